@@ -1,0 +1,30 @@
+//! Compiles `../proto` with protox (pure Rust, no system `protoc`) and generates prost/tonic code
+//! plus the encoded file descriptor set used by gRPC server reflection.
+
+use std::path::PathBuf;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("../proto");
+    let files = [
+        "io/cloudevents/v1/cloudevents.proto",
+        "flotilla/v1/meta.proto",
+        "flotilla/v1/cluster.proto",
+        "flotilla/v1/events.proto",
+        "flotilla/v1/cluster_service.proto",
+        "flotilla/v1/clusterset_service.proto",
+    ];
+    for file in &files {
+        println!("cargo:rerun-if-changed={}", root.join(file).display());
+    }
+    let fds = protox::compile(files, [&root])?;
+    let out = PathBuf::from(std::env::var("OUT_DIR")?);
+    std::fs::write(
+        out.join("flotilla_descriptor.bin"),
+        prost::Message::encode_to_vec(&fds),
+    )?;
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .compile_fds(fds)?;
+    Ok(())
+}

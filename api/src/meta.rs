@@ -1,0 +1,191 @@
+//! Metadata helpers: well-known names, timestamps and conditions.
+
+use crate::v1::{Condition, ObjectMeta};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Label that puts a cluster in an `ExclusiveClusterSetLabel` set.
+pub const CLUSTERSET_LABEL: &str = "cluster.open-cluster-management.io/clusterset";
+/// The built-in set every new cluster joins.
+pub const DEFAULT_CLUSTERSET: &str = "default";
+/// The built-in set that selects every cluster.
+pub const GLOBAL_CLUSTERSET: &str = "global";
+
+/// Condition: the hub admin (or policy) accepted the cluster.
+pub const COND_HUB_ACCEPTED: &str = "HubAcceptedManagedCluster";
+/// Condition: the hub admin denied the cluster.
+pub const COND_HUB_DENIED: &str = "HubDeniedManagedCluster";
+/// Condition: the agent joined after acceptance.
+pub const COND_JOINED: &str = "ManagedClusterJoined";
+/// Condition: the cluster is available (lease renewed and spoke healthy).
+pub const COND_AVAILABLE: &str = "ManagedClusterConditionAvailable";
+/// Condition: the agent's clock agrees with the hub's.
+pub const COND_CLOCK_SYNCED: &str = "ManagedClusterConditionClockSynced";
+/// Condition of a set: whether it selects any cluster.
+pub const COND_CLUSTERSET_EMPTY: &str = "ClusterSetEmpty";
+/// Condition of a binding: the set exists and the binding is usable.
+pub const COND_BOUND: &str = "Bound";
+
+/// Hub-maintained taint while Available=False.
+pub const TAINT_UNAVAILABLE: &str = "cluster.open-cluster-management.io/unavailable";
+/// Hub-maintained taint while Available is Unknown or missing.
+pub const TAINT_UNREACHABLE: &str = "cluster.open-cluster-management.io/unreachable";
+/// Taint effects.
+pub const TAINT_EFFECTS: [&str; 3] = ["NoSelect", "PreferNoSelect", "NoSelectIfNew"];
+
+/// Reserved claim: the cluster's unique id.
+pub const CLAIM_ID: &str = "id.k8s.io";
+/// Reserved claim: the Kubernetes version.
+pub const CLAIM_KUBEVERSION: &str = "kubeversion.open-cluster-management.io";
+/// Reserved claim: the platform (AWS, GCP, Other, …).
+pub const CLAIM_PLATFORM: &str = "platform.open-cluster-management.io";
+/// Reserved claim: the product (OpenShift, K3s, Other, …).
+pub const CLAIM_PRODUCT: &str = "product.open-cluster-management.io";
+/// The reserved claim names that every agent reports.
+pub const RESERVED_CLAIMS: [&str; 4] = [CLAIM_ID, CLAIM_KUBEVERSION, CLAIM_PLATFORM, CLAIM_PRODUCT];
+/// Most custom (non-reserved) claims an agent may report (OCM default).
+pub const MAX_CUSTOM_CLAIMS: usize = 20;
+
+/// `"True"`, `"False"` and `"Unknown"` condition statuses.
+pub mod status {
+    /// The condition holds.
+    pub const TRUE: &str = "True";
+    /// The condition does not hold.
+    pub const FALSE: &str = "False";
+    /// The hub cannot tell.
+    pub const UNKNOWN: &str = "Unknown";
+}
+
+/// Converts a `SystemTime` into a protobuf timestamp.
+pub fn timestamp(t: SystemTime) -> prost_types::Timestamp {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
+    prost_types::Timestamp {
+        seconds: d.as_secs() as i64,
+        nanos: d.subsec_nanos() as i32,
+    }
+}
+
+/// The current time as a protobuf timestamp.
+pub fn now() -> prost_types::Timestamp {
+    timestamp(SystemTime::now())
+}
+
+/// Converts a protobuf timestamp into a `SystemTime` (negative times clamp to the epoch).
+pub fn system_time(ts: &prost_types::Timestamp) -> SystemTime {
+    if ts.seconds < 0 {
+        return UNIX_EPOCH;
+    }
+    UNIX_EPOCH + Duration::new(ts.seconds as u64, ts.nanos.clamp(0, 999_999_999) as u32)
+}
+
+/// Formats a timestamp as RFC 3339 (`2024-05-01T10:00:00Z`), seconds precision like Kubernetes.
+pub fn rfc3339(ts: &prost_types::Timestamp) -> String {
+    time::OffsetDateTime::from_unix_timestamp(ts.seconds)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default()
+}
+
+/// Parses an RFC 3339 timestamp.
+pub fn parse_rfc3339(s: &str) -> Option<prost_types::Timestamp> {
+    let t = time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()?;
+    Some(prost_types::Timestamp {
+        seconds: t.unix_timestamp(),
+        nanos: t.nanosecond() as i32,
+    })
+}
+
+/// Finds a condition by type.
+pub fn find_condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
+    conditions.iter().find(|c| c.r#type == type_)
+}
+
+/// The status of a condition, or `None` when it is missing.
+pub fn condition_status<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a str> {
+    find_condition(conditions, type_).map(|c| c.status.as_str())
+}
+
+/// Sets a condition like `meta.SetStatusCondition`: `last_transition_time` changes only when the
+/// status changes. Returns whether anything changed.
+pub fn set_condition(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+) -> bool {
+    match conditions.iter_mut().find(|c| c.r#type == type_) {
+        Some(c) => {
+            let mut changed = false;
+            if c.status != status {
+                c.status = status.to_string();
+                c.last_transition_time = Some(now());
+                changed = true;
+            }
+            if c.reason != reason {
+                c.reason = reason.to_string();
+                changed = true;
+            }
+            if c.message != message {
+                c.message = message.to_string();
+                changed = true;
+            }
+            changed
+        }
+        None => {
+            conditions.push(Condition {
+                r#type: type_.to_string(),
+                status: status.to_string(),
+                reason: reason.to_string(),
+                message: message.to_string(),
+                last_transition_time: Some(now()),
+                observed_generation: 0,
+            });
+            true
+        }
+    }
+}
+
+/// Removes a condition; returns whether it was there.
+pub fn remove_condition(conditions: &mut Vec<Condition>, type_: &str) -> bool {
+    let before = conditions.len();
+    conditions.retain(|c| c.r#type != type_);
+    before != conditions.len()
+}
+
+/// `namespace/name`, or `name` for cluster-scoped objects.
+pub fn object_key(meta: &ObjectMeta) -> String {
+    if meta.namespace.is_empty() {
+        meta.name.clone()
+    } else {
+        format!("{}/{}", meta.namespace, meta.name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_condition_keeps_transition_time_when_status_is_unchanged() {
+        let mut conds = Vec::new();
+        assert!(set_condition(&mut conds, COND_AVAILABLE, status::TRUE, "A", ""));
+        let first = conds[0].last_transition_time;
+        assert!(!set_condition(&mut conds, COND_AVAILABLE, status::TRUE, "A", ""));
+        assert!(set_condition(&mut conds, COND_AVAILABLE, status::TRUE, "B", "m"));
+        assert_eq!(conds[0].last_transition_time, first);
+        assert_eq!(conds[0].reason, "B");
+    }
+
+    #[test]
+    fn rfc3339_round_trips_seconds() {
+        let ts = prost_types::Timestamp {
+            seconds: 1_645_431_066,
+            nanos: 0,
+        };
+        assert_eq!(rfc3339(&ts), "2022-02-21T08:11:06Z");
+        assert_eq!(parse_rfc3339("2022-02-21T08:11:06Z"), Some(ts));
+    }
+}

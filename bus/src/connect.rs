@@ -1,0 +1,196 @@
+//! NATS connection options shared by hub, agents and tools: unbounded reconnects with jittered
+//! exponential backoff, a per-cluster inbox prefix, credentials and TLS hooks, and connection
+//! events forwarded to the owner (agents resync on every reconnect).
+
+use async_nats::{Client, ConnectOptions};
+use rand::Rng;
+use std::path::PathBuf;
+use std::time::Duration;
+use thiserror::Error;
+use tokio::sync::mpsc;
+
+/// How to reach and authenticate to NATS.
+#[derive(Debug, Clone)]
+pub struct NatsConfig {
+    /// Server URL(s), comma-separated (`nats://127.0.0.1:4222`).
+    pub url: String,
+    /// Connection name shown by the server (`flotilla-hub`, `flotilla-agent/<cluster>`).
+    pub name: String,
+    /// Inbox prefix for replies (agents use `_INBOX.<cluster>`).
+    pub inbox_prefix: Option<String>,
+    /// `.creds` file (user JWT + NKey seed).
+    pub credentials_file: Option<PathBuf>,
+    /// File holding an NKey seed.
+    pub nkey_seed_file: Option<PathBuf>,
+    /// Token authentication. Never logged.
+    pub token: Option<String>,
+    /// CA bundle to verify the server.
+    pub tls_ca_file: Option<PathBuf>,
+    /// Client certificate and key for mutual TLS.
+    pub tls_client_cert: Option<(PathBuf, PathBuf)>,
+    /// Refuse plaintext connections.
+    pub require_tls: bool,
+    /// Upper bound of the reconnect backoff.
+    pub max_reconnect_delay: Duration,
+    /// Timeout of request/reply calls.
+    pub request_timeout: Duration,
+    /// Capacity of the client's outgoing command channel.
+    pub client_capacity: usize,
+    /// Capacity of each subscription's channel.
+    pub subscription_capacity: usize,
+}
+
+impl NatsConfig {
+    /// Defaults for `url` with the given connection name.
+    pub fn new(url: impl Into<String>, name: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            name: name.into(),
+            inbox_prefix: None,
+            credentials_file: None,
+            nkey_seed_file: None,
+            token: None,
+            tls_ca_file: None,
+            tls_client_cert: None,
+            require_tls: false,
+            max_reconnect_delay: Duration::from_secs(8),
+            request_timeout: Duration::from_secs(5),
+            client_capacity: 2048,
+            subscription_capacity: 8192,
+        }
+    }
+}
+
+/// A connection problem that no retry can fix (bad credentials file, bad URL).
+#[derive(Debug, Error)]
+pub enum ConnectError {
+    /// Credentials could not be read.
+    #[error("reading NATS credentials {path}: {source}")]
+    Credentials {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The client refused the options.
+    #[error("connecting to NATS at {url}: {source}")]
+    Connect {
+        /// The URL.
+        url: String,
+        /// The client's error.
+        #[source]
+        source: async_nats::ConnectError,
+    },
+}
+
+/// What happened to the connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectionEvent {
+    /// (Re)connected: resync now.
+    Connected,
+    /// Lost the server; the client keeps retrying.
+    Disconnected,
+    /// A subscription dropped messages because its owner was slow.
+    SlowConsumer,
+}
+
+/// Reconnect delay: exponential from 100 ms, capped, with full jitter in [50 %, 100 %] so that
+/// thousands of agents cut off together do not come back in lock-step.
+pub fn backoff(attempt: usize, max: Duration) -> Duration {
+    let exp = Duration::from_millis(100).saturating_mul(1u32 << attempt.min(16));
+    let capped = exp.min(max);
+    capped.mul_f64(rand::rng().random_range(0.5..=1.0))
+}
+
+/// Connects with unbounded reconnects. Returns at once even when the server is down (the
+/// client connects in the background); `events` receives every connection change.
+pub async fn connect(
+    cfg: &NatsConfig,
+    events: Option<mpsc::UnboundedSender<ConnectionEvent>>,
+) -> Result<Client, ConnectError> {
+    let mut opts = match &cfg.credentials_file {
+        Some(path) => ConnectOptions::with_credentials_file(path.clone())
+            .await
+            .map_err(|source| ConnectError::Credentials {
+                path: path.clone(),
+                source,
+            })?,
+        None => ConnectOptions::new(),
+    };
+    if let Some(path) = &cfg.nkey_seed_file {
+        let seed = std::fs::read_to_string(path).map_err(|source| ConnectError::Credentials {
+            path: path.clone(),
+            source,
+        })?;
+        opts = opts.nkey(seed.trim().to_string());
+    }
+    if let Some(token) = &cfg.token {
+        opts = opts.token(token.clone());
+    }
+    if let Some(ca) = &cfg.tls_ca_file {
+        opts = opts.add_root_certificates(ca.clone());
+    }
+    if let Some((cert, key)) = &cfg.tls_client_cert {
+        opts = opts.add_client_certificate(cert.clone(), key.clone());
+    }
+    if let Some(prefix) = &cfg.inbox_prefix {
+        opts = opts.custom_inbox_prefix(prefix);
+    }
+    let max_delay = cfg.max_reconnect_delay;
+    opts = opts
+        .name(&cfg.name)
+        .require_tls(cfg.require_tls)
+        .retry_on_initial_connect()
+        .max_reconnects(None)
+        .connection_timeout(Duration::from_secs(5))
+        .request_timeout(Some(cfg.request_timeout))
+        .client_capacity(cfg.client_capacity)
+        .subscription_capacity(cfg.subscription_capacity)
+        .reconnect_delay_callback(move |attempt| backoff(attempt, max_delay));
+    let name = cfg.name.clone();
+    opts = opts.event_callback(move |event| {
+        let events = events.clone();
+        let name = name.clone();
+        async move {
+            let mapped = match &event {
+                async_nats::Event::Connected => Some(ConnectionEvent::Connected),
+                async_nats::Event::Disconnected => Some(ConnectionEvent::Disconnected),
+                async_nats::Event::SlowConsumer(_) => Some(ConnectionEvent::SlowConsumer),
+                _ => None,
+            };
+            match &event {
+                async_nats::Event::Connected => tracing::info!(conn = %name, "nats connected"),
+                async_nats::Event::Disconnected => tracing::warn!(conn = %name, "nats disconnected"),
+                other => tracing::debug!(conn = %name, event = %other, "nats event"),
+            }
+            if let (Some(tx), Some(ev)) = (events, mapped) {
+                let _ = tx.send(ev);
+            }
+        }
+    });
+    opts.connect(cfg.url.as_str())
+        .await
+        .map_err(|source| ConnectError::Connect {
+            url: cfg.url.clone(),
+            source,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_is_capped_and_jittered() {
+        let max = Duration::from_secs(8);
+        for attempt in 0..40 {
+            let d = backoff(attempt, max);
+            assert!(d <= max, "attempt {attempt}: {d:?}");
+        }
+        let first = backoff(0, max);
+        assert!(first >= Duration::from_millis(50) && first <= Duration::from_millis(100));
+        let late = backoff(30, max);
+        assert!(late >= Duration::from_secs(4));
+    }
+}

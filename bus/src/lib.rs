@@ -1,0 +1,20 @@
+//! The hub–agent transport: protobuf CloudEvents over NATS.
+//!
+//! - [`envelope`]: build, encode, decode and validate CloudEvents (`io.cloudevents.v1`), the
+//!   Flotilla event `type` grammar and extension attributes, the size limit.
+//! - [`subjects`]: the NATS subject scheme, including the status `<shard>` token.
+//! - [`connect`]: NATS connection options (unbounded jittered reconnect, per-cluster inbox
+//!   prefix, credentials and TLS) and connection events.
+//! - [`jetstream`]: the `FLOTILLA_STATUS` stream and KV buckets created in a way that works on
+//!   nats-server 2.9 and newer, and a bulk loader for KV state.
+//! - [`ids`]: resource ids (UUIDv5) and status hashes.
+
+#![deny(missing_docs)]
+
+pub mod connect;
+pub mod envelope;
+pub mod ids;
+pub mod jetstream;
+pub mod subjects;
+
+pub use envelope::{Event, EventType, EnvelopeError};

@@ -1,0 +1,180 @@
+//! The NATS subject scheme. Every token that names a cluster is a whole token, so NATS
+//! permissions can scope a cluster's credentials to exactly its own subjects.
+//!
+//! | subject | direction |
+//! |---|---|
+//! | `flotilla.register.<cluster>` | agent → hub, request/reply |
+//! | `flotilla.spec.<cluster>` | hub → agent, core NATS |
+//! | `flotilla.status.<shard>.<cluster>.<kind>[.<resourceid>]` | agent → hub, JetStream |
+//! | `flotilla.proxy.<cluster>` | hub → agent, request/reply |
+//! | `flotilla.broadcast` | hub → all agents |
+
+use thiserror::Error;
+
+/// Number of status shards (a protocol constant: changing it moves clusters between shards).
+pub const SHARDS: u32 = 32;
+/// Wildcard for every registration request.
+pub const REGISTER_ALL: &str = "flotilla.register.*";
+/// Wildcard for every status subject (the status stream's subject).
+pub const STATUS_ALL: &str = "flotilla.status.>";
+/// Broadcast subject.
+pub const BROADCAST: &str = "flotilla.broadcast";
+
+/// Status kind of lease renewals.
+pub const KIND_LEASE: &str = "lease";
+/// Status kind of cluster status reports.
+pub const KIND_CLUSTER: &str = "cluster";
+
+/// The shard of a cluster: FNV-1a (32 bit) of its name, mod [`SHARDS`].
+pub fn shard(cluster: &str) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in cluster.bytes() {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h % SHARDS
+}
+
+/// Registration subject of a cluster.
+pub fn register(cluster: &str) -> String {
+    format!("flotilla.register.{cluster}")
+}
+
+/// Spec subject of a cluster.
+pub fn spec(cluster: &str) -> String {
+    format!("flotilla.spec.{cluster}")
+}
+
+/// Proxy (read-only query) subject of a cluster.
+pub fn proxy(cluster: &str) -> String {
+    format!("flotilla.proxy.{cluster}")
+}
+
+/// Status subject of one resource (or of the cluster itself when `resource_id` is `None`).
+pub fn status(cluster: &str, kind: &str, resource_id: Option<&str>) -> String {
+    match resource_id {
+        Some(id) => format!("flotilla.status.{}.{cluster}.{kind}.{id}", shard(cluster)),
+        None => format!("flotilla.status.{}.{cluster}.{kind}", shard(cluster)),
+    }
+}
+
+/// Filter matching every status subject of one cluster.
+pub fn status_of_cluster(cluster: &str) -> String {
+    format!("flotilla.status.{}.{cluster}.>", shard(cluster))
+}
+
+/// Filter matching every status subject of one shard.
+pub fn status_of_shard(shard: u32) -> String {
+    format!("flotilla.status.{shard}.>")
+}
+
+/// Inbox prefix of a cluster's connection, so replies to it cannot be read by other clusters.
+pub fn inbox_prefix(cluster: &str) -> String {
+    format!("_INBOX.{cluster}")
+}
+
+/// A subject that does not follow the scheme.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("subject {subject:?}: {reason}")]
+pub struct SubjectError {
+    /// The subject.
+    pub subject: String,
+    /// What was wrong.
+    pub reason: &'static str,
+}
+
+/// A parsed status subject.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusSubject<'a> {
+    /// Shard token.
+    pub shard: u32,
+    /// Cluster token.
+    pub cluster: &'a str,
+    /// Kind token (`lease`, `cluster`, `work`, …).
+    pub kind: &'a str,
+    /// Resource id token, when present.
+    pub resource_id: Option<&'a str>,
+}
+
+impl<'a> StatusSubject<'a> {
+    /// Parses `flotilla.status.<shard>.<cluster>.<kind>[.<resourceid>]` and checks that the
+    /// shard token matches the cluster.
+    pub fn parse(subject: &'a str) -> Result<Self, SubjectError> {
+        let err = |reason| SubjectError {
+            subject: subject.to_string(),
+            reason,
+        };
+        let mut parts = subject.split('.');
+        if parts.next() != Some("flotilla") || parts.next() != Some("status") {
+            return Err(err("not a flotilla.status subject"));
+        }
+        let shard: u32 = parts
+            .next()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| err("shard token is not a number"))?;
+        let cluster = parts.next().ok_or_else(|| err("missing cluster token"))?;
+        let kind = parts.next().ok_or_else(|| err("missing kind token"))?;
+        let resource_id = parts.next();
+        if parts.next().is_some() {
+            return Err(err("too many tokens"));
+        }
+        if shard != self::shard(cluster) {
+            return Err(err("shard token does not match the cluster"));
+        }
+        Ok(Self {
+            shard,
+            cluster,
+            kind,
+            resource_id,
+        })
+    }
+}
+
+/// Extracts the cluster token of `flotilla.<verb>.<cluster>` subjects (register, spec, proxy).
+pub fn cluster_token<'a>(subject: &'a str, verb: &str) -> Option<&'a str> {
+    let rest = subject.strip_prefix("flotilla.")?.strip_prefix(verb)?;
+    let cluster = rest.strip_prefix('.')?;
+    (!cluster.is_empty() && !cluster.contains('.')).then_some(cluster)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_subjects_round_trip_with_their_shard() {
+        let s = status("edge-1", KIND_LEASE, None);
+        let p = StatusSubject::parse(&s).unwrap();
+        assert_eq!(p.cluster, "edge-1");
+        assert_eq!(p.kind, "lease");
+        assert_eq!(p.resource_id, None);
+        assert!(p.shard < SHARDS);
+        let s = status("edge-1", "work", Some("abc"));
+        assert_eq!(StatusSubject::parse(&s).unwrap().resource_id, Some("abc"));
+    }
+
+    #[test]
+    fn forged_shard_tokens_are_rejected() {
+        let wrong = (shard("edge-1") + 1) % SHARDS;
+        let s = format!("flotilla.status.{wrong}.edge-1.lease");
+        assert!(StatusSubject::parse(&s).is_err());
+        assert!(StatusSubject::parse("flotilla.status.x.edge-1.lease").is_err());
+        assert!(StatusSubject::parse("flotilla.spec.edge-1").is_err());
+    }
+
+    #[test]
+    fn shards_spread_clusters() {
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..1000 {
+            seen.insert(shard(&format!("cluster-{i}")));
+        }
+        assert_eq!(seen.len(), SHARDS as usize);
+    }
+
+    #[test]
+    fn cluster_token_extracts_single_tokens_only() {
+        assert_eq!(cluster_token("flotilla.register.c1", "register"), Some("c1"));
+        assert_eq!(cluster_token("flotilla.register.c1.x", "register"), None);
+        assert_eq!(cluster_token("flotilla.spec.c1", "register"), None);
+    }
+}

@@ -1,0 +1,102 @@
+//! JetStream helpers against a real nats-server (2.9.10 from Debian in CI).
+
+use async_nats::jetstream;
+use bytes::Bytes;
+use flotilla_bus::jetstream::{StreamOptions, ensure_kv, ensure_status_stream, load_all};
+use flotilla_bus::{connect, subjects};
+use flotilla_testkit::NatsServer;
+use futures::StreamExt;
+use std::time::Duration;
+
+const T: Duration = Duration::from_secs(10);
+
+async fn js(server: &NatsServer) -> jetstream::Context {
+    let client = connect::connect(&connect::NatsConfig::new(server.url(), "test"), None)
+        .await
+        .unwrap();
+    jetstream::new(client)
+}
+
+#[tokio::test]
+async fn kv_buckets_work_on_this_server_with_cas_and_bulk_load() {
+    let server = NatsServer::start();
+    let js = js(&server).await;
+    let kv = tokio::time::timeout(T, ensure_kv(&js, "clusters", 1, StreamOptions::default()))
+        .await
+        .unwrap()
+        .unwrap();
+    // Opening again is idempotent.
+    ensure_kv(&js, "clusters", 1, StreamOptions::default()).await.unwrap();
+
+    assert!(load_all(&kv).await.unwrap().is_empty());
+    let r1 = kv.create("c1", Bytes::from_static(b"one")).await.unwrap();
+    assert!(kv.create("c1", Bytes::from_static(b"dup")).await.is_err(), "create must not overwrite");
+    let r2 = kv.update("c1", Bytes::from_static(b"two"), r1).await.unwrap();
+    assert!(r2 > r1);
+    assert!(
+        kv.update("c1", Bytes::from_static(b"stale"), r1).await.is_err(),
+        "a stale revision must be refused"
+    );
+    for i in 0..50 {
+        kv.put(format!("k{i}"), Bytes::from(format!("v{i}"))).await.unwrap();
+    }
+    kv.delete("k7").await.unwrap();
+    let items = load_all(&kv).await.unwrap();
+    assert_eq!(items.len(), 50, "c1 + 49 live keys");
+    let c1 = items.iter().find(|i| i.key == "c1").unwrap();
+    assert_eq!(c1.value.as_ref(), b"two");
+    assert_eq!(c1.revision, r2);
+    assert!(items.iter().all(|i| i.key != "k7"));
+    let mut keys: Vec<String> = kv.keys().await.unwrap().map(|k| k.unwrap()).collect().await;
+    keys.sort();
+    assert_eq!(keys.len(), 50);
+}
+
+#[tokio::test]
+async fn status_stream_keeps_only_the_latest_message_per_subject() {
+    let server = NatsServer::start();
+    let js = js(&server).await;
+    let mut stream = ensure_status_stream(&js, StreamOptions::default()).await.unwrap();
+    let subject = subjects::status("c1", subjects::KIND_LEASE, None);
+    for i in 0..5 {
+        js.publish(subject.clone(), Bytes::from(format!("{i}")))
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    js.publish(subjects::status("c2", subjects::KIND_LEASE, None), Bytes::from_static(b"x"))
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let info = stream.info().await.unwrap();
+    assert_eq!(info.state.messages, 2);
+    let last = stream.get_last_raw_message_by_subject(&subject).await.unwrap();
+    assert_eq!(last.payload.as_ref(), b"4");
+}
+
+#[tokio::test]
+async fn jetstream_state_survives_a_server_restart() {
+    let mut server = NatsServer::start();
+    {
+        let js = js(&server).await;
+        let kv = ensure_kv(&js, "sets", 1, StreamOptions::default()).await.unwrap();
+        kv.put("default", Bytes::from_static(b"d")).await.unwrap();
+    }
+    server.restart();
+    let js = js(&server).await;
+    let kv = tokio::time::timeout(T, async {
+        loop {
+            match ensure_kv(&js, "sets", 1, StreamOptions::default()).await {
+                Ok(kv) => break kv,
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+    })
+    .await
+    .unwrap();
+    let items = load_all(&kv).await.unwrap();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0].key, "default");
+}

@@ -1,0 +1,243 @@
+//! Test fixtures for Flotilla: a real `nats-server` with JetStream on a free port and a private
+//! store directory (stopped on drop, restartable on the same port and store), child processes
+//! that are killed on drop, paths to the workspace's built binaries, and polling helpers.
+//!
+//! A missing `nats-server` fails the test with the command that installs it: NATS tests never
+//! skip silently.
+
+#![deny(missing_docs)]
+
+use std::future::Future;
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The hint printed when `nats-server` is missing.
+pub const INSTALL_HINT: &str = "nats-server is not installed: run `apt-get install -y nats-server` \
+(Debian/Ubuntu), or `./scripts/test.sh`, which installs it";
+
+/// A free TCP port on 127.0.0.1 (the listener is closed before returning).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind an ephemeral port on 127.0.0.1")
+}
+
+/// Path of the `nats-server` binary, or a panic with [`INSTALL_HINT`].
+pub fn nats_server_binary() -> PathBuf {
+    if let Ok(p) = std::env::var("NATS_SERVER_BIN") {
+        return PathBuf::from(p);
+    }
+    for dir in std::env::var("PATH").unwrap_or_default().split(':').chain(["/usr/sbin", "/usr/local/bin", "/usr/bin"]) {
+        let p = Path::new(dir).join("nats-server");
+        if p.is_file() {
+            return p;
+        }
+    }
+    panic!("{INSTALL_HINT}");
+}
+
+/// A real nats-server process with JetStream.
+pub struct NatsServer {
+    child: Option<Child>,
+    port: u16,
+    store: tempfile::TempDir,
+    log: PathBuf,
+}
+
+impl NatsServer {
+    /// Starts a server on a free port with a fresh store directory and waits until it accepts
+    /// connections.
+    pub fn start() -> Self {
+        let store = tempfile::tempdir().expect("create a temp dir for the JetStream store");
+        let log = store.path().join("nats-server.log");
+        let mut server = Self {
+            child: None,
+            port: free_port(),
+            store,
+            log,
+        };
+        server.spawn();
+        server
+    }
+
+    fn spawn(&mut self) {
+        let bin = nats_server_binary();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .expect("open the nats-server log");
+        let child = Command::new(&bin)
+            .args(["-js", "-a", "127.0.0.1", "-p"])
+            .arg(self.port.to_string())
+            .arg("-sd")
+            .arg(self.store.path().join("js"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}. {INSTALL_HINT}", bin.display()));
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    panic!(
+                        "nats-server exited with {status} on port {}; log:\n{}",
+                        self.port,
+                        std::fs::read_to_string(&self.log).unwrap_or_default()
+                    );
+                }
+            }
+            assert!(Instant::now() < deadline, "nats-server did not listen on port {} within 15 s", self.port);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `nats://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// The client port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Kills the server (SIGKILL) and waits for it to exit; the store is kept.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same port with the same store.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.spawn();
+    }
+
+    /// The server's log so far (for assertion messages).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The directory holding the workspace's built binaries (`target/<profile>`), found from the
+/// running test executable (`target/<profile>/deps/<test>`).
+pub fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current test executable");
+    let deps = exe.parent().expect("test executable has a directory");
+    let dir = if deps.ends_with("deps") {
+        deps.parent().expect("deps has a parent").to_path_buf()
+    } else {
+        deps.to_path_buf()
+    };
+    dir
+}
+
+/// Path of a workspace binary (`flotilla-hub`, `flotilla-agent`, `flotilla`, `flotilla-sim`).
+/// Panics with the build command when it has not been built.
+pub fn binary(name: &str) -> PathBuf {
+    let p = target_dir().join(name);
+    assert!(
+        p.is_file(),
+        "{} is missing: build the binaries first with `cargo build --workspace --bins` \
+         (./scripts/test.sh does this before running the tests)",
+        p.display()
+    );
+    p
+}
+
+/// A child process killed (SIGKILL) when dropped, with its output captured in a log file.
+pub struct Proc {
+    child: Option<Child>,
+    /// Where stdout and stderr go.
+    pub log: PathBuf,
+    name: String,
+}
+
+impl Proc {
+    /// Spawns `cmd` with stdout/stderr appended to `log`.
+    pub fn spawn(name: &str, mut cmd: Command, log: PathBuf) -> Self {
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .expect("open process log");
+        let err = out.try_clone().expect("clone log handle");
+        let child = cmd
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {name}: {e}"));
+        Self {
+            child: Some(child),
+            log,
+            name: name.to_string(),
+        }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
+    /// Kills the process with SIGKILL (like `kill -9`) and reaps it.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// The captured output so far.
+    pub fn output(&self) -> String {
+        format!(
+            "--- {} log ---\n{}",
+            self.name,
+            std::fs::read_to_string(&self.log).unwrap_or_default()
+        )
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Polls `check` every 50 ms until it returns `Some`, or panics with `what` after `timeout`.
+pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
