@@ -1,0 +1,138 @@
+//! The Flotilla agent: runs next to (or inside) one spoke cluster.
+//!
+//! - [`registration`]: the registration actor — double opt-in registration, lease renewal,
+//!   cluster status reports, reaction to acceptance/denial/deletion and to reconnects.
+//! - [`backend`]: the local cluster ([`backend::sim::SimBackend`] for simulators and tests).
+//! - [`store`]: durable local state (`--state-dir`) or in-memory state for simulators.
+//!
+//! [`run`] is what the `flotilla-agent` binary and the simulator call.
+
+#![deny(missing_docs)]
+
+pub mod backend;
+pub mod registration;
+pub mod store;
+
+use flotilla_api::v1::ClusterClaim;
+use flotilla_bus::connect::{self, NatsConfig};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use thiserror::Error;
+
+/// Where the agent keeps its state.
+#[derive(Debug, Clone)]
+pub enum StateConfig {
+    /// A directory (durable across restarts).
+    Dir(PathBuf),
+    /// Memory only (simulators).
+    Memory,
+}
+
+/// Everything an agent needs.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// The cluster's name (DNS-1123 label).
+    pub cluster_name: String,
+    /// NATS connection (the inbox prefix is set to `_INBOX.<cluster>`).
+    pub nats: NatsConfig,
+    /// State location.
+    pub state: StateConfig,
+    /// Labels asked for at registration.
+    pub labels: HashMap<String, String>,
+    /// Custom claims (the reserved ones are added from the backend).
+    pub claims: Vec<ClusterClaim>,
+    /// How often a pending agent asks again.
+    pub pending_poll: Duration,
+    /// How often a denied agent asks again.
+    pub denied_poll: Duration,
+    /// How often the backend is checked for status changes.
+    pub status_interval: Duration,
+    /// Largest event sent.
+    pub max_event_bytes: usize,
+}
+
+impl AgentConfig {
+    /// Defaults for a cluster talking to `nats_url`.
+    pub fn new(cluster_name: &str, nats_url: &str) -> Self {
+        let mut nats = NatsConfig::new(nats_url, format!("flotilla-agent/{cluster_name}"));
+        nats.inbox_prefix = Some(flotilla_bus::subjects::inbox_prefix(cluster_name));
+        Self {
+            cluster_name: cluster_name.to_string(),
+            nats,
+            state: StateConfig::Memory,
+            labels: HashMap::new(),
+            claims: Vec::new(),
+            pending_poll: Duration::from_secs(30),
+            denied_poll: Duration::from_secs(300),
+            status_interval: Duration::from_secs(10),
+            max_event_bytes: flotilla_bus::envelope::DEFAULT_MAX_EVENT_BYTES,
+        }
+    }
+
+    /// Checks everything the hub would reject, so a misconfigured agent fails at start with
+    /// every problem listed instead of being refused over the wire.
+    pub fn validate(&self) -> Vec<String> {
+        let mut errors = Vec::new();
+        if let Err(e) = flotilla_api::names::validate_cluster_name(&self.cluster_name) {
+            errors.push(format!("--cluster-name: {}", e.reason));
+        }
+        for e in flotilla_api::names::validate_labels("--label", &self.labels) {
+            errors.push(e.to_string());
+        }
+        for (i, c) in self.claims.iter().enumerate() {
+            if let Err(e) = flotilla_api::names::validate_claim(&format!("--claim[{i}]"), &c.name, &c.value) {
+                errors.push(e.to_string());
+            }
+            if flotilla_api::meta::RESERVED_CLAIMS.contains(&c.name.as_str()) {
+                errors.push(format!("--claim[{i}]: {:?} is reserved and reported by the agent itself", c.name));
+            }
+        }
+        if self.claims.len() > flotilla_api::meta::MAX_CUSTOM_CLAIMS {
+            errors.push(format!(
+                "--claim: {} custom claims, at most {} allowed",
+                self.claims.len(),
+                flotilla_api::meta::MAX_CUSTOM_CLAIMS
+            ));
+        }
+        errors
+    }
+}
+
+/// Why the agent stopped.
+#[derive(Debug, Error)]
+pub enum AgentError {
+    /// Invalid configuration (every problem listed).
+    #[error("invalid configuration: {}", .0.join("; "))]
+    Config(Vec<String>),
+    /// Local state is unusable.
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+    /// NATS options are unusable.
+    #[error(transparent)]
+    Connect(#[from] connect::ConnectError),
+}
+
+/// Runs an agent until `shutdown` resolves. Survives NATS and hub outages on its own.
+pub async fn run(
+    config: AgentConfig,
+    backend: Arc<dyn backend::Backend>,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), AgentError> {
+    let errors = config.validate();
+    if !errors.is_empty() {
+        return Err(AgentError::Config(errors));
+    }
+    let store = match &config.state {
+        StateConfig::Dir(dir) => store::LocalStore::open(dir, &config.cluster_name)?,
+        StateConfig::Memory => store::LocalStore::memory(&config.cluster_name),
+    };
+    let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
+    let client = connect::connect(&config.nats, Some(events_tx)).await?;
+    registration::RegistrationActor::new(config, client.clone(), backend, Arc::new(store))
+        .run(events_rx, shutdown)
+        .await;
+    let _ = tokio::time::timeout(Duration::from_secs(2), client.drain()).await;
+    Ok(())
+}

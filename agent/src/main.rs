@@ -1,0 +1,135 @@
+//! `flotilla-agent`: flags → tracing → [`flotilla_agent::run`].
+
+use clap::Parser;
+use flotilla_agent::backend::sim::SimBackend;
+use flotilla_agent::{AgentConfig, StateConfig};
+use flotilla_api::v1::ClusterClaim;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The Flotilla agent: registers this cluster with the hub, renews its lease and reports status.
+#[derive(Parser, Debug)]
+#[command(name = "flotilla-agent", version)]
+struct Args {
+    /// Name of this cluster (DNS-1123 label, at most 63 characters).
+    #[arg(long, env = "FLOTILLA_CLUSTER_NAME")]
+    cluster_name: String,
+    /// NATS server URL(s), comma-separated.
+    #[arg(long, env = "FLOTILLA_NATS_URL", default_value = "nats://127.0.0.1:4222")]
+    nats_url: String,
+    /// NATS credentials file (.creds) — the bootstrap credentials.
+    #[arg(long, env = "FLOTILLA_NATS_CREDS")]
+    nats_creds: Option<PathBuf>,
+    /// CA bundle to verify the NATS server.
+    #[arg(long, env = "FLOTILLA_NATS_CA")]
+    nats_ca: Option<PathBuf>,
+    /// Directory for durable agent state.
+    #[arg(long, env = "FLOTILLA_STATE_DIR")]
+    state_dir: PathBuf,
+    /// Label asked for at registration (repeatable): key=value.
+    #[arg(long = "label", value_name = "KEY=VALUE")]
+    labels: Vec<String>,
+    /// Custom cluster claim (repeatable): name=value.
+    #[arg(long = "claim", value_name = "NAME=VALUE")]
+    claims: Vec<String>,
+    /// Cluster backend. Only `sim` (a simulated cluster) is available in this build.
+    #[arg(long, default_value = "sim")]
+    backend: String,
+    /// Simulated CPU cores.
+    #[arg(long, default_value_t = 8)]
+    sim_cpu: u32,
+    /// Simulated memory in GiB.
+    #[arg(long, default_value_t = 32)]
+    sim_memory_gib: u32,
+    /// Simulated Kubernetes version.
+    #[arg(long, default_value = "v1.30.2")]
+    sim_kubernetes_version: String,
+    /// Simulated platform claim (AWS, GCP, Azure, Other, …).
+    #[arg(long, default_value = "Other")]
+    sim_platform: String,
+    /// Seconds between registration retries while pending.
+    #[arg(long, default_value_t = 30)]
+    pending_poll_seconds: u64,
+    /// Seconds between status checks.
+    #[arg(long, default_value_t = 10)]
+    status_interval_seconds: u64,
+}
+
+fn pairs(flag: &str, raw: &[String], errors: &mut Vec<String>) -> Vec<(String, String)> {
+    raw.iter()
+        .filter_map(|s| match s.split_once('=') {
+            Some((k, v)) => Some((k.to_string(), v.to_string())),
+            None => {
+                errors.push(format!("{flag} {s:?}: expected KEY=VALUE"));
+                None
+            }
+        })
+        .collect()
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let args = Args::parse();
+    let mut errors = Vec::new();
+    let mut config = AgentConfig::new(&args.cluster_name, &args.nats_url);
+    config.nats.credentials_file = args.nats_creds;
+    config.nats.tls_ca_file = args.nats_ca;
+    config.state = StateConfig::Dir(args.state_dir);
+    config.labels = pairs("--label", &args.labels, &mut errors).into_iter().collect();
+    config.claims = pairs("--claim", &args.claims, &mut errors)
+        .into_iter()
+        .map(|(name, value)| ClusterClaim { name, value })
+        .collect();
+    config.pending_poll = Duration::from_secs(args.pending_poll_seconds.max(1));
+    config.status_interval = Duration::from_secs(args.status_interval_seconds.max(1));
+    if args.backend != "sim" {
+        errors.push(format!("--backend {:?}: only \"sim\" is available in this build", args.backend));
+    }
+    errors.extend(config.validate());
+    if !errors.is_empty() {
+        for e in errors {
+            eprintln!("flotilla-agent: {e}");
+        }
+        return ExitCode::from(64);
+    }
+    let backend = Arc::new(
+        SimBackend::new(args.sim_cpu, args.sim_memory_gib, &args.sim_kubernetes_version)
+            .with_platform(&args.sim_platform),
+    );
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("flotilla-agent: starting the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(flotilla_agent::run(config, backend, shutdown_signal())) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("flotilla-agent: {e}");
+            ExitCode::from(64)
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => {
+            let _ = ctrl_c.await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term.recv() => {},
+    }
+}

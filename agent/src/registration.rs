@@ -1,0 +1,395 @@
+//! The registration actor: the agent's side of the double opt-in and of cluster health.
+//!
+//! It asks to join on `flotilla.register.<cluster>` until the hub answers, waits while pending
+//! (the hub's spec event or the next poll brings acceptance), then renews its lease every
+//! `leaseDurationSeconds` (jittered) and reports cluster status when it changes — both into the
+//! `FLOTILLA_STATUS` stream. On every reconnect it registers again (learning anything it missed)
+//! and re-sends its lease and status. Nothing here needs an operator after a NATS or hub restart.
+
+use crate::backend::{Backend, ClusterInfo};
+use crate::store::{HubState, LocalStore};
+use crate::AgentConfig;
+use async_nats::jetstream;
+use flotilla_api::meta::{self, CLAIM_ID, CLAIM_KUBEVERSION, CLAIM_PLATFORM, CLAIM_PRODUCT};
+use flotilla_api::v1::{
+    ClusterClaim, ClusterStatusReport, LeaseRenewal, RegistrationRequest, RegistrationResponse,
+    RegistrationState,
+};
+use flotilla_bus::connect::ConnectionEvent;
+use flotilla_bus::envelope::{Event, headers, types};
+use flotilla_bus::subjects;
+use futures::StreamExt;
+use rand::Rng;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+const PUBLISH_TIMEOUT: Duration = Duration::from_secs(5);
+const ACCEPTED_REFRESH: Duration = Duration::from_secs(600);
+
+/// The agent's registration and health loop.
+pub struct RegistrationActor {
+    config: AgentConfig,
+    client: async_nats::Client,
+    js: jetstream::Context,
+    backend: Arc<dyn Backend>,
+    store: Arc<LocalStore>,
+    source: String,
+    /// When to send the next registration request (None = not scheduled).
+    next_register: Option<Instant>,
+    register_failures: usize,
+    next_lease: Option<Instant>,
+    /// Hash of the last status the stream acknowledged.
+    last_status_hash: Option<String>,
+}
+
+fn jitter(d: Duration, low: f64) -> Duration {
+    d.mul_f64(rand::rng().random_range(low..=1.0))
+}
+
+async fn sleep_until_opt(t: Option<Instant>) {
+    match t {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
+
+impl RegistrationActor {
+    /// A new actor over a (possibly not yet connected) client.
+    pub fn new(config: AgentConfig, client: async_nats::Client, backend: Arc<dyn Backend>, store: Arc<LocalStore>) -> Self {
+        let js = jetstream::new(client.clone());
+        let source = format!("flotilla-agent/{}", config.cluster_name);
+        Self {
+            config,
+            client,
+            js,
+            backend,
+            store,
+            source,
+            next_register: Some(Instant::now()),
+            register_failures: 0,
+            next_lease: None,
+            last_status_hash: None,
+        }
+    }
+
+    fn name(&self) -> &str {
+        &self.config.cluster_name
+    }
+
+    fn accepted(&self) -> bool {
+        self.store.get().hub_state == HubState::Accepted
+    }
+
+    fn lease_period(&self) -> Duration {
+        Duration::from_secs(self.store.get().lease_duration_seconds.max(1) as u64)
+    }
+
+    /// Runs until `shutdown` resolves.
+    pub async fn run(
+        mut self,
+        mut conn_events: mpsc::UnboundedReceiver<ConnectionEvent>,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) {
+        let span = tracing::info_span!("agent", cluster.name = %self.config.cluster_name);
+        async move {
+            tokio::pin!(shutdown);
+            let mut spec = loop {
+                match self.client.subscribe(subjects::spec(self.name())).await {
+                    Ok(s) => break s,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "subscribing to spec events failed; retrying");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                }
+            };
+            if self.accepted() {
+                // Edge autonomy: an accepted agent keeps renewing even before the hub answers.
+                self.next_lease = Some(Instant::now());
+            }
+            let mut status_tick = tokio::time::interval(self.config.status_interval);
+            status_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    () = &mut shutdown => break,
+                    () = sleep_until_opt(self.next_register) => self.register().await,
+                    () = sleep_until_opt(self.next_lease) => self.renew().await,
+                    _ = status_tick.tick(), if self.accepted() => self.report_status(false).await,
+                    msg = spec.next() => match msg {
+                        Some(msg) => self.on_spec(msg).await,
+                        None => {
+                            tracing::warn!("spec subscription closed; resubscribing");
+                            if let Ok(s) = self.client.subscribe(subjects::spec(self.name())).await {
+                                spec = s;
+                            }
+                        }
+                    },
+                    ev = conn_events.recv() => match ev {
+                        Some(ConnectionEvent::Connected) => {
+                            tracing::info!("connected: re-registering and resending lease and status");
+                            self.next_register = Some(Instant::now());
+                            self.register_failures = 0;
+                            if self.accepted() {
+                                self.next_lease = Some(Instant::now());
+                                self.last_status_hash = None;
+                            }
+                        }
+                        Some(_) => {}
+                        None => {
+                            // The client's event channel closed: only at drain/shutdown.
+                            std::future::pending::<()>().await;
+                        }
+                    },
+                }
+            }
+            tracing::info!("agent stopped");
+        }
+        .instrument(span)
+        .await
+    }
+
+    fn claims(&self, info: &ClusterInfo) -> Vec<ClusterClaim> {
+        let id = self.store.get().cluster_id;
+        let mut claims: Vec<ClusterClaim> = [
+            (CLAIM_ID, id),
+            (CLAIM_KUBEVERSION, info.kubernetes_version.clone()),
+            (CLAIM_PLATFORM, info.platform.clone()),
+            (CLAIM_PRODUCT, info.product.clone()),
+        ]
+        .into_iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(n, v)| ClusterClaim {
+            name: n.to_string(),
+            value: v,
+        })
+        .collect();
+        claims.extend(self.config.claims.iter().cloned());
+        claims
+    }
+
+    fn registration_request(&self) -> RegistrationRequest {
+        let info = self.backend.info();
+        let public_key = nkeys::KeyPair::from_seed(&self.store.get().nkey_seed)
+            .map(|k| k.public_key())
+            .unwrap_or_default();
+        RegistrationRequest {
+            cluster_name: self.name().to_string(),
+            labels: self.config.labels.clone(),
+            claims: self.claims(&info),
+            capacity: info.capacity,
+            allocatable: info.allocatable,
+            kubernetes_version: info.kubernetes_version,
+            agent_version: env!("CARGO_PKG_VERSION").to_string(),
+            agent_public_key: public_key,
+        }
+    }
+
+    async fn register(&mut self) {
+        self.next_register = None;
+        let ev = Event::new(types::registration_request(), self.source.clone(), self.name(), &self.registration_request());
+        let bytes = match ev.encode(self.config.max_event_bytes) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::error!(error = %e, "registration request cannot be encoded");
+                self.next_register = Some(Instant::now() + self.config.denied_poll);
+                return;
+            }
+        };
+        let request = async_nats::Request::new()
+            .payload(bytes)
+            .headers(headers(&ev))
+            .timeout(Some(self.config.nats.request_timeout));
+        match self.client.send_request(subjects::register(self.name()), request).await {
+            Ok(reply) => match Event::decode(&reply.payload, self.config.max_event_bytes)
+                .and_then(|e| e.decode_data::<RegistrationResponse>("RegistrationResponse"))
+            {
+                Ok(resp) => {
+                    self.register_failures = 0;
+                    self.apply_response(resp).await;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "unreadable registration reply");
+                    self.retry_register();
+                }
+            },
+            Err(e) => {
+                tracing::debug!(error = %e, "registration request not answered");
+                self.retry_register();
+            }
+        }
+    }
+
+    fn retry_register(&mut self) {
+        self.register_failures += 1;
+        let delay = flotilla_bus::connect::backoff(self.register_failures, Duration::from_secs(30));
+        self.next_register = Some(Instant::now() + delay);
+    }
+
+    async fn apply_response(&mut self, resp: RegistrationResponse) {
+        let state = RegistrationState::try_from(resp.state).unwrap_or(RegistrationState::Unspecified);
+        let was_accepted = self.accepted();
+        let lease_changed = resp.lease_duration_seconds > 0
+            && resp.lease_duration_seconds != self.store.get().lease_duration_seconds;
+        let new_state = match state {
+            RegistrationState::Accepted => HubState::Accepted,
+            RegistrationState::Pending => HubState::Pending,
+            RegistrationState::Denied => HubState::Denied,
+            RegistrationState::Deleted => HubState::Unknown,
+            RegistrationState::Rejected => {
+                tracing::error!(reason = %resp.message, "the hub rejected the registration request");
+                self.next_register = Some(Instant::now() + self.config.denied_poll);
+                return;
+            }
+            RegistrationState::Unspecified => {
+                tracing::warn!("registration reply without a state");
+                self.retry_register();
+                return;
+            }
+        };
+        if let Err(e) = self.store.update(|s| {
+            s.hub_state = new_state;
+            if resp.lease_duration_seconds > 0 {
+                s.lease_duration_seconds = resp.lease_duration_seconds;
+            }
+        }) {
+            tracing::error!(error = %e, "saving agent state failed");
+        }
+        match new_state {
+            HubState::Accepted => {
+                if !was_accepted {
+                    tracing::info!(lease_seconds = resp.lease_duration_seconds, "accepted by the hub");
+                }
+                if !was_accepted || lease_changed {
+                    self.next_lease = Some(Instant::now());
+                    self.last_status_hash = None;
+                }
+                self.next_register = Some(Instant::now() + jitter(ACCEPTED_REFRESH, 0.5));
+            }
+            HubState::Pending => {
+                tracing::info!("waiting for the hub to accept this cluster");
+                self.next_lease = None;
+                self.next_register = Some(Instant::now() + jitter(self.config.pending_poll, 0.5));
+            }
+            HubState::Denied => {
+                tracing::warn!(reason = %resp.message, "the hub denied this cluster");
+                self.next_lease = None;
+                self.next_register = Some(Instant::now() + jitter(self.config.denied_poll, 0.5));
+            }
+            HubState::Unknown => {
+                tracing::warn!("the cluster was deleted on the hub; registering again");
+                self.next_lease = None;
+                self.next_register = Some(Instant::now() + jitter(self.config.pending_poll, 0.5));
+            }
+        }
+    }
+
+    async fn on_spec(&mut self, msg: async_nats::Message) {
+        let event = match Event::decode(&msg.payload, self.config.max_event_bytes) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::warn!(error = %e, "malformed spec event dropped");
+                return;
+            }
+        };
+        if event.cluster != self.name() {
+            tracing::warn!(clustername = %event.cluster, "spec event for another cluster dropped");
+            return;
+        }
+        if event.event_type == types::registration_response() || event.event_type == types::cluster_deleted() {
+            match event.decode_data::<RegistrationResponse>("RegistrationResponse") {
+                Ok(resp) => self.apply_response(resp).await,
+                Err(e) => tracing::warn!(error = %e, "malformed registration event dropped"),
+            }
+        } else {
+            tracing::debug!(r#type = %event.event_type, "spec event type not handled by this agent");
+        }
+    }
+
+    async fn publish(&self, kind: &str, ev: Event) -> bool {
+        let bytes = match ev.encode(self.config.max_event_bytes) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::error!(error = %e, kind, "event cannot be encoded");
+                return false;
+            }
+        };
+        let subject = subjects::status(self.name(), kind, None);
+        let attempt = async {
+            self.js
+                .publish_with_headers(subject, headers(&ev), bytes)
+                .await
+                .map_err(|e| e.to_string())?
+                .await
+                .map_err(|e| e.to_string())
+        };
+        match tokio::time::timeout(PUBLISH_TIMEOUT, attempt).await {
+            Ok(Ok(_)) => true,
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, kind, "status publish failed");
+                false
+            }
+            Err(_) => {
+                tracing::debug!(kind, "status publish timed out");
+                false
+            }
+        }
+    }
+
+    async fn renew(&mut self) {
+        if !self.accepted() {
+            self.next_lease = None;
+            return;
+        }
+        let period = self.lease_period();
+        self.next_lease = Some(Instant::now() + jitter(period, 0.75));
+        let seq = match self.store.next_sequence() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(error = %e, "saving the sequence counter failed");
+                return;
+            }
+        };
+        let renewal = LeaseRenewal {
+            cluster_name: self.name().to_string(),
+            renew_time: Some(meta::now()),
+        };
+        let ev = Event::new(types::lease_renewal(), self.source.clone(), self.name(), &renewal).with_sequence(seq);
+        if !self.publish(subjects::KIND_LEASE, ev).await {
+            // Try again soon rather than a whole period later: the hub's grace is 5 periods.
+            self.next_lease = Some(Instant::now() + jitter(period.min(Duration::from_secs(5)), 0.5));
+        } else if self.last_status_hash.is_none() {
+            self.report_status(true).await;
+        }
+    }
+
+    async fn report_status(&mut self, force: bool) {
+        let info = self.backend.info();
+        let report = ClusterStatusReport {
+            cluster_name: self.name().to_string(),
+            claims: self.claims(&info),
+            capacity: info.capacity,
+            allocatable: info.allocatable,
+            kubernetes_version: info.kubernetes_version,
+            healthy: info.healthy,
+            health_message: info.health_message,
+            conditions: Vec::new(),
+        };
+        let probe = Event::new(types::cluster_status(), self.source.clone(), self.name(), &report).with_status_hash();
+        if !force && probe.status_hash == self.last_status_hash {
+            return;
+        }
+        let seq = match self.store.next_sequence() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(error = %e, "saving the sequence counter failed");
+                return;
+            }
+        };
+        let hash = probe.status_hash.clone();
+        if self.publish(subjects::KIND_CLUSTER, probe.with_sequence(seq)).await {
+            self.last_status_hash = hash;
+        }
+    }
+}

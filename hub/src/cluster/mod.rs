@@ -1,0 +1,123 @@
+//! ManagedClusters: one [`actor`] per cluster, the [`Clusters`] registry that spawns and finds
+//! them, and the pure rules in [`rules`] (conditions, taints, validation).
+
+pub mod actor;
+pub mod rules;
+
+pub use actor::{ClusterError, ClusterHandle, LeaseEvent, Msg, StatusEvent};
+
+use crate::inventory::Inventory;
+use crate::metrics::Metrics;
+use crate::store::Bucket;
+use dashmap::DashMap;
+use flotilla_api::v1::ManagedCluster;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// Settings of cluster actors.
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// Lease for clusters whose `spec.leaseDurationSeconds` is 0.
+    pub default_lease_duration_seconds: i32,
+    /// A cluster is lost after `multiplier × leaseDurationSeconds` without renewal (OCM: 5).
+    pub lease_grace_multiplier: u32,
+    /// Auto-accept policy for new clusters.
+    pub auto_accept: rules::AutoAccept,
+    /// Mailbox capacity of each actor.
+    pub mailbox_capacity: usize,
+    /// Largest event the hub sends or accepts.
+    pub max_event_bytes: usize,
+    /// Agent/server clock difference above which ClockSynced turns False.
+    pub clock_skew_tolerance: Duration,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        Self {
+            default_lease_duration_seconds: 60,
+            lease_grace_multiplier: 5,
+            auto_accept: rules::AutoAccept::default(),
+            mailbox_capacity: 256,
+            max_event_bytes: flotilla_bus::envelope::DEFAULT_MAX_EVENT_BYTES,
+            clock_skew_tolerance: Duration::from_secs(10),
+        }
+    }
+}
+
+/// What every cluster actor shares.
+pub struct Shared {
+    /// Settings.
+    pub config: ClusterConfig,
+    /// The clusters bucket.
+    pub bucket: Bucket<ManagedCluster>,
+    /// The shared read view.
+    pub inventory: Inventory,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// NATS, for spec events and registration replies.
+    pub nats: async_nats::Client,
+    /// The status stream, purged of a cluster's subjects when it is deleted.
+    pub status_stream: async_nats::jetstream::stream::Stream,
+    /// When this hub process started: leases are never judged older than this, so a hub restart
+    /// does not make live clusters flap to Unknown.
+    pub started: SystemTime,
+}
+
+/// The registry of cluster actors.
+#[derive(Clone)]
+pub struct Clusters {
+    actors: Arc<DashMap<String, ClusterHandle>>,
+    shared: Arc<Shared>,
+}
+
+impl Clusters {
+    /// An empty registry.
+    pub fn new(shared: Shared) -> Self {
+        Self {
+            actors: Arc::new(DashMap::new()),
+            shared: Arc::new(shared),
+        }
+    }
+
+    /// Spawns the actor of a cluster loaded from the store.
+    pub fn spawn_loaded(&self, cluster: ManagedCluster, revision: u64) {
+        let name = crate::inventory::name(&cluster).to_string();
+        let handle = actor::spawn(
+            name.clone(),
+            Some((cluster, revision)),
+            self.shared.clone(),
+            self.actors.clone(),
+        );
+        self.actors.insert(name, handle);
+    }
+
+    /// The actor of a known cluster.
+    pub fn get(&self, name: &str) -> Option<ClusterHandle> {
+        self.actors.get(name).map(|h| h.clone())
+    }
+
+    /// The actor of a cluster, spawning an empty one (for a first registration) if needed.
+    pub fn get_or_spawn(&self, name: &str) -> ClusterHandle {
+        self.actors
+            .entry(name.to_string())
+            .or_insert_with(|| {
+                actor::spawn(name.to_string(), None, self.shared.clone(), self.actors.clone())
+            })
+            .clone()
+    }
+
+    /// Number of actors.
+    pub fn len(&self) -> usize {
+        self.actors.len()
+    }
+
+    /// Whether there are no actors.
+    pub fn is_empty(&self) -> bool {
+        self.actors.is_empty()
+    }
+
+    /// Shared state (metrics, inventory).
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+}

@@ -1,0 +1,503 @@
+//! Pure ManagedCluster rules with OCM semantics: creation from a registration request, the
+//! acceptance conditions, availability and the hub-maintained taints, label and taint edits, and
+//! validation of everything an agent or admin sends. No I/O here, so all of it is unit-tested.
+
+use flotilla_api::meta::{
+    self, CLUSTERSET_LABEL, COND_AVAILABLE, COND_HUB_ACCEPTED, COND_HUB_DENIED, COND_JOINED,
+    DEFAULT_CLUSTERSET, MAX_CUSTOM_CLAIMS, RESERVED_CLAIMS, TAINT_EFFECTS, TAINT_UNAVAILABLE,
+    TAINT_UNREACHABLE, status,
+};
+use flotilla_api::names;
+use flotilla_api::selector;
+use flotilla_api::v1::{
+    ClusterClaim, LabelSelector, ManagedCluster, ManagedClusterSpec, ManagedClusterStatus,
+    ManagedClusterVersion, ObjectMeta, RegistrationRequest, Taint, TaintKey,
+};
+use std::collections::HashMap;
+
+/// Which new clusters the hub accepts without an admin.
+#[derive(Debug, Clone, Default)]
+pub struct AutoAccept {
+    /// Auto-accept is on.
+    pub enabled: bool,
+    /// Only clusters whose labels match (None = any).
+    pub labels: Option<LabelSelector>,
+    /// Only clusters whose claims match (None = any).
+    pub claims: Option<LabelSelector>,
+}
+
+impl AutoAccept {
+    /// Whether a cluster with these labels and claims is accepted automatically.
+    pub fn admits(&self, labels: &HashMap<String, String>, claims: &[ClusterClaim]) -> bool {
+        self.enabled
+            && self
+                .labels
+                .as_ref()
+                .is_none_or(|s| selector::matches_labels(s, labels))
+            && self.claims.as_ref().is_none_or(|s| {
+                selector::matches(s, |k| {
+                    claims.iter().find(|c| c.name == k).map(|c| c.value.clone())
+                })
+            })
+    }
+}
+
+/// Validates a registration request; the error names the field.
+pub fn validate_registration(req: &RegistrationRequest) -> Result<(), String> {
+    names::validate_cluster_name(&req.cluster_name).map_err(|e| e.to_string())?;
+    if let Some(e) = names::validate_labels("labels", &req.labels).into_iter().next() {
+        return Err(e.to_string());
+    }
+    validate_claims(&req.claims)
+}
+
+/// Validates reported claims: names and values, no duplicates, at most
+/// [`MAX_CUSTOM_CLAIMS`] custom claims.
+pub fn validate_claims(claims: &[ClusterClaim]) -> Result<(), String> {
+    let mut seen = std::collections::HashSet::new();
+    let mut custom = 0;
+    for (i, c) in claims.iter().enumerate() {
+        names::validate_claim(&format!("claims[{i}]"), &c.name, &c.value).map_err(|e| e.to_string())?;
+        if !seen.insert(c.name.as_str()) {
+            return Err(format!("claims[{i}].name: duplicate claim {:?}", c.name));
+        }
+        if !RESERVED_CLAIMS.contains(&c.name.as_str()) {
+            custom += 1;
+        }
+    }
+    if custom > MAX_CUSTOM_CLAIMS {
+        return Err(format!(
+            "claims: {custom} custom claims reported, at most {MAX_CUSTOM_CLAIMS} allowed"
+        ));
+    }
+    Ok(())
+}
+
+/// The status of ManagedClusterConditionAvailable (None when missing).
+pub fn available(c: &ManagedCluster) -> Option<&str> {
+    c.status
+        .as_ref()
+        .and_then(|s| meta::condition_status(&s.conditions, COND_AVAILABLE))
+}
+
+/// Whether the hub accepts the cluster.
+pub fn accepted(c: &ManagedCluster) -> bool {
+    c.spec.as_ref().is_some_and(|s| s.hub_accepts_client)
+}
+
+/// Whether an admin denied the cluster.
+pub fn denied(c: &ManagedCluster) -> bool {
+    c.status
+        .as_ref()
+        .and_then(|s| meta::condition_status(&s.conditions, COND_HUB_DENIED))
+        == Some(status::TRUE)
+}
+
+/// Builds a new cluster from its first registration request.
+pub fn new_cluster(req: &RegistrationRequest, auto: &AutoAccept) -> ManagedCluster {
+    let mut labels = req.labels.clone();
+    labels
+        .entry(CLUSTERSET_LABEL.to_string())
+        .or_insert_with(|| DEFAULT_CLUSTERSET.to_string());
+    let mut c = ManagedCluster {
+        metadata: Some(ObjectMeta {
+            name: req.cluster_name.clone(),
+            labels,
+            uid: uuid::Uuid::new_v4().to_string(),
+            generation: 1,
+            creation_timestamp: Some(meta::now()),
+            ..Default::default()
+        }),
+        spec: Some(ManagedClusterSpec::default()),
+        status: Some(ManagedClusterStatus::default()),
+        hub: Some(flotilla_api::v1::HubClusterState {
+            agent_healthy: true,
+            ..Default::default()
+        }),
+    };
+    apply_registration(&mut c, req);
+    if auto.admits(&req.labels, &req.claims) {
+        accept(&mut c, "AutoAccepted", "Accepted by the hub's auto-accept policy");
+    }
+    reconcile_taints(&mut c);
+    c
+}
+
+/// Copies what a (re-)registration reports into the cluster; returns whether anything changed.
+/// Labels are taken only at creation: afterwards the hub's labels are authoritative.
+pub fn apply_registration(c: &mut ManagedCluster, req: &RegistrationRequest) -> bool {
+    let mut changed = apply_report(
+        c,
+        &req.capacity,
+        &req.allocatable,
+        &req.kubernetes_version,
+        &req.claims,
+    );
+    let hub = c.hub.get_or_insert_with(Default::default);
+    if hub.agent_public_key != req.agent_public_key {
+        hub.agent_public_key = req.agent_public_key.clone();
+        changed = true;
+    }
+    changed
+}
+
+/// Copies capacity, allocatable, version and claims; returns whether anything changed.
+pub fn apply_report(
+    c: &mut ManagedCluster,
+    capacity: &HashMap<String, String>,
+    allocatable: &HashMap<String, String>,
+    kubernetes_version: &str,
+    claims: &[ClusterClaim],
+) -> bool {
+    let st = c.status.get_or_insert_with(Default::default);
+    let mut changed = false;
+    if &st.capacity != capacity {
+        st.capacity = capacity.clone();
+        changed = true;
+    }
+    if &st.allocatable != allocatable {
+        st.allocatable = allocatable.clone();
+        changed = true;
+    }
+    let version = st.version.get_or_insert_with(ManagedClusterVersion::default);
+    if version.kubernetes != kubernetes_version {
+        version.kubernetes = kubernetes_version.to_string();
+        changed = true;
+    }
+    let mut sorted = claims.to_vec();
+    sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    if st.cluster_claims != sorted {
+        st.cluster_claims = sorted;
+        changed = true;
+    }
+    changed
+}
+
+fn bump_generation(c: &mut ManagedCluster) {
+    if let Some(m) = c.metadata.as_mut() {
+        m.generation += 1;
+    }
+}
+
+/// Accepts the cluster (hub side of the double opt-in). Returns whether anything changed.
+pub fn accept(c: &mut ManagedCluster, reason: &str, message: &str) -> bool {
+    let mut changed = false;
+    let spec = c.spec.get_or_insert_with(Default::default);
+    if !spec.hub_accepts_client {
+        spec.hub_accepts_client = true;
+        bump_generation(c);
+        changed = true;
+    }
+    let st = c.status.get_or_insert_with(Default::default);
+    changed |= meta::set_condition(&mut st.conditions, COND_HUB_ACCEPTED, status::TRUE, reason, message);
+    changed |= meta::remove_condition(&mut st.conditions, COND_HUB_DENIED);
+    changed
+}
+
+/// Denies the cluster: it may no longer join, renew or report.
+pub fn deny(c: &mut ManagedCluster) -> bool {
+    let mut changed = false;
+    let spec = c.spec.get_or_insert_with(Default::default);
+    if spec.hub_accepts_client {
+        spec.hub_accepts_client = false;
+        bump_generation(c);
+        changed = true;
+    }
+    let st = c.status.get_or_insert_with(Default::default);
+    changed |= meta::set_condition(
+        &mut st.conditions,
+        COND_HUB_ACCEPTED,
+        status::FALSE,
+        "HubClusterAdminDenied",
+        "Denied by the hub cluster admin",
+    );
+    changed |= meta::set_condition(
+        &mut st.conditions,
+        COND_HUB_DENIED,
+        status::TRUE,
+        "HubClusterAdminDenied",
+        "Denied by the hub cluster admin",
+    );
+    changed |= meta::remove_condition(&mut st.conditions, COND_JOINED);
+    changed |= set_available(c, status::UNKNOWN, "HubClusterAdminDenied", "The cluster was denied; its agent no longer reports");
+    changed
+}
+
+/// Marks the agent joined (first renewal after acceptance).
+pub fn join(c: &mut ManagedCluster) -> bool {
+    let st = c.status.get_or_insert_with(Default::default);
+    meta::set_condition(
+        &mut st.conditions,
+        COND_JOINED,
+        status::TRUE,
+        "ManagedClusterJoined",
+        "Managed cluster joined",
+    )
+}
+
+/// Sets ManagedClusterConditionAvailable and the taints that follow from it.
+pub fn set_available(c: &mut ManagedCluster, value: &str, reason: &str, message: &str) -> bool {
+    let st = c.status.get_or_insert_with(Default::default);
+    let mut changed = meta::set_condition(&mut st.conditions, COND_AVAILABLE, value, reason, message);
+    changed |= reconcile_taints(c);
+    changed
+}
+
+/// Maintains the hub's built-in taints: `unavailable` while Available=False, `unreachable` while
+/// Available is Unknown or missing, neither while Available=True.
+pub fn reconcile_taints(c: &mut ManagedCluster) -> bool {
+    let avail = available(c).map(str::to_string);
+    let (want_unavailable, want_unreachable) = match avail.as_deref() {
+        Some(status::TRUE) => (false, false),
+        Some(status::FALSE) => (true, false),
+        _ => (false, true),
+    };
+    let spec = c.spec.get_or_insert_with(Default::default);
+    let mut changed = false;
+    for (key, want) in [(TAINT_UNAVAILABLE, want_unavailable), (TAINT_UNREACHABLE, want_unreachable)] {
+        let has = spec.taints.iter().any(|t| t.key == key);
+        if want && !has {
+            spec.taints.push(Taint {
+                key: key.to_string(),
+                value: String::new(),
+                effect: "NoSelect".into(),
+                time_added: Some(meta::now()),
+            });
+            changed = true;
+        } else if !want && has {
+            spec.taints.retain(|t| t.key != key);
+            changed = true;
+        }
+    }
+    changed
+}
+
+/// Sets and removes labels (validated). Returns whether anything changed.
+pub fn apply_labels(
+    c: &mut ManagedCluster,
+    set: &HashMap<String, String>,
+    remove: &[String],
+) -> Result<bool, String> {
+    if let Some(e) = names::validate_labels("labels", set).into_iter().next() {
+        return Err(e.to_string());
+    }
+    for k in remove {
+        if set.contains_key(k) {
+            return Err(format!("labels[{k:?}]: both set and removed in one request"));
+        }
+    }
+    let m = c.metadata.get_or_insert_with(Default::default);
+    let mut changed = false;
+    for (k, v) in set {
+        if m.labels.get(k) != Some(v) {
+            m.labels.insert(k.clone(), v.clone());
+            changed = true;
+        }
+    }
+    for k in remove {
+        changed |= m.labels.remove(k).is_some();
+    }
+    Ok(changed)
+}
+
+/// Adds (or changes the value of) and removes taints. `timeAdded` is always the hub's clock;
+/// the hub's own taints cannot be edited. Returns whether anything changed.
+pub fn apply_taints(c: &mut ManagedCluster, add: &[Taint], remove: &[TaintKey]) -> Result<bool, String> {
+    for (i, t) in add.iter().enumerate() {
+        names::validate_label_key(&format!("taints[{i}].key"), &t.key).map_err(|e| e.to_string())?;
+        if !t.value.is_empty() {
+            names::validate_label_value(&format!("taints[{i}].value"), &t.value).map_err(|e| e.to_string())?;
+        }
+        if !TAINT_EFFECTS.contains(&t.effect.as_str()) {
+            return Err(format!(
+                "taints[{i}].effect: {:?} is not a taint effect (want NoSelect, PreferNoSelect or NoSelectIfNew)",
+                t.effect
+            ));
+        }
+        if t.key == TAINT_UNAVAILABLE || t.key == TAINT_UNREACHABLE {
+            return Err(format!("taints[{i}].key: {:?} is maintained by the hub", t.key));
+        }
+    }
+    for (i, r) in remove.iter().enumerate() {
+        if r.key == TAINT_UNAVAILABLE || r.key == TAINT_UNREACHABLE {
+            return Err(format!("remove[{i}].key: {:?} is maintained by the hub", r.key));
+        }
+        if !r.effect.is_empty() && !TAINT_EFFECTS.contains(&r.effect.as_str()) {
+            return Err(format!("remove[{i}].effect: {:?} is not a taint effect", r.effect));
+        }
+    }
+    let spec = c.spec.get_or_insert_with(Default::default);
+    let mut changed = false;
+    for t in add {
+        match spec
+            .taints
+            .iter_mut()
+            .find(|x| x.key == t.key && x.effect == t.effect)
+        {
+            Some(existing) if existing.value == t.value => {}
+            Some(existing) => {
+                existing.value = t.value.clone();
+                existing.time_added = Some(meta::now());
+                changed = true;
+            }
+            None => {
+                spec.taints.push(Taint {
+                    key: t.key.clone(),
+                    value: t.value.clone(),
+                    effect: t.effect.clone(),
+                    time_added: Some(meta::now()),
+                });
+                changed = true;
+            }
+        }
+    }
+    for r in remove {
+        let before = spec.taints.len();
+        spec.taints
+            .retain(|t| !(t.key == r.key && (r.effect.is_empty() || t.effect == r.effect)));
+        changed |= spec.taints.len() != before;
+    }
+    if changed {
+        bump_generation(c);
+    }
+    Ok(changed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(name: &str) -> RegistrationRequest {
+        RegistrationRequest {
+            cluster_name: name.into(),
+            labels: [("env".to_string(), "prod".to_string())].into(),
+            claims: vec![ClusterClaim {
+                name: meta::CLAIM_PLATFORM.into(),
+                value: "AWS".into(),
+            }],
+            capacity: [("cpu".to_string(), "8".to_string())].into(),
+            kubernetes_version: "v1.30.0".into(),
+            ..Default::default()
+        }
+    }
+
+    fn taint_keys(c: &ManagedCluster) -> Vec<&str> {
+        c.spec.as_ref().unwrap().taints.iter().map(|t| t.key.as_str()).collect()
+    }
+
+    #[test]
+    fn new_clusters_wait_for_acceptance_in_the_default_set_and_are_unreachable() {
+        let c = new_cluster(&req("c1"), &AutoAccept::default());
+        assert!(!accepted(&c));
+        assert_eq!(c.metadata.as_ref().unwrap().labels[CLUSTERSET_LABEL], "default");
+        assert_eq!(c.metadata.as_ref().unwrap().labels["env"], "prod");
+        assert_eq!(taint_keys(&c), vec![TAINT_UNREACHABLE]);
+        assert_eq!(c.status.as_ref().unwrap().capacity["cpu"], "8");
+    }
+
+    #[test]
+    fn auto_accept_honours_label_and_claim_selectors() {
+        let mut auto = AutoAccept {
+            enabled: true,
+            labels: Some(selector::parse("env=prod").unwrap()),
+            claims: None,
+        };
+        assert!(accepted(&new_cluster(&req("c1"), &auto)));
+        auto.claims = Some(selector::parse("platform.open-cluster-management.io=GCP").unwrap());
+        assert!(!accepted(&new_cluster(&req("c1"), &auto)));
+        auto.enabled = false;
+        auto.claims = None;
+        assert!(!accepted(&new_cluster(&req("c1"), &auto)));
+    }
+
+    #[test]
+    fn availability_drives_the_builtin_taints() {
+        let mut c = new_cluster(&req("c1"), &AutoAccept::default());
+        accept(&mut c, "HubClusterAdminAccepted", "");
+        assert!(set_available(&mut c, status::TRUE, "ManagedClusterAvailable", ""));
+        assert!(taint_keys(&c).is_empty());
+        assert!(set_available(&mut c, status::FALSE, "Unhealthy", ""));
+        assert_eq!(taint_keys(&c), vec![TAINT_UNAVAILABLE]);
+        assert!(set_available(&mut c, status::UNKNOWN, "ManagedClusterLeaseUpdateStopped", ""));
+        assert_eq!(taint_keys(&c), vec![TAINT_UNREACHABLE]);
+        assert!(!set_available(&mut c, status::UNKNOWN, "ManagedClusterLeaseUpdateStopped", ""));
+    }
+
+    #[test]
+    fn deny_flips_acceptance_and_marks_denied() {
+        let mut c = new_cluster(&req("c1"), &AutoAccept::default());
+        accept(&mut c, "HubClusterAdminAccepted", "");
+        join(&mut c);
+        set_available(&mut c, status::TRUE, "ManagedClusterAvailable", "");
+        let gen_before = c.metadata.as_ref().unwrap().generation;
+        assert!(deny(&mut c));
+        assert!(!accepted(&c) && denied(&c));
+        assert_eq!(available(&c), Some(status::UNKNOWN));
+        assert!(c.metadata.as_ref().unwrap().generation > gen_before);
+        assert!(accept(&mut c, "HubClusterAdminAccepted", ""));
+        assert!(!denied(&c));
+    }
+
+    #[test]
+    fn taints_get_hub_time_and_builtin_taints_are_protected() {
+        let mut c = new_cluster(&req("c1"), &AutoAccept::default());
+        let gpu = Taint {
+            key: "gpu".into(),
+            value: "true".into(),
+            effect: "NoSelect".into(),
+            time_added: None,
+        };
+        assert!(apply_taints(&mut c, &[gpu.clone()], &[]).unwrap());
+        let t = c.spec.as_ref().unwrap().taints.iter().find(|t| t.key == "gpu").unwrap();
+        assert!(t.time_added.is_some());
+        assert!(!apply_taints(&mut c, &[gpu], &[]).unwrap(), "same taint twice is no change");
+        let bad = Taint {
+            key: "x".into(),
+            effect: "NoExecute".into(),
+            ..Default::default()
+        };
+        assert!(apply_taints(&mut c, &[bad], &[]).unwrap_err().contains("taints[0].effect"));
+        let builtin = TaintKey {
+            key: TAINT_UNREACHABLE.into(),
+            effect: String::new(),
+        };
+        assert!(apply_taints(&mut c, &[], &[builtin]).is_err());
+        let rm = TaintKey {
+            key: "gpu".into(),
+            effect: String::new(),
+        };
+        assert!(apply_taints(&mut c, &[], &[rm]).unwrap());
+    }
+
+    #[test]
+    fn labels_are_validated_and_edited() {
+        let mut c = new_cluster(&req("c1"), &AutoAccept::default());
+        let set = [("tier".to_string(), "edge".to_string())].into();
+        assert!(apply_labels(&mut c, &set, &["env".into()]).unwrap());
+        let labels = &c.metadata.as_ref().unwrap().labels;
+        assert_eq!(labels["tier"], "edge");
+        assert!(!labels.contains_key("env"));
+        let bad = [("bad key".to_string(), "x".to_string())].into();
+        assert!(apply_labels(&mut c, &bad, &[]).unwrap_err().contains("labels"));
+    }
+
+    #[test]
+    fn registration_validation_names_the_field() {
+        let mut r = req("Bad_Name");
+        assert!(validate_registration(&r).unwrap_err().starts_with("clusterName"));
+        r = req("c1");
+        r.claims.push(ClusterClaim {
+            name: "x".into(),
+            value: String::new(),
+        });
+        assert!(validate_registration(&r).unwrap_err().contains("claims[1].value"));
+        r = req("c1");
+        for i in 0..=MAX_CUSTOM_CLAIMS {
+            r.claims.push(ClusterClaim {
+                name: format!("c{i}"),
+                value: "v".into(),
+            });
+        }
+        assert!(validate_registration(&r).unwrap_err().contains("custom claims"));
+    }
+}

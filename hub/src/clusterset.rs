@@ -1,0 +1,535 @@
+//! ManagedClusterSets and ManagedClusterSetBindings: stored in KV, held in memory (they are few),
+//! membership and status derived from the inventory on read.
+
+use crate::inventory::Inventory;
+use crate::store::{Bucket, StoreError};
+use flotilla_api::meta::{
+    self, CLUSTERSET_LABEL, COND_BOUND, COND_CLUSTERSET_EMPTY, DEFAULT_CLUSTERSET,
+    GLOBAL_CLUSTERSET, status,
+};
+use flotilla_api::v1::{
+    LabelSelector, ManagedCluster, ManagedClusterSelector, ManagedClusterSet,
+    ManagedClusterSetBinding, ManagedClusterSetBindingStatus, ManagedClusterSetSpec,
+    ManagedClusterSetStatus, ManagedClusterSetView, ObjectMeta,
+};
+use flotilla_api::{names, selector};
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+use thiserror::Error;
+use tokio::sync::broadcast;
+
+/// Selector type: membership by the clusterset label.
+pub const EXCLUSIVE: &str = "ExclusiveClusterSetLabel";
+/// Selector type: membership by a label selector.
+pub const LABEL_SELECTOR: &str = "LabelSelector";
+
+/// Why a set or binding operation failed.
+#[derive(Debug, Error)]
+pub enum SetError {
+    /// Invalid input; names the field.
+    #[error("{0}")]
+    Invalid(String),
+    /// No such object.
+    #[error("{0} not found")]
+    NotFound(String),
+    /// Stale resourceVersion.
+    #[error("{0}")]
+    Conflict(String),
+    /// Not allowed.
+    #[error("{0}")]
+    Precondition(String),
+    /// Storage failed; nothing changed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A set or binding changed (placements listen to this later).
+#[derive(Debug, Clone)]
+pub enum SetChange {
+    /// A set was created, changed or deleted.
+    Set(String),
+    /// A binding in a namespace was created, changed or deleted.
+    Binding {
+        /// Namespace.
+        namespace: String,
+        /// Set name.
+        set: String,
+    },
+}
+
+struct State {
+    sets: BTreeMap<String, (ManagedClusterSet, u64)>,
+    bindings: BTreeMap<(String, String), (ManagedClusterSetBinding, u64)>,
+}
+
+/// Sets and bindings.
+#[derive(Clone)]
+pub struct ClusterSets {
+    state: Arc<RwLock<State>>,
+    sets: Bucket<ManagedClusterSet>,
+    bindings: Bucket<ManagedClusterSetBinding>,
+    inventory: Inventory,
+    changes: broadcast::Sender<SetChange>,
+    /// Serialises writers so that the KV revision and the in-memory copy stay in step.
+    write_lock: Arc<tokio::sync::Mutex<()>>,
+}
+
+fn binding_key(ns: &str, set: &str) -> String {
+    format!("{ns}.{set}")
+}
+
+fn name_of(meta: &Option<ObjectMeta>) -> &str {
+    meta.as_ref().map(|m| m.name.as_str()).unwrap_or_default()
+}
+
+impl ClusterSets {
+    /// Loads sets and bindings and makes sure the built-in sets exist.
+    pub async fn load(
+        sets: Bucket<ManagedClusterSet>,
+        bindings: Bucket<ManagedClusterSetBinding>,
+        inventory: Inventory,
+    ) -> Result<Self, StoreError> {
+        let mut state = State {
+            sets: BTreeMap::new(),
+            bindings: BTreeMap::new(),
+        };
+        for (_, mut s, rev) in sets.load_all().await? {
+            if let Some(m) = s.metadata.as_mut() {
+                m.resource_version = rev;
+            }
+            state.sets.insert(name_of(&s.metadata).to_string(), (s, rev));
+        }
+        for (_, mut b, rev) in bindings.load_all().await? {
+            if let Some(m) = b.metadata.as_mut() {
+                m.resource_version = rev;
+            }
+            let m = b.metadata.clone().unwrap_or_default();
+            state.bindings.insert((m.namespace, m.name), (b, rev));
+        }
+        let (changes, _) = broadcast::channel(1024);
+        let this = Self {
+            state: Arc::new(RwLock::new(state)),
+            sets,
+            bindings,
+            inventory,
+            changes,
+            write_lock: Arc::new(tokio::sync::Mutex::new(())),
+        };
+        this.ensure_builtin().await?;
+        Ok(this)
+    }
+
+    fn builtin(name: &str) -> ManagedClusterSet {
+        let selector = if name == GLOBAL_CLUSTERSET {
+            ManagedClusterSelector {
+                selector_type: LABEL_SELECTOR.into(),
+                label_selector: Some(LabelSelector::default()),
+            }
+        } else {
+            ManagedClusterSelector {
+                selector_type: EXCLUSIVE.into(),
+                label_selector: None,
+            }
+        };
+        ManagedClusterSet {
+            metadata: Some(ObjectMeta {
+                name: name.into(),
+                uid: uuid::Uuid::new_v4().to_string(),
+                generation: 1,
+                creation_timestamp: Some(meta::now()),
+                ..Default::default()
+            }),
+            spec: Some(ManagedClusterSetSpec {
+                cluster_selector: Some(selector),
+            }),
+            status: None,
+        }
+    }
+
+    async fn ensure_builtin(&self) -> Result<(), StoreError> {
+        for name in [DEFAULT_CLUSTERSET, GLOBAL_CLUSTERSET] {
+            let exists = self.state.read().expect("sets lock").sets.contains_key(name);
+            if !exists {
+                let s = Self::builtin(name);
+                let rev = match self.sets.write(name, &s, 0).await {
+                    Ok(rev) => rev,
+                    // Another hub created it first: take theirs.
+                    Err(e) if e.is_conflict() => match self.sets.get(name).await? {
+                        Some((stored, rev)) => {
+                            self.state.write().expect("sets lock").sets.insert(name.into(), (stored, rev));
+                            continue;
+                        }
+                        None => return Err(e),
+                    },
+                    Err(e) => return Err(e),
+                };
+                let mut s = s;
+                if let Some(m) = s.metadata.as_mut() {
+                    m.resource_version = rev;
+                }
+                self.state.write().expect("sets lock").sets.insert(name.into(), (s, rev));
+            }
+        }
+        Ok(())
+    }
+
+    /// Subscribes to set and binding changes.
+    pub fn subscribe(&self) -> broadcast::Receiver<SetChange> {
+        self.changes.subscribe()
+    }
+
+    /// Validates a set, naming the field of the first problem.
+    pub fn validate_set(s: &ManagedClusterSet) -> Result<(), SetError> {
+        let m = s.metadata.clone().unwrap_or_default();
+        // Set names are also values of the clusterset label.
+        names::validate_dns1123_label("metadata.name", &m.name).map_err(|e| SetError::Invalid(e.to_string()))?;
+        if !m.namespace.is_empty() {
+            return Err(SetError::Invalid(
+                "metadata.namespace: ManagedClusterSet is cluster-scoped; remove the namespace".into(),
+            ));
+        }
+        let sel = s.spec.as_ref().and_then(|s| s.cluster_selector.clone()).unwrap_or_default();
+        match sel.selector_type.as_str() {
+            "" | EXCLUSIVE => {
+                if sel.label_selector.is_some_and(|l| l != LabelSelector::default()) {
+                    return Err(SetError::Invalid(
+                        "spec.clusterSelector.labelSelector: only allowed with selectorType LabelSelector".into(),
+                    ));
+                }
+            }
+            LABEL_SELECTOR => {
+                let Some(ls) = &sel.label_selector else {
+                    return Err(SetError::Invalid(
+                        "spec.clusterSelector.labelSelector: required with selectorType LabelSelector".into(),
+                    ));
+                };
+                if let Some(e) = selector::validate("spec.clusterSelector.labelSelector", ls).into_iter().next() {
+                    return Err(SetError::Invalid(e.to_string()));
+                }
+            }
+            other => {
+                return Err(SetError::Invalid(format!(
+                    "spec.clusterSelector.selectorType: {other:?} is not supported (want ExclusiveClusterSetLabel or LabelSelector)"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates or updates a set. A non-zero `metadata.resourceVersion` must match the stored one.
+    pub async fn apply_set(&self, mut s: ManagedClusterSet) -> Result<ManagedClusterSet, SetError> {
+        Self::validate_set(&s)?;
+        let _w = self.write_lock.lock().await;
+        let mut m = s.metadata.take().unwrap_or_default();
+        let existing = self.state.read().expect("sets lock").sets.get(&m.name).cloned();
+        let spec = s.spec.get_or_insert_with(Default::default);
+        let sel = spec.cluster_selector.get_or_insert_with(Default::default);
+        if sel.selector_type.is_empty() {
+            sel.selector_type = EXCLUSIVE.into();
+        }
+        let expected = match &existing {
+            Some((old, rev)) => {
+                if m.resource_version != 0 && m.resource_version != *rev {
+                    return Err(SetError::Conflict(format!(
+                        "ManagedClusterSet {:?}: resourceVersion {} is stale (stored {rev}); get it again and retry",
+                        m.name, m.resource_version
+                    )));
+                }
+                let om = old.metadata.clone().unwrap_or_default();
+                m.uid = om.uid;
+                m.creation_timestamp = om.creation_timestamp;
+                m.generation = if old.spec != s.spec { om.generation + 1 } else { om.generation };
+                *rev
+            }
+            None => {
+                if m.resource_version != 0 {
+                    return Err(SetError::NotFound(format!("ManagedClusterSet {:?}", m.name)));
+                }
+                m.uid = uuid::Uuid::new_v4().to_string();
+                m.creation_timestamp = Some(meta::now());
+                m.generation = 1;
+                0
+            }
+        };
+        let name = m.name.clone();
+        m.resource_version = 0;
+        s.metadata = Some(m);
+        s.status = None;
+        let rev = self.sets.write(&name, &s, expected).await.map_err(|e| {
+            if e.is_conflict() {
+                SetError::Conflict(format!("ManagedClusterSet {name:?} changed meanwhile; retry"))
+            } else {
+                SetError::Store(e)
+            }
+        })?;
+        if let Some(m) = s.metadata.as_mut() {
+            m.resource_version = rev;
+        }
+        self.state.write().expect("sets lock").sets.insert(name.clone(), (s.clone(), rev));
+        let _ = self.changes.send(SetChange::Set(name));
+        Ok(s)
+    }
+
+    /// Deletes a set (built-in sets cannot be deleted).
+    pub async fn delete_set(&self, name: &str) -> Result<(), SetError> {
+        if name == DEFAULT_CLUSTERSET || name == GLOBAL_CLUSTERSET {
+            return Err(SetError::Precondition(format!(
+                "ManagedClusterSet {name:?} is built in; the hub keeps it"
+            )));
+        }
+        let _w = self.write_lock.lock().await;
+        if !self.state.read().expect("sets lock").sets.contains_key(name) {
+            return Err(SetError::NotFound(format!("ManagedClusterSet {name:?}")));
+        }
+        self.sets.purge(name).await?;
+        self.state.write().expect("sets lock").sets.remove(name);
+        let _ = self.changes.send(SetChange::Set(name.into()));
+        Ok(())
+    }
+
+    /// Whether a cluster is a member of a set.
+    pub fn is_member(set: &ManagedClusterSet, cluster: &ManagedCluster) -> bool {
+        let labels = cluster.metadata.as_ref().map(|m| &m.labels);
+        let sel = set.spec.as_ref().and_then(|s| s.cluster_selector.as_ref());
+        match sel.map(|s| s.selector_type.as_str()) {
+            Some(LABEL_SELECTOR) => {
+                let ls = sel.and_then(|s| s.label_selector.clone()).unwrap_or_default();
+                labels.is_some_and(|l| selector::matches_labels(&ls, l))
+            }
+            _ => labels.and_then(|l| l.get(CLUSTERSET_LABEL)).map(String::as_str) == Some(name_of(&set.metadata)),
+        }
+    }
+
+    fn view(&self, set: &ManagedClusterSet, state: &State) -> ManagedClusterSetView {
+        let name = name_of(&set.metadata).to_string();
+        let members: Vec<String> = self
+            .inventory
+            .snapshot()
+            .iter()
+            .filter(|c| Self::is_member(set, c))
+            .map(|c| crate::inventory::name(c).to_string())
+            .collect();
+        let mut set = set.clone();
+        let mut conditions = Vec::new();
+        if members.is_empty() {
+            meta::set_condition(&mut conditions, COND_CLUSTERSET_EMPTY, status::TRUE, "NoClusterMatched", "No ManagedCluster selected");
+        } else {
+            meta::set_condition(
+                &mut conditions,
+                COND_CLUSTERSET_EMPTY,
+                status::FALSE,
+                "ClustersSelected",
+                &format!("{} ManagedClusters selected", members.len()),
+            );
+        }
+        set.status = Some(ManagedClusterSetStatus { conditions });
+        let bound_namespaces = state
+            .bindings
+            .keys()
+            .filter(|(_, s)| *s == name)
+            .map(|(ns, _)| ns.clone())
+            .collect();
+        ManagedClusterSetView {
+            set: Some(set),
+            bound_namespaces,
+            members,
+        }
+    }
+
+    /// One set with its derived status.
+    pub fn get_set(&self, name: &str) -> Result<ManagedClusterSetView, SetError> {
+        let state = self.state.read().expect("sets lock");
+        let (s, _) = state
+            .sets
+            .get(name)
+            .ok_or_else(|| SetError::NotFound(format!("ManagedClusterSet {name:?}")))?;
+        Ok(self.view(s, &state))
+    }
+
+    /// Every set with its derived status.
+    pub fn list_sets(&self) -> Vec<ManagedClusterSetView> {
+        let state = self.state.read().expect("sets lock");
+        state.sets.values().map(|(s, _)| self.view(s, &state)).collect()
+    }
+
+    /// The raw sets (for placement).
+    pub fn sets(&self) -> Vec<ManagedClusterSet> {
+        self.state.read().expect("sets lock").sets.values().map(|(s, _)| s.clone()).collect()
+    }
+
+    fn binding_status(&self, b: &mut ManagedClusterSetBinding, state: &State) {
+        let set = b.spec.as_ref().map(|s| s.cluster_set.clone()).unwrap_or_default();
+        let mut conditions = Vec::new();
+        if state.sets.contains_key(&set) {
+            meta::set_condition(&mut conditions, COND_BOUND, status::TRUE, "ClusterSetBound", "");
+        } else {
+            meta::set_condition(
+                &mut conditions,
+                COND_BOUND,
+                status::FALSE,
+                "ClusterSetNotFound",
+                &format!("ManagedClusterSet {set:?} does not exist"),
+            );
+        }
+        b.status = Some(ManagedClusterSetBindingStatus { conditions });
+    }
+
+    /// Creates or updates a binding.
+    pub async fn apply_binding(&self, mut b: ManagedClusterSetBinding) -> Result<ManagedClusterSetBinding, SetError> {
+        let mut m = b.metadata.take().unwrap_or_default();
+        names::validate_dns1123_label("metadata.namespace", &m.namespace).map_err(|e| SetError::Invalid(e.to_string()))?;
+        names::validate_dns1123_label("metadata.name", &m.name).map_err(|e| SetError::Invalid(e.to_string()))?;
+        let set = b.spec.as_ref().map(|s| s.cluster_set.clone()).unwrap_or_default();
+        if set != m.name {
+            return Err(SetError::Invalid(format!(
+                "spec.clusterSet: {set:?} must equal metadata.name {:?} (a binding is named after its set)",
+                m.name
+            )));
+        }
+        let _w = self.write_lock.lock().await;
+        let key = (m.namespace.clone(), m.name.clone());
+        let existing = self.state.read().expect("sets lock").bindings.get(&key).cloned();
+        let expected = match &existing {
+            Some((old, rev)) => {
+                if m.resource_version != 0 && m.resource_version != *rev {
+                    return Err(SetError::Conflict(format!(
+                        "ManagedClusterSetBinding {}/{}: resourceVersion {} is stale (stored {rev})",
+                        m.namespace, m.name, m.resource_version
+                    )));
+                }
+                let om = old.metadata.clone().unwrap_or_default();
+                m.uid = om.uid;
+                m.creation_timestamp = om.creation_timestamp;
+                m.generation = om.generation;
+                *rev
+            }
+            None => {
+                m.uid = uuid::Uuid::new_v4().to_string();
+                m.creation_timestamp = Some(meta::now());
+                m.generation = 1;
+                0
+            }
+        };
+        m.resource_version = 0;
+        b.metadata = Some(m);
+        b.status = None;
+        let rev = self.bindings.write(&binding_key(&key.0, &key.1), &b, expected).await.map_err(|e| {
+            if e.is_conflict() {
+                SetError::Conflict(format!("ManagedClusterSetBinding {}/{} changed meanwhile; retry", key.0, key.1))
+            } else {
+                SetError::Store(e)
+            }
+        })?;
+        if let Some(m) = b.metadata.as_mut() {
+            m.resource_version = rev;
+        }
+        let mut state = self.state.write().expect("sets lock");
+        state.bindings.insert(key.clone(), (b.clone(), rev));
+        self.binding_status(&mut b, &state);
+        drop(state);
+        let _ = self.changes.send(SetChange::Binding {
+            namespace: key.0,
+            set: key.1,
+        });
+        Ok(b)
+    }
+
+    /// Bindings in a namespace (all namespaces when empty), with status.
+    pub fn list_bindings(&self, namespace: &str) -> Vec<ManagedClusterSetBinding> {
+        let state = self.state.read().expect("sets lock");
+        state
+            .bindings
+            .iter()
+            .filter(|((ns, _), _)| namespace.is_empty() || ns == namespace)
+            .map(|(_, (b, _))| {
+                let mut b = b.clone();
+                self.binding_status(&mut b, &state);
+                b
+            })
+            .collect()
+    }
+
+    /// Deletes a binding.
+    pub async fn delete_binding(&self, namespace: &str, name: &str) -> Result<(), SetError> {
+        let _w = self.write_lock.lock().await;
+        let key = (namespace.to_string(), name.to_string());
+        if !self.state.read().expect("sets lock").bindings.contains_key(&key) {
+            return Err(SetError::NotFound(format!("ManagedClusterSetBinding {namespace}/{name}")));
+        }
+        self.bindings.purge(&binding_key(namespace, name)).await?;
+        self.state.write().expect("sets lock").bindings.remove(&key);
+        let _ = self.changes.send(SetChange::Binding {
+            namespace: key.0,
+            set: key.1,
+        });
+        Ok(())
+    }
+
+    /// The exclusive set a cluster belongs to (value of its clusterset label).
+    pub fn exclusive_set_of(cluster: &ManagedCluster) -> String {
+        cluster
+            .metadata
+            .as_ref()
+            .and_then(|m| m.labels.get(CLUSTERSET_LABEL).cloned())
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(name: &str, ty: &str, sel: Option<LabelSelector>) -> ManagedClusterSet {
+        ManagedClusterSet {
+            metadata: Some(ObjectMeta {
+                name: name.into(),
+                ..Default::default()
+            }),
+            spec: Some(ManagedClusterSetSpec {
+                cluster_selector: Some(ManagedClusterSelector {
+                    selector_type: ty.into(),
+                    label_selector: sel,
+                }),
+            }),
+            status: None,
+        }
+    }
+
+    fn cluster(labels: &[(&str, &str)]) -> ManagedCluster {
+        ManagedCluster {
+            metadata: Some(ObjectMeta {
+                name: "c1".into(),
+                labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn exclusive_sets_follow_the_clusterset_label() {
+        let s = set("prod", EXCLUSIVE, None);
+        assert!(ClusterSets::is_member(&s, &cluster(&[(CLUSTERSET_LABEL, "prod")])));
+        assert!(!ClusterSets::is_member(&s, &cluster(&[(CLUSTERSET_LABEL, "default")])));
+        assert!(!ClusterSets::is_member(&s, &cluster(&[])));
+    }
+
+    #[test]
+    fn label_selector_sets_and_global_select_by_labels() {
+        let global = ClusterSets::builtin(GLOBAL_CLUSTERSET);
+        assert!(ClusterSets::is_member(&global, &cluster(&[])));
+        let s = set("eu", LABEL_SELECTOR, Some(selector::parse("region=eu").unwrap()));
+        assert!(ClusterSets::is_member(&s, &cluster(&[("region", "eu")])));
+        assert!(!ClusterSets::is_member(&s, &cluster(&[("region", "us")])));
+    }
+
+    #[test]
+    fn invalid_sets_are_rejected_with_their_field() {
+        let err = ClusterSets::validate_set(&set("x", "Bogus", None)).unwrap_err().to_string();
+        assert!(err.contains("spec.clusterSelector.selectorType"), "{err}");
+        let err = ClusterSets::validate_set(&set("x", LABEL_SELECTOR, None)).unwrap_err().to_string();
+        assert!(err.contains("labelSelector"), "{err}");
+        let err = ClusterSets::validate_set(&set("Bad.Name", EXCLUSIVE, None)).unwrap_err().to_string();
+        assert!(err.contains("metadata.name"), "{err}");
+    }
+}

@@ -1,0 +1,180 @@
+//! `flotilla.v1.ClusterService`.
+
+use crate::cluster::Clusters;
+use crate::inventory::{ChangeKind, Inventory};
+use flotilla_api::selector;
+use flotilla_api::v1::cluster_service_server::ClusterService;
+use flotilla_api::v1::{
+    ClusterEvent, ClusterNamesRequest, ClustersResponse, DeleteClusterRequest,
+    DeleteClusterResponse, EventType, GetClusterRequest, LabelClusterRequest, ListClustersRequest,
+    ListClustersResponse, ManagedCluster, SetLeaseDurationRequest, TaintClusterRequest,
+    WatchClustersRequest,
+};
+use std::pin::Pin;
+use tokio::sync::broadcast::error::RecvError;
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status};
+
+/// The service implementation.
+pub struct ClusterApi {
+    clusters: Clusters,
+    inventory: Inventory,
+}
+
+impl ClusterApi {
+    /// A service over the cluster registry and inventory.
+    pub fn new(clusters: Clusters, inventory: Inventory) -> Self {
+        Self { clusters, inventory }
+    }
+
+    fn handle(&self, name: &str) -> Result<crate::cluster::ClusterHandle, Status> {
+        self.clusters
+            .get(name)
+            .filter(|_| self.inventory.get(name).is_some())
+            .ok_or_else(|| Status::not_found(format!("managed cluster {name:?} not found")))
+    }
+}
+
+fn parse_selector(s: &str) -> Result<flotilla_api::v1::LabelSelector, Status> {
+    selector::parse(s).map_err(|e| Status::invalid_argument(format!("labelSelector: {e}")))
+}
+
+fn labels(c: &ManagedCluster) -> std::collections::HashMap<String, String> {
+    c.metadata.as_ref().map(|m| m.labels.clone()).unwrap_or_default()
+}
+
+type WatchStream = Pin<Box<dyn Stream<Item = Result<ClusterEvent, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl ClusterService for ClusterApi {
+    async fn list_clusters(&self, req: Request<ListClustersRequest>) -> Result<Response<ListClustersResponse>, Status> {
+        let req = req.into_inner();
+        let sel = parse_selector(&req.label_selector)?;
+        let mut items = Vec::new();
+        let mut next_page_token = String::new();
+        for c in self.inventory.snapshot() {
+            let name = crate::inventory::name(&c);
+            if !req.page_token.is_empty() && name <= req.page_token.as_str() {
+                continue;
+            }
+            if !selector::matches_labels(&sel, &labels(&c)) {
+                continue;
+            }
+            if req.page_size > 0 && items.len() == req.page_size as usize {
+                next_page_token = items
+                    .last()
+                    .map(|c: &ManagedCluster| crate::inventory::name(c).to_string())
+                    .unwrap_or_default();
+                break;
+            }
+            items.push((*c).clone());
+        }
+        Ok(Response::new(ListClustersResponse { items, next_page_token }))
+    }
+
+    async fn get_cluster(&self, req: Request<GetClusterRequest>) -> Result<Response<ManagedCluster>, Status> {
+        let name = req.into_inner().name;
+        self.inventory
+            .get(&name)
+            .map(|c| Response::new((*c).clone()))
+            .ok_or_else(|| Status::not_found(format!("managed cluster {name:?} not found")))
+    }
+
+    type WatchClustersStream = WatchStream;
+
+    async fn watch_clusters(&self, req: Request<WatchClustersRequest>) -> Result<Response<WatchStream>, Status> {
+        let sel = parse_selector(&req.into_inner().label_selector)?;
+        // Subscribe before the snapshot so that no change falls between them.
+        let mut rx = self.inventory.subscribe();
+        let initial = self.inventory.snapshot();
+        let stream = async_stream(move |tx| async move {
+            for c in initial {
+                if selector::matches_labels(&sel, &labels(&c)) {
+                    let ev = ClusterEvent { r#type: EventType::Added as i32, cluster: Some((*c).clone()) };
+                    if tx.send(Ok(ev)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            loop {
+                match rx.recv().await {
+                    Ok(change) => {
+                        if !selector::matches_labels(&sel, &labels(&change.cluster)) && change.kind != ChangeKind::Deleted {
+                            continue;
+                        }
+                        let ty = match change.kind {
+                            ChangeKind::Added => EventType::Added,
+                            ChangeKind::Modified => EventType::Modified,
+                            ChangeKind::Deleted => EventType::Deleted,
+                        };
+                        let ev = ClusterEvent { r#type: ty as i32, cluster: Some((*change.cluster).clone()) };
+                        if tx.send(Ok(ev)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(RecvError::Lagged(n)) => {
+                        let _ = tx
+                            .send(Err(Status::aborted(format!("watch fell {n} changes behind; list and watch again"))))
+                            .await;
+                        return;
+                    }
+                    Err(RecvError::Closed) => return,
+                }
+            }
+        });
+        Ok(Response::new(stream))
+    }
+
+    async fn accept_clusters(&self, req: Request<ClusterNamesRequest>) -> Result<Response<ClustersResponse>, Status> {
+        let names = req.into_inner().names;
+        let handles = names.iter().map(|n| self.handle(n)).collect::<Result<Vec<_>, _>>()?;
+        let mut items = Vec::new();
+        for h in handles {
+            items.push(h.accept().await?);
+        }
+        Ok(Response::new(ClustersResponse { items }))
+    }
+
+    async fn deny_clusters(&self, req: Request<ClusterNamesRequest>) -> Result<Response<ClustersResponse>, Status> {
+        let names = req.into_inner().names;
+        let handles = names.iter().map(|n| self.handle(n)).collect::<Result<Vec<_>, _>>()?;
+        let mut items = Vec::new();
+        for h in handles {
+            items.push(h.deny().await?);
+        }
+        Ok(Response::new(ClustersResponse { items }))
+    }
+
+    async fn label_cluster(&self, req: Request<LabelClusterRequest>) -> Result<Response<ManagedCluster>, Status> {
+        let r = req.into_inner();
+        Ok(Response::new(self.handle(&r.name)?.label(r.set, r.remove).await?))
+    }
+
+    async fn taint_cluster(&self, req: Request<TaintClusterRequest>) -> Result<Response<ManagedCluster>, Status> {
+        let r = req.into_inner();
+        Ok(Response::new(self.handle(&r.name)?.taint(r.add, r.remove).await?))
+    }
+
+    async fn set_lease_duration(&self, req: Request<SetLeaseDurationRequest>) -> Result<Response<ManagedCluster>, Status> {
+        let r = req.into_inner();
+        Ok(Response::new(self.handle(&r.name)?.set_lease(r.lease_duration_seconds).await?))
+    }
+
+    async fn delete_cluster(&self, req: Request<DeleteClusterRequest>) -> Result<Response<DeleteClusterResponse>, Status> {
+        let r = req.into_inner();
+        self.handle(&r.name)?.delete().await?;
+        Ok(Response::new(DeleteClusterResponse {}))
+    }
+}
+
+/// A server stream fed by a task through a bounded channel (the task ends when the client goes).
+pub fn async_stream<T, F, Fut>(f: F) -> Pin<Box<dyn Stream<Item = T> + Send>>
+where
+    T: Send + 'static,
+    F: FnOnce(tokio::sync::mpsc::Sender<T>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = tokio::sync::mpsc::channel(256);
+    tokio::spawn(f(tx));
+    Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))
+}

@@ -1,0 +1,269 @@
+//! The Flotilla hub: decides what every managed cluster should run and tracks what it reports.
+//!
+//! - [`cluster`]: one actor per ManagedCluster (registration, acceptance, leases, status, admin
+//!   edits) and the registry that spawns them; pure OCM rules in [`cluster::rules`].
+//! - [`clusterset`]: ManagedClusterSets and bindings.
+//! - [`inventory`]: the shared read view of all clusters plus a change broadcast.
+//! - [`router`]: NATS subscriptions (registrations, the status stream) → actors.
+//! - [`store`]: typed JetStream KV buckets.
+//! - [`grpc`]: the `flotilla.v1` gRPC services.
+//! - [`metrics`]: Prometheus metrics and the `/metrics` endpoint.
+//!
+//! [`start`] wires them together; the `flotilla-hub` binary only parses flags and calls [`run`].
+
+#![deny(missing_docs)]
+
+pub mod cluster;
+pub mod clusterset;
+pub mod grpc;
+pub mod inventory;
+pub mod metrics;
+pub mod router;
+pub mod store;
+
+use crate::cluster::{ClusterConfig, Clusters, Shared};
+use crate::clusterset::ClusterSets;
+use crate::inventory::Inventory;
+use crate::metrics::Metrics;
+use crate::router::RouterConfig;
+use crate::store::{Bucket, StoreError};
+use flotilla_api::v1::cluster_service_server::ClusterServiceServer;
+use flotilla_api::v1::cluster_set_service_server::ClusterSetServiceServer;
+use flotilla_bus::connect::{self, NatsConfig};
+use flotilla_bus::jetstream::{self as js, StreamOptions};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+use thiserror::Error;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// Default gRPC listen address.
+pub const DEFAULT_GRPC_LISTEN: &str = "127.0.0.1:50051";
+/// Default metrics listen address.
+pub const DEFAULT_METRICS_LISTEN: &str = "127.0.0.1:9464";
+
+/// Everything the hub needs to run.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// NATS connection.
+    pub nats: NatsConfig,
+    /// gRPC API address (port 0 picks a free port).
+    pub grpc_listen: SocketAddr,
+    /// `/metrics` address (port 0 picks a free port).
+    pub metrics_listen: SocketAddr,
+    /// Cluster actor settings.
+    pub cluster: ClusterConfig,
+    /// Router settings.
+    pub router: RouterConfig,
+    /// JetStream storage and replication.
+    pub stream: StreamOptions,
+}
+
+impl Config {
+    /// Defaults for a hub talking to `nats_url`.
+    pub fn new(nats_url: &str) -> Self {
+        Self {
+            nats: NatsConfig::new(nats_url, "flotilla-hub"),
+            grpc_listen: DEFAULT_GRPC_LISTEN.parse().expect("valid default address"),
+            metrics_listen: DEFAULT_METRICS_LISTEN.parse().expect("valid default address"),
+            cluster: ClusterConfig::default(),
+            router: RouterConfig::default(),
+            stream: StreamOptions::default(),
+        }
+    }
+}
+
+/// Why the hub could not start.
+#[derive(Debug, Error)]
+pub enum HubError {
+    /// NATS options are unusable.
+    #[error(transparent)]
+    Connect(#[from] connect::ConnectError),
+    /// State could not be loaded.
+    #[error("loading hub state: {0}")]
+    Store(#[from] StoreError),
+    /// A listener could not be bound.
+    #[error("binding {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Reflection could not be built.
+    #[error("gRPC reflection: {0}")]
+    Reflection(String),
+}
+
+/// A running hub.
+pub struct Hub {
+    /// Bound gRPC address.
+    pub grpc_addr: SocketAddr,
+    /// Bound metrics address.
+    pub metrics_addr: SocketAddr,
+    /// The cluster inventory.
+    pub inventory: Inventory,
+    /// The cluster actors.
+    pub clusters: Clusters,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Hub {
+    /// Stops serving and waits (bounded) for the tasks to end.
+    pub async fn stop(self) {
+        let _ = self.shutdown.send(true);
+        for t in self.tasks {
+            let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
+        }
+    }
+}
+
+struct Opened {
+    clusters: Bucket<flotilla_api::v1::ManagedCluster>,
+    sets: Bucket<flotilla_api::v1::ManagedClusterSet>,
+    bindings: Bucket<flotilla_api::v1::ManagedClusterSetBinding>,
+    status_stream: async_nats::jetstream::stream::Stream,
+}
+
+async fn open(jetstream: &async_nats::jetstream::Context, opts: StreamOptions) -> Result<Opened, StoreError> {
+    Ok(Opened {
+        clusters: Bucket::open(jetstream, store::CLUSTERS, opts).await?,
+        sets: Bucket::open(jetstream, store::CLUSTERSETS, opts).await?,
+        bindings: Bucket::open(jetstream, store::BINDINGS, opts).await?,
+        status_stream: js::ensure_status_stream(jetstream, opts).await?,
+    })
+}
+
+/// Connects, loads all state, spawns the actors and starts serving.
+pub async fn start(config: Config) -> Result<Hub, HubError> {
+    let started = SystemTime::now();
+    let grpc_listener = tokio::net::TcpListener::bind(config.grpc_listen)
+        .await
+        .map_err(|source| HubError::Bind { addr: config.grpc_listen, source })?;
+    let metrics_listener = tokio::net::TcpListener::bind(config.metrics_listen)
+        .await
+        .map_err(|source| HubError::Bind { addr: config.metrics_listen, source })?;
+    let grpc_addr = grpc_listener.local_addr().map_err(|source| HubError::Bind { addr: config.grpc_listen, source })?;
+    let metrics_addr = metrics_listener
+        .local_addr()
+        .map_err(|source| HubError::Bind { addr: config.metrics_listen, source })?;
+
+    let nats = connect::connect(&config.nats, None).await?;
+    let jetstream = async_nats::jetstream::new(nats.clone());
+    // NATS may still be starting (compose, systemd): wait for JetStream instead of failing.
+    let mut attempt = 0;
+    let opened = loop {
+        match open(&jetstream, config.stream).await {
+            Ok(o) => break o,
+            Err(e) if attempt < 120 => {
+                if attempt % 10 == 0 {
+                    tracing::warn!(error = %e, url = %config.nats.url, "waiting for NATS JetStream");
+                }
+                attempt += 1;
+                tokio::time::sleep(connect::backoff(attempt.min(4), Duration::from_secs(2))).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
+
+    let metrics = Arc::new(Metrics::new());
+    let inventory = Inventory::new(16_384);
+    let clusters = Clusters::new(Shared {
+        config: config.cluster.clone(),
+        bucket: opened.clusters.clone(),
+        inventory: inventory.clone(),
+        metrics: metrics.clone(),
+        nats: nats.clone(),
+        status_stream: opened.status_stream.clone(),
+        started,
+    });
+    let loaded = opened.clusters.load_all().await?;
+    let count = loaded.len();
+    for (_, cluster, revision) in loaded {
+        clusters.spawn_loaded(cluster, revision);
+    }
+    let sets = ClusterSets::load(opened.sets, opened.bindings, inventory.clone()).await?;
+    tracing::info!(clusters = count, "hub state loaded");
+
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    let mut tasks = Vec::new();
+    tasks.push(tokio::spawn(router::run_registrations(
+        nats.clone(),
+        clusters.clone(),
+        metrics.clone(),
+        config.router.clone(),
+        shutdown_rx.clone(),
+    )));
+    tasks.push(tokio::spawn(router::run_status(
+        opened.status_stream,
+        clusters.clone(),
+        metrics.clone(),
+        config.router.clone(),
+        shutdown_rx.clone(),
+    )));
+
+    let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    health_reporter
+        .set_serving::<ClusterServiceServer<grpc::cluster::ClusterApi>>()
+        .await;
+    health_reporter
+        .set_serving::<ClusterSetServiceServer<grpc::clusterset::ClusterSetApi>>()
+        .await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(flotilla_api::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .map_err(|e| HubError::Reflection(e.to_string()))?;
+    let grpc = tonic::transport::Server::builder()
+        .add_service(health_service)
+        .add_service(reflection)
+        .add_service(ClusterServiceServer::new(grpc::cluster::ClusterApi::new(
+            clusters.clone(),
+            inventory.clone(),
+        )))
+        .add_service(ClusterSetServiceServer::new(grpc::clusterset::ClusterSetApi::new(sets)));
+    let mut rx = shutdown_rx.clone();
+    tasks.push(tokio::spawn(async move {
+        let incoming = tokio_stream::wrappers::TcpListenerStream::new(grpc_listener);
+        let stop = async move {
+            let _ = rx.changed().await;
+        };
+        if let Err(e) = grpc.serve_with_incoming_shutdown(incoming, stop).await {
+            tracing::error!(error = %e, "gRPC server failed");
+        }
+    }));
+    let mut rx = shutdown_rx.clone();
+    let (m, inv) = (metrics.clone(), inventory.clone());
+    tasks.push(tokio::spawn(async move {
+        let stop = async move {
+            let _ = rx.changed().await;
+        };
+        if let Err(e) = metrics::serve(metrics_listener, m, inv, stop).await {
+            tracing::error!(error = %e, "metrics server failed");
+        }
+    }));
+    tracing::info!(grpc = %grpc_addr, metrics = %metrics_addr, nats = %config.nats.url, "hub started");
+    Ok(Hub {
+        grpc_addr,
+        metrics_addr,
+        inventory,
+        clusters,
+        metrics,
+        shutdown,
+        tasks,
+    })
+}
+
+/// Runs the hub until `shutdown` resolves.
+pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>) -> Result<(), HubError> {
+    let hub = start(config).await?;
+    shutdown.await;
+    tracing::info!("shutting down");
+    hub.stop().await;
+    Ok(())
+}

@@ -1,0 +1,137 @@
+//! `flotilla-hub`: flags → tracing → [`flotilla_hub::run`].
+
+use clap::Parser;
+use flotilla_api::selector;
+use flotilla_hub::cluster::rules::AutoAccept;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// The Flotilla hub: registers and tracks managed clusters over NATS and serves the gRPC API.
+#[derive(Parser, Debug)]
+#[command(name = "flotilla-hub", version)]
+struct Args {
+    /// NATS server URL(s), comma-separated.
+    #[arg(long, env = "FLOTILLA_NATS_URL", default_value = "nats://127.0.0.1:4222")]
+    nats_url: String,
+    /// NATS credentials file (.creds).
+    #[arg(long, env = "FLOTILLA_NATS_CREDS")]
+    nats_creds: Option<PathBuf>,
+    /// CA bundle to verify the NATS server's TLS certificate.
+    #[arg(long, env = "FLOTILLA_NATS_CA")]
+    nats_ca: Option<PathBuf>,
+    /// gRPC API listen address.
+    #[arg(long, env = "FLOTILLA_GRPC_LISTEN", default_value = flotilla_hub::DEFAULT_GRPC_LISTEN)]
+    grpc_listen: SocketAddr,
+    /// Prometheus /metrics listen address.
+    #[arg(long, env = "FLOTILLA_METRICS_LISTEN", default_value = flotilla_hub::DEFAULT_METRICS_LISTEN)]
+    metrics_listen: SocketAddr,
+    /// Accept new clusters without an admin (for large simulated fleets).
+    #[arg(long, env = "FLOTILLA_AUTO_ACCEPT")]
+    auto_accept: bool,
+    /// Only auto-accept clusters whose labels match this selector (e.g. "env=lab,!prod").
+    #[arg(long, env = "FLOTILLA_AUTO_ACCEPT_LABELS", requires = "auto_accept")]
+    auto_accept_labels: Option<String>,
+    /// Only auto-accept clusters whose claims match this selector.
+    #[arg(long, env = "FLOTILLA_AUTO_ACCEPT_CLAIMS", requires = "auto_accept")]
+    auto_accept_claims: Option<String>,
+    /// Lease duration for clusters that do not set spec.leaseDurationSeconds.
+    #[arg(long, env = "FLOTILLA_DEFAULT_LEASE_DURATION_SECONDS", default_value_t = 60)]
+    default_lease_duration_seconds: i32,
+    /// A cluster is unreachable after this many lease durations without renewal (OCM: 5).
+    #[arg(long, env = "FLOTILLA_LEASE_GRACE_MULTIPLIER", default_value_t = 5)]
+    lease_grace_multiplier: u32,
+    /// Mailbox capacity of each cluster actor.
+    #[arg(long, default_value_t = 256)]
+    mailbox_capacity: usize,
+    /// JetStream replicas for the hub's streams (3 on a NATS cluster).
+    #[arg(long, default_value_t = 1)]
+    replicas: usize,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let args = Args::parse();
+    let mut errors = Vec::new();
+    let parse = |s: &Option<String>, flag: &str, errors: &mut Vec<String>| {
+        s.as_ref().and_then(|s| match selector::parse(s) {
+            Ok(sel) => Some(sel),
+            Err(e) => {
+                errors.push(format!("{flag}: {e}"));
+                None
+            }
+        })
+    };
+    let labels = parse(&args.auto_accept_labels, "--auto-accept-labels", &mut errors);
+    let claims = parse(&args.auto_accept_claims, "--auto-accept-claims", &mut errors);
+    if !(1..=3600).contains(&args.default_lease_duration_seconds) {
+        errors.push(format!(
+            "--default-lease-duration-seconds: {} is outside 1..=3600",
+            args.default_lease_duration_seconds
+        ));
+    }
+    if args.lease_grace_multiplier == 0 {
+        errors.push("--lease-grace-multiplier: must be at least 1".into());
+    }
+    if !errors.is_empty() {
+        for e in errors {
+            eprintln!("flotilla-hub: {e}");
+        }
+        return ExitCode::from(64);
+    }
+    let mut config = flotilla_hub::Config::new(&args.nats_url);
+    config.nats.credentials_file = args.nats_creds;
+    config.nats.tls_ca_file = args.nats_ca;
+    config.grpc_listen = args.grpc_listen;
+    config.metrics_listen = args.metrics_listen;
+    config.cluster.auto_accept = AutoAccept {
+        enabled: args.auto_accept,
+        labels,
+        claims,
+    };
+    config.cluster.default_lease_duration_seconds = args.default_lease_duration_seconds;
+    config.cluster.lease_grace_multiplier = args.lease_grace_multiplier;
+    config.cluster.mailbox_capacity = args.mailbox_capacity;
+    config.stream.replicas = args.replicas;
+
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("flotilla-hub: starting the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(flotilla_hub::run(config, shutdown_signal()));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("flotilla-hub: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

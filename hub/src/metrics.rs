@@ -1,0 +1,192 @@
+//! Prometheus metrics of the hub (prefix `flotilla_hub_`) and the `/metrics` endpoint.
+
+use crate::inventory::Inventory;
+use flotilla_api::meta::{self, COND_AVAILABLE};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+/// Labels of per-event-type counters.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TypeLabels {
+    /// Event type (bounded: unknown types are counted as `unknown`).
+    pub r#type: String,
+}
+
+/// Labels of rejected-event counters.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RejectLabels {
+    /// Event type (bounded).
+    pub r#type: String,
+    /// Short reason (`decode`, `clustername_mismatch`, …).
+    pub reason: String,
+}
+
+/// Labels of mailbox counters.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ActorLabels {
+    /// Actor kind (`cluster`).
+    pub actor: String,
+}
+
+/// Labels of the cluster gauge.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClusterLabels {
+    /// `hubAcceptsClient`.
+    pub accepted: String,
+    /// Status of ManagedClusterConditionAvailable (`True`, `False`, `Unknown`).
+    pub available: String,
+}
+
+/// The hub's metrics.
+pub struct Metrics {
+    registry: Mutex<Registry>,
+    /// Events received, by type.
+    pub events_received: Family<TypeLabels, Counter>,
+    /// Events rejected, by type and reason.
+    pub events_rejected: Family<RejectLabels, Counter>,
+    /// Messages dropped because an actor's mailbox was full.
+    pub mailbox_dropped: Family<ActorLabels, Counter>,
+    /// Clusters by acceptance and availability (computed at scrape time).
+    pub clusters: Family<ClusterLabels, Gauge>,
+    /// KV write latency in seconds.
+    pub kv_write_seconds: Histogram,
+    /// Lease expiries (clusters turned Unknown).
+    pub lease_expired: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Registers every metric.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("flotilla_hub");
+        let m = Self {
+            registry: Mutex::new(Registry::default()),
+            events_received: Family::default(),
+            events_rejected: Family::default(),
+            mailbox_dropped: Family::default(),
+            clusters: Family::default(),
+            kv_write_seconds: Histogram::new(
+                [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0].into_iter(),
+            ),
+            lease_expired: Counter::default(),
+        };
+        registry.register("events_received", "Events received from agents, by type", m.events_received.clone());
+        registry.register("events_rejected", "Events rejected, by type and reason", m.events_rejected.clone());
+        registry.register("mailbox_dropped", "Messages dropped because an actor mailbox was full", m.mailbox_dropped.clone());
+        registry.register("clusters", "Managed clusters by acceptance and availability", m.clusters.clone());
+        registry.register("kv_write_seconds", "JetStream KV write latency", m.kv_write_seconds.clone());
+        registry.register("lease_expired", "Leases that expired (cluster became Unknown)", m.lease_expired.clone());
+        *m.registry.lock().expect("metrics registry lock") = registry;
+        m
+    }
+
+    /// Counts a received event.
+    pub fn received(&self, event_type: &str) {
+        self.events_received
+            .get_or_create(&TypeLabels {
+                r#type: bounded_type(event_type),
+            })
+            .inc();
+    }
+
+    /// Counts a rejected event.
+    pub fn rejected(&self, event_type: &str, reason: &str) {
+        self.events_rejected
+            .get_or_create(&RejectLabels {
+                r#type: bounded_type(event_type),
+                reason: reason.to_string(),
+            })
+            .inc();
+    }
+
+    /// Counts a mailbox drop.
+    pub fn dropped(&self, actor: &str) {
+        self.mailbox_dropped
+            .get_or_create(&ActorLabels {
+                actor: actor.to_string(),
+            })
+            .inc();
+    }
+
+    /// Renders the text exposition, refreshing the cluster gauge from the inventory.
+    pub fn render(&self, inventory: &Inventory) -> String {
+        self.clusters.clear();
+        for c in inventory.snapshot() {
+            let accepted = c.spec.as_ref().is_some_and(|s| s.hub_accepts_client);
+            let available = c
+                .status
+                .as_ref()
+                .and_then(|s| meta::condition_status(&s.conditions, COND_AVAILABLE))
+                .unwrap_or(meta::status::UNKNOWN)
+                .to_string();
+            self.clusters
+                .get_or_create(&ClusterLabels {
+                    accepted: accepted.to_string(),
+                    available,
+                })
+                .inc();
+        }
+        let mut out = String::new();
+        let registry = self.registry.lock().expect("metrics registry lock");
+        if prometheus_client::encoding::text::encode(&mut out, &registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}
+
+/// Keeps label cardinality bounded: only well-formed Flotilla types are used as labels.
+fn bounded_type(t: &str) -> String {
+    if flotilla_bus::EventType::parse(t).is_ok() && t.len() <= 80 {
+        t.to_string()
+    } else {
+        "unknown".to_string()
+    }
+}
+
+/// Serves `GET /metrics` on an already-bound listener until `shutdown` resolves.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    metrics: Arc<Metrics>,
+    inventory: Inventory,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    use axum::{Router, http::header, response::IntoResponse, routing::get};
+    let app = Router::new()
+        .route(
+            "/metrics",
+            get(move || {
+                let body = metrics.render(&inventory);
+                async move {
+                    (
+                        [(
+                            header::CONTENT_TYPE,
+                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                        )],
+                        body,
+                    )
+                        .into_response()
+                }
+            }),
+        )
+        .route("/healthz", get(|| async { "ok" }));
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// The bound address of a listener, for logs.
+pub fn addr(l: &tokio::net::TcpListener) -> Option<SocketAddr> {
+    l.local_addr().ok()
+}

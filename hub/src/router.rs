@@ -1,0 +1,354 @@
+//! The router owns the hub's NATS subscriptions and dispatches every incoming event to its
+//! cluster actor. It validates envelopes (bad input is rejected, logged and counted, never
+//! stored) and never blocks on a slow actor: a full mailbox is a counted drop, repaired by the
+//! agent's retry (registration) or by JetStream redelivery (status, left unacknowledged).
+
+use crate::cluster::{Clusters, LeaseEvent, Msg, StatusEvent, rules};
+use crate::metrics::Metrics;
+use async_nats::jetstream::{self, consumer};
+use flotilla_api::v1::{
+    ClusterStatusReport, LeaseRenewal, RegistrationRequest, RegistrationResponse, RegistrationState,
+};
+use flotilla_bus::envelope::{Event, headers, types};
+use flotilla_bus::subjects::{self, StatusSubject};
+use futures::StreamExt;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+use tokio::sync::watch;
+
+/// Durable name of the hub's status consumer.
+pub const STATUS_CONSUMER: &str = "flotilla-hub";
+/// Queue group of hub registration subscribers.
+pub const QUEUE_GROUP: &str = "flotilla-hub";
+
+/// Router settings.
+#[derive(Debug, Clone)]
+pub struct RouterConfig {
+    /// Largest accepted event.
+    pub max_event_bytes: usize,
+    /// Status messages in flight (unacknowledged) at most.
+    pub max_ack_pending: i64,
+    /// Redelivery delay for unacknowledged status.
+    pub ack_wait: Duration,
+}
+
+impl Default for RouterConfig {
+    fn default() -> Self {
+        Self {
+            max_event_bytes: flotilla_bus::envelope::DEFAULT_MAX_EVENT_BYTES,
+            max_ack_pending: 20_000,
+            ack_wait: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Runs the registration subscription until `shutdown` flips.
+pub async fn run_registrations(
+    nats: async_nats::Client,
+    clusters: Clusters,
+    metrics: Arc<Metrics>,
+    config: RouterConfig,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let mut sub = match nats
+            .queue_subscribe(subjects::REGISTER_ALL, QUEUE_GROUP.into())
+            .await
+        {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "subscribing to registrations failed; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        loop {
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                msg = sub.next() => {
+                    let Some(msg) = msg else { break };
+                    handle_registration(&nats, &clusters, &metrics, &config, msg).await;
+                }
+            }
+        }
+    }
+}
+
+async fn handle_registration(
+    nats: &async_nats::Client,
+    clusters: &Clusters,
+    metrics: &Metrics,
+    config: &RouterConfig,
+    msg: async_nats::Message,
+) {
+    let expected = types::registration_request().to_string();
+    let reject = |reason: &str, cluster: &str, why: String| {
+        metrics.rejected(&expected, reason);
+        tracing::warn!(subject = %msg.subject, cluster, reason, error = %why, "registration rejected");
+        why
+    };
+    let subject_cluster = subjects::cluster_token(&msg.subject, "register").unwrap_or_default();
+    let event = match Event::decode(&msg.payload, config.max_event_bytes) {
+        Ok(e) => e,
+        Err(e) => {
+            let why = reject(&e.reason(), subject_cluster, e.to_string());
+            reply_rejected(nats, &msg, subject_cluster, &why, config).await;
+            return;
+        }
+    };
+    metrics.received(&event.event_type.to_string());
+    if event.event_type.to_string() != expected {
+        let why = reject(
+            "unknown_type",
+            subject_cluster,
+            format!("type {} is not accepted on {}", event.event_type, msg.subject),
+        );
+        reply_rejected(nats, &msg, subject_cluster, &why, config).await;
+        return;
+    }
+    if event.cluster != subject_cluster {
+        let why = reject(
+            "clustername_mismatch",
+            subject_cluster,
+            format!(
+                "clustername {:?} does not match subject cluster {:?}",
+                event.cluster, subject_cluster
+            ),
+        );
+        reply_rejected(nats, &msg, subject_cluster, &why, config).await;
+        return;
+    }
+    let request: RegistrationRequest = match event.decode_data("RegistrationRequest") {
+        Ok(r) => r,
+        Err(e) => {
+            let why = reject(&e.reason(), subject_cluster, e.to_string());
+            reply_rejected(nats, &msg, subject_cluster, &why, config).await;
+            return;
+        }
+    };
+    if request.cluster_name != event.cluster {
+        let why = reject(
+            "clustername_mismatch",
+            subject_cluster,
+            format!(
+                "clusterName {:?} does not match the event's clustername {:?}",
+                request.cluster_name, event.cluster
+            ),
+        );
+        reply_rejected(nats, &msg, subject_cluster, &why, config).await;
+        return;
+    }
+    if let Err(why) = rules::validate_registration(&request) {
+        let why = reject("invalid_request", subject_cluster, why);
+        reply_rejected(nats, &msg, subject_cluster, &why, config).await;
+        return;
+    }
+    let handle = clusters.get_or_spawn(&request.cluster_name);
+    if handle
+        .try_send(Msg::Register {
+            request,
+            reply: msg.reply.clone(),
+        })
+        .is_err()
+    {
+        metrics.dropped("cluster");
+    }
+}
+
+async fn reply_rejected(
+    nats: &async_nats::Client,
+    msg: &async_nats::Message,
+    cluster: &str,
+    why: &str,
+    config: &RouterConfig,
+) {
+    let Some(reply) = &msg.reply else { return };
+    // The reply's clustername must be valid even when the request's was not.
+    let cluster = if flotilla_api::names::validate_cluster_name(cluster).is_ok() {
+        cluster
+    } else {
+        "invalid"
+    };
+    let response = RegistrationResponse {
+        cluster_name: cluster.to_string(),
+        state: RegistrationState::Rejected as i32,
+        lease_duration_seconds: 0,
+        message: why.to_string(),
+    };
+    let ev = Event::new(types::registration_response(), crate::cluster::actor::SOURCE, cluster, &response);
+    if let Ok(bytes) = ev.encode(config.max_event_bytes) {
+        let _ = nats.publish_with_headers(reply.clone(), headers(&ev), bytes).await;
+    }
+}
+
+/// Creates (or updates) the durable status consumer.
+pub async fn status_consumer(
+    stream: &jetstream::stream::Stream,
+    config: &RouterConfig,
+) -> Result<consumer::Consumer<consumer::pull::Config>, String> {
+    stream
+        .get_or_create_consumer(
+            STATUS_CONSUMER,
+            consumer::pull::Config {
+                durable_name: Some(STATUS_CONSUMER.into()),
+                filter_subject: subjects::STATUS_ALL.into(),
+                ack_policy: consumer::AckPolicy::Explicit,
+                ack_wait: config.ack_wait,
+                max_ack_pending: config.max_ack_pending,
+                deliver_policy: consumer::DeliverPolicy::All,
+                ..Default::default()
+            },
+        )
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Consumes the status stream until `shutdown` flips, re-establishing the consumer after errors
+/// (NATS restarts).
+pub async fn run_status(
+    stream: jetstream::stream::Stream,
+    clusters: Clusters,
+    metrics: Arc<Metrics>,
+    config: RouterConfig,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        let consumer = match status_consumer(&stream, &config).await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "status consumer unavailable; retrying");
+                tokio::select! {
+                    _ = shutdown.changed() => return,
+                    () = tokio::time::sleep(Duration::from_secs(1)) => continue,
+                }
+            }
+        };
+        let mut messages = match consumer.messages().await {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!(error = %e, "status stream unavailable; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        tracing::info!("consuming status stream");
+        loop {
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                next = messages.next() => match next {
+                    Some(Ok(msg)) => handle_status(&clusters, &metrics, &config, msg).await,
+                    Some(Err(e)) => {
+                        tracing::warn!(error = %e, "status stream error; re-subscribing");
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                        break;
+                    }
+                    None => break,
+                }
+            }
+        }
+    }
+}
+
+async fn handle_status(clusters: &Clusters, metrics: &Metrics, config: &RouterConfig, msg: jetstream::Message) {
+    let server_time = msg
+        .info()
+        .ok()
+        .map(|i| SystemTime::from(i.published))
+        .unwrap_or_else(SystemTime::now);
+    let subject = msg.subject.to_string();
+    // Everything rejected is acknowledged: redelivering bad input would not make it better.
+    let reject = |ty: &str, reason: &str, why: String| {
+        metrics.rejected(ty, reason);
+        tracing::warn!(subject = %subject, reason, error = %why, "status event rejected");
+    };
+    let parsed = match StatusSubject::parse(&subject) {
+        Ok(p) => p,
+        Err(e) => {
+            reject("unknown", "bad_subject", e.to_string());
+            let _ = msg.ack().await;
+            return;
+        }
+    };
+    let event = match Event::decode(&msg.payload, config.max_event_bytes) {
+        Ok(e) => e,
+        Err(e) => {
+            reject("unknown", &e.reason(), e.to_string());
+            let _ = msg.ack().await;
+            return;
+        }
+    };
+    let ty = event.event_type.to_string();
+    metrics.received(&ty);
+    if event.cluster != parsed.cluster {
+        reject(
+            &ty,
+            "clustername_mismatch",
+            format!(
+                "clustername {:?} does not match the subject's cluster {:?}",
+                event.cluster, parsed.cluster
+            ),
+        );
+        let _ = msg.ack().await;
+        return;
+    }
+    let Some(handle) = clusters.get(parsed.cluster) else {
+        reject(&ty, "unknown_cluster", format!("cluster {:?} is not registered", parsed.cluster));
+        let _ = msg.ack().await;
+        return;
+    };
+    let dispatched = match (parsed.kind, parsed.resource_id) {
+        (subjects::KIND_LEASE, None) if event.event_type == types::lease_renewal() => {
+            match event.decode_data::<LeaseRenewal>("LeaseRenewal") {
+                Ok(renewal) => handle.try_send(Msg::Lease(LeaseEvent {
+                    renewal,
+                    sequence: event.sequence_id,
+                    server_time,
+                    ack: Some(msg),
+                })),
+                Err(e) => {
+                    reject(&ty, &e.reason(), e.to_string());
+                    let _ = msg.ack().await;
+                    return;
+                }
+            }
+        }
+        (subjects::KIND_CLUSTER, None) if event.event_type == types::cluster_status() => {
+            let report = match event.decode_data::<ClusterStatusReport>("ClusterStatusReport") {
+                Ok(r) => r,
+                Err(e) => {
+                    reject(&ty, &e.reason(), e.to_string());
+                    let _ = msg.ack().await;
+                    return;
+                }
+            };
+            if report.cluster_name != event.cluster {
+                reject(&ty, "clustername_mismatch", format!("clusterName {:?} does not match {:?}", report.cluster_name, event.cluster));
+                let _ = msg.ack().await;
+                return;
+            }
+            if let Err(why) = rules::validate_claims(&report.claims) {
+                reject(&ty, "invalid_status", why);
+                let _ = msg.ack().await;
+                return;
+            }
+            handle.try_send(Msg::Status(StatusEvent {
+                report,
+                sequence: event.sequence_id,
+                hash: event.status_hash.clone(),
+                ack: Some(msg),
+            }))
+        }
+        _ => {
+            reject(&ty, "unknown_type", format!("type {ty} is not accepted on status kind {:?}", parsed.kind));
+            let _ = msg.ack().await;
+            return;
+        }
+    };
+    if dispatched.is_err() {
+        // Not acknowledged: JetStream redelivers it after ack_wait.
+        metrics.dropped("cluster");
+    }
+}
