@@ -1,0 +1,165 @@
+//! Fixtures for hub integration tests: a real nats-server, an in-process hub on free ports, and
+//! in-process agents on simulated clusters.
+
+#![allow(dead_code)]
+
+use flotilla_agent::backend::sim::SimBackend;
+use flotilla_agent::{AgentConfig, StateConfig};
+use flotilla_api::meta::{self, COND_AVAILABLE};
+use flotilla_api::v1::cluster_service_client::ClusterServiceClient;
+use flotilla_api::v1::cluster_set_service_client::ClusterSetServiceClient;
+use flotilla_api::v1::{GetClusterRequest, ManagedCluster};
+use flotilla_hub::{Config, Hub};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tonic::transport::Channel;
+
+/// Generous bound for anything that should happen "soon".
+pub const SOON: Duration = Duration::from_secs(20);
+
+pub fn hub_config(nats_url: &str) -> Config {
+    let mut c = Config::new(nats_url);
+    c.grpc_listen = "127.0.0.1:0".parse().unwrap();
+    c.metrics_listen = "127.0.0.1:0".parse().unwrap();
+    c.cluster.default_lease_duration_seconds = 1;
+    c.cluster.lease_grace_multiplier = 3;
+    c.router.ack_wait = Duration::from_secs(2);
+    c
+}
+
+pub async fn start_hub(config: Config) -> Hub {
+    tokio::time::timeout(SOON, flotilla_hub::start(config))
+        .await
+        .expect("hub started in time")
+        .expect("hub started")
+}
+
+pub async fn clusters_client(hub: &Hub) -> ClusterServiceClient<Channel> {
+    ClusterServiceClient::connect(format!("http://{}", hub.grpc_addr))
+        .await
+        .expect("connect to the hub's gRPC API")
+}
+
+pub async fn sets_client(hub: &Hub) -> ClusterSetServiceClient<Channel> {
+    ClusterSetServiceClient::connect(format!("http://{}", hub.grpc_addr))
+        .await
+        .expect("connect to the hub's gRPC API")
+}
+
+/// A running in-process agent.
+pub struct TestAgent {
+    pub backend: Arc<SimBackend>,
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl TestAgent {
+    pub async fn stop(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        let _ = tokio::time::timeout(SOON, &mut self.task).await;
+    }
+}
+
+impl Drop for TestAgent {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+pub fn agent_config(name: &str, nats_url: &str) -> AgentConfig {
+    let mut c = AgentConfig::new(name, nats_url);
+    c.pending_poll = Duration::from_millis(300);
+    c.denied_poll = Duration::from_millis(500);
+    c.status_interval = Duration::from_millis(200);
+    c.state = StateConfig::Memory;
+    c
+}
+
+pub fn start_agent(config: AgentConfig) -> TestAgent {
+    let backend = Arc::new(SimBackend::new(8, 32, "v1.30.2").with_platform("AWS"));
+    let (tx, rx) = oneshot::channel();
+    let b: Arc<dyn flotilla_agent::backend::Backend> = backend.clone();
+    let task = tokio::spawn(async move {
+        let shutdown = async {
+            let _ = rx.await;
+        };
+        if let Err(e) = flotilla_agent::run(config, b, shutdown).await {
+            panic!("agent failed: {e}");
+        }
+    });
+    TestAgent {
+        backend,
+        stop: Some(tx),
+        task,
+    }
+}
+
+pub async fn get(client: &mut ClusterServiceClient<Channel>, name: &str) -> Option<ManagedCluster> {
+    client
+        .get_cluster(GetClusterRequest { name: name.into() })
+        .await
+        .ok()
+        .map(|r| r.into_inner())
+}
+
+pub fn available(c: &ManagedCluster) -> Option<String> {
+    c.status
+        .as_ref()
+        .and_then(|s| meta::condition_status(&s.conditions, COND_AVAILABLE))
+        .map(str::to_string)
+}
+
+pub fn condition(c: &ManagedCluster, ty: &str) -> Option<String> {
+    c.status
+        .as_ref()
+        .and_then(|s| meta::condition_status(&s.conditions, ty))
+        .map(str::to_string)
+}
+
+pub fn taints(c: &ManagedCluster) -> Vec<String> {
+    c.spec
+        .as_ref()
+        .map(|s| s.taints.iter().map(|t| t.key.clone()).collect())
+        .unwrap_or_default()
+}
+
+pub fn accepted(c: &ManagedCluster) -> bool {
+    c.spec.as_ref().is_some_and(|s| s.hub_accepts_client)
+}
+
+/// Waits until the cluster satisfies `pred`, returning it.
+pub async fn wait_cluster(
+    client: &mut ClusterServiceClient<Channel>,
+    name: &str,
+    what: &str,
+    pred: impl Fn(&ManagedCluster) -> bool,
+) -> ManagedCluster {
+    let deadline = tokio::time::Instant::now() + SOON;
+    loop {
+        let c = get(client, name).await;
+        if let Some(c) = &c {
+            if pred(c) {
+                return c.clone();
+            }
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for cluster {name} to be {what}; last seen: {c:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+pub async fn accept(client: &mut ClusterServiceClient<Channel>, name: &str) {
+    client
+        .accept_clusters(flotilla_api::v1::ClusterNamesRequest { names: vec![name.into()] })
+        .await
+        .expect("accept");
+}
+
+pub async fn metrics_text(hub: &Hub) -> String {
+    hub.metrics.render(&hub.inventory)
+}

@@ -1,0 +1,365 @@
+//! Registration and health against a real nats-server: double opt-in, leases, taints, denial,
+//! deletion, restarts of the hub and of NATS.
+
+mod common;
+
+use common::*;
+use flotilla_api::meta::{
+    CLAIM_ID, CLAIM_PLATFORM, CLUSTERSET_LABEL, COND_CLOCK_SYNCED, COND_HUB_ACCEPTED,
+    COND_HUB_DENIED, COND_JOINED, TAINT_UNAVAILABLE, TAINT_UNREACHABLE,
+};
+use flotilla_api::v1::{
+    ClusterNamesRequest, DeleteClusterRequest, LabelClusterRequest, ListClustersRequest,
+    SetLeaseDurationRequest, Taint, TaintClusterRequest, TaintKey,
+};
+use flotilla_testkit::NatsServer;
+use std::time::Duration;
+
+#[tokio::test]
+async fn register_waits_pending_until_accepted_then_becomes_available() {
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut api = clusters_client(&hub).await;
+    let mut cfg = agent_config("edge-1", &nats.url());
+    cfg.labels.insert("env".into(), "prod".into());
+    let agent = start_agent(cfg);
+
+    let pending = wait_cluster(&mut api, "edge-1", "registered", |_| true).await;
+    assert!(!accepted(&pending), "new clusters wait for the admin");
+    assert_eq!(condition(&pending, COND_HUB_ACCEPTED), None);
+    assert_eq!(taints(&pending), vec![TAINT_UNREACHABLE]);
+    let labels = &pending.metadata.as_ref().unwrap().labels;
+    assert_eq!(labels["env"], "prod");
+    assert_eq!(labels[CLUSTERSET_LABEL], "default");
+    let claims = &pending.status.as_ref().unwrap().cluster_claims;
+    assert!(claims.iter().any(|c| c.name == CLAIM_ID));
+    assert!(claims.iter().any(|c| c.name == CLAIM_PLATFORM && c.value == "AWS"));
+    assert_eq!(pending.status.as_ref().unwrap().capacity["cpu"], "8");
+
+    // Pending for a while: no lease, nothing joins.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let still = get(&mut api, "edge-1").await.unwrap();
+    assert_eq!(condition(&still, COND_JOINED), None);
+
+    accept(&mut api, "edge-1").await;
+    let c = wait_cluster(&mut api, "edge-1", "Available", |c| available(c).as_deref() == Some("True")).await;
+    assert!(accepted(&c));
+    assert_eq!(condition(&c, COND_HUB_ACCEPTED).as_deref(), Some("True"));
+    assert_eq!(condition(&c, COND_JOINED).as_deref(), Some("True"));
+    assert_eq!(condition(&c, COND_CLOCK_SYNCED).as_deref(), Some("True"));
+    assert!(taints(&c).is_empty(), "no built-in taint on an available cluster: {:?}", taints(&c));
+
+    // It stays available while the agent renews (grace is 3 s; watch for 4 s).
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let c = get(&mut api, "edge-1").await.unwrap();
+    assert_eq!(available(&c).as_deref(), Some("True"));
+    agent.stop().await;
+    hub.stop().await;
+}
+
+#[tokio::test]
+async fn auto_accept_with_a_selector_admits_only_matching_clusters() {
+    let nats = NatsServer::start();
+    let mut config = hub_config(&nats.url());
+    config.cluster.auto_accept = flotilla_hub::cluster::rules::AutoAccept {
+        enabled: true,
+        labels: Some(flotilla_api::selector::parse("env=lab").unwrap()),
+        claims: None,
+    };
+    let hub = start_hub(config).await;
+    let mut api = clusters_client(&hub).await;
+    let mut lab = agent_config("lab-1", &nats.url());
+    lab.labels.insert("env".into(), "lab".into());
+    let mut prod = agent_config("prod-1", &nats.url());
+    prod.labels.insert("env".into(), "prod".into());
+    let a = start_agent(lab);
+    let b = start_agent(prod);
+    wait_cluster(&mut api, "lab-1", "auto-accepted and available", |c| {
+        accepted(c) && available(c).as_deref() == Some("True")
+    })
+    .await;
+    let p = wait_cluster(&mut api, "prod-1", "registered", |_| true).await;
+    assert!(!accepted(&p));
+    a.stop().await;
+    b.stop().await;
+    hub.stop().await;
+}
+
+#[tokio::test]
+async fn stopped_agent_turns_unknown_and_unreachable_within_the_grace_and_recovers() {
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut api = clusters_client(&hub).await;
+    let agent = start_agent(agent_config("edge-2", &nats.url()));
+    wait_cluster(&mut api, "edge-2", "registered", |_| true).await;
+    accept(&mut api, "edge-2").await;
+    wait_cluster(&mut api, "edge-2", "Available", |c| available(c).as_deref() == Some("True")).await;
+
+    agent.stop().await;
+    let stopped = tokio::time::Instant::now();
+    let c = wait_cluster(&mut api, "edge-2", "Unknown", |c| available(c).as_deref() == Some("Unknown")).await;
+    // Grace = 3 × 1 s after the last renewal; allow for the renewal jitter and polling.
+    assert!(stopped.elapsed() < Duration::from_secs(6), "took {:?}", stopped.elapsed());
+    assert_eq!(taints(&c), vec![TAINT_UNREACHABLE]);
+    let reason = c
+        .status
+        .as_ref()
+        .and_then(|s| flotilla_api::meta::find_condition(&s.conditions, "ManagedClusterConditionAvailable"))
+        .map(|c| c.reason.clone());
+    assert_eq!(reason.as_deref(), Some("ManagedClusterLeaseUpdateStopped"));
+    assert!(metrics_text(&hub).await.contains("flotilla_hub_lease_expired_total 1"));
+
+    let agent = start_agent(agent_config("edge-2", &nats.url()));
+    let c = wait_cluster(&mut api, "edge-2", "Available again", |c| available(c).as_deref() == Some("True")).await;
+    assert!(taints(&c).is_empty());
+    agent.stop().await;
+    hub.stop().await;
+}
+
+#[tokio::test]
+async fn unhealthy_spoke_is_unavailable_and_tainted() {
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut api = clusters_client(&hub).await;
+    let agent = start_agent(agent_config("edge-3", &nats.url()));
+    wait_cluster(&mut api, "edge-3", "registered", |_| true).await;
+    accept(&mut api, "edge-3").await;
+    wait_cluster(&mut api, "edge-3", "Available", |c| available(c).as_deref() == Some("True")).await;
+    agent.backend.set_health(false, "kube-apiserver is not responding");
+    let c = wait_cluster(&mut api, "edge-3", "unavailable", |c| available(c).as_deref() == Some("False")).await;
+    assert_eq!(taints(&c), vec![TAINT_UNAVAILABLE]);
+    agent.backend.set_health(true, "");
+    let c = wait_cluster(&mut api, "edge-3", "available", |c| available(c).as_deref() == Some("True")).await;
+    assert!(taints(&c).is_empty());
+    agent.stop().await;
+    hub.stop().await;
+}
+
+#[tokio::test]
+async fn denied_cluster_cannot_rejoin_until_accepted_again() {
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut api = clusters_client(&hub).await;
+    let agent = start_agent(agent_config("edge-4", &nats.url()));
+    wait_cluster(&mut api, "edge-4", "registered", |_| true).await;
+    accept(&mut api, "edge-4").await;
+    wait_cluster(&mut api, "edge-4", "Available", |c| available(c).as_deref() == Some("True")).await;
+
+    api.deny_clusters(ClusterNamesRequest { names: vec!["edge-4".into()] }).await.unwrap();
+    let denied = wait_cluster(&mut api, "edge-4", "denied", |c| condition(c, COND_HUB_DENIED).as_deref() == Some("True")).await;
+    assert!(!accepted(&denied));
+    assert_eq!(condition(&denied, COND_HUB_ACCEPTED).as_deref(), Some("False"));
+    // The agent keeps asking (denied poll 0.5 s); each request is refused and counted, and the
+    // stored cluster does not change.
+    let rv = denied.metadata.as_ref().unwrap().resource_version;
+    flotilla_testkit::eventually(SOON, "denied registrations counted", || {
+        let text = hub.metrics.render(&hub.inventory);
+        async move { text.contains("reason=\"denied\"").then_some(()) }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let c = get(&mut api, "edge-4").await.unwrap();
+    assert_eq!(c.metadata.as_ref().unwrap().resource_version, rv, "a denied cluster's requests change nothing");
+    assert!(!accepted(&c));
+
+    accept(&mut api, "edge-4").await;
+    wait_cluster(&mut api, "edge-4", "Available after re-acceptance", |c| {
+        available(c).as_deref() == Some("True") && condition(c, COND_HUB_DENIED).is_none()
+    })
+    .await;
+    agent.stop().await;
+    hub.stop().await;
+}
+
+#[tokio::test]
+async fn labels_taints_and_lease_are_edited_through_the_api() {
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut api = clusters_client(&hub).await;
+    let agent = start_agent(agent_config("edge-5", &nats.url()));
+    wait_cluster(&mut api, "edge-5", "registered", |_| true).await;
+    accept(&mut api, "edge-5").await;
+
+    let c = api
+        .label_cluster(LabelClusterRequest {
+            name: "edge-5".into(),
+            set: [("tier".to_string(), "gold".to_string())].into(),
+            remove: vec![],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(c.metadata.as_ref().unwrap().labels["tier"], "gold");
+    let err = api
+        .label_cluster(LabelClusterRequest {
+            name: "edge-5".into(),
+            set: [("bad key!".to_string(), "x".to_string())].into(),
+            remove: vec![],
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert!(err.message().contains("labels"), "{}", err.message());
+
+    let c = api
+        .taint_cluster(TaintClusterRequest {
+            name: "edge-5".into(),
+            add: vec![Taint {
+                key: "gpu".into(),
+                value: "true".into(),
+                effect: "NoSelect".into(),
+                time_added: None,
+            }],
+            remove: vec![],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let gpu = c.spec.as_ref().unwrap().taints.iter().find(|t| t.key == "gpu").unwrap();
+    assert!(gpu.time_added.is_some(), "the hub sets timeAdded");
+    let c = api
+        .taint_cluster(TaintClusterRequest {
+            name: "edge-5".into(),
+            add: vec![],
+            remove: vec![TaintKey { key: "gpu".into(), effect: String::new() }],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!taints(&c).contains(&"gpu".to_string()));
+
+    let c = api
+        .set_lease_duration(SetLeaseDurationRequest { name: "edge-5".into(), lease_duration_seconds: 2 })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(c.spec.as_ref().unwrap().lease_duration_seconds, 2);
+    let err = api
+        .set_lease_duration(SetLeaseDurationRequest { name: "edge-5".into(), lease_duration_seconds: -1 })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+
+    let err = api
+        .accept_clusters(ClusterNamesRequest { names: vec!["nope".into()] })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::NotFound);
+
+    let list = api
+        .list_clusters(ListClustersRequest { label_selector: "tier=gold".into(), ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(list.items.len(), 1);
+    let list = api
+        .list_clusters(ListClustersRequest { label_selector: "tier=silver".into(), ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(list.items.is_empty());
+    agent.stop().await;
+    hub.stop().await;
+}
+
+#[tokio::test]
+async fn deleting_a_cluster_removes_hub_state_and_tells_the_agent() {
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut api = clusters_client(&hub).await;
+    let agent = start_agent(agent_config("edge-6", &nats.url()));
+    wait_cluster(&mut api, "edge-6", "registered", |_| true).await;
+    accept(&mut api, "edge-6").await;
+    wait_cluster(&mut api, "edge-6", "Available", |c| available(c).as_deref() == Some("True")).await;
+
+    api.delete_cluster(DeleteClusterRequest { name: "edge-6".into() }).await.unwrap();
+    // Like OCM's klusterlet, the agent registers again — as a new, pending cluster.
+    let again = wait_cluster(&mut api, "edge-6", "re-registered as pending", |c| !accepted(c)).await;
+    assert_eq!(condition(&again, COND_JOINED), None);
+    // Its old status subjects are gone from the stream.
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    let mut stream = js.get_stream(flotilla_bus::jetstream::STATUS_STREAM).await.unwrap();
+    let lease = flotilla_bus::subjects::status("edge-6", "lease", None);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(stream.get_last_raw_message_by_subject(&lease).await.is_err(), "pending agents do not renew");
+    let _ = stream.info().await.unwrap();
+    agent.stop().await;
+    hub.stop().await;
+}
+
+#[tokio::test]
+async fn hub_restart_keeps_state_and_does_not_flap_live_clusters() {
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut api = clusters_client(&hub).await;
+    let agent = start_agent(agent_config("edge-7", &nats.url()));
+    wait_cluster(&mut api, "edge-7", "registered", |_| true).await;
+    accept(&mut api, "edge-7").await;
+    api.label_cluster(LabelClusterRequest {
+        name: "edge-7".into(),
+        set: [("site".to_string(), "north".to_string())].into(),
+        remove: vec![],
+    })
+    .await
+    .unwrap();
+    wait_cluster(&mut api, "edge-7", "Available", |c| available(c).as_deref() == Some("True")).await;
+    hub.stop().await;
+
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut api = clusters_client(&hub).await;
+    let c = get(&mut api, "edge-7").await.expect("cluster loaded from KV");
+    assert!(accepted(&c));
+    assert_eq!(c.metadata.as_ref().unwrap().labels["site"], "north");
+    // For longer than the grace, it never leaves True.
+    let mut watch = api
+        .watch_clusters(flotilla_api::v1::WatchClustersRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    let until = tokio::time::Instant::now() + Duration::from_secs(5);
+    while let Ok(Ok(Some(ev))) = tokio::time::timeout_at(until, watch.message()).await {
+        let c = ev.cluster.unwrap();
+        assert_eq!(available(&c).as_deref(), Some("True"), "flapped after restart: {c:#?}");
+    }
+    agent.stop().await;
+    hub.stop().await;
+}
+
+#[tokio::test]
+async fn nats_restart_recovers_hub_and_agents() {
+    let mut nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut api = clusters_client(&hub).await;
+    let agent = start_agent(agent_config("edge-8", &nats.url()));
+    wait_cluster(&mut api, "edge-8", "registered", |_| true).await;
+    accept(&mut api, "edge-8").await;
+    wait_cluster(&mut api, "edge-8", "Available", |c| available(c).as_deref() == Some("True")).await;
+
+    nats.restart();
+
+    // The hub writes again, the agent renews again, and a newcomer can register.
+    flotilla_testkit::eventually(SOON, "label write after NATS restart", || {
+        let mut api = api.clone();
+        async move {
+            api.label_cluster(LabelClusterRequest {
+                name: "edge-8".into(),
+                set: [("after".to_string(), "restart".to_string())].into(),
+                remove: vec![],
+            })
+            .await
+            .ok()
+        }
+    })
+    .await;
+    let newcomer = start_agent(agent_config("edge-9", &nats.url()));
+    wait_cluster(&mut api, "edge-9", "registered after NATS restart", |_| true).await;
+    accept(&mut api, "edge-9").await;
+    wait_cluster(&mut api, "edge-9", "Available after NATS restart", |c| available(c).as_deref() == Some("True")).await;
+    // edge-8 stays (or becomes again) Available: its renewals flow through the new connection.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    wait_cluster(&mut api, "edge-8", "Available after NATS restart", |c| available(c).as_deref() == Some("True")).await;
+    agent.stop().await;
+    newcomer.stop().await;
+    hub.stop().await;
+}
