@@ -110,26 +110,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(flotilla_agent::run(config, backend, shutdown_signal())) {
+    match runtime.block_on(flotilla_agent::run(config, backend, flotilla_bus::process::shutdown_signal())) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("flotilla-agent: {e}");
             ExitCode::from(64)
         }
-    }
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => {
-            let _ = ctrl_c.await;
-            return;
-        }
-    };
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term.recv() => {},
     }
 }

@@ -8,6 +8,7 @@
 //! - [`jetstream`]: the `FLOTILLA_STATUS` stream and KV buckets created in a way that works on
 //!   nats-server 2.9 and newer, and a bulk loader for KV state.
 //! - [`ids`]: resource ids (UUIDv5) and status hashes.
+//! - [`process`]: signal handling and RSS for the binaries.
 
 #![deny(missing_docs)]
 
@@ -15,6 +16,7 @@ pub mod connect;
 pub mod envelope;
 pub mod ids;
 pub mod jetstream;
+pub mod process;
 pub mod subjects;
 
 pub use envelope::{Event, EventType, EnvelopeError};

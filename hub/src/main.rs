@@ -106,7 +106,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = runtime.block_on(flotilla_hub::run(config, shutdown_signal()));
+    let result = runtime.block_on(flotilla_hub::run(config, flotilla_bus::process::shutdown_signal()));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -114,24 +114,4 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = ctrl_c.await;
-                return;
-            }
-        };
-        tokio::select! {
-            _ = ctrl_c => {},
-            _ = term.recv() => {},
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
 }

@@ -313,6 +313,11 @@ impl Actor {
                         "spec.leaseDurationSeconds: {seconds} is outside 0..=3600 (0 = hub default)"
                     )))
                 } else {
+                    let seconds = if seconds == 0 {
+                        self.shared.config.default_lease_duration_seconds
+                    } else {
+                        seconds
+                    };
                     self.edit(|c| {
                         let spec = c.spec.get_or_insert_with(Default::default);
                         let changed = spec.lease_duration_seconds != seconds;
@@ -437,7 +442,11 @@ impl Actor {
                 self.registration_response(&c)
             }
             None => {
-                let c = rules::new_cluster(&request, &self.shared.config.auto_accept);
+                let c = rules::new_cluster(
+                    &request,
+                    &self.shared.config.auto_accept,
+                    self.shared.config.default_lease_duration_seconds,
+                );
                 if let Err(e) = self.persist(c.clone()).await {
                     tracing::warn!(error = %e, "new cluster not persisted; the agent will retry");
                     return;

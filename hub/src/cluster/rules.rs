@@ -94,7 +94,7 @@ pub fn denied(c: &ManagedCluster) -> bool {
 }
 
 /// Builds a new cluster from its first registration request.
-pub fn new_cluster(req: &RegistrationRequest, auto: &AutoAccept) -> ManagedCluster {
+pub fn new_cluster(req: &RegistrationRequest, auto: &AutoAccept, default_lease_seconds: i32) -> ManagedCluster {
     let mut labels = req.labels.clone();
     labels
         .entry(CLUSTERSET_LABEL.to_string())
@@ -108,7 +108,11 @@ pub fn new_cluster(req: &RegistrationRequest, auto: &AutoAccept) -> ManagedClust
             creation_timestamp: Some(meta::now()),
             ..Default::default()
         }),
-        spec: Some(ManagedClusterSpec::default()),
+        // Defaulted at creation, as OCM's webhook does, so the object shows the lease in force.
+        spec: Some(ManagedClusterSpec {
+            lease_duration_seconds: default_lease_seconds,
+            ..Default::default()
+        }),
         status: Some(ManagedClusterStatus::default()),
         hub: Some(flotilla_api::v1::HubClusterState {
             agent_healthy: true,
@@ -387,7 +391,7 @@ mod tests {
 
     #[test]
     fn new_clusters_wait_for_acceptance_in_the_default_set_and_are_unreachable() {
-        let c = new_cluster(&req("c1"), &AutoAccept::default());
+        let c = new_cluster(&req("c1"), &AutoAccept::default(), 60);
         assert!(!accepted(&c));
         assert_eq!(c.metadata.as_ref().unwrap().labels[CLUSTERSET_LABEL], "default");
         assert_eq!(c.metadata.as_ref().unwrap().labels["env"], "prod");
@@ -402,17 +406,17 @@ mod tests {
             labels: Some(selector::parse("env=prod").unwrap()),
             claims: None,
         };
-        assert!(accepted(&new_cluster(&req("c1"), &auto)));
+        assert!(accepted(&new_cluster(&req("c1"), &auto, 60)));
         auto.claims = Some(selector::parse("platform.open-cluster-management.io=GCP").unwrap());
-        assert!(!accepted(&new_cluster(&req("c1"), &auto)));
+        assert!(!accepted(&new_cluster(&req("c1"), &auto, 60)));
         auto.enabled = false;
         auto.claims = None;
-        assert!(!accepted(&new_cluster(&req("c1"), &auto)));
+        assert!(!accepted(&new_cluster(&req("c1"), &auto, 60)));
     }
 
     #[test]
     fn availability_drives_the_builtin_taints() {
-        let mut c = new_cluster(&req("c1"), &AutoAccept::default());
+        let mut c = new_cluster(&req("c1"), &AutoAccept::default(), 60);
         accept(&mut c, "HubClusterAdminAccepted", "");
         assert!(set_available(&mut c, status::TRUE, "ManagedClusterAvailable", ""));
         assert!(taint_keys(&c).is_empty());
@@ -425,7 +429,7 @@ mod tests {
 
     #[test]
     fn deny_flips_acceptance_and_marks_denied() {
-        let mut c = new_cluster(&req("c1"), &AutoAccept::default());
+        let mut c = new_cluster(&req("c1"), &AutoAccept::default(), 60);
         accept(&mut c, "HubClusterAdminAccepted", "");
         join(&mut c);
         set_available(&mut c, status::TRUE, "ManagedClusterAvailable", "");
@@ -440,7 +444,7 @@ mod tests {
 
     #[test]
     fn taints_get_hub_time_and_builtin_taints_are_protected() {
-        let mut c = new_cluster(&req("c1"), &AutoAccept::default());
+        let mut c = new_cluster(&req("c1"), &AutoAccept::default(), 60);
         let gpu = Taint {
             key: "gpu".into(),
             value: "true".into(),
@@ -471,7 +475,7 @@ mod tests {
 
     #[test]
     fn labels_are_validated_and_edited() {
-        let mut c = new_cluster(&req("c1"), &AutoAccept::default());
+        let mut c = new_cluster(&req("c1"), &AutoAccept::default(), 60);
         let set = [("tier".to_string(), "edge".to_string())].into();
         assert!(apply_labels(&mut c, &set, &["env".into()]).unwrap());
         let labels = &c.metadata.as_ref().unwrap().labels;

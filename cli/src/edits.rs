@@ -1,0 +1,126 @@
+//! Parsing of label and taint edits given on the command line, kubectl style.
+
+use flotilla_api::meta::TAINT_EFFECTS;
+use flotilla_api::v1::{Taint, TaintKey};
+use std::collections::HashMap;
+
+/// Label edits: `key=value` sets, `key-` removes.
+#[derive(Debug, Default, PartialEq)]
+pub struct LabelEdits {
+    /// Labels to set.
+    pub set: HashMap<String, String>,
+    /// Keys to remove.
+    pub remove: Vec<String>,
+}
+
+/// Parses label edits, naming the bad argument.
+pub fn parse_labels(args: &[String]) -> Result<LabelEdits, String> {
+    let mut edits = LabelEdits::default();
+    for a in args {
+        if let Some((k, v)) = a.split_once('=') {
+            if k.is_empty() {
+                return Err(format!("label {a:?}: empty key"));
+            }
+            edits.set.insert(k.to_string(), v.to_string());
+        } else if let Some(k) = a.strip_suffix('-') {
+            if k.is_empty() {
+                return Err(format!("label {a:?}: empty key"));
+            }
+            edits.remove.push(k.to_string());
+        } else {
+            return Err(format!("label {a:?}: expected key=value to set or key- to remove"));
+        }
+    }
+    Ok(edits)
+}
+
+/// Taint edits.
+#[derive(Debug, Default, PartialEq)]
+pub struct TaintEdits {
+    /// Taints to add.
+    pub add: Vec<Taint>,
+    /// Taints to remove.
+    pub remove: Vec<TaintKey>,
+}
+
+fn check_effect(a: &str, effect: &str) -> Result<(), String> {
+    if TAINT_EFFECTS.contains(&effect) {
+        Ok(())
+    } else {
+        Err(format!(
+            "taint {a:?}: effect {effect:?} is not one of NoSelect, PreferNoSelect, NoSelectIfNew"
+        ))
+    }
+}
+
+/// Parses taint edits: `key=value:Effect` or `key:Effect` adds; `key:Effect-` or `key-` removes.
+pub fn parse_taints(args: &[String]) -> Result<TaintEdits, String> {
+    let mut edits = TaintEdits::default();
+    for a in args {
+        if let Some(rest) = a.strip_suffix('-') {
+            let (key, effect) = match rest.split_once(':') {
+                Some((k, e)) => {
+                    check_effect(a, e)?;
+                    (k, e)
+                }
+                None => (rest, ""),
+            };
+            let key = key.split_once('=').map_or(key, |(k, _)| k);
+            if key.is_empty() {
+                return Err(format!("taint {a:?}: empty key"));
+            }
+            edits.remove.push(TaintKey {
+                key: key.to_string(),
+                effect: effect.to_string(),
+            });
+            continue;
+        }
+        let (kv, effect) = a
+            .rsplit_once(':')
+            .ok_or_else(|| format!("taint {a:?}: expected key=value:Effect (add) or key:Effect- (remove)"))?;
+        check_effect(a, effect)?;
+        let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
+        if key.is_empty() {
+            return Err(format!("taint {a:?}: empty key"));
+        }
+        edits.add.push(Taint {
+            key: key.to_string(),
+            value: value.to_string(),
+            effect: effect.to_string(),
+            time_added: None,
+        });
+    }
+    Ok(edits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn label_edits_set_and_remove() {
+        let e = parse_labels(&s(&["env=prod", "old-", "empty="])).unwrap();
+        assert_eq!(e.set["env"], "prod");
+        assert_eq!(e.set["empty"], "");
+        assert_eq!(e.remove, vec!["old"]);
+        assert!(parse_labels(&s(&["novalue"])).unwrap_err().contains("novalue"));
+        assert!(parse_labels(&s(&["=x"])).is_err());
+    }
+
+    #[test]
+    fn taint_edits_add_and_remove() {
+        let e = parse_taints(&s(&["gpu=true:NoSelect", "maint:PreferNoSelect", "gpu:NoSelect-", "old-"])).unwrap();
+        assert_eq!(e.add.len(), 2);
+        assert_eq!(e.add[0].key, "gpu");
+        assert_eq!(e.add[0].value, "true");
+        assert_eq!(e.add[1].value, "");
+        assert_eq!(e.remove[0], TaintKey { key: "gpu".into(), effect: "NoSelect".into() });
+        assert_eq!(e.remove[1], TaintKey { key: "old".into(), effect: String::new() });
+        assert!(parse_taints(&s(&["gpu=true:NoExecute"])).unwrap_err().contains("NoExecute"));
+        assert!(parse_taints(&s(&["gpu=true"])).is_err());
+    }
+}

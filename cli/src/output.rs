@@ -1,0 +1,251 @@
+//! Output: kubectl-style tables with clusteradm's columns, and JSON/YAML in the OCM shapes.
+
+use flotilla_api::meta::{self, COND_AVAILABLE, COND_CLUSTERSET_EMPTY, CLUSTERSET_LABEL};
+use flotilla_api::ocm;
+use flotilla_api::v1::{ManagedCluster, ManagedClusterSetBinding, ManagedClusterSetView};
+use serde::Serialize;
+
+/// Output format (`-o`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Aligned columns.
+    Table,
+    /// JSON in the OCM shape.
+    Json,
+    /// YAML in the OCM shape.
+    Yaml,
+}
+
+/// Renders rows as left-aligned columns separated by three spaces (kubectl's layout).
+pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for r in rows {
+        for (i, cell) in r.iter().enumerate() {
+            if i < widths.len() {
+                widths[i] = widths[i].max(cell.chars().count());
+            }
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut s = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                s.push_str(c);
+            } else {
+                s.push_str(&format!("{c:<w$}   ", w = widths[i]));
+            }
+        }
+        s.trim_end().to_string()
+    };
+    let mut out = line(header.to_vec());
+    out.push('\n');
+    for r in rows {
+        out.push_str(&line(r.iter().map(String::as_str).collect()));
+        out.push('\n');
+    }
+    out
+}
+
+/// Serialises one object or a List in the chosen structured format.
+pub fn structured<T: Serialize>(format: Format, items: Vec<T>, single: bool) -> Result<String, String> {
+    let to = |v: &dyn erased::Ser| -> Result<String, String> {
+        match format {
+            Format::Json => v.json(),
+            _ => v.yaml(),
+        }
+    };
+    if single && items.len() == 1 {
+        let item = items.into_iter().next().expect("one item");
+        to(&item)
+    } else {
+        to(&ocm::List::new(items))
+    }
+}
+
+mod erased {
+    use serde::Serialize;
+
+    pub trait Ser {
+        fn json(&self) -> Result<String, String>;
+        fn yaml(&self) -> Result<String, String>;
+    }
+
+    impl<T: Serialize> Ser for T {
+        fn json(&self) -> Result<String, String> {
+            serde_json::to_string_pretty(self)
+                .map(|s| s + "\n")
+                .map_err(|e| e.to_string())
+        }
+        fn yaml(&self) -> Result<String, String> {
+            serde_yaml::to_string(self).map_err(|e| e.to_string())
+        }
+    }
+}
+
+/// `get clusters` columns.
+pub const CLUSTER_COLUMNS: [&str; 7] = [
+    "NAME",
+    "ACCEPTED",
+    "AVAILABLE",
+    "CLUSTERSET",
+    "CPU",
+    "MEMORY",
+    "KUBERNETES VERSION",
+];
+
+/// One `get clusters` row.
+pub fn cluster_row(c: &ManagedCluster) -> Vec<String> {
+    let m = c.metadata.clone().unwrap_or_default();
+    let st = c.status.clone().unwrap_or_default();
+    vec![
+        m.name,
+        c.spec.as_ref().is_some_and(|s| s.hub_accepts_client).to_string(),
+        meta::condition_status(&st.conditions, COND_AVAILABLE)
+            .unwrap_or("Unknown")
+            .to_string(),
+        m.labels.get(CLUSTERSET_LABEL).cloned().unwrap_or_default(),
+        st.capacity.get("cpu").cloned().unwrap_or_default(),
+        st.capacity.get("memory").cloned().unwrap_or_default(),
+        st.version.map(|v| v.kubernetes).unwrap_or_default(),
+    ]
+}
+
+/// `get clustersets` columns.
+pub const CLUSTERSET_COLUMNS: [&str; 3] = ["NAME", "BOUND NAMESPACES", "STATUS"];
+
+/// One `get clustersets` row.
+pub fn clusterset_row(v: &ManagedClusterSetView) -> Vec<String> {
+    let set = v.set.clone().unwrap_or_default();
+    let status = set
+        .status
+        .as_ref()
+        .and_then(|s| meta::find_condition(&s.conditions, COND_CLUSTERSET_EMPTY))
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    vec![
+        set.metadata.map(|m| m.name).unwrap_or_default(),
+        v.bound_namespaces.join(","),
+        status,
+    ]
+}
+
+/// `get clustersetbindings` columns.
+pub const BINDING_COLUMNS: [&str; 4] = ["NAMESPACE", "NAME", "CLUSTERSET", "BOUND"];
+
+/// One binding row.
+pub fn binding_row(b: &ManagedClusterSetBinding) -> Vec<String> {
+    let m = b.metadata.clone().unwrap_or_default();
+    let bound = b
+        .status
+        .as_ref()
+        .and_then(|s| meta::condition_status(&s.conditions, meta::COND_BOUND))
+        .unwrap_or("Unknown")
+        .to_string();
+    vec![
+        m.namespace,
+        m.name,
+        b.spec.as_ref().map(|s| s.cluster_set.clone()).unwrap_or_default(),
+        bound,
+    ]
+}
+
+/// A human description of one cluster (`describe cluster`).
+pub fn describe_cluster(c: &ManagedCluster) -> String {
+    let o = ocm::ManagedCluster::from(c);
+    let mut s = String::new();
+    s.push_str(&format!("Name:                {}\n", o.metadata.name));
+    s.push_str(&format!("UID:                 {}\n", o.metadata.uid));
+    s.push_str(&format!("Created:             {}\n", o.metadata.creation_timestamp));
+    s.push_str(&format!("Hub accepts client:  {}\n", o.spec.hub_accepts_client));
+    s.push_str(&format!("Lease duration:      {}s\n", o.spec.lease_duration_seconds));
+    s.push_str("Labels:\n");
+    for (k, v) in &o.metadata.labels {
+        s.push_str(&format!("  {k}={v}\n"));
+    }
+    s.push_str("Taints:\n");
+    for t in &o.spec.taints {
+        s.push_str(&format!("  {}={}:{} (added {})\n", t.key, t.value, t.effect, t.time_added));
+    }
+    s.push_str(&format!("Kubernetes version:  {}\n", o.status.version.kubernetes));
+    s.push_str("Capacity:\n");
+    for (k, v) in &o.status.capacity {
+        let alloc = o.status.allocatable.get(k).cloned().unwrap_or_default();
+        s.push_str(&format!("  {k}: {v} (allocatable {alloc})\n"));
+    }
+    s.push_str("Claims:\n");
+    for c in &o.status.cluster_claims {
+        s.push_str(&format!("  {}={}\n", c.name, c.value));
+    }
+    let rows: Vec<Vec<String>> = o
+        .status
+        .conditions
+        .iter()
+        .map(|c| {
+            vec![
+                c.type_.clone(),
+                c.status.clone(),
+                c.reason.clone(),
+                c.last_transition_time.clone(),
+                c.message.clone(),
+            ]
+        })
+        .collect();
+    s.push_str("Conditions:\n");
+    for line in table(&["TYPE", "STATUS", "REASON", "SINCE", "MESSAGE"], &rows).lines() {
+        s.push_str(&format!("  {line}\n"));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flotilla_api::v1::{ManagedClusterSpec, ManagedClusterStatus, ObjectMeta};
+
+    fn cluster() -> ManagedCluster {
+        let mut st = ManagedClusterStatus::default();
+        meta::set_condition(&mut st.conditions, COND_AVAILABLE, "True", "ManagedClusterAvailable", "");
+        st.capacity.insert("cpu".into(), "8".into());
+        st.capacity.insert("memory".into(), "32Gi".into());
+        ManagedCluster {
+            metadata: Some(ObjectMeta {
+                name: "cluster1".into(),
+                labels: [(CLUSTERSET_LABEL.to_string(), "default".to_string())].into(),
+                resource_version: 7,
+                ..Default::default()
+            }),
+            spec: Some(ManagedClusterSpec {
+                hub_accepts_client: true,
+                lease_duration_seconds: 60,
+                taints: vec![],
+            }),
+            status: Some(st),
+            hub: None,
+        }
+    }
+
+    #[test]
+    fn cluster_table_uses_clusteradm_columns() {
+        let out = table(&CLUSTER_COLUMNS, &[cluster_row(&cluster())]);
+        let mut lines = out.lines();
+        assert_eq!(
+            lines.next().unwrap(),
+            "NAME       ACCEPTED   AVAILABLE   CLUSTERSET   CPU   MEMORY   KUBERNETES VERSION"
+        );
+        assert!(lines.next().unwrap().starts_with("cluster1   true       True        default      8     32Gi"));
+    }
+
+    #[test]
+    fn lists_print_as_kind_list_in_the_ocm_shape() {
+        let items = vec![ocm::ManagedCluster::from(&cluster())];
+        let yaml = structured(Format::Yaml, items.clone(), false).unwrap();
+        assert!(yaml.starts_with("apiVersion: v1\nkind: List\nitems:"), "{yaml}");
+        assert!(yaml.contains("kind: ManagedCluster"));
+        assert!(yaml.contains("hubAcceptsClient: true"));
+        assert!(yaml.contains("resourceVersion: '7'"), "{yaml}");
+        let json = structured(Format::Json, items, true).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["apiVersion"], "cluster.open-cluster-management.io/v1");
+        assert_eq!(v["status"]["conditions"][0]["type"], COND_AVAILABLE);
+    }
+}

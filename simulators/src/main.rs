@@ -1,0 +1,63 @@
+//! `flotilla-sim`: run N simulated clusters, each a real agent, until interrupted.
+
+use clap::Parser;
+use flotilla_sim::{Fleet, FleetConfig};
+use std::time::Duration;
+
+/// Run a fleet of simulated clusters (real agents on in-memory clusters) against a hub.
+#[derive(Parser, Debug)]
+#[command(name = "flotilla-sim", version)]
+struct Args {
+    /// NATS server URL.
+    #[arg(long, env = "FLOTILLA_NATS_URL", default_value = "nats://127.0.0.1:4222")]
+    nats_url: String,
+    /// Number of clusters.
+    #[arg(long, default_value_t = 10)]
+    clusters: usize,
+    /// Cluster name prefix (names are PREFIX-0001, PREFIX-0002, …).
+    #[arg(long, default_value = "sim")]
+    name_prefix: String,
+    /// Index of the first cluster.
+    #[arg(long, default_value_t = 1)]
+    first_index: usize,
+    /// Agents started per second (0 = all at once).
+    #[arg(long, default_value_t = 500)]
+    start_rate: u32,
+    /// Seconds between registration retries while pending.
+    #[arg(long, default_value_t = 5)]
+    pending_poll_seconds: u64,
+    /// Seconds between status checks.
+    #[arg(long, default_value_t = 10)]
+    status_interval_seconds: u64,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,flotilla_sim=info")),
+        )
+        .init();
+    let args = Args::parse();
+    if args.clusters == 0 {
+        eprintln!("flotilla-sim: --clusters must be at least 1");
+        std::process::exit(64);
+    }
+    let mut config = FleetConfig::new(&args.nats_url, args.clusters);
+    config.name_prefix = args.name_prefix;
+    config.first_index = args.first_index;
+    config.start_rate = args.start_rate;
+    config.pending_poll = Duration::from_secs(args.pending_poll_seconds.max(1));
+    config.status_interval = Duration::from_secs(args.status_interval_seconds.max(1));
+    if let Some(e) = flotilla_api::names::validate_cluster_name(&flotilla_sim::cluster_name(&config.name_prefix, 1)).err() {
+        eprintln!("flotilla-sim: --name-prefix {:?}: {}", config.name_prefix, e.reason);
+        std::process::exit(64);
+    }
+    let fleet = Fleet::start(&config).await;
+    tracing::info!(clusters = args.clusters, nats = %args.nats_url, "simulated fleet running");
+    flotilla_bus::process::shutdown_signal().await;
+    tracing::info!("stopping simulated fleet");
+    fleet.stop().await;
+    Ok(())
+}
