@@ -82,11 +82,16 @@ impl AgentConfig {
             errors.push(e.to_string());
         }
         for (i, c) in self.claims.iter().enumerate() {
-            if let Err(e) = flotilla_api::names::validate_claim(&format!("--claim[{i}]"), &c.name, &c.value) {
+            if let Err(e) =
+                flotilla_api::names::validate_claim(&format!("--claim[{i}]"), &c.name, &c.value)
+            {
                 errors.push(e.to_string());
             }
             if flotilla_api::meta::RESERVED_CLAIMS.contains(&c.name.as_str()) {
-                errors.push(format!("--claim[{i}]: {:?} is reserved and reported by the agent itself", c.name));
+                errors.push(format!(
+                    "--claim[{i}]: {:?} is reserved and reported by the agent itself",
+                    c.name
+                ));
             }
         }
         if self.claims.len() > flotilla_api::meta::MAX_CUSTOM_CLAIMS {

@@ -17,7 +17,11 @@ struct Args {
     #[arg(long, env = "FLOTILLA_CLUSTER_NAME")]
     cluster_name: String,
     /// NATS server URL(s), comma-separated.
-    #[arg(long, env = "FLOTILLA_NATS_URL", default_value = "nats://127.0.0.1:4222")]
+    #[arg(
+        long,
+        env = "FLOTILLA_NATS_URL",
+        default_value = "nats://127.0.0.1:4222"
+    )]
     nats_url: String,
     /// NATS credentials file (.creds) — the bootstrap credentials.
     #[arg(long, env = "FLOTILLA_NATS_CREDS")]
@@ -82,7 +86,9 @@ fn main() -> ExitCode {
     config.nats.credentials_file = args.nats_creds;
     config.nats.tls_ca_file = args.nats_ca;
     config.state = StateConfig::Dir(args.state_dir);
-    config.labels = pairs("--label", &args.labels, &mut errors).into_iter().collect();
+    config.labels = pairs("--label", &args.labels, &mut errors)
+        .into_iter()
+        .collect();
     config.claims = pairs("--claim", &args.claims, &mut errors)
         .into_iter()
         .map(|(name, value)| ClusterClaim { name, value })
@@ -90,7 +96,10 @@ fn main() -> ExitCode {
     config.pending_poll = Duration::from_secs(args.pending_poll_seconds.max(1));
     config.status_interval = Duration::from_secs(args.status_interval_seconds.max(1));
     if args.backend != "sim" {
-        errors.push(format!("--backend {:?}: only \"sim\" is available in this build", args.backend));
+        errors.push(format!(
+            "--backend {:?}: only \"sim\" is available in this build",
+            args.backend
+        ));
     }
     errors.extend(config.validate());
     if !errors.is_empty() {
@@ -100,8 +109,12 @@ fn main() -> ExitCode {
         return ExitCode::from(64);
     }
     let backend = Arc::new(
-        SimBackend::new(args.sim_cpu, args.sim_memory_gib, &args.sim_kubernetes_version)
-            .with_platform(&args.sim_platform),
+        SimBackend::new(
+            args.sim_cpu,
+            args.sim_memory_gib,
+            &args.sim_kubernetes_version,
+        )
+        .with_platform(&args.sim_platform),
     );
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
@@ -110,7 +123,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(flotilla_agent::run(config, backend, flotilla_bus::process::shutdown_signal())) {
+    match runtime.block_on(flotilla_agent::run(
+        config,
+        backend,
+        flotilla_bus::process::shutdown_signal(),
+    )) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("flotilla-agent: {e}");

@@ -6,9 +6,9 @@
 //! `FLOTILLA_STATUS` stream. On every reconnect it registers again (learning anything it missed)
 //! and re-sends its lease and status. Nothing here needs an operator after a NATS or hub restart.
 
+use crate::AgentConfig;
 use crate::backend::{Backend, ClusterInfo};
 use crate::store::{HubState, LocalStore};
-use crate::AgentConfig;
 use async_nats::jetstream;
 use flotilla_api::meta::{self, CLAIM_ID, CLAIM_KUBEVERSION, CLAIM_PLATFORM, CLAIM_PRODUCT};
 use flotilla_api::v1::{
@@ -58,7 +58,12 @@ async fn sleep_until_opt(t: Option<Instant>) {
 
 impl RegistrationActor {
     /// A new actor over a (possibly not yet connected) client.
-    pub fn new(config: AgentConfig, client: async_nats::Client, backend: Arc<dyn Backend>, store: Arc<LocalStore>) -> Self {
+    pub fn new(
+        config: AgentConfig,
+        client: async_nats::Client,
+        backend: Arc<dyn Backend>,
+        store: Arc<LocalStore>,
+    ) -> Self {
         let js = jetstream::new(client.clone());
         let source = format!("flotilla-agent/{}", config.cluster_name);
         Self {
@@ -188,7 +193,12 @@ impl RegistrationActor {
 
     async fn register(&mut self) {
         self.next_register = None;
-        let ev = Event::new(types::registration_request(), self.source.clone(), self.name(), &self.registration_request());
+        let ev = Event::new(
+            types::registration_request(),
+            self.source.clone(),
+            self.name(),
+            &self.registration_request(),
+        );
         let bytes = match ev.encode(self.config.max_event_bytes) {
             Ok(b) => b,
             Err(e) => {
@@ -201,7 +211,11 @@ impl RegistrationActor {
             .payload(bytes)
             .headers(headers(&ev))
             .timeout(Some(self.config.nats.request_timeout));
-        match self.client.send_request(subjects::register(self.name()), request).await {
+        match self
+            .client
+            .send_request(subjects::register(self.name()), request)
+            .await
+        {
             Ok(reply) => match Event::decode(&reply.payload, self.config.max_event_bytes)
                 .and_then(|e| e.decode_data::<RegistrationResponse>("RegistrationResponse"))
             {
@@ -228,7 +242,8 @@ impl RegistrationActor {
     }
 
     async fn apply_response(&mut self, resp: RegistrationResponse) {
-        let state = RegistrationState::try_from(resp.state).unwrap_or(RegistrationState::Unspecified);
+        let state =
+            RegistrationState::try_from(resp.state).unwrap_or(RegistrationState::Unspecified);
         let was_accepted = self.accepted();
         let lease_changed = resp.lease_duration_seconds > 0
             && resp.lease_duration_seconds != self.store.get().lease_duration_seconds;
@@ -259,7 +274,10 @@ impl RegistrationActor {
         match new_state {
             HubState::Accepted => {
                 if !was_accepted {
-                    tracing::info!(lease_seconds = resp.lease_duration_seconds, "accepted by the hub");
+                    tracing::info!(
+                        lease_seconds = resp.lease_duration_seconds,
+                        "accepted by the hub"
+                    );
                 }
                 if !was_accepted || lease_changed {
                     self.next_lease = Some(Instant::now());
@@ -297,7 +315,9 @@ impl RegistrationActor {
             tracing::warn!(clustername = %event.cluster, "spec event for another cluster dropped");
             return;
         }
-        if event.event_type == types::registration_response() || event.event_type == types::cluster_deleted() {
+        if event.event_type == types::registration_response()
+            || event.event_type == types::cluster_deleted()
+        {
             match event.decode_data::<RegistrationResponse>("RegistrationResponse") {
                 Ok(resp) => self.apply_response(resp).await,
                 Err(e) => tracing::warn!(error = %e, "malformed registration event dropped"),
@@ -355,10 +375,17 @@ impl RegistrationActor {
             cluster_name: self.name().to_string(),
             renew_time: Some(meta::now()),
         };
-        let ev = Event::new(types::lease_renewal(), self.source.clone(), self.name(), &renewal).with_sequence(seq);
+        let ev = Event::new(
+            types::lease_renewal(),
+            self.source.clone(),
+            self.name(),
+            &renewal,
+        )
+        .with_sequence(seq);
         if !self.publish(subjects::KIND_LEASE, ev).await {
             // Try again soon rather than a whole period later: the hub's grace is 5 periods.
-            self.next_lease = Some(Instant::now() + jitter(period.min(Duration::from_secs(5)), 0.5));
+            self.next_lease =
+                Some(Instant::now() + jitter(period.min(Duration::from_secs(5)), 0.5));
         } else if self.last_status_hash.is_none() {
             self.report_status(true).await;
         }
@@ -376,7 +403,13 @@ impl RegistrationActor {
             health_message: info.health_message,
             conditions: Vec::new(),
         };
-        let probe = Event::new(types::cluster_status(), self.source.clone(), self.name(), &report).with_status_hash();
+        let probe = Event::new(
+            types::cluster_status(),
+            self.source.clone(),
+            self.name(),
+            &report,
+        )
+        .with_status_hash();
         if !force && probe.status_hash == self.last_status_hash {
             return;
         }
@@ -388,7 +421,10 @@ impl RegistrationActor {
             }
         };
         let hash = probe.status_hash.clone();
-        if self.publish(subjects::KIND_CLUSTER, probe.with_sequence(seq)).await {
+        if self
+            .publish(subjects::KIND_CLUSTER, probe.with_sequence(seq))
+            .await
+        {
             self.last_status_hash = hash;
         }
     }

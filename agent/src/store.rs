@@ -164,12 +164,13 @@ impl LocalStore {
         };
         let file = dir.join(FILE);
         let tmp = dir.join(format!("{FILE}.tmp"));
-        let bytes = serde_json::to_vec_pretty(&*self.state.lock().expect("state lock")).map_err(|e| {
-            StoreError::Corrupt {
-                path: file.clone(),
-                message: e.to_string(),
-            }
-        })?;
+        let bytes =
+            serde_json::to_vec_pretty(&*self.state.lock().expect("state lock")).map_err(|e| {
+                StoreError::Corrupt {
+                    path: file.clone(),
+                    message: e.to_string(),
+                }
+            })?;
         let write = || -> std::io::Result<()> {
             use std::io::Write;
             let mut f = std::fs::File::create(&tmp)?;
@@ -219,7 +220,10 @@ mod tests {
     fn corrupt_state_is_reported_with_the_path() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join(FILE), b"{not json").unwrap();
-        let err = LocalStore::open(dir.path(), "c1").err().unwrap().to_string();
+        let err = LocalStore::open(dir.path(), "c1")
+            .err()
+            .unwrap()
+            .to_string();
         assert!(err.contains(FILE), "{err}");
     }
 }

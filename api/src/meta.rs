@@ -171,10 +171,28 @@ mod tests {
     #[test]
     fn set_condition_keeps_transition_time_when_status_is_unchanged() {
         let mut conds = Vec::new();
-        assert!(set_condition(&mut conds, COND_AVAILABLE, status::TRUE, "A", ""));
+        assert!(set_condition(
+            &mut conds,
+            COND_AVAILABLE,
+            status::TRUE,
+            "A",
+            ""
+        ));
         let first = conds[0].last_transition_time;
-        assert!(!set_condition(&mut conds, COND_AVAILABLE, status::TRUE, "A", ""));
-        assert!(set_condition(&mut conds, COND_AVAILABLE, status::TRUE, "B", "m"));
+        assert!(!set_condition(
+            &mut conds,
+            COND_AVAILABLE,
+            status::TRUE,
+            "A",
+            ""
+        ));
+        assert!(set_condition(
+            &mut conds,
+            COND_AVAILABLE,
+            status::TRUE,
+            "B",
+            "m"
+        ));
         assert_eq!(conds[0].last_transition_time, first);
         assert_eq!(conds[0].reason, "B");
     }

@@ -31,7 +31,10 @@ pub fn validate_dns1123_label(field: &str, name: &str) -> Result<(), NameError> 
     if name.len() > 63 {
         return Err(NameError::new(
             field,
-            format!("{name:?} is {} characters long, at most 63 allowed", name.len()),
+            format!(
+                "{name:?} is {} characters long, at most 63 allowed",
+                name.len()
+            ),
         ));
     }
     let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
@@ -95,8 +98,9 @@ pub fn validate_label_key(field: &str, key: &str) -> Result<(), NameError> {
         None => (None, key),
     };
     if let Some(p) = prefix {
-        validate_dns1123_subdomain(field, p)
-            .map_err(|_| NameError::new(field, format!("label key {key:?} has an invalid prefix")))?;
+        validate_dns1123_subdomain(field, p).map_err(|_| {
+            NameError::new(field, format!("label key {key:?} has an invalid prefix"))
+        })?;
     }
     if !is_qualified_name_part(name) {
         return Err(NameError::new(
@@ -147,7 +151,10 @@ pub fn validate_claim(field: &str, name: &str, value: &str) -> Result<(), NameEr
     if value.is_empty() || value.len() > 1024 {
         return Err(NameError::new(
             &format!("{field}.value"),
-            format!("claim {name:?} value must be 1-1024 characters, got {}", value.len()),
+            format!(
+                "claim {name:?} value must be 1-1024 characters, got {}",
+                value.len()
+            ),
         ));
     }
     Ok(())
@@ -161,7 +168,16 @@ mod tests {
     fn cluster_names_follow_dns1123_labels() {
         assert!(validate_cluster_name("cluster1").is_ok());
         assert!(validate_cluster_name("edge-0001").is_ok());
-        for bad in ["", "Cluster1", "a.b", "a*", "-a", "a-", "a b", &"x".repeat(64)] {
+        for bad in [
+            "",
+            "Cluster1",
+            "a.b",
+            "a*",
+            "-a",
+            "a-",
+            "a b",
+            &"x".repeat(64),
+        ] {
             let err = validate_cluster_name(bad).unwrap_err();
             assert_eq!(err.field, "clusterName", "{bad}");
         }

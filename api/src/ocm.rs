@@ -40,7 +40,9 @@ pub enum DocError {
         message: String,
     },
     /// apiVersion/kind is not one Flotilla accepts.
-    #[error("document {doc}: unsupported apiVersion/kind {api_version:?}/{kind:?} (supported: {supported})")]
+    #[error(
+        "document {doc}: unsupported apiVersion/kind {api_version:?}/{kind:?} (supported: {supported})"
+    )]
     Unsupported {
         /// 1-based document index.
         doc: usize,
@@ -90,13 +92,16 @@ fn is_zero(v: &i64) -> bool {
     *v == 0
 }
 
-
 impl From<&v1::ObjectMeta> for Metadata {
     fn from(m: &v1::ObjectMeta) -> Self {
         Self {
             name: m.name.clone(),
             namespace: m.namespace.clone(),
-            labels: m.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            labels: m
+                .labels
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
             annotations: m
                 .annotations
                 .iter()
@@ -109,8 +114,16 @@ impl From<&v1::ObjectMeta> for Metadata {
                 m.resource_version.to_string()
             },
             generation: m.generation,
-            creation_timestamp: m.creation_timestamp.as_ref().map(rfc3339).unwrap_or_default(),
-            deletion_timestamp: m.deletion_timestamp.as_ref().map(rfc3339).unwrap_or_default(),
+            creation_timestamp: m
+                .creation_timestamp
+                .as_ref()
+                .map(rfc3339)
+                .unwrap_or_default(),
+            deletion_timestamp: m
+                .deletion_timestamp
+                .as_ref()
+                .map(rfc3339)
+                .unwrap_or_default(),
         }
     }
 }
@@ -172,7 +185,11 @@ impl From<&v1::Condition> for Condition {
             status: c.status.clone(),
             reason: c.reason.clone(),
             message: c.message.clone(),
-            last_transition_time: c.last_transition_time.as_ref().map(rfc3339).unwrap_or_default(),
+            last_transition_time: c
+                .last_transition_time
+                .as_ref()
+                .map(rfc3339)
+                .unwrap_or_default(),
             observed_generation: c.observed_generation,
         }
     }
@@ -211,7 +228,11 @@ pub struct Requirement {
 impl From<&v1::LabelSelector> for LabelSelector {
     fn from(s: &v1::LabelSelector) -> Self {
         Self {
-            match_labels: s.match_labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            match_labels: s
+                .match_labels
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
             match_expressions: s
                 .match_expressions
                 .iter()
@@ -680,12 +701,21 @@ metadata:
 spec:
   clusterSet: prod
 "#;
-        let docs: Vec<_> = parse_documents(text).into_iter().map(Result::unwrap).collect();
+        let docs: Vec<_> = parse_documents(text)
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
         assert_eq!(docs.len(), 2);
         let Document::ClusterSet(set) = &docs[0] else {
             panic!("first document should be a set")
         };
-        let sel = set.spec.as_ref().unwrap().cluster_selector.as_ref().unwrap();
+        let sel = set
+            .spec
+            .as_ref()
+            .unwrap()
+            .cluster_selector
+            .as_ref()
+            .unwrap();
         assert_eq!(sel.selector_type, "LabelSelector");
         assert_eq!(
             sel.label_selector.as_ref().unwrap().match_labels["env"],

@@ -42,7 +42,9 @@ pub fn validate(field: &str, sel: &LabelSelector) -> Vec<SelectorError> {
             "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
             other => errors.push(SelectorError {
                 field: format!("{f}.operator"),
-                reason: format!("unknown operator {other:?} (want In, NotIn, Exists or DoesNotExist)"),
+                reason: format!(
+                    "unknown operator {other:?} (want In, NotIn, Exists or DoesNotExist)"
+                ),
             }),
         }
     }
@@ -88,7 +90,8 @@ pub fn parse(input: &str) -> Result<LabelSelector, SelectorError> {
             continue;
         }
         if let Some(key) = term.strip_prefix('!') {
-            sel.match_expressions.push(req(key.trim(), "DoesNotExist", vec![]));
+            sel.match_expressions
+                .push(req(key.trim(), "DoesNotExist", vec![]));
         } else if let Some((key, rest)) = split_set_op(term) {
             let (op, list) = rest;
             let list = list.trim();
@@ -115,13 +118,14 @@ pub fn parse(input: &str) -> Result<LabelSelector, SelectorError> {
             sel.match_expressions.push(req(term, "Exists", vec![]));
         }
     }
-    for (k, _) in &sel.match_labels {
-        if k.is_empty() {
-            return Err(err("empty key in selector".into()));
-        }
+    if sel.match_labels.keys().any(String::is_empty) {
+        return Err(err("empty key in selector".into()));
     }
     if let Some(r) = sel.match_expressions.iter().find(|r| r.key.is_empty()) {
-        return Err(err(format!("empty key in selector term with operator {}", r.operator)));
+        return Err(err(format!(
+            "empty key in selector term with operator {}",
+            r.operator
+        )));
     }
     Ok(sel)
 }
@@ -177,8 +181,12 @@ mod tests {
 
     #[test]
     fn parses_every_kubectl_form() {
-        let sel = parse("env=prod,tier!=db,gpu,!legacy,region in (eu, us),zone notin (z1)").unwrap();
-        assert_eq!(sel.match_labels.get("env").map(String::as_str), Some("prod"));
+        let sel =
+            parse("env=prod,tier!=db,gpu,!legacy,region in (eu, us),zone notin (z1)").unwrap();
+        assert_eq!(
+            sel.match_labels.get("env").map(String::as_str),
+            Some("prod")
+        );
         let ops: Vec<_> = sel
             .match_expressions
             .iter()
@@ -213,7 +221,10 @@ mod tests {
             match_expressions: vec![req("a", "Foo", vec![])],
         };
         let errs = validate("spec.labelSelector", &sel);
-        assert_eq!(errs[0].field, "spec.labelSelector.matchExpressions[0].operator");
+        assert_eq!(
+            errs[0].field,
+            "spec.labelSelector.matchExpressions[0].operator"
+        );
         assert!(!matches_labels(&sel, &labels(&[("a", "b")])));
     }
 

@@ -161,7 +161,9 @@ pub async fn connect(
             };
             match &event {
                 async_nats::Event::Connected => tracing::info!(conn = %name, "nats connected"),
-                async_nats::Event::Disconnected => tracing::warn!(conn = %name, "nats disconnected"),
+                async_nats::Event::Disconnected => {
+                    tracing::warn!(conn = %name, "nats disconnected")
+                }
                 other => tracing::debug!(conn = %name, event = %other, "nats event"),
             }
             if let (Some(tx), Some(ev)) = (events, mapped) {

@@ -93,9 +93,18 @@ impl EnvelopeError {
             Self::Decode(_) => "decode".into(),
             Self::Missing(a) => format!("missing_{a}"),
             Self::Invalid { name, .. } => match name.as_str() {
-                "id" | "source" | "specversion" | "type" | ATTR_CLUSTERNAME | ATTR_RESOURCEID
-                | ATTR_RESOURCEVERSION | ATTR_SEQUENCEID | ATTR_STATUSHASH
-                | ATTR_DELETIONTIMESTAMP | ATTR_TRACEPARENT | ATTR_TIME => {
+                "id"
+                | "source"
+                | "specversion"
+                | "type"
+                | ATTR_CLUSTERNAME
+                | ATTR_RESOURCEID
+                | ATTR_RESOURCEVERSION
+                | ATTR_SEQUENCEID
+                | ATTR_STATUSHASH
+                | ATTR_DELETIONTIMESTAMP
+                | ATTR_TRACEPARENT
+                | ATTR_TIME => {
                     format!("invalid_{name}")
                 }
                 _ => "invalid_attribute".into(),
@@ -170,7 +179,13 @@ pub struct EventType {
 
 impl EventType {
     /// Builds a type.
-    pub fn new(group: &str, version: &str, resource: &str, direction: Direction, action: Action) -> Self {
+    pub fn new(
+        group: &str,
+        version: &str,
+        resource: &str,
+        direction: Direction,
+        action: Action,
+    ) -> Self {
         Self {
             group: group.into(),
             version: version.into(),
@@ -191,13 +206,19 @@ impl EventType {
         if parts[0] != "io" || parts[1] != "flotilla" {
             return Err(format!("{s:?} must start with io.flotilla."));
         }
-        for (what, tok) in [("group", parts[2]), ("version", parts[3]), ("resource", parts[4])] {
+        for (what, tok) in [
+            ("group", parts[2]),
+            ("version", parts[3]),
+            ("resource", parts[4]),
+        ] {
             if tok.is_empty()
                 || !tok
                     .chars()
                     .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
             {
-                return Err(format!("{s:?}: {what} token {tok:?} must be lower-case alphanumeric"));
+                return Err(format!(
+                    "{s:?}: {what} token {tok:?} must be lower-case alphanumeric"
+                ));
             }
         }
         let direction = match parts[5] {
@@ -238,23 +259,53 @@ pub mod types {
 
     /// Agent asks to join (payload `RegistrationRequest`).
     pub fn registration_request() -> EventType {
-        EventType::new("cluster", "v1", "registration", Direction::Status, Action::CreateRequest)
+        EventType::new(
+            "cluster",
+            "v1",
+            "registration",
+            Direction::Status,
+            Action::CreateRequest,
+        )
     }
     /// Hub answers or announces a registration state (payload `RegistrationResponse`).
     pub fn registration_response() -> EventType {
-        EventType::new("cluster", "v1", "registration", Direction::Spec, Action::UpdateRequest)
+        EventType::new(
+            "cluster",
+            "v1",
+            "registration",
+            Direction::Spec,
+            Action::UpdateRequest,
+        )
     }
     /// Hub tells the agent its cluster was deleted (payload `RegistrationResponse`).
     pub fn cluster_deleted() -> EventType {
-        EventType::new("cluster", "v1", "managedcluster", Direction::Spec, Action::DeleteRequest)
+        EventType::new(
+            "cluster",
+            "v1",
+            "managedcluster",
+            Direction::Spec,
+            Action::DeleteRequest,
+        )
     }
     /// Agent renews its lease (payload `LeaseRenewal`).
     pub fn lease_renewal() -> EventType {
-        EventType::new("cluster", "v1", "lease", Direction::Status, Action::UpdateRequest)
+        EventType::new(
+            "cluster",
+            "v1",
+            "lease",
+            Direction::Status,
+            Action::UpdateRequest,
+        )
     }
     /// Agent reports cluster status (payload `ClusterStatusReport`).
     pub fn cluster_status() -> EventType {
-        EventType::new("cluster", "v1", "managedcluster", Direction::Status, Action::UpdateRequest)
+        EventType::new(
+            "cluster",
+            "v1",
+            "managedcluster",
+            Direction::Status,
+            Action::UpdateRequest,
+        )
     }
 }
 
@@ -289,7 +340,12 @@ pub struct Event {
 
 impl Event {
     /// A new event with a fresh id and the current time.
-    pub fn new(event_type: EventType, source: impl Into<String>, cluster: impl Into<String>, data: &impl Message) -> Self {
+    pub fn new(
+        event_type: EventType,
+        source: impl Into<String>,
+        cluster: impl Into<String>,
+        data: &impl Message,
+    ) -> Self {
         Self {
             id: uuid::Uuid::new_v4().to_string(),
             source: source.into(),
@@ -331,7 +387,10 @@ impl Event {
     }
 
     /// Decodes the payload as `M`.
-    pub fn decode_data<M: Message + Default>(&self, message: &'static str) -> Result<M, EnvelopeError> {
+    pub fn decode_data<M: Message + Default>(
+        &self,
+        message: &'static str,
+    ) -> Result<M, EnvelopeError> {
         M::decode(self.data.as_ref()).map_err(|source| EnvelopeError::Data {
             event_type: self.event_type.to_string(),
             message,
@@ -349,7 +408,10 @@ impl Event {
             attr: Some(Attr::CeTimestamp(v)),
         };
         attributes.insert(ATTR_CLUSTERNAME.to_string(), s(self.cluster.clone()));
-        attributes.insert(ATTR_DATACONTENTTYPE.to_string(), s("application/protobuf".into()));
+        attributes.insert(
+            ATTR_DATACONTENTTYPE.to_string(),
+            s("application/protobuf".into()),
+        );
         if let Some(v) = &self.resource_id {
             attributes.insert(ATTR_RESOURCEID.into(), s(v.clone()));
         }
@@ -423,7 +485,10 @@ impl Event {
         if ce.spec_version != SPEC_VERSION {
             return Err(invalid(
                 "specversion",
-                format!("{:?} is not supported (want {SPEC_VERSION})", ce.spec_version),
+                format!(
+                    "{:?} is not supported (want {SPEC_VERSION})",
+                    ce.spec_version
+                ),
             ));
         }
         if ce.r#type.is_empty() {
@@ -453,23 +518,25 @@ impl Event {
                 }),
             }
         };
-        let time_attr = |name: &'static str| -> Result<Option<prost_types::Timestamp>, EnvelopeError> {
-            match ce.attributes.get(name).and_then(|v| v.attr.as_ref()) {
-                None => Ok(None),
-                Some(Attr::CeTimestamp(t)) => Ok(Some(*t)),
-                Some(Attr::CeString(s)) => flotilla_api::meta::parse_rfc3339(s)
-                    .map(Some)
-                    .ok_or_else(|| EnvelopeError::Invalid {
+        let time_attr =
+            |name: &'static str| -> Result<Option<prost_types::Timestamp>, EnvelopeError> {
+                match ce.attributes.get(name).and_then(|v| v.attr.as_ref()) {
+                    None => Ok(None),
+                    Some(Attr::CeTimestamp(t)) => Ok(Some(*t)),
+                    Some(Attr::CeString(s)) => flotilla_api::meta::parse_rfc3339(s)
+                        .map(Some)
+                        .ok_or_else(|| EnvelopeError::Invalid {
+                            name: name.into(),
+                            reason: format!("{s:?} is not an RFC 3339 timestamp"),
+                        }),
+                    Some(_) => Err(EnvelopeError::Invalid {
                         name: name.into(),
-                        reason: format!("{s:?} is not an RFC 3339 timestamp"),
+                        reason: "must be a timestamp".into(),
                     }),
-                Some(_) => Err(EnvelopeError::Invalid {
-                    name: name.into(),
-                    reason: "must be a timestamp".into(),
-                }),
-            }
-        };
-        let cluster = string_attr(ATTR_CLUSTERNAME)?.ok_or(EnvelopeError::Missing(ATTR_CLUSTERNAME))?;
+                }
+            };
+        let cluster =
+            string_attr(ATTR_CLUSTERNAME)?.ok_or(EnvelopeError::Missing(ATTR_CLUSTERNAME))?;
         flotilla_api::names::validate_cluster_name(&cluster)
             .map_err(|e| invalid(ATTR_CLUSTERNAME, e.reason))?;
         let resource_version = string_attr(ATTR_RESOURCEVERSION)?
@@ -480,13 +547,15 @@ impl Event {
             .transpose()?;
         let sequence_id = string_attr(ATTR_SEQUENCEID)?
             .map(|s| {
-                s.parse::<u64>()
-                    .map_err(|_| invalid(ATTR_SEQUENCEID, format!("{s:?} is not an unsigned integer")))
+                s.parse::<u64>().map_err(|_| {
+                    invalid(ATTR_SEQUENCEID, format!("{s:?} is not an unsigned integer"))
+                })
             })
             .transpose()?;
         let resource_id = string_attr(ATTR_RESOURCEID)?;
         if let Some(id) = &resource_id {
-            uuid::Uuid::parse_str(id).map_err(|_| invalid(ATTR_RESOURCEID, format!("{id:?} is not a UUID")))?;
+            uuid::Uuid::parse_str(id)
+                .map_err(|_| invalid(ATTR_RESOURCEID, format!("{id:?} is not a UUID")))?;
         }
         let data = match ce.data {
             Some(Data::BinaryData(b)) => Bytes::from(b),
@@ -562,7 +631,10 @@ mod tests {
         let ev = lease("c1");
         assert!(matches!(ev.encode(10), Err(EnvelopeError::TooLarge { .. })));
         let big = vec![0u8; 100];
-        assert!(matches!(Event::decode(&big, 10), Err(EnvelopeError::TooLarge { .. })));
+        assert!(matches!(
+            Event::decode(&big, 10),
+            Err(EnvelopeError::TooLarge { .. })
+        ));
     }
 
     #[test]
@@ -584,7 +656,10 @@ mod tests {
         let mut ce = lease("c1").to_cloudevent();
         ce.attributes.remove(ATTR_CLUSTERNAME);
         let err = Event::from_cloudevent(ce).unwrap_err();
-        assert!(matches!(err, EnvelopeError::Missing("clustername")), "{err}");
+        assert!(
+            matches!(err, EnvelopeError::Missing("clustername")),
+            "{err}"
+        );
 
         let mut ce = lease("c1").to_cloudevent();
         ce.attributes.insert(
@@ -598,18 +673,27 @@ mod tests {
 
         let mut ce = lease("c1").to_cloudevent();
         ce.spec_version = "0.3".into();
-        assert_eq!(Event::from_cloudevent(ce).unwrap_err().reason(), "invalid_specversion");
+        assert_eq!(
+            Event::from_cloudevent(ce).unwrap_err().reason(),
+            "invalid_specversion"
+        );
 
         let mut ce = lease("Bad.Name").to_cloudevent();
         ce.id = "x".into();
-        assert_eq!(Event::from_cloudevent(ce).unwrap_err().reason(), "invalid_clustername");
+        assert_eq!(
+            Event::from_cloudevent(ce).unwrap_err().reason(),
+            "invalid_clustername"
+        );
     }
 
     #[test]
     fn text_data_is_rejected() {
         let mut ce = lease("c1").to_cloudevent();
         ce.data = Some(Data::TextData("hi".into()));
-        assert!(matches!(Event::from_cloudevent(ce), Err(EnvelopeError::NoData { .. })));
+        assert!(matches!(
+            Event::from_cloudevent(ce),
+            Err(EnvelopeError::NoData { .. })
+        ));
     }
 
     proptest! {

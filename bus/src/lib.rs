@@ -19,4 +19,4 @@ pub mod jetstream;
 pub mod process;
 pub mod subjects;
 
-pub use envelope::{Event, EventType, EnvelopeError};
+pub use envelope::{EnvelopeError, Event, EventType};

@@ -173,7 +173,10 @@ mod tests {
 
     #[test]
     fn cluster_token_extracts_single_tokens_only() {
-        assert_eq!(cluster_token("flotilla.register.c1", "register"), Some("c1"));
+        assert_eq!(
+            cluster_token("flotilla.register.c1", "register"),
+            Some("c1")
+        );
         assert_eq!(cluster_token("flotilla.register.c1.x", "register"), None);
         assert_eq!(cluster_token("flotilla.spec.c1", "register"), None);
     }

@@ -26,19 +26,31 @@ async fn kv_buckets_work_on_this_server_with_cas_and_bulk_load() {
         .unwrap()
         .unwrap();
     // Opening again is idempotent.
-    ensure_kv(&js, "clusters", 1, StreamOptions::default()).await.unwrap();
+    ensure_kv(&js, "clusters", 1, StreamOptions::default())
+        .await
+        .unwrap();
 
     assert!(load_all(&kv).await.unwrap().is_empty());
     let r1 = kv.create("c1", Bytes::from_static(b"one")).await.unwrap();
-    assert!(kv.create("c1", Bytes::from_static(b"dup")).await.is_err(), "create must not overwrite");
-    let r2 = kv.update("c1", Bytes::from_static(b"two"), r1).await.unwrap();
+    assert!(
+        kv.create("c1", Bytes::from_static(b"dup")).await.is_err(),
+        "create must not overwrite"
+    );
+    let r2 = kv
+        .update("c1", Bytes::from_static(b"two"), r1)
+        .await
+        .unwrap();
     assert!(r2 > r1);
     assert!(
-        kv.update("c1", Bytes::from_static(b"stale"), r1).await.is_err(),
+        kv.update("c1", Bytes::from_static(b"stale"), r1)
+            .await
+            .is_err(),
         "a stale revision must be refused"
     );
     for i in 0..50 {
-        kv.put(format!("k{i}"), Bytes::from(format!("v{i}"))).await.unwrap();
+        kv.put(format!("k{i}"), Bytes::from(format!("v{i}")))
+            .await
+            .unwrap();
     }
     kv.delete("k7").await.unwrap();
     let items = load_all(&kv).await.unwrap();
@@ -56,7 +68,9 @@ async fn kv_buckets_work_on_this_server_with_cas_and_bulk_load() {
 async fn status_stream_keeps_only_the_latest_message_per_subject() {
     let server = NatsServer::start();
     let js = js(&server).await;
-    let mut stream = ensure_status_stream(&js, StreamOptions::default()).await.unwrap();
+    let mut stream = ensure_status_stream(&js, StreamOptions::default())
+        .await
+        .unwrap();
     let subject = subjects::status("c1", subjects::KIND_LEASE, None);
     for i in 0..5 {
         js.publish(subject.clone(), Bytes::from(format!("{i}")))
@@ -65,14 +79,20 @@ async fn status_stream_keeps_only_the_latest_message_per_subject() {
             .await
             .unwrap();
     }
-    js.publish(subjects::status("c2", subjects::KIND_LEASE, None), Bytes::from_static(b"x"))
-        .await
-        .unwrap()
-        .await
-        .unwrap();
+    js.publish(
+        subjects::status("c2", subjects::KIND_LEASE, None),
+        Bytes::from_static(b"x"),
+    )
+    .await
+    .unwrap()
+    .await
+    .unwrap();
     let info = stream.info().await.unwrap();
     assert_eq!(info.state.messages, 2);
-    let last = stream.get_last_raw_message_by_subject(&subject).await.unwrap();
+    let last = stream
+        .get_last_raw_message_by_subject(&subject)
+        .await
+        .unwrap();
     assert_eq!(last.payload.as_ref(), b"4");
 }
 
@@ -81,7 +101,9 @@ async fn jetstream_state_survives_a_server_restart() {
     let mut server = NatsServer::start();
     {
         let js = js(&server).await;
-        let kv = ensure_kv(&js, "sets", 1, StreamOptions::default()).await.unwrap();
+        let kv = ensure_kv(&js, "sets", 1, StreamOptions::default())
+            .await
+            .unwrap();
         kv.put("default", Bytes::from_static(b"d")).await.unwrap();
     }
     server.restart();

@@ -28,7 +28,9 @@ pub fn parse_labels(args: &[String]) -> Result<LabelEdits, String> {
             }
             edits.remove.push(k.to_string());
         } else {
-            return Err(format!("label {a:?}: expected key=value to set or key- to remove"));
+            return Err(format!(
+                "label {a:?}: expected key=value to set or key- to remove"
+            ));
         }
     }
     Ok(edits)
@@ -75,9 +77,9 @@ pub fn parse_taints(args: &[String]) -> Result<TaintEdits, String> {
             });
             continue;
         }
-        let (kv, effect) = a
-            .rsplit_once(':')
-            .ok_or_else(|| format!("taint {a:?}: expected key=value:Effect (add) or key:Effect- (remove)"))?;
+        let (kv, effect) = a.rsplit_once(':').ok_or_else(|| {
+            format!("taint {a:?}: expected key=value:Effect (add) or key:Effect- (remove)")
+        })?;
         check_effect(a, effect)?;
         let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
         if key.is_empty() {
@@ -107,20 +109,46 @@ mod tests {
         assert_eq!(e.set["env"], "prod");
         assert_eq!(e.set["empty"], "");
         assert_eq!(e.remove, vec!["old"]);
-        assert!(parse_labels(&s(&["novalue"])).unwrap_err().contains("novalue"));
+        assert!(
+            parse_labels(&s(&["novalue"]))
+                .unwrap_err()
+                .contains("novalue")
+        );
         assert!(parse_labels(&s(&["=x"])).is_err());
     }
 
     #[test]
     fn taint_edits_add_and_remove() {
-        let e = parse_taints(&s(&["gpu=true:NoSelect", "maint:PreferNoSelect", "gpu:NoSelect-", "old-"])).unwrap();
+        let e = parse_taints(&s(&[
+            "gpu=true:NoSelect",
+            "maint:PreferNoSelect",
+            "gpu:NoSelect-",
+            "old-",
+        ]))
+        .unwrap();
         assert_eq!(e.add.len(), 2);
         assert_eq!(e.add[0].key, "gpu");
         assert_eq!(e.add[0].value, "true");
         assert_eq!(e.add[1].value, "");
-        assert_eq!(e.remove[0], TaintKey { key: "gpu".into(), effect: "NoSelect".into() });
-        assert_eq!(e.remove[1], TaintKey { key: "old".into(), effect: String::new() });
-        assert!(parse_taints(&s(&["gpu=true:NoExecute"])).unwrap_err().contains("NoExecute"));
+        assert_eq!(
+            e.remove[0],
+            TaintKey {
+                key: "gpu".into(),
+                effect: "NoSelect".into()
+            }
+        );
+        assert_eq!(
+            e.remove[1],
+            TaintKey {
+                key: "old".into(),
+                effect: String::new()
+            }
+        );
+        assert!(
+            parse_taints(&s(&["gpu=true:NoExecute"]))
+                .unwrap_err()
+                .contains("NoExecute")
+        );
         assert!(parse_taints(&s(&["gpu=true"])).is_err());
     }
 }

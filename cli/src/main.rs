@@ -21,7 +21,12 @@ use tonic::transport::Channel;
 #[command(name = "flotilla", version)]
 struct Cli {
     /// Hub gRPC endpoint.
-    #[arg(long, global = true, env = "FLOTILLA_HUB", default_value = "http://127.0.0.1:50051")]
+    #[arg(
+        long,
+        global = true,
+        env = "FLOTILLA_HUB",
+        default_value = "http://127.0.0.1:50051"
+    )]
     hub: String,
     /// Output format.
     #[arg(short, long, global = true, value_enum, default_value_t = Format::Table)]
@@ -106,7 +111,11 @@ enum GetWhat {
         names: Vec<String>,
     },
     /// ManagedClusterSetBindings.
-    #[command(alias = "clustersetbinding", alias = "bindings", alias = "managedclustersetbindings")]
+    #[command(
+        alias = "clustersetbinding",
+        alias = "bindings",
+        alias = "managedclustersetbindings"
+    )]
     Clustersetbindings {
         /// Namespace (all namespaces when omitted).
         #[arg(short = 'n', long)]
@@ -231,13 +240,19 @@ async fn run(cli: Cli) -> Result<()> {
                 .into_inner();
             match fmt {
                 Format::Table => print!("{}", output::describe_cluster(&c)),
-                f => print!("{}", output::structured(f, vec![ocm::ManagedCluster::from(&c)], true).map_err(|e| anyhow!(e))?),
+                f => print!(
+                    "{}",
+                    output::structured(f, vec![ocm::ManagedCluster::from(&c)], true)
+                        .map_err(|e| anyhow!(e))?
+                ),
             }
             Ok(())
         }
         Command::Accept { clusters } => {
             hub.clusters()
-                .accept_clusters(ClusterNamesRequest { names: clusters.clone() })
+                .accept_clusters(ClusterNamesRequest {
+                    names: clusters.clone(),
+                })
                 .await
                 .map_err(status)?;
             for c in clusters {
@@ -247,7 +262,9 @@ async fn run(cli: Cli) -> Result<()> {
         }
         Command::Deny { clusters } => {
             hub.clusters()
-                .deny_clusters(ClusterNamesRequest { names: clusters.clone() })
+                .deny_clusters(ClusterNamesRequest {
+                    names: clusters.clone(),
+                })
                 .await
                 .map_err(status)?;
             for c in clusters {
@@ -321,11 +338,14 @@ async fn apply(hub: &Hub, docs: Vec<Document>) -> Result<()> {
     for doc in docs {
         let result = match doc {
             Document::ClusterSet(s) => {
-                let name = s.metadata.as_ref().map(|m| m.name.clone()).unwrap_or_default();
-                hub.sets()
-                    .apply_cluster_set(s)
-                    .await
-                    .map(|_| format!("managedclusterset.cluster.open-cluster-management.io/{name} applied"))
+                let name = s
+                    .metadata
+                    .as_ref()
+                    .map(|m| m.name.clone())
+                    .unwrap_or_default();
+                hub.sets().apply_cluster_set(s).await.map(|_| {
+                    format!("managedclusterset.cluster.open-cluster-management.io/{name} applied")
+                })
             }
             Document::Binding(b) => {
                 let m = b.metadata.clone().unwrap_or_default();
@@ -387,7 +407,12 @@ async fn get(hub: &Hub, fmt: Format, what: GetWhat) -> Result<()> {
                 }
                 v
             };
-            items.sort_by(|a, b| a.metadata.as_ref().map(|m| &m.name).cmp(&b.metadata.as_ref().map(|m| &m.name)));
+            items.sort_by(|a, b| {
+                a.metadata
+                    .as_ref()
+                    .map(|m| &m.name)
+                    .cmp(&b.metadata.as_ref().map(|m| &m.name))
+            });
             match fmt {
                 Format::Table => {
                     if items.is_empty() {
@@ -399,7 +424,10 @@ async fn get(hub: &Hub, fmt: Format, what: GetWhat) -> Result<()> {
                 }
                 f => {
                     let objs = items.iter().map(ocm::ManagedCluster::from).collect();
-                    print!("{}", output::structured(f, objs, names.len() == 1).map_err(|e| anyhow!(e))?);
+                    print!(
+                        "{}",
+                        output::structured(f, objs, names.len() == 1).map_err(|e| anyhow!(e))?
+                    );
                 }
             }
         }
@@ -413,7 +441,12 @@ async fn get(hub: &Hub, fmt: Format, what: GetWhat) -> Result<()> {
                 .items;
             if !names.is_empty() {
                 for n in &names {
-                    if !views.iter().any(|v| v.set.as_ref().and_then(|s| s.metadata.as_ref()).is_some_and(|m| &m.name == n)) {
+                    if !views.iter().any(|v| {
+                        v.set
+                            .as_ref()
+                            .and_then(|s| s.metadata.as_ref())
+                            .is_some_and(|m| &m.name == n)
+                    }) {
                         // Ask for it to get the hub's NotFound message.
                         hub.sets()
                             .get_cluster_set(GetClusterSetRequest { name: n.clone() })
@@ -439,7 +472,10 @@ async fn get(hub: &Hub, fmt: Format, what: GetWhat) -> Result<()> {
                         .filter_map(|v| v.set.as_ref())
                         .map(ocm::ManagedClusterSet::from)
                         .collect();
-                    print!("{}", output::structured(f, objs, names.len() == 1).map_err(|e| anyhow!(e))?);
+                    print!(
+                        "{}",
+                        output::structured(f, objs, names.len() == 1).map_err(|e| anyhow!(e))?
+                    );
                 }
             }
         }
@@ -459,8 +495,14 @@ async fn get(hub: &Hub, fmt: Format, what: GetWhat) -> Result<()> {
                     print!("{}", output::table(&output::BINDING_COLUMNS, &rows));
                 }
                 f => {
-                    let objs = items.iter().map(ocm::ManagedClusterSetBinding::from).collect();
-                    print!("{}", output::structured(f, objs, false).map_err(|e| anyhow!(e))?);
+                    let objs = items
+                        .iter()
+                        .map(ocm::ManagedClusterSetBinding::from)
+                        .collect();
+                    print!(
+                        "{}",
+                        output::structured(f, objs, false).map_err(|e| anyhow!(e))?
+                    );
                 }
             }
         }
@@ -514,7 +556,11 @@ async fn watch_clusters(hub: &Hub, fmt: Format, selector: Option<String>) -> Res
     }
     while let Some(ev) = stream.message().await.map_err(status)? {
         let kind = flotilla_api::v1::EventType::try_from(ev.r#type)
-            .map(|t| t.as_str_name().trim_start_matches("EVENT_TYPE_").to_string())
+            .map(|t| {
+                t.as_str_name()
+                    .trim_start_matches("EVENT_TYPE_")
+                    .to_string()
+            })
             .unwrap_or_default();
         let Some(c) = ev.cluster else { continue };
         match fmt {

@@ -1,6 +1,6 @@
 //! Output: kubectl-style tables with clusteradm's columns, and JSON/YAML in the OCM shapes.
 
-use flotilla_api::meta::{self, COND_AVAILABLE, COND_CLUSTERSET_EMPTY, CLUSTERSET_LABEL};
+use flotilla_api::meta::{self, CLUSTERSET_LABEL, COND_AVAILABLE, COND_CLUSTERSET_EMPTY};
 use flotilla_api::ocm;
 use flotilla_api::v1::{ManagedCluster, ManagedClusterSetBinding, ManagedClusterSetView};
 use serde::Serialize;
@@ -47,7 +47,11 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
 }
 
 /// Serialises one object or a List in the chosen structured format.
-pub fn structured<T: Serialize>(format: Format, items: Vec<T>, single: bool) -> Result<String, String> {
+pub fn structured<T: Serialize>(
+    format: Format,
+    items: Vec<T>,
+    single: bool,
+) -> Result<String, String> {
     let to = |v: &dyn erased::Ser| -> Result<String, String> {
         match format {
             Format::Json => v.json(),
@@ -99,7 +103,10 @@ pub fn cluster_row(c: &ManagedCluster) -> Vec<String> {
     let st = c.status.clone().unwrap_or_default();
     vec![
         m.name,
-        c.spec.as_ref().is_some_and(|s| s.hub_accepts_client).to_string(),
+        c.spec
+            .as_ref()
+            .is_some_and(|s| s.hub_accepts_client)
+            .to_string(),
         meta::condition_status(&st.conditions, COND_AVAILABLE)
             .unwrap_or("Unknown")
             .to_string(),
@@ -144,7 +151,10 @@ pub fn binding_row(b: &ManagedClusterSetBinding) -> Vec<String> {
     vec![
         m.namespace,
         m.name,
-        b.spec.as_ref().map(|s| s.cluster_set.clone()).unwrap_or_default(),
+        b.spec
+            .as_ref()
+            .map(|s| s.cluster_set.clone())
+            .unwrap_or_default(),
         bound,
     ]
 }
@@ -155,18 +165,33 @@ pub fn describe_cluster(c: &ManagedCluster) -> String {
     let mut s = String::new();
     s.push_str(&format!("Name:                {}\n", o.metadata.name));
     s.push_str(&format!("UID:                 {}\n", o.metadata.uid));
-    s.push_str(&format!("Created:             {}\n", o.metadata.creation_timestamp));
-    s.push_str(&format!("Hub accepts client:  {}\n", o.spec.hub_accepts_client));
-    s.push_str(&format!("Lease duration:      {}s\n", o.spec.lease_duration_seconds));
+    s.push_str(&format!(
+        "Created:             {}\n",
+        o.metadata.creation_timestamp
+    ));
+    s.push_str(&format!(
+        "Hub accepts client:  {}\n",
+        o.spec.hub_accepts_client
+    ));
+    s.push_str(&format!(
+        "Lease duration:      {}s\n",
+        o.spec.lease_duration_seconds
+    ));
     s.push_str("Labels:\n");
     for (k, v) in &o.metadata.labels {
         s.push_str(&format!("  {k}={v}\n"));
     }
     s.push_str("Taints:\n");
     for t in &o.spec.taints {
-        s.push_str(&format!("  {}={}:{} (added {})\n", t.key, t.value, t.effect, t.time_added));
+        s.push_str(&format!(
+            "  {}={}:{} (added {})\n",
+            t.key, t.value, t.effect, t.time_added
+        ));
     }
-    s.push_str(&format!("Kubernetes version:  {}\n", o.status.version.kubernetes));
+    s.push_str(&format!(
+        "Kubernetes version:  {}\n",
+        o.status.version.kubernetes
+    ));
     s.push_str("Capacity:\n");
     for (k, v) in &o.status.capacity {
         let alloc = o.status.allocatable.get(k).cloned().unwrap_or_default();
@@ -204,7 +229,13 @@ mod tests {
 
     fn cluster() -> ManagedCluster {
         let mut st = ManagedClusterStatus::default();
-        meta::set_condition(&mut st.conditions, COND_AVAILABLE, "True", "ManagedClusterAvailable", "");
+        meta::set_condition(
+            &mut st.conditions,
+            COND_AVAILABLE,
+            "True",
+            "ManagedClusterAvailable",
+            "",
+        );
         st.capacity.insert("cpu".into(), "8".into());
         st.capacity.insert("memory".into(), "32Gi".into());
         ManagedCluster {
@@ -232,14 +263,22 @@ mod tests {
             lines.next().unwrap(),
             "NAME       ACCEPTED   AVAILABLE   CLUSTERSET   CPU   MEMORY   KUBERNETES VERSION"
         );
-        assert!(lines.next().unwrap().starts_with("cluster1   true       True        default      8     32Gi"));
+        assert!(
+            lines
+                .next()
+                .unwrap()
+                .starts_with("cluster1   true       True        default      8     32Gi")
+        );
     }
 
     #[test]
     fn lists_print_as_kind_list_in_the_ocm_shape() {
         let items = vec![ocm::ManagedCluster::from(&cluster())];
         let yaml = structured(Format::Yaml, items.clone(), false).unwrap();
-        assert!(yaml.starts_with("apiVersion: v1\nkind: List\nitems:"), "{yaml}");
+        assert!(
+            yaml.starts_with("apiVersion: v1\nkind: List\nitems:"),
+            "{yaml}"
+        );
         assert!(yaml.contains("kind: ManagedCluster"));
         assert!(yaml.contains("hubAcceptsClient: true"));
         assert!(yaml.contains("resourceVersion: '7'"), "{yaml}");

@@ -20,11 +20,20 @@ fn start_hub(nats: &NatsServer, dir: &std::path::Path, grpc_port: u16, extra: &[
     cmd.args(["--nats-url", &nats.url()])
         .args(["--grpc-listen", &format!("127.0.0.1:{grpc_port}")])
         .args(["--metrics-listen", &format!("127.0.0.1:{}", free_port())])
-        .args(["--default-lease-duration-seconds", "1", "--lease-grace-multiplier", "3"])
+        .args([
+            "--default-lease-duration-seconds",
+            "1",
+            "--lease-grace-multiplier",
+            "3",
+        ])
         .args(extra)
         .env("RUST_LOG", "info");
     HubProc {
-        proc: Proc::spawn("flotilla-hub", cmd, dir.join(format!("hub-{grpc_port}-{}.log", rand_suffix()))),
+        proc: Proc::spawn(
+            "flotilla-hub",
+            cmd,
+            dir.join(format!("hub-{grpc_port}-{}.log", rand_suffix())),
+        ),
         grpc: format!("http://127.0.0.1:{grpc_port}"),
     }
 }
@@ -66,7 +75,12 @@ fn cli_with_stdin(hub: &str, args: &[&str], input: &str) -> (bool, String, Strin
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("run flotilla");
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     (
         out.status.success(),
@@ -117,17 +131,41 @@ fn operator_registers_accepts_labels_taints_applies_sets_and_deletes() {
         .args(["--cluster-name", "cluster1", "--nats-url", &nats.url()])
         .arg("--state-dir")
         .arg(dir.path().join("agent-state"))
-        .args(["--label", "purpose=test", "--claim", "team.example.com=edge"])
-        .args(["--sim-platform", "AWS", "--pending-poll-seconds", "1", "--status-interval-seconds", "1"]);
+        .args([
+            "--label",
+            "purpose=test",
+            "--claim",
+            "team.example.com=edge",
+        ])
+        .args([
+            "--sim-platform",
+            "AWS",
+            "--pending-poll-seconds",
+            "1",
+            "--status-interval-seconds",
+            "1",
+        ]);
     let agent = Proc::spawn("flotilla-agent", agent_cmd, dir.path().join("agent.log"));
 
     // The cluster asks to join and waits.
-    let table = wait_for("cluster1 pending in `get clusters`", &[&hub.proc, &agent], || {
-        let (ok, out, _) = cli(&hub.grpc, &["get", "clusters"]);
-        (ok && out.contains("cluster1")).then_some(out)
-    });
+    let table = wait_for(
+        "cluster1 pending in `get clusters`",
+        &[&hub.proc, &agent],
+        || {
+            let (ok, out, _) = cli(&hub.grpc, &["get", "clusters"]);
+            (ok && out.contains("cluster1")).then_some(out)
+        },
+    );
     let header = table.lines().next().unwrap();
-    for col in ["NAME", "ACCEPTED", "AVAILABLE", "CLUSTERSET", "CPU", "MEMORY", "KUBERNETES VERSION"] {
+    for col in [
+        "NAME",
+        "ACCEPTED",
+        "AVAILABLE",
+        "CLUSTERSET",
+        "CPU",
+        "MEMORY",
+        "KUBERNETES VERSION",
+    ] {
         assert!(header.contains(col), "missing column {col}: {header}");
     }
     let row = table.lines().find(|l| l.starts_with("cluster1")).unwrap();
@@ -148,10 +186,22 @@ fn operator_registers_accepts_labels_taints_applies_sets_and_deletes() {
     assert_eq!(c["metadata"]["labels"]["env"], "prod");
     assert!(c["metadata"]["labels"].get("purpose").is_none());
     let taints = c["spec"]["taints"].as_sequence().unwrap();
-    assert!(taints.iter().any(|t| t["key"] == "gpu" && t["effect"] == "NoSelect" && t["timeAdded"].is_string()));
+    assert!(
+        taints
+            .iter()
+            .any(|t| t["key"] == "gpu" && t["effect"] == "NoSelect" && t["timeAdded"].is_string())
+    );
     let claims = c["status"]["clusterClaims"].as_sequence().unwrap();
-    assert!(claims.iter().any(|x| x["name"] == "platform.open-cluster-management.io" && x["value"] == "AWS"));
-    assert!(claims.iter().any(|x| x["name"] == "team.example.com" && x["value"] == "edge"));
+    assert!(
+        claims
+            .iter()
+            .any(|x| x["name"] == "platform.open-cluster-management.io" && x["value"] == "AWS")
+    );
+    assert!(
+        claims
+            .iter()
+            .any(|x| x["name"] == "team.example.com" && x["value"] == "edge")
+    );
 
     // Sets and bindings in the OCM shapes, from stdin.
     let sets = r#"
@@ -176,27 +226,51 @@ spec:
 "#;
     let (ok, out, err) = cli_with_stdin(&hub.grpc, &["apply", "-f", "-"], sets);
     assert!(ok, "{err}");
-    assert!(out.contains("managedclusterset.cluster.open-cluster-management.io/prod"), "{out}");
+    assert!(
+        out.contains("managedclusterset.cluster.open-cluster-management.io/prod"),
+        "{out}"
+    );
     let sets_table = cli_ok(&hub.grpc, &["get", "clustersets"]);
     let prod = sets_table.lines().find(|l| l.starts_with("prod")).unwrap();
-    assert!(prod.contains("default") && prod.contains("1 ManagedClusters selected"), "{sets_table}");
-    let global = sets_table.lines().find(|l| l.starts_with("global")).unwrap();
-    assert!(global.contains("1 ManagedClusters selected"), "{sets_table}");
+    assert!(
+        prod.contains("default") && prod.contains("1 ManagedClusters selected"),
+        "{sets_table}"
+    );
+    let global = sets_table
+        .lines()
+        .find(|l| l.starts_with("global"))
+        .unwrap();
+    assert!(
+        global.contains("1 ManagedClusters selected"),
+        "{sets_table}"
+    );
     let sets_yaml = cli_ok(&hub.grpc, &["get", "clustersets", "-o", "yaml"]);
-    assert!(sets_yaml.starts_with("apiVersion: v1\nkind: List"), "{sets_yaml}");
+    assert!(
+        sets_yaml.starts_with("apiVersion: v1\nkind: List"),
+        "{sets_yaml}"
+    );
 
     // Bad YAML: every problem reported, nothing applied.
     let bad = "apiVersion: cluster.open-cluster-management.io/v1beta2\nkind: ManagedClusterSet\nmetadata:\n  name: ok-set\n---\napiVersion: cluster.open-cluster-management.io/v1beta2\nkind: ManagedClusterSet\nmetadata:\n  name: broken\nspec:\n  clusterSelector:\n    selectorTyp: LabelSelector\n";
     let (ok, _, err) = cli_with_stdin(&hub.grpc, &["apply", "-f", "-"], bad);
     assert!(!ok);
-    assert!(err.contains("document 2") && err.contains("selectorTyp"), "{err}");
-    assert!(!cli_ok(&hub.grpc, &["get", "clustersets"]).contains("ok-set"), "a bad batch applies nothing");
+    assert!(
+        err.contains("document 2") && err.contains("selectorTyp"),
+        "{err}"
+    );
+    assert!(
+        !cli_ok(&hub.grpc, &["get", "clustersets"]).contains("ok-set"),
+        "a bad batch applies nothing"
+    );
 
     // The hub's own validation: wrong selector type.
     let wrong = "apiVersion: cluster.open-cluster-management.io/v1beta2\nkind: ManagedClusterSet\nmetadata:\n  name: weird\nspec:\n  clusterSelector:\n    selectorType: Bogus\n";
     let (ok, _, err) = cli_with_stdin(&hub.grpc, &["apply", "-f", "-"], wrong);
     assert!(!ok);
-    assert!(err.contains("invalid") && err.contains("spec.clusterSelector.selectorType"), "{err}");
+    assert!(
+        err.contains("invalid") && err.contains("spec.clusterSelector.selectorType"),
+        "{err}"
+    );
 
     // Unknown cluster.
     let (ok, _, err) = cli(&hub.grpc, &["accept", "nope"]);
@@ -207,7 +281,8 @@ spec:
     wait_for("cluster1 back as pending", &[&hub.proc, &agent], || {
         let items = clusters_json(&hub.grpc)?;
         let c = items.iter().find(|c| c["metadata"]["name"] == "cluster1")?;
-        (c["spec"]["hubAcceptsClient"] == false && c["metadata"]["labels"].get("env").is_none()).then_some(())
+        (c["spec"]["hubAcceptsClient"] == false && c["metadata"]["labels"].get("env").is_none())
+            .then_some(())
     });
 }
 
@@ -218,13 +293,22 @@ fn hub_kill_9_and_restart_loses_nothing_and_clusters_do_not_flap() {
     let port = free_port();
     let mut hub = start_hub(&nats, dir.path(), port, &["--auto-accept"]);
     let mut sim_cmd = Command::new(binary("flotilla-sim"));
-    sim_cmd.args(["--nats-url", &nats.url(), "--clusters", "20", "--name-prefix", "edge", "--pending-poll-seconds", "1"]);
+    sim_cmd.args([
+        "--nats-url",
+        &nats.url(),
+        "--clusters",
+        "20",
+        "--name-prefix",
+        "edge",
+        "--pending-poll-seconds",
+        "1",
+    ]);
     let sim = Proc::spawn("flotilla-sim", sim_cmd, dir.path().join("sim.log"));
     let all_available = |items: &[Value]| {
         items.len() == 20
-            && items
-                .iter()
-                .all(|c| condition(c, "ManagedClusterConditionAvailable").as_deref() == Some("True"))
+            && items.iter().all(|c| {
+                condition(c, "ManagedClusterConditionAvailable").as_deref() == Some("True")
+            })
     };
     wait_for("20 clusters Available", &[&hub.proc, &sim], || {
         clusters_json(&hub.grpc).filter(|items| all_available(items))
@@ -235,7 +319,10 @@ fn hub_kill_9_and_restart_loses_nothing_and_clusters_do_not_flap() {
     let hub2 = start_hub(&nats, dir.path(), port, &["--auto-accept"]);
     let items = wait_for("hub back", &[&hub2.proc], || clusters_json(&hub2.grpc));
     assert_eq!(items.len(), 20, "every cluster survived the kill");
-    let marked = items.iter().find(|c| c["metadata"]["name"] == "edge-0003").unwrap();
+    let marked = items
+        .iter()
+        .find(|c| c["metadata"]["name"] == "edge-0003")
+        .unwrap();
     assert_eq!(marked["metadata"]["labels"]["marked"], "yes");
     // For longer than the grace (3 s), every cluster stays accepted and Available.
     let until = Instant::now() + Duration::from_secs(5);
@@ -254,20 +341,39 @@ fn hub_kill_9_and_restart_loses_nothing_and_clusters_do_not_flap() {
 #[test]
 fn binaries_refuse_bad_flags_with_exit_64() {
     let out = Command::new(binary("flotilla-agent"))
-        .args(["--cluster-name", "Bad.Name", "--state-dir", "/tmp/x", "--label", "novalue"])
+        .args([
+            "--cluster-name",
+            "Bad.Name",
+            "--state-dir",
+            "/tmp/x",
+            "--label",
+            "novalue",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(64));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--cluster-name") && err.contains("--label"), "every problem is listed: {err}");
+    assert!(
+        err.contains("--cluster-name") && err.contains("--label"),
+        "every problem is listed: {err}"
+    );
 
     let out = Command::new(binary("flotilla-hub"))
-        .args(["--default-lease-duration-seconds", "0", "--lease-grace-multiplier", "0"])
+        .args([
+            "--default-lease-duration-seconds",
+            "0",
+            "--lease-grace-multiplier",
+            "0",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(64));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--default-lease-duration-seconds") && err.contains("--lease-grace-multiplier"), "{err}");
+    assert!(
+        err.contains("--default-lease-duration-seconds")
+            && err.contains("--lease-grace-multiplier"),
+        "{err}"
+    );
 
     let (ok, _, err) = cli("http://127.0.0.1:1", &["get", "clusters"]);
     assert!(!ok && err.contains("cannot reach the hub"), "{err}");

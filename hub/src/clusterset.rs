@@ -97,7 +97,9 @@ impl ClusterSets {
             if let Some(m) = s.metadata.as_mut() {
                 m.resource_version = rev;
             }
-            state.sets.insert(name_of(&s.metadata).to_string(), (s, rev));
+            state
+                .sets
+                .insert(name_of(&s.metadata).to_string(), (s, rev));
         }
         for (_, mut b, rev) in bindings.load_all().await? {
             if let Some(m) = b.metadata.as_mut() {
@@ -148,7 +150,12 @@ impl ClusterSets {
 
     async fn ensure_builtin(&self) -> Result<(), StoreError> {
         for name in [DEFAULT_CLUSTERSET, GLOBAL_CLUSTERSET] {
-            let exists = self.state.read().expect("sets lock").sets.contains_key(name);
+            let exists = self
+                .state
+                .read()
+                .expect("sets lock")
+                .sets
+                .contains_key(name);
             if !exists {
                 let s = Self::builtin(name);
                 let rev = match self.sets.write(name, &s, 0).await {
@@ -156,7 +163,11 @@ impl ClusterSets {
                     // Another hub created it first: take theirs.
                     Err(e) if e.is_conflict() => match self.sets.get(name).await? {
                         Some((stored, rev)) => {
-                            self.state.write().expect("sets lock").sets.insert(name.into(), (stored, rev));
+                            self.state
+                                .write()
+                                .expect("sets lock")
+                                .sets
+                                .insert(name.into(), (stored, rev));
                             continue;
                         }
                         None => return Err(e),
@@ -167,7 +178,11 @@ impl ClusterSets {
                 if let Some(m) = s.metadata.as_mut() {
                     m.resource_version = rev;
                 }
-                self.state.write().expect("sets lock").sets.insert(name.into(), (s, rev));
+                self.state
+                    .write()
+                    .expect("sets lock")
+                    .sets
+                    .insert(name.into(), (s, rev));
             }
         }
         Ok(())
@@ -182,16 +197,25 @@ impl ClusterSets {
     pub fn validate_set(s: &ManagedClusterSet) -> Result<(), SetError> {
         let m = s.metadata.clone().unwrap_or_default();
         // Set names are also values of the clusterset label.
-        names::validate_dns1123_label("metadata.name", &m.name).map_err(|e| SetError::Invalid(e.to_string()))?;
+        names::validate_dns1123_label("metadata.name", &m.name)
+            .map_err(|e| SetError::Invalid(e.to_string()))?;
         if !m.namespace.is_empty() {
             return Err(SetError::Invalid(
-                "metadata.namespace: ManagedClusterSet is cluster-scoped; remove the namespace".into(),
+                "metadata.namespace: ManagedClusterSet is cluster-scoped; remove the namespace"
+                    .into(),
             ));
         }
-        let sel = s.spec.as_ref().and_then(|s| s.cluster_selector.clone()).unwrap_or_default();
+        let sel = s
+            .spec
+            .as_ref()
+            .and_then(|s| s.cluster_selector.clone())
+            .unwrap_or_default();
         match sel.selector_type.as_str() {
             "" | EXCLUSIVE => {
-                if sel.label_selector.is_some_and(|l| l != LabelSelector::default()) {
+                if sel
+                    .label_selector
+                    .is_some_and(|l| l != LabelSelector::default())
+                {
                     return Err(SetError::Invalid(
                         "spec.clusterSelector.labelSelector: only allowed with selectorType LabelSelector".into(),
                     ));
@@ -203,7 +227,10 @@ impl ClusterSets {
                         "spec.clusterSelector.labelSelector: required with selectorType LabelSelector".into(),
                     ));
                 };
-                if let Some(e) = selector::validate("spec.clusterSelector.labelSelector", ls).into_iter().next() {
+                if let Some(e) = selector::validate("spec.clusterSelector.labelSelector", ls)
+                    .into_iter()
+                    .next()
+                {
                     return Err(SetError::Invalid(e.to_string()));
                 }
             }
@@ -221,7 +248,13 @@ impl ClusterSets {
         Self::validate_set(&s)?;
         let _w = self.write_lock.lock().await;
         let mut m = s.metadata.take().unwrap_or_default();
-        let existing = self.state.read().expect("sets lock").sets.get(&m.name).cloned();
+        let existing = self
+            .state
+            .read()
+            .expect("sets lock")
+            .sets
+            .get(&m.name)
+            .cloned();
         let spec = s.spec.get_or_insert_with(Default::default);
         let sel = spec.cluster_selector.get_or_insert_with(Default::default);
         if sel.selector_type.is_empty() {
@@ -238,12 +271,19 @@ impl ClusterSets {
                 let om = old.metadata.clone().unwrap_or_default();
                 m.uid = om.uid;
                 m.creation_timestamp = om.creation_timestamp;
-                m.generation = if old.spec != s.spec { om.generation + 1 } else { om.generation };
+                m.generation = if old.spec != s.spec {
+                    om.generation + 1
+                } else {
+                    om.generation
+                };
                 *rev
             }
             None => {
                 if m.resource_version != 0 {
-                    return Err(SetError::NotFound(format!("ManagedClusterSet {:?}", m.name)));
+                    return Err(SetError::NotFound(format!(
+                        "ManagedClusterSet {:?}",
+                        m.name
+                    )));
                 }
                 m.uid = uuid::Uuid::new_v4().to_string();
                 m.creation_timestamp = Some(meta::now());
@@ -257,7 +297,9 @@ impl ClusterSets {
         s.status = None;
         let rev = self.sets.write(&name, &s, expected).await.map_err(|e| {
             if e.is_conflict() {
-                SetError::Conflict(format!("ManagedClusterSet {name:?} changed meanwhile; retry"))
+                SetError::Conflict(format!(
+                    "ManagedClusterSet {name:?} changed meanwhile; retry"
+                ))
             } else {
                 SetError::Store(e)
             }
@@ -265,7 +307,11 @@ impl ClusterSets {
         if let Some(m) = s.metadata.as_mut() {
             m.resource_version = rev;
         }
-        self.state.write().expect("sets lock").sets.insert(name.clone(), (s.clone(), rev));
+        self.state
+            .write()
+            .expect("sets lock")
+            .sets
+            .insert(name.clone(), (s.clone(), rev));
         let _ = self.changes.send(SetChange::Set(name));
         Ok(s)
     }
@@ -278,7 +324,13 @@ impl ClusterSets {
             )));
         }
         let _w = self.write_lock.lock().await;
-        if !self.state.read().expect("sets lock").sets.contains_key(name) {
+        if !self
+            .state
+            .read()
+            .expect("sets lock")
+            .sets
+            .contains_key(name)
+        {
             return Err(SetError::NotFound(format!("ManagedClusterSet {name:?}")));
         }
         self.sets.purge(name).await?;
@@ -293,10 +345,17 @@ impl ClusterSets {
         let sel = set.spec.as_ref().and_then(|s| s.cluster_selector.as_ref());
         match sel.map(|s| s.selector_type.as_str()) {
             Some(LABEL_SELECTOR) => {
-                let ls = sel.and_then(|s| s.label_selector.clone()).unwrap_or_default();
+                let ls = sel
+                    .and_then(|s| s.label_selector.clone())
+                    .unwrap_or_default();
                 labels.is_some_and(|l| selector::matches_labels(&ls, l))
             }
-            _ => labels.and_then(|l| l.get(CLUSTERSET_LABEL)).map(String::as_str) == Some(name_of(&set.metadata)),
+            _ => {
+                labels
+                    .and_then(|l| l.get(CLUSTERSET_LABEL))
+                    .map(String::as_str)
+                    == Some(name_of(&set.metadata))
+            }
         }
     }
 
@@ -312,7 +371,13 @@ impl ClusterSets {
         let mut set = set.clone();
         let mut conditions = Vec::new();
         if members.is_empty() {
-            meta::set_condition(&mut conditions, COND_CLUSTERSET_EMPTY, status::TRUE, "NoClusterMatched", "No ManagedCluster selected");
+            meta::set_condition(
+                &mut conditions,
+                COND_CLUSTERSET_EMPTY,
+                status::TRUE,
+                "NoClusterMatched",
+                "No ManagedCluster selected",
+            );
         } else {
             meta::set_condition(
                 &mut conditions,
@@ -349,19 +414,39 @@ impl ClusterSets {
     /// Every set with its derived status.
     pub fn list_sets(&self) -> Vec<ManagedClusterSetView> {
         let state = self.state.read().expect("sets lock");
-        state.sets.values().map(|(s, _)| self.view(s, &state)).collect()
+        state
+            .sets
+            .values()
+            .map(|(s, _)| self.view(s, &state))
+            .collect()
     }
 
     /// The raw sets (for placement).
     pub fn sets(&self) -> Vec<ManagedClusterSet> {
-        self.state.read().expect("sets lock").sets.values().map(|(s, _)| s.clone()).collect()
+        self.state
+            .read()
+            .expect("sets lock")
+            .sets
+            .values()
+            .map(|(s, _)| s.clone())
+            .collect()
     }
 
     fn binding_status(&self, b: &mut ManagedClusterSetBinding, state: &State) {
-        let set = b.spec.as_ref().map(|s| s.cluster_set.clone()).unwrap_or_default();
+        let set = b
+            .spec
+            .as_ref()
+            .map(|s| s.cluster_set.clone())
+            .unwrap_or_default();
         let mut conditions = Vec::new();
         if state.sets.contains_key(&set) {
-            meta::set_condition(&mut conditions, COND_BOUND, status::TRUE, "ClusterSetBound", "");
+            meta::set_condition(
+                &mut conditions,
+                COND_BOUND,
+                status::TRUE,
+                "ClusterSetBound",
+                "",
+            );
         } else {
             meta::set_condition(
                 &mut conditions,
@@ -375,11 +460,20 @@ impl ClusterSets {
     }
 
     /// Creates or updates a binding.
-    pub async fn apply_binding(&self, mut b: ManagedClusterSetBinding) -> Result<ManagedClusterSetBinding, SetError> {
+    pub async fn apply_binding(
+        &self,
+        mut b: ManagedClusterSetBinding,
+    ) -> Result<ManagedClusterSetBinding, SetError> {
         let mut m = b.metadata.take().unwrap_or_default();
-        names::validate_dns1123_label("metadata.namespace", &m.namespace).map_err(|e| SetError::Invalid(e.to_string()))?;
-        names::validate_dns1123_label("metadata.name", &m.name).map_err(|e| SetError::Invalid(e.to_string()))?;
-        let set = b.spec.as_ref().map(|s| s.cluster_set.clone()).unwrap_or_default();
+        names::validate_dns1123_label("metadata.namespace", &m.namespace)
+            .map_err(|e| SetError::Invalid(e.to_string()))?;
+        names::validate_dns1123_label("metadata.name", &m.name)
+            .map_err(|e| SetError::Invalid(e.to_string()))?;
+        let set = b
+            .spec
+            .as_ref()
+            .map(|s| s.cluster_set.clone())
+            .unwrap_or_default();
         if set != m.name {
             return Err(SetError::Invalid(format!(
                 "spec.clusterSet: {set:?} must equal metadata.name {:?} (a binding is named after its set)",
@@ -388,7 +482,13 @@ impl ClusterSets {
         }
         let _w = self.write_lock.lock().await;
         let key = (m.namespace.clone(), m.name.clone());
-        let existing = self.state.read().expect("sets lock").bindings.get(&key).cloned();
+        let existing = self
+            .state
+            .read()
+            .expect("sets lock")
+            .bindings
+            .get(&key)
+            .cloned();
         let expected = match &existing {
             Some((old, rev)) => {
                 if m.resource_version != 0 && m.resource_version != *rev {
@@ -413,13 +513,20 @@ impl ClusterSets {
         m.resource_version = 0;
         b.metadata = Some(m);
         b.status = None;
-        let rev = self.bindings.write(&binding_key(&key.0, &key.1), &b, expected).await.map_err(|e| {
-            if e.is_conflict() {
-                SetError::Conflict(format!("ManagedClusterSetBinding {}/{} changed meanwhile; retry", key.0, key.1))
-            } else {
-                SetError::Store(e)
-            }
-        })?;
+        let rev = self
+            .bindings
+            .write(&binding_key(&key.0, &key.1), &b, expected)
+            .await
+            .map_err(|e| {
+                if e.is_conflict() {
+                    SetError::Conflict(format!(
+                        "ManagedClusterSetBinding {}/{} changed meanwhile; retry",
+                        key.0, key.1
+                    ))
+                } else {
+                    SetError::Store(e)
+                }
+            })?;
         if let Some(m) = b.metadata.as_mut() {
             m.resource_version = rev;
         }
@@ -453,8 +560,16 @@ impl ClusterSets {
     pub async fn delete_binding(&self, namespace: &str, name: &str) -> Result<(), SetError> {
         let _w = self.write_lock.lock().await;
         let key = (namespace.to_string(), name.to_string());
-        if !self.state.read().expect("sets lock").bindings.contains_key(&key) {
-            return Err(SetError::NotFound(format!("ManagedClusterSetBinding {namespace}/{name}")));
+        if !self
+            .state
+            .read()
+            .expect("sets lock")
+            .bindings
+            .contains_key(&key)
+        {
+            return Err(SetError::NotFound(format!(
+                "ManagedClusterSetBinding {namespace}/{name}"
+            )));
         }
         self.bindings.purge(&binding_key(namespace, name)).await?;
         self.state.write().expect("sets lock").bindings.remove(&key);
@@ -499,7 +614,10 @@ mod tests {
         ManagedCluster {
             metadata: Some(ObjectMeta {
                 name: "c1".into(),
-                labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+                labels: labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
                 ..Default::default()
             }),
             ..Default::default()
@@ -509,8 +627,14 @@ mod tests {
     #[test]
     fn exclusive_sets_follow_the_clusterset_label() {
         let s = set("prod", EXCLUSIVE, None);
-        assert!(ClusterSets::is_member(&s, &cluster(&[(CLUSTERSET_LABEL, "prod")])));
-        assert!(!ClusterSets::is_member(&s, &cluster(&[(CLUSTERSET_LABEL, "default")])));
+        assert!(ClusterSets::is_member(
+            &s,
+            &cluster(&[(CLUSTERSET_LABEL, "prod")])
+        ));
+        assert!(!ClusterSets::is_member(
+            &s,
+            &cluster(&[(CLUSTERSET_LABEL, "default")])
+        ));
         assert!(!ClusterSets::is_member(&s, &cluster(&[])));
     }
 
@@ -518,18 +642,28 @@ mod tests {
     fn label_selector_sets_and_global_select_by_labels() {
         let global = ClusterSets::builtin(GLOBAL_CLUSTERSET);
         assert!(ClusterSets::is_member(&global, &cluster(&[])));
-        let s = set("eu", LABEL_SELECTOR, Some(selector::parse("region=eu").unwrap()));
+        let s = set(
+            "eu",
+            LABEL_SELECTOR,
+            Some(selector::parse("region=eu").unwrap()),
+        );
         assert!(ClusterSets::is_member(&s, &cluster(&[("region", "eu")])));
         assert!(!ClusterSets::is_member(&s, &cluster(&[("region", "us")])));
     }
 
     #[test]
     fn invalid_sets_are_rejected_with_their_field() {
-        let err = ClusterSets::validate_set(&set("x", "Bogus", None)).unwrap_err().to_string();
+        let err = ClusterSets::validate_set(&set("x", "Bogus", None))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("spec.clusterSelector.selectorType"), "{err}");
-        let err = ClusterSets::validate_set(&set("x", LABEL_SELECTOR, None)).unwrap_err().to_string();
+        let err = ClusterSets::validate_set(&set("x", LABEL_SELECTOR, None))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("labelSelector"), "{err}");
-        let err = ClusterSets::validate_set(&set("Bad.Name", EXCLUSIVE, None)).unwrap_err().to_string();
+        let err = ClusterSets::validate_set(&set("Bad.Name", EXCLUSIVE, None))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("metadata.name"), "{err}");
     }
 }

@@ -47,7 +47,11 @@ impl Inventory {
 
     /// Publishes a cluster's new state.
     pub fn upsert(&self, cluster: ManagedCluster) {
-        let name = cluster.metadata.as_ref().map(|m| m.name.clone()).unwrap_or_default();
+        let name = cluster
+            .metadata
+            .as_ref()
+            .map(|m| m.name.clone())
+            .unwrap_or_default();
         let cluster = Arc::new(cluster);
         let kind = match self.clusters.insert(name, cluster.clone()) {
             Some(_) => ChangeKind::Modified,
@@ -96,5 +100,8 @@ impl Inventory {
 
 /// The name of a cluster.
 pub fn name(c: &ManagedCluster) -> &str {
-    c.metadata.as_ref().map(|m| m.name.as_str()).unwrap_or_default()
+    c.metadata
+        .as_ref()
+        .map(|m| m.name.as_str())
+        .unwrap_or_default()
 }

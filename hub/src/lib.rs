@@ -66,7 +66,9 @@ impl Config {
         Self {
             nats: NatsConfig::new(nats_url, "flotilla-hub"),
             grpc_listen: DEFAULT_GRPC_LISTEN.parse().expect("valid default address"),
-            metrics_listen: DEFAULT_METRICS_LISTEN.parse().expect("valid default address"),
+            metrics_listen: DEFAULT_METRICS_LISTEN
+                .parse()
+                .expect("valid default address"),
             cluster: ClusterConfig::default(),
             router: RouterConfig::default(),
             stream: StreamOptions::default(),
@@ -130,7 +132,10 @@ struct Opened {
     status_stream: async_nats::jetstream::stream::Stream,
 }
 
-async fn open(jetstream: &async_nats::jetstream::Context, opts: StreamOptions) -> Result<Opened, StoreError> {
+async fn open(
+    jetstream: &async_nats::jetstream::Context,
+    opts: StreamOptions,
+) -> Result<Opened, StoreError> {
     Ok(Opened {
         clusters: Bucket::open(jetstream, store::CLUSTERS, opts).await?,
         sets: Bucket::open(jetstream, store::CLUSTERSETS, opts).await?,
@@ -144,14 +149,28 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
     let started = SystemTime::now();
     let grpc_listener = tokio::net::TcpListener::bind(config.grpc_listen)
         .await
-        .map_err(|source| HubError::Bind { addr: config.grpc_listen, source })?;
+        .map_err(|source| HubError::Bind {
+            addr: config.grpc_listen,
+            source,
+        })?;
     let metrics_listener = tokio::net::TcpListener::bind(config.metrics_listen)
         .await
-        .map_err(|source| HubError::Bind { addr: config.metrics_listen, source })?;
-    let grpc_addr = grpc_listener.local_addr().map_err(|source| HubError::Bind { addr: config.grpc_listen, source })?;
+        .map_err(|source| HubError::Bind {
+            addr: config.metrics_listen,
+            source,
+        })?;
+    let grpc_addr = grpc_listener
+        .local_addr()
+        .map_err(|source| HubError::Bind {
+            addr: config.grpc_listen,
+            source,
+        })?;
     let metrics_addr = metrics_listener
         .local_addr()
-        .map_err(|source| HubError::Bind { addr: config.metrics_listen, source })?;
+        .map_err(|source| HubError::Bind {
+            addr: config.metrics_listen,
+            source,
+        })?;
 
     let nats = connect::connect(&config.nats, None).await?;
     let jetstream = async_nats::jetstream::new(nats.clone());
@@ -226,7 +245,9 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
             clusters.clone(),
             inventory.clone(),
         )))
-        .add_service(ClusterSetServiceServer::new(grpc::clusterset::ClusterSetApi::new(sets)));
+        .add_service(ClusterSetServiceServer::new(
+            grpc::clusterset::ClusterSetApi::new(sets),
+        ));
     let mut rx = shutdown_rx.clone();
     tasks.push(tokio::spawn(async move {
         let incoming = tokio_stream::wrappers::TcpListenerStream::new(grpc_listener);
@@ -260,7 +281,10 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
 }
 
 /// Runs the hub until `shutdown` resolves.
-pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>) -> Result<(), HubError> {
+pub async fn run(
+    config: Config,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), HubError> {
     let hub = start(config).await?;
     shutdown.await;
     tracing::info!("shutting down");

@@ -12,7 +12,11 @@ use std::process::ExitCode;
 #[command(name = "flotilla-hub", version)]
 struct Args {
     /// NATS server URL(s), comma-separated.
-    #[arg(long, env = "FLOTILLA_NATS_URL", default_value = "nats://127.0.0.1:4222")]
+    #[arg(
+        long,
+        env = "FLOTILLA_NATS_URL",
+        default_value = "nats://127.0.0.1:4222"
+    )]
     nats_url: String,
     /// NATS credentials file (.creds).
     #[arg(long, env = "FLOTILLA_NATS_CREDS")]
@@ -36,7 +40,11 @@ struct Args {
     #[arg(long, env = "FLOTILLA_AUTO_ACCEPT_CLAIMS", requires = "auto_accept")]
     auto_accept_claims: Option<String>,
     /// Lease duration for clusters that do not set spec.leaseDurationSeconds.
-    #[arg(long, env = "FLOTILLA_DEFAULT_LEASE_DURATION_SECONDS", default_value_t = 60)]
+    #[arg(
+        long,
+        env = "FLOTILLA_DEFAULT_LEASE_DURATION_SECONDS",
+        default_value_t = 60
+    )]
     default_lease_duration_seconds: i32,
     /// A cluster is unreachable after this many lease durations without renewal (OCM: 5).
     #[arg(long, env = "FLOTILLA_LEASE_GRACE_MULTIPLIER", default_value_t = 5)]
@@ -67,8 +75,16 @@ fn main() -> ExitCode {
             }
         })
     };
-    let labels = parse(&args.auto_accept_labels, "--auto-accept-labels", &mut errors);
-    let claims = parse(&args.auto_accept_claims, "--auto-accept-claims", &mut errors);
+    let labels = parse(
+        &args.auto_accept_labels,
+        "--auto-accept-labels",
+        &mut errors,
+    );
+    let claims = parse(
+        &args.auto_accept_claims,
+        "--auto-accept-claims",
+        &mut errors,
+    );
     if !(1..=3600).contains(&args.default_lease_duration_seconds) {
         errors.push(format!(
             "--default-lease-duration-seconds: {} is outside 1..=3600",
@@ -106,7 +122,10 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = runtime.block_on(flotilla_hub::run(config, flotilla_bus::process::shutdown_signal()));
+    let result = runtime.block_on(flotilla_hub::run(
+        config,
+        flotilla_bus::process::shutdown_signal(),
+    ));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

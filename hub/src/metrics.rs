@@ -77,16 +77,43 @@ impl Metrics {
             mailbox_dropped: Family::default(),
             clusters: Family::default(),
             kv_write_seconds: Histogram::new(
-                [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0].into_iter(),
+                [
+                    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
+                ]
+                .into_iter(),
             ),
             lease_expired: Counter::default(),
         };
-        registry.register("events_received", "Events received from agents, by type", m.events_received.clone());
-        registry.register("events_rejected", "Events rejected, by type and reason", m.events_rejected.clone());
-        registry.register("mailbox_dropped", "Messages dropped because an actor mailbox was full", m.mailbox_dropped.clone());
-        registry.register("clusters", "Managed clusters by acceptance and availability", m.clusters.clone());
-        registry.register("kv_write_seconds", "JetStream KV write latency", m.kv_write_seconds.clone());
-        registry.register("lease_expired", "Leases that expired (cluster became Unknown)", m.lease_expired.clone());
+        registry.register(
+            "events_received",
+            "Events received from agents, by type",
+            m.events_received.clone(),
+        );
+        registry.register(
+            "events_rejected",
+            "Events rejected, by type and reason",
+            m.events_rejected.clone(),
+        );
+        registry.register(
+            "mailbox_dropped",
+            "Messages dropped because an actor mailbox was full",
+            m.mailbox_dropped.clone(),
+        );
+        registry.register(
+            "clusters",
+            "Managed clusters by acceptance and availability",
+            m.clusters.clone(),
+        );
+        registry.register(
+            "kv_write_seconds",
+            "JetStream KV write latency",
+            m.kv_write_seconds.clone(),
+        );
+        registry.register(
+            "lease_expired",
+            "Leases that expired (cluster became Unknown)",
+            m.lease_expired.clone(),
+        );
         *m.registry.lock().expect("metrics registry lock") = registry;
         m
     }

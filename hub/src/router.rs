@@ -101,7 +101,10 @@ async fn handle_registration(
         let why = reject(
             "unknown_type",
             subject_cluster,
-            format!("type {} is not accepted on {}", event.event_type, msg.subject),
+            format!(
+                "type {} is not accepted on {}",
+                event.event_type, msg.subject
+            ),
         );
         reply_rejected(nats, &msg, subject_cluster, &why, config).await;
         return;
@@ -175,9 +178,16 @@ async fn reply_rejected(
         lease_duration_seconds: 0,
         message: why.to_string(),
     };
-    let ev = Event::new(types::registration_response(), crate::cluster::actor::SOURCE, cluster, &response);
+    let ev = Event::new(
+        types::registration_response(),
+        crate::cluster::actor::SOURCE,
+        cluster,
+        &response,
+    );
     if let Ok(bytes) = ev.encode(config.max_event_bytes) {
-        let _ = nats.publish_with_headers(reply.clone(), headers(&ev), bytes).await;
+        let _ = nats
+            .publish_with_headers(reply.clone(), headers(&ev), bytes)
+            .await;
     }
 }
 
@@ -252,7 +262,12 @@ pub async fn run_status(
     }
 }
 
-async fn handle_status(clusters: &Clusters, metrics: &Metrics, config: &RouterConfig, msg: jetstream::Message) {
+async fn handle_status(
+    clusters: &Clusters,
+    metrics: &Metrics,
+    config: &RouterConfig,
+    msg: jetstream::Message,
+) {
     let server_time = msg
         .info()
         .ok()
@@ -295,7 +310,11 @@ async fn handle_status(clusters: &Clusters, metrics: &Metrics, config: &RouterCo
         return;
     }
     let Some(handle) = clusters.get(parsed.cluster) else {
-        reject(&ty, "unknown_cluster", format!("cluster {:?} is not registered", parsed.cluster));
+        reject(
+            &ty,
+            "unknown_cluster",
+            format!("cluster {:?} is not registered", parsed.cluster),
+        );
         let _ = msg.ack().await;
         return;
     };
@@ -325,7 +344,14 @@ async fn handle_status(clusters: &Clusters, metrics: &Metrics, config: &RouterCo
                 }
             };
             if report.cluster_name != event.cluster {
-                reject(&ty, "clustername_mismatch", format!("clusterName {:?} does not match {:?}", report.cluster_name, event.cluster));
+                reject(
+                    &ty,
+                    "clustername_mismatch",
+                    format!(
+                        "clusterName {:?} does not match {:?}",
+                        report.cluster_name, event.cluster
+                    ),
+                );
                 let _ = msg.ack().await;
                 return;
             }
@@ -342,7 +368,11 @@ async fn handle_status(clusters: &Clusters, metrics: &Metrics, config: &RouterCo
             }))
         }
         _ => {
-            reject(&ty, "unknown_type", format!("type {ty} is not accepted on status kind {:?}", parsed.kind));
+            reject(
+                &ty,
+                "unknown_type",
+                format!("type {ty} is not accepted on status kind {:?}", parsed.kind),
+            );
             let _ = msg.ack().await;
             return;
         }

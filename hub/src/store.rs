@@ -101,14 +101,20 @@ impl<T: Message + Default> Bucket<T> {
         let items = js::load_all(&self.kv).await?;
         items
             .into_iter()
-            .map(|KvItem { key, value, revision }| {
-                let v = T::decode(value.as_ref()).map_err(|source| StoreError::Corrupt {
-                    bucket: self.name.into(),
-                    key: key.clone(),
-                    source,
-                })?;
-                Ok((key, v, revision))
-            })
+            .map(
+                |KvItem {
+                     key,
+                     value,
+                     revision,
+                 }| {
+                    let v = T::decode(value.as_ref()).map_err(|source| StoreError::Corrupt {
+                        bucket: self.name.into(),
+                        key: key.clone(),
+                        source,
+                    })?;
+                    Ok((key, v, revision))
+                },
+            )
             .collect()
     }
 

@@ -6,7 +6,9 @@ mod common;
 use async_nats::jetstream;
 use bytes::Bytes;
 use common::*;
-use flotilla_api::v1::{ClusterStatusReport, LeaseRenewal, RegistrationRequest, RegistrationResponse, RegistrationState};
+use flotilla_api::v1::{
+    ClusterStatusReport, LeaseRenewal, RegistrationRequest, RegistrationResponse, RegistrationState,
+};
 use flotilla_bus::envelope::{Action, Direction, Event, EventType, headers, types};
 use flotilla_bus::subjects;
 use flotilla_testkit::NatsServer;
@@ -16,13 +18,19 @@ async fn wait_metric(hub: &flotilla_hub::Hub, needle: &str) {
     let needle = needle.to_string();
     flotilla_testkit::eventually(SOON, &format!("metric {needle}"), || {
         let text = hub.metrics.render(&hub.inventory);
-        let found = text.lines().any(|l| l.contains(&needle) && !l.ends_with(" 0"));
+        let found = text
+            .lines()
+            .any(|l| l.contains(&needle) && !l.ends_with(" 0"));
         async move { found.then_some(()) }
     })
     .await;
 }
 
-async fn request(client: &async_nats::Client, subject: String, payload: Bytes) -> RegistrationResponse {
+async fn request(
+    client: &async_nats::Client,
+    subject: String,
+    payload: Bytes,
+) -> RegistrationResponse {
     let reply = tokio::time::timeout(SOON, client.request(subject, payload))
         .await
         .expect("reply in time")
@@ -47,7 +55,10 @@ async fn malformed_oversized_unknown_and_forged_events_change_nothing() {
     let agent = start_agent(cfg);
     wait_cluster(&mut api, "victim", "registered", |_| true).await;
     accept(&mut api, "victim").await;
-    let before = wait_cluster(&mut api, "victim", "Available", |c| available(c).as_deref() == Some("True")).await;
+    let before = wait_cluster(&mut api, "victim", "Available", |c| {
+        available(c).as_deref() == Some("True")
+    })
+    .await;
     // Let the first status report land too.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let before = get(&mut api, "victim").await.unwrap_or(before);
@@ -63,49 +74,81 @@ async fn malformed_oversized_unknown_and_forged_events_change_nothing() {
     };
 
     // 1. Bytes that are not a CloudEvent.
-    publish(cluster_subject.clone(), Bytes::from_static(b"\xff\xff\xff not protobuf")).await;
+    publish(
+        cluster_subject.clone(),
+        Bytes::from_static(b"\xff\xff\xff not protobuf"),
+    )
+    .await;
     wait_metric(&hub, "reason=\"decode\"").await;
 
     // 2. Oversized event (over the hub's 8 KiB limit).
-    let mut big = ClusterStatusReport { cluster_name: "victim".into(), healthy: false, ..Default::default() };
+    let mut big = ClusterStatusReport {
+        cluster_name: "victim".into(),
+        healthy: false,
+        ..Default::default()
+    };
     big.health_message = "x".repeat(16 * 1024);
-    let ev = Event::new(types::cluster_status(), "attacker", "victim", &big).with_sequence(u64::MAX - 1);
+    let ev =
+        Event::new(types::cluster_status(), "attacker", "victim", &big).with_sequence(u64::MAX - 1);
     publish(cluster_subject.clone(), ev.encode(1 << 20).unwrap()).await;
     wait_metric(&hub, "reason=\"too_large\"").await;
 
     // 3. Unknown event type.
-    let gizmo = EventType::new("cluster", "v1", "gizmo", Direction::Status, Action::UpdateRequest);
+    let gizmo = EventType::new(
+        "cluster",
+        "v1",
+        "gizmo",
+        Direction::Status,
+        Action::UpdateRequest,
+    );
     let ev = Event::new(gizmo, "attacker", "victim", &LeaseRenewal::default());
     publish(lease_subject.clone(), ev.encode(1 << 20).unwrap()).await;
     wait_metric(&hub, "reason=\"unknown_type\"").await;
 
     // 4. A status whose clustername does not match its subject.
-    let forged = ClusterStatusReport { cluster_name: "other".into(), healthy: false, ..Default::default() };
-    let ev = Event::new(types::cluster_status(), "attacker", "other", &forged).with_sequence(u64::MAX - 1);
+    let forged = ClusterStatusReport {
+        cluster_name: "other".into(),
+        healthy: false,
+        ..Default::default()
+    };
+    let ev = Event::new(types::cluster_status(), "attacker", "other", &forged)
+        .with_sequence(u64::MAX - 1);
     publish(cluster_subject.clone(), ev.encode(1 << 20).unwrap()).await;
     wait_metric(&hub, "reason=\"clustername_mismatch\"").await;
 
     // 5. A forged shard token.
     let wrong = (subjects::shard("victim") + 1) % subjects::SHARDS;
     let ev = Event::new(types::cluster_status(), "attacker", "victim", &forged);
-    publish(format!("flotilla.status.{wrong}.victim.cluster"), ev.encode(1 << 20).unwrap()).await;
+    publish(
+        format!("flotilla.status.{wrong}.victim.cluster"),
+        ev.encode(1 << 20).unwrap(),
+    )
+    .await;
     wait_metric(&hub, "reason=\"bad_subject\"").await;
 
     // 6. Invalid claims in a status report.
     let bad_claims = ClusterStatusReport {
         cluster_name: "victim".into(),
         healthy: false,
-        claims: vec![flotilla_api::v1::ClusterClaim { name: "x".into(), value: String::new() }],
+        claims: vec![flotilla_api::v1::ClusterClaim {
+            name: "x".into(),
+            value: String::new(),
+        }],
         ..Default::default()
     };
-    let ev = Event::new(types::cluster_status(), "attacker", "victim", &bad_claims).with_sequence(u64::MAX - 1);
+    let ev = Event::new(types::cluster_status(), "attacker", "victim", &bad_claims)
+        .with_sequence(u64::MAX - 1);
     publish(cluster_subject.clone(), ev.encode(1 << 20).unwrap()).await;
     wait_metric(&hub, "reason=\"invalid_status\"").await;
 
     // Nothing was stored: same revision, still healthy and available.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let after = get(&mut api, "victim").await.unwrap();
-    assert_eq!(after.metadata.as_ref().unwrap().resource_version, rv, "bad input changed the stored cluster");
+    assert_eq!(
+        after.metadata.as_ref().unwrap().resource_version,
+        rv,
+        "bad input changed the stored cluster"
+    );
     assert_eq!(available(&after).as_deref(), Some("True"));
     agent.stop().await;
     hub.stop().await;
@@ -119,39 +162,77 @@ async fn bad_registrations_are_answered_with_the_field_at_fault() {
     let client = async_nats::connect(nats.url()).await.unwrap();
 
     // Invalid cluster name in the event.
-    let req = RegistrationRequest { cluster_name: "Bad_Name".into(), ..Default::default() };
+    let req = RegistrationRequest {
+        cluster_name: "Bad_Name".into(),
+        ..Default::default()
+    };
     let ev = Event::new(types::registration_request(), "x", "Bad_Name", &req);
-    let resp = request(&client, "flotilla.register.Bad_Name".into(), ev.encode(1 << 20).unwrap()).await;
+    let resp = request(
+        &client,
+        "flotilla.register.Bad_Name".into(),
+        ev.encode(1 << 20).unwrap(),
+    )
+    .await;
     assert_eq!(resp.state, RegistrationState::Rejected as i32);
     assert!(resp.message.contains("clustername"), "{}", resp.message);
 
     // Valid envelope, but the subject names another cluster.
-    let req = RegistrationRequest { cluster_name: "a".into(), ..Default::default() };
+    let req = RegistrationRequest {
+        cluster_name: "a".into(),
+        ..Default::default()
+    };
     let ev = Event::new(types::registration_request(), "x", "a", &req);
-    let resp = request(&client, subjects::register("b"), ev.encode(1 << 20).unwrap()).await;
+    let resp = request(
+        &client,
+        subjects::register("b"),
+        ev.encode(1 << 20).unwrap(),
+    )
+    .await;
     assert_eq!(resp.state, RegistrationState::Rejected as i32);
-    assert!(resp.message.contains("does not match subject"), "{}", resp.message);
+    assert!(
+        resp.message.contains("does not match subject"),
+        "{}",
+        resp.message
+    );
 
     // Too many custom claims.
     let req = RegistrationRequest {
         cluster_name: "c".into(),
         claims: (0..25)
-            .map(|i| flotilla_api::v1::ClusterClaim { name: format!("claim{i}"), value: "v".into() })
+            .map(|i| flotilla_api::v1::ClusterClaim {
+                name: format!("claim{i}"),
+                value: "v".into(),
+            })
             .collect(),
         ..Default::default()
     };
     let ev = Event::new(types::registration_request(), "x", "c", &req);
-    let resp = request(&client, subjects::register("c"), ev.encode(1 << 20).unwrap()).await;
+    let resp = request(
+        &client,
+        subjects::register("c"),
+        ev.encode(1 << 20).unwrap(),
+    )
+    .await;
     assert_eq!(resp.state, RegistrationState::Rejected as i32);
     assert!(resp.message.contains("claims"), "{}", resp.message);
 
     // Garbage.
-    let resp = request(&client, subjects::register("d"), Bytes::from_static(b"garbage")).await;
+    let resp = request(
+        &client,
+        subjects::register("d"),
+        Bytes::from_static(b"garbage"),
+    )
+    .await;
     assert_eq!(resp.state, RegistrationState::Rejected as i32);
 
     // Wrong event type on the registration subject.
     let ev = Event::new(types::lease_renewal(), "x", "e", &LeaseRenewal::default());
-    let resp = request(&client, subjects::register("e"), ev.encode(1 << 20).unwrap()).await;
+    let resp = request(
+        &client,
+        subjects::register("e"),
+        ev.encode(1 << 20).unwrap(),
+    )
+    .await;
     assert_eq!(resp.state, RegistrationState::Rejected as i32);
     assert!(resp.message.contains("not accepted"), "{}", resp.message);
 
@@ -160,7 +241,11 @@ async fn bad_registrations_are_answered_with_the_field_at_fault() {
         .await
         .unwrap()
         .into_inner();
-    assert!(list.items.is_empty(), "no rejected registration created a cluster: {:?}", list.items);
+    assert!(
+        list.items.is_empty(),
+        "no rejected registration created a cluster: {:?}",
+        list.items
+    );
     hub.stop().await;
 }
 
@@ -170,9 +255,17 @@ async fn status_from_an_unaccepted_cluster_is_not_stored() {
     let hub = start_hub(hub_config(&nats.url())).await;
     let mut api = clusters_client(&hub).await;
     let client = async_nats::connect(nats.url()).await.unwrap();
-    let req = RegistrationRequest { cluster_name: "pending-1".into(), ..Default::default() };
+    let req = RegistrationRequest {
+        cluster_name: "pending-1".into(),
+        ..Default::default()
+    };
     let ev = Event::new(types::registration_request(), "x", "pending-1", &req);
-    let resp = request(&client, subjects::register("pending-1"), ev.encode(1 << 20).unwrap()).await;
+    let resp = request(
+        &client,
+        subjects::register("pending-1"),
+        ev.encode(1 << 20).unwrap(),
+    )
+    .await;
     assert_eq!(resp.state, RegistrationState::Pending as i32);
     let before = get(&mut api, "pending-1").await.unwrap();
 
@@ -184,11 +277,15 @@ async fn status_from_an_unaccepted_cluster_is_not_stored() {
         ..Default::default()
     };
     let ev = Event::new(types::cluster_status(), "x", "pending-1", &report).with_sequence(1);
-    js.publish_with_headers(subjects::status("pending-1", subjects::KIND_CLUSTER, None), headers(&ev), ev.encode(1 << 20).unwrap())
-        .await
-        .unwrap()
-        .await
-        .unwrap();
+    js.publish_with_headers(
+        subjects::status("pending-1", subjects::KIND_CLUSTER, None),
+        headers(&ev),
+        ev.encode(1 << 20).unwrap(),
+    )
+    .await
+    .unwrap()
+    .await
+    .unwrap();
     wait_metric(&hub, "reason=\"not_accepted\"").await;
     let after = get(&mut api, "pending-1").await.unwrap();
     assert_eq!(after, before);

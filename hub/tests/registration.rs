@@ -33,7 +33,11 @@ async fn register_waits_pending_until_accepted_then_becomes_available() {
     assert_eq!(labels[CLUSTERSET_LABEL], "default");
     let claims = &pending.status.as_ref().unwrap().cluster_claims;
     assert!(claims.iter().any(|c| c.name == CLAIM_ID));
-    assert!(claims.iter().any(|c| c.name == CLAIM_PLATFORM && c.value == "AWS"));
+    assert!(
+        claims
+            .iter()
+            .any(|c| c.name == CLAIM_PLATFORM && c.value == "AWS")
+    );
     assert_eq!(pending.status.as_ref().unwrap().capacity["cpu"], "8");
 
     // Pending for a while: no lease, nothing joins.
@@ -42,12 +46,19 @@ async fn register_waits_pending_until_accepted_then_becomes_available() {
     assert_eq!(condition(&still, COND_JOINED), None);
 
     accept(&mut api, "edge-1").await;
-    let c = wait_cluster(&mut api, "edge-1", "Available", |c| available(c).as_deref() == Some("True")).await;
+    let c = wait_cluster(&mut api, "edge-1", "Available", |c| {
+        available(c).as_deref() == Some("True")
+    })
+    .await;
     assert!(accepted(&c));
     assert_eq!(condition(&c, COND_HUB_ACCEPTED).as_deref(), Some("True"));
     assert_eq!(condition(&c, COND_JOINED).as_deref(), Some("True"));
     assert_eq!(condition(&c, COND_CLOCK_SYNCED).as_deref(), Some("True"));
-    assert!(taints(&c).is_empty(), "no built-in taint on an available cluster: {:?}", taints(&c));
+    assert!(
+        taints(&c).is_empty(),
+        "no built-in taint on an available cluster: {:?}",
+        taints(&c)
+    );
 
     // It stays available while the agent renews (grace is 3 s; watch for 4 s).
     tokio::time::sleep(Duration::from_secs(4)).await;
@@ -93,24 +104,43 @@ async fn stopped_agent_turns_unknown_and_unreachable_within_the_grace_and_recove
     let agent = start_agent(agent_config("edge-2", &nats.url()));
     wait_cluster(&mut api, "edge-2", "registered", |_| true).await;
     accept(&mut api, "edge-2").await;
-    wait_cluster(&mut api, "edge-2", "Available", |c| available(c).as_deref() == Some("True")).await;
+    wait_cluster(&mut api, "edge-2", "Available", |c| {
+        available(c).as_deref() == Some("True")
+    })
+    .await;
 
     agent.stop().await;
     let stopped = tokio::time::Instant::now();
-    let c = wait_cluster(&mut api, "edge-2", "Unknown", |c| available(c).as_deref() == Some("Unknown")).await;
+    let c = wait_cluster(&mut api, "edge-2", "Unknown", |c| {
+        available(c).as_deref() == Some("Unknown")
+    })
+    .await;
     // Grace = 3 × 1 s after the last renewal; allow for the renewal jitter and polling.
-    assert!(stopped.elapsed() < Duration::from_secs(6), "took {:?}", stopped.elapsed());
+    assert!(
+        stopped.elapsed() < Duration::from_secs(6),
+        "took {:?}",
+        stopped.elapsed()
+    );
     assert_eq!(taints(&c), vec![TAINT_UNREACHABLE]);
     let reason = c
         .status
         .as_ref()
-        .and_then(|s| flotilla_api::meta::find_condition(&s.conditions, "ManagedClusterConditionAvailable"))
+        .and_then(|s| {
+            flotilla_api::meta::find_condition(&s.conditions, "ManagedClusterConditionAvailable")
+        })
         .map(|c| c.reason.clone());
     assert_eq!(reason.as_deref(), Some("ManagedClusterLeaseUpdateStopped"));
-    assert!(metrics_text(&hub).await.contains("flotilla_hub_lease_expired_total 1"));
+    assert!(
+        metrics_text(&hub)
+            .await
+            .contains("flotilla_hub_lease_expired_total 1")
+    );
 
     let agent = start_agent(agent_config("edge-2", &nats.url()));
-    let c = wait_cluster(&mut api, "edge-2", "Available again", |c| available(c).as_deref() == Some("True")).await;
+    let c = wait_cluster(&mut api, "edge-2", "Available again", |c| {
+        available(c).as_deref() == Some("True")
+    })
+    .await;
     assert!(taints(&c).is_empty());
     agent.stop().await;
     hub.stop().await;
@@ -124,12 +154,23 @@ async fn unhealthy_spoke_is_unavailable_and_tainted() {
     let agent = start_agent(agent_config("edge-3", &nats.url()));
     wait_cluster(&mut api, "edge-3", "registered", |_| true).await;
     accept(&mut api, "edge-3").await;
-    wait_cluster(&mut api, "edge-3", "Available", |c| available(c).as_deref() == Some("True")).await;
-    agent.backend.set_health(false, "kube-apiserver is not responding");
-    let c = wait_cluster(&mut api, "edge-3", "unavailable", |c| available(c).as_deref() == Some("False")).await;
+    wait_cluster(&mut api, "edge-3", "Available", |c| {
+        available(c).as_deref() == Some("True")
+    })
+    .await;
+    agent
+        .backend
+        .set_health(false, "kube-apiserver is not responding");
+    let c = wait_cluster(&mut api, "edge-3", "unavailable", |c| {
+        available(c).as_deref() == Some("False")
+    })
+    .await;
     assert_eq!(taints(&c), vec![TAINT_UNAVAILABLE]);
     agent.backend.set_health(true, "");
-    let c = wait_cluster(&mut api, "edge-3", "available", |c| available(c).as_deref() == Some("True")).await;
+    let c = wait_cluster(&mut api, "edge-3", "available", |c| {
+        available(c).as_deref() == Some("True")
+    })
+    .await;
     assert!(taints(&c).is_empty());
     agent.stop().await;
     hub.stop().await;
@@ -143,12 +184,25 @@ async fn denied_cluster_cannot_rejoin_until_accepted_again() {
     let agent = start_agent(agent_config("edge-4", &nats.url()));
     wait_cluster(&mut api, "edge-4", "registered", |_| true).await;
     accept(&mut api, "edge-4").await;
-    wait_cluster(&mut api, "edge-4", "Available", |c| available(c).as_deref() == Some("True")).await;
+    wait_cluster(&mut api, "edge-4", "Available", |c| {
+        available(c).as_deref() == Some("True")
+    })
+    .await;
 
-    api.deny_clusters(ClusterNamesRequest { names: vec!["edge-4".into()] }).await.unwrap();
-    let denied = wait_cluster(&mut api, "edge-4", "denied", |c| condition(c, COND_HUB_DENIED).as_deref() == Some("True")).await;
+    api.deny_clusters(ClusterNamesRequest {
+        names: vec!["edge-4".into()],
+    })
+    .await
+    .unwrap();
+    let denied = wait_cluster(&mut api, "edge-4", "denied", |c| {
+        condition(c, COND_HUB_DENIED).as_deref() == Some("True")
+    })
+    .await;
     assert!(!accepted(&denied));
-    assert_eq!(condition(&denied, COND_HUB_ACCEPTED).as_deref(), Some("False"));
+    assert_eq!(
+        condition(&denied, COND_HUB_ACCEPTED).as_deref(),
+        Some("False")
+    );
     // The agent keeps asking (denied poll 0.5 s); each request is refused and counted, and the
     // stored cluster does not change.
     let rv = denied.metadata.as_ref().unwrap().resource_version;
@@ -159,7 +213,11 @@ async fn denied_cluster_cannot_rejoin_until_accepted_again() {
     .await;
     tokio::time::sleep(Duration::from_secs(4)).await;
     let c = get(&mut api, "edge-4").await.unwrap();
-    assert_eq!(c.metadata.as_ref().unwrap().resource_version, rv, "a denied cluster's requests change nothing");
+    assert_eq!(
+        c.metadata.as_ref().unwrap().resource_version,
+        rv,
+        "a denied cluster's requests change nothing"
+    );
     assert!(!accepted(&c));
 
     accept(&mut api, "edge-4").await;
@@ -215,13 +273,23 @@ async fn labels_taints_and_lease_are_edited_through_the_api() {
         .await
         .unwrap()
         .into_inner();
-    let gpu = c.spec.as_ref().unwrap().taints.iter().find(|t| t.key == "gpu").unwrap();
+    let gpu = c
+        .spec
+        .as_ref()
+        .unwrap()
+        .taints
+        .iter()
+        .find(|t| t.key == "gpu")
+        .unwrap();
     assert!(gpu.time_added.is_some(), "the hub sets timeAdded");
     let c = api
         .taint_cluster(TaintClusterRequest {
             name: "edge-5".into(),
             add: vec![],
-            remove: vec![TaintKey { key: "gpu".into(), effect: String::new() }],
+            remove: vec![TaintKey {
+                key: "gpu".into(),
+                effect: String::new(),
+            }],
         })
         .await
         .unwrap()
@@ -229,31 +297,45 @@ async fn labels_taints_and_lease_are_edited_through_the_api() {
     assert!(!taints(&c).contains(&"gpu".to_string()));
 
     let c = api
-        .set_lease_duration(SetLeaseDurationRequest { name: "edge-5".into(), lease_duration_seconds: 2 })
+        .set_lease_duration(SetLeaseDurationRequest {
+            name: "edge-5".into(),
+            lease_duration_seconds: 2,
+        })
         .await
         .unwrap()
         .into_inner();
     assert_eq!(c.spec.as_ref().unwrap().lease_duration_seconds, 2);
     let err = api
-        .set_lease_duration(SetLeaseDurationRequest { name: "edge-5".into(), lease_duration_seconds: -1 })
+        .set_lease_duration(SetLeaseDurationRequest {
+            name: "edge-5".into(),
+            lease_duration_seconds: -1,
+        })
         .await
         .unwrap_err();
     assert_eq!(err.code(), tonic::Code::InvalidArgument);
 
     let err = api
-        .accept_clusters(ClusterNamesRequest { names: vec!["nope".into()] })
+        .accept_clusters(ClusterNamesRequest {
+            names: vec!["nope".into()],
+        })
         .await
         .unwrap_err();
     assert_eq!(err.code(), tonic::Code::NotFound);
 
     let list = api
-        .list_clusters(ListClustersRequest { label_selector: "tier=gold".into(), ..Default::default() })
+        .list_clusters(ListClustersRequest {
+            label_selector: "tier=gold".into(),
+            ..Default::default()
+        })
         .await
         .unwrap()
         .into_inner();
     assert_eq!(list.items.len(), 1);
     let list = api
-        .list_clusters(ListClustersRequest { label_selector: "tier=silver".into(), ..Default::default() })
+        .list_clusters(ListClustersRequest {
+            label_selector: "tier=silver".into(),
+            ..Default::default()
+        })
         .await
         .unwrap()
         .into_inner();
@@ -270,19 +352,38 @@ async fn deleting_a_cluster_removes_hub_state_and_tells_the_agent() {
     let agent = start_agent(agent_config("edge-6", &nats.url()));
     wait_cluster(&mut api, "edge-6", "registered", |_| true).await;
     accept(&mut api, "edge-6").await;
-    wait_cluster(&mut api, "edge-6", "Available", |c| available(c).as_deref() == Some("True")).await;
+    wait_cluster(&mut api, "edge-6", "Available", |c| {
+        available(c).as_deref() == Some("True")
+    })
+    .await;
 
-    api.delete_cluster(DeleteClusterRequest { name: "edge-6".into() }).await.unwrap();
+    api.delete_cluster(DeleteClusterRequest {
+        name: "edge-6".into(),
+    })
+    .await
+    .unwrap();
     // Like OCM's klusterlet, the agent registers again — as a new, pending cluster.
-    let again = wait_cluster(&mut api, "edge-6", "re-registered as pending", |c| !accepted(c)).await;
+    let again = wait_cluster(&mut api, "edge-6", "re-registered as pending", |c| {
+        !accepted(c)
+    })
+    .await;
     assert_eq!(condition(&again, COND_JOINED), None);
     // Its old status subjects are gone from the stream.
     let client = async_nats::connect(nats.url()).await.unwrap();
     let js = async_nats::jetstream::new(client);
-    let mut stream = js.get_stream(flotilla_bus::jetstream::STATUS_STREAM).await.unwrap();
+    let mut stream = js
+        .get_stream(flotilla_bus::jetstream::STATUS_STREAM)
+        .await
+        .unwrap();
     let lease = flotilla_bus::subjects::status("edge-6", "lease", None);
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(stream.get_last_raw_message_by_subject(&lease).await.is_err(), "pending agents do not renew");
+    assert!(
+        stream
+            .get_last_raw_message_by_subject(&lease)
+            .await
+            .is_err(),
+        "pending agents do not renew"
+    );
     let _ = stream.info().await.unwrap();
     agent.stop().await;
     hub.stop().await;
@@ -303,12 +404,17 @@ async fn hub_restart_keeps_state_and_does_not_flap_live_clusters() {
     })
     .await
     .unwrap();
-    wait_cluster(&mut api, "edge-7", "Available", |c| available(c).as_deref() == Some("True")).await;
+    wait_cluster(&mut api, "edge-7", "Available", |c| {
+        available(c).as_deref() == Some("True")
+    })
+    .await;
     hub.stop().await;
 
     let hub = start_hub(hub_config(&nats.url())).await;
     let mut api = clusters_client(&hub).await;
-    let c = get(&mut api, "edge-7").await.expect("cluster loaded from KV");
+    let c = get(&mut api, "edge-7")
+        .await
+        .expect("cluster loaded from KV");
     assert!(accepted(&c));
     assert_eq!(c.metadata.as_ref().unwrap().labels["site"], "north");
     // For longer than the grace, it never leaves True.
@@ -320,7 +426,11 @@ async fn hub_restart_keeps_state_and_does_not_flap_live_clusters() {
     let until = tokio::time::Instant::now() + Duration::from_secs(5);
     while let Ok(Ok(Some(ev))) = tokio::time::timeout_at(until, watch.message()).await {
         let c = ev.cluster.unwrap();
-        assert_eq!(available(&c).as_deref(), Some("True"), "flapped after restart: {c:#?}");
+        assert_eq!(
+            available(&c).as_deref(),
+            Some("True"),
+            "flapped after restart: {c:#?}"
+        );
     }
     agent.stop().await;
     hub.stop().await;
@@ -334,7 +444,10 @@ async fn nats_restart_recovers_hub_and_agents() {
     let agent = start_agent(agent_config("edge-8", &nats.url()));
     wait_cluster(&mut api, "edge-8", "registered", |_| true).await;
     accept(&mut api, "edge-8").await;
-    wait_cluster(&mut api, "edge-8", "Available", |c| available(c).as_deref() == Some("True")).await;
+    wait_cluster(&mut api, "edge-8", "Available", |c| {
+        available(c).as_deref() == Some("True")
+    })
+    .await;
 
     nats.restart();
 
@@ -353,12 +466,21 @@ async fn nats_restart_recovers_hub_and_agents() {
     })
     .await;
     let newcomer = start_agent(agent_config("edge-9", &nats.url()));
-    wait_cluster(&mut api, "edge-9", "registered after NATS restart", |_| true).await;
+    wait_cluster(&mut api, "edge-9", "registered after NATS restart", |_| {
+        true
+    })
+    .await;
     accept(&mut api, "edge-9").await;
-    wait_cluster(&mut api, "edge-9", "Available after NATS restart", |c| available(c).as_deref() == Some("True")).await;
+    wait_cluster(&mut api, "edge-9", "Available after NATS restart", |c| {
+        available(c).as_deref() == Some("True")
+    })
+    .await;
     // edge-8 stays (or becomes again) Available: its renewals flow through the new connection.
     tokio::time::sleep(Duration::from_secs(4)).await;
-    wait_cluster(&mut api, "edge-8", "Available after NATS restart", |c| available(c).as_deref() == Some("True")).await;
+    wait_cluster(&mut api, "edge-8", "Available after NATS restart", |c| {
+        available(c).as_deref() == Some("True")
+    })
+    .await;
     agent.stop().await;
     newcomer.stop().await;
     hub.stop().await;

@@ -55,7 +55,10 @@ struct RegisterSummary {
     rss_per_agent_bytes: Option<u64>,
 }
 
-async fn count_available(client: &mut ClusterServiceClient<tonic::transport::Channel>, prefix: &str) -> Result<usize> {
+async fn count_available(
+    client: &mut ClusterServiceClient<tonic::transport::Channel>,
+    prefix: &str,
+) -> Result<usize> {
     let mut token = String::new();
     let mut n = 0;
     loop {
@@ -71,7 +74,11 @@ async fn count_available(client: &mut ClusterServiceClient<tonic::transport::Cha
         n += page
             .items
             .iter()
-            .filter(|c| c.metadata.as_ref().is_some_and(|m| m.name.starts_with(prefix)))
+            .filter(|c| {
+                c.metadata
+                    .as_ref()
+                    .is_some_and(|m| m.name.starts_with(prefix))
+            })
             .filter(|c| c.spec.as_ref().is_some_and(|s| s.hub_accepts_client))
             .filter(|c| {
                 c.status

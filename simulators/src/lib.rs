@@ -71,8 +71,13 @@ pub fn profile(config: &FleetConfig, i: usize) -> (AgentConfig, SimBackend) {
     agent.nats.subscription_capacity = 256;
     let region = REGIONS[i % REGIONS.len()];
     agent.labels.insert("region".into(), region.into());
-    agent.labels.insert("env".into(), ENVS[(i / 4) % ENVS.len()].into());
-    agent.labels.insert("purpose".into(), if i % 5 == 0 { "test" } else { "serve" }.into());
+    agent
+        .labels
+        .insert("env".into(), ENVS[(i / 4) % ENVS.len()].into());
+    agent.labels.insert(
+        "purpose".into(),
+        if i % 5 == 0 { "test" } else { "serve" }.into(),
+    );
     if i % 10 == 0 {
         agent.labels.insert("canary".into(), "true".into());
     }
@@ -84,8 +89,12 @@ pub fn profile(config: &FleetConfig, i: usize) -> (AgentConfig, SimBackend) {
         name: "site.flotilla.io".into(),
         value: format!("site-{}", i % 50),
     });
-    let backend = SimBackend::new(CPUS[i % CPUS.len()], MEMS[(i / 3) % MEMS.len()], VERSIONS[i % VERSIONS.len()])
-        .with_platform(PLATFORMS[(i / 2) % PLATFORMS.len()]);
+    let backend = SimBackend::new(
+        CPUS[i % CPUS.len()],
+        MEMS[(i / 3) % MEMS.len()],
+        VERSIONS[i % VERSIONS.len()],
+    )
+    .with_platform(PLATFORMS[(i / 2) % PLATFORMS.len()]);
     (agent, backend)
 }
 

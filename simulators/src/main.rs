@@ -9,7 +9,11 @@ use std::time::Duration;
 #[command(name = "flotilla-sim", version)]
 struct Args {
     /// NATS server URL.
-    #[arg(long, env = "FLOTILLA_NATS_URL", default_value = "nats://127.0.0.1:4222")]
+    #[arg(
+        long,
+        env = "FLOTILLA_NATS_URL",
+        default_value = "nats://127.0.0.1:4222"
+    )]
     nats_url: String,
     /// Number of clusters.
     #[arg(long, default_value_t = 10)]
@@ -50,8 +54,16 @@ async fn main() -> anyhow::Result<()> {
     config.start_rate = args.start_rate;
     config.pending_poll = Duration::from_secs(args.pending_poll_seconds.max(1));
     config.status_interval = Duration::from_secs(args.status_interval_seconds.max(1));
-    if let Some(e) = flotilla_api::names::validate_cluster_name(&flotilla_sim::cluster_name(&config.name_prefix, 1)).err() {
-        eprintln!("flotilla-sim: --name-prefix {:?}: {}", config.name_prefix, e.reason);
+    if let Some(e) = flotilla_api::names::validate_cluster_name(&flotilla_sim::cluster_name(
+        &config.name_prefix,
+        1,
+    ))
+    .err()
+    {
+        eprintln!(
+            "flotilla-sim: --name-prefix {:?}: {}",
+            config.name_prefix, e.reason
+        );
         std::process::exit(64);
     }
     let fleet = Fleet::start(&config).await;

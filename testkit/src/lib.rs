@@ -30,7 +30,11 @@ pub fn nats_server_binary() -> PathBuf {
     if let Ok(p) = std::env::var("NATS_SERVER_BIN") {
         return PathBuf::from(p);
     }
-    for dir in std::env::var("PATH").unwrap_or_default().split(':').chain(["/usr/sbin", "/usr/local/bin", "/usr/bin"]) {
+    for dir in std::env::var("PATH").unwrap_or_default().split(':').chain([
+        "/usr/sbin",
+        "/usr/local/bin",
+        "/usr/bin",
+    ]) {
         let p = Path::new(dir).join("nats-server");
         if p.is_file() {
             return p;
@@ -82,16 +86,20 @@ impl NatsServer {
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(15);
         while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            if let Some(child) = self.child.as_mut() {
-                if let Ok(Some(status)) = child.try_wait() {
-                    panic!(
-                        "nats-server exited with {status} on port {}; log:\n{}",
-                        self.port,
-                        std::fs::read_to_string(&self.log).unwrap_or_default()
-                    );
-                }
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                panic!(
+                    "nats-server exited with {status} on port {}; log:\n{}",
+                    self.port,
+                    std::fs::read_to_string(&self.log).unwrap_or_default()
+                );
             }
-            assert!(Instant::now() < deadline, "nats-server did not listen on port {} within 15 s", self.port);
+            assert!(
+                Instant::now() < deadline,
+                "nats-server did not listen on port {} within 15 s",
+                self.port
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -137,12 +145,11 @@ impl Drop for NatsServer {
 pub fn target_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("current test executable");
     let deps = exe.parent().expect("test executable has a directory");
-    let dir = if deps.ends_with("deps") {
+    if deps.ends_with("deps") {
         deps.parent().expect("deps has a parent").to_path_buf()
     } else {
         deps.to_path_buf()
-    };
-    dir
+    }
 }
 
 /// Path of a workspace binary (`flotilla-hub`, `flotilla-agent`, `flotilla`, `flotilla-sim`).

@@ -19,8 +19,14 @@ impl SimBackend {
         .into();
         // Allocatable keeps some room for system daemons, like kubelet's reservations.
         let allocatable = [
-            ("cpu".to_string(), format!("{}m", cpu * 1000 - cpu.min(4) * 100)),
-            ("memory".to_string(), format!("{}Mi", memory_gib * 1024 - memory_gib.min(8) * 128)),
+            (
+                "cpu".to_string(),
+                format!("{}m", cpu * 1000 - cpu.min(4) * 100),
+            ),
+            (
+                "memory".to_string(),
+                format!("{}Mi", memory_gib * 1024 - memory_gib.min(8) * 128),
+            ),
             ("pods".to_string(), "110".to_string()),
         ]
         .into();

@@ -160,18 +160,40 @@ impl ClusterHandle {
     }
 
     /// Edits labels.
-    pub async fn label(&self, set: HashMap<String, String>, remove: Vec<String>) -> Result<ManagedCluster, ClusterError> {
-        self.call(|respond_to| Msg::Label { set, remove, respond_to }).await
+    pub async fn label(
+        &self,
+        set: HashMap<String, String>,
+        remove: Vec<String>,
+    ) -> Result<ManagedCluster, ClusterError> {
+        self.call(|respond_to| Msg::Label {
+            set,
+            remove,
+            respond_to,
+        })
+        .await
     }
 
     /// Edits taints.
-    pub async fn taint(&self, add: Vec<Taint>, remove: Vec<TaintKey>) -> Result<ManagedCluster, ClusterError> {
-        self.call(|respond_to| Msg::Taint { add, remove, respond_to }).await
+    pub async fn taint(
+        &self,
+        add: Vec<Taint>,
+        remove: Vec<TaintKey>,
+    ) -> Result<ManagedCluster, ClusterError> {
+        self.call(|respond_to| Msg::Taint {
+            add,
+            remove,
+            respond_to,
+        })
+        .await
     }
 
     /// Changes the lease duration.
     pub async fn set_lease(&self, seconds: i32) -> Result<ManagedCluster, ClusterError> {
-        self.call(|respond_to| Msg::SetLease { seconds, respond_to }).await
+        self.call(|respond_to| Msg::SetLease {
+            seconds,
+            respond_to,
+        })
+        .await
     }
 
     /// Deletes the cluster.
@@ -263,7 +285,9 @@ impl Actor {
         } else {
             self.shared.config.default_lease_duration_seconds.max(1)
         };
-        Duration::from_secs(secs as u64 * u64::from(self.shared.config.lease_grace_multiplier.max(1)))
+        Duration::from_secs(
+            secs as u64 * u64::from(self.shared.config.lease_grace_multiplier.max(1)),
+        )
     }
 
     fn lease_seconds(&self, c: &ManagedCluster) -> i32 {
@@ -283,11 +307,21 @@ impl Actor {
             }
             Msg::Accept(tx) => {
                 let r = self
-                    .edit(|c| Ok(rules::accept(c, "HubClusterAdminAccepted", "Accepted by the hub cluster admin")))
+                    .edit(|c| {
+                        Ok(rules::accept(
+                            c,
+                            "HubClusterAdminAccepted",
+                            "Accepted by the hub cluster admin",
+                        ))
+                    })
                     .await;
                 if let Ok(c) = &r {
                     self.lease_deadline = Some(Instant::now() + self.grace(c));
-                    self.notify(RegistrationState::Accepted, "accepted by the hub cluster admin").await;
+                    self.notify(
+                        RegistrationState::Accepted,
+                        "accepted by the hub cluster admin",
+                    )
+                    .await;
                 }
                 let _ = tx.send(r);
             }
@@ -295,19 +329,31 @@ impl Actor {
                 let r = self.edit(|c| Ok(rules::deny(c))).await;
                 if r.is_ok() {
                     self.lease_deadline = None;
-                    self.notify(RegistrationState::Denied, "denied by the hub cluster admin").await;
+                    self.notify(RegistrationState::Denied, "denied by the hub cluster admin")
+                        .await;
                 }
                 let _ = tx.send(r);
             }
-            Msg::Label { set, remove, respond_to } => {
+            Msg::Label {
+                set,
+                remove,
+                respond_to,
+            } => {
                 let r = self.edit(|c| rules::apply_labels(c, &set, &remove)).await;
                 let _ = respond_to.send(r);
             }
-            Msg::Taint { add, remove, respond_to } => {
+            Msg::Taint {
+                add,
+                remove,
+                respond_to,
+            } => {
                 let r = self.edit(|c| rules::apply_taints(c, &add, &remove)).await;
                 let _ = respond_to.send(r);
             }
-            Msg::SetLease { seconds, respond_to } => {
+            Msg::SetLease {
+                seconds,
+                respond_to,
+            } => {
                 let r = if !(0..=3600).contains(&seconds) {
                     Err(ClusterError::Invalid(format!(
                         "spec.leaseDurationSeconds: {seconds} is outside 0..=3600 (0 = hub default)"
@@ -334,7 +380,8 @@ impl Actor {
                 if let Ok(c) = &r {
                     if rules::accepted(c) {
                         self.lease_deadline = Some(Instant::now() + self.grace(c));
-                        self.notify(RegistrationState::Accepted, "lease duration changed").await;
+                        self.notify(RegistrationState::Accepted, "lease duration changed")
+                            .await;
                     }
                 }
                 let _ = respond_to.send(r);
@@ -365,7 +412,9 @@ impl Actor {
         let mut next = self.current()?;
         let changed = f(&mut next).map_err(ClusterError::Invalid)?;
         if changed {
-            self.persist(next).await.map_err(|e| ClusterError::Unavailable(e.to_string()))?;
+            self.persist(next)
+                .await
+                .map_err(|e| ClusterError::Unavailable(e.to_string()))?;
         }
         self.current()
     }
@@ -373,7 +422,11 @@ impl Actor {
     /// Writes `next` with compare-and-set, adopting it and publishing it to the inventory.
     async fn persist(&mut self, mut next: ManagedCluster) -> Result<(), StoreError> {
         let start = std::time::Instant::now();
-        let mut result = self.shared.bucket.write(&self.name, &next, self.revision).await;
+        let mut result = self
+            .shared
+            .bucket
+            .write(&self.name, &next, self.revision)
+            .await;
         if let Err(e) = &result {
             if e.is_conflict() {
                 // Someone else wrote (a previous incarnation of this actor, or an operator):
@@ -420,17 +473,33 @@ impl Actor {
     async fn register(&mut self, request: RegistrationRequest, reply: Option<async_nats::Subject>) {
         let response = match self.cluster.clone() {
             Some(c) if rules::denied(&c) => {
-                self.shared.metrics.rejected(&types::registration_request().to_string(), "denied");
+                self.shared
+                    .metrics
+                    .rejected(&types::registration_request().to_string(), "denied");
                 tracing::info!("registration refused: cluster is denied");
-                response(&self.name, RegistrationState::Denied, 0, "the hub cluster admin denied this cluster")
+                response(
+                    &self.name,
+                    RegistrationState::Denied,
+                    0,
+                    "the hub cluster admin denied this cluster",
+                )
             }
             Some(mut c) => {
                 let mut changed = rules::apply_registration(&mut c, &request);
-                if !rules::accepted(&c) && self.shared.config.auto_accept.admits(
-                    &c.metadata.as_ref().map(|m| m.labels.clone()).unwrap_or_default(),
-                    &request.claims,
-                ) {
-                    changed |= rules::accept(&mut c, "AutoAccepted", "Accepted by the hub's auto-accept policy");
+                if !rules::accepted(&c)
+                    && self.shared.config.auto_accept.admits(
+                        &c.metadata
+                            .as_ref()
+                            .map(|m| m.labels.clone())
+                            .unwrap_or_default(),
+                        &request.claims,
+                    )
+                {
+                    changed |= rules::accept(
+                        &mut c,
+                        "AutoAccepted",
+                        "Accepted by the hub's auto-accept policy",
+                    );
                     self.lease_deadline = Some(Instant::now() + self.grace(&c));
                 }
                 if changed {
@@ -459,13 +528,19 @@ impl Actor {
             }
         };
         if let Some(reply) = reply {
-            self.send(reply.to_string(), types::registration_response(), &response).await;
+            self.send(reply.to_string(), types::registration_response(), &response)
+                .await;
         }
     }
 
     fn registration_response(&self, c: &ManagedCluster) -> RegistrationResponse {
         if rules::accepted(c) {
-            response(&self.name, RegistrationState::Accepted, self.lease_seconds(c), "accepted")
+            response(
+                &self.name,
+                RegistrationState::Accepted,
+                self.lease_seconds(c),
+                "accepted",
+            )
         } else {
             response(
                 &self.name,
@@ -479,14 +554,29 @@ impl Actor {
     async fn notify(&self, state: RegistrationState, message: &str) {
         let Some(c) = &self.cluster else { return };
         let r = response(&self.name, state, self.lease_seconds(c), message);
-        self.send(subjects::spec(&self.name), types::registration_response(), &r).await;
+        self.send(
+            subjects::spec(&self.name),
+            types::registration_response(),
+            &r,
+        )
+        .await;
     }
 
-    async fn send(&self, subject: String, ty: flotilla_bus::EventType, payload: &RegistrationResponse) {
+    async fn send(
+        &self,
+        subject: String,
+        ty: flotilla_bus::EventType,
+        payload: &RegistrationResponse,
+    ) {
         let ev = Event::new(ty, SOURCE, self.name.clone(), payload);
         match ev.encode(self.shared.config.max_event_bytes) {
             Ok(bytes) => {
-                if let Err(e) = self.shared.nats.publish_with_headers(subject, headers(&ev), bytes).await {
+                if let Err(e) = self
+                    .shared
+                    .nats
+                    .publish_with_headers(subject, headers(&ev), bytes)
+                    .await
+                {
                     tracing::warn!(error = %e, "publishing to the agent failed");
                 }
             }
@@ -495,12 +585,22 @@ impl Actor {
     }
 
     async fn lease(&mut self, ev: LeaseEvent) {
-        let LeaseEvent { renewal, sequence, server_time, ack } = ev;
+        let LeaseEvent {
+            renewal,
+            sequence,
+            server_time,
+            ack,
+        } = ev;
         self.lease_inner(renewal, sequence, server_time).await;
         ack_message(ack).await;
     }
 
-    async fn lease_inner(&mut self, renewal: LeaseRenewal, sequence: Option<u64>, server_time: SystemTime) {
+    async fn lease_inner(
+        &mut self,
+        renewal: LeaseRenewal,
+        sequence: Option<u64>,
+        server_time: SystemTime,
+    ) {
         let ty = types::lease_renewal().to_string();
         let Some(c) = self.cluster.clone().filter(rules::accepted) else {
             self.shared.metrics.rejected(&ty, "not_accepted");
@@ -515,7 +615,9 @@ impl Actor {
             self.lease_sequence = seq;
         }
         let effective = server_time.max(self.shared.started);
-        let age = SystemTime::now().duration_since(effective).unwrap_or_default();
+        let age = SystemTime::now()
+            .duration_since(effective)
+            .unwrap_or_default();
         let grace = self.grace(&c);
         if age >= grace {
             // A renewal replayed from the stream after an outage: too old to prove liveness.
@@ -526,7 +628,12 @@ impl Actor {
         let mut changed = rules::join(&mut next);
         let healthy = next.hub.as_ref().is_none_or(|h| h.agent_healthy);
         changed |= if healthy {
-            rules::set_available(&mut next, status::TRUE, "ManagedClusterAvailable", "Managed cluster is available")
+            rules::set_available(
+                &mut next,
+                status::TRUE,
+                "ManagedClusterAvailable",
+                "Managed cluster is available",
+            )
         } else {
             let msg = next
                 .status
@@ -566,7 +673,12 @@ impl Actor {
     }
 
     async fn status(&mut self, ev: StatusEvent) {
-        let StatusEvent { report, sequence, hash, ack } = ev;
+        let StatusEvent {
+            report,
+            sequence,
+            hash,
+            ack,
+        } = ev;
         let ty = types::cluster_status().to_string();
         let Some(mut next) = self.cluster.clone().filter(rules::accepted) else {
             self.shared.metrics.rejected(&ty, "not_accepted");
@@ -574,7 +686,11 @@ impl Actor {
             return;
         };
         let hub = next.hub.get_or_insert_with(Default::default);
-        let last = hub.last_sequence.get(subjects::KIND_CLUSTER).copied().unwrap_or(0);
+        let last = hub
+            .last_sequence
+            .get(subjects::KIND_CLUSTER)
+            .copied()
+            .unwrap_or(0);
         if let Some(seq) = sequence {
             if seq <= last {
                 self.shared.metrics.rejected(&ty, "stale_sequence");
@@ -601,9 +717,19 @@ impl Actor {
         let lease_live = self.lease_deadline.is_some_and(|d| d > Instant::now());
         if lease_live {
             if report.healthy {
-                rules::set_available(&mut next, status::TRUE, "ManagedClusterAvailable", "Managed cluster is available");
+                rules::set_available(
+                    &mut next,
+                    status::TRUE,
+                    "ManagedClusterAvailable",
+                    "Managed cluster is available",
+                );
             } else {
-                rules::set_available(&mut next, status::FALSE, "ManagedClusterUnhealthy", &report.health_message);
+                rules::set_available(
+                    &mut next,
+                    status::FALSE,
+                    "ManagedClusterUnhealthy",
+                    &report.health_message,
+                );
             }
         }
         self.persist_or_retry(next).await;
@@ -612,7 +738,9 @@ impl Actor {
 
     async fn lease_expired(&mut self) {
         self.lease_deadline = None;
-        let Some(mut next) = self.cluster.clone().filter(rules::accepted) else { return };
+        let Some(mut next) = self.cluster.clone().filter(rules::accepted) else {
+            return;
+        };
         if rules::set_available(
             &mut next,
             status::UNKNOWN,
@@ -653,12 +781,23 @@ impl Actor {
     }
 
     async fn notify_deleted(&self) {
-        let r = response(&self.name, RegistrationState::Deleted, 0, "the cluster was deleted on the hub");
-        self.send(subjects::spec(&self.name), types::cluster_deleted(), &r).await;
+        let r = response(
+            &self.name,
+            RegistrationState::Deleted,
+            0,
+            "the cluster was deleted on the hub",
+        );
+        self.send(subjects::spec(&self.name), types::cluster_deleted(), &r)
+            .await;
     }
 }
 
-fn response(name: &str, state: RegistrationState, lease: i32, message: &str) -> RegistrationResponse {
+fn response(
+    name: &str,
+    state: RegistrationState,
+    lease: i32,
+    message: &str,
+) -> RegistrationResponse {
     RegistrationResponse {
         cluster_name: name.to_string(),
         state: state as i32,

@@ -101,7 +101,12 @@ impl Clusters {
         self.actors
             .entry(name.to_string())
             .or_insert_with(|| {
-                actor::spawn(name.to_string(), None, self.shared.clone(), self.actors.clone())
+                actor::spawn(
+                    name.to_string(),
+                    None,
+                    self.shared.clone(),
+                    self.actors.clone(),
+                )
             })
             .clone()
     }

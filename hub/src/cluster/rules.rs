@@ -45,7 +45,10 @@ impl AutoAccept {
 /// Validates a registration request; the error names the field.
 pub fn validate_registration(req: &RegistrationRequest) -> Result<(), String> {
     names::validate_cluster_name(&req.cluster_name).map_err(|e| e.to_string())?;
-    if let Some(e) = names::validate_labels("labels", &req.labels).into_iter().next() {
+    if let Some(e) = names::validate_labels("labels", &req.labels)
+        .into_iter()
+        .next()
+    {
         return Err(e.to_string());
     }
     validate_claims(&req.claims)
@@ -57,7 +60,8 @@ pub fn validate_claims(claims: &[ClusterClaim]) -> Result<(), String> {
     let mut seen = std::collections::HashSet::new();
     let mut custom = 0;
     for (i, c) in claims.iter().enumerate() {
-        names::validate_claim(&format!("claims[{i}]"), &c.name, &c.value).map_err(|e| e.to_string())?;
+        names::validate_claim(&format!("claims[{i}]"), &c.name, &c.value)
+            .map_err(|e| e.to_string())?;
         if !seen.insert(c.name.as_str()) {
             return Err(format!("claims[{i}].name: duplicate claim {:?}", c.name));
         }
@@ -94,7 +98,11 @@ pub fn denied(c: &ManagedCluster) -> bool {
 }
 
 /// Builds a new cluster from its first registration request.
-pub fn new_cluster(req: &RegistrationRequest, auto: &AutoAccept, default_lease_seconds: i32) -> ManagedCluster {
+pub fn new_cluster(
+    req: &RegistrationRequest,
+    auto: &AutoAccept,
+    default_lease_seconds: i32,
+) -> ManagedCluster {
     let mut labels = req.labels.clone();
     labels
         .entry(CLUSTERSET_LABEL.to_string())
@@ -121,7 +129,11 @@ pub fn new_cluster(req: &RegistrationRequest, auto: &AutoAccept, default_lease_s
     };
     apply_registration(&mut c, req);
     if auto.admits(&req.labels, &req.claims) {
-        accept(&mut c, "AutoAccepted", "Accepted by the hub's auto-accept policy");
+        accept(
+            &mut c,
+            "AutoAccepted",
+            "Accepted by the hub's auto-accept policy",
+        );
     }
     reconcile_taints(&mut c);
     c
@@ -163,7 +175,9 @@ pub fn apply_report(
         st.allocatable = allocatable.clone();
         changed = true;
     }
-    let version = st.version.get_or_insert_with(ManagedClusterVersion::default);
+    let version = st
+        .version
+        .get_or_insert_with(ManagedClusterVersion::default);
     if version.kubernetes != kubernetes_version {
         version.kubernetes = kubernetes_version.to_string();
         changed = true;
@@ -193,7 +207,13 @@ pub fn accept(c: &mut ManagedCluster, reason: &str, message: &str) -> bool {
         changed = true;
     }
     let st = c.status.get_or_insert_with(Default::default);
-    changed |= meta::set_condition(&mut st.conditions, COND_HUB_ACCEPTED, status::TRUE, reason, message);
+    changed |= meta::set_condition(
+        &mut st.conditions,
+        COND_HUB_ACCEPTED,
+        status::TRUE,
+        reason,
+        message,
+    );
     changed |= meta::remove_condition(&mut st.conditions, COND_HUB_DENIED);
     changed
 }
@@ -223,7 +243,12 @@ pub fn deny(c: &mut ManagedCluster) -> bool {
         "Denied by the hub cluster admin",
     );
     changed |= meta::remove_condition(&mut st.conditions, COND_JOINED);
-    changed |= set_available(c, status::UNKNOWN, "HubClusterAdminDenied", "The cluster was denied; its agent no longer reports");
+    changed |= set_available(
+        c,
+        status::UNKNOWN,
+        "HubClusterAdminDenied",
+        "The cluster was denied; its agent no longer reports",
+    );
     changed
 }
 
@@ -242,7 +267,8 @@ pub fn join(c: &mut ManagedCluster) -> bool {
 /// Sets ManagedClusterConditionAvailable and the taints that follow from it.
 pub fn set_available(c: &mut ManagedCluster, value: &str, reason: &str, message: &str) -> bool {
     let st = c.status.get_or_insert_with(Default::default);
-    let mut changed = meta::set_condition(&mut st.conditions, COND_AVAILABLE, value, reason, message);
+    let mut changed =
+        meta::set_condition(&mut st.conditions, COND_AVAILABLE, value, reason, message);
     changed |= reconcile_taints(c);
     changed
 }
@@ -258,7 +284,10 @@ pub fn reconcile_taints(c: &mut ManagedCluster) -> bool {
     };
     let spec = c.spec.get_or_insert_with(Default::default);
     let mut changed = false;
-    for (key, want) in [(TAINT_UNAVAILABLE, want_unavailable), (TAINT_UNREACHABLE, want_unreachable)] {
+    for (key, want) in [
+        (TAINT_UNAVAILABLE, want_unavailable),
+        (TAINT_UNREACHABLE, want_unreachable),
+    ] {
         let has = spec.taints.iter().any(|t| t.key == key);
         if want && !has {
             spec.taints.push(Taint {
@@ -287,7 +316,9 @@ pub fn apply_labels(
     }
     for k in remove {
         if set.contains_key(k) {
-            return Err(format!("labels[{k:?}]: both set and removed in one request"));
+            return Err(format!(
+                "labels[{k:?}]: both set and removed in one request"
+            ));
         }
     }
     let m = c.metadata.get_or_insert_with(Default::default);
@@ -306,11 +337,17 @@ pub fn apply_labels(
 
 /// Adds (or changes the value of) and removes taints. `timeAdded` is always the hub's clock;
 /// the hub's own taints cannot be edited. Returns whether anything changed.
-pub fn apply_taints(c: &mut ManagedCluster, add: &[Taint], remove: &[TaintKey]) -> Result<bool, String> {
+pub fn apply_taints(
+    c: &mut ManagedCluster,
+    add: &[Taint],
+    remove: &[TaintKey],
+) -> Result<bool, String> {
     for (i, t) in add.iter().enumerate() {
-        names::validate_label_key(&format!("taints[{i}].key"), &t.key).map_err(|e| e.to_string())?;
+        names::validate_label_key(&format!("taints[{i}].key"), &t.key)
+            .map_err(|e| e.to_string())?;
         if !t.value.is_empty() {
-            names::validate_label_value(&format!("taints[{i}].value"), &t.value).map_err(|e| e.to_string())?;
+            names::validate_label_value(&format!("taints[{i}].value"), &t.value)
+                .map_err(|e| e.to_string())?;
         }
         if !TAINT_EFFECTS.contains(&t.effect.as_str()) {
             return Err(format!(
@@ -319,15 +356,24 @@ pub fn apply_taints(c: &mut ManagedCluster, add: &[Taint], remove: &[TaintKey]) 
             ));
         }
         if t.key == TAINT_UNAVAILABLE || t.key == TAINT_UNREACHABLE {
-            return Err(format!("taints[{i}].key: {:?} is maintained by the hub", t.key));
+            return Err(format!(
+                "taints[{i}].key: {:?} is maintained by the hub",
+                t.key
+            ));
         }
     }
     for (i, r) in remove.iter().enumerate() {
         if r.key == TAINT_UNAVAILABLE || r.key == TAINT_UNREACHABLE {
-            return Err(format!("remove[{i}].key: {:?} is maintained by the hub", r.key));
+            return Err(format!(
+                "remove[{i}].key: {:?} is maintained by the hub",
+                r.key
+            ));
         }
         if !r.effect.is_empty() && !TAINT_EFFECTS.contains(&r.effect.as_str()) {
-            return Err(format!("remove[{i}].effect: {:?} is not a taint effect", r.effect));
+            return Err(format!(
+                "remove[{i}].effect: {:?} is not a taint effect",
+                r.effect
+            ));
         }
     }
     let spec = c.spec.get_or_insert_with(Default::default);
@@ -386,14 +432,23 @@ mod tests {
     }
 
     fn taint_keys(c: &ManagedCluster) -> Vec<&str> {
-        c.spec.as_ref().unwrap().taints.iter().map(|t| t.key.as_str()).collect()
+        c.spec
+            .as_ref()
+            .unwrap()
+            .taints
+            .iter()
+            .map(|t| t.key.as_str())
+            .collect()
     }
 
     #[test]
     fn new_clusters_wait_for_acceptance_in_the_default_set_and_are_unreachable() {
         let c = new_cluster(&req("c1"), &AutoAccept::default(), 60);
         assert!(!accepted(&c));
-        assert_eq!(c.metadata.as_ref().unwrap().labels[CLUSTERSET_LABEL], "default");
+        assert_eq!(
+            c.metadata.as_ref().unwrap().labels[CLUSTERSET_LABEL],
+            "default"
+        );
         assert_eq!(c.metadata.as_ref().unwrap().labels["env"], "prod");
         assert_eq!(taint_keys(&c), vec![TAINT_UNREACHABLE]);
         assert_eq!(c.status.as_ref().unwrap().capacity["cpu"], "8");
@@ -418,13 +473,28 @@ mod tests {
     fn availability_drives_the_builtin_taints() {
         let mut c = new_cluster(&req("c1"), &AutoAccept::default(), 60);
         accept(&mut c, "HubClusterAdminAccepted", "");
-        assert!(set_available(&mut c, status::TRUE, "ManagedClusterAvailable", ""));
+        assert!(set_available(
+            &mut c,
+            status::TRUE,
+            "ManagedClusterAvailable",
+            ""
+        ));
         assert!(taint_keys(&c).is_empty());
         assert!(set_available(&mut c, status::FALSE, "Unhealthy", ""));
         assert_eq!(taint_keys(&c), vec![TAINT_UNAVAILABLE]);
-        assert!(set_available(&mut c, status::UNKNOWN, "ManagedClusterLeaseUpdateStopped", ""));
+        assert!(set_available(
+            &mut c,
+            status::UNKNOWN,
+            "ManagedClusterLeaseUpdateStopped",
+            ""
+        ));
         assert_eq!(taint_keys(&c), vec![TAINT_UNREACHABLE]);
-        assert!(!set_available(&mut c, status::UNKNOWN, "ManagedClusterLeaseUpdateStopped", ""));
+        assert!(!set_available(
+            &mut c,
+            status::UNKNOWN,
+            "ManagedClusterLeaseUpdateStopped",
+            ""
+        ));
     }
 
     #[test]
@@ -452,15 +522,29 @@ mod tests {
             time_added: None,
         };
         assert!(apply_taints(&mut c, &[gpu.clone()], &[]).unwrap());
-        let t = c.spec.as_ref().unwrap().taints.iter().find(|t| t.key == "gpu").unwrap();
+        let t = c
+            .spec
+            .as_ref()
+            .unwrap()
+            .taints
+            .iter()
+            .find(|t| t.key == "gpu")
+            .unwrap();
         assert!(t.time_added.is_some());
-        assert!(!apply_taints(&mut c, &[gpu], &[]).unwrap(), "same taint twice is no change");
+        assert!(
+            !apply_taints(&mut c, &[gpu], &[]).unwrap(),
+            "same taint twice is no change"
+        );
         let bad = Taint {
             key: "x".into(),
             effect: "NoExecute".into(),
             ..Default::default()
         };
-        assert!(apply_taints(&mut c, &[bad], &[]).unwrap_err().contains("taints[0].effect"));
+        assert!(
+            apply_taints(&mut c, &[bad], &[])
+                .unwrap_err()
+                .contains("taints[0].effect")
+        );
         let builtin = TaintKey {
             key: TAINT_UNREACHABLE.into(),
             effect: String::new(),
@@ -482,19 +566,31 @@ mod tests {
         assert_eq!(labels["tier"], "edge");
         assert!(!labels.contains_key("env"));
         let bad = [("bad key".to_string(), "x".to_string())].into();
-        assert!(apply_labels(&mut c, &bad, &[]).unwrap_err().contains("labels"));
+        assert!(
+            apply_labels(&mut c, &bad, &[])
+                .unwrap_err()
+                .contains("labels")
+        );
     }
 
     #[test]
     fn registration_validation_names_the_field() {
         let mut r = req("Bad_Name");
-        assert!(validate_registration(&r).unwrap_err().starts_with("clusterName"));
+        assert!(
+            validate_registration(&r)
+                .unwrap_err()
+                .starts_with("clusterName")
+        );
         r = req("c1");
         r.claims.push(ClusterClaim {
             name: "x".into(),
             value: String::new(),
         });
-        assert!(validate_registration(&r).unwrap_err().contains("claims[1].value"));
+        assert!(
+            validate_registration(&r)
+                .unwrap_err()
+                .contains("claims[1].value")
+        );
         r = req("c1");
         for i in 0..=MAX_CUSTOM_CLAIMS {
             r.claims.push(ClusterClaim {
@@ -502,6 +598,10 @@ mod tests {
                 value: "v".into(),
             });
         }
-        assert!(validate_registration(&r).unwrap_err().contains("custom claims"));
+        assert!(
+            validate_registration(&r)
+                .unwrap_err()
+                .contains("custom claims")
+        );
     }
 }

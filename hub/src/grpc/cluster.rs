@@ -24,7 +24,10 @@ pub struct ClusterApi {
 impl ClusterApi {
     /// A service over the cluster registry and inventory.
     pub fn new(clusters: Clusters, inventory: Inventory) -> Self {
-        Self { clusters, inventory }
+        Self {
+            clusters,
+            inventory,
+        }
     }
 
     fn handle(&self, name: &str) -> Result<crate::cluster::ClusterHandle, Status> {
@@ -40,14 +43,20 @@ fn parse_selector(s: &str) -> Result<flotilla_api::v1::LabelSelector, Status> {
 }
 
 fn labels(c: &ManagedCluster) -> std::collections::HashMap<String, String> {
-    c.metadata.as_ref().map(|m| m.labels.clone()).unwrap_or_default()
+    c.metadata
+        .as_ref()
+        .map(|m| m.labels.clone())
+        .unwrap_or_default()
 }
 
 type WatchStream = Pin<Box<dyn Stream<Item = Result<ClusterEvent, Status>> + Send>>;
 
 #[tonic::async_trait]
 impl ClusterService for ClusterApi {
-    async fn list_clusters(&self, req: Request<ListClustersRequest>) -> Result<Response<ListClustersResponse>, Status> {
+    async fn list_clusters(
+        &self,
+        req: Request<ListClustersRequest>,
+    ) -> Result<Response<ListClustersResponse>, Status> {
         let req = req.into_inner();
         let sel = parse_selector(&req.label_selector)?;
         let mut items = Vec::new();
@@ -69,10 +78,16 @@ impl ClusterService for ClusterApi {
             }
             items.push((*c).clone());
         }
-        Ok(Response::new(ListClustersResponse { items, next_page_token }))
+        Ok(Response::new(ListClustersResponse {
+            items,
+            next_page_token,
+        }))
     }
 
-    async fn get_cluster(&self, req: Request<GetClusterRequest>) -> Result<Response<ManagedCluster>, Status> {
+    async fn get_cluster(
+        &self,
+        req: Request<GetClusterRequest>,
+    ) -> Result<Response<ManagedCluster>, Status> {
         let name = req.into_inner().name;
         self.inventory
             .get(&name)
@@ -82,7 +97,10 @@ impl ClusterService for ClusterApi {
 
     type WatchClustersStream = WatchStream;
 
-    async fn watch_clusters(&self, req: Request<WatchClustersRequest>) -> Result<Response<WatchStream>, Status> {
+    async fn watch_clusters(
+        &self,
+        req: Request<WatchClustersRequest>,
+    ) -> Result<Response<WatchStream>, Status> {
         let sel = parse_selector(&req.into_inner().label_selector)?;
         // Subscribe before the snapshot so that no change falls between them.
         let mut rx = self.inventory.subscribe();
@@ -90,7 +108,10 @@ impl ClusterService for ClusterApi {
         let stream = async_stream(move |tx| async move {
             for c in initial {
                 if selector::matches_labels(&sel, &labels(&c)) {
-                    let ev = ClusterEvent { r#type: EventType::Added as i32, cluster: Some((*c).clone()) };
+                    let ev = ClusterEvent {
+                        r#type: EventType::Added as i32,
+                        cluster: Some((*c).clone()),
+                    };
                     if tx.send(Ok(ev)).await.is_err() {
                         return;
                     }
@@ -99,7 +120,9 @@ impl ClusterService for ClusterApi {
             loop {
                 match rx.recv().await {
                     Ok(change) => {
-                        if !selector::matches_labels(&sel, &labels(&change.cluster)) && change.kind != ChangeKind::Deleted {
+                        if !selector::matches_labels(&sel, &labels(&change.cluster))
+                            && change.kind != ChangeKind::Deleted
+                        {
                             continue;
                         }
                         let ty = match change.kind {
@@ -107,14 +130,19 @@ impl ClusterService for ClusterApi {
                             ChangeKind::Modified => EventType::Modified,
                             ChangeKind::Deleted => EventType::Deleted,
                         };
-                        let ev = ClusterEvent { r#type: ty as i32, cluster: Some((*change.cluster).clone()) };
+                        let ev = ClusterEvent {
+                            r#type: ty as i32,
+                            cluster: Some((*change.cluster).clone()),
+                        };
                         if tx.send(Ok(ev)).await.is_err() {
                             return;
                         }
                     }
                     Err(RecvError::Lagged(n)) => {
                         let _ = tx
-                            .send(Err(Status::aborted(format!("watch fell {n} changes behind; list and watch again"))))
+                            .send(Err(Status::aborted(format!(
+                                "watch fell {n} changes behind; list and watch again"
+                            ))))
                             .await;
                         return;
                     }
@@ -125,9 +153,15 @@ impl ClusterService for ClusterApi {
         Ok(Response::new(stream))
     }
 
-    async fn accept_clusters(&self, req: Request<ClusterNamesRequest>) -> Result<Response<ClustersResponse>, Status> {
+    async fn accept_clusters(
+        &self,
+        req: Request<ClusterNamesRequest>,
+    ) -> Result<Response<ClustersResponse>, Status> {
         let names = req.into_inner().names;
-        let handles = names.iter().map(|n| self.handle(n)).collect::<Result<Vec<_>, _>>()?;
+        let handles = names
+            .iter()
+            .map(|n| self.handle(n))
+            .collect::<Result<Vec<_>, _>>()?;
         let mut items = Vec::new();
         for h in handles {
             items.push(h.accept().await?);
@@ -135,9 +169,15 @@ impl ClusterService for ClusterApi {
         Ok(Response::new(ClustersResponse { items }))
     }
 
-    async fn deny_clusters(&self, req: Request<ClusterNamesRequest>) -> Result<Response<ClustersResponse>, Status> {
+    async fn deny_clusters(
+        &self,
+        req: Request<ClusterNamesRequest>,
+    ) -> Result<Response<ClustersResponse>, Status> {
         let names = req.into_inner().names;
-        let handles = names.iter().map(|n| self.handle(n)).collect::<Result<Vec<_>, _>>()?;
+        let handles = names
+            .iter()
+            .map(|n| self.handle(n))
+            .collect::<Result<Vec<_>, _>>()?;
         let mut items = Vec::new();
         for h in handles {
             items.push(h.deny().await?);
@@ -145,22 +185,42 @@ impl ClusterService for ClusterApi {
         Ok(Response::new(ClustersResponse { items }))
     }
 
-    async fn label_cluster(&self, req: Request<LabelClusterRequest>) -> Result<Response<ManagedCluster>, Status> {
+    async fn label_cluster(
+        &self,
+        req: Request<LabelClusterRequest>,
+    ) -> Result<Response<ManagedCluster>, Status> {
         let r = req.into_inner();
-        Ok(Response::new(self.handle(&r.name)?.label(r.set, r.remove).await?))
+        Ok(Response::new(
+            self.handle(&r.name)?.label(r.set, r.remove).await?,
+        ))
     }
 
-    async fn taint_cluster(&self, req: Request<TaintClusterRequest>) -> Result<Response<ManagedCluster>, Status> {
+    async fn taint_cluster(
+        &self,
+        req: Request<TaintClusterRequest>,
+    ) -> Result<Response<ManagedCluster>, Status> {
         let r = req.into_inner();
-        Ok(Response::new(self.handle(&r.name)?.taint(r.add, r.remove).await?))
+        Ok(Response::new(
+            self.handle(&r.name)?.taint(r.add, r.remove).await?,
+        ))
     }
 
-    async fn set_lease_duration(&self, req: Request<SetLeaseDurationRequest>) -> Result<Response<ManagedCluster>, Status> {
+    async fn set_lease_duration(
+        &self,
+        req: Request<SetLeaseDurationRequest>,
+    ) -> Result<Response<ManagedCluster>, Status> {
         let r = req.into_inner();
-        Ok(Response::new(self.handle(&r.name)?.set_lease(r.lease_duration_seconds).await?))
+        Ok(Response::new(
+            self.handle(&r.name)?
+                .set_lease(r.lease_duration_seconds)
+                .await?,
+        ))
     }
 
-    async fn delete_cluster(&self, req: Request<DeleteClusterRequest>) -> Result<Response<DeleteClusterResponse>, Status> {
+    async fn delete_cluster(
+        &self,
+        req: Request<DeleteClusterRequest>,
+    ) -> Result<Response<DeleteClusterResponse>, Status> {
         let r = req.into_inner();
         self.handle(&r.name)?.delete().await?;
         Ok(Response::new(DeleteClusterResponse {}))

@@ -23,34 +23,59 @@ impl ClusterSetApi {
 
 #[tonic::async_trait]
 impl ClusterSetService for ClusterSetApi {
-    async fn apply_cluster_set(&self, req: Request<ManagedClusterSet>) -> Result<Response<ManagedClusterSet>, Status> {
+    async fn apply_cluster_set(
+        &self,
+        req: Request<ManagedClusterSet>,
+    ) -> Result<Response<ManagedClusterSet>, Status> {
         Ok(Response::new(self.sets.apply_set(req.into_inner()).await?))
     }
 
-    async fn get_cluster_set(&self, req: Request<GetClusterSetRequest>) -> Result<Response<ManagedClusterSetView>, Status> {
+    async fn get_cluster_set(
+        &self,
+        req: Request<GetClusterSetRequest>,
+    ) -> Result<Response<ManagedClusterSetView>, Status> {
         Ok(Response::new(self.sets.get_set(&req.into_inner().name)?))
     }
 
-    async fn list_cluster_sets(&self, _req: Request<ListClusterSetsRequest>) -> Result<Response<ListClusterSetsResponse>, Status> {
-        Ok(Response::new(ListClusterSetsResponse { items: self.sets.list_sets() }))
+    async fn list_cluster_sets(
+        &self,
+        _req: Request<ListClusterSetsRequest>,
+    ) -> Result<Response<ListClusterSetsResponse>, Status> {
+        Ok(Response::new(ListClusterSetsResponse {
+            items: self.sets.list_sets(),
+        }))
     }
 
-    async fn delete_cluster_set(&self, req: Request<GetClusterSetRequest>) -> Result<Response<DeleteClusterSetResponse>, Status> {
+    async fn delete_cluster_set(
+        &self,
+        req: Request<GetClusterSetRequest>,
+    ) -> Result<Response<DeleteClusterSetResponse>, Status> {
         self.sets.delete_set(&req.into_inner().name).await?;
         Ok(Response::new(DeleteClusterSetResponse {}))
     }
 
-    async fn apply_binding(&self, req: Request<ManagedClusterSetBinding>) -> Result<Response<ManagedClusterSetBinding>, Status> {
-        Ok(Response::new(self.sets.apply_binding(req.into_inner()).await?))
+    async fn apply_binding(
+        &self,
+        req: Request<ManagedClusterSetBinding>,
+    ) -> Result<Response<ManagedClusterSetBinding>, Status> {
+        Ok(Response::new(
+            self.sets.apply_binding(req.into_inner()).await?,
+        ))
     }
 
-    async fn list_bindings(&self, req: Request<ListBindingsRequest>) -> Result<Response<ListBindingsResponse>, Status> {
+    async fn list_bindings(
+        &self,
+        req: Request<ListBindingsRequest>,
+    ) -> Result<Response<ListBindingsResponse>, Status> {
         Ok(Response::new(ListBindingsResponse {
             items: self.sets.list_bindings(&req.into_inner().namespace),
         }))
     }
 
-    async fn delete_binding(&self, req: Request<DeleteBindingRequest>) -> Result<Response<DeleteBindingResponse>, Status> {
+    async fn delete_binding(
+        &self,
+        req: Request<DeleteBindingRequest>,
+    ) -> Result<Response<DeleteBindingResponse>, Status> {
         let r = req.into_inner();
         self.sets.delete_binding(&r.namespace, &r.name).await?;
         Ok(Response::new(DeleteBindingResponse {}))

@@ -155,7 +155,9 @@ pub async fn wait_cluster(
 
 pub async fn accept(client: &mut ClusterServiceClient<Channel>, name: &str) {
     client
-        .accept_clusters(flotilla_api::v1::ClusterNamesRequest { names: vec![name.into()] })
+        .accept_clusters(flotilla_api::v1::ClusterNamesRequest {
+            names: vec![name.into()],
+        })
         .await
         .expect("accept");
 }
