@@ -76,12 +76,9 @@ impl Metrics {
             events_rejected: Family::default(),
             mailbox_dropped: Family::default(),
             clusters: Family::default(),
-            kv_write_seconds: Histogram::new(
-                [
-                    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
-                ]
-                .into_iter(),
-            ),
+            kv_write_seconds: Histogram::new([
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
+            ]),
             lease_expired: Counter::default(),
         };
         registry.register(

@@ -76,9 +76,9 @@ pub fn profile(config: &FleetConfig, i: usize) -> (AgentConfig, SimBackend) {
         .insert("env".into(), ENVS[(i / 4) % ENVS.len()].into());
     agent.labels.insert(
         "purpose".into(),
-        if i % 5 == 0 { "test" } else { "serve" }.into(),
+        if i.is_multiple_of(5) { "test" } else { "serve" }.into(),
     );
-    if i % 10 == 0 {
+    if i.is_multiple_of(10) {
         agent.labels.insert("canary".into(), "true".into());
     }
     agent.claims.push(ClusterClaim {

@@ -368,21 +368,19 @@ impl Actor {
                         let spec = c.spec.get_or_insert_with(Default::default);
                         let changed = spec.lease_duration_seconds != seconds;
                         spec.lease_duration_seconds = seconds;
-                        if changed {
-                            if let Some(m) = c.metadata.as_mut() {
-                                m.generation += 1;
-                            }
+                        if changed && let Some(m) = c.metadata.as_mut() {
+                            m.generation += 1;
                         }
                         Ok(changed)
                     })
                     .await
                 };
-                if let Ok(c) = &r {
-                    if rules::accepted(c) {
-                        self.lease_deadline = Some(Instant::now() + self.grace(c));
-                        self.notify(RegistrationState::Accepted, "lease duration changed")
-                            .await;
-                    }
+                if let Ok(c) = &r
+                    && rules::accepted(c)
+                {
+                    self.lease_deadline = Some(Instant::now() + self.grace(c));
+                    self.notify(RegistrationState::Accepted, "lease duration changed")
+                        .await;
                 }
                 let _ = respond_to.send(r);
             }
@@ -427,15 +425,15 @@ impl Actor {
             .bucket
             .write(&self.name, &next, self.revision)
             .await;
-        if let Err(e) = &result {
-            if e.is_conflict() {
-                // Someone else wrote (a previous incarnation of this actor, or an operator):
-                // this actor owns the cluster, so take the stored revision and write again.
-                tracing::warn!(error = %e, "revision conflict, rewriting over the stored revision");
-                let stored = self.shared.bucket.get(&self.name).await?;
-                let rev = stored.map_or(0, |(_, rev)| rev);
-                result = self.shared.bucket.write(&self.name, &next, rev).await;
-            }
+        if let Err(e) = &result
+            && e.is_conflict()
+        {
+            // Someone else wrote (a previous incarnation of this actor, or an operator):
+            // this actor owns the cluster, so take the stored revision and write again.
+            tracing::warn!(error = %e, "revision conflict, rewriting over the stored revision");
+            let stored = self.shared.bucket.get(&self.name).await?;
+            let rev = stored.map_or(0, |(_, rev)| rev);
+            result = self.shared.bucket.write(&self.name, &next, rev).await;
         }
         self.shared
             .metrics
@@ -463,10 +461,10 @@ impl Actor {
     }
 
     async fn flush(&mut self) {
-        if let Some(c) = self.cluster.clone() {
-            if self.persist(c).await.is_ok() {
-                tracing::info!("pending cluster state persisted");
-            }
+        if let Some(c) = self.cluster.clone()
+            && self.persist(c).await.is_ok()
+        {
+            tracing::info!("pending cluster state persisted");
         }
     }
 
@@ -502,11 +500,9 @@ impl Actor {
                     );
                     self.lease_deadline = Some(Instant::now() + self.grace(&c));
                 }
-                if changed {
-                    if let Err(e) = self.persist(c.clone()).await {
-                        tracing::warn!(error = %e, "registration not persisted; the agent will retry");
-                        return;
-                    }
+                if changed && let Err(e) = self.persist(c.clone()).await {
+                    tracing::warn!(error = %e, "registration not persisted; the agent will retry");
+                    return;
                 }
                 self.registration_response(&c)
             }
@@ -807,10 +803,10 @@ fn response(
 }
 
 async fn ack_message(ack: Option<async_nats::jetstream::Message>) {
-    if let Some(m) = ack {
-        if let Err(e) = m.ack().await {
-            tracing::debug!(error = %e, "ack failed; the message will be redelivered");
-        }
+    if let Some(m) = ack
+        && let Err(e) = m.ack().await
+    {
+        tracing::debug!(error = %e, "ack failed; the message will be redelivered");
     }
 }
 

@@ -521,7 +521,7 @@ mod tests {
             effect: "NoSelect".into(),
             time_added: None,
         };
-        assert!(apply_taints(&mut c, &[gpu.clone()], &[]).unwrap());
+        assert!(apply_taints(&mut c, std::slice::from_ref(&gpu), &[]).unwrap());
         let t = c
             .spec
             .as_ref()

@@ -140,10 +140,10 @@ pub async fn wait_cluster(
     let deadline = tokio::time::Instant::now() + SOON;
     loop {
         let c = get(client, name).await;
-        if let Some(c) = &c {
-            if pred(c) {
-                return c.clone();
-            }
+        if let Some(c) = &c
+            && pred(c)
+        {
+            return c.clone();
         }
         assert!(
             tokio::time::Instant::now() < deadline,

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Flotilla demo: NATS with JetStream, the hub (auto-accept), a simulated fleet; then
+# `flotilla get clusters` shows it. Runs until Ctrl-C (or exits after showing with --once).
+#
+#   ./scripts/demo.sh [--clusters N] [--once]
+#
+# Ports (override with env): NATS 4222, gRPC 50051, metrics 9464.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+
+CLUSTERS=10
+ONCE=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --clusters) CLUSTERS="$2"; shift 2 ;;
+    --once) ONCE=1; shift ;;
+    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    *) echo "unknown argument: $1" >&2; exit 64 ;;
+  esac
+done
+NATS_PORT="${FLOTILLA_DEMO_NATS_PORT:-4222}"
+GRPC_PORT="${FLOTILLA_DEMO_GRPC_PORT:-50051}"
+METRICS_PORT="${FLOTILLA_DEMO_METRICS_PORT:-9464}"
+
+ensure_cargo
+ensure_nats_server
+command -v nats-server >/dev/null 2>&1 || export PATH="$PATH:/usr/sbin"
+if [ -z "${FLOTILLA_DEMO_SKIP_BUILD:-}" ]; then
+  echo "== building Flotilla"
+  cargo build --workspace --bins
+fi
+BIN="$(pwd)/target/debug"
+
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+for p in "$NATS_PORT" "$GRPC_PORT" "$METRICS_PORT"; do
+  if port_busy "$p"; then
+    echo "error: port $p is in use (another demo or a nats-server service?). Stop it or set FLOTILLA_DEMO_*_PORT." >&2
+    exit 1
+  fi
+done
+
+RUN="$(pwd)/.demo"
+rm -rf "$RUN"; mkdir -p "$RUN"
+PIDS=()
+cleanup() {
+  echo "== stopping the demo"
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT INT TERM
+
+echo "== starting nats-server (JetStream) on :$NATS_PORT"
+nats-server -js -a 127.0.0.1 -p "$NATS_PORT" -sd "$RUN/jetstream" >"$RUN/nats.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 100); do port_busy "$NATS_PORT" && break; sleep 0.1; done
+
+echo "== starting flotilla-hub (auto-accept) — gRPC :$GRPC_PORT, metrics :$METRICS_PORT"
+"$BIN/flotilla-hub" --nats-url "nats://127.0.0.1:$NATS_PORT" --grpc-listen "127.0.0.1:$GRPC_PORT" \
+  --metrics-listen "127.0.0.1:$METRICS_PORT" --auto-accept >"$RUN/hub.log" 2>&1 &
+PIDS+=($!)
+
+echo "== starting flotilla-sim with $CLUSTERS simulated clusters"
+"$BIN/flotilla-sim" --nats-url "nats://127.0.0.1:$NATS_PORT" --clusters "$CLUSTERS" >"$RUN/sim.log" 2>&1 &
+PIDS+=($!)
+
+export FLOTILLA_HUB="http://127.0.0.1:$GRPC_PORT"
+echo "== waiting for $CLUSTERS clusters to be accepted and Available"
+for _ in $(seq 120); do
+  n=$("$BIN/flotilla" get clusters 2>/dev/null | awk 'NR>1 && $2=="true" && $3=="True"' | wc -l || true)
+  [ "$n" -ge "$CLUSTERS" ] && break
+  sleep 0.5
+done
+echo
+echo "\$ flotilla get clusters"
+"$BIN/flotilla" get clusters
+echo
+echo "\$ flotilla get clustersets"
+"$BIN/flotilla" get clustersets
+n=$("$BIN/flotilla" get clusters | awk 'NR>1 && $2=="true" && $3=="True"' | wc -l)
+if [ "$n" -lt "$CLUSTERS" ]; then
+  echo "error: only $n of $CLUSTERS clusters became Available; logs are in $RUN" >&2
+  exit 1
+fi
+if [ "$ONCE" = 1 ]; then exit 0; fi
+cat <<MSG
+
+The fleet is running. In another terminal:
+  export FLOTILLA_HUB=$FLOTILLA_HUB
+  $BIN/flotilla get clusters -o yaml
+  $BIN/flotilla label sim-0001 tier=gold
+  $BIN/flotilla taint sim-0002 maintenance=true:NoSelect
+  $BIN/flotilla watch clusters
+  curl -s 127.0.0.1:$METRICS_PORT/metrics | grep flotilla_hub_clusters
+Logs: $RUN/*.log. Press Ctrl-C to stop.
+MSG
+while true; do sleep 3600; done

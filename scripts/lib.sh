@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Shared helpers for Flotilla's scripts. Source it; do not run it.
+
+# Installs nats-server from the OS packages when it is missing (Debian/Ubuntu: apt-get).
+ensure_nats_server() {
+  if command -v nats-server >/dev/null 2>&1 || [ -x /usr/sbin/nats-server ]; then
+    return 0
+  fi
+  echo "nats-server not found: installing it from the OS packages" >&2
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then sudo="sudo"; else
+      echo "error: nats-server is missing and this user cannot install packages; run: apt-get install -y nats-server" >&2
+      return 1
+    fi
+  fi
+  if command -v apt-get >/dev/null 2>&1; then
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nats-server >/dev/null
+  else
+    echo "error: no apt-get here; install nats-server (>= 2.9) with your package manager" >&2
+    return 1
+  fi
+  # The Debian package may start a system service on 4222; Flotilla's scripts and tests run
+  # their own servers, so leave it be but make sure the binary is on PATH.
+  command -v nats-server >/dev/null 2>&1 || export PATH="$PATH:/usr/sbin"
+}
+
+ensure_cargo() {
+  if ! command -v cargo >/dev/null 2>&1; then
+    if [ -x "$HOME/.cargo/bin/cargo" ]; then export PATH="$HOME/.cargo/bin:$PATH"; else
+      echo "error: cargo is missing; install Rust (https://rustup.rs) first" >&2
+      return 1
+    fi
+  fi
+}

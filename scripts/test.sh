@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Runs Flotilla's whole test suite: installs nats-server if missing, builds every binary (the
+# end-to-end tests run them as processes), then runs every test in the workspace.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+ensure_cargo
+ensure_nats_server
+command -v nats-server >/dev/null 2>&1 || export PATH="$PATH:/usr/sbin"
+echo "== nats-server $(nats-server --version 2>&1 | head -1)"
+cargo build --workspace --bins
+cargo test --workspace "$@"
