@@ -1,0 +1,280 @@
+//! The gRPC surface beyond clusters: sets and bindings, health, reflection.
+
+mod common;
+
+use common::*;
+use flotilla_api::v1::{
+    DeleteBindingRequest, GetClusterSetRequest, LabelSelector, ListBindingsRequest,
+    ListClusterSetsRequest, ManagedClusterSelector, ManagedClusterSet, ManagedClusterSetBinding,
+    ManagedClusterSetBindingSpec, ManagedClusterSetSpec, ObjectMeta,
+};
+use flotilla_testkit::NatsServer;
+
+fn set(name: &str, ty: &str, selector: Option<LabelSelector>) -> ManagedClusterSet {
+    ManagedClusterSet {
+        metadata: Some(ObjectMeta {
+            name: name.into(),
+            ..Default::default()
+        }),
+        spec: Some(ManagedClusterSetSpec {
+            cluster_selector: Some(ManagedClusterSelector {
+                selector_type: ty.into(),
+                label_selector: selector,
+            }),
+        }),
+        status: None,
+    }
+}
+
+fn binding(ns: &str, name: &str, set: &str) -> ManagedClusterSetBinding {
+    ManagedClusterSetBinding {
+        metadata: Some(ObjectMeta {
+            name: name.into(),
+            namespace: ns.into(),
+            ..Default::default()
+        }),
+        spec: Some(ManagedClusterSetBindingSpec {
+            cluster_set: set.into(),
+        }),
+        status: None,
+    }
+}
+
+#[tokio::test]
+async fn sets_and_bindings_select_members_and_survive_a_restart() {
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut api = clusters_client(&hub).await;
+    let mut sets = sets_client(&hub).await;
+    let mut eu = agent_config("eu-1", &nats.url());
+    eu.labels.insert("region".into(), "eu".into());
+    let mut us = agent_config("us-1", &nats.url());
+    us.labels.insert("region".into(), "us".into());
+    let (a, b) = (start_agent(eu), start_agent(us));
+    wait_cluster(&mut api, "eu-1", "registered", |_| true).await;
+    wait_cluster(&mut api, "us-1", "registered", |_| true).await;
+
+    // Built-in sets.
+    let all = sets
+        .list_cluster_sets(ListClusterSetsRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .items;
+    let names: Vec<_> = all
+        .iter()
+        .map(|v| {
+            v.set
+                .as_ref()
+                .unwrap()
+                .metadata
+                .as_ref()
+                .unwrap()
+                .name
+                .clone()
+        })
+        .collect();
+    assert_eq!(names, vec!["default", "global"]);
+    assert!(all.iter().all(|v| v.members.len() == 2));
+
+    // A LabelSelector set and an exclusive set.
+    let sel = flotilla_api::selector::parse("region=eu").unwrap();
+    let created = sets
+        .apply_cluster_set(set("europe", "LabelSelector", Some(sel)))
+        .await
+        .unwrap()
+        .into_inner();
+    let rv = created.metadata.as_ref().unwrap().resource_version;
+    assert!(rv > 0);
+    sets.apply_cluster_set(set("edge", "", None)).await.unwrap();
+    api.label_cluster(flotilla_api::v1::LabelClusterRequest {
+        name: "us-1".into(),
+        set: [(
+            flotilla_api::meta::CLUSTERSET_LABEL.to_string(),
+            "edge".to_string(),
+        )]
+        .into(),
+        remove: vec![],
+    })
+    .await
+    .unwrap();
+    let europe = sets
+        .get_cluster_set(GetClusterSetRequest {
+            name: "europe".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(europe.members, vec!["eu-1"]);
+    let cond = &europe.set.unwrap().status.unwrap().conditions[0];
+    assert_eq!(cond.message, "1 ManagedClusters selected");
+    let edge = sets
+        .get_cluster_set(GetClusterSetRequest {
+            name: "edge".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(edge.members, vec!["us-1"]);
+    let default = sets
+        .get_cluster_set(GetClusterSetRequest {
+            name: "default".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        default.members,
+        vec!["eu-1"],
+        "the exclusive label moved us-1 out of default"
+    );
+
+    // Stale resourceVersion → ABORTED; invalid → INVALID_ARGUMENT naming the field.
+    let mut stale = set("europe", "LabelSelector", Some(LabelSelector::default()));
+    stale.metadata.as_mut().unwrap().resource_version = rv + 100;
+    let err = sets.apply_cluster_set(stale).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Aborted);
+    let err = sets
+        .apply_cluster_set(set("weird", "Bogus", None))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert!(
+        err.message().contains("spec.clusterSelector.selectorType"),
+        "{}",
+        err.message()
+    );
+    let err = sets
+        .delete_cluster_set(GetClusterSetRequest {
+            name: "global".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition);
+
+    // Bindings.
+    let b1 = sets
+        .apply_binding(binding("apps", "europe", "europe"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(b1.status.unwrap().conditions[0].status, "True");
+    let err = sets
+        .apply_binding(binding("apps", "europe", "edge"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert!(
+        err.message().contains("spec.clusterSet"),
+        "{}",
+        err.message()
+    );
+    let dangling = sets
+        .apply_binding(binding("apps", "ghost", "ghost"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        dangling.status.unwrap().conditions[0].reason,
+        "ClusterSetNotFound"
+    );
+    let europe = sets
+        .get_cluster_set(GetClusterSetRequest {
+            name: "europe".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(europe.bound_namespaces, vec!["apps"]);
+
+    // Everything is still there after a hub restart.
+    hub.stop().await;
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut sets = sets_client(&hub).await;
+    let europe = sets
+        .get_cluster_set(GetClusterSetRequest {
+            name: "europe".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(europe.bound_namespaces, vec!["apps"]);
+    let bindings = sets
+        .list_bindings(ListBindingsRequest {
+            namespace: "apps".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .items;
+    assert_eq!(bindings.len(), 2);
+    sets.delete_binding(DeleteBindingRequest {
+        namespace: "apps".into(),
+        name: "ghost".into(),
+    })
+    .await
+    .unwrap();
+    let err = sets
+        .delete_binding(DeleteBindingRequest {
+            namespace: "apps".into(),
+            name: "ghost".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::NotFound);
+    a.stop().await;
+    b.stop().await;
+    hub.stop().await;
+}
+
+#[tokio::test]
+async fn health_and_reflection_answer_like_grpcurl_expects() {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+    use tonic_reflection::pb::v1::ServerReflectionRequest;
+    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let url = format!("http://{}", hub.grpc_addr);
+    let channel = tonic::transport::Endpoint::from_shared(url)
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut health = HealthClient::new(channel.clone());
+    let resp = health
+        .check(HealthCheckRequest {
+            service: "flotilla.v1.ClusterService".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(resp.status, ServingStatus::Serving as i32);
+
+    let mut refl = ServerReflectionClient::new(channel);
+    let req = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut stream = refl
+        .server_reflection_info(tokio_stream::iter(vec![req]))
+        .await
+        .unwrap()
+        .into_inner();
+    let msg = stream.message().await.unwrap().unwrap();
+    let Some(MessageResponse::ListServicesResponse(list)) = msg.message_response else {
+        panic!("unexpected reflection answer: {msg:?}")
+    };
+    let names: Vec<_> = list.service.iter().map(|s| s.name.as_str()).collect();
+    for want in [
+        "flotilla.v1.ClusterService",
+        "flotilla.v1.ClusterSetService",
+        "grpc.health.v1.Health",
+    ] {
+        assert!(names.contains(&want), "{want} missing from {names:?}");
+    }
+    hub.stop().await;
+}
