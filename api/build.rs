@@ -9,9 +9,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "io/cloudevents/v1/cloudevents.proto",
         "flotilla/v1/meta.proto",
         "flotilla/v1/cluster.proto",
+        "flotilla/v1/work.proto",
         "flotilla/v1/events.proto",
         "flotilla/v1/cluster_service.proto",
         "flotilla/v1/clusterset_service.proto",
+        "flotilla/v1/work_service.proto",
     ];
     for file in &files {
         println!("cargo:rerun-if-changed={}", root.join(file).display());

@@ -7,6 +7,7 @@
 //! - [`names`]: validation of cluster names, label keys and values.
 //! - [`ocm`]: conversion between the protobuf types and the YAML/JSON shapes OCM users write.
 //! - [`selector`]: kubectl-style label selector strings and matching.
+//! - [`work`]: ManifestWork identity, limits and validation.
 
 #![deny(missing_docs)]
 
@@ -28,5 +29,6 @@ pub const FILE_DESCRIPTOR_SET: &[u8] =
 
 pub mod meta;
 pub mod names;
+pub mod work;
 pub mod ocm;
 pub mod selector;
