@@ -29,6 +29,6 @@ pub const FILE_DESCRIPTOR_SET: &[u8] =
 
 pub mod meta;
 pub mod names;
-pub mod work;
 pub mod ocm;
 pub mod selector;
+pub mod work;

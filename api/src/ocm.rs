@@ -671,7 +671,9 @@ fn parse_document(doc: usize, value: serde_yaml::Value) -> Result<Document, DocE
         }
         _ if api_version == WORK_V1 && kind == "ManifestWork" => {
             let w: ManifestWork = typed(doc, &kind, &name, value)?;
-            w.to_proto().map(Document::Work).map_err(|m| field_err("", m))
+            w.to_proto()
+                .map(Document::Work)
+                .map_err(|m| field_err("", m))
         }
         _ => Err(DocError::Unsupported {
             doc,
@@ -966,17 +968,19 @@ impl ManifestWork {
                 workload: Some(v1::ManifestsTemplate { manifests }),
                 delete_option: s.delete_option.as_ref().map(|d| v1::DeleteOption {
                     propagation_policy: d.propagation_policy.clone(),
-                    selectively_orphans: d.selectively_orphans.as_ref().map(|so| v1::SelectivelyOrphan {
-                        orphaning_rules: so
-                            .orphaning_rules
-                            .iter()
-                            .map(|r| v1::OrphaningRule {
-                                group: r.group.clone(),
-                                resource: r.resource.clone(),
-                                namespace: r.namespace.clone(),
-                                name: r.name.clone(),
-                            })
-                            .collect(),
+                    selectively_orphans: d.selectively_orphans.as_ref().map(|so| {
+                        v1::SelectivelyOrphan {
+                            orphaning_rules: so
+                                .orphaning_rules
+                                .iter()
+                                .map(|r| v1::OrphaningRule {
+                                    group: r.group.clone(),
+                                    resource: r.resource.clone(),
+                                    namespace: r.namespace.clone(),
+                                    name: r.name.clone(),
+                                })
+                                .collect(),
+                        }
                     }),
                     ttl_seconds_after_finished: d.ttl_seconds_after_finished,
                 }),
@@ -1003,9 +1007,11 @@ impl ManifestWork {
                             .collect(),
                         update_strategy: c.update_strategy.as_ref().map(|u| v1::UpdateStrategy {
                             r#type: u.type_.clone(),
-                            server_side_apply: u.server_side_apply.as_ref().map(|ssa| v1::ServerSideApplyConfig {
-                                force: ssa.force,
-                                field_manager: ssa.field_manager.clone(),
+                            server_side_apply: u.server_side_apply.as_ref().map(|ssa| {
+                                v1::ServerSideApplyConfig {
+                                    force: ssa.force,
+                                    field_manager: ssa.field_manager.clone(),
+                                }
                             }),
                         }),
                     })
@@ -1055,7 +1061,10 @@ impl From<&v1::ManifestWork> for ManifestWork {
                                                 f.values
                                                     .iter()
                                                     .map(|v| {
-                                                        let fv = v.field_value.clone().unwrap_or_default();
+                                                        let fv = v
+                                                            .field_value
+                                                            .clone()
+                                                            .unwrap_or_default();
                                                         FeedbackValue {
                                                             name: v.name.clone(),
                                                             field_value: FieldValue {
@@ -1090,7 +1099,10 @@ impl From<&v1::ManifestWork> for ManifestWork {
                         .map(|wl| {
                             wl.manifests
                                 .iter()
-                                .map(|m| serde_json::from_slice(&m.raw).unwrap_or(serde_json::Value::Null))
+                                .map(|m| {
+                                    serde_json::from_slice(&m.raw)
+                                        .unwrap_or(serde_json::Value::Null)
+                                })
                                 .collect()
                         })
                         .unwrap_or_default(),
@@ -1115,7 +1127,11 @@ impl From<&v1::ManifestWork> for ManifestWork {
                     .manifest_configs
                     .iter()
                     .map(|c| ManifestConfig {
-                        resource_identifier: c.resource_identifier.as_ref().map(rid).unwrap_or_default(),
+                        resource_identifier: c
+                            .resource_identifier
+                            .as_ref()
+                            .map(rid)
+                            .unwrap_or_default(),
                         feedback_rules: c
                             .feedback_rules
                             .iter()
@@ -1134,10 +1150,12 @@ impl From<&v1::ManifestWork> for ManifestWork {
                             .collect(),
                         update_strategy: c.update_strategy.as_ref().map(|u| UpdateStrategy {
                             type_: u.r#type.clone(),
-                            server_side_apply: u.server_side_apply.as_ref().map(|s| ServerSideApply {
-                                force: s.force,
-                                field_manager: s.field_manager.clone(),
-                                ignore_fields: None,
+                            server_side_apply: u.server_side_apply.as_ref().map(|s| {
+                                ServerSideApply {
+                                    force: s.force,
+                                    field_manager: s.field_manager.clone(),
+                                    ignore_fields: None,
+                                }
                             }),
                         }),
                         condition_rules: None,
@@ -1197,7 +1215,9 @@ spec:
               path: '.status.conditions[?(@.type=="Available")].status'
 "#;
         let docs = parse_documents(text);
-        let Ok(Document::Work(w)) = &docs[0] else { panic!("{docs:?}") };
+        let Ok(Document::Work(w)) = &docs[0] else {
+            panic!("{docs:?}")
+        };
         assert_eq!(w.metadata.as_ref().unwrap().namespace, "cluster1");
         let spec = w.spec.as_ref().unwrap();
         assert_eq!(spec.workload.as_ref().unwrap().manifests.len(), 1);

@@ -156,7 +156,9 @@ pub fn validate(work: &ManifestWork) -> Vec<String> {
     let mut errors = Vec::new();
     let meta = work.metadata.clone().unwrap_or_default();
     if let Err(e) = crate::names::validate_dns1123_label("metadata.namespace", &meta.namespace) {
-        errors.push(format!("{e} (the namespace of a ManifestWork is its cluster's name)"));
+        errors.push(format!(
+            "{e} (the namespace of a ManifestWork is its cluster's name)"
+        ));
     }
     if let Err(e) = crate::names::validate_dns1123_subdomain("metadata.name", &meta.name) {
         errors.push(e.to_string());
@@ -203,14 +205,14 @@ pub fn validate(work: &ManifestWork) -> Vec<String> {
         if rid.name.is_empty() {
             errors.push(format!("{field}.resourceIdentifier.name: required"));
         }
-        if let Some(us) = &c.update_strategy {
-            if !UPDATE_STRATEGIES.contains(&us.r#type.as_str()) {
-                errors.push(format!(
-                    "{field}.updateStrategy.type: {:?} is not one of {}",
-                    us.r#type,
-                    UPDATE_STRATEGIES.join(", ")
-                ));
-            }
+        if let Some(us) = &c.update_strategy
+            && !UPDATE_STRATEGIES.contains(&us.r#type.as_str())
+        {
+            errors.push(format!(
+                "{field}.updateStrategy.type: {:?} is not one of {}",
+                us.r#type,
+                UPDATE_STRATEGIES.join(", ")
+            ));
         }
         for (j, r) in c.feedback_rules.iter().enumerate() {
             let rf = format!("{field}.feedbackRules[{j}]");
@@ -239,7 +241,9 @@ pub fn validate(work: &ManifestWork) -> Vec<String> {
         }
     }
     if let Some(d) = &spec.delete_option {
-        if !d.propagation_policy.is_empty() && !PROPAGATION_POLICIES.contains(&d.propagation_policy.as_str()) {
+        if !d.propagation_policy.is_empty()
+            && !PROPAGATION_POLICIES.contains(&d.propagation_policy.as_str())
+        {
             errors.push(format!(
                 "spec.deleteOption.propagationPolicy: {:?} is not one of {}",
                 d.propagation_policy,
@@ -308,19 +312,39 @@ mod tests {
 
     #[test]
     fn identity_defaults_namespace_and_knows_cluster_scoped_kinds() {
-        let id = manifest_id(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}})).unwrap();
+        let id = manifest_id(
+            &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}),
+        )
+        .unwrap();
         assert_eq!((id.group.as_str(), id.namespace.as_str()), ("", "default"));
         let id = manifest_id(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n", "namespace": "x"}})).unwrap();
         assert_eq!(id.namespace, "");
-        assert_eq!(manifest_id(&json!({"kind": "X", "metadata": {"name": "n"}})).unwrap_err(), "apiVersion: required");
-        assert_eq!(manifest_id(&json!({"apiVersion": "v1", "metadata": {"name": "n"}})).unwrap_err(), "kind: required");
-        assert_eq!(manifest_id(&json!({"apiVersion": "v1", "kind": "X"})).unwrap_err(), "metadata.name: required");
+        assert_eq!(
+            manifest_id(&json!({"kind": "X", "metadata": {"name": "n"}})).unwrap_err(),
+            "apiVersion: required"
+        );
+        assert_eq!(
+            manifest_id(&json!({"apiVersion": "v1", "metadata": {"name": "n"}})).unwrap_err(),
+            "kind: required"
+        );
+        assert_eq!(
+            manifest_id(&json!({"apiVersion": "v1", "kind": "X"})).unwrap_err(),
+            "metadata.name: required"
+        );
     }
 
     #[test]
     fn validation_names_manifest_index_and_field() {
-        let errs = validate(&work(vec![deploy("a"), json!({"apiVersion": "v1", "kind": "ConfigMap"}), deploy("a")]));
-        assert!(errs.iter().any(|e| e == "spec.workload.manifests[1].metadata.name: required"), "{errs:?}");
+        let errs = validate(&work(vec![
+            deploy("a"),
+            json!({"apiVersion": "v1", "kind": "ConfigMap"}),
+            deploy("a"),
+        ]));
+        assert!(
+            errs.iter()
+                .any(|e| e == "spec.workload.manifests[1].metadata.name: required"),
+            "{errs:?}"
+        );
         assert!(errs.iter().any(|e| e.starts_with("spec.workload.manifests[2]: duplicate resource apps/v1 Deployment default/a (also manifests[0])")), "{errs:?}");
         assert!(validate(&work(vec![deploy("a")])).is_empty());
         assert!(!validate(&work(vec![])).is_empty());
@@ -330,23 +354,36 @@ mod tests {
     fn oversized_works_and_unknown_rules_are_rejected() {
         let big = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big"}, "data": {"x": "y".repeat(MAX_MANIFESTS_BYTES)}});
         let errs = validate(&work(vec![big]));
-        assert!(errs.iter().any(|e| e.contains("over the 512000-byte limit")), "{errs:?}");
+        assert!(
+            errs.iter()
+                .any(|e| e.contains("over the 512000-byte limit")),
+            "{errs:?}"
+        );
         let mut w = work(vec![deploy("a")]);
-        w.spec.as_mut().unwrap().manifest_configs.push(ManifestConfigOption {
-            resource_identifier: Some(ResourceIdentifier {
-                group: "apps".into(),
-                resource: "deployments".into(),
-                namespace: "default".into(),
-                name: "a".into(),
-            }),
-            feedback_rules: vec![FeedbackRule {
-                r#type: "Magic".into(),
-                json_paths: vec![],
-            }],
-            update_strategy: None,
-        });
+        w.spec
+            .as_mut()
+            .unwrap()
+            .manifest_configs
+            .push(ManifestConfigOption {
+                resource_identifier: Some(ResourceIdentifier {
+                    group: "apps".into(),
+                    resource: "deployments".into(),
+                    namespace: "default".into(),
+                    name: "a".into(),
+                }),
+                feedback_rules: vec![FeedbackRule {
+                    r#type: "Magic".into(),
+                    json_paths: vec![],
+                }],
+                update_strategy: None,
+            });
         let errs = validate(&w);
-        assert_eq!(errs, vec!["spec.manifestConfigs[0].feedbackRules[0].type: unknown feedback rule type \"Magic\" (want WellKnownStatus or JSONPaths)"]);
+        assert_eq!(
+            errs,
+            vec![
+                "spec.manifestConfigs[0].feedbackRules[0].type: unknown feedback rule type \"Magic\" (want WellKnownStatus or JSONPaths)"
+            ]
+        );
     }
 
     #[test]
@@ -359,6 +396,9 @@ mod tests {
             name: "hello".into(),
         };
         assert!(id.matches(&r));
-        assert!(!id.matches(&ResourceIdentifier { name: "other".into(), ..r }));
+        assert!(!id.matches(&ResourceIdentifier {
+            name: "other".into(),
+            ..r
+        }));
     }
 }

@@ -297,6 +297,26 @@ pub mod types {
             Action::UpdateRequest,
         )
     }
+    /// Hub asks an agent to read spoke resources (payload `ProxyRequest`).
+    pub fn proxy_request() -> EventType {
+        EventType::new(
+            "cluster",
+            "v1",
+            "proxy",
+            Direction::Spec,
+            Action::CreateRequest,
+        )
+    }
+    /// The agent's answer to a proxy request (payload `ProxyResponse`).
+    pub fn proxy_response() -> EventType {
+        EventType::new(
+            "cluster",
+            "v1",
+            "proxy",
+            Direction::Status,
+            Action::CreateRequest,
+        )
+    }
     /// Agent reports cluster status (payload `ClusterStatusReport`).
     pub fn cluster_status() -> EventType {
         EventType::new(

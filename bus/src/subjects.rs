@@ -6,6 +6,7 @@
 //! | `flotilla.register.<cluster>` | agent → hub, request/reply |
 //! | `flotilla.spec.<cluster>` | hub → agent, core NATS |
 //! | `flotilla.status.<shard>.<cluster>.<kind>[.<resourceid>]` | agent → hub, JetStream |
+//! | `flotilla.sync.<cluster>` | agent → hub, request/reply (spec resync) |
 //! | `flotilla.proxy.<cluster>` | hub → agent, request/reply |
 //! | `flotilla.broadcast` | hub → all agents |
 
@@ -15,6 +16,8 @@ use thiserror::Error;
 pub const SHARDS: u32 = 32;
 /// Wildcard for every registration request.
 pub const REGISTER_ALL: &str = "flotilla.register.*";
+/// Wildcard for every spec resync request.
+pub const SYNC_ALL: &str = "flotilla.sync.*";
 /// Wildcard for every status subject (the status stream's subject).
 pub const STATUS_ALL: &str = "flotilla.status.>";
 /// Broadcast subject.
@@ -24,6 +27,8 @@ pub const BROADCAST: &str = "flotilla.broadcast";
 pub const KIND_LEASE: &str = "lease";
 /// Status kind of cluster status reports.
 pub const KIND_CLUSTER: &str = "cluster";
+/// Status kind of ManifestWork status reports (followed by the work's resourceid).
+pub const KIND_WORK: &str = "work";
 
 /// The shard of a cluster: FNV-1a (32 bit) of its name, mod [`SHARDS`].
 pub fn shard(cluster: &str) -> u32 {
@@ -43,6 +48,11 @@ pub fn register(cluster: &str) -> String {
 /// Spec subject of a cluster.
 pub fn spec(cluster: &str) -> String {
     format!("flotilla.spec.{cluster}")
+}
+
+/// Spec resync subject of a cluster.
+pub fn sync(cluster: &str) -> String {
+    format!("flotilla.sync.{cluster}")
 }
 
 /// Proxy (read-only query) subject of a cluster.

@@ -5,10 +5,12 @@ use clap::{Parser, Subcommand};
 use flotilla_api::ocm::{self, Document};
 use flotilla_api::v1::cluster_service_client::ClusterServiceClient;
 use flotilla_api::v1::cluster_set_service_client::ClusterSetServiceClient;
+use flotilla_api::v1::work_service_client::WorkServiceClient;
 use flotilla_api::v1::{
-    ClusterNamesRequest, DeleteBindingRequest, DeleteClusterRequest, GetClusterRequest,
-    GetClusterSetRequest, LabelClusterRequest, ListBindingsRequest, ListClusterSetsRequest,
-    ListClustersRequest, TaintClusterRequest, WatchClustersRequest,
+    ClusterNamesRequest, DeleteBindingRequest, DeleteClusterRequest, DeleteWorkRequest,
+    GetClusterRequest, GetClusterSetRequest, GetWorkRequest, LabelClusterRequest,
+    ListBindingsRequest, ListClusterSetsRequest, ListClustersRequest, ListWorksRequest,
+    ProxyGetRequest, TaintClusterRequest, WatchClustersRequest, WatchWorksRequest,
 };
 use flotilla_cli::edits;
 use flotilla_cli::output::{self, Format};
@@ -91,6 +93,27 @@ enum Command {
         #[command(subcommand)]
         what: WatchWhat,
     },
+    /// Read-only queries of a spoke's resources, through its agent.
+    Proxy {
+        /// Cluster name.
+        cluster: String,
+        #[command(subcommand)]
+        what: ProxyWhat,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum ProxyWhat {
+    /// Get resources of a kind (Deployment, deployments, cm, ...).
+    Get {
+        /// Kind or resource.
+        kind: String,
+        /// Name (all objects of the kind when omitted).
+        name: Option<String>,
+        /// Namespace (all namespaces when omitted).
+        #[arg(short = 'n', long)]
+        namespace: Option<String>,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -109,6 +132,18 @@ enum GetWhat {
     Clustersets {
         /// Only these sets.
         names: Vec<String>,
+    },
+    /// ManifestWorks.
+    #[command(alias = "work", alias = "manifestworks", alias = "manifestwork")]
+    Works {
+        /// Only this work (requires --cluster).
+        name: Option<String>,
+        /// Only works of this cluster.
+        #[arg(short = 'c', long, alias = "namespace", short_alias = 'n')]
+        cluster: Option<String>,
+        /// Label selector.
+        #[arg(short = 'l', long)]
+        selector: Option<String>,
     },
     /// ManagedClusterSetBindings.
     #[command(
@@ -130,6 +165,14 @@ enum DescribeWhat {
         /// Name.
         name: String,
     },
+    /// A ManifestWork: conditions, per-manifest conditions and feedback.
+    Work {
+        /// Name.
+        name: String,
+        /// Cluster (the work's namespace).
+        #[arg(short = 'c', long, alias = "namespace", short_alias = 'n')]
+        cluster: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -143,6 +186,14 @@ enum DeleteWhat {
     Clusterset {
         /// Name.
         name: String,
+    },
+    /// A ManifestWork (its resources are removed per its delete option).
+    Work {
+        /// Name.
+        name: String,
+        /// Cluster (the work's namespace).
+        #[arg(short = 'c', long, alias = "namespace", short_alias = 'n')]
+        cluster: String,
     },
     /// A ManagedClusterSetBinding.
     Clustersetbinding {
@@ -161,6 +212,12 @@ enum WatchWhat {
         /// Label selector.
         #[arg(short = 'l', long)]
         selector: Option<String>,
+    },
+    /// ManifestWorks: current state, then every change including status.
+    Works {
+        /// Only works of this cluster.
+        #[arg(short = 'c', long, alias = "namespace", short_alias = 'n')]
+        cluster: Option<String>,
     },
 }
 
@@ -191,6 +248,13 @@ impl Hub {
 
     fn sets(&self) -> ClusterSetServiceClient<Channel> {
         ClusterSetServiceClient::new(self.channel.clone())
+    }
+
+    fn works(&self) -> WorkServiceClient<Channel> {
+        // Works carry up to 500 KiB of manifests; allow the largest event plus headroom.
+        WorkServiceClient::new(self.channel.clone())
+            .max_decoding_message_size(16 * 1024 * 1024)
+            .max_encoding_message_size(16 * 1024 * 1024)
     }
 }
 
@@ -229,6 +293,34 @@ async fn run(cli: Cli) -> Result<()> {
     let fmt = cli.output;
     match cli.command {
         Command::Get { what } => get(&hub, fmt, what).await,
+        Command::Describe {
+            what: DescribeWhat::Work { name, cluster },
+        } => {
+            let w = hub
+                .works()
+                .get_work(GetWorkRequest { cluster, name })
+                .await
+                .map_err(status)?
+                .into_inner();
+            match fmt {
+                Format::Table => print!("{}", output::describe_work(&w)),
+                f => print!(
+                    "{}",
+                    output::structured(f, vec![ocm::ManifestWork::from(&w)], true)
+                        .map_err(|e| anyhow!(e))?
+                ),
+            }
+            Ok(())
+        }
+        Command::Proxy {
+            cluster,
+            what:
+                ProxyWhat::Get {
+                    kind,
+                    name,
+                    namespace,
+                },
+        } => proxy_get(&hub, fmt, cluster, kind, name, namespace).await,
         Command::Describe {
             what: DescribeWhat::Cluster { name },
         } => {
@@ -303,6 +395,9 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Watch {
             what: WatchWhat::Clusters { selector },
         } => watch_clusters(&hub, fmt, selector).await,
+        Command::Watch {
+            what: WatchWhat::Works { cluster },
+        } => watch_works(&hub, fmt, cluster).await,
     }
 }
 
@@ -345,6 +440,16 @@ async fn apply(hub: &Hub, docs: Vec<Document>) -> Result<()> {
                     .unwrap_or_default();
                 hub.sets().apply_cluster_set(s).await.map(|_| {
                     format!("managedclusterset.cluster.open-cluster-management.io/{name} applied")
+                })
+            }
+            Document::Work(w) => {
+                let m = w.metadata.clone().unwrap_or_default();
+                hub.works().apply_work(w).await.map(|r| {
+                    let generation = r.into_inner().metadata.map_or(0, |m| m.generation);
+                    format!(
+                        "manifestwork.work.open-cluster-management.io/{} applied (cluster {}, generation {generation})",
+                        m.name, m.namespace
+                    )
                 })
             }
             Document::Binding(b) => {
@@ -479,6 +584,64 @@ async fn get(hub: &Hub, fmt: Format, what: GetWhat) -> Result<()> {
                 }
             }
         }
+        GetWhat::Works {
+            name,
+            cluster,
+            selector,
+        } => {
+            let items = match (&name, &cluster) {
+                (Some(n), Some(c)) => vec![
+                    hub.works()
+                        .get_work(GetWorkRequest {
+                            cluster: c.clone(),
+                            name: n.clone(),
+                        })
+                        .await
+                        .map_err(status)?
+                        .into_inner(),
+                ],
+                (Some(_), None) => bail!("get works NAME needs --cluster CLUSTER"),
+                (None, _) => {
+                    let mut all = Vec::new();
+                    let mut token = String::new();
+                    loop {
+                        let page = hub
+                            .works()
+                            .list_works(ListWorksRequest {
+                                cluster: cluster.clone().unwrap_or_default(),
+                                label_selector: selector.clone().unwrap_or_default(),
+                                page_size: 500,
+                                page_token: token,
+                            })
+                            .await
+                            .map_err(status)?
+                            .into_inner();
+                        all.extend(page.items);
+                        if page.next_page_token.is_empty() {
+                            break all;
+                        }
+                        token = page.next_page_token;
+                    }
+                }
+            };
+            match fmt {
+                Format::Table => {
+                    if items.is_empty() {
+                        eprintln!("No works found.");
+                        return Ok(());
+                    }
+                    let rows: Vec<_> = items.iter().map(output::work_row).collect();
+                    print!("{}", output::table(&output::WORK_COLUMNS, &rows));
+                }
+                f => {
+                    let objs = items.iter().map(ocm::ManifestWork::from).collect();
+                    print!(
+                        "{}",
+                        output::structured(f, objs, name.is_some()).map_err(|e| anyhow!(e))?
+                    );
+                }
+            }
+        }
         GetWhat::Clustersetbindings { namespace } => {
             let items = hub
                 .sets()
@@ -518,6 +681,24 @@ async fn delete(hub: &Hub, what: DeleteWhat) -> Result<()> {
                 .await
                 .map_err(status)?;
             println!("managedcluster/{name} deleted");
+        }
+        DeleteWhat::Work { name, cluster } => {
+            let w = hub
+                .works()
+                .delete_work(DeleteWorkRequest {
+                    cluster: cluster.clone(),
+                    name: name.clone(),
+                })
+                .await
+                .map_err(status)?
+                .into_inner();
+            let policy = w
+                .spec
+                .and_then(|s| s.delete_option)
+                .map(|d| d.propagation_policy)
+                .filter(|p| !p.is_empty())
+                .unwrap_or_else(|| "Foreground".into());
+            println!("manifestwork/{name} deleting on cluster {cluster} (propagation {policy})");
         }
         DeleteWhat::Clusterset { name } => {
             hub.sets()
@@ -579,6 +760,90 @@ async fn watch_clusters(hub: &Hub, fmt: Format, selector: Option<String>) -> Res
                 print!("{text}");
             }
         }
+    }
+    Ok(())
+}
+
+async fn watch_works(hub: &Hub, fmt: Format, cluster: Option<String>) -> Result<()> {
+    let mut stream = hub
+        .works()
+        .watch_works(WatchWorksRequest {
+            cluster: cluster.unwrap_or_default(),
+            label_selector: String::new(),
+        })
+        .await
+        .map_err(status)?
+        .into_inner();
+    if fmt == Format::Table {
+        let mut header = vec!["EVENT"];
+        header.extend(output::WORK_COLUMNS);
+        print!("{}", output::table(&header, &[]));
+    }
+    while let Some(ev) = stream.message().await.map_err(status)? {
+        let kind = flotilla_api::v1::EventType::try_from(ev.r#type)
+            .map(|t| {
+                t.as_str_name()
+                    .trim_start_matches("EVENT_TYPE_")
+                    .to_string()
+            })
+            .unwrap_or_default();
+        let Some(w) = ev.work else { continue };
+        match fmt {
+            Format::Table => {
+                let mut row = vec![kind];
+                row.extend(output::work_row(&w));
+                println!("{}", row.join("   "));
+            }
+            f => {
+                let text = output::structured(f, vec![ocm::ManifestWork::from(&w)], true)
+                    .map_err(|e| anyhow!(e))?;
+                if f == Format::Yaml {
+                    println!("---");
+                }
+                print!("{text}");
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn proxy_get(
+    hub: &Hub,
+    fmt: Format,
+    cluster: String,
+    kind: String,
+    name: Option<String>,
+    namespace: Option<String>,
+) -> Result<()> {
+    let objects = hub
+        .works()
+        .proxy(ProxyGetRequest {
+            cluster,
+            kind,
+            namespace: namespace.unwrap_or_default(),
+            name: name.clone().unwrap_or_default(),
+        })
+        .await
+        .map_err(status)?
+        .into_inner()
+        .objects;
+    let values: Vec<serde_json::Value> = objects
+        .iter()
+        .map(|o| serde_json::from_str(o).context("the agent returned invalid JSON"))
+        .collect::<Result<_>>()?;
+    match fmt {
+        Format::Table => {
+            if values.is_empty() {
+                eprintln!("No resources found.");
+                return Ok(());
+            }
+            let rows: Vec<Vec<String>> = values.iter().map(output::proxy_row).collect();
+            print!("{}", output::table(&output::PROXY_COLUMNS, &rows));
+        }
+        f => print!(
+            "{}",
+            output::structured(f, values, name.is_some()).map_err(|e| anyhow!(e))?
+        ),
     }
     Ok(())
 }

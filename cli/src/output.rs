@@ -159,6 +159,152 @@ pub fn binding_row(b: &ManagedClusterSetBinding) -> Vec<String> {
     ]
 }
 
+/// `get works` columns.
+pub const WORK_COLUMNS: [&str; 5] = [
+    "NAME",
+    "CLUSTER",
+    "NUMBER OF MANIFESTS",
+    "APPLIED",
+    "AVAILABLE",
+];
+
+/// One `get works` row.
+pub fn work_row(w: &flotilla_api::v1::ManifestWork) -> Vec<String> {
+    use flotilla_api::work::conditions::{APPLIED, AVAILABLE};
+    let m = w.metadata.clone().unwrap_or_default();
+    let conds = w
+        .status
+        .as_ref()
+        .map(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let n = w
+        .spec
+        .as_ref()
+        .and_then(|s| s.workload.as_ref())
+        .map_or(0, |wl| wl.manifests.len());
+    let mut name = m.name;
+    if m.deletion_timestamp.is_some() {
+        name.push_str(" (deleting)");
+    }
+    vec![
+        name,
+        m.namespace,
+        n.to_string(),
+        meta::condition_status(&conds, APPLIED)
+            .unwrap_or("")
+            .to_string(),
+        meta::condition_status(&conds, AVAILABLE)
+            .unwrap_or("")
+            .to_string(),
+    ]
+}
+
+/// A human description of one work (`describe work`).
+pub fn describe_work(w: &flotilla_api::v1::ManifestWork) -> String {
+    let o = ocm::ManifestWork::from(w);
+    let mut s = String::new();
+    s.push_str(&format!("Name:          {}\n", o.metadata.name));
+    s.push_str(&format!("Cluster:       {}\n", o.metadata.namespace));
+    s.push_str(&format!("Generation:    {}\n", o.metadata.generation));
+    s.push_str(&format!(
+        "Created:       {}\n",
+        o.metadata.creation_timestamp
+    ));
+    if !o.metadata.deletion_timestamp.is_empty() {
+        s.push_str(&format!(
+            "Deleting since: {}\n",
+            o.metadata.deletion_timestamp
+        ));
+    }
+    let observed = w.hub.as_ref().map_or(0, |h| h.observed_generation);
+    s.push_str(&format!("Observed generation (agent): {observed}\n"));
+    let status = o.status.unwrap_or_default();
+    let rows: Vec<Vec<String>> = status
+        .conditions
+        .iter()
+        .map(|c| {
+            vec![
+                c.type_.clone(),
+                c.status.clone(),
+                c.reason.clone(),
+                c.message.clone(),
+            ]
+        })
+        .collect();
+    s.push_str("Conditions:\n");
+    for line in table(&["TYPE", "STATUS", "REASON", "MESSAGE"], &rows).lines() {
+        s.push_str(&format!("  {line}\n"));
+    }
+    s.push_str("Manifests:\n");
+    for (i, m) in o.spec.workload.manifests.iter().enumerate() {
+        let kind = m["kind"].as_str().unwrap_or("?");
+        let name = m["metadata"]["name"].as_str().unwrap_or("?");
+        s.push_str(&format!("  [{i}] {kind} {name}\n"));
+        if let Some(ms) = status
+            .resource_status
+            .manifests
+            .iter()
+            .find(|x| x.resource_meta.ordinal == i as i32)
+        {
+            for c in &ms.conditions {
+                let why = if c.message.is_empty() {
+                    c.reason.clone()
+                } else {
+                    format!("{}: {}", c.reason, c.message)
+                };
+                s.push_str(&format!("      {}={} ({why})\n", c.type_, c.status));
+            }
+            for v in &ms.status_feedback.values {
+                let fv = &v.field_value;
+                let shown = fv
+                    .integer
+                    .map(|x| x.to_string())
+                    .or_else(|| fv.string.clone())
+                    .or_else(|| fv.boolean.map(|b| b.to_string()))
+                    .or_else(|| fv.json_raw.clone())
+                    .unwrap_or_default();
+                s.push_str(&format!(
+                    "      feedback {} = {shown} ({})\n",
+                    v.name, fv.type_
+                ));
+            }
+        }
+    }
+    s
+}
+
+/// `proxy get` columns.
+pub const PROXY_COLUMNS: [&str; 4] = ["NAMESPACE", "NAME", "KIND", "STATUS"];
+
+/// One `proxy get` row: readiness for workloads, phase for pods and jobs.
+pub fn proxy_row(o: &serde_json::Value) -> Vec<String> {
+    let st = &o["status"];
+    let status = if let Some(r) = st.get("replicas").and_then(|v| v.as_i64()) {
+        format!("{}/{r} ready", st["readyReplicas"].as_i64().unwrap_or(0))
+    } else if let Some(d) = st.get("desiredNumberScheduled").and_then(|v| v.as_i64()) {
+        format!("{}/{d} ready", st["numberReady"].as_i64().unwrap_or(0))
+    } else if let Some(p) = st.get("phase").and_then(|v| v.as_str()) {
+        p.to_string()
+    } else if st.get("succeeded").is_some() || st.get("failed").is_some() {
+        format!(
+            "succeeded {} failed {}",
+            st["succeeded"].as_i64().unwrap_or(0),
+            st["failed"].as_i64().unwrap_or(0)
+        )
+    } else {
+        String::new()
+    };
+    vec![
+        o["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("")
+            .to_string(),
+        o["metadata"]["name"].as_str().unwrap_or("").to_string(),
+        o["kind"].as_str().unwrap_or("").to_string(),
+        status,
+    ]
+}
+
 /// A human description of one cluster (`describe cluster`).
 pub fn describe_cluster(c: &ManagedCluster) -> String {
     let o = ocm::ManagedCluster::from(c);

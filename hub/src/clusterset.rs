@@ -1,7 +1,7 @@
 //! ManagedClusterSets and ManagedClusterSetBindings: stored in KV, held in memory (they are few),
 //! membership and status derived from the inventory on read.
 
-use crate::inventory::Inventory;
+use crate::inventory::ClusterInventory;
 use crate::store::{Bucket, StoreError};
 use flotilla_api::meta::{
     self, CLUSTERSET_LABEL, COND_BOUND, COND_CLUSTERSET_EMPTY, DEFAULT_CLUSTERSET,
@@ -68,7 +68,7 @@ pub struct ClusterSets {
     state: Arc<RwLock<State>>,
     sets: Bucket<ManagedClusterSet>,
     bindings: Bucket<ManagedClusterSetBinding>,
-    inventory: Inventory,
+    inventory: ClusterInventory,
     changes: broadcast::Sender<SetChange>,
     /// Serialises writers so that the KV revision and the in-memory copy stay in step.
     write_lock: Arc<tokio::sync::Mutex<()>>,
@@ -87,7 +87,7 @@ impl ClusterSets {
     pub async fn load(
         sets: Bucket<ManagedClusterSet>,
         bindings: Bucket<ManagedClusterSetBinding>,
-        inventory: Inventory,
+        inventory: ClusterInventory,
     ) -> Result<Self, StoreError> {
         let mut state = State {
             sets: BTreeMap::new(),

@@ -1,14 +1,14 @@
-//! The read-mostly view of every cluster, shared by the API, set status and (later) placement
-//! actors, so that none of them has to message thousands of cluster actors. Cluster actors are
-//! the only writers: they publish a new `Arc<ManagedCluster>` after every persisted change and
-//! broadcast the change.
+//! Read-mostly views shared by the API, set status and (later) placement actors, so that none of
+//! them has to message thousands of actors: every cluster and every ManifestWork by key, plus a
+//! change broadcast. Actors are the only writers: they publish a new `Arc` after every persisted
+//! change.
 
 use dashmap::DashMap;
-use flotilla_api::v1::ManagedCluster;
+use flotilla_api::v1::{ManagedCluster, ManifestWork};
 use std::sync::Arc;
 use tokio::sync::broadcast;
 
-/// What happened to a cluster.
+/// What happened to an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChangeKind {
     /// First seen (created, or loaded at start).
@@ -20,80 +20,118 @@ pub enum ChangeKind {
 }
 
 /// A change notification.
-#[derive(Debug, Clone)]
-pub struct ClusterChange {
+#[derive(Debug)]
+pub struct Change<T> {
     /// What happened.
     pub kind: ChangeKind,
-    /// The cluster after the change (before it, for deletes).
-    pub cluster: Arc<ManagedCluster>,
+    /// The object's key.
+    pub key: Arc<str>,
+    /// The object after the change (before it, for deletes).
+    pub object: Arc<T>,
 }
 
-/// All clusters by name plus a change broadcast.
-#[derive(Clone)]
-pub struct Inventory {
-    clusters: Arc<DashMap<String, Arc<ManagedCluster>>>,
-    changes: broadcast::Sender<ClusterChange>,
+impl<T> Clone for Change<T> {
+    fn clone(&self) -> Self {
+        Self {
+            kind: self.kind,
+            key: self.key.clone(),
+            object: self.object.clone(),
+        }
+    }
 }
 
-impl Inventory {
+/// Objects by key plus a change broadcast.
+pub struct Inventory<T> {
+    objects: Arc<DashMap<Arc<str>, Arc<T>>>,
+    changes: broadcast::Sender<Change<T>>,
+}
+
+impl<T> Clone for Inventory<T> {
+    fn clone(&self) -> Self {
+        Self {
+            objects: self.objects.clone(),
+            changes: self.changes.clone(),
+        }
+    }
+}
+
+/// Every cluster, keyed by name.
+pub type ClusterInventory = Inventory<ManagedCluster>;
+/// Every work, keyed by `<cluster>/<work>`.
+pub type WorkInventory = Inventory<ManifestWork>;
+
+impl<T: Send + Sync + 'static> Inventory<T> {
     /// An empty inventory whose broadcast keeps `capacity` changes for slow subscribers.
     pub fn new(capacity: usize) -> Self {
         let (changes, _) = broadcast::channel(capacity.max(16));
         Self {
-            clusters: Arc::new(DashMap::new()),
+            objects: Arc::new(DashMap::new()),
             changes,
         }
     }
 
-    /// Publishes a cluster's new state.
-    pub fn upsert(&self, cluster: ManagedCluster) {
-        let name = cluster
-            .metadata
-            .as_ref()
-            .map(|m| m.name.clone())
-            .unwrap_or_default();
-        let cluster = Arc::new(cluster);
-        let kind = match self.clusters.insert(name, cluster.clone()) {
+    /// Publishes an object's new state.
+    pub fn upsert(&self, key: &str, object: T) {
+        let key: Arc<str> = key.into();
+        let object = Arc::new(object);
+        let kind = match self.objects.insert(key.clone(), object.clone()) {
             Some(_) => ChangeKind::Modified,
             None => ChangeKind::Added,
         };
-        let _ = self.changes.send(ClusterChange { kind, cluster });
+        let _ = self.changes.send(Change { kind, key, object });
     }
 
-    /// Removes a cluster.
-    pub fn remove(&self, name: &str) {
-        if let Some((_, cluster)) = self.clusters.remove(name) {
-            let _ = self.changes.send(ClusterChange {
+    /// Removes an object.
+    pub fn remove(&self, key: &str) {
+        if let Some((key, object)) = self.objects.remove(key) {
+            let _ = self.changes.send(Change {
                 kind: ChangeKind::Deleted,
-                cluster,
+                key,
+                object,
             });
         }
     }
 
-    /// One cluster.
-    pub fn get(&self, name: &str) -> Option<Arc<ManagedCluster>> {
-        self.clusters.get(name).map(|c| c.clone())
+    /// One object.
+    pub fn get(&self, key: &str) -> Option<Arc<T>> {
+        self.objects.get(key).map(|c| c.clone())
     }
 
-    /// A snapshot of every cluster, sorted by name.
-    pub fn snapshot(&self) -> Vec<Arc<ManagedCluster>> {
-        let mut all: Vec<_> = self.clusters.iter().map(|e| e.value().clone()).collect();
-        all.sort_by(|a, b| name(a).cmp(name(b)));
+    /// A snapshot of every object, sorted by key.
+    pub fn snapshot(&self) -> Vec<Arc<T>> {
+        let mut all: Vec<(Arc<str>, Arc<T>)> = self
+            .objects
+            .iter()
+            .map(|e| (e.key().clone(), e.value().clone()))
+            .collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all.into_iter().map(|(_, v)| v).collect()
+    }
+
+    /// Keys and objects whose key starts with `prefix`, sorted by key.
+    pub fn with_prefix(&self, prefix: &str) -> Vec<(Arc<str>, Arc<T>)> {
+        let mut all: Vec<(Arc<str>, Arc<T>)> = self
+            .objects
+            .iter()
+            .filter(|e| e.key().starts_with(prefix))
+            .map(|e| (e.key().clone(), e.value().clone()))
+            .collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
         all
     }
 
-    /// Number of clusters.
+    /// Number of objects.
     pub fn len(&self) -> usize {
-        self.clusters.len()
+        self.objects.len()
     }
 
-    /// Whether there are no clusters.
+    /// Whether there are no objects.
     pub fn is_empty(&self) -> bool {
-        self.clusters.is_empty()
+        self.objects.is_empty()
     }
 
     /// Subscribes to changes.
-    pub fn subscribe(&self) -> broadcast::Receiver<ClusterChange> {
+    pub fn subscribe(&self) -> broadcast::Receiver<Change<T>> {
         self.changes.subscribe()
     }
 }
@@ -104,4 +142,31 @@ pub fn name(c: &ManagedCluster) -> &str {
         .as_ref()
         .map(|m| m.name.as_str())
         .unwrap_or_default()
+}
+
+/// The inventory key of a work.
+pub fn work_key(cluster: &str, work: &str) -> String {
+    format!("{cluster}/{work}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upsert_remove_and_prefix_queries_broadcast_changes() {
+        let inv: Inventory<String> = Inventory::new(16);
+        let mut rx = inv.subscribe();
+        inv.upsert("c1/a", "x".into());
+        inv.upsert("c1/a", "y".into());
+        inv.upsert("c2/b", "z".into());
+        assert_eq!(rx.try_recv().unwrap().kind, ChangeKind::Added);
+        assert_eq!(rx.try_recv().unwrap().kind, ChangeKind::Modified);
+        assert_eq!(inv.with_prefix("c1/").len(), 1);
+        inv.remove("c1/a");
+        let _ = rx.try_recv();
+        let del = rx.try_recv().unwrap();
+        assert_eq!((del.kind, &*del.key), (ChangeKind::Deleted, "c1/a"));
+        assert_eq!(inv.snapshot().len(), 1);
+    }
 }

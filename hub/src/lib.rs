@@ -23,12 +23,13 @@ pub mod store;
 
 use crate::cluster::{ClusterConfig, Clusters, Shared};
 use crate::clusterset::ClusterSets;
-use crate::inventory::Inventory;
+use crate::inventory::ClusterInventory;
 use crate::metrics::Metrics;
 use crate::router::RouterConfig;
 use crate::store::{Bucket, StoreError};
 use flotilla_api::v1::cluster_service_server::ClusterServiceServer;
 use flotilla_api::v1::cluster_set_service_server::ClusterSetServiceServer;
+use flotilla_api::v1::work_service_server::WorkServiceServer;
 use flotilla_bus::connect::{self, NatsConfig};
 use flotilla_bus::jetstream::{self as js, StreamOptions};
 use std::net::SocketAddr;
@@ -106,7 +107,9 @@ pub struct Hub {
     /// Bound metrics address.
     pub metrics_addr: SocketAddr,
     /// The cluster inventory.
-    pub inventory: Inventory,
+    pub inventory: ClusterInventory,
+    /// The work inventory.
+    pub works: inventory::WorkInventory,
     /// The cluster actors.
     pub clusters: Clusters,
     /// Metrics.
@@ -127,6 +130,7 @@ impl Hub {
 
 struct Opened {
     clusters: Bucket<flotilla_api::v1::ManagedCluster>,
+    works: Bucket<flotilla_api::v1::ManifestWork>,
     sets: Bucket<flotilla_api::v1::ManagedClusterSet>,
     bindings: Bucket<flotilla_api::v1::ManagedClusterSetBinding>,
     status_stream: async_nats::jetstream::stream::Stream,
@@ -138,6 +142,7 @@ async fn open(
 ) -> Result<Opened, StoreError> {
     Ok(Opened {
         clusters: Bucket::open(jetstream, store::CLUSTERS, opts).await?,
+        works: Bucket::open(jetstream, store::WORKS, opts).await?,
         sets: Bucket::open(jetstream, store::CLUSTERSETS, opts).await?,
         bindings: Bucket::open(jetstream, store::BINDINGS, opts).await?,
         status_stream: js::ensure_status_stream(jetstream, opts).await?,
@@ -191,11 +196,14 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
     };
 
     let metrics = Arc::new(Metrics::new());
-    let inventory = Inventory::new(16_384);
+    let inventory = ClusterInventory::new(16_384);
+    let works = inventory::WorkInventory::new(16_384);
     let clusters = Clusters::new(Shared {
         config: config.cluster.clone(),
         bucket: opened.clusters.clone(),
         inventory: inventory.clone(),
+        work_bucket: opened.works.clone(),
+        works: works.clone(),
         metrics: metrics.clone(),
         nats: nats.clone(),
         status_stream: opened.status_stream.clone(),
@@ -203,15 +211,54 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
     });
     let loaded = opened.clusters.load_all().await?;
     let count = loaded.len();
+    let mut works_by_cluster: std::collections::HashMap<String, Vec<_>> =
+        std::collections::HashMap::new();
+    let stored_works = opened.works.load_all().await?;
+    let work_count = stored_works.len();
+    for (_, work, revision) in stored_works {
+        let cluster = work
+            .metadata
+            .as_ref()
+            .map(|m| m.namespace.clone())
+            .unwrap_or_default();
+        works_by_cluster
+            .entry(cluster)
+            .or_default()
+            .push((work, revision));
+    }
     for (_, cluster, revision) in loaded {
-        clusters.spawn_loaded(cluster, revision);
+        let name = inventory::name(&cluster).to_string();
+        let works = works_by_cluster.remove(&name).unwrap_or_default();
+        clusters.spawn_loaded(cluster, revision, works);
+    }
+    // Works whose cluster is gone (a crash between the two purges of a cluster delete).
+    for (cluster, orphans) in works_by_cluster {
+        for (w, _) in orphans {
+            let name = w
+                .metadata
+                .as_ref()
+                .map(|m| m.name.clone())
+                .unwrap_or_default();
+            tracing::warn!(cluster = %cluster, work = %name, "removing a work of a deleted cluster");
+            opened
+                .works
+                .purge(&cluster::actor::work_store_key(&cluster, &name))
+                .await?;
+        }
     }
     let sets = ClusterSets::load(opened.sets, opened.bindings, inventory.clone()).await?;
-    tracing::info!(clusters = count, "hub state loaded");
+    tracing::info!(clusters = count, works = work_count, "hub state loaded");
 
     let (shutdown, shutdown_rx) = watch::channel(false);
     let mut tasks = Vec::new();
     tasks.push(tokio::spawn(router::run_registrations(
+        nats.clone(),
+        clusters.clone(),
+        metrics.clone(),
+        config.router.clone(),
+        shutdown_rx.clone(),
+    )));
+    tasks.push(tokio::spawn(router::run_resyncs(
         nats.clone(),
         clusters.clone(),
         metrics.clone(),
@@ -232,6 +279,9 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         .await;
     health_reporter
         .set_serving::<ClusterSetServiceServer<grpc::clusterset::ClusterSetApi>>()
+        .await;
+    health_reporter
+        .set_serving::<WorkServiceServer<grpc::work::WorkApi>>()
         .await;
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(flotilla_api::FILE_DESCRIPTOR_SET)
@@ -273,6 +323,7 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         grpc_addr,
         metrics_addr,
         inventory,
+        works,
         clusters,
         metrics,
         shutdown,

@@ -1,6 +1,6 @@
 //! Prometheus metrics of the hub (prefix `flotilla_hub_`) and the `/metrics` endpoint.
 
-use crate::inventory::Inventory;
+use crate::inventory::ClusterInventory;
 use flotilla_api::meta::{self, COND_AVAILABLE};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -58,6 +58,13 @@ pub struct Metrics {
     pub kv_write_seconds: Histogram,
     /// Lease expiries (clusters turned Unknown).
     pub lease_expired: Counter,
+    /// Seconds from the API accepting a work generation to the agent reporting it Applied and
+    /// Available.
+    pub work_latency_seconds: Histogram,
+    /// Work specs re-sent because no status came back in time.
+    pub work_resends: Counter,
+    /// Spec resync requests answered.
+    pub resyncs: Counter,
 }
 
 impl Default for Metrics {
@@ -80,6 +87,11 @@ impl Metrics {
                 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
             ]),
             lease_expired: Counter::default(),
+            work_latency_seconds: Histogram::new([
+                0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+            ]),
+            work_resends: Counter::default(),
+            resyncs: Counter::default(),
         };
         registry.register(
             "events_received",
@@ -105,6 +117,21 @@ impl Metrics {
             "kv_write_seconds",
             "JetStream KV write latency",
             m.kv_write_seconds.clone(),
+        );
+        registry.register(
+            "work_latency_seconds",
+            "Work accepted by the API until Applied and Available are reported",
+            m.work_latency_seconds.clone(),
+        );
+        registry.register(
+            "work_resends",
+            "Work specs re-sent because no status came back in time",
+            m.work_resends.clone(),
+        );
+        registry.register(
+            "resyncs",
+            "Spec resync requests answered",
+            m.resyncs.clone(),
         );
         registry.register(
             "lease_expired",
@@ -144,7 +171,7 @@ impl Metrics {
     }
 
     /// Renders the text exposition, refreshing the cluster gauge from the inventory.
-    pub fn render(&self, inventory: &Inventory) -> String {
+    pub fn render(&self, inventory: &ClusterInventory) -> String {
         self.clusters.clear();
         for c in inventory.snapshot() {
             let accepted = c.spec.as_ref().is_some_and(|s| s.hub_accepts_client);
@@ -183,7 +210,7 @@ fn bounded_type(t: &str) -> String {
 pub async fn serve(
     listener: tokio::net::TcpListener,
     metrics: Arc<Metrics>,
-    inventory: Inventory,
+    inventory: ClusterInventory,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     use axum::{Router, http::header, response::IntoResponse, routing::get};

@@ -3,11 +3,13 @@
 //! stored) and never blocks on a slow actor: a full mailbox is a counted drop, repaired by the
 //! agent's retry (registration) or by JetStream redelivery (status, left unacknowledged).
 
-use crate::cluster::{Clusters, LeaseEvent, Msg, StatusEvent, rules};
+use crate::cluster::actor::WorkStatusEvent;
+use crate::cluster::{Clusters, LeaseEvent, Msg, StatusEvent, rules, works};
 use crate::metrics::Metrics;
 use async_nats::jetstream::{self, consumer};
 use flotilla_api::v1::{
-    ClusterStatusReport, LeaseRenewal, RegistrationRequest, RegistrationResponse, RegistrationState,
+    ClusterStatusReport, LeaseRenewal, RegistrationRequest, RegistrationResponse,
+    RegistrationState, SpecResyncRequest, WorkStatusReport,
 };
 use flotilla_bus::envelope::{Event, headers, types};
 use flotilla_bus::subjects::{self, StatusSubject};
@@ -191,6 +193,92 @@ async fn reply_rejected(
     }
 }
 
+/// Runs the spec resync subscription until `shutdown` flips.
+pub async fn run_resyncs(
+    nats: async_nats::Client,
+    clusters: Clusters,
+    metrics: Arc<Metrics>,
+    config: RouterConfig,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let mut sub = match nats
+            .queue_subscribe(subjects::SYNC_ALL, QUEUE_GROUP.into())
+            .await
+        {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "subscribing to resync requests failed; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        loop {
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                msg = sub.next() => {
+                    let Some(msg) = msg else { break };
+                    handle_resync(&clusters, &metrics, &config, msg);
+                }
+            }
+        }
+    }
+}
+
+fn handle_resync(
+    clusters: &Clusters,
+    metrics: &Metrics,
+    config: &RouterConfig,
+    msg: async_nats::Message,
+) {
+    let expected = works::resync_request_type().to_string();
+    let subject_cluster = subjects::cluster_token(&msg.subject, "sync").unwrap_or_default();
+    let reject = |reason: &str, why: String| {
+        metrics.rejected(&expected, reason);
+        tracing::warn!(subject = %msg.subject, reason, error = %why, "resync request rejected");
+    };
+    let event = match Event::decode(&msg.payload, config.max_event_bytes) {
+        Ok(e) => e,
+        Err(e) => return reject(&e.reason(), e.to_string()),
+    };
+    metrics.received(&event.event_type.to_string());
+    if event.event_type.to_string() != expected {
+        return reject(
+            "unknown_type",
+            format!(
+                "type {} is not accepted on {}",
+                event.event_type, msg.subject
+            ),
+        );
+    }
+    if event.cluster != subject_cluster {
+        return reject(
+            "clustername_mismatch",
+            format!("clustername {:?} does not match the subject", event.cluster),
+        );
+    }
+    let request: SpecResyncRequest = match event.decode_data("SpecResyncRequest") {
+        Ok(r) => r,
+        Err(e) => return reject(&e.reason(), e.to_string()),
+    };
+    let Some(handle) = clusters.get(subject_cluster) else {
+        return reject(
+            "unknown_cluster",
+            format!("cluster {subject_cluster:?} is not registered"),
+        );
+    };
+    metrics.resyncs.inc();
+    if handle
+        .try_send(Msg::Resync {
+            request,
+            reply: msg.reply.clone(),
+        })
+        .is_err()
+    {
+        metrics.dropped("cluster");
+    }
+}
+
 /// Creates (or updates) the durable status consumer.
 pub async fn status_consumer(
     stream: &jetstream::stream::Stream,
@@ -361,6 +449,35 @@ async fn handle_status(
                 return;
             }
             handle.try_send(Msg::Status(StatusEvent {
+                report,
+                sequence: event.sequence_id,
+                hash: event.status_hash.clone(),
+                ack: Some(msg),
+            }))
+        }
+        (subjects::KIND_WORK, Some(rid)) if event.event_type == works::status_type() => {
+            let report = match event.decode_data::<WorkStatusReport>("WorkStatusReport") {
+                Ok(r) => r,
+                Err(e) => {
+                    reject(&ty, &e.reason(), e.to_string());
+                    let _ = msg.ack().await;
+                    return;
+                }
+            };
+            if report.cluster_name != event.cluster || report.resource_id != rid {
+                reject(
+                    &ty,
+                    "clustername_mismatch",
+                    format!(
+                        "clusterName {:?} / resourceId {:?} do not match the subject ({:?}, {rid:?})",
+                        report.cluster_name, report.resource_id, parsed.cluster
+                    ),
+                );
+                let _ = msg.ack().await;
+                return;
+            }
+            handle.try_send(Msg::WorkStatus(WorkStatusEvent {
+                resource_id: rid.to_string(),
                 report,
                 sequence: event.sequence_id,
                 hash: event.status_hash.clone(),

@@ -9,6 +9,8 @@ use thiserror::Error;
 
 /// Bucket of ManagedClusters, key `<cluster>`.
 pub const CLUSTERS: &str = "clusters";
+/// Bucket of ManifestWorks, key `<cluster>.<work>`.
+pub const WORKS: &str = "works";
 /// Bucket of ManagedClusterSets, key `<set>`.
 pub const CLUSTERSETS: &str = "clustersets";
 /// Bucket of ManagedClusterSetBindings, key `<namespace>.<set>`.

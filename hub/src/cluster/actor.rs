@@ -5,16 +5,20 @@
 //! `statushash`), admin edits from the API and deletion. Every change is persisted to KV with the
 //! revision it read (compare-and-set), then published to the inventory.
 
+use super::works;
 use super::{Shared, rules};
+use crate::inventory::work_key;
 use crate::store::StoreError;
 use dashmap::DashMap;
 use flotilla_api::meta::{self, COND_CLOCK_SYNCED, status};
 use flotilla_api::v1::{
-    ClusterStatusReport, LeaseRenewal, ManagedCluster, RegistrationRequest, RegistrationResponse,
-    RegistrationState, Taint, TaintKey,
+    ClusterStatusReport, HubWorkState, LeaseRenewal, ManagedCluster, ManifestWork,
+    RegistrationRequest, RegistrationResponse, RegistrationState, SpecResyncRequest,
+    SpecResyncResponse, Taint, TaintKey, WorkStatusReport,
 };
 use flotilla_bus::envelope::{Event, headers, types};
 use flotilla_bus::subjects;
+use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -26,6 +30,7 @@ use tracing::Instrument;
 /// The event source of everything the hub sends.
 pub const SOURCE: &str = "flotilla-hub";
 const PERSIST_RETRY: Duration = Duration::from_secs(1);
+const RESEND_CHECK: Duration = Duration::from_secs(1);
 
 /// Why a request to a cluster actor failed.
 #[derive(Debug, Clone, Error)]
@@ -42,6 +47,12 @@ pub enum ClusterError {
     /// The actor is gone (cluster deleted meanwhile).
     #[error("managed cluster {0:?} is being deleted")]
     Gone(String),
+    /// A stale resourceVersion.
+    #[error("{0}")]
+    Conflict(String),
+    /// The object is in a state that does not allow the request.
+    #[error("{0}")]
+    Precondition(String),
 }
 
 /// A lease renewal as received from the status stream.
@@ -67,6 +78,21 @@ pub struct StatusEvent {
     /// `statushash`.
     pub hash: Option<String>,
     /// The JetStream message, acknowledged once handled (persisted or discarded).
+    pub ack: Option<async_nats::jetstream::Message>,
+}
+
+/// A work status report as received from the status stream.
+#[derive(Debug)]
+pub struct WorkStatusEvent {
+    /// The payload.
+    pub report: WorkStatusReport,
+    /// `resourceid` from the subject.
+    pub resource_id: String,
+    /// `sequenceid`.
+    pub sequence: Option<u64>,
+    /// `statushash`.
+    pub hash: Option<String>,
+    /// The JetStream message, acknowledged once handled.
     pub ack: Option<async_nats::jetstream::Message>,
 }
 
@@ -119,6 +145,29 @@ pub enum Msg {
     },
     /// Delete the cluster and everything the hub keeps for it.
     Delete(Reply<()>),
+    /// Create or update a work (validated by the API).
+    ApplyWork {
+        /// The work as submitted.
+        work: Box<ManifestWork>,
+        /// Answer.
+        respond_to: Reply<ManifestWork>,
+    },
+    /// Start deleting a work.
+    DeleteWork {
+        /// Work name.
+        name: String,
+        /// Answer.
+        respond_to: Reply<ManifestWork>,
+    },
+    /// Work status from the agent.
+    WorkStatus(WorkStatusEvent),
+    /// The agent's spec resync request; the answer goes to the reply subject.
+    Resync {
+        /// `{resourceid: version}` held by the agent.
+        request: SpecResyncRequest,
+        /// Reply subject.
+        reply: Option<async_nats::Subject>,
+    },
 }
 
 /// A cloneable handle to one cluster actor.
@@ -200,12 +249,29 @@ impl ClusterHandle {
     pub async fn delete(&self) -> Result<(), ClusterError> {
         self.call(Msg::Delete).await
     }
+
+    /// Creates or updates a work.
+    pub async fn apply_work(&self, work: ManifestWork) -> Result<ManifestWork, ClusterError> {
+        self.call(|respond_to| Msg::ApplyWork {
+            work: Box::new(work),
+            respond_to,
+        })
+        .await
+    }
+
+    /// Starts deleting a work.
+    pub async fn delete_work(&self, name: String) -> Result<ManifestWork, ClusterError> {
+        self.call(|respond_to| Msg::DeleteWork { name, respond_to })
+            .await
+    }
 }
 
-/// Spawns an actor; `loaded` is the stored object and revision (None for a first registration).
+/// Spawns an actor; `loaded` is the stored object and revision (None for a first registration),
+/// `works` its stored works.
 pub(super) fn spawn(
     name: String,
     loaded: Option<(ManagedCluster, u64)>,
+    works: Vec<(ManifestWork, u64)>,
     shared: Arc<Shared>,
     registry: Arc<DashMap<String, ClusterHandle>>,
 ) -> ClusterHandle {
@@ -220,8 +286,33 @@ pub(super) fn spawn(
         lease_deadline: None,
         lease_sequence: 0,
         dirty: false,
+        works: BTreeMap::new(),
         rx,
     };
+    for (mut w, rev) in works {
+        if let Some(m) = w.metadata.as_mut() {
+            m.resource_version = rev;
+        }
+        let wname = w
+            .metadata
+            .as_ref()
+            .map(|m| m.name.clone())
+            .unwrap_or_default();
+        actor
+            .shared
+            .works
+            .upsert(&work_key(&name, &wname), w.clone());
+        actor.works.insert(
+            wname,
+            WorkEntry {
+                work: w,
+                revision: rev,
+                // Unconfirmed specs are re-sent one period after a restart.
+                last_sent: Some(Instant::now()),
+                backoff: actor.shared.config.work_resend_after,
+            },
+        );
+    }
     if let Some((mut c, rev)) = loaded {
         if let Some(m) = c.metadata.as_mut() {
             m.resource_version = rev;
@@ -231,7 +322,7 @@ pub(super) fn spawn(
             // A restarted hub gives every accepted cluster a full grace period.
             actor.lease_deadline = Some(Instant::now() + actor.grace(&c));
         }
-        actor.shared.inventory.upsert(c.clone());
+        actor.shared.inventory.upsert(&actor.name, c.clone());
         actor.cluster = Some(c);
     }
     tokio::spawn(actor.run().instrument(span));
@@ -251,7 +342,33 @@ struct Actor {
     lease_sequence: u64,
     /// The in-memory state is newer than the store (a write failed); retried on a timer.
     dirty: bool,
+    /// The cluster's works by name.
+    works: BTreeMap<String, WorkEntry>,
     rx: mpsc::Receiver<Msg>,
+}
+
+/// A work and its delivery bookkeeping.
+struct WorkEntry {
+    work: ManifestWork,
+    revision: u64,
+    /// When the spec was last published (None = never since start).
+    last_sent: Option<Instant>,
+    /// Current re-send delay.
+    backoff: Duration,
+}
+
+impl WorkEntry {
+    /// Whether the agent has not confirmed the current spec (or the deletion).
+    fn unconfirmed(&self) -> bool {
+        let generation = self.work.metadata.as_ref().map_or(0, |m| m.generation);
+        let observed = self.work.hub.as_ref().map_or(0, |h| h.observed_generation);
+        observed < generation
+            || self
+                .work
+                .metadata
+                .as_ref()
+                .is_some_and(|m| m.deletion_timestamp.is_some())
+    }
 }
 
 enum Flow {
@@ -262,9 +379,12 @@ enum Flow {
 impl Actor {
     async fn run(mut self) {
         tracing::debug!("cluster actor started");
+        let mut resend = tokio::time::interval(RESEND_CHECK);
+        resend.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let deadline = self.lease_deadline;
             tokio::select! {
+                _ = resend.tick(), if !self.works.is_empty() => self.resend_unconfirmed().await,
                 msg = self.rx.recv() => {
                     let Some(msg) = msg else { break };
                     if let Flow::Stop = self.handle(msg).await {
@@ -384,6 +504,16 @@ impl Actor {
                 }
                 let _ = respond_to.send(r);
             }
+            Msg::ApplyWork { work, respond_to } => {
+                let r = self.apply_work(*work).await;
+                let _ = respond_to.send(r);
+            }
+            Msg::DeleteWork { name, respond_to } => {
+                let r = self.delete_work(&name).await;
+                let _ = respond_to.send(r);
+            }
+            Msg::WorkStatus(ev) => self.work_status(ev).await,
+            Msg::Resync { request, reply } => self.resync(request, reply).await,
             Msg::Delete(tx) => {
                 let r = self.delete().await;
                 let stop = r.is_ok();
@@ -445,7 +575,7 @@ impl Actor {
         }
         self.revision = rev;
         self.dirty = false;
-        self.shared.inventory.upsert(next.clone());
+        self.shared.inventory.upsert(&self.name, next.clone());
         self.cluster = Some(next);
         Ok(())
     }
@@ -454,7 +584,7 @@ impl Actor {
     async fn persist_or_retry(&mut self, next: ManagedCluster) {
         if let Err(e) = self.persist(next.clone()).await {
             tracing::warn!(error = %e, "persisting cluster failed; will retry");
-            self.shared.inventory.upsert(next.clone());
+            self.shared.inventory.upsert(&self.name, next.clone());
             self.cluster = Some(next);
             self.dirty = true;
         }
@@ -768,6 +898,17 @@ impl Actor {
         {
             tracing::warn!(error = %e, "purging the cluster's status subjects failed");
         }
+        for (wname, _) in std::mem::take(&mut self.works) {
+            if let Err(e) = self
+                .shared
+                .work_bucket
+                .purge(&work_store_key(&self.name, &wname))
+                .await
+            {
+                tracing::warn!(error = %e, work = %wname, "purging a work of a deleted cluster failed");
+            }
+            self.shared.works.remove(&work_key(&self.name, &wname));
+        }
         self.notify_deleted().await;
         self.registry.remove(&self.name);
         self.shared.inventory.remove(&self.name);
@@ -786,6 +927,352 @@ impl Actor {
         self.send(subjects::spec(&self.name), types::cluster_deleted(), &r)
             .await;
     }
+}
+
+/// The KV key of a work: `<cluster>.<work>` (cluster names have no dots, so this is unique).
+pub fn work_store_key(cluster: &str, work: &str) -> String {
+    format!("{cluster}.{work}")
+}
+
+impl Actor {
+    async fn apply_work(&mut self, mut work: ManifestWork) -> Result<ManifestWork, ClusterError> {
+        if self.cluster.is_none() {
+            return Err(ClusterError::NotFound(self.name.clone()));
+        }
+        let mut meta = work.metadata.take().unwrap_or_default();
+        let name = meta.name.clone();
+        let existing = self.works.get(&name);
+        let (expected, next) = match existing {
+            Some(e) => {
+                let old = e.work.metadata.clone().unwrap_or_default();
+                if old.deletion_timestamp.is_some() {
+                    return Err(ClusterError::Precondition(format!(
+                        "ManifestWork {}/{name} is being deleted; wait until it is gone",
+                        self.name
+                    )));
+                }
+                if meta.resource_version != 0 && meta.resource_version != e.revision {
+                    return Err(ClusterError::Conflict(format!(
+                        "ManifestWork {}/{name}: resourceVersion {} is stale (stored {}); get it again and retry",
+                        self.name, meta.resource_version, e.revision
+                    )));
+                }
+                let spec_changed = e.work.spec != work.spec;
+                if !spec_changed && old.labels == meta.labels && old.annotations == meta.annotations
+                {
+                    return Ok(e.work.clone());
+                }
+                meta.uid = old.uid;
+                meta.creation_timestamp = old.creation_timestamp;
+                meta.generation = if spec_changed {
+                    old.generation + 1
+                } else {
+                    old.generation
+                };
+                let mut hub = e.work.hub.clone().unwrap_or_default();
+                if spec_changed {
+                    hub.accepted_at = Some(meta::now());
+                    hub.latency_recorded = false;
+                }
+                (
+                    e.revision,
+                    ManifestWork {
+                        metadata: Some(meta),
+                        spec: work.spec,
+                        status: e.work.status.clone(),
+                        hub: Some(hub),
+                    },
+                )
+            }
+            None => {
+                if meta.resource_version != 0 {
+                    return Err(ClusterError::NotFound(format!(
+                        "ManifestWork {}/{name}",
+                        self.name
+                    )));
+                }
+                meta.uid = uuid::Uuid::new_v4().to_string();
+                meta.creation_timestamp = Some(meta::now());
+                meta.generation = 1;
+                let mut w = ManifestWork {
+                    metadata: Some(meta),
+                    spec: work.spec,
+                    status: None,
+                    hub: None,
+                };
+                w.hub = Some(HubWorkState {
+                    accepted_at: Some(meta::now()),
+                    resource_id: works::resource_id(&w),
+                    ..Default::default()
+                });
+                (0, w)
+            }
+        };
+        let stored = self.persist_work(&name, next, expected).await?;
+        if let Some(e) = self.works.get_mut(&name) {
+            e.backoff = self.shared.config.work_resend_after;
+        }
+        self.publish_work(&name).await;
+        Ok(stored)
+    }
+
+    /// Writes a work with compare-and-set and publishes it to the works inventory.
+    async fn persist_work(
+        &mut self,
+        name: &str,
+        mut work: ManifestWork,
+        expected: u64,
+    ) -> Result<ManifestWork, ClusterError> {
+        if let Some(m) = work.metadata.as_mut() {
+            m.resource_version = 0;
+        }
+        let rev = self
+            .shared
+            .work_bucket
+            .write(&work_store_key(&self.name, name), &work, expected)
+            .await
+            .map_err(|e| {
+                if e.is_conflict() {
+                    ClusterError::Conflict(format!(
+                        "ManifestWork {}/{name} changed meanwhile; retry",
+                        self.name
+                    ))
+                } else {
+                    ClusterError::Unavailable(e.to_string())
+                }
+            })?;
+        if let Some(m) = work.metadata.as_mut() {
+            m.resource_version = rev;
+        }
+        self.shared
+            .works
+            .upsert(&work_key(&self.name, name), work.clone());
+        let backoff = self.shared.config.work_resend_after;
+        let entry = self
+            .works
+            .entry(name.to_string())
+            .or_insert_with(|| WorkEntry {
+                work: work.clone(),
+                revision: rev,
+                last_sent: None,
+                backoff,
+            });
+        entry.work = work.clone();
+        entry.revision = rev;
+        Ok(work)
+    }
+
+    /// Publishes a work's spec (or deletion) to the agent.
+    async fn publish_work(&mut self, name: &str) {
+        let Some(entry) = self.works.get_mut(name) else {
+            return;
+        };
+        entry.last_sent = Some(Instant::now());
+        let ev = works::spec_event(&self.name, &entry.work, SOURCE);
+        match ev.encode(self.shared.config.max_event_bytes) {
+            Ok(bytes) => {
+                if let Err(e) = self
+                    .shared
+                    .nats
+                    .publish_with_headers(subjects::spec(&self.name), headers(&ev), bytes)
+                    .await
+                {
+                    tracing::warn!(error = %e, work = %name, "publishing a work spec failed; it will be re-sent");
+                }
+            }
+            Err(e) => tracing::error!(error = %e, work = %name, "work spec cannot be encoded"),
+        }
+    }
+
+    async fn delete_work(&mut self, name: &str) -> Result<ManifestWork, ClusterError> {
+        let Some(e) = self.works.get(name) else {
+            return Err(ClusterError::NotFound(format!(
+                "ManifestWork {}/{name}",
+                self.name
+            )));
+        };
+        let mut next = e.work.clone();
+        let expected = e.revision;
+        let m = next.metadata.get_or_insert_with(Default::default);
+        if m.deletion_timestamp.is_none() {
+            m.deletion_timestamp = Some(meta::now());
+            mark_deleting(&mut next);
+            next = self.persist_work(name, next, expected).await?;
+        }
+        if let Some(e) = self.works.get_mut(name) {
+            e.backoff = self.shared.config.work_resend_after;
+        }
+        self.publish_work(name).await;
+        Ok(next)
+    }
+
+    async fn work_status(&mut self, ev: WorkStatusEvent) {
+        let WorkStatusEvent {
+            report,
+            resource_id,
+            sequence,
+            hash,
+            ack,
+        } = ev;
+        let ty = works::status_type().to_string();
+        let name = report.work_name.clone();
+        let Some(entry) = self.works.get(&name) else {
+            // Not (or no longer) known: the agent's next resync deletes it.
+            self.shared.metrics.rejected(&ty, "unknown_work");
+            ack_message(ack).await;
+            return;
+        };
+        if works::resource_id(&entry.work) != resource_id {
+            self.shared.metrics.rejected(&ty, "resourceid_mismatch");
+            ack_message(ack).await;
+            return;
+        }
+        let mut next = entry.work.clone();
+        let expected = entry.revision;
+        let hub = next.hub.get_or_insert_with(Default::default);
+        if let Some(seq) = sequence {
+            if seq <= hub.last_sequence {
+                self.shared.metrics.rejected(&ty, "stale_sequence");
+                ack_message(ack).await;
+                return;
+            }
+            hub.last_sequence = seq;
+        }
+        if let Some(h) = &hash {
+            if *h == hub.last_status_hash {
+                ack_message(ack).await;
+                return;
+            }
+            hub.last_status_hash = h.clone();
+        }
+        let deleting = next
+            .metadata
+            .as_ref()
+            .is_some_and(|m| m.deletion_timestamp.is_some());
+        if report.deleted && deleting {
+            match self
+                .shared
+                .work_bucket
+                .purge(&work_store_key(&self.name, &name))
+                .await
+            {
+                Ok(()) => {
+                    self.works.remove(&name);
+                    self.shared.works.remove(&work_key(&self.name, &name));
+                    tracing::info!(work = %name, "work deleted");
+                    ack_message(ack).await;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, work = %name, "removing a deleted work failed; JetStream will redeliver the report");
+                }
+            }
+            return;
+        }
+        if let Some(latency) = works::apply_status(&mut next, &report) {
+            self.shared
+                .metrics
+                .work_latency_seconds
+                .observe(latency.as_secs_f64());
+        }
+        if deleting {
+            mark_deleting(&mut next);
+        }
+        match self.persist_work(&name, next, expected).await {
+            Ok(_) => {
+                if let Some(e) = self.works.get_mut(&name) {
+                    e.backoff = self.shared.config.work_resend_after;
+                }
+                ack_message(ack).await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, work = %name, "work status not persisted; JetStream will redeliver it")
+            }
+        }
+    }
+
+    async fn resync(&mut self, request: SpecResyncRequest, reply: Option<async_nats::Subject>) {
+        let hub: BTreeMap<String, works::HubVersion> = self
+            .works
+            .values()
+            .map(|e| {
+                let m = e.work.metadata.clone().unwrap_or_default();
+                (
+                    works::resource_id(&e.work),
+                    works::HubVersion {
+                        generation: m.generation,
+                        deleting: m.deletion_timestamp.is_some(),
+                    },
+                )
+            })
+            .collect();
+        let (resend, deleted) = works::resync_diff(&hub, &request.versions);
+        let by_id: HashMap<String, String> = self
+            .works
+            .iter()
+            .map(|(n, e)| (works::resource_id(&e.work), n.clone()))
+            .collect();
+        for id in &resend {
+            if let Some(name) = by_id.get(id).cloned() {
+                self.publish_work(&name).await;
+            }
+        }
+        tracing::debug!(
+            resent = resend.len(),
+            deleted = deleted.len(),
+            "spec resync answered"
+        );
+        if let Some(reply) = reply {
+            let resp = SpecResyncResponse {
+                deleted,
+                resent: resend.len() as u32,
+            };
+            let ev = Event::new(
+                works::resync_response_type(),
+                SOURCE,
+                self.name.clone(),
+                &resp,
+            );
+            if let Ok(bytes) = ev.encode(self.shared.config.max_event_bytes) {
+                let _ = self
+                    .shared
+                    .nats
+                    .publish_with_headers(reply, headers(&ev), bytes)
+                    .await;
+            }
+        }
+    }
+
+    /// Re-sends specs the agent has not confirmed within their back-off.
+    async fn resend_unconfirmed(&mut self) {
+        let max = self.shared.config.work_resend_after * 16;
+        let due: Vec<String> = self
+            .works
+            .iter()
+            .filter(|(_, e)| {
+                e.unconfirmed() && e.last_sent.is_none_or(|t| t.elapsed() >= e.backoff)
+            })
+            .map(|(n, _)| n.clone())
+            .collect();
+        for name in due {
+            if let Some(e) = self.works.get_mut(&name) {
+                e.backoff = (e.backoff * 2).min(max);
+            }
+            self.shared.metrics.work_resends.inc();
+            tracing::debug!(work = %name, "re-sending an unconfirmed work spec");
+            self.publish_work(&name).await;
+        }
+    }
+}
+
+fn mark_deleting(work: &mut ManifestWork) {
+    let st = work.status.get_or_insert_with(Default::default);
+    meta::set_condition(
+        &mut st.conditions,
+        flotilla_api::work::conditions::DELETING,
+        status::TRUE,
+        "Deleting",
+        "Waiting for the agent to remove the work's resources",
+    );
 }
 
 fn response(

@@ -3,10 +3,11 @@
 
 pub mod actor;
 pub mod rules;
+pub mod works;
 
 pub use actor::{ClusterError, ClusterHandle, LeaseEvent, Msg, StatusEvent};
 
-use crate::inventory::Inventory;
+use crate::inventory::ClusterInventory;
 use crate::metrics::Metrics;
 use crate::store::Bucket;
 use dashmap::DashMap;
@@ -29,6 +30,9 @@ pub struct ClusterConfig {
     pub max_event_bytes: usize,
     /// Agent/server clock difference above which ClockSynced turns False.
     pub clock_skew_tolerance: Duration,
+    /// A work spec whose status has not come back after this long is sent again (doubling up
+    /// to 16 times this).
+    pub work_resend_after: Duration,
 }
 
 impl Default for ClusterConfig {
@@ -40,6 +44,7 @@ impl Default for ClusterConfig {
             mailbox_capacity: 256,
             max_event_bytes: flotilla_bus::envelope::DEFAULT_MAX_EVENT_BYTES,
             clock_skew_tolerance: Duration::from_secs(10),
+            work_resend_after: Duration::from_secs(30),
         }
     }
 }
@@ -51,7 +56,11 @@ pub struct Shared {
     /// The clusters bucket.
     pub bucket: Bucket<ManagedCluster>,
     /// The shared read view.
-    pub inventory: Inventory,
+    pub inventory: ClusterInventory,
+    /// The works bucket (`<cluster>.<work>`).
+    pub work_bucket: Bucket<flotilla_api::v1::ManifestWork>,
+    /// The shared read view of works.
+    pub works: crate::inventory::WorkInventory,
     /// Metrics.
     pub metrics: Arc<Metrics>,
     /// NATS, for spec events and registration replies.
@@ -79,12 +88,18 @@ impl Clusters {
         }
     }
 
-    /// Spawns the actor of a cluster loaded from the store.
-    pub fn spawn_loaded(&self, cluster: ManagedCluster, revision: u64) {
+    /// Spawns the actor of a cluster loaded from the store, with its works.
+    pub fn spawn_loaded(
+        &self,
+        cluster: ManagedCluster,
+        revision: u64,
+        works: Vec<(flotilla_api::v1::ManifestWork, u64)>,
+    ) {
         let name = crate::inventory::name(&cluster).to_string();
         let handle = actor::spawn(
             name.clone(),
             Some((cluster, revision)),
+            works,
             self.shared.clone(),
             self.actors.clone(),
         );
@@ -104,6 +119,7 @@ impl Clusters {
                 actor::spawn(
                     name.to_string(),
                     None,
+                    Vec::new(),
                     self.shared.clone(),
                     self.actors.clone(),
                 )

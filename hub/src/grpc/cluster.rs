@@ -1,7 +1,7 @@
 //! `flotilla.v1.ClusterService`.
 
 use crate::cluster::Clusters;
-use crate::inventory::{ChangeKind, Inventory};
+use crate::inventory::{ChangeKind, ClusterInventory};
 use flotilla_api::selector;
 use flotilla_api::v1::cluster_service_server::ClusterService;
 use flotilla_api::v1::{
@@ -18,12 +18,12 @@ use tonic::{Request, Response, Status};
 /// The service implementation.
 pub struct ClusterApi {
     clusters: Clusters,
-    inventory: Inventory,
+    inventory: ClusterInventory,
 }
 
 impl ClusterApi {
     /// A service over the cluster registry and inventory.
-    pub fn new(clusters: Clusters, inventory: Inventory) -> Self {
+    pub fn new(clusters: Clusters, inventory: ClusterInventory) -> Self {
         Self {
             clusters,
             inventory,
@@ -120,7 +120,7 @@ impl ClusterService for ClusterApi {
             loop {
                 match rx.recv().await {
                     Ok(change) => {
-                        if !selector::matches_labels(&sel, &labels(&change.cluster))
+                        if !selector::matches_labels(&sel, &labels(&change.object))
                             && change.kind != ChangeKind::Deleted
                         {
                             continue;
@@ -132,7 +132,7 @@ impl ClusterService for ClusterApi {
                         };
                         let ev = ClusterEvent {
                             r#type: ty as i32,
-                            cluster: Some((*change.cluster).clone()),
+                            cluster: Some((*change.object).clone()),
                         };
                         if tx.send(Ok(ev)).await.is_err() {
                             return;

@@ -4,6 +4,7 @@
 
 pub mod cluster;
 pub mod clusterset;
+pub mod work;
 
 use crate::cluster::ClusterError;
 use crate::clusterset::SetError;
@@ -15,6 +16,8 @@ impl From<ClusterError> for Status {
             ClusterError::NotFound(_) | ClusterError::Gone(_) => Status::not_found(e.to_string()),
             ClusterError::Invalid(_) => Status::invalid_argument(e.to_string()),
             ClusterError::Unavailable(_) => Status::unavailable(e.to_string()),
+            ClusterError::Conflict(_) => Status::aborted(e.to_string()),
+            ClusterError::Precondition(_) => Status::failed_precondition(e.to_string()),
         }
     }
 }

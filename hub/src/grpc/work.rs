@@ -1,0 +1,264 @@
+//! `flotilla.v1.WorkService`: ManifestWorks and read-only proxy queries to spokes.
+
+use crate::cluster::Clusters;
+use crate::inventory::{ChangeKind, WorkInventory, work_key};
+use flotilla_api::selector;
+use flotilla_api::v1::work_service_server::WorkService;
+use flotilla_api::v1::{
+    DeleteWorkRequest, EventType, GetWorkRequest, ListWorksRequest, ListWorksResponse,
+    ManifestWork, ProxyGetRequest, ProxyGetResponse, ProxyRequest, ProxyResponse,
+    WatchWorksRequest, WorkEvent,
+};
+use flotilla_bus::envelope::{Event, headers, types};
+use flotilla_bus::subjects;
+use std::pin::Pin;
+use std::time::Duration;
+use tokio::sync::broadcast::error::RecvError;
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status};
+
+/// How long a proxy query waits for the agent.
+const PROXY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The service implementation.
+pub struct WorkApi {
+    clusters: Clusters,
+    works: WorkInventory,
+    nats: async_nats::Client,
+    max_event_bytes: usize,
+}
+
+impl WorkApi {
+    /// A service over the cluster actors (which own works) and the work inventory.
+    pub fn new(
+        clusters: Clusters,
+        works: WorkInventory,
+        nats: async_nats::Client,
+        max_event_bytes: usize,
+    ) -> Self {
+        Self {
+            clusters,
+            works,
+            nats,
+            max_event_bytes,
+        }
+    }
+
+    fn cluster(&self, name: &str) -> Result<crate::cluster::ClusterHandle, Status> {
+        self.clusters
+            .get(name)
+            .filter(|_| self.clusters.shared().inventory.get(name).is_some())
+            .ok_or_else(|| Status::not_found(format!("managed cluster {name:?} not found")))
+    }
+}
+
+fn labels(w: &ManifestWork) -> std::collections::HashMap<String, String> {
+    w.metadata
+        .as_ref()
+        .map(|m| m.labels.clone())
+        .unwrap_or_default()
+}
+
+fn parse_selector(s: &str) -> Result<flotilla_api::v1::LabelSelector, Status> {
+    selector::parse(s).map_err(|e| Status::invalid_argument(format!("labelSelector: {e}")))
+}
+
+type WatchStream = Pin<Box<dyn Stream<Item = Result<WorkEvent, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl WorkService for WorkApi {
+    async fn apply_work(
+        &self,
+        req: Request<ManifestWork>,
+    ) -> Result<Response<ManifestWork>, Status> {
+        let work = req.into_inner();
+        let errors = flotilla_api::work::validate(&work);
+        if !errors.is_empty() {
+            return Err(Status::invalid_argument(errors.join("; ")));
+        }
+        let cluster = work
+            .metadata
+            .as_ref()
+            .map(|m| m.namespace.clone())
+            .unwrap_or_default();
+        let handle = self.cluster(&cluster)?;
+        Ok(Response::new(handle.apply_work(work).await?))
+    }
+
+    async fn get_work(
+        &self,
+        req: Request<GetWorkRequest>,
+    ) -> Result<Response<ManifestWork>, Status> {
+        let r = req.into_inner();
+        self.works
+            .get(&work_key(&r.cluster, &r.name))
+            .map(|w| Response::new((*w).clone()))
+            .ok_or_else(|| {
+                Status::not_found(format!("ManifestWork {}/{} not found", r.cluster, r.name))
+            })
+    }
+
+    async fn list_works(
+        &self,
+        req: Request<ListWorksRequest>,
+    ) -> Result<Response<ListWorksResponse>, Status> {
+        let r = req.into_inner();
+        let sel = parse_selector(&r.label_selector)?;
+        let prefix = if r.cluster.is_empty() {
+            String::new()
+        } else {
+            format!("{}/", r.cluster)
+        };
+        let mut items = Vec::new();
+        let mut next_page_token = String::new();
+        let mut last_key = String::new();
+        for (key, w) in self.works.with_prefix(&prefix) {
+            if !r.page_token.is_empty() && &*key <= r.page_token.as_str() {
+                continue;
+            }
+            if !selector::matches_labels(&sel, &labels(&w)) {
+                continue;
+            }
+            if r.page_size > 0 && items.len() == r.page_size as usize {
+                next_page_token = last_key;
+                break;
+            }
+            last_key = key.to_string();
+            items.push((*w).clone());
+        }
+        Ok(Response::new(ListWorksResponse {
+            items,
+            next_page_token,
+        }))
+    }
+
+    async fn delete_work(
+        &self,
+        req: Request<DeleteWorkRequest>,
+    ) -> Result<Response<ManifestWork>, Status> {
+        let r = req.into_inner();
+        let handle = self.cluster(&r.cluster)?;
+        Ok(Response::new(handle.delete_work(r.name).await?))
+    }
+
+    type WatchWorksStream = WatchStream;
+
+    async fn watch_works(
+        &self,
+        req: Request<WatchWorksRequest>,
+    ) -> Result<Response<WatchStream>, Status> {
+        let r = req.into_inner();
+        let sel = parse_selector(&r.label_selector)?;
+        let prefix = if r.cluster.is_empty() {
+            String::new()
+        } else {
+            format!("{}/", r.cluster)
+        };
+        let mut rx = self.works.subscribe();
+        let initial = self.works.with_prefix(&prefix);
+        let stream = super::cluster::async_stream(move |tx| async move {
+            for (_, w) in initial {
+                if selector::matches_labels(&sel, &labels(&w)) {
+                    let ev = WorkEvent {
+                        r#type: EventType::Added as i32,
+                        work: Some((*w).clone()),
+                    };
+                    if tx.send(Ok(ev)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            loop {
+                match rx.recv().await {
+                    Ok(change) => {
+                        if !change.key.starts_with(&prefix)
+                            || !selector::matches_labels(&sel, &labels(&change.object))
+                        {
+                            continue;
+                        }
+                        let ty = match change.kind {
+                            ChangeKind::Added => EventType::Added,
+                            ChangeKind::Modified => EventType::Modified,
+                            ChangeKind::Deleted => EventType::Deleted,
+                        };
+                        let ev = WorkEvent {
+                            r#type: ty as i32,
+                            work: Some((*change.object).clone()),
+                        };
+                        if tx.send(Ok(ev)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(RecvError::Lagged(n)) => {
+                        let _ = tx
+                            .send(Err(Status::aborted(format!(
+                                "watch fell {n} changes behind; list and watch again"
+                            ))))
+                            .await;
+                        return;
+                    }
+                    Err(RecvError::Closed) => return,
+                }
+            }
+        });
+        Ok(Response::new(stream))
+    }
+
+    async fn proxy(
+        &self,
+        req: Request<ProxyGetRequest>,
+    ) -> Result<Response<ProxyGetResponse>, Status> {
+        let r = req.into_inner();
+        self.cluster(&r.cluster)?;
+        if r.kind.is_empty() {
+            return Err(Status::invalid_argument(
+                "kind: required (for example deployments or Deployment)",
+            ));
+        }
+        let query = ProxyRequest {
+            cluster_name: r.cluster.clone(),
+            kind: r.kind,
+            namespace: r.namespace,
+            name: r.name,
+        };
+        let ev = Event::new(
+            types::proxy_request(),
+            crate::cluster::actor::SOURCE,
+            r.cluster.clone(),
+            &query,
+        );
+        let bytes = ev
+            .encode(self.max_event_bytes)
+            .map_err(|e| Status::internal(e.to_string()))?;
+        let request = async_nats::Request::new()
+            .payload(bytes)
+            .headers(headers(&ev))
+            .timeout(Some(PROXY_TIMEOUT));
+        let reply = self
+            .nats
+            .send_request(subjects::proxy(&r.cluster), request)
+            .await
+            .map_err(|e| {
+                Status::unavailable(format!(
+                    "the agent of cluster {:?} did not answer ({e}); is it connected?",
+                    r.cluster
+                ))
+            })?;
+        let resp: ProxyResponse = Event::decode(&reply.payload, self.max_event_bytes)
+            .and_then(|e| e.decode_data("ProxyResponse"))
+            .map_err(|e| Status::internal(format!("unreadable answer from the agent: {e}")))?;
+        if !resp.error.is_empty() {
+            return Err(if resp.error.contains("not found") {
+                Status::not_found(resp.error)
+            } else {
+                Status::invalid_argument(resp.error)
+            });
+        }
+        let objects = resp
+            .objects
+            .into_iter()
+            .map(|o| String::from_utf8_lossy(&o).into_owned())
+            .collect();
+        Ok(Response::new(ProxyGetResponse { objects }))
+    }
+}
