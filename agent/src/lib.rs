@@ -3,6 +3,7 @@
 //! - [`registration`]: the registration actor — double opt-in registration, lease renewal,
 //!   cluster status reports, reaction to acceptance/denial/deletion and to reconnects.
 //! - [`backend`]: the local cluster ([`backend::sim::SimBackend`] for simulators and tests).
+//! - [`work`]: ManifestWork execution — one actor per work, status feedback, proxy queries.
 //! - [`store`]: durable local state (`--state-dir`) or in-memory state for simulators.
 //!
 //! [`run`] is what the `flotilla-agent` binary and the simulator call.
@@ -11,6 +12,7 @@
 
 pub mod backend;
 pub mod registration;
+pub mod work;
 pub mod store;
 
 use flotilla_api::v1::ClusterClaim;
@@ -49,6 +51,10 @@ pub struct AgentConfig {
     pub denied_poll: Duration,
     /// How often the backend is checked for status changes.
     pub status_interval: Duration,
+    /// How often work resources are observed (status and feedback).
+    pub work_status_interval: Duration,
+    /// How often the agent asks the hub for a spec resync besides every (re)connect (jittered).
+    pub resync_interval: Duration,
     /// Largest event sent.
     pub max_event_bytes: usize,
 }
@@ -67,6 +73,8 @@ impl AgentConfig {
             pending_poll: Duration::from_secs(30),
             denied_poll: Duration::from_secs(300),
             status_interval: Duration::from_secs(10),
+            work_status_interval: Duration::from_secs(10),
+            resync_interval: Duration::from_secs(300),
             max_event_bytes: flotilla_bus::envelope::DEFAULT_MAX_EVENT_BYTES,
         }
     }
@@ -133,9 +141,21 @@ pub async fn run(
         StateConfig::Dir(dir) => store::LocalStore::open(dir, &config.cluster_name)?,
         StateConfig::Memory => store::LocalStore::memory(&config.cluster_name),
     };
+    let store = Arc::new(store);
     let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
     let client = connect::connect(&config.nats, Some(events_tx)).await?;
-    registration::RegistrationActor::new(config, client.clone(), backend, Arc::new(store))
+    let publisher = work::Publisher::new(client.clone(), store.clone(), &config.cluster_name, config.max_event_bytes);
+    let works = work::WorkManager::start(
+        &config.cluster_name,
+        backend.clone(),
+        store.clone(),
+        publisher,
+        work::WorkConfig {
+            status_interval: config.work_status_interval,
+            max_event_bytes: config.max_event_bytes,
+        },
+    )?;
+    registration::RegistrationActor::new(config, client.clone(), backend, store, works)
         .run(events_rx, shutdown)
         .await;
     let _ = tokio::time::timeout(Duration::from_secs(2), client.drain()).await;

@@ -1,7 +1,7 @@
 //! `flotilla-agent`: flags → tracing → [`flotilla_agent::run`].
 
 use clap::Parser;
-use flotilla_agent::backend::sim::SimBackend;
+use flotilla_agent::backend::sim::{SimBackend, SimConfig};
 use flotilla_agent::{AgentConfig, StateConfig};
 use flotilla_api::v1::ClusterClaim;
 use std::path::PathBuf;
@@ -59,6 +59,15 @@ struct Args {
     /// Seconds between status checks.
     #[arg(long, default_value_t = 10)]
     status_interval_seconds: u64,
+    /// Seconds between observations of work resources (status, feedback).
+    #[arg(long, default_value_t = 10)]
+    work_status_interval_seconds: u64,
+    /// Seconds between periodic spec resyncs (besides every reconnect).
+    #[arg(long, default_value_t = 300)]
+    resync_interval_seconds: u64,
+    /// Milliseconds until simulated workloads become ready.
+    #[arg(long, default_value_t = 2000)]
+    sim_ready_delay_ms: u64,
 }
 
 fn pairs(flag: &str, raw: &[String], errors: &mut Vec<String>) -> Vec<(String, String)> {
@@ -85,7 +94,7 @@ fn main() -> ExitCode {
     let mut config = AgentConfig::new(&args.cluster_name, &args.nats_url);
     config.nats.credentials_file = args.nats_creds;
     config.nats.tls_ca_file = args.nats_ca;
-    config.state = StateConfig::Dir(args.state_dir);
+    config.state = StateConfig::Dir(args.state_dir.clone());
     config.labels = pairs("--label", &args.labels, &mut errors)
         .into_iter()
         .collect();
@@ -95,6 +104,9 @@ fn main() -> ExitCode {
         .collect();
     config.pending_poll = Duration::from_secs(args.pending_poll_seconds.max(1));
     config.status_interval = Duration::from_secs(args.status_interval_seconds.max(1));
+    config.work_status_interval = Duration::from_secs(args.work_status_interval_seconds.max(1));
+    config.resync_interval = Duration::from_secs(args.resync_interval_seconds.max(1));
+    let sim_file = args.state_dir.join("sim-cluster.json");
     if args.backend != "sim" {
         errors.push(format!(
             "--backend {:?}: only \"sim\" is available in this build",
@@ -108,14 +120,26 @@ fn main() -> ExitCode {
         }
         return ExitCode::from(64);
     }
-    let backend = Arc::new(
-        SimBackend::new(
-            args.sim_cpu,
-            args.sim_memory_gib,
-            &args.sim_kubernetes_version,
-        )
-        .with_platform(&args.sim_platform),
-    );
+    let sim = SimBackend::new(args.sim_cpu, args.sim_memory_gib, &args.sim_kubernetes_version)
+        .with_platform(&args.sim_platform)
+        .with_config(SimConfig {
+            ready_delay: Duration::from_millis(args.sim_ready_delay_ms),
+            ..SimConfig::default()
+        });
+    // The simulated cluster lives next to the agent's state, so it survives agent restarts.
+    if let Some(dir) = sim_file.parent()
+        && let Err(e) = std::fs::create_dir_all(dir)
+    {
+        eprintln!("flotilla-agent: --state-dir {}: {e}", dir.display());
+        return ExitCode::from(64);
+    }
+    let backend = match sim.persisted(sim_file) {
+        Ok(b) => Arc::new(b),
+        Err(e) => {
+            eprintln!("flotilla-agent: {e}");
+            return ExitCode::from(64);
+        }
+    };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
         Err(e) => {

@@ -9,11 +9,12 @@
 use crate::AgentConfig;
 use crate::backend::{Backend, ClusterInfo};
 use crate::store::{HubState, LocalStore};
+use crate::work::WorkManager;
 use async_nats::jetstream;
 use flotilla_api::meta::{self, CLAIM_ID, CLAIM_KUBEVERSION, CLAIM_PLATFORM, CLAIM_PRODUCT};
 use flotilla_api::v1::{
     ClusterClaim, ClusterStatusReport, LeaseRenewal, RegistrationRequest, RegistrationResponse,
-    RegistrationState,
+    RegistrationState, SpecResyncRequest, SpecResyncResponse,
 };
 use flotilla_bus::connect::ConnectionEvent;
 use flotilla_bus::envelope::{Event, headers, types};
@@ -43,6 +44,10 @@ pub struct RegistrationActor {
     next_lease: Option<Instant>,
     /// Hash of the last status the stream acknowledged.
     last_status_hash: Option<String>,
+    /// The works on this cluster.
+    works: WorkManager,
+    /// When to ask the hub for a spec resync (None = not scheduled).
+    next_resync: Option<Instant>,
 }
 
 fn jitter(d: Duration, low: f64) -> Duration {
@@ -63,6 +68,7 @@ impl RegistrationActor {
         client: async_nats::Client,
         backend: Arc<dyn Backend>,
         store: Arc<LocalStore>,
+        works: WorkManager,
     ) -> Self {
         let js = jetstream::new(client.clone());
         let source = format!("flotilla-agent/{}", config.cluster_name);
@@ -77,6 +83,8 @@ impl RegistrationActor {
             register_failures: 0,
             next_lease: None,
             last_status_hash: None,
+            works,
+            next_resync: None,
         }
     }
 
@@ -110,9 +118,19 @@ impl RegistrationActor {
                     }
                 }
             };
+            let mut proxy = loop {
+                match self.client.subscribe(subjects::proxy(self.name())).await {
+                    Ok(s) => break s,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "subscribing to proxy requests failed; retrying");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                }
+            };
             if self.accepted() {
                 // Edge autonomy: an accepted agent keeps renewing even before the hub answers.
                 self.next_lease = Some(Instant::now());
+                self.next_resync = Some(Instant::now());
             }
             let mut status_tick = tokio::time::interval(self.config.status_interval);
             status_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -121,6 +139,16 @@ impl RegistrationActor {
                     () = &mut shutdown => break,
                     () = sleep_until_opt(self.next_register) => self.register().await,
                     () = sleep_until_opt(self.next_lease) => self.renew().await,
+                    () = sleep_until_opt(self.next_resync) => self.resync().await,
+                    msg = proxy.next() => match msg {
+                        Some(msg) if self.accepted() => self.works.on_proxy(&self.client, msg).await,
+                        Some(_) => {}
+                        None => {
+                            if let Ok(s) = self.client.subscribe(subjects::proxy(self.name())).await {
+                                proxy = s;
+                            }
+                        }
+                    },
                     _ = status_tick.tick(), if self.accepted() => self.report_status(false).await,
                     msg = spec.next() => match msg {
                         Some(msg) => self.on_spec(msg).await,
@@ -139,6 +167,8 @@ impl RegistrationActor {
                             if self.accepted() {
                                 self.next_lease = Some(Instant::now());
                                 self.last_status_hash = None;
+                                self.next_resync = Some(Instant::now());
+                                self.works.republish_all().await;
                             }
                         }
                         Some(_) => {}
@@ -283,19 +313,25 @@ impl RegistrationActor {
                     self.next_lease = Some(Instant::now());
                     self.last_status_hash = None;
                 }
+                if !was_accepted {
+                    self.next_resync = Some(Instant::now());
+                }
                 self.next_register = Some(Instant::now() + jitter(ACCEPTED_REFRESH, 0.5));
             }
             HubState::Pending => {
+                self.next_resync = None;
                 tracing::info!("waiting for the hub to accept this cluster");
                 self.next_lease = None;
                 self.next_register = Some(Instant::now() + jitter(self.config.pending_poll, 0.5));
             }
             HubState::Denied => {
+                self.next_resync = None;
                 tracing::warn!(reason = %resp.message, "the hub denied this cluster");
                 self.next_lease = None;
                 self.next_register = Some(Instant::now() + jitter(self.config.denied_poll, 0.5));
             }
             HubState::Unknown => {
+                self.next_resync = None;
                 tracing::warn!("the cluster was deleted on the hub; registering again");
                 self.next_lease = None;
                 self.next_register = Some(Instant::now() + jitter(self.config.pending_poll, 0.5));
@@ -324,6 +360,44 @@ impl RegistrationActor {
             }
         } else {
             tracing::debug!(r#type = %event.event_type, "spec event type not handled by this agent");
+        }
+    }
+
+    /// Sends `{resourceid: generation}` of every held work; the hub re-sends what is newer and
+    /// names what it no longer has, which is deleted here.
+    async fn resync(&mut self) {
+        self.next_resync = Some(Instant::now() + jitter(self.config.resync_interval, 0.5));
+        if !self.accepted() {
+            self.next_resync = None;
+            return;
+        }
+        let request = SpecResyncRequest {
+            cluster_name: self.name().to_string(),
+            versions: self.works.versions(),
+        };
+        let ev = Event::new(crate::work::spec_type(flotilla_bus::envelope::Action::ResyncRequest), self.source.clone(), self.name(), &request);
+        let Ok(bytes) = ev.encode(self.config.max_event_bytes) else {
+            tracing::error!("spec resync request too large");
+            return;
+        };
+        let req = async_nats::Request::new()
+            .payload(bytes)
+            .headers(headers(&ev))
+            .timeout(Some(self.config.nats.request_timeout));
+        match self.client.send_request(subjects::sync(self.name()), req).await {
+            Ok(reply) => match Event::decode(&reply.payload, self.config.max_event_bytes)
+                .and_then(|e| e.decode_data::<SpecResyncResponse>("SpecResyncResponse"))
+            {
+                Ok(resp) => {
+                    tracing::debug!(resent = resp.resent, deleted = resp.deleted.len(), "spec resync done");
+                    self.works.delete_unknown(&resp.deleted).await;
+                }
+                Err(e) => tracing::warn!(error = %e, "unreadable spec resync answer"),
+            },
+            Err(e) => {
+                tracing::debug!(error = %e, "spec resync not answered; retrying soon");
+                self.next_resync = Some(Instant::now() + jitter(Duration::from_secs(5), 0.5));
+            }
         }
     }
 

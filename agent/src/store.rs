@@ -65,7 +65,7 @@ pub struct State {
 
 enum Backing {
     Dir(PathBuf),
-    Memory,
+    Memory(Mutex<std::collections::HashMap<String, Vec<u8>>>),
 }
 
 /// The local store.
@@ -73,6 +73,8 @@ pub struct LocalStore {
     backing: Backing,
     state: Mutex<State>,
 }
+
+const WORKS_DIR: &str = "works";
 
 const FILE: &str = "agent-state.json";
 
@@ -91,7 +93,7 @@ impl LocalStore {
     /// An in-memory store (simulators).
     pub fn memory(cluster_name: &str) -> Self {
         Self {
-            backing: Backing::Memory,
+            backing: Backing::Memory(Mutex::new(std::collections::HashMap::new())),
             state: Mutex::new(Self::fresh(cluster_name)),
         }
     }
@@ -163,28 +165,126 @@ impl LocalStore {
             return Ok(());
         };
         let file = dir.join(FILE);
-        let tmp = dir.join(format!("{FILE}.tmp"));
-        let bytes =
-            serde_json::to_vec_pretty(&*self.state.lock().expect("state lock")).map_err(|e| {
+        let bytes = serde_json::to_vec_pretty(&*self.state.lock().expect("state lock")).map_err(|e| {
+            StoreError::Corrupt {
+                path: file.clone(),
+                message: e.to_string(),
+            }
+        })?;
+        write_atomically(&file, &bytes)
+    }
+
+    /// Saves a work record (what the agent holds and applied for one work).
+    pub fn save_work(&self, record: &flotilla_api::v1::AppliedManifestWork) -> Result<(), StoreError> {
+        let bytes = prost::Message::encode_to_vec(record);
+        match &self.backing {
+            Backing::Memory(m) => {
+                m.lock().expect("works lock").insert(record.resource_id.clone(), bytes);
+                Ok(())
+            }
+            Backing::Dir(dir) => {
+                let works = dir.join(WORKS_DIR);
+                std::fs::create_dir_all(&works).map_err(|source| StoreError::Io {
+                    path: works.clone(),
+                    source,
+                })?;
+                write_atomically(&works.join(format!("{}.pb", record.resource_id)), &bytes)
+            }
+        }
+    }
+
+    /// Forgets a work record.
+    pub fn remove_work(&self, resource_id: &str) -> Result<(), StoreError> {
+        match &self.backing {
+            Backing::Memory(m) => {
+                m.lock().expect("works lock").remove(resource_id);
+                Ok(())
+            }
+            Backing::Dir(dir) => {
+                let file = dir.join(WORKS_DIR).join(format!("{resource_id}.pb"));
+                match std::fs::remove_file(&file) {
+                    Ok(()) => Ok(()),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                    Err(source) => Err(StoreError::Io { path: file, source }),
+                }
+            }
+        }
+    }
+
+    /// Every saved work record (an unreadable record is an error, never skipped silently).
+    pub fn load_works(&self) -> Result<Vec<flotilla_api::v1::AppliedManifestWork>, StoreError> {
+        let decode = |path: PathBuf, bytes: &[u8]| {
+            <flotilla_api::v1::AppliedManifestWork as prost::Message>::decode(bytes).map_err(|e| {
                 StoreError::Corrupt {
-                    path: file.clone(),
+                    path,
                     message: e.to_string(),
                 }
-            })?;
-        let write = || -> std::io::Result<()> {
-            use std::io::Write;
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(&bytes)?;
-            f.sync_all()?;
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::PermissionsExt;
-                std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))?;
-            }
-            std::fs::rename(&tmp, &file)
+            })
         };
-        write().map_err(|source| StoreError::Io { path: file, source })
+        match &self.backing {
+            Backing::Memory(m) => m
+                .lock()
+                .expect("works lock")
+                .iter()
+                .map(|(k, v)| decode(PathBuf::from(k), v))
+                .collect(),
+            Backing::Dir(dir) => {
+                let works = dir.join(WORKS_DIR);
+                let entries = match std::fs::read_dir(&works) {
+                    Ok(e) => e,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+                    Err(source) => return Err(StoreError::Io { path: works, source }),
+                };
+                let mut out = Vec::new();
+                for entry in entries {
+                    let path = entry
+                        .map_err(|source| StoreError::Io {
+                            path: works.clone(),
+                            source,
+                        })?
+                        .path();
+                    if path.extension().and_then(|e| e.to_str()) != Some("pb") {
+                        continue;
+                    }
+                    let bytes = std::fs::read(&path).map_err(|source| StoreError::Io {
+                        path: path.clone(),
+                        source,
+                    })?;
+                    out.push(decode(path, &bytes)?);
+                }
+                Ok(out)
+            }
+        }
     }
+
+    /// The simulated cluster's file inside the state directory (None in memory mode).
+    pub fn sim_cluster_file(&self) -> Option<PathBuf> {
+        match &self.backing {
+            Backing::Dir(dir) => Some(dir.join("sim-cluster.json")),
+            Backing::Memory(_) => None,
+        }
+    }
+}
+
+/// Writes a file atomically: temp file, fsync, rename; mode 0600.
+fn write_atomically(file: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    let tmp = file.with_extension("tmp");
+    let write = || -> std::io::Result<()> {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))?;
+        }
+        std::fs::rename(&tmp, file)
+    };
+    write().map_err(|source| StoreError::Io {
+        path: file.to_path_buf(),
+        source,
+    })
 }
 
 #[cfg(test)]

@@ -1,9 +1,16 @@
-//! The local cluster an agent manages. [`sim::SimBackend`] simulates one in memory for the
-//! simulator and tests; a Kubernetes backend (kube-rs) implements the same trait for real spokes.
+//! The local cluster an agent manages. [`sim::SimBackend`] simulates one in memory (optionally
+//! persisted to a file) for the simulator and tests; a Kubernetes backend (kube-rs, server-side
+//! apply) implements the same trait for real spokes.
+//!
+//! Calls are synchronous: the simulated cluster answers from memory, and a networked backend is
+//! expected to run its calls on a blocking-capable executor.
 
 pub mod sim;
 
+use flotilla_api::work::ManifestId;
+use serde_json::Value;
 use std::collections::HashMap;
+use thiserror::Error;
 
 /// What the agent reports about its cluster.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -24,8 +31,108 @@ pub struct ClusterInfo {
     pub health_message: String,
 }
 
-/// A cluster the agent can observe (and, later, apply work to).
+/// How a manifest is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Strategy {
+    /// Create, or replace what the work declares (the default).
+    Update,
+    /// Create if missing; never change an existing resource.
+    CreateOnly,
+    /// Server-side apply with field ownership.
+    ServerSideApply {
+        /// Take ownership of fields another manager owns.
+        force: bool,
+        /// Field manager name.
+        field_manager: String,
+    },
+    /// Never write; only observe.
+    ReadOnly,
+}
+
+/// What an apply did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApplyOutcome {
+    /// The resource was created.
+    Created,
+    /// The resource was changed.
+    Updated,
+    /// The resource already matched.
+    Unchanged,
+    /// Nothing was written (CreateOnly on an existing resource, ReadOnly).
+    Skipped,
+}
+
+/// A backend call that failed.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum BackendError {
+    /// The resource (or its namespace) does not exist.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// Server-side apply conflict: fields owned by another manager.
+    #[error("apply conflict: fields {fields:?} are owned by {manager:?}; use force to take them")]
+    Conflict {
+        /// The conflicting fields.
+        fields: Vec<String>,
+        /// Their owner.
+        manager: String,
+    },
+    /// The cluster refused the object.
+    #[error("invalid: {0}")]
+    Invalid(String),
+    /// The cluster could not be reached.
+    #[error("unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// A cluster the agent observes and applies work to.
 pub trait Backend: Send + Sync + 'static {
     /// The cluster's current facts.
     fn info(&self) -> ClusterInfo;
+    /// Writes one object with a strategy.
+    fn apply(&self, id: &ManifestId, object: &Value, strategy: &Strategy) -> Result<ApplyOutcome, BackendError>;
+    /// Reads one object (with its status), `None` when absent.
+    fn get(&self, id: &ManifestId) -> Result<Option<Value>, BackendError>;
+    /// Deletes one object; `Ok(false)` when it was already gone.
+    fn delete(&self, id: &ManifestId) -> Result<bool, BackendError>;
+    /// Lists objects of a kind (matched case-insensitively against kind, plural resource or
+    /// short name), optionally in one namespace.
+    fn list(&self, kind: &str, namespace: Option<&str>) -> Result<Vec<Value>, BackendError>;
+}
+
+/// Whether `query` names `kind`: the kind, its plural resource or a common short name, in any
+/// case (`Deployment`, `deployments`, `deploy`).
+pub fn kind_matches(query: &str, kind: &str) -> bool {
+    let q = query.to_ascii_lowercase();
+    let k = kind.to_ascii_lowercase();
+    if q == k || q == flotilla_api::work::kind_to_resource(kind) {
+        return true;
+    }
+    let short = match k.as_str() {
+        "deployment" => "deploy",
+        "configmap" => "cm",
+        "namespace" => "ns",
+        "service" => "svc",
+        "pod" => "po",
+        "daemonset" => "ds",
+        "serviceaccount" => "sa",
+        "persistentvolumeclaim" => "pvc",
+        "statefulset" => "sts",
+        "customresourcedefinition" => "crd",
+        _ => return false,
+    };
+    q == short
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_match_by_kind_plural_and_short_name() {
+        for q in ["Deployment", "deployments", "deploy", "DEPLOYMENT"] {
+            assert!(kind_matches(q, "Deployment"), "{q}");
+        }
+        assert!(kind_matches("cm", "ConfigMap"));
+        assert!(!kind_matches("pods", "Deployment"));
+    }
 }

@@ -1,17 +1,137 @@
-//! A simulated cluster: fixed capacity, a version, and injectable health failures.
+//! A simulated cluster that behaves like one: objects are stored (optionally persisted to a
+//! file, so an agent restarted offline keeps its "cluster"), namespaced objects need their
+//! Namespace, server-side apply tracks field ownership and reports conflicts, and status evolves
+//! like the controllers would — Deployments and DaemonSets become ready, Jobs complete (or fail),
+//! Pods run — after a configurable delay. Failures can be injected per object or by annotation.
 
-use super::{Backend, ClusterInfo};
+use super::{ApplyOutcome, Backend, BackendError, ClusterInfo, Strategy, kind_matches};
+use flotilla_api::work::ManifestId;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
 use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Annotation that makes applying a manifest fail with its value as the message.
+pub const ANNOTATION_APPLY_ERROR: &str = "sim.flotilla.io/apply-error";
+/// Annotation `fail` makes a Job fail instead of completing.
+pub const ANNOTATION_JOB_OUTCOME: &str = "sim.flotilla.io/job-outcome";
+/// Field manager of the `Update` strategy.
+pub const UPDATE_MANAGER: &str = "flotilla-work-agent";
+const BUILTIN_NAMESPACES: [&str; 4] = ["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// How the simulated controllers behave.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// Time for workloads to become ready (and Jobs to finish) after a change.
+    pub ready_delay: Duration,
+    /// Nodes (DaemonSet pods per DaemonSet).
+    pub nodes: u32,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self {
+            ready_delay: Duration::from_secs(2),
+            nodes: 3,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct SimObject {
+    /// The object as written (no status).
+    object: Value,
+    /// When the spec last changed (unix ms).
+    changed_at_ms: u64,
+    /// Field path → owning manager.
+    managers: BTreeMap<String, String>,
+}
+
+#[derive(Default, Serialize, Deserialize)]
+struct Objects {
+    objects: BTreeMap<String, SimObject>,
+    resource_version: u64,
+}
 
 /// An in-memory cluster.
 pub struct SimBackend {
     info: Mutex<ClusterInfo>,
+    config: SimConfig,
+    objects: Mutex<Objects>,
+    file: Option<PathBuf>,
+    injected: Mutex<HashMap<(String, String), String>>,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn key(id: &ManifestId) -> String {
+    format!("{}/{}/{}/{}", id.group, id.kind, id.namespace, id.name)
+}
+
+/// Leaf paths of an object's content (arrays are atomic), skipping server-managed fields.
+fn leaves(v: &Value, prefix: &str, out: &mut BTreeMap<String, Value>) {
+    match v {
+        Value::Object(m) if !m.is_empty() => {
+            for (k, child) in m {
+                let path = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                if matches!(
+                    path.as_str(),
+                    "status"
+                        | "metadata.uid"
+                        | "metadata.resourceVersion"
+                        | "metadata.generation"
+                        | "metadata.creationTimestamp"
+                        | "metadata.managedFields"
+                ) {
+                    continue;
+                }
+                leaves(child, &path, out);
+            }
+        }
+        other => {
+            out.insert(prefix.to_string(), other.clone());
+        }
+    }
+}
+
+fn set_path(root: &mut Value, path: &str, value: Value) {
+    let mut cur = root;
+    let parts: Vec<&str> = path.split('.').collect();
+    for (i, p) in parts.iter().enumerate() {
+        if !cur.is_object() {
+            *cur = Value::Object(Map::new());
+        }
+        let map = cur.as_object_mut().expect("made an object above");
+        if i + 1 == parts.len() {
+            map.insert((*p).to_string(), value);
+            return;
+        }
+        cur = map.entry((*p).to_string()).or_insert_with(|| Value::Object(Map::new()));
+    }
+}
+
+/// The object minus server-managed metadata, for change detection.
+fn content(v: &Value) -> BTreeMap<String, Value> {
+    let mut out = BTreeMap::new();
+    leaves(v, "", &mut out);
+    out
 }
 
 impl SimBackend {
-    /// A healthy cluster with `cpu` cores and `memory_gib` GiB.
+    /// A healthy cluster with `cpu` cores and `memory_gib` GiB, default controller timings.
     pub fn new(cpu: u32, memory_gib: u32, kubernetes_version: &str) -> Self {
-        let capacity: std::collections::HashMap<String, String> = [
+        let capacity: HashMap<String, String> = [
             ("cpu".to_string(), cpu.to_string()),
             ("memory".to_string(), format!("{memory_gib}Gi")),
             ("pods".to_string(), "110".to_string()),
@@ -19,14 +139,8 @@ impl SimBackend {
         .into();
         // Allocatable keeps some room for system daemons, like kubelet's reservations.
         let allocatable = [
-            (
-                "cpu".to_string(),
-                format!("{}m", cpu * 1000 - cpu.min(4) * 100),
-            ),
-            (
-                "memory".to_string(),
-                format!("{}Mi", memory_gib * 1024 - memory_gib.min(8) * 128),
-            ),
+            ("cpu".to_string(), format!("{}m", cpu * 1000 - cpu.min(4) * 100)),
+            ("memory".to_string(), format!("{}Mi", memory_gib * 1024 - memory_gib.min(8) * 128)),
             ("pods".to_string(), "110".to_string()),
         ]
         .into();
@@ -40,6 +154,10 @@ impl SimBackend {
                 healthy: true,
                 health_message: String::new(),
             }),
+            config: SimConfig::default(),
+            objects: Mutex::new(Objects::default()),
+            file: None,
+            injected: Mutex::new(HashMap::new()),
         }
     }
 
@@ -49,6 +167,28 @@ impl SimBackend {
         self
     }
 
+    /// Sets controller timings.
+    pub fn with_config(mut self, config: SimConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Persists the cluster's objects in `file` (loading what is there), so that the simulated
+    /// cluster outlives an agent restart like a real one would.
+    pub fn persisted(mut self, file: PathBuf) -> Result<Self, String> {
+        match std::fs::read(&file) {
+            Ok(bytes) => {
+                let objects: Objects = serde_json::from_slice(&bytes)
+                    .map_err(|e| format!("simulated cluster state {}: {e}", file.display()))?;
+                self.objects = Mutex::new(objects);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("simulated cluster state {}: {e}", file.display())),
+        }
+        self.file = Some(file);
+        Ok(self)
+    }
+
     /// Injects (or clears) a control-plane failure.
     pub fn set_health(&self, healthy: bool, message: &str) {
         let mut info = self.info.lock().expect("sim lock");
@@ -56,7 +196,7 @@ impl SimBackend {
         info.health_message = message.to_string();
     }
 
-    /// Changes allocatable CPU (simulates load).
+    /// Changes an allocatable resource (simulates load).
     pub fn set_allocatable(&self, resource: &str, value: &str) {
         self.info
             .lock()
@@ -64,28 +204,399 @@ impl SimBackend {
             .allocatable
             .insert(resource.to_string(), value.to_string());
     }
+
+    /// Makes every apply of `kind`/`name` fail with `message` (None clears it).
+    pub fn inject_apply_error(&self, kind: &str, name: &str, message: Option<&str>) {
+        let mut inj = self.injected.lock().expect("sim lock");
+        let k = (kind.to_ascii_lowercase(), name.to_string());
+        match message {
+            Some(m) => {
+                inj.insert(k, m.to_string());
+            }
+            None => {
+                inj.remove(&k);
+            }
+        }
+    }
+
+    /// Number of stored objects.
+    pub fn object_count(&self) -> usize {
+        self.objects.lock().expect("sim lock").objects.len()
+    }
+
+    fn save(&self, objects: &Objects) {
+        let Some(file) = &self.file else { return };
+        let tmp = file.with_extension("tmp");
+        let result = serde_json::to_vec(objects)
+            .map_err(std::io::Error::other)
+            .and_then(|bytes| std::fs::write(&tmp, bytes))
+            .and_then(|()| std::fs::rename(&tmp, file));
+        if let Err(e) = result {
+            tracing::error!(error = %e, file = %file.display(), "saving the simulated cluster failed");
+        }
+    }
+
+    fn with_status(&self, id_group: &str, kind: &str, o: &SimObject) -> Value {
+        let mut v = o.object.clone();
+        let age = Duration::from_millis(now_ms().saturating_sub(o.changed_at_ms));
+        let ready = age >= self.config.ready_delay;
+        let generation = v["metadata"]["generation"].as_i64().unwrap_or(1);
+        let status = match (id_group, kind) {
+            ("apps", "Deployment") | ("apps", "StatefulSet") => {
+                let replicas = v["spec"]["replicas"].as_i64().unwrap_or(1);
+                let n = if ready { replicas } else { 0 };
+                let (avail, reason) = if ready || replicas == 0 {
+                    ("True", "MinimumReplicasAvailable")
+                } else {
+                    ("False", "MinimumReplicasUnavailable")
+                };
+                let progressing_reason = if ready { "NewReplicaSetAvailable" } else { "ReplicaSetUpdated" };
+                Some(json!({
+                    "observedGeneration": generation,
+                    "replicas": replicas,
+                    "updatedReplicas": replicas,
+                    "readyReplicas": n,
+                    "availableReplicas": n,
+                    "conditions": [
+                        {"type": "Available", "status": avail, "reason": reason},
+                        {"type": "Progressing", "status": "True", "reason": progressing_reason},
+                    ],
+                }))
+            }
+            ("apps", "DaemonSet") => {
+                let desired = i64::from(self.config.nodes);
+                let n = if ready { desired } else { 0 };
+                Some(json!({
+                    "observedGeneration": generation,
+                    "desiredNumberScheduled": desired,
+                    "currentNumberScheduled": desired,
+                    "numberReady": n,
+                    "numberAvailable": n,
+                    "updatedNumberScheduled": desired,
+                }))
+            }
+            ("batch", "Job") => {
+                let fail = v["metadata"]["annotations"][ANNOTATION_JOB_OUTCOME].as_str() == Some("fail");
+                let completions = v["spec"]["completions"].as_i64().unwrap_or(1);
+                Some(if !ready {
+                    json!({"active": 1})
+                } else if fail {
+                    json!({"failed": 1, "conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]})
+                } else {
+                    json!({"succeeded": completions, "conditions": [{"type": "Complete", "status": "True"}]})
+                })
+            }
+            ("", "Pod") => Some(if ready {
+                json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]})
+            } else {
+                json!({"phase": "Pending", "conditions": [{"type": "Ready", "status": "False"}]})
+            }),
+            ("", "Namespace") => Some(json!({"phase": "Active"})),
+            ("", "Service") => Some(json!({"loadBalancer": {}})),
+            _ => None,
+        };
+        if let (Some(s), Some(map)) = (status, v.as_object_mut()) {
+            map.insert("status".into(), s);
+        }
+        v
+    }
 }
 
 impl Backend for SimBackend {
     fn info(&self) -> ClusterInfo {
         self.info.lock().expect("sim lock").clone()
     }
+
+    fn apply(&self, id: &ManifestId, object: &Value, strategy: &Strategy) -> Result<ApplyOutcome, BackendError> {
+        if let Some(msg) = self
+            .injected
+            .lock()
+            .expect("sim lock")
+            .get(&(id.kind.to_ascii_lowercase(), id.name.clone()))
+        {
+            return Err(BackendError::Invalid(msg.clone()));
+        }
+        if let Some(msg) = object["metadata"]["annotations"][ANNOTATION_APPLY_ERROR].as_str() {
+            return Err(BackendError::Invalid(msg.to_string()));
+        }
+        let mut objects = self.objects.lock().expect("sim lock");
+        if !id.namespace.is_empty() && !BUILTIN_NAMESPACES.contains(&id.namespace.as_str()) {
+            let ns_key = format!("/Namespace//{}", id.namespace);
+            if !objects.objects.contains_key(&ns_key) {
+                return Err(BackendError::NotFound(format!("namespaces {:?} not found", id.namespace)));
+            }
+        }
+        let k = key(id);
+        let manager = match strategy {
+            Strategy::ServerSideApply { field_manager, .. } => field_manager.clone(),
+            _ => UPDATE_MANAGER.to_string(),
+        };
+        let mut desired = object.clone();
+        if let Some(m) = desired.as_object_mut() {
+            m.remove("status");
+        }
+        if id.namespace.is_empty() {
+            if let Some(meta) = desired["metadata"].as_object_mut() {
+                meta.remove("namespace");
+            }
+        } else {
+            set_path(&mut desired, "metadata.namespace", Value::String(id.namespace.clone()));
+        }
+        objects.resource_version += 1;
+        let rv = objects.resource_version;
+        let outcome = match (objects.objects.get_mut(&k), strategy) {
+            (_, Strategy::ReadOnly) => ApplyOutcome::Skipped,
+            (Some(_), Strategy::CreateOnly) => ApplyOutcome::Skipped,
+            (Some(existing), Strategy::Update) => {
+                let before = content(&existing.object);
+                let after = content(&desired);
+                if before == after {
+                    ApplyOutcome::Unchanged
+                } else {
+                    let meta = existing.object["metadata"].clone();
+                    let generation = meta["generation"].as_i64().unwrap_or(1);
+                    let spec_changed = existing.object.get("spec") != desired.get("spec");
+                    for f in ["uid", "creationTimestamp"] {
+                        set_path(&mut desired, &format!("metadata.{f}"), meta[f].clone());
+                    }
+                    set_path(&mut desired, "metadata.generation", json!(if spec_changed { generation + 1 } else { generation }));
+                    set_path(&mut desired, "metadata.resourceVersion", json!(rv.to_string()));
+                    existing.managers = after.keys().map(|p| (p.clone(), manager.clone())).collect();
+                    existing.object = desired;
+                    if spec_changed {
+                        existing.changed_at_ms = now_ms();
+                    }
+                    ApplyOutcome::Updated
+                }
+            }
+            (Some(existing), Strategy::ServerSideApply { force, .. }) => {
+                let current = content(&existing.object);
+                let applied = content(&desired);
+                let conflicts: Vec<String> = applied
+                    .iter()
+                    .filter(|(path, value)| {
+                        existing.managers.get(*path).is_some_and(|owner| owner != &manager)
+                            && current.get(*path) != Some(*value)
+                    })
+                    .map(|(p, _)| p.clone())
+                    .collect();
+                if !conflicts.is_empty() && !force {
+                    let owner = existing.managers.get(&conflicts[0]).cloned().unwrap_or_default();
+                    return Err(BackendError::Conflict {
+                        fields: conflicts,
+                        manager: owner,
+                    });
+                }
+                let mut merged = existing.object.clone();
+                let spec_before = merged.get("spec").cloned();
+                for (path, value) in &applied {
+                    set_path(&mut merged, path, value.clone());
+                    existing.managers.insert(path.clone(), manager.clone());
+                }
+                if content(&merged) == current {
+                    ApplyOutcome::Unchanged
+                } else {
+                    let spec_changed = merged.get("spec") != spec_before.as_ref();
+                    if spec_changed {
+                        let generation = merged["metadata"]["generation"].as_i64().unwrap_or(1);
+                        set_path(&mut merged, "metadata.generation", json!(generation + 1));
+                        existing.changed_at_ms = now_ms();
+                    }
+                    set_path(&mut merged, "metadata.resourceVersion", json!(rv.to_string()));
+                    existing.object = merged;
+                    ApplyOutcome::Updated
+                }
+            }
+            (None, _) => {
+                let managers = content(&desired).into_keys().map(|p| (p, manager.clone())).collect();
+                set_path(&mut desired, "metadata.uid", json!(uuid::Uuid::new_v4().to_string()));
+                set_path(
+                    &mut desired,
+                    "metadata.creationTimestamp",
+                    json!(flotilla_api::meta::rfc3339(&flotilla_api::meta::now())),
+                );
+                set_path(&mut desired, "metadata.generation", json!(1));
+                set_path(&mut desired, "metadata.resourceVersion", json!(rv.to_string()));
+                objects.objects.insert(
+                    k,
+                    SimObject {
+                        object: desired,
+                        changed_at_ms: now_ms(),
+                        managers,
+                    },
+                );
+                ApplyOutcome::Created
+            }
+        };
+        if matches!(outcome, ApplyOutcome::Created | ApplyOutcome::Updated) {
+            self.save(&objects);
+        }
+        Ok(outcome)
+    }
+
+    fn get(&self, id: &ManifestId) -> Result<Option<Value>, BackendError> {
+        let objects = self.objects.lock().expect("sim lock");
+        Ok(objects
+            .objects
+            .get(&key(id))
+            .map(|o| self.with_status(&id.group, &id.kind, o)))
+    }
+
+    fn delete(&self, id: &ManifestId) -> Result<bool, BackendError> {
+        let mut objects = self.objects.lock().expect("sim lock");
+        let existed = objects.objects.remove(&key(id)).is_some();
+        if existed && id.group.is_empty() && id.kind == "Namespace" {
+            // Deleting a namespace deletes what is in it.
+            objects
+                .objects
+                .retain(|k, _| k.splitn(4, '/').nth(2) != Some(id.name.as_str()));
+        }
+        if existed {
+            self.save(&objects);
+        }
+        Ok(existed)
+    }
+
+    fn list(&self, kind: &str, namespace: Option<&str>) -> Result<Vec<Value>, BackendError> {
+        let objects = self.objects.lock().expect("sim lock");
+        Ok(objects
+            .objects
+            .iter()
+            .filter_map(|(k, o)| {
+                let mut parts = k.splitn(4, '/');
+                let (group, okind, ns) = (parts.next()?, parts.next()?, parts.next()?);
+                (kind_matches(kind, okind) && namespace.is_none_or(|n| n == ns))
+                    .then(|| self.with_status(group, okind, o))
+            })
+            .collect())
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use flotilla_api::work::manifest_id;
+
+    fn sim() -> SimBackend {
+        SimBackend::new(8, 32, "v1.30.0").with_config(SimConfig {
+            ready_delay: Duration::from_millis(50),
+            nodes: 3,
+        })
+    }
+
+    fn deploy(name: &str, ns: &str, replicas: i64) -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": ns},
+               "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}})
+    }
+
+    fn ns(name: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    }
 
     #[test]
     fn sim_reports_capacity_and_injected_failures() {
         let b = SimBackend::new(8, 32, "v1.30.0").with_platform("AWS");
         let i = b.info();
         assert_eq!(i.capacity["cpu"], "8");
-        assert_eq!(i.capacity["memory"], "32Gi");
         assert_eq!(i.allocatable["cpu"], "7600m");
         assert_eq!(i.platform, "AWS");
-        assert!(i.healthy);
         b.set_health(false, "apiserver down");
         assert!(!b.info().healthy);
+    }
+
+    #[test]
+    fn namespaced_objects_need_their_namespace() {
+        let b = sim();
+        let d = deploy("web", "shop", 1);
+        let id = manifest_id(&d).unwrap();
+        assert!(matches!(b.apply(&id, &d, &Strategy::Update), Err(BackendError::NotFound(_))));
+        let n = ns("shop");
+        assert_eq!(b.apply(&manifest_id(&n).unwrap(), &n, &Strategy::Update).unwrap(), ApplyOutcome::Created);
+        assert_eq!(b.apply(&id, &d, &Strategy::Update).unwrap(), ApplyOutcome::Created);
+        assert_eq!(b.apply(&id, &d, &Strategy::Update).unwrap(), ApplyOutcome::Unchanged);
+        // Deleting the namespace deletes its content.
+        assert!(b.delete(&manifest_id(&n).unwrap()).unwrap());
+        assert!(b.get(&id).unwrap().is_none());
+    }
+
+    #[test]
+    fn deployments_become_ready_after_the_delay() {
+        let b = sim();
+        let d = deploy("web", "default", 2);
+        let id = manifest_id(&d).unwrap();
+        b.apply(&id, &d, &Strategy::Update).unwrap();
+        let now = b.get(&id).unwrap().unwrap();
+        assert_eq!(now["status"]["readyReplicas"], 0);
+        std::thread::sleep(Duration::from_millis(60));
+        let later = b.get(&id).unwrap().unwrap();
+        assert_eq!(later["status"]["readyReplicas"], 2);
+        assert_eq!(later["status"]["conditions"][0]["status"], "True");
+        // A spec change restarts the rollout and bumps the generation.
+        b.apply(&id, &deploy("web", "default", 3), &Strategy::Update).unwrap();
+        let again = b.get(&id).unwrap().unwrap();
+        assert_eq!(again["metadata"]["generation"], 2);
+        assert_eq!(again["status"]["readyReplicas"], 0);
+    }
+
+    #[test]
+    fn server_side_apply_reports_conflicts_unless_forced() {
+        let b = sim();
+        let d = deploy("web", "default", 1);
+        let id = manifest_id(&d).unwrap();
+        b.apply(&id, &d, &Strategy::Update).unwrap();
+        let ssa = |force| Strategy::ServerSideApply {
+            force,
+            field_manager: "other".into(),
+        };
+        let err = b.apply(&id, &deploy("web", "default", 5), &ssa(false)).unwrap_err();
+        let BackendError::Conflict { fields, manager } = err else { panic!("{err:?}") };
+        assert_eq!(fields, vec!["spec.replicas"]);
+        assert_eq!(manager, UPDATE_MANAGER);
+        assert_eq!(b.apply(&id, &deploy("web", "default", 5), &ssa(true)).unwrap(), ApplyOutcome::Updated);
+        assert_eq!(b.get(&id).unwrap().unwrap()["spec"]["replicas"], 5);
+        // Same values never conflict.
+        assert_eq!(b.apply(&id, &deploy("web", "default", 5), &ssa(false)).unwrap(), ApplyOutcome::Unchanged);
+    }
+
+    #[test]
+    fn create_only_and_read_only_never_change_existing_objects() {
+        let b = sim();
+        let d = deploy("web", "default", 1);
+        let id = manifest_id(&d).unwrap();
+        assert_eq!(b.apply(&id, &d, &Strategy::ReadOnly).unwrap(), ApplyOutcome::Skipped);
+        assert!(b.get(&id).unwrap().is_none());
+        assert_eq!(b.apply(&id, &d, &Strategy::CreateOnly).unwrap(), ApplyOutcome::Created);
+        assert_eq!(b.apply(&id, &deploy("web", "default", 9), &Strategy::CreateOnly).unwrap(), ApplyOutcome::Skipped);
+        assert_eq!(b.get(&id).unwrap().unwrap()["spec"]["replicas"], 1);
+    }
+
+    #[test]
+    fn jobs_complete_or_fail_and_errors_can_be_injected() {
+        let b = sim();
+        let job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "annotations": {ANNOTATION_JOB_OUTCOME: "fail"}}});
+        let id = manifest_id(&job).unwrap();
+        b.apply(&id, &job, &Strategy::Update).unwrap();
+        std::thread::sleep(Duration::from_millis(60));
+        assert_eq!(b.get(&id).unwrap().unwrap()["status"]["failed"], 1);
+        b.inject_apply_error("Job", "j", Some("admission webhook denied"));
+        assert_eq!(
+            b.apply(&id, &job, &Strategy::Update).unwrap_err(),
+            BackendError::Invalid("admission webhook denied".into())
+        );
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "annotations": {ANNOTATION_APPLY_ERROR: "quota exceeded"}}});
+        assert!(b.apply(&manifest_id(&cm).unwrap(), &cm, &Strategy::Update).is_err());
+    }
+
+    #[test]
+    fn persisted_clusters_survive_a_restart_and_list_by_kind() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("cluster.json");
+        let b = sim().persisted(file.clone()).unwrap();
+        let d = deploy("web", "default", 1);
+        b.apply(&manifest_id(&d).unwrap(), &d, &Strategy::Update).unwrap();
+        drop(b);
+        let b = sim().persisted(file).unwrap();
+        assert_eq!(b.list("deploy", None).unwrap().len(), 1);
+        assert_eq!(b.list("Deployment", Some("other")).unwrap().len(), 0);
     }
 }

@@ -1,0 +1,610 @@
+//! The WorkActor: one task per ManifestWork on the spoke.
+
+use super::conditions::{self, ApplyResult, Health};
+use super::feedback::{CompiledRules, FeedbackRule, FieldValue as Fv, JsonPathRule};
+use super::{Ownership, Publisher, WorkConfig};
+use crate::backend::{ApplyOutcome, Backend, BackendError, Strategy};
+use crate::store::LocalStore;
+use flotilla_api::v1::{
+    AppliedManifestWork, AppliedResource, Condition, FeedbackValue, FieldValue, ManifestCondition,
+    ManifestResourceStatus, ManifestWork, ManifestWorkStatus, ResourceMeta, StatusFeedbackResult,
+    WorkStatusReport,
+};
+use flotilla_api::work::{ManifestId, manifest_id};
+use serde_json::Value;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::mpsc;
+use tracing::Instrument;
+
+/// Field manager used for ServerSideApply when the work names none (OCM's prefix).
+pub const DEFAULT_FIELD_MANAGER: &str = "work-agent";
+/// Every this many status ticks, manifests are applied again to repair drift.
+const REAPPLY_EVERY: u32 = 30;
+
+enum WorkMsg {
+    Update(Box<ManifestWork>),
+    Delete(Option<Box<ManifestWork>>),
+    Republish,
+}
+
+/// A handle to one work's actor.
+#[derive(Clone)]
+pub struct WorkHandle {
+    tx: mpsc::Sender<WorkMsg>,
+    generation: Arc<AtomicI64>,
+    finished: Arc<AtomicBool>,
+}
+
+impl WorkHandle {
+    /// The spec generation the actor holds.
+    pub fn generation(&self) -> i64 {
+        self.generation.load(Ordering::Relaxed)
+    }
+
+    /// Whether the work is gone (deleted and confirmed to the hub).
+    pub fn is_finished(&self) -> bool {
+        self.finished.load(Ordering::Relaxed)
+    }
+
+    /// Delivers a new spec.
+    pub async fn update(&self, work: ManifestWork) {
+        let _ = self.tx.send(WorkMsg::Update(Box::new(work))).await;
+    }
+
+    /// Deletes the work with the delete option of `work`.
+    pub async fn delete(&self, work: ManifestWork) {
+        let _ = self.tx.send(WorkMsg::Delete(Some(Box::new(work)))).await;
+    }
+
+    /// Deletes the work with the delete option it holds.
+    pub async fn delete_as_held(&self) {
+        let _ = self.tx.send(WorkMsg::Delete(None)).await;
+    }
+
+    /// Publishes the status again even if unchanged.
+    pub async fn republish(&self) {
+        let _ = self.tx.try_send(WorkMsg::Republish);
+    }
+}
+
+/// The identity of an applied resource.
+pub fn applied_id(a: &AppliedResource) -> ManifestId {
+    ManifestId {
+        group: a.group.clone(),
+        version: a.version.clone(),
+        kind: a.kind.clone(),
+        namespace: a.namespace.clone(),
+        name: a.name.clone(),
+    }
+}
+
+fn applied_resource(id: &ManifestId) -> AppliedResource {
+    AppliedResource {
+        group: id.group.clone(),
+        version: id.version.clone(),
+        kind: id.kind.clone(),
+        namespace: id.namespace.clone(),
+        name: id.name.clone(),
+    }
+}
+
+/// One manifest, parsed once per generation.
+struct Parsed {
+    ordinal: usize,
+    object: Value,
+    id: Result<ManifestId, String>,
+    strategy: Strategy,
+    rules: Option<CompiledRules>,
+}
+
+/// Spawns the actor of a work.
+pub(super) fn spawn(
+    record: AppliedManifestWork,
+    cluster: String,
+    backend: Arc<dyn Backend>,
+    store: Arc<LocalStore>,
+    publisher: Publisher,
+    ownership: Arc<Mutex<Ownership>>,
+    config: WorkConfig,
+) -> WorkHandle {
+    let (tx, rx) = mpsc::channel(16);
+    let generation = Arc::new(AtomicI64::new(generation_of(record.work.as_ref())));
+    let finished = Arc::new(AtomicBool::new(false));
+    let name = record
+        .work
+        .as_ref()
+        .and_then(|w| w.metadata.as_ref())
+        .map(|m| m.name.clone())
+        .unwrap_or_default();
+    let span = tracing::info_span!("work", cluster.name = %cluster, work.name = %name);
+    let actor = WorkActor {
+        rid: record.resource_id.clone(),
+        name,
+        cluster,
+        record,
+        backend,
+        store,
+        publisher,
+        ownership,
+        config,
+        manifests: Vec::new(),
+        apply_results: Vec::new(),
+        status: ManifestWorkStatus::default(),
+        published_hash: None,
+        generation: generation.clone(),
+        finished: finished.clone(),
+        rx,
+    };
+    tokio::spawn(actor.run().instrument(span));
+    WorkHandle { tx, generation, finished }
+}
+
+fn generation_of(w: Option<&ManifestWork>) -> i64 {
+    w.and_then(|w| w.metadata.as_ref()).map_or(0, |m| m.generation)
+}
+
+struct WorkActor {
+    rid: String,
+    name: String,
+    cluster: String,
+    record: AppliedManifestWork,
+    backend: Arc<dyn Backend>,
+    store: Arc<LocalStore>,
+    publisher: Publisher,
+    ownership: Arc<Mutex<Ownership>>,
+    config: WorkConfig,
+    manifests: Vec<Parsed>,
+    apply_results: Vec<ApplyResult>,
+    status: ManifestWorkStatus,
+    /// Hash of the last report the stream acknowledged.
+    published_hash: Option<String>,
+    generation: Arc<AtomicI64>,
+    finished: Arc<AtomicBool>,
+    rx: mpsc::Receiver<WorkMsg>,
+}
+
+impl WorkActor {
+    async fn run(mut self) {
+        if self.record.deleting {
+            self.delete(None).await;
+        } else {
+            self.parse();
+            self.apply();
+            self.refresh_and_publish(false).await;
+        }
+        let mut tick = tokio::time::interval(self.config.status_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        let mut ticks: u32 = 0;
+        while !self.finished.load(Ordering::Relaxed) {
+            tokio::select! {
+                msg = self.rx.recv() => match msg {
+                    None => break,
+                    Some(WorkMsg::Update(work)) => self.update(*work).await,
+                    Some(WorkMsg::Delete(work)) => self.delete(work.map(|w| *w)).await,
+                    Some(WorkMsg::Republish) => {
+                        if self.record.deleting {
+                            self.delete(None).await;
+                        } else {
+                            self.refresh_and_publish(true).await;
+                        }
+                    }
+                },
+                _ = tick.tick() => {
+                    ticks = ticks.wrapping_add(1);
+                    if self.record.deleting {
+                        self.delete(None).await;
+                    } else {
+                        let failed = self.apply_results.iter().any(|r| !r.applied);
+                        if failed || ticks % REAPPLY_EVERY == 0 {
+                            self.apply();
+                        }
+                        self.refresh_and_publish(false).await;
+                    }
+                }
+            }
+        }
+    }
+
+    fn work(&self) -> ManifestWork {
+        self.record.work.clone().unwrap_or_default()
+    }
+
+    async fn update(&mut self, work: ManifestWork) {
+        if self.record.deleting {
+            return;
+        }
+        let held = generation_of(self.record.work.as_ref());
+        let incoming = generation_of(Some(&work));
+        if incoming <= held {
+            // A re-send: the hub has not seen our status for this generation.
+            self.refresh_and_publish(true).await;
+            return;
+        }
+        tracing::info!(generation = incoming, "applying a new generation");
+        self.record.work = Some(work);
+        self.generation.store(incoming, Ordering::Relaxed);
+        self.parse();
+        self.apply();
+        self.refresh_and_publish(false).await;
+    }
+
+    /// Parses manifests and their options for the held generation.
+    fn parse(&mut self) {
+        let spec = self.work().spec.unwrap_or_default();
+        let manifests = spec.workload.map(|w| w.manifests).unwrap_or_default();
+        self.manifests = manifests
+            .iter()
+            .enumerate()
+            .map(|(ordinal, m)| {
+                let object: Value = serde_json::from_slice(&m.raw).unwrap_or(Value::Null);
+                let id = manifest_id(&object);
+                let config = id
+                    .as_ref()
+                    .ok()
+                    .and_then(|id| {
+                        spec.manifest_configs
+                            .iter()
+                            .find(|c| c.resource_identifier.as_ref().is_some_and(|r| id.matches(r)))
+                    })
+                    .cloned();
+                let strategy = match config.as_ref().and_then(|c| c.update_strategy.clone()) {
+                    None => Strategy::Update,
+                    Some(us) => match us.r#type.as_str() {
+                        "CreateOnly" => Strategy::CreateOnly,
+                        "ReadOnly" => Strategy::ReadOnly,
+                        "ServerSideApply" => {
+                            let ssa = us.server_side_apply.unwrap_or_default();
+                            Strategy::ServerSideApply {
+                                force: ssa.force,
+                                field_manager: if ssa.field_manager.is_empty() {
+                                    DEFAULT_FIELD_MANAGER.to_string()
+                                } else {
+                                    ssa.field_manager
+                                },
+                            }
+                        }
+                        _ => Strategy::Update,
+                    },
+                };
+                let rules: Vec<FeedbackRule> = config
+                    .map(|c| {
+                        c.feedback_rules
+                            .iter()
+                            .filter_map(|r| match r.r#type.as_str() {
+                                "WellKnownStatus" => Some(FeedbackRule::WellKnownStatus),
+                                "JSONPaths" => Some(FeedbackRule::JsonPaths(
+                                    r.json_paths
+                                        .iter()
+                                        .map(|p| JsonPathRule {
+                                            name: p.name.clone(),
+                                            path: p.path.clone(),
+                                            version: p.version.clone(),
+                                        })
+                                        .collect(),
+                                )),
+                                _ => None,
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                Parsed {
+                    ordinal,
+                    object,
+                    id,
+                    strategy,
+                    rules: (!rules.is_empty()).then(|| CompiledRules::new(&rules)),
+                }
+            })
+            .collect();
+    }
+
+    /// Applies every manifest (Namespaces and CRDs first), then removes what the work no longer
+    /// declares, and saves the record.
+    fn apply(&mut self) {
+        let mut order: Vec<usize> = (0..self.manifests.len()).collect();
+        order.sort_by_key(|i| match &self.manifests[*i].id {
+            Ok(id) if id.kind == "Namespace" || id.kind == "CustomResourceDefinition" => 0,
+            _ => 1,
+        });
+        let mut results = vec![
+            ApplyResult {
+                applied: false,
+                reason: "NotApplied".into(),
+                message: String::new(),
+            };
+            self.manifests.len()
+        ];
+        let mut declared = Vec::new();
+        for i in order {
+            let m = &self.manifests[i];
+            let id = match &m.id {
+                Ok(id) => id,
+                Err(e) => {
+                    results[i] = ApplyResult {
+                        applied: false,
+                        reason: "InvalidManifest".into(),
+                        message: e.clone(),
+                    };
+                    continue;
+                }
+            };
+            if m.strategy != Strategy::ReadOnly {
+                declared.push(id.clone());
+            }
+            results[i] = match self.backend.apply(id, &m.object, &m.strategy) {
+                Ok(outcome) => {
+                    if matches!(outcome, ApplyOutcome::Created | ApplyOutcome::Updated) {
+                        tracing::debug!(resource = %id.describe(), ?outcome, "applied");
+                    }
+                    ApplyResult {
+                        applied: true,
+                        reason: if m.strategy == Strategy::ReadOnly {
+                            "ReadOnly".into()
+                        } else {
+                            "AppliedManifestComplete".into()
+                        },
+                        message: if m.strategy == Strategy::ReadOnly {
+                            "the resource is only observed".into()
+                        } else {
+                            "Apply manifest complete".into()
+                        },
+                    }
+                }
+                Err(e @ BackendError::Conflict { .. }) => ApplyResult {
+                    applied: false,
+                    reason: "ApplyConflict".into(),
+                    message: e.to_string(),
+                },
+                Err(e) => ApplyResult {
+                    applied: false,
+                    reason: "AppliedManifestFailed".into(),
+                    message: format!("{}: {e}", id.describe()),
+                },
+            };
+        }
+        self.apply_results = results;
+        // Garbage: what this work applied before and no longer declares.
+        let removed: Vec<ManifestId> = self
+            .record
+            .applied
+            .iter()
+            .map(applied_id)
+            .filter(|id| !declared.contains(id))
+            .collect();
+        {
+            let mut own = self.ownership.lock().expect("ownership lock");
+            for id in &declared {
+                own.add(id, &self.rid);
+            }
+        }
+        let policy = self.work().spec.and_then(|s| s.delete_option);
+        for id in removed {
+            self.remove_resource(&id, policy.as_ref());
+        }
+        self.record.applied = declared.iter().map(applied_resource).collect();
+        if let Err(e) = self.store.save_work(&self.record) {
+            tracing::error!(error = %e, "saving the work record failed");
+        }
+    }
+
+    /// Releases this work's claim on a resource and deletes it unless another work declares it
+    /// or the delete option keeps it. Returns whether the resource is (or will be) gone.
+    fn remove_resource(&self, id: &ManifestId, policy: Option<&flotilla_api::v1::DeleteOption>) -> bool {
+        let shared = self.ownership.lock().expect("ownership lock").release(id, &self.rid);
+        if shared {
+            tracing::info!(resource = %id.describe(), "kept: another work declares it");
+            return false;
+        }
+        let orphan = match policy.map(|p| p.propagation_policy.as_str()) {
+            Some("Orphan") => true,
+            Some("SelectivelyOrphan") => policy
+                .and_then(|p| p.selectively_orphans.as_ref())
+                .is_some_and(|so| {
+                    so.orphaning_rules.iter().any(|r| {
+                        r.group == id.group
+                            && r.resource.eq_ignore_ascii_case(&id.resource())
+                            && r.namespace == id.namespace
+                            && r.name == id.name
+                    })
+                }),
+            _ => false,
+        };
+        if orphan {
+            tracing::info!(resource = %id.describe(), "orphaned per the delete option");
+            return false;
+        }
+        match self.backend.delete(id) {
+            Ok(_) => {
+                tracing::info!(resource = %id.describe(), "deleted");
+                true
+            }
+            Err(e) => {
+                tracing::warn!(resource = %id.describe(), error = %e, "delete failed");
+                true
+            }
+        }
+    }
+
+    /// Observes every resource, updates conditions and feedback, and publishes when changed.
+    async fn refresh_and_publish(&mut self, force: bool) {
+        let generation = generation_of(self.record.work.as_ref());
+        let mut manifests: Vec<ManifestCondition> = Vec::with_capacity(self.manifests.len());
+        let previous = self
+            .status
+            .resource_status
+            .take()
+            .map(|r| r.manifests)
+            .unwrap_or_default();
+        for (i, m) in self.manifests.iter().enumerate() {
+            let mut conds: Vec<Condition> = previous
+                .iter()
+                .find(|p| p.resource_meta.as_ref().is_some_and(|r| r.ordinal == i as i32))
+                .map(|p| p.conditions.clone())
+                .unwrap_or_default();
+            let apply = self.apply_results.get(i).cloned().unwrap_or(ApplyResult {
+                applied: false,
+                reason: "NotApplied".into(),
+                message: String::new(),
+            });
+            let (meta, observed, feedback) = match &m.id {
+                Ok(id) => {
+                    let observed = self.backend.get(id).ok().flatten();
+                    let health: Option<Health> = observed.as_ref().map(|o| conditions::health(&id.group, &id.kind, o));
+                    let feedback = match (&m.rules, &observed) {
+                        (Some(rules), Some(obj)) => Some(rules.evaluate(&id.group, &id.kind, obj)),
+                        (Some(_), None) => Some(super::feedback::FeedbackResult {
+                            values: vec![],
+                            errors: vec!["the resource does not exist".into()],
+                        }),
+                        (None, _) => None,
+                    };
+                    let meta = ResourceMeta {
+                        ordinal: m.ordinal as i32,
+                        group: id.group.clone(),
+                        version: id.version.clone(),
+                        kind: id.kind.clone(),
+                        resource: id.resource(),
+                        namespace: id.namespace.clone(),
+                        name: id.name.clone(),
+                    };
+                    (meta, health, feedback)
+                }
+                Err(_) => (
+                    ResourceMeta {
+                        ordinal: m.ordinal as i32,
+                        ..Default::default()
+                    },
+                    None,
+                    None,
+                ),
+            };
+            conditions::manifest_conditions(
+                &mut conds,
+                &apply,
+                observed.as_ref(),
+                feedback.as_ref().map(|f| f.errors.as_slice()),
+            );
+            let values = feedback
+                .map(|f| {
+                    f.values
+                        .into_iter()
+                        .map(|(name, v)| FeedbackValue {
+                            name,
+                            field_value: Some(field_value(v)),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            manifests.push(ManifestCondition {
+                resource_meta: Some(meta),
+                status_feedback: Some(StatusFeedbackResult { values }),
+                conditions: conds,
+            });
+        }
+        let refs: Vec<&[Condition]> = manifests.iter().map(|m| m.conditions.as_slice()).collect();
+        conditions::work_conditions(&mut self.status.conditions, &refs, generation);
+        self.status.resource_status = Some(ManifestResourceStatus { manifests });
+        let report = WorkStatusReport {
+            cluster_name: self.cluster.clone(),
+            work_name: self.name.clone(),
+            resource_id: self.rid.clone(),
+            observed_generation: generation,
+            status: Some(self.status.clone()),
+            deleted: false,
+        };
+        let hash = Publisher::hash(&report);
+        if !force && self.published_hash.as_deref() == Some(hash.as_str()) {
+            return;
+        }
+        if self.publisher.publish(&report).await {
+            self.published_hash = Some(hash);
+        }
+    }
+
+    /// Deletes the work's resources per its delete option, then confirms to the hub (retrying
+    /// on every tick until the confirmation is acknowledged) and forgets the work.
+    async fn delete(&mut self, work: Option<ManifestWork>) {
+        if !self.record.deleting {
+            tracing::info!("deleting the work");
+            if let Some(w) = work {
+                // The hub's copy carries the delete option in force.
+                if let Some(spec) = w.spec {
+                    let mut held = self.work();
+                    if let Some(s) = held.spec.as_mut() {
+                        s.delete_option = spec.delete_option;
+                    }
+                    self.record.work = Some(held);
+                }
+            }
+            self.record.deleting = true;
+            if let Err(e) = self.store.save_work(&self.record) {
+                tracing::error!(error = %e, "saving the work record failed");
+            }
+            let policy = self.work().spec.and_then(|s| s.delete_option);
+            let applied: Vec<ManifestId> = self.record.applied.iter().map(applied_id).collect();
+            for id in &applied {
+                self.remove_resource(id, policy.as_ref());
+            }
+        }
+        // Foreground: the work stays until its deleted resources are really gone.
+        let policy = self.work().spec.and_then(|s| s.delete_option);
+        let waiting: Vec<String> = self
+            .record
+            .applied
+            .iter()
+            .map(applied_id)
+            .filter(|id| {
+                let shared = self.ownership.lock().expect("ownership lock").shared(id, &self.rid);
+                let kept = matches!(policy.as_ref().map(|p| p.propagation_policy.as_str()), Some("Orphan"))
+                    || policy
+                        .as_ref()
+                        .and_then(|p| p.selectively_orphans.as_ref())
+                        .is_some_and(|so| {
+                            so.orphaning_rules.iter().any(|r| {
+                                r.group == id.group
+                                    && r.resource.eq_ignore_ascii_case(&id.resource())
+                                    && r.namespace == id.namespace
+                                    && r.name == id.name
+                            })
+                        });
+                !shared && !kept && self.backend.get(id).ok().flatten().is_some()
+            })
+            .map(|id| id.describe())
+            .collect();
+        if !waiting.is_empty() {
+            tracing::info!(?waiting, "waiting for resources to be deleted");
+            return;
+        }
+        let report = WorkStatusReport {
+            cluster_name: self.cluster.clone(),
+            work_name: self.name.clone(),
+            resource_id: self.rid.clone(),
+            observed_generation: generation_of(self.record.work.as_ref()),
+            status: None,
+            deleted: true,
+        };
+        if self.publisher.publish(&report).await {
+            if let Err(e) = self.store.remove_work(&self.rid) {
+                tracing::error!(error = %e, "removing the work record failed");
+            }
+            tracing::info!("work deleted and confirmed to the hub");
+            self.finished.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+fn field_value(v: Fv) -> FieldValue {
+    let mut out = FieldValue {
+        r#type: v.type_name().to_string(),
+        ..Default::default()
+    };
+    match v {
+        Fv::Integer(i) => out.integer = Some(i),
+        Fv::String(s) => out.string = Some(s),
+        Fv::Boolean(b) => out.boolean = Some(b),
+        Fv::JsonRaw(s) => out.json_raw = Some(s),
+    }
+    out
+}

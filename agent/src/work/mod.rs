@@ -1,0 +1,403 @@
+//! ManifestWork execution on the spoke.
+//!
+//! - [`WorkManager`]: receives work spec events, spawns one [`actor`] per ManifestWork, answers
+//!   the hub's read-only proxy queries, builds spec resync requests and applies their answers.
+//! - [`actor`]: one task per work — applies manifests in dependency order with their update
+//!   strategy, garbage-collects what the work no longer declares (never a resource another work
+//!   still declares), observes resources and their feedback, publishes status when it changes,
+//!   and deletes per the delete option.
+//! - [`conditions`]: manifest and work conditions with OCM's aggregation.
+//! - [`feedback`], [`jsonpath`]: status feedback rules (WellKnownStatus, JSONPaths).
+
+pub mod actor;
+pub mod conditions;
+pub mod feedback;
+pub mod jsonpath;
+
+use crate::backend::Backend;
+use crate::store::LocalStore;
+use flotilla_api::v1::{AppliedManifestWork, ManifestWork, ProxyRequest, ProxyResponse, WorkStatusReport};
+use flotilla_api::work::ManifestId;
+use flotilla_bus::envelope::{Action, Direction, Event, EventType, headers, types};
+use flotilla_bus::subjects;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Work spec events (hub → agent) with the given action.
+pub fn spec_type(action: Action) -> EventType {
+    EventType::new("work", "v1", "manifestwork", Direction::Spec, action)
+}
+
+/// Work status events (agent → hub).
+pub fn status_type() -> EventType {
+    EventType::new("work", "v1", "manifestwork", Direction::Status, Action::UpdateRequest)
+}
+
+/// Which works declare which resources: a resource is deleted only when no work declares it.
+#[derive(Default, Debug)]
+pub struct Ownership {
+    owners: HashMap<ManifestId, BTreeSet<String>>,
+}
+
+impl Ownership {
+    /// Records that work `rid` declares `id`.
+    pub fn add(&mut self, id: &ManifestId, rid: &str) {
+        self.owners.entry(id.clone()).or_default().insert(rid.to_string());
+    }
+
+    /// Forgets that `rid` declares `id`; returns whether another work still declares it.
+    pub fn release(&mut self, id: &ManifestId, rid: &str) -> bool {
+        match self.owners.get_mut(id) {
+            Some(set) => {
+                set.remove(rid);
+                let shared = !set.is_empty();
+                if !shared {
+                    self.owners.remove(id);
+                }
+                shared
+            }
+            None => false,
+        }
+    }
+
+    /// Whether a work other than `rid` declares `id`.
+    pub fn shared(&self, id: &ManifestId, rid: &str) -> bool {
+        self.owners.get(id).is_some_and(|s| s.iter().any(|o| o != rid))
+    }
+}
+
+/// Work execution settings.
+#[derive(Debug, Clone)]
+pub struct WorkConfig {
+    /// How often resources are observed (status, feedback).
+    pub status_interval: Duration,
+    /// Largest event.
+    pub max_event_bytes: usize,
+}
+
+impl Default for WorkConfig {
+    fn default() -> Self {
+        Self {
+            status_interval: Duration::from_secs(10),
+            max_event_bytes: flotilla_bus::envelope::DEFAULT_MAX_EVENT_BYTES,
+        }
+    }
+}
+
+/// Publishes work status into the status stream.
+#[derive(Clone)]
+pub struct Publisher {
+    js: async_nats::jetstream::Context,
+    store: Arc<LocalStore>,
+    cluster: String,
+    source: String,
+    max_event_bytes: usize,
+}
+
+impl Publisher {
+    /// A publisher for `cluster`.
+    pub fn new(client: async_nats::Client, store: Arc<LocalStore>, cluster: &str, max_event_bytes: usize) -> Self {
+        Self {
+            js: async_nats::jetstream::new(client),
+            store,
+            cluster: cluster.to_string(),
+            source: format!("flotilla-agent/{cluster}"),
+            max_event_bytes,
+        }
+    }
+
+    /// The status hash of a report (what the hub de-duplicates on).
+    pub fn hash(report: &WorkStatusReport) -> String {
+        flotilla_bus::ids::status_hash(&prost::Message::encode_to_vec(report))
+    }
+
+    /// Publishes a report; false when it could not be (offline): the caller retries.
+    pub async fn publish(&self, report: &WorkStatusReport) -> bool {
+        let seq = match self.store.next_sequence() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(error = %e, "saving the sequence counter failed");
+                return false;
+            }
+        };
+        let ev = Event::new(status_type(), self.source.clone(), self.cluster.clone(), report)
+            .with_sequence(seq)
+            .with_status_hash()
+            .with_resource_id(report.resource_id.clone())
+            .with_resource_version(report.observed_generation);
+        let bytes = match ev.encode(self.max_event_bytes) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::error!(error = %e, work = %report.work_name, "work status cannot be encoded");
+                return false;
+            }
+        };
+        let subject = subjects::status(&self.cluster, subjects::KIND_WORK, Some(&report.resource_id));
+        let attempt = async {
+            self.js
+                .publish_with_headers(subject, headers(&ev), bytes)
+                .await
+                .map_err(|e| e.to_string())?
+                .await
+                .map_err(|e| e.to_string())
+        };
+        match tokio::time::timeout(Duration::from_secs(5), attempt).await {
+            Ok(Ok(_)) => true,
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "work status publish failed; will retry");
+                false
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+/// All works on this cluster.
+pub struct WorkManager {
+    cluster: String,
+    backend: Arc<dyn Backend>,
+    store: Arc<LocalStore>,
+    publisher: Publisher,
+    ownership: Arc<Mutex<Ownership>>,
+    config: WorkConfig,
+    actors: HashMap<String, actor::WorkHandle>,
+}
+
+impl WorkManager {
+    /// Loads the works kept in the local store and restarts their actors (edge autonomy: an
+    /// agent restarted offline keeps managing what it applied).
+    pub fn start(
+        cluster: &str,
+        backend: Arc<dyn Backend>,
+        store: Arc<LocalStore>,
+        publisher: Publisher,
+        config: WorkConfig,
+    ) -> Result<Self, crate::store::StoreError> {
+        let records = store.load_works()?;
+        let ownership = Arc::new(Mutex::new(Ownership::default()));
+        {
+            let mut own = ownership.lock().expect("ownership lock");
+            for r in &records {
+                for a in &r.applied {
+                    own.add(&actor::applied_id(a), &r.resource_id);
+                }
+            }
+        }
+        let mut this = Self {
+            cluster: cluster.to_string(),
+            backend,
+            store,
+            publisher,
+            ownership,
+            config,
+            actors: HashMap::new(),
+        };
+        for r in records {
+            tracing::info!(work = %r.work.as_ref().and_then(|w| w.metadata.as_ref()).map(|m| m.name.clone()).unwrap_or_default(), "resuming a work from local state");
+            let rid = r.resource_id.clone();
+            let handle = this.spawn(r);
+            this.actors.insert(rid, handle);
+        }
+        Ok(this)
+    }
+
+    fn spawn(&self, record: AppliedManifestWork) -> actor::WorkHandle {
+        actor::spawn(
+            record,
+            self.cluster.clone(),
+            self.backend.clone(),
+            self.store.clone(),
+            self.publisher.clone(),
+            self.ownership.clone(),
+            self.config.clone(),
+        )
+    }
+
+    /// `{resourceid: generation}` of every work held (for the spec resync).
+    pub fn versions(&self) -> HashMap<String, i64> {
+        self.actors
+            .iter()
+            .filter(|(_, h)| !h.is_finished())
+            .map(|(rid, h)| (rid.clone(), h.generation()))
+            .collect()
+    }
+
+    /// Handles a work spec event from the hub.
+    pub async fn on_spec(&mut self, event: &Event) {
+        self.actors.retain(|_, h| !h.is_finished());
+        let action = event.event_type.action;
+        let work: ManifestWork = match event.decode_data("ManifestWork") {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::warn!(error = %e, "malformed work spec dropped");
+                return;
+            }
+        };
+        let meta = work.metadata.clone().unwrap_or_default();
+        if meta.namespace != self.cluster {
+            tracing::warn!(namespace = %meta.namespace, work = %meta.name, "work spec for another cluster rejected");
+            return;
+        }
+        let rid = flotilla_bus::ids::resource_id(&meta.namespace, "ManifestWork", &meta.namespace, &meta.name);
+        if event.resource_id.as_deref() != Some(rid.as_str()) {
+            tracing::warn!(work = %meta.name, "work spec whose resourceid does not match its name rejected");
+            return;
+        }
+        if action == Action::DeleteRequest || meta.deletion_timestamp.is_some() {
+            match self.actors.get(&rid) {
+                Some(h) => h.delete(work).await,
+                None => {
+                    // Nothing here (already deleted, or never received): confirm at once.
+                    let report = WorkStatusReport {
+                        cluster_name: self.cluster.clone(),
+                        work_name: meta.name.clone(),
+                        resource_id: rid.clone(),
+                        observed_generation: meta.generation,
+                        status: None,
+                        deleted: true,
+                    };
+                    self.publisher.publish(&report).await;
+                }
+            }
+            return;
+        }
+        let errors = flotilla_api::work::validate(&work);
+        if !errors.is_empty() {
+            tracing::warn!(work = %meta.name, errors = ?errors, "invalid work spec rejected");
+            return;
+        }
+        match self.actors.get(&rid) {
+            Some(h) => h.update(work).await,
+            None => {
+                let record = AppliedManifestWork {
+                    resource_id: rid.clone(),
+                    work: Some(work),
+                    applied: Vec::new(),
+                    deleting: false,
+                };
+                let handle = self.spawn(record);
+                self.actors.insert(rid, handle);
+            }
+        }
+    }
+
+    /// Deletes works the hub no longer has (from a resync answer), per their delete options.
+    pub async fn delete_unknown(&mut self, ids: &[String]) {
+        for rid in ids {
+            if let Some(h) = self.actors.get(rid) {
+                tracing::info!(resource_id = %rid, "the hub no longer has this work: deleting it");
+                h.delete_as_held().await;
+            }
+        }
+    }
+
+    /// Asks every work to publish its status again (after a reconnect).
+    pub async fn republish_all(&self) {
+        for h in self.actors.values() {
+            h.republish().await;
+        }
+    }
+
+    /// Answers a proxy query from the hub.
+    pub fn proxy(&self, req: &ProxyRequest) -> ProxyResponse {
+        let ns = (!req.namespace.is_empty()).then_some(req.namespace.as_str());
+        match self.backend.list(&req.kind, ns) {
+            Ok(objects) => {
+                let objects: Vec<Vec<u8>> = objects
+                    .into_iter()
+                    .filter(|o| req.name.is_empty() || o["metadata"]["name"] == req.name.as_str())
+                    .filter_map(|o| serde_json::to_vec(&o).ok())
+                    .collect();
+                if objects.is_empty() && !req.name.is_empty() {
+                    return ProxyResponse {
+                        objects: vec![],
+                        error: format!(
+                            "{} {:?} not found{}",
+                            req.kind,
+                            req.name,
+                            ns.map(|n| format!(" in namespace {n:?}")).unwrap_or_default()
+                        ),
+                    };
+                }
+                ProxyResponse {
+                    objects,
+                    error: String::new(),
+                }
+            }
+            Err(e) => ProxyResponse {
+                objects: vec![],
+                error: e.to_string(),
+            },
+        }
+    }
+
+    /// Handles a proxy request message and replies.
+    pub async fn on_proxy(&self, client: &async_nats::Client, msg: async_nats::Message) {
+        let Some(reply) = msg.reply.clone() else { return };
+        let response = match Event::decode(&msg.payload, self.config.max_event_bytes) {
+            Ok(ev) if ev.cluster != self.cluster => ProxyResponse {
+                objects: vec![],
+                error: format!("this agent serves cluster {:?}, not {:?}", self.cluster, ev.cluster),
+            },
+            Ok(ev) if ev.event_type == types::proxy_request() => match ev.decode_data::<ProxyRequest>("ProxyRequest") {
+                Ok(req) => self.proxy(&req),
+                Err(e) => ProxyResponse {
+                    objects: vec![],
+                    error: e.to_string(),
+                },
+            },
+            Ok(ev) => ProxyResponse {
+                objects: vec![],
+                error: format!("unexpected event type {}", ev.event_type),
+            },
+            Err(e) => ProxyResponse {
+                objects: vec![],
+                error: e.to_string(),
+            },
+        };
+        let ev = Event::new(types::proxy_response(), format!("flotilla-agent/{}", self.cluster), self.cluster.clone(), &response);
+        match ev.encode(self.config.max_event_bytes) {
+            Ok(bytes) => {
+                let _ = client.publish_with_headers(reply, headers(&ev), bytes).await;
+            }
+            Err(e) => {
+                // Too many objects for one message: say so instead of timing out.
+                let short = ProxyResponse {
+                    objects: vec![],
+                    error: format!("answer too large ({e}); ask for one namespace or one name"),
+                };
+                let ev = Event::new(types::proxy_response(), format!("flotilla-agent/{}", self.cluster), self.cluster.clone(), &short);
+                if let Ok(bytes) = ev.encode(self.config.max_event_bytes) {
+                    let _ = client.publish_with_headers(reply, headers(&ev), bytes).await;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(name: &str) -> ManifestId {
+        ManifestId {
+            group: "".into(),
+            version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: "default".into(),
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn a_resource_declared_by_two_works_survives_one_release() {
+        let mut o = Ownership::default();
+        o.add(&id("shared"), "w1");
+        o.add(&id("shared"), "w2");
+        assert!(o.shared(&id("shared"), "w1"));
+        assert!(o.release(&id("shared"), "w1"), "w2 still declares it");
+        assert!(!o.release(&id("shared"), "w2"), "now nobody does");
+        assert!(!o.shared(&id("shared"), "w2"));
+    }
+}
