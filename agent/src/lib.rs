@@ -12,8 +12,8 @@
 
 pub mod backend;
 pub mod registration;
-pub mod work;
 pub mod store;
+pub mod work;
 
 use flotilla_api::v1::ClusterClaim;
 use flotilla_bus::connect::{self, NatsConfig};
@@ -144,7 +144,12 @@ pub async fn run(
     let store = Arc::new(store);
     let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
     let client = connect::connect(&config.nats, Some(events_tx)).await?;
-    let publisher = work::Publisher::new(client.clone(), store.clone(), &config.cluster_name, config.max_event_bytes);
+    let publisher = work::Publisher::new(
+        client.clone(),
+        store.clone(),
+        &config.cluster_name,
+        config.max_event_bytes,
+    );
     let works = work::WorkManager::start(
         &config.cluster_name,
         backend.clone(),

@@ -120,12 +120,16 @@ fn main() -> ExitCode {
         }
         return ExitCode::from(64);
     }
-    let sim = SimBackend::new(args.sim_cpu, args.sim_memory_gib, &args.sim_kubernetes_version)
-        .with_platform(&args.sim_platform)
-        .with_config(SimConfig {
-            ready_delay: Duration::from_millis(args.sim_ready_delay_ms),
-            ..SimConfig::default()
-        });
+    let sim = SimBackend::new(
+        args.sim_cpu,
+        args.sim_memory_gib,
+        &args.sim_kubernetes_version,
+    )
+    .with_platform(&args.sim_platform)
+    .with_config(SimConfig {
+        ready_delay: Duration::from_millis(args.sim_ready_delay_ms),
+        ..SimConfig::default()
+    });
     // The simulated cluster lives next to the agent's state, so it survives agent restarts.
     if let Some(dir) = sim_file.parent()
         && let Err(e) = std::fs::create_dir_all(dir)

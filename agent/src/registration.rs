@@ -351,6 +351,14 @@ impl RegistrationActor {
             tracing::warn!(clustername = %event.cluster, "spec event for another cluster dropped");
             return;
         }
+        if event.event_type.group == "work" && event.event_type.resource == "manifestwork" {
+            if self.accepted() {
+                self.works.on_spec(&event).await;
+            } else {
+                tracing::warn!("work spec ignored: this cluster is not accepted");
+            }
+            return;
+        }
         if event.event_type == types::registration_response()
             || event.event_type == types::cluster_deleted()
         {
@@ -375,7 +383,12 @@ impl RegistrationActor {
             cluster_name: self.name().to_string(),
             versions: self.works.versions(),
         };
-        let ev = Event::new(crate::work::spec_type(flotilla_bus::envelope::Action::ResyncRequest), self.source.clone(), self.name(), &request);
+        let ev = Event::new(
+            crate::work::spec_type(flotilla_bus::envelope::Action::ResyncRequest),
+            self.source.clone(),
+            self.name(),
+            &request,
+        );
         let Ok(bytes) = ev.encode(self.config.max_event_bytes) else {
             tracing::error!("spec resync request too large");
             return;
@@ -384,12 +397,20 @@ impl RegistrationActor {
             .payload(bytes)
             .headers(headers(&ev))
             .timeout(Some(self.config.nats.request_timeout));
-        match self.client.send_request(subjects::sync(self.name()), req).await {
+        match self
+            .client
+            .send_request(subjects::sync(self.name()), req)
+            .await
+        {
             Ok(reply) => match Event::decode(&reply.payload, self.config.max_event_bytes)
                 .and_then(|e| e.decode_data::<SpecResyncResponse>("SpecResyncResponse"))
             {
                 Ok(resp) => {
-                    tracing::debug!(resent = resp.resent, deleted = resp.deleted.len(), "spec resync done");
+                    tracing::debug!(
+                        resent = resp.resent,
+                        deleted = resp.deleted.len(),
+                        "spec resync done"
+                    );
                     self.works.delete_unknown(&resp.deleted).await;
                 }
                 Err(e) => tracing::warn!(error = %e, "unreadable spec resync answer"),

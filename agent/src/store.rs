@@ -165,21 +165,27 @@ impl LocalStore {
             return Ok(());
         };
         let file = dir.join(FILE);
-        let bytes = serde_json::to_vec_pretty(&*self.state.lock().expect("state lock")).map_err(|e| {
-            StoreError::Corrupt {
-                path: file.clone(),
-                message: e.to_string(),
-            }
-        })?;
+        let bytes =
+            serde_json::to_vec_pretty(&*self.state.lock().expect("state lock")).map_err(|e| {
+                StoreError::Corrupt {
+                    path: file.clone(),
+                    message: e.to_string(),
+                }
+            })?;
         write_atomically(&file, &bytes)
     }
 
     /// Saves a work record (what the agent holds and applied for one work).
-    pub fn save_work(&self, record: &flotilla_api::v1::AppliedManifestWork) -> Result<(), StoreError> {
+    pub fn save_work(
+        &self,
+        record: &flotilla_api::v1::AppliedManifestWork,
+    ) -> Result<(), StoreError> {
         let bytes = prost::Message::encode_to_vec(record);
         match &self.backing {
             Backing::Memory(m) => {
-                m.lock().expect("works lock").insert(record.resource_id.clone(), bytes);
+                m.lock()
+                    .expect("works lock")
+                    .insert(record.resource_id.clone(), bytes);
                 Ok(())
             }
             Backing::Dir(dir) => {
@@ -233,7 +239,12 @@ impl LocalStore {
                 let entries = match std::fs::read_dir(&works) {
                     Ok(e) => e,
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-                    Err(source) => return Err(StoreError::Io { path: works, source }),
+                    Err(source) => {
+                        return Err(StoreError::Io {
+                            path: works,
+                            source,
+                        });
+                    }
                 };
                 let mut out = Vec::new();
                 for entry in entries {

@@ -297,7 +297,17 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         )))
         .add_service(ClusterSetServiceServer::new(
             grpc::clusterset::ClusterSetApi::new(sets),
-        ));
+        ))
+        .add_service(
+            WorkServiceServer::new(grpc::work::WorkApi::new(
+                clusters.clone(),
+                works.clone(),
+                nats.clone(),
+                config.cluster.max_event_bytes,
+            ))
+            .max_decoding_message_size(8 * 1024 * 1024)
+            .max_encoding_message_size(8 * 1024 * 1024),
+        );
     let mut rx = shutdown_rx.clone();
     tasks.push(tokio::spawn(async move {
         let incoming = tokio_stream::wrappers::TcpListenerStream::new(grpc_listener);

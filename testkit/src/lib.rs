@@ -248,3 +248,79 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// A TCP proxy on a free port in front of another local port, whose link can be cut and
+/// restored: a real dropped connection for edge-disconnection tests (the client sees resets and
+/// refused connects, exactly like a flaky WAN link).
+pub struct LinkProxy {
+    port: u16,
+    up: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    cut_tx: tokio::sync::watch::Sender<u64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl LinkProxy {
+    /// Starts proxying `127.0.0.1:<free port>` → `127.0.0.1:upstream`. Needs a tokio runtime.
+    pub async fn start(upstream: u16) -> Self {
+        use std::sync::atomic::Ordering;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind proxy");
+        let port = listener.local_addr().expect("proxy address").port();
+        let up = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let (cut_tx, cut_rx) = tokio::sync::watch::channel(0u64);
+        let flag = up.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((mut inbound, _)) = listener.accept().await else {
+                    return;
+                };
+                if !flag.load(Ordering::SeqCst) {
+                    drop(inbound);
+                    continue;
+                }
+                let mut cut = cut_rx.clone();
+                let generation = *cut.borrow();
+                tokio::spawn(async move {
+                    let Ok(mut outbound) =
+                        tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await
+                    else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = cut.wait_for(|g| *g != generation) => {}
+                    }
+                });
+            }
+        });
+        Self {
+            port,
+            up,
+            cut_tx,
+            task,
+        }
+    }
+
+    /// `nats://127.0.0.1:<proxy port>`.
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// Drops every open connection and refuses new ones.
+    pub fn cut(&self) {
+        self.up.store(false, std::sync::atomic::Ordering::SeqCst);
+        self.cut_tx.send_modify(|g| *g += 1);
+    }
+
+    /// Accepts connections again.
+    pub fn restore(&self) {
+        self.up.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Drop for LinkProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

@@ -89,7 +89,12 @@ pub trait Backend: Send + Sync + 'static {
     /// The cluster's current facts.
     fn info(&self) -> ClusterInfo;
     /// Writes one object with a strategy.
-    fn apply(&self, id: &ManifestId, object: &Value, strategy: &Strategy) -> Result<ApplyOutcome, BackendError>;
+    fn apply(
+        &self,
+        id: &ManifestId,
+        object: &Value,
+        strategy: &Strategy,
+    ) -> Result<ApplyOutcome, BackendError>;
     /// Reads one object (with its status), `None` when absent.
     fn get(&self, id: &ManifestId) -> Result<Option<Value>, BackendError>;
     /// Deletes one object; `Ok(false)` when it was already gone.

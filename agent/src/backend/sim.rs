@@ -117,7 +117,9 @@ fn set_path(root: &mut Value, path: &str, value: Value) {
             map.insert((*p).to_string(), value);
             return;
         }
-        cur = map.entry((*p).to_string()).or_insert_with(|| Value::Object(Map::new()));
+        cur = map
+            .entry((*p).to_string())
+            .or_insert_with(|| Value::Object(Map::new()));
     }
 }
 
@@ -139,8 +141,14 @@ impl SimBackend {
         .into();
         // Allocatable keeps some room for system daemons, like kubelet's reservations.
         let allocatable = [
-            ("cpu".to_string(), format!("{}m", cpu * 1000 - cpu.min(4) * 100)),
-            ("memory".to_string(), format!("{}Mi", memory_gib * 1024 - memory_gib.min(8) * 128)),
+            (
+                "cpu".to_string(),
+                format!("{}m", cpu * 1000 - cpu.min(4) * 100),
+            ),
+            (
+                "memory".to_string(),
+                format!("{}Mi", memory_gib * 1024 - memory_gib.min(8) * 128),
+            ),
             ("pods".to_string(), "110".to_string()),
         ]
         .into();
@@ -250,7 +258,11 @@ impl SimBackend {
                 } else {
                     ("False", "MinimumReplicasUnavailable")
                 };
-                let progressing_reason = if ready { "NewReplicaSetAvailable" } else { "ReplicaSetUpdated" };
+                let progressing_reason = if ready {
+                    "NewReplicaSetAvailable"
+                } else {
+                    "ReplicaSetUpdated"
+                };
                 Some(json!({
                     "observedGeneration": generation,
                     "replicas": replicas,
@@ -276,7 +288,8 @@ impl SimBackend {
                 }))
             }
             ("batch", "Job") => {
-                let fail = v["metadata"]["annotations"][ANNOTATION_JOB_OUTCOME].as_str() == Some("fail");
+                let fail =
+                    v["metadata"]["annotations"][ANNOTATION_JOB_OUTCOME].as_str() == Some("fail");
                 let completions = v["spec"]["completions"].as_i64().unwrap_or(1);
                 Some(if !ready {
                     json!({"active": 1})
@@ -307,7 +320,12 @@ impl Backend for SimBackend {
         self.info.lock().expect("sim lock").clone()
     }
 
-    fn apply(&self, id: &ManifestId, object: &Value, strategy: &Strategy) -> Result<ApplyOutcome, BackendError> {
+    fn apply(
+        &self,
+        id: &ManifestId,
+        object: &Value,
+        strategy: &Strategy,
+    ) -> Result<ApplyOutcome, BackendError> {
         if let Some(msg) = self
             .injected
             .lock()
@@ -323,7 +341,10 @@ impl Backend for SimBackend {
         if !id.namespace.is_empty() && !BUILTIN_NAMESPACES.contains(&id.namespace.as_str()) {
             let ns_key = format!("/Namespace//{}", id.namespace);
             if !objects.objects.contains_key(&ns_key) {
-                return Err(BackendError::NotFound(format!("namespaces {:?} not found", id.namespace)));
+                return Err(BackendError::NotFound(format!(
+                    "namespaces {:?} not found",
+                    id.namespace
+                )));
             }
         }
         let k = key(id);
@@ -340,7 +361,11 @@ impl Backend for SimBackend {
                 meta.remove("namespace");
             }
         } else {
-            set_path(&mut desired, "metadata.namespace", Value::String(id.namespace.clone()));
+            set_path(
+                &mut desired,
+                "metadata.namespace",
+                Value::String(id.namespace.clone()),
+            );
         }
         objects.resource_version += 1;
         let rv = objects.resource_version;
@@ -359,9 +384,22 @@ impl Backend for SimBackend {
                     for f in ["uid", "creationTimestamp"] {
                         set_path(&mut desired, &format!("metadata.{f}"), meta[f].clone());
                     }
-                    set_path(&mut desired, "metadata.generation", json!(if spec_changed { generation + 1 } else { generation }));
-                    set_path(&mut desired, "metadata.resourceVersion", json!(rv.to_string()));
-                    existing.managers = after.keys().map(|p| (p.clone(), manager.clone())).collect();
+                    set_path(
+                        &mut desired,
+                        "metadata.generation",
+                        json!(if spec_changed {
+                            generation + 1
+                        } else {
+                            generation
+                        }),
+                    );
+                    set_path(
+                        &mut desired,
+                        "metadata.resourceVersion",
+                        json!(rv.to_string()),
+                    );
+                    existing.managers =
+                        after.keys().map(|p| (p.clone(), manager.clone())).collect();
                     existing.object = desired;
                     if spec_changed {
                         existing.changed_at_ms = now_ms();
@@ -375,13 +413,20 @@ impl Backend for SimBackend {
                 let conflicts: Vec<String> = applied
                     .iter()
                     .filter(|(path, value)| {
-                        existing.managers.get(*path).is_some_and(|owner| owner != &manager)
+                        existing
+                            .managers
+                            .get(*path)
+                            .is_some_and(|owner| owner != &manager)
                             && current.get(*path) != Some(*value)
                     })
                     .map(|(p, _)| p.clone())
                     .collect();
                 if !conflicts.is_empty() && !force {
-                    let owner = existing.managers.get(&conflicts[0]).cloned().unwrap_or_default();
+                    let owner = existing
+                        .managers
+                        .get(&conflicts[0])
+                        .cloned()
+                        .unwrap_or_default();
                     return Err(BackendError::Conflict {
                         fields: conflicts,
                         manager: owner,
@@ -402,21 +447,36 @@ impl Backend for SimBackend {
                         set_path(&mut merged, "metadata.generation", json!(generation + 1));
                         existing.changed_at_ms = now_ms();
                     }
-                    set_path(&mut merged, "metadata.resourceVersion", json!(rv.to_string()));
+                    set_path(
+                        &mut merged,
+                        "metadata.resourceVersion",
+                        json!(rv.to_string()),
+                    );
                     existing.object = merged;
                     ApplyOutcome::Updated
                 }
             }
             (None, _) => {
-                let managers = content(&desired).into_keys().map(|p| (p, manager.clone())).collect();
-                set_path(&mut desired, "metadata.uid", json!(uuid::Uuid::new_v4().to_string()));
+                let managers = content(&desired)
+                    .into_keys()
+                    .map(|p| (p, manager.clone()))
+                    .collect();
+                set_path(
+                    &mut desired,
+                    "metadata.uid",
+                    json!(uuid::Uuid::new_v4().to_string()),
+                );
                 set_path(
                     &mut desired,
                     "metadata.creationTimestamp",
                     json!(flotilla_api::meta::rfc3339(&flotilla_api::meta::now())),
                 );
                 set_path(&mut desired, "metadata.generation", json!(1));
-                set_path(&mut desired, "metadata.resourceVersion", json!(rv.to_string()));
+                set_path(
+                    &mut desired,
+                    "metadata.resourceVersion",
+                    json!(rv.to_string()),
+                );
                 objects.objects.insert(
                     k,
                     SimObject {
@@ -509,11 +569,24 @@ mod tests {
         let b = sim();
         let d = deploy("web", "shop", 1);
         let id = manifest_id(&d).unwrap();
-        assert!(matches!(b.apply(&id, &d, &Strategy::Update), Err(BackendError::NotFound(_))));
+        assert!(matches!(
+            b.apply(&id, &d, &Strategy::Update),
+            Err(BackendError::NotFound(_))
+        ));
         let n = ns("shop");
-        assert_eq!(b.apply(&manifest_id(&n).unwrap(), &n, &Strategy::Update).unwrap(), ApplyOutcome::Created);
-        assert_eq!(b.apply(&id, &d, &Strategy::Update).unwrap(), ApplyOutcome::Created);
-        assert_eq!(b.apply(&id, &d, &Strategy::Update).unwrap(), ApplyOutcome::Unchanged);
+        assert_eq!(
+            b.apply(&manifest_id(&n).unwrap(), &n, &Strategy::Update)
+                .unwrap(),
+            ApplyOutcome::Created
+        );
+        assert_eq!(
+            b.apply(&id, &d, &Strategy::Update).unwrap(),
+            ApplyOutcome::Created
+        );
+        assert_eq!(
+            b.apply(&id, &d, &Strategy::Update).unwrap(),
+            ApplyOutcome::Unchanged
+        );
         // Deleting the namespace deletes its content.
         assert!(b.delete(&manifest_id(&n).unwrap()).unwrap());
         assert!(b.get(&id).unwrap().is_none());
@@ -532,7 +605,8 @@ mod tests {
         assert_eq!(later["status"]["readyReplicas"], 2);
         assert_eq!(later["status"]["conditions"][0]["status"], "True");
         // A spec change restarts the rollout and bumps the generation.
-        b.apply(&id, &deploy("web", "default", 3), &Strategy::Update).unwrap();
+        b.apply(&id, &deploy("web", "default", 3), &Strategy::Update)
+            .unwrap();
         let again = b.get(&id).unwrap().unwrap();
         assert_eq!(again["metadata"]["generation"], 2);
         assert_eq!(again["status"]["readyReplicas"], 0);
@@ -548,14 +622,26 @@ mod tests {
             force,
             field_manager: "other".into(),
         };
-        let err = b.apply(&id, &deploy("web", "default", 5), &ssa(false)).unwrap_err();
-        let BackendError::Conflict { fields, manager } = err else { panic!("{err:?}") };
+        let err = b
+            .apply(&id, &deploy("web", "default", 5), &ssa(false))
+            .unwrap_err();
+        let BackendError::Conflict { fields, manager } = err else {
+            panic!("{err:?}")
+        };
         assert_eq!(fields, vec!["spec.replicas"]);
         assert_eq!(manager, UPDATE_MANAGER);
-        assert_eq!(b.apply(&id, &deploy("web", "default", 5), &ssa(true)).unwrap(), ApplyOutcome::Updated);
+        assert_eq!(
+            b.apply(&id, &deploy("web", "default", 5), &ssa(true))
+                .unwrap(),
+            ApplyOutcome::Updated
+        );
         assert_eq!(b.get(&id).unwrap().unwrap()["spec"]["replicas"], 5);
         // Same values never conflict.
-        assert_eq!(b.apply(&id, &deploy("web", "default", 5), &ssa(false)).unwrap(), ApplyOutcome::Unchanged);
+        assert_eq!(
+            b.apply(&id, &deploy("web", "default", 5), &ssa(false))
+                .unwrap(),
+            ApplyOutcome::Unchanged
+        );
     }
 
     #[test]
@@ -563,10 +649,20 @@ mod tests {
         let b = sim();
         let d = deploy("web", "default", 1);
         let id = manifest_id(&d).unwrap();
-        assert_eq!(b.apply(&id, &d, &Strategy::ReadOnly).unwrap(), ApplyOutcome::Skipped);
+        assert_eq!(
+            b.apply(&id, &d, &Strategy::ReadOnly).unwrap(),
+            ApplyOutcome::Skipped
+        );
         assert!(b.get(&id).unwrap().is_none());
-        assert_eq!(b.apply(&id, &d, &Strategy::CreateOnly).unwrap(), ApplyOutcome::Created);
-        assert_eq!(b.apply(&id, &deploy("web", "default", 9), &Strategy::CreateOnly).unwrap(), ApplyOutcome::Skipped);
+        assert_eq!(
+            b.apply(&id, &d, &Strategy::CreateOnly).unwrap(),
+            ApplyOutcome::Created
+        );
+        assert_eq!(
+            b.apply(&id, &deploy("web", "default", 9), &Strategy::CreateOnly)
+                .unwrap(),
+            ApplyOutcome::Skipped
+        );
         assert_eq!(b.get(&id).unwrap().unwrap()["spec"]["replicas"], 1);
     }
 
@@ -584,7 +680,10 @@ mod tests {
             BackendError::Invalid("admission webhook denied".into())
         );
         let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "annotations": {ANNOTATION_APPLY_ERROR: "quota exceeded"}}});
-        assert!(b.apply(&manifest_id(&cm).unwrap(), &cm, &Strategy::Update).is_err());
+        assert!(
+            b.apply(&manifest_id(&cm).unwrap(), &cm, &Strategy::Update)
+                .is_err()
+        );
     }
 
     #[test]
@@ -593,7 +692,8 @@ mod tests {
         let file = dir.path().join("cluster.json");
         let b = sim().persisted(file.clone()).unwrap();
         let d = deploy("web", "default", 1);
-        b.apply(&manifest_id(&d).unwrap(), &d, &Strategy::Update).unwrap();
+        b.apply(&manifest_id(&d).unwrap(), &d, &Strategy::Update)
+            .unwrap();
         drop(b);
         let b = sim().persisted(file).unwrap();
         assert_eq!(b.list("deploy", None).unwrap().len(), 1);

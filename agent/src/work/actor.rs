@@ -137,11 +137,16 @@ pub(super) fn spawn(
         rx,
     };
     tokio::spawn(actor.run().instrument(span));
-    WorkHandle { tx, generation, finished }
+    WorkHandle {
+        tx,
+        generation,
+        finished,
+    }
 }
 
 fn generation_of(w: Option<&ManifestWork>) -> i64 {
-    w.and_then(|w| w.metadata.as_ref()).map_or(0, |m| m.generation)
+    w.and_then(|w| w.metadata.as_ref())
+        .map_or(0, |m| m.generation)
 }
 
 struct WorkActor {
@@ -244,9 +249,11 @@ impl WorkActor {
                     .as_ref()
                     .ok()
                     .and_then(|id| {
-                        spec.manifest_configs
-                            .iter()
-                            .find(|c| c.resource_identifier.as_ref().is_some_and(|r| id.matches(r)))
+                        spec.manifest_configs.iter().find(|c| {
+                            c.resource_identifier
+                                .as_ref()
+                                .is_some_and(|r| id.matches(r))
+                        })
                     })
                     .cloned();
                 let strategy = match config.as_ref().and_then(|c| c.update_strategy.clone()) {
@@ -391,8 +398,16 @@ impl WorkActor {
 
     /// Releases this work's claim on a resource and deletes it unless another work declares it
     /// or the delete option keeps it. Returns whether the resource is (or will be) gone.
-    fn remove_resource(&self, id: &ManifestId, policy: Option<&flotilla_api::v1::DeleteOption>) -> bool {
-        let shared = self.ownership.lock().expect("ownership lock").release(id, &self.rid);
+    fn remove_resource(
+        &self,
+        id: &ManifestId,
+        policy: Option<&flotilla_api::v1::DeleteOption>,
+    ) -> bool {
+        let shared = self
+            .ownership
+            .lock()
+            .expect("ownership lock")
+            .release(id, &self.rid);
         if shared {
             tracing::info!(resource = %id.describe(), "kept: another work declares it");
             return false;
@@ -440,7 +455,11 @@ impl WorkActor {
         for (i, m) in self.manifests.iter().enumerate() {
             let mut conds: Vec<Condition> = previous
                 .iter()
-                .find(|p| p.resource_meta.as_ref().is_some_and(|r| r.ordinal == i as i32))
+                .find(|p| {
+                    p.resource_meta
+                        .as_ref()
+                        .is_some_and(|r| r.ordinal == i as i32)
+                })
                 .map(|p| p.conditions.clone())
                 .unwrap_or_default();
             let apply = self.apply_results.get(i).cloned().unwrap_or(ApplyResult {
@@ -451,7 +470,9 @@ impl WorkActor {
             let (meta, observed, feedback) = match &m.id {
                 Ok(id) => {
                     let observed = self.backend.get(id).ok().flatten();
-                    let health: Option<Health> = observed.as_ref().map(|o| conditions::health(&id.group, &id.kind, o));
+                    let health: Option<Health> = observed
+                        .as_ref()
+                        .map(|o| conditions::health(&id.group, &id.kind, o));
                     let feedback = match (&m.rules, &observed) {
                         (Some(rules), Some(obj)) => Some(rules.evaluate(&id.group, &id.kind, obj)),
                         (Some(_), None) => Some(super::feedback::FeedbackResult {
@@ -556,19 +577,25 @@ impl WorkActor {
             .iter()
             .map(applied_id)
             .filter(|id| {
-                let shared = self.ownership.lock().expect("ownership lock").shared(id, &self.rid);
-                let kept = matches!(policy.as_ref().map(|p| p.propagation_policy.as_str()), Some("Orphan"))
-                    || policy
-                        .as_ref()
-                        .and_then(|p| p.selectively_orphans.as_ref())
-                        .is_some_and(|so| {
-                            so.orphaning_rules.iter().any(|r| {
-                                r.group == id.group
-                                    && r.resource.eq_ignore_ascii_case(&id.resource())
-                                    && r.namespace == id.namespace
-                                    && r.name == id.name
-                            })
-                        });
+                let shared = self
+                    .ownership
+                    .lock()
+                    .expect("ownership lock")
+                    .shared(id, &self.rid);
+                let kept = matches!(
+                    policy.as_ref().map(|p| p.propagation_policy.as_str()),
+                    Some("Orphan")
+                ) || policy
+                    .as_ref()
+                    .and_then(|p| p.selectively_orphans.as_ref())
+                    .is_some_and(|so| {
+                        so.orphaning_rules.iter().any(|r| {
+                            r.group == id.group
+                                && r.resource.eq_ignore_ascii_case(&id.resource())
+                                && r.namespace == id.namespace
+                                && r.name == id.name
+                        })
+                    });
                 !shared && !kept && self.backend.get(id).ok().flatten().is_some()
             })
             .map(|id| id.describe())

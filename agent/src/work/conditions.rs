@@ -47,13 +47,23 @@ pub fn health(group: &str, kind: &str, obj: &Value) -> Health {
                 .as_array()
                 .is_some_and(|cs| cs.iter().any(|c| c["reason"] == "ProgressDeadlineExceeded"));
             let done = ready >= want && observed >= generation;
-            h(Some(done), !done && !deadline, deadline, format!("{ready}/{want} replicas ready"))
+            h(
+                Some(done),
+                !done && !deadline,
+                deadline,
+                format!("{ready}/{want} replicas ready"),
+            )
         }
         ("apps", "DaemonSet") => {
             let want = st["desiredNumberScheduled"].as_i64().unwrap_or(0);
             let ready = st["numberReady"].as_i64().unwrap_or(0);
             let done = st.get("desiredNumberScheduled").is_some() && ready >= want;
-            h(Some(done), !done, false, format!("{ready}/{want} pods ready"))
+            h(
+                Some(done),
+                !done,
+                false,
+                format!("{ready}/{want} pods ready"),
+            )
         }
         ("batch", "Job") => {
             if cond("Failed").as_deref() == Some("True") {
@@ -69,7 +79,12 @@ pub fn health(group: &str, kind: &str, obj: &Value) -> Health {
             Some("Succeeded") => h(Some(true), false, false, "pod succeeded".into()),
             _ => {
                 let ready = cond("Ready").as_deref() == Some("True");
-                h(Some(ready), !ready, false, format!("phase {}", st["phase"].as_str().unwrap_or("Unknown")))
+                h(
+                    Some(ready),
+                    !ready,
+                    false,
+                    format!("phase {}", st["phase"].as_str().unwrap_or("Unknown")),
+                )
             }
         },
         _ => h(None, false, false, String::new()),
@@ -99,14 +114,26 @@ pub fn manifest_conditions(
     let mut changed = meta::set_condition(
         conditions,
         APPLIED,
-        if apply.applied { status::TRUE } else { status::FALSE },
+        if apply.applied {
+            status::TRUE
+        } else {
+            status::FALSE
+        },
         &apply.reason,
         &apply.message,
     );
     let (avail, reason, msg) = match observed {
-        None => (status::FALSE, "ResourceNotFound", "the resource does not exist on the cluster".to_string()),
+        None => (
+            status::FALSE,
+            "ResourceNotFound",
+            "the resource does not exist on the cluster".to_string(),
+        ),
         Some(h) => match h.ready {
-            None => (status::TRUE, "ResourceAvailable", "the resource exists on the cluster".to_string()),
+            None => (
+                status::TRUE,
+                "ResourceAvailable",
+                "the resource exists on the cluster".to_string(),
+            ),
             Some(true) => (status::TRUE, "ResourceAvailable", h.message.clone()),
             Some(false) if h.failed => (status::FALSE, "ResourceFailed", h.message.clone()),
             Some(false) => (status::FALSE, "ResourceNotReady", h.message.clone()),
@@ -117,7 +144,11 @@ pub fn manifest_conditions(
     changed |= meta::set_condition(
         conditions,
         PROGRESSING,
-        if progressing { status::TRUE } else { status::FALSE },
+        if progressing {
+            status::TRUE
+        } else {
+            status::FALSE
+        },
         if progressing { "Progressing" } else { "Stable" },
         "",
     );
@@ -125,14 +156,24 @@ pub fn manifest_conditions(
     changed |= meta::set_condition(
         conditions,
         DEGRADED,
-        if degraded { status::TRUE } else { status::FALSE },
+        if degraded {
+            status::TRUE
+        } else {
+            status::FALSE
+        },
         if degraded { "Degraded" } else { "AsExpected" },
         "",
     );
     match feedback_errors {
         None => changed |= meta::remove_condition(conditions, FEEDBACK_SYNCED),
         Some([]) => {
-            changed |= meta::set_condition(conditions, FEEDBACK_SYNCED, status::TRUE, "StatusFeedbackSynced", "")
+            changed |= meta::set_condition(
+                conditions,
+                FEEDBACK_SYNCED,
+                status::TRUE,
+                "StatusFeedbackSynced",
+                "",
+            )
         }
         Some(errors) => {
             changed |= meta::set_condition(
@@ -148,13 +189,30 @@ pub fn manifest_conditions(
 }
 
 /// Aggregates manifest conditions into the work's conditions. Returns whether anything changed.
-pub fn work_conditions(work: &mut Vec<Condition>, manifests: &[&[Condition]], generation: i64) -> bool {
-    let get = |cs: &[Condition], t: &str| meta::condition_status(cs, t).unwrap_or(status::UNKNOWN).to_string();
+pub fn work_conditions(
+    work: &mut Vec<Condition>,
+    manifests: &[&[Condition]],
+    generation: i64,
+) -> bool {
+    let get = |cs: &[Condition], t: &str| {
+        meta::condition_status(cs, t)
+            .unwrap_or(status::UNKNOWN)
+            .to_string()
+    };
     let total = manifests.len();
-    let applied = manifests.iter().filter(|cs| get(cs, APPLIED) == status::TRUE).count();
+    let applied = manifests
+        .iter()
+        .filter(|cs| get(cs, APPLIED) == status::TRUE)
+        .count();
     let avail: Vec<String> = manifests.iter().map(|cs| get(cs, AVAILABLE)).collect();
     let mut changed = if applied == total {
-        meta::set_condition(work, APPLIED, status::TRUE, "AppliedManifestWorkComplete", "Apply manifest work complete")
+        meta::set_condition(
+            work,
+            APPLIED,
+            status::TRUE,
+            "AppliedManifestWorkComplete",
+            "Apply manifest work complete",
+        )
     } else {
         meta::set_condition(
             work,
@@ -174,15 +232,33 @@ pub fn work_conditions(work: &mut Vec<Condition>, manifests: &[&[Condition]], ge
             &format!("{available_ok} of {total} resources are available"),
         )
     } else if avail.iter().any(|s| s == status::UNKNOWN) {
-        meta::set_condition(work, AVAILABLE, status::UNKNOWN, "ResourcesStatusUnknown", "Some resources are in an unknown state")
+        meta::set_condition(
+            work,
+            AVAILABLE,
+            status::UNKNOWN,
+            "ResourcesStatusUnknown",
+            "Some resources are in an unknown state",
+        )
     } else {
-        meta::set_condition(work, AVAILABLE, status::TRUE, "ResourcesAvailable", "All resources are available")
+        meta::set_condition(
+            work,
+            AVAILABLE,
+            status::TRUE,
+            "ResourcesAvailable",
+            "All resources are available",
+        )
     };
-    let progressing = manifests.iter().any(|cs| get(cs, PROGRESSING) == status::TRUE);
+    let progressing = manifests
+        .iter()
+        .any(|cs| get(cs, PROGRESSING) == status::TRUE);
     changed |= meta::set_condition(
         work,
         PROGRESSING,
-        if progressing { status::TRUE } else { status::FALSE },
+        if progressing {
+            status::TRUE
+        } else {
+            status::FALSE
+        },
         if progressing { "Progressing" } else { "Stable" },
         "",
     );
@@ -190,7 +266,11 @@ pub fn work_conditions(work: &mut Vec<Condition>, manifests: &[&[Condition]], ge
     changed |= meta::set_condition(
         work,
         DEGRADED,
-        if degraded { status::TRUE } else { status::FALSE },
+        if degraded {
+            status::TRUE
+        } else {
+            status::FALSE
+        },
         if degraded { "Degraded" } else { "AsExpected" },
         "",
     );
@@ -219,10 +299,7 @@ mod tests {
 
     fn with(applied: bool, ready: Option<Option<bool>>) -> Vec<Condition> {
         let mut cs = Vec::new();
-        let apply = ApplyResult {
-            applied,
-            ..ok()
-        };
+        let apply = ApplyResult { applied, ..ok() };
         let h = ready.map(|r| Health {
             ready: r,
             progressing: r == Some(false),

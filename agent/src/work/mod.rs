@@ -16,7 +16,9 @@ pub mod jsonpath;
 
 use crate::backend::Backend;
 use crate::store::LocalStore;
-use flotilla_api::v1::{AppliedManifestWork, ManifestWork, ProxyRequest, ProxyResponse, WorkStatusReport};
+use flotilla_api::v1::{
+    AppliedManifestWork, ManifestWork, ProxyRequest, ProxyResponse, WorkStatusReport,
+};
 use flotilla_api::work::ManifestId;
 use flotilla_bus::envelope::{Action, Direction, Event, EventType, headers, types};
 use flotilla_bus::subjects;
@@ -31,7 +33,13 @@ pub fn spec_type(action: Action) -> EventType {
 
 /// Work status events (agent → hub).
 pub fn status_type() -> EventType {
-    EventType::new("work", "v1", "manifestwork", Direction::Status, Action::UpdateRequest)
+    EventType::new(
+        "work",
+        "v1",
+        "manifestwork",
+        Direction::Status,
+        Action::UpdateRequest,
+    )
 }
 
 /// Which works declare which resources: a resource is deleted only when no work declares it.
@@ -43,7 +51,10 @@ pub struct Ownership {
 impl Ownership {
     /// Records that work `rid` declares `id`.
     pub fn add(&mut self, id: &ManifestId, rid: &str) {
-        self.owners.entry(id.clone()).or_default().insert(rid.to_string());
+        self.owners
+            .entry(id.clone())
+            .or_default()
+            .insert(rid.to_string());
     }
 
     /// Forgets that `rid` declares `id`; returns whether another work still declares it.
@@ -63,7 +74,9 @@ impl Ownership {
 
     /// Whether a work other than `rid` declares `id`.
     pub fn shared(&self, id: &ManifestId, rid: &str) -> bool {
-        self.owners.get(id).is_some_and(|s| s.iter().any(|o| o != rid))
+        self.owners
+            .get(id)
+            .is_some_and(|s| s.iter().any(|o| o != rid))
     }
 }
 
@@ -97,7 +110,12 @@ pub struct Publisher {
 
 impl Publisher {
     /// A publisher for `cluster`.
-    pub fn new(client: async_nats::Client, store: Arc<LocalStore>, cluster: &str, max_event_bytes: usize) -> Self {
+    pub fn new(
+        client: async_nats::Client,
+        store: Arc<LocalStore>,
+        cluster: &str,
+        max_event_bytes: usize,
+    ) -> Self {
         Self {
             js: async_nats::jetstream::new(client),
             store,
@@ -121,11 +139,16 @@ impl Publisher {
                 return false;
             }
         };
-        let ev = Event::new(status_type(), self.source.clone(), self.cluster.clone(), report)
-            .with_sequence(seq)
-            .with_status_hash()
-            .with_resource_id(report.resource_id.clone())
-            .with_resource_version(report.observed_generation);
+        let ev = Event::new(
+            status_type(),
+            self.source.clone(),
+            self.cluster.clone(),
+            report,
+        )
+        .with_sequence(seq)
+        .with_status_hash()
+        .with_resource_id(report.resource_id.clone())
+        .with_resource_version(report.observed_generation);
         let bytes = match ev.encode(self.max_event_bytes) {
             Ok(b) => b,
             Err(e) => {
@@ -133,7 +156,11 @@ impl Publisher {
                 return false;
             }
         };
-        let subject = subjects::status(&self.cluster, subjects::KIND_WORK, Some(&report.resource_id));
+        let subject = subjects::status(
+            &self.cluster,
+            subjects::KIND_WORK,
+            Some(&report.resource_id),
+        );
         let attempt = async {
             self.js
                 .publish_with_headers(subject, headers(&ev), bytes)
@@ -239,7 +266,12 @@ impl WorkManager {
             tracing::warn!(namespace = %meta.namespace, work = %meta.name, "work spec for another cluster rejected");
             return;
         }
-        let rid = flotilla_bus::ids::resource_id(&meta.namespace, "ManifestWork", &meta.namespace, &meta.name);
+        let rid = flotilla_bus::ids::resource_id(
+            &meta.namespace,
+            "ManifestWork",
+            &meta.namespace,
+            &meta.name,
+        );
         if event.resource_id.as_deref() != Some(rid.as_str()) {
             tracing::warn!(work = %meta.name, "work spec whose resourceid does not match its name rejected");
             return;
@@ -316,7 +348,8 @@ impl WorkManager {
                             "{} {:?} not found{}",
                             req.kind,
                             req.name,
-                            ns.map(|n| format!(" in namespace {n:?}")).unwrap_or_default()
+                            ns.map(|n| format!(" in namespace {n:?}"))
+                                .unwrap_or_default()
                         ),
                     };
                 }
@@ -334,19 +367,26 @@ impl WorkManager {
 
     /// Handles a proxy request message and replies.
     pub async fn on_proxy(&self, client: &async_nats::Client, msg: async_nats::Message) {
-        let Some(reply) = msg.reply.clone() else { return };
+        let Some(reply) = msg.reply.clone() else {
+            return;
+        };
         let response = match Event::decode(&msg.payload, self.config.max_event_bytes) {
             Ok(ev) if ev.cluster != self.cluster => ProxyResponse {
                 objects: vec![],
-                error: format!("this agent serves cluster {:?}, not {:?}", self.cluster, ev.cluster),
+                error: format!(
+                    "this agent serves cluster {:?}, not {:?}",
+                    self.cluster, ev.cluster
+                ),
             },
-            Ok(ev) if ev.event_type == types::proxy_request() => match ev.decode_data::<ProxyRequest>("ProxyRequest") {
-                Ok(req) => self.proxy(&req),
-                Err(e) => ProxyResponse {
-                    objects: vec![],
-                    error: e.to_string(),
-                },
-            },
+            Ok(ev) if ev.event_type == types::proxy_request() => {
+                match ev.decode_data::<ProxyRequest>("ProxyRequest") {
+                    Ok(req) => self.proxy(&req),
+                    Err(e) => ProxyResponse {
+                        objects: vec![],
+                        error: e.to_string(),
+                    },
+                }
+            }
             Ok(ev) => ProxyResponse {
                 objects: vec![],
                 error: format!("unexpected event type {}", ev.event_type),
@@ -356,10 +396,17 @@ impl WorkManager {
                 error: e.to_string(),
             },
         };
-        let ev = Event::new(types::proxy_response(), format!("flotilla-agent/{}", self.cluster), self.cluster.clone(), &response);
+        let ev = Event::new(
+            types::proxy_response(),
+            format!("flotilla-agent/{}", self.cluster),
+            self.cluster.clone(),
+            &response,
+        );
         match ev.encode(self.config.max_event_bytes) {
             Ok(bytes) => {
-                let _ = client.publish_with_headers(reply, headers(&ev), bytes).await;
+                let _ = client
+                    .publish_with_headers(reply, headers(&ev), bytes)
+                    .await;
             }
             Err(e) => {
                 // Too many objects for one message: say so instead of timing out.
@@ -367,9 +414,16 @@ impl WorkManager {
                     objects: vec![],
                     error: format!("answer too large ({e}); ask for one namespace or one name"),
                 };
-                let ev = Event::new(types::proxy_response(), format!("flotilla-agent/{}", self.cluster), self.cluster.clone(), &short);
+                let ev = Event::new(
+                    types::proxy_response(),
+                    format!("flotilla-agent/{}", self.cluster),
+                    self.cluster.clone(),
+                    &short,
+                );
                 if let Ok(bytes) = ev.encode(self.config.max_event_bytes) {
-                    let _ = client.publish_with_headers(reply, headers(&ev), bytes).await;
+                    let _ = client
+                        .publish_with_headers(reply, headers(&ev), bytes)
+                        .await;
                 }
             }
         }

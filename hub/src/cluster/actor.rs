@@ -1116,6 +1116,11 @@ impl Actor {
         } = ev;
         let ty = works::status_type().to_string();
         let name = report.work_name.clone();
+        if !self.cluster.as_ref().is_some_and(rules::accepted) {
+            self.shared.metrics.rejected(&ty, "not_accepted");
+            ack_message(ack).await;
+            return;
+        }
         let Some(entry) = self.works.get(&name) else {
             // Not (or no longer) known: the agent's next resync deletes it.
             self.shared.metrics.rejected(&ty, "unknown_work");

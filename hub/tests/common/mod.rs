@@ -29,6 +29,10 @@ pub fn hub_config(nats_url: &str) -> Config {
 }
 
 pub async fn start_hub(config: Config) -> Hub {
+    // Logs for debugging a failing test: RUST_LOG=debug cargo test ...
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt().with_test_writer().try_init();
+    }
     tokio::time::timeout(SOON, flotilla_hub::start(config))
         .await
         .expect("hub started in time")
@@ -74,12 +78,26 @@ pub fn agent_config(name: &str, nats_url: &str) -> AgentConfig {
     c.pending_poll = Duration::from_millis(300);
     c.denied_poll = Duration::from_millis(500);
     c.status_interval = Duration::from_millis(200);
+    c.work_status_interval = Duration::from_millis(200);
+    c.resync_interval = Duration::from_secs(2);
     c.state = StateConfig::Memory;
     c
 }
 
-pub fn start_agent(config: AgentConfig) -> TestAgent {
-    let backend = Arc::new(SimBackend::new(8, 32, "v1.30.2").with_platform("AWS"));
+/// A simulated cluster whose workloads become ready after 300 ms.
+pub fn sim_backend() -> Arc<SimBackend> {
+    Arc::new(
+        SimBackend::new(8, 32, "v1.30.2")
+            .with_platform("AWS")
+            .with_config(flotilla_agent::backend::sim::SimConfig {
+                ready_delay: Duration::from_millis(300),
+                nodes: 3,
+            }),
+    )
+}
+
+/// Starts an agent on an existing simulated cluster (to restart an agent on the same cluster).
+pub fn start_agent_on(config: AgentConfig, backend: Arc<SimBackend>) -> TestAgent {
     let (tx, rx) = oneshot::channel();
     let b: Arc<dyn flotilla_agent::backend::Backend> = backend.clone();
     let task = tokio::spawn(async move {
@@ -95,6 +113,10 @@ pub fn start_agent(config: AgentConfig) -> TestAgent {
         stop: Some(tx),
         task,
     }
+}
+
+pub fn start_agent(config: AgentConfig) -> TestAgent {
+    start_agent_on(config, sim_backend())
 }
 
 pub async fn get(client: &mut ClusterServiceClient<Channel>, name: &str) -> Option<ManagedCluster> {
