@@ -378,3 +378,180 @@ fn binaries_refuse_bad_flags_with_exit_64() {
     let (ok, _, err) = cli("http://127.0.0.1:1", &["get", "clusters"]);
     assert!(!ok && err.contains("cannot reach the hub"), "{err}");
 }
+
+const HELLO_WORK: &str = r#"apiVersion: work.open-cluster-management.io/v1
+kind: ManifestWork
+metadata:
+  namespace: CLUSTER
+  name: NAME
+spec:
+  workload:
+    manifests:
+      - apiVersion: apps/v1
+        kind: Deployment
+        metadata:
+          name: NAME
+          namespace: default
+        spec:
+          replicas: 2
+          selector:
+            matchLabels:
+              app: hello
+          template:
+            metadata:
+              labels:
+                app: hello
+            spec:
+              containers:
+                - name: hello
+                  image: quay.io/asmacdo/busybox
+  manifestConfigs:
+    - resourceIdentifier:
+        group: apps
+        resource: deployments
+        namespace: default
+        name: NAME
+      feedbackRules:
+        - type: WellKnownStatus
+"#;
+
+fn work_yaml(cluster: &str, name: &str) -> String {
+    HELLO_WORK.replace("CLUSTER", cluster).replace("NAME", name)
+}
+
+fn works_json(hub: &str, cluster: &str) -> Option<Vec<Value>> {
+    let (ok, out, _) = cli(hub, &["get", "works", "--cluster", cluster, "-o", "json"]);
+    if !ok {
+        return None;
+    }
+    let v: Value = serde_json::from_str(&out).ok()?;
+    v["items"].as_array().cloned()
+}
+
+fn work_converged(w: &Value) -> bool {
+    condition(w, "Applied").as_deref() == Some("True")
+        && condition(w, "Available").as_deref() == Some("True")
+}
+
+#[test]
+fn works_roll_out_through_the_cli_and_survive_a_hub_kill_9_mid_delivery() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut hub = start_hub(&nats, dir.path(), port, &["--auto-accept"]);
+    let mut agent_cmd = Command::new(binary("flotilla-agent"));
+    agent_cmd
+        .args(["--cluster-name", "spoke1", "--nats-url", &nats.url()])
+        .arg("--state-dir")
+        .arg(dir.path().join("spoke1"))
+        .args([
+            "--pending-poll-seconds",
+            "1",
+            "--work-status-interval-seconds",
+            "1",
+            "--resync-interval-seconds",
+            "2",
+        ])
+        .args(["--sim-ready-delay-ms", "300"]);
+    let agent = Proc::spawn("flotilla-agent", agent_cmd, dir.path().join("agent.log"));
+    wait_for("spoke1 Available", &[&hub.proc, &agent], || {
+        let items = clusters_json(&hub.grpc)?;
+        let c = items.iter().find(|c| c["metadata"]["name"] == "spoke1")?;
+        (condition(c, "ManagedClusterConditionAvailable").as_deref() == Some("True")).then_some(())
+    });
+
+    // Five works in one multi-document apply, then kill -9 the hub right away.
+    let docs: Vec<String> = (1..=5)
+        .map(|i| work_yaml("spoke1", &format!("app{i}")))
+        .collect();
+    let (ok, out, err) = cli_with_stdin(&hub.grpc, &["apply", "-f", "-"], &docs.join("---\n"));
+    assert!(ok, "{err}");
+    assert_eq!(out.matches("applied").count(), 5, "{out}");
+    hub.proc.kill();
+    let hub2 = start_hub(&nats, dir.path(), port, &["--auto-accept"]);
+    let items = wait_for(
+        "all five works Applied and Available after the restart",
+        &[&hub2.proc, &agent],
+        || {
+            works_json(&hub2.grpc, "spoke1")
+                .filter(|items| items.len() == 5 && items.iter().all(work_converged))
+        },
+    );
+    assert_eq!(items[0]["kind"], "ManifestWork");
+    let fb = &items[0]["status"]["resourceStatus"]["manifests"][0]["statusFeedback"]["values"];
+    assert!(
+        fb.as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["name"] == "ReadyReplicas" && v["fieldValue"]["integer"] == 2),
+        "{fb}"
+    );
+
+    // Table, describe and proxy.
+    let table = cli_ok(&hub2.grpc, &["get", "works", "--cluster", "spoke1"]);
+    let header = table.lines().next().unwrap();
+    for col in [
+        "NAME",
+        "CLUSTER",
+        "NUMBER OF MANIFESTS",
+        "APPLIED",
+        "AVAILABLE",
+    ] {
+        assert!(header.contains(col), "{header}");
+    }
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("app1") && l.contains("True")),
+        "{table}"
+    );
+    let described = cli_ok(
+        &hub2.grpc,
+        &["describe", "work", "app1", "--cluster", "spoke1"],
+    );
+    assert!(
+        described.contains("feedback ReadyReplicas = 2 (Integer)"),
+        "{described}"
+    );
+    let proxied = cli_ok(&hub2.grpc, &["proxy", "spoke1", "get", "deployments"]);
+    assert_eq!(
+        proxied.lines().filter(|l| l.contains("2/2 ready")).count(),
+        5,
+        "{proxied}"
+    );
+
+    // Delete through the CLI: the Deployment goes away on the spoke.
+    cli_ok(
+        &hub2.grpc,
+        &["delete", "work", "app3", "--cluster", "spoke1"],
+    );
+    wait_for("app3 gone", &[&hub2.proc, &agent], || {
+        let (ok, _, err) = cli(
+            &hub2.grpc,
+            &[
+                "proxy",
+                "spoke1",
+                "get",
+                "deployment",
+                "app3",
+                "-n",
+                "default",
+            ],
+        );
+        (!ok && err.contains("not found")).then_some(())
+    });
+    wait_for("app3 work removed", &[&hub2.proc], || {
+        works_json(&hub2.grpc, "spoke1").filter(|items| items.len() == 4)
+    });
+
+    // Bad input from the CLI: invalid YAML and a manifest without a kind; nothing applied.
+    let (ok, _, err) = cli_with_stdin(&hub2.grpc, &["apply", "-f", "-"], "apiVersion: [unclosed\n");
+    assert!(!ok && err.contains("invalid YAML"), "{err}");
+    let bad = work_yaml("spoke1", "broken").replace("kind: Deployment", "kind: ''");
+    let (ok, _, err) = cli_with_stdin(&hub2.grpc, &["apply", "-f", "-"], &bad);
+    assert!(
+        !ok && err.contains("spec.workload.manifests[0].kind"),
+        "{err}"
+    );
+    assert_eq!(works_json(&hub2.grpc, "spoke1").unwrap().len(), 4);
+}
