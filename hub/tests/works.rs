@@ -120,10 +120,10 @@ async fn wait_work(
     let deadline = tokio::time::Instant::now() + SOON;
     loop {
         let w = get_work(api, cluster, name).await;
-        if let Some(w) = &w {
-            if pred(w) {
-                return w.clone();
-            }
+        if let Some(w) = &w
+            && pred(w)
+        {
+            return w.clone();
         }
         assert!(
             tokio::time::Instant::now() < deadline,

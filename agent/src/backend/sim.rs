@@ -509,7 +509,7 @@ impl Backend for SimBackend {
             // Deleting a namespace deletes what is in it.
             objects
                 .objects
-                .retain(|k, _| k.splitn(4, '/').nth(2) != Some(id.name.as_str()));
+                .retain(|k, _| k.split('/').nth(2) != Some(id.name.as_str()));
         }
         if existed {
             self.save(&objects);

@@ -202,7 +202,7 @@ impl WorkActor {
                         self.delete(None).await;
                     } else {
                         let failed = self.apply_results.iter().any(|r| !r.applied);
-                        if failed || ticks % REAPPLY_EVERY == 0 {
+                        if failed || ticks.is_multiple_of(REAPPLY_EVERY) {
                             self.apply();
                         }
                         self.refresh_and_publish(false).await;
