@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Flotilla demo: NATS with JetStream, the hub (auto-accept), a simulated fleet; then
-# `flotilla get clusters` shows it. Runs until Ctrl-C (or exits after showing with --once).
+# Flotilla demo: NATS with JetStream, the hub (auto-accept), a simulated fleet, then the
+# hello-work-demo ManifestWork rolled out to every cluster. Runs until Ctrl-C (or exits after showing with --once).
 #
 #   ./scripts/demo.sh [--clusters N] [--once]
 #
@@ -82,6 +82,28 @@ if [ "$n" -lt "$CLUSTERS" ]; then
   echo "error: only $n of $CLUSTERS clusters became Available; logs are in $RUN" >&2
   exit 1
 fi
+echo
+echo "== rolling out the hello-work-demo ManifestWork to every cluster"
+for i in $(seq 1 "$CLUSTERS"); do
+  c=$(printf 'sim-%04d' "$i")
+  sed "s/CLUSTER/$c/" examples/hello-work.yaml
+  echo "---"
+done | "$BIN/flotilla" apply -f - >/dev/null
+for _ in $(seq 120); do
+  n=$("$BIN/flotilla" get works 2>/dev/null | awk 'NR>1 && $4=="True" && $5=="True"' | wc -l || true)
+  [ "$n" -ge "$CLUSTERS" ] && break
+  sleep 0.5
+done
+echo "\$ flotilla get works"
+"$BIN/flotilla" get works
+n=$("$BIN/flotilla" get works | awk 'NR>1 && $4=="True" && $5=="True"' | wc -l)
+if [ "$n" -lt "$CLUSTERS" ]; then
+  echo "error: only $n of $CLUSTERS works became Applied and Available; logs are in $RUN" >&2
+  exit 1
+fi
+echo
+echo "\$ flotilla describe work hello-work-demo --cluster sim-0001"
+"$BIN/flotilla" describe work hello-work-demo --cluster sim-0001
 if [ "$ONCE" = 1 ]; then exit 0; fi
 cat <<MSG
 
@@ -91,6 +113,8 @@ The fleet is running. In another terminal:
   $BIN/flotilla label sim-0001 tier=gold
   $BIN/flotilla taint sim-0002 maintenance=true:NoSelect
   $BIN/flotilla watch clusters
+  $BIN/flotilla proxy sim-0001 get deployments
+  $BIN/flotilla delete work hello-work-demo --cluster sim-0001
   curl -s 127.0.0.1:$METRICS_PORT/metrics | grep flotilla_hub_clusters
 Logs: $RUN/*.log. Press Ctrl-C to stop.
 MSG

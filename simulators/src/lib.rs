@@ -5,7 +5,7 @@
 #![deny(missing_docs)]
 
 use flotilla_agent::backend::Backend;
-use flotilla_agent::backend::sim::SimBackend;
+use flotilla_agent::backend::sim::{SimBackend, SimConfig};
 use flotilla_agent::{AgentConfig, StateConfig};
 use flotilla_api::v1::ClusterClaim;
 use std::sync::Arc;
@@ -30,6 +30,12 @@ pub struct FleetConfig {
     pub pending_poll: Duration,
     /// Status check interval of each agent.
     pub status_interval: Duration,
+    /// How often each agent observes its work resources.
+    pub work_status_interval: Duration,
+    /// Periodic spec resync of each agent (besides reconnects).
+    pub resync_interval: Duration,
+    /// Time for simulated workloads to become ready.
+    pub ready_delay: Duration,
 }
 
 impl FleetConfig {
@@ -43,6 +49,9 @@ impl FleetConfig {
             start_rate: 500,
             pending_poll: Duration::from_secs(5),
             status_interval: Duration::from_secs(10),
+            work_status_interval: Duration::from_secs(2),
+            resync_interval: Duration::from_secs(300),
+            ready_delay: Duration::from_secs(1),
         }
     }
 }
@@ -66,6 +75,8 @@ pub fn profile(config: &FleetConfig, i: usize) -> (AgentConfig, SimBackend) {
     agent.state = StateConfig::Memory;
     agent.pending_poll = config.pending_poll;
     agent.status_interval = config.status_interval;
+    agent.work_status_interval = config.work_status_interval;
+    agent.resync_interval = config.resync_interval;
     // Simulated agents share one process: keep per-connection buffers small.
     agent.nats.client_capacity = 64;
     agent.nats.subscription_capacity = 256;
@@ -94,7 +105,11 @@ pub fn profile(config: &FleetConfig, i: usize) -> (AgentConfig, SimBackend) {
         MEMS[(i / 3) % MEMS.len()],
         VERSIONS[i % VERSIONS.len()],
     )
-    .with_platform(PLATFORMS[(i / 2) % PLATFORMS.len()]);
+    .with_platform(PLATFORMS[(i / 2) % PLATFORMS.len()])
+    .with_config(SimConfig {
+        ready_delay: config.ready_delay,
+        ..SimConfig::default()
+    });
     (agent, backend)
 }
 

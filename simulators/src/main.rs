@@ -33,6 +33,12 @@ struct Args {
     /// Seconds between status checks.
     #[arg(long, default_value_t = 10)]
     status_interval_seconds: u64,
+    /// Milliseconds between observations of work resources.
+    #[arg(long, default_value_t = 2000)]
+    work_status_interval_ms: u64,
+    /// Milliseconds until simulated workloads become ready.
+    #[arg(long, default_value_t = 1000)]
+    ready_delay_ms: u64,
 }
 
 #[tokio::main]
@@ -54,6 +60,8 @@ async fn main() -> anyhow::Result<()> {
     config.start_rate = args.start_rate;
     config.pending_poll = Duration::from_secs(args.pending_poll_seconds.max(1));
     config.status_interval = Duration::from_secs(args.status_interval_seconds.max(1));
+    config.work_status_interval = Duration::from_millis(args.work_status_interval_ms.max(100));
+    config.ready_delay = Duration::from_millis(args.ready_delay_ms);
     if let Some(e) = flotilla_api::names::validate_cluster_name(&flotilla_sim::cluster_name(
         &config.name_prefix,
         1,
