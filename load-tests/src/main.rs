@@ -2,6 +2,8 @@
 //!
 //! - `register`: C simulated clusters register with a hub running `--auto-accept`; measures the
 //!   time until every cluster is accepted and Available, and this process's RSS per agent.
+//! - `fanout`: then one work per cluster; time until all are Applied and Available at the hub,
+//!   per-cluster latency percentiles, hub CPU seconds and peak RSS.
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
@@ -41,6 +43,31 @@ enum Scenario {
         start_rate: u32,
         /// Give up after this many seconds.
         #[arg(long, default_value_t = 300)]
+        timeout_seconds: u64,
+    },
+    /// Register C clusters, then send one work (Deployment + Service + ConfigMap) to each and
+    /// measure until every work is Applied and Available at the hub.
+    Fanout {
+        /// NATS URL.
+        #[arg(long, default_value = "nats://127.0.0.1:4222")]
+        nats_url: String,
+        /// Hub gRPC endpoint (the hub must run with --auto-accept).
+        #[arg(long, default_value = "http://127.0.0.1:50051")]
+        hub: String,
+        /// PID of the hub process, to report its CPU seconds and peak RSS.
+        #[arg(long)]
+        hub_pid: Option<u32>,
+        /// Number of clusters.
+        #[arg(long, default_value_t = 1000)]
+        clusters: usize,
+        /// Name prefix.
+        #[arg(long, default_value = "fan")]
+        name_prefix: String,
+        /// Concurrent ApplyWork calls.
+        #[arg(long, default_value_t = 64)]
+        concurrency: usize,
+        /// Give up after this many seconds.
+        #[arg(long, default_value_t = 600)]
         timeout_seconds: u64,
     },
 }
@@ -94,6 +121,192 @@ async fn count_available(
     }
 }
 
+#[derive(Serialize)]
+struct FanoutSummary {
+    scenario: &'static str,
+    clusters: usize,
+    register_seconds: f64,
+    fanout_seconds: f64,
+    latency_p50_seconds: f64,
+    latency_p99_seconds: f64,
+    latency_max_seconds: f64,
+    hub_cpu_seconds_during_fanout: Option<f64>,
+    hub_rss_bytes: Option<u64>,
+    load_process_rss_bytes: Option<u64>,
+}
+
+/// CPU seconds (user + system) and RSS of a process, from /proc.
+fn proc_stats(pid: u32) -> Option<(f64, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let rss_kib: u64 = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some((ticks / 100.0, rss_kib * 1024))
+}
+
+fn fanout_work(cluster: &str) -> flotilla_api::v1::ManifestWork {
+    let yaml = format!(
+        r#"apiVersion: work.open-cluster-management.io/v1
+kind: ManifestWork
+metadata: {{namespace: {cluster}, name: fanout}}
+spec:
+  workload:
+    manifests:
+      - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: web-config, namespace: default}}, data: {{greeting: hello}}}}
+      - apiVersion: apps/v1
+        kind: Deployment
+        metadata: {{name: web, namespace: default}}
+        spec:
+          replicas: 2
+          selector: {{matchLabels: {{app: web}}}}
+          template:
+            metadata: {{labels: {{app: web}}}}
+            spec: {{containers: [{{name: web, image: nginx:1.27}}]}}
+      - {{apiVersion: v1, kind: Service, metadata: {{name: web, namespace: default}}, spec: {{selector: {{app: web}}, ports: [{{port: 80}}]}}}}
+"#
+    );
+    match flotilla_api::ocm::parse_documents(&yaml).remove(0) {
+        Ok(flotilla_api::ocm::Document::Work(w)) => w,
+        other => panic!("the fanout work does not parse: {other:?}"),
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx.min(sorted.len() - 1)]
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn fanout(
+    nats_url: String,
+    hub: String,
+    hub_pid: Option<u32>,
+    clusters: usize,
+    name_prefix: String,
+    concurrency: usize,
+    timeout_seconds: u64,
+) -> Result<()> {
+    use flotilla_api::v1::WatchWorksRequest;
+    use flotilla_api::v1::work_service_client::WorkServiceClient;
+    use std::collections::HashMap;
+    let channel = tonic::transport::Endpoint::from_shared(hub.clone())?
+        .connect()
+        .await
+        .with_context(|| format!("connecting to the hub at {hub}"))?;
+    let mut clusters_api = ClusterServiceClient::new(channel.clone());
+    let works_api = WorkServiceClient::new(channel.clone());
+    let mut config = FleetConfig::new(&nats_url, clusters);
+    config.name_prefix = name_prefix.clone();
+    config.start_rate = 1000;
+    config.pending_poll = Duration::from_secs(2);
+    config.work_status_interval = Duration::from_millis(500);
+    config.ready_delay = Duration::from_millis(200);
+    let t0 = Instant::now();
+    let fleet = Fleet::start(&config).await;
+    let prefix = format!("{name_prefix}-");
+    let deadline = t0 + Duration::from_secs(timeout_seconds);
+    loop {
+        let n = count_available(&mut clusters_api, &prefix).await?;
+        if n >= clusters {
+            break;
+        }
+        if Instant::now() > deadline {
+            fleet.stop().await;
+            bail!("only {n} of {clusters} clusters Available");
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let register = t0.elapsed();
+
+    // Watch first, so that no convergence is missed.
+    let mut watch = works_api
+        .clone()
+        .watch_works(WatchWorksRequest::default())
+        .await
+        .context("watching works")?
+        .into_inner();
+    let names: Vec<String> = (0..clusters).map(|i| flotilla_sim::cluster_name(&name_prefix, config.first_index + i)).collect();
+    let cpu_before = hub_pid.and_then(proc_stats).map(|s| s.0);
+    let start = Instant::now();
+    let sent: std::sync::Arc<std::sync::Mutex<HashMap<String, Instant>>> = Default::default();
+    let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(concurrency.max(1)));
+    let mut apply_tasks = tokio::task::JoinSet::new();
+    for name in names.clone() {
+        let permit = sem.clone().acquire_owned().await?;
+        let mut api = works_api.clone();
+        let sent = sent.clone();
+        apply_tasks.spawn(async move {
+            let at = Instant::now();
+            let r = api.apply_work(fanout_work(&name)).await;
+            sent.lock().expect("sent lock").insert(name, at);
+            drop(permit);
+            r.map(|_| ()).map_err(|e| anyhow::anyhow!("apply failed: {e}"))
+        });
+    }
+    let mut done: HashMap<String, Instant> = HashMap::new();
+    let converged = |w: &flotilla_api::v1::ManifestWork| {
+        let conds = w.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
+        w.metadata.as_ref().is_some_and(|m| m.name == "fanout")
+            && meta::condition_status(conds, "Applied") == Some("True")
+            && meta::condition_status(conds, "Available") == Some("True")
+    };
+    while done.len() < clusters {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let ev = match tokio::time::timeout(left, watch.message()).await {
+            Ok(Ok(Some(ev))) => ev,
+            Ok(Ok(None)) => bail!("the hub closed the watch"),
+            Ok(Err(e)) => bail!("watch failed: {e}"),
+            Err(_) => {
+                fleet.stop().await;
+                bail!("only {} of {clusters} works converged in time", done.len());
+            }
+        };
+        if let Some(w) = ev.work {
+            if converged(&w) {
+                let cluster = w.metadata.as_ref().map(|m| m.namespace.clone()).unwrap_or_default();
+                done.entry(cluster).or_insert_with(Instant::now);
+            }
+        }
+    }
+    let fanout_time = start.elapsed();
+    while let Some(r) = apply_tasks.join_next().await {
+        r??;
+    }
+    let cpu_after = hub_pid.and_then(proc_stats);
+    let sent = sent.lock().expect("sent lock").clone();
+    let mut lat: Vec<f64> = done
+        .iter()
+        .filter_map(|(c, t)| sent.get(c).map(|s| t.saturating_duration_since(*s).as_secs_f64()))
+        .collect();
+    lat.sort_by(|a, b| a.total_cmp(b));
+    let summary = FanoutSummary {
+        scenario: "fanout",
+        clusters,
+        register_seconds: register.as_secs_f64(),
+        fanout_seconds: fanout_time.as_secs_f64(),
+        latency_p50_seconds: percentile(&lat, 0.5),
+        latency_p99_seconds: percentile(&lat, 0.99),
+        latency_max_seconds: lat.last().copied().unwrap_or(0.0),
+        hub_cpu_seconds_during_fanout: cpu_before.zip(cpu_after.map(|s| s.0)).map(|(a, b)| b - a),
+        hub_rss_bytes: cpu_after.map(|s| s.1),
+        load_process_rss_bytes: flotilla_bus::process::rss_bytes(),
+    };
+    println!("{}", serde_json::to_string_pretty(&summary)?);
+    fleet.stop().await;
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     tracing_subscriber::fmt()
@@ -103,6 +316,15 @@ async fn main() -> Result<()> {
         )
         .init();
     match Args::parse().scenario {
+        Scenario::Fanout {
+            nats_url,
+            hub,
+            hub_pid,
+            clusters,
+            name_prefix,
+            concurrency,
+            timeout_seconds,
+        } => fanout(nats_url, hub, hub_pid, clusters, name_prefix, concurrency, timeout_seconds).await?,
         Scenario::Register {
             nats_url,
             hub,
