@@ -92,7 +92,7 @@ async fn count_available(
         let page = client
             .list_clusters(ListClustersRequest {
                 label_selector: String::new(),
-                page_size: 5000,
+                page_size: 500,
                 page_token: token,
             })
             .await
@@ -236,7 +236,9 @@ async fn fanout(
         .await
         .context("watching works")?
         .into_inner();
-    let names: Vec<String> = (0..clusters).map(|i| flotilla_sim::cluster_name(&name_prefix, config.first_index + i)).collect();
+    let names: Vec<String> = (0..clusters)
+        .map(|i| flotilla_sim::cluster_name(&name_prefix, config.first_index + i))
+        .collect();
     let cpu_before = hub_pid.and_then(proc_stats).map(|s| s.0);
     let start = Instant::now();
     let sent: std::sync::Arc<std::sync::Mutex<HashMap<String, Instant>>> = Default::default();
@@ -251,12 +253,17 @@ async fn fanout(
             let r = api.apply_work(fanout_work(&name)).await;
             sent.lock().expect("sent lock").insert(name, at);
             drop(permit);
-            r.map(|_| ()).map_err(|e| anyhow::anyhow!("apply failed: {e}"))
+            r.map(|_| ())
+                .map_err(|e| anyhow::anyhow!("apply failed: {e}"))
         });
     }
     let mut done: HashMap<String, Instant> = HashMap::new();
     let converged = |w: &flotilla_api::v1::ManifestWork| {
-        let conds = w.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
+        let conds = w
+            .status
+            .as_ref()
+            .map(|s| s.conditions.as_slice())
+            .unwrap_or_default();
         w.metadata.as_ref().is_some_and(|m| m.name == "fanout")
             && meta::condition_status(conds, "Applied") == Some("True")
             && meta::condition_status(conds, "Available") == Some("True")
@@ -272,11 +279,15 @@ async fn fanout(
                 bail!("only {} of {clusters} works converged in time", done.len());
             }
         };
-        if let Some(w) = ev.work {
-            if converged(&w) {
-                let cluster = w.metadata.as_ref().map(|m| m.namespace.clone()).unwrap_or_default();
-                done.entry(cluster).or_insert_with(Instant::now);
-            }
+        if let Some(w) = ev.work
+            && converged(&w)
+        {
+            let cluster = w
+                .metadata
+                .as_ref()
+                .map(|m| m.namespace.clone())
+                .unwrap_or_default();
+            done.entry(cluster).or_insert_with(Instant::now);
         }
     }
     let fanout_time = start.elapsed();
@@ -287,7 +298,10 @@ async fn fanout(
     let sent = sent.lock().expect("sent lock").clone();
     let mut lat: Vec<f64> = done
         .iter()
-        .filter_map(|(c, t)| sent.get(c).map(|s| t.saturating_duration_since(*s).as_secs_f64()))
+        .filter_map(|(c, t)| {
+            sent.get(c)
+                .map(|s| t.saturating_duration_since(*s).as_secs_f64())
+        })
         .collect();
     lat.sort_by(|a, b| a.total_cmp(b));
     let summary = FanoutSummary {
@@ -324,7 +338,18 @@ async fn main() -> Result<()> {
             name_prefix,
             concurrency,
             timeout_seconds,
-        } => fanout(nats_url, hub, hub_pid, clusters, name_prefix, concurrency, timeout_seconds).await?,
+        } => {
+            fanout(
+                nats_url,
+                hub,
+                hub_pid,
+                clusters,
+                name_prefix,
+                concurrency,
+                timeout_seconds,
+            )
+            .await?
+        }
         Scenario::Register {
             nats_url,
             hub,

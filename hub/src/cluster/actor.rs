@@ -384,7 +384,8 @@ impl Actor {
         loop {
             let deadline = self.lease_deadline;
             tokio::select! {
-                _ = resend.tick(), if !self.works.is_empty() => self.resend_unconfirmed().await,
+                // Only clusters with unconfirmed specs tick: 10,000 idle actors cost nothing.
+                _ = resend.tick(), if self.resend_wanted() => self.resend_unconfirmed().await,
                 msg = self.rx.recv() => {
                     let Some(msg) = msg else { break };
                     if let Flow::Stop = self.handle(msg).await {
@@ -1248,6 +1249,15 @@ impl Actor {
     }
 
     /// Re-sends specs the agent has not confirmed within their back-off.
+    /// Whether some spec is unconfirmed and the agent is reachable (an unreachable agent resyncs
+    /// when it comes back; re-sending into the void is waste, and idle actors must not tick).
+    fn resend_wanted(&self) -> bool {
+        self.cluster
+            .as_ref()
+            .is_some_and(|c| rules::available(c) == Some(status::TRUE))
+            && self.works.values().any(WorkEntry::unconfirmed)
+    }
+
     async fn resend_unconfirmed(&mut self) {
         let max = self.shared.config.work_resend_after * 16;
         let due: Vec<String> = self
