@@ -196,8 +196,8 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
     };
 
     let metrics = Arc::new(Metrics::new());
-    let inventory = ClusterInventory::new(16_384);
-    let works = inventory::WorkInventory::new(16_384);
+    let inventory = ClusterInventory::new(4096);
+    let works = inventory::WorkInventory::new(4096);
     let clusters = Clusters::new(Shared {
         config: config.cluster.clone(),
         bucket: opened.clusters.clone(),

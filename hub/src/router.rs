@@ -151,7 +151,7 @@ async fn handle_registration(
     let handle = clusters.get_or_spawn(&request.cluster_name);
     if handle
         .try_send(Msg::Register {
-            request,
+            request: Box::new(request),
             reply: msg.reply.clone(),
         })
         .is_err()
@@ -270,7 +270,7 @@ fn handle_resync(
     metrics.resyncs.inc();
     if handle
         .try_send(Msg::Resync {
-            request,
+            request: Box::new(request),
             reply: msg.reply.clone(),
         })
         .is_err()
@@ -409,12 +409,12 @@ async fn handle_status(
     let dispatched = match (parsed.kind, parsed.resource_id) {
         (subjects::KIND_LEASE, None) if event.event_type == types::lease_renewal() => {
             match event.decode_data::<LeaseRenewal>("LeaseRenewal") {
-                Ok(renewal) => handle.try_send(Msg::Lease(LeaseEvent {
+                Ok(renewal) => handle.try_send(Msg::Lease(Box::new(LeaseEvent {
                     renewal,
                     sequence: event.sequence_id,
                     server_time,
                     ack: Some(msg),
-                })),
+                }))),
                 Err(e) => {
                     reject(&ty, &e.reason(), e.to_string());
                     let _ = msg.ack().await;
@@ -448,12 +448,12 @@ async fn handle_status(
                 let _ = msg.ack().await;
                 return;
             }
-            handle.try_send(Msg::Status(StatusEvent {
+            handle.try_send(Msg::Status(Box::new(StatusEvent {
                 report,
                 sequence: event.sequence_id,
                 hash: event.status_hash.clone(),
                 ack: Some(msg),
-            }))
+            })))
         }
         (subjects::KIND_WORK, Some(rid)) if event.event_type == works::status_type() => {
             let report = match event.decode_data::<WorkStatusReport>("WorkStatusReport") {
@@ -476,13 +476,13 @@ async fn handle_status(
                 let _ = msg.ack().await;
                 return;
             }
-            handle.try_send(Msg::WorkStatus(WorkStatusEvent {
+            handle.try_send(Msg::WorkStatus(Box::new(WorkStatusEvent {
                 resource_id: rid.to_string(),
                 report,
                 sequence: event.sequence_id,
                 hash: event.status_hash.clone(),
                 ack: Some(msg),
-            }))
+            })))
         }
         _ => {
             reject(

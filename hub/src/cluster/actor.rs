@@ -104,14 +104,14 @@ pub enum Msg {
     /// An agent asks to join; the answer goes to the NATS reply subject.
     Register {
         /// The validated request.
-        request: RegistrationRequest,
+        request: Box<RegistrationRequest>,
         /// Reply subject.
         reply: Option<async_nats::Subject>,
     },
     /// Lease renewal.
-    Lease(LeaseEvent),
+    Lease(Box<LeaseEvent>),
     /// Status report.
-    Status(StatusEvent),
+    Status(Box<StatusEvent>),
     /// Current object.
     Get(Reply<ManagedCluster>),
     /// Admin accepts.
@@ -160,11 +160,11 @@ pub enum Msg {
         respond_to: Reply<ManifestWork>,
     },
     /// Work status from the agent.
-    WorkStatus(WorkStatusEvent),
+    WorkStatus(Box<WorkStatusEvent>),
     /// The agent's spec resync request; the answer goes to the reply subject.
     Resync {
         /// `{resourceid: version}` held by the agent.
-        request: SpecResyncRequest,
+        request: Box<SpecResyncRequest>,
         /// Reply subject.
         reply: Option<async_nats::Subject>,
     },
@@ -420,9 +420,9 @@ impl Actor {
 
     async fn handle(&mut self, msg: Msg) -> Flow {
         match msg {
-            Msg::Register { request, reply } => self.register(request, reply).await,
-            Msg::Lease(ev) => self.lease(ev).await,
-            Msg::Status(ev) => self.status(ev).await,
+            Msg::Register { request, reply } => self.register(*request, reply).await,
+            Msg::Lease(ev) => self.lease(*ev).await,
+            Msg::Status(ev) => self.status(*ev).await,
             Msg::Get(tx) => {
                 let _ = tx.send(self.current());
             }
@@ -513,8 +513,8 @@ impl Actor {
                 let r = self.delete_work(&name).await;
                 let _ = respond_to.send(r);
             }
-            Msg::WorkStatus(ev) => self.work_status(ev).await,
-            Msg::Resync { request, reply } => self.resync(request, reply).await,
+            Msg::WorkStatus(ev) => self.work_status(*ev).await,
+            Msg::Resync { request, reply } => self.resync(*request, reply).await,
             Msg::Delete(tx) => {
                 let r = self.delete().await;
                 let stop = r.is_ok();
@@ -1288,6 +1288,21 @@ fn mark_deleting(work: &mut ManifestWork) {
         "Deleting",
         "Waiting for the agent to remove the work's resources",
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mailbox_messages_stay_small_so_idle_actors_stay_cheap() {
+        // tokio allocates mailbox slots in blocks of 32: every byte here costs 32 per cluster.
+        assert!(
+            std::mem::size_of::<Msg>() <= 96,
+            "Msg is {} bytes",
+            std::mem::size_of::<Msg>()
+        );
+    }
 }
 
 fn response(
