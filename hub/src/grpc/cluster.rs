@@ -1,17 +1,16 @@
 //! `flotilla.v1.ClusterService`.
 
 use crate::cluster::Clusters;
-use crate::inventory::{ChangeKind, ClusterInventory};
+use crate::inventory::ClusterInventory;
 use flotilla_api::selector;
 use flotilla_api::v1::cluster_service_server::ClusterService;
 use flotilla_api::v1::{
     ClusterEvent, ClusterNamesRequest, ClustersResponse, DeleteClusterRequest,
-    DeleteClusterResponse, EventType, GetClusterRequest, LabelClusterRequest, ListClustersRequest,
+    DeleteClusterResponse, GetClusterRequest, LabelClusterRequest, ListClustersRequest,
     ListClustersResponse, ManagedCluster, SetLeaseDurationRequest, TaintClusterRequest,
     WatchClustersRequest,
 };
 use std::pin::Pin;
-use tokio::sync::broadcast::error::RecvError;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
@@ -102,55 +101,14 @@ impl ClusterService for ClusterApi {
         req: Request<WatchClustersRequest>,
     ) -> Result<Response<WatchStream>, Status> {
         let sel = parse_selector(&req.into_inner().label_selector)?;
-        // Subscribe before the snapshot so that no change falls between them.
-        let mut rx = self.inventory.subscribe();
-        let initial = self.inventory.snapshot();
-        let stream = async_stream(move |tx| async move {
-            for c in initial {
-                if selector::matches_labels(&sel, &labels(&c)) {
-                    let ev = ClusterEvent {
-                        r#type: EventType::Added as i32,
-                        cluster: Some((*c).clone()),
-                    };
-                    if tx.send(Ok(ev)).await.is_err() {
-                        return;
-                    }
-                }
-            }
-            loop {
-                match rx.recv().await {
-                    Ok(change) => {
-                        if !selector::matches_labels(&sel, &labels(&change.object))
-                            && change.kind != ChangeKind::Deleted
-                        {
-                            continue;
-                        }
-                        let ty = match change.kind {
-                            ChangeKind::Added => EventType::Added,
-                            ChangeKind::Modified => EventType::Modified,
-                            ChangeKind::Deleted => EventType::Deleted,
-                        };
-                        let ev = ClusterEvent {
-                            r#type: ty as i32,
-                            cluster: Some((*change.object).clone()),
-                        };
-                        if tx.send(Ok(ev)).await.is_err() {
-                            return;
-                        }
-                    }
-                    Err(RecvError::Lagged(n)) => {
-                        let _ = tx
-                            .send(Err(Status::aborted(format!(
-                                "watch fell {n} changes behind; list and watch again"
-                            ))))
-                            .await;
-                        return;
-                    }
-                    Err(RecvError::Closed) => return,
-                }
-            }
-        });
-        Ok(Response::new(stream))
+        Ok(Response::new(super::watch(
+            &self.inventory,
+            move |_, c| selector::matches_labels(&sel, &labels(c)),
+            |ty, c| ClusterEvent {
+                r#type: ty as i32,
+                cluster: Some(c.clone()),
+            },
+        )))
     }
 
     async fn accept_clusters(

@@ -8,7 +8,92 @@ pub mod work;
 
 use crate::cluster::ClusterError;
 use crate::clusterset::SetError;
+use crate::inventory::{ChangeKind, Inventory};
+use flotilla_api::v1::EventType;
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::Arc;
+use tokio::sync::broadcast::error::RecvError;
+use tokio_stream::Stream;
 use tonic::Status;
+
+/// A server stream of watch events.
+pub type WatchStream<E> = Pin<Box<dyn Stream<Item = Result<E, Status>> + Send>>;
+
+/// Streams the current objects of an inventory that pass `filter` as ADDED, then every change.
+///
+/// A watcher that falls behind the change broadcast (a slow client during a burst) is not cut
+/// off: it is caught up with the current state — MODIFIED for every object it should see, and
+/// DELETED for objects it saw that are gone — and then follows changes again.
+pub fn watch<T, E, F, M>(inventory: &Inventory<T>, filter: F, make: M) -> WatchStream<E>
+where
+    T: Send + Sync + 'static,
+    E: Send + 'static,
+    F: Fn(&str, &T) -> bool + Send + Sync + 'static,
+    M: Fn(EventType, &T) -> E + Send + Sync + 'static,
+{
+    // Subscribe before the snapshot so that no change falls between them.
+    let mut rx = inventory.subscribe();
+    let inventory = inventory.clone();
+    cluster::async_stream(move |tx| async move {
+        let mut seen: HashMap<Arc<str>, Arc<T>> = HashMap::new();
+        let catch_up = |kind: EventType, seen: &mut HashMap<Arc<str>, Arc<T>>| {
+            let mut events = Vec::new();
+            let mut now: HashMap<Arc<str>, Arc<T>> = HashMap::new();
+            for (k, v) in inventory.with_prefix("") {
+                if filter(&k, &v) {
+                    events.push(make(kind, &v));
+                    now.insert(k, v);
+                }
+            }
+            for (k, v) in seen.iter() {
+                if !now.contains_key(k) {
+                    events.push(make(EventType::Deleted, v));
+                }
+            }
+            *seen = now;
+            events
+        };
+        for ev in catch_up(EventType::Added, &mut seen) {
+            if tx.send(Ok(ev)).await.is_err() {
+                return;
+            }
+        }
+        loop {
+            let events = match rx.recv().await {
+                Ok(change) => {
+                    let visible = filter(&change.key, &change.object);
+                    let known = seen.contains_key(&change.key);
+                    let kind = match change.kind {
+                        ChangeKind::Deleted if known => EventType::Deleted,
+                        ChangeKind::Deleted => continue,
+                        // An object that stops matching leaves this watcher's view.
+                        _ if !visible && known => EventType::Deleted,
+                        _ if !visible => continue,
+                        _ if known => EventType::Modified,
+                        _ => EventType::Added,
+                    };
+                    if kind == EventType::Deleted {
+                        seen.remove(&change.key);
+                    } else {
+                        seen.insert(change.key.clone(), change.object.clone());
+                    }
+                    vec![make(kind, &change.object)]
+                }
+                Err(RecvError::Lagged(n)) => {
+                    tracing::debug!(missed = n, "watcher fell behind; catching it up");
+                    catch_up(EventType::Modified, &mut seen)
+                }
+                Err(RecvError::Closed) => return,
+            };
+            for ev in events {
+                if tx.send(Ok(ev)).await.is_err() {
+                    return;
+                }
+            }
+        }
+    })
+}
 
 impl From<ClusterError> for Status {
     fn from(e: ClusterError) -> Self {

@@ -1,19 +1,17 @@
 //! `flotilla.v1.WorkService`: ManifestWorks and read-only proxy queries to spokes.
 
 use crate::cluster::Clusters;
-use crate::inventory::{ChangeKind, WorkInventory, work_key};
+use crate::inventory::{WorkInventory, work_key};
 use flotilla_api::selector;
 use flotilla_api::v1::work_service_server::WorkService;
 use flotilla_api::v1::{
-    DeleteWorkRequest, EventType, GetWorkRequest, ListWorksRequest, ListWorksResponse,
-    ManifestWork, ProxyGetRequest, ProxyGetResponse, ProxyRequest, ProxyResponse,
-    WatchWorksRequest, WorkEvent,
+    DeleteWorkRequest, GetWorkRequest, ListWorksRequest, ListWorksResponse, ManifestWork,
+    ProxyGetRequest, ProxyGetResponse, ProxyRequest, ProxyResponse, WatchWorksRequest, WorkEvent,
 };
 use flotilla_bus::envelope::{Event, headers, types};
 use flotilla_bus::subjects;
 use std::pin::Pin;
 use std::time::Duration;
-use tokio::sync::broadcast::error::RecvError;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
@@ -154,54 +152,14 @@ impl WorkService for WorkApi {
         } else {
             format!("{}/", r.cluster)
         };
-        let mut rx = self.works.subscribe();
-        let initial = self.works.with_prefix(&prefix);
-        let stream = super::cluster::async_stream(move |tx| async move {
-            for (_, w) in initial {
-                if selector::matches_labels(&sel, &labels(&w)) {
-                    let ev = WorkEvent {
-                        r#type: EventType::Added as i32,
-                        work: Some((*w).clone()),
-                    };
-                    if tx.send(Ok(ev)).await.is_err() {
-                        return;
-                    }
-                }
-            }
-            loop {
-                match rx.recv().await {
-                    Ok(change) => {
-                        if !change.key.starts_with(&prefix)
-                            || !selector::matches_labels(&sel, &labels(&change.object))
-                        {
-                            continue;
-                        }
-                        let ty = match change.kind {
-                            ChangeKind::Added => EventType::Added,
-                            ChangeKind::Modified => EventType::Modified,
-                            ChangeKind::Deleted => EventType::Deleted,
-                        };
-                        let ev = WorkEvent {
-                            r#type: ty as i32,
-                            work: Some((*change.object).clone()),
-                        };
-                        if tx.send(Ok(ev)).await.is_err() {
-                            return;
-                        }
-                    }
-                    Err(RecvError::Lagged(n)) => {
-                        let _ = tx
-                            .send(Err(Status::aborted(format!(
-                                "watch fell {n} changes behind; list and watch again"
-                            ))))
-                            .await;
-                        return;
-                    }
-                    Err(RecvError::Closed) => return,
-                }
-            }
-        });
-        Ok(Response::new(stream))
+        Ok(Response::new(super::watch(
+            &self.works,
+            move |key, w| key.starts_with(&prefix) && selector::matches_labels(&sel, &labels(w)),
+            |ty, w| WorkEvent {
+                r#type: ty as i32,
+                work: Some(w.clone()),
+            },
+        )))
     }
 
     async fn proxy(
