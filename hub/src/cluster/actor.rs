@@ -1290,21 +1290,6 @@ fn mark_deleting(work: &mut ManifestWork) {
     );
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn mailbox_messages_stay_small_so_idle_actors_stay_cheap() {
-        // tokio allocates mailbox slots in blocks of 32: every byte here costs 32 per cluster.
-        assert!(
-            std::mem::size_of::<Msg>() <= 96,
-            "Msg is {} bytes",
-            std::mem::size_of::<Msg>()
-        );
-    }
-}
-
 fn response(
     name: &str,
     state: RegistrationState,
@@ -1331,5 +1316,20 @@ async fn sleep_until_opt(deadline: Option<Instant>) {
     match deadline {
         Some(d) => tokio::time::sleep_until(d).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mailbox_messages_stay_small_so_idle_actors_stay_cheap() {
+        // tokio allocates mailbox slots in blocks of 32: every byte here costs 32 per cluster.
+        assert!(
+            std::mem::size_of::<Msg>() <= 96,
+            "Msg is {} bytes",
+            std::mem::size_of::<Msg>()
+        );
     }
 }
