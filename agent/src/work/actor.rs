@@ -549,57 +549,40 @@ impl WorkActor {
     async fn delete(&mut self, work: Option<ManifestWork>) {
         if !self.record.deleting {
             tracing::info!("deleting the work");
-            if let Some(w) = work {
+            if let Some(w) = work
+                && let Some(spec) = w.spec
+            {
                 // The hub's copy carries the delete option in force.
-                if let Some(spec) = w.spec {
-                    let mut held = self.work();
-                    if let Some(s) = held.spec.as_mut() {
-                        s.delete_option = spec.delete_option;
-                    }
-                    self.record.work = Some(held);
+                let mut held = self.work();
+                if let Some(s) = held.spec.as_mut() {
+                    s.delete_option = spec.delete_option;
                 }
+                self.record.work = Some(held);
             }
+            // Saved before touching resources: a crash from here on resumes the deletion.
             self.record.deleting = true;
             if let Err(e) = self.store.save_work(&self.record) {
                 tracing::error!(error = %e, "saving the work record failed");
             }
-            let policy = self.work().spec.and_then(|s| s.delete_option);
-            let applied: Vec<ManifestId> = self.record.applied.iter().map(applied_id).collect();
-            for id in &applied {
-                self.remove_resource(id, policy.as_ref());
-            }
         }
-        // Foreground: the work stays until its deleted resources are really gone.
+        // Idempotent, so it also repairs a deletion a crash interrupted, and (Foreground) the
+        // work stays until every resource it deletes is really gone.
         let policy = self.work().spec.and_then(|s| s.delete_option);
-        let waiting: Vec<String> = self
-            .record
-            .applied
-            .iter()
-            .map(applied_id)
-            .filter(|id| {
-                let shared = self
-                    .ownership
+        let mut waiting = Vec::new();
+        for id in self.record.applied.iter().map(applied_id) {
+            if self.backend.get(&id).ok().flatten().is_none() {
+                self.ownership
                     .lock()
                     .expect("ownership lock")
-                    .shared(id, &self.rid);
-                let kept = matches!(
-                    policy.as_ref().map(|p| p.propagation_policy.as_str()),
-                    Some("Orphan")
-                ) || policy
-                    .as_ref()
-                    .and_then(|p| p.selectively_orphans.as_ref())
-                    .is_some_and(|so| {
-                        so.orphaning_rules.iter().any(|r| {
-                            r.group == id.group
-                                && r.resource.eq_ignore_ascii_case(&id.resource())
-                                && r.namespace == id.namespace
-                                && r.name == id.name
-                        })
-                    });
-                !shared && !kept && self.backend.get(id).ok().flatten().is_some()
-            })
-            .map(|id| id.describe())
-            .collect();
+                    .release(&id, &self.rid);
+                continue;
+            }
+            if self.remove_resource(&id, policy.as_ref())
+                && self.backend.get(&id).ok().flatten().is_some()
+            {
+                waiting.push(id.describe());
+            }
+        }
         if !waiting.is_empty() {
             tracing::info!(?waiting, "waiting for resources to be deleted");
             return;
