@@ -44,22 +44,22 @@ impl Default for RouterConfig {
     }
 }
 
-/// Runs the registration subscription until `shutdown` flips.
-pub async fn run_registrations(
+/// Serves a queue subscription on `subject` with `handle` until `shutdown` flips,
+/// re-subscribing if the subscription ends (NATS restarts are handled by the client's reconnect).
+async fn serve<F, Fut>(
     nats: async_nats::Client,
-    clusters: Clusters,
-    metrics: Arc<Metrics>,
-    config: RouterConfig,
+    subject: &'static str,
     mut shutdown: watch::Receiver<bool>,
-) {
+    mut handle: F,
+) where
+    F: FnMut(async_nats::Message) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
     loop {
-        let mut sub = match nats
-            .queue_subscribe(subjects::REGISTER_ALL, QUEUE_GROUP.into())
-            .await
-        {
+        let mut sub = match nats.queue_subscribe(subject, QUEUE_GROUP.into()).await {
             Ok(s) => s,
             Err(e) => {
-                tracing::warn!(error = %e, "subscribing to registrations failed; retrying");
+                tracing::warn!(error = %e, subject, "subscribing failed; retrying");
                 tokio::time::sleep(Duration::from_secs(1)).await;
                 continue;
             }
@@ -69,11 +69,26 @@ pub async fn run_registrations(
                 _ = shutdown.changed() => return,
                 msg = sub.next() => {
                     let Some(msg) = msg else { break };
-                    handle_registration(&nats, &clusters, &metrics, &config, msg).await;
+                    handle(msg).await;
                 }
             }
         }
     }
+}
+
+/// Runs the registration subscription until `shutdown` flips.
+pub async fn run_registrations(
+    nats: async_nats::Client,
+    clusters: Clusters,
+    metrics: Arc<Metrics>,
+    config: RouterConfig,
+    shutdown: watch::Receiver<bool>,
+) {
+    let client = nats.clone();
+    serve(nats, subjects::REGISTER_ALL, shutdown, |msg| {
+        handle_registration(&client, &clusters, &metrics, &config, msg)
+    })
+    .await;
 }
 
 async fn handle_registration(
@@ -199,30 +214,13 @@ pub async fn run_resyncs(
     clusters: Clusters,
     metrics: Arc<Metrics>,
     config: RouterConfig,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
-    loop {
-        let mut sub = match nats
-            .queue_subscribe(subjects::SYNC_ALL, QUEUE_GROUP.into())
-            .await
-        {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(error = %e, "subscribing to resync requests failed; retrying");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                continue;
-            }
-        };
-        loop {
-            tokio::select! {
-                _ = shutdown.changed() => return,
-                msg = sub.next() => {
-                    let Some(msg) = msg else { break };
-                    handle_resync(&clusters, &metrics, &config, msg);
-                }
-            }
-        }
-    }
+    serve(nats, subjects::SYNC_ALL, shutdown, |msg| {
+        handle_resync(&clusters, &metrics, &config, msg);
+        std::future::ready(())
+    })
+    .await;
 }
 
 fn handle_resync(
