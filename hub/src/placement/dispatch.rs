@@ -1,0 +1,436 @@
+//! The dispatcher: the one task that turns inventory, set, binding, score and placement changes
+//! into (a) a fresh [`Snapshot`] of the scheduler's indexed fleet and (b) wake-ups of only the
+//! placements a change can affect. It never messages cluster actors; it reads their change
+//! broadcasts.
+//!
+//! Changes are debounced: the first change opens a window of `PlacementConfig::debounce`; at
+//! its end the fleet index is rebuilt once (if anything it holds changed), published, and every
+//! placement collected in the window is woken. A burst of 10,000 lease expiries therefore costs
+//! one rebuild and one scheduling run per affected placement.
+//!
+//! Which placements a change can affect ([`flotilla_placement::ChangeFilter`]): a cluster change
+//! matters to a placement when the cluster is decided for it, or the old or new cluster is in one
+//! of its eligible sets and passes its predicates; changes the scheduler cannot see (conditions,
+//! lease renewals) match nothing. A score change matters to placements that use that
+//! AddOnPlacementScore on a decided or reachable cluster. Set and binding changes rebuild every
+//! filter and wake every placement (they are rare). A lagging broadcast receiver resynchronises
+//! from the inventory and wakes everybody.
+
+use crate::clusterset::{ClusterSets, SetChange};
+use crate::inventory::{Change, ChangeKind, ClusterInventory};
+use crate::placement::actor::PlacementHandle;
+use crate::placement::convert;
+use crate::placement::metrics::{PlacementMetrics, Timer};
+use crate::placement::scores::ScoreInventory;
+use crate::placement::{PlacementInventory, PlacementView};
+use dashmap::DashMap;
+use flotilla_api::v1::{AddOnPlacementScore, ManagedCluster};
+use flotilla_placement::{self as sched, ChangeFilter, Fleet};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::broadcast::{self, error::RecvError};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+/// What every scheduling run reads: the indexed fleet and fleet-wide decision counts (for
+/// Balance), published together.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// Clusters, sets, bindings and scores, indexed.
+    pub fleet: Arc<Fleet>,
+    /// Per cluster: decisions over every placement (each placement subtracts its own).
+    pub counts: Arc<HashMap<String, u32>>,
+    /// Increases with every publication.
+    pub version: u64,
+}
+
+/// One placement as the dispatcher tracks it.
+struct Tracked {
+    spec: Option<sched::Placement>,
+    filter: Option<ChangeFilter>,
+    decided: HashSet<String>,
+}
+
+/// The scheduler's inputs in plain form, from which a [`Snapshot`] is built. Moved to the
+/// blocking pool for a rebuild and back.
+#[derive(Default)]
+struct Index {
+    clusters: HashMap<String, sched::Cluster>,
+    sets: Vec<sched::ManagedClusterSet>,
+    bindings: Vec<sched::ManagedClusterSetBinding>,
+    scores: HashMap<String, sched::AddOnPlacementScore>,
+    counts: HashMap<String, u32>,
+    fleet_dirty: bool,
+    counts_dirty: bool,
+}
+
+impl Index {
+    /// A snapshot reusing `old`'s parts that did not change.
+    fn build(&mut self, old: &Snapshot, metrics: &PlacementMetrics) -> Snapshot {
+        let fleet = if self.fleet_dirty {
+            let _t = Timer::start(&metrics.fleet_rebuild_seconds);
+            metrics.fleet_rebuilds.inc();
+            self.fleet_dirty = false;
+            Arc::new(Fleet::new(
+                self.clusters.values().cloned().collect(),
+                self.sets.clone(),
+                self.bindings.clone(),
+                self.scores.values().cloned().collect(),
+            ))
+        } else {
+            old.fleet.clone()
+        };
+        let counts = if self.counts_dirty {
+            self.counts_dirty = false;
+            Arc::new(self.counts.clone())
+        } else {
+            old.counts.clone()
+        };
+        Snapshot {
+            fleet,
+            counts,
+            version: old.version + 1,
+        }
+    }
+}
+
+/// The dispatcher's state. Built by [`Dispatcher::new`] from the current inventories, then
+/// driven by [`Dispatcher::run`].
+pub(crate) struct Dispatcher {
+    index: Index,
+    placements: HashMap<String, Tracked>,
+    pending: HashSet<String>,
+    deadline: Option<Instant>,
+    debounce: Duration,
+    snapshot: watch::Sender<Arc<Snapshot>>,
+    actors: Arc<DashMap<String, PlacementHandle>>,
+    metrics: PlacementMetrics,
+    sources: Sources,
+}
+
+/// Where changes come from.
+pub(crate) struct Sources {
+    pub(crate) clusters: ClusterInventory,
+    pub(crate) sets: ClusterSets,
+    pub(crate) scores: ScoreInventory,
+    pub(crate) placements: PlacementInventory,
+}
+
+struct Receivers {
+    clusters: broadcast::Receiver<Change<ManagedCluster>>,
+    sets: broadcast::Receiver<SetChange>,
+    scores: broadcast::Receiver<Change<AddOnPlacementScore>>,
+    placements: broadcast::Receiver<Change<PlacementView>>,
+}
+
+fn decided_of(view: &PlacementView) -> HashSet<String> {
+    view.decisions
+        .iter()
+        .flat_map(|d| convert::decided_clusters(d).map(str::to_string))
+        .collect()
+}
+
+impl Dispatcher {
+    /// Reads everything once and builds the first snapshot (blocking: at 100,000 clusters the
+    /// index takes tens of milliseconds). Subscribes before reading, so no change is missed.
+    pub(crate) fn new(
+        sources: Sources,
+        actors: Arc<DashMap<String, PlacementHandle>>,
+        metrics: PlacementMetrics,
+        debounce: Duration,
+        snapshot: watch::Sender<Arc<Snapshot>>,
+    ) -> (Self, ReceiversHandle) {
+        let receivers = Receivers {
+            clusters: sources.clusters.subscribe(),
+            sets: sources.sets.subscribe(),
+            scores: sources.scores.subscribe(),
+            placements: sources.placements.subscribe(),
+        };
+        let mut d = Self {
+            index: Index::default(),
+            placements: HashMap::new(),
+            pending: HashSet::new(),
+            deadline: None,
+            debounce,
+            snapshot,
+            actors,
+            metrics,
+            sources,
+        };
+        d.reload_clusters();
+        d.reload_sets();
+        d.reload_scores();
+        d.reload_placements();
+        let old = d.snapshot.borrow().clone();
+        let snap = d.index.build(&old, &d.metrics);
+        d.snapshot.send_replace(Arc::new(snap));
+        (d, ReceiversHandle(receivers))
+    }
+
+    fn reload_clusters(&mut self) {
+        self.index.clusters = self
+            .sources
+            .clusters
+            .snapshot()
+            .iter()
+            .map(|c| {
+                let v = convert::cluster(c);
+                (v.name.clone(), v)
+            })
+            .collect();
+        self.index.fleet_dirty = true;
+    }
+
+    fn reload_sets(&mut self) {
+        self.index.sets = self
+            .sources
+            .sets
+            .sets()
+            .iter()
+            .map(convert::cluster_set)
+            .collect();
+        self.index.bindings = self
+            .sources
+            .sets
+            .list_bindings("")
+            .iter()
+            .map(convert::binding)
+            .collect();
+        self.index.fleet_dirty = true;
+        for t in self.placements.values_mut() {
+            t.filter = t
+                .spec
+                .as_ref()
+                .map(|s| ChangeFilter::new(s, &self.index.sets, &self.index.bindings));
+        }
+    }
+
+    fn reload_scores(&mut self) {
+        self.index.scores = self
+            .sources
+            .scores
+            .with_prefix("")
+            .into_iter()
+            .map(|(k, s)| (k.to_string(), convert::score(&s)))
+            .collect();
+        self.index.fleet_dirty = true;
+    }
+
+    fn reload_placements(&mut self) {
+        self.placements.clear();
+        self.index.counts.clear();
+        for (key, view) in self.sources.placements.with_prefix("") {
+            self.track(&key, &view);
+        }
+        self.index.counts_dirty = true;
+    }
+
+    fn track(&mut self, key: &str, view: &PlacementView) {
+        let spec = convert::placement(&view.placement).ok();
+        let filter = spec
+            .as_ref()
+            .map(|s| ChangeFilter::new(s, &self.index.sets, &self.index.bindings));
+        let decided = decided_of(view);
+        for c in &decided {
+            *self.index.counts.entry(c.clone()).or_default() += 1;
+        }
+        self.placements.insert(
+            key.to_string(),
+            Tracked {
+                spec,
+                filter,
+                decided,
+            },
+        );
+    }
+
+    /// Stops tracking a placement; returns its spec.
+    fn untrack(&mut self, key: &str) -> Option<sched::Placement> {
+        let t = self.placements.remove(key)?;
+        for c in &t.decided {
+            if let Some(n) = self.index.counts.get_mut(c) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    self.index.counts.remove(c);
+                }
+            }
+        }
+        t.spec
+    }
+
+    fn touch(&mut self) {
+        if self.deadline.is_none() {
+            self.deadline = Some(Instant::now() + self.debounce);
+        }
+    }
+
+    fn wake_all(&mut self) {
+        self.pending.extend(self.placements.keys().cloned());
+        self.touch();
+    }
+
+    fn on_cluster(&mut self, change: Change<ManagedCluster>) {
+        let name = change.key.to_string();
+        let new = match change.kind {
+            ChangeKind::Deleted => None,
+            _ => Some(convert::cluster(&change.object)),
+        };
+        let old = self.index.clusters.get(&name);
+        if old == new.as_ref() {
+            return;
+        }
+        for (key, t) in &self.placements {
+            let affected = t
+                .filter
+                .as_ref()
+                .is_some_and(|f| f.may_be_affected(t.decided.contains(&name), old, new.as_ref()));
+            if affected {
+                self.pending.insert(key.clone());
+            }
+        }
+        match new {
+            Some(c) => self.index.clusters.insert(name, c),
+            None => self.index.clusters.remove(&name),
+        };
+        self.index.fleet_dirty = true;
+        self.touch();
+    }
+
+    fn on_score(&mut self, change: Change<AddOnPlacementScore>) {
+        let key = change.key.to_string();
+        let new = match change.kind {
+            ChangeKind::Deleted => None,
+            _ => Some(convert::score(&change.object)),
+        };
+        let old = self.index.scores.get(&key);
+        if old == new.as_ref() {
+            return;
+        }
+        if let Some(s) = new.as_ref().or(old)
+            && let Some(cluster) = self.index.clusters.get(&s.cluster)
+        {
+            for (pkey, t) in &self.placements {
+                let affected = t.filter.as_ref().is_some_and(|f| {
+                    f.score_change_may_affect(
+                        &s.resource_name,
+                        cluster,
+                        t.decided.contains(&s.cluster),
+                    )
+                });
+                if affected {
+                    self.pending.insert(pkey.clone());
+                }
+            }
+        }
+        match new {
+            Some(s) => self.index.scores.insert(key, s),
+            None => self.index.scores.remove(&key),
+        };
+        self.index.fleet_dirty = true;
+        self.touch();
+    }
+
+    fn on_placement(&mut self, change: Change<PlacementView>) {
+        let key = change.key.to_string();
+        let old_spec = self.untrack(&key);
+        if change.kind == ChangeKind::Deleted {
+            self.pending.remove(&key);
+        } else {
+            self.track(&key, &change.object);
+            // A new or changed spec was scheduled against a fleet that is about to be rebuilt
+            // without the dispatcher knowing its filter: it looks again once the fleet is.
+            let spec = self.placements.get(&key).and_then(|t| t.spec.as_ref());
+            if self.index.fleet_dirty && old_spec.as_ref() != spec {
+                self.pending.insert(key);
+            }
+        }
+        self.index.counts_dirty = true;
+        self.touch();
+    }
+
+    async fn flush(&mut self) {
+        self.deadline = None;
+        if self.index.fleet_dirty || self.index.counts_dirty {
+            // The rebuild is CPU-bound (tens of ms at 100,000 clusters): keep it off the async
+            // workers.
+            let mut index = std::mem::take(&mut self.index);
+            let old = self.snapshot.borrow().clone();
+            let metrics = self.metrics.clone();
+            let (index, snap) = tokio::task::spawn_blocking(move || {
+                let snap = index.build(&old, &metrics);
+                (index, snap)
+            })
+            .await
+            .expect("fleet rebuild panicked");
+            self.index = index;
+            self.snapshot.send_replace(Arc::new(snap));
+        }
+        for key in std::mem::take(&mut self.pending) {
+            if let Some(h) = self.actors.get(&key) {
+                self.metrics.wakeups.inc();
+                h.wake();
+            }
+        }
+    }
+
+    /// Runs until `shutdown` flips.
+    pub(crate) async fn run(
+        mut self,
+        receivers: ReceiversHandle,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        let mut rx = receivers.0;
+        loop {
+            let deadline = self.deadline;
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                c = rx.clusters.recv() => match c {
+                    Ok(c) => self.on_cluster(c),
+                    Err(RecvError::Lagged(n)) => {
+                        tracing::warn!(missed = n, "cluster changes lagged; resynchronising");
+                        self.reload_clusters();
+                        self.wake_all();
+                    }
+                    Err(RecvError::Closed) => return,
+                },
+                s = rx.sets.recv() => match s {
+                    Ok(_) | Err(RecvError::Lagged(_)) => {
+                        self.reload_sets();
+                        self.wake_all();
+                    }
+                    Err(RecvError::Closed) => return,
+                },
+                s = rx.scores.recv() => match s {
+                    Ok(s) => self.on_score(s),
+                    Err(RecvError::Lagged(n)) => {
+                        tracing::warn!(missed = n, "score changes lagged; resynchronising");
+                        self.reload_scores();
+                        self.wake_all();
+                    }
+                    Err(RecvError::Closed) => return,
+                },
+                p = rx.placements.recv() => match p {
+                    Ok(p) => self.on_placement(p),
+                    Err(RecvError::Lagged(n)) => {
+                        tracing::warn!(missed = n, "placement changes lagged; resynchronising");
+                        self.reload_placements();
+                        self.touch();
+                    }
+                    Err(RecvError::Closed) => return,
+                },
+                () = sleep_until(deadline), if deadline.is_some() => self.flush().await,
+            }
+        }
+    }
+}
+
+/// The subscriptions taken before the first snapshot, handed to [`Dispatcher::run`].
+pub(crate) struct ReceiversHandle(Receivers);
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
