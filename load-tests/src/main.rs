@@ -119,6 +119,8 @@ async fn main() -> Result<()> {
             config.name_prefix = name_prefix.clone();
             config.start_rate = start_rate;
             config.pending_poll = Duration::from_secs(2);
+            // Registration only: no score reports competing for the hub.
+            config.scores = None;
             let t0 = Instant::now();
             let fleet = Fleet::start(&config).await;
             let started = t0.elapsed();

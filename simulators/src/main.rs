@@ -33,6 +33,9 @@ struct Args {
     /// Seconds between status checks.
     #[arg(long, default_value_t = 10)]
     status_interval_seconds: u64,
+    /// Seconds between AddOnPlacementScore reports (cpuAvailable, memAvailable); 0 = none.
+    #[arg(long, default_value_t = 30)]
+    score_interval_seconds: u64,
 }
 
 #[tokio::main]
@@ -54,6 +57,9 @@ async fn main() -> anyhow::Result<()> {
     config.start_rate = args.start_rate;
     config.pending_poll = Duration::from_secs(args.pending_poll_seconds.max(1));
     config.status_interval = Duration::from_secs(args.status_interval_seconds.max(1));
+    config.scores = (args.score_interval_seconds > 0).then(|| {
+        flotilla_sim::scores::ScoreConfig::every(Duration::from_secs(args.score_interval_seconds))
+    });
     if let Some(e) = flotilla_api::names::validate_cluster_name(&flotilla_sim::cluster_name(
         &config.name_prefix,
         1,

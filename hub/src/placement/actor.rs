@@ -16,7 +16,9 @@
 use crate::placement::convert;
 use crate::placement::dispatch::Snapshot;
 use crate::placement::metrics::Timer;
-use crate::placement::{PlacementError, PlacementView, Shared, decision_key, placement_key};
+use crate::placement::{
+    PlacementError, PlacementView, Shared, decision_key, placement_key, view_key,
+};
 use crate::store::StoreError;
 use flotilla_api::meta;
 use flotilla_api::v1::{Placement, PlacementDecision};
@@ -104,7 +106,7 @@ pub(crate) fn spawn(
     loaded: Option<Loaded>,
     shared: Arc<Shared>,
 ) -> PlacementHandle {
-    let key = placement_key(namespace, name);
+    let key = view_key(namespace, name);
     let (tx, rx) = mpsc::channel(shared.config.mailbox_capacity.max(1));
     let wake = Arc::new(Notify::new());
     let span =
@@ -388,6 +390,12 @@ impl Actor {
             }
         };
         let pages_changed = !same_pages(&pages, &self.pages);
+        tracing::debug!(
+            snapshot = self.shared.snapshot.borrow().version,
+            outcome,
+            pages = pages.len(),
+            "scheduled"
+        );
         let status_changed = old_status.as_ref() != Some(&status);
         self.requeue = self.next_requeue(requeue_at);
         if !pages_changed && !status_changed {

@@ -30,7 +30,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::broadcast::{self, error::RecvError};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
 /// What every scheduling run reads: the indexed fleet and fleet-wide decision counts (for
@@ -366,6 +366,12 @@ impl Dispatcher {
             self.index = index;
             self.snapshot.send_replace(Arc::new(snap));
         }
+        tracing::debug!(
+            pending = self.pending.len(),
+            clusters = self.index.clusters.len(),
+            bindings = self.index.bindings.len(),
+            "flushing placement changes"
+        );
         for key in std::mem::take(&mut self.pending) {
             if let Some(h) = self.actors.get(&key) {
                 self.metrics.wakeups.inc();
@@ -374,52 +380,111 @@ impl Dispatcher {
         }
     }
 
-    /// Runs until `shutdown` flips.
+    fn cluster_event(&mut self, c: Result<Change<ManagedCluster>, RecvError>) -> bool {
+        match c {
+            Ok(c) => self.on_cluster(c),
+            Err(RecvError::Lagged(n)) => {
+                tracing::warn!(missed = n, "cluster changes lagged; resynchronising");
+                self.reload_clusters();
+                self.wake_all();
+            }
+            Err(RecvError::Closed) => return false,
+        }
+        true
+    }
+
+    fn set_event(&mut self, s: Result<SetChange, RecvError>) -> bool {
+        match s {
+            Ok(_) | Err(RecvError::Lagged(_)) => {
+                self.reload_sets();
+                self.wake_all();
+                true
+            }
+            Err(RecvError::Closed) => false,
+        }
+    }
+
+    fn score_event(&mut self, s: Result<Change<AddOnPlacementScore>, RecvError>) -> bool {
+        match s {
+            Ok(s) => self.on_score(s),
+            Err(RecvError::Lagged(n)) => {
+                tracing::warn!(missed = n, "score changes lagged; resynchronising");
+                self.reload_scores();
+                self.wake_all();
+            }
+            Err(RecvError::Closed) => return false,
+        }
+        true
+    }
+
+    fn placement_event(&mut self, p: Result<Change<PlacementView>, RecvError>) -> bool {
+        match p {
+            Ok(p) => self.on_placement(p),
+            Err(RecvError::Lagged(n)) => {
+                tracing::warn!(missed = n, "placement changes lagged; resynchronising");
+                self.reload_placements();
+                self.touch();
+            }
+            Err(RecvError::Closed) => return false,
+        }
+        true
+    }
+
+    /// Takes every change already queued (without waiting).
+    fn drain(&mut self, rx: &mut Receivers) {
+        use broadcast::error::TryRecvError;
+        fn next<T: Clone>(r: &mut broadcast::Receiver<T>) -> Option<Result<T, RecvError>> {
+            match r.try_recv() {
+                Ok(v) => Some(Ok(v)),
+                Err(TryRecvError::Lagged(n)) => Some(Err(RecvError::Lagged(n))),
+                Err(TryRecvError::Empty | TryRecvError::Closed) => None,
+            }
+        }
+        while let Some(e) = next(&mut rx.sets) {
+            self.set_event(e);
+        }
+        while let Some(e) = next(&mut rx.clusters) {
+            self.cluster_event(e);
+        }
+        while let Some(e) = next(&mut rx.scores) {
+            self.score_event(e);
+        }
+        while let Some(e) = next(&mut rx.placements) {
+            self.placement_event(e);
+        }
+    }
+
+    /// Runs until `shutdown` flips. A message on `sync` makes the dispatcher take every queued
+    /// change and publish a fresh snapshot before answering, so an API call that follows a set,
+    /// binding, label or score change schedules against it (read your writes).
     pub(crate) async fn run(
         mut self,
         receivers: ReceiversHandle,
+        mut sync: mpsc::Receiver<oneshot::Sender<()>>,
         mut shutdown: watch::Receiver<bool>,
     ) {
         let mut rx = receivers.0;
         loop {
             let deadline = self.deadline;
-            tokio::select! {
-                _ = shutdown.changed() => return,
-                c = rx.clusters.recv() => match c {
-                    Ok(c) => self.on_cluster(c),
-                    Err(RecvError::Lagged(n)) => {
-                        tracing::warn!(missed = n, "cluster changes lagged; resynchronising");
-                        self.reload_clusters();
-                        self.wake_all();
-                    }
-                    Err(RecvError::Closed) => return,
-                },
-                s = rx.sets.recv() => match s {
-                    Ok(_) | Err(RecvError::Lagged(_)) => {
-                        self.reload_sets();
-                        self.wake_all();
-                    }
-                    Err(RecvError::Closed) => return,
-                },
-                s = rx.scores.recv() => match s {
-                    Ok(s) => self.on_score(s),
-                    Err(RecvError::Lagged(n)) => {
-                        tracing::warn!(missed = n, "score changes lagged; resynchronising");
-                        self.reload_scores();
-                        self.wake_all();
-                    }
-                    Err(RecvError::Closed) => return,
-                },
-                p = rx.placements.recv() => match p {
-                    Ok(p) => self.on_placement(p),
-                    Err(RecvError::Lagged(n)) => {
-                        tracing::warn!(missed = n, "placement changes lagged; resynchronising");
-                        self.reload_placements();
-                        self.touch();
-                    }
-                    Err(RecvError::Closed) => return,
-                },
-                () = sleep_until(deadline), if deadline.is_some() => self.flush().await,
+            let go_on = tokio::select! {
+                _ = shutdown.changed() => false,
+                c = rx.clusters.recv() => self.cluster_event(c),
+                s = rx.sets.recv() => self.set_event(s),
+                s = rx.scores.recv() => self.score_event(s),
+                p = rx.placements.recv() => self.placement_event(p),
+                Some(reply) = sync.recv() => {
+                    self.drain(&mut rx);
+                    self.flush().await;
+                    let _ = reply.send(());
+                    true
+                }
+                () = sleep_until(deadline), if deadline.is_some() => {
+                    self.flush().await;
+                    true
+                }
+            };
+            if !go_on {
+                return;
             }
         }
     }

@@ -38,7 +38,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use thiserror::Error;
-use tokio::sync::{Semaphore, broadcast, watch};
+use tokio::sync::{Semaphore, broadcast, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
@@ -48,6 +48,9 @@ pub const PLACEMENTS_BUCKET: &str = "placements";
 pub const DECISIONS_BUCKET: &str = "decisions";
 /// Bucket of AddOnPlacementScores, key `<cluster>.<resourceName>`.
 pub const SCORES_BUCKET: &str = "scores";
+
+/// How long an API call waits for the dispatcher to catch up before scheduling anyway.
+const SYNC_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Longest placement name: `<name>-decision-<n>` must stay a valid object name.
 pub const MAX_NAME_LEN: usize = 200;
@@ -146,6 +149,8 @@ pub(crate) struct Shared {
     pub(crate) schedule_slots: Semaphore,
     pub(crate) actors: Arc<DashMap<String, PlacementHandle>>,
     pub(crate) shutdown: watch::Receiver<bool>,
+    /// Asks the dispatcher to publish a snapshot with every queued change.
+    pub(crate) sync: mpsc::Sender<oneshot::Sender<()>>,
 }
 
 /// The opened placement buckets.
@@ -240,6 +245,7 @@ impl Placements {
             counts: Arc::default(),
             version: 0,
         }));
+        let (sync_tx, sync_rx) = mpsc::channel(64);
         let shared = Arc::new(Shared {
             config: config.clone(),
             placements: deps.buckets.placements.clone(),
@@ -250,6 +256,7 @@ impl Placements {
             schedule_slots: Semaphore::new(config.max_concurrent_schedules.max(1)),
             actors: actors.clone(),
             shutdown: shutdown.clone(),
+            sync: sync_tx,
         });
         // Publish every stored placement's view first (so the dispatcher's first snapshot counts
         // every decision for Balance), then spawn the actors' tasks.
@@ -315,7 +322,7 @@ impl Placements {
         tracing::info!(placements = actors.len(), "placements loaded");
         let task = tokio::spawn(
             dispatcher
-                .run(receivers, shutdown)
+                .run(receivers, sync_rx, shutdown)
                 .instrument(tracing::info_span!("placement_dispatcher")),
         );
         Ok((
@@ -380,9 +387,19 @@ impl Placements {
         }
     }
 
+    /// Waits (briefly) until the dispatcher has published a snapshot with every change queued
+    /// so far, so that an API call scheduling now sees the writes that came before it.
+    pub async fn sync(&self) {
+        let (tx, rx) = oneshot::channel();
+        if self.shared.sync.send(tx).await.is_ok() {
+            let _ = tokio::time::timeout(SYNC_TIMEOUT, rx).await;
+        }
+    }
+
     /// Creates or updates a placement and schedules it before answering.
     pub async fn apply(&self, placement: Placement) -> Result<Placement, PlacementError> {
         Self::validate(&placement)?;
+        self.sync().await;
         let m = placement.metadata.clone().unwrap_or_default();
         let key = view_key(&m.namespace, &m.name);
         loop {
@@ -463,6 +480,7 @@ impl Placements {
         let spec = convert::placement(&view.placement)
             .map_err(|es| PlacementError::Invalid(format!("{es:?}")))?;
         let decided = view.clusters();
+        self.sync().await;
         let snapshot = self.snapshot();
         let explained = tokio::task::spawn_blocking(move || {
             let input = PlacementInput::new(&spec, SystemTime::now())
