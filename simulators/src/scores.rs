@@ -114,6 +114,11 @@ pub fn report_event(
     .with_status_hash()
 }
 
+/// The subject a cluster's report goes to.
+pub fn report_subject(cluster: &str) -> String {
+    scores::subject(cluster, RESOURCE_NAME)
+}
+
 /// Publishes one report into the status stream and waits for JetStream's acknowledgement.
 pub async fn publish(js: &async_nats::jetstream::Context, ev: &Event) -> Result<()> {
     let bytes = ev
