@@ -2,6 +2,10 @@
 //!
 //! - `register`: C simulated clusters register with a hub running `--auto-accept`; measures the
 //!   time until every cluster is accepted and Available, and this process's RSS per agent.
+//! - `placement`: the hub's placement machinery in-process over a synthetic inventory of 10,000
+//!   and 100,000 clusters, against a real nats-server ([`placement`]).
+
+mod placement;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
@@ -42,6 +46,28 @@ enum Scenario {
         /// Give up after this many seconds.
         #[arg(long, default_value_t = 300)]
         timeout_seconds: u64,
+    },
+    /// One placement with every prioritizer over C clusters, then P placements rescheduled after
+    /// one cluster's label changes (in-process placement machinery, synthetic inventory).
+    Placement {
+        /// NATS URL of a dedicated nats-server (the scenario writes the placement buckets).
+        #[arg(long, default_value = "nats://127.0.0.1:4222")]
+        nats_url: String,
+        /// Fleet sizes of the one-placement measurement (repeatable).
+        #[arg(long = "clusters", default_values_t = [10_000usize, 100_000])]
+        clusters: Vec<usize>,
+        /// Placements in the reschedule measurement.
+        #[arg(long, default_value_t = 1000)]
+        placements: usize,
+        /// Fleet size of the reschedule measurement.
+        #[arg(long, default_value_t = 10_000)]
+        reschedule_clusters: usize,
+        /// Dispatcher debounce in milliseconds.
+        #[arg(long, default_value_t = 10)]
+        debounce_ms: u64,
+        /// Scheduling runs averaged for the compute time.
+        #[arg(long, default_value_t = 20)]
+        repeats: usize,
     },
 }
 
@@ -103,6 +129,25 @@ async fn main() -> Result<()> {
         )
         .init();
     match Args::parse().scenario {
+        Scenario::Placement {
+            nats_url,
+            clusters,
+            placements,
+            reschedule_clusters,
+            debounce_ms,
+            repeats,
+        } => {
+            let summary = placement::run(placement::Settings {
+                nats_url,
+                clusters,
+                placements,
+                reschedule_clusters,
+                debounce: Duration::from_millis(debounce_ms),
+                repeats,
+            })
+            .await?;
+            println!("{}", serde_json::to_string_pretty(&summary)?);
+        }
         Scenario::Register {
             nats_url,
             hub,
