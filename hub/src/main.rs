@@ -60,7 +60,11 @@ struct Args {
     #[arg(long, env = "FLOTILLA_PLACEMENT_DEBOUNCE_MS", default_value_t = 100)]
     placement_debounce_ms: u64,
     /// Placements using AddOn scores are rescheduled at least this often (OCM: 300).
-    #[arg(long, env = "FLOTILLA_PLACEMENT_ADDON_RESYNC_SECONDS", default_value_t = 300)]
+    #[arg(
+        long,
+        env = "FLOTILLA_PLACEMENT_ADDON_RESYNC_SECONDS",
+        default_value_t = 300
+    )]
     placement_addon_resync_seconds: u64,
 }
 

@@ -1,21 +1,32 @@
 //! What changed, and which placements a change can affect — so the hub reschedules only the
 //! placements that matter.
 //!
-//! The scheduler computes every score from the feasible clusters alone (see
-//! [`crate::schedule`]), so a cluster change can move a placement's decisions only if the
-//! cluster was or is decided for it, or the old or the new version of the cluster reaches the
-//! placement: member of an eligible set, not being deleted, passing the predicates. Taints are
-//! deliberately not looked at: a tainted cluster that reaches the placement still counts, which
-//! keeps the check conservative (false positives possible, false negatives never).
+//! Two questions, both answered conservatively (false positives possible, false negatives never):
+//!
+//! 1. **Does the placement see the change at all?** A placement reads only some of a cluster:
+//!    the label and claim keys its eligible sets, predicates, decision groups and spread
+//!    constraints name, its taints, whether it is being deleted, and allocatable CPU / memory only
+//!    when ResourceAllocatableCPU / Memory has a non-zero weight. A change outside that
+//!    projection (a label nobody selects on, a capacity nobody ranks by) cannot move anything.
+//! 2. **Can the changed cluster matter?** The scheduler computes every score from the feasible
+//!    clusters alone (see [`crate::schedule`]), so a cluster change can move a placement's
+//!    decisions only if the cluster was or is decided for it, or the old or the new version of
+//!    the cluster reaches the placement: member of an eligible set, not being deleted, passing the
+//!    predicates. Taints are deliberately not looked at here: a tainted cluster that reaches the
+//!    placement still counts. The status also depends on whether the eligible sets have any
+//!    candidate at all (`AllManagedClusterSetsEmpty`), so a cluster that becomes or stops being a
+//!    candidate (joins or leaves an eligible set, starts being deleted, is added or removed)
+//!    matters even when it fails the predicates.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::cluster::Cluster;
 use crate::clusterset::{
     ManagedClusterSet, ManagedClusterSetBinding, SetMatcher, eligible_cluster_sets,
 };
-use crate::placement::{Placement, ScoreCoordinateType};
-use crate::selector::CompiledSelector;
+use crate::placement::{ClusterSelector, Placement, ScoreCoordinateType, TopologyKeyType};
+use crate::score::{BuiltIn, Prioritizer, effective_weights};
+use crate::selector::{CompiledSelector, LabelSelector};
 
 /// Clusters added to and removed from a placement's decisions.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -46,6 +57,100 @@ pub fn decisions_changed(old: &BTreeSet<String>, new: &BTreeSet<String>) -> bool
     old != new
 }
 
+/// Keys of a label or claim map that a placement reads; `None` = all of them (a selector that
+/// cannot be analysed).
+type Keys = Option<BTreeSet<String>>;
+
+/// The part of a cluster a placement reads.
+#[derive(Debug, Clone, Default)]
+struct Reads {
+    labels: Keys,
+    claims: Keys,
+    cpu: bool,
+    memory: bool,
+}
+
+fn add_keys(keys: &mut Keys, sel: &LabelSelector) {
+    if let Some(k) = keys {
+        match sel.compile() {
+            Ok(c) => k.extend(c.keys().map(str::to_owned)),
+            Err(_) => *keys = None,
+        }
+    }
+}
+
+fn add_selector(reads: &mut Reads, sel: &ClusterSelector) {
+    add_keys(&mut reads.labels, &sel.label_selector);
+    add_keys(&mut reads.claims, &sel.claim_selector);
+}
+
+fn differ_on(a: &BTreeMap<String, String>, b: &BTreeMap<String, String>, keys: &Keys) -> bool {
+    match keys {
+        None => a != b,
+        Some(keys) => keys.iter().any(|k| a.get(k) != b.get(k)),
+    }
+}
+
+impl Reads {
+    fn of(placement: &Placement, sets: &[SetMatcher]) -> Self {
+        let mut r = Reads {
+            labels: Some(BTreeSet::new()),
+            claims: Some(BTreeSet::new()),
+            cpu: false,
+            memory: false,
+        };
+        for s in sets {
+            match s {
+                SetMatcher::Exclusive(_) => {
+                    if let Some(k) = &mut r.labels {
+                        k.insert(crate::clusterset::CLUSTERSET_LABEL.to_owned());
+                    }
+                }
+                SetMatcher::Selector(c) => {
+                    if let Some(k) = &mut r.labels {
+                        k.extend(c.keys().map(str::to_owned));
+                    }
+                }
+                SetMatcher::Nothing => {}
+            }
+        }
+        for p in &placement.predicates {
+            add_selector(&mut r, &p.required_cluster_selector);
+        }
+        for g in &placement.decision_strategy.group_strategy.decision_groups {
+            add_selector(&mut r, &g.group_cluster_selector);
+        }
+        for c in &placement.spread_policy.spread_constraints {
+            let keys = match c.topology_key_type {
+                TopologyKeyType::Label => &mut r.labels,
+                TopologyKeyType::Claim => &mut r.claims,
+            };
+            if let Some(k) = keys {
+                k.insert(c.topology_key.clone());
+            }
+        }
+        for w in effective_weights(&placement.prioritizer_policy) {
+            match w.prioritizer {
+                Prioritizer::BuiltIn(BuiltIn::ResourceAllocatableCPU) => r.cpu = true,
+                Prioritizer::BuiltIn(BuiltIn::ResourceAllocatableMemory) => r.memory = true,
+                _ => {}
+            }
+        }
+        r
+    }
+
+    /// Whether the placement can tell `a` and `b` apart.
+    fn differ(&self, a: &Cluster, b: &Cluster) -> bool {
+        a.name != b.name
+            || a.deleting != b.deleting
+            || a.taints != b.taints
+            || (self.cpu && a.allocatable.cpu != b.allocatable.cpu)
+            || (self.memory && a.allocatable.memory != b.allocatable.memory)
+            || differ_on(&a.labels, &b.labels, &self.labels)
+            || differ_on(&a.claims, &b.claims, &self.claims)
+    }
+}
+
 /// A placement's set and predicate filters, compiled once to test many cluster events.
 #[derive(Debug, Clone)]
 pub struct ChangeFilter {
@@ -53,6 +158,7 @@ pub struct ChangeFilter {
     /// `None` when a predicate does not compile: every cluster then counts as reaching.
     predicates: Option<Vec<(CompiledSelector, CompiledSelector)>>,
     addon_resources: Vec<String>,
+    reads: Reads,
 }
 
 impl ChangeFilter {
@@ -89,11 +195,19 @@ impl ChangeFilter {
             .filter_map(|c| c.score_coordinate.add_on.as_ref())
             .map(|a| a.resource_name.clone())
             .collect();
+        let sets: Vec<SetMatcher> = eligible.sets.into_iter().map(SetMatcher::new).collect();
+        let reads = Reads::of(placement, &sets);
         ChangeFilter {
-            sets: eligible.sets.into_iter().map(SetMatcher::new).collect(),
+            sets,
             predicates,
             addon_resources,
+            reads,
         }
+    }
+
+    /// Whether `cluster` is a candidate: in an eligible set and not being deleted.
+    fn candidate(&self, cluster: &Cluster) -> bool {
+        !cluster.deleting && self.sets.iter().any(|s| s.matches(cluster))
     }
 
     /// Whether `cluster` reaches the placement: in an eligible set, not being deleted, and
@@ -122,10 +236,15 @@ impl ChangeFilter {
         old: Option<&Cluster>,
         new: Option<&Cluster>,
     ) -> bool {
-        if old == new {
-            return false;
+        match (old, new) {
+            (Some(o), Some(n)) if !self.reads.differ(o, n) => return false,
+            (None, None) => return false,
+            _ => {}
         }
-        decided || old.is_some_and(|c| self.reaches(c)) || new.is_some_and(|c| self.reaches(c))
+        decided
+            || old.is_some_and(|c| self.reaches(c))
+            || new.is_some_and(|c| self.reaches(c))
+            || old.is_some_and(|c| self.candidate(c)) != new.is_some_and(|c| self.candidate(c))
     }
 
     /// Whether a change to the AddOnPlacementScore `resource_name` of `cluster` can change the
@@ -207,10 +326,10 @@ mod tests {
     }
 
     #[test]
-    fn decided_cluster_change_always_matters() {
+    fn decided_cluster_change_it_can_see_always_matters() {
         let (p, s, b) = world();
         let old = Cluster::new("c").in_set("other");
-        let new = old.clone().label("x", "y");
+        let new = old.clone().label("env", "dev");
         assert!(placement_may_be_affected(
             &p,
             &s,
@@ -256,13 +375,13 @@ mod tests {
     fn cluster_outside_the_placement_does_not_matter() {
         let (p, s, b) = world();
         let a = Cluster::new("c").in_set("other").label("env", "prod");
-        let a2 = a.clone().cpu(8.0);
+        let a2 = a.clone().label("env", "dev");
         assert!(
             !placement_may_be_affected(&p, &s, &b, false, Some(&a), Some(&a2)),
             "unbound set"
         );
         let d = Cluster::new("d").in_set("fleet").label("env", "dev");
-        let d2 = d.clone().cpu(8.0);
+        let d2 = d.clone().label("env", "staging");
         assert!(
             !placement_may_be_affected(&p, &s, &b, false, Some(&d), Some(&d2)),
             "predicate"
@@ -271,11 +390,109 @@ mod tests {
             .in_set("fleet")
             .label("env", "prod")
             .deleting(true);
-        let g2 = g.clone().cpu(1.0);
+        let g2 = g.clone().label("env", "dev");
         assert!(
             !placement_may_be_affected(&p, &s, &b, false, Some(&g), Some(&g2)),
             "deleting"
         );
+    }
+
+    #[test]
+    fn a_cluster_becoming_or_stopping_being_a_candidate_matters_for_the_status() {
+        let (p, s, b) = world();
+        // Fails the predicates, but the number of candidates decides AllManagedClusterSetsEmpty.
+        let d = Cluster::new("d").in_set("fleet").label("env", "dev");
+        assert!(placement_may_be_affected(
+            &p,
+            &s,
+            &b,
+            false,
+            Some(&d),
+            Some(&d.clone().deleting(true))
+        ));
+        assert!(placement_may_be_affected(&p, &s, &b, false, None, Some(&d)));
+        assert!(placement_may_be_affected(&p, &s, &b, false, Some(&d), None));
+        assert!(placement_may_be_affected(
+            &p,
+            &s,
+            &b,
+            false,
+            Some(&d),
+            Some(&d.clone().in_set("other"))
+        ));
+    }
+
+    #[test]
+    fn changes_the_placement_cannot_see_affect_nothing() {
+        let (p, s, b) = world();
+        let c = Cluster::new("c")
+            .in_set("fleet")
+            .label("env", "prod")
+            .cpu(4.0);
+        let relabelled = c.clone().label("team", "a");
+        assert!(
+            !placement_may_be_affected(&p, &s, &b, true, Some(&c), Some(&relabelled)),
+            "nobody selects on team"
+        );
+        assert!(
+            !placement_may_be_affected(&p, &s, &b, true, Some(&c), Some(&c.clone().cpu(64.0))),
+            "no resource prioritizer"
+        );
+        let p_cpu = p
+            .clone()
+            .prioritizer(ScoreCoordinate::built_in("ResourceAllocatableCPU"), 1);
+        assert!(placement_may_be_affected(
+            &p_cpu,
+            &s,
+            &b,
+            false,
+            Some(&c),
+            Some(&c.clone().cpu(64.0))
+        ));
+        let tainted = c.clone().taint(crate::cluster::Taint::new(
+            "gpu",
+            "",
+            crate::cluster::TaintEffect::NoSelect,
+            std::time::SystemTime::UNIX_EPOCH,
+        ));
+        assert!(placement_may_be_affected(
+            &p,
+            &s,
+            &b,
+            false,
+            Some(&c),
+            Some(&tainted)
+        ));
+        let moved = c.clone().in_set("other");
+        assert!(
+            placement_may_be_affected(&p, &s, &b, false, Some(&c), Some(&moved)),
+            "leaving the eligible set"
+        );
+        let spread = p.clone().spread(crate::placement::SpreadConstraint::claim(
+            "zone",
+            1,
+            crate::placement::WhenUnsatisfiable::DoNotSchedule,
+        ));
+        assert!(placement_may_be_affected(
+            &spread,
+            &s,
+            &b,
+            false,
+            Some(&c),
+            Some(&c.clone().claim("zone", "a"))
+        ));
+        let grouped = p.clone().decision_group(
+            "canary",
+            ClusterSelector::labels(LabelSelector::default().exists("canary")),
+        );
+        assert!(placement_may_be_affected(
+            &grouped,
+            &s,
+            &b,
+            false,
+            Some(&c),
+            Some(&c.clone().label("canary", "true"))
+        ));
     }
 
     #[test]

@@ -4,14 +4,17 @@
 //! broadcasts.
 //!
 //! Changes are debounced: the first change opens a window of `PlacementConfig::debounce`; at
-//! its end the fleet index is rebuilt once (if anything it holds changed), published, and every
-//! placement collected in the window is woken. A burst of 10,000 lease expiries therefore costs
-//! one rebuild and one scheduling run per affected placement.
+//! its end the fleet index is rebuilt once (if anything it holds changed and some placement is
+//! woken), published, and every placement collected in the window is woken. A burst of 10,000
+//! lease expiries therefore costs one rebuild and one scheduling run per affected placement, and
+//! changes no placement can see cost no rebuild until one is needed.
 //!
 //! Which placements a change can affect ([`flotilla_placement::ChangeFilter`]): a cluster change
-//! matters to a placement when the cluster is decided for it, or the old or new cluster is in one
-//! of its eligible sets and passes its predicates; changes the scheduler cannot see (conditions,
-//! lease renewals) match nothing. A score change matters to placements that use that
+//! matters to a placement only if it touches what the placement reads (label and claim keys of
+//! its sets, predicates, groups and spread keys; taints; allocatable CPU/memory when it ranks by
+//! them) and the cluster is decided for it, reaches it (eligible set and predicates) before or
+//! after, or becomes or stops being a candidate; changes the scheduler cannot see at all
+//! (conditions, lease renewals) match nothing. A score change matters to placements that use that
 //! AddOnPlacementScore on a decided or reachable cluster. Set and binding changes rebuild every
 //! filter and wake every placement (they are rare). A lagging broadcast receiver resynchronises
 //! from the inventory and wakes everybody.
@@ -349,9 +352,14 @@ impl Dispatcher {
         self.touch();
     }
 
-    async fn flush(&mut self) {
+    /// Ends a debounce window: rebuilds and publishes the snapshot if anything changed and a
+    /// placement is about to read it (`force` for API calls), then wakes the collected placements.
+    /// A change that wakes nobody leaves the rebuild for later: a placement it cannot affect
+    /// schedules the same against the older snapshot.
+    async fn flush(&mut self, force: bool) {
         self.deadline = None;
-        if self.index.fleet_dirty || self.index.counts_dirty {
+        let dirty = self.index.fleet_dirty || self.index.counts_dirty;
+        if dirty && (force || !self.pending.is_empty()) {
             // The rebuild is CPU-bound (tens of ms at 100,000 clusters): keep it off the async
             // workers.
             let mut index = std::mem::take(&mut self.index);
@@ -474,12 +482,12 @@ impl Dispatcher {
                 p = rx.placements.recv() => self.placement_event(p),
                 Some(reply) = sync.recv() => {
                     self.drain(&mut rx);
-                    self.flush().await;
+                    self.flush(true).await;
                     let _ = reply.send(());
                     true
                 }
                 () = sleep_until(deadline), if deadline.is_some() => {
-                    self.flush().await;
+                    self.flush(false).await;
                     true
                 }
             };

@@ -7,7 +7,7 @@ use proptest::prelude::*;
 
 use super::fixtures::t;
 use crate::{
-    AddOnPlacementScore, Cluster, ClusterSelector, Fleet, IntOrString, LabelSelector,
+    AddOnPlacementScore, ChangeFilter, Cluster, ClusterSelector, Fleet, IntOrString, LabelSelector,
     MAX_DECISIONS_PER_PAGE, ManagedClusterSet, ManagedClusterSetBinding, Placement, PlacementInput,
     Schedule, ScoreCoordinate, SpreadConstraint, Taint, TaintCheck, TaintEffect, Toleration,
     WhenUnsatisfiable, check_taints, eligible_cluster_sets,
@@ -197,6 +197,72 @@ fn placement(hard_spread: bool) -> impl Strategy<Value = Placement> {
                 p.clusters_per_decision_group(size)
             },
         )
+}
+
+/// One change to a cluster, as a cluster actor might publish it.
+#[derive(Debug, Clone)]
+enum Mutation {
+    Label(&'static str, Option<&'static str>),
+    Claim(&'static str, Option<&'static str>),
+    Cpu(Option<u32>),
+    Memory(Option<u32>),
+    AddTaint(Taint),
+    ClearTaints,
+    Deleting(bool),
+}
+
+fn mutation() -> impl Strategy<Value = Mutation> {
+    let value = || {
+        prop::option::of(prop::sample::select(vec![
+            "prod", "dev", "a", "b", "true", "s1", "s2",
+        ]))
+    };
+    prop_oneof![
+        (
+            prop::sample::select(vec![
+                "env",
+                "zone",
+                "canary",
+                "team",
+                crate::CLUSTERSET_LABEL,
+            ]),
+            value()
+        )
+            .prop_map(|(k, v)| Mutation::Label(k, v)),
+        (
+            prop::sample::select(vec!["platform", "zone", "site"]),
+            value()
+        )
+            .prop_map(|(k, v)| Mutation::Claim(k, v)),
+        prop::option::of(0u32..64).prop_map(Mutation::Cpu),
+        prop::option::of(0u32..64).prop_map(Mutation::Memory),
+        taint().prop_map(Mutation::AddTaint),
+        Just(Mutation::ClearTaints),
+        any::<bool>().prop_map(Mutation::Deleting),
+    ]
+}
+
+fn mutate(c: &Cluster, m: &Mutation) -> Cluster {
+    let mut c = c.clone();
+    let set =
+        |map: &mut std::collections::BTreeMap<String, String>, k: &str, v: Option<&str>| match v {
+            Some(v) => {
+                map.insert(k.to_owned(), v.to_owned());
+            }
+            None => {
+                map.remove(k);
+            }
+        };
+    match m {
+        Mutation::Label(k, v) => set(&mut c.labels, k, *v),
+        Mutation::Claim(k, v) => set(&mut c.claims, k, *v),
+        Mutation::Cpu(v) => c.allocatable.cpu = v.map(f64::from),
+        Mutation::Memory(v) => c.allocatable.memory = v.map(|m| f64::from(m) * 1e9),
+        Mutation::AddTaint(t) => c.taints.push(t.clone()),
+        Mutation::ClearTaints => c.taints.clear(),
+        Mutation::Deleting(d) => c.deleting = *d,
+    }
+    c
 }
 
 /// Everything a run needs besides the placement.
@@ -426,5 +492,27 @@ proptest! {
             }
         }
         prop_assert!(s.requeue_at <= s.toleration_expires_at || s.toleration_expires_at.is_none());
+    }
+
+    #[test]
+    fn changes_the_filter_ignores_never_change_the_schedule(
+        c in case(60),
+        p in placement(true),
+        pick in 0usize..1000,
+        m in mutation(),
+    ) {
+        prop_assume!(!c.clusters.is_empty());
+        let i = pick % c.clusters.len();
+        let old = c.clusters[i].clone();
+        let new = mutate(&old, &m);
+        let filter = ChangeFilter::new(&p, &sets(), &c.bindings);
+        let decided = c.current.contains(&old.name);
+        if !filter.may_be_affected(decided, Some(&old), Some(&new)) {
+            let before = c.run_on(&c.fleet(), &p, c.now);
+            let mut changed = c.clone();
+            changed.clusters[i] = new;
+            let after = changed.run_on(&changed.fleet(), &p, c.now);
+            prop_assert_eq!(before, after, "{:?} on {} was ignored but moved the schedule", m, old.name);
+        }
     }
 }
