@@ -169,7 +169,7 @@ pub fn cluster(i: usize) -> ManagedCluster {
             .into(),
             cluster_claims: vec![ClusterClaim {
                 name: meta::CLAIM_PLATFORM.into(),
-                value: if i % 2 == 0 { "aws" } else { "gcp" }.into(),
+                value: if i.is_multiple_of(2) { "aws" } else { "gcp" }.into(),
             }],
             ..Default::default()
         }),
@@ -283,7 +283,7 @@ fn many(k: usize) -> Placement {
         2 => spec.cluster_sets.push(format!("s{}", k % 4)),
         _ => {}
     }
-    if k % 5 != 0 {
+    if !k.is_multiple_of(5) {
         spec.number_of_clusters = Some(((k % 50 + 1) * 10) as i32);
     }
     placement(&format!("p{k:04}"), all_prioritizers(spec))

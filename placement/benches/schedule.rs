@@ -1,5 +1,7 @@
 //! Scheduler benchmarks: one placement with every prioritizer over 10k and 100k clusters, and
-//! 1,000 placements rescheduled over a 10k-cluster fleet.
+//! 1,000 placements rescheduled over a 10k-cluster fleet — all of them, and only those one
+//! cluster's label change can affect (what the hub's dispatcher does: filter, rebuild the index,
+//! reschedule the affected).
 //!
 //! Run with `cargo bench -j 1 -p flotilla-placement --bench schedule`.
 
@@ -9,7 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
 use flotilla_placement::{
-    AddOnPlacementScore, Cluster, Fleet, LabelSelector, ManagedClusterSet,
+    AddOnPlacementScore, ChangeFilter, Cluster, Fleet, LabelSelector, ManagedClusterSet,
     ManagedClusterSetBinding, Placement, PlacementInput, ScoreCoordinate, SpreadConstraint, Taint,
     TaintEffect, Toleration, WhenUnsatisfiable,
 };
@@ -155,28 +157,7 @@ fn many_placements(c: &mut Criterion) {
     let n = 10_000;
     let fleet = fleet(n);
     let counts = counts(n);
-    let placements: Vec<Placement> = (0..1000)
-        .map(|k| {
-            let mut p = Placement::new(NS, format!("p{k}"));
-            p = match k % 4 {
-                0 => p.predicate(
-                    LabelSelector::default().label("zone", format!("z{}", k % 10)),
-                    LabelSelector::default(),
-                ),
-                1 => p.predicate(
-                    LabelSelector::default().label("env", "prod"),
-                    LabelSelector::default()
-                        .in_values("platform.open-cluster-management.io", ["aws"]),
-                ),
-                2 => p.cluster_set(format!("s{}", k % 4)),
-                _ => p,
-            };
-            if k % 5 != 0 {
-                p = p.number_of_clusters((k % 50 + 1) * 10);
-            }
-            all_prioritizers(p)
-        })
-        .collect();
+    let placements: Vec<Placement> = (0..1000).map(many).collect();
     // Previous decisions of each placement, from a first run.
     let previous: Vec<BTreeSet<String>> = placements
         .iter()
@@ -207,5 +188,88 @@ fn many_placements(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, one_placement, many_placements);
+fn many(k: usize) -> Placement {
+    let mut p = Placement::new(NS, format!("p{k}"));
+    p = match k % 4 {
+        0 => p.predicate(
+            LabelSelector::default().label("zone", format!("z{}", k % 10)),
+            LabelSelector::default(),
+        ),
+        1 => p.predicate(
+            LabelSelector::default().label("env", "prod"),
+            LabelSelector::default().in_values("platform.open-cluster-management.io", ["aws"]),
+        ),
+        2 => p.cluster_set(format!("s{}", k % 4)),
+        _ => p,
+    };
+    if !k.is_multiple_of(5) {
+        p = p.number_of_clusters(((k % 50 + 1) * 10) as i32);
+    }
+    all_prioritizers(p)
+}
+
+fn label_change(c: &mut Criterion) {
+    let n = 10_000;
+    let base = fleet(n);
+    let counts = counts(n);
+    let placements: Vec<Placement> = (0..1000).map(many).collect();
+    let filters: Vec<ChangeFilter> = placements
+        .iter()
+        .map(|p| ChangeFilter::new(p, base.sets(), base.bindings()))
+        .collect();
+    let previous: Vec<BTreeSet<String>> = placements
+        .iter()
+        .map(|p| {
+            let input = PlacementInput::new(p, now()).other_decision_counts(&counts);
+            base.schedule(&input).unwrap().selected_set()
+        })
+        .collect();
+    // cluster-001236 (prod, aws, zone z6): env prod -> dev is read by the 250 env=prod placements.
+    let i = 1236;
+    let old = base.clusters()[i].clone();
+    let new = old.clone().label("env", "dev");
+    let mut group = c.benchmark_group("label_change");
+    group.sample_size(10);
+    group.bench_function("1000_placements_10000_clusters_env_change", |b| {
+        b.iter_batched(
+            || {
+                let mut cs = base.clusters().to_vec();
+                cs[i] = new.clone();
+                (
+                    cs,
+                    base.sets().to_vec(),
+                    base.bindings().to_vec(),
+                    base.scores().to_vec(),
+                )
+            },
+            |(cs, sets, bindings, scores)| {
+                let affected: Vec<usize> = filters
+                    .iter()
+                    .enumerate()
+                    .filter(|(k, f)| {
+                        f.may_be_affected(previous[*k].contains(&old.name), Some(&old), Some(&new))
+                    })
+                    .map(|(k, _)| k)
+                    .collect();
+                let fleet = Fleet::new(cs, sets, bindings, scores);
+                let mut selected = 0usize;
+                for k in &affected {
+                    let input = PlacementInput::new(&placements[*k], now())
+                        .current_decisions(&previous[*k])
+                        .other_decision_counts(&counts);
+                    selected += fleet
+                        .schedule(&input)
+                        .unwrap()
+                        .status
+                        .number_of_selected_clusters as usize;
+                }
+                black_box((affected.len(), selected))
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    group.finish();
+}
+
+criterion_group!(benches, one_placement, many_placements, label_change);
 criterion_main!(benches);

@@ -48,14 +48,14 @@ pub fn validate(placement: &Placement) -> Vec<FieldError> {
     use ErrorKind::{Invalid, Misconfigured};
     let mut errors = Vec::new();
 
-    if let Some(n) = placement.number_of_clusters {
-        if n < 0 {
-            errors.push(FieldError::new(
-                "spec.numberOfClusters",
-                Invalid,
-                format!("must be >= 0 (got {n})"),
-            ));
-        }
+    if let Some(n) = placement.number_of_clusters
+        && n < 0
+    {
+        errors.push(FieldError::new(
+            "spec.numberOfClusters",
+            Invalid,
+            format!("must be >= 0 (got {n})"),
+        ));
     }
 
     for (i, p) in placement.predicates.iter().enumerate() {

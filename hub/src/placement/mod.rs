@@ -138,6 +138,9 @@ pub fn decision_key(namespace: &str, placement: &str, n: usize) -> String {
     format!("{namespace}.{placement}.{n}")
 }
 
+/// A stored decision page: its number, the object and its revision.
+type StoredPage = (usize, PlacementDecision, u64);
+
 /// What every placement actor shares.
 pub(crate) struct Shared {
     pub(crate) config: PlacementConfig,
@@ -218,8 +221,7 @@ impl Placements {
             shutdown.clone(),
         )
         .await?;
-        let mut pages: BTreeMap<(String, String), Vec<(usize, PlacementDecision, u64)>> =
-            BTreeMap::new();
+        let mut pages: BTreeMap<(String, String), Vec<StoredPage>> = BTreeMap::new();
         for (key, mut d, rev) in deps.buckets.decisions.load_all().await? {
             // `<ns>.<placement>.<n>`: namespaces have no dots, n is the last token.
             let (Some((ns, rest)), Some((_, n))) = (key.split_once('.'), key.rsplit_once('.'))

@@ -12,9 +12,7 @@ use crate::placement::metrics::PlacementMetrics;
 use crate::store::{Bucket, StoreError};
 use flotilla_api::meta;
 use flotilla_api::names;
-use flotilla_api::v1::{
-    AddOnPlacementScore, AddOnPlacementScoreReport, AddOnPlacementScoreStatus, ObjectMeta,
-};
+use flotilla_api::v1::{AddOnPlacementScore, AddOnPlacementScoreReport, ObjectMeta};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use thiserror::Error;
 use tokio::sync::{broadcast::error::RecvError, mpsc, oneshot, watch};
@@ -385,7 +383,7 @@ impl Actor {
         let mut status = old
             .as_ref()
             .and_then(|o| o.status.clone())
-            .unwrap_or_else(AddOnPlacementScoreStatus::default);
+            .unwrap_or_default();
         if status.scores == report.scores && status.valid_until == report.valid_until {
             ack_message(ack).await;
             return;
@@ -460,7 +458,7 @@ async fn ack_message(ack: Option<async_nats::jetstream::Message>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use flotilla_api::v1::AddOnPlacementScoreItem;
+    use flotilla_api::v1::{AddOnPlacementScoreItem, AddOnPlacementScoreStatus};
 
     fn score(ns: &str, name: &str, items: &[(&str, i32)]) -> AddOnPlacementScore {
         AddOnPlacementScore {
