@@ -93,8 +93,8 @@ pub struct LabelChange {
     placements_woken: u64,
     placements_with_new_decisions: u64,
     /// From the inventory change until every woken placement was rescheduled and stored
-    /// (includes the debounce window).
-    all_woken_rescheduled_ms: f64,
+    /// (includes the debounce window); `None` when nothing was woken.
+    all_woken_rescheduled_ms: Option<f64>,
 }
 
 /// Everything the scenario prints.
@@ -555,11 +555,12 @@ async fn reschedule(settings: &Settings) -> Result<RescheduleSummary> {
             tokio::time::sleep(Duration::from_micros(500)).await;
         };
         hub.quiet().await;
+        let woken = m.wakeups.get() - w0;
         changes.push(LabelChange {
             change: format!("{key}: {before} -> {value}"),
-            placements_woken: m.wakeups.get() - w0,
+            placements_woken: woken,
             placements_with_new_decisions: m.decision_changes.get() - d0,
-            all_woken_rescheduled_ms: done.as_secs_f64() * 1e3,
+            all_woken_rescheduled_ms: (woken > 0).then(|| done.as_secs_f64() * 1e3),
         });
     }
     let summary = RescheduleSummary {
