@@ -82,6 +82,41 @@ if [ "$n" -lt "$CLUSTERS" ]; then
   echo "error: only $n of $CLUSTERS clusters became Available; logs are in $RUN" >&2
   exit 1
 fi
+echo
+echo "\$ flotilla apply -f - (a binding and a placement: the 3 test clusters with the most CPU)"
+"$BIN/flotilla" apply -f - <<'YAML'
+apiVersion: cluster.open-cluster-management.io/v1beta2
+kind: ManagedClusterSetBinding
+metadata:
+  name: default
+  namespace: default
+spec:
+  clusterSet: default
+---
+apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata:
+  name: demo
+  namespace: default
+spec:
+  numberOfClusters: 3
+  prioritizerPolicy:
+    configurations:
+      - scoreCoordinate:
+          builtIn: ResourceAllocatableCPU
+        weight: 2
+      - scoreCoordinate:
+          type: AddOn
+          addOn:
+            resourceName: resource-usage-score
+            scoreName: cpuAvailable
+YAML
+echo
+echo "\$ flotilla get placements -n default"
+"$BIN/flotilla" get placements -n default
+echo
+echo "\$ flotilla get decisions demo -n default"
+"$BIN/flotilla" get decisions demo -n default
 if [ "$ONCE" = 1 ]; then exit 0; fi
 cat <<MSG
 
@@ -91,6 +126,8 @@ The fleet is running. In another terminal:
   $BIN/flotilla label sim-0001 tier=gold
   $BIN/flotilla taint sim-0002 maintenance=true:NoSelect
   $BIN/flotilla watch clusters
+  $BIN/flotilla describe placement demo -n default
+  $BIN/flotilla get addonplacementscores
   curl -s 127.0.0.1:$METRICS_PORT/metrics | grep flotilla_hub_clusters
 Logs: $RUN/*.log. Press Ctrl-C to stop.
 MSG

@@ -604,3 +604,52 @@ async fn simulated_clusters_report_cpu_and_memory_scores_over_nats() {
     sims.stop().await;
     hub.stop().await;
 }
+
+#[tokio::test]
+async fn placement_service_answers_health_checks_and_reflection() {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+    use tonic_reflection::pb::v1::ServerReflectionRequest;
+    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+    let nats = NatsServer::start();
+    let hub = start_hub(config(&nats)).await;
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", hub.grpc_addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let status = HealthClient::new(channel.clone())
+        .check(HealthCheckRequest {
+            service: "flotilla.v1.PlacementService".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .status;
+    assert_eq!(status, ServingStatus::Serving as i32);
+    let req = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::FileContainingSymbol(
+            "flotilla.v1.PlacementService".into(),
+        )),
+    };
+    let msg = ServerReflectionClient::new(channel)
+        .server_reflection_info(tokio_stream::iter(vec![req]))
+        .await
+        .unwrap()
+        .into_inner()
+        .message()
+        .await
+        .unwrap()
+        .unwrap();
+    let Some(MessageResponse::FileDescriptorResponse(files)) = msg.message_response else {
+        panic!("unexpected reflection answer: {msg:?}")
+    };
+    assert!(
+        !files.file_descriptor_proto.is_empty(),
+        "grpcurl can describe PlacementService"
+    );
+    hub.stop().await;
+}

@@ -217,7 +217,7 @@ impl Placements {
             deps.buckets.scores.clone(),
             deps.clusters.clone(),
             metrics.clone(),
-            config.mailbox_capacity.max(1024),
+            config.mailbox_capacity.max(4096),
             shutdown.clone(),
         )
         .await?;
