@@ -83,7 +83,7 @@ if [ "$n" -lt "$CLUSTERS" ]; then
   exit 1
 fi
 echo
-echo "\$ flotilla apply -f - (a binding and a placement: the 3 test clusters with the most CPU)"
+echo "\$ flotilla apply -f - (a binding and a placement: the 3 clusters with the most allocatable and available CPU)"
 "$BIN/flotilla" apply -f - <<'YAML'
 apiVersion: cluster.open-cluster-management.io/v1beta2
 kind: ManagedClusterSetBinding
