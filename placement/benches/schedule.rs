@@ -1,7 +1,7 @@
 //! Scheduler benchmarks: one placement with every prioritizer over 10k and 100k clusters, and
 //! 1,000 placements rescheduled over a 10k-cluster fleet — all of them, and only those one
 //! cluster's label change can affect (what the hub's dispatcher does: filter, rebuild the index,
-//! reschedule the affected).
+//! update the index, reschedule the affected), and what updating the index costs.
 //!
 //! Run with `cargo bench -j 1 -p flotilla-placement --bench schedule`.
 
@@ -136,10 +136,13 @@ fn one_placement(c: &mut Criterion) {
     // Indexing only (Fleet::new), inputs cloned outside the measurement.
     let f = fleet(100_000);
     let inputs = (
-        f.clusters().to_vec(),
+        f.clusters()
+            .iter()
+            .map(|c| (**c).clone())
+            .collect::<Vec<_>>(),
         f.sets().to_vec(),
         f.bindings().to_vec(),
-        f.scores().to_vec(),
+        f.scores().cloned().collect::<Vec<_>>(),
     );
     let mut build = c.benchmark_group("fleet_index");
     build.sample_size(10);
@@ -147,6 +150,19 @@ fn one_placement(c: &mut Criterion) {
         b.iter_batched(
             || inputs.clone(),
             |(cs, sets, bindings, scores)| black_box(Fleet::new(cs, sets, bindings, scores)),
+            BatchSize::LargeInput,
+        )
+    });
+    // What the hub does instead of rebuilding: update one cluster in place, publish a clone.
+    build.bench_function("fleet_clone_100000", |b| b.iter(|| black_box(f.clone())));
+    let relabelled = (*f.clusters()[1236]).clone().label("env", "dev");
+    build.bench_function("upsert_one_cluster_100000", |b| {
+        b.iter_batched(
+            || f.clone(),
+            |mut fleet| {
+                fleet.upsert_cluster(relabelled.clone());
+                black_box(fleet)
+            },
             BatchSize::LargeInput,
         )
     });
@@ -226,23 +242,15 @@ fn label_change(c: &mut Criterion) {
         .collect();
     // cluster-001236 (prod, aws, zone z6): env prod -> dev is read by the 250 env=prod placements.
     let i = 1236;
-    let old = base.clusters()[i].clone();
+    let old = (*base.clusters()[i]).clone();
     let new = old.clone().label("env", "dev");
     let mut group = c.benchmark_group("label_change");
     group.sample_size(10);
     group.bench_function("1000_placements_10000_clusters_env_change", |b| {
         b.iter_batched(
-            || {
-                let mut cs = base.clusters().to_vec();
-                cs[i] = new.clone();
-                (
-                    cs,
-                    base.sets().to_vec(),
-                    base.bindings().to_vec(),
-                    base.scores().to_vec(),
-                )
-            },
-            |(cs, sets, bindings, scores)| {
+            || base.clone(),
+            |mut fleet| {
+                // As the hub's dispatcher: filter, update its fleet, publish a copy, reschedule.
                 let affected: Vec<usize> = filters
                     .iter()
                     .enumerate()
@@ -251,7 +259,8 @@ fn label_change(c: &mut Criterion) {
                     })
                     .map(|(k, _)| k)
                     .collect();
-                let fleet = Fleet::new(cs, sets, bindings, scores);
+                fleet.upsert_cluster(new.clone());
+                let fleet = std::sync::Arc::new(fleet.clone());
                 let mut selected = 0usize;
                 for k in &affected {
                     let input = PlacementInput::new(&placements[*k], now())

@@ -7,14 +7,16 @@
 //! unknown value can never match, `NotIn` of it always does).
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use crate::selector::{LabelSelector, Operator, SelectorError};
 
-/// String ↔ id table shared by label and claim keys and values.
+/// String ↔ id table shared by label and claim keys and values. Append-only: ids stay valid
+/// while the fleet is updated. `Arc<str>` so that cloning a fleet does not copy every string.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Strings {
-    ids: HashMap<String, u32>,
-    names: Vec<String>,
+    ids: HashMap<Arc<str>, u32>,
+    names: Vec<Arc<str>>,
 }
 
 impl Strings {
@@ -23,8 +25,9 @@ impl Strings {
             return id;
         }
         let id = u32::try_from(self.names.len()).expect("more than u32::MAX distinct strings");
-        self.ids.insert(s.to_owned(), id);
-        self.names.push(s.to_owned());
+        let s: Arc<str> = s.into();
+        self.ids.insert(s.clone(), id);
+        self.names.push(s);
         id
     }
 
@@ -42,10 +45,12 @@ impl Strings {
 pub(crate) struct PairTable {
     spans: Vec<(u32, u32)>,
     pairs: Vec<(u32, u32)>,
+    /// Pairs no span points at any more (left behind by [`PairTable::replace`]).
+    garbage: usize,
 }
 
 impl PairTable {
-    pub(crate) fn push(&mut self, strings: &mut Strings, map: &BTreeMap<String, String>) {
+    fn append(&mut self, strings: &mut Strings, map: &BTreeMap<String, String>) -> (u32, u32) {
         let start = self.pairs.len();
         self.pairs.extend(
             map.iter()
@@ -53,10 +58,44 @@ impl PairTable {
         );
         self.pairs[start..].sort_unstable();
         let len = self.pairs.len() - start;
-        self.spans.push((
+        (
             u32::try_from(start).expect("label table overflow"),
             u32::try_from(len).expect("label table overflow"),
-        ));
+        )
+    }
+
+    pub(crate) fn push(&mut self, strings: &mut Strings, map: &BTreeMap<String, String>) {
+        let span = self.append(strings, map);
+        self.spans.push(span);
+    }
+
+    /// Replaces cluster `idx`'s pairs. The old ones become garbage, compacted away once they
+    /// outnumber the live ones.
+    pub(crate) fn replace(
+        &mut self,
+        idx: u32,
+        strings: &mut Strings,
+        map: &BTreeMap<String, String>,
+    ) {
+        let old = self.spans[idx as usize];
+        self.garbage += old.1 as usize;
+        let span = self.append(strings, map);
+        self.spans[idx as usize] = span;
+        if self.garbage > 1024 && self.garbage * 2 > self.pairs.len() {
+            self.compact();
+        }
+    }
+
+    fn compact(&mut self) {
+        let mut pairs = Vec::with_capacity(self.pairs.len() - self.garbage);
+        for span in &mut self.spans {
+            let (start, len) = *span;
+            let new_start = u32::try_from(pairs.len()).expect("label table overflow");
+            pairs.extend_from_slice(&self.pairs[start as usize..(start + len) as usize]);
+            *span = (new_start, len);
+        }
+        self.pairs = pairs;
+        self.garbage = 0;
     }
 
     /// The value id of `key` on cluster `idx`.

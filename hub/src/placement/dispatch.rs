@@ -55,32 +55,51 @@ struct Tracked {
     decided: HashSet<String>,
 }
 
-/// The scheduler's inputs in plain form, from which a [`Snapshot`] is built. Moved to the
-/// blocking pool for a rebuild and back.
-#[derive(Default)]
+/// The scheduler's inputs: one [`Fleet`] kept up to date change by change (cluster
+/// removals are batched into one re-index per window), and fleet-wide decision counts. A
+/// [`Snapshot`] is a clone of it — integer tables and reference counts, not cluster data.
 struct Index {
-    clusters: HashMap<String, sched::Cluster>,
-    sets: Vec<sched::ManagedClusterSet>,
-    bindings: Vec<sched::ManagedClusterSetBinding>,
-    scores: HashMap<String, sched::AddOnPlacementScore>,
+    fleet: Fleet,
+    /// Clusters removed from the inventory but still in `fleet` until the next publication.
+    removed: HashSet<String>,
     counts: HashMap<String, u32>,
     fleet_dirty: bool,
     counts_dirty: bool,
 }
 
+impl Default for Index {
+    fn default() -> Self {
+        Self {
+            fleet: Fleet::new(vec![], vec![], vec![], vec![]),
+            removed: HashSet::new(),
+            counts: HashMap::new(),
+            fleet_dirty: false,
+            counts_dirty: false,
+        }
+    }
+}
+
 impl Index {
+    /// The scheduler's current view of a cluster (`None` once removed).
+    fn cluster(&self, name: &str) -> Option<&sched::Cluster> {
+        if self.removed.contains(name) {
+            None
+        } else {
+            self.fleet.cluster(name)
+        }
+    }
+
     /// A snapshot reusing `old`'s parts that did not change.
     fn build(&mut self, old: &Snapshot, metrics: &PlacementMetrics) -> Snapshot {
         let fleet = if self.fleet_dirty {
             let _t = Timer::start(&metrics.fleet_rebuild_seconds);
             metrics.fleet_rebuilds.inc();
             self.fleet_dirty = false;
-            Arc::new(Fleet::new(
-                self.clusters.values().cloned().collect(),
-                self.sets.clone(),
-                self.bindings.clone(),
-                self.scores.values().cloned().collect(),
-            ))
+            if !self.removed.is_empty() {
+                let gone: Vec<String> = self.removed.drain().collect();
+                self.fleet.remove_clusters(&gone);
+            }
+            Arc::new(self.fleet.clone())
         } else {
             old.fleet.clone()
         };
@@ -161,9 +180,8 @@ impl Dispatcher {
             metrics,
             sources,
         };
-        d.reload_clusters();
         d.reload_sets();
-        d.reload_scores();
+        d.reload_fleet();
         d.reload_placements();
         let old = d.snapshot.borrow().clone();
         let snap = d.index.build(&old, &d.metrics);
@@ -171,52 +189,51 @@ impl Dispatcher {
         (d, ReceiversHandle(receivers))
     }
 
-    fn reload_clusters(&mut self) {
-        self.index.clusters = self
+    /// Rebuilds the fleet from the inventories (at start, and after a lagging receiver).
+    fn reload_fleet(&mut self) {
+        let f = &self.index.fleet;
+        let (sets, bindings) = (f.sets().to_vec(), f.bindings().to_vec());
+        let clusters = self
             .sources
             .clusters
             .snapshot()
             .iter()
-            .map(|c| {
-                let v = convert::cluster(c);
-                (v.name.clone(), v)
-            })
+            .map(|c| convert::cluster(c))
             .collect();
+        let scores = self
+            .sources
+            .scores
+            .snapshot()
+            .iter()
+            .map(|s| convert::score(s))
+            .collect();
+        self.index.fleet = Fleet::new(clusters, sets, bindings, scores);
+        self.index.removed.clear();
         self.index.fleet_dirty = true;
     }
 
     fn reload_sets(&mut self) {
-        self.index.sets = self
+        let sets: Vec<sched::ManagedClusterSet> = self
             .sources
             .sets
             .sets()
             .iter()
             .map(convert::cluster_set)
             .collect();
-        self.index.bindings = self
+        let bindings: Vec<sched::ManagedClusterSetBinding> = self
             .sources
             .sets
             .list_bindings("")
             .iter()
             .map(convert::binding)
             .collect();
-        self.index.fleet_dirty = true;
         for t in self.placements.values_mut() {
             t.filter = t
                 .spec
                 .as_ref()
-                .map(|s| ChangeFilter::new(s, &self.index.sets, &self.index.bindings));
+                .map(|s| ChangeFilter::new(s, &sets, &bindings));
         }
-    }
-
-    fn reload_scores(&mut self) {
-        self.index.scores = self
-            .sources
-            .scores
-            .with_prefix("")
-            .into_iter()
-            .map(|(k, s)| (k.to_string(), convert::score(&s)))
-            .collect();
+        self.index.fleet.set_sets(sets, bindings);
         self.index.fleet_dirty = true;
     }
 
@@ -233,7 +250,7 @@ impl Dispatcher {
         let spec = convert::placement(&view.placement).ok();
         let filter = spec
             .as_ref()
-            .map(|s| ChangeFilter::new(s, &self.index.sets, &self.index.bindings));
+            .map(|s| ChangeFilter::new(s, self.index.fleet.sets(), self.index.fleet.bindings()));
         let decided = decided_of(view);
         for c in &decided {
             *self.index.counts.entry(c.clone()).or_default() += 1;
@@ -279,7 +296,7 @@ impl Dispatcher {
             ChangeKind::Deleted => None,
             _ => Some(convert::cluster(&change.object)),
         };
-        let old = self.index.clusters.get(&name);
+        let old = self.index.cluster(&name);
         if old == new.as_ref() {
             return;
         }
@@ -293,25 +310,34 @@ impl Dispatcher {
             }
         }
         match new {
-            Some(c) => self.index.clusters.insert(name, c),
-            None => self.index.clusters.remove(&name),
-        };
+            Some(c) => {
+                self.index.removed.remove(&name);
+                self.index.fleet.upsert_cluster(c);
+            }
+            // Removals re-index the fleet: batched, once per publication.
+            None => {
+                self.index.removed.insert(name);
+            }
+        }
         self.index.fleet_dirty = true;
         self.touch();
     }
 
     fn on_score(&mut self, change: Change<AddOnPlacementScore>) {
-        let key = change.key.to_string();
+        let removed = convert::score(&change.object);
         let new = match change.kind {
             ChangeKind::Deleted => None,
-            _ => Some(convert::score(&change.object)),
+            _ => Some(removed.clone()),
         };
-        let old = self.index.scores.get(&key);
+        let old = self
+            .index
+            .fleet
+            .score(&removed.cluster, &removed.resource_name);
         if old == new.as_ref() {
             return;
         }
         if let Some(s) = new.as_ref().or(old)
-            && let Some(cluster) = self.index.clusters.get(&s.cluster)
+            && let Some(cluster) = self.index.cluster(&s.cluster)
         {
             for (pkey, t) in &self.placements {
                 let affected = t.filter.as_ref().is_some_and(|f| {
@@ -327,8 +353,12 @@ impl Dispatcher {
             }
         }
         match new {
-            Some(s) => self.index.scores.insert(key, s),
-            None => self.index.scores.remove(&key),
+            Some(s) => self.index.fleet.upsert_score(s),
+            None => {
+                self.index
+                    .fleet
+                    .remove_score(&removed.cluster, &removed.resource_name);
+            }
         };
         self.index.fleet_dirty = true;
         self.touch();
@@ -376,8 +406,7 @@ impl Dispatcher {
         }
         tracing::debug!(
             pending = self.pending.len(),
-            clusters = self.index.clusters.len(),
-            bindings = self.index.bindings.len(),
+            clusters = self.index.fleet.clusters().len(),
             "flushing placement changes"
         );
         for key in std::mem::take(&mut self.pending) {
@@ -393,7 +422,7 @@ impl Dispatcher {
             Ok(c) => self.on_cluster(c),
             Err(RecvError::Lagged(n)) => {
                 tracing::warn!(missed = n, "cluster changes lagged; resynchronising");
-                self.reload_clusters();
+                self.reload_fleet();
                 self.wake_all();
             }
             Err(RecvError::Closed) => return false,
@@ -417,7 +446,7 @@ impl Dispatcher {
             Ok(s) => self.on_score(s),
             Err(RecvError::Lagged(n)) => {
                 tracing::warn!(missed = n, "score changes lagged; resynchronising");
-                self.reload_scores();
+                self.reload_fleet();
                 self.wake_all();
             }
             Err(RecvError::Closed) => return false,

@@ -265,6 +265,35 @@ fn mutate(c: &Cluster, m: &Mutation) -> Cluster {
     c
 }
 
+/// One update to a fleet.
+#[derive(Debug, Clone)]
+enum Update {
+    Change(usize, Mutation),
+    Add(Cluster),
+    Remove(usize),
+    Score(usize, Option<i32>, Option<u64>),
+    RemoveScore(usize),
+    /// A score for a cluster that may not exist yet.
+    ScoreFor(String, i32),
+    Bind(Vec<&'static str>),
+}
+
+fn update() -> impl Strategy<Value = Update> {
+    prop_oneof![
+        4 => (any::<usize>(), mutation()).prop_map(|(i, m)| Update::Change(i, m)),
+        2 => (cluster(0), 0u32..1000).prop_map(|(mut c, n)| {
+            c.name = format!("n{n:03}");
+            Update::Add(c)
+        }),
+        1 => any::<usize>().prop_map(Update::Remove),
+        2 => (any::<usize>(), prop::option::of(-100i32..=100), prop::option::of(0u64..600))
+            .prop_map(|(i, v, u)| Update::Score(i, v, u)),
+        1 => any::<usize>().prop_map(Update::RemoveScore),
+        1 => (0u32..1000, -100i32..=100).prop_map(|(n, v)| Update::ScoreFor(format!("n{n:03}"), v)),
+        1 => prop::sample::subsequence(vec!["s1", "s2", "global", "prod-ab"], 0..=4).prop_map(Update::Bind),
+    ]
+}
+
 /// Everything a run needs besides the placement.
 #[derive(Debug, Clone)]
 struct Case {
@@ -514,5 +543,82 @@ proptest! {
             let after = changed.run_on(&changed.fleet(), &p, c.now);
             prop_assert_eq!(before, after, "{:?} on {} was ignored but moved the schedule", m, old.name);
         }
+    }
+
+    #[test]
+    fn an_updated_fleet_schedules_like_a_fresh_one(
+        c in case(40),
+        p in placement(true),
+        updates in prop::collection::vec(update(), 0..40),
+    ) {
+        let mut fleet = c.fleet();
+        let mut clusters = c.clusters.clone();
+        let mut bindings = c.bindings.clone();
+        let mut scores: std::collections::BTreeMap<String, AddOnPlacementScore> = c
+            .scores
+            .iter()
+            .map(|s| (s.cluster.clone(), s.clone()))
+            .collect();
+        for u in &updates {
+            match u {
+                Update::Change(i, m) if !clusters.is_empty() => {
+                    let k = i % clusters.len();
+                    let new = mutate(&clusters[k], m);
+                    clusters[k] = new.clone();
+                    fleet.upsert_cluster(new);
+                }
+                Update::Add(new) => {
+                    match clusters.iter().position(|x| x.name == new.name) {
+                        Some(k) => clusters[k] = new.clone(),
+                        None => clusters.push(new.clone()),
+                    }
+                    fleet.upsert_cluster(new.clone());
+                }
+                Update::Remove(i) if !clusters.is_empty() => {
+                    let gone = clusters.remove(i % clusters.len());
+                    prop_assert!(fleet.remove_cluster(&gone.name));
+                }
+                Update::Score(i, v, until) if !clusters.is_empty() => {
+                    let name = clusters[i % clusters.len()].name.clone();
+                    let mut s = AddOnPlacementScore::new(name.clone(), "load");
+                    if let Some(v) = v {
+                        s = s.score("free", *v);
+                    }
+                    s.valid_until = until.map(t);
+                    scores.insert(name, s.clone());
+                    fleet.upsert_score(s);
+                }
+                Update::RemoveScore(i) if !clusters.is_empty() => {
+                    let name = clusters[i % clusters.len()].name.clone();
+                    let was = scores.remove(&name).is_some();
+                    prop_assert_eq!(fleet.remove_score(&name, "load"), was);
+                }
+                Update::ScoreFor(name, v) => {
+                    let s = AddOnPlacementScore::new(name.clone(), "load").score("free", *v);
+                    scores.insert(name.clone(), s.clone());
+                    fleet.upsert_score(s);
+                }
+                Update::Bind(sets_bound) => {
+                    bindings = sets_bound
+                        .iter()
+                        .map(|s| ManagedClusterSetBinding::new(NS, *s))
+                        .collect();
+                    fleet.set_sets(sets(), bindings.clone());
+                }
+                _ => {}
+            }
+        }
+        let fresh = Fleet::new(
+            clusters.clone(),
+            sets(),
+            bindings,
+            scores.values().cloned().collect(),
+        );
+        let input = PlacementInput::new(&p, c.now)
+            .current_decisions(&c.current)
+            .other_decision_counts(&c.counts);
+        let a = fleet.explain(&input).expect("generated specs are valid");
+        let b = fresh.explain(&input).expect("generated specs are valid");
+        prop_assert_eq!(a, b);
     }
 }
