@@ -2,8 +2,10 @@
 //! deterministic Rust over plain input types. No I/O, no clock: time is a parameter.
 //!
 //! The hub converts its API objects into these types, builds a [`Fleet`] (clusters, sets,
-//! bindings, AddOn scores), and calls [`Fleet::schedule`] per placement; it writes the returned
-//! PlacementDecision pages and status, and sets a timer at [`Schedule::requeue_at`].
+//! bindings, AddOn scores) and keeps it up to date with [`Fleet::upsert_cluster`] and friends,
+//! calls [`Fleet::schedule`] per placement — only for placements a change can affect
+//! ([`ChangeFilter`]) — writes the returned PlacementDecision pages and status, and sets a timer
+//! at [`Schedule::requeue_at`].
 //!
 //! ```
 //! use std::time::SystemTime;

@@ -3,11 +3,14 @@
 //! placements a change can affect. It never messages cluster actors; it reads their change
 //! broadcasts.
 //!
-//! Changes are debounced: the first change opens a window of `PlacementConfig::debounce`; at
-//! its end the fleet index is rebuilt once (if anything it holds changed and some placement is
-//! woken), published, and every placement collected in the window is woken. A burst of 10,000
-//! lease expiries therefore costs one rebuild and one scheduling run per affected placement, and
-//! changes no placement can see cost no rebuild until one is needed.
+//! The dispatcher keeps one [`Fleet`] index up to date change by change (an update touches only
+//! the changed cluster or score; cluster removals are batched into one re-index). Changes are
+//! debounced: the first change opens a window of `PlacementConfig::debounce`; at its end, if
+//! anything changed and some placement is woken, a copy of the index is published (a clone copies
+//! integer tables and reference counts, not cluster data), and every placement collected in the
+//! window is woken. A burst of 10,000 lease expiries therefore costs one publication and one
+//! scheduling run per affected placement, and changes no placement can see cost no publication
+//! until one is needed.
 //!
 //! Which placements a change can affect ([`flotilla_placement::ChangeFilter`]): a cluster change
 //! matters to a placement only if it touches what the placement reads (label and claim keys of
@@ -15,7 +18,7 @@
 //! them) and the cluster is decided for it, reaches it (eligible set and predicates) before or
 //! after, or becomes or stops being a candidate; changes the scheduler cannot see at all
 //! (conditions, lease renewals) match nothing. A score change matters to placements that use that
-//! AddOnPlacementScore on a decided or reachable cluster. Set and binding changes rebuild every
+//! AddOnPlacementScore on a decided or reachable cluster. Set and binding changes re-index, rebuild every
 //! filter and wake every placement (they are rare). A lagging broadcast receiver resynchronises
 //! from the inventory and wakes everybody.
 
@@ -92,8 +95,8 @@ impl Index {
     /// A snapshot reusing `old`'s parts that did not change.
     fn build(&mut self, old: &Snapshot, metrics: &PlacementMetrics) -> Snapshot {
         let fleet = if self.fleet_dirty {
-            let _t = Timer::start(&metrics.fleet_rebuild_seconds);
-            metrics.fleet_rebuilds.inc();
+            let _t = Timer::start(&metrics.snapshot_seconds);
+            metrics.snapshots.inc();
             self.fleet_dirty = false;
             if !self.removed.is_empty() {
                 let gone: Vec<String> = self.removed.drain().collect();
@@ -371,7 +374,7 @@ impl Dispatcher {
             self.pending.remove(&key);
         } else {
             self.track(&key, &change.object);
-            // A new or changed spec was scheduled against a fleet that is about to be rebuilt
+            // A new or changed spec was scheduled against a fleet that is about to be replaced
             // without the dispatcher knowing its filter: it looks again once the fleet is.
             let spec = self.placements.get(&key).and_then(|t| t.spec.as_ref());
             if self.index.fleet_dirty && old_spec.as_ref() != spec {
@@ -382,15 +385,15 @@ impl Dispatcher {
         self.touch();
     }
 
-    /// Ends a debounce window: rebuilds and publishes the snapshot if anything changed and a
+    /// Ends a debounce window: publishes a new snapshot if anything changed and a
     /// placement is about to read it (`force` for API calls), then wakes the collected placements.
-    /// A change that wakes nobody leaves the rebuild for later: a placement it cannot affect
+    /// A change that wakes nobody leaves the publication for later: a placement it cannot affect
     /// schedules the same against the older snapshot.
     async fn flush(&mut self, force: bool) {
         self.deadline = None;
         let dirty = self.index.fleet_dirty || self.index.counts_dirty;
         if dirty && (force || !self.pending.is_empty()) {
-            // The rebuild is CPU-bound (tens of ms at 100,000 clusters): keep it off the async
+            // Batched removals re-index (tens of ms at 100,000 clusters): keep it off the async
             // workers.
             let mut index = std::mem::take(&mut self.index);
             let old = self.snapshot.borrow().clone();
@@ -400,7 +403,7 @@ impl Dispatcher {
                 (index, snap)
             })
             .await
-            .expect("fleet rebuild panicked");
+            .expect("publishing the fleet snapshot panicked");
             self.index = index;
             self.snapshot.send_replace(Arc::new(snap));
         }

@@ -22,10 +22,10 @@ pub struct PlacementMetrics {
     pub schedules: Family<OutcomeLabels, Counter>,
     /// Seconds one scheduling run computes (filters, scores, selection, groups; not storage).
     pub schedule_seconds: Histogram,
-    /// Fleet index rebuilds (after cluster, set, binding or score changes).
-    pub fleet_rebuilds: Counter,
-    /// Seconds a fleet index rebuild takes.
-    pub fleet_rebuild_seconds: Histogram,
+    /// Fleet snapshots published (after cluster, set, binding or score changes).
+    pub snapshots: Counter,
+    /// Seconds publishing a snapshot takes (batched cluster removals, then a copy of the index).
+    pub snapshot_seconds: Histogram,
     /// Placements woken because a change could affect them.
     pub wakeups: Counter,
     /// Placements whose set of decided clusters changed.
@@ -47,8 +47,8 @@ impl PlacementMetrics {
         let m = Self {
             schedules: Family::default(),
             schedule_seconds: Histogram::new(seconds_buckets()),
-            fleet_rebuilds: Counter::default(),
-            fleet_rebuild_seconds: Histogram::new(seconds_buckets()),
+            snapshots: Counter::default(),
+            snapshot_seconds: Histogram::new(seconds_buckets()),
             wakeups: Counter::default(),
             decision_changes: Counter::default(),
             score_updates: Counter::default(),
@@ -65,14 +65,14 @@ impl PlacementMetrics {
                 m.schedule_seconds.clone(),
             );
             r.register(
-                "fleet_rebuilds",
-                "Rebuilds of the scheduler's fleet index",
-                m.fleet_rebuilds.clone(),
+                "snapshots",
+                "Fleet snapshots published to placement actors",
+                m.snapshots.clone(),
             );
             r.register(
-                "fleet_rebuild_seconds",
-                "Seconds a fleet index rebuild takes",
-                m.fleet_rebuild_seconds.clone(),
+                "snapshot_seconds",
+                "Seconds publishing a fleet snapshot takes",
+                m.snapshot_seconds.clone(),
             );
             r.register(
                 "wakeups",
