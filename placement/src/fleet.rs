@@ -37,29 +37,47 @@ pub(crate) struct ScoreValue {
     pub(crate) valid_until: Option<SystemTime>,
 }
 
-/// The values of one (resourceName, scoreName), with each cluster's position for updates.
+/// The values of one (resourceName, scoreName), with each cluster's position for updates
+/// (built on the first update: a freshly indexed fleet only appends).
 #[derive(Debug, Clone, Default)]
 struct ScoreColumn {
     values: Vec<ScoreValue>,
-    pos: HashMap<u32, usize>,
+    pos: Option<HashMap<u32, usize>>,
 }
 
 impl ScoreColumn {
+    /// Appends during a bulk build (one object per cluster and resource, so no duplicates).
+    fn append(&mut self, v: ScoreValue) {
+        if let Some(pos) = &mut self.pos {
+            pos.insert(v.cluster, self.values.len());
+        }
+        self.values.push(v);
+    }
+
+    fn positions(&mut self) -> &mut HashMap<u32, usize> {
+        let values = &self.values;
+        self.pos.get_or_insert_with(|| {
+            values
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (v.cluster, i))
+                .collect()
+        })
+    }
+
     fn upsert(&mut self, v: ScoreValue) {
-        match self.pos.get(&v.cluster) {
-            Some(&i) => self.values[i] = v,
-            None => {
-                self.pos.insert(v.cluster, self.values.len());
-                self.values.push(v);
-            }
+        let at = self.positions().get(&v.cluster).copied();
+        match at {
+            Some(i) => self.values[i] = v,
+            None => self.append(v),
         }
     }
 
     fn remove(&mut self, cluster: u32) {
-        if let Some(i) = self.pos.remove(&cluster) {
+        if let Some(i) = self.positions().remove(&cluster) {
             self.values.swap_remove(i);
-            if let Some(moved) = self.values.get(i) {
-                self.pos.insert(moved.cluster, i);
+            if let Some(moved) = self.values.get(i).map(|v| v.cluster) {
+                self.positions().insert(moved, i);
             }
         }
     }
@@ -198,8 +216,22 @@ impl Fleet {
             labels,
             claims,
         };
+        fleet.scores.reserve(scores.len());
         for s in scores {
-            fleet.upsert_score_arc(s);
+            let key: ScoreKey = (
+                Arc::from(s.cluster.as_str()),
+                Arc::from(s.resource_name.as_str()),
+            );
+            let idx = fleet.index.get(s.cluster.as_str()).copied();
+            match (fleet.scores.insert(key, s.clone()), idx) {
+                // A second object for the same cluster and resource: the later one wins.
+                (Some(old), Some(i)) => {
+                    fleet.unfile_score(i, &old);
+                    fleet.file_score(i, &s, false);
+                }
+                (None, Some(i)) => fleet.file_score(i, &s, true),
+                (_, None) => {}
+            }
         }
         fleet
     }
@@ -248,7 +280,7 @@ impl Fleet {
                     .map(|(_, s)| s.clone())
                     .collect();
                 for s in waiting {
-                    self.file_score(i, &s);
+                    self.file_score(i, &s, false);
                 }
                 i
             }
@@ -324,7 +356,7 @@ impl Fleet {
             self.unfile_score(i, &old);
         }
         if let Some(i) = idx {
-            self.file_score(i, &score);
+            self.file_score(i, &score, false);
         }
     }
 
@@ -340,7 +372,8 @@ impl Fleet {
         true
     }
 
-    fn file_score(&mut self, cluster: u32, s: &AddOnPlacementScore) {
+    /// Files a score's values; `bulk` appends (nothing of this cluster is filed yet).
+    fn file_score(&mut self, cluster: u32, s: &AddOnPlacementScore, bulk: bool) {
         // Look up before inserting: most objects share a few resource and score names.
         if !self.score_values.contains_key(&s.resource_name) {
             self.score_values
@@ -356,10 +389,11 @@ impl Fleet {
                 valid_until: s.valid_until,
             };
             match by_name.get_mut(name) {
+                Some(col) if bulk => col.append(entry),
                 Some(col) => col.upsert(entry),
                 None => {
                     let mut col = ScoreColumn::default();
-                    col.upsert(entry);
+                    col.append(entry);
                     by_name.insert(name.clone(), col);
                 }
             }
