@@ -104,6 +104,41 @@ fi
 echo
 echo "\$ flotilla describe work hello-work-demo --cluster sim-0001"
 "$BIN/flotilla" describe work hello-work-demo --cluster sim-0001
+echo
+echo "\$ flotilla apply -f - (a binding and a placement: the 3 clusters with the most allocatable and available CPU)"
+"$BIN/flotilla" apply -f - <<'YAML'
+apiVersion: cluster.open-cluster-management.io/v1beta2
+kind: ManagedClusterSetBinding
+metadata:
+  name: default
+  namespace: default
+spec:
+  clusterSet: default
+---
+apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata:
+  name: demo
+  namespace: default
+spec:
+  numberOfClusters: 3
+  prioritizerPolicy:
+    configurations:
+      - scoreCoordinate:
+          builtIn: ResourceAllocatableCPU
+        weight: 2
+      - scoreCoordinate:
+          type: AddOn
+          addOn:
+            resourceName: resource-usage-score
+            scoreName: cpuAvailable
+YAML
+echo
+echo "\$ flotilla get placements -n default"
+"$BIN/flotilla" get placements -n default
+echo
+echo "\$ flotilla get decisions demo -n default"
+"$BIN/flotilla" get decisions demo -n default
 if [ "$ONCE" = 1 ]; then exit 0; fi
 cat <<MSG
 
@@ -115,6 +150,9 @@ The fleet is running. In another terminal:
   $BIN/flotilla watch clusters
   $BIN/flotilla proxy sim-0001 get deployments
   $BIN/flotilla delete work hello-work-demo --cluster sim-0001
+echo
+  $BIN/flotilla describe placement demo -n default
+  $BIN/flotilla get addonplacementscores
   curl -s 127.0.0.1:$METRICS_PORT/metrics | grep flotilla_hub_clusters
 Logs: $RUN/*.log. Press Ctrl-C to stop.
 MSG

@@ -8,6 +8,10 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use thiserror::Error;
 
+pub mod placement;
+
+pub use placement::{AddOnPlacementScore, Placement, PlacementDecision};
+
 /// API group/version of clusters.
 pub const CLUSTER_V1: &str = "cluster.open-cluster-management.io/v1";
 /// API group/version of sets and bindings.
@@ -589,11 +593,17 @@ pub enum Document {
     Binding(v1::ManagedClusterSetBinding),
     /// A ManifestWork.
     Work(v1::ManifestWork),
+    /// A Placement.
+    Placement(v1::Placement),
+    /// An AddOnPlacementScore.
+    Score(v1::AddOnPlacementScore),
 }
 
 const SUPPORTED: &str = "cluster.open-cluster-management.io/v1beta2 ManagedClusterSet, \
 cluster.open-cluster-management.io/v1beta2 ManagedClusterSetBinding, \
-work.open-cluster-management.io/v1 ManifestWork";
+work.open-cluster-management.io/v1 ManifestWork, \
+cluster.open-cluster-management.io/v1beta1 Placement, \
+cluster.open-cluster-management.io/v1alpha1 AddOnPlacementScore";
 
 /// Parses multi-document YAML (or JSON) into objects. Every document is parsed; the result has
 /// one entry per non-empty document, in order, so a caller can report all errors at once and
@@ -674,6 +684,21 @@ fn parse_document(doc: usize, value: serde_yaml::Value) -> Result<Document, DocE
             w.to_proto()
                 .map(Document::Work)
                 .map_err(|m| field_err("", m))
+        }
+        _ if api_version == placement::CLUSTER_V1BETA1 && kind == "Placement" => {
+            let p: Placement = typed(doc, &kind, &name, value)?;
+            p.to_proto()
+                .map(Document::Placement)
+                .map_err(|m| field_err("metadata.resourceVersion", m))
+        }
+        _ if api_version == placement::CLUSTER_V1ALPHA1 && kind == "AddOnPlacementScore" => {
+            let s: AddOnPlacementScore = typed(doc, &kind, &name, value)?;
+            s.to_proto()
+                .map(Document::Score)
+                .map_err(|m| match m.split_once(": ") {
+                    Some((path, message)) => field_err(path, message.to_string()),
+                    None => field_err("", m),
+                })
         }
         _ => Err(DocError::Unsupported {
             doc,

@@ -9,6 +9,7 @@
 //!   nats-server 2.9 and newer, and a bulk loader for KV state.
 //! - [`ids`]: resource ids (UUIDv5) and status hashes.
 //! - [`process`]: signal handling and RSS for the binaries.
+//! - [`scores`]: AddOnPlacementScore reports (event type, status subject).
 
 #![deny(missing_docs)]
 
@@ -17,6 +18,7 @@ pub mod envelope;
 pub mod ids;
 pub mod jetstream;
 pub mod process;
+pub mod scores;
 pub mod subjects;
 
 pub use envelope::{EnvelopeError, Event, EventType};

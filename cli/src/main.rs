@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 use flotilla_api::ocm::{self, Document};
 use flotilla_api::v1::cluster_service_client::ClusterServiceClient;
 use flotilla_api::v1::cluster_set_service_client::ClusterSetServiceClient;
+use flotilla_api::v1::placement_service_client::PlacementServiceClient;
 use flotilla_api::v1::work_service_client::WorkServiceClient;
 use flotilla_api::v1::{
     ClusterNamesRequest, DeleteBindingRequest, DeleteClusterRequest, DeleteWorkRequest,
@@ -12,13 +13,17 @@ use flotilla_api::v1::{
     ListBindingsRequest, ListClusterSetsRequest, ListClustersRequest, ListWorksRequest,
     ProxyGetRequest, TaintClusterRequest, WatchClustersRequest, WatchWorksRequest,
 };
+use flotilla_api::v1::{
+    ListPlacementsRequest, ListScoresRequest, PlacementRef, ScoreRef, WatchPlacementsRequest,
+};
 use flotilla_cli::edits;
 use flotilla_cli::output::{self, Format};
+use flotilla_cli::placement as pout;
 use std::io::Read;
 use std::process::ExitCode;
 use tonic::transport::Channel;
 
-/// Operate a Flotilla hub: clusters, cluster sets and bindings.
+/// Operate a Flotilla hub: clusters, cluster sets and bindings, works, placements.
 #[derive(Parser, Debug)]
 #[command(name = "flotilla", version)]
 struct Cli {
@@ -156,6 +161,31 @@ enum GetWhat {
         #[arg(short = 'n', long)]
         namespace: Option<String>,
     },
+    /// Placements: NAME, STATUS, REASON, SELECTEDCLUSTERS.
+    #[command(alias = "placement")]
+    Placements {
+        /// Only these placements (requires --namespace).
+        names: Vec<String>,
+        /// Namespace (all namespaces, with a NAMESPACE column, when omitted).
+        #[arg(short = 'n', long)]
+        namespace: Option<String>,
+    },
+    /// The PlacementDecisions of a placement.
+    #[command(alias = "decision", alias = "placementdecisions")]
+    Decisions {
+        /// Placement name.
+        placement: String,
+        /// Namespace of the placement.
+        #[arg(short = 'n', long, default_value = "default")]
+        namespace: String,
+    },
+    /// AddOnPlacementScores.
+    #[command(alias = "addonplacementscore", alias = "scores")]
+    Addonplacementscores {
+        /// Only scores of this cluster (the score's namespace).
+        #[arg(short = 'c', long, alias = "namespace", short_alias = 'n')]
+        cluster: Option<String>,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -164,6 +194,15 @@ enum DescribeWhat {
     Cluster {
         /// Name.
         name: String,
+    },
+    /// A Placement: status, decisions, and for every candidate cluster whether each filter
+    /// passed and each prioritizer's score (OCM's debug endpoint).
+    Placement {
+        /// Name.
+        name: String,
+        /// Namespace.
+        #[arg(short = 'n', long, default_value = "default")]
+        namespace: String,
     },
     /// A ManifestWork: conditions, per-manifest conditions and feedback.
     Work {
@@ -203,6 +242,23 @@ enum DeleteWhat {
         #[arg(short = 'n', long, required = true)]
         namespace: String,
     },
+    /// A Placement and its PlacementDecisions.
+    Placement {
+        /// Name.
+        name: String,
+        /// Namespace.
+        #[arg(short = 'n', long, default_value = "default")]
+        namespace: String,
+    },
+    /// An AddOnPlacementScore.
+    #[command(alias = "score")]
+    Addonplacementscore {
+        /// Name.
+        name: String,
+        /// Cluster (the score's namespace).
+        #[arg(short = 'c', long, alias = "namespace", short_alias = 'n')]
+        cluster: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -218,6 +274,12 @@ enum WatchWhat {
         /// Only works of this cluster.
         #[arg(short = 'c', long, alias = "namespace", short_alias = 'n')]
         cluster: Option<String>,
+    },
+    /// Placements and their decisions: current state, then every change.
+    Placements {
+        /// Namespace (all when omitted).
+        #[arg(short = 'n', long)]
+        namespace: Option<String>,
     },
 }
 
@@ -248,6 +310,12 @@ impl Hub {
 
     fn sets(&self) -> ClusterSetServiceClient<Channel> {
         ClusterSetServiceClient::new(self.channel.clone())
+    }
+
+    fn placements(&self) -> PlacementServiceClient<Channel> {
+        // A placement over 100,000 clusters has 1,000 decision pages.
+        PlacementServiceClient::new(self.channel.clone())
+            .max_decoding_message_size(64 * 1024 * 1024)
     }
 
     fn works(&self) -> WorkServiceClient<Channel> {
@@ -321,6 +389,9 @@ async fn run(cli: Cli) -> Result<()> {
                     namespace,
                 },
         } => proxy_get(&hub, fmt, cluster, kind, name, namespace).await,
+        Command::Describe {
+            what: DescribeWhat::Placement { name, namespace },
+        } => describe_placement(&hub, fmt, namespace, name).await,
         Command::Describe {
             what: DescribeWhat::Cluster { name },
         } => {
@@ -398,6 +469,9 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Watch {
             what: WatchWhat::Works { cluster },
         } => watch_works(&hub, fmt, cluster).await,
+        Command::Watch {
+            what: WatchWhat::Placements { namespace },
+        } => watch_placements(&hub, fmt, namespace).await,
     }
 }
 
@@ -448,6 +522,32 @@ async fn apply(hub: &Hub, docs: Vec<Document>) -> Result<()> {
                     let generation = r.into_inner().metadata.map_or(0, |m| m.generation);
                     format!(
                         "manifestwork.work.open-cluster-management.io/{} applied (cluster {}, generation {generation})",
+                        m.name, m.namespace
+                    )
+                })
+            }
+            Document::Placement(p) => {
+                let m = p.metadata.clone().unwrap_or_default();
+                hub.placements().apply_placement(p).await.map(|r| {
+                    let p = r.into_inner();
+                    let st = p.status.unwrap_or_default();
+                    let mut line = format!(
+                        "placement.cluster.open-cluster-management.io/{} applied (namespace {}, {} clusters selected)",
+                        m.name, m.namespace, st.number_of_selected_clusters
+                    );
+                    if let Some(c) = flotilla_api::meta::find_condition(&st.conditions, "PlacementMisconfigured")
+                        .filter(|c| c.status == "True")
+                    {
+                        line.push_str(&format!("\nwarning: PlacementMisconfigured: {}", c.message));
+                    }
+                    line
+                })
+            }
+            Document::Score(sc) => {
+                let m = sc.metadata.clone().unwrap_or_default();
+                hub.placements().apply_score(sc).await.map(|_| {
+                    format!(
+                        "addonplacementscore.cluster.open-cluster-management.io/{} applied (cluster {})",
                         m.name, m.namespace
                     )
                 })
@@ -642,6 +742,61 @@ async fn get(hub: &Hub, fmt: Format, what: GetWhat) -> Result<()> {
                 }
             }
         }
+        GetWhat::Placements { names, namespace } => {
+            get_placements(hub, fmt, names, namespace).await?
+        }
+        GetWhat::Decisions {
+            placement,
+            namespace,
+        } => {
+            let items = hub
+                .placements()
+                .list_decisions(PlacementRef {
+                    namespace,
+                    name: placement,
+                })
+                .await
+                .map_err(status)?
+                .into_inner()
+                .items;
+            match fmt {
+                Format::Table => {
+                    let rows: Vec<_> = items.iter().map(pout::decision_row).collect();
+                    print!("{}", output::table(&pout::DECISION_COLUMNS, &rows));
+                }
+                f => {
+                    let objs = items.iter().map(ocm::PlacementDecision::from).collect();
+                    print!(
+                        "{}",
+                        output::structured(f, objs, false).map_err(|e| anyhow!(e))?
+                    );
+                }
+            }
+        }
+        GetWhat::Addonplacementscores { cluster } => {
+            let items = hub
+                .placements()
+                .list_scores(ListScoresRequest {
+                    cluster: cluster.unwrap_or_default(),
+                })
+                .await
+                .map_err(status)?
+                .into_inner()
+                .items;
+            match fmt {
+                Format::Table => {
+                    let rows: Vec<_> = items.iter().map(pout::score_row).collect();
+                    print!("{}", output::table(&pout::SCORE_COLUMNS, &rows));
+                }
+                f => {
+                    let objs = items.iter().map(ocm::AddOnPlacementScore::from).collect();
+                    print!(
+                        "{}",
+                        output::structured(f, objs, false).map_err(|e| anyhow!(e))?
+                    );
+                }
+            }
+        }
         GetWhat::Clustersetbindings { namespace } => {
             let items = hub
                 .sets()
@@ -706,6 +861,26 @@ async fn delete(hub: &Hub, what: DeleteWhat) -> Result<()> {
                 .await
                 .map_err(status)?;
             println!("managedclusterset/{name} deleted");
+        }
+        DeleteWhat::Placement { name, namespace } => {
+            hub.placements()
+                .delete_placement(PlacementRef {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                })
+                .await
+                .map_err(status)?;
+            println!("placement/{name} deleted (namespace {namespace})");
+        }
+        DeleteWhat::Addonplacementscore { name, cluster } => {
+            hub.placements()
+                .delete_score(ScoreRef {
+                    cluster: cluster.clone(),
+                    name: name.clone(),
+                })
+                .await
+                .map_err(status)?;
+            println!("addonplacementscore/{name} deleted (cluster {cluster})");
         }
         DeleteWhat::Clustersetbinding { name, namespace } => {
             hub.sets()
@@ -844,6 +1019,163 @@ async fn proxy_get(
             "{}",
             output::structured(f, values, name.is_some()).map_err(|e| anyhow!(e))?
         ),
+    }
+    Ok(())
+}
+
+async fn get_placements(
+    hub: &Hub,
+    fmt: Format,
+    names: Vec<String>,
+    namespace: Option<String>,
+) -> Result<()> {
+    let items = if names.is_empty() {
+        hub.placements()
+            .list_placements(ListPlacementsRequest {
+                namespace: namespace.clone().unwrap_or_default(),
+            })
+            .await
+            .map_err(status)?
+            .into_inner()
+            .items
+    } else {
+        let Some(ns) = &namespace else {
+            bail!("get placements NAME needs --namespace NS");
+        };
+        let mut v = Vec::new();
+        for name in &names {
+            v.push(
+                hub.placements()
+                    .get_placement(PlacementRef {
+                        namespace: ns.clone(),
+                        name: name.clone(),
+                    })
+                    .await
+                    .map_err(status)?
+                    .into_inner(),
+            );
+        }
+        v
+    };
+    match fmt {
+        Format::Table => {
+            if items.is_empty() {
+                eprintln!("No placements found.");
+                return Ok(());
+            }
+            if namespace.is_some() {
+                let rows: Vec<_> = items.iter().map(pout::placement_row).collect();
+                print!("{}", output::table(&pout::PLACEMENT_COLUMNS, &rows));
+            } else {
+                let mut header = vec!["NAMESPACE"];
+                header.extend(pout::PLACEMENT_COLUMNS);
+                let rows: Vec<_> = items
+                    .iter()
+                    .map(|p| {
+                        let mut row = vec![
+                            p.metadata
+                                .as_ref()
+                                .map(|m| m.namespace.clone())
+                                .unwrap_or_default(),
+                        ];
+                        row.extend(pout::placement_row(p));
+                        row
+                    })
+                    .collect();
+                print!("{}", output::table(&header, &rows));
+            }
+        }
+        f => {
+            let objs = items.iter().map(ocm::Placement::from).collect();
+            print!(
+                "{}",
+                output::structured(f, objs, names.len() == 1).map_err(|e| anyhow!(e))?
+            );
+        }
+    }
+    Ok(())
+}
+
+async fn describe_placement(hub: &Hub, fmt: Format, namespace: String, name: String) -> Result<()> {
+    let r = PlacementRef { namespace, name };
+    let debug = hub
+        .placements()
+        .debug_placement(r.clone())
+        .await
+        .map_err(status)?
+        .into_inner();
+    match fmt {
+        Format::Table => {
+            let decisions = hub
+                .placements()
+                .list_decisions(r)
+                .await
+                .map_err(status)?
+                .into_inner()
+                .items;
+            print!("{}", pout::describe_placement(&debug, &decisions));
+        }
+        f => print!(
+            "{}",
+            output::structured(f, vec![pout::described(&debug)], true).map_err(|e| anyhow!(e))?
+        ),
+    }
+    Ok(())
+}
+
+async fn watch_placements(hub: &Hub, fmt: Format, namespace: Option<String>) -> Result<()> {
+    let mut stream = hub
+        .placements()
+        .watch_placements(WatchPlacementsRequest {
+            namespace: namespace.unwrap_or_default(),
+            name: String::new(),
+        })
+        .await
+        .map_err(status)?
+        .into_inner();
+    if fmt == Format::Table {
+        let mut header = vec!["EVENT", "NAMESPACE"];
+        header.extend(pout::PLACEMENT_COLUMNS);
+        header.push("DECISIONS");
+        print!("{}", output::table(&header, &[]));
+    }
+    while let Some(ev) = stream.message().await.map_err(status)? {
+        let kind = flotilla_api::v1::EventType::try_from(ev.r#type)
+            .map(|t| {
+                t.as_str_name()
+                    .trim_start_matches("EVENT_TYPE_")
+                    .to_string()
+            })
+            .unwrap_or_default();
+        let Some(p) = ev.placement else { continue };
+        match fmt {
+            Format::Table => {
+                let clusters: Vec<String> = ev
+                    .decisions
+                    .iter()
+                    .flat_map(|d| d.status.iter().flat_map(|s| s.decisions.iter()))
+                    .map(|c| c.cluster_name.clone())
+                    .collect();
+                let mut row = vec![
+                    kind,
+                    p.metadata
+                        .as_ref()
+                        .map(|m| m.namespace.clone())
+                        .unwrap_or_default(),
+                ];
+                row.extend(pout::placement_row(&p));
+                row.push(clusters.join(","));
+                println!("{}", row.join("   "));
+            }
+            f => {
+                let text = output::structured(f, vec![ocm::Placement::from(&p)], true)
+                    .map_err(|e| anyhow!(e))?;
+                if f == Format::Yaml {
+                    println!("---");
+                }
+                print!("{text}");
+            }
+        }
     }
     Ok(())
 }

@@ -3,6 +3,8 @@
 //! - [`cluster`]: one actor per ManagedCluster (registration, acceptance, leases, status, admin
 //!   edits) and the registry that spawns them; pure OCM rules in [`cluster::rules`].
 //! - [`clusterset`]: ManagedClusterSets and bindings.
+//! - [`placement`]: one actor per Placement over the shared inventory, the dispatcher that
+//!   reschedules only affected placements, AddOnPlacementScores.
 //! - [`inventory`]: the shared read view of all clusters plus a change broadcast.
 //! - [`router`]: NATS subscriptions (registrations, the status stream) → actors.
 //! - [`store`]: typed JetStream KV buckets.
@@ -18,6 +20,7 @@ pub mod clusterset;
 pub mod grpc;
 pub mod inventory;
 pub mod metrics;
+pub mod placement;
 pub mod router;
 pub mod store;
 
@@ -29,6 +32,7 @@ use crate::router::RouterConfig;
 use crate::store::{Bucket, StoreError};
 use flotilla_api::v1::cluster_service_server::ClusterServiceServer;
 use flotilla_api::v1::cluster_set_service_server::ClusterSetServiceServer;
+use flotilla_api::v1::placement_service_server::PlacementServiceServer;
 use flotilla_api::v1::work_service_server::WorkServiceServer;
 use flotilla_bus::connect::{self, NatsConfig};
 use flotilla_bus::jetstream::{self as js, StreamOptions};
@@ -59,6 +63,8 @@ pub struct Config {
     pub router: RouterConfig,
     /// JetStream storage and replication.
     pub stream: StreamOptions,
+    /// Placement settings.
+    pub placement: placement::PlacementConfig,
 }
 
 impl Config {
@@ -73,6 +79,7 @@ impl Config {
             cluster: ClusterConfig::default(),
             router: RouterConfig::default(),
             stream: StreamOptions::default(),
+            placement: placement::PlacementConfig::default(),
         }
     }
 }
@@ -114,6 +121,8 @@ pub struct Hub {
     pub clusters: Clusters,
     /// Metrics.
     pub metrics: Arc<Metrics>,
+    /// Placements, their decisions and AddOnPlacementScores.
+    pub placements: placement::Placements,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -251,6 +260,20 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
 
     let (shutdown, shutdown_rx) = watch::channel(false);
     let mut tasks = Vec::new();
+    let (placements, dispatcher) = placement::Placements::start(
+        placement::Deps {
+            buckets: placement::Buckets::open(&jetstream, config.stream).await?,
+            clusters: inventory.clone(),
+            sets: sets.clone(),
+            metrics: metrics.clone(),
+        },
+        config.placement.clone(),
+        shutdown_rx.clone(),
+    )
+    .await?;
+    tasks.push(dispatcher);
+    let mut router_config = config.router.clone();
+    router_config.scores = Some(placements.scores().clone());
     tasks.push(tokio::spawn(router::run_registrations(
         nats.clone(),
         clusters.clone(),
@@ -269,7 +292,7 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         opened.status_stream,
         clusters.clone(),
         metrics.clone(),
-        config.router.clone(),
+        router_config,
         shutdown_rx.clone(),
     )));
 
@@ -282,6 +305,9 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         .await;
     health_reporter
         .set_serving::<WorkServiceServer<grpc::work::WorkApi>>()
+        .await;
+    health_reporter
+        .set_serving::<PlacementServiceServer<grpc::placement::PlacementApi>>()
         .await;
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(flotilla_api::FILE_DESCRIPTOR_SET)
@@ -307,7 +333,10 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
             ))
             .max_decoding_message_size(8 * 1024 * 1024)
             .max_encoding_message_size(8 * 1024 * 1024),
-        );
+        )
+        .add_service(PlacementServiceServer::new(
+            grpc::placement::PlacementApi::new(placements.clone()),
+        ));
     let mut rx = shutdown_rx.clone();
     tasks.push(tokio::spawn(async move {
         let incoming = tokio_stream::wrappers::TcpListenerStream::new(grpc_listener);
@@ -336,6 +365,7 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         works,
         clusters,
         metrics,
+        placements,
         shutdown,
         tasks,
     })

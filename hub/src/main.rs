@@ -55,6 +55,17 @@ struct Args {
     /// JetStream replicas for the hub's streams (3 on a NATS cluster).
     #[arg(long, default_value_t = 1)]
     replicas: usize,
+    /// Milliseconds cluster, set, binding and score changes are collected before the affected
+    /// placements are rescheduled (one fleet index rebuild per window).
+    #[arg(long, env = "FLOTILLA_PLACEMENT_DEBOUNCE_MS", default_value_t = 100)]
+    placement_debounce_ms: u64,
+    /// Placements using AddOn scores are rescheduled at least this often (OCM: 300).
+    #[arg(
+        long,
+        env = "FLOTILLA_PLACEMENT_ADDON_RESYNC_SECONDS",
+        default_value_t = 300
+    )]
+    placement_addon_resync_seconds: u64,
 }
 
 fn main() -> ExitCode {
@@ -91,6 +102,15 @@ fn main() -> ExitCode {
             args.default_lease_duration_seconds
         ));
     }
+    if args.placement_debounce_ms > 60_000 {
+        errors.push(format!(
+            "--placement-debounce-ms: {} is above 60000",
+            args.placement_debounce_ms
+        ));
+    }
+    if args.placement_addon_resync_seconds == 0 {
+        errors.push("--placement-addon-resync-seconds: must be at least 1".into());
+    }
     if args.lease_grace_multiplier == 0 {
         errors.push("--lease-grace-multiplier: must be at least 1".into());
     }
@@ -114,6 +134,9 @@ fn main() -> ExitCode {
     config.cluster.lease_grace_multiplier = args.lease_grace_multiplier;
     config.cluster.mailbox_capacity = args.mailbox_capacity;
     config.stream.replicas = args.replicas;
+    config.placement.debounce = std::time::Duration::from_millis(args.placement_debounce_ms);
+    config.placement.addon_resync =
+        std::time::Duration::from_secs(args.placement_addon_resync_seconds);
 
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,

@@ -142,6 +142,13 @@ impl Metrics {
         m
     }
 
+    /// Registers a component's own metrics under `flotilla_hub_<prefix>_…`, so components
+    /// (placement) keep their metrics next to their code.
+    pub fn register_component(&self, prefix: &str, register: impl FnOnce(&mut Registry)) {
+        let mut registry = self.registry.lock().expect("metrics registry lock");
+        register(registry.sub_registry_with_prefix(prefix));
+    }
+
     /// Counts a received event.
     pub fn received(&self, event_type: &str) {
         self.events_received

@@ -32,6 +32,9 @@ pub struct RouterConfig {
     pub max_ack_pending: i64,
     /// Redelivery delay for unacknowledged status.
     pub ack_wait: Duration,
+    /// Where AddOnPlacementScore reports go (set by the hub at start; without it they are
+    /// rejected as an unknown type).
+    pub scores: Option<crate::placement::scores::Scores>,
 }
 
 impl Default for RouterConfig {
@@ -40,6 +43,7 @@ impl Default for RouterConfig {
             max_event_bytes: flotilla_bus::envelope::DEFAULT_MAX_EVENT_BYTES,
             max_ack_pending: 20_000,
             ack_wait: Duration::from_secs(30),
+            scores: None,
         }
     }
 }
@@ -482,6 +486,13 @@ async fn handle_status(
                 ack: Some(msg),
             })))
         }
+        (flotilla_bus::scores::KIND_SCORE, Some(rid))
+            if event.event_type == flotilla_bus::scores::report_type() =>
+        {
+            let rid = rid.to_string();
+            route_score(clusters, metrics, config, &subject, event, &rid, msg).await;
+            return;
+        }
         _ => {
             reject(
                 &ty,
@@ -495,5 +506,85 @@ async fn handle_status(
     if dispatched.is_err() {
         // Not acknowledged: JetStream redelivers it after ack_wait.
         metrics.dropped("cluster");
+    }
+}
+
+/// Routes an AddOnPlacementScore report to the score store (scores are not the cluster actor's
+/// business), with the same discipline as the other status kinds: bad input is rejected,
+/// counted and acknowledged; a full mailbox is a counted drop left for redelivery.
+async fn route_score(
+    clusters: &Clusters,
+    metrics: &Metrics,
+    config: &RouterConfig,
+    subject: &str,
+    event: Event,
+    rid: &str,
+    msg: jetstream::Message,
+) {
+    use crate::placement::scores::{self, ScoreReport};
+    use flotilla_api::v1::AddOnPlacementScoreReport;
+    let ty = event.event_type.to_string();
+    let reject = |reason: &str, why: String| {
+        metrics.rejected(&ty, reason);
+        tracing::warn!(subject = %subject, reason, error = %why, "score report rejected");
+    };
+    let Some(sink) = &config.scores else {
+        reject(
+            "unknown_type",
+            "this hub does not take score reports".into(),
+        );
+        let _ = msg.ack().await;
+        return;
+    };
+    let report = match event.decode_data::<AddOnPlacementScoreReport>("AddOnPlacementScoreReport") {
+        Ok(r) => r,
+        Err(e) => {
+            reject(&e.reason(), e.to_string());
+            let _ = msg.ack().await;
+            return;
+        }
+    };
+    if report.cluster_name != event.cluster
+        || flotilla_bus::scores::resource_id(&report.cluster_name, &report.resource_name) != rid
+    {
+        reject(
+            "clustername_mismatch",
+            format!(
+                "clusterName {:?} / resourceName {:?} do not match the subject ({:?}, {rid:?})",
+                report.cluster_name, report.resource_name, event.cluster
+            ),
+        );
+        let _ = msg.ack().await;
+        return;
+    }
+    if let Err(why) = scores::validate_report(&report) {
+        reject("invalid_status", why);
+        let _ = msg.ack().await;
+        return;
+    }
+    let accepted = clusters
+        .shared()
+        .inventory
+        .get(&report.cluster_name)
+        .is_some_and(|c| rules::accepted(&c));
+    if !accepted {
+        reject(
+            "not_accepted",
+            format!("cluster {:?} is not accepted", report.cluster_name),
+        );
+        let _ = msg.ack().await;
+        return;
+    }
+    let sequence = event.sequence_id;
+    if sink
+        .try_report(ScoreReport {
+            report,
+            sequence,
+            ack: Some(msg),
+        })
+        .is_err()
+    {
+        // Not acknowledged: JetStream redelivers it after ack_wait.
+        metrics.dropped("scores");
     }
 }

@@ -4,6 +4,10 @@
 //!   time until every cluster is accepted and Available, and this process's RSS per agent.
 //! - `fanout`: then one work per cluster; time until all are Applied and Available at the hub,
 //!   per-cluster latency percentiles, hub CPU seconds and peak RSS.
+//! - `placement`: the hub's placement machinery in-process over a synthetic inventory of 10,000
+//!   and 100,000 clusters, against a real nats-server ([`placement`]).
+
+mod placement;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
@@ -69,6 +73,28 @@ enum Scenario {
         /// Give up after this many seconds.
         #[arg(long, default_value_t = 600)]
         timeout_seconds: u64,
+    },
+    /// One placement with every prioritizer over C clusters, then P placements rescheduled after
+    /// one cluster's label changes (in-process placement machinery, synthetic inventory).
+    Placement {
+        /// NATS URL of a dedicated nats-server (the scenario writes the placement buckets).
+        #[arg(long, default_value = "nats://127.0.0.1:4222")]
+        nats_url: String,
+        /// Fleet sizes of the one-placement measurement (repeatable).
+        #[arg(long = "clusters", default_values_t = [10_000usize, 100_000])]
+        clusters: Vec<usize>,
+        /// Placements in the reschedule measurement.
+        #[arg(long, default_value_t = 1000)]
+        placements: usize,
+        /// Fleet size of the reschedule measurement.
+        #[arg(long, default_value_t = 10_000)]
+        reschedule_clusters: usize,
+        /// Dispatcher debounce in milliseconds.
+        #[arg(long, default_value_t = 10)]
+        debounce_ms: u64,
+        /// Scheduling runs averaged for the compute time.
+        #[arg(long, default_value_t = 20)]
+        repeats: usize,
     },
 }
 
@@ -350,6 +376,25 @@ async fn main() -> Result<()> {
             )
             .await?
         }
+        Scenario::Placement {
+            nats_url,
+            clusters,
+            placements,
+            reschedule_clusters,
+            debounce_ms,
+            repeats,
+        } => {
+            let summary = placement::run(placement::Settings {
+                nats_url,
+                clusters,
+                placements,
+                reschedule_clusters,
+                debounce: Duration::from_millis(debounce_ms),
+                repeats,
+            })
+            .await?;
+            println!("{}", serde_json::to_string_pretty(&summary)?);
+        }
         Scenario::Register {
             nats_url,
             hub,
@@ -366,6 +411,8 @@ async fn main() -> Result<()> {
             config.name_prefix = name_prefix.clone();
             config.start_rate = start_rate;
             config.pending_poll = Duration::from_secs(2);
+            // Registration only: no score reports competing for the hub.
+            config.scores = None;
             let t0 = Instant::now();
             let fleet = Fleet::start(&config).await;
             let started = t0.elapsed();

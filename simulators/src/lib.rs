@@ -1,8 +1,13 @@
 //! A simulated fleet: many real agent instances (in-memory state, [`SimBackend`] clusters) in
 //! one process, with varied labels, claims and capacities so that placement and the demo have
 //! something to choose from. Each agent has its own NATS connection, like a real edge cluster.
+//!
+//! [`scores`]: the fleet also reports `cpuAvailable` / `memAvailable` AddOnPlacementScores for
+//! its clusters.
 
 #![deny(missing_docs)]
+
+pub mod scores;
 
 use flotilla_agent::backend::Backend;
 use flotilla_agent::backend::sim::{SimBackend, SimConfig};
@@ -36,6 +41,8 @@ pub struct FleetConfig {
     pub resync_interval: Duration,
     /// Time for simulated workloads to become ready.
     pub ready_delay: Duration,
+    /// AddOnPlacementScore reports (`None` = none).
+    pub scores: Option<scores::ScoreConfig>,
 }
 
 impl FleetConfig {
@@ -52,6 +59,7 @@ impl FleetConfig {
             work_status_interval: Duration::from_secs(2),
             resync_interval: Duration::from_secs(300),
             ready_delay: Duration::from_secs(1),
+            scores: Some(scores::ScoreConfig::every(Duration::from_secs(30))),
         }
     }
 }
@@ -145,6 +153,24 @@ impl Fleet {
             });
             if config.start_rate > 0 && (n + 1) % config.start_rate.max(1) as usize == 0 {
                 tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+        if let Some(sc) = &config.scores {
+            let reporting: Vec<(String, Arc<dyn Backend>, usize)> = backends
+                .iter()
+                .enumerate()
+                .map(|(n, (name, b))| {
+                    let b: Arc<dyn Backend> = b.clone();
+                    (name.clone(), b, config.first_index + n)
+                })
+                .collect();
+            let nats =
+                flotilla_bus::connect::NatsConfig::new(&config.nats_url, "flotilla-sim-scores");
+            match flotilla_bus::connect::connect(&nats, None).await {
+                Ok(client) => {
+                    tasks.spawn(scores::run(client, reporting, sc.clone(), stop_rx.clone()));
+                }
+                Err(e) => tracing::error!(error = %e, "score reporter cannot connect; no scores"),
             }
         }
         Self {

@@ -39,6 +39,9 @@ struct Args {
     /// Milliseconds until simulated workloads become ready.
     #[arg(long, default_value_t = 1000)]
     ready_delay_ms: u64,
+    /// Seconds between AddOnPlacementScore reports (cpuAvailable, memAvailable); 0 = none.
+    #[arg(long, default_value_t = 30)]
+    score_interval_seconds: u64,
 }
 
 #[tokio::main]
@@ -62,6 +65,9 @@ async fn main() -> anyhow::Result<()> {
     config.status_interval = Duration::from_secs(args.status_interval_seconds.max(1));
     config.work_status_interval = Duration::from_millis(args.work_status_interval_ms.max(100));
     config.ready_delay = Duration::from_millis(args.ready_delay_ms);
+    config.scores = (args.score_interval_seconds > 0).then(|| {
+        flotilla_sim::scores::ScoreConfig::every(Duration::from_secs(args.score_interval_seconds))
+    });
     if let Some(e) = flotilla_api::names::validate_cluster_name(&flotilla_sim::cluster_name(
         &config.name_prefix,
         1,

@@ -4,6 +4,7 @@
 
 pub mod cluster;
 pub mod clusterset;
+pub mod placement;
 pub mod work;
 
 use crate::cluster::ClusterError;

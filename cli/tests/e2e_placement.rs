@@ -1,0 +1,410 @@
+//! End-to-end placement with the real binaries (nats-server, flotilla-hub, flotilla-agent,
+//! flotilla-sim, flotilla): the seed `placement1` example applied as OCM users write it, the
+//! `gpu` taint hidden unless tolerated, `describe placement`'s per-cluster verdicts and scores,
+//! AddOnPlacementScores from YAML and from simulated clusters, bad input, delete.
+//!
+//! The binaries must be built first (`cargo build --workspace --bins`; `scripts/test.sh` does).
+
+use flotilla_testkit::{NatsServer, Proc, binary, free_port};
+use serde_json::Value;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const SOON: Duration = Duration::from_secs(30);
+
+fn start_hub(nats: &NatsServer, dir: &std::path::Path) -> (Proc, String) {
+    let port = free_port();
+    let mut cmd = Command::new(binary("flotilla-hub"));
+    cmd.args(["--nats-url", &nats.url()])
+        .args(["--grpc-listen", &format!("127.0.0.1:{port}")])
+        .args(["--metrics-listen", &format!("127.0.0.1:{}", free_port())])
+        .args(["--auto-accept", "--default-lease-duration-seconds", "1"])
+        .args(["--lease-grace-multiplier", "3"])
+        .env("RUST_LOG", "info");
+    (
+        Proc::spawn("flotilla-hub", cmd, dir.join("hub.log")),
+        format!("http://127.0.0.1:{port}"),
+    )
+}
+
+fn start_agent(
+    nats: &NatsServer,
+    dir: &std::path::Path,
+    name: &str,
+    platform: &str,
+    purpose: &str,
+) -> Proc {
+    let mut cmd = Command::new(binary("flotilla-agent"));
+    cmd.args(["--cluster-name", name, "--nats-url", &nats.url()])
+        .arg("--state-dir")
+        .arg(dir.join(format!("state-{name}")))
+        .args(["--label", &format!("purpose={purpose}")])
+        .args(["--sim-platform", platform])
+        .args([
+            "--pending-poll-seconds",
+            "1",
+            "--status-interval-seconds",
+            "1",
+        ]);
+    Proc::spawn("flotilla-agent", cmd, dir.join(format!("agent-{name}.log")))
+}
+
+/// Runs the CLI; returns (success, stdout, stderr).
+fn cli(hub: &str, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(binary("flotilla"))
+        .args(["--hub", hub])
+        .args(args)
+        .output()
+        .expect("run flotilla");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn cli_ok(hub: &str, args: &[&str]) -> String {
+    let (ok, out, err) = cli(hub, args);
+    assert!(ok, "flotilla {args:?} failed: {err}\n{out}");
+    out
+}
+
+fn wait_for<T>(what: &str, logs: &[&Proc], mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + SOON;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        if Instant::now() > deadline {
+            let logs: Vec<String> = logs.iter().map(|p| p.output()).collect();
+            panic!("timed out waiting for {what}\n{}", logs.join("\n"));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+const SETS: &str = r#"
+apiVersion: cluster.open-cluster-management.io/v1beta2
+kind: ManagedClusterSet
+metadata:
+  name: prod
+---
+apiVersion: cluster.open-cluster-management.io/v1beta2
+kind: ManagedClusterSetBinding
+metadata:
+  name: prod
+  namespace: default
+spec:
+  clusterSet: prod
+"#;
+
+/// The seed example, exactly as in OCM's docs.
+const PLACEMENT1: &str = r#"
+apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata:
+  name: placement1
+  namespace: default
+spec:
+  numberOfClusters: 3
+  clusterSets:
+    - prod
+  predicates:
+    - requiredClusterSelector:
+        labelSelector:
+          matchLabels:
+            purpose: test
+        claimSelector:
+          matchExpressions:
+            - key: platform.open-cluster-management.io
+              operator: In
+              values:
+                - aws
+"#;
+
+fn row<'a>(table: &'a str, first: &str) -> Option<&'a str> {
+    table
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(first))
+}
+
+#[test]
+fn operator_applies_the_seed_placement1_and_follows_its_decisions() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let (hub_proc, hub) = start_hub(&nats, dir.path());
+    let agents = [
+        start_agent(&nats, dir.path(), "cluster1", "aws", "test"),
+        start_agent(&nats, dir.path(), "cluster2", "aws", "test"),
+        start_agent(&nats, dir.path(), "cluster3", "aws", "test"),
+        start_agent(&nats, dir.path(), "cluster4", "gcp", "test"),
+    ];
+    let mut logs: Vec<&Proc> = vec![&hub_proc];
+    logs.extend(agents.iter());
+    wait_for("four Available clusters", &logs, || {
+        let (ok, out, _) = cli(&hub, &["get", "clusters", "-o", "json"]);
+        let v: Value = serde_json::from_str(&out).ok()?;
+        let items = v["items"].as_array()?;
+        let available = items
+            .iter()
+            .filter(|c| {
+                c["status"]["conditions"].as_array().is_some_and(|cs| {
+                    cs.iter().any(|x| {
+                        x["type"] == "ManagedClusterConditionAvailable" && x["status"] == "True"
+                    })
+                }) && c["spec"]["taints"].as_array().is_none_or(|t| t.is_empty())
+            })
+            .count();
+        (ok && available == 4).then_some(())
+    });
+    for c in ["cluster1", "cluster2", "cluster3", "cluster4"] {
+        cli_ok(
+            &hub,
+            &[
+                "label",
+                c,
+                "cluster.open-cluster-management.io/clusterset=prod",
+            ],
+        );
+    }
+    let sets = dir.path().join("sets.yaml");
+    std::fs::write(&sets, SETS).unwrap();
+    cli_ok(&hub, &["apply", "-f", sets.to_str().unwrap()]);
+    let file = dir.path().join("placement1.yaml");
+    std::fs::write(&file, PLACEMENT1).unwrap();
+    let out = cli_ok(&hub, &["apply", "-f", file.to_str().unwrap()]);
+    assert!(
+        out.contains("placement.cluster.open-cluster-management.io/placement1 applied"),
+        "{out}"
+    );
+
+    // get placements: clusteradm's columns; three clusters selected.
+    let table = wait_for("placement1 satisfied", &logs, || {
+        let out = cli_ok(&hub, &["get", "placements", "-n", "default"]);
+        row(&out, "placement1")
+            .is_some_and(|r| r.contains("AllDecisionsScheduled") && r.trim_end().ends_with('3'))
+            .then_some(out)
+    });
+    assert_eq!(
+        table
+            .lines()
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .collect::<Vec<_>>(),
+        ["NAME", "STATUS", "REASON", "SELECTEDCLUSTERS"]
+    );
+    assert!(
+        row(&table, "placement1").unwrap().contains("True"),
+        "{table}"
+    );
+    let all_ns = cli_ok(&hub, &["get", "placements"]);
+    assert!(all_ns.starts_with("NAMESPACE"), "{all_ns}");
+
+    // get decisions: one page with the three aws clusters.
+    let decisions = cli_ok(&hub, &["get", "decisions", "placement1", "-n", "default"]);
+    let page = row(&decisions, "placement1-decision-1").expect(&decisions);
+    assert!(page.contains("cluster1,cluster2,cluster3"), "{decisions}");
+    let json: Value = serde_json::from_str(&cli_ok(
+        &hub,
+        &[
+            "get",
+            "decisions",
+            "placement1",
+            "-n",
+            "default",
+            "-o",
+            "json",
+        ],
+    ))
+    .unwrap();
+    let d = &json["items"][0];
+    assert_eq!(d["kind"], "PlacementDecision");
+    assert_eq!(
+        d["apiVersion"],
+        "cluster.open-cluster-management.io/v1beta1"
+    );
+    assert_eq!(
+        d["metadata"]["labels"]["cluster.open-cluster-management.io/placement"],
+        "placement1"
+    );
+    assert_eq!(d["status"]["decisions"].as_array().unwrap().len(), 3);
+    let yaml: serde_yaml::Value = serde_yaml::from_str(&cli_ok(
+        &hub,
+        &[
+            "get",
+            "placements",
+            "placement1",
+            "-n",
+            "default",
+            "-o",
+            "yaml",
+        ],
+    ))
+    .unwrap();
+    assert_eq!(yaml["kind"], "Placement");
+    assert_eq!(yaml["spec"]["numberOfClusters"], 3);
+    assert_eq!(yaml["status"]["numberOfSelectedClusters"], 3);
+
+    // describe: per cluster, each filter and each prioritizer's score.
+    let described = cli_ok(
+        &hub,
+        &["describe", "placement", "placement1", "-n", "default"],
+    );
+    for col in [
+        "CLUSTER",
+        "SELECTED",
+        "PREDICATES",
+        "TAINTTOLERATION",
+        "Balance",
+        "Steady",
+        "TOTAL",
+    ] {
+        assert!(described.contains(col), "missing {col}: {described}");
+    }
+    let c4 = described
+        .lines()
+        .find(|l| l.trim_start().starts_with("cluster4 "))
+        .expect(&described);
+    assert!(c4.contains(" no "), "{described}");
+    assert!(
+        described.contains("cluster4: Predicates: no predicate matched (predicates[0]: claimSelector does not match)"),
+        "{described}"
+    );
+    let c1 = described
+        .lines()
+        .find(|l| l.trim_start().starts_with("cluster1 "))
+        .unwrap();
+    assert!(c1.contains("yes"), "{described}");
+    let dj: Value = serde_json::from_str(&cli_ok(
+        &hub,
+        &[
+            "describe",
+            "placement",
+            "placement1",
+            "-n",
+            "default",
+            "-o",
+            "json",
+        ],
+    ))
+    .unwrap();
+    assert_eq!(dj["eligibleSets"][0], "prod");
+
+    // The gpu taint hides cluster1 ...
+    cli_ok(&hub, &["taint", "cluster1", "gpu=true:NoSelect"]);
+    wait_for("cluster1 dropped for its gpu taint", &logs, || {
+        let out = cli_ok(&hub, &["get", "decisions", "placement1", "-n", "default"]);
+        let r = row(&out, "placement1-decision-1")?;
+        (r.contains("cluster2,cluster3") && !r.contains("cluster1")).then_some(())
+    });
+    let t = cli_ok(&hub, &["get", "placements", "-n", "default"]);
+    assert!(
+        row(&t, "placement1")
+            .unwrap()
+            .contains("NotAllDecisionsScheduled"),
+        "{t}"
+    );
+    // ... unless tolerated (the seed's toleration example).
+    let tolerating = PLACEMENT1.replace(
+        "  numberOfClusters: 3\n",
+        "  numberOfClusters: 3\n  tolerations:\n    - key: gpu\n      value: \"true\"\n      operator: Equal\n",
+    );
+    std::fs::write(&file, tolerating).unwrap();
+    cli_ok(&hub, &["apply", "-f", file.to_str().unwrap()]);
+    wait_for("cluster1 back with a toleration", &logs, || {
+        let out = cli_ok(&hub, &["get", "decisions", "placement1", "-n", "default"]);
+        row(&out, "placement1-decision-1")?
+            .contains("cluster1,cluster2,cluster3")
+            .then_some(())
+    });
+
+    // AddOnPlacementScores from YAML, as a score provider writes them.
+    let score = r#"
+apiVersion: cluster.open-cluster-management.io/v1alpha1
+kind: AddOnPlacementScore
+metadata:
+  name: default
+  namespace: cluster2
+status:
+  scores:
+    - name: cpuratio
+      value: 66
+"#;
+    let sf = dir.path().join("score.yaml");
+    std::fs::write(&sf, score).unwrap();
+    cli_ok(&hub, &["apply", "-f", sf.to_str().unwrap()]);
+    let scores = cli_ok(&hub, &["get", "addonplacementscores", "-c", "cluster2"]);
+    assert!(
+        row(&scores, "cluster2")
+            .is_some_and(|r| r.contains("cpuratio=66") && r.contains("never expires")),
+        "{scores}"
+    );
+
+    // Simulated clusters report cpuAvailable / memAvailable over NATS.
+    let mut sim_cmd = Command::new(binary("flotilla-sim"));
+    sim_cmd.args([
+        "--nats-url",
+        &nats.url(),
+        "--clusters",
+        "2",
+        "--name-prefix",
+        "sim",
+        "--pending-poll-seconds",
+        "1",
+        "--score-interval-seconds",
+        "1",
+    ]);
+    let sim = Proc::spawn("flotilla-sim", sim_cmd, dir.path().join("sim.log"));
+    wait_for("simulated scores", &[&hub_proc, &sim], || {
+        let out = cli_ok(&hub, &["get", "addonplacementscores"]);
+        (out.lines()
+            .filter(|l| {
+                l.starts_with("sim-") && l.contains("cpuAvailable=") && l.contains("memAvailable=")
+            })
+            .count()
+            == 2)
+            .then_some(())
+    });
+
+    // Bad input: rejected naming the field, or applied with a PlacementMisconfigured warning.
+    let bad = PLACEMENT1.replace(
+        "  numberOfClusters: 3\n",
+        "  numberOfClusters: 3\n  prioritizerPolicy:\n    configurations:\n      - scoreCoordinate:\n          builtIn: Balance\n        weight: 11\n",
+    );
+    std::fs::write(&file, &bad).unwrap();
+    let (ok, _, err) = cli(&hub, &["apply", "-f", file.to_str().unwrap()]);
+    assert!(!ok, "weight 11 is rejected");
+    assert!(
+        err.contains("invalid") && err.contains("spec.prioritizerPolicy.configurations[0].weight"),
+        "{err}"
+    );
+    let odd = bad.replace(
+        "builtIn: Balance\n        weight: 11",
+        "builtIn: Cheapest\n        weight: 1",
+    );
+    std::fs::write(&file, &odd).unwrap();
+    let out = cli_ok(&hub, &["apply", "-f", file.to_str().unwrap()]);
+    assert!(
+        out.contains("warning: PlacementMisconfigured") && out.contains("Cheapest"),
+        "{out}"
+    );
+    let t = cli_ok(&hub, &["get", "placements", "-n", "default"]);
+    assert!(
+        row(&t, "placement1").unwrap().contains("Misconfigured"),
+        "{t}"
+    );
+
+    cli_ok(
+        &hub,
+        &["delete", "placement", "placement1", "-n", "default"],
+    );
+    let (ok, out, err) = cli(&hub, &["get", "placements", "-n", "default"]);
+    assert!(
+        ok && out.is_empty() && err.contains("No placements found"),
+        "{out}{err}"
+    );
+    let (ok, _, err) = cli(&hub, &["get", "decisions", "placement1", "-n", "default"]);
+    assert!(!ok && err.contains("not found"), "{err}");
+    drop(sim);
+}

@@ -1,0 +1,208 @@
+//! `flotilla.v1.PlacementService`: Placements, their PlacementDecisions, the scheduler's debug
+//! view, and AddOnPlacementScores.
+
+use crate::inventory::ChangeKind;
+use crate::placement::scores::ScoreError;
+use crate::placement::{PlacementError, PlacementView, Placements};
+use flotilla_api::v1::placement_service_server::PlacementService;
+use flotilla_api::v1::{
+    AddOnPlacementScore, DeletePlacementResponse, DeleteScoreResponse, EventType,
+    ListDecisionsResponse, ListPlacementsRequest, ListPlacementsResponse, ListScoresRequest,
+    ListScoresResponse, Placement, PlacementDebug, PlacementEvent, PlacementRef, ScoreRef,
+    WatchPlacementsRequest,
+};
+use std::pin::Pin;
+use tokio::sync::broadcast::error::RecvError;
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status};
+
+impl From<PlacementError> for Status {
+    fn from(e: PlacementError) -> Self {
+        match &e {
+            PlacementError::Invalid(_) => Status::invalid_argument(e.to_string()),
+            PlacementError::NotFound(_) | PlacementError::Gone(_) => {
+                Status::not_found(e.to_string())
+            }
+            PlacementError::Conflict(_) => Status::aborted(e.to_string()),
+            PlacementError::Unavailable(_) => Status::unavailable(e.to_string()),
+        }
+    }
+}
+
+impl From<ScoreError> for Status {
+    fn from(e: ScoreError) -> Self {
+        match &e {
+            ScoreError::Invalid(_) => Status::invalid_argument(e.to_string()),
+            ScoreError::NotFound(_) => Status::not_found(e.to_string()),
+            ScoreError::Unavailable(_) | ScoreError::Gone => Status::unavailable(e.to_string()),
+        }
+    }
+}
+
+/// The service implementation.
+pub struct PlacementApi {
+    placements: Placements,
+}
+
+impl PlacementApi {
+    /// A service over the placement registry.
+    pub fn new(placements: Placements) -> Self {
+        Self { placements }
+    }
+
+    fn view(&self, r: &PlacementRef) -> Result<std::sync::Arc<PlacementView>, Status> {
+        self.placements.get(&r.namespace, &r.name).ok_or_else(|| {
+            Status::not_found(format!("Placement {}/{} not found", r.namespace, r.name))
+        })
+    }
+}
+
+type WatchStream = Pin<Box<dyn Stream<Item = Result<PlacementEvent, Status>> + Send>>;
+
+fn matches(view: &PlacementView, namespace: &str, name: &str) -> bool {
+    let m = view.placement.metadata.as_ref();
+    let (ns, n) = m.map_or(("", ""), |m| (m.namespace.as_str(), m.name.as_str()));
+    (namespace.is_empty() || ns == namespace) && (name.is_empty() || n == name)
+}
+
+fn event(ty: EventType, view: &PlacementView) -> PlacementEvent {
+    PlacementEvent {
+        r#type: ty as i32,
+        placement: Some(view.placement.clone()),
+        decisions: view.decisions.clone(),
+    }
+}
+
+#[tonic::async_trait]
+impl PlacementService for PlacementApi {
+    async fn apply_placement(
+        &self,
+        req: Request<Placement>,
+    ) -> Result<Response<Placement>, Status> {
+        Ok(Response::new(
+            self.placements.apply(req.into_inner()).await?,
+        ))
+    }
+
+    async fn get_placement(
+        &self,
+        req: Request<PlacementRef>,
+    ) -> Result<Response<Placement>, Status> {
+        Ok(Response::new(self.view(req.get_ref())?.placement.clone()))
+    }
+
+    async fn list_placements(
+        &self,
+        req: Request<ListPlacementsRequest>,
+    ) -> Result<Response<ListPlacementsResponse>, Status> {
+        let items = self
+            .placements
+            .list(&req.get_ref().namespace)
+            .iter()
+            .map(|v| v.placement.clone())
+            .collect();
+        Ok(Response::new(ListPlacementsResponse { items }))
+    }
+
+    async fn delete_placement(
+        &self,
+        req: Request<PlacementRef>,
+    ) -> Result<Response<DeletePlacementResponse>, Status> {
+        let r = req.into_inner();
+        self.placements.delete(&r.namespace, &r.name).await?;
+        Ok(Response::new(DeletePlacementResponse {}))
+    }
+
+    async fn list_decisions(
+        &self,
+        req: Request<PlacementRef>,
+    ) -> Result<Response<ListDecisionsResponse>, Status> {
+        Ok(Response::new(ListDecisionsResponse {
+            items: self.view(req.get_ref())?.decisions.clone(),
+        }))
+    }
+
+    type WatchPlacementsStream = WatchStream;
+
+    async fn watch_placements(
+        &self,
+        req: Request<WatchPlacementsRequest>,
+    ) -> Result<Response<WatchStream>, Status> {
+        let r = req.into_inner();
+        let mut rx = self.placements.subscribe();
+        let initial = self.placements.list(&r.namespace);
+        let stream = super::cluster::async_stream(move |tx| async move {
+            for v in initial {
+                if matches(&v, &r.namespace, &r.name)
+                    && tx.send(Ok(event(EventType::Added, &v))).await.is_err()
+                {
+                    return;
+                }
+            }
+            loop {
+                match rx.recv().await {
+                    Ok(change) => {
+                        if !matches(&change.object, &r.namespace, &r.name) {
+                            continue;
+                        }
+                        let ty = match change.kind {
+                            ChangeKind::Added => EventType::Added,
+                            ChangeKind::Modified => EventType::Modified,
+                            ChangeKind::Deleted => EventType::Deleted,
+                        };
+                        if tx.send(Ok(event(ty, &change.object))).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(RecvError::Lagged(n)) => {
+                        let _ = tx
+                            .send(Err(Status::aborted(format!(
+                                "watch fell {n} changes behind; list and watch again"
+                            ))))
+                            .await;
+                        return;
+                    }
+                    Err(RecvError::Closed) => return,
+                }
+            }
+        });
+        Ok(Response::new(stream))
+    }
+
+    async fn debug_placement(
+        &self,
+        req: Request<PlacementRef>,
+    ) -> Result<Response<PlacementDebug>, Status> {
+        let r = req.into_inner();
+        Ok(Response::new(
+            self.placements.debug(&r.namespace, &r.name).await?,
+        ))
+    }
+
+    async fn apply_score(
+        &self,
+        req: Request<AddOnPlacementScore>,
+    ) -> Result<Response<AddOnPlacementScore>, Status> {
+        Ok(Response::new(
+            self.placements.scores().apply(req.into_inner()).await?,
+        ))
+    }
+
+    async fn list_scores(
+        &self,
+        req: Request<ListScoresRequest>,
+    ) -> Result<Response<ListScoresResponse>, Status> {
+        Ok(Response::new(ListScoresResponse {
+            items: self.placements.scores().list(&req.get_ref().cluster),
+        }))
+    }
+
+    async fn delete_score(
+        &self,
+        req: Request<ScoreRef>,
+    ) -> Result<Response<DeleteScoreResponse>, Status> {
+        let r = req.into_inner();
+        self.placements.scores().delete(&r.cluster, &r.name).await?;
+        Ok(Response::new(DeleteScoreResponse {}))
+    }
+}

@@ -1,0 +1,608 @@
+//! Conversions between the API's protobuf objects and the scheduler's plain types
+//! (`flotilla-placement`), in both directions.
+//!
+//! Enumerated fields that OCM's CRD schema rejects (an unknown prioritizer mode, score type,
+//! toleration operator or effect, topology key type, `whenUnsatisfiable`) are [`ErrorKind::Invalid`]
+//! here, so the API answers `INVALID_ARGUMENT` naming the field; the scheduler's own validation
+//! decides what else is rejected and what is only reported as `PlacementMisconfigured`.
+
+use flotilla_api::meta::{self, status as cstatus};
+use flotilla_api::v1;
+use flotilla_placement::{self as sched, ErrorKind, FieldError};
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+/// The label placement decisions carry: which placement they belong to.
+pub use sched::PLACEMENT_LABEL;
+
+fn invalid(path: impl Into<String>, message: impl Into<String>) -> FieldError {
+    FieldError::new(path, ErrorKind::Invalid, message)
+}
+
+/// A label selector in the scheduler's form. Unknown operators are kept so that validation can
+/// name them.
+pub fn selector(s: Option<&v1::LabelSelector>) -> sched::LabelSelector {
+    let Some(s) = s else {
+        return sched::LabelSelector::default();
+    };
+    sched::LabelSelector {
+        match_labels: s
+            .match_labels
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        match_expressions: s
+            .match_expressions
+            .iter()
+            .map(|r| sched::Requirement::new(r.key.clone(), r.operator.clone(), r.values.clone()))
+            .collect(),
+    }
+}
+
+fn cluster_selector(s: Option<&v1::ClusterSelector>) -> sched::ClusterSelector {
+    sched::ClusterSelector {
+        label_selector: selector(s.and_then(|s| s.label_selector.as_ref())),
+        claim_selector: selector(s.and_then(|s| s.claim_selector.as_ref())),
+    }
+}
+
+/// Parses a taint effect as OCM spells it.
+pub fn taint_effect(s: &str) -> Option<sched::TaintEffect> {
+    match s {
+        "NoSelect" => Some(sched::TaintEffect::NoSelect),
+        "PreferNoSelect" => Some(sched::TaintEffect::PreferNoSelect),
+        "NoSelectIfNew" => Some(sched::TaintEffect::NoSelectIfNew),
+        _ => None,
+    }
+}
+
+/// The scheduler's Placement, or every enumerated field that OCM would reject.
+pub fn placement(p: &v1::Placement) -> Result<sched::Placement, Vec<FieldError>> {
+    let m = p.metadata.clone().unwrap_or_default();
+    let spec = p.spec.clone().unwrap_or_default();
+    let mut errors = Vec::new();
+    let mut out = sched::Placement::new(m.namespace, m.name);
+    out.cluster_sets = spec.cluster_sets.clone();
+    out.number_of_clusters = spec.number_of_clusters;
+    out.predicates = spec
+        .predicates
+        .iter()
+        .map(|pr| sched::ClusterPredicate {
+            required_cluster_selector: cluster_selector(pr.required_cluster_selector.as_ref()),
+        })
+        .collect();
+
+    let policy = spec.prioritizer_policy.clone().unwrap_or_default();
+    out.prioritizer_policy.mode = match policy.mode.as_str() {
+        "" | "Additive" => sched::PrioritizerMode::Additive,
+        "Exact" => sched::PrioritizerMode::Exact,
+        other => {
+            errors.push(invalid(
+                "spec.prioritizerPolicy.mode",
+                format!("unknown mode {other:?} (want Additive or Exact)"),
+            ));
+            sched::PrioritizerMode::Additive
+        }
+    };
+    for (i, c) in policy.configurations.iter().enumerate() {
+        let sc = c.score_coordinate.clone().unwrap_or_default();
+        let type_ = match sc.r#type.as_str() {
+            "" | "BuiltIn" => sched::ScoreCoordinateType::BuiltIn,
+            "AddOn" => sched::ScoreCoordinateType::AddOn,
+            other => {
+                errors.push(invalid(
+                    format!("spec.prioritizerPolicy.configurations[{i}].scoreCoordinate.type"),
+                    format!("unknown type {other:?} (want BuiltIn or AddOn)"),
+                ));
+                sched::ScoreCoordinateType::BuiltIn
+            }
+        };
+        out.prioritizer_policy
+            .configurations
+            .push(sched::PrioritizerConfig {
+                score_coordinate: sched::ScoreCoordinate {
+                    type_,
+                    built_in: sc.built_in.clone(),
+                    add_on: sc.add_on.as_ref().map(|a| sched::AddOnScoreRef {
+                        resource_name: a.resource_name.clone(),
+                        score_name: a.score_name.clone(),
+                    }),
+                },
+                weight: c.weight.unwrap_or(1),
+            });
+    }
+
+    for (i, t) in spec.tolerations.iter().enumerate() {
+        let operator = match t.operator.as_str() {
+            "" | "Equal" => sched::TolerationOperator::Equal,
+            "Exists" => sched::TolerationOperator::Exists,
+            other => {
+                errors.push(invalid(
+                    format!("spec.tolerations[{i}].operator"),
+                    format!("unknown operator {other:?} (want Equal or Exists)"),
+                ));
+                sched::TolerationOperator::Equal
+            }
+        };
+        let effect = if t.effect.is_empty() {
+            None
+        } else {
+            let e = taint_effect(&t.effect);
+            if e.is_none() {
+                errors.push(invalid(
+                    format!("spec.tolerations[{i}].effect"),
+                    format!(
+                        "unknown effect {:?} (want NoSelect, PreferNoSelect or NoSelectIfNew, or leave it empty for every effect)",
+                        t.effect
+                    ),
+                ));
+            }
+            e
+        };
+        if let Some(s) = t.toleration_seconds
+            && s < 0
+        {
+            errors.push(invalid(
+                format!("spec.tolerations[{i}].tolerationSeconds"),
+                format!("must be >= 0 (got {s})"),
+            ));
+        }
+        out.tolerations.push(sched::Toleration {
+            key: t.key.clone(),
+            operator,
+            value: t.value.clone(),
+            effect,
+            toleration_seconds: t.toleration_seconds,
+        });
+    }
+
+    let groups = spec
+        .decision_strategy
+        .clone()
+        .and_then(|d| d.group_strategy)
+        .unwrap_or_default();
+    out.decision_strategy.group_strategy = sched::GroupStrategy {
+        decision_groups: groups
+            .decision_groups
+            .iter()
+            .map(|g| sched::DecisionGroup {
+                group_name: g.group_name.clone(),
+                group_cluster_selector: cluster_selector(g.group_cluster_selector.as_ref()),
+            })
+            .collect(),
+        clusters_per_decision_group: if groups.clusters_per_decision_group.is_empty() {
+            sched::IntOrString::hundred_percent()
+        } else {
+            match groups.clusters_per_decision_group.trim().parse::<i64>() {
+                Ok(n) => sched::IntOrString::Int(n),
+                Err(_) => sched::IntOrString::String(groups.clusters_per_decision_group.clone()),
+            }
+        },
+    };
+
+    for (i, c) in spec
+        .spread_policy
+        .clone()
+        .unwrap_or_default()
+        .spread_constraints
+        .iter()
+        .enumerate()
+    {
+        let at = format!("spec.spreadPolicy.spreadConstraints[{i}]");
+        let topology_key_type = match c.topology_key_type.as_str() {
+            "" | "Label" => sched::TopologyKeyType::Label,
+            "Claim" => sched::TopologyKeyType::Claim,
+            other => {
+                errors.push(invalid(
+                    format!("{at}.topologyKeyType"),
+                    format!("unknown type {other:?} (want Label or Claim)"),
+                ));
+                sched::TopologyKeyType::Label
+            }
+        };
+        let when_unsatisfiable = match c.when_unsatisfiable.as_str() {
+            "" | "DoNotSchedule" => sched::WhenUnsatisfiable::DoNotSchedule,
+            "ScheduleAnyway" => sched::WhenUnsatisfiable::ScheduleAnyway,
+            other => {
+                errors.push(invalid(
+                    format!("{at}.whenUnsatisfiable"),
+                    format!("unknown value {other:?} (want DoNotSchedule or ScheduleAnyway)"),
+                ));
+                sched::WhenUnsatisfiable::DoNotSchedule
+            }
+        };
+        out.spread_policy
+            .spread_constraints
+            .push(sched::SpreadConstraint {
+                topology_key: c.topology_key.clone(),
+                topology_key_type,
+                max_skew: c.max_skew.unwrap_or(1),
+                when_unsatisfiable,
+            });
+    }
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(errors)
+    }
+}
+
+/// The scheduler's view of a ManagedCluster: labels, claims, taints, allocatable cpu/memory
+/// and whether it is being deleted. Quantities that do not parse count as not reported.
+pub fn cluster(c: &v1::ManagedCluster) -> sched::Cluster {
+    let m = c.metadata.clone().unwrap_or_default();
+    let status = c.status.clone().unwrap_or_default();
+    let quantity = |k: &str| {
+        status
+            .allocatable
+            .get(k)
+            .and_then(|q| sched::parse_quantity(q).ok())
+    };
+    sched::Cluster {
+        name: m.name,
+        labels: m.labels.into_iter().collect(),
+        claims: status
+            .cluster_claims
+            .iter()
+            .map(|c| (c.name.clone(), c.value.clone()))
+            .collect(),
+        taints: c
+            .spec
+            .as_ref()
+            .map(|s| {
+                s.taints
+                    .iter()
+                    .filter_map(|t| {
+                        Some(sched::Taint::new(
+                            t.key.clone(),
+                            t.value.clone(),
+                            taint_effect(&t.effect)?,
+                            t.time_added
+                                .as_ref()
+                                .map_or(SystemTime::UNIX_EPOCH, meta::system_time),
+                        ))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        allocatable: sched::Allocatable {
+            cpu: quantity("cpu"),
+            memory: quantity("memory"),
+        },
+        deleting: m.deletion_timestamp.is_some(),
+    }
+}
+
+/// The scheduler's view of a ManagedClusterSet.
+pub fn cluster_set(s: &v1::ManagedClusterSet) -> sched::ManagedClusterSet {
+    let name = s
+        .metadata
+        .as_ref()
+        .map(|m| m.name.clone())
+        .unwrap_or_default();
+    let sel = s.spec.as_ref().and_then(|s| s.cluster_selector.as_ref());
+    match sel {
+        Some(sel) if sel.selector_type == crate::clusterset::LABEL_SELECTOR => {
+            sched::ManagedClusterSet::with_selector(name, selector(sel.label_selector.as_ref()))
+        }
+        _ => sched::ManagedClusterSet::exclusive(name),
+    }
+}
+
+/// The scheduler's view of a ManagedClusterSetBinding.
+pub fn binding(b: &v1::ManagedClusterSetBinding) -> sched::ManagedClusterSetBinding {
+    sched::ManagedClusterSetBinding::new(
+        b.metadata
+            .as_ref()
+            .map(|m| m.namespace.clone())
+            .unwrap_or_default(),
+        b.spec
+            .as_ref()
+            .map(|s| s.cluster_set.clone())
+            .unwrap_or_default(),
+    )
+}
+
+/// The scheduler's view of an AddOnPlacementScore.
+pub fn score(s: &v1::AddOnPlacementScore) -> sched::AddOnPlacementScore {
+    let m = s.metadata.clone().unwrap_or_default();
+    let st = s.status.clone().unwrap_or_default();
+    sched::AddOnPlacementScore {
+        cluster: m.namespace,
+        resource_name: m.name,
+        scores: st
+            .scores
+            .iter()
+            .map(|i| (i.name.clone(), i.value))
+            .collect(),
+        valid_until: st.valid_until.as_ref().map(meta::system_time),
+    }
+}
+
+fn condition_type(t: sched::ConditionType) -> &'static str {
+    match t {
+        sched::ConditionType::PlacementSatisfied => "PlacementSatisfied",
+        sched::ConditionType::PlacementMisconfigured => "PlacementMisconfigured",
+    }
+}
+
+/// Writes the scheduler's conditions onto `conditions`, keeping `lastTransitionTime` of those
+/// whose status did not change. Returns whether anything changed.
+pub fn set_conditions(
+    conditions: &mut Vec<v1::Condition>,
+    new: &[sched::Condition],
+    generation: i64,
+) -> bool {
+    let mut changed = false;
+    for c in new {
+        let status = match c.status {
+            sched::ConditionStatus::True => cstatus::TRUE,
+            sched::ConditionStatus::False => cstatus::FALSE,
+        };
+        let ty = condition_type(c.type_);
+        changed |= meta::set_condition(conditions, ty, status, c.reason.as_str(), &c.message);
+        if let Some(stored) = conditions.iter_mut().find(|x| x.r#type == ty)
+            && stored.observed_generation != generation
+        {
+            stored.observed_generation = generation;
+            changed = true;
+        }
+    }
+    changed
+}
+
+/// The placement status for a schedule (groups and count), conditions merged onto `old`'s.
+pub fn status(
+    new: &sched::PlacementStatus,
+    old: Option<&v1::PlacementStatus>,
+    generation: i64,
+) -> v1::PlacementStatus {
+    let mut conditions = old.map(|o| o.conditions.clone()).unwrap_or_default();
+    set_conditions(&mut conditions, &new.conditions, generation);
+    v1::PlacementStatus {
+        number_of_selected_clusters: i32::try_from(new.number_of_selected_clusters)
+            .unwrap_or(i32::MAX),
+        decision_groups: new
+            .decision_groups
+            .iter()
+            .map(|g| v1::DecisionGroupStatus {
+                decision_group_index: i32::try_from(g.decision_group_index).unwrap_or(i32::MAX),
+                decision_group_name: g.decision_group_name.clone(),
+                decisions: g.decisions.clone(),
+                cluster_count: i32::try_from(g.cluster_count).unwrap_or(i32::MAX),
+            })
+            .collect(),
+        conditions,
+    }
+}
+
+/// A PlacementDecision object for one page (metadata other than name, namespace and labels is
+/// filled in by the store).
+pub fn decision(page: &sched::PlacementDecision) -> v1::PlacementDecision {
+    v1::PlacementDecision {
+        metadata: Some(v1::ObjectMeta {
+            name: page.name.clone(),
+            namespace: page.namespace.clone(),
+            labels: page
+                .labels
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            ..Default::default()
+        }),
+        status: Some(v1::PlacementDecisionStatus {
+            decisions: page
+                .cluster_names
+                .iter()
+                .map(|c| v1::ClusterDecision {
+                    cluster_name: c.clone(),
+                    reason: String::new(),
+                })
+                .collect(),
+        }),
+    }
+}
+
+/// The cluster names of a PlacementDecision.
+pub fn decided_clusters(d: &v1::PlacementDecision) -> impl Iterator<Item = &str> {
+    d.status
+        .iter()
+        .flat_map(|s| s.decisions.iter().map(|c| c.cluster_name.as_str()))
+}
+
+/// The debug view in protobuf form.
+pub fn debug(
+    placement: v1::Placement,
+    d: Option<&sched::ScheduleDebug>,
+    error: Option<String>,
+) -> v1::PlacementDebug {
+    let Some(d) = d else {
+        return v1::PlacementDebug {
+            placement: Some(placement),
+            error: error.unwrap_or_default(),
+            ..Default::default()
+        };
+    };
+    v1::PlacementDebug {
+        placement: Some(placement),
+        eligible_sets: d.eligible_sets.clone(),
+        prioritizers: d
+            .prioritizers
+            .iter()
+            .map(|w| v1::PrioritizerWeight {
+                prioritizer: w.prioritizer.to_string(),
+                weight: w.weight,
+            })
+            .collect(),
+        clusters: d
+            .clusters
+            .iter()
+            .map(|c| v1::ClusterDebug {
+                name: c.name.clone(),
+                filters: c
+                    .filters
+                    .iter()
+                    .map(|f| v1::FilterResult {
+                        filter: format!("{:?}", f.filter),
+                        passed: f.passed,
+                        reason: f.reason.clone().unwrap_or_default(),
+                    })
+                    .collect(),
+                scores: c
+                    .scores
+                    .iter()
+                    .map(|s| v1::ScoreDetail {
+                        prioritizer: s.prioritizer.clone(),
+                        weight: s.weight,
+                        score: s.score,
+                    })
+                    .collect(),
+                total: c.total,
+                prefer_no_select_penalty: c.prefer_no_select_penalty,
+                rank: c.rank,
+                selected: c.selected,
+                not_selected_reason: c.not_selected_reason.clone().unwrap_or_default(),
+            })
+            .collect(),
+        error: error.unwrap_or_default(),
+    }
+}
+
+/// Labels as a sorted map (for comparisons).
+pub fn sorted(labels: &std::collections::HashMap<String, String>) -> BTreeMap<&str, &str> {
+    labels
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> v1::Placement {
+        v1::Placement {
+            metadata: Some(v1::ObjectMeta {
+                name: "p".into(),
+                namespace: "ns".into(),
+                ..Default::default()
+            }),
+            spec: Some(v1::PlacementSpec::default()),
+            status: None,
+        }
+    }
+
+    #[test]
+    fn defaults_follow_ocm() {
+        let mut p = base();
+        p.spec.as_mut().unwrap().prioritizer_policy = Some(v1::PrioritizerPolicy {
+            mode: String::new(),
+            configurations: vec![v1::PrioritizerConfig {
+                score_coordinate: Some(v1::ScoreCoordinate {
+                    built_in: "Steady".into(),
+                    ..Default::default()
+                }),
+                weight: None,
+            }],
+        });
+        let s = placement(&p).unwrap();
+        assert_eq!(s.prioritizer_policy.mode, sched::PrioritizerMode::Additive);
+        assert_eq!(s.prioritizer_policy.configurations[0].weight, 1);
+        assert_eq!(
+            s.decision_strategy
+                .group_strategy
+                .clusters_per_decision_group,
+            sched::IntOrString::hundred_percent()
+        );
+    }
+
+    #[test]
+    fn enumerated_fields_ocm_rejects_are_invalid_and_named() {
+        let mut p = base();
+        let spec = p.spec.as_mut().unwrap();
+        spec.prioritizer_policy = Some(v1::PrioritizerPolicy {
+            mode: "Fancy".into(),
+            configurations: vec![],
+        });
+        spec.tolerations = vec![v1::Toleration {
+            key: "k".into(),
+            operator: "Like".into(),
+            effect: "Sometimes".into(),
+            toleration_seconds: Some(-1),
+            ..Default::default()
+        }];
+        let errors = placement(&p).unwrap_err();
+        let paths: Vec<_> = errors.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "spec.prioritizerPolicy.mode",
+                "spec.tolerations[0].operator",
+                "spec.tolerations[0].effect",
+                "spec.tolerations[0].tolerationSeconds",
+            ]
+        );
+        assert!(errors.iter().all(|e| e.kind == ErrorKind::Invalid));
+    }
+
+    #[test]
+    fn clusters_convert_with_claims_taints_and_quantities() {
+        let c = v1::ManagedCluster {
+            metadata: Some(v1::ObjectMeta {
+                name: "c1".into(),
+                labels: [("env".to_string(), "prod".to_string())].into(),
+                ..Default::default()
+            }),
+            spec: Some(v1::ManagedClusterSpec {
+                taints: vec![
+                    v1::Taint {
+                        key: "gpu".into(),
+                        value: "true".into(),
+                        effect: "NoSelect".into(),
+                        time_added: Some(meta::timestamp(SystemTime::UNIX_EPOCH)),
+                    },
+                    v1::Taint {
+                        key: "bad".into(),
+                        effect: "Whatever".into(),
+                        ..Default::default()
+                    },
+                ],
+                ..Default::default()
+            }),
+            status: Some(v1::ManagedClusterStatus {
+                allocatable: [
+                    ("cpu".to_string(), "7600m".to_string()),
+                    ("memory".to_string(), "lots".to_string()),
+                ]
+                .into(),
+                cluster_claims: vec![v1::ClusterClaim {
+                    name: "platform.open-cluster-management.io".into(),
+                    value: "AWS".into(),
+                }],
+                ..Default::default()
+            }),
+            hub: None,
+        };
+        let s = cluster(&c);
+        assert_eq!(s.labels["env"], "prod");
+        assert_eq!(s.claims["platform.open-cluster-management.io"], "AWS");
+        assert_eq!(s.taints.len(), 1, "unknown effects are ignored");
+        assert!((s.allocatable.cpu.unwrap() - 7.6).abs() < 1e-9);
+        assert_eq!(s.allocatable.memory, None);
+        assert!(!s.deleting);
+    }
+
+    #[test]
+    fn conditions_keep_transition_times_when_unchanged() {
+        let ok = vec![sched::Condition::well_configured()];
+        let mut conds = Vec::new();
+        assert!(set_conditions(&mut conds, &ok, 1));
+        let t = conds[0].last_transition_time;
+        assert!(!set_conditions(&mut conds, &ok, 1));
+        assert_eq!(conds[0].last_transition_time, t);
+        assert!(
+            set_conditions(&mut conds, &ok, 2),
+            "observedGeneration moved"
+        );
+    }
+}

@@ -1,0 +1,508 @@
+//! AddOnPlacementScores: one actor owns them (KV bucket `scores`, key
+//! `<cluster>.<resourceName>`), publishes every stored change to a [`ScoreInventory`] that the
+//! placement dispatcher reads, and takes writes from the API (request/reply) and from agents
+//! (routed status events, `try_send`, acknowledged once stored).
+//!
+//! Scores are status, so an agent's report replaces the object's scores and `validUntil`
+//! wholesale. A report that changes nothing is acknowledged without a write. Scores of a cluster
+//! that is deleted are purged with it, like OCM's cluster namespace.
+
+use crate::inventory::{ChangeKind, ClusterInventory, Inventory};
+use crate::placement::metrics::PlacementMetrics;
+use crate::store::{Bucket, StoreError};
+use flotilla_api::meta;
+use flotilla_api::names;
+use flotilla_api::v1::{AddOnPlacementScore, AddOnPlacementScoreReport, ObjectMeta};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use thiserror::Error;
+use tokio::sync::{broadcast::error::RecvError, mpsc, oneshot, watch};
+use tracing::Instrument;
+
+/// Every AddOnPlacementScore, keyed `<cluster>/<resourceName>`.
+pub type ScoreInventory = Inventory<AddOnPlacementScore>;
+
+/// Why a score operation failed.
+#[derive(Debug, Error)]
+pub enum ScoreError {
+    /// Invalid input; names the field.
+    #[error("{0}")]
+    Invalid(String),
+    /// No such score or cluster.
+    #[error("{0} not found")]
+    NotFound(String),
+    /// Storage failed; nothing changed.
+    #[error("storing the score failed: {0}")]
+    Unavailable(#[from] StoreError),
+    /// The score actor has stopped (the hub is shutting down).
+    #[error("the score store has stopped")]
+    Gone,
+}
+
+/// The inventory key of a score.
+pub fn inventory_key(cluster: &str, name: &str) -> String {
+    format!("{cluster}/{name}")
+}
+
+/// The KV key of a score: `<cluster>.<resourceName>` (cluster names have no dots).
+pub fn store_key(cluster: &str, name: &str) -> String {
+    format!("{cluster}.{name}")
+}
+
+/// Checks a score object: cluster and resource names, score names, values in [-100, 100].
+pub fn validate(s: &AddOnPlacementScore) -> Result<(), String> {
+    let m = s.metadata.clone().unwrap_or_default();
+    names::validate_dns1123_label("metadata.namespace", &m.namespace)
+        .map_err(|e| format!("{e} (the namespace of an AddOnPlacementScore is its cluster)"))?;
+    names::validate_dns1123_subdomain("metadata.name", &m.name).map_err(|e| e.to_string())?;
+    let st = s.status.clone().unwrap_or_default();
+    validate_items(&st.scores)
+}
+
+fn validate_items(items: &[flotilla_api::v1::AddOnPlacementScoreItem]) -> Result<(), String> {
+    let mut seen = HashSet::new();
+    for (i, item) in items.iter().enumerate() {
+        if item.name.is_empty() || item.name.len() > 253 {
+            return Err(format!(
+                "status.scores[{i}].name: must be 1 to 253 characters (got {:?})",
+                item.name
+            ));
+        }
+        if !seen.insert(item.name.as_str()) {
+            return Err(format!(
+                "status.scores[{i}].name: {:?} appears twice",
+                item.name
+            ));
+        }
+        if !(-100..=100).contains(&item.value) {
+            return Err(format!(
+                "status.scores[{i}].value: must be in [-100, 100] (got {}); normalise raw values as 200 × (x − min)/(max − min) − 100",
+                item.value
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks an agent's report against the cluster it came from.
+pub fn validate_report(r: &AddOnPlacementScoreReport) -> Result<(), String> {
+    names::validate_dns1123_subdomain("resourceName", &r.resource_name)
+        .map_err(|e| e.to_string())?;
+    validate_items(&r.scores)
+}
+
+/// A score report from an agent, with the stream message to acknowledge once stored.
+#[derive(Debug)]
+pub struct ScoreReport {
+    /// The report (already validated by the router).
+    pub report: AddOnPlacementScoreReport,
+    /// The event's `sequenceid`: older reports for the same score are dropped.
+    pub sequence: Option<u64>,
+    /// Acknowledged after the score is stored (or found unchanged).
+    pub ack: Option<async_nats::jetstream::Message>,
+}
+
+type Reply<T> = oneshot::Sender<Result<T, ScoreError>>;
+
+enum Msg {
+    Apply {
+        score: Box<AddOnPlacementScore>,
+        respond_to: Reply<AddOnPlacementScore>,
+    },
+    Delete {
+        cluster: String,
+        name: String,
+        respond_to: Reply<()>,
+    },
+    Report(Box<ScoreReport>),
+}
+
+/// Handle to the score actor; cloneable, cheap.
+#[derive(Clone)]
+pub struct Scores {
+    tx: mpsc::Sender<Msg>,
+    inventory: ScoreInventory,
+}
+
+impl std::fmt::Debug for Scores {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scores")
+            .field("scores", &self.inventory.len())
+            .finish()
+    }
+}
+
+impl Scores {
+    /// Loads the bucket into the inventory and spawns the actor (it ends on `shutdown` or when
+    /// every handle is dropped).
+    pub async fn load(
+        bucket: Bucket<AddOnPlacementScore>,
+        clusters: ClusterInventory,
+        metrics: PlacementMetrics,
+        mailbox: usize,
+        shutdown: watch::Receiver<bool>,
+    ) -> Result<Self, StoreError> {
+        let inventory = ScoreInventory::new(16_384);
+        let mut revisions = HashMap::new();
+        for (_, mut s, rev) in bucket.load_all().await? {
+            let m = s.metadata.get_or_insert_with(Default::default);
+            m.resource_version = rev;
+            let key = inventory_key(&m.namespace, &m.name);
+            revisions.insert(key.clone(), rev);
+            inventory.upsert(&key, s);
+        }
+        let (tx, rx) = mpsc::channel(mailbox.max(1));
+        let actor = Actor {
+            bucket,
+            inventory: inventory.clone(),
+            revisions,
+            sequences: HashMap::new(),
+            clusters,
+            metrics,
+            rx,
+            shutdown,
+        };
+        tokio::spawn(actor.run().instrument(tracing::info_span!("scores")));
+        Ok(Self { tx, inventory })
+    }
+
+    /// The read view of every score.
+    pub fn inventory(&self) -> &ScoreInventory {
+        &self.inventory
+    }
+
+    /// Scores of one cluster (every cluster when empty), sorted.
+    pub fn list(&self, cluster: &str) -> Vec<AddOnPlacementScore> {
+        let prefix = if cluster.is_empty() {
+            String::new()
+        } else {
+            format!("{cluster}/")
+        };
+        self.inventory
+            .with_prefix(&prefix)
+            .into_iter()
+            .map(|(_, s)| (*s).clone())
+            .collect()
+    }
+
+    async fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Msg) -> Result<T, ScoreError> {
+        let (tx, rx) = oneshot::channel();
+        self.tx.send(make(tx)).await.map_err(|_| ScoreError::Gone)?;
+        rx.await.map_err(|_| ScoreError::Gone)?
+    }
+
+    /// Creates or replaces a score (the cluster must exist).
+    pub async fn apply(
+        &self,
+        score: AddOnPlacementScore,
+    ) -> Result<AddOnPlacementScore, ScoreError> {
+        validate(&score).map_err(ScoreError::Invalid)?;
+        self.call(|respond_to| Msg::Apply {
+            score: Box::new(score),
+            respond_to,
+        })
+        .await
+    }
+
+    /// Deletes a score.
+    pub async fn delete(&self, cluster: &str, name: &str) -> Result<(), ScoreError> {
+        self.call(|respond_to| Msg::Delete {
+            cluster: cluster.to_string(),
+            name: name.to_string(),
+            respond_to,
+        })
+        .await
+    }
+
+    /// Hands an agent's report to the actor without waiting; a full mailbox gives it back (the
+    /// router counts the drop and leaves the message unacknowledged for redelivery).
+    pub fn try_report(&self, report: ScoreReport) -> Result<(), Box<ScoreReport>> {
+        self.tx
+            .try_send(Msg::Report(Box::new(report)))
+            .map_err(|e| match e.into_inner() {
+                Msg::Report(r) => r,
+                _ => unreachable!("only reports are try_sent"),
+            })
+    }
+}
+
+struct Actor {
+    bucket: Bucket<AddOnPlacementScore>,
+    inventory: ScoreInventory,
+    /// KV revision per inventory key.
+    revisions: HashMap<String, u64>,
+    /// Last applied agent `sequenceid` per inventory key (in memory: the stream keeps one
+    /// message per subject, so a restart replays at most the latest report).
+    sequences: HashMap<String, u64>,
+    clusters: ClusterInventory,
+    metrics: PlacementMetrics,
+    rx: mpsc::Receiver<Msg>,
+    shutdown: watch::Receiver<bool>,
+}
+
+impl Actor {
+    async fn run(mut self) {
+        let mut cluster_changes = self.clusters.subscribe();
+        // Scores of clusters deleted while the hub was down.
+        self.purge_orphans().await;
+        loop {
+            tokio::select! {
+                _ = self.shutdown.changed() => break,
+                msg = self.rx.recv() => match msg {
+                    None => break,
+                    Some(Msg::Apply { score, respond_to }) => {
+                        let _ = respond_to.send(self.apply(*score).await);
+                    }
+                    Some(Msg::Delete { cluster, name, respond_to }) => {
+                        let _ = respond_to.send(self.delete(&cluster, &name).await);
+                    }
+                    Some(Msg::Report(r)) => self.report(*r).await,
+                },
+                change = cluster_changes.recv() => match change {
+                    Ok(c) if c.kind == ChangeKind::Deleted => self.purge_cluster(&c.key).await,
+                    Ok(_) => {}
+                    Err(RecvError::Lagged(_)) => self.purge_orphans().await,
+                    Err(RecvError::Closed) => break,
+                },
+            }
+        }
+    }
+
+    async fn store(
+        &mut self,
+        key: &str,
+        mut score: AddOnPlacementScore,
+    ) -> Result<AddOnPlacementScore, ScoreError> {
+        let m = score.metadata.get_or_insert_with(Default::default);
+        let (cluster, name) = (m.namespace.clone(), m.name.clone());
+        let existing = self.inventory.get(key);
+        match &existing {
+            Some(old) => {
+                let om = old.metadata.clone().unwrap_or_default();
+                m.uid = om.uid;
+                m.creation_timestamp = om.creation_timestamp;
+                m.generation = om.generation;
+            }
+            None => {
+                m.uid = uuid::Uuid::new_v4().to_string();
+                m.creation_timestamp = Some(meta::now());
+                m.generation = 1;
+            }
+        }
+        m.resource_version = 0;
+        let expected = self.revisions.get(key).copied().unwrap_or(0);
+        let rev = match self
+            .bucket
+            .write(&store_key(&cluster, &name), &score, expected)
+            .await
+        {
+            Ok(rev) => rev,
+            Err(e) if e.is_conflict() => {
+                // Written by someone else (another hub): take the stored revision and retry once.
+                let current = self
+                    .bucket
+                    .get(&store_key(&cluster, &name))
+                    .await?
+                    .map_or(0, |(_, r)| r);
+                self.bucket
+                    .write(&store_key(&cluster, &name), &score, current)
+                    .await?
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if let Some(m) = score.metadata.as_mut() {
+            m.resource_version = rev;
+        }
+        self.revisions.insert(key.to_string(), rev);
+        self.inventory.upsert(key, score.clone());
+        self.metrics.score_updates.inc();
+        Ok(score)
+    }
+
+    async fn apply(
+        &mut self,
+        score: AddOnPlacementScore,
+    ) -> Result<AddOnPlacementScore, ScoreError> {
+        let m = score.metadata.clone().unwrap_or_default();
+        if self.clusters.get(&m.namespace).is_none() {
+            return Err(ScoreError::NotFound(format!(
+                "managed cluster {:?} (the namespace of AddOnPlacementScore {:?})",
+                m.namespace, m.name
+            )));
+        }
+        let key = inventory_key(&m.namespace, &m.name);
+        let mut next = AddOnPlacementScore {
+            metadata: Some(ObjectMeta {
+                name: m.name.clone(),
+                namespace: m.namespace.clone(),
+                labels: m.labels,
+                annotations: m.annotations,
+                ..Default::default()
+            }),
+            status: score.status,
+        };
+        if let Some(old) = self.inventory.get(&key)
+            && old.status == next.status
+            && old.metadata.as_ref().map(|o| (&o.labels, &o.annotations))
+                == next.metadata.as_ref().map(|n| (&n.labels, &n.annotations))
+        {
+            return Ok((*old).clone());
+        }
+        next.status.get_or_insert_with(Default::default);
+        self.store(&key, next).await
+    }
+
+    async fn delete(&mut self, cluster: &str, name: &str) -> Result<(), ScoreError> {
+        let key = inventory_key(cluster, name);
+        if self.inventory.get(&key).is_none() {
+            return Err(ScoreError::NotFound(format!(
+                "AddOnPlacementScore {cluster}/{name}"
+            )));
+        }
+        self.bucket.purge(&store_key(cluster, name)).await?;
+        self.revisions.remove(&key);
+        self.sequences.remove(&key);
+        self.inventory.remove(&key);
+        Ok(())
+    }
+
+    async fn report(&mut self, r: ScoreReport) {
+        let ScoreReport {
+            report,
+            sequence,
+            ack,
+        } = r;
+        let key = inventory_key(&report.cluster_name, &report.resource_name);
+        if let Some(seq) = sequence {
+            if self.sequences.get(&key).is_some_and(|&last| seq <= last) {
+                ack_message(ack).await;
+                return;
+            }
+            self.sequences.insert(key.clone(), seq);
+        }
+        let old = self.inventory.get(&key);
+        let mut status = old
+            .as_ref()
+            .and_then(|o| o.status.clone())
+            .unwrap_or_default();
+        if status.scores == report.scores && status.valid_until == report.valid_until {
+            ack_message(ack).await;
+            return;
+        }
+        status.scores = report.scores;
+        status.valid_until = report.valid_until;
+        let meta = old
+            .as_ref()
+            .and_then(|o| o.metadata.clone())
+            .unwrap_or_else(|| ObjectMeta {
+                name: report.resource_name.clone(),
+                namespace: report.cluster_name.clone(),
+                ..Default::default()
+            });
+        let next = AddOnPlacementScore {
+            metadata: Some(meta),
+            status: Some(status),
+        };
+        match self.store(&key, next).await {
+            Ok(_) => ack_message(ack).await,
+            // Left unacknowledged: JetStream redelivers the report after ack_wait.
+            Err(e) => {
+                self.sequences.remove(&key);
+                tracing::warn!(error = %e, score = %key, "storing a reported score failed");
+            }
+        }
+    }
+
+    async fn purge_cluster(&mut self, cluster: &str) {
+        for (key, s) in self.inventory.with_prefix(&format!("{cluster}/")) {
+            let name = s
+                .metadata
+                .as_ref()
+                .map(|m| m.name.clone())
+                .unwrap_or_default();
+            match self.bucket.purge(&store_key(cluster, &name)).await {
+                Ok(()) => {
+                    self.revisions.remove(&*key);
+                    self.sequences.remove(&*key);
+                    self.inventory.remove(&key);
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, score = %key, "purging a deleted cluster's score failed")
+                }
+            }
+        }
+    }
+
+    async fn purge_orphans(&mut self) {
+        let clusters: BTreeMap<String, ()> = self
+            .inventory
+            .snapshot()
+            .iter()
+            .filter_map(|s| s.metadata.as_ref().map(|m| (m.namespace.clone(), ())))
+            .collect();
+        for cluster in clusters.keys() {
+            if self.clusters.get(cluster).is_none() {
+                self.purge_cluster(cluster).await;
+            }
+        }
+    }
+}
+
+async fn ack_message(ack: Option<async_nats::jetstream::Message>) {
+    if let Some(m) = ack
+        && let Err(e) = m.ack().await
+    {
+        tracing::debug!(error = %e, "acknowledging a score report failed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flotilla_api::v1::{AddOnPlacementScoreItem, AddOnPlacementScoreStatus};
+
+    fn score(ns: &str, name: &str, items: &[(&str, i32)]) -> AddOnPlacementScore {
+        AddOnPlacementScore {
+            metadata: Some(ObjectMeta {
+                name: name.into(),
+                namespace: ns.into(),
+                ..Default::default()
+            }),
+            status: Some(AddOnPlacementScoreStatus {
+                scores: items
+                    .iter()
+                    .map(|(n, v)| AddOnPlacementScoreItem {
+                        name: (*n).into(),
+                        value: *v,
+                    })
+                    .collect(),
+                ..Default::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn scores_are_validated_with_field_paths() {
+        assert!(
+            validate(&score(
+                "c1",
+                "resource-usage-score",
+                &[("cpuAvailable", 66)]
+            ))
+            .is_ok()
+        );
+        let e = validate(&score("c1", "s", &[("cpu", 101)])).unwrap_err();
+        assert!(e.starts_with("status.scores[0].value"), "{e}");
+        let e = validate(&score("c1", "s", &[("a", 1), ("a", 2)])).unwrap_err();
+        assert!(e.starts_with("status.scores[1].name"), "{e}");
+        let e = validate(&score("Bad_NS", "s", &[])).unwrap_err();
+        assert!(e.contains("metadata.namespace"), "{e}");
+        let e = validate(&score("c1", "", &[])).unwrap_err();
+        assert!(e.contains("metadata.name"), "{e}");
+    }
+
+    #[test]
+    fn keys_and_resource_ids_are_stable() {
+        assert_eq!(store_key("c1", "default"), "c1.default");
+        assert_eq!(inventory_key("c1", "default"), "c1/default");
+    }
+}

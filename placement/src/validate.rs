@@ -1,0 +1,363 @@
+//! Placement spec validation: every problem at once, each with its field path and a kind that
+//! says how OCM treats it.
+//!
+//! OCM rejects some mistakes at the API (its CRD schema: weight range, `numberOfClusters`,
+//! `maxSkew`, the `clustersPerDecisionGroup` pattern) and accepts others, reporting them later as
+//! the `PlacementMisconfigured` condition (unknown built-in prioritizers, incomplete AddOn
+//! coordinates, selector and toleration mistakes). [`ErrorKind`] carries that distinction so the
+//! hub can choose what to reject; the scheduler refuses to schedule a spec with any error.
+
+use crate::groups::GroupSize;
+use crate::placement::{ClusterSelector, Placement, ScoreCoordinateType, TolerationOperator};
+use crate::score::BuiltIn;
+
+/// How OCM treats a problem.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// OCM's API would reject the object (schema violation).
+    Invalid,
+    /// OCM accepts the object and reports `PlacementMisconfigured=True`.
+    Misconfigured,
+}
+
+/// One problem in a spec.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct FieldError {
+    /// JSON path of the field, e.g. `spec.tolerations[2].value`.
+    pub path: String,
+    /// Rejection or PlacementMisconfigured.
+    pub kind: ErrorKind,
+    /// What is wrong and what is wanted.
+    pub message: String,
+}
+
+impl FieldError {
+    /// A field error.
+    pub fn new(path: impl Into<String>, kind: ErrorKind, message: impl Into<String>) -> Self {
+        FieldError {
+            path: path.into(),
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+/// Every problem in `placement`, in field order. Empty means the spec can be scheduled.
+pub fn validate(placement: &Placement) -> Vec<FieldError> {
+    use ErrorKind::{Invalid, Misconfigured};
+    let mut errors = Vec::new();
+
+    if let Some(n) = placement.number_of_clusters
+        && n < 0
+    {
+        errors.push(FieldError::new(
+            "spec.numberOfClusters",
+            Invalid,
+            format!("must be >= 0 (got {n})"),
+        ));
+    }
+
+    for (i, p) in placement.predicates.iter().enumerate() {
+        cluster_selector(
+            &p.required_cluster_selector,
+            &format!("spec.predicates[{i}].requiredClusterSelector"),
+            &mut errors,
+        );
+    }
+
+    for (i, c) in placement
+        .prioritizer_policy
+        .configurations
+        .iter()
+        .enumerate()
+    {
+        let at = format!("spec.prioritizerPolicy.configurations[{i}]");
+        if !(-10..=10).contains(&c.weight) {
+            errors.push(FieldError::new(
+                format!("{at}.weight"),
+                Invalid,
+                format!("must be in [-10, 10] (got {})", c.weight),
+            ));
+        }
+        let sc = &c.score_coordinate;
+        match sc.type_ {
+            ScoreCoordinateType::BuiltIn => {
+                if BuiltIn::from_name(&sc.built_in).is_none() {
+                    errors.push(FieldError::new(
+                        format!("{at}.scoreCoordinate.builtIn"),
+                        Misconfigured,
+                        format!(
+                            "unknown built-in prioritizer {:?} (want Balance, Steady, \
+                             ResourceAllocatableCPU, ResourceAllocatableMemory)",
+                            sc.built_in
+                        ),
+                    ));
+                }
+            }
+            ScoreCoordinateType::AddOn => match &sc.add_on {
+                None => errors.push(FieldError::new(
+                    format!("{at}.scoreCoordinate.addOn"),
+                    Misconfigured,
+                    "required when type is AddOn (set resourceName and scoreName)",
+                )),
+                Some(a) => {
+                    if a.resource_name.is_empty() {
+                        errors.push(FieldError::new(
+                            format!("{at}.scoreCoordinate.addOn.resourceName"),
+                            Misconfigured,
+                            "must not be empty: name the AddOnPlacementScore to read",
+                        ));
+                    }
+                    if a.score_name.is_empty() {
+                        errors.push(FieldError::new(
+                            format!("{at}.scoreCoordinate.addOn.scoreName"),
+                            Misconfigured,
+                            "must not be empty: name the score inside the AddOnPlacementScore",
+                        ));
+                    }
+                }
+            },
+        }
+    }
+
+    for (i, t) in placement.tolerations.iter().enumerate() {
+        let at = format!("spec.tolerations[{i}]");
+        if t.operator == TolerationOperator::Exists && !t.value.is_empty() {
+            errors.push(FieldError::new(
+                format!("{at}.value"),
+                Misconfigured,
+                format!("must be empty when operator is Exists (got {:?})", t.value),
+            ));
+        }
+        if t.key.is_empty() && t.operator != TolerationOperator::Exists {
+            errors.push(FieldError::new(
+                format!("{at}.operator"),
+                Misconfigured,
+                "must be Exists when key is empty (an empty key with Exists tolerates every taint)",
+            ));
+        }
+    }
+
+    let gs = &placement.decision_strategy.group_strategy;
+    for (i, g) in gs.decision_groups.iter().enumerate() {
+        cluster_selector(
+            &g.group_cluster_selector,
+            &format!(
+                "spec.decisionStrategy.groupStrategy.decisionGroups[{i}].groupClusterSelector"
+            ),
+            &mut errors,
+        );
+    }
+    if let Err(message) = GroupSize::parse(&gs.clusters_per_decision_group) {
+        errors.push(FieldError::new(
+            "spec.decisionStrategy.groupStrategy.clustersPerDecisionGroup",
+            Invalid,
+            message,
+        ));
+    }
+
+    for (i, c) in placement
+        .spread_policy
+        .spread_constraints
+        .iter()
+        .enumerate()
+    {
+        let at = format!("spec.spreadPolicy.spreadConstraints[{i}]");
+        if c.topology_key.is_empty() {
+            errors.push(FieldError::new(
+                format!("{at}.topologyKey"),
+                Invalid,
+                "must not be empty: name the label or claim whose values are the domains",
+            ));
+        }
+        if c.max_skew < 1 {
+            errors.push(FieldError::new(
+                format!("{at}.maxSkew"),
+                Invalid,
+                format!("must be >= 1 (got {})", c.max_skew),
+            ));
+        }
+    }
+    errors
+}
+
+fn cluster_selector(sel: &ClusterSelector, path: &str, errors: &mut Vec<FieldError>) {
+    errors.extend(
+        sel.label_selector
+            .validate(&format!("{path}.labelSelector"), ErrorKind::Misconfigured),
+    );
+    errors.extend(
+        sel.claim_selector
+            .validate(&format!("{path}.claimSelector"), ErrorKind::Misconfigured),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::placement::{
+        IntOrString, ScoreCoordinate, SpreadConstraint, Toleration, WhenUnsatisfiable,
+    };
+    use crate::selector::{LabelSelector, Requirement};
+
+    fn paths(errors: &[FieldError]) -> Vec<&str> {
+        errors.iter().map(|e| e.path.as_str()).collect()
+    }
+
+    #[test]
+    fn valid_spec_has_no_errors() {
+        let p = Placement::new("ns", "p")
+            .number_of_clusters(3)
+            .predicate(
+                LabelSelector::default().label("a", "b"),
+                LabelSelector::default(),
+            )
+            .prioritizer(ScoreCoordinate::built_in("ResourceAllocatableCPU"), 10)
+            .prioritizer(ScoreCoordinate::add_on("default", "cpuratio"), -10)
+            .toleration(Toleration::exists(""))
+            .clusters_per_decision_group(IntOrString::String("25%".into()))
+            .spread(SpreadConstraint::label(
+                "zone",
+                1,
+                WhenUnsatisfiable::DoNotSchedule,
+            ));
+        assert_eq!(validate(&p), vec![]);
+    }
+
+    #[test]
+    fn all_errors_are_reported_at_once_with_paths_and_kinds() {
+        let p = Placement::new("ns", "p")
+            .number_of_clusters(-1)
+            .predicate(
+                LabelSelector::default()
+                    .exists("a")
+                    .expression(Requirement::new("b", "Foo", ["x"])),
+                LabelSelector::default(),
+            )
+            .prioritizer(ScoreCoordinate::built_in("Balance"), 11)
+            .prioritizer(ScoreCoordinate::built_in("Cheapest"), 1)
+            .prioritizer(ScoreCoordinate::add_on("", ""), 1)
+            .prioritizer(
+                ScoreCoordinate {
+                    type_: ScoreCoordinateType::AddOn,
+                    ..ScoreCoordinate::default()
+                },
+                1,
+            )
+            .toleration(Toleration {
+                value: "x".into(),
+                ..Toleration::exists("k")
+            })
+            .toleration(Toleration::equal("", "v"))
+            .clusters_per_decision_group(IntOrString::Int(0))
+            .spread(SpreadConstraint::label(
+                "",
+                0,
+                WhenUnsatisfiable::ScheduleAnyway,
+            ));
+        let errors = validate(&p);
+        assert_eq!(
+            paths(&errors),
+            [
+                "spec.numberOfClusters",
+                "spec.predicates[0].requiredClusterSelector.labelSelector.matchExpressions[1].operator",
+                "spec.prioritizerPolicy.configurations[0].weight",
+                "spec.prioritizerPolicy.configurations[1].scoreCoordinate.builtIn",
+                "spec.prioritizerPolicy.configurations[2].scoreCoordinate.addOn.resourceName",
+                "spec.prioritizerPolicy.configurations[2].scoreCoordinate.addOn.scoreName",
+                "spec.prioritizerPolicy.configurations[3].scoreCoordinate.addOn",
+                "spec.tolerations[0].value",
+                "spec.tolerations[1].operator",
+                "spec.decisionStrategy.groupStrategy.clustersPerDecisionGroup",
+                "spec.spreadPolicy.spreadConstraints[0].topologyKey",
+                "spec.spreadPolicy.spreadConstraints[0].maxSkew",
+            ]
+        );
+        let kinds: Vec<ErrorKind> = errors.iter().map(|e| e.kind).collect();
+        use ErrorKind::*;
+        assert_eq!(
+            kinds,
+            [
+                Invalid,
+                Misconfigured,
+                Invalid,
+                Misconfigured,
+                Misconfigured,
+                Misconfigured,
+                Misconfigured,
+                Misconfigured,
+                Misconfigured,
+                Invalid,
+                Invalid,
+                Invalid
+            ]
+        );
+        assert_eq!(
+            errors[1].to_string(),
+            "spec.predicates[0].requiredClusterSelector.labelSelector.matchExpressions[1].operator: \
+             unknown operator \"Foo\" (want In, NotIn, Exists, DoesNotExist)"
+        );
+        assert_eq!(
+            errors[3].to_string(),
+            "spec.prioritizerPolicy.configurations[1].scoreCoordinate.builtIn: unknown built-in \
+             prioritizer \"Cheapest\" (want Balance, Steady, ResourceAllocatableCPU, \
+             ResourceAllocatableMemory)"
+        );
+    }
+
+    #[test]
+    fn weight_bounds_are_inclusive() {
+        for w in [-10, 0, 10] {
+            let p = Placement::new("ns", "p").prioritizer(ScoreCoordinate::built_in("Steady"), w);
+            assert!(validate(&p).is_empty(), "weight {w}");
+        }
+        let p = Placement::new("ns", "p").prioritizer(ScoreCoordinate::built_in("Steady"), -11);
+        assert_eq!(
+            paths(&validate(&p)),
+            ["spec.prioritizerPolicy.configurations[0].weight"]
+        );
+    }
+
+    #[test]
+    fn bad_clusters_per_decision_group_values_are_invalid() {
+        for bad in [
+            IntOrString::Int(0),
+            IntOrString::Int(-3),
+            IntOrString::String("0%".into()),
+            IntOrString::String("101%".into()),
+            IntOrString::String("-5%".into()),
+            IntOrString::String("abc".into()),
+            IntOrString::String("x%".into()),
+        ] {
+            let p = Placement::new("ns", "p").clusters_per_decision_group(bad.clone());
+            let errors = validate(&p);
+            assert_eq!(errors.len(), 1, "{bad:?}");
+            assert_eq!(errors[0].kind, ErrorKind::Invalid);
+        }
+    }
+
+    #[test]
+    fn group_and_claim_selectors_are_validated() {
+        let p = Placement::new("ns", "p")
+            .predicate(
+                LabelSelector::default(),
+                LabelSelector::default().in_values("k", Vec::<String>::new()),
+            )
+            .decision_group(
+                "canary",
+                ClusterSelector::labels(LabelSelector::default().expression(Requirement::new(
+                    "canary",
+                    crate::selector::Operator::Exists,
+                    ["x"],
+                ))),
+            );
+        assert_eq!(
+            paths(&validate(&p)),
+            [
+                "spec.predicates[0].requiredClusterSelector.claimSelector.matchExpressions[0].values",
+                "spec.decisionStrategy.groupStrategy.decisionGroups[0].groupClusterSelector.labelSelector.matchExpressions[0].values",
+            ]
+        );
+    }
+}
