@@ -4,6 +4,7 @@
 //!   cluster status reports, reaction to acceptance/denial/deletion and to reconnects.
 //! - [`backend`]: the local cluster ([`backend::sim::SimBackend`] for simulators and tests).
 //! - [`work`]: ManifestWork execution — one actor per work, status feedback, proxy queries.
+//! - [`scores`]: AddOnPlacementScores the agent reports (resource usage).
 //! - [`store`]: durable local state (`--state-dir`) or in-memory state for simulators.
 //!
 //! [`run`] is what the `flotilla-agent` binary and the simulator call.
@@ -12,6 +13,7 @@
 
 pub mod backend;
 pub mod registration;
+pub mod scores;
 pub mod store;
 pub mod work;
 
@@ -55,6 +57,9 @@ pub struct AgentConfig {
     pub work_status_interval: Duration,
     /// How often the agent asks the hub for a spec resync besides every (re)connect (jittered).
     pub resync_interval: Duration,
+    /// How often the agent reports its AddOnPlacementScores (None = never); each report is
+    /// valid for three intervals.
+    pub score_interval: Option<Duration>,
     /// Largest event sent.
     pub max_event_bytes: usize,
 }
@@ -75,6 +80,7 @@ impl AgentConfig {
             status_interval: Duration::from_secs(10),
             work_status_interval: Duration::from_secs(10),
             resync_interval: Duration::from_secs(300),
+            score_interval: Some(Duration::from_secs(60)),
             max_event_bytes: flotilla_bus::envelope::DEFAULT_MAX_EVENT_BYTES,
         }
     }

@@ -65,6 +65,9 @@ struct Args {
     /// Seconds between periodic spec resyncs (besides every reconnect).
     #[arg(long, default_value_t = 300)]
     resync_interval_seconds: u64,
+    /// Seconds between AddOnPlacementScore reports (resource usage); 0 = none.
+    #[arg(long, default_value_t = 60)]
+    score_interval_seconds: u64,
     /// Milliseconds until simulated workloads become ready.
     #[arg(long, default_value_t = 2000)]
     sim_ready_delay_ms: u64,
@@ -106,6 +109,8 @@ fn main() -> ExitCode {
     config.status_interval = Duration::from_secs(args.status_interval_seconds.max(1));
     config.work_status_interval = Duration::from_secs(args.work_status_interval_seconds.max(1));
     config.resync_interval = Duration::from_secs(args.resync_interval_seconds.max(1));
+    config.score_interval =
+        (args.score_interval_seconds > 0).then(|| Duration::from_secs(args.score_interval_seconds));
     let sim_file = args.state_dir.join("sim-cluster.json");
     if args.backend != "sim" {
         errors.push(format!(

@@ -48,6 +48,8 @@ pub struct RegistrationActor {
     works: WorkManager,
     /// When to ask the hub for a spec resync (None = not scheduled).
     next_resync: Option<Instant>,
+    /// When to report AddOnPlacementScores next (None = not scheduled).
+    next_score: Option<Instant>,
 }
 
 fn jitter(d: Duration, low: f64) -> Duration {
@@ -85,6 +87,7 @@ impl RegistrationActor {
             last_status_hash: None,
             works,
             next_resync: None,
+            next_score: None,
         }
     }
 
@@ -131,6 +134,7 @@ impl RegistrationActor {
                 // Edge autonomy: an accepted agent keeps renewing even before the hub answers.
                 self.next_lease = Some(Instant::now());
                 self.next_resync = Some(Instant::now());
+                self.next_score = Some(Instant::now());
             }
             let mut status_tick = tokio::time::interval(self.config.status_interval);
             status_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -140,6 +144,7 @@ impl RegistrationActor {
                     () = sleep_until_opt(self.next_register) => self.register().await,
                     () = sleep_until_opt(self.next_lease) => self.renew().await,
                     () = sleep_until_opt(self.next_resync) => self.resync().await,
+                    () = sleep_until_opt(self.next_score) => self.report_scores().await,
                     msg = proxy.next() => match msg {
                         Some(msg) if self.accepted() => self.works.on_proxy(&self.client, msg).await,
                         Some(_) => {}
@@ -168,6 +173,7 @@ impl RegistrationActor {
                                 self.next_lease = Some(Instant::now());
                                 self.last_status_hash = None;
                                 self.next_resync = Some(Instant::now());
+                                self.next_score = Some(Instant::now());
                                 self.works.republish_all().await;
                             }
                         }
@@ -315,6 +321,7 @@ impl RegistrationActor {
                 }
                 if !was_accepted {
                     self.next_resync = Some(Instant::now());
+                    self.next_score = Some(Instant::now());
                 }
                 self.next_register = Some(Instant::now() + jitter(ACCEPTED_REFRESH, 0.5));
             }
@@ -423,6 +430,12 @@ impl RegistrationActor {
     }
 
     async fn publish(&self, kind: &str, ev: Event) -> bool {
+        self.publish_to(subjects::status(self.name(), kind, None), kind, ev)
+            .await
+    }
+
+    /// Publishes into the status stream and waits (bounded) for the acknowledgement.
+    async fn publish_to(&self, subject: String, kind: &str, ev: Event) -> bool {
         let bytes = match ev.encode(self.config.max_event_bytes) {
             Ok(b) => b,
             Err(e) => {
@@ -430,7 +443,6 @@ impl RegistrationActor {
                 return false;
             }
         };
-        let subject = subjects::status(self.name(), kind, None);
         let attempt = async {
             self.js
                 .publish_with_headers(subject, headers(&ev), bytes)
@@ -448,6 +460,42 @@ impl RegistrationActor {
             Err(_) => {
                 tracing::debug!(kind, "status publish timed out");
                 false
+            }
+        }
+    }
+
+    /// Reports the backend's AddOnPlacementScores, valid for three intervals.
+    async fn report_scores(&mut self) {
+        let Some(interval) = self.config.score_interval.filter(|_| self.accepted()) else {
+            self.next_score = None;
+            return;
+        };
+        self.next_score = Some(Instant::now() + jitter(interval, 0.9));
+        let valid_until = std::time::SystemTime::now() + interval * 3;
+        for (resource_name, items) in self.backend.scores() {
+            let seq = match self.store.next_sequence() {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::error!(error = %e, "saving the sequence counter failed");
+                    return;
+                }
+            };
+            let ev = crate::scores::report_event(
+                &self.source,
+                self.name(),
+                &resource_name,
+                items,
+                valid_until,
+                seq,
+            );
+            let subject = flotilla_bus::scores::subject(self.name(), &resource_name);
+            if !self
+                .publish_to(subject, flotilla_bus::scores::KIND_SCORE, ev)
+                .await
+            {
+                // Offline: try again soon rather than a whole interval later.
+                self.next_score =
+                    Some(Instant::now() + jitter(interval.min(Duration::from_secs(5)), 0.5));
             }
         }
     }

@@ -2,8 +2,8 @@
 //! one process, with varied labels, claims and capacities so that placement and the demo have
 //! something to choose from. Each agent has its own NATS connection, like a real edge cluster.
 //!
-//! [`scores`]: the fleet also reports `cpuAvailable` / `memAvailable` AddOnPlacementScores for
-//! its clusters.
+//! [`scores`]: every agent reports `cpuAvailable` / `memAvailable` AddOnPlacementScores; the fleet
+//! drifts its clusters' load so the scores move.
 
 #![deny(missing_docs)]
 
@@ -85,6 +85,7 @@ pub fn profile(config: &FleetConfig, i: usize) -> (AgentConfig, SimBackend) {
     agent.status_interval = config.status_interval;
     agent.work_status_interval = config.work_status_interval;
     agent.resync_interval = config.resync_interval;
+    agent.score_interval = config.scores.as_ref().map(|s| s.interval);
     // Simulated agents share one process: keep per-connection buffers small.
     agent.nats.client_capacity = 64;
     agent.nats.subscription_capacity = 256;
@@ -156,22 +157,12 @@ impl Fleet {
             }
         }
         if let Some(sc) = &config.scores {
-            let reporting: Vec<(String, Arc<dyn Backend>, usize)> = backends
+            let drifting = backends
                 .iter()
                 .enumerate()
-                .map(|(n, (name, b))| {
-                    let b: Arc<dyn Backend> = b.clone();
-                    (name.clone(), b, config.first_index + n)
-                })
+                .map(|(n, (_, b))| (b.clone(), config.first_index + n))
                 .collect();
-            let nats =
-                flotilla_bus::connect::NatsConfig::new(&config.nats_url, "flotilla-sim-scores");
-            match flotilla_bus::connect::connect(&nats, None).await {
-                Ok(client) => {
-                    tasks.spawn(scores::run(client, reporting, sc.clone(), stop_rx.clone()));
-                }
-                Err(e) => tracing::error!(error = %e, "score reporter cannot connect; no scores"),
-            }
+            tasks.spawn(scores::drift(drifting, sc.clone(), stop_rx.clone()));
         }
         Self {
             stop,

@@ -99,6 +99,10 @@ pub trait Backend: Send + Sync + 'static {
     fn get(&self, id: &ManifestId) -> Result<Option<Value>, BackendError>;
     /// Deletes one object; `Ok(false)` when it was already gone.
     fn delete(&self, id: &ManifestId) -> Result<bool, BackendError>;
+    /// The AddOnPlacementScores this cluster reports: `(resource name, scores)`. None by default.
+    fn scores(&self) -> Vec<(String, Vec<flotilla_api::v1::AddOnPlacementScoreItem>)> {
+        Vec::new()
+    }
     /// Lists objects of a kind (matched case-insensitively against kind, plural resource or
     /// short name), optionally in one namespace.
     fn list(&self, kind: &str, namespace: Option<&str>) -> Result<Vec<Value>, BackendError>;

@@ -62,6 +62,8 @@ pub struct SimBackend {
     objects: Mutex<Objects>,
     file: Option<PathBuf>,
     injected: Mutex<HashMap<(String, String), String>>,
+    /// Fraction of allocatable CPU and memory in use (drives the resource-usage score).
+    load: Mutex<f64>,
 }
 
 fn now_ms() -> u64 {
@@ -166,6 +168,7 @@ impl SimBackend {
             objects: Mutex::new(Objects::default()),
             file: None,
             injected: Mutex::new(HashMap::new()),
+            load: Mutex::new(0.0),
         }
     }
 
@@ -225,6 +228,11 @@ impl SimBackend {
                 inj.remove(&k);
             }
         }
+    }
+
+    /// Sets the fraction (0–1) of allocatable CPU and memory in use.
+    pub fn set_load(&self, load: f64) {
+        *self.load.lock().expect("sim lock") = load.clamp(0.0, 1.0);
     }
 
     /// Number of stored objects.
@@ -492,6 +500,19 @@ impl Backend for SimBackend {
             self.save(&objects);
         }
         Ok(outcome)
+    }
+
+    fn scores(&self) -> Vec<(String, Vec<flotilla_api::v1::AddOnPlacementScoreItem>)> {
+        let info = self.info();
+        let load = *self.load.lock().expect("sim lock");
+        vec![(
+            crate::scores::RESOURCE_NAME.to_string(),
+            crate::scores::scores_for(
+                info.allocatable.get("cpu").map(String::as_str),
+                info.allocatable.get("memory").map(String::as_str),
+                load,
+            ),
+        )]
     }
 
     fn get(&self, id: &ManifestId) -> Result<Option<Value>, BackendError> {

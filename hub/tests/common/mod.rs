@@ -80,6 +80,8 @@ pub fn agent_config(name: &str, nats_url: &str) -> AgentConfig {
     c.status_interval = Duration::from_millis(200);
     c.work_status_interval = Duration::from_millis(200);
     c.resync_interval = Duration::from_secs(2);
+    // Tests that want agent-reported scores set this (the simulated fleet does).
+    c.score_interval = None;
     c.state = StateConfig::Memory;
     c
 }
