@@ -759,19 +759,18 @@ async fn get(hub: &Hub, fmt: Format, what: GetWhat) -> Result<()> {
                 .map_err(status)?
                 .into_inner()
                 .items;
-            match fmt {
-                Format::Table => {
-                    let rows: Vec<_> = items.iter().map(pout::decision_row).collect();
-                    print!("{}", output::table(&pout::DECISION_COLUMNS, &rows));
-                }
-                f => {
-                    let objs = items.iter().map(ocm::PlacementDecision::from).collect();
-                    print!(
-                        "{}",
-                        output::structured(f, objs, false).map_err(|e| anyhow!(e))?
-                    );
-                }
-            }
+            print!(
+                "{}",
+                output::render(
+                    fmt,
+                    &items,
+                    &pout::DECISION_COLUMNS,
+                    pout::decision_row,
+                    |x| ocm::PlacementDecision::from(x),
+                    false
+                )
+                .map_err(|e| anyhow!(e))?
+            );
         }
         GetWhat::Addonplacementscores { cluster } => {
             let items = hub
@@ -783,19 +782,18 @@ async fn get(hub: &Hub, fmt: Format, what: GetWhat) -> Result<()> {
                 .map_err(status)?
                 .into_inner()
                 .items;
-            match fmt {
-                Format::Table => {
-                    let rows: Vec<_> = items.iter().map(pout::score_row).collect();
-                    print!("{}", output::table(&pout::SCORE_COLUMNS, &rows));
-                }
-                f => {
-                    let objs = items.iter().map(ocm::AddOnPlacementScore::from).collect();
-                    print!(
-                        "{}",
-                        output::structured(f, objs, false).map_err(|e| anyhow!(e))?
-                    );
-                }
-            }
+            print!(
+                "{}",
+                output::render(
+                    fmt,
+                    &items,
+                    &pout::SCORE_COLUMNS,
+                    pout::score_row,
+                    |x| ocm::AddOnPlacementScore::from(x),
+                    false
+                )
+                .map_err(|e| anyhow!(e))?
+            );
         }
         GetWhat::Clustersetbindings { namespace } => {
             let items = hub
@@ -807,22 +805,18 @@ async fn get(hub: &Hub, fmt: Format, what: GetWhat) -> Result<()> {
                 .map_err(status)?
                 .into_inner()
                 .items;
-            match fmt {
-                Format::Table => {
-                    let rows: Vec<_> = items.iter().map(output::binding_row).collect();
-                    print!("{}", output::table(&output::BINDING_COLUMNS, &rows));
-                }
-                f => {
-                    let objs = items
-                        .iter()
-                        .map(ocm::ManagedClusterSetBinding::from)
-                        .collect();
-                    print!(
-                        "{}",
-                        output::structured(f, objs, false).map_err(|e| anyhow!(e))?
-                    );
-                }
-            }
+            print!(
+                "{}",
+                output::render(
+                    fmt,
+                    &items,
+                    &output::BINDING_COLUMNS,
+                    output::binding_row,
+                    |x| ocm::ManagedClusterSetBinding::from(x),
+                    false
+                )
+                .map_err(|e| anyhow!(e))?
+            );
         }
     }
     Ok(())

@@ -86,6 +86,25 @@ mod erased {
     }
 }
 
+/// Renders items as a table (`columns`, one `row` each) or as OCM-shaped JSON/YAML (`to_ocm`;
+/// a single named object prints alone when `single`, otherwise a `kind: List`).
+pub fn render<T, O: Serialize>(
+    format: Format,
+    items: &[T],
+    columns: &[&str],
+    row: impl Fn(&T) -> Vec<String>,
+    to_ocm: impl Fn(&T) -> O,
+    single: bool,
+) -> Result<String, String> {
+    match format {
+        Format::Table => {
+            let rows: Vec<_> = items.iter().map(row).collect();
+            Ok(table(columns, &rows))
+        }
+        f => structured(f, items.iter().map(to_ocm).collect(), single),
+    }
+}
+
 /// `get clusters` columns.
 pub const CLUSTER_COLUMNS: [&str; 7] = [
     "NAME",
