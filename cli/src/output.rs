@@ -105,6 +105,28 @@ pub fn render<T, O: Serialize>(
     }
 }
 
+/// The `Conditions:` section of a `describe`: an indented table of type, status, reason, when
+/// the status last changed and message.
+pub fn conditions_block(conditions: &[ocm::Condition]) -> String {
+    let rows: Vec<Vec<String>> = conditions
+        .iter()
+        .map(|c| {
+            vec![
+                c.type_.clone(),
+                c.status.clone(),
+                c.reason.clone(),
+                c.last_transition_time.clone(),
+                c.message.clone(),
+            ]
+        })
+        .collect();
+    let mut s = String::from("Conditions:\n");
+    for line in table(&["TYPE", "STATUS", "REASON", "SINCE", "MESSAGE"], &rows).lines() {
+        s.push_str(&format!("  {line}\n"));
+    }
+    s
+}
+
 /// `get clusters` columns.
 pub const CLUSTER_COLUMNS: [&str; 7] = [
     "NAME",
@@ -238,22 +260,7 @@ pub fn describe_work(w: &flotilla_api::v1::ManifestWork) -> String {
     let observed = w.hub.as_ref().map_or(0, |h| h.observed_generation);
     s.push_str(&format!("Observed generation (agent): {observed}\n"));
     let status = o.status.unwrap_or_default();
-    let rows: Vec<Vec<String>> = status
-        .conditions
-        .iter()
-        .map(|c| {
-            vec![
-                c.type_.clone(),
-                c.status.clone(),
-                c.reason.clone(),
-                c.message.clone(),
-            ]
-        })
-        .collect();
-    s.push_str("Conditions:\n");
-    for line in table(&["TYPE", "STATUS", "REASON", "MESSAGE"], &rows).lines() {
-        s.push_str(&format!("  {line}\n"));
-    }
+    s.push_str(&conditions_block(&status.conditions));
     s.push_str("Manifests:\n");
     for (i, m) in o.spec.workload.manifests.iter().enumerate() {
         let kind = m["kind"].as_str().unwrap_or("?");
@@ -366,24 +373,7 @@ pub fn describe_cluster(c: &ManagedCluster) -> String {
     for c in &o.status.cluster_claims {
         s.push_str(&format!("  {}={}\n", c.name, c.value));
     }
-    let rows: Vec<Vec<String>> = o
-        .status
-        .conditions
-        .iter()
-        .map(|c| {
-            vec![
-                c.type_.clone(),
-                c.status.clone(),
-                c.reason.clone(),
-                c.last_transition_time.clone(),
-                c.message.clone(),
-            ]
-        })
-        .collect();
-    s.push_str("Conditions:\n");
-    for line in table(&["TYPE", "STATUS", "REASON", "SINCE", "MESSAGE"], &rows).lines() {
-        s.push_str(&format!("  {line}\n"));
-    }
+    s.push_str(&conditions_block(&o.status.conditions));
     s
 }
 

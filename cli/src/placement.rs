@@ -230,23 +230,7 @@ pub fn describe_placement(d: &PlacementDebug, decisions: &[PlacementDecision]) -
         "Selected clusters: {}\n",
         status.number_of_selected_clusters
     ));
-    let rows: Vec<Vec<String>> = status
-        .conditions
-        .iter()
-        .map(|c| {
-            vec![
-                c.type_.clone(),
-                c.status.clone(),
-                c.reason.clone(),
-                c.last_transition_time.clone(),
-                c.message.clone(),
-            ]
-        })
-        .collect();
-    s.push_str("Conditions:\n");
-    for line in table(&["TYPE", "STATUS", "REASON", "SINCE", "MESSAGE"], &rows).lines() {
-        s.push_str(&format!("  {line}\n"));
-    }
+    s.push_str(&crate::output::conditions_block(&status.conditions));
     let groups: Vec<Vec<String>> = status
         .decision_groups
         .iter()
