@@ -359,11 +359,15 @@ impl ClusterSets {
         }
     }
 
-    fn view(&self, set: &ManagedClusterSet, state: &State) -> ManagedClusterSetView {
+    /// A set with its derived status, over one snapshot of the inventory (taken once per call,
+    /// however many sets are listed).
+    fn view(
+        set: &ManagedClusterSet,
+        state: &State,
+        clusters: &[std::sync::Arc<ManagedCluster>],
+    ) -> ManagedClusterSetView {
         let name = name_of(&set.metadata).to_string();
-        let members: Vec<String> = self
-            .inventory
-            .snapshot()
+        let members: Vec<String> = clusters
             .iter()
             .filter(|c| Self::is_member(set, c))
             .map(|c| crate::inventory::name(c).to_string())
@@ -408,16 +412,17 @@ impl ClusterSets {
             .sets
             .get(name)
             .ok_or_else(|| SetError::NotFound(format!("ManagedClusterSet {name:?}")))?;
-        Ok(self.view(s, &state))
+        Ok(Self::view(s, &state, &self.inventory.snapshot()))
     }
 
     /// Every set with its derived status.
     pub fn list_sets(&self) -> Vec<ManagedClusterSetView> {
+        let clusters = self.inventory.snapshot();
         let state = self.state.read().expect("sets lock");
         state
             .sets
             .values()
-            .map(|(s, _)| self.view(s, &state))
+            .map(|(s, _)| Self::view(s, &state, &clusters))
             .collect()
     }
 
