@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 use thiserror::Error;
 
@@ -69,9 +70,22 @@ enum Backing {
 }
 
 /// The local store.
+///
+/// Saves may race: work actors and the registration actor all bump the sequence counter. Each
+/// change takes a version number under the state lock; writers then take the `written` lock one
+/// at a time and skip a snapshot older than what is already on disk, so the file only ever moves
+/// forward and no two writers share a temp file.
 pub struct LocalStore {
     backing: Backing,
-    state: Mutex<State>,
+    state: Mutex<Versioned>,
+    /// The version of the state last written to disk; held while writing.
+    written: Mutex<u64>,
+}
+
+/// The state and a counter of its changes.
+struct Versioned {
+    state: State,
+    version: u64,
 }
 
 const WORKS_DIR: &str = "works";
@@ -94,7 +108,11 @@ impl LocalStore {
     pub fn memory(cluster_name: &str) -> Self {
         Self {
             backing: Backing::Memory(Mutex::new(std::collections::HashMap::new())),
-            state: Mutex::new(Self::fresh(cluster_name)),
+            state: Mutex::new(Versioned {
+                state: Self::fresh(cluster_name),
+                version: 0,
+            }),
+            written: Mutex::new(0),
         }
     }
 
@@ -128,7 +146,8 @@ impl LocalStore {
         };
         let store = Self {
             backing: Backing::Dir(dir.to_path_buf()),
-            state: Mutex::new(state),
+            state: Mutex::new(Versioned { state, version: 1 }),
+            written: Mutex::new(0),
         };
         store.save()?;
         Ok(store)
@@ -136,12 +155,16 @@ impl LocalStore {
 
     /// A copy of the state.
     pub fn get(&self) -> State {
-        self.state.lock().expect("state lock").clone()
+        self.state.lock().expect("state lock").state.clone()
     }
 
     /// Changes the state and persists it.
     pub fn update(&self, f: impl FnOnce(&mut State)) -> Result<(), StoreError> {
-        f(&mut self.state.lock().expect("state lock"));
+        {
+            let mut v = self.state.lock().expect("state lock");
+            f(&mut v.state);
+            v.version += 1;
+        }
         self.save()
     }
 
@@ -160,19 +183,29 @@ impl LocalStore {
         Ok(seq)
     }
 
+    /// Writes the current state unless a newer one is already on disk.
     fn save(&self) -> Result<(), StoreError> {
         let Backing::Dir(dir) = &self.backing else {
             return Ok(());
         };
         let file = dir.join(FILE);
-        let bytes =
-            serde_json::to_vec_pretty(&*self.state.lock().expect("state lock")).map_err(|e| {
-                StoreError::Corrupt {
-                    path: file.clone(),
-                    message: e.to_string(),
-                }
+        let mut written = self.written.lock().expect("writer lock");
+        // Snapshot after taking the writer lock: whatever this writer puts on disk is at least as
+        // new as every write before it.
+        let (version, bytes) = {
+            let v = self.state.lock().expect("state lock");
+            let bytes = serde_json::to_vec_pretty(&v.state).map_err(|e| StoreError::Corrupt {
+                path: file.clone(),
+                message: e.to_string(),
             })?;
-        write_atomically(&file, &bytes)
+            (v.version, bytes)
+        };
+        if version <= *written {
+            return Ok(());
+        }
+        write_atomically(&file, &bytes)?;
+        *written = version;
+        Ok(())
     }
 
     /// Saves a work record (what the agent holds and applied for one work).
@@ -277,24 +310,37 @@ impl LocalStore {
     }
 }
 
-/// Writes a file atomically: temp file, fsync, rename; mode 0600.
+/// Writes a file atomically: a temp file of its own (created with mode 0600, so a seed is never
+/// readable by others, not even briefly), fsync, rename, fsync of the directory.
 fn write_atomically(file: &Path, bytes: &[u8]) -> Result<(), StoreError> {
-    let tmp = file.with_extension("tmp");
+    static TEMP: AtomicU64 = AtomicU64::new(0);
+    let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("state");
+    let tmp = file.with_file_name(format!(
+        ".{name}.{}.{}.tmp",
+        std::process::id(),
+        TEMP.fetch_add(1, Ordering::Relaxed)
+    ));
     let write = || -> std::io::Result<()> {
         use std::io::Write;
-        let mut f = std::fs::File::create(&tmp)?;
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let mut f = options.open(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))?;
+        std::fs::rename(&tmp, file)?;
+        if let Some(dir) = file.parent() {
+            std::fs::File::open(dir)?.sync_all()?;
         }
-        std::fs::rename(&tmp, file)
+        Ok(())
     };
-    write().map_err(|source| StoreError::Io {
-        path: file.to_path_buf(),
-        source,
+    write().map_err(|source| {
+        let _ = std::fs::remove_file(&tmp);
+        StoreError::Io {
+            path: file.to_path_buf(),
+            source,
+        }
     })
 }
 
@@ -325,6 +371,56 @@ mod tests {
         assert!(first > 1_600_000_000_000_000);
         let b = LocalStore::memory("c1");
         assert!(b.next_sequence().unwrap() >= first);
+    }
+
+    #[test]
+    fn concurrent_saves_never_lose_or_corrupt_the_state_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = std::sync::Arc::new(LocalStore::open(dir.path(), "c1").unwrap());
+        let savers: Vec<_> = (0..16)
+            .map(|i| {
+                let store = store.clone();
+                std::thread::spawn(move || {
+                    for n in 0..50 {
+                        store.next_sequence().expect("sequence saved");
+                        if n % 10 == 0 {
+                            store
+                                .update(|s| s.lease_duration_seconds = i * 100 + n)
+                                .expect("state saved");
+                        }
+                    }
+                })
+            })
+            .collect();
+        for s in savers {
+            s.join().unwrap();
+        }
+        // The newest state is on disk, whole; no temp file is left behind.
+        let on_disk: State =
+            serde_json::from_slice(&std::fs::read(dir.path().join(FILE)).unwrap()).unwrap();
+        assert_eq!(on_disk, store.get());
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| n.to_string_lossy().ends_with(".tmp"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+        drop(store);
+        let reopened = LocalStore::open(dir.path(), "c1").unwrap();
+        assert_eq!(reopened.get(), on_disk);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn state_file_holding_the_seed_is_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let _store = LocalStore::open(dir.path(), "c1").unwrap();
+        let mode = std::fs::metadata(dir.path().join(FILE))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
     }
 
     #[test]
