@@ -391,7 +391,7 @@ impl RegistrationActor {
             versions: self.works.versions(),
         };
         let ev = Event::new(
-            crate::work::spec_type(flotilla_bus::envelope::Action::ResyncRequest),
+            flotilla_bus::works::resync_request_type(),
             self.source.clone(),
             self.name(),
             &request,

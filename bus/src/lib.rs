@@ -10,6 +10,7 @@
 //! - [`ids`]: resource ids (UUIDv5) and status hashes.
 //! - [`process`]: signal handling and RSS for the binaries.
 //! - [`scores`]: AddOnPlacementScore reports (event type, status subject).
+//! - [`works`]: ManifestWork spec, status and resync events (types, resource id, subject).
 
 #![deny(missing_docs)]
 
@@ -20,5 +21,6 @@ pub mod jetstream;
 pub mod process;
 pub mod scores;
 pub mod subjects;
+pub mod works;
 
 pub use envelope::{EnvelopeError, Event, EventType};

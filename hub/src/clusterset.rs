@@ -2,6 +2,7 @@
 //! membership and status derived from the inventory on read.
 
 use crate::inventory::ClusterInventory;
+use crate::keys::ObjectRef;
 use crate::store::{Bucket, StoreError};
 use flotilla_api::meta::{
     self, CLUSTERSET_LABEL, COND_BOUND, COND_CLUSTERSET_EMPTY, DEFAULT_CLUSTERSET,
@@ -72,10 +73,6 @@ pub struct ClusterSets {
     changes: broadcast::Sender<SetChange>,
     /// Serialises writers so that the KV revision and the in-memory copy stay in step.
     write_lock: Arc<tokio::sync::Mutex<()>>,
-}
-
-fn binding_key(ns: &str, set: &str) -> String {
-    format!("{ns}.{set}")
 }
 
 fn name_of(meta: &Option<ObjectMeta>) -> &str {
@@ -520,7 +517,11 @@ impl ClusterSets {
         b.status = None;
         let rev = self
             .bindings
-            .write(&binding_key(&key.0, &key.1), &b, expected)
+            .write(
+                &ObjectRef::new(key.0.as_str(), key.1.as_str()).store_key(),
+                &b,
+                expected,
+            )
             .await
             .map_err(|e| {
                 if e.is_conflict() {
@@ -576,7 +577,9 @@ impl ClusterSets {
                 "ManagedClusterSetBinding {namespace}/{name}"
             )));
         }
-        self.bindings.purge(&binding_key(namespace, name)).await?;
+        self.bindings
+            .purge(&ObjectRef::new(namespace, name).store_key())
+            .await?;
         self.state.write().expect("sets lock").bindings.remove(&key);
         let _ = self.changes.send(SetChange::Binding {
             namespace: key.0,

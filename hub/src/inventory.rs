@@ -144,11 +144,6 @@ pub fn name(c: &ManagedCluster) -> &str {
         .unwrap_or_default()
 }
 
-/// The inventory key of a work.
-pub fn work_key(cluster: &str, work: &str) -> String {
-    format!("{cluster}/{work}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

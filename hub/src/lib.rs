@@ -6,6 +6,7 @@
 //! - [`placement`]: one actor per Placement over the shared inventory, the dispatcher that
 //!   reschedules only affected placements, AddOnPlacementScores.
 //! - [`inventory`]: the shared read view of all clusters plus a change broadcast.
+//! - [`keys`]: typed keys of namespaced objects (inventory and KV spellings).
 //! - [`router`]: NATS subscriptions (registrations, the status stream) → actors.
 //! - [`store`]: typed JetStream KV buckets.
 //! - [`grpc`]: the `flotilla.v1` gRPC services.
@@ -19,6 +20,7 @@ pub mod cluster;
 pub mod clusterset;
 pub mod grpc;
 pub mod inventory;
+pub mod keys;
 pub mod metrics;
 pub mod placement;
 pub mod router;
@@ -251,7 +253,7 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
             tracing::warn!(cluster = %cluster, work = %name, "removing a work of a deleted cluster");
             opened
                 .works
-                .purge(&cluster::actor::work_store_key(&cluster, &name))
+                .purge(&keys::ObjectRef::new(cluster.as_str(), name).store_key())
                 .await?;
         }
     }

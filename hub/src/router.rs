@@ -3,8 +3,7 @@
 //! stored) and never blocks on a slow actor: a full mailbox is a counted drop, repaired by the
 //! agent's retry (registration) or by JetStream redelivery (status, left unacknowledged).
 
-use crate::cluster::actor::WorkStatusEvent;
-use crate::cluster::{Clusters, LeaseEvent, Msg, StatusEvent, rules, works};
+use crate::cluster::{Clusters, LeaseEvent, Msg, StatusEvent, WorkStatusEvent, rules};
 use crate::metrics::Metrics;
 use async_nats::jetstream::{self, consumer};
 use flotilla_api::v1::{
@@ -13,6 +12,7 @@ use flotilla_api::v1::{
 };
 use flotilla_bus::envelope::{Event, headers, types};
 use flotilla_bus::subjects::{self, StatusSubject};
+use flotilla_bus::works;
 use futures::StreamExt;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -201,7 +201,7 @@ async fn reply_rejected(
     };
     let ev = Event::new(
         types::registration_response(),
-        crate::cluster::actor::SOURCE,
+        crate::cluster::SOURCE,
         cluster,
         &response,
     );

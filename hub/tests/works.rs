@@ -862,12 +862,12 @@ async fn spec_events_for_another_cluster_are_ignored_by_the_agent() {
     let mut foreign = hello("cluster2", 1);
     foreign.metadata.as_mut().unwrap().generation = 1;
     let ev = flotilla_bus::Event::new(
-        flotilla_hub::cluster::works::spec_type(Action::CreateRequest),
+        flotilla_bus::works::spec_type(Action::CreateRequest),
         "attacker",
         "cluster1",
         &foreign,
     )
-    .with_resource_id(flotilla_hub::cluster::works::resource_id(&foreign))
+    .with_resource_id(flotilla_hub::cluster::work_rules::resource_id(&foreign))
     .with_resource_version(1);
     client
         .publish_with_headers(

@@ -35,7 +35,7 @@ use flotilla_bus::jetstream::StreamOptions;
 use flotilla_hub::clusterset::ClusterSets;
 use flotilla_hub::inventory::ClusterInventory;
 use flotilla_hub::metrics::Metrics;
-use flotilla_hub::placement::{self, Buckets, Deps, PlacementConfig, Placements};
+use flotilla_hub::placement::{Buckets, Deps, PlacementConfig, Placements};
 use flotilla_hub::store::{self, Bucket};
 use flotilla_placement::PlacementInput;
 use serde::Serialize;
@@ -358,7 +358,7 @@ async fn start(settings: &Settings, clusters: usize) -> Result<Hub> {
     let scores = placements.scores().inventory().clone();
     for i in 0..clusters {
         scores.upsert(
-            &placement::scores::inventory_key(&name(i), "load"),
+            &flotilla_hub::keys::ObjectRef::new(name(i), "load").inventory_key(),
             score(i),
         );
     }

@@ -20,27 +20,11 @@ use flotilla_api::v1::{
     AppliedManifestWork, ManifestWork, ProxyRequest, ProxyResponse, WorkStatusReport,
 };
 use flotilla_api::work::ManifestId;
-use flotilla_bus::envelope::{Action, Direction, Event, EventType, headers, types};
-use flotilla_bus::subjects;
+use flotilla_bus::envelope::{Action, Event, headers, types};
+use flotilla_bus::works;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-/// Work spec events (hub → agent) with the given action.
-pub fn spec_type(action: Action) -> EventType {
-    EventType::new("work", "v1", "manifestwork", Direction::Spec, action)
-}
-
-/// Work status events (agent → hub).
-pub fn status_type() -> EventType {
-    EventType::new(
-        "work",
-        "v1",
-        "manifestwork",
-        Direction::Status,
-        Action::UpdateRequest,
-    )
-}
 
 /// Which works declare which resources: a resource is deleted only when no work declares it.
 #[derive(Default, Debug)]
@@ -140,7 +124,7 @@ impl Publisher {
             }
         };
         let ev = Event::new(
-            status_type(),
+            works::status_type(),
             self.source.clone(),
             self.cluster.clone(),
             report,
@@ -156,11 +140,7 @@ impl Publisher {
                 return false;
             }
         };
-        let subject = subjects::status(
-            &self.cluster,
-            subjects::KIND_WORK,
-            Some(&report.resource_id),
-        );
+        let subject = works::status_subject(&self.cluster, &report.resource_id);
         let attempt = async {
             self.js
                 .publish_with_headers(subject, headers(&ev), bytes)
@@ -266,12 +246,7 @@ impl WorkManager {
             tracing::warn!(namespace = %meta.namespace, work = %meta.name, "work spec for another cluster rejected");
             return;
         }
-        let rid = flotilla_bus::ids::resource_id(
-            &meta.namespace,
-            "ManifestWork",
-            &meta.namespace,
-            &meta.name,
-        );
+        let rid = works::resource_id(&meta.namespace, &meta.name);
         if event.resource_id.as_deref() != Some(rid.as_str()) {
             tracing::warn!(work = %meta.name, "work spec whose resourceid does not match its name rejected");
             return;

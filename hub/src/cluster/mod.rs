@@ -1,11 +1,21 @@
-//! ManagedClusters: one [`actor`] per cluster, the [`Clusters`] registry that spawns and finds
-//! them, and the pure rules in [`rules`] (conditions, taints, validation).
+//! ManagedClusters and their ManifestWorks.
+//!
+//! - [`handle`]: [`ClusterHandle`], the cheap-clone handle of a cluster actor, and the messages
+//!   and errors it carries;
+//! - `actor`: the task that owns one cluster and its works (state, run loop, persistence), with
+//!   the cluster lifecycle and the work lifecycle in child modules of their own;
+//! - [`rules`]: pure OCM rules for clusters (conditions, taints, registration, validation);
+//! - [`work_rules`]: pure rules for works (spec events, resync diff, status application);
+//! - [`Clusters`]: the registry that spawns and finds the actors.
 
-pub mod actor;
+mod actor;
+pub mod handle;
 pub mod rules;
-pub mod works;
+pub mod work_rules;
 
-pub use actor::{ClusterError, ClusterHandle, LeaseEvent, Msg, StatusEvent};
+pub use handle::{
+    AdminEdit, ClusterError, ClusterHandle, LeaseEvent, Msg, SOURCE, StatusEvent, WorkStatusEvent,
+};
 
 use crate::inventory::ClusterInventory;
 use crate::metrics::Metrics;

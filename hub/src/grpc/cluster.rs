@@ -1,8 +1,8 @@
 //! `flotilla.v1.ClusterService`.
 
-use crate::cluster::Clusters;
+use super::{parse_selector, selects};
+use crate::cluster::{AdminEdit, ClusterHandle, Clusters};
 use crate::inventory::ClusterInventory;
-use flotilla_api::selector;
 use flotilla_api::v1::cluster_service_server::ClusterService;
 use flotilla_api::v1::{
     ClusterEvent, ClusterNamesRequest, ClustersResponse, DeleteClusterRequest,
@@ -29,23 +29,29 @@ impl ClusterApi {
         }
     }
 
-    fn handle(&self, name: &str) -> Result<crate::cluster::ClusterHandle, Status> {
+    fn handle(&self, name: &str) -> Result<ClusterHandle, Status> {
         self.clusters
             .get(name)
             .filter(|_| self.inventory.get(name).is_some())
             .ok_or_else(|| Status::not_found(format!("managed cluster {name:?} not found")))
     }
-}
 
-fn parse_selector(s: &str) -> Result<flotilla_api::v1::LabelSelector, Status> {
-    selector::parse(s).map_err(|e| Status::invalid_argument(format!("labelSelector: {e}")))
-}
-
-fn labels(c: &ManagedCluster) -> std::collections::HashMap<String, String> {
-    c.metadata
-        .as_ref()
-        .map(|m| m.labels.clone())
-        .unwrap_or_default()
+    /// Applies the same edit to each named cluster; every name must exist before any changes.
+    async fn edit_each(
+        &self,
+        names: Vec<String>,
+        edit: impl Fn() -> AdminEdit,
+    ) -> Result<Response<ClustersResponse>, Status> {
+        let handles = names
+            .iter()
+            .map(|n| self.handle(n))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut items = Vec::new();
+        for h in handles {
+            items.push(h.edit(edit()).await?);
+        }
+        Ok(Response::new(ClustersResponse { items }))
+    }
 }
 
 type WatchStream = Pin<Box<dyn Stream<Item = Result<ClusterEvent, Status>> + Send>>;
@@ -65,7 +71,7 @@ impl ClusterService for ClusterApi {
             if !req.page_token.is_empty() && name <= req.page_token.as_str() {
                 continue;
             }
-            if !selector::matches_labels(&sel, &labels(&c)) {
+            if !selects(&sel, c.metadata.as_ref()) {
                 continue;
             }
             if req.page_size > 0 && items.len() == req.page_size as usize {
@@ -103,7 +109,7 @@ impl ClusterService for ClusterApi {
         let sel = parse_selector(&req.into_inner().label_selector)?;
         Ok(Response::new(super::watch(
             &self.inventory,
-            move |_, c| selector::matches_labels(&sel, &labels(c)),
+            move |_, c| selects(&sel, c.metadata.as_ref()),
             |ty, c| ClusterEvent {
                 r#type: ty as i32,
                 cluster: Some(c.clone()),
@@ -115,32 +121,16 @@ impl ClusterService for ClusterApi {
         &self,
         req: Request<ClusterNamesRequest>,
     ) -> Result<Response<ClustersResponse>, Status> {
-        let names = req.into_inner().names;
-        let handles = names
-            .iter()
-            .map(|n| self.handle(n))
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut items = Vec::new();
-        for h in handles {
-            items.push(h.accept().await?);
-        }
-        Ok(Response::new(ClustersResponse { items }))
+        self.edit_each(req.into_inner().names, || AdminEdit::Accept)
+            .await
     }
 
     async fn deny_clusters(
         &self,
         req: Request<ClusterNamesRequest>,
     ) -> Result<Response<ClustersResponse>, Status> {
-        let names = req.into_inner().names;
-        let handles = names
-            .iter()
-            .map(|n| self.handle(n))
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut items = Vec::new();
-        for h in handles {
-            items.push(h.deny().await?);
-        }
-        Ok(Response::new(ClustersResponse { items }))
+        self.edit_each(req.into_inner().names, || AdminEdit::Deny)
+            .await
     }
 
     async fn label_cluster(
@@ -148,9 +138,11 @@ impl ClusterService for ClusterApi {
         req: Request<LabelClusterRequest>,
     ) -> Result<Response<ManagedCluster>, Status> {
         let r = req.into_inner();
-        Ok(Response::new(
-            self.handle(&r.name)?.label(r.set, r.remove).await?,
-        ))
+        let edit = AdminEdit::Label {
+            set: r.set,
+            remove: r.remove,
+        };
+        Ok(Response::new(self.handle(&r.name)?.edit(edit).await?))
     }
 
     async fn taint_cluster(
@@ -158,9 +150,11 @@ impl ClusterService for ClusterApi {
         req: Request<TaintClusterRequest>,
     ) -> Result<Response<ManagedCluster>, Status> {
         let r = req.into_inner();
-        Ok(Response::new(
-            self.handle(&r.name)?.taint(r.add, r.remove).await?,
-        ))
+        let edit = AdminEdit::Taint {
+            add: r.add,
+            remove: r.remove,
+        };
+        Ok(Response::new(self.handle(&r.name)?.edit(edit).await?))
     }
 
     async fn set_lease_duration(
@@ -168,11 +162,8 @@ impl ClusterService for ClusterApi {
         req: Request<SetLeaseDurationRequest>,
     ) -> Result<Response<ManagedCluster>, Status> {
         let r = req.into_inner();
-        Ok(Response::new(
-            self.handle(&r.name)?
-                .set_lease(r.lease_duration_seconds)
-                .await?,
-        ))
+        let edit = AdminEdit::SetLease(r.lease_duration_seconds);
+        Ok(Response::new(self.handle(&r.name)?.edit(edit).await?))
     }
 
     async fn delete_cluster(
@@ -183,16 +174,4 @@ impl ClusterService for ClusterApi {
         self.handle(&r.name)?.delete().await?;
         Ok(Response::new(DeleteClusterResponse {}))
     }
-}
-
-/// A server stream fed by a task through a bounded channel (the task ends when the client goes).
-pub fn async_stream<T, F, Fut>(f: F) -> Pin<Box<dyn Stream<Item = T> + Send>>
-where
-    T: Send + 'static,
-    F: FnOnce(tokio::sync::mpsc::Sender<T>) -> Fut,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
-{
-    let (tx, rx) = tokio::sync::mpsc::channel(256);
-    tokio::spawn(f(tx));
-    Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))
 }

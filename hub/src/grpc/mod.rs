@@ -10,13 +10,39 @@ pub mod work;
 use crate::cluster::ClusterError;
 use crate::clusterset::SetError;
 use crate::inventory::{ChangeKind, Inventory};
-use flotilla_api::v1::EventType;
+use flotilla_api::selector;
+use flotilla_api::v1::{EventType, LabelSelector, ObjectMeta};
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::Arc;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_stream::Stream;
 use tonic::Status;
+
+/// Parses the `labelSelector` field of a list or watch request.
+pub(crate) fn parse_selector(s: &str) -> Result<LabelSelector, Status> {
+    selector::parse(s).map_err(|e| Status::invalid_argument(format!("labelSelector: {e}")))
+}
+
+/// Whether an object with this metadata is selected.
+pub(crate) fn selects(sel: &LabelSelector, meta: Option<&ObjectMeta>) -> bool {
+    match meta {
+        Some(m) => selector::matches_labels(sel, &m.labels),
+        None => selector::matches_labels(sel, &HashMap::new()),
+    }
+}
+
+/// A server stream fed by a task through a bounded channel (the task ends when the client goes).
+pub fn async_stream<T, F, Fut>(f: F) -> Pin<Box<dyn Stream<Item = T> + Send>>
+where
+    T: Send + 'static,
+    F: FnOnce(tokio::sync::mpsc::Sender<T>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = tokio::sync::mpsc::channel(256);
+    tokio::spawn(f(tx));
+    Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))
+}
 
 /// A server stream of watch events.
 pub type WatchStream<E> = Pin<Box<dyn Stream<Item = Result<E, Status>> + Send>>;
@@ -36,7 +62,7 @@ where
     // Subscribe before the snapshot so that no change falls between them.
     let mut rx = inventory.subscribe();
     let inventory = inventory.clone();
-    cluster::async_stream(move |tx| async move {
+    async_stream(move |tx| async move {
         let mut seen: HashMap<Arc<str>, Arc<T>> = HashMap::new();
         let catch_up = |kind: EventType, seen: &mut HashMap<Arc<str>, Arc<T>>| {
             let mut events = Vec::new();

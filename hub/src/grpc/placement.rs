@@ -131,7 +131,7 @@ impl PlacementService for PlacementApi {
         let r = req.into_inner();
         let mut rx = self.placements.subscribe();
         let initial = self.placements.list(&r.namespace);
-        let stream = super::cluster::async_stream(move |tx| async move {
+        let stream = super::async_stream(move |tx| async move {
             for v in initial {
                 if matches(&v, &r.namespace, &r.name)
                     && tx.send(Ok(event(EventType::Added, &v))).await.is_err()

@@ -1,8 +1,9 @@
 //! `flotilla.v1.WorkService`: ManifestWorks and read-only proxy queries to spokes.
 
+use super::{parse_selector, selects};
 use crate::cluster::Clusters;
-use crate::inventory::{WorkInventory, work_key};
-use flotilla_api::selector;
+use crate::inventory::WorkInventory;
+use crate::keys::ObjectRef;
 use flotilla_api::v1::work_service_server::WorkService;
 use flotilla_api::v1::{
     DeleteWorkRequest, GetWorkRequest, ListWorksRequest, ListWorksResponse, ManifestWork,
@@ -50,17 +51,6 @@ impl WorkApi {
     }
 }
 
-fn labels(w: &ManifestWork) -> std::collections::HashMap<String, String> {
-    w.metadata
-        .as_ref()
-        .map(|m| m.labels.clone())
-        .unwrap_or_default()
-}
-
-fn parse_selector(s: &str) -> Result<flotilla_api::v1::LabelSelector, Status> {
-    selector::parse(s).map_err(|e| Status::invalid_argument(format!("labelSelector: {e}")))
-}
-
 type WatchStream = Pin<Box<dyn Stream<Item = Result<WorkEvent, Status>> + Send>>;
 
 #[tonic::async_trait]
@@ -89,7 +79,7 @@ impl WorkService for WorkApi {
     ) -> Result<Response<ManifestWork>, Status> {
         let r = req.into_inner();
         self.works
-            .get(&work_key(&r.cluster, &r.name))
+            .get(&ObjectRef::new(r.cluster.as_str(), r.name.as_str()).inventory_key())
             .map(|w| Response::new((*w).clone()))
             .ok_or_else(|| {
                 Status::not_found(format!("ManifestWork {}/{} not found", r.cluster, r.name))
@@ -102,11 +92,7 @@ impl WorkService for WorkApi {
     ) -> Result<Response<ListWorksResponse>, Status> {
         let r = req.into_inner();
         let sel = parse_selector(&r.label_selector)?;
-        let prefix = if r.cluster.is_empty() {
-            String::new()
-        } else {
-            format!("{}/", r.cluster)
-        };
+        let prefix = ObjectRef::prefix(&r.cluster);
         let mut items = Vec::new();
         let mut next_page_token = String::new();
         let mut last_key = String::new();
@@ -114,7 +100,7 @@ impl WorkService for WorkApi {
             if !r.page_token.is_empty() && &*key <= r.page_token.as_str() {
                 continue;
             }
-            if !selector::matches_labels(&sel, &labels(&w)) {
+            if !selects(&sel, w.metadata.as_ref()) {
                 continue;
             }
             if r.page_size > 0 && items.len() == r.page_size as usize {
@@ -147,14 +133,10 @@ impl WorkService for WorkApi {
     ) -> Result<Response<WatchStream>, Status> {
         let r = req.into_inner();
         let sel = parse_selector(&r.label_selector)?;
-        let prefix = if r.cluster.is_empty() {
-            String::new()
-        } else {
-            format!("{}/", r.cluster)
-        };
+        let prefix = ObjectRef::prefix(&r.cluster);
         Ok(Response::new(super::watch(
             &self.works,
-            move |key, w| key.starts_with(&prefix) && selector::matches_labels(&sel, &labels(w)),
+            move |key, w| key.starts_with(&prefix) && selects(&sel, w.metadata.as_ref()),
             |ty, w| WorkEvent {
                 r#type: ty as i32,
                 work: Some(w.clone()),
@@ -181,7 +163,7 @@ impl WorkService for WorkApi {
         };
         let ev = Event::new(
             types::proxy_request(),
-            crate::cluster::actor::SOURCE,
+            crate::cluster::SOURCE,
             r.cluster.clone(),
             &query,
         );

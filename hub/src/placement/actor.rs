@@ -13,12 +13,11 @@
 //! `<ns>.<name>`, compare-and-set). A failed write is retried every second; the published view
 //! only ever shows what is stored.
 
+use crate::keys::ObjectRef;
 use crate::placement::convert;
 use crate::placement::dispatch::Snapshot;
 use crate::placement::metrics::Timer;
-use crate::placement::{
-    PlacementError, PlacementView, Shared, decision_key, placement_key, view_key,
-};
+use crate::placement::{PlacementError, PlacementView, Shared};
 use crate::store::StoreError;
 use flotilla_api::meta;
 use flotilla_api::v1::{Placement, PlacementDecision};
@@ -106,15 +105,15 @@ pub(crate) fn spawn(
     loaded: Option<Loaded>,
     shared: Arc<Shared>,
 ) -> PlacementHandle {
-    let key = view_key(namespace, name);
+    let id = ObjectRef::new(namespace, name);
+    let key = id.inventory_key();
     let (tx, rx) = mpsc::channel(shared.config.mailbox_capacity.max(1));
     let wake = Arc::new(Notify::new());
     let span =
         tracing::info_span!("placement", placement.namespace = %namespace, placement.name = %name);
     let mut actor = Actor {
         key: key.clone(),
-        namespace: namespace.to_string(),
-        name: name.to_string(),
+        id,
         placement: None,
         revision: 0,
         spec: None,
@@ -149,9 +148,9 @@ pub(crate) fn spawn(
 }
 
 struct Actor {
+    /// `id.inventory_key()`, the key of the registry and the views.
     key: String,
-    namespace: String,
-    name: String,
+    id: ObjectRef,
     /// The stored object (spec and status), `None` until created.
     placement: Option<Placement>,
     revision: u64,
@@ -284,7 +283,7 @@ impl Actor {
         let rev = self
             .shared
             .placements
-            .write(&placement_key(&self.namespace, &self.name), &next, expected)
+            .write(&self.id.store_key(), &next, expected)
             .await
             .map_err(|e| {
                 if e.is_conflict() {
@@ -316,13 +315,13 @@ impl Actor {
         for n in 1..=self.pages.len() {
             self.shared
                 .decisions
-                .purge(&decision_key(&self.namespace, &self.name, n))
+                .purge(&self.id.page_store_key(n))
                 .await
                 .map_err(|e| PlacementError::Unavailable(e.to_string()))?;
         }
         self.shared
             .placements
-            .purge(&placement_key(&self.namespace, &self.name))
+            .purge(&self.id.store_key())
             .await
             .map_err(|e| PlacementError::Unavailable(e.to_string()))?;
         self.shared.actors.remove(&self.key);
@@ -465,7 +464,7 @@ impl Actor {
             let rev = self
                 .shared
                 .decisions
-                .put(&decision_key(&self.namespace, &self.name, n), page)
+                .put(&self.id.page_store_key(n), page)
                 .await?;
             if let Some(m) = page.metadata.as_mut() {
                 m.resource_version = rev;
@@ -474,7 +473,7 @@ impl Actor {
         for n in pages.len() + 1..=self.pages.len() {
             self.shared
                 .decisions
-                .purge(&decision_key(&self.namespace, &self.name, n))
+                .purge(&self.id.page_store_key(n))
                 .await?;
         }
         // The decisions are stored: adopt them even if the status write below fails.
@@ -498,11 +497,7 @@ impl Actor {
         let written = self
             .shared
             .placements
-            .write(
-                &placement_key(&self.namespace, &self.name),
-                &next,
-                self.revision,
-            )
+            .write(&self.id.store_key(), &next, self.revision)
             .await;
         match written {
             Ok(rev) => {
@@ -523,12 +518,7 @@ impl Actor {
 
     /// Re-reads the stored placement after a lost compare-and-set.
     async fn reload(&mut self) {
-        match self
-            .shared
-            .placements
-            .get(&placement_key(&self.namespace, &self.name))
-            .await
-        {
+        match self.shared.placements.get(&self.id.store_key()).await {
             Ok(Some((mut p, rev))) => {
                 if let Some(m) = p.metadata.as_mut() {
                     m.resource_version = rev;

@@ -24,6 +24,7 @@ pub mod scores;
 
 use crate::clusterset::ClusterSets;
 use crate::inventory::{Change, ClusterInventory, Inventory};
+use crate::keys::ObjectRef;
 use crate::store::{Bucket, StoreError};
 use actor::{Loaded, PlacementHandle};
 use dashmap::DashMap;
@@ -122,21 +123,6 @@ impl PlacementView {
 
 /// Every placement's view, keyed `<ns>/<name>`, with a change broadcast.
 pub type PlacementInventory = Inventory<PlacementView>;
-
-/// The inventory key of a placement.
-pub fn view_key(namespace: &str, name: &str) -> String {
-    format!("{namespace}/{name}")
-}
-
-/// The KV key of a placement: `<ns>.<name>` (namespaces have no dots).
-pub fn placement_key(namespace: &str, name: &str) -> String {
-    format!("{namespace}.{name}")
-}
-
-/// The KV key of page `n` (from 1): `<ns>.<placement>.<n>`.
-pub fn decision_key(namespace: &str, placement: &str, n: usize) -> String {
-    format!("{namespace}.{placement}.{n}")
-}
 
 /// A stored decision page: its number, the object and its revision.
 type StoredPage = (usize, PlacementDecision, u64);
@@ -274,7 +260,7 @@ impl Placements {
             ps.sort_by_key(|(n, _, _)| *n);
             let ps: Vec<PlacementDecision> = ps.into_iter().map(|(_, d, _)| d).collect();
             views.upsert(
-                &view_key(&ns, &name),
+                &ObjectRef::new(ns.as_str(), name.as_str()).inventory_key(),
                 PlacementView {
                     placement: p.clone(),
                     decisions: ps.clone(),
@@ -288,7 +274,7 @@ impl Placements {
                 tracing::warn!(namespace = %ns, placement = %name, page = n, "removing a decision of a deleted placement");
                 deps.buckets
                     .decisions
-                    .purge(&decision_key(&ns, &name, n))
+                    .purge(&ObjectRef::new(ns.as_str(), name.as_str()).page_store_key(n))
                     .await?;
             }
         }
@@ -319,7 +305,10 @@ impl Placements {
                 }),
                 shared.clone(),
             );
-            actors.insert(view_key(&ns, &name), handle);
+            actors.insert(
+                ObjectRef::new(ns.as_str(), name.as_str()).inventory_key(),
+                handle,
+            );
         }
         tracing::info!(placements = actors.len(), "placements loaded");
         let task = tokio::spawn(
@@ -403,7 +392,7 @@ impl Placements {
         Self::validate(&placement)?;
         self.sync().await;
         let m = placement.metadata.clone().unwrap_or_default();
-        let key = view_key(&m.namespace, &m.name);
+        let key = ObjectRef::new(m.namespace.as_str(), m.name.as_str()).inventory_key();
         loop {
             let handle = self
                 .shared
@@ -424,16 +413,14 @@ impl Placements {
 
     /// One placement and its decisions.
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<PlacementView>> {
-        self.shared.views.get(&view_key(namespace, name))
+        self.shared
+            .views
+            .get(&ObjectRef::new(namespace, name).inventory_key())
     }
 
     /// Placements of a namespace (every namespace when empty), sorted by key.
     pub fn list(&self, namespace: &str) -> Vec<Arc<PlacementView>> {
-        let prefix = if namespace.is_empty() {
-            String::new()
-        } else {
-            format!("{namespace}/")
-        };
+        let prefix = ObjectRef::prefix(namespace);
         self.shared
             .views
             .with_prefix(&prefix)
@@ -444,7 +431,7 @@ impl Placements {
 
     /// Deletes a placement and its decisions.
     pub async fn delete(&self, namespace: &str, name: &str) -> Result<(), PlacementError> {
-        let key = view_key(namespace, name);
+        let key = ObjectRef::new(namespace, name).inventory_key();
         let not_found = || PlacementError::NotFound(format!("Placement {key}"));
         let handle = self
             .shared

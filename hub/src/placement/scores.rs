@@ -8,6 +8,7 @@
 //! that is deleted are purged with it, like OCM's cluster namespace.
 
 use crate::inventory::{ChangeKind, ClusterInventory, Inventory};
+use crate::keys::ObjectRef;
 use crate::placement::metrics::PlacementMetrics;
 use crate::store::{Bucket, StoreError};
 use flotilla_api::meta;
@@ -36,16 +37,6 @@ pub enum ScoreError {
     /// The score actor has stopped (the hub is shutting down).
     #[error("the score store has stopped")]
     Gone,
-}
-
-/// The inventory key of a score.
-pub fn inventory_key(cluster: &str, name: &str) -> String {
-    format!("{cluster}/{name}")
-}
-
-/// The KV key of a score: `<cluster>.<resourceName>` (cluster names have no dots).
-pub fn store_key(cluster: &str, name: &str) -> String {
-    format!("{cluster}.{name}")
 }
 
 /// Checks a score object: cluster and resource names, score names, values in [-100, 100].
@@ -146,7 +137,7 @@ impl Scores {
         for (_, mut s, rev) in bucket.load_all().await? {
             let m = s.metadata.get_or_insert_with(Default::default);
             m.resource_version = rev;
-            let key = inventory_key(&m.namespace, &m.name);
+            let key = ObjectRef::new(m.namespace.as_str(), m.name.as_str()).inventory_key();
             revisions.insert(key.clone(), rev);
             inventory.upsert(&key, s);
         }
@@ -172,11 +163,7 @@ impl Scores {
 
     /// Scores of one cluster (every cluster when empty), sorted.
     pub fn list(&self, cluster: &str) -> Vec<AddOnPlacementScore> {
-        let prefix = if cluster.is_empty() {
-            String::new()
-        } else {
-            format!("{cluster}/")
-        };
+        let prefix = ObjectRef::prefix(cluster);
         self.inventory
             .with_prefix(&prefix)
             .into_iter()
@@ -292,7 +279,11 @@ impl Actor {
         let expected = self.revisions.get(key).copied().unwrap_or(0);
         let rev = match self
             .bucket
-            .write(&store_key(&cluster, &name), &score, expected)
+            .write(
+                &ObjectRef::new(cluster.as_str(), name.as_str()).store_key(),
+                &score,
+                expected,
+            )
             .await
         {
             Ok(rev) => rev,
@@ -300,11 +291,15 @@ impl Actor {
                 // Written by someone else (another hub): take the stored revision and retry once.
                 let current = self
                     .bucket
-                    .get(&store_key(&cluster, &name))
+                    .get(&ObjectRef::new(cluster.as_str(), name.as_str()).store_key())
                     .await?
                     .map_or(0, |(_, r)| r);
                 self.bucket
-                    .write(&store_key(&cluster, &name), &score, current)
+                    .write(
+                        &ObjectRef::new(cluster.as_str(), name.as_str()).store_key(),
+                        &score,
+                        current,
+                    )
                     .await?
             }
             Err(e) => return Err(e.into()),
@@ -329,7 +324,7 @@ impl Actor {
                 m.namespace, m.name
             )));
         }
-        let key = inventory_key(&m.namespace, &m.name);
+        let key = ObjectRef::new(m.namespace.as_str(), m.name.as_str()).inventory_key();
         let mut next = AddOnPlacementScore {
             metadata: Some(ObjectMeta {
                 name: m.name.clone(),
@@ -352,13 +347,15 @@ impl Actor {
     }
 
     async fn delete(&mut self, cluster: &str, name: &str) -> Result<(), ScoreError> {
-        let key = inventory_key(cluster, name);
+        let key = ObjectRef::new(cluster, name).inventory_key();
         if self.inventory.get(&key).is_none() {
             return Err(ScoreError::NotFound(format!(
                 "AddOnPlacementScore {cluster}/{name}"
             )));
         }
-        self.bucket.purge(&store_key(cluster, name)).await?;
+        self.bucket
+            .purge(&ObjectRef::new(cluster, name).store_key())
+            .await?;
         self.revisions.remove(&key);
         self.sequences.remove(&key);
         self.inventory.remove(&key);
@@ -371,7 +368,8 @@ impl Actor {
             sequence,
             ack,
         } = r;
-        let key = inventory_key(&report.cluster_name, &report.resource_name);
+        let key = ObjectRef::new(report.cluster_name.as_str(), report.resource_name.as_str())
+            .inventory_key();
         if let Some(seq) = sequence {
             if self.sequences.get(&key).is_some_and(|&last| seq <= last) {
                 ack_message(ack).await;
@@ -413,13 +411,17 @@ impl Actor {
     }
 
     async fn purge_cluster(&mut self, cluster: &str) {
-        for (key, s) in self.inventory.with_prefix(&format!("{cluster}/")) {
+        for (key, s) in self.inventory.with_prefix(&ObjectRef::prefix(cluster)) {
             let name = s
                 .metadata
                 .as_ref()
                 .map(|m| m.name.clone())
                 .unwrap_or_default();
-            match self.bucket.purge(&store_key(cluster, &name)).await {
+            match self
+                .bucket
+                .purge(&ObjectRef::new(cluster, name.as_str()).store_key())
+                .await
+            {
                 Ok(()) => {
                     self.revisions.remove(&*key);
                     self.sequences.remove(&*key);
@@ -498,11 +500,5 @@ mod tests {
         assert!(e.contains("metadata.namespace"), "{e}");
         let e = validate(&score("c1", "", &[])).unwrap_err();
         assert!(e.contains("metadata.name"), "{e}");
-    }
-
-    #[test]
-    fn keys_and_resource_ids_are_stable() {
-        assert_eq!(store_key("c1", "default"), "c1.default");
-        assert_eq!(inventory_key("c1", "default"), "c1/default");
     }
 }

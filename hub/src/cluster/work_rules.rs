@@ -4,46 +4,8 @@
 use flotilla_api::meta::{self, status};
 use flotilla_api::v1::{ManifestWork, WorkStatusReport};
 use flotilla_api::work::conditions::{APPLIED, AVAILABLE};
-use flotilla_bus::envelope::{Action, Direction, Event, EventType};
+use flotilla_bus::envelope::{Action, Event};
 use std::collections::{BTreeMap, HashMap};
-
-/// Event type of work specs with the given action.
-pub fn spec_type(action: Action) -> EventType {
-    EventType::new("work", "v1", "manifestwork", Direction::Spec, action)
-}
-
-/// Event type of work status reports.
-pub fn status_type() -> EventType {
-    EventType::new(
-        "work",
-        "v1",
-        "manifestwork",
-        Direction::Status,
-        Action::UpdateRequest,
-    )
-}
-
-/// Event type of spec resync requests (agent → hub).
-pub fn resync_request_type() -> EventType {
-    EventType::new(
-        "work",
-        "v1",
-        "manifestwork",
-        Direction::Spec,
-        Action::ResyncRequest,
-    )
-}
-
-/// Event type of spec resync responses (hub → agent).
-pub fn resync_response_type() -> EventType {
-    EventType::new(
-        "work",
-        "v1",
-        "manifestwork",
-        Direction::Spec,
-        Action::ResyncResponse,
-    )
-}
 
 /// What the hub knows of one work, for the resync diff.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,17 +54,23 @@ pub fn spec_event(cluster: &str, work: &ManifestWork, source: &str) -> Event {
         status: None,
         hub: None,
     };
-    let mut ev = Event::new(spec_type(action), source, cluster, &payload)
-        .with_resource_id(resource_id(work))
-        .with_resource_version(meta.generation);
+    let mut ev = Event::new(
+        flotilla_bus::works::spec_type(action),
+        source,
+        cluster,
+        &payload,
+    )
+    .with_resource_id(resource_id(work))
+    .with_resource_version(meta.generation);
     ev.deletion_timestamp = meta.deletion_timestamp;
     ev
 }
 
 /// The stable resourceid of a work.
 pub fn resource_id(work: &ManifestWork) -> String {
-    let m = work.metadata.clone().unwrap_or_default();
-    flotilla_bus::ids::resource_id(&m.namespace, "ManifestWork", &m.namespace, &m.name)
+    let m = work.metadata.as_ref();
+    let (cluster, name) = m.map_or(("", ""), |m| (m.namespace.as_str(), m.name.as_str()));
+    flotilla_bus::works::resource_id(cluster, name)
 }
 
 /// Whether the work is Applied and Available at its current generation.

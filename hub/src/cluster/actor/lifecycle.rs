@@ -1,0 +1,435 @@
+//! The cluster lifecycle: registration, acceptance and admin edits, lease renewals and expiry,
+//! status reports, deletion.
+
+use super::{Actor, ack_message};
+use crate::cluster::handle::{AdminEdit, ClusterError, LeaseEvent, SOURCE, StatusEvent};
+use crate::cluster::rules;
+use flotilla_api::meta::{self, COND_CLOCK_SYNCED, status};
+use flotilla_api::v1::{
+    LeaseRenewal, ManagedCluster, RegistrationRequest, RegistrationResponse, RegistrationState,
+};
+use flotilla_bus::envelope::{Event, headers, types};
+use flotilla_bus::subjects;
+use std::time::SystemTime;
+use tokio::time::Instant;
+
+impl Actor {
+    /// Applies an admin edit, with the effects each one has on the lease timer and the agent.
+    pub(super) async fn admin_edit(
+        &mut self,
+        edit: AdminEdit,
+    ) -> Result<ManagedCluster, ClusterError> {
+        match edit {
+            AdminEdit::Accept => {
+                let c = self
+                    .edit(|c| {
+                        Ok(rules::accept(
+                            c,
+                            "HubClusterAdminAccepted",
+                            "Accepted by the hub cluster admin",
+                        ))
+                    })
+                    .await?;
+                self.lease_deadline = Some(Instant::now() + self.grace(&c));
+                self.notify(
+                    RegistrationState::Accepted,
+                    "accepted by the hub cluster admin",
+                )
+                .await;
+                Ok(c)
+            }
+            AdminEdit::Deny => {
+                let c = self.edit(|c| Ok(rules::deny(c))).await?;
+                self.lease_deadline = None;
+                self.notify(RegistrationState::Denied, "denied by the hub cluster admin")
+                    .await;
+                Ok(c)
+            }
+            AdminEdit::Label { set, remove } => {
+                self.edit(|c| rules::apply_labels(c, &set, &remove)).await
+            }
+            AdminEdit::Taint { add, remove } => {
+                self.edit(|c| rules::apply_taints(c, &add, &remove)).await
+            }
+            AdminEdit::SetLease(seconds) => {
+                if !(0..=3600).contains(&seconds) {
+                    return Err(ClusterError::Invalid(format!(
+                        "spec.leaseDurationSeconds: {seconds} is outside 0..=3600 (0 = hub default)"
+                    )));
+                }
+                let seconds = if seconds == 0 {
+                    self.shared.config.default_lease_duration_seconds
+                } else {
+                    seconds
+                };
+                let c = self
+                    .edit(|c| {
+                        let spec = c.spec.get_or_insert_with(Default::default);
+                        let changed = spec.lease_duration_seconds != seconds;
+                        spec.lease_duration_seconds = seconds;
+                        if changed && let Some(m) = c.metadata.as_mut() {
+                            m.generation += 1;
+                        }
+                        Ok(changed)
+                    })
+                    .await?;
+                if rules::accepted(&c) {
+                    self.lease_deadline = Some(Instant::now() + self.grace(&c));
+                    self.notify(RegistrationState::Accepted, "lease duration changed")
+                        .await;
+                }
+                Ok(c)
+            }
+        }
+    }
+
+    pub(super) async fn register(
+        &mut self,
+        request: RegistrationRequest,
+        reply: Option<async_nats::Subject>,
+    ) {
+        let response = match self.cluster.clone() {
+            Some(c) if rules::denied(&c) => {
+                self.shared
+                    .metrics
+                    .rejected(&types::registration_request().to_string(), "denied");
+                tracing::info!("registration refused: cluster is denied");
+                response(
+                    &self.name,
+                    RegistrationState::Denied,
+                    0,
+                    "the hub cluster admin denied this cluster",
+                )
+            }
+            Some(mut c) => {
+                let mut changed = rules::apply_registration(&mut c, &request);
+                if !rules::accepted(&c)
+                    && self.shared.config.auto_accept.admits(
+                        &c.metadata
+                            .as_ref()
+                            .map(|m| m.labels.clone())
+                            .unwrap_or_default(),
+                        &request.claims,
+                    )
+                {
+                    changed |= rules::accept(
+                        &mut c,
+                        "AutoAccepted",
+                        "Accepted by the hub's auto-accept policy",
+                    );
+                    self.lease_deadline = Some(Instant::now() + self.grace(&c));
+                }
+                if changed && let Err(e) = self.persist(c.clone()).await {
+                    tracing::warn!(error = %e, "registration not persisted; the agent will retry");
+                    return;
+                }
+                self.registration_response(&c)
+            }
+            None => {
+                let c = rules::new_cluster(
+                    &request,
+                    &self.shared.config.auto_accept,
+                    self.shared.config.default_lease_duration_seconds,
+                );
+                if let Err(e) = self.persist(c.clone()).await {
+                    tracing::warn!(error = %e, "new cluster not persisted; the agent will retry");
+                    return;
+                }
+                tracing::info!(accepted = rules::accepted(&c), "new cluster registered");
+                if rules::accepted(&c) {
+                    self.lease_deadline = Some(Instant::now() + self.grace(&c));
+                }
+                self.registration_response(&c)
+            }
+        };
+        if let Some(reply) = reply {
+            self.send(reply.to_string(), types::registration_response(), &response)
+                .await;
+        }
+    }
+
+    fn registration_response(&self, c: &ManagedCluster) -> RegistrationResponse {
+        if rules::accepted(c) {
+            response(
+                &self.name,
+                RegistrationState::Accepted,
+                self.lease_seconds(c),
+                "accepted",
+            )
+        } else {
+            response(
+                &self.name,
+                RegistrationState::Pending,
+                self.lease_seconds(c),
+                "waiting for the hub cluster admin to accept (flotilla accept CLUSTER)",
+            )
+        }
+    }
+
+    async fn notify(&self, state: RegistrationState, message: &str) {
+        let Some(c) = &self.cluster else { return };
+        let r = response(&self.name, state, self.lease_seconds(c), message);
+        self.send(
+            subjects::spec(&self.name),
+            types::registration_response(),
+            &r,
+        )
+        .await;
+    }
+
+    async fn send(
+        &self,
+        subject: String,
+        ty: flotilla_bus::EventType,
+        payload: &RegistrationResponse,
+    ) {
+        let ev = Event::new(ty, SOURCE, self.name.clone(), payload);
+        match ev.encode(self.shared.config.max_event_bytes) {
+            Ok(bytes) => {
+                if let Err(e) = self
+                    .shared
+                    .nats
+                    .publish_with_headers(subject, headers(&ev), bytes)
+                    .await
+                {
+                    tracing::warn!(error = %e, "publishing to the agent failed");
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "cannot encode event for the agent"),
+        }
+    }
+
+    pub(super) async fn lease(&mut self, ev: LeaseEvent) {
+        let LeaseEvent {
+            renewal,
+            sequence,
+            server_time,
+            ack,
+        } = ev;
+        self.lease_inner(renewal, sequence, server_time).await;
+        ack_message(ack).await;
+    }
+
+    async fn lease_inner(
+        &mut self,
+        renewal: LeaseRenewal,
+        sequence: Option<u64>,
+        server_time: SystemTime,
+    ) {
+        let ty = types::lease_renewal().to_string();
+        let Some(c) = self.cluster.clone().filter(rules::accepted) else {
+            self.shared.metrics.rejected(&ty, "not_accepted");
+            tracing::debug!("lease renewal from a cluster that is not accepted ignored");
+            return;
+        };
+        if let Some(seq) = sequence {
+            if seq <= self.lease_sequence {
+                self.shared.metrics.rejected(&ty, "stale_sequence");
+                return;
+            }
+            self.lease_sequence = seq;
+        }
+        let effective = server_time.max(self.shared.started);
+        let age = SystemTime::now()
+            .duration_since(effective)
+            .unwrap_or_default();
+        let grace = self.grace(&c);
+        if age >= grace {
+            // A renewal replayed from the stream after an outage: too old to prove liveness.
+            return;
+        }
+        self.lease_deadline = Some(Instant::now() + (grace - age));
+        let mut next = c;
+        let mut changed = rules::join(&mut next);
+        let healthy = next.hub.as_ref().is_none_or(|h| h.agent_healthy);
+        changed |= if healthy {
+            rules::set_available(
+                &mut next,
+                status::TRUE,
+                "ManagedClusterAvailable",
+                "Managed cluster is available",
+            )
+        } else {
+            let msg = next
+                .status
+                .as_ref()
+                .and_then(|s| meta::find_condition(&s.conditions, meta::COND_AVAILABLE))
+                .map(|c| c.message.clone())
+                .unwrap_or_default();
+            rules::set_available(&mut next, status::FALSE, "ManagedClusterUnhealthy", &msg)
+        };
+        if let Some(agent_time) = renewal.renew_time.as_ref().map(meta::system_time) {
+            let skew = agent_time
+                .duration_since(server_time)
+                .or_else(|e| Ok::<_, ()>(e.duration()))
+                .unwrap_or_default();
+            let st = next.status.get_or_insert_with(Default::default);
+            changed |= if skew > self.shared.config.clock_skew_tolerance {
+                meta::set_condition(
+                    &mut st.conditions,
+                    COND_CLOCK_SYNCED,
+                    status::FALSE,
+                    "ManagedClusterClockOutOfSync",
+                    "The agent's clock differs from the hub's by more than the tolerance",
+                )
+            } else {
+                meta::set_condition(
+                    &mut st.conditions,
+                    COND_CLOCK_SYNCED,
+                    status::TRUE,
+                    "ManagedClusterClockSynced",
+                    "The clock of the managed cluster is synced with the hub.",
+                )
+            };
+        }
+        if changed {
+            self.persist_or_retry(next).await;
+        }
+    }
+
+    pub(super) async fn status(&mut self, ev: StatusEvent) {
+        let StatusEvent {
+            report,
+            sequence,
+            hash,
+            ack,
+        } = ev;
+        let ty = types::cluster_status().to_string();
+        let Some(mut next) = self.cluster.clone().filter(rules::accepted) else {
+            self.shared.metrics.rejected(&ty, "not_accepted");
+            ack_message(ack).await;
+            return;
+        };
+        let hub = next.hub.get_or_insert_with(Default::default);
+        let last = hub
+            .last_sequence
+            .get(subjects::KIND_CLUSTER)
+            .copied()
+            .unwrap_or(0);
+        if let Some(seq) = sequence {
+            if seq <= last {
+                self.shared.metrics.rejected(&ty, "stale_sequence");
+                ack_message(ack).await;
+                return;
+            }
+            hub.last_sequence.insert(subjects::KIND_CLUSTER.into(), seq);
+        }
+        if let Some(h) = &hash {
+            if *h == hub.last_status_hash {
+                ack_message(ack).await;
+                return;
+            }
+            hub.last_status_hash = h.clone();
+        }
+        hub.agent_healthy = report.healthy;
+        rules::apply_report(
+            &mut next,
+            &report.capacity,
+            &report.allocatable,
+            &report.kubernetes_version,
+            &report.claims,
+        );
+        let lease_live = self.lease_deadline.is_some_and(|d| d > Instant::now());
+        if lease_live {
+            if report.healthy {
+                rules::set_available(
+                    &mut next,
+                    status::TRUE,
+                    "ManagedClusterAvailable",
+                    "Managed cluster is available",
+                );
+            } else {
+                rules::set_available(
+                    &mut next,
+                    status::FALSE,
+                    "ManagedClusterUnhealthy",
+                    &report.health_message,
+                );
+            }
+        }
+        self.persist_or_retry(next).await;
+        ack_message(ack).await;
+    }
+
+    pub(super) async fn lease_expired(&mut self) {
+        self.lease_deadline = None;
+        let Some(mut next) = self.cluster.clone().filter(rules::accepted) else {
+            return;
+        };
+        if rules::set_available(
+            &mut next,
+            status::UNKNOWN,
+            "ManagedClusterLeaseUpdateStopped",
+            "Registration agent stopped updating its lease.",
+        ) {
+            tracing::warn!("lease expired: cluster is unreachable");
+            self.shared.metrics.lease_expired.inc();
+            self.persist_or_retry(next).await;
+        }
+    }
+
+    pub(super) async fn delete(&mut self) -> Result<(), ClusterError> {
+        if self.cluster.is_none() {
+            return Err(ClusterError::NotFound(self.name.clone()));
+        }
+        self.shared
+            .bucket
+            .purge(&self.name)
+            .await
+            .map_err(|e| ClusterError::Unavailable(e.to_string()))?;
+        // Everything the agents sent about this cluster goes too.
+        if let Err(e) = self
+            .shared
+            .status_stream
+            .purge()
+            .filter(subjects::status_of_cluster(&self.name))
+            .await
+        {
+            tracing::warn!(error = %e, "purging the cluster's status subjects failed");
+        }
+        for (wname, _) in std::mem::take(&mut self.works) {
+            if let Err(e) = self
+                .shared
+                .work_bucket
+                .purge(&self.work_ref(&wname).store_key())
+                .await
+            {
+                tracing::warn!(error = %e, work = %wname, "purging a work of a deleted cluster failed");
+            }
+            self.shared
+                .works
+                .remove(&self.work_ref(&wname).inventory_key());
+        }
+        self.notify_deleted().await;
+        self.registry.remove(&self.name);
+        self.shared.inventory.remove(&self.name);
+        self.cluster = None;
+        tracing::info!("cluster deleted");
+        Ok(())
+    }
+
+    async fn notify_deleted(&self) {
+        let r = response(
+            &self.name,
+            RegistrationState::Deleted,
+            0,
+            "the cluster was deleted on the hub",
+        );
+        self.send(subjects::spec(&self.name), types::cluster_deleted(), &r)
+            .await;
+    }
+}
+
+fn response(
+    name: &str,
+    state: RegistrationState,
+    lease: i32,
+    message: &str,
+) -> RegistrationResponse {
+    RegistrationResponse {
+        cluster_name: name.to_string(),
+        state: state as i32,
+        lease_duration_seconds: lease,
+        message: message.to_string(),
+    }
+}

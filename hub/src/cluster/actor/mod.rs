@@ -1,0 +1,259 @@
+//! The ClusterActor: the single owner and writer of one ManagedCluster and its ManifestWorks.
+//!
+//! This module holds the actor's state, its run loop, message dispatch and persistence; each
+//! lifecycle has an `impl Actor` block of its own:
+//! - [`lifecycle`]: registration, acceptance and admin edits, lease renewals (a timer per cluster
+//!   fires exactly at `lastRenew + grace`), status reports (ordered by `sequenceid`,
+//!   de-duplicated by `statushash`) and deletion;
+//! - [`work`]: the ManifestWork lifecycle — apply, delete, status from the agent, spec resync and
+//!   re-sending unconfirmed specs.
+//!
+//! Every change is persisted to KV with the revision it read (compare-and-set), then published
+//! to the inventory.
+
+mod lifecycle;
+mod work;
+
+use super::Shared;
+use super::handle::{ClusterError, ClusterHandle, Msg};
+use super::rules;
+use crate::store::StoreError;
+use dashmap::DashMap;
+use flotilla_api::v1::{ManagedCluster, ManifestWork};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tracing::Instrument;
+use work::WorkEntry;
+
+const PERSIST_RETRY: Duration = Duration::from_secs(1);
+const RESEND_CHECK: Duration = Duration::from_secs(1);
+
+/// Spawns an actor; `loaded` is the stored object and revision (None for a first registration),
+/// `works` its stored works.
+pub(super) fn spawn(
+    name: String,
+    loaded: Option<(ManagedCluster, u64)>,
+    works: Vec<(ManifestWork, u64)>,
+    shared: Arc<Shared>,
+    registry: Arc<DashMap<String, ClusterHandle>>,
+) -> ClusterHandle {
+    let (tx, rx) = mpsc::channel(shared.config.mailbox_capacity.max(1));
+    let span = tracing::info_span!("cluster", cluster.name = %name);
+    let mut actor = Actor {
+        name: name.clone(),
+        cluster: None,
+        revision: 0,
+        shared,
+        registry,
+        lease_deadline: None,
+        lease_sequence: 0,
+        dirty: false,
+        works: BTreeMap::new(),
+        rx,
+    };
+    actor.load_works(works);
+    if let Some((mut c, rev)) = loaded {
+        if let Some(m) = c.metadata.as_mut() {
+            m.resource_version = rev;
+        }
+        actor.revision = rev;
+        if rules::accepted(&c) {
+            // A restarted hub gives every accepted cluster a full grace period.
+            actor.lease_deadline = Some(Instant::now() + actor.grace(&c));
+        }
+        actor.shared.inventory.upsert(&actor.name, c.clone());
+        actor.cluster = Some(c);
+    }
+    tokio::spawn(actor.run().instrument(span));
+    ClusterHandle {
+        tx,
+        name: name.into(),
+    }
+}
+
+struct Actor {
+    name: String,
+    cluster: Option<ManagedCluster>,
+    revision: u64,
+    shared: Arc<Shared>,
+    registry: Arc<DashMap<String, ClusterHandle>>,
+    lease_deadline: Option<Instant>,
+    lease_sequence: u64,
+    /// The in-memory state is newer than the store (a write failed); retried on a timer.
+    dirty: bool,
+    /// The cluster's works by name.
+    works: BTreeMap<String, WorkEntry>,
+    rx: mpsc::Receiver<Msg>,
+}
+
+enum Flow {
+    Continue,
+    Stop,
+}
+
+impl Actor {
+    async fn run(mut self) {
+        tracing::debug!("cluster actor started");
+        let mut resend = tokio::time::interval(RESEND_CHECK);
+        resend.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let deadline = self.lease_deadline;
+            tokio::select! {
+                // Only clusters with unconfirmed specs tick: 10,000 idle actors cost nothing.
+                _ = resend.tick(), if self.resend_wanted() => self.resend_unconfirmed().await,
+                msg = self.rx.recv() => {
+                    let Some(msg) = msg else { break };
+                    if let Flow::Stop = self.handle(msg).await {
+                        break;
+                    }
+                }
+                () = sleep_until_opt(deadline), if deadline.is_some() => self.lease_expired().await,
+                () = tokio::time::sleep(PERSIST_RETRY), if self.dirty => self.flush().await,
+            }
+        }
+        tracing::debug!("cluster actor stopped");
+    }
+
+    fn grace(&self, c: &ManagedCluster) -> Duration {
+        let secs = c.spec.as_ref().map_or(0, |s| s.lease_duration_seconds);
+        let secs = if secs > 0 {
+            secs
+        } else {
+            self.shared.config.default_lease_duration_seconds.max(1)
+        };
+        Duration::from_secs(
+            secs as u64 * u64::from(self.shared.config.lease_grace_multiplier.max(1)),
+        )
+    }
+
+    fn lease_seconds(&self, c: &ManagedCluster) -> i32 {
+        match c.spec.as_ref().map_or(0, |s| s.lease_duration_seconds) {
+            0 => self.shared.config.default_lease_duration_seconds,
+            n => n,
+        }
+    }
+
+    async fn handle(&mut self, msg: Msg) -> Flow {
+        match msg {
+            Msg::Register { request, reply } => self.register(*request, reply).await,
+            Msg::Lease(ev) => self.lease(*ev).await,
+            Msg::Status(ev) => self.status(*ev).await,
+            Msg::Get(tx) => {
+                let _ = tx.send(self.current());
+            }
+            Msg::Edit { edit, respond_to } => {
+                let r = self.admin_edit(*edit).await;
+                let _ = respond_to.send(r);
+            }
+            Msg::ApplyWork { work, respond_to } => {
+                let r = self.apply_work(*work).await;
+                let _ = respond_to.send(r);
+            }
+            Msg::DeleteWork { name, respond_to } => {
+                let r = self.delete_work(&name).await;
+                let _ = respond_to.send(r);
+            }
+            Msg::WorkStatus(ev) => self.work_status(*ev).await,
+            Msg::Resync { request, reply } => self.resync(*request, reply).await,
+            Msg::Delete(tx) => {
+                let r = self.delete().await;
+                let stop = r.is_ok();
+                let _ = tx.send(r);
+                if stop {
+                    return Flow::Stop;
+                }
+            }
+        }
+        Flow::Continue
+    }
+
+    fn current(&self) -> Result<ManagedCluster, ClusterError> {
+        self.cluster
+            .clone()
+            .ok_or_else(|| ClusterError::NotFound(self.name.clone()))
+    }
+
+    /// Applies an admin edit to a copy, persists it, and only then adopts it.
+    async fn edit(
+        &mut self,
+        f: impl FnOnce(&mut ManagedCluster) -> Result<bool, String>,
+    ) -> Result<ManagedCluster, ClusterError> {
+        let mut next = self.current()?;
+        let changed = f(&mut next).map_err(ClusterError::Invalid)?;
+        if changed {
+            self.persist(next)
+                .await
+                .map_err(|e| ClusterError::Unavailable(e.to_string()))?;
+        }
+        self.current()
+    }
+
+    /// Writes `next` with compare-and-set, adopting it and publishing it to the inventory.
+    async fn persist(&mut self, mut next: ManagedCluster) -> Result<(), StoreError> {
+        let start = std::time::Instant::now();
+        let mut result = self
+            .shared
+            .bucket
+            .write(&self.name, &next, self.revision)
+            .await;
+        if let Err(e) = &result
+            && e.is_conflict()
+        {
+            // Someone else wrote (a previous incarnation of this actor, or an operator):
+            // this actor owns the cluster, so take the stored revision and write again.
+            tracing::warn!(error = %e, "revision conflict, rewriting over the stored revision");
+            let stored = self.shared.bucket.get(&self.name).await?;
+            let rev = stored.map_or(0, |(_, rev)| rev);
+            result = self.shared.bucket.write(&self.name, &next, rev).await;
+        }
+        self.shared
+            .metrics
+            .kv_write_seconds
+            .observe(start.elapsed().as_secs_f64());
+        let rev = result?;
+        if let Some(m) = next.metadata.as_mut() {
+            m.resource_version = rev;
+        }
+        self.revision = rev;
+        self.dirty = false;
+        self.shared.inventory.upsert(&self.name, next.clone());
+        self.cluster = Some(next);
+        Ok(())
+    }
+
+    /// Persists an agent- or timer-driven change; on failure keeps it in memory and retries.
+    async fn persist_or_retry(&mut self, next: ManagedCluster) {
+        if let Err(e) = self.persist(next.clone()).await {
+            tracing::warn!(error = %e, "persisting cluster failed; will retry");
+            self.shared.inventory.upsert(&self.name, next.clone());
+            self.cluster = Some(next);
+            self.dirty = true;
+        }
+    }
+
+    async fn flush(&mut self) {
+        if let Some(c) = self.cluster.clone()
+            && self.persist(c).await.is_ok()
+        {
+            tracing::info!("pending cluster state persisted");
+        }
+    }
+}
+
+async fn ack_message(ack: Option<async_nats::jetstream::Message>) {
+    if let Some(m) = ack
+        && let Err(e) = m.ack().await
+    {
+        tracing::debug!(error = %e, "ack failed; the message will be redelivered");
+    }
+}
+
+async fn sleep_until_opt(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,435 @@
+//! The ManifestWork lifecycle of a cluster actor: apply (generation, resourceVersion), delete
+//! (held until the agent confirms), status from the agent (in `sequenceid` order, de-duplicated
+//! by `statushash`), spec resync, and re-sending specs the agent has not confirmed.
+
+use super::{Actor, ack_message};
+use crate::cluster::handle::{ClusterError, SOURCE, WorkStatusEvent};
+use crate::cluster::{rules, work_rules};
+use crate::keys::ObjectRef;
+use flotilla_api::meta::{self, status};
+use flotilla_api::v1::{HubWorkState, ManifestWork, SpecResyncRequest, SpecResyncResponse};
+use flotilla_bus::envelope::{Event, headers};
+use flotilla_bus::subjects;
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// A work and its delivery bookkeeping.
+pub(super) struct WorkEntry {
+    work: ManifestWork,
+    revision: u64,
+    /// When the spec was last published (None = never since start).
+    last_sent: Option<Instant>,
+    /// Current re-send delay.
+    backoff: Duration,
+}
+
+impl WorkEntry {
+    /// Whether the agent has not confirmed the current spec (or the deletion).
+    pub(super) fn unconfirmed(&self) -> bool {
+        let generation = self.work.metadata.as_ref().map_or(0, |m| m.generation);
+        let observed = self.work.hub.as_ref().map_or(0, |h| h.observed_generation);
+        observed < generation
+            || self
+                .work
+                .metadata
+                .as_ref()
+                .is_some_and(|m| m.deletion_timestamp.is_some())
+    }
+}
+
+impl Actor {
+    /// The key of this cluster's work `name`.
+    pub(super) fn work_ref(&self, name: &str) -> ObjectRef {
+        ObjectRef::new(self.name.as_str(), name)
+    }
+
+    /// Adopts the works loaded from the store at start.
+    pub(super) fn load_works(&mut self, works: Vec<(ManifestWork, u64)>) {
+        for (mut w, rev) in works {
+            if let Some(m) = w.metadata.as_mut() {
+                m.resource_version = rev;
+            }
+            let wname = w
+                .metadata
+                .as_ref()
+                .map(|m| m.name.clone())
+                .unwrap_or_default();
+            self.shared
+                .works
+                .upsert(&self.work_ref(&wname).inventory_key(), w.clone());
+            self.works.insert(
+                wname,
+                WorkEntry {
+                    work: w,
+                    revision: rev,
+                    // Unconfirmed specs are re-sent one period after a restart.
+                    last_sent: Some(Instant::now()),
+                    backoff: self.shared.config.work_resend_after,
+                },
+            );
+        }
+    }
+
+    pub(super) async fn apply_work(
+        &mut self,
+        mut work: ManifestWork,
+    ) -> Result<ManifestWork, ClusterError> {
+        if self.cluster.is_none() {
+            return Err(ClusterError::NotFound(self.name.clone()));
+        }
+        let mut meta = work.metadata.take().unwrap_or_default();
+        let name = meta.name.clone();
+        let existing = self.works.get(&name);
+        let (expected, next) = match existing {
+            Some(e) => {
+                let old = e.work.metadata.clone().unwrap_or_default();
+                if old.deletion_timestamp.is_some() {
+                    return Err(ClusterError::Precondition(format!(
+                        "ManifestWork {}/{name} is being deleted; wait until it is gone",
+                        self.name
+                    )));
+                }
+                if meta.resource_version != 0 && meta.resource_version != e.revision {
+                    return Err(ClusterError::Conflict(format!(
+                        "ManifestWork {}/{name}: resourceVersion {} is stale (stored {}); get it again and retry",
+                        self.name, meta.resource_version, e.revision
+                    )));
+                }
+                let spec_changed = e.work.spec != work.spec;
+                if !spec_changed && old.labels == meta.labels && old.annotations == meta.annotations
+                {
+                    return Ok(e.work.clone());
+                }
+                meta.uid = old.uid;
+                meta.creation_timestamp = old.creation_timestamp;
+                meta.generation = if spec_changed {
+                    old.generation + 1
+                } else {
+                    old.generation
+                };
+                let mut hub = e.work.hub.clone().unwrap_or_default();
+                if spec_changed {
+                    hub.accepted_at = Some(meta::now());
+                    hub.latency_recorded = false;
+                }
+                (
+                    e.revision,
+                    ManifestWork {
+                        metadata: Some(meta),
+                        spec: work.spec,
+                        status: e.work.status.clone(),
+                        hub: Some(hub),
+                    },
+                )
+            }
+            None => {
+                if meta.resource_version != 0 {
+                    return Err(ClusterError::NotFound(format!(
+                        "ManifestWork {}/{name}",
+                        self.name
+                    )));
+                }
+                meta.uid = uuid::Uuid::new_v4().to_string();
+                meta.creation_timestamp = Some(meta::now());
+                meta.generation = 1;
+                let mut w = ManifestWork {
+                    metadata: Some(meta),
+                    spec: work.spec,
+                    status: None,
+                    hub: None,
+                };
+                w.hub = Some(HubWorkState {
+                    accepted_at: Some(meta::now()),
+                    resource_id: work_rules::resource_id(&w),
+                    ..Default::default()
+                });
+                (0, w)
+            }
+        };
+        let stored = self.persist_work(&name, next, expected).await?;
+        if let Some(e) = self.works.get_mut(&name) {
+            e.backoff = self.shared.config.work_resend_after;
+        }
+        self.publish_work(&name).await;
+        Ok(stored)
+    }
+
+    /// Writes a work with compare-and-set and publishes it to the works inventory.
+    pub(super) async fn persist_work(
+        &mut self,
+        name: &str,
+        mut work: ManifestWork,
+        expected: u64,
+    ) -> Result<ManifestWork, ClusterError> {
+        if let Some(m) = work.metadata.as_mut() {
+            m.resource_version = 0;
+        }
+        let rev = self
+            .shared
+            .work_bucket
+            .write(&self.work_ref(name).store_key(), &work, expected)
+            .await
+            .map_err(|e| {
+                if e.is_conflict() {
+                    ClusterError::Conflict(format!(
+                        "ManifestWork {}/{name} changed meanwhile; retry",
+                        self.name
+                    ))
+                } else {
+                    ClusterError::Unavailable(e.to_string())
+                }
+            })?;
+        if let Some(m) = work.metadata.as_mut() {
+            m.resource_version = rev;
+        }
+        self.shared
+            .works
+            .upsert(&self.work_ref(name).inventory_key(), work.clone());
+        let backoff = self.shared.config.work_resend_after;
+        let entry = self
+            .works
+            .entry(name.to_string())
+            .or_insert_with(|| WorkEntry {
+                work: work.clone(),
+                revision: rev,
+                last_sent: None,
+                backoff,
+            });
+        entry.work = work.clone();
+        entry.revision = rev;
+        Ok(work)
+    }
+
+    /// Publishes a work's spec (or deletion) to the agent.
+    pub(super) async fn publish_work(&mut self, name: &str) {
+        let Some(entry) = self.works.get_mut(name) else {
+            return;
+        };
+        entry.last_sent = Some(Instant::now());
+        let ev = work_rules::spec_event(&self.name, &entry.work, SOURCE);
+        match ev.encode(self.shared.config.max_event_bytes) {
+            Ok(bytes) => {
+                if let Err(e) = self
+                    .shared
+                    .nats
+                    .publish_with_headers(subjects::spec(&self.name), headers(&ev), bytes)
+                    .await
+                {
+                    tracing::warn!(error = %e, work = %name, "publishing a work spec failed; it will be re-sent");
+                }
+            }
+            Err(e) => tracing::error!(error = %e, work = %name, "work spec cannot be encoded"),
+        }
+    }
+
+    pub(super) async fn delete_work(&mut self, name: &str) -> Result<ManifestWork, ClusterError> {
+        let Some(e) = self.works.get(name) else {
+            return Err(ClusterError::NotFound(format!(
+                "ManifestWork {}/{name}",
+                self.name
+            )));
+        };
+        let mut next = e.work.clone();
+        let expected = e.revision;
+        let m = next.metadata.get_or_insert_with(Default::default);
+        if m.deletion_timestamp.is_none() {
+            m.deletion_timestamp = Some(meta::now());
+            mark_deleting(&mut next);
+            next = self.persist_work(name, next, expected).await?;
+        }
+        if let Some(e) = self.works.get_mut(name) {
+            e.backoff = self.shared.config.work_resend_after;
+        }
+        self.publish_work(name).await;
+        Ok(next)
+    }
+
+    pub(super) async fn work_status(&mut self, ev: WorkStatusEvent) {
+        let WorkStatusEvent {
+            report,
+            resource_id,
+            sequence,
+            hash,
+            ack,
+        } = ev;
+        let ty = flotilla_bus::works::status_type().to_string();
+        let name = report.work_name.clone();
+        if !self.cluster.as_ref().is_some_and(rules::accepted) {
+            self.shared.metrics.rejected(&ty, "not_accepted");
+            ack_message(ack).await;
+            return;
+        }
+        let Some(entry) = self.works.get(&name) else {
+            // Not (or no longer) known: the agent's next resync deletes it.
+            self.shared.metrics.rejected(&ty, "unknown_work");
+            ack_message(ack).await;
+            return;
+        };
+        if work_rules::resource_id(&entry.work) != resource_id {
+            self.shared.metrics.rejected(&ty, "resourceid_mismatch");
+            ack_message(ack).await;
+            return;
+        }
+        let mut next = entry.work.clone();
+        let expected = entry.revision;
+        let hub = next.hub.get_or_insert_with(Default::default);
+        if let Some(seq) = sequence {
+            if seq <= hub.last_sequence {
+                self.shared.metrics.rejected(&ty, "stale_sequence");
+                ack_message(ack).await;
+                return;
+            }
+            hub.last_sequence = seq;
+        }
+        if let Some(h) = &hash {
+            if *h == hub.last_status_hash {
+                ack_message(ack).await;
+                return;
+            }
+            hub.last_status_hash = h.clone();
+        }
+        let deleting = next
+            .metadata
+            .as_ref()
+            .is_some_and(|m| m.deletion_timestamp.is_some());
+        if report.deleted && deleting {
+            match self
+                .shared
+                .work_bucket
+                .purge(&self.work_ref(&name).store_key())
+                .await
+            {
+                Ok(()) => {
+                    self.works.remove(&name);
+                    self.shared
+                        .works
+                        .remove(&self.work_ref(&name).inventory_key());
+                    tracing::info!(work = %name, "work deleted");
+                    ack_message(ack).await;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, work = %name, "removing a deleted work failed; JetStream will redeliver the report");
+                }
+            }
+            return;
+        }
+        if let Some(latency) = work_rules::apply_status(&mut next, &report) {
+            self.shared
+                .metrics
+                .work_latency_seconds
+                .observe(latency.as_secs_f64());
+        }
+        if deleting {
+            mark_deleting(&mut next);
+        }
+        match self.persist_work(&name, next, expected).await {
+            Ok(_) => {
+                if let Some(e) = self.works.get_mut(&name) {
+                    e.backoff = self.shared.config.work_resend_after;
+                }
+                ack_message(ack).await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, work = %name, "work status not persisted; JetStream will redeliver it")
+            }
+        }
+    }
+
+    pub(super) async fn resync(
+        &mut self,
+        request: SpecResyncRequest,
+        reply: Option<async_nats::Subject>,
+    ) {
+        let hub: BTreeMap<String, work_rules::HubVersion> = self
+            .works
+            .values()
+            .map(|e| {
+                let m = e.work.metadata.clone().unwrap_or_default();
+                (
+                    work_rules::resource_id(&e.work),
+                    work_rules::HubVersion {
+                        generation: m.generation,
+                        deleting: m.deletion_timestamp.is_some(),
+                    },
+                )
+            })
+            .collect();
+        let (resend, deleted) = work_rules::resync_diff(&hub, &request.versions);
+        let by_id: HashMap<String, String> = self
+            .works
+            .iter()
+            .map(|(n, e)| (work_rules::resource_id(&e.work), n.clone()))
+            .collect();
+        for id in &resend {
+            if let Some(name) = by_id.get(id).cloned() {
+                self.publish_work(&name).await;
+            }
+        }
+        tracing::debug!(
+            resent = resend.len(),
+            deleted = deleted.len(),
+            "spec resync answered"
+        );
+        if let Some(reply) = reply {
+            let resp = SpecResyncResponse {
+                deleted,
+                resent: resend.len() as u32,
+            };
+            let ev = Event::new(
+                flotilla_bus::works::resync_response_type(),
+                SOURCE,
+                self.name.clone(),
+                &resp,
+            );
+            if let Ok(bytes) = ev.encode(self.shared.config.max_event_bytes) {
+                let _ = self
+                    .shared
+                    .nats
+                    .publish_with_headers(reply, headers(&ev), bytes)
+                    .await;
+            }
+        }
+    }
+
+    /// Re-sends specs the agent has not confirmed within their back-off.
+    /// Whether some spec is unconfirmed and the agent is reachable (an unreachable agent resyncs
+    /// when it comes back; re-sending into the void is waste, and idle actors must not tick).
+    pub(super) fn resend_wanted(&self) -> bool {
+        self.cluster
+            .as_ref()
+            .is_some_and(|c| rules::available(c) == Some(status::TRUE))
+            && self.works.values().any(WorkEntry::unconfirmed)
+    }
+
+    pub(super) async fn resend_unconfirmed(&mut self) {
+        let max = self.shared.config.work_resend_after * 16;
+        let due: Vec<String> = self
+            .works
+            .iter()
+            .filter(|(_, e)| {
+                e.unconfirmed() && e.last_sent.is_none_or(|t| t.elapsed() >= e.backoff)
+            })
+            .map(|(n, _)| n.clone())
+            .collect();
+        for name in due {
+            if let Some(e) = self.works.get_mut(&name) {
+                e.backoff = (e.backoff * 2).min(max);
+            }
+            self.shared.metrics.work_resends.inc();
+            tracing::debug!(work = %name, "re-sending an unconfirmed work spec");
+            self.publish_work(&name).await;
+        }
+    }
+}
+
+fn mark_deleting(work: &mut ManifestWork) {
+    let st = work.status.get_or_insert_with(Default::default);
+    meta::set_condition(
+        &mut st.conditions,
+        flotilla_api::work::conditions::DELETING,
+        status::TRUE,
+        "Deleting",
+        "Waiting for the agent to remove the work's resources",
+    );
+}
