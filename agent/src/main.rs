@@ -4,6 +4,7 @@ use clap::Parser;
 use flotilla_agent::backend::sim::{SimBackend, SimConfig};
 use flotilla_agent::{AgentConfig, StateConfig};
 use flotilla_api::v1::ClusterClaim;
+use flotilla_bus::connect::NatsArgs;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -16,19 +17,9 @@ struct Args {
     /// Name of this cluster (DNS-1123 label, at most 63 characters).
     #[arg(long, env = "FLOTILLA_CLUSTER_NAME")]
     cluster_name: String,
-    /// NATS server URL(s), comma-separated.
-    #[arg(
-        long,
-        env = "FLOTILLA_NATS_URL",
-        default_value = "nats://127.0.0.1:4222"
-    )]
-    nats_url: String,
-    /// NATS credentials file (.creds) — the bootstrap credentials.
-    #[arg(long, env = "FLOTILLA_NATS_CREDS")]
-    nats_creds: Option<PathBuf>,
-    /// CA bundle to verify the NATS server.
-    #[arg(long, env = "FLOTILLA_NATS_CA")]
-    nats_ca: Option<PathBuf>,
+    /// NATS connection (`--nats-creds` holds the bootstrap credentials).
+    #[command(flatten)]
+    nats: NatsArgs,
     /// Directory for durable agent state.
     #[arg(long, env = "FLOTILLA_STATE_DIR")]
     state_dir: PathBuf,
@@ -94,9 +85,8 @@ fn main() -> ExitCode {
         .init();
     let args = Args::parse();
     let mut errors = Vec::new();
-    let mut config = AgentConfig::new(&args.cluster_name, &args.nats_url);
-    config.nats.credentials_file = args.nats_creds;
-    config.nats.tls_ca_file = args.nats_ca;
+    let mut config = AgentConfig::new(&args.cluster_name, &args.nats.url);
+    args.nats.apply_to(&mut config.nats);
     config.state = StateConfig::Dir(args.state_dir.clone());
     config.labels = pairs("--label", &args.labels, &mut errors)
         .into_iter()

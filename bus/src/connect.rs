@@ -9,6 +9,49 @@ use std::time::Duration;
 use thiserror::Error;
 use tokio::sync::mpsc;
 
+/// The default NATS URL of every Flotilla binary.
+pub const DEFAULT_NATS_URL: &str = "nats://127.0.0.1:4222";
+
+/// The NATS flags every Flotilla binary takes (`#[command(flatten)]` them), with their
+/// `FLOTILLA_NATS_*` environment variables.
+#[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
+pub struct NatsArgs {
+    /// NATS server URL(s), comma-separated.
+    #[arg(long = "nats-url", env = "FLOTILLA_NATS_URL", default_value = DEFAULT_NATS_URL)]
+    pub url: String,
+    /// NATS credentials file (.creds: user JWT and NKey seed).
+    #[arg(long = "nats-creds", env = "FLOTILLA_NATS_CREDS")]
+    pub creds: Option<PathBuf>,
+    /// CA bundle to verify the NATS server's TLS certificate.
+    #[arg(long = "nats-ca", env = "FLOTILLA_NATS_CA")]
+    pub ca: Option<PathBuf>,
+}
+
+impl NatsArgs {
+    /// Plain flags for `url` (no credentials, no TLS).
+    pub fn url(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            creds: None,
+            ca: None,
+        }
+    }
+
+    /// Connection settings from these flags, named `name` on the server.
+    pub fn config(&self, name: impl Into<String>) -> NatsConfig {
+        let mut cfg = NatsConfig::new(self.url.clone(), name);
+        self.apply_to(&mut cfg);
+        cfg
+    }
+
+    /// Sets the URL, credentials and CA of `cfg` from these flags, keeping its other settings.
+    pub fn apply_to(&self, cfg: &mut NatsConfig) {
+        cfg.url = self.url.clone();
+        cfg.credentials_file = self.creds.clone();
+        cfg.tls_ca_file = self.ca.clone();
+    }
+}
+
 /// How to reach and authenticate to NATS.
 #[derive(Debug, Clone)]
 pub struct NatsConfig {

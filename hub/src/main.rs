@@ -2,28 +2,17 @@
 
 use clap::Parser;
 use flotilla_api::selector;
+use flotilla_bus::connect::NatsArgs;
 use flotilla_hub::cluster::rules::AutoAccept;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// The Flotilla hub: registers and tracks managed clusters over NATS and serves the gRPC API.
 #[derive(Parser, Debug)]
 #[command(name = "flotilla-hub", version)]
 struct Args {
-    /// NATS server URL(s), comma-separated.
-    #[arg(
-        long,
-        env = "FLOTILLA_NATS_URL",
-        default_value = "nats://127.0.0.1:4222"
-    )]
-    nats_url: String,
-    /// NATS credentials file (.creds).
-    #[arg(long, env = "FLOTILLA_NATS_CREDS")]
-    nats_creds: Option<PathBuf>,
-    /// CA bundle to verify the NATS server's TLS certificate.
-    #[arg(long, env = "FLOTILLA_NATS_CA")]
-    nats_ca: Option<PathBuf>,
+    #[command(flatten)]
+    nats: NatsArgs,
     /// gRPC API listen address.
     #[arg(long, env = "FLOTILLA_GRPC_LISTEN", default_value = flotilla_hub::DEFAULT_GRPC_LISTEN)]
     grpc_listen: SocketAddr,
@@ -120,9 +109,8 @@ fn main() -> ExitCode {
         }
         return ExitCode::from(64);
     }
-    let mut config = flotilla_hub::Config::new(&args.nats_url);
-    config.nats.credentials_file = args.nats_creds;
-    config.nats.tls_ca_file = args.nats_ca;
+    let mut config = flotilla_hub::Config::new(&args.nats.url);
+    config.nats = args.nats.config("flotilla-hub");
     config.grpc_listen = args.grpc_listen;
     config.metrics_listen = args.metrics_listen;
     config.cluster.auto_accept = AutoAccept {

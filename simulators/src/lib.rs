@@ -13,6 +13,7 @@ use flotilla_agent::backend::Backend;
 use flotilla_agent::backend::sim::{SimBackend, SimConfig};
 use flotilla_agent::{AgentConfig, StateConfig};
 use flotilla_api::v1::ClusterClaim;
+use flotilla_bus::connect::NatsArgs;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -21,8 +22,8 @@ use tokio::task::JoinSet;
 /// How the fleet is built.
 #[derive(Debug, Clone)]
 pub struct FleetConfig {
-    /// NATS URL.
-    pub nats_url: String,
+    /// NATS connection of every agent (URL, credentials, CA).
+    pub nats: NatsArgs,
     /// Number of clusters.
     pub clusters: usize,
     /// Name prefix (`sim` → `sim-0001`).
@@ -49,7 +50,7 @@ impl FleetConfig {
     /// Defaults for `clusters` clusters on `nats_url`.
     pub fn new(nats_url: &str, clusters: usize) -> Self {
         Self {
-            nats_url: nats_url.to_string(),
+            nats: NatsArgs::url(nats_url),
             clusters,
             name_prefix: "sim".into(),
             first_index: 1,
@@ -79,7 +80,8 @@ pub fn cluster_name(prefix: &str, i: usize) -> String {
 /// The profile of the `i`-th cluster: deterministic, so runs are repeatable.
 pub fn profile(config: &FleetConfig, i: usize) -> (AgentConfig, SimBackend) {
     let name = cluster_name(&config.name_prefix, i);
-    let mut agent = AgentConfig::new(&name, &config.nats_url);
+    let mut agent = AgentConfig::new(&name, &config.nats.url);
+    config.nats.apply_to(&mut agent.nats);
     agent.state = StateConfig::Memory;
     agent.pending_poll = config.pending_poll;
     agent.status_interval = config.status_interval;

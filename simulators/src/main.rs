@@ -1,6 +1,7 @@
 //! `flotilla-sim`: run N simulated clusters, each a real agent, until interrupted.
 
 use clap::Parser;
+use flotilla_bus::connect::NatsArgs;
 use flotilla_sim::{Fleet, FleetConfig};
 use std::time::Duration;
 
@@ -8,13 +9,8 @@ use std::time::Duration;
 #[derive(Parser, Debug)]
 #[command(name = "flotilla-sim", version)]
 struct Args {
-    /// NATS server URL.
-    #[arg(
-        long,
-        env = "FLOTILLA_NATS_URL",
-        default_value = "nats://127.0.0.1:4222"
-    )]
-    nats_url: String,
+    #[command(flatten)]
+    nats: NatsArgs,
     /// Number of clusters.
     #[arg(long, default_value_t = 10)]
     clusters: usize,
@@ -57,7 +53,8 @@ async fn main() -> anyhow::Result<()> {
         eprintln!("flotilla-sim: --clusters must be at least 1");
         std::process::exit(64);
     }
-    let mut config = FleetConfig::new(&args.nats_url, args.clusters);
+    let mut config = FleetConfig::new(&args.nats.url, args.clusters);
+    config.nats = args.nats.clone();
     config.name_prefix = args.name_prefix;
     config.first_index = args.first_index;
     config.start_rate = args.start_rate;
@@ -81,7 +78,7 @@ async fn main() -> anyhow::Result<()> {
         std::process::exit(64);
     }
     let fleet = Fleet::start(&config).await;
-    tracing::info!(clusters = args.clusters, nats = %args.nats_url, "simulated fleet running");
+    tracing::info!(clusters = args.clusters, nats = %args.nats.url, "simulated fleet running");
     flotilla_bus::process::shutdown_signal().await;
     tracing::info!("stopping simulated fleet");
     fleet.stop().await;
