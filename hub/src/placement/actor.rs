@@ -15,8 +15,8 @@
 
 use crate::keys::ObjectRef;
 use crate::placement::convert;
-use crate::placement::dispatch::Snapshot;
 use crate::placement::metrics::Timer;
+use crate::placement::snapshot::Snapshot;
 use crate::placement::{PlacementError, PlacementView, Shared};
 use crate::store::StoreError;
 use flotilla_api::meta;

@@ -28,6 +28,7 @@ use crate::placement::actor::PlacementHandle;
 use crate::placement::convert;
 use crate::placement::metrics::{PlacementMetrics, Timer};
 use crate::placement::scores::ScoreInventory;
+use crate::placement::snapshot::Snapshot;
 use crate::placement::{PlacementInventory, PlacementView};
 use dashmap::DashMap;
 use flotilla_api::v1::{AddOnPlacementScore, ManagedCluster};
@@ -38,18 +39,6 @@ use std::time::Duration;
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
-
-/// What every scheduling run reads: the indexed fleet and fleet-wide decision counts (for
-/// Balance), published together.
-#[derive(Debug, Clone)]
-pub struct Snapshot {
-    /// Clusters, sets, bindings and scores, indexed.
-    pub fleet: Arc<Fleet>,
-    /// Per cluster: decisions over every placement (each placement subtracts its own).
-    pub counts: Arc<HashMap<String, u32>>,
-    /// Increases with every publication.
-    pub version: u64,
-}
 
 /// One placement as the dispatcher tracks it.
 struct Tracked {

@@ -1,6 +1,7 @@
 //! Placements: one [`actor`] per Placement scheduling over the shared cluster inventory, the
 //! [`dispatch`]er that reschedules only the placements a change can affect, AddOnPlacementScores
-//! ([`scores`]), conversions to and from the scheduler's types ([`convert`]) and [`metrics`].
+//! ([`scores`]), conversions to and from the scheduler's types ([`convert`]), the published
+//! [`snapshot`] the actors read, and [`metrics`].
 //!
 //! ```text
 //! ClusterInventory ─┐ (change broadcasts)
@@ -21,6 +22,7 @@ pub mod convert;
 pub mod dispatch;
 pub mod metrics;
 pub mod scores;
+pub mod snapshot;
 
 use crate::clusterset::ClusterSets;
 use crate::inventory::{Change, ClusterInventory, Inventory};
@@ -28,13 +30,14 @@ use crate::keys::ObjectRef;
 use crate::store::{Bucket, StoreError};
 use actor::{Loaded, PlacementHandle};
 use dashmap::DashMap;
-use dispatch::{Dispatcher, Snapshot, Sources};
+use dispatch::{Dispatcher, Sources};
 use flotilla_api::names;
 use flotilla_api::v1::{self, Placement, PlacementDecision};
 use flotilla_bus::jetstream::StreamOptions;
 use flotilla_placement::{self as sched, ErrorKind, PlacementInput};
 use metrics::PlacementMetrics;
 use scores::Scores;
+use snapshot::Snapshot;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
