@@ -14,18 +14,6 @@ use flotilla_bus::subjects;
 use flotilla_testkit::NatsServer;
 use std::time::Duration;
 
-async fn wait_metric(hub: &flotilla_hub::Hub, needle: &str) {
-    let needle = needle.to_string();
-    flotilla_testkit::eventually(SOON, &format!("metric {needle}"), || {
-        let text = hub.metrics.render(&hub.inventory);
-        let found = text
-            .lines()
-            .any(|l| l.contains(&needle) && !l.ends_with(" 0"));
-        async move { found.then_some(()) }
-    })
-    .await;
-}
-
 async fn request(
     client: &async_nats::Client,
     subject: String,
@@ -52,9 +40,7 @@ async fn malformed_oversized_unknown_and_forged_events_change_nothing() {
     let mut api = clusters_client(&hub).await;
     let mut cfg = agent_config("victim", &nats.url());
     cfg.status_interval = Duration::from_secs(3600);
-    let agent = start_agent(cfg);
-    wait_cluster(&mut api, "victim", "registered", |_| true).await;
-    accept(&mut api, "victim").await;
+    let agent = accepted_agent(&mut api, cfg).await;
     let before = wait_cluster(&mut api, "victim", "Available", |c| {
         available(c).as_deref() == Some("True")
     })

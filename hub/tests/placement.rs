@@ -94,21 +94,7 @@ fn unreachable_toleration(seconds: Option<i64>) -> Toleration {
 }
 
 async fn decided(client: &mut PlacementServiceClient<Channel>, name: &str) -> BTreeSet<String> {
-    client
-        .list_decisions(PlacementRef {
-            namespace: NS.into(),
-            name: name.into(),
-        })
-        .await
-        .map(|r| {
-            r.into_inner()
-                .items
-                .iter()
-                .flat_map(|d| d.status.clone().unwrap_or_default().decisions)
-                .map(|c| c.cluster_name)
-                .collect()
-        })
-        .unwrap_or_default()
+    decided_clusters(client, NS, name).await
 }
 
 fn set(names: &[&str]) -> BTreeSet<String> {
@@ -131,22 +117,7 @@ async fn wait_decided(
 
 /// Agents for `names`, accepted and Available.
 async fn fleet(hub: &Hub, nats: &NatsServer, names: &[&str]) -> Vec<TestAgent> {
-    let mut api = clusters_client(hub).await;
-    let agents: Vec<TestAgent> = names
-        .iter()
-        .map(|n| start_agent(agent_config(n, &nats.url())))
-        .collect();
-    for n in names {
-        wait_cluster(&mut api, n, "registered", |_| true).await;
-        accept(&mut api, n).await;
-    }
-    for n in names {
-        wait_cluster(&mut api, n, "Available", |c| {
-            available(c).as_deref() == Some("True") && taints(c).is_empty()
-        })
-        .await;
-    }
-    agents
+    accepted_fleet(&mut clusters_client(hub).await, &nats.url(), names).await
 }
 
 async fn label(hub: &Hub, cluster: &str, set: &[(&str, &str)], remove: &[&str]) {

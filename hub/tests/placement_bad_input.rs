@@ -63,33 +63,7 @@ fn misconfigured(p: &Placement) -> Option<String> {
 }
 
 async fn decided(client: &mut PlacementServiceClient<Channel>, name: &str) -> BTreeSet<String> {
-    client
-        .list_decisions(PlacementRef {
-            namespace: NS.into(),
-            name: name.into(),
-        })
-        .await
-        .map(|r| {
-            r.into_inner()
-                .items
-                .iter()
-                .flat_map(|d| d.status.clone().unwrap_or_default().decisions)
-                .map(|c| c.cluster_name)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-async fn wait_metric(hub: &flotilla_hub::Hub, needle: &str) {
-    let needle = needle.to_string();
-    eventually(SOON, &format!("metric {needle}"), || {
-        let text = hub.metrics.render(&hub.inventory);
-        let found = text
-            .lines()
-            .any(|l| l.contains(&needle) && !l.ends_with(" 0"));
-        async move { found.then_some(()) }
-    })
-    .await;
+    decided_clusters(client, NS, name).await
 }
 
 #[tokio::test]
@@ -219,10 +193,7 @@ async fn invalid_specs_are_rejected_naming_the_field_and_misconfigured_ones_keep
 
     // A working placement that becomes misconfigured keeps its decisions.
     let mut clusters = clusters_client(&hub).await;
-    let agent = start_agent(agent_config("c1", &nats.url()));
-    wait_cluster(&mut clusters, "c1", "registered", |_| true).await;
-    accept(&mut clusters, "c1").await;
-    wait_cluster(&mut clusters, "c1", "Available", |c| taints(c).is_empty()).await;
+    let agent = accepted_cluster(&mut clusters, &nats.url(), "c1").await;
     sets_client(&hub)
         .await
         .apply_binding(ManagedClusterSetBinding {

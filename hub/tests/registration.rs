@@ -101,13 +101,7 @@ async fn stopped_agent_turns_unknown_and_unreachable_within_the_grace_and_recove
     let nats = NatsServer::start();
     let hub = start_hub(hub_config(&nats.url())).await;
     let mut api = clusters_client(&hub).await;
-    let agent = start_agent(agent_config("edge-2", &nats.url()));
-    wait_cluster(&mut api, "edge-2", "registered", |_| true).await;
-    accept(&mut api, "edge-2").await;
-    wait_cluster(&mut api, "edge-2", "Available", |c| {
-        available(c).as_deref() == Some("True")
-    })
-    .await;
+    let agent = accepted_cluster(&mut api, &nats.url(), "edge-2").await;
 
     agent.stop().await;
     let stopped = tokio::time::Instant::now();
@@ -151,13 +145,7 @@ async fn unhealthy_spoke_is_unavailable_and_tainted() {
     let nats = NatsServer::start();
     let hub = start_hub(hub_config(&nats.url())).await;
     let mut api = clusters_client(&hub).await;
-    let agent = start_agent(agent_config("edge-3", &nats.url()));
-    wait_cluster(&mut api, "edge-3", "registered", |_| true).await;
-    accept(&mut api, "edge-3").await;
-    wait_cluster(&mut api, "edge-3", "Available", |c| {
-        available(c).as_deref() == Some("True")
-    })
-    .await;
+    let agent = accepted_cluster(&mut api, &nats.url(), "edge-3").await;
     agent
         .backend
         .set_health(false, "kube-apiserver is not responding");
@@ -181,13 +169,7 @@ async fn denied_cluster_cannot_rejoin_until_accepted_again() {
     let nats = NatsServer::start();
     let hub = start_hub(hub_config(&nats.url())).await;
     let mut api = clusters_client(&hub).await;
-    let agent = start_agent(agent_config("edge-4", &nats.url()));
-    wait_cluster(&mut api, "edge-4", "registered", |_| true).await;
-    accept(&mut api, "edge-4").await;
-    wait_cluster(&mut api, "edge-4", "Available", |c| {
-        available(c).as_deref() == Some("True")
-    })
-    .await;
+    let agent = accepted_cluster(&mut api, &nats.url(), "edge-4").await;
 
     api.deny_clusters(ClusterNamesRequest {
         names: vec!["edge-4".into()],
@@ -234,9 +216,7 @@ async fn labels_taints_and_lease_are_edited_through_the_api() {
     let nats = NatsServer::start();
     let hub = start_hub(hub_config(&nats.url())).await;
     let mut api = clusters_client(&hub).await;
-    let agent = start_agent(agent_config("edge-5", &nats.url()));
-    wait_cluster(&mut api, "edge-5", "registered", |_| true).await;
-    accept(&mut api, "edge-5").await;
+    let agent = accepted_cluster(&mut api, &nats.url(), "edge-5").await;
 
     let c = api
         .label_cluster(LabelClusterRequest {
@@ -349,13 +329,7 @@ async fn deleting_a_cluster_removes_hub_state_and_tells_the_agent() {
     let nats = NatsServer::start();
     let hub = start_hub(hub_config(&nats.url())).await;
     let mut api = clusters_client(&hub).await;
-    let agent = start_agent(agent_config("edge-6", &nats.url()));
-    wait_cluster(&mut api, "edge-6", "registered", |_| true).await;
-    accept(&mut api, "edge-6").await;
-    wait_cluster(&mut api, "edge-6", "Available", |c| {
-        available(c).as_deref() == Some("True")
-    })
-    .await;
+    let agent = accepted_cluster(&mut api, &nats.url(), "edge-6").await;
 
     api.delete_cluster(DeleteClusterRequest {
         name: "edge-6".into(),
@@ -394,9 +368,7 @@ async fn hub_restart_keeps_state_and_does_not_flap_live_clusters() {
     let nats = NatsServer::start();
     let hub = start_hub(hub_config(&nats.url())).await;
     let mut api = clusters_client(&hub).await;
-    let agent = start_agent(agent_config("edge-7", &nats.url()));
-    wait_cluster(&mut api, "edge-7", "registered", |_| true).await;
-    accept(&mut api, "edge-7").await;
+    let agent = accepted_cluster(&mut api, &nats.url(), "edge-7").await;
     api.label_cluster(LabelClusterRequest {
         name: "edge-7".into(),
         set: [("site".to_string(), "north".to_string())].into(),
@@ -441,13 +413,7 @@ async fn nats_restart_recovers_hub_and_agents() {
     let mut nats = NatsServer::start();
     let hub = start_hub(hub_config(&nats.url())).await;
     let mut api = clusters_client(&hub).await;
-    let agent = start_agent(agent_config("edge-8", &nats.url()));
-    wait_cluster(&mut api, "edge-8", "registered", |_| true).await;
-    accept(&mut api, "edge-8").await;
-    wait_cluster(&mut api, "edge-8", "Available", |c| {
-        available(c).as_deref() == Some("True")
-    })
-    .await;
+    let agent = accepted_cluster(&mut api, &nats.url(), "edge-8").await;
 
     nats.restart();
 

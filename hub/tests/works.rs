@@ -164,12 +164,17 @@ async fn proxy(
     })
 }
 
-fn feedback(w: &ManifestWork, name: &str) -> Option<flotilla_api::v1::FieldValue> {
+/// The per-manifest status the agent reported (empty before the first report).
+fn manifests(w: &ManifestWork) -> &[flotilla_api::v1::ManifestCondition] {
     w.status
-        .as_ref()?
-        .resource_status
-        .as_ref()?
-        .manifests
+        .as_ref()
+        .and_then(|s| s.resource_status.as_ref())
+        .map(|r| r.manifests.as_slice())
+        .unwrap_or_default()
+}
+
+fn feedback(w: &ManifestWork, name: &str) -> Option<flotilla_api::v1::FieldValue> {
+    manifests(w)
         .first()?
         .status_feedback
         .as_ref()?
@@ -182,14 +187,7 @@ fn feedback(w: &ManifestWork, name: &str) -> Option<flotilla_api::v1::FieldValue
 /// Hub + one accepted agent.
 async fn fleet(nats: &NatsServer, cluster: &str) -> (flotilla_hub::Hub, TestAgent) {
     let hub = start_hub(hub_config(&nats.url())).await;
-    let mut clusters = clusters_client(&hub).await;
-    let agent = start_agent(agent_config(cluster, &nats.url()));
-    wait_cluster(&mut clusters, cluster, "registered", |_| true).await;
-    accept(&mut clusters, cluster).await;
-    wait_cluster(&mut clusters, cluster, "Available", |c| {
-        available(c).as_deref() == Some("True")
-    })
-    .await;
+    let agent = accepted_cluster(&mut clusters_client(&hub).await, &nats.url(), cluster).await;
     (hub, agent)
 }
 
@@ -220,14 +218,7 @@ async fn hello_work_demo_becomes_applied_and_available_with_feedback_and_updates
         (is_available.r#type.as_str(), is_available.string.as_deref()),
         ("String", Some("True"))
     );
-    let manifest = &w
-        .status
-        .as_ref()
-        .unwrap()
-        .resource_status
-        .as_ref()
-        .unwrap()
-        .manifests[0];
+    let manifest = &manifests(&w)[0];
     let rm = manifest.resource_meta.as_ref().unwrap();
     assert_eq!(
         (rm.group.as_str(), rm.kind.as_str(), rm.resource.as_str()),
@@ -536,14 +527,7 @@ async fn server_side_apply_conflicts_fail_alone_and_force_wins() {
         cond(w, APPLIED).as_deref() == Some("False")
     })
     .await;
-    let manifests = &w
-        .status
-        .as_ref()
-        .unwrap()
-        .resource_status
-        .as_ref()
-        .unwrap()
-        .manifests;
+    let manifests = manifests(&w);
     let dep = meta::find_condition(&manifests[0].conditions, APPLIED).unwrap();
     assert_eq!(
         (dep.status.as_str(), dep.reason.as_str()),
@@ -611,14 +595,7 @@ spec:
         cond(w, APPLIED).as_deref() == Some("False")
     })
     .await;
-    let m = &w
-        .status
-        .as_ref()
-        .unwrap()
-        .resource_status
-        .as_ref()
-        .unwrap()
-        .manifests;
+    let m = manifests(&w);
     assert_eq!(
         meta::condition_status(&m[0].conditions, APPLIED),
         Some("True")
@@ -731,9 +708,7 @@ async fn works_changed_while_the_link_is_down_converge_after_reconnect() {
     let link = LinkProxy::start(nats.port()).await;
     let hub = start_hub(hub_config(&nats.url())).await;
     let mut clusters = clusters_client(&hub).await;
-    let agent = start_agent(agent_config("edge-1", &link.url()));
-    wait_cluster(&mut clusters, "edge-1", "registered", |_| true).await;
-    accept(&mut clusters, "edge-1").await;
+    let agent = accepted_cluster(&mut clusters, &link.url(), "edge-1").await;
     let mut api = works_client(&hub).await;
     api.apply_work(hello("edge-1", 1)).await.unwrap();
     api.apply_work(work(
@@ -816,9 +791,7 @@ async fn an_agent_restarted_offline_keeps_its_works_and_reports_when_the_link_re
     let mut cfg = agent_config("edge-2", &link.url());
     cfg.state = flotilla_agent::StateConfig::Dir(state.path().to_path_buf());
     let backend = sim_backend();
-    let agent = start_agent_on(cfg.clone(), backend.clone());
-    wait_cluster(&mut clusters, "edge-2", "registered", |_| true).await;
-    accept(&mut clusters, "edge-2").await;
+    let agent = accepted_agent_on(&mut clusters, cfg.clone(), backend.clone()).await;
     let mut api = works_client(&hub).await;
     api.apply_work(hello("edge-2", 2)).await.unwrap();
     wait_work(&mut api, "edge-2", "hello-work-demo", "converged", |w| {

@@ -8,8 +8,10 @@ use flotilla_agent::{AgentConfig, StateConfig};
 use flotilla_api::meta::{self, COND_AVAILABLE};
 use flotilla_api::v1::cluster_service_client::ClusterServiceClient;
 use flotilla_api::v1::cluster_set_service_client::ClusterSetServiceClient;
-use flotilla_api::v1::{GetClusterRequest, ManagedCluster};
+use flotilla_api::v1::placement_service_client::PlacementServiceClient;
+use flotilla_api::v1::{GetClusterRequest, ManagedCluster, PlacementRef};
 use flotilla_hub::{Config, Hub};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -184,6 +186,102 @@ pub async fn accept(client: &mut ClusterServiceClient<Channel>, name: &str) {
         })
         .await
         .expect("accept");
+}
+
+/// Starts an agent, accepts its cluster once it has registered, and waits until the cluster is
+/// Available with no taints.
+pub async fn accepted_agent(
+    api: &mut ClusterServiceClient<Channel>,
+    config: AgentConfig,
+) -> TestAgent {
+    accepted_agent_on(api, config, sim_backend()).await
+}
+
+/// [`accepted_agent`] on a given simulated cluster.
+pub async fn accepted_agent_on(
+    api: &mut ClusterServiceClient<Channel>,
+    config: AgentConfig,
+    backend: Arc<SimBackend>,
+) -> TestAgent {
+    let name = config.cluster_name.clone();
+    let agent = start_agent_on(config, backend);
+    wait_cluster(api, &name, "registered", |_| true).await;
+    accept(api, &name).await;
+    wait_available(api, &name).await;
+    agent
+}
+
+/// An accepted, Available cluster `name` with default agent settings.
+pub async fn accepted_cluster(
+    api: &mut ClusterServiceClient<Channel>,
+    nats_url: &str,
+    name: &str,
+) -> TestAgent {
+    accepted_agent(api, agent_config(name, nats_url)).await
+}
+
+/// Accepted, Available clusters for `names` (agents started together, then accepted).
+pub async fn accepted_fleet(
+    api: &mut ClusterServiceClient<Channel>,
+    nats_url: &str,
+    names: &[&str],
+) -> Vec<TestAgent> {
+    let agents = names
+        .iter()
+        .map(|n| start_agent(agent_config(n, nats_url)))
+        .collect();
+    for n in names {
+        wait_cluster(api, n, "registered", |_| true).await;
+        accept(api, n).await;
+    }
+    for n in names {
+        wait_available(api, n).await;
+    }
+    agents
+}
+
+/// Waits until the cluster is Available with no taints.
+pub async fn wait_available(api: &mut ClusterServiceClient<Channel>, name: &str) -> ManagedCluster {
+    wait_cluster(api, name, "Available", |c| {
+        available(c).as_deref() == Some("True") && taints(c).is_empty()
+    })
+    .await
+}
+
+/// The clusters in every decision page of placement `namespace/name` (empty when none).
+pub async fn decided_clusters(
+    client: &mut PlacementServiceClient<Channel>,
+    namespace: &str,
+    name: &str,
+) -> BTreeSet<String> {
+    client
+        .list_decisions(PlacementRef {
+            namespace: namespace.into(),
+            name: name.into(),
+        })
+        .await
+        .map(|r| {
+            r.into_inner()
+                .items
+                .iter()
+                .flat_map(|d| d.status.clone().unwrap_or_default().decisions)
+                .map(|c| c.cluster_name)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Waits until a metric line containing `needle` has a non-zero value.
+pub async fn wait_metric(hub: &Hub, needle: &str) {
+    let needle = needle.to_string();
+    flotilla_testkit::eventually(SOON, &format!("metric {needle}"), || {
+        let text = hub.metrics.render(&hub.inventory);
+        let found = text
+            .lines()
+            .any(|l| l.contains(&needle) && !l.ends_with(" 0"));
+        async move { found.then_some(()) }
+    })
+    .await;
 }
 
 pub async fn metrics_text(hub: &Hub) -> String {
