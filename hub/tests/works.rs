@@ -15,47 +15,8 @@ use serde_json::Value;
 use std::time::Duration;
 use tonic::transport::Channel;
 
-const HELLO: &str = r#"
-apiVersion: work.open-cluster-management.io/v1
-kind: ManifestWork
-metadata:
-  namespace: CLUSTER
-  name: hello-work-demo
-spec:
-  workload:
-    manifests:
-      - apiVersion: apps/v1
-        kind: Deployment
-        metadata:
-          name: hello
-          namespace: default
-        spec:
-          replicas: REPLICAS
-          selector:
-            matchLabels:
-              app: hello
-          template:
-            metadata:
-              labels:
-                app: hello
-            spec:
-              containers:
-                - name: hello
-                  image: quay.io/asmacdo/busybox
-                  command: ["sh", "-c", 'echo "Hello, Kubernetes!" && sleep 3600']
-  manifestConfigs:
-    - resourceIdentifier:
-        group: apps
-        resource: deployments
-        namespace: default
-        name: hello
-      feedbackRules:
-        - type: WellKnownStatus
-        - type: JSONPaths
-          jsonPaths:
-            - name: isAvailable
-              path: '.status.conditions[?(@.type=="Available")].status'
-"#;
+/// OCM's hello-work-demo, as the README's example ships it (`CLUSTER` is the placeholder).
+const HELLO: &str = include_str!("../../examples/hello-work.yaml");
 
 fn work(yaml: &str) -> ManifestWork {
     match parse_documents(yaml).remove(0) {
@@ -65,11 +26,13 @@ fn work(yaml: &str) -> ManifestWork {
 }
 
 fn hello(cluster: &str, replicas: i64) -> ManifestWork {
-    work(
-        &HELLO
-            .replace("CLUSTER", cluster)
-            .replace("REPLICAS", &replicas.to_string()),
-    )
+    let spec = "        spec:\n          selector:";
+    assert!(HELLO.contains(spec), "examples/hello-work.yaml changed shape");
+    let with_replicas = HELLO.replace(
+        spec,
+        &format!("        spec:\n          replicas: {replicas}\n          selector:"),
+    );
+    work(&with_replicas.replace("CLUSTER", cluster))
 }
 
 async fn works_client(hub: &flotilla_hub::Hub) -> WorkServiceClient<Channel> {
