@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod work;
+
 use flotilla_agent::backend::sim::SimBackend;
 use flotilla_agent::{AgentConfig, StateConfig};
 use flotilla_api::meta::{self, COND_AVAILABLE};
