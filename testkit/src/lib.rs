@@ -122,6 +122,13 @@ impl NatsServer {
         }
     }
 
+    /// Starts a stopped server again on the same port with the same store.
+    pub fn start_again(&mut self) {
+        if self.child.is_none() {
+            self.spawn();
+        }
+    }
+
     /// Starts the server again on the same port with the same store.
     pub fn restart(&mut self) {
         self.stop();

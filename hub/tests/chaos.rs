@@ -1,0 +1,178 @@
+//! Faults a real fleet meets, against real processes: NATS killed (SIGKILL) in the middle of a
+//! batch of writes, writes that time out but land anyway. The assertions are about convergence
+//! and nothing lost — every acknowledged write visible, every failed one either absent or
+//! visible, never stuck — not about timing.
+
+mod common;
+
+use common::work::*;
+use common::*;
+use flotilla_api::v1::work_service_client::WorkServiceClient;
+use flotilla_api::v1::{ListWorksRequest, ManifestWork};
+use tonic::transport::Channel;
+use flotilla_bus::connect::{NatsConfig, connect};
+use flotilla_hub::keys::ObjectRef;
+use flotilla_hub::store::{Bucket, WORKS};
+use flotilla_testkit::NatsServer;
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// A ConfigMap work `name` on `cluster`.
+fn config_map_work(cluster: &str, name: &str) -> ManifestWork {
+    work(&format!(
+        r#"
+apiVersion: work.open-cluster-management.io/v1
+kind: ManifestWork
+metadata: {{namespace: {cluster}, name: {name}}}
+spec:
+  workload:
+    manifests:
+      - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: {name}, namespace: default}}, data: {{k: v}}}}
+"#
+    ))
+}
+
+/// The works bucket as the hub stores it, opened on a connection of the test's own.
+async fn works_bucket(nats: &NatsServer) -> Bucket<ManifestWork> {
+    let client = connect(&NatsConfig::new(nats.url(), "chaos-test"), None)
+        .await
+        .expect("connect");
+    let js = async_nats::jetstream::new(client);
+    Bucket::open(&js, WORKS, Default::default())
+        .await
+        .expect("works bucket")
+}
+
+/// Names of the works the API lists for `cluster`.
+async fn listed(api: &mut WorkServiceClient<Channel>, cluster: &str) -> BTreeSet<String> {
+    api.list_works(ListWorksRequest {
+        cluster: cluster.into(),
+        ..Default::default()
+    })
+    .await
+    .expect("list works")
+    .into_inner()
+    .items
+    .iter()
+    .filter_map(|w| w.metadata.as_ref().map(|m| m.name.clone()))
+    .collect()
+}
+
+/// The defect of issue 16: a create that timed out at the hub but was written to KV anyway
+/// (the publish sat in the client's buffer across a NATS restart) made every later apply of the
+/// same document fail with a conflict, and the work was invisible until a hub restart. Here the
+/// late write is made directly, exactly as it lands: the hub must adopt it, the apply must
+/// succeed, and the agent must get the work.
+#[tokio::test]
+async fn a_create_that_landed_after_the_hub_gave_up_is_adopted_not_stuck() {
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let agent = accepted_cluster(&mut clusters_client(&hub).await, &nats.url(), "edge-1").await;
+    let mut api = works_client(&hub).await;
+
+    // What the hub would have written for the create it then reported as failed.
+    let mut late = config_map_work("edge-1", "late");
+    let m = late.metadata.as_mut().unwrap();
+    m.uid = "0f2c6f4e-2a3e-4c1e-9a53-6d1f0f1d2b11".into();
+    m.generation = 1;
+    late.hub = Some(flotilla_api::v1::HubWorkState {
+        resource_id: flotilla_bus::works::resource_id("edge-1", "late"),
+        ..Default::default()
+    });
+    works_bucket(&nats)
+        .await
+        .write(&ObjectRef::new("edge-1", "late").store_key(), &late, 0)
+        .await
+        .expect("late write");
+
+    let applied = api
+        .apply_work(config_map_work("edge-1", "late"))
+        .await
+        .expect("applying the same document again succeeds")
+        .into_inner();
+    assert_eq!(applied.metadata.as_ref().unwrap().generation, 1);
+    assert!(listed(&mut api, "edge-1").await.contains("late"));
+    wait_work(&mut api, "edge-1", "late", "delivered and applied", |w| {
+        converged_at(w, 1)
+    })
+    .await;
+    agent.stop().await;
+    hub.stop().await;
+}
+
+/// NATS is killed (SIGKILL) while 16 callers apply 240 works, and comes back a second later.
+/// Afterwards every work whose apply was acknowledged is listed, every failed one can be applied
+/// again, the API and the store hold the same works, and the agent gets them all.
+#[tokio::test]
+async fn nats_killed_during_a_batch_of_creates_loses_nothing_and_sticks_nothing() {
+    const WORKS_N: usize = 240;
+    const CALLERS: usize = 16;
+    let mut nats = NatsServer::start();
+    let mut config = hub_config(&nats.url());
+    config.cluster.default_lease_duration_seconds = 5;
+    let hub = start_hub(config).await;
+    let agent = accepted_cluster(&mut clusters_client(&hub).await, &nats.url(), "edge-1").await;
+    let api = works_client(&hub).await;
+    let names: Vec<String> = (0..WORKS_N).map(|i| format!("w-{i:04}")).collect();
+
+    let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut callers = tokio::task::JoinSet::new();
+    for chunk in names.chunks(WORKS_N / CALLERS) {
+        let (mut api, chunk, done) = (api.clone(), chunk.to_vec(), done_tx.clone());
+        callers.spawn(async move {
+            let mut failed = Vec::new();
+            for name in chunk {
+                let call = api.apply_work(config_map_work("edge-1", &name));
+                match tokio::time::timeout(Duration::from_secs(10), call).await {
+                    Ok(Ok(_)) => {
+                        let _ = done.send(());
+                    }
+                    _ => failed.push(name),
+                }
+            }
+            failed
+        });
+    }
+    drop(done_tx);
+    // Kill NATS once a quarter of the batch is acknowledged, while the rest is in flight.
+    for _ in 0..WORKS_N / 4 {
+        done_rx.recv().await.expect("a quarter of the applies succeed");
+    }
+    nats.stop();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    nats.start_again();
+    let mut failed = Vec::new();
+    while let Some(r) = callers.join_next().await {
+        failed.extend(r.expect("caller task"));
+    }
+
+    // Every failed apply succeeds when tried again once NATS is back: nothing is stuck.
+    let mut api = api.clone();
+    for name in &failed {
+        flotilla_testkit::eventually(SOON, &format!("re-applying {name}"), || {
+            let mut api = api.clone();
+            let w = config_map_work("edge-1", name);
+            async move { api.apply_work(w).await.ok().map(|_| ()) }
+        })
+        .await;
+    }
+    let all: BTreeSet<String> = names.iter().cloned().collect();
+    assert_eq!(listed(&mut api, "edge-1").await, all, "the API lists every work");
+    let stored: BTreeSet<String> = works_bucket(&nats)
+        .await
+        .load_all()
+        .await
+        .expect("load the works bucket")
+        .into_iter()
+        .map(|(_, w, _)| w.metadata.unwrap().name)
+        .collect();
+    assert_eq!(stored, all, "the store holds exactly what the API lists");
+    for name in &names {
+        wait_work(&mut api, "edge-1", name, "delivered and applied", |w| {
+            converged_at(w, 1)
+        })
+        .await;
+    }
+    agent.stop().await;
+    hub.stop().await;
+}
