@@ -58,9 +58,15 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// Whether the write lost an optimistic-concurrency race.
+    /// Whether the write lost an optimistic-concurrency race: the key holds something else.
     pub fn is_conflict(&self) -> bool {
         matches!(self, Self::Write { conflict: true, .. })
+    }
+
+    /// Whether the outcome of a write is unknown (an outage, not a lost race): it may still land,
+    /// so the writer must read the key again once the store answers before trusting its copy.
+    pub fn is_ambiguous(&self) -> bool {
+        matches!(self, Self::Write { conflict: false, .. })
     }
 }
 
@@ -142,10 +148,18 @@ impl<T: Message + Default> Bucket<T> {
 
     /// Writes `value` if the stored revision is `expected` (0 = the key must not exist).
     /// Returns the new revision.
+    ///
+    /// A write that fails is not always a write that did not happen: a publish that timed out
+    /// can sit in the client's buffer and land after a reconnect, and a retried write can find
+    /// its own first attempt. So every failure is logged with its key and followed by a read:
+    /// when the key already holds exactly these bytes the write counts as done and its
+    /// revision is returned. Otherwise the error says whether it was a lost race (`conflict`:
+    /// re-read and adopt what is stored) or an outage (the outcome is unknown until a later
+    /// read).
     pub async fn write(&self, key: &str, value: &T, expected: u64) -> Result<u64> {
         let bytes = Bytes::from(value.encode_to_vec());
-        if expected == 0 {
-            self.kv.create(key, bytes).await.map_err(|e| {
+        let result = if expected == 0 {
+            self.kv.create(key, bytes.clone()).await.map_err(|e| {
                 let conflict = matches!(
                     e.kind(),
                     async_nats::jetstream::kv::CreateErrorKind::AlreadyExists
@@ -153,13 +167,26 @@ impl<T: Message + Default> Bucket<T> {
                 self.write_err(key, e.to_string(), conflict)
             })
         } else {
-            self.kv.update(key, bytes, expected).await.map_err(|e| {
+            self.kv.update(key, bytes.clone(), expected).await.map_err(|e| {
                 let conflict = matches!(
                     e.kind(),
                     async_nats::jetstream::kv::UpdateErrorKind::WrongLastRevision
                 );
                 self.write_err(key, e.to_string(), conflict)
             })
+        };
+        let Err(error) = result else { return result };
+        tracing::warn!(bucket = self.name, key, expected, %error, "KV write failed");
+        match self.kv.entry(key).await {
+            Ok(Some(e))
+                if e.operation == async_nats::jetstream::kv::Operation::Put
+                    && e.revision > expected
+                    && e.value == bytes =>
+            {
+                tracing::info!(bucket = self.name, key, revision = e.revision, "the failed KV write had landed");
+                Ok(e.revision)
+            }
+            _ => Err(error),
         }
     }
 

@@ -20,7 +20,7 @@ use super::rules;
 use crate::store::StoreError;
 use dashmap::DashMap;
 use flotilla_api::v1::{ManagedCluster, ManifestWork};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -51,6 +51,7 @@ pub(super) fn spawn(
         lease_deadline: None,
         lease_sequence: 0,
         dirty: false,
+        unsure_works: BTreeSet::new(),
         works: BTreeMap::new(),
         rx,
     };
@@ -86,6 +87,8 @@ struct Actor {
     dirty: bool,
     /// The cluster's works by name.
     works: BTreeMap<String, WorkEntry>,
+    /// Works whose last write had an unknown outcome: read again until the store answers.
+    unsure_works: BTreeSet<String>,
     rx: mpsc::Receiver<Msg>,
 }
 
@@ -112,6 +115,7 @@ impl Actor {
                 }
                 () = sleep_until_opt(deadline), if deadline.is_some() => self.lease_expired().await,
                 () = tokio::time::sleep(PERSIST_RETRY), if self.dirty => self.flush().await,
+                () = tokio::time::sleep(PERSIST_RETRY), if !self.unsure_works.is_empty() => self.verify_works().await,
             }
         }
         tracing::debug!("cluster actor stopped");

@@ -6,6 +6,7 @@ use super::{Actor, ack_message};
 use crate::cluster::handle::{ClusterError, SOURCE, WorkStatusEvent};
 use crate::cluster::{rules, work_rules};
 use crate::keys::ObjectRef;
+use crate::store::StoreError;
 use flotilla_api::meta::{self, status};
 use flotilla_api::v1::{HubWorkState, ManifestWork, SpecResyncRequest, SpecResyncResponse};
 use flotilla_bus::envelope::{Event, headers};
@@ -71,7 +72,31 @@ impl Actor {
         }
     }
 
+    /// Creates or updates a work. When the write loses a race against the store — a write of
+    /// this actor's own that was reported failed but landed — the stored work has been adopted
+    /// meanwhile, and the apply is decided once more against it: applying the same document
+    /// again then succeeds (idempotent apply) instead of failing forever.
     pub(super) async fn apply_work(
+        &mut self,
+        work: ManifestWork,
+    ) -> Result<ManifestWork, ClusterError> {
+        let name = work
+            .metadata
+            .as_ref()
+            .map(|m| m.name.clone())
+            .unwrap_or_default();
+        let before = self.works.get(&name).map(|e| e.revision);
+        match self.apply_work_once(work.clone()).await {
+            Err(ClusterError::Conflict(_))
+                if self.works.get(&name).map(|e| e.revision) != before =>
+            {
+                self.apply_work_once(work).await
+            }
+            result => result,
+        }
+    }
+
+    async fn apply_work_once(
         &mut self,
         mut work: ManifestWork,
     ) -> Result<ManifestWork, ClusterError> {
@@ -156,6 +181,10 @@ impl Actor {
     }
 
     /// Writes a work with compare-and-set and publishes it to the works inventory.
+    ///
+    /// On a lost race the stored work is adopted before answering; when the outcome is unknown
+    /// (an outage) the key is read again once the store answers ([`Actor::verify_works`]), so
+    /// this actor, the API and the store never disagree for longer than the outage.
     pub(super) async fn persist_work(
         &mut self,
         name: &str,
@@ -165,21 +194,28 @@ impl Actor {
         if let Some(m) = work.metadata.as_mut() {
             m.resource_version = 0;
         }
-        let rev = self
+        let written = self
             .shared
             .work_bucket
             .write(&self.work_ref(name).store_key(), &work, expected)
-            .await
-            .map_err(|e| {
-                if e.is_conflict() {
-                    ClusterError::Conflict(format!(
-                        "ManifestWork {}/{name} changed meanwhile; retry",
-                        self.name
-                    ))
-                } else {
-                    ClusterError::Unavailable(e.to_string())
+            .await;
+        let rev = match written {
+            Ok(rev) => rev,
+            Err(e) if e.is_conflict() => {
+                if let Err(e) = self.adopt_stored_work(name).await {
+                    tracing::warn!(error = %e, work = %name, "re-reading a work after a lost race failed");
+                    self.unsure_works.insert(name.to_string());
                 }
-            })?;
+                return Err(ClusterError::Conflict(format!(
+                    "ManifestWork {}/{name} changed meanwhile; retry",
+                    self.name
+                )));
+            }
+            Err(e) => {
+                self.unsure_works.insert(name.to_string());
+                return Err(ClusterError::Unavailable(e.to_string()));
+            }
+        };
         if let Some(m) = work.metadata.as_mut() {
             m.resource_version = rev;
         }
@@ -199,6 +235,54 @@ impl Actor {
         entry.work = work.clone();
         entry.revision = rev;
         Ok(work)
+    }
+
+    /// Reads a work's key again and adopts what is stored: after a write whose outcome this
+    /// actor did not see, the store is the truth. A work found only in the store is published
+    /// to the agent by the re-send timer (it has never been sent).
+    pub(super) async fn adopt_stored_work(&mut self, name: &str) -> Result<(), StoreError> {
+        let key = self.work_ref(name);
+        match self.shared.work_bucket.get(&key.store_key()).await? {
+            Some((mut work, rev)) => {
+                if self.works.get(name).is_some_and(|e| e.revision == rev) {
+                    return Ok(());
+                }
+                tracing::warn!(work = %name, revision = rev, "adopting the stored work: a write whose outcome was unknown had landed");
+                if let Some(m) = work.metadata.as_mut() {
+                    m.resource_version = rev;
+                }
+                self.shared.works.upsert(&key.inventory_key(), work.clone());
+                let backoff = self.shared.config.work_resend_after;
+                let entry = self
+                    .works
+                    .entry(name.to_string())
+                    .or_insert_with(|| WorkEntry {
+                        work: work.clone(),
+                        revision: rev,
+                        last_sent: None,
+                        backoff,
+                    });
+                entry.work = work;
+                entry.revision = rev;
+            }
+            None => {
+                if self.works.remove(name).is_some() {
+                    tracing::warn!(work = %name, "dropping a work the store does not hold");
+                    self.shared.works.remove(&key.inventory_key());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads again every work whose last write had an unknown outcome, once the store answers.
+    pub(super) async fn verify_works(&mut self) {
+        for name in std::mem::take(&mut self.unsure_works) {
+            if let Err(e) = self.adopt_stored_work(&name).await {
+                tracing::debug!(error = %e, work = %name, "store still unavailable; will read the work again");
+                self.unsure_works.insert(name);
+            }
+        }
     }
 
     /// Publishes a work's spec (or deletion) to the agent.
