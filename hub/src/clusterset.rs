@@ -16,6 +16,7 @@ use flotilla_api::v1::{
 use flotilla_api::{names, selector};
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 use thiserror::Error;
 use tokio::sync::broadcast;
 
@@ -77,6 +78,14 @@ pub struct ClusterSets {
 
 fn name_of(meta: &Option<ObjectMeta>) -> &str {
     meta.as_ref().map(|m| m.name.as_str()).unwrap_or_default()
+}
+
+/// A key of the sets or bindings bucket.
+enum StoredKey {
+    /// A set, by name.
+    Set(String),
+    /// A binding, by namespace and set.
+    Binding(String, String),
 }
 
 impl ClusterSets {
@@ -241,7 +250,26 @@ impl ClusterSets {
     }
 
     /// Creates or updates a set. A non-zero `metadata.resourceVersion` must match the stored one.
-    pub async fn apply_set(&self, mut s: ManagedClusterSet) -> Result<ManagedClusterSet, SetError> {
+    ///
+    /// A lost race means the store holds a set this copy does not know (a write that was
+    /// reported failed but landed): it is adopted, and the apply decided again, once.
+    pub async fn apply_set(&self, s: ManagedClusterSet) -> Result<ManagedClusterSet, SetError> {
+        let name = name_of(&s.metadata).to_string();
+        let revision = |this: &Self| {
+            let state = this.state.read().expect("sets lock");
+            state.sets.get(&name).map(|(_, rev)| *rev)
+        };
+        let before = revision(self);
+        match self.apply_set_once(s.clone()).await {
+            Err(SetError::Conflict(_)) if revision(self) != before => self.apply_set_once(s).await,
+            result => result,
+        }
+    }
+
+    async fn apply_set_once(
+        &self,
+        mut s: ManagedClusterSet,
+    ) -> Result<ManagedClusterSet, SetError> {
         Self::validate_set(&s)?;
         let _w = self.write_lock.lock().await;
         let mut m = s.metadata.take().unwrap_or_default();
@@ -292,15 +320,20 @@ impl ClusterSets {
         m.resource_version = 0;
         s.metadata = Some(m);
         s.status = None;
-        let rev = self.sets.write(&name, &s, expected).await.map_err(|e| {
-            if e.is_conflict() {
-                SetError::Conflict(format!(
-                    "ManagedClusterSet {name:?} changed meanwhile; retry"
-                ))
-            } else {
-                SetError::Store(e)
+        let rev = match self.sets.write(&name, &s, expected).await {
+            Ok(rev) => rev,
+            Err(e) => {
+                let conflict = e.is_conflict();
+                self.settle(StoredKey::Set(name.clone()), conflict).await;
+                return Err(if conflict {
+                    SetError::Conflict(format!(
+                        "ManagedClusterSet {name:?} changed meanwhile; retry"
+                    ))
+                } else {
+                    SetError::Store(e)
+                });
             }
-        })?;
+        };
         if let Some(m) = s.metadata.as_mut() {
             m.resource_version = rev;
         }
@@ -461,8 +494,27 @@ impl ClusterSets {
         b.status = Some(ManagedClusterSetBindingStatus { conditions });
     }
 
-    /// Creates or updates a binding.
+    /// Creates or updates a binding (a lost race is settled as for sets).
     pub async fn apply_binding(
+        &self,
+        b: ManagedClusterSetBinding,
+    ) -> Result<ManagedClusterSetBinding, SetError> {
+        let m = b.metadata.clone().unwrap_or_default();
+        let key = (m.namespace, m.name);
+        let revision = |this: &Self| {
+            let state = this.state.read().expect("sets lock");
+            state.bindings.get(&key).map(|(_, rev)| *rev)
+        };
+        let before = revision(self);
+        match self.apply_binding_once(b.clone()).await {
+            Err(SetError::Conflict(_)) if revision(self) != before => {
+                self.apply_binding_once(b).await
+            }
+            result => result,
+        }
+    }
+
+    async fn apply_binding_once(
         &self,
         mut b: ManagedClusterSetBinding,
     ) -> Result<ManagedClusterSetBinding, SetError> {
@@ -515,24 +567,30 @@ impl ClusterSets {
         m.resource_version = 0;
         b.metadata = Some(m);
         b.status = None;
-        let rev = self
+        let written = self
             .bindings
             .write(
                 &ObjectRef::new(key.0.as_str(), key.1.as_str()).store_key(),
                 &b,
                 expected,
             )
-            .await
-            .map_err(|e| {
-                if e.is_conflict() {
+            .await;
+        let rev = match written {
+            Ok(rev) => rev,
+            Err(e) => {
+                let conflict = e.is_conflict();
+                self.settle(StoredKey::Binding(key.0.clone(), key.1.clone()), conflict)
+                    .await;
+                return Err(if conflict {
                     SetError::Conflict(format!(
                         "ManagedClusterSetBinding {}/{} changed meanwhile; retry",
                         key.0, key.1
                     ))
                 } else {
                     SetError::Store(e)
-                }
-            })?;
+                });
+            }
+        };
         if let Some(m) = b.metadata.as_mut() {
             m.resource_version = rev;
         }
@@ -545,6 +603,74 @@ impl ClusterSets {
             set: key.1,
         });
         Ok(b)
+    }
+
+    /// Reads a key again after a failed write and adopts what is stored: at once after a lost
+    /// race, and for a write whose outcome was unknown (an outage), in the background until the
+    /// store answers — so that a write that landed late is never invisible.
+    async fn settle(&self, key: StoredKey, conflict: bool) {
+        if conflict && self.adopt(&key).await.is_ok() {
+            return;
+        }
+        let this = self.clone();
+        tokio::spawn(async move {
+            // Bounded: past an hour of outage the next write of the key settles it instead.
+            for _ in 0..3600 {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let _w = this.write_lock.lock().await;
+                if this.adopt(&key).await.is_ok() {
+                    return;
+                }
+            }
+        });
+    }
+
+    /// Adopts the stored value of one key (or its absence) and announces the change.
+    async fn adopt(&self, key: &StoredKey) -> Result<(), StoreError> {
+        match key {
+            StoredKey::Set(name) => {
+                let stored = self.sets.get(name).await?;
+                let mut state = self.state.write().expect("sets lock");
+                match stored {
+                    Some((mut s, rev)) => {
+                        if let Some(m) = s.metadata.as_mut() {
+                            m.resource_version = rev;
+                        }
+                        state.sets.insert(name.clone(), (s, rev));
+                    }
+                    None => {
+                        state.sets.remove(name);
+                    }
+                }
+                drop(state);
+                let _ = self.changes.send(SetChange::Set(name.clone()));
+            }
+            StoredKey::Binding(namespace, set) => {
+                let stored = self
+                    .bindings
+                    .get(&ObjectRef::new(namespace.as_str(), set.as_str()).store_key())
+                    .await?;
+                let key = (namespace.clone(), set.clone());
+                let mut state = self.state.write().expect("sets lock");
+                match stored {
+                    Some((mut b, rev)) => {
+                        if let Some(m) = b.metadata.as_mut() {
+                            m.resource_version = rev;
+                        }
+                        state.bindings.insert(key, (b, rev));
+                    }
+                    None => {
+                        state.bindings.remove(&key);
+                    }
+                }
+                drop(state);
+                let _ = self.changes.send(SetChange::Binding {
+                    namespace: namespace.clone(),
+                    set: set.clone(),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Bindings in a namespace (all namespaces when empty), with status.

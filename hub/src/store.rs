@@ -66,7 +66,13 @@ impl StoreError {
     /// Whether the outcome of a write is unknown (an outage, not a lost race): it may still land,
     /// so the writer must read the key again once the store answers before trusting its copy.
     pub fn is_ambiguous(&self) -> bool {
-        matches!(self, Self::Write { conflict: false, .. })
+        matches!(
+            self,
+            Self::Write {
+                conflict: false,
+                ..
+            }
+        )
     }
 }
 
@@ -167,13 +173,16 @@ impl<T: Message + Default> Bucket<T> {
                 self.write_err(key, e.to_string(), conflict)
             })
         } else {
-            self.kv.update(key, bytes.clone(), expected).await.map_err(|e| {
-                let conflict = matches!(
-                    e.kind(),
-                    async_nats::jetstream::kv::UpdateErrorKind::WrongLastRevision
-                );
-                self.write_err(key, e.to_string(), conflict)
-            })
+            self.kv
+                .update(key, bytes.clone(), expected)
+                .await
+                .map_err(|e| {
+                    let conflict = matches!(
+                        e.kind(),
+                        async_nats::jetstream::kv::UpdateErrorKind::WrongLastRevision
+                    );
+                    self.write_err(key, e.to_string(), conflict)
+                })
         };
         let Err(error) = result else { return result };
         tracing::warn!(bucket = self.name, key, expected, %error, "KV write failed");
@@ -183,7 +192,12 @@ impl<T: Message + Default> Bucket<T> {
                     && e.revision > expected
                     && e.value == bytes =>
             {
-                tracing::info!(bucket = self.name, key, revision = e.revision, "the failed KV write had landed");
+                tracing::info!(
+                    bucket = self.name,
+                    key,
+                    revision = e.revision,
+                    "the failed KV write had landed"
+                );
                 Ok(e.revision)
             }
             _ => Err(error),

@@ -9,13 +9,13 @@ use common::work::*;
 use common::*;
 use flotilla_api::v1::work_service_client::WorkServiceClient;
 use flotilla_api::v1::{ListWorksRequest, ManifestWork};
-use tonic::transport::Channel;
 use flotilla_bus::connect::{NatsConfig, connect};
 use flotilla_hub::keys::ObjectRef;
 use flotilla_hub::store::{Bucket, WORKS};
 use flotilla_testkit::NatsServer;
 use std::collections::BTreeSet;
 use std::time::Duration;
+use tonic::transport::Channel;
 
 /// A ConfigMap work `name` on `cluster`.
 fn config_map_work(cluster: &str, name: &str) -> ManifestWork {
@@ -136,7 +136,10 @@ async fn nats_killed_during_a_batch_of_creates_loses_nothing_and_sticks_nothing(
     drop(done_tx);
     // Kill NATS once a quarter of the batch is acknowledged, while the rest is in flight.
     for _ in 0..WORKS_N / 4 {
-        done_rx.recv().await.expect("a quarter of the applies succeed");
+        done_rx
+            .recv()
+            .await
+            .expect("a quarter of the applies succeed");
     }
     nats.stop();
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -157,7 +160,11 @@ async fn nats_killed_during_a_batch_of_creates_loses_nothing_and_sticks_nothing(
         .await;
     }
     let all: BTreeSet<String> = names.iter().cloned().collect();
-    assert_eq!(listed(&mut api, "edge-1").await, all, "the API lists every work");
+    assert_eq!(
+        listed(&mut api, "edge-1").await,
+        all,
+        "the API lists every work"
+    );
     let stored: BTreeSet<String> = works_bucket(&nats)
         .await
         .load_all()

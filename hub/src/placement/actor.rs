@@ -121,6 +121,7 @@ pub(crate) fn spawn(
         decided: Arc::new(BTreeSet::new()),
         requeue: None,
         dirty: false,
+        unsure: false,
         shared,
         rx,
         wake: wake.clone(),
@@ -164,6 +165,9 @@ struct Actor {
     requeue: Option<Instant>,
     /// A write failed; reconcile again after [`RETRY`].
     dirty: bool,
+    /// A write of the placement had an unknown outcome (an outage): read it again until the
+    /// store answers, and adopt what is there.
+    unsure: bool,
     shared: Arc<Shared>,
     rx: mpsc::Receiver<Msg>,
     wake: Arc<Notify>,
@@ -191,6 +195,9 @@ impl Actor {
                 },
                 () = self.wake.notified() => self.reconcile().await,
                 () = sleep_until(requeue), if requeue.is_some() => self.reconcile().await,
+                () = tokio::time::sleep(RETRY), if self.unsure => {
+                    if let Flow::Stop = self.verify().await { break }
+                }
             }
         }
         tracing::debug!("placement actor stopped");
@@ -205,7 +212,7 @@ impl Actor {
                 let r = self.apply(*placement).await;
                 let created = r.is_ok();
                 let _ = respond_to.send(r);
-                if !created && self.placement.is_none() {
+                if !created && self.placement.is_none() && !self.unsure {
                     // A failed create leaves nothing behind.
                     self.shared.actors.remove(&self.key);
                     return Flow::Stop;
@@ -246,7 +253,20 @@ impl Actor {
         }
     }
 
-    async fn apply(&mut self, mut next: Placement) -> Result<Placement, PlacementError> {
+    /// Creates or updates the placement. A lost race means a write of this actor's own landed
+    /// after it was reported failed: the stored placement is adopted and the apply decided
+    /// again against it, once, so applying the same document again succeeds.
+    async fn apply(&mut self, next: Placement) -> Result<Placement, PlacementError> {
+        let before = self.revision;
+        match self.apply_once(next.clone()).await {
+            Err(PlacementError::Conflict(_)) if self.revision != before => {
+                self.apply_once(next).await
+            }
+            result => result,
+        }
+    }
+
+    async fn apply_once(&mut self, mut next: Placement) -> Result<Placement, PlacementError> {
         let mut m = next.metadata.take().unwrap_or_default();
         let expected = match &self.placement {
             Some(old) => {
@@ -280,21 +300,27 @@ impl Actor {
         };
         m.resource_version = 0;
         next.metadata = Some(m);
-        let rev = self
+        let written = self
             .shared
             .placements
             .write(&self.id.store_key(), &next, expected)
-            .await
-            .map_err(|e| {
-                if e.is_conflict() {
-                    PlacementError::Conflict(format!(
-                        "Placement {} changed meanwhile; retry",
-                        self.key
-                    ))
-                } else {
-                    PlacementError::Unavailable(e.to_string())
+            .await;
+        let rev = match written {
+            Ok(rev) => rev,
+            Err(e) if e.is_conflict() => {
+                if self.reload().await.is_err() {
+                    self.unsure = true;
                 }
-            })?;
+                return Err(PlacementError::Conflict(format!(
+                    "Placement {} changed meanwhile; retry",
+                    self.key
+                )));
+            }
+            Err(e) => {
+                self.unsure = true;
+                return Err(PlacementError::Unavailable(e.to_string()));
+            }
+        };
         if let Some(m) = next.metadata.as_mut() {
             m.resource_version = rev;
         }
@@ -416,7 +442,7 @@ impl Actor {
                 self.shared.metrics.outcome("failed");
                 self.dirty = true;
                 if e.is_conflict() {
-                    self.reload().await;
+                    let _ = self.reload().await;
                 }
             }
         }
@@ -516,19 +542,54 @@ impl Actor {
         }
     }
 
-    /// Re-reads the stored placement after a lost compare-and-set.
-    async fn reload(&mut self) {
+    /// Re-reads the stored placement after a lost compare-and-set or a write whose outcome was
+    /// unknown, and adopts it. Returns whether the store holds it.
+    async fn reload(&mut self) -> Result<bool, StoreError> {
         match self.shared.placements.get(&self.id.store_key()).await {
             Ok(Some((mut p, rev))) => {
                 if let Some(m) = p.metadata.as_mut() {
                     m.resource_version = rev;
                 }
+                if rev != self.revision {
+                    tracing::warn!(revision = rev, "adopting the stored placement");
+                }
                 self.revision = rev;
                 self.adopt_spec(&p);
                 self.placement = Some(p);
+                self.publish();
+                Ok(true)
             }
-            Ok(None) => tracing::warn!("the stored placement disappeared"),
-            Err(e) => tracing::warn!(error = %e, "re-reading the placement failed"),
+            Ok(None) => {
+                if self.placement.is_some() {
+                    tracing::warn!("the stored placement disappeared");
+                }
+                Ok(false)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "re-reading the placement failed");
+                Err(e)
+            }
+        }
+    }
+
+    /// Settles a write whose outcome was unknown, once the store answers: a placement that
+    /// landed is adopted and scheduled; a create that never landed leaves nothing behind.
+    async fn verify(&mut self) -> Flow {
+        match self.reload().await {
+            Err(_) => Flow::Continue,
+            Ok(true) => {
+                self.unsure = false;
+                self.reconcile().await;
+                Flow::Continue
+            }
+            Ok(false) => {
+                self.unsure = false;
+                if self.placement.is_none() {
+                    self.shared.actors.remove(&self.key);
+                    return Flow::Stop;
+                }
+                Flow::Continue
+            }
         }
     }
 }
