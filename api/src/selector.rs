@@ -77,55 +77,88 @@ pub fn matches_labels(sel: &LabelSelector, labels: &HashMap<String, String>) -> 
     matches(sel, |k| labels.get(k).cloned())
 }
 
-/// Parses a kubectl-style selector string. The empty string selects everything.
+/// Parses a kubectl-style label selector string. The empty string selects everything.
+///
+/// Every term must parse as one of `key`, `!key`, `key=value`, `key==value`, `key!=value`,
+/// `key in (v1,v2)` or `key notin (v1,v2)`, with keys and values that are valid label keys and
+/// values; anything else is an error naming the term — a typo never widens a selection.
 pub fn parse(input: &str) -> Result<LabelSelector, SelectorError> {
+    parse_with(input, |field, v| {
+        crate::names::validate_label_value(field, v).map_err(|e| e.to_string())
+    })
+}
+
+/// Parses a selector over cluster claims: keys like label keys, values like claim values
+/// (1–1024 characters, so `v1.28.3+k3s1` is a value).
+pub fn parse_claims(input: &str) -> Result<LabelSelector, SelectorError> {
+    parse_with(input, |field, v| {
+        if v.is_empty() || v.len() > 1024 || v.chars().any(char::is_control) {
+            Err(format!(
+                "{field}: claim value {v:?} must be 1-1024 characters without control characters"
+            ))
+        } else {
+            Ok(())
+        }
+    })
+}
+
+fn parse_with(
+    input: &str,
+    value_ok: impl Fn(&str, &str) -> Result<(), String>,
+) -> Result<LabelSelector, SelectorError> {
     let mut sel = LabelSelector::default();
-    let err = |reason: String| SelectorError {
-        field: "selector".into(),
-        reason,
-    };
-    for term in split_terms(input) {
-        let term = term.trim();
+    if input.trim().is_empty() {
+        return Ok(sel);
+    }
+    for (i, raw) in split_terms(input).into_iter().enumerate() {
+        let term = raw.trim();
+        let err = |reason: String| SelectorError {
+            field: format!("selector term {} ({term:?})", i + 1),
+            reason,
+        };
+        let key_ok = |key: &str| {
+            crate::names::validate_label_key("key", key).map_err(|e| err(e.to_string()))
+        };
+        let values_ok = |values: &[String]| {
+            values
+                .iter()
+                .try_for_each(|v| value_ok("value", v))
+                .map_err(err)
+        };
         if term.is_empty() {
-            continue;
+            return Err(err("empty term (a stray comma?)".into()));
         }
         if let Some(key) = term.strip_prefix('!') {
-            sel.match_expressions
-                .push(req(key.trim(), "DoesNotExist", vec![]));
-        } else if let Some((key, rest)) = split_set_op(term) {
-            let (op, list) = rest;
-            let list = list.trim();
+            let key = key.trim();
+            key_ok(key)?;
+            sel.match_expressions.push(req(key, "DoesNotExist", vec![]));
+        } else if let Some((key, (op, list))) = split_set_op(term) {
+            key_ok(key)?;
             let inner = list
+                .trim()
                 .strip_prefix('(')
                 .and_then(|l| l.strip_suffix(')'))
-                .ok_or_else(|| err(format!("{term:?}: expected a (value,...) list after {op}")))?;
-            let values: Vec<String> = inner
-                .split(',')
-                .map(|v| v.trim().to_string())
-                .filter(|v| !v.is_empty())
-                .collect();
-            if values.is_empty() {
-                return Err(err(format!("{term:?}: {op} needs at least one value")));
+                .ok_or_else(|| err(format!("expected a (value,...) list after {op}")))?;
+            let values: Vec<String> = inner.split(',').map(|v| v.trim().to_string()).collect();
+            if values.iter().all(String::is_empty) {
+                return Err(err(format!("{op} needs at least one value")));
             }
+            values_ok(&values)?;
             sel.match_expressions.push(req(key, op, values));
         } else if let Some((k, v)) = term.split_once("!=") {
-            sel.match_expressions
-                .push(req(k.trim(), "NotIn", vec![v.trim().to_string()]));
+            let (k, v) = (k.trim(), v.trim().to_string());
+            key_ok(k)?;
+            values_ok(std::slice::from_ref(&v))?;
+            sel.match_expressions.push(req(k, "NotIn", vec![v]));
         } else if let Some((k, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
-            sel.match_labels
-                .insert(k.trim().to_string(), v.trim().to_string());
+            let (k, v) = (k.trim(), v.trim().to_string());
+            key_ok(k)?;
+            values_ok(std::slice::from_ref(&v))?;
+            sel.match_labels.insert(k.to_string(), v);
         } else {
+            key_ok(term)?;
             sel.match_expressions.push(req(term, "Exists", vec![]));
         }
-    }
-    if sel.match_labels.keys().any(String::is_empty) {
-        return Err(err("empty key in selector".into()));
-    }
-    if let Some(r) = sel.match_expressions.iter().find(|r| r.key.is_empty()) {
-        return Err(err(format!(
-            "empty key in selector term with operator {}",
-            r.operator
-        )));
     }
     Ok(sel)
 }
@@ -226,6 +259,69 @@ mod tests {
             "spec.labelSelector.matchExpressions[0].operator"
         );
         assert!(!matches_labels(&sel, &labels(&[("a", "b")])));
+    }
+
+    #[test]
+    fn terms_that_do_not_parse_are_rejected_never_read_as_match_everything() {
+        for bad in [
+            "!!!==",
+            "!env=prod",
+            "!env!=prod",
+            "env=prod=x",
+            "a b=c",
+            "env=pr od",
+            "region in (eu,us",
+            "region in (eu,us),",
+            "Bad_Key_=x",
+            "-env",
+            "env>5",
+            "(eu)",
+            "env in (eu, b@d)",
+            "env=prod,",
+            ",env=prod",
+            "env=prod,,tier=gold",
+        ] {
+            let e = parse(bad).err();
+            assert!(
+                e.is_some(),
+                "{bad:?} must be rejected, parsed as {:?}",
+                parse(bad)
+            );
+            let e = e.unwrap().to_string();
+            assert!(e.contains("selector"), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn an_error_names_the_term_at_fault() {
+        let e = parse("env=prod,!!!==,tier=gold").unwrap_err().to_string();
+        assert!(e.contains("\"!!!==\""), "{e}");
+    }
+
+    #[test]
+    fn valid_keys_values_and_empty_values_parse() {
+        for good in [
+            "env=prod",
+            "env==prod",
+            "env=",
+            "example.com/tier=gold",
+            "a.b-c_d=1.2-3_x",
+            " env = prod , !legacy ",
+            "region in (eu, us),zone notin (z1)",
+        ] {
+            assert!(parse(good).is_ok(), "{good:?}: {:?}", parse(good));
+        }
+    }
+
+    #[test]
+    fn claim_selectors_take_claim_values() {
+        let sel = parse_claims("kubeversion.open-cluster-management.io=v1.28.3+k3s1").unwrap();
+        assert_eq!(
+            sel.match_labels["kubeversion.open-cluster-management.io"],
+            "v1.28.3+k3s1"
+        );
+        assert!(parse("kubeversion.open-cluster-management.io=v1.28.3+k3s1").is_err());
+        assert!(parse_claims("!!!==").is_err());
     }
 
     #[test]

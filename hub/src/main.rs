@@ -66,8 +66,9 @@ fn main() -> ExitCode {
         .init();
     let args = Args::parse();
     let mut errors = Vec::new();
-    let parse = |s: &Option<String>, flag: &str, errors: &mut Vec<String>| {
-        s.as_ref().and_then(|s| match selector::parse(s) {
+    type Parser = fn(&str) -> Result<flotilla_api::v1::LabelSelector, selector::SelectorError>;
+    let parse = |s: &Option<String>, flag: &str, parser: Parser, errors: &mut Vec<String>| {
+        s.as_ref().and_then(|s| match parser(s) {
             Ok(sel) => Some(sel),
             Err(e) => {
                 errors.push(format!("{flag}: {e}"));
@@ -78,11 +79,13 @@ fn main() -> ExitCode {
     let labels = parse(
         &args.auto_accept_labels,
         "--auto-accept-labels",
+        selector::parse,
         &mut errors,
     );
     let claims = parse(
         &args.auto_accept_claims,
         "--auto-accept-claims",
+        selector::parse_claims,
         &mut errors,
     );
     if !(1..=3600).contains(&args.default_lease_duration_seconds) {

@@ -2,6 +2,7 @@
 
 mod common;
 
+use common::work::works_client;
 use common::*;
 use flotilla_api::v1::{
     DeleteBindingRequest, GetClusterSetRequest, LabelSelector, ListBindingsRequest,
@@ -276,5 +277,47 @@ async fn health_and_reflection_answer_like_grpcurl_expects() {
     ] {
         assert!(names.contains(&want), "{want} missing from {names:?}");
     }
+    hub.stop().await;
+}
+
+/// Issue 16: `!!!==` listed every cluster and `!env=prod` was read as "has no label named
+/// `env=prod`". A selector that does not parse is INVALID_ARGUMENT naming the term, never a
+/// selection of everything.
+#[tokio::test]
+async fn invalid_label_selectors_are_rejected_naming_the_term() {
+    use flotilla_api::v1::{ListClustersRequest, ListWorksRequest, WatchClustersRequest};
+    use tonic::Code;
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut clusters = clusters_client(&hub).await;
+    let agent = accepted_cluster(&mut clusters, &nats.url(), "edge-1").await;
+    let mut works = works_client(&hub).await;
+    for bad in ["!!!==", "!env=prod", "env=prod,", "a b=c"] {
+        let err = clusters
+            .list_clusters(ListClustersRequest {
+                label_selector: bad.into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument, "{bad:?}: {err:?}");
+        assert!(err.message().contains("labelSelector"), "{}", err.message());
+        let err = clusters
+            .watch_clusters(WatchClustersRequest {
+                label_selector: bad.into(),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument, "{bad:?}");
+        let err = works
+            .list_works(ListWorksRequest {
+                label_selector: bad.into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument, "{bad:?}");
+    }
+    agent.stop().await;
     hub.stop().await;
 }
