@@ -412,6 +412,9 @@ impl RegistrationActor {
             Ok(reply) => match Event::decode(&reply.payload, self.config.max_event_bytes)
                 .and_then(|e| e.decode_data::<SpecResyncResponse>("SpecResyncResponse"))
             {
+                Ok(resp) if !resp.error.is_empty() => {
+                    tracing::warn!(error = %resp.error, "the hub rejected the spec resync request");
+                }
                 Ok(resp) => {
                     tracing::debug!(
                         resent = resp.resent,

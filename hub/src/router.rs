@@ -8,7 +8,7 @@ use crate::metrics::Metrics;
 use async_nats::jetstream::{self, consumer};
 use flotilla_api::v1::{
     ClusterStatusReport, LeaseRenewal, RegistrationRequest, RegistrationResponse,
-    RegistrationState, SpecResyncRequest, WorkStatusReport,
+    RegistrationState, SpecResyncRequest, SpecResyncResponse, WorkStatusReport,
 };
 use flotilla_bus::envelope::{Event, headers, types};
 use flotilla_bus::subjects::{self, StatusSubject};
@@ -220,24 +220,33 @@ pub async fn run_resyncs(
     config: RouterConfig,
     shutdown: watch::Receiver<bool>,
 ) {
+    let replies = nats.clone();
     serve(nats, subjects::SYNC_ALL, shutdown, |msg| {
-        handle_resync(&clusters, &metrics, &config, msg);
-        std::future::ready(())
+        let rejected = check_resync(&clusters, &metrics, &config, &msg).err();
+        let (replies, config) = (replies.clone(), config.clone());
+        async move {
+            if let Some((cluster, why)) = rejected {
+                reply_resync_rejected(&replies, &msg, &cluster, why, &config).await;
+            }
+        }
     })
     .await;
 }
 
-fn handle_resync(
+/// Validates a resync request and hands it to its cluster actor, or says why it was rejected
+/// (the cluster to answer as, and the reason).
+fn check_resync(
     clusters: &Clusters,
     metrics: &Metrics,
     config: &RouterConfig,
-    msg: async_nats::Message,
-) {
+    msg: &async_nats::Message,
+) -> Result<(), (String, String)> {
     let expected = works::resync_request_type().to_string();
     let subject_cluster = subjects::cluster_token(&msg.subject, "sync").unwrap_or_default();
     let reject = |reason: &str, why: String| {
         metrics.rejected(&expected, reason);
         tracing::warn!(subject = %msg.subject, reason, error = %why, "resync request rejected");
+        Err((subject_cluster.to_string(), why))
     };
     let event = match Event::decode(&msg.payload, config.max_event_bytes) {
         Ok(e) => e,
@@ -277,7 +286,40 @@ fn handle_resync(
         })
         .is_err()
     {
+        // The agent retries after its request timeout.
         metrics.dropped("cluster");
+    }
+    Ok(())
+}
+
+/// Answers a rejected resync request at once, saying why.
+async fn reply_resync_rejected(
+    nats: &async_nats::Client,
+    msg: &async_nats::Message,
+    cluster: &str,
+    why: String,
+    config: &RouterConfig,
+) {
+    let Some(reply) = &msg.reply else { return };
+    let cluster = if flotilla_api::names::validate_cluster_name(cluster).is_ok() {
+        cluster
+    } else {
+        "invalid"
+    };
+    let response = SpecResyncResponse {
+        error: why,
+        ..Default::default()
+    };
+    let ev = Event::new(
+        works::resync_response_type(),
+        crate::cluster::SOURCE,
+        cluster,
+        &response,
+    );
+    if let Ok(bytes) = ev.encode(config.max_event_bytes) {
+        let _ = nats
+            .publish_with_headers(reply.clone(), headers(&ev), bytes)
+            .await;
     }
 }
 

@@ -140,6 +140,41 @@ async fn malformed_oversized_unknown_and_forged_events_change_nothing() {
     hub.stop().await;
 }
 
+/// Every request subject answers bad input at once, saying what was wrong, instead of leaving
+/// the agent to wait for its timeout.
+#[tokio::test]
+async fn malformed_spec_resync_requests_are_answered_with_the_reason() {
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let resync_answer = |subject: &'static str, payload: Bytes| {
+        let client = client.clone();
+        async move {
+            let reply = tokio::time::timeout(SOON, client.request(subject, payload))
+                .await
+                .expect("answered in time, not left to time out")
+                .expect("reply");
+            Event::decode(&reply.payload, 1 << 20)
+                .unwrap()
+                .decode_data::<flotilla_api::v1::SpecResyncResponse>("SpecResyncResponse")
+                .unwrap()
+        }
+    };
+    let r = resync_answer("flotilla.sync.edge-1", Bytes::from_static(b"\x00garbage")).await;
+    assert!(!r.error.is_empty(), "{r:?}");
+    let req = flotilla_api::v1::SpecResyncRequest {
+        cluster_name: "edge-2".into(),
+        ..Default::default()
+    };
+    let forged = Event::new(flotilla_bus::works::resync_request_type(), "x", "edge-2", &req);
+    let r = resync_answer("flotilla.sync.edge-1", forged.encode(1 << 20).unwrap()).await;
+    assert!(r.error.contains("does not match the subject"), "{r:?}");
+    let unknown = Event::new(flotilla_bus::works::resync_request_type(), "x", "edge-1", &req);
+    let r = resync_answer("flotilla.sync.edge-1", unknown.encode(1 << 20).unwrap()).await;
+    assert!(r.error.contains("not registered"), "{r:?}");
+    hub.stop().await;
+}
+
 #[tokio::test]
 async fn bad_registrations_are_answered_with_the_field_at_fault() {
     let nats = NatsServer::start();

@@ -459,6 +459,7 @@ impl Actor {
             let resp = SpecResyncResponse {
                 deleted,
                 resent: resend.len() as u32,
+                error: String::new(),
             };
             let ev = Event::new(
                 flotilla_bus::works::resync_response_type(),
