@@ -317,6 +317,7 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         .build_v1()
         .map_err(|e| HubError::Reflection(e.to_string()))?;
     let grpc = tonic::transport::Server::builder()
+        .layer(grpc::guard::CountRejections::new(metrics.clone()))
         .add_service(health_service)
         .add_service(reflection)
         .add_service(ClusterServiceServer::new(grpc::cluster::ClusterApi::new(

@@ -27,6 +27,15 @@ pub struct RejectLabels {
     pub reason: String,
 }
 
+/// Labels of rejected gRPC calls.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ApiRejectLabels {
+    /// `/package.Service/Method` (bounded: unknown paths are `other`).
+    pub method: String,
+    /// gRPC status code name (`InvalidArgument`, `NotFound`, …).
+    pub code: String,
+}
+
 /// Labels of mailbox counters.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ActorLabels {
@@ -50,6 +59,8 @@ pub struct Metrics {
     pub events_received: Family<TypeLabels, Counter>,
     /// Events rejected, by type and reason.
     pub events_rejected: Family<RejectLabels, Counter>,
+    /// gRPC calls answered with an error, by method and code.
+    pub api_rejected: Family<ApiRejectLabels, Counter>,
     /// Messages dropped because an actor's mailbox was full.
     pub mailbox_dropped: Family<ActorLabels, Counter>,
     /// Clusters by acceptance and availability (computed at scrape time).
@@ -81,6 +92,7 @@ impl Metrics {
             registry: Mutex::new(Registry::default()),
             events_received: Family::default(),
             events_rejected: Family::default(),
+            api_rejected: Family::default(),
             mailbox_dropped: Family::default(),
             clusters: Family::default(),
             kv_write_seconds: Histogram::new([
@@ -102,6 +114,11 @@ impl Metrics {
             "events_rejected",
             "Events rejected, by type and reason",
             m.events_rejected.clone(),
+        );
+        registry.register(
+            "api_rejected",
+            "gRPC calls answered with an error status, by method and code",
+            m.api_rejected.clone(),
         );
         registry.register(
             "mailbox_dropped",
@@ -154,6 +171,16 @@ impl Metrics {
         self.events_received
             .get_or_create(&TypeLabels {
                 r#type: bounded_type(event_type),
+            })
+            .inc();
+    }
+
+    /// Counts a gRPC call answered with an error.
+    pub fn api_rejected(&self, method: &str, code: tonic::Code) {
+        self.api_rejected
+            .get_or_create(&ApiRejectLabels {
+                method: method.to_string(),
+                code: format!("{code:?}"),
             })
             .inc();
     }

@@ -321,3 +321,62 @@ async fn invalid_label_selectors_are_rejected_naming_the_term() {
     agent.stop().await;
     hub.stop().await;
 }
+
+/// A name that cannot exist is INVALID_ARGUMENT naming the rule, not NOT_FOUND (issue 16:
+/// `delete work 'bad name'` said `managed cluster "ManifestWork b-0001/bad name" not found`),
+/// and every rejected call is counted by method and code.
+#[tokio::test]
+async fn impossible_names_are_invalid_argument_and_rejected_calls_are_counted() {
+    use flotilla_api::v1::{DeleteWorkRequest, GetClusterRequest, GetWorkRequest};
+    use tonic::Code;
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut clusters = clusters_client(&hub).await;
+    let agent = accepted_cluster(&mut clusters, &nats.url(), "edge-1").await;
+    let mut works = works_client(&hub).await;
+    let err = works
+        .delete_work(DeleteWorkRequest {
+            cluster: "edge-1".into(),
+            name: "bad name".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    assert!(err.message().starts_with("name:"), "{}", err.message());
+    let err = works
+        .get_work(GetWorkRequest {
+            cluster: "Edge_1".into(),
+            name: "w".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    assert!(err.message().starts_with("cluster:"), "{}", err.message());
+    // A valid name that does not exist is still NOT_FOUND, and says what is missing.
+    let err = works
+        .delete_work(DeleteWorkRequest {
+            cluster: "edge-1".into(),
+            name: "absent".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound);
+    assert_eq!(err.message(), "ManifestWork edge-1/absent not found");
+    let err = clusters
+        .get_cluster(GetClusterRequest {
+            name: "no such".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    let metrics = metrics_text(&hub).await;
+    for line in [
+        r#"flotilla_hub_api_rejected_total{method="/flotilla.v1.WorkService/DeleteWork",code="InvalidArgument"} 1"#,
+        r#"flotilla_hub_api_rejected_total{method="/flotilla.v1.WorkService/DeleteWork",code="NotFound"} 1"#,
+        r#"flotilla_hub_api_rejected_total{method="/flotilla.v1.ClusterService/GetCluster",code="InvalidArgument"} 1"#,
+    ] {
+        assert!(metrics.contains(line), "{line} missing from\n{metrics}");
+    }
+    agent.stop().await;
+    hub.stop().await;
+}

@@ -166,10 +166,20 @@ async fn malformed_spec_resync_requests_are_answered_with_the_reason() {
         cluster_name: "edge-2".into(),
         ..Default::default()
     };
-    let forged = Event::new(flotilla_bus::works::resync_request_type(), "x", "edge-2", &req);
+    let forged = Event::new(
+        flotilla_bus::works::resync_request_type(),
+        "x",
+        "edge-2",
+        &req,
+    );
     let r = resync_answer("flotilla.sync.edge-1", forged.encode(1 << 20).unwrap()).await;
     assert!(r.error.contains("does not match the subject"), "{r:?}");
-    let unknown = Event::new(flotilla_bus::works::resync_request_type(), "x", "edge-1", &req);
+    let unknown = Event::new(
+        flotilla_bus::works::resync_request_type(),
+        "x",
+        "edge-1",
+        &req,
+    );
     let r = resync_answer("flotilla.sync.edge-1", unknown.encode(1 << 20).unwrap()).await;
     assert!(r.error.contains("not registered"), "{r:?}");
     hub.stop().await;

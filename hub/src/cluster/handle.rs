@@ -17,8 +17,8 @@ pub const SOURCE: &str = "flotilla-hub";
 /// Why a request to a cluster actor failed.
 #[derive(Debug, Clone, Error)]
 pub enum ClusterError {
-    /// No such cluster.
-    #[error("managed cluster {0:?} not found")]
+    /// No such object (the message names it: `managed cluster "edge-1"`, `ManifestWork c/w`).
+    #[error("{0} not found")]
     NotFound(String),
     /// The request is invalid; the message names the field.
     #[error("{0}")]

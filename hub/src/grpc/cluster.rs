@@ -1,6 +1,6 @@
 //! `flotilla.v1.ClusterService`.
 
-use super::{parse_selector, selects};
+use super::{guard, parse_selector, selects};
 use crate::cluster::{AdminEdit, ClusterHandle, Clusters};
 use crate::inventory::ClusterInventory;
 use flotilla_api::v1::cluster_service_server::ClusterService;
@@ -30,6 +30,7 @@ impl ClusterApi {
     }
 
     fn handle(&self, name: &str) -> Result<ClusterHandle, Status> {
+        guard::cluster("name", name, false)?;
         self.clusters
             .get(name)
             .filter(|_| self.inventory.get(name).is_some())
@@ -94,6 +95,7 @@ impl ClusterService for ClusterApi {
         req: Request<GetClusterRequest>,
     ) -> Result<Response<ManagedCluster>, Status> {
         let name = req.into_inner().name;
+        guard::cluster("name", &name, false)?;
         self.inventory
             .get(&name)
             .map(|c| Response::new((*c).clone()))

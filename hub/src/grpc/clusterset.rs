@@ -1,5 +1,6 @@
 //! `flotilla.v1.ClusterSetService`.
 
+use super::guard;
 use crate::clusterset::ClusterSets;
 use flotilla_api::v1::cluster_set_service_server::ClusterSetService;
 use flotilla_api::v1::{
@@ -34,7 +35,9 @@ impl ClusterSetService for ClusterSetApi {
         &self,
         req: Request<GetClusterSetRequest>,
     ) -> Result<Response<ManagedClusterSetView>, Status> {
-        Ok(Response::new(self.sets.get_set(&req.into_inner().name)?))
+        let name = req.into_inner().name;
+        guard::object("name", &name)?;
+        Ok(Response::new(self.sets.get_set(&name)?))
     }
 
     async fn list_cluster_sets(
@@ -50,7 +53,9 @@ impl ClusterSetService for ClusterSetApi {
         &self,
         req: Request<GetClusterSetRequest>,
     ) -> Result<Response<DeleteClusterSetResponse>, Status> {
-        self.sets.delete_set(&req.into_inner().name).await?;
+        let name = req.into_inner().name;
+        guard::object("name", &name)?;
+        self.sets.delete_set(&name).await?;
         Ok(Response::new(DeleteClusterSetResponse {}))
     }
 
@@ -77,6 +82,8 @@ impl ClusterSetService for ClusterSetApi {
         req: Request<DeleteBindingRequest>,
     ) -> Result<Response<DeleteBindingResponse>, Status> {
         let r = req.into_inner();
+        guard::namespace("namespace", &r.namespace, false)?;
+        guard::object("name", &r.name)?;
         self.sets.delete_binding(&r.namespace, &r.name).await?;
         Ok(Response::new(DeleteBindingResponse {}))
     }

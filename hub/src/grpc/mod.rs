@@ -4,6 +4,7 @@
 
 pub mod cluster;
 pub mod clusterset;
+pub mod guard;
 pub mod placement;
 pub mod work;
 

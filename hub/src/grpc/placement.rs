@@ -1,6 +1,7 @@
 //! `flotilla.v1.PlacementService`: Placements, their PlacementDecisions, the scheduler's debug
 //! view, and AddOnPlacementScores.
 
+use super::guard;
 use crate::inventory::ChangeKind;
 use crate::placement::scores::ScoreError;
 use crate::placement::{PlacementError, PlacementView, Placements};
@@ -51,6 +52,7 @@ impl PlacementApi {
     }
 
     fn view(&self, r: &PlacementRef) -> Result<std::sync::Arc<PlacementView>, Status> {
+        check_ref(r)?;
         self.placements.get(&r.namespace, &r.name).ok_or_else(|| {
             Status::not_found(format!("Placement {}/{} not found", r.namespace, r.name))
         })
@@ -58,6 +60,12 @@ impl PlacementApi {
 }
 
 type WatchStream = Pin<Box<dyn Stream<Item = Result<PlacementEvent, Status>> + Send>>;
+
+/// A placement reference names a namespace and a placement that could exist.
+fn check_ref(r: &PlacementRef) -> Result<(), Status> {
+    guard::namespace("namespace", &r.namespace, false)?;
+    guard::object("name", &r.name)
+}
 
 fn matches(view: &PlacementView, namespace: &str, name: &str) -> bool {
     let m = view.placement.metadata.as_ref();
@@ -109,6 +117,7 @@ impl PlacementService for PlacementApi {
         req: Request<PlacementRef>,
     ) -> Result<Response<DeletePlacementResponse>, Status> {
         let r = req.into_inner();
+        check_ref(&r)?;
         self.placements.delete(&r.namespace, &r.name).await?;
         Ok(Response::new(DeletePlacementResponse {}))
     }
@@ -174,6 +183,7 @@ impl PlacementService for PlacementApi {
         req: Request<PlacementRef>,
     ) -> Result<Response<PlacementDebug>, Status> {
         let r = req.into_inner();
+        check_ref(&r)?;
         Ok(Response::new(
             self.placements.debug(&r.namespace, &r.name).await?,
         ))
@@ -202,6 +212,8 @@ impl PlacementService for PlacementApi {
         req: Request<ScoreRef>,
     ) -> Result<Response<DeleteScoreResponse>, Status> {
         let r = req.into_inner();
+        guard::cluster("cluster", &r.cluster, false)?;
+        guard::object("name", &r.name)?;
         self.placements.scores().delete(&r.cluster, &r.name).await?;
         Ok(Response::new(DeleteScoreResponse {}))
     }

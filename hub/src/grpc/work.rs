@@ -1,6 +1,6 @@
 //! `flotilla.v1.WorkService`: ManifestWorks and read-only proxy queries to spokes.
 
-use super::{parse_selector, selects};
+use super::{guard, parse_selector, selects};
 use crate::cluster::Clusters;
 use crate::inventory::WorkInventory;
 use crate::keys::ObjectRef;
@@ -44,6 +44,7 @@ impl WorkApi {
     }
 
     fn cluster(&self, name: &str) -> Result<crate::cluster::ClusterHandle, Status> {
+        guard::cluster("cluster", name, false)?;
         self.clusters
             .get(name)
             .filter(|_| self.clusters.shared().inventory.get(name).is_some())
@@ -78,6 +79,8 @@ impl WorkService for WorkApi {
         req: Request<GetWorkRequest>,
     ) -> Result<Response<ManifestWork>, Status> {
         let r = req.into_inner();
+        guard::cluster("cluster", &r.cluster, false)?;
+        guard::object("name", &r.name)?;
         self.works
             .get(&ObjectRef::new(r.cluster.as_str(), r.name.as_str()).inventory_key())
             .map(|w| Response::new((*w).clone()))
@@ -92,6 +95,7 @@ impl WorkService for WorkApi {
     ) -> Result<Response<ListWorksResponse>, Status> {
         let r = req.into_inner();
         let sel = parse_selector(&r.label_selector)?;
+        guard::cluster("cluster", &r.cluster, true)?;
         let prefix = ObjectRef::prefix(&r.cluster);
         let mut items = Vec::new();
         let mut next_page_token = String::new();
@@ -122,6 +126,7 @@ impl WorkService for WorkApi {
     ) -> Result<Response<ManifestWork>, Status> {
         let r = req.into_inner();
         let handle = self.cluster(&r.cluster)?;
+        guard::object("name", &r.name)?;
         Ok(Response::new(handle.delete_work(r.name).await?))
     }
 
@@ -133,6 +138,7 @@ impl WorkService for WorkApi {
     ) -> Result<Response<WatchStream>, Status> {
         let r = req.into_inner();
         let sel = parse_selector(&r.label_selector)?;
+        guard::cluster("cluster", &r.cluster, true)?;
         let prefix = ObjectRef::prefix(&r.cluster);
         Ok(Response::new(super::watch(
             &self.works,

@@ -370,7 +370,10 @@ impl Actor {
 
     pub(super) async fn delete(&mut self) -> Result<(), ClusterError> {
         if self.cluster.is_none() {
-            return Err(ClusterError::NotFound(self.name.clone()));
+            return Err(ClusterError::NotFound(format!(
+                "managed cluster {:?}",
+                self.name
+            )));
         }
         self.shared
             .bucket

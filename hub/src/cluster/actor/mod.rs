@@ -177,7 +177,7 @@ impl Actor {
     fn current(&self) -> Result<ManagedCluster, ClusterError> {
         self.cluster
             .clone()
-            .ok_or_else(|| ClusterError::NotFound(self.name.clone()))
+            .ok_or_else(|| ClusterError::NotFound(format!("managed cluster {:?}", self.name)))
     }
 
     /// Applies an admin edit to a copy, persists it, and only then adopts it.

@@ -101,7 +101,10 @@ impl Actor {
         mut work: ManifestWork,
     ) -> Result<ManifestWork, ClusterError> {
         if self.cluster.is_none() {
-            return Err(ClusterError::NotFound(self.name.clone()));
+            return Err(ClusterError::NotFound(format!(
+                "managed cluster {:?}",
+                self.name
+            )));
         }
         let mut meta = work.metadata.take().unwrap_or_default();
         let name = meta.name.clone();
