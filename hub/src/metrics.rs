@@ -9,6 +9,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Labels of per-event-type counters.
@@ -34,6 +35,45 @@ pub struct ApiRejectLabels {
     pub method: String,
     /// gRPC status code name (`InvalidArgument`, `NotFound`, …).
     pub code: String,
+}
+
+/// Rejected-input log lines allowed per second.
+pub const REJECT_LOGS_PER_SECOND: u32 = 20;
+
+fn unix_seconds() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// A per-second budget of log lines.
+#[derive(Debug, Default)]
+pub struct LogBudget {
+    second: AtomicU64,
+    used: AtomicU32,
+    suppressed: AtomicU64,
+}
+
+impl LogBudget {
+    /// Whether a line may be logged in second `now`; reports what the previous seconds left out.
+    pub fn allow(&self, now: u64) -> bool {
+        if self.second.swap(now, Ordering::Relaxed) != now {
+            self.used.store(0, Ordering::Relaxed);
+            let left_out = self.suppressed.swap(0, Ordering::Relaxed);
+            if left_out > 0 {
+                tracing::warn!(
+                    left_out,
+                    "rejected input: log lines left out (every rejection is counted in flotilla_hub_events_rejected_total)"
+                );
+            }
+        }
+        if self.used.fetch_add(1, Ordering::Relaxed) < REJECT_LOGS_PER_SECOND {
+            true
+        } else {
+            self.suppressed.fetch_add(1, Ordering::Relaxed);
+            false
+        }
+    }
 }
 
 /// Labels of mailbox counters.
@@ -63,6 +103,8 @@ pub struct Metrics {
     pub api_rejected: Family<ApiRejectLabels, Counter>,
     /// Messages dropped because an actor's mailbox was full.
     pub mailbox_dropped: Family<ActorLabels, Counter>,
+    /// Budget of rejected-input log lines.
+    reject_logs: LogBudget,
     /// Clusters by acceptance and availability (computed at scrape time).
     pub clusters: Family<ClusterLabels, Gauge>,
     /// KV write latency in seconds.
@@ -94,6 +136,7 @@ impl Metrics {
             events_rejected: Family::default(),
             api_rejected: Family::default(),
             mailbox_dropped: Family::default(),
+            reject_logs: LogBudget::default(),
             clusters: Family::default(),
             kv_write_seconds: Histogram::new([
                 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
@@ -185,14 +228,18 @@ impl Metrics {
             .inc();
     }
 
-    /// Counts a rejected event.
-    pub fn rejected(&self, event_type: &str, reason: &str) {
+    /// Counts a rejected event; returns whether to log it too. Every rejection is counted,
+    /// but at most [`REJECT_LOGS_PER_SECOND`] are logged each second — a flood of bad input
+    /// (a broken or hostile client) must not drown the log — and the number left out is logged
+    /// once the next second begins.
+    pub fn rejected(&self, event_type: &str, reason: &str) -> bool {
         self.events_rejected
             .get_or_create(&RejectLabels {
                 r#type: bounded_type(event_type),
                 reason: reason.to_string(),
             })
             .inc();
+        self.reject_logs.allow(unix_seconds())
     }
 
     /// Counts a mailbox drop.
@@ -274,4 +321,18 @@ pub async fn serve(
 /// The bound address of a listener, for logs.
 pub fn addr(l: &tokio::net::TcpListener) -> Option<SocketAddr> {
     l.local_addr().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flood_of_rejections_logs_at_most_the_budget_per_second() {
+        let budget = LogBudget::default();
+        let logged = (0..1000).filter(|_| budget.allow(100)).count();
+        assert_eq!(logged, REJECT_LOGS_PER_SECOND as usize);
+        // A new second brings a new budget.
+        assert!(budget.allow(101));
+    }
 }

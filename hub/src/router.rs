@@ -104,8 +104,9 @@ async fn handle_registration(
 ) {
     let expected = types::registration_request().to_string();
     let reject = |reason: &str, cluster: &str, why: String| {
-        metrics.rejected(&expected, reason);
-        tracing::warn!(subject = %msg.subject, cluster, reason, error = %why, "registration rejected");
+        if metrics.rejected(&expected, reason) {
+            tracing::warn!(subject = %msg.subject, cluster, reason, error = %why, "registration rejected");
+        }
         why
     };
     let subject_cluster = subjects::cluster_token(&msg.subject, "register").unwrap_or_default();
@@ -244,8 +245,9 @@ fn check_resync(
     let expected = works::resync_request_type().to_string();
     let subject_cluster = subjects::cluster_token(&msg.subject, "sync").unwrap_or_default();
     let reject = |reason: &str, why: String| {
-        metrics.rejected(&expected, reason);
-        tracing::warn!(subject = %msg.subject, reason, error = %why, "resync request rejected");
+        if metrics.rejected(&expected, reason) {
+            tracing::warn!(subject = %msg.subject, reason, error = %why, "resync request rejected");
+        }
         Err((subject_cluster.to_string(), why))
     };
     let event = match Event::decode(&msg.payload, config.max_event_bytes) {
@@ -408,8 +410,9 @@ async fn handle_status(
     let subject = msg.subject.to_string();
     // Everything rejected is acknowledged: redelivering bad input would not make it better.
     let reject = |ty: &str, reason: &str, why: String| {
-        metrics.rejected(ty, reason);
-        tracing::warn!(subject = %subject, reason, error = %why, "status event rejected");
+        if metrics.rejected(ty, reason) {
+            tracing::warn!(subject = %subject, reason, error = %why, "status event rejected");
+        }
     };
     let parsed = match StatusSubject::parse(&subject) {
         Ok(p) => p,
@@ -567,8 +570,9 @@ async fn route_score(
     use flotilla_api::v1::AddOnPlacementScoreReport;
     let ty = event.event_type.to_string();
     let reject = |reason: &str, why: String| {
-        metrics.rejected(&ty, reason);
-        tracing::warn!(subject = %subject, reason, error = %why, "score report rejected");
+        if metrics.rejected(&ty, reason) {
+            tracing::warn!(subject = %subject, reason, error = %why, "score report rejected");
+        }
     };
     let Some(sink) = &config.scores else {
         reject(
