@@ -183,3 +183,83 @@ async fn nats_killed_during_a_batch_of_creates_loses_nothing_and_sticks_nothing(
     agent.stop().await;
     hub.stop().await;
 }
+
+/// NATS restarts (SIGKILL, then back on the same port and store) while the fleet is idle: no
+/// cluster is ever shown Unknown — the outage is shorter than the lease grace, and the hub
+/// judges leases by renewals, not by its own connection.
+#[tokio::test]
+async fn a_nats_restart_while_idle_marks_no_cluster_unknown() {
+    let mut nats = NatsServer::start();
+    let mut config = hub_config(&nats.url());
+    config.cluster.default_lease_duration_seconds = 2;
+    config.cluster.lease_grace_multiplier = 5;
+    let hub = start_hub(config).await;
+    let mut api = clusters_client(&hub).await;
+    let names = ["idle-1", "idle-2", "idle-3"];
+    let agents = accepted_fleet(&mut api, &nats.url(), &names).await;
+    let mut watch = api
+        .watch_clusters(flotilla_api::v1::WatchClustersRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+
+    nats.stop();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    nats.start_again();
+    // Watch for longer than the outage plus a lease grace (10 s): every change a watcher sees
+    // must still say Available=True.
+    let until = tokio::time::Instant::now() + Duration::from_secs(12);
+    while let Ok(Ok(Some(ev))) = tokio::time::timeout_at(until, watch.message()).await {
+        let c = ev.cluster.unwrap();
+        assert_eq!(
+            available(&c).as_deref(),
+            Some("True"),
+            "a cluster left Available during the NATS restart: {c:#?}"
+        );
+    }
+    for n in names {
+        assert_eq!(
+            available(&get(&mut api, n).await.unwrap()).as_deref(),
+            Some("True")
+        );
+    }
+    for a in agents {
+        a.stop().await;
+    }
+    hub.stop().await;
+}
+
+/// An edge link that drops for longer than the lease grace: the cluster turns Unknown (with
+/// the `unreachable` taint) no earlier than the grace allows, and Available again once the
+/// link returns — with no operator action.
+#[tokio::test]
+async fn a_link_down_past_the_grace_turns_unknown_then_available_when_it_returns() {
+    let nats = NatsServer::start();
+    let link = flotilla_testkit::LinkProxy::start(nats.port()).await;
+    let mut config = hub_config(&nats.url());
+    config.cluster.default_lease_duration_seconds = 1;
+    config.cluster.lease_grace_multiplier = 3;
+    let hub = start_hub(config).await;
+    let mut api = clusters_client(&hub).await;
+    let agent = accepted_cluster(&mut api, &link.url(), "flaky").await;
+
+    link.cut();
+    let cut_at = tokio::time::Instant::now();
+    let c = wait_cluster(&mut api, "flaky", "Unknown", |c| {
+        available(c).as_deref() == Some("Unknown")
+    })
+    .await;
+    // The last renewal can be up to one lease before the cut: the grace runs from there.
+    let earliest = Duration::from_secs(3 - 1);
+    assert!(
+        cut_at.elapsed() >= earliest,
+        "Unknown after {:?}, before the grace allows ({earliest:?})",
+        cut_at.elapsed()
+    );
+    assert!(taints(&c).contains(&"cluster.open-cluster-management.io/unreachable".to_string()));
+
+    link.restore();
+    wait_available(&mut api, "flaky").await;
+    agent.stop().await;
+    hub.stop().await;
+}
