@@ -19,6 +19,11 @@ use tonic::transport::Channel;
 
 /// A ConfigMap work `name` on `cluster`.
 fn config_map_work(cluster: &str, name: &str) -> ManifestWork {
+    config_map_work_with(cluster, name, "v")
+}
+
+/// A ConfigMap work whose data holds `value`.
+fn config_map_work_with(cluster: &str, name: &str, value: &str) -> ManifestWork {
     work(&format!(
         r#"
 apiVersion: work.open-cluster-management.io/v1
@@ -27,7 +32,7 @@ metadata: {{namespace: {cluster}, name: {name}}}
 spec:
   workload:
     manifests:
-      - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: {name}, namespace: default}}, data: {{k: v}}}}
+      - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: {name}, namespace: default}}, data: {{k: {value}}}}}
 "#
     ))
 }
@@ -260,6 +265,230 @@ async fn a_link_down_past_the_grace_turns_unknown_then_available_when_it_returns
 
     link.restore();
     wait_available(&mut api, "flaky").await;
+    agent.stop().await;
+    hub.stop().await;
+}
+
+/// One write of the mixed batch: what it does and to which object.
+#[derive(Debug, Clone)]
+enum Write {
+    UpdateWork(String),
+    DeleteWork(String),
+    Placement(String),
+    Set(String),
+}
+
+/// NATS is killed while 16 callers update and delete works and create placements and sets.
+/// Afterwards every failed write can be done again, and for each kind the API and the store
+/// hold the same objects: acknowledged writes are visible, nothing is stuck.
+#[tokio::test]
+async fn nats_killed_during_updates_deletes_placements_and_sets_leaves_api_and_store_agreeing() {
+    use flotilla_api::v1::placement_service_client::PlacementServiceClient;
+    use flotilla_api::v1::{
+        DeleteWorkRequest, ListClusterSetsRequest, ListPlacementsRequest, ManagedClusterSet,
+        ObjectMeta, Placement, PlacementSpec,
+    };
+    const N: usize = 40;
+    let mut nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let agent = accepted_cluster(&mut clusters_client(&hub).await, &nats.url(), "edge-1").await;
+    let mut works = works_client(&hub).await;
+    for i in 0..2 * N {
+        works
+            .apply_work(config_map_work("edge-1", &format!("w-{i:03}")))
+            .await
+            .unwrap();
+    }
+    let placements = PlacementServiceClient::connect(format!("http://{}", hub.grpc_addr))
+        .await
+        .unwrap();
+    let sets = sets_client(&hub).await;
+    let meta = |name: &str, namespace: &str| {
+        Some(ObjectMeta {
+            name: name.into(),
+            namespace: namespace.into(),
+            ..Default::default()
+        })
+    };
+    let mut batch = Vec::new();
+    for i in 0..N {
+        batch.push(Write::UpdateWork(format!("w-{i:03}")));
+        batch.push(Write::DeleteWork(format!("w-{:03}", N + i)));
+        batch.push(Write::Placement(format!("p-{i:03}")));
+        batch.push(Write::Set(format!("s-{i:03}")));
+    }
+    let apply = {
+        let (works, placements, sets) = (works.clone(), placements.clone(), sets.clone());
+        move |w: Write| {
+            let (mut works, mut placements, mut sets) =
+                (works.clone(), placements.clone(), sets.clone());
+            async move {
+                let r = match &w {
+                    Write::UpdateWork(name) => {
+                        let doc = config_map_work_with("edge-1", name, "updated");
+                        works.apply_work(doc).await.map(|_| ())
+                    }
+                    Write::DeleteWork(name) => works
+                        .delete_work(DeleteWorkRequest {
+                            cluster: "edge-1".into(),
+                            name: name.clone(),
+                        })
+                        .await
+                        .map(|_| ())
+                        // Gone already: a retried delete is done.
+                        .or_else(|e| (e.code() == tonic::Code::NotFound).then_some(()).ok_or(e)),
+                    Write::Placement(name) => placements
+                        .apply_placement(Placement {
+                            metadata: meta(name, "apps"),
+                            spec: Some(PlacementSpec::default()),
+                            status: None,
+                        })
+                        .await
+                        .map(|_| ()),
+                    Write::Set(name) => sets
+                        .apply_cluster_set(ManagedClusterSet {
+                            metadata: meta(name, ""),
+                            spec: None,
+                            status: None,
+                        })
+                        .await
+                        .map(|_| ()),
+                };
+                r.is_ok()
+            }
+        }
+    };
+    let mut callers = tokio::task::JoinSet::new();
+    let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel();
+    for chunk in batch.chunks(batch.len() / 16) {
+        let (chunk, apply, done) = (chunk.to_vec(), apply.clone(), done_tx.clone());
+        callers.spawn(async move {
+            let mut failed = Vec::new();
+            for w in chunk {
+                match tokio::time::timeout(Duration::from_secs(10), apply(w.clone())).await {
+                    Ok(true) => {
+                        let _ = done.send(());
+                    }
+                    _ => failed.push(w),
+                }
+            }
+            failed
+        });
+    }
+    drop(done_tx);
+    for _ in 0..batch.len() / 4 {
+        done_rx
+            .recv()
+            .await
+            .expect("a quarter of the writes succeed");
+    }
+    nats.stop();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    nats.start_again();
+    let mut failed = Vec::new();
+    while let Some(r) = callers.join_next().await {
+        failed.extend(r.expect("caller task"));
+    }
+    for w in &failed {
+        flotilla_testkit::eventually(SOON, &format!("redoing {w:?}"), || {
+            let (apply, w) = (apply.clone(), w.clone());
+            async move { apply(w).await.then_some(()) }
+        })
+        .await;
+    }
+
+    // Works: the deleted half goes (once the agent confirms), the updated half stays.
+    let kept: BTreeSet<String> = (0..N).map(|i| format!("w-{i:03}")).collect();
+    flotilla_testkit::eventually(SOON, "deleted works gone", || {
+        let mut works = works.clone();
+        let kept = kept.clone();
+        async move { (listed(&mut works, "edge-1").await == kept).then_some(()) }
+    })
+    .await;
+    let client = connect(&NatsConfig::new(nats.url(), "chaos-test"), None)
+        .await
+        .unwrap();
+    let js = async_nats::jetstream::new(client);
+    let stored_names = |items: Vec<(String, String)>| -> BTreeSet<String> {
+        items.into_iter().map(|(_, name)| name).collect()
+    };
+    let stored_works = Bucket::<ManifestWork>::open(&js, WORKS, Default::default())
+        .await
+        .unwrap()
+        .load_all()
+        .await
+        .unwrap();
+    assert_eq!(
+        stored_names(
+            stored_works
+                .into_iter()
+                .map(|(k, w, _)| (k, w.metadata.unwrap().name))
+                .collect()
+        ),
+        kept
+    );
+    // Placements and sets: every one listed is stored and every one stored is listed.
+    let listed_placements: BTreeSet<String> = placements
+        .clone()
+        .list_placements(ListPlacementsRequest {
+            namespace: "apps".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .items
+        .into_iter()
+        .map(|p| p.metadata.unwrap().name)
+        .collect();
+    let stored_placements = Bucket::<Placement>::open(
+        &js,
+        flotilla_hub::placement::PLACEMENTS_BUCKET,
+        Default::default(),
+    )
+    .await
+    .unwrap()
+    .load_all()
+    .await
+    .unwrap();
+    let want: BTreeSet<String> = (0..N).map(|i| format!("p-{i:03}")).collect();
+    assert_eq!(listed_placements, want);
+    assert_eq!(
+        stored_names(
+            stored_placements
+                .into_iter()
+                .map(|(k, p, _)| (k, p.metadata.unwrap().name))
+                .collect()
+        ),
+        want
+    );
+    let listed_sets: BTreeSet<String> = sets
+        .clone()
+        .list_cluster_sets(ListClusterSetsRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .items
+        .into_iter()
+        .filter_map(|s| s.set.and_then(|s| s.metadata).map(|m| m.name))
+        .filter(|n| n.starts_with("s-"))
+        .collect();
+    let stored_sets: BTreeSet<String> = Bucket::<ManagedClusterSet>::open(
+        &js,
+        flotilla_hub::store::CLUSTERSETS,
+        Default::default(),
+    )
+    .await
+    .unwrap()
+    .load_all()
+    .await
+    .unwrap()
+    .into_iter()
+    .map(|(k, _, _)| k)
+    .filter(|n| n.starts_with("s-"))
+    .collect();
+    let want: BTreeSet<String> = (0..N).map(|i| format!("s-{i:03}")).collect();
+    assert_eq!(listed_sets, want);
+    assert_eq!(stored_sets, want);
     agent.stop().await;
     hub.stop().await;
 }
