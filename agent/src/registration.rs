@@ -380,25 +380,59 @@ impl RegistrationActor {
 
     /// Sends `{resourceid: generation}` of every held work; the hub re-sends what is newer and
     /// names what it no longer has, which is deleted here.
+    /// Spec resync: first the digest of the works this agent holds (one small message when
+    /// nothing changed, which is the common case after a reconnect), then — only when the hub's
+    /// digest differs — the full `{resourceid: generation}` map.
     async fn resync(&mut self) {
         self.next_resync = Some(Instant::now() + jitter(self.config.resync_interval, 0.5));
         if !self.accepted() {
             self.next_resync = None;
             return;
         }
-        let request = SpecResyncRequest {
+        let versions = self.works.versions();
+        let digest = flotilla_bus::works::versions_digest(
+            versions
+                .iter()
+                .map(|(id, generation)| (id.as_str(), *generation)),
+        );
+        let first = SpecResyncRequest {
             cluster_name: self.name().to_string(),
-            versions: self.works.versions(),
+            versions: Default::default(),
+            digest,
         };
+        let resp = match self.send_resync(&first).await {
+            Some(r) if r.send_versions => {
+                let full = SpecResyncRequest {
+                    versions,
+                    digest: String::new(),
+                    ..first
+                };
+                self.send_resync(&full).await
+            }
+            other => other,
+        };
+        if let Some(resp) = resp {
+            tracing::debug!(
+                resent = resp.resent,
+                deleted = resp.deleted.len(),
+                "spec resync done"
+            );
+            self.works.delete_unknown(&resp.deleted).await;
+        }
+    }
+
+    /// Sends one resync request; `None` when it was not answered or rejected (then logged, and
+    /// a retry scheduled where one can help).
+    async fn send_resync(&mut self, request: &SpecResyncRequest) -> Option<SpecResyncResponse> {
         let ev = Event::new(
             flotilla_bus::works::resync_request_type(),
             self.source.clone(),
             self.name(),
-            &request,
+            request,
         );
         let Ok(bytes) = ev.encode(self.config.max_event_bytes) else {
             tracing::error!("spec resync request too large");
-            return;
+            return None;
         };
         let req = async_nats::Request::new()
             .payload(bytes)
@@ -414,20 +448,18 @@ impl RegistrationActor {
             {
                 Ok(resp) if !resp.error.is_empty() => {
                     tracing::warn!(error = %resp.error, "the hub rejected the spec resync request");
+                    None
                 }
-                Ok(resp) => {
-                    tracing::debug!(
-                        resent = resp.resent,
-                        deleted = resp.deleted.len(),
-                        "spec resync done"
-                    );
-                    self.works.delete_unknown(&resp.deleted).await;
+                Ok(resp) => Some(resp),
+                Err(e) => {
+                    tracing::warn!(error = %e, "unreadable spec resync answer");
+                    None
                 }
-                Err(e) => tracing::warn!(error = %e, "unreadable spec resync answer"),
             },
             Err(e) => {
                 tracing::debug!(error = %e, "spec resync not answered; retrying soon");
                 self.next_resync = Some(Instant::now() + jitter(Duration::from_secs(5), 0.5));
+                None
             }
         }
     }

@@ -43,6 +43,21 @@ pub fn resource_id(cluster: &str, name: &str) -> String {
     crate::ids::resource_id(cluster, WORK_KIND, cluster, name)
 }
 
+/// The digest of a `{resourceid: generation}` map, independent of its order: an agent and the
+/// hub that hold the same works at the same generations compute the same digest.
+pub fn versions_digest<'a>(versions: impl IntoIterator<Item = (&'a str, i64)>) -> String {
+    let mut sorted: Vec<(&str, i64)> = versions.into_iter().collect();
+    sorted.sort_unstable();
+    let mut text = String::with_capacity(sorted.len() * 48);
+    for (id, generation) in sorted {
+        text.push_str(id);
+        text.push('=');
+        text.push_str(&generation.to_string());
+        text.push('\n');
+    }
+    crate::ids::status_hash(text.as_bytes())
+}
+
 /// The status subject of the work with resource id `resource_id` on `cluster`.
 pub fn status_subject(cluster: &str, resource_id: &str) -> String {
     crate::subjects::status(cluster, crate::subjects::KIND_WORK, Some(resource_id))
@@ -70,6 +85,16 @@ mod tests {
         for t in [status_type(), resync_request_type(), resync_response_type()] {
             assert_eq!(EventType::parse(&t.to_string()).unwrap(), t);
         }
+    }
+
+    #[test]
+    fn the_versions_digest_ignores_order_and_sees_every_change() {
+        let a = versions_digest([("x", 1), ("y", 2)]);
+        assert_eq!(a, versions_digest([("y", 2), ("x", 1)]));
+        assert_ne!(a, versions_digest([("x", 1), ("y", 3)]));
+        assert_ne!(a, versions_digest([("x", 1)]));
+        assert_ne!(a, versions_digest([("x", 1), ("y", 2), ("z", 1)]));
+        assert_eq!(versions_digest([]), versions_digest(Vec::new()));
     }
 
     #[test]

@@ -688,3 +688,52 @@ async fn spec_events_for_another_cluster_are_ignored_by_the_agent() {
     agent.stop().await;
     hub.stop().await;
 }
+
+/// A reconnecting agent whose works did not change resyncs with one digest message; a digest
+/// that differs makes the hub ask for the full map (issue 16: resync storms at scale).
+#[tokio::test]
+async fn spec_resync_is_one_digest_message_when_nothing_changed() {
+    use flotilla_api::v1::{SpecResyncRequest, SpecResyncResponse};
+    use flotilla_bus::envelope::Event;
+    let nats = NatsServer::start();
+    let (hub, agent) = fleet(&nats, "cluster1").await;
+    let mut api = works_client(&hub).await;
+    api.apply_work(hello("cluster1", 1)).await.unwrap();
+    wait_work(&mut api, "cluster1", "hello-work-demo", "converged", |w| {
+        converged_at(w, 1)
+    })
+    .await;
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let ask = |digest: String| {
+        let client = client.clone();
+        async move {
+            let req = SpecResyncRequest {
+                cluster_name: "cluster1".into(),
+                digest,
+                ..Default::default()
+            };
+            let ev = Event::new(
+                flotilla_bus::works::resync_request_type(),
+                "test",
+                "cluster1",
+                &req,
+            );
+            let reply = client
+                .request("flotilla.sync.cluster1", ev.encode(1 << 20).unwrap())
+                .await
+                .unwrap();
+            Event::decode(&reply.payload, 1 << 20)
+                .unwrap()
+                .decode_data::<SpecResyncResponse>("SpecResyncResponse")
+                .unwrap()
+        }
+    };
+    let rid = flotilla_bus::works::resource_id("cluster1", "hello-work-demo");
+    let same = flotilla_bus::works::versions_digest([(rid.as_str(), 1)]);
+    let r = ask(same).await;
+    assert!(!r.send_versions && r.error.is_empty(), "{r:?}");
+    let stale = flotilla_bus::works::versions_digest([(rid.as_str(), 0)]);
+    assert!(ask(stale).await.send_versions);
+    agent.stop().await;
+    hub.stop().await;
+}

@@ -442,6 +442,20 @@ impl Actor {
                 )
             })
             .collect();
+        if !request.digest.is_empty() && request.versions.is_empty() {
+            // Digest first: with nothing being deleted, equal digests mean equal works.
+            let deleting = hub.values().any(|v| v.deleting);
+            let ours = flotilla_bus::works::versions_digest(
+                hub.iter().map(|(id, v)| (id.as_str(), v.generation)),
+            );
+            let in_sync = !deleting && ours == request.digest;
+            let resp = SpecResyncResponse {
+                send_versions: !in_sync,
+                ..Default::default()
+            };
+            self.answer_resync(reply, &resp).await;
+            return;
+        }
         let (resend, deleted) = work_rules::resync_diff(&hub, &request.versions);
         let by_id: HashMap<String, String> = self
             .works
@@ -458,25 +472,27 @@ impl Actor {
             deleted = deleted.len(),
             "spec resync answered"
         );
-        if let Some(reply) = reply {
-            let resp = SpecResyncResponse {
-                deleted,
-                resent: resend.len() as u32,
-                error: String::new(),
-            };
-            let ev = Event::new(
-                flotilla_bus::works::resync_response_type(),
-                SOURCE,
-                self.name.clone(),
-                &resp,
-            );
-            if let Ok(bytes) = ev.encode(self.shared.config.max_event_bytes) {
-                let _ = self
-                    .shared
-                    .nats
-                    .publish_with_headers(reply, headers(&ev), bytes)
-                    .await;
-            }
+        let resp = SpecResyncResponse {
+            deleted,
+            resent: resend.len() as u32,
+            ..Default::default()
+        };
+        self.answer_resync(reply, &resp).await;
+    }
+    async fn answer_resync(&self, reply: Option<async_nats::Subject>, resp: &SpecResyncResponse) {
+        let Some(reply) = reply else { return };
+        let ev = Event::new(
+            flotilla_bus::works::resync_response_type(),
+            SOURCE,
+            self.name.clone(),
+            resp,
+        );
+        if let Ok(bytes) = ev.encode(self.shared.config.max_event_bytes) {
+            let _ = self
+                .shared
+                .nats
+                .publish_with_headers(reply, headers(&ev), bytes)
+                .await;
         }
     }
 
