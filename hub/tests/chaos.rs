@@ -492,3 +492,62 @@ async fn nats_killed_during_updates_deletes_placements_and_sets_leaves_api_and_s
     agent.stop().await;
     hub.stop().await;
 }
+
+/// `flotilla-sim --state-dir`: a restarted simulator comes back as the same agents — same
+/// NKeys, same works — instead of fresh agents that must be accepted and fed again.
+#[tokio::test]
+async fn a_restarted_simulator_with_a_state_dir_keeps_its_agents() {
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut clusters = clusters_client(&hub).await;
+    let state = tempfile::tempdir().unwrap();
+    let mut fleet_cfg = flotilla_sim::FleetConfig::new(&nats.url(), 2);
+    fleet_cfg.state_dir = Some(state.path().to_path_buf());
+    fleet_cfg.pending_poll = Duration::from_millis(200);
+    fleet_cfg.ready_delay = Duration::from_millis(100);
+    let fleet = flotilla_sim::Fleet::start(&fleet_cfg).await.unwrap();
+    for n in ["sim-0001", "sim-0002"] {
+        wait_cluster(&mut clusters, n, "registered", |_| true).await;
+        accept(&mut clusters, n).await;
+        wait_available(&mut clusters, n).await;
+    }
+    let key = |c: &flotilla_api::v1::ManagedCluster| c.hub.clone().unwrap().agent_public_key;
+    let before = key(&get(&mut clusters, "sim-0001").await.unwrap());
+    let mut works = works_client(&hub).await;
+    works
+        .apply_work(config_map_work("sim-0001", "kept"))
+        .await
+        .unwrap();
+    wait_work(&mut works, "sim-0001", "kept", "applied", |w| {
+        converged_at(w, 1)
+    })
+    .await;
+    fleet.stop().await;
+
+    let fleet = flotilla_sim::Fleet::start(&fleet_cfg).await.unwrap();
+    // Once the restarted agent answers, the spoke still has the work's ConfigMap: the
+    // simulated cluster was kept too.
+    let found = flotilla_testkit::eventually(SOON, "the restarted agent answers", || {
+        let mut works = works.clone();
+        async move {
+            works
+                .proxy(flotilla_api::v1::ProxyGetRequest {
+                    cluster: "sim-0001".into(),
+                    kind: "configmaps".into(),
+                    namespace: "default".into(),
+                    name: "kept".into(),
+                })
+                .await
+                .ok()
+                .map(|r| r.into_inner())
+        }
+    })
+    .await;
+    assert_eq!(found.objects.len(), 1, "{found:?}");
+    // It registered again with the same key and is still accepted and Available.
+    let c = wait_available(&mut clusters, "sim-0001").await;
+    assert_eq!(key(&c), before, "the agent came back with a new NKey");
+    assert!(accepted(&c));
+    fleet.stop().await;
+    hub.stop().await;
+}

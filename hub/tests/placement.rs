@@ -545,7 +545,9 @@ async fn simulated_clusters_report_cpu_and_memory_scores_over_nats() {
     fleet_cfg.scores = Some(flotilla_sim::scores::ScoreConfig::every(
         Duration::from_millis(300),
     ));
-    let sims = flotilla_sim::Fleet::start(&fleet_cfg).await;
+    let sims = flotilla_sim::Fleet::start(&fleet_cfg)
+        .await
+        .expect("fleet started");
     let api = placements_client(&hub).await;
     let scores = eventually(SOON, "both simulated clusters' scores", || {
         let mut c = api.clone();

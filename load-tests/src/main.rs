@@ -239,7 +239,7 @@ async fn fanout(
     config.work_status_interval = Duration::from_millis(500);
     config.ready_delay = Duration::from_millis(200);
     let t0 = Instant::now();
-    let fleet = Fleet::start(&config).await;
+    let fleet = Fleet::start(&config).await?;
     let prefix = format!("{name_prefix}-");
     let deadline = t0 + Duration::from_secs(timeout_seconds);
     loop {
@@ -414,7 +414,7 @@ async fn main() -> Result<()> {
             // Registration only: no score reports competing for the hub.
             config.scores = None;
             let t0 = Instant::now();
-            let fleet = Fleet::start(&config).await;
+            let fleet = Fleet::start(&config).await?;
             let started = t0.elapsed();
             let deadline = t0 + Duration::from_secs(timeout_seconds);
             let prefix = format!("{name_prefix}-");

@@ -9,11 +9,13 @@
 
 pub mod scores;
 
+use anyhow::Context;
 use flotilla_agent::backend::Backend;
 use flotilla_agent::backend::sim::{SimBackend, SimConfig};
 use flotilla_agent::{AgentConfig, StateConfig};
 use flotilla_api::v1::ClusterClaim;
 use flotilla_bus::connect::NatsArgs;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -44,6 +46,10 @@ pub struct FleetConfig {
     pub ready_delay: Duration,
     /// AddOnPlacementScore reports (`None` = none).
     pub scores: Option<scores::ScoreConfig>,
+    /// Where each agent keeps its state and its simulated cluster (`DIR/<cluster>/`), so that a
+    /// restarted simulator comes back as the same agents with the same works, like real ones.
+    /// `None`: memory only.
+    pub state_dir: Option<PathBuf>,
 }
 
 impl FleetConfig {
@@ -60,6 +66,7 @@ impl FleetConfig {
             work_status_interval: Duration::from_secs(2),
             resync_interval: Duration::from_secs(300),
             ready_delay: Duration::from_secs(1),
+            state_dir: None,
             scores: Some(scores::ScoreConfig::every(Duration::from_secs(30))),
         }
     }
@@ -133,14 +140,27 @@ pub struct Fleet {
 }
 
 impl Fleet {
-    /// Starts every agent (at `start_rate` per second).
-    pub async fn start(config: &FleetConfig) -> Self {
+    /// Starts every agent (at `start_rate` per second). Fails when a state directory cannot
+    /// be used (unwritable, or holding another cluster's state).
+    pub async fn start(config: &FleetConfig) -> anyhow::Result<Self> {
         let (stop, stop_rx) = watch::channel(false);
         let mut tasks = JoinSet::new();
         let mut backends = Vec::with_capacity(config.clusters);
         for n in 0..config.clusters {
             let i = config.first_index + n;
-            let (agent, backend) = profile(config, i);
+            let (mut agent, backend) = profile(config, i);
+            let backend = match &config.state_dir {
+                Some(dir) => {
+                    let dir = dir.join(&agent.cluster_name);
+                    std::fs::create_dir_all(&dir)
+                        .with_context(|| format!("creating {}", dir.display()))?;
+                    agent.state = StateConfig::Dir(dir.clone());
+                    backend
+                        .persisted(dir.join("sim-cluster.json"))
+                        .map_err(anyhow::Error::msg)?
+                }
+                None => backend,
+            };
             let backend = Arc::new(backend);
             backends.push((agent.cluster_name.clone(), backend.clone()));
             let mut rx = stop_rx.clone();
@@ -166,11 +186,11 @@ impl Fleet {
                 .collect();
             tasks.spawn(scores::drift(drifting, sc.clone(), stop_rx.clone()));
         }
-        Self {
+        Ok(Self {
             stop,
             tasks,
             backends,
-        }
+        })
     }
 
     /// Stops every agent and waits for them.

@@ -11,6 +11,10 @@ use std::time::Duration;
 struct Args {
     #[command(flatten)]
     nats: NatsArgs,
+    /// Keep each agent's state and simulated cluster in DIR/<cluster>/, so that a restarted
+    /// simulator comes back as the same agents with their works (default: memory only).
+    #[arg(long, env = "FLOTILLA_SIM_STATE_DIR")]
+    state_dir: Option<std::path::PathBuf>,
     /// Number of clusters.
     #[arg(long, default_value_t = 10)]
     clusters: usize,
@@ -77,7 +81,8 @@ async fn main() -> anyhow::Result<()> {
         );
         std::process::exit(64);
     }
-    let fleet = Fleet::start(&config).await;
+    config.state_dir = args.state_dir;
+    let fleet = Fleet::start(&config).await?;
     tracing::info!(clusters = args.clusters, nats = %args.nats.url, "simulated fleet running");
     flotilla_bus::process::shutdown_signal().await;
     tracing::info!("stopping simulated fleet");
