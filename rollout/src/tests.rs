@@ -396,9 +396,9 @@ proptest! {
         };
         let fails = |name: &str| {
             let i: usize = name[1..].parse().unwrap();
-            if i % failing_every == 0 { Status::Failed } else { Status::Succeeded }
+            if i.is_multiple_of(failing_every) { Status::Failed } else { Status::Succeeded }
         };
-        let failing = (0..n).filter(|i| i % failing_every == 0).count();
+        let failing = (0..n).filter(|i| i.is_multiple_of(failing_every)).count();
         let (_, order, last) = simulate(&strategy, fleet(n, 1), fails);
         if failing > max_failures as usize {
             let breach = last.breach.clone().expect("stopped");
