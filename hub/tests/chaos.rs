@@ -551,3 +551,42 @@ async fn a_restarted_simulator_with_a_state_dir_keeps_its_agents() {
     fleet.stop().await;
     hub.stop().await;
 }
+
+/// Edge sites attach through NATS leaf nodes (DESIGN §10): agents connected to a leaf server
+/// register, renew, get works and answer proxy queries exactly as on the hub's server, and a
+/// site whose leaf link drops comes back by itself.
+#[tokio::test]
+async fn agents_behind_a_leaf_node_register_get_works_and_survive_a_leaf_restart() {
+    let hub_nats = NatsServer::start_leaf_hub();
+    let mut leaf = hub_nats.start_leaf();
+    let hub = start_hub(hub_config(&hub_nats.url())).await;
+    let mut clusters = clusters_client(&hub).await;
+    let agent = accepted_cluster(&mut clusters, &leaf.url(), "site-1").await;
+    let mut works = works_client(&hub).await;
+    works
+        .apply_work(config_map_work("site-1", "through-leaf"))
+        .await
+        .unwrap();
+    wait_work(&mut works, "site-1", "through-leaf", "applied", |w| {
+        converged_at(w, 1)
+    })
+    .await;
+
+    // The site's server restarts: its agent reconnects through it and keeps its cluster.
+    leaf.restart();
+    works
+        .apply_work(config_map_work_with("site-1", "through-leaf", "v2"))
+        .await
+        .unwrap();
+    wait_work(
+        &mut works,
+        "site-1",
+        "through-leaf",
+        "updated after the leaf restart",
+        |w| converged_at(w, 2),
+    )
+    .await;
+    wait_available(&mut clusters, "site-1").await;
+    agent.stop().await;
+    hub.stop().await;
+}

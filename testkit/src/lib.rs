@@ -43,25 +43,105 @@ pub fn nats_server_binary() -> PathBuf {
     panic!("{INSTALL_HINT}");
 }
 
-/// A real nats-server process with JetStream.
+/// How a test server is set up.
+#[derive(Debug, Clone, Default)]
+pub struct NatsOptions {
+    /// Run JetStream (the hub's server does; leaf servers of edge sites do not).
+    pub jetstream: bool,
+    /// Accept leaf-node connections (on a port of its own).
+    pub leaf_listen: bool,
+    /// Connect as a leaf node to this port (the hub server's leaf port).
+    pub leaf_remote: Option<u16>,
+    /// More configuration, appended verbatim (nats-server config syntax).
+    pub extra: String,
+}
+
+/// A real nats-server process, with JetStream unless started as an edge leaf.
 pub struct NatsServer {
     child: Option<Child>,
     port: u16,
-    store: tempfile::TempDir,
+    leaf_port: Option<u16>,
+    /// Holds the JetStream store, config and log; removed when the server is dropped.
+    _store: tempfile::TempDir,
     log: PathBuf,
+    config: PathBuf,
 }
 
 impl NatsServer {
-    /// Starts a server on a free port with a fresh store directory and waits until it accepts
-    /// connections.
+    /// Starts a JetStream server on a free port with a fresh store directory and waits until it
+    /// accepts connections.
     pub fn start() -> Self {
+        Self::start_with(NatsOptions {
+            jetstream: true,
+            ..NatsOptions::default()
+        })
+    }
+
+    /// Starts a JetStream server that also accepts leaf nodes ([`NatsServer::start_leaf`]): the
+    /// hub side of an edge topology.
+    pub fn start_leaf_hub() -> Self {
+        Self::start_with(NatsOptions {
+            jetstream: true,
+            leaf_listen: true,
+            ..NatsOptions::default()
+        })
+    }
+
+    /// Starts a server (no JetStream) connected to this one as a leaf node, as an edge site's
+    /// server is: clients of the leaf reach the same subjects, request/reply and JetStream
+    /// (through the hub server's JetStream API) in the same account. Waits until the leaf
+    /// connection is up.
+    pub fn start_leaf(&self) -> Self {
+        let leaf = Self::start_with(NatsOptions {
+            leaf_remote: Some(
+                self.leaf_port
+                    .expect("start the hub server with start_leaf_hub()"),
+            ),
+            ..NatsOptions::default()
+        });
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while !leaf.log().contains("Leafnode connection created") {
+            assert!(
+                Instant::now() < deadline,
+                "leaf node did not connect within 15 s; log:\n{}",
+                leaf.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        leaf
+    }
+
+    /// Starts a server configured by `options` on a free port.
+    pub fn start_with(options: NatsOptions) -> Self {
         let store = tempfile::tempdir().expect("create a temp dir for the JetStream store");
         let log = store.path().join("nats-server.log");
+        let config = store.path().join("nats-server.conf");
+        let port = free_port();
+        let leaf_port = options.leaf_listen.then(free_port);
+        let mut text = format!("listen: 127.0.0.1:{port}\n");
+        if options.jetstream {
+            text += &format!(
+                "jetstream {{ store_dir: {:?} }}\n",
+                store.path().join("js").display().to_string()
+            );
+        }
+        if let Some(p) = leaf_port {
+            text += &format!("leafnodes {{ listen: 127.0.0.1:{p} }}\n");
+        }
+        if let Some(remote) = options.leaf_remote {
+            text += &format!(
+                "leafnodes {{ reconnect: 1, remotes [ {{ url: \"nats-leaf://127.0.0.1:{remote}\" }} ] }}\n"
+            );
+        }
+        text += &options.extra;
+        std::fs::write(&config, text).expect("write the nats-server config");
         let mut server = Self {
             child: None,
-            port: free_port(),
-            store,
+            port,
+            leaf_port,
+            _store: store,
             log,
+            config,
         };
         server.spawn();
         server
@@ -75,10 +155,8 @@ impl NatsServer {
             .open(&self.log)
             .expect("open the nats-server log");
         let child = Command::new(&bin)
-            .args(["-js", "-a", "127.0.0.1", "-p"])
-            .arg(self.port.to_string())
-            .arg("-sd")
-            .arg(self.store.path().join("js"))
+            .arg("-c")
+            .arg(&self.config)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -112,6 +190,11 @@ impl NatsServer {
     /// The client port.
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The leaf-node port, when it accepts leaf nodes.
+    pub fn leaf_port(&self) -> Option<u16> {
+        self.leaf_port
     }
 
     /// Kills the server (SIGKILL) and waits for it to exit; the store is kept.
