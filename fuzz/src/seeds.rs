@@ -97,6 +97,7 @@ pub fn events() -> Vec<Vec<u8>> {
     let resync = v1::SpecResyncRequest {
         cluster_name: "edge-1".into(),
         versions: [("id".to_string(), 3)].into(),
+        digest: String::new(),
     };
     vec![
         event(types::registration_request(), "edge-1", &registration),

@@ -187,25 +187,35 @@ async fn reply_rejected(
     why: &str,
     config: &RouterConfig,
 ) {
-    let Some(reply) = &msg.reply else { return };
-    // The reply's clustername must be valid even when the request's was not.
-    let cluster = if flotilla_api::names::validate_cluster_name(cluster).is_ok() {
-        cluster
-    } else {
-        "invalid"
-    };
     let response = RegistrationResponse {
-        cluster_name: cluster.to_string(),
+        cluster_name: reply_cluster(cluster).to_string(),
         state: RegistrationState::Rejected as i32,
         lease_duration_seconds: 0,
         message: why.to_string(),
     };
-    let ev = Event::new(
-        types::registration_response(),
-        crate::cluster::SOURCE,
-        cluster,
-        &response,
-    );
+    reply(nats, msg, types::registration_response(), cluster, &response, config).await;
+}
+
+/// The clustername of an answer to bad input: the request's, when it is a valid name.
+fn reply_cluster(cluster: &str) -> &str {
+    if flotilla_api::names::validate_cluster_name(cluster).is_ok() {
+        cluster
+    } else {
+        "invalid"
+    }
+}
+
+/// Answers a request (if it has a reply subject) with one event.
+async fn reply(
+    nats: &async_nats::Client,
+    msg: &async_nats::Message,
+    ty: flotilla_bus::EventType,
+    cluster: &str,
+    payload: &impl prost::Message,
+    config: &RouterConfig,
+) {
+    let Some(reply) = &msg.reply else { return };
+    let ev = Event::new(ty, crate::cluster::SOURCE, reply_cluster(cluster), payload);
     if let Ok(bytes) = ev.encode(config.max_event_bytes) {
         let _ = nats
             .publish_with_headers(reply.clone(), headers(&ev), bytes)
@@ -302,27 +312,11 @@ async fn reply_resync_rejected(
     why: String,
     config: &RouterConfig,
 ) {
-    let Some(reply) = &msg.reply else { return };
-    let cluster = if flotilla_api::names::validate_cluster_name(cluster).is_ok() {
-        cluster
-    } else {
-        "invalid"
-    };
     let response = SpecResyncResponse {
         error: why,
         ..Default::default()
     };
-    let ev = Event::new(
-        works::resync_response_type(),
-        crate::cluster::SOURCE,
-        cluster,
-        &response,
-    );
-    if let Ok(bytes) = ev.encode(config.max_event_bytes) {
-        let _ = nats
-            .publish_with_headers(reply.clone(), headers(&ev), bytes)
-            .await;
-    }
+    reply(nats, msg, works::resync_response_type(), cluster, &response, config).await;
 }
 
 /// Creates (or updates) the durable status consumer.

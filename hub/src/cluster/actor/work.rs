@@ -222,6 +222,13 @@ impl Actor {
         if let Some(m) = work.metadata.as_mut() {
             m.resource_version = rev;
         }
+        self.adopt(name, work.clone(), rev);
+        Ok(work)
+    }
+
+    /// Takes `work` at revision `rev` as this cluster's work `name`, in the actor and the
+    /// inventory. A work new to the actor has never been sent: the re-send timer sends it.
+    fn adopt(&mut self, name: &str, work: ManifestWork, rev: u64) {
         self.shared
             .works
             .upsert(&self.work_ref(name).inventory_key(), work.clone());
@@ -235,9 +242,8 @@ impl Actor {
                 last_sent: None,
                 backoff,
             });
-        entry.work = work.clone();
+        entry.work = work;
         entry.revision = rev;
-        Ok(work)
     }
 
     /// Reads a work's key again and adopts what is stored: after a write whose outcome this
@@ -254,19 +260,7 @@ impl Actor {
                 if let Some(m) = work.metadata.as_mut() {
                     m.resource_version = rev;
                 }
-                self.shared.works.upsert(&key.inventory_key(), work.clone());
-                let backoff = self.shared.config.work_resend_after;
-                let entry = self
-                    .works
-                    .entry(name.to_string())
-                    .or_insert_with(|| WorkEntry {
-                        work: work.clone(),
-                        revision: rev,
-                        last_sent: None,
-                        backoff,
-                    });
-                entry.work = work;
-                entry.revision = rev;
+                self.adopt(name, work, rev);
             }
             None => {
                 if self.works.remove(name).is_some() {
