@@ -1,89 +1,50 @@
-//! Placement output: `get placements` (clusteradm's NAME, STATUS, REASON, SELECTEDCLUSTERS),
-//! `get decisions`, `get addonplacementscores`, and `describe placement`, which shows the
-//! scheduler's debug view (OCM's `/debug/placements/<ns>/<name>`): for every candidate cluster
-//! whether each filter passed and each prioritizer's score.
+//! Placements: `get placements` in clusteradm's columns (NAME, STATUS, REASON,
+//! SELECTEDCLUSTERS) and `describe placement`, which shows the scheduler's debug view (OCM's
+//! `/debug/placements/<ns>/<name>`): for every candidate cluster whether each filter passed and
+//! each prioritizer's score.
 
-use crate::output::table;
+use super::Kind;
+use crate::output::{conditions_block, indented, kind_table, table};
 use flotilla_api::meta;
 use flotilla_api::ocm;
-use flotilla_api::v1::{AddOnPlacementScore, Placement, PlacementDebug, PlacementDecision};
+use flotilla_api::v1::{ObjectMeta, Placement, PlacementDebug, PlacementDecision};
 use serde::Serialize;
 
-/// Label of a PlacementDecision naming its decision group index.
-const GROUP_INDEX_LABEL: &str = "cluster.open-cluster-management.io/decision-group-index";
-/// Label of a PlacementDecision naming its decision group.
-const GROUP_NAME_LABEL: &str = "cluster.open-cluster-management.io/decision-group-name";
+impl Kind for Placement {
+    type Ocm = ocm::Placement;
+    const COLUMNS: &'static [&'static str] = &["NAME", "STATUS", "REASON", "SELECTEDCLUSTERS"];
 
-/// `get placements` columns (clusteradm).
-pub const PLACEMENT_COLUMNS: [&str; 4] = ["NAME", "STATUS", "REASON", "SELECTEDCLUSTERS"];
+    fn metadata(&self) -> Option<&ObjectMeta> {
+        self.metadata.as_ref()
+    }
 
-/// One `get placements` row: STATUS and REASON of `PlacementSatisfied` (or of
-/// `PlacementMisconfigured` when that is True).
-pub fn placement_row(p: &Placement) -> Vec<String> {
-    let m = p.metadata.clone().unwrap_or_default();
-    let st = p.status.clone().unwrap_or_default();
-    let misconfigured = meta::find_condition(&st.conditions, "PlacementMisconfigured")
-        .filter(|c| c.status == meta::status::TRUE);
-    let shown =
-        misconfigured.or_else(|| meta::find_condition(&st.conditions, "PlacementSatisfied"));
-    let (status, reason) = shown.map_or((String::new(), String::new()), |c| {
-        let status = if c.r#type == "PlacementMisconfigured" {
-            "Misconfigured".to_string()
-        } else {
-            c.status.clone()
-        };
-        (status, c.reason.clone())
-    });
-    vec![
-        m.name,
-        status,
-        reason,
-        st.number_of_selected_clusters.to_string(),
-    ]
-}
+    /// STATUS and REASON of `PlacementSatisfied`, or of `PlacementMisconfigured` when that is
+    /// True (STATUS `Misconfigured`).
+    fn row(&self) -> Vec<String> {
+        let st = self.status.clone().unwrap_or_default();
+        let misconfigured = meta::find_condition(&st.conditions, "PlacementMisconfigured")
+            .filter(|c| c.status == meta::status::TRUE);
+        let shown =
+            misconfigured.or_else(|| meta::find_condition(&st.conditions, "PlacementSatisfied"));
+        let (status, reason) = shown.map_or((String::new(), String::new()), |c| {
+            let status = if c.r#type == "PlacementMisconfigured" {
+                "Misconfigured".to_string()
+            } else {
+                c.status.clone()
+            };
+            (status, c.reason.clone())
+        });
+        vec![
+            self.name(),
+            status,
+            reason,
+            st.number_of_selected_clusters.to_string(),
+        ]
+    }
 
-/// `get decisions` columns.
-pub const DECISION_COLUMNS: [&str; 5] = ["NAME", "GROUP INDEX", "GROUP NAME", "COUNT", "CLUSTERS"];
-
-/// One `get decisions` row.
-pub fn decision_row(d: &PlacementDecision) -> Vec<String> {
-    let m = d.metadata.clone().unwrap_or_default();
-    let clusters: Vec<&str> = d
-        .status
-        .iter()
-        .flat_map(|s| s.decisions.iter().map(|c| c.cluster_name.as_str()))
-        .collect();
-    vec![
-        m.name.clone(),
-        m.labels.get(GROUP_INDEX_LABEL).cloned().unwrap_or_default(),
-        m.labels.get(GROUP_NAME_LABEL).cloned().unwrap_or_default(),
-        clusters.len().to_string(),
-        clusters.join(","),
-    ]
-}
-
-/// `get addonplacementscores` columns.
-pub const SCORE_COLUMNS: [&str; 4] = ["CLUSTER", "NAME", "SCORES", "VALID UNTIL"];
-
-/// One `get addonplacementscores` row.
-pub fn score_row(s: &AddOnPlacementScore) -> Vec<String> {
-    let o = ocm::AddOnPlacementScore::from(s);
-    let scores: Vec<String> = o
-        .status
-        .scores
-        .iter()
-        .map(|i| format!("{}={}", i.name, i.value))
-        .collect();
-    vec![
-        o.metadata.namespace,
-        o.metadata.name,
-        scores.join(","),
-        if o.status.valid_until.is_empty() {
-            "never expires".into()
-        } else {
-            o.status.valid_until
-        },
-    ]
+    fn to_ocm(&self) -> ocm::Placement {
+        ocm::Placement::from(self)
+    }
 }
 
 /// `describe placement` as JSON/YAML: the placement in its OCM shape plus the debug view.
@@ -205,11 +166,11 @@ pub fn described(d: &PlacementDebug) -> Described {
 }
 
 /// Filters in the order the scheduler applies them.
-const FILTERS: [&str; 3] = ["Deleting", "Predicates", "TaintToleration"];
+pub(crate) const FILTERS: [&str; 3] = ["Deleting", "Predicates", "TaintToleration"];
 
 /// A human description of a placement and the scheduler's view of every candidate
 /// (`describe placement`).
-pub fn describe_placement(d: &PlacementDebug, decisions: &[PlacementDecision]) -> String {
+pub fn describe(d: &PlacementDebug, decisions: &[PlacementDecision]) -> String {
     let p = d.placement.clone().unwrap_or_default();
     let o = ocm::Placement::from(&p);
     let mut s = String::new();
@@ -230,7 +191,7 @@ pub fn describe_placement(d: &PlacementDebug, decisions: &[PlacementDecision]) -
         "Selected clusters: {}\n",
         status.number_of_selected_clusters
     ));
-    s.push_str(&crate::output::conditions_block(&status.conditions));
+    s.push_str(&conditions_block(&status.conditions));
     let groups: Vec<Vec<String>> = status
         .decision_groups
         .iter()
@@ -244,18 +205,12 @@ pub fn describe_placement(d: &PlacementDebug, decisions: &[PlacementDecision]) -
         })
         .collect();
     s.push_str("Decision groups:\n");
-    for line in table(&["INDEX", "NAME", "CLUSTERS", "DECISIONS"], &groups).lines() {
-        s.push_str(&format!("  {line}\n"));
-    }
+    s.push_str(&indented(&table(
+        &["INDEX", "NAME", "CLUSTERS", "DECISIONS"],
+        &groups,
+    )));
     s.push_str("Decisions:\n");
-    for line in table(
-        &DECISION_COLUMNS,
-        &decisions.iter().map(decision_row).collect::<Vec<_>>(),
-    )
-    .lines()
-    {
-        s.push_str(&format!("  {line}\n"));
-    }
+    s.push_str(&indented(&kind_table(decisions)));
     if !d.error.is_empty() {
         s.push_str(&format!("Not scheduled: {}\n", d.error));
         return s;
@@ -305,9 +260,7 @@ pub fn describe_placement(d: &PlacementDebug, decisions: &[PlacementDecision]) -
         })
         .collect();
     let header_refs: Vec<&str> = header.iter().map(String::as_str).collect();
-    for line in table(&header_refs, &rows).lines() {
-        s.push_str(&format!("  {line}\n"));
-    }
+    s.push_str(&indented(&table(&header_refs, &rows)));
     let notes: Vec<String> = d
         .clusters
         .iter()
@@ -340,119 +293,4 @@ pub fn describe_placement(d: &PlacementDebug, decisions: &[PlacementDecision]) -
         }
     }
     s
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use flotilla_api::v1::{
-        ClusterDebug, Condition, FilterResult, ObjectMeta, PlacementStatus, PrioritizerWeight,
-        ScoreDetail,
-    };
-
-    fn placement() -> Placement {
-        Placement {
-            metadata: Some(ObjectMeta {
-                name: "placement1".into(),
-                namespace: "default".into(),
-                ..Default::default()
-            }),
-            spec: None,
-            status: Some(PlacementStatus {
-                number_of_selected_clusters: 3,
-                decision_groups: vec![],
-                conditions: vec![Condition {
-                    r#type: "PlacementSatisfied".into(),
-                    status: "True".into(),
-                    reason: "AllDecisionsScheduled".into(),
-                    ..Default::default()
-                }],
-            }),
-        }
-    }
-
-    #[test]
-    fn placement_rows_use_clusteradm_columns() {
-        let out = table(&PLACEMENT_COLUMNS, &[placement_row(&placement())]);
-        let mut lines = out.lines();
-        assert_eq!(
-            lines.next().unwrap(),
-            "NAME         STATUS   REASON                  SELECTEDCLUSTERS"
-        );
-        assert_eq!(
-            lines.next().unwrap(),
-            "placement1   True     AllDecisionsScheduled   3"
-        );
-    }
-
-    #[test]
-    fn describe_shows_each_filter_and_score_per_candidate() {
-        let d = PlacementDebug {
-            placement: Some(placement()),
-            eligible_sets: vec!["prod".into()],
-            prioritizers: vec![PrioritizerWeight {
-                prioritizer: "Balance".into(),
-                weight: 1,
-            }],
-            clusters: vec![
-                ClusterDebug {
-                    name: "c1".into(),
-                    filters: FILTERS
-                        .iter()
-                        .map(|f| FilterResult {
-                            filter: (*f).into(),
-                            passed: true,
-                            reason: String::new(),
-                        })
-                        .collect(),
-                    scores: vec![ScoreDetail {
-                        prioritizer: "Balance".into(),
-                        weight: 1,
-                        score: 100,
-                    }],
-                    total: Some(100),
-                    rank: Some(0),
-                    selected: true,
-                    ..Default::default()
-                },
-                ClusterDebug {
-                    name: "c2".into(),
-                    filters: vec![
-                        FilterResult {
-                            filter: "Deleting".into(),
-                            passed: true,
-                            reason: String::new(),
-                        },
-                        FilterResult {
-                            filter: "Predicates".into(),
-                            passed: false,
-                            reason: "no predicate matched".into(),
-                        },
-                    ],
-                    ..Default::default()
-                },
-            ],
-            error: String::new(),
-        };
-        let text = describe_placement(&d, &[]);
-        let c1 = text
-            .lines()
-            .find(|l| l.trim_start().starts_with("c1 "))
-            .unwrap();
-        assert!(c1.contains("yes"), "{c1}");
-        assert!(c1.contains("+"), "{c1}");
-        assert!(c1.trim_end().ends_with("100"), "{c1}");
-        let c2 = text
-            .lines()
-            .find(|l| l.trim_start().starts_with("c2 "))
-            .unwrap();
-        assert!(c2.contains(" - "), "{c2}");
-        assert!(
-            text.contains("c2: Predicates: no predicate matched"),
-            "{text}"
-        );
-        let json = serde_json::to_value(described(&d)).unwrap();
-        assert_eq!(json["clusters"][1]["filters"][1]["passed"], false);
-        assert_eq!(json["placement"]["kind"], "Placement");
-    }
 }
