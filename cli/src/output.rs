@@ -121,6 +121,22 @@ pub fn namespaced_table<K: Kind>(items: &[K]) -> String {
     table(&header, &rows)
 }
 
+/// The first lines of a `describe` of a namespaced object, values aligned at column 15: its
+/// name, its scope (`("Namespace:", ns)`, or `("Cluster:", cluster)` for a work), its
+/// generation and its creation time.
+pub fn describe_head(name: &str, scope: (&str, &str), generation: i64, created: &str) -> String {
+    let (scope_label, scope) = scope;
+    [
+        ("Name:", name.to_string()),
+        (scope_label, scope.to_string()),
+        ("Generation:", generation.to_string()),
+        ("Created:", created.to_string()),
+    ]
+    .iter()
+    .map(|(label, value)| format!("{label:<15}{value}\n"))
+    .collect()
+}
+
 /// The `Conditions:` section of a `describe`: an indented table of type, status, reason, when
 /// the status last changed and message.
 pub fn conditions_block(conditions: &[ocm::Condition]) -> String {

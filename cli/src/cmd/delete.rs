@@ -60,51 +60,46 @@ pub enum DeleteWhat {
 pub async fn run(hub: &Hub, what: DeleteWhat) -> Result<()> {
     let done = match what {
         DeleteWhat::Cluster { name } => {
-            let r = DeleteClusterRequest { name: name.clone() };
-            hub.call(hub.clusters().delete_cluster(r)).await?;
-            format!("managedcluster/{name} deleted")
+            let r = DeleteClusterRequest { name };
+            hub.call(hub.clusters().delete_cluster(r.clone())).await?;
+            format!("managedcluster/{} deleted", r.name)
         }
         DeleteWhat::Work { name, cluster } => {
-            let r = DeleteWorkRequest {
-                cluster: cluster.clone(),
-                name: name.clone(),
-            };
-            let w = hub.call(hub.works().delete_work(r)).await?;
+            let r = DeleteWorkRequest { cluster, name };
+            let w = hub.call(hub.works().delete_work(r.clone())).await?;
+            // The hub answers with the work as it goes; its delete option says how.
             let policy = w
                 .spec
                 .and_then(|s| s.delete_option)
                 .map(|d| d.propagation_policy)
                 .filter(|p| !p.is_empty())
                 .unwrap_or_else(|| "Foreground".into());
+            let (name, cluster) = (r.name, r.cluster);
             format!("manifestwork/{name} deleting on cluster {cluster} (propagation {policy})")
         }
         DeleteWhat::Clusterset { name } => {
-            let r = GetClusterSetRequest { name: name.clone() };
-            hub.call(hub.sets().delete_cluster_set(r)).await?;
-            format!("managedclusterset/{name} deleted")
+            let r = GetClusterSetRequest { name };
+            hub.call(hub.sets().delete_cluster_set(r.clone())).await?;
+            format!("managedclusterset/{} deleted", r.name)
         }
         DeleteWhat::Placement { name, namespace } => {
-            let r = PlacementRef {
-                namespace: namespace.clone(),
-                name: name.clone(),
-            };
-            hub.call(hub.placements().delete_placement(r)).await?;
-            format!("placement/{name} deleted (namespace {namespace})")
+            let r = PlacementRef { namespace, name };
+            hub.call(hub.placements().delete_placement(r.clone()))
+                .await?;
+            format!("placement/{} deleted (namespace {})", r.name, r.namespace)
         }
         DeleteWhat::Addonplacementscore { name, cluster } => {
-            let r = ScoreRef {
-                cluster: cluster.clone(),
-                name: name.clone(),
-            };
-            hub.call(hub.placements().delete_score(r)).await?;
-            format!("addonplacementscore/{name} deleted (cluster {cluster})")
+            let r = ScoreRef { cluster, name };
+            hub.call(hub.placements().delete_score(r.clone())).await?;
+            format!(
+                "addonplacementscore/{} deleted (cluster {})",
+                r.name, r.cluster
+            )
         }
         DeleteWhat::Clustersetbinding { name, namespace } => {
-            let r = DeleteBindingRequest {
-                namespace: namespace.clone(),
-                name: name.clone(),
-            };
-            hub.call(hub.sets().delete_binding(r)).await?;
+            let r = DeleteBindingRequest { namespace, name };
+            hub.call(hub.sets().delete_binding(r.clone())).await?;
+            let (name, namespace) = (r.name, r.namespace);
             format!("managedclustersetbinding/{name} deleted (namespace {namespace})")
         }
     };

@@ -8,7 +8,8 @@ use crate::output::{self, Format};
 use anyhow::Result;
 use clap::Subcommand;
 use flotilla_api::v1::{
-    EventType, WatchClustersRequest, WatchPlacementsRequest, WatchWorksRequest,
+    ClusterEvent, EventType, WatchClustersRequest, WatchPlacementsRequest, WatchWorksRequest,
+    WorkEvent,
 };
 use tonic::Streaming;
 
@@ -39,25 +40,22 @@ pub enum WatchWhat {
 pub async fn run(hub: &Hub, format: Format, what: WatchWhat) -> Result<()> {
     match what {
         WatchWhat::Clusters { selector } => {
-            let r = WatchClustersRequest {
-                label_selector: selector.unwrap_or_default(),
-            };
+            let label_selector = selector.unwrap_or_default();
+            let r = WatchClustersRequest { label_selector };
             let stream = hub.call(hub.clusters().watch_clusters(r)).await?;
-            follow(hub, format, stream, &[], &[], |ev| {
-                Some(Change::of(ev.r#type, ev.cluster?))
-            })
-            .await
+            let change = |ev: ClusterEvent| Some(Change::of(ev.r#type, ev.cluster?));
+            follow(hub, format, stream, &[], &[], change).await
         }
         WatchWhat::Works { cluster } => {
+            let cluster = cluster.unwrap_or_default();
+            let label_selector = String::new();
             let r = WatchWorksRequest {
-                cluster: cluster.unwrap_or_default(),
-                label_selector: String::new(),
+                cluster,
+                label_selector,
             };
             let stream = hub.call(hub.works().watch_works(r)).await?;
-            follow(hub, format, stream, &[], &[], |ev| {
-                Some(Change::of(ev.r#type, ev.work?))
-            })
-            .await
+            let change = |ev: WorkEvent| Some(Change::of(ev.r#type, ev.work?));
+            follow(hub, format, stream, &[], &[], change).await
         }
         WatchWhat::Placements { namespace } => {
             let r = WatchPlacementsRequest {

@@ -4,7 +4,7 @@
 //! each prioritizer's score.
 
 use super::Kind;
-use crate::output::{conditions_block, indented, kind_table, table};
+use crate::output::{conditions_block, describe_head, indented, kind_table, table};
 use flotilla_api::meta;
 use flotilla_api::ocm;
 use flotilla_api::v1::{ObjectMeta, Placement, PlacementDebug, PlacementDecision};
@@ -173,14 +173,13 @@ pub(crate) const FILTERS: [&str; 3] = ["Deleting", "Predicates", "TaintToleratio
 pub fn describe(d: &PlacementDebug, decisions: &[PlacementDecision]) -> String {
     let p = d.placement.clone().unwrap_or_default();
     let o = ocm::Placement::from(&p);
-    let mut s = String::new();
-    s.push_str(&format!("Name:          {}\n", o.metadata.name));
-    s.push_str(&format!("Namespace:     {}\n", o.metadata.namespace));
-    s.push_str(&format!("Generation:    {}\n", o.metadata.generation));
-    s.push_str(&format!(
-        "Created:       {}\n",
-        o.metadata.creation_timestamp
-    ));
+    let m = &o.metadata;
+    let mut s = describe_head(
+        &m.name,
+        ("Namespace:", &m.namespace),
+        m.generation,
+        &m.creation_timestamp,
+    );
     let spec_yaml = serde_yaml::to_string(&o.spec).unwrap_or_default();
     s.push_str("Spec:\n");
     for line in spec_yaml.lines().filter(|l| *l != "{}") {

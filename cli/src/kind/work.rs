@@ -1,7 +1,7 @@
 //! ManifestWorks: `get works` and `describe work` (per-manifest conditions and feedback).
 
 use super::Kind;
-use crate::output::conditions_block;
+use crate::output::{conditions_block, describe_head};
 use flotilla_api::meta;
 use flotilla_api::ocm;
 use flotilla_api::v1::{ManifestWork, ObjectMeta};
@@ -59,14 +59,13 @@ impl Kind for ManifestWork {
 /// A human description of one work (`describe work`).
 pub fn describe(w: &ManifestWork) -> String {
     let o = ocm::ManifestWork::from(w);
-    let mut s = String::new();
-    s.push_str(&format!("Name:          {}\n", o.metadata.name));
-    s.push_str(&format!("Cluster:       {}\n", o.metadata.namespace));
-    s.push_str(&format!("Generation:    {}\n", o.metadata.generation));
-    s.push_str(&format!(
-        "Created:       {}\n",
-        o.metadata.creation_timestamp
-    ));
+    let m = &o.metadata;
+    let mut s = describe_head(
+        &m.name,
+        ("Cluster:", &m.namespace),
+        m.generation,
+        &m.creation_timestamp,
+    );
     if !o.metadata.deletion_timestamp.is_empty() {
         s.push_str(&format!(
             "Deleting since: {}\n",
