@@ -1,13 +1,23 @@
-//! The `flotilla` CLI's logic, kept out of `main.rs` so it can be tested:
+//! The `flotilla` CLI's logic, kept out of `main.rs` so it can be tested; `main.rs` holds the
+//! top-level flags and dispatches to [`cmd`].
 //!
+//! - [`cmd`]: one module per verb (`get`, `describe`, `apply`, `delete`, `watch`, `proxy`, and
+//!   the cluster edits `accept`/`deny`/`label`/`taint`): its subcommand table and its `run`.
+//! - [`kind`]: per resource kind, its table columns, rows and OCM shape (and `describe` texts);
+//!   a new kind is one module there plus its rows in the verbs' tables.
+//! - [`hub`]: the gRPC connection and the wording of failed calls (one line each).
+//! - [`pager`]: the one loop over paged lists.
+//! - [`output`]: table layout and OCM-shaped JSON/YAML (`kind: List` for lists).
 //! - [`edits`]: parsing `key=value` / `key-` label edits and `key=value:Effect` / `key:Effect-`
 //!   taint edits.
-//! - [`output`]: tables in clusteradm's columns and OCM-shaped JSON/YAML (`kind: List` for lists).
-//! - [`placement`]: placement, decision and score tables and `describe placement` (the
-//!   scheduler's per-cluster filter verdicts and scores).
+//!
+//! Errors are `anyhow`: the commands are the body of a binary and their errors are printed.
 
 #![deny(missing_docs)]
 
+pub mod cmd;
 pub mod edits;
+pub mod hub;
+pub mod kind;
 pub mod output;
-pub mod placement;
+pub mod pager;

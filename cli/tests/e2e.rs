@@ -3,149 +3,28 @@
 //!
 //! The binaries must be built first (`cargo build --workspace --bins`; `scripts/test.sh` does).
 
-use flotilla_testkit::{NatsServer, Proc, binary, free_port};
+mod common;
+
+use common::{
+    AgentBuilder, HubBuilder, available, cli, cli_ok, cli_with_stdin, clusters_json, condition,
+    run_cli, start_sim, wait_for,
+};
+use flotilla_testkit::{NatsServer, binary, free_port};
 use serde_json::Value;
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-const SOON: Duration = Duration::from_secs(30);
-
-struct HubProc {
-    proc: Proc,
-    grpc: String,
-}
-
-fn start_hub(nats: &NatsServer, dir: &std::path::Path, grpc_port: u16, extra: &[&str]) -> HubProc {
-    let mut cmd = Command::new(binary("flotilla-hub"));
-    cmd.args(["--nats-url", &nats.url()])
-        .args(["--grpc-listen", &format!("127.0.0.1:{grpc_port}")])
-        .args(["--metrics-listen", &format!("127.0.0.1:{}", free_port())])
-        .args([
-            "--default-lease-duration-seconds",
-            "1",
-            "--lease-grace-multiplier",
-            "3",
-        ])
-        .args(extra)
-        .env("RUST_LOG", "info");
-    HubProc {
-        proc: Proc::spawn(
-            "flotilla-hub",
-            cmd,
-            dir.join(format!("hub-{grpc_port}-{}.log", rand_suffix())),
-        ),
-        grpc: format!("http://127.0.0.1:{grpc_port}"),
-    }
-}
-
-fn rand_suffix() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos()
-}
-
-/// Runs the CLI; returns (success, stdout, stderr).
-fn cli(hub: &str, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(binary("flotilla"))
-        .args(["--hub", hub])
-        .args(args)
-        .output()
-        .expect("run flotilla");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn cli_ok(hub: &str, args: &[&str]) -> String {
-    let (ok, out, err) = cli(hub, args);
-    assert!(ok, "flotilla {args:?} failed: {err}\n{out}");
-    out
-}
-
-fn cli_with_stdin(hub: &str, args: &[&str], input: &str) -> (bool, String, String) {
-    use std::io::Write;
-    let mut child = Command::new(binary("flotilla"))
-        .args(["--hub", hub])
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("run flotilla");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn wait_for<T>(what: &str, logs: &[&Proc], mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + SOON;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        if Instant::now() > deadline {
-            let logs: Vec<String> = logs.iter().map(|p| p.output()).collect();
-            panic!("timed out waiting for {what}\n{}", logs.join("\n"));
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn clusters_json(hub: &str) -> Option<Vec<Value>> {
-    let (ok, out, _) = cli(hub, &["get", "clusters", "-o", "json"]);
-    if !ok {
-        return None;
-    }
-    let v: Value = serde_json::from_str(&out).ok()?;
-    assert_eq!(v["kind"], "List");
-    v["items"].as_array().cloned()
-}
-
-fn condition(c: &Value, ty: &str) -> Option<String> {
-    c["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|x| x["type"] == ty)
-        .and_then(|x| x["status"].as_str().map(str::to_string))
-}
 
 #[test]
 fn operator_registers_accepts_labels_taints_applies_sets_and_deletes() {
     let nats = NatsServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let hub = start_hub(&nats, dir.path(), free_port(), &[]);
-    let mut agent_cmd = Command::new(binary("flotilla-agent"));
-    agent_cmd
-        .args(["--cluster-name", "cluster1", "--nats-url", &nats.url()])
-        .arg("--state-dir")
-        .arg(dir.path().join("agent-state"))
-        .args([
-            "--label",
-            "purpose=test",
-            "--claim",
-            "team.example.com=edge",
-        ])
-        .args([
-            "--sim-platform",
-            "AWS",
-            "--pending-poll-seconds",
-            "1",
-            "--status-interval-seconds",
-            "1",
-        ]);
-    let agent = Proc::spawn("flotilla-agent", agent_cmd, dir.path().join("agent.log"));
+    let hub = HubBuilder::new(&nats, dir.path()).start();
+    let agent = AgentBuilder::new(&nats, dir.path(), "cluster1")
+        .label("purpose=test")
+        .claim("team.example.com=edge")
+        .platform("AWS")
+        .flag("--status-interval-seconds", "1")
+        .start();
 
     // The cluster asks to join and waits.
     let table = wait_for(
@@ -175,7 +54,7 @@ fn operator_registers_accepts_labels_taints_applies_sets_and_deletes() {
     wait_for("cluster1 Available", &[&hub.proc, &agent], || {
         let items = clusters_json(&hub.grpc)?;
         let c = items.iter().find(|c| c["metadata"]["name"] == "cluster1")?;
-        (condition(c, "ManagedClusterConditionAvailable").as_deref() == Some("True")).then_some(())
+        available(c).then_some(())
     });
 
     cli_ok(&hub.grpc, &["label", "cluster1", "env=prod", "purpose-"]);
@@ -291,32 +170,22 @@ fn hub_kill_9_and_restart_loses_nothing_and_clusters_do_not_flap() {
     let nats = NatsServer::start();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let mut hub = start_hub(&nats, dir.path(), port, &["--auto-accept"]);
-    let mut sim_cmd = Command::new(binary("flotilla-sim"));
-    sim_cmd.args([
-        "--nats-url",
-        &nats.url(),
-        "--clusters",
-        "20",
-        "--name-prefix",
-        "edge",
-        "--pending-poll-seconds",
-        "1",
-    ]);
-    let sim = Proc::spawn("flotilla-sim", sim_cmd, dir.path().join("sim.log"));
-    let all_available = |items: &[Value]| {
-        items.len() == 20
-            && items.iter().all(|c| {
-                condition(c, "ManagedClusterConditionAvailable").as_deref() == Some("True")
-            })
-    };
+    let mut hub = HubBuilder::new(&nats, dir.path())
+        .port(port)
+        .auto_accept()
+        .start();
+    let sim = start_sim(&nats, dir.path(), 20, "edge", &[]);
+    let all_available = |items: &[Value]| items.len() == 20 && items.iter().all(available);
     wait_for("20 clusters Available", &[&hub.proc, &sim], || {
         clusters_json(&hub.grpc).filter(|items| all_available(items))
     });
     cli_ok(&hub.grpc, &["label", "edge-0003", "marked=yes"]);
 
     hub.proc.kill(); // SIGKILL
-    let hub2 = start_hub(&nats, dir.path(), port, &["--auto-accept"]);
+    let hub2 = HubBuilder::new(&nats, dir.path())
+        .port(port)
+        .auto_accept()
+        .start();
     let items = wait_for("hub back", &[&hub2.proc], || clusters_json(&hub2.grpc));
     assert_eq!(items.len(), 20, "every cluster survived the kill");
     let marked = items
@@ -379,6 +248,22 @@ fn binaries_refuse_bad_flags_with_exit_64() {
     assert!(!ok && err.contains("cannot reach the hub"), "{err}");
 }
 
+#[test]
+fn a_lost_hub_is_one_error_line_naming_the_hub() {
+    let hub = format!("http://127.0.0.1:{}", free_port());
+    let out = run_cli(&hub, &["get", "clusters"], None);
+    assert_ne!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.stderr.matches("error:").count(), 1, "{}", out.stderr);
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .starts_with(&format!("error: cannot reach the hub at {hub}: ")),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stdout.is_empty(), "{}", out.stdout);
+}
+
 const HELLO_WORK: &str = r#"apiVersion: work.open-cluster-management.io/v1
 kind: ManifestWork
 metadata:
@@ -438,26 +323,19 @@ fn works_roll_out_through_the_cli_and_survive_a_hub_kill_9_mid_delivery() {
     let nats = NatsServer::start();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let mut hub = start_hub(&nats, dir.path(), port, &["--auto-accept"]);
-    let mut agent_cmd = Command::new(binary("flotilla-agent"));
-    agent_cmd
-        .args(["--cluster-name", "spoke1", "--nats-url", &nats.url()])
-        .arg("--state-dir")
-        .arg(dir.path().join("spoke1"))
-        .args([
-            "--pending-poll-seconds",
-            "1",
-            "--work-status-interval-seconds",
-            "1",
-            "--resync-interval-seconds",
-            "2",
-        ])
-        .args(["--sim-ready-delay-ms", "300"]);
-    let agent = Proc::spawn("flotilla-agent", agent_cmd, dir.path().join("agent.log"));
+    let mut hub = HubBuilder::new(&nats, dir.path())
+        .port(port)
+        .auto_accept()
+        .start();
+    let agent = AgentBuilder::new(&nats, dir.path(), "spoke1")
+        .flag("--work-status-interval-seconds", "1")
+        .flag("--resync-interval-seconds", "2")
+        .flag("--sim-ready-delay-ms", "300")
+        .start();
     wait_for("spoke1 Available", &[&hub.proc, &agent], || {
         let items = clusters_json(&hub.grpc)?;
         let c = items.iter().find(|c| c["metadata"]["name"] == "spoke1")?;
-        (condition(c, "ManagedClusterConditionAvailable").as_deref() == Some("True")).then_some(())
+        available(c).then_some(())
     });
 
     // Five works in one multi-document apply, then kill -9 the hub right away.
@@ -468,7 +346,10 @@ fn works_roll_out_through_the_cli_and_survive_a_hub_kill_9_mid_delivery() {
     assert!(ok, "{err}");
     assert_eq!(out.matches("applied").count(), 5, "{out}");
     hub.proc.kill();
-    let hub2 = start_hub(&nats, dir.path(), port, &["--auto-accept"]);
+    let hub2 = HubBuilder::new(&nats, dir.path())
+        .port(port)
+        .auto_accept()
+        .start();
     let items = wait_for(
         "all five works Applied and Available after the restart",
         &[&hub2.proc, &agent],

@@ -5,28 +5,13 @@
 //!
 //! The binaries must be built first (`cargo build --workspace --bins`; `scripts/test.sh` does).
 
-use flotilla_testkit::{NatsServer, Proc, binary, free_port};
+mod common;
+
+use common::{AgentBuilder, HubBuilder, available, cli, cli_ok, row, start_sim, wait_for};
+use flotilla_testkit::{NatsServer, Proc};
 use serde_json::Value;
-use std::process::Command;
-use std::time::{Duration, Instant};
 
-const SOON: Duration = Duration::from_secs(30);
-
-fn start_hub(nats: &NatsServer, dir: &std::path::Path) -> (Proc, String) {
-    let port = free_port();
-    let mut cmd = Command::new(binary("flotilla-hub"));
-    cmd.args(["--nats-url", &nats.url()])
-        .args(["--grpc-listen", &format!("127.0.0.1:{port}")])
-        .args(["--metrics-listen", &format!("127.0.0.1:{}", free_port())])
-        .args(["--auto-accept", "--default-lease-duration-seconds", "1"])
-        .args(["--lease-grace-multiplier", "3"])
-        .env("RUST_LOG", "info");
-    (
-        Proc::spawn("flotilla-hub", cmd, dir.join("hub.log")),
-        format!("http://127.0.0.1:{port}"),
-    )
-}
-
+/// An agent of the placement tests: `purpose=PURPOSE`, reporting status every second.
 fn start_agent(
     nats: &NatsServer,
     dir: &std::path::Path,
@@ -34,53 +19,11 @@ fn start_agent(
     platform: &str,
     purpose: &str,
 ) -> Proc {
-    let mut cmd = Command::new(binary("flotilla-agent"));
-    cmd.args(["--cluster-name", name, "--nats-url", &nats.url()])
-        .arg("--state-dir")
-        .arg(dir.join(format!("state-{name}")))
-        .args(["--label", &format!("purpose={purpose}")])
-        .args(["--sim-platform", platform])
-        .args([
-            "--pending-poll-seconds",
-            "1",
-            "--status-interval-seconds",
-            "1",
-        ]);
-    Proc::spawn("flotilla-agent", cmd, dir.join(format!("agent-{name}.log")))
-}
-
-/// Runs the CLI; returns (success, stdout, stderr).
-fn cli(hub: &str, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(binary("flotilla"))
-        .args(["--hub", hub])
-        .args(args)
-        .output()
-        .expect("run flotilla");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn cli_ok(hub: &str, args: &[&str]) -> String {
-    let (ok, out, err) = cli(hub, args);
-    assert!(ok, "flotilla {args:?} failed: {err}\n{out}");
-    out
-}
-
-fn wait_for<T>(what: &str, logs: &[&Proc], mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + SOON;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        if Instant::now() > deadline {
-            let logs: Vec<String> = logs.iter().map(|p| p.output()).collect();
-            panic!("timed out waiting for {what}\n{}", logs.join("\n"));
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    AgentBuilder::new(nats, dir, name)
+        .label(&format!("purpose={purpose}"))
+        .platform(platform)
+        .flag("--status-interval-seconds", "1")
+        .start()
 }
 
 const SETS: &str = r#"
@@ -122,17 +65,12 @@ spec:
                 - aws
 "#;
 
-fn row<'a>(table: &'a str, first: &str) -> Option<&'a str> {
-    table
-        .lines()
-        .find(|l| l.split_whitespace().next() == Some(first))
-}
-
 #[test]
 fn operator_applies_the_seed_placement1_and_follows_its_decisions() {
     let nats = NatsServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let (hub_proc, hub) = start_hub(&nats, dir.path());
+    let hub = HubBuilder::new(&nats, dir.path()).auto_accept().start();
+    let (hub_proc, hub) = (hub.proc, hub.grpc);
     let agents = [
         start_agent(&nats, dir.path(), "cluster1", "aws", "test"),
         start_agent(&nats, dir.path(), "cluster2", "aws", "test"),
@@ -145,17 +83,11 @@ fn operator_applies_the_seed_placement1_and_follows_its_decisions() {
         let (ok, out, _) = cli(&hub, &["get", "clusters", "-o", "json"]);
         let v: Value = serde_json::from_str(&out).ok()?;
         let items = v["items"].as_array()?;
-        let available = items
+        let untainted_available = items
             .iter()
-            .filter(|c| {
-                c["status"]["conditions"].as_array().is_some_and(|cs| {
-                    cs.iter().any(|x| {
-                        x["type"] == "ManagedClusterConditionAvailable" && x["status"] == "True"
-                    })
-                }) && c["spec"]["taints"].as_array().is_none_or(|t| t.is_empty())
-            })
+            .filter(|c| available(c) && c["spec"]["taints"].as_array().is_none_or(|t| t.is_empty()))
             .count();
-        (ok && available == 4).then_some(())
+        (ok && untainted_available == 4).then_some(())
     });
     for c in ["cluster1", "cluster2", "cluster3", "cluster4"] {
         cli_ok(
@@ -342,20 +274,13 @@ status:
     );
 
     // Simulated clusters report cpuAvailable / memAvailable over NATS.
-    let mut sim_cmd = Command::new(binary("flotilla-sim"));
-    sim_cmd.args([
-        "--nats-url",
-        &nats.url(),
-        "--clusters",
-        "2",
-        "--name-prefix",
+    let sim = start_sim(
+        &nats,
+        dir.path(),
+        2,
         "sim",
-        "--pending-poll-seconds",
-        "1",
-        "--score-interval-seconds",
-        "1",
-    ]);
-    let sim = Proc::spawn("flotilla-sim", sim_cmd, dir.path().join("sim.log"));
+        &["--score-interval-seconds", "1"],
+    );
     wait_for("simulated scores", &[&hub_proc, &sim], || {
         let out = cli_ok(&hub, &["get", "addonplacementscores"]);
         (out.lines()

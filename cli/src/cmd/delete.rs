@@ -1,0 +1,108 @@
+//! `delete`: one resource, with a line saying what went.
+
+use crate::hub::Hub;
+use anyhow::Result;
+use clap::Subcommand;
+use flotilla_api::v1::{
+    DeleteBindingRequest, DeleteClusterRequest, DeleteWorkRequest, GetClusterSetRequest,
+    PlacementRef, ScoreRef,
+};
+
+/// What `delete` removes.
+#[derive(Subcommand, Debug)]
+pub enum DeleteWhat {
+    /// A ManagedCluster and everything the hub keeps for it.
+    Cluster {
+        /// Name.
+        name: String,
+    },
+    /// A ManagedClusterSet.
+    Clusterset {
+        /// Name.
+        name: String,
+    },
+    /// A ManifestWork (its resources are removed per its delete option).
+    Work {
+        /// Name.
+        name: String,
+        /// Cluster (the work's namespace).
+        #[arg(short = 'c', long, alias = "namespace", short_alias = 'n')]
+        cluster: String,
+    },
+    /// A ManagedClusterSetBinding.
+    Clustersetbinding {
+        /// Name (= the set's name).
+        name: String,
+        /// Namespace.
+        #[arg(short = 'n', long, required = true)]
+        namespace: String,
+    },
+    /// A Placement and its PlacementDecisions.
+    Placement {
+        /// Name.
+        name: String,
+        /// Namespace.
+        #[arg(short = 'n', long, default_value = "default")]
+        namespace: String,
+    },
+    /// An AddOnPlacementScore.
+    #[command(alias = "score")]
+    Addonplacementscore {
+        /// Name.
+        name: String,
+        /// Cluster (the score's namespace).
+        #[arg(short = 'c', long, alias = "namespace", short_alias = 'n')]
+        cluster: String,
+    },
+}
+
+/// Runs `delete`.
+pub async fn run(hub: &Hub, what: DeleteWhat) -> Result<()> {
+    let done = match what {
+        DeleteWhat::Cluster { name } => {
+            let r = DeleteClusterRequest { name };
+            hub.call(hub.clusters().delete_cluster(r.clone())).await?;
+            format!("managedcluster/{} deleted", r.name)
+        }
+        DeleteWhat::Work { name, cluster } => {
+            let r = DeleteWorkRequest { cluster, name };
+            let w = hub.call(hub.works().delete_work(r.clone())).await?;
+            // The hub answers with the work as it goes; its delete option says how.
+            let policy = w
+                .spec
+                .and_then(|s| s.delete_option)
+                .map(|d| d.propagation_policy)
+                .filter(|p| !p.is_empty())
+                .unwrap_or_else(|| "Foreground".into());
+            let (name, cluster) = (r.name, r.cluster);
+            format!("manifestwork/{name} deleting on cluster {cluster} (propagation {policy})")
+        }
+        DeleteWhat::Clusterset { name } => {
+            let r = GetClusterSetRequest { name };
+            hub.call(hub.sets().delete_cluster_set(r.clone())).await?;
+            format!("managedclusterset/{} deleted", r.name)
+        }
+        DeleteWhat::Placement { name, namespace } => {
+            let r = PlacementRef { namespace, name };
+            hub.call(hub.placements().delete_placement(r.clone()))
+                .await?;
+            format!("placement/{} deleted (namespace {})", r.name, r.namespace)
+        }
+        DeleteWhat::Addonplacementscore { name, cluster } => {
+            let r = ScoreRef { cluster, name };
+            hub.call(hub.placements().delete_score(r.clone())).await?;
+            format!(
+                "addonplacementscore/{} deleted (cluster {})",
+                r.name, r.cluster
+            )
+        }
+        DeleteWhat::Clustersetbinding { name, namespace } => {
+            let r = DeleteBindingRequest { namespace, name };
+            hub.call(hub.sets().delete_binding(r.clone())).await?;
+            let (name, namespace) = (r.name, r.namespace);
+            format!("managedclustersetbinding/{name} deleted (namespace {namespace})")
+        }
+    };
+    println!("{done}");
+    Ok(())
+}

@@ -1,0 +1,258 @@
+//! `get`: list or show resources, as a table in clusteradm's columns or in their OCM shapes.
+
+use super::print;
+use crate::hub::Hub;
+use crate::kind::Kind;
+use crate::output::{self, Format};
+use crate::pager;
+use anyhow::{Result, bail};
+use clap::Subcommand;
+use flotilla_api::v1::{
+    GetClusterRequest, GetClusterSetRequest, GetWorkRequest, ListBindingsRequest,
+    ListClusterSetsRequest, ListClustersRequest, ListPlacementsRequest, ListScoresRequest,
+    ListWorksRequest, ManagedCluster, ManagedClusterSetView, ManifestWork, Placement, PlacementRef,
+};
+
+/// Clusters asked for per page.
+const CLUSTER_PAGE_SIZE: u32 = 1000;
+/// Works asked for per page (a work carries up to 500 KiB of manifests).
+const WORK_PAGE_SIZE: u32 = 500;
+
+/// What `get` lists.
+#[derive(Subcommand, Debug)]
+pub enum GetWhat {
+    /// ManagedClusters.
+    #[command(alias = "cluster", alias = "managedclusters")]
+    Clusters {
+        /// Only these clusters.
+        names: Vec<String>,
+        /// Label selector (env=prod,tier!=db,gpu).
+        #[arg(short = 'l', long)]
+        selector: Option<String>,
+    },
+    /// ManagedClusterSets.
+    #[command(alias = "clusterset", alias = "managedclustersets")]
+    Clustersets {
+        /// Only these sets.
+        names: Vec<String>,
+    },
+    /// ManifestWorks.
+    #[command(alias = "work", alias = "manifestworks", alias = "manifestwork")]
+    Works {
+        /// Only this work (requires --cluster).
+        name: Option<String>,
+        /// Only works of this cluster.
+        #[arg(short = 'c', long, alias = "namespace", short_alias = 'n')]
+        cluster: Option<String>,
+        /// Label selector.
+        #[arg(short = 'l', long)]
+        selector: Option<String>,
+    },
+    /// ManagedClusterSetBindings.
+    #[command(
+        alias = "clustersetbinding",
+        alias = "bindings",
+        alias = "managedclustersetbindings"
+    )]
+    Clustersetbindings {
+        /// Namespace (all namespaces when omitted).
+        #[arg(short = 'n', long)]
+        namespace: Option<String>,
+    },
+    /// Placements: NAME, STATUS, REASON, SELECTEDCLUSTERS.
+    #[command(alias = "placement")]
+    Placements {
+        /// Only these placements (requires --namespace).
+        names: Vec<String>,
+        /// Namespace (all namespaces, with a NAMESPACE column, when omitted).
+        #[arg(short = 'n', long)]
+        namespace: Option<String>,
+    },
+    /// The PlacementDecisions of a placement.
+    #[command(alias = "decision", alias = "placementdecisions")]
+    Decisions {
+        /// Placement name.
+        placement: String,
+        /// Namespace of the placement.
+        #[arg(short = 'n', long, default_value = "default")]
+        namespace: String,
+    },
+    /// AddOnPlacementScores.
+    #[command(alias = "addonplacementscore", alias = "scores")]
+    Addonplacementscores {
+        /// Only scores of this cluster (the score's namespace).
+        #[arg(short = 'c', long, alias = "namespace", short_alias = 'n')]
+        cluster: Option<String>,
+    },
+}
+
+/// Runs `get`.
+pub async fn run(hub: &Hub, format: Format, what: GetWhat) -> Result<()> {
+    match what {
+        GetWhat::Clusters { names, selector } => {
+            let mut items = clusters(hub, &names, selector.unwrap_or_default()).await?;
+            items.sort_by_key(Kind::name);
+            let none = format!("No clusters found on {}.", hub.endpoint());
+            show(format, &items, names.len() == 1, Some(&none))
+        }
+        GetWhat::Clustersets { names } => {
+            let views = sets(hub, &names).await?;
+            show(format, &views, names.len() == 1, None)
+        }
+        GetWhat::Works {
+            name,
+            cluster,
+            selector,
+        } => {
+            let single = name.is_some();
+            let items = works(hub, name, cluster, selector.unwrap_or_default()).await?;
+            show(format, &items, single, Some("No works found."))
+        }
+        GetWhat::Placements { names, namespace } => {
+            let items = placements(hub, &names, namespace.as_deref()).await?;
+            if format == Format::Table && namespace.is_none() && !items.is_empty() {
+                return print(Ok(output::namespaced_table(&items)));
+            }
+            show(
+                format,
+                &items,
+                names.len() == 1,
+                Some("No placements found."),
+            )
+        }
+        GetWhat::Decisions {
+            placement,
+            namespace,
+        } => {
+            let r = PlacementRef {
+                namespace,
+                name: placement,
+            };
+            let items = hub.call(hub.placements().list_decisions(r)).await?.items;
+            show(format, &items, false, None)
+        }
+        GetWhat::Addonplacementscores { cluster } => {
+            let r = ListScoresRequest {
+                cluster: cluster.unwrap_or_default(),
+            };
+            let items = hub.call(hub.placements().list_scores(r)).await?.items;
+            show(format, &items, false, None)
+        }
+        GetWhat::Clustersetbindings { namespace } => {
+            let r = ListBindingsRequest {
+                namespace: namespace.unwrap_or_default(),
+            };
+            let items = hub.call(hub.sets().list_bindings(r)).await?.items;
+            show(format, &items, false, None)
+        }
+    }
+}
+
+/// Prints what `get` found. An empty table prints `none` on stderr instead of a bare header
+/// for the kinds that have one.
+fn show<K: Kind>(format: Format, items: &[K], single: bool, none: Option<&str>) -> Result<()> {
+    if let Some(none) = none.filter(|_| format == Format::Table && items.is_empty()) {
+        eprintln!("{none}");
+        return Ok(());
+    }
+    print(output::render(format, items, single))
+}
+
+/// The named clusters, or every cluster matching `selector`.
+async fn clusters(hub: &Hub, names: &[String], selector: String) -> Result<Vec<ManagedCluster>> {
+    if names.is_empty() {
+        return pager::all(|page_token| {
+            let r = ListClustersRequest {
+                label_selector: selector.clone(),
+                page_size: CLUSTER_PAGE_SIZE,
+                page_token,
+            };
+            async move { hub.call(hub.clusters().list_clusters(r)).await }
+        })
+        .await;
+    }
+    let mut items = Vec::new();
+    for name in names {
+        let r = GetClusterRequest { name: name.clone() };
+        items.push(hub.call(hub.clusters().get_cluster(r)).await?);
+    }
+    Ok(items)
+}
+
+/// The named sets (each must exist), or every set.
+async fn sets(hub: &Hub, names: &[String]) -> Result<Vec<ManagedClusterSetView>> {
+    let mut views = hub
+        .call(hub.sets().list_cluster_sets(ListClusterSetsRequest {}))
+        .await?
+        .items;
+    if names.is_empty() {
+        return Ok(views);
+    }
+    for name in names {
+        if !views
+            .iter()
+            .any(|v| v.metadata().is_some_and(|m| &m.name == name))
+        {
+            // Ask for it to get the hub's NotFound message.
+            let r = GetClusterSetRequest { name: name.clone() };
+            hub.call(hub.sets().get_cluster_set(r)).await?;
+        }
+    }
+    views.retain(|v| v.metadata().is_some_and(|m| names.contains(&m.name)));
+    Ok(views)
+}
+
+/// The named work of a cluster, or every work (of `cluster` when given) matching `selector`.
+async fn works(
+    hub: &Hub,
+    name: Option<String>,
+    cluster: Option<String>,
+    selector: String,
+) -> Result<Vec<ManifestWork>> {
+    match (name, cluster) {
+        (Some(name), Some(cluster)) => {
+            let r = GetWorkRequest { cluster, name };
+            Ok(vec![hub.call(hub.works().get_work(r)).await?])
+        }
+        (Some(_), None) => bail!("get works NAME needs --cluster CLUSTER"),
+        (None, cluster) => {
+            let cluster = cluster.unwrap_or_default();
+            pager::all(|page_token| {
+                let r = ListWorksRequest {
+                    cluster: cluster.clone(),
+                    label_selector: selector.clone(),
+                    page_size: WORK_PAGE_SIZE,
+                    page_token,
+                };
+                async move { hub.call(hub.works().list_works(r)).await }
+            })
+            .await
+        }
+    }
+}
+
+/// The named placements of `namespace`, or every placement (of `namespace` when given).
+async fn placements(
+    hub: &Hub,
+    names: &[String],
+    namespace: Option<&str>,
+) -> Result<Vec<Placement>> {
+    if names.is_empty() {
+        let r = ListPlacementsRequest {
+            namespace: namespace.unwrap_or_default().to_string(),
+        };
+        return Ok(hub.call(hub.placements().list_placements(r)).await?.items);
+    }
+    let Some(namespace) = namespace else {
+        bail!("get placements NAME needs --namespace NS");
+    };
+    let mut items = Vec::new();
+    for name in names {
+        let r = PlacementRef {
+            namespace: namespace.to_string(),
+            name: name.clone(),
+        };
+        items.push(hub.call(hub.placements().get_placement(r)).await?);
+    }
+    Ok(items)
+}

@@ -1,0 +1,25 @@
+//! One module per verb, as in mini-redis's `cmd/`: the verb's subcommand table (clap) and its
+//! `run`. What a verb shows of each kind comes from [`crate::kind`]; calls go through
+//! [`crate::hub::Hub`], so every failure is worded once.
+//!
+//! - [`get`]: list or show clusters, sets, bindings, works, placements, decisions, scores.
+//! - [`describe`]: one cluster, work or placement in detail.
+//! - [`apply`]: create or update resources from OCM YAML.
+//! - [`delete`]: delete one resource.
+//! - [`watch`]: stream changes of clusters, works or placements.
+//! - [`proxy`]: read-only queries of a spoke's resources through its agent.
+//! - [`cluster_edits`]: accept, deny, label and taint clusters.
+
+pub mod apply;
+pub mod cluster_edits;
+pub mod delete;
+pub mod describe;
+pub mod get;
+pub mod proxy;
+pub mod watch;
+
+/// Prints a rendering of a command's result.
+fn print(rendering: Result<String, String>) -> anyhow::Result<()> {
+    print!("{}", rendering.map_err(anyhow::Error::msg)?);
+    Ok(())
+}

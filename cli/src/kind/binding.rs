@@ -1,0 +1,37 @@
+//! ManagedClusterSetBindings: which namespace may place onto which set.
+
+use super::Kind;
+use flotilla_api::meta;
+use flotilla_api::ocm;
+use flotilla_api::v1::{ManagedClusterSetBinding, ObjectMeta};
+
+impl Kind for ManagedClusterSetBinding {
+    type Ocm = ocm::ManagedClusterSetBinding;
+    const COLUMNS: &'static [&'static str] = &["NAMESPACE", "NAME", "CLUSTERSET", "BOUND"];
+
+    fn metadata(&self) -> Option<&ObjectMeta> {
+        self.metadata.as_ref()
+    }
+
+    fn row(&self) -> Vec<String> {
+        let bound = self
+            .status
+            .as_ref()
+            .and_then(|s| meta::condition_status(&s.conditions, meta::COND_BOUND))
+            .unwrap_or("Unknown")
+            .to_string();
+        vec![
+            self.namespace(),
+            self.name(),
+            self.spec
+                .as_ref()
+                .map(|s| s.cluster_set.clone())
+                .unwrap_or_default(),
+            bound,
+        ]
+    }
+
+    fn to_ocm(&self) -> ocm::ManagedClusterSetBinding {
+        ocm::ManagedClusterSetBinding::from(self)
+    }
+}

@@ -1,0 +1,33 @@
+//! ManagedClusterSets as the hub shows them: each set with the namespaces bound to it.
+
+use super::Kind;
+use flotilla_api::meta::{self, COND_CLUSTERSET_EMPTY};
+use flotilla_api::ocm;
+use flotilla_api::v1::{ManagedClusterSetView, ObjectMeta};
+
+impl Kind for ManagedClusterSetView {
+    type Ocm = ocm::ManagedClusterSet;
+    const COLUMNS: &'static [&'static str] = &["NAME", "BOUND NAMESPACES", "STATUS"];
+
+    fn metadata(&self) -> Option<&ObjectMeta> {
+        self.set.as_ref().and_then(|s| s.metadata.as_ref())
+    }
+
+    /// STATUS is the message of `ClusterSetEmpty` ("2 ManagedClusters selected").
+    fn row(&self) -> Vec<String> {
+        let status = self
+            .set
+            .as_ref()
+            .and_then(|s| s.status.as_ref())
+            .and_then(|s| meta::find_condition(&s.conditions, COND_CLUSTERSET_EMPTY))
+            .map(|c| c.message.clone())
+            .unwrap_or_default();
+        vec![self.name(), self.bound_namespaces.join(","), status]
+    }
+
+    /// The set alone: bound namespaces are the hub's view, not part of the OCM object. The hub
+    /// always sends the set; an empty one stands in should it not.
+    fn to_ocm(&self) -> ocm::ManagedClusterSet {
+        ocm::ManagedClusterSet::from(&self.set.clone().unwrap_or_default())
+    }
+}

@@ -1,0 +1,55 @@
+//! What the CLI knows about each resource kind: its table columns, one row per object, and its
+//! OCM shape for `-o json|yaml`, behind one trait so every verb renders every kind the same way.
+//!
+//! A new kind is one module here implementing [`Kind`] for the hub's type, plus its rows in the
+//! subcommand tables of the verbs that take it (`cmd::get::GetWhat`, `cmd::delete::DeleteWhat`).
+//!
+//! - [`cluster`]: ManagedClusters (`get clusters` in clusteradm's columns, `describe cluster`).
+//! - [`clusterset`]: ManagedClusterSets with the namespaces bound to them.
+//! - [`binding`]: ManagedClusterSetBindings (which namespace may place onto which set).
+//! - [`work`]: ManifestWorks (`describe work` with per-manifest conditions and feedback).
+//! - [`placement`]: Placements and `describe placement` (the scheduler's per-cluster filter
+//!   verdicts and scores).
+//! - [`decision`]: PlacementDecisions (the pages of clusters a placement selected).
+//! - [`score`]: AddOnPlacementScores (a provider's scores for one cluster).
+
+use flotilla_api::v1::ObjectMeta;
+use serde::Serialize;
+
+pub mod binding;
+pub mod cluster;
+pub mod clusterset;
+pub mod decision;
+pub mod placement;
+pub mod score;
+pub mod work;
+
+#[cfg(test)]
+mod tests;
+
+/// A resource kind as the CLI shows it, implemented by the hub's (protobuf) type.
+pub trait Kind {
+    /// The OCM shape printed by `-o json` and `-o yaml`.
+    type Ocm: Serialize;
+    /// Table header, in the order [`Kind::row`] fills it.
+    const COLUMNS: &'static [&'static str];
+
+    /// The object's metadata, when it has any.
+    fn metadata(&self) -> Option<&ObjectMeta>;
+    /// One table row.
+    fn row(&self) -> Vec<String>;
+    /// The OCM shape.
+    fn to_ocm(&self) -> Self::Ocm;
+
+    /// The object's name ("" without metadata).
+    fn name(&self) -> String {
+        self.metadata().map(|m| m.name.clone()).unwrap_or_default()
+    }
+
+    /// The object's namespace ("" for cluster-scoped kinds).
+    fn namespace(&self) -> String {
+        self.metadata()
+            .map(|m| m.namespace.clone())
+            .unwrap_or_default()
+    }
+}

@@ -1,0 +1,115 @@
+//! ManifestWorks: `get works` and `describe work` (per-manifest conditions and feedback).
+
+use super::Kind;
+use crate::output::{conditions_block, describe_head};
+use flotilla_api::meta;
+use flotilla_api::ocm;
+use flotilla_api::v1::{ManifestWork, ObjectMeta};
+use flotilla_api::work::conditions::{APPLIED, AVAILABLE};
+
+impl Kind for ManifestWork {
+    type Ocm = ocm::ManifestWork;
+    const COLUMNS: &'static [&'static str] = &[
+        "NAME",
+        "CLUSTER",
+        "NUMBER OF MANIFESTS",
+        "APPLIED",
+        "AVAILABLE",
+    ];
+
+    fn metadata(&self) -> Option<&ObjectMeta> {
+        self.metadata.as_ref()
+    }
+
+    /// A work being deleted shows `(deleting)` after its name.
+    fn row(&self) -> Vec<String> {
+        let m = self.metadata.clone().unwrap_or_default();
+        let conds = self
+            .status
+            .as_ref()
+            .map(|s| s.conditions.clone())
+            .unwrap_or_default();
+        let n = self
+            .spec
+            .as_ref()
+            .and_then(|s| s.workload.as_ref())
+            .map_or(0, |wl| wl.manifests.len());
+        let mut name = m.name;
+        if m.deletion_timestamp.is_some() {
+            name.push_str(" (deleting)");
+        }
+        vec![
+            name,
+            m.namespace,
+            n.to_string(),
+            meta::condition_status(&conds, APPLIED)
+                .unwrap_or("")
+                .to_string(),
+            meta::condition_status(&conds, AVAILABLE)
+                .unwrap_or("")
+                .to_string(),
+        ]
+    }
+
+    fn to_ocm(&self) -> ocm::ManifestWork {
+        ocm::ManifestWork::from(self)
+    }
+}
+
+/// A human description of one work (`describe work`).
+pub fn describe(w: &ManifestWork) -> String {
+    let o = ocm::ManifestWork::from(w);
+    let m = &o.metadata;
+    let mut s = describe_head(
+        &m.name,
+        ("Cluster:", &m.namespace),
+        m.generation,
+        &m.creation_timestamp,
+    );
+    if !o.metadata.deletion_timestamp.is_empty() {
+        s.push_str(&format!(
+            "Deleting since: {}\n",
+            o.metadata.deletion_timestamp
+        ));
+    }
+    let observed = w.hub.as_ref().map_or(0, |h| h.observed_generation);
+    s.push_str(&format!("Observed generation (agent): {observed}\n"));
+    let status = o.status.unwrap_or_default();
+    s.push_str(&conditions_block(&status.conditions));
+    s.push_str("Manifests:\n");
+    for (i, m) in o.spec.workload.manifests.iter().enumerate() {
+        let kind = m["kind"].as_str().unwrap_or("?");
+        let name = m["metadata"]["name"].as_str().unwrap_or("?");
+        s.push_str(&format!("  [{i}] {kind} {name}\n"));
+        if let Some(ms) = status
+            .resource_status
+            .manifests
+            .iter()
+            .find(|x| x.resource_meta.ordinal == i as i32)
+        {
+            for c in &ms.conditions {
+                let why = if c.message.is_empty() {
+                    c.reason.clone()
+                } else {
+                    format!("{}: {}", c.reason, c.message)
+                };
+                s.push_str(&format!("      {}={} ({why})\n", c.type_, c.status));
+            }
+            for v in &ms.status_feedback.values {
+                let fv = &v.field_value;
+                let shown = fv
+                    .integer
+                    .map(|x| x.to_string())
+                    .or_else(|| fv.string.clone())
+                    .or_else(|| fv.boolean.map(|b| b.to_string()))
+                    .or_else(|| fv.json_raw.clone())
+                    .unwrap_or_default();
+                s.push_str(&format!(
+                    "      feedback {} = {shown} ({})\n",
+                    v.name, fv.type_
+                ));
+            }
+        }
+    }
+    s
+}

@@ -1,0 +1,261 @@
+//! Fixtures for the CLI's end-to-end tests: the real binaries (nats-server, flotilla-hub,
+//! flotilla-agent, flotilla-sim) started as processes by builders, and `flotilla` run the way an
+//! operator runs it.
+//!
+//! The binaries must be built first (`cargo build --workspace --bins`; `scripts/test.sh` does).
+
+#![allow(dead_code)]
+
+use flotilla_testkit::{NatsServer, Proc, binary, free_port};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Generous bound for anything that should happen "soon".
+pub const SOON: Duration = Duration::from_secs(30);
+
+/// A running `flotilla-hub` and its gRPC endpoint.
+pub struct Hub {
+    /// The process (its output is dumped when a wait times out).
+    pub proc: Proc,
+    /// `http://127.0.0.1:<port>`, for `flotilla --hub`.
+    pub grpc: String,
+}
+
+/// Builds a `flotilla-hub` with one-second leases and a grace of three leases, so cluster
+/// availability changes within a test's patience.
+pub struct HubBuilder<'a> {
+    nats: &'a NatsServer,
+    dir: &'a Path,
+    port: u16,
+    auto_accept: bool,
+}
+
+impl<'a> HubBuilder<'a> {
+    /// A hub on `nats` writing its log into `dir`, on a free gRPC port.
+    pub fn new(nats: &'a NatsServer, dir: &'a Path) -> Self {
+        Self {
+            nats,
+            dir,
+            port: free_port(),
+            auto_accept: false,
+        }
+    }
+
+    /// Listens for gRPC on `port` (a restarted hub keeps its address).
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = port;
+        self
+    }
+
+    /// Accepts every cluster that asks to join.
+    pub fn auto_accept(mut self) -> Self {
+        self.auto_accept = true;
+        self
+    }
+
+    /// Starts the hub.
+    pub fn start(self) -> Hub {
+        let mut cmd = Command::new(binary("flotilla-hub"));
+        cmd.args(["--nats-url", &self.nats.url()])
+            .args(["--grpc-listen", &format!("127.0.0.1:{}", self.port)])
+            .args(["--metrics-listen", &format!("127.0.0.1:{}", free_port())])
+            .args(["--default-lease-duration-seconds", "1"])
+            .args(["--lease-grace-multiplier", "3"])
+            .env("RUST_LOG", "info");
+        if self.auto_accept {
+            cmd.arg("--auto-accept");
+        }
+        // A hub restarted on the same port writes a log of its own.
+        let log = self
+            .dir
+            .join(format!("hub-{}-{}.log", self.port, unique_suffix()));
+        Hub {
+            proc: Proc::spawn("flotilla-hub", cmd, log),
+            grpc: format!("http://127.0.0.1:{}", self.port),
+        }
+    }
+}
+
+/// Builds a `flotilla-agent` on a simulated cluster that retries registration every second.
+pub struct AgentBuilder {
+    cmd: Command,
+    log: PathBuf,
+}
+
+impl AgentBuilder {
+    /// Agent `name` on `nats`, with its state and log in `dir`.
+    pub fn new(nats: &NatsServer, dir: &Path, name: &str) -> Self {
+        let mut cmd = Command::new(binary("flotilla-agent"));
+        cmd.args(["--cluster-name", name, "--nats-url", &nats.url()])
+            .arg("--state-dir")
+            .arg(dir.join(format!("state-{name}")))
+            .args(["--pending-poll-seconds", "1"]);
+        Self {
+            cmd,
+            log: dir.join(format!("agent-{name}.log")),
+        }
+    }
+
+    /// Adds a label (`key=value`) to the cluster's registration.
+    pub fn label(mut self, label: &str) -> Self {
+        self.cmd.args(["--label", label]);
+        self
+    }
+
+    /// Adds a cluster claim (`name=value`).
+    pub fn claim(mut self, claim: &str) -> Self {
+        self.cmd.args(["--claim", claim]);
+        self
+    }
+
+    /// The simulated cluster's platform claim (AWS, gcp, ...).
+    pub fn platform(mut self, platform: &str) -> Self {
+        self.cmd.args(["--sim-platform", platform]);
+        self
+    }
+
+    /// Any other flag and its value.
+    pub fn flag(mut self, flag: &str, value: &str) -> Self {
+        self.cmd.args([flag, value]);
+        self
+    }
+
+    /// Starts the agent.
+    pub fn start(self) -> Proc {
+        Proc::spawn("flotilla-agent", self.cmd, self.log)
+    }
+}
+
+/// Starts `flotilla-sim`: `clusters` simulated clusters named `prefix-0001`, ..., retrying
+/// registration every second, plus `extra` flags.
+pub fn start_sim(
+    nats: &NatsServer,
+    dir: &Path,
+    clusters: u32,
+    prefix: &str,
+    extra: &[&str],
+) -> Proc {
+    let mut cmd = Command::new(binary("flotilla-sim"));
+    cmd.args(["--nats-url", &nats.url()])
+        .args(["--clusters", &clusters.to_string()])
+        .args(["--name-prefix", prefix])
+        .args(["--pending-poll-seconds", "1"])
+        .args(extra);
+    Proc::spawn("flotilla-sim", cmd, dir.join(format!("sim-{prefix}.log")))
+}
+
+fn unique_suffix() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+/// What one run of the CLI did.
+pub struct Output {
+    /// Exit code (`None` when killed by a signal).
+    pub code: Option<i32>,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+/// Runs `flotilla --hub HUB ARGS`, feeding `stdin` when given.
+pub fn run_cli(hub: &str, args: &[&str], stdin: Option<&str>) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(binary("flotilla"))
+        .args(["--hub", hub])
+        .args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run flotilla");
+    if let Some(input) = stdin {
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    Output {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Runs the CLI; returns (success, stdout, stderr).
+pub fn cli(hub: &str, args: &[&str]) -> (bool, String, String) {
+    let out = run_cli(hub, args, None);
+    (out.code == Some(0), out.stdout, out.stderr)
+}
+
+/// Runs the CLI with `input` on stdin; returns (success, stdout, stderr).
+pub fn cli_with_stdin(hub: &str, args: &[&str], input: &str) -> (bool, String, String) {
+    let out = run_cli(hub, args, Some(input));
+    (out.code == Some(0), out.stdout, out.stderr)
+}
+
+/// Runs the CLI, which must succeed; returns stdout.
+pub fn cli_ok(hub: &str, args: &[&str]) -> String {
+    let (ok, out, err) = cli(hub, args);
+    assert!(ok, "flotilla {args:?} failed: {err}\n{out}");
+    out
+}
+
+/// Polls `f` until it returns a value; after [`SOON`], fails with the logs of `logs`.
+pub fn wait_for<T>(what: &str, logs: &[&Proc], mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + SOON;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        if Instant::now() > deadline {
+            let logs: Vec<String> = logs.iter().map(|p| p.output()).collect();
+            panic!("timed out waiting for {what}\n{}", logs.join("\n"));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `get clusters -o json`: the List's items, or `None` while the hub does not answer.
+pub fn clusters_json(hub: &str) -> Option<Vec<Value>> {
+    let (ok, out, _) = cli(hub, &["get", "clusters", "-o", "json"]);
+    if !ok {
+        return None;
+    }
+    let v: Value = serde_json::from_str(&out).ok()?;
+    assert_eq!(v["kind"], "List");
+    v["items"].as_array().cloned()
+}
+
+/// The status of condition `ty` of an OCM-shaped object.
+pub fn condition(object: &Value, ty: &str) -> Option<String> {
+    object["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|x| x["type"] == ty)
+        .and_then(|x| x["status"].as_str().map(str::to_string))
+}
+
+/// Whether the OCM-shaped cluster is `ManagedClusterConditionAvailable=True`.
+pub fn available(cluster: &Value) -> bool {
+    condition(cluster, "ManagedClusterConditionAvailable").as_deref() == Some("True")
+}
+
+/// The line of a table whose first cell is `first`.
+pub fn row<'a>(table: &'a str, first: &str) -> Option<&'a str> {
+    table
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(first))
+}
