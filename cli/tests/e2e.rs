@@ -436,3 +436,32 @@ fn works_roll_out_through_the_cli_and_survive_a_hub_kill_9_mid_delivery() {
     );
     assert_eq!(works_json(&hub2.grpc, "spoke1").unwrap().len(), 4);
 }
+
+/// Issue 16: a 10 MB `apply -f` failed with the transport's "decoded message length too large";
+/// it is refused by the API's own size rule, naming the document, before anything is sent.
+#[test]
+fn an_oversized_work_is_refused_by_the_size_rule_naming_the_document() {
+    let big = "x".repeat(10 * 1024 * 1024);
+    let doc = format!(
+        "apiVersion: work.open-cluster-management.io/v1\nkind: ManifestWork\nmetadata: {{namespace: c1, name: big}}\nspec:\n  workload:\n    manifests:\n      - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: big, namespace: default}}, data: {{k: {big}}}}}\n"
+    );
+    let hub = format!("http://127.0.0.1:{}", free_port());
+    let out = run_cli(&hub, &["apply", "-f", "-"], Some(&doc));
+    assert_ne!(out.code, Some(0));
+    assert!(
+        out.stderr.contains("document 1 (ManifestWork c1/big)"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("over the 512000-byte limit"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("decoded message"), "{}", out.stderr);
+    assert!(
+        !out.stderr.contains("cannot reach"),
+        "nothing is sent: {}",
+        out.stderr
+    );
+}

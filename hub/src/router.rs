@@ -193,7 +193,15 @@ async fn reply_rejected(
         lease_duration_seconds: 0,
         message: why.to_string(),
     };
-    reply(nats, msg, types::registration_response(), cluster, &response, config).await;
+    reply(
+        nats,
+        msg,
+        types::registration_response(),
+        cluster,
+        &response,
+        config,
+    )
+    .await;
 }
 
 /// The clustername of an answer to bad input: the request's, when it is a valid name.
@@ -316,7 +324,15 @@ async fn reply_resync_rejected(
         error: why,
         ..Default::default()
     };
-    reply(nats, msg, works::resync_response_type(), cluster, &response, config).await;
+    reply(
+        nats,
+        msg,
+        works::resync_response_type(),
+        cluster,
+        &response,
+        config,
+    )
+    .await;
 }
 
 /// Creates (or updates) the durable status consumer.

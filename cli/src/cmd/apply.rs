@@ -22,8 +22,26 @@ pub fn read(file: &str) -> Result<Vec<Document>> {
     };
     let mut docs = Vec::new();
     let mut errors = Vec::new();
-    for d in ocm::parse_documents(&text) {
+    for (i, d) in ocm::parse_documents(&text).into_iter().enumerate() {
         match d {
+            // The API's own rules (size, names, feedback paths) are checked here too, so a
+            // document the hub would refuse is named before anything is sent — and one larger
+            // than a gRPC message is refused by its rule, not by the transport.
+            Ok(Document::Work(w)) => {
+                let problems = flotilla_api::work::validate(&w);
+                if problems.is_empty() {
+                    docs.push(Document::Work(w));
+                } else {
+                    let m = w.metadata.clone().unwrap_or_default();
+                    errors.push(format!(
+                        "{file}: document {} (ManifestWork {}/{}): {}",
+                        i + 1,
+                        m.namespace,
+                        m.name,
+                        problems.join("; ")
+                    ));
+                }
+            }
             Ok(d) => docs.push(d),
             Err(e) => errors.push(format!("{file}: {e}")),
         }
