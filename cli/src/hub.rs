@@ -9,8 +9,11 @@ use flotilla_api::v1::work_service_client::WorkServiceClient;
 use std::error::Error as _;
 use std::future::Future;
 use std::time::Duration;
-use tonic::transport::{Channel, Endpoint};
-use tonic::{Code, Response, Status};
+use tonic::metadata::AsciiMetadataValue;
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+use tonic::{Code, Request, Response, Status};
 
 /// How long connecting to the hub may take before the CLI gives up.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -20,25 +23,77 @@ const MAX_PLACEMENT_MESSAGE: usize = 64 * 1024 * 1024;
 /// headroom.
 const MAX_WORK_MESSAGE: usize = 16 * 1024 * 1024;
 
+/// How the CLI proves who it is and checks the hub (`--token`, `--ca`).
+#[derive(Debug, Clone, Default)]
+pub struct Credentials {
+    /// Bearer token (`FLOTILLA_TOKEN`). Never printed.
+    pub token: Option<String>,
+    /// CA bundle (PEM) to verify an `https://` hub (`FLOTILLA_CA`); the system's roots otherwise.
+    pub ca: Option<std::path::PathBuf>,
+}
+
+/// Adds the bearer token to every call.
+#[derive(Clone)]
+pub struct Bearer(Option<AsciiMetadataValue>);
+
+impl Interceptor for Bearer {
+    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        if let Some(value) = &self.0 {
+            request
+                .metadata_mut()
+                .insert("authorization", value.clone());
+        }
+        Ok(request)
+    }
+}
+
+/// The channel every client uses: the connection plus the bearer token.
+pub type HubChannel = InterceptedService<Channel, Bearer>;
+
 /// A connected hub: one channel shared by the clients of every service.
 pub struct Hub {
     endpoint: String,
     channel: Channel,
+    bearer: Bearer,
 }
 
 impl Hub {
-    /// Connects to the hub's gRPC endpoint (`--hub`).
-    pub async fn connect(endpoint: &str) -> Result<Self> {
-        let channel = Endpoint::from_shared(endpoint.to_string())
+    /// Connects to the hub's gRPC endpoint (`--hub`); `https://` endpoints use TLS.
+    pub async fn connect(endpoint: &str, credentials: &Credentials) -> Result<Self> {
+        let mut builder = Endpoint::from_shared(endpoint.to_string())
             .with_context(|| format!("--hub {endpoint:?} is not a valid URL"))?
-            .connect_timeout(CONNECT_TIMEOUT)
+            .connect_timeout(CONNECT_TIMEOUT);
+        if endpoint.starts_with("https://") {
+            let mut tls = ClientTlsConfig::new();
+            if let Some(ca) = &credentials.ca {
+                let pem = std::fs::read(ca).with_context(|| format!("--ca {}", ca.display()))?;
+                tls = tls.ca_certificate(Certificate::from_pem(pem));
+            }
+            builder = builder
+                .tls_config(tls)
+                .with_context(|| format!("TLS for {endpoint}"))?;
+        }
+        let bearer = match &credentials.token {
+            Some(t) => Some(
+                format!("Bearer {t}")
+                    .parse::<AsciiMetadataValue>()
+                    .map_err(|_| anyhow!("--token: a token is printable ASCII"))?,
+            ),
+            None => None,
+        };
+        let channel = builder
             .connect()
             .await
             .map_err(|e| unreachable(endpoint, &e))?;
         Ok(Self {
             endpoint: endpoint.to_string(),
             channel,
+            bearer: Bearer(bearer),
         })
+    }
+
+    fn channel(&self) -> HubChannel {
+        InterceptedService::new(self.channel.clone(), self.bearer.clone())
     }
 
     /// The endpoint as given (`--hub`).
@@ -47,24 +102,23 @@ impl Hub {
     }
 
     /// ManagedClusters.
-    pub fn clusters(&self) -> ClusterServiceClient<Channel> {
-        ClusterServiceClient::new(self.channel.clone())
+    pub fn clusters(&self) -> ClusterServiceClient<HubChannel> {
+        ClusterServiceClient::new(self.channel())
     }
 
     /// ManagedClusterSets and their bindings.
-    pub fn sets(&self) -> ClusterSetServiceClient<Channel> {
-        ClusterSetServiceClient::new(self.channel.clone())
+    pub fn sets(&self) -> ClusterSetServiceClient<HubChannel> {
+        ClusterSetServiceClient::new(self.channel())
     }
 
     /// Placements, their decisions, and AddOnPlacementScores.
-    pub fn placements(&self) -> PlacementServiceClient<Channel> {
-        PlacementServiceClient::new(self.channel.clone())
-            .max_decoding_message_size(MAX_PLACEMENT_MESSAGE)
+    pub fn placements(&self) -> PlacementServiceClient<HubChannel> {
+        PlacementServiceClient::new(self.channel()).max_decoding_message_size(MAX_PLACEMENT_MESSAGE)
     }
 
     /// ManifestWorks and the read-only proxy to spokes.
-    pub fn works(&self) -> WorkServiceClient<Channel> {
-        WorkServiceClient::new(self.channel.clone())
+    pub fn works(&self) -> WorkServiceClient<HubChannel> {
+        WorkServiceClient::new(self.channel())
             .max_decoding_message_size(MAX_WORK_MESSAGE)
             .max_encoding_message_size(MAX_WORK_MESSAGE)
     }

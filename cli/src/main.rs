@@ -25,6 +25,12 @@ struct Cli {
         default_value = "http://127.0.0.1:50051"
     )]
     hub: String,
+    /// Bearer token for a hub that requires one (`admin` or `read-only` in its token file).
+    #[arg(long, global = true, env = "FLOTILLA_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// CA bundle (PEM) to verify an https:// hub.
+    #[arg(long, global = true, env = "FLOTILLA_CA")]
+    ca: Option<std::path::PathBuf>,
     /// Output format.
     #[arg(short, long, global = true, value_enum, default_value_t = Format::Table)]
     output: Format,
@@ -115,7 +121,11 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Apply { file } => cmd::apply::read(file)?,
         _ => Vec::new(),
     };
-    let hub = Hub::connect(&cli.hub).await?;
+    let credentials = flotilla_cli::hub::Credentials {
+        token: cli.token.clone(),
+        ca: cli.ca.clone(),
+    };
+    let hub = Hub::connect(&cli.hub, &credentials).await?;
     let format = cli.output;
     match cli.command {
         Command::Get { what } => cmd::get::run(&hub, format, what).await,

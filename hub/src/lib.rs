@@ -67,6 +67,26 @@ pub struct Config {
     pub stream: StreamOptions,
     /// Placement settings.
     pub placement: placement::PlacementConfig,
+    /// Who may call the API, and its TLS.
+    pub api: ApiConfig,
+}
+
+/// Security of the gRPC API.
+#[derive(Debug, Clone, Default)]
+pub struct ApiConfig {
+    /// Bearer tokens and their roles (`None`: the API is open — loopback demos only).
+    pub tokens: Option<grpc::auth::Tokens>,
+    /// PEM certificate chain and private key: serve TLS.
+    pub tls: Option<TlsFiles>,
+}
+
+/// A PEM certificate chain and its private key.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    /// Certificate chain (PEM).
+    pub cert: std::path::PathBuf,
+    /// Private key (PEM).
+    pub key: std::path::PathBuf,
 }
 
 impl Config {
@@ -82,6 +102,7 @@ impl Config {
             router: RouterConfig::default(),
             stream: StreamOptions::default(),
             placement: placement::PlacementConfig::default(),
+            api: ApiConfig::default(),
         }
     }
 }
@@ -95,6 +116,9 @@ pub enum HubError {
     /// State could not be loaded.
     #[error("loading hub state: {0}")]
     Store(#[from] StoreError),
+    /// The API's TLS certificate or key is unusable.
+    #[error("gRPC TLS: {0}")]
+    Tls(String),
     /// A listener could not be bound.
     #[error("binding {addr}: {source}")]
     Bind {
@@ -316,8 +340,19 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()
         .map_err(|e| HubError::Reflection(e.to_string()))?;
-    let grpc = tonic::transport::Server::builder()
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = &config.api.tls {
+        let read = |p: &std::path::Path| {
+            std::fs::read(p).map_err(|e| HubError::Tls(format!("{}: {e}", p.display())))
+        };
+        let identity = tonic::transport::Identity::from_pem(read(&tls.cert)?, read(&tls.key)?);
+        builder = builder
+            .tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))
+            .map_err(|e| HubError::Tls(e.to_string()))?;
+    }
+    let grpc = builder
         .layer(grpc::guard::CountRejections::new(metrics.clone()))
+        .layer(grpc::auth::Authenticate::new(config.api.tokens.clone()))
         .add_service(health_service)
         .add_service(reflection)
         .add_service(ClusterServiceServer::new(grpc::cluster::ClusterApi::new(

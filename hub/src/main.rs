@@ -16,6 +16,19 @@ struct Args {
     /// gRPC API listen address.
     #[arg(long, env = "FLOTILLA_GRPC_LISTEN", default_value = flotilla_hub::DEFAULT_GRPC_LISTEN)]
     grpc_listen: SocketAddr,
+    /// API bearer tokens: a file of `TOKEN,NAME,ROLE` lines, ROLE `admin` or `read-only`
+    /// (without it the API is open, which is refused off loopback).
+    #[arg(long, env = "FLOTILLA_API_TOKEN_FILE")]
+    api_token_file: Option<std::path::PathBuf>,
+    /// Serve an open API (no tokens) on a non-loopback address anyway.
+    #[arg(long)]
+    api_allow_unauthenticated: bool,
+    /// Serve the gRPC API over TLS with this PEM certificate chain (with --grpc-tls-key).
+    #[arg(long, env = "FLOTILLA_GRPC_TLS_CERT", requires = "grpc_tls_key")]
+    grpc_tls_cert: Option<std::path::PathBuf>,
+    /// The PEM private key of --grpc-tls-cert.
+    #[arg(long, env = "FLOTILLA_GRPC_TLS_KEY", requires = "grpc_tls_cert")]
+    grpc_tls_key: Option<std::path::PathBuf>,
     /// Prometheus /metrics listen address.
     #[arg(long, env = "FLOTILLA_METRICS_LISTEN", default_value = flotilla_hub::DEFAULT_METRICS_LISTEN)]
     metrics_listen: SocketAddr,
@@ -106,6 +119,26 @@ fn main() -> ExitCode {
     if args.lease_grace_multiplier == 0 {
         errors.push("--lease-grace-multiplier: must be at least 1".into());
     }
+    let tokens = match &args.api_token_file {
+        Some(path) => match flotilla_hub::grpc::auth::Tokens::load(path) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                errors.push(format!("--api-token-file: {e}"));
+                None
+            }
+        },
+        None => None,
+    };
+    if args.api_token_file.is_none()
+        && !args.grpc_listen.ip().is_loopback()
+        && !args.api_allow_unauthenticated
+    {
+        errors.push(format!(
+            "--grpc-listen {}: an API without --api-token-file is open to anyone who reaches it; \
+             give tokens, listen on loopback, or pass --api-allow-unauthenticated",
+            args.grpc_listen
+        ));
+    }
     if !errors.is_empty() {
         for e in errors {
             eprintln!("flotilla-hub: {e}");
@@ -116,6 +149,11 @@ fn main() -> ExitCode {
     config.nats = args.nats.config("flotilla-hub");
     config.grpc_listen = args.grpc_listen;
     config.metrics_listen = args.metrics_listen;
+    config.api.tokens = tokens;
+    config.api.tls = args
+        .grpc_tls_cert
+        .zip(args.grpc_tls_key)
+        .map(|(cert, key)| flotilla_hub::TlsFiles { cert, key });
     config.cluster.auto_accept = AutoAccept {
         enabled: args.auto_accept,
         labels,
