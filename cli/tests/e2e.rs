@@ -465,3 +465,70 @@ fn an_oversized_work_is_refused_by_the_size_rule_naming_the_document() {
         out.stderr
     );
 }
+
+/// Secure mode of the API, with the real binaries: TLS with the operator's CA, bearer tokens,
+/// an admin that changes things and a read-only identity that cannot; no token in the hub's
+/// log.
+#[test]
+fn a_secured_hub_takes_tokens_over_tls_and_read_only_cannot_write() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    let (cert_file, key_file, ca_file) = (
+        dir.path().join("hub.pem"),
+        dir.path().join("hub-key.pem"),
+        dir.path().join("ca.pem"),
+    );
+    std::fs::write(&cert_file, cert.cert.pem()).unwrap();
+    std::fs::write(&key_file, cert.signing_key.serialize_pem()).unwrap();
+    std::fs::write(&ca_file, cert.cert.pem()).unwrap();
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(
+        &tokens,
+        "# name and role per token\nadm1n-token-e2e-0001,alice,admin\nv1ew-token-e2e-00002,bob,read-only\n",
+    )
+    .unwrap();
+    let hub = HubBuilder::new(&nats, dir.path())
+        .flag("--api-token-file", &tokens.display().to_string())
+        .tls(&cert_file, &key_file)
+        .start();
+    let ca = ca_file.display().to_string();
+    let as_admin = ["--ca", ca.as_str(), "--token", "adm1n-token-e2e-0001"];
+    let as_viewer = ["--ca", ca.as_str(), "--token", "v1ew-token-e2e-00002"];
+    let with = |who: &[&str], args: &[&str]| {
+        let all: Vec<&str> = who.iter().chain(args).copied().collect();
+        cli(&hub.grpc, &all)
+    };
+    wait_for("the secured hub answers", &[&hub.proc], || {
+        with(&as_admin, &["get", "clusters"]).0.then_some(())
+    });
+
+    let set = "apiVersion: cluster.open-cluster-management.io/v1beta2\nkind: ManagedClusterSet\nmetadata: {name: secured}\n";
+    let set_file = dir.path().join("set.yaml");
+    std::fs::write(&set_file, set).unwrap();
+    let set_path = set_file.display().to_string();
+    let (ok, _, err) = with(&as_admin, &["apply", "-f", &set_path]);
+    assert!(ok, "{err}");
+    let (ok, out, err) = with(&as_viewer, &["get", "clustersets"]);
+    assert!(ok && out.contains("secured"), "{out}{err}");
+    let (ok, _, err) = with(&as_viewer, &["delete", "clusterset", "secured"]);
+    assert!(!ok);
+    assert!(
+        err.contains("forbidden: bob (read-only) may not call"),
+        "{err}"
+    );
+    // No token, or no CA to trust the hub's certificate: refused.
+    let (ok, _, err) = with(&["--ca", ca.as_str()], &["get", "clusters"]);
+    assert!(!ok && err.contains("forbidden: no bearer token"), "{err}");
+    let (ok, _, err) = cli(
+        &hub.grpc,
+        &["--token", "adm1n-token-e2e-0001", "get", "clusters"],
+    );
+    assert!(!ok && err.contains("cannot reach the hub"), "{err}");
+    let log = hub.proc.output();
+    assert!(log.contains("api call") && log.contains("alice"), "{log}");
+    assert!(
+        !log.contains("adm1n-token") && !log.contains("v1ew-token"),
+        "{log}"
+    );
+}

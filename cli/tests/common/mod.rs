@@ -30,6 +30,8 @@ pub struct HubBuilder<'a> {
     dir: &'a Path,
     port: u16,
     auto_accept: bool,
+    flags: Vec<String>,
+    tls: bool,
 }
 
 impl<'a> HubBuilder<'a> {
@@ -40,6 +42,8 @@ impl<'a> HubBuilder<'a> {
             dir,
             port: free_port(),
             auto_accept: false,
+            flags: Vec::new(),
+            tls: false,
         }
     }
 
@@ -55,6 +59,21 @@ impl<'a> HubBuilder<'a> {
         self
     }
 
+    /// Passes `--flag value` to the hub.
+    pub fn flag(mut self, flag: &str, value: &str) -> Self {
+        self.flags.extend([flag.to_string(), value.to_string()]);
+        self
+    }
+
+    /// Serves the API over TLS with `cert` and `key` (PEM files); its URL is `https://localhost`.
+    pub fn tls(self, cert: &Path, key: &Path) -> Self {
+        let mut this = self
+            .flag("--grpc-tls-cert", &cert.display().to_string())
+            .flag("--grpc-tls-key", &key.display().to_string());
+        this.tls = true;
+        this
+    }
+
     /// Starts the hub.
     pub fn start(self) -> Hub {
         let mut cmd = Command::new(binary("flotilla-hub"));
@@ -67,13 +86,18 @@ impl<'a> HubBuilder<'a> {
         if self.auto_accept {
             cmd.arg("--auto-accept");
         }
+        cmd.args(&self.flags);
         // A hub restarted on the same port writes a log of its own.
         let log = self
             .dir
             .join(format!("hub-{}-{}.log", self.port, unique_suffix()));
         Hub {
             proc: Proc::spawn("flotilla-hub", cmd, log),
-            grpc: format!("http://127.0.0.1:{}", self.port),
+            grpc: if self.tls {
+                format!("https://localhost:{}", self.port)
+            } else {
+                format!("http://127.0.0.1:{}", self.port)
+            },
         }
     }
 }
