@@ -322,3 +322,63 @@ async fn status_from_an_unaccepted_cluster_is_not_stored() {
     assert_eq!(after, before);
     hub.stop().await;
 }
+
+/// A ManifestWork whose feedback rule has a broken JSONPath is refused by the API, naming the
+/// manifest, the rule and the position, and the work already stored under that name is kept.
+#[tokio::test]
+async fn a_work_with_a_broken_jsonpath_is_refused_and_the_stored_work_kept() {
+    use common::work::{get_work, hello, works_client};
+    use flotilla_api::v1::{FeedbackRule, JsonPath, ManifestConfigOption, ResourceIdentifier};
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut clusters = clusters_client(&hub).await;
+    let agent = accepted_cluster(&mut clusters, &nats.url(), "edge-1").await;
+    let mut works = works_client(&hub).await;
+    let good = hello("edge-1", 1);
+    works.apply_work(good.clone()).await.expect("valid work");
+
+    let mut bad = hello("edge-1", 2);
+    let spec = bad.spec.as_mut().expect("hello has a spec");
+    spec.manifest_configs = vec![ManifestConfigOption {
+        resource_identifier: Some(ResourceIdentifier {
+            group: "apps".into(),
+            resource: "deployments".into(),
+            namespace: "default".into(),
+            name: "hello-work-demo".into(),
+        }),
+        feedback_rules: vec![FeedbackRule {
+            r#type: "JSONPaths".into(),
+            json_paths: vec![JsonPath {
+                name: "available".into(),
+                path: r#".status.conditions[?(@.type=="Available""#.into(),
+                ..Default::default()
+            }],
+        }],
+        ..Default::default()
+    }];
+    let err = works
+        .apply_work(bad)
+        .await
+        .expect_err("broken path accepted");
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+    for part in [
+        "spec.manifestConfigs[0].feedbackRules[0].jsonPaths[0].path",
+        "deployments.apps default/hello-work-demo",
+        "\"available\"",
+        "at position 19",
+    ] {
+        assert!(
+            err.message().contains(part),
+            "{part} missing: {}",
+            err.message()
+        );
+    }
+    let stored = get_work(&mut works, "edge-1", "hello-work-demo")
+        .await
+        .expect("the accepted work is still there");
+    assert_eq!(
+        stored.spec, good.spec,
+        "the refused update changed the stored work"
+    );
+    agent.stop().await;
+}

@@ -1,10 +1,10 @@
 //! The WorkActor: one task per ManifestWork on the spoke.
 
 use super::conditions::{self, ApplyResult, Health};
-use super::feedback::{CompiledRules, FeedbackRule, FieldValue as Fv, JsonPathRule};
 use super::{Ownership, Publisher, WorkConfig};
 use crate::backend::{ApplyOutcome, Backend, BackendError, Strategy};
 use crate::store::LocalStore;
+use flotilla_api::feedback::{CompiledRules, FeedbackRule, FieldValue as Fv, JsonPathRule};
 use flotilla_api::v1::{
     AppliedManifestWork, AppliedResource, Condition, FeedbackValue, FieldValue, ManifestCondition,
     ManifestResourceStatus, ManifestWork, ManifestWorkStatus, ResourceMeta, StatusFeedbackResult,
@@ -475,7 +475,7 @@ impl WorkActor {
                         .map(|o| conditions::health(&id.group, &id.kind, o));
                     let feedback = match (&m.rules, &observed) {
                         (Some(rules), Some(obj)) => Some(rules.evaluate(&id.group, &id.kind, obj)),
-                        (Some(_), None) => Some(super::feedback::FeedbackResult {
+                        (Some(_), None) => Some(flotilla_api::feedback::FeedbackResult {
                             values: vec![],
                             errors: vec!["the resource does not exist".into()],
                         }),

@@ -7,12 +7,12 @@
 //!   still declares), observes resources and their feedback, publishes status when it changes,
 //!   and deletes per the delete option.
 //! - [`conditions`]: manifest and work conditions with OCM's aggregation.
-//! - [`feedback`], [`jsonpath`]: status feedback rules (WellKnownStatus, JSONPaths).
+//!
+//! Feedback rules and the JSONPath engine they use live in [`flotilla_api::feedback`], so the hub
+//! checks rules with the same code the agent evaluates them with.
 
 pub mod actor;
 pub mod conditions;
-pub mod feedback;
-pub mod jsonpath;
 
 use crate::backend::Backend;
 use crate::store::LocalStore;

@@ -1,6 +1,7 @@
 //! ManifestWork rules shared by hub, agent and CLI: manifest identity, kind → resource names,
 //! the OCM limits, and validation with errors that name the manifest index and field.
 
+use crate::feedback::FeedbackRuleType;
 use crate::v1::{ManifestWork, ResourceIdentifier};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -11,8 +12,6 @@ pub const MAX_MANIFESTS_BYTES: usize = 500 * 1024;
 pub const UPDATE_STRATEGIES: [&str; 4] = ["Update", "CreateOnly", "ServerSideApply", "ReadOnly"];
 /// Delete propagation policies.
 pub const PROPAGATION_POLICIES: [&str; 3] = ["Foreground", "Orphan", "SelectivelyOrphan"];
-/// Feedback rule types.
-pub const FEEDBACK_RULE_TYPES: [&str; 2] = ["WellKnownStatus", "JSONPaths"];
 /// Condition types of works and manifests.
 pub mod conditions {
     /// Every manifest applied.
@@ -149,6 +148,77 @@ pub fn manifest_id(obj: &Value) -> Result<ManifestId, String> {
     })
 }
 
+/// Checks one manifest's `feedbackRules[]`: known types, at most one `WellKnownStatus`, named
+/// paths with names unique across the manifest's rules, and every path in the kubectl JSONPath
+/// dialect ([`crate::jsonpath`]) the agent evaluates. A path error names the manifest, the rule
+/// and the character position.
+fn validate_feedback_rules(
+    field: &str,
+    resource: &ResourceIdentifier,
+    rules: &[crate::v1::FeedbackRule],
+    errors: &mut Vec<String>,
+) {
+    let mut names: HashMap<&str, String> = HashMap::new();
+    let mut well_known: Option<usize> = None;
+    let manifest = describe_resource(resource);
+    for (j, r) in rules.iter().enumerate() {
+        let rf = format!("{field}.feedbackRules[{j}]");
+        match crate::feedback::rule_type_from_str(&r.r#type) {
+            Err(e) => errors.push(format!("{rf}.type: {e}")),
+            Ok(FeedbackRuleType::WellKnownStatus) => {
+                if let Some(first) = well_known.replace(j) {
+                    errors.push(format!(
+                        "{rf}.type: WellKnownStatus is already requested by feedbackRules[{first}]"
+                    ));
+                }
+            }
+            Ok(FeedbackRuleType::JsonPaths) => {
+                if r.json_paths.is_empty() {
+                    errors.push(format!(
+                        "{rf}.jsonPaths: at least one path is required for type JSONPaths"
+                    ));
+                }
+                for (k, p) in r.json_paths.iter().enumerate() {
+                    let pf = format!("{rf}.jsonPaths[{k}]");
+                    if p.name.trim().is_empty() {
+                        errors.push(format!("{pf}.name: required"));
+                    } else if let Some(first) = names.get(p.name.as_str()) {
+                        errors.push(format!(
+                            "{pf}.name: {:?} is already used by {first}; names must be unique \
+                             within a manifest",
+                            p.name
+                        ));
+                    } else {
+                        names.insert(&p.name, pf.clone());
+                    }
+                    if p.path.is_empty() {
+                        errors.push(format!("{pf}.path: required"));
+                    } else if let Err(e) = crate::jsonpath::parse(&p.path) {
+                        errors.push(format!(
+                            "{pf}.path: rule {:?} of manifest {manifest}: invalid JSONPath: {e}",
+                            p.name
+                        ));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `deployments.apps default/web` for a manifest config's resource identifier.
+fn describe_resource(r: &ResourceIdentifier) -> String {
+    let resource = if r.group.is_empty() {
+        r.resource.clone()
+    } else {
+        format!("{}.{}", r.resource, r.group)
+    };
+    if r.namespace.is_empty() {
+        format!("{resource} {}", r.name)
+    } else {
+        format!("{resource} {}/{}", r.namespace, r.name)
+    }
+}
+
 /// Validates a work: names, manifests (each an object with apiVersion, kind and name; no
 /// duplicates; total size within [`MAX_MANIFESTS_BYTES`]), update strategies, feedback rule
 /// types, delete options. Returns every problem, each naming its field.
@@ -214,31 +284,7 @@ pub fn validate(work: &ManifestWork) -> Vec<String> {
                 UPDATE_STRATEGIES.join(", ")
             ));
         }
-        for (j, r) in c.feedback_rules.iter().enumerate() {
-            let rf = format!("{field}.feedbackRules[{j}]");
-            match r.r#type.as_str() {
-                "WellKnownStatus" => {}
-                "JSONPaths" => {
-                    if r.json_paths.is_empty() {
-                        errors.push(format!("{rf}.jsonPaths: at least one path is required for type JSONPaths"));
-                    }
-                    let mut names = std::collections::HashSet::new();
-                    for (k, p) in r.json_paths.iter().enumerate() {
-                        if p.name.is_empty() {
-                            errors.push(format!("{rf}.jsonPaths[{k}].name: required"));
-                        } else if !names.insert(p.name.as_str()) {
-                            errors.push(format!("{rf}.jsonPaths[{k}].name: duplicate {:?}", p.name));
-                        }
-                        if p.path.is_empty() {
-                            errors.push(format!("{rf}.jsonPaths[{k}].path: required"));
-                        }
-                    }
-                }
-                other => errors.push(format!(
-                    "{rf}.type: unknown feedback rule type {other:?} (want WellKnownStatus or JSONPaths)"
-                )),
-            }
-        }
+        validate_feedback_rules(&field, &rid, &c.feedback_rules, &mut errors);
     }
     if let Some(d) = &spec.delete_option {
         if !d.propagation_policy.is_empty()
@@ -267,138 +313,4 @@ pub fn validate(work: &ManifestWork) -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::v1::{
-        FeedbackRule, Manifest, ManifestConfigOption, ManifestWorkSpec, ManifestsTemplate,
-        ObjectMeta,
-    };
-    use serde_json::json;
-
-    fn work(manifests: Vec<Value>) -> ManifestWork {
-        ManifestWork {
-            metadata: Some(ObjectMeta {
-                name: "w".into(),
-                namespace: "cluster1".into(),
-                ..Default::default()
-            }),
-            spec: Some(ManifestWorkSpec {
-                workload: Some(ManifestsTemplate {
-                    manifests: manifests
-                        .into_iter()
-                        .map(|v| Manifest {
-                            raw: serde_json::to_vec(&v).unwrap(),
-                        })
-                        .collect(),
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
-    }
-
-    fn deploy(name: &str) -> Value {
-        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": "default"}})
-    }
-
-    #[test]
-    fn kinds_map_to_api_server_resource_names() {
-        assert_eq!(kind_to_resource("Deployment"), "deployments");
-        assert_eq!(kind_to_resource("Ingress"), "ingresses");
-        assert_eq!(kind_to_resource("NetworkPolicy"), "networkpolicies");
-        assert_eq!(kind_to_resource("Endpoints"), "endpoints");
-        assert_eq!(kind_to_resource("Gateway"), "gateways");
-    }
-
-    #[test]
-    fn identity_defaults_namespace_and_knows_cluster_scoped_kinds() {
-        let id = manifest_id(
-            &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}),
-        )
-        .unwrap();
-        assert_eq!((id.group.as_str(), id.namespace.as_str()), ("", "default"));
-        let id = manifest_id(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n", "namespace": "x"}})).unwrap();
-        assert_eq!(id.namespace, "");
-        assert_eq!(
-            manifest_id(&json!({"kind": "X", "metadata": {"name": "n"}})).unwrap_err(),
-            "apiVersion: required"
-        );
-        assert_eq!(
-            manifest_id(&json!({"apiVersion": "v1", "metadata": {"name": "n"}})).unwrap_err(),
-            "kind: required"
-        );
-        assert_eq!(
-            manifest_id(&json!({"apiVersion": "v1", "kind": "X"})).unwrap_err(),
-            "metadata.name: required"
-        );
-    }
-
-    #[test]
-    fn validation_names_manifest_index_and_field() {
-        let errs = validate(&work(vec![
-            deploy("a"),
-            json!({"apiVersion": "v1", "kind": "ConfigMap"}),
-            deploy("a"),
-        ]));
-        assert!(
-            errs.iter()
-                .any(|e| e == "spec.workload.manifests[1].metadata.name: required"),
-            "{errs:?}"
-        );
-        assert!(errs.iter().any(|e| e.starts_with("spec.workload.manifests[2]: duplicate resource apps/v1 Deployment default/a (also manifests[0])")), "{errs:?}");
-        assert!(validate(&work(vec![deploy("a")])).is_empty());
-        assert!(!validate(&work(vec![])).is_empty());
-    }
-
-    #[test]
-    fn oversized_works_and_unknown_rules_are_rejected() {
-        let big = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big"}, "data": {"x": "y".repeat(MAX_MANIFESTS_BYTES)}});
-        let errs = validate(&work(vec![big]));
-        assert!(
-            errs.iter()
-                .any(|e| e.contains("over the 512000-byte limit")),
-            "{errs:?}"
-        );
-        let mut w = work(vec![deploy("a")]);
-        w.spec
-            .as_mut()
-            .unwrap()
-            .manifest_configs
-            .push(ManifestConfigOption {
-                resource_identifier: Some(ResourceIdentifier {
-                    group: "apps".into(),
-                    resource: "deployments".into(),
-                    namespace: "default".into(),
-                    name: "a".into(),
-                }),
-                feedback_rules: vec![FeedbackRule {
-                    r#type: "Magic".into(),
-                    json_paths: vec![],
-                }],
-                update_strategy: None,
-            });
-        let errs = validate(&w);
-        assert_eq!(
-            errs,
-            vec![
-                "spec.manifestConfigs[0].feedbackRules[0].type: unknown feedback rule type \"Magic\" (want WellKnownStatus or JSONPaths)"
-            ]
-        );
-    }
-
-    #[test]
-    fn resource_identifiers_select_manifests() {
-        let id = manifest_id(&deploy("hello")).unwrap();
-        let r = ResourceIdentifier {
-            group: "apps".into(),
-            resource: "deployments".into(),
-            namespace: "default".into(),
-            name: "hello".into(),
-        };
-        assert!(id.matches(&r));
-        assert!(!id.matches(&ResourceIdentifier {
-            name: "other".into(),
-            ..r
-        }));
-    }
-}
+mod tests;
