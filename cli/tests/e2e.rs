@@ -83,26 +83,7 @@ fn operator_registers_accepts_labels_taints_applies_sets_and_deletes() {
     );
 
     // Sets and bindings in the OCM shapes, from stdin.
-    let sets = r#"
-apiVersion: cluster.open-cluster-management.io/v1beta2
-kind: ManagedClusterSet
-metadata:
-  name: prod
-spec:
-  clusterSelector:
-    selectorType: LabelSelector
-    labelSelector:
-      matchLabels:
-        env: prod
----
-apiVersion: cluster.open-cluster-management.io/v1beta2
-kind: ManagedClusterSetBinding
-metadata:
-  name: prod
-  namespace: default
-spec:
-  clusterSet: prod
-"#;
+    let sets = include_str!("../../examples/prod-clusterset.yaml");
     let (ok, out, err) = cli_with_stdin(&hub.grpc, &["apply", "-f", "-"], sets);
     assert!(ok, "{err}");
     assert!(

@@ -42,28 +42,7 @@ spec:
 "#;
 
 /// The seed example, exactly as in OCM's docs.
-const PLACEMENT1: &str = r#"
-apiVersion: cluster.open-cluster-management.io/v1beta1
-kind: Placement
-metadata:
-  name: placement1
-  namespace: default
-spec:
-  numberOfClusters: 3
-  clusterSets:
-    - prod
-  predicates:
-    - requiredClusterSelector:
-        labelSelector:
-          matchLabels:
-            purpose: test
-        claimSelector:
-          matchExpressions:
-            - key: platform.open-cluster-management.io
-              operator: In
-              values:
-                - aws
-"#;
+const PLACEMENT1: &str = include_str!("../../examples/placement1.yaml");
 
 #[test]
 fn operator_applies_the_seed_placement1_and_follows_its_decisions() {

@@ -4,7 +4,7 @@
 //!
 //! - [`TARGETS`]: the targets, by name — CloudEvent envelopes and every payload the hub or the
 //!   agent decodes from NATS (with the validation the receiver applies), multi-document OCM
-//!   YAML, label and claim selectors, quantities, and the protobuf bodies of gRPC requests with
+//!   YAML, feedback JSONPaths, label and claim selectors, quantities, and the protobuf bodies of gRPC requests with
 //!   the API's validation;
 //! - [`seeds`]: valid inputs per target, the starting points of structure-aware mutation;
 //! - [`mutate`]: byte-level mutations (flips, inserts, deletes, splices, truncation) that keep

@@ -143,6 +143,36 @@ pub const CLAIM_SELECTORS: &[&str] = &[
     "platform.open-cluster-management.io in (k3s, MicroShift)",
 ];
 
+/// Feedback rule paths in the kubectl JSONPath dialect.
+pub const JSONPATHS: &[&str] = &[
+    r#".status.conditions[?(@.type=="Available")].status"#,
+    "{.spec.template.spec.containers[0].image}",
+    "$..name",
+    ".metadata.labels['app.kubernetes.io/name']",
+    ".items[-1:]",
+    ".items[0:4:2].metadata.name",
+    r"{.metadata.labels.kubernetes\.io/hostname}",
+    r#".status.conditions[?(@.lastTransitionTime>="2024")].reason"#,
+];
+
+/// The object JSONPath seeds are evaluated on: a Deployment with status.
+pub fn deployment_json() -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "default", "labels": {"app.kubernetes.io/name": "web"}},
+        "spec": {"replicas": 3, "template": {"spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]}}},
+        "status": {
+            "replicas": 3,
+            "readyReplicas": 2,
+            "conditions": [
+                {"type": "Available", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+                {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"}
+            ]
+        }
+    })
+}
+
 /// Kubernetes quantities.
 pub const QUANTITIES: &[&str] = &[
     "8",

@@ -122,6 +122,26 @@ fn claim_selector(bytes: &[u8]) -> Outcome {
         .into()
 }
 
+/// A feedback rule's path (`ApplyWork`, `flotilla apply -f`): parsed, evaluated on a Deployment,
+/// and its canonical form must parse back to the same path.
+fn jsonpath(bytes: &[u8]) -> Outcome {
+    use flotilla_api::jsonpath::parse;
+    let path = match parse(&text(bytes)) {
+        Ok(p) => p,
+        Err(e) => return Outcome::Rejected(e.to_string()),
+    };
+    let canonical = path.to_string();
+    match parse(&canonical) {
+        Ok(again) => assert_eq!(
+            again, path,
+            "canonical form {canonical:?} reads back differently"
+        ),
+        Err(e) => panic!("canonical form {canonical:?} does not parse: {e}"),
+    }
+    let _ = path.eval(&crate::seeds::deployment_json());
+    Outcome::Accepted
+}
+
 fn quantity(bytes: &[u8]) -> Outcome {
     flotilla_placement::quantity::parse_quantity(&text(bytes))
         .map(drop)
@@ -199,6 +219,11 @@ pub const TARGETS: &[Target] = &[
         name: "claim-selector",
         run: claim_selector,
         seeds: || strings(crate::seeds::CLAIM_SELECTORS),
+    },
+    Target {
+        name: "jsonpath",
+        run: jsonpath,
+        seeds: || strings(crate::seeds::JSONPATHS),
     },
     Target {
         name: "quantity",

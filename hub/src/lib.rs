@@ -6,6 +6,7 @@
 //! - [`placement`]: one actor per Placement over the shared inventory, the dispatcher that
 //!   reschedules only affected placements, AddOnPlacementScores.
 //! - [`inventory`]: the shared read view of all clusters plus a change broadcast.
+//! - [`identity`]: uid, creationTimestamp and generation of stored objects.
 //! - [`keys`]: typed keys of namespaced objects (inventory and KV spellings).
 //! - [`router`]: NATS subscriptions (registrations, the status stream) → actors.
 //! - [`store`]: typed JetStream KV buckets.
@@ -19,6 +20,7 @@
 pub mod cluster;
 pub mod clusterset;
 pub mod grpc;
+pub mod identity;
 pub mod inventory;
 pub mod keys;
 pub mod metrics;

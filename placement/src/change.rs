@@ -103,7 +103,7 @@ impl Reads {
             match s {
                 SetMatcher::Exclusive(_) => {
                     if let Some(k) = &mut r.labels {
-                        k.insert(crate::clusterset::CLUSTERSET_LABEL.to_owned());
+                        k.insert(crate::labels::CLUSTERSET_LABEL.to_owned());
                     }
                 }
                 SetMatcher::Selector(c) => {

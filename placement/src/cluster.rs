@@ -158,7 +158,7 @@ impl Cluster {
     /// Puts the cluster in the exclusive ManagedClusterSet `set`
     /// (label `cluster.open-cluster-management.io/clusterset`).
     pub fn in_set(self, set: impl Into<String>) -> Self {
-        self.label(crate::clusterset::CLUSTERSET_LABEL, set)
+        self.label(crate::labels::CLUSTERSET_LABEL, set)
     }
 }
 
@@ -188,7 +188,7 @@ mod tests {
             .deleting(true)
             .in_set("prod");
         assert_eq!(c.labels["env"], "prod");
-        assert_eq!(c.labels[crate::clusterset::CLUSTERSET_LABEL], "prod");
+        assert_eq!(c.labels[crate::labels::CLUSTERSET_LABEL], "prod");
         assert_eq!(c.claims["platform.open-cluster-management.io"], "aws");
         assert_eq!(c.taints, vec![t]);
         assert_eq!(c.allocatable.cpu, Some(4.0));

@@ -3,10 +3,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::Cluster;
+use crate::labels::CLUSTERSET_LABEL;
 use crate::selector::{CompiledSelector, LabelSelector};
-
-/// Label that puts a cluster into an `ExclusiveClusterSetLabel` set.
-pub const CLUSTERSET_LABEL: &str = "cluster.open-cluster-management.io/clusterset";
 
 /// Name of the built-in set that selects every cluster.
 pub const GLOBAL_SET: &str = "global";

@@ -24,9 +24,10 @@ use std::time::SystemTime;
 
 use crate::cluster::Cluster;
 use crate::clusterset::{
-    CLUSTERSET_LABEL, ClusterSetSelector, ManagedClusterSet, ManagedClusterSetBinding, SetMatcher,
+    ClusterSetSelector, ManagedClusterSet, ManagedClusterSetBinding, SetMatcher,
 };
 use crate::index::{IdSelector, PairTable, Strings};
+use crate::labels::CLUSTERSET_LABEL;
 use crate::score::AddOnPlacementScore;
 
 /// One AddOn score value, filed for a fast dense scan.

@@ -39,6 +39,7 @@
 //!
 //! Modules, in the order the algorithm uses them:
 //!
+//! - [`error`], [`labels`]: field errors and well-known label keys (leaf modules).
 //! - [`selector`]: label selectors — matching, validation, the `a=b,c in (d)` string form.
 //! - [`quantity`]: Kubernetes quantities (`500m`, `16Gi`) → `f64`.
 //! - [`cluster`]: the scheduler's view of a ManagedCluster (labels, claims, taints, allocatable).
@@ -62,9 +63,11 @@ pub mod change;
 pub mod cluster;
 pub mod clusterset;
 pub mod debug;
+pub mod error;
 pub mod fleet;
 pub mod groups;
 mod index;
+pub mod labels;
 pub mod placement;
 pub mod quantity;
 pub mod schedule;
@@ -81,15 +84,17 @@ mod tests;
 pub use change::{ChangeFilter, DecisionDiff, decisions_changed, placement_may_be_affected};
 pub use cluster::{Allocatable, Cluster, Taint, TaintEffect};
 pub use clusterset::{
-    CLUSTERSET_LABEL, ClusterSetSelector, DEFAULT_SET, EligibleSets, GLOBAL_SET, ManagedClusterSet,
+    ClusterSetSelector, DEFAULT_SET, EligibleSets, GLOBAL_SET, ManagedClusterSet,
     ManagedClusterSetBinding, eligible_cluster_sets,
 };
 pub use debug::{ClusterDebug, Filter, FilterResult, ScheduleDebug, ScoreDetail};
+pub use error::{ErrorKind, FieldError};
 pub use fleet::Fleet;
 pub use groups::{
     DECISION_GROUP_INDEX_LABEL, DECISION_GROUP_NAME_LABEL, DecisionGroupStatus, Decisions,
     GroupSize, MAX_DECISIONS_PER_PAGE, PLACEMENT_LABEL, PlacementDecision, group_decisions,
 };
+pub use labels::CLUSTERSET_LABEL;
 pub use placement::{
     AddOnScoreRef, ClusterPredicate, ClusterSelector, DecisionGroup, DecisionStrategy,
     GroupStrategy, IntOrString, Placement, PrioritizerConfig, PrioritizerMode, PrioritizerPolicy,
@@ -105,4 +110,4 @@ pub use selector::{
 };
 pub use status::{Condition, ConditionStatus, ConditionType, PlacementStatus, Reason};
 pub use taint::{TaintCheck, check_taints};
-pub use validate::{ErrorKind, FieldError, validate};
+pub use validate::validate;

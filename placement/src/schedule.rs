@@ -40,6 +40,7 @@ use std::time::{Duration, SystemTime};
 use crate::cluster::Cluster;
 use crate::clusterset::eligible_cluster_sets;
 use crate::debug::{ClusterDebug, Filter, FilterResult, ScheduleDebug, ScoreDetail};
+use crate::error::{ErrorKind, FieldError};
 use crate::fleet::Fleet;
 use crate::groups::{PlacementDecision, group_sorted};
 use crate::index::IdSelector;
@@ -54,7 +55,7 @@ use crate::status::{
     Condition, ConditionType, Outcome, PlacementStatus, Reason, satisfied_condition,
 };
 use crate::taint::{Rejection, TaintCheck, check_taints};
-use crate::validate::{ErrorKind, FieldError, validate};
+use crate::validate::validate;
 
 /// Per-placement input to a scheduling run.
 #[derive(Debug, Clone, Copy)]

@@ -13,7 +13,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::validate::{ErrorKind, FieldError};
+use crate::error::{ErrorKind, FieldError};
 
 /// A selector operator. Unknown operators are kept (not rejected at deserialisation) so that
 /// validation can name them and the field they sit in.

@@ -7,41 +7,10 @@
 //! coordinates, selector and toleration mistakes). [`ErrorKind`] carries that distinction so the
 //! hub can choose what to reject; the scheduler refuses to schedule a spec with any error.
 
+use crate::error::{ErrorKind, FieldError};
 use crate::groups::GroupSize;
 use crate::placement::{ClusterSelector, Placement, ScoreCoordinateType, TolerationOperator};
 use crate::score::BuiltIn;
-
-/// How OCM treats a problem.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ErrorKind {
-    /// OCM's API would reject the object (schema violation).
-    Invalid,
-    /// OCM accepts the object and reports `PlacementMisconfigured=True`.
-    Misconfigured,
-}
-
-/// One problem in a spec.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{path}: {message}")]
-pub struct FieldError {
-    /// JSON path of the field, e.g. `spec.tolerations[2].value`.
-    pub path: String,
-    /// Rejection or PlacementMisconfigured.
-    pub kind: ErrorKind,
-    /// What is wrong and what is wanted.
-    pub message: String,
-}
-
-impl FieldError {
-    /// A field error.
-    pub fn new(path: impl Into<String>, kind: ErrorKind, message: impl Into<String>) -> Self {
-        FieldError {
-            path: path.into(),
-            kind,
-            message: message.into(),
-        }
-    }
-}
 
 /// Every problem in `placement`, in field order. Empty means the spec can be scheduled.
 pub fn validate(placement: &Placement) -> Vec<FieldError> {

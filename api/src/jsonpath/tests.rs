@@ -1,3 +1,7 @@
+//! Tests of the JSONPath engine, one section per construct of the dialect, then error
+//! positions, the canonical form, properties and the kubectl reference page (long because the
+//! dialect is; each section stands alone).
+
 use super::parser::is_plain;
 use super::*;
 use proptest::prelude::*;

@@ -277,13 +277,7 @@ impl Actor {
                     )));
                 }
                 let om = old.metadata.clone().unwrap_or_default();
-                m.uid = om.uid;
-                m.creation_timestamp = om.creation_timestamp;
-                m.generation = if old.spec != next.spec {
-                    om.generation + 1
-                } else {
-                    om.generation
-                };
+                crate::identity::keep(&mut m, &om, old.spec != next.spec);
                 next.status = old.status.clone();
                 self.revision
             }
@@ -291,9 +285,7 @@ impl Actor {
                 if m.resource_version != 0 {
                     return Err(PlacementError::NotFound(format!("Placement {}", self.key)));
                 }
-                m.uid = uuid::Uuid::new_v4().to_string();
-                m.creation_timestamp = Some(meta::now());
-                m.generation = 1;
+                crate::identity::create(&mut m);
                 next.status = None;
                 0
             }

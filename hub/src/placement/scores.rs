@@ -11,7 +11,6 @@ use crate::inventory::{ChangeKind, ClusterInventory, Inventory};
 use crate::keys::ObjectRef;
 use crate::placement::metrics::PlacementMetrics;
 use crate::store::{Bucket, StoreError};
-use flotilla_api::meta;
 use flotilla_api::names;
 use flotilla_api::v1::{AddOnPlacementScore, AddOnPlacementScoreReport, ObjectMeta};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -265,14 +264,10 @@ impl Actor {
         match &existing {
             Some(old) => {
                 let om = old.metadata.clone().unwrap_or_default();
-                m.uid = om.uid;
-                m.creation_timestamp = om.creation_timestamp;
-                m.generation = om.generation;
+                crate::identity::keep(m, &om, false);
             }
             None => {
-                m.uid = uuid::Uuid::new_v4().to_string();
-                m.creation_timestamp = Some(meta::now());
-                m.generation = 1;
+                crate::identity::create(m);
             }
         }
         m.resource_version = 0;

@@ -129,13 +129,7 @@ impl Actor {
                 {
                     return Ok(e.work.clone());
                 }
-                meta.uid = old.uid;
-                meta.creation_timestamp = old.creation_timestamp;
-                meta.generation = if spec_changed {
-                    old.generation + 1
-                } else {
-                    old.generation
-                };
+                crate::identity::keep(&mut meta, &old, spec_changed);
                 let mut hub = e.work.hub.clone().unwrap_or_default();
                 if spec_changed {
                     hub.accepted_at = Some(meta::now());
@@ -158,9 +152,7 @@ impl Actor {
                         self.name
                     )));
                 }
-                meta.uid = uuid::Uuid::new_v4().to_string();
-                meta.creation_timestamp = Some(meta::now());
-                meta.generation = 1;
+                crate::identity::create(&mut meta);
                 let mut w = ManifestWork {
                     metadata: Some(meta),
                     spec: work.spec,

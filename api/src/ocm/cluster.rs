@@ -1,0 +1,136 @@
+//! `cluster.open-cluster-management.io/v1 ManagedCluster` (read-only: clusters register).
+
+use super::CLUSTER_V1;
+use super::meta::{Condition, Metadata, conditions};
+use crate::meta::rfc3339;
+use crate::v1;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// ManagedCluster in the OCM shape (output only: clusters are created by registration).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ManagedCluster {
+    /// `cluster.open-cluster-management.io/v1`.
+    pub api_version: String,
+    /// `ManagedCluster`.
+    pub kind: String,
+    /// Metadata.
+    pub metadata: Metadata,
+    /// Spec.
+    pub spec: ManagedClusterSpec,
+    /// Status.
+    #[serde(default)]
+    pub status: ManagedClusterStatus,
+}
+
+/// ManagedCluster spec.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ManagedClusterSpec {
+    /// Hub side of the double opt-in.
+    #[serde(default)]
+    pub hub_accepts_client: bool,
+    /// Lease renewal period in seconds.
+    #[serde(default)]
+    pub lease_duration_seconds: i32,
+    /// Taints.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<Taint>,
+}
+
+/// A taint.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Taint {
+    /// Key.
+    pub key: String,
+    /// Value.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub value: String,
+    /// NoSelect, PreferNoSelect or NoSelectIfNew.
+    pub effect: String,
+    /// When the hub added it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub time_added: String,
+}
+
+/// ManagedCluster status.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ManagedClusterStatus {
+    /// Conditions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// Capacity.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub capacity: BTreeMap<String, String>,
+    /// Allocatable.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub allocatable: BTreeMap<String, String>,
+    /// Version.
+    #[serde(default)]
+    pub version: Version,
+    /// Claims.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster_claims: Vec<Claim>,
+}
+
+/// Spoke version.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Version {
+    /// Kubernetes version.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kubernetes: String,
+}
+
+/// A cluster claim.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Claim {
+    /// Claim name.
+    pub name: String,
+    /// Claim value.
+    pub value: String,
+}
+
+impl From<&v1::ManagedCluster> for ManagedCluster {
+    fn from(c: &v1::ManagedCluster) -> Self {
+        let spec = c.spec.clone().unwrap_or_default();
+        let status = c.status.clone().unwrap_or_default();
+        Self {
+            api_version: CLUSTER_V1.into(),
+            kind: "ManagedCluster".into(),
+            metadata: c.metadata.as_ref().map(Metadata::from).unwrap_or_default(),
+            spec: ManagedClusterSpec {
+                hub_accepts_client: spec.hub_accepts_client,
+                lease_duration_seconds: spec.lease_duration_seconds,
+                taints: spec
+                    .taints
+                    .iter()
+                    .map(|t| Taint {
+                        key: t.key.clone(),
+                        value: t.value.clone(),
+                        effect: t.effect.clone(),
+                        time_added: t.time_added.as_ref().map(rfc3339).unwrap_or_default(),
+                    })
+                    .collect(),
+            },
+            status: ManagedClusterStatus {
+                conditions: conditions(&status.conditions),
+                capacity: status.capacity.into_iter().collect(),
+                allocatable: status.allocatable.into_iter().collect(),
+                version: Version {
+                    kubernetes: status.version.map(|v| v.kubernetes).unwrap_or_default(),
+                },
+                cluster_claims: status
+                    .cluster_claims
+                    .into_iter()
+                    .map(|c| Claim {
+                        name: c.name,
+                        value: c.value,
+                    })
+                    .collect(),
+            },
+        }
+    }
+}

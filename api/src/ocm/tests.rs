@@ -1,0 +1,154 @@
+use super::*;
+
+#[test]
+fn parses_the_hello_work_demo_seed_example() {
+    let text = r#"
+apiVersion: work.open-cluster-management.io/v1
+kind: ManifestWork
+metadata:
+  namespace: cluster1
+  name: hello-work-demo
+spec:
+  workload:
+    manifests:
+      - apiVersion: apps/v1
+        kind: Deployment
+        metadata:
+          name: hello
+          namespace: default
+        spec:
+          selector:
+            matchLabels:
+              app: hello
+          template:
+            metadata:
+              labels:
+                app: hello
+            spec:
+              containers:
+                - name: hello
+                  image: quay.io/asmacdo/busybox
+                  command: ["sh", "-c", 'echo "Hello, Kubernetes!" && sleep 3600']
+  manifestConfigs:
+    - resourceIdentifier:
+        group: apps
+        resource: deployments
+        namespace: default
+        name: hello
+      feedbackRules:
+        - type: WellKnownStatus
+        - type: JSONPaths
+          jsonPaths:
+            - name: isAvailable
+              path: '.status.conditions[?(@.type=="Available")].status'
+"#;
+    let docs = parse_documents(text);
+    let Ok(Document::Work(w)) = &docs[0] else {
+        panic!("{docs:?}")
+    };
+    assert_eq!(w.metadata.as_ref().unwrap().namespace, "cluster1");
+    let spec = w.spec.as_ref().unwrap();
+    assert_eq!(spec.workload.as_ref().unwrap().manifests.len(), 1);
+    assert_eq!(spec.manifest_configs[0].feedback_rules.len(), 2);
+    let back = ManifestWork::from(w);
+    assert_eq!(back.spec.workload.manifests[0]["metadata"]["name"], "hello");
+    assert_eq!(back.to_proto().unwrap().spec, w.spec);
+}
+
+#[test]
+fn parses_sets_and_bindings_as_ocm_users_write_them() {
+    let text = include_str!("../../../examples/prod-clusterset.yaml");
+    let docs: Vec<_> = parse_documents(text)
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(docs.len(), 2);
+    let Document::ClusterSet(set) = &docs[0] else {
+        panic!("first document should be a set")
+    };
+    let sel = set
+        .spec
+        .as_ref()
+        .unwrap()
+        .cluster_selector
+        .as_ref()
+        .unwrap();
+    assert_eq!(sel.selector_type, "LabelSelector");
+    assert_eq!(
+        sel.label_selector.as_ref().unwrap().match_labels["env"],
+        "prod"
+    );
+    let Document::Binding(b) = &docs[1] else {
+        panic!("second document should be a binding")
+    };
+    assert_eq!(b.metadata.as_ref().unwrap().namespace, "default");
+}
+
+#[test]
+fn bad_fields_name_document_and_path() {
+    let text = "apiVersion: cluster.open-cluster-management.io/v1beta2\nkind: ManagedClusterSet\nmetadata:\n  name: s\nspec:\n  clusterSelector:\n    selectorTyp: X\n";
+    let err = parse_documents(text).remove(0).unwrap_err().to_string();
+    assert!(err.contains("document 1"), "{err}");
+    assert!(err.contains("spec.clusterSelector"), "{err}");
+    assert!(err.contains("selectorTyp"), "{err}");
+}
+
+#[test]
+fn unknown_kinds_and_broken_yaml_are_reported() {
+    let errs = parse_documents("apiVersion: v1\nkind: Pod\nmetadata: {name: x}\n");
+    assert!(matches!(errs[0], Err(DocError::Unsupported { .. })));
+    let errs = parse_documents("a: [b\n");
+    assert!(matches!(errs[0], Err(DocError::Yaml { .. })));
+}
+
+#[test]
+fn broken_yaml_is_reported_with_line_and_column() {
+    let errs = parse_documents("kind: ManifestWork\nmetadata:\n  name: [a\n");
+    let Err(DocError::Yaml {
+        doc,
+        message,
+        line,
+        column,
+    }) = &errs[0]
+    else {
+        panic!("{errs:?}");
+    };
+    assert_eq!((*doc, *line), (1, Some(4)), "{message}");
+    assert!(column.is_some());
+    assert!(
+        errs[0]
+            .as_ref()
+            .unwrap_err()
+            .to_string()
+            .starts_with("document 1: invalid YAML at line 4, column "),
+        "{}",
+        errs[0].as_ref().unwrap_err()
+    );
+}
+
+/// Hostile nesting (`[[[[…` 20,000 deep, or as deep in block style) is refused with an error
+/// naming the limit, not a stack overflow.
+#[test]
+fn deep_nesting_is_refused_not_a_stack_overflow() {
+    for text in [
+        "[".repeat(20_000),
+        "{a: ".repeat(5_000),
+        (0..1_000)
+            .map(|i| format!("{}- \n", "  ".repeat(i)))
+            .collect::<String>(),
+    ] {
+        let errs = std::thread::Builder::new()
+            .stack_size(2 * 1024 * 1024)
+            .spawn(move || {
+                parse_documents(&text)
+                    .into_iter()
+                    .map(|r| r.map(|_| ()).map_err(|e| e.to_string()))
+                    .collect::<Vec<_>>()
+            })
+            .expect("spawn")
+            .join()
+            .expect("parsing overflowed a 2 MiB stack");
+        let err = errs[0].as_ref().expect_err("hostile document accepted");
+        assert!(err.contains("nest"), "{err}");
+    }
+}
