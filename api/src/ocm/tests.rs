@@ -2,47 +2,8 @@ use super::*;
 
 #[test]
 fn parses_the_hello_work_demo_seed_example() {
-    let text = r#"
-apiVersion: work.open-cluster-management.io/v1
-kind: ManifestWork
-metadata:
-  namespace: cluster1
-  name: hello-work-demo
-spec:
-  workload:
-    manifests:
-      - apiVersion: apps/v1
-        kind: Deployment
-        metadata:
-          name: hello
-          namespace: default
-        spec:
-          selector:
-            matchLabels:
-              app: hello
-          template:
-            metadata:
-              labels:
-                app: hello
-            spec:
-              containers:
-                - name: hello
-                  image: quay.io/asmacdo/busybox
-                  command: ["sh", "-c", 'echo "Hello, Kubernetes!" && sleep 3600']
-  manifestConfigs:
-    - resourceIdentifier:
-        group: apps
-        resource: deployments
-        namespace: default
-        name: hello
-      feedbackRules:
-        - type: WellKnownStatus
-        - type: JSONPaths
-          jsonPaths:
-            - name: isAvailable
-              path: '.status.conditions[?(@.type=="Available")].status'
-"#;
-    let docs = parse_documents(text);
+    let text = include_str!("../../../examples/hello-work.yaml").replace("CLUSTER", "cluster1");
+    let docs = parse_documents(&text);
     let Ok(Document::Work(w)) = &docs[0] else {
         panic!("{docs:?}")
     };
