@@ -83,6 +83,20 @@ pub fn inbox_prefix(cluster: &str) -> String {
     format!("_INBOX.{cluster}")
 }
 
+/// Inbox prefix of a secure-mode agent's bootstrap connection. Bootstrap credentials are shared
+/// by every spoke, so they may only read this separate inbox space, never a cluster's own.
+pub fn bootstrap_inbox_prefix(cluster: &str) -> String {
+    format!("{BOOTSTRAP_INBOX}.{cluster}")
+}
+
+/// The root of every bootstrap inbox.
+pub const BOOTSTRAP_INBOX: &str = "_INBOX_bootstrap";
+
+/// Every subject carrying a cluster's statuses, registrations or resyncs (for permissions).
+pub fn agent_publish(cluster: &str) -> [String; 3] {
+    [status_of_cluster(cluster), register(cluster), sync(cluster)]
+}
+
 /// A subject that does not follow the scheme.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("subject {subject:?}: {reason}")]

@@ -147,6 +147,24 @@ impl NatsServer {
         server
     }
 
+    /// Starts a server from a configuration written elsewhere (e.g. a secure directory's
+    /// operator-mode `nats-server.conf`) that listens on `port`, and waits until it accepts
+    /// connections. The log goes to a temporary directory.
+    pub fn start_from_config(config: PathBuf, port: u16) -> Self {
+        let store = tempfile::tempdir().expect("create a temp dir for the log");
+        let log = store.path().join("nats-server.log");
+        let mut server = Self {
+            child: None,
+            port,
+            leaf_port: None,
+            _store: store,
+            log,
+            config,
+        };
+        server.spawn();
+        server
+    }
+
     fn spawn(&mut self) {
         let bin = nats_server_binary();
         let log = std::fs::OpenOptions::new()

@@ -127,7 +127,7 @@ pub fn new_cluster(
             ..Default::default()
         }),
     };
-    apply_registration(&mut c, req);
+    apply_registration(&mut c, req, KeyPolicy::Record);
     if auto.admits(&req.labels, &req.claims) {
         accept(
             &mut c,
@@ -139,9 +139,24 @@ pub fn new_cluster(
     c
 }
 
+/// Which agent keys the hub trusts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyPolicy {
+    /// Plain mode: keys mean nothing on the wire; the latest registration's key is recorded.
+    Record,
+    /// Secure mode: credentials are issued for the agent key; once a cluster is accepted, a
+    /// registration with another key does not replace it but waits in `requested_public_key`
+    /// for the hub cluster admin to accept the cluster again (OCM: a new CSR needs approval).
+    Pin,
+}
+
 /// Copies what a (re-)registration reports into the cluster; returns whether anything changed.
 /// Labels are taken only at creation: afterwards the hub's labels are authoritative.
-pub fn apply_registration(c: &mut ManagedCluster, req: &RegistrationRequest) -> bool {
+pub fn apply_registration(
+    c: &mut ManagedCluster,
+    req: &RegistrationRequest,
+    keys: KeyPolicy,
+) -> bool {
     let mut changed = apply_report(
         c,
         &req.capacity,
@@ -149,12 +164,40 @@ pub fn apply_registration(c: &mut ManagedCluster, req: &RegistrationRequest) -> 
         &req.kubernetes_version,
         &req.claims,
     );
+    let pinned = keys == KeyPolicy::Pin && accepted(c);
     let hub = c.hub.get_or_insert_with(Default::default);
-    if hub.agent_public_key != req.agent_public_key {
+    if hub.agent_public_key == req.agent_public_key {
+        return changed;
+    }
+    if pinned && !hub.agent_public_key.is_empty() {
+        if hub.requested_public_key != req.agent_public_key {
+            hub.requested_public_key = req.agent_public_key.clone();
+            changed = true;
+        }
+    } else {
         hub.agent_public_key = req.agent_public_key.clone();
+        hub.requested_public_key.clear();
         changed = true;
     }
     changed
+}
+
+/// Whether credentials may be issued to an agent presenting `key`: the cluster is accepted and
+/// `key` is its agent key.
+pub fn may_issue(c: &ManagedCluster, key: &str) -> bool {
+    accepted(c) && !key.is_empty() && c.hub.as_ref().is_some_and(|h| h.agent_public_key == key)
+}
+
+/// The hub cluster admin accepted the cluster again while a new agent key waited: the new key
+/// becomes the agent key. Returns the key it replaces (to be revoked).
+pub fn adopt_requested_key(c: &mut ManagedCluster) -> Option<String> {
+    let hub = c.hub.as_mut()?;
+    if hub.requested_public_key.is_empty() {
+        return None;
+    }
+    let new = std::mem::take(&mut hub.requested_public_key);
+    let old = std::mem::replace(&mut hub.agent_public_key, new);
+    (!old.is_empty()).then_some(old)
 }
 
 /// Copies capacity, allocatable, version and claims; returns whether anything changed.
@@ -414,194 +457,4 @@ pub fn apply_taints(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn req(name: &str) -> RegistrationRequest {
-        RegistrationRequest {
-            cluster_name: name.into(),
-            labels: [("env".to_string(), "prod".to_string())].into(),
-            claims: vec![ClusterClaim {
-                name: meta::CLAIM_PLATFORM.into(),
-                value: "AWS".into(),
-            }],
-            capacity: [("cpu".to_string(), "8".to_string())].into(),
-            kubernetes_version: "v1.30.0".into(),
-            ..Default::default()
-        }
-    }
-
-    fn taint_keys(c: &ManagedCluster) -> Vec<&str> {
-        c.spec
-            .as_ref()
-            .unwrap()
-            .taints
-            .iter()
-            .map(|t| t.key.as_str())
-            .collect()
-    }
-
-    #[test]
-    fn new_clusters_wait_for_acceptance_in_the_default_set_and_are_unreachable() {
-        let c = new_cluster(&req("c1"), &AutoAccept::default(), 60);
-        assert!(!accepted(&c));
-        assert_eq!(
-            c.metadata.as_ref().unwrap().labels[CLUSTERSET_LABEL],
-            "default"
-        );
-        assert_eq!(c.metadata.as_ref().unwrap().labels["env"], "prod");
-        assert_eq!(taint_keys(&c), vec![TAINT_UNREACHABLE]);
-        assert_eq!(c.status.as_ref().unwrap().capacity["cpu"], "8");
-    }
-
-    #[test]
-    fn auto_accept_honours_label_and_claim_selectors() {
-        let mut auto = AutoAccept {
-            enabled: true,
-            labels: Some(selector::parse("env=prod").unwrap()),
-            claims: None,
-        };
-        assert!(accepted(&new_cluster(&req("c1"), &auto, 60)));
-        auto.claims = Some(selector::parse("platform.open-cluster-management.io=GCP").unwrap());
-        assert!(!accepted(&new_cluster(&req("c1"), &auto, 60)));
-        auto.enabled = false;
-        auto.claims = None;
-        assert!(!accepted(&new_cluster(&req("c1"), &auto, 60)));
-    }
-
-    #[test]
-    fn availability_drives_the_builtin_taints() {
-        let mut c = new_cluster(&req("c1"), &AutoAccept::default(), 60);
-        accept(&mut c, "HubClusterAdminAccepted", "");
-        assert!(set_available(
-            &mut c,
-            status::TRUE,
-            "ManagedClusterAvailable",
-            ""
-        ));
-        assert!(taint_keys(&c).is_empty());
-        assert!(set_available(&mut c, status::FALSE, "Unhealthy", ""));
-        assert_eq!(taint_keys(&c), vec![TAINT_UNAVAILABLE]);
-        assert!(set_available(
-            &mut c,
-            status::UNKNOWN,
-            "ManagedClusterLeaseUpdateStopped",
-            ""
-        ));
-        assert_eq!(taint_keys(&c), vec![TAINT_UNREACHABLE]);
-        assert!(!set_available(
-            &mut c,
-            status::UNKNOWN,
-            "ManagedClusterLeaseUpdateStopped",
-            ""
-        ));
-    }
-
-    #[test]
-    fn deny_flips_acceptance_and_marks_denied() {
-        let mut c = new_cluster(&req("c1"), &AutoAccept::default(), 60);
-        accept(&mut c, "HubClusterAdminAccepted", "");
-        join(&mut c);
-        set_available(&mut c, status::TRUE, "ManagedClusterAvailable", "");
-        let gen_before = c.metadata.as_ref().unwrap().generation;
-        assert!(deny(&mut c));
-        assert!(!accepted(&c) && denied(&c));
-        assert_eq!(available(&c), Some(status::UNKNOWN));
-        assert!(c.metadata.as_ref().unwrap().generation > gen_before);
-        assert!(accept(&mut c, "HubClusterAdminAccepted", ""));
-        assert!(!denied(&c));
-    }
-
-    #[test]
-    fn taints_get_hub_time_and_builtin_taints_are_protected() {
-        let mut c = new_cluster(&req("c1"), &AutoAccept::default(), 60);
-        let gpu = Taint {
-            key: "gpu".into(),
-            value: "true".into(),
-            effect: "NoSelect".into(),
-            time_added: None,
-        };
-        assert!(apply_taints(&mut c, std::slice::from_ref(&gpu), &[]).unwrap());
-        let t = c
-            .spec
-            .as_ref()
-            .unwrap()
-            .taints
-            .iter()
-            .find(|t| t.key == "gpu")
-            .unwrap();
-        assert!(t.time_added.is_some());
-        assert!(
-            !apply_taints(&mut c, &[gpu], &[]).unwrap(),
-            "same taint twice is no change"
-        );
-        let bad = Taint {
-            key: "x".into(),
-            effect: "NoExecute".into(),
-            ..Default::default()
-        };
-        assert!(
-            apply_taints(&mut c, &[bad], &[])
-                .unwrap_err()
-                .contains("taints[0].effect")
-        );
-        let builtin = TaintKey {
-            key: TAINT_UNREACHABLE.into(),
-            effect: String::new(),
-        };
-        assert!(apply_taints(&mut c, &[], &[builtin]).is_err());
-        let rm = TaintKey {
-            key: "gpu".into(),
-            effect: String::new(),
-        };
-        assert!(apply_taints(&mut c, &[], &[rm]).unwrap());
-    }
-
-    #[test]
-    fn labels_are_validated_and_edited() {
-        let mut c = new_cluster(&req("c1"), &AutoAccept::default(), 60);
-        let set = [("tier".to_string(), "edge".to_string())].into();
-        assert!(apply_labels(&mut c, &set, &["env".into()]).unwrap());
-        let labels = &c.metadata.as_ref().unwrap().labels;
-        assert_eq!(labels["tier"], "edge");
-        assert!(!labels.contains_key("env"));
-        let bad = [("bad key".to_string(), "x".to_string())].into();
-        assert!(
-            apply_labels(&mut c, &bad, &[])
-                .unwrap_err()
-                .contains("labels")
-        );
-    }
-
-    #[test]
-    fn registration_validation_names_the_field() {
-        let mut r = req("Bad_Name");
-        assert!(
-            validate_registration(&r)
-                .unwrap_err()
-                .starts_with("clusterName")
-        );
-        r = req("c1");
-        r.claims.push(ClusterClaim {
-            name: "x".into(),
-            value: String::new(),
-        });
-        assert!(
-            validate_registration(&r)
-                .unwrap_err()
-                .contains("claims[1].value")
-        );
-        r = req("c1");
-        for i in 0..=MAX_CUSTOM_CLAIMS {
-            r.claims.push(ClusterClaim {
-                name: format!("c{i}"),
-                value: "v".into(),
-            });
-        }
-        assert!(
-            validate_registration(&r)
-                .unwrap_err()
-                .contains("custom claims")
-        );
-    }
-}
+mod tests;

@@ -1,0 +1,424 @@
+//! The secure directory `flotilla-hub init --dir DIR` writes and `flotilla-hub --secure-dir DIR`
+//! reads:
+//!
+//! | file | what | mode |
+//! |---|---|---|
+//! | `nats-server.conf` | operator mode: operator JWT, system account, the NATS-based (`full`) account resolver in `jwt/` with both accounts preloaded, JetStream in `jetstream/`, the listen address, TLS when asked | 0644 |
+//! | `operator.jwt`, `account.jwt`, `system.jwt` | the JWTs | 0644 |
+//! | `keys/*.nk` | operator, operator signing, account, account signing and system account seeds | 0600 in a 0700 dir |
+//! | `hub.creds` | the hub's user (everything in the Flotilla account) | 0600 |
+//! | `sys.creds` | a system-account user the hub pushes account updates (revocations) with | 0600 |
+//! | `bootstrap.creds` | what spoke admins give agents: may only ask to register | 0600 |
+//! | `tls/` | with `--tls`: a CA, the server's certificate and a client certificate | keys 0600 |
+//!
+//! The operator identity key signs only the operator JWT; account JWTs are signed by the
+//! operator signing key (which the hub keeps to push revocations), user JWTs by the account
+//! signing key (which the hub keeps to issue cluster credentials).
+
+use crate::creds::Creds;
+use crate::jwt::{Account, AccountLimits, Claims, Operator, User};
+use crate::permissions;
+use crate::secret::{Secret, create_private_dir, write_private, write_public};
+use nkeys::KeyPair;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Name of the Flotilla account.
+pub const ACCOUNT_NAME: &str = "flotilla";
+
+/// What `init` should write.
+#[derive(Debug, Clone)]
+pub struct InitOptions {
+    /// Where the NATS server listens (`host:port`).
+    pub nats_listen: String,
+    /// Write a CA, server and client certificates and make the server require TLS.
+    pub tls: bool,
+    /// Extra names the server certificate is valid for (besides localhost, 127.0.0.1 and the
+    /// listen host).
+    pub tls_hosts: Vec<String>,
+    /// Replace an existing secure directory's files.
+    pub force: bool,
+}
+
+impl Default for InitOptions {
+    fn default() -> Self {
+        Self {
+            nats_listen: "127.0.0.1:4222".into(),
+            tls: false,
+            tls_hosts: Vec::new(),
+            force: false,
+        }
+    }
+}
+
+/// Why a secure directory cannot be written or read.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file has the wrong content.
+    #[error("{path}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// The directory already holds a secure setup.
+    #[error(
+        "{0} already holds a Flotilla secure setup (nats-server.conf); refusing to overwrite its keys (use --force to replace them)"
+    )]
+    Exists(PathBuf),
+    /// Keys or certificates could not be made.
+    #[error("{0}")]
+    Crypto(String),
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> SetupError + '_ {
+    move |source| SetupError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Unix seconds now.
+pub fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or_default()
+}
+
+/// TLS files of a secure directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The CA certificate clients verify the server with.
+    pub ca: PathBuf,
+    /// The server certificate.
+    pub server_cert: PathBuf,
+    /// The server key.
+    pub server_key: PathBuf,
+    /// A client certificate (for mutual TLS clients).
+    pub client_cert: PathBuf,
+    /// Its key.
+    pub client_key: PathBuf,
+}
+
+impl TlsFiles {
+    fn in_dir(dir: &Path) -> Self {
+        let tls = dir.join("tls");
+        Self {
+            ca: tls.join("ca.pem"),
+            server_cert: tls.join("server.pem"),
+            server_key: tls.join("server-key.pem"),
+            client_cert: tls.join("client.pem"),
+            client_key: tls.join("client-key.pem"),
+        }
+    }
+}
+
+/// A secure directory, read back: what the hub needs to issue and revoke.
+#[derive(Debug)]
+pub struct SecureDir {
+    /// The directory.
+    pub dir: PathBuf,
+    /// Signs account JWTs (revocation pushes).
+    pub operator_signing: KeyPair,
+    /// The Flotilla account's public key.
+    pub account: String,
+    /// Signs user JWTs (cluster credentials).
+    pub account_signing: KeyPair,
+    /// The hub's credentials file.
+    pub hub_creds: PathBuf,
+    /// The system user's credentials file.
+    pub sys_creds: PathBuf,
+    /// The bootstrap credentials file.
+    pub bootstrap_creds: PathBuf,
+    /// The server configuration.
+    pub server_conf: PathBuf,
+    /// TLS files, when the directory was made with `--tls`.
+    pub tls: Option<TlsFiles>,
+}
+
+impl SecureDir {
+    /// Where the revocations the hub made are kept.
+    pub fn revocations_file(&self) -> PathBuf {
+        self.dir.join("revocations.json")
+    }
+
+    /// Writes a new secure directory.
+    pub fn init(dir: &Path, options: &InitOptions) -> Result<Self, SetupError> {
+        let conf = dir.join("nats-server.conf");
+        if conf.exists() && !options.force {
+            return Err(SetupError::Exists(dir.to_path_buf()));
+        }
+        create_private_dir(dir).map_err(io(dir))?;
+        let keys = dir.join("keys");
+        create_private_dir(&keys).map_err(io(&keys))?;
+        let now = unix_now();
+        let crypto = |e: nkeys::error::Error| SetupError::Crypto(e.to_string());
+
+        let operator = KeyPair::new_operator();
+        let operator_signing = KeyPair::new_operator();
+        let system = KeyPair::new_account();
+        let account = KeyPair::new_account();
+        let account_signing = KeyPair::new_account();
+
+        let jwt_err = |e: crate::jwt::JwtError| SetupError::Crypto(e.to_string());
+        let operator_jwt = Claims::new(
+            "flotilla-operator",
+            operator.public_key(),
+            now,
+            Operator::new(vec![operator_signing.public_key()], system.public_key()),
+        )
+        .encode(&operator)
+        .map_err(jwt_err)?;
+        let system_jwt = Claims::new(
+            "SYS",
+            system.public_key(),
+            now,
+            Account::new(AccountLimits::unlimited(), vec![]),
+        )
+        .encode(&operator_signing)
+        .map_err(jwt_err)?;
+        let account_jwt = account_claims(&account.public_key(), &account_signing.public_key(), now)
+            .encode(&operator_signing)
+            .map_err(jwt_err)?;
+
+        for (name, key) in [
+            ("operator.nk", &operator),
+            ("operator-signing.nk", &operator_signing),
+            ("system.nk", &system),
+            ("account.nk", &account),
+            ("account-signing.nk", &account_signing),
+        ] {
+            let path = keys.join(name);
+            let seed = key.seed().map_err(crypto)?;
+            write_private(&path, format!("{seed}\n").as_bytes()).map_err(io(&path))?;
+        }
+        for (name, jwt) in [
+            ("operator.jwt", &operator_jwt),
+            ("system.jwt", &system_jwt),
+            ("account.jwt", &account_jwt),
+        ] {
+            let path = dir.join(name);
+            write_public(&path, jwt.as_bytes()).map_err(io(&path))?;
+        }
+        let user_creds = |name: &str, nats: User, signer: &KeyPair, issuer_account: &str| {
+            let user = KeyPair::new_user();
+            let mut nats = nats;
+            if signer.public_key() != issuer_account {
+                nats.issuer_account = issuer_account.to_string();
+            }
+            let jwt = Claims::new(name, user.public_key(), now, nats)
+                .encode(signer)
+                .map_err(jwt_err)?;
+            Ok::<_, SetupError>(Creds {
+                jwt,
+                seed: Secret::new(user.seed().map_err(crypto)?),
+            })
+        };
+        let account_pub = account.public_key();
+        for (file, creds) in [
+            (
+                "hub.creds",
+                user_creds(
+                    "flotilla-hub",
+                    permissions::hub(),
+                    &account_signing,
+                    &account_pub,
+                )?,
+            ),
+            (
+                "bootstrap.creds",
+                user_creds(
+                    "flotilla-bootstrap",
+                    permissions::bootstrap(),
+                    &account_signing,
+                    &account_pub,
+                )?,
+            ),
+            (
+                "sys.creds",
+                user_creds(
+                    "flotilla-sys",
+                    permissions::hub(),
+                    &system,
+                    &system.public_key(),
+                )?,
+            ),
+        ] {
+            let path = dir.join(file);
+            write_private(&path, creds.format().expose().as_bytes()).map_err(io(&path))?;
+        }
+        let tls = if options.tls {
+            let files = TlsFiles::in_dir(dir);
+            write_tls(&files, &options.nats_listen, &options.tls_hosts)?;
+            Some(files)
+        } else {
+            None
+        };
+        let jwt_dir = dir.join("jwt");
+        std::fs::create_dir_all(&jwt_dir).map_err(io(&jwt_dir))?;
+        let text = server_conf(
+            dir,
+            &options.nats_listen,
+            &system.public_key(),
+            &[
+                (&account_pub, &account_jwt),
+                (&system.public_key(), &system_jwt),
+            ],
+            tls.as_ref(),
+        );
+        write_public(&conf, text.as_bytes()).map_err(io(&conf))?;
+        Self::load(dir)
+    }
+
+    /// Reads a secure directory back.
+    pub fn load(dir: &Path) -> Result<Self, SetupError> {
+        let seed = |name: &str| {
+            let path = dir.join("keys").join(name);
+            let text = std::fs::read_to_string(&path).map_err(io(&path))?;
+            KeyPair::from_seed(text.trim()).map_err(|e| SetupError::Invalid {
+                path: path.clone(),
+                message: format!("not an NKey seed: {e}"),
+            })
+        };
+        let operator_signing = seed("operator-signing.nk")?;
+        let account = seed("account.nk")?.public_key();
+        let account_signing = seed("account-signing.nk")?;
+        let files = |name: &str| {
+            let path = dir.join(name);
+            if path.exists() {
+                Ok(path)
+            } else {
+                Err(SetupError::Invalid {
+                    path,
+                    message: "missing; run flotilla-hub init --dir DIR".into(),
+                })
+            }
+        };
+        let tls = TlsFiles::in_dir(dir);
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            operator_signing,
+            account,
+            account_signing,
+            hub_creds: files("hub.creds")?,
+            sys_creds: files("sys.creds")?,
+            bootstrap_creds: files("bootstrap.creds")?,
+            server_conf: files("nats-server.conf")?,
+            tls: tls.ca.exists().then_some(tls),
+        })
+    }
+}
+
+/// The Flotilla account's claims (JetStream enabled, the hub's signing key) at `iat`.
+pub fn account_claims(account: &str, signing_key: &str, iat: i64) -> Claims<Account> {
+    Claims::new(
+        ACCOUNT_NAME,
+        account,
+        iat,
+        Account::new(
+            AccountLimits::unlimited_with_jetstream(),
+            vec![signing_key.to_string()],
+        ),
+    )
+}
+
+fn quote(path: &Path) -> String {
+    format!("{:?}", path.display().to_string())
+}
+
+fn server_conf(
+    dir: &Path,
+    listen: &str,
+    system_account: &str,
+    preload: &[(&str, &str)],
+    tls: Option<&TlsFiles>,
+) -> String {
+    let mut out = format!(
+        "# Flotilla NATS server, operator mode. Written by flotilla-hub init; run with\n\
+         #   nats-server -c {conf}\n\
+         # Accounts are resolved from jwt/ (the hub pushes revocations there through the system\n\
+         # account); the two accounts below are preloaded.\n\
+         listen: {listen:?}\n\
+         operator: {operator}\n\
+         system_account: {system_account}\n\
+         resolver: {{\n  type: full\n  dir: {jwt}\n  allow_delete: false\n  interval: \"2m\"\n}}\n\
+         resolver_preload: {{\n",
+        conf = dir.join("nats-server.conf").display(),
+        operator = quote(&dir.join("operator.jwt")),
+        jwt = quote(&dir.join("jwt")),
+    );
+    for (key, jwt) in preload {
+        out.push_str(&format!("  {key}: {jwt:?}\n"));
+    }
+    out.push_str(&format!(
+        "}}\njetstream: {{\n  store_dir: {}\n}}\n",
+        quote(&dir.join("jetstream"))
+    ));
+    if let Some(t) = tls {
+        out.push_str(&format!(
+            "tls: {{\n  cert_file: {}\n  key_file: {}\n  ca_file: {}\n  timeout: 5\n}}\n",
+            quote(&t.server_cert),
+            quote(&t.server_key),
+            quote(&t.ca)
+        ));
+    }
+    out
+}
+
+fn write_tls(files: &TlsFiles, listen: &str, extra: &[String]) -> Result<(), SetupError> {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair as TlsKey};
+    let dir = files.ca.parent().unwrap_or(Path::new("."));
+    create_private_dir(dir).map_err(io(dir))?;
+    let crypto = |e: rcgen::Error| SetupError::Crypto(format!("TLS: {e}"));
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(crypto)?;
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "Flotilla CA");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_key = TlsKey::generate().map_err(crypto)?;
+    let ca = ca_params.self_signed(&ca_key).map_err(crypto)?;
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let host = listen
+        .rsplit_once(':')
+        .map(|(h, _)| h.trim_matches(['[', ']']))
+        .unwrap_or(listen);
+    let mut names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+    for h in std::iter::once(host.to_string()).chain(extra.iter().cloned()) {
+        if !h.is_empty() && h != "0.0.0.0" && !names.contains(&h) {
+            names.push(h);
+        }
+    }
+    let server_key = TlsKey::generate().map_err(crypto)?;
+    let server = CertificateParams::new(names)
+        .map_err(crypto)?
+        .signed_by(&server_key, &issuer)
+        .map_err(crypto)?;
+    let client_key = TlsKey::generate().map_err(crypto)?;
+    let mut client_params =
+        CertificateParams::new(vec!["flotilla-client".to_string()]).map_err(crypto)?;
+    client_params
+        .distinguished_name
+        .push(DnType::CommonName, "flotilla-client");
+    let client = client_params
+        .signed_by(&client_key, &issuer)
+        .map_err(crypto)?;
+    write_public(&files.ca, ca.pem().as_bytes()).map_err(io(&files.ca))?;
+    write_public(&files.server_cert, server.pem().as_bytes()).map_err(io(&files.server_cert))?;
+    write_private(&files.server_key, server_key.serialize_pem().as_bytes())
+        .map_err(io(&files.server_key))?;
+    write_public(&files.client_cert, client.pem().as_bytes()).map_err(io(&files.client_cert))?;
+    write_private(&files.client_key, client_key.serialize_pem().as_bytes())
+        .map_err(io(&files.client_key))?;
+    Ok(())
+}

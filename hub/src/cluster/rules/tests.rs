@@ -1,0 +1,261 @@
+
+use super::*;
+
+fn req(name: &str) -> RegistrationRequest {
+    RegistrationRequest {
+        cluster_name: name.into(),
+        labels: [("env".to_string(), "prod".to_string())].into(),
+        claims: vec![ClusterClaim {
+            name: meta::CLAIM_PLATFORM.into(),
+            value: "AWS".into(),
+        }],
+        capacity: [("cpu".to_string(), "8".to_string())].into(),
+        kubernetes_version: "v1.30.0".into(),
+        ..Default::default()
+    }
+}
+
+fn taint_keys(c: &ManagedCluster) -> Vec<&str> {
+    c.spec
+        .as_ref()
+        .unwrap()
+        .taints
+        .iter()
+        .map(|t| t.key.as_str())
+        .collect()
+}
+
+#[test]
+fn new_clusters_wait_for_acceptance_in_the_default_set_and_are_unreachable() {
+    let c = new_cluster(&req("c1"), &AutoAccept::default(), 60);
+    assert!(!accepted(&c));
+    assert_eq!(
+        c.metadata.as_ref().unwrap().labels[CLUSTERSET_LABEL],
+        "default"
+    );
+    assert_eq!(c.metadata.as_ref().unwrap().labels["env"], "prod");
+    assert_eq!(taint_keys(&c), vec![TAINT_UNREACHABLE]);
+    assert_eq!(c.status.as_ref().unwrap().capacity["cpu"], "8");
+}
+
+#[test]
+fn auto_accept_honours_label_and_claim_selectors() {
+    let mut auto = AutoAccept {
+        enabled: true,
+        labels: Some(selector::parse("env=prod").unwrap()),
+        claims: None,
+    };
+    assert!(accepted(&new_cluster(&req("c1"), &auto, 60)));
+    auto.claims = Some(selector::parse("platform.open-cluster-management.io=GCP").unwrap());
+    assert!(!accepted(&new_cluster(&req("c1"), &auto, 60)));
+    auto.enabled = false;
+    auto.claims = None;
+    assert!(!accepted(&new_cluster(&req("c1"), &auto, 60)));
+}
+
+#[test]
+fn availability_drives_the_builtin_taints() {
+    let mut c = new_cluster(&req("c1"), &AutoAccept::default(), 60);
+    accept(&mut c, "HubClusterAdminAccepted", "");
+    assert!(set_available(
+        &mut c,
+        status::TRUE,
+        "ManagedClusterAvailable",
+        ""
+    ));
+    assert!(taint_keys(&c).is_empty());
+    assert!(set_available(&mut c, status::FALSE, "Unhealthy", ""));
+    assert_eq!(taint_keys(&c), vec![TAINT_UNAVAILABLE]);
+    assert!(set_available(
+        &mut c,
+        status::UNKNOWN,
+        "ManagedClusterLeaseUpdateStopped",
+        ""
+    ));
+    assert_eq!(taint_keys(&c), vec![TAINT_UNREACHABLE]);
+    assert!(!set_available(
+        &mut c,
+        status::UNKNOWN,
+        "ManagedClusterLeaseUpdateStopped",
+        ""
+    ));
+}
+
+#[test]
+fn deny_flips_acceptance_and_marks_denied() {
+    let mut c = new_cluster(&req("c1"), &AutoAccept::default(), 60);
+    accept(&mut c, "HubClusterAdminAccepted", "");
+    join(&mut c);
+    set_available(&mut c, status::TRUE, "ManagedClusterAvailable", "");
+    let gen_before = c.metadata.as_ref().unwrap().generation;
+    assert!(deny(&mut c));
+    assert!(!accepted(&c) && denied(&c));
+    assert_eq!(available(&c), Some(status::UNKNOWN));
+    assert!(c.metadata.as_ref().unwrap().generation > gen_before);
+    assert!(accept(&mut c, "HubClusterAdminAccepted", ""));
+    assert!(!denied(&c));
+}
+
+#[test]
+fn taints_get_hub_time_and_builtin_taints_are_protected() {
+    let mut c = new_cluster(&req("c1"), &AutoAccept::default(), 60);
+    let gpu = Taint {
+        key: "gpu".into(),
+        value: "true".into(),
+        effect: "NoSelect".into(),
+        time_added: None,
+    };
+    assert!(apply_taints(&mut c, std::slice::from_ref(&gpu), &[]).unwrap());
+    let t = c
+        .spec
+        .as_ref()
+        .unwrap()
+        .taints
+        .iter()
+        .find(|t| t.key == "gpu")
+        .unwrap();
+    assert!(t.time_added.is_some());
+    assert!(
+        !apply_taints(&mut c, &[gpu], &[]).unwrap(),
+        "same taint twice is no change"
+    );
+    let bad = Taint {
+        key: "x".into(),
+        effect: "NoExecute".into(),
+        ..Default::default()
+    };
+    assert!(
+        apply_taints(&mut c, &[bad], &[])
+            .unwrap_err()
+            .contains("taints[0].effect")
+    );
+    let builtin = TaintKey {
+        key: TAINT_UNREACHABLE.into(),
+        effect: String::new(),
+    };
+    assert!(apply_taints(&mut c, &[], &[builtin]).is_err());
+    let rm = TaintKey {
+        key: "gpu".into(),
+        effect: String::new(),
+    };
+    assert!(apply_taints(&mut c, &[], &[rm]).unwrap());
+}
+
+#[test]
+fn labels_are_validated_and_edited() {
+    let mut c = new_cluster(&req("c1"), &AutoAccept::default(), 60);
+    let set = [("tier".to_string(), "edge".to_string())].into();
+    assert!(apply_labels(&mut c, &set, &["env".into()]).unwrap());
+    let labels = &c.metadata.as_ref().unwrap().labels;
+    assert_eq!(labels["tier"], "edge");
+    assert!(!labels.contains_key("env"));
+    let bad = [("bad key".to_string(), "x".to_string())].into();
+    assert!(
+        apply_labels(&mut c, &bad, &[])
+            .unwrap_err()
+            .contains("labels")
+    );
+}
+
+#[test]
+fn registration_validation_names_the_field() {
+    let mut r = req("Bad_Name");
+    assert!(
+        validate_registration(&r)
+            .unwrap_err()
+            .starts_with("clusterName")
+    );
+    r = req("c1");
+    r.claims.push(ClusterClaim {
+        name: "x".into(),
+        value: String::new(),
+    });
+    assert!(
+        validate_registration(&r)
+            .unwrap_err()
+            .contains("claims[1].value")
+    );
+    r = req("c1");
+    for i in 0..=MAX_CUSTOM_CLAIMS {
+        r.claims.push(ClusterClaim {
+            name: format!("c{i}"),
+            value: "v".into(),
+        });
+    }
+    assert!(
+        validate_registration(&r)
+            .unwrap_err()
+            .contains("custom claims")
+    );
+}
+
+fn with_key(name: &str, key: &str) -> RegistrationRequest {
+    RegistrationRequest {
+        agent_public_key: key.into(),
+        ..req(name)
+    }
+}
+
+fn hub_keys(c: &ManagedCluster) -> (&str, &str) {
+    let h = c.hub.as_ref().unwrap();
+    (&h.agent_public_key, &h.requested_public_key)
+}
+
+#[test]
+fn a_pending_cluster_takes_the_latest_key() {
+    let mut c = new_cluster(&with_key("c1", "UA"), &AutoAccept::default(), 60);
+    assert!(apply_registration(
+        &mut c,
+        &with_key("c1", "UB"),
+        KeyPolicy::Pin
+    ));
+    assert_eq!(hub_keys(&c), ("UB", ""));
+    assert!(!may_issue(&c, "UB"), "pending clusters get no credentials");
+}
+
+#[test]
+fn an_accepted_cluster_pins_its_key_and_a_new_key_waits_for_the_admin() {
+    let mut c = new_cluster(&with_key("c1", "UA"), &AutoAccept::default(), 60);
+    accept(&mut c, "HubClusterAdminAccepted", "accepted");
+    assert!(may_issue(&c, "UA"));
+    // Someone with the bootstrap credentials registers the same name with another key.
+    assert!(apply_registration(
+        &mut c,
+        &with_key("c1", "UEVIL"),
+        KeyPolicy::Pin
+    ));
+    assert_eq!(hub_keys(&c), ("UA", "UEVIL"));
+    assert!(may_issue(&c, "UA"), "the real agent keeps renewing");
+    assert!(!may_issue(&c, "UEVIL"));
+    // The real agent's next registration changes nothing.
+    assert!(!apply_registration(
+        &mut c,
+        &with_key("c1", "UA"),
+        KeyPolicy::Pin
+    ));
+    // The admin accepts again: the waiting key replaces the old one, which is to be revoked.
+    assert_eq!(adopt_requested_key(&mut c).as_deref(), Some("UA"));
+    assert_eq!(hub_keys(&c), ("UEVIL", ""));
+    assert_eq!(adopt_requested_key(&mut c), None);
+}
+
+#[test]
+fn plain_mode_records_the_latest_key() {
+    let mut c = new_cluster(&with_key("c1", "UA"), &AutoAccept::default(), 60);
+    accept(&mut c, "HubClusterAdminAccepted", "accepted");
+    assert!(apply_registration(
+        &mut c,
+        &with_key("c1", "UB"),
+        KeyPolicy::Record
+    ));
+    assert_eq!(hub_keys(&c), ("UB", ""));
+}
+
+#[test]
+fn denied_clusters_get_no_credentials() {
+    let mut c = new_cluster(&with_key("c1", "UA"), &AutoAccept::default(), 60);
+    accept(&mut c, "HubClusterAdminAccepted", "accepted");
+    deny(&mut c);
+    assert!(!may_issue(&c, "UA"));
+    assert!(!may_issue(&c, ""));
+}
