@@ -2,6 +2,8 @@
 //!
 //! - [`registration`]: the registration actor — double opt-in registration, lease renewal,
 //!   cluster status reports, reaction to acceptance/denial/deletion and to reconnects.
+//! - [`credentials`]: secure mode — bootstrap credentials, the cluster's own (issued by the
+//!   hub, kept in `STATE_DIR/cluster.creds`), renewal and fallback.
 //! - [`backend`]: the local cluster ([`backend::sim::SimBackend`] for simulators and tests).
 //! - [`work`]: ManifestWork execution — one actor per work, status feedback, proxy queries.
 //! - [`scores`]: AddOnPlacementScores the agent reports (resource usage).
@@ -12,6 +14,7 @@
 #![deny(missing_docs)]
 
 pub mod backend;
+pub mod credentials;
 pub mod registration;
 pub mod scores;
 pub mod store;
@@ -62,6 +65,8 @@ pub struct AgentConfig {
     pub score_interval: Option<Duration>,
     /// Largest event sent.
     pub max_event_bytes: usize,
+    /// Secure mode: the bootstrap credentials file (`--bootstrap-creds`).
+    pub bootstrap_creds: Option<PathBuf>,
 }
 
 impl AgentConfig {
@@ -82,6 +87,7 @@ impl AgentConfig {
             resync_interval: Duration::from_secs(300),
             score_interval: Some(Duration::from_secs(60)),
             max_event_bytes: flotilla_bus::envelope::DEFAULT_MAX_EVENT_BYTES,
+            bootstrap_creds: None,
         }
     }
 
@@ -148,6 +154,22 @@ pub async fn run(
         StateConfig::Memory => store::LocalStore::memory(&config.cluster_name),
     };
     let store = Arc::new(store);
+    let mut config = config;
+    let credentials = match &config.bootstrap_creds {
+        Some(bootstrap) => {
+            let dir = match &config.state {
+                StateConfig::Dir(d) => Some(d.as_path()),
+                StateConfig::Memory => None,
+            };
+            let creds = credentials::AgentCredentials::load(bootstrap, dir, &store.get().nkey_seed)
+                .map(Arc::new)
+                .map_err(|e| AgentError::Config(vec![e]))?;
+            config.nats.auth = Some(creds.clone());
+            config.nats.credentials_file = None;
+            Some(creds)
+        }
+        None => None,
+    };
     let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
     let client = connect::connect(&config.nats, Some(events_tx)).await?;
     let publisher = work::Publisher::new(
@@ -166,9 +188,12 @@ pub async fn run(
             max_event_bytes: config.max_event_bytes,
         },
     )?;
-    registration::RegistrationActor::new(config, client.clone(), backend, store, works)
-        .run(events_rx, shutdown)
-        .await;
+    let mut actor =
+        registration::RegistrationActor::new(config, client.clone(), backend, store, works);
+    if let Some(creds) = credentials {
+        actor = actor.with_credentials(creds);
+    }
+    actor.run(events_rx, shutdown).await;
     let _ = tokio::time::timeout(Duration::from_secs(2), client.drain()).await;
     Ok(())
 }

@@ -17,9 +17,14 @@ struct Args {
     /// Name of this cluster (DNS-1123 label, at most 63 characters).
     #[arg(long, env = "FLOTILLA_CLUSTER_NAME")]
     cluster_name: String,
-    /// NATS connection (`--nats-creds` holds the bootstrap credentials).
+    /// NATS connection.
     #[command(flatten)]
     nats: NatsArgs,
+    /// Secure mode: the bootstrap credentials the hub admin handed out (they may only ask to
+    /// register). Once accepted, the agent gets its own credentials, keeps them in
+    /// STATE_DIR/cluster.creds, reconnects with them and renews them before they expire.
+    #[arg(long, env = "FLOTILLA_BOOTSTRAP_CREDS", conflicts_with = "creds")]
+    bootstrap_creds: Option<PathBuf>,
     /// Directory for durable agent state.
     #[arg(long, env = "FLOTILLA_STATE_DIR")]
     state_dir: PathBuf,
@@ -88,6 +93,7 @@ fn main() -> ExitCode {
     let mut config = AgentConfig::new(&args.cluster_name, &args.nats.url);
     args.nats.apply_to(&mut config.nats);
     config.state = StateConfig::Dir(args.state_dir.clone());
+    config.bootstrap_creds = args.bootstrap_creds.clone();
     config.labels = pairs("--label", &args.labels, &mut errors)
         .into_iter()
         .collect();

@@ -8,6 +8,7 @@
 
 use crate::AgentConfig;
 use crate::backend::{Backend, ClusterInfo};
+use crate::credentials::AgentCredentials;
 use crate::store::{HubState, LocalStore};
 use crate::work::WorkManager;
 use async_nats::jetstream;
@@ -50,6 +51,10 @@ pub struct RegistrationActor {
     next_resync: Option<Instant>,
     /// When to report AddOnPlacementScores next (None = not scheduled).
     next_score: Option<Instant>,
+    /// Secure mode: the agent's credentials.
+    credentials: Option<Arc<AgentCredentials>>,
+    /// Secure mode: the bootstrap connection, open while the agent has no usable credentials.
+    bootstrap: Option<async_nats::Client>,
 }
 
 fn jitter(d: Duration, low: f64) -> Duration {
@@ -88,6 +93,72 @@ impl RegistrationActor {
             works,
             next_resync: None,
             next_score: None,
+            credentials: None,
+            bootstrap: None,
+        }
+    }
+
+    /// Secure mode: registers over a bootstrap connection until the hub issues this agent's
+    /// own credentials, and renews them before they expire.
+    pub fn with_credentials(mut self, credentials: Arc<AgentCredentials>) -> Self {
+        self.credentials = Some(credentials);
+        self
+    }
+
+    /// The client registration requests go over: the main one, or in secure mode without
+    /// usable credentials a bootstrap connection (opened on first use).
+    async fn registration_client(&mut self) -> Option<async_nats::Client> {
+        let Some(creds) = &self.credentials else {
+            return Some(self.client.clone());
+        };
+        if creds.usable() {
+            if let Some(boot) = self.bootstrap.take() {
+                let _ = boot.drain().await;
+            }
+            return Some(self.client.clone());
+        }
+        if self.bootstrap.is_none() {
+            let mut cfg = self.config.nats.clone();
+            cfg.name = format!("{}/bootstrap", cfg.name);
+            cfg.auth = None;
+            cfg.credentials_file = Some(creds.bootstrap_file().to_path_buf());
+            cfg.inbox_prefix = Some(subjects::bootstrap_inbox_prefix(self.name()));
+            match flotilla_bus::connect::connect(&cfg, None).await {
+                Ok(c) => {
+                    tracing::info!("registering with the bootstrap credentials");
+                    self.bootstrap = Some(c);
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot use the bootstrap credentials");
+                    return None;
+                }
+            }
+        }
+        self.bootstrap.clone()
+    }
+
+    /// Secure mode: takes the credentials a reply carries and reconnects with them.
+    async fn take_credentials(&mut self, resp: &RegistrationResponse) {
+        let Some(creds) = &self.credentials else {
+            return;
+        };
+        if resp.user_jwt.is_empty() {
+            return;
+        }
+        match creds.store(&resp.user_jwt) {
+            Ok(()) => {
+                tracing::info!(
+                    renew_in_seconds = creds.renew_in(),
+                    "cluster credentials received; reconnecting with them"
+                );
+                if let Some(boot) = self.bootstrap.take() {
+                    let _ = boot.drain().await;
+                }
+                if let Err(e) = self.client.force_reconnect().await {
+                    tracing::debug!(error = %e, "reconnect request not taken");
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "the hub's credentials are unusable"),
         }
     }
 
@@ -177,6 +248,9 @@ impl RegistrationActor {
                                 self.works.republish_all().await;
                             }
                         }
+                        Some(ConnectionEvent::Refused) => {
+                            self.next_register = Some(Instant::now());
+                        }
                         Some(_) => {}
                         None => {
                             // The client's event channel closed: only at drain/shutdown.
@@ -224,6 +298,7 @@ impl RegistrationActor {
             kubernetes_version: info.kubernetes_version,
             agent_version: env!("CARGO_PKG_VERSION").to_string(),
             agent_public_key: public_key,
+            credentials_wanted: self.credentials.as_ref().is_some_and(|c| c.wanted()),
         }
     }
 
@@ -247,8 +322,11 @@ impl RegistrationActor {
             .payload(bytes)
             .headers(headers(&ev))
             .timeout(Some(self.config.nats.request_timeout));
-        match self
-            .client
+        let Some(client) = self.registration_client().await else {
+            self.next_register = Some(Instant::now() + self.config.denied_poll);
+            return;
+        };
+        match client
             .send_request(subjects::register(self.name()), request)
             .await
         {
@@ -278,6 +356,7 @@ impl RegistrationActor {
     }
 
     async fn apply_response(&mut self, resp: RegistrationResponse) {
+        self.take_credentials(&resp).await;
         let state =
             RegistrationState::try_from(resp.state).unwrap_or(RegistrationState::Unspecified);
         let was_accepted = self.accepted();
@@ -323,7 +402,11 @@ impl RegistrationActor {
                     self.next_resync = Some(Instant::now());
                     self.next_score = Some(Instant::now());
                 }
-                self.next_register = Some(Instant::now() + jitter(ACCEPTED_REFRESH, 0.5));
+                let mut refresh = jitter(ACCEPTED_REFRESH, 0.5);
+                if let Some(creds) = &self.credentials {
+                    refresh = refresh.min(Duration::from_secs(creds.renew_in().max(1)));
+                }
+                self.next_register = Some(Instant::now() + refresh);
             }
             HubState::Pending => {
                 self.next_resync = None;

@@ -5,6 +5,7 @@
 use async_nats::{Client, ConnectOptions};
 use rand::Rng;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 use thiserror::Error;
 use tokio::sync::mpsc;
@@ -52,6 +53,15 @@ impl NatsArgs {
     }
 }
 
+/// Credentials chosen at every (re)connect, so a secure-mode agent can switch to new or renewed
+/// credentials without a new client (and without dropping its subscriptions).
+pub trait Authenticator: Send + Sync + std::fmt::Debug {
+    /// The user JWT and NKey seed to present now, or why there are none yet.
+    fn credentials(&self) -> Result<(String, String), String>;
+    /// The server refused the credentials last presented (revoked, expired or unknown).
+    fn refused(&self);
+}
+
 /// How to reach and authenticate to NATS.
 #[derive(Debug, Clone)]
 pub struct NatsConfig {
@@ -67,6 +77,8 @@ pub struct NatsConfig {
     pub nkey_seed_file: Option<PathBuf>,
     /// Token authentication. Never logged.
     pub token: Option<String>,
+    /// Credentials chosen at each connect (takes precedence over the files above).
+    pub auth: Option<Arc<dyn Authenticator>>,
     /// CA bundle to verify the server.
     pub tls_ca_file: Option<PathBuf>,
     /// Client certificate and key for mutual TLS.
@@ -93,6 +105,7 @@ impl NatsConfig {
             credentials_file: None,
             nkey_seed_file: None,
             token: None,
+            auth: None,
             tls_ca_file: None,
             tls_client_cert: None,
             require_tls: false,
@@ -136,6 +149,18 @@ pub enum ConnectionEvent {
     Disconnected,
     /// A subscription dropped messages because its owner was slow.
     SlowConsumer,
+    /// The server refused the credentials (revoked, expired, unknown); the client keeps trying
+    /// with whatever its [`Authenticator`] offers next.
+    Refused,
+}
+
+/// Whether a client or server error says the credentials were refused.
+fn is_refusal(text: &str) -> bool {
+    let t = text.to_ascii_lowercase();
+    t.contains("authorization violation")
+        || t.contains("authentication expired")
+        || t.contains("authentication revoked")
+        || t.contains("authentication timeout")
 }
 
 /// Reconnect delay: exponential from 100 ms, capped, with full jitter in [50 %, 100 %] so that
@@ -152,14 +177,32 @@ pub async fn connect(
     cfg: &NatsConfig,
     events: Option<mpsc::UnboundedSender<ConnectionEvent>>,
 ) -> Result<Client, ConnectError> {
-    let mut opts = match &cfg.credentials_file {
-        Some(path) => ConnectOptions::with_credentials_file(path.clone())
+    let mut opts = match (&cfg.auth, &cfg.credentials_file) {
+        (Some(auth), _) => {
+            let auth = auth.clone();
+            ConnectOptions::with_auth_callback(move |nonce| {
+                let chosen = auth.credentials();
+                async move {
+                    let (jwt, seed) = chosen.map_err(async_nats::AuthError::new)?;
+                    let key = nkeys::KeyPair::from_seed(&seed)
+                        .map_err(|e| async_nats::AuthError::new(e.to_string()))?;
+                    let signature = key
+                        .sign(&nonce)
+                        .map_err(|e| async_nats::AuthError::new(e.to_string()))?;
+                    let mut a = async_nats::Auth::new();
+                    a.jwt = Some(jwt);
+                    a.signature = Some(signature);
+                    Ok(a)
+                }
+            })
+        }
+        (None, Some(path)) => ConnectOptions::with_credentials_file(path.clone())
             .await
             .map_err(|source| ConnectError::Credentials {
                 path: path.clone(),
                 source,
             })?,
-        None => ConnectOptions::new(),
+        (None, None) => ConnectOptions::new(),
     };
     if let Some(path) = &cfg.nkey_seed_file {
         let seed = std::fs::read_to_string(path).map_err(|source| ConnectError::Credentials {
@@ -192,14 +235,25 @@ pub async fn connect(
         .subscription_capacity(cfg.subscription_capacity)
         .reconnect_delay_callback(move |attempt| backoff(attempt, max_delay));
     let name = cfg.name.clone();
+    let auth = cfg.auth.clone();
     opts = opts.event_callback(move |event| {
         let events = events.clone();
         let name = name.clone();
+        let auth = auth.clone();
         async move {
             let mapped = match &event {
                 async_nats::Event::Connected => Some(ConnectionEvent::Connected),
                 async_nats::Event::Disconnected => Some(ConnectionEvent::Disconnected),
                 async_nats::Event::SlowConsumer(_) => Some(ConnectionEvent::SlowConsumer),
+                async_nats::Event::ServerError(_) | async_nats::Event::ClientError(_)
+                    if is_refusal(&event.to_string()) =>
+                {
+                    tracing::warn!(conn = %name, event = %event, "NATS refused the credentials");
+                    if let Some(a) = &auth {
+                        a.refused();
+                    }
+                    Some(ConnectionEvent::Refused)
+                }
                 _ => None,
             };
             match &event {

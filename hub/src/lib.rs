@@ -9,6 +9,7 @@
 //! - [`identity`]: uid, creationTimestamp and generation of stored objects.
 //! - [`keys`]: typed keys of namespaced objects (inventory and KV spellings).
 //! - [`router`]: NATS subscriptions (registrations, the status stream) → actors.
+//! - [`security`]: secure mode — cluster credentials with registration replies, revocations.
 //! - [`store`]: typed JetStream KV buckets.
 //! - [`grpc`]: the `flotilla.v1` gRPC services.
 //! - [`metrics`]: Prometheus metrics and the `/metrics` endpoint.
@@ -26,6 +27,7 @@ pub mod keys;
 pub mod metrics;
 pub mod placement;
 pub mod router;
+pub mod security;
 pub mod store;
 
 use crate::cluster::{ClusterConfig, Clusters, Shared};
@@ -71,6 +73,8 @@ pub struct Config {
     pub placement: placement::PlacementConfig,
     /// Who may call the API, and its TLS.
     pub api: ApiConfig,
+    /// Secure mode (`--secure-dir`): cluster credentials and revocations.
+    pub security: Option<security::SecurityConfig>,
 }
 
 /// Security of the gRPC API.
@@ -105,6 +109,7 @@ impl Config {
             stream: StreamOptions::default(),
             placement: placement::PlacementConfig::default(),
             api: ApiConfig::default(),
+            security: None,
         }
     }
 }
@@ -133,6 +138,9 @@ pub enum HubError {
     /// Reflection could not be built.
     #[error("gRPC reflection: {0}")]
     Reflection(String),
+    /// The secure directory is unusable.
+    #[error("--secure-dir: {0}")]
+    Security(String),
 }
 
 /// A running hub.
@@ -232,6 +240,14 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         }
     };
 
+    let security = match &config.security {
+        Some(sc) => Some(
+            security::Security::start(sc, &config.nats)
+                .await
+                .map_err(HubError::Security)?,
+        ),
+        None => None,
+    };
     let metrics = Arc::new(Metrics::new());
     let inventory = ClusterInventory::new(4096);
     let works = inventory::WorkInventory::new(4096);
@@ -245,6 +261,7 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         nats: nats.clone(),
         status_stream: opened.status_stream.clone(),
         started,
+        security: security.as_ref().map(|(s, _)| s.clone()),
     });
     let loaded = opened.clusters.load_all().await?;
     let count = loaded.len();
@@ -288,6 +305,7 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
 
     let (shutdown, shutdown_rx) = watch::channel(false);
     let mut tasks = Vec::new();
+    tasks.extend(security.map(|(_, pusher)| pusher));
     let (placements, dispatcher) = placement::Placements::start(
         placement::Deps {
             buckets: placement::Buckets::open(&jetstream, config.stream).await?,

@@ -11,8 +11,22 @@ use std::process::ExitCode;
 #[derive(Parser, Debug)]
 #[command(name = "flotilla-hub", version)]
 struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
     #[command(flatten)]
     nats: NatsArgs,
+    /// Secure mode: the directory `flotilla-hub init` wrote. The hub connects with its
+    /// hub.creds (and tls/ca.pem) unless --nats-creds/--nats-ca say otherwise, issues each
+    /// accepted cluster's credentials and revokes denied and deleted clusters' keys.
+    #[arg(long, env = "FLOTILLA_SECURE_DIR")]
+    secure_dir: Option<std::path::PathBuf>,
+    /// How long issued cluster credentials are valid; agents renew at two thirds.
+    #[arg(
+        long,
+        env = "FLOTILLA_CREDENTIALS_TTL_SECONDS",
+        default_value_t = 86_400
+    )]
+    credentials_ttl_seconds: u64,
     /// gRPC API listen address.
     #[arg(long, env = "FLOTILLA_GRPC_LISTEN", default_value = flotilla_hub::DEFAULT_GRPC_LISTEN)]
     grpc_listen: SocketAddr,
@@ -70,6 +84,60 @@ struct Args {
     placement_addon_resync_seconds: u64,
 }
 
+#[derive(clap::Subcommand, Debug)]
+enum Command {
+    /// Writes a secure directory: NATS operator, account and system keys, the hub's and the
+    /// bootstrap credentials, an operator-mode nats-server.conf and optionally TLS certificates.
+    Init {
+        /// The directory to write (created 0700).
+        #[arg(long)]
+        dir: std::path::PathBuf,
+        /// Where the NATS server will listen.
+        #[arg(long, default_value = "127.0.0.1:4222")]
+        nats_listen: String,
+        /// Also write a CA, server and client certificates and make the server use TLS.
+        #[arg(long)]
+        tls: bool,
+        /// More names or addresses for the server certificate (repeatable).
+        #[arg(long = "tls-host")]
+        tls_hosts: Vec<String>,
+        /// Replace the keys of an existing secure directory (every issued credential stops
+        /// working).
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+fn init(dir: &std::path::Path, options: flotilla_auth::InitOptions) -> ExitCode {
+    match flotilla_auth::SecureDir::init(dir, &options) {
+        Ok(secure) => {
+            println!("Wrote the secure directory {}.", dir.display());
+            println!(
+                "  NATS server:      nats-server -c {}",
+                secure.server_conf.display()
+            );
+            println!(
+                "  hub:              flotilla-hub --secure-dir {} --nats-url {}://{}",
+                dir.display(),
+                if options.tls { "tls" } else { "nats" },
+                options.nats_listen
+            );
+            println!(
+                "  agents:           flotilla-agent --bootstrap-creds {} …  (give each spoke a copy)",
+                secure.bootstrap_creds.display()
+            );
+            if let Some(tls) = &secure.tls {
+                println!("  CA for clients:   {}", tls.ca.display());
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("flotilla-hub init: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -78,7 +146,41 @@ fn main() -> ExitCode {
         )
         .init();
     let args = Args::parse();
+    if let Some(Command::Init {
+        dir,
+        nats_listen,
+        tls,
+        tls_hosts,
+        force,
+    }) = &args.command
+    {
+        return init(
+            dir,
+            flotilla_auth::InitOptions {
+                nats_listen: nats_listen.clone(),
+                tls: *tls,
+                tls_hosts: tls_hosts.clone(),
+                force: *force,
+            },
+        );
+    }
     let mut errors = Vec::new();
+    if args.credentials_ttl_seconds < 120 {
+        errors.push(format!(
+            "--credentials-ttl-seconds: {} is below 120",
+            args.credentials_ttl_seconds
+        ));
+    }
+    let secure = match &args.secure_dir {
+        Some(dir) => match flotilla_auth::SecureDir::load(dir) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                errors.push(format!("--secure-dir: {e}"));
+                None
+            }
+        },
+        None => None,
+    };
     type Parser = fn(&str) -> Result<flotilla_api::v1::LabelSelector, selector::SelectorError>;
     let parse = |s: &Option<String>, flag: &str, parser: Parser, errors: &mut Vec<String>| {
         s.as_ref().and_then(|s| match parser(s) {
@@ -147,6 +249,19 @@ fn main() -> ExitCode {
     }
     let mut config = flotilla_hub::Config::new(&args.nats.url);
     config.nats = args.nats.config("flotilla-hub");
+    if let Some(secure) = &secure {
+        if config.nats.credentials_file.is_none() {
+            config.nats.credentials_file = Some(secure.hub_creds.clone());
+        }
+        if let (None, Some(tls)) = (&config.nats.tls_ca_file, &secure.tls) {
+            config.nats.tls_ca_file = Some(tls.ca.clone());
+        }
+        config.cluster.key_policy = flotilla_hub::cluster::rules::KeyPolicy::Pin;
+        config.security = Some(flotilla_hub::security::SecurityConfig {
+            dir: secure.dir.clone(),
+            credentials_ttl: std::time::Duration::from_secs(args.credentials_ttl_seconds),
+        });
+    }
     config.grpc_listen = args.grpc_listen;
     config.metrics_listen = args.metrics_listen;
     config.api.tokens = tokens;

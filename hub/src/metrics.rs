@@ -111,6 +111,8 @@ pub struct Metrics {
     pub kv_write_seconds: Histogram,
     /// Lease expiries (clusters turned Unknown).
     pub lease_expired: Counter,
+    /// Cluster NATS credentials issued (secure mode).
+    pub credentials_issued: Counter,
     /// Seconds from the API accepting a work generation to the agent reporting it Applied and
     /// Available.
     pub work_latency_seconds: Histogram,
@@ -142,6 +144,7 @@ impl Metrics {
                 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
             ]),
             lease_expired: Counter::default(),
+            credentials_issued: Counter::default(),
             work_latency_seconds: Histogram::new([
                 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
             ]),
@@ -197,6 +200,11 @@ impl Metrics {
             "lease_expired",
             "Leases that expired (cluster became Unknown)",
             m.lease_expired.clone(),
+        );
+        registry.register(
+            "credentials_issued",
+            "Cluster NATS credentials issued with registration replies (secure mode)",
+            m.credentials_issued.clone(),
         );
         *m.registry.lock().expect("metrics registry lock") = registry;
         m

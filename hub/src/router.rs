@@ -192,6 +192,7 @@ async fn reply_rejected(
         state: RegistrationState::Rejected as i32,
         lease_duration_seconds: 0,
         message: why.to_string(),
+        ..Default::default()
     };
     reply(
         nats,

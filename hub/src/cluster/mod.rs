@@ -43,6 +43,8 @@ pub struct ClusterConfig {
     /// A work spec whose status has not come back after this long is sent again (doubling up
     /// to 16 times this).
     pub work_resend_after: Duration,
+    /// Whether an accepted cluster's agent key is pinned (secure mode) or just recorded.
+    pub key_policy: rules::KeyPolicy,
 }
 
 impl Default for ClusterConfig {
@@ -55,6 +57,7 @@ impl Default for ClusterConfig {
             max_event_bytes: flotilla_bus::envelope::DEFAULT_MAX_EVENT_BYTES,
             clock_skew_tolerance: Duration::from_secs(10),
             work_resend_after: Duration::from_secs(30),
+            key_policy: rules::KeyPolicy::Record,
         }
     }
 }
@@ -80,6 +83,8 @@ pub struct Shared {
     /// When this hub process started: leases are never judged older than this, so a hub restart
     /// does not make live clusters flap to Unknown.
     pub started: SystemTime,
+    /// Secure mode: issues cluster credentials and revokes agent keys.
+    pub security: Option<crate::security::Security>,
 }
 
 /// The registry of cluster actors.

@@ -21,15 +21,20 @@ impl Actor {
     ) -> Result<ManagedCluster, ClusterError> {
         match edit {
             AdminEdit::Accept => {
+                let mut replaced = None;
                 let c = self
                     .edit(|c| {
+                        replaced = rules::adopt_requested_key(c);
                         Ok(rules::accept(
                             c,
                             "HubClusterAdminAccepted",
                             "Accepted by the hub cluster admin",
-                        ))
+                        ) || replaced.is_some())
                     })
                     .await?;
+                if let (Some(security), Some(old)) = (&self.shared.security, &replaced) {
+                    security.revoke(&[old]);
+                }
                 self.lease_deadline = Some(Instant::now() + self.grace(&c));
                 self.notify(
                     RegistrationState::Accepted,
@@ -40,6 +45,7 @@ impl Actor {
             }
             AdminEdit::Deny => {
                 let c = self.edit(|c| Ok(rules::deny(c))).await?;
+                self.revoke_keys(&c);
                 self.lease_deadline = None;
                 self.notify(RegistrationState::Denied, "denied by the hub cluster admin")
                     .await;
@@ -102,7 +108,8 @@ impl Actor {
                 )
             }
             Some(mut c) => {
-                let mut changed = rules::apply_registration(&mut c, &request);
+                let mut changed =
+                    rules::apply_registration(&mut c, &request, self.shared.config.key_policy);
                 if !rules::accepted(&c)
                     && self.shared.config.auto_accept.admits(
                         &c.metadata
@@ -142,9 +149,44 @@ impl Actor {
                 self.registration_response(&c)
             }
         };
+        let response = self.with_credentials(response, &request);
         if let Some(reply) = reply {
             self.send(reply.to_string(), types::registration_response(), &response)
                 .await;
+        }
+    }
+
+    /// Adds the agent's NATS credentials to an Accepted reply when the hub runs in secure mode,
+    /// the agent asked for them and presents the cluster's agent key.
+    fn with_credentials(
+        &self,
+        mut response: RegistrationResponse,
+        request: &RegistrationRequest,
+    ) -> RegistrationResponse {
+        let (Some(security), Some(c)) = (&self.shared.security, &self.cluster) else {
+            return response;
+        };
+        if response.state != RegistrationState::Accepted as i32
+            || !request.credentials_wanted
+            || !rules::may_issue(c, &request.agent_public_key)
+        {
+            return response;
+        }
+        if let Some(issued) = security.issue(&self.name, &request.agent_public_key) {
+            response.user_jwt = issued.jwt;
+            response.user_jwt_expires = Some(prost_types::Timestamp {
+                seconds: issued.expires_at,
+                nanos: 0,
+            });
+            self.shared.metrics.credentials_issued.inc();
+        }
+        response
+    }
+
+    /// Secure mode: revokes the cluster's agent key and any key waiting for acceptance.
+    fn revoke_keys(&self, c: &ManagedCluster) {
+        if let (Some(security), Some(hub)) = (&self.shared.security, &c.hub) {
+            security.revoke(&[&hub.agent_public_key, &hub.requested_public_key]);
         }
     }
 
@@ -404,6 +446,9 @@ impl Actor {
                 .remove(&self.work_ref(&wname).inventory_key());
         }
         self.notify_deleted().await;
+        if let Some(c) = &self.cluster {
+            self.revoke_keys(c);
+        }
         self.registry.remove(&self.name);
         self.shared.inventory.remove(&self.name);
         self.cluster = None;
@@ -434,5 +479,6 @@ fn response(
         state: state as i32,
         lease_duration_seconds: lease,
         message: message.to_string(),
+        ..Default::default()
     }
 }

@@ -1,0 +1,178 @@
+//! Secure mode: the agent's NATS credentials.
+//!
+//! Two kinds: the bootstrap credentials the spoke admin gave (`--bootstrap-creds`, shared by
+//! every spoke, good only for asking to register), and the cluster's own — a user JWT the hub
+//! signed for this agent's public NKey once the cluster was accepted, kept with the agent's
+//! seed in `STATE_DIR/cluster.creds` (a standard credentials file, mode 0600).
+//!
+//! The main NATS client asks [`AgentCredentials`] at every (re)connect, so new or renewed
+//! credentials take effect without a new client. When the server refuses them (revoked,
+//! expired while offline) they are marked refused and the agent registers again over a
+//! separate bootstrap connection until the hub issues new ones.
+
+use flotilla_auth::jwt::{Claims, User};
+use flotilla_auth::secret::write_private;
+use flotilla_auth::{Creds, Secret};
+use flotilla_bus::connect::Authenticator;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// File name of the cluster's own credentials in the state directory.
+pub const CLUSTER_CREDS: &str = "cluster.creds";
+
+#[derive(Debug, Default)]
+struct Current {
+    jwt: Option<String>,
+    issued_at: i64,
+    expires_at: i64,
+    refused: bool,
+}
+
+/// The agent's credentials (shared by the NATS client and the registration actor).
+#[derive(Debug)]
+pub struct AgentCredentials {
+    public_key: String,
+    seed: Secret,
+    bootstrap: PathBuf,
+    file: Option<PathBuf>,
+    current: Mutex<Current>,
+}
+
+fn now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or_default()
+}
+
+impl AgentCredentials {
+    /// Credentials for the agent whose seed is `seed`: bootstrap from `bootstrap` (checked now),
+    /// its own from `state_dir/cluster.creds` when that file exists and is for this seed.
+    pub fn load(bootstrap: &Path, state_dir: Option<&Path>, seed: &str) -> Result<Self, String> {
+        let text = std::fs::read_to_string(bootstrap)
+            .map_err(|e| format!("--bootstrap-creds {}: {e}", bootstrap.display()))?;
+        Creds::parse(&text)
+            .map_err(|e| format!("--bootstrap-creds {}: {e}", bootstrap.display()))?;
+        let public_key = nkeys::KeyPair::from_seed(seed)
+            .map(|k| k.public_key())
+            .map_err(|e| format!("agent key: {e}"))?;
+        let file = state_dir.map(|d| d.join(CLUSTER_CREDS));
+        let creds = Self {
+            public_key,
+            seed: Secret::new(seed),
+            bootstrap: bootstrap.to_path_buf(),
+            file: file.clone(),
+            current: Mutex::new(Current::default()),
+        };
+        if let Some(path) = file.filter(|p| p.exists()) {
+            match std::fs::read_to_string(&path)
+                .map_err(|e| e.to_string())
+                .and_then(|t| Creds::parse(&t).map_err(|e| e.to_string()))
+            {
+                Ok(stored) if stored.public_key() == creds.public_key => {
+                    if let Err(e) = creds.adopt(&stored.jwt) {
+                        tracing::warn!(file = %path.display(), error = %e, "stored credentials unusable; registering with the bootstrap credentials");
+                    }
+                }
+                Ok(_) => {
+                    tracing::warn!(file = %path.display(), "stored credentials are for another key; registering with the bootstrap credentials")
+                }
+                Err(e) => {
+                    tracing::warn!(file = %path.display(), error = %e, "stored credentials unreadable; registering with the bootstrap credentials")
+                }
+            }
+        }
+        Ok(creds)
+    }
+
+    /// The bootstrap credentials file.
+    pub fn bootstrap_file(&self) -> &Path {
+        &self.bootstrap
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Current> {
+        self.current.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes a JWT as the cluster's credentials after checking it is a user JWT for this
+    /// agent's key with a valid signature.
+    fn adopt(&self, jwt: &str) -> Result<(), String> {
+        let claims = Claims::<User>::decode(jwt).map_err(|e| e.to_string())?;
+        if claims.sub != self.public_key {
+            return Err(format!(
+                "the JWT is for {}, not this agent's key",
+                claims.sub
+            ));
+        }
+        let mut c = self.lock();
+        c.jwt = Some(jwt.to_string());
+        c.issued_at = claims.iat;
+        c.expires_at = claims.exp.unwrap_or(i64::MAX);
+        c.refused = false;
+        Ok(())
+    }
+
+    /// Takes credentials the hub issued and writes them to `cluster.creds` (mode 0600).
+    pub fn store(&self, jwt: &str) -> Result<(), String> {
+        self.adopt(jwt)?;
+        if let Some(path) = &self.file {
+            let creds = Creds {
+                jwt: jwt.to_string(),
+                seed: self.seed.clone(),
+            };
+            write_private(path, creds.format().expose().as_bytes())
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        Ok(())
+    }
+
+    /// Whether the agent has its own credentials the server has not refused and that have not
+    /// expired.
+    pub fn usable(&self) -> bool {
+        let c = self.lock();
+        c.jwt.is_some() && !c.refused && c.expires_at > now()
+    }
+
+    /// Whether to ask the hub for credentials: none usable, or two thirds of their life gone.
+    pub fn wanted(&self) -> bool {
+        let c = self.lock();
+        if c.jwt.is_none() || c.refused {
+            return true;
+        }
+        let life = (c.expires_at - c.issued_at).max(0);
+        now() >= c.issued_at + life * 2 / 3
+    }
+
+    /// Seconds until renewal is due (0 when due now).
+    pub fn renew_in(&self) -> u64 {
+        let c = self.lock();
+        if c.jwt.is_none() || c.refused {
+            return 0;
+        }
+        let life = (c.expires_at - c.issued_at).max(0);
+        (c.issued_at + life * 2 / 3 - now()).max(0) as u64
+    }
+}
+
+impl Authenticator for AgentCredentials {
+    fn credentials(&self) -> Result<(String, String), String> {
+        let c = self.lock();
+        match &c.jwt {
+            Some(jwt) if !c.refused => Ok((jwt.clone(), self.seed.expose().to_string())),
+            _ => {
+                Err("no cluster credentials yet: registering with the bootstrap credentials".into())
+            }
+        }
+    }
+
+    fn refused(&self) {
+        let mut c = self.lock();
+        if c.jwt.is_some() && !c.refused {
+            tracing::warn!(
+                "the NATS server refused this cluster's credentials; registering again with the bootstrap credentials"
+            );
+        }
+        c.refused = true;
+    }
+}
