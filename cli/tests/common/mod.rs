@@ -32,6 +32,7 @@ pub struct HubBuilder<'a> {
     auto_accept: bool,
     flags: Vec<String>,
     tls: bool,
+    log_level: &'static str,
 }
 
 impl<'a> HubBuilder<'a> {
@@ -44,6 +45,7 @@ impl<'a> HubBuilder<'a> {
             auto_accept: false,
             flags: Vec::new(),
             tls: false,
+            log_level: "info",
         }
     }
 
@@ -74,6 +76,12 @@ impl<'a> HubBuilder<'a> {
         this
     }
 
+    /// Logs at `level` (`RUST_LOG`) instead of info.
+    pub fn log_level(mut self, level: &'static str) -> Self {
+        self.log_level = level;
+        self
+    }
+
     /// Starts the hub.
     pub fn start(self) -> Hub {
         let mut cmd = Command::new(binary("flotilla-hub"));
@@ -82,7 +90,7 @@ impl<'a> HubBuilder<'a> {
             .args(["--metrics-listen", &format!("127.0.0.1:{}", free_port())])
             .args(["--default-lease-duration-seconds", "1"])
             .args(["--lease-grace-multiplier", "3"])
-            .env("RUST_LOG", "info");
+            .env("RUST_LOG", self.log_level);
         if self.auto_accept {
             cmd.arg("--auto-accept");
         }
@@ -143,6 +151,12 @@ impl AgentBuilder {
     /// Any other flag and its value.
     pub fn flag(mut self, flag: &str, value: &str) -> Self {
         self.cmd.args([flag, value]);
+        self
+    }
+
+    /// An environment variable (e.g. `RUST_LOG`).
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.cmd.env(key, value);
         self
     }
 
