@@ -13,7 +13,7 @@
 use flotilla_auth::jwt::{Claims, User};
 use flotilla_auth::secret::write_private;
 use flotilla_auth::{Creds, Secret};
-use flotilla_bus::connect::Authenticator;
+use flotilla_bus::connect::{Authenticator, NatsConfig};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -86,9 +86,15 @@ impl AgentCredentials {
         Ok(creds)
     }
 
-    /// The bootstrap credentials file.
-    pub fn bootstrap_file(&self) -> &Path {
-        &self.bootstrap
+    /// Settings of a bootstrap connection for `cluster`, from the agent's NATS settings: the
+    /// bootstrap credentials and the bootstrap inbox space (the only one they may read).
+    pub fn bootstrap_config(&self, nats: &NatsConfig, cluster: &str) -> NatsConfig {
+        let mut cfg = nats.clone();
+        cfg.name = format!("{}/bootstrap", cfg.name);
+        cfg.auth = None;
+        cfg.credentials_file = Some(self.bootstrap.clone());
+        cfg.inbox_prefix = Some(flotilla_bus::subjects::bootstrap_inbox_prefix(cluster));
+        cfg
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Current> {

@@ -4,6 +4,8 @@
 //!   cluster status reports, reaction to acceptance/denial/deletion and to reconnects.
 //! - [`credentials`]: secure mode — bootstrap credentials, the cluster's own (issued by the
 //!   hub, kept in `STATE_DIR/cluster.creds`), renewal and fallback.
+//! - [`enrolment`]: secure mode before the agent has its own credentials: registration over
+//!   the bootstrap connection until the hub issues them.
 //! - [`backend`]: the local cluster ([`backend::sim::SimBackend`] for simulators and tests).
 //! - [`work`]: ManifestWork execution — one actor per work, status feedback, proxy queries.
 //! - [`scores`]: AddOnPlacementScores the agent reports (resource usage).
@@ -15,6 +17,7 @@
 
 pub mod backend;
 pub mod credentials;
+pub mod enrolment;
 pub mod registration;
 pub mod scores;
 pub mod store;
@@ -170,6 +173,13 @@ pub async fn run(
         }
         None => None,
     };
+    tokio::pin!(shutdown);
+    if let Some(creds) = credentials.as_ref().filter(|c| !c.usable()) {
+        tokio::select! {
+            r = enrolment::run(&config, backend.as_ref(), &store, creds) => r?,
+            () = &mut shutdown => return Ok(()),
+        }
+    }
     let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
     let client = connect::connect(&config.nats, Some(events_tx)).await?;
     let publisher = work::Publisher::new(

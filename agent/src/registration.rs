@@ -118,11 +118,7 @@ impl RegistrationActor {
             return Some(self.client.clone());
         }
         if self.bootstrap.is_none() {
-            let mut cfg = self.config.nats.clone();
-            cfg.name = format!("{}/bootstrap", cfg.name);
-            cfg.auth = None;
-            cfg.credentials_file = Some(creds.bootstrap_file().to_path_buf());
-            cfg.inbox_prefix = Some(subjects::bootstrap_inbox_prefix(self.name()));
+            let cfg = creds.bootstrap_config(&self.config.nats, self.name());
             match flotilla_bus::connect::connect(&cfg, None).await {
                 Ok(c) => {
                     tracing::info!("registering with the bootstrap credentials");
@@ -265,85 +261,37 @@ impl RegistrationActor {
         .await
     }
 
-    fn claims(&self, info: &ClusterInfo) -> Vec<ClusterClaim> {
-        let id = self.store.get().cluster_id;
-        let mut claims: Vec<ClusterClaim> = [
-            (CLAIM_ID, id),
-            (CLAIM_KUBEVERSION, info.kubernetes_version.clone()),
-            (CLAIM_PLATFORM, info.platform.clone()),
-            (CLAIM_PRODUCT, info.product.clone()),
-        ]
-        .into_iter()
-        .filter(|(_, v)| !v.is_empty())
-        .map(|(n, v)| ClusterClaim {
-            name: n.to_string(),
-            value: v,
-        })
-        .collect();
-        claims.extend(self.config.claims.iter().cloned());
-        claims
-    }
-
     fn registration_request(&self) -> RegistrationRequest {
-        let info = self.backend.info();
-        let public_key = nkeys::KeyPair::from_seed(&self.store.get().nkey_seed)
-            .map(|k| k.public_key())
-            .unwrap_or_default();
-        RegistrationRequest {
-            cluster_name: self.name().to_string(),
-            labels: self.config.labels.clone(),
-            claims: self.claims(&info),
-            capacity: info.capacity,
-            allocatable: info.allocatable,
-            kubernetes_version: info.kubernetes_version,
-            agent_version: env!("CARGO_PKG_VERSION").to_string(),
-            agent_public_key: public_key,
-            credentials_wanted: self.credentials.as_ref().is_some_and(|c| c.wanted()),
-        }
+        registration_request(
+            &self.config,
+            self.backend.as_ref(),
+            &self.store,
+            self.credentials.as_deref(),
+        )
     }
 
     async fn register(&mut self) {
         self.next_register = None;
-        let ev = Event::new(
-            types::registration_request(),
-            self.source.clone(),
-            self.name(),
-            &self.registration_request(),
-        );
-        let bytes = match ev.encode(self.config.max_event_bytes) {
-            Ok(b) => b,
-            Err(e) => {
-                tracing::error!(error = %e, "registration request cannot be encoded");
-                self.next_register = Some(Instant::now() + self.config.denied_poll);
-                return;
-            }
-        };
-        let request = async_nats::Request::new()
-            .payload(bytes)
-            .headers(headers(&ev))
-            .timeout(Some(self.config.nats.request_timeout));
+        let request = self.registration_request();
         let Some(client) = self.registration_client().await else {
             self.next_register = Some(Instant::now() + self.config.denied_poll);
             return;
         };
-        match client
-            .send_request(subjects::register(self.name()), request)
-            .await
-        {
-            Ok(reply) => match Event::decode(&reply.payload, self.config.max_event_bytes)
-                .and_then(|e| e.decode_data::<RegistrationResponse>("RegistrationResponse"))
-            {
-                Ok(resp) => {
-                    self.register_failures = 0;
-                    self.apply_response(resp).await;
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "unreadable registration reply");
-                    self.retry_register();
-                }
-            },
-            Err(e) => {
+        match ask_hub(&client, &self.config, &self.source, &request).await {
+            Ok(resp) => {
+                self.register_failures = 0;
+                self.apply_response(resp).await;
+            }
+            Err(AskError::Encode(e)) => {
+                tracing::error!(error = %e, "registration request cannot be encoded");
+                self.next_register = Some(Instant::now() + self.config.denied_poll);
+            }
+            Err(AskError::Unanswered(e)) => {
                 tracing::debug!(error = %e, "registration request not answered");
+                self.retry_register();
+            }
+            Err(AskError::Unreadable(e)) => {
+                tracing::warn!(error = %e, "unreadable registration reply");
                 self.retry_register();
             }
         }
@@ -656,7 +604,7 @@ impl RegistrationActor {
         let info = self.backend.info();
         let report = ClusterStatusReport {
             cluster_name: self.name().to_string(),
-            claims: self.claims(&info),
+            claims: claims(&self.config, &self.store, &info),
             capacity: info.capacity,
             allocatable: info.allocatable,
             kubernetes_version: info.kubernetes_version,
@@ -689,4 +637,89 @@ impl RegistrationActor {
             self.last_status_hash = hash;
         }
     }
+}
+
+/// What the agent asks the hub at registration: its labels and claims, what the cluster reports,
+/// its public key, and in secure mode whether it needs credentials.
+pub fn registration_request(
+    config: &AgentConfig,
+    backend: &dyn Backend,
+    store: &LocalStore,
+    credentials: Option<&AgentCredentials>,
+) -> RegistrationRequest {
+    let info = backend.info();
+    let public_key = nkeys::KeyPair::from_seed(&store.get().nkey_seed)
+        .map(|k| k.public_key())
+        .unwrap_or_default();
+    let claims = claims(config, store, &info);
+    RegistrationRequest {
+        cluster_name: config.cluster_name.clone(),
+        labels: config.labels.clone(),
+        claims,
+        capacity: info.capacity,
+        allocatable: info.allocatable,
+        kubernetes_version: info.kubernetes_version,
+        agent_version: env!("CARGO_PKG_VERSION").to_string(),
+        agent_public_key: public_key,
+        credentials_wanted: credentials.is_some_and(|c| c.wanted()),
+    }
+}
+
+/// The claims the agent reports: the reserved ones from the cluster, then the configured ones.
+fn claims(config: &AgentConfig, store: &LocalStore, info: &ClusterInfo) -> Vec<ClusterClaim> {
+    let mut claims: Vec<ClusterClaim> = [
+        (CLAIM_ID, store.get().cluster_id),
+        (CLAIM_KUBEVERSION, info.kubernetes_version.clone()),
+        (CLAIM_PLATFORM, info.platform.clone()),
+        (CLAIM_PRODUCT, info.product.clone()),
+    ]
+    .into_iter()
+    .filter(|(_, v)| !v.is_empty())
+    .map(|(n, v)| ClusterClaim {
+        name: n.to_string(),
+        value: v,
+    })
+    .collect();
+    claims.extend(config.claims.iter().cloned());
+    claims
+}
+
+/// Why a registration request got no usable answer.
+#[derive(Debug)]
+pub enum AskError {
+    /// The request cannot be encoded (too large): asking again will not help soon.
+    Encode(String),
+    /// No answer (hub or NATS away): retry with backoff.
+    Unanswered(String),
+    /// An answer that cannot be read: retry with backoff.
+    Unreadable(String),
+}
+
+/// Sends one registration request over `client` and reads the hub's answer.
+pub async fn ask_hub(
+    client: &async_nats::Client,
+    config: &AgentConfig,
+    source: &str,
+    request: &RegistrationRequest,
+) -> Result<RegistrationResponse, AskError> {
+    let ev = Event::new(
+        types::registration_request(),
+        source.to_string(),
+        &config.cluster_name,
+        request,
+    );
+    let bytes = ev
+        .encode(config.max_event_bytes)
+        .map_err(|e| AskError::Encode(e.to_string()))?;
+    let request = async_nats::Request::new()
+        .payload(bytes)
+        .headers(headers(&ev))
+        .timeout(Some(config.nats.request_timeout));
+    let reply = client
+        .send_request(subjects::register(&config.cluster_name), request)
+        .await
+        .map_err(|e| AskError::Unanswered(e.to_string()))?;
+    Event::decode(&reply.payload, config.max_event_bytes)
+        .and_then(|e| e.decode_data::<RegistrationResponse>("RegistrationResponse"))
+        .map_err(|e| AskError::Unreadable(e.to_string()))
 }

@@ -10,6 +10,9 @@ use std::time::Duration;
 use thiserror::Error;
 use tokio::sync::mpsc;
 
+/// How often a client whose credentials were refused tries again until it has new ones.
+pub const REFUSED_RETRY: Duration = Duration::from_secs(30);
+
 /// The default NATS URL of every Flotilla binary.
 pub const DEFAULT_NATS_URL: &str = "nats://127.0.0.1:4222";
 
@@ -224,6 +227,7 @@ pub async fn connect(
         opts = opts.custom_inbox_prefix(prefix);
     }
     let max_delay = cfg.max_reconnect_delay;
+    let waiting_for = cfg.auth.clone();
     opts = opts
         .name(&cfg.name)
         .require_tls(cfg.require_tls)
@@ -233,7 +237,18 @@ pub async fn connect(
         .request_timeout(Some(cfg.request_timeout))
         .client_capacity(cfg.client_capacity)
         .subscription_capacity(cfg.subscription_capacity)
-        .reconnect_delay_callback(move |attempt| backoff(attempt, max_delay));
+        .reconnect_delay_callback(move |attempt| {
+            // Without usable credentials (refused, waiting for new ones) there is no point in
+            // knocking often: the owner gets new credentials over another connection.
+            if waiting_for
+                .as_ref()
+                .is_some_and(|a| a.credentials().is_err())
+            {
+                backoff(16, REFUSED_RETRY)
+            } else {
+                backoff(attempt, max_delay)
+            }
+        });
     let name = cfg.name.clone();
     let auth = cfg.auth.clone();
     opts = opts.event_callback(move |event| {

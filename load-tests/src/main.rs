@@ -45,6 +45,12 @@ enum Scenario {
         /// Agents started per second.
         #[arg(long, default_value_t = 1000)]
         start_rate: u32,
+        /// Secure mode: the bootstrap credentials of the simulated agents.
+        #[arg(long)]
+        bootstrap_creds: Option<std::path::PathBuf>,
+        /// CA that signed the NATS server's certificate (secure mode with --tls).
+        #[arg(long)]
+        nats_ca: Option<std::path::PathBuf>,
         /// Give up after this many seconds.
         #[arg(long, default_value_t = 300)]
         timeout_seconds: u64,
@@ -70,6 +76,12 @@ enum Scenario {
         /// Concurrent ApplyWork calls.
         #[arg(long, default_value_t = 64)]
         concurrency: usize,
+        /// Secure mode: the bootstrap credentials of the simulated agents.
+        #[arg(long)]
+        bootstrap_creds: Option<std::path::PathBuf>,
+        /// CA that signed the NATS server's certificate (secure mode with --tls).
+        #[arg(long)]
+        nats_ca: Option<std::path::PathBuf>,
         /// Give up after this many seconds.
         #[arg(long, default_value_t = 600)]
         timeout_seconds: u64,
@@ -214,6 +226,20 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 #[allow(clippy::too_many_arguments)]
+/// Secure-mode settings of a simulated fleet.
+struct Secure {
+    bootstrap_creds: Option<std::path::PathBuf>,
+    nats_ca: Option<std::path::PathBuf>,
+}
+
+impl Secure {
+    fn apply(&self, config: &mut FleetConfig) {
+        config.bootstrap_creds = self.bootstrap_creds.clone();
+        config.nats.ca = self.nats_ca.clone();
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn fanout(
     nats_url: String,
     hub: String,
@@ -222,6 +248,7 @@ async fn fanout(
     name_prefix: String,
     concurrency: usize,
     timeout_seconds: u64,
+    secure: Secure,
 ) -> Result<()> {
     use flotilla_api::v1::WatchWorksRequest;
     use flotilla_api::v1::work_service_client::WorkServiceClient;
@@ -233,6 +260,7 @@ async fn fanout(
     let mut clusters_api = ClusterServiceClient::new(channel.clone());
     let works_api = WorkServiceClient::new(channel.clone());
     let mut config = FleetConfig::new(&nats_url, clusters);
+    secure.apply(&mut config);
     config.name_prefix = name_prefix.clone();
     config.start_rate = 1000;
     config.pending_poll = Duration::from_secs(2);
@@ -354,6 +382,7 @@ async fn main() -> Result<()> {
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
+        .with_writer(std::io::stderr)
         .init();
     match Args::parse().scenario {
         Scenario::Fanout {
@@ -364,6 +393,8 @@ async fn main() -> Result<()> {
             name_prefix,
             concurrency,
             timeout_seconds,
+            bootstrap_creds,
+            nats_ca,
         } => {
             fanout(
                 nats_url,
@@ -373,6 +404,10 @@ async fn main() -> Result<()> {
                 name_prefix,
                 concurrency,
                 timeout_seconds,
+                Secure {
+                    bootstrap_creds,
+                    nats_ca,
+                },
             )
             .await?
         }
@@ -402,12 +437,19 @@ async fn main() -> Result<()> {
             name_prefix,
             start_rate,
             timeout_seconds,
+            bootstrap_creds,
+            nats_ca,
         } => {
             let mut client = ClusterServiceClient::connect(hub.clone())
                 .await
                 .with_context(|| format!("connecting to the hub at {hub}"))?;
             let rss_before = flotilla_bus::process::rss_bytes();
             let mut config = FleetConfig::new(&nats_url, clusters);
+            Secure {
+                bootstrap_creds,
+                nats_ca,
+            }
+            .apply(&mut config);
             config.name_prefix = name_prefix.clone();
             config.start_rate = start_rate;
             config.pending_poll = Duration::from_secs(2);

@@ -50,6 +50,9 @@ pub struct FleetConfig {
     /// restarted simulator comes back as the same agents with the same works, like real ones.
     /// `None`: memory only.
     pub state_dir: Option<PathBuf>,
+    /// Secure mode: every agent registers with these bootstrap credentials and then uses the
+    /// credentials the hub issues it.
+    pub bootstrap_creds: Option<PathBuf>,
 }
 
 impl FleetConfig {
@@ -67,6 +70,7 @@ impl FleetConfig {
             resync_interval: Duration::from_secs(300),
             ready_delay: Duration::from_secs(1),
             state_dir: None,
+            bootstrap_creds: None,
             scores: Some(scores::ScoreConfig::every(Duration::from_secs(30))),
         }
     }
@@ -90,6 +94,7 @@ pub fn profile(config: &FleetConfig, i: usize) -> (AgentConfig, SimBackend) {
     let mut agent = AgentConfig::new(&name, &config.nats.url);
     config.nats.apply_to(&mut agent.nats);
     agent.state = StateConfig::Memory;
+    agent.bootstrap_creds = config.bootstrap_creds.clone();
     agent.pending_poll = config.pending_poll;
     agent.status_interval = config.status_interval;
     agent.work_status_interval = config.work_status_interval;

@@ -15,6 +15,9 @@ struct Args {
     /// simulator comes back as the same agents with their works (default: memory only).
     #[arg(long, env = "FLOTILLA_SIM_STATE_DIR")]
     state_dir: Option<std::path::PathBuf>,
+    /// Secure mode: the bootstrap credentials every simulated agent registers with.
+    #[arg(long, env = "FLOTILLA_BOOTSTRAP_CREDS", conflicts_with = "creds")]
+    bootstrap_creds: Option<std::path::PathBuf>,
     /// Number of clusters.
     #[arg(long, default_value_t = 10)]
     clusters: usize,
@@ -59,6 +62,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let mut config = FleetConfig::new(&args.nats.url, args.clusters);
     config.nats = args.nats.clone();
+    config.bootstrap_creds = args.bootstrap_creds.clone();
     config.name_prefix = args.name_prefix;
     config.first_index = args.first_index;
     config.start_rate = args.start_rate;
