@@ -28,7 +28,7 @@ pub async fn run(
     let source = format!("flotilla-agent/{}", config.cluster_name);
     let mut failures = 0;
     while !credentials.usable() {
-        let request = registration_request(config, backend, store, Some(credentials));
+        let request = registration_request(config, backend, store, Some(credentials)).await;
         let wait = match ask_hub(&boot, config, &source, &request).await {
             Ok(resp) => {
                 failures = 0;

@@ -261,18 +261,19 @@ impl RegistrationActor {
         .await
     }
 
-    fn registration_request(&self) -> RegistrationRequest {
+    async fn registration_request(&self) -> RegistrationRequest {
         registration_request(
             &self.config,
             self.backend.as_ref(),
             &self.store,
             self.credentials.as_deref(),
         )
+        .await
     }
 
     async fn register(&mut self) {
         self.next_register = None;
-        let request = self.registration_request();
+        let request = self.registration_request().await;
         let Some(client) = self.registration_client().await else {
             self.next_register = Some(Instant::now() + self.config.denied_poll);
             return;
@@ -601,7 +602,7 @@ impl RegistrationActor {
     }
 
     async fn report_status(&mut self, force: bool) {
-        let info = self.backend.info();
+        let info = self.backend.info().await;
         let report = ClusterStatusReport {
             cluster_name: self.name().to_string(),
             claims: claims(&self.config, &self.store, &info),
@@ -641,13 +642,13 @@ impl RegistrationActor {
 
 /// What the agent asks the hub at registration: its labels and claims, what the cluster reports,
 /// its public key, and in secure mode whether it needs credentials.
-pub fn registration_request(
+pub async fn registration_request(
     config: &AgentConfig,
     backend: &dyn Backend,
     store: &LocalStore,
     credentials: Option<&AgentCredentials>,
 ) -> RegistrationRequest {
-    let info = backend.info();
+    let info = backend.info().await;
     let public_key = nkeys::KeyPair::from_seed(&store.get().nkey_seed)
         .map(|k| k.public_key())
         .unwrap_or_default();

@@ -574,7 +574,7 @@ async fn works_changed_while_the_link_is_down_converge_after_reconnect() {
     .unwrap();
     tokio::time::sleep(Duration::from_secs(1)).await;
     // The spoke keeps running what it had (edge autonomy).
-    assert_eq!(agent.backend.list("cm", None).unwrap().len(), 2);
+    assert_eq!(agent.backend.list("cm", None).await.unwrap().len(), 2);
 
     link.restore();
     wait_work(
@@ -597,6 +597,7 @@ async fn works_changed_while_the_link_is_down_converge_after_reconnect() {
     let cms: Vec<String> = agent
         .backend
         .list("cm", None)
+        .await
         .unwrap()
         .iter()
         .map(|o| o["metadata"]["name"].as_str().unwrap().to_string())
@@ -633,7 +634,7 @@ async fn an_agent_restarted_offline_keeps_its_works_and_reports_when_the_link_re
     let agent = start_agent_on(cfg, backend.clone());
     tokio::time::sleep(Duration::from_secs(1)).await;
     // Offline and restarted: the Deployment is still there and still managed.
-    assert_eq!(backend.list("deploy", None).unwrap().len(), 1);
+    assert_eq!(backend.list("deploy", None).await.unwrap().len(), 1);
     api.apply_work(hello("edge-2", 4)).await.unwrap();
     link.restore();
     wait_work(
@@ -682,7 +683,7 @@ async fn spec_events_for_another_cluster_are_ignored_by_the_agent() {
     client.flush().await.unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(
-        agent.backend.list("deploy", None).unwrap().is_empty(),
+        agent.backend.list("deploy", None).await.unwrap().is_empty(),
         "a foreign work was applied"
     );
     agent.stop().await;

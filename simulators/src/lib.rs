@@ -209,8 +209,8 @@ impl Fleet {
 mod tests {
     use super::*;
 
-    #[test]
-    fn profiles_are_varied_valid_and_deterministic() {
+    #[tokio::test]
+    async fn profiles_are_varied_valid_and_deterministic() {
         let cfg = FleetConfig::new("nats://127.0.0.1:4222", 20);
         let mut regions = std::collections::HashSet::new();
         for i in 1..=20 {
@@ -218,7 +218,7 @@ mod tests {
             assert!(a.validate().is_empty(), "{:?}", a.validate());
             regions.insert(a.labels["region"].clone());
             assert_eq!(profile(&cfg, i).0.labels, a.labels);
-            assert!(!b.info().capacity["cpu"].is_empty());
+            assert!(!b.info().await.capacity["cpu"].is_empty());
         }
         assert_eq!(regions.len(), REGIONS.len());
         assert_eq!(cluster_name("sim", 7), "sim-0007");

@@ -4,8 +4,13 @@
 //!
 //! A missing `nats-server` fails the test with the command that installs it: NATS tests never
 //! skip silently.
+//!
+//! [`kube`]: a small Kubernetes API server speaking the real wire format, for the agent's
+//! Kubernetes backend.
 
 #![deny(missing_docs)]
+
+pub mod kube;
 
 use std::future::Future;
 use std::net::{TcpListener, TcpStream};

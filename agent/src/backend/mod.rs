@@ -2,8 +2,8 @@
 //! persisted to a file) for the simulator and tests; a Kubernetes backend (kube-rs, server-side
 //! apply) implements the same trait for real spokes.
 //!
-//! Calls are synchronous: the simulated cluster answers from memory, and a networked backend is
-//! expected to run its calls on a blocking-capable executor.
+//! Calls are async: the simulated cluster answers from memory at once, the Kubernetes backend
+//! over HTTP.
 
 pub mod sim;
 
@@ -85,27 +85,28 @@ pub enum BackendError {
 }
 
 /// A cluster the agent observes and applies work to.
+#[async_trait::async_trait]
 pub trait Backend: Send + Sync + 'static {
     /// The cluster's current facts.
-    fn info(&self) -> ClusterInfo;
+    async fn info(&self) -> ClusterInfo;
     /// Writes one object with a strategy.
-    fn apply(
+    async fn apply(
         &self,
         id: &ManifestId,
         object: &Value,
         strategy: &Strategy,
     ) -> Result<ApplyOutcome, BackendError>;
     /// Reads one object (with its status), `None` when absent.
-    fn get(&self, id: &ManifestId) -> Result<Option<Value>, BackendError>;
+    async fn get(&self, id: &ManifestId) -> Result<Option<Value>, BackendError>;
     /// Deletes one object; `Ok(false)` when it was already gone.
-    fn delete(&self, id: &ManifestId) -> Result<bool, BackendError>;
+    async fn delete(&self, id: &ManifestId) -> Result<bool, BackendError>;
     /// The AddOnPlacementScores this cluster reports: `(resource name, scores)`. None by default.
     fn scores(&self) -> Vec<(String, Vec<flotilla_api::v1::AddOnPlacementScoreItem>)> {
         Vec::new()
     }
     /// Lists objects of a kind (matched case-insensitively against kind, plural resource or
     /// short name), optionally in one namespace.
-    fn list(&self, kind: &str, namespace: Option<&str>) -> Result<Vec<Value>, BackendError>;
+    async fn list(&self, kind: &str, namespace: Option<&str>) -> Result<Vec<Value>, BackendError>;
 }
 
 /// Whether `query` names `kind`: the kind, its plural resource or a common short name, in any

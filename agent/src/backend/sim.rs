@@ -323,12 +323,13 @@ impl SimBackend {
     }
 }
 
+#[async_trait::async_trait]
 impl Backend for SimBackend {
-    fn info(&self) -> ClusterInfo {
+    async fn info(&self) -> ClusterInfo {
         self.info.lock().expect("sim lock").clone()
     }
 
-    fn apply(
+    async fn apply(
         &self,
         id: &ManifestId,
         object: &Value,
@@ -503,7 +504,7 @@ impl Backend for SimBackend {
     }
 
     fn scores(&self) -> Vec<(String, Vec<flotilla_api::v1::AddOnPlacementScoreItem>)> {
-        let info = self.info();
+        let info = self.info.lock().expect("sim lock").clone();
         let load = *self.load.lock().expect("sim lock");
         vec![(
             crate::scores::RESOURCE_NAME.to_string(),
@@ -515,7 +516,7 @@ impl Backend for SimBackend {
         )]
     }
 
-    fn get(&self, id: &ManifestId) -> Result<Option<Value>, BackendError> {
+    async fn get(&self, id: &ManifestId) -> Result<Option<Value>, BackendError> {
         let objects = self.objects.lock().expect("sim lock");
         Ok(objects
             .objects
@@ -523,7 +524,7 @@ impl Backend for SimBackend {
             .map(|o| self.with_status(&id.group, &id.kind, o)))
     }
 
-    fn delete(&self, id: &ManifestId) -> Result<bool, BackendError> {
+    async fn delete(&self, id: &ManifestId) -> Result<bool, BackendError> {
         let mut objects = self.objects.lock().expect("sim lock");
         let existed = objects.objects.remove(&key(id)).is_some();
         if existed && id.group.is_empty() && id.kind == "Namespace" {
@@ -538,7 +539,7 @@ impl Backend for SimBackend {
         Ok(existed)
     }
 
-    fn list(&self, kind: &str, namespace: Option<&str>) -> Result<Vec<Value>, BackendError> {
+    async fn list(&self, kind: &str, namespace: Option<&str>) -> Result<Vec<Value>, BackendError> {
         let objects = self.objects.lock().expect("sim lock");
         Ok(objects
             .objects
@@ -574,77 +575,80 @@ mod tests {
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     }
 
-    #[test]
-    fn sim_reports_capacity_and_injected_failures() {
+    #[tokio::test]
+    async fn sim_reports_capacity_and_injected_failures() {
         let b = SimBackend::new(8, 32, "v1.30.0").with_platform("AWS");
-        let i = b.info();
+        let i = b.info().await;
         assert_eq!(i.capacity["cpu"], "8");
         assert_eq!(i.allocatable["cpu"], "7600m");
         assert_eq!(i.platform, "AWS");
         b.set_health(false, "apiserver down");
-        assert!(!b.info().healthy);
+        assert!(!b.info().await.healthy);
     }
 
-    #[test]
-    fn namespaced_objects_need_their_namespace() {
+    #[tokio::test]
+    async fn namespaced_objects_need_their_namespace() {
         let b = sim();
         let d = deploy("web", "shop", 1);
         let id = manifest_id(&d).unwrap();
         assert!(matches!(
-            b.apply(&id, &d, &Strategy::Update),
+            b.apply(&id, &d, &Strategy::Update).await,
             Err(BackendError::NotFound(_))
         ));
         let n = ns("shop");
         assert_eq!(
             b.apply(&manifest_id(&n).unwrap(), &n, &Strategy::Update)
+                .await
                 .unwrap(),
             ApplyOutcome::Created
         );
         assert_eq!(
-            b.apply(&id, &d, &Strategy::Update).unwrap(),
+            b.apply(&id, &d, &Strategy::Update).await.unwrap(),
             ApplyOutcome::Created
         );
         assert_eq!(
-            b.apply(&id, &d, &Strategy::Update).unwrap(),
+            b.apply(&id, &d, &Strategy::Update).await.unwrap(),
             ApplyOutcome::Unchanged
         );
         // Deleting the namespace deletes its content.
-        assert!(b.delete(&manifest_id(&n).unwrap()).unwrap());
-        assert!(b.get(&id).unwrap().is_none());
+        assert!(b.delete(&manifest_id(&n).unwrap()).await.unwrap());
+        assert!(b.get(&id).await.unwrap().is_none());
     }
 
-    #[test]
-    fn deployments_become_ready_after_the_delay() {
+    #[tokio::test]
+    async fn deployments_become_ready_after_the_delay() {
         let b = sim();
         let d = deploy("web", "default", 2);
         let id = manifest_id(&d).unwrap();
-        b.apply(&id, &d, &Strategy::Update).unwrap();
-        let now = b.get(&id).unwrap().unwrap();
+        b.apply(&id, &d, &Strategy::Update).await.unwrap();
+        let now = b.get(&id).await.unwrap().unwrap();
         assert_eq!(now["status"]["readyReplicas"], 0);
         std::thread::sleep(Duration::from_millis(60));
-        let later = b.get(&id).unwrap().unwrap();
+        let later = b.get(&id).await.unwrap().unwrap();
         assert_eq!(later["status"]["readyReplicas"], 2);
         assert_eq!(later["status"]["conditions"][0]["status"], "True");
         // A spec change restarts the rollout and bumps the generation.
         b.apply(&id, &deploy("web", "default", 3), &Strategy::Update)
+            .await
             .unwrap();
-        let again = b.get(&id).unwrap().unwrap();
+        let again = b.get(&id).await.unwrap().unwrap();
         assert_eq!(again["metadata"]["generation"], 2);
         assert_eq!(again["status"]["readyReplicas"], 0);
     }
 
-    #[test]
-    fn server_side_apply_reports_conflicts_unless_forced() {
+    #[tokio::test]
+    async fn server_side_apply_reports_conflicts_unless_forced() {
         let b = sim();
         let d = deploy("web", "default", 1);
         let id = manifest_id(&d).unwrap();
-        b.apply(&id, &d, &Strategy::Update).unwrap();
+        b.apply(&id, &d, &Strategy::Update).await.unwrap();
         let ssa = |force| Strategy::ServerSideApply {
             force,
             field_manager: "other".into(),
         };
         let err = b
             .apply(&id, &deploy("web", "default", 5), &ssa(false))
+            .await
             .unwrap_err();
         let BackendError::Conflict { fields, manager } = err else {
             panic!("{err:?}")
@@ -653,71 +657,76 @@ mod tests {
         assert_eq!(manager, UPDATE_MANAGER);
         assert_eq!(
             b.apply(&id, &deploy("web", "default", 5), &ssa(true))
+                .await
                 .unwrap(),
             ApplyOutcome::Updated
         );
-        assert_eq!(b.get(&id).unwrap().unwrap()["spec"]["replicas"], 5);
+        assert_eq!(b.get(&id).await.unwrap().unwrap()["spec"]["replicas"], 5);
         // Same values never conflict.
         assert_eq!(
             b.apply(&id, &deploy("web", "default", 5), &ssa(false))
+                .await
                 .unwrap(),
             ApplyOutcome::Unchanged
         );
     }
 
-    #[test]
-    fn create_only_and_read_only_never_change_existing_objects() {
+    #[tokio::test]
+    async fn create_only_and_read_only_never_change_existing_objects() {
         let b = sim();
         let d = deploy("web", "default", 1);
         let id = manifest_id(&d).unwrap();
         assert_eq!(
-            b.apply(&id, &d, &Strategy::ReadOnly).unwrap(),
+            b.apply(&id, &d, &Strategy::ReadOnly).await.unwrap(),
             ApplyOutcome::Skipped
         );
-        assert!(b.get(&id).unwrap().is_none());
+        assert!(b.get(&id).await.unwrap().is_none());
         assert_eq!(
-            b.apply(&id, &d, &Strategy::CreateOnly).unwrap(),
+            b.apply(&id, &d, &Strategy::CreateOnly).await.unwrap(),
             ApplyOutcome::Created
         );
         assert_eq!(
             b.apply(&id, &deploy("web", "default", 9), &Strategy::CreateOnly)
+                .await
                 .unwrap(),
             ApplyOutcome::Skipped
         );
-        assert_eq!(b.get(&id).unwrap().unwrap()["spec"]["replicas"], 1);
+        assert_eq!(b.get(&id).await.unwrap().unwrap()["spec"]["replicas"], 1);
     }
 
-    #[test]
-    fn jobs_complete_or_fail_and_errors_can_be_injected() {
+    #[tokio::test]
+    async fn jobs_complete_or_fail_and_errors_can_be_injected() {
         let b = sim();
         let job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "annotations": {ANNOTATION_JOB_OUTCOME: "fail"}}});
         let id = manifest_id(&job).unwrap();
-        b.apply(&id, &job, &Strategy::Update).unwrap();
+        b.apply(&id, &job, &Strategy::Update).await.unwrap();
         std::thread::sleep(Duration::from_millis(60));
-        assert_eq!(b.get(&id).unwrap().unwrap()["status"]["failed"], 1);
+        assert_eq!(b.get(&id).await.unwrap().unwrap()["status"]["failed"], 1);
         b.inject_apply_error("Job", "j", Some("admission webhook denied"));
         assert_eq!(
-            b.apply(&id, &job, &Strategy::Update).unwrap_err(),
+            b.apply(&id, &job, &Strategy::Update).await.unwrap_err(),
             BackendError::Invalid("admission webhook denied".into())
         );
         let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "annotations": {ANNOTATION_APPLY_ERROR: "quota exceeded"}}});
         assert!(
             b.apply(&manifest_id(&cm).unwrap(), &cm, &Strategy::Update)
+                .await
                 .is_err()
         );
     }
 
-    #[test]
-    fn persisted_clusters_survive_a_restart_and_list_by_kind() {
+    #[tokio::test]
+    async fn persisted_clusters_survive_a_restart_and_list_by_kind() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("cluster.json");
         let b = sim().persisted(file.clone()).unwrap();
         let d = deploy("web", "default", 1);
         b.apply(&manifest_id(&d).unwrap(), &d, &Strategy::Update)
+            .await
             .unwrap();
         drop(b);
         let b = sim().persisted(file).unwrap();
-        assert_eq!(b.list("deploy", None).unwrap().len(), 1);
-        assert_eq!(b.list("Deployment", Some("other")).unwrap().len(), 0);
+        assert_eq!(b.list("deploy", None).await.unwrap().len(), 1);
+        assert_eq!(b.list("Deployment", Some("other")).await.unwrap().len(), 0);
     }
 }

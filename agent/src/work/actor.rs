@@ -175,7 +175,7 @@ impl WorkActor {
             self.delete(None).await;
         } else {
             self.parse();
-            self.apply();
+            self.apply().await;
             self.refresh_and_publish(false).await;
         }
         let mut tick = tokio::time::interval(self.config.status_interval);
@@ -203,7 +203,7 @@ impl WorkActor {
                     } else {
                         let failed = self.apply_results.iter().any(|r| !r.applied);
                         if failed || ticks.is_multiple_of(REAPPLY_EVERY) {
-                            self.apply();
+                            self.apply().await;
                         }
                         self.refresh_and_publish(false).await;
                     }
@@ -231,7 +231,7 @@ impl WorkActor {
         self.record.work = Some(work);
         self.generation.store(incoming, Ordering::Relaxed);
         self.parse();
-        self.apply();
+        self.apply().await;
         self.refresh_and_publish(false).await;
     }
 
@@ -309,7 +309,7 @@ impl WorkActor {
 
     /// Applies every manifest (Namespaces and CRDs first), then removes what the work no longer
     /// declares, and saves the record.
-    fn apply(&mut self) {
+    async fn apply(&mut self) {
         let mut order: Vec<usize> = (0..self.manifests.len()).collect();
         order.sort_by_key(|i| match &self.manifests[*i].id {
             Ok(id) if id.kind == "Namespace" || id.kind == "CustomResourceDefinition" => 0,
@@ -340,7 +340,7 @@ impl WorkActor {
             if m.strategy != Strategy::ReadOnly {
                 declared.push(id.clone());
             }
-            results[i] = match self.backend.apply(id, &m.object, &m.strategy) {
+            results[i] = match self.backend.apply(id, &m.object, &m.strategy).await {
                 Ok(outcome) => {
                     if matches!(outcome, ApplyOutcome::Created | ApplyOutcome::Updated) {
                         tracing::debug!(resource = %id.describe(), ?outcome, "applied");
@@ -388,7 +388,7 @@ impl WorkActor {
         }
         let policy = self.work().spec.and_then(|s| s.delete_option);
         for id in removed {
-            self.remove_resource(&id, policy.as_ref());
+            self.remove_resource(&id, policy.as_ref()).await;
         }
         self.record.applied = declared.iter().map(applied_resource).collect();
         if let Err(e) = self.store.save_work(&self.record) {
@@ -398,7 +398,7 @@ impl WorkActor {
 
     /// Releases this work's claim on a resource and deletes it unless another work declares it
     /// or the delete option keeps it. Returns whether the resource is (or will be) gone.
-    fn remove_resource(
+    async fn remove_resource(
         &self,
         id: &ManifestId,
         policy: Option<&flotilla_api::v1::DeleteOption>,
@@ -430,7 +430,7 @@ impl WorkActor {
             tracing::info!(resource = %id.describe(), "orphaned per the delete option");
             return false;
         }
-        match self.backend.delete(id) {
+        match self.backend.delete(id).await {
             Ok(_) => {
                 tracing::info!(resource = %id.describe(), "deleted");
                 true
@@ -469,7 +469,7 @@ impl WorkActor {
             });
             let (meta, observed, feedback) = match &m.id {
                 Ok(id) => {
-                    let observed = self.backend.get(id).ok().flatten();
+                    let observed = self.backend.get(id).await.ok().flatten();
                     let health: Option<Health> = observed
                         .as_ref()
                         .map(|o| conditions::health(&id.group, &id.kind, o));
@@ -570,15 +570,15 @@ impl WorkActor {
         let policy = self.work().spec.and_then(|s| s.delete_option);
         let mut waiting = Vec::new();
         for id in self.record.applied.iter().map(applied_id) {
-            if self.backend.get(&id).ok().flatten().is_none() {
+            if self.backend.get(&id).await.ok().flatten().is_none() {
                 self.ownership
                     .lock()
                     .expect("ownership lock")
                     .release(&id, &self.rid);
                 continue;
             }
-            if self.remove_resource(&id, policy.as_ref())
-                && self.backend.get(&id).ok().flatten().is_some()
+            if self.remove_resource(&id, policy.as_ref()).await
+                && self.backend.get(&id).await.ok().flatten().is_some()
             {
                 waiting.push(id.describe());
             }

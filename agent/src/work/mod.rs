@@ -307,9 +307,9 @@ impl WorkManager {
     }
 
     /// Answers a proxy query from the hub.
-    pub fn proxy(&self, req: &ProxyRequest) -> ProxyResponse {
+    pub async fn proxy(&self, req: &ProxyRequest) -> ProxyResponse {
         let ns = (!req.namespace.is_empty()).then_some(req.namespace.as_str());
-        match self.backend.list(&req.kind, ns) {
+        match self.backend.list(&req.kind, ns).await {
             Ok(objects) => {
                 let objects: Vec<Vec<u8>> = objects
                     .into_iter()
@@ -355,7 +355,7 @@ impl WorkManager {
             },
             Ok(ev) if ev.event_type == types::proxy_request() => {
                 match ev.decode_data::<ProxyRequest>("ProxyRequest") {
-                    Ok(req) => self.proxy(&req),
+                    Ok(req) => self.proxy(&req).await,
                     Err(e) => ProxyResponse {
                         objects: vec![],
                         error: e.to_string(),

@@ -1,0 +1,163 @@
+//! A small Kubernetes API server for tests: the real wire format (discovery documents, JSON
+//! objects, `Status` errors, server-side apply with field managers and conflicts, merge patches,
+//! optimistic concurrency, delete propagation through owner references, namespaces), over plain
+//! HTTP, holding objects in memory. It is not a Kubernetes: it has no admission, no schema
+//! validation beyond what the wire format needs, and its one "controller" marks workloads ready.
+//!
+//! - [`resources`]: the built-in API resources and the ones CRDs add.
+//! - [`store`]: objects, resource versions, field ownership, garbage collection.
+//! - [`server`]: the HTTP routes.
+//!
+//! Tests start one with [`FakeKube::start`], point a client at [`FakeKube::kubeconfig`], act
+//! on objects behind the client's back ([`FakeKube::merge`], [`FakeKube::remove`]) and read the
+//! request log ([`FakeKube::requests`]) to see which API calls were made.
+
+pub mod resources;
+pub mod server;
+pub mod store;
+
+use serde_json::Value;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use tokio::task::JoinHandle;
+
+pub use resources::Resource;
+pub use store::ObjectKey;
+
+/// Settings of a fake API server.
+#[derive(Debug, Clone)]
+pub struct FakeOptions {
+    /// `gitVersion` of `/version`.
+    pub git_version: String,
+    /// Mark Deployments, StatefulSets, DaemonSets and Jobs ready (status as their controllers
+    /// would write it) when they are written.
+    pub auto_ready: bool,
+    /// Nodes created at start: `(name, cpu, memory)`.
+    pub nodes: Vec<(String, String, String)>,
+    /// `spec.providerID` prefix of the nodes (`aws://`, `gce://`, …; empty for none).
+    pub provider: String,
+}
+
+impl Default for FakeOptions {
+    fn default() -> Self {
+        Self {
+            git_version: "v1.30.2+k3s1".into(),
+            auto_ready: true,
+            nodes: vec![
+                ("node-1".into(), "4".into(), "16Gi".into()),
+                ("node-2".into(), "4".into(), "16Gi".into()),
+            ],
+            provider: "aws:///eu-west-1a/".into(),
+        }
+    }
+}
+
+/// A running fake API server.
+pub struct FakeKube {
+    addr: SocketAddr,
+    state: Arc<Mutex<store::Store>>,
+    task: JoinHandle<()>,
+    dir: tempfile::TempDir,
+}
+
+impl FakeKube {
+    /// Starts a server on a free port with the default options.
+    pub async fn start() -> Self {
+        Self::start_with(FakeOptions::default()).await
+    }
+
+    /// Starts a server on a free port.
+    pub async fn start_with(options: FakeOptions) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the fake API server");
+        let addr = listener.local_addr().expect("local address");
+        let state = Arc::new(Mutex::new(store::Store::new(&options)));
+        let app = server::router(state.clone(), options);
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        let dir = tempfile::tempdir().expect("temp dir for the kubeconfig");
+        let kube = Self {
+            addr,
+            state,
+            task,
+            dir,
+        };
+        std::fs::write(kube.kubeconfig(), kubeconfig(&kube.url())).expect("write the kubeconfig");
+        kube
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A kubeconfig file pointing at this server.
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.path().join("kubeconfig")
+    }
+
+    /// The object at `key`, as the server holds it.
+    pub fn get(&self, key: &ObjectKey) -> Option<Value> {
+        self.lock().get(key).cloned()
+    }
+
+    /// Every object of a resource (`deployments`, `configmaps`, …) in every namespace.
+    pub fn list(&self, resource: &str) -> Vec<Value> {
+        self.lock().list_resource(resource)
+    }
+
+    /// Merges `patch` into an object as another client would (a drift), as manager `intruder`.
+    pub fn merge(&self, key: &ObjectKey, patch: &Value) -> bool {
+        self.lock().merge_patch(key, patch, "intruder").is_ok()
+    }
+
+    /// Deletes an object as another client would.
+    pub fn remove(&self, key: &ObjectKey) -> bool {
+        self.lock()
+            .delete(key, store::Propagation::Background)
+            .is_ok()
+    }
+
+    /// Sets an object's `status` (what a controller would report).
+    pub fn set_status(&self, key: &ObjectKey, status: Value) -> bool {
+        self.lock().set_status(key, status)
+    }
+
+    /// Every request served so far: `METHOD /path?query`.
+    pub fn requests(&self) -> Vec<String> {
+        self.lock().requests.clone()
+    }
+
+    /// Makes the server answer 503 to everything but `/version` (`false` restores it).
+    pub fn set_unavailable(&self, down: bool) {
+        self.lock().unavailable = down;
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, store::Store> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Drop for FakeKube {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A kubeconfig for a plain-HTTP server at `url`.
+pub fn kubeconfig(url: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {url}\n\
+         users:\n- name: fake\n  user:\n    token: fake-token\n\
+         contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\n\
+         current-context: fake\n"
+    )
+}
+
+/// Writes a kubeconfig for `url` to `path`.
+pub fn write_kubeconfig(path: &Path, url: &str) -> std::io::Result<()> {
+    std::fs::write(path, kubeconfig(url))
+}

@@ -1,0 +1,360 @@
+//! The fake server's HTTP routes: `/version`, `/readyz`, discovery (`/api`, `/apis`,
+//! `/api/v1`, `/apis/<group>/<version>`), and for every resource the collection and item paths
+//! (namespaced and cluster-scoped) with GET (list, get, `?watch=true`), POST, PUT, PATCH (apply,
+//! merge) and DELETE, answering errors as `Status` objects.
+
+use super::FakeOptions;
+use super::resources::{self, Resource};
+use super::store::{ApiError, ObjectKey, Propagation, Store};
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+type Shared = (Arc<Mutex<Store>>, Arc<FakeOptions>);
+
+/// The router of a fake server over `state`.
+pub fn router(state: Arc<Mutex<Store>>, options: FakeOptions) -> Router {
+    Router::new()
+        .fallback(handle)
+        .with_state((state, Arc::new(options)))
+}
+
+fn json_response(code: u16, v: &Value) -> Response {
+    (
+        StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        [(header::CONTENT_TYPE, "application/json")],
+        v.to_string(),
+    )
+        .into_response()
+}
+
+fn error(e: &ApiError) -> Response {
+    json_response(e.code, &e.status())
+}
+
+fn query(uri: &Uri) -> Vec<(String, String)> {
+    uri.query()
+        .unwrap_or_default()
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (decode(k), decode(v))
+        })
+        .collect()
+}
+
+fn decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => match u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                Ok(b) => {
+                    out.push(b);
+                    i += 3;
+                }
+                Err(_) => {
+                    out.push(b'%');
+                    i += 1;
+                }
+            },
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// What a resource path names.
+struct Target {
+    resource: Resource,
+    namespace: String,
+    name: Option<String>,
+    status: bool,
+}
+
+fn parse_target(store: &Store, path: &str) -> Option<Target> {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, version, rest) = match segs.as_slice() {
+        ["api", version, rest @ ..] => ("", *version, rest),
+        ["apis", group, version, rest @ ..] => (*group, *version, rest),
+        _ => return None,
+    };
+    let (namespace, rest): (&str, &[&str]) = match rest {
+        ["namespaces", ns, tail @ ..] if !tail.is_empty() => (*ns, tail),
+        _ => ("", rest),
+    };
+    let (plural, name, status) = match rest {
+        [plural] => (*plural, None, false),
+        [plural, name] => (*plural, Some(name.to_string()), false),
+        [plural, name, "status"] => (*plural, Some(name.to_string()), true),
+        _ => return None,
+    };
+    let resource = store.resource(group, version, plural)?;
+    // `/api/v1/namespaces/<name>` is the Namespace object itself.
+    if !resource.namespaced && !namespace.is_empty() {
+        return None;
+    }
+    Some(Target {
+        resource,
+        namespace: namespace.to_string(),
+        name,
+        status,
+    })
+}
+
+fn namespace_object_path(path: &str) -> Option<(String, bool)> {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    match segs.as_slice() {
+        ["api", "v1", "namespaces"] => Some((String::new(), false)),
+        ["api", "v1", "namespaces", name] => Some((name.to_string(), false)),
+        ["api", "v1", "namespaces", name, "status"] => Some((name.to_string(), true)),
+        _ => None,
+    }
+}
+
+async fn handle(
+    State((state, options)): State<Shared>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let path = uri.path().to_string();
+    let q = query(&uri);
+    let param = |k: &str| q.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    let mut store = state.lock().unwrap_or_else(|p| p.into_inner());
+    store.requests.push(match uri.query() {
+        Some(qs) => format!("{method} {path}?{qs}"),
+        None => format!("{method} {path}"),
+    });
+    if path == "/version" {
+        let (major, minor) = parse_version(&options.git_version);
+        return json_response(
+            200,
+            &json!({
+                "major": major, "minor": minor, "gitVersion": options.git_version,
+                "platform": "linux/amd64", "goVersion": "go1.22", "compiler": "gc",
+                "gitCommit": "0000000", "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z",
+            }),
+        );
+    }
+    if store.unavailable {
+        return json_response(
+            503,
+            &ApiError {
+                code: 503,
+                reason: "ServiceUnavailable",
+                message: "the server is currently unable to handle the request".into(),
+                causes: Vec::new(),
+            }
+            .status(),
+        );
+    }
+    match path.as_str() {
+        "/readyz" | "/livez" | "/healthz" => return (StatusCode::OK, "ok").into_response(),
+        "/api" => {
+            return json_response(
+                200,
+                &json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}),
+            );
+        }
+        "/apis" => return json_response(200, &resources::group_list(store.resources())),
+        "/api/v1" => return json_response(200, &resources::resource_list("v1", store.resources())),
+        _ => {}
+    }
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    if let ["apis", group, version] = segs.as_slice() {
+        let gv = format!("{group}/{version}");
+        if !store.resources().iter().any(|r| r.group_version() == gv) {
+            return error(&ApiError {
+                code: 404,
+                reason: "NotFound",
+                message: format!("the server could not find the requested resource ({gv})"),
+                causes: Vec::new(),
+            });
+        }
+        return json_response(200, &resources::resource_list(&gv, store.resources()));
+    }
+    let target = match namespace_object_path(&path) {
+        Some((name, status)) => store
+            .resource("", "v1", "namespaces")
+            .map(|resource| Target {
+                resource,
+                namespace: String::new(),
+                name: (!name.is_empty()).then_some(name),
+                status,
+            }),
+        None => parse_target(&store, &path),
+    };
+    let Some(t) = target else {
+        return error(&ApiError {
+            code: 404,
+            reason: "NotFound",
+            message: format!("the server could not find the requested resource ({path})"),
+            causes: Vec::new(),
+        });
+    };
+    let body_json = || -> Result<Value, ApiError> {
+        serde_json::from_slice(&body).map_err(|e| ApiError {
+            code: 400,
+            reason: "BadRequest",
+            message: format!("body is not JSON: {e}"),
+            causes: Vec::new(),
+        })
+    };
+    let manager = param("fieldManager").unwrap_or_else(|| "unknown".into());
+    let key =
+        |name: &str| ObjectKey::new(&t.resource.group, &t.resource.plural, &t.namespace, name);
+    let result: Result<Value, ApiError> = match (&method, &t.name) {
+        (&Method::GET, None) => {
+            if matches!(param("watch").as_deref(), Some("true" | "1")) {
+                let timeout = param("timeoutSeconds")
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(60u64);
+                let rx = store.events.subscribe();
+                drop(store);
+                return watch(rx, t, Duration::from_secs(timeout));
+            }
+            let ns = (!t.namespace.is_empty()).then_some(t.namespace.as_str());
+            let (items, rv) = store.list(&t.resource.group, &t.resource.plural, ns);
+            Ok(json!({
+                "apiVersion": t.resource.group_version(),
+                "kind": format!("{}List", t.resource.kind),
+                "metadata": {"resourceVersion": rv},
+                "items": items,
+            }))
+        }
+        (&Method::GET, Some(name)) => store.get(&key(name)).cloned().ok_or_else(|| ApiError {
+            code: 404,
+            reason: "NotFound",
+            message: format!("{} \"{name}\" not found", t.resource.plural),
+            causes: Vec::new(),
+        }),
+        (&Method::POST, None) => body_json().and_then(|obj| {
+            store.create(
+                &t.resource.group,
+                &t.resource.plural,
+                &t.namespace,
+                obj,
+                &manager,
+            )
+        }),
+        (&Method::PUT, Some(name)) if t.status => body_json().and_then(|obj| {
+            if store.set_status(&key(name), obj["status"].clone()) {
+                store.get(&key(name)).cloned().ok_or_else(|| missing(name))
+            } else {
+                Err(missing(name))
+            }
+        }),
+        (&Method::PUT, Some(name)) => {
+            body_json().and_then(|obj| store.replace(&key(name), obj, &manager))
+        }
+        (&Method::PATCH, Some(name)) => {
+            let ct = headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string();
+            let force = matches!(param("force").as_deref(), Some("true" | "1"));
+            body_json().and_then(|patch| {
+                if ct.starts_with("application/apply-patch") {
+                    store.apply(&key(name), patch, &manager, force)
+                } else {
+                    store.merge_patch(&key(name), &patch, &manager)
+                }
+            })
+        }
+        (&Method::DELETE, Some(name)) => {
+            let from_body = serde_json::from_slice::<Value>(&body)
+                .ok()
+                .and_then(|v| v["propagationPolicy"].as_str().map(str::to_string));
+            let policy = param("propagationPolicy").or(from_body);
+            let propagation = match policy.as_deref() {
+                Some("Orphan") => Propagation::Orphan,
+                Some("Foreground") => Propagation::Foreground,
+                _ => Propagation::Background,
+            };
+            store.delete(&key(name), propagation)
+        }
+        _ => Err(ApiError {
+            code: 405,
+            reason: "MethodNotAllowed",
+            message: format!("{method} is not supported on {path}"),
+            causes: Vec::new(),
+        }),
+    };
+    match result {
+        Ok(v) => json_response(if method == Method::POST { 201 } else { 200 }, &v),
+        Err(e) => error(&e),
+    }
+}
+
+fn missing(name: &str) -> ApiError {
+    ApiError {
+        code: 404,
+        reason: "NotFound",
+        message: format!("\"{name}\" not found"),
+        causes: Vec::new(),
+    }
+}
+
+fn parse_version(git: &str) -> (String, String) {
+    let v = git.trim_start_matches('v');
+    let mut parts = v.split(['.', '+', '-']);
+    (
+        parts.next().unwrap_or("1").to_string(),
+        parts.next().unwrap_or("30").to_string(),
+    )
+}
+
+/// A watch stream: one JSON event per line until `timeout`.
+fn watch(
+    rx: tokio::sync::broadcast::Receiver<super::store::WatchEvent>,
+    t: Target,
+    timeout: Duration,
+) -> Response {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let stream = futures::stream::unfold((rx, t), move |(mut rx, t)| async move {
+        loop {
+            let next = tokio::time::timeout_at(deadline, rx.recv()).await;
+            match next {
+                Err(_) => return None,
+                Ok(Err(tokio::sync::broadcast::error::RecvError::Closed)) => return None,
+                Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => continue,
+                Ok(Ok(ev)) => {
+                    if ev.group != t.resource.group
+                        || ev.resource != t.resource.plural
+                        || (!t.namespace.is_empty() && ev.namespace != t.namespace)
+                    {
+                        continue;
+                    }
+                    let line = format!("{}\n", json!({"type": ev.kind, "object": ev.object}));
+                    return Some((
+                        Ok::<_, std::convert::Infallible>(Bytes::from(line)),
+                        (rx, t),
+                    ));
+                }
+            }
+        }
+    });
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        Body::from_stream(stream),
+    )
+        .into_response()
+}
