@@ -1,6 +1,7 @@
 //! `flotilla-agent`: flags → tracing → [`flotilla_agent::run`].
 
 use clap::Parser;
+use flotilla_agent::backend::kube::KubeBackend;
 use flotilla_agent::backend::sim::{SimBackend, SimConfig};
 use flotilla_agent::{AgentConfig, StateConfig};
 use flotilla_api::v1::ClusterClaim;
@@ -34,9 +35,13 @@ struct Args {
     /// Custom cluster claim (repeatable): name=value.
     #[arg(long = "claim", value_name = "NAME=VALUE")]
     claims: Vec<String>,
-    /// Cluster backend. Only `sim` (a simulated cluster) is available in this build.
-    #[arg(long, default_value = "sim")]
+    /// Cluster backend: `kubernetes` (the cluster the agent runs in or --kubeconfig points at)
+    /// or `sim` (a simulated cluster kept in the state directory).
+    #[arg(long, env = "FLOTILLA_BACKEND", default_value = "sim", value_parser = ["sim", "kubernetes"])]
     backend: String,
+    /// Kubeconfig of the cluster (default: KUBECONFIG, ~/.kube/config, then in-cluster).
+    #[arg(long, env = "FLOTILLA_KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
     /// Simulated CPU cores.
     #[arg(long, default_value_t = 8)]
     sim_cpu: u32,
@@ -108,12 +113,6 @@ fn main() -> ExitCode {
     config.score_interval =
         (args.score_interval_seconds > 0).then(|| Duration::from_secs(args.score_interval_seconds));
     let sim_file = args.state_dir.join("sim-cluster.json");
-    if args.backend != "sim" {
-        errors.push(format!(
-            "--backend {:?}: only \"sim\" is available in this build",
-            args.backend
-        ));
-    }
     errors.extend(config.validate());
     if !errors.is_empty() {
         for e in errors {
@@ -121,35 +120,45 @@ fn main() -> ExitCode {
         }
         return ExitCode::from(64);
     }
-    let sim = SimBackend::new(
-        args.sim_cpu,
-        args.sim_memory_gib,
-        &args.sim_kubernetes_version,
-    )
-    .with_platform(&args.sim_platform)
-    .with_config(SimConfig {
-        ready_delay: Duration::from_millis(args.sim_ready_delay_ms),
-        ..SimConfig::default()
-    });
-    // The simulated cluster lives next to the agent's state, so it survives agent restarts.
-    if let Some(dir) = sim_file.parent()
-        && let Err(e) = std::fs::create_dir_all(dir)
-    {
-        eprintln!("flotilla-agent: --state-dir {}: {e}", dir.display());
-        return ExitCode::from(64);
-    }
-    let backend = match sim.persisted(sim_file) {
-        Ok(b) => Arc::new(b),
-        Err(e) => {
-            eprintln!("flotilla-agent: {e}");
-            return ExitCode::from(64);
-        }
-    };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("flotilla-agent: starting the runtime: {e}");
             return ExitCode::FAILURE;
+        }
+    };
+    let backend: Arc<dyn flotilla_agent::backend::Backend> = if args.backend == "kubernetes" {
+        match runtime.block_on(KubeBackend::connect(args.kubeconfig.as_deref())) {
+            Ok(b) => Arc::new(b),
+            Err(e) => {
+                eprintln!("flotilla-agent: {e}");
+                return ExitCode::from(64);
+            }
+        }
+    } else {
+        let sim = SimBackend::new(
+            args.sim_cpu,
+            args.sim_memory_gib,
+            &args.sim_kubernetes_version,
+        )
+        .with_platform(&args.sim_platform)
+        .with_config(SimConfig {
+            ready_delay: Duration::from_millis(args.sim_ready_delay_ms),
+            ..SimConfig::default()
+        });
+        // The simulated cluster lives next to the agent's state, so it survives agent restarts.
+        if let Some(dir) = sim_file.parent()
+            && let Err(e) = std::fs::create_dir_all(dir)
+        {
+            eprintln!("flotilla-agent: --state-dir {}: {e}", dir.display());
+            return ExitCode::from(64);
+        }
+        match sim.persisted(sim_file) {
+            Ok(b) => Arc::new(b),
+            Err(e) => {
+                eprintln!("flotilla-agent: {e}");
+                return ExitCode::from(64);
+            }
         }
     };
     match runtime.block_on(flotilla_agent::run(

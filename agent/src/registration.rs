@@ -669,7 +669,14 @@ pub async fn registration_request(
 /// The claims the agent reports: the reserved ones from the cluster, then the configured ones.
 fn claims(config: &AgentConfig, store: &LocalStore, info: &ClusterInfo) -> Vec<ClusterClaim> {
     let mut claims: Vec<ClusterClaim> = [
-        (CLAIM_ID, store.get().cluster_id),
+        (
+            CLAIM_ID,
+            if info.cluster_id.is_empty() {
+                store.get().cluster_id
+            } else {
+                info.cluster_id.clone()
+            },
+        ),
         (CLAIM_KUBEVERSION, info.kubernetes_version.clone()),
         (CLAIM_PLATFORM, info.platform.clone()),
         (CLAIM_PRODUCT, info.product.clone()),

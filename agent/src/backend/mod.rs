@@ -5,6 +5,7 @@
 //! Calls are async: the simulated cluster answers from memory at once, the Kubernetes backend
 //! over HTTP.
 
+pub mod kube;
 pub mod sim;
 
 use flotilla_api::work::ManifestId;
@@ -29,6 +30,9 @@ pub struct ClusterInfo {
     pub healthy: bool,
     /// Why it is unhealthy.
     pub health_message: String,
+    /// The cluster's own identity for the `id.k8s.io` claim (the kube-system namespace's UID);
+    /// empty when the backend has none and the agent's generated id is used.
+    pub cluster_id: String,
 }
 
 /// How a manifest is written.

@@ -163,6 +163,7 @@ impl SimBackend {
                 product: "Flotilla-Sim".into(),
                 healthy: true,
                 health_message: String::new(),
+                cluster_id: String::new(),
             }),
             config: SimConfig::default(),
             objects: Mutex::new(Objects::default()),

@@ -569,7 +569,8 @@ impl WorkActor {
         // work stays until every resource it deletes is really gone.
         let policy = self.work().spec.and_then(|s| s.delete_option);
         let mut waiting = Vec::new();
-        for id in self.record.applied.iter().map(applied_id) {
+        // In reverse order of application: contents before their Namespace (applied first).
+        for id in self.record.applied.iter().rev().map(applied_id) {
             if self.backend.get(&id).await.ok().flatten().is_none() {
                 self.ownership
                     .lock()

@@ -63,6 +63,19 @@ pub struct TestAgent {
 }
 
 impl TestAgent {
+    /// An agent task started elsewhere (another backend), stopped through `stop`.
+    pub fn from_parts(
+        backend: Arc<SimBackend>,
+        stop: oneshot::Sender<()>,
+        task: tokio::task::JoinHandle<()>,
+    ) -> Self {
+        Self {
+            backend,
+            stop: Some(stop),
+            task,
+        }
+    }
+
     pub async fn stop(mut self) {
         if let Some(s) = self.stop.take() {
             let _ = s.send(());

@@ -135,8 +135,22 @@ pub fn manifests(w: &ManifestWork) -> &[flotilla_api::v1::ManifestCondition] {
 }
 
 pub fn feedback(w: &ManifestWork, name: &str) -> Option<flotilla_api::v1::FieldValue> {
+    feedback_of(w, 0, name)
+}
+
+/// A feedback value of the manifest at `ordinal`.
+pub fn feedback_of(
+    w: &ManifestWork,
+    ordinal: i32,
+    name: &str,
+) -> Option<flotilla_api::v1::FieldValue> {
     manifests(w)
-        .first()?
+        .iter()
+        .find(|m| {
+            m.resource_meta
+                .as_ref()
+                .is_some_and(|r| r.ordinal == ordinal)
+        })?
         .status_feedback
         .as_ref()?
         .values
