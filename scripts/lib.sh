@@ -34,3 +34,21 @@ ensure_cargo() {
     fi
   fi
 }
+
+# Installs kubernetes-validate (PyPI) when missing: the install-manifest test validates
+# `flotilla join` output against the Kubernetes OpenAPI schemas with it.
+ensure_kubernetes_validate() {
+  if command -v kubernetes-validate >/dev/null 2>&1; then
+    return 0
+  fi
+  echo "kubernetes-validate not found: installing it with pip" >&2
+  if command -v pip3 >/dev/null 2>&1; then
+    pip3 install -q --user kubernetes-validate || pip3 install -q kubernetes-validate
+  elif command -v pip >/dev/null 2>&1; then
+    pip install -q --user kubernetes-validate || pip install -q kubernetes-validate
+  else
+    echo "error: no pip here; install Python 3 and run: pip install kubernetes-validate" >&2
+    return 1
+  fi
+  export PATH="$PATH:$HOME/.local/bin"
+}

@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 source scripts/lib.sh
 ensure_cargo
 ensure_nats_server
+ensure_kubernetes_validate
 command -v nats-server >/dev/null 2>&1 || export PATH="$PATH:/usr/sbin"
 echo "== nats-server $(nats-server --version 2>&1 | head -1)"
 cargo build --workspace --bins

@@ -101,6 +101,8 @@ enum Command {
         #[command(subcommand)]
         what: ProxyWhat,
     },
+    /// Print the manifests that install the agent on a spoke (pipe into `kubectl apply -f -`).
+    Join(cmd::join::JoinArgs),
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -116,6 +118,9 @@ async fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> Result<()> {
+    if let Command::Join(args) = &cli.command {
+        return cmd::join::run(args);
+    }
     // Parse local input before touching the network, so bad input fails fast and alone.
     let documents = match &cli.command {
         Command::Apply { file } => cmd::apply::read(file)?,
@@ -142,5 +147,6 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Delete { what } => cmd::delete::run(&hub, what).await,
         Command::Watch { what } => cmd::watch::run(&hub, format, what).await,
         Command::Proxy { cluster, what } => cmd::proxy::run(&hub, format, cluster, what).await,
+        Command::Join(_) => Ok(()),
     }
 }

@@ -9,12 +9,14 @@
 //! - [`watch`]: stream changes of clusters, works or placements.
 //! - [`proxy`]: read-only queries of a spoke's resources through its agent.
 //! - [`cluster_edits`]: accept, deny, label and taint clusters.
+//! - [`join`]: the manifests that install the agent on a spoke (no hub call).
 
 pub mod apply;
 pub mod cluster_edits;
 pub mod delete;
 pub mod describe;
 pub mod get;
+pub mod join;
 pub mod proxy;
 pub mod watch;
 
