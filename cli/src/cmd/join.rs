@@ -171,14 +171,16 @@ pub fn manifests(args: &JoinArgs) -> Result<String, String> {
         }
         agent_args.push(format!("--label={l}"));
     }
-    let rules = rules(args).map_err(|e| {
-        errors.push(e.clone());
-        e
-    });
+    let rules = match rules(args) {
+        Ok(r) => r,
+        Err(e) => {
+            errors.push(e);
+            String::new()
+        }
+    };
     if !errors.is_empty() {
         return Err(errors.join("; "));
     }
-    let rules = rules.unwrap_or_default();
     let args_yaml: String = agent_args
         .iter()
         .map(|a| format!("            - {}\n", quoted(a)))
