@@ -33,6 +33,12 @@ pub enum IssueError {
     /// The agent's key is not a user public NKey.
     #[error("agent public key {0:?} is not a user NKey (U…)")]
     BadKey(String),
+    /// The cluster name is not one plain subject token, so permissions built from it would not
+    /// be limited to that cluster (`*`, `>`, `.` would widen them).
+    #[error(
+        "cluster name {0:?} cannot be scoped in NATS permissions (want letters, digits, '-' or '_')"
+    )]
+    BadCluster(String),
     /// Signing failed.
     #[error(transparent)]
     Jwt(#[from] JwtError),
@@ -126,6 +132,9 @@ impl Issuer {
         agent_key: &str,
         now: i64,
     ) -> Result<Issued, IssueError> {
+        if !is_plain_token(cluster) {
+            return Err(IssueError::BadCluster(cluster.to_string()));
+        }
         if !agent_key.starts_with('U') || KeyPair::from_public_key(agent_key).is_err() {
             return Err(IssueError::BadKey(agent_key.to_string()));
         }
@@ -188,6 +197,14 @@ impl Issuer {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// Whether `s` is a non-empty subject token without wildcards, separators or spaces.
+fn is_plain_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 /// Sends an account JWT to the server over a system-account connection and checks its answer.

@@ -2,8 +2,9 @@
 
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A secret string (an NKey seed, a credentials file). `Debug` and `Display` print
 /// `<redacted>`; only [`Secret::expose`] gives the content.
@@ -42,7 +43,13 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or("secret");
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    // Unique per process and call: two writers of the same file never share a temporary.
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let tmp = dir.join(format!(
+        ".{name}.{}.{}.tmp",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
     let result = (|| {
         let mut f = OpenOptions::new()
             .write(true)
@@ -66,8 +73,69 @@ pub fn write_public(path: &Path, bytes: &[u8]) -> io::Result<()> {
     fs::set_permissions(path, fs::Permissions::from_mode(0o644))
 }
 
-/// Creates a directory only its owner can enter.
+/// Creates a directory only its owner can enter (created 0700, not tightened afterwards; an
+/// existing directory is tightened to 0700).
 pub fn create_private_dir(path: &Path) -> io::Result<()> {
-    fs::create_dir_all(path)?;
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)?;
     fs::set_permissions(path, fs::Permissions::from_mode(0o700))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mode(p: &Path) -> u32 {
+        fs::metadata(p).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn secrets_never_print() {
+        let s = Secret::new("SUAEXAMPLESEED");
+        assert_eq!(format!("{s:?}"), "<redacted>");
+        assert_eq!(format!("{s}"), "<redacted>");
+        assert_eq!(format!("{:?}", Some(&s)), "Some(<redacted>)");
+        assert_eq!(s.expose(), "SUAEXAMPLESEED");
+    }
+
+    #[test]
+    fn files_are_private_replaced_atomically_and_leave_no_temporaries() {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = dir.path().join("a/b");
+        create_private_dir(&keys).unwrap();
+        assert_eq!(mode(&keys), 0o700);
+        let path = keys.join("seed.nk");
+        write_private(&path, b"one").unwrap();
+        assert_eq!(mode(&path), 0o600);
+        write_private(&path, b"two").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"two");
+        assert_eq!(mode(&path), 0o600);
+        let public = keys.join("conf");
+        write_public(&public, b"x").unwrap();
+        assert_eq!(mode(&public), 0o644);
+        let names: Vec<_> = fs::read_dir(&keys)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+        // A write that cannot happen leaves nothing behind and says why.
+        let err = write_private(&dir.path().join("missing/x"), b"x").unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn concurrent_writers_of_one_file_do_not_collide() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cluster.creds");
+        std::thread::scope(|s| {
+            for i in 0..8 {
+                let path = &path;
+                s.spawn(move || write_private(path, format!("{i}").as_bytes()).unwrap());
+            }
+        });
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
 }

@@ -318,3 +318,194 @@ async fn expired_credentials_are_refused() {
         Err(flotilla_auth::issuer::IssueError::BadKey(_))
     ));
 }
+
+/// Connects with `creds`, collecting the client's events (server errors such as permission
+/// violations arrive there).
+async fn connect_watching(
+    url: &str,
+    creds: &Creds,
+    inbox: String,
+) -> (
+    async_nats::Client,
+    tokio::sync::mpsc::UnboundedReceiver<String>,
+) {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let client = async_nats::ConnectOptions::with_credentials(creds.format().expose())
+        .unwrap()
+        .custom_inbox_prefix(inbox)
+        .event_callback(move |e| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send(e.to_string());
+            }
+        })
+        .connect(url)
+        .await
+        .unwrap();
+    (client, rx)
+}
+
+/// Waits for an event containing `what` (case-insensitive).
+async fn event_containing(events: &mut tokio::sync::mpsc::UnboundedReceiver<String>, what: &str) {
+    let what = what.to_lowercase();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let mut seen = Vec::new();
+    loop {
+        match tokio::time::timeout_at(deadline, events.recv()).await {
+            Ok(Some(e)) if e.to_lowercase().contains(&what) => return,
+            Ok(Some(e)) => seen.push(e),
+            _ => panic!("no event containing {what:?}; events: {seen:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_server_reports_a_clusters_permission_violations() {
+    let s = start();
+    let issuer = Issuer::new(&s.secure, Duration::from_secs(3600)).unwrap();
+    let (a_creds, _) = cluster_creds(&issuer, "edge-a");
+    let (a, mut events) =
+        connect_watching(&s.server.url(), &a_creds, subjects::inbox_prefix("edge-a")).await;
+    let _sub = a.subscribe(subjects::spec("edge-b")).await.unwrap();
+    a.flush().await.unwrap();
+    event_containing(
+        &mut events,
+        &format!(
+            "permissions violation for subscription to \"{}\"",
+            subjects::spec("edge-b")
+        ),
+    )
+    .await;
+    a.publish(subjects::status("edge-b", "lease", None), "x".into())
+        .await
+        .unwrap();
+    a.flush().await.unwrap();
+    event_containing(&mut events, "permissions violation for publish to").await;
+    a.publish(subjects::spec("edge-a"), "x".into())
+        .await
+        .unwrap();
+    a.flush().await.unwrap();
+    event_containing(
+        &mut events,
+        &format!(
+            "permissions violation for publish to \"{}\"",
+            subjects::spec("edge-a")
+        ),
+    )
+    .await;
+    // The connection survives its violations and still works.
+    let hub = connect(&s.server.url(), &read_creds(&s.secure.hub_creds), None)
+        .await
+        .unwrap();
+    assert!(delivered(&a, &hub, &subjects::sync("edge-a")).await);
+}
+
+#[tokio::test]
+async fn a_cluster_publishes_its_status_through_jetstream_with_acks() {
+    let s = start();
+    let issuer = Issuer::new(&s.secure, Duration::from_secs(3600)).unwrap();
+    let hub = connect(&s.server.url(), &read_creds(&s.secure.hub_creds), None)
+        .await
+        .unwrap();
+    let hub_js = async_nats::jetstream::new(hub.clone());
+    let mut stream = hub_js
+        .create_stream(async_nats::jetstream::stream::Config {
+            name: "STATUS".into(),
+            subjects: vec![subjects::STATUS_ALL.into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let (a_creds, _) = cluster_creds(&issuer, "edge-a");
+    let a = connect(
+        &s.server.url(),
+        &a_creds,
+        Some(subjects::inbox_prefix("edge-a")),
+    )
+    .await
+    .unwrap();
+    // A JetStream publish is a core publish with a reply inbox under `_INBOX.edge-a`; the ack
+    // comes back there. No `$JS.API` access is needed.
+    let js = async_nats::jetstream::new(a.clone());
+    let ack = js
+        .publish(subjects::status("edge-a", "lease", None), "up".into())
+        .await
+        .unwrap()
+        .await
+        .expect("the stream's ack reaches the cluster's inbox");
+    assert_eq!(ack.stream, "STATUS");
+    assert_eq!(stream.info().await.unwrap().state.messages, 1);
+    // Another cluster's status subject is refused: no ack ever comes back.
+    let refused = js
+        .publish(subjects::status("edge-b", "lease", None), "forged".into())
+        .await
+        .unwrap();
+    assert!(
+        tokio::time::timeout(Duration::from_secs(3), refused)
+            .await
+            .map(|r| r.is_err())
+            .unwrap_or(true),
+        "a forged status was stored"
+    );
+    assert_eq!(stream.info().await.unwrap().state.messages, 1);
+    // And the cluster cannot reach the JetStream API (no stream or KV administration).
+    assert!(
+        js.get_stream("STATUS").await.is_err(),
+        "the JetStream API is open to clusters"
+    );
+}
+
+#[tokio::test]
+async fn tls_servers_take_verified_clients_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let secure = SecureDir::init(
+        &dir.path().join("secure"),
+        &InitOptions {
+            nats_listen: format!("127.0.0.1:{port}"),
+            tls: true,
+            tls_hosts: vec!["hub.example".into()],
+            ..InitOptions::default()
+        },
+    )
+    .unwrap();
+    let tls = secure.tls.clone().expect("TLS files");
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&tls.server_key), 0o600);
+    assert_eq!(mode(&tls.client_key), 0o600);
+    let conf = std::fs::read_to_string(&secure.server_conf).unwrap();
+    assert!(conf.contains("tls: {"), "{conf}");
+    let server = NatsServer::start_from_config(secure.server_conf.clone(), port);
+    let hub = read_creds(&secure.hub_creds);
+    let client = async_nats::ConnectOptions::with_credentials(hub.format().expose())
+        .unwrap()
+        .add_root_certificates(tls.ca.clone())
+        .add_client_certificate(tls.client_cert.clone(), tls.client_key.clone())
+        .require_tls(true)
+        .connect(format!("tls://localhost:{port}"))
+        .await
+        .unwrap_or_else(|e| panic!("TLS connect: {e}; log: {}", server.log()));
+    let mut sub = client.subscribe("flotilla.broadcast").await.unwrap();
+    client
+        .publish("flotilla.broadcast", "hello".into())
+        .await
+        .unwrap();
+    let msg = tokio::time::timeout(Duration::from_secs(2), sub.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&msg.payload[..], b"hello");
+    // A client that does not trust the CA does not connect.
+    let untrusted = tokio::time::timeout(
+        Duration::from_secs(10),
+        async_nats::ConnectOptions::with_credentials(hub.format().expose())
+            .unwrap()
+            .require_tls(true)
+            .connect(format!("tls://localhost:{port}")),
+    )
+    .await;
+    assert!(
+        !matches!(untrusted, Ok(Ok(_))),
+        "a client without the CA connected"
+    );
+}
