@@ -208,11 +208,26 @@ fn is_plain_token(s: &str) -> bool {
 }
 
 /// Sends an account JWT to the server over a system-account connection and checks its answer.
+///
+/// The JWT must be an account JWT about `account` whose signature verifies; anything else is
+/// refused here, before the server sees it. The server checks the rest (limits, signing keys).
+///
+/// Push only JWTs from [`Issuer`]: nats-server 2.9's `full` resolver answers "jwt updated" to an
+/// account JWT signed by a key the operator does not trust, stores it, and from then on refuses
+/// every user of the account until a newer, properly signed one arrives. The issuer signs with
+/// the operator signing key [`SecureDir::load`] checked against `operator.jwt`.
 pub async fn push_account(
     sys: &async_nats::Client,
     account: &str,
     jwt: String,
 ) -> Result<(), IssueError> {
+    let claims = Claims::<crate::jwt::Account>::decode(&jwt)?;
+    if claims.sub != account {
+        return Err(IssueError::Push(format!(
+            "the account JWT is about {}, not {account}",
+            claims.sub
+        )));
+    }
     let reply = sys
         .request(
             format!("$SYS.REQ.ACCOUNT.{account}.CLAIMS.UPDATE"),
@@ -220,8 +235,18 @@ pub async fn push_account(
         )
         .await
         .map_err(|e| IssueError::Push(e.to_string()))?;
-    let answer: serde_json::Value = serde_json::from_slice(&reply.payload)
-        .map_err(|e| IssueError::Push(format!("unreadable answer: {e}")))?;
+    claims_update_answer(&reply.payload)
+}
+
+/// Reads the server's answer to a claims update: `{"data":{"code":200,..}}` or
+/// `{"error":{"code":500,"description":".."}}`.
+fn claims_update_answer(payload: &[u8]) -> Result<(), IssueError> {
+    let answer: serde_json::Value = serde_json::from_slice(payload).map_err(|e| {
+        IssueError::Push(format!(
+            "unreadable answer {:?}: {e}",
+            String::from_utf8_lossy(payload)
+        ))
+    })?;
     if let Some(err) = answer.get("error") {
         return Err(IssueError::Push(
             err.get("description")
@@ -230,5 +255,28 @@ pub async fn push_account(
                 .to_string(),
         ));
     }
-    Ok(())
+    match answer["data"]["code"].as_i64() {
+        Some(200) => Ok(()),
+        other => Err(IssueError::Push(format!(
+            "unexpected answer (code {other:?}): {}",
+            String::from_utf8_lossy(payload)
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_answers_are_read() {
+        // As nats-server 2.9.10 answers.
+        let ok = br#"{"data":{"account":"AAB","code":200,"message":"jwt updated"},"server":{"ver":"2.9.10"}}"#;
+        claims_update_answer(ok).unwrap();
+        let refused = br#"{"error":{"account":"AAB","code":500,"description":"jwt update resulted in error - subject does not match jwt content"},"server":{}}"#;
+        let err = claims_update_answer(refused).unwrap_err().to_string();
+        assert!(err.contains("subject does not match"), "{err}");
+        assert!(claims_update_answer(b"nope").is_err());
+        assert!(claims_update_answer(br#"{"data":{"code":404}}"#).is_err());
+    }
 }

@@ -66,41 +66,74 @@ fn cluster_creds(issuer: &Issuer, cluster: &str) -> (Creds, String) {
     )
 }
 
+/// How long a message that should not arrive is waited for.
+const QUIET: Duration = Duration::from_millis(800);
+
+/// Whether `watcher`, subscribed to `filter`, receives what `publisher` publishes on `subject`
+/// within [`QUIET`]. `flush` only empties the client's buffer (no server round trip), so the
+/// server may see the subscription after the first publish from the other connection: the
+/// message is published again every 50 ms until it arrives or time is up. A refused
+/// subscription or publish never delivers, however long.
+async fn arrives(
+    publisher: &async_nats::Client,
+    watcher: &async_nats::Client,
+    filter: &str,
+    subject: &str,
+) -> bool {
+    let Ok(mut sub) = watcher.subscribe(filter.to_string()).await else {
+        return false;
+    };
+    let _ = watcher.flush().await;
+    let deadline = tokio::time::Instant::now() + QUIET;
+    while tokio::time::Instant::now() < deadline {
+        let _ = publisher.publish(subject.to_string(), "x".into()).await;
+        let _ = publisher.flush().await;
+        if let Ok(Some(_)) = tokio::time::timeout(Duration::from_millis(50), sub.next()).await {
+            return true;
+        }
+    }
+    false
+}
+
 /// Whether `reader` receives what `hub` publishes on `subject` after subscribing to `filter`
-/// (a refused subscription receives nothing; the server only logs the violation).
+/// (a refused subscription receives nothing; the server reports the violation as an event).
 async fn reads(
     reader: &async_nats::Client,
     hub: &async_nats::Client,
     filter: &str,
     subject: &str,
 ) -> bool {
-    let Ok(mut sub) = reader.subscribe(filter.to_string()).await else {
-        return false;
-    };
-    let _ = reader.flush().await;
-    hub.publish(subject.to_string(), "x".into()).await.unwrap();
-    hub.flush().await.unwrap();
-    matches!(
-        tokio::time::timeout(Duration::from_millis(700), sub.next()).await,
-        Ok(Some(_))
-    )
+    arrives(hub, reader, filter, subject).await
 }
 
+/// Whether what `publisher` publishes on `subject` reaches `watcher`.
 async fn delivered(
     publisher: &async_nats::Client,
     watcher: &async_nats::Client,
     subject: &str,
 ) -> bool {
-    let mut sub = watcher.subscribe(subject.to_string()).await.unwrap();
-    watcher.flush().await.unwrap();
-    publisher
-        .publish(subject.to_string(), "x".into())
-        .await
-        .unwrap();
-    let _ = publisher.flush().await;
-    tokio::time::timeout(Duration::from_millis(700), sub.next())
-        .await
-        .is_ok()
+    arrives(publisher, watcher, subject, subject).await
+}
+
+/// A request, retried while the server has not yet seen the responder's subscription.
+async fn request(
+    client: &async_nats::Client,
+    subject: String,
+    payload: &'static str,
+) -> async_nats::Message {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        match client.request(subject.clone(), payload.into()).await {
+            Ok(m) => return m,
+            Err(e)
+                if e.kind() == async_nats::client::RequestErrorKind::NoResponders
+                    && tokio::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("request on {subject}: {e}"),
+        }
+    }
 }
 
 #[tokio::test]
@@ -189,10 +222,7 @@ async fn a_cluster_reaches_only_its_own_subjects() {
         a.publish(msg.reply.unwrap(), "pong".into()).await.unwrap();
         a.flush().await.unwrap();
     });
-    let reply = hub
-        .request(subjects::proxy("edge-a"), "ping".into())
-        .await
-        .unwrap();
+    let reply = request(&hub, subjects::proxy("edge-a"), "ping").await;
     assert_eq!(&reply.payload[..], b"pong");
     answer.await.unwrap();
 }
@@ -220,10 +250,7 @@ async fn bootstrap_credentials_can_only_ask_to_register() {
             .unwrap();
         hub2.flush().await.unwrap();
     });
-    let reply = boot
-        .request(subjects::register("edge-1"), "hello".into())
-        .await
-        .unwrap();
+    let reply = request(&boot, subjects::register("edge-1"), "hello").await;
     assert_eq!(&reply.payload[..], b"pending");
     answer.await.unwrap();
     assert!(!reads(&boot, &hub, "flotilla.spec.>", &subjects::spec("edge-1")).await);
@@ -508,4 +535,61 @@ async fn tls_servers_take_verified_clients_only() {
         !matches!(untrusted, Ok(Ok(_))),
         "a client without the CA connected"
     );
+}
+
+#[tokio::test]
+async fn account_pushes_are_checked_here_and_by_the_server() {
+    let s = start();
+    let issuer = Issuer::new(&s.secure, Duration::from_secs(3600)).unwrap();
+    let sys = connect(&s.server.url(), &read_creds(&s.secure.sys_creds), None)
+        .await
+        .unwrap();
+    // The hub's own account JWT is taken.
+    push_account(
+        &sys,
+        issuer.account(),
+        issuer.account_jwt(unix_now()).unwrap(),
+    )
+    .await
+    .unwrap();
+    // Not an account JWT, or another account's: refused before sending.
+    let err = push_account(&sys, issuer.account(), "garbage".into())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("not a JWT"), "{err}");
+    let other = nkeys::KeyPair::new_account();
+    let elsewhere = flotilla_auth::setup::account_claims(
+        &other.public_key(),
+        &s.secure.account_signing.public_key(),
+        unix_now(),
+    )
+    .encode(&s.secure.operator_signing)
+    .unwrap();
+    let err = push_account(&sys, issuer.account(), elsewhere)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("not "), "{err}");
+    // Properly signed but invalid (a user key as the account's signing key): the server says no,
+    // and the account keeps working.
+    let invalid = flotilla_auth::setup::account_claims(
+        issuer.account(),
+        &nkeys::KeyPair::new_user().public_key(),
+        unix_now() + 5,
+    )
+    .encode(&s.secure.operator_signing)
+    .unwrap();
+    let err = push_account(&sys, issuer.account(), invalid)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, flotilla_auth::issuer::IssueError::Push(_)),
+        "{err}"
+    );
+    connect(&s.server.url(), &read_creds(&s.secure.hub_creds), None)
+        .await
+        .expect("the hub still connects");
+    let (a_creds, _) = cluster_creds(&issuer, "edge-a");
+    connect(&s.server.url(), &a_creds, None)
+        .await
+        .expect("cluster credentials still work");
 }

@@ -187,3 +187,53 @@ fn operator_and_account_chain() {
         Err(JwtError::Issuer { .. })
     ));
 }
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn subject() -> impl Strategy<Value = String> {
+        prop::collection::vec("[a-z0-9_-]{1,8}|\\*", 1..5).prop_map(|tokens| tokens.join("."))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Whatever the permissions, a JWT decodes to what was signed, and changing any byte of
+        /// its claims breaks it.
+        #[test]
+        fn round_trip_and_tamper(
+            publish in prop::collection::vec(subject(), 0..4),
+            subscribe in prop::collection::vec(subject(), 0..4),
+            iat in 0i64..4_000_000_000,
+            ttl in prop::option::of(1i64..1_000_000),
+            name in "[ -~]{0,20}",
+            flip in any::<prop::sample::Index>(),
+        ) {
+            let account = KeyPair::new_account();
+            let user = KeyPair::new_user();
+            let mut claims = Claims::new(
+                name,
+                user.public_key(),
+                iat,
+                User::new(
+                    Permission { allow: publish, deny: vec![] },
+                    Permission { allow: vec![], deny: subscribe },
+                ),
+            );
+            claims.exp = ttl.map(|t| iat + t);
+            let jwt = claims.clone().encode(&account).unwrap();
+            let back = Claims::<User>::decode_from(&jwt, &[&account.public_key()]).unwrap();
+            prop_assert_eq!(&back.nats, &claims.nats);
+            prop_assert_eq!(back.exp, claims.exp);
+            prop_assert_eq!(&back.name, &claims.name);
+
+            let parts: Vec<&str> = jwt.split('.').collect();
+            let mut body = BASE64URL_NOPAD.decode(parts[1].as_bytes()).unwrap();
+            let i = flip.index(body.len());
+            body[i] ^= 0x01;
+            let forged = format!("{}.{}.{}", parts[0], BASE64URL_NOPAD.encode(&body), parts[2]);
+            prop_assert!(Claims::<User>::decode(&forged).is_err());
+        }
+    }
+}
