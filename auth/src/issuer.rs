@@ -109,8 +109,10 @@ impl Issuer {
             ttl,
             file,
             state: Mutex::new(State {
+                // The last account JWT was issued at or after the latest revocation: the next
+                // one must be later, even right after a restart.
+                last_account_iat: revocations.values().copied().max().unwrap_or(0),
                 revocations,
-                last_account_iat: 0,
             }),
         })
     }

@@ -262,3 +262,40 @@ fn revocations_are_signed_by_the_operator_kept_and_pruned() {
     assert_eq!(pruned.nats.revocations.keys().collect::<Vec<_>>(), vec![&c]);
     assert!(!restarted.is_revoked(&a));
 }
+
+#[test]
+fn an_account_jwt_after_a_restart_is_newer_than_the_last_revocation() {
+    let (_d, secure) = init();
+    let operator =
+        Claims::<Operator>::decode_operator(&read(&secure.dir.join("operator.jwt"))).unwrap();
+    let issuer = Issuer::new(&secure, Duration::from_secs(3600)).unwrap();
+    let a = nkeys::KeyPair::new_user().public_key();
+    let before = issuer.revoke(&[&a], NOW).unwrap();
+    let before = Claims::<Account>::decode_account(&before, &operator).unwrap();
+    let restarted = Issuer::new(&secure, Duration::from_secs(3600)).unwrap();
+    let after = restarted.account_jwt(NOW).unwrap();
+    let after = Claims::<Account>::decode_account(&after, &operator).unwrap();
+    assert!(after.iat > before.iat, "{} <= {}", after.iat, before.iat);
+    assert_eq!(after.nats.revocations, before.nats.revocations);
+}
+
+#[test]
+fn no_seed_in_debug_output() {
+    let (_d, secure) = init();
+    let issuer = Issuer::new(&secure, Duration::from_secs(3600)).unwrap();
+    let shown = format!("{secure:?} {issuer:?}");
+    for f in std::fs::read_dir(secure.dir.join("keys")).unwrap() {
+        let seed = read(&f.unwrap().path());
+        assert!(!shown.contains(seed.trim()), "a seed in {shown}");
+    }
+    for file in [
+        &secure.hub_creds,
+        &secure.sys_creds,
+        &secure.bootstrap_creds,
+    ] {
+        let creds = Creds::parse(&read(file)).unwrap();
+        let shown = format!("{creds:?}");
+        assert!(!shown.contains(creds.seed.expose()), "{shown}");
+        assert!(shown.contains("<redacted>"));
+    }
+}
