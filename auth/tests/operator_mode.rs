@@ -291,6 +291,17 @@ async fn a_revoked_cluster_is_cut_off_and_cannot_reconnect() {
         .await
         .unwrap();
     a.flush().await.unwrap();
+    let hub = connect(&s.server.url(), &read_creds(&s.secure.hub_creds), None)
+        .await
+        .unwrap();
+    let (b_creds, _) = cluster_creds(&issuer, "edge-b");
+    let b = connect(
+        &s.server.url(),
+        &b_creds,
+        Some(subjects::inbox_prefix("edge-b")),
+    )
+    .await
+    .unwrap();
     let jwt = issuer.revoke(&[&a_key], unix_now()).unwrap();
     push_account(&sys, issuer.account(), jwt).await.unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
@@ -304,6 +315,8 @@ async fn a_revoked_cluster_is_cut_off_and_cannot_reconnect() {
             .unwrap_or_else(|_| panic!("not cut off; events: {seen:?}"));
         seen.extend(e);
     }
+    // Another cluster is not touched by the account update.
+    assert!(delivered(&b, &hub, &subjects::status("edge-b", "lease", None)).await);
     let again = connect(&s.server.url(), &a_creds, None).await;
     assert!(again.is_err(), "a revoked key reconnected");
     assert!(issuer.is_revoked(&a_key));
@@ -592,4 +605,28 @@ async fn account_pushes_are_checked_here_and_by_the_server() {
     connect(&s.server.url(), &a_creds, None)
         .await
         .expect("cluster credentials still work");
+}
+
+#[tokio::test]
+async fn a_connection_is_closed_when_its_credentials_expire() {
+    let s = start();
+    let issuer = Issuer::new(&s.secure, Duration::from_secs(2)).unwrap();
+    let (creds, _) = cluster_creds(&issuer, "edge-a");
+    let (a, mut events) =
+        connect_watching(&s.server.url(), &creds, subjects::inbox_prefix("edge-a")).await;
+    a.flush().await.unwrap();
+    // The server closes the connection at `exp` ("user authentication expired"); reconnecting
+    // with the same credentials is refused, so the agent must renew before then.
+    event_containing(&mut events, "expired").await;
+    // The server closes connections at the start of the `exp` second but refuses new ones only
+    // once `exp` is in the past.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let err = connect(&s.server.url(), &creds, None)
+        .await
+        .unwrap_err()
+        .to_lowercase();
+    assert!(
+        err.contains("expired") || err.contains("authorization"),
+        "{err}"
+    );
 }
