@@ -38,7 +38,7 @@ impl std::fmt::Display for Secret {
 /// Writes `bytes` to `path` atomically with mode 0600: a temporary file created 0600 in the
 /// same directory (never readable by others, not even briefly), fsync, rename, directory fsync.
 pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
+    let dir = parent_dir(path);
     let name = path
         .file_name()
         .and_then(|n| n.to_str())
@@ -65,6 +65,15 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
         let _ = fs::remove_file(&tmp);
     }
     result
+}
+
+/// The directory holding `path`: a bare file name has the parent "", which cannot be opened to
+/// fsync, so it is ".".
+fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
 }
 
 /// Writes a file others may read (configuration, JWTs, certificates), atomically.
@@ -123,6 +132,13 @@ mod tests {
         // A write that cannot happen leaves nothing behind and says why.
         let err = write_private(&dir.path().join("missing/x"), b"x").unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn a_bare_file_name_is_in_the_current_directory() {
+        assert_eq!(parent_dir(Path::new("x.creds")), Path::new("."));
+        assert_eq!(parent_dir(Path::new("a/x.creds")), Path::new("a"));
+        assert_eq!(parent_dir(Path::new("/x.creds")), Path::new("/"));
     }
 
     #[test]
