@@ -110,6 +110,28 @@ fn an_existing_directory_is_kept_unless_forced() {
 }
 
 #[test]
+fn a_forced_init_forgets_the_old_keys_revocations() {
+    let (_d, secure) = init();
+    let issuer = Issuer::new(&secure, Duration::from_secs(3600)).unwrap();
+    let a = nkeys::KeyPair::new_user().public_key();
+    issuer.revoke(&[&a], NOW).unwrap();
+    std::fs::write(secure.dir.join("jwt/old.jwt"), "old").unwrap();
+    let again = SecureDir::init(
+        &secure.dir,
+        &InitOptions {
+            force: true,
+            ..InitOptions::default()
+        },
+    )
+    .unwrap();
+    assert!(!again.revocations_file().exists());
+    assert!(!secure.dir.join("jwt/old.jwt").exists());
+    assert!(secure.dir.join("jwt").is_dir());
+    let issuer = Issuer::new(&again, Duration::from_secs(3600)).unwrap();
+    assert!(!issuer.is_revoked(&a));
+}
+
+#[test]
 fn load_names_the_file_that_is_wrong() {
     let (_d, secure) = init();
     SecureDir::load(&secure.dir).unwrap();
