@@ -101,3 +101,24 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(32))]
+
+        /// Any JWT-shaped first block and any user seed survive a format/parse round trip,
+        /// whatever text surrounds the blocks.
+        #[test]
+        fn round_trip(jwt in "[A-Za-z0-9_-]{1,40}\\.[A-Za-z0-9_-]{1,40}\\.[A-Za-z0-9_-]{1,40}",
+                      before in "[a-z #\n]{0,40}") {
+            let seed = nkeys::KeyPair::new_user().seed().unwrap();
+            let creds = Creds { jwt, seed: Secret::new(seed) };
+            let text = format!("{before}\n{}", creds.format().expose());
+            prop_assert_eq!(Creds::parse(&text).unwrap(), creds);
+        }
+    }
+}

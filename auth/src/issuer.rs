@@ -33,6 +33,12 @@ pub enum IssueError {
     /// The agent's key is not a user public NKey.
     #[error("agent public key {0:?} is not a user NKey (U…)")]
     BadKey(String),
+    /// The cluster name is not one plain subject token, so permissions built from it would not
+    /// be limited to that cluster (`*`, `>`, `.` would widen them).
+    #[error(
+        "cluster name {0:?} cannot be scoped in NATS permissions (want letters, digits, '-' or '_')"
+    )]
+    BadCluster(String),
     /// Signing failed.
     #[error(transparent)]
     Jwt(#[from] JwtError),
@@ -103,8 +109,10 @@ impl Issuer {
             ttl,
             file,
             state: Mutex::new(State {
+                // The last account JWT was issued at or after the latest revocation: the next
+                // one must be later, even right after a restart.
+                last_account_iat: revocations.values().copied().max().unwrap_or(0),
                 revocations,
-                last_account_iat: 0,
             }),
         })
     }
@@ -126,6 +134,9 @@ impl Issuer {
         agent_key: &str,
         now: i64,
     ) -> Result<Issued, IssueError> {
+        if !is_plain_token(cluster) {
+            return Err(IssueError::BadCluster(cluster.to_string()));
+        }
         if !agent_key.starts_with('U') || KeyPair::from_public_key(agent_key).is_err() {
             return Err(IssueError::BadKey(agent_key.to_string()));
         }
@@ -190,12 +201,35 @@ impl Issuer {
     }
 }
 
+/// Whether `s` is a non-empty subject token without wildcards, separators or spaces.
+fn is_plain_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
 /// Sends an account JWT to the server over a system-account connection and checks its answer.
+///
+/// The JWT must be an account JWT about `account` whose signature verifies; anything else is
+/// refused here, before the server sees it. The server checks the rest (limits, signing keys).
+///
+/// Push only JWTs from [`Issuer`]: nats-server 2.9's `full` resolver answers "jwt updated" to an
+/// account JWT signed by a key the operator does not trust, stores it, and from then on refuses
+/// every user of the account until a newer, properly signed one arrives. The issuer signs with
+/// the operator signing key [`SecureDir::load`] checked against `operator.jwt`.
 pub async fn push_account(
     sys: &async_nats::Client,
     account: &str,
     jwt: String,
 ) -> Result<(), IssueError> {
+    let claims = Claims::<crate::jwt::Account>::decode(&jwt)?;
+    if claims.sub != account {
+        return Err(IssueError::Push(format!(
+            "the account JWT is about {}, not {account}",
+            claims.sub
+        )));
+    }
     let reply = sys
         .request(
             format!("$SYS.REQ.ACCOUNT.{account}.CLAIMS.UPDATE"),
@@ -203,8 +237,18 @@ pub async fn push_account(
         )
         .await
         .map_err(|e| IssueError::Push(e.to_string()))?;
-    let answer: serde_json::Value = serde_json::from_slice(&reply.payload)
-        .map_err(|e| IssueError::Push(format!("unreadable answer: {e}")))?;
+    claims_update_answer(&reply.payload)
+}
+
+/// Reads the server's answer to a claims update: `{"data":{"code":200,..}}` or
+/// `{"error":{"code":500,"description":".."}}`.
+fn claims_update_answer(payload: &[u8]) -> Result<(), IssueError> {
+    let answer: serde_json::Value = serde_json::from_slice(payload).map_err(|e| {
+        IssueError::Push(format!(
+            "unreadable answer {:?}: {e}",
+            String::from_utf8_lossy(payload)
+        ))
+    })?;
     if let Some(err) = answer.get("error") {
         return Err(IssueError::Push(
             err.get("description")
@@ -213,5 +257,28 @@ pub async fn push_account(
                 .to_string(),
         ));
     }
-    Ok(())
+    match answer["data"]["code"].as_i64() {
+        Some(200) => Ok(()),
+        other => Err(IssueError::Push(format!(
+            "unexpected answer (code {other:?}): {}",
+            String::from_utf8_lossy(payload)
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_answers_are_read() {
+        // As nats-server 2.9.10 answers.
+        let ok = br#"{"data":{"account":"AAB","code":200,"message":"jwt updated"},"server":{"ver":"2.9.10"}}"#;
+        claims_update_answer(ok).unwrap();
+        let refused = br#"{"error":{"account":"AAB","code":500,"description":"jwt update resulted in error - subject does not match jwt content"},"server":{}}"#;
+        let err = claims_update_answer(refused).unwrap_err().to_string();
+        assert!(err.contains("subject does not match"), "{err}");
+        assert!(claims_update_answer(b"nope").is_err());
+        assert!(claims_update_answer(br#"{"data":{"code":404}}"#).is_err());
+    }
 }

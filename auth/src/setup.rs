@@ -73,7 +73,7 @@ pub enum SetupError {
     },
     /// The directory already holds a secure setup.
     #[error(
-        "{0} already holds a Flotilla secure setup (nats-server.conf); refusing to overwrite its keys (use --force to replace them)"
+        "{0} already holds a Flotilla secure setup (nats-server.conf or keys/); refusing to overwrite its keys (use --force to replace them)"
     )]
     Exists(PathBuf),
     /// Keys or certificates could not be made.
@@ -156,10 +156,27 @@ impl SecureDir {
     /// Writes a new secure directory.
     pub fn init(dir: &Path, options: &InitOptions) -> Result<Self, SetupError> {
         let conf = dir.join("nats-server.conf");
-        if conf.exists() && !options.force {
+        if (conf.exists() || dir.join("keys").exists()) && !options.force {
             return Err(SetupError::Exists(dir.to_path_buf()));
         }
         create_private_dir(dir).map_err(io(dir))?;
+        // Replacing a setup: the old revocations and resolver store belong to the old keys.
+        for stale in [dir.join("revocations.json"), dir.join("jwt")] {
+            let removed = if stale.is_dir() {
+                std::fs::remove_dir_all(&stale)
+            } else {
+                std::fs::remove_file(&stale)
+            };
+            match removed {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(SetupError::Io {
+                        path: stale,
+                        source: e,
+                    });
+                }
+                _ => {}
+            }
+        }
         let keys = dir.join("keys");
         create_private_dir(&keys).map_err(io(&keys))?;
         let now = unix_now();
@@ -294,6 +311,7 @@ impl SecureDir {
         let operator_signing = seed("operator-signing.nk")?;
         let account = seed("account.nk")?.public_key();
         let account_signing = seed("account-signing.nk")?;
+        check_chain(dir, &operator_signing, &account, &account_signing)?;
         let files = |name: &str| {
             let path = dir.join(name);
             if path.exists() {
@@ -318,6 +336,61 @@ impl SecureDir {
             tls: tls.ca.exists().then_some(tls),
         })
     }
+}
+
+/// Checks that the JWTs of `dir` and the keys the hub signs with belong together: the operator
+/// JWT lists the operator signing key, the account JWT is the account's, signed by the operator,
+/// and lists the account signing key. A mix of two directories fails here, naming the file,
+/// rather than as refused connections later.
+fn check_chain(
+    dir: &Path,
+    operator_signing: &KeyPair,
+    account: &str,
+    account_signing: &KeyPair,
+) -> Result<(), SetupError> {
+    let read = |name: &str| {
+        let path = dir.join(name);
+        std::fs::read_to_string(&path)
+            .map(|t| (t.trim().to_string(), path.clone()))
+            .map_err(io(&path))
+    };
+    let invalid = |path: &Path, message: String| SetupError::Invalid {
+        path: path.to_path_buf(),
+        message,
+    };
+    let (jwt, path) = read("operator.jwt")?;
+    let operator = Claims::<Operator>::decode_operator(&jwt)
+        .map_err(|e| invalid(&path, format!("operator JWT: {e}")))?;
+    if !operator
+        .nats
+        .signing_keys
+        .contains(&operator_signing.public_key())
+    {
+        return Err(invalid(
+            &path,
+            "does not list keys/operator-signing.nk among its signing keys".into(),
+        ));
+    }
+    let (jwt, path) = read("account.jwt")?;
+    let claims = Claims::<Account>::decode_account(&jwt, &operator)
+        .map_err(|e| invalid(&path, format!("account JWT: {e}")))?;
+    if claims.sub != account {
+        return Err(invalid(
+            &path,
+            format!("is about {}, not keys/account.nk ({account})", claims.sub),
+        ));
+    }
+    if !claims
+        .nats
+        .signing_keys
+        .contains(&account_signing.public_key())
+    {
+        return Err(invalid(
+            &path,
+            "does not list keys/account-signing.nk among its signing keys".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// The Flotilla account's claims (JetStream enabled, the hub's signing key) at `iat`.

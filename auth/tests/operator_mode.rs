@@ -66,69 +66,74 @@ fn cluster_creds(issuer: &Issuer, cluster: &str) -> (Creds, String) {
     )
 }
 
+/// How long a message that should not arrive is waited for.
+const QUIET: Duration = Duration::from_millis(800);
+
+/// Whether `watcher`, subscribed to `filter`, receives what `publisher` publishes on `subject`
+/// within [`QUIET`]. `flush` only empties the client's buffer (no server round trip), so the
+/// server may see the subscription after the first publish from the other connection: the
+/// message is published again every 50 ms until it arrives or time is up. A refused
+/// subscription or publish never delivers, however long.
+async fn arrives(
+    publisher: &async_nats::Client,
+    watcher: &async_nats::Client,
+    filter: &str,
+    subject: &str,
+) -> bool {
+    let Ok(mut sub) = watcher.subscribe(filter.to_string()).await else {
+        return false;
+    };
+    let _ = watcher.flush().await;
+    let deadline = tokio::time::Instant::now() + QUIET;
+    while tokio::time::Instant::now() < deadline {
+        let _ = publisher.publish(subject.to_string(), "x".into()).await;
+        let _ = publisher.flush().await;
+        if let Ok(Some(_)) = tokio::time::timeout(Duration::from_millis(50), sub.next()).await {
+            return true;
+        }
+    }
+    false
+}
+
 /// Whether `reader` receives what `hub` publishes on `subject` after subscribing to `filter`
-/// (a refused subscription receives nothing; the server only logs the violation).
+/// (a refused subscription receives nothing; the server reports the violation as an event).
 async fn reads(
     reader: &async_nats::Client,
     hub: &async_nats::Client,
     filter: &str,
     subject: &str,
 ) -> bool {
-    let Ok(mut sub) = reader.subscribe(filter.to_string()).await else {
-        return false;
-    };
-    let _ = reader.flush().await;
-    hub.publish(subject.to_string(), "x".into()).await.unwrap();
-    hub.flush().await.unwrap();
-    matches!(
-        tokio::time::timeout(Duration::from_millis(700), sub.next()).await,
-        Ok(Some(_))
-    )
+    arrives(hub, reader, filter, subject).await
 }
 
-/// Whether what `publisher` sends on `subject` reaches `watcher`: a positive answer comes as
-/// soon as the message does (up to 10 s on a loaded machine), a negative one after 700 ms.
+/// Whether what `publisher` publishes on `subject` reaches `watcher`.
 async fn delivered(
     publisher: &async_nats::Client,
     watcher: &async_nats::Client,
     subject: &str,
 ) -> bool {
-    delivered_within(publisher, watcher, subject, Duration::from_secs(10)).await
+    arrives(publisher, watcher, subject, subject).await
 }
 
-async fn not_delivered(
-    publisher: &async_nats::Client,
-    watcher: &async_nats::Client,
-    subject: &str,
-) -> bool {
-    !delivered_within(publisher, watcher, subject, Duration::from_millis(700)).await
-}
-
-async fn delivered_within(
-    publisher: &async_nats::Client,
-    watcher: &async_nats::Client,
-    subject: &str,
-    within: Duration,
-) -> bool {
-    let mut sub = watcher.subscribe(subject.to_string()).await.unwrap();
-    watcher.flush().await.unwrap();
-    // Publish again every 200 ms: what is tested is whether the server lets the message
-    // through at all, not how fast a new subscription is in place.
-    let deadline = tokio::time::Instant::now() + within;
-    while tokio::time::Instant::now() < deadline {
-        publisher
-            .publish(subject.to_string(), "x".into())
-            .await
-            .unwrap();
-        let _ = publisher.flush().await;
-        if tokio::time::timeout(Duration::from_millis(200), sub.next())
-            .await
-            .is_ok()
-        {
-            return true;
+/// A request, retried while the server has not yet seen the responder's subscription.
+async fn request(
+    client: &async_nats::Client,
+    subject: String,
+    payload: &'static str,
+) -> async_nats::Message {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        match client.request(subject.clone(), payload.into()).await {
+            Ok(m) => return m,
+            Err(e)
+                if e.kind() == async_nats::client::RequestErrorKind::NoResponders
+                    && tokio::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("request on {subject}: {e}"),
         }
     }
-    false
 }
 
 #[tokio::test]
@@ -184,11 +189,7 @@ async fn a_cluster_reaches_only_its_own_subjects() {
     .unwrap();
     // Its own subjects work both ways.
     assert!(delivered(&a, &hub, &subjects::status("edge-a", "lease", None)).await);
-    assert!(
-        delivered(&hub, &a, &subjects::spec("edge-a")).await,
-        "{}",
-        s.server.log()
-    );
+    assert!(delivered(&hub, &a, &subjects::spec("edge-a")).await);
     // Another cluster's, or the hub's, do not.
     assert!(
         !reads(
@@ -210,9 +211,9 @@ async fn a_cluster_reaches_only_its_own_subjects() {
         )
         .await
     );
-    assert!(not_delivered(&a, &hub, &subjects::status("edge-b", "lease", None)).await);
-    assert!(not_delivered(&a, &hub, &subjects::spec("edge-b")).await);
-    assert!(not_delivered(&a, &hub, &subjects::proxy("edge-b")).await);
+    assert!(!delivered(&a, &hub, &subjects::status("edge-b", "lease", None)).await);
+    assert!(!delivered(&a, &hub, &subjects::spec("edge-b")).await);
+    assert!(!delivered(&a, &hub, &subjects::proxy("edge-b")).await);
     // Replies to requests it received are allowed (proxy answers go to the hub's inbox).
     let mut proxy = a.subscribe(subjects::proxy("edge-a")).await.unwrap();
     a.flush().await.unwrap();
@@ -221,10 +222,7 @@ async fn a_cluster_reaches_only_its_own_subjects() {
         a.publish(msg.reply.unwrap(), "pong".into()).await.unwrap();
         a.flush().await.unwrap();
     });
-    let reply = hub
-        .request(subjects::proxy("edge-a"), "ping".into())
-        .await
-        .unwrap();
+    let reply = request(&hub, subjects::proxy("edge-a"), "ping").await;
     assert_eq!(&reply.payload[..], b"pong");
     answer.await.unwrap();
 }
@@ -252,10 +250,7 @@ async fn bootstrap_credentials_can_only_ask_to_register() {
             .unwrap();
         hub2.flush().await.unwrap();
     });
-    let reply = boot
-        .request(subjects::register("edge-1"), "hello".into())
-        .await
-        .unwrap();
+    let reply = request(&boot, subjects::register("edge-1"), "hello").await;
     assert_eq!(&reply.payload[..], b"pending");
     answer.await.unwrap();
     assert!(!reads(&boot, &hub, "flotilla.spec.>", &subjects::spec("edge-1")).await);
@@ -270,8 +265,8 @@ async fn bootstrap_credentials_can_only_ask_to_register() {
     );
     let inbox = format!("{}.x", subjects::inbox_prefix("edge-1"));
     assert!(!reads(&boot, &hub, "_INBOX.>", &inbox).await);
-    assert!(not_delivered(&boot, &hub, &subjects::status("edge-1", "lease", None)).await);
-    assert!(not_delivered(&boot, &hub, &subjects::sync("edge-1")).await);
+    assert!(!delivered(&boot, &hub, &subjects::status("edge-1", "lease", None)).await);
+    assert!(!delivered(&boot, &hub, &subjects::sync("edge-1")).await);
 }
 
 #[tokio::test]
@@ -296,6 +291,17 @@ async fn a_revoked_cluster_is_cut_off_and_cannot_reconnect() {
         .await
         .unwrap();
     a.flush().await.unwrap();
+    let hub = connect(&s.server.url(), &read_creds(&s.secure.hub_creds), None)
+        .await
+        .unwrap();
+    let (b_creds, _) = cluster_creds(&issuer, "edge-b");
+    let b = connect(
+        &s.server.url(),
+        &b_creds,
+        Some(subjects::inbox_prefix("edge-b")),
+    )
+    .await
+    .unwrap();
     let jwt = issuer.revoke(&[&a_key], unix_now()).unwrap();
     push_account(&sys, issuer.account(), jwt).await.unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
@@ -309,6 +315,8 @@ async fn a_revoked_cluster_is_cut_off_and_cannot_reconnect() {
             .unwrap_or_else(|_| panic!("not cut off; events: {seen:?}"));
         seen.extend(e);
     }
+    // Another cluster is not touched by the account update.
+    assert!(delivered(&b, &hub, &subjects::status("edge-b", "lease", None)).await);
     let again = connect(&s.server.url(), &a_creds, None).await;
     assert!(again.is_err(), "a revoked key reconnected");
     assert!(issuer.is_revoked(&a_key));
@@ -349,4 +357,276 @@ async fn expired_credentials_are_refused() {
         issuer.issue_cluster("edge-a", "not-a-key", unix_now()),
         Err(flotilla_auth::issuer::IssueError::BadKey(_))
     ));
+}
+
+/// Connects with `creds`, collecting the client's events (server errors such as permission
+/// violations arrive there).
+async fn connect_watching(
+    url: &str,
+    creds: &Creds,
+    inbox: String,
+) -> (
+    async_nats::Client,
+    tokio::sync::mpsc::UnboundedReceiver<String>,
+) {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let client = async_nats::ConnectOptions::with_credentials(creds.format().expose())
+        .unwrap()
+        .custom_inbox_prefix(inbox)
+        .event_callback(move |e| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send(e.to_string());
+            }
+        })
+        .connect(url)
+        .await
+        .unwrap();
+    (client, rx)
+}
+
+/// Waits for an event containing `what` (case-insensitive).
+async fn event_containing(events: &mut tokio::sync::mpsc::UnboundedReceiver<String>, what: &str) {
+    let what = what.to_lowercase();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let mut seen = Vec::new();
+    loop {
+        match tokio::time::timeout_at(deadline, events.recv()).await {
+            Ok(Some(e)) if e.to_lowercase().contains(&what) => return,
+            Ok(Some(e)) => seen.push(e),
+            _ => panic!("no event containing {what:?}; events: {seen:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_server_reports_a_clusters_permission_violations() {
+    let s = start();
+    let issuer = Issuer::new(&s.secure, Duration::from_secs(3600)).unwrap();
+    let (a_creds, _) = cluster_creds(&issuer, "edge-a");
+    let (a, mut events) =
+        connect_watching(&s.server.url(), &a_creds, subjects::inbox_prefix("edge-a")).await;
+    let _sub = a.subscribe(subjects::spec("edge-b")).await.unwrap();
+    a.flush().await.unwrap();
+    event_containing(
+        &mut events,
+        &format!(
+            "permissions violation for subscription to \"{}\"",
+            subjects::spec("edge-b")
+        ),
+    )
+    .await;
+    a.publish(subjects::status("edge-b", "lease", None), "x".into())
+        .await
+        .unwrap();
+    a.flush().await.unwrap();
+    event_containing(&mut events, "permissions violation for publish to").await;
+    a.publish(subjects::spec("edge-a"), "x".into())
+        .await
+        .unwrap();
+    a.flush().await.unwrap();
+    event_containing(
+        &mut events,
+        &format!(
+            "permissions violation for publish to \"{}\"",
+            subjects::spec("edge-a")
+        ),
+    )
+    .await;
+    // The connection survives its violations and still works.
+    let hub = connect(&s.server.url(), &read_creds(&s.secure.hub_creds), None)
+        .await
+        .unwrap();
+    assert!(delivered(&a, &hub, &subjects::sync("edge-a")).await);
+}
+
+#[tokio::test]
+async fn a_cluster_publishes_its_status_through_jetstream_with_acks() {
+    let s = start();
+    let issuer = Issuer::new(&s.secure, Duration::from_secs(3600)).unwrap();
+    let hub = connect(&s.server.url(), &read_creds(&s.secure.hub_creds), None)
+        .await
+        .unwrap();
+    let hub_js = async_nats::jetstream::new(hub.clone());
+    let mut stream = hub_js
+        .create_stream(async_nats::jetstream::stream::Config {
+            name: "STATUS".into(),
+            subjects: vec![subjects::STATUS_ALL.into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let (a_creds, _) = cluster_creds(&issuer, "edge-a");
+    let a = connect(
+        &s.server.url(),
+        &a_creds,
+        Some(subjects::inbox_prefix("edge-a")),
+    )
+    .await
+    .unwrap();
+    // A JetStream publish is a core publish with a reply inbox under `_INBOX.edge-a`; the ack
+    // comes back there. No `$JS.API` access is needed.
+    let js = async_nats::jetstream::new(a.clone());
+    let ack = js
+        .publish(subjects::status("edge-a", "lease", None), "up".into())
+        .await
+        .unwrap()
+        .await
+        .expect("the stream's ack reaches the cluster's inbox");
+    assert_eq!(ack.stream, "STATUS");
+    assert_eq!(stream.info().await.unwrap().state.messages, 1);
+    // Another cluster's status subject is refused: no ack ever comes back.
+    let refused = js
+        .publish(subjects::status("edge-b", "lease", None), "forged".into())
+        .await
+        .unwrap();
+    assert!(
+        tokio::time::timeout(Duration::from_secs(3), refused)
+            .await
+            .map(|r| r.is_err())
+            .unwrap_or(true),
+        "a forged status was stored"
+    );
+    assert_eq!(stream.info().await.unwrap().state.messages, 1);
+    // And the cluster cannot reach the JetStream API (no stream or KV administration).
+    assert!(
+        js.get_stream("STATUS").await.is_err(),
+        "the JetStream API is open to clusters"
+    );
+}
+
+#[tokio::test]
+async fn tls_servers_take_verified_clients_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let secure = SecureDir::init(
+        &dir.path().join("secure"),
+        &InitOptions {
+            nats_listen: format!("127.0.0.1:{port}"),
+            tls: true,
+            tls_hosts: vec!["hub.example".into()],
+            ..InitOptions::default()
+        },
+    )
+    .unwrap();
+    let tls = secure.tls.clone().expect("TLS files");
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&tls.server_key), 0o600);
+    assert_eq!(mode(&tls.client_key), 0o600);
+    let conf = std::fs::read_to_string(&secure.server_conf).unwrap();
+    assert!(conf.contains("tls: {"), "{conf}");
+    let server = NatsServer::start_from_config(secure.server_conf.clone(), port);
+    let hub = read_creds(&secure.hub_creds);
+    let client = async_nats::ConnectOptions::with_credentials(hub.format().expose())
+        .unwrap()
+        .add_root_certificates(tls.ca.clone())
+        .add_client_certificate(tls.client_cert.clone(), tls.client_key.clone())
+        .require_tls(true)
+        .connect(format!("tls://localhost:{port}"))
+        .await
+        .unwrap_or_else(|e| panic!("TLS connect: {e}; log: {}", server.log()));
+    let mut sub = client.subscribe("flotilla.broadcast").await.unwrap();
+    client
+        .publish("flotilla.broadcast", "hello".into())
+        .await
+        .unwrap();
+    let msg = tokio::time::timeout(Duration::from_secs(2), sub.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&msg.payload[..], b"hello");
+    // A client that does not trust the CA does not connect.
+    let untrusted = tokio::time::timeout(
+        Duration::from_secs(10),
+        async_nats::ConnectOptions::with_credentials(hub.format().expose())
+            .unwrap()
+            .require_tls(true)
+            .connect(format!("tls://localhost:{port}")),
+    )
+    .await;
+    assert!(
+        !matches!(untrusted, Ok(Ok(_))),
+        "a client without the CA connected"
+    );
+}
+
+#[tokio::test]
+async fn account_pushes_are_checked_here_and_by_the_server() {
+    let s = start();
+    let issuer = Issuer::new(&s.secure, Duration::from_secs(3600)).unwrap();
+    let sys = connect(&s.server.url(), &read_creds(&s.secure.sys_creds), None)
+        .await
+        .unwrap();
+    // The hub's own account JWT is taken.
+    push_account(
+        &sys,
+        issuer.account(),
+        issuer.account_jwt(unix_now()).unwrap(),
+    )
+    .await
+    .unwrap();
+    // Not an account JWT, or another account's: refused before sending.
+    let err = push_account(&sys, issuer.account(), "garbage".into())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("not a JWT"), "{err}");
+    let other = nkeys::KeyPair::new_account();
+    let elsewhere = flotilla_auth::setup::account_claims(
+        &other.public_key(),
+        &s.secure.account_signing.public_key(),
+        unix_now(),
+    )
+    .encode(&s.secure.operator_signing)
+    .unwrap();
+    let err = push_account(&sys, issuer.account(), elsewhere)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("not "), "{err}");
+    // Properly signed but invalid (a user key as the account's signing key): the server says no,
+    // and the account keeps working.
+    let invalid = flotilla_auth::setup::account_claims(
+        issuer.account(),
+        &nkeys::KeyPair::new_user().public_key(),
+        unix_now() + 5,
+    )
+    .encode(&s.secure.operator_signing)
+    .unwrap();
+    let err = push_account(&sys, issuer.account(), invalid)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, flotilla_auth::issuer::IssueError::Push(_)),
+        "{err}"
+    );
+    connect(&s.server.url(), &read_creds(&s.secure.hub_creds), None)
+        .await
+        .expect("the hub still connects");
+    let (a_creds, _) = cluster_creds(&issuer, "edge-a");
+    connect(&s.server.url(), &a_creds, None)
+        .await
+        .expect("cluster credentials still work");
+}
+
+#[tokio::test]
+async fn a_connection_is_closed_when_its_credentials_expire() {
+    let s = start();
+    let issuer = Issuer::new(&s.secure, Duration::from_secs(2)).unwrap();
+    let (creds, _) = cluster_creds(&issuer, "edge-a");
+    let (a, mut events) =
+        connect_watching(&s.server.url(), &creds, subjects::inbox_prefix("edge-a")).await;
+    a.flush().await.unwrap();
+    // The server closes the connection at `exp` ("user authentication expired"); reconnecting
+    // with the same credentials is refused, so the agent must renew before then.
+    event_containing(&mut events, "expired").await;
+    // The server closes connections at the start of the `exp` second but refuses new ones only
+    // once `exp` is in the past.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let err = connect(&s.server.url(), &creds, None)
+        .await
+        .unwrap_err()
+        .to_lowercase();
+    assert!(
+        err.contains("expired") || err.contains("authorization"),
+        "{err}"
+    );
 }

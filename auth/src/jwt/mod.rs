@@ -30,6 +30,38 @@ pub enum JwtError {
     /// Signing failed (the key has no seed).
     #[error("cannot sign: {0}")]
     Sign(String),
+    /// The JWT verifies, but was signed by a key that may not issue it.
+    #[error(
+        "JWT about {sub} is issued by {got}, which is not one of its expected issuers {want:?}"
+    )]
+    Issuer {
+        /// The JWT's subject.
+        sub: String,
+        /// Who signed it.
+        got: String,
+        /// Who may sign it.
+        want: Vec<String>,
+    },
+    /// A user JWT signed by an account signing key names another account (or none).
+    #[error("user JWT about {sub} has issuer_account {got:?}, want {want:?}")]
+    IssuerAccount {
+        /// The JWT's subject.
+        sub: String,
+        /// Its `issuer_account`.
+        got: String,
+        /// The account.
+        want: String,
+    },
+    /// The JWT has expired.
+    #[error("JWT about {sub} expired at {exp} (now {now})")]
+    Expired {
+        /// The JWT's subject.
+        sub: String,
+        /// Its expiry (Unix seconds).
+        exp: i64,
+        /// The time it was checked at.
+        now: i64,
+    },
 }
 
 /// The registered claims every NATS JWT has, and its NATS-specific part `N`.
@@ -336,6 +368,84 @@ impl<N: Kind> Claims<N> {
             .verify(format!("{h}.{c}").as_bytes(), &signature)
             .map_err(|_| JwtError::Signature(claims.iss.clone()))?;
         Ok(claims)
+    }
+
+    /// Decodes a JWT of this kind, verifies its signature and that one of `issuers` signed it.
+    pub fn decode_from(jwt: &str, issuers: &[&str]) -> Result<Self, JwtError> {
+        let claims = Self::decode(jwt)?;
+        if !issuers.contains(&claims.iss.as_str()) {
+            return Err(JwtError::Issuer {
+                sub: claims.sub,
+                got: claims.iss,
+                want: issuers.iter().map(|s| s.to_string()).collect(),
+            });
+        }
+        Ok(claims)
+    }
+
+    /// Whether the claims have expired at `now` (Unix seconds); a JWT without `exp` never does.
+    pub fn check_expiry(&self, now: i64) -> Result<(), JwtError> {
+        match self.exp {
+            Some(exp) if exp <= now => Err(JwtError::Expired {
+                sub: self.sub.clone(),
+                exp,
+                now,
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Claims<User> {
+    /// Decodes a user JWT of `account` as a NATS server would accept it: signed by the account
+    /// itself, or by one of `signing_keys` (the account JWT's) with `issuer_account` naming the
+    /// account; and not expired at `now`.
+    pub fn decode_user(
+        jwt: &str,
+        account: &str,
+        signing_keys: &[String],
+        now: i64,
+    ) -> Result<Self, JwtError> {
+        let issuers: Vec<&str> = std::iter::once(account)
+            .chain(signing_keys.iter().map(String::as_str))
+            .collect();
+        let claims = Self::decode_from(jwt, &issuers)?;
+        let by_account = claims.iss == account && claims.nats.issuer_account.is_empty();
+        if !by_account && claims.nats.issuer_account != account {
+            return Err(JwtError::IssuerAccount {
+                sub: claims.sub,
+                got: claims.nats.issuer_account,
+                want: account.to_string(),
+            });
+        }
+        claims.check_expiry(now)?;
+        Ok(claims)
+    }
+}
+
+impl Claims<Operator> {
+    /// Decodes an operator JWT, which its operator signs itself.
+    pub fn decode_operator(jwt: &str) -> Result<Self, JwtError> {
+        let claims = Self::decode(jwt)?;
+        if claims.iss != claims.sub {
+            return Err(JwtError::Issuer {
+                sub: claims.sub.clone(),
+                got: claims.iss,
+                want: vec![claims.sub],
+            });
+        }
+        Ok(claims)
+    }
+}
+
+impl Claims<Account> {
+    /// Decodes an account JWT signed by the operator or one of its signing keys (from the
+    /// operator JWT).
+    pub fn decode_account(jwt: &str, operator: &Claims<Operator>) -> Result<Self, JwtError> {
+        let issuers: Vec<&str> = std::iter::once(operator.sub.as_str())
+            .chain(operator.nats.signing_keys.iter().map(String::as_str))
+            .collect();
+        Self::decode_from(jwt, &issuers)
     }
 }
 

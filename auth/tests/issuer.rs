@@ -1,0 +1,323 @@
+//! The issuer and the secure directory without a server: what is signed, by whom, and what is
+//! refused.
+
+use flotilla_auth::issuer::IssueError;
+use flotilla_auth::jwt::{Account, Claims, Operator, User};
+use flotilla_auth::setup::SetupError;
+use flotilla_auth::{Creds, InitOptions, Issuer, SecureDir};
+use flotilla_bus::subjects;
+use std::time::Duration;
+
+const NOW: i64 = 1_800_000_000;
+
+fn init() -> (tempfile::TempDir, SecureDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let secure = SecureDir::init(&dir.path().join("secure"), &InitOptions::default()).unwrap();
+    (dir, secure)
+}
+
+fn read(path: &std::path::Path) -> String {
+    std::fs::read_to_string(path).unwrap()
+}
+
+fn account_of(secure: &SecureDir) -> Claims<Account> {
+    let operator =
+        Claims::<Operator>::decode_operator(&read(&secure.dir.join("operator.jwt"))).unwrap();
+    Claims::<Account>::decode_account(&read(&secure.dir.join("account.jwt")), &operator).unwrap()
+}
+
+#[test]
+fn init_writes_a_consistent_chain_and_the_conf_the_server_needs() {
+    let (_d, secure) = init();
+    let operator =
+        Claims::<Operator>::decode_operator(&read(&secure.dir.join("operator.jwt"))).unwrap();
+    assert_eq!(
+        operator.nats.signing_keys,
+        vec![secure.operator_signing.public_key()]
+    );
+    let account = account_of(&secure);
+    assert_eq!(account.sub, secure.account);
+    assert_eq!(
+        account.nats.signing_keys,
+        vec![secure.account_signing.public_key()]
+    );
+    assert_eq!(account.nats.limits.disk_storage, -1, "JetStream enabled");
+    let system =
+        Claims::<Account>::decode_account(&read(&secure.dir.join("system.jwt")), &operator)
+            .unwrap();
+    assert_eq!(operator.nats.system_account, system.sub);
+
+    // Every credentials file verifies against its account.
+    for (file, acc, keys) in [
+        ("hub.creds", &account.sub, &account.nats.signing_keys),
+        ("bootstrap.creds", &account.sub, &account.nats.signing_keys),
+        ("sys.creds", &system.sub, &system.nats.signing_keys),
+    ] {
+        let creds = Creds::parse(&read(&secure.dir.join(file))).unwrap();
+        let user = Claims::<User>::decode_user(&creds.jwt, acc, keys, NOW)
+            .unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert_eq!(user.sub, creds.public_key(), "{file}");
+        assert_eq!(user.exp, None, "{file} does not expire");
+    }
+    let boot = Creds::parse(&read(&secure.bootstrap_creds)).unwrap();
+    let boot = Claims::<User>::decode(&boot.jwt).unwrap();
+    assert_eq!(
+        boot.nats.publish.allow,
+        vec![subjects::REGISTER_ALL.to_string()]
+    );
+
+    let conf = read(&secure.server_conf);
+    for want in [
+        "listen: \"127.0.0.1:4222\"".to_string(),
+        format!("system_account: {}", system.sub),
+        "type: full".into(),
+        "allow_delete: false".into(),
+        format!("{}: \"", account.sub),
+        format!("{}: \"", system.sub),
+        "jetstream: {".into(),
+    ] {
+        assert!(conf.contains(&want), "{want:?} missing from\n{conf}");
+    }
+    assert!(!conf.contains("tls"), "no TLS unless asked");
+    for seed_file in std::fs::read_dir(secure.dir.join("keys")).unwrap() {
+        let seed = read(&seed_file.unwrap().path());
+        assert!(!conf.contains(seed.trim()), "a seed in the server conf");
+    }
+}
+
+#[test]
+fn an_existing_directory_is_kept_unless_forced() {
+    let (_d, secure) = init();
+    let before = read(&secure.dir.join("keys/account.nk"));
+    let err = SecureDir::init(&secure.dir, &InitOptions::default()).unwrap_err();
+    assert!(matches!(err, SetupError::Exists(_)), "{err}");
+    // A half-written directory (keys, no conf) is not overwritten either.
+    std::fs::remove_file(&secure.server_conf).unwrap();
+    assert!(matches!(
+        SecureDir::init(&secure.dir, &InitOptions::default()),
+        Err(SetupError::Exists(_))
+    ));
+    assert_eq!(read(&secure.dir.join("keys/account.nk")), before);
+    let again = SecureDir::init(
+        &secure.dir,
+        &InitOptions {
+            force: true,
+            ..InitOptions::default()
+        },
+    )
+    .unwrap();
+    assert_ne!(again.account, secure.account, "forced init makes new keys");
+}
+
+#[test]
+fn a_forced_init_forgets_the_old_keys_revocations() {
+    let (_d, secure) = init();
+    let issuer = Issuer::new(&secure, Duration::from_secs(3600)).unwrap();
+    let a = nkeys::KeyPair::new_user().public_key();
+    issuer.revoke(&[&a], NOW).unwrap();
+    std::fs::write(secure.dir.join("jwt/old.jwt"), "old").unwrap();
+    let again = SecureDir::init(
+        &secure.dir,
+        &InitOptions {
+            force: true,
+            ..InitOptions::default()
+        },
+    )
+    .unwrap();
+    assert!(!again.revocations_file().exists());
+    assert!(!secure.dir.join("jwt/old.jwt").exists());
+    assert!(secure.dir.join("jwt").is_dir());
+    let issuer = Issuer::new(&again, Duration::from_secs(3600)).unwrap();
+    assert!(!issuer.is_revoked(&a));
+}
+
+#[test]
+fn load_names_the_file_that_is_wrong() {
+    let (_d, secure) = init();
+    SecureDir::load(&secure.dir).unwrap();
+
+    let seed = secure.dir.join("keys/account-signing.nk");
+    let good = read(&seed);
+    std::fs::write(&seed, "garbage").unwrap();
+    let err = SecureDir::load(&secure.dir).unwrap_err().to_string();
+    assert!(
+        err.contains("account-signing.nk") && err.contains("not an NKey seed"),
+        "{err}"
+    );
+
+    // Keys of another directory do not match this one's JWTs.
+    let (_o, other) = init();
+    std::fs::write(&seed, read(&other.dir.join("keys/account-signing.nk"))).unwrap();
+    let err = SecureDir::load(&secure.dir).unwrap_err().to_string();
+    assert!(
+        err.contains("account.jwt") && err.contains("account-signing.nk"),
+        "{err}"
+    );
+    std::fs::write(&seed, good).unwrap();
+
+    let jwt = secure.dir.join("account.jwt");
+    std::fs::write(&jwt, read(&other.dir.join("account.jwt"))).unwrap();
+    let err = SecureDir::load(&secure.dir).unwrap_err().to_string();
+    assert!(
+        err.contains("account.jwt") && err.contains("not one of its expected issuers"),
+        "{err}"
+    );
+    std::fs::remove_file(&jwt).unwrap();
+    let err = SecureDir::load(&secure.dir).unwrap_err().to_string();
+    assert!(err.contains("account.jwt"), "{err}");
+
+    let missing = tempfile::tempdir().unwrap();
+    let err = SecureDir::load(missing.path()).unwrap_err().to_string();
+    assert!(err.contains("operator-signing.nk"), "{err}");
+}
+
+#[test]
+fn cluster_credentials_are_scoped_signed_and_expire() {
+    let (_d, secure) = init();
+    let issuer = Issuer::new(&secure, Duration::from_secs(3600)).unwrap();
+    let key = nkeys::KeyPair::new_user();
+    let issued = issuer
+        .issue_cluster("edge-a", &key.public_key(), NOW)
+        .unwrap();
+    assert_eq!((issued.issued_at, issued.expires_at), (NOW, NOW + 3600));
+    let account = account_of(&secure);
+    let user =
+        Claims::<User>::decode_user(&issued.jwt, &account.sub, &account.nats.signing_keys, NOW)
+            .unwrap();
+    assert_eq!(user.sub, key.public_key());
+    assert_eq!(user.iss, secure.account_signing.public_key());
+    assert_eq!(user.nats.issuer_account, secure.account);
+    assert_eq!(user.exp, Some(NOW + 3600));
+    assert_eq!(
+        user.nats.subscribe.allow,
+        vec![
+            subjects::spec("edge-a"),
+            subjects::proxy("edge-a"),
+            subjects::BROADCAST.to_string(),
+            format!("{}.>", subjects::inbox_prefix("edge-a")),
+        ]
+    );
+    assert_eq!(
+        user.nats.publish.allow,
+        subjects::agent_publish("edge-a").to_vec()
+    );
+    assert!(user.nats.resp.is_some(), "proxy replies allowed");
+    assert!(
+        Claims::<User>::decode_user(
+            &issued.jwt,
+            &account.sub,
+            &account.nats.signing_keys,
+            NOW + 3600
+        )
+        .is_err()
+    );
+}
+
+#[test]
+fn unusable_keys_and_cluster_names_are_refused() {
+    let (_d, secure) = init();
+    let issuer = Issuer::new(&secure, Duration::from_secs(3600)).unwrap();
+    let user = nkeys::KeyPair::new_user().public_key();
+    for cluster in ["", "*", ">", "a.b", "edge-*", "a b", "spec.>", "a\n"] {
+        assert!(
+            matches!(
+                issuer.issue_cluster(cluster, &user, NOW),
+                Err(IssueError::BadCluster(_))
+            ),
+            "{cluster:?}"
+        );
+    }
+    let account_key = nkeys::KeyPair::new_account().public_key();
+    let mut broken = user.clone();
+    broken.replace_range(5..6, if &user[5..6] == "A" { "B" } else { "A" });
+    for key in ["", "not-a-key", account_key.as_str(), broken.as_str()] {
+        let err = issuer.issue_cluster("edge-a", key, NOW).unwrap_err();
+        assert!(matches!(err, IssueError::BadKey(_)), "{key}: {err}");
+    }
+}
+
+#[test]
+fn revocations_are_signed_by_the_operator_kept_and_pruned() {
+    let (_d, secure) = init();
+    let ttl = Duration::from_secs(3600);
+    let issuer = Issuer::new(&secure, ttl).unwrap();
+    let operator =
+        Claims::<Operator>::decode_operator(&read(&secure.dir.join("operator.jwt"))).unwrap();
+    let a = nkeys::KeyPair::new_user().public_key();
+    let b = nkeys::KeyPair::new_user().public_key();
+
+    let first = issuer.revoke(&[&a], NOW).unwrap();
+    let first = Claims::<Account>::decode_account(&first, &operator).unwrap();
+    assert_eq!(first.iss, secure.operator_signing.public_key());
+    assert_eq!(first.sub, secure.account);
+    assert_eq!(first.nats.revocations.get(&a), Some(&NOW));
+    assert_eq!(
+        first.nats.signing_keys,
+        vec![secure.account_signing.public_key()]
+    );
+
+    // Every account JWT is issued after the last one, so the resolver takes it.
+    let second = issuer.revoke(&[&b], NOW).unwrap();
+    let second = Claims::<Account>::decode_account(&second, &operator).unwrap();
+    assert!(second.iat > first.iat);
+    assert_eq!(second.nats.revocations.len(), 2);
+
+    // A key accepted again is issued after its revocation.
+    let again = issuer.issue_cluster("edge-a", &a, NOW).unwrap();
+    assert!(again.issued_at > NOW);
+
+    // Kept across restarts.
+    let restarted = Issuer::new(&secure, ttl).unwrap();
+    assert!(restarted.is_revoked(&a) && restarted.is_revoked(&b));
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(secure.revocations_file())
+            .unwrap()
+            .permissions(),
+    ) & 0o777;
+    assert_eq!(mode, 0o600);
+
+    // Once every JWT a revocation could refuse has expired, it is dropped.
+    let later = NOW + 2 * 3600;
+    let c = nkeys::KeyPair::new_user().public_key();
+    let pruned = restarted.revoke(&[&c], later).unwrap();
+    let pruned = Claims::<Account>::decode_account(&pruned, &operator).unwrap();
+    assert_eq!(pruned.nats.revocations.keys().collect::<Vec<_>>(), vec![&c]);
+    assert!(!restarted.is_revoked(&a));
+}
+
+#[test]
+fn an_account_jwt_after_a_restart_is_newer_than_the_last_revocation() {
+    let (_d, secure) = init();
+    let operator =
+        Claims::<Operator>::decode_operator(&read(&secure.dir.join("operator.jwt"))).unwrap();
+    let issuer = Issuer::new(&secure, Duration::from_secs(3600)).unwrap();
+    let a = nkeys::KeyPair::new_user().public_key();
+    let before = issuer.revoke(&[&a], NOW).unwrap();
+    let before = Claims::<Account>::decode_account(&before, &operator).unwrap();
+    let restarted = Issuer::new(&secure, Duration::from_secs(3600)).unwrap();
+    let after = restarted.account_jwt(NOW).unwrap();
+    let after = Claims::<Account>::decode_account(&after, &operator).unwrap();
+    assert!(after.iat > before.iat, "{} <= {}", after.iat, before.iat);
+    assert_eq!(after.nats.revocations, before.nats.revocations);
+}
+
+#[test]
+fn no_seed_in_debug_output() {
+    let (_d, secure) = init();
+    let issuer = Issuer::new(&secure, Duration::from_secs(3600)).unwrap();
+    let shown = format!("{secure:?} {issuer:?}");
+    for f in std::fs::read_dir(secure.dir.join("keys")).unwrap() {
+        let seed = read(&f.unwrap().path());
+        assert!(!shown.contains(seed.trim()), "a seed in {shown}");
+    }
+    for file in [
+        &secure.hub_creds,
+        &secure.sys_creds,
+        &secure.bootstrap_creds,
+    ] {
+        let creds = Creds::parse(&read(file)).unwrap();
+        let shown = format!("{creds:?}");
+        assert!(!shown.contains(creds.seed.expose()), "{shown}");
+        assert!(shown.contains("<redacted>"));
+    }
+}
