@@ -1,15 +1,22 @@
 //! The agent's Kubernetes backend end to end: hub, a real nats-server, an agent with
-//! `KubeBackend`, and the testkit's Kubernetes API server speaking the real wire format.
+//! `KubeBackend`, and the testkit's Kubernetes API server speaking the real wire format — or a
+//! real cluster when `FLOTILLA_TEST_KUBECONFIG` names its kubeconfig (kind, k3s: see the README).
+//! Everything the tests check on the cluster goes through the Kubernetes API; only the request
+//! log and the fake's node inventory are checked on the fake alone.
 
 mod common;
 
 use common::work::{cond, feedback_of, get_work, proxy, wait_gone, wait_work, work, works_client};
 use common::*;
 use flotilla_agent::backend::kube::KubeBackend;
+use flotilla_agent::backend::{Backend, Strategy};
 use flotilla_api::meta;
+use flotilla_api::work::manifest_id;
 use flotilla_testkit::NatsServer;
-use flotilla_testkit::kube::{FakeKube, ObjectKey};
+use flotilla_testkit::kube::FakeKube;
+use serde_json::Value;
 use serde_json::json;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,19 +32,19 @@ spec:
       - apiVersion: v1
         kind: Namespace
         metadata:
-          name: shop
+          name: NS
       - apiVersion: v1
         kind: ConfigMap
         metadata:
           name: web-config
-          namespace: shop
+          namespace: NS
         data:
           greeting: hello
       - apiVersion: apps/v1
         kind: Deployment
         metadata:
           name: web
-          namespace: shop
+          namespace: NS
         spec:
           replicas: 2
           selector:
@@ -53,7 +60,7 @@ spec:
     - resourceIdentifier:
         group: apps
         resource: deployments
-        namespace: shop
+        namespace: NS
         name: web
       feedbackRules:
         - type: WellKnownStatus
@@ -63,14 +70,86 @@ spec:
               path: '.spec.template.spec.containers[0].image'
 "#;
 
-fn deployment_key() -> ObjectKey {
-    ObjectKey::new("apps", "deployments", "shop", "web")
+/// The cluster under test: the testkit's API server, or a real one.
+enum Cluster {
+    Fake(FakeKube),
+    Real(PathBuf),
 }
 
-async fn kube_agent(nats: &NatsServer, fake: &FakeKube, name: &str) -> TestAgent {
-    let backend = KubeBackend::connect(Some(&fake.kubeconfig()))
-        .await
-        .expect("connect to the fake API server");
+impl Cluster {
+    async fn start() -> Self {
+        match std::env::var_os("FLOTILLA_TEST_KUBECONFIG") {
+            Some(path) => Self::Real(PathBuf::from(path)),
+            None => Self::Fake(FakeKube::start().await),
+        }
+    }
+
+    fn kubeconfig(&self) -> PathBuf {
+        match self {
+            Self::Fake(f) => f.kubeconfig(),
+            Self::Real(p) => p.clone(),
+        }
+    }
+
+    fn fake(&self) -> Option<&FakeKube> {
+        match self {
+            Self::Fake(f) => Some(f),
+            Self::Real(_) => None,
+        }
+    }
+
+    async fn client(&self) -> KubeBackend {
+        KubeBackend::connect(Some(&self.kubeconfig()))
+            .await
+            .expect("connect to the cluster under test")
+    }
+
+    async fn get(&self, object: &Value) -> Option<Value> {
+        let id = manifest_id(object).unwrap();
+        self.client().await.get(&id).await.expect("get")
+    }
+
+    /// Deletes an object behind the agent's back.
+    async fn remove(&self, object: &Value) {
+        let id = manifest_id(object).unwrap();
+        self.client().await.delete(&id).await.expect("delete");
+    }
+
+    /// Another field manager takes fields of an object (server-side apply with force).
+    async fn take_fields(&self, object: &Value, manager: &str) {
+        let id = manifest_id(object).unwrap();
+        let strategy = Strategy::ServerSideApply {
+            force: true,
+            field_manager: manager.into(),
+        };
+        self.client()
+            .await
+            .apply(&id, object, &strategy)
+            .await
+            .expect("apply as another manager");
+    }
+}
+
+/// A namespace name of its own per run, so runs on a real cluster do not meet the previous
+/// run's namespace while it terminates.
+fn unique(prefix: &str) -> String {
+    let n = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("{prefix}-{n:x}")
+}
+
+fn deployment(ns: &str) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": ns}})
+}
+
+fn config_map(ns: &str, name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}})
+}
+
+async fn kube_agent(nats: &NatsServer, cluster: &Cluster, name: &str) -> TestAgent {
+    let backend = cluster.client().await;
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let config = agent_config(name, &nats.url());
     let b: Arc<dyn flotilla_agent::backend::Backend> = Arc::new(backend);
@@ -88,56 +167,67 @@ async fn kube_agent(nats: &NatsServer, fake: &FakeKube, name: &str) -> TestAgent
 #[tokio::test]
 async fn a_work_reaches_the_kubernetes_api_reports_real_status_and_deletes() {
     let nats = NatsServer::start();
-    let fake = FakeKube::start().await;
+    let cluster = Cluster::start().await;
     let hub = start_hub(hub_config(&nats.url())).await;
     let mut clusters = clusters_client(&hub).await;
-    let agent = kube_agent(&nats, &fake, "edge-1").await;
+    let agent = kube_agent(&nats, &cluster, "edge-1").await;
     wait_cluster(&mut clusters, "edge-1", "registered", |_| true).await;
     accept(&mut clusters, "edge-1").await;
     let c = wait_available(&mut clusters, "edge-1").await;
 
     // The cluster's facts come from the cluster.
     let st = c.status.as_ref().unwrap();
-    assert_eq!(st.version.as_ref().unwrap().kubernetes, "v1.30.2+k3s1");
-    assert_eq!(st.capacity["cpu"], "8");
-    assert_eq!(st.capacity["memory"], "32Gi");
     let claim = |n: &str| {
         st.cluster_claims
             .iter()
             .find(|c| c.name == n)
             .map(|c| c.value.clone())
     };
-    let kube_system_uid = fake
-        .get(&ObjectKey::new("", "namespaces", "", "kube-system"))
-        .unwrap()["metadata"]["uid"]
+    let kube_system =
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-system"}});
+    let uid = cluster.get(&kube_system).await.unwrap()["metadata"]["uid"]
         .as_str()
         .unwrap()
         .to_string();
-    assert_eq!(claim(meta::CLAIM_ID), Some(kube_system_uid));
-    assert_eq!(claim(meta::CLAIM_PLATFORM).as_deref(), Some("AWS"));
-    assert_eq!(claim(meta::CLAIM_PRODUCT).as_deref(), Some("K3s"));
+    assert_eq!(claim(meta::CLAIM_ID), Some(uid));
+    assert!(st.version.as_ref().unwrap().kubernetes.starts_with('v'));
+    assert!(st.capacity.contains_key("cpu") && st.allocatable.contains_key("memory"));
+    if cluster.fake().is_some() {
+        // Two nodes of 4 CPUs and 16Gi on AWS, k3s (the fake's inventory).
+        assert_eq!(st.version.as_ref().unwrap().kubernetes, "v1.30.2+k3s1");
+        assert_eq!(st.capacity["cpu"], "8");
+        assert_eq!(st.capacity["memory"], "32Gi");
+        assert_eq!(claim(meta::CLAIM_PLATFORM).as_deref(), Some("AWS"));
+        assert_eq!(claim(meta::CLAIM_PRODUCT).as_deref(), Some("K3s"));
+    }
 
-    // Apply: real API calls create the objects; status and feedback come from the live objects.
+    // Apply: the objects are created through the API; status and feedback come from them.
+    let ns = unique("shop");
     let mut works = works_client(&hub).await;
-    works.apply_work(work(WORK)).await.unwrap();
+    works
+        .apply_work(work(&WORK.replace("NS", &ns)))
+        .await
+        .unwrap();
     let w = wait_work(&mut works, "edge-1", "web", "Available", |w| {
         cond(w, "Available").as_deref() == Some("True")
     })
     .await;
     assert_eq!(cond(&w, "Applied").as_deref(), Some("True"));
-    let deployment = fake.get(&deployment_key()).expect("the Deployment exists");
-    assert_eq!(deployment["spec"]["replicas"], 2);
-    assert!(
-        fake.get(&ObjectKey::new("", "configmaps", "shop", "web-config"))
-            .is_some()
-    );
-    let requests = fake.requests();
-    assert!(
-        requests
-            .iter()
-            .any(|r| r.starts_with("POST /apis/apps/v1/namespaces/shop/deployments")),
-        "{requests:#?}"
-    );
+    let live = cluster
+        .get(&deployment(&ns))
+        .await
+        .expect("the Deployment exists");
+    assert_eq!(live["spec"]["replicas"], 2);
+    assert!(cluster.get(&config_map(&ns, "web-config")).await.is_some());
+    if let Some(fake) = cluster.fake() {
+        let requests = fake.requests();
+        assert!(
+            requests
+                .iter()
+                .any(|r| r.starts_with(&format!("POST /apis/apps/v1/namespaces/{ns}/deployments"))),
+            "{requests:#?}"
+        );
+    }
     let w = wait_work(&mut works, "edge-1", "web", "fed back", |w| {
         feedback_of(w, 2, "ReadyReplicas").is_some() && feedback_of(w, 2, "image").is_some()
     })
@@ -147,6 +237,10 @@ async fn a_work_reaches_the_kubernetes_api_reports_real_status_and_deletes() {
         Some(2),
         "{w:#?}"
     );
+    assert_eq!(
+        feedback_of(&w, 2, "image").unwrap().string.as_deref(),
+        Some("nginx:1.27")
+    );
 
     // Proxy reads the real cluster.
     let listed = proxy(&mut works, "edge-1", "deployments", "")
@@ -155,14 +249,14 @@ async fn a_work_reaches_the_kubernetes_api_reports_real_status_and_deletes() {
     assert!(listed.iter().any(|d| d["metadata"]["name"] == "web"));
 
     // Drift: someone deletes the Deployment; the agent puts it back.
-    assert!(fake.remove(&deployment_key()));
+    cluster.remove(&deployment(&ns)).await;
     let deadline = tokio::time::Instant::now() + SOON;
-    while fake.get(&deployment_key()).is_none() {
+    while cluster.get(&deployment(&ns)).await.is_none() {
         assert!(tokio::time::Instant::now() < deadline, "drift not repaired");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
-    // Delete: the resources go from the cluster, then the work.
+    // Delete (Foreground by default): the resources go from the cluster, then the work.
     works
         .delete_work(flotilla_api::v1::DeleteWorkRequest {
             cluster: "edge-1".into(),
@@ -171,22 +265,21 @@ async fn a_work_reaches_the_kubernetes_api_reports_real_status_and_deletes() {
         .await
         .unwrap();
     wait_gone(&mut works, "edge-1", "web").await;
-    assert!(fake.get(&deployment_key()).is_none());
-    assert!(
-        fake.get(&ObjectKey::new("", "configmaps", "shop", "web-config"))
-            .is_none()
-    );
-    let deletes: Vec<String> = fake
-        .requests()
-        .into_iter()
-        .filter(|r| r.starts_with("DELETE "))
-        .collect();
-    assert!(
-        deletes.iter().any(|r| r
-            .starts_with("DELETE /api/v1/namespaces/shop/configmaps/web-config")
-            || r.starts_with("DELETE /apis/apps/v1/namespaces/shop/deployments/web")),
-        "{deletes:#?}"
-    );
+    assert!(cluster.get(&deployment(&ns)).await.is_none());
+    assert!(cluster.get(&config_map(&ns, "web-config")).await.is_none());
+    if let Some(fake) = cluster.fake() {
+        let deletes: Vec<String> = fake
+            .requests()
+            .into_iter()
+            .filter(|r| r.starts_with("DELETE "))
+            .collect();
+        assert!(
+            deletes.iter().any(|r| r.starts_with(&format!(
+                "DELETE /apis/apps/v1/namespaces/{ns}/deployments/web"
+            ))),
+            "{deletes:#?}"
+        );
+    }
     assert!(get_work(&mut works, "edge-1", "web").await.is_none());
     agent.stop().await;
     hub.stop().await;
@@ -195,17 +288,17 @@ async fn a_work_reaches_the_kubernetes_api_reports_real_status_and_deletes() {
 #[tokio::test]
 async fn server_side_apply_conflicts_name_fields_and_managers_and_orphan_keeps_resources() {
     let nats = NatsServer::start();
-    let fake = FakeKube::start().await;
+    let cluster = Cluster::start().await;
     let hub = start_hub(hub_config(&nats.url())).await;
     let mut clusters = clusters_client(&hub).await;
-    let agent = kube_agent(&nats, &fake, "edge-1").await;
+    let agent = kube_agent(&nats, &cluster, "edge-1").await;
     wait_cluster(&mut clusters, "edge-1", "registered", |_| true).await;
     accept(&mut clusters, "edge-1").await;
     wait_available(&mut clusters, "edge-1").await;
     let mut works = works_client(&hub).await;
 
-    // A ConfigMap the work applies with server-side apply.
-    let cm = ObjectKey::new("", "configmaps", "default", "shared");
+    // A ConfigMap the work applies with server-side apply, and keeps on deletion (Orphan).
+    let name = unique("shared");
     let ssa_work = r#"
 apiVersion: work.open-cluster-management.io/v1
 kind: ManifestWork
@@ -215,22 +308,24 @@ spec:
     manifests:
       - apiVersion: v1
         kind: ConfigMap
-        metadata: {name: shared, namespace: default}
+        metadata: {name: NAME, namespace: default}
         data: {greeting: from-work}
   manifestConfigs:
-    - resourceIdentifier: {resource: configmaps, namespace: default, name: shared}
+    - resourceIdentifier: {resource: configmaps, namespace: default, name: NAME}
       updateStrategy:
         type: ServerSideApply
         serverSideApply: {fieldManager: work-agent, force: false}
   deleteOption:
     propagationPolicy: Orphan
-"#;
-    works.apply_work(work(ssa_work)).await.unwrap();
+"#
+    .replace("NAME", &name);
+    works.apply_work(work(&ssa_work)).await.unwrap();
     wait_work(&mut works, "edge-1", "ssa", "applied", |w| {
         cond(w, "Applied").as_deref() == Some("True")
     })
     .await;
-    let live = fake.get(&cm).unwrap();
+    let cm = config_map("default", &name);
+    let live = cluster.get(&cm).await.unwrap();
     assert_eq!(live["data"]["greeting"], "from-work");
     assert!(
         live["metadata"]["managedFields"]
@@ -239,8 +334,10 @@ spec:
             .iter()
             .any(|m| m["manager"] == "work-agent" && m["operation"] == "Apply")
     );
-    // Someone else takes the field; the work's next apply conflicts and says with whom.
-    assert!(fake.merge(&cm, &json!({"data": {"greeting": "edited"}})));
+    // Another manager takes the field; the work's next apply conflicts and says with whom.
+    let mut edited = cm.clone();
+    edited["data"] = json!({"greeting": "edited"});
+    cluster.take_fields(&edited, "intruder").await;
     let w = wait_work(&mut works, "edge-1", "ssa", "conflicting", |w| {
         cond(w, "Applied").as_deref() == Some("False")
     })
@@ -260,7 +357,133 @@ spec:
         .await
         .unwrap();
     wait_gone(&mut works, "edge-1", "ssa").await;
-    assert!(fake.get(&cm).is_some(), "an orphaned resource was deleted");
+    assert!(
+        cluster.get(&cm).await.is_some(),
+        "an orphaned resource was deleted"
+    );
+    cluster.remove(&cm).await;
+    agent.stop().await;
+    hub.stop().await;
+}
+
+#[tokio::test]
+async fn update_strategies_and_shared_resources_on_kubernetes() {
+    let nats = NatsServer::start();
+    let cluster = Cluster::start().await;
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut clusters = clusters_client(&hub).await;
+    let agent = kube_agent(&nats, &cluster, "edge-1").await;
+    wait_cluster(&mut clusters, "edge-1", "registered", |_| true).await;
+    accept(&mut clusters, "edge-1").await;
+    wait_available(&mut clusters, "edge-1").await;
+    let mut works = works_client(&hub).await;
+    let (kept, watched, shared) = (unique("kept"), unique("watched"), unique("shared"));
+
+    // Existing objects: one CreateOnly must not change, one ReadOnly is only observed.
+    let mut existing = config_map("default", &kept);
+    existing["data"] = json!({"v": "original"});
+    cluster.take_fields(&existing, "someone").await;
+    let mut observed = config_map("default", &watched);
+    observed["data"] = json!({"v": "theirs"});
+    cluster.take_fields(&observed, "someone").await;
+
+    let doc = |name: &str, body: &str| {
+        format!(
+            "apiVersion: work.open-cluster-management.io/v1\nkind: ManifestWork\nmetadata: {{namespace: edge-1, name: {name}}}\n{body}"
+        )
+    };
+    let strategies = doc(
+        "strategies",
+        &format!(
+            r#"spec:
+  workload:
+    manifests:
+      - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: {kept}, namespace: default}}, data: {{v: from-work}}}}
+      - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: {watched}, namespace: default}}, data: {{v: ours}}}}
+      - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: {shared}, namespace: default}}, data: {{v: one}}}}
+  manifestConfigs:
+    - resourceIdentifier: {{resource: configmaps, namespace: default, name: {kept}}}
+      updateStrategy: {{type: CreateOnly}}
+    - resourceIdentifier: {{resource: configmaps, namespace: default, name: {watched}}}
+      updateStrategy: {{type: ReadOnly}}
+      feedbackRules:
+        - type: JSONPaths
+          jsonPaths: [{{name: v, path: .data.v}}]
+"#
+        ),
+    );
+    works.apply_work(work(&strategies)).await.unwrap();
+    let w = wait_work(&mut works, "edge-1", "strategies", "fed back", |w| {
+        feedback_of(w, 1, "v").is_some()
+    })
+    .await;
+    assert_eq!(
+        feedback_of(&w, 1, "v").unwrap().string.as_deref(),
+        Some("theirs")
+    );
+    assert_eq!(
+        cluster.get(&existing).await.unwrap()["data"]["v"],
+        "original"
+    );
+    assert_eq!(cluster.get(&observed).await.unwrap()["data"]["v"], "theirs");
+    let shared_cm = config_map("default", &shared);
+    assert_eq!(cluster.get(&shared_cm).await.unwrap()["data"]["v"], "one");
+
+    // Update (the default) replaces what the work declares.
+    works
+        .apply_work(work(
+            &strategies.replace("data: {v: one}", "data: {v: two}"),
+        ))
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + SOON;
+    while cluster.get(&shared_cm).await.unwrap()["data"]["v"] != "two" {
+        assert!(tokio::time::Instant::now() < deadline, "Update not applied");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // A second work declares the shared ConfigMap: deleting the first keeps it.
+    let second = doc(
+        "second",
+        &format!(
+            "spec:\n  workload:\n    manifests:\n      - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: {shared}, namespace: default}}, data: {{v: two}}}}\n"
+        ),
+    );
+    works.apply_work(work(&second)).await.unwrap();
+    wait_work(&mut works, "edge-1", "second", "applied", |w| {
+        cond(w, "Applied").as_deref() == Some("True")
+    })
+    .await;
+    works
+        .delete_work(flotilla_api::v1::DeleteWorkRequest {
+            cluster: "edge-1".into(),
+            name: "strategies".into(),
+        })
+        .await
+        .unwrap();
+    wait_gone(&mut works, "edge-1", "strategies").await;
+    assert!(
+        cluster.get(&shared_cm).await.is_some(),
+        "a resource another work declares was deleted"
+    );
+    assert!(
+        cluster.get(&observed).await.is_some(),
+        "a ReadOnly resource was deleted"
+    );
+    works
+        .delete_work(flotilla_api::v1::DeleteWorkRequest {
+            cluster: "edge-1".into(),
+            name: "second".into(),
+        })
+        .await
+        .unwrap();
+    wait_gone(&mut works, "edge-1", "second").await;
+    assert!(cluster.get(&shared_cm).await.is_none());
+    for leftover in [&existing, &observed] {
+        if cluster.get(leftover).await.is_some() {
+            cluster.remove(leftover).await;
+        }
+    }
     agent.stop().await;
     hub.stop().await;
 }
