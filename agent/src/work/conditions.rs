@@ -41,17 +41,23 @@ pub fn health(group: &str, kind: &str, obj: &Value) -> Health {
         ("apps", "Deployment") | ("apps", "StatefulSet") => {
             let want = obj["spec"]["replicas"].as_i64().unwrap_or(1);
             let ready = st["readyReplicas"].as_i64().unwrap_or(0);
+            let available = st["availableReplicas"].as_i64().unwrap_or(ready);
+            let updated = st["updatedReplicas"].as_i64().unwrap_or(want);
+            let total = st["replicas"].as_i64().unwrap_or(want);
             let generation = obj["metadata"]["generation"].as_i64().unwrap_or(0);
             let observed = st["observedGeneration"].as_i64().unwrap_or(generation);
             let deadline = st["conditions"]
                 .as_array()
                 .is_some_and(|cs| cs.iter().any(|c| c["reason"] == "ProgressDeadlineExceeded"));
-            let done = ready >= want && observed >= generation;
+            let done = available.min(ready) >= want && observed >= generation;
+            // A rollout is progressing until every replica runs the new template and the old
+            // ones are gone, even while enough replicas are available.
+            let rolling = updated < want || total > want;
             h(
                 Some(done),
-                !done && !deadline,
+                !deadline && (!done || rolling),
                 deadline,
-                format!("{ready}/{want} replicas ready"),
+                format!("{ready}/{want} replicas ready, {updated} updated"),
             )
         }
         ("apps", "DaemonSet") => {
@@ -77,6 +83,12 @@ pub fn health(group: &str, kind: &str, obj: &Value) -> Health {
         ("", "Pod") => match st["phase"].as_str() {
             Some("Failed") => h(Some(false), false, true, "pod failed".into()),
             Some("Succeeded") => h(Some(true), false, false, "pod succeeded".into()),
+            _ if waiting_on_failure(st).is_some() => h(
+                Some(false),
+                false,
+                true,
+                waiting_on_failure(st).unwrap_or_default(),
+            ),
             _ => {
                 let ready = cond("Ready").as_deref() == Some("True");
                 h(
@@ -87,8 +99,41 @@ pub fn health(group: &str, kind: &str, obj: &Value) -> Health {
                 )
             }
         },
-        _ => h(None, false, false, String::new()),
+        // Any other kind that reports Ready or Available conditions (CRDs, Services of some
+        // controllers): those decide; Failed or Degraded True means failed.
+        _ => {
+            let failed = ["Failed", "Degraded"]
+                .iter()
+                .any(|t| cond(t).as_deref() == Some("True"));
+            match cond("Ready").or_else(|| cond("Available")) {
+                Some(s) => {
+                    let ready = s == "True";
+                    h(Some(ready), !ready && !failed, failed, format!("Ready={s}"))
+                }
+                None => h(None, false, failed, String::new()),
+            }
+        }
     }
+}
+
+/// A container stuck on a failure (`CrashLoopBackOff`, image pull errors, bad config).
+fn waiting_on_failure(status: &Value) -> Option<String> {
+    const FAILURES: [&str; 5] = [
+        "CrashLoopBackOff",
+        "ImagePullBackOff",
+        "ErrImagePull",
+        "CreateContainerConfigError",
+        "InvalidImageName",
+    ];
+    status["containerStatuses"]
+        .as_array()?
+        .iter()
+        .find_map(|c| {
+            let reason = c["state"]["waiting"]["reason"].as_str()?;
+            FAILURES
+                .contains(&reason)
+                .then(|| format!("container {}: {reason}", c["name"].as_str().unwrap_or("?")))
+        })
 }
 
 /// The outcome of applying one manifest.
