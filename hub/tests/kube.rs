@@ -242,6 +242,31 @@ async fn a_work_reaches_the_kubernetes_api_reports_real_status_and_deletes() {
         Some("nginx:1.27")
     );
 
+    // Observation reads the watch cache, not the API server: no GET of the Deployment while
+    // the agent keeps observing it (every 200 ms here).
+    if let Some(fake) = cluster.fake() {
+        let item = format!("GET /apis/apps/v1/namespaces/{ns}/deployments/web");
+        let before = fake
+            .requests()
+            .iter()
+            .filter(|r| r.starts_with(&item))
+            .count();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let after = fake
+            .requests()
+            .iter()
+            .filter(|r| r.starts_with(&item))
+            .count();
+        assert_eq!(after, before, "observation polled the API server");
+        assert!(
+            fake.requests()
+                .iter()
+                .any(|r| r.contains(&format!("namespaces/{ns}/deployments?"))
+                    && r.contains("watch=true")),
+            "no watch on the Deployments"
+        );
+    }
+
     // Proxy reads the real cluster.
     let listed = proxy(&mut works, "edge-1", "deployments", "")
         .await

@@ -225,9 +225,21 @@ async fn handle(
                 let timeout = param("timeoutSeconds")
                     .and_then(|s| s.parse().ok())
                     .unwrap_or(60u64);
+                // Subscribe and read the history under one lock: nothing falls between.
                 let rx = store.events.subscribe();
+                let replay = match param("resourceVersion").and_then(|v| v.parse::<u64>().ok()) {
+                    Some(from) => store.events_since(from),
+                    None => Some(Vec::new()),
+                };
                 drop(store);
-                return watch(rx, t, Duration::from_secs(timeout));
+                let Some(replay) = replay else {
+                    let gone = json!({"type": "ERROR", "object": {
+                        "kind": "Status", "apiVersion": "v1", "status": "Failure",
+                        "message": "too old resource version", "reason": "Expired", "code": 410,
+                    }});
+                    return (StatusCode::OK, format!("{gone}\n")).into_response();
+                };
+                return watch(rx, replay, t, Duration::from_secs(timeout));
             }
             let ns = (!t.namespace.is_empty()).then_some(t.namespace.as_str());
             let (items, rv) = store.list(&t.resource.group, &t.resource.plural, ns);
@@ -321,34 +333,51 @@ fn parse_version(git: &str) -> (String, String) {
     )
 }
 
-/// A watch stream: one JSON event per line until `timeout`.
+/// A watch stream: the replayed events, then live ones, one JSON event per line until
+/// `timeout`.
 fn watch(
     rx: tokio::sync::broadcast::Receiver<super::store::WatchEvent>,
+    replay: Vec<super::store::WatchEvent>,
     t: Target,
     timeout: Duration,
 ) -> Response {
+    struct State {
+        rx: tokio::sync::broadcast::Receiver<super::store::WatchEvent>,
+        replay: std::collections::VecDeque<super::store::WatchEvent>,
+        target: Target,
+        last: u64,
+    }
     let deadline = tokio::time::Instant::now() + timeout;
-    let stream = futures::stream::unfold((rx, t), move |(mut rx, t)| async move {
+    let state = State {
+        rx,
+        last: 0,
+        replay: replay.into(),
+        target: t,
+    };
+    let stream = futures::stream::unfold(state, move |mut st| async move {
         loop {
-            let next = tokio::time::timeout_at(deadline, rx.recv()).await;
-            match next {
-                Err(_) => return None,
-                Ok(Err(tokio::sync::broadcast::error::RecvError::Closed)) => return None,
-                Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => continue,
-                Ok(Ok(ev)) => {
-                    if ev.group != t.resource.group
-                        || ev.resource != t.resource.plural
-                        || (!t.namespace.is_empty() && ev.namespace != t.namespace)
-                    {
-                        continue;
-                    }
-                    let line = format!("{}\n", json!({"type": ev.kind, "object": ev.object}));
-                    return Some((
-                        Ok::<_, std::convert::Infallible>(Bytes::from(line)),
-                        (rx, t),
-                    ));
-                }
+            let next = match st.replay.pop_front() {
+                Some(ev) => Ok(Ok(ev)),
+                None => tokio::time::timeout_at(deadline, st.rx.recv()).await,
+            };
+            let ev = match next {
+                Err(_) | Ok(Err(_)) => return None,
+                Ok(Ok(ev)) => ev,
+            };
+            // Live events already replayed from the history are skipped.
+            if ev.revision <= st.last {
+                continue;
             }
+            st.last = ev.revision;
+            let t = &st.target;
+            if ev.group != t.resource.group
+                || ev.resource != t.resource.plural
+                || (!t.namespace.is_empty() && ev.namespace != t.namespace)
+            {
+                continue;
+            }
+            let line = format!("{}\n", json!({"type": ev.kind, "object": ev.object}));
+            return Some((Ok::<_, std::convert::Infallible>(Bytes::from(line)), st));
         }
     });
     (

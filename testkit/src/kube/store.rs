@@ -92,6 +92,8 @@ impl ApiError {
 /// A watch event.
 #[derive(Debug, Clone)]
 pub struct WatchEvent {
+    /// The store's revision after the change.
+    pub revision: u64,
     /// Group of the object's resource.
     pub group: String,
     /// Plural resource.
@@ -124,7 +126,12 @@ pub struct Store {
     pub unavailable: bool,
     /// Watch events.
     pub events: broadcast::Sender<WatchEvent>,
+    /// The latest events, so a watch from a resourceVersion misses nothing since its list.
+    history: std::collections::VecDeque<WatchEvent>,
 }
+
+/// Events kept for watches that start from an older resourceVersion.
+const HISTORY: usize = 10_000;
 
 fn now() -> String {
     // RFC 3339 in UTC without a date crate: seconds since the epoch rendered by hand.
@@ -267,6 +274,7 @@ impl Store {
             requests: Vec::new(),
             unavailable: false,
             events,
+            history: std::collections::VecDeque::new(),
         };
         for ns in ["default", "kube-system"] {
             let _ = s.create(
@@ -349,14 +357,38 @@ impl Store {
             .collect()
     }
 
-    fn publish(&self, key: &ObjectKey, kind: &'static str, object: &Value) {
-        let _ = self.events.send(WatchEvent {
+    fn publish(&mut self, key: &ObjectKey, kind: &'static str, object: &Value) {
+        let event = WatchEvent {
+            revision: self.revision,
             group: key.group.clone(),
             resource: key.resource.clone(),
             namespace: key.namespace.clone(),
             kind,
             object: object.clone(),
-        });
+        };
+        if self.history.len() == HISTORY {
+            self.history.pop_front();
+        }
+        self.history.push_back(event.clone());
+        let _ = self.events.send(event);
+    }
+
+    /// Events after `revision`, or `None` when they are no longer all kept (a watch from there
+    /// gets 410 Gone, as from a real server, and must list again).
+    pub fn events_since(&self, revision: u64) -> Option<Vec<WatchEvent>> {
+        if let Some(first) = self.history.front()
+            && first.revision > revision + 1
+            && self.history.len() == HISTORY
+        {
+            return None;
+        }
+        Some(
+            self.history
+                .iter()
+                .filter(|e| e.revision > revision)
+                .cloned()
+                .collect(),
+        )
     }
 
     fn check_namespace(&self, namespace: &str) -> Result<(), ApiError> {
@@ -661,9 +693,12 @@ impl Store {
 
     /// Deletes an object and, unless orphaning, its dependents (and a namespace's objects).
     pub fn delete(&mut self, key: &ObjectKey, propagation: Propagation) -> Result<Value, ApiError> {
-        let Some(entry) = self.objects.remove(key) else {
+        let Some(mut entry) = self.objects.remove(key) else {
             return Err(not_found(key));
         };
+        // A deletion is a change with a revision of its own, as in Kubernetes.
+        let rv = self.next_revision();
+        entry.object["metadata"]["resourceVersion"] = json!(rv);
         let uid = entry.object["metadata"]["uid"]
             .as_str()
             .unwrap_or_default()

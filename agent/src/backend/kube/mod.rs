@@ -13,7 +13,10 @@
 //!   claim from the kube-system namespace's UID, platform from the nodes' provider IDs, product
 //!   from the version string and node labels, health from `/readyz`.
 
+pub mod cache;
+
 use super::{ApplyOutcome, Backend, BackendError, ClusterInfo, Strategy};
+use cache::Cache;
 use flotilla_api::work::ManifestId;
 use kube::api::{
     Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, PropagationPolicy,
@@ -24,6 +27,7 @@ use kube::{Client, Config};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::Mutex;
 
 /// Group, version and kind.
@@ -33,6 +37,8 @@ type KindKey = (String, String, String);
 pub struct KubeBackend {
     client: Client,
     kinds: Mutex<HashMap<KindKey, (ApiResource, ApiCapabilities)>>,
+    /// Watch caches by kind and namespace (`""` for cluster-scoped kinds).
+    caches: Mutex<HashMap<(KindKey, String), Arc<Cache>>>,
 }
 
 impl std::fmt::Debug for KubeBackend {
@@ -69,6 +75,7 @@ impl KubeBackend {
         Ok(Self {
             client,
             kinds: Mutex::new(HashMap::new()),
+            caches: Mutex::new(HashMap::new()),
         })
     }
 
@@ -127,7 +134,40 @@ impl KubeBackend {
         })
     }
 
+    /// The watch cache of the object's kind and namespace, started on first use.
+    async fn cache(&self, id: &ManifestId) -> Result<Arc<Cache>, BackendError> {
+        let (_, caps) = self.resolve(&id.group, &id.version, &id.kind).await?;
+        let namespace = match caps.scope {
+            Scope::Namespaced if id.namespace.is_empty() => "default".to_string(),
+            Scope::Namespaced => id.namespace.clone(),
+            Scope::Cluster => String::new(),
+        };
+        let key = (
+            (id.group.clone(), id.version.clone(), id.kind.clone()),
+            namespace,
+        );
+        if let Some(c) = self.caches.lock().expect("caches lock").get(&key) {
+            return Ok(c.clone());
+        }
+        let api = self.api(id).await?;
+        let mut caches = self.caches.lock().expect("caches lock");
+        let cache = caches.entry(key).or_insert_with(|| {
+            let c = Arc::new(Cache::default());
+            cache::spawn(api, &c);
+            c
+        });
+        Ok(cache.clone())
+    }
+
     async fn get_object(&self, id: &ManifestId) -> Result<Option<Value>, BackendError> {
+        if let Some(found) = self.cache(id).await?.get(&id.name) {
+            return Ok(found);
+        }
+        self.get_live(id).await
+    }
+
+    /// Reads an object from the API server, bypassing the cache.
+    async fn get_live(&self, id: &ManifestId) -> Result<Option<Value>, BackendError> {
         let api = self.api(id).await?;
         match api.get_opt(&id.name).await {
             Ok(Some(o)) => serde_json::to_value(o)
@@ -135,6 +175,15 @@ impl KubeBackend {
                 .map_err(|e| BackendError::Invalid(e.to_string())),
             Ok(None) => Ok(None),
             Err(e) => Err(map_error(e)),
+        }
+    }
+}
+
+impl KubeBackend {
+    /// Puts what the server answered to a write into the cache.
+    async fn remember(&self, id: &ManifestId, object: DynamicObject) {
+        if let (Ok(cache), Ok(v)) = (self.cache(id).await, serde_json::to_value(object)) {
+            cache.put(v);
         }
     }
 }
@@ -373,7 +422,7 @@ impl Backend for KubeBackend {
                 force,
                 field_manager,
             } => {
-                let before = self.get_object(id).await?;
+                let before = self.get_live(id).await?;
                 let mut params = PatchParams::apply(field_manager);
                 params.force = *force;
                 let after = api
@@ -381,6 +430,7 @@ impl Backend for KubeBackend {
                     .await
                     .map_err(map_error)?;
                 let after = serde_json::to_value(after).unwrap_or_default();
+                self.cache(id).await?.put(after.clone());
                 Ok(match before {
                     None => ApplyOutcome::Created,
                     Some(b)
@@ -393,14 +443,16 @@ impl Backend for KubeBackend {
                 })
             }
             Strategy::CreateOnly | Strategy::Update => {
-                let live = self.get_object(id).await?;
+                let live = self.get_live(id).await?;
                 let typed: DynamicObject = serde_json::from_value(object.clone())
                     .map_err(|e| BackendError::Invalid(e.to_string()))?;
                 match live {
                     None => {
-                        api.create(&PostParams::default(), &typed)
+                        let created = api
+                            .create(&PostParams::default(), &typed)
                             .await
                             .map_err(map_error)?;
+                        self.remember(id, created).await;
                         Ok(ApplyOutcome::Created)
                     }
                     Some(_) if *strategy == Strategy::CreateOnly => Ok(ApplyOutcome::Skipped),
@@ -410,9 +462,11 @@ impl Backend for KubeBackend {
                         next.metadata.resource_version = live["metadata"]["resourceVersion"]
                             .as_str()
                             .map(str::to_string);
-                        api.replace(&id.name, &PostParams::default(), &next)
+                        let replaced = api
+                            .replace(&id.name, &PostParams::default(), &next)
                             .await
                             .map_err(map_error)?;
+                        self.remember(id, replaced).await;
                         Ok(ApplyOutcome::Updated)
                     }
                 }
@@ -471,46 +525,4 @@ impl Backend for KubeBackend {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn conflicts_name_their_fields_and_managers() {
-        let one = r#"Apply failed with 1 conflict: conflict with "kubectl-edit" using apps/v1: .spec.replicas"#;
-        assert_eq!(
-            parse_conflicts(one),
-            (vec![".spec.replicas".into()], vec!["kubectl-edit".into()])
-        );
-        let many = "Apply failed with 2 conflicts: conflicts with \"helm\" using apps/v1:\n- .spec.replicas\n- .spec.template.spec.containers[name=\"web\"].image";
-        let (fields, managers) = parse_conflicts(many);
-        assert_eq!(managers, ["helm"]);
-        assert_eq!(fields.len(), 2, "{fields:?}");
-    }
-
-    #[test]
-    fn quantities_sum_like_kubernetes_prints_them() {
-        assert_eq!(sum_quantities(&["4", "4"], false), "8");
-        assert_eq!(sum_quantities(&["500m", "1"], false), "1500m");
-        assert_eq!(sum_quantities(&["16Gi", "16Gi"], true), "32Gi");
-        assert_eq!(sum_quantities(&["512Mi", "1Gi"], true), "1536Mi");
-    }
-
-    #[test]
-    fn platform_and_product_are_detected() {
-        assert_eq!(platform("aws:///eu-west-1a/i-123"), "AWS");
-        assert_eq!(platform("gce://p/z/n"), "GCP");
-        assert_eq!(platform("kind://docker/x"), "Other");
-        assert_eq!(product("v1.30.2+k3s1", &[]), "K3s");
-        assert_eq!(product("v1.29.3-eks-adc7111", &[]), "EKS");
-        assert_eq!(product("v1.30.2", &[]), "Other");
-    }
-
-    #[test]
-    fn update_skips_objects_that_already_match() {
-        let declared = serde_json::json!({"spec": {"replicas": 2}, "metadata": {"name": "a"}});
-        let live = serde_json::json!({"spec": {"replicas": 2, "paused": false}, "metadata": {"name": "a", "uid": "x"}, "status": {}});
-        assert!(declared_matches(&declared, &live));
-        let changed = serde_json::json!({"spec": {"replicas": 3}, "metadata": {"name": "a"}});
-        assert!(!declared_matches(&changed, &live));
-    }
-}
+mod tests;

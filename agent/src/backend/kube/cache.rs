@@ -1,0 +1,164 @@
+//! Watch caches: what the work actors observe comes from one list + watch per kind and
+//! namespace that works declare, instead of one GET per resource per observation, so thousands
+//! of resources cost one stream each.
+//!
+//! A cache starts on the first read of its kind and namespace (that read still goes to the API)
+//! and serves reads once its list arrived. The watch resumes from the last resourceVersion it
+//! saw; when the server answers 410 (too old) or the stream fails, the cache lists again. Writes
+//! made by the agent update the cache at once, so a status read right after an apply sees it.
+
+use kube::api::{Api, DynamicObject, ListParams, WatchEvent, WatchParams};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+/// One kind in one namespace (or cluster-wide).
+#[derive(Debug, Default)]
+pub struct Cache {
+    objects: RwLock<HashMap<String, Value>>,
+    synced: std::sync::atomic::AtomicBool,
+}
+
+impl Cache {
+    /// `Some(the object named name, or None when absent)` once the cache is synced; `None`
+    /// before (the caller asks the API server).
+    pub fn get(&self, name: &str) -> Option<Option<Value>> {
+        if !self.synced.load(std::sync::atomic::Ordering::Acquire) {
+            return None;
+        }
+        Some(
+            self.objects
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(name)
+                .cloned(),
+        )
+    }
+
+    /// Records an object the agent just wrote (if it is newer than what the cache holds).
+    pub fn put(&self, object: Value) {
+        let Some(name) = object["metadata"]["name"].as_str().map(str::to_string) else {
+            return;
+        };
+        let mut objects = self.objects.write().unwrap_or_else(|p| p.into_inner());
+        let newer = match objects.get(&name) {
+            Some(old) => revision(&object) >= revision(old),
+            None => true,
+        };
+        if newer {
+            objects.insert(name, object);
+        }
+    }
+
+    fn replace_all(&self, items: Vec<Value>) {
+        let mut objects = self.objects.write().unwrap_or_else(|p| p.into_inner());
+        objects.clear();
+        for o in items {
+            if let Some(name) = o["metadata"]["name"].as_str() {
+                objects.insert(name.to_string(), o);
+            }
+        }
+        self.synced
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    fn apply(&self, event: WatchEvent<DynamicObject>) -> Option<String> {
+        let (object, deleted) = match event {
+            WatchEvent::Added(o) | WatchEvent::Modified(o) => (o, false),
+            WatchEvent::Deleted(o) => (o, true),
+            WatchEvent::Bookmark(b) => return Some(b.metadata.resource_version),
+            WatchEvent::Error(_) => return None,
+        };
+        let rv = object.metadata.resource_version.clone();
+        let name = object.metadata.name.clone().unwrap_or_default();
+        let mut objects = self.objects.write().unwrap_or_else(|p| p.into_inner());
+        if deleted {
+            objects.remove(&name);
+        } else if let Ok(v) = serde_json::to_value(object) {
+            objects.insert(name, v);
+        }
+        rv
+    }
+}
+
+/// The numeric resourceVersion of an object (0 when missing or opaque).
+fn revision(o: &Value) -> u64 {
+    o["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Starts keeping `cache` in step with `api`: list, then watch from the list's revision,
+/// listing again after a 410 or a failure. Runs until the cache is dropped.
+pub fn spawn(api: Api<DynamicObject>, cache: &Arc<Cache>) {
+    let weak = Arc::downgrade(cache);
+    tokio::spawn(async move {
+        let mut failures = 0usize;
+        'list: loop {
+            let Some(cache) = weak.upgrade() else { return };
+            let list = match api.list(&ListParams::default()).await {
+                Ok(l) => l,
+                Err(e) => {
+                    failures += 1;
+                    tracing::debug!(error = %e, "listing for the watch cache failed");
+                    drop(cache);
+                    tokio::time::sleep(flotilla_bus::connect::backoff(
+                        failures,
+                        Duration::from_secs(30),
+                    ))
+                    .await;
+                    continue;
+                }
+            };
+            let mut rv = list.metadata.resource_version.clone().unwrap_or_default();
+            cache.replace_all(
+                list.items
+                    .into_iter()
+                    .filter_map(|o| serde_json::to_value(o).ok())
+                    .collect(),
+            );
+            drop(cache);
+            loop {
+                let params = WatchParams::default().timeout(290);
+                let stream = match api.watch(&params, &rv).await {
+                    Ok(s) => s,
+                    Err(e) => {
+                        failures += 1;
+                        tracing::debug!(error = %e, "watch failed; listing again");
+                        tokio::time::sleep(flotilla_bus::connect::backoff(
+                            failures,
+                            Duration::from_secs(30),
+                        ))
+                        .await;
+                        continue 'list;
+                    }
+                };
+                futures::pin_mut!(stream);
+                use futures::StreamExt;
+                while let Some(event) = stream.next().await {
+                    let Some(cache) = weak.upgrade() else { return };
+                    match event {
+                        Ok(WatchEvent::Error(e)) if e.code == 410 => continue 'list,
+                        Ok(WatchEvent::Error(_)) | Err(_) => {
+                            failures += 1;
+                            tokio::time::sleep(flotilla_bus::connect::backoff(
+                                failures,
+                                Duration::from_secs(30),
+                            ))
+                            .await;
+                            continue 'list;
+                        }
+                        Ok(ev) => {
+                            failures = 0;
+                            if let Some(next) = cache.apply(ev) {
+                                rv = next;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    });
+}
