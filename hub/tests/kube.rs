@@ -77,11 +77,45 @@ enum Cluster {
 }
 
 impl Cluster {
+    /// The cluster, with the AppliedManifestWork CRD installed as `flotilla join` installs it.
     async fn start() -> Self {
-        match std::env::var_os("FLOTILLA_TEST_KUBECONFIG") {
+        let cluster = match std::env::var_os("FLOTILLA_TEST_KUBECONFIG") {
             Some(path) => Self::Real(PathBuf::from(path)),
             None => Self::Fake(FakeKube::start().await),
+        };
+        let crd: Value =
+            serde_yaml::from_str(include_str!("../../deploy/appliedmanifestwork-crd.yaml"))
+                .expect("the CRD parses");
+        cluster.take_fields(&crd, "flotilla-test").await;
+        let deadline = tokio::time::Instant::now() + SOON;
+        let probe = anchor("probe");
+        while cluster
+            .client()
+            .await
+            .get(&manifest_id(&probe).unwrap())
+            .await
+            .is_err()
+        {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the CRD is not served"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
+        cluster
+    }
+
+    /// The anchors (AppliedManifestWorks) owning an object.
+    async fn owners(&self, object: &Value) -> Vec<String> {
+        self.get(object).await.map_or_else(Vec::new, |o| {
+            o["metadata"]["ownerReferences"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|r| r["kind"] == "AppliedManifestWork")
+                .filter_map(|r| r["name"].as_str().map(str::to_string))
+                .collect()
+        })
     }
 
     fn kubeconfig(&self) -> PathBuf {
@@ -138,6 +172,10 @@ fn unique(prefix: &str) -> String {
         .unwrap()
         .subsec_nanos();
     format!("{prefix}-{n:x}")
+}
+
+fn anchor(name: &str) -> Value {
+    json!({"apiVersion": "work.open-cluster-management.io/v1", "kind": "AppliedManifestWork", "metadata": {"name": name}})
 }
 
 fn deployment(ns: &str) -> Value {
@@ -218,6 +256,13 @@ async fn a_work_reaches_the_kubernetes_api_reports_real_status_and_deletes() {
         .await
         .expect("the Deployment exists");
     assert_eq!(live["spec"]["replicas"], 2);
+    let anchors = cluster.owners(&deployment(&ns)).await;
+    assert_eq!(anchors.len(), 1, "{live:#}");
+    let web_anchor = anchor(&anchors[0]);
+    assert_eq!(
+        cluster.get(&web_anchor).await.unwrap()["spec"]["manifestWorkName"],
+        "web"
+    );
     assert!(cluster.get(&config_map(&ns, "web-config")).await.is_some());
     if let Some(fake) = cluster.fake() {
         let requests = fake.requests();
@@ -306,6 +351,10 @@ async fn a_work_reaches_the_kubernetes_api_reports_real_status_and_deletes() {
         );
     }
     assert!(get_work(&mut works, "edge-1", "web").await.is_none());
+    assert!(
+        cluster.get(&web_anchor).await.is_none(),
+        "the anchor outlived its work"
+    );
     agent.stop().await;
     hub.stop().await;
 }
@@ -479,6 +528,15 @@ async fn update_strategies_and_shared_resources_on_kubernetes() {
         cond(w, "Applied").as_deref() == Some("True")
     })
     .await;
+    assert_eq!(
+        cluster.owners(&shared_cm).await.len(),
+        2,
+        "both works own it"
+    );
+    assert!(
+        cluster.owners(&observed).await.is_empty(),
+        "a ReadOnly resource got an owner"
+    );
     works
         .delete_work(flotilla_api::v1::DeleteWorkRequest {
             cluster: "edge-1".into(),
@@ -510,5 +568,43 @@ async fn update_strategies_and_shared_resources_on_kubernetes() {
         }
     }
     agent.stop().await;
+    hub.stop().await;
+}
+
+#[tokio::test]
+async fn deleting_a_works_anchor_lets_the_cluster_collect_its_resources() {
+    let nats = NatsServer::start();
+    let cluster = Cluster::start().await;
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut clusters = clusters_client(&hub).await;
+    let agent = kube_agent(&nats, &cluster, "edge-1").await;
+    wait_cluster(&mut clusters, "edge-1", "registered", |_| true).await;
+    accept(&mut clusters, "edge-1").await;
+    wait_available(&mut clusters, "edge-1").await;
+    let mut works = works_client(&hub).await;
+    let name = unique("leftover");
+    let doc = format!(
+        "apiVersion: work.open-cluster-management.io/v1\nkind: ManifestWork\nmetadata: {{namespace: edge-1, name: gc}}\nspec:\n  workload:\n    manifests:\n      - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: {name}, namespace: default}}, data: {{a: b}}}}\n"
+    );
+    works.apply_work(work(&doc)).await.unwrap();
+    wait_work(&mut works, "edge-1", "gc", "applied", |w| {
+        cond(w, "Applied").as_deref() == Some("True")
+    })
+    .await;
+    let cm = config_map("default", &name);
+    let anchors = cluster.owners(&cm).await;
+    assert_eq!(anchors.len(), 1);
+    // The agent is gone for good (uninstalled): the operator deletes the anchors, and the
+    // cluster's garbage collector removes what the works left.
+    agent.stop().await;
+    cluster.remove(&anchor(&anchors[0])).await;
+    let deadline = tokio::time::Instant::now() + SOON;
+    while cluster.get(&cm).await.is_some() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the ConfigMap was not collected"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     hub.stop().await;
 }

@@ -111,6 +111,25 @@ pub trait Backend: Send + Sync + 'static {
     /// Lists objects of a kind (matched case-insensitively against kind, plural resource or
     /// short name), optionally in one namespace.
     async fn list(&self, kind: &str, namespace: Option<&str>) -> Result<Vec<Value>, BackendError>;
+    /// The anchor of a work's resources on the cluster, created if missing: an owner reference
+    /// the agent adds to every resource the work would delete. `None` when the backend has no
+    /// garbage collector (the simulated cluster).
+    async fn ensure_anchor(
+        &self,
+        _work_resource_id: &str,
+        _work_name: &str,
+    ) -> Result<Option<Value>, BackendError> {
+        Ok(None)
+    }
+    /// Removes a work's anchor once its resources were handled; `orphan` keeps what it still
+    /// owns on the cluster.
+    async fn delete_anchor(
+        &self,
+        _work_resource_id: &str,
+        _orphan: bool,
+    ) -> Result<(), BackendError> {
+        Ok(())
+    }
 }
 
 /// Whether `query` names `kind`: the kind, its plural resource or a common short name, in any

@@ -324,6 +324,17 @@ impl WorkActor {
             self.manifests.len()
         ];
         let mut declared = Vec::new();
+        // The work's anchor on the cluster (Kubernetes: an AppliedManifestWork), owner of every
+        // resource the delete option would delete, so the cluster's garbage collector removes
+        // what is left of the work when the anchor goes.
+        let policy = self.work().spec.and_then(|s| s.delete_option);
+        let anchor = match self.backend.ensure_anchor(&self.rid, &self.name).await {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::debug!(error = %e, "no anchor for the work's resources");
+                None
+            }
+        };
         for i in order {
             let m = &self.manifests[i];
             let id = match &m.id {
@@ -340,7 +351,16 @@ impl WorkActor {
             if m.strategy != Strategy::ReadOnly {
                 declared.push(id.clone());
             }
-            results[i] = match self.backend.apply(id, &m.object, &m.strategy).await {
+            let owned = match &anchor {
+                Some(owner)
+                    if !orphaned(id, policy.as_ref()) && m.strategy != Strategy::ReadOnly =>
+                {
+                    Some(with_owner(&m.object, owner))
+                }
+                _ => None,
+            };
+            let object = owned.as_ref().unwrap_or(&m.object);
+            results[i] = match self.backend.apply(id, object, &m.strategy).await {
                 Ok(outcome) => {
                     if matches!(outcome, ApplyOutcome::Created | ApplyOutcome::Updated) {
                         tracing::debug!(resource = %id.describe(), ?outcome, "applied");
@@ -412,21 +432,7 @@ impl WorkActor {
             tracing::info!(resource = %id.describe(), "kept: another work declares it");
             return false;
         }
-        let orphan = match policy.map(|p| p.propagation_policy.as_str()) {
-            Some("Orphan") => true,
-            Some("SelectivelyOrphan") => policy
-                .and_then(|p| p.selectively_orphans.as_ref())
-                .is_some_and(|so| {
-                    so.orphaning_rules.iter().any(|r| {
-                        r.group == id.group
-                            && r.resource.eq_ignore_ascii_case(&id.resource())
-                            && r.namespace == id.namespace
-                            && r.name == id.name
-                    })
-                }),
-            _ => false,
-        };
-        if orphan {
+        if orphaned(id, policy) {
             tracing::info!(resource = %id.describe(), "orphaned per the delete option");
             return false;
         }
@@ -588,6 +594,12 @@ impl WorkActor {
             tracing::info!(?waiting, "waiting for resources to be deleted");
             return;
         }
+        // What the work still owns is shared with another work (which owns it too) or orphaned
+        // (never owned): the collector may take the anchor's references away.
+        if let Err(e) = self.backend.delete_anchor(&self.rid, false).await {
+            tracing::warn!(error = %e, "deleting the work's anchor failed; retrying");
+            return;
+        }
         let report = WorkStatusReport {
             cluster_name: self.cluster.clone(),
             work_name: self.name.clone(),
@@ -618,4 +630,37 @@ fn field_value(v: Fv) -> FieldValue {
         Fv::JsonRaw(s) => out.json_raw = Some(s),
     }
     out
+}
+
+/// Whether the delete option keeps `id` on the cluster when the work goes.
+fn orphaned(id: &ManifestId, policy: Option<&flotilla_api::v1::DeleteOption>) -> bool {
+    match policy.map(|p| p.propagation_policy.as_str()) {
+        Some("Orphan") => true,
+        Some("SelectivelyOrphan") => policy
+            .and_then(|p| p.selectively_orphans.as_ref())
+            .is_some_and(|so| {
+                so.orphaning_rules.iter().any(|r| {
+                    r.group == id.group
+                        && r.resource.eq_ignore_ascii_case(&id.resource())
+                        && r.namespace == id.namespace
+                        && r.name == id.name
+                })
+            }),
+        _ => false,
+    }
+}
+
+/// `object` with `owner` added to its ownerReferences (once).
+fn with_owner(object: &serde_json::Value, owner: &serde_json::Value) -> serde_json::Value {
+    let mut o = object.clone();
+    let refs = o["metadata"]["ownerReferences"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if !refs.iter().any(|r| r["uid"] == owner["uid"]) {
+        let mut refs = refs;
+        refs.push(owner.clone());
+        o["metadata"]["ownerReferences"] = serde_json::Value::Array(refs);
+    }
+    o
 }

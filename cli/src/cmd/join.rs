@@ -2,7 +2,8 @@
 //! manifests that install the agent on a spoke (as `clusteradm join` does), to pipe into
 //! `kubectl apply -f -` on that cluster:
 //!
-//! Namespace `flotilla-agent`, a ServiceAccount, RBAC (`--rbac admin`, the default, lets the
+//! The AppliedManifestWork CRD (the anchor of each work's resources), namespace
+//! `flotilla-agent`, a ServiceAccount, RBAC (`--rbac admin`, the default, lets the
 //! agent apply any kind as OCM's work agent can; `--rbac least-privilege` grants only the common
 //! kinds plus `--allow GROUP/RESOURCE` entries), a Secret with the bootstrap credentials and the
 //! NATS CA, a PersistentVolumeClaim for the agent's state directory (its key, its credentials
@@ -12,6 +13,9 @@
 //! Nothing is sent to the hub; secrets are read from local files only.
 
 use std::path::PathBuf;
+
+/// The AppliedManifestWork CRD: the anchor the agent makes every work's resources owned by.
+pub const ANCHOR_CRD: &str = include_str!("../../../deploy/appliedmanifestwork-crd.yaml");
 
 /// The namespace the agent runs in.
 pub const NAMESPACE: &str = "flotilla-agent";
@@ -85,6 +89,7 @@ const COMMON: &[(&str, &[&str])] = &[
     ("batch", &["jobs", "cronjobs"]),
     ("networking.k8s.io", &["ingresses", "networkpolicies"]),
     ("rbac.authorization.k8s.io", &["roles", "rolebindings"]),
+    ("work.open-cluster-management.io", &["appliedmanifestworks"]),
 ];
 
 fn rules(args: &JoinArgs) -> Result<String, String> {
@@ -203,8 +208,15 @@ pub fn manifests(args: &JoinArgs) -> Result<String, String> {
     let cluster = &args.cluster;
     let image = &args.image;
     let size = &args.state_size;
+    let crd = ANCHOR_CRD
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .collect::<Vec<_>>()
+        .join("\n");
     Ok(format!(
         "# The Flotilla agent for cluster {cluster}: flotilla join {cluster} | kubectl apply -f -\n\
+---
+{crd}
 ---
 apiVersion: v1
 kind: Namespace

@@ -725,18 +725,29 @@ impl Store {
             })
             .map(|(k, _)| k.clone())
             .collect();
+        let live_uids: BTreeSet<String> = self
+            .objects
+            .values()
+            .filter_map(|e| e.object["metadata"]["uid"].as_str().map(str::to_string))
+            .collect();
         for d in dependents {
-            match propagation {
-                Propagation::Orphan => {
-                    if let Some(e) = self.objects.get_mut(&d)
-                        && let Some(refs) = e.object["metadata"]["ownerReferences"].as_array_mut()
-                    {
-                        refs.retain(|r| r["uid"] != uid.as_str());
-                    }
+            // As the garbage collector does: a dependent goes only with its last owner.
+            let other_owner = self.objects.get(&d).is_some_and(|e| {
+                e.object["metadata"]["ownerReferences"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|r| r["uid"].as_str())
+                    .any(|u| u != uid && live_uids.contains(u))
+            });
+            if propagation == Propagation::Orphan || other_owner {
+                if let Some(e) = self.objects.get_mut(&d)
+                    && let Some(refs) = e.object["metadata"]["ownerReferences"].as_array_mut()
+                {
+                    refs.retain(|r| r["uid"] != uid.as_str());
                 }
-                _ => {
-                    let _ = self.delete(&d, propagation);
-                }
+            } else {
+                let _ = self.delete(&d, propagation);
             }
         }
         Ok(entry.object)

@@ -7,6 +7,9 @@
 //!   conflict is reported with the fields and managers the server names. `Update` reads and
 //!   creates or replaces with the live `resourceVersion` (unchanged objects are not written);
 //!   `CreateOnly` creates when absent; `ReadOnly` never writes.
+//! - Every resource a work would delete gets an owner reference to the work's anchor, an
+//!   AppliedManifestWork (as in OCM), so the cluster's garbage collector removes what is left of
+//!   a work whose anchor is deleted, and never a resource another work's anchor still owns.
 //! - Deletes use `Foreground` propagation, so a resource stays visible until its own dependents
 //!   are gone and the work's Foreground deletion waits for all of it.
 //! - Cluster facts: `/version`, capacity and allocatable summed over nodes, the `id.k8s.io`
@@ -32,6 +35,24 @@ use std::sync::Mutex;
 
 /// Group, version and kind.
 type KindKey = (String, String, String);
+
+/// The anchor of a work's resources: OCM's cluster-scoped AppliedManifestWork, whose CRD the
+/// install manifests (`flotilla join`) carry.
+pub const ANCHOR_API_VERSION: &str = "work.open-cluster-management.io/v1";
+/// Kind of the anchor.
+pub const ANCHOR_KIND: &str = "AppliedManifestWork";
+
+/// The anchor of the work with this resource id (named after it, as OCM names them after the
+/// hub and the work).
+fn anchor_id(work_resource_id: &str) -> ManifestId {
+    ManifestId {
+        group: "work.open-cluster-management.io".into(),
+        version: "v1".into(),
+        kind: ANCHOR_KIND.into(),
+        namespace: String::new(),
+        name: format!("flotilla-{work_resource_id}"),
+    }
+}
 
 /// A cluster reached through its Kubernetes API.
 pub struct KubeBackend {
@@ -462,6 +483,19 @@ impl Backend for KubeBackend {
                         next.metadata.resource_version = live["metadata"]["resourceVersion"]
                             .as_str()
                             .map(str::to_string);
+                        // Owners other works (or others) set stay: a shared resource keeps
+                        // every work's anchor.
+                        let live_owners: Vec<
+                            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference,
+                        > = serde_json::from_value(live["metadata"]["ownerReferences"].clone())
+                            .unwrap_or_default();
+                        let mut owners = next.metadata.owner_references.take().unwrap_or_default();
+                        for o in live_owners {
+                            if !owners.iter().any(|x| x.uid == o.uid) {
+                                owners.push(o);
+                            }
+                        }
+                        next.metadata.owner_references = (!owners.is_empty()).then_some(owners);
                         let replaced = api
                             .replace(&id.name, &PostParams::default(), &next)
                             .await
@@ -487,6 +521,67 @@ impl Backend for KubeBackend {
         match api.delete(&id.name, &params).await {
             Ok(_) => Ok(true),
             Err(kube::Error::Api(r)) if r.code == 404 => Ok(false),
+            Err(e) => Err(map_error(e)),
+        }
+    }
+
+    async fn ensure_anchor(
+        &self,
+        work_resource_id: &str,
+        work_name: &str,
+    ) -> Result<Option<Value>, BackendError> {
+        let id = anchor_id(work_resource_id);
+        let anchor = match self.get_live(&id).await {
+            Ok(Some(a)) => a,
+            Ok(None) => {
+                let api = self.api(&id).await?;
+                let object: DynamicObject = serde_json::from_value(serde_json::json!({
+                    "apiVersion": ANCHOR_API_VERSION,
+                    "kind": ANCHOR_KIND,
+                    "metadata": {"name": id.name},
+                    "spec": {"manifestWorkName": work_name, "agentID": "flotilla"},
+                }))
+                .map_err(|e| BackendError::Invalid(e.to_string()))?;
+                let created = api
+                    .create(&PostParams::default(), &object)
+                    .await
+                    .map_err(map_error)?;
+                serde_json::to_value(created).map_err(|e| BackendError::Invalid(e.to_string()))?
+            }
+            // No AppliedManifestWork CRD on this cluster: resources get no owner.
+            Err(BackendError::Invalid(_)) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        Ok(Some(serde_json::json!({
+            "apiVersion": ANCHOR_API_VERSION,
+            "kind": ANCHOR_KIND,
+            "name": id.name,
+            "uid": anchor["metadata"]["uid"],
+        })))
+    }
+
+    async fn delete_anchor(
+        &self,
+        work_resource_id: &str,
+        orphan: bool,
+    ) -> Result<(), BackendError> {
+        let id = anchor_id(work_resource_id);
+        let api = match self.api(&id).await {
+            Ok(api) => api,
+            Err(BackendError::Invalid(_)) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let params = DeleteParams {
+            propagation_policy: Some(if orphan {
+                PropagationPolicy::Orphan
+            } else {
+                PropagationPolicy::Background
+            }),
+            ..DeleteParams::default()
+        };
+        match api.delete(&id.name, &params).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(r)) if r.code == 404 => Ok(()),
             Err(e) => Err(map_error(e)),
         }
     }
