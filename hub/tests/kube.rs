@@ -187,9 +187,13 @@ fn config_map(ns: &str, name: &str) -> Value {
 }
 
 async fn kube_agent(nats: &NatsServer, cluster: &Cluster, name: &str) -> TestAgent {
+    kube_agent_with(agent_config(name, &nats.url()), cluster).await
+}
+
+/// An agent on the cluster with its own settings (a state directory, to restart it).
+async fn kube_agent_with(config: flotilla_agent::AgentConfig, cluster: &Cluster) -> TestAgent {
     let backend = cluster.client().await;
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let config = agent_config(name, &nats.url());
     let b: Arc<dyn flotilla_agent::backend::Backend> = Arc::new(backend);
     let task = tokio::spawn(async move {
         let shutdown = async {
@@ -606,5 +610,81 @@ async fn deleting_a_works_anchor_lets_the_cluster_collect_its_resources() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    hub.stop().await;
+}
+
+#[tokio::test]
+async fn selectively_orphaned_resources_stay_and_an_offline_agent_catches_up() {
+    let nats = NatsServer::start();
+    let cluster = Cluster::start().await;
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut clusters = clusters_client(&hub).await;
+    let state = tempfile::tempdir().unwrap();
+    let mut config = agent_config("edge-1", &nats.url());
+    config.state = flotilla_agent::StateConfig::Dir(state.path().to_path_buf());
+    let agent = kube_agent_with(config.clone(), &cluster).await;
+    wait_cluster(&mut clusters, "edge-1", "registered", |_| true).await;
+    accept(&mut clusters, "edge-1").await;
+    wait_available(&mut clusters, "edge-1").await;
+    let mut works = works_client(&hub).await;
+    let (keep, drop_) = (unique("keep"), unique("drop"));
+    let doc = |value: &str| {
+        format!(
+            r#"apiVersion: work.open-cluster-management.io/v1
+kind: ManifestWork
+metadata: {{namespace: edge-1, name: selective}}
+spec:
+  workload:
+    manifests:
+      - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: {keep}, namespace: default}}, data: {{v: "{value}"}}}}
+      - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: {drop_}, namespace: default}}, data: {{v: "{value}"}}}}
+  deleteOption:
+    propagationPolicy: SelectivelyOrphan
+    selectivelyOrphans:
+      orphaningRules:
+        - {{resource: configmaps, namespace: default, name: {keep}}}
+"#
+        )
+    };
+    works.apply_work(work(&doc("one"))).await.unwrap();
+    wait_work(&mut works, "edge-1", "selective", "applied", |w| {
+        cond(w, "Applied").as_deref() == Some("True")
+    })
+    .await;
+    let (kept, dropped) = (config_map("default", &keep), config_map("default", &drop_));
+    assert!(
+        cluster.owners(&kept).await.is_empty(),
+        "an orphan-listed resource got an owner"
+    );
+    assert_eq!(cluster.owners(&dropped).await.len(), 1);
+
+    // The agent is offline while the work changes; back, it applies the new generation.
+    agent.stop().await;
+    works.apply_work(work(&doc("two"))).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(cluster.get(&dropped).await.unwrap()["data"]["v"], "one");
+    let agent = kube_agent_with(config.clone(), &cluster).await;
+    let deadline = tokio::time::Instant::now() + SOON;
+    while cluster.get(&dropped).await.unwrap()["data"]["v"] != "two" {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the offline agent did not catch up"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // SelectivelyOrphan: deleting the work deletes one ConfigMap and keeps the listed one.
+    works
+        .delete_work(flotilla_api::v1::DeleteWorkRequest {
+            cluster: "edge-1".into(),
+            name: "selective".into(),
+        })
+        .await
+        .unwrap();
+    wait_gone(&mut works, "edge-1", "selective").await;
+    assert!(cluster.get(&dropped).await.is_none());
+    assert_eq!(cluster.get(&kept).await.unwrap()["data"]["v"], "two");
+    cluster.remove(&kept).await;
+    agent.stop().await;
     hub.stop().await;
 }

@@ -1,8 +1,16 @@
 //! A small Kubernetes API server for tests: the real wire format (discovery documents, JSON
 //! objects, `Status` errors, server-side apply with field managers and conflicts, merge patches,
 //! optimistic concurrency, delete propagation through owner references, namespaces), over plain
-//! HTTP, holding objects in memory. It is not a Kubernetes: it has no admission, no schema
-//! validation beyond what the wire format needs, and its one "controller" marks workloads ready.
+//! HTTP, holding objects in memory, with watch streams that resume from a resourceVersion.
+//!
+//! What it does not emulate: authentication and RBAC (any token is accepted), admission and
+//! defaulting, schema validation beyond what the wire format needs, label and field selectors on
+//! lists, strategic merge patch (treated as a JSON merge patch), server-side apply's list merge
+//! keys (a list is owned and replaced whole), finalizers and the Terminating phase (a deletion —
+//! Foreground or Background — removes the object and its dependents at once; a dependent with
+//! another live owner only loses the reference), and controllers: its one "controller" marks
+//! Deployments, StatefulSets, DaemonSets, Jobs and Pods ready as soon as they are written
+//! ([`FakeOptions::auto_ready`]). Watch bookmarks are not sent.
 //!
 //! - [`resources`]: the built-in API resources and the ones CRDs add.
 //! - [`store`]: objects, resource versions, field ownership, garbage collection.
