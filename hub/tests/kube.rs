@@ -688,3 +688,73 @@ spec:
     agent.stop().await;
     hub.stop().await;
 }
+
+#[tokio::test]
+async fn a_crd_and_its_custom_resources_in_one_work() {
+    let nats = NatsServer::start();
+    let cluster = Cluster::start().await;
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut clusters = clusters_client(&hub).await;
+    let agent = kube_agent(&nats, &cluster, "edge-1").await;
+    wait_cluster(&mut clusters, "edge-1", "registered", |_| true).await;
+    accept(&mut clusters, "edge-1").await;
+    wait_available(&mut clusters, "edge-1").await;
+    let mut works = works_client(&hub).await;
+    // The custom resource comes first in the work: CRDs are applied first anyway, and the kind
+    // is discovered once the server serves it.
+    let doc = r#"
+apiVersion: work.open-cluster-management.io/v1
+kind: ManifestWork
+metadata: {namespace: edge-1, name: crd}
+spec:
+  workload:
+    manifests:
+      - apiVersion: example.flotilla.io/v1
+        kind: Widget
+        metadata: {name: first, namespace: default}
+        spec: {size: 3}
+      - apiVersion: apiextensions.k8s.io/v1
+        kind: CustomResourceDefinition
+        metadata: {name: widgets.example.flotilla.io}
+        spec:
+          group: example.flotilla.io
+          names: {kind: Widget, plural: widgets, singular: widget, listKind: WidgetList}
+          scope: Namespaced
+          versions:
+            - name: v1
+              served: true
+              storage: true
+              schema:
+                openAPIV3Schema:
+                  type: object
+                  x-kubernetes-preserve-unknown-fields: true
+"#;
+    works.apply_work(work(doc)).await.unwrap();
+    wait_work(&mut works, "edge-1", "crd", "applied", |w| {
+        cond(w, "Applied").as_deref() == Some("True")
+    })
+    .await;
+    let widget = json!({"apiVersion": "example.flotilla.io/v1", "kind": "Widget", "metadata": {"name": "first", "namespace": "default"}});
+    let deadline = tokio::time::Instant::now() + SOON;
+    loop {
+        if let Some(w) = cluster.get(&widget).await {
+            assert_eq!(w["spec"]["size"], 3);
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the Widget was not created"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    works
+        .delete_work(flotilla_api::v1::DeleteWorkRequest {
+            cluster: "edge-1".into(),
+            name: "crd".into(),
+        })
+        .await
+        .unwrap();
+    wait_gone(&mut works, "edge-1", "crd").await;
+    agent.stop().await;
+    hub.stop().await;
+}
