@@ -680,6 +680,10 @@ fn claims(config: &AgentConfig, store: &LocalStore, info: &ClusterInfo) -> Vec<C
         (CLAIM_KUBEVERSION, info.kubernetes_version.clone()),
         (CLAIM_PLATFORM, info.platform.clone()),
         (CLAIM_PRODUCT, info.product.clone()),
+        (
+            meta::CLAIM_NODES,
+            info.nodes.map(|n| n.to_string()).unwrap_or_default(),
+        ),
     ]
     .into_iter()
     .filter(|(_, v)| !v.is_empty())

@@ -40,8 +40,16 @@ pub const CLAIM_KUBEVERSION: &str = "kubeversion.open-cluster-management.io";
 pub const CLAIM_PLATFORM: &str = "platform.open-cluster-management.io";
 /// Reserved claim: the product (OpenShift, K3s, Other, …).
 pub const CLAIM_PRODUCT: &str = "product.open-cluster-management.io";
-/// The reserved claim names that every agent reports.
-pub const RESERVED_CLAIMS: [&str; 4] = [CLAIM_ID, CLAIM_KUBEVERSION, CLAIM_PLATFORM, CLAIM_PRODUCT];
+/// Number of nodes of the cluster (Flotilla's; reported by backends that know it).
+pub const CLAIM_NODES: &str = "nodes.flotilla.io";
+/// Claims the agent reports itself; a spoke admin's `--claim` may not use these names.
+pub const RESERVED_CLAIMS: [&str; 5] = [
+    CLAIM_ID,
+    CLAIM_KUBEVERSION,
+    CLAIM_PLATFORM,
+    CLAIM_PRODUCT,
+    CLAIM_NODES,
+];
 /// Most custom (non-reserved) claims an agent may report (OCM default).
 pub const MAX_CUSTOM_CLAIMS: usize = 20;
 

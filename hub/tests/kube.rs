@@ -241,6 +241,7 @@ async fn a_work_reaches_the_kubernetes_api_reports_real_status_and_deletes() {
         assert_eq!(st.capacity["memory"], "32Gi");
         assert_eq!(claim(meta::CLAIM_PLATFORM).as_deref(), Some("AWS"));
         assert_eq!(claim(meta::CLAIM_PRODUCT).as_deref(), Some("K3s"));
+        assert_eq!(claim(meta::CLAIM_NODES).as_deref(), Some("2"));
     }
 
     // Apply: the objects are created through the API; status and feedback come from them.

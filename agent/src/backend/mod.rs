@@ -30,6 +30,8 @@ pub struct ClusterInfo {
     pub healthy: bool,
     /// Why it is unhealthy.
     pub health_message: String,
+    /// Number of nodes, when the backend knows it (the `nodes.flotilla.io` claim).
+    pub nodes: Option<u32>,
     /// The cluster's own identity for the `id.k8s.io` claim (the kube-system namespace's UID);
     /// empty when the backend has none and the agent's generated id is used.
     pub cluster_id: String,

@@ -164,6 +164,7 @@ impl SimBackend {
                 healthy: true,
                 health_message: String::new(),
                 cluster_id: String::new(),
+                nodes: None,
             }),
             config: SimConfig::default(),
             objects: Mutex::new(Objects::default()),

@@ -12,7 +12,7 @@
 //!   a work whose anchor is deleted, and never a resource another work's anchor still owns.
 //! - Deletes use `Foreground` propagation, so a resource stays visible until its own dependents
 //!   are gone and the work's Foreground deletion waits for all of it.
-//! - Cluster facts: `/version`, capacity and allocatable summed over nodes, the `id.k8s.io`
+//! - Cluster facts: `/version`, capacity and allocatable summed over nodes, the node count, the `id.k8s.io`
 //!   claim from the kube-system namespace's UID, platform from the nodes' provider IDs, product
 //!   from the version string and node labels, health from `/readyz`.
 
@@ -385,6 +385,7 @@ impl Backend for KubeBackend {
                 .into_iter()
                 .filter_map(|n| serde_json::to_value(n).ok())
                 .collect();
+            info.nodes = u32::try_from(objects.len()).ok();
             for (field, into) in [
                 ("capacity", &mut info.capacity),
                 ("allocatable", &mut info.allocatable),
