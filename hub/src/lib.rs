@@ -8,6 +8,8 @@
 //! - [`inventory`]: the shared read view of all clusters plus a change broadcast.
 //! - [`identity`]: uid, creationTimestamp and generation of stored objects.
 //! - [`keys`]: typed keys of namespaced objects (inventory and KV spellings).
+//! - [`replicaset`]: ManifestWorkReplicaSets — one actor per replica set rolling a template
+//!   out over its placements' decisions.
 //! - [`router`]: NATS subscriptions (registrations, the status stream) → actors.
 //! - [`security`]: secure mode — cluster credentials with registration replies, revocations.
 //! - [`store`]: typed JetStream KV buckets.
@@ -26,6 +28,7 @@ pub mod inventory;
 pub mod keys;
 pub mod metrics;
 pub mod placement;
+pub mod replicaset;
 pub mod router;
 pub mod security;
 pub mod store;
@@ -141,6 +144,9 @@ pub enum HubError {
     /// The secure directory is unusable.
     #[error("--secure-dir: {0}")]
     Security(String),
+    /// The replica sets could not be loaded.
+    #[error("loading replica sets: {0}")]
+    ReplicaSets(String),
 }
 
 /// A running hub.
@@ -159,6 +165,8 @@ pub struct Hub {
     pub metrics: Arc<Metrics>,
     /// Placements, their decisions and AddOnPlacementScores.
     pub placements: placement::Placements,
+    /// ManifestWorkReplicaSets.
+    pub replicasets: replicaset::ReplicaSets,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -318,6 +326,16 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
     )
     .await?;
     tasks.push(dispatcher);
+    let replicasets = replicaset::ReplicaSets::start(
+        Bucket::open(&jetstream, replicaset::BUCKET, config.stream).await?,
+        replicaset::Deps {
+            clusters: clusters.clone(),
+            works: works.clone(),
+            placements: placements.clone(),
+        },
+    )
+    .await
+    .map_err(|e| HubError::ReplicaSets(e.to_string()))?;
     let mut router_config = config.router.clone();
     router_config.scores = Some(placements.scores().clone());
     tasks.push(tokio::spawn(router::run_registrations(
@@ -394,7 +412,14 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         )
         .add_service(PlacementServiceServer::new(
             grpc::placement::PlacementApi::new(placements.clone()),
-        ));
+        ))
+        .add_service(
+            flotilla_api::v1::replica_set_service_server::ReplicaSetServiceServer::new(
+                grpc::replicaset::ReplicaSetApi::new(replicasets.clone()),
+            )
+            .max_decoding_message_size(8 * 1024 * 1024)
+            .max_encoding_message_size(8 * 1024 * 1024),
+        );
     let mut rx = shutdown_rx.clone();
     tasks.push(tokio::spawn(async move {
         let incoming = tokio_stream::wrappers::TcpListenerStream::new(grpc_listener);
@@ -424,6 +449,7 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         clusters,
         metrics,
         placements,
+        replicasets,
         shutdown,
         tasks,
     })

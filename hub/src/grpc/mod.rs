@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod clusterset;
 pub mod guard;
 pub mod placement;
+pub mod replicaset;
 pub mod work;
 
 use crate::cluster::ClusterError;

@@ -1,0 +1,396 @@
+//! One task per ManifestWorkReplicaSet. It reconciles when its placements' decisions change,
+//! when one of its works changes, when the rollout asks to be looked at again (a soak ends, a
+//! deadline passes), and every 30 s: the rollout step (`flotilla_rollout::step`) decides which
+//! clusters get the current template now; clusters that left the decisions lose their work.
+
+use super::rules::{self, REPLICASET_LABEL};
+use super::{Deps, ReplicaSetInventory};
+use crate::keys::ObjectRef;
+use crate::store::Bucket;
+use flotilla_api::meta::{self, status};
+use flotilla_api::v1::{Condition, ManifestWork, ManifestWorkReplicaSet, PlacementSummary};
+use flotilla_placement::{DECISION_GROUP_INDEX_LABEL, DECISION_GROUP_NAME_LABEL};
+use flotilla_rollout::{Cluster, GroupKey};
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+use tokio::sync::{mpsc, oneshot};
+
+/// Condition: every placement exists.
+pub const COND_PLACEMENT_VERIFIED: &str = "PlacementVerified";
+/// Condition: every placement's rollout is complete.
+pub const COND_PLACEMENT_ROLLED_OUT: &str = "PlacementRolledOut";
+/// Condition: every work is applied.
+pub const COND_MANIFESTWORK_APPLIED: &str = "ManifestworkApplied";
+
+/// Messages to a replica set actor.
+pub enum Msg {
+    /// A new spec (or the same with new metadata).
+    Spec(Box<ManifestWorkReplicaSet>),
+    /// Delete the replica set (and its works, unless orphaned); answers when done.
+    Delete(oneshot::Sender<()>),
+}
+
+/// How often the actor reconciles without any event.
+const RESYNC: Duration = Duration::from_secs(30);
+
+struct Actor {
+    rs: ManifestWorkReplicaSet,
+    deps: Deps,
+    bucket: Bucket<ManifestWorkReplicaSet>,
+    views: ReplicaSetInventory,
+}
+
+/// Starts the actor of `rs`.
+pub fn spawn(
+    rs: ManifestWorkReplicaSet,
+    deps: Deps,
+    bucket: Bucket<ManifestWorkReplicaSet>,
+    views: ReplicaSetInventory,
+) -> mpsc::Sender<Msg> {
+    let (tx, rx) = mpsc::channel(16);
+    let actor = Actor {
+        rs,
+        deps,
+        bucket,
+        views,
+    };
+    let (namespace, name) = name_of(&actor.rs);
+    let span = tracing::info_span!("replicaset", namespace = %namespace, name = %name);
+    tokio::spawn(tracing::Instrument::instrument(actor.run(rx), span));
+    tx
+}
+
+fn name_of(rs: &ManifestWorkReplicaSet) -> (String, String) {
+    let m = rs.metadata.clone().unwrap_or_default();
+    (m.namespace, m.name)
+}
+
+impl Actor {
+    async fn run(mut self, mut rx: mpsc::Receiver<Msg>) {
+        let (namespace, _) = name_of(&self.rs);
+        let mut placements = self.deps.placements.subscribe();
+        let mut works = self.deps.works.subscribe();
+        let mut next = Some(tokio::time::Instant::now());
+        loop {
+            let wake = next.unwrap_or_else(|| tokio::time::Instant::now() + RESYNC);
+            tokio::select! {
+                msg = rx.recv() => match msg {
+                    Some(Msg::Spec(rs)) => {
+                        self.rs = *rs;
+                        next = Some(tokio::time::Instant::now());
+                    }
+                    Some(Msg::Delete(done)) => {
+                        self.cascade().await;
+                        let _ = done.send(());
+                        return;
+                    }
+                    None => return,
+                },
+                change = placements.recv() => {
+                    let relevant = match &change {
+                        Ok(c) => self.refs().any(|p| *c.key == *ObjectRef::new(&namespace, p).inventory_key()),
+                        Err(_) => true,
+                    };
+                    if relevant {
+                        next = Some(soon());
+                    }
+                }
+                change = works.recv() => {
+                    let relevant = match &change {
+                        Ok(c) => self.owns(&c.object),
+                        Err(_) => true,
+                    };
+                    if relevant {
+                        next = Some(soon().min(next.unwrap_or_else(soon)));
+                    }
+                }
+                () = tokio::time::sleep_until(wake) => {
+                    next = self
+                        .reconcile()
+                        .await
+                        .map(|d| tokio::time::Instant::now() + d.min(RESYNC));
+                }
+            }
+        }
+    }
+
+    fn refs(&self) -> impl Iterator<Item = &str> {
+        self.rs
+            .spec
+            .iter()
+            .flat_map(|s| s.placement_refs.iter().map(|p| p.name.as_str()))
+    }
+
+    fn owner(&self) -> String {
+        let (ns, name) = name_of(&self.rs);
+        rules::owner_label(&ns, &name)
+    }
+
+    fn owns(&self, w: &ManifestWork) -> bool {
+        w.metadata
+            .as_ref()
+            .and_then(|m| m.labels.get(REPLICASET_LABEL))
+            .is_some_and(|o| *o == self.owner())
+    }
+
+    /// The works this replica set made, by cluster.
+    fn my_works(&self) -> BTreeMap<String, std::sync::Arc<ManifestWork>> {
+        self.deps
+            .works
+            .snapshot()
+            .into_iter()
+            .filter(|w| self.owns(w))
+            .filter_map(|w| {
+                let cluster = w.metadata.as_ref()?.namespace.clone();
+                Some((cluster, w))
+            })
+            .collect()
+    }
+
+    /// One reconciliation; returns when to look again.
+    async fn reconcile(&mut self) -> Option<Duration> {
+        let (namespace, name) = name_of(&self.rs);
+        let hash = rules::template_hash(&self.rs);
+        let now = SystemTime::now();
+        let works = self.my_works();
+        let mut wanted: BTreeMap<String, String> = BTreeMap::new();
+        let mut summaries = Vec::new();
+        let mut missing = Vec::new();
+        let mut rolled_out = true;
+        let mut stopped = Vec::new();
+        let mut recheck: Option<Duration> = None;
+        let refs = self
+            .rs
+            .spec
+            .as_ref()
+            .map(|s| s.placement_refs.clone())
+            .unwrap_or_default();
+        for (i, pref) in refs.iter().enumerate() {
+            let Some(view) = self.deps.placements.get(&namespace, &pref.name) else {
+                missing.push(pref.name.clone());
+                rolled_out = false;
+                continue;
+            };
+            let strategy = match rules::strategy(
+                pref.rollout_strategy.as_ref(),
+                &format!("spec.placementRefs[{i}].rolloutStrategy"),
+            ) {
+                Ok(s) => s,
+                Err(e) => {
+                    stopped.push(e.join("; "));
+                    rolled_out = false;
+                    continue;
+                }
+            };
+            let mut clusters = Vec::new();
+            for page in &view.decisions {
+                let labels = page
+                    .metadata
+                    .as_ref()
+                    .map(|m| m.labels.clone())
+                    .unwrap_or_default();
+                let group = GroupKey {
+                    index: labels
+                        .get(DECISION_GROUP_INDEX_LABEL)
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(0),
+                    name: labels
+                        .get(DECISION_GROUP_NAME_LABEL)
+                        .cloned()
+                        .unwrap_or_default(),
+                };
+                for c in crate::placement::convert::decided_clusters(page) {
+                    if wanted.contains_key(c) {
+                        continue; // an earlier placement already covers it
+                    }
+                    wanted.insert(c.to_string(), pref.name.clone());
+                    let (status, since) = rules::status_of(works.get(c).map(|w| &**w), &hash);
+                    clusters.push(Cluster {
+                        name: c.to_string(),
+                        group: group.clone(),
+                        status,
+                        since,
+                    });
+                }
+            }
+            let step = flotilla_rollout::step(&strategy, &clusters, now);
+            for cluster in &step.start {
+                let work = rules::work_for(&self.rs, cluster, &pref.name, &hash);
+                let handle = self.deps.clusters.get_or_spawn(cluster);
+                if let Err(e) = handle.apply_work(work).await {
+                    tracing::warn!(cluster = %cluster, error = %e, "starting the work failed; retrying");
+                    recheck = Some(
+                        recheck.map_or(Duration::from_secs(2), |r| r.min(Duration::from_secs(2))),
+                    );
+                }
+            }
+            if !step.complete {
+                rolled_out = false;
+            }
+            let waiting = clusters
+                .iter()
+                .filter(|c| {
+                    c.status == flotilla_rollout::Status::ToApply && !step.start.contains(&c.name)
+                })
+                .count();
+            let stopped_reason = step
+                .breach
+                .as_ref()
+                .map(|b| {
+                    format!(
+                        "stopped in {}: failed {:?}, timed out {:?} (maxFailures {})",
+                        b.phase, b.failed, b.timed_out, b.max_failures
+                    )
+                })
+                .unwrap_or_default();
+            if !stopped_reason.is_empty() {
+                stopped.push(format!("{}: {stopped_reason}", pref.name));
+            }
+            let placement_works: Vec<&ManifestWork> = clusters
+                .iter()
+                .filter_map(|c| works.get(&c.name).map(|w| &**w))
+                .collect();
+            summaries.push(PlacementSummary {
+                name: pref.name.clone(),
+                summary: Some(rules::summary(placement_works.into_iter())),
+                waiting: waiting as i32,
+                stopped_reason,
+            });
+            if let Some(r) = step.recheck_after {
+                recheck = Some(recheck.map_or(r, |x| x.min(r)));
+            }
+        }
+        // Clusters that left every placement's decisions lose their work.
+        for (cluster, w) in &works {
+            if wanted.contains_key(cluster) {
+                continue;
+            }
+            let deleting = w
+                .metadata
+                .as_ref()
+                .is_some_and(|m| m.deletion_timestamp.is_some());
+            if !deleting && let Some(handle) = self.deps.clusters.get(cluster) {
+                tracing::info!(cluster = %cluster, "cluster left the decisions; removing its work");
+                if let Err(e) = handle.delete_work(name.clone()).await {
+                    tracing::warn!(cluster = %cluster, error = %e, "removing the work failed");
+                }
+            }
+        }
+        self.write_status(summaries, &missing, rolled_out, &stopped, &works)
+            .await;
+        recheck
+    }
+
+    async fn write_status(
+        &mut self,
+        summaries: Vec<PlacementSummary>,
+        missing: &[String],
+        rolled_out: bool,
+        stopped: &[String],
+        works: &BTreeMap<String, std::sync::Arc<ManifestWork>>,
+    ) {
+        let generation = self.rs.metadata.as_ref().map(|m| m.generation).unwrap_or(0);
+        let total = rules::summary(works.values().map(|w| &**w));
+        let mut st = self.rs.status.clone().unwrap_or_default();
+        let mut set = |t: &str, ok: bool, reason: &str, message: String| {
+            meta::set_condition(
+                &mut st.conditions,
+                t,
+                if ok { status::TRUE } else { status::FALSE },
+                reason,
+                &message,
+            );
+            if let Some(c) = st
+                .conditions
+                .iter_mut()
+                .find(|c: &&mut Condition| c.r#type == t)
+            {
+                c.observed_generation = generation;
+            }
+        };
+        if missing.is_empty() {
+            set(COND_PLACEMENT_VERIFIED, true, "AsExpected", String::new());
+        } else {
+            set(
+                COND_PLACEMENT_VERIFIED,
+                false,
+                "PlacementDecisionNotFound",
+                format!(
+                    "spec.placementRefs: placement(s) {} not found",
+                    missing.join(", ")
+                ),
+            );
+        }
+        if rolled_out {
+            set(COND_PLACEMENT_ROLLED_OUT, true, "Complete", String::new());
+        } else if !stopped.is_empty() {
+            set(
+                COND_PLACEMENT_ROLLED_OUT,
+                false,
+                "Stopped",
+                stopped.join("; "),
+            );
+        } else {
+            set(
+                COND_PLACEMENT_ROLLED_OUT,
+                false,
+                "Progressing",
+                String::new(),
+            );
+        }
+        let applied = total.total > 0 && total.applied == total.total;
+        set(
+            COND_MANIFESTWORK_APPLIED,
+            applied,
+            if applied {
+                "AsExpected"
+            } else {
+                "NotAsExpected"
+            },
+            format!("{}/{} works applied", total.applied, total.total),
+        );
+        st.summary = Some(total);
+        st.placement_summaries = summaries;
+        if self.rs.status.as_ref() == Some(&st) {
+            return;
+        }
+        self.rs.status = Some(st);
+        let key = {
+            let (ns, name) = name_of(&self.rs);
+            ObjectRef::new(&ns, &name)
+        };
+        // Status is the hub's: written over whatever spec revision is stored now.
+        if let Ok(Some((stored, _))) = self.bucket.get(&key.store_key()).await {
+            let mut next = stored;
+            next.status = self.rs.status.clone();
+            if let Err(e) = self.bucket.put(&key.store_key(), &next).await {
+                tracing::warn!(error = %e, "saving the replica set status failed");
+            }
+        }
+        self.views.upsert(&key.inventory_key(), self.rs.clone());
+    }
+
+    /// Deletes the works unless the replica set orphans them.
+    async fn cascade(&self) {
+        let orphan = self
+            .rs
+            .spec
+            .as_ref()
+            .is_some_and(|s| s.cascade_deletion_policy == "Orphan");
+        if orphan {
+            return;
+        }
+        let (_, name) = name_of(&self.rs);
+        for cluster in self.my_works().keys() {
+            if let Some(handle) = self.deps.clusters.get(cluster)
+                && let Err(e) = handle.delete_work(name.clone()).await
+            {
+                tracing::warn!(cluster = %cluster, error = %e, "deleting a work of the replica set failed");
+            }
+        }
+    }
+}
+
+fn soon() -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_millis(100)
+}

@@ -1,0 +1,193 @@
+//! ManifestWorkReplicaSets: one ManifestWork template rolled out over the clusters placements
+//! decide, with OCM's rollout strategies (`flotilla-rollout` decides each step).
+//!
+//! - [`rules`]: pure — validation naming every field, the per-cluster work, where a cluster's
+//!   work stands against the current template, the summary.
+//! - [`actor`]: one task per replica set: follows its placements' decisions and its works,
+//!   starts works as the rollout allows, removes works of clusters that left the decisions,
+//!   writes the status.
+//!
+//! [`ReplicaSets`] is the handle: apply, get, list, delete. Replica sets are kept in the
+//! `replicasets` KV bucket; the rollout position is never stored: after a hub restart it is
+//! recomputed from the works themselves (their template hash and conditions), so a rollout
+//! resumes where it was.
+
+pub mod actor;
+pub mod rules;
+
+use crate::cluster::Clusters;
+use crate::inventory::{Inventory, WorkInventory};
+use crate::keys::ObjectRef;
+use crate::placement::Placements;
+use crate::store::{Bucket, StoreError};
+use dashmap::DashMap;
+use flotilla_api::v1::ManifestWorkReplicaSet;
+use std::sync::Arc;
+use thiserror::Error;
+use tokio::sync::mpsc;
+
+/// KV bucket of replica sets (`<namespace>.<name>`).
+pub const BUCKET: &str = "replicasets";
+
+/// Every replica set, keyed `<namespace>/<name>`, with its status, and a change broadcast.
+pub type ReplicaSetInventory = Inventory<ManifestWorkReplicaSet>;
+
+/// Why a replica set call failed.
+#[derive(Debug, Error)]
+pub enum ReplicaSetError {
+    /// Invalid input (every problem, each naming its field).
+    #[error("{}", .0.join("; "))]
+    Invalid(Vec<String>),
+    /// No such replica set.
+    #[error("ManifestWorkReplicaSet {0} not found")]
+    NotFound(String),
+    /// Storage failed.
+    #[error("storage unavailable: {0}")]
+    Unavailable(String),
+}
+
+impl From<StoreError> for ReplicaSetError {
+    fn from(e: StoreError) -> Self {
+        Self::Unavailable(e.to_string())
+    }
+}
+
+/// What the replica set actors work with.
+#[derive(Clone)]
+pub struct Deps {
+    /// Cluster actors (they own works).
+    pub clusters: Clusters,
+    /// Every work.
+    pub works: WorkInventory,
+    /// Placements and their decisions.
+    pub placements: Placements,
+}
+
+struct Inner {
+    bucket: Bucket<ManifestWorkReplicaSet>,
+    views: ReplicaSetInventory,
+    actors: DashMap<String, mpsc::Sender<actor::Msg>>,
+    deps: Deps,
+}
+
+/// The replica sets (cheap to clone).
+#[derive(Clone)]
+pub struct ReplicaSets {
+    inner: Arc<Inner>,
+}
+
+fn key_of(rs: &ManifestWorkReplicaSet) -> ObjectRef {
+    let m = rs.metadata.clone().unwrap_or_default();
+    ObjectRef::new(&m.namespace, &m.name)
+}
+
+impl ReplicaSets {
+    /// Loads every stored replica set and starts its actor.
+    pub async fn start(
+        bucket: Bucket<ManifestWorkReplicaSet>,
+        deps: Deps,
+    ) -> Result<Self, ReplicaSetError> {
+        let this = Self {
+            inner: Arc::new(Inner {
+                bucket,
+                views: ReplicaSetInventory::new(1024),
+                actors: DashMap::new(),
+                deps,
+            }),
+        };
+        for (_, rs, _) in this.inner.bucket.load_all().await? {
+            this.spawn(rs);
+        }
+        Ok(this)
+    }
+
+    fn spawn(&self, rs: ManifestWorkReplicaSet) {
+        let key = key_of(&rs);
+        self.inner.views.upsert(&key.inventory_key(), rs.clone());
+        let tx = actor::spawn(
+            rs,
+            self.inner.deps.clone(),
+            self.inner.bucket.clone(),
+            self.inner.views.clone(),
+        );
+        self.inner.actors.insert(key.inventory_key(), tx);
+    }
+
+    /// The published replica sets (for watches).
+    pub fn views(&self) -> &ReplicaSetInventory {
+        &self.inner.views
+    }
+
+    /// Creates or updates a replica set; a template change starts a new rollout.
+    pub async fn apply(
+        &self,
+        mut rs: ManifestWorkReplicaSet,
+    ) -> Result<ManifestWorkReplicaSet, ReplicaSetError> {
+        let errors = rules::validate(&rs);
+        if !errors.is_empty() {
+            return Err(ReplicaSetError::Invalid(errors));
+        }
+        let key = key_of(&rs);
+        let stored = self.inner.bucket.get(&key.store_key()).await?;
+        let m = rs.metadata.get_or_insert_with(Default::default);
+        match &stored {
+            Some((old, _)) => {
+                let om = old.metadata.clone().unwrap_or_default();
+                crate::identity::keep(m, &om, old.spec != rs.spec);
+                rs.status = old.status.clone();
+            }
+            None => {
+                crate::identity::create(m);
+                rs.status = None;
+            }
+        }
+        m.resource_version = 0;
+        let rev = self.inner.bucket.put(&key.store_key(), &rs).await?;
+        if let Some(m) = rs.metadata.as_mut() {
+            m.resource_version = rev;
+        }
+        match self.inner.actors.get(&key.inventory_key()) {
+            Some(tx) => {
+                self.inner.views.upsert(&key.inventory_key(), rs.clone());
+                let _ = tx.send(actor::Msg::Spec(Box::new(rs.clone()))).await;
+            }
+            None => self.spawn(rs.clone()),
+        }
+        Ok(rs)
+    }
+
+    /// One replica set with its status.
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<ManifestWorkReplicaSet>> {
+        self.inner
+            .views
+            .get(&ObjectRef::new(namespace, name).inventory_key())
+    }
+
+    /// Replica sets of a namespace (every namespace when empty).
+    pub fn list(&self, namespace: &str) -> Vec<Arc<ManifestWorkReplicaSet>> {
+        if namespace.is_empty() {
+            self.inner.views.snapshot()
+        } else {
+            self.inner
+                .views
+                .with_prefix(&ObjectRef::prefix(namespace))
+                .into_iter()
+                .map(|(_, v)| v)
+                .collect()
+        }
+    }
+
+    /// Deletes a replica set; its works go too unless `cascadeDeletionPolicy: Orphan`.
+    pub async fn delete(&self, namespace: &str, name: &str) -> Result<(), ReplicaSetError> {
+        let key = ObjectRef::new(namespace, name);
+        let Some((_, tx)) = self.inner.actors.remove(&key.inventory_key()) else {
+            return Err(ReplicaSetError::NotFound(key.inventory_key()));
+        };
+        let (done_tx, done) = tokio::sync::oneshot::channel();
+        let _ = tx.send(actor::Msg::Delete(done_tx)).await;
+        let _ = done.await;
+        self.inner.bucket.purge(&key.store_key()).await?;
+        self.inner.views.remove(&key.inventory_key());
+        Ok(())
+    }
+}

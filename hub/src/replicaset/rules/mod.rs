@@ -1,0 +1,253 @@
+//! Pure rules of ManifestWorkReplicaSets: validation naming every field, the per-cluster work a
+//! replica set wants, where a cluster's work stands against the current template (the rollout's
+//! input), and the status summary.
+
+use flotilla_api::meta;
+use flotilla_api::v1::{
+    Condition, ManifestWork, ManifestWorkReplicaSet, ObjectMeta, ReplicaSetSummary, RolloutConfig,
+    RolloutStrategy,
+};
+use flotilla_api::work::conditions::{APPLIED, AVAILABLE, DEGRADED};
+use flotilla_rollout::strategy::{IntOrString, RawStrategy};
+use flotilla_rollout::{Status, Strategy};
+use prost::Message;
+use sha2::{Digest, Sha256};
+use std::time::SystemTime;
+
+/// Label naming the replica set a work belongs to (`<namespace>.<name>`, as OCM writes it).
+pub const REPLICASET_LABEL: &str = "work.open-cluster-management.io/manifestworkreplicaset";
+/// Label naming the placement that put a work on its cluster.
+pub const PLACEMENT_LABEL: &str = "work.open-cluster-management.io/placementname";
+/// Annotation with the hash of the template a work was made from.
+pub const TEMPLATE_HASH_ANNOTATION: &str = "work.flotilla.io/template-hash";
+
+/// The `REPLICASET_LABEL` value of a replica set.
+pub fn owner_label(namespace: &str, name: &str) -> String {
+    format!("{namespace}.{name}")
+}
+
+/// A short hash of the template (a change of it starts a new rollout).
+pub fn template_hash(rs: &ManifestWorkReplicaSet) -> String {
+    let template = rs
+        .spec
+        .as_ref()
+        .and_then(|s| s.manifest_work_template.clone())
+        .unwrap_or_default();
+    let digest = Sha256::digest(template.encode_to_vec());
+    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn meta_of(rs: &ManifestWorkReplicaSet) -> ObjectMeta {
+    rs.metadata.clone().unwrap_or_default()
+}
+
+/// The work the replica set wants on `cluster` (named after the replica set, in the cluster's
+/// namespace), labelled with its owner and placement and annotated with the template hash.
+pub fn work_for(
+    rs: &ManifestWorkReplicaSet,
+    cluster: &str,
+    placement: &str,
+    hash: &str,
+) -> ManifestWork {
+    let m = meta_of(rs);
+    let mut labels = std::collections::HashMap::new();
+    labels.insert(
+        REPLICASET_LABEL.to_string(),
+        owner_label(&m.namespace, &m.name),
+    );
+    labels.insert(PLACEMENT_LABEL.to_string(), placement.to_string());
+    let mut annotations = std::collections::HashMap::new();
+    annotations.insert(TEMPLATE_HASH_ANNOTATION.to_string(), hash.to_string());
+    ManifestWork {
+        metadata: Some(ObjectMeta {
+            name: m.name.clone(),
+            namespace: cluster.to_string(),
+            labels,
+            annotations,
+            ..Default::default()
+        }),
+        spec: rs
+            .spec
+            .as_ref()
+            .and_then(|s| s.manifest_work_template.clone()),
+        status: None,
+        hub: None,
+    }
+}
+
+fn condition<'a>(w: &'a ManifestWork, t: &str) -> Option<&'a Condition> {
+    w.status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.r#type == t))
+}
+
+fn since(c: Option<&Condition>) -> Option<SystemTime> {
+    c.and_then(|c| c.last_transition_time.as_ref())
+        .map(meta::system_time)
+}
+
+/// Where a cluster's work stands against the template with `hash`, and since when.
+pub fn status_of(work: Option<&ManifestWork>, hash: &str) -> (Status, Option<SystemTime>) {
+    let Some(w) = work else {
+        return (Status::ToApply, None);
+    };
+    let current = w
+        .metadata
+        .as_ref()
+        .and_then(|m| m.annotations.get(TEMPLATE_HASH_ANNOTATION))
+        .is_some_and(|h| h == hash);
+    if !current {
+        return (Status::ToApply, None);
+    }
+    let generation = w.metadata.as_ref().map(|m| m.generation).unwrap_or(0);
+    let at_generation = |c: &Condition| c.observed_generation >= generation;
+    let applied = condition(w, APPLIED);
+    let available = condition(w, AVAILABLE);
+    let degraded = condition(w, DEGRADED);
+    let accepted = w
+        .hub
+        .as_ref()
+        .and_then(|h| h.accepted_at.as_ref())
+        .map(meta::system_time);
+    if degraded.is_some_and(|c| c.status == meta::status::TRUE && at_generation(c))
+        || applied.is_some_and(|c| c.status == meta::status::FALSE && at_generation(c))
+    {
+        return (Status::Failed, since(degraded.or(applied)).or(accepted));
+    }
+    let ok = |c: Option<&Condition>| {
+        c.is_some_and(|c| c.status == meta::status::TRUE && at_generation(c))
+    };
+    if ok(applied) && ok(available) {
+        return (Status::Succeeded, since(available).or(accepted));
+    }
+    (Status::Progressing, accepted)
+}
+
+fn int_or_string(s: &str) -> Option<IntOrString> {
+    if s.is_empty() {
+        None
+    } else if let Ok(n) = s.parse::<i64>() {
+        Some(IntOrString::Int(n))
+    } else {
+        Some(IntOrString::Str(s.to_string()))
+    }
+}
+
+/// A placement reference's rollout strategy, parsed; errors name the field under `path`.
+pub fn strategy(r: Option<&RolloutStrategy>, path: &str) -> Result<Strategy, Vec<String>> {
+    let r = r.cloned().unwrap_or_default();
+    // The parser names the type's field itself (`<path>.progressive.maxConcurrency`).
+    let config = match r.r#type.as_str() {
+        "" | "All" => r.all,
+        "Progressive" => r.progressive,
+        "ProgressivePerGroup" => r.progressive_per_group,
+        other => {
+            return Err(vec![format!(
+                "{path}.type: {other:?} is not one of All, Progressive, ProgressivePerGroup"
+            )]);
+        }
+    };
+    let c: RolloutConfig = config.unwrap_or_default();
+    let raw = RawStrategy {
+        kind: r.r#type.clone(),
+        max_concurrency: int_or_string(&c.max_concurrency),
+        mandatory_groups: c
+            .mandatory_decision_groups
+            .iter()
+            .map(|g| (g.group_name.clone(), i64::from(g.group_index)))
+            .collect(),
+        min_success_time: c.min_success_time,
+        progress_deadline: c.progress_deadline,
+        max_failures: int_or_string(&c.max_failures),
+    };
+    raw.parse(path)
+        .map_err(|errs| errs.into_iter().map(|e| e.to_string()).collect())
+}
+
+/// Every problem of a replica set, each naming its field.
+pub fn validate(rs: &ManifestWorkReplicaSet) -> Vec<String> {
+    let mut errors = Vec::new();
+    let m = meta_of(rs);
+    if let Err(e) = flotilla_api::names::validate_dns1123_label("metadata.namespace", &m.namespace)
+    {
+        errors.push(e.to_string());
+    }
+    if let Err(e) = flotilla_api::names::validate_dns1123_subdomain("metadata.name", &m.name) {
+        errors.push(e.to_string());
+    }
+    let spec = rs.spec.clone().unwrap_or_default();
+    if spec.placement_refs.is_empty() {
+        errors.push("spec.placementRefs: at least one placement is required".into());
+    }
+    let mut seen = std::collections::HashSet::new();
+    for (i, p) in spec.placement_refs.iter().enumerate() {
+        let path = format!("spec.placementRefs[{i}]");
+        if let Err(e) =
+            flotilla_api::names::validate_dns1123_subdomain(&format!("{path}.name"), &p.name)
+        {
+            errors.push(e.to_string());
+        } else if !seen.insert(p.name.as_str()) {
+            errors.push(format!(
+                "{path}.name: placement {:?} is listed twice",
+                p.name
+            ));
+        }
+        if let Err(errs) = strategy(
+            p.rollout_strategy.as_ref(),
+            &format!("{path}.rolloutStrategy"),
+        ) {
+            errors.extend(errs);
+        }
+    }
+    if !matches!(
+        spec.cascade_deletion_policy.as_str(),
+        "" | "Background" | "Orphan"
+    ) {
+        errors.push(format!(
+            "spec.cascadeDeletionPolicy: {:?} is not one of Background, Orphan",
+            spec.cascade_deletion_policy
+        ));
+    }
+    match &spec.manifest_work_template {
+        None => errors.push("spec.manifestWorkTemplate: required".into()),
+        Some(_) => {
+            // The template must make a valid ManifestWork on any cluster.
+            let probe = work_for(rs, "probe-cluster", "probe", "");
+            for e in flotilla_api::work::validate(&probe) {
+                if e.starts_with("metadata.namespace") {
+                    continue;
+                }
+                errors.push(match e.strip_prefix("spec.") {
+                    Some(rest) => format!("spec.manifestWorkTemplate.{rest}"),
+                    None => e,
+                });
+            }
+        }
+    }
+    errors
+}
+
+/// Counts of works: total, applied, available, degraded, progressing (OCM's summary).
+pub fn summary<'a>(works: impl Iterator<Item = &'a ManifestWork>) -> ReplicaSetSummary {
+    let mut s = ReplicaSetSummary::default();
+    for w in works {
+        s.total += 1;
+        let is = |t: &str| condition(w, t).is_some_and(|c| c.status == meta::status::TRUE);
+        if is(APPLIED) {
+            s.applied += 1;
+        }
+        if is(AVAILABLE) {
+            s.available += 1;
+        }
+        if is(DEGRADED) {
+            s.degraded += 1;
+        }
+        if is(flotilla_api::work::conditions::PROGRESSING) {
+            s.progressing += 1;
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests;

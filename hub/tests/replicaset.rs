@@ -1,0 +1,312 @@
+//! ManifestWorkReplicaSets over simulated clusters: progressive rollout one cluster at a time,
+//! status summary, clusters leaving the decisions, template updates, bad input.
+
+mod common;
+
+use common::*;
+use flotilla_api::ocm::{Document, parse_documents};
+use flotilla_api::v1::placement_service_client::PlacementServiceClient;
+use flotilla_api::v1::replica_set_service_client::ReplicaSetServiceClient;
+use flotilla_api::v1::{
+    GetReplicaSetRequest, LabelClusterRequest, LocalPlacementReference, ManagedClusterSetBinding,
+    ManagedClusterSetBindingSpec, Manifest, ManifestWork, ManifestWorkReplicaSet,
+    ManifestWorkReplicaSetSpec, ManifestWorkSpec, ManifestsTemplate, ObjectMeta, RolloutConfig,
+    RolloutStrategy,
+};
+use flotilla_hub::Hub;
+use flotilla_hub::replicaset::rules::{REPLICASET_LABEL, TEMPLATE_HASH_ANNOTATION};
+use flotilla_testkit::NatsServer;
+use std::time::Duration;
+
+const PLACEMENT: &str = r#"
+apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata: {name: edge, namespace: default}
+spec:
+  clusterSets: [default]
+  predicates:
+    - requiredClusterSelector:
+        labelSelector:
+          matchLabels: {rollout: "yes"}
+"#;
+
+fn replica_set(value: &str, strategy: RolloutStrategy) -> ManifestWorkReplicaSet {
+    let cm = format!(
+        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"settings","namespace":"default"}},"data":{{"v":"{value}"}}}}"#
+    );
+    ManifestWorkReplicaSet {
+        metadata: Some(ObjectMeta {
+            name: "settings".into(),
+            namespace: "default".into(),
+            ..Default::default()
+        }),
+        spec: Some(ManifestWorkReplicaSetSpec {
+            manifest_work_template: Some(ManifestWorkSpec {
+                workload: Some(ManifestsTemplate {
+                    manifests: vec![Manifest {
+                        raw: cm.into_bytes(),
+                    }],
+                }),
+                ..Default::default()
+            }),
+            placement_refs: vec![LocalPlacementReference {
+                name: "edge".into(),
+                rollout_strategy: Some(strategy),
+            }],
+            cascade_deletion_policy: String::new(),
+        }),
+        status: None,
+    }
+}
+
+fn one_at_a_time() -> RolloutStrategy {
+    RolloutStrategy {
+        r#type: "Progressive".into(),
+        progressive: Some(RolloutConfig {
+            max_concurrency: "1".into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+async fn replica_sets(hub: &Hub) -> ReplicaSetServiceClient<tonic::transport::Channel> {
+    ReplicaSetServiceClient::connect(format!("http://{}", hub.grpc_addr))
+        .await
+        .unwrap()
+}
+
+async fn setup(hub: &Hub, nats: &NatsServer, names: &[&str]) -> Vec<TestAgent> {
+    let mut clusters = clusters_client(hub).await;
+    let agents = accepted_fleet(&mut clusters, &nats.url(), names).await;
+    for n in names {
+        clusters
+            .label_cluster(LabelClusterRequest {
+                name: n.to_string(),
+                set: [("rollout".to_string(), "yes".to_string())].into(),
+                remove: vec![],
+            })
+            .await
+            .unwrap();
+    }
+    sets_client(hub)
+        .await
+        .apply_binding(ManagedClusterSetBinding {
+            metadata: Some(ObjectMeta {
+                name: "default".into(),
+                namespace: "default".into(),
+                ..Default::default()
+            }),
+            spec: Some(ManagedClusterSetBindingSpec {
+                cluster_set: "default".into(),
+            }),
+            status: None,
+        })
+        .await
+        .unwrap();
+    let Ok(Document::Placement(p)) = parse_documents(PLACEMENT).remove(0) else {
+        panic!("placement fixture");
+    };
+    PlacementServiceClient::connect(format!("http://{}", hub.grpc_addr))
+        .await
+        .unwrap()
+        .apply_placement(p)
+        .await
+        .unwrap();
+    agents
+}
+
+fn my_works(hub: &Hub) -> Vec<std::sync::Arc<ManifestWork>> {
+    hub.works
+        .snapshot()
+        .into_iter()
+        .filter(|w| {
+            w.metadata.as_ref().is_some_and(|m| {
+                m.labels.get(REPLICASET_LABEL).map(String::as_str) == Some("default.settings")
+            })
+        })
+        .collect()
+}
+
+fn converged(w: &ManifestWork) -> bool {
+    common::work::converged_at(w, w.metadata.as_ref().map(|m| m.generation).unwrap_or(0))
+}
+
+fn hash(w: &ManifestWork) -> String {
+    w.metadata.as_ref().unwrap().annotations[TEMPLATE_HASH_ANNOTATION].clone()
+}
+
+#[tokio::test]
+async fn a_progressive_rollout_goes_one_cluster_at_a_time_and_follows_the_decisions() {
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let names = ["edge-1", "edge-2", "edge-3", "edge-4"];
+    let agents = setup(&hub, &nats, &names).await;
+    let mut api = replica_sets(&hub).await;
+    api.apply_replica_set(replica_set("one", one_at_a_time()))
+        .await
+        .unwrap();
+
+    // Never more than one work in flight (created and not yet converged).
+    let deadline = tokio::time::Instant::now() + SOON * 2;
+    loop {
+        let works = my_works(&hub);
+        let in_flight = works.iter().filter(|w| !converged(w)).count();
+        assert!(in_flight <= 1, "{in_flight} works in flight at once");
+        if works.len() == names.len() && in_flight == 0 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "rollout did not finish: {works:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let first_hash = hash(&my_works(&hub)[0]);
+
+    // The status summarises it as OCM does.
+    let deadline = tokio::time::Instant::now() + SOON;
+    let rs = loop {
+        let rs = api
+            .get_replica_set(GetReplicaSetRequest {
+                namespace: "default".into(),
+                name: "settings".into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let st = rs.status.clone().unwrap_or_default();
+        let s = st.summary.unwrap_or_default();
+        let rolled_out = flotilla_api::meta::condition_status(&st.conditions, "PlacementRolledOut")
+            == Some("True");
+        if s.total == 4 && s.available == 4 && rolled_out {
+            break rs;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "status: {st:#?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let st = rs.status.unwrap();
+    assert_eq!(
+        flotilla_api::meta::condition_status(&st.conditions, "PlacementVerified"),
+        Some("True")
+    );
+    assert_eq!(st.placement_summaries[0].name, "edge");
+
+    // A cluster leaving the decisions loses its work.
+    clusters_client(&hub)
+        .await
+        .label_cluster(LabelClusterRequest {
+            name: "edge-4".into(),
+            set: Default::default(),
+            remove: vec!["rollout".into()],
+        })
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + SOON;
+    while my_works(&hub)
+        .iter()
+        .any(|w| w.metadata.as_ref().unwrap().namespace == "edge-4")
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "edge-4 kept its work"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // A template change rolls out again, one at a time.
+    api.apply_replica_set(replica_set("two", one_at_a_time()))
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + SOON * 2;
+    loop {
+        let works = my_works(&hub);
+        let new: Vec<_> = works.iter().filter(|w| hash(w) != first_hash).collect();
+        let in_flight = works.iter().filter(|w| !converged(w)).count();
+        assert!(in_flight <= 1, "{in_flight} works in flight at once");
+        if new.len() == 3 && in_flight == 0 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "second rollout did not finish"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Deleting the replica set deletes its works.
+    api.delete_replica_set(GetReplicaSetRequest {
+        namespace: "default".into(),
+        name: "settings".into(),
+    })
+    .await
+    .unwrap();
+    let deadline = tokio::time::Instant::now() + SOON;
+    while !my_works(&hub).is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "works outlived their replica set"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for a in agents {
+        a.stop().await;
+    }
+    hub.stop().await;
+}
+
+#[tokio::test]
+async fn bad_replica_sets_are_refused_naming_the_field() {
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut api = replica_sets(&hub).await;
+    let mut bad = replica_set(
+        "x",
+        RolloutStrategy {
+            r#type: "Progressive".into(),
+            progressive: Some(RolloutConfig {
+                max_concurrency: "0".into(),
+                max_failures: "many".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+    );
+    bad.spec.as_mut().unwrap().cascade_deletion_policy = "Sometimes".into();
+    let err = api.apply_replica_set(bad).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    for field in [
+        "spec.placementRefs[0].rolloutStrategy.progressive.maxConcurrency",
+        "spec.placementRefs[0].rolloutStrategy.progressive.maxFailures",
+        "spec.cascadeDeletionPolicy",
+    ] {
+        assert!(err.message().contains(field), "{field}: {}", err.message());
+    }
+    // A missing placement is a condition naming it, not a silent nothing.
+    api.apply_replica_set(replica_set("x", one_at_a_time()))
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + SOON;
+    loop {
+        let rs = api
+            .get_replica_set(GetReplicaSetRequest {
+                namespace: "default".into(),
+                name: "settings".into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let conds = rs.status.map(|s| s.conditions).unwrap_or_default();
+        if let Some(c) = conds.iter().find(|c| c.r#type == "PlacementVerified") {
+            assert_eq!(c.status, "False");
+            assert!(c.message.contains("edge"), "{c:?}");
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no PlacementVerified condition"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    hub.stop().await;
+}
