@@ -116,6 +116,15 @@ impl Hub {
         PlacementServiceClient::new(self.channel()).max_decoding_message_size(MAX_PLACEMENT_MESSAGE)
     }
 
+    /// ManifestWorkReplicaSets.
+    pub fn replica_sets(
+        &self,
+    ) -> flotilla_api::v1::replica_set_service_client::ReplicaSetServiceClient<HubChannel> {
+        flotilla_api::v1::replica_set_service_client::ReplicaSetServiceClient::new(self.channel())
+            .max_decoding_message_size(MAX_WORK_MESSAGE)
+            .max_encoding_message_size(MAX_WORK_MESSAGE)
+    }
+
     /// ManifestWorks and the read-only proxy to spokes.
     pub fn works(&self) -> WorkServiceClient<HubChannel> {
         WorkServiceClient::new(self.channel())

@@ -103,6 +103,11 @@ enum Command {
     },
     /// Print the manifests that install the agent on a spoke (pipe into `kubectl apply -f -`).
     Join(cmd::join::JoinArgs),
+    /// Rollouts of ManifestWorkReplicaSets.
+    Rollout {
+        #[command(subcommand)]
+        what: cmd::rollout::RolloutWhat,
+    },
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -148,5 +153,6 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Watch { what } => cmd::watch::run(&hub, format, what).await,
         Command::Proxy { cluster, what } => cmd::proxy::run(&hub, format, cluster, what).await,
         Command::Join(_) => Ok(()),
+        Command::Rollout { what } => cmd::rollout::run(&hub, what).await,
     }
 }

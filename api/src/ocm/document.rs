@@ -66,13 +66,16 @@ pub enum Document {
     Placement(v1::Placement),
     /// An AddOnPlacementScore.
     Score(v1::AddOnPlacementScore),
+    /// A ManifestWorkReplicaSet.
+    ReplicaSet(v1::ManifestWorkReplicaSet),
 }
 
 const SUPPORTED: &str = "cluster.open-cluster-management.io/v1beta2 ManagedClusterSet, \
 cluster.open-cluster-management.io/v1beta2 ManagedClusterSetBinding, \
 work.open-cluster-management.io/v1 ManifestWork, \
 cluster.open-cluster-management.io/v1beta1 Placement, \
-cluster.open-cluster-management.io/v1alpha1 AddOnPlacementScore";
+cluster.open-cluster-management.io/v1alpha1 AddOnPlacementScore, \
+work.open-cluster-management.io/v1alpha1 ManifestWorkReplicaSet";
 
 /// Parses multi-document YAML (or JSON) into objects. Every document is parsed; the result has
 /// one entry per non-empty document, in order, so a caller can report all errors at once and
@@ -147,6 +150,17 @@ fn parse_document(doc: usize, value: serde_yaml::Value) -> Result<Document, DocE
             b.to_proto()
                 .map(Document::Binding)
                 .map_err(|m| field_err("metadata.resourceVersion", m))
+        }
+        _ if api_version == super::replicaset::WORK_V1ALPHA1
+            && kind == "ManifestWorkReplicaSet" =>
+        {
+            let r: super::replicaset::ManifestWorkReplicaSet = typed(doc, &kind, &name, value)?;
+            r.to_proto()
+                .map(Document::ReplicaSet)
+                .map_err(|m| match m.split_once(": ") {
+                    Some((path, message)) => field_err(path, message.to_string()),
+                    None => field_err("", m),
+                })
         }
         _ if api_version == WORK_V1 && kind == "ManifestWork" => {
             let w: ManifestWork = typed(doc, &kind, &name, value)?;

@@ -7,6 +7,7 @@
 //! - [`clusterset`]: ManagedClusterSet and ManagedClusterSetBinding.
 //! - [`work`]: the ManifestWork shape.
 //! - [`placement`]: Placement, PlacementDecision, AddOnPlacementScore.
+//! - [`replicaset`]: ManifestWorkReplicaSet.
 //! - [`document`]: apply documents (multi-document YAML) parsed into typed objects.
 
 pub mod cluster;
@@ -14,6 +15,7 @@ pub mod clusterset;
 pub mod document;
 pub mod meta;
 pub mod placement;
+pub mod replicaset;
 pub mod work;
 
 pub use cluster::*;
@@ -21,6 +23,7 @@ pub use clusterset::*;
 pub use document::{DocError, Document, parse_documents};
 pub use meta::*;
 pub use placement::{AddOnPlacementScore, Placement, PlacementDecision};
+pub use replicaset::ManifestWorkReplicaSet;
 pub use work::*;
 
 use serde::Serialize;

@@ -113,3 +113,29 @@ fn deep_nesting_is_refused_not_a_stack_overflow() {
         assert!(err.contains("nest"), "{err}");
     }
 }
+
+#[test]
+fn parses_a_manifest_work_replica_set_as_ocm_users_write_it() {
+    let docs = parse_documents(include_str!("../../../examples/replicaset.yaml"));
+    let Ok(Document::ReplicaSet(r)) = &docs[0] else {
+        panic!("{docs:?}")
+    };
+    let spec = r.spec.as_ref().unwrap();
+    assert_eq!(spec.placement_refs[0].name, "edge");
+    let strategy = spec.placement_refs[0].rollout_strategy.as_ref().unwrap();
+    assert_eq!(strategy.r#type, "Progressive");
+    let p = strategy.progressive.as_ref().unwrap();
+    assert_eq!(p.max_concurrency, "25%");
+    assert_eq!(p.max_failures, "2");
+    assert_eq!(p.mandatory_decision_groups[0].group_name, "canary");
+    let template = spec.manifest_work_template.as_ref().unwrap();
+    assert_eq!(template.workload.as_ref().unwrap().manifests.len(), 1);
+    // And back to the OCM shape.
+    let back = ManifestWorkReplicaSet::from(r);
+    assert_eq!(back.to_proto().unwrap().spec, r.spec);
+    // A wrong field is named.
+    let bad =
+        include_str!("../../../examples/replicaset.yaml").replace("maxFailures", "maxFailure");
+    let err = parse_documents(&bad).remove(0).unwrap_err().to_string();
+    assert!(err.contains("maxFailure"), "{err}");
+}

@@ -118,6 +118,14 @@ async fn apply(hub: &Hub, doc: Document) -> Result<String> {
                 m.name, m.namespace
             )
         }
+        Document::ReplicaSet(r) => {
+            let m = r.metadata.clone().unwrap_or_default();
+            hub.call(hub.replica_sets().apply_replica_set(r)).await?;
+            format!(
+                "manifestworkreplicaset.work.open-cluster-management.io/{} applied (namespace {})",
+                m.name, m.namespace
+            )
+        }
         Document::Binding(b) => {
             let m = b.metadata.clone().unwrap_or_default();
             hub.call(hub.sets().apply_binding(b)).await?;

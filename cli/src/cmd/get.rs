@@ -77,6 +77,20 @@ pub enum GetWhat {
         #[arg(short = 'n', long, default_value = "default")]
         namespace: String,
     },
+    /// ManifestWorkReplicaSets.
+    #[command(
+        alias = "replicaset",
+        alias = "manifestworkreplicasets",
+        alias = "manifestworkreplicaset",
+        alias = "mwrs"
+    )]
+    Replicasets {
+        /// Only these replica sets (requires --namespace).
+        names: Vec<String>,
+        /// Namespace (every namespace when omitted).
+        #[arg(short = 'n', long)]
+        namespace: Option<String>,
+    },
     /// AddOnPlacementScores.
     #[command(alias = "addonplacementscore", alias = "scores")]
     Addonplacementscores {
@@ -137,6 +151,29 @@ pub async fn run(hub: &Hub, format: Format, what: GetWhat) -> Result<()> {
             };
             let items = hub.call(hub.placements().list_scores(r)).await?.items;
             show(format, &items, false, None)
+        }
+        GetWhat::Replicasets { names, namespace } => {
+            let r = flotilla_api::v1::ListReplicaSetsRequest {
+                namespace: namespace.clone().unwrap_or_default(),
+            };
+            let mut items = hub
+                .call(hub.replica_sets().list_replica_sets(r))
+                .await?
+                .items;
+            if !names.is_empty() {
+                items.retain(|i| {
+                    names
+                        .iter()
+                        .any(|n| i.metadata.as_ref().is_some_and(|m| &m.name == n))
+                });
+                if items.is_empty() {
+                    anyhow::bail!("ManifestWorkReplicaSet {} not found", names.join(", "));
+                }
+            }
+            if format == Format::Table && namespace.is_none() && !items.is_empty() {
+                return print(Ok(output::namespaced_table(&items)));
+            }
+            show(format, &items, names.len() == 1, None)
         }
         GetWhat::Clustersetbindings { namespace } => {
             let r = ListBindingsRequest {

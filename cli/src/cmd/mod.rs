@@ -7,6 +7,7 @@
 //! - [`apply`]: create or update resources from OCM YAML.
 //! - [`delete`]: delete one resource.
 //! - [`watch`]: stream changes of clusters, works or placements.
+//! - [`rollout`]: rollout status of a ManifestWorkReplicaSet (progress bars, `--watch`).
 //! - [`proxy`]: read-only queries of a spoke's resources through its agent.
 //! - [`cluster_edits`]: accept, deny, label and taint clusters.
 //! - [`join`]: the manifests that install the agent on a spoke (no hub call).
@@ -18,6 +19,7 @@ pub mod describe;
 pub mod get;
 pub mod join;
 pub mod proxy;
+pub mod rollout;
 pub mod watch;
 
 /// Prints a rendering of a command's result.

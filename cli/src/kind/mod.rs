@@ -11,6 +11,7 @@
 //! - [`placement`]: Placements and `describe placement` (the scheduler's per-cluster filter
 //!   verdicts and scores).
 //! - [`decision`]: PlacementDecisions (the pages of clusters a placement selected).
+//! - [`replicaset`]: ManifestWorkReplicaSets (placements, works, rollout state).
 //! - [`score`]: AddOnPlacementScores (a provider's scores for one cluster).
 
 use flotilla_api::v1::ObjectMeta;
@@ -21,6 +22,7 @@ pub mod cluster;
 pub mod clusterset;
 pub mod decision;
 pub mod placement;
+pub mod replicaset;
 pub mod score;
 pub mod work;
 

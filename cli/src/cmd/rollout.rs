@@ -1,0 +1,133 @@
+//! `flotilla rollout status NAME [-n NS] [--watch]`: where a ManifestWorkReplicaSet's rollout
+//! stands, per placement and overall, as progress bars. Without `--watch` it prints once (for
+//! scripts); with it, it redraws until the rollout completes or stops. Exits non-zero when the
+//! rollout stopped on a breach.
+
+use crate::hub::Hub;
+use anyhow::{Result, bail};
+use flotilla_api::meta;
+use flotilla_api::v1::{GetReplicaSetRequest, ManifestWorkReplicaSet, ReplicaSetSummary};
+use std::time::Duration;
+
+/// `flotilla rollout` subcommands.
+#[derive(clap::Subcommand, Debug, Clone)]
+pub enum RolloutWhat {
+    /// Progress of a replica set's rollout.
+    Status {
+        /// ManifestWorkReplicaSet name.
+        name: String,
+        /// Namespace.
+        #[arg(short = 'n', long, default_value = "default")]
+        namespace: String,
+        /// Redraw until the rollout completes or stops.
+        #[arg(short, long)]
+        watch: bool,
+    },
+}
+
+const WIDTH: usize = 30;
+
+fn bar(done: i32, total: i32) -> String {
+    let filled = if total > 0 {
+        (done.max(0) as usize * WIDTH) / total as usize
+    } else {
+        WIDTH
+    };
+    format!("[{}{}]", "#".repeat(filled), ".".repeat(WIDTH - filled))
+}
+
+fn line(name: &str, s: &ReplicaSetSummary, extra: &str) -> String {
+    format!(
+        "{name:<20} {} {}/{} available  (applied {}, progressing {}, degraded {}){extra}",
+        bar(s.available, s.total),
+        s.available,
+        s.total,
+        s.applied,
+        s.progressing,
+        s.degraded
+    )
+}
+
+/// The rendering of a replica set's rollout, and whether it is over (complete or stopped).
+pub fn render(rs: &ManifestWorkReplicaSet) -> (String, Outcome) {
+    let st = rs.status.clone().unwrap_or_default();
+    let mut out = String::new();
+    for p in &st.placement_summaries {
+        let mut extra = String::new();
+        if p.waiting > 0 {
+            extra.push_str(&format!(", {} waiting", p.waiting));
+        }
+        if !p.stopped_reason.is_empty() {
+            extra.push_str(&format!("\n{:<20} {}", "", p.stopped_reason));
+        }
+        out.push_str(&line(&p.name, &p.summary.unwrap_or_default(), &extra));
+        out.push('\n');
+    }
+    let rolled = st
+        .conditions
+        .iter()
+        .find(|c| c.r#type == "PlacementRolledOut");
+    let (state, outcome) = match rolled {
+        Some(c) if c.status == meta::status::TRUE => ("complete".to_string(), Outcome::Complete),
+        Some(c) if c.reason == "Stopped" => (format!("stopped: {}", c.message), Outcome::Stopped),
+        Some(c) => (c.reason.to_lowercase(), Outcome::Running),
+        None => ("not started".into(), Outcome::Running),
+    };
+    if let Some(c) = st
+        .conditions
+        .iter()
+        .find(|c| c.r#type == "PlacementVerified" && c.status != meta::status::TRUE)
+    {
+        out.push_str(&format!("warning: {}\n", c.message));
+    }
+    out.push_str(&line("overall", &st.summary.unwrap_or_default(), ""));
+    out.push_str(&format!("\nrollout {state}\n"));
+    (out, outcome)
+}
+
+/// Where a rollout is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Still rolling.
+    Running,
+    /// Every cluster succeeded.
+    Complete,
+    /// Stopped on a breach.
+    Stopped,
+}
+
+/// Runs `flotilla rollout …`.
+pub async fn run(hub: &Hub, what: RolloutWhat) -> Result<()> {
+    let RolloutWhat::Status {
+        name,
+        namespace,
+        watch,
+    } = what;
+    let mut last = String::new();
+    loop {
+        let rs = hub
+            .call(hub.replica_sets().get_replica_set(GetReplicaSetRequest {
+                namespace: namespace.clone(),
+                name: name.clone(),
+            }))
+            .await?;
+        let (text, outcome) = render(&rs);
+        if text != last {
+            if watch && !last.is_empty() {
+                // Redraw in place on a terminal; plain lines otherwise.
+                let lines = last.lines().count();
+                if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+                    print!("\x1b[{lines}A\x1b[J");
+                }
+            }
+            print!("{text}");
+            last = text;
+        }
+        match outcome {
+            Outcome::Stopped => bail!("the rollout of {namespace}/{name} stopped"),
+            Outcome::Complete => return Ok(()),
+            Outcome::Running if !watch => return Ok(()),
+            Outcome::Running => tokio::time::sleep(Duration::from_secs(1)).await,
+        }
+    }
+}

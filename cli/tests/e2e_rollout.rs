@@ -1,0 +1,155 @@
+//! ManifestWorkReplicaSets with the real binaries: OCM YAML applied with `flotilla apply -f`, a
+//! progressive rollout followed with `flotilla rollout status --watch`, works found by label, a
+//! failure beyond maxFailures stopping the rollout and saying why.
+
+mod common;
+
+use common::*;
+use flotilla_testkit::{NatsServer, binary};
+use std::process::Command;
+
+const SETUP: &str = r#"
+apiVersion: cluster.open-cluster-management.io/v1beta2
+kind: ManagedClusterSetBinding
+metadata: {name: default, namespace: default}
+spec: {clusterSet: default}
+---
+apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata: {name: edge, namespace: default}
+spec:
+  clusterSets: [default]
+"#;
+
+fn replica_set(name: &str, annotation: &str, max_failures: u32) -> String {
+    format!(
+        r#"apiVersion: work.open-cluster-management.io/v1alpha1
+kind: ManifestWorkReplicaSet
+metadata: {{name: {name}, namespace: default}}
+spec:
+  placementRefs:
+    - name: edge
+      rolloutStrategy:
+        type: Progressive
+        progressive:
+          maxConcurrency: 1
+          maxFailures: {max_failures}
+  manifestWorkTemplate:
+    workload:
+      manifests:
+        - apiVersion: v1
+          kind: ConfigMap
+          metadata:
+            name: {name}
+            namespace: default
+            annotations: {{{annotation}}}
+          data: {{hello: world}}
+"#
+    )
+}
+
+#[test]
+fn a_replica_set_rolls_out_progressively_and_a_breach_stops_it() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let hub_proc = HubBuilder::new(&nats, dir.path()).auto_accept().start();
+    let hub = hub_proc.grpc.clone();
+    let sim = start_sim(&nats, dir.path(), 3, "edge", &["--ready-delay-ms", "300"]);
+    wait_for("3 clusters Available", &[&hub_proc.proc, &sim], || {
+        (clusters_json(&hub)?.iter().filter(|c| available(c)).count() == 3).then_some(())
+    });
+    let file = dir.path().join("setup.yaml");
+    std::fs::write(&file, SETUP).unwrap();
+    cli_ok(&hub, &["apply", "-f", file.to_str().unwrap()]);
+
+    // A good template rolls out one cluster at a time and completes.
+    let file = dir.path().join("rs.yaml");
+    std::fs::write(&file, replica_set("greeting", "", 0)).unwrap();
+    let out = cli_ok(&hub, &["apply", "-f", file.to_str().unwrap()]);
+    assert!(
+        out.contains("manifestworkreplicaset.work.open-cluster-management.io/greeting applied"),
+        "{out}"
+    );
+    let status = Command::new(binary("flotilla"))
+        .args(["--hub", &hub, "rollout", "status", "greeting", "--watch"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        status.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    assert!(
+        text.contains("rollout complete") && text.contains("3/3 available"),
+        "{text}"
+    );
+    let table = cli_ok(&hub, &["get", "replicasets", "-n", "default"]);
+    let r = row(&table, "greeting").unwrap_or_else(|| panic!("{table}"));
+    assert!(
+        r.contains("edge") && r.split_whitespace().filter(|w| *w == "3").count() >= 3,
+        "{table}"
+    );
+    let works = cli_ok(
+        &hub,
+        &[
+            "get",
+            "works",
+            "-l",
+            "work.open-cluster-management.io/manifestworkreplicaset=default.greeting",
+        ],
+    );
+    assert_eq!(
+        works.lines().filter(|l| l.starts_with("greeting")).count(),
+        3,
+        "{works}"
+    );
+    let yaml = cli_ok(
+        &hub,
+        &[
+            "get",
+            "replicasets",
+            "greeting",
+            "-n",
+            "default",
+            "-o",
+            "yaml",
+        ],
+    );
+    assert!(
+        yaml.contains("kind: ManifestWorkReplicaSet") && yaml.contains("available: 3"),
+        "{yaml}"
+    );
+
+    // A template every cluster fails to apply stops after the first failure (maxFailures 0).
+    std::fs::write(
+        &file,
+        replica_set("broken", "sim.flotilla.io/apply-error: \"disk full\"", 0),
+    )
+    .unwrap();
+    cli_ok(&hub, &["apply", "-f", file.to_str().unwrap()]);
+    let status = Command::new(binary("flotilla"))
+        .args(["--hub", &hub, "rollout", "status", "broken", "--watch"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(!status.status.success(), "{text}");
+    assert!(
+        text.contains("stopped") && text.contains("maxFailures 0"),
+        "{text}"
+    );
+    let works = cli_ok(
+        &hub,
+        &[
+            "get",
+            "works",
+            "-l",
+            "work.open-cluster-management.io/manifestworkreplicaset=default.broken",
+        ],
+    );
+    assert_eq!(
+        works.lines().filter(|l| l.starts_with("broken")).count(),
+        1,
+        "only the first cluster got the failing work: {works}"
+    );
+}
