@@ -7,7 +7,7 @@
 //! - [`clusterset`]: ManagedClusterSet and ManagedClusterSetBinding.
 //! - [`work`]: the ManifestWork shape.
 //! - [`placement`]: Placement, PlacementDecision, AddOnPlacementScore.
-//! - [`replicaset`]: ManifestWorkReplicaSet.
+//! - [`replicaset`]: the ManifestWorkReplicaSet shape.
 //! - [`document`]: apply documents (multi-document YAML) parsed into typed objects.
 
 pub mod cluster;
