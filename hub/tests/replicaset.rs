@@ -56,6 +56,7 @@ fn replica_set(value: &str, strategy: RolloutStrategy) -> ManifestWorkReplicaSet
             cascade_deletion_policy: String::new(),
         }),
         status: None,
+        hub: None,
     }
 }
 
@@ -307,6 +308,95 @@ async fn bad_replica_sets_are_refused_naming_the_field() {
             "no PlacementVerified condition"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    hub.stop().await;
+}
+
+#[tokio::test]
+async fn pause_resume_and_undo_a_rollout() {
+    use flotilla_api::v1::RolloutRequest;
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let names = ["edge-1", "edge-2", "edge-3"];
+    let agents = setup(&hub, &nats, &names).await;
+    let mut api = replica_sets(&hub).await;
+    let action = |a: &str| RolloutRequest {
+        namespace: "default".into(),
+        name: "settings".into(),
+        action: a.into(),
+    };
+    api.apply_replica_set(replica_set("one", one_at_a_time()))
+        .await
+        .unwrap();
+    // Undo with nothing to go back to is refused, naming why.
+    let err = api.rollout(action("undo")).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert!(
+        err.message().contains("no previous template"),
+        "{}",
+        err.message()
+    );
+    let wait_all = |want: usize| {
+        let hub = &hub;
+        async move {
+            let deadline = tokio::time::Instant::now() + SOON * 2;
+            loop {
+                let works = my_works(hub);
+                if works.len() == want && works.iter().all(|w| converged(w)) {
+                    return works;
+                }
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "not converged: {works:#?}"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    let first = hash(&wait_all(3).await[0]);
+
+    // A new template, paused at once: no cluster starts it.
+    api.apply_replica_set(replica_set("two", one_at_a_time()))
+        .await
+        .unwrap();
+    api.rollout(action("pause")).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let started = my_works(&hub).iter().filter(|w| hash(w) != first).count();
+    assert!(started <= 1, "{started} clusters started while paused");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        my_works(&hub).iter().filter(|w| hash(w) != first).count(),
+        started,
+        "a paused rollout went on"
+    );
+    // Resume: it completes.
+    api.rollout(action("resume")).await.unwrap();
+    let deadline = tokio::time::Instant::now() + SOON * 2;
+    while !my_works(&hub)
+        .iter()
+        .all(|w| hash(w) != first && converged(w))
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "resumed rollout did not finish"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Undo: back to the first template, everywhere.
+    api.rollout(action("undo")).await.unwrap();
+    let deadline = tokio::time::Instant::now() + SOON * 2;
+    while !my_works(&hub)
+        .iter()
+        .all(|w| hash(w) == first && converged(w))
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "undo did not roll back"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for a in agents {
+        a.stop().await;
     }
     hub.stop().await;
 }

@@ -264,6 +264,7 @@ impl ManifestWorkReplicaSet {
                 cascade_deletion_policy: self.spec.cascade_deletion_policy.clone(),
             }),
             status: None,
+            hub: None,
         })
     }
 }

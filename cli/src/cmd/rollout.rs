@@ -23,6 +23,30 @@ pub enum RolloutWhat {
         #[arg(short, long)]
         watch: bool,
     },
+    /// Stop starting clusters (those in flight finish).
+    Pause {
+        /// ManifestWorkReplicaSet name.
+        name: String,
+        /// Namespace.
+        #[arg(short = 'n', long, default_value = "default")]
+        namespace: String,
+    },
+    /// Start clusters again.
+    Resume {
+        /// ManifestWorkReplicaSet name.
+        name: String,
+        /// Namespace.
+        #[arg(short = 'n', long, default_value = "default")]
+        namespace: String,
+    },
+    /// Roll back to the template before the last change (a new rollout of it).
+    Undo {
+        /// ManifestWorkReplicaSet name.
+        name: String,
+        /// Namespace.
+        #[arg(short = 'n', long, default_value = "default")]
+        namespace: String,
+    },
 }
 
 const WIDTH: usize = 30;
@@ -70,6 +94,7 @@ pub fn render(rs: &ManifestWorkReplicaSet) -> (String, Outcome) {
     let (state, outcome) = match rolled {
         Some(c) if c.status == meta::status::TRUE => ("complete".to_string(), Outcome::Complete),
         Some(c) if c.reason == "Stopped" => (format!("stopped: {}", c.message), Outcome::Stopped),
+        Some(c) if c.reason == "Paused" => ("paused".to_string(), Outcome::Paused),
         Some(c) => (c.reason.to_lowercase(), Outcome::Running),
         None => ("not started".into(), Outcome::Running),
     };
@@ -94,15 +119,43 @@ pub enum Outcome {
     Complete,
     /// Stopped on a breach.
     Stopped,
+    /// Paused by an operator.
+    Paused,
 }
 
 /// Runs `flotilla rollout …`.
 pub async fn run(hub: &Hub, what: RolloutWhat) -> Result<()> {
-    let RolloutWhat::Status {
-        name,
-        namespace,
-        watch,
-    } = what;
+    let (action, name, namespace) = match what {
+        RolloutWhat::Status {
+            name,
+            namespace,
+            watch,
+        } => return status(hub, name, namespace, watch).await,
+        RolloutWhat::Pause { name, namespace } => ("pause", name, namespace),
+        RolloutWhat::Resume { name, namespace } => ("resume", name, namespace),
+        RolloutWhat::Undo { name, namespace } => ("undo", name, namespace),
+    };
+    hub.call(
+        hub.replica_sets()
+            .rollout(flotilla_api::v1::RolloutRequest {
+                namespace: namespace.clone(),
+                name: name.clone(),
+                action: action.into(),
+            }),
+    )
+    .await?;
+    let done = match action {
+        "pause" => "paused",
+        "resume" => "resumed",
+        _ => "rolled back to the previous template",
+    };
+    println!(
+        "manifestworkreplicaset.work.open-cluster-management.io/{name} {done} (namespace {namespace})"
+    );
+    Ok(())
+}
+
+async fn status(hub: &Hub, name: String, namespace: String, watch: bool) -> Result<()> {
     let mut last = String::new();
     loop {
         let rs = hub
@@ -126,7 +179,8 @@ pub async fn run(hub: &Hub, what: RolloutWhat) -> Result<()> {
         match outcome {
             Outcome::Stopped => bail!("the rollout of {namespace}/{name} stopped"),
             Outcome::Complete => return Ok(()),
-            Outcome::Running if !watch => return Ok(()),
+            Outcome::Running | Outcome::Paused if !watch => return Ok(()),
+            Outcome::Paused => tokio::time::sleep(Duration::from_secs(1)).await,
             Outcome::Running => tokio::time::sleep(Duration::from_secs(1)).await,
         }
     }

@@ -5,7 +5,7 @@ use crate::replicaset::{ReplicaSetError, ReplicaSets};
 use flotilla_api::v1::replica_set_service_server::ReplicaSetService;
 use flotilla_api::v1::{
     DeleteReplicaSetResponse, GetReplicaSetRequest, ListReplicaSetsRequest,
-    ListReplicaSetsResponse, ManifestWorkReplicaSet,
+    ListReplicaSetsResponse, ManifestWorkReplicaSet, RolloutRequest,
 };
 use tonic::{Request, Response, Status};
 
@@ -86,5 +86,19 @@ impl ReplicaSetService for ReplicaSetApi {
         check(&r)?;
         self.sets.delete(&r.namespace, &r.name).await?;
         Ok(Response::new(DeleteReplicaSetResponse {}))
+    }
+
+    async fn rollout(
+        &self,
+        request: Request<RolloutRequest>,
+    ) -> Result<Response<ManifestWorkReplicaSet>, Status> {
+        let r = request.into_inner();
+        check(&GetReplicaSetRequest {
+            namespace: r.namespace.clone(),
+            name: r.name.clone(),
+        })?;
+        Ok(Response::new(
+            self.sets.rollout(&r.namespace, &r.name, &r.action).await?,
+        ))
     }
 }

@@ -214,7 +214,9 @@ impl Actor {
                 }
             }
             let step = flotilla_rollout::step(&strategy, &clusters, now);
-            for cluster in &step.start {
+            let paused = self.rs.hub.as_ref().is_some_and(|h| h.paused);
+            let starting: &[String] = if paused { &[] } else { &step.start };
+            for cluster in starting {
                 let work = rules::work_for(&self.rs, cluster, &pref.name, &hash);
                 let handle = self.deps.clusters.get_or_spawn(cluster);
                 if let Err(e) = handle.apply_work(work).await {
@@ -230,7 +232,7 @@ impl Actor {
             let waiting = clusters
                 .iter()
                 .filter(|c| {
-                    c.status == flotilla_rollout::Status::ToApply && !step.start.contains(&c.name)
+                    c.status == flotilla_rollout::Status::ToApply && !starting.contains(&c.name)
                 })
                 .count();
             let stopped_reason = step
@@ -275,6 +277,9 @@ impl Actor {
                     tracing::warn!(cluster = %cluster, error = %e, "removing the work failed");
                 }
             }
+        }
+        if self.rs.hub.as_ref().is_some_and(|h| h.paused) && !rolled_out {
+            stopped.push("paused (flotilla rollout resume)".into());
         }
         self.write_status(summaries, &missing, rolled_out, &stopped, &works)
             .await;
@@ -323,6 +328,13 @@ impl Actor {
         }
         if rolled_out {
             set(COND_PLACEMENT_ROLLED_OUT, true, "Complete", String::new());
+        } else if self.rs.hub.as_ref().is_some_and(|h| h.paused) {
+            set(
+                COND_PLACEMENT_ROLLED_OUT,
+                false,
+                "Paused",
+                stopped.join("; "),
+            );
         } else if !stopped.is_empty() {
             set(
                 COND_PLACEMENT_ROLLED_OUT,
@@ -360,11 +372,13 @@ impl Actor {
             ObjectRef::new(&ns, &name)
         };
         // Status is the hub's: written over whatever spec revision is stored now.
-        if let Ok(Some((stored, _))) = self.bucket.get(&key.store_key()).await {
+        // Compare-and-set on the stored revision: an apply or a rollout command written
+        // meanwhile wins, and the next reconciliation writes the status again.
+        if let Ok(Some((stored, revision))) = self.bucket.get(&key.store_key()).await {
             let mut next = stored;
             next.status = self.rs.status.clone();
-            if let Err(e) = self.bucket.put(&key.store_key(), &next).await {
-                tracing::warn!(error = %e, "saving the replica set status failed");
+            if let Err(e) = self.bucket.write(&key.store_key(), &next, revision).await {
+                tracing::debug!(error = %e, "replica set status not saved this time");
             }
         }
         self.views.upsert(&key.inventory_key(), self.rs.clone());

@@ -129,16 +129,29 @@ impl ReplicaSets {
         }
         let key = key_of(&rs);
         let stored = self.inner.bucket.get(&key.store_key()).await?;
+        let template = |r: &ManifestWorkReplicaSet| {
+            r.spec
+                .as_ref()
+                .and_then(|s| s.manifest_work_template.clone())
+        };
+        let spec_changed = stored.as_ref().is_some_and(|(old, _)| old.spec != rs.spec);
+        let new_template = template(&rs);
         let m = rs.metadata.get_or_insert_with(Default::default);
         match &stored {
             Some((old, _)) => {
                 let om = old.metadata.clone().unwrap_or_default();
-                crate::identity::keep(m, &om, old.spec != rs.spec);
+                crate::identity::keep(m, &om, spec_changed);
                 rs.status = old.status.clone();
+                let mut hub = old.hub.clone().unwrap_or_default();
+                if template(old) != new_template {
+                    hub.previous_template = template(old);
+                }
+                rs.hub = Some(hub);
             }
             None => {
                 crate::identity::create(m);
                 rs.status = None;
+                rs.hub = None;
             }
         }
         m.resource_version = 0;
@@ -152,6 +165,53 @@ impl ReplicaSets {
                 let _ = tx.send(actor::Msg::Spec(Box::new(rs.clone()))).await;
             }
             None => self.spawn(rs.clone()),
+        }
+        Ok(rs)
+    }
+
+    /// `pause`, `resume` or `undo` (back to the template before the last change, which starts a
+    /// new rollout of it).
+    pub async fn rollout(
+        &self,
+        namespace: &str,
+        name: &str,
+        action: &str,
+    ) -> Result<ManifestWorkReplicaSet, ReplicaSetError> {
+        let key = ObjectRef::new(namespace, name);
+        let Some((mut rs, _)) = self.inner.bucket.get(&key.store_key()).await? else {
+            return Err(ReplicaSetError::NotFound(key.inventory_key()));
+        };
+        let mut hub = rs.hub.clone().unwrap_or_default();
+        match action {
+            "pause" => hub.paused = true,
+            "resume" => hub.paused = false,
+            "undo" => {
+                let Some(previous) = hub.previous_template.take() else {
+                    return Err(ReplicaSetError::Invalid(vec![format!(
+                        "{}: no previous template to go back to",
+                        key.inventory_key()
+                    )]));
+                };
+                let spec = rs.spec.get_or_insert_with(Default::default);
+                hub.previous_template = spec.manifest_work_template.replace(previous);
+                if let Some(m) = rs.metadata.as_mut() {
+                    m.generation += 1;
+                }
+            }
+            other => {
+                return Err(ReplicaSetError::Invalid(vec![format!(
+                    "action: {other:?} is not one of pause, resume, undo"
+                )]));
+            }
+        }
+        rs.hub = Some(hub);
+        let rev = self.inner.bucket.put(&key.store_key(), &rs).await?;
+        if let Some(m) = rs.metadata.as_mut() {
+            m.resource_version = rev;
+        }
+        self.inner.views.upsert(&key.inventory_key(), rs.clone());
+        if let Some(tx) = self.inner.actors.get(&key.inventory_key()) {
+            let _ = tx.send(actor::Msg::Spec(Box::new(rs.clone()))).await;
         }
         Ok(rs)
     }

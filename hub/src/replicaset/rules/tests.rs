@@ -27,6 +27,7 @@ fn rs(strategy: RolloutStrategy) -> ManifestWorkReplicaSet {
             cascade_deletion_policy: String::new(),
         }),
         status: None,
+        hub: None,
     }
 }
 
