@@ -153,3 +153,75 @@ fn a_replica_set_rolls_out_progressively_and_a_breach_stops_it() {
         "only the first cluster got the failing work: {works}"
     );
 }
+
+fn works_of(hub: &str, rs: &str) -> Vec<serde_json::Value> {
+    let out = cli_ok(
+        hub,
+        &[
+            "get",
+            "works",
+            "-l",
+            &format!("work.open-cluster-management.io/manifestworkreplicaset=default.{rs}"),
+            "-o",
+            "json",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
+    v["items"].as_array().cloned().unwrap_or_default()
+}
+
+#[test]
+fn a_hub_killed_mid_rollout_resumes_where_it_was() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let port = flotilla_testkit::free_port();
+    let mut hub = HubBuilder::new(&nats, dir.path())
+        .port(port)
+        .auto_accept()
+        .start();
+    let sim = start_sim(&nats, dir.path(), 3, "edge", &["--ready-delay-ms", "200"]);
+    wait_for("3 clusters Available", &[&hub.proc, &sim], || {
+        (clusters_json(&hub.grpc)?
+            .iter()
+            .filter(|c| available(c))
+            .count()
+            == 3)
+            .then_some(())
+    });
+    let file = dir.path().join("setup.yaml");
+    std::fs::write(&file, SETUP).unwrap();
+    cli_ok(&hub.grpc, &["apply", "-f", file.to_str().unwrap()]);
+    // One at a time, each soaking 2 s: about 6 s in all.
+    let slow = replica_set("slow", "", 0).replace(
+        "          maxFailures: 0",
+        "          maxFailures: 0\n          minSuccessTime: 2s",
+    );
+    std::fs::write(&file, slow).unwrap();
+    cli_ok(&hub.grpc, &["apply", "-f", file.to_str().unwrap()]);
+    wait_for("the first cluster's work", &[&hub.proc, &sim], || {
+        let works = works_of(&hub.grpc, "slow");
+        (works.len() == 1).then_some(())
+    });
+
+    hub.proc.kill(); // SIGKILL mid-rollout
+    let hub2 = HubBuilder::new(&nats, dir.path())
+        .port(port)
+        .auto_accept()
+        .start();
+    wait_for("hub back", &[&hub2.proc], || clusters_json(&hub2.grpc));
+    // It goes on from where it was: never more than one new work at a time, and it completes.
+    let status = std::process::Command::new(binary("flotilla"))
+        .args(["--hub", &hub2.grpc, "rollout", "status", "slow", "--watch"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(status.status.success(), "{text}{}", hub2.proc.output());
+    assert!(text.contains("3/3 available"), "{text}");
+    for w in works_of(&hub2.grpc, "slow") {
+        assert_eq!(
+            w["metadata"]["generation"], 1,
+            "a work was rewritten: {w:#}"
+        );
+    }
+    drop(sim);
+}

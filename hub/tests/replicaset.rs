@@ -400,3 +400,76 @@ async fn pause_resume_and_undo_a_rollout() {
     }
     hub.stop().await;
 }
+
+#[tokio::test]
+async fn the_canary_group_rolls_out_first() {
+    use flotilla_api::v1::MandatoryDecisionGroup;
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let names = ["edge-1", "edge-2", "edge-3"];
+    let agents = setup(&hub, &nats, &names).await;
+    clusters_client(&hub)
+        .await
+        .label_cluster(LabelClusterRequest {
+            name: "edge-2".into(),
+            set: [("canary".to_string(), "true".to_string())].into(),
+            remove: vec![],
+        })
+        .await
+        .unwrap();
+    let grouped = PLACEMENT.replace(
+        "  predicates:",
+        "  decisionStrategy:\n    groupStrategy:\n      decisionGroups:\n        - groupName: canary\n          groupClusterSelector:\n            labelSelector:\n              matchLabels: {canary: \"true\"}\n  predicates:",
+    );
+    let Ok(Document::Placement(p)) = parse_documents(&grouped).remove(0) else {
+        panic!("placement fixture");
+    };
+    PlacementServiceClient::connect(format!("http://{}", hub.grpc_addr))
+        .await
+        .unwrap()
+        .apply_placement(p)
+        .await
+        .unwrap();
+    let per_group = RolloutStrategy {
+        r#type: "ProgressivePerGroup".into(),
+        progressive_per_group: Some(RolloutConfig {
+            mandatory_decision_groups: vec![MandatoryDecisionGroup {
+                group_name: "canary".into(),
+                group_index: 0,
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut api = replica_sets(&hub).await;
+    api.apply_replica_set(replica_set("one", per_group))
+        .await
+        .unwrap();
+    // The canary alone first; the others only once the canary's work converged.
+    let deadline = tokio::time::Instant::now() + SOON * 2;
+    loop {
+        let works = my_works(&hub);
+        let canary = works
+            .iter()
+            .find(|w| w.metadata.as_ref().unwrap().namespace == "edge-2");
+        let others = works.len() - usize::from(canary.is_some());
+        if others > 0 {
+            assert!(
+                canary.is_some_and(|w| converged(w)),
+                "another cluster started before the canary converged: {works:#?}"
+            );
+        }
+        if works.len() == 3 && works.iter().all(|w| converged(w)) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "rollout did not finish: {works:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for a in agents {
+        a.stop().await;
+    }
+    hub.stop().await;
+}
