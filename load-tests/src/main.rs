@@ -8,6 +8,7 @@
 //!   and 100,000 clusters, against a real nats-server ([`placement`]).
 
 mod placement;
+mod rollout;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
@@ -84,6 +85,28 @@ enum Scenario {
         nats_ca: Option<std::path::PathBuf>,
         /// Give up after this many seconds.
         #[arg(long, default_value_t = 600)]
+        timeout_seconds: u64,
+    },
+    /// Roll one ManifestWorkReplicaSet over C clusters, decision group by decision group
+    /// (ProgressivePerGroup), and time each group.
+    Rollout {
+        /// NATS URL.
+        #[arg(long, default_value = "nats://127.0.0.1:4222")]
+        nats_url: String,
+        /// Hub gRPC endpoint (the hub must run with --auto-accept).
+        #[arg(long, default_value = "http://127.0.0.1:50051")]
+        hub: String,
+        /// PID of the hub process, to report its CPU seconds and peak RSS.
+        #[arg(long)]
+        hub_pid: Option<u32>,
+        /// Number of clusters.
+        #[arg(long, default_value_t = 1000)]
+        clusters: usize,
+        /// Decision groups.
+        #[arg(long, default_value_t = 10)]
+        groups: usize,
+        /// Give up after this many seconds.
+        #[arg(long, default_value_t = 900)]
         timeout_seconds: u64,
     },
     /// One placement with every prioritizer over C clusters, then P placements rescheduled after
@@ -410,6 +433,25 @@ async fn main() -> Result<()> {
                 },
             )
             .await?
+        }
+        Scenario::Rollout {
+            nats_url,
+            hub,
+            hub_pid,
+            clusters,
+            groups,
+            timeout_seconds,
+        } => {
+            let summary = rollout::run(rollout::Settings {
+                nats_url,
+                hub,
+                hub_pid,
+                clusters,
+                groups,
+                timeout: Duration::from_secs(timeout_seconds),
+            })
+            .await?;
+            println!("{}", serde_json::to_string_pretty(&summary)?);
         }
         Scenario::Placement {
             nats_url,
