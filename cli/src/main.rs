@@ -156,3 +156,14 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Rollout { what } => cmd::rollout::run(&hub, what).await,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// clap checks its definitions (duplicate names and aliases, conflicting flags) only in
+    /// debug builds at parse time: check every subcommand once here.
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
+}

@@ -104,6 +104,14 @@ fn a_replica_set_rolls_out_progressively_and_a_breach_stops_it() {
         3,
         "{works}"
     );
+    let described = cli_ok(&hub, &["describe", "replicaset", "greeting"]);
+    for part in [
+        "Progressive maxConcurrency=1",
+        "rollout complete",
+        "PlacementRolledOut",
+    ] {
+        assert!(described.contains(part), "{part} missing:\n{described}");
+    }
     let yaml = cli_ok(
         &hub,
         &[

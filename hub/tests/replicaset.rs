@@ -215,6 +215,61 @@ async fn a_progressive_rollout_goes_one_cluster_at_a_time_and_follows_the_decisi
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 
+    // Back in the decisions, it gets the work again.
+    clusters_client(&hub)
+        .await
+        .label_cluster(LabelClusterRequest {
+            name: "edge-4".into(),
+            set: [("rollout".to_string(), "yes".to_string())].into(),
+            remove: vec![],
+        })
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + SOON;
+    while !my_works(&hub)
+        .iter()
+        .any(|w| w.metadata.as_ref().unwrap().namespace == "edge-4" && converged(w))
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "edge-4 did not get its work back"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    clusters_client(&hub)
+        .await
+        .label_cluster(LabelClusterRequest {
+            name: "edge-4".into(),
+            set: Default::default(),
+            remove: vec!["rollout".into()],
+        })
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + SOON;
+    while my_works(&hub)
+        .iter()
+        .any(|w| w.metadata.as_ref().unwrap().namespace == "edge-4")
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "edge-4 kept its work"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // Watchers see the replica set with its status.
+    let mut watch = api
+        .watch_replica_sets(flotilla_api::v1::ListReplicaSetsRequest {
+            namespace: "default".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let first_event = watch.message().await.unwrap().unwrap();
+    let seen = first_event.replica_set.unwrap();
+    assert_eq!(seen.metadata.unwrap().name, "settings");
+    assert!(seen.status.is_some());
+
     // A template change rolls out again, one at a time.
     api.apply_replica_set(replica_set("two", one_at_a_time()))
         .await

@@ -26,6 +26,15 @@ pub enum DescribeWhat {
         #[arg(short = 'n', long, default_value = "default")]
         namespace: String,
     },
+    /// A ManifestWorkReplicaSet: placements and strategies, rollout progress, conditions.
+    #[command(alias = "manifestworkreplicaset", alias = "mwrs")]
+    Replicaset {
+        /// Name.
+        name: String,
+        /// Namespace.
+        #[arg(short = 'n', long, default_value = "default")]
+        namespace: String,
+    },
     /// A ManifestWork: conditions, per-manifest conditions and feedback.
     Work {
         /// Name.
@@ -63,7 +72,95 @@ pub async fn run(hub: &Hub, format: Format, what: DescribeWhat) -> Result<()> {
             let decisions = hub.call(hub.placements().list_decisions(r)).await?.items;
             print(Ok(placement::describe(&debug, &decisions)))
         }
+        DescribeWhat::Replicaset { name, namespace } => {
+            let rs = hub
+                .call(
+                    hub.replica_sets()
+                        .get_replica_set(flotilla_api::v1::GetReplicaSetRequest {
+                            namespace,
+                            name,
+                        }),
+                )
+                .await?;
+            let ocm = flotilla_api::ocm::ManifestWorkReplicaSet::from(&rs);
+            show(format, || describe_replica_set(&rs), ocm)
+        }
     }
+}
+
+/// The human description of a replica set.
+fn describe_replica_set(rs: &flotilla_api::v1::ManifestWorkReplicaSet) -> String {
+    let m = rs.metadata.clone().unwrap_or_default();
+    let spec = rs.spec.clone().unwrap_or_default();
+    let manifests = spec
+        .manifest_work_template
+        .as_ref()
+        .and_then(|t| t.workload.as_ref())
+        .map_or(0, |w| w.manifests.len());
+    let mut out = format!(
+        "Name:         {}\nNamespace:    {}\nGeneration:   {}\nManifests:    {manifests}\nCascade:      {}\n",
+        m.name,
+        m.namespace,
+        m.generation,
+        if spec.cascade_deletion_policy.is_empty() {
+            "Background"
+        } else {
+            &spec.cascade_deletion_policy
+        }
+    );
+    if rs.hub.as_ref().is_some_and(|h| h.paused) {
+        out.push_str("Paused:       yes (flotilla rollout resume)\n");
+    }
+    out.push_str("Placements:\n");
+    for p in &spec.placement_refs {
+        let strategy = p.rollout_strategy.clone().unwrap_or_default();
+        let kind = if strategy.r#type.is_empty() {
+            "All".to_string()
+        } else {
+            strategy.r#type.clone()
+        };
+        let config = strategy
+            .progressive
+            .or(strategy.progressive_per_group)
+            .or(strategy.all)
+            .unwrap_or_default();
+        let mut settings = Vec::new();
+        for (k, v) in [
+            ("maxConcurrency", &config.max_concurrency),
+            ("maxFailures", &config.max_failures),
+            ("minSuccessTime", &config.min_success_time),
+            ("progressDeadline", &config.progress_deadline),
+        ] {
+            if !v.is_empty() {
+                settings.push(format!("{k}={v}"));
+            }
+        }
+        for g in &config.mandatory_decision_groups {
+            settings.push(if g.group_name.is_empty() {
+                format!("mandatory group index {}", g.group_index)
+            } else {
+                format!("mandatory group {:?}", g.group_name)
+            });
+        }
+        out.push_str(&format!(
+            "  {:<20} {kind} {}\n",
+            p.name,
+            settings.join(", ")
+        ));
+    }
+    out.push_str("Rollout:\n");
+    let (progress, _) = super::rollout::render(rs);
+    for l in progress.lines() {
+        out.push_str(&format!("  {l}\n"));
+    }
+    out.push_str("Conditions:\n");
+    for c in rs.status.iter().flat_map(|s| s.conditions.iter()) {
+        out.push_str(&format!(
+            "  {:<22} {:<6} {:<26} {}\n",
+            c.r#type, c.status, c.reason, c.message
+        ));
+    }
+    out
 }
 
 /// Prints one object: its human description for a table, else its structured form alone.
