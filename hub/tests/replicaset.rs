@@ -141,7 +141,7 @@ fn hash(w: &ManifestWork) -> String {
 async fn a_progressive_rollout_goes_one_cluster_at_a_time_and_follows_the_decisions() {
     let nats = NatsServer::start();
     let hub = start_hub(hub_config(&nats.url())).await;
-    let names = ["edge-1", "edge-2", "edge-3", "edge-4"];
+    let names = ["edge-1", "edge-2", "edge-3", "edge-4", "edge-5"];
     let agents = setup(&hub, &nats, &names).await;
     let mut api = replica_sets(&hub).await;
     api.apply_replica_set(replica_set("one", one_at_a_time()))
@@ -180,7 +180,7 @@ async fn a_progressive_rollout_goes_one_cluster_at_a_time_and_follows_the_decisi
         let s = st.summary.unwrap_or_default();
         let rolled_out = flotilla_api::meta::condition_status(&st.conditions, "PlacementRolledOut")
             == Some("True");
-        if s.total == 4 && s.available == 4 && rolled_out {
+        if s.total == 5 && s.available == 5 && rolled_out {
             break rs;
         }
         assert!(tokio::time::Instant::now() < deadline, "status: {st:#?}");
@@ -280,7 +280,7 @@ async fn a_progressive_rollout_goes_one_cluster_at_a_time_and_follows_the_decisi
         let new: Vec<_> = works.iter().filter(|w| hash(w) != first_hash).collect();
         let in_flight = works.iter().filter(|w| !converged(w)).count();
         assert!(in_flight <= 1, "{in_flight} works in flight at once");
-        if new.len() == 3 && in_flight == 0 {
+        if new.len() == 4 && in_flight == 0 {
             break;
         }
         assert!(
@@ -522,6 +522,33 @@ async fn the_canary_group_rolls_out_first() {
             "rollout did not finish: {works:#?}"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The per-placement summary counts each decision group.
+    let deadline = tokio::time::Instant::now() + SOON;
+    loop {
+        let rs = api
+            .get_replica_set(GetReplicaSetRequest {
+                namespace: "default".into(),
+                name: "settings".into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let groups = rs
+            .status
+            .and_then(|s| s.placement_summaries.first().cloned())
+            .map(|p| p.decision_groups)
+            .unwrap_or_default();
+        if groups.len() == 2 && groups.iter().all(|g| g.available == g.total) {
+            assert_eq!((groups[0].name.as_str(), groups[0].total), ("canary", 1));
+            assert_eq!(groups[1].total, 2);
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "groups: {groups:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     for a in agents {
         a.stop().await;

@@ -306,14 +306,24 @@ impl From<&v1::ManifestWorkReplicaSet> for ManifestWorkReplicaSet {
                 placements_summary: s
                     .placement_summaries
                     .iter()
-                    .map(|p| PlacementSummary {
-                        name: p.name.clone(),
-                        available_decision_groups: if p.stopped_reason.is_empty() {
-                            format!("{} waiting", p.waiting)
-                        } else {
-                            p.stopped_reason.clone()
-                        },
-                        summary: p.summary.as_ref().map(summary).unwrap_or_default(),
+                    .map(|p| {
+                        // OCM's wording: "<groups done> (<available> / <total> clusters applied)".
+                        let done = p
+                            .decision_groups
+                            .iter()
+                            .filter(|g| g.total > 0 && g.available == g.total)
+                            .count();
+                        let (available, total) = p
+                            .decision_groups
+                            .iter()
+                            .fold((0, 0), |(a, t), g| (a + g.available, t + g.total));
+                        PlacementSummary {
+                            name: p.name.clone(),
+                            available_decision_groups: format!(
+                                "{done} ({available} / {total} clusters applied)"
+                            ),
+                            summary: p.summary.as_ref().map(summary).unwrap_or_default(),
+                        }
                     })
                     .collect(),
             }),

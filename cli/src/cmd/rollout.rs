@@ -86,6 +86,21 @@ pub fn render(rs: &ManifestWorkReplicaSet) -> (String, Outcome) {
         }
         out.push_str(&line(&p.name, &p.summary.unwrap_or_default(), &extra));
         out.push('\n');
+        if p.decision_groups.len() > 1 {
+            for g in &p.decision_groups {
+                let label = if g.name.is_empty() {
+                    format!("  group {}", g.index)
+                } else {
+                    format!("  group {} ({})", g.index, g.name)
+                };
+                out.push_str(&format!(
+                    "{label:<20} {} {}/{}\n",
+                    bar(g.available, g.total),
+                    g.available,
+                    g.total
+                ));
+            }
+        }
     }
     let rolled = st
         .conditions

@@ -252,11 +252,32 @@ impl Actor {
                 .iter()
                 .filter_map(|c| works.get(&c.name).map(|w| &**w))
                 .collect();
+            let mut groups: BTreeMap<(u32, String), (i32, i32)> = BTreeMap::new();
+            for c in &clusters {
+                let g = groups
+                    .entry((c.group.index, c.group.name.clone()))
+                    .or_default();
+                g.0 += 1;
+                if c.status == flotilla_rollout::Status::Succeeded {
+                    g.1 += 1;
+                }
+            }
             summaries.push(PlacementSummary {
                 name: pref.name.clone(),
                 summary: Some(rules::summary(placement_works.into_iter())),
                 waiting: waiting as i32,
                 stopped_reason,
+                decision_groups: groups
+                    .into_iter()
+                    .map(|((index, name), (total, available))| {
+                        flotilla_api::v1::DecisionGroupSummary {
+                            index: index as i32,
+                            name,
+                            total,
+                            available,
+                        }
+                    })
+                    .collect(),
             });
             if let Some(r) = step.recheck_after {
                 recheck = Some(recheck.map_or(r, |x| x.min(r)));
