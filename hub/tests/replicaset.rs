@@ -555,3 +555,72 @@ async fn the_canary_group_rolls_out_first() {
     }
     hub.stop().await;
 }
+
+#[tokio::test]
+async fn settings_that_do_not_fit_are_noted_and_orphan_keeps_works() {
+    use flotilla_api::v1::MandatoryDecisionGroup;
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let names = ["edge-1", "edge-2"];
+    let agents = setup(&hub, &nats, &names).await;
+    let strategy = RolloutStrategy {
+        r#type: "Progressive".into(),
+        progressive: Some(RolloutConfig {
+            max_failures: "10".into(),
+            mandatory_decision_groups: vec![MandatoryDecisionGroup {
+                group_name: "nosuch".into(),
+                group_index: 0,
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut rs = replica_set("one", strategy);
+    rs.spec.as_mut().unwrap().cascade_deletion_policy = "Orphan".into();
+    let mut api = replica_sets(&hub).await;
+    api.apply_replica_set(rs).await.unwrap();
+    let deadline = tokio::time::Instant::now() + SOON;
+    let notes = loop {
+        let rs = api
+            .get_replica_set(GetReplicaSetRequest {
+                namespace: "default".into(),
+                name: "settings".into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let notes = rs
+            .status
+            .and_then(|s| s.placement_summaries.first().cloned())
+            .map(|p| p.notes)
+            .unwrap_or_default();
+        if !notes.is_empty() {
+            break notes.join("\n");
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no notes");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        notes.contains("spec.placementRefs[0].rolloutStrategy: mandatoryDecisionGroups")
+            && notes.contains("nosuch"),
+        "{notes}"
+    );
+    // Orphan: deleting the replica set leaves its works.
+    let deadline = tokio::time::Instant::now() + SOON;
+    while my_works(&hub).len() < 2 {
+        assert!(tokio::time::Instant::now() < deadline, "works not created");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    api.delete_replica_set(GetReplicaSetRequest {
+        namespace: "default".into(),
+        name: "settings".into(),
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(my_works(&hub).len(), 2, "orphaned works were deleted");
+    for a in agents {
+        a.stop().await;
+    }
+    hub.stop().await;
+}

@@ -86,6 +86,9 @@ pub fn render(rs: &ManifestWorkReplicaSet) -> (String, Outcome) {
         }
         out.push_str(&line(&p.name, &p.summary.unwrap_or_default(), &extra));
         out.push('\n');
+        for n in &p.notes {
+            out.push_str(&format!("{:<20} note: {n}\n", ""));
+        }
         if p.decision_groups.len() > 1 {
             for g in &p.decision_groups {
                 let label = if g.name.is_empty() {

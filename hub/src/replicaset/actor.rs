@@ -267,6 +267,11 @@ impl Actor {
                 summary: Some(rules::summary(placement_works.into_iter())),
                 waiting: waiting as i32,
                 stopped_reason,
+                notes: step
+                    .notes
+                    .iter()
+                    .map(|n| format!("spec.placementRefs[{i}].rolloutStrategy: {n}"))
+                    .collect(),
                 decision_groups: groups
                     .into_iter()
                     .map(|((index, name), (total, available))| {
