@@ -206,6 +206,56 @@ async fn kube_agent_with(config: flotilla_agent::AgentConfig, cluster: &Cluster)
     TestAgent::from_parts(sim_backend(), tx, task)
 }
 
+type Works = flotilla_api::v1::work_service_client::WorkServiceClient<tonic::transport::Channel>;
+
+/// Deletes work `name` of edge-1 and waits until the hub no longer has it.
+async fn delete_work_and_wait(works: &mut Works, name: &str) {
+    works
+        .delete_work(flotilla_api::v1::DeleteWorkRequest {
+            cluster: "edge-1".into(),
+            name: name.into(),
+        })
+        .await
+        .unwrap();
+    wait_gone(works, "edge-1", name).await;
+}
+
+/// Waits until work `name` of edge-1 is Applied.
+async fn wait_applied(works: &mut Works, name: &str) -> flotilla_api::v1::ManifestWork {
+    wait_work(works, "edge-1", name, "applied", |w| {
+        cond(w, "Applied").as_deref() == Some("True")
+    })
+    .await
+}
+
+/// A hub on a real nats-server, the cluster under test, and an accepted agent `edge-1` on it.
+struct Setup {
+    nats: NatsServer,
+    cluster: Cluster,
+    hub: flotilla_hub::Hub,
+    agent: TestAgent,
+    works: Works,
+}
+
+async fn setup() -> Setup {
+    let nats = NatsServer::start();
+    let cluster = Cluster::start().await;
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut clusters = clusters_client(&hub).await;
+    let agent = kube_agent(&nats, &cluster, "edge-1").await;
+    wait_cluster(&mut clusters, "edge-1", "registered", |_| true).await;
+    accept(&mut clusters, "edge-1").await;
+    wait_available(&mut clusters, "edge-1").await;
+    let works = works_client(&hub).await;
+    Setup {
+        nats,
+        cluster,
+        hub,
+        agent,
+        works,
+    }
+}
+
 #[tokio::test]
 async fn a_work_reaches_the_kubernetes_api_reports_real_status_and_deletes() {
     let nats = NatsServer::start();
@@ -332,14 +382,7 @@ async fn a_work_reaches_the_kubernetes_api_reports_real_status_and_deletes() {
     }
 
     // Delete (Foreground by default): the resources go from the cluster, then the work.
-    works
-        .delete_work(flotilla_api::v1::DeleteWorkRequest {
-            cluster: "edge-1".into(),
-            name: "web".into(),
-        })
-        .await
-        .unwrap();
-    wait_gone(&mut works, "edge-1", "web").await;
+    delete_work_and_wait(&mut works, "web").await;
     assert!(cluster.get(&deployment(&ns)).await.is_none());
     assert!(cluster.get(&config_map(&ns, "web-config")).await.is_none());
     if let Some(fake) = cluster.fake() {
@@ -366,15 +409,13 @@ async fn a_work_reaches_the_kubernetes_api_reports_real_status_and_deletes() {
 
 #[tokio::test]
 async fn server_side_apply_conflicts_name_fields_and_managers_and_orphan_keeps_resources() {
-    let nats = NatsServer::start();
-    let cluster = Cluster::start().await;
-    let hub = start_hub(hub_config(&nats.url())).await;
-    let mut clusters = clusters_client(&hub).await;
-    let agent = kube_agent(&nats, &cluster, "edge-1").await;
-    wait_cluster(&mut clusters, "edge-1", "registered", |_| true).await;
-    accept(&mut clusters, "edge-1").await;
-    wait_available(&mut clusters, "edge-1").await;
-    let mut works = works_client(&hub).await;
+    let Setup {
+        nats: _nats,
+        cluster,
+        hub,
+        agent,
+        mut works,
+    } = setup().await;
 
     // A ConfigMap the work applies with server-side apply, and keeps on deletion (Orphan).
     let name = unique("shared");
@@ -399,10 +440,7 @@ spec:
 "#
     .replace("NAME", &name);
     works.apply_work(work(&ssa_work)).await.unwrap();
-    wait_work(&mut works, "edge-1", "ssa", "applied", |w| {
-        cond(w, "Applied").as_deref() == Some("True")
-    })
-    .await;
+    wait_applied(&mut works, "ssa").await;
     let cm = config_map("default", &name);
     let live = cluster.get(&cm).await.unwrap();
     assert_eq!(live["data"]["greeting"], "from-work");
@@ -428,14 +466,7 @@ spec:
     );
 
     // Orphan: deleting the work leaves the ConfigMap on the cluster.
-    works
-        .delete_work(flotilla_api::v1::DeleteWorkRequest {
-            cluster: "edge-1".into(),
-            name: "ssa".into(),
-        })
-        .await
-        .unwrap();
-    wait_gone(&mut works, "edge-1", "ssa").await;
+    delete_work_and_wait(&mut works, "ssa").await;
     assert!(
         cluster.get(&cm).await.is_some(),
         "an orphaned resource was deleted"
@@ -447,15 +478,13 @@ spec:
 
 #[tokio::test]
 async fn update_strategies_and_shared_resources_on_kubernetes() {
-    let nats = NatsServer::start();
-    let cluster = Cluster::start().await;
-    let hub = start_hub(hub_config(&nats.url())).await;
-    let mut clusters = clusters_client(&hub).await;
-    let agent = kube_agent(&nats, &cluster, "edge-1").await;
-    wait_cluster(&mut clusters, "edge-1", "registered", |_| true).await;
-    accept(&mut clusters, "edge-1").await;
-    wait_available(&mut clusters, "edge-1").await;
-    let mut works = works_client(&hub).await;
+    let Setup {
+        nats: _nats,
+        cluster,
+        hub,
+        agent,
+        mut works,
+    } = setup().await;
     let (kept, watched, shared) = (unique("kept"), unique("watched"), unique("shared"));
 
     // Existing objects: one CreateOnly must not change, one ReadOnly is only observed.
@@ -529,10 +558,7 @@ async fn update_strategies_and_shared_resources_on_kubernetes() {
         ),
     );
     works.apply_work(work(&second)).await.unwrap();
-    wait_work(&mut works, "edge-1", "second", "applied", |w| {
-        cond(w, "Applied").as_deref() == Some("True")
-    })
-    .await;
+    wait_applied(&mut works, "second").await;
     assert_eq!(
         cluster.owners(&shared_cm).await.len(),
         2,
@@ -542,14 +568,7 @@ async fn update_strategies_and_shared_resources_on_kubernetes() {
         cluster.owners(&observed).await.is_empty(),
         "a ReadOnly resource got an owner"
     );
-    works
-        .delete_work(flotilla_api::v1::DeleteWorkRequest {
-            cluster: "edge-1".into(),
-            name: "strategies".into(),
-        })
-        .await
-        .unwrap();
-    wait_gone(&mut works, "edge-1", "strategies").await;
+    delete_work_and_wait(&mut works, "strategies").await;
     assert!(
         cluster.get(&shared_cm).await.is_some(),
         "a resource another work declares was deleted"
@@ -558,14 +577,7 @@ async fn update_strategies_and_shared_resources_on_kubernetes() {
         cluster.get(&observed).await.is_some(),
         "a ReadOnly resource was deleted"
     );
-    works
-        .delete_work(flotilla_api::v1::DeleteWorkRequest {
-            cluster: "edge-1".into(),
-            name: "second".into(),
-        })
-        .await
-        .unwrap();
-    wait_gone(&mut works, "edge-1", "second").await;
+    delete_work_and_wait(&mut works, "second").await;
     assert!(cluster.get(&shared_cm).await.is_none());
     for leftover in [&existing, &observed] {
         if cluster.get(leftover).await.is_some() {
@@ -578,24 +590,19 @@ async fn update_strategies_and_shared_resources_on_kubernetes() {
 
 #[tokio::test]
 async fn deleting_a_works_anchor_lets_the_cluster_collect_its_resources() {
-    let nats = NatsServer::start();
-    let cluster = Cluster::start().await;
-    let hub = start_hub(hub_config(&nats.url())).await;
-    let mut clusters = clusters_client(&hub).await;
-    let agent = kube_agent(&nats, &cluster, "edge-1").await;
-    wait_cluster(&mut clusters, "edge-1", "registered", |_| true).await;
-    accept(&mut clusters, "edge-1").await;
-    wait_available(&mut clusters, "edge-1").await;
-    let mut works = works_client(&hub).await;
+    let Setup {
+        nats: _nats,
+        cluster,
+        hub,
+        agent,
+        mut works,
+    } = setup().await;
     let name = unique("leftover");
     let doc = format!(
         "apiVersion: work.open-cluster-management.io/v1\nkind: ManifestWork\nmetadata: {{namespace: edge-1, name: gc}}\nspec:\n  workload:\n    manifests:\n      - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: {name}, namespace: default}}, data: {{a: b}}}}\n"
     );
     works.apply_work(work(&doc)).await.unwrap();
-    wait_work(&mut works, "edge-1", "gc", "applied", |w| {
-        cond(w, "Applied").as_deref() == Some("True")
-    })
-    .await;
+    wait_applied(&mut works, "gc").await;
     let cm = config_map("default", &name);
     let anchors = cluster.owners(&cm).await;
     assert_eq!(anchors.len(), 1);
@@ -648,10 +655,7 @@ spec:
         )
     };
     works.apply_work(work(&doc("one"))).await.unwrap();
-    wait_work(&mut works, "edge-1", "selective", "applied", |w| {
-        cond(w, "Applied").as_deref() == Some("True")
-    })
-    .await;
+    wait_applied(&mut works, "selective").await;
     let (kept, dropped) = (config_map("default", &keep), config_map("default", &drop_));
     assert!(
         cluster.owners(&kept).await.is_empty(),
@@ -675,14 +679,7 @@ spec:
     }
 
     // SelectivelyOrphan: deleting the work deletes one ConfigMap and keeps the listed one.
-    works
-        .delete_work(flotilla_api::v1::DeleteWorkRequest {
-            cluster: "edge-1".into(),
-            name: "selective".into(),
-        })
-        .await
-        .unwrap();
-    wait_gone(&mut works, "edge-1", "selective").await;
+    delete_work_and_wait(&mut works, "selective").await;
     assert!(cluster.get(&dropped).await.is_none());
     assert_eq!(cluster.get(&kept).await.unwrap()["data"]["v"], "two");
     cluster.remove(&kept).await;
@@ -692,15 +689,13 @@ spec:
 
 #[tokio::test]
 async fn a_crd_and_its_custom_resources_in_one_work() {
-    let nats = NatsServer::start();
-    let cluster = Cluster::start().await;
-    let hub = start_hub(hub_config(&nats.url())).await;
-    let mut clusters = clusters_client(&hub).await;
-    let agent = kube_agent(&nats, &cluster, "edge-1").await;
-    wait_cluster(&mut clusters, "edge-1", "registered", |_| true).await;
-    accept(&mut clusters, "edge-1").await;
-    wait_available(&mut clusters, "edge-1").await;
-    let mut works = works_client(&hub).await;
+    let Setup {
+        nats: _nats,
+        cluster,
+        hub,
+        agent,
+        mut works,
+    } = setup().await;
     // The custom resource comes first in the work: CRDs are applied first anyway, and the kind
     // is discovered once the server serves it.
     let doc = r#"
@@ -731,10 +726,7 @@ spec:
                   x-kubernetes-preserve-unknown-fields: true
 "#;
     works.apply_work(work(doc)).await.unwrap();
-    wait_work(&mut works, "edge-1", "crd", "applied", |w| {
-        cond(w, "Applied").as_deref() == Some("True")
-    })
-    .await;
+    wait_applied(&mut works, "crd").await;
     let widget = json!({"apiVersion": "example.flotilla.io/v1", "kind": "Widget", "metadata": {"name": "first", "namespace": "default"}});
     let deadline = tokio::time::Instant::now() + SOON;
     loop {
@@ -748,14 +740,7 @@ spec:
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    works
-        .delete_work(flotilla_api::v1::DeleteWorkRequest {
-            cluster: "edge-1".into(),
-            name: "crd".into(),
-        })
-        .await
-        .unwrap();
-    wait_gone(&mut works, "edge-1", "crd").await;
+    delete_work_and_wait(&mut works, "crd").await;
     agent.stop().await;
     hub.stop().await;
 }

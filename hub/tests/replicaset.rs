@@ -77,6 +77,19 @@ async fn replica_sets(hub: &Hub) -> ReplicaSetServiceClient<tonic::transport::Ch
         .unwrap()
 }
 
+/// The "settings" replica set as the hub shows it.
+async fn settings(
+    api: &mut ReplicaSetServiceClient<tonic::transport::Channel>,
+) -> ManifestWorkReplicaSet {
+    api.get_replica_set(GetReplicaSetRequest {
+        namespace: "default".into(),
+        name: "settings".into(),
+    })
+    .await
+    .unwrap()
+    .into_inner()
+}
+
 async fn setup(hub: &Hub, nats: &NatsServer, names: &[&str]) -> Vec<TestAgent> {
     let mut clusters = clusters_client(hub).await;
     let agents = accepted_fleet(&mut clusters, &nats.url(), names).await;
@@ -168,14 +181,7 @@ async fn a_progressive_rollout_goes_one_cluster_at_a_time_and_follows_the_decisi
     // The status summarises it as OCM does.
     let deadline = tokio::time::Instant::now() + SOON;
     let rs = loop {
-        let rs = api
-            .get_replica_set(GetReplicaSetRequest {
-                namespace: "default".into(),
-                name: "settings".into(),
-            })
-            .await
-            .unwrap()
-            .into_inner();
+        let rs = settings(&mut api).await;
         let st = rs.status.clone().unwrap_or_default();
         let s = st.summary.unwrap_or_default();
         let rolled_out = flotilla_api::meta::condition_status(&st.conditions, "PlacementRolledOut")
@@ -344,14 +350,7 @@ async fn bad_replica_sets_are_refused_naming_the_field() {
         .unwrap();
     let deadline = tokio::time::Instant::now() + SOON;
     loop {
-        let rs = api
-            .get_replica_set(GetReplicaSetRequest {
-                namespace: "default".into(),
-                name: "settings".into(),
-            })
-            .await
-            .unwrap()
-            .into_inner();
+        let rs = settings(&mut api).await;
         let conds = rs.status.map(|s| s.conditions).unwrap_or_default();
         if let Some(c) = conds.iter().find(|c| c.r#type == "PlacementVerified") {
             assert_eq!(c.status, "False");
@@ -526,14 +525,7 @@ async fn the_canary_group_rolls_out_first() {
     // The per-placement summary counts each decision group.
     let deadline = tokio::time::Instant::now() + SOON;
     loop {
-        let rs = api
-            .get_replica_set(GetReplicaSetRequest {
-                namespace: "default".into(),
-                name: "settings".into(),
-            })
-            .await
-            .unwrap()
-            .into_inner();
+        let rs = settings(&mut api).await;
         let groups = rs
             .status
             .and_then(|s| s.placement_summaries.first().cloned())
@@ -581,14 +573,7 @@ async fn settings_that_do_not_fit_are_noted_and_orphan_keeps_works() {
     api.apply_replica_set(rs).await.unwrap();
     let deadline = tokio::time::Instant::now() + SOON;
     let notes = loop {
-        let rs = api
-            .get_replica_set(GetReplicaSetRequest {
-                namespace: "default".into(),
-                name: "settings".into(),
-            })
-            .await
-            .unwrap()
-            .into_inner();
+        let rs = settings(&mut api).await;
         let notes = rs
             .status
             .and_then(|s| s.placement_summaries.first().cloned())

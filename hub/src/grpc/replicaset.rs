@@ -1,14 +1,12 @@
 //! `flotilla.v1.ReplicaSetService`: ManifestWorkReplicaSets.
 
 use crate::grpc::guard;
-use crate::inventory::ChangeKind;
 use crate::replicaset::{ReplicaSetError, ReplicaSets};
 use flotilla_api::v1::replica_set_service_server::ReplicaSetService;
 use flotilla_api::v1::{
-    DeleteReplicaSetResponse, EventType, GetReplicaSetRequest, ListReplicaSetsRequest,
+    DeleteReplicaSetResponse, GetReplicaSetRequest, ListReplicaSetsRequest,
     ListReplicaSetsResponse, ManifestWorkReplicaSet, ReplicaSetEvent, RolloutRequest,
 };
-use tokio::sync::broadcast::error::RecvError;
 use tonic::{Request, Response, Status};
 
 impl From<ReplicaSetError> for Status {
@@ -112,48 +110,20 @@ impl ReplicaSetService for ReplicaSetApi {
     ) -> Result<Response<Self::WatchReplicaSetsStream>, Status> {
         let r = request.into_inner();
         guard::namespace("namespace", &r.namespace, true)?;
-        let mut rx = self.sets.views().subscribe();
-        let initial = self.sets.list(&r.namespace);
-        let in_namespace = move |rs: &ManifestWorkReplicaSet, ns: &str| {
-            ns.is_empty() || rs.metadata.as_ref().is_some_and(|m| m.namespace == ns)
-        };
-        let event = |ty: EventType, rs: &ManifestWorkReplicaSet| ReplicaSetEvent {
-            r#type: ty as i32,
-            replica_set: Some(rs.clone()),
-        };
-        let stream = super::async_stream(move |tx| async move {
-            for rs in initial {
-                if tx.send(Ok(event(EventType::Added, &rs))).await.is_err() {
-                    return;
-                }
-            }
-            loop {
-                match rx.recv().await {
-                    Ok(change) => {
-                        if !in_namespace(&change.object, &r.namespace) {
-                            continue;
-                        }
-                        let ty = match change.kind {
-                            ChangeKind::Added => EventType::Added,
-                            ChangeKind::Modified => EventType::Modified,
-                            ChangeKind::Deleted => EventType::Deleted,
-                        };
-                        if tx.send(Ok(event(ty, &change.object))).await.is_err() {
-                            return;
-                        }
-                    }
-                    Err(RecvError::Lagged(n)) => {
-                        let _ = tx
-                            .send(Err(Status::aborted(format!(
-                                "watch fell {n} changes behind; list and watch again"
-                            ))))
-                            .await;
-                        return;
-                    }
-                    Err(RecvError::Closed) => return,
-                }
-            }
-        });
-        Ok(Response::new(stream))
+        let namespace = r.namespace;
+        Ok(Response::new(super::watch(
+            self.sets.views(),
+            move |_, rs: &ManifestWorkReplicaSet| {
+                namespace.is_empty()
+                    || rs
+                        .metadata
+                        .as_ref()
+                        .is_some_and(|m| m.namespace == namespace)
+            },
+            |ty, rs: &ManifestWorkReplicaSet| ReplicaSetEvent {
+                r#type: ty as i32,
+                replica_set: Some(rs.clone()),
+            },
+        )))
     }
 }
