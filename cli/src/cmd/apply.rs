@@ -1,7 +1,10 @@
 //! `apply -f FILE`: create or update resources from OCM YAML (multi-document; `-` is stdin).
 //!
-//! The whole file is parsed before anything is sent, so a bad document applies nothing. Then
-//! every document is applied in order; a refused one is reported and the rest still go.
+//! The whole file is parsed before anything is sent, so a bad document applies nothing. Then the
+//! documents are applied [`CONCURRENCY`] at a time (a file of a thousand works takes seconds, not
+//! a minute), their lines printed in document order; a refused one is reported and the rest
+//! still go. When the hub goes away mid-way, nothing more is sent, and the command says exactly
+//! which documents were applied and which were not.
 
 use crate::hub::Hub;
 use anyhow::{Context, Result, bail};
@@ -55,17 +58,77 @@ pub fn read(file: &str) -> Result<Vec<Document>> {
     Ok(docs)
 }
 
-/// Applies the documents [`read`] returned, printing a line for each.
+/// Documents in flight at once.
+pub const CONCURRENCY: usize = 16;
+
+/// `document N (Kind namespace/name)`, for reports.
+fn describe(i: usize, doc: &Document) -> String {
+    let (kind, meta) = match doc {
+        Document::ClusterSet(x) => ("ManagedClusterSet", x.metadata.as_ref()),
+        Document::Binding(x) => ("ManagedClusterSetBinding", x.metadata.as_ref()),
+        Document::Work(x) => ("ManifestWork", x.metadata.as_ref()),
+        Document::Placement(x) => ("Placement", x.metadata.as_ref()),
+        Document::Score(x) => ("AddOnPlacementScore", x.metadata.as_ref()),
+        Document::ReplicaSet(x) => ("ManifestWorkReplicaSet", x.metadata.as_ref()),
+    };
+    let m = meta.cloned().unwrap_or_default();
+    if m.namespace.is_empty() {
+        format!("document {} ({kind} {})", i + 1, m.name)
+    } else {
+        format!("document {} ({kind} {}/{})", i + 1, m.namespace, m.name)
+    }
+}
+
+/// Applies the documents [`read`] returned, printing a line for each in document order.
 pub async fn run(hub: &Hub, docs: Vec<Document>) -> Result<()> {
-    let mut failed = 0;
-    for doc in docs {
-        match apply(hub, doc).await {
-            Ok(line) => println!("{line}"),
-            Err(e) => {
-                eprintln!("error: {e:#}");
+    use futures::StreamExt;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let total = docs.len();
+    let lost = AtomicBool::new(false);
+    let lost = &lost;
+    let mut outcomes = futures::stream::iter(docs.into_iter().enumerate())
+        .map(|(i, doc)| async move {
+            let what = describe(i, &doc);
+            if lost.load(Ordering::Relaxed) {
+                return (what, None);
+            }
+            let r = apply(hub, doc).await;
+            if let Err(e) = &r
+                && format!("{e:#}").starts_with("cannot reach the hub")
+            {
+                lost.store(true, Ordering::Relaxed);
+            }
+            (what, Some(r))
+        })
+        .buffered(CONCURRENCY);
+    let (mut failed, mut applied, mut not_applied) = (0, Vec::new(), Vec::new());
+    while let Some((what, outcome)) = outcomes.next().await {
+        match outcome {
+            Some(Ok(line)) => {
+                println!("{line}");
+                applied.push(what);
+            }
+            Some(Err(e)) if lost.load(Ordering::Relaxed) => {
+                not_applied.push(format!("{what}: {e:#}"));
+            }
+            Some(Err(e)) => {
+                eprintln!("error: {what}: {e:#}");
                 failed += 1;
             }
+            None => not_applied.push(format!("{what}: not sent")),
         }
+    }
+    if !not_applied.is_empty() {
+        bail!(
+            "the hub went away: {} of {total} document(s) applied{}; not applied:\n  {}",
+            applied.len(),
+            if applied.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", applied.join(", "))
+            },
+            not_applied.join("\n  ")
+        );
     }
     if failed > 0 {
         bail!("{failed} document(s) were not applied");
