@@ -171,6 +171,29 @@ impl Actor {
                 rolled_out = false;
                 continue;
             };
+            // A placement not scheduled yet has no decisions to go by: wait for them (an empty
+            // decision set now does not mean a complete rollout), and keep the works it has.
+            let scheduled = view.placement.status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.r#type == "PlacementSatisfied")
+            });
+            if !scheduled {
+                rolled_out = false;
+                for (cluster, w) in &works {
+                    let from_here = w
+                        .metadata
+                        .as_ref()
+                        .and_then(|m| m.labels.get(rules::PLACEMENT_LABEL))
+                        .is_some_and(|p| *p == pref.name);
+                    if from_here {
+                        wanted.entry(cluster.clone()).or_insert(pref.name.clone());
+                    }
+                }
+                recheck =
+                    Some(recheck.map_or(Duration::from_secs(1), |r| r.min(Duration::from_secs(1))));
+                continue;
+            }
             let strategy = match rules::strategy(
                 pref.rollout_strategy.as_ref(),
                 &format!("spec.placementRefs[{i}].rolloutStrategy"),
@@ -304,10 +327,15 @@ impl Actor {
                 }
             }
         }
+        // No cluster decided yet (a new placement, or one selecting nothing): not rolled out.
+        let empty = wanted.is_empty();
+        if empty {
+            rolled_out = false;
+        }
         if self.rs.hub.as_ref().is_some_and(|h| h.paused) && !rolled_out {
             stopped.push("paused (flotilla rollout resume)".into());
         }
-        self.write_status(summaries, &missing, rolled_out, &stopped, &works)
+        self.write_status(summaries, &missing, rolled_out, &stopped, &works, empty)
             .await;
         recheck
     }
@@ -319,6 +347,7 @@ impl Actor {
         rolled_out: bool,
         stopped: &[String],
         works: &BTreeMap<String, std::sync::Arc<ManifestWork>>,
+        empty: bool,
     ) {
         let generation = self.rs.metadata.as_ref().map(|m| m.generation).unwrap_or(0);
         let total = rules::summary(works.values().map(|w| &**w));
@@ -354,6 +383,13 @@ impl Actor {
         }
         if rolled_out {
             set(COND_PLACEMENT_ROLLED_OUT, true, "Complete", String::new());
+        } else if empty && missing.is_empty() {
+            set(
+                COND_PLACEMENT_ROLLED_OUT,
+                false,
+                "NoDecisions",
+                "the placements select no cluster yet".into(),
+            );
         } else if self.rs.hub.as_ref().is_some_and(|h| h.paused) {
             set(
                 COND_PLACEMENT_ROLLED_OUT,
