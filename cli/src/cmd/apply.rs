@@ -1,8 +1,9 @@
 //! `apply -f FILE`: create or update resources from OCM YAML (multi-document; `-` is stdin).
 //!
 //! The whole file is parsed before anything is sent, so a bad document applies nothing. Then the
-//! documents are applied [`CONCURRENCY`] at a time (a file of a thousand works takes seconds, not
-//! a minute), their lines printed in document order; a refused one is reported and the rest
+//! documents are applied in order, runs of ManifestWorks [`CONCURRENCY`] at a time (a file of a
+//! thousand works takes seconds, not a minute), every other document alone after what precedes
+//! it, their lines printed in document order; a refused one is reported and the rest
 //! still go. When the hub goes away mid-way, nothing more is sent, and the command says exactly
 //! which documents were applied and which were not.
 
@@ -86,28 +87,46 @@ pub async fn run(hub: &Hub, docs: Vec<Document>) -> Result<()> {
     let total = docs.len();
     let lost = AtomicBool::new(false);
     let lost = &lost;
-    let mut outcomes = futures::stream::iter(docs.into_iter().enumerate())
-        .map(|(i, doc)| async move {
-            let what = describe(i, &doc);
-            if lost.load(Ordering::Relaxed) {
-                return (what, None);
+    // Runs of consecutive ManifestWorks go concurrently; every other document goes alone, after
+    // what comes before it (a binding before the placement that needs it).
+    let mut segments: Vec<Vec<(usize, Document)>> = Vec::new();
+    for (i, d) in docs.into_iter().enumerate() {
+        let work = matches!(d, Document::Work(_));
+        match segments.last_mut() {
+            Some(seg) if work && matches!(seg.last(), Some((_, Document::Work(_)))) => {
+                seg.push((i, d));
             }
-            let r = apply(hub, doc).await;
-            if let Err(e) = &r
-                && format!("{e:#}").starts_with("cannot reach the hub")
-            {
-                lost.store(true, Ordering::Relaxed);
-            }
-            (what, Some(r))
-        })
-        .buffered(CONCURRENCY);
-    let (mut failed, mut applied, mut not_applied) = (0, Vec::new(), Vec::new());
-    while let Some((what, outcome)) = outcomes.next().await {
-        match outcome {
-            Some(Ok(line)) => {
+            _ => segments.push(vec![(i, d)]),
+        }
+    }
+    let mut results = Vec::with_capacity(total);
+    for segment in segments {
+        let mut outcomes = futures::stream::iter(segment)
+            .map(|(i, doc)| async move {
+                let what = describe(i, &doc);
+                if lost.load(Ordering::Relaxed) {
+                    return (what, None);
+                }
+                let r = apply(hub, doc).await;
+                if let Err(e) = &r
+                    && format!("{e:#}").starts_with("cannot reach the hub")
+                {
+                    lost.store(true, Ordering::Relaxed);
+                }
+                (what, Some(r))
+            })
+            .buffered(CONCURRENCY);
+        while let Some(outcome) = outcomes.next().await {
+            if let (_, Some(Ok(line))) = &outcome {
                 println!("{line}");
-                applied.push(what);
             }
+            results.push(outcome);
+        }
+    }
+    let (mut failed, mut applied, mut not_applied) = (0, Vec::new(), Vec::new());
+    for (what, outcome) in results {
+        match outcome {
+            Some(Ok(_)) => applied.push(what),
             Some(Err(e)) if lost.load(Ordering::Relaxed) => {
                 not_applied.push(format!("{what}: {e:#}"));
             }
