@@ -12,11 +12,11 @@
 
 use flotilla_auth::jwt::{Claims, User};
 use flotilla_auth::secret::write_private;
+use flotilla_auth::setup::unix_now as now;
 use flotilla_auth::{Creds, Secret};
 use flotilla_bus::connect::{Authenticator, NatsConfig};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// File name of the cluster's own credentials in the state directory.
 pub const CLUSTER_CREDS: &str = "cluster.creds";
@@ -37,13 +37,6 @@ pub struct AgentCredentials {
     bootstrap: PathBuf,
     file: Option<PathBuf>,
     current: Mutex<Current>,
-}
-
-fn now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or_default()
 }
 
 impl AgentCredentials {
@@ -140,24 +133,24 @@ impl AgentCredentials {
         c.jwt.is_some() && !c.refused && c.expires_at > now()
     }
 
-    /// Whether to ask the hub for credentials: none usable, or two thirds of their life gone.
-    pub fn wanted(&self) -> bool {
-        let c = self.lock();
+    /// When renewal is due: two thirds into the credentials' life; `None` without usable
+    /// ones (then they are wanted now).
+    fn renew_at(c: &Current) -> Option<i64> {
         if c.jwt.is_none() || c.refused {
-            return true;
+            return None;
         }
         let life = (c.expires_at - c.issued_at).max(0);
-        now() >= c.issued_at + life * 2 / 3
+        Some(c.issued_at + life * 2 / 3)
+    }
+
+    /// Whether to ask the hub for credentials: none usable, or two thirds of their life gone.
+    pub fn wanted(&self) -> bool {
+        Self::renew_at(&self.lock()).is_none_or(|at| now() >= at)
     }
 
     /// Seconds until renewal is due (0 when due now).
     pub fn renew_in(&self) -> u64 {
-        let c = self.lock();
-        if c.jwt.is_none() || c.refused {
-            return 0;
-        }
-        let life = (c.expires_at - c.issued_at).max(0);
-        (c.issued_at + life * 2 / 3 - now()).max(0) as u64
+        Self::renew_at(&self.lock()).map_or(0, |at| (at - now()).max(0) as u64)
     }
 }
 

@@ -38,6 +38,9 @@ struct Actor {
     deps: Deps,
     bucket: Bucket<ManifestWorkReplicaSet>,
     views: ReplicaSetInventory,
+    /// The works' owner label (`<namespace>.<name>`), computed once: it is compared with every
+    /// work change the hub broadcasts.
+    owner: String,
 }
 
 /// Starts the actor of `rs`.
@@ -48,13 +51,14 @@ pub fn spawn(
     views: ReplicaSetInventory,
 ) -> mpsc::Sender<Msg> {
     let (tx, rx) = mpsc::channel(16);
+    let (namespace, name) = name_of(&rs);
     let actor = Actor {
         rs,
         deps,
         bucket,
         views,
+        owner: rules::owner_label(&namespace, &name),
     };
-    let (namespace, name) = name_of(&actor.rs);
     let span = tracing::info_span!("replicaset", namespace = %namespace, name = %name);
     tokio::spawn(tracing::Instrument::instrument(actor.run(rx), span));
     tx
@@ -121,16 +125,11 @@ impl Actor {
             .flat_map(|s| s.placement_refs.iter().map(|p| p.name.as_str()))
     }
 
-    fn owner(&self) -> String {
-        let (ns, name) = name_of(&self.rs);
-        rules::owner_label(&ns, &name)
-    }
-
     fn owns(&self, w: &ManifestWork) -> bool {
         w.metadata
             .as_ref()
             .and_then(|m| m.labels.get(REPLICASET_LABEL))
-            .is_some_and(|o| *o == self.owner())
+            .is_some_and(|o| *o == self.owner)
     }
 
     /// The works this replica set made, by cluster.
