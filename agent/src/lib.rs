@@ -32,12 +32,25 @@ use std::time::Duration;
 use thiserror::Error;
 
 /// Where the agent keeps its state.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub enum StateConfig {
     /// A directory (durable across restarts).
     Dir(PathBuf),
     /// Memory only (simulators).
     Memory,
+    /// A store the caller keeps: a simulated agent restarted in the same process comes back
+    /// with its key, sequence numbers and works, as a real agent does from its directory.
+    Shared(Arc<store::LocalStore>),
+}
+
+impl std::fmt::Debug for StateConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Dir(dir) => f.debug_tuple("Dir").field(dir).finish(),
+            Self::Memory => f.write_str("Memory"),
+            Self::Shared(_) => f.write_str("Shared"),
+        }
+    }
 }
 
 /// Everything an agent needs.
@@ -153,16 +166,16 @@ pub async fn run(
         return Err(AgentError::Config(errors));
     }
     let store = match &config.state {
-        StateConfig::Dir(dir) => store::LocalStore::open(dir, &config.cluster_name)?,
-        StateConfig::Memory => store::LocalStore::memory(&config.cluster_name),
+        StateConfig::Dir(dir) => Arc::new(store::LocalStore::open(dir, &config.cluster_name)?),
+        StateConfig::Memory => Arc::new(store::LocalStore::memory(&config.cluster_name)),
+        StateConfig::Shared(store) => store.clone(),
     };
-    let store = Arc::new(store);
     let mut config = config;
     let credentials = match &config.bootstrap_creds {
         Some(bootstrap) => {
             let dir = match &config.state {
                 StateConfig::Dir(d) => Some(d.as_path()),
-                StateConfig::Memory => None,
+                StateConfig::Memory | StateConfig::Shared(_) => None,
             };
             let creds = credentials::AgentCredentials::load(bootstrap, dir, &store.get().nkey_seed)
                 .map(Arc::new)
