@@ -24,6 +24,8 @@ pub struct FleetArgs {
     pub sim_processes: usize,
     /// A fleet profile file.
     pub profile: Option<PathBuf>,
+    /// Time for simulated workloads to become ready (a profile's `readyDelayMs` overrides it).
+    pub ready_delay: Duration,
     /// AddOnPlacementScore interval (None = no reports).
     pub score_interval: Option<Duration>,
     /// Secure mode: bootstrap credentials of the agents.
@@ -67,7 +69,7 @@ impl FleetArgs {
         c.start_rate = self.start_rate;
         c.pending_poll = Duration::from_secs(2);
         c.work_status_interval = Duration::from_millis(500);
-        c.ready_delay = Duration::from_millis(200);
+        c.ready_delay = self.ready_delay;
         c.scores = self
             .score_interval
             .map(flotilla_sim::scores::ScoreConfig::every);
@@ -133,7 +135,7 @@ impl LoadFleet {
                 .arg(rate.to_string())
                 .arg("--pending-poll-seconds=2")
                 .arg("--work-status-interval-ms=500")
-                .arg("--ready-delay-ms=200")
+                .arg(format!("--ready-delay-ms={}", args.ready_delay.as_millis()))
                 .arg("--score-interval-seconds")
                 .arg(
                     args.score_interval

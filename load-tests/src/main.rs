@@ -74,6 +74,10 @@ struct Common {
     /// ~15,000 agents, the open-file limit of one process here).
     #[arg(long, default_value_t = 0)]
     sim_processes: usize,
+    /// Milliseconds until simulated workloads are ready (0: the hub and agents alone are
+    /// measured; a profile's readyDelayMs overrides it).
+    #[arg(long, default_value_t = 0)]
+    ready_delay_ms: u64,
     /// Fleet profile (YAML) for the simulated clusters.
     #[arg(long)]
     profile: Option<PathBuf>,
@@ -264,6 +268,7 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
             start_rate: common.start_rate,
             sim_processes: common.sim_processes,
             profile: common.profile.clone(),
+            ready_delay: Duration::from_millis(common.ready_delay_ms),
             score_interval: (common.score_interval_seconds > 0)
                 .then(|| Duration::from_secs(common.score_interval_seconds)),
             bootstrap_creds: common.bootstrap_creds.clone(),
