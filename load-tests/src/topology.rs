@@ -5,7 +5,8 @@
 //!
 //! Leaf nodes share the hub server's account (no JetStream domain): agents behind a leaf reach
 //! the same subjects, request/reply and the hub's JetStream API, which works on nats-server 2.9
-//! without extra configuration (docs/operations.md shows an edge site's leaf configuration).
+//! without extra configuration (docs/edge-sites.md shows the configuration an operator writes
+//! for a site).
 
 use anyhow::{Context, Result, bail};
 use flotilla_testkit::{NatsOptions, NatsServer, free_port};

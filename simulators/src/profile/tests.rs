@@ -148,3 +148,12 @@ fn draws_are_uniform_enough() {
     assert!((mean - 0.5).abs() < 0.01, "{mean}");
     assert!((0..n).all(|i| (0.0..1.0).contains(&unit(1, i, "x"))));
 }
+
+#[test]
+fn the_example_profile_in_the_repository_loads() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/fleet-profile.yaml");
+    let p = FleetProfile::load(&path).expect("examples/fleet-profile.yaml");
+    assert_eq!(p.seed, 42);
+    assert_eq!(p.connectivity.restarts.len(), 2);
+    assert!(p.labels(1).unwrap().contains_key("region"));
+}
