@@ -18,6 +18,7 @@
 pub mod backend;
 pub mod credentials;
 pub mod enrolment;
+pub mod metrics;
 pub mod registration;
 pub mod scores;
 pub mod store;
@@ -83,6 +84,8 @@ pub struct AgentConfig {
     pub max_event_bytes: usize,
     /// Secure mode: the bootstrap credentials file (`--bootstrap-creds`).
     pub bootstrap_creds: Option<PathBuf>,
+    /// Where the agent counts what it does (shared by every agent of a simulator process).
+    pub metrics: Arc<metrics::AgentMetrics>,
 }
 
 impl AgentConfig {
@@ -104,6 +107,7 @@ impl AgentConfig {
             score_interval: Some(Duration::from_secs(60)),
             max_event_bytes: flotilla_bus::envelope::DEFAULT_MAX_EVENT_BYTES,
             bootstrap_creds: None,
+            metrics: Arc::default(),
         }
     }
 
@@ -200,6 +204,7 @@ pub async fn run(
         store.clone(),
         &config.cluster_name,
         config.max_event_bytes,
+        config.metrics.clone(),
     );
     let works = work::WorkManager::start(
         &config.cluster_name,
@@ -209,6 +214,7 @@ pub async fn run(
         work::WorkConfig {
             status_interval: config.work_status_interval,
             max_event_bytes: config.max_event_bytes,
+            metrics: config.metrics.clone(),
         },
     )?;
     let mut actor =

@@ -20,7 +20,11 @@ fn compose() -> Value {
 
 fn strings(v: &Value) -> Vec<String> {
     v.as_sequence()
-        .map(|s| s.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
+        .map(|s| {
+            s.iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -34,7 +38,10 @@ fn assert_flags_known(binary: &str, subcommand: Option<&str>, args: &[String]) {
     let help = String::from_utf8_lossy(&help.stdout).to_string();
     for a in args.iter().filter(|a| a.starts_with("--")) {
         let flag = a.split('=').next().unwrap();
-        assert!(help.contains(flag), "{binary}: compose passes {flag}, which --help does not list");
+        assert!(
+            help.contains(flag),
+            "{binary}: compose passes {flag}, which --help does not list"
+        );
     }
 }
 
@@ -57,14 +64,19 @@ fn the_compose_demo_has_nats_a_hub_a_fleet_and_a_one_shot_apply() {
         .expect("--clusters")
         .parse()
         .unwrap();
-    assert!((100..=1000).contains(&clusters), "a few hundred clusters, not {clusters}");
+    assert!(
+        (100..=1000).contains(&clusters),
+        "a few hundred clusters, not {clusters}"
+    );
     let nats = strings(&services["nats"]["command"]);
     assert!(nats.contains(&"-js".to_string()), "JetStream on: {nats:?}");
-    assert!(services["hub"]["command"]
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .any(|a| a.as_str() == Some("--auto-accept")));
+    assert!(
+        services["hub"]["command"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .any(|a| a.as_str() == Some("--auto-accept"))
+    );
 }
 
 #[test]
@@ -84,7 +96,10 @@ fn the_one_shot_job_applies_documents_that_are_in_the_image_and_valid() {
         dockerfile.contains("COPY examples/ /usr/share/flotilla/examples/"),
         "the Dockerfile puts the examples where the job reads them"
     );
-    assert!(script.contains("get clusters"), "the job waits for the hub: {script}");
+    assert!(
+        script.contains("get clusters"),
+        "the job waits for the hub: {script}"
+    );
     let text = std::fs::read_to_string(root().join(in_repo)).unwrap();
     let docs = flotilla_api::ocm::parse_documents(&text);
     let kinds: Vec<&'static str> = docs
@@ -110,7 +125,9 @@ fn the_compose_fleet_and_job_run_as_local_processes() {
     let c = compose();
     let nats = NatsServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let hub = common::HubBuilder::new(&nats, dir.path()).auto_accept().start();
+    let hub = common::HubBuilder::new(&nats, dir.path())
+        .auto_accept()
+        .start();
     // The compose file's own simulator arguments, with the service name replaced by this
     // test's server.
     let sim_args: Vec<String> = strings(&c["services"]["sim"]["command"])[1..]
@@ -138,7 +155,11 @@ fn the_compose_fleet_and_job_run_as_local_processes() {
     });
     let out = common::run_cli(
         &hub.grpc,
-        &["apply", "-f", root().join("examples/compose-demo.yaml").to_str().unwrap()],
+        &[
+            "apply",
+            "-f",
+            root().join("examples/compose-demo.yaml").to_str().unwrap(),
+        ],
         None,
     );
     assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
@@ -148,5 +169,8 @@ fn the_compose_fleet_and_job_run_as_local_processes() {
         .unwrap();
     let text = String::from_utf8_lossy(&status.stdout);
     assert!(status.status.success(), "{text}");
-    assert!(text.contains("rollout complete") && text.contains("5/5 available"), "{text}");
+    assert!(
+        text.contains("rollout complete") && text.contains("5/5 available"),
+        "{text}"
+    );
 }

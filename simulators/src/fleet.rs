@@ -61,7 +61,49 @@ pub struct Fleet {
     pub backends: Arc<Vec<(String, Arc<SimBackend>)>>,
 }
 
+impl Counters {
+    /// The counters in OpenMetrics text (without the closing `# EOF`).
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for (name, help, c) in [
+            (
+                "agent_starts",
+                "Simulated agents started (first starts, returns and restarts)",
+                &self.agent_starts,
+            ),
+            (
+                "link_downs",
+                "Links taken down by the connectivity model or a storm",
+                &self.link_downs,
+            ),
+            (
+                "restarts",
+                "Agents restarted by the connectivity model",
+                &self.restarts,
+            ),
+            (
+                "agent_failures",
+                "Simulated agents that stopped with an error",
+                &self.agent_failures,
+            ),
+        ] {
+            out += &format!(
+                "# HELP flotilla_sim_{name} {help}.\n# TYPE flotilla_sim_{name} counter\nflotilla_sim_{name}_total {}\n",
+                c.load(Ordering::Relaxed)
+            );
+        }
+        out
+    }
+}
+
 impl Fleet {
+    /// The agents' metrics and the fleet's counters, in OpenMetrics text.
+    pub fn render_metrics(&self, agents: &flotilla_agent::metrics::AgentMetrics) -> String {
+        let text = agents.render();
+        let body = text.strip_suffix("# EOF\n").unwrap_or(&text);
+        format!("{body}{}# EOF\n", self.counters.render())
+    }
+
     /// Starts every agent (at `start_rate` per second), then the fleet profile's connectivity
     /// model. Fails when a state directory cannot be used (unwritable, or holding another
     /// cluster's state).

@@ -60,6 +60,8 @@ pub struct FleetConfig {
     pub bootstrap_creds: Option<PathBuf>,
     /// A fleet profile; `None` is the built-in fleet with always-up links.
     pub profile: Option<FleetProfile>,
+    /// The metrics every agent of the fleet counts into.
+    pub metrics: std::sync::Arc<flotilla_agent::metrics::AgentMetrics>,
 }
 
 impl FleetConfig {
@@ -80,6 +82,7 @@ impl FleetConfig {
             bootstrap_creds: None,
             scores: Some(scores::ScoreConfig::every(Duration::from_secs(30))),
             profile: None,
+            metrics: std::sync::Arc::default(),
         }
     }
 
@@ -134,6 +137,7 @@ pub fn cluster(config: &FleetConfig, i: usize) -> (AgentConfig, SimBackend) {
     agent.work_status_interval = config.work_status_interval;
     agent.resync_interval = config.resync_interval;
     agent.score_interval = config.scores.as_ref().map(|s| s.interval);
+    agent.metrics = config.metrics.clone();
     // Simulated agents share one process: keep per-connection buffers small.
     agent.nats.client_capacity = 64;
     agent.nats.subscription_capacity = 256;

@@ -50,6 +50,9 @@ struct Args {
     /// connectivity model (flapping, outages, restarts). Sections it omits stay built-in.
     #[arg(long, env = "FLOTILLA_SIM_PROFILE")]
     profile: Option<std::path::PathBuf>,
+    /// Serve Prometheus metrics of the whole simulated fleet (`/metrics`) on this address.
+    #[arg(long, env = "FLOTILLA_METRICS_LISTEN")]
+    metrics_listen: Option<std::net::SocketAddr>,
     /// Show a progress bar while the agents start (default: when stderr is a terminal).
     #[arg(long)]
     progress: bool,
@@ -103,6 +106,15 @@ async fn main() -> anyhow::Result<()> {
             }
         }
     }
+    // Bound before the (possibly long) start, so a taken port fails at once.
+    let metrics_listener = match args.metrics_listen {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| anyhow::anyhow!("--metrics-listen {addr}: {e}"))?,
+        ),
+        None => None,
+    };
     let bar = if args.progress || std::io::stderr().is_terminal() {
         indicatif::ProgressBar::new(args.clusters as u64)
     } else {
@@ -126,6 +138,14 @@ async fn main() -> anyhow::Result<()> {
         }
     };
     bar.finish_with_message("started");
+    if let Some(listener) = metrics_listener {
+        let (f, agents) = (fleet.clone(), config.metrics.clone());
+        tokio::spawn(flotilla_bus::process::serve_metrics(
+            listener,
+            move || f.render_metrics(&agents),
+            flotilla_bus::process::shutdown_signal(),
+        ));
+    }
     tracing::info!(clusters = args.clusters, nats = %args.nats.url, "simulated fleet running");
     flotilla_bus::process::shutdown_signal().await;
     tracing::info!("stopping simulated fleet");

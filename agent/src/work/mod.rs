@@ -71,6 +71,8 @@ pub struct WorkConfig {
     pub status_interval: Duration,
     /// Largest event.
     pub max_event_bytes: usize,
+    /// Where applies and works are counted.
+    pub metrics: Arc<crate::metrics::AgentMetrics>,
 }
 
 impl Default for WorkConfig {
@@ -78,6 +80,7 @@ impl Default for WorkConfig {
         Self {
             status_interval: Duration::from_secs(10),
             max_event_bytes: flotilla_bus::envelope::DEFAULT_MAX_EVENT_BYTES,
+            metrics: Arc::default(),
         }
     }
 }
@@ -90,6 +93,7 @@ pub struct Publisher {
     cluster: String,
     source: String,
     max_event_bytes: usize,
+    metrics: Arc<crate::metrics::AgentMetrics>,
 }
 
 impl Publisher {
@@ -99,8 +103,10 @@ impl Publisher {
         store: Arc<LocalStore>,
         cluster: &str,
         max_event_bytes: usize,
+        metrics: Arc<crate::metrics::AgentMetrics>,
     ) -> Self {
         Self {
+            metrics,
             js: async_nats::jetstream::new(client),
             store,
             cluster: cluster.to_string(),
@@ -149,14 +155,16 @@ impl Publisher {
                 .await
                 .map_err(|e| e.to_string())
         };
-        match tokio::time::timeout(Duration::from_secs(5), attempt).await {
+        let ok = match tokio::time::timeout(Duration::from_secs(5), attempt).await {
             Ok(Ok(_)) => true,
             Ok(Err(e)) => {
                 tracing::debug!(error = %e, "work status publish failed; will retry");
                 false
             }
             Err(_) => false,
-        }
+        };
+        self.metrics.status(ok);
+        ok
     }
 }
 

@@ -151,7 +151,8 @@ fn draws_are_uniform_enough() {
 
 #[test]
 fn the_example_profile_in_the_repository_loads() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/fleet-profile.yaml");
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/fleet-profile.yaml");
     let p = FleetProfile::load(&path).expect("examples/fleet-profile.yaml");
     assert_eq!(p.seed, 42);
     assert_eq!(p.connectivity.restarts.len(), 2);
