@@ -90,12 +90,18 @@ fn pairs(flag: &str, raw: &[String], errors: &mut Vec<String>) -> Vec<(String, S
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("flotilla-agent: starting the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // The OTLP exporter needs the runtime; logs and traces are set up inside it.
+    let _tracing = {
+        let _enter = runtime.enter();
+        flotilla_bus::trace::init("flotilla-agent", "info")
+    };
     let args = Args::parse();
     let mut errors = Vec::new();
     let mut config = AgentConfig::new(&args.cluster_name, &args.nats.url);
@@ -123,13 +129,6 @@ fn main() -> ExitCode {
         }
         return ExitCode::from(64);
     }
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("flotilla-agent: starting the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
     let backend: Arc<dyn flotilla_agent::backend::Backend> = if args.backend == "kubernetes" {
         match runtime.block_on(KubeBackend::connect(args.kubeconfig.as_deref())) {
             Ok(b) => Arc::new(b),

@@ -8,7 +8,8 @@
 //! - [`jetstream`]: the `FLOTILLA_STATUS` stream and KV buckets created in a way that works on
 //!   nats-server 2.9 and newer, and a bulk loader for KV state.
 //! - [`ids`]: resource ids (UUIDv5) and status hashes.
-//! - [`process`]: signal handling and RSS for the binaries.
+//! - [`process`]: signal handling, RSS and the `/metrics` endpoint for the binaries.
+//! - [`trace`]: logging and OpenTelemetry traces (OTLP), `traceparent` across events.
 //! - [`scores`]: AddOnPlacementScore reports (event type, status subject).
 //! - [`works`]: ManifestWork spec, status and resync events (types, resource id, subject).
 
@@ -21,6 +22,7 @@ pub mod jetstream;
 pub mod process;
 pub mod scores;
 pub mod subjects;
+pub mod trace;
 pub mod works;
 
 pub use envelope::{EnvelopeError, Event, EventType};

@@ -139,12 +139,18 @@ fn init(dir: &std::path::Path, options: flotilla_auth::InitOptions) -> ExitCode 
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("flotilla-hub: starting the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // The OTLP exporter needs the runtime; logs and traces are set up inside it.
+    let _tracing = {
+        let _enter = runtime.enter();
+        flotilla_bus::trace::init("flotilla-hub", "info")
+    };
     let args = Args::parse();
     if let Some(Command::Init {
         dir,
@@ -282,13 +288,6 @@ fn main() -> ExitCode {
     config.placement.addon_resync =
         std::time::Duration::from_secs(args.placement_addon_resync_seconds);
 
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("flotilla-hub: starting the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
     let result = runtime.block_on(flotilla_hub::run(
         config,
         flotilla_bus::process::shutdown_signal(),

@@ -542,6 +542,7 @@ async fn handle_status(
                 sequence: event.sequence_id,
                 hash: event.status_hash.clone(),
                 ack: Some(msg),
+                traceparent: event.traceparent.clone(),
             })))
         }
         (flotilla_bus::scores::KIND_SCORE, Some(rid))

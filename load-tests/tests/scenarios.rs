@@ -123,7 +123,10 @@ fn a_hub_killed_mid_fanout_loses_nothing() {
         "120",
     ]);
     let at_kill = v["converged_at_kill"].as_u64().unwrap();
-    assert!(at_kill < 30, "the kill came before the fanout ended: {v}");
+    assert!(
+        at_kill <= 15,
+        "the kill came before the second half was applied: {v}"
+    );
 }
 
 #[test]

@@ -60,12 +60,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,flotilla_sim=info")),
-        )
-        .init();
+    let _tracing = flotilla_bus::trace::init("flotilla-sim", "warn,flotilla_sim=info");
     let args = Args::parse();
     if args.clusters == 0 {
         eprintln!("flotilla-sim: --clusters must be at least 1");

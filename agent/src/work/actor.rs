@@ -23,7 +23,8 @@ pub const DEFAULT_FIELD_MANAGER: &str = "work-agent";
 const REAPPLY_EVERY: u32 = 30;
 
 enum WorkMsg {
-    Update(Box<ManifestWork>),
+    /// A new spec, with the hub's trace of it.
+    Update(Box<ManifestWork>, Option<String>),
     Delete(Option<Box<ManifestWork>>),
     Republish,
 }
@@ -48,8 +49,11 @@ impl WorkHandle {
     }
 
     /// Delivers a new spec.
-    pub async fn update(&self, work: ManifestWork) {
-        let _ = self.tx.send(WorkMsg::Update(Box::new(work))).await;
+    pub async fn update(&self, work: ManifestWork, traceparent: Option<String>) {
+        let _ = self
+            .tx
+            .send(WorkMsg::Update(Box::new(work), traceparent))
+            .await;
     }
 
     /// Deletes the work with the delete option of `work`.
@@ -99,8 +103,18 @@ struct Parsed {
 }
 
 /// Spawns the actor of a work.
+/// What a work actor starts from: its record, and the hub's trace of the spec when one just
+/// arrived (none for works resumed from local state).
+pub(super) struct Start {
+    pub(super) record: AppliedManifestWork,
+    pub(super) traceparent: Option<String>,
+}
+
 pub(super) fn spawn(
-    record: AppliedManifestWork,
+    Start {
+        record,
+        traceparent,
+    }: Start,
     cluster: String,
     backend: Arc<dyn Backend>,
     store: Arc<LocalStore>,
@@ -128,6 +142,7 @@ pub(super) fn spawn(
         publisher,
         ownership,
         config,
+        traceparent,
         manifests: Vec::new(),
         apply_results: Vec::new(),
         status: ManifestWorkStatus::default(),
@@ -159,6 +174,8 @@ struct WorkActor {
     publisher: Publisher,
     ownership: Arc<Mutex<Ownership>>,
     config: WorkConfig,
+    /// The hub's trace of the spec this actor starts with.
+    traceparent: Option<String>,
     manifests: Vec<Parsed>,
     apply_results: Vec<ApplyResult>,
     status: ManifestWorkStatus,
@@ -181,9 +198,18 @@ impl WorkActor {
         if self.record.deleting {
             self.delete(None).await;
         } else {
-            self.parse();
-            self.apply().await;
-            self.refresh_and_publish(false).await;
+            let span = apply_span(
+                &self.cluster,
+                &self.name,
+                self.traceparent.take().as_deref(),
+            );
+            async {
+                self.parse();
+                self.apply().await;
+                self.refresh_and_publish(false).await;
+            }
+            .instrument(span)
+            .await;
         }
         let mut tick = tokio::time::interval(self.config.status_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -193,7 +219,10 @@ impl WorkActor {
             tokio::select! {
                 msg = self.rx.recv() => match msg {
                     None => break,
-                    Some(WorkMsg::Update(work)) => self.update(*work).await,
+                    Some(WorkMsg::Update(work, traceparent)) => {
+                        let span = apply_span(&self.cluster, &self.name, traceparent.as_deref());
+                        self.update(*work).instrument(span).await
+                    }
                     Some(WorkMsg::Delete(work)) => self.delete(work.map(|w| *w)).await,
                     Some(WorkMsg::Republish) => {
                         if self.record.deleting {
@@ -673,4 +702,12 @@ fn with_owner(object: &serde_json::Value, owner: &serde_json::Value) -> serde_js
         o["metadata"]["ownerReferences"] = serde_json::Value::Array(refs);
     }
     o
+}
+
+/// The span of applying a spec: a child of the hub's span when the spec event carried one, so
+/// that the agent's status event (which carries this span's `traceparent`) continues the trace.
+fn apply_span(cluster: &str, work: &str, traceparent: Option<&str>) -> tracing::Span {
+    let span = tracing::info_span!("work.apply", cluster.name = %cluster, work.name = %work);
+    flotilla_bus::trace::follow(&span, traceparent);
+    span
 }

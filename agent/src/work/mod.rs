@@ -129,16 +129,19 @@ impl Publisher {
                 return false;
             }
         };
-        let ev = Event::new(
+        let mut ev = Event::new(
             works::status_type(),
             self.source.clone(),
             self.cluster.clone(),
             report,
-        )
-        .with_sequence(seq)
-        .with_status_hash()
-        .with_resource_id(report.resource_id.clone())
-        .with_resource_version(report.observed_generation);
+        );
+        // Inside an apply's span the status continues the work's trace at the hub.
+        ev.traceparent = flotilla_bus::trace::traceparent();
+        let ev = ev
+            .with_sequence(seq)
+            .with_status_hash()
+            .with_resource_id(report.resource_id.clone())
+            .with_resource_version(report.observed_generation);
         let bytes = match ev.encode(self.max_event_bytes) {
             Ok(b) => b,
             Err(e) => {
@@ -211,15 +214,18 @@ impl WorkManager {
         for r in records {
             tracing::info!(work = %r.work.as_ref().and_then(|w| w.metadata.as_ref()).map(|m| m.name.clone()).unwrap_or_default(), "resuming a work from local state");
             let rid = r.resource_id.clone();
-            let handle = this.spawn(r);
+            let handle = this.spawn(r, None);
             this.actors.insert(rid, handle);
         }
         Ok(this)
     }
 
-    fn spawn(&self, record: AppliedManifestWork) -> actor::WorkHandle {
+    fn spawn(&self, record: AppliedManifestWork, traceparent: Option<String>) -> actor::WorkHandle {
         actor::spawn(
-            record,
+            actor::Start {
+                record,
+                traceparent,
+            },
             self.cluster.clone(),
             self.backend.clone(),
             self.store.clone(),
@@ -283,7 +289,7 @@ impl WorkManager {
             return;
         }
         match self.actors.get(&rid) {
-            Some(h) => h.update(work).await,
+            Some(h) => h.update(work, event.traceparent.clone()).await,
             None => {
                 let record = AppliedManifestWork {
                     resource_id: rid.clone(),
@@ -291,7 +297,7 @@ impl WorkManager {
                     applied: Vec::new(),
                     deleting: false,
                 };
-                let handle = self.spawn(record);
+                let handle = self.spawn(record, event.traceparent.clone());
                 self.actors.insert(rid, handle);
             }
         }

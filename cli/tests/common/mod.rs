@@ -33,6 +33,7 @@ pub struct HubBuilder<'a> {
     flags: Vec<String>,
     tls: bool,
     log_level: &'static str,
+    env: Vec<(String, String)>,
 }
 
 impl<'a> HubBuilder<'a> {
@@ -46,7 +47,14 @@ impl<'a> HubBuilder<'a> {
             flags: Vec::new(),
             tls: false,
             log_level: "info",
+            env: Vec::new(),
         }
+    }
+
+    /// Sets an environment variable of the hub process.
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.to_string(), value.to_string()));
+        self
     }
 
     /// Listens for gRPC on `port` (a restarted hub keeps its address).
@@ -95,6 +103,7 @@ impl<'a> HubBuilder<'a> {
             cmd.arg("--auto-accept");
         }
         cmd.args(&self.flags);
+        cmd.envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         // A hub restarted on the same port writes a log of its own.
         let log = self
             .dir

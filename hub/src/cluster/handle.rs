@@ -76,6 +76,8 @@ pub struct WorkStatusEvent {
     pub hash: Option<String>,
     /// The JetStream message, acknowledged once handled.
     pub ack: Option<async_nats::jetstream::Message>,
+    /// The agent's trace of this status (W3C `traceparent`).
+    pub traceparent: Option<String>,
 }
 
 pub(super) type Reply<T> = oneshot::Sender<Result<T, ClusterError>>;
@@ -134,6 +136,8 @@ pub enum Msg {
     ApplyWork {
         /// The work as submitted.
         work: Box<ManifestWork>,
+        /// The caller's trace (W3C `traceparent`), carried into the spec event.
+        traceparent: Option<String>,
         /// Answer.
         respond_to: Reply<ManifestWork>,
     },
@@ -201,6 +205,7 @@ impl ClusterHandle {
     pub async fn apply_work(&self, work: ManifestWork) -> Result<ManifestWork, ClusterError> {
         self.call(|respond_to| Msg::ApplyWork {
             work: Box::new(work),
+            traceparent: flotilla_bus::trace::traceparent(),
             respond_to,
         })
         .await

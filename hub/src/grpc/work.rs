@@ -15,6 +15,7 @@ use std::pin::Pin;
 use std::time::Duration;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
+use tracing::Instrument;
 
 /// How long a proxy query waits for the agent.
 const PROXY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -61,17 +62,23 @@ impl WorkService for WorkApi {
         req: Request<ManifestWork>,
     ) -> Result<Response<ManifestWork>, Status> {
         let work = req.into_inner();
-        let errors = flotilla_api::work::validate(&work);
-        if !errors.is_empty() {
-            return Err(Status::invalid_argument(errors.join("; ")));
-        }
-        let cluster = work
+        let (cluster, name) = work
             .metadata
             .as_ref()
-            .map(|m| m.namespace.clone())
+            .map(|m| (m.namespace.clone(), m.name.clone()))
             .unwrap_or_default();
-        let handle = self.cluster(&cluster)?;
-        Ok(Response::new(handle.apply_work(work).await?))
+        // The root of a work's trace: API → cluster actor → spec event → agent → status.
+        let span = tracing::info_span!("ApplyWork", cluster.name = %cluster, work.name = %name);
+        async move {
+            let errors = flotilla_api::work::validate(&work);
+            if !errors.is_empty() {
+                return Err(Status::invalid_argument(errors.join("; ")));
+            }
+            let handle = self.cluster(&cluster)?;
+            Ok(Response::new(handle.apply_work(work).await?))
+        }
+        .instrument(span)
+        .await
     }
 
     async fn get_work(

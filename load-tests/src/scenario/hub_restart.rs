@@ -1,7 +1,7 @@
 //! `hub-restart`: the fleet Available, the first half of the clusters get their work; once a
-//! quarter of the fleet has converged the second half is being applied when the hub is killed
-//! (`kill -9`), then started again; the scenario keeps applying (retrying what the dead hub
-//! could not take). Converged only if every cluster's work exists and reports Applied and
+//! quarter of the fleet has converged the hub is killed (`kill -9`) and the second half is
+//! applied against the dead hub, then the hub is started again; the scenario keeps applying
+//! (retrying what the dead hub could not take). Converged only if every cluster's work exists and reports Applied and
 //! Available: nothing lost. Needs a self-started hub.
 
 use super::{Run, WORK};
@@ -30,16 +30,17 @@ pub async fn run(mut run: Run) -> Result<(Summary, Run)> {
     if works.wait_done(quarter, run.deadline()).await.is_err() {
         bail!("only {} works converged before the kill", works.done());
     }
+    // The kill lands while the first half's statuses are still arriving and before the second
+    // half is applied: those calls meet a dead hub and are retried until it is back.
+    let converged_at_kill = works.done();
+    run.topology.kill_hub()?;
+    let killed = Instant::now();
     let second = {
         let applier = applier.clone();
         let works = works.clone();
         let rest = names[half..].to_vec();
         tokio::spawn(async move { applier.apply(rest, 1, &works).await })
     };
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let converged_at_kill = works.done();
-    run.topology.kill_hub()?;
-    let killed = Instant::now();
     tokio::time::sleep(Duration::from_secs(1)).await;
     run.topology.restart_hub().await?;
     summary.set("hub_down_seconds", killed.elapsed().as_secs_f64());

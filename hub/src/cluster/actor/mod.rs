@@ -152,15 +152,29 @@ impl Actor {
                 let r = self.admin_edit(*edit).await;
                 let _ = respond_to.send(r);
             }
-            Msg::ApplyWork { work, respond_to } => {
-                let r = self.apply_work(*work).await;
+            Msg::ApplyWork {
+                work,
+                traceparent,
+                respond_to,
+            } => {
+                let span = tracing::info_span!("work.apply", cluster.name = %self.name);
+                flotilla_bus::trace::follow(&span, traceparent.as_deref());
+                let r = self.apply_work(*work).instrument(span).await;
                 let _ = respond_to.send(r);
             }
             Msg::DeleteWork { name, respond_to } => {
                 let r = self.delete_work(&name).await;
                 let _ = respond_to.send(r);
             }
-            Msg::WorkStatus(ev) => self.work_status(*ev).await,
+            Msg::WorkStatus(ev) => {
+                let span = tracing::info_span!(
+                    "work.status",
+                    cluster.name = %self.name,
+                    work.name = %ev.report.work_name
+                );
+                flotilla_bus::trace::follow(&span, ev.traceparent.as_deref());
+                self.work_status(*ev).instrument(span).await
+            }
             Msg::Resync { request, reply } => self.resync(*request, reply).await,
             Msg::Delete(tx) => {
                 let r = self.delete().await;

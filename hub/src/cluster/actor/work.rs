@@ -27,6 +27,8 @@ pub(super) struct WorkEntry {
     last_sent: Option<Instant>,
     /// Current re-send delay.
     backoff: Duration,
+    /// The trace of the apply that produced the current spec (re-sends carry it too).
+    traceparent: Option<String>,
 }
 
 impl WorkEntry {
@@ -78,6 +80,7 @@ impl Actor {
                             .saturating_sub(RESEND_AFTER_RESTART),
                     ),
                     backoff: self.shared.config.work_resend_after,
+                    traceparent: None,
                 },
             );
         }
@@ -244,6 +247,7 @@ impl Actor {
                 revision: rev,
                 last_sent: None,
                 backoff,
+                traceparent: None,
             });
         entry.work = work;
         entry.revision = rev;
@@ -291,7 +295,11 @@ impl Actor {
             return;
         };
         entry.last_sent = Some(Instant::now());
-        let ev = work_rules::spec_event(&self.name, &entry.work, SOURCE);
+        if let Some(tp) = flotilla_bus::trace::traceparent() {
+            entry.traceparent = Some(tp);
+        }
+        let mut ev = work_rules::spec_event(&self.name, &entry.work, SOURCE);
+        ev.traceparent = entry.traceparent.clone();
         match ev.encode(self.shared.config.max_event_bytes) {
             Ok(bytes) => {
                 if let Err(e) = self
@@ -336,6 +344,7 @@ impl Actor {
             sequence,
             hash,
             ack,
+            traceparent: _,
         } = ev;
         let ty = flotilla_bus::works::status_type().to_string();
         let name = report.work_name.clone();
