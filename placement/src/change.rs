@@ -9,7 +9,8 @@
 //!    when ResourceAllocatableCPU / Memory has a non-zero weight. A change outside that
 //!    projection (a label nobody selects on, a capacity nobody ranks by) cannot move anything.
 //! 2. **Can the changed cluster matter?** The scheduler computes every score from the feasible
-//!    clusters alone (see [`crate::schedule`]), so a cluster change can move a placement's
+//!    clusters and from decision counts that cluster data does not touch (see
+//!    [`crate::schedule`]), so a cluster change can move a placement's
 //!    decisions only if the cluster was or is decided for it, or the old or the new version of
 //!    the cluster reaches the placement: member of an eligible set, not being deleted, passing the
 //!    predicates. Taints are deliberately not looked at here: a tainted cluster that reaches the

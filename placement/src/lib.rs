@@ -29,8 +29,6 @@
 //! - `PreferNoSelect` taints rank a cluster after every cluster without one ([`schedule`]);
 //!   OCM ignores them.
 //! - `spreadPolicy` is implemented ([`spread`]); OCM only defines it.
-//! - Balance's maximum count is taken over the feasible clusters, not every cluster
-//!   ([`schedule`]), so that non-feasible clusters can never move decisions ([`change`]).
 //! - A misconfigured spec leaves the existing decisions alone ([`ScheduleError`]); OCM empties
 //!   them.
 //! - When several tolerations match a taint, the longest-holding one counts ([`taint`]).

@@ -7,10 +7,12 @@
 //!    then taints ([`crate::taint`]).
 //! 3. **Weights**: [`crate::score::effective_weights`].
 //! 4. **Scores**: Balance, Steady, ResourceAllocatableCPU/Memory, AddOn ([`crate::score`]).
-//!    Balance's maximum count and the resource minimum/maximum are taken over the *feasible*
-//!    clusters (OCM takes Balance's maximum over every cluster in any decision). This keeps
-//!    every score a function of the feasible set alone, so a change to a cluster that is not
-//!    feasible cannot move anybody's decisions — which is what lets
+//!    Balance's maximum count is taken, as OCM does, over every cluster in another placement's
+//!    decisions, feasible for this placement or not: a busy cluster this placement cannot use
+//!    still sets the scale, which decides whether Steady keeps an existing decision. The counts
+//!    come from decisions, not from cluster data, so a change to a cluster that is not feasible
+//!    still cannot move anybody's decisions. The resource minimum/maximum are taken over the
+//!    feasible clusters (as OCM). Together this is what lets
 //!    [`crate::change::placement_may_be_affected`] stay exact.
 //! 5. **Order**: clusters with an untolerated `PreferNoSelect` taint rank after all others (a
 //!    separate tier rather than a score penalty: no weight configuration can make a tainted
@@ -46,8 +48,8 @@ use crate::groups::{PlacementDecision, group_sorted};
 use crate::index::IdSelector;
 use crate::placement::{ClusterSelector, Placement, TopologyKeyType};
 use crate::score::{
-    BuiltIn, Prioritizer, balance_score, clamp_score, effective_weights, resource_score,
-    steady_score,
+    BuiltIn, Prioritizer, balance_max_count, balance_score, clamp_score, effective_weights,
+    resource_score, steady_score,
 };
 use crate::selector::SelectorError;
 use crate::spread::{self, SpreadReason};
@@ -495,7 +497,13 @@ fn run(
                         .collect(),
                     _ => vec![0; feasible.len()],
                 };
-                let max = counts.iter().copied().max().unwrap_or(0);
+                let max = input.other_decision_counts.map_or(0, |m| {
+                    balance_max_count(
+                        m,
+                        input.current_decisions.into_iter().flatten(),
+                        input.counts_include_current,
+                    )
+                });
                 for (s, &c) in column.iter_mut().zip(&counts) {
                     *s = balance_score(c, max);
                 }

@@ -215,6 +215,48 @@ fn balance_prefers_clusters_with_fewer_other_decisions() {
 }
 
 #[test]
+fn balance_max_counts_clusters_outside_the_feasible_set_so_steady_keeps_the_decision() {
+    // "x" is not feasible (fails the predicate) but holds the most decisions elsewhere (4).
+    // OCM scales Balance by that 4: b (decided, 2 elsewhere) scores 0 + Steady 100 = 100 and a
+    // (1 elsewhere) scores 50, so b stays. Scaling by the feasible maximum (2) would give b
+    // −100 + 100 = 0 and a 0, and the name tie-break would move the decision to a.
+    let w = World::global("ns").clusters([
+        Cluster::test("a").label("env", "prod"),
+        Cluster::test("b").label("env", "prod"),
+        Cluster::test("x").label("env", "dev"),
+    ]);
+    let p = Placement::new("ns", "p").number_of_clusters(1).predicate(
+        crate::parse_selector("env=prod").unwrap(),
+        LabelSelector::everything(),
+    );
+    let current = set_of(&["b"]);
+    let others: HashMap<String, u32> = [
+        ("a".to_owned(), 1),
+        ("b".to_owned(), 2),
+        ("x".to_owned(), 4),
+    ]
+    .into();
+    let input = PlacementInput::new(&p, t(0))
+        .current_decisions(&current)
+        .other_decision_counts(&others);
+    let (s, debug) = w.fleet().explain(&input).unwrap();
+    let balance = |n: &str| debug.cluster(n).unwrap().scores[0].score;
+    assert_eq!((balance("a"), balance("b")), (50, 0));
+    assert_eq!(names(&s), ["b"], "the existing decision is kept");
+    // The same through fleet-wide counts that include this placement's own decision on b.
+    let all: HashMap<String, u32> = [
+        ("a".to_owned(), 1),
+        ("b".to_owned(), 3),
+        ("x".to_owned(), 4),
+    ]
+    .into();
+    let input = PlacementInput::new(&p, t(0))
+        .current_decisions(&current)
+        .all_decision_counts(&all);
+    assert_eq!(names(&w.fleet().schedule(&input).unwrap()), ["b"]);
+}
+
+#[test]
 fn fleet_wide_counts_minus_own_decisions_equal_other_counts() {
     let w = World::global("ns").clusters(["a", "b", "c"].map(Cluster::test));
     let p = Placement::new("ns", "p").number_of_clusters(2);
