@@ -287,8 +287,8 @@ pub struct Toleration {
     /// Only taints with this effect; `None` matches every effect.
     #[serde(default)]
     pub effect: Option<TaintEffect>,
-    /// For NoSelect / PreferNoSelect taints: the toleration holds until the taint's `timeAdded`
-    /// plus this many seconds. Ignored for NoSelectIfNew. `None` = forever.
+    /// The toleration holds until the taint's `timeAdded` plus this many seconds (a cluster
+    /// already decided needs no toleration for a NoSelectIfNew taint). `None` = forever.
     #[serde(default)]
     pub toleration_seconds: Option<i64>,
 }

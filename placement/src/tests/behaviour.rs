@@ -362,6 +362,43 @@ fn no_select_if_new_keeps_decided_clusters_but_blocks_new_ones() {
 }
 
 #[test]
+fn no_select_if_new_toleration_seconds_bound_a_cluster_not_yet_decided() {
+    // Both taints added at t(0); the toleration holds for 60 s.
+    let drain = Taint::test("drain", "", TaintEffect::NoSelectIfNew);
+    let w = World::global("ns")
+        .cluster(Cluster::test("old").taint(drain.clone()))
+        .cluster(Cluster::test("new").taint(drain));
+    let p = Placement::new("ns", "p").toleration(Toleration::exists("drain").seconds(60));
+    let fleet = w.fleet();
+    let current = set_of(&["old"]);
+    let at = |secs, current| {
+        fleet
+            .schedule(&PlacementInput::new(&p, t(secs)).current_decisions(current))
+            .unwrap()
+    };
+    let before = at(59, &current);
+    assert_eq!(names(&before), ["new", "old"]);
+    assert_eq!(
+        before.toleration_expires_at,
+        Some(t(60)),
+        "re-evaluate when the new cluster's toleration expires"
+    );
+    assert_eq!(
+        names(&at(60, &current)),
+        ["old"],
+        "a new cluster is no longer selected"
+    );
+    let both = set_of(&["new", "old"]);
+    let kept = at(60, &both);
+    assert_eq!(
+        names(&kept),
+        ["new", "old"],
+        "decided clusters need no toleration"
+    );
+    assert_eq!(kept.toleration_expires_at, None);
+}
+
+#[test]
 fn prefer_no_select_ranks_after_untainted_clusters_whatever_the_score() {
     let w = World::global("ns")
         .cluster(Cluster::test("tainted").cpu(64.0).taint(Taint::test(
