@@ -31,6 +31,8 @@
 //! - `spreadPolicy` is implemented ([`spread`]); OCM only defines it.
 //! - A misconfigured spec leaves the existing decisions alone ([`ScheduleError`]); OCM empties
 //!   them.
+//! - A negative `numberOfClusters` is misconfigured ([`validate`](mod@validate)); OCM's CRD accepts
+//!   it and its scheduler then fails on every run.
 //! - When several tolerations match a taint, the longest-holding one counts ([`taint`]).
 //! - AddOn scores are clamped to [-100, 100] and stale from `validUntil` on ([`score`]), and
 //!   [`Schedule::requeue_at`] includes their expiry.

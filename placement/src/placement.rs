@@ -166,13 +166,16 @@ impl ClusterSelector {
 
 /// `Additive` keeps the default weights (Balance 1, Steady 1) and overrides them; `Exact` uses
 /// only what is configured.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PrioritizerMode {
     /// Defaults plus overrides (OCM's default, also for `""`).
     #[default]
     Additive,
     /// Only configured prioritizers.
     Exact,
+    /// Any other mode. OCM's CRD accepts any string here; the placement is then misconfigured
+    /// ([`crate::validate`]).
+    Other(String),
 }
 
 /// `spec.prioritizerPolicy`.
@@ -262,13 +265,16 @@ pub struct AddOnScoreRef {
 }
 
 /// How a toleration compares values.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TolerationOperator {
     /// Key and value must both match (OCM default).
     #[default]
     Equal,
     /// Any value; with an empty key, any taint.
     Exists,
+    /// Any other operator. OCM's CRD accepts any string here and such a toleration matches no
+    /// taint (with an empty key the placement is misconfigured, see [`crate::validate`]).
+    Other(String),
 }
 
 /// `spec.tolerations[]`.

@@ -85,14 +85,17 @@ pub struct Weighted {
 
 /// Step 3: the prioritizers that run and their weights.
 ///
-/// `Additive` starts from Balance 1 and Steady 1; `Exact` from nothing. Configurations then set
+/// `Additive` starts from Balance 1 and Steady 1; `Exact` from nothing (an unknown mode counts
+/// as Additive here; validation reports it). Configurations then set
 /// the weight of their coordinate (a later one for the same coordinate wins). Weight 0 disables.
 /// Coordinates that fail validation (unknown built-in, AddOn without `addOn`) are skipped; the
 /// scheduler never gets here with such a spec. The order is stable: built-ins in
 /// [`BuiltIn::ALL`] order, then AddOn scores in the order first configured.
 pub fn effective_weights(policy: &PrioritizerPolicy) -> Vec<Weighted> {
     let mut weights: Vec<(Prioritizer, i32)> = match policy.mode {
-        PrioritizerMode::Additive => vec![
+        // An unknown mode never gets scheduled (validation); Additive keeps the reads of
+        // `crate::change` on the safe side meanwhile.
+        PrioritizerMode::Additive | PrioritizerMode::Other(_) => vec![
             (Prioritizer::BuiltIn(BuiltIn::Balance), 1),
             (Prioritizer::BuiltIn(BuiltIn::Steady), 1),
         ],

@@ -31,6 +31,7 @@ pub fn toleration_matches(toleration: &Toleration, taint: &Taint) -> bool {
     match toleration.operator {
         TolerationOperator::Equal => toleration.value == taint.value,
         TolerationOperator::Exists => true,
+        TolerationOperator::Other(_) => false,
     }
 }
 
@@ -222,6 +223,20 @@ mod tests {
             check_taints(&taints, &[Toleration::exists("")], false, t(0)),
             FREE
         );
+    }
+
+    #[test]
+    fn an_unknown_operator_tolerates_nothing() {
+        let taints = [taint("gpu", "true", TaintEffect::NoSelect)];
+        let odd = Toleration {
+            operator: TolerationOperator::Other("exists".into()),
+            ..Toleration::equal("gpu", "true")
+        };
+        assert!(!toleration_matches(&odd, &taints[0]));
+        assert!(matches!(
+            check_taints(&taints, &[odd], false, t(0)),
+            TaintCheck::Rejected { .. }
+        ));
     }
 
     #[test]

@@ -1,15 +1,22 @@
 //! Placement spec validation: every problem at once, each with its field path and a kind that
 //! says how OCM treats it.
 //!
-//! OCM rejects some mistakes at the API (its CRD schema: weight range, `numberOfClusters`,
-//! `maxSkew`, the `clustersPerDecisionGroup` pattern) and accepts others, reporting them later as
-//! the `PlacementMisconfigured` condition (unknown built-in prioritizers, incomplete AddOn
-//! coordinates, selector and toleration mistakes). [`ErrorKind`] carries that distinction so the
-//! hub can choose what to reject; the scheduler refuses to schedule a spec with any error.
+//! OCM rejects some mistakes at the API (its CRD schema: weight range, `maxSkew` minimum, the
+//! pattern of a string `clustersPerDecisionGroup`, an empty `topologyKey`) and accepts others,
+//! reporting them later as the `PlacementMisconfigured` condition (an unknown prioritizer mode,
+//! unknown built-in prioritizers, incomplete AddOn coordinates, a string count as
+//! `clustersPerDecisionGroup`, selector and toleration mistakes). [`ErrorKind`] carries that
+//! distinction so the hub rejects only what OCM's API rejects; the scheduler refuses to schedule
+//! a spec with any error.
+//!
+//! One deviation: a negative `numberOfClusters` passes OCM's CRD (no minimum) and then makes
+//! OCM's scheduler fail on every run; Flotilla reports it as misconfigured.
 
 use crate::error::{ErrorKind, FieldError};
 use crate::groups::GroupSize;
-use crate::placement::{ClusterSelector, Placement, ScoreCoordinateType, TolerationOperator};
+use crate::placement::{
+    ClusterSelector, Placement, PrioritizerMode, ScoreCoordinateType, TolerationOperator,
+};
 use crate::score::BuiltIn;
 
 /// Every problem in `placement`, in field order. Empty means the spec can be scheduled.
@@ -22,7 +29,7 @@ pub fn validate(placement: &Placement) -> Vec<FieldError> {
     {
         errors.push(FieldError::new(
             "spec.numberOfClusters",
-            Invalid,
+            Misconfigured,
             format!("must be >= 0 (got {n})"),
         ));
     }
@@ -33,6 +40,14 @@ pub fn validate(placement: &Placement) -> Vec<FieldError> {
             &format!("spec.predicates[{i}].requiredClusterSelector"),
             &mut errors,
         );
+    }
+
+    if let PrioritizerMode::Other(mode) = &placement.prioritizer_policy.mode {
+        errors.push(FieldError::new(
+            "spec.prioritizerPolicy.mode",
+            Misconfigured,
+            format!("unknown mode {mode:?} (want Additive or Exact)"),
+        ));
     }
 
     for (i, c) in placement
@@ -118,10 +133,10 @@ pub fn validate(placement: &Placement) -> Vec<FieldError> {
             &mut errors,
         );
     }
-    if let Err(message) = GroupSize::parse(&gs.clusters_per_decision_group) {
+    if let Err((kind, message)) = GroupSize::parse(&gs.clusters_per_decision_group) {
         errors.push(FieldError::new(
             "spec.decisionStrategy.groupStrategy.clustersPerDecisionGroup",
-            Invalid,
+            kind,
             message,
         ));
     }
@@ -219,7 +234,7 @@ mod tests {
                 ..Toleration::exists("k")
             })
             .toleration(Toleration::equal("", "v"))
-            .clusters_per_decision_group(IntOrString::Int(0))
+            .clusters_per_decision_group(IntOrString::String("0%".into()))
             .spread(SpreadConstraint::label(
                 "",
                 0,
@@ -248,7 +263,7 @@ mod tests {
         assert_eq!(
             kinds,
             [
-                Invalid,
+                Misconfigured,
                 Misconfigured,
                 Invalid,
                 Misconfigured,
@@ -289,10 +304,36 @@ mod tests {
     }
 
     #[test]
+    fn unknown_mode_and_string_group_count_are_misconfigured_not_rejected() {
+        let p = Placement::new("ns", "p")
+            .mode(PrioritizerMode::Other("Fancy".into()))
+            .clusters_per_decision_group(IntOrString::String("3".into()));
+        let errors = validate(&p);
+        assert_eq!(
+            paths(&errors),
+            [
+                "spec.prioritizerPolicy.mode",
+                "spec.decisionStrategy.groupStrategy.clustersPerDecisionGroup"
+            ]
+        );
+        assert!(errors.iter().all(|e| e.kind == ErrorKind::Misconfigured));
+        assert_eq!(
+            errors[0].to_string(),
+            "spec.prioritizerPolicy.mode: unknown mode \"Fancy\" (want Additive or Exact)"
+        );
+    }
+
+    #[test]
+    fn numbers_of_clusters_per_group_need_no_minimum() {
+        for n in [0, -3, 1, 500] {
+            let p = Placement::new("ns", "p").clusters_per_decision_group(IntOrString::Int(n));
+            assert!(validate(&p).is_empty(), "{n}");
+        }
+    }
+
+    #[test]
     fn bad_clusters_per_decision_group_values_are_invalid() {
         for bad in [
-            IntOrString::Int(0),
-            IntOrString::Int(-3),
             IntOrString::String("0%".into()),
             IntOrString::String("101%".into()),
             IntOrString::String("-5%".into()),

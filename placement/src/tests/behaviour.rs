@@ -479,7 +479,7 @@ fn misconfigured_spec_is_not_scheduled_and_explains_itself() {
             .starts_with("placement ns/p is misconfigured: spec.prioritizerPolicy")
     );
 
-    let invalid = Placement::new("ns", "p").number_of_clusters(-2);
+    let invalid = Placement::new("ns", "p").prioritizer(ScoreCoordinate::built_in("Steady"), 11);
     let err = w
         .fleet()
         .schedule(&PlacementInput::new(&invalid, t(0)))

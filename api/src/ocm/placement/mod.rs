@@ -194,22 +194,24 @@ pub enum IntOrString {
 }
 
 impl IntOrString {
-    /// The protobuf form (a string).
-    pub fn to_proto(&self) -> String {
+    /// The protobuf form: the text, and whether it is a string that reads as a number (`"3"`),
+    /// which only that flag tells apart from the number 3.
+    pub fn to_proto(&self) -> (String, bool) {
         match self {
-            Self::Int(n) => n.to_string(),
-            Self::String(s) => s.clone(),
+            Self::Int(n) => (n.to_string(), false),
+            Self::String(s) => (s.clone(), s.parse::<i64>().is_ok()),
         }
     }
 
-    /// From the protobuf form: plain numbers print as numbers.
-    pub fn from_proto(s: &str) -> Option<Self> {
+    /// From the protobuf form: numbers print as numbers unless `is_string` says they were
+    /// written as strings.
+    pub fn from_proto(s: &str, is_string: bool) -> Option<Self> {
         if s.is_empty() {
             return None;
         }
         Some(match s.parse::<i64>() {
-            Ok(n) => Self::Int(n),
-            Err(_) => Self::String(s.to_string()),
+            Ok(n) if !is_string => Self::Int(n),
+            _ => Self::String(s.to_string()),
         })
     }
 }
@@ -303,6 +305,11 @@ impl Placement {
             .clone()
             .unwrap_or_default()
             .group_strategy;
+        let (per_group, per_group_is_string) = groups
+            .clusters_per_decision_group
+            .as_ref()
+            .map(IntOrString::to_proto)
+            .unwrap_or_default();
         Ok(v1::Placement {
             metadata: Some(self.metadata.to_proto()?),
             spec: Some(v1::PlacementSpec {
@@ -360,11 +367,8 @@ impl Placement {
                                 )),
                             })
                             .collect(),
-                        clusters_per_decision_group: groups
-                            .clusters_per_decision_group
-                            .as_ref()
-                            .map(IntOrString::to_proto)
-                            .unwrap_or_default(),
+                        clusters_per_decision_group: per_group,
+                        clusters_per_decision_group_is_string: per_group_is_string,
                     }),
                 }),
                 spread_policy: Some(v1::SpreadPolicy {
@@ -466,6 +470,7 @@ impl From<&v1::Placement> for Placement {
                             .collect(),
                         clusters_per_decision_group: IntOrString::from_proto(
                             &groups.clusters_per_decision_group,
+                            groups.clusters_per_decision_group_is_string,
                         ),
                     },
                 }),
