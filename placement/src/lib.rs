@@ -41,6 +41,7 @@
 //!
 //! - [`error`], [`labels`]: field errors and well-known label keys (leaf modules).
 //! - [`selector`]: label selectors — matching, validation, the `a=b,c in (d)` string form.
+//! - [`cel`]: CEL selectors (`celSelector.celExpressions`), compiled once per spec.
 //! - [`quantity`]: Kubernetes quantities (`500m`, `16Gi`) → `f64`.
 //! - [`cluster`]: the scheduler's view of a ManagedCluster (labels, claims, taints, allocatable).
 //! - [`clusterset`]: ManagedClusterSets, bindings, and which sets a placement may use.
@@ -59,6 +60,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod cel;
 pub mod change;
 pub mod cluster;
 pub mod clusterset;

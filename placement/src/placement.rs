@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::cel::CelExpressions;
 use crate::cluster::TaintEffect;
 use crate::selector::LabelSelector;
 
@@ -77,7 +78,16 @@ impl Placement {
             required_cluster_selector: ClusterSelector {
                 label_selector,
                 claim_selector,
+                cel_expressions: CelExpressions::default(),
             },
+        });
+        self
+    }
+
+    /// Adds a predicate made of a whole cluster selector (labels, claims and CEL).
+    pub fn predicate_selector(mut self, selector: ClusterSelector) -> Self {
+        self.predicates.push(ClusterPredicate {
+            required_cluster_selector: selector,
         });
         self
     }
@@ -152,6 +162,10 @@ pub struct ClusterSelector {
     /// `matchExpressions` here; `matchLabels` also works.
     #[serde(default)]
     pub claim_selector: LabelSelector,
+    /// `celSelector.celExpressions`, all of which must hold ([`crate::cel`]). Only predicates
+    /// have them: OCM's decision groups select by labels and claims only.
+    #[serde(default)]
+    pub cel_expressions: CelExpressions,
 }
 
 impl ClusterSelector {
@@ -160,7 +174,16 @@ impl ClusterSelector {
         ClusterSelector {
             label_selector,
             claim_selector: LabelSelector::default(),
+            cel_expressions: CelExpressions::default(),
         }
+    }
+
+    /// Adds CEL expressions (builder style).
+    pub fn cel(mut self, expressions: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        let mut all = self.cel_expressions.expressions().to_vec();
+        all.extend(expressions.into_iter().map(Into::into));
+        self.cel_expressions = CelExpressions::new(all);
+        self
     }
 }
 

@@ -35,11 +35,17 @@ pub fn validate(placement: &Placement) -> Vec<FieldError> {
     }
 
     for (i, p) in placement.predicates.iter().enumerate() {
-        cluster_selector(
-            &p.required_cluster_selector,
-            &format!("spec.predicates[{i}].requiredClusterSelector"),
-            &mut errors,
-        );
+        let at = format!("spec.predicates[{i}].requiredClusterSelector");
+        cluster_selector(&p.required_cluster_selector, &at, &mut errors);
+        if let Err(refused) = p.required_cluster_selector.cel_expressions.compiled() {
+            errors.extend(refused.iter().map(|e| {
+                FieldError::new(
+                    format!("{at}.celSelector.celExpressions[{}]", e.index),
+                    Misconfigured,
+                    e.message.clone(),
+                )
+            }));
+        }
     }
 
     if let PrioritizerMode::Other(mode) = &placement.prioritizer_policy.mode {
@@ -125,13 +131,17 @@ pub fn validate(placement: &Placement) -> Vec<FieldError> {
 
     let gs = &placement.decision_strategy.group_strategy;
     for (i, g) in gs.decision_groups.iter().enumerate() {
-        cluster_selector(
-            &g.group_cluster_selector,
-            &format!(
-                "spec.decisionStrategy.groupStrategy.decisionGroups[{i}].groupClusterSelector"
-            ),
-            &mut errors,
-        );
+        let at =
+            format!("spec.decisionStrategy.groupStrategy.decisionGroups[{i}].groupClusterSelector");
+        cluster_selector(&g.group_cluster_selector, &at, &mut errors);
+        if !g.group_cluster_selector.cel_expressions.is_empty() {
+            errors.push(FieldError::new(
+                format!("{at}.celSelector"),
+                Invalid,
+                "decision groups select by labelSelector and claimSelector only (OCM's \
+                 groupClusterSelector has no celSelector)",
+            ));
+        }
     }
     if let Err((kind, message)) = GroupSize::parse(&gs.clusters_per_decision_group) {
         errors.push(FieldError::new(

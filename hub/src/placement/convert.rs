@@ -45,6 +45,7 @@ fn cluster_selector(s: Option<&v1::ClusterSelector>) -> sched::ClusterSelector {
     sched::ClusterSelector {
         label_selector: selector(s.and_then(|s| s.label_selector.as_ref())),
         claim_selector: selector(s.and_then(|s| s.claim_selector.as_ref())),
+        cel_expressions: sched::cel::CelExpressions::default(),
     }
 }
 
@@ -69,10 +70,29 @@ pub fn placement(p: &v1::Placement) -> Result<sched::Placement, Vec<FieldError>>
     out.predicates = spec
         .predicates
         .iter()
-        .map(|pr| sched::ClusterPredicate {
-            required_cluster_selector: cluster_selector(pr.required_cluster_selector.as_ref()),
+        .enumerate()
+        .map(|(i, pr)| {
+            let mut required_cluster_selector =
+                cluster_selector(pr.required_cluster_selector.as_ref());
+            if let Some(cel) = spec.predicate_cel_selectors.get(i) {
+                required_cluster_selector.cel_expressions =
+                    sched::cel::CelExpressions::new(cel.cel_expressions.clone());
+            }
+            sched::ClusterPredicate {
+                required_cluster_selector,
+            }
         })
         .collect();
+    if spec.predicate_cel_selectors.len() > spec.predicates.len() {
+        errors.push(invalid(
+            "spec.predicates",
+            format!(
+                "{} celSelectors for {} predicates: every celSelector belongs to a predicate",
+                spec.predicate_cel_selectors.len(),
+                spec.predicates.len()
+            ),
+        ));
+    }
 
     let policy = spec.prioritizer_policy.clone().unwrap_or_default();
     // OCM's CRD has no enum for the mode: an unknown one is accepted and reported as
@@ -257,6 +277,11 @@ pub fn cluster(c: &v1::ManagedCluster) -> sched::Cluster {
             memory: quantity("memory"),
         },
         deleting: m.deletion_timestamp.is_some(),
+        kubernetes_version: status
+            .version
+            .as_ref()
+            .map(|v| v.kubernetes.clone())
+            .filter(|v| !v.is_empty()),
     }
 }
 

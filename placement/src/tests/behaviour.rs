@@ -399,6 +399,78 @@ fn no_select_if_new_toleration_seconds_bound_a_cluster_not_yet_decided() {
 }
 
 #[test]
+fn cel_predicates_select_by_label_version_claims_and_scores() {
+    let w = World::global("ns")
+        .cluster(
+            Cluster::test("a")
+                .label("version", "1.14.3")
+                .kubernetes_version("v1.30.2"),
+        )
+        .cluster(
+            Cluster::test("b")
+                .label("version", "1.15.0")
+                .kubernetes_version("v1.29.0"),
+        )
+        .cluster(
+            Cluster::test("c")
+                .label("version", "1.16.1")
+                .kubernetes_version("v1.30.2"),
+        )
+        .score(AddOnPlacementScore::new("a", "resource-usage-score").score("memAvailable", 60))
+        .score(AddOnPlacementScore::new("b", "resource-usage-score").score("memAvailable", -20));
+    let version = r"managedCluster.metadata.labels['version'].matches('^1\\.(14|15)\\.\\d+$')";
+    let p = Placement::new("ns", "p")
+        .predicate_selector(crate::ClusterSelector::default().cel([version]));
+    assert_eq!(names(&run(&w, &p)), ["a", "b"]);
+    // Every expression of a predicate must hold; predicates are still ORed.
+    let memory = "managedCluster.scores('resource-usage-score')\
+                  .filter(s, s.name == 'memAvailable').all(e, e.value > 0)";
+    let p = Placement::new("ns", "p")
+        .predicate_selector(crate::ClusterSelector::default().cel([version, memory]))
+        .predicate_selector(
+            crate::ClusterSelector::default()
+                .cel(["managedCluster.status.version.kubernetes == 'v1.30.2' && \
+             managedCluster.metadata.name == 'c'"]),
+        );
+    let (s, debug) = w.fleet().explain(&PlacementInput::new(&p, t(0))).unwrap();
+    assert_eq!(
+        names(&s),
+        ["a", "c"],
+        "b fails the score, c has no score but matches the second"
+    );
+    let why = debug.cluster("b").unwrap().filters[1]
+        .reason
+        .clone()
+        .unwrap();
+    assert!(
+        why.contains("predicates[0]: celSelector does not match"),
+        "{why}"
+    );
+}
+
+#[test]
+fn a_cel_expression_that_does_not_compile_makes_the_placement_misconfigured() {
+    let w = World::global("ns").cluster(Cluster::test("a"));
+    let p = Placement::new("ns", "p").predicate_selector(
+        crate::ClusterSelector::default()
+            .cel(["managedCluster.metadata.name == 'a'", "managedCluster.("]),
+    );
+    let err = w
+        .fleet()
+        .schedule(&PlacementInput::new(&p, t(0)))
+        .unwrap_err();
+    assert!(err.accepted_by_ocm());
+    assert_eq!(
+        err.errors()[0].path,
+        "spec.predicates[0].requiredClusterSelector.celSelector.celExpressions[1]"
+    );
+    assert!(
+        err.errors()[0].message.starts_with("compilation failed"),
+        "{err}"
+    );
+}
+
+#[test]
 fn prefer_no_select_ranks_after_untainted_clusters_whatever_the_score() {
     let w = World::global("ns")
         .cluster(Cluster::test("tainted").cpu(64.0).taint(Taint::test(
