@@ -97,6 +97,17 @@ async fn invalid_specs_are_rejected_naming_the_field_and_misconfigured_ones_keep
             },
             "spec.tolerations[0].effect",
         ),
+        (
+            PlacementSpec {
+                tolerations: vec![Toleration {
+                    key: "Bad Key".into(),
+                    operator: "Exists".into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            },
+            "spec.tolerations[0].key",
+        ),
     ];
     for (spec, field) in rejected {
         let err = api
