@@ -210,9 +210,10 @@ fn compile_one(source: &str) -> Result<(Program, ScoreUse), String> {
             source.len()
         ));
     }
-    let program = env()
-        .compile(source)
-        .map_err(|e| format!("compilation failed: {e}"))?;
+    // Compiling runs in API handlers: a parser bug must become an error, not a dead task.
+    let compiled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| env().compile(source)))
+        .map_err(|_| "compilation failed: the CEL parser failed on this expression".to_owned())?;
+    let program = compiled.map_err(|e| format!("compilation failed: {e}"))?;
     let root = program.expression();
     let mut bound = Vec::new();
     if let Some(name) = free_identifier(root, &mut bound) {
@@ -589,5 +590,96 @@ mod tests {
     fn compiled_expressions_can_cross_threads() {
         fn send_sync<T: Send + Sync>() {}
         send_sync::<CelExpressions>();
+    }
+}
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn compiling_and_running_any_text_never_panics(
+            source in "[a-zA-Z0-9_.()\\[\\]{}'\"!?:,<>=+*/%&|\\\\ -]{0,40}",
+        ) {
+            run(source);
+        }
+
+        #[test]
+        fn compiling_and_running_token_soup_never_panics(
+            tokens in prop::collection::vec(prop::sample::select(TOKENS.to_vec()), 0..14),
+        ) {
+            run(tokens.concat());
+        }
+    }
+
+    const TOKENS: &[&str] = &[
+        "managedCluster",
+        ".metadata",
+        ".labels",
+        ".status",
+        ".clusterClaims",
+        "['a']",
+        ".name",
+        ".all(x, ",
+        ".exists(x, ",
+        ".map(x, ",
+        ".filter(x, ",
+        "x",
+        ")",
+        "(",
+        "[",
+        "]",
+        "{",
+        "}",
+        ":",
+        ",",
+        "'a'",
+        "'('",
+        "1",
+        "-1",
+        "9223372036854775807",
+        "1.5",
+        "1u",
+        "true",
+        "null",
+        " + ",
+        " - ",
+        " * ",
+        " / ",
+        " % ",
+        " == ",
+        " != ",
+        " < ",
+        " && ",
+        " || ",
+        "!",
+        " ? ",
+        " in ",
+        "size(",
+        ".size()",
+        ".matches(",
+        "'[('",
+        "int(",
+        "string(",
+        "double(",
+        ".scores('s')",
+        ".startsWith(",
+        "has(",
+        "b'x'",
+        "dyn(",
+        "type(",
+    ];
+
+    fn run(source: String) {
+        let exprs = CelExpressions::new(vec![source]);
+        if let Ok(c) = exprs.compiled() {
+            let cluster = Cluster::new("c1").label("a", "b").claim("x", "y");
+            let scores = [AddOnPlacementScore::new("c1", "s").score("k", 1)];
+            let _ = c.matches(&cluster_value(&cluster), &Arc::new(scores_value(&scores)));
+        }
     }
 }
