@@ -551,6 +551,39 @@ mod tests {
     }
 
     #[test]
+    fn the_cases_of_ocms_predicate_plugin_behave_the_same() {
+        let c = Cluster::new("cluster1")
+            .label("region", "us-east-1")
+            .label("env", "prod")
+            .claim("cloud", "Amazon");
+        let scores = [AddOnPlacementScore::new("cluster1", "test-addon").score("test-score", 90)];
+        for source in [
+            r#"managedCluster.metadata.labels["region"] == "us-east-1""#,
+            r#"managedCluster.status.clusterClaims.exists(c, c.name == "cloud" && c.value == "Amazon")"#,
+            r#"managedCluster.scores("test-addon").filter(s, s.name == 'test-score').all(e, e.value > 80)"#,
+        ] {
+            assert!(eval(source, &c, &scores), "{source}");
+        }
+        let low = [AddOnPlacementScore::new("cluster1", "test-addon").score("test-score", 70)];
+        assert!(!eval(
+            r#"managedCluster.scores("test-addon").filter(s, s.name == 'test-score').all(e, e.value > 80)"#,
+            &c,
+            &low
+        ));
+        let err = one("invalid.expression").unwrap_err();
+        assert!(
+            err[0]
+                .message
+                .contains("undeclared reference to \"invalid\""),
+            "{err:?}"
+        );
+        assert!(
+            CelExpressions::new(vec![]).compiled().is_ok(),
+            "no expressions match everything"
+        );
+    }
+
+    #[test]
     fn comprehension_variables_are_declared_inside_their_loop_only() {
         assert!(one("managedCluster.status.clusterClaims.all(c, c.value != '')").is_ok());
         let outside = one("managedCluster.status.clusterClaims.all(c, true) && c.value == ''");
