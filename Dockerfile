@@ -10,5 +10,6 @@ RUN cargo build --release --workspace --bins \
 FROM debian:bookworm-slim
 RUN useradd --system --uid 10001 flotilla
 COPY --from=build /out/ /usr/local/bin/
+COPY examples/ /usr/share/flotilla/examples/
 USER flotilla
 ENTRYPOINT []

@@ -41,10 +41,10 @@ run_mode() {
   for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/"$grpc") 2>/dev/null && break; sleep 0.2; done
   echo "== $mode register" >&2
   "$BIN/flotilla-load" register --nats-url "nats://127.0.0.1:$port" --hub "http://127.0.0.1:$grpc" \
-    --clusters "$C" --name-prefix "reg" "${extra[@]}" | tr -d '\n' ; echo " mode=$mode"
+    --clusters "$C" --name-prefix "reg" "${extra[@]}" | tail -n 1 | sed "s/}\$/,\"mode\":\"$mode\"}/"
   echo "== $mode fanout" >&2
   "$BIN/flotilla-load" fanout --nats-url "nats://127.0.0.1:$port" --hub "http://127.0.0.1:$grpc" \
-    --hub-pid "$hub_pid" --clusters "$C" --name-prefix "fan" "${extra[@]}" | tr -d '\n'; echo " mode=$mode"
+    --hub-pid "$hub_pid" --clusters "$C" --name-prefix "fan" "${extra[@]}" | tail -n 1 | sed "s/}\$/,\"mode\":\"$mode\"}/"
   kill "$hub_pid" "$nats_pid" 2>/dev/null || true
   wait "$hub_pid" "$nats_pid" 2>/dev/null || true
 }

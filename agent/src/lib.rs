@@ -20,6 +20,7 @@ pub mod backend;
 pub mod credentials;
 pub mod enrolment;
 pub mod features;
+pub mod metrics;
 pub mod registration;
 pub mod scores;
 pub mod store;
@@ -34,12 +35,25 @@ use std::time::Duration;
 use thiserror::Error;
 
 /// Where the agent keeps its state.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub enum StateConfig {
     /// A directory (durable across restarts).
     Dir(PathBuf),
     /// Memory only (simulators).
     Memory,
+    /// A store the caller keeps: a simulated agent restarted in the same process comes back
+    /// with its key, sequence numbers and works, as a real agent does from its directory.
+    Shared(Arc<store::LocalStore>),
+}
+
+impl std::fmt::Debug for StateConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Dir(dir) => f.debug_tuple("Dir").field(dir).finish(),
+            Self::Memory => f.write_str("Memory"),
+            Self::Shared(_) => f.write_str("Shared"),
+        }
+    }
 }
 
 /// Everything an agent needs.
@@ -74,6 +88,8 @@ pub struct AgentConfig {
     pub bootstrap_creds: Option<PathBuf>,
     /// Feature gates (`--feature-gates`); all off by default, as in OCM.
     pub feature_gates: features::FeatureGates,
+    /// Where the agent counts what it does (shared by every agent of a simulator process).
+    pub metrics: Arc<metrics::AgentMetrics>,
 }
 
 impl AgentConfig {
@@ -96,6 +112,7 @@ impl AgentConfig {
             max_event_bytes: flotilla_bus::envelope::DEFAULT_MAX_EVENT_BYTES,
             bootstrap_creds: None,
             feature_gates: features::FeatureGates::default(),
+            metrics: Arc::default(),
         }
     }
 
@@ -158,16 +175,16 @@ pub async fn run(
         return Err(AgentError::Config(errors));
     }
     let store = match &config.state {
-        StateConfig::Dir(dir) => store::LocalStore::open(dir, &config.cluster_name)?,
-        StateConfig::Memory => store::LocalStore::memory(&config.cluster_name),
+        StateConfig::Dir(dir) => Arc::new(store::LocalStore::open(dir, &config.cluster_name)?),
+        StateConfig::Memory => Arc::new(store::LocalStore::memory(&config.cluster_name)),
+        StateConfig::Shared(store) => store.clone(),
     };
-    let store = Arc::new(store);
     let mut config = config;
     let credentials = match &config.bootstrap_creds {
         Some(bootstrap) => {
             let dir = match &config.state {
                 StateConfig::Dir(d) => Some(d.as_path()),
-                StateConfig::Memory => None,
+                StateConfig::Memory | StateConfig::Shared(_) => None,
             };
             let creds = credentials::AgentCredentials::load(bootstrap, dir, &store.get().nkey_seed)
                 .map(Arc::new)
@@ -192,6 +209,7 @@ pub async fn run(
         store.clone(),
         &config.cluster_name,
         config.max_event_bytes,
+        config.metrics.clone(),
     );
     let works = work::WorkManager::start(
         &config.cluster_name,
@@ -202,6 +220,7 @@ pub async fn run(
             status_interval: config.work_status_interval,
             max_event_bytes: config.max_event_bytes,
             raw_json: config.feature_gates.raw_json(),
+            metrics: config.metrics.clone(),
         },
     )?;
     let mut actor =

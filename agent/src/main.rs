@@ -21,6 +21,9 @@ struct Args {
     /// NATS connection.
     #[command(flatten)]
     nats: NatsArgs,
+    /// Serve Prometheus metrics (`/metrics`, `/healthz`) on this address (default: none).
+    #[arg(long, env = "FLOTILLA_METRICS_LISTEN")]
+    metrics_listen: Option<std::net::SocketAddr>,
     /// Secure mode: the bootstrap credentials the hub admin handed out (they may only ask to
     /// register). Once accepted, the agent gets its own credentials, keeps them in
     /// STATE_DIR/cluster.creds, reconnects with them and renews them before they expire.
@@ -170,6 +173,21 @@ fn main() -> ExitCode {
             }
         }
     };
+    if let Some(addr) = args.metrics_listen {
+        let listener = match runtime.block_on(tokio::net::TcpListener::bind(addr)) {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("flotilla-agent: --metrics-listen {addr}: {e}");
+                return ExitCode::from(64);
+            }
+        };
+        let metrics = config.metrics.clone();
+        runtime.spawn(flotilla_bus::process::serve_metrics(
+            listener,
+            move || metrics.render(),
+            flotilla_bus::process::shutdown_signal(),
+        ));
+    }
     match runtime.block_on(flotilla_agent::run(
         config,
         backend,

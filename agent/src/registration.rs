@@ -179,6 +179,8 @@ impl RegistrationActor {
         let span = tracing::info_span!("agent", cluster.name = %self.config.cluster_name);
         async move {
             tokio::pin!(shutdown);
+            // The client connected before the actor started.
+            let mut link = Link::up(self.config.metrics.clone());
             let mut spec = loop {
                 match self.client.subscribe(subjects::spec(self.name())).await {
                     Ok(s) => break s,
@@ -233,6 +235,7 @@ impl RegistrationActor {
                     },
                     ev = conn_events.recv() => match ev {
                         Some(ConnectionEvent::Connected) => {
+                            link.connected();
                             tracing::info!("connected: re-registering and resending lease and status");
                             self.next_register = Some(Instant::now());
                             self.register_failures = 0;
@@ -247,6 +250,7 @@ impl RegistrationActor {
                         Some(ConnectionEvent::Refused) => {
                             self.next_register = Some(Instant::now());
                         }
+                        Some(ConnectionEvent::Disconnected) => link.disconnected(),
                         Some(_) => {}
                         None => {
                             // The client's event channel closed: only at drain/shutdown.
@@ -379,6 +383,7 @@ impl RegistrationActor {
     }
 
     async fn on_spec(&mut self, msg: async_nats::Message) {
+        self.config.metrics.spec_events.inc();
         let event = match Event::decode(&msg.payload, self.config.max_event_bytes) {
             Ok(e) => e,
             Err(e) => {
@@ -734,4 +739,42 @@ pub async fn ask_hub(
     Event::decode(&reply.payload, config.max_event_bytes)
         .and_then(|e| e.decode_data::<RegistrationResponse>("RegistrationResponse"))
         .map_err(|e| AskError::Unreadable(e.to_string()))
+}
+
+/// Whether this agent's link is up, kept in the shared connected gauge (released on drop).
+struct Link {
+    metrics: Arc<crate::metrics::AgentMetrics>,
+    up: bool,
+}
+
+impl Link {
+    fn up(metrics: Arc<crate::metrics::AgentMetrics>) -> Self {
+        metrics.connected.inc();
+        metrics.connections.inc();
+        Self { metrics, up: true }
+    }
+
+    fn connected(&mut self) {
+        if !self.up {
+            self.up = true;
+            self.metrics.connected.inc();
+            self.metrics.connections.inc();
+        }
+    }
+
+    fn disconnected(&mut self) {
+        if self.up {
+            self.up = false;
+            self.metrics.connected.dec();
+            self.metrics.disconnections.inc();
+        }
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        if self.up {
+            self.metrics.connected.dec();
+        }
+    }
 }

@@ -23,3 +23,34 @@ pub fn rss_bytes() -> Option<u64> {
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
 }
+
+/// Serves `GET /metrics` (OpenMetrics text from `render`) and `GET /healthz` on an already-bound
+/// listener until `shutdown` resolves: the hub's, the agent's and the simulator's endpoint.
+pub async fn serve_metrics(
+    listener: tokio::net::TcpListener,
+    render: impl Fn() -> String + Clone + Send + Sync + 'static,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    use axum::{Router, http::header, response::IntoResponse, routing::get};
+    let app = Router::new()
+        .route(
+            "/metrics",
+            get(move || {
+                let body = render();
+                async move {
+                    (
+                        [(
+                            header::CONTENT_TYPE,
+                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                        )],
+                        body,
+                    )
+                        .into_response()
+                }
+            }),
+        )
+        .route("/healthz", get(|| async { "ok" }));
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+}

@@ -302,27 +302,7 @@ pub async fn serve(
     inventory: ClusterInventory,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    use axum::{Router, http::header, response::IntoResponse, routing::get};
-    let app = Router::new()
-        .route(
-            "/metrics",
-            get(move || {
-                let body = metrics.render(&inventory);
-                async move {
-                    (
-                        [(
-                            header::CONTENT_TYPE,
-                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                        )],
-                        body,
-                    )
-                        .into_response()
-                }
-            }),
-        )
-        .route("/healthz", get(|| async { "ok" }));
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
+    flotilla_bus::process::serve_metrics(listener, move || metrics.render(&inventory), shutdown)
         .await
 }
 

@@ -1,22 +1,35 @@
-//! `flotilla-load`: load scenarios against a running hub. Each prints a JSON summary.
+//! `flotilla-load`: load scenarios for Flotilla. Each prints a short human summary and, as the
+//! last line of stdout, one JSON object (`scenario`, `clusters`, `converged`, `seconds`,
+//! `p50_ms`, `p90_ms`, `p99_ms`, `hub_cpu_seconds`, `hub_peak_rss_bytes`, `msgs_per_second`,
+//! `errors`, and the scenario's own fields).
 //!
-//! - `register`: C simulated clusters register with a hub running `--auto-accept`; measures the
-//!   time until every cluster is accepted and Available, and this process's RSS per agent.
-//! - `fanout`: then one work per cluster; time until all are Applied and Available at the hub,
-//!   per-cluster latency percentiles, hub CPU seconds and peak RSS.
-//! - `placement`: the hub's placement machinery in-process over a synthetic inventory of 10,000
-//!   and 100,000 clusters, against a real nats-server ([`placement`]).
+//! Without `--nats-url`/`--hub` a scenario starts its own nats-server (and `--leaf-nodes K`
+//! leaf servers the agents connect to), a hub and the simulated fleet, and stops them all;
+//! with both it attaches ([`topology`]). The fleet runs in this process or in `flotilla-sim`
+//! processes ([`fleet`]); the hub is followed through its watch APIs ([`watch`]).
+//!
+//! - [`scenario`]: register, fanout, reconnect-storm, hub-restart, flapping, steady,
+//!   transport-limit.
+//! - [`rollout`]: one ManifestWorkReplicaSet rolled out over decision groups.
+//! - [`placement`]: the hub's placement machinery in-process over a synthetic inventory of
+//!   10,000 and 100,000 clusters, against a real nats-server.
+//! - [`report`], [`plots`]: the summary line and the PNG plots (`--out DIR`).
 
+mod fleet;
 mod placement;
+mod plots;
+mod report;
 mod rollout;
+mod scenario;
+mod topology;
+mod watch;
 
-use anyhow::{Context, Result, bail};
-use clap::{Parser, Subcommand};
+use anyhow::{Context, Result};
+use clap::{Args as ClapArgs, Parser, Subcommand};
 use flotilla_api::meta::{self, COND_AVAILABLE};
 use flotilla_api::v1::ListClustersRequest;
 use flotilla_api::v1::cluster_service_client::ClusterServiceClient;
-use flotilla_sim::{Fleet, FleetConfig};
-use serde::Serialize;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// Load scenarios for Flotilla.
@@ -27,66 +40,109 @@ struct Args {
     scenario: Scenario,
 }
 
+/// Where a fleet scenario runs and what the fleet is.
+#[derive(ClapArgs, Debug, Clone)]
+struct Common {
+    /// Attach to this NATS server (with --hub); without both, start NATS and a hub.
+    #[arg(long)]
+    nats_url: Option<String>,
+    /// Attach to this hub's gRPC endpoint (it must run with --auto-accept).
+    #[arg(long)]
+    hub: Option<String>,
+    /// PID of the attached hub, for its CPU and memory.
+    #[arg(long)]
+    hub_pid: Option<u32>,
+    /// Monitoring URL of the attached NATS server (http://host:8222), for message rates.
+    #[arg(long)]
+    nats_monitor: Option<String>,
+    /// Self-started: leaf nats-servers for the agents (edge sites), round-robin.
+    #[arg(long, default_value_t = 0)]
+    leaf_nodes: usize,
+    /// Self-started: an extra argument for flotilla-hub (repeatable).
+    #[arg(long = "hub-arg", allow_hyphen_values = true)]
+    hub_args: Vec<String>,
+    /// Number of clusters.
+    #[arg(long, default_value_t = 1000)]
+    clusters: usize,
+    /// Cluster name prefix.
+    #[arg(long, default_value = "load")]
+    name_prefix: String,
+    /// Agents started per second over the whole fleet.
+    #[arg(long, default_value_t = 1000)]
+    start_rate: u32,
+    /// Run the fleet in this many flotilla-sim processes (0 = in this process; needed past
+    /// ~15,000 agents, the open-file limit of one process here).
+    #[arg(long, default_value_t = 0)]
+    sim_processes: usize,
+    /// Milliseconds until simulated workloads are ready (0: the hub and agents alone are
+    /// measured; a profile's readyDelayMs overrides it).
+    #[arg(long, default_value_t = 0)]
+    ready_delay_ms: u64,
+    /// Fleet profile (YAML) for the simulated clusters.
+    #[arg(long)]
+    profile: Option<PathBuf>,
+    /// Seconds between AddOnPlacementScore reports of each agent (0 = none).
+    #[arg(long, default_value_t = 0)]
+    score_interval_seconds: u64,
+    /// Secure mode: the bootstrap credentials of the simulated agents.
+    #[arg(long)]
+    bootstrap_creds: Option<PathBuf>,
+    /// CA that signed the NATS servers' certificates.
+    #[arg(long)]
+    nats_ca: Option<PathBuf>,
+    /// Concurrent ApplyWork calls.
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+    /// Bound of the whole run, in seconds.
+    #[arg(long, default_value_t = 900)]
+    timeout_seconds: u64,
+    /// Write PNG plots (latency CDF, convergence, hub RSS) into this directory.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
 #[derive(Subcommand, Debug)]
 enum Scenario {
-    /// Register C simulated clusters and wait until the hub shows all of them Available.
-    Register {
-        /// NATS URL.
-        #[arg(long, default_value = "nats://127.0.0.1:4222")]
-        nats_url: String,
-        /// Hub gRPC endpoint (the hub must run with --auto-accept).
-        #[arg(long, default_value = "http://127.0.0.1:50051")]
-        hub: String,
-        /// Number of clusters.
-        #[arg(long, default_value_t = 1000)]
-        clusters: usize,
-        /// Name prefix.
-        #[arg(long, default_value = "load")]
-        name_prefix: String,
-        /// Agents started per second.
-        #[arg(long, default_value_t = 1000)]
-        start_rate: u32,
-        /// Secure mode: the bootstrap credentials of the simulated agents.
-        #[arg(long)]
-        bootstrap_creds: Option<std::path::PathBuf>,
-        /// CA that signed the NATS server's certificate (secure mode with --tls).
-        #[arg(long)]
-        nats_ca: Option<std::path::PathBuf>,
-        /// Give up after this many seconds.
-        #[arg(long, default_value_t = 300)]
-        timeout_seconds: u64,
+    /// C clusters register; time until the hub shows all of them Available.
+    Register(Common),
+    /// One work to every cluster, until all are Applied and Available; then the transport
+    /// limit of the same round trips for `efficiency`.
+    Fanout(Common),
+    /// Every agent cut off, the work changed, all reconnect at once.
+    ReconnectStorm(Common),
+    /// `kill -9` of the hub mid-fanout, restart, nothing lost (starts its own hub).
+    HubRestart(Common),
+    /// A share of the fleet flapping while the work changes.
+    Flapping {
+        #[command(flatten)]
+        common: Common,
+        /// Share of the fleet that flaps.
+        #[arg(long, default_value_t = 0.2)]
+        share: f64,
+        /// Seconds of flapping once the steady clusters are Available.
+        #[arg(long, default_value_t = 60)]
+        flap_seconds: u64,
+        /// Seconds between work changes while flapping.
+        #[arg(long, default_value_t = 10)]
+        change_every_seconds: u64,
+        /// Mean seconds a flapping link stays up.
+        #[arg(long, default_value_t = 10.0)]
+        mean_up_seconds: f64,
+        /// Mean seconds a flapping link stays down.
+        #[arg(long, default_value_t = 5.0)]
+        mean_down_seconds: f64,
     },
-    /// Register C clusters, then send one work (Deployment + Service + ConfigMap) to each and
-    /// measure until every work is Applied and Available at the hub.
-    Fanout {
-        /// NATS URL.
-        #[arg(long, default_value = "nats://127.0.0.1:4222")]
-        nats_url: String,
-        /// Hub gRPC endpoint (the hub must run with --auto-accept).
-        #[arg(long, default_value = "http://127.0.0.1:50051")]
-        hub: String,
-        /// PID of the hub process, to report its CPU seconds and peak RSS.
-        #[arg(long)]
-        hub_pid: Option<u32>,
-        /// Number of clusters.
-        #[arg(long, default_value_t = 1000)]
-        clusters: usize,
-        /// Name prefix.
-        #[arg(long, default_value = "fan")]
-        name_prefix: String,
-        /// Concurrent ApplyWork calls.
-        #[arg(long, default_value_t = 64)]
-        concurrency: usize,
-        /// Secure mode: the bootstrap credentials of the simulated agents.
-        #[arg(long)]
-        bootstrap_creds: Option<std::path::PathBuf>,
-        /// CA that signed the NATS server's certificate (secure mode with --tls).
-        #[arg(long)]
-        nats_ca: Option<std::path::PathBuf>,
-        /// Give up after this many seconds.
-        #[arg(long, default_value_t = 600)]
-        timeout_seconds: u64,
+    /// The idle fleet renewing its leases: hub CPU and message rate.
+    Steady {
+        #[command(flatten)]
+        common: Common,
+        /// Seconds measured.
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
     },
+    /// C request/reply round trips the size of the fanout's over the same NATS topology,
+    /// without hub or agents.
+    TransportLimit(Common),
     /// Roll one ManifestWorkReplicaSet over C clusters, decision group by decision group
     /// (ProgressivePerGroup), and time each group.
     Rollout {
@@ -133,16 +189,6 @@ enum Scenario {
     },
 }
 
-#[derive(Serialize)]
-struct RegisterSummary {
-    scenario: &'static str,
-    clusters: usize,
-    agents_started_seconds: f64,
-    all_available_seconds: f64,
-    load_process_rss_bytes: Option<u64>,
-    rss_per_agent_bytes: Option<u64>,
-}
-
 async fn count_available(
     client: &mut ClusterServiceClient<tonic::transport::Channel>,
     prefix: &str,
@@ -182,220 +228,108 @@ async fn count_available(
     }
 }
 
-#[derive(Serialize)]
-struct FanoutSummary {
-    scenario: &'static str,
-    clusters: usize,
-    register_seconds: f64,
-    fanout_seconds: f64,
-    latency_p50_seconds: f64,
-    latency_p99_seconds: f64,
-    latency_max_seconds: f64,
-    hub_cpu_seconds_during_fanout: Option<f64>,
-    hub_rss_bytes: Option<u64>,
-    load_process_rss_bytes: Option<u64>,
-}
-
-/// CPU seconds (user + system) and RSS of a process, from /proc.
+/// CPU seconds (user + system) and peak RSS of a process, from /proc.
 fn proc_stats(pid: u32) -> Option<(f64, u64)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after = stat.rsplit_once(')')?.1;
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let rss_kib: u64 = status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()?;
-    Some((ticks / 100.0, rss_kib * 1024))
+    report::proc_stats(pid)
 }
 
-fn fanout_work(cluster: &str) -> flotilla_api::v1::ManifestWork {
-    let yaml = format!(
-        r#"apiVersion: work.open-cluster-management.io/v1
-kind: ManifestWork
-metadata: {{namespace: {cluster}, name: fanout}}
-spec:
-  workload:
-    manifests:
-      - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: web-config, namespace: default}}, data: {{greeting: hello}}}}
-      - apiVersion: apps/v1
-        kind: Deployment
-        metadata: {{name: web, namespace: default}}
-        spec:
-          replicas: 2
-          selector: {{matchLabels: {{app: web}}}}
-          template:
-            metadata: {{labels: {{app: web}}}}
-            spec: {{containers: [{{name: web, image: nginx:1.27}}]}}
-      - {{apiVersion: v1, kind: Service, metadata: {{name: web, namespace: default}}, spec: {{selector: {{app: web}}, ports: [{{port: 80}}]}}}}
-"#
-    );
-    match flotilla_api::ocm::parse_documents(&yaml).remove(0) {
-        Ok(flotilla_api::ocm::Document::Work(w)) => w,
-        other => panic!("the fanout work does not parse: {other:?}"),
-    }
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[idx.min(sorted.len() - 1)]
-}
-
-#[allow(clippy::too_many_arguments)]
-/// Secure-mode settings of a simulated fleet.
-struct Secure {
-    bootstrap_creds: Option<std::path::PathBuf>,
-    nats_ca: Option<std::path::PathBuf>,
-}
-
-impl Secure {
-    fn apply(&self, config: &mut FleetConfig) {
-        config.bootstrap_creds = self.bootstrap_creds.clone();
-        config.nats.ca = self.nats_ca.clone();
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn fanout(
-    nats_url: String,
-    hub: String,
-    hub_pid: Option<u32>,
-    clusters: usize,
-    name_prefix: String,
-    concurrency: usize,
-    timeout_seconds: u64,
-    secure: Secure,
-) -> Result<()> {
-    use flotilla_api::v1::WatchWorksRequest;
-    use flotilla_api::v1::work_service_client::WorkServiceClient;
-    use std::collections::HashMap;
-    let channel = tonic::transport::Endpoint::from_shared(hub.clone())?
-        .connect()
-        .await
-        .with_context(|| format!("connecting to the hub at {hub}"))?;
-    let mut clusters_api = ClusterServiceClient::new(channel.clone());
-    let works_api = WorkServiceClient::new(channel.clone());
-    let mut config = FleetConfig::new(&nats_url, clusters);
-    secure.apply(&mut config);
-    config.name_prefix = name_prefix.clone();
-    config.start_rate = 1000;
-    config.pending_poll = Duration::from_secs(2);
-    config.work_status_interval = Duration::from_millis(500);
-    config.ready_delay = Duration::from_millis(200);
-    let t0 = Instant::now();
-    let fleet = Fleet::start(&config).await?;
-    let prefix = format!("{name_prefix}-");
-    let deadline = t0 + Duration::from_secs(timeout_seconds);
-    loop {
-        let n = count_available(&mut clusters_api, &prefix).await?;
-        if n >= clusters {
-            break;
+async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
+    let (common, kind) = match &scenario {
+        Scenario::Register(c)
+        | Scenario::Fanout(c)
+        | Scenario::ReconnectStorm(c)
+        | Scenario::HubRestart(c)
+        | Scenario::TransportLimit(c) => (c.clone(), &scenario),
+        Scenario::Flapping { common, .. } | Scenario::Steady { common, .. } => {
+            (common.clone(), &scenario)
         }
-        if Instant::now() > deadline {
-            fleet.stop().await;
-            bail!("only {n} of {clusters} clusters Available");
+        Scenario::Rollout { .. } | Scenario::Placement { .. } => {
+            unreachable!("rollout and placement run on their own")
         }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    let register = t0.elapsed();
-
-    // Watch first, so that no convergence is missed.
-    let mut watch = works_api
-        .clone()
-        .watch_works(WatchWorksRequest::default())
-        .await
-        .context("watching works")?
-        .into_inner();
-    let names: Vec<String> = (0..clusters)
-        .map(|i| flotilla_sim::cluster_name(&name_prefix, config.first_index + i))
-        .collect();
-    let cpu_before = hub_pid.and_then(proc_stats).map(|s| s.0);
-    let start = Instant::now();
-    let sent: std::sync::Arc<std::sync::Mutex<HashMap<String, Instant>>> = Default::default();
-    let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(concurrency.max(1)));
-    let mut apply_tasks = tokio::task::JoinSet::new();
-    for name in names.clone() {
-        let permit = sem.clone().acquire_owned().await?;
-        let mut api = works_api.clone();
-        let sent = sent.clone();
-        apply_tasks.spawn(async move {
-            let at = Instant::now();
-            let r = api.apply_work(fanout_work(&name)).await;
-            sent.lock().expect("sent lock").insert(name, at);
-            drop(permit);
-            r.map(|_| ())
-                .map_err(|e| anyhow::anyhow!("apply failed: {e}"))
-        });
-    }
-    let mut done: HashMap<String, Instant> = HashMap::new();
-    let converged = |w: &flotilla_api::v1::ManifestWork| {
-        let conds = w
-            .status
-            .as_ref()
-            .map(|s| s.conditions.as_slice())
-            .unwrap_or_default();
-        w.metadata.as_ref().is_some_and(|m| m.name == "fanout")
-            && meta::condition_status(conds, "Applied") == Some("True")
-            && meta::condition_status(conds, "Available") == Some("True")
     };
-    while done.len() < clusters {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let ev = match tokio::time::timeout(left, watch.message()).await {
-            Ok(Ok(Some(ev))) => ev,
-            Ok(Ok(None)) => bail!("the hub closed the watch"),
-            Ok(Err(e)) => bail!("watch failed: {e}"),
-            Err(_) => {
-                fleet.stop().await;
-                bail!("only {} of {clusters} works converged in time", done.len());
+    if common.clusters == 0 {
+        anyhow::bail!("--clusters must be at least 1");
+    }
+    let topology = topology::Topology::start(&topology::TopologyArgs {
+        nats_url: common.nats_url.clone(),
+        hub: common.hub.clone(),
+        hub_pid: common.hub_pid,
+        nats_monitor: common.nats_monitor.clone(),
+        leaf_nodes: common.leaf_nodes,
+        hub_args: common.hub_args.clone(),
+    })
+    .await?;
+    let described = topology.describe();
+    let run = scenario::Run {
+        topology,
+        fleet: fleet::FleetArgs {
+            clusters: common.clusters,
+            name_prefix: common.name_prefix.clone(),
+            start_rate: common.start_rate,
+            sim_processes: common.sim_processes,
+            profile: common.profile.clone(),
+            ready_delay: Duration::from_millis(common.ready_delay_ms),
+            score_interval: (common.score_interval_seconds > 0)
+                .then(|| Duration::from_secs(common.score_interval_seconds)),
+            bootstrap_creds: common.bootstrap_creds.clone(),
+            nats_ca: common.nats_ca.clone(),
+        },
+        timeout: Duration::from_secs(common.timeout_seconds),
+        concurrency: common.concurrency,
+        out: common.out.clone(),
+        started: Instant::now(),
+    };
+    run.fleet.load_profile()?;
+    let work = async move {
+        match kind {
+            Scenario::Register(_) => scenario::register::run(run).await,
+            Scenario::Fanout(_) => scenario::fanout::run(run).await,
+            Scenario::ReconnectStorm(_) => scenario::storm::run(run).await,
+            Scenario::HubRestart(_) => scenario::hub_restart::run(run).await,
+            Scenario::TransportLimit(_) => scenario::transport::run(run).await,
+            Scenario::Steady { seconds, .. } => scenario::steady::run(run, *seconds).await,
+            Scenario::Flapping {
+                share,
+                flap_seconds,
+                change_every_seconds,
+                mean_up_seconds,
+                mean_down_seconds,
+                ..
+            } => {
+                scenario::flapping::run(
+                    run,
+                    scenario::flapping::Settings {
+                        share: *share,
+                        seconds: *flap_seconds,
+                        change_every: (*change_every_seconds).max(1),
+                        mean_up: *mean_up_seconds,
+                        mean_down: *mean_down_seconds,
+                    },
+                )
+                .await
             }
-        };
-        if let Some(w) = ev.work
-            && converged(&w)
-        {
-            let cluster = w
-                .metadata
-                .as_ref()
-                .map(|m| m.namespace.clone())
-                .unwrap_or_default();
-            done.entry(cluster).or_insert_with(Instant::now);
+            Scenario::Rollout { .. } | Scenario::Placement { .. } => {
+                unreachable!("rollout and placement run on their own")
+            }
         }
-    }
-    let fanout_time = start.elapsed();
-    while let Some(r) = apply_tasks.join_next().await {
-        r??;
-    }
-    let cpu_after = hub_pid.and_then(proc_stats);
-    let sent = sent.lock().expect("sent lock").clone();
-    let mut lat: Vec<f64> = done
-        .iter()
-        .filter_map(|(c, t)| {
-            sent.get(c)
-                .map(|s| t.saturating_duration_since(*s).as_secs_f64())
-        })
-        .collect();
-    lat.sort_by(|a, b| a.total_cmp(b));
-    let summary = FanoutSummary {
-        scenario: "fanout",
-        clusters,
-        register_seconds: register.as_secs_f64(),
-        fanout_seconds: fanout_time.as_secs_f64(),
-        latency_p50_seconds: percentile(&lat, 0.5),
-        latency_p99_seconds: percentile(&lat, 0.99),
-        latency_max_seconds: lat.last().copied().unwrap_or(0.0),
-        hub_cpu_seconds_during_fanout: cpu_before.zip(cpu_after.map(|s| s.0)).map(|(a, b)| b - a),
-        hub_rss_bytes: cpu_after.map(|s| s.1),
-        load_process_rss_bytes: flotilla_bus::process::rss_bytes(),
     };
-    println!("{}", serde_json::to_string_pretty(&summary)?);
-    fleet.stop().await;
-    Ok(())
+    // Bounded in time, and Ctrl-C stops everything this run started (the topology and the
+    // fleet are dropped, which kills their processes).
+    let bound = Duration::from_secs(common.timeout_seconds + 120);
+    let (summary, run) = tokio::select! {
+        r = tokio::time::timeout(bound, work) => r
+            .with_context(|| format!("the run exceeded {} s", bound.as_secs()))??,
+        () = flotilla_bus::process::shutdown_signal() => {
+            anyhow::bail!("interrupted; every process this run started is stopped")
+        }
+    };
+    summary.print(&described);
+    drop(run);
+    if summary.converged {
+        Ok(())
+    } else {
+        std::process::exit(2)
+    }
 }
 
 #[tokio::main]
@@ -408,32 +342,6 @@ async fn main() -> Result<()> {
         .with_writer(std::io::stderr)
         .init();
     match Args::parse().scenario {
-        Scenario::Fanout {
-            nats_url,
-            hub,
-            hub_pid,
-            clusters,
-            name_prefix,
-            concurrency,
-            timeout_seconds,
-            bootstrap_creds,
-            nats_ca,
-        } => {
-            fanout(
-                nats_url,
-                hub,
-                hub_pid,
-                clusters,
-                name_prefix,
-                concurrency,
-                timeout_seconds,
-                Secure {
-                    bootstrap_creds,
-                    nats_ca,
-                },
-            )
-            .await?
-        }
         Scenario::Rollout {
             nats_url,
             hub,
@@ -472,62 +380,7 @@ async fn main() -> Result<()> {
             .await?;
             println!("{}", serde_json::to_string_pretty(&summary)?);
         }
-        Scenario::Register {
-            nats_url,
-            hub,
-            clusters,
-            name_prefix,
-            start_rate,
-            timeout_seconds,
-            bootstrap_creds,
-            nats_ca,
-        } => {
-            let mut client = ClusterServiceClient::connect(hub.clone())
-                .await
-                .with_context(|| format!("connecting to the hub at {hub}"))?;
-            let rss_before = flotilla_bus::process::rss_bytes();
-            let mut config = FleetConfig::new(&nats_url, clusters);
-            Secure {
-                bootstrap_creds,
-                nats_ca,
-            }
-            .apply(&mut config);
-            config.name_prefix = name_prefix.clone();
-            config.start_rate = start_rate;
-            config.pending_poll = Duration::from_secs(2);
-            // Registration only: no score reports competing for the hub.
-            config.scores = None;
-            let t0 = Instant::now();
-            let fleet = Fleet::start(&config).await?;
-            let started = t0.elapsed();
-            let deadline = t0 + Duration::from_secs(timeout_seconds);
-            let prefix = format!("{name_prefix}-");
-            loop {
-                let n = count_available(&mut client, &prefix).await?;
-                if n >= clusters {
-                    break;
-                }
-                if Instant::now() > deadline {
-                    fleet.stop().await;
-                    bail!("only {n} of {clusters} clusters Available after {timeout_seconds} s");
-                }
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
-            let total = t0.elapsed();
-            let rss = flotilla_bus::process::rss_bytes();
-            let summary = RegisterSummary {
-                scenario: "register",
-                clusters,
-                agents_started_seconds: started.as_secs_f64(),
-                all_available_seconds: total.as_secs_f64(),
-                load_process_rss_bytes: rss,
-                rss_per_agent_bytes: rss
-                    .zip(rss_before)
-                    .map(|(a, b)| a.saturating_sub(b) / clusters.max(1) as u64),
-            };
-            println!("{}", serde_json::to_string_pretty(&summary)?);
-            fleet.stop().await;
-        }
+        other => run_fleet_scenario(other).await?,
     }
     Ok(())
 }

@@ -2,24 +2,29 @@
 //! one process, with varied labels, claims and capacities so that placement and the demo have
 //! something to choose from. Each agent has its own NATS connection, like a real edge cluster.
 //!
-//! [`scores`]: every agent reports `cpuAvailable` / `memAvailable` AddOnPlacementScores; the fleet
-//! drifts its clusters' load so the scores move.
+//! - [`profile`]: fleet profile files (label, claim, capacity, taint and failure distributions,
+//!   and the connectivity model); without one, the built-in fleet of [`cluster`].
+//! - [`fleet`]: the running fleet, one slot per cluster whose link can go down and up.
+//! - [`connectivity`]: flapping, outages and restarts played against the fleet.
+//! - [`scores`]: every agent reports `cpuAvailable` / `memAvailable` AddOnPlacementScores; the
+//!   fleet drifts its clusters' load so the scores move.
 
 #![deny(missing_docs)]
 
+pub mod connectivity;
+pub mod fleet;
+pub mod profile;
 pub mod scores;
 
-use anyhow::Context;
-use flotilla_agent::backend::Backend;
+pub use fleet::Fleet;
+pub use profile::FleetProfile;
+
 use flotilla_agent::backend::sim::{SimBackend, SimConfig};
 use flotilla_agent::{AgentConfig, StateConfig};
 use flotilla_api::v1::ClusterClaim;
 use flotilla_bus::connect::NatsArgs;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::watch;
-use tokio::task::JoinSet;
 
 /// How the fleet is built.
 #[derive(Debug, Clone)]
@@ -42,7 +47,7 @@ pub struct FleetConfig {
     pub work_status_interval: Duration,
     /// Periodic spec resync of each agent (besides reconnects).
     pub resync_interval: Duration,
-    /// Time for simulated workloads to become ready.
+    /// Time for simulated workloads to become ready (a profile's `readyDelayMs` overrides it).
     pub ready_delay: Duration,
     /// AddOnPlacementScore reports (`None` = none).
     pub scores: Option<scores::ScoreConfig>,
@@ -53,6 +58,10 @@ pub struct FleetConfig {
     /// Secure mode: every agent registers with these bootstrap credentials and then uses the
     /// credentials the hub issues it.
     pub bootstrap_creds: Option<PathBuf>,
+    /// A fleet profile; `None` is the built-in fleet with always-up links.
+    pub profile: Option<FleetProfile>,
+    /// The metrics every agent of the fleet counts into.
+    pub metrics: std::sync::Arc<flotilla_agent::metrics::AgentMetrics>,
 }
 
 impl FleetConfig {
@@ -72,7 +81,18 @@ impl FleetConfig {
             state_dir: None,
             bootstrap_creds: None,
             scores: Some(scores::ScoreConfig::every(Duration::from_secs(30))),
+            profile: None,
+            metrics: std::sync::Arc::default(),
         }
+    }
+
+    /// Uses `profile`, taking its score interval when it sets one.
+    pub fn with_profile(mut self, profile: FleetProfile) -> Self {
+        if let Some(s) = profile.score_interval_seconds {
+            self.scores = (s > 0).then(|| scores::ScoreConfig::every(Duration::from_secs(s)));
+        }
+        self.profile = Some(profile);
+        self
     }
 }
 
@@ -88,8 +108,25 @@ pub fn cluster_name(prefix: &str, i: usize) -> String {
     format!("{prefix}-{i:04}")
 }
 
-/// The profile of the `i`-th cluster: deterministic, so runs are repeatable.
-pub fn profile(config: &FleetConfig, i: usize) -> (AgentConfig, SimBackend) {
+/// The built-in labels of cluster `i`.
+fn builtin_labels(i: usize) -> std::collections::BTreeMap<String, String> {
+    let mut labels = std::collections::BTreeMap::new();
+    labels.insert("region".into(), REGIONS[i % REGIONS.len()].to_string());
+    labels.insert("env".into(), ENVS[(i / 4) % ENVS.len()].to_string());
+    labels.insert(
+        "purpose".into(),
+        if i.is_multiple_of(5) { "test" } else { "serve" }.to_string(),
+    );
+    if i.is_multiple_of(10) {
+        labels.insert("canary".into(), "true".into());
+    }
+    labels
+}
+
+/// The `i`-th cluster: its agent's configuration and its simulated cluster, from the profile
+/// (or the built-in fleet for what the profile leaves out). Deterministic, so runs repeat.
+pub fn cluster(config: &FleetConfig, i: usize) -> (AgentConfig, SimBackend) {
+    let p = config.profile.clone().unwrap_or_default();
     let name = cluster_name(&config.name_prefix, i);
     let mut agent = AgentConfig::new(&name, &config.nats.url);
     config.nats.apply_to(&mut agent.nats);
@@ -100,127 +137,145 @@ pub fn profile(config: &FleetConfig, i: usize) -> (AgentConfig, SimBackend) {
     agent.work_status_interval = config.work_status_interval;
     agent.resync_interval = config.resync_interval;
     agent.score_interval = config.scores.as_ref().map(|s| s.interval);
+    agent.metrics = config.metrics.clone();
     // Simulated agents share one process: keep per-connection buffers small.
     agent.nats.client_capacity = 64;
     agent.nats.subscription_capacity = 256;
-    let region = REGIONS[i % REGIONS.len()];
-    agent.labels.insert("region".into(), region.into());
-    agent
-        .labels
-        .insert("env".into(), ENVS[(i / 4) % ENVS.len()].into());
-    agent.labels.insert(
-        "purpose".into(),
-        if i.is_multiple_of(5) { "test" } else { "serve" }.into(),
-    );
-    if i.is_multiple_of(10) {
-        agent.labels.insert("canary".into(), "true".into());
+    let labels = p.labels(i).unwrap_or_else(|| builtin_labels(i));
+    let claims = p.claims(i, &labels).unwrap_or_else(|| {
+        [
+            (
+                "region.open-cluster-management.io".to_string(),
+                labels["region"].clone(),
+            ),
+            ("site.flotilla.io".to_string(), format!("site-{}", i % 50)),
+        ]
+        .into_iter()
+        .collect()
+    });
+    agent.labels = labels.into_iter().collect();
+    agent.claims = claims
+        .into_iter()
+        .map(|(name, value)| ClusterClaim { name, value })
+        .collect();
+    let (cpu, mem) = match &p.capacity {
+        Some(c) => (
+            c.cpu[(p.draw(i, "cpu") * c.cpu.len() as f64) as usize % c.cpu.len()],
+            c.memory_gi
+                [(p.draw(i, "memory") * c.memory_gi.len() as f64) as usize % c.memory_gi.len()],
+        ),
+        None => (CPUS[i % CPUS.len()], MEMS[(i / 3) % MEMS.len()]),
+    };
+    let version = p
+        .choose(i, "kubernetesVersion", p.kubernetes_versions.as_ref())
+        .unwrap_or_else(|| VERSIONS[i % VERSIONS.len()].to_string());
+    let platform = p
+        .choose(i, "platform", p.platforms.as_ref())
+        .unwrap_or_else(|| PLATFORMS[(i / 2) % PLATFORMS.len()].to_string());
+    let ready_delay = p.ready_delay_ms.map_or(config.ready_delay, |r| {
+        Duration::from_millis(p.within(i, "readyDelay", r) as u64)
+    });
+    let apply_error = p
+        .apply_failures
+        .as_ref()
+        .filter(|f| p.in_share(i, "applyFailure", f.share))
+        .map(|f| f.message.clone());
+    let backend = SimBackend::new(cpu, mem, &version)
+        .with_platform(&platform)
+        .with_config(SimConfig {
+            ready_delay,
+            apply_error,
+            ..SimConfig::default()
+        });
+    if let Some(r) = p.allocatable {
+        let share = p.within(i, "allocatable", r);
+        backend.set_allocatable(
+            "cpu",
+            &format!("{}m", (f64::from(cpu) * 1000.0 * share) as u64),
+        );
+        backend.set_allocatable(
+            "memory",
+            &format!("{}Mi", (f64::from(mem) * 1024.0 * share) as u64),
+        );
     }
-    agent.claims.push(ClusterClaim {
-        name: "region.open-cluster-management.io".into(),
-        value: region.into(),
-    });
-    agent.claims.push(ClusterClaim {
-        name: "site.flotilla.io".into(),
-        value: format!("site-{}", i % 50),
-    });
-    let backend = SimBackend::new(
-        CPUS[i % CPUS.len()],
-        MEMS[(i / 3) % MEMS.len()],
-        VERSIONS[i % VERSIONS.len()],
-    )
-    .with_platform(PLATFORMS[(i / 2) % PLATFORMS.len()])
-    .with_config(SimConfig {
-        ready_delay: config.ready_delay,
-        ..SimConfig::default()
-    });
     (agent, backend)
 }
 
-/// A running fleet.
-pub struct Fleet {
-    stop: watch::Sender<bool>,
-    tasks: JoinSet<()>,
-    /// The clusters' backends, for failure injection.
-    pub backends: Vec<(String, Arc<SimBackend>)>,
-}
-
-impl Fleet {
-    /// Starts every agent (at `start_rate` per second). Fails when a state directory cannot
-    /// be used (unwritable, or holding another cluster's state).
-    pub async fn start(config: &FleetConfig) -> anyhow::Result<Self> {
-        let (stop, stop_rx) = watch::channel(false);
-        let mut tasks = JoinSet::new();
-        let mut backends = Vec::with_capacity(config.clusters);
-        for n in 0..config.clusters {
-            let i = config.first_index + n;
-            let (mut agent, backend) = profile(config, i);
-            let backend = match &config.state_dir {
-                Some(dir) => {
-                    let dir = dir.join(&agent.cluster_name);
-                    std::fs::create_dir_all(&dir)
-                        .with_context(|| format!("creating {}", dir.display()))?;
-                    agent.state = StateConfig::Dir(dir.clone());
-                    backend
-                        .persisted(dir.join("sim-cluster.json"))
-                        .map_err(anyhow::Error::msg)?
-                }
-                None => backend,
-            };
-            let backend = Arc::new(backend);
-            backends.push((agent.cluster_name.clone(), backend.clone()));
-            let mut rx = stop_rx.clone();
-            let b: Arc<dyn Backend> = backend;
-            tasks.spawn(async move {
-                let name = agent.cluster_name.clone();
-                let shutdown = async move {
-                    let _ = rx.wait_for(|s| *s).await;
-                };
-                if let Err(e) = flotilla_agent::run(agent, b, shutdown).await {
-                    tracing::error!(cluster = %name, error = %e, "simulated agent failed");
-                }
-            });
-            if config.start_rate > 0 && (n + 1) % config.start_rate.max(1) as usize == 0 {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-        }
-        if let Some(sc) = &config.scores {
-            let drifting = backends
-                .iter()
-                .enumerate()
-                .map(|(n, (_, b))| (b.clone(), config.first_index + n))
-                .collect();
-            tasks.spawn(scores::drift(drifting, sc.clone(), stop_rx.clone()));
-        }
-        Ok(Self {
-            stop,
-            tasks,
-            backends,
-        })
-    }
-
-    /// Stops every agent and waits for them.
-    pub async fn stop(mut self) {
-        let _ = self.stop.send(true);
-        while self.tasks.join_next().await.is_some() {}
-    }
+/// The taints the profile gives cluster `i` (key, value, effect); the hub sets taints, so
+/// `flotilla-load` applies these through the API.
+pub fn taints(config: &FleetConfig, i: usize) -> Vec<(String, String, String)> {
+    let Some(p) = &config.profile else {
+        return Vec::new();
+    };
+    p.taints
+        .iter()
+        .filter(|t| p.in_share(i, &format!("taint/{}", t.key), t.share))
+        .map(|t| (t.key.clone(), t.value.clone(), t.effect.clone()))
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use flotilla_agent::backend::Backend;
 
     #[tokio::test]
     async fn profiles_are_varied_valid_and_deterministic() {
         let cfg = FleetConfig::new("nats://127.0.0.1:4222", 20);
         let mut regions = std::collections::HashSet::new();
         for i in 1..=20 {
-            let (a, b) = profile(&cfg, i);
+            let (a, b) = cluster(&cfg, i);
             assert!(a.validate().is_empty(), "{:?}", a.validate());
             regions.insert(a.labels["region"].clone());
-            assert_eq!(profile(&cfg, i).0.labels, a.labels);
+            assert_eq!(cluster(&cfg, i).0.labels, a.labels);
             assert!(!b.info().await.capacity["cpu"].is_empty());
         }
         assert_eq!(regions.len(), REGIONS.len());
         assert_eq!(cluster_name("sim", 7), "sim-0007");
+    }
+
+    #[tokio::test]
+    async fn a_profile_shapes_the_clusters_and_the_builtin_fills_the_rest() {
+        let profile = FleetProfile::parse(
+            "labels: {region: {mars: 1}}\n\
+             capacity: {cpu: [2], memoryGi: [4]}\n\
+             applyFailures: {share: 1, message: broken}\n\
+             taints: [{key: gpu, effect: NoSelect, share: 1}]\n",
+            "test",
+        )
+        .unwrap();
+        let cfg = FleetConfig::new("nats://127.0.0.1:4222", 3).with_profile(profile);
+        let (a, b) = cluster(&cfg, 1);
+        assert_eq!(a.labels["region"], "mars");
+        assert!(
+            !a.labels.contains_key("env"),
+            "the labels section replaces the built-in labels"
+        );
+        assert!(
+            a.claims
+                .iter()
+                .any(|c| c.name == "region.open-cluster-management.io" && c.value == "mars"),
+            "built-in claims mirror the profile's region: {:?}",
+            a.claims
+        );
+        assert_eq!(b.info().await.capacity["cpu"], "2");
+        assert_eq!(
+            taints(&cfg, 1),
+            vec![("gpu".into(), String::new(), "NoSelect".into())]
+        );
+        let work = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "x", "namespace": "default"}});
+        let id = flotilla_api::work::ManifestId {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: "default".into(),
+            name: "x".into(),
+        };
+        let e = b
+            .apply(&id, &work, &flotilla_agent::backend::Strategy::Update)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("broken"), "{e}");
     }
 }

@@ -3,6 +3,7 @@
 use clap::Parser;
 use flotilla_bus::connect::NatsArgs;
 use flotilla_sim::{Fleet, FleetConfig};
+use std::io::IsTerminal;
 use std::time::Duration;
 
 /// Run a fleet of simulated clusters (real agents on in-memory clusters) against a hub.
@@ -45,6 +46,16 @@ struct Args {
     /// Seconds between AddOnPlacementScore reports (cpuAvailable, memAvailable); 0 = none.
     #[arg(long, default_value_t = 30)]
     score_interval_seconds: u64,
+    /// A fleet profile (YAML): label, claim, capacity, taint and failure distributions and the
+    /// connectivity model (flapping, outages, restarts). Sections it omits stay built-in.
+    #[arg(long, env = "FLOTILLA_SIM_PROFILE")]
+    profile: Option<std::path::PathBuf>,
+    /// Serve Prometheus metrics of the whole simulated fleet (`/metrics`) on this address.
+    #[arg(long, env = "FLOTILLA_METRICS_LISTEN")]
+    metrics_listen: Option<std::net::SocketAddr>,
+    /// Show a progress bar while the agents start (default: when stderr is a terminal).
+    #[arg(long)]
+    progress: bool,
 }
 
 #[tokio::main]
@@ -86,7 +97,55 @@ async fn main() -> anyhow::Result<()> {
         std::process::exit(64);
     }
     config.state_dir = args.state_dir;
-    let fleet = Fleet::start(&config).await?;
+    if let Some(path) = &args.profile {
+        match flotilla_sim::FleetProfile::load(path) {
+            Ok(p) => config = config.with_profile(p),
+            Err(e) => {
+                eprintln!("flotilla-sim: --profile {e}");
+                std::process::exit(64);
+            }
+        }
+    }
+    // Bound before the (possibly long) start, so a taken port fails at once.
+    let metrics_listener = match args.metrics_listen {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| anyhow::anyhow!("--metrics-listen {addr}: {e}"))?,
+        ),
+        None => None,
+    };
+    let bar = if args.progress || std::io::stderr().is_terminal() {
+        indicatif::ProgressBar::new(args.clusters as u64)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{msg} [{elapsed_precise}] {wide_bar} {pos}/{len} agents ({per_sec})",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar.set_message("starting");
+    // Ctrl-C during a long start stops the agents started so far instead of leaving the start
+    // loop running to the end.
+    let fleet = tokio::select! {
+        fleet = Fleet::start_with_progress(&config, |n| bar.set_position(n as u64)) => fleet?,
+        () = flotilla_bus::process::shutdown_signal() => {
+            bar.abandon_with_message("interrupted");
+            eprintln!("flotilla-sim: interrupted while starting; the agents started so far stop with the process");
+            return Ok(());
+        }
+    };
+    bar.finish_with_message("started");
+    if let Some(listener) = metrics_listener {
+        let (f, agents) = (fleet.clone(), config.metrics.clone());
+        tokio::spawn(flotilla_bus::process::serve_metrics(
+            listener,
+            move || f.render_metrics(&agents),
+            flotilla_bus::process::shutdown_signal(),
+        ));
+    }
     tracing::info!(clusters = args.clusters, nats = %args.nats.url, "simulated fleet running");
     flotilla_bus::process::shutdown_signal().await;
     tracing::info!("stopping simulated fleet");

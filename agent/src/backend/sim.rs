@@ -28,6 +28,9 @@ pub struct SimConfig {
     pub ready_delay: Duration,
     /// Nodes (DaemonSet pods per DaemonSet).
     pub nodes: u32,
+    /// Every apply on this cluster fails with this message (a broken cluster of a fleet
+    /// profile's failure share).
+    pub apply_error: Option<String>,
 }
 
 impl Default for SimConfig {
@@ -35,6 +38,7 @@ impl Default for SimConfig {
         Self {
             ready_delay: Duration::from_secs(2),
             nodes: 3,
+            apply_error: None,
         }
     }
 }
@@ -337,6 +341,9 @@ impl Backend for SimBackend {
         object: &Value,
         strategy: &Strategy,
     ) -> Result<ApplyOutcome, BackendError> {
+        if let Some(msg) = &self.config.apply_error {
+            return Err(BackendError::Invalid(msg.clone()));
+        }
         if let Some(msg) = self
             .injected
             .lock()
@@ -565,6 +572,7 @@ mod tests {
         SimBackend::new(8, 32, "v1.30.0").with_config(SimConfig {
             ready_delay: Duration::from_millis(50),
             nodes: 3,
+            apply_error: None,
         })
     }
 

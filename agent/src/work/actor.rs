@@ -171,6 +171,13 @@ struct WorkActor {
 
 impl WorkActor {
     async fn run(mut self) {
+        let metrics = self.config.metrics.clone();
+        metrics.works.inc();
+        self.serve().await;
+        metrics.works.dec();
+    }
+
+    async fn serve(&mut self) {
         if self.record.deleting {
             self.delete(None).await;
         } else {
@@ -392,6 +399,9 @@ impl WorkActor {
                     message: format!("{}: {e}", id.describe()),
                 },
             };
+        }
+        for r in &results {
+            self.config.metrics.apply(r.applied);
         }
         self.apply_results = results;
         // Garbage: what this work applied before and no longer declares.

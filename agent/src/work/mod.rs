@@ -75,6 +75,8 @@ pub struct WorkConfig {
     /// How feedback values other than one integer, string or boolean are treated (the
     /// `RawFeedbackJsonString` feature gate).
     pub raw_json: RawJson,
+    /// Where applies and works are counted.
+    pub metrics: Arc<crate::metrics::AgentMetrics>,
 }
 
 impl Default for WorkConfig {
@@ -83,6 +85,7 @@ impl Default for WorkConfig {
             status_interval: Duration::from_secs(10),
             max_event_bytes: flotilla_bus::envelope::DEFAULT_MAX_EVENT_BYTES,
             raw_json: RawJson::Disabled,
+            metrics: Arc::default(),
         }
     }
 }
@@ -95,6 +98,7 @@ pub struct Publisher {
     cluster: String,
     source: String,
     max_event_bytes: usize,
+    metrics: Arc<crate::metrics::AgentMetrics>,
 }
 
 impl Publisher {
@@ -104,8 +108,10 @@ impl Publisher {
         store: Arc<LocalStore>,
         cluster: &str,
         max_event_bytes: usize,
+        metrics: Arc<crate::metrics::AgentMetrics>,
     ) -> Self {
         Self {
+            metrics,
             js: async_nats::jetstream::new(client),
             store,
             cluster: cluster.to_string(),
@@ -154,14 +160,16 @@ impl Publisher {
                 .await
                 .map_err(|e| e.to_string())
         };
-        match tokio::time::timeout(Duration::from_secs(5), attempt).await {
+        let ok = match tokio::time::timeout(Duration::from_secs(5), attempt).await {
             Ok(Ok(_)) => true,
             Ok(Err(e)) => {
                 tracing::debug!(error = %e, "work status publish failed; will retry");
                 false
             }
             Err(_) => false,
-        }
+        };
+        self.metrics.status(ok);
+        ok
     }
 }
 

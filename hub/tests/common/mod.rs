@@ -110,7 +110,7 @@ pub fn sim_backend() -> Arc<SimBackend> {
             .with_platform("AWS")
             .with_config(flotilla_agent::backend::sim::SimConfig {
                 ready_delay: Duration::from_millis(300),
-                nodes: 3,
+                ..Default::default()
             }),
     )
 }

@@ -15,6 +15,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 use tokio::time::Instant;
 
+/// How long after a hub restart a loaded work whose spec the agent has not confirmed is sent
+/// again (then the normal back-off applies).
+const RESEND_AFTER_RESTART: Duration = Duration::from_secs(3);
+
 /// A work and its delivery bookkeeping.
 pub(super) struct WorkEntry {
     work: ManifestWork,
@@ -64,8 +68,15 @@ impl Actor {
                 WorkEntry {
                     work: w,
                     revision: rev,
-                    // Unconfirmed specs are re-sent one period after a restart.
-                    last_sent: Some(Instant::now()),
+                    // Unconfirmed specs are re-sent soon after a restart: the agent may never
+                    // have received a spec published just before the old hub died. Not at once —
+                    // statuses already in the stream confirm most of them within moments.
+                    last_sent: Instant::now().checked_sub(
+                        self.shared
+                            .config
+                            .work_resend_after
+                            .saturating_sub(RESEND_AFTER_RESTART),
+                    ),
                     backoff: self.shared.config.work_resend_after,
                 },
             );

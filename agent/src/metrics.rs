@@ -1,0 +1,143 @@
+//! The agent's Prometheus metrics. One [`AgentMetrics`] per agent process — shared by every
+//! agent of a simulator process, so `flotilla-sim` reports its whole fleet on one endpoint with
+//! bounded cardinality (no per-cluster labels).
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use std::sync::Mutex;
+
+/// A result label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Outcome {
+    /// `ok` or `error`.
+    pub result: &'static str,
+}
+
+const OK: Outcome = Outcome { result: "ok" };
+const ERROR: Outcome = Outcome { result: "error" };
+
+/// Counters and gauges of one or many agents.
+pub struct AgentMetrics {
+    registry: Mutex<Registry>,
+    /// Agents whose NATS connection is up.
+    pub connected: Gauge,
+    /// Connections established (first ones and reconnects).
+    pub connections: Counter,
+    /// Connections lost.
+    pub disconnections: Counter,
+    /// Work spec events received from the hub.
+    pub spec_events: Counter,
+    /// Manifest applies, by result.
+    pub applies: Family<Outcome, Counter>,
+    /// Work status events, by whether the hub's stream took them.
+    pub status_events: Family<Outcome, Counter>,
+    /// Works held.
+    pub works: Gauge,
+}
+
+impl std::fmt::Debug for AgentMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentMetrics")
+            .field("connected", &self.connected.get())
+            .field("works", &self.works.get())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for AgentMetrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("flotilla_agent");
+        let m = Self {
+            registry: Mutex::new(Registry::default()),
+            connected: Gauge::default(),
+            connections: Counter::default(),
+            disconnections: Counter::default(),
+            spec_events: Counter::default(),
+            applies: Family::default(),
+            status_events: Family::default(),
+            works: Gauge::default(),
+        };
+        registry.register(
+            "connected",
+            "Agents whose NATS connection is up",
+            m.connected.clone(),
+        );
+        registry.register(
+            "connections",
+            "NATS connections established (first ones and reconnects)",
+            m.connections.clone(),
+        );
+        registry.register(
+            "disconnections",
+            "NATS connections lost",
+            m.disconnections.clone(),
+        );
+        registry.register(
+            "spec_events",
+            "Work spec events received",
+            m.spec_events.clone(),
+        );
+        registry.register("applies", "Manifest applies by result", m.applies.clone());
+        registry.register(
+            "status_events",
+            "Work status events by whether the hub's stream took them",
+            m.status_events.clone(),
+        );
+        registry.register("works", "Works held", m.works.clone());
+        *m.registry.lock().expect("registry lock") = registry;
+        m
+    }
+}
+
+impl AgentMetrics {
+    /// Counts one apply.
+    pub fn apply(&self, ok: bool) {
+        self.applies
+            .get_or_create(if ok { &OK } else { &ERROR })
+            .inc();
+    }
+
+    /// Counts one status publish.
+    pub fn status(&self, ok: bool) {
+        self.status_events
+            .get_or_create(if ok { &OK } else { &ERROR })
+            .inc();
+    }
+
+    /// The OpenMetrics text.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let registry = self.registry.lock().expect("registry lock");
+        if prometheus_client::encoding::text::encode(&mut out, &registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_every_metric_with_its_prefix() {
+        let m = AgentMetrics::default();
+        m.connected.inc();
+        m.apply(true);
+        m.apply(false);
+        m.status(true);
+        let text = m.render();
+        for line in [
+            "flotilla_agent_connected 1",
+            "flotilla_agent_applies_total{result=\"ok\"} 1",
+            "flotilla_agent_applies_total{result=\"error\"} 1",
+            "flotilla_agent_status_events_total{result=\"ok\"} 1",
+            "flotilla_agent_connections_total 0",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
+    }
+}

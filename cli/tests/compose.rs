@@ -1,0 +1,176 @@
+//! The docker-compose demo cannot run here (no Docker engine), so it is checked by parsing: the
+//! services the README promises exist, every flag they pass is one the binary accepts, the
+//! fleet is a few hundred clusters, and the one-shot job's documents are in the image and
+//! apply as OCM documents.
+
+mod common;
+
+use serde_yaml::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn compose() -> Value {
+    let text = std::fs::read_to_string(root().join("docker-compose.yml")).unwrap();
+    serde_yaml::from_str(&text).expect("docker-compose.yml is YAML")
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_sequence()
+        .map(|s| {
+            s.iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Every `--flag` in `args` appears in `binary --help` (and, for a subcommand, its help).
+fn assert_flags_known(binary: &str, subcommand: Option<&str>, args: &[String]) {
+    let mut cmd = Command::new(flotilla_testkit::binary(binary));
+    if let Some(s) = subcommand {
+        cmd.arg(s);
+    }
+    let help = cmd.arg("--help").output().expect("run --help");
+    let help = String::from_utf8_lossy(&help.stdout).to_string();
+    for a in args.iter().filter(|a| a.starts_with("--")) {
+        let flag = a.split('=').next().unwrap();
+        assert!(
+            help.contains(flag),
+            "{binary}: compose passes {flag}, which --help does not list"
+        );
+    }
+}
+
+#[test]
+fn the_compose_demo_has_nats_a_hub_a_fleet_and_a_one_shot_apply() {
+    let c = compose();
+    let services = &c["services"];
+    for s in ["nats", "hub", "sim", "apply", "cli"] {
+        assert!(services.get(s).is_some(), "service {s} missing");
+    }
+    let hub = strings(&services["hub"]["command"]);
+    assert_eq!(hub[0], "flotilla-hub");
+    assert_flags_known("flotilla-hub", None, &hub[1..]);
+    let sim = strings(&services["sim"]["command"]);
+    assert_eq!(sim[0], "flotilla-sim");
+    assert_flags_known("flotilla-sim", None, &sim[1..]);
+    let clusters: usize = sim
+        .iter()
+        .find_map(|a| a.strip_prefix("--clusters="))
+        .expect("--clusters")
+        .parse()
+        .unwrap();
+    assert!(
+        (100..=1000).contains(&clusters),
+        "a few hundred clusters, not {clusters}"
+    );
+    let nats = strings(&services["nats"]["command"]);
+    assert!(nats.contains(&"-js".to_string()), "JetStream on: {nats:?}");
+    assert!(
+        services["hub"]["command"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .any(|a| a.as_str() == Some("--auto-accept"))
+    );
+}
+
+#[test]
+fn the_one_shot_job_applies_documents_that_are_in_the_image_and_valid() {
+    let c = compose();
+    let script = strings(&c["services"]["apply"]["command"]).join(" ");
+    let path = script
+        .split_whitespace()
+        .skip_while(|w| *w != "-f")
+        .nth(1)
+        .expect("apply -f FILE");
+    let in_repo = path
+        .strip_prefix("/usr/share/flotilla/")
+        .expect("the file is under the image's /usr/share/flotilla");
+    let dockerfile = std::fs::read_to_string(root().join("Dockerfile")).unwrap();
+    assert!(
+        dockerfile.contains("COPY examples/ /usr/share/flotilla/examples/"),
+        "the Dockerfile puts the examples where the job reads them"
+    );
+    assert!(
+        script.contains("get clusters"),
+        "the job waits for the hub: {script}"
+    );
+    let text = std::fs::read_to_string(root().join(in_repo)).unwrap();
+    let docs = flotilla_api::ocm::parse_documents(&text);
+    let kinds: Vec<&'static str> = docs
+        .iter()
+        .map(|d| match d {
+            Ok(flotilla_api::ocm::Document::Placement(_)) => "Placement",
+            Ok(flotilla_api::ocm::Document::ReplicaSet(_)) => "ManifestWorkReplicaSet",
+            Ok(flotilla_api::ocm::Document::Work(_)) => "ManifestWork",
+            Ok(_) => "other",
+            Err(e) => panic!("{in_repo}: {e}"),
+        })
+        .collect();
+    assert!(kinds.contains(&"Placement"), "{kinds:?}");
+    assert!(
+        kinds.contains(&"ManifestWorkReplicaSet") || kinds.contains(&"ManifestWork"),
+        "{kinds:?}"
+    );
+}
+
+#[test]
+fn the_compose_fleet_and_job_run_as_local_processes() {
+    use flotilla_testkit::{NatsServer, Proc, binary};
+    let c = compose();
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let hub = common::HubBuilder::new(&nats, dir.path())
+        .auto_accept()
+        .start();
+    // The compose file's own simulator arguments, with the service name replaced by this
+    // test's server.
+    let sim_args: Vec<String> = strings(&c["services"]["sim"]["command"])[1..]
+        .iter()
+        .map(|a| {
+            if a.starts_with("--nats-url=") {
+                format!("--nats-url={}", nats.url())
+            } else {
+                a.clone()
+            }
+        })
+        .collect();
+    let mut cmd = Command::new(binary("flotilla-sim"));
+    cmd.args(&sim_args).env("RUST_LOG", "warn");
+    let sim = Proc::spawn("flotilla-sim", cmd, dir.path().join("sim.log"));
+    let clusters: usize = sim_args
+        .iter()
+        .find_map(|a| a.strip_prefix("--clusters="))
+        .unwrap()
+        .parse()
+        .unwrap();
+    common::wait_for("the compose fleet Available", &[&hub.proc, &sim], || {
+        let out = common::run_cli(&hub.grpc, &["get", "clusters"], None);
+        (out.stdout.lines().filter(|l| l.contains(" True")).count() >= clusters).then_some(())
+    });
+    let out = common::run_cli(
+        &hub.grpc,
+        &[
+            "apply",
+            "-f",
+            root().join("examples/compose-demo.yaml").to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
+    let status = Command::new(binary("flotilla"))
+        .args(["--hub", &hub.grpc, "rollout", "status", "hello", "--watch"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(status.status.success(), "{text}");
+    assert!(
+        text.contains("rollout complete") && text.contains("5/5 available"),
+        "{text}"
+    );
+}

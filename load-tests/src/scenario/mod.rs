@@ -1,0 +1,264 @@
+//! The fleet scenarios, one file each. They share [`Run`]: a topology (attached or
+//! self-started), the fleet's settings, and the steps every scenario is built from — start the
+//! fleet and wait until the hub shows it Available, apply one work per cluster with bounded
+//! concurrency (retrying while the hub is away), and wait for the works to converge.
+//!
+//! - [`register`]: C clusters register; time and per-cluster latency to Available.
+//! - [`fanout`]: one work to every cluster, then the same round trips over bare NATS
+//!   ([`transport`]) for `efficiency`.
+//! - [`storm`]: every agent cut off, the work changed, all reconnect at once.
+//! - [`hub_restart`]: `kill -9` of the hub mid-fanout, restart, nothing lost.
+//! - [`flapping`]: a share of the fleet flapping while the work changes.
+//! - [`steady`]: the idle fleet renewing its leases: hub CPU and message rate.
+//! - [`transport`]: the transport limit alone.
+
+pub mod fanout;
+pub mod flapping;
+pub mod hub_restart;
+pub mod register;
+pub mod steady;
+pub mod storm;
+pub mod transport;
+
+use crate::fleet::{FleetArgs, LoadFleet};
+use crate::report::Summary;
+use crate::topology::Topology;
+use crate::watch::{ClusterWatch, WorkWatch};
+use anyhow::{Context, Result};
+use flotilla_api::v1::ManifestWork;
+use flotilla_api::v1::work_service_client::WorkServiceClient;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use tonic::transport::Channel;
+
+/// The name of the work every scenario sends.
+pub const WORK: &str = "load";
+
+/// A scenario's setting.
+pub struct Run {
+    /// Where it runs.
+    pub topology: Topology,
+    /// The fleet.
+    pub fleet: FleetArgs,
+    /// Bound of the whole run.
+    pub timeout: Duration,
+    /// Concurrent ApplyWork calls.
+    pub concurrency: usize,
+    /// Where plots go.
+    pub out: Option<PathBuf>,
+    /// When the run began.
+    pub started: Instant,
+}
+
+impl Run {
+    /// The run's deadline.
+    pub fn deadline(&self) -> Instant {
+        self.started + self.timeout
+    }
+
+    /// A gRPC channel to the hub (connects lazily, so it survives a hub restart).
+    pub fn channel(&self) -> Result<Channel> {
+        Ok(
+            tonic::transport::Endpoint::from_shared(self.topology.hub_endpoint.clone())
+                .context("the hub endpoint")?
+                .connect_timeout(Duration::from_secs(5))
+                .connect_lazy(),
+        )
+    }
+
+    /// Cluster name prefix with its dash.
+    pub fn prefix(&self) -> String {
+        format!("{}-", self.fleet.name_prefix)
+    }
+
+    /// Starts the fleet and waits until the hub shows every cluster Available; applies the
+    /// profile's taints. Returns the fleet, the cluster watch and the time it took.
+    pub async fn start_fleet(&mut self) -> Result<(LoadFleet, ClusterWatch, Duration)> {
+        let mut clusters = ClusterWatch::start(self.topology.hub_endpoint.clone(), self.prefix());
+        let t0 = Instant::now();
+        let mut fleet = LoadFleet::start(&self.topology, &self.fleet).await?;
+        let want = self.fleet.clusters;
+        let deadline = self.deadline();
+        loop {
+            let step = (Instant::now() + Duration::from_secs(2)).min(deadline);
+            match clusters.wait_available(want, step).await {
+                Ok(()) => break,
+                Err(n) if Instant::now() >= deadline => {
+                    fleet.stop().await;
+                    anyhow::bail!(
+                        "only {n} of {want} clusters Available within the run's {:?}; hub log:\n{}",
+                        self.timeout,
+                        self.topology.hub_log_tail()
+                    );
+                }
+                Err(_) => fleet.check_running()?,
+            }
+        }
+        let took = t0.elapsed();
+        self.apply_taints().await?;
+        Ok((fleet, clusters, took))
+    }
+
+    async fn apply_taints(&self) -> Result<()> {
+        let Some(profile) = self.fleet.load_profile()? else {
+            return Ok(());
+        };
+        if profile.taints.is_empty() {
+            return Ok(());
+        }
+        let config = flotilla_sim::FleetConfig::new("", 0).with_profile(profile);
+        let mut api =
+            flotilla_api::v1::cluster_service_client::ClusterServiceClient::new(self.channel()?);
+        for n in 0..self.fleet.clusters {
+            let taints = flotilla_sim::taints(&config, n + 1);
+            if taints.is_empty() {
+                continue;
+            }
+            api.taint_cluster(flotilla_api::v1::TaintClusterRequest {
+                name: self.fleet.name(n),
+                add: taints
+                    .into_iter()
+                    .map(|(key, value, effect)| flotilla_api::v1::Taint {
+                        key,
+                        value,
+                        effect,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .await
+            .with_context(|| format!("tainting {}", self.fleet.name(n)))?;
+        }
+        Ok(())
+    }
+
+    /// Applies version `version` of the load work to every cluster (see [`Applier::apply`]).
+    pub async fn apply_all(&self, version: u32, works: &WorkWatch) -> Result<u64> {
+        self.applier()?
+            .apply(self.fleet.names(), version, works)
+            .await
+    }
+
+    /// A handle that applies works, independent of the run (to apply while the hub restarts).
+    pub fn applier(&self) -> Result<Applier> {
+        Ok(Applier {
+            api: WorkServiceClient::new(self.channel()?),
+            concurrency: self.concurrency.max(1),
+            deadline: self.deadline(),
+        })
+    }
+
+    /// Waits until every cluster's work converged (or the deadline); fills the summary's
+    /// percentiles and `converged`, counting the works that did not as errors.
+    pub async fn wait_works(&self, works: &mut WorkWatch, summary: &mut Summary) {
+        let want = self.fleet.clusters;
+        let got = works.wait_done(want, self.deadline()).await;
+        summary.latencies(&works.latencies_ms());
+        match got {
+            Ok(()) => summary.converged = summary.errors == 0,
+            Err(n) => {
+                summary.errors += (want - n) as u64;
+                summary.converged = false;
+                summary.set("not_converged_examples", works.missing(5));
+            }
+        }
+    }
+}
+
+/// Applies load works with bounded concurrency.
+#[derive(Clone)]
+pub struct Applier {
+    api: WorkServiceClient<Channel>,
+    concurrency: usize,
+    deadline: Instant,
+}
+
+impl Applier {
+    /// Applies version `version` of the load work to each of `names`, `concurrency` at a time,
+    /// telling `works` what to expect. A call the hub cannot answer (it is restarting) is
+    /// retried until the run's deadline; the count of calls that failed for good is returned.
+    pub async fn apply(&self, names: Vec<String>, version: u32, works: &WorkWatch) -> Result<u64> {
+        let sem = Arc::new(tokio::sync::Semaphore::new(self.concurrency));
+        let errors = Arc::new(AtomicU64::new(0));
+        let mut tasks = tokio::task::JoinSet::new();
+        let deadline = self.deadline;
+        for name in names {
+            let permit = sem.clone().acquire_owned().await?;
+            let mut api = self.api.clone();
+            let works = works.clone();
+            let errors = errors.clone();
+            tasks.spawn(async move {
+                let work = load_work(&name, version);
+                loop {
+                    let sent = Instant::now();
+                    match api.apply_work(work.clone()).await {
+                        Ok(stored) => {
+                            let generation =
+                                stored.into_inner().metadata.map_or(0, |m| m.generation);
+                            works.expect(&name, generation, sent);
+                            break;
+                        }
+                        Err(s) if retryable(&s) && Instant::now() < deadline => {
+                            tokio::time::sleep(Duration::from_millis(200)).await;
+                        }
+                        Err(s) => {
+                            errors.fetch_add(1, Ordering::Relaxed);
+                            tracing::error!(cluster = %name, error = %s, "apply failed");
+                            break;
+                        }
+                    }
+                }
+                drop(permit);
+            });
+        }
+        while let Some(r) = tasks.join_next().await {
+            r.context("apply task")?;
+        }
+        Ok(errors.load(Ordering::Relaxed))
+    }
+}
+
+/// Whether a failed call is worth repeating (the hub is away or busy).
+fn retryable(s: &tonic::Status) -> bool {
+    matches!(
+        s.code(),
+        tonic::Code::Unavailable
+            | tonic::Code::Unknown
+            | tonic::Code::DeadlineExceeded
+            | tonic::Code::ResourceExhausted
+            | tonic::Code::Aborted
+            | tonic::Code::Cancelled
+    )
+}
+
+/// The load work of `cluster` at `version`: a ConfigMap, a Deployment and a Service, as an
+/// application's smallest real shape.
+pub fn load_work(cluster: &str, version: u32) -> ManifestWork {
+    let yaml = format!(
+        r#"apiVersion: work.open-cluster-management.io/v1
+kind: ManifestWork
+metadata: {{namespace: {cluster}, name: {WORK}, labels: {{flotilla.io/load: "true"}}}}
+spec:
+  workload:
+    manifests:
+      - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: web-config, namespace: default}}, data: {{version: "{version}"}}}}
+      - apiVersion: apps/v1
+        kind: Deployment
+        metadata: {{name: web, namespace: default}}
+        spec:
+          replicas: 2
+          selector: {{matchLabels: {{app: web}}}}
+          template:
+            metadata: {{labels: {{app: web}}}}
+            spec: {{containers: [{{name: web, image: nginx:1.27}}]}}
+      - {{apiVersion: v1, kind: Service, metadata: {{name: web, namespace: default}}, spec: {{selector: {{app: web}}, ports: [{{port: 80}}]}}}}
+"#
+    );
+    match flotilla_api::ocm::parse_documents(&yaml).remove(0) {
+        Ok(flotilla_api::ocm::Document::Work(w)) => w,
+        other => unreachable!("the load work is a valid ManifestWork: {other:?}"),
+    }
+}

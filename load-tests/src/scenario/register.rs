@@ -1,0 +1,36 @@
+//! `register`: C simulated clusters register with a hub that auto-accepts; measured until the
+//! hub shows every one Available. Latencies are per cluster from the fleet's start.
+
+use super::Run;
+use crate::report::{Phase, Summary};
+use anyhow::Result;
+
+/// Runs the scenario.
+pub async fn run(mut run: Run) -> Result<(Summary, Run)> {
+    let mut summary = Summary::new("register", run.fleet.clusters);
+    let phase = Phase::begin(&run.topology).await;
+    let (fleet, clusters, _) = run.start_fleet().await?;
+    phase.end(&run.topology, &mut summary).await;
+    summary.latencies(&clusters.first_available_ms(phase.started()));
+    summary.converged = clusters.available() >= run.fleet.clusters;
+    let pids = fleet.pids();
+    let fleet_rss: u64 = pids
+        .iter()
+        .filter_map(|p| crate::report::rss_bytes(*p))
+        .sum();
+    summary.set("fleet_rss_bytes", fleet_rss);
+    summary.set(
+        "fleet_rss_per_agent_bytes",
+        fleet_rss / run.fleet.clusters.max(1) as u64,
+    );
+    if let Some(pid) = run.topology.hub_pid()
+        && let Some(rss) = crate::report::rss_bytes(pid)
+    {
+        summary.set(
+            "hub_rss_per_cluster_bytes",
+            rss / run.fleet.clusters.max(1) as u64,
+        );
+    }
+    fleet.stop().await;
+    Ok((summary, run))
+}

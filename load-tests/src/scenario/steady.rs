@@ -1,0 +1,38 @@
+//! `steady`: the fleet registered and idle, renewing its leases and reporting status, for a
+//! fixed time: the hub's CPU share and the message rate through its NATS server. Converged
+//! means no cluster stopped being Available meanwhile.
+
+use super::Run;
+use crate::report::{Phase, Summary};
+use anyhow::Result;
+use std::time::Duration;
+
+/// Runs the scenario for `seconds` of idle time.
+pub async fn run(mut run: Run, seconds: u64) -> Result<(Summary, Run)> {
+    let mut summary = Summary::new("steady", run.fleet.clusters);
+    let (fleet, clusters, register) = run.start_fleet().await?;
+    summary.set("register_seconds", register.as_secs_f64());
+    clusters.clear_lost();
+    let phase = Phase::begin(&run.topology).await;
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
+    phase.end(&run.topology, &mut summary).await;
+    let lost = clusters.lost();
+    summary.errors = lost.len() as u64;
+    summary.converged = lost.is_empty() && clusters.available() >= run.fleet.clusters;
+    if let Some(cpu) = summary.hub_cpu_seconds {
+        summary.set(
+            "hub_cpu_percent",
+            (cpu / summary.seconds.max(1e-3) * 1000.0).round() / 10.0,
+        );
+    }
+    if let Some(pid) = run.topology.hub_pid()
+        && let Some(rss) = crate::report::rss_bytes(pid)
+    {
+        summary.set(
+            "hub_rss_per_cluster_bytes",
+            rss / run.fleet.clusters.max(1) as u64,
+        );
+    }
+    fleet.stop().await;
+    Ok((summary, run))
+}

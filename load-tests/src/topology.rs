@@ -1,0 +1,319 @@
+//! Where a scenario runs: attached to a NATS server and hub someone else started
+//! (`--nats-url` and `--hub`), or self-started — a JetStream nats-server for the hub, K leaf
+//! nats-servers that the agents connect to as edge sites do (`--leaf-nodes K`), and a
+//! `flotilla-hub` process from the same build — all stopped when the scenario ends.
+//!
+//! Leaf nodes share the hub server's account (no JetStream domain): agents behind a leaf reach
+//! the same subjects, request/reply and the hub's JetStream API, which works on nats-server 2.9
+//! without extra configuration (docs/edge-sites.md shows the configuration an operator writes
+//! for a site).
+
+use anyhow::{Context, Result, bail};
+use flotilla_testkit::{NatsOptions, NatsServer, free_port};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Where to run.
+#[derive(Debug, Clone)]
+pub struct TopologyArgs {
+    /// An existing NATS server (attach) — with `hub`.
+    pub nats_url: Option<String>,
+    /// An existing hub's gRPC endpoint (attach) — with `nats_url`.
+    pub hub: Option<String>,
+    /// The attached hub's PID, for its CPU and memory.
+    pub hub_pid: Option<u32>,
+    /// The attached NATS server's monitoring URL (`http://host:8222`), for message rates.
+    pub nats_monitor: Option<String>,
+    /// Self-started: leaf nats-servers between the agents and the hub's server.
+    pub leaf_nodes: usize,
+    /// Extra `flotilla-hub` arguments (self-started).
+    pub hub_args: Vec<String>,
+}
+
+/// A running topology.
+pub struct Topology {
+    /// Where the hub's NATS server is.
+    pub nats_url: String,
+    /// The hub's gRPC endpoint.
+    pub hub_endpoint: String,
+    monitor: Option<String>,
+    hub_pid: Option<u32>,
+    _server: Option<NatsServer>,
+    leaves: Vec<NatsServer>,
+    hub: Option<HubProcess>,
+}
+
+struct HubProcess {
+    child: Child,
+    args: Vec<String>,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Topology {
+    /// Attaches, or starts NATS, leaves and a hub.
+    pub async fn start(args: &TopologyArgs) -> Result<Self> {
+        match (&args.nats_url, &args.hub) {
+            (Some(nats_url), Some(hub)) => {
+                if args.leaf_nodes > 0 {
+                    bail!(
+                        "--leaf-nodes starts leaf servers for a self-started topology; attached to \
+                         {nats_url}, give the agents' servers with --nats-url instead"
+                    );
+                }
+                Ok(Self {
+                    nats_url: nats_url.clone(),
+                    hub_endpoint: hub.clone(),
+                    monitor: args.nats_monitor.clone(),
+                    hub_pid: args.hub_pid,
+                    _server: None,
+                    leaves: Vec::new(),
+                    hub: None,
+                })
+            }
+            (None, None) => Self::self_started(args).await,
+            _ => bail!("give both --nats-url and --hub to attach, or neither to start everything"),
+        }
+    }
+
+    async fn self_started(args: &TopologyArgs) -> Result<Self> {
+        let monitor_port = free_port();
+        let server = NatsServer::start_with(NatsOptions {
+            jetstream: true,
+            leaf_listen: args.leaf_nodes > 0,
+            extra: format!("http: 127.0.0.1:{monitor_port}\nmax_payload: 8MB\n"),
+            ..NatsOptions::default()
+        });
+        let leaves = (0..args.leaf_nodes).map(|_| server.start_leaf()).collect();
+        let grpc = free_port();
+        let dir = tempfile::tempdir().context("creating a directory for the hub's log")?;
+        let mut hub_args = vec![
+            "--nats-url".to_string(),
+            server.url(),
+            "--grpc-listen".into(),
+            format!("127.0.0.1:{grpc}"),
+            "--metrics-listen".into(),
+            format!("127.0.0.1:{}", free_port()),
+            "--auto-accept".into(),
+        ];
+        hub_args.extend(args.hub_args.iter().cloned());
+        let log = dir.path().join("hub.log");
+        let child = spawn_hub(&hub_args, &log)?;
+        let mut topology = Self {
+            nats_url: server.url(),
+            hub_endpoint: format!("http://127.0.0.1:{grpc}"),
+            monitor: Some(format!("http://127.0.0.1:{monitor_port}")),
+            hub_pid: Some(child.id()),
+            _server: Some(server),
+            leaves,
+            hub: Some(HubProcess {
+                child,
+                args: hub_args,
+                log,
+                _dir: dir,
+            }),
+        };
+        topology.wait_for_hub(Duration::from_secs(60)).await?;
+        Ok(topology)
+    }
+
+    /// The URLs agents connect to: the leaves round-robin, or the hub's server.
+    pub fn agent_urls(&self) -> Vec<String> {
+        if self.leaves.is_empty() {
+            vec![self.nats_url.clone()]
+        } else {
+            self.leaves.iter().map(NatsServer::url).collect()
+        }
+    }
+
+    /// A description for summaries.
+    pub fn describe(&self) -> String {
+        match (&self.hub, self.leaves.len()) {
+            (None, _) => format!(
+                "attached: NATS {}, hub {}",
+                self.nats_url, self.hub_endpoint
+            ),
+            (Some(_), 0) => "self-started: one JetStream nats-server, one hub".into(),
+            (Some(_), k) => format!(
+                "self-started: one JetStream nats-server, {k} leaf nats-server(s) for the agents, one hub"
+            ),
+        }
+    }
+
+    /// Number of leaf servers.
+    pub fn leaf_count(&self) -> usize {
+        self.leaves.len()
+    }
+
+    /// The hub's PID (self-started, or given).
+    pub fn hub_pid(&self) -> Option<u32> {
+        self.hub_pid
+    }
+
+    /// Whether this run started the hub (and may kill it).
+    pub fn owns_hub(&self) -> bool {
+        self.hub.is_some()
+    }
+
+    /// Waits until the hub answers the API.
+    pub async fn wait_for_hub(&mut self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(hub) = self.hub.as_mut()
+                && let Ok(Some(status)) = hub.child.try_wait()
+            {
+                bail!(
+                    "flotilla-hub exited with {status}; its log:\n{}",
+                    std::fs::read_to_string(&hub.log).unwrap_or_default()
+                );
+            }
+            if let Ok(mut c) =
+                flotilla_api::v1::cluster_service_client::ClusterServiceClient::connect(
+                    self.hub_endpoint.clone(),
+                )
+                .await
+                && c.list_clusters(flotilla_api::v1::ListClustersRequest {
+                    page_size: 1,
+                    ..Default::default()
+                })
+                .await
+                .is_ok()
+            {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "the hub at {} did not answer within {timeout:?}",
+                    self.hub_endpoint
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Whether the self-started hub is still running (true when attached: not ours to watch).
+    pub fn hub_alive(&mut self) -> bool {
+        self.hub
+            .as_mut()
+            .is_none_or(|h| matches!(h.child.try_wait(), Ok(None)))
+    }
+
+    /// `kill -9` of the self-started hub.
+    pub fn kill_hub(&mut self) -> Result<()> {
+        let hub = self
+            .hub
+            .as_mut()
+            .context("the hub was not started by this run; it is not killed")?;
+        hub.child.kill().context("killing the hub")?;
+        hub.child.wait().context("waiting for the killed hub")?;
+        Ok(())
+    }
+
+    /// Starts the self-started hub again with the same arguments and waits until it answers.
+    pub async fn restart_hub(&mut self) -> Result<()> {
+        let hub = self
+            .hub
+            .as_mut()
+            .context("the hub was not started by this run")?;
+        hub.child = spawn_hub(&hub.args, &hub.log)?;
+        self.hub_pid = Some(hub.child.id());
+        self.wait_for_hub(Duration::from_secs(120)).await
+    }
+
+    /// Kills every leaf server: every agent behind them loses its link at once.
+    pub fn cut_leaves(&mut self) {
+        for leaf in &mut self.leaves {
+            leaf.stop();
+        }
+    }
+
+    /// Starts the leaf servers again on the same ports: every agent reconnects at once.
+    pub fn restore_leaves(&mut self) {
+        for leaf in &mut self.leaves {
+            leaf.start_again();
+        }
+    }
+
+    /// Messages in and out of the hub's NATS server so far (its monitoring endpoint), when
+    /// known.
+    pub async fn nats_messages(&self) -> Option<u64> {
+        let monitor = self.monitor.as_ref()?;
+        let varz = http_get_json(&format!("{monitor}/varz")).await.ok()?;
+        Some(varz["in_msgs"].as_u64()? + varz["out_msgs"].as_u64()?)
+    }
+
+    /// The end of the hub's log (self-started), for failure messages.
+    pub fn hub_log_tail(&self) -> String {
+        let Some(hub) = &self.hub else {
+            return String::new();
+        };
+        let log = std::fs::read_to_string(&hub.log).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+}
+
+impl Drop for Topology {
+    fn drop(&mut self) {
+        if let Some(hub) = self.hub.as_mut() {
+            let _ = hub.child.kill();
+            let _ = hub.child.wait();
+        }
+    }
+}
+
+/// The `flotilla-hub` of this build (next to this executable), or from `PATH`.
+pub fn sibling_binary(name: &str) -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|d| d.join(name)))
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from(name))
+}
+
+fn spawn_hub(args: &[String], log: &std::path::Path) -> Result<Child> {
+    let bin = sibling_binary("flotilla-hub");
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .with_context(|| format!("opening {}", log.display()))?;
+    Command::new(&bin)
+        .args(args)
+        .env(
+            "RUST_LOG",
+            std::env::var("FLOTILLA_LOAD_HUB_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .stdout(Stdio::null())
+        .stderr(out)
+        .spawn()
+        .with_context(|| {
+            format!(
+                "starting {} (build it with `cargo build --release -p flotilla-hub`)",
+                bin.display()
+            )
+        })
+}
+
+/// GET a small JSON document over plain HTTP/1.0 (the nats-server monitoring endpoint).
+async fn http_get_json(url: &str) -> Result<serde_json::Value> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rest = url
+        .strip_prefix("http://")
+        .with_context(|| format!("{url}: only http:// monitoring URLs"))?;
+    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let mut stream = tokio::net::TcpStream::connect(host)
+        .await
+        .with_context(|| format!("connecting to {host}"))?;
+    stream
+        .write_all(format!("GET /{path} HTTP/1.0\r\nHost: {host}\r\n\r\n").as_bytes())
+        .await?;
+    let mut body = Vec::new();
+    stream.read_to_end(&mut body).await?;
+    let text = String::from_utf8_lossy(&body);
+    let (_, json) = text
+        .split_once("\r\n\r\n")
+        .with_context(|| format!("{url}: no HTTP body"))?;
+    serde_json::from_str(json).with_context(|| format!("{url}: not JSON"))
+}

@@ -1,0 +1,207 @@
+//! Every fleet scenario of `flotilla-load` at a small size, self-started (its own nats-server,
+//! leaf servers where the scenario is about them, hub and simulated fleet): each must converge
+//! with nothing lost and end its stdout with the JSON summary. Timing is not asserted here —
+//! numbers come from the large runs recorded in BENCHMARKS.md.
+
+use serde_json::Value;
+use std::process::Command;
+
+/// Runs `flotilla-load ARGS` and returns its last stdout line as JSON, after checking it
+/// succeeded.
+fn scenario(args: &[&str]) -> Value {
+    // Fail with the install hint, not a confusing scenario error, when nats-server is missing.
+    let nats = flotilla_testkit::nats_server_binary();
+    let path = format!(
+        "{}:{}",
+        nats.parent()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_flotilla-load"))
+        .args(args)
+        .env("PATH", path)
+        .output()
+        .expect("run flotilla-load");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "flotilla-load {args:?} failed ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
+    let last = stdout.lines().last().unwrap_or_default();
+    let v: Value = serde_json::from_str(last)
+        .unwrap_or_else(|e| panic!("last line is not JSON ({e}): {last:?}\n{stdout}"));
+    for key in [
+        "scenario",
+        "clusters",
+        "converged",
+        "seconds",
+        "p50_ms",
+        "p90_ms",
+        "p99_ms",
+        "hub_cpu_seconds",
+        "hub_peak_rss_bytes",
+        "msgs_per_second",
+        "errors",
+    ] {
+        assert!(v.get(key).is_some(), "{key} missing from {v}");
+    }
+    assert_eq!(v["converged"], true, "{v}");
+    assert_eq!(v["errors"], 0, "{v}");
+    v
+}
+
+#[test]
+fn register_brings_every_cluster_to_available() {
+    let v = scenario(&["register", "--clusters", "25", "--timeout-seconds", "120"]);
+    assert_eq!(v["clusters"], 25);
+    assert!(v["hub_peak_rss_bytes"].as_u64().unwrap() > 0, "{v}");
+}
+
+#[test]
+fn fanout_converges_and_reports_its_efficiency_and_plots() {
+    let out = tempfile::tempdir().unwrap();
+    let v = scenario(&[
+        "fanout",
+        "--clusters",
+        "25",
+        "--leaf-nodes",
+        "2",
+        "--timeout-seconds",
+        "120",
+        "--out",
+        out.path().to_str().unwrap(),
+    ]);
+    let efficiency = v["efficiency"].as_f64().expect("efficiency");
+    assert!(efficiency > 0.0, "{v}");
+    assert!(v["status_events"].as_u64().unwrap() >= 25, "{v}");
+    for plot in [
+        "fanout-latency-cdf.png",
+        "fanout-convergence.png",
+        "fanout-hub-rss.png",
+    ] {
+        let bytes = std::fs::read(out.path().join(plot)).expect(plot);
+        assert_eq!(&bytes[1..4], b"PNG", "{plot} is a PNG");
+    }
+}
+
+#[test]
+fn a_reconnect_storm_through_leaf_servers_converges_on_the_new_version() {
+    let v = scenario(&[
+        "reconnect-storm",
+        "--clusters",
+        "25",
+        "--leaf-nodes",
+        "2",
+        "--timeout-seconds",
+        "120",
+    ]);
+    assert_eq!(v["cut"], "leaf servers killed", "{v}");
+}
+
+#[test]
+fn a_reconnect_storm_of_in_process_agents_converges() {
+    let v = scenario(&[
+        "reconnect-storm",
+        "--clusters",
+        "25",
+        "--timeout-seconds",
+        "120",
+    ]);
+    assert_eq!(v["cut"], "agent links down", "{v}");
+}
+
+#[test]
+fn a_hub_killed_mid_fanout_loses_nothing() {
+    let v = scenario(&[
+        "hub-restart",
+        "--clusters",
+        "30",
+        "--timeout-seconds",
+        "120",
+    ]);
+    let at_kill = v["converged_at_kill"].as_u64().unwrap();
+    assert!(at_kill < 30, "the kill came before the fanout ended: {v}");
+}
+
+#[test]
+fn flapping_clusters_do_not_disturb_the_rest_and_all_converge_after() {
+    let v = scenario(&[
+        "flapping",
+        "--clusters",
+        "30",
+        "--share",
+        "0.3",
+        "--flap-seconds",
+        "8",
+        "--change-every-seconds",
+        "2",
+        "--mean-up-seconds",
+        "1",
+        "--mean-down-seconds",
+        "1",
+        "--timeout-seconds",
+        "120",
+    ]);
+    assert!(v["flapping_clusters"].as_u64().unwrap() > 0, "{v}");
+    assert!(
+        v["link_downs"].as_u64().unwrap() > 0,
+        "links really went down: {v}"
+    );
+    assert_eq!(v["steady_clusters_marked_unavailable"], 0, "{v}");
+    assert_eq!(v["hub_stable"], true, "{v}");
+}
+
+#[test]
+fn steady_reports_the_idle_hub() {
+    let v = scenario(&["steady", "--clusters", "20", "--seconds", "3"]);
+    assert!(v["hub_cpu_percent"].as_f64().is_some(), "{v}");
+    assert!(v["msgs_per_second"].as_f64().is_some(), "{v}");
+}
+
+#[test]
+fn the_transport_limit_runs_through_leaf_servers() {
+    let v = scenario(&["transport-limit", "--clusters", "200", "--leaf-nodes", "2"]);
+    assert!(v["round_trips_per_second"].as_f64().unwrap() > 0.0, "{v}");
+}
+
+#[test]
+fn a_fleet_in_simulator_processes_registers() {
+    let v = scenario(&[
+        "register",
+        "--clusters",
+        "20",
+        "--sim-processes",
+        "2",
+        "--timeout-seconds",
+        "120",
+    ]);
+    assert_eq!(v["clusters"], 20);
+}
+
+#[test]
+fn bad_arguments_fail_with_a_clear_error_and_start_nothing() {
+    let out = Command::new(env!("CARGO_BIN_EXE_flotilla-load"))
+        .args(["fanout", "--nats-url", "nats://127.0.0.1:1"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("give both --nats-url and --hub"), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("p.yaml");
+    std::fs::write(
+        &profile,
+        "taints: [{key: gpu, effect: NoSchedule, share: 0.1}]",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_flotilla-load"))
+        .args(["register", "--profile", profile.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("taints[0].effect"), "{err}");
+}
