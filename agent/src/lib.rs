@@ -10,6 +10,7 @@
 //! - [`work`]: ManifestWork execution — one actor per work, status feedback, proxy queries.
 //! - [`scores`]: AddOnPlacementScores the agent reports (resource usage).
 //! - [`store`]: durable local state (`--state-dir`) or in-memory state for simulators.
+//! - [`features`]: feature gates (`--feature-gates`), as OCM's work agent names them.
 //!
 //! [`run`] is what the `flotilla-agent` binary and the simulator call.
 
@@ -18,6 +19,7 @@
 pub mod backend;
 pub mod credentials;
 pub mod enrolment;
+pub mod features;
 pub mod metrics;
 pub mod registration;
 pub mod scores;
@@ -84,6 +86,8 @@ pub struct AgentConfig {
     pub max_event_bytes: usize,
     /// Secure mode: the bootstrap credentials file (`--bootstrap-creds`).
     pub bootstrap_creds: Option<PathBuf>,
+    /// Feature gates (`--feature-gates`); all off by default, as in OCM.
+    pub feature_gates: features::FeatureGates,
     /// Where the agent counts what it does (shared by every agent of a simulator process).
     pub metrics: Arc<metrics::AgentMetrics>,
 }
@@ -107,6 +111,7 @@ impl AgentConfig {
             score_interval: Some(Duration::from_secs(60)),
             max_event_bytes: flotilla_bus::envelope::DEFAULT_MAX_EVENT_BYTES,
             bootstrap_creds: None,
+            feature_gates: features::FeatureGates::default(),
             metrics: Arc::default(),
         }
     }
@@ -214,6 +219,7 @@ pub async fn run(
         work::WorkConfig {
             status_interval: config.work_status_interval,
             max_event_bytes: config.max_event_bytes,
+            raw_json: config.feature_gates.raw_json(),
             metrics: config.metrics.clone(),
         },
     )?;

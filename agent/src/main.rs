@@ -72,6 +72,11 @@ struct Args {
     /// Seconds between AddOnPlacementScore reports (resource usage); 0 = none.
     #[arg(long, default_value_t = 60)]
     score_interval_seconds: u64,
+    /// Feature gates, OCM's work-agent names (repeatable): NAME=true|false,… Known:
+    /// RawFeedbackJsonString (report feedback values that are objects, lists or several matches
+    /// as JSON text instead of failing StatusFeedbackSynced). All off by default.
+    #[arg(long, env = "FLOTILLA_FEATURE_GATES", value_name = "NAME=BOOL,...")]
+    feature_gates: Vec<String>,
     /// Milliseconds until simulated workloads become ready.
     #[arg(long, default_value_t = 2000)]
     sim_ready_delay_ms: u64,
@@ -121,6 +126,10 @@ fn main() -> ExitCode {
     config.resync_interval = Duration::from_secs(args.resync_interval_seconds.max(1));
     config.score_interval =
         (args.score_interval_seconds > 0).then(|| Duration::from_secs(args.score_interval_seconds));
+    match flotilla_agent::features::FeatureGates::parse(&args.feature_gates) {
+        Ok(gates) => config.feature_gates = gates,
+        Err(es) => errors.extend(es),
+    }
     let sim_file = args.state_dir.join("sim-cluster.json");
     errors.extend(config.validate());
     if !errors.is_empty() {

@@ -626,3 +626,109 @@ async fn placement_service_answers_health_checks_and_reflection() {
     );
     hub.stop().await;
 }
+
+/// OCM's CEL predicate as its documentation writes it (plus the Kubernetes version).
+const CEL_YAML: &str = r#"
+apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata:
+  name: cel
+  namespace: apps
+spec:
+  predicates:
+    - requiredClusterSelector:
+        celSelector:
+          celExpressions:
+            - managedCluster.metadata.labels["version"].matches('^1\\.(14|15)\\.\\d+$')
+            - managedCluster.scores("resource-usage-score").filter(s, s.name == 'memNodeAvailable').all(e, e.value > 0)
+            - managedCluster.status.version.kubernetes == "v1.30.2"
+"#;
+
+fn usage_score(cluster: &str, mem: i32) -> AddOnPlacementScore {
+    AddOnPlacementScore {
+        metadata: Some(ObjectMeta {
+            name: "resource-usage-score".into(),
+            namespace: cluster.into(),
+            ..Default::default()
+        }),
+        status: Some(AddOnPlacementScoreStatus {
+            conditions: vec![],
+            scores: vec![AddOnPlacementScoreItem {
+                name: "memNodeAvailable".into(),
+                value: mem,
+            }],
+            valid_until: None,
+        }),
+    }
+}
+
+fn parse_placement(yaml: &str) -> Placement {
+    use flotilla_api::ocm::{Document, parse_documents};
+    match parse_documents(yaml).remove(0) {
+        Ok(Document::Placement(p)) => p,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn cel_selectors_from_ocm_yaml_select_clusters_and_a_bad_expression_is_misconfigured() {
+    let nats = NatsServer::start();
+    let hub = start_hub(config(&nats)).await;
+    let agents = fleet(&hub, &nats, &["c1", "c2", "c3"]).await;
+    bind(&hub, NS, "default").await;
+    label(&hub, "c1", &[("version", "1.14.3")], &[]).await;
+    label(&hub, "c2", &[("version", "1.16.0")], &[]).await;
+    label(&hub, "c3", &[("version", "1.15.1")], &[]).await;
+    let mut api = placements_client(&hub).await;
+    for (c, mem) in [("c1", 40), ("c2", 40), ("c3", -10)] {
+        api.apply_score(usage_score(c, mem))
+            .await
+            .expect("apply score");
+    }
+    let applied = api
+        .apply_placement(parse_placement(CEL_YAML))
+        .await
+        .expect("a CEL placement is accepted")
+        .into_inner();
+    assert_eq!(
+        condition(&applied, "PlacementMisconfigured").map(|c| c.0),
+        Some("False".into())
+    );
+    // c2's version label does not match, c3's memory score is not positive.
+    wait_decided(&mut api, "cel", &["c1"]).await;
+    // A CEL placement reads every label: relabelling c2 brings it in.
+    label(&hub, "c2", &[("version", "1.15.0")], &[]).await;
+    wait_decided(&mut api, "cel", &["c1", "c2"]).await;
+    // And the scores it names: c3's memory recovering brings it in too.
+    api.apply_score(usage_score("c3", 5)).await.unwrap();
+    wait_decided(&mut api, "cel", &["c1", "c2", "c3"]).await;
+
+    let bad = CEL_YAML.replace("name: cel", "name: cel-bad").replace(
+        r#"labels["version"].matches"#,
+        r#"labels["version"].matches("#,
+    );
+    let p = api
+        .apply_placement(parse_placement(&bad))
+        .await
+        .expect("accepted like OCM does")
+        .into_inner();
+    let mis = p
+        .status
+        .as_ref()
+        .and_then(|s| meta::find_condition(&s.conditions, "PlacementMisconfigured"))
+        .cloned()
+        .unwrap();
+    assert_eq!(mis.status, "True", "{mis:?}");
+    assert!(
+        mis.message.contains(
+            "spec.predicates[0].requiredClusterSelector.celSelector.celExpressions[0]: \
+             compilation failed"
+        ),
+        "{}",
+        mis.message
+    );
+    for a in agents {
+        a.stop().await;
+    }
+    hub.stop().await;
+}

@@ -88,31 +88,25 @@ async fn invalid_specs_are_rejected_naming_the_field_and_misconfigured_ones_keep
         ),
         (
             PlacementSpec {
-                number_of_clusters: Some(-1),
-                ..Default::default()
-            },
-            "spec.numberOfClusters",
-        ),
-        (
-            PlacementSpec {
                 tolerations: vec![Toleration {
                     key: "gpu".into(),
-                    operator: "Like".into(),
+                    effect: "Sometimes".into(),
                     ..Default::default()
                 }],
                 ..Default::default()
             },
-            "spec.tolerations[0].operator",
+            "spec.tolerations[0].effect",
         ),
         (
             PlacementSpec {
-                prioritizer_policy: Some(PrioritizerPolicy {
-                    mode: "Sometimes".into(),
-                    configurations: vec![],
-                }),
+                tolerations: vec![Toleration {
+                    key: "Bad Key".into(),
+                    operator: "Exists".into(),
+                    ..Default::default()
+                }],
                 ..Default::default()
             },
-            "spec.prioritizerPolicy.mode",
+            "spec.tolerations[0].key",
         ),
     ];
     for (spec, field) in rejected {
@@ -174,6 +168,24 @@ async fn invalid_specs_are_rejected_naming_the_field_and_misconfigured_ones_keep
         (
             prioritizer("Cheapest", 1),
             "spec.prioritizerPolicy.configurations[0].scoreCoordinate.builtIn",
+        ),
+        (
+            PlacementSpec {
+                prioritizer_policy: Some(PrioritizerPolicy {
+                    mode: "Sometimes".into(),
+                    configurations: vec![],
+                }),
+                ..Default::default()
+            },
+            "spec.prioritizerPolicy.mode",
+        ),
+        (
+            // OCM's CRD sets no minimum (and OCM's scheduler then fails on every run).
+            PlacementSpec {
+                number_of_clusters: Some(-1),
+                ..Default::default()
+            },
+            "spec.numberOfClusters",
         ),
         (
             bad_operator,
@@ -244,6 +256,115 @@ async fn invalid_specs_are_rejected_naming_the_field_and_misconfigured_ones_keep
         .unwrap_err();
     assert_eq!(err.code(), Code::NotFound);
     agent.stop().await;
+    hub.stop().await;
+}
+
+/// OCM YAML as users write it: OCM's CRD accepts a string `clustersPerDecisionGroup` that is not
+/// a percentage and any prioritizer mode, and its scheduler then reports the placement
+/// misconfigured naming the field; a string off the CRD's pattern is rejected at the API.
+const OCM_ODDITIES: &str = r#"
+apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata: {name: quoted-count, namespace: apps}
+spec:
+  decisionStrategy:
+    groupStrategy:
+      clustersPerDecisionGroup: "3"
+---
+apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata: {name: fancy-mode, namespace: apps}
+spec:
+  prioritizerPolicy:
+    mode: Fancy
+---
+apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata: {name: number-count, namespace: apps}
+spec:
+  decisionStrategy:
+    groupStrategy:
+      clustersPerDecisionGroup: 3
+  tolerations:
+    - key: gpu
+      operator: Like
+      tolerationSeconds: -5
+---
+apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata: {name: off-pattern, namespace: apps}
+spec:
+  decisionStrategy:
+    groupStrategy:
+      clustersPerDecisionGroup: "0%"
+"#;
+
+#[tokio::test]
+async fn ocm_yaml_string_group_count_and_unknown_mode_are_accepted_and_misconfigured() {
+    use flotilla_api::ocm::{Document, parse_documents};
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut api = PlacementServiceClient::connect(format!("http://{}", hub.grpc_addr))
+        .await
+        .unwrap();
+    let docs: Vec<Placement> = parse_documents(OCM_ODDITIES)
+        .into_iter()
+        .map(|d| match d {
+            Ok(Document::Placement(p)) => p,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    let mut applied = Vec::new();
+    for p in &docs[..3] {
+        let p = tokio::time::timeout(SOON, api.apply_placement(p.clone()))
+            .await
+            .unwrap()
+            .expect("accepted like OCM does")
+            .into_inner();
+        applied.push(p);
+    }
+    let message = misconfigured(&applied[0]).expect("quoted count is misconfigured");
+    assert!(
+        message.contains("spec.decisionStrategy.groupStrategy.clustersPerDecisionGroup")
+            && message.contains("\"3\" is a string but not a percentage"),
+        "{message}"
+    );
+    let message = misconfigured(&applied[1]).expect("unknown mode is misconfigured");
+    assert!(
+        message.contains("spec.prioritizerPolicy.mode: unknown mode \"Fancy\""),
+        "{message}"
+    );
+    assert_eq!(
+        misconfigured(&applied[2]),
+        None,
+        "a number is a count; an unknown toleration operator and negative seconds are accepted"
+    );
+    // The stored placement still knows "3" was a string.
+    let stored = api
+        .get_placement(PlacementRef {
+            namespace: NS.into(),
+            name: "quoted-count".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let groups = stored
+        .spec
+        .unwrap()
+        .decision_strategy
+        .unwrap()
+        .group_strategy
+        .unwrap();
+    assert!(groups.clusters_per_decision_group_is_string);
+
+    let err = api.apply_placement(docs[3].clone()).await.unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(
+        err.message()
+            .contains("spec.decisionStrategy.groupStrategy.clustersPerDecisionGroup"),
+        "{}",
+        err.message()
+    );
     hub.stop().await;
 }
 

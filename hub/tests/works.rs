@@ -738,3 +738,97 @@ async fn spec_resync_is_one_digest_message_when_nothing_changed() {
     agent.stop().await;
     hub.stop().await;
 }
+
+/// Feedback rules whose paths select several values and a list (the simulated Deployment reports
+/// the conditions Available and Progressing).
+const FEEDBACK_SHAPES: &str = r#"
+apiVersion: work.open-cluster-management.io/v1
+kind: ManifestWork
+metadata:
+  namespace: CLUSTER
+  name: feedback-shapes
+spec:
+  workload:
+    manifests:
+      - apiVersion: apps/v1
+        kind: Deployment
+        metadata: {name: shapes, namespace: default}
+        spec:
+          replicas: 1
+          selector: {matchLabels: {app: shapes}}
+          template:
+            metadata: {labels: {app: shapes}}
+            spec:
+              containers: [{name: c, image: busybox}]
+  manifestConfigs:
+    - resourceIdentifier: {group: apps, resource: deployments, namespace: default, name: shapes}
+      feedbackRules:
+        - type: WellKnownStatus
+        - type: JSONPaths
+          jsonPaths:
+            - {name: conditionTypes, path: ".status.conditions[*].type"}
+            - {name: conditions, path: ".status.conditions"}
+"#;
+
+/// OCM's default (RawFeedbackJsonString off): several matches report the first, a list is no
+/// value and StatusFeedbackSynced=False while the other values are still reported. An agent
+/// started with the gate on reports both as JSON text.
+#[tokio::test]
+async fn feedback_keeps_the_first_match_and_reports_lists_only_with_the_raw_json_gate() {
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut clusters = clusters_client(&hub).await;
+    let plain = accepted_cluster(&mut clusters, &nats.url(), "cluster1").await;
+    let mut gated = agent_config("cluster2", &nats.url());
+    gated.feature_gates =
+        flotilla_agent::features::FeatureGates::parse(&["RawFeedbackJsonString=true"]).unwrap();
+    let raw = accepted_agent(&mut clusters, gated).await;
+    let mut api = works_client(&hub).await;
+    for cluster in ["cluster1", "cluster2"] {
+        api.apply_work(work(&FEEDBACK_SHAPES.replace("CLUSTER", cluster)))
+            .await
+            .unwrap();
+    }
+    let ready = |w: &flotilla_api::v1::ManifestWork| {
+        converged_at(w, 1) && feedback(w, "ReadyReplicas").is_some_and(|v| v.integer == Some(1))
+    };
+    let synced = |w: &flotilla_api::v1::ManifestWork| {
+        manifests(w)[0]
+            .conditions
+            .iter()
+            .find(|c| c.r#type == "StatusFeedbackSynced")
+            .cloned()
+            .unwrap()
+    };
+
+    let w = wait_work(&mut api, "cluster1", "feedback-shapes", "ready", ready).await;
+    let first = feedback(&w, "conditionTypes").unwrap();
+    assert_eq!(
+        (first.r#type.as_str(), first.string.as_deref()),
+        ("String", Some("Available"))
+    );
+    assert_eq!(feedback(&w, "conditions"), None);
+    let c = synced(&w);
+    assert_eq!(c.status, "False", "{c:?}");
+    assert!(
+        c.message.contains("value of rule conditions is a list")
+            && c.message.contains("RawFeedbackJsonString=true"),
+        "{c:?}"
+    );
+
+    let w = wait_work(&mut api, "cluster2", "feedback-shapes", "ready", ready).await;
+    let all = feedback(&w, "conditionTypes").unwrap();
+    assert_eq!(
+        (all.r#type.as_str(), all.json_raw.as_deref()),
+        ("JsonRaw", Some(r#"["Available","Progressing"]"#))
+    );
+    let list = feedback(&w, "conditions").unwrap();
+    assert_eq!(list.r#type, "JsonRaw");
+    let parsed: Value = serde_json::from_str(list.json_raw.as_deref().unwrap()).unwrap();
+    assert_eq!(parsed[1]["type"], "Progressing");
+    assert_eq!(synced(&w).status, "True", "{:?}", synced(&w));
+
+    plain.stop().await;
+    raw.stop().await;
+    hub.stop().await;
+}

@@ -6,10 +6,14 @@
 //! 1. **Does the placement see the change at all?** A placement reads only some of a cluster:
 //!    the label and claim keys its eligible sets, predicates, decision groups and spread
 //!    constraints name, its taints, whether it is being deleted, and allocatable CPU / memory only
-//!    when ResourceAllocatableCPU / Memory has a non-zero weight. A change outside that
-//!    projection (a label nobody selects on, a capacity nobody ranks by) cannot move anything.
+//!    when ResourceAllocatableCPU / Memory has a non-zero weight; with CEL predicates, every
+//!    label and claim and the Kubernetes version (and the AddOnPlacementScores their `scores(..)`
+//!    calls name). A change outside that projection (a label nobody selects on, a capacity
+//!    nobody ranks by) cannot move anything. CEL expressions are not evaluated here: a cluster
+//!    they reject still counts as reaching the placement.
 //! 2. **Can the changed cluster matter?** The scheduler computes every score from the feasible
-//!    clusters alone (see [`crate::schedule`]), so a cluster change can move a placement's
+//!    clusters and from decision counts that cluster data does not touch (see
+//!    [`crate::schedule`]), so a cluster change can move a placement's
 //!    decisions only if the cluster was or is decided for it, or the old or the new version of
 //!    the cluster reaches the placement: member of an eligible set, not being deleted, passing the
 //!    predicates. Taints are deliberately not looked at here: a tainted cluster that reaches the
@@ -20,6 +24,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::cel::ScoreUse;
 use crate::cluster::Cluster;
 use crate::clusterset::{
     ManagedClusterSet, ManagedClusterSetBinding, SetMatcher, eligible_cluster_sets,
@@ -68,6 +73,8 @@ struct Reads {
     claims: Keys,
     cpu: bool,
     memory: bool,
+    /// `status.version.kubernetes` (CEL selectors only).
+    kubernetes_version: bool,
 }
 
 fn add_keys(keys: &mut Keys, sel: &LabelSelector) {
@@ -98,6 +105,7 @@ impl Reads {
             claims: Some(BTreeSet::new()),
             cpu: false,
             memory: false,
+            kubernetes_version: false,
         };
         for s in sets {
             match s {
@@ -116,6 +124,12 @@ impl Reads {
         }
         for p in &placement.predicates {
             add_selector(&mut r, &p.required_cluster_selector);
+            // A CEL expression may read any label or claim, and the Kubernetes version.
+            if !p.required_cluster_selector.cel_expressions.is_empty() {
+                r.labels = None;
+                r.claims = None;
+                r.kubernetes_version = true;
+            }
         }
         for g in &placement.decision_strategy.group_strategy.decision_groups {
             add_selector(&mut r, &g.group_cluster_selector);
@@ -146,6 +160,7 @@ impl Reads {
             || a.taints != b.taints
             || (self.cpu && a.allocatable.cpu != b.allocatable.cpu)
             || (self.memory && a.allocatable.memory != b.allocatable.memory)
+            || (self.kubernetes_version && a.kubernetes_version != b.kubernetes_version)
             || differ_on(&a.labels, &b.labels, &self.labels)
             || differ_on(&a.claims, &b.claims, &self.claims)
     }
@@ -155,9 +170,12 @@ impl Reads {
 #[derive(Debug, Clone)]
 pub struct ChangeFilter {
     sets: Vec<SetMatcher>,
-    /// `None` when a predicate does not compile: every cluster then counts as reaching.
+    /// `None` when a predicate does not compile: every cluster then counts as reaching. CEL
+    /// expressions are left out (a cluster they reject still counts as reaching).
     predicates: Option<Vec<(CompiledSelector, CompiledSelector)>>,
     addon_resources: Vec<String>,
+    /// The AddOnPlacementScores CEL expressions read through `scores(..)`.
+    cel_scores: ScoreUse,
     reads: Reads,
 }
 
@@ -197,10 +215,23 @@ impl ChangeFilter {
             .collect();
         let sets: Vec<SetMatcher> = eligible.sets.into_iter().map(SetMatcher::new).collect();
         let reads = Reads::of(placement, &sets);
+        let mut cel_scores = ScoreUse::Nothing;
+        for p in &placement.predicates {
+            let cel = &p.required_cluster_selector.cel_expressions;
+            if cel.is_empty() {
+                continue;
+            }
+            // One that does not compile is not scheduled; count it as reading every score.
+            cel_scores.add(
+                cel.compiled()
+                    .map_or(ScoreUse::Any, |c| c.score_use().clone()),
+            );
+        }
         ChangeFilter {
             sets,
             predicates,
             addon_resources,
+            cel_scores,
             reads,
         }
     }
@@ -255,7 +286,8 @@ impl ChangeFilter {
         cluster: &Cluster,
         decided: bool,
     ) -> bool {
-        self.addon_resources.iter().any(|r| r == resource_name)
+        (self.addon_resources.iter().any(|r| r == resource_name)
+            || self.cel_scores.reads(resource_name))
             && (decided || self.reaches(cluster))
     }
 }
@@ -297,6 +329,33 @@ mod tests {
             ],
             vec![ManagedClusterSetBinding::new("ns", "fleet")],
         )
+    }
+
+    #[test]
+    fn a_cel_predicate_reads_every_label_claim_the_version_and_its_scores() {
+        let sets = vec![ManagedClusterSet::exclusive("fleet")];
+        let bindings = vec![ManagedClusterSetBinding::new("ns", "fleet")];
+        let p = Placement::new("ns", "p").predicate_selector(
+            crate::placement::ClusterSelector::default()
+                .cel(["managedCluster.scores('load').size() > 0"]),
+        );
+        let f = ChangeFilter::new(&p, &sets, &bindings);
+        let c = Cluster::new("c1").in_set("fleet");
+        for changed in [
+            c.clone().label("anything", "x"),
+            c.clone().claim("anything", "x"),
+            c.clone().kubernetes_version("v1.31.0"),
+        ] {
+            assert!(
+                f.may_be_affected(false, Some(&c), Some(&changed)),
+                "{changed:?}"
+            );
+        }
+        assert!(f.score_change_may_affect("load", &c, false));
+        assert!(!f.score_change_may_affect("other", &c, false));
+        let plain = ChangeFilter::new(&Placement::new("ns", "p"), &sets, &bindings);
+        let newer = c.clone().kubernetes_version("v1.31.0");
+        assert!(!plain.may_be_affected(false, Some(&c), Some(&newer)));
     }
 
     #[test]

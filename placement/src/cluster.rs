@@ -104,6 +104,9 @@ pub struct Cluster {
     /// The cluster has a deletion timestamp; it is never a candidate.
     #[serde(default)]
     pub deleting: bool,
+    /// `status.version.kubernetes` (read by CEL selectors only).
+    #[serde(default)]
+    pub kubernetes_version: Option<String>,
 }
 
 impl Cluster {
@@ -116,6 +119,7 @@ impl Cluster {
             taints: Vec::new(),
             allocatable: Allocatable::default(),
             deleting: false,
+            kubernetes_version: None,
         }
     }
 
@@ -146,6 +150,12 @@ impl Cluster {
     /// Sets allocatable memory (bytes).
     pub fn memory(mut self, bytes: f64) -> Self {
         self.allocatable.memory = Some(bytes);
+        self
+    }
+
+    /// Sets `status.version.kubernetes`.
+    pub fn kubernetes_version(mut self, version: impl Into<String>) -> Self {
+        self.kubernetes_version = Some(version.into());
         self
     }
 

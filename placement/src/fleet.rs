@@ -437,6 +437,18 @@ impl Fleet {
         self.scores.get(&key).map(|s| &**s)
     }
 
+    /// Every AddOnPlacementScore of a cluster (a scan of all scores: for CEL expressions whose
+    /// `scores(..)` argument is not a literal).
+    pub fn scores_of<'a>(
+        &'a self,
+        cluster: &'a str,
+    ) -> impl Iterator<Item = &'a AddOnPlacementScore> {
+        self.scores
+            .iter()
+            .filter(move |((c, _), _)| &**c == cluster)
+            .map(|(_, s)| &**s)
+    }
+
     /// A cluster by name.
     pub fn cluster(&self, name: &str) -> Option<&Cluster> {
         self.index.get(name).map(|&i| &*self.clusters[i as usize])

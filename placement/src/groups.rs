@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::Cluster;
+use crate::error::ErrorKind;
 use crate::placement::{ClusterSelector, IntOrString, Placement};
 use crate::selector::CompiledSelector;
 
@@ -37,29 +38,52 @@ pub enum GroupSize {
     Percent(f64),
 }
 
+/// OCM's CRD pattern for a string `clustersPerDecisionGroup`.
+pub const GROUP_SIZE_PATTERN: &str = "^((100|[1-9][0-9]{0,1})%|[1-9][0-9]*)$";
+
+/// Whether `s` is a decimal number without sign or leading zero (`[1-9][0-9]*`).
+fn plain_count(s: &str) -> bool {
+    s.starts_with(|c: char| matches!(c, '1'..='9')) && s.bytes().all(|b| b.is_ascii_digit())
+}
+
 impl GroupSize {
-    /// Reads `150`, `"150"` or `"25%"`; rejects 0, negatives, percentages outside (0, 100] and
-    /// anything unparsable, with a message saying what is wanted.
-    pub fn parse(value: &IntOrString) -> Result<GroupSize, String> {
-        const WANT: &str = "must be a positive count or a percentage in (0%, 100%]";
+    /// Reads `clustersPerDecisionGroup` as OCM does; an error says how OCM treats the value.
+    ///
+    /// - A number is a count. OCM's CRD sets no minimum, and its controller takes 0 or less as
+    ///   "every cluster in one group", so that is what they mean here.
+    /// - A string must match OCM's CRD pattern [`GROUP_SIZE_PATTERN`] or the API rejects it
+    ///   ([`ErrorKind::Invalid`]): `"N%"` with N from 1 to 100 is a percentage.
+    /// - A string count such as `"3"` passes the pattern, but OCM's controller reads strings only
+    ///   as percentages and reports the placement misconfigured ([`ErrorKind::Misconfigured`]).
+    pub fn parse(value: &IntOrString) -> Result<GroupSize, (ErrorKind, String)> {
         match value {
             IntOrString::Int(n) if *n >= 1 => {
                 Ok(GroupSize::Count(usize::try_from(*n).unwrap_or(usize::MAX)))
             }
-            IntOrString::Int(n) => Err(format!("{WANT} (got {n})")),
+            IntOrString::Int(_) => Ok(GroupSize::Percent(100.0)),
             IntOrString::String(s) => {
-                if let Some(p) = s.strip_suffix('%') {
-                    match p.trim().parse::<f64>() {
-                        Ok(f) if f > 0.0 && f <= 100.0 => Ok(GroupSize::Percent(f)),
-                        _ => Err(format!("{WANT} (got {s:?})")),
-                    }
+                if let Some(p) = s.strip_suffix('%')
+                    && plain_count(p)
+                    && let Ok(n) = p.parse::<u8>()
+                    && n <= 100
+                {
+                    Ok(GroupSize::Percent(f64::from(n)))
+                } else if plain_count(s) {
+                    Err((
+                        ErrorKind::Misconfigured,
+                        format!(
+                            "{s:?} is a string but not a percentage: write {s} without quotes for \
+                             a number of clusters, or \"{s}%\" for a percentage"
+                        ),
+                    ))
                 } else {
-                    match s.trim().parse::<i64>() {
-                        Ok(n) if n >= 1 => {
-                            Ok(GroupSize::Count(usize::try_from(n).unwrap_or(usize::MAX)))
-                        }
-                        _ => Err(format!("{WANT} like 150 or \"25%\" (got {s:?})")),
-                    }
+                    Err((
+                        ErrorKind::Invalid,
+                        format!(
+                            "must be a number of clusters or a percentage from \"1%\" to \
+                             \"100%\" (OCM's pattern {GROUP_SIZE_PATTERN}); got {s:?}"
+                        ),
+                    ))
                 }
             }
         }
@@ -269,31 +293,39 @@ mod tests {
     }
 
     #[test]
-    fn group_size_parses_counts_and_percentages() {
+    fn group_size_parses_counts_and_percentages_as_ocm() {
+        let parse = |v: IntOrString| GroupSize::parse(&v);
+        let s = |v: &str| IntOrString::String(v.to_owned());
+        assert_eq!(parse(IntOrString::Int(150)), Ok(GroupSize::Count(150)));
+        assert_eq!(parse(s("25%")), Ok(GroupSize::Percent(25.0)));
+        assert_eq!(parse(s("1%")), Ok(GroupSize::Percent(1.0)));
+        assert_eq!(parse(s("100%")), Ok(GroupSize::Percent(100.0)));
+        // No minimum for numbers in OCM's CRD; its controller then puts everything in one group.
+        assert_eq!(parse(IntOrString::Int(0)), Ok(GroupSize::Percent(100.0)));
+        assert_eq!(parse(IntOrString::Int(-3)), Ok(GroupSize::Percent(100.0)));
+    }
+
+    #[test]
+    fn a_string_count_is_misconfigured_and_strings_off_the_crd_pattern_are_invalid() {
+        let kind = |v: &str| GroupSize::parse(&IntOrString::String(v.to_owned())).map_err(|e| e.0);
+        for misconfigured in ["3", "150", "1000"] {
+            assert_eq!(
+                kind(misconfigured),
+                Err(ErrorKind::Misconfigured),
+                "{misconfigured}"
+            );
+        }
+        for invalid in [
+            "0%", "101%", "100.5%", "12.5%", "05%", "-5%", "x%", "ten", "", " 3", "03",
+        ] {
+            assert_eq!(kind(invalid), Err(ErrorKind::Invalid), "{invalid:?}");
+        }
+        let (_, message) = GroupSize::parse(&IntOrString::String("3".into())).unwrap_err();
         assert_eq!(
-            GroupSize::parse(&IntOrString::Int(150)),
-            Ok(GroupSize::Count(150))
+            message,
+            "\"3\" is a string but not a percentage: write 3 without quotes for a number of \
+             clusters, or \"3%\" for a percentage"
         );
-        assert_eq!(
-            GroupSize::parse(&IntOrString::String("150".into())),
-            Ok(GroupSize::Count(150))
-        );
-        assert_eq!(
-            GroupSize::parse(&IntOrString::String("25%".into())),
-            Ok(GroupSize::Percent(25.0))
-        );
-        assert_eq!(
-            GroupSize::parse(&IntOrString::String("100%".into())),
-            Ok(GroupSize::Percent(100.0))
-        );
-        assert!(
-            GroupSize::parse(&IntOrString::Int(0))
-                .unwrap_err()
-                .contains("(got 0)")
-        );
-        assert!(GroupSize::parse(&IntOrString::String("0%".into())).is_err());
-        assert!(GroupSize::parse(&IntOrString::String("100.5%".into())).is_err());
-        assert!(GroupSize::parse(&IntOrString::String("ten".into())).is_err());
     }
 
     #[test]

@@ -29,10 +29,10 @@
 //! - `PreferNoSelect` taints rank a cluster after every cluster without one ([`schedule`]);
 //!   OCM ignores them.
 //! - `spreadPolicy` is implemented ([`spread`]); OCM only defines it.
-//! - Balance's maximum count is taken over the feasible clusters, not every cluster
-//!   ([`schedule`]), so that non-feasible clusters can never move decisions ([`change`]).
 //! - A misconfigured spec leaves the existing decisions alone ([`ScheduleError`]); OCM empties
 //!   them.
+//! - A negative `numberOfClusters` is misconfigured ([`validate`](mod@validate)); OCM's CRD accepts
+//!   it and its scheduler then fails on every run.
 //! - When several tolerations match a taint, the longest-holding one counts ([`taint`]).
 //! - AddOn scores are clamped to [-100, 100] and stale from `validUntil` on ([`score`]), and
 //!   [`Schedule::requeue_at`] includes their expiry.
@@ -41,6 +41,7 @@
 //!
 //! - [`error`], [`labels`]: field errors and well-known label keys (leaf modules).
 //! - [`selector`]: label selectors — matching, validation, the `a=b,c in (d)` string form.
+//! - [`cel`]: CEL selectors (`celSelector.celExpressions`), compiled once per spec.
 //! - [`quantity`]: Kubernetes quantities (`500m`, `16Gi`) → `f64`.
 //! - [`cluster`]: the scheduler's view of a ManagedCluster (labels, claims, taints, allocatable).
 //! - [`clusterset`]: ManagedClusterSets, bindings, and which sets a placement may use.
@@ -59,6 +60,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod cel;
 pub mod change;
 pub mod cluster;
 pub mod clusterset;

@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::cel::CelExpressions;
 use crate::cluster::TaintEffect;
 use crate::selector::LabelSelector;
 
@@ -77,7 +78,16 @@ impl Placement {
             required_cluster_selector: ClusterSelector {
                 label_selector,
                 claim_selector,
+                cel_expressions: CelExpressions::default(),
             },
+        });
+        self
+    }
+
+    /// Adds a predicate made of a whole cluster selector (labels, claims and CEL).
+    pub fn predicate_selector(mut self, selector: ClusterSelector) -> Self {
+        self.predicates.push(ClusterPredicate {
+            required_cluster_selector: selector,
         });
         self
     }
@@ -152,6 +162,10 @@ pub struct ClusterSelector {
     /// `matchExpressions` here; `matchLabels` also works.
     #[serde(default)]
     pub claim_selector: LabelSelector,
+    /// `celSelector.celExpressions`, all of which must hold ([`crate::cel`]). Only predicates
+    /// have them: OCM's decision groups select by labels and claims only.
+    #[serde(default)]
+    pub cel_expressions: CelExpressions,
 }
 
 impl ClusterSelector {
@@ -160,19 +174,31 @@ impl ClusterSelector {
         ClusterSelector {
             label_selector,
             claim_selector: LabelSelector::default(),
+            cel_expressions: CelExpressions::default(),
         }
+    }
+
+    /// Adds CEL expressions (builder style).
+    pub fn cel(mut self, expressions: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        let mut all = self.cel_expressions.expressions().to_vec();
+        all.extend(expressions.into_iter().map(Into::into));
+        self.cel_expressions = CelExpressions::new(all);
+        self
     }
 }
 
 /// `Additive` keeps the default weights (Balance 1, Steady 1) and overrides them; `Exact` uses
 /// only what is configured.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PrioritizerMode {
     /// Defaults plus overrides (OCM's default, also for `""`).
     #[default]
     Additive,
     /// Only configured prioritizers.
     Exact,
+    /// Any other mode. OCM's CRD accepts any string here; the placement is then misconfigured
+    /// ([`crate::validate`]).
+    Other(String),
 }
 
 /// `spec.prioritizerPolicy`.
@@ -262,13 +288,16 @@ pub struct AddOnScoreRef {
 }
 
 /// How a toleration compares values.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TolerationOperator {
     /// Key and value must both match (OCM default).
     #[default]
     Equal,
     /// Any value; with an empty key, any taint.
     Exists,
+    /// Any other operator. OCM's CRD accepts any string here and such a toleration matches no
+    /// taint (with an empty key the placement is misconfigured, see [`crate::validate`]).
+    Other(String),
 }
 
 /// `spec.tolerations[]`.
@@ -287,8 +316,8 @@ pub struct Toleration {
     /// Only taints with this effect; `None` matches every effect.
     #[serde(default)]
     pub effect: Option<TaintEffect>,
-    /// For NoSelect / PreferNoSelect taints: the toleration holds until the taint's `timeAdded`
-    /// plus this many seconds. Ignored for NoSelectIfNew. `None` = forever.
+    /// The toleration holds until the taint's `timeAdded` plus this many seconds (a cluster
+    /// already decided needs no toleration for a NoSelectIfNew taint). `None` = forever.
     #[serde(default)]
     pub toleration_seconds: Option<i64>,
 }

@@ -7,10 +7,12 @@
 //!    then taints ([`crate::taint`]).
 //! 3. **Weights**: [`crate::score::effective_weights`].
 //! 4. **Scores**: Balance, Steady, ResourceAllocatableCPU/Memory, AddOn ([`crate::score`]).
-//!    Balance's maximum count and the resource minimum/maximum are taken over the *feasible*
-//!    clusters (OCM takes Balance's maximum over every cluster in any decision). This keeps
-//!    every score a function of the feasible set alone, so a change to a cluster that is not
-//!    feasible cannot move anybody's decisions — which is what lets
+//!    Balance's maximum count is taken, as OCM does, over every cluster in another placement's
+//!    decisions, feasible for this placement or not: a busy cluster this placement cannot use
+//!    still sets the scale, which decides whether Steady keeps an existing decision. The counts
+//!    come from decisions, not from cluster data, so a change to a cluster that is not feasible
+//!    still cannot move anybody's decisions. The resource minimum/maximum are taken over the
+//!    feasible clusters (as OCM). Together this is what lets
 //!    [`crate::change::placement_may_be_affected`] stay exact.
 //! 5. **Order**: clusters with an untolerated `PreferNoSelect` taint rank after all others (a
 //!    separate tier rather than a score penalty: no weight configuration can make a tainted
@@ -34,8 +36,11 @@
 //! (`select_nth_unstable`) is done. Debug output is built only by [`Fleet::explain`].
 
 use std::borrow::Cow;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+
+use crate::cel::{self, CompiledCel, ScoreUse};
 
 use crate::cluster::Cluster;
 use crate::clusterset::eligible_cluster_sets;
@@ -46,8 +51,8 @@ use crate::groups::{PlacementDecision, group_sorted};
 use crate::index::IdSelector;
 use crate::placement::{ClusterSelector, Placement, TopologyKeyType};
 use crate::score::{
-    BuiltIn, Prioritizer, balance_score, clamp_score, effective_weights, resource_score,
-    steady_score,
+    BuiltIn, Prioritizer, balance_max_count, balance_score, clamp_score, effective_weights,
+    resource_score, steady_score,
 };
 use crate::selector::SelectorError;
 use crate::spread::{self, SpreadReason};
@@ -227,23 +232,83 @@ fn empty_debug() -> ScheduleDebug {
     }
 }
 
-/// A compiled predicate: label selector AND claim selector, over the fleet's interned strings.
+/// A compiled predicate: label selector AND claim selector, over the fleet's interned strings,
+/// AND the CEL expressions if any.
 struct Predicate {
     labels: IdSelector,
     claims: IdSelector,
+    cel: Option<Arc<CompiledCel>>,
 }
 
 impl Predicate {
-    fn compile(fleet: &Fleet, sel: &ClusterSelector) -> Result<Self, SelectorError> {
+    fn compile(fleet: &Fleet, sel: &ClusterSelector) -> Result<Self, String> {
+        let cel = if sel.cel_expressions.is_empty() {
+            None
+        } else {
+            let compiled = sel.cel_expressions.compiled().map_err(|errors| {
+                let messages: Vec<&str> = errors.iter().map(|e| e.message.as_str()).collect();
+                messages.join("; ")
+            })?;
+            Some(compiled.clone())
+        };
+        let selector =
+            |s| IdSelector::new(&fleet.strings, s).map_err(|e: SelectorError| e.to_string());
         Ok(Predicate {
-            labels: IdSelector::new(&fleet.strings, &sel.label_selector)?,
-            claims: IdSelector::new(&fleet.strings, &sel.claim_selector)?,
+            labels: selector(&sel.label_selector)?,
+            claims: selector(&sel.claim_selector)?,
+            cel,
         })
     }
 
+    /// Label and claim selectors only (decision groups have no CEL).
     #[inline]
-    fn matches(&self, fleet: &Fleet, idx: u32) -> bool {
+    fn matches_labels_and_claims(&self, fleet: &Fleet, idx: u32) -> bool {
         self.labels.matches(&fleet.labels, idx) && self.claims.matches(&fleet.claims, idx)
+    }
+
+    /// The whole predicate; CEL last, as it is the expensive part.
+    fn matches(&self, fleet: &Fleet, idx: u32, cel: &mut CelInputs<'_>) -> bool {
+        self.matches_labels_and_claims(fleet, idx)
+            && self.cel.as_ref().is_none_or(|c| cel.matches(c, idx))
+    }
+}
+
+/// The CEL inputs of each cluster, built once per run on first need.
+struct CelInputs<'f> {
+    fleet: &'f Fleet,
+    /// The AddOnPlacementScores any predicate's `scores(..)` reads.
+    scores: ScoreUse,
+    built: HashMap<u32, (cel::Value, Arc<BTreeMap<String, cel::Value>>)>,
+}
+
+impl<'f> CelInputs<'f> {
+    fn new(fleet: &'f Fleet, predicates: &[Predicate]) -> Self {
+        let mut scores = ScoreUse::Nothing;
+        for c in predicates.iter().filter_map(|p| p.cel.as_ref()) {
+            scores.add(c.score_use().clone());
+        }
+        CelInputs {
+            fleet,
+            scores,
+            built: HashMap::new(),
+        }
+    }
+
+    fn matches(&mut self, compiled: &CompiledCel, idx: u32) -> bool {
+        let fleet = self.fleet;
+        let scores = &self.scores;
+        let (value, table) = self.built.entry(idx).or_insert_with(|| {
+            let cluster = &fleet.clusters()[idx as usize];
+            let table = match scores {
+                ScoreUse::Nothing => BTreeMap::new(),
+                ScoreUse::Named(names) => {
+                    cel::scores_value(names.iter().filter_map(|n| fleet.score(&cluster.name, n)))
+                }
+                ScoreUse::Any => cel::scores_value(fleet.scores_of(&cluster.name)),
+            };
+            (cel::cluster_value(cluster), Arc::new(table))
+        });
+        compiled.matches(value, table)
     }
 }
 
@@ -272,7 +337,7 @@ fn compile_all(
                     vec![FieldError::new(
                         format!("{path}[{i}]"),
                         ErrorKind::Misconfigured,
-                        e.to_string(),
+                        e,
                     )],
                 )
             })
@@ -363,6 +428,7 @@ fn run(
         .map(|pr| &pr.required_cluster_selector)
         .collect();
     let predicates = compile_all(fleet, p, &predicate_selectors, "spec.predicates")?;
+    let mut cel_inputs = CelInputs::new(fleet, &predicates);
 
     // Step 2: filters.
     let mut debug: Vec<ClusterDebug> = Vec::new();
@@ -405,8 +471,13 @@ fn run(
             }
             record(&mut entry, Filter::Deleting, true, None);
             candidates += 1;
-            if !predicates.is_empty() && !predicates.iter().any(|pr| pr.matches(fleet, idx)) {
-                let why = explain.then(|| predicate_failure(fleet, &predicates, idx));
+            if !predicates.is_empty()
+                && !predicates
+                    .iter()
+                    .any(|pr| pr.matches(fleet, idx, &mut cel_inputs))
+            {
+                let why =
+                    explain.then(|| predicate_failure(fleet, &predicates, idx, &mut cel_inputs));
                 record(&mut entry, Filter::Predicates, false, why);
                 break 'verdict None;
             }
@@ -495,7 +566,13 @@ fn run(
                         .collect(),
                     _ => vec![0; feasible.len()],
                 };
-                let max = counts.iter().copied().max().unwrap_or(0);
+                let max = input.other_decision_counts.map_or(0, |m| {
+                    balance_max_count(
+                        m,
+                        input.current_decisions.into_iter().flatten(),
+                        input.counts_include_current,
+                    )
+                });
                 for (s, &c) in column.iter_mut().zip(&counts) {
                     *s = balance_score(c, max);
                 }
@@ -612,7 +689,7 @@ fn run(
         p,
         &sorted,
         |idx| clusters[idx as usize].name.as_str(),
-        |g, idx| group_matchers[g].matches(fleet, idx),
+        |g, idx| group_matchers[g].matches_labels_and_claims(fleet, idx),
     );
 
     // Step 7: status.
@@ -690,7 +767,12 @@ fn run(
     ))
 }
 
-fn predicate_failure(fleet: &Fleet, predicates: &[Predicate], idx: u32) -> String {
+fn predicate_failure(
+    fleet: &Fleet,
+    predicates: &[Predicate],
+    idx: u32,
+    cel: &mut CelInputs<'_>,
+) -> String {
     let parts: Vec<String> = predicates
         .iter()
         .enumerate()
@@ -701,7 +783,8 @@ fn predicate_failure(fleet: &Fleet, predicates: &[Predicate], idx: u32) -> Strin
                 (false, false) => "labelSelector and claimSelector do not match",
                 (false, true) => "labelSelector does not match",
                 (true, false) => "claimSelector does not match",
-                (true, true) => "matches",
+                (true, true) if pr.matches(fleet, idx, cel) => "matches",
+                (true, true) => "celSelector does not match",
             };
             format!("predicates[{i}]: {what}")
         })

@@ -4,7 +4,7 @@
 //! formulas are OCM's, including Go's truncation toward zero when a float becomes an integer,
 //! so that totals (and so decisions) agree with OCM's for the same inputs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::time::SystemTime;
 
@@ -85,14 +85,17 @@ pub struct Weighted {
 
 /// Step 3: the prioritizers that run and their weights.
 ///
-/// `Additive` starts from Balance 1 and Steady 1; `Exact` from nothing. Configurations then set
+/// `Additive` starts from Balance 1 and Steady 1; `Exact` from nothing (an unknown mode counts
+/// as Additive here; validation reports it). Configurations then set
 /// the weight of their coordinate (a later one for the same coordinate wins). Weight 0 disables.
 /// Coordinates that fail validation (unknown built-in, AddOn without `addOn`) are skipped; the
 /// scheduler never gets here with such a spec. The order is stable: built-ins in
 /// [`BuiltIn::ALL`] order, then AddOn scores in the order first configured.
 pub fn effective_weights(policy: &PrioritizerPolicy) -> Vec<Weighted> {
     let mut weights: Vec<(Prioritizer, i32)> = match policy.mode {
-        PrioritizerMode::Additive => vec![
+        // An unknown mode never gets scheduled (validation); Additive keeps the reads of
+        // `crate::change` on the safe side meanwhile.
+        PrioritizerMode::Additive | PrioritizerMode::Other(_) => vec![
             (Prioritizer::BuiltIn(BuiltIn::Balance), 1),
             (Prioritizer::BuiltIn(BuiltIn::Steady), 1),
         ],
@@ -139,6 +142,30 @@ pub fn balance_score(count: u32, max_count: u32) -> i64 {
     }
     let usage = f64::from(count) / f64::from(max_count);
     2 * ((MAX_SCORE as f64) * (0.5 - usage)) as i64
+}
+
+/// Balance's maximum: the highest count of decisions in other placements over *every* cluster
+/// that appears in one, feasible for this placement or not (as OCM's Balance plugin, which counts
+/// every PlacementDecision but the placement's own).
+///
+/// `counts` may also count this placement's `current` decisions once each
+/// (`includes_current`); those are subtracted without walking `current` against every entry:
+/// the maximum is the raw maximum `m` unless every cluster at `m` is one of ours, then `m − 1`.
+pub(crate) fn balance_max_count<'a>(
+    counts: &HashMap<String, u32>,
+    current: impl IntoIterator<Item = &'a String>,
+    includes_current: bool,
+) -> u32 {
+    let max = counts.values().copied().max().unwrap_or(0);
+    if !includes_current || max == 0 {
+        return max;
+    }
+    let at_max = counts.values().filter(|&&n| n == max).count();
+    let ours_at_max = current
+        .into_iter()
+        .filter(|c| counts.get(c.as_str()) == Some(&max))
+        .count();
+    if at_max > ours_at_max { max } else { max - 1 }
 }
 
 /// Steady: 100 for a cluster this placement already selected, else 0.
@@ -313,6 +340,35 @@ mod tests {
         // 100 × (0.5 − 2/3) = −16.67 → −16 (toward zero) → −32
         assert_eq!(balance_score(2, 3), -32);
         assert_eq!(balance_score(1, 2), 0);
+    }
+
+    #[test]
+    fn balance_max_is_over_every_counted_cluster_minus_own_decisions() {
+        let counts: HashMap<String, u32> = [("a", 3), ("b", 3), ("c", 1)]
+            .map(|(k, v)| (k.to_owned(), v))
+            .into();
+        let none: [String; 0] = [];
+        let a = ["a".to_owned()];
+        let ab = ["a".to_owned(), "b".to_owned()];
+        assert_eq!(balance_max_count(&counts, &none, false), 3);
+        assert_eq!(
+            balance_max_count(&counts, &ab, false),
+            3,
+            "others' counts as given"
+        );
+        assert_eq!(balance_max_count(&counts, &a, true), 3, "b still holds 3");
+        assert_eq!(
+            balance_max_count(&counts, &ab, true),
+            2,
+            "both maxima were ours"
+        );
+        let one: HashMap<String, u32> = [("a".to_owned(), 1)].into();
+        assert_eq!(
+            balance_max_count(&one, &a, true),
+            0,
+            "only our own decision"
+        );
+        assert_eq!(balance_max_count(&HashMap::new(), &a, true), 0);
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! Taints and tolerations (step 2 of the algorithm, second half).
 //!
 //! - `NoSelect`: the cluster is feasible only while a matching toleration holds.
-//! - `NoSelectIfNew`: tolerated when the cluster is already decided for this placement;
-//!   otherwise like `NoSelect` (tolerationSeconds is ignored for this effect, as documented by OCM).
+//! - `NoSelectIfNew`: ignored when the cluster is already decided for this placement (no
+//!   toleration needed, nothing expires); otherwise exactly like `NoSelect`, `tolerationSeconds`
+//!   included (as OCM's TaintToleration plugin: a new cluster is only selected while a matching
+//!   toleration holds).
 //! - `PreferNoSelect`: always feasible. OCM ignores it; Flotilla ranks such a cluster after every
 //!   cluster without an untolerated `PreferNoSelect` taint (see [`crate::schedule`]), unless a
 //!   matching toleration holds.
@@ -29,14 +31,12 @@ pub fn toleration_matches(toleration: &Toleration, taint: &Taint) -> bool {
     match toleration.operator {
         TolerationOperator::Equal => toleration.value == taint.value,
         TolerationOperator::Exists => true,
+        TolerationOperator::Other(_) => false,
     }
 }
 
 /// When a toleration stops holding for a taint: `None` = never.
 pub fn toleration_expiry(toleration: &Toleration, taint: &Taint) -> Option<SystemTime> {
-    if taint.effect == TaintEffect::NoSelectIfNew {
-        return None;
-    }
     let secs = toleration.toleration_seconds?;
     let secs = u64::try_from(secs).unwrap_or(0);
     // An expiry beyond SystemTime's range is as good as never.
@@ -226,6 +226,20 @@ mod tests {
     }
 
     #[test]
+    fn an_unknown_operator_tolerates_nothing() {
+        let taints = [taint("gpu", "true", TaintEffect::NoSelect)];
+        let odd = Toleration {
+            operator: TolerationOperator::Other("exists".into()),
+            ..Toleration::equal("gpu", "true")
+        };
+        assert!(!toleration_matches(&odd, &taints[0]));
+        assert!(matches!(
+            check_taints(&taints, &[odd], false, t(0)),
+            TaintCheck::Rejected { .. }
+        ));
+    }
+
+    #[test]
     fn toleration_effect_must_match_when_set() {
         let taints = [taint("gpu", "true", TaintEffect::NoSelect)];
         let wrong = Toleration::exists("gpu").effect(TaintEffect::PreferNoSelect);
@@ -249,11 +263,38 @@ mod tests {
             check_taints(
                 &taints,
                 &[Toleration::exists("drain").seconds(5)],
-                false,
+                true,
                 t(5000)
             ),
             FREE,
-            "tolerationSeconds is ignored for NoSelectIfNew"
+            "a decided cluster needs no toleration, so none expires"
+        );
+    }
+
+    #[test]
+    fn no_select_if_new_toleration_seconds_expire_for_a_cluster_not_yet_decided() {
+        // As OCM's TaintToleration plugin: only a decided cluster skips the taint; a new one
+        // needs a toleration, and tolerationSeconds bounds it like for NoSelect.
+        let taints = [taint("drain", "", TaintEffect::NoSelectIfNew)];
+        let tol = [Toleration::exists("drain").seconds(300)];
+        assert_eq!(
+            check_taints(&taints, &tol, false, t(1299)),
+            TaintCheck::Tolerated {
+                penalized: false,
+                until: Some(t(1300))
+            }
+        );
+        assert_eq!(
+            check_taints(&taints, &tol, false, t(1300)),
+            TaintCheck::Rejected {
+                taint: 0,
+                why: Rejection::ToleranceExpired
+            }
+        );
+        assert_eq!(
+            toleration_expiry(&tol[0], &taints[0]),
+            Some(t(1300)),
+            "NoSelectIfNew taints expire like NoSelect ones"
         );
     }
 

@@ -1,15 +1,24 @@
 //! Placement spec validation: every problem at once, each with its field path and a kind that
 //! says how OCM treats it.
 //!
-//! OCM rejects some mistakes at the API (its CRD schema: weight range, `numberOfClusters`,
-//! `maxSkew`, the `clustersPerDecisionGroup` pattern) and accepts others, reporting them later as
-//! the `PlacementMisconfigured` condition (unknown built-in prioritizers, incomplete AddOn
-//! coordinates, selector and toleration mistakes). [`ErrorKind`] carries that distinction so the
-//! hub can choose what to reject; the scheduler refuses to schedule a spec with any error.
+//! OCM rejects some mistakes at the API (its CRD schema: weight range, `maxSkew` minimum, the
+//! pattern of a string `clustersPerDecisionGroup`, the patterns and lengths of toleration keys,
+//! topology keys and group names, toleration values over 1024 characters, more than 8 spread
+//! constraints) and accepts others,
+//! reporting them later as the `PlacementMisconfigured` condition (an unknown prioritizer mode,
+//! unknown built-in prioritizers, incomplete AddOn coordinates, a string count as
+//! `clustersPerDecisionGroup`, selector and toleration mistakes). [`ErrorKind`] carries that
+//! distinction so the hub rejects only what OCM's API rejects; the scheduler refuses to schedule
+//! a spec with any error.
+//!
+//! One deviation: a negative `numberOfClusters` passes OCM's CRD (no minimum) and then makes
+//! OCM's scheduler fail on every run; Flotilla reports it as misconfigured.
 
 use crate::error::{ErrorKind, FieldError};
 use crate::groups::GroupSize;
-use crate::placement::{ClusterSelector, Placement, ScoreCoordinateType, TolerationOperator};
+use crate::placement::{
+    ClusterSelector, Placement, PrioritizerMode, ScoreCoordinateType, TolerationOperator,
+};
 use crate::score::BuiltIn;
 
 /// Every problem in `placement`, in field order. Empty means the spec can be scheduled.
@@ -22,17 +31,31 @@ pub fn validate(placement: &Placement) -> Vec<FieldError> {
     {
         errors.push(FieldError::new(
             "spec.numberOfClusters",
-            Invalid,
+            Misconfigured,
             format!("must be >= 0 (got {n})"),
         ));
     }
 
     for (i, p) in placement.predicates.iter().enumerate() {
-        cluster_selector(
-            &p.required_cluster_selector,
-            &format!("spec.predicates[{i}].requiredClusterSelector"),
-            &mut errors,
-        );
+        let at = format!("spec.predicates[{i}].requiredClusterSelector");
+        cluster_selector(&p.required_cluster_selector, &at, &mut errors);
+        if let Err(refused) = p.required_cluster_selector.cel_expressions.compiled() {
+            errors.extend(refused.iter().map(|e| {
+                FieldError::new(
+                    format!("{at}.celSelector.celExpressions[{}]", e.index),
+                    Misconfigured,
+                    e.message.clone(),
+                )
+            }));
+        }
+    }
+
+    if let PrioritizerMode::Other(mode) = &placement.prioritizer_policy.mode {
+        errors.push(FieldError::new(
+            "spec.prioritizerPolicy.mode",
+            Misconfigured,
+            format!("unknown mode {mode:?} (want Additive or Exact)"),
+        ));
     }
 
     for (i, c) in placement
@@ -92,6 +115,18 @@ pub fn validate(placement: &Placement) -> Vec<FieldError> {
 
     for (i, t) in placement.tolerations.iter().enumerate() {
         let at = format!("spec.tolerations[{i}]");
+        if !t.key.is_empty()
+            && let Err(why) = crd_key(&t.key)
+        {
+            errors.push(FieldError::new(format!("{at}.key"), Invalid, why));
+        }
+        if t.value.chars().count() > MAX_TOLERATION_VALUE_LEN {
+            errors.push(FieldError::new(
+                format!("{at}.value"),
+                Invalid,
+                format!("at most {MAX_TOLERATION_VALUE_LEN} characters"),
+            ));
+        }
         if t.operator == TolerationOperator::Exists && !t.value.is_empty() {
             errors.push(FieldError::new(
                 format!("{at}.value"),
@@ -110,18 +145,33 @@ pub fn validate(placement: &Placement) -> Vec<FieldError> {
 
     let gs = &placement.decision_strategy.group_strategy;
     for (i, g) in gs.decision_groups.iter().enumerate() {
-        cluster_selector(
-            &g.group_cluster_selector,
-            &format!(
-                "spec.decisionStrategy.groupStrategy.decisionGroups[{i}].groupClusterSelector"
-            ),
-            &mut errors,
-        );
+        if !group_name(&g.group_name) {
+            errors.push(FieldError::new(
+                format!("spec.decisionStrategy.groupStrategy.decisionGroups[{i}].groupName"),
+                Invalid,
+                format!(
+                    "must be 2 to 63 letters, digits, '-', '_' or '.', starting and ending with a \
+                     letter or digit (got {:?})",
+                    g.group_name
+                ),
+            ));
+        }
+        let at =
+            format!("spec.decisionStrategy.groupStrategy.decisionGroups[{i}].groupClusterSelector");
+        cluster_selector(&g.group_cluster_selector, &at, &mut errors);
+        if !g.group_cluster_selector.cel_expressions.is_empty() {
+            errors.push(FieldError::new(
+                format!("{at}.celSelector"),
+                Invalid,
+                "decision groups select by labelSelector and claimSelector only (OCM's \
+                 groupClusterSelector has no celSelector)",
+            ));
+        }
     }
-    if let Err(message) = GroupSize::parse(&gs.clusters_per_decision_group) {
+    if let Err((kind, message)) = GroupSize::parse(&gs.clusters_per_decision_group) {
         errors.push(FieldError::new(
             "spec.decisionStrategy.groupStrategy.clustersPerDecisionGroup",
-            Invalid,
+            kind,
             message,
         ));
     }
@@ -139,6 +189,8 @@ pub fn validate(placement: &Placement) -> Vec<FieldError> {
                 Invalid,
                 "must not be empty: name the label or claim whose values are the domains",
             ));
+        } else if let Err(why) = crd_key(&c.topology_key) {
+            errors.push(FieldError::new(format!("{at}.topologyKey"), Invalid, why));
         }
         if c.max_skew < 1 {
             errors.push(FieldError::new(
@@ -148,7 +200,70 @@ pub fn validate(placement: &Placement) -> Vec<FieldError> {
             ));
         }
     }
+    let spread = placement.spread_policy.spread_constraints.len();
+    if spread > MAX_SPREAD_CONSTRAINTS {
+        errors.push(FieldError::new(
+            "spec.spreadPolicy.spreadConstraints",
+            Invalid,
+            format!("at most {MAX_SPREAD_CONSTRAINTS} constraints (got {spread})"),
+        ));
+    }
     errors
+}
+
+/// OCM's CRD `maxItems` for `spreadPolicy.spreadConstraints`.
+const MAX_SPREAD_CONSTRAINTS: usize = 8;
+/// OCM's CRD `maxLength` for a toleration's `value`.
+const MAX_TOLERATION_VALUE_LEN: usize = 1024;
+/// OCM's CRD `maxLength` for a toleration's `key` and a spread constraint's `topologyKey`.
+const MAX_KEY_LEN: usize = 316;
+
+/// OCM's CRD pattern for a toleration key and a topology key: an optional DNS-subdomain prefix
+/// and `/`, then letters, digits, `-`, `_` and `.`, starting and ending with a letter or digit;
+/// at most [`MAX_KEY_LEN`] characters.
+fn crd_key(key: &str) -> Result<(), String> {
+    let alnum = |c: char| c.is_ascii_alphanumeric();
+    let dns_label = |l: &str| {
+        !l.is_empty()
+            && l.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+    };
+    let (prefix, name) = match key.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    let name_ok = name.starts_with(alnum)
+        && name.ends_with(alnum)
+        && name
+            .chars()
+            .all(|c| alnum(c) || matches!(c, '-' | '_' | '.'));
+    let prefix_ok = prefix.is_none_or(|p| p.split('.').all(dns_label));
+    if key.len() > MAX_KEY_LEN {
+        Err(format!(
+            "at most {MAX_KEY_LEN} characters (got {})",
+            key.len()
+        ))
+    } else if name_ok && prefix_ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{key:?} is not a valid key: an optional DNS-subdomain prefix and '/', then letters, \
+             digits, '-', '_' or '.', starting and ending with a letter or digit"
+        ))
+    }
+}
+
+/// OCM's CRD pattern for `groupName`: `^[a-zA-Z0-9][-A-Za-z0-9_.]{0,61}[a-zA-Z0-9]$`.
+fn group_name(name: &str) -> bool {
+    let alnum = |c: char| c.is_ascii_alphanumeric();
+    (2..=63).contains(&name.len())
+        && name.starts_with(alnum)
+        && name.ends_with(alnum)
+        && name
+            .chars()
+            .all(|c| alnum(c) || matches!(c, '-' | '_' | '.'))
 }
 
 fn cluster_selector(sel: &ClusterSelector, path: &str, errors: &mut Vec<FieldError>) {
@@ -219,7 +334,7 @@ mod tests {
                 ..Toleration::exists("k")
             })
             .toleration(Toleration::equal("", "v"))
-            .clusters_per_decision_group(IntOrString::Int(0))
+            .clusters_per_decision_group(IntOrString::String("0%".into()))
             .spread(SpreadConstraint::label(
                 "",
                 0,
@@ -248,7 +363,7 @@ mod tests {
         assert_eq!(
             kinds,
             [
-                Invalid,
+                Misconfigured,
                 Misconfigured,
                 Invalid,
                 Misconfigured,
@@ -276,6 +391,57 @@ mod tests {
     }
 
     #[test]
+    fn keys_names_and_sizes_follow_ocm_crd_patterns() {
+        use crate::placement::DecisionGroup;
+        for good in [
+            "gpu",
+            "cluster.open-cluster-management.io/unreachable",
+            "a",
+            "A_b.c-9",
+        ] {
+            assert_eq!(crd_key(good), Ok(()), "{good}");
+        }
+        for bad in ["-gpu", "gpu-", "Example.com/x", "a/b/c", "/x", "x/", "a b"] {
+            assert!(crd_key(bad).is_err(), "{bad}");
+        }
+        assert!(crd_key(&"k".repeat(317)).is_err());
+        assert!(group_name("canary") && group_name("g1") && !group_name("c") && !group_name("-a"));
+        let mut p = Placement::new("ns", "p")
+            .toleration(Toleration {
+                value: "v".repeat(1025),
+                ..Toleration::equal("Bad Key", "")
+            })
+            .toleration(Toleration::exists(""));
+        p.decision_strategy
+            .group_strategy
+            .decision_groups
+            .push(DecisionGroup {
+                group_name: "x".into(),
+                group_cluster_selector: ClusterSelector::default(),
+            });
+        for _ in 0..9 {
+            p = p.spread(SpreadConstraint::label(
+                "zone",
+                1,
+                WhenUnsatisfiable::ScheduleAnyway,
+            ));
+        }
+        p.spread_policy.spread_constraints[0].topology_key = "zone/".into();
+        let errors = validate(&p);
+        assert_eq!(
+            paths(&errors),
+            [
+                "spec.tolerations[0].key",
+                "spec.tolerations[0].value",
+                "spec.decisionStrategy.groupStrategy.decisionGroups[0].groupName",
+                "spec.spreadPolicy.spreadConstraints[0].topologyKey",
+                "spec.spreadPolicy.spreadConstraints",
+            ]
+        );
+        assert!(errors.iter().all(|e| e.kind == ErrorKind::Invalid));
+    }
+
+    #[test]
     fn weight_bounds_are_inclusive() {
         for w in [-10, 0, 10] {
             let p = Placement::new("ns", "p").prioritizer(ScoreCoordinate::built_in("Steady"), w);
@@ -289,10 +455,36 @@ mod tests {
     }
 
     #[test]
+    fn unknown_mode_and_string_group_count_are_misconfigured_not_rejected() {
+        let p = Placement::new("ns", "p")
+            .mode(PrioritizerMode::Other("Fancy".into()))
+            .clusters_per_decision_group(IntOrString::String("3".into()));
+        let errors = validate(&p);
+        assert_eq!(
+            paths(&errors),
+            [
+                "spec.prioritizerPolicy.mode",
+                "spec.decisionStrategy.groupStrategy.clustersPerDecisionGroup"
+            ]
+        );
+        assert!(errors.iter().all(|e| e.kind == ErrorKind::Misconfigured));
+        assert_eq!(
+            errors[0].to_string(),
+            "spec.prioritizerPolicy.mode: unknown mode \"Fancy\" (want Additive or Exact)"
+        );
+    }
+
+    #[test]
+    fn numbers_of_clusters_per_group_need_no_minimum() {
+        for n in [0, -3, 1, 500] {
+            let p = Placement::new("ns", "p").clusters_per_decision_group(IntOrString::Int(n));
+            assert!(validate(&p).is_empty(), "{n}");
+        }
+    }
+
+    #[test]
     fn bad_clusters_per_decision_group_values_are_invalid() {
         for bad in [
-            IntOrString::Int(0),
-            IntOrString::Int(-3),
             IntOrString::String("0%".into()),
             IntOrString::String("101%".into()),
             IntOrString::String("-5%".into()),

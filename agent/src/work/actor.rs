@@ -275,6 +275,7 @@ impl WorkActor {
     fn parse(&mut self) {
         let spec = self.work().spec.unwrap_or_default();
         let manifests = spec.workload.map(|w| w.manifests).unwrap_or_default();
+        let raw_json = self.config.raw_json;
         self.manifests = manifests
             .iter()
             .enumerate()
@@ -337,7 +338,8 @@ impl WorkActor {
                     object,
                     id,
                     strategy,
-                    rules: (!rules.is_empty()).then(|| CompiledRules::new(&rules)),
+                    rules: (!rules.is_empty())
+                        .then(|| CompiledRules::new(&rules).with_raw_json(raw_json)),
                 }
             })
             .collect();

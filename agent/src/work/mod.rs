@@ -16,6 +16,7 @@ pub mod conditions;
 
 use crate::backend::Backend;
 use crate::store::LocalStore;
+use flotilla_api::feedback::RawJson;
 use flotilla_api::v1::{
     AppliedManifestWork, ManifestWork, ProxyRequest, ProxyResponse, WorkStatusReport,
 };
@@ -71,6 +72,9 @@ pub struct WorkConfig {
     pub status_interval: Duration,
     /// Largest event.
     pub max_event_bytes: usize,
+    /// How feedback values other than one integer, string or boolean are treated (the
+    /// `RawFeedbackJsonString` feature gate).
+    pub raw_json: RawJson,
     /// Where applies and works are counted.
     pub metrics: Arc<crate::metrics::AgentMetrics>,
 }
@@ -80,6 +84,7 @@ impl Default for WorkConfig {
         Self {
             status_interval: Duration::from_secs(10),
             max_event_bytes: flotilla_bus::envelope::DEFAULT_MAX_EVENT_BYTES,
+            raw_json: RawJson::Disabled,
             metrics: Arc::default(),
         }
     }

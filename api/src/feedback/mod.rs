@@ -4,10 +4,14 @@
 //! status. `WellKnownStatus` picks a fixed set of paths by the object's group and kind (see
 //! [`well_known_paths`]); `JSONPaths` lists named [`jsonpath`](crate::jsonpath) expressions.
 //!
-//! Values are typed as OCM does ([`FieldValue::from_matches`]): one JSON integer, string or
-//! boolean keeps its type, anything else becomes compact JSON text (`JsonRaw`, at most
-//! [`JSON_RAW_MAX_LEN`] characters). A path that selects nothing, or selects `null`, reports no
-//! value; that is not an error.
+//! Values are typed as OCM's work agent does ([`FieldValue::from_matches`]). By default (OCM's
+//! feature gate `RawFeedbackJsonString` off) the *first* value a path selects is reported when it
+//! is a JSON integer (64-bit), string or boolean; an object, a list or any other number is not
+//! reported and is an error (`StatusFeedbackSynced=False`). With [`RawJson::Enabled`] (the gate
+//! on; `flotilla-agent --feature-gates RawFeedbackJsonString=true`) a single integer, string or
+//! boolean still keeps its type, and anything else — several matches as a list — becomes compact
+//! JSON text (`JsonRaw`, at most [`JSON_RAW_MAX_LEN`] characters). Either way a path that
+//! selects nothing, or selects `null` first, reports no value; that is not an error.
 //!
 //! The hub checks rules with [`crate::work::validate`] when a ManifestWork is created or updated
 //! (every path parses, names are non-empty and unique, `WellKnownStatus` at most once). The
@@ -16,10 +20,9 @@
 //! keeps going past a broken rule and lists what failed in [`FeedbackResult::errors`], so the
 //! agent can report the other values and set `StatusFeedbackSynced=False` with the message.
 //!
-//! Compared with OCM (`pkg/work/spoke/statusfeedback`): a path selecting several values reports
-//! them all as a JSON array where OCM keeps only the first, the JsonRaw limit counts characters
-//! (as the CRD's `maxLength` does) where OCM's agent counts bytes, and a value name produced twice
-//! is reported once with an error instead of twice. As in OCM, `WellKnownStatus` on a kind without
+//! Compared with OCM (`pkg/work/spoke/statusfeedback`): the JsonRaw limit counts characters (as
+//! the CRD's `maxLength` does) where OCM's agent counts bytes, and a value name produced twice is
+//! reported once with an error instead of twice. As in OCM, `WellKnownStatus` on a kind without
 //! table entries and a `JSONPaths` entry whose `version` differs from the object's are errors.
 
 use std::sync::OnceLock;
@@ -30,6 +33,21 @@ use crate::jsonpath::{JsonPath, JsonPathError, parse};
 
 /// Longest `JsonRaw` value, in characters (OCM `JsonRawMaxLength`).
 pub const JSON_RAW_MAX_LEN: usize = 1024;
+
+/// Name of OCM's work-agent feature gate that turns on [`RawJson::Enabled`].
+pub const RAW_FEEDBACK_JSON_STRING: &str = "RawFeedbackJsonString";
+
+/// Whether values other than one integer, string or boolean are reported as JSON text: OCM's
+/// work-agent feature gate `RawFeedbackJsonString` (alpha, off by default).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum RawJson {
+    /// The gate off (OCM's default): the first match is reported if it is an integer, a string
+    /// or a boolean; anything else is an error.
+    #[default]
+    Disabled,
+    /// The gate on: objects, lists, other numbers and several matches become `JsonRaw`.
+    Enabled,
+}
 
 /// Result of validating or evaluating feedback rules.
 pub type Result<T, E = FeedbackError> = std::result::Result<T, E>;
@@ -44,16 +62,36 @@ pub enum FieldValue {
     /// A JSON boolean.
     Boolean(bool),
     /// Compact JSON for anything else: floats, objects, arrays, integers beyond `i64`, or
-    /// several matches (as an array). At most [`JSON_RAW_MAX_LEN`] characters.
+    /// several matches (as an array). At most [`JSON_RAW_MAX_LEN`] characters. Only with
+    /// [`RawJson::Enabled`].
     JsonRaw(String),
 }
 
 impl FieldValue {
     /// Types what a path selected for the value `name`; `Ok(None)` when there is nothing to
-    /// report (no match, or a single `null`).
+    /// report (no match, or `null` first).
     ///
-    /// Fails when the `JsonRaw` text would be longer than [`JSON_RAW_MAX_LEN`] characters.
-    pub fn from_matches(name: &str, matches: &[&Value]) -> Result<Option<Self>> {
+    /// With [`RawJson::Disabled`] only the first match counts, and it fails unless it is an
+    /// integer, a string or a boolean. With [`RawJson::Enabled`] it fails when the `JsonRaw` text
+    /// would be longer than [`JSON_RAW_MAX_LEN`] characters.
+    pub fn from_matches(name: &str, matches: &[&Value], raw_json: RawJson) -> Result<Option<Self>> {
+        if raw_json == RawJson::Disabled {
+            let what = match matches.first() {
+                None | Some(Value::Null) => return Ok(None),
+                Some(Value::String(s)) => return Ok(Some(Self::String(s.clone()))),
+                Some(Value::Bool(b)) => return Ok(Some(Self::Boolean(*b))),
+                Some(Value::Number(n)) => match n.as_i64() {
+                    Some(i) => return Ok(Some(Self::Integer(i))),
+                    None => "a number that is not a 64-bit integer",
+                },
+                Some(Value::Object(_)) => "an object",
+                Some(Value::Array(_)) => "a list",
+            };
+            return Err(FeedbackError::NotScalar {
+                name: name.to_owned(),
+                what,
+            });
+        }
         let raw = match matches {
             [] | [Value::Null] => return Ok(None),
             [Value::String(s)] => return Ok(Some(Self::String(s.clone()))),
@@ -236,6 +274,19 @@ pub enum FeedbackError {
         /// Index of the rule whose value was kept.
         first_rule: usize,
     },
+    /// Without `RawFeedbackJsonString`, the first value a path selects is not an integer, a
+    /// string or a boolean (OCM reports such values only with the gate on).
+    #[error(
+        "value of rule {name} is {what}; only integers, strings and booleans are reported: \
+         select a scalar field, or start flotilla-agent with \
+         --feature-gates {RAW_FEEDBACK_JSON_STRING}=true to report it as JSON"
+    )]
+    NotScalar {
+        /// The value name.
+        name: String,
+        /// What was selected: "an object", "a list", "a number that is not a 64-bit integer".
+        what: &'static str,
+    },
     /// A `JsonRaw` value over [`JSON_RAW_MAX_LEN`] characters.
     #[error("value of rule {name} is {len} characters, over the {JSON_RAW_MAX_LEN} limit")]
     ValueTooLong {
@@ -344,6 +395,7 @@ impl FeedbackResult {
 #[derive(Debug, Clone)]
 pub struct CompiledRules {
     rules: Vec<CompiledRule>,
+    raw_json: RawJson,
 }
 
 #[derive(Debug, Clone)]
@@ -367,7 +419,8 @@ struct Found {
 }
 
 impl CompiledRules {
-    /// Parses every path of `rules`.
+    /// Parses every path of `rules`; values are typed with [`RawJson::Disabled`] (OCM's default)
+    /// unless [`with_raw_json`](Self::with_raw_json) says otherwise.
     pub fn new(rules: &[FeedbackRule]) -> Self {
         let rules = rules
             .iter()
@@ -385,7 +438,16 @@ impl CompiledRules {
                 ),
             })
             .collect();
-        Self { rules }
+        Self {
+            rules,
+            raw_json: RawJson::Disabled,
+        }
+    }
+
+    /// Sets how values other than one integer, string or boolean are treated.
+    pub fn with_raw_json(mut self, raw_json: RawJson) -> Self {
+        self.raw_json = raw_json;
+        self
     }
 
     /// Evaluates the rules on `object`, whose API group (`""` for core) and kind select the
@@ -405,7 +467,7 @@ impl CompiledRules {
         let mut extract = |rule: usize, name: &str, path: &JsonPath, errors: &mut Vec<String>| {
             matches.clear();
             path.eval_into(object, &mut matches);
-            match FieldValue::from_matches(name, &matches) {
+            match FieldValue::from_matches(name, &matches, self.raw_json) {
                 Ok(Some(value)) => found.push(Found {
                     name: name.to_owned(),
                     value,
@@ -502,7 +564,8 @@ fn invalid_path(rule: usize, entry: usize, name: &str, source: &JsonPathError) -
 }
 
 /// Evaluates `rules` on `object` (API `group`, `""` for core, and `kind` select the
-/// `WellKnownStatus` paths); see [`CompiledRules`] to parse the paths once instead of per call.
+/// `WellKnownStatus` paths) with OCM's default typing ([`RawJson::Disabled`]); see
+/// [`CompiledRules`] to parse the paths once instead of per call, or to enable raw JSON.
 pub fn evaluate(rules: &[FeedbackRule], group: &str, kind: &str, object: &Value) -> FeedbackResult {
     CompiledRules::new(rules).evaluate(group, kind, object)
 }

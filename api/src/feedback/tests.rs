@@ -25,6 +25,27 @@ fn single(object: &Value, path: &str) -> Option<FieldValue> {
     result.values.into_iter().next().map(|(_, v)| v)
 }
 
+/// Evaluation with the `RawFeedbackJsonString` gate on.
+fn raw_value_of(object: &Value, path: &str) -> FeedbackResult {
+    CompiledRules::new(&[paths(&[("v", path)])])
+        .with_raw_json(RawJson::Enabled)
+        .evaluate("", "ConfigMap", object)
+}
+
+fn raw_single(object: &Value, path: &str) -> Option<FieldValue> {
+    let result = raw_value_of(object, path);
+    assert!(result.errors.is_empty(), "{:?}", result.errors);
+    result.values.into_iter().next().map(|(_, v)| v)
+}
+
+/// The one error of evaluating `path` with the gate off (and that no value was reported).
+fn not_scalar_error(object: &Value, path: &str) -> String {
+    let result = value_of(object, path);
+    assert!(result.values.is_empty(), "{:?}", result.values);
+    assert_eq!(result.errors.len(), 1, "{:?}", result.errors);
+    result.errors[0].clone()
+}
+
 fn ints(values: &[(&str, i64)]) -> Vec<(String, FieldValue)> {
     values
         .iter()
@@ -260,10 +281,11 @@ fn integer_is_integer() {
 }
 
 #[test]
-fn integer_beyond_i64_is_json_raw() {
+fn integer_beyond_i64_is_not_reported_without_the_gate_and_json_raw_with_it() {
     let obj = json!({"n": u64::MAX});
+    assert!(not_scalar_error(&obj, ".n").contains("a number that is not a 64-bit integer"));
     assert_eq!(
-        single(&obj, ".n"),
+        raw_single(&obj, ".n"),
         Some(FieldValue::JsonRaw(u64::MAX.to_string()))
     );
 }
@@ -271,50 +293,95 @@ fn integer_beyond_i64_is_json_raw() {
 #[test]
 fn string_and_boolean_keep_their_type() {
     let obj = json!({"s": "Running", "empty": "", "b": true});
-    assert_eq!(
-        single(&obj, ".s"),
-        Some(FieldValue::String("Running".into()))
-    );
-    assert_eq!(
-        single(&obj, ".empty"),
-        Some(FieldValue::String(String::new()))
-    );
-    assert_eq!(single(&obj, ".b"), Some(FieldValue::Boolean(true)));
+    for single in [single, raw_single] {
+        assert_eq!(
+            single(&obj, ".s"),
+            Some(FieldValue::String("Running".into()))
+        );
+        assert_eq!(
+            single(&obj, ".empty"),
+            Some(FieldValue::String(String::new()))
+        );
+        assert_eq!(single(&obj, ".b"), Some(FieldValue::Boolean(true)));
+    }
 }
 
 #[test]
-fn float_is_json_raw() {
+fn float_is_not_reported_without_the_gate_and_json_raw_with_it() {
     let obj = json!({"f": 0.75});
-    assert_eq!(single(&obj, ".f"), Some(FieldValue::JsonRaw("0.75".into())));
+    assert!(not_scalar_error(&obj, ".f").contains("not a 64-bit integer"));
+    assert_eq!(
+        raw_single(&obj, ".f"),
+        Some(FieldValue::JsonRaw("0.75".into()))
+    );
 }
 
 #[test]
-fn object_and_array_are_compact_json_raw() {
+fn object_or_list_without_the_gate_is_no_value_and_an_error_naming_the_gate() {
     let obj = json!({"status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}}});
     assert_eq!(
-        single(&obj, ".status.loadBalancer"),
+        not_scalar_error(&obj, ".status.loadBalancer"),
+        "value of rule v is an object; only integers, strings and booleans are reported: \
+         select a scalar field, or start flotilla-agent with \
+         --feature-gates RawFeedbackJsonString=true to report it as JSON"
+    );
+    assert!(not_scalar_error(&obj, ".status.loadBalancer.ingress").contains("is a list;"));
+    // A scalar inside is fine.
+    assert_eq!(
+        single(&obj, ".status.loadBalancer.ingress[0].ip"),
+        Some(FieldValue::String("192.0.2.1".into()))
+    );
+}
+
+#[test]
+fn object_and_array_are_compact_json_raw_with_the_gate() {
+    let obj = json!({"status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}}});
+    assert_eq!(
+        raw_single(&obj, ".status.loadBalancer"),
         Some(FieldValue::JsonRaw(
             r#"{"ingress":[{"ip":"192.0.2.1"}]}"#.into()
         ))
     );
     assert_eq!(
-        single(&obj, ".status.loadBalancer.ingress"),
+        raw_single(&obj, ".status.loadBalancer.ingress"),
         Some(FieldValue::JsonRaw(r#"[{"ip":"192.0.2.1"}]"#.into()))
     );
 }
 
 #[test]
-fn several_matches_are_a_json_raw_array() {
+fn several_matches_keep_the_first_without_the_gate() {
     let obj = json!({"spec": {"containers": [
         {"name": "app", "image": "nginx:1.27"},
         {"name": "proxy", "image": "envoy:1.30"},
     ]}});
     assert_eq!(
         single(&obj, ".spec.containers[*].image"),
+        Some(FieldValue::String("nginx:1.27".into()))
+    );
+    assert_eq!(
+        single(&obj, ".spec.containers[-1:].image"),
+        Some(FieldValue::String("envoy:1.30".into()))
+    );
+    // Only the first match is looked at: a null first reports nothing, an object first fails
+    // even when a scalar follows.
+    let mixed = json!({"a": [null, 1], "b": [{"x": 1}, 2]});
+    let result = value_of(&mixed, ".a[*]");
+    assert!(result.is_synced() && result.values.is_empty(), "{result:?}");
+    assert!(not_scalar_error(&mixed, ".b[*]").contains("is an object;"));
+}
+
+#[test]
+fn several_matches_are_a_json_raw_array_with_the_gate() {
+    let obj = json!({"spec": {"containers": [
+        {"name": "app", "image": "nginx:1.27"},
+        {"name": "proxy", "image": "envoy:1.30"},
+    ]}});
+    assert_eq!(
+        raw_single(&obj, ".spec.containers[*].image"),
         Some(FieldValue::JsonRaw(r#"["nginx:1.27","envoy:1.30"]"#.into()))
     );
     assert_eq!(
-        single(&obj, ".spec.containers[0:1].image"),
+        raw_single(&obj, ".spec.containers[0:1].image"),
         Some(FieldValue::String("nginx:1.27".into()))
     );
 }
@@ -338,7 +405,7 @@ fn json_raw_at_limit_is_reported() {
     // ["xxx…"] with the quotes and brackets taking 4 characters.
     let s = "x".repeat(JSON_RAW_MAX_LEN - 4);
     let obj = json!({"a": [s]});
-    match single(&obj, ".a") {
+    match raw_single(&obj, ".a") {
         Some(FieldValue::JsonRaw(raw)) => assert_eq!(raw.len(), JSON_RAW_MAX_LEN),
         other => panic!("expected JsonRaw, got {other:?}"),
     }
@@ -347,7 +414,7 @@ fn json_raw_at_limit_is_reported() {
 #[test]
 fn json_raw_over_limit_is_an_error() {
     let obj = json!({"a": ["x".repeat(JSON_RAW_MAX_LEN - 3)]});
-    let result = value_of(&obj, ".a");
+    let result = raw_value_of(&obj, ".a");
     assert!(result.values.is_empty());
     assert_eq!(
         result.errors,
@@ -359,7 +426,10 @@ fn json_raw_over_limit_is_an_error() {
 fn json_raw_limit_counts_characters_not_bytes() {
     // 1020 two-byte characters: 2044 bytes but 1024 characters.
     let obj = json!({"a": ["é".repeat(JSON_RAW_MAX_LEN - 4)]});
-    assert!(matches!(single(&obj, ".a"), Some(FieldValue::JsonRaw(_))));
+    assert!(matches!(
+        raw_single(&obj, ".a"),
+        Some(FieldValue::JsonRaw(_))
+    ));
 }
 
 #[test]
@@ -574,9 +644,32 @@ fn arb_json() -> impl Strategy<Value = Value> {
 
 proptest! {
     #[test]
-    fn typing_follows_ocm_rules(v in arb_json()) {
+    fn typing_without_the_gate_reports_only_scalars(v in arb_json()) {
         let obj = json!({"status": {"x": v.clone()}});
         let result = value_of(&obj, ".status.x");
+        match (&v, result.values.first().map(|(_, fv)| fv)) {
+            (Value::Null, None) => prop_assert!(result.is_synced()),
+            (Value::Bool(b), Some(FieldValue::Boolean(got))) => prop_assert_eq!(b, got),
+            (Value::String(s), Some(FieldValue::String(got))) => prop_assert_eq!(s, got),
+            (Value::Number(n), Some(FieldValue::Integer(got))) => {
+                prop_assert_eq!(n.as_i64(), Some(*got));
+            }
+            (_, None) => {
+                prop_assert!(v.is_object() || v.is_array() || v.as_f64().is_some());
+                prop_assert!(v.as_i64().is_none());
+                prop_assert_eq!(result.errors.len(), 1);
+                prop_assert!(result.errors[0].contains("RawFeedbackJsonString=true"));
+            }
+            (v, Some(other)) => {
+                return Err(TestCaseError::fail(format!("{v} typed as {other:?}")));
+            }
+        }
+    }
+
+    #[test]
+    fn typing_with_the_gate_follows_ocm_rules(v in arb_json()) {
+        let obj = json!({"status": {"x": v.clone()}});
+        let result = raw_value_of(&obj, ".status.x");
         match (&v, result.values.first().map(|(_, fv)| fv)) {
             (Value::Null, None) => prop_assert!(result.is_synced()),
             (Value::Bool(b), Some(FieldValue::Boolean(got))) => prop_assert_eq!(b, got),

@@ -1,10 +1,12 @@
 //! Conversions between the API's protobuf objects and the scheduler's plain types
 //! (`flotilla-placement`), in both directions.
 //!
-//! Enumerated fields that OCM's CRD schema rejects (an unknown prioritizer mode, score type,
-//! toleration operator or effect, topology key type, `whenUnsatisfiable`) are [`ErrorKind::Invalid`]
-//! here, so the API answers `INVALID_ARGUMENT` naming the field; the scheduler's own validation
-//! decides what else is rejected and what is only reported as `PlacementMisconfigured`.
+//! Enumerated fields whose unknown values OCM's CRD schema rejects (score type, toleration
+//! effect, topology key type, `whenUnsatisfiable`) are [`ErrorKind::Invalid`] here, so the API
+//! answers `INVALID_ARGUMENT` naming the field. Fields the CRD leaves open (prioritizer mode,
+//! toleration operator, a negative `tolerationSeconds`) are carried through as written; the
+//! scheduler's own validation decides what else is rejected and what is only reported as
+//! `PlacementMisconfigured`.
 
 use flotilla_api::meta::{self, status as cstatus};
 use flotilla_api::v1;
@@ -43,6 +45,7 @@ fn cluster_selector(s: Option<&v1::ClusterSelector>) -> sched::ClusterSelector {
     sched::ClusterSelector {
         label_selector: selector(s.and_then(|s| s.label_selector.as_ref())),
         claim_selector: selector(s.and_then(|s| s.claim_selector.as_ref())),
+        cel_expressions: sched::cel::CelExpressions::default(),
     }
 }
 
@@ -67,22 +70,37 @@ pub fn placement(p: &v1::Placement) -> Result<sched::Placement, Vec<FieldError>>
     out.predicates = spec
         .predicates
         .iter()
-        .map(|pr| sched::ClusterPredicate {
-            required_cluster_selector: cluster_selector(pr.required_cluster_selector.as_ref()),
+        .enumerate()
+        .map(|(i, pr)| {
+            let mut required_cluster_selector =
+                cluster_selector(pr.required_cluster_selector.as_ref());
+            if let Some(cel) = spec.predicate_cel_selectors.get(i) {
+                required_cluster_selector.cel_expressions =
+                    sched::cel::CelExpressions::new(cel.cel_expressions.clone());
+            }
+            sched::ClusterPredicate {
+                required_cluster_selector,
+            }
         })
         .collect();
+    if spec.predicate_cel_selectors.len() > spec.predicates.len() {
+        errors.push(invalid(
+            "spec.predicates",
+            format!(
+                "{} celSelectors for {} predicates: every celSelector belongs to a predicate",
+                spec.predicate_cel_selectors.len(),
+                spec.predicates.len()
+            ),
+        ));
+    }
 
     let policy = spec.prioritizer_policy.clone().unwrap_or_default();
+    // OCM's CRD has no enum for the mode: an unknown one is accepted and reported as
+    // PlacementMisconfigured by the scheduler's validation.
     out.prioritizer_policy.mode = match policy.mode.as_str() {
         "" | "Additive" => sched::PrioritizerMode::Additive,
         "Exact" => sched::PrioritizerMode::Exact,
-        other => {
-            errors.push(invalid(
-                "spec.prioritizerPolicy.mode",
-                format!("unknown mode {other:?} (want Additive or Exact)"),
-            ));
-            sched::PrioritizerMode::Additive
-        }
+        other => sched::PrioritizerMode::Other(other.to_owned()),
     };
     for (i, c) in policy.configurations.iter().enumerate() {
         let sc = c.score_coordinate.clone().unwrap_or_default();
@@ -113,16 +131,11 @@ pub fn placement(p: &v1::Placement) -> Result<sched::Placement, Vec<FieldError>>
     }
 
     for (i, t) in spec.tolerations.iter().enumerate() {
+        // No enum in OCM's CRD either: an unknown operator is accepted and tolerates nothing.
         let operator = match t.operator.as_str() {
             "" | "Equal" => sched::TolerationOperator::Equal,
             "Exists" => sched::TolerationOperator::Exists,
-            other => {
-                errors.push(invalid(
-                    format!("spec.tolerations[{i}].operator"),
-                    format!("unknown operator {other:?} (want Equal or Exists)"),
-                ));
-                sched::TolerationOperator::Equal
-            }
+            other => sched::TolerationOperator::Other(other.to_owned()),
         };
         let effect = if t.effect.is_empty() {
             None
@@ -139,14 +152,6 @@ pub fn placement(p: &v1::Placement) -> Result<sched::Placement, Vec<FieldError>>
             }
             e
         };
-        if let Some(s) = t.toleration_seconds
-            && s < 0
-        {
-            errors.push(invalid(
-                format!("spec.tolerations[{i}].tolerationSeconds"),
-                format!("must be >= 0 (got {s})"),
-            ));
-        }
         out.tolerations.push(sched::Toleration {
             key: t.key.clone(),
             operator,
@@ -173,9 +178,11 @@ pub fn placement(p: &v1::Placement) -> Result<sched::Placement, Vec<FieldError>>
         clusters_per_decision_group: if groups.clusters_per_decision_group.is_empty() {
             sched::IntOrString::hundred_percent()
         } else {
-            match groups.clusters_per_decision_group.trim().parse::<i64>() {
-                Ok(n) => sched::IntOrString::Int(n),
-                Err(_) => sched::IntOrString::String(groups.clusters_per_decision_group.clone()),
+            match groups.clusters_per_decision_group.parse::<i64>() {
+                Ok(n) if !groups.clusters_per_decision_group_is_string => {
+                    sched::IntOrString::Int(n)
+                }
+                _ => sched::IntOrString::String(groups.clusters_per_decision_group.clone()),
             }
         },
     };
@@ -270,6 +277,11 @@ pub fn cluster(c: &v1::ManagedCluster) -> sched::Cluster {
             memory: quantity("memory"),
         },
         deleting: m.deletion_timestamp.is_some(),
+        kubernetes_version: status
+            .version
+            .as_ref()
+            .map(|v| v.kubernetes.clone())
+            .filter(|v| !v.is_empty()),
     }
 }
 
@@ -521,14 +533,18 @@ mod tests {
         let mut p = base();
         let spec = p.spec.as_mut().unwrap();
         spec.prioritizer_policy = Some(v1::PrioritizerPolicy {
-            mode: "Fancy".into(),
-            configurations: vec![],
+            mode: "Exact".into(),
+            configurations: vec![v1::PrioritizerConfig {
+                score_coordinate: Some(v1::ScoreCoordinate {
+                    r#type: "Sideways".into(),
+                    ..Default::default()
+                }),
+                weight: None,
+            }],
         });
         spec.tolerations = vec![v1::Toleration {
             key: "k".into(),
-            operator: "Like".into(),
             effect: "Sometimes".into(),
-            toleration_seconds: Some(-1),
             ..Default::default()
         }];
         let errors = placement(&p).unwrap_err();
@@ -536,13 +552,52 @@ mod tests {
         assert_eq!(
             paths,
             [
-                "spec.prioritizerPolicy.mode",
-                "spec.tolerations[0].operator",
+                "spec.prioritizerPolicy.configurations[0].scoreCoordinate.type",
                 "spec.tolerations[0].effect",
-                "spec.tolerations[0].tolerationSeconds",
             ]
         );
         assert!(errors.iter().all(|e| e.kind == ErrorKind::Invalid));
+    }
+
+    #[test]
+    fn fields_ocm_leaves_open_are_carried_as_written() {
+        let mut p = base();
+        let spec = p.spec.as_mut().unwrap();
+        spec.prioritizer_policy = Some(v1::PrioritizerPolicy {
+            mode: "Fancy".into(),
+            configurations: vec![],
+        });
+        spec.tolerations = vec![v1::Toleration {
+            key: "k".into(),
+            operator: "Like".into(),
+            toleration_seconds: Some(-1),
+            ..Default::default()
+        }];
+        spec.decision_strategy = Some(v1::DecisionStrategy {
+            group_strategy: Some(v1::GroupStrategy {
+                clusters_per_decision_group: "3".into(),
+                clusters_per_decision_group_is_string: true,
+                ..Default::default()
+            }),
+        });
+        let s = placement(&p).unwrap();
+        assert_eq!(
+            s.prioritizer_policy.mode,
+            sched::PrioritizerMode::Other("Fancy".into())
+        );
+        assert_eq!(
+            s.tolerations[0].operator,
+            sched::TolerationOperator::Other("Like".into())
+        );
+        assert_eq!(s.tolerations[0].toleration_seconds, Some(-1));
+        assert_eq!(
+            s.decision_strategy
+                .group_strategy
+                .clusters_per_decision_group,
+            sched::IntOrString::String("3".into())
+        );
+        let kinds: Vec<_> = sched::validate(&s).into_iter().map(|e| e.kind).collect();
+        assert_eq!(kinds, [ErrorKind::Misconfigured, ErrorKind::Misconfigured]);
     }
 
     #[test]

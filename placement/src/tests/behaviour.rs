@@ -215,6 +215,48 @@ fn balance_prefers_clusters_with_fewer_other_decisions() {
 }
 
 #[test]
+fn balance_max_counts_clusters_outside_the_feasible_set_so_steady_keeps_the_decision() {
+    // "x" is not feasible (fails the predicate) but holds the most decisions elsewhere (4).
+    // OCM scales Balance by that 4: b (decided, 2 elsewhere) scores 0 + Steady 100 = 100 and a
+    // (1 elsewhere) scores 50, so b stays. Scaling by the feasible maximum (2) would give b
+    // −100 + 100 = 0 and a 0, and the name tie-break would move the decision to a.
+    let w = World::global("ns").clusters([
+        Cluster::test("a").label("env", "prod"),
+        Cluster::test("b").label("env", "prod"),
+        Cluster::test("x").label("env", "dev"),
+    ]);
+    let p = Placement::new("ns", "p").number_of_clusters(1).predicate(
+        crate::parse_selector("env=prod").unwrap(),
+        LabelSelector::everything(),
+    );
+    let current = set_of(&["b"]);
+    let others: HashMap<String, u32> = [
+        ("a".to_owned(), 1),
+        ("b".to_owned(), 2),
+        ("x".to_owned(), 4),
+    ]
+    .into();
+    let input = PlacementInput::new(&p, t(0))
+        .current_decisions(&current)
+        .other_decision_counts(&others);
+    let (s, debug) = w.fleet().explain(&input).unwrap();
+    let balance = |n: &str| debug.cluster(n).unwrap().scores[0].score;
+    assert_eq!((balance("a"), balance("b")), (50, 0));
+    assert_eq!(names(&s), ["b"], "the existing decision is kept");
+    // The same through fleet-wide counts that include this placement's own decision on b.
+    let all: HashMap<String, u32> = [
+        ("a".to_owned(), 1),
+        ("b".to_owned(), 3),
+        ("x".to_owned(), 4),
+    ]
+    .into();
+    let input = PlacementInput::new(&p, t(0))
+        .current_decisions(&current)
+        .all_decision_counts(&all);
+    assert_eq!(names(&w.fleet().schedule(&input).unwrap()), ["b"]);
+}
+
+#[test]
 fn fleet_wide_counts_minus_own_decisions_equal_other_counts() {
     let w = World::global("ns").clusters(["a", "b", "c"].map(Cluster::test));
     let p = Placement::new("ns", "p").number_of_clusters(2);
@@ -320,6 +362,115 @@ fn no_select_if_new_keeps_decided_clusters_but_blocks_new_ones() {
 }
 
 #[test]
+fn no_select_if_new_toleration_seconds_bound_a_cluster_not_yet_decided() {
+    // Both taints added at t(0); the toleration holds for 60 s.
+    let drain = Taint::test("drain", "", TaintEffect::NoSelectIfNew);
+    let w = World::global("ns")
+        .cluster(Cluster::test("old").taint(drain.clone()))
+        .cluster(Cluster::test("new").taint(drain));
+    let p = Placement::new("ns", "p").toleration(Toleration::exists("drain").seconds(60));
+    let fleet = w.fleet();
+    let current = set_of(&["old"]);
+    let at = |secs, current| {
+        fleet
+            .schedule(&PlacementInput::new(&p, t(secs)).current_decisions(current))
+            .unwrap()
+    };
+    let before = at(59, &current);
+    assert_eq!(names(&before), ["new", "old"]);
+    assert_eq!(
+        before.toleration_expires_at,
+        Some(t(60)),
+        "re-evaluate when the new cluster's toleration expires"
+    );
+    assert_eq!(
+        names(&at(60, &current)),
+        ["old"],
+        "a new cluster is no longer selected"
+    );
+    let both = set_of(&["new", "old"]);
+    let kept = at(60, &both);
+    assert_eq!(
+        names(&kept),
+        ["new", "old"],
+        "decided clusters need no toleration"
+    );
+    assert_eq!(kept.toleration_expires_at, None);
+}
+
+#[test]
+fn cel_predicates_select_by_label_version_claims_and_scores() {
+    let w = World::global("ns")
+        .cluster(
+            Cluster::test("a")
+                .label("version", "1.14.3")
+                .kubernetes_version("v1.30.2"),
+        )
+        .cluster(
+            Cluster::test("b")
+                .label("version", "1.15.0")
+                .kubernetes_version("v1.29.0"),
+        )
+        .cluster(
+            Cluster::test("c")
+                .label("version", "1.16.1")
+                .kubernetes_version("v1.30.2"),
+        )
+        .score(AddOnPlacementScore::new("a", "resource-usage-score").score("memAvailable", 60))
+        .score(AddOnPlacementScore::new("b", "resource-usage-score").score("memAvailable", -20));
+    let version = r"managedCluster.metadata.labels['version'].matches('^1\\.(14|15)\\.\\d+$')";
+    let p = Placement::new("ns", "p")
+        .predicate_selector(crate::ClusterSelector::default().cel([version]));
+    assert_eq!(names(&run(&w, &p)), ["a", "b"]);
+    // Every expression of a predicate must hold; predicates are still ORed.
+    let memory = "managedCluster.scores('resource-usage-score')\
+                  .filter(s, s.name == 'memAvailable').all(e, e.value > 0)";
+    let p = Placement::new("ns", "p")
+        .predicate_selector(crate::ClusterSelector::default().cel([version, memory]))
+        .predicate_selector(
+            crate::ClusterSelector::default()
+                .cel(["managedCluster.status.version.kubernetes == 'v1.30.2' && \
+             managedCluster.metadata.name == 'c'"]),
+        );
+    let (s, debug) = w.fleet().explain(&PlacementInput::new(&p, t(0))).unwrap();
+    assert_eq!(
+        names(&s),
+        ["a", "c"],
+        "b fails the score, c has no score but matches the second"
+    );
+    let why = debug.cluster("b").unwrap().filters[1]
+        .reason
+        .clone()
+        .unwrap();
+    assert!(
+        why.contains("predicates[0]: celSelector does not match"),
+        "{why}"
+    );
+}
+
+#[test]
+fn a_cel_expression_that_does_not_compile_makes_the_placement_misconfigured() {
+    let w = World::global("ns").cluster(Cluster::test("a"));
+    let p = Placement::new("ns", "p").predicate_selector(
+        crate::ClusterSelector::default()
+            .cel(["managedCluster.metadata.name == 'a'", "managedCluster.("]),
+    );
+    let err = w
+        .fleet()
+        .schedule(&PlacementInput::new(&p, t(0)))
+        .unwrap_err();
+    assert!(err.accepted_by_ocm());
+    assert_eq!(
+        err.errors()[0].path,
+        "spec.predicates[0].requiredClusterSelector.celSelector.celExpressions[1]"
+    );
+    assert!(
+        err.errors()[0].message.starts_with("compilation failed"),
+        "{err}"
+    );
+}
+
+#[test]
 fn prefer_no_select_ranks_after_untainted_clusters_whatever_the_score() {
     let w = World::global("ns")
         .cluster(Cluster::test("tainted").cpu(64.0).taint(Taint::test(
@@ -400,7 +551,7 @@ fn misconfigured_spec_is_not_scheduled_and_explains_itself() {
             .starts_with("placement ns/p is misconfigured: spec.prioritizerPolicy")
     );
 
-    let invalid = Placement::new("ns", "p").number_of_clusters(-2);
+    let invalid = Placement::new("ns", "p").prioritizer(ScoreCoordinate::built_in("Steady"), 11);
     let err = w
         .fleet()
         .schedule(&PlacementInput::new(&invalid, t(0)))

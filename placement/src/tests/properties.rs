@@ -165,7 +165,8 @@ fn placement(hard_spread: bool) -> impl Strategy<Value = Placement> {
             IntOrString::hundred_percent(),
             IntOrString::Int(7),
             IntOrString::String("30%".into()),
-            IntOrString::String("1".into()),
+            IntOrString::Int(1),
+            IntOrString::Int(0),
         ]),
         spread(hard_spread),
         prop::sample::select(vec![

@@ -57,7 +57,7 @@ pub struct PlacementSpec {
     pub spread_policy: Option<SpreadPolicy>,
 }
 
-/// Label selector AND claim selector.
+/// Label selector AND claim selector AND CEL expressions (predicates only).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClusterSelector {
@@ -67,6 +67,19 @@ pub struct ClusterSelector {
     /// Matched against claims.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claim_selector: Option<LabelSelector>,
+    /// CEL expressions over `managedCluster`; only in predicates (OCM's decision groups have no
+    /// `celSelector`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cel_selector: Option<CelSelector>,
+}
+
+/// `celSelector`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CelSelector {
+    /// Every one must evaluate to true.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cel_expressions: Vec<String>,
 }
 
 /// One predicate.
@@ -194,22 +207,24 @@ pub enum IntOrString {
 }
 
 impl IntOrString {
-    /// The protobuf form (a string).
-    pub fn to_proto(&self) -> String {
+    /// The protobuf form: the text, and whether it is a string that reads as a number (`"3"`),
+    /// which only that flag tells apart from the number 3.
+    pub fn to_proto(&self) -> (String, bool) {
         match self {
-            Self::Int(n) => n.to_string(),
-            Self::String(s) => s.clone(),
+            Self::Int(n) => (n.to_string(), false),
+            Self::String(s) => (s.clone(), s.parse::<i64>().is_ok()),
         }
     }
 
-    /// From the protobuf form: plain numbers print as numbers.
-    pub fn from_proto(s: &str) -> Option<Self> {
+    /// From the protobuf form: numbers print as numbers unless `is_string` says they were
+    /// written as strings.
+    pub fn from_proto(s: &str, is_string: bool) -> Option<Self> {
         if s.is_empty() {
             return None;
         }
         Some(match s.parse::<i64>() {
-            Ok(n) => Self::Int(n),
-            Err(_) => Self::String(s.to_string()),
+            Ok(n) if !is_string => Self::Int(n),
+            _ => Self::String(s.to_string()),
         })
     }
 }
@@ -290,6 +305,7 @@ fn selector_from_proto(s: &v1::ClusterSelector) -> ClusterSelector {
     ClusterSelector {
         label_selector: non_empty(&s.label_selector),
         claim_selector: non_empty(&s.claim_selector),
+        cel_selector: None,
     }
 }
 
@@ -303,6 +319,37 @@ impl Placement {
             .clone()
             .unwrap_or_default()
             .group_strategy;
+        for (i, g) in groups.decision_groups.iter().enumerate() {
+            if g.group_cluster_selector.cel_selector.is_some() {
+                return Err(format!(
+                    "spec.decisionStrategy.groupStrategy.decisionGroups[{i}].groupClusterSelector\
+                     .celSelector: decision groups select by labelSelector and claimSelector only"
+                ));
+            }
+        }
+        let mut predicate_cel_selectors: Vec<v1::CelSelector> = s
+            .predicates
+            .iter()
+            .map(|p| v1::CelSelector {
+                cel_expressions: p
+                    .required_cluster_selector
+                    .cel_selector
+                    .as_ref()
+                    .map(|c| c.cel_expressions.clone())
+                    .unwrap_or_default(),
+            })
+            .collect();
+        while predicate_cel_selectors
+            .last()
+            .is_some_and(|c| c.cel_expressions.is_empty())
+        {
+            predicate_cel_selectors.pop();
+        }
+        let (per_group, per_group_is_string) = groups
+            .clusters_per_decision_group
+            .as_ref()
+            .map(IntOrString::to_proto)
+            .unwrap_or_default();
         Ok(v1::Placement {
             metadata: Some(self.metadata.to_proto()?),
             spec: Some(v1::PlacementSpec {
@@ -360,13 +407,11 @@ impl Placement {
                                 )),
                             })
                             .collect(),
-                        clusters_per_decision_group: groups
-                            .clusters_per_decision_group
-                            .as_ref()
-                            .map(IntOrString::to_proto)
-                            .unwrap_or_default(),
+                        clusters_per_decision_group: per_group,
+                        clusters_per_decision_group_is_string: per_group_is_string,
                     }),
                 }),
+                predicate_cel_selectors,
                 spread_policy: Some(v1::SpreadPolicy {
                     spread_constraints: s
                         .spread_policy
@@ -407,12 +452,23 @@ impl From<&v1::Placement> for Placement {
                 predicates: spec
                     .predicates
                     .iter()
-                    .map(|pr| ClusterPredicate {
-                        required_cluster_selector: pr
+                    .enumerate()
+                    .map(|(i, pr)| {
+                        let mut required_cluster_selector = pr
                             .required_cluster_selector
                             .as_ref()
                             .map(selector_from_proto)
-                            .unwrap_or_default(),
+                            .unwrap_or_default();
+                        required_cluster_selector.cel_selector = spec
+                            .predicate_cel_selectors
+                            .get(i)
+                            .filter(|c| !c.cel_expressions.is_empty())
+                            .map(|c| CelSelector {
+                                cel_expressions: c.cel_expressions.clone(),
+                            });
+                        ClusterPredicate {
+                            required_cluster_selector,
+                        }
                     })
                     .collect(),
                 prioritizer_policy: (!policy.mode.is_empty() || !policy.configurations.is_empty())
@@ -466,6 +522,7 @@ impl From<&v1::Placement> for Placement {
                             .collect(),
                         clusters_per_decision_group: IntOrString::from_proto(
                             &groups.clusters_per_decision_group,
+                            groups.clusters_per_decision_group_is_string,
                         ),
                     },
                 }),

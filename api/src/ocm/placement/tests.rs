@@ -111,15 +111,144 @@ spec:
     assert_eq!(back.to_proto().unwrap().spec, p.spec);
 }
 
+fn group_strategy(yaml_value: &str) -> v1::GroupStrategy {
+    let text = format!(
+        "apiVersion: cluster.open-cluster-management.io/v1beta1\nkind: Placement\n\
+         metadata: {{name: p, namespace: d}}\nspec:\n  decisionStrategy:\n    groupStrategy:\n      \
+         clustersPerDecisionGroup: {yaml_value}\n"
+    );
+    let docs = parse_documents(&text);
+    let Ok(Document::Placement(p)) = &docs[0] else {
+        panic!("{docs:?}")
+    };
+    let back = Placement::from(p);
+    assert_eq!(back.to_proto().unwrap().spec, p.spec, "round trip");
+    p.spec
+        .clone()
+        .unwrap()
+        .decision_strategy
+        .unwrap()
+        .group_strategy
+        .unwrap()
+}
+
+#[test]
+fn clusters_per_decision_group_keeps_a_quoted_count_apart_from_a_number() {
+    // OCM's IntOrString: 3 is a count; "3" is a string (OCM then reports the placement
+    // misconfigured), which the protobuf form must not turn into the number 3.
+    let number = group_strategy("3");
+    assert_eq!(
+        (
+            number.clusters_per_decision_group.as_str(),
+            number.clusters_per_decision_group_is_string
+        ),
+        ("3", false)
+    );
+    let quoted = group_strategy("\"3\"");
+    assert_eq!(
+        (
+            quoted.clusters_per_decision_group.as_str(),
+            quoted.clusters_per_decision_group_is_string
+        ),
+        ("3", true)
+    );
+    let percent = group_strategy("\"25%\"");
+    assert_eq!(
+        (
+            percent.clusters_per_decision_group.as_str(),
+            percent.clusters_per_decision_group_is_string
+        ),
+        ("25%", false)
+    );
+    assert_eq!(
+        IntOrString::from_proto("3", true),
+        Some(IntOrString::String("3".into()))
+    );
+    assert_eq!(
+        IntOrString::from_proto("3", false),
+        Some(IntOrString::Int(3))
+    );
+    assert_eq!(
+        IntOrString::from_proto("25%", false),
+        Some(IntOrString::String("25%".into()))
+    );
+}
+
+#[test]
+fn unknown_prioritizer_mode_and_toleration_operator_parse_as_written() {
+    // OCM's CRD has no enum for either; the scheduler decides what they mean.
+    let text = "apiVersion: cluster.open-cluster-management.io/v1beta1\nkind: Placement\n\
+                metadata: {name: p, namespace: d}\nspec:\n  prioritizerPolicy: {mode: Fancy}\n  \
+                tolerations: [{key: k, operator: Like, tolerationSeconds: -1}]\n";
+    let docs = parse_documents(text);
+    let Ok(Document::Placement(p)) = &docs[0] else {
+        panic!("{docs:?}")
+    };
+    let spec = p.spec.as_ref().unwrap();
+    assert_eq!(spec.prioritizer_policy.as_ref().unwrap().mode, "Fancy");
+    assert_eq!(spec.tolerations[0].operator, "Like");
+    assert_eq!(spec.tolerations[0].toleration_seconds, Some(-1));
+}
+
 #[test]
 fn unknown_placement_fields_name_their_path() {
-    let text = "apiVersion: cluster.open-cluster-management.io/v1beta1\nkind: Placement\nmetadata: {name: p, namespace: d}\nspec:\n  predicates:\n    - requiredClusterSelector:\n        celSelector: {}\n";
+    let text = "apiVersion: cluster.open-cluster-management.io/v1beta1\nkind: Placement\nmetadata: {name: p, namespace: d}\nspec:\n  predicates:\n    - requiredClusterSelector:\n        fieldSelector: {}\n";
     let err = parse_documents(text).remove(0).unwrap_err().to_string();
     assert!(
         err.contains("spec.predicates[0].requiredClusterSelector"),
         "{err}"
     );
-    assert!(err.contains("celSelector"), "{err}");
+    assert!(err.contains("fieldSelector"), "{err}");
+}
+
+/// A CEL predicate in the shape of OCM's placement documentation.
+const CEL_PLACEMENT: &str = r#"
+apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata:
+  name: placement1
+  namespace: default
+spec:
+  predicates:
+    - requiredClusterSelector:
+        labelSelector:
+          matchLabels:
+            purpose: test
+    - requiredClusterSelector:
+        celSelector:
+          celExpressions:
+            - managedCluster.metadata.labels["version"].matches('^1\\.(14|15)\\.\\d+$')
+            - managedCluster.scores("resource-usage-score").filter(s, s.name == 'memNodeAvailable').all(e, e.value > 0)
+"#;
+
+#[test]
+fn cel_selectors_travel_by_predicate_index_and_round_trip() {
+    let docs = parse_documents(CEL_PLACEMENT);
+    let Ok(Document::Placement(p)) = &docs[0] else {
+        panic!("{docs:?}")
+    };
+    let spec = p.spec.as_ref().unwrap();
+    assert_eq!(spec.predicates.len(), 2);
+    assert_eq!(spec.predicate_cel_selectors.len(), 2);
+    assert!(spec.predicate_cel_selectors[0].cel_expressions.is_empty());
+    assert_eq!(
+        spec.predicate_cel_selectors[1].cel_expressions[0],
+        r#"managedCluster.metadata.labels["version"].matches('^1\\.(14|15)\\.\\d+$')"#
+    );
+    let back = Placement::from(p);
+    assert_eq!(back.to_proto().unwrap().spec, p.spec);
+    let yaml = serde_yaml::to_string(&back).unwrap();
+    assert!(yaml.contains("celExpressions"), "{yaml}");
+}
+
+#[test]
+fn a_cel_selector_in_a_decision_group_is_refused() {
+    let text = "apiVersion: cluster.open-cluster-management.io/v1beta1\nkind: Placement\nmetadata: {name: p, namespace: d}\nspec:\n  decisionStrategy:\n    groupStrategy:\n      decisionGroups:\n        - groupName: canary\n          groupClusterSelector:\n            celSelector: {celExpressions: ['true']}\n";
+    let err = parse_documents(text).remove(0).unwrap_err().to_string();
+    assert!(
+        err.contains("decisionGroups[0].groupClusterSelector.celSelector"),
+        "{err}"
+    );
 }
 
 #[test]
