@@ -22,12 +22,32 @@ use std::time::{Duration, Instant};
 pub const INSTALL_HINT: &str = "nats-server is not installed: run `apt-get install -y nats-server` \
 (Debian/Ubuntu), or `./scripts/test.sh`, which installs it";
 
-/// A free TCP port on 127.0.0.1 (the listener is closed before returning).
+/// A free TCP port on 127.0.0.1 (the listener is closed before returning), chosen below the
+/// kernel's ephemeral range (32768–60999 on Linux): a port the kernel handed out as ephemeral
+/// can be taken by any outgoing connection before the server that asked for it binds it, which
+/// made tests fail with "Address already in use" under load.
 pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    const LOW: u64 = 10_000;
+    const SPAN: u64 = 22_000;
+    let seed = u64::from(std::process::id()).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+    for _ in 0..1000 {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let mut z = seed.wrapping_add(n.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        z = (z ^ (z >> 31)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        let port = (LOW + (z ^ (z >> 29)) % SPAN) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
-        .expect("bind an ephemeral port on 127.0.0.1")
+        .expect("bind a port on 127.0.0.1")
 }
 
 /// Path of the `nats-server` binary, or a panic with [`INSTALL_HINT`].

@@ -1,4 +1,6 @@
-//! `cluster.open-cluster-management.io/v1 ManagedCluster` (read-only: clusters register).
+//! `cluster.open-cluster-management.io/v1 ManagedCluster`: shown as OCM shows it, and applied
+//! to create a cluster ahead of its agent (labels, taints, `hubAcceptsClient`,
+//! `leaseDurationSeconds`) or to edit one. Status is the hub's and ignored on input.
 
 use super::CLUSTER_V1;
 use super::meta::{Condition, Metadata, conditions};
@@ -18,6 +20,7 @@ pub struct ManagedCluster {
     /// Metadata.
     pub metadata: Metadata,
     /// Spec.
+    #[serde(default)]
     pub spec: ManagedClusterSpec,
     /// Status.
     #[serde(default)]
@@ -91,6 +94,67 @@ pub struct Claim {
     pub name: String,
     /// Claim value.
     pub value: String,
+}
+
+/// Taint effects OCM knows.
+pub const TAINT_EFFECTS: [&str; 3] = ["NoSelect", "PreferNoSelect", "NoSelectIfNew"];
+
+impl ManagedCluster {
+    /// The document as the hub's type, checked field by field (`path: message` on error).
+    pub fn to_proto(&self) -> Result<v1::ManagedCluster, String> {
+        let name = self.metadata.name.clone();
+        crate::names::validate_cluster_name(&name)
+            .map_err(|e| format!("metadata.name: {}", e.reason))?;
+        let labels: std::collections::HashMap<String, String> =
+            self.metadata.labels.clone().into_iter().collect();
+        if let Some(e) = crate::names::validate_labels("metadata.labels", &labels)
+            .into_iter()
+            .next()
+        {
+            let text = e.to_string();
+            return Err(match text.split_once(": ") {
+                Some((path, rest)) => format!("{path}: {rest}"),
+                None => format!("metadata.labels: {text}"),
+            });
+        }
+        if !(0..=3600).contains(&self.spec.lease_duration_seconds) {
+            return Err(format!(
+                "spec.leaseDurationSeconds: {} is outside 0..=3600 (0 = the hub's default)",
+                self.spec.lease_duration_seconds
+            ));
+        }
+        let mut taints = Vec::with_capacity(self.spec.taints.len());
+        for (i, t) in self.spec.taints.iter().enumerate() {
+            crate::names::validate_label_key(&format!("spec.taints[{i}].key"), &t.key)
+                .map_err(|e| e.to_string())?;
+            if !TAINT_EFFECTS.contains(&t.effect.as_str()) {
+                return Err(format!(
+                    "spec.taints[{i}].effect: {:?} is not NoSelect, PreferNoSelect or NoSelectIfNew",
+                    t.effect
+                ));
+            }
+            taints.push(v1::Taint {
+                key: t.key.clone(),
+                value: t.value.clone(),
+                effect: t.effect.clone(),
+                time_added: None,
+            });
+        }
+        Ok(v1::ManagedCluster {
+            metadata: Some(v1::ObjectMeta {
+                name,
+                labels,
+                ..Default::default()
+            }),
+            spec: Some(v1::ManagedClusterSpec {
+                hub_accepts_client: self.spec.hub_accepts_client,
+                lease_duration_seconds: self.spec.lease_duration_seconds,
+                taints,
+            }),
+            status: None,
+            hub: None,
+        })
+    }
 }
 
 impl From<&v1::ManagedCluster> for ManagedCluster {

@@ -68,9 +68,12 @@ pub enum Document {
     Score(v1::AddOnPlacementScore),
     /// A ManifestWorkReplicaSet.
     ReplicaSet(v1::ManifestWorkReplicaSet),
+    /// A ManagedCluster created ahead of its agent, or edited.
+    Cluster(v1::ManagedCluster),
 }
 
-const SUPPORTED: &str = "cluster.open-cluster-management.io/v1beta2 ManagedClusterSet, \
+const SUPPORTED: &str = "cluster.open-cluster-management.io/v1 ManagedCluster, \
+cluster.open-cluster-management.io/v1beta2 ManagedClusterSet, \
 cluster.open-cluster-management.io/v1beta2 ManagedClusterSetBinding, \
 work.open-cluster-management.io/v1 ManifestWork, \
 cluster.open-cluster-management.io/v1beta1 Placement, \
@@ -157,6 +160,15 @@ fn parse_document(doc: usize, value: serde_yaml::Value) -> Result<Document, DocE
             let r: super::replicaset::ManifestWorkReplicaSet = typed(doc, &kind, &name, value)?;
             r.to_proto()
                 .map(Document::ReplicaSet)
+                .map_err(|m| match m.split_once(": ") {
+                    Some((path, message)) => field_err(path, message.to_string()),
+                    None => field_err("", m),
+                })
+        }
+        _ if api_version == super::CLUSTER_V1 && kind == "ManagedCluster" => {
+            let c: super::cluster::ManagedCluster = typed(doc, &kind, &name, value)?;
+            c.to_proto()
+                .map(Document::Cluster)
                 .map_err(|m| match m.split_once(": ") {
                     Some((path, message)) => field_err(path, message.to_string()),
                     None => field_err("", m),

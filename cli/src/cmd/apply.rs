@@ -71,6 +71,7 @@ fn describe(i: usize, doc: &Document) -> String {
         Document::Placement(x) => ("Placement", x.metadata.as_ref()),
         Document::Score(x) => ("AddOnPlacementScore", x.metadata.as_ref()),
         Document::ReplicaSet(x) => ("ManifestWorkReplicaSet", x.metadata.as_ref()),
+        Document::Cluster(x) => ("ManagedCluster", x.metadata.as_ref()),
     };
     let m = meta.cloned().unwrap_or_default();
     if m.namespace.is_empty() {
@@ -206,6 +207,23 @@ async fn apply(hub: &Hub, doc: Document) -> Result<String> {
             format!(
                 "manifestworkreplicaset.work.open-cluster-management.io/{} applied (namespace {})",
                 m.name, m.namespace
+            )
+        }
+        Document::Cluster(c) => {
+            let name = c
+                .metadata
+                .as_ref()
+                .map(|m| m.name.clone())
+                .unwrap_or_default();
+            let applied = hub.call(hub.clusters().apply_cluster(c)).await?;
+            let accepted = applied.spec.is_some_and(|s| s.hub_accepts_client);
+            format!(
+                "managedcluster.cluster.open-cluster-management.io/{name} applied ({})",
+                if accepted {
+                    "accepted"
+                } else {
+                    "waiting for acceptance"
+                }
             )
         }
         Document::Binding(b) => {

@@ -105,6 +105,8 @@ pub enum AdminEdit {
     },
     /// Lease duration change (0 = hub default).
     SetLease(i32),
+    /// An OCM ManagedCluster document: creates the cluster ahead of its agent, or edits it.
+    Apply(Box<ManagedCluster>),
 }
 
 /// Messages a cluster actor handles.

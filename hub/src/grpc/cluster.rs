@@ -135,6 +135,23 @@ impl ClusterService for ClusterApi {
             .await
     }
 
+    async fn apply_cluster(
+        &self,
+        req: Request<ManagedCluster>,
+    ) -> Result<Response<ManagedCluster>, Status> {
+        let c = req.into_inner();
+        let name = c
+            .metadata
+            .as_ref()
+            .map(|m| m.name.clone())
+            .unwrap_or_default();
+        guard::cluster("metadata.name", &name, false)?;
+        let handle = self.clusters.get_or_spawn(&name);
+        Ok(Response::new(
+            handle.edit(AdminEdit::Apply(Box::new(c))).await?,
+        ))
+    }
+
     async fn label_cluster(
         &self,
         req: Request<LabelClusterRequest>,

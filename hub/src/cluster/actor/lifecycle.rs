@@ -86,7 +86,60 @@ impl Actor {
                 }
                 Ok(c)
             }
+            AdminEdit::Apply(doc) => Box::pin(self.apply_document(*doc)).await,
         }
+    }
+
+    /// An OCM ManagedCluster document. A cluster not known yet is created ahead of its agent
+    /// (accepted at once when the document says `hubAcceptsClient: true`; the first agent key
+    /// that registers under its name is recorded, as for any registration). A known cluster is
+    /// edited to say what the document says: its labels are set (others kept), the document's
+    /// taints replace the admin's (the hub's own stay), a lease duration other than 0 applies,
+    /// and `hubAcceptsClient: true` accepts it. `false` never denies: a document that leaves
+    /// the field out means the same, and denying stays an explicit `flotilla deny`.
+    async fn apply_document(
+        &mut self,
+        doc: ManagedCluster,
+    ) -> Result<ManagedCluster, ClusterError> {
+        let spec = doc.spec.clone().unwrap_or_default();
+        let labels = doc
+            .metadata
+            .as_ref()
+            .map(|m| m.labels.clone())
+            .unwrap_or_default();
+        if self.cluster.is_none() {
+            let c = rules::precreated(
+                &self.name,
+                labels,
+                &spec,
+                self.shared.config.default_lease_duration_seconds,
+            )
+            .map_err(ClusterError::Invalid)?;
+            self.persist(c)
+                .await
+                .map_err(|e| ClusterError::Unavailable(e.to_string()))?;
+            tracing::info!(
+                accepted = spec.hub_accepts_client,
+                "cluster created ahead of its agent"
+            );
+            return self.current();
+        }
+        let mut c = self
+            .edit(|c| {
+                let labelled = rules::apply_labels(c, &labels, &[])?;
+                let stale = rules::admin_taints_not_in(c, &spec.taints);
+                let tainted = rules::apply_taints(c, &spec.taints, &stale)?;
+                Ok(labelled || tainted)
+            })
+            .await?;
+        let current = c.spec.as_ref().map_or(0, |s| s.lease_duration_seconds);
+        if spec.lease_duration_seconds != 0 && spec.lease_duration_seconds != current {
+            c = Box::pin(self.admin_edit(AdminEdit::SetLease(spec.lease_duration_seconds))).await?;
+        }
+        if spec.hub_accepts_client && !rules::accepted(&c) {
+            c = Box::pin(self.admin_edit(AdminEdit::Accept)).await?;
+        }
+        Ok(c)
     }
 
     pub(super) async fn register(

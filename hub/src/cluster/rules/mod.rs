@@ -139,6 +139,82 @@ pub fn new_cluster(
     c
 }
 
+/// A cluster created from a ManagedCluster document before its agent registered: the
+/// document's labels (plus the default set's), lease duration (0 = `default_lease_seconds`) and
+/// taints; accepted when the document says `hubAcceptsClient`. No agent key yet: the first
+/// registration under this name records its key.
+pub fn precreated(
+    name: &str,
+    mut labels: HashMap<String, String>,
+    spec: &ManagedClusterSpec,
+    default_lease_seconds: i32,
+) -> Result<ManagedCluster, String> {
+    if let Some(e) = names::validate_labels("metadata.labels", &labels)
+        .into_iter()
+        .next()
+    {
+        return Err(e.to_string());
+    }
+    labels
+        .entry(CLUSTERSET_LABEL.to_string())
+        .or_insert_with(|| DEFAULT_CLUSTERSET.to_string());
+    let lease = if spec.lease_duration_seconds > 0 {
+        spec.lease_duration_seconds
+    } else {
+        default_lease_seconds
+    };
+    let mut c = ManagedCluster {
+        metadata: Some(ObjectMeta {
+            name: name.to_string(),
+            labels,
+            uid: uuid::Uuid::new_v4().to_string(),
+            generation: 1,
+            creation_timestamp: Some(meta::now()),
+            ..Default::default()
+        }),
+        spec: Some(ManagedClusterSpec {
+            lease_duration_seconds: lease,
+            ..Default::default()
+        }),
+        status: Some(ManagedClusterStatus::default()),
+        hub: Some(flotilla_api::v1::HubClusterState {
+            agent_healthy: true,
+            ..Default::default()
+        }),
+    };
+    apply_taints(&mut c, &spec.taints, &[]).map_err(|e| format!("spec.{e}"))?;
+    if spec.hub_accepts_client {
+        accept(
+            &mut c,
+            "HubClusterAdminAccepted",
+            "Accepted in a ManagedCluster document applied ahead of its agent",
+        );
+    }
+    reconcile_taints(&mut c);
+    Ok(c)
+}
+
+/// The admin's taints on `c` (not the hub's own) that `wanted` does not list, by key and
+/// effect: what applying a document with `wanted` removes.
+pub fn admin_taints_not_in(c: &ManagedCluster, wanted: &[Taint]) -> Vec<TaintKey> {
+    c.spec
+        .as_ref()
+        .map(|s| s.taints.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .filter(|t| t.key != TAINT_UNAVAILABLE && t.key != TAINT_UNREACHABLE)
+        .filter(|t| {
+            !wanted
+                .iter()
+                .any(|w| w.key == t.key && w.effect == t.effect)
+        })
+        .map(|t| TaintKey {
+            key: t.key.clone(),
+            effect: t.effect.clone(),
+        })
+        .collect()
+}
+
 /// Which agent keys the hub trusts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyPolicy {

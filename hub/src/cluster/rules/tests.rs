@@ -258,3 +258,71 @@ fn denied_clusters_get_no_credentials() {
     assert!(!may_issue(&c, "UA"));
     assert!(!may_issue(&c, ""));
 }
+
+fn doc_spec(accept: bool, lease: i32, taints: &[(&str, &str)]) -> ManagedClusterSpec {
+    ManagedClusterSpec {
+        hub_accepts_client: accept,
+        lease_duration_seconds: lease,
+        taints: taints
+            .iter()
+            .map(|(k, e)| Taint {
+                key: (*k).into(),
+                value: String::new(),
+                effect: (*e).into(),
+                time_added: None,
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn a_precreated_cluster_is_accepted_as_documented_and_waits_for_its_agent_key() {
+    let labels: HashMap<String, String> = [("region".to_string(), "eu".to_string())].into();
+    let c = precreated("edge-1", labels, &doc_spec(true, 0, &[("gpu", "NoSelect")]), 60).unwrap();
+    assert!(accepted(&c));
+    let m = c.metadata.as_ref().unwrap();
+    assert_eq!(m.labels["region"], "eu");
+    assert_eq!(m.labels[CLUSTERSET_LABEL], DEFAULT_CLUSTERSET);
+    let spec = c.spec.as_ref().unwrap();
+    assert_eq!(spec.lease_duration_seconds, 60, "0 is the hub's default");
+    let gpu = spec.taints.iter().find(|t| t.key == "gpu").unwrap();
+    assert!(gpu.time_added.is_some(), "the hub stamps timeAdded");
+    assert!(c.hub.as_ref().unwrap().agent_public_key.is_empty());
+    // The first registration records its key on the accepted cluster.
+    let mut c = c;
+    let mut r = req("edge-1");
+    r.agent_public_key = "UAGENT".into();
+    assert!(apply_registration(&mut c, &r, KeyPolicy::Pin));
+    assert_eq!(c.hub.as_ref().unwrap().agent_public_key, "UAGENT");
+    assert_eq!(
+        c.metadata.as_ref().unwrap().labels.get("env"),
+        None,
+        "the document's labels are the hub's, the agent's are not taken"
+    );
+    let unaccepted = precreated("edge-2", HashMap::new(), &doc_spec(false, 30, &[]), 60).unwrap();
+    assert!(!accepted(&unaccepted));
+    assert_eq!(unaccepted.spec.as_ref().unwrap().lease_duration_seconds, 30);
+}
+
+#[test]
+fn applying_a_document_removes_only_the_admin_taints_it_no_longer_lists() {
+    let mut c = precreated(
+        "edge-1",
+        HashMap::new(),
+        &doc_spec(true, 0, &[("gpu", "NoSelect"), ("maint", "PreferNoSelect")]),
+        60,
+    )
+    .unwrap();
+    reconcile_taints(&mut c);
+    let wanted = doc_spec(true, 0, &[("gpu", "NoSelect")]).taints;
+    let stale = admin_taints_not_in(&c, &wanted);
+    assert_eq!(stale.len(), 1);
+    assert_eq!(stale[0].key, "maint");
+    assert!(
+        stale.iter().all(|t| t.key != TAINT_UNREACHABLE),
+        "the hub's own taints are never removed by a document"
+    );
+    let e = precreated("x", HashMap::new(), &doc_spec(true, 0, &[("gpu", "NoSchedule")]), 60)
+        .unwrap_err();
+    assert!(e.starts_with("spec.taints[0].effect"), "{e}");
+}
