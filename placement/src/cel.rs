@@ -56,7 +56,9 @@ pub const CLUSTER_VARIABLE: &str = "managedCluster";
 pub const SCORES_FUNCTION: &str = "scores";
 
 /// The environment every expression is compiled and run with: CEL's standard library.
-fn env() -> &'static Arc<Env> {
+/// The CEL environment (the standard library) every Flotilla expression runs in: execute a
+/// program from [`compile_checked`] in `Context::with_env(env().clone())`.
+pub fn env() -> &'static Arc<Env> {
     static ENV: OnceLock<Arc<Env>> = OnceLock::new();
     ENV.get_or_init(|| Arc::new(Env::stdlib()))
 }
@@ -204,6 +206,18 @@ fn compile(expressions: &[String]) -> Compiled {
 }
 
 fn compile_one(source: &str) -> Result<(Program, ScoreUse), String> {
+    let program = compile_checked(source, &[CLUSTER_VARIABLE])?;
+    let mut used = ScoreUse::Nothing;
+    score_use(program.expression(), &mut used);
+    Ok((program, used))
+}
+
+/// Compiles one CEL expression with the checks every Flotilla CEL goes through: at most
+/// [`MAX_EXPRESSION_LEN`] bytes, a parser failure is an error (never a panic), no identifier
+/// but `variables` and comprehension variables, and an estimated cost within [`MAX_COST`].
+/// Placement predicates use it with `managedCluster`; the agent's ManifestWork condition
+/// rules with `object` (and `result` for their messages).
+pub fn compile_checked(source: &str, variables: &[&str]) -> Result<Program, String> {
     if source.len() > MAX_EXPRESSION_LEN {
         return Err(format!(
             "expression is {} bytes, over the {MAX_EXPRESSION_LEN}-byte limit",
@@ -215,10 +229,11 @@ fn compile_one(source: &str) -> Result<(Program, ScoreUse), String> {
         .map_err(|_| "compilation failed: the CEL parser failed on this expression".to_owned())?;
     let program = compiled.map_err(|e| format!("compilation failed: {e}"))?;
     let root = program.expression();
-    let mut bound = Vec::new();
+    let mut bound: Vec<String> = variables.iter().map(|v| (*v).to_owned()).collect();
     if let Some(name) = free_identifier(root, &mut bound) {
         return Err(format!(
-            "compilation failed: undeclared reference to {name:?} (the cluster is {CLUSTER_VARIABLE:?})"
+            "compilation failed: undeclared reference to {name:?} (known: {})",
+            variables.join(", ")
         ));
     }
     let cost = cost(root);
@@ -228,9 +243,7 @@ fn compile_one(source: &str) -> Result<(Program, ScoreUse), String> {
              {ASSUMED_ITERATIONS} iterations; nest fewer of them)"
         ));
     }
-    let mut used = ScoreUse::Nothing;
-    score_use(root, &mut used);
-    Ok((program, used))
+    Ok(program)
 }
 
 /// Children of a node, in evaluation-independent order.
@@ -270,7 +283,7 @@ fn children(e: &IdedExpr) -> Vec<&IdedExpr> {
 fn free_identifier(e: &IdedExpr, bound: &mut Vec<String>) -> Option<String> {
     match &e.expr {
         Expr::Ident(name) => {
-            let known = name == CLUSTER_VARIABLE || bound.iter().any(|b| b == name);
+            let known = bound.iter().any(|b| b == name);
             (!known).then(|| name.clone())
         }
         Expr::Comprehension(c) => {

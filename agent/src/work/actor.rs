@@ -100,6 +100,8 @@ struct Parsed {
     id: Result<ManifestId, String>,
     strategy: Strategy,
     rules: Option<CompiledRules>,
+    /// `conditionRules`, compiled.
+    condition_rules: Option<super::condition_rules::ConditionRules>,
 }
 
 /// Spawns the actor of a work.
@@ -264,6 +266,16 @@ impl WorkActor {
             return;
         }
         tracing::info!(generation = incoming, "applying a new generation");
+        // Conditions the rules set were about the previous spec (OCM prunes them too).
+        if let Some(rs) = self.status.resource_status.as_mut() {
+            for m in &mut rs.manifests {
+                m.conditions
+                    .retain(|c| !super::condition_rules::from_rule(c));
+            }
+        }
+        self.status
+            .conditions
+            .retain(|c| c.reason != "ConditionRulesAggregated");
         self.record.work = Some(work);
         self.generation.store(incoming, Ordering::Relaxed);
         self.parse();
@@ -312,6 +324,9 @@ impl WorkActor {
                         _ => Strategy::Update,
                     },
                 };
+                let condition_rules = config
+                    .as_ref()
+                    .and_then(|c| super::condition_rules::ConditionRules::new(&c.condition_rules));
                 let rules: Vec<FeedbackRule> = config
                     .map(|c| {
                         c.feedback_rules
@@ -340,6 +355,7 @@ impl WorkActor {
                     strategy,
                     rules: (!rules.is_empty())
                         .then(|| CompiledRules::new(&rules).with_raw_json(raw_json)),
+                    condition_rules,
                 }
             })
             .collect();
@@ -373,8 +389,22 @@ impl WorkActor {
                 None
             }
         };
+        let complete = self.complete_manifests();
         for i in order {
             let m = &self.manifests[i];
+            if complete.contains(&i) {
+                // OCM: a manifest whose Complete rule holds is no longer updated (until the
+                // work's next generation clears its rule conditions).
+                results[i] = ApplyResult {
+                    applied: true,
+                    reason: "AppliedManifestComplete".into(),
+                    message: "Manifest is Complete; it is no longer updated".into(),
+                };
+                if let Ok(id) = &m.id {
+                    declared.push(id.clone());
+                }
+                continue;
+            }
             let id = match &m.id {
                 Ok(id) => id,
                 Err(e) => {
@@ -489,6 +519,27 @@ impl WorkActor {
         }
     }
 
+    /// Ordinals of manifests whose `Complete` condition rule holds.
+    fn complete_manifests(&self) -> Vec<usize> {
+        self.status
+            .resource_status
+            .as_ref()
+            .map(|rs| {
+                rs.manifests
+                    .iter()
+                    .filter(|m| {
+                        m.conditions.iter().any(|c| {
+                            c.r#type == super::condition_rules::COMPLETE
+                                && c.status == flotilla_api::meta::status::TRUE
+                                && super::condition_rules::from_rule(c)
+                        })
+                    })
+                    .filter_map(|m| m.resource_meta.as_ref().map(|r| r.ordinal as usize))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// Observes every resource, updates conditions and feedback, and publishes when changed.
     async fn refresh_and_publish(&mut self, force: bool) {
         let generation = generation_of(self.record.work.as_ref());
@@ -514,9 +565,13 @@ impl WorkActor {
                 reason: "NotApplied".into(),
                 message: String::new(),
             });
+            let mut rule_conditions = Vec::new();
             let (meta, observed, feedback) = match &m.id {
                 Ok(id) => {
                     let observed = self.backend.get(id).await.ok().flatten();
+                    if let Some(rules) = &m.condition_rules {
+                        rule_conditions = rules.evaluate(id, observed.as_ref());
+                    }
                     let health: Option<Health> = observed
                         .as_ref()
                         .map(|o| conditions::health(&id.group, &id.kind, o));
@@ -554,6 +609,7 @@ impl WorkActor {
                 observed.as_ref(),
                 feedback.as_ref().map(|f| f.errors.as_slice()),
             );
+            super::condition_rules::merge(&mut conds, &rule_conditions);
             let values = feedback
                 .map(|f| {
                     f.values
@@ -572,6 +628,7 @@ impl WorkActor {
             });
         }
         let refs: Vec<&[Condition]> = manifests.iter().map(|m| m.conditions.as_slice()).collect();
+        super::condition_rules::aggregate(&mut self.status.conditions, &refs);
         conditions::work_conditions(&mut self.status.conditions, &refs, generation);
         self.status.resource_status = Some(ManifestResourceStatus { manifests });
         let report = WorkStatusReport {

@@ -12,6 +12,7 @@
 //! checks rules with the same code the agent evaluates them with.
 
 pub mod actor;
+pub mod condition_rules;
 pub mod conditions;
 
 use crate::backend::Backend;

@@ -106,9 +106,30 @@ pub struct ManifestConfig {
     /// Update strategy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub update_strategy: Option<UpdateStrategy>,
-    /// OCM condition rules: accepted and ignored for now.
-    #[serde(default, skip_serializing)]
-    pub condition_rules: Option<serde_json::Value>,
+    /// Condition rules.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub condition_rules: Vec<ConditionRule>,
+}
+
+/// A condition rule (OCM `ConditionRule`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConditionRule {
+    /// The condition type set (`Complete`, or any other).
+    #[serde(default)]
+    pub condition: String,
+    /// `WellKnownConditions` or `CEL`.
+    #[serde(rename = "type", default)]
+    pub type_: String,
+    /// CEL expressions over `object`, all of which must hold.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cel_expressions: Vec<String>,
+    /// The condition's message.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// CEL over `object` and `result` giving the message.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message_expression: String,
 }
 
 /// A feedback rule.
@@ -334,6 +355,17 @@ impl ManifestWork {
                                 }
                             }),
                         }),
+                        condition_rules: c
+                            .condition_rules
+                            .iter()
+                            .map(|r| v1::ConditionRule {
+                                condition: r.condition.clone(),
+                                r#type: r.type_.clone(),
+                                cel_expressions: r.cel_expressions.clone(),
+                                message: r.message.clone(),
+                                message_expression: r.message_expression.clone(),
+                            })
+                            .collect(),
                     })
                     .collect(),
             }),
@@ -478,7 +510,17 @@ impl From<&v1::ManifestWork> for ManifestWork {
                                 }
                             }),
                         }),
-                        condition_rules: None,
+                        condition_rules: c
+                            .condition_rules
+                            .iter()
+                            .map(|r| ConditionRule {
+                                condition: r.condition.clone(),
+                                type_: r.r#type.clone(),
+                                cel_expressions: r.cel_expressions.clone(),
+                                message: r.message.clone(),
+                                message_expression: r.message_expression.clone(),
+                            })
+                            .collect(),
                     })
                     .collect(),
                 executor: None,

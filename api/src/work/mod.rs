@@ -285,6 +285,7 @@ pub fn validate(work: &ManifestWork) -> Vec<String> {
             ));
         }
         validate_feedback_rules(&field, &rid, &c.feedback_rules, &mut errors);
+        validate_condition_rules(&field, &c.condition_rules, &mut errors);
     }
     if let Some(d) = &spec.delete_option {
         if !d.propagation_policy.is_empty()
@@ -310,6 +311,44 @@ pub fn validate(work: &ManifestWork) -> Vec<String> {
         }
     }
     errors
+}
+
+/// Condition rule types (OCM's enum).
+pub const CONDITION_RULE_TYPES: [&str; 2] = ["WellKnownConditions", "CEL"];
+
+/// OCM's schema for `conditionRules`: a condition is required and unique per manifest (the
+/// list's map key), the type is an enum, a CEL rule has expressions. Whether the expressions
+/// compile is the agent's to report, as a condition with reason `ConditionRuleExpressionError`,
+/// as OCM does.
+fn validate_condition_rules(
+    field: &str,
+    rules: &[crate::v1::ConditionRule],
+    errors: &mut Vec<String>,
+) {
+    let mut seen = std::collections::HashSet::new();
+    for (j, r) in rules.iter().enumerate() {
+        let at = format!("{field}.conditionRules[{j}]");
+        if r.condition.is_empty() {
+            errors.push(format!("{at}.condition: required"));
+        } else if !seen.insert(r.condition.as_str()) {
+            errors.push(format!(
+                "{at}.condition: {:?} appears twice in this manifest's rules",
+                r.condition
+            ));
+        }
+        if !CONDITION_RULE_TYPES.contains(&r.r#type.as_str()) {
+            errors.push(format!(
+                "{at}.type: {:?} is not one of {}",
+                r.r#type,
+                CONDITION_RULE_TYPES.join(", ")
+            ));
+        }
+        if r.r#type == "CEL" && r.cel_expressions.is_empty() {
+            errors.push(format!(
+                "{at}.celExpressions: a CEL rule needs at least one expression"
+            ));
+        }
+    }
 }
 
 #[cfg(test)]

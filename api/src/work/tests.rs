@@ -104,6 +104,7 @@ fn oversized_works_and_unknown_rules_are_rejected() {
                 json_paths: vec![],
             }],
             update_strategy: None,
+            condition_rules: vec![],
         });
     let errs = validate(&w);
     assert_eq!(

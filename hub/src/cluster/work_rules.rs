@@ -108,6 +108,38 @@ pub fn apply_status(
     None
 }
 
+/// When a finished work is to be deleted (OCM's `deleteOption.ttlSecondsAfterFinished`): the
+/// work's `Complete` condition (aggregated from its manifests' condition rules) turned True at
+/// some instant; the work goes `ttl` seconds later. `None`: no TTL, not Complete, already being
+/// deleted, or owned by a ManifestWorkReplicaSet (whose works the replica set manages, as OCM's
+/// garbage collector skips them).
+pub fn ttl_deadline(work: &ManifestWork) -> Option<std::time::SystemTime> {
+    let m = work.metadata.as_ref()?;
+    if m.deletion_timestamp.is_some()
+        || m.labels
+            .contains_key(crate::replicaset::rules::REPLICASET_LABEL)
+    {
+        return None;
+    }
+    let ttl = work
+        .spec
+        .as_ref()?
+        .delete_option
+        .as_ref()?
+        .ttl_seconds_after_finished?;
+    let complete = work
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.r#type == "Complete" && c.status == flotilla_api::meta::status::TRUE)?;
+    let since = complete
+        .last_transition_time
+        .as_ref()
+        .map_or_else(std::time::SystemTime::now, meta::system_time);
+    Some(since + std::time::Duration::from_secs(u64::try_from(ttl).unwrap_or(0)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,5 +190,57 @@ mod tests {
             }
             prop_assert!(resend.iter().all(|id| hub.contains_key(id)));
         }
+    }
+
+    fn finished(ttl: Option<i64>, completed_secs_ago: u64) -> ManifestWork {
+        let at = std::time::SystemTime::now() - std::time::Duration::from_secs(completed_secs_ago);
+        ManifestWork {
+            metadata: Some(flotilla_api::v1::ObjectMeta {
+                name: "job".into(),
+                namespace: "c1".into(),
+                ..Default::default()
+            }),
+            spec: Some(flotilla_api::v1::ManifestWorkSpec {
+                delete_option: Some(flotilla_api::v1::DeleteOption {
+                    ttl_seconds_after_finished: ttl,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            status: Some(flotilla_api::v1::ManifestWorkStatus {
+                conditions: vec![flotilla_api::v1::Condition {
+                    r#type: "Complete".into(),
+                    status: "True".into(),
+                    last_transition_time: Some(prost_types::Timestamp::from(at)),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_finished_work_expires_ttl_seconds_after_it_completed() {
+        let w = finished(Some(10), 4);
+        let left = ttl_deadline(&w)
+            .unwrap()
+            .duration_since(std::time::SystemTime::now())
+            .unwrap();
+        assert!((5..=6).contains(&left.as_secs()), "{left:?}");
+        assert_eq!(ttl_deadline(&finished(None, 4)), None, "no TTL, kept forever");
+        let mut owned = finished(Some(0), 4);
+        if let Some(m) = owned.metadata.as_mut() {
+            m.labels.insert(
+                crate::replicaset::rules::REPLICASET_LABEL.into(),
+                "default.rs".into(),
+            );
+        }
+        assert_eq!(ttl_deadline(&owned), None, "replica sets manage their own works");
+        let mut running = finished(Some(0), 4);
+        if let Some(s) = running.status.as_mut() {
+            s.conditions[0].status = "False".into();
+        }
+        assert_eq!(ttl_deadline(&running), None);
     }
 }

@@ -104,6 +104,7 @@ impl Actor {
         resend.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let deadline = self.lease_deadline;
+            let expiry = self.next_expiry();
             tokio::select! {
                 // Only clusters with unconfirmed specs tick: 10,000 idle actors cost nothing.
                 _ = resend.tick(), if self.resend_wanted() => self.resend_unconfirmed().await,
@@ -114,6 +115,7 @@ impl Actor {
                     }
                 }
                 () = sleep_until_opt(deadline), if deadline.is_some() => self.lease_expired().await,
+                () = sleep_until_opt(expiry), if expiry.is_some() => self.expire_works().await,
                 () = tokio::time::sleep(PERSIST_RETRY), if self.dirty => self.flush().await,
                 () = tokio::time::sleep(PERSIST_RETRY), if !self.unsure_works.is_empty() => self.verify_works().await,
             }

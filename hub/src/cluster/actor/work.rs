@@ -533,6 +533,38 @@ impl Actor {
     }
 }
 
+impl Actor {
+    /// The earliest instant a finished work's TTL runs out (the actor's timer).
+    pub(super) fn next_expiry(&self) -> Option<Instant> {
+        let now = std::time::SystemTime::now();
+        self.works
+            .values()
+            .filter_map(|e| work_rules::ttl_deadline(&e.work))
+            .min()
+            // Past deadlines (a delete that failed) are retried every half second, not in a spin.
+            .map(|d| Instant::now() + d.duration_since(now).unwrap_or(Duration::from_millis(500)))
+    }
+
+    /// Deletes every finished work whose TTL ran out, as a `flotilla delete work` would.
+    pub(super) async fn expire_works(&mut self) {
+        let now = std::time::SystemTime::now();
+        let due: Vec<String> = self
+            .works
+            .iter()
+            .filter(|(_, e)| work_rules::ttl_deadline(&e.work).is_some_and(|d| d <= now))
+            .map(|(n, _)| n.clone())
+            .collect();
+        for name in due {
+            match self.delete_work(&name).await {
+                Ok(_) => tracing::info!(work = %name, "deleted after ttlSecondsAfterFinished"),
+                Err(e) => {
+                    tracing::warn!(work = %name, error = %e, "deleting a finished work failed; retrying")
+                }
+            }
+        }
+    }
+}
+
 fn mark_deleting(work: &mut ManifestWork) {
     let st = work.status.get_or_insert_with(Default::default);
     meta::set_condition(

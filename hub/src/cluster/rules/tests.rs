@@ -278,7 +278,13 @@ fn doc_spec(accept: bool, lease: i32, taints: &[(&str, &str)]) -> ManagedCluster
 #[test]
 fn a_precreated_cluster_is_accepted_as_documented_and_waits_for_its_agent_key() {
     let labels: HashMap<String, String> = [("region".to_string(), "eu".to_string())].into();
-    let c = precreated("edge-1", labels, &doc_spec(true, 0, &[("gpu", "NoSelect")]), 60).unwrap();
+    let c = precreated(
+        "edge-1",
+        labels,
+        &doc_spec(true, 0, &[("gpu", "NoSelect")]),
+        60,
+    )
+    .unwrap();
     assert!(accepted(&c));
     let m = c.metadata.as_ref().unwrap();
     assert_eq!(m.labels["region"], "eu");
@@ -322,7 +328,12 @@ fn applying_a_document_removes_only_the_admin_taints_it_no_longer_lists() {
         stale.iter().all(|t| t.key != TAINT_UNREACHABLE),
         "the hub's own taints are never removed by a document"
     );
-    let e = precreated("x", HashMap::new(), &doc_spec(true, 0, &[("gpu", "NoSchedule")]), 60)
-        .unwrap_err();
+    let e = precreated(
+        "x",
+        HashMap::new(),
+        &doc_spec(true, 0, &[("gpu", "NoSchedule")]),
+        60,
+    )
+    .unwrap_err();
     assert!(e.starts_with("spec.taints[0].effect"), "{e}");
 }

@@ -1,0 +1,175 @@
+//! OCM condition rules and `ttlSecondsAfterFinished`, as OCM's documentation writes them, on a
+//! real hub with a simulated cluster (whose Jobs complete): the Job's well-known `Complete`
+//! condition, a CEL rule on another manifest, the work's aggregated `Complete`, and the work
+//! deleted that long after it completed.
+
+mod common;
+
+use common::{HubBuilder, run_cli, start_sim, wait_for};
+use flotilla_testkit::NatsServer;
+use serde_json::Value;
+
+const WORK: &str = r#"apiVersion: work.open-cluster-management.io/v1
+kind: ManifestWork
+metadata:
+  name: temp-job
+  namespace: jobs-0001
+spec:
+  deleteOption:
+    propagationPolicy: Foreground
+    ttlSecondsAfterFinished: 3
+  manifestConfigs:
+    - resourceIdentifier:
+        group: batch
+        resource: jobs
+        namespace: default
+        name: pi
+      conditionRules:
+        - condition: Complete
+          type: WellKnownConditions
+    - resourceIdentifier:
+        resource: configmaps
+        namespace: default
+        name: settings
+      conditionRules:
+        - condition: Configured
+          type: CEL
+          celExpressions:
+            - object.data.mode == 'edge'
+          messageExpression: "'mode is ' + object.data.mode"
+  workload:
+    manifests:
+      - apiVersion: batch/v1
+        kind: Job
+        metadata:
+          name: pi
+          namespace: default
+        spec:
+          template:
+            spec:
+              containers:
+                - name: pi
+                  image: perl:5.34.0
+                  command: ["perl", "-Mbignum=bpi", "-wle", "print bpi(2000)"]
+              restartPolicy: Never
+          backoffLimit: 4
+      - apiVersion: v1
+        kind: ConfigMap
+        metadata:
+          name: settings
+          namespace: default
+        data:
+          mode: edge
+"#;
+
+fn work_json(hub: &str) -> Option<Value> {
+    let out = run_cli(
+        hub,
+        &["get", "works", "-n", "jobs-0001", "-o", "json"],
+        None,
+    );
+    let v: Value = serde_json::from_str(&out.stdout).ok()?;
+    v["items"]
+        .as_array()?
+        .iter()
+        .find(|w| w["metadata"]["name"] == "temp-job")
+        .cloned()
+}
+
+fn condition(conditions: &Value, t: &str) -> Option<(String, String)> {
+    conditions
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == t)
+        .map(|c| {
+            (
+                c["status"].as_str().unwrap_or_default().to_string(),
+                c["message"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+}
+
+#[test]
+fn a_finished_job_completes_its_work_which_is_deleted_after_its_ttl() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let hub = HubBuilder::new(&nats, dir.path()).auto_accept().start();
+    let sim = start_sim(&nats, dir.path(), 1, "jobs", &["--ready-delay-ms", "1500"]);
+    wait_for("the cluster Available", &[&hub.proc, &sim], || {
+        let out = run_cli(&hub.grpc, &["get", "clusters"], None);
+        out.stdout
+            .lines()
+            .any(|l| l.starts_with("jobs-0001") && l.contains(" True"))
+            .then_some(())
+    });
+    let out = run_cli(&hub.grpc, &["apply", "-f", "-"], Some(WORK));
+    assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
+    let w = wait_for("the work Complete", &[&hub.proc, &sim], || {
+        let w = work_json(&hub.grpc)?;
+        (condition(&w["status"]["conditions"], "Complete")?.0 == "True").then_some(w)
+    });
+    let manifests = w["status"]["resourceStatus"]["manifests"]
+        .as_array()
+        .unwrap();
+    let job = manifests
+        .iter()
+        .find(|m| m["resourceMeta"]["kind"] == "Job")
+        .unwrap();
+    assert_eq!(
+        condition(&job["conditions"], "Complete"),
+        Some(("True".into(), "Job is finished".into())),
+        "{job}"
+    );
+    let cm = manifests
+        .iter()
+        .find(|m| m["resourceMeta"]["kind"] == "ConfigMap")
+        .unwrap();
+    assert_eq!(
+        condition(&cm["conditions"], "Configured"),
+        Some(("True".into(), "mode is edge".into())),
+        "{cm}"
+    );
+    assert_eq!(
+        condition(&w["status"]["conditions"], "Configured")
+            .map(|c| c.0)
+            .as_deref(),
+        Some("True"),
+        "rule conditions are aggregated on the work"
+    );
+    wait_for("the work deleted after its TTL", &[&hub.proc, &sim], || {
+        work_json(&hub.grpc).is_none().then_some(())
+    });
+}
+
+#[test]
+fn condition_rules_the_crd_refuses_name_their_field() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let hub = HubBuilder::new(&nats, dir.path()).auto_accept().start();
+    for (bad, field) in [
+        (
+            WORK.replace("type: WellKnownConditions", "type: Sometimes"),
+            "spec.manifestConfigs[0].conditionRules[0].type",
+        ),
+        (
+            WORK.replace(
+                "            - object.data.mode == 'edge'\n",
+                "            []\n",
+            )
+            .replace("celExpressions:\n            []", "celExpressions: []"),
+            "spec.manifestConfigs[1].conditionRules[0].celExpressions",
+        ),
+        (
+            WORK.replace("- condition: Configured", "- condition: \"\""),
+            "spec.manifestConfigs[1].conditionRules[0].condition",
+        ),
+    ] {
+        let out = run_cli(&hub.grpc, &["apply", "-f", "-"], Some(&bad));
+        assert_ne!(out.code, Some(0), "{bad}");
+        assert!(
+            out.stderr.contains(field),
+            "{field} not named in: {}",
+            out.stderr
+        );
+    }
+}
