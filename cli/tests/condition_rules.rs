@@ -173,3 +173,118 @@ fn condition_rules_the_crd_refuses_name_their_field() {
         );
     }
 }
+
+fn deployment_work(name: &str, scrape: &str) -> String {
+    format!(
+        r#"apiVersion: work.open-cluster-management.io/v1
+kind: ManifestWork
+metadata:
+  name: {name}
+  namespace: jobs-0001
+spec:
+  manifestConfigs:
+    - resourceIdentifier:
+        group: apps
+        resource: deployments
+        namespace: default
+        name: {name}
+      feedbackScrapeType: {scrape}
+      feedbackRules:
+        - type: JSONPaths
+          jsonPaths:
+            - name: readyReplicas
+              path: .status.readyReplicas
+  workload:
+    manifests:
+      - apiVersion: apps/v1
+        kind: Deployment
+        metadata:
+          name: {name}
+          namespace: default
+        spec:
+          replicas: 2
+          selector:
+            matchLabels:
+              app: {name}
+          template:
+            metadata:
+              labels:
+                app: {name}
+            spec:
+              containers:
+                - name: web
+                  image: nginx:1.27
+"#
+    )
+}
+
+fn ready_replicas(hub: &str, name: &str) -> Option<i64> {
+    let out = run_cli(
+        hub,
+        &["get", "works", "-n", "jobs-0001", "-o", "json"],
+        None,
+    );
+    let v: Value = serde_json::from_str(&out.stdout).ok()?;
+    let w = v["items"]
+        .as_array()?
+        .iter()
+        .find(|w| w["metadata"]["name"] == name)?;
+    w["status"]["resourceStatus"]["manifests"][0]["statusFeedback"]["values"]
+        .as_array()?
+        .iter()
+        .find(|f| f["name"] == "readyReplicas")?["fieldValue"]["integer"]
+        .as_i64()
+}
+
+#[test]
+fn watched_feedback_follows_the_resource_within_a_second_polled_waits_for_its_interval() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let hub = HubBuilder::new(&nats, dir.path()).auto_accept().start();
+    // Resources observed every 60 s unless watched; workloads ready 1.5 s after a change.
+    let sim = start_sim(
+        &nats,
+        dir.path(),
+        1,
+        "jobs",
+        &[
+            "--ready-delay-ms",
+            "1500",
+            "--work-status-interval-ms",
+            "60000",
+        ],
+    );
+    wait_for("the cluster Available", &[&hub.proc, &sim], || {
+        let out = run_cli(&hub.grpc, &["get", "clusters"], None);
+        out.stdout
+            .lines()
+            .any(|l| l.starts_with("jobs-0001") && l.contains(" True"))
+            .then_some(())
+    });
+    for (name, scrape) in [("watched", "Watch"), ("polled", "Poll")] {
+        let out = run_cli(
+            &hub.grpc,
+            &["apply", "-f", "-"],
+            Some(&deployment_work(name, scrape)),
+        );
+        assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
+    }
+    wait_for(
+        "the watched work's feedback at 2 ready replicas",
+        &[&hub.proc, &sim],
+        || (ready_replicas(&hub.grpc, "watched")? == 2).then_some(()),
+    );
+    assert_ne!(
+        ready_replicas(&hub.grpc, "polled"),
+        Some(2),
+        "the polled work is observed only at its 60 s interval"
+    );
+    let bad = deployment_work("x", "Sometimes");
+    let out = run_cli(&hub.grpc, &["apply", "-f", "-"], Some(&bad));
+    assert!(
+        out.stderr
+            .contains("spec.manifestConfigs[0].feedbackScrapeType"),
+        "{}",
+        out.stderr
+    );
+}

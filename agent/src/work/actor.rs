@@ -17,6 +17,9 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
+/// How often a work with a `feedbackScrapeType: Watch` manifest is observed.
+const WATCH_PERIOD: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Field manager used for ServerSideApply when the work names none (OCM's prefix).
 pub const DEFAULT_FIELD_MANAGER: &str = "work-agent";
 /// Every this many status ticks, manifests are applied again to repair drift.
@@ -213,7 +216,26 @@ impl WorkActor {
             .instrument(span)
             .await;
         }
-        let mut tick = tokio::time::interval(self.config.status_interval);
+        // OCM's feedbackScrapeType Watch: changes are seen within a second (reads are served
+        // from the backend's watch caches or memory, so a fast re-check is cheap); Poll keeps
+        // the status interval.
+        let watched = self.work().spec.is_some_and(|s| {
+            s.manifest_configs
+                .iter()
+                .any(|c| c.feedback_scrape_type == "Watch")
+        });
+        let period = if watched {
+            self.config.status_interval.min(WATCH_PERIOD)
+        } else {
+            self.config.status_interval
+        };
+        let mut tick = tokio::time::interval(period);
+        // Drift is corrected on the same schedule whatever the observation period.
+        let reapply_every = REAPPLY_EVERY
+            * u32::try_from(
+                (self.config.status_interval.as_millis() / period.as_millis().max(1)).max(1),
+            )
+            .unwrap_or(1);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tick.tick().await;
         let mut ticks: u32 = 0;
@@ -240,7 +262,7 @@ impl WorkActor {
                         self.delete(None).await;
                     } else {
                         let failed = self.apply_results.iter().any(|r| !r.applied);
-                        if failed || ticks.is_multiple_of(REAPPLY_EVERY) {
+                        if failed || ticks.is_multiple_of(reapply_every) {
                             self.apply().await;
                         }
                         self.refresh_and_publish(false).await;

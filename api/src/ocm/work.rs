@@ -109,6 +109,9 @@ pub struct ManifestConfig {
     /// Condition rules.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub condition_rules: Vec<ConditionRule>,
+    /// `Poll` (default) or `Watch`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub feedback_scrape_type: String,
 }
 
 /// A condition rule (OCM `ConditionRule`).
@@ -366,6 +369,7 @@ impl ManifestWork {
                                 message_expression: r.message_expression.clone(),
                             })
                             .collect(),
+                        feedback_scrape_type: c.feedback_scrape_type.clone(),
                     })
                     .collect(),
             }),
@@ -521,6 +525,7 @@ impl From<&v1::ManifestWork> for ManifestWork {
                                 message_expression: r.message_expression.clone(),
                             })
                             .collect(),
+                        feedback_scrape_type: c.feedback_scrape_type.clone(),
                     })
                     .collect(),
                 executor: None,

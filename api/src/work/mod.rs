@@ -286,6 +286,12 @@ pub fn validate(work: &ManifestWork) -> Vec<String> {
         }
         validate_feedback_rules(&field, &rid, &c.feedback_rules, &mut errors);
         validate_condition_rules(&field, &c.condition_rules, &mut errors);
+        if !["", "Poll", "Watch"].contains(&c.feedback_scrape_type.as_str()) {
+            errors.push(format!(
+                "{field}.feedbackScrapeType: {:?} is not one of Poll, Watch",
+                c.feedback_scrape_type
+            ));
+        }
     }
     if let Some(d) = &spec.delete_option {
         if !d.propagation_policy.is_empty()

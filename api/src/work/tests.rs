@@ -105,6 +105,7 @@ fn oversized_works_and_unknown_rules_are_rejected() {
             }],
             update_strategy: None,
             condition_rules: vec![],
+            feedback_scrape_type: String::new(),
         });
     let errs = validate(&w);
     assert_eq!(

@@ -228,7 +228,11 @@ mod tests {
             .duration_since(std::time::SystemTime::now())
             .unwrap();
         assert!((5..=6).contains(&left.as_secs()), "{left:?}");
-        assert_eq!(ttl_deadline(&finished(None, 4)), None, "no TTL, kept forever");
+        assert_eq!(
+            ttl_deadline(&finished(None, 4)),
+            None,
+            "no TTL, kept forever"
+        );
         let mut owned = finished(Some(0), 4);
         if let Some(m) = owned.metadata.as_mut() {
             m.labels.insert(
@@ -236,7 +240,11 @@ mod tests {
                 "default.rs".into(),
             );
         }
-        assert_eq!(ttl_deadline(&owned), None, "replica sets manage their own works");
+        assert_eq!(
+            ttl_deadline(&owned),
+            None,
+            "replica sets manage their own works"
+        );
         let mut running = finished(Some(0), 4);
         if let Some(s) = running.status.as_mut() {
             s.conditions[0].status = "False".into();
