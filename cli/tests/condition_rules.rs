@@ -288,3 +288,119 @@ fn watched_feedback_follows_the_resource_within_a_second_polled_waits_for_its_in
         out.stderr
     );
 }
+
+fn ssa_work(replicas: u32, image: &str, condition: &str) -> String {
+    format!(
+        r#"apiVersion: work.open-cluster-management.io/v1
+kind: ManifestWork
+metadata:
+  name: scaled
+  namespace: jobs-0001
+spec:
+  manifestConfigs:
+    - resourceIdentifier:
+        group: apps
+        resource: deployments
+        namespace: default
+        name: scaled
+      updateStrategy:
+        type: ServerSideApply
+        serverSideApply:
+          ignoreFields:
+            - condition: {condition}
+              jsonPaths:
+                - .spec.replicas
+  workload:
+    manifests:
+      - apiVersion: apps/v1
+        kind: Deployment
+        metadata:
+          name: scaled
+          namespace: default
+        spec:
+          replicas: {replicas}
+          selector:
+            matchLabels:
+              app: scaled
+          template:
+            metadata:
+              labels:
+                app: scaled
+            spec:
+              containers:
+                - name: web
+                  image: {image}
+"#
+    )
+}
+
+fn spoke_deployment(hub: &str) -> Option<Value> {
+    let out = run_cli(
+        hub,
+        &[
+            "proxy",
+            "jobs-0001",
+            "get",
+            "deployment",
+            "scaled",
+            "-n",
+            "default",
+            "-o",
+            "json",
+        ],
+        None,
+    );
+    serde_json::from_str(&out.stdout).ok()
+}
+
+#[test]
+fn ignored_fields_keep_the_spokes_value_while_the_rest_follows_the_work() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let hub = HubBuilder::new(&nats, dir.path()).auto_accept().start();
+    let sim = start_sim(&nats, dir.path(), 1, "jobs", &["--ready-delay-ms", "200"]);
+    wait_for("the cluster Available", &[&hub.proc, &sim], || {
+        let out = run_cli(&hub.grpc, &["get", "clusters"], None);
+        out.stdout
+            .lines()
+            .any(|l| l.starts_with("jobs-0001") && l.contains(" True"))
+            .then_some(())
+    });
+    let apply = |yaml: String| {
+        let out = run_cli(&hub.grpc, &["apply", "-f", "-"], Some(&yaml));
+        assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
+    };
+    apply(ssa_work(2, "nginx:1.27", "OnSpokePresent"));
+    wait_for("created with 2 replicas", &[&hub.proc, &sim], || {
+        (spoke_deployment(&hub.grpc)?["spec"]["replicas"] == 2).then_some(())
+    });
+    // The work asks for 5 replicas and a new image: the image changes, the replicas stay.
+    apply(ssa_work(5, "nginx:1.28", "OnSpokePresent"));
+    let d = wait_for("the new image on the spoke", &[&hub.proc, &sim], || {
+        let d = spoke_deployment(&hub.grpc)?;
+        (d["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.28").then_some(d)
+    });
+    assert_eq!(d["spec"]["replicas"], 2, "{d}");
+    // Bad paths name the field.
+    let out = run_cli(
+        &hub.grpc,
+        &["apply", "-f", "-"],
+        Some(&ssa_work(5, "nginx:1.28", "OnSpokePresent").replace(".spec.replicas", "spec[0]")),
+    );
+    assert!(
+        out.stderr
+            .contains("serverSideApply.ignoreFields[0].jsonPaths[0]"),
+        "{}",
+        out.stderr
+    );
+    let out = run_cli(
+        &hub.grpc,
+        &["apply", "-f", "-"],
+        Some(&ssa_work(5, "x", "Sometimes")),
+    );
+    assert!(
+        out.stderr.contains("ignoreFields[0].condition"),
+        "{}",
+        out.stderr
+    );
+}

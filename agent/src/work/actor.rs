@@ -12,6 +12,7 @@ use flotilla_api::v1::{
 };
 use flotilla_api::work::{ManifestId, manifest_id};
 use serde_json::Value;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
@@ -105,6 +106,8 @@ struct Parsed {
     rules: Option<CompiledRules>,
     /// `conditionRules`, compiled.
     condition_rules: Option<super::condition_rules::ConditionRules>,
+    /// `serverSideApply.ignoreFields`.
+    ignore: Option<super::ignore::IgnoreRules>,
 }
 
 /// Spawns the actor of a work.
@@ -148,6 +151,7 @@ pub(super) fn spawn(
         ownership,
         config,
         traceparent,
+        last_applied: HashMap::new(),
         manifests: Vec::new(),
         apply_results: Vec::new(),
         status: ManifestWorkStatus::default(),
@@ -181,6 +185,8 @@ struct WorkActor {
     config: WorkConfig,
     /// The hub's trace of the spec this actor starts with.
     traceparent: Option<String>,
+    /// Per manifest ordinal: the values of ignoreFields paths this agent last applied.
+    last_applied: HashMap<usize, HashMap<Vec<String>, Value>>,
     manifests: Vec<Parsed>,
     apply_results: Vec<ApplyResult>,
     status: ManifestWorkStatus,
@@ -327,6 +333,12 @@ impl WorkActor {
                         })
                     })
                     .cloned();
+                let ignore = config
+                    .as_ref()
+                    .and_then(|c| c.update_strategy.as_ref())
+                    .filter(|u| u.r#type == "ServerSideApply")
+                    .and_then(|u| u.server_side_apply.as_ref())
+                    .and_then(super::ignore::IgnoreRules::new);
                 let strategy = match config.as_ref().and_then(|c| c.update_strategy.clone()) {
                     None => Strategy::Update,
                     Some(us) => match us.r#type.as_str() {
@@ -378,6 +390,7 @@ impl WorkActor {
                     rules: (!rules.is_empty())
                         .then(|| CompiledRules::new(&rules).with_raw_json(raw_json)),
                     condition_rules,
+                    ignore,
                 }
             })
             .collect();
@@ -450,6 +463,16 @@ impl WorkActor {
                 _ => None,
             };
             let object = owned.as_ref().unwrap_or(&m.object);
+            let shaped;
+            let object = match &m.ignore {
+                Some(ignore) => {
+                    let live = self.backend.get(id).await.ok().flatten();
+                    let last = self.last_applied.entry(i).or_default();
+                    shaped = ignore.shape(object, live.as_ref(), last);
+                    &shaped
+                }
+                None => object,
+            };
             results[i] = match self.backend.apply(id, object, &m.strategy).await {
                 Ok(outcome) => {
                     if matches!(outcome, ApplyOutcome::Created | ApplyOutcome::Updated) {

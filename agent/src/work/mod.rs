@@ -14,6 +14,7 @@
 pub mod actor;
 pub mod condition_rules;
 pub mod conditions;
+pub mod ignore;
 
 use crate::backend::Backend;
 use crate::store::LocalStore;

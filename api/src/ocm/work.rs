@@ -182,9 +182,28 @@ pub struct ServerSideApply {
     /// Field manager name.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub field_manager: String,
-    /// OCM ignoreFields: accepted and ignored for now.
-    #[serde(default, skip_serializing)]
-    pub ignore_fields: Option<serde_json::Value>,
+    /// Fields not updated when their condition holds.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignore_fields: Vec<IgnoreField>,
+}
+
+/// OCM `IgnoreField`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IgnoreField {
+    /// `OnSpokePresent` (default) or `OnSpokeChange`.
+    #[serde(default)]
+    pub condition: String,
+    /// Field paths (`.spec.replicas`).
+    #[serde(default, rename = "jsonPaths", skip_serializing_if = "Vec::is_empty")]
+    pub json_paths: Vec<String>,
+    /// JSON pointers (`/spec/replicas`).
+    #[serde(
+        default,
+        rename = "jsonPointers",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub json_pointers: Vec<String>,
 }
 
 /// ManifestWork status.
@@ -355,6 +374,15 @@ impl ManifestWork {
                                 v1::ServerSideApplyConfig {
                                     force: ssa.force,
                                     field_manager: ssa.field_manager.clone(),
+                                    ignore_fields: ssa
+                                        .ignore_fields
+                                        .iter()
+                                        .map(|f| v1::IgnoreField {
+                                            condition: f.condition.clone(),
+                                            json_paths: f.json_paths.clone(),
+                                            json_pointers: f.json_pointers.clone(),
+                                        })
+                                        .collect(),
                                 }
                             }),
                         }),
@@ -510,7 +538,15 @@ impl From<&v1::ManifestWork> for ManifestWork {
                                 ServerSideApply {
                                     force: s.force,
                                     field_manager: s.field_manager.clone(),
-                                    ignore_fields: None,
+                                    ignore_fields: s
+                                        .ignore_fields
+                                        .iter()
+                                        .map(|f| IgnoreField {
+                                            condition: f.condition.clone(),
+                                            json_paths: f.json_paths.clone(),
+                                            json_pointers: f.json_pointers.clone(),
+                                        })
+                                        .collect(),
                                 }
                             }),
                         }),

@@ -286,6 +286,13 @@ pub fn validate(work: &ManifestWork) -> Vec<String> {
         }
         validate_feedback_rules(&field, &rid, &c.feedback_rules, &mut errors);
         validate_condition_rules(&field, &c.condition_rules, &mut errors);
+        if let Some(ssa) = c
+            .update_strategy
+            .as_ref()
+            .and_then(|u| u.server_side_apply.as_ref())
+        {
+            validate_ignore_fields(&field, &ssa.ignore_fields, &mut errors);
+        }
         if !["", "Poll", "Watch"].contains(&c.feedback_scrape_type.as_str()) {
             errors.push(format!(
                 "{field}.feedbackScrapeType: {:?} is not one of Poll, Watch",
@@ -353,6 +360,71 @@ fn validate_condition_rules(
             errors.push(format!(
                 "{at}.celExpressions: a CEL rule needs at least one expression"
             ));
+        }
+    }
+}
+
+/// `ignoreFields` conditions (OCM's enum).
+pub const IGNORE_CONDITIONS: [&str; 2] = ["OnSpokePresent", "OnSpokeChange"];
+
+/// The field path (segments) an ignoreFields entry names: `.spec.replicas` or
+/// `/spec/replicas` (RFC 6901, `~1` for `/` and `~0` for `~`).
+pub fn ignore_path(entry: &str) -> Result<Vec<String>, String> {
+    let segments: Vec<String> = if let Some(rest) = entry.strip_prefix('/') {
+        rest.split('/')
+            .map(|s| s.replace("~1", "/").replace("~0", "~"))
+            .collect()
+    } else if let Some(rest) = entry.strip_prefix('.') {
+        rest.split('.').map(str::to_string).collect()
+    } else {
+        return Err(format!(
+            "{entry:?} is neither a field path (.spec.replicas) nor a JSON pointer (/spec/replicas)"
+        ));
+    };
+    if segments
+        .iter()
+        .any(|s| s.is_empty() || s.contains(['[', ']', '*', '?', '@']))
+    {
+        return Err(format!(
+            "{entry:?}: only plain field paths are served (no filters, wildcards or list indexes)"
+        ));
+    }
+    Ok(segments)
+}
+
+fn validate_ignore_fields(field: &str, rules: &[crate::v1::IgnoreField], errors: &mut Vec<String>) {
+    let mut seen = std::collections::HashSet::new();
+    for (j, r) in rules.iter().enumerate() {
+        let at = format!("{field}.updateStrategy.serverSideApply.ignoreFields[{j}]");
+        let condition = if r.condition.is_empty() {
+            "OnSpokePresent"
+        } else {
+            r.condition.as_str()
+        };
+        if !IGNORE_CONDITIONS.contains(&condition) {
+            errors.push(format!(
+                "{at}.condition: {:?} is not one of {}",
+                r.condition,
+                IGNORE_CONDITIONS.join(", ")
+            ));
+        } else if !seen.insert(condition) {
+            errors.push(format!("{at}.condition: {condition:?} appears twice"));
+        }
+        for (k, p) in r.json_paths.iter().enumerate() {
+            if let Err(e) = ignore_path(p) {
+                errors.push(format!("{at}.jsonPaths[{k}]: {e}"));
+            }
+        }
+        for (k, p) in r.json_pointers.iter().enumerate() {
+            if let Err(e) = ignore_path(p).and_then(|s| {
+                if p.starts_with('/') {
+                    Ok(s)
+                } else {
+                    Err(format!("{p:?} is not a JSON pointer"))
+                }
+            }) {
+                errors.push(format!("{at}.jsonPointers[{k}]: {e}"));
+            }
         }
     }
 }
