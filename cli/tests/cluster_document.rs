@@ -29,12 +29,19 @@ fn cluster_json(hub: &str, name: &str) -> Option<serde_json::Value> {
         .find(|c| c["metadata"]["name"] == name)
 }
 
+fn hub_answers(hub: &common::Hub) {
+    wait_for("the hub answering", &[&hub.proc], || {
+        (run_cli(&hub.grpc, &["get", "clusters"], None).code == Some(0)).then_some(())
+    });
+}
+
 #[test]
 fn a_cluster_applied_ahead_of_its_agent_joins_without_an_admin_and_edits_apply() {
     let nats = NatsServer::start();
     let dir = tempfile::tempdir().unwrap();
     // No auto-accept: only the document accepts the cluster.
     let hub = HubBuilder::new(&nats, dir.path()).start();
+    hub_answers(&hub);
     let out = run_cli(&hub.grpc, &["apply", "-f", "-"], Some(DOC));
     assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
     assert!(
@@ -97,6 +104,7 @@ fn bad_managed_cluster_documents_name_the_field_and_create_nothing() {
     let nats = NatsServer::start();
     let dir = tempfile::tempdir().unwrap();
     let hub = HubBuilder::new(&nats, dir.path()).start();
+    hub_answers(&hub);
     for (bad, field) in [
         (
             DOC.replace("effect: PreferNoSelect", "effect: NoSchedule"),
