@@ -140,6 +140,15 @@ enum Scenario {
         #[arg(long, default_value_t = 60)]
         seconds: u64,
     },
+    /// The ApplyWork API alone: C clusters created ahead of their agents, then W works each from
+    /// --concurrency callers; works per second and call latency.
+    Apply {
+        #[command(flatten)]
+        common: Common,
+        /// Works per cluster.
+        #[arg(long, default_value_t = 1)]
+        works_per_cluster: usize,
+    },
     /// C request/reply round trips the size of the fanout's over the same NATS topology,
     /// without hub or agents.
     TransportLimit(Common),
@@ -240,9 +249,9 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
         | Scenario::ReconnectStorm(c)
         | Scenario::HubRestart(c)
         | Scenario::TransportLimit(c) => (c.clone(), &scenario),
-        Scenario::Flapping { common, .. } | Scenario::Steady { common, .. } => {
-            (common.clone(), &scenario)
-        }
+        Scenario::Flapping { common, .. }
+        | Scenario::Steady { common, .. }
+        | Scenario::Apply { common, .. } => (common.clone(), &scenario),
         Scenario::Rollout { .. } | Scenario::Placement { .. } => {
             unreachable!("rollout and placement run on their own")
         }
@@ -288,6 +297,9 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
             Scenario::HubRestart(_) => scenario::hub_restart::run(run).await,
             Scenario::TransportLimit(_) => scenario::transport::run(run).await,
             Scenario::Steady { seconds, .. } => scenario::steady::run(run, *seconds).await,
+            Scenario::Apply {
+                works_per_cluster, ..
+            } => scenario::apply::run(run, (*works_per_cluster).max(1)).await,
             Scenario::Flapping {
                 share,
                 flap_seconds,

@@ -208,3 +208,18 @@ fn bad_arguments_fail_with_a_clear_error_and_start_nothing() {
     assert!(!out.status.success());
     assert!(err.contains("taints[0].effect"), "{err}");
 }
+
+#[test]
+fn the_apply_api_alone_stores_every_work() {
+    let v = scenario(&[
+        "apply",
+        "--clusters",
+        "20",
+        "--works-per-cluster",
+        "3",
+        "--concurrency",
+        "16",
+    ]);
+    assert_eq!(v["works_listed"], 60, "{v}");
+    assert!(v["works_per_second"].as_f64().unwrap() > 0.0, "{v}");
+}

@@ -4,6 +4,7 @@
 //! concurrency (retrying while the hub is away), and wait for the works to converge.
 //!
 //! - [`register`]: C clusters register; time and per-cluster latency to Available.
+//! - [`apply`]: the hub's ApplyWork path alone (clusters created ahead of agents, no fleet).
 //! - [`fanout`]: one work to every cluster, then the same round trips over bare NATS
 //!   ([`transport`]) for `efficiency`.
 //! - [`storm`]: every agent cut off, the work changed, all reconnect at once.
@@ -12,6 +13,7 @@
 //! - [`steady`]: the idle fleet renewing its leases: hub CPU and message rate.
 //! - [`transport`]: the transport limit alone.
 
+pub mod apply;
 pub mod fanout;
 pub mod flapping;
 pub mod hub_restart;
