@@ -97,28 +97,24 @@ pub fn denied(c: &ManagedCluster) -> bool {
         == Some(status::TRUE)
 }
 
-/// Builds a new cluster from its first registration request.
-pub fn new_cluster(
-    req: &RegistrationRequest,
-    auto: &AutoAccept,
-    default_lease_seconds: i32,
-) -> ManagedCluster {
-    let mut labels = req.labels.clone();
+/// A cluster as the hub first records it: its name, labels (plus the default set's unless they
+/// name one), a lease defaulted at creation (as OCM's webhook does, so the object shows the lease
+/// in force), no status yet.
+fn fresh(name: &str, mut labels: HashMap<String, String>, lease_seconds: i32) -> ManagedCluster {
     labels
         .entry(CLUSTERSET_LABEL.to_string())
         .or_insert_with(|| DEFAULT_CLUSTERSET.to_string());
-    let mut c = ManagedCluster {
+    ManagedCluster {
         metadata: Some(ObjectMeta {
-            name: req.cluster_name.clone(),
+            name: name.to_string(),
             labels,
             uid: uuid::Uuid::new_v4().to_string(),
             generation: 1,
             creation_timestamp: Some(meta::now()),
             ..Default::default()
         }),
-        // Defaulted at creation, as OCM's webhook does, so the object shows the lease in force.
         spec: Some(ManagedClusterSpec {
-            lease_duration_seconds: default_lease_seconds,
+            lease_duration_seconds: lease_seconds,
             ..Default::default()
         }),
         status: Some(ManagedClusterStatus::default()),
@@ -126,7 +122,16 @@ pub fn new_cluster(
             agent_healthy: true,
             ..Default::default()
         }),
-    };
+    }
+}
+
+/// Builds a new cluster from its first registration request.
+pub fn new_cluster(
+    req: &RegistrationRequest,
+    auto: &AutoAccept,
+    default_lease_seconds: i32,
+) -> ManagedCluster {
+    let mut c = fresh(&req.cluster_name, req.labels.clone(), default_lease_seconds);
     apply_registration(&mut c, req, KeyPolicy::Record);
     if auto.admits(&req.labels, &req.claims) {
         accept(
@@ -145,7 +150,7 @@ pub fn new_cluster(
 /// registration under this name records its key.
 pub fn precreated(
     name: &str,
-    mut labels: HashMap<String, String>,
+    labels: HashMap<String, String>,
     spec: &ManagedClusterSpec,
     default_lease_seconds: i32,
 ) -> Result<ManagedCluster, String> {
@@ -155,33 +160,12 @@ pub fn precreated(
     {
         return Err(e.to_string());
     }
-    labels
-        .entry(CLUSTERSET_LABEL.to_string())
-        .or_insert_with(|| DEFAULT_CLUSTERSET.to_string());
     let lease = if spec.lease_duration_seconds > 0 {
         spec.lease_duration_seconds
     } else {
         default_lease_seconds
     };
-    let mut c = ManagedCluster {
-        metadata: Some(ObjectMeta {
-            name: name.to_string(),
-            labels,
-            uid: uuid::Uuid::new_v4().to_string(),
-            generation: 1,
-            creation_timestamp: Some(meta::now()),
-            ..Default::default()
-        }),
-        spec: Some(ManagedClusterSpec {
-            lease_duration_seconds: lease,
-            ..Default::default()
-        }),
-        status: Some(ManagedClusterStatus::default()),
-        hub: Some(flotilla_api::v1::HubClusterState {
-            agent_healthy: true,
-            ..Default::default()
-        }),
-    };
+    let mut c = fresh(name, labels, lease);
     apply_taints(&mut c, &spec.taints, &[]).map_err(|e| format!("spec.{e}"))?;
     if spec.hub_accepts_client {
         accept(
