@@ -34,51 +34,38 @@ impl ClusterWatch {
         let state = Arc::new(Mutex::new(ClusterState::default()));
         let (tx, changed) = watch::channel(0);
         let s = state.clone();
-        tokio::spawn(async move {
-            loop {
-                if tx.is_closed() {
-                    return;
-                }
-                let Ok(mut client) = ClusterServiceClient::connect(endpoint.clone()).await else {
-                    tokio::time::sleep(Duration::from_millis(250)).await;
-                    continue;
-                };
-                let Ok(stream) = client.watch_clusters(WatchClustersRequest::default()).await
-                else {
-                    tokio::time::sleep(Duration::from_millis(250)).await;
-                    continue;
-                };
-                let mut stream = stream.into_inner();
-                while let Ok(Some(ev)) = stream.message().await {
-                    let Some(c) = ev.cluster else { continue };
-                    let name = c
-                        .metadata
-                        .as_ref()
-                        .map(|m| m.name.clone())
-                        .unwrap_or_default();
-                    if !name.starts_with(&prefix) {
-                        continue;
-                    }
-                    let deleted = ev.r#type == flotilla_api::v1::EventType::Deleted as i32;
-                    let up = !deleted
-                        && c.spec.as_ref().is_some_and(|s| s.hub_accepts_client)
-                        && c.status
-                            .as_ref()
-                            .and_then(|s| meta::condition_status(&s.conditions, COND_AVAILABLE))
-                            == Some("True");
-                    let n = {
-                        let mut st = s.lock().expect("cluster watch lock");
-                        if up {
-                            st.first_up.entry(name.clone()).or_insert_with(Instant::now);
-                            st.available.insert(name);
-                        } else if st.available.remove(&name) {
-                            *st.lost.entry(name).or_default() += 1;
-                        }
-                        st.available.len()
-                    };
-                    let _ = tx.send(n);
-                }
+        let open = move || {
+            let endpoint = endpoint.clone();
+            async move {
+                let mut client = ClusterServiceClient::connect(endpoint).await.ok()?;
+                let stream = client
+                    .watch_clusters(WatchClustersRequest::default())
+                    .await
+                    .ok()?;
+                Some(stream.into_inner())
             }
+        };
+        follow(tx, open, move |ev: flotilla_api::v1::ClusterEvent| {
+            let c = ev.cluster?;
+            let name = c.metadata.as_ref().map(|m| m.name.clone())?;
+            if !name.starts_with(&prefix) {
+                return None;
+            }
+            let deleted = ev.r#type == flotilla_api::v1::EventType::Deleted as i32;
+            let up = !deleted
+                && c.spec.as_ref().is_some_and(|s| s.hub_accepts_client)
+                && c.status
+                    .as_ref()
+                    .and_then(|s| meta::condition_status(&s.conditions, COND_AVAILABLE))
+                    == Some("True");
+            let mut st = s.lock().expect("cluster watch lock");
+            if up {
+                st.first_up.entry(name.clone()).or_insert_with(Instant::now);
+                st.available.insert(name);
+            } else if st.available.remove(&name) {
+                *st.lost.entry(name).or_default() += 1;
+            }
+            Some(st.available.len())
         });
         Self { state, changed }
     }
@@ -125,19 +112,8 @@ impl ClusterWatch {
 
     /// Waits until at least `n` clusters are Available, or the deadline.
     pub async fn wait_available(&mut self, n: usize, deadline: Instant) -> Result<(), usize> {
-        loop {
-            let now = self.available();
-            if now >= n {
-                return Ok(());
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(now);
-            }
-            let _ =
-                tokio::time::timeout(left.min(Duration::from_millis(500)), self.changed.changed())
-                    .await;
-        }
+        let this = self.clone();
+        wait_until(&mut self.changed, n, deadline, || this.available()).await
     }
 }
 
@@ -192,46 +168,36 @@ impl WorkWatch {
         let state = Arc::new(Mutex::new(WorkState::default()));
         let (tx, changed) = watch::channel(0);
         let s = state.clone();
-        tokio::spawn(async move {
-            loop {
-                if tx.is_closed() {
-                    return;
-                }
-                let Ok(mut client) = WorkServiceClient::connect(endpoint.clone()).await else {
-                    tokio::time::sleep(Duration::from_millis(250)).await;
-                    continue;
-                };
-                let Ok(stream) = client.watch_works(WatchWorksRequest::default()).await else {
-                    tokio::time::sleep(Duration::from_millis(250)).await;
-                    continue;
-                };
-                let mut stream = stream.into_inner();
-                while let Ok(Some(ev)) = stream.message().await {
-                    let Some(w) = ev.work else { continue };
-                    let Some(m) = w.metadata.as_ref() else {
-                        continue;
-                    };
-                    if m.name != work || !m.namespace.starts_with(&prefix) {
-                        continue;
-                    }
-                    let n = {
-                        let mut st = s.lock().expect("work watch lock");
-                        st.events += 1;
-                        if let Some(generation) = converged_generation(&w) {
-                            let entry = st
-                                .seen
-                                .entry(m.namespace.clone())
-                                .or_insert((generation, Instant::now()));
-                            if generation > entry.0 {
-                                *entry = (generation, Instant::now());
-                            }
-                            st.settle(&m.namespace);
-                        }
-                        st.done.len()
-                    };
-                    let _ = tx.send(n);
-                }
+        let open = move || {
+            let endpoint = endpoint.clone();
+            async move {
+                let mut client = WorkServiceClient::connect(endpoint).await.ok()?;
+                let stream = client
+                    .watch_works(WatchWorksRequest::default())
+                    .await
+                    .ok()?;
+                Some(stream.into_inner())
             }
+        };
+        follow(tx, open, move |ev: flotilla_api::v1::WorkEvent| {
+            let w = ev.work?;
+            let m = w.metadata.as_ref()?;
+            if m.name != work || !m.namespace.starts_with(&prefix) {
+                return None;
+            }
+            let mut st = s.lock().expect("work watch lock");
+            st.events += 1;
+            if let Some(generation) = converged_generation(&w) {
+                let entry = st
+                    .seen
+                    .entry(m.namespace.clone())
+                    .or_insert((generation, Instant::now()));
+                if generation > entry.0 {
+                    *entry = (generation, Instant::now());
+                }
+                st.settle(&m.namespace);
+            }
+            Some(st.done.len())
         });
         Self { state, changed }
     }
@@ -295,18 +261,56 @@ impl WorkWatch {
 
     /// Waits until `n` works converged, or the deadline; returns how many did.
     pub async fn wait_done(&mut self, n: usize, deadline: Instant) -> Result<(), usize> {
-        loop {
-            let now = self.done();
-            if now >= n {
-                return Ok(());
+        let this = self.clone();
+        wait_until(&mut self.changed, n, deadline, || this.done()).await
+    }
+}
+
+/// Keeps a watch open until every receiver of `tx` is gone: `open` starts it (None: the hub is
+/// not reachable yet, tried again shortly), each event goes to `on_event`, whose count of
+/// interesting objects (if the event mattered) is sent on `tx`. A broken watch — the hub
+/// restarted — is opened again; the hub replays the current objects first.
+fn follow<T, Open, Fut>(
+    tx: watch::Sender<usize>,
+    mut open: Open,
+    mut on_event: impl FnMut(T) -> Option<usize> + Send + 'static,
+) where
+    T: Send + 'static,
+    Open: FnMut() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Option<tonic::Streaming<T>>> + Send,
+{
+    tokio::spawn(async move {
+        while !tx.is_closed() {
+            let Some(mut stream) = open().await else {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                continue;
+            };
+            while let Ok(Some(ev)) = stream.message().await {
+                if let Some(n) = on_event(ev) {
+                    let _ = tx.send(n);
+                }
             }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(now);
-            }
-            let _ =
-                tokio::time::timeout(left.min(Duration::from_millis(500)), self.changed.changed())
-                    .await;
         }
+    });
+}
+
+/// Waits until `count()` reaches `n` (woken by `changed`, checked at least twice a second), or
+/// the deadline; the shortfall is the count reached.
+async fn wait_until(
+    changed: &mut watch::Receiver<usize>,
+    n: usize,
+    deadline: Instant,
+    count: impl Fn() -> usize,
+) -> Result<(), usize> {
+    loop {
+        let now = count();
+        if now >= n {
+            return Ok(());
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(now);
+        }
+        let _ = tokio::time::timeout(left.min(Duration::from_millis(500)), changed.changed()).await;
     }
 }
