@@ -237,11 +237,6 @@ async fn count_available(
     }
 }
 
-/// CPU seconds (user + system) and peak RSS of a process, from /proc.
-fn proc_stats(pid: u32) -> Option<(f64, u64)> {
-    report::proc_stats(pid)
-}
-
 async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
     let (common, kind) = match &scenario {
         Scenario::Register(c)

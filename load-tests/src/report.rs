@@ -166,8 +166,12 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    /// Starts sampling; `progress` says how many clusters converged so far.
-    pub fn start(hub_pid: Option<u32>, progress: impl Fn() -> usize + Send + 'static) -> Self {
+    /// Starts sampling the hub whose PID `hub_pid` holds (0: none; it changes when the hub is
+    /// restarted); `progress` says how many clusters converged so far.
+    pub fn start(
+        hub_pid: Arc<std::sync::atomic::AtomicU32>,
+        progress: impl Fn() -> usize + Send + 'static,
+    ) -> Self {
         let samples: Arc<Mutex<Vec<Sample>>> = Arc::default();
         let s = samples.clone();
         let t0 = Instant::now();
@@ -177,7 +181,10 @@ impl Sampler {
                 tick.tick().await;
                 let sample = Sample {
                     t: t0.elapsed().as_secs_f64(),
-                    hub_rss_bytes: hub_pid.and_then(rss_bytes).unwrap_or(0),
+                    hub_rss_bytes: Some(hub_pid.load(std::sync::atomic::Ordering::Relaxed))
+                        .filter(|p| *p != 0)
+                        .and_then(rss_bytes)
+                        .unwrap_or(0),
                     converged: progress(),
                 };
                 s.lock().expect("samples lock").push(sample);

@@ -108,7 +108,7 @@ pub async fn run(s: Settings) -> Result<Summary> {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     let register = t0.elapsed();
-    let cpu0 = s.hub_pid.and_then(crate::proc_stats);
+    let cpu0 = s.hub_pid.and_then(crate::report::proc_stats);
     let t1 = Instant::now();
     for d in documents(s.groups) {
         match d {
@@ -161,7 +161,7 @@ pub async fn run(s: Settings) -> Result<Summary> {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let rollout = t1.elapsed();
-    let cpu1 = s.hub_pid.and_then(crate::proc_stats);
+    let cpu1 = s.hub_pid.and_then(crate::report::proc_stats);
     fleet.stop().await;
     Ok(Summary {
         scenario: "rollout",

@@ -12,6 +12,8 @@ use anyhow::{Context, Result, bail};
 use flotilla_testkit::{NatsOptions, NatsServer, free_port};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// Where to run.
@@ -38,7 +40,8 @@ pub struct Topology {
     /// The hub's gRPC endpoint.
     pub hub_endpoint: String,
     monitor: Option<String>,
-    hub_pid: Option<u32>,
+    /// The hub's PID (0: unknown); shared with samplers, which follow a restarted hub.
+    hub_pid: Arc<AtomicU32>,
     _server: Option<NatsServer>,
     leaves: Vec<NatsServer>,
     hub: Option<HubProcess>,
@@ -66,7 +69,7 @@ impl Topology {
                     nats_url: nats_url.clone(),
                     hub_endpoint: hub.clone(),
                     monitor: args.nats_monitor.clone(),
-                    hub_pid: args.hub_pid,
+                    hub_pid: Arc::new(AtomicU32::new(args.hub_pid.unwrap_or(0))),
                     _server: None,
                     leaves: Vec::new(),
                     hub: None,
@@ -104,7 +107,7 @@ impl Topology {
             nats_url: server.url(),
             hub_endpoint: format!("http://127.0.0.1:{grpc}"),
             monitor: Some(format!("http://127.0.0.1:{monitor_port}")),
-            hub_pid: Some(child.id()),
+            hub_pid: Arc::new(AtomicU32::new(child.id())),
             _server: Some(server),
             leaves,
             hub: Some(HubProcess {
@@ -148,7 +151,12 @@ impl Topology {
 
     /// The hub's PID (self-started, or given).
     pub fn hub_pid(&self) -> Option<u32> {
-        self.hub_pid
+        Some(self.hub_pid.load(Ordering::Relaxed)).filter(|p| *p != 0)
+    }
+
+    /// The hub's PID as it changes over restarts (0: unknown), for samplers.
+    pub fn hub_pid_cell(&self) -> Arc<AtomicU32> {
+        self.hub_pid.clone()
     }
 
     /// Whether this run started the hub (and may kill it).
@@ -217,7 +225,7 @@ impl Topology {
             .as_mut()
             .context("the hub was not started by this run")?;
         hub.child = spawn_hub(&hub.args, &hub.log)?;
-        self.hub_pid = Some(hub.child.id());
+        self.hub_pid.store(hub.child.id(), Ordering::Relaxed);
         self.wait_for_hub(Duration::from_secs(120)).await
     }
 

@@ -16,12 +16,12 @@ pub async fn run(mut run: Run) -> Result<(Summary, Run)> {
     summary.set("register_seconds", register.as_secs_f64());
     let mut works = WorkWatch::start(run.topology.hub_endpoint.clone(), run.prefix(), WORK.into());
     let w = works.clone();
-    let sampler = Sampler::start(run.topology.hub_pid(), move || w.done());
+    let sampler = Sampler::start(run.topology.hub_pid_cell(), move || w.done());
     let phase = Phase::begin(&run.topology).await;
     summary.errors += run.apply_all(1, &works).await?;
     run.wait_works(&mut works, &mut summary).await;
     phase.end(&run.topology, &mut summary).await;
-    let samples = sampler.finish();
+    run.plot(&mut summary, &works, sampler)?;
     summary.set("status_events", works.events());
     let request = super::load_work(&run.fleet.name(0), 1).encoded_len();
     let reply = transport::status_size(&run, &run.fleet.name(0)).await;
@@ -38,15 +38,6 @@ pub async fn run(mut run: Run) -> Result<(Summary, Run)> {
             summary.set("efficiency", serde_json::Value::Null);
             summary.set("transport_limit_error", e.to_string());
         }
-    }
-    let plots = crate::plots::write(
-        run.out.as_deref(),
-        "fanout",
-        &works.latencies_ms(),
-        &samples,
-    )?;
-    if !plots.is_empty() {
-        summary.set("plots", plots);
     }
     fleet.stop().await;
     Ok((summary, run))

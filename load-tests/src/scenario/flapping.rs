@@ -88,7 +88,7 @@ pub async fn run(mut run: Run, s: Settings) -> Result<(Summary, Run)> {
         fleet_started + Duration::from_secs_f64(flap.for_seconds.unwrap_or(for_seconds));
     let mut works = WorkWatch::start(run.topology.hub_endpoint.clone(), run.prefix(), WORK.into());
     let w = works.clone();
-    let sampler = Sampler::start(run.topology.hub_pid(), move || w.done());
+    let sampler = Sampler::start(run.topology.hub_pid_cell(), move || w.done());
     let phase = Phase::begin(&run.topology).await;
     let mut version = 0;
     while Instant::now() < flapping_ends || version == 0 {
@@ -124,15 +124,7 @@ pub async fn run(mut run: Run, s: Settings) -> Result<(Summary, Run)> {
         summary.errors += 1;
         summary.converged = false;
     }
-    let plots = crate::plots::write(
-        run.out.as_deref(),
-        "flapping",
-        &works.latencies_ms(),
-        &sampler.finish(),
-    )?;
-    if !plots.is_empty() {
-        summary.set("plots", plots);
-    }
+    run.plot(&mut summary, &works, sampler)?;
     fleet.stop().await;
     Ok((summary, run))
 }

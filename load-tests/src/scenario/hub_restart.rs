@@ -20,7 +20,7 @@ pub async fn run(mut run: Run) -> Result<(Summary, Run)> {
     summary.set("register_seconds", register.as_secs_f64());
     let mut works = WorkWatch::start(run.topology.hub_endpoint.clone(), run.prefix(), WORK.into());
     let w = works.clone();
-    let sampler = Sampler::start(run.topology.hub_pid(), move || w.done());
+    let sampler = Sampler::start(run.topology.hub_pid_cell(), move || w.done());
     let phase = Phase::begin(&run.topology).await;
     let names = run.fleet.names();
     let half = names.len().div_ceil(2);
@@ -48,15 +48,7 @@ pub async fn run(mut run: Run) -> Result<(Summary, Run)> {
     summary.errors += second.await.context("apply task")??;
     run.wait_works(&mut works, &mut summary).await;
     phase.end(&run.topology, &mut summary).await;
-    let plots = crate::plots::write(
-        run.out.as_deref(),
-        "hub-restart",
-        &works.latencies_ms(),
-        &sampler.finish(),
-    )?;
-    if !plots.is_empty() {
-        summary.set("plots", plots);
-    }
+    run.plot(&mut summary, &works, sampler)?;
     fleet.stop().await;
     Ok((summary, run))
 }

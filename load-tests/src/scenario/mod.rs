@@ -23,7 +23,7 @@ pub mod storm;
 pub mod transport;
 
 use crate::fleet::{FleetArgs, LoadFleet};
-use crate::report::Summary;
+use crate::report::{Sampler, Summary};
 use crate::topology::Topology;
 use crate::watch::{ClusterWatch, WorkWatch};
 use anyhow::{Context, Result};
@@ -151,6 +151,30 @@ impl Run {
             concurrency: self.concurrency.max(1),
             deadline: self.deadline(),
         })
+    }
+
+    /// Records the hub's current RSS divided by the fleet's size (`hub_rss_per_cluster_bytes`).
+    pub fn record_hub_rss_per_cluster(&self, summary: &mut Summary) {
+        if let Some(rss) = self.topology.hub_pid().and_then(crate::report::rss_bytes) {
+            summary.set(
+                "hub_rss_per_cluster_bytes",
+                rss / self.fleet.clusters.max(1) as u64,
+            );
+        }
+    }
+
+    /// Writes the plots of a phase (with `--out`) and names them in the summary.
+    pub fn plot(&self, summary: &mut Summary, works: &WorkWatch, sampler: Sampler) -> Result<()> {
+        let plots = crate::plots::write(
+            self.out.as_deref(),
+            summary.scenario,
+            &works.latencies_ms(),
+            &sampler.finish(),
+        )?;
+        if !plots.is_empty() {
+            summary.set("plots", plots);
+        }
+        Ok(())
     }
 
     /// Waits until every cluster's work converged (or the deadline); fills the summary's

@@ -23,14 +23,7 @@ pub async fn run(mut run: Run) -> Result<(Summary, Run)> {
         "fleet_rss_per_agent_bytes",
         fleet_rss / run.fleet.clusters.max(1) as u64,
     );
-    if let Some(pid) = run.topology.hub_pid()
-        && let Some(rss) = crate::report::rss_bytes(pid)
-    {
-        summary.set(
-            "hub_rss_per_cluster_bytes",
-            rss / run.fleet.clusters.max(1) as u64,
-        );
-    }
+    run.record_hub_rss_per_cluster(&mut summary);
     fleet.stop().await;
     Ok((summary, run))
 }

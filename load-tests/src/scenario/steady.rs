@@ -25,14 +25,7 @@ pub async fn run(mut run: Run, seconds: u64) -> Result<(Summary, Run)> {
             (cpu / summary.seconds.max(1e-3) * 1000.0).round() / 10.0,
         );
     }
-    if let Some(pid) = run.topology.hub_pid()
-        && let Some(rss) = crate::report::rss_bytes(pid)
-    {
-        summary.set(
-            "hub_rss_per_cluster_bytes",
-            rss / run.fleet.clusters.max(1) as u64,
-        );
-    }
+    run.record_hub_rss_per_cluster(&mut summary);
     fleet.stop().await;
     Ok((summary, run))
 }

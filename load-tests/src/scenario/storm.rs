@@ -46,7 +46,7 @@ pub async fn run(mut run: Run) -> Result<(Summary, Run)> {
     // agents come back before their leases run out).
     tokio::time::sleep(Duration::from_secs(1)).await;
     let w = works.clone();
-    let sampler = Sampler::start(run.topology.hub_pid(), move || w.done());
+    let sampler = Sampler::start(run.topology.hub_pid_cell(), move || w.done());
     let phase = Phase::begin(&run.topology).await;
     let reconnect = Instant::now();
     for name in run.fleet.names() {
@@ -61,15 +61,7 @@ pub async fn run(mut run: Run) -> Result<(Summary, Run)> {
     phase.end(&run.topology, &mut summary).await;
     let lost = clusters.lost();
     summary.set("clusters_marked_unavailable", lost.len());
-    let plots = crate::plots::write(
-        run.out.as_deref(),
-        "reconnect-storm",
-        &works.latencies_ms(),
-        &sampler.finish(),
-    )?;
-    if !plots.is_empty() {
-        summary.set("plots", plots);
-    }
+    run.plot(&mut summary, &works, sampler)?;
     fleet.stop().await;
     Ok((summary, run))
 }
