@@ -4,7 +4,7 @@
 //! which clusters take part is the profile's seeded draw, so runs are repeatable.
 
 use crate::FleetConfig;
-use crate::fleet::{Fleet, selected};
+use crate::fleet::Fleet;
 use crate::profile::{Flapping, Outage, Restart};
 use rand::{Rng, SeedableRng};
 use std::time::Duration;
@@ -15,27 +15,28 @@ pub(crate) fn start(fleet: &Fleet, config: &FleetConfig) {
     let Some(profile) = &config.profile else {
         return;
     };
+    // The fleet's `n`-th cluster is cluster `first_index + n` of the profile's seeded draws, so
+    // `flotilla-load` (and a second simulator process) computes the same members.
+    let members = |what: &str, share: f64| -> Vec<usize> {
+        (0..fleet.len())
+            .filter(|n| profile.in_share(config.first_index + n, what, share))
+            .collect()
+    };
     let c = &profile.connectivity;
     let t0 = Instant::now();
     if let Some(f) = c.flapping {
-        for n in 0..fleet.len() {
-            if selected(config, n, "flapping", f.share) {
-                let seed = profile.seed ^ (config.first_index + n) as u64;
-                fleet.spawn(flap(fleet.clone(), n, f, seed, t0));
-            }
+        for n in members("flapping", f.share) {
+            let seed = profile.seed ^ (config.first_index + n) as u64;
+            fleet.spawn(flap(fleet.clone(), n, f, seed, t0));
         }
     }
     for (k, o) in c.outages.iter().enumerate() {
-        let members: Vec<usize> = (0..fleet.len())
-            .filter(|n| selected(config, *n, &format!("outage/{k}"), o.share))
-            .collect();
-        fleet.spawn(outage(fleet.clone(), members, *o, t0));
+        let m = members(&format!("outage/{k}"), o.share);
+        fleet.spawn(outage(fleet.clone(), m, *o, t0));
     }
     for (k, r) in c.restarts.iter().enumerate() {
-        let members: Vec<usize> = (0..fleet.len())
-            .filter(|n| selected(config, *n, &format!("restart/{k}"), r.share))
-            .collect();
-        fleet.spawn(restart(fleet.clone(), members, *r, t0));
+        let m = members(&format!("restart/{k}"), r.share);
+        fleet.spawn(restart(fleet.clone(), m, *r, t0));
     }
 }
 

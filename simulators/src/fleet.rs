@@ -8,7 +8,7 @@
 //! returns. A restart without state gives the agent a fresh key and no works, like a
 //! reinstalled agent.
 
-use crate::{FleetConfig, profile};
+use crate::FleetConfig;
 use anyhow::Context;
 use flotilla_agent::backend::Backend;
 use flotilla_agent::backend::sim::SimBackend;
@@ -323,15 +323,5 @@ impl Fleet {
             set.spawn(async move { fleet.stop_agent(n).await });
         }
         while set.join_next().await.is_some() {}
-    }
-}
-
-/// Cluster index `n` of the fleet is in `share` for `what`, per the profile's seeded draw.
-pub(crate) fn selected(config: &FleetConfig, n: usize, what: &str, share: f64) -> bool {
-    let profile = config.profile.as_ref();
-    let i = config.first_index + n;
-    match profile {
-        Some(p) => p.in_share(i, what, share),
-        None => profile::unit(0, i, what) < share,
     }
 }

@@ -126,7 +126,8 @@ fn builtin_labels(i: usize) -> std::collections::BTreeMap<String, String> {
 /// The `i`-th cluster: its agent's configuration and its simulated cluster, from the profile
 /// (or the built-in fleet for what the profile leaves out). Deterministic, so runs repeat.
 pub fn cluster(config: &FleetConfig, i: usize) -> (AgentConfig, SimBackend) {
-    let p = config.profile.clone().unwrap_or_default();
+    let builtin = FleetProfile::default();
+    let p = config.profile.as_ref().unwrap_or(&builtin);
     let name = cluster_name(&config.name_prefix, i);
     let mut agent = AgentConfig::new(&name, &config.nats.url);
     config.nats.apply_to(&mut agent.nats);
