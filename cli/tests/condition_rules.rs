@@ -279,6 +279,15 @@ fn watched_feedback_follows_the_resource_within_a_second_polled_waits_for_its_in
         Some(2),
         "the polled work is observed only at its 60 s interval"
     );
+    // A new generation that watches (and scales to 3): followed within a second from then on.
+    let watching = deployment_work("polled", "Watch").replace("replicas: 2", "replicas: 3");
+    let out = run_cli(&hub.grpc, &["apply", "-f", "-"], Some(&watching));
+    assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
+    wait_for(
+        "the now watched work's feedback at 3 ready replicas",
+        &[&hub.proc, &sim],
+        || (ready_replicas(&hub.grpc, "polled")? == 3).then_some(()),
+    );
     let bad = deployment_work("x", "Sometimes");
     let out = run_cli(&hub.grpc, &["apply", "-f", "-"], Some(&bad));
     assert!(

@@ -15,11 +15,20 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
 /// How often a work with a `feedbackScrapeType: Watch` manifest is observed.
-const WATCH_PERIOD: std::time::Duration = std::time::Duration::from_secs(1);
+const WATCH_PERIOD: Duration = Duration::from_secs(1);
+
+/// An observation ticker of `period`, its immediate first tick consumed.
+async fn observer(period: Duration) -> tokio::time::Interval {
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    tick
+}
 
 /// Field manager used for ServerSideApply when the work names none (OCM's prefix).
 pub const DEFAULT_FIELD_MANAGER: &str = "work-agent";
@@ -222,28 +231,8 @@ impl WorkActor {
             .instrument(span)
             .await;
         }
-        // OCM's feedbackScrapeType Watch: changes are seen within a second (reads are served
-        // from the backend's watch caches or memory, so a fast re-check is cheap); Poll keeps
-        // the status interval.
-        let watched = self.work().spec.is_some_and(|s| {
-            s.manifest_configs
-                .iter()
-                .any(|c| c.feedback_scrape_type == "Watch")
-        });
-        let period = if watched {
-            self.config.status_interval.min(WATCH_PERIOD)
-        } else {
-            self.config.status_interval
-        };
-        let mut tick = tokio::time::interval(period);
-        // Drift is corrected on the same schedule whatever the observation period.
-        let reapply_every = REAPPLY_EVERY
-            * u32::try_from(
-                (self.config.status_interval.as_millis() / period.as_millis().max(1)).max(1),
-            )
-            .unwrap_or(1);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        tick.tick().await;
+        let mut period = self.observe_period();
+        let mut tick = observer(period).await;
         let mut ticks: u32 = 0;
         while !self.finished.load(Ordering::Relaxed) {
             tokio::select! {
@@ -251,7 +240,12 @@ impl WorkActor {
                     None => break,
                     Some(WorkMsg::Update(work, traceparent)) => {
                         let span = apply_span(&self.cluster, &self.name, traceparent.as_deref());
-                        self.update(*work).instrument(span).await
+                        self.update(*work).instrument(span).await;
+                        // A new spec may start or stop watching its feedback.
+                        if self.observe_period() != period {
+                            period = self.observe_period();
+                            tick = observer(period).await;
+                        }
                     }
                     Some(WorkMsg::Delete(work)) => self.delete(work.map(|w| *w)).await,
                     Some(WorkMsg::Republish) => {
@@ -268,7 +262,7 @@ impl WorkActor {
                         self.delete(None).await;
                     } else {
                         let failed = self.apply_results.iter().any(|r| !r.applied);
-                        if failed || ticks.is_multiple_of(reapply_every) {
+                        if failed || ticks.is_multiple_of(self.reapply_every(period)) {
                             self.apply().await;
                         }
                         self.refresh_and_publish(false).await;
@@ -294,16 +288,7 @@ impl WorkActor {
             return;
         }
         tracing::info!(generation = incoming, "applying a new generation");
-        // Conditions the rules set were about the previous spec (OCM prunes them too).
-        if let Some(rs) = self.status.resource_status.as_mut() {
-            for m in &mut rs.manifests {
-                m.conditions
-                    .retain(|c| !super::condition_rules::from_rule(c));
-            }
-        }
-        self.status
-            .conditions
-            .retain(|c| c.reason != "ConditionRulesAggregated");
+        super::condition_rules::clear(&mut self.status);
         self.record.work = Some(work);
         self.generation.store(incoming, Ordering::Relaxed);
         self.parse();
@@ -562,6 +547,29 @@ impl WorkActor {
                 true
             }
         }
+    }
+
+    /// How often resources are observed: every second when a manifest's `feedbackScrapeType`
+    /// is `Watch` (OCM watches it; reads come from the backend's watch caches or memory, so a
+    /// fast re-check is cheap), else the status interval (`Poll`).
+    fn observe_period(&self) -> Duration {
+        let watched = self.work().spec.is_some_and(|s| {
+            s.manifest_configs
+                .iter()
+                .any(|c| c.feedback_scrape_type == "Watch")
+        });
+        if watched {
+            self.config.status_interval.min(WATCH_PERIOD)
+        } else {
+            self.config.status_interval
+        }
+    }
+
+    /// Observation ticks between re-applies, so that drift is corrected on the same schedule
+    /// whatever the observation period.
+    fn reapply_every(&self, period: Duration) -> u32 {
+        let per_interval = self.config.status_interval.as_millis() / period.as_millis().max(1);
+        REAPPLY_EVERY * u32::try_from(per_interval.max(1)).unwrap_or(1)
     }
 
     /// Ordinals of manifests whose `Complete` condition rule holds.

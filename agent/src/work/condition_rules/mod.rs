@@ -19,7 +19,7 @@
 
 use cel::{Context, Program, Value as CelValue};
 use flotilla_api::meta;
-use flotilla_api::v1::{Condition, ConditionRule};
+use flotilla_api::v1::{Condition, ConditionRule, ManifestWorkStatus};
 use flotilla_api::work::ManifestId;
 use serde_json::Value;
 use std::sync::OnceLock;
@@ -32,6 +32,8 @@ pub const EXPRESSION_ERROR: &str = "ConditionRuleExpressionError";
 pub const INVALID: &str = "ConditionRuleInvalid";
 /// Prefix of every reason a rule sets (how generated conditions are told apart).
 pub const REASON_PREFIX: &str = "ConditionRule";
+/// Reason of a work condition aggregated from the manifests' rule conditions.
+pub const AGGREGATED: &str = "ConditionRulesAggregated";
 /// The condition that stops updates of a manifest once True.
 pub const COMPLETE: &str = "Complete";
 
@@ -274,6 +276,19 @@ pub fn merge(conditions: &mut Vec<Condition>, produced: &[Condition]) -> bool {
     changed
 }
 
+/// Drops every condition the rules set, on the manifests and on the work: they were about the
+/// previous spec (OCM prunes them when the generation changes).
+pub fn clear(status: &mut ManifestWorkStatus) {
+    for m in status
+        .resource_status
+        .iter_mut()
+        .flat_map(|rs| rs.manifests.iter_mut())
+    {
+        m.conditions.retain(|c| !from_rule(c));
+    }
+    status.conditions.retain(|c| c.reason != AGGREGATED);
+}
+
 /// Aggregates the rule conditions of every manifest on the work, as OCM does.
 pub fn aggregate(work: &mut Vec<Condition>, manifests: &[&[Condition]]) -> bool {
     let mut types: Vec<&str> = manifests
@@ -287,7 +302,7 @@ pub fn aggregate(work: &mut Vec<Condition>, manifests: &[&[Condition]]) -> bool 
     types.sort_unstable();
     types.dedup();
     let before = work.len();
-    work.retain(|c| c.reason != "ConditionRulesAggregated" || types.contains(&c.r#type.as_str()));
+    work.retain(|c| c.reason != AGGREGATED || types.contains(&c.r#type.as_str()));
     let mut changed = work.len() != before;
     for t in types {
         let (mut yes, mut no, mut unknown, mut message) = (0, 0, 0, String::new());
@@ -317,7 +332,7 @@ pub fn aggregate(work: &mut Vec<Condition>, manifests: &[&[Condition]]) -> bool 
         } else {
             format!("Aggregated from {total} manifest conditions")
         };
-        changed |= meta::set_condition(work, t, status, "ConditionRulesAggregated", &message);
+        changed |= meta::set_condition(work, t, status, AGGREGATED, &message);
     }
     changed
 }
