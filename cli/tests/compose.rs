@@ -149,10 +149,7 @@ fn the_compose_fleet_and_job_run_as_local_processes() {
         .unwrap()
         .parse()
         .unwrap();
-    common::wait_for("the compose fleet Available", &[&hub.proc, &sim], || {
-        let out = common::run_cli(&hub.grpc, &["get", "clusters"], None);
-        (out.stdout.lines().filter(|l| l.contains(" True")).count() >= clusters).then_some(())
-    });
+    common::wait_available(&hub, &[&hub.proc, &sim], "sim-", clusters);
     let out = common::run_cli(
         &hub.grpc,
         &[

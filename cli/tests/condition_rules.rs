@@ -95,13 +95,7 @@ fn a_finished_job_completes_its_work_which_is_deleted_after_its_ttl() {
     let dir = tempfile::tempdir().unwrap();
     let hub = HubBuilder::new(&nats, dir.path()).auto_accept().start();
     let sim = start_sim(&nats, dir.path(), 1, "jobs", &["--ready-delay-ms", "1500"]);
-    wait_for("the cluster Available", &[&hub.proc, &sim], || {
-        let out = run_cli(&hub.grpc, &["get", "clusters"], None);
-        out.stdout
-            .lines()
-            .any(|l| l.starts_with("jobs-0001") && l.contains(" True"))
-            .then_some(())
-    });
+    common::wait_available(&hub, &[&hub.proc, &sim], "jobs-0001", 1);
     let out = run_cli(&hub.grpc, &["apply", "-f", "-"], Some(WORK));
     assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
     let w = wait_for("the work Complete", &[&hub.proc, &sim], || {
@@ -254,13 +248,7 @@ fn watched_feedback_follows_the_resource_within_a_second_polled_waits_for_its_in
             "60000",
         ],
     );
-    wait_for("the cluster Available", &[&hub.proc, &sim], || {
-        let out = run_cli(&hub.grpc, &["get", "clusters"], None);
-        out.stdout
-            .lines()
-            .any(|l| l.starts_with("jobs-0001") && l.contains(" True"))
-            .then_some(())
-    });
+    common::wait_available(&hub, &[&hub.proc, &sim], "jobs-0001", 1);
     for (name, scrape) in [("watched", "Watch"), ("polled", "Poll")] {
         let out = run_cli(
             &hub.grpc,
@@ -368,13 +356,7 @@ fn ignored_fields_keep_the_spokes_value_while_the_rest_follows_the_work() {
     let dir = tempfile::tempdir().unwrap();
     let hub = HubBuilder::new(&nats, dir.path()).auto_accept().start();
     let sim = start_sim(&nats, dir.path(), 1, "jobs", &["--ready-delay-ms", "200"]);
-    wait_for("the cluster Available", &[&hub.proc, &sim], || {
-        let out = run_cli(&hub.grpc, &["get", "clusters"], None);
-        out.stdout
-            .lines()
-            .any(|l| l.starts_with("jobs-0001") && l.contains(" True"))
-            .then_some(())
-    });
+    common::wait_available(&hub, &[&hub.proc, &sim], "jobs-0001", 1);
     let apply = |yaml: String| {
         let out = run_cli(&hub.grpc, &["apply", "-f", "-"], Some(&yaml));
         assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);

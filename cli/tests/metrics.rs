@@ -48,10 +48,7 @@ fn the_simulator_reports_its_whole_fleet() {
         let text = scrape(port)?;
         (value(&text, "flotilla_agent_connected")? == 3.0).then_some(())
     });
-    wait_for("3 clusters Available", &[&hub.proc, &sim], || {
-        let out = run_cli(&hub.grpc, &["get", "clusters"], None);
-        (out.stdout.lines().filter(|l| l.contains(" True")).count() >= 3).then_some(())
-    });
+    common::wait_available(&hub, &[&hub.proc, &sim], "met-", 3);
     let out = run_cli(
         &hub.grpc,
         &["apply", "-f", "-"],
@@ -95,13 +92,7 @@ fn an_agent_serves_its_metrics_and_counts_a_lost_link() {
     wait_for("the agent connected", &[&hub.proc, &agent], || {
         (value(&scrape(port)?, "flotilla_agent_connected")? == 1.0).then_some(())
     });
-    wait_for("the cluster Available", &[&hub.proc, &agent], || {
-        let out = run_cli(&hub.grpc, &["get", "clusters"], None);
-        out.stdout
-            .lines()
-            .any(|l| l.starts_with("m1") && l.contains(" True"))
-            .then_some(())
-    });
+    common::wait_available(&hub, &[&hub.proc, &agent], "m1", 1);
     let mut nats = nats;
     nats.restart();
     let text = wait_for(

@@ -97,13 +97,7 @@ fn one_work_is_one_trace_from_the_api_through_the_agent_and_back() {
     .args(["--pending-poll-seconds", "1", "--ready-delay-ms", "0"])
     .envs(otel);
     let sim = flotilla_testkit::Proc::spawn("flotilla-sim", cmd, dir.path().join("sim.log"));
-    wait_for("the cluster Available", &[&hub.proc, &sim], || {
-        let out = run_cli(&hub.grpc, &["get", "clusters"], None);
-        out.stdout
-            .lines()
-            .any(|l| l.starts_with("tr-0001") && l.contains(" True"))
-            .then_some(())
-    });
+    common::wait_available(&hub, &[&hub.proc, &sim], "tr-0001", 1);
     let out = run_cli(&hub.grpc, &["apply", "-f", "-"], Some(WORK));
     assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
     let trace = wait_for(

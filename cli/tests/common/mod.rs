@@ -300,6 +300,22 @@ pub fn available(cluster: &Value) -> bool {
     condition(cluster, "ManagedClusterConditionAvailable").as_deref() == Some("True")
 }
 
+/// Waits until the hub shows at least `n` clusters whose names start with `prefix` Available.
+pub fn wait_available(hub: &Hub, logs: &[&Proc], prefix: &str, n: usize) {
+    wait_for(&format!("{n} {prefix}* clusters Available"), logs, || {
+        let up = clusters_json(&hub.grpc)?
+            .iter()
+            .filter(|c| {
+                c["metadata"]["name"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with(prefix))
+                    && available(c)
+            })
+            .count();
+        (up >= n).then_some(())
+    });
+}
+
 /// The line of a table whose first cell is `first`.
 pub fn row<'a>(table: &'a str, first: &str) -> Option<&'a str> {
     table
