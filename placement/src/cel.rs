@@ -31,7 +31,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
-use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue};
+use cel::common::ast::{EntryExpr, Expr, IdedEntryExpr, IdedExpr, LiteralValue};
 use cel::extractors::This;
 use cel::{Context, Env, ExecutionError, Program};
 
@@ -259,24 +259,21 @@ fn children(e: &IdedExpr) -> Vec<&IdedExpr> {
             &c.result,
         ],
         Expr::List(l) => l.elements.iter().collect(),
-        Expr::Map(m) => m
-            .entries
-            .iter()
-            .flat_map(|entry| match &entry.expr {
-                EntryExpr::MapEntry(m) => vec![&m.key, &m.value],
-                EntryExpr::StructField(f) => vec![&f.value],
-            })
-            .collect(),
-        Expr::Struct(s) => s
-            .entries
-            .iter()
-            .flat_map(|entry| match &entry.expr {
-                EntryExpr::MapEntry(m) => vec![&m.key, &m.value],
-                EntryExpr::StructField(f) => vec![&f.value],
-            })
-            .collect(),
+        Expr::Map(m) => entry_children(&m.entries),
+        Expr::Struct(s) => entry_children(&s.entries),
         Expr::Select(s) => vec![&s.operand],
     }
+}
+
+/// The keys and values of map or struct entries.
+fn entry_children(entries: &[IdedEntryExpr]) -> Vec<&IdedExpr> {
+    entries
+        .iter()
+        .flat_map(|entry| match &entry.expr {
+            EntryExpr::MapEntry(m) => vec![&m.key, &m.value],
+            EntryExpr::StructField(f) => vec![&f.value],
+        })
+        .collect()
 }
 
 /// The first identifier that is neither the cluster nor bound by an enclosing comprehension.
