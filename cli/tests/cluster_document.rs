@@ -134,3 +134,45 @@ fn bad_managed_cluster_documents_name_the_field_and_create_nothing() {
         out.stdout
     );
 }
+
+#[test]
+fn a_fleet_provisioned_from_one_file_is_created_in_full_with_a_work_for_each() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let hub = HubBuilder::new(&nats, dir.path()).start();
+    hub_answers(&hub);
+    // 40 clusters, then a work for each: the clusters go concurrently, the works after them.
+    let mut file = String::new();
+    for i in 0..40 {
+        file += &format!(
+            "---\napiVersion: cluster.open-cluster-management.io/v1\nkind: ManagedCluster\n\
+             metadata: {{name: site-{i}, labels: {{store: \"{i}\"}}}}\nspec: {{hubAcceptsClient: true}}\n"
+        );
+    }
+    for i in 0..40 {
+        file += &format!(
+            "---\napiVersion: work.open-cluster-management.io/v1\nkind: ManifestWork\n\
+             metadata: {{name: w, namespace: site-{i}}}\nspec:\n  workload:\n    manifests:\n\
+             \x20     - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: c, namespace: default}}}}\n"
+        );
+    }
+    let out = run_cli(&hub.grpc, &["apply", "-f", "-"], Some(&file));
+    assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
+    assert_eq!(
+        out.stdout
+            .lines()
+            .filter(|l| l.contains(" applied"))
+            .count(),
+        80,
+        "{}",
+        out.stdout
+    );
+    let clusters = clusters_json(&hub.grpc).unwrap();
+    assert_eq!(
+        clusters
+            .iter()
+            .filter(|c| c["metadata"]["name"].as_str().unwrap().starts_with("site-"))
+            .count(),
+        40
+    );
+}

@@ -88,13 +88,20 @@ pub async fn run(hub: &Hub, docs: Vec<Document>) -> Result<()> {
     let total = docs.len();
     let lost = AtomicBool::new(false);
     let lost = &lost;
-    // Runs of consecutive ManifestWorks go concurrently; every other document goes alone, after
-    // what comes before it (a binding before the placement that needs it).
+    // Runs of consecutive ManifestWorks, or of consecutive ManagedClusters (a fleet provisioned
+    // from one file), go concurrently: none of them depends on another of its run. Every other
+    // document goes alone, after what comes before it (a binding before the placement that
+    // needs it, the clusters before the works sent to them).
+    let independent = |d: &Document| matches!(d, Document::Work(_) | Document::Cluster(_));
     let mut segments: Vec<Vec<(usize, Document)>> = Vec::new();
     for (i, d) in docs.into_iter().enumerate() {
-        let work = matches!(d, Document::Work(_));
         match segments.last_mut() {
-            Some(seg) if work && matches!(seg.last(), Some((_, Document::Work(_)))) => {
+            Some(seg)
+                if independent(&d)
+                    && seg.last().is_some_and(|(_, prev)| {
+                        std::mem::discriminant(prev) == std::mem::discriminant(&d)
+                    }) =>
+            {
                 seg.push((i, d));
             }
             _ => segments.push(vec![(i, d)]),
