@@ -84,7 +84,7 @@ pub async fn run(run: Run, works_per_cluster: usize) -> Result<(Summary, Run)> {
     lat.sort_by(f64::total_cmp);
     summary.latencies(&lat);
     summary.errors = errors.load(std::sync::atomic::Ordering::Relaxed);
-    let listed = count_works(&works).await?;
+    let listed = count_works(&works, &run.prefix()).await?;
     summary.set("works", total);
     summary.set("works_listed", listed);
     summary.set(
@@ -96,7 +96,11 @@ pub async fn run(run: Run, works_per_cluster: usize) -> Result<(Summary, Run)> {
     Ok((summary, run))
 }
 
-async fn count_works(api: &WorkServiceClient<tonic::transport::Channel>) -> Result<usize> {
+/// Load works the hub lists in clusters of this run (an attached hub may hold other runs').
+async fn count_works(
+    api: &WorkServiceClient<tonic::transport::Channel>,
+    prefix: &str,
+) -> Result<usize> {
     let mut api = api.clone();
     let mut token = String::new();
     let mut n = 0;
@@ -111,7 +115,15 @@ async fn count_works(api: &WorkServiceClient<tonic::transport::Channel>) -> Resu
             .await
             .context("listing works")?
             .into_inner();
-        n += page.items.len();
+        n += page
+            .items
+            .iter()
+            .filter(|w| {
+                w.metadata
+                    .as_ref()
+                    .is_some_and(|m| m.namespace.starts_with(prefix))
+            })
+            .count();
         if page.next_page_token.is_empty() {
             return Ok(n);
         }
