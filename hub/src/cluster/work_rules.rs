@@ -114,6 +114,13 @@ pub fn apply_status(
 /// deleted, or owned by a ManifestWorkReplicaSet (whose works the replica set manages, as OCM's
 /// garbage collector skips them).
 pub fn ttl_deadline(work: &ManifestWork) -> Option<std::time::SystemTime> {
+    // Most works have no TTL: that is checked first (the cluster actor asks on every message).
+    let ttl = work
+        .spec
+        .as_ref()?
+        .delete_option
+        .as_ref()?
+        .ttl_seconds_after_finished?;
     let m = work.metadata.as_ref()?;
     if m.deletion_timestamp.is_some()
         || m.labels
@@ -121,12 +128,6 @@ pub fn ttl_deadline(work: &ManifestWork) -> Option<std::time::SystemTime> {
     {
         return None;
     }
-    let ttl = work
-        .spec
-        .as_ref()?
-        .delete_option
-        .as_ref()?
-        .ttl_seconds_after_finished?;
     let complete = work
         .status
         .as_ref()?

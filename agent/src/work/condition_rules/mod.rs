@@ -142,6 +142,9 @@ impl ConditionRules {
     /// it does not exist, so each rule's condition is Unknown). A well-known rule for a kind it
     /// does not know gives no condition, as in OCM.
     pub fn evaluate(&self, id: &ManifestId, object: Option<&Value>) -> Vec<Condition> {
+        // The object becomes a CEL value once for every rule of the manifest.
+        let object = object.map(|o| cel::to_value(o).map_err(|e| e.to_string()));
+        let object = object.as_ref();
         self.rules
             .iter()
             .filter_map(|rule| match &rule.kind {
@@ -179,7 +182,7 @@ fn evaluate_rule(
     rule: &Rule,
     programs: &[Program],
     default_message: Option<&Program>,
-    object: Option<&Value>,
+    object: Option<&Result<CelValue, String>>,
 ) -> Condition {
     let Some(object) = object else {
         return condition(
@@ -189,15 +192,10 @@ fn evaluate_rule(
             "the resource does not exist".into(),
         );
     };
-    let cel_object = match cel::to_value(object) {
-        Ok(v) => v,
+    let cel_object = match object {
+        Ok(v) => v.clone(),
         Err(e) => {
-            return condition(
-                &rule.condition,
-                meta::status::UNKNOWN,
-                INVALID,
-                e.to_string(),
-            );
+            return condition(&rule.condition, meta::status::UNKNOWN, INVALID, e.clone());
         }
     };
     let mut context = Context::with_env(flotilla_placement::cel::env().clone());
