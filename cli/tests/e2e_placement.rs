@@ -312,3 +312,190 @@ status:
     assert!(!ok && err.contains("not found"), "{err}");
     drop(sim);
 }
+
+/// A placement as OCM's API (cluster v1beta1, 2026) writes `sortBy` and `scoreRateLimit`.
+const BY_SCORE: &str = r#"
+apiVersion: cluster.open-cluster-management.io/v1beta2
+kind: ManagedClusterSetBinding
+metadata:
+  name: global
+  namespace: default
+spec:
+  clusterSet: global
+---
+apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata:
+  name: by-score
+  namespace: default
+spec:
+  sortBy: Score
+  scoreRateLimit: 5s
+  prioritizerPolicy:
+    mode: Exact
+    configurations:
+      - scoreCoordinate:
+          type: AddOn
+          addOn:
+            resourceName: fleet-rank
+            scoreName: rank
+        weight: 2
+"#;
+
+/// An AddOnPlacementScore as a score provider writes it.
+fn rank(cluster: &str, value: i32) -> String {
+    format!(
+        "apiVersion: cluster.open-cluster-management.io/v1alpha1\nkind: AddOnPlacementScore\n\
+         metadata:\n  name: fleet-rank\n  namespace: {cluster}\nstatus:\n  scores:\n    \
+         - name: rank\n      value: {value}\n---\n"
+    )
+}
+
+/// `(cluster, score)` of every decision of `default/by-score`, in page order.
+fn decisions_by_score(hub: &str) -> Option<Vec<(String, i64)>> {
+    let (ok, out, _) = cli(
+        hub,
+        &[
+            "get",
+            "decisions",
+            "by-score",
+            "-n",
+            "default",
+            "-o",
+            "json",
+        ],
+    );
+    let v: Value = serde_json::from_str(&out).ok().filter(|_| ok)?;
+    let pages = v["items"].as_array()?;
+    Some(
+        pages
+            .iter()
+            .flat_map(|p| {
+                p["status"]["decisions"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .map(|d| {
+                (
+                    d["clusterName"].as_str().unwrap_or_default().to_owned(),
+                    d["score"].as_i64().unwrap_or(0),
+                )
+            })
+            .collect(),
+    )
+}
+
+fn last_score_update(hub: &str) -> Option<i64> {
+    let out = cli_ok(
+        hub,
+        &[
+            "get",
+            "placement",
+            "by-score",
+            "-n",
+            "default",
+            "-o",
+            "json",
+        ],
+    );
+    let v: Value = serde_json::from_str(&out).ok()?;
+    let at = v["status"]["lastScoreUpdateTime"].as_str()?;
+    Some(
+        flotilla_api::meta::parse_rfc3339(at)
+            .expect("lastScoreUpdateTime is RFC 3339")
+            .seconds,
+    )
+}
+
+#[test]
+fn sort_by_score_orders_decisions_and_score_rate_limit_spaces_score_only_updates() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let hub = HubBuilder::new(&nats, dir.path()).auto_accept().start();
+    let sim = start_sim(&nats, dir.path(), 4, "edge", &[]);
+    common::wait_available(&hub, &[&hub.proc, &sim], "edge-", 4);
+    let hub_url = hub.grpc.clone();
+    let file = dir.path().join("by-score.yaml");
+    let scores: String = [
+        ("edge-0001", 10),
+        ("edge-0002", 60),
+        ("edge-0003", 60),
+        ("edge-0004", -5),
+    ]
+    .iter()
+    .map(|&(c, v)| rank(c, v))
+    .collect();
+    std::fs::write(&file, format!("{scores}{BY_SCORE}")).unwrap();
+    cli_ok(&hub_url, &["apply", "-f", file.to_str().unwrap()]);
+
+    // Highest score first (weight 2 applied), ties by name.
+    let want = |v: &[(&str, i64)]| {
+        v.iter()
+            .map(|&(c, s)| (c.to_owned(), s))
+            .collect::<Vec<_>>()
+    };
+    let first = want(&[
+        ("edge-0002", 120),
+        ("edge-0003", 120),
+        ("edge-0001", 20),
+        ("edge-0004", -10),
+    ]);
+    wait_for("decisions ordered by score", &[&hub.proc, &sim], || {
+        (decisions_by_score(&hub_url)? == first).then_some(())
+    });
+    let written = last_score_update(&hub_url).expect("lastScoreUpdateTime is set");
+
+    // edge-0002 falls behind edge-0001: the same clusters stay selected, so the new scores
+    // reach the decisions no sooner than scoreRateLimit after the last write.
+    std::fs::write(&file, rank("edge-0002", 0)).unwrap();
+    cli_ok(&hub_url, &["apply", "-f", file.to_str().unwrap()]);
+    let second = want(&[
+        ("edge-0003", 120),
+        ("edge-0001", 20),
+        ("edge-0002", 0),
+        ("edge-0004", -10),
+    ]);
+    wait_for("re-ordered decisions", &[&hub.proc, &sim], || {
+        (decisions_by_score(&hub_url)? == second).then_some(())
+    });
+    let rewritten = last_score_update(&hub_url).expect("lastScoreUpdateTime is set");
+    assert!(
+        rewritten - written >= 5,
+        "score-only change written {}s after the previous one (limit 5s)",
+        rewritten - written
+    );
+    let yaml = cli_ok(
+        &hub_url,
+        &[
+            "get",
+            "placement",
+            "by-score",
+            "-n",
+            "default",
+            "-o",
+            "yaml",
+        ],
+    );
+    assert!(
+        yaml.contains("sortBy: Score") && yaml.contains("scoreRateLimit: 5s"),
+        "{yaml}"
+    );
+
+    // OCM's CRD rejects a rate limit off its pattern and an unknown sortBy.
+    for (field, bad) in [
+        ("scoreRateLimit: 5s", "scoreRateLimit: 1m30s"),
+        ("sortBy: Score", "sortBy: Random"),
+    ] {
+        std::fs::write(&file, BY_SCORE.replace(field, bad)).unwrap();
+        let (ok, _, err) = cli(&hub_url, &["apply", "-f", file.to_str().unwrap()]);
+        let path = format!("spec.{}", field.split(':').next().unwrap());
+        assert!(!ok && err.contains(&path), "{bad}: {err}");
+    }
+    assert_eq!(
+        decisions_by_score(&hub_url).unwrap(),
+        second,
+        "a refused apply changes nothing"
+    );
+    drop(sim);
+}

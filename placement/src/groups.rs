@@ -1,10 +1,15 @@
 //! Decision groups and PlacementDecision pages (step 6 of the algorithm).
 //!
-//! As OCM: the group size comes from `clustersPerDecisionGroup` (a count, or a percentage of all
+//! Decision order is `spec.sortBy`: cluster name (OCM's default), or with `Score` the recorded
+//! score descending, ties by name. Groups are cut from that order, so with `Score` the first
+//! groups (a rollout's first steps) hold the best-scored clusters; OCM's API only says the
+//! decisions are ordered by score, and its controller does not implement the field yet.
+//!
+//! Otherwise as OCM: the group size comes from `clustersPerDecisionGroup` (a count, or a percentage of all
 //! selected clusters rounded up, at least 1, at most all); each named group, in order, takes the
-//! selected clusters its selector matches that no earlier group took, sorted by name and cut into
+//! selected clusters its selector matches that no earlier group took, in decision order, cut into
 //! chunks of the group size (a large named group becomes several groups of the same name); the
-//! clusters left over are sorted by name and cut the same way into unnamed groups. Each group is
+//! clusters left over are cut the same way into unnamed groups. Each group is
 //! split into PlacementDecision pages of at most 100 names, named `<placement>-decision-<n>`
 //! with `n` counting from 1 across all groups. With nothing selected there is still one empty
 //! group with one empty page, so that consumers always find a PlacementDecision.
@@ -111,8 +116,26 @@ pub struct PlacementDecision {
     pub labels: BTreeMap<String, String>,
     /// Index of the group this page belongs to.
     pub decision_group_index: u32,
-    /// `status.decisions[].clusterName`, sorted by name; at most 100.
-    pub cluster_names: Vec<String>,
+    /// `status.decisions`, in the placement's `sortBy` order; at most 100.
+    pub decisions: Vec<ClusterDecision>,
+}
+
+impl PlacementDecision {
+    /// The page's cluster names, in order.
+    pub fn cluster_names(&self) -> impl Iterator<Item = &str> {
+        self.decisions.iter().map(|d| d.cluster_name.as_str())
+    }
+}
+
+/// One entry of a PlacementDecision's `status.decisions`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterDecision {
+    /// The selected cluster.
+    pub cluster_name: String,
+    /// Its total score over the placement's prioritizers (weights applied), as recorded under
+    /// `scoreRateLimit` ([`crate::schedule`]).
+    pub score: i64,
 }
 
 /// One entry of the placement's `status.decisionGroups`.
@@ -142,9 +165,7 @@ pub struct Decisions {
 impl Decisions {
     /// Every decided cluster name, in page order.
     pub fn cluster_names(&self) -> impl Iterator<Item = &str> {
-        self.pages
-            .iter()
-            .flat_map(|p| p.cluster_names.iter().map(String::as_str))
+        self.pages.iter().flat_map(PlacementDecision::cluster_names)
     }
 }
 
@@ -186,17 +207,18 @@ pub fn group_decisions(placement: &Placement, selected: &[&Cluster]) -> Decision
     group_sorted(
         placement,
         &sorted,
-        |c| c.name.as_str(),
+        |c| (c.name.as_str(), 0),
         |g, c| matchers[g].matches(c),
     )
 }
 
-/// [`group_decisions`] for items already sorted by name: `cluster_name` gives an item's cluster name,
-/// `matches(g, item)` whether decision group `g`'s selector matches it.
+/// [`group_decisions`] for items already in decision order (by name, or by score for
+/// `sortBy: Score`): `decision` gives an item's cluster name and score, `matches(g, item)`
+/// whether decision group `g`'s selector matches it.
 pub(crate) fn group_sorted<'a, T: Copy>(
     placement: &Placement,
     sorted: &[T],
-    cluster_name: impl Fn(T) -> &'a str,
+    decision: impl Fn(T) -> (&'a str, i64),
     matches: impl Fn(usize, T) -> bool,
 ) -> Decisions {
     let gs = &placement.decision_strategy.group_strategy;
@@ -259,9 +281,15 @@ pub(crate) fn group_sorted<'a, T: Copy>(
                 namespace: placement.namespace.clone(),
                 labels,
                 decision_group_index: index,
-                cluster_names: chunk
+                decisions: chunk
                     .iter()
-                    .map(|&item| cluster_name(item).to_owned())
+                    .map(|&item| {
+                        let (name, score) = decision(item);
+                        ClusterDecision {
+                            cluster_name: name.to_owned(),
+                            score,
+                        }
+                    })
                     .collect(),
             });
         }
@@ -286,6 +314,10 @@ mod tests {
                 }
             })
             .collect()
+    }
+
+    fn names(page: &PlacementDecision) -> Vec<&str> {
+        page.cluster_names().collect()
     }
 
     fn refs(cs: &[Cluster]) -> Vec<&Cluster> {
@@ -351,7 +383,7 @@ mod tests {
             d.groups[0].decisions,
             ["p-decision-1", "p-decision-2", "p-decision-3"]
         );
-        let sizes: Vec<usize> = d.pages.iter().map(|p| p.cluster_names.len()).collect();
+        let sizes: Vec<usize> = d.pages.iter().map(|p| p.decisions.len()).collect();
         assert_eq!(sizes, [100, 100, 50]);
     }
 
@@ -378,7 +410,7 @@ mod tests {
             [("canary", 3), ("", 3)],
             "an empty named group produces no group"
         );
-        assert_eq!(d.pages[0].cluster_names, ["c000", "c001", "c002"]);
+        assert_eq!(names(&d.pages[0]), ["c000", "c001", "c002"]);
     }
 
     #[test]
@@ -415,7 +447,7 @@ mod tests {
         assert_eq!(d.groups[0].cluster_count, 0);
         assert_eq!(d.pages.len(), 1);
         assert_eq!(d.pages[0].name, "p-decision-1");
-        assert!(d.pages[0].cluster_names.is_empty());
+        assert!(d.pages[0].decisions.is_empty());
     }
 
     #[test]
@@ -439,9 +471,6 @@ mod tests {
         let mut r = refs(&cs);
         r.reverse();
         let d = group_decisions(&Placement::new("ns", "p"), &r);
-        assert_eq!(
-            d.pages[0].cluster_names,
-            ["c000", "c001", "c002", "c003", "c004"]
-        );
+        assert_eq!(names(&d.pages[0]), ["c000", "c001", "c002", "c003", "c004"]);
     }
 }

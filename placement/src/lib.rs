@@ -36,6 +36,9 @@
 //! - When several tolerations match a taint, the longest-holding one counts ([`taint`]).
 //! - AddOn scores are clamped to [-100, 100] and stale from `validUntil` on ([`score`]), and
 //!   [`Schedule::requeue_at`] includes their expiry.
+//! - `sortBy` and `scoreRateLimit` (OCM api 2026) are defined by OCM's API only; its controller
+//!   does not implement them yet. How Flotilla reads them is stated in `rate_limit` and
+//!   [`groups`]; with `sortBy: Score` decision groups are cut from the score order.
 //!
 //! Modules, in the order the algorithm uses them:
 //!
@@ -52,7 +55,8 @@
 //! - [`taint`]: taints and tolerations, with expiry.
 //! - [`score`]: prioritizer weights and the Balance, Steady, resource and AddOn scores.
 //! - [`spread`]: spread constraints (maxSkew over topology domains).
-//! - [`groups`]: decision groups and PlacementDecision pages.
+//! - `rate_limit`: which scores the decisions record under `scoreRateLimit`.
+//! - [`groups`]: decision groups and PlacementDecision pages, in `sortBy` order.
 //! - [`status`]: conditions and reasons.
 //! - [`schedule`]: the algorithm end to end; [`debug`]: why each cluster was or was not picked.
 //! - [`change`]: decision diffs and which placements a cluster change can affect.
@@ -72,6 +76,7 @@ mod index;
 pub mod labels;
 pub mod placement;
 pub mod quantity;
+mod rate_limit;
 pub mod schedule;
 pub mod score;
 pub mod selector;
@@ -93,15 +98,17 @@ pub use debug::{ClusterDebug, Filter, FilterResult, ScheduleDebug, ScoreDetail};
 pub use error::{ErrorKind, FieldError};
 pub use fleet::Fleet;
 pub use groups::{
-    DECISION_GROUP_INDEX_LABEL, DECISION_GROUP_NAME_LABEL, DecisionGroupStatus, Decisions,
-    GroupSize, MAX_DECISIONS_PER_PAGE, PLACEMENT_LABEL, PlacementDecision, group_decisions,
+    ClusterDecision, DECISION_GROUP_INDEX_LABEL, DECISION_GROUP_NAME_LABEL, DecisionGroupStatus,
+    Decisions, GroupSize, MAX_DECISIONS_PER_PAGE, PLACEMENT_LABEL, PlacementDecision,
+    group_decisions,
 };
 pub use labels::CLUSTERSET_LABEL;
 pub use placement::{
-    AddOnScoreRef, ClusterPredicate, ClusterSelector, DecisionGroup, DecisionStrategy,
-    GroupStrategy, IntOrString, Placement, PrioritizerConfig, PrioritizerMode, PrioritizerPolicy,
-    ScoreCoordinate, ScoreCoordinateType, SpreadConstraint, SpreadPolicy, Toleration,
-    TolerationOperator, TopologyKeyType, WhenUnsatisfiable,
+    AddOnScoreRef, ClusterPredicate, ClusterSelector, DEFAULT_SCORE_RATE_LIMIT, DecisionGroup,
+    DecisionStrategy, GroupStrategy, IntOrString, Placement, PrioritizerConfig, PrioritizerMode,
+    PrioritizerPolicy, ScoreCoordinate, ScoreCoordinateType, SortBy, SpreadConstraint,
+    SpreadPolicy, Toleration, TolerationOperator, TopologyKeyType, WhenUnsatisfiable,
+    parse_score_rate_limit,
 };
 pub use quantity::{QuantityError, parse_quantity};
 pub use schedule::{PlacementInput, Schedule, ScheduleError};

@@ -4,6 +4,7 @@
 //! that OCM defaults has the same default here.
 
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
 use crate::cel::CelExpressions;
 use crate::cluster::TaintEffect;
@@ -38,6 +39,12 @@ pub struct Placement {
     /// `spec.spreadPolicy`.
     #[serde(default)]
     pub spread_policy: SpreadPolicy,
+    /// `spec.sortBy`: the order of the decisions.
+    #[serde(default)]
+    pub sort_by: SortBy,
+    /// `spec.scoreRateLimit` as written (`^[0-9]+[hms]$`); `None` is OCM's default, `1m`.
+    #[serde(default)]
+    pub score_rate_limit: Option<String>,
 }
 
 impl Placement {
@@ -53,6 +60,8 @@ impl Placement {
             tolerations: Vec::new(),
             decision_strategy: DecisionStrategy::default(),
             spread_policy: SpreadPolicy::default(),
+            sort_by: SortBy::default(),
+            score_rate_limit: None,
         }
     }
 
@@ -140,6 +149,72 @@ impl Placement {
         self.spread_policy.spread_constraints.push(constraint);
         self
     }
+
+    /// Sets `spec.sortBy`.
+    pub fn sort_by(mut self, sort_by: SortBy) -> Self {
+        self.sort_by = sort_by;
+        self
+    }
+
+    /// Sets `spec.scoreRateLimit`.
+    pub fn score_rate_limit(mut self, limit: impl Into<String>) -> Self {
+        self.score_rate_limit = Some(limit.into());
+        self
+    }
+
+    /// `spec.scoreRateLimit` as a duration: OCM's default (one minute) when unset, `None` when
+    /// it does not match OCM's pattern ([`parse_score_rate_limit`]).
+    pub fn score_rate_limit_duration(&self) -> Option<Duration> {
+        match &self.score_rate_limit {
+            None => Some(DEFAULT_SCORE_RATE_LIMIT),
+            Some(s) => parse_score_rate_limit(s),
+        }
+    }
+}
+
+/// `spec.sortBy`: how the decisions are ordered (OCM api v1beta1).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SortBy {
+    /// By cluster name (OCM's default).
+    #[default]
+    ClusterName,
+    /// By score, highest first; ties by cluster name.
+    Score,
+}
+
+impl SortBy {
+    /// Parses OCM's spelling; `""` is the default. OCM's CRD rejects any other value.
+    pub fn parse(s: &str) -> Option<SortBy> {
+        match s {
+            "" | "ClusterName" => Some(SortBy::ClusterName),
+            "Score" => Some(SortBy::Score),
+            _ => None,
+        }
+    }
+}
+
+/// `scoreRateLimit` when the spec leaves it out (OCM's CRD default `1m`).
+pub const DEFAULT_SCORE_RATE_LIMIT: Duration = Duration::from_secs(60);
+
+/// OCM's CRD pattern for `scoreRateLimit`.
+pub const SCORE_RATE_LIMIT_PATTERN: &str = "^[0-9]+[hms]$";
+
+/// Parses a `scoreRateLimit` (`30s`, `5m`, `1h`: digits and one unit); `None` when it does not
+/// match [`SCORE_RATE_LIMIT_PATTERN`] or overflows.
+pub fn parse_score_rate_limit(s: &str) -> Option<Duration> {
+    let unit = s.chars().last()?;
+    let digits = &s[..s.len() - unit.len_utf8()];
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: u64 = digits.parse().ok()?;
+    let seconds = match unit {
+        's' => n,
+        'm' => n.checked_mul(60)?,
+        'h' => n.checked_mul(3600)?,
+        _ => return None,
+    };
+    Some(Duration::from_secs(seconds))
 }
 
 /// One predicate.

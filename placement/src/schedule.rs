@@ -19,7 +19,9 @@
 //!    cluster win over an untainted one, and scores within each tier stay comparable with OCM's);
 //!    within a tier by total descending, then name ascending. Take `numberOfClusters` (unset =
 //!    all feasible), through the spread constraints if any ([`crate::spread`]).
-//! 6. **Groups and pages**: [`crate::groups`].
+//! 6. **Recorded scores, groups and pages**: each decision records its total score, held back
+//!    under `scoreRateLimit` when only scores moved (`crate::rate_limit`); the selection is put
+//!    in `sortBy` order and cut into groups and pages ([`crate::groups`]).
 //! 7. **Status**: `PlacementSatisfied` with OCM's reasons and `PlacementMisconfigured=False`.
 //!    A spec with any validation error is not scheduled at all: [`ScheduleError`] carries the
 //!    conditions to write, and the hub keeps the existing decisions (OCM instead empties them).
@@ -27,8 +29,9 @@
 //! **Re-evaluation**: [`Schedule::requeue_at`] is the earliest moment the result can change
 //! with time alone: a toleration with `tolerationSeconds` that a feasible cluster relies on
 //! expires (the cluster drops out, or its PreferNoSelect penalty comes back), or an AddOn score
-//! that a feasible cluster's total uses reaches its `validUntil`. Expiries of infeasible clusters
-//! cannot change anything and are not reported.
+//! that a feasible cluster's total uses reaches its `validUntil`, or `scoreRateLimit` runs out
+//! on a held-back score change. Expiries of infeasible clusters cannot change anything and are
+//! not reported.
 //!
 //! **Cost**: one pass over the candidates with precompiled selectors, no per-cluster allocation;
 //! ties are broken by a name rank precomputed by the [`Fleet`], so sorting compares `u128` keys;
@@ -49,7 +52,10 @@ use crate::error::{ErrorKind, FieldError};
 use crate::fleet::Fleet;
 use crate::groups::{PlacementDecision, group_sorted};
 use crate::index::IdSelector;
-use crate::placement::{ClusterSelector, Placement, TopologyKeyType};
+use crate::placement::{
+    ClusterSelector, DEFAULT_SCORE_RATE_LIMIT, Placement, SortBy, TopologyKeyType,
+};
+use crate::rate_limit;
 use crate::score::{
     BuiltIn, Prioritizer, balance_max_count, balance_score, clamp_score, effective_weights,
     resource_score, steady_score,
@@ -75,6 +81,11 @@ pub struct PlacementInput<'a> {
     /// decided cluster), which the scheduler subtracts: lets a caller share one fleet-wide count
     /// map between every placement instead of building one map per placement.
     pub counts_include_current: bool,
+    /// The scores recorded in the current PlacementDecisions (for `scoreRateLimit`). Absent
+    /// = none recorded.
+    pub recorded_scores: Option<&'a HashMap<String, i64>>,
+    /// `status.lastScoreUpdateTime`: when the recorded scores were last written.
+    pub last_score_update: Option<SystemTime>,
     /// The time to evaluate tolerations and score expiry at.
     pub now: SystemTime,
 }
@@ -87,8 +98,22 @@ impl<'a> PlacementInput<'a> {
             current_decisions: None,
             other_decision_counts: None,
             counts_include_current: false,
+            recorded_scores: None,
+            last_score_update: None,
             now,
         }
+    }
+
+    /// Sets the scores recorded in the current decisions and when they were written
+    /// (`status.lastScoreUpdateTime`), which `scoreRateLimit` holds back.
+    pub fn recorded_scores(
+        mut self,
+        scores: &'a HashMap<String, i64>,
+        last_update: Option<SystemTime>,
+    ) -> Self {
+        self.recorded_scores = Some(scores);
+        self.last_score_update = last_update;
+        self
     }
 
     /// Sets the current decisions.
@@ -131,9 +156,7 @@ pub struct Schedule {
 impl Schedule {
     /// Selected cluster names, in page order (sorted by name within each page).
     pub fn selected(&self) -> impl Iterator<Item = &str> {
-        self.pages
-            .iter()
-            .flat_map(|p| p.cluster_names.iter().map(String::as_str))
+        self.pages.iter().flat_map(PlacementDecision::cluster_names)
     }
 
     /// Selected cluster names as a set, e.g. to feed back as the next run's current decisions.
@@ -665,13 +688,45 @@ fn run(
     };
     let spread_excluded = target - selected.len();
 
-    // Step 6: groups and pages, from the selection sorted by name.
+    // Step 6: recorded scores (`scoreRateLimit`), then groups and pages from the selection in
+    // `sortBy` order.
     let mut by_rank: Vec<u32> = selected
         .iter()
         .map(|&i| fleet.name_rank[i as usize])
         .collect();
     by_rank.sort_unstable();
-    let sorted: Vec<u32> = by_rank.iter().map(|&r| fleet.by_name[r as usize]).collect();
+    let by_name: Vec<u32> = by_rank.iter().map(|&r| fleet.by_name[r as usize]).collect();
+    let same_set = input
+        .current_decisions
+        .is_some_and(|c| c.len() == by_name.len())
+        && by_name.iter().all(|&i| decided[i as usize]);
+    let fresh: Vec<(&str, i64)> = by_name
+        .iter()
+        .map(|&i| {
+            (
+                clusters[i as usize].name.as_str(),
+                totals[position[i as usize] as usize],
+            )
+        })
+        .collect();
+    let recorded = rate_limit::record(
+        &fresh,
+        same_set,
+        input.recorded_scores,
+        input.last_score_update,
+        p.score_rate_limit_duration()
+            .unwrap_or(DEFAULT_SCORE_RATE_LIMIT),
+        now,
+    );
+    let mut score_of = vec![0i64; clusters.len()];
+    for (&i, &score) in by_name.iter().zip(&recorded.scores) {
+        score_of[i as usize] = score;
+    }
+    let mut sorted = by_name;
+    if p.sort_by == SortBy::Score {
+        // Stable: ties stay in name order.
+        sorted.sort_by_key(|&i| std::cmp::Reverse(score_of[i as usize]));
+    }
     let group_selectors: Vec<&ClusterSelector> = p
         .decision_strategy
         .group_strategy
@@ -688,7 +743,7 @@ fn run(
     let decisions = group_sorted(
         p,
         &sorted,
-        |idx| clusters[idx as usize].name.as_str(),
+        |idx| (clusters[idx as usize].name.as_str(), score_of[idx as usize]),
         |g, idx| group_matchers[g].matches_labels_and_claims(fleet, idx),
     );
 
@@ -708,11 +763,15 @@ fn run(
         number_of_selected_clusters: u32::try_from(selected.len()).unwrap_or(u32::MAX),
         decision_groups: decisions.groups,
         conditions: vec![satisfied, Condition::well_configured()],
+        last_score_update: recorded.last_update,
     };
     let schedule = Schedule {
         pages: decisions.pages,
         status,
-        requeue_at: min_time(toleration_expires_at, score_expires_at),
+        requeue_at: min_time(
+            min_time(toleration_expires_at, score_expires_at),
+            recorded.requeue_at,
+        ),
         toleration_expires_at,
     };
 

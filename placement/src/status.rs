@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use std::time::SystemTime;
+
 use serde::{Deserialize, Serialize};
 
 use crate::groups::DecisionGroupStatus;
@@ -129,6 +131,9 @@ pub struct PlacementStatus {
     pub decision_groups: Vec<DecisionGroupStatus>,
     /// `PlacementSatisfied` and `PlacementMisconfigured`.
     pub conditions: Vec<Condition>,
+    /// `lastScoreUpdateTime`: when the decisions' scores were last written
+    /// ([`crate::schedule`] under `scoreRateLimit`).
+    pub last_score_update: Option<SystemTime>,
 }
 
 impl PlacementStatus {

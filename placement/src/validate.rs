@@ -4,7 +4,7 @@
 //! OCM rejects some mistakes at the API (its CRD schema: weight range, `maxSkew` minimum, the
 //! pattern of a string `clustersPerDecisionGroup`, the patterns and lengths of toleration keys,
 //! topology keys and group names, toleration values over 1024 characters, more than 8 spread
-//! constraints) and accepts others,
+//! constraints, the `scoreRateLimit` pattern) and accepts others,
 //! reporting them later as the `PlacementMisconfigured` condition (an unknown prioritizer mode,
 //! unknown built-in prioritizers, incomplete AddOn coordinates, a string count as
 //! `clustersPerDecisionGroup`, selector and toleration mistakes). [`ErrorKind`] carries that
@@ -17,7 +17,8 @@
 use crate::error::{ErrorKind, FieldError};
 use crate::groups::GroupSize;
 use crate::placement::{
-    ClusterSelector, Placement, PrioritizerMode, ScoreCoordinateType, TolerationOperator,
+    ClusterSelector, Placement, PrioritizerMode, SCORE_RATE_LIMIT_PATTERN, ScoreCoordinateType,
+    TolerationOperator, parse_score_rate_limit,
 };
 use crate::score::BuiltIn;
 
@@ -48,6 +49,19 @@ pub fn validate(placement: &Placement) -> Vec<FieldError> {
                 )
             }));
         }
+    }
+
+    if let Some(limit) = &placement.score_rate_limit
+        && parse_score_rate_limit(limit).is_none()
+    {
+        errors.push(FieldError::new(
+            "spec.scoreRateLimit",
+            Invalid,
+            format!(
+                "must be digits and one unit of h, m or s, like 30s, 5m or 1h (OCM's pattern \
+                 {SCORE_RATE_LIMIT_PATTERN}); got {limit:?}"
+            ),
+        ));
     }
 
     if let PrioritizerMode::Other(mode) = &placement.prioritizer_policy.mode {
@@ -471,6 +485,30 @@ mod tests {
         assert_eq!(
             errors[0].to_string(),
             "spec.prioritizerPolicy.mode: unknown mode \"Fancy\" (want Additive or Exact)"
+        );
+    }
+
+    #[test]
+    fn score_rate_limits_follow_ocms_pattern() {
+        use crate::placement::parse_score_rate_limit as parse;
+        use std::time::Duration;
+        assert_eq!(parse("30s"), Some(Duration::from_secs(30)));
+        assert_eq!(parse("5m"), Some(Duration::from_secs(300)));
+        assert_eq!(parse("2h"), Some(Duration::from_secs(7200)));
+        assert_eq!(parse("0s"), Some(Duration::ZERO));
+        for bad in [
+            "", "m", "1", "1d", "1.5m", "-1m", "1m30s", " 1m", "1M", "１m",
+        ] {
+            assert_eq!(parse(bad), None, "{bad:?}");
+            let p = Placement::new("ns", "p").score_rate_limit(bad);
+            let errors = validate(&p);
+            assert_eq!(paths(&errors), ["spec.scoreRateLimit"], "{bad:?}");
+            assert_eq!(errors[0].kind, ErrorKind::Invalid);
+        }
+        assert_eq!(
+            Placement::new("ns", "p").score_rate_limit_duration(),
+            Some(Duration::from_secs(60)),
+            "OCM's default"
         );
     }
 

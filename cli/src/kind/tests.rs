@@ -105,6 +105,7 @@ fn placement(name: &str, selected: i32, conditions: Vec<Condition>) -> Placement
             number_of_selected_clusters: selected,
             decision_groups: vec![],
             conditions,
+            last_score_update_time: None,
         }),
     }
 }
@@ -292,6 +293,7 @@ fn decision_rows_count_and_list_their_clusters() {
                 .map(|c| ClusterDecision {
                     cluster_name: (*c).into(),
                     reason: String::new(),
+                    score: 0,
                 })
                 .collect(),
         }),

@@ -22,7 +22,7 @@ use crate::store::StoreError;
 use flotilla_api::meta;
 use flotilla_api::v1::{Placement, PlacementDecision};
 use flotilla_placement::{self as sched, PlacementInput, ScheduleError, ScoreCoordinateType};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tokio::sync::{Notify, mpsc, oneshot};
@@ -119,6 +119,7 @@ pub(crate) fn spawn(
         spec: None,
         pages: Vec::new(),
         decided: Arc::new(BTreeSet::new()),
+        scores: Arc::new(HashMap::new()),
         requeue: None,
         dirty: false,
         unsure: false,
@@ -128,12 +129,7 @@ pub(crate) fn spawn(
     };
     if let Some(l) = loaded {
         actor.adopt_spec(&l.placement);
-        actor.decided = Arc::new(
-            l.pages
-                .iter()
-                .flat_map(|p| convert::decided_clusters(p).map(str::to_string))
-                .collect(),
-        );
+        actor.adopt_pages_decided(&l.pages);
         actor.placement = Some(l.placement);
         actor.revision = l.revision;
         actor.pages = l.pages;
@@ -162,6 +158,8 @@ struct Actor {
     pages: Vec<PlacementDecision>,
     /// Clusters in `pages`.
     decided: Arc<BTreeSet<String>>,
+    /// The score each decision in `pages` records.
+    scores: Arc<HashMap<String, i64>>,
     requeue: Option<Instant>,
     /// A write failed; reconcile again after [`RETRY`].
     dirty: bool,
@@ -349,6 +347,13 @@ impl Actor {
         Ok(())
     }
 
+    /// Takes the decided clusters and their recorded scores from `pages`.
+    fn adopt_pages_decided(&mut self, pages: &[PlacementDecision]) {
+        let (decided, scores) = convert::decided_with_scores(pages);
+        self.decided = Arc::new(decided);
+        self.scores = Arc::new(scores);
+    }
+
     /// Schedules against the current snapshot and writes what changed; sets the next requeue.
     async fn reconcile(&mut self) {
         let Some(placement) = self.placement.clone() else {
@@ -359,6 +364,12 @@ impl Actor {
         };
         let snapshot: Arc<Snapshot> = self.shared.snapshot.borrow().clone();
         let decided = self.decided.clone();
+        let scores = self.scores.clone();
+        let last_score_update = placement
+            .status
+            .as_ref()
+            .and_then(|s| s.last_score_update_time.as_ref())
+            .map(meta::system_time);
         let metrics = self.shared.metrics.clone();
         let now = SystemTime::now();
         let result = {
@@ -368,6 +379,7 @@ impl Actor {
                 let _t = Timer::start(&metrics.schedule_seconds);
                 let input = PlacementInput::new(&spec, now)
                     .current_decisions(&decided)
+                    .recorded_scores(&scores, last_score_update)
                     .all_decision_counts(&snapshot.counts);
                 snapshot.fleet.schedule(&input)
             })
@@ -495,13 +507,8 @@ impl Actor {
                 .await?;
         }
         // The decisions are stored: adopt them even if the status write below fails.
+        self.adopt_pages_decided(&pages);
         self.pages = pages;
-        self.decided = Arc::new(
-            self.pages
-                .iter()
-                .flat_map(|p| convert::decided_clusters(p).map(str::to_string))
-                .collect(),
-        );
         if *self.decided != *decided_before {
             self.shared.metrics.decision_changes.inc();
         }

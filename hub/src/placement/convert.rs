@@ -11,7 +11,7 @@
 use flotilla_api::meta::{self, status as cstatus};
 use flotilla_api::v1;
 use flotilla_placement::{self as sched, ErrorKind, FieldError};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::SystemTime;
 
 /// The label placement decisions carry: which placement they belong to.
@@ -227,6 +227,19 @@ pub fn placement(p: &v1::Placement) -> Result<sched::Placement, Vec<FieldError>>
                 when_unsatisfiable,
             });
     }
+    match sched::SortBy::parse(&spec.sort_by) {
+        Some(sort_by) => out.sort_by = sort_by,
+        None => errors.push(invalid(
+            "spec.sortBy",
+            format!(
+                "unknown value {:?} (want ClusterName or Score)",
+                spec.sort_by
+            ),
+        )),
+    }
+    // The pattern is checked by the scheduler's validation (also an apply-time error).
+    out.score_rate_limit =
+        (!spec.score_rate_limit.is_empty()).then(|| spec.score_rate_limit.clone());
     if errors.is_empty() {
         Ok(out)
     } else {
@@ -385,6 +398,7 @@ pub fn status(
             })
             .collect(),
         conditions,
+        last_score_update_time: new.last_score_update.map(meta::timestamp),
     }
 }
 
@@ -404,11 +418,12 @@ pub fn decision(page: &sched::PlacementDecision) -> v1::PlacementDecision {
         }),
         status: Some(v1::PlacementDecisionStatus {
             decisions: page
-                .cluster_names
+                .decisions
                 .iter()
-                .map(|c| v1::ClusterDecision {
-                    cluster_name: c.clone(),
+                .map(|d| v1::ClusterDecision {
+                    cluster_name: d.cluster_name.clone(),
                     reason: String::new(),
+                    score: d.score,
                 })
                 .collect(),
         }),
@@ -420,6 +435,19 @@ pub fn decided_clusters(d: &v1::PlacementDecision) -> impl Iterator<Item = &str>
     d.status
         .iter()
         .flat_map(|s| s.decisions.iter().map(|c| c.cluster_name.as_str()))
+}
+
+/// The decided clusters of a placement's pages and the score each decision records.
+pub fn decided_with_scores(
+    pages: &[v1::PlacementDecision],
+) -> (BTreeSet<String>, HashMap<String, i64>) {
+    let decisions = pages
+        .iter()
+        .flat_map(|p| p.status.iter().flat_map(|s| &s.decisions));
+    let scores: HashMap<String, i64> = decisions
+        .map(|d| (d.cluster_name.clone(), d.score))
+        .collect();
+    (scores.keys().cloned().collect(), scores)
 }
 
 /// The debug view in protobuf form.

@@ -4,10 +4,11 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 use super::fixtures::{World, t};
+use crate::IntOrString;
 use crate::{
     AddOnPlacementScore, Cluster, ConditionStatus, ConditionType, ErrorKind, Filter, LabelSelector,
     ManagedClusterSet, Placement, PlacementInput, PrioritizerMode, Reason, Schedule, ScheduleError,
-    ScoreCoordinate, SpreadConstraint, Taint, TaintEffect, Toleration, WhenUnsatisfiable,
+    ScoreCoordinate, SortBy, SpreadConstraint, Taint, TaintEffect, Toleration, WhenUnsatisfiable,
 };
 
 fn run(world: &World, p: &Placement) -> Schedule {
@@ -344,6 +345,121 @@ fn addon_scores_rank_clusters_and_expire() {
     let after = fleet.schedule(&PlacementInput::new(&p, t(100))).unwrap();
     assert_eq!(names(&after), ["a"], "expired score counts as 0");
     assert_eq!(after.requeue_at, None);
+}
+
+fn decisions(s: &Schedule) -> Vec<(&str, i64)> {
+    s.pages
+        .iter()
+        .flat_map(|p| &p.decisions)
+        .map(|d| (d.cluster_name.as_str(), d.score))
+        .collect()
+}
+
+fn recorded(s: &Schedule) -> HashMap<String, i64> {
+    decisions(s)
+        .into_iter()
+        .map(|(n, score)| (n.to_owned(), score))
+        .collect()
+}
+
+/// Four clusters with AddOn scores a 10, b 60, c 60, d -5, ranked by that score alone.
+fn scored_world(b: i32) -> (World, Placement) {
+    let w = World::global("ns")
+        .clusters(["a", "b", "c", "d"].map(Cluster::test))
+        .score(AddOnPlacementScore::new("a", "load").score("free", 10))
+        .score(AddOnPlacementScore::new("b", "load").score("free", b))
+        .score(AddOnPlacementScore::new("c", "load").score("free", 60))
+        .score(AddOnPlacementScore::new("d", "load").score("free", -5));
+    let p = Placement::new("ns", "p")
+        .mode(PrioritizerMode::Exact)
+        .prioritizer(ScoreCoordinate::add_on("load", "free"), 2);
+    (w, p)
+}
+
+#[test]
+fn decisions_record_weighted_scores_in_name_order_by_default() {
+    let (w, p) = scored_world(60);
+    let s = run(&w, &p);
+    assert_eq!(
+        decisions(&s),
+        [("a", 20), ("b", 120), ("c", 120), ("d", -10)]
+    );
+    assert_eq!(s.status.last_score_update, Some(t(0)));
+}
+
+#[test]
+fn sort_by_score_orders_decisions_and_groups_highest_first_ties_by_name() {
+    let (w, p) = scored_world(60);
+    let p = p
+        .sort_by(SortBy::Score)
+        .clusters_per_decision_group(IntOrString::Int(2));
+    let s = run(&w, &p);
+    assert_eq!(
+        decisions(&s),
+        [("b", 120), ("c", 120), ("a", 20), ("d", -10)]
+    );
+    let groups: Vec<Vec<&str>> = s
+        .pages
+        .iter()
+        .map(|p| p.cluster_names().collect())
+        .collect();
+    assert_eq!(groups, [vec!["b", "c"], vec!["a", "d"]]);
+}
+
+#[test]
+fn score_rate_limit_holds_back_score_only_changes_until_it_runs_out() {
+    let (w, p) = scored_world(60);
+    let p = p.sort_by(SortBy::Score).score_rate_limit("30s");
+    let first = run(&w, &p);
+    let current = first.selected_set();
+    let old = recorded(&first);
+    let last = first.status.last_score_update;
+
+    // b drops below a: the set is the same, so within 30 s nothing is rewritten or reordered.
+    let (w, _) = scored_world(0);
+    let fleet = w.fleet();
+    let input = |now| {
+        PlacementInput::new(&p, now)
+            .current_decisions(&current)
+            .recorded_scores(&old, last)
+    };
+    let held = fleet.schedule(&input(t(10))).unwrap();
+    assert_eq!(decisions(&held), decisions(&first));
+    assert_eq!(held.status.last_score_update, Some(t(0)));
+    assert_eq!(
+        held.requeue_at,
+        Some(t(30)),
+        "look again when the limit runs out"
+    );
+
+    let written = fleet.schedule(&input(t(30))).unwrap();
+    assert_eq!(
+        decisions(&written),
+        [("c", 120), ("a", 20), ("b", 0), ("d", -10)]
+    );
+    assert_eq!(written.status.last_score_update, Some(t(30)));
+    assert_eq!(written.requeue_at, None);
+}
+
+#[test]
+fn a_changed_selection_writes_fresh_scores_inside_the_rate_limit() {
+    let (w, p) = scored_world(60);
+    let p = p.number_of_clusters(2);
+    let first = run(&w, &p);
+    assert_eq!(names(&first), ["b", "c"]);
+    let current = first.selected_set();
+    let old = recorded(&first);
+    let (w, _) = scored_world(0);
+    let s = w
+        .fleet()
+        .schedule(
+            &PlacementInput::new(&p, t(5))
+                .current_decisions(&current)
+                .recorded_scores(&old, first.status.last_score_update),
+        )
+        .unwrap();
+    assert_eq!(decisions(&s), [("a", 20), ("c", 120)]);
+    assert_eq!(s.status.last_score_update, Some(t(5)));
 }
 
 #[test]

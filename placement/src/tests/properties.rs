@@ -423,13 +423,11 @@ impl Case {
 fn check_groups(s: &Schedule) -> Result<(), TestCaseError> {
     let mut seen = BTreeSet::new();
     for page in &s.pages {
-        prop_assert!(page.cluster_names.len() <= MAX_DECISIONS_PER_PAGE);
-        prop_assert!(
-            page.cluster_names.windows(2).all(|w| w[0] < w[1]),
-            "sorted within page"
-        );
-        for n in &page.cluster_names {
-            prop_assert!(seen.insert(n.clone()), "{} in two pages", n);
+        prop_assert!(page.decisions.len() <= MAX_DECISIONS_PER_PAGE);
+        let names: Vec<&str> = page.cluster_names().collect();
+        prop_assert!(names.windows(2).all(|w| w[0] < w[1]), "sorted within page");
+        for n in names {
+            prop_assert!(seen.insert(n.to_owned()), "{} in two pages", n);
         }
     }
     prop_assert_eq!(seen.len() as u32, s.status.number_of_selected_clusters);
@@ -451,7 +449,7 @@ fn check_groups(s: &Schedule) -> Result<(), TestCaseError> {
                 s.pages
                     .iter()
                     .find(|p| &p.name == name)
-                    .map_or(usize::MAX, |p| p.cluster_names.len())
+                    .map_or(usize::MAX, |p| p.decisions.len())
             })
             .sum();
         prop_assert_eq!(in_group, g.cluster_count as usize);

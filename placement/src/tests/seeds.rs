@@ -266,8 +266,8 @@ fn seed_300_clusters_with_canary_group_and_150_per_group() {
     assert_eq!(canary.labels[PLACEMENT_LABEL], "aws-placement");
     let mut want: Vec<String> = (1..=10).map(|i| format!("cluster{i}")).collect();
     want.sort();
-    assert_eq!(canary.cluster_names, want);
-    let sizes: Vec<usize> = s.pages.iter().map(|p| p.cluster_names.len()).collect();
+    assert_eq!(canary.cluster_names().collect::<Vec<_>>(), want);
+    let sizes: Vec<usize> = s.pages.iter().map(|p| p.decisions.len()).collect();
     assert_eq!(sizes, [10, 100, 50, 100, 40]);
     assert_eq!(s.pages[3].labels[DECISION_GROUP_INDEX_LABEL], "2");
     assert_eq!(s.pages[3].labels[DECISION_GROUP_NAME_LABEL], "");

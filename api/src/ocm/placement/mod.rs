@@ -55,6 +55,12 @@ pub struct PlacementSpec {
     /// Spread constraints.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spread_policy: Option<SpreadPolicy>,
+    /// `ClusterName` (default) or `Score`: the order of the decisions.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub sort_by: String,
+    /// How often score-only changes reach the decisions (`^[0-9]+[hms]$`, default `1m`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub score_rate_limit: String,
 }
 
 /// Label selector AND claim selector AND CEL expressions (predicates only).
@@ -269,6 +275,9 @@ pub struct PlacementStatus {
     /// Conditions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// When the decisions' scores were last written (RFC 3339).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub last_score_update_time: String,
 }
 
 /// One decision group in the status.
@@ -412,6 +421,8 @@ impl Placement {
                     }),
                 }),
                 predicate_cel_selectors,
+                sort_by: s.sort_by.clone(),
+                score_rate_limit: s.score_rate_limit.clone(),
                 spread_policy: Some(v1::SpreadPolicy {
                     spread_constraints: s
                         .spread_policy
@@ -538,6 +549,8 @@ impl From<&v1::Placement> for Placement {
                         })
                         .collect(),
                 }),
+                sort_by: spec.sort_by,
+                score_rate_limit: spec.score_rate_limit,
             },
             status: p.status.as_ref().map(|st| PlacementStatus {
                 number_of_selected_clusters: st.number_of_selected_clusters,
@@ -552,6 +565,11 @@ impl From<&v1::Placement> for Placement {
                     })
                     .collect(),
                 conditions: conditions(&st.conditions),
+                last_score_update_time: st
+                    .last_score_update_time
+                    .as_ref()
+                    .map(rfc3339)
+                    .unwrap_or_default(),
             }),
         }
     }
@@ -589,6 +607,13 @@ pub struct ClusterDecision {
     /// Why (OCM leaves it empty).
     #[serde(default)]
     pub reason: String,
+    /// The cluster's total score (left out when 0, as OCM's `omitzero`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub score: i64,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
 }
 
 impl From<&v1::PlacementDecision> for PlacementDecision {
@@ -607,6 +632,7 @@ impl From<&v1::PlacementDecision> for PlacementDecision {
                             .map(|c| ClusterDecision {
                                 cluster_name: c.cluster_name.clone(),
                                 reason: c.reason.clone(),
+                                score: c.score,
                             })
                             .collect()
                     })

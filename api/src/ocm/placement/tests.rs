@@ -304,13 +304,56 @@ fn decisions_print_in_the_ocm_shape() {
             ..Default::default()
         }),
         status: Some(v1::PlacementDecisionStatus {
-            decisions: vec![v1::ClusterDecision {
-                cluster_name: "cluster1".into(),
-                reason: String::new(),
-            }],
+            decisions: vec![
+                v1::ClusterDecision {
+                    cluster_name: "cluster1".into(),
+                    reason: String::new(),
+                    score: 120,
+                },
+                v1::ClusterDecision {
+                    cluster_name: "cluster2".into(),
+                    reason: String::new(),
+                    score: 0,
+                },
+            ],
         }),
     };
     let yaml = serde_yaml::to_string(&PlacementDecision::from(&d)).unwrap();
     assert!(yaml.contains("kind: PlacementDecision"), "{yaml}");
     assert!(yaml.contains("clusterName: cluster1"), "{yaml}");
+    assert!(yaml.contains("score: 120"), "{yaml}");
+    // OCM's `omitzero`: a zero score is left out.
+    assert_eq!(yaml.matches("score:").count(), 1, "{yaml}");
+}
+
+#[test]
+fn sort_by_and_score_rate_limit_round_trip_as_written() {
+    let text = r#"
+apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata:
+  name: placement-by-score
+  namespace: default
+spec:
+  numberOfClusters: 3
+  sortBy: Score
+  scoreRateLimit: 5m
+  prioritizerPolicy:
+    mode: Exact
+    configurations:
+      - scoreCoordinate:
+          builtIn: ResourceAllocatableMemory
+"#;
+    let docs = parse_documents(text);
+    let Ok(Document::Placement(p)) = &docs[0] else {
+        panic!("{docs:?}")
+    };
+    let spec = p.spec.as_ref().unwrap();
+    assert_eq!(spec.sort_by, "Score");
+    assert_eq!(spec.score_rate_limit, "5m");
+    let back = Placement::from(p);
+    assert_eq!(back.to_proto().unwrap().spec, p.spec);
+    let yaml = serde_yaml::to_string(&back).unwrap();
+    assert!(yaml.contains("sortBy: Score"), "{yaml}");
+    assert!(yaml.contains("scoreRateLimit: 5m"), "{yaml}");
 }
