@@ -6,6 +6,14 @@
 //! Scores are status, so an agent's report replaces the object's scores and `validUntil`
 //! wholesale. A report that changes nothing is acknowledged without a write. Scores of a cluster
 //! that is deleted are purged with it, like OCM's cluster namespace.
+//!
+//! Agents' reports are written pipelined: up to [`MAX_WRITES_IN_FLIGHT`] KV writes at once,
+//! one at a time per score (a report for a score whose write is in flight waits, and a newer
+//! one replaces it — the older is acknowledged, it is superseded). A fleet that reports at once
+//! (every agent starts its score timer at registration) is then bounded by the KV's throughput,
+//! not by one write's round trip; before, one write at a time left the mailbox full and
+//! JetStream redelivering thousands of reports at 10,000 clusters. API writes and purges wait
+//! for the writes in flight, so they always see the newest stored revision.
 
 use crate::inventory::{ChangeKind, ClusterInventory, Inventory};
 use crate::keys::ObjectRef;
@@ -16,7 +24,11 @@ use flotilla_api::v1::{AddOnPlacementScore, AddOnPlacementScoreReport, ObjectMet
 use std::collections::{BTreeMap, HashMap, HashSet};
 use thiserror::Error;
 use tokio::sync::{broadcast::error::RecvError, mpsc, oneshot, watch};
+use tokio::task::JoinSet;
 use tracing::Instrument;
+
+/// Most agent score writes the actor has in flight at once.
+pub const MAX_WRITES_IN_FLIGHT: usize = 128;
 
 /// Every AddOnPlacementScore, keyed `<cluster>/<resourceName>`.
 pub type ScoreInventory = Inventory<AddOnPlacementScore>;
@@ -146,6 +158,8 @@ impl Scores {
             inventory: inventory.clone(),
             revisions,
             sequences: HashMap::new(),
+            writes: JoinSet::new(),
+            in_flight: HashMap::new(),
             clusters,
             metrics,
             rx,
@@ -219,6 +233,10 @@ struct Actor {
     /// Last applied agent `sequenceid` per inventory key (in memory: the stream keeps one
     /// message per subject, so a restart replays at most the latest report).
     sequences: HashMap<String, u64>,
+    /// Agent score writes in flight.
+    writes: JoinSet<Written>,
+    /// Inventory keys with a write in flight, each with the report that waits for it.
+    in_flight: HashMap<String, Option<ScoreReport>>,
     clusters: ClusterInventory,
     metrics: PlacementMetrics,
     rx: mpsc::Receiver<Msg>,
@@ -233,23 +251,79 @@ impl Actor {
         loop {
             tokio::select! {
                 _ = self.shutdown.changed() => break,
-                msg = self.rx.recv() => match msg {
+                Some(done) = self.writes.join_next(), if !self.writes.is_empty() => {
+                    self.written(done).await;
+                }
+                msg = self.rx.recv(), if self.writes.len() < MAX_WRITES_IN_FLIGHT => match msg {
                     None => break,
                     Some(Msg::Apply { score, respond_to }) => {
+                        self.drain().await;
                         let _ = respond_to.send(self.apply(*score).await);
                     }
                     Some(Msg::Delete { cluster, name, respond_to }) => {
+                        self.drain().await;
                         let _ = respond_to.send(self.delete(&cluster, &name).await);
                     }
                     Some(Msg::Report(r)) => self.report(*r).await,
                 },
                 change = cluster_changes.recv() => match change {
-                    Ok(c) if c.kind == ChangeKind::Deleted => self.purge_cluster(&c.key).await,
+                    Ok(c) if c.kind == ChangeKind::Deleted => {
+                        self.drain().await;
+                        self.purge_cluster(&c.key).await;
+                    }
                     Ok(_) => {}
-                    Err(RecvError::Lagged(_)) => self.purge_orphans().await,
+                    Err(RecvError::Lagged(_)) => {
+                        self.drain().await;
+                        self.purge_orphans().await;
+                    }
                     Err(RecvError::Closed) => break,
                 },
             }
+        }
+        // Writes in flight finish (and are acknowledged) before the actor ends.
+        self.drain().await;
+    }
+
+    /// Waits for every write in flight, and for the reports waiting behind them.
+    async fn drain(&mut self) {
+        while let Some(done) = self.writes.join_next().await {
+            self.written(done).await;
+        }
+    }
+
+    /// Adopts a finished write; starts the report that waited for it.
+    async fn written(&mut self, done: Result<Written, tokio::task::JoinError>) {
+        let Written {
+            key,
+            score,
+            result,
+            ack,
+        } = match done {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::error!(error = %e, "a score write task failed");
+                return;
+            }
+        };
+        match result {
+            Ok(rev) => {
+                let mut score = score;
+                if let Some(m) = score.metadata.as_mut() {
+                    m.resource_version = rev;
+                }
+                self.revisions.insert(key.clone(), rev);
+                self.inventory.upsert(&key, score);
+                self.metrics.score_updates.inc();
+                ack_message(ack).await;
+            }
+            // Left unacknowledged: JetStream redelivers the report after ack_wait.
+            Err(e) => {
+                self.sequences.remove(&key);
+                tracing::warn!(error = %e, score = %key, "storing a reported score failed");
+            }
+        }
+        if let Some(Some(next)) = self.in_flight.remove(&key) {
+            self.report(next).await;
         }
     }
 
@@ -272,33 +346,8 @@ impl Actor {
         }
         m.resource_version = 0;
         let expected = self.revisions.get(key).copied().unwrap_or(0);
-        let rev = match self
-            .bucket
-            .write(
-                &ObjectRef::new(cluster.as_str(), name.as_str()).store_key(),
-                &score,
-                expected,
-            )
-            .await
-        {
-            Ok(rev) => rev,
-            Err(e) if e.is_conflict() => {
-                // Written by someone else (another hub): take the stored revision and retry once.
-                let current = self
-                    .bucket
-                    .get(&ObjectRef::new(cluster.as_str(), name.as_str()).store_key())
-                    .await?
-                    .map_or(0, |(_, r)| r);
-                self.bucket
-                    .write(
-                        &ObjectRef::new(cluster.as_str(), name.as_str()).store_key(),
-                        &score,
-                        current,
-                    )
-                    .await?
-            }
-            Err(e) => return Err(e.into()),
-        };
+        let store_key = ObjectRef::new(cluster.as_str(), name.as_str()).store_key();
+        let rev = write_or_take_over(&self.bucket, &store_key, &score, expected).await?;
         if let Some(m) = score.metadata.as_mut() {
             m.resource_version = rev;
         }
@@ -358,13 +407,31 @@ impl Actor {
     }
 
     async fn report(&mut self, r: ScoreReport) {
+        let key = ObjectRef::new(
+            r.report.cluster_name.as_str(),
+            r.report.resource_name.as_str(),
+        )
+        .inventory_key();
+        if let Some(waiting) = self.in_flight.get_mut(&key) {
+            // Behind a write of the same score: keep the newest report only.
+            let newer = match waiting {
+                Some(w) => match (w.sequence, r.sequence) {
+                    (Some(old), Some(new)) => new > old,
+                    _ => true,
+                },
+                None => true,
+            };
+            let superseded = if newer { waiting.replace(r) } else { Some(r) };
+            if let Some(old) = superseded {
+                ack_message(old.ack).await;
+            }
+            return;
+        }
         let ScoreReport {
             report,
             sequence,
             ack,
         } = r;
-        let key = ObjectRef::new(report.cluster_name.as_str(), report.resource_name.as_str())
-            .inventory_key();
         if let Some(seq) = sequence {
             if self.sequences.get(&key).is_some_and(|&last| seq <= last) {
                 ack_message(ack).await;
@@ -391,18 +458,29 @@ impl Actor {
                 namespace: report.cluster_name.clone(),
                 ..Default::default()
             });
-        let next = AddOnPlacementScore {
+        let mut next = AddOnPlacementScore {
             metadata: Some(meta),
             status: Some(status),
         };
-        match self.store(&key, next).await {
-            Ok(_) => ack_message(ack).await,
-            // Left unacknowledged: JetStream redelivers the report after ack_wait.
-            Err(e) => {
-                self.sequences.remove(&key);
-                tracing::warn!(error = %e, score = %key, "storing a reported score failed");
-            }
+        let m = next.metadata.get_or_insert_with(Default::default);
+        match &old {
+            Some(o) => crate::identity::keep(m, &o.metadata.clone().unwrap_or_default(), false),
+            None => crate::identity::create(m),
         }
+        m.resource_version = 0;
+        let store_key = ObjectRef::new(m.namespace.as_str(), m.name.as_str()).store_key();
+        let expected = self.revisions.get(&key).copied().unwrap_or(0);
+        let bucket = self.bucket.clone();
+        self.in_flight.insert(key.clone(), None);
+        self.writes.spawn(async move {
+            let result = write_or_take_over(&bucket, &store_key, &next, expected).await;
+            Written {
+                key,
+                score: next,
+                result,
+                ack,
+            }
+        });
     }
 
     async fn purge_cluster(&mut self, cluster: &str) {
@@ -444,6 +522,31 @@ impl Actor {
     }
 }
 
+/// A finished agent score write.
+struct Written {
+    key: String,
+    score: AddOnPlacementScore,
+    result: Result<u64, StoreError>,
+    ack: Option<async_nats::jetstream::Message>,
+}
+
+/// Compare-and-set at `expected`; on a conflict (written by someone else, such as another hub)
+/// takes the stored revision and writes once more. Returns the new revision.
+async fn write_or_take_over(
+    bucket: &Bucket<AddOnPlacementScore>,
+    key: &str,
+    score: &AddOnPlacementScore,
+    expected: u64,
+) -> Result<u64, StoreError> {
+    match bucket.write(key, score, expected).await {
+        Err(e) if e.is_conflict() => {
+            let current = bucket.get(key).await?.map_or(0, |(_, r)| r);
+            bucket.write(key, score, current).await
+        }
+        other => other,
+    }
+}
+
 async fn ack_message(ack: Option<async_nats::jetstream::Message>) {
     if let Some(m) = ack
         && let Err(e) = m.ack().await
@@ -475,6 +578,81 @@ mod tests {
                 ..Default::default()
             }),
         }
+    }
+
+    fn report(cluster: &str, value: i32, sequence: u64) -> ScoreReport {
+        ScoreReport {
+            report: AddOnPlacementScoreReport {
+                cluster_name: cluster.into(),
+                resource_name: "load".into(),
+                scores: vec![AddOnPlacementScoreItem {
+                    name: "free".into(),
+                    value,
+                }],
+                ..Default::default()
+            },
+            sequence: Some(sequence),
+            ack: None,
+        }
+    }
+
+    fn value(s: &AddOnPlacementScore) -> i32 {
+        s.status.as_ref().unwrap().scores[0].value
+    }
+
+    #[tokio::test]
+    async fn a_burst_of_reports_is_stored_pipelined_and_the_newest_per_score_wins() {
+        let nats = flotilla_testkit::NatsServer::start();
+        let js = async_nats::jetstream::new(async_nats::connect(nats.url()).await.unwrap());
+        let bucket: Bucket<AddOnPlacementScore> =
+            Bucket::open(&js, crate::placement::SCORES_BUCKET, Default::default())
+                .await
+                .unwrap();
+        let clusters = ClusterInventory::new(1024);
+        let names: Vec<String> = (0..300).map(|i| format!("c{i:03}")).collect();
+        for n in &names {
+            clusters.upsert(n, flotilla_api::v1::ManagedCluster::default());
+        }
+        let metrics = PlacementMetrics::new(&crate::metrics::Metrics::new());
+        let (_stop, shutdown) = watch::channel(false);
+        let scores = Scores::load(bucket.clone(), clusters, metrics.clone(), 10_000, shutdown)
+            .await
+            .unwrap();
+        // Five reports per cluster, all at once: 1,500 reports for 300 scores.
+        for seq in 1..=5u64 {
+            for n in &names {
+                scores
+                    .try_report(report(n, seq as i32 * 10, seq))
+                    .expect("mailbox has room");
+            }
+        }
+        // A stale report (older sequence) after the newest changes nothing.
+        scores.try_report(report("c000", -100, 2)).unwrap();
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let all = scores.list("");
+            if all.len() == 300 && all.iter().all(|s| value(s) == 50) {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "not every score reached its newest report"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        assert!(scores.list("").iter().all(|s| value(s) == 50));
+        let stored = bucket.load_all().await.unwrap();
+        assert_eq!(stored.len(), 300);
+        assert!(
+            stored.iter().all(|(_, s, _)| value(s) == 50),
+            "the KV agrees"
+        );
+        let writes = metrics.score_updates.get();
+        assert!(
+            (300..=1500).contains(&writes),
+            "one to five writes per score, superseded reports skipped: {writes}"
+        );
     }
 
     #[test]
