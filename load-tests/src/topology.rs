@@ -40,6 +40,8 @@ pub struct Topology {
     /// The hub's gRPC endpoint.
     pub hub_endpoint: String,
     monitor: Option<String>,
+    /// The self-started hub's `/metrics` address (`host:port`).
+    hub_metrics: Option<String>,
     /// The hub's PID (0: unknown); shared with samplers, which follow a restarted hub.
     hub_pid: Arc<AtomicU32>,
     _server: Option<NatsServer>,
@@ -69,6 +71,7 @@ impl Topology {
                     nats_url: nats_url.clone(),
                     hub_endpoint: hub.clone(),
                     monitor: args.nats_monitor.clone(),
+                    hub_metrics: None,
                     hub_pid: Arc::new(AtomicU32::new(args.hub_pid.unwrap_or(0))),
                     _server: None,
                     leaves: Vec::new(),
@@ -90,6 +93,7 @@ impl Topology {
         });
         let leaves = (0..args.leaf_nodes).map(|_| server.start_leaf()).collect();
         let grpc = free_port();
+        let metrics = format!("127.0.0.1:{}", free_port());
         let dir = tempfile::tempdir().context("creating a directory for the hub's log")?;
         let mut hub_args = vec![
             "--nats-url".to_string(),
@@ -97,7 +101,7 @@ impl Topology {
             "--grpc-listen".into(),
             format!("127.0.0.1:{grpc}"),
             "--metrics-listen".into(),
-            format!("127.0.0.1:{}", free_port()),
+            metrics.clone(),
             "--auto-accept".into(),
         ];
         hub_args.extend(args.hub_args.iter().cloned());
@@ -107,6 +111,7 @@ impl Topology {
             nats_url: server.url(),
             hub_endpoint: format!("http://127.0.0.1:{grpc}"),
             monitor: Some(format!("http://127.0.0.1:{monitor_port}")),
+            hub_metrics: Some(metrics),
             hub_pid: Arc::new(AtomicU32::new(child.id())),
             _server: Some(server),
             leaves,
@@ -251,6 +256,22 @@ impl Topology {
         Some(varz["in_msgs"].as_u64()? + varz["out_msgs"].as_u64()?)
     }
 
+    /// The sum of every series of a counter or gauge on the self-started hub's `/metrics`
+    /// (`name` as exposed, e.g. `flotilla_hub_mailbox_dropped_total`), when known.
+    pub async fn hub_metric(&self, name: &str) -> Option<f64> {
+        let addr = self.hub_metrics.as_ref()?;
+        let text = http_get(&format!("http://{addr}/metrics")).await.ok()?;
+        Some(
+            text.lines()
+                .filter(|l| {
+                    l.strip_prefix(name)
+                        .is_some_and(|rest| rest.starts_with([' ', '{']))
+                })
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum(),
+        )
+    }
+
     /// The end of the hub's log (self-started), for failure messages.
     pub fn hub_log_tail(&self) -> String {
         let Some(hub) = &self.hub else {
@@ -306,6 +327,12 @@ fn spawn_hub(args: &[String], log: &std::path::Path) -> Result<Child> {
 
 /// GET a small JSON document over plain HTTP/1.0 (the nats-server monitoring endpoint).
 async fn http_get_json(url: &str) -> Result<serde_json::Value> {
+    let body = http_get(url).await?;
+    serde_json::from_str(&body).with_context(|| format!("{url}: not JSON"))
+}
+
+/// GET a small document over plain HTTP/1.0; the body as text.
+async fn http_get(url: &str) -> Result<String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let rest = url
         .strip_prefix("http://")
@@ -320,8 +347,8 @@ async fn http_get_json(url: &str) -> Result<serde_json::Value> {
     let mut body = Vec::new();
     stream.read_to_end(&mut body).await?;
     let text = String::from_utf8_lossy(&body);
-    let (_, json) = text
+    let (_, body) = text
         .split_once("\r\n\r\n")
         .with_context(|| format!("{url}: no HTTP body"))?;
-    serde_json::from_str(json).with_context(|| format!("{url}: not JSON"))
+    Ok(body.to_owned())
 }

@@ -4,8 +4,14 @@
 
 use super::Run;
 use crate::report::{Phase, Summary};
+use crate::topology::Topology;
 use anyhow::Result;
 use std::time::Duration;
+
+/// The hub's counter of AddOnPlacementScores written.
+const SCORES_WRITTEN: &str = "flotilla_hub_placement_score_updates_total";
+/// The hub's counter of messages dropped at a full actor mailbox (redelivered by JetStream).
+const DROPPED: &str = "flotilla_hub_mailbox_dropped_total";
 
 /// Runs the scenario for `seconds` of idle time.
 pub async fn run(mut run: Run, seconds: u64) -> Result<(Summary, Run)> {
@@ -13,9 +19,16 @@ pub async fn run(mut run: Run, seconds: u64) -> Result<(Summary, Run)> {
     let (fleet, clusters, register) = run.start_fleet().await?;
     summary.set("register_seconds", register.as_secs_f64());
     clusters.clear_lost();
+    let before = counters(&run.topology).await;
     let phase = Phase::begin(&run.topology).await;
     tokio::time::sleep(Duration::from_secs(seconds)).await;
     phase.end(&run.topology, &mut summary).await;
+    let after = counters(&run.topology).await;
+    // With `--score-interval-seconds`, how the hub kept up with the fleet's score reports.
+    if let ((Some(w0), Some(d0)), (Some(w1), Some(d1))) = (before, after) {
+        summary.set("hub_scores_written", w1 - w0);
+        summary.set("hub_mailbox_dropped", d1 - d0);
+    }
     let lost = clusters.lost();
     summary.errors = lost.len() as u64;
     summary.converged = lost.is_empty() && clusters.available() >= run.fleet.clusters;
@@ -28,4 +41,12 @@ pub async fn run(mut run: Run, seconds: u64) -> Result<(Summary, Run)> {
     run.record_hub_rss_per_cluster(&mut summary);
     fleet.stop().await;
     Ok((summary, run))
+}
+
+/// Scores written and mailbox drops so far on the self-started hub.
+async fn counters(t: &Topology) -> (Option<f64>, Option<f64>) {
+    (
+        t.hub_metric(SCORES_WRITTEN).await,
+        t.hub_metric(DROPPED).await,
+    )
 }
