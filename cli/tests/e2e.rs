@@ -7,7 +7,7 @@ mod common;
 
 use common::{
     AgentBuilder, HubBuilder, available, cli, cli_ok, cli_with_stdin, clusters_json, condition,
-    run_cli, start_sim, wait_for,
+    run_cli, start_sim, wait_available, wait_for,
 };
 use flotilla_testkit::{NatsServer, binary, free_port};
 use serde_json::Value;
@@ -512,4 +512,34 @@ fn a_secured_hub_takes_tokens_over_tls_and_read_only_cannot_write() {
         !log.contains("adm1n-token") && !log.contains("v1ew-token"),
         "{log}"
     );
+}
+
+#[test]
+fn simulated_clusters_behind_a_slow_link_register_and_take_works_no_faster_than_the_link() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let hub = HubBuilder::new(&nats, dir.path()).auto_accept().start();
+    // Every agent reaches NATS through the simulator's relay, 600 ms per round trip.
+    let sim = start_sim(&nats, dir.path(), 2, "far", &["--link-latency-ms", "600"]);
+    wait_available(&hub, &[&hub.proc, &sim], "far-", 2);
+    let file = dir.path().join("work.yaml");
+    std::fs::write(&file, work_yaml("far-0001", "hello")).unwrap();
+    let applied = Instant::now();
+    cli_ok(&hub.grpc, &["apply", "-f", file.to_str().unwrap()]);
+    wait_for(
+        "the work Applied over the slow link",
+        &[&hub.proc, &sim],
+        || {
+            let works = works_json(&hub.grpc, "far-0001")?;
+            (works.len() == 1 && condition(&works[0], "Applied").as_deref() == Some("True"))
+                .then_some(())
+        },
+    );
+    // The spec goes down and the status comes back: one round trip at least.
+    let took = applied.elapsed();
+    assert!(
+        took >= Duration::from_millis(600),
+        "a work over a 600 ms link was Applied after {took:?}"
+    );
+    drop(sim);
 }

@@ -117,10 +117,23 @@ impl Fleet {
         progress: impl Fn(usize),
     ) -> anyhow::Result<Self> {
         let (stop, _) = watch::channel(false);
+        // Link-latency relays, served as background tasks of the fleet (ended at stop).
+        let (mut urls, mut serving) = (Vec::new(), Vec::new());
+        if let Some(p) = &config.profile {
+            for l in &p.connectivity.latency {
+                let rtt = Duration::from_millis(l.rtt_ms);
+                let relay = crate::latency::start(&config.nats.url, rtt).await?;
+                urls.push(relay.url);
+                serving.push(relay.serve);
+            }
+        }
         let mut slots = Vec::with_capacity(config.clusters);
         for n in 0..config.clusters {
             let i = config.first_index + n;
             let (mut agent, backend) = crate::cluster(config, i);
+            if let Some((class, _)) = config.profile.as_ref().and_then(|p| p.link_latency(i)) {
+                agent.nats.url = urls[class].clone();
+            }
             let backend = match &config.state_dir {
                 Some(dir) => {
                     let dir = dir.join(&agent.cluster_name);
@@ -156,6 +169,9 @@ impl Fleet {
             counters: Arc::default(),
             backends: Arc::new(backends),
         };
+        for serve in serving {
+            fleet.spawn(serve);
+        }
         let rate = config.start_rate as usize;
         for n in 0..fleet.slots.len() {
             fleet.start_agent(n).await;

@@ -6,6 +6,8 @@
 //!   and the connectivity model); without one, the built-in fleet of [`cluster`].
 //! - [`fleet`]: the running fleet, one slot per cluster whose link can go down and up.
 //! - [`connectivity`]: flapping, outages and restarts played against the fleet.
+//! - `latency`: slow links — a relay per latency class holding bytes for half the round trip
+//!   each way.
 //! - [`scores`]: every agent reports `cpuAvailable` / `memAvailable` AddOnPlacementScores; the
 //!   fleet drifts its clusters' load so the scores move.
 
@@ -13,6 +15,7 @@
 
 pub mod connectivity;
 pub mod fleet;
+mod latency;
 pub mod profile;
 pub mod scores;
 

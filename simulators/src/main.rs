@@ -47,9 +47,14 @@ struct Args {
     #[arg(long, default_value_t = 30)]
     score_interval_seconds: u64,
     /// A fleet profile (YAML): label, claim, capacity, taint and failure distributions and the
-    /// connectivity model (flapping, outages, restarts). Sections it omits stay built-in.
+    /// connectivity model (flapping, outages, restarts, latency). Sections it omits stay
+    /// built-in.
     #[arg(long, env = "FLOTILLA_SIM_PROFILE")]
     profile: Option<std::path::PathBuf>,
+    /// Every cluster's link to NATS adds this round-trip time (ms), through a local relay;
+    /// a profile's `connectivity.latency` classes come first.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=flotilla_sim::profile::MAX_RTT_MS))]
+    link_latency_ms: Option<u64>,
     /// Serve Prometheus metrics of the whole simulated fleet (`/metrics`) on this address.
     #[arg(long, env = "FLOTILLA_METRICS_LISTEN")]
     metrics_listen: Option<std::net::SocketAddr>,
@@ -100,6 +105,14 @@ async fn main() -> anyhow::Result<()> {
                 std::process::exit(64);
             }
         }
+    }
+    if let Some(rtt_ms) = args.link_latency_ms {
+        let mut profile = config.profile.take().unwrap_or_default();
+        profile
+            .connectivity
+            .latency
+            .push(flotilla_sim::profile::Latency { share: 1.0, rtt_ms });
+        config.profile = Some(profile);
     }
     // Bound before the (possibly long) start, so a taken port fails at once.
     let metrics_listener = match args.metrics_listen {

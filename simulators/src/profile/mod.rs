@@ -27,6 +27,7 @@
 //!   flapping: {share: 0.2, meanUpSeconds: 30, meanDownSeconds: 10}
 //!   outages: [{atSeconds: 60, forSeconds: 30, share: 0.1}]
 //!   restarts: [{atSeconds: 120, share: 0.05, keepState: false}]
+//!   latency: [{share: 0.3, rttMs: 250}, {share: 0.05, rttMs: 1500}]  # satellite sites
 //! ```
 //!
 //! Taints are the hub's to set (OCM's too): `flotilla-load` applies a profile's taints through
@@ -153,7 +154,24 @@ pub struct Connectivity {
     /// Scheduled agent restarts.
     #[serde(default)]
     pub restarts: Vec<Restart>,
+    /// Latency classes: a share of the fleet reaches NATS through a link with this round-trip
+    /// time (`crate::latency`). A cluster drawn into several classes takes the first.
+    #[serde(default)]
+    pub latency: Vec<Latency>,
 }
+
+/// A share of the fleet behind a slow link.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Latency {
+    /// Share of the fleet (0–1).
+    pub share: f64,
+    /// Added round-trip time in milliseconds (half each way).
+    pub rtt_ms: u64,
+}
+
+/// Longest round trip a latency class may add (a minute: beyond it every request times out).
+pub const MAX_RTT_MS: u64 = 60_000;
 
 /// Flapping links: exponentially distributed up and down periods.
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq)]
@@ -380,7 +398,26 @@ impl FleetProfile {
                 ));
             }
         }
+        for (i, l) in c.latency.iter().enumerate() {
+            share(format!("connectivity.latency[{i}].share"), l.share)?;
+            if !(1..=MAX_RTT_MS).contains(&l.rtt_ms) {
+                return Err((
+                    format!("connectivity.latency[{i}].rttMs"),
+                    format!("{} must be from 1 to {MAX_RTT_MS}", l.rtt_ms),
+                ));
+            }
+        }
         Ok(())
+    }
+
+    /// The added round-trip time of cluster `i`'s link, if a latency class draws it.
+    pub fn link_latency(&self, i: usize) -> Option<(usize, u64)> {
+        self.connectivity
+            .latency
+            .iter()
+            .enumerate()
+            .find(|(k, l)| self.in_share(i, &format!("latency/{k}"), l.share))
+            .map(|(k, l)| (k, l.rtt_ms))
     }
 
     /// Whether cluster `i` is in the first `share` of the fleet for `what` (a stable, seeded

@@ -20,6 +20,7 @@ connectivity:
   flapping: {share: 0.2, meanUpSeconds: 30, meanDownSeconds: 10}
   outages: [{atSeconds: 60, forSeconds: 30, share: 0.1}]
   restarts: [{atSeconds: 120, share: 0.05, keepState: false}]
+  latency: [{share: 0.3, rttMs: 250}, {share: 0.05, rttMs: 1500}]
 "#;
 
 fn parse(text: &str) -> Result<FleetProfile, ProfileError> {
@@ -72,6 +73,24 @@ fn shares_and_weights_come_out_as_written_over_a_large_fleet() {
 }
 
 #[test]
+fn latency_classes_take_their_share_and_the_first_class_wins() {
+    let p = parse(FULL).unwrap();
+    let n = 20_000;
+    let mut counts = [0usize; 2];
+    for i in 0..n {
+        if let Some((class, rtt)) = p.link_latency(i) {
+            counts[class] += 1;
+            assert_eq!(rtt, [250, 1500][class]);
+        }
+        assert_eq!(p.link_latency(i), p.link_latency(i), "stable");
+    }
+    let share = |k: usize| k as f64 / n as f64;
+    assert!((share(counts[0]) - 0.3).abs() < 0.02, "{counts:?}");
+    // The second class draws 5 % of the clusters the first did not take.
+    assert!((share(counts[1]) - 0.05 * 0.7).abs() < 0.01, "{counts:?}");
+}
+
+#[test]
 fn choices_are_deterministic_and_depend_on_the_seed() {
     let a = parse(FULL).unwrap();
     let b = parse(&FULL.replace("seed: 7", "seed: 8")).unwrap();
@@ -116,6 +135,14 @@ fn bad_profiles_are_refused_naming_the_field() {
         (
             "connectivity: {outages: [{atSeconds: 1, forSeconds: 0, share: 0.1}]}",
             "connectivity.outages[0]",
+        ),
+        (
+            "connectivity: {latency: [{share: 0.1, rttMs: 0}]}",
+            "connectivity.latency[0].rttMs",
+        ),
+        (
+            "connectivity: {latency: [{share: 1.1, rttMs: 100}]}",
+            "connectivity.latency[0].share",
         ),
     ];
     for (text, field) in cases {
