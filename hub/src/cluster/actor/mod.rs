@@ -105,19 +105,22 @@ impl Actor {
         loop {
             let deadline = self.lease_deadline;
             let expiry = self.next_expiry();
+            // Each handler runs boxed: the task of an idle actor then holds only this loop's
+            // state (a few hundred bytes) instead of the deepest handler's (about 9 KB), which
+            // is what 10,000 mostly idle actors would otherwise each keep allocated.
             tokio::select! {
                 // Only clusters with unconfirmed specs tick: 10,000 idle actors cost nothing.
-                _ = resend.tick(), if self.resend_wanted() => self.resend_unconfirmed().await,
+                _ = resend.tick(), if self.resend_wanted() => Box::pin(self.resend_unconfirmed()).await,
                 msg = self.rx.recv() => {
                     let Some(msg) = msg else { break };
-                    if let Flow::Stop = self.handle(msg).await {
+                    if let Flow::Stop = Box::pin(self.handle(msg)).await {
                         break;
                     }
                 }
-                () = sleep_until_opt(deadline), if deadline.is_some() => self.lease_expired().await,
-                () = sleep_until_opt(expiry), if expiry.is_some() => self.expire_works().await,
-                () = tokio::time::sleep(PERSIST_RETRY), if self.dirty => self.flush().await,
-                () = tokio::time::sleep(PERSIST_RETRY), if !self.unsure_works.is_empty() => self.verify_works().await,
+                () = sleep_until_opt(deadline), if deadline.is_some() => Box::pin(self.lease_expired()).await,
+                () = sleep_until_opt(expiry), if expiry.is_some() => Box::pin(self.expire_works()).await,
+                () = tokio::time::sleep(PERSIST_RETRY), if self.dirty => Box::pin(self.flush()).await,
+                () = tokio::time::sleep(PERSIST_RETRY), if !self.unsure_works.is_empty() => Box::pin(self.verify_works()).await,
             }
         }
         tracing::debug!("cluster actor stopped");
