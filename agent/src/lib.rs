@@ -170,6 +170,32 @@ pub async fn run(
     backend: Arc<dyn backend::Backend>,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), AgentError> {
+    let mut shutdown = Box::pin(shutdown);
+    // The one-off steps run boxed, so the task keeps only what the running actor needs (the
+    // state of a connect or an enrolment is much larger than an idle agent's).
+    let Some((actor, events_rx, client)) =
+        Box::pin(prepare(config, backend, shutdown.as_mut())).await?
+    else {
+        return Ok(());
+    };
+    actor.run(events_rx, shutdown).await;
+    let _ = tokio::time::timeout(Duration::from_secs(2), Box::pin(client.drain())).await;
+    Ok(())
+}
+
+type Prepared = (
+    registration::RegistrationActor,
+    tokio::sync::mpsc::UnboundedReceiver<connect::ConnectionEvent>,
+    async_nats::Client,
+);
+
+/// Opens the state, enrols (secure mode), connects and builds the actor; `None` when
+/// `shutdown` resolves first.
+async fn prepare(
+    config: AgentConfig,
+    backend: Arc<dyn backend::Backend>,
+    mut shutdown: std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
+) -> Result<Option<Prepared>, AgentError> {
     let errors = config.validate();
     if !errors.is_empty() {
         return Err(AgentError::Config(errors));
@@ -195,11 +221,10 @@ pub async fn run(
         }
         None => None,
     };
-    tokio::pin!(shutdown);
     if let Some(creds) = credentials.as_ref().filter(|c| !c.usable()) {
         tokio::select! {
             r = enrolment::run(&config, backend.as_ref(), &store, creds) => r?,
-            () = &mut shutdown => return Ok(()),
+            () = &mut shutdown => return Ok(None),
         }
     }
     let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -228,7 +253,5 @@ pub async fn run(
     if let Some(creds) = credentials {
         actor = actor.with_credentials(creds);
     }
-    actor.run(events_rx, shutdown).await;
-    let _ = tokio::time::timeout(Duration::from_secs(2), client.drain()).await;
-    Ok(())
+    Ok(Some((actor, events_rx, client)))
 }

@@ -171,18 +171,28 @@ impl RegistrationActor {
     }
 
     /// Runs until `shutdown` resolves.
-    pub async fn run(
+    pub fn run(
+        self,
+        conn_events: mpsc::UnboundedReceiver<ConnectionEvent>,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> impl std::future::Future<Output = ()> {
+        // Not an `async fn` around an `async` block: that would keep the actor twice in the
+        // agent's task (the function's moved-from argument and the block's capture).
+        let span = tracing::info_span!("agent", cluster.name = %self.config.cluster_name);
+        self.serve(conn_events, shutdown).instrument(span)
+    }
+
+    async fn serve(
         mut self,
         mut conn_events: mpsc::UnboundedReceiver<ConnectionEvent>,
         shutdown: impl std::future::Future<Output = ()>,
     ) {
-        let span = tracing::info_span!("agent", cluster.name = %self.config.cluster_name);
-        async move {
+        {
             tokio::pin!(shutdown);
             // The client connected before the actor started.
             let mut link = Link::up(self.config.metrics.clone());
             let mut spec = loop {
-                match self.client.subscribe(subjects::spec(self.name())).await {
+                match Box::pin(self.client.subscribe(subjects::spec(self.name()))).await {
                     Ok(s) => break s,
                     Err(e) => {
                         tracing::warn!(error = %e, "subscribing to spec events failed; retrying");
@@ -191,7 +201,7 @@ impl RegistrationActor {
                 }
             };
             let mut proxy = loop {
-                match self.client.subscribe(subjects::proxy(self.name())).await {
+                match Box::pin(self.client.subscribe(subjects::proxy(self.name()))).await {
                     Ok(s) => break s,
                     Err(e) => {
                         tracing::warn!(error = %e, "subscribing to proxy requests failed; retrying");
@@ -207,15 +217,17 @@ impl RegistrationActor {
             }
             let mut status_tick = tokio::time::interval(self.config.status_interval);
             status_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            // Handlers run boxed: an idle agent's task then holds only this loop's state, not
+            // the deepest handler's (16 KB per simulated agent before).
             loop {
                 tokio::select! {
                     () = &mut shutdown => break,
-                    () = sleep_until_opt(self.next_register) => self.register().await,
-                    () = sleep_until_opt(self.next_lease) => self.renew().await,
-                    () = sleep_until_opt(self.next_resync) => self.resync().await,
-                    () = sleep_until_opt(self.next_score) => self.report_scores().await,
+                    () = sleep_until_opt(self.next_register) => Box::pin(self.register()).await,
+                    () = sleep_until_opt(self.next_lease) => Box::pin(self.renew()).await,
+                    () = sleep_until_opt(self.next_resync) => Box::pin(self.resync()).await,
+                    () = sleep_until_opt(self.next_score) => Box::pin(self.report_scores()).await,
                     msg = proxy.next() => match msg {
-                        Some(msg) if self.accepted() => self.works.on_proxy(&self.client, msg).await,
+                        Some(msg) if self.accepted() => Box::pin(self.works.on_proxy(&self.client, msg)).await,
                         Some(_) => {}
                         None => {
                             if let Ok(s) = self.client.subscribe(subjects::proxy(self.name())).await {
@@ -223,9 +235,9 @@ impl RegistrationActor {
                             }
                         }
                     },
-                    _ = status_tick.tick(), if self.accepted() => self.report_status(false).await,
+                    _ = status_tick.tick(), if self.accepted() => Box::pin(self.report_status(false)).await,
                     msg = spec.next() => match msg {
-                        Some(msg) => self.on_spec(msg).await,
+                        Some(msg) => Box::pin(self.on_spec(msg)).await,
                         None => {
                             tracing::warn!("spec subscription closed; resubscribing");
                             if let Ok(s) = self.client.subscribe(subjects::spec(self.name())).await {
@@ -244,7 +256,7 @@ impl RegistrationActor {
                                 self.last_status_hash = None;
                                 self.next_resync = Some(Instant::now());
                                 self.next_score = Some(Instant::now());
-                                self.works.republish_all().await;
+                                Box::pin(self.works.republish_all()).await;
                             }
                         }
                         Some(ConnectionEvent::Refused) => {
@@ -261,8 +273,6 @@ impl RegistrationActor {
             }
             tracing::info!("agent stopped");
         }
-        .instrument(span)
-        .await
     }
 
     async fn registration_request(&self) -> RegistrationRequest {
