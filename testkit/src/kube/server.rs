@@ -1,7 +1,8 @@
 //! The fake server's HTTP routes: `/version`, `/readyz`, discovery (`/api`, `/apis`,
 //! `/api/v1`, `/apis/<group>/<version>`), and for every resource the collection and item paths
 //! (namespaced and cluster-scoped) with GET (list, get, `?watch=true`), POST, PUT, PATCH (apply,
-//! merge) and DELETE, answering errors as `Status` objects.
+//! merge) and DELETE, answering errors as `Status` objects; and the SubjectAccessReview create
+//! (`POST /apis/authorization.k8s.io/v1/subjectaccessreviews`).
 
 use super::FakeOptions;
 use super::resources::{self, Resource};
@@ -175,6 +176,31 @@ async fn handle(
         "/apis" => return json_response(200, &resources::group_list(store.resources())),
         "/api/v1" => return json_response(200, &resources::resource_list("v1", store.resources())),
         _ => {}
+    }
+    if path == "/apis/authorization.k8s.io/v1/subjectaccessreviews" {
+        if method != Method::POST {
+            return error(&ApiError {
+                code: 405,
+                reason: "MethodNotAllowed",
+                message: format!("{method} is not supported on {path}: create reviews with POST"),
+                causes: Vec::new(),
+            });
+        }
+        let answer = serde_json::from_slice::<Value>(&body)
+            .map_err(|e| format!("body is not JSON: {e}"))
+            .and_then(|review| super::access::review(&store.access, &review));
+        return match answer {
+            Ok(v) => {
+                store.reviews.push(v.clone());
+                json_response(201, &v)
+            }
+            Err(message) => error(&ApiError {
+                code: 400,
+                reason: "BadRequest",
+                message,
+                causes: Vec::new(),
+            }),
+        };
     }
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
     if let ["apis", group, version] = segs.as_slice() {

@@ -12,6 +12,11 @@
 //!   a work whose anchor is deleted, and never a resource another work's anchor still owns.
 //! - Deletes use `Foreground` propagation, so a resource stays visible until its own dependents
 //!   are gone and the work's Foreground deletion waits for all of it.
+//! - A work's executor (OCM's `spec.executor`) is checked before each manifest is applied: one
+//!   SubjectAccessReview per verb for the ServiceAccount's user and groups on the manifest's
+//!   resource, namespace and name; allowed answers are cached for [`ALLOWED_TTL`] (as OCM's
+//!   executor cache does), so a resync of a large work asks nothing again; denials are not
+//!   cached, so a right granted later takes effect on the next apply.
 //! - Cluster facts: `/version`, capacity and allocatable summed over nodes, the node count, the `id.k8s.io`
 //!   claim from the kube-system namespace's UID, platform from the nodes' provider IDs, product
 //!   from the version string and node labels, health from `/readyz`.
@@ -20,7 +25,10 @@ pub mod cache;
 
 use super::{ApplyOutcome, Backend, BackendError, ClusterInfo, Strategy};
 use cache::Cache;
-use flotilla_api::work::ManifestId;
+use flotilla_api::work::{Executor, ManifestId};
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
 use kube::api::{
     Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, PropagationPolicy,
 };
@@ -32,9 +40,18 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// Group, version and kind.
 type KindKey = (String, String, String);
+
+/// How long a SubjectAccessReview that allowed an executor is trusted.
+pub const ALLOWED_TTL: Duration = Duration::from_secs(300);
+/// Cached answers beyond which expired ones are dropped.
+const ACCESS_CACHE_PRUNE: usize = 10_000;
+
+/// One question to the authorizer: user, verb, group, resource, namespace, name.
+type AccessKey = (String, &'static str, String, String, String, String);
 
 /// The anchor of a work's resources: OCM's cluster-scoped AppliedManifestWork, whose CRD the
 /// install manifests (`flotilla join`) carry.
@@ -60,6 +77,8 @@ pub struct KubeBackend {
     kinds: Mutex<HashMap<KindKey, (ApiResource, ApiCapabilities)>>,
     /// Watch caches by kind and namespace (`""` for cluster-scoped kinds).
     caches: Mutex<HashMap<(KindKey, String), Arc<Cache>>>,
+    /// SubjectAccessReviews that allowed, and when they were asked.
+    allowed: Mutex<HashMap<AccessKey, Instant>>,
 }
 
 impl std::fmt::Debug for KubeBackend {
@@ -97,6 +116,7 @@ impl KubeBackend {
             client,
             kinds: Mutex::new(HashMap::new()),
             caches: Mutex::new(HashMap::new()),
+            allowed: Mutex::new(HashMap::new()),
         })
     }
 
@@ -201,6 +221,49 @@ impl KubeBackend {
 }
 
 impl KubeBackend {
+    /// Asks the API server whether `executor` may `verb` the resource (a SubjectAccessReview);
+    /// `Err(reason)` when it may not.
+    async fn review(
+        &self,
+        executor: &Executor,
+        verb: &str,
+        attributes: &ResourceAttributes,
+    ) -> Result<Result<(), String>, BackendError> {
+        let review = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: Some(executor.username()),
+                groups: Some(executor.groups()),
+                resource_attributes: Some(ResourceAttributes {
+                    verb: Some(verb.to_string()),
+                    ..attributes.clone()
+                }),
+                ..SubjectAccessReviewSpec::default()
+            },
+            ..SubjectAccessReview::default()
+        };
+        let api: Api<SubjectAccessReview> = Api::all(self.client.clone());
+        let answer = api
+            .create(&PostParams::default(), &review)
+            .await
+            .map_err(|e| match e {
+                kube::Error::Api(r) if r.code == 403 => BackendError::Forbidden(format!(
+                    "the agent may not create SubjectAccessReviews to check the executor: {}",
+                    r.message
+                )),
+                e => map_error(e),
+            })?;
+        let status = answer.status.unwrap_or_default();
+        if status.allowed && !status.denied.unwrap_or(false) {
+            Ok(Ok(()))
+        } else {
+            Ok(Err(status
+                .reason
+                .filter(|r| !r.is_empty())
+                .or(status.evaluation_error.filter(|e| !e.is_empty()))
+                .unwrap_or_default()))
+        }
+    }
+
     /// Puts what the server answered to a write into the cache.
     async fn remember(&self, id: &ManifestId, object: DynamicObject) {
         if let (Ok(cache), Ok(v)) = (self.cache(id).await, serde_json::to_value(object)) {
@@ -507,6 +570,82 @@ impl Backend for KubeBackend {
                 }
             }
         }
+    }
+
+    async fn authorize(
+        &self,
+        executor: Option<&Executor>,
+        id: &ManifestId,
+        verbs: &[&'static str],
+    ) -> Result<(), BackendError> {
+        let Some(executor) = executor else {
+            return Ok(());
+        };
+        let (ar, caps) = self.resolve(&id.group, &id.version, &id.kind).await?;
+        let namespace = match caps.scope {
+            Scope::Namespaced if id.namespace.is_empty() => "default".to_string(),
+            Scope::Namespaced => id.namespace.clone(),
+            Scope::Cluster => String::new(),
+        };
+        let attributes = ResourceAttributes {
+            group: Some(id.group.clone()),
+            version: Some(id.version.clone()),
+            resource: Some(ar.plural.clone()),
+            namespace: Some(namespace.clone()),
+            name: Some(id.name.clone()),
+            ..ResourceAttributes::default()
+        };
+        let user = executor.username();
+        for verb in verbs {
+            let key: AccessKey = (
+                user.clone(),
+                verb,
+                id.group.clone(),
+                ar.plural.clone(),
+                namespace.clone(),
+                id.name.clone(),
+            );
+            let fresh = self
+                .allowed
+                .lock()
+                .expect("access cache lock")
+                .get(&key)
+                .is_some_and(|at| at.elapsed() < ALLOWED_TTL);
+            if fresh {
+                continue;
+            }
+            match self.review(executor, verb, &attributes).await? {
+                Ok(()) => {
+                    let mut allowed = self.allowed.lock().expect("access cache lock");
+                    if allowed.len() >= ACCESS_CACHE_PRUNE {
+                        allowed.retain(|_, at| at.elapsed() < ALLOWED_TTL);
+                    }
+                    allowed.insert(key, Instant::now());
+                }
+                Err(reason) => {
+                    let resource = if id.group.is_empty() {
+                        ar.plural.clone()
+                    } else {
+                        format!("{}.{}", ar.plural, id.group)
+                    };
+                    let scope = if namespace.is_empty() {
+                        "(cluster-scoped)".to_string()
+                    } else {
+                        format!("in namespace {namespace}")
+                    };
+                    return Err(BackendError::Forbidden(format!(
+                        "the executor {user} lacks permission to {verb} {resource} {:?} {scope}{}",
+                        id.name,
+                        if reason.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" ({reason})")
+                        }
+                    )));
+                }
+            }
+        }
+        Ok(())
     }
 
     async fn get(&self, id: &ManifestId) -> Result<Option<Value>, BackendError> {
