@@ -763,10 +763,22 @@ impl Cluster {
     /// Lets ServiceAccount `ns/sa` do everything with `resources` of `group` in `ns`: a rule on
     /// the fake, a Role and RoleBinding on a real cluster.
     async fn grant(&self, ns: &str, sa: &str, group: &str, resources: &[&str]) {
+        self.grant_verbs(ns, sa, group, resources, &["*"]).await;
+    }
+
+    /// Lets ServiceAccount `ns/sa` do `verbs` with `resources` of `group` in `ns`.
+    async fn grant_verbs(
+        &self,
+        ns: &str,
+        sa: &str,
+        group: &str,
+        resources: &[&str],
+        verbs: &[&str],
+    ) {
         match self {
             Self::Fake(fake) => fake.allow(
                 flotilla_testkit::kube::AccessRule::service_account(ns, sa)
-                    .verbs(&["*"])
+                    .verbs(verbs)
                     .resources(group, resources)
                     .in_namespace(ns),
             ),
@@ -775,7 +787,7 @@ impl Cluster {
                 self.take_fields(
                     &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
                         "metadata": {"name": name, "namespace": ns},
-                        "rules": [{"apiGroups": [group], "resources": resources, "verbs": ["*"]}]}),
+                        "rules": [{"apiGroups": [group], "resources": resources, "verbs": verbs}]}),
                     "flotilla-test",
                 )
                 .await;
@@ -907,6 +919,97 @@ spec:
     assert!(cluster.get(&deployment(&ns)).await.is_some());
     delete_work_and_wait(&mut works, "executed").await;
     assert!(cluster.get(&settings).await.is_none());
+    agent.stop().await;
+    hub.stop().await;
+}
+
+/// OCM's escalation check: a SubjectAccessReview cannot tell whether a Role or binding grants
+/// more than its writer holds, so the agent also creates it as a dry run impersonating the
+/// executor; a binding to a role the executor does not hold is refused though the executor may
+/// create bindings, while a Role granting only what it holds is applied.
+#[tokio::test]
+async fn an_executor_cannot_grant_itself_rights_through_roles_and_bindings() {
+    let Setup {
+        nats: _nats,
+        cluster,
+        hub,
+        agent,
+        mut works,
+    } = setup().await;
+    let ns = unique("rbac");
+    cluster
+        .take_fields(
+            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+            "flotilla-test",
+        )
+        .await;
+    let everything = unique("everything");
+    cluster
+        .take_fields(
+            &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": {"name": everything},
+                "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}),
+            "flotilla-test",
+        )
+        .await;
+    cluster.grant(&ns, "deployer", "", &["configmaps"]).await;
+    cluster
+        .grant_verbs(
+            &ns,
+            "deployer",
+            "rbac.authorization.k8s.io",
+            &["roles", "rolebindings"],
+            &[
+                "get", "list", "watch", "create", "update", "patch", "delete",
+            ],
+        )
+        .await;
+    let doc = format!(
+        r#"apiVersion: work.open-cluster-management.io/v1
+kind: ManifestWork
+metadata: {{namespace: edge-1, name: rbac}}
+spec:
+  executor:
+    subject:
+      type: ServiceAccount
+      serviceAccount: {{namespace: {ns}, name: deployer}}
+  workload:
+    manifests:
+      - apiVersion: rbac.authorization.k8s.io/v1
+        kind: Role
+        metadata: {{name: reader, namespace: {ns}}}
+        rules: [{{apiGroups: [""], resources: [configmaps], verbs: [get]}}]
+      - apiVersion: rbac.authorization.k8s.io/v1
+        kind: RoleBinding
+        metadata: {{name: takeover, namespace: {ns}}}
+        roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {everything}}}
+        subjects: [{{kind: ServiceAccount, name: deployer, namespace: {ns}}}]
+"#
+    );
+    works.apply_work(work(&doc)).await.unwrap();
+    let w = wait_work(&mut works, "edge-1", "rbac", "judged", |w| {
+        manifest_condition(w, 0, "Applied").is_some_and(|c| c.0 == "True")
+            && manifest_condition(w, 1, "Applied").is_some_and(|c| c.0 == "False")
+    })
+    .await;
+    let (_, reason, message) = manifest_condition(&w, 1, "Applied").unwrap();
+    assert_eq!(reason, "AppliedManifestFailed");
+    assert!(
+        message.contains(&format!(
+            "the executor system:serviceaccount:{ns}:deployer may not create rolebindings.rbac.authorization.k8s.io \"takeover\": permission escalation"
+        )),
+        "{message}"
+    );
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "takeover", "namespace": ns}});
+    assert!(
+        cluster.get(&binding).await.is_none(),
+        "the escalating binding was applied"
+    );
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "reader", "namespace": ns}});
+    assert!(cluster.get(&role).await.is_some());
+    delete_work_and_wait(&mut works, "rbac").await;
     agent.stop().await;
     hub.stop().await;
 }

@@ -124,8 +124,10 @@ pub trait Backend: Send + Sync + 'static {
     async fn get(&self, id: &ManifestId) -> Result<Option<Value>, BackendError>;
     /// Deletes one object; `Ok(false)` when it was already gone.
     async fn delete(&self, id: &ManifestId) -> Result<bool, BackendError>;
-    /// Whether the work's `executor` may do each of `verbs` to `id`, checked before the agent
-    /// applies a manifest (OCM's executor check). `None` is the agent's own identity. A refusal
+    /// Whether the work's `executor` may do each of `verbs` to `id` (whose manifest is
+    /// `object`), checked before the agent applies a manifest (OCM's executor check; for Roles
+    /// and bindings also whether writing `object` would grant the executor rights it does not
+    /// hold). `None` is the agent's own identity. A refusal
     /// is [`BackendError::Forbidden`] naming the verb, the resource and the executor. Allowed by
     /// default: a backend without access control (the simulated cluster) treats every executor
     /// as allowed.
@@ -133,6 +135,7 @@ pub trait Backend: Send + Sync + 'static {
         &self,
         _executor: Option<&Executor>,
         _id: &ManifestId,
+        _object: &Value,
         _verbs: &[&'static str],
     ) -> Result<(), BackendError> {
         Ok(())

@@ -563,6 +563,7 @@ impl Backend for SimBackend {
         &self,
         executor: Option<&flotilla_api::work::Executor>,
         id: &ManifestId,
+        _object: &Value,
         _verbs: &[&'static str],
     ) -> Result<(), BackendError> {
         let mut executors = self.executors.lock().expect("sim lock");

@@ -442,7 +442,11 @@ impl WorkActor {
                 declared.push(id.clone());
             }
             let verbs = crate::backend::executor_verbs(&m.strategy, !orphaned(id, policy.as_ref()));
-            if let Err(e) = self.backend.authorize(executor.as_ref(), id, &verbs).await {
+            if let Err(e) = self
+                .backend
+                .authorize(executor.as_ref(), id, &m.object, &verbs)
+                .await
+            {
                 tracing::info!(resource = %id.describe(), error = %e, "not applied: the executor may not");
                 results[i] = ApplyResult {
                     applied: false,

@@ -1,7 +1,9 @@
 //! The fake server's authorizer: `POST /apis/authorization.k8s.io/v1/subjectaccessreviews`
 //! answered from a rule list the test sets ([`super::FakeKube::allow`]), in the real JSON shape.
-//! Like RBAC it denies what no rule allows; unlike RBAC the rules are not Kubernetes objects and
-//! the requests themselves are never checked (any token may do anything).
+//! Like RBAC it denies what no rule allows; unlike RBAC the rules are not Kubernetes objects.
+//! The same rules judge impersonated requests (`Impersonate-User`, `Impersonate-Group`), with
+//! RBAC's escalation rules for writing Roles and bindings ([`escalation`]); requests that
+//! impersonate no one are never checked (any token may do anything).
 
 use serde_json::{Value, json};
 
@@ -79,6 +81,118 @@ impl AccessRule {
                 .namespace
                 .as_deref()
                 .is_none_or(|ns| ns == attr("namespace"))
+    }
+}
+
+/// Whether `user` (in `groups`) may `verb` the object `name` of `group`'s `resource` in
+/// `namespace` (`""`: cluster-wide) under `rules`.
+#[allow(clippy::too_many_arguments)]
+pub fn allowed(
+    rules: &[AccessRule],
+    user: &str,
+    groups: &[&str],
+    verb: &str,
+    group: &str,
+    resource: &str,
+    namespace: &str,
+    name: &str,
+) -> bool {
+    let attributes = json!({"verb": verb, "group": group, "resource": resource,
+        "namespace": namespace, "name": name});
+    rules.iter().any(|r| r.allows(user, groups, &attributes))
+}
+
+/// Whether a write of this plural resource of `rbac.authorization.k8s.io` is subject to the
+/// escalation rules.
+pub fn escalates(resource: &str) -> bool {
+    matches!(
+        resource,
+        "roles" | "rolebindings" | "clusterroles" | "clusterrolebindings"
+    )
+}
+
+/// RBAC's escalation rules for `user` writing `object` (a Role, ClusterRole, RoleBinding or
+/// ClusterRoleBinding of plural `resource`) in `namespace`: a role may only hold rules its writer
+/// holds (unless it may `escalate` roles), a binding may only bind a role whose rules its writer
+/// holds (unless it may `bind` that role). `role(kind, name)` reads the bound role. The error
+/// lists what is not held, as the API server does.
+pub fn escalation(
+    rules: &[AccessRule],
+    user: &str,
+    groups: &[&str],
+    resource: &str,
+    namespace: &str,
+    object: &Value,
+    role: impl Fn(&str, &str) -> Option<Value>,
+) -> Result<(), String> {
+    const RBAC: &str = "rbac.authorization.k8s.io";
+    let may = |verb: &str, resource: &str, name: &str| {
+        allowed(rules, user, groups, verb, RBAC, resource, namespace, name)
+    };
+    let granted = match resource {
+        "roles" | "clusterroles" => {
+            let name = object["metadata"]["name"].as_str().unwrap_or_default();
+            if may("escalate", resource, name) {
+                return Ok(());
+            }
+            object["rules"].clone()
+        }
+        "rolebindings" | "clusterrolebindings" => {
+            let kind = object["roleRef"]["kind"].as_str().unwrap_or_default();
+            let name = object["roleRef"]["name"].as_str().unwrap_or_default();
+            let plural = if kind == "Role" {
+                "roles"
+            } else {
+                "clusterroles"
+            };
+            if may("bind", plural, name) {
+                return Ok(());
+            }
+            match role(kind, name) {
+                Some(r) => r["rules"].clone(),
+                None => return Err(format!("{kind} {name:?} not found")),
+            }
+        }
+        _ => return Ok(()),
+    };
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut missing = Vec::new();
+    for rule in granted.as_array().into_iter().flatten() {
+        let names = strings(&rule["resourceNames"]);
+        let names = if names.is_empty() {
+            vec![String::new()]
+        } else {
+            names
+        };
+        for g in strings(&rule["apiGroups"]) {
+            for r in strings(&rule["resources"]) {
+                for v in strings(&rule["verbs"]) {
+                    for n in &names {
+                        if !allowed(rules, user, groups, &v, &g, &r, namespace, n) {
+                            missing.push(format!(
+                                "{{APIGroups:[{g:?}], Resources:[{r:?}], Verbs:[{v:?}]}}"
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "user {user:?} is attempting to grant RBAC permissions not currently held:\n{}",
+            missing.join("\n")
+        ))
     }
 }
 
@@ -190,5 +304,70 @@ mod tests {
         let answer = review(&rules, &sar(sa, "get", "", "configmaps", "default", "x")).unwrap();
         assert_eq!(answer["kind"], "SubjectAccessReview");
         assert_eq!(answer["spec"]["user"], sa);
+    }
+
+    #[test]
+    fn roles_grant_only_what_their_writer_holds() {
+        let sa = "system:serviceaccount:default:executor1";
+        let rules = [AccessRule::service_account("default", "executor1")
+            .verbs(&["*"])
+            .resources("", &["configmaps"])
+            .in_namespace("default")];
+        let role = |resources: &[&str]| {
+            json!({"metadata": {"name": "r"}, "rules": [
+                {"apiGroups": [""], "resources": resources, "verbs": ["get"]}]})
+        };
+        let none = |_: &str, _: &str| None;
+        assert!(
+            escalation(
+                &rules,
+                sa,
+                &[],
+                "roles",
+                "default",
+                &role(&["configmaps"]),
+                none
+            )
+            .is_ok()
+        );
+        let err = escalation(
+            &rules,
+            sa,
+            &[],
+            "roles",
+            "default",
+            &role(&["secrets"]),
+            none,
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("not currently held") && err.contains("secrets"),
+            "{err}"
+        );
+        // A binding to a role it does not hold, unless it may bind that role.
+        let binding = json!({"roleRef": {"kind": "ClusterRole", "name": "admin"}});
+        let admin = |_: &str, _: &str| {
+            Some(json!({"rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}))
+        };
+        assert!(escalation(&rules, sa, &[], "rolebindings", "default", &binding, admin).is_err());
+        let with_bind = [
+            rules[0].clone(),
+            AccessRule::service_account("default", "executor1")
+                .verbs(&["bind"])
+                .resources("rbac.authorization.k8s.io", &["clusterroles"])
+                .names(&["admin"]),
+        ];
+        assert!(
+            escalation(
+                &with_bind,
+                sa,
+                &[],
+                "rolebindings",
+                "default",
+                &binding,
+                admin
+            )
+            .is_ok()
+        );
     }
 }

@@ -4,10 +4,12 @@
 //! HTTP, holding objects in memory, with watch streams that resume from a resourceVersion.
 //!
 //! SubjectAccessReviews are answered from a rule list the test sets ([`FakeKube::allow`],
-//! [`access`]); what no rule allows is denied.
+//! [`access`]); what no rule allows is denied. The same rules, with RBAC's escalation rules for
+//! Roles and bindings, judge requests that impersonate a user (`Impersonate-User`); a `dryRun`
+//! create answers without storing.
 //!
-//! What it does not emulate: authentication and RBAC on its own requests (any token may do
-//! anything), admission and
+//! What it does not emulate: authentication and RBAC for requests that impersonate no one (any
+//! token may do anything), admission and
 //! defaulting, schema validation beyond what the wire format needs, label and field selectors on
 //! lists, strategic merge patch (treated as a JSON merge patch), server-side apply's list merge
 //! keys (a list is owned and replaced whole), finalizers and the Terminating phase (a deletion —

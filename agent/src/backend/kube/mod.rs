@@ -16,7 +16,10 @@
 //!   SubjectAccessReview per verb for the ServiceAccount's user and groups on the manifest's
 //!   resource, namespace and name; allowed answers are cached for [`ALLOWED_TTL`] (as OCM's
 //!   executor cache does), so a resync of a large work asks nothing again; denials are not
-//!   cached, so a right granted later takes effect on the next apply.
+//!   cached, so a right granted later takes effect on the next apply. A Role, ClusterRole or
+//!   binding is also created as a dry run while impersonating the executor (OCM's escalation
+//!   check: a review cannot tell whether the object grants rights its writer lacks; the API
+//!   server's RBAC escalation rules can).
 //! - Cluster facts: `/version`, capacity and allocatable summed over nodes, the node count, the `id.k8s.io`
 //!   claim from the kube-system namespace's UID, platform from the nodes' provider IDs, product
 //!   from the version string and node labels, health from `/readyz`.
@@ -50,6 +53,17 @@ pub const ALLOWED_TTL: Duration = Duration::from_secs(300);
 /// Cached answers beyond which expired ones are dropped.
 const ACCESS_CACHE_PRUNE: usize = 10_000;
 
+/// The group of the kinds whose writing can escalate rights.
+const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+
+/// Whether writing an object of this plural resource of [`RBAC_GROUP`] can grant rights.
+fn escalates(plural: &str) -> bool {
+    matches!(
+        plural,
+        "roles" | "rolebindings" | "clusterroles" | "clusterrolebindings"
+    )
+}
+
 /// One question to the authorizer: user, verb, group, resource, namespace, name.
 type AccessKey = (String, &'static str, String, String, String, String);
 
@@ -79,6 +93,10 @@ pub struct KubeBackend {
     caches: Mutex<HashMap<(KindKey, String), Arc<Cache>>>,
     /// SubjectAccessReviews that allowed, and when they were asked.
     allowed: Mutex<HashMap<AccessKey, Instant>>,
+    /// How the agent reaches the cluster, to impersonate executors.
+    config: Config,
+    /// Clients impersonating executors, by user name.
+    impersonating: Mutex<HashMap<String, Client>>,
 }
 
 impl std::fmt::Debug for KubeBackend {
@@ -111,9 +129,12 @@ impl KubeBackend {
                 )
             })?,
         };
-        let client = Client::try_from(config).map_err(|e| format!("Kubernetes client: {e}"))?;
+        let client =
+            Client::try_from(config.clone()).map_err(|e| format!("Kubernetes client: {e}"))?;
         Ok(Self {
             client,
+            config,
+            impersonating: Mutex::new(HashMap::new()),
             kinds: Mutex::new(HashMap::new()),
             caches: Mutex::new(HashMap::new()),
             allowed: Mutex::new(HashMap::new()),
@@ -261,6 +282,60 @@ impl KubeBackend {
                 .filter(|r| !r.is_empty())
                 .or(status.evaluation_error.filter(|e| !e.is_empty()))
                 .unwrap_or_default()))
+        }
+    }
+
+    /// A client acting as `executor` (Kubernetes impersonation of its user and groups).
+    fn impersonating(&self, executor: &Executor) -> Result<Client, BackendError> {
+        let user = executor.username();
+        if let Some(c) = self.impersonating.lock().expect("clients lock").get(&user) {
+            return Ok(c.clone());
+        }
+        let mut config = self.config.clone();
+        config.auth_info.impersonate = Some(user.clone());
+        config.auth_info.impersonate_groups = Some(executor.groups());
+        let client = Client::try_from(config).map_err(unavailable)?;
+        self.impersonating
+            .lock()
+            .expect("clients lock")
+            .insert(user, client.clone());
+        Ok(client)
+    }
+
+    /// OCM's escalation check: creates `object` as a dry run while impersonating `executor`, so
+    /// the API server applies its RBAC escalation rules (a Role may only grant what its writer
+    /// holds, a binding only a role its writer holds or may `bind`). An object that exists
+    /// already passed them (the server checks escalation before existence).
+    async fn check_escalation(
+        &self,
+        executor: &Executor,
+        id: &ManifestId,
+        object: &Value,
+        (ar, caps): &(ApiResource, ApiCapabilities),
+        namespace: &str,
+    ) -> Result<(), BackendError> {
+        let client = self.impersonating(executor)?;
+        let api: Api<DynamicObject> = match caps.scope {
+            Scope::Namespaced => Api::namespaced_with(client, namespace, ar),
+            Scope::Cluster => Api::all_with(client, ar),
+        };
+        let typed: DynamicObject = serde_json::from_value(object.clone())
+            .map_err(|e| BackendError::Invalid(e.to_string()))?;
+        let params = PostParams {
+            dry_run: true,
+            field_manager: None,
+        };
+        match api.create(&params, &typed).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(r)) if r.code == 409 => Ok(()),
+            Err(kube::Error::Api(r)) if r.code == 403 => Err(BackendError::Forbidden(format!(
+                "the executor {} may not create {}.{RBAC_GROUP} {:?}: permission escalation ({})",
+                executor.username(),
+                ar.plural,
+                id.name,
+                r.message
+            ))),
+            Err(e) => Err(map_error(e)),
         }
     }
 
@@ -576,12 +651,14 @@ impl Backend for KubeBackend {
         &self,
         executor: Option<&Executor>,
         id: &ManifestId,
+        object: &Value,
         verbs: &[&'static str],
     ) -> Result<(), BackendError> {
         let Some(executor) = executor else {
             return Ok(());
         };
-        let (ar, caps) = self.resolve(&id.group, &id.version, &id.kind).await?;
+        let resolved = self.resolve(&id.group, &id.version, &id.kind).await?;
+        let (ar, caps) = &resolved;
         let namespace = match caps.scope {
             Scope::Namespaced if id.namespace.is_empty() => "default".to_string(),
             Scope::Namespaced => id.namespace.clone(),
@@ -644,6 +721,10 @@ impl Backend for KubeBackend {
                     )));
                 }
             }
+        }
+        if id.group == RBAC_GROUP && escalates(&ar.plural) && verbs.contains(&"create") {
+            self.check_escalation(executor, id, object, &resolved, &namespace)
+                .await?;
         }
         Ok(())
     }
