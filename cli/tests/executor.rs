@@ -78,6 +78,24 @@ fn a_deployer_applies_ocms_executor_example_and_it_becomes_available() {
         out.stdout
     );
 
+    let out = as_token(
+        ADMIN,
+        &[
+            "describe",
+            "work",
+            "example-manifestwork",
+            "-n",
+            "exec-0001",
+        ],
+        None,
+    );
+    assert!(
+        out.stdout
+            .contains("Executor: system:serviceaccount:default:executor1"),
+        "{}",
+        out.stdout
+    );
+
     // Another executor: refused, naming the field and the identity.
     let other = example.replace("name: executor1", "name: cluster-admin");
     let out = as_token(DEPLOYER, &["apply", "-f", "-"], Some(&other));
