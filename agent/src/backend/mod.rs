@@ -197,6 +197,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn executors_are_checked_for_the_verbs_ocms_work_agent_checks() {
+        assert_eq!(
+            executor_verbs(&Strategy::Update, false),
+            ["create", "update", "patch", "get"]
+        );
+        // A resource the work would delete: the right to delete it is checked up front.
+        assert_eq!(
+            executor_verbs(&Strategy::CreateOnly, true),
+            ["create", "update", "patch", "get", "delete"]
+        );
+        assert_eq!(executor_verbs(&Strategy::ReadOnly, true), ["get"]);
+    }
+
+    #[test]
     fn kinds_match_by_kind_plural_and_short_name() {
         for q in ["Deployment", "deployments", "deploy", "DEPLOYMENT"] {
             assert!(kind_matches(q, "Deployment"), "{q}");

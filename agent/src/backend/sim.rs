@@ -636,6 +636,35 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_executor_is_allowed_and_shown_on_the_object_it_applied() {
+        let b = sim();
+        let d = deploy("web", "default", 1);
+        let id = manifest_id(&d).unwrap();
+        let executor = flotilla_api::work::Executor {
+            namespace: "default".into(),
+            name: "executor1".into(),
+        };
+        b.authorize(Some(&executor), &id, &d, &["create"])
+            .await
+            .expect("the simulated cluster allows every executor");
+        b.apply(&id, &d, &Strategy::Update).await.unwrap();
+        let shown = b.get(&id).await.unwrap().unwrap();
+        assert_eq!(
+            shown["metadata"]["annotations"][ANNOTATION_EXECUTOR],
+            "system:serviceaccount:default:executor1"
+        );
+        let listed = b.list("deployments", Some("default")).await.unwrap();
+        assert_eq!(
+            listed[0]["metadata"]["annotations"][ANNOTATION_EXECUTOR],
+            "system:serviceaccount:default:executor1"
+        );
+        // The work drops its executor: the agent's own identity applies, nothing is shown.
+        b.authorize(None, &id, &d, &["create"]).await.unwrap();
+        assert_eq!(b.executor_of(&id), None);
+        assert!(b.get(&id).await.unwrap().unwrap()["metadata"]["annotations"].is_null());
+    }
+
+    #[tokio::test]
     async fn sim_reports_capacity_and_injected_failures() {
         let b = SimBackend::new(8, 32, "v1.30.0").with_platform("AWS");
         let i = b.info().await;
