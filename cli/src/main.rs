@@ -25,7 +25,8 @@ struct Cli {
         default_value = "http://127.0.0.1:50051"
     )]
     hub: String,
-    /// Bearer token for a hub that requires one (`admin` or `read-only` in its token file).
+    /// Bearer token for a hub that requires one (`admin`, `deployer` or `read-only` in its token
+    /// file).
     #[arg(long, global = true, env = "FLOTILLA_TOKEN", hide_env_values = true)]
     token: Option<String>,
     /// CA bundle (PEM) to verify an https:// hub.

@@ -86,6 +86,8 @@ fn install_manifests_validate_against_the_kubernetes_schemas() {
     assert!(secure.contains("--bootstrap-creds=/etc/flotilla/bootstrap.creds"));
     assert!(secure.contains("--nats-ca=/etc/flotilla/ca.pem"));
     assert!(secure.contains("servicemonitors") && !secure.contains("resources: [\"*\"]"));
+    // The executor check (OCM's spec.executor) asks SubjectAccessReviews.
+    assert!(secure.contains("resources: [subjectaccessreviews]\n  verbs: [create]"));
 }
 
 #[test]

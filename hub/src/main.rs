@@ -30,8 +30,10 @@ struct Args {
     /// gRPC API listen address.
     #[arg(long, env = "FLOTILLA_GRPC_LISTEN", default_value = flotilla_hub::DEFAULT_GRPC_LISTEN)]
     grpc_listen: SocketAddr,
-    /// API bearer tokens: a file of `TOKEN,NAME,ROLE` lines, ROLE `admin` or `read-only`
-    /// (without it the API is open, which is refused off loopback).
+    /// API bearer tokens: a file of `TOKEN,NAME,ROLE[,EXECUTE_AS]` lines, ROLE `admin`,
+    /// `deployer` or `read-only`; a deployer's EXECUTE_AS lists the ManifestWork executors it may
+    /// name (`NAMESPACE/NAME` or `NAMESPACE/*`, space-separated). Without it the API is open
+    /// (any executor allowed), which is refused off loopback.
     #[arg(long, env = "FLOTILLA_API_TOKEN_FILE")]
     api_token_file: Option<std::path::PathBuf>,
     /// Serve an open API (no tokens) on a non-loopback address anyway.

@@ -8,7 +8,7 @@
 pub mod kube;
 pub mod sim;
 
-use flotilla_api::work::ManifestId;
+use flotilla_api::work::{Executor, ManifestId};
 use serde_json::Value;
 use std::collections::HashMap;
 use thiserror::Error;
@@ -88,6 +88,24 @@ pub enum BackendError {
     /// The cluster could not be reached.
     #[error("unavailable: {0}")]
     Unavailable(String),
+    /// The work's executor may not do this (a SubjectAccessReview said no).
+    #[error("forbidden: {0}")]
+    Forbidden(String),
+}
+
+/// The verbs OCM's work agent checks an executor for before applying a manifest: what an apply
+/// may need, plus `delete` when the work owns the resource (its delete option would delete it),
+/// so that a later deletion never needs a right the executor lacked. A `ReadOnly` manifest is
+/// only read, so only `get` is checked (OCM checks the write verbs for it too).
+pub fn executor_verbs(strategy: &Strategy, owned: bool) -> Vec<&'static str> {
+    if *strategy == Strategy::ReadOnly {
+        return vec!["get"];
+    }
+    let mut verbs = vec!["create", "update", "patch", "get"];
+    if owned {
+        verbs.push("delete");
+    }
+    verbs
 }
 
 /// A cluster the agent observes and applies work to.
@@ -106,6 +124,22 @@ pub trait Backend: Send + Sync + 'static {
     async fn get(&self, id: &ManifestId) -> Result<Option<Value>, BackendError>;
     /// Deletes one object; `Ok(false)` when it was already gone.
     async fn delete(&self, id: &ManifestId) -> Result<bool, BackendError>;
+    /// Whether the work's `executor` may do each of `verbs` to `id` (whose manifest is
+    /// `object`), checked before the agent applies a manifest (OCM's executor check; for Roles
+    /// and bindings also whether writing `object` would grant the executor rights it does not
+    /// hold). `None` is the agent's own identity. A refusal
+    /// is [`BackendError::Forbidden`] naming the verb, the resource and the executor. Allowed by
+    /// default: a backend without access control (the simulated cluster) treats every executor
+    /// as allowed.
+    async fn authorize(
+        &self,
+        _executor: Option<&Executor>,
+        _id: &ManifestId,
+        _object: &Value,
+        _verbs: &[&'static str],
+    ) -> Result<(), BackendError> {
+        Ok(())
+    }
     /// The AddOnPlacementScores this cluster reports: `(resource name, scores)`. None by default.
     fn scores(&self) -> Vec<(String, Vec<flotilla_api::v1::AddOnPlacementScoreItem>)> {
         Vec::new()
@@ -161,6 +195,20 @@ pub fn kind_matches(query: &str, kind: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn executors_are_checked_for_the_verbs_ocms_work_agent_checks() {
+        assert_eq!(
+            executor_verbs(&Strategy::Update, false),
+            ["create", "update", "patch", "get"]
+        );
+        // A resource the work would delete: the right to delete it is checked up front.
+        assert_eq!(
+            executor_verbs(&Strategy::CreateOnly, true),
+            ["create", "update", "patch", "get", "delete"]
+        );
+        assert_eq!(executor_verbs(&Strategy::ReadOnly, true), ["get"]);
+    }
 
     #[test]
     fn kinds_match_by_kind_plural_and_short_name() {

@@ -17,6 +17,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub const ANNOTATION_APPLY_ERROR: &str = "sim.flotilla.io/apply-error";
 /// Annotation `fail` makes a Job fail instead of completing.
 pub const ANNOTATION_JOB_OUTCOME: &str = "sim.flotilla.io/job-outcome";
+/// Annotation the simulated cluster shows on objects a work with an executor applied: the
+/// executor's user name (`system:serviceaccount:<ns>:<name>`), so tests and `flotilla proxy`
+/// see which identity the agent applied them as.
+pub const ANNOTATION_EXECUTOR: &str = "sim.flotilla.io/executor";
 /// Field manager of the `Update` strategy.
 pub const UPDATE_MANAGER: &str = "flotilla-work-agent";
 const BUILTIN_NAMESPACES: [&str; 4] = ["default", "kube-system", "kube-public", "kube-node-lease"];
@@ -68,6 +72,8 @@ pub struct SimBackend {
     injected: Mutex<HashMap<(String, String), String>>,
     /// Fraction of allocatable CPU and memory in use (drives the resource-usage score).
     load: Mutex<f64>,
+    /// The executor each object was last authorized for, by object key.
+    executors: Mutex<HashMap<String, String>>,
 }
 
 fn now_ms() -> u64 {
@@ -175,6 +181,7 @@ impl SimBackend {
             file: None,
             injected: Mutex::new(HashMap::new()),
             load: Mutex::new(0.0),
+            executors: Mutex::new(HashMap::new()),
         }
     }
 
@@ -256,6 +263,31 @@ impl SimBackend {
         if let Err(e) = result {
             tracing::error!(error = %e, file = %file.display(), "saving the simulated cluster failed");
         }
+    }
+
+    /// The executor (user name) the object at `id` was last applied as, if any.
+    pub fn executor_of(&self, id: &ManifestId) -> Option<String> {
+        self.executors
+            .lock()
+            .expect("sim lock")
+            .get(&key(id))
+            .cloned()
+    }
+
+    /// The object with its status, as `get` and `list` show it (`key` is the object's key).
+    fn shown(&self, key: &str, id_group: &str, kind: &str, o: &SimObject) -> Value {
+        let mut v = self.with_status(id_group, kind, o);
+        if let Some(executor) = self.executors.lock().expect("sim lock").get(key)
+            && let Some(meta) = v["metadata"].as_object_mut()
+        {
+            let annotations = meta
+                .entry("annotations")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Some(a) = annotations.as_object_mut() {
+                a.insert(ANNOTATION_EXECUTOR.into(), Value::String(executor.clone()));
+            }
+        }
+        v
     }
 
     fn with_status(&self, id_group: &str, kind: &str, o: &SimObject) -> Value {
@@ -525,12 +557,30 @@ impl Backend for SimBackend {
         )]
     }
 
+    /// Records the executor (shown as an annotation) and allows it: the simulated cluster has
+    /// no RBAC.
+    async fn authorize(
+        &self,
+        executor: Option<&flotilla_api::work::Executor>,
+        id: &ManifestId,
+        _object: &Value,
+        _verbs: &[&'static str],
+    ) -> Result<(), BackendError> {
+        let mut executors = self.executors.lock().expect("sim lock");
+        match executor {
+            Some(e) => executors.insert(key(id), e.username()),
+            None => executors.remove(&key(id)),
+        };
+        Ok(())
+    }
+
     async fn get(&self, id: &ManifestId) -> Result<Option<Value>, BackendError> {
         let objects = self.objects.lock().expect("sim lock");
+        let k = key(id);
         Ok(objects
             .objects
-            .get(&key(id))
-            .map(|o| self.with_status(&id.group, &id.kind, o)))
+            .get(&k)
+            .map(|o| self.shown(&k, &id.group, &id.kind, o)))
     }
 
     async fn delete(&self, id: &ManifestId) -> Result<bool, BackendError> {
@@ -557,7 +607,7 @@ impl Backend for SimBackend {
                 let mut parts = k.splitn(4, '/');
                 let (group, okind, ns) = (parts.next()?, parts.next()?, parts.next()?);
                 (kind_matches(kind, okind) && namespace.is_none_or(|n| n == ns))
-                    .then(|| self.with_status(group, okind, o))
+                    .then(|| self.shown(k, group, okind, o))
             })
             .collect())
     }
@@ -583,6 +633,35 @@ mod tests {
 
     fn ns(name: &str) -> Value {
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    }
+
+    #[tokio::test]
+    async fn the_executor_is_allowed_and_shown_on_the_object_it_applied() {
+        let b = sim();
+        let d = deploy("web", "default", 1);
+        let id = manifest_id(&d).unwrap();
+        let executor = flotilla_api::work::Executor {
+            namespace: "default".into(),
+            name: "executor1".into(),
+        };
+        b.authorize(Some(&executor), &id, &d, &["create"])
+            .await
+            .expect("the simulated cluster allows every executor");
+        b.apply(&id, &d, &Strategy::Update).await.unwrap();
+        let shown = b.get(&id).await.unwrap().unwrap();
+        assert_eq!(
+            shown["metadata"]["annotations"][ANNOTATION_EXECUTOR],
+            "system:serviceaccount:default:executor1"
+        );
+        let listed = b.list("deployments", Some("default")).await.unwrap();
+        assert_eq!(
+            listed[0]["metadata"]["annotations"][ANNOTATION_EXECUTOR],
+            "system:serviceaccount:default:executor1"
+        );
+        // The work drops its executor: the agent's own identity applies, nothing is shown.
+        b.authorize(None, &id, &d, &["create"]).await.unwrap();
+        assert_eq!(b.executor_of(&id), None);
+        assert!(b.get(&id).await.unwrap().unwrap()["metadata"]["annotations"].is_null());
     }
 
     #[tokio::test]

@@ -410,6 +410,8 @@ impl WorkActor {
             }
         };
         let complete = self.complete_manifests();
+        // OCM's executor: every manifest is checked against its rights before it is applied.
+        let executor = flotilla_api::work::Executor::of_work(&self.work());
         for i in order {
             let m = &self.manifests[i];
             if complete.contains(&i) {
@@ -438,6 +440,20 @@ impl WorkActor {
             };
             if m.strategy != Strategy::ReadOnly {
                 declared.push(id.clone());
+            }
+            let verbs = crate::backend::executor_verbs(&m.strategy, !orphaned(id, policy.as_ref()));
+            if let Err(e) = self
+                .backend
+                .authorize(executor.as_ref(), id, &m.object, &verbs)
+                .await
+            {
+                tracing::info!(resource = %id.describe(), error = %e, "not applied: the executor may not");
+                results[i] = ApplyResult {
+                    applied: false,
+                    reason: "AppliedManifestFailed".into(),
+                    message: format!("{}: {e}", id.describe()),
+                };
+                continue;
             }
             let owned = match &anchor {
                 Some(owner)

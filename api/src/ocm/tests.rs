@@ -139,3 +139,80 @@ fn parses_a_manifest_work_replica_set_as_ocm_users_write_it() {
     let err = parse_documents(&bad).remove(0).unwrap_err().to_string();
     assert!(err.contains("maxFailure"), "{err}");
 }
+
+#[test]
+fn parses_ocms_executor_example_and_round_trips_it() {
+    let text = include_str!("../../../examples/executor-work.yaml").replace("CLUSTER", "cluster1");
+    let docs = parse_documents(&text);
+    let Ok(Document::Work(w)) = &docs[0] else {
+        panic!("{docs:?}")
+    };
+    assert!(
+        crate::work::validate(w).is_empty(),
+        "{:?}",
+        crate::work::validate(w)
+    );
+    let executor = crate::work::Executor::of_work(w).expect("the executor is carried");
+    assert_eq!(
+        executor.username(),
+        "system:serviceaccount:default:executor1"
+    );
+    // Back to the OCM shape (what `flotilla get work -o yaml` prints) and to protobuf again.
+    let back = ManifestWork::from(w);
+    let yaml = serde_yaml::to_string(&back).unwrap();
+    assert!(
+        yaml.contains("executor:\n    subject:\n      type: ServiceAccount\n      serviceAccount:\n        namespace: default\n        name: executor1"),
+        "{yaml}"
+    );
+    assert_eq!(back.to_proto().unwrap().spec, w.spec);
+    // A work without an executor prints none.
+    let plain = include_str!("../../../examples/hello-work.yaml").replace("CLUSTER", "cluster1");
+    let Ok(Document::Work(p)) = parse_documents(&plain).remove(0) else {
+        panic!("hello-work parses")
+    };
+    assert!(
+        !serde_yaml::to_string(&ManifestWork::from(&p))
+            .unwrap()
+            .contains("executor")
+    );
+}
+
+#[test]
+fn executors_are_validated_like_ocms_schema_with_the_field_named() {
+    let work = |executor: &str| {
+        format!(
+            "apiVersion: work.open-cluster-management.io/v1\nkind: ManifestWork\nmetadata:\n  namespace: cluster1\n  name: w\nspec:\n  executor:\n{executor}  workload:\n    manifests:\n      - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: c, namespace: default}}}}\n"
+        )
+    };
+    for (executor, field) in [
+        (
+            "    subject:\n      type: User\n      serviceAccount: {namespace: default, name: a}\n",
+            "spec.executor.subject.type",
+        ),
+        (
+            "    subject:\n      type: ServiceAccount\n",
+            "spec.executor.subject.serviceAccount",
+        ),
+        (
+            "    subject:\n      type: ServiceAccount\n      serviceAccount: {name: a}\n",
+            "spec.executor.subject.serviceAccount.namespace",
+        ),
+        (
+            "    subject:\n      type: ServiceAccount\n      serviceAccount: {namespace: default, name: Bad_Name}\n",
+            "spec.executor.subject.serviceAccount.name",
+        ),
+    ] {
+        let Ok(Document::Work(w)) = parse_documents(&work(executor)).remove(0) else {
+            panic!("{executor} parses")
+        };
+        let errors = crate::work::validate(&w);
+        assert_eq!(errors.len(), 1, "{executor}: {errors:?}");
+        assert!(errors[0].starts_with(field), "{executor}: {errors:?}");
+    }
+    // Unknown fields are refused at parse time, naming the path.
+    let err = parse_documents(&work("    subject:\n      kind: ServiceAccount\n"))
+        .remove(0)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("spec.executor.subject"), "{err}");
+}

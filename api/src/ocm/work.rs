@@ -38,9 +38,42 @@ pub struct WorkSpec {
     /// Per-resource options.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub manifest_configs: Vec<ManifestConfig>,
-    /// OCM's executor field: accepted and ignored (Flotilla's agent applies with its own identity).
-    #[serde(default, skip_serializing)]
-    pub executor: Option<serde_json::Value>,
+    /// The identity whose rights on the managed cluster bound what the agent applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor: Option<Executor>,
+}
+
+/// OCM `ManifestWorkExecutor`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Executor {
+    /// Who applies.
+    #[serde(default)]
+    pub subject: ExecutorSubject,
+}
+
+/// OCM `ManifestWorkExecutorSubject`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExecutorSubject {
+    /// `ServiceAccount` (the only type).
+    #[serde(rename = "type", default)]
+    pub type_: String,
+    /// The ServiceAccount, for type ServiceAccount.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account: Option<ServiceAccountRef>,
+}
+
+/// OCM `ManifestWorkSubjectServiceAccount`: a ServiceAccount on the managed cluster.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceAccountRef {
+    /// Namespace.
+    #[serde(default)]
+    pub namespace: String,
+    /// Name.
+    #[serde(default)]
+    pub name: String,
 }
 
 /// The manifests.
@@ -400,6 +433,17 @@ impl ManifestWork {
                         feedback_scrape_type: c.feedback_scrape_type.clone(),
                     })
                     .collect(),
+                executor: s.executor.as_ref().map(|e| v1::ManifestWorkExecutor {
+                    subject: Some(v1::ManifestWorkExecutorSubject {
+                        r#type: e.subject.type_.clone(),
+                        service_account: e.subject.service_account.as_ref().map(|sa| {
+                            v1::ManifestWorkSubjectServiceAccount {
+                                namespace: sa.namespace.clone(),
+                                name: sa.name.clone(),
+                            }
+                        }),
+                    }),
+                }),
             }),
             status: None,
             hub: None,
@@ -564,7 +608,18 @@ impl From<&v1::ManifestWork> for ManifestWork {
                         feedback_scrape_type: c.feedback_scrape_type.clone(),
                     })
                     .collect(),
-                executor: None,
+                executor: spec.executor.map(|e| {
+                    let subject = e.subject.unwrap_or_default();
+                    Executor {
+                        subject: ExecutorSubject {
+                            type_: subject.r#type,
+                            service_account: subject.service_account.map(|sa| ServiceAccountRef {
+                                namespace: sa.namespace,
+                                name: sa.name,
+                            }),
+                        },
+                    }
+                }),
             },
             status,
         }

@@ -72,6 +72,91 @@ impl ManifestId {
     }
 }
 
+/// The only executor subject type OCM defines.
+pub const EXECUTOR_SERVICE_ACCOUNT: &str = "ServiceAccount";
+
+/// A work's executor (OCM `spec.executor.subject.serviceAccount`): the ServiceAccount on the
+/// managed cluster whose rights bound what the agent applies for the work.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Executor {
+    /// The ServiceAccount's namespace.
+    pub namespace: String,
+    /// The ServiceAccount's name.
+    pub name: String,
+}
+
+impl Executor {
+    /// The executor a spec names, if any (`None` also when the subject is not a ServiceAccount,
+    /// which [`validate`] refuses).
+    pub fn of(spec: &crate::v1::ManifestWorkSpec) -> Option<Self> {
+        let subject = spec.executor.as_ref()?.subject.as_ref()?;
+        if subject.r#type != EXECUTOR_SERVICE_ACCOUNT {
+            return None;
+        }
+        let sa = subject.service_account.as_ref()?;
+        Some(Self {
+            namespace: sa.namespace.clone(),
+            name: sa.name.clone(),
+        })
+    }
+
+    /// The executor a work names, if any.
+    pub fn of_work(work: &ManifestWork) -> Option<Self> {
+        work.spec.as_ref().and_then(Self::of)
+    }
+
+    /// The Kubernetes user name of the ServiceAccount, `system:serviceaccount:<ns>:<name>`: what
+    /// SubjectAccessReviews (and OCM's `execute-as` check) name.
+    pub fn username(&self) -> String {
+        format!("system:serviceaccount:{}:{}", self.namespace, self.name)
+    }
+
+    /// The groups Kubernetes puts a ServiceAccount in.
+    pub fn groups(&self) -> Vec<String> {
+        vec![
+            "system:serviceaccounts".into(),
+            format!("system:serviceaccounts:{}", self.namespace),
+            "system:authenticated".into(),
+        ]
+    }
+}
+
+impl std::fmt::Display for Executor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// OCM's schema for `spec.executor`: a subject of type ServiceAccount whose namespace and name
+/// are DNS subdomains (at most 253 characters).
+fn validate_executor(executor: &crate::v1::ManifestWorkExecutor, errors: &mut Vec<String>) {
+    let Some(subject) = &executor.subject else {
+        errors.push("spec.executor.subject: required".into());
+        return;
+    };
+    if subject.r#type != EXECUTOR_SERVICE_ACCOUNT {
+        errors.push(format!(
+            "spec.executor.subject.type: {:?} is not {EXECUTOR_SERVICE_ACCOUNT} (the only executor type)",
+            subject.r#type
+        ));
+        return;
+    }
+    let Some(sa) = &subject.service_account else {
+        errors.push(
+            "spec.executor.subject.serviceAccount: required when the type is ServiceAccount".into(),
+        );
+        return;
+    };
+    for (field, value) in [("namespace", &sa.namespace), ("name", &sa.name)] {
+        if let Err(e) = crate::names::validate_dns1123_subdomain(
+            &format!("spec.executor.subject.serviceAccount.{field}"),
+            value,
+        ) {
+            errors.push(e.to_string());
+        }
+    }
+}
+
 /// Kinds that are cluster-scoped (everything else is namespaced; its namespace defaults to
 /// `default`).
 pub fn is_cluster_scoped(group: &str, kind: &str) -> bool {
@@ -322,6 +407,9 @@ pub fn validate(work: &ManifestWork) -> Vec<String> {
         if d.ttl_seconds_after_finished.is_some_and(|t| t < 0) {
             errors.push("spec.deleteOption.ttlSecondsAfterFinished: must not be negative".into());
         }
+    }
+    if let Some(executor) = &spec.executor {
+        validate_executor(executor, &mut errors);
     }
     errors
 }

@@ -103,6 +103,12 @@ fn rules(args: &JoinArgs) -> Result<String, String> {
             out.push_str("- apiGroups: [\"*\"]\n  resources: [\"*\"]\n  verbs: [\"*\"]\n");
         }
         Rbac::LeastPrivilege => {
+            // Checking a work's executor. (The escalation dry run for Roles and bindings also
+            // needs `impersonate`, which would hand the agent every ServiceAccount's rights, so
+            // it is not granted here: such manifests of works with an executor are refused.)
+            out.push_str(
+                "- apiGroups: [authorization.k8s.io]\n  resources: [subjectaccessreviews]\n  verbs: [create]\n",
+            );
             let mut groups: Vec<(String, Vec<String>)> = COMMON
                 .iter()
                 .map(|(g, rs)| (g.to_string(), rs.iter().map(|r| r.to_string()).collect()))

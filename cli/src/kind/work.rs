@@ -74,6 +74,13 @@ pub fn describe(w: &ManifestWork) -> String {
     }
     let observed = w.hub.as_ref().map_or(0, |h| h.observed_generation);
     s.push_str(&format!("Observed generation (agent): {observed}\n"));
+    s.push_str(&format!(
+        "Executor: {}\n",
+        flotilla_api::work::Executor::of_work(w).map_or_else(
+            || "(none: the agent's own identity)".to_string(),
+            |e| e.username()
+        )
+    ));
     let status = o.status.unwrap_or_default();
     s.push_str(&conditions_block(&status.conditions));
     s.push_str("Manifests:\n");

@@ -1,14 +1,22 @@
-//! Who may call the gRPC API: bearer tokens with an `admin` or a `read-only` role.
+//! Who may call the gRPC API: bearer tokens with an `admin`, `deployer` or `read-only` role.
 //!
-//! Tokens come from a file (`--api-token-file`), one per line, `TOKEN,NAME,ROLE`, in the manner of
-//! Kubernetes' static token file: the hub keeps only each token's SHA-256, never logs one, and a
-//! read-only identity may call `Get*`, `List*`, `Watch*` and `Debug*` methods, health and
-//! reflection, and nothing that changes state. The read-only proxy to spokes is admin-only: it
-//! can read any object of a spoke, Secrets included. Health checks need no token, so load
-//! balancers and probes keep working.
+//! Tokens come from a file (`--api-token-file`), one per line, `TOKEN,NAME,ROLE[,EXECUTE_AS]`, in
+//! the manner of Kubernetes' static token file: the hub keeps only each token's SHA-256, never
+//! logs one, and a read-only identity may call `Get*`, `List*`, `Watch*` and `Debug*` methods,
+//! health and reflection, and nothing that changes state. The read-only proxy to spokes is
+//! admin-only: it can read any object of a spoke, Secrets included. Health checks need no token,
+//! so load balancers and probes keep working.
+//!
+//! ManifestWork executors (OCM's `execute-as`): an admin may name any executor. A `deployer` reads
+//! like a read-only identity and may apply and delete works, but only works whose
+//! `spec.executor` is one of its EXECUTE_AS grants — space-separated `NAMESPACE/NAME` or
+//! `NAMESPACE/*` ServiceAccounts of the managed clusters — so what it can put on a cluster is
+//! bounded by those ServiceAccounts' rights there ([`Identity::may_execute_as`]). The check is the
+//! work service's (it needs the work); this layer only lets deployers reach it.
 //!
 //! Without a token file the API is open — the default for the demo on loopback; the binary refuses
-//! to serve it open on any other address unless told to (`--api-allow-unauthenticated`).
+//! to serve it open on any other address unless told to (`--api-allow-unauthenticated`) — and
+//! every caller may name any executor.
 
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -25,7 +33,9 @@ use thiserror::Error;
 pub enum Role {
     /// Read only: get, list, watch, debug.
     ReadOnly,
-    /// Everything.
+    /// Read, and apply or delete works whose executor it is granted.
+    Deployer,
+    /// Everything, as any executor.
     Admin,
 }
 
@@ -33,8 +43,60 @@ impl fmt::Display for Role {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Role::ReadOnly => "read-only",
+            Role::Deployer => "deployer",
             Role::Admin => "admin",
         })
+    }
+}
+
+/// One `execute-as` grant: a ServiceAccount, or every ServiceAccount of a namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecuteAs {
+    /// The ServiceAccount's namespace.
+    pub namespace: String,
+    /// Its name; `None` for `NAMESPACE/*`.
+    pub name: Option<String>,
+}
+
+impl ExecuteAs {
+    /// Parses `NAMESPACE/NAME` or `NAMESPACE/*`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let Some((namespace, name)) = s.split_once('/') else {
+            return Err(format!(
+                "execute-as grant {s:?} is not NAMESPACE/NAME or NAMESPACE/*"
+            ));
+        };
+        flotilla_api::names::validate_dns1123_subdomain("namespace", namespace)
+            .map_err(|e| format!("execute-as grant {s:?}: {e}"))?;
+        if name == "*" {
+            return Ok(Self {
+                namespace: namespace.into(),
+                name: None,
+            });
+        }
+        flotilla_api::names::validate_dns1123_subdomain("name", name)
+            .map_err(|e| format!("execute-as grant {s:?}: {e}"))?;
+        Ok(Self {
+            namespace: namespace.into(),
+            name: Some(name.into()),
+        })
+    }
+
+    /// Whether the grant covers `executor`.
+    pub fn covers(&self, executor: &flotilla_api::work::Executor) -> bool {
+        self.namespace == executor.namespace
+            && self.name.as_ref().is_none_or(|n| *n == executor.name)
+    }
+}
+
+impl fmt::Display for ExecuteAs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}/{}",
+            self.namespace,
+            self.name.as_deref().unwrap_or("*")
+        )
     }
 }
 
@@ -45,6 +107,49 @@ pub struct Identity {
     pub name: String,
     /// Its role.
     pub role: Role,
+    /// The executors a deployer may name (empty for other roles).
+    pub execute_as: Vec<ExecuteAs>,
+}
+
+impl Identity {
+    /// Whether this identity may write a work naming `executor` (`None`: the agent's own
+    /// identity, which only an admin may use — OCM's `NilExecutorValidating` for deployers).
+    /// The error names `spec.executor` and the identity, for a `PERMISSION_DENIED` status.
+    pub fn may_execute_as(
+        &self,
+        executor: Option<&flotilla_api::work::Executor>,
+    ) -> Result<(), String> {
+        match (self.role, executor) {
+            (Role::Admin, _) => Ok(()),
+            (Role::ReadOnly, _) => Err(format!(
+                "{} (read-only) may not write ManifestWorks",
+                self.name
+            )),
+            (Role::Deployer, None) => Err(format!(
+                "spec.executor: {} (deployer) must name an executor it may act as ({}); \
+                 only an admin may apply with the agent's own identity",
+                self.name,
+                self.grants()
+            )),
+            (Role::Deployer, Some(e)) if self.execute_as.iter().any(|g| g.covers(e)) => Ok(()),
+            (Role::Deployer, Some(e)) => Err(format!(
+                "spec.executor: {} (deployer) may not execute as {} ({}); its execute-as grants \
+                 are {}",
+                self.name,
+                e.username(),
+                e,
+                self.grants()
+            )),
+        }
+    }
+
+    fn grants(&self) -> String {
+        self.execute_as
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
 }
 
 /// What a method needs.
@@ -54,6 +159,8 @@ pub enum Access {
     Open,
     /// Any identity.
     Read,
+    /// An admin, or a deployer (the work service then checks the work's executor).
+    WriteWork,
     /// An admin.
     Write,
 }
@@ -74,6 +181,8 @@ pub fn access(path: &str) -> Access {
     let reads = ["Get", "List", "Watch", "Debug"];
     if service.starts_with("flotilla.") && reads.iter().any(|r| method.starts_with(r)) {
         Access::Read
+    } else if service == "flotilla.v1.WorkService" && matches!(method, "ApplyWork" | "DeleteWork") {
+        Access::WriteWork
     } else {
         Access::Write
     }
@@ -123,8 +232,10 @@ fn hash(token: &str) -> [u8; 32] {
 }
 
 impl Tokens {
-    /// Reads a token file: `TOKEN,NAME,ROLE` per line, `#` comments and blank lines allowed;
-    /// ROLE is `admin` or `read-only`. Reports the first bad line by number.
+    /// Reads a token file: `TOKEN,NAME,ROLE[,EXECUTE_AS]` per line, `#` comments and blank
+    /// lines allowed; ROLE is `admin`, `deployer` or `read-only`; EXECUTE_AS (deployers only,
+    /// required for them) lists space-separated `NAMESPACE/NAME` or `NAMESPACE/*` grants.
+    /// Reports the first bad line by number.
     pub fn load(path: &Path) -> Result<Self, TokenFileError> {
         let text = std::fs::read_to_string(path).map_err(|source| TokenFileError::Io {
             path: path.display().to_string(),
@@ -147,11 +258,16 @@ impl Tokens {
                 reason,
             };
             let fields: Vec<&str> = line.split(',').map(str::trim).collect();
-            let [token, name, role] = fields[..] else {
-                return Err(bad(format!(
-                    "want TOKEN,NAME,ROLE (3 fields), found {}",
-                    fields.len()
-                )));
+            let (token, name, role, grants) = match fields[..] {
+                [token, name, role] => (token, name, role, ""),
+                [token, name, role, grants] => (token, name, role, grants),
+                _ => {
+                    return Err(bad(format!(
+                        "want TOKEN,NAME,ROLE or TOKEN,NAME,deployer,EXECUTE_AS (3 or 4 fields), \
+                         found {}",
+                        fields.len()
+                    )));
+                }
             };
             if token.len() < MIN_TOKEN_LEN {
                 return Err(bad(format!(
@@ -163,14 +279,38 @@ impl Tokens {
             }
             let role = match role {
                 "admin" => Role::Admin,
+                "deployer" => Role::Deployer,
                 "read-only" => Role::ReadOnly,
                 other => {
-                    return Err(bad(format!("ROLE {other:?} is not admin or read-only")));
+                    return Err(bad(format!(
+                        "ROLE {other:?} is not admin, deployer or read-only"
+                    )));
                 }
             };
+            let execute_as = grants
+                .split_whitespace()
+                .map(ExecuteAs::parse)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(bad)?;
+            match role {
+                Role::Deployer if execute_as.is_empty() => {
+                    return Err(bad(format!(
+                        "deployer {name:?} needs EXECUTE_AS grants (NAMESPACE/NAME or NAMESPACE/*, \
+                         space-separated) in a 4th field"
+                    )));
+                }
+                Role::Admin | Role::ReadOnly if !execute_as.is_empty() => {
+                    return Err(bad(format!(
+                        "EXECUTE_AS grants are for deployers; {name:?} is {role} (an admin may act \
+                         as any executor)"
+                    )));
+                }
+                _ => {}
+            }
             let identity = Identity {
                 name: name.to_string(),
                 role,
+                execute_as,
             };
             if tokens.by_hash.insert(hash(token), identity).is_some() {
                 return Err(bad(format!("the token of {name:?} is used twice")));
@@ -213,7 +353,12 @@ impl Tokens {
         let identity = self.identify(token).ok_or_else(|| {
             tonic::Status::unauthenticated("the bearer token is not known to this hub")
         })?;
-        if need == Access::Write && identity.role != Role::Admin {
+        let allowed = match need {
+            Access::Open | Access::Read => true,
+            Access::WriteWork => identity.role != Role::ReadOnly,
+            Access::Write => identity.role == Role::Admin,
+        };
+        if !allowed {
             return Err(tonic::Status::permission_denied(format!(
                 "{} ({}) may not call {path}: it changes state or reads spoke objects",
                 identity.name, identity.role
@@ -280,7 +425,7 @@ where
                 .and_then(|v| v.to_str().ok());
             match tokens.authorize(req.uri().path(), header) {
                 Ok(Some(identity)) => {
-                    if identity.role == Role::Admin && access(req.uri().path()) == Access::Write {
+                    if matches!(access(req.uri().path()), Access::Write | Access::WriteWork) {
                         tracing::info!(caller = %identity.name, method = %req.uri().path(), "api call");
                     }
                     req.extensions_mut().insert(identity);
@@ -317,7 +462,10 @@ mod tests {
             access("/flotilla.v1.PlacementService/DebugPlacement"),
             Access::Read
         );
-        assert_eq!(access("/flotilla.v1.WorkService/ApplyWork"), Access::Write);
+        assert_eq!(
+            access("/flotilla.v1.WorkService/ApplyWork"),
+            Access::WriteWork
+        );
         assert_eq!(
             access("/flotilla.v1.ClusterService/AcceptClusters"),
             Access::Write
@@ -363,11 +511,89 @@ mod tests {
         assert!(t.authorize("/grpc.health.v1.Health/Check", None).is_ok());
     }
 
+    fn executor(namespace: &str, name: &str) -> flotilla_api::work::Executor {
+        flotilla_api::work::Executor {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn deployers_write_works_only_as_the_executors_they_are_granted() {
+        let t = Tokens::parse(
+            "tokens.csv",
+            &format!("{FILE}0123456789abcdef-ci,ci,deployer,default/executor1 team-a/*\n"),
+        )
+        .unwrap();
+        let ci = "Bearer 0123456789abcdef-ci";
+        // A deployer reaches the work service's apply and delete, and nothing else that writes.
+        let deployer = t
+            .authorize("/flotilla.v1.WorkService/ApplyWork", Some(ci))
+            .unwrap()
+            .unwrap();
+        assert_eq!(deployer.role, Role::Deployer);
+        assert!(
+            t.authorize("/flotilla.v1.WorkService/DeleteWork", Some(ci))
+                .is_ok()
+        );
+        assert!(
+            t.authorize("/flotilla.v1.WorkService/ListWorks", Some(ci))
+                .is_ok()
+        );
+        for admin_only in [
+            "/flotilla.v1.WorkService/Proxy",
+            "/flotilla.v1.ClusterService/AcceptClusters",
+            "/flotilla.v1.ReplicaSetService/ApplyReplicaSet",
+        ] {
+            let e = t.authorize(admin_only, Some(ci)).unwrap_err();
+            assert_eq!(e.code(), tonic::Code::PermissionDenied, "{admin_only}");
+        }
+        // A read-only identity still cannot apply works.
+        let e = t
+            .authorize(
+                "/flotilla.v1.WorkService/ApplyWork",
+                Some("Bearer 0123456789abcdef-view"),
+            )
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::PermissionDenied);
+
+        // Its grants: one ServiceAccount, and a whole namespace.
+        assert!(
+            deployer
+                .may_execute_as(Some(&executor("default", "executor1")))
+                .is_ok()
+        );
+        assert!(
+            deployer
+                .may_execute_as(Some(&executor("team-a", "anyone")))
+                .is_ok()
+        );
+        let denied = deployer
+            .may_execute_as(Some(&executor("default", "root")))
+            .unwrap_err();
+        assert!(denied.starts_with("spec.executor:"), "{denied}");
+        assert!(denied.contains("ci (deployer)"), "{denied}");
+        assert!(
+            denied.contains("system:serviceaccount:default:root"),
+            "{denied}"
+        );
+        // Without an executor the agent's own identity would apply: admins only.
+        let nil = deployer.may_execute_as(None).unwrap_err();
+        assert!(nil.starts_with("spec.executor:"), "{nil}");
+        let alice = t.identify("0123456789abcdef-admin").unwrap();
+        assert!(alice.may_execute_as(None).is_ok());
+        assert!(
+            alice
+                .may_execute_as(Some(&executor("default", "root")))
+                .is_ok()
+        );
+    }
+
     #[test]
     fn bad_token_files_name_the_line_and_never_show_a_token() {
         for (text, line, what) in [
             ("abc,short,admin\n", 1, "shorter"),
-            ("0123456789abcdef,x\n", 1, "3 fields"),
+            ("0123456789abcdef,x\n", 1, "3 or 4 fields"),
             ("#\n0123456789abcdef,x,root\n", 2, "ROLE"),
             (
                 "0123456789abcdef,x,admin\n0123456789abcdef,y,admin\n",
@@ -375,6 +601,11 @@ mod tests {
                 "twice",
             ),
             ("# nothing\n", 0, "no tokens"),
+            ("0123456789abcdef,ci,deployer\n", 1, "needs EXECUTE_AS"),
+            ("0123456789abcdef,ci,deployer,apps\n", 1, "NAMESPACE/NAME"),
+            ("0123456789abcdef,ci,deployer,apps/Web\n", 1, "DNS-1123"),
+            ("0123456789abcdef,ci,admin,apps/web\n", 1, "for deployers"),
+            ("0123456789abcdef,a,b,c,d\n", 1, "3 or 4 fields"),
         ] {
             let e = Tokens::parse("t.csv", text).unwrap_err().to_string();
             assert!(e.starts_with(&format!("t.csv:{line}:")), "{e}");

@@ -1,5 +1,6 @@
 //! `flotilla.v1.WorkService`: ManifestWorks and read-only proxy queries to spokes.
 
+use super::auth::{Identity, Role};
 use super::{guard, parse_selector, selects};
 use crate::cluster::Clusters;
 use crate::inventory::WorkInventory;
@@ -53,6 +54,25 @@ impl WorkApi {
     }
 }
 
+/// OCM's `execute-as` check: whether the caller may write a work naming the work's executor
+/// (every caller may when the API is open).
+fn may_execute_as(caller: Option<&Identity>, work: &ManifestWork) -> Result<(), Status> {
+    let Some(caller) = caller else {
+        return Ok(());
+    };
+    caller
+        .may_execute_as(flotilla_api::work::Executor::of_work(work).as_ref())
+        .map_err(|message| {
+            let name = work
+                .metadata
+                .as_ref()
+                .map(|m| format!("{}/{}", m.namespace, m.name))
+                .unwrap_or_default();
+            tracing::info!(caller = %caller.name, work = %name, "executor refused");
+            Status::permission_denied(format!("ManifestWork {name}: {message}"))
+        })
+}
+
 type WatchStream = Pin<Box<dyn Stream<Item = Result<WorkEvent, Status>> + Send>>;
 
 #[tonic::async_trait]
@@ -61,6 +81,7 @@ impl WorkService for WorkApi {
         &self,
         req: Request<ManifestWork>,
     ) -> Result<Response<ManifestWork>, Status> {
+        let caller = req.extensions().get::<Identity>().cloned();
         let work = req.into_inner();
         let (cluster, name) = work
             .metadata
@@ -74,6 +95,7 @@ impl WorkService for WorkApi {
             if !errors.is_empty() {
                 return Err(Status::invalid_argument(errors.join("; ")));
             }
+            may_execute_as(caller.as_ref(), &work)?;
             let handle = self.cluster(&cluster)?;
             Ok(Response::new(handle.apply_work(work).await?))
         }
@@ -131,9 +153,18 @@ impl WorkService for WorkApi {
         &self,
         req: Request<DeleteWorkRequest>,
     ) -> Result<Response<ManifestWork>, Status> {
+        let caller = req.extensions().get::<Identity>().cloned();
         let r = req.into_inner();
         let handle = self.cluster(&r.cluster)?;
         guard::object("name", &r.name)?;
+        if caller.as_ref().is_some_and(|c| c.role != Role::Admin) {
+            // A deployer deletes only works it could have applied: deleting removes what the
+            // work's executor put on the cluster.
+            let key = ObjectRef::new(r.cluster.as_str(), r.name.as_str()).inventory_key();
+            if let Some(held) = self.works.get(&key) {
+                may_execute_as(caller.as_ref(), &held)?;
+            }
+        }
         Ok(Response::new(handle.delete_work(r.name).await?))
     }
 

@@ -3,7 +3,13 @@
 //! optimistic concurrency, delete propagation through owner references, namespaces), over plain
 //! HTTP, holding objects in memory, with watch streams that resume from a resourceVersion.
 //!
-//! What it does not emulate: authentication and RBAC (any token is accepted), admission and
+//! SubjectAccessReviews are answered from a rule list the test sets ([`FakeKube::allow`],
+//! [`access`]); what no rule allows is denied. The same rules, with RBAC's escalation rules for
+//! Roles and bindings, judge requests that impersonate a user (`Impersonate-User`); a `dryRun`
+//! create answers without storing.
+//!
+//! What it does not emulate: authentication and RBAC for requests that impersonate no one (any
+//! token may do anything), admission and
 //! defaulting, schema validation beyond what the wire format needs, label and field selectors on
 //! lists, strategic merge patch (treated as a JSON merge patch), server-side apply's list merge
 //! keys (a list is owned and replaced whole), finalizers and the Terminating phase (a deletion —
@@ -12,6 +18,7 @@
 //! Deployments, StatefulSets, DaemonSets, Jobs and Pods ready as soon as they are written
 //! ([`FakeOptions::auto_ready`]). Watch bookmarks are not sent.
 //!
+//! - [`access`]: the SubjectAccessReview authorizer and its rules.
 //! - [`resources`]: the built-in API resources and the ones CRDs add.
 //! - [`store`]: objects, resource versions, field ownership, garbage collection.
 //! - [`server`]: the HTTP routes.
@@ -20,6 +27,7 @@
 //! on objects behind the client's back ([`FakeKube::merge`], [`FakeKube::remove`]) and read the
 //! request log ([`FakeKube::requests`]) to see which API calls were made.
 
+pub mod access;
 pub mod resources;
 pub mod server;
 pub mod store;
@@ -30,6 +38,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use tokio::task::JoinHandle;
 
+pub use access::AccessRule;
 pub use resources::Resource;
 pub use store::ObjectKey;
 
@@ -132,6 +141,21 @@ impl FakeKube {
     /// Sets an object's `status` (what a controller would report).
     pub fn set_status(&self, key: &ObjectKey, status: Value) -> bool {
         self.lock().set_status(key, status)
+    }
+
+    /// Adds a rule to the SubjectAccessReview authorizer (which denies what no rule allows).
+    pub fn allow(&self, rule: AccessRule) {
+        self.lock().access.push(rule);
+    }
+
+    /// Every SubjectAccessReview answered so far, with its `status`.
+    pub fn reviews(&self) -> Vec<Value> {
+        self.lock().reviews.clone()
+    }
+
+    /// Removes every authorizer rule.
+    pub fn revoke_all(&self) {
+        self.lock().access.clear();
     }
 
     /// Every request served so far: `METHOD /path?query`.

@@ -1,7 +1,8 @@
 //! The fake server's HTTP routes: `/version`, `/readyz`, discovery (`/api`, `/apis`,
 //! `/api/v1`, `/apis/<group>/<version>`), and for every resource the collection and item paths
 //! (namespaced and cluster-scoped) with GET (list, get, `?watch=true`), POST, PUT, PATCH (apply,
-//! merge) and DELETE, answering errors as `Status` objects.
+//! merge) and DELETE, answering errors as `Status` objects; and the SubjectAccessReview create
+//! (`POST /apis/authorization.k8s.io/v1/subjectaccessreviews`).
 
 use super::FakeOptions;
 use super::resources::{self, Resource};
@@ -176,6 +177,31 @@ async fn handle(
         "/api/v1" => return json_response(200, &resources::resource_list("v1", store.resources())),
         _ => {}
     }
+    if path == "/apis/authorization.k8s.io/v1/subjectaccessreviews" {
+        if method != Method::POST {
+            return error(&ApiError {
+                code: 405,
+                reason: "MethodNotAllowed",
+                message: format!("{method} is not supported on {path}: create reviews with POST"),
+                causes: Vec::new(),
+            });
+        }
+        let answer = serde_json::from_slice::<Value>(&body)
+            .map_err(|e| format!("body is not JSON: {e}"))
+            .and_then(|review| super::access::review(&store.access, &review));
+        return match answer {
+            Ok(v) => {
+                store.reviews.push(v.clone());
+                json_response(201, &v)
+            }
+            Err(message) => error(&ApiError {
+                code: 400,
+                reason: "BadRequest",
+                message,
+                causes: Vec::new(),
+            }),
+        };
+    }
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
     if let ["apis", group, version] = segs.as_slice() {
         let gv = format!("{group}/{version}");
@@ -216,6 +242,45 @@ async fn handle(
             causes: Vec::new(),
         })
     };
+    if let Some(user) = headers
+        .get("impersonate-user")
+        .and_then(|v| v.to_str().ok())
+    {
+        let groups: Vec<&str> = headers
+            .get_all("impersonate-group")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect();
+        if let Err(e) = impersonated(&store, &t, &method, &param, user, &groups, &body) {
+            return error(&e);
+        }
+    }
+    if method == Method::POST && param("dryRun").is_some() {
+        // A dry run answers as a create would, and stores nothing.
+        let dry = body_json().and_then(|mut obj| {
+            let name = obj["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let at = ObjectKey::new(&t.resource.group, &t.resource.plural, &t.namespace, &name);
+            if store.get(&at).is_some() {
+                return Err(ApiError {
+                    code: 409,
+                    reason: "AlreadyExists",
+                    message: format!("{} \"{name}\" already exists", t.resource.plural),
+                    causes: Vec::new(),
+                });
+            }
+            if !t.namespace.is_empty() {
+                obj["metadata"]["namespace"] = Value::String(t.namespace.clone());
+            }
+            Ok(obj)
+        });
+        return match dry {
+            Ok(v) => json_response(201, &v),
+            Err(e) => error(&e),
+        };
+    }
     let manager = param("fieldManager").unwrap_or_else(|| "unknown".into());
     let key =
         |name: &str| ObjectKey::new(&t.resource.group, &t.resource.plural, &t.namespace, name);
@@ -313,6 +378,100 @@ async fn handle(
         Ok(v) => json_response(if method == Method::POST { 201 } else { 200 }, &v),
         Err(e) => error(&e),
     }
+}
+
+/// Judges a request made as `user` (impersonation) with the test's access rules, and RBAC's
+/// escalation rules for writes of Roles and bindings: a 403 `Forbidden` as the API server words
+/// it.
+fn impersonated(
+    store: &Store,
+    t: &Target,
+    method: &Method,
+    param: &dyn Fn(&str) -> Option<String>,
+    user: &str,
+    groups: &[&str],
+    body: &[u8],
+) -> Result<(), ApiError> {
+    let object: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let name = t
+        .name
+        .clone()
+        .or_else(|| object["metadata"]["name"].as_str().map(str::to_string))
+        .unwrap_or_default();
+    let verb = match (method, &t.name) {
+        (&Method::GET, None) if matches!(param("watch").as_deref(), Some("true" | "1")) => "watch",
+        (&Method::GET, None) => "list",
+        (&Method::GET, Some(_)) => "get",
+        (&Method::POST, _) => "create",
+        (&Method::PUT, _) => "update",
+        (&Method::PATCH, _) => "patch",
+        (&Method::DELETE, _) => "delete",
+        _ => "unknown",
+    };
+    let (group, plural) = (t.resource.group.as_str(), t.resource.plural.as_str());
+    let forbidden = |why: String| ApiError {
+        code: 403,
+        reason: "Forbidden",
+        message: format!(
+            "{plural}{} {name:?} is forbidden: {why}",
+            if group.is_empty() {
+                String::new()
+            } else {
+                format!(".{group}")
+            }
+        ),
+        causes: Vec::new(),
+    };
+    if !super::access::allowed(
+        &store.access,
+        user,
+        groups,
+        verb,
+        group,
+        plural,
+        &t.namespace,
+        &name,
+    ) {
+        return Err(forbidden(format!(
+            "User {user:?} cannot {verb} resource {plural:?} in API group {group:?}{}",
+            if t.namespace.is_empty() {
+                " at the cluster scope".to_string()
+            } else {
+                format!(" in the namespace {:?}", t.namespace)
+            }
+        )));
+    }
+    if group == "rbac.authorization.k8s.io"
+        && super::access::escalates(plural)
+        && matches!(verb, "create" | "update" | "patch")
+    {
+        let role = |kind: &str, role_name: &str| {
+            let (plural, ns) = if kind == "Role" {
+                ("roles", t.namespace.as_str())
+            } else {
+                ("clusterroles", "")
+            };
+            store
+                .get(&ObjectKey::new(
+                    "rbac.authorization.k8s.io",
+                    plural,
+                    ns,
+                    role_name,
+                ))
+                .cloned()
+        };
+        super::access::escalation(
+            &store.access,
+            user,
+            groups,
+            plural,
+            &t.namespace,
+            &object,
+            role,
+        )
+        .map_err(forbidden)?;
+    }
+    Ok(())
 }
 
 fn missing(name: &str) -> ApiError {

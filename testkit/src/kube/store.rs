@@ -124,6 +124,10 @@ pub struct Store {
     pub requests: Vec<String>,
     /// Answer 503 to everything but `/version`.
     pub unavailable: bool,
+    /// What SubjectAccessReviews allow.
+    pub access: Vec<super::access::AccessRule>,
+    /// Every SubjectAccessReview answered, as answered.
+    pub reviews: Vec<Value>,
     /// Watch events.
     pub events: broadcast::Sender<WatchEvent>,
     /// The latest events, so a watch from a resourceVersion misses nothing since its list.
@@ -253,6 +257,8 @@ impl Store {
             auto_ready: options.auto_ready,
             requests: Vec::new(),
             unavailable: false,
+            access: Vec::new(),
+            reviews: Vec::new(),
             events,
             history: std::collections::VecDeque::new(),
         };

@@ -12,6 +12,14 @@
 //!   a work whose anchor is deleted, and never a resource another work's anchor still owns.
 //! - Deletes use `Foreground` propagation, so a resource stays visible until its own dependents
 //!   are gone and the work's Foreground deletion waits for all of it.
+//! - A work's executor (OCM's `spec.executor`) is checked before each manifest is applied: one
+//!   SubjectAccessReview per verb for the ServiceAccount's user and groups on the manifest's
+//!   resource, namespace and name; allowed answers are cached for [`ALLOWED_TTL`] (as OCM's
+//!   executor cache does), so a resync of a large work asks nothing again; denials are not
+//!   cached, so a right granted later takes effect on the next apply. A Role, ClusterRole or
+//!   binding is also created as a dry run while impersonating the executor (OCM's escalation
+//!   check: a review cannot tell whether the object grants rights its writer lacks; the API
+//!   server's RBAC escalation rules can).
 //! - Cluster facts: `/version`, capacity and allocatable summed over nodes, the node count, the `id.k8s.io`
 //!   claim from the kube-system namespace's UID, platform from the nodes' provider IDs, product
 //!   from the version string and node labels, health from `/readyz`.
@@ -20,7 +28,10 @@ pub mod cache;
 
 use super::{ApplyOutcome, Backend, BackendError, ClusterInfo, Strategy};
 use cache::Cache;
-use flotilla_api::work::ManifestId;
+use flotilla_api::work::{Executor, ManifestId};
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
 use kube::api::{
     Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, PropagationPolicy,
 };
@@ -32,9 +43,29 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// Group, version and kind.
 type KindKey = (String, String, String);
+
+/// How long a SubjectAccessReview that allowed an executor is trusted.
+pub const ALLOWED_TTL: Duration = Duration::from_secs(300);
+/// Cached answers beyond which expired ones are dropped.
+const ACCESS_CACHE_PRUNE: usize = 10_000;
+
+/// The group of the kinds whose writing can escalate rights.
+const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+
+/// Whether writing an object of this plural resource of [`RBAC_GROUP`] can grant rights.
+fn escalates(plural: &str) -> bool {
+    matches!(
+        plural,
+        "roles" | "rolebindings" | "clusterroles" | "clusterrolebindings"
+    )
+}
+
+/// One question to the authorizer: user, verb, group, resource, namespace, name.
+type AccessKey = (String, &'static str, String, String, String, String);
 
 /// The anchor of a work's resources: OCM's cluster-scoped AppliedManifestWork, whose CRD the
 /// install manifests (`flotilla join`) carry.
@@ -60,6 +91,12 @@ pub struct KubeBackend {
     kinds: Mutex<HashMap<KindKey, (ApiResource, ApiCapabilities)>>,
     /// Watch caches by kind and namespace (`""` for cluster-scoped kinds).
     caches: Mutex<HashMap<(KindKey, String), Arc<Cache>>>,
+    /// SubjectAccessReviews that allowed, and when they were asked.
+    allowed: Mutex<HashMap<AccessKey, Instant>>,
+    /// How the agent reaches the cluster, to impersonate executors.
+    config: Config,
+    /// Clients impersonating executors, by user name.
+    impersonating: Mutex<HashMap<String, Client>>,
 }
 
 impl std::fmt::Debug for KubeBackend {
@@ -92,11 +129,15 @@ impl KubeBackend {
                 )
             })?,
         };
-        let client = Client::try_from(config).map_err(|e| format!("Kubernetes client: {e}"))?;
+        let client =
+            Client::try_from(config.clone()).map_err(|e| format!("Kubernetes client: {e}"))?;
         Ok(Self {
             client,
+            config,
+            impersonating: Mutex::new(HashMap::new()),
             kinds: Mutex::new(HashMap::new()),
             caches: Mutex::new(HashMap::new()),
+            allowed: Mutex::new(HashMap::new()),
         })
     }
 
@@ -201,6 +242,103 @@ impl KubeBackend {
 }
 
 impl KubeBackend {
+    /// Asks the API server whether `executor` may `verb` the resource (a SubjectAccessReview);
+    /// `Err(reason)` when it may not.
+    async fn review(
+        &self,
+        executor: &Executor,
+        verb: &str,
+        attributes: &ResourceAttributes,
+    ) -> Result<Result<(), String>, BackendError> {
+        let review = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: Some(executor.username()),
+                groups: Some(executor.groups()),
+                resource_attributes: Some(ResourceAttributes {
+                    verb: Some(verb.to_string()),
+                    ..attributes.clone()
+                }),
+                ..SubjectAccessReviewSpec::default()
+            },
+            ..SubjectAccessReview::default()
+        };
+        let api: Api<SubjectAccessReview> = Api::all(self.client.clone());
+        let answer = api
+            .create(&PostParams::default(), &review)
+            .await
+            .map_err(|e| match e {
+                kube::Error::Api(r) if r.code == 403 => BackendError::Forbidden(format!(
+                    "the agent may not create SubjectAccessReviews to check the executor: {}",
+                    r.message
+                )),
+                e => map_error(e),
+            })?;
+        let status = answer.status.unwrap_or_default();
+        if status.allowed && !status.denied.unwrap_or(false) {
+            Ok(Ok(()))
+        } else {
+            Ok(Err(status
+                .reason
+                .filter(|r| !r.is_empty())
+                .or(status.evaluation_error.filter(|e| !e.is_empty()))
+                .unwrap_or_default()))
+        }
+    }
+
+    /// A client acting as `executor` (Kubernetes impersonation of its user and groups).
+    fn impersonating(&self, executor: &Executor) -> Result<Client, BackendError> {
+        let user = executor.username();
+        if let Some(c) = self.impersonating.lock().expect("clients lock").get(&user) {
+            return Ok(c.clone());
+        }
+        let mut config = self.config.clone();
+        config.auth_info.impersonate = Some(user.clone());
+        config.auth_info.impersonate_groups = Some(executor.groups());
+        let client = Client::try_from(config).map_err(unavailable)?;
+        self.impersonating
+            .lock()
+            .expect("clients lock")
+            .insert(user, client.clone());
+        Ok(client)
+    }
+
+    /// OCM's escalation check: creates `object` as a dry run while impersonating `executor`, so
+    /// the API server applies its RBAC escalation rules (a Role may only grant what its writer
+    /// holds, a binding only a role its writer holds or may `bind`). An object that exists
+    /// already passed them (the server checks escalation before existence).
+    async fn check_escalation(
+        &self,
+        executor: &Executor,
+        id: &ManifestId,
+        object: &Value,
+        (ar, caps): &(ApiResource, ApiCapabilities),
+        namespace: &str,
+    ) -> Result<(), BackendError> {
+        let client = self.impersonating(executor)?;
+        let api: Api<DynamicObject> = match caps.scope {
+            Scope::Namespaced => Api::namespaced_with(client, namespace, ar),
+            Scope::Cluster => Api::all_with(client, ar),
+        };
+        let typed: DynamicObject = serde_json::from_value(object.clone())
+            .map_err(|e| BackendError::Invalid(e.to_string()))?;
+        let params = PostParams {
+            dry_run: true,
+            field_manager: None,
+        };
+        match api.create(&params, &typed).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(r)) if r.code == 409 => Ok(()),
+            Err(kube::Error::Api(r)) if r.code == 403 => Err(BackendError::Forbidden(format!(
+                "the executor {} may not create {}.{RBAC_GROUP} {:?}: permission escalation ({})",
+                executor.username(),
+                ar.plural,
+                id.name,
+                r.message
+            ))),
+            Err(e) => Err(map_error(e)),
+        }
+    }
+
     /// Puts what the server answered to a write into the cache.
     async fn remember(&self, id: &ManifestId, object: DynamicObject) {
         if let (Ok(cache), Ok(v)) = (self.cache(id).await, serde_json::to_value(object)) {
@@ -507,6 +645,88 @@ impl Backend for KubeBackend {
                 }
             }
         }
+    }
+
+    async fn authorize(
+        &self,
+        executor: Option<&Executor>,
+        id: &ManifestId,
+        object: &Value,
+        verbs: &[&'static str],
+    ) -> Result<(), BackendError> {
+        let Some(executor) = executor else {
+            return Ok(());
+        };
+        let resolved = self.resolve(&id.group, &id.version, &id.kind).await?;
+        let (ar, caps) = &resolved;
+        let namespace = match caps.scope {
+            Scope::Namespaced if id.namespace.is_empty() => "default".to_string(),
+            Scope::Namespaced => id.namespace.clone(),
+            Scope::Cluster => String::new(),
+        };
+        let attributes = ResourceAttributes {
+            group: Some(id.group.clone()),
+            version: Some(id.version.clone()),
+            resource: Some(ar.plural.clone()),
+            namespace: Some(namespace.clone()),
+            name: Some(id.name.clone()),
+            ..ResourceAttributes::default()
+        };
+        let user = executor.username();
+        for verb in verbs {
+            let key: AccessKey = (
+                user.clone(),
+                verb,
+                id.group.clone(),
+                ar.plural.clone(),
+                namespace.clone(),
+                id.name.clone(),
+            );
+            let fresh = self
+                .allowed
+                .lock()
+                .expect("access cache lock")
+                .get(&key)
+                .is_some_and(|at| at.elapsed() < ALLOWED_TTL);
+            if fresh {
+                continue;
+            }
+            match self.review(executor, verb, &attributes).await? {
+                Ok(()) => {
+                    let mut allowed = self.allowed.lock().expect("access cache lock");
+                    if allowed.len() >= ACCESS_CACHE_PRUNE {
+                        allowed.retain(|_, at| at.elapsed() < ALLOWED_TTL);
+                    }
+                    allowed.insert(key, Instant::now());
+                }
+                Err(reason) => {
+                    let resource = if id.group.is_empty() {
+                        ar.plural.clone()
+                    } else {
+                        format!("{}.{}", ar.plural, id.group)
+                    };
+                    let scope = if namespace.is_empty() {
+                        "(cluster-scoped)".to_string()
+                    } else {
+                        format!("in namespace {namespace}")
+                    };
+                    return Err(BackendError::Forbidden(format!(
+                        "the executor {user} lacks permission to {verb} {resource} {:?} {scope}{}",
+                        id.name,
+                        if reason.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" ({reason})")
+                        }
+                    )));
+                }
+            }
+        }
+        if id.group == RBAC_GROUP && escalates(&ar.plural) && verbs.contains(&"create") {
+            self.check_escalation(executor, id, object, &resolved, &namespace)
+                .await?;
+        }
+        Ok(())
     }
 
     async fn get(&self, id: &ManifestId) -> Result<Option<Value>, BackendError> {
