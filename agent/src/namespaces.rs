@@ -18,7 +18,7 @@ use flotilla_api::meta::{
 };
 use flotilla_api::v1::ClusterSetManagedNamespaceConfig;
 use flotilla_api::work::ManifestId;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -92,7 +92,7 @@ impl ManagedNamespaces {
     /// repair then costs one read per namespace).
     async fn ensure_label(&self, name: &str, value: &str) -> Result<(), BackendError> {
         if let Some(ns) = self.backend.get(&namespace_id(name)).await?
-            && ns["metadata"]["labels"][self.label.as_str()] == Value::from(value)
+            && ns["metadata"]["labels"][self.label.as_str()] == value
         {
             return Ok(());
         }
@@ -171,7 +171,7 @@ impl ManagedNamespaces {
         let namespaces = self.backend.list("Namespace", None).await?;
         for ns in namespaces {
             let name = ns["metadata"]["name"].as_str().unwrap_or_default();
-            let managed = ns["metadata"]["labels"][self.label.as_str()] == Value::from("true");
+            let managed = ns["metadata"]["labels"][self.label.as_str()] == "true";
             if managed && !keep.contains(name) {
                 self.label_namespace(name, "false").await?;
                 tracing::info!(namespace = %name, "namespace no longer managed by the hub");
