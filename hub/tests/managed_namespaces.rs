@@ -17,7 +17,7 @@ use flotilla_api::v1::{
     LabelClusterRequest, ManagedCluster, ManagedClusterSet, ManagedNamespaceConfig,
 };
 use flotilla_api::work::ManifestId;
-use flotilla_testkit::NatsServer;
+use flotilla_testkit::{LinkProxy, NatsServer};
 use std::time::Duration;
 use tonic::transport::Channel;
 
@@ -249,6 +249,14 @@ spec:
     )
     .await;
 
+    // Deleting a set takes its namespaces out of its members' status.
+    sets.delete_cluster_set(flotilla_api::v1::GetClusterSetRequest {
+        name: "prod".into(),
+    })
+    .await
+    .expect("delete prod");
+    wait_managed(&mut api, "prod-1", &[("global", "fleet-tools", "True")]).await;
+
     // Names as OCM's CRD checks them, every bad entry named by index.
     let mut bad = example_set();
     bad.spec.as_mut().unwrap().managed_namespaces = ["ok", "Not_OK", "ok"]
@@ -263,6 +271,59 @@ spec:
         "{}",
         err.message()
     );
+
+    agent.stop().await;
+    hub.stop().await;
+}
+
+#[tokio::test]
+async fn a_cluster_that_joins_a_set_while_its_link_is_down_gets_the_namespaces_on_reconnect() {
+    let nats = NatsServer::start();
+    let link = LinkProxy::start(nats.port()).await;
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut api = clusters_client(&hub).await;
+    let mut sets = sets_client(&hub).await;
+    let agent = accepted_cluster(&mut api, &link.url(), "edge-1").await;
+    let label = flotilla_api::clusterset::hub_namespace_label(
+        &flotilla_agent::namespaces::hub_hash(&link.url()),
+    );
+    sets.apply_cluster_set(example_set())
+        .await
+        .expect("apply the example set");
+
+    // The hub's push is lost: the spoke is unreachable when the cluster joins the set.
+    link.cut();
+    move_to_set(&mut api, "edge-1", "app-team").await;
+    let c = wait_cluster(&mut api, "edge-1", "listing the set's namespaces", |c| {
+        managed(c).len() == 2
+    })
+    .await;
+    assert!(
+        managed(&c)
+            .iter()
+            .all(|(_, _, available)| available.is_empty()),
+        "no condition before the agent applied them: {:?}",
+        managed(&c)
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        hub_label(&agent.backend, &label, "app-frontend").await,
+        None
+    );
+
+    // Back online: the agent registers again and gets the full list.
+    link.restore();
+    wait_managed(
+        &mut api,
+        "edge-1",
+        &[
+            ("app-team", "app-backend", "True"),
+            ("app-team", "app-frontend", "True"),
+        ],
+    )
+    .await;
+    wait_label(&agent.backend, &label, "app-frontend", "true").await;
+    wait_label(&agent.backend, &label, "app-backend", "true").await;
 
     agent.stop().await;
     hub.stop().await;
