@@ -328,3 +328,163 @@ async fn a_cluster_that_joins_a_set_while_its_link_is_down_gets_the_namespaces_o
     agent.stop().await;
     hub.stop().await;
 }
+
+/// A fake agent on a raw NATS connection: registers, then only does what each test step says.
+struct RawAgent {
+    js: async_nats::jetstream::Context,
+    spec: async_nats::Subscriber,
+    sequence: u64,
+}
+
+impl RawAgent {
+    async fn register(nats: &NatsServer, name: &str) -> Self {
+        use flotilla_api::v1::RegistrationRequest;
+        use flotilla_bus::envelope::{Event, types};
+        let client = async_nats::connect(nats.url()).await.unwrap();
+        let spec = client
+            .subscribe(flotilla_bus::subjects::spec(name))
+            .await
+            .unwrap();
+        let req = RegistrationRequest {
+            cluster_name: name.into(),
+            ..Default::default()
+        };
+        let ev = Event::new(types::registration_request(), "raw", name, &req);
+        tokio::time::timeout(
+            SOON,
+            client.request(
+                flotilla_bus::subjects::register(name),
+                ev.encode(1 << 20).unwrap(),
+            ),
+        )
+        .await
+        .expect("registration answered in time")
+        .expect("registration answered");
+        Self {
+            js: async_nats::jetstream::new(client),
+            spec,
+            sequence: 0,
+        }
+    }
+
+    /// Publishes a status-stream event (lease or cluster status) as the agent would.
+    async fn publish(&mut self, name: &str, kind: &str, ev: flotilla_bus::envelope::Event) {
+        self.sequence += 1;
+        let ev = ev.with_sequence(self.sequence).with_status_hash();
+        self.js
+            .publish_with_headers(
+                flotilla_bus::subjects::status(name, kind, None),
+                flotilla_bus::envelope::headers(&ev),
+                ev.encode(1 << 20).unwrap(),
+            )
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+
+    async fn renew(&mut self, name: &str) {
+        use flotilla_api::v1::LeaseRenewal;
+        use flotilla_bus::envelope::{Event, types};
+        let renewal = LeaseRenewal {
+            cluster_name: name.into(),
+            renew_time: Some(flotilla_api::meta::now()),
+        };
+        let ev = Event::new(types::lease_renewal(), "raw", name, &renewal);
+        self.publish(name, flotilla_bus::subjects::KIND_LEASE, ev)
+            .await;
+    }
+
+    /// The next registration answer pushed on the spec subject that lists `n` namespaces.
+    async fn pushed_list(&mut self, n: usize) -> Vec<(String, String)> {
+        use futures::StreamExt;
+        let deadline = tokio::time::Instant::now() + SOON;
+        loop {
+            let msg = tokio::time::timeout_at(deadline, self.spec.next())
+                .await
+                .expect("a registration answer listing the namespaces in time")
+                .expect("spec subscription open");
+            let resp = flotilla_bus::envelope::Event::decode(&msg.payload, 1 << 20)
+                .unwrap()
+                .decode_data::<flotilla_api::v1::RegistrationResponse>("RegistrationResponse")
+                .unwrap();
+            if resp.managed_namespaces.len() == n {
+                return resp
+                    .managed_namespaces
+                    .into_iter()
+                    .map(|m| (m.cluster_set, m.name))
+                    .collect();
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_agent_that_missed_the_list_is_sent_it_again_at_its_next_lease_renewal() {
+    use flotilla_api::v1::{ClusterSetManagedNamespaceConfig, ClusterStatusReport};
+    use flotilla_bus::envelope::{Event, types};
+    let nats = NatsServer::start();
+    let mut config = hub_config(&nats.url());
+    // Renewals come only from this test.
+    config.cluster.default_lease_duration_seconds = 60;
+    let hub = start_hub(config).await;
+    let mut api = clusters_client(&hub).await;
+    let mut sets = sets_client(&hub).await;
+    let mut agent = RawAgent::register(&nats, "raw-1").await;
+    accept(&mut api, "raw-1").await;
+    agent.renew("raw-1").await;
+    sets.apply_cluster_set(example_set())
+        .await
+        .expect("apply the example set");
+    move_to_set(&mut api, "raw-1", "app-team").await;
+
+    // The hub pushes the list once; this agent ignores it (as if the message were lost) ...
+    let want = vec![
+        ("app-team".to_string(), "app-backend".to_string()),
+        ("app-team".to_string(), "app-frontend".to_string()),
+    ];
+    assert_eq!(agent.pushed_list(2).await, want);
+    // ... so its next lease renewal, still without a report of the namespaces, brings it again.
+    agent.renew("raw-1").await;
+    assert_eq!(agent.pushed_list(2).await, want);
+
+    // The agent reports them applied: the conditions reach the cluster's status.
+    let reported = want
+        .iter()
+        .map(|(set, name)| {
+            let mut conditions = Vec::new();
+            flotilla_api::meta::set_condition(
+                &mut conditions,
+                COND_NAMESPACE_AVAILABLE,
+                "True",
+                REASON_NAMESPACE_APPLIED,
+                "Namespace successfully applied and managed",
+            );
+            ClusterSetManagedNamespaceConfig {
+                name: name.clone(),
+                cluster_set: set.clone(),
+                conditions,
+            }
+        })
+        .collect();
+    let report = ClusterStatusReport {
+        cluster_name: "raw-1".into(),
+        healthy: true,
+        managed_namespaces: reported,
+        ..Default::default()
+    };
+    let ev = Event::new(types::cluster_status(), "raw", "raw-1", &report);
+    agent
+        .publish("raw-1", flotilla_bus::subjects::KIND_CLUSTER, ev)
+        .await;
+    wait_managed(
+        &mut api,
+        "raw-1",
+        &[
+            ("app-team", "app-backend", "True"),
+            ("app-team", "app-frontend", "True"),
+        ],
+    )
+    .await;
+    hub.stop().await;
+}
