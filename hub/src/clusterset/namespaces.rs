@@ -80,14 +80,14 @@ async fn run(
     // Subscribe before the first pass so that no change falls between the two.
     let mut set_changes = sets.subscribe();
     let mut cluster_changes = inventory.subscribe();
-    let mut all = sets.sets();
+    let mut all = with_namespaces(&sets);
     reconcile_all(&all, &inventory, &clusters).await;
     loop {
         tokio::select! {
             _ = shutdown.changed() => break,
             change = set_changes.recv() => match change {
                 Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {
-                    all = sets.sets();
+                    all = with_namespaces(&sets);
                     reconcile_all(&all, &inventory, &clusters).await;
                 }
                 Err(broadcast::error::RecvError::Closed) => break,
@@ -105,6 +105,19 @@ async fn run(
             },
         }
     }
+}
+
+/// The sets that manage namespaces: only they can contribute, so a fleet without managed
+/// namespaces pays no selector matching per cluster change.
+fn with_namespaces(sets: &ClusterSets) -> Vec<ManagedClusterSet> {
+    sets.sets()
+        .into_iter()
+        .filter(|s| {
+            s.spec
+                .as_ref()
+                .is_some_and(|s| !s.managed_namespaces.is_empty())
+        })
+        .collect()
 }
 
 async fn reconcile(sets: &[ManagedClusterSet], cluster: &ManagedCluster, clusters: &Clusters) {
