@@ -272,6 +272,19 @@ spec:
         err.message()
     );
 
+    // A cluster deleted on the hub: its agent unmanages every namespace, deleting none.
+    let label = flotilla_api::clusterset::hub_namespace_label(
+        &flotilla_agent::namespaces::hub_hash(&nats.url()),
+    );
+    wait_label(&agent.backend, &label, "fleet-tools", "true").await;
+    api.delete_cluster(flotilla_api::v1::DeleteClusterRequest {
+        name: "prod-1".into(),
+    })
+    .await
+    .expect("delete the cluster");
+    wait_label(&agent.backend, &label, "fleet-tools", "false").await;
+    wait_label(&agent.backend, &label, "monitoring", "false").await;
+
     agent.stop().await;
     hub.stop().await;
 }
