@@ -8,6 +8,8 @@
 //!   the bootstrap connection until the hub issues them.
 //! - [`backend`]: the local cluster ([`backend::sim::SimBackend`] for simulators and tests).
 //! - [`work`]: ManifestWork execution — one actor per work, status feedback, proxy queries.
+//! - [`namespaces`]: the namespaces the cluster's sets manage (ManagedClusterSet
+//!   `managedNamespaces`), created and labelled as OCM's registration agent does.
 //! - [`scores`]: AddOnPlacementScores the agent reports (resource usage).
 //! - [`store`]: durable local state (`--state-dir`) or in-memory state for simulators.
 //! - [`features`]: feature gates (`--feature-gates`), as OCM's work agent names them.
@@ -21,6 +23,7 @@ pub mod credentials;
 pub mod enrolment;
 pub mod features;
 pub mod metrics;
+pub mod namespaces;
 pub mod registration;
 pub mod scores;
 pub mod store;

@@ -9,13 +9,15 @@
 use crate::AgentConfig;
 use crate::backend::{Backend, ClusterInfo};
 use crate::credentials::AgentCredentials;
-use crate::store::{HubState, LocalStore};
+use crate::namespaces::{ManagedNamespaces, hub_hash};
+use crate::store::{HubState, LocalStore, ManagedNamespace};
 use crate::work::WorkManager;
 use async_nats::jetstream;
 use flotilla_api::meta::{self, CLAIM_ID, CLAIM_KUBEVERSION, CLAIM_PLATFORM, CLAIM_PRODUCT};
 use flotilla_api::v1::{
-    ClusterClaim, ClusterStatusReport, LeaseRenewal, RegistrationRequest, RegistrationResponse,
-    RegistrationState, SpecResyncRequest, SpecResyncResponse,
+    ClusterClaim, ClusterSetManagedNamespaceConfig, ClusterStatusReport, LeaseRenewal,
+    RegistrationRequest, RegistrationResponse, RegistrationState, SpecResyncRequest,
+    SpecResyncResponse,
 };
 use flotilla_bus::connect::ConnectionEvent;
 use flotilla_bus::envelope::{Event, headers, types};
@@ -55,6 +57,12 @@ pub struct RegistrationActor {
     credentials: Option<Arc<AgentCredentials>>,
     /// Secure mode: the bootstrap connection, open while the agent has no usable credentials.
     bootstrap: Option<async_nats::Client>,
+    /// The namespaces the cluster's sets manage here.
+    namespaces: ManagedNamespaces,
+    /// Their last reconciliation, with conditions (reported in the cluster status).
+    namespace_status: Vec<ClusterSetManagedNamespaceConfig>,
+    /// Namespaces no longer managed still wait for their `"false"` label (the last try failed).
+    unmanage_pending: bool,
 }
 
 fn jitter(d: Duration, low: f64) -> Duration {
@@ -79,6 +87,7 @@ impl RegistrationActor {
     ) -> Self {
         let js = jetstream::new(client.clone());
         let source = format!("flotilla-agent/{}", config.cluster_name);
+        let namespaces = ManagedNamespaces::new(backend.clone(), &hub_hash(&config.nats.url));
         Self {
             config,
             client,
@@ -95,6 +104,9 @@ impl RegistrationActor {
             next_score: None,
             credentials: None,
             bootstrap: None,
+            namespaces,
+            namespace_status: Vec::new(),
+            unmanage_pending: false,
         }
     }
 
@@ -341,13 +353,40 @@ impl RegistrationActor {
                 return;
             }
         };
+        // The hub's list of managed namespaces: the full list in every Accepted answer; none
+        // once the cluster was deleted (OCM unmanages everything then).
+        let namespaces = match new_state {
+            HubState::Accepted => Some(
+                resp.managed_namespaces
+                    .iter()
+                    .map(|n| ManagedNamespace {
+                        name: n.name.clone(),
+                        cluster_set: n.cluster_set.clone(),
+                    })
+                    .collect::<Vec<_>>(),
+            ),
+            HubState::Unknown => Some(Vec::new()),
+            HubState::Pending | HubState::Denied => None,
+        };
+        let namespaces_changed = namespaces
+            .as_ref()
+            .is_some_and(|n| *n != self.store.get().managed_namespaces);
         if let Err(e) = self.store.update(|s| {
             s.hub_state = new_state;
             if resp.lease_duration_seconds > 0 {
                 s.lease_duration_seconds = resp.lease_duration_seconds;
             }
+            if let Some(n) = namespaces {
+                s.managed_namespaces = n;
+            }
         }) {
             tracing::error!(error = %e, "saving agent state failed");
+        }
+        if namespaces_changed {
+            self.reconcile_namespaces(true).await;
+            if new_state == HubState::Accepted {
+                self.report_status(false).await;
+            }
         }
         match new_state {
             HubState::Accepted => {
@@ -616,7 +655,36 @@ impl RegistrationActor {
         }
     }
 
+    /// Applies the managed namespaces the hub last asked for (kept in the local store, so this
+    /// works without the hub) and keeps their conditions for the next status report.
+    async fn reconcile_namespaces(&mut self, unmanage: bool) {
+        let wanted: Vec<ClusterSetManagedNamespaceConfig> = self
+            .store
+            .get()
+            .managed_namespaces
+            .into_iter()
+            .map(|n| ClusterSetManagedNamespaceConfig {
+                name: n.name,
+                cluster_set: n.cluster_set,
+                conditions: Vec::new(),
+            })
+            .collect();
+        let unmanage = unmanage || self.unmanage_pending;
+        if wanted.is_empty() && !unmanage {
+            self.namespace_status.clear();
+            return;
+        }
+        let done = self
+            .namespaces
+            .reconcile(&wanted, &self.namespace_status, unmanage)
+            .await;
+        self.namespace_status = done.namespaces;
+        self.unmanage_pending = done.unmanage_pending;
+    }
+
     async fn report_status(&mut self, force: bool) {
+        // Periodic repair: a managed namespace deleted on the spoke comes back.
+        self.reconcile_namespaces(false).await;
         let info = self.backend.info().await;
         let report = ClusterStatusReport {
             cluster_name: self.name().to_string(),
@@ -627,6 +695,7 @@ impl RegistrationActor {
             healthy: info.healthy,
             health_message: info.health_message,
             conditions: Vec::new(),
+            managed_namespaces: self.namespace_status.clone(),
         };
         let probe = Event::new(
             types::cluster_status(),

@@ -62,6 +62,20 @@ pub struct State {
     pub lease_duration_seconds: i32,
     /// Last `sequenceid` used.
     pub last_sequence: u64,
+    /// The managed namespaces the hub last asked for (ManagedClusterSet `managedNamespaces`),
+    /// kept so that an agent restarted without its hub keeps managing them.
+    #[serde(default)]
+    pub managed_namespaces: Vec<ManagedNamespace>,
+}
+
+/// One managed namespace the hub asked for.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ManagedNamespace {
+    /// Namespace name.
+    pub name: String,
+    /// The set that manages it.
+    pub cluster_set: String,
 }
 
 enum Backing {
@@ -101,6 +115,7 @@ impl LocalStore {
             hub_state: HubState::Unknown,
             lease_duration_seconds: 60,
             last_sequence: 0,
+            managed_namespaces: Vec::new(),
         }
     }
 

@@ -24,6 +24,17 @@ pub const COND_CLOCK_SYNCED: &str = "ManagedClusterConditionClockSynced";
 pub const COND_CLUSTERSET_EMPTY: &str = "ClusterSetEmpty";
 /// Condition of a binding: the set exists and the binding is usable.
 pub const COND_BOUND: &str = "Bound";
+/// Condition of a managed namespace (ManagedCluster `status.managedNamespaces[].conditions`):
+/// the agent applied the namespace on the spoke.
+pub const COND_NAMESPACE_AVAILABLE: &str = "NamespaceAvailable";
+/// Reason of `NamespaceAvailable=True`.
+pub const REASON_NAMESPACE_APPLIED: &str = "NamespaceApplied";
+/// Reason of `NamespaceAvailable=False`.
+pub const REASON_NAMESPACE_APPLY_FAILED: &str = "NamespaceApplyFailed";
+/// Prefix of the label the agent puts on the namespaces a hub manages
+/// (`clusterset.open-cluster-management.io/<hub hash>`, value `"true"`, `"false"` once the hub
+/// no longer manages it), as OCM's registration agent does.
+pub const MANAGED_NAMESPACE_LABEL_PREFIX: &str = "clusterset.open-cluster-management.io/";
 
 /// Hub-maintained taint while Available=False.
 pub const TAINT_UNAVAILABLE: &str = "cluster.open-cluster-management.io/unavailable";

@@ -336,6 +336,12 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
     )
     .await
     .map_err(|e| HubError::ReplicaSets(e.to_string()))?;
+    tasks.push(clusterset::namespaces::spawn(
+        sets.clone(),
+        inventory.clone(),
+        clusters.clone(),
+        shutdown_rx.clone(),
+    ));
     let mut router_config = config.router.clone();
     router_config.scores = Some(placements.scores().clone());
     tasks.push(tokio::spawn(router::run_registrations(

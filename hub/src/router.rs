@@ -503,7 +503,9 @@ async fn handle_status(
                 let _ = msg.ack().await;
                 return;
             }
-            if let Err(why) = rules::validate_claims(&report.claims) {
+            if let Err(why) = rules::validate_claims(&report.claims)
+                .and_then(|()| rules::validate_namespace_report(&report.managed_namespaces))
+            {
                 reject(&ty, "invalid_status", why);
                 let _ = msg.ack().await;
                 return;

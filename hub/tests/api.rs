@@ -22,6 +22,7 @@ fn set(name: &str, ty: &str, selector: Option<LabelSelector>) -> ManagedClusterS
                 selector_type: ty.into(),
                 label_selector: selector,
             }),
+            ..Default::default()
         }),
         status: None,
     }

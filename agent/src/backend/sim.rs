@@ -92,8 +92,12 @@ fn leaves(v: &Value, prefix: &str, out: &mut BTreeMap<String, Value>) {
     match v {
         Value::Object(m) if !m.is_empty() => {
             for (k, child) in m {
+                // A '.' inside a key (label and annotation keys such as
+                // `clusterset.open-cluster-management.io/…`) is escaped so the path splits
+                // back into the same keys.
+                let k = k.replace('.', "\\.");
                 let path = if prefix.is_empty() {
-                    k.clone()
+                    k
                 } else {
                     format!("{prefix}.{k}")
                 };
@@ -117,20 +121,37 @@ fn leaves(v: &Value, prefix: &str, out: &mut BTreeMap<String, Value>) {
     }
 }
 
+/// The keys of a leaf path: split at '.', except an escaped `\\.` (a dot inside a key).
+fn split_path(path: &str) -> Vec<String> {
+    let mut parts = vec![String::new()];
+    let mut chars = path.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&'.') => {
+                chars.next();
+                parts.last_mut().expect("never empty").push('.');
+            }
+            '.' => parts.push(String::new()),
+            c => parts.last_mut().expect("never empty").push(c),
+        }
+    }
+    parts
+}
+
 fn set_path(root: &mut Value, path: &str, value: Value) {
     let mut cur = root;
-    let parts: Vec<&str> = path.split('.').collect();
+    let parts = split_path(path);
     for (i, p) in parts.iter().enumerate() {
         if !cur.is_object() {
             *cur = Value::Object(Map::new());
         }
         let map = cur.as_object_mut().expect("made an object above");
         if i + 1 == parts.len() {
-            map.insert((*p).to_string(), value);
+            map.insert(p.clone(), value);
             return;
         }
         cur = map
-            .entry((*p).to_string())
+            .entry(p.clone())
             .or_insert_with(|| Value::Object(Map::new()));
     }
 }
@@ -758,6 +779,31 @@ mod tests {
                 .unwrap(),
             ApplyOutcome::Unchanged
         );
+    }
+
+    #[tokio::test]
+    async fn server_side_apply_keeps_dotted_label_keys_whole() {
+        let b = sim();
+        let key = "clusterset.open-cluster-management.io/abc";
+        let labelled = |value: &str| {
+            json!({"apiVersion": "v1", "kind": "Namespace",
+                   "metadata": {"name": "team", "labels": {key: value}}})
+        };
+        let id = manifest_id(&labelled("true")).unwrap();
+        b.apply(&id, &ns("team"), &Strategy::Update).await.unwrap();
+        let ssa = Strategy::ServerSideApply {
+            force: true,
+            field_manager: "agent".into(),
+        };
+        for value in ["true", "false"] {
+            b.apply(&id, &labelled(value), &ssa).await.unwrap();
+            let got = b.get(&id).await.unwrap().unwrap();
+            assert_eq!(got["metadata"]["labels"][key], value, "{got}");
+            assert!(
+                got["metadata"]["labels"].get("clusterset").is_none(),
+                "{got}"
+            );
+        }
     }
 
     #[tokio::test]

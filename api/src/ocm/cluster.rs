@@ -77,6 +77,22 @@ pub struct ManagedClusterStatus {
     /// Claims.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cluster_claims: Vec<Claim>,
+    /// Namespaces managed on the cluster by the sets it belongs to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub managed_namespaces: Vec<ClusterSetManagedNamespace>,
+}
+
+/// One entry of `status.managedNamespaces`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterSetManagedNamespace {
+    /// Namespace name.
+    pub name: String,
+    /// The set that manages it.
+    pub cluster_set: String,
+    /// `NamespaceAvailable`, once the agent applied it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
 }
 
 /// Spoke version.
@@ -192,6 +208,15 @@ impl From<&v1::ManagedCluster> for ManagedCluster {
                     .map(|c| Claim {
                         name: c.name,
                         value: c.value,
+                    })
+                    .collect(),
+                managed_namespaces: status
+                    .managed_namespaces
+                    .iter()
+                    .map(|n| ClusterSetManagedNamespace {
+                        name: n.name.clone(),
+                        cluster_set: n.cluster_set.clone(),
+                        conditions: conditions(&n.conditions),
                     })
                     .collect(),
             },

@@ -31,6 +31,18 @@ pub struct ManagedClusterSetSpec {
     /// How members are chosen.
     #[serde(default)]
     pub cluster_selector: ClusterSelector,
+    /// Namespaces created on every member cluster.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub managed_namespaces: Vec<ManagedNamespace>,
+}
+
+/// One entry of `spec.managedNamespaces`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ManagedNamespace {
+    /// The namespace (a DNS-1123 label).
+    #[serde(default)]
+    pub name: String,
 }
 
 /// ManagedClusterSet selector.
@@ -75,6 +87,18 @@ impl From<&v1::ManagedClusterSet> for ManagedClusterSet {
                     selector_type: sel.selector_type,
                     label_selector: sel.label_selector.as_ref().map(LabelSelector::from),
                 },
+                managed_namespaces: s
+                    .spec
+                    .as_ref()
+                    .map(|s| {
+                        s.managed_namespaces
+                            .iter()
+                            .map(|n| ManagedNamespace {
+                                name: n.name.clone(),
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
             },
             status: ConditionsStatus {
                 conditions: s
@@ -102,6 +126,14 @@ impl ManagedClusterSet {
                         .as_ref()
                         .map(v1::LabelSelector::from),
                 }),
+                managed_namespaces: self
+                    .spec
+                    .managed_namespaces
+                    .iter()
+                    .map(|n| v1::ManagedNamespaceConfig {
+                        name: n.name.clone(),
+                    })
+                    .collect(),
             }),
             status: None,
         })

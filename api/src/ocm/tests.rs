@@ -1,4 +1,5 @@
 use super::*;
+use crate::v1;
 
 #[test]
 fn parses_the_hello_work_demo_seed_example() {
@@ -215,4 +216,67 @@ fn executors_are_validated_like_ocms_schema_with_the_field_named() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("spec.executor.subject"), "{err}");
+}
+
+#[test]
+fn managed_namespaces_of_a_set_survive_yaml_round_trip() {
+    let text = include_str!("../../../examples/managed-namespaces.yaml");
+    let Ok(Document::ClusterSet(set)) = parse_documents(text).remove(0) else {
+        panic!("the example should parse as a set")
+    };
+    let names: Vec<&str> = set
+        .spec
+        .as_ref()
+        .unwrap()
+        .managed_namespaces
+        .iter()
+        .map(|n| n.name.as_str())
+        .collect();
+    assert_eq!(names, ["app-frontend", "app-backend"]);
+    let shown = ManagedClusterSet::from(&set);
+    let yaml = serde_yaml::to_string(&shown).unwrap();
+    assert!(
+        yaml.contains("managedNamespaces:\n  - name: app-frontend\n  - name: app-backend"),
+        "{yaml}"
+    );
+    assert_eq!(shown.to_proto().unwrap().spec, set.spec);
+}
+
+#[test]
+fn unknown_fields_of_a_managed_namespace_are_rejected() {
+    let text = "apiVersion: cluster.open-cluster-management.io/v1beta2\nkind: ManagedClusterSet\nmetadata:\n  name: s\nspec:\n  managedNamespaces:\n  - nam: x\n";
+    let err = parse_documents(text).remove(0).unwrap_err().to_string();
+    assert!(err.contains("spec.managedNamespaces"), "{err}");
+    assert!(err.contains("nam"), "{err}");
+}
+
+#[test]
+fn cluster_status_shows_managed_namespaces_in_the_ocm_shape() {
+    let c = v1::ManagedCluster {
+        metadata: Some(v1::ObjectMeta {
+            name: "c1".into(),
+            ..Default::default()
+        }),
+        status: Some(v1::ManagedClusterStatus {
+            managed_namespaces: vec![v1::ClusterSetManagedNamespaceConfig {
+                name: "app-frontend".into(),
+                cluster_set: "app-team".into(),
+                conditions: vec![v1::Condition {
+                    r#type: "NamespaceAvailable".into(),
+                    status: "True".into(),
+                    reason: "NamespaceApplied".into(),
+                    message: "Namespace successfully applied and managed".into(),
+                    ..Default::default()
+                }],
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let json = serde_json::to_value(ManagedCluster::from(&c)).unwrap();
+    let entry = &json["status"]["managedNamespaces"][0];
+    assert_eq!(entry["name"], "app-frontend");
+    assert_eq!(entry["clusterSet"], "app-team");
+    assert_eq!(entry["conditions"][0]["type"], "NamespaceAvailable");
+    assert_eq!(entry["conditions"][0]["reason"], "NamespaceApplied");
 }

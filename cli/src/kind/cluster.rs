@@ -88,6 +88,24 @@ pub fn describe(c: &ManagedCluster) -> String {
     for c in &o.status.cluster_claims {
         s.push_str(&format!("  {}={}\n", c.name, c.value));
     }
+    s.push_str("Managed namespaces:\n");
+    for n in &o.status.managed_namespaces {
+        let state = n
+            .conditions
+            .iter()
+            .find(|c| c.type_ == meta::COND_NAMESPACE_AVAILABLE)
+            .map_or_else(
+                || "waiting for the agent".to_string(),
+                |c| {
+                    let mut text = format!("{}={} ({})", c.type_, c.status, c.reason);
+                    if c.status != meta::status::TRUE && !c.message.is_empty() {
+                        text.push_str(&format!(": {}", c.message));
+                    }
+                    text
+                },
+            );
+        s.push_str(&format!("  {} (set {}): {state}\n", n.name, n.cluster_set));
+    }
     s.push_str(&conditions_block(&o.status.conditions));
     s
 }

@@ -379,3 +379,54 @@ fn describe_of_an_unschedulable_placement_says_why_and_stops() {
     );
     assert!(!text.contains("Candidates"), "{text}");
 }
+
+#[test]
+fn describe_cluster_lists_managed_namespaces_with_their_condition() {
+    let mut c = cluster1();
+    let ready = flotilla_api::v1::ClusterSetManagedNamespaceConfig {
+        name: "app-frontend".into(),
+        cluster_set: "app-team".into(),
+        conditions: vec![condition(
+            meta::COND_NAMESPACE_AVAILABLE,
+            "True",
+            meta::REASON_NAMESPACE_APPLIED,
+            "Namespace successfully applied and managed",
+        )],
+    };
+    let failed = flotilla_api::v1::ClusterSetManagedNamespaceConfig {
+        name: "locked".into(),
+        cluster_set: "app-team".into(),
+        conditions: vec![condition(
+            meta::COND_NAMESPACE_AVAILABLE,
+            "False",
+            meta::REASON_NAMESPACE_APPLY_FAILED,
+            "Failed to apply namespace: forbidden",
+        )],
+    };
+    let waiting = flotilla_api::v1::ClusterSetManagedNamespaceConfig {
+        name: "new-ns".into(),
+        cluster_set: "global".into(),
+        conditions: vec![],
+    };
+    c.status
+        .get_or_insert_with(Default::default)
+        .managed_namespaces = vec![ready, failed, waiting];
+    let text = super::cluster::describe(&c);
+    assert!(
+        text.contains(
+            "Managed namespaces:\n  app-frontend (set app-team): NamespaceAvailable=True (NamespaceApplied)\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("  locked (set app-team): NamespaceAvailable=False (NamespaceApplyFailed): Failed to apply namespace: forbidden\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  new-ns (set global): waiting for the agent\n"),
+        "{text}"
+    );
+    let yaml = render(Format::Yaml, &[c], true).unwrap();
+    assert!(yaml.contains("managedNamespaces:"), "{yaml}");
+    assert!(yaml.contains("clusterSet: app-team"), "{yaml}");
+}

@@ -2,8 +2,8 @@
 //! [`super::actor`]).
 
 use flotilla_api::v1::{
-    ClusterStatusReport, LeaseRenewal, ManagedCluster, ManifestWork, RegistrationRequest,
-    SpecResyncRequest, Taint, TaintKey, WorkStatusReport,
+    ClusterSetManagedNamespaceConfig, ClusterStatusReport, LeaseRenewal, ManagedCluster,
+    ManifestWork, RegistrationRequest, SpecResyncRequest, Taint, TaintKey, WorkStatusReport,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -152,6 +152,14 @@ pub enum Msg {
     },
     /// Work status from the agent.
     WorkStatus(Box<WorkStatusEvent>),
+    /// The managed namespaces the cluster's sets ask for (from set membership): written into
+    /// `status.managedNamespaces` and, when the list changed, sent to the agent.
+    ManagedNamespaces {
+        /// `(set, name)` entries, without conditions.
+        desired: Vec<ClusterSetManagedNamespaceConfig>,
+        /// Answer once persisted (or kept for a retry).
+        respond_to: Reply<()>,
+    },
     /// The agent's spec resync request; the answer goes to the reply subject.
     Resync {
         /// `{resourceid: version}` held by the agent.
@@ -208,6 +216,18 @@ impl ClusterHandle {
         self.call(|respond_to| Msg::ApplyWork {
             work: Box::new(work),
             traceparent: flotilla_bus::trace::traceparent(),
+            respond_to,
+        })
+        .await
+    }
+
+    /// Sets the managed namespaces the cluster's sets ask for.
+    pub async fn set_managed_namespaces(
+        &self,
+        desired: Vec<ClusterSetManagedNamespaceConfig>,
+    ) -> Result<(), ClusterError> {
+        self.call(|respond_to| Msg::ManagedNamespaces {
+            desired,
             respond_to,
         })
         .await

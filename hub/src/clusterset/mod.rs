@@ -1,5 +1,8 @@
 //! ManagedClusterSets and ManagedClusterSetBindings: stored in KV, held in memory (they are few),
-//! membership and status derived from the inventory on read.
+//! membership and status derived from the inventory on read; [`namespaces`] keeps every
+//! cluster's `status.managedNamespaces` in step with the sets it belongs to.
+
+pub mod namespaces;
 
 use crate::inventory::ClusterInventory;
 use crate::keys::ObjectRef;
@@ -149,6 +152,7 @@ impl ClusterSets {
             }),
             spec: Some(ManagedClusterSetSpec {
                 cluster_selector: Some(selector),
+                managed_namespaces: Vec::new(),
             }),
             status: None,
         }
@@ -245,6 +249,16 @@ impl ClusterSets {
                     "spec.clusterSelector.selectorType: {other:?} is not supported (want ExclusiveClusterSetLabel or LabelSelector)"
                 )));
             }
+        }
+        let namespaces = s
+            .spec
+            .as_ref()
+            .map(|s| s.managed_namespaces.as_slice())
+            .unwrap_or_default();
+        let errors = flotilla_api::clusterset::validate_managed_namespaces(namespaces);
+        if !errors.is_empty() {
+            let all: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            return Err(SetError::Invalid(all.join("; ")));
         }
         Ok(())
     }

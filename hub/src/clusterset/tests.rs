@@ -11,6 +11,7 @@ fn set(name: &str, ty: &str, sel: Option<LabelSelector>) -> ManagedClusterSet {
                 selector_type: ty.into(),
                 label_selector: sel,
             }),
+            ..Default::default()
         }),
         status: None,
     }

@@ -6,7 +6,8 @@ use crate::cluster::handle::{AdminEdit, ClusterError, LeaseEvent, SOURCE, Status
 use crate::cluster::rules;
 use flotilla_api::meta::{self, COND_CLOCK_SYNCED, status};
 use flotilla_api::v1::{
-    LeaseRenewal, ManagedCluster, RegistrationRequest, RegistrationResponse, RegistrationState,
+    ClusterSetManagedNamespaceConfig, LeaseRenewal, ManagedCluster, RegistrationRequest,
+    RegistrationResponse, RegistrationState,
 };
 use flotilla_bus::envelope::{Event, headers, types};
 use flotilla_bus::subjects;
@@ -245,12 +246,15 @@ impl Actor {
 
     fn registration_response(&self, c: &ManagedCluster) -> RegistrationResponse {
         if rules::accepted(c) {
-            response(
-                &self.name,
-                RegistrationState::Accepted,
-                self.lease_seconds(c),
-                "accepted",
-            )
+            RegistrationResponse {
+                managed_namespaces: rules::namespaces_for_agent(c),
+                ..response(
+                    &self.name,
+                    RegistrationState::Accepted,
+                    self.lease_seconds(c),
+                    "accepted",
+                )
+            }
         } else {
             response(
                 &self.name,
@@ -263,7 +267,10 @@ impl Actor {
 
     async fn notify(&self, state: RegistrationState, message: &str) {
         let Some(c) = &self.cluster else { return };
-        let r = response(&self.name, state, self.lease_seconds(c), message);
+        let mut r = response(&self.name, state, self.lease_seconds(c), message);
+        if state == RegistrationState::Accepted {
+            r.managed_namespaces = rules::namespaces_for_agent(c);
+        }
         self.send(
             subjects::spec(&self.name),
             types::registration_response(),
@@ -377,9 +384,34 @@ impl Actor {
                 )
             };
         }
+        let behind = rules::agent_namespaces_behind(&next);
         if changed {
             self.persist_or_retry(next).await;
         }
+        if behind {
+            // The agent missed the last managed-namespace update (core NATS is at most once):
+            // tell it again, at most once per lease period.
+            self.notify(RegistrationState::Accepted, "accepted").await;
+        }
+    }
+
+    /// Writes the managed namespaces the cluster's sets ask for into its status and, when the
+    /// list changed, tells an accepted agent (which creates them, or marks the ones it no
+    /// longer manages).
+    pub(super) async fn managed_namespaces(
+        &mut self,
+        desired: Vec<ClusterSetManagedNamespaceConfig>,
+    ) -> Result<(), ClusterError> {
+        let mut next = self.current()?;
+        if !rules::set_managed_namespaces(&mut next, desired) {
+            return Ok(());
+        }
+        let accepted = rules::accepted(&next);
+        self.persist_or_retry(next).await;
+        if accepted {
+            self.notify(RegistrationState::Accepted, "accepted").await;
+        }
+        Ok(())
     }
 
     pub(super) async fn status(&mut self, ev: StatusEvent) {
@@ -424,6 +456,7 @@ impl Actor {
             &report.kubernetes_version,
             &report.claims,
         );
+        let behind = rules::apply_namespace_report(&mut next, &report.managed_namespaces);
         let lease_live = self.lease_deadline.is_some_and(|d| d > Instant::now());
         if lease_live {
             if report.healthy {
@@ -444,6 +477,9 @@ impl Actor {
         }
         self.persist_or_retry(next).await;
         ack_message(ack).await;
+        if behind {
+            self.notify(RegistrationState::Accepted, "accepted").await;
+        }
     }
 
     pub(super) async fn lease_expired(&mut self) {

@@ -180,6 +180,13 @@ impl Actor {
                 flotilla_bus::trace::follow(&span, ev.traceparent.as_deref());
                 self.work_status(*ev).instrument(span).await
             }
+            Msg::ManagedNamespaces {
+                desired,
+                respond_to,
+            } => {
+                let r = self.managed_namespaces(desired).await;
+                let _ = respond_to.send(r);
+            }
             Msg::Resync { request, reply } => self.resync(*request, reply).await,
             Msg::Delete(tx) => {
                 let r = self.delete().await;

@@ -2,6 +2,7 @@
 //! acceptance conditions, availability and the hub-maintained taints, label and taint edits, and
 //! validation of everything an agent or admin sends. No I/O here, so all of it is unit-tested.
 
+use flotilla_api::clusterset::{managed_namespace_keys, sort_managed_namespaces};
 use flotilla_api::meta::{
     self, CLUSTERSET_LABEL, COND_AVAILABLE, COND_HUB_ACCEPTED, COND_HUB_DENIED, COND_JOINED,
     DEFAULT_CLUSTERSET, MAX_CUSTOM_CLAIMS, RESERVED_CLAIMS, TAINT_EFFECTS, TAINT_UNAVAILABLE,
@@ -10,8 +11,9 @@ use flotilla_api::meta::{
 use flotilla_api::names;
 use flotilla_api::selector;
 use flotilla_api::v1::{
-    ClusterClaim, LabelSelector, ManagedCluster, ManagedClusterSpec, ManagedClusterStatus,
-    ManagedClusterVersion, ObjectMeta, RegistrationRequest, Taint, TaintKey,
+    ClusterClaim, ClusterSetManagedNamespaceConfig, LabelSelector, ManagedCluster,
+    ManagedClusterSpec, ManagedClusterStatus, ManagedClusterVersion, ObjectMeta,
+    RegistrationRequest, Taint, TaintKey,
 };
 use std::collections::HashMap;
 
@@ -52,6 +54,21 @@ pub fn validate_registration(req: &RegistrationRequest) -> Result<(), String> {
         return Err(e.to_string());
     }
     validate_claims(&req.claims)
+}
+
+/// Validates the managed namespaces an agent reports: set and namespace names are DNS-1123
+/// labels (the hub only ever sends such names).
+pub fn validate_namespace_report(list: &[ClusterSetManagedNamespaceConfig]) -> Result<(), String> {
+    for (i, n) in list.iter().enumerate() {
+        names::validate_dns1123_label(&format!("managedNamespaces[{i}].name"), &n.name)
+            .map_err(|e| e.to_string())?;
+        names::validate_dns1123_label(
+            &format!("managedNamespaces[{i}].clusterSet"),
+            &n.cluster_set,
+        )
+        .map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
 
 /// Validates reported claims: names and values, no duplicates, at most
@@ -292,6 +309,97 @@ pub fn apply_report(
         changed = true;
     }
     changed
+}
+
+/// Sets `status.managedNamespaces` to what the cluster's sets ask for (`desired`, from
+/// membership), keeping the conditions the agent reported for every entry that stays; new
+/// entries have none until the agent reports (as OCM's hub controller writes them). Returns
+/// whether the list of `(set, name)` changed, i.e. whether the agent must be told.
+pub fn set_managed_namespaces(
+    c: &mut ManagedCluster,
+    mut desired: Vec<ClusterSetManagedNamespaceConfig>,
+) -> bool {
+    let st = c.status.get_or_insert_with(Default::default);
+    sort_managed_namespaces(&mut desired);
+    desired.dedup_by(|a, b| a.cluster_set == b.cluster_set && a.name == b.name);
+    if managed_namespace_keys(&st.managed_namespaces) == managed_namespace_keys(&desired) {
+        return false;
+    }
+    for entry in &mut desired {
+        entry.conditions = st
+            .managed_namespaces
+            .iter()
+            .find(|o| o.cluster_set == entry.cluster_set && o.name == entry.name)
+            .map(|o| o.conditions.clone())
+            .unwrap_or_default();
+    }
+    st.managed_namespaces = desired;
+    true
+}
+
+/// Takes the agent's report of the namespaces it manages: remembers which `(set, name)` it
+/// manages (hub state) and copies its conditions onto the status entries the hub still wants.
+/// Entries the hub no longer wants are not brought back. Returns whether the agent manages
+/// something else than the status lists (it missed an update and must be told again).
+pub fn apply_namespace_report(
+    c: &mut ManagedCluster,
+    reported: &[ClusterSetManagedNamespaceConfig],
+) -> bool {
+    let mut seen: Vec<ClusterSetManagedNamespaceConfig> = reported
+        .iter()
+        .map(|n| ClusterSetManagedNamespaceConfig {
+            name: n.name.clone(),
+            cluster_set: n.cluster_set.clone(),
+            conditions: Vec::new(),
+        })
+        .collect();
+    sort_managed_namespaces(&mut seen);
+    let st = c.status.get_or_insert_with(Default::default);
+    for entry in &mut st.managed_namespaces {
+        if let Some(r) = reported
+            .iter()
+            .find(|r| r.cluster_set == entry.cluster_set && r.name == entry.name)
+        {
+            entry.conditions = r.conditions.clone();
+        }
+    }
+    let behind = managed_namespace_keys(&seen) != managed_namespace_keys(&st.managed_namespaces);
+    c.hub
+        .get_or_insert_with(Default::default)
+        .agent_managed_namespaces = seen;
+    behind
+}
+
+/// Whether the agent last reported managing something else than the status lists.
+pub fn agent_namespaces_behind(c: &ManagedCluster) -> bool {
+    let wanted = c
+        .status
+        .as_ref()
+        .map(|s| s.managed_namespaces.as_slice())
+        .unwrap_or_default();
+    let reported = c
+        .hub
+        .as_ref()
+        .map(|h| h.agent_managed_namespaces.as_slice())
+        .unwrap_or_default();
+    managed_namespace_keys(wanted) != managed_namespace_keys(reported)
+}
+
+/// The managed namespaces the agent is told about: `(set, name)` without conditions.
+pub fn namespaces_for_agent(c: &ManagedCluster) -> Vec<ClusterSetManagedNamespaceConfig> {
+    c.status
+        .as_ref()
+        .map(|s| {
+            s.managed_namespaces
+                .iter()
+                .map(|n| ClusterSetManagedNamespaceConfig {
+                    name: n.name.clone(),
+                    cluster_set: n.cluster_set.clone(),
+                    conditions: Vec::new(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn bump_generation(c: &mut ManagedCluster) {

@@ -337,3 +337,88 @@ fn applying_a_document_removes_only_the_admin_taints_it_no_longer_lists() {
     .unwrap_err();
     assert!(e.starts_with("spec.taints[0].effect"), "{e}");
 }
+
+fn managed(set: &str, name: &str) -> ClusterSetManagedNamespaceConfig {
+    ClusterSetManagedNamespaceConfig {
+        name: name.into(),
+        cluster_set: set.into(),
+        conditions: Vec::new(),
+    }
+}
+
+fn applied(set: &str, name: &str) -> ClusterSetManagedNamespaceConfig {
+    let mut n = managed(set, name);
+    meta::set_condition(
+        &mut n.conditions,
+        meta::COND_NAMESPACE_AVAILABLE,
+        status::TRUE,
+        meta::REASON_NAMESPACE_APPLIED,
+        "Namespace successfully applied and managed",
+    );
+    n
+}
+
+#[test]
+fn managed_namespaces_keep_agent_conditions_of_entries_that_stay() {
+    let mut c = new_cluster(&req("c1"), &AutoAccept::default(), 60);
+    assert!(set_managed_namespaces(
+        &mut c,
+        vec![managed("b", "x"), managed("a", "y"), managed("a", "y")]
+    ));
+    let st = c.status.as_ref().unwrap();
+    let keys: Vec<_> = st
+        .managed_namespaces
+        .iter()
+        .map(|n| (n.cluster_set.as_str(), n.name.as_str()))
+        .collect();
+    assert_eq!(
+        keys,
+        [("a", "y"), ("b", "x")],
+        "sorted by set, duplicates dropped"
+    );
+    assert!(
+        agent_namespaces_behind(&c),
+        "the agent has not reported yet"
+    );
+
+    let behind = apply_namespace_report(&mut c, &[applied("a", "y"), applied("b", "x")]);
+    assert!(!behind);
+    assert!(!agent_namespaces_behind(&c));
+
+    // The set `b` drops x and adds z: y keeps its condition, z has none yet.
+    assert!(set_managed_namespaces(
+        &mut c,
+        vec![managed("a", "y"), managed("b", "z")]
+    ));
+    let st = c.status.as_ref().unwrap();
+    assert_eq!(st.managed_namespaces[0].conditions.len(), 1);
+    assert!(st.managed_namespaces[1].conditions.is_empty());
+    assert!(agent_namespaces_behind(&c));
+    assert!(!set_managed_namespaces(
+        &mut c,
+        vec![managed("b", "z"), managed("a", "y")]
+    ));
+
+    // A stale report (still x) does not bring x back, and says the agent is behind.
+    assert!(apply_namespace_report(
+        &mut c,
+        &[applied("a", "y"), applied("b", "x")]
+    ));
+    let names: Vec<_> = c
+        .status
+        .as_ref()
+        .unwrap()
+        .managed_namespaces
+        .iter()
+        .map(|n| n.name.as_str())
+        .collect();
+    assert_eq!(names, ["y", "z"]);
+    assert_eq!(
+        namespaces_for_agent(&c)
+            .iter()
+            .map(|n| n.conditions.len())
+            .sum::<usize>(),
+        0,
+        "the agent is told names and sets only"
+    );
+}
