@@ -93,6 +93,61 @@ pub struct AgentConfig {
     pub feature_gates: features::FeatureGates,
     /// Where the agent counts what it does (shared by every agent of a simulator process).
     pub metrics: Arc<metrics::AgentMetrics>,
+    /// A NATS connection shared with other agents (simulators at scale); `None`: the agent
+    /// opens its own from `nats`, as a real edge cluster does.
+    pub connection: Option<SharedConnection>,
+}
+
+/// A NATS connection several agents of one process share (`flotilla-sim --share-connections`):
+/// each agent subscribes and publishes on it as on its own, hears its connection events from
+/// `events`, and never drains or closes it. Not for secure mode: credentials are per cluster.
+#[derive(Debug, Clone)]
+pub struct SharedConnection {
+    /// The connected client.
+    pub client: async_nats::Client,
+    /// The connection's events, for every agent on it.
+    pub events: tokio::sync::broadcast::Sender<connect::ConnectionEvent>,
+}
+
+impl SharedConnection {
+    /// Connects with `nats` and starts fanning its events out (the task ends with the
+    /// connection).
+    pub async fn connect(nats: &NatsConfig) -> Result<Self, connect::ConnectError> {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let client = connect::connect(nats, Some(tx)).await?;
+        let (events, _) = tokio::sync::broadcast::channel(64);
+        let fan_out = events.clone();
+        tokio::spawn(async move {
+            while let Some(ev) = rx.recv().await {
+                let _ = fan_out.send(ev);
+            }
+        });
+        Ok(Self { client, events })
+    }
+
+    /// This agent's view of the events: a channel fed until the agent drops it. An agent that
+    /// fell behind hears `Connected`, which makes it resync.
+    fn subscribe(&self) -> tokio::sync::mpsc::UnboundedReceiver<connect::ConnectionEvent> {
+        use tokio::sync::broadcast::error::RecvError;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut events = self.events.subscribe();
+        tokio::spawn(async move {
+            loop {
+                let ev = tokio::select! {
+                    () = tx.closed() => break,
+                    ev = events.recv() => match ev {
+                        Ok(ev) => ev,
+                        Err(RecvError::Lagged(_)) => connect::ConnectionEvent::Connected,
+                        Err(RecvError::Closed) => break,
+                    },
+                };
+                if tx.send(ev).is_err() {
+                    break;
+                }
+            }
+        });
+        rx
+    }
 }
 
 impl AgentConfig {
@@ -116,6 +171,7 @@ impl AgentConfig {
             bootstrap_creds: None,
             feature_gates: features::FeatureGates::default(),
             metrics: Arc::default(),
+            connection: None,
         }
     }
 
@@ -148,6 +204,13 @@ impl AgentConfig {
                 self.claims.len(),
                 flotilla_api::meta::MAX_CUSTOM_CLAIMS
             ));
+        }
+        if self.connection.is_some() && self.bootstrap_creds.is_some() {
+            errors.push(
+                "a shared NATS connection cannot be used in secure mode: each cluster's \
+                 credentials need a connection of their own"
+                    .into(),
+            );
         }
         errors
     }
@@ -182,14 +245,18 @@ pub async fn run(
         return Ok(());
     };
     actor.run(events_rx, shutdown).await;
-    let _ = tokio::time::timeout(Duration::from_secs(2), Box::pin(client.drain())).await;
+    if let Some(own) = client {
+        let _ = tokio::time::timeout(Duration::from_secs(2), Box::pin(own.drain())).await;
+    }
     Ok(())
 }
 
+/// The actor, its connection events, and its own client (to drain at the end; `None` for a
+/// shared connection).
 type Prepared = (
     registration::RegistrationActor,
     tokio::sync::mpsc::UnboundedReceiver<connect::ConnectionEvent>,
-    async_nats::Client,
+    Option<async_nats::Client>,
 );
 
 /// Opens the state, enrols (secure mode), connects and builds the actor; `None` when
@@ -230,8 +297,14 @@ async fn prepare(
             () = &mut shutdown => return Ok(None),
         }
     }
-    let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
-    let client = connect::connect(&config.nats, Some(events_tx)).await?;
+    let (client, events_rx, own) = match &config.connection {
+        Some(shared) => (shared.client.clone(), shared.subscribe(), None),
+        None => {
+            let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
+            let client = connect::connect(&config.nats, Some(events_tx)).await?;
+            (client.clone(), events_rx, Some(client))
+        }
+    };
     let publisher = work::Publisher::new(
         client.clone(),
         store.clone(),
@@ -256,5 +329,5 @@ async fn prepare(
     if let Some(creds) = credentials {
         actor = actor.with_credentials(creds);
     }
-    Ok(Some((actor, events_rx, client)))
+    Ok(Some((actor, events_rx, own)))
 }

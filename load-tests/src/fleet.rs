@@ -32,6 +32,8 @@ pub struct FleetArgs {
     pub bootstrap_creds: Option<PathBuf>,
     /// CA of the NATS servers' certificates.
     pub nats_ca: Option<PathBuf>,
+    /// Agents per NATS connection (1: one each).
+    pub share_connections: usize,
 }
 
 /// A running fleet.
@@ -75,6 +77,7 @@ impl FleetArgs {
             .map(flotilla_sim::scores::ScoreConfig::every);
         c.bootstrap_creds = self.bootstrap_creds.clone();
         c.nats.ca = self.nats_ca.clone();
+        c.share_connections = self.share_connections;
         if let Some(p) = self.load_profile()? {
             c = c.with_profile(p);
         }
@@ -144,6 +147,9 @@ impl LoadFleet {
                 );
             if let Some(p) = &args.profile {
                 cmd.arg("--profile").arg(p);
+            }
+            if args.share_connections > 1 {
+                cmd.arg(format!("--share-connections={}", args.share_connections));
             }
             if let Some(c) = &args.bootstrap_creds {
                 cmd.arg("--bootstrap-creds").arg(c);

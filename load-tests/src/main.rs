@@ -84,6 +84,9 @@ struct Common {
     /// Seconds between AddOnPlacementScore reports of each agent (0 = none).
     #[arg(long, default_value_t = 0)]
     score_interval_seconds: u64,
+    /// Simulated agents per NATS connection (1: one each, like real clusters).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    share_connections: u64,
     /// Secure mode: the bootstrap credentials of the simulated agents.
     #[arg(long)]
     bootstrap_creds: Option<PathBuf>,
@@ -277,6 +280,7 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
                 .then(|| Duration::from_secs(common.score_interval_seconds)),
             bootstrap_creds: common.bootstrap_creds.clone(),
             nats_ca: common.nats_ca.clone(),
+            share_connections: common.share_connections as usize,
         },
         timeout: Duration::from_secs(common.timeout_seconds),
         concurrency: common.concurrency,

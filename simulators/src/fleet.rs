@@ -127,12 +127,39 @@ impl Fleet {
                 serving.push(relay.serve);
             }
         }
+        anyhow::ensure!(
+            config.share_connections <= 1 || config.bootstrap_creds.is_none(),
+            "sharing NATS connections (--share-connections) cannot be combined with secure mode \
+             (--bootstrap-creds): each cluster's credentials need a connection of their own"
+        );
+        // Shared connections: per agent URL (latency classes have their own), one connection
+        // for every `share_connections` agents, opened as their groups fill.
+        let mut shared: std::collections::HashMap<
+            String,
+            (flotilla_agent::SharedConnection, usize),
+        > = std::collections::HashMap::new();
         let mut slots = Vec::with_capacity(config.clusters);
         for n in 0..config.clusters {
             let i = config.first_index + n;
             let (mut agent, backend) = crate::cluster(config, i);
             if let Some((class, _)) = config.profile.as_ref().and_then(|p| p.link_latency(i)) {
                 agent.nats.url = urls[class].clone();
+            }
+            if config.share_connections > 1 {
+                let full = shared
+                    .get(&agent.nats.url)
+                    .is_none_or(|(_, used)| *used >= config.share_connections);
+                if full {
+                    let mut nats = agent.nats.clone();
+                    nats.name = format!("flotilla-sim-shared-{}", agent.cluster_name);
+                    let conn = flotilla_agent::SharedConnection::connect(&nats)
+                        .await
+                        .with_context(|| format!("connecting to {}", agent.nats.url))?;
+                    shared.insert(agent.nats.url.clone(), (conn, 0));
+                }
+                let (conn, used) = shared.get_mut(&agent.nats.url).expect("just inserted");
+                *used += 1;
+                agent.connection = Some(conn.clone());
             }
             let backend = match &config.state_dir {
                 Some(dir) => {

@@ -65,6 +65,10 @@ pub struct FleetConfig {
     pub profile: Option<FleetProfile>,
     /// The metrics every agent of the fleet counts into.
     pub metrics: std::sync::Arc<flotilla_agent::metrics::AgentMetrics>,
+    /// Agents per NATS connection (0 or 1: one connection each, like real clusters). Sharing
+    /// cuts memory and the server's connection count for very large fleets; not with
+    /// `bootstrap_creds`.
+    pub share_connections: usize,
 }
 
 impl FleetConfig {
@@ -86,6 +90,7 @@ impl FleetConfig {
             scores: Some(scores::ScoreConfig::every(Duration::from_secs(30))),
             profile: None,
             metrics: std::sync::Arc::default(),
+            share_connections: 0,
         }
     }
 

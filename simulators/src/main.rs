@@ -19,6 +19,10 @@ struct Args {
     /// Secure mode: the bootstrap credentials every simulated agent registers with.
     #[arg(long, env = "FLOTILLA_BOOTSTRAP_CREDS", conflicts_with = "creds")]
     bootstrap_creds: Option<std::path::PathBuf>,
+    /// Agents per NATS connection (default 1: one each, like real clusters). Sharing cuts the
+    /// fleet's memory and the server's connections for very large fleets; not in secure mode.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1000), conflicts_with = "bootstrap_creds")]
+    share_connections: u64,
     /// Number of clusters.
     #[arg(long, default_value_t = 10)]
     clusters: usize,
@@ -74,6 +78,7 @@ async fn main() -> anyhow::Result<()> {
     let mut config = FleetConfig::new(&args.nats.url, args.clusters);
     config.nats = args.nats.clone();
     config.bootstrap_creds = args.bootstrap_creds.clone();
+    config.share_connections = args.share_connections as usize;
     config.name_prefix = args.name_prefix;
     config.first_index = args.first_index;
     config.start_rate = args.start_rate;
