@@ -148,6 +148,7 @@ async fn reconcile_all(
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::cluster;
     use super::*;
     use flotilla_api::meta::CLUSTERSET_LABEL;
     use flotilla_api::v1::{
@@ -177,20 +178,6 @@ mod tests {
                     .collect(),
             }),
             status: None,
-        }
-    }
-
-    fn cluster(labels: &[(&str, &str)]) -> ManagedCluster {
-        ManagedCluster {
-            metadata: Some(ObjectMeta {
-                name: "c1".into(),
-                labels: labels
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-                ..Default::default()
-            }),
-            ..Default::default()
         }
     }
 

@@ -17,7 +17,8 @@ fn set(name: &str, ty: &str, sel: Option<LabelSelector>) -> ManagedClusterSet {
     }
 }
 
-fn cluster(labels: &[(&str, &str)]) -> ManagedCluster {
+/// Cluster `c1` with these labels (also the managed-namespace tests' fixture).
+pub(super) fn cluster(labels: &[(&str, &str)]) -> ManagedCluster {
     ManagedCluster {
         metadata: Some(ObjectMeta {
             name: "c1".into(),
