@@ -72,8 +72,12 @@ impl<T: Send + Sync + 'static> Inventory<T> {
 
     /// Publishes an object's new state.
     pub fn upsert(&self, key: &str, object: T) {
+        self.upsert_shared(key, Arc::new(object));
+    }
+
+    /// Publishes an object's new state that its writer keeps too (one copy for both).
+    pub fn upsert_shared(&self, key: &str, object: Arc<T>) {
         let key: Arc<str> = key.into();
-        let object = Arc::new(object);
         let kind = match self.objects.insert(key.clone(), object.clone()) {
             Some(_) => ChangeKind::Modified,
             None => ChangeKind::Added,

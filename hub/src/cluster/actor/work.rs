@@ -12,6 +12,7 @@ use flotilla_api::v1::{HubWorkState, ManifestWork, SpecResyncRequest, SpecResync
 use flotilla_bus::envelope::{Event, headers};
 use flotilla_bus::subjects;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -21,7 +22,8 @@ const RESEND_AFTER_RESTART: Duration = Duration::from_secs(3);
 
 /// A work and its delivery bookkeeping.
 pub(super) struct WorkEntry {
-    work: ManifestWork,
+    /// The stored work, shared with the works inventory (one copy per work on the hub).
+    work: Arc<ManifestWork>,
     revision: u64,
     /// When the spec was last published (None = never since start).
     last_sent: Option<Instant>,
@@ -62,9 +64,10 @@ impl Actor {
                 .as_ref()
                 .map(|m| m.name.clone())
                 .unwrap_or_default();
+            let w = Arc::new(w);
             self.shared
                 .works
-                .upsert(&self.work_ref(&wname).inventory_key(), w.clone());
+                .upsert_shared(&self.work_ref(&wname).inventory_key(), w.clone());
             self.works.insert(
                 wname,
                 WorkEntry {
@@ -141,7 +144,7 @@ impl Actor {
                 let spec_changed = e.work.spec != work.spec;
                 if !spec_changed && old.labels == meta.labels && old.annotations == meta.annotations
                 {
-                    return Ok(e.work.clone());
+                    return Ok((*e.work).clone());
                 }
                 crate::identity::keep(&mut meta, &old, spec_changed);
                 let mut hub = e.work.hub.clone().unwrap_or_default();
@@ -235,9 +238,10 @@ impl Actor {
     /// Takes `work` at revision `rev` as this cluster's work `name`, in the actor and the
     /// inventory. A work new to the actor has never been sent: the re-send timer sends it.
     fn adopt(&mut self, name: &str, work: ManifestWork, rev: u64) {
+        let work = Arc::new(work);
         self.shared
             .works
-            .upsert(&self.work_ref(name).inventory_key(), work.clone());
+            .upsert_shared(&self.work_ref(name).inventory_key(), work.clone());
         let backoff = self.shared.config.work_resend_after;
         let entry = self
             .works
@@ -322,7 +326,7 @@ impl Actor {
                 self.name
             )));
         };
-        let mut next = e.work.clone();
+        let mut next = (*e.work).clone();
         let expected = e.revision;
         let m = next.metadata.get_or_insert_with(Default::default);
         if m.deletion_timestamp.is_none() {
@@ -364,7 +368,7 @@ impl Actor {
             ack_message(ack).await;
             return;
         }
-        let mut next = entry.work.clone();
+        let mut next = (*entry.work).clone();
         let expected = entry.revision;
         let hub = next.hub.get_or_insert_with(Default::default);
         if let Some(seq) = sequence {
