@@ -46,8 +46,10 @@ async fn register_waits_pending_until_accepted_then_becomes_available() {
     assert_eq!(condition(&still, COND_JOINED), None);
 
     accept(&mut api, "edge-1").await;
-    let c = wait_cluster(&mut api, "edge-1", "Available", |c| {
-        available(c).as_deref() == Some("True")
+    // Available can come with the first status report (acceptance starts a lease grace) and
+    // ClockSynced with the first renewal, in either order: wait for both.
+    let c = wait_cluster(&mut api, "edge-1", "Available and ClockSynced", |c| {
+        available(c).as_deref() == Some("True") && condition(c, COND_CLOCK_SYNCED).is_some()
     })
     .await;
     assert!(accepted(&c));
