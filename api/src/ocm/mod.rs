@@ -2,6 +2,8 @@
 //! write (`cluster.open-cluster-management.io/v1 ManagedCluster`, `v1beta2 ManagedClusterSet`,
 //! …), so that OCM YAML applies unchanged and `-o yaml` prints what `kubectl get -o yaml` would.
 //!
+//! - [`addon`]: ClusterManagementAddOn, ManagedClusterAddOn, AddOnTemplate,
+//!   AddOnDeploymentConfig.
 //! - [`meta`]: object metadata, conditions, label selectors.
 //! - [`cluster`]: the ManagedCluster shape.
 //! - [`clusterset`]: ManagedClusterSet and ManagedClusterSetBinding.
@@ -10,6 +12,7 @@
 //! - [`replicaset`]: the ManifestWorkReplicaSet shape.
 //! - [`document`]: apply documents (multi-document YAML) parsed into typed objects.
 
+pub mod addon;
 pub mod cluster;
 pub mod clusterset;
 pub mod document;

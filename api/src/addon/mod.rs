@@ -1,0 +1,62 @@
+//! Add-ons (OCM `addon.open-cluster-management.io/v1alpha1`): the rules hub, agent and CLI share.
+//!
+//! - [`validate`]: every problem of a ClusterManagementAddOn, ManagedClusterAddOn, AddOnTemplate
+//!   or AddOnDeploymentConfig, each naming its field (the CRDs' rules).
+//! - [`hash`]: OCM's spec hash of a config (sha256 of the spec as JSON with sorted keys).
+//! - [`configs`]: the effective configs of one installed add-on (per cluster over per placement
+//!   over the add-on's defaults, per group/resource).
+//! - [`render`]: an AddOnTemplate with its variables and AddOnDeploymentConfig made into the
+//!   ManifestWork the cluster gets.
+//! - [`health`]: Available of an installed add-on from its lease or its work's status.
+
+pub mod configs;
+pub mod hash;
+pub mod health;
+pub mod render;
+pub mod validate;
+
+/// API group of the add-on kinds.
+pub const GROUP: &str = "addon.open-cluster-management.io";
+/// apiVersion of the add-on kinds.
+pub const ADDON_V1ALPHA1: &str = "addon.open-cluster-management.io/v1alpha1";
+/// Resource of AddOnTemplates (as a config group/resource).
+pub const TEMPLATES: &str = "addontemplates";
+/// Resource of AddOnDeploymentConfigs (as a config group/resource).
+pub const DEPLOYMENT_CONFIGS: &str = "addondeploymentconfigs";
+/// Install namespace when neither the ManagedClusterAddOn nor its config names one.
+pub const DEFAULT_INSTALL_NAMESPACE: &str = "open-cluster-management-agent-addon";
+
+/// Label on an add-on's works naming the add-on.
+pub const ADDON_NAME_LABEL: &str = "open-cluster-management.io/addon-name";
+/// Annotation on an add-on's work: the spec hashes of the configs it was rendered from (a JSON
+/// object `{"<resource>.<group>/<namespace>/<name>": "<hash>"}`).
+pub const CONFIG_SPEC_HASH_ANNOTATION: &str = "open-cluster-management.io/config-spec-hash";
+/// Annotation on a manifest of a template: keep the resource when the add-on is removed.
+pub const DELETION_ORPHAN_ANNOTATION: &str = "addon.open-cluster-management.io/deletion-orphan";
+/// Flotilla: annotation on an AddOnTemplate choosing its health check: `Lease` (the add-on agent
+/// renews a lease over NATS), `WorkStatus` (default; OCM's WorkloadAvailability prober over the
+/// work's feedback) or `Customized` (a feedback value named by [`HEALTH_PROBE_FIELD_ANNOTATION`]).
+pub const HEALTH_CHECK_ANNOTATION: &str = "addon.flotilla.io/health-check";
+/// Flotilla: with `Customized` health, the feedback value (of any manifest) that must be true.
+pub const HEALTH_PROBE_FIELD_ANNOTATION: &str = "addon.flotilla.io/health-probe-field";
+
+/// Condition types of a ManagedClusterAddOn (OCM's constants).
+pub mod conditions {
+    /// The add-on is healthy.
+    pub const AVAILABLE: &str = "Available";
+    /// The add-on agent reports itself degraded (from its work's Degraded condition).
+    pub const DEGRADED: &str = "Degraded";
+    /// Its configs are being rolled out to it.
+    pub const PROGRESSING: &str = "Progressing";
+    /// Its configs are resolved.
+    pub const CONFIGURED: &str = "Configured";
+    /// Its work is applied.
+    pub const MANIFEST_APPLIED: &str = "ManifestApplied";
+    /// Its hub credentials are issued (or it needs none).
+    pub const REGISTRATION_APPLIED: &str = "RegistrationApplied";
+}
+
+/// Work name of an add-on's agent (OCM's `addon-<name>-deploy-0`).
+pub fn work_name(addon: &str) -> String {
+    format!("addon-{addon}-deploy-0")
+}
