@@ -159,6 +159,43 @@ impl Issuer {
         })
     }
 
+    /// Signs a user JWT for add-on `addon`'s agent key on `cluster`, scoped to the add-on's
+    /// subjects on that cluster.
+    pub fn issue_addon(
+        &self,
+        addon: &str,
+        cluster: &str,
+        agent_key: &str,
+        now: i64,
+    ) -> Result<Issued, IssueError> {
+        if !is_plain_token(cluster) {
+            return Err(IssueError::BadCluster(cluster.to_string()));
+        }
+        if !is_plain_token(addon) {
+            return Err(IssueError::BadCluster(addon.to_string()));
+        }
+        if !agent_key.starts_with('U') || KeyPair::from_public_key(agent_key).is_err() {
+            return Err(IssueError::BadKey(agent_key.to_string()));
+        }
+        let revoked_at = self
+            .lock()
+            .revocations
+            .get(agent_key)
+            .copied()
+            .unwrap_or(i64::MIN);
+        let issued_at = now.max(revoked_at.saturating_add(1));
+        let expires_at = issued_at + self.ttl.as_secs() as i64;
+        let mut nats = permissions::addon(addon, cluster);
+        nats.issuer_account = self.account.clone();
+        let mut claims = Claims::new(&format!("{cluster}/{addon}"), agent_key, issued_at, nats);
+        claims.exp = Some(expires_at);
+        Ok(Issued {
+            jwt: claims.encode(&self.account_signing)?,
+            issued_at,
+            expires_at,
+        })
+    }
+
     /// Whether `key` has a revocation.
     pub fn is_revoked(&self, key: &str) -> bool {
         self.lock().revocations.contains_key(key)

@@ -4,7 +4,8 @@
 //! | user | publish | subscribe |
 //! |---|---|---|
 //! | bootstrap (shared by every spoke) | `flotilla.register.*` | `_INBOX_bootstrap.>` |
-//! | cluster `C` | its status subjects, `flotilla.register.C`, `flotilla.sync.C`, replies to requests it received | `flotilla.spec.C`, `flotilla.proxy.C`, `flotilla.broadcast`, `_INBOX.C.>` |
+//! | cluster `C` | its status subjects, `flotilla.register.C`, `flotilla.sync.C`, `flotilla.addoncreds.C`, replies to requests it received | `flotilla.spec.C`, `flotilla.proxy.C`, `flotilla.broadcast`, `_INBOX.C.>` |
+//! | add-on `A` on cluster `C` | `flotilla.addon.A.C.>` | `flotilla.addon.A.C.>`, `_INBOX.C.addon.A.>` |
 //! | hub | everything | everything |
 //!
 //! A cluster cannot read another cluster's specs or replies, publish another cluster's status,
@@ -24,8 +25,10 @@ pub fn bootstrap() -> User {
 
 /// Cluster `cluster`'s permissions.
 pub fn cluster(cluster: &str) -> User {
+    let mut publish = subjects::agent_publish(cluster).to_vec();
+    publish.push(flotilla_bus::addons::credentials(cluster));
     let mut user = User::new(
-        allow(subjects::agent_publish(cluster).to_vec()),
+        allow(publish),
         allow(vec![
             subjects::spec(cluster),
             subjects::proxy(cluster),
@@ -36,6 +39,16 @@ pub fn cluster(cluster: &str) -> User {
     // Proxy replies go to the hub's inbox: allowed once per request received.
     user.resp = Some(ResponsePermission { max: 1, ttl: 0 });
     user
+}
+
+/// The permissions of add-on `addon`'s agent on `cluster`: its own subjects only — it cannot
+/// read the cluster's specs, publish the cluster's status, or reach another add-on or cluster.
+pub fn addon(addon: &str, cluster: &str) -> User {
+    let own = flotilla_bus::addons::all_of(addon, cluster);
+    User::new(
+        allow(vec![own.clone()]),
+        allow(vec![own, format!("{}.addon.{addon}.>", subjects::inbox_prefix(cluster))]),
+    )
 }
 
 /// The hub's permissions: everything.

@@ -3,6 +3,7 @@
 //! - [`envelope`]: build, encode, decode and validate CloudEvents (`io.cloudevents.v1`), the
 //!   Flotilla event `type` grammar and extension attributes, the size limit.
 //! - [`subjects`]: the NATS subject scheme, including the status `<shard>` token.
+//! - [`addons`]: add-on agents ↔ hub (lease renewals, scores, credential requests).
 //! - [`connect`]: NATS connection options (unbounded jittered reconnect, per-cluster inbox
 //!   prefix, credentials and TLS) and connection events.
 //! - [`jetstream`]: the `FLOTILLA_STATUS` stream and KV buckets created in a way that works on
@@ -15,6 +16,7 @@
 
 #![deny(missing_docs)]
 
+pub mod addons;
 pub mod connect;
 pub mod envelope;
 pub mod ids;
