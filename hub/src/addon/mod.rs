@@ -7,6 +7,8 @@
 //! - [`actor`]: one task per ClusterManagementAddOn: creates and removes its
 //!   ManagedClusterAddOns as placements decide, renders its template into one ManifestWork per
 //!   cluster as the rollout allows, writes every ManagedClusterAddOn's status and its own.
+//! - [`effects`]: what the actors change: works' install namespace, status writes,
+//!   uninstalling.
 //! - [`router`]: the add-on agents' NATS subjects (lease renewals, scores) and credential
 //!   requests.
 //!
@@ -15,6 +17,7 @@
 //! `addontemplates`, `addonconfigs`); the rollout position is never stored (see [`rules`]).
 
 pub mod actor;
+pub mod effects;
 pub mod router;
 pub mod rules;
 
