@@ -187,7 +187,7 @@ impl Issuer {
         let expires_at = issued_at + self.ttl.as_secs() as i64;
         let mut nats = permissions::addon(addon, cluster);
         nats.issuer_account = self.account.clone();
-        let mut claims = Claims::new(&format!("{cluster}/{addon}"), agent_key, issued_at, nats);
+        let mut claims = Claims::new(format!("{cluster}/{addon}"), agent_key, issued_at, nats);
         claims.exp = Some(expires_at);
         Ok(Issued {
             jwt: claims.encode(&self.account_signing)?,

@@ -47,7 +47,10 @@ pub fn addon(addon: &str, cluster: &str) -> User {
     let own = flotilla_bus::addons::all_of(addon, cluster);
     User::new(
         allow(vec![own.clone()]),
-        allow(vec![own, format!("{}.addon.{addon}.>", subjects::inbox_prefix(cluster))]),
+        allow(vec![
+            own,
+            format!("{}.addon.{addon}.>", subjects::inbox_prefix(cluster)),
+        ]),
     )
 }
 
