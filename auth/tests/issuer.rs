@@ -197,10 +197,9 @@ fn cluster_credentials_are_scoped_signed_and_expire() {
             format!("{}.>", subjects::inbox_prefix("edge-a")),
         ]
     );
-    assert_eq!(
-        user.nats.publish.allow,
-        subjects::agent_publish("edge-a").to_vec()
-    );
+    let mut publish = subjects::agent_publish("edge-a").to_vec();
+    publish.push(flotilla_bus::addons::credentials("edge-a"));
+    assert_eq!(user.nats.publish.allow, publish);
     assert!(user.nats.resp.is_some(), "proxy replies allowed");
     assert!(
         Claims::<User>::decode_user(
@@ -319,5 +318,46 @@ fn no_seed_in_debug_output() {
         let shown = format!("{creds:?}");
         assert!(!shown.contains(creds.seed.expose()), "{shown}");
         assert!(shown.contains("<redacted>"));
+    }
+}
+
+#[test]
+fn addon_credentials_reach_only_the_addons_own_subjects_on_its_cluster() {
+    let (_d, secure) = init();
+    let issuer = Issuer::new(&secure, Duration::from_secs(600)).unwrap();
+    let key = nkeys::KeyPair::new_user();
+    let issued = issuer
+        .issue_addon("fleet-metrics", "edge-a", &key.public_key(), NOW)
+        .unwrap();
+    let account = account_of(&secure);
+    let user =
+        Claims::<User>::decode_user(&issued.jwt, &account.sub, &account.nats.signing_keys, NOW)
+            .unwrap();
+    assert_eq!(user.sub, key.public_key());
+    assert_eq!(user.exp, Some(NOW + 600));
+    assert_eq!(
+        user.nats.publish.allow,
+        vec!["flotilla.addon.fleet-metrics.edge-a.>".to_string()]
+    );
+    assert_eq!(
+        user.nats.subscribe.allow,
+        vec![
+            "flotilla.addon.fleet-metrics.edge-a.>".to_string(),
+            format!("{}.addon.fleet-metrics.>", subjects::inbox_prefix("edge-a")),
+        ]
+    );
+    assert!(user.nats.resp.is_none(), "an add-on answers no requests");
+    // Tokens that would widen the subjects are refused.
+    for (addon, cluster) in [
+        ("fleet.metrics", "edge-a"),
+        ("fleet-metrics", "edge-*"),
+        ("", "edge-a"),
+    ] {
+        assert!(
+            issuer
+                .issue_addon(addon, cluster, &key.public_key(), NOW)
+                .is_err(),
+            "{addon}/{cluster}"
+        );
     }
 }

@@ -2,6 +2,7 @@
 //! each, naming the hub when it cannot be reached.
 
 use anyhow::{Context, Result, anyhow};
+use flotilla_api::v1::add_on_service_client::AddOnServiceClient;
 use flotilla_api::v1::cluster_service_client::ClusterServiceClient;
 use flotilla_api::v1::cluster_set_service_client::ClusterSetServiceClient;
 use flotilla_api::v1::placement_service_client::PlacementServiceClient;
@@ -17,7 +18,8 @@ use tonic::{Code, Request, Response, Status};
 
 /// How long connecting to the hub may take before the CLI gives up.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// Largest placement message: a placement over 100,000 clusters has 1,000 decision pages.
+/// Largest placement message: a placement over 100,000 clusters has 1,000 decision pages. Lists
+/// of ManagedClusterAddOns (one per cluster) are bounded the same way.
 const MAX_PLACEMENT_MESSAGE: usize = 64 * 1024 * 1024;
 /// Largest work message: works carry up to 500 KiB of manifests; the largest event plus
 /// headroom.
@@ -122,6 +124,15 @@ impl Hub {
     ) -> flotilla_api::v1::replica_set_service_client::ReplicaSetServiceClient<HubChannel> {
         flotilla_api::v1::replica_set_service_client::ReplicaSetServiceClient::new(self.channel())
             .max_decoding_message_size(MAX_WORK_MESSAGE)
+            .max_encoding_message_size(MAX_WORK_MESSAGE)
+    }
+
+    /// Add-ons: ClusterManagementAddOns, ManagedClusterAddOns, AddOnTemplates and
+    /// AddOnDeploymentConfigs, and enabling/disabling add-ons. Templates carry a work's
+    /// manifests; a list of ManagedClusterAddOns spans the fleet.
+    pub fn addons(&self) -> AddOnServiceClient<HubChannel> {
+        AddOnServiceClient::new(self.channel())
+            .max_decoding_message_size(MAX_PLACEMENT_MESSAGE)
             .max_encoding_message_size(MAX_WORK_MESSAGE)
     }
 

@@ -1,8 +1,9 @@
 //! The `flotilla` CLI's logic, kept out of `main.rs` so it can be tested; `main.rs` holds the
 //! top-level flags and dispatches to [`cmd`].
 //!
-//! - [`cmd`]: one module per verb (`get`, `describe`, `apply`, `delete`, `watch`, `proxy`, and
-//!   the cluster edits `accept`/`deny`/`label`/`taint`): its subcommand table and its `run`.
+//! - [`cmd`]: one module per verb (`get`, `describe`, `apply`, `delete`, `watch`, `proxy`,
+//!   `rollout`, `addon`, and the cluster edits `accept`/`deny`/`label`/`taint`): its subcommand
+//!   table and its `run`.
 //! - [`kind`]: per resource kind, its table columns, rows and OCM shape (and `describe` texts);
 //!   a new kind is one module there plus its rows in the verbs' tables.
 //! - [`hub`]: the gRPC connection and the wording of failed calls (one line each).

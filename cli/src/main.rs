@@ -13,7 +13,7 @@ use flotilla_cli::hub::Hub;
 use flotilla_cli::output::Format;
 use std::process::ExitCode;
 
-/// Operate a Flotilla hub: clusters, cluster sets and bindings, works, placements.
+/// Operate a Flotilla hub: clusters, cluster sets and bindings, works, placements, add-ons.
 #[derive(Parser, Debug)]
 #[command(name = "flotilla", version)]
 struct Cli {
@@ -109,6 +109,11 @@ enum Command {
         #[command(subcommand)]
         what: cmd::rollout::RolloutWhat,
     },
+    /// Add-ons: enable, disable, rollout status.
+    Addon {
+        #[command(subcommand)]
+        what: cmd::addon::AddonWhat,
+    },
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -131,6 +136,10 @@ async fn run(cli: Cli) -> Result<()> {
     let documents = match &cli.command {
         Command::Apply { file } => cmd::apply::read(file)?,
         _ => Vec::new(),
+    };
+    let addon = match &cli.command {
+        Command::Addon { what } => Some(cmd::addon::prepare(what.clone())?),
+        _ => None,
     };
     let credentials = flotilla_cli::hub::Credentials {
         token: cli.token.clone(),
@@ -155,6 +164,10 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Proxy { cluster, what } => cmd::proxy::run(&hub, format, cluster, what).await,
         Command::Join(_) => Ok(()),
         Command::Rollout { what } => cmd::rollout::run(&hub, what).await,
+        Command::Addon { .. } => match addon {
+            Some(action) => cmd::addon::run(&hub, action).await,
+            None => Ok(()),
+        },
     }
 }
 

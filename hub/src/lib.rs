@@ -1,5 +1,7 @@
 //! The Flotilla hub: decides what every managed cluster should run and tracks what it reports.
 //!
+//! - [`addon`]: add-ons — one actor per ClusterManagementAddOn installing its template on the
+//!   clusters placements select, rolling config changes out, watching health.
 //! - [`cluster`]: one actor per ManagedCluster (registration, acceptance, leases, status, admin
 //!   edits) and the registry that spawns them; pure OCM rules in [`cluster::rules`].
 //! - [`clusterset`]: ManagedClusterSets and bindings.
@@ -20,6 +22,7 @@
 
 #![deny(missing_docs)]
 
+pub mod addon;
 pub mod cluster;
 pub mod clusterset;
 pub mod grpc;
@@ -78,6 +81,8 @@ pub struct Config {
     pub api: ApiConfig,
     /// Secure mode (`--secure-dir`): cluster credentials and revocations.
     pub security: Option<security::SecurityConfig>,
+    /// Add-on settings.
+    pub addons: addon::AddOnConfig,
 }
 
 /// Security of the gRPC API.
@@ -113,6 +118,7 @@ impl Config {
             placement: placement::PlacementConfig::default(),
             api: ApiConfig::default(),
             security: None,
+            addons: addon::AddOnConfig::default(),
         }
     }
 }
@@ -147,6 +153,9 @@ pub enum HubError {
     /// The replica sets could not be loaded.
     #[error("loading replica sets: {0}")]
     ReplicaSets(String),
+    /// The add-ons could not be loaded.
+    #[error("loading add-ons: {0}")]
+    AddOns(String),
 }
 
 /// A running hub.
@@ -167,6 +176,8 @@ pub struct Hub {
     pub placements: placement::Placements,
     /// ManifestWorkReplicaSets.
     pub replicasets: replicaset::ReplicaSets,
+    /// Add-ons.
+    pub addons: addon::AddOns,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -313,6 +324,7 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
 
     let (shutdown, shutdown_rx) = watch::channel(false);
     let mut tasks = Vec::new();
+    let security_handle = security.as_ref().map(|(s, _)| s.clone());
     tasks.extend(security.map(|(_, pusher)| pusher));
     let (placements, dispatcher) = placement::Placements::start(
         placement::Deps {
@@ -336,6 +348,34 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
     )
     .await
     .map_err(|e| HubError::ReplicaSets(e.to_string()))?;
+    let addons = addon::AddOns::start(
+        addon::Store::open(&jetstream, config.stream).await?,
+        addon::Deps {
+            clusters: clusters.clone(),
+            inventory: inventory.clone(),
+            works: works.clone(),
+            placements: placements.clone(),
+            security: security_handle,
+            config: config.addons.clone(),
+        },
+    )
+    .await
+    .map_err(|e| HubError::AddOns(e.to_string()))?;
+    tasks.push(tokio::spawn(addon::router::run(
+        nats.clone(),
+        addons.clone(),
+        placements.scores().clone(),
+        metrics.clone(),
+        config.router.clone(),
+        shutdown_rx.clone(),
+    )));
+    tasks.push(tokio::spawn(addon::router::run_credentials(
+        nats.clone(),
+        addons.clone(),
+        metrics.clone(),
+        config.router.clone(),
+        shutdown_rx.clone(),
+    )));
     tasks.push(clusterset::namespaces::spawn(
         sets.clone(),
         inventory.clone(),
@@ -425,6 +465,13 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
             )
             .max_decoding_message_size(8 * 1024 * 1024)
             .max_encoding_message_size(8 * 1024 * 1024),
+        )
+        .add_service(
+            flotilla_api::v1::add_on_service_server::AddOnServiceServer::new(
+                grpc::addon::AddOnApi::new(addons.clone()),
+            )
+            .max_decoding_message_size(8 * 1024 * 1024)
+            .max_encoding_message_size(8 * 1024 * 1024),
         );
     let mut rx = shutdown_rx.clone();
     tasks.push(tokio::spawn(async move {
@@ -468,6 +515,7 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         metrics,
         placements,
         replicasets,
+        addons,
         shutdown,
         tasks,
     })

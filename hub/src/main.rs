@@ -84,6 +84,17 @@ struct Args {
         default_value_t = 300
     )]
     placement_addon_resync_seconds: u64,
+    /// Seconds an add-on agent's lease stays fresh after its last renewal (OCM: 300).
+    #[arg(
+        long,
+        env = "FLOTILLA_ADDON_LEASE_GRACE_SECONDS",
+        default_value_t = 300
+    )]
+    addon_lease_grace_seconds: u64,
+    /// The NATS URL add-on agents reach the hub at: the `HUB_URL` variable of add-on templates
+    /// (unset: templates naming it are refused).
+    #[arg(long, env = "FLOTILLA_ADDON_HUB_URL")]
+    addon_hub_url: Option<String>,
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -289,6 +300,9 @@ fn main() -> ExitCode {
     config.placement.debounce = std::time::Duration::from_millis(args.placement_debounce_ms);
     config.placement.addon_resync =
         std::time::Duration::from_secs(args.placement_addon_resync_seconds);
+    config.addons.lease_grace =
+        std::time::Duration::from_secs(args.addon_lease_grace_seconds.max(1));
+    config.addons.hub_url = args.addon_hub_url.clone().unwrap_or_default();
 
     let result = runtime.block_on(flotilla_hub::run(
         config,

@@ -50,7 +50,7 @@ impl Default for RouterConfig {
 
 /// Serves a queue subscription on `subject` with `handle` until `shutdown` flips,
 /// re-subscribing if the subscription ends (NATS restarts are handled by the client's reconnect).
-async fn serve<F, Fut>(
+pub(crate) async fn serve<F, Fut>(
     nats: async_nats::Client,
     subject: &'static str,
     mut shutdown: watch::Receiver<bool>,
@@ -217,7 +217,7 @@ fn reply_cluster(cluster: &str) -> &str {
 }
 
 /// Answers a request (if it has a reply subject) with one event.
-async fn reply(
+pub(crate) async fn reply(
     nats: &async_nats::Client,
     msg: &async_nats::Message,
     ty: flotilla_bus::EventType,

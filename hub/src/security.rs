@@ -98,6 +98,20 @@ impl Security {
         }
     }
 
+    /// Credentials for add-on `addon`'s agent key on `cluster`, or `None` (logged).
+    pub fn issue_addon(&self, addon: &str, cluster: &str, agent_key: &str) -> Option<Issued> {
+        match self
+            .issuer
+            .issue_addon(addon, cluster, agent_key, unix_now())
+        {
+            Ok(i) => Some(i),
+            Err(e) => {
+                tracing::warn!(cluster, addon, error = %e, "no add-on credentials issued");
+                None
+            }
+        }
+    }
+
     /// Revokes agent keys (empty ones are skipped) and pushes the account.
     pub fn revoke(&self, keys: &[&str]) {
         let keys: Vec<&str> = keys.iter().copied().filter(|k| !k.is_empty()).collect();

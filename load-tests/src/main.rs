@@ -11,10 +11,13 @@
 //! - [`scenario`]: register, fanout, reconnect-storm, hub-restart, flapping, steady,
 //!   transport-limit.
 //! - [`rollout`]: one ManifestWorkReplicaSet rolled out over decision groups.
+//! - [`addons`]: one add-on installed by placement on every cluster, then a config change
+//!   rolled out progressively.
 //! - [`placement`]: the hub's placement machinery in-process over a synthetic inventory of
 //!   10,000 and 100,000 clusters, against a real nats-server.
 //! - [`report`], [`plots`]: the summary line and the PNG plots (`--out DIR`).
 
+mod addons;
 mod fleet;
 mod placement;
 mod plots;
@@ -177,6 +180,28 @@ enum Scenario {
         #[arg(long, default_value_t = 900)]
         timeout_seconds: u64,
     },
+    /// Install one add-on by placement on C clusters, then roll a config change out
+    /// progressively; time both.
+    Addons {
+        /// NATS URL.
+        #[arg(long, default_value = "nats://127.0.0.1:4222")]
+        nats_url: String,
+        /// Hub gRPC endpoint (the hub must run with --auto-accept).
+        #[arg(long, default_value = "http://127.0.0.1:50051")]
+        hub: String,
+        /// PID of the hub process, to report its CPU seconds and RSS.
+        #[arg(long)]
+        hub_pid: Option<u32>,
+        /// Number of clusters.
+        #[arg(long, default_value_t = 1000)]
+        clusters: usize,
+        /// maxConcurrency of the upgrade (a count or a percentage).
+        #[arg(long, default_value = "10%")]
+        max_concurrency: String,
+        /// Give up after this many seconds.
+        #[arg(long, default_value_t = 1800)]
+        timeout_seconds: u64,
+    },
     /// One placement with every prioritizer over C clusters, then P placements rescheduled after
     /// one cluster's label changes (in-process placement machinery, synthetic inventory).
     Placement {
@@ -250,8 +275,8 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
         Scenario::Flapping { common, .. }
         | Scenario::Steady { common, .. }
         | Scenario::Apply { common, .. } => (common.clone(), &scenario),
-        Scenario::Rollout { .. } | Scenario::Placement { .. } => {
-            unreachable!("rollout and placement run on their own")
+        Scenario::Rollout { .. } | Scenario::Addons { .. } | Scenario::Placement { .. } => {
+            unreachable!("rollout, addons and placement run on their own")
         }
     };
     if common.clusters == 0 {
@@ -319,8 +344,8 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
                 )
                 .await
             }
-            Scenario::Rollout { .. } | Scenario::Placement { .. } => {
-                unreachable!("rollout and placement run on their own")
+            Scenario::Rollout { .. } | Scenario::Addons { .. } | Scenario::Placement { .. } => {
+                unreachable!("rollout, addons and placement run on their own")
             }
         }
     };
@@ -367,6 +392,25 @@ async fn main() -> Result<()> {
                 hub_pid,
                 clusters,
                 groups,
+                timeout: Duration::from_secs(timeout_seconds),
+            })
+            .await?;
+            println!("{}", serde_json::to_string_pretty(&summary)?);
+        }
+        Scenario::Addons {
+            nats_url,
+            hub,
+            hub_pid,
+            clusters,
+            max_concurrency,
+            timeout_seconds,
+        } => {
+            let summary = addons::run(addons::Settings {
+                nats_url,
+                hub,
+                hub_pid,
+                clusters,
+                max_concurrency,
                 timeout: Duration::from_secs(timeout_seconds),
             })
             .await?;

@@ -33,6 +33,11 @@ pub const ADDON_NAME_LABEL: &str = "open-cluster-management.io/addon-name";
 pub const CONFIG_SPEC_HASH_ANNOTATION: &str = "open-cluster-management.io/config-spec-hash";
 /// Annotation on a manifest of a template: keep the resource when the add-on is removed.
 pub const DELETION_ORPHAN_ANNOTATION: &str = "addon.open-cluster-management.io/deletion-orphan";
+/// Annotation on a Job or Pod of a template: run it when the add-on is removed, in the work
+/// [`pre_delete_work_name`], instead of installing it with the agent.
+pub const PRE_DELETE_HOOK_ANNOTATION: &str = "addon.open-cluster-management.io/addon-pre-delete";
+/// Label with the meaning of [`PRE_DELETE_HOOK_ANNOTATION`] (OCM's older spelling, still honoured).
+pub const PRE_DELETE_HOOK_LABEL: &str = "open-cluster-management.io/addon-pre-delete";
 /// Flotilla: annotation on an AddOnTemplate choosing its health check: `Lease` (the add-on agent
 /// renews a lease over NATS), `WorkStatus` (default; OCM's WorkloadAvailability prober over the
 /// work's feedback) or `Customized` (a feedback value named by [`HEALTH_PROBE_FIELD_ANNOTATION`]).
@@ -59,4 +64,9 @@ pub mod conditions {
 /// Work name of an add-on's agent (OCM's `addon-<name>-deploy-0`).
 pub fn work_name(addon: &str) -> String {
     format!("addon-{addon}-deploy-0")
+}
+
+/// Work name of an add-on's pre-delete hooks (OCM's `addon-<name>-pre-delete`).
+pub fn pre_delete_work_name(addon: &str) -> String {
+    format!("addon-{addon}-pre-delete")
 }

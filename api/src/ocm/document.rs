@@ -1,6 +1,9 @@
 //! Apply documents: multi-document YAML or JSON parsed into typed objects, with errors that
 //! name the document, its kind and name, and the field.
 
+use super::addon::{
+    AddOnDeploymentConfig, AddOnTemplate, ClusterManagementAddOn, ManagedClusterAddOn,
+};
 use super::clusterset::{ManagedClusterSet, ManagedClusterSetBinding};
 use super::placement::{self, AddOnPlacementScore, Placement};
 use super::work::{ManifestWork, WORK_V1};
@@ -70,6 +73,14 @@ pub enum Document {
     ReplicaSet(v1::ManifestWorkReplicaSet),
     /// A ManagedCluster created ahead of its agent, or edited.
     Cluster(v1::ManagedCluster),
+    /// A ClusterManagementAddOn (an add-on and how it is installed).
+    ClusterManagementAddOn(v1::ClusterManagementAddOn),
+    /// A ManagedClusterAddOn (an add-on installed on one cluster).
+    ManagedClusterAddOn(v1::ManagedClusterAddOn),
+    /// An AddOnTemplate (the add-on agent's manifests).
+    AddOnTemplate(v1::AddOnTemplate),
+    /// An AddOnDeploymentConfig (variables and placement of an add-on agent).
+    AddOnDeploymentConfig(v1::AddOnDeploymentConfig),
 }
 
 const SUPPORTED: &str = "cluster.open-cluster-management.io/v1 ManagedCluster, \
@@ -78,7 +89,19 @@ cluster.open-cluster-management.io/v1beta2 ManagedClusterSetBinding, \
 work.open-cluster-management.io/v1 ManifestWork, \
 cluster.open-cluster-management.io/v1beta1 Placement, \
 cluster.open-cluster-management.io/v1alpha1 AddOnPlacementScore, \
-work.open-cluster-management.io/v1alpha1 ManifestWorkReplicaSet";
+work.open-cluster-management.io/v1alpha1 ManifestWorkReplicaSet, \
+addon.open-cluster-management.io/v1alpha1 ClusterManagementAddOn, \
+addon.open-cluster-management.io/v1alpha1 ManagedClusterAddOn, \
+addon.open-cluster-management.io/v1alpha1 AddOnTemplate, \
+addon.open-cluster-management.io/v1alpha1 AddOnDeploymentConfig";
+
+/// The add-on kinds (`addon.open-cluster-management.io`).
+const ADDON_KINDS: [&str; 4] = [
+    "ClusterManagementAddOn",
+    "ManagedClusterAddOn",
+    "AddOnTemplate",
+    "AddOnDeploymentConfig",
+];
 
 /// Parses multi-document YAML (or JSON) into objects. Every document is parsed; the result has
 /// one entry per non-empty document, in order, so a caller can report all errors at once and
@@ -194,6 +217,53 @@ fn parse_document(doc: usize, value: serde_yaml::Value) -> Result<Document, DocE
                     Some((path, message)) => field_err(path, message.to_string()),
                     None => field_err("", m),
                 })
+        }
+        _ if api_version == crate::addon::ADDON_V1ALPHA1
+            && ADDON_KINDS.contains(&kind.as_str()) =>
+        {
+            let split = |m: String| match m.split_once(": ") {
+                Some((path, message)) => field_err(path, message.to_string()),
+                None => field_err("", m),
+            };
+            match kind.as_str() {
+                "ClusterManagementAddOn" => {
+                    let a: ClusterManagementAddOn = typed(doc, &kind, &name, value)?;
+                    a.to_proto()
+                        .map(Document::ClusterManagementAddOn)
+                        .map_err(split)
+                }
+                "ManagedClusterAddOn" => {
+                    let a: ManagedClusterAddOn = typed(doc, &kind, &name, value)?;
+                    a.to_proto()
+                        .map(Document::ManagedClusterAddOn)
+                        .map_err(split)
+                }
+                "AddOnTemplate" => {
+                    let t: AddOnTemplate = typed(doc, &kind, &name, value)?;
+                    t.to_proto().map(Document::AddOnTemplate).map_err(split)
+                }
+                _ => {
+                    let c: AddOnDeploymentConfig = typed(doc, &kind, &name, value)?;
+                    c.to_proto()
+                        .map(Document::AddOnDeploymentConfig)
+                        .map_err(split)
+                }
+            }
+        }
+        // Another version of an add-on kind (OCM also serves v1beta1, which renames fields).
+        _ if api_version.starts_with(&format!("{}/", crate::addon::GROUP))
+            && ADDON_KINDS.contains(&kind.as_str()) =>
+        {
+            Err(DocError::Unsupported {
+                supported: format!(
+                    "{} {kind}, OCM's storage version; other versions rename fields and are not \
+                     accepted",
+                    crate::addon::ADDON_V1ALPHA1
+                ),
+                doc,
+                api_version,
+                kind,
+            })
         }
         _ => Err(DocError::Unsupported {
             doc,

@@ -21,6 +21,9 @@ pub mod placement;
 pub mod replicaset;
 pub mod work;
 
+pub use addon::{
+    AddOnDeploymentConfig, AddOnTemplate, ClusterManagementAddOn, ManagedClusterAddOn,
+};
 pub use cluster::*;
 pub use clusterset::*;
 pub use document::{DocError, Document, parse_documents};

@@ -218,6 +218,29 @@ fn config_from_proto(c: &Option<v1::RolloutConfig>) -> Option<RolloutConfig> {
     })
 }
 
+impl RolloutStrategy {
+    /// Converts to protobuf (also the rollout strategy of an add-on's placement).
+    pub fn to_proto(&self) -> v1::RolloutStrategy {
+        v1::RolloutStrategy {
+            r#type: self.kind.clone(),
+            all: config_to_proto(&self.all),
+            progressive: config_to_proto(&self.progressive),
+            progressive_per_group: config_to_proto(&self.progressive_per_group),
+        }
+    }
+}
+
+impl From<&v1::RolloutStrategy> for RolloutStrategy {
+    fn from(r: &v1::RolloutStrategy) -> Self {
+        Self {
+            kind: r.r#type.clone(),
+            all: config_from_proto(&r.all),
+            progressive: config_from_proto(&r.progressive),
+            progressive_per_group: config_from_proto(&r.progressive_per_group),
+        }
+    }
+}
+
 fn summary(s: &v1::ReplicaSetSummary) -> Summary {
     Summary {
         total: s.total,
@@ -251,14 +274,10 @@ impl ManifestWorkReplicaSet {
                     .iter()
                     .map(|p| v1::LocalPlacementReference {
                         name: p.name.clone(),
-                        rollout_strategy: p.rollout_strategy.as_ref().map(|r| {
-                            v1::RolloutStrategy {
-                                r#type: r.kind.clone(),
-                                all: config_to_proto(&r.all),
-                                progressive: config_to_proto(&r.progressive),
-                                progressive_per_group: config_to_proto(&r.progressive_per_group),
-                            }
-                        }),
+                        rollout_strategy: p
+                            .rollout_strategy
+                            .as_ref()
+                            .map(RolloutStrategy::to_proto),
                     })
                     .collect(),
                 cascade_deletion_policy: self.spec.cascade_deletion_policy.clone(),
@@ -290,12 +309,7 @@ impl From<&v1::ManifestWorkReplicaSet> for ManifestWorkReplicaSet {
                     .iter()
                     .map(|p| PlacementRef {
                         name: p.name.clone(),
-                        rollout_strategy: p.rollout_strategy.as_ref().map(|r| RolloutStrategy {
-                            kind: r.r#type.clone(),
-                            all: config_from_proto(&r.all),
-                            progressive: config_from_proto(&r.progressive),
-                            progressive_per_group: config_from_proto(&r.progressive_per_group),
-                        }),
+                        rollout_strategy: p.rollout_strategy.as_ref().map(RolloutStrategy::from),
                     })
                     .collect(),
                 cascade_deletion_policy: spec.cascade_deletion_policy.clone(),

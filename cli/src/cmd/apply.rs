@@ -1,9 +1,10 @@
 //! `apply -f FILE`: create or update resources from OCM YAML (multi-document; `-` is stdin).
 //!
-//! The whole file is parsed before anything is sent, so a bad document applies nothing. Then the
-//! documents are applied in order, runs of ManifestWorks [`CONCURRENCY`] at a time (a file of a
-//! thousand works takes seconds, not a minute), every other document alone after what precedes
-//! it, their lines printed in document order; a refused one is reported and the rest
+//! The whole file is parsed (and works and add-on kinds checked against the API's rules) before
+//! anything is sent, so a bad document applies nothing. Then the documents are applied in order,
+//! runs of ManifestWorks [`CONCURRENCY`] at a time (a file of a thousand works takes seconds, not
+//! a minute), every other document alone after what precedes it, their lines printed in
+//! document order; a refused one is reported and the rest
 //! still go. When the hub goes away mid-way, nothing more is sent, and the command says exactly
 //! which documents were applied and which were not.
 
@@ -31,22 +32,18 @@ pub fn read(file: &str) -> Result<Vec<Document>> {
             // The API's own rules (size, names, feedback paths) are checked here too, so a
             // document the hub would refuse is named before anything is sent — and one larger
             // than a gRPC message is refused by its rule, not by the transport.
-            Ok(Document::Work(w)) => {
-                let problems = flotilla_api::work::validate(&w);
+            Ok(d) => {
+                let problems = problems(&d);
                 if problems.is_empty() {
-                    docs.push(Document::Work(w));
+                    docs.push(d);
                 } else {
-                    let m = w.metadata.clone().unwrap_or_default();
                     errors.push(format!(
-                        "{file}: document {} (ManifestWork {}/{}): {}",
-                        i + 1,
-                        m.namespace,
-                        m.name,
+                        "{file}: {}: {}",
+                        describe(i, &d),
                         problems.join("; ")
                     ));
                 }
             }
-            Ok(d) => docs.push(d),
             Err(e) => errors.push(format!("{file}: {e}")),
         }
     }
@@ -57,6 +54,25 @@ pub fn read(file: &str) -> Result<Vec<Document>> {
         bail!("{file}: no documents to apply");
     }
     Ok(docs)
+}
+
+/// What the API's own rules find wrong with a document (each problem names its field), for the
+/// kinds whose rules live in the API crate: ManifestWorks and the add-on kinds.
+fn problems(doc: &Document) -> Vec<String> {
+    use flotilla_api::addon::validate;
+    match doc {
+        Document::Work(w) => flotilla_api::work::validate(w),
+        Document::ClusterManagementAddOn(a) => validate::cluster_management_addon(a),
+        Document::ManagedClusterAddOn(a) => validate::managed_cluster_addon(a),
+        Document::AddOnTemplate(t) => validate::addon_template(t),
+        Document::AddOnDeploymentConfig(c) => validate::addon_deployment_config(c),
+        Document::ClusterSet(_)
+        | Document::Binding(_)
+        | Document::Placement(_)
+        | Document::Score(_)
+        | Document::ReplicaSet(_)
+        | Document::Cluster(_) => Vec::new(),
+    }
 }
 
 /// Documents in flight at once.
@@ -72,6 +88,10 @@ fn describe(i: usize, doc: &Document) -> String {
         Document::Score(x) => ("AddOnPlacementScore", x.metadata.as_ref()),
         Document::ReplicaSet(x) => ("ManifestWorkReplicaSet", x.metadata.as_ref()),
         Document::Cluster(x) => ("ManagedCluster", x.metadata.as_ref()),
+        Document::ClusterManagementAddOn(x) => ("ClusterManagementAddOn", x.metadata.as_ref()),
+        Document::ManagedClusterAddOn(x) => ("ManagedClusterAddOn", x.metadata.as_ref()),
+        Document::AddOnTemplate(x) => ("AddOnTemplate", x.metadata.as_ref()),
+        Document::AddOnDeploymentConfig(x) => ("AddOnDeploymentConfig", x.metadata.as_ref()),
     };
     let m = meta.cloned().unwrap_or_default();
     if m.namespace.is_empty() {
@@ -88,11 +108,18 @@ pub async fn run(hub: &Hub, docs: Vec<Document>) -> Result<()> {
     let total = docs.len();
     let lost = AtomicBool::new(false);
     let lost = &lost;
-    // Runs of consecutive ManifestWorks, or of consecutive ManagedClusters (a fleet provisioned
-    // from one file), go concurrently: none of them depends on another of its run. Every other
+    // Runs of consecutive ManifestWorks, of consecutive ManagedClusters (a fleet provisioned
+    // from one file), or of consecutive ManagedClusterAddOns (an add-on enabled cluster by
+    // cluster) go concurrently: none of them depends on another of its run. Every other
     // document goes alone, after what comes before it (a binding before the placement that
-    // needs it, the clusters before the works sent to them).
-    let independent = |d: &Document| matches!(d, Document::Work(_) | Document::Cluster(_));
+    // needs it, the clusters before the works sent to them, a template and its config before the
+    // ClusterManagementAddOn that names them).
+    let independent = |d: &Document| {
+        matches!(
+            d,
+            Document::Work(_) | Document::Cluster(_) | Document::ManagedClusterAddOn(_)
+        )
+    };
     let mut segments: Vec<Vec<(usize, Document)>> = Vec::new();
     for (i, d) in docs.into_iter().enumerate() {
         match segments.last_mut() {
@@ -238,6 +265,63 @@ async fn apply(hub: &Hub, doc: Document) -> Result<String> {
             hub.call(hub.sets().apply_binding(b)).await?;
             format!(
                 "managedclustersetbinding.cluster.open-cluster-management.io/{} applied (namespace {})",
+                m.name, m.namespace
+            )
+        }
+        Document::ClusterManagementAddOn(a) => {
+            let m = a.metadata.clone().unwrap_or_default();
+            let applied = hub
+                .call(hub.addons().apply_cluster_management_add_on(a))
+                .await?;
+            let strategy = applied
+                .spec
+                .and_then(|s| s.install_strategy)
+                .unwrap_or_default();
+            let how = match strategy.r#type.as_str() {
+                "" | "Manual" => "install strategy Manual".to_string(),
+                t => format!(
+                    "install strategy {t}: {}",
+                    strategy
+                        .placements
+                        .iter()
+                        .map(|p| format!("{}/{}", p.namespace, p.name))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
+            format!(
+                "clustermanagementaddon.addon.open-cluster-management.io/{} applied ({how})",
+                m.name
+            )
+        }
+        Document::ManagedClusterAddOn(a) => {
+            let m = a.metadata.clone().unwrap_or_default();
+            hub.call(hub.addons().apply_managed_cluster_add_on(a))
+                .await?;
+            format!(
+                "managedclusteraddon.addon.open-cluster-management.io/{} applied (cluster {})",
+                m.name, m.namespace
+            )
+        }
+        Document::AddOnTemplate(t) => {
+            let m = t.metadata.clone().unwrap_or_default();
+            let addon = t
+                .spec
+                .as_ref()
+                .map(|s| s.addon_name.clone())
+                .unwrap_or_default();
+            hub.call(hub.addons().apply_add_on_template(t)).await?;
+            format!(
+                "addontemplate.addon.open-cluster-management.io/{} applied (add-on {addon})",
+                m.name
+            )
+        }
+        Document::AddOnDeploymentConfig(c) => {
+            let m = c.metadata.clone().unwrap_or_default();
+            hub.call(hub.addons().apply_add_on_deployment_config(c))
+                .await?;
+            format!(
+                "addondeploymentconfig.addon.open-cluster-management.io/{} applied (namespace {})",
                 m.name, m.namespace
             )
         }

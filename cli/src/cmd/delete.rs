@@ -4,8 +4,8 @@ use crate::hub::Hub;
 use anyhow::Result;
 use clap::Subcommand;
 use flotilla_api::v1::{
-    DeleteBindingRequest, DeleteClusterRequest, DeleteWorkRequest, GetClusterSetRequest,
-    PlacementRef, ScoreRef,
+    DeleteBindingRequest, DeleteClusterRequest, DeleteWorkRequest, GetAddOnRequest,
+    GetClusterSetRequest, PlacementRef, ScoreRef,
 };
 
 /// What `delete` removes.
@@ -54,6 +54,35 @@ pub enum DeleteWhat {
         #[arg(short = 'c', long, alias = "namespace", short_alias = 'n')]
         cluster: String,
     },
+    /// A ClusterManagementAddOn, with its ManagedClusterAddOns on every cluster (and their
+    /// works).
+    #[command(alias = "cma")]
+    Clustermanagementaddon {
+        /// Add-on name.
+        name: String,
+    },
+    /// A ManagedClusterAddOn: the add-on leaves one cluster.
+    #[command(alias = "addon", alias = "mca")]
+    Managedclusteraddon {
+        /// Add-on name.
+        name: String,
+        /// Cluster (the ManagedClusterAddOn's namespace).
+        #[arg(short = 'c', long, alias = "namespace", short_alias = 'n')]
+        cluster: String,
+    },
+    /// An AddOnTemplate.
+    Addontemplate {
+        /// Name.
+        name: String,
+    },
+    /// An AddOnDeploymentConfig.
+    Addondeploymentconfig {
+        /// Name.
+        name: String,
+        /// Namespace.
+        #[arg(short = 'n', long, required = true)]
+        namespace: String,
+    },
 }
 
 /// Runs `delete`.
@@ -101,6 +130,48 @@ pub async fn run(hub: &Hub, what: DeleteWhat) -> Result<()> {
             hub.call(hub.sets().delete_binding(r.clone())).await?;
             let (name, namespace) = (r.name, r.namespace);
             format!("managedclustersetbinding/{name} deleted (namespace {namespace})")
+        }
+        DeleteWhat::Clustermanagementaddon { name } => {
+            let r = GetAddOnRequest {
+                namespace: String::new(),
+                name,
+            };
+            hub.call(hub.addons().delete_cluster_management_add_on(r.clone()))
+                .await?;
+            format!(
+                "clustermanagementaddon/{} deleted (with its ManagedClusterAddOns)",
+                r.name
+            )
+        }
+        DeleteWhat::Managedclusteraddon { name, cluster } => {
+            let r = GetAddOnRequest {
+                namespace: cluster,
+                name,
+            };
+            hub.call(hub.addons().delete_managed_cluster_add_on(r.clone()))
+                .await?;
+            format!(
+                "managedclusteraddon/{} deleted (cluster {})",
+                r.name, r.namespace
+            )
+        }
+        DeleteWhat::Addontemplate { name } => {
+            let r = GetAddOnRequest {
+                namespace: String::new(),
+                name,
+            };
+            hub.call(hub.addons().delete_add_on_template(r.clone()))
+                .await?;
+            format!("addontemplate/{} deleted", r.name)
+        }
+        DeleteWhat::Addondeploymentconfig { name, namespace } => {
+            let r = GetAddOnRequest { namespace, name };
+            hub.call(hub.addons().delete_add_on_deployment_config(r.clone()))
+                .await?;
+            format!(
+                "addondeploymentconfig/{} deleted (namespace {})",
+                r.name, r.namespace
+            )
         }
     };
     println!("{done}");

@@ -1,4 +1,6 @@
 //! `get`: list or show resources, as a table in clusteradm's columns or in their OCM shapes.
+//! Add-ons: `get addons [CLUSTER...]` (ManagedClusterAddOns), `get clustermanagementaddons`,
+//! `get addontemplates`, `get addondeploymentconfigs [-n NS]`.
 
 use super::print;
 use crate::hub::Hub;
@@ -8,9 +10,11 @@ use crate::pager;
 use anyhow::{Result, bail};
 use clap::Subcommand;
 use flotilla_api::v1::{
-    GetClusterRequest, GetClusterSetRequest, GetWorkRequest, ListBindingsRequest,
-    ListClusterSetsRequest, ListClustersRequest, ListPlacementsRequest, ListScoresRequest,
-    ListWorksRequest, ManagedCluster, ManagedClusterSetView, ManifestWork, Placement, PlacementRef,
+    AddOnDeploymentConfig, GetAddOnRequest, GetClusterRequest, GetClusterSetRequest,
+    GetWorkRequest, ListAddOnsRequest, ListBindingsRequest, ListClusterSetsRequest,
+    ListClustersRequest, ListPlacementsRequest, ListScoresRequest, ListWorksRequest,
+    ManagedCluster, ManagedClusterAddOn, ManagedClusterSetView, ManifestWork, Placement,
+    PlacementRef,
 };
 
 /// Clusters asked for per page.
@@ -98,6 +102,42 @@ pub enum GetWhat {
         #[arg(short = 'c', long, alias = "namespace", short_alias = 'n')]
         cluster: Option<String>,
     },
+    /// ManagedClusterAddOns: an add-on on a cluster (NAME, NAMESPACE = the cluster, AVAILABLE,
+    /// DEGRADED, PROGRESSING).
+    #[command(
+        alias = "addon",
+        alias = "managedclusteraddons",
+        alias = "managedclusteraddon",
+        alias = "mca"
+    )]
+    Addons {
+        /// Only add-ons of these clusters.
+        clusters: Vec<String>,
+        /// Only this add-on.
+        #[arg(short = 'a', long)]
+        addon: Option<String>,
+    },
+    /// ClusterManagementAddOns: add-ons, their install strategy and rollout.
+    #[command(alias = "clustermanagementaddon", alias = "cma")]
+    Clustermanagementaddons {
+        /// Only these add-ons.
+        names: Vec<String>,
+    },
+    /// AddOnTemplates: the add-on agents' manifests.
+    #[command(alias = "addontemplate")]
+    Addontemplates {
+        /// Only these templates.
+        names: Vec<String>,
+    },
+    /// AddOnDeploymentConfigs: variables and install namespace of add-on agents.
+    #[command(alias = "addondeploymentconfig")]
+    Addondeploymentconfigs {
+        /// Only these configs (requires --namespace).
+        names: Vec<String>,
+        /// Namespace (all namespaces, with a NAMESPACE column, when omitted).
+        #[arg(short = 'n', long)]
+        namespace: Option<String>,
+    },
 }
 
 /// Runs `get`.
@@ -174,6 +214,79 @@ pub async fn run(hub: &Hub, format: Format, what: GetWhat) -> Result<()> {
                 return print(Ok(output::namespaced_table(&items)));
             }
             show(format, &items, names.len() == 1, None)
+        }
+        GetWhat::Addons { clusters, addon } => {
+            let single = clusters.len() == 1 && addon.is_some();
+            let mut items = managed_cluster_addons(hub, &clusters, addon).await?;
+            items.sort_by_key(|a| (a.namespace(), a.name()));
+            show(format, &items, single, Some("No add-ons found."))
+        }
+        GetWhat::Clustermanagementaddons { names } => {
+            let mut items = if names.is_empty() {
+                let r = ListAddOnsRequest::default();
+                hub.call(hub.addons().list_cluster_management_add_ons(r))
+                    .await?
+                    .items
+            } else {
+                let mut items = Vec::new();
+                for name in &names {
+                    let r = GetAddOnRequest {
+                        namespace: String::new(),
+                        name: name.clone(),
+                    };
+                    items.push(
+                        hub.call(hub.addons().get_cluster_management_add_on(r))
+                            .await?,
+                    );
+                }
+                items
+            };
+            if names.is_empty() {
+                items.sort_by_key(Kind::name);
+            }
+            show(
+                format,
+                &items,
+                names.len() == 1,
+                Some("No ClusterManagementAddOns found."),
+            )
+        }
+        GetWhat::Addontemplates { names } => {
+            let mut items = if names.is_empty() {
+                let r = ListAddOnsRequest::default();
+                hub.call(hub.addons().list_add_on_templates(r)).await?.items
+            } else {
+                let mut items = Vec::new();
+                for name in &names {
+                    let r = GetAddOnRequest {
+                        namespace: String::new(),
+                        name: name.clone(),
+                    };
+                    items.push(hub.call(hub.addons().get_add_on_template(r)).await?);
+                }
+                items
+            };
+            if names.is_empty() {
+                items.sort_by_key(Kind::name);
+            }
+            show(
+                format,
+                &items,
+                names.len() == 1,
+                Some("No AddOnTemplates found."),
+            )
+        }
+        GetWhat::Addondeploymentconfigs { names, namespace } => {
+            let items = deployment_configs(hub, &names, namespace.as_deref()).await?;
+            if format == Format::Table && namespace.is_none() && !items.is_empty() {
+                return print(Ok(output::namespaced_table(&items)));
+            }
+            show(
+                format,
+                &items,
+                names.len() == 1,
+                Some("No AddOnDeploymentConfigs found."),
+            )
         }
         GetWhat::Clustersetbindings { namespace } => {
             let r = ListBindingsRequest {
@@ -290,6 +403,79 @@ async fn placements(
             name: name.clone(),
         };
         items.push(hub.call(hub.placements().get_placement(r)).await?);
+    }
+    Ok(items)
+}
+
+/// The ManagedClusterAddOns of `clusters` (every cluster when empty), only of `addon` when
+/// given.
+async fn managed_cluster_addons(
+    hub: &Hub,
+    clusters: &[String],
+    addon: Option<String>,
+) -> Result<Vec<ManagedClusterAddOn>> {
+    let name = addon.unwrap_or_default();
+    if clusters.len() == 1 && !name.is_empty() {
+        let r = GetAddOnRequest {
+            namespace: clusters[0].clone(),
+            name,
+        };
+        return Ok(vec![
+            hub.call(hub.addons().get_managed_cluster_add_on(r)).await?,
+        ]);
+    }
+    let namespaces = if clusters.is_empty() {
+        vec![String::new()]
+    } else {
+        clusters.to_vec()
+    };
+    let mut items = Vec::new();
+    for namespace in namespaces {
+        let r = ListAddOnsRequest {
+            namespace,
+            name: name.clone(),
+        };
+        items.extend(
+            hub.call(hub.addons().list_managed_cluster_add_ons(r))
+                .await?
+                .items,
+        );
+    }
+    Ok(items)
+}
+
+/// The named AddOnDeploymentConfigs of `namespace`, or every one (of `namespace` when given),
+/// sorted by namespace and name.
+async fn deployment_configs(
+    hub: &Hub,
+    names: &[String],
+    namespace: Option<&str>,
+) -> Result<Vec<AddOnDeploymentConfig>> {
+    if names.is_empty() {
+        let r = ListAddOnsRequest {
+            namespace: namespace.unwrap_or_default().to_string(),
+            name: String::new(),
+        };
+        let mut items = hub
+            .call(hub.addons().list_add_on_deployment_configs(r))
+            .await?
+            .items;
+        items.sort_by_key(|c| (c.namespace(), c.name()));
+        return Ok(items);
+    }
+    let Some(namespace) = namespace else {
+        bail!("get addondeploymentconfigs NAME needs --namespace NS");
+    };
+    let mut items = Vec::new();
+    for name in names {
+        let r = GetAddOnRequest {
+            namespace: namespace.to_string(),
+            name: name.clone(),
+        };
+        items.push(
+            hub.call(hub.addons().get_add_on_deployment_config(r))
+                .await?,
+        );
     }
     Ok(items)
 }

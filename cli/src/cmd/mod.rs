@@ -2,22 +2,27 @@
 //! `run`. What a verb shows of each kind comes from [`crate::kind`]; calls go through
 //! [`crate::hub::Hub`], so every failure is worded once.
 //!
-//! - [`get`]: list or show clusters, sets, bindings, works, placements, decisions, scores.
+//! - [`get`]: list or show clusters, sets, bindings, works, placements, decisions, scores,
+//!   replica sets and the add-on kinds.
 //! - [`describe`]: one cluster, work or placement in detail.
 //! - [`apply`]: create or update resources from OCM YAML.
 //! - [`delete`]: delete one resource.
 //! - [`watch`]: stream changes of clusters, works or placements.
 //! - [`rollout`]: rollout status of a ManifestWorkReplicaSet (progress bars, `--watch`).
+//! - [`addon`]: enable and disable add-ons, and their rollout status (progress bars, `--watch`).
+//! - [`progress`]: the progress bars and the `--watch` loop `rollout` and `addon` share.
 //! - [`proxy`]: read-only queries of a spoke's resources through its agent.
 //! - [`cluster_edits`]: accept, deny, label and taint clusters.
 //! - [`join`]: the manifests that install the agent on a spoke (no hub call).
 
+pub mod addon;
 pub mod apply;
 pub mod cluster_edits;
 pub mod delete;
 pub mod describe;
 pub mod get;
 pub mod join;
+pub mod progress;
 pub mod proxy;
 pub mod rollout;
 pub mod watch;

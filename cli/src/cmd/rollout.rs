@@ -3,11 +3,11 @@
 //! scripts); with it, it redraws until the rollout completes or stops. Exits non-zero when the
 //! rollout stopped on a breach.
 
+use super::progress::{LABEL, Step, follow, labelled_bar};
 use crate::hub::Hub;
-use anyhow::{Result, bail};
+use anyhow::Result;
 use flotilla_api::meta;
 use flotilla_api::v1::{GetReplicaSetRequest, ManifestWorkReplicaSet, ReplicaSetSummary};
-use std::time::Duration;
 
 /// `flotilla rollout` subcommands.
 #[derive(clap::Subcommand, Debug, Clone)]
@@ -49,23 +49,10 @@ pub enum RolloutWhat {
     },
 }
 
-const WIDTH: usize = 30;
-
-fn bar(done: i32, total: i32) -> String {
-    let filled = if total > 0 {
-        (done.max(0) as usize * WIDTH) / total as usize
-    } else {
-        WIDTH
-    };
-    format!("[{}{}]", "#".repeat(filled), ".".repeat(WIDTH - filled))
-}
-
 fn line(name: &str, s: &ReplicaSetSummary, extra: &str) -> String {
     format!(
-        "{name:<20} {} {}/{} available  (applied {}, progressing {}, degraded {}){extra}",
-        bar(s.available, s.total),
-        s.available,
-        s.total,
+        "{} available  (applied {}, progressing {}, degraded {}){extra}",
+        labelled_bar(name, s.available, s.total),
         s.applied,
         s.progressing,
         s.degraded
@@ -82,12 +69,12 @@ pub fn render(rs: &ManifestWorkReplicaSet) -> (String, Outcome) {
             extra.push_str(&format!(", {} waiting", p.waiting));
         }
         if !p.stopped_reason.is_empty() {
-            extra.push_str(&format!("\n{:<20} {}", "", p.stopped_reason));
+            extra.push_str(&format!("\n{:<LABEL$} {}", "", p.stopped_reason));
         }
         out.push_str(&line(&p.name, &p.summary.unwrap_or_default(), &extra));
         out.push('\n');
         for n in &p.notes {
-            out.push_str(&format!("{:<20} note: {n}\n", ""));
+            out.push_str(&format!("{:<LABEL$} note: {n}\n", ""));
         }
         if p.decision_groups.len() > 1 {
             for g in &p.decision_groups {
@@ -96,12 +83,8 @@ pub fn render(rs: &ManifestWorkReplicaSet) -> (String, Outcome) {
                 } else {
                     format!("  group {} ({})", g.index, g.name)
                 };
-                out.push_str(&format!(
-                    "{label:<20} {} {}/{}\n",
-                    bar(g.available, g.total),
-                    g.available,
-                    g.total
-                ));
+                out.push_str(&labelled_bar(&label, g.available, g.total));
+                out.push('\n');
             }
         }
     }
@@ -174,32 +157,22 @@ pub async fn run(hub: &Hub, what: RolloutWhat) -> Result<()> {
 }
 
 async fn status(hub: &Hub, name: String, namespace: String, watch: bool) -> Result<()> {
-    let mut last = String::new();
-    loop {
-        let rs = hub
-            .call(hub.replica_sets().get_replica_set(GetReplicaSetRequest {
-                namespace: namespace.clone(),
-                name: name.clone(),
-            }))
-            .await?;
-        let (text, outcome) = render(&rs);
-        if text != last {
-            if watch && !last.is_empty() {
-                // Redraw in place on a terminal; plain lines otherwise.
-                let lines = last.lines().count();
-                if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
-                    print!("\x1b[{lines}A\x1b[J");
-                }
-            }
-            print!("{text}");
-            last = text;
+    follow(watch, || {
+        let r = GetReplicaSetRequest {
+            namespace: namespace.clone(),
+            name: name.clone(),
+        };
+        let stopped = format!("the rollout of {namespace}/{name} stopped");
+        async move {
+            let rs = hub.call(hub.replica_sets().get_replica_set(r)).await?;
+            let (text, outcome) = render(&rs);
+            let step = match outcome {
+                Outcome::Stopped => Step::Failed(stopped),
+                Outcome::Complete => Step::Done,
+                Outcome::Running | Outcome::Paused => Step::Wait,
+            };
+            Ok((text, step))
         }
-        match outcome {
-            Outcome::Stopped => bail!("the rollout of {namespace}/{name} stopped"),
-            Outcome::Complete => return Ok(()),
-            Outcome::Running | Outcome::Paused if !watch => return Ok(()),
-            Outcome::Paused => tokio::time::sleep(Duration::from_secs(1)).await,
-            Outcome::Running => tokio::time::sleep(Duration::from_secs(1)).await,
-        }
-    }
+    })
+    .await
 }

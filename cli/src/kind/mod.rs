@@ -13,10 +13,14 @@
 //! - [`decision`]: PlacementDecisions (the pages of clusters a placement selected).
 //! - [`replicaset`]: ManifestWorkReplicaSets (placements, works, rollout state).
 //! - [`score`]: AddOnPlacementScores (a provider's scores for one cluster).
+//! - [`addon`]: the add-on kinds: ClusterManagementAddOns (install strategy and the placements'
+//!   rollout progress), ManagedClusterAddOns (per cluster, in kubectl's columns), AddOnTemplates
+//!   and AddOnDeploymentConfigs. `cmd::addon` renders an add-on's rollout.
 
 use flotilla_api::v1::ObjectMeta;
 use serde::Serialize;
 
+pub mod addon;
 pub mod binding;
 pub mod cluster;
 pub mod clusterset;

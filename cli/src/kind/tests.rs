@@ -430,3 +430,122 @@ fn describe_cluster_lists_managed_namespaces_with_their_condition() {
     assert!(yaml.contains("managedNamespaces:"), "{yaml}");
     assert!(yaml.contains("clusterSet: app-team"), "{yaml}");
 }
+
+// ---- add-ons ----
+
+use super::addon::fixtures::{Cma, Mca, Progression, deployment_config, template};
+
+#[test]
+fn managed_cluster_addon_rows_show_their_condition_statuses() {
+    let healthy = Mca::new("cluster1", "hello").healthy().build();
+    let fresh = Mca::new("cluster2", "hello")
+        .condition("Available", "Unknown", "WaitingForLease", "")
+        .build();
+    let out = render(Format::Table, &[healthy, fresh], false).unwrap();
+    let mut lines = out.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "NAME    NAMESPACE   AVAILABLE   DEGRADED   PROGRESSING"
+    );
+    assert_eq!(
+        lines.next().unwrap(),
+        "hello   cluster1    True        False      False"
+    );
+    // Absent conditions are empty cells.
+    assert_eq!(lines.next().unwrap(), "hello   cluster2    Unknown");
+}
+
+#[test]
+fn a_managed_cluster_addon_prints_in_its_ocm_shape() {
+    let a = Mca::new("cluster1", "hello").healthy().build();
+    let json = render(Format::Json, &[a], true).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["apiVersion"], "addon.open-cluster-management.io/v1alpha1");
+    assert_eq!(v["kind"], "ManagedClusterAddOn");
+    assert_eq!(v["metadata"]["namespace"], "cluster1");
+    assert_eq!(v["status"]["conditions"][0]["type"], "Available");
+}
+
+#[test]
+fn cluster_management_addon_rows_sum_their_placements() {
+    let cma = Cma::new("hello")
+        .display_name("Hello Agent")
+        .placement("default", "edge")
+        .placement("default", "core")
+        .progression(Progression::new("default", "edge", 3, 1).progressing(
+            "True",
+            "Progressing",
+            "",
+        ))
+        .progression(Progression::new("default", "core", 2, 2).progressing(
+            "False",
+            "Completed",
+            "",
+        ))
+        .build();
+    let out = render(Format::Table, &[cma], false).unwrap();
+    let mut lines = out.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "NAME    DISPLAY NAME   INSTALL STRATEGY   CLUSTERS   UPDATED   PROGRESSING"
+    );
+    assert_eq!(
+        lines.next().unwrap(),
+        "hello   Hello Agent    Placements         5          3         Progressing"
+    );
+}
+
+#[test]
+fn a_hand_installed_addon_is_manual_without_progress() {
+    let cma = Cma::new("manual").build();
+    assert_eq!(cma.row(), ["manual", "", "Manual", "0", "0", "-"]);
+    let yaml = render(Format::Yaml, &[cma.clone(), cma], false).unwrap();
+    assert!(yaml.starts_with("apiVersion: v1\nkind: List\n"), "{yaml}");
+    assert!(yaml.contains("kind: ClusterManagementAddOn"), "{yaml}");
+}
+
+#[test]
+fn addon_template_rows_count_their_manifests() {
+    let t = template("hello-v1", "hello", 2);
+    assert_eq!(t.row(), ["hello-v1", "hello", "2"]);
+    let out = render(Format::Table, std::slice::from_ref(&t), false).unwrap();
+    assert!(
+        out.starts_with("NAME       ADDON NAME   MANIFESTS\n"),
+        "{out}"
+    );
+    let json = render(Format::Json, &[t], true).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["kind"], "AddOnTemplate");
+    assert_eq!(v["spec"]["addonName"], "hello");
+    assert_eq!(
+        v["spec"]["agentSpec"]["workload"]["manifests"][1]["metadata"]["name"],
+        "cm1"
+    );
+}
+
+#[test]
+fn deployment_config_rows_lead_with_a_namespace_across_namespaces() {
+    let c = deployment_config(
+        "team-a",
+        "hello-config",
+        &[("LOG_LEVEL", "debug"), ("GREETING", "hi")],
+        "hello-agent",
+    );
+    assert_eq!(c.row(), ["hello-config", "2", "hello-agent"]);
+    let out = namespaced_table(std::slice::from_ref(&c));
+    let mut lines = out.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "NAMESPACE   NAME           VARIABLES   INSTALL NAMESPACE"
+    );
+    assert_eq!(
+        lines.next().unwrap(),
+        "team-a      hello-config   2           hello-agent"
+    );
+    let yaml = render(Format::Yaml, &[c], true).unwrap();
+    assert!(yaml.contains("kind: AddOnDeploymentConfig"), "{yaml}");
+    assert!(
+        yaml.contains("agentInstallNamespace: hello-agent"),
+        "{yaml}"
+    );
+}

@@ -2,6 +2,7 @@
 //! codes clients expect: `INVALID_ARGUMENT` naming the field, `NOT_FOUND`, `ABORTED` for a stale
 //! resourceVersion, `UNAVAILABLE` when storage is down.
 
+pub mod addon;
 pub mod auth;
 pub mod cluster;
 pub mod clusterset;

@@ -122,6 +122,31 @@ impl PlacementView {
             .flat_map(|d| convert::decided_clusters(d).map(str::to_string))
             .collect()
     }
+
+    /// Every decided cluster with its decision group (from the page labels), in page order;
+    /// a cluster on two pages is listed once.
+    pub fn decided_by_group(&self) -> Vec<(String, flotilla_rollout::GroupKey)> {
+        let mut seen = BTreeSet::new();
+        let mut out = Vec::new();
+        for page in &self.decisions {
+            let labels = page.metadata.as_ref().map(|m| &m.labels);
+            let label = |k: &str| labels.and_then(|l| l.get(k));
+            let group = flotilla_rollout::GroupKey {
+                index: label(flotilla_placement::DECISION_GROUP_INDEX_LABEL)
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0),
+                name: label(flotilla_placement::DECISION_GROUP_NAME_LABEL)
+                    .cloned()
+                    .unwrap_or_default(),
+            };
+            for c in convert::decided_clusters(page) {
+                if seen.insert(c.to_string()) {
+                    out.push((c.to_string(), group.clone()));
+                }
+            }
+        }
+        out
+    }
 }
 
 /// Every placement's view, keyed `<ns>/<name>`, with a change broadcast.

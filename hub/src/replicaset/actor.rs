@@ -9,8 +9,7 @@ use crate::keys::ObjectRef;
 use crate::store::Bucket;
 use flotilla_api::meta::{self, status};
 use flotilla_api::v1::{Condition, ManifestWork, ManifestWorkReplicaSet, PlacementSummary};
-use flotilla_placement::{DECISION_GROUP_INDEX_LABEL, DECISION_GROUP_NAME_LABEL};
-use flotilla_rollout::{Cluster, GroupKey};
+use flotilla_rollout::Cluster;
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 use tokio::sync::{mpsc, oneshot};
@@ -205,35 +204,18 @@ impl Actor {
                 }
             };
             let mut clusters = Vec::new();
-            for page in &view.decisions {
-                let labels = page
-                    .metadata
-                    .as_ref()
-                    .map(|m| m.labels.clone())
-                    .unwrap_or_default();
-                let group = GroupKey {
-                    index: labels
-                        .get(DECISION_GROUP_INDEX_LABEL)
-                        .and_then(|v| v.parse().ok())
-                        .unwrap_or(0),
-                    name: labels
-                        .get(DECISION_GROUP_NAME_LABEL)
-                        .cloned()
-                        .unwrap_or_default(),
-                };
-                for c in crate::placement::convert::decided_clusters(page) {
-                    if wanted.contains_key(c) {
-                        continue; // an earlier placement already covers it
-                    }
-                    wanted.insert(c.to_string(), pref.name.clone());
-                    let (status, since) = rules::status_of(works.get(c).map(|w| &**w), &hash);
-                    clusters.push(Cluster {
-                        name: c.to_string(),
-                        group: group.clone(),
-                        status,
-                        since,
-                    });
+            for (c, group) in view.decided_by_group() {
+                if wanted.contains_key(&c) {
+                    continue; // an earlier placement already covers it
                 }
+                wanted.insert(c.clone(), pref.name.clone());
+                let (status, since) = rules::status_of(works.get(&c).map(|w| &**w), &hash);
+                clusters.push(Cluster {
+                    name: c,
+                    group,
+                    status,
+                    since,
+                });
             }
             let step = flotilla_rollout::step(&strategy, &clusters, now);
             let paused = self.rs.hub.as_ref().is_some_and(|h| h.paused);

@@ -99,6 +99,12 @@ pub fn status_of(work: Option<&ManifestWork>, hash: &str) -> (Status, Option<Sys
     if !current {
         return (Status::ToApply, None);
     }
+    progress(w)
+}
+
+/// Where a work at the wanted spec stands: failed (Degraded, or Applied=False), succeeded
+/// (Applied and Available at its generation) or progressing, and since when.
+pub fn progress(w: &ManifestWork) -> (Status, Option<SystemTime>) {
     let generation = w.metadata.as_ref().map(|m| m.generation).unwrap_or(0);
     let at_generation = |c: &Condition| c.observed_generation >= generation;
     let applied = condition(w, APPLIED);

@@ -1,0 +1,989 @@
+//! An AddOnTemplate, with its variables and AddOnDeploymentConfig, made into the ManifestWork a
+//! cluster gets (OCM's template agent, `pkg/addon/templateagent/{values,decorator,template_agent}.go`,
+//! and the addon-framework's work builder, `agentdeploy/utils.go`).
+//!
+//! **Variables** ([`variables`]), lowest to highest precedence: `HUB_KUBECONFIG`
+//! (`/managed/hub-kubeconfig/kubeconfig`, only when the template has `registration`), the
+//! AddOnDeploymentConfig's `customizedVariables`, then the built-ins `CLUSTER_NAME`,
+//! `INSTALL_NAMESPACE` and Flotilla's `HUB_URL` (when the hub knows its URL). Every `{{NAME}}` in a
+//! manifest's JSON text is replaced (the tag text is taken verbatim: `{{ NAME }}` names
+//! ` NAME `), then the text must parse as JSON.
+//!
+//! **Decorators**, on every container (not init containers) of each `apps` Deployment and
+//! DaemonSet, in OCM's order: the preset variables as env vars (`HUB_KUBECONFIG` first, then the
+//! built-ins sorted; customized variables are not added); `nodePlacement` (nodeSelector and
+//! tolerations replace the pod's, and — OCM's quirk — only when a nodeSelector was given); image
+//! registries (for each mirror whose `source` prefixes the image, that prefix is replaced by the
+//! mirror, the last match winning; an empty source keeps only the image's last path segment
+//! under the mirror); the proxy (`HTTP_PROXY`/`http_proxy`, `HTTPS_PROXY`/`https_proxy`,
+//! `NO_PROXY`/`no_proxy` env vars when set, and with a CA bundle the `CA_BUNDLE_FILE_PATH` env
+//! var, a `proxy-ca-bundle` volume and mount, and an injected ConfigMap `<addon>-proxy-ca`);
+//! `resourceRequirements` (the last entry whose `<kind>:<name>:<container>` matches, kind
+//! `deployments` or `daemonsets`, `*` matching any part, replaces the container's resources).
+//! Then the namespace decorator on every object: when the AddOnDeploymentConfig or the
+//! ManagedClusterAddOn names an install namespace, each object with a non-empty
+//! `metadata.namespace` moves to it (objects without one are left as they are, cluster-scoped
+//! or not, as OCM does), a Namespace object is renamed to it, and every subject of a
+//! (Cluster)RoleBinding gets it as its namespace.
+//!
+//! **The work**: named [`work_name`] in the cluster's namespace, labelled [`ADDON_NAME_LABEL`],
+//! annotated [`CONFIG_SPEC_HASH_ANNOTATION`] with the configs' spec hashes (a JSON object with
+//! sorted keys, as Go writes it; no annotation without configs, as OCM), with the template's
+//! `manifestConfigs` and `executor`. Jobs and Pods marked as pre-delete hooks
+//! ([`PRE_DELETE_HOOK_ANNOTATION`], [`PRE_DELETE_HOOK_LABEL`]) are left out; [`pre_delete`]
+//! renders them into their own work, each with a `WellKnownStatus` feedback rule, as OCM does.
+//! Manifests annotated [`DELETION_ORPHAN_ANNOTATION`] make the delete option `SelectivelyOrphan`
+//! with one orphaning rule each. With the `WorkStatus` health check ([`crate::addon::health`])
+//! every Deployment and DaemonSet gets a `WellKnownStatus` feedback rule (OCM's
+//! `WorkloadAvailability` prober does the same). The result must pass [`crate::work::validate`].
+//!
+//! Deviations from OCM:
+//! - An unknown variable is an error naming the manifest and the variable; OCM (fasttemplate)
+//!   silently renders it as the empty string. An unclosed `{{` is an error too (OCM panics).
+//! - A value substituted inside a JSON string is JSON-escaped (a value with a quote or a
+//!   backslash stays one string); OCM pastes it raw and fails to parse, or worse, changes the
+//!   object's shape. Outside a string (`"replicas": {{REPLICAS}}`) the value is pasted raw, as
+//!   OCM does.
+//! - `INSTALL_NAMESPACE` is always defined ([`install_namespace`]); OCM defines it only when an
+//!   AddOnDeploymentConfig names `agentInstallNamespace`. `HUB_URL` is Flotilla's.
+//! - The ManagedClusterAddOn's `installNamespace` moves the objects when no
+//!   AddOnDeploymentConfig names one; OCM ignores it for template add-ons (v1beta1 dropped it).
+//! - Without an override the install namespace is that of the template's first Deployment (else
+//!   DaemonSet), as OCM reports it in `status.namespace`; the proxy CA ConfigMap goes there, where
+//!   OCM puts it in `open-cluster-management-agent-addon`.
+//! - Decorators edit the manifest's JSON; OCM round-trips Deployments and DaemonSets through the
+//!   typed Go structs, which drops unknown fields and adds empty ones (`creationTimestamp: null`,
+//!   `resources: {}`). A Deployment or DaemonSet whose pod template has the wrong shape is an
+//!   error; OCM leaves it undecorated.
+//! - No hub-kubeconfig or custom-signer secret volumes are mounted: Flotilla add-on agents get
+//!   NATS credentials from the cluster agent instead. `HUB_KUBECONFIG` is still defined.
+//! - `resourceRequirements` container IDs are matched literally part by part (`*` = any); OCM
+//!   compiles each part as a regular expression.
+//! - A (Cluster)RoleBinding without `subjects` is left alone; OCM fails the render.
+//! - The template's own `deleteOption` and `executor` are kept (OCM's work builder ignores
+//!   them); orphaning rules replace the delete option's policy but keep its TTL.
+//! - Orphaning rules and feedback identifiers use Flotilla's manifest identity (a namespaced
+//!   object without a namespace is in `default`), as the agent matches them.
+//! - Generated feedback rules are merged into the template's first `manifestConfigs` entry that
+//!   selects the workload (OCM merges only into an identical identifier, and lists its
+//!   generated entries first); the template's entries keep their indices.
+//! - One work only: a work over the 500 KiB limit is an error; OCM splits it into
+//!   `addon-<name>-deploy-1`, `-2`….
+
+use crate::addon::health::{self, Mode};
+use crate::addon::{
+    ADDON_NAME_LABEL, CONFIG_SPEC_HASH_ANNOTATION, DEFAULT_INSTALL_NAMESPACE,
+    DELETION_ORPHAN_ANNOTATION, PRE_DELETE_HOOK_ANNOTATION, PRE_DELETE_HOOK_LABEL,
+    pre_delete_work_name, work_name,
+};
+use crate::v1;
+use serde_json::{Map, Value, json};
+use std::collections::{BTreeMap, HashMap};
+
+/// Value of `HUB_KUBECONFIG` (OCM's `hubKubeconfigPath`).
+pub const HUB_KUBECONFIG_PATH: &str = "/managed/hub-kubeconfig/kubeconfig";
+/// Mount path of the proxy CA bundle ConfigMap.
+pub const PROXY_CA_MOUNT_PATH: &str = "/managed/proxy-ca";
+/// Key of the CA bundle in that ConfigMap.
+pub const PROXY_CA_KEY: &str = "ca-bundle.crt";
+
+/// Everything a render reads.
+#[derive(Debug, Clone, Copy)]
+pub struct Input<'a> {
+    /// The add-on's (ClusterManagementAddOn's) name.
+    pub addon: &'a str,
+    /// The cluster's name.
+    pub cluster: &'a str,
+    /// The ManagedClusterAddOn's `spec.installNamespace` (`""` = not given).
+    pub install_namespace: &'a str,
+    /// The AddOnTemplate among the effective configs.
+    pub template: &'a v1::AddOnTemplate,
+    /// The AddOnDeploymentConfig among the effective configs (OCM takes the first).
+    pub config: Option<&'a v1::AddOnDeploymentConfig>,
+    /// Flotilla's `HUB_URL` variable (`""` = not defined).
+    pub hub_url: &'a str,
+    /// [`crate::addon::hash::config_key`] → spec hash of every effective config (goes into the
+    /// work's [`CONFIG_SPEC_HASH_ANNOTATION`]).
+    pub config_hashes: &'a BTreeMap<String, String>,
+}
+
+/// Why a template could not be rendered; each names the template's (or the config's) field.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum RenderError {
+    /// A `{{NAME}}` tag names no variable.
+    #[error(
+        "spec.agentSpec.workload.manifests[{manifest}]: unknown variable {{{{{variable}}}}} (defined: {})",
+        .defined.join(", ")
+    )]
+    UnknownVariable {
+        /// Index of the manifest in the template.
+        manifest: usize,
+        /// The tag's text.
+        variable: String,
+        /// The variables that are defined, sorted.
+        defined: Vec<String>,
+    },
+    /// A `{{` without a closing `}}`.
+    #[error(
+        "spec.agentSpec.workload.manifests[{manifest}]: \"{{{{\" at byte {offset} has no closing \"}}}}\""
+    )]
+    UnclosedTag {
+        /// Index of the manifest in the template.
+        manifest: usize,
+        /// Byte offset of the `{{` in the manifest's JSON text.
+        offset: usize,
+    },
+    /// The manifest is not JSON once its variables are substituted.
+    #[error(
+        "spec.agentSpec.workload.manifests[{manifest}]: not valid JSON after substituting variables: {message}"
+    )]
+    InvalidJson {
+        /// Index of the manifest in the template.
+        manifest: usize,
+        /// The parser's message.
+        message: String,
+    },
+    /// The manifest has a shape the decorators cannot work on.
+    #[error("spec.agentSpec.workload.manifests[{manifest}]{field}: {message}")]
+    Manifest {
+        /// Index of the manifest in the template.
+        manifest: usize,
+        /// The field below the manifest (`.spec.template.spec.containers`), or empty.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The AddOnDeploymentConfig cannot be applied (names its field).
+    #[error("AddOnDeploymentConfig {config} {message}")]
+    Config {
+        /// `namespace/name` of the config.
+        config: String,
+        /// The field and what is wrong.
+        message: String,
+    },
+    /// The template's health-check annotations are wrong.
+    #[error("{0}")]
+    HealthCheck(String),
+    /// The rendered work fails [`crate::work::validate`]; fields renamed to the template's
+    /// (`spec.agentSpec.…`).
+    #[error("{}", .0.join("; "))]
+    Invalid(Vec<String>),
+}
+
+/// The variables of a render, by name (see the module documentation for their precedence).
+pub fn variables(input: &Input) -> BTreeMap<String, String> {
+    let mut vars = BTreeMap::new();
+    if has_registration(input.template) {
+        vars.insert(
+            "HUB_KUBECONFIG".to_string(),
+            HUB_KUBECONFIG_PATH.to_string(),
+        );
+    }
+    for v in config_spec(input)
+        .map(|s| s.customized_variables.as_slice())
+        .unwrap_or_default()
+    {
+        vars.insert(v.name.clone(), v.value.clone());
+    }
+    for (name, value) in builtins(input) {
+        vars.insert(name.to_string(), value);
+    }
+    vars
+}
+
+/// Where the add-on agent is installed: the AddOnDeploymentConfig's `agentInstallNamespace`,
+/// else the ManagedClusterAddOn's `installNamespace`, else the namespace of the template's first
+/// Deployment (else DaemonSet) as written (OCM's `TemplateAgentRegistrationNamespaceFunc`; one
+/// that holds a `{{variable}}` does not count), else [`DEFAULT_INSTALL_NAMESPACE`].
+pub fn install_namespace(input: &Input) -> String {
+    if let Some(ns) = override_namespace(input) {
+        return ns.to_string();
+    }
+    let manifests = agent_spec(input.template)
+        .and_then(|s| s.workload.as_ref())
+        .map(|w| w.manifests.as_slice())
+        .unwrap_or_default();
+    let mut daemonset = None;
+    for m in manifests {
+        let Ok(obj) = serde_json::from_slice::<Value>(&m.raw) else {
+            continue;
+        };
+        let ns = obj["metadata"]["namespace"].as_str().unwrap_or_default();
+        if ns.is_empty() || ns.contains("{{") {
+            continue;
+        }
+        match (group_of(&obj), kind_of(&obj)) {
+            ("apps", "Deployment") => return ns.to_string(),
+            ("apps", "DaemonSet") if daemonset.is_none() => daemonset = Some(ns.to_string()),
+            _ => {}
+        }
+    }
+    daemonset.unwrap_or_else(|| DEFAULT_INSTALL_NAMESPACE.to_string())
+}
+
+/// Renders the add-on's agent work (see the module documentation).
+pub fn render(input: &Input) -> Result<v1::ManifestWork, RenderError> {
+    let mode = health::mode_of(input.template).map_err(RenderError::HealthCheck)?;
+    let no_spec = v1::ManifestWorkSpec::default();
+    let spec = agent_spec(input.template).unwrap_or(&no_spec);
+    let objects = rendered_objects(input)?;
+
+    let mut manifests = Vec::new();
+    let mut origins = Vec::new();
+    let mut orphans = Vec::new();
+    for (i, obj) in objects.into_iter().filter(|(_, o)| !is_pre_delete_hook(o)) {
+        if has_annotation(&obj, DELETION_ORPHAN_ANNOTATION)
+            && let Ok(id) = crate::work::manifest_id(&obj)
+        {
+            orphans.push(v1::OrphaningRule {
+                group: id.group.clone(),
+                resource: id.resource(),
+                namespace: id.namespace.clone(),
+                name: id.name.clone(),
+            });
+        }
+        manifests.push(to_manifest(&obj));
+        origins.push(Some(i));
+    }
+    if let Some(cm) = proxy_ca_config_map(input) {
+        manifests.push(to_manifest(&cm));
+        origins.push(None);
+    }
+
+    let mut manifest_configs = spec.manifest_configs.clone();
+    if mode == Mode::WorkStatus {
+        add_workload_feedback(&mut manifest_configs, &manifests);
+    }
+
+    let delete_option = if orphans.is_empty() {
+        spec.delete_option.clone()
+    } else {
+        Some(v1::DeleteOption {
+            propagation_policy: "SelectivelyOrphan".into(),
+            selectively_orphans: Some(v1::SelectivelyOrphan {
+                orphaning_rules: orphans,
+            }),
+            ttl_seconds_after_finished: spec
+                .delete_option
+                .as_ref()
+                .and_then(|d| d.ttl_seconds_after_finished),
+        })
+    };
+
+    let mut annotations = HashMap::new();
+    if !input.config_hashes.is_empty() {
+        let map: Map<String, Value> = input
+            .config_hashes
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect();
+        annotations.insert(
+            CONFIG_SPEC_HASH_ANNOTATION.to_string(),
+            crate::addon::hash::go_json(&Value::Object(map)),
+        );
+    }
+
+    let work = v1::ManifestWork {
+        metadata: Some(v1::ObjectMeta {
+            name: work_name(input.addon),
+            namespace: input.cluster.to_string(),
+            labels: HashMap::from([(ADDON_NAME_LABEL.to_string(), input.addon.to_string())]),
+            annotations,
+            ..Default::default()
+        }),
+        spec: Some(v1::ManifestWorkSpec {
+            workload: Some(v1::ManifestsTemplate { manifests }),
+            delete_option,
+            manifest_configs,
+            executor: spec.executor.clone(),
+        }),
+        status: None,
+        hub: None,
+    };
+    check(&work, &origins)?;
+    Ok(work)
+}
+
+/// Renders the add-on's pre-delete hooks (Jobs and Pods marked with
+/// [`PRE_DELETE_HOOK_ANNOTATION`] or [`PRE_DELETE_HOOK_LABEL`]) into the work
+/// [`pre_delete_work_name`], each with a `WellKnownStatus` feedback rule (OCM's
+/// `BuildHookWork`); `None` when the template has none.
+pub fn pre_delete(input: &Input) -> Result<Option<v1::ManifestWork>, RenderError> {
+    let mut manifests = Vec::new();
+    let mut origins = Vec::new();
+    let mut manifest_configs = Vec::new();
+    for (i, obj) in rendered_objects(input)?
+        .into_iter()
+        .filter(|(_, o)| is_pre_delete_hook(o))
+    {
+        if let Ok(id) = crate::work::manifest_id(&obj) {
+            manifest_configs.push(well_known_config(
+                &id.group,
+                &id.resource(),
+                &id.namespace,
+                &id.name,
+            ));
+        }
+        manifests.push(to_manifest(&obj));
+        origins.push(Some(i));
+    }
+    if manifests.is_empty() {
+        return Ok(None);
+    }
+    let work = v1::ManifestWork {
+        metadata: Some(v1::ObjectMeta {
+            name: pre_delete_work_name(input.addon),
+            namespace: input.cluster.to_string(),
+            labels: HashMap::from([(ADDON_NAME_LABEL.to_string(), input.addon.to_string())]),
+            ..Default::default()
+        }),
+        spec: Some(v1::ManifestWorkSpec {
+            workload: Some(v1::ManifestsTemplate { manifests }),
+            manifest_configs,
+            ..Default::default()
+        }),
+        status: None,
+        hub: None,
+    };
+    check(&work, &origins)?;
+    Ok(Some(work))
+}
+
+// ---- variables ----
+
+fn agent_spec(template: &v1::AddOnTemplate) -> Option<&v1::ManifestWorkSpec> {
+    template.spec.as_ref()?.agent_spec.as_ref()
+}
+
+fn has_registration(template: &v1::AddOnTemplate) -> bool {
+    template
+        .spec
+        .as_ref()
+        .is_some_and(|s| !s.registration.is_empty())
+}
+
+fn config_spec<'a>(input: &Input<'a>) -> Option<&'a v1::AddOnDeploymentConfigSpec> {
+    input.config?.spec.as_ref()
+}
+
+/// The namespace the ADC or, failing that, the MCA names.
+fn override_namespace<'a>(input: &Input<'a>) -> Option<&'a str> {
+    config_spec(input)
+        .map(|s| s.agent_install_namespace.as_str())
+        .filter(|ns| !ns.is_empty())
+        .or_else(|| Some(input.install_namespace).filter(|ns| !ns.is_empty()))
+}
+
+/// The built-in variables, sorted by name.
+fn builtins(input: &Input) -> Vec<(&'static str, String)> {
+    let mut b = vec![
+        ("CLUSTER_NAME", input.cluster.to_string()),
+        ("INSTALL_NAMESPACE", install_namespace(input)),
+    ];
+    if !input.hub_url.is_empty() {
+        b.insert(1, ("HUB_URL", input.hub_url.to_string()));
+    }
+    b
+}
+
+/// The env vars every workload container gets: the default variable, then the built-ins, each
+/// with its final value (OCM's `presetValues`).
+fn preset_env(input: &Input, vars: &BTreeMap<String, String>) -> Vec<(String, String)> {
+    let mut names: Vec<&str> = Vec::new();
+    if has_registration(input.template) {
+        names.push("HUB_KUBECONFIG");
+    }
+    names.push("CLUSTER_NAME");
+    if !input.hub_url.is_empty() {
+        names.push("HUB_URL");
+    }
+    names.push("INSTALL_NAMESPACE");
+    names
+        .into_iter()
+        .map(|n| (n.to_string(), vars.get(n).cloned().unwrap_or_default()))
+        .collect()
+}
+
+/// Replaces every `{{NAME}}` of a manifest's JSON text; values inside a JSON string are
+/// escaped for it.
+fn substitute(
+    manifest: usize,
+    text: &str,
+    vars: &BTreeMap<String, String>,
+) -> Result<String, RenderError> {
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let (mut in_string, mut escaped) = (false, false);
+    let (mut pos, mut copied) = (0, 0);
+    while pos < bytes.len() {
+        if bytes[pos..].starts_with(b"{{") {
+            let Some(len) = text[pos + 2..].find("}}") else {
+                return Err(RenderError::UnclosedTag {
+                    manifest,
+                    offset: pos,
+                });
+            };
+            let name = &text[pos + 2..pos + 2 + len];
+            let Some(value) = vars.get(name) else {
+                return Err(RenderError::UnknownVariable {
+                    manifest,
+                    variable: name.to_string(),
+                    defined: vars.keys().cloned().collect(),
+                });
+            };
+            out.push_str(&text[copied..pos]);
+            if in_string {
+                crate::addon::hash::escape_into(&mut out, value);
+            } else {
+                out.push_str(value);
+            }
+            pos += 2 + len + 2;
+            copied = pos;
+            escaped = false;
+            continue;
+        }
+        let b = bytes[pos];
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+        } else if b == b'"' {
+            in_string = true;
+        }
+        pos += 1;
+    }
+    out.push_str(&text[copied..]);
+    Ok(out)
+}
+
+// ---- rendering and decorating ----
+
+/// Every template manifest substituted, parsed and decorated, with its index.
+fn rendered_objects(input: &Input) -> Result<Vec<(usize, Value)>, RenderError> {
+    let vars = variables(input);
+    let env = preset_env(input, &vars);
+    let requirements = requirements(input)?;
+    let target = override_namespace(input).map(|_| vars["INSTALL_NAMESPACE"].clone());
+    let manifests = agent_spec(input.template)
+        .and_then(|s| s.workload.as_ref())
+        .map(|w| w.manifests.as_slice())
+        .unwrap_or_default();
+    let mut objects = Vec::with_capacity(manifests.len());
+    for (i, m) in manifests.iter().enumerate() {
+        let text = std::str::from_utf8(&m.raw).map_err(|e| RenderError::InvalidJson {
+            manifest: i,
+            message: format!("not UTF-8: {e}"),
+        })?;
+        let text = substitute(i, text, &vars)?;
+        let mut obj: Value = serde_json::from_str(&text).map_err(|e| RenderError::InvalidJson {
+            manifest: i,
+            message: e.to_string(),
+        })?;
+        if !obj.is_object() {
+            return Err(RenderError::Manifest {
+                manifest: i,
+                field: String::new(),
+                message: "must be a Kubernetes object (a map)".into(),
+            });
+        }
+        let workload = match (group_of(&obj), kind_of(&obj)) {
+            ("apps", "Deployment") => Some("deployments"),
+            ("apps", "DaemonSet") => Some("daemonsets"),
+            _ => None,
+        };
+        if let Some(resource) = workload {
+            decorate_pod(input, &env, &requirements, resource, &mut obj).map_err(
+                |(field, message)| RenderError::Manifest {
+                    manifest: i,
+                    field,
+                    message,
+                },
+            )?;
+        }
+        if let Some(ns) = &target {
+            decorate_namespace(ns, &mut obj);
+        }
+        objects.push((i, obj));
+    }
+    Ok(objects)
+}
+
+/// A field error inside a manifest: (field below the manifest, message).
+type FieldError = (String, String);
+
+/// One `resourceRequirements` entry, its container ID split.
+struct Requirement {
+    kind: String,
+    name: String,
+    container: String,
+    resources: Value,
+}
+
+fn requirements(input: &Input) -> Result<Vec<Requirement>, RenderError> {
+    let Some(spec) = config_spec(input) else {
+        return Ok(Vec::new());
+    };
+    spec.resource_requirements
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let parts: Vec<&str> = r.container_id.split(':').collect();
+            let [kind, name, container] = parts.as_slice() else {
+                return Err(RenderError::Config {
+                    config: config_key(input),
+                    message: format!(
+                        "spec.resourceRequirements[{i}].containerID: {:?} is not \
+                         <kind>:<name>:<container>",
+                        r.container_id
+                    ),
+                });
+            };
+            let res = r.resources.clone().unwrap_or_default();
+            let mut resources = Map::new();
+            if !res.limits.is_empty() {
+                resources.insert("limits".into(), string_map(&res.limits));
+            }
+            if !res.requests.is_empty() {
+                resources.insert("requests".into(), string_map(&res.requests));
+            }
+            Ok(Requirement {
+                kind: kind.to_string(),
+                name: name.to_string(),
+                container: container.to_string(),
+                resources: Value::Object(resources),
+            })
+        })
+        .collect()
+}
+
+fn config_key(input: &Input) -> String {
+    input
+        .config
+        .and_then(|c| c.metadata.as_ref())
+        .map(crate::meta::object_key)
+        .unwrap_or_default()
+}
+
+fn string_map(m: &HashMap<String, String>) -> Value {
+    Value::Object(
+        m.iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect(),
+    )
+}
+
+fn part_matches(pattern: &str, value: &str) -> bool {
+    pattern == "*" || pattern == value
+}
+
+/// The pod decorators of a Deployment or DaemonSet (OCM's order).
+fn decorate_pod(
+    input: &Input,
+    env: &[(String, String)],
+    requirements: &[Requirement],
+    resource: &str,
+    obj: &mut Value,
+) -> Result<(), FieldError> {
+    let name = obj["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let config = config_spec(input);
+    let Some(pod) = child_object(obj, &["spec", "template", "spec"])? else {
+        return Ok(());
+    };
+    let field = ".spec.template.spec";
+
+    // Preset variables.
+    for_each_container(pod, field, |c, at| append_env(c, at, env))?;
+
+    // Node placement (tolerations only with a nodeSelector, as OCM).
+    if let Some(np) = config.and_then(|c| c.node_placement.as_ref())
+        && np.has_node_selector
+    {
+        set_or_remove(pod, "nodeSelector", string_map(&np.node_selector));
+        let tolerations: Vec<Value> = np.tolerations.iter().map(toleration).collect();
+        set_or_remove(pod, "tolerations", Value::Array(tolerations));
+    }
+
+    // Image registries.
+    if let Some(registries) = config.map(|c| c.registries.as_slice())
+        && !registries.is_empty()
+    {
+        for_each_container(pod, field, |c, at| {
+            if let Some(image) = c.get("image") {
+                let Some(image) = image.as_str() else {
+                    return Err((format!("{at}.image"), "must be a string".into()));
+                };
+                let new = override_image(registries, image);
+                c.insert("image".into(), Value::String(new));
+            }
+            Ok(())
+        })?;
+    }
+
+    // Proxy.
+    if let Some(proxy) = config.and_then(|c| c.proxy_config.as_ref()) {
+        let mut vars = Vec::new();
+        for (upper, lower, value) in [
+            ("HTTP_PROXY", "http_proxy", &proxy.http_proxy),
+            ("HTTPS_PROXY", "https_proxy", &proxy.https_proxy),
+            ("NO_PROXY", "no_proxy", &proxy.no_proxy),
+        ] {
+            if !value.is_empty() {
+                vars.push((upper.to_string(), value.clone()));
+                vars.push((lower.to_string(), value.clone()));
+            }
+        }
+        if !vars.is_empty() {
+            for_each_container(pod, field, |c, at| append_env(c, at, &vars))?;
+            if !proxy.ca_bundle.is_empty() {
+                let ca = [(
+                    "CA_BUNDLE_FILE_PATH".to_string(),
+                    format!("{PROXY_CA_MOUNT_PATH}/{PROXY_CA_KEY}"),
+                )];
+                let mount = json!({"name": "proxy-ca-bundle", "mountPath": PROXY_CA_MOUNT_PATH});
+                for_each_container(pod, field, |c, at| {
+                    append_env(c, at, &ca)?;
+                    push_to_list(c, "volumeMounts", mount.clone())
+                        .map_err(|m| (format!("{at}.volumeMounts"), m))
+                })?;
+                let volume = json!({
+                    "name": "proxy-ca-bundle",
+                    "configMap": {"name": proxy_ca_name(input.addon)},
+                });
+                push_to_list(pod, "volumes", volume)
+                    .map_err(|m| (format!("{field}.volumes"), m))?;
+            }
+        }
+    }
+
+    // Resource requirements: the last matching entry wins.
+    if !requirements.is_empty() {
+        for_each_container(pod, field, |c, _| {
+            let container = c.get("name").and_then(Value::as_str).unwrap_or_default();
+            if let Some(r) = requirements.iter().rev().find(|r| {
+                part_matches(&r.kind, resource)
+                    && part_matches(&r.name, &name)
+                    && part_matches(&r.container, container)
+            }) {
+                c.insert("resources".into(), r.resources.clone());
+            }
+            Ok(())
+        })?;
+    }
+    Ok(())
+}
+
+/// The object at `path` below `obj`; `None` when some step is missing (or null).
+fn child_object<'v>(
+    obj: &'v mut Value,
+    path: &[&str],
+) -> Result<Option<&'v mut Map<String, Value>>, FieldError> {
+    let mut cur = obj;
+    let mut at = String::new();
+    for key in path {
+        at.push('.');
+        at.push_str(key);
+        let next = match cur.get_mut(*key) {
+            None | Some(Value::Null) => return Ok(None),
+            Some(v) if v.is_object() => v,
+            Some(_) => return Err((at, "must be an object".into())),
+        };
+        cur = next;
+    }
+    Ok(cur.as_object_mut())
+}
+
+/// Calls `f` on every container (`containers[]`, not `initContainers`) of a pod spec.
+fn for_each_container(
+    pod: &mut Map<String, Value>,
+    field: &str,
+    mut f: impl FnMut(&mut Map<String, Value>, &str) -> Result<(), FieldError>,
+) -> Result<(), FieldError> {
+    let Some(containers) = pod.get_mut("containers") else {
+        return Ok(());
+    };
+    if containers.is_null() {
+        return Ok(());
+    }
+    let Value::Array(list) = containers else {
+        return Err((format!("{field}.containers"), "must be a list".into()));
+    };
+    for (j, c) in list.iter_mut().enumerate() {
+        let at = format!("{field}.containers[{j}]");
+        let Value::Object(c) = c else {
+            return Err((at, "must be an object".into()));
+        };
+        f(c, &at)?;
+    }
+    Ok(())
+}
+
+fn append_env(
+    c: &mut Map<String, Value>,
+    at: &str,
+    vars: &[(String, String)],
+) -> Result<(), FieldError> {
+    for (name, value) in vars {
+        push_to_list(c, "env", json!({"name": name, "value": value}))
+            .map_err(|m| (format!("{at}.env"), m))?;
+    }
+    Ok(())
+}
+
+fn push_to_list(map: &mut Map<String, Value>, key: &str, item: Value) -> Result<(), String> {
+    let slot = map
+        .entry(key.to_string())
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if slot.is_null() {
+        *slot = Value::Array(Vec::new());
+    }
+    match slot {
+        Value::Array(list) => {
+            list.push(item);
+            Ok(())
+        }
+        _ => Err("must be a list".into()),
+    }
+}
+
+/// Sets `key`, or removes it when the value is empty (Go's `omitempty`).
+fn set_or_remove(map: &mut Map<String, Value>, key: &str, value: Value) {
+    let empty = match &value {
+        Value::Object(m) => m.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        _ => false,
+    };
+    if empty {
+        map.remove(key);
+    } else {
+        map.insert(key.to_string(), value);
+    }
+}
+
+fn toleration(t: &v1::Toleration) -> Value {
+    let mut m = Map::new();
+    for (k, v) in [
+        ("key", &t.key),
+        ("operator", &t.operator),
+        ("value", &t.value),
+        ("effect", &t.effect),
+    ] {
+        if !v.is_empty() {
+            m.insert(k.into(), Value::String(v.clone()));
+        }
+    }
+    if let Some(s) = t.toleration_seconds {
+        m.insert("tolerationSeconds".into(), json!(s));
+    }
+    Value::Object(m)
+}
+
+/// OCM's `OverrideImage`: every mirror that changes the image is applied to the original image,
+/// the last one winning.
+pub fn override_image(registries: &[v1::ImageMirror], image: &str) -> String {
+    let mut result = image.to_string();
+    for r in registries {
+        let name = override_image_directly(&r.source, &r.mirror, image);
+        if name != image {
+            result = name;
+        }
+    }
+    result
+}
+
+/// OCM's `overrideImageDirectly`.
+fn override_image_directly(source: &str, mirror: &str, image: &str) -> String {
+    let source = source.strip_suffix('/').unwrap_or(source);
+    let mirror = mirror.strip_suffix('/').unwrap_or(mirror);
+    if source.is_empty() {
+        let last = image.rsplit('/').next().unwrap_or(image);
+        return if mirror.is_empty() {
+            last.to_string()
+        } else {
+            format!("{mirror}/{last}")
+        };
+    }
+    match image.strip_prefix(source) {
+        Some(rest) => format!("{mirror}{rest}"),
+        None => image.to_string(),
+    }
+}
+
+/// OCM's namespace decorator.
+fn decorate_namespace(ns: &str, obj: &mut Value) {
+    let kind = kind_of(obj).to_string();
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        if meta
+            .get("namespace")
+            .and_then(Value::as_str)
+            .is_some_and(|n| !n.is_empty())
+        {
+            meta.insert("namespace".into(), Value::String(ns.to_string()));
+        }
+        if kind == "Namespace" {
+            meta.insert("name".into(), Value::String(ns.to_string()));
+        }
+    }
+    if kind == "ClusterRoleBinding" || kind == "RoleBinding" {
+        match obj.get_mut("subjects") {
+            Some(Value::Array(subjects)) => {
+                for s in subjects.iter_mut().filter_map(Value::as_object_mut) {
+                    s.insert("namespace".into(), Value::String(ns.to_string()));
+                }
+            }
+            Some(Value::Object(s)) => {
+                s.insert("namespace".into(), Value::String(ns.to_string()));
+            }
+            _ => {}
+        }
+    }
+}
+
+fn proxy_ca_name(addon: &str) -> String {
+    format!("{addon}-proxy-ca")
+}
+
+/// The ConfigMap holding the proxy CA bundle, when the config has one (OCM's proxy injector),
+/// in the install namespace.
+fn proxy_ca_config_map(input: &Input) -> Option<Value> {
+    let proxy = config_spec(input)?.proxy_config.as_ref()?;
+    if proxy.ca_bundle.is_empty() {
+        return None;
+    }
+    Some(json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": proxy_ca_name(input.addon), "namespace": install_namespace(input)},
+        "data": {PROXY_CA_KEY: String::from_utf8_lossy(&proxy.ca_bundle)},
+    }))
+}
+
+// ---- the work ----
+
+fn group_of(obj: &Value) -> &str {
+    obj["apiVersion"]
+        .as_str()
+        .and_then(|v| v.split_once('/'))
+        .map(|(g, _)| g)
+        .unwrap_or_default()
+}
+
+fn kind_of(obj: &Value) -> &str {
+    obj["kind"].as_str().unwrap_or_default()
+}
+
+fn has_annotation(obj: &Value, key: &str) -> bool {
+    obj["metadata"]["annotations"].get(key).is_some()
+}
+
+fn is_pre_delete_hook(obj: &Value) -> bool {
+    matches!(kind_of(obj), "Job" | "Pod")
+        && (has_annotation(obj, PRE_DELETE_HOOK_ANNOTATION)
+            || obj["metadata"]["labels"]
+                .get(PRE_DELETE_HOOK_LABEL)
+                .is_some())
+}
+
+fn to_manifest(obj: &Value) -> v1::Manifest {
+    v1::Manifest {
+        raw: serde_json::to_vec(obj).expect("a JSON value serializes"),
+    }
+}
+
+fn well_known_config(
+    group: &str,
+    resource: &str,
+    namespace: &str,
+    name: &str,
+) -> v1::ManifestConfigOption {
+    v1::ManifestConfigOption {
+        resource_identifier: Some(v1::ResourceIdentifier {
+            group: group.into(),
+            resource: resource.into(),
+            namespace: namespace.into(),
+            name: name.into(),
+        }),
+        feedback_rules: vec![well_known_rule()],
+        ..Default::default()
+    }
+}
+
+fn well_known_rule() -> v1::FeedbackRule {
+    v1::FeedbackRule {
+        r#type: "WellKnownStatus".into(),
+        json_paths: vec![],
+    }
+}
+
+/// Asks for `WellKnownStatus` feedback of every Deployment and DaemonSet (OCM's
+/// `WorkloadAvailability` manifest configs), merged into the first template entry that selects
+/// the workload.
+fn add_workload_feedback(configs: &mut Vec<v1::ManifestConfigOption>, manifests: &[v1::Manifest]) {
+    for w in health::workloads_of(manifests) {
+        let id = crate::work::ManifestId {
+            group: "apps".into(),
+            version: String::new(),
+            kind: if w.resource == "deployments" {
+                "Deployment".into()
+            } else {
+                "DaemonSet".into()
+            },
+            namespace: w.namespace.clone(),
+            name: w.name.clone(),
+        };
+        let existing = configs.iter_mut().find(|c| {
+            c.resource_identifier
+                .as_ref()
+                .is_some_and(|r| id.matches(r))
+        });
+        match existing {
+            Some(c) => {
+                if !c
+                    .feedback_rules
+                    .iter()
+                    .any(|r| r.r#type == "WellKnownStatus")
+                {
+                    c.feedback_rules.push(well_known_rule());
+                }
+            }
+            None => configs.push(well_known_config("apps", w.resource, &w.namespace, &w.name)),
+        }
+    }
+}
+
+/// [`crate::work::validate`] with the fields renamed to the template's.
+fn check(work: &v1::ManifestWork, origins: &[Option<usize>]) -> Result<(), RenderError> {
+    let errors = crate::work::validate(work);
+    if errors.is_empty() {
+        return Ok(());
+    }
+    Err(RenderError::Invalid(
+        errors.iter().map(|e| rename_field(e, origins)).collect(),
+    ))
+}
+
+fn rename_field(error: &str, origins: &[Option<usize>]) -> String {
+    const MANIFESTS: &str = "spec.workload.manifests[";
+    if let Some(rest) = error.strip_prefix(MANIFESTS)
+        && let Some((index, tail)) = rest.split_once(']')
+        && let Ok(k) = index.parse::<usize>()
+    {
+        return match origins.get(k).copied().flatten() {
+            Some(i) => format!("spec.agentSpec.workload.manifests[{i}]{tail}"),
+            None => format!("the injected proxy CA bundle ConfigMap{tail}"),
+        };
+    }
+    match error.strip_prefix("spec.") {
+        Some(rest) => format!("spec.agentSpec.{rest}"),
+        None => error.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

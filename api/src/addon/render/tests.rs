@@ -1,0 +1,1044 @@
+use super::*;
+use crate::addon::{HEALTH_CHECK_ANNOTATION, HEALTH_PROBE_FIELD_ANNOTATION};
+use crate::v1::{
+    AddOnDeploymentConfig, AddOnDeploymentConfigSpec, AddOnTemplate, AddOnTemplateSpec,
+    ContainerResourceRequirements, CustomizedVariable, FeedbackRule, ImageMirror, JsonPath,
+    Manifest, ManifestConfigOption, ManifestWorkSpec, ManifestsTemplate, NodePlacement, ObjectMeta,
+    ProxyConfig, RegistrationSpec, ResourceIdentifier, ResourceRequirements, Toleration,
+};
+
+const TEMPLATE: &str = include_str!("testdata/addontemplate.yaml");
+const DEPLOYMENT_TEMPLATE: &str = include_str!("testdata/addontemplate_deployment.yaml");
+const DAEMONSET_TEMPLATE: &str = include_str!("testdata/addontemplate_daemonset.yaml");
+
+/// A v1 AddOnTemplate from OCM YAML (manifests as JSON, registration types only).
+fn template_from_yaml(text: &str) -> AddOnTemplate {
+    let doc: Value = serde_yaml::from_str(text).unwrap();
+    let manifests = doc["spec"]["agentSpec"]["workload"]["manifests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| Manifest {
+            raw: serde_json::to_vec(m).unwrap(),
+        })
+        .collect();
+    let registration = doc["spec"]["registration"]
+        .as_array()
+        .map(|list| {
+            list.iter()
+                .map(|r| RegistrationSpec {
+                    r#type: r["type"].as_str().unwrap().into(),
+                    ..Default::default()
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    AddOnTemplate {
+        metadata: Some(ObjectMeta {
+            name: doc["metadata"]["name"].as_str().unwrap().into(),
+            ..Default::default()
+        }),
+        spec: Some(AddOnTemplateSpec {
+            addon_name: doc["spec"]["addonName"].as_str().unwrap().into(),
+            agent_spec: Some(ManifestWorkSpec {
+                workload: Some(ManifestsTemplate { manifests }),
+                ..Default::default()
+            }),
+            registration,
+        }),
+    }
+}
+
+/// A template of the given manifests (JSON values), no registration.
+fn template_of(manifests: Vec<Value>) -> AddOnTemplate {
+    AddOnTemplate {
+        metadata: Some(ObjectMeta {
+            name: "t".into(),
+            ..Default::default()
+        }),
+        spec: Some(AddOnTemplateSpec {
+            addon_name: "hello".into(),
+            agent_spec: Some(ManifestWorkSpec {
+                workload: Some(ManifestsTemplate {
+                    manifests: manifests
+                        .iter()
+                        .map(|m| Manifest {
+                            raw: serde_json::to_vec(m).unwrap(),
+                        })
+                        .collect(),
+                }),
+                ..Default::default()
+            }),
+            registration: vec![],
+        }),
+    }
+}
+
+fn raw_template_of(manifests: &[&str]) -> AddOnTemplate {
+    let mut t = template_of(vec![]);
+    t.spec
+        .as_mut()
+        .unwrap()
+        .agent_spec
+        .as_mut()
+        .unwrap()
+        .workload = Some(ManifestsTemplate {
+        manifests: manifests
+            .iter()
+            .map(|m| Manifest {
+                raw: m.as_bytes().to_vec(),
+            })
+            .collect(),
+    });
+    t
+}
+
+fn agent_spec_mut(t: &mut AddOnTemplate) -> &mut ManifestWorkSpec {
+    t.spec.as_mut().unwrap().agent_spec.as_mut().unwrap()
+}
+
+fn adc(spec: AddOnDeploymentConfigSpec) -> AddOnDeploymentConfig {
+    AddOnDeploymentConfig {
+        metadata: Some(ObjectMeta {
+            name: "hello-config".into(),
+            namespace: "default".into(),
+            ..Default::default()
+        }),
+        spec: Some(spec),
+    }
+}
+
+/// The config of OCM's `TestAddonTemplateAgentManifests` "manifests rendered successfully".
+fn ocm_config() -> AddOnDeploymentConfigSpec {
+    AddOnDeploymentConfigSpec {
+        agent_install_namespace: "test-install-namespace".into(),
+        customized_variables: vec![CustomizedVariable {
+            name: "LOG_LEVEL".into(),
+            value: "4".into(),
+        }],
+        node_placement: Some(NodePlacement {
+            node_selector: HashMap::from([("host".to_string(), "ssd".to_string())]),
+            tolerations: vec![Toleration {
+                key: "foo".into(),
+                operator: "Exists".into(),
+                effect: "NoExecute".into(),
+                ..Default::default()
+            }],
+            has_node_selector: true,
+        }),
+        registries: vec![ImageMirror {
+            source: "quay.io/open-cluster-management".into(),
+            mirror: "quay.io/ocm".into(),
+        }],
+        ..Default::default()
+    }
+}
+
+fn no_hashes() -> BTreeMap<String, String> {
+    BTreeMap::new()
+}
+
+fn input<'a>(
+    template: &'a AddOnTemplate,
+    config: Option<&'a AddOnDeploymentConfig>,
+    hashes: &'a BTreeMap<String, String>,
+) -> Input<'a> {
+    Input {
+        addon: "hello-template",
+        cluster: "cluster1",
+        install_namespace: "",
+        template,
+        config,
+        hub_url: "",
+        config_hashes: hashes,
+    }
+}
+
+fn objects(work: &v1::ManifestWork) -> Vec<Value> {
+    work.spec
+        .as_ref()
+        .unwrap()
+        .workload
+        .as_ref()
+        .unwrap()
+        .manifests
+        .iter()
+        .map(|m| serde_json::from_slice(&m.raw).unwrap())
+        .collect()
+}
+
+fn env_of(obj: &Value) -> Vec<(String, String)> {
+    obj["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap().to_string(),
+                e["value"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
+#[test]
+fn ocms_template_renders_as_ocm_renders_it() {
+    let t = template_from_yaml(TEMPLATE);
+    let config = adc(ocm_config());
+    let hashes = BTreeMap::from([
+        (
+            "addontemplates.addon.open-cluster-management.io//hello-template".to_string(),
+            "aa".to_string(),
+        ),
+        (
+            "addondeploymentconfigs.addon.open-cluster-management.io/default/hello-config"
+                .to_string(),
+            "bb".to_string(),
+        ),
+    ]);
+    let work = render(&input(&t, Some(&config), &hashes)).unwrap();
+    let meta = work.metadata.as_ref().unwrap();
+    assert_eq!(meta.name, "addon-hello-template-deploy-0");
+    assert_eq!(meta.namespace, "cluster1");
+    assert_eq!(meta.labels[ADDON_NAME_LABEL], "hello-template");
+    assert_eq!(
+        meta.annotations[CONFIG_SPEC_HASH_ANNOTATION],
+        r#"{"addondeploymentconfigs.addon.open-cluster-management.io/default/hello-config":"bb","addontemplates.addon.open-cluster-management.io//hello-template":"aa"}"#
+    );
+
+    // The pre-delete Job is not part of the agent's work.
+    let objs = objects(&work);
+    let kinds: Vec<&str> = objs.iter().map(|o| o["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "Deployment",
+            "DaemonSet",
+            "ServiceAccount",
+            "ClusterRoleBinding"
+        ]
+    );
+    let expected_env = pairs(&[
+        ("LOG_LEVEL", "4"),
+        ("HUB_KUBECONFIG", "/managed/hub-kubeconfig/kubeconfig"),
+        ("CLUSTER_NAME", "cluster1"),
+        ("INSTALL_NAMESPACE", "test-install-namespace"),
+    ]);
+    for workload in &objs[..2] {
+        assert_eq!(workload["metadata"]["namespace"], "test-install-namespace");
+        assert_eq!(env_of(workload), expected_env);
+        let pod = &workload["spec"]["template"]["spec"];
+        assert_eq!(pod["nodeSelector"], json!({"host": "ssd"}));
+        assert_eq!(
+            pod["tolerations"],
+            json!([{"key": "foo", "operator": "Exists", "effect": "NoExecute"}])
+        );
+        assert_eq!(
+            pod["containers"][0]["image"],
+            "quay.io/ocm/addon-examples:v1"
+        );
+        let args = pod["containers"][0]["args"].as_array().unwrap();
+        assert!(args.contains(&json!("--cluster-name=cluster1")));
+        assert!(args.contains(&json!(
+            "--hub-kubeconfig=/managed/hub-kubeconfig/kubeconfig"
+        )));
+        // Flotilla mounts no hub-kubeconfig secret.
+        assert!(pod.get("volumes").is_none());
+    }
+    assert_eq!(objs[2]["metadata"]["namespace"], "test-install-namespace");
+    assert_eq!(
+        objs[3]["subjects"][0]["namespace"],
+        "test-install-namespace"
+    );
+    assert!(objs[3]["metadata"].get("namespace").is_none());
+
+    let spec = work.spec.as_ref().unwrap();
+    let delete = spec.delete_option.as_ref().unwrap();
+    assert_eq!(delete.propagation_policy, "SelectivelyOrphan");
+    let rules: Vec<(&str, &str, &str, &str)> = delete
+        .selectively_orphans
+        .as_ref()
+        .unwrap()
+        .orphaning_rules
+        .iter()
+        .map(|r| {
+            (
+                r.group.as_str(),
+                r.resource.as_str(),
+                r.namespace.as_str(),
+                r.name.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rules,
+        [
+            (
+                "apps",
+                "deployments",
+                "test-install-namespace",
+                "hello-template-agent"
+            ),
+            (
+                "apps",
+                "daemonsets",
+                "test-install-namespace",
+                "hello-template-agent-ds"
+            ),
+            (
+                "",
+                "serviceaccounts",
+                "test-install-namespace",
+                "hello-template-agent-sa"
+            ),
+        ]
+    );
+    // WorkStatus (the default) asks for the workloads' well-known status.
+    let probes: Vec<(String, Vec<String>)> = spec
+        .manifest_configs
+        .iter()
+        .map(|c| {
+            let r = c.resource_identifier.as_ref().unwrap();
+            (
+                format!("{}/{}/{}/{}", r.group, r.resource, r.namespace, r.name),
+                c.feedback_rules.iter().map(|f| f.r#type.clone()).collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        probes,
+        [
+            (
+                "apps/deployments/test-install-namespace/hello-template-agent".to_string(),
+                vec!["WellKnownStatus".to_string()]
+            ),
+            (
+                "apps/daemonsets/test-install-namespace/hello-template-agent-ds".to_string(),
+                vec!["WellKnownStatus".to_string()]
+            ),
+        ]
+    );
+
+    // The hook goes into its own work.
+    let hook = pre_delete(&input(&t, Some(&config), &hashes))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        hook.metadata.as_ref().unwrap().name,
+        "addon-hello-template-pre-delete"
+    );
+    assert_eq!(
+        hook.metadata.as_ref().unwrap().labels[ADDON_NAME_LABEL],
+        "hello-template"
+    );
+    let hook_objs = objects(&hook);
+    assert_eq!(hook_objs.len(), 1);
+    assert_eq!(hook_objs[0]["kind"], "Job");
+    assert_eq!(
+        hook_objs[0]["metadata"]["namespace"],
+        "test-install-namespace"
+    );
+    let hc = &hook.spec.as_ref().unwrap().manifest_configs;
+    assert_eq!(
+        hc[0].resource_identifier.as_ref().unwrap(),
+        &ResourceIdentifier {
+            group: "batch".into(),
+            resource: "jobs".into(),
+            namespace: "test-install-namespace".into(),
+            name: "hello-template-cleanup-configmap".into(),
+        }
+    );
+    assert_eq!(hc[0].feedback_rules[0].r#type, "WellKnownStatus");
+}
+
+#[test]
+fn proxy_settings_add_env_a_ca_volume_and_a_config_map() {
+    let t = template_from_yaml(TEMPLATE);
+    let mut spec = ocm_config();
+    spec.proxy_config = Some(ProxyConfig {
+        http_proxy: "http://proxy.example.com:8080".into(),
+        https_proxy: "http://proxy.example.com:8080".into(),
+        no_proxy: "localhost".into(),
+        ca_bundle: b"fake-ca-bundle".to_vec(),
+    });
+    let config = adc(spec);
+    let hashes = no_hashes();
+    let work = render(&input(&t, Some(&config), &hashes)).unwrap();
+    let objs = objects(&work);
+    assert_eq!(objs.len(), 5);
+    for workload in &objs[..2] {
+        assert_eq!(
+            env_of(workload),
+            pairs(&[
+                ("LOG_LEVEL", "4"),
+                ("HUB_KUBECONFIG", "/managed/hub-kubeconfig/kubeconfig"),
+                ("CLUSTER_NAME", "cluster1"),
+                ("INSTALL_NAMESPACE", "test-install-namespace"),
+                ("HTTP_PROXY", "http://proxy.example.com:8080"),
+                ("http_proxy", "http://proxy.example.com:8080"),
+                ("HTTPS_PROXY", "http://proxy.example.com:8080"),
+                ("https_proxy", "http://proxy.example.com:8080"),
+                ("NO_PROXY", "localhost"),
+                ("no_proxy", "localhost"),
+                ("CA_BUNDLE_FILE_PATH", "/managed/proxy-ca/ca-bundle.crt"),
+            ])
+        );
+        let pod = &workload["spec"]["template"]["spec"];
+        assert_eq!(
+            pod["volumes"],
+            json!([{"name": "proxy-ca-bundle", "configMap": {"name": "hello-template-proxy-ca"}}])
+        );
+        assert_eq!(
+            pod["containers"][0]["volumeMounts"],
+            json!([{"name": "proxy-ca-bundle", "mountPath": "/managed/proxy-ca"}])
+        );
+    }
+    assert_eq!(
+        objs[4],
+        json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "hello-template-proxy-ca", "namespace": "test-install-namespace"},
+            "data": {"ca-bundle.crt": "fake-ca-bundle"},
+        })
+    );
+    // No annotation without configs (as OCM).
+    assert!(work.metadata.as_ref().unwrap().annotations.is_empty());
+}
+
+#[test]
+fn an_unknown_variable_names_the_manifest_and_the_variable() {
+    // OCM's deployment template uses LOG_LEVEL, an AddOnDeploymentConfig variable.
+    let t = template_from_yaml(DEPLOYMENT_TEMPLATE);
+    let hashes = no_hashes();
+    let err = render(&input(&t, None, &hashes)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "spec.agentSpec.workload.manifests[0]: unknown variable {{LOG_LEVEL}} \
+         (defined: CLUSTER_NAME, HUB_KUBECONFIG, INSTALL_NAMESPACE)"
+    );
+    let mut i = input(&t, None, &hashes);
+    i.hub_url = "nats://hub:4222";
+    assert!(
+        render(&i)
+            .unwrap_err()
+            .to_string()
+            .ends_with("(defined: CLUSTER_NAME, HUB_KUBECONFIG, HUB_URL, INSTALL_NAMESPACE)")
+    );
+    // Tags are taken verbatim, spaces included.
+    let t = template_of(vec![json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "c", "namespace": "ns"},
+        "data": {"a": "x", "b": "{{ CLUSTER_NAME }}"},
+    })]);
+    assert_eq!(
+        render(&input(&t, None, &hashes)).unwrap_err(),
+        RenderError::UnknownVariable {
+            manifest: 0,
+            variable: " CLUSTER_NAME ".into(),
+            defined: vec!["CLUSTER_NAME".into(), "INSTALL_NAMESPACE".into()],
+        }
+    );
+}
+
+#[test]
+fn variables_follow_ocms_precedence() {
+    let mut t = template_from_yaml(DEPLOYMENT_TEMPLATE);
+    let config = adc(AddOnDeploymentConfigSpec {
+        customized_variables: vec![
+            CustomizedVariable {
+                name: "CLUSTER_NAME".into(),
+                value: "spoofed".into(),
+            },
+            CustomizedVariable {
+                name: "HUB_KUBECONFIG".into(),
+                value: "/custom".into(),
+            },
+            CustomizedVariable {
+                name: "LOG_LEVEL".into(),
+                value: "2".into(),
+            },
+        ],
+        ..Default::default()
+    });
+    let hashes = no_hashes();
+    let mut i = input(&t, Some(&config), &hashes);
+    i.hub_url = "nats://hub:4222";
+    let vars = variables(&i);
+    assert_eq!(
+        vars,
+        BTreeMap::from(
+            [
+                ("CLUSTER_NAME", "cluster1"),
+                ("HUB_KUBECONFIG", "/custom"),
+                ("HUB_URL", "nats://hub:4222"),
+                // No override: the template's Deployment namespace.
+                ("INSTALL_NAMESPACE", "open-cluster-management-agent-addon"),
+                ("LOG_LEVEL", "2"),
+            ]
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+        )
+    );
+    let work = render(&i).unwrap();
+    // Preset env vars: the default first, then the built-ins sorted, with their final values.
+    assert_eq!(
+        env_of(&objects(&work)[0]),
+        pairs(&[
+            ("LOG_LEVEL", "2"),
+            ("HUB_KUBECONFIG", "/custom"),
+            ("CLUSTER_NAME", "cluster1"),
+            ("HUB_URL", "nats://hub:4222"),
+            ("INSTALL_NAMESPACE", "open-cluster-management-agent-addon"),
+        ])
+    );
+    // Without registration there is no HUB_KUBECONFIG default.
+    t.spec.as_mut().unwrap().registration.clear();
+    let i = input(&t, None, &hashes);
+    assert_eq!(
+        variables(&i).keys().collect::<Vec<_>>(),
+        ["CLUSTER_NAME", "INSTALL_NAMESPACE"]
+    );
+}
+
+#[test]
+fn install_namespace_precedence() {
+    let deployment = |ns: &str| json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": ns}});
+    let daemonset = |ns: &str| json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "ds", "namespace": ns}});
+    let hashes = no_hashes();
+    let t = template_of(vec![
+        daemonset("ds-ns"),
+        deployment("{{INSTALL_NAMESPACE}}"),
+        deployment("d-ns"),
+    ]);
+    let config = adc(AddOnDeploymentConfigSpec {
+        agent_install_namespace: "adc-ns".into(),
+        ..Default::default()
+    });
+    let empty_config = adc(AddOnDeploymentConfigSpec::default());
+    let mut i = input(&t, Some(&config), &hashes);
+    i.install_namespace = "mca-ns";
+    assert_eq!(install_namespace(&i), "adc-ns");
+    i.config = Some(&empty_config);
+    assert_eq!(install_namespace(&i), "mca-ns");
+    i.install_namespace = "";
+    // The first Deployment with a literal namespace wins over an earlier DaemonSet.
+    assert_eq!(install_namespace(&i), "d-ns");
+    let t2 = template_of(vec![daemonset("ds-ns"), daemonset("other")]);
+    assert_eq!(install_namespace(&input(&t2, None, &hashes)), "ds-ns");
+    let t3 = template_of(vec![
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}),
+    ]);
+    assert_eq!(
+        install_namespace(&input(&t3, None, &hashes)),
+        DEFAULT_INSTALL_NAMESPACE
+    );
+    // A template written with {{INSTALL_NAMESPACE}} lands in the install namespace.
+    let t4 = template_of(vec![deployment("{{INSTALL_NAMESPACE}}")]);
+    let work = render(&input(&t4, None, &hashes)).unwrap();
+    assert_eq!(
+        objects(&work)[0]["metadata"]["namespace"],
+        DEFAULT_INSTALL_NAMESPACE
+    );
+}
+
+#[test]
+fn daemonset_template_stays_in_its_namespace_unless_one_is_named() {
+    let t = template_from_yaml(DAEMONSET_TEMPLATE);
+    let config = adc(AddOnDeploymentConfigSpec {
+        customized_variables: vec![CustomizedVariable {
+            name: "LOG_LEVEL".into(),
+            value: "4".into(),
+        }],
+        ..Default::default()
+    });
+    let hashes = no_hashes();
+    let work = render(&input(&t, Some(&config), &hashes)).unwrap();
+    let objs = objects(&work);
+    assert_eq!(
+        objs[0]["metadata"]["namespace"],
+        "open-cluster-management-agent-addon-ds"
+    );
+    assert_eq!(
+        env_of(&objs[0]).last().unwrap(),
+        &(
+            "INSTALL_NAMESPACE".to_string(),
+            "open-cluster-management-agent-addon-ds".to_string()
+        )
+    );
+    // The ManagedClusterAddOn's installNamespace moves every namespaced object (Flotilla).
+    let mut i = input(&t, Some(&config), &hashes);
+    i.install_namespace = "addons";
+    let objs = objects(&render(&i).unwrap());
+    assert_eq!(objs[0]["metadata"]["namespace"], "addons");
+    assert_eq!(objs[1]["metadata"]["namespace"], "addons");
+    assert_eq!(objs[2]["subjects"][0]["namespace"], "addons");
+    let health = render(&i).unwrap().spec.unwrap().manifest_configs;
+    assert_eq!(
+        health[0].resource_identifier.as_ref().unwrap().namespace,
+        "addons"
+    );
+}
+
+#[test]
+fn values_inside_strings_are_escaped_and_outside_pasted() {
+    let t = raw_template_of(&[
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"ns"},"data":{"msg":"say {{GREETING}} to {{CLUSTER_NAME}}","n":{{COUNT}},"esc":"a\"{{CLUSTER_NAME}}"}}"#,
+    ]);
+    let config = adc(AddOnDeploymentConfigSpec {
+        customized_variables: vec![
+            CustomizedVariable {
+                name: "GREETING".into(),
+                value: "\"hi\" \\ <there>\n".into(),
+            },
+            CustomizedVariable {
+                name: "COUNT".into(),
+                value: "3".into(),
+            },
+        ],
+        ..Default::default()
+    });
+    let hashes = no_hashes();
+    let work = render(&input(&t, Some(&config), &hashes)).unwrap();
+    let obj = &objects(&work)[0];
+    assert_eq!(obj["data"]["msg"], "say \"hi\" \\ <there>\n to cluster1");
+    assert_eq!(obj["data"]["n"], 3);
+    assert_eq!(obj["data"]["esc"], "a\"cluster1");
+
+    // A value that breaks the JSON outside a string is an error naming the manifest.
+    let config = adc(AddOnDeploymentConfigSpec {
+        customized_variables: vec![
+            CustomizedVariable {
+                name: "GREETING".into(),
+                value: "x".into(),
+            },
+            CustomizedVariable {
+                name: "COUNT".into(),
+                value: "three".into(),
+            },
+        ],
+        ..Default::default()
+    });
+    let err = render(&input(&t, Some(&config), &hashes)).unwrap_err();
+    assert!(
+        matches!(err, RenderError::InvalidJson { manifest: 0, .. }),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().starts_with(
+            "spec.agentSpec.workload.manifests[0]: not valid JSON after substituting variables: "
+        ),
+        "{err}"
+    );
+
+    let t = raw_template_of(&[
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"ns"}}"#,
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"b {{CLUSTER_NAME"} }"#,
+    ]);
+    let err = render(&input(&t, None, &hashes)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "spec.agentSpec.workload.manifests[1]: \"{{\" at byte 60 has no closing \"}}\""
+    );
+}
+
+#[test]
+fn the_namespace_decorator_follows_ocm() {
+    let t = template_of(vec![
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "old"}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "rb", "namespace": "old"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"},
+               "subjects": [{"kind": "ServiceAccount", "name": "sa", "namespace": "old"},
+                            {"kind": "User", "name": "u", "apiGroup": "rbac.authorization.k8s.io"}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "empty", "namespace": "old"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"}}),
+        // No namespace written: left alone (OCM assumes cluster-scoped).
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}),
+    ]);
+    let hashes = no_hashes();
+    let mut i = input(&t, None, &hashes);
+    i.install_namespace = "new";
+    let objs = objects(&render(&i).unwrap());
+    assert_eq!(objs[0]["metadata"]["name"], "new");
+    assert_eq!(objs[1]["metadata"]["namespace"], "new");
+    assert_eq!(objs[1]["subjects"][0]["namespace"], "new");
+    assert_eq!(objs[1]["subjects"][1]["namespace"], "new");
+    assert!(objs[2].get("subjects").is_none());
+    assert!(objs[3]["metadata"].get("namespace").is_none());
+    // No override: nothing moves.
+    let objs = objects(&render(&input(&t, None, &hashes)).unwrap());
+    assert_eq!(objs[0]["metadata"]["name"], "old");
+    assert_eq!(objs[1]["subjects"][0]["namespace"], "old");
+}
+
+fn deployment_with_pod(pod: Value) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "agent", "namespace": "ns"},
+        "spec": {"template": {"spec": pod}},
+    })
+}
+
+#[test]
+fn node_placement_keeps_ocms_quirk() {
+    let t = template_of(vec![deployment_with_pod(json!({
+        "nodeSelector": {"old": "x"},
+        "tolerations": [{"key": "old", "operator": "Exists"}],
+        "containers": [{"name": "c", "image": "img"}],
+    }))]);
+    let hashes = no_hashes();
+    let pod_of = |config: &AddOnDeploymentConfig| {
+        objects(&render(&input(&t, Some(config), &hashes)).unwrap())[0]["spec"]["template"]["spec"]
+            .clone()
+    };
+    // Tolerations alone are ignored: OCM sets them only with a nodeSelector.
+    let only_tolerations = adc(AddOnDeploymentConfigSpec {
+        node_placement: Some(NodePlacement {
+            tolerations: vec![Toleration {
+                key: "new".into(),
+                operator: "Exists".into(),
+                toleration_seconds: Some(30),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let pod = pod_of(&only_tolerations);
+    assert_eq!(pod["nodeSelector"], json!({"old": "x"}));
+    assert_eq!(
+        pod["tolerations"],
+        json!([{"key": "old", "operator": "Exists"}])
+    );
+    // An empty nodeSelector that was given replaces both (Go drops the empty fields).
+    let mut cleared = only_tolerations.clone();
+    cleared
+        .spec
+        .as_mut()
+        .unwrap()
+        .node_placement
+        .as_mut()
+        .unwrap()
+        .has_node_selector = true;
+    let pod = pod_of(&cleared);
+    assert!(pod.get("nodeSelector").is_none());
+    assert_eq!(
+        pod["tolerations"],
+        json!([{"key": "new", "operator": "Exists", "tolerationSeconds": 30}])
+    );
+}
+
+#[test]
+fn images_follow_ocms_override_rules() {
+    let m = |source: &str, mirror: &str| ImageMirror {
+        source: source.into(),
+        mirror: mirror.into(),
+    };
+    let image = "quay.io/open-cluster-management/addon-examples:v1";
+    assert_eq!(
+        override_image(
+            &[m("quay.io/open-cluster-management", "quay.io/ocm")],
+            image
+        ),
+        "quay.io/ocm/addon-examples:v1"
+    );
+    assert_eq!(
+        override_image(
+            &[m("quay.io/open-cluster-management/", "quay.io/ocm/")],
+            image
+        ),
+        "quay.io/ocm/addon-examples:v1"
+    );
+    assert_eq!(override_image(&[m("docker.io", "mirror.io")], image), image);
+    // Every match is tried on the original image; the last one wins.
+    assert_eq!(
+        override_image(
+            &[
+                m("quay.io", "a.io"),
+                m("quay.io/open-cluster-management", "b.io/x"),
+                m("gcr.io", "c.io")
+            ],
+            image
+        ),
+        "b.io/x/addon-examples:v1"
+    );
+    // An empty source puts the image's last segment under the mirror.
+    assert_eq!(
+        override_image(&[m("", "mirror.io/all")], image),
+        "mirror.io/all/addon-examples:v1"
+    );
+    assert_eq!(override_image(&[m("", "")], image), "addon-examples:v1");
+    assert_eq!(override_image(&[], image), image);
+}
+
+#[test]
+fn resource_requirements_match_container_ids_last_wins() {
+    let t = template_of(vec![
+        deployment_with_pod(json!({
+            "initContainers": [{"name": "init", "image": "quay.io/x/init"}],
+            "containers": [{"name": "main", "image": "quay.io/x/main"}, {"name": "side", "image": "quay.io/x/side"}],
+        })),
+        json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
+               "metadata": {"name": "agent", "namespace": "ns"},
+               "spec": {"template": {"spec": {"containers": [{"name": "main", "image": "quay.io/x/main"}]}}}}),
+    ]);
+    let req = |id: &str, cpu: &str| ContainerResourceRequirements {
+        container_id: id.into(),
+        resources: Some(ResourceRequirements {
+            requests: HashMap::from([("cpu".to_string(), cpu.to_string())]),
+            limits: HashMap::new(),
+        }),
+    };
+    let config = adc(AddOnDeploymentConfigSpec {
+        resource_requirements: vec![
+            req("*:*:*", "1"),
+            req("deployments:agent:main", "2"),
+            req("statefulsets:*:*", "3"),
+            req("daemonsets:*:*", "4"),
+        ],
+        registries: vec![ImageMirror {
+            source: "quay.io/x".into(),
+            mirror: "mirror.io/y".into(),
+        }],
+        ..Default::default()
+    });
+    let hashes = no_hashes();
+    let objs = objects(&render(&input(&t, Some(&config), &hashes)).unwrap());
+    let pod = &objs[0]["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["containers"][0]["resources"],
+        json!({"requests": {"cpu": "2"}})
+    );
+    assert_eq!(
+        pod["containers"][1]["resources"],
+        json!({"requests": {"cpu": "1"}})
+    );
+    assert_eq!(pod["containers"][1]["image"], "mirror.io/y/side");
+    // Init containers are not decorated (OCM decorates containers only).
+    assert_eq!(
+        pod["initContainers"][0],
+        json!({"name": "init", "image": "quay.io/x/init"})
+    );
+    // Only Deployments and DaemonSets are decorated.
+    assert_eq!(
+        objs[1]["spec"]["template"]["spec"]["containers"][0],
+        json!({"name": "main", "image": "quay.io/x/main"})
+    );
+
+    let bad = adc(AddOnDeploymentConfigSpec {
+        resource_requirements: vec![req("*:*:*", "1"), req("deployments:agent", "2")],
+        ..Default::default()
+    });
+    assert_eq!(
+        render(&input(&t, Some(&bad), &hashes))
+            .unwrap_err()
+            .to_string(),
+        "AddOnDeploymentConfig default/hello-config spec.resourceRequirements[1].containerID: \
+         \"deployments:agent\" is not <kind>:<name>:<container>"
+    );
+}
+
+#[test]
+fn delete_option_and_executor_come_from_the_template_without_orphans() {
+    let mut t = template_of(vec![json!({"apiVersion": "v1", "kind": "ConfigMap",
+                                        "metadata": {"name": "c", "namespace": "ns"}})]);
+    let spec = agent_spec_mut(&mut t);
+    spec.delete_option = Some(v1::DeleteOption {
+        propagation_policy: "Orphan".into(),
+        selectively_orphans: None,
+        ttl_seconds_after_finished: Some(60),
+    });
+    spec.executor = Some(v1::ManifestWorkExecutor {
+        subject: Some(v1::ManifestWorkExecutorSubject {
+            r#type: "ServiceAccount".into(),
+            service_account: Some(v1::ManifestWorkSubjectServiceAccount {
+                namespace: "ns".into(),
+                name: "deployer".into(),
+            }),
+        }),
+    });
+    let hashes = no_hashes();
+    let work = render(&input(&t, None, &hashes)).unwrap();
+    let ws = work.spec.as_ref().unwrap();
+    assert_eq!(
+        ws.delete_option.as_ref().unwrap().propagation_policy,
+        "Orphan"
+    );
+    assert_eq!(
+        ws.executor
+            .as_ref()
+            .unwrap()
+            .subject
+            .as_ref()
+            .unwrap()
+            .service_account
+            .as_ref()
+            .unwrap()
+            .name,
+        "deployer"
+    );
+    // An orphan annotation turns it into SelectivelyOrphan, keeping the TTL.
+    let mut t2 = template_of(vec![json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "c", "annotations": {DELETION_ORPHAN_ANNOTATION: ""}}})]);
+    agent_spec_mut(&mut t2).delete_option = agent_spec_mut(&mut t).delete_option.clone();
+    let work = render(&input(&t2, None, &hashes)).unwrap();
+    let d = work.spec.unwrap().delete_option.unwrap();
+    assert_eq!(d.propagation_policy, "SelectivelyOrphan");
+    assert_eq!(d.ttl_seconds_after_finished, Some(60));
+    let rule = &d.selectively_orphans.unwrap().orphaning_rules[0];
+    // Flotilla's identity: a ConfigMap without namespace is in `default`.
+    assert_eq!(
+        (
+            rule.group.as_str(),
+            rule.resource.as_str(),
+            rule.namespace.as_str(),
+            rule.name.as_str()
+        ),
+        ("", "configmaps", "default", "c")
+    );
+    // No pre-delete hooks: no hook work.
+    assert_eq!(pre_delete(&input(&t2, None, &hashes)).unwrap(), None);
+}
+
+#[test]
+fn health_modes_decide_the_generated_feedback() {
+    let mut t = template_of(vec![
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "a", "namespace": "ns"}}),
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "b", "namespace": "ns"},
+               "spec": {"replicas": 0}}),
+    ]);
+    agent_spec_mut(&mut t).manifest_configs = vec![ManifestConfigOption {
+        resource_identifier: Some(ResourceIdentifier {
+            group: "apps".into(),
+            resource: "deployments".into(),
+            namespace: "*".into(),
+            name: "a".into(),
+        }),
+        feedback_rules: vec![FeedbackRule {
+            r#type: "JSONPaths".into(),
+            json_paths: vec![JsonPath {
+                name: "isHealthy".into(),
+                path: ".status.conditions[0].status".into(),
+                version: String::new(),
+            }],
+        }],
+        ..Default::default()
+    }];
+    let hashes = no_hashes();
+    let configs = render(&input(&t, None, &hashes))
+        .unwrap()
+        .spec
+        .unwrap()
+        .manifest_configs;
+    // Merged into the template's entry for `a` (its index kept); `b` (replicas 0) still asked,
+    // as OCM asks for every workload.
+    assert_eq!(configs.len(), 2);
+    assert_eq!(
+        configs[0]
+            .feedback_rules
+            .iter()
+            .map(|r| r.r#type.as_str())
+            .collect::<Vec<_>>(),
+        ["JSONPaths", "WellKnownStatus"]
+    );
+    assert_eq!(configs[1].resource_identifier.as_ref().unwrap().name, "b");
+
+    for (mode, field) in [("Lease", None), ("Customized", Some("isHealthy"))] {
+        let mut t2 = t.clone();
+        let annotations = &mut t2.metadata.as_mut().unwrap().annotations;
+        annotations.insert(HEALTH_CHECK_ANNOTATION.into(), mode.into());
+        if let Some(f) = field {
+            annotations.insert(HEALTH_PROBE_FIELD_ANNOTATION.into(), f.into());
+        }
+        let configs = render(&input(&t2, None, &hashes))
+            .unwrap()
+            .spec
+            .unwrap()
+            .manifest_configs;
+        assert_eq!(configs, agent_spec_mut(&mut t).manifest_configs, "{mode}");
+    }
+
+    let mut bad = t.clone();
+    bad.metadata
+        .as_mut()
+        .unwrap()
+        .annotations
+        .insert(HEALTH_CHECK_ANNOTATION.into(), "Probe".into());
+    assert!(matches!(
+        render(&input(&bad, None, &hashes)),
+        Err(RenderError::HealthCheck(m)) if m.starts_with("metadata.annotations[addon.flotilla.io/health-check]")
+    ));
+}
+
+#[test]
+fn work_validation_errors_name_the_template_fields() {
+    let t = template_of(vec![
+        json!({"apiVersion": "batch/v1", "kind": "Job",
+               "metadata": {"name": "hook", "namespace": "ns", "labels": {PRE_DELETE_HOOK_LABEL: ""}}}),
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": "ns"}}),
+    ]);
+    let hashes = no_hashes();
+    let err = render(&input(&t, None, &hashes)).unwrap_err();
+    assert_eq!(
+        err,
+        RenderError::Invalid(vec![
+            "spec.agentSpec.workload.manifests[1].metadata.name: required".into()
+        ])
+    );
+    // A hook alone leaves the agent's work empty.
+    let t = template_of(vec![json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "ns", "annotations": {PRE_DELETE_HOOK_ANNOTATION: "true"}}})]);
+    assert_eq!(
+        render(&input(&t, None, &hashes)).unwrap_err().to_string(),
+        "spec.agentSpec.workload.manifests: at least one manifest is required"
+    );
+    assert!(pre_delete(&input(&t, None, &hashes)).unwrap().is_some());
+    // An invalid cluster name is the work's own metadata.
+    let t = template_of(vec![json!({"apiVersion": "v1", "kind": "ConfigMap",
+                                    "metadata": {"name": "c", "namespace": "ns"}})]);
+    let mut i = input(&t, None, &hashes);
+    i.cluster = "Not_A_Cluster";
+    let err = render(&i).unwrap_err().to_string();
+    assert!(err.starts_with("metadata.namespace"), "{err}");
+}
+
+#[test]
+fn malformed_manifests_name_their_fields() {
+    let hashes = no_hashes();
+    let t = raw_template_of(&[r#"["not", "an", "object"]"#]);
+    assert_eq!(
+        render(&input(&t, None, &hashes)).unwrap_err().to_string(),
+        "spec.agentSpec.workload.manifests[0]: must be a Kubernetes object (a map)"
+    );
+    let t = template_of(vec![deployment_with_pod(
+        json!({"containers": {"name": "c"}}),
+    )]);
+    assert_eq!(
+        render(&input(&t, None, &hashes)).unwrap_err().to_string(),
+        "spec.agentSpec.workload.manifests[0].spec.template.spec.containers: must be a list"
+    );
+    let t = template_of(vec![json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "d", "namespace": "ns"}, "spec": {"template": "oops"}})]);
+    assert_eq!(
+        render(&input(&t, None, &hashes)).unwrap_err().to_string(),
+        "spec.agentSpec.workload.manifests[0].spec.template: must be an object"
+    );
+    let t = template_of(vec![deployment_with_pod(
+        json!({"containers": [{"name": "c", "env": "x"}]}),
+    )]);
+    assert_eq!(
+        render(&input(&t, None, &hashes)).unwrap_err().to_string(),
+        "spec.agentSpec.workload.manifests[0].spec.template.spec.containers[0].env: must be a list"
+    );
+    // A Deployment without a pod template still renders (nothing to decorate).
+    let t = template_of(vec![json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "d", "namespace": "ns"}})]);
+    assert!(render(&input(&t, None, &hashes)).is_ok());
+}

@@ -1,0 +1,287 @@
+//! Add-ons with the real binaries: an AddOnTemplate, an AddOnDeploymentConfig and a
+//! ClusterManagementAddOn installed on a placement's clusters with `flotilla apply -f`, followed
+//! with `flotilla get addons` and `flotilla addon status`; a config change rolled out one cluster
+//! at a time survives a hub killed mid-way; `flotilla addon disable --all` removes every work.
+
+mod common;
+
+use common::*;
+use flotilla_testkit::{NatsServer, binary};
+use serde_json::Value;
+use std::process::Command;
+
+const ADDON: &str = "hello";
+const WORK_LABEL: &str = "open-cluster-management.io/addon-name=hello";
+
+/// The binding and placement every add-on here is installed on (as in `e2e_rollout.rs`).
+const SETUP: &str = r#"
+apiVersion: cluster.open-cluster-management.io/v1beta2
+kind: ManagedClusterSetBinding
+metadata: {name: default, namespace: default}
+spec: {clusterSet: default}
+---
+apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata: {name: edge, namespace: default}
+spec:
+  clusterSets: [default]
+"#;
+
+/// The add-on's template: a ConfigMap and a Deployment naming the cluster and greeting with
+/// the config's `GREETING`.
+const TEMPLATE: &str = r#"
+apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: AddOnTemplate
+metadata: {name: hello-v1}
+spec:
+  addonName: hello
+  agentSpec:
+    workload:
+      manifests:
+        - apiVersion: v1
+          kind: ConfigMap
+          metadata: {name: hello-config, namespace: default}
+          data:
+            cluster: "{{CLUSTER_NAME}}"
+            greeting: "{{GREETING}}"
+        - apiVersion: apps/v1
+          kind: Deployment
+          metadata: {name: hello-agent, namespace: default}
+          spec:
+            replicas: 1
+            selector: {matchLabels: {app: hello-agent}}
+            template:
+              metadata: {labels: {app: hello-agent}}
+              spec:
+                containers:
+                  - name: agent
+                    image: quay.io/example/hello:v1
+                    env:
+                      - {name: CLUSTER, value: "{{CLUSTER_NAME}}"}
+                      - {name: GREETING, value: "{{GREETING}}"}
+"#;
+
+/// The add-on, installed on placement default/edge one cluster at a time, each soaking 2 s.
+const CLUSTER_MANAGEMENT_ADDON: &str = r#"
+apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: ClusterManagementAddOn
+metadata: {name: hello}
+spec:
+  addOnMeta: {displayName: Hello}
+  supportedConfigs:
+    - group: addon.open-cluster-management.io
+      resource: addontemplates
+      defaultConfig: {name: hello-v1}
+    - group: addon.open-cluster-management.io
+      resource: addondeploymentconfigs
+      defaultConfig: {namespace: default, name: hello-config}
+  installStrategy:
+    type: Placements
+    placements:
+      - namespace: default
+        name: edge
+        rolloutStrategy:
+          type: Progressive
+          progressive:
+            maxConcurrency: 1
+            minSuccessTime: 2s
+"#;
+
+fn deployment_config(greeting: &str) -> String {
+    format!(
+        r#"apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: AddOnDeploymentConfig
+metadata: {{name: hello-config, namespace: default}}
+spec:
+  customizedVariables:
+    - {{name: GREETING, value: {greeting}}}
+"#
+    )
+}
+
+/// `get addons -o json`: the List's items, or `None` while the hub does not answer.
+fn addons_json(hub: &str) -> Option<Vec<Value>> {
+    let (ok, out, _) = cli(hub, &["get", "addons", "-o", "json"]);
+    if !ok {
+        return None;
+    }
+    let v: Value = serde_json::from_str(&out).ok()?;
+    assert_eq!(v["kind"], "List", "{out}");
+    v["items"].as_array().cloned()
+}
+
+/// The add-on's works (`get works -l open-cluster-management.io/addon-name=hello -o json`).
+fn works_of_addon(hub: &str) -> Option<Vec<Value>> {
+    let (ok, out, _) = cli(hub, &["get", "works", "-l", WORK_LABEL, "-o", "json"]);
+    if !ok {
+        return None;
+    }
+    let v: Value = serde_json::from_str(&out).ok()?;
+    v["items"].as_array().cloned()
+}
+
+/// The `greeting` of the work's ConfigMap.
+fn greeting(work: &Value) -> Option<String> {
+    work["spec"]["workload"]["manifests"]
+        .as_array()?
+        .iter()
+        .find(|m| m["kind"] == "ConfigMap")
+        .and_then(|m| m["data"]["greeting"].as_str().map(str::to_string))
+}
+
+fn apply(hub: &str, dir: &std::path::Path, name: &str, yaml: &str) -> String {
+    let file = dir.join(name);
+    std::fs::write(&file, yaml).unwrap();
+    cli_ok(hub, &["apply", "-f", file.to_str().unwrap()])
+}
+
+#[test]
+fn a_hub_killed_mid_addon_upgrade_resumes() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let port = flotilla_testkit::free_port();
+    let mut hub = HubBuilder::new(&nats, dir.path())
+        .port(port)
+        .auto_accept()
+        .start();
+    let sim = start_sim(&nats, dir.path(), 3, "edge", &["--ready-delay-ms", "200"]);
+    wait_for("3 clusters Available", &[&hub.proc, &sim], || {
+        (clusters_json(&hub.grpc)?
+            .iter()
+            .filter(|c| available(c))
+            .count()
+            == 3)
+            .then_some(())
+    });
+    apply(&hub.grpc, dir.path(), "setup.yaml", SETUP);
+    let all = format!(
+        "{TEMPLATE}\n---\n{}\n---\n{CLUSTER_MANAGEMENT_ADDON}",
+        deployment_config("hello")
+    );
+    let out = apply(&hub.grpc, dir.path(), "addon.yaml", &all);
+    for line in [
+        "addontemplate.addon.open-cluster-management.io/hello-v1 applied",
+        "addondeploymentconfig.addon.open-cluster-management.io/hello-config applied",
+        "clustermanagementaddon.addon.open-cluster-management.io/hello applied",
+    ] {
+        assert!(out.contains(line), "{line} missing:\n{out}");
+    }
+
+    // Installed on the placement's three clusters, each Available.
+    wait_for("3 add-ons Available", &[&hub.proc, &sim], || {
+        let items = addons_json(&hub.grpc)?;
+        (items.len() == 3
+            && items
+                .iter()
+                .all(|a| condition(a, "Available").as_deref() == Some("True")))
+        .then_some(())
+    });
+    wait_for("addon status 3/3", &[&hub.proc, &sim], || {
+        let (ok, out, _) = cli(&hub.grpc, &["addon", "status", ADDON]);
+        (ok && out.contains("3/3 updated") && out.contains("rollout complete")).then_some(())
+    });
+    let table = cli_ok(&hub.grpc, &["get", "addons"]);
+    assert_eq!(
+        table.lines().filter(|l| l.starts_with("hello ")).count(),
+        3,
+        "{table}"
+    );
+    for r in table.lines().skip(1) {
+        assert!(r.contains("True"), "{table}");
+    }
+    let table = cli_ok(&hub.grpc, &["get", "cma"]);
+    let r = row(&table, ADDON).unwrap_or_else(|| panic!("{table}"));
+    assert!(r.contains("Hello") && r.contains("Placements"), "{table}");
+    let table = cli_ok(&hub.grpc, &["get", "addontemplates"]);
+    assert!(row(&table, "hello-v1").is_some(), "{table}");
+    let table = cli_ok(
+        &hub.grpc,
+        &["get", "addondeploymentconfigs", "-n", "default"],
+    );
+    assert!(row(&table, "hello-config").is_some(), "{table}");
+    let works = works_of_addon(&hub.grpc).unwrap();
+    assert_eq!(works.len(), 3, "{works:#?}");
+    for w in &works {
+        assert_eq!(
+            w["metadata"]["name"],
+            format!("addon-{ADDON}-deploy-0"),
+            "{w:#}"
+        );
+        assert_eq!(greeting(w).as_deref(), Some("hello"), "{w:#}");
+        let cm = w["spec"]["workload"]["manifests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["kind"] == "ConfigMap")
+            .unwrap();
+        assert_eq!(cm["data"]["cluster"], w["metadata"]["namespace"], "{w:#}");
+    }
+
+    // A new greeting rolls out one cluster at a time; the hub dies after the first.
+    apply(
+        &hub.grpc,
+        dir.path(),
+        "config.yaml",
+        &deployment_config("bonjour"),
+    );
+    wait_for(
+        "the first cluster's work upgraded",
+        &[&hub.proc, &sim],
+        || {
+            let works = works_of_addon(&hub.grpc)?;
+            works
+                .iter()
+                .any(|w| greeting(w).as_deref() == Some("bonjour"))
+                .then_some(())
+        },
+    );
+    hub.proc.kill(); // SIGKILL mid-upgrade
+
+    let hub2 = HubBuilder::new(&nats, dir.path())
+        .port(port)
+        .auto_accept()
+        .start();
+    wait_for("hub back", &[&hub2.proc], || clusters_json(&hub2.grpc));
+    let status = Command::new(binary("flotilla"))
+        .args(["--hub", &hub2.grpc, "addon", "status", ADDON, "--watch"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        status.status.success(),
+        "{text}{}{}",
+        String::from_utf8_lossy(&status.stderr),
+        hub2.proc.output()
+    );
+    assert!(
+        text.contains("3/3 updated") && text.contains("rollout complete"),
+        "{text}"
+    );
+    let works = works_of_addon(&hub2.grpc).unwrap();
+    assert_eq!(works.len(), 3, "{works:#?}");
+    for w in &works {
+        assert_eq!(greeting(w).as_deref(), Some("bonjour"), "{w:#}");
+        // Written once at install and once for the new greeting: never again after the restart.
+        let generation = w["metadata"]["generation"].as_i64().unwrap_or_default();
+        assert!(generation <= 2, "a work was rewritten: {w:#}");
+    }
+
+    // Disabling everywhere removes every work.
+    let out = cli_ok(&hub2.grpc, &["addon", "disable", ADDON, "--all"]);
+    assert_eq!(
+        out.lines()
+            .filter(|l| l.contains("removed from cluster"))
+            .count(),
+        3,
+        "{out}"
+    );
+    wait_for("every add-on work removed", &[&hub2.proc, &sim], || {
+        works_of_addon(&hub2.grpc)?.is_empty().then_some(())
+    });
+    wait_for(
+        "every ManagedClusterAddOn removed",
+        &[&hub2.proc, &sim],
+        || addons_json(&hub2.grpc)?.is_empty().then_some(()),
+    );
+    drop(sim);
+}

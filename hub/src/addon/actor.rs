@@ -1,0 +1,947 @@
+//! One task per ClusterManagementAddOn. It reconciles when its placements' decisions, its
+//! installed add-ons, their works, their clusters' availability, its templates or configs
+//! change, when an agent's lease comes back, when the rollout or a lease asks to be looked at
+//! again, and every 30 s:
+//!
+//! 1. with `installStrategy: Placements`, a ManagedClusterAddOn for every decided cluster and
+//!    none elsewhere (as OCM, hand-made ones on clusters no placement selects go too);
+//! 2. the effective configs of each installed add-on, resolved to the stored objects and their
+//!    spec hashes;
+//! 3. per placement, `flotilla_rollout::step` decides which clusters get the new configs now;
+//!    those get their template rendered into `addon-<name>-deploy-0`;
+//! 4. every ManagedClusterAddOn's status (from its work, its lease, its cluster) and the add-on's
+//!    install progressions are written when they changed.
+
+use super::Deps;
+use super::Store;
+pub use super::effects::uninstall;
+use super::effects::{ensure_namespace, manifest_ids, registrations, write_status};
+use super::rules::{self, Resolved, StatusInput};
+use crate::keys::ObjectRef;
+use flotilla_api::addon::{self, configs, health, render};
+use flotilla_api::ocm;
+use flotilla_api::v1::{
+    AddOnConfig, AddOnDeploymentConfig, AddOnHubState, AddOnTemplate, ClusterManagementAddOn,
+    ClusterManagementAddOnStatus, ConfigSpecHash, DecisionGroupSummary, DefaultConfigReference,
+    InstallConfigReference, InstallProgression, ManagedClusterAddOn, ManifestWork, ObjectMeta,
+};
+use flotilla_rollout::{Cluster, GroupKey, Status, Strategy};
+use futures::StreamExt;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+use tokio::sync::{mpsc, oneshot};
+
+/// Messages to an add-on actor.
+pub enum Msg {
+    /// A new spec (or the same with new metadata).
+    Spec(Box<ClusterManagementAddOn>),
+    /// The add-on's agent on this cluster renewed a lease after none or a stale one.
+    Lease(String),
+    /// Delete the add-on: every ManagedClusterAddOn of it and their works; answers when done.
+    Delete(oneshot::Sender<()>),
+}
+
+/// How often the actor reconciles without any event.
+const RESYNC: Duration = Duration::from_secs(30);
+/// Works applied (and statuses written) at once.
+const PARALLEL: usize = 32;
+
+/// Starts the actor of `cma`.
+pub fn spawn(cma: ClusterManagementAddOn, deps: Deps, store: Arc<Store>) -> mpsc::Sender<Msg> {
+    let (tx, rx) = mpsc::channel(256);
+    let name = cma.metadata.clone().unwrap_or_default().name;
+    let actor = Actor {
+        cma,
+        deps,
+        store,
+        name: name.clone(),
+        available: HashMap::new(),
+        hashes: HashMap::new(),
+    };
+    let span = tracing::info_span!("addon", name = %name);
+    tokio::spawn(tracing::Instrument::instrument(actor.run(rx), span));
+    tx
+}
+
+struct Actor {
+    cma: ClusterManagementAddOn,
+    deps: Deps,
+    store: Arc<Store>,
+    name: String,
+    /// Each cluster's Available status as last seen (to react only to changes).
+    available: HashMap<String, String>,
+    /// Spec hashes of configs by (resource, key), with the revision they were computed at.
+    hashes: HashMap<(String, String), (u64, String)>,
+}
+
+/// One installed add-on as this round sees it.
+struct Entry {
+    mca: Arc<ManagedClusterAddOn>,
+    cluster: String,
+    work: Option<Arc<ManifestWork>>,
+    /// Index of the placement it belongs to (`None`: installed by hand).
+    placement: Option<usize>,
+    group: GroupKey,
+    resolved: Result<Vec<Resolved>, Vec<String>>,
+    target: rules::Hashes,
+    status: Status,
+    since: Option<SystemTime>,
+    render_error: Option<String>,
+    waiting: bool,
+}
+
+impl Actor {
+    async fn run(mut self, mut rx: mpsc::Receiver<Msg>) {
+        let mut placements = self.deps.placements.subscribe();
+        let mut works = self.deps.works.subscribe();
+        let mut clusters = self.deps.inventory.subscribe();
+        let mut installed = self.store.cluster_addon_views.subscribe();
+        let mut templates = self.store.template_views.subscribe();
+        let mut configs = self.store.config_views.subscribe();
+        let mut next = Some(tokio::time::Instant::now());
+        loop {
+            let wake = next.unwrap_or_else(|| tokio::time::Instant::now() + RESYNC);
+            let mut poke = false;
+            tokio::select! {
+                msg = rx.recv() => match msg {
+                    Some(Msg::Spec(cma)) => {
+                        self.cma = *cma;
+                        next = Some(tokio::time::Instant::now());
+                    }
+                    Some(Msg::Lease(_)) => poke = true,
+                    Some(Msg::Delete(done)) => {
+                        self.cascade().await;
+                        let _ = done.send(());
+                        return;
+                    }
+                    None => return,
+                },
+                change = placements.recv() => {
+                    poke = match &change {
+                        Ok(c) => self.placement_refs().any(|r| *c.key == *r),
+                        Err(_) => true,
+                    };
+                }
+                change = works.recv() => {
+                    poke = match &change {
+                        Ok(c) => self.owns(&c.object),
+                        Err(_) => true,
+                    };
+                }
+                change = installed.recv() => {
+                    poke = match &change {
+                        Ok(c) => c.object.metadata.as_ref().is_some_and(|m| m.name == self.name),
+                        Err(_) => true,
+                    };
+                }
+                change = clusters.recv() => {
+                    poke = match &change {
+                        Ok(c) => self.availability_changed(&c.object),
+                        Err(_) => true,
+                    };
+                }
+                _ = templates.recv() => poke = true,
+                _ = configs.recv() => poke = true,
+                () = tokio::time::sleep_until(wake) => {
+                    next = self
+                        .reconcile()
+                        .await
+                        .map(|d| tokio::time::Instant::now() + d.min(RESYNC));
+                }
+            }
+            if poke {
+                next = Some(soon().min(next.unwrap_or_else(soon)));
+            }
+        }
+    }
+
+    fn spec(&self) -> flotilla_api::v1::ClusterManagementAddOnSpec {
+        self.cma.spec.clone().unwrap_or_default()
+    }
+
+    fn by_placements(&self) -> bool {
+        self.spec()
+            .install_strategy
+            .is_some_and(|s| s.r#type == "Placements")
+    }
+
+    fn placement_refs(&self) -> impl Iterator<Item = String> {
+        self.spec()
+            .install_strategy
+            .map(|s| s.placements)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|p| ObjectRef::new(p.namespace, p.name).inventory_key())
+    }
+
+    fn owns(&self, w: &ManifestWork) -> bool {
+        w.metadata
+            .as_ref()
+            .and_then(|m| m.labels.get(addon::ADDON_NAME_LABEL))
+            .is_some_and(|n| *n == self.name)
+    }
+
+    /// Whether a cluster with this add-on changed its Available status.
+    fn availability_changed(&mut self, c: &flotilla_api::v1::ManagedCluster) -> bool {
+        let name = crate::inventory::name(c).to_string();
+        if self
+            .store
+            .cluster_addon_views
+            .get(&ObjectRef::new(&name, &self.name).inventory_key())
+            .is_none()
+        {
+            return false;
+        }
+        let now = c
+            .status
+            .as_ref()
+            .and_then(|s| {
+                s.conditions
+                    .iter()
+                    .find(|x| x.r#type == flotilla_api::meta::COND_AVAILABLE)
+            })
+            .map(|x| x.status.clone())
+            .unwrap_or_default();
+        self.available.insert(name, now.clone()).as_deref() != Some(now.as_str())
+    }
+
+    /// A config's spec hash (cached by revision), or `None` when it does not exist.
+    fn resolve(&mut self, c: &AddOnConfig) -> Option<(String, i64)> {
+        let (rev, generation, value) = match (c.group.as_str(), c.resource.as_str()) {
+            (addon::GROUP, addon::TEMPLATES) => {
+                let t = self.store.template_views.get(&c.name)?;
+                let m = t.metadata.clone().unwrap_or_default();
+                (m.resource_version, m.generation, Value::Template(t))
+            }
+            (addon::GROUP, addon::DEPLOYMENT_CONFIGS) => {
+                let x = self
+                    .store
+                    .config_views
+                    .get(&ObjectRef::new(&c.namespace, &c.name).inventory_key())?;
+                let m = x.metadata.clone().unwrap_or_default();
+                (m.resource_version, m.generation, Value::Config(x))
+            }
+            _ => return None,
+        };
+        let key = (
+            c.resource.clone(),
+            ObjectRef::new(&c.namespace, &c.name).inventory_key(),
+        );
+        if let Some((r, h)) = self.hashes.get(&key)
+            && *r == rev
+        {
+            return Some((h.clone(), generation));
+        }
+        let json = match value {
+            Value::Template(t) => serde_json::to_value(ocm::AddOnTemplate::from(&*t)),
+            Value::Config(x) => serde_json::to_value(ocm::AddOnDeploymentConfig::from(&*x)),
+        }
+        .ok()?;
+        let hash = addon::hash::spec_hash(&json);
+        self.hashes.insert(key, (rev, hash.clone()));
+        Some((hash, generation))
+    }
+
+    /// The effective configs of one installed add-on, resolved.
+    fn resolved(
+        &mut self,
+        mca: &ManagedClusterAddOn,
+        placement: Option<usize>,
+    ) -> Result<Vec<Resolved>, Vec<String>> {
+        let spec = self.spec();
+        let strategy = placement.and_then(|i| {
+            spec.install_strategy
+                .as_ref()
+                .and_then(|s| s.placements.get(i))
+        });
+        let effective = configs::effective(&self.cma, strategy, mca)?;
+        let mut errors = Vec::new();
+        let mut out = Vec::new();
+        for c in effective {
+            match self.resolve(&c) {
+                Some((hash, generation)) => out.push(Resolved {
+                    config: c,
+                    hash,
+                    generation,
+                }),
+                None => errors.push(format!(
+                    "config {}/{} {}: not found",
+                    c.resource,
+                    c.group,
+                    ObjectRef::new(&c.namespace, &c.name)
+                )),
+            }
+        }
+        let templates = out
+            .iter()
+            .filter(|r| r.config.group == addon::GROUP && r.config.resource == addon::TEMPLATES)
+            .count();
+        if templates == 0 && errors.is_empty() {
+            errors.push(format!(
+                "no AddOnTemplate among the configs: give {}/{} a defaultConfig in spec.supportedConfigs, or a config per placement or cluster",
+                addon::GROUP,
+                addon::TEMPLATES
+            ));
+        } else if templates > 1 {
+            errors.push("more than one AddOnTemplate among the configs".into());
+        }
+        if errors.is_empty() {
+            Ok(out)
+        } else {
+            Err(errors)
+        }
+    }
+
+    fn template_of(&self, resolved: &[Resolved]) -> Option<Arc<AddOnTemplate>> {
+        resolved
+            .iter()
+            .find(|r| r.config.group == addon::GROUP && r.config.resource == addon::TEMPLATES)
+            .and_then(|r| self.store.template_views.get(&r.config.name))
+    }
+
+    fn deployment_config_of(&self, resolved: &[Resolved]) -> Option<Arc<AddOnDeploymentConfig>> {
+        // OCM renders with the first config of a group/resource (`GetAddOnConfigRef`).
+        resolved
+            .iter()
+            .find(|r| {
+                r.config.group == addon::GROUP && r.config.resource == addon::DEPLOYMENT_CONFIGS
+            })
+            .and_then(|r| {
+                self.store
+                    .config_views
+                    .get(&ObjectRef::new(&r.config.namespace, &r.config.name).inventory_key())
+            })
+    }
+
+    /// Creates and removes ManagedClusterAddOns as the placements decide; returns each decided
+    /// cluster's placement index and decision group.
+    async fn follow_placements(&mut self) -> BTreeMap<String, (usize, GroupKey)> {
+        let mut owner = BTreeMap::new();
+        if !self.by_placements() {
+            return owner;
+        }
+        let strategy = self.spec().install_strategy.unwrap_or_default();
+        let mut complete = true;
+        for (i, p) in strategy.placements.iter().enumerate() {
+            match self.deps.placements.get(&p.namespace, &p.name) {
+                Some(view) => {
+                    for (c, group) in view.decided_by_group() {
+                        owner.insert(c, (i, group));
+                    }
+                }
+                None => complete = false,
+            }
+        }
+        for (cluster, (i, _)) in &owner {
+            if self.deps.inventory.get(cluster).is_none() {
+                continue;
+            }
+            let key = ObjectRef::new(cluster, &self.name);
+            if self
+                .store
+                .cluster_addon_views
+                .get(&key.inventory_key())
+                .is_some()
+            {
+                continue;
+            }
+            let p = &strategy.placements[*i];
+            let mut mca = ManagedClusterAddOn {
+                metadata: Some(ObjectMeta {
+                    name: self.name.clone(),
+                    namespace: cluster.clone(),
+                    ..Default::default()
+                }),
+                spec: Some(Default::default()),
+                status: None,
+                hub: Some(AddOnHubState {
+                    placement: ObjectRef::new(&p.namespace, &p.name).to_string(),
+                    ..Default::default()
+                }),
+            };
+            if let Some(m) = mca.metadata.as_mut() {
+                crate::identity::create(m);
+            }
+            match self
+                .store
+                .cluster_addons
+                .write(&key.store_key(), &mca, 0)
+                .await
+            {
+                Ok(rev) => {
+                    if let Some(m) = mca.metadata.as_mut() {
+                        m.resource_version = rev;
+                    }
+                    tracing::info!(cluster = %cluster, "installing the add-on (selected by {}/{})", p.namespace, p.name);
+                    self.store
+                        .cluster_addon_views
+                        .upsert(&key.inventory_key(), mca);
+                }
+                Err(e) => {
+                    tracing::warn!(cluster = %cluster, error = %e, "creating the ManagedClusterAddOn failed; retrying")
+                }
+            }
+        }
+        if complete {
+            for mca in self.store.installed(&self.name) {
+                let (cluster, _) = rules::key_of(&mca);
+                if !owner.contains_key(&cluster) {
+                    tracing::info!(cluster = %cluster, "no placement selects the cluster; removing the add-on");
+                    if let Err(e) = uninstall(&self.store, &self.deps, &cluster, &self.name).await {
+                        tracing::warn!(cluster = %cluster, error = %e, "removing the add-on failed");
+                    }
+                }
+            }
+        }
+        owner
+    }
+
+    /// One reconciliation; returns when to look again.
+    async fn reconcile(&mut self) -> Option<Duration> {
+        let now = SystemTime::now();
+        let owner = self.follow_placements().await;
+        let spec = self.spec();
+        let placements = spec
+            .install_strategy
+            .as_ref()
+            .map(|s| s.placements.clone())
+            .unwrap_or_default();
+        let mut recheck: Option<Duration> = None;
+        let mut at = |d: Duration| recheck = Some(recheck.map_or(d, |r: Duration| r.min(d)));
+
+        // Every installed add-on, resolved.
+        let mut entries = Vec::new();
+        for mca in self.store.installed(&self.name) {
+            let (cluster, _) = rules::key_of(&mca);
+            if self.deps.inventory.get(&cluster).is_none() {
+                // The cluster was deleted: its works went with it.
+                if let Err(e) = uninstall(&self.store, &self.deps, &cluster, &self.name).await {
+                    tracing::warn!(cluster = %cluster, error = %e, "removing the add-on of a deleted cluster failed");
+                }
+                continue;
+            }
+            let (placement, group) = match owner.get(&cluster) {
+                Some((i, g)) => (Some(*i), g.clone()),
+                None => (None, GroupKey::default()),
+            };
+            let work = self
+                .deps
+                .works
+                .get(&ObjectRef::new(&cluster, addon::work_name(&self.name)).inventory_key());
+            let resolved = self.resolved(&mca, placement);
+            let target = resolved
+                .as_ref()
+                .map(|r| rules::hashes(r))
+                .unwrap_or_default();
+            let (status, since) = match &resolved {
+                Ok(_) => rules::rollout_status(work.as_deref(), &target),
+                Err(_) => (Status::Skip, None),
+            };
+            entries.push(Entry {
+                mca,
+                cluster,
+                work,
+                placement,
+                group,
+                resolved,
+                target,
+                status,
+                since,
+                render_error: None,
+                waiting: false,
+            });
+        }
+
+        // Rollouts: one per placement, one (All) for add-ons installed by hand.
+        let mut progressions = Vec::new();
+        let mut starts: Vec<usize> = Vec::new();
+        for p in 0..=placements.len() {
+            let placement = (p < placements.len()).then_some(p);
+            let members: Vec<usize> = (0..entries.len())
+                .filter(|&i| entries[i].placement == placement)
+                .collect();
+            let strategy = match placement {
+                Some(i) => match crate::replicaset::rules::strategy(
+                    placements[i].rollout_strategy.as_ref(),
+                    &format!("spec.installStrategy.placements[{i}].rolloutStrategy"),
+                ) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::warn!(errors = ?e, "rollout strategy refused");
+                        continue;
+                    }
+                },
+                None => Strategy::default(),
+            };
+            let clusters: Vec<Cluster> = members
+                .iter()
+                .map(|&i| Cluster {
+                    name: entries[i].cluster.clone(),
+                    group: entries[i].group.clone(),
+                    status: entries[i].status,
+                    since: entries[i].since,
+                })
+                .collect();
+            let step = flotilla_rollout::step(&strategy, &clusters, now);
+            if let Some(r) = step.recheck_after {
+                at(r);
+            }
+            for &i in &members {
+                let e = &mut entries[i];
+                if e.status == Status::ToApply {
+                    if step.start.contains(&e.cluster) {
+                        starts.push(i);
+                    } else {
+                        e.waiting = true;
+                    }
+                }
+            }
+            if let Some(i) = placement {
+                progressions.push(self.progression(&placements[i], &entries, &members, &step));
+            }
+        }
+
+        // Render and apply the works of the clusters whose turn it is.
+        let mut jobs = Vec::new();
+        for &i in &starts {
+            let e = &entries[i];
+            let Ok(resolved) = &e.resolved else { continue };
+            match self.render(e, resolved) {
+                Ok(work) => jobs.push((i, work)),
+                Err(msg) => entries[i].render_error = Some(msg),
+            }
+        }
+        let clusters = self.deps.clusters.clone();
+        let results: Vec<(usize, Result<ManifestWork, String>)> =
+            futures::stream::iter(jobs.into_iter().map(|(i, work)| {
+                let cluster = entries[i].cluster.clone();
+                let handle = clusters.get_or_spawn(&cluster);
+                async move { (i, handle.apply_work(work).await.map_err(|e| e.to_string())) }
+            }))
+            .buffer_unordered(PARALLEL)
+            .collect()
+            .await;
+        for (i, r) in results {
+            match r {
+                Ok(w) => {
+                    let e = &mut entries[i];
+                    let (status, since) = rules::rollout_status(Some(&w), &e.target);
+                    e.status = status;
+                    e.since = since;
+                    e.work = Some(Arc::new(w));
+                }
+                Err(err) => {
+                    tracing::warn!(cluster = %entries[i].cluster, error = %err, "applying the add-on's work failed; retrying");
+                    at(Duration::from_secs(2));
+                }
+            }
+        }
+
+        // Statuses.
+        let grace = self.deps.config.lease_grace;
+        let mut writes = Vec::new();
+        for e in &entries {
+            let template = e.resolved.as_ref().ok().and_then(|r| self.template_of(r));
+            let mode = match &template {
+                Some(t) => health::mode_of(t),
+                None => Ok(health::Mode::WorkStatus),
+            };
+            let lease = self.store.lease(&e.cluster, &self.name).or_else(|| {
+                // Not renewed since this hub started: an add-on that was available gets a
+                // fresh grace from the start instead of flapping to Unknown.
+                let was = e.mca.status.as_ref().is_some_and(|s| {
+                    s.conditions.iter().any(|c| {
+                        c.r#type == addon::conditions::AVAILABLE
+                            && c.status == flotilla_api::meta::status::TRUE
+                    })
+                });
+                was.then_some(self.store.started)
+            });
+            if matches!(mode, Ok(health::Mode::Lease))
+                && let Some(d) = rules::lease_recheck(lease, now, grace)
+            {
+                at(d);
+            }
+            let registrations = template
+                .as_ref()
+                .map(|t| registrations(t, &e.cluster, &self.name))
+                .unwrap_or_default();
+            let install_namespace = match (&e.resolved, &template) {
+                (Ok(r), Some(t)) => {
+                    let config = self.deployment_config_of(r);
+                    render::install_namespace(&self.render_input(
+                        e,
+                        t,
+                        config.as_deref(),
+                        &Default::default(),
+                    ))
+                }
+                _ => e
+                    .mca
+                    .spec
+                    .as_ref()
+                    .map(|s| s.install_namespace.clone())
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or_else(|| addon::DEFAULT_INSTALL_NAMESPACE.to_string()),
+            };
+            let cluster = self.deps.inventory.get(&e.cluster);
+            let st = rules::status(&StatusInput {
+                cma: &self.cma,
+                mca: &e.mca,
+                work: e.work.as_deref(),
+                cluster: cluster.as_deref(),
+                configs: &e.resolved,
+                mode: &mode,
+                render_error: e.render_error.as_deref(),
+                rollout: e.status,
+                waiting: e.waiting,
+                lease,
+                grace,
+                install_namespace,
+                registrations,
+                now,
+            });
+            if e.mca.status.as_ref() != Some(&st) {
+                writes.push((e.cluster.clone(), st));
+            }
+        }
+        let store = self.store.clone();
+        let name = self.name.clone();
+        let failed: usize = futures::stream::iter(writes.into_iter().map(|(cluster, st)| {
+            let store = store.clone();
+            let name = name.clone();
+            async move { write_status(&store, &cluster, &name, st).await.is_err() as usize }
+        }))
+        .buffer_unordered(PARALLEL)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .sum();
+        if failed > 0 {
+            at(Duration::from_secs(1));
+        }
+        self.write_own_status(progressions).await;
+        recheck
+    }
+
+    fn render_input<'a>(
+        &'a self,
+        e: &'a Entry,
+        template: &'a AddOnTemplate,
+        config: Option<&'a AddOnDeploymentConfig>,
+        hashes: &'a rules::Hashes,
+    ) -> render::Input<'a> {
+        render::Input {
+            addon: &self.name,
+            cluster: &e.cluster,
+            install_namespace: e
+                .mca
+                .spec
+                .as_ref()
+                .map(|s| s.install_namespace.as_str())
+                .unwrap_or(""),
+            template,
+            config,
+            hub_url: &self.deps.config.hub_url,
+            config_hashes: hashes,
+        }
+    }
+
+    /// The work of one cluster at its effective configs, checked against the works of other
+    /// add-ons on the cluster.
+    fn render(&self, e: &Entry, resolved: &[Resolved]) -> Result<ManifestWork, String> {
+        let template = self
+            .template_of(resolved)
+            .ok_or_else(|| "the AddOnTemplate is gone".to_string())?;
+        let config = self.deployment_config_of(resolved);
+        let input = self.render_input(e, &template, config.as_deref(), &e.target);
+        let mut work = render::render(&input).map_err(|e| e.to_string())?;
+        ensure_namespace(&mut work, &render::install_namespace(&input));
+        // Keep the annotation the rollout compares with exactly what the targets are.
+        if let Some(m) = work.metadata.as_mut() {
+            m.annotations.insert(
+                addon::CONFIG_SPEC_HASH_ANNOTATION.to_string(),
+                rules::annotation(&e.target),
+            );
+        }
+        self.check_conflicts(&e.cluster, &work)?;
+        Ok(work)
+    }
+
+    /// Refuses a work declaring a resource another add-on's work on the cluster declares.
+    fn check_conflicts(&self, cluster: &str, work: &ManifestWork) -> Result<(), String> {
+        let mine = manifest_ids(work);
+        if mine.is_empty() {
+            return Ok(());
+        }
+        for (_, other) in self.deps.works.with_prefix(&ObjectRef::prefix(cluster)) {
+            let Some(owner) = other
+                .metadata
+                .as_ref()
+                .and_then(|m| m.labels.get(addon::ADDON_NAME_LABEL))
+            else {
+                continue;
+            };
+            if *owner == self.name {
+                continue;
+            }
+            let theirs = manifest_ids(&other);
+            // Namespaces are shared by add-ons (they are orphaned, never deleted, by each).
+            for (i, id) in mine.iter().filter(|(_, id)| id.kind != "Namespace") {
+                if theirs.iter().any(|(_, t)| t == id) {
+                    return Err(format!(
+                        "spec.agentSpec.workload.manifests[{i}]: {} is already managed by add-on {owner} on this cluster",
+                        id.describe()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn progression(
+        &self,
+        p: &flotilla_api::v1::PlacementStrategy,
+        entries: &[Entry],
+        members: &[usize],
+        step: &flotilla_rollout::Step,
+    ) -> InstallProgression {
+        let total = members.len() as i32;
+        let updated = members
+            .iter()
+            .filter(|&&i| entries[i].status == Status::Succeeded)
+            .count() as i32;
+        let failed = members
+            .iter()
+            .filter(|&&i| entries[i].status == Status::Failed)
+            .count() as i32;
+        let mut groups: BTreeMap<(u32, String), (i32, i32)> = BTreeMap::new();
+        for &i in members {
+            let g = groups
+                .entry((entries[i].group.index, entries[i].group.name.clone()))
+                .or_default();
+            g.0 += 1;
+            if entries[i].status == Status::Succeeded {
+                g.1 += 1;
+            }
+        }
+        let stopped_reason = step
+            .breach
+            .as_ref()
+            .map(|b| {
+                format!(
+                    "stopped in {}: failed {:?}, timed out {:?} (maxFailures {})",
+                    b.phase, b.failed, b.timed_out, b.max_failures
+                )
+            })
+            .unwrap_or_default();
+        // The placement's configs over the defaults, as the placement's clusters get them.
+        let defaults = self.default_refs();
+        let mut refs: Vec<InstallConfigReference> = defaults
+            .iter()
+            .filter(|d| {
+                !p.configs
+                    .iter()
+                    .any(|c| c.group == d.group && c.resource == d.resource)
+            })
+            .map(|d| InstallConfigReference {
+                group: d.group.clone(),
+                resource: d.resource.clone(),
+                desired_config: d.desired_config.clone(),
+                ..Default::default()
+            })
+            .collect();
+        for c in &p.configs {
+            let hash = self
+                .hashes
+                .get(&(
+                    c.resource.clone(),
+                    ObjectRef::new(&c.namespace, &c.name).inventory_key(),
+                ))
+                .map(|(_, h)| h.clone())
+                .unwrap_or_default();
+            refs.push(InstallConfigReference {
+                group: c.group.clone(),
+                resource: c.resource.clone(),
+                desired_config: Some(ConfigSpecHash {
+                    namespace: c.namespace.clone(),
+                    name: c.name.clone(),
+                    spec_hash: hash,
+                }),
+                ..Default::default()
+            });
+        }
+        if step.complete && total > 0 {
+            for r in &mut refs {
+                r.last_applied_config = r.desired_config.clone();
+                r.last_known_good_config = r.desired_config.clone();
+            }
+        } else {
+            let old = self
+                .cma
+                .status
+                .as_ref()
+                .and_then(|s| {
+                    s.install_progressions
+                        .iter()
+                        .find(|x| x.namespace == p.namespace && x.name == p.name)
+                })
+                .map(|x| x.config_references.clone())
+                .unwrap_or_default();
+            for r in &mut refs {
+                if let Some(o) = old
+                    .iter()
+                    .find(|o| o.group == r.group && o.resource == r.resource)
+                {
+                    r.last_applied_config = o.last_applied_config.clone();
+                    r.last_known_good_config = o.last_known_good_config.clone();
+                }
+            }
+        }
+        refs.sort_by(|a, b| (&a.group, &a.resource).cmp(&(&b.group, &b.resource)));
+        let (reason, message) = if step.breach.is_some() {
+            ("Failed", stopped_reason.clone())
+        } else if step.complete {
+            (
+                "Completed",
+                format!("{updated}/{total} completed with no errors, 0 failed 0 timeout."),
+            )
+        } else if total == 0 {
+            ("Completed", "the placement selects no cluster".into())
+        } else {
+            (
+                "Progressing",
+                format!("{updated}/{total} progressing..., {failed} failed 0 timeout."),
+            )
+        };
+        let mut conditions = self
+            .cma
+            .status
+            .as_ref()
+            .and_then(|s| {
+                s.install_progressions
+                    .iter()
+                    .find(|x| x.namespace == p.namespace && x.name == p.name)
+            })
+            .map(|x| x.conditions.clone())
+            .unwrap_or_default();
+        flotilla_api::meta::set_condition(
+            &mut conditions,
+            addon::conditions::PROGRESSING,
+            if reason == "Progressing" {
+                flotilla_api::meta::status::TRUE
+            } else {
+                flotilla_api::meta::status::FALSE
+            },
+            reason,
+            &message,
+        );
+        InstallProgression {
+            namespace: p.namespace.clone(),
+            name: p.name.clone(),
+            config_references: refs,
+            conditions,
+            decision_groups: groups
+                .into_iter()
+                .map(|((index, name), (total, available))| DecisionGroupSummary {
+                    index: index as i32,
+                    name,
+                    total,
+                    available,
+                })
+                .collect(),
+            stopped_reason,
+            notes: step
+                .notes
+                .iter()
+                .map(|n| format!("spec.installStrategy.placements: {n}"))
+                .collect(),
+            total,
+            updated,
+            failed,
+        }
+    }
+
+    fn default_refs(&self) -> Vec<DefaultConfigReference> {
+        let spec = self.spec();
+        spec.supported_configs
+            .iter()
+            .filter_map(|c| {
+                let d = c.default_config.as_ref()?;
+                let hash = self
+                    .hashes
+                    .get(&(
+                        c.resource.clone(),
+                        ObjectRef::new(&d.namespace, &d.name).inventory_key(),
+                    ))
+                    .map(|(_, h)| h.clone())
+                    .unwrap_or_default();
+                Some(DefaultConfigReference {
+                    group: c.group.clone(),
+                    resource: c.resource.clone(),
+                    desired_config: Some(ConfigSpecHash {
+                        namespace: d.namespace.clone(),
+                        name: d.name.clone(),
+                        spec_hash: hash,
+                    }),
+                })
+            })
+            .collect()
+    }
+
+    async fn write_own_status(&mut self, progressions: Vec<InstallProgression>) {
+        // Hash the defaults even when nothing is installed yet.
+        let spec = self.spec();
+        for c in &spec.supported_configs {
+            if let Some(d) = &c.default_config {
+                self.resolve(&AddOnConfig {
+                    group: c.group.clone(),
+                    resource: c.resource.clone(),
+                    namespace: d.namespace.clone(),
+                    name: d.name.clone(),
+                });
+            }
+        }
+        let st = ClusterManagementAddOnStatus {
+            default_config_references: self.default_refs(),
+            install_progressions: progressions,
+        };
+        if self.cma.status.as_ref() == Some(&st) {
+            return;
+        }
+        self.cma.status = Some(st);
+        if let Ok(Some((stored, revision))) = self.store.addons.get(&self.name).await {
+            let mut next = stored;
+            next.status = self.cma.status.clone();
+            match self.store.addons.write(&self.name, &next, revision).await {
+                Ok(rev) => {
+                    if let Some(m) = self.cma.metadata.as_mut() {
+                        m.resource_version = rev;
+                    }
+                }
+                Err(e) => tracing::debug!(error = %e, "add-on status not saved this time"),
+            }
+        }
+        self.store.addon_views.upsert(&self.name, self.cma.clone());
+    }
+
+    /// Removes every ManagedClusterAddOn of the add-on (and their works).
+    async fn cascade(&self) {
+        for mca in self.store.installed(&self.name) {
+            let (cluster, _) = rules::key_of(&mca);
+            if let Err(e) = uninstall(&self.store, &self.deps, &cluster, &self.name).await {
+                tracing::warn!(cluster = %cluster, error = %e, "removing the add-on failed");
+            }
+        }
+    }
+}
+
+enum Value {
+    Template(Arc<AddOnTemplate>),
+    Config(Arc<AddOnDeploymentConfig>),
+}
+
+fn soon() -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_millis(100)
+}

@@ -1,0 +1,305 @@
+//! `flotilla.v1.AddOnService`: add-ons, their installations, templates and configs, and
+//! clusteradm's `addon enable` / `addon disable`.
+
+use crate::addon::{AddOnError, AddOns};
+use crate::grpc::guard;
+use flotilla_api::v1::add_on_service_server::AddOnService;
+use flotilla_api::v1::{
+    AddOnDeploymentConfig, AddOnTemplate, ClusterManagementAddOn, DeleteAddOnResponse,
+    DisableAddOnRequest, DisableAddOnResponse, EnableAddOnRequest, EnableAddOnResponse,
+    GetAddOnRequest, ListAddOnDeploymentConfigsResponse, ListAddOnTemplatesResponse,
+    ListAddOnsRequest, ListClusterManagementAddOnsResponse, ListManagedClusterAddOnsResponse,
+    ManagedClusterAddOn, ManagedClusterAddOnEvent,
+};
+use tonic::{Request, Response, Status};
+
+impl From<AddOnError> for Status {
+    fn from(e: AddOnError) -> Self {
+        match e {
+            AddOnError::Invalid(_) => Status::invalid_argument(e.to_string()),
+            AddOnError::NotFound(_) => Status::not_found(e.to_string()),
+            AddOnError::Conflict(_) => Status::aborted(e.to_string()),
+            AddOnError::Unavailable(_) => Status::unavailable(e.to_string()),
+        }
+    }
+}
+
+/// The service implementation.
+pub struct AddOnApi {
+    addons: AddOns,
+}
+
+impl AddOnApi {
+    /// A service over the hub's add-ons.
+    pub fn new(addons: AddOns) -> Self {
+        Self { addons }
+    }
+}
+
+fn cluster_scoped(r: &GetAddOnRequest) -> Result<(), Status> {
+    if !r.namespace.is_empty() {
+        return Err(Status::invalid_argument(
+            "namespace: must be empty for a cluster-scoped kind",
+        ));
+    }
+    guard::object("name", &r.name)
+}
+
+fn namespaced(r: &GetAddOnRequest) -> Result<(), Status> {
+    guard::namespace("namespace", &r.namespace, false)?;
+    guard::object("name", &r.name)
+}
+
+fn found<T: Clone>(x: Option<std::sync::Arc<T>>, what: String) -> Result<Response<T>, Status> {
+    x.map(|x| Response::new((*x).clone()))
+        .ok_or_else(|| Status::not_found(format!("{what} not found")))
+}
+
+#[tonic::async_trait]
+impl AddOnService for AddOnApi {
+    async fn apply_cluster_management_add_on(
+        &self,
+        request: Request<ClusterManagementAddOn>,
+    ) -> Result<Response<ClusterManagementAddOn>, Status> {
+        Ok(Response::new(
+            self.addons.apply_addon(request.into_inner()).await?,
+        ))
+    }
+
+    async fn get_cluster_management_add_on(
+        &self,
+        request: Request<GetAddOnRequest>,
+    ) -> Result<Response<ClusterManagementAddOn>, Status> {
+        let r = request.into_inner();
+        cluster_scoped(&r)?;
+        found(
+            self.addons.get_addon(&r.name),
+            format!("ClusterManagementAddOn {}", r.name),
+        )
+    }
+
+    async fn list_cluster_management_add_ons(
+        &self,
+        _request: Request<ListAddOnsRequest>,
+    ) -> Result<Response<ListClusterManagementAddOnsResponse>, Status> {
+        let mut items: Vec<_> = self
+            .addons
+            .list_addons()
+            .into_iter()
+            .map(|x| (*x).clone())
+            .collect();
+        items.sort_by(|a, b| {
+            a.metadata
+                .as_ref()
+                .map(|m| &m.name)
+                .cmp(&b.metadata.as_ref().map(|m| &m.name))
+        });
+        Ok(Response::new(ListClusterManagementAddOnsResponse { items }))
+    }
+
+    async fn delete_cluster_management_add_on(
+        &self,
+        request: Request<GetAddOnRequest>,
+    ) -> Result<Response<DeleteAddOnResponse>, Status> {
+        let r = request.into_inner();
+        cluster_scoped(&r)?;
+        self.addons.delete_addon(&r.name).await?;
+        Ok(Response::new(DeleteAddOnResponse {}))
+    }
+
+    async fn apply_managed_cluster_add_on(
+        &self,
+        request: Request<ManagedClusterAddOn>,
+    ) -> Result<Response<ManagedClusterAddOn>, Status> {
+        Ok(Response::new(
+            self.addons
+                .apply_cluster_addon(request.into_inner())
+                .await?,
+        ))
+    }
+
+    async fn get_managed_cluster_add_on(
+        &self,
+        request: Request<GetAddOnRequest>,
+    ) -> Result<Response<ManagedClusterAddOn>, Status> {
+        let r = request.into_inner();
+        namespaced(&r)?;
+        found(
+            self.addons.get_cluster_addon(&r.namespace, &r.name),
+            format!("ManagedClusterAddOn {}/{}", r.namespace, r.name),
+        )
+    }
+
+    async fn list_managed_cluster_add_ons(
+        &self,
+        request: Request<ListAddOnsRequest>,
+    ) -> Result<Response<ListManagedClusterAddOnsResponse>, Status> {
+        let r = request.into_inner();
+        guard::cluster("namespace", &r.namespace, true)?;
+        Ok(Response::new(ListManagedClusterAddOnsResponse {
+            items: self
+                .addons
+                .list_cluster_addons(&r.namespace, &r.name)
+                .into_iter()
+                .map(|x| (*x).clone())
+                .collect(),
+        }))
+    }
+
+    async fn delete_managed_cluster_add_on(
+        &self,
+        request: Request<GetAddOnRequest>,
+    ) -> Result<Response<DeleteAddOnResponse>, Status> {
+        let r = request.into_inner();
+        namespaced(&r)?;
+        self.addons
+            .delete_cluster_addon(&r.namespace, &r.name)
+            .await?;
+        Ok(Response::new(DeleteAddOnResponse {}))
+    }
+
+    type WatchManagedClusterAddOnsStream = super::WatchStream<ManagedClusterAddOnEvent>;
+
+    async fn watch_managed_cluster_add_ons(
+        &self,
+        request: Request<ListAddOnsRequest>,
+    ) -> Result<Response<Self::WatchManagedClusterAddOnsStream>, Status> {
+        let r = request.into_inner();
+        guard::cluster("namespace", &r.namespace, true)?;
+        let (cluster, name) = (r.namespace, r.name);
+        Ok(Response::new(super::watch(
+            &self.addons.store().cluster_addon_views,
+            move |_, m: &ManagedClusterAddOn| {
+                m.metadata.as_ref().is_some_and(|m| {
+                    (cluster.is_empty() || m.namespace == cluster)
+                        && (name.is_empty() || m.name == name)
+                })
+            },
+            |ty, m: &ManagedClusterAddOn| ManagedClusterAddOnEvent {
+                r#type: ty as i32,
+                addon: Some(m.clone()),
+            },
+        )))
+    }
+
+    async fn apply_add_on_template(
+        &self,
+        request: Request<AddOnTemplate>,
+    ) -> Result<Response<AddOnTemplate>, Status> {
+        Ok(Response::new(
+            self.addons.apply_template(request.into_inner()).await?,
+        ))
+    }
+
+    async fn get_add_on_template(
+        &self,
+        request: Request<GetAddOnRequest>,
+    ) -> Result<Response<AddOnTemplate>, Status> {
+        let r = request.into_inner();
+        cluster_scoped(&r)?;
+        found(
+            self.addons.get_template(&r.name),
+            format!("AddOnTemplate {}", r.name),
+        )
+    }
+
+    async fn list_add_on_templates(
+        &self,
+        _request: Request<ListAddOnsRequest>,
+    ) -> Result<Response<ListAddOnTemplatesResponse>, Status> {
+        Ok(Response::new(ListAddOnTemplatesResponse {
+            items: self
+                .addons
+                .list_templates()
+                .into_iter()
+                .map(|x| (*x).clone())
+                .collect(),
+        }))
+    }
+
+    async fn delete_add_on_template(
+        &self,
+        request: Request<GetAddOnRequest>,
+    ) -> Result<Response<DeleteAddOnResponse>, Status> {
+        let r = request.into_inner();
+        cluster_scoped(&r)?;
+        self.addons.delete_template(&r.name).await?;
+        Ok(Response::new(DeleteAddOnResponse {}))
+    }
+
+    async fn apply_add_on_deployment_config(
+        &self,
+        request: Request<AddOnDeploymentConfig>,
+    ) -> Result<Response<AddOnDeploymentConfig>, Status> {
+        Ok(Response::new(
+            self.addons.apply_config(request.into_inner()).await?,
+        ))
+    }
+
+    async fn get_add_on_deployment_config(
+        &self,
+        request: Request<GetAddOnRequest>,
+    ) -> Result<Response<AddOnDeploymentConfig>, Status> {
+        let r = request.into_inner();
+        namespaced(&r)?;
+        found(
+            self.addons.get_config(&r.namespace, &r.name),
+            format!("AddOnDeploymentConfig {}/{}", r.namespace, r.name),
+        )
+    }
+
+    async fn list_add_on_deployment_configs(
+        &self,
+        request: Request<ListAddOnsRequest>,
+    ) -> Result<Response<ListAddOnDeploymentConfigsResponse>, Status> {
+        let r = request.into_inner();
+        guard::namespace("namespace", &r.namespace, true)?;
+        Ok(Response::new(ListAddOnDeploymentConfigsResponse {
+            items: self
+                .addons
+                .list_configs(&r.namespace)
+                .into_iter()
+                .map(|x| (*x).clone())
+                .collect(),
+        }))
+    }
+
+    async fn delete_add_on_deployment_config(
+        &self,
+        request: Request<GetAddOnRequest>,
+    ) -> Result<Response<DeleteAddOnResponse>, Status> {
+        let r = request.into_inner();
+        namespaced(&r)?;
+        self.addons.delete_config(&r.namespace, &r.name).await?;
+        Ok(Response::new(DeleteAddOnResponse {}))
+    }
+
+    async fn enable_add_on(
+        &self,
+        request: Request<EnableAddOnRequest>,
+    ) -> Result<Response<EnableAddOnResponse>, Status> {
+        let r = request.into_inner();
+        guard::object("name", &r.name)?;
+        for (i, c) in r.clusters.iter().enumerate() {
+            guard::cluster(&format!("clusters[{i}]"), c, false)?;
+        }
+        let (created, addon) = self
+            .addons
+            .enable(&r.name, &r.clusters, &r.placement, &r.install_namespace)
+            .await?;
+        Ok(Response::new(EnableAddOnResponse { created, addon }))
+    }
+
+    async fn disable_add_on(
+        &self,
+        request: Request<DisableAddOnRequest>,
+    ) -> Result<Response<DisableAddOnResponse>, Status> {
+        let r = request.into_inner();
+        guard::object("name", &r.name)?;
+        for (i, c) in r.clusters.iter().enumerate() {
+            guard::cluster(&format!("clusters[{i}]"), c, false)?;
+        }
+        let removed = self.addons.disable(&r.name, &r.clusters, r.all).await?;
+        Ok(Response::new(DisableAddOnResponse { removed }))
+    }
+}

@@ -1,0 +1,810 @@
+//! Add-ons over simulated clusters: installed by placement on exactly the selected clusters,
+//! config changes rolled out canary-first and stopped at maxFailures, lease health, bad input.
+
+mod common;
+
+use common::*;
+use flotilla_api::addon::{self, conditions as cond};
+use flotilla_api::meta::condition_status;
+use flotilla_api::ocm::{Document, parse_documents};
+use flotilla_api::v1::add_on_service_client::AddOnServiceClient;
+use flotilla_api::v1::placement_service_client::PlacementServiceClient;
+use flotilla_api::v1::{
+    AddOnLeaseRenewal, GetAddOnRequest, LabelClusterRequest, ListAddOnsRequest,
+    ManagedClusterAddOn, ManagedClusterSetBinding, ManagedClusterSetBindingSpec, ManifestWork,
+    ObjectMeta,
+};
+use flotilla_hub::Hub;
+use flotilla_testkit::NatsServer;
+use std::time::Duration;
+use tonic::transport::Channel;
+
+const PLACEMENT: &str = r#"
+apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata: {name: edge, namespace: default}
+spec:
+  clusterSets: [default]
+  predicates:
+    - requiredClusterSelector:
+        labelSelector:
+          matchLabels: {rollout: "yes"}
+  decisionStrategy:
+    groupStrategy:
+      decisionGroups:
+        - groupName: canary
+          groupClusterSelector:
+            labelSelector:
+              matchLabels: {canary: "yes"}
+"#;
+
+/// A template: a ConfigMap carrying `{{LEVEL}}` and the cluster's name, and a Deployment.
+fn template(name: &str, extra_annotations: &str) -> String {
+    format!(
+        r#"
+apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: AddOnTemplate
+metadata: {{name: {name}}}
+spec:
+  addonName: probe
+  agentSpec:
+    workload:
+      manifests:
+        - apiVersion: v1
+          kind: ConfigMap
+          metadata:
+            name: probe-settings
+            namespace: open-cluster-management-agent-addon
+            annotations: {{{extra_annotations}}}
+          data:
+            level: "{{{{LEVEL}}}}"
+            cluster: "{{{{CLUSTER_NAME}}}}"
+        - apiVersion: apps/v1
+          kind: Deployment
+          metadata:
+            name: probe-agent
+            namespace: open-cluster-management-agent-addon
+          spec:
+            replicas: 1
+            selector: {{matchLabels: {{app: probe}}}}
+            template:
+              metadata: {{labels: {{app: probe}}}}
+              spec:
+                containers:
+                  - name: agent
+                    image: example.com/probe:1
+"#
+    )
+}
+
+fn deployment_config(name: &str, level: &str) -> String {
+    format!(
+        r#"
+apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: AddOnDeploymentConfig
+metadata: {{name: {name}, namespace: default}}
+spec:
+  customizedVariables:
+    - {{name: LEVEL, value: "{level}"}}
+"#
+    )
+}
+
+/// The add-on, installed by placement `edge` with `strategy` (YAML under rolloutStrategy).
+fn addon_yaml(placement_configs: &str, strategy: &str) -> String {
+    format!(
+        r#"
+apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: ClusterManagementAddOn
+metadata: {{name: probe}}
+spec:
+  addOnMeta: {{displayName: Probe, description: a test add-on}}
+  supportedConfigs:
+    - group: addon.open-cluster-management.io
+      resource: addontemplates
+      defaultConfig: {{name: probe-v1}}
+    - group: addon.open-cluster-management.io
+      resource: addondeploymentconfigs
+      defaultConfig: {{name: probe-config, namespace: default}}
+  installStrategy:
+    type: Placements
+    placements:
+      - namespace: default
+        name: edge
+        configs: [{placement_configs}]
+        rolloutStrategy:
+{strategy}
+"#
+    )
+}
+
+const ALL: &str = "          type: All";
+
+async fn api(hub: &Hub) -> AddOnServiceClient<Channel> {
+    AddOnServiceClient::connect(format!("http://{}", hub.grpc_addr))
+        .await
+        .unwrap()
+}
+
+/// Applies every document of `yaml` through the add-on (or placement) API.
+async fn apply(hub: &Hub, yaml: &str) -> Result<(), tonic::Status> {
+    let mut a = api(hub).await;
+    for doc in parse_documents(yaml) {
+        match doc.unwrap_or_else(|e| panic!("fixture: {e}")) {
+            Document::ClusterManagementAddOn(x) => {
+                a.apply_cluster_management_add_on(x).await?;
+            }
+            Document::ManagedClusterAddOn(x) => {
+                a.apply_managed_cluster_add_on(x).await?;
+            }
+            Document::AddOnTemplate(x) => {
+                a.apply_add_on_template(x).await?;
+            }
+            Document::AddOnDeploymentConfig(x) => {
+                a.apply_add_on_deployment_config(x).await?;
+            }
+            Document::Placement(p) => {
+                PlacementServiceClient::connect(format!("http://{}", hub.grpc_addr))
+                    .await
+                    .unwrap()
+                    .apply_placement(p)
+                    .await?;
+            }
+            other => panic!("unexpected fixture {other:?}"),
+        }
+    }
+    Ok(())
+}
+
+async fn label(hub: &Hub, cluster: &str, set: &[(&str, &str)], remove: &[&str]) {
+    clusters_client(hub)
+        .await
+        .label_cluster(LabelClusterRequest {
+            name: cluster.into(),
+            set: set
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            remove: remove.iter().map(|s| s.to_string()).collect(),
+        })
+        .await
+        .unwrap();
+}
+
+/// Accepted clusters `names`, those in `selected` labelled for the placement (the first one
+/// also as the canary), the default set bound, the placement and the add-on's configs applied.
+async fn setup(hub: &Hub, nats: &NatsServer, names: &[&str], selected: &[&str]) -> Vec<TestAgent> {
+    let mut clusters = clusters_client(hub).await;
+    let agents = accepted_fleet(&mut clusters, &nats.url(), names).await;
+    for (i, n) in selected.iter().enumerate() {
+        label(hub, n, &[("rollout", "yes")], &[]).await;
+        if i == 0 {
+            label(hub, n, &[("canary", "yes")], &[]).await;
+        }
+    }
+    sets_client(hub)
+        .await
+        .apply_binding(ManagedClusterSetBinding {
+            metadata: Some(ObjectMeta {
+                name: "default".into(),
+                namespace: "default".into(),
+                ..Default::default()
+            }),
+            spec: Some(ManagedClusterSetBindingSpec {
+                cluster_set: "default".into(),
+            }),
+            status: None,
+        })
+        .await
+        .unwrap();
+    apply(hub, PLACEMENT).await.unwrap();
+    apply(hub, &template("probe-v1", "")).await.unwrap();
+    apply(hub, &deployment_config("probe-config", "1"))
+        .await
+        .unwrap();
+    agents
+}
+
+fn installed(hub: &Hub) -> Vec<String> {
+    let mut v: Vec<String> = hub
+        .addons
+        .list_cluster_addons("", "probe")
+        .iter()
+        .map(|m| m.metadata.as_ref().unwrap().namespace.clone())
+        .collect();
+    v.sort();
+    v
+}
+
+fn work_of(hub: &Hub, cluster: &str) -> Option<std::sync::Arc<ManifestWork>> {
+    hub.works
+        .get(&format!("{cluster}/{}", addon::work_name("probe")))
+}
+
+/// The ConfigMap of a cluster's add-on work.
+fn config_map(w: &ManifestWork) -> Option<serde_json::Value> {
+    w.spec
+        .as_ref()?
+        .workload
+        .as_ref()?
+        .manifests
+        .iter()
+        .filter_map(|m| serde_json::from_slice::<serde_json::Value>(&m.raw).ok())
+        .find(|v| v["kind"] == "ConfigMap")
+}
+
+/// The LEVEL a cluster's work was rendered with.
+fn level(hub: &Hub, cluster: &str) -> Option<String> {
+    let w = work_of(hub, cluster)?;
+    let v = config_map(&w)?;
+    v["data"]["level"].as_str().map(str::to_string)
+}
+
+fn mca_condition(m: &ManagedClusterAddOn, t: &str) -> Option<String> {
+    condition_status(&m.status.as_ref()?.conditions, t).map(str::to_string)
+}
+
+async fn wait_until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = tokio::time::Instant::now() + SOON * 2;
+    loop {
+        if let Some(x) = f() {
+            return x;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn enabling_by_placement_installs_on_exactly_the_selected_clusters() {
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let names = ["edge-1", "edge-2", "edge-3", "edge-4"];
+    let agents = setup(&hub, &nats, &names, &["edge-1", "edge-2", "edge-3"]).await;
+    apply(&hub, &addon_yaml("", ALL)).await.unwrap();
+
+    wait_until("installed on edge-1..3", || {
+        (installed(&hub) == ["edge-1", "edge-2", "edge-3"]).then_some(())
+    })
+    .await;
+    // Each gets its work, rendered for it, and the add-on becomes available (the Deployment's
+    // readiness, OCM's WorkloadAvailability probe).
+    for c in ["edge-1", "edge-2", "edge-3"] {
+        let m = wait_until(&format!("{c} available"), || {
+            let m = hub.addons.get_cluster_addon(c, "probe")?;
+            (mca_condition(&m, cond::AVAILABLE).as_deref() == Some("True")).then_some(m)
+        })
+        .await;
+        let w = work_of(&hub, c).unwrap();
+        let v = config_map(&w).unwrap();
+        let first = &w
+            .spec
+            .as_ref()
+            .unwrap()
+            .workload
+            .as_ref()
+            .unwrap()
+            .manifests[0]
+            .raw;
+        assert!(
+            String::from_utf8_lossy(first).contains(r#""kind":"Namespace""#),
+            "the install namespace comes first"
+        );
+        assert_eq!(v["data"]["cluster"], c);
+        assert_eq!(v["data"]["level"], "1");
+        assert_eq!(
+            w.metadata.as_ref().unwrap().labels[addon::ADDON_NAME_LABEL],
+            "probe"
+        );
+        let st = m.status.clone().unwrap();
+        assert_eq!(
+            mca_condition(&m, cond::MANIFEST_APPLIED).as_deref(),
+            Some("True")
+        );
+        assert_eq!(mca_condition(&m, cond::CONFIGURED).as_deref(), Some("True"));
+        assert_eq!(st.namespace, addon::DEFAULT_INSTALL_NAMESPACE);
+        assert_eq!(st.health_check.as_ref().unwrap().mode, "Customized");
+        assert_eq!(st.config_references.len(), 2, "{st:#?}");
+        for r in &st.config_references {
+            assert_eq!(r.desired_config, r.last_applied_config, "{r:?}");
+            assert_eq!(r.desired_config.as_ref().unwrap().spec_hash.len(), 64);
+        }
+    }
+    assert!(work_of(&hub, "edge-4").is_none());
+
+    // A cluster leaving the placement loses the add-on and its work; one joining gets it.
+    label(&hub, "edge-2", &[], &["rollout"]).await;
+    label(&hub, "edge-4", &[("rollout", "yes")], &[]).await;
+    wait_until("edge-2 out, edge-4 in", || {
+        (installed(&hub) == ["edge-1", "edge-3", "edge-4"] && work_of(&hub, "edge-2").is_none())
+            .then_some(())
+    })
+    .await;
+    wait_until("edge-4's work", || level(&hub, "edge-4")).await;
+
+    // The add-on's own status: its defaults with their hashes, one progression, complete.
+    let cma = wait_until("progression complete", || {
+        let c = hub.addons.get_addon("probe")?;
+        let p = c.status.as_ref()?.install_progressions.first()?.clone();
+        (p.total == 3 && p.updated == 3).then_some(c)
+    })
+    .await;
+    let st = cma.status.clone().unwrap();
+    assert_eq!(st.default_config_references.len(), 2);
+    assert_eq!(
+        condition_status(&st.install_progressions[0].conditions, "Progressing"),
+        Some("False")
+    );
+
+    // Deleting the add-on removes every installation and work.
+    api(&hub)
+        .await
+        .delete_cluster_management_add_on(GetAddOnRequest {
+            namespace: String::new(),
+            name: "probe".into(),
+        })
+        .await
+        .unwrap();
+    wait_until("everything removed", || {
+        (installed(&hub).is_empty() && names.iter().all(|c| work_of(&hub, c).is_none()))
+            .then_some(())
+    })
+    .await;
+    for a in agents {
+        a.stop().await;
+    }
+    hub.stop().await;
+}
+
+const CANARY_ONE_AT_A_TIME: &str = "          type: Progressive
+          progressive:
+            mandatoryDecisionGroups: [{groupName: canary}]
+            maxConcurrency: 1
+            maxFailures: 1";
+
+const ONE_AT_A_TIME_ONE_FAILURE: &str = "          type: Progressive
+          progressive:
+            maxConcurrency: 1
+            maxFailures: 1";
+
+#[tokio::test]
+async fn a_config_change_rolls_out_canary_first_and_stops_at_max_failures() {
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let names = ["edge-1", "edge-2", "edge-3", "edge-4", "edge-5"];
+    let agents = setup(&hub, &nats, &names, &names).await;
+    apply(&hub, &addon_yaml("", CANARY_ONE_AT_A_TIME))
+        .await
+        .unwrap();
+    wait_until("installed everywhere at level 1", || {
+        names
+            .iter()
+            .all(|c| level(&hub, c).as_deref() == Some("1"))
+            .then_some(())
+    })
+    .await;
+    wait_until("all available", || {
+        names
+            .iter()
+            .all(|c| {
+                hub.addons
+                    .get_cluster_addon(c, "probe")
+                    .is_some_and(|m| mca_condition(&m, cond::AVAILABLE).as_deref() == Some("True"))
+            })
+            .then_some(())
+    })
+    .await;
+
+    // A config change: the canary (edge-1) first, then one cluster at a time.
+    apply(&hub, &deployment_config("probe-config", "2"))
+        .await
+        .unwrap();
+    let mut order = Vec::new();
+    wait_until("level 2 everywhere", || {
+        let updated: Vec<&str> = names
+            .iter()
+            .copied()
+            .filter(|c| level(&hub, c).as_deref() == Some("2"))
+            .collect();
+        for c in &updated {
+            if !order.contains(c) {
+                order.push(*c);
+            }
+        }
+        let in_flight = updated
+            .iter()
+            .filter(|c| {
+                work_of(&hub, c).is_none_or(|w| {
+                    !common::work::converged_at(&w, w.metadata.as_ref().unwrap().generation)
+                })
+            })
+            .count();
+        assert!(in_flight <= 1, "{in_flight} clusters updating at once");
+        (updated.len() == names.len()).then_some(())
+    })
+    .await;
+    assert_eq!(order[0], "edge-1", "the canary went first: {order:?}");
+
+    // A template that fails to apply: with maxFailures 1, two clusters fail and the rollout
+    // stops there; the others keep the working version.
+    apply(
+        &hub,
+        &template(
+            "probe-broken",
+            r#""sim.flotilla.io/apply-error": "quota exceeded""#,
+        ),
+    )
+    .await
+    .unwrap();
+    apply(
+        &hub,
+        &addon_yaml(
+            "{group: addon.open-cluster-management.io, resource: addontemplates, name: probe-broken}",
+            ONE_AT_A_TIME_ONE_FAILURE,
+        ),
+    )
+    .await
+    .unwrap();
+    let broken = |c: &str| {
+        work_of(&hub, c).is_some_and(|w| {
+            w.metadata.as_ref().unwrap().annotations[addon::CONFIG_SPEC_HASH_ANNOTATION]
+                .contains("probe-broken")
+        })
+    };
+    let cma = wait_until("the rollout stopped", || {
+        let c = hub.addons.get_addon("probe")?;
+        let p = c.status.as_ref()?.install_progressions.first()?.clone();
+        (!p.stopped_reason.is_empty()).then_some(c)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let failed: Vec<&str> = names.iter().copied().filter(|c| broken(c)).collect();
+    assert_eq!(
+        failed.len(),
+        2,
+        "exactly maxFailures + 1 clusters tried: {failed:?}"
+    );
+    let p = &cma.status.as_ref().unwrap().install_progressions[0];
+    assert_eq!(
+        condition_status(&p.conditions, "Progressing"),
+        Some("False"),
+        "{p:#?}"
+    );
+    for c in &failed {
+        let m = hub.addons.get_cluster_addon(c, "probe").unwrap();
+        assert_eq!(
+            mca_condition(&m, cond::MANIFEST_APPLIED).as_deref(),
+            Some("False")
+        );
+    }
+    for c in names.iter().filter(|c| !failed.contains(c)) {
+        assert_eq!(
+            level(&hub, c).as_deref(),
+            Some("2"),
+            "{c} kept the working version"
+        );
+    }
+    for a in agents {
+        a.stop().await;
+    }
+    hub.stop().await;
+}
+
+const LEASE_TEMPLATE: &str = r#"
+apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: AddOnTemplate
+metadata:
+  name: leased-v1
+  annotations: {addon.flotilla.io/health-check: Lease}
+spec:
+  addonName: leased
+  agentSpec:
+    workload:
+      manifests:
+        - apiVersion: v1
+          kind: ConfigMap
+          metadata: {name: leased, namespace: default}
+          data: {cluster: "{{CLUSTER_NAME}}"}
+---
+apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: ClusterManagementAddOn
+metadata: {name: leased}
+spec:
+  supportedConfigs:
+    - group: addon.open-cluster-management.io
+      resource: addontemplates
+      defaultConfig: {name: leased-v1}
+"#;
+
+/// Renews add-on `leased`'s lease on `cluster` every 200 ms, as its agent does, until dropped.
+fn renew_leases(nats_url: String, cluster: &'static str) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let client = async_nats::connect(nats_url).await.unwrap();
+        loop {
+            let renewal = AddOnLeaseRenewal {
+                cluster_name: cluster.into(),
+                addon_name: "leased".into(),
+                renew_time: Some(flotilla_api::meta::now()),
+            };
+            let ev = flotilla_bus::Event::new(
+                flotilla_bus::addons::lease_type(),
+                "leased-agent",
+                cluster,
+                &renewal,
+            );
+            let bytes = ev.encode(1 << 20).unwrap();
+            let _ = client
+                .publish_with_headers(
+                    flotilla_bus::addons::subject(
+                        "leased",
+                        cluster,
+                        flotilla_bus::addons::KIND_LEASE,
+                    ),
+                    flotilla_bus::envelope::headers(&ev),
+                    bytes,
+                )
+                .await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+}
+
+#[tokio::test]
+async fn lease_health_goes_false_after_the_grace_and_comes_back() {
+    let nats = NatsServer::start();
+    let mut config = hub_config(&nats.url());
+    config.addons.lease_grace = Duration::from_secs(2);
+    let hub = start_hub(config).await;
+    let mut clusters = clusters_client(&hub).await;
+    let agents = accepted_fleet(&mut clusters, &nats.url(), &["edge-1"]).await;
+    apply(&hub, LEASE_TEMPLATE).await.unwrap();
+    let mut a = api(&hub).await;
+    a.enable_add_on(flotilla_api::v1::EnableAddOnRequest {
+        name: "leased".into(),
+        clusters: vec!["edge-1".into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let available = |hub: &Hub| {
+        hub.addons
+            .get_cluster_addon("edge-1", "leased")
+            .and_then(|m| {
+                let c = m
+                    .status
+                    .as_ref()?
+                    .conditions
+                    .iter()
+                    .find(|c| c.r#type == cond::AVAILABLE)?
+                    .clone();
+                Some((c.status, c.reason))
+            })
+    };
+    // No lease yet: Unknown, as OCM reports a missing lease.
+    let (s, reason) = wait_until("lease not found", || available(&hub)).await;
+    assert_eq!(
+        (s.as_str(), reason.as_str()),
+        ("Unknown", "ManagedClusterAddOnLeaseNotFound")
+    );
+    let m = hub.addons.get_cluster_addon("edge-1", "leased").unwrap();
+    assert_eq!(
+        m.status
+            .as_ref()
+            .unwrap()
+            .health_check
+            .as_ref()
+            .unwrap()
+            .mode,
+        "Lease"
+    );
+
+    let renewing = renew_leases(nats.url(), "edge-1");
+    wait_until("available while renewing", || {
+        (available(&hub)?.0 == "True").then_some(())
+    })
+    .await;
+    // The agent stops: after the grace the add-on is not available (OCM: False,
+    // ManagedClusterAddOnLeaseUpdateStopped).
+    renewing.abort();
+    let stopped = tokio::time::Instant::now();
+    let (s, reason) = wait_until("lease went stale", || {
+        available(&hub).filter(|(s, _)| s != "True")
+    })
+    .await;
+    assert!(
+        stopped.elapsed() >= Duration::from_millis(1500),
+        "stale too early"
+    );
+    assert_eq!(
+        (s.as_str(), reason.as_str()),
+        ("False", "ManagedClusterAddOnLeaseUpdateStopped")
+    );
+    // It resumes: available again at once.
+    let renewing = renew_leases(nats.url(), "edge-1");
+    wait_until("available again", || {
+        (available(&hub)?.0 == "True").then_some(())
+    })
+    .await;
+
+    // A lease for an add-on that is not installed there is refused (and changes nothing).
+    let bogus = renew_leases(nats.url(), "edge-9");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    bogus.abort();
+    assert!(hub.addons.get_cluster_addon("edge-9", "leased").is_none());
+    wait_metric(&hub, "reason=\"not_installed\"").await;
+
+    // The cluster goes away (its agent stops): the add-on follows the cluster to Unknown.
+    renewing.abort();
+    for a in agents {
+        a.stop().await;
+    }
+    let (s, reason) = wait_until("cluster unknown", || {
+        available(&hub).filter(|(s, _)| s == "Unknown")
+    })
+    .await;
+    assert_eq!(s, "Unknown");
+    assert_ne!(reason, "ManagedClusterAddOnLeaseNotFound");
+    hub.stop().await;
+}
+
+#[tokio::test]
+async fn bad_add_on_input_is_refused_naming_the_field_and_disturbs_nothing() {
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let agents = setup(&hub, &nats, &["edge-1", "edge-2"], &["edge-1", "edge-2"]).await;
+    apply(&hub, &addon_yaml("", ALL)).await.unwrap();
+    wait_until("installed", || (installed(&hub).len() == 2).then_some(())).await;
+    let mut a = api(&hub).await;
+
+    // A ManagedClusterAddOn for an unknown cluster, an unknown add-on, an unsupported config.
+    let mca = |cluster: &str, name: &str, configs: &str| {
+        format!(
+            r#"
+apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: ManagedClusterAddOn
+metadata: {{name: {name}, namespace: {cluster}}}
+spec:
+  configs: [{configs}]
+"#
+        )
+    };
+    let e = apply(&hub, &mca("edge-9", "probe", "")).await.unwrap_err();
+    assert!(e.message().contains("metadata.namespace"), "{e:?}");
+    let e = apply(&hub, &mca("edge-1", "nope", "")).await.unwrap_err();
+    assert!(e.message().contains("metadata.name"), "{e:?}");
+    let e = apply(
+        &hub,
+        &mca(
+            "edge-1",
+            "probe",
+            "{group: example.com, resource: widgets, name: w}",
+        ),
+    )
+    .await
+    .unwrap_err();
+    assert!(e.message().contains("spec.configs[0]"), "{e:?}");
+
+    // A template with an unknown variable, given to edge-2 only: edge-2 says so, edge-1 keeps
+    // running.
+    apply(
+        &hub,
+        &template("probe-typo", "").replace("{{LEVEL}}", "{{LEVLE}}"),
+    )
+    .await
+    .unwrap();
+    apply(
+        &hub,
+        &mca(
+            "edge-2",
+            "probe",
+            "{group: addon.open-cluster-management.io, resource: addontemplates, name: probe-typo}",
+        ),
+    )
+    .await
+    .unwrap();
+    let m = wait_until("edge-2 reports the render error", || {
+        let m = hub.addons.get_cluster_addon("edge-2", "probe")?;
+        (mca_condition(&m, cond::MANIFEST_APPLIED).as_deref() == Some("False")).then_some(m)
+    })
+    .await;
+    let c = m
+        .status
+        .clone()
+        .unwrap()
+        .conditions
+        .into_iter()
+        .find(|c| c.r#type == cond::MANIFEST_APPLIED)
+        .unwrap();
+    assert!(c.message.contains("LEVLE"), "{c:?}");
+    assert_eq!(
+        level(&hub, "edge-2").as_deref(),
+        Some("1"),
+        "edge-2 kept its work"
+    );
+    assert_eq!(level(&hub, "edge-1").as_deref(), Some("1"));
+
+    // A second add-on whose template declares the same ConfigMap: refused on its clusters,
+    // naming the resource and the other add-on; the first add-on is untouched.
+    apply(
+        &hub,
+        &template("clash-v1", "")
+            .replace("addonName: probe", "addonName: clash")
+            .replace("{{LEVEL}}", "x"),
+    )
+    .await
+    .unwrap();
+    apply(
+        &hub,
+        r#"
+apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: ClusterManagementAddOn
+metadata: {name: clash}
+spec:
+  supportedConfigs:
+    - group: addon.open-cluster-management.io
+      resource: addontemplates
+      defaultConfig: {name: clash-v1}
+"#,
+    )
+    .await
+    .unwrap();
+    a.enable_add_on(flotilla_api::v1::EnableAddOnRequest {
+        name: "clash".into(),
+        clusters: vec!["edge-1".into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let m = wait_until("the clash is reported", || {
+        let m = hub.addons.get_cluster_addon("edge-1", "clash")?;
+        (mca_condition(&m, cond::MANIFEST_APPLIED).as_deref() == Some("False")).then_some(m)
+    })
+    .await;
+    let msg = m
+        .status
+        .clone()
+        .unwrap()
+        .conditions
+        .into_iter()
+        .find(|c| c.r#type == cond::MANIFEST_APPLIED)
+        .unwrap()
+        .message;
+    assert!(msg.contains("probe") && msg.contains("ConfigMap"), "{msg}");
+    assert!(
+        hub.works
+            .get(&format!("edge-1/{}", addon::work_name("clash")))
+            .is_none()
+    );
+    assert_eq!(level(&hub, "edge-1").as_deref(), Some("1"));
+
+    // Names that cannot be NATS subject tokens, and a config in use, are refused.
+    let e = apply(
+        &hub,
+        &addon_yaml("", ALL).replace("name: probe}", "name: pro.be}"),
+    )
+    .await
+    .unwrap_err();
+    assert!(e.message().contains("metadata.name"), "{e:?}");
+    let e = a
+        .delete_add_on_template(GetAddOnRequest {
+            namespace: String::new(),
+            name: "probe-v1".into(),
+        })
+        .await
+        .unwrap_err();
+    assert!(e.message().contains("in use"), "{e:?}");
+    let listed = a
+        .list_managed_cluster_add_ons(ListAddOnsRequest {
+            namespace: "edge-1".into(),
+            name: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .items;
+    assert_eq!(listed.len(), 2);
+    for a in agents {
+        a.stop().await;
+    }
+    hub.stop().await;
+}
