@@ -466,7 +466,6 @@ async fn run_with_credentials(
         });
         let wait = match answer {
             Ok(expires) => {
-                failures = 0;
                 if reporter.is_none() {
                     let mut cfg = nats.clone();
                     cfg.name = config.source();
@@ -491,7 +490,14 @@ async fn run_with_credentials(
                 }
                 let now = flotilla_auth::setup::unix_now();
                 let left = expires.map_or(i64::MAX, |e| (e - now).max(0)) as u64;
-                Duration::from_secs(left.saturating_mul(2) / 3).max(MIN_RENEW)
+                if reporter.is_some() {
+                    failures = 0;
+                    Duration::from_secs(left.saturating_mul(2) / 3).max(MIN_RENEW)
+                } else {
+                    // No connection yet: try again soon rather than at renewal.
+                    failures += 1;
+                    connect::backoff(failures as usize + 4, MAX_RETRY)
+                }
             }
             Err(e) => {
                 failures += 1;
