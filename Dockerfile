@@ -5,7 +5,8 @@ COPY . .
 RUN cargo build --release --workspace --bins \
  && mkdir /out \
  && cp target/release/flotilla target/release/flotilla-hub target/release/flotilla-agent \
-       target/release/flotilla-sim target/release/flotilla-load /out/
+       target/release/flotilla-sim target/release/flotilla-load \
+       target/release/flotilla-addon-fleet-metrics /out/
 
 FROM debian:bookworm-slim
 RUN useradd --system --uid 10001 flotilla

@@ -57,7 +57,8 @@ for _ in $(seq 100); do port_busy "$NATS_PORT" && break; sleep 0.1; done
 
 echo "== starting flotilla-hub (auto-accept) — gRPC :$GRPC_PORT, metrics :$METRICS_PORT"
 "$BIN/flotilla-hub" --nats-url "nats://127.0.0.1:$NATS_PORT" --grpc-listen "127.0.0.1:$GRPC_PORT" \
-  --metrics-listen "127.0.0.1:$METRICS_PORT" --auto-accept >"$RUN/hub.log" 2>&1 &
+  --metrics-listen "127.0.0.1:$METRICS_PORT" --auto-accept \
+  --addon-hub-url "nats://127.0.0.1:$NATS_PORT" >"$RUN/hub.log" 2>&1 &
 PIDS+=($!)
 
 echo "== starting flotilla-sim with $CLUSTERS simulated clusters"
@@ -153,6 +154,8 @@ The fleet is running. In another terminal:
 echo
   $BIN/flotilla describe placement demo -n default
   $BIN/flotilla get addonplacementscores
+  for f in template config addon; do cat examples/addons/fleet-metrics-\$f.yaml; echo ---; done | $BIN/flotilla apply -f -
+  $BIN/flotilla get addons
   curl -s 127.0.0.1:$METRICS_PORT/metrics | grep flotilla_hub_clusters
 Logs: $RUN/*.log. Press Ctrl-C to stop.
 MSG

@@ -11,6 +11,8 @@
 //! - [`namespaces`]: the namespaces the cluster's sets manage (ManagedClusterSet
 //!   `managedNamespaces`), created and labelled as OCM's registration agent does.
 //! - [`scores`]: AddOnPlacementScores the agent reports (resource usage).
+//! - [`addons`]: add-on agents run in-process on simulated clusters
+//!   ([`AgentConfig::simulate_addons`]), and the example add-on `fleet-metrics`.
 //! - [`store`]: durable local state (`--state-dir`) or in-memory state for simulators.
 //! - [`features`]: feature gates (`--feature-gates`), as OCM's work agent names them.
 //!
@@ -18,6 +20,7 @@
 
 #![deny(missing_docs)]
 
+pub mod addons;
 pub mod backend;
 pub mod credentials;
 pub mod enrolment;
@@ -96,6 +99,11 @@ pub struct AgentConfig {
     /// A NATS connection shared with other agents (simulators at scale); `None`: the agent
     /// opens its own from `nats`, as a real edge cluster does.
     pub connection: Option<SharedConnection>,
+    /// Run the add-on agents of known images (`flotilla/fleet-metrics`) that the cluster's
+    /// Deployments declare inside the agent, as a simulated cluster's kubelet would
+    /// ([`addons::Supervisor`]). Off by default (a real cluster runs them itself); `flotilla-sim`
+    /// turns it on. In secure mode each add-on gets credentials of its own from the hub.
+    pub simulate_addons: bool,
 }
 
 /// A NATS connection several agents of one process share (`flotilla-sim --share-connections`):
@@ -172,6 +180,7 @@ impl AgentConfig {
             feature_gates: features::FeatureGates::default(),
             metrics: Arc::default(),
             connection: None,
+            simulate_addons: false,
         }
     }
 
@@ -239,24 +248,34 @@ pub async fn run(
     let mut shutdown = Box::pin(shutdown);
     // The one-off steps run boxed, so the task keeps only what the running actor needs (the
     // state of a connect or an enrolment is much larger than an idle agent's).
-    let Some((actor, events_rx, client)) =
+    let Some((actor, events_rx, client, addons)) =
         Box::pin(prepare(config, backend, shutdown.as_mut())).await?
     else {
         return Ok(());
     };
-    actor.run(events_rx, shutdown).await;
+    match addons {
+        // The add-ons run as long as the agent does, and stop with it.
+        Some(addons) => {
+            tokio::select! {
+                () = actor.run(events_rx, shutdown) => {}
+                () = Box::pin(addons.run()) => {}
+            }
+        }
+        None => actor.run(events_rx, shutdown).await,
+    }
     if let Some(own) = client {
         let _ = tokio::time::timeout(Duration::from_secs(2), Box::pin(own.drain())).await;
     }
     Ok(())
 }
 
-/// The actor, its connection events, and its own client (to drain at the end; `None` for a
-/// shared connection).
+/// The actor, its connection events, its own client (to drain at the end; `None` for a
+/// shared connection), and the in-process add-ons' supervisor (`simulate_addons`).
 type Prepared = (
     registration::RegistrationActor,
     tokio::sync::mpsc::UnboundedReceiver<connect::ConnectionEvent>,
     Option<async_nats::Client>,
+    Option<addons::Supervisor>,
 );
 
 /// Opens the state, enrols (secure mode), connects and builds the actor; `None` when
@@ -324,10 +343,24 @@ async fn prepare(
             metrics: config.metrics.clone(),
         },
     )?;
+    let addons = config.simulate_addons.then(|| {
+        let supervisor = addons::Supervisor::new(
+            &config.cluster_name,
+            backend.clone(),
+            store.clone(),
+            client.clone(),
+        )
+        .with_max_event_bytes(config.max_event_bytes);
+        if credentials.is_some() {
+            supervisor.with_requested_credentials(config.nats.clone())
+        } else {
+            supervisor
+        }
+    });
     let mut actor =
         registration::RegistrationActor::new(config, client.clone(), backend, store, works);
     if let Some(creds) = credentials {
         actor = actor.with_credentials(creds);
     }
-    Ok(Some((actor, events_rx, own)))
+    Ok(Some((actor, events_rx, own, addons)))
 }

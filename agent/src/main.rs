@@ -80,6 +80,10 @@ struct Args {
     /// Milliseconds until simulated workloads become ready.
     #[arg(long, default_value_t = 2000)]
     sim_ready_delay_ms: u64,
+    /// With the `sim` backend: run the add-on agents the simulated cluster's Deployments declare
+    /// (image flotilla/fleet-metrics) inside the agent, as a kubelet would.
+    #[arg(long)]
+    simulate_addons: bool,
 }
 
 fn pairs(flag: &str, raw: &[String], errors: &mut Vec<String>) -> Vec<(String, String)> {
@@ -130,6 +134,13 @@ fn main() -> ExitCode {
         Ok(gates) => config.feature_gates = gates,
         Err(es) => errors.extend(es),
     }
+    if args.simulate_addons && args.backend != "sim" {
+        errors.push(
+            "--simulate-addons needs --backend sim (a Kubernetes cluster runs its add-on agents itself)"
+                .into(),
+        );
+    }
+    config.simulate_addons = args.simulate_addons;
     let sim_file = args.state_dir.join("sim-cluster.json");
     errors.extend(config.validate());
     if !errors.is_empty() {

@@ -316,6 +316,20 @@ impl LocalStore {
         }
     }
 
+    /// How many work records the agent holds (the ManifestWorks it applied and keeps), without
+    /// decoding them.
+    pub fn work_count(&self) -> usize {
+        match &self.backing {
+            Backing::Memory(m) => m.lock().expect("works lock").len(),
+            Backing::Dir(dir) => std::fs::read_dir(dir.join(WORKS_DIR)).map_or(0, |entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .filter(|e| e.path().extension().and_then(|x| x.to_str()) == Some("pb"))
+                    .count()
+            }),
+        }
+    }
+
     /// The simulated cluster's file inside the state directory (None in memory mode).
     pub fn sim_cluster_file(&self) -> Option<PathBuf> {
         match &self.backing {
@@ -436,6 +450,28 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn work_records_are_counted_in_memory_and_on_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        for store in [
+            LocalStore::memory("c1"),
+            LocalStore::open(dir.path(), "c1").unwrap(),
+        ] {
+            assert_eq!(store.work_count(), 0);
+            for id in ["w1", "w2"] {
+                store
+                    .save_work(&flotilla_api::v1::AppliedManifestWork {
+                        resource_id: id.into(),
+                        ..Default::default()
+                    })
+                    .unwrap();
+            }
+            assert_eq!(store.work_count(), 2);
+            store.remove_work("w1").unwrap();
+            assert_eq!(store.work_count(), 1);
+        }
     }
 
     #[test]

@@ -10,6 +10,8 @@
 //!   each way.
 //! - [`scores`]: every agent reports `cpuAvailable` / `memAvailable` AddOnPlacementScores; the
 //!   fleet drifts its clusters' load so the scores move.
+//! - Add-ons: every agent runs the add-on agents its cluster's Deployments declare
+//!   (`flotilla/fleet-metrics`) in-process ([`FleetConfig::simulate_addons`], on by default).
 
 #![deny(missing_docs)]
 
@@ -69,6 +71,10 @@ pub struct FleetConfig {
     /// cuts memory and the server's connection count for very large fleets; not with
     /// `bootstrap_creds`.
     pub share_connections: usize,
+    /// Run the add-on agents the simulated clusters' Deployments declare (the example
+    /// `flotilla/fleet-metrics`) inside each agent ([`AgentConfig::simulate_addons`]); on by
+    /// default, so add-ons installed from the hub report leases and scores.
+    pub simulate_addons: bool,
 }
 
 impl FleetConfig {
@@ -91,6 +97,7 @@ impl FleetConfig {
             profile: None,
             metrics: std::sync::Arc::default(),
             share_connections: 0,
+            simulate_addons: true,
         }
     }
 
@@ -147,6 +154,7 @@ pub fn cluster(config: &FleetConfig, i: usize) -> (AgentConfig, SimBackend) {
     agent.resync_interval = config.resync_interval;
     agent.score_interval = config.scores.as_ref().map(|s| s.interval);
     agent.metrics = config.metrics.clone();
+    agent.simulate_addons = config.simulate_addons;
     // Simulated agents share one process: keep per-connection buffers small.
     agent.nats.client_capacity = 64;
     agent.nats.subscription_capacity = 256;

@@ -62,6 +62,10 @@ struct Args {
     /// Serve Prometheus metrics of the whole simulated fleet (`/metrics`) on this address.
     #[arg(long, env = "FLOTILLA_METRICS_LISTEN")]
     metrics_listen: Option<std::net::SocketAddr>,
+    /// Run the add-on agents the simulated clusters' Deployments declare (image
+    /// flotilla/fleet-metrics: lease renewals and fleet-metrics scores) inside the agents.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    simulate_addons: bool,
     /// Show a progress bar while the agents start (default: when stderr is a terminal).
     #[arg(long)]
     progress: bool,
@@ -79,6 +83,7 @@ async fn main() -> anyhow::Result<()> {
     config.nats = args.nats.clone();
     config.bootstrap_creds = args.bootstrap_creds.clone();
     config.share_connections = args.share_connections as usize;
+    config.simulate_addons = args.simulate_addons;
     config.name_prefix = args.name_prefix;
     config.first_index = args.first_index;
     config.start_rate = args.start_rate;

@@ -144,6 +144,12 @@ pub trait Backend: Send + Sync + 'static {
     fn scores(&self) -> Vec<(String, Vec<flotilla_api::v1::AddOnPlacementScoreItem>)> {
         Vec::new()
     }
+    /// A signal that the cluster's objects changed (its value is a change counter), for
+    /// watchers that would otherwise poll [`Backend::list`] — the in-process add-on supervisor.
+    /// `None` (the default): no signal, poll.
+    fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        None
+    }
     /// Lists objects of a kind (matched case-insensitively against kind, plural resource or
     /// short name), optionally in one namespace.
     async fn list(&self, kind: &str, namespace: Option<&str>) -> Result<Vec<Value>, BackendError>;

@@ -74,6 +74,8 @@ pub struct SimBackend {
     load: Mutex<f64>,
     /// The executor each object was last authorized for, by object key.
     executors: Mutex<HashMap<String, String>>,
+    /// Bumped on every change of the stored objects ([`Backend::changes`]).
+    changed: tokio::sync::watch::Sender<u64>,
 }
 
 fn now_ms() -> u64 {
@@ -203,6 +205,7 @@ impl SimBackend {
             injected: Mutex::new(HashMap::new()),
             load: Mutex::new(0.0),
             executors: Mutex::new(HashMap::new()),
+            changed: tokio::sync::watch::Sender::new(0),
         }
     }
 
@@ -239,6 +242,11 @@ impl SimBackend {
         let mut info = self.info.lock().expect("sim lock");
         info.healthy = healthy;
         info.health_message = message.to_string();
+    }
+
+    /// Sets the node count the cluster reports (default [`SimConfig::nodes`]).
+    pub fn set_nodes(&self, nodes: u32) {
+        self.info.lock().expect("sim lock").nodes = Some(nodes);
     }
 
     /// Changes an allocatable resource (simulates load).
@@ -384,8 +392,15 @@ impl SimBackend {
 
 #[async_trait::async_trait]
 impl Backend for SimBackend {
+    /// The cluster's facts; the node count is [`SimConfig::nodes`] unless set.
     async fn info(&self) -> ClusterInfo {
-        self.info.lock().expect("sim lock").clone()
+        let mut info = self.info.lock().expect("sim lock").clone();
+        info.nodes = info.nodes.or(Some(self.config.nodes));
+        info
+    }
+
+    fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        Some(self.changed.subscribe())
     }
 
     async fn apply(
@@ -561,6 +576,7 @@ impl Backend for SimBackend {
         };
         if matches!(outcome, ApplyOutcome::Created | ApplyOutcome::Updated) {
             self.save(&objects);
+            self.changed.send_replace(rv);
         }
         Ok(outcome)
     }
@@ -614,7 +630,9 @@ impl Backend for SimBackend {
                 .retain(|k, _| k.split('/').nth(2) != Some(id.name.as_str()));
         }
         if existed {
+            objects.resource_version += 1;
             self.save(&objects);
+            self.changed.send_replace(objects.resource_version);
         }
         Ok(existed)
     }
@@ -683,6 +701,25 @@ mod tests {
         b.authorize(None, &id, &d, &["create"]).await.unwrap();
         assert_eq!(b.executor_of(&id), None);
         assert!(b.get(&id).await.unwrap().unwrap()["metadata"]["annotations"].is_null());
+    }
+
+    #[tokio::test]
+    async fn changes_are_signalled_and_nodes_reported() {
+        let b = sim();
+        assert_eq!(b.info().await.nodes, Some(3), "SimConfig::nodes");
+        b.set_nodes(7);
+        assert_eq!(b.info().await.nodes, Some(7));
+        let mut rx = b.changes().expect("the simulated cluster signals changes");
+        let d = deploy("web", "default", 1);
+        let id = manifest_id(&d).unwrap();
+        b.apply(&id, &d, &Strategy::Update).await.unwrap();
+        assert!(rx.has_changed().unwrap());
+        rx.borrow_and_update();
+        // An unchanged apply is no change.
+        b.apply(&id, &d, &Strategy::Update).await.unwrap();
+        assert!(!rx.has_changed().unwrap());
+        b.delete(&id).await.unwrap();
+        assert!(rx.has_changed().unwrap());
     }
 
     #[tokio::test]

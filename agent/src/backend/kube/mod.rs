@@ -109,26 +109,31 @@ fn unavailable(e: impl std::fmt::Display) -> BackendError {
     BackendError::Unavailable(e.to_string())
 }
 
+/// How to reach the cluster: `kubeconfig`, or `KUBECONFIG`/`~/.kube/config`/in-cluster config
+/// when `None` (errors name the flag `--kubeconfig`). Installs the process-wide rustls crypto
+/// provider (ring) first, which kube-rs needs; shared by the backend and the add-on agents.
+pub async fn client_config(kubeconfig: Option<&Path>) -> Result<Config, String> {
+    // rustls needs one process-wide crypto provider; the agent uses ring everywhere.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| format!("--kubeconfig {}: {e}", path.display()))?;
+            Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| format!("--kubeconfig {}: {e}", path.display()))
+        }
+        None => Config::infer().await.map_err(|e| {
+            format!("no Kubernetes configuration (KUBECONFIG, ~/.kube/config or in-cluster): {e}")
+        }),
+    }
+}
+
 impl KubeBackend {
     /// Connects with `kubeconfig`, or `KUBECONFIG`/`~/.kube/config`/in-cluster config when
     /// `None`.
     pub async fn connect(kubeconfig: Option<&Path>) -> Result<Self, String> {
-        // rustls needs one process-wide crypto provider; the agent uses ring everywhere.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let config = match kubeconfig {
-            Some(path) => {
-                let kc = kube::config::Kubeconfig::read_from(path)
-                    .map_err(|e| format!("--kubeconfig {}: {e}", path.display()))?;
-                Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-                    .await
-                    .map_err(|e| format!("--kubeconfig {}: {e}", path.display()))?
-            }
-            None => Config::infer().await.map_err(|e| {
-                format!(
-                    "no Kubernetes configuration (KUBECONFIG, ~/.kube/config or in-cluster): {e}"
-                )
-            })?,
-        };
+        let config = client_config(kubeconfig).await?;
         let client =
             Client::try_from(config.clone()).map_err(|e| format!("Kubernetes client: {e}"))?;
         Ok(Self {
