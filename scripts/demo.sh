@@ -140,6 +140,25 @@ echo "\$ flotilla get placements -n default"
 echo
 echo "\$ flotilla get decisions demo -n default"
 "$BIN/flotilla" get decisions demo -n default
+echo
+echo "== installing the fleet-metrics add-on on the placement's clusters (examples/addons/)"
+for f in template config addon; do cat "examples/addons/fleet-metrics-$f.yaml"; echo "---"; done |
+  "$BIN/flotilla" apply -f -
+for _ in $(seq 120); do
+  n=$("$BIN/flotilla" get addons 2>/dev/null | awk 'NR>1 && $1=="fleet-metrics" && $3=="True"' | wc -l || true)
+  [ "$n" -ge 3 ] && break
+  sleep 0.5
+done
+echo "\$ flotilla get addons"
+"$BIN/flotilla" get addons
+n=$("$BIN/flotilla" get addons | awk 'NR>1 && $1=="fleet-metrics" && $3=="True"' | wc -l)
+if [ "$n" -lt 3 ]; then
+  echo "error: only $n of 3 fleet-metrics add-ons became Available; logs are in $RUN" >&2
+  exit 1
+fi
+echo
+echo "\$ flotilla addon status fleet-metrics"
+"$BIN/flotilla" addon status fleet-metrics
 if [ "$ONCE" = 1 ]; then exit 0; fi
 cat <<MSG
 
@@ -154,8 +173,8 @@ The fleet is running. In another terminal:
 echo
   $BIN/flotilla describe placement demo -n default
   $BIN/flotilla get addonplacementscores
-  for f in template config addon; do cat examples/addons/fleet-metrics-\$f.yaml; echo ---; done | $BIN/flotilla apply -f -
-  $BIN/flotilla get addons
+  $BIN/flotilla get addonplacementscores          # fleet-metrics' nodeCount and workCount too
+  $BIN/flotilla get addons -o yaml
   curl -s 127.0.0.1:$METRICS_PORT/metrics | grep flotilla_hub_clusters
 Logs: $RUN/*.log. Press Ctrl-C to stop.
 MSG

@@ -125,8 +125,15 @@ fn the_compose_fleet_and_job_run_as_local_processes() {
     let c = compose();
     let nats = NatsServer::start();
     let dir = tempfile::tempdir().unwrap();
+    // The compose file's own add-on hub URL flag, with this test's server.
+    let hub_args = strings(&c["services"]["hub"]["command"]);
+    assert!(
+        hub_args.iter().any(|a| a.starts_with("--addon-hub-url=")),
+        "the compose hub gives add-on templates their HUB_URL: {hub_args:?}"
+    );
     let hub = common::HubBuilder::new(&nats, dir.path())
         .auto_accept()
+        .flag("--addon-hub-url", &nats.url())
         .start();
     // The compose file's own simulator arguments, with the service name replaced by this
     // test's server.
@@ -170,4 +177,60 @@ fn the_compose_fleet_and_job_run_as_local_processes() {
         text.contains("rollout complete") && text.contains("5/5 available"),
         "{text}"
     );
+    // The job then installs the fleet-metrics add-on on the placement `demo` (ten clusters):
+    // the same files, through `apply -f -`, and every installation becomes Available (its
+    // in-process agent renews the lease).
+    assert!(
+        script_of(&c).contains("examples/addons/fleet-metrics-$$f.yaml"),
+        "the job installs the example add-on"
+    );
+    let mut addon = String::new();
+    for f in ["template", "config", "addon"] {
+        addon.push_str(
+            &std::fs::read_to_string(
+                root().join(format!("examples/addons/fleet-metrics-{f}.yaml")),
+            )
+            .unwrap(),
+        );
+        addon.push_str("\n---\n");
+    }
+    let out = common::run_cli(&hub.grpc, &["apply", "-f", "-"], Some(&addon));
+    assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
+    let status = Command::new(binary("flotilla"))
+        .args([
+            "--hub",
+            &hub.grpc,
+            "addon",
+            "status",
+            "fleet-metrics",
+            "--watch",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(status.status.success(), "{text}");
+    assert!(text.contains("10/10 updated"), "{text}");
+    common::wait_for(
+        "ten fleet-metrics add-ons Available",
+        &[&hub.proc, &sim],
+        || {
+            let out = common::run_cli(&hub.grpc, &["get", "addons", "-o", "json"], None);
+            let v: serde_json::Value = serde_json::from_str(&out.stdout).ok()?;
+            let available = v["items"]
+                .as_array()?
+                .iter()
+                .filter(|m| {
+                    m["status"]["conditions"].as_array().is_some_and(|cs| {
+                        cs.iter()
+                            .any(|c| c["type"] == "Available" && c["status"] == "True")
+                    })
+                })
+                .count();
+            (available == 10).then_some(())
+        },
+    );
+}
+
+fn script_of(c: &Value) -> String {
+    strings(&c["services"]["apply"]["command"]).join(" ")
 }

@@ -722,6 +722,18 @@ spec:
         "edge-2 kept its work"
     );
     assert_eq!(level(&hub, "edge-1").as_deref(), Some("1"));
+    // It counts as a failure in the rollout: with maxFailures 0 the progression stops, naming it.
+    let p = wait_until("the progression names the failure", || {
+        let c = hub.addons.get_addon("probe")?;
+        let p = c.status.as_ref()?.install_progressions.first()?.clone();
+        p.stopped_reason.contains("edge-2").then_some(p)
+    })
+    .await;
+    assert_eq!(p.failed, 1, "{p:#?}");
+    assert_eq!(
+        condition_status(&p.conditions, "Progressing"),
+        Some("False")
+    );
 
     // A second add-on whose template declares the same ConfigMap: refused on its clusters,
     // naming the resource and the other add-on; the first add-on is untouched.

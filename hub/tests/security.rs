@@ -187,3 +187,269 @@ async fn another_key_under_an_accepted_name_gets_nothing_until_the_admin_accepts
     real.stop().await;
     hub.stop().await;
 }
+
+const ADDON: &str = r#"
+apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: AddOnTemplate
+metadata:
+  name: reporter
+  annotations: {addon.flotilla.io/health-check: Lease}
+spec:
+  addonName: reporter
+  registration: [{type: KubeClient}]
+  agentSpec:
+    workload:
+      manifests:
+        - apiVersion: v1
+          kind: ConfigMap
+          metadata: {name: reporter, namespace: default}
+          data: {cluster: "{{CLUSTER_NAME}}"}
+---
+apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: ClusterManagementAddOn
+metadata: {name: reporter}
+spec:
+  supportedConfigs:
+    - group: addon.open-cluster-management.io
+      resource: addontemplates
+      defaultConfig: {name: reporter}
+"#;
+
+/// Asks the hub, as `cluster`'s agent (its own credentials), for add-on `addon`'s credentials
+/// for `key`.
+async fn addon_credentials(
+    url: &str,
+    cluster_creds: &Path,
+    cluster: &str,
+    addon: &str,
+    key: &nkeys::KeyPair,
+) -> flotilla_api::v1::AddOnCredentialsResponse {
+    let client = async_nats::ConnectOptions::with_credentials_file(cluster_creds)
+        .await
+        .unwrap()
+        .custom_inbox_prefix(flotilla_bus::subjects::inbox_prefix(cluster))
+        .connect(url)
+        .await
+        .unwrap();
+    let request = flotilla_api::v1::AddOnCredentialsRequest {
+        cluster_name: cluster.into(),
+        addon_name: addon.into(),
+        public_key: key.public_key(),
+    };
+    let ev = flotilla_bus::Event::new(
+        flotilla_bus::addons::credentials_request_type(),
+        "test-agent",
+        cluster,
+        &request,
+    );
+    let reply = client
+        .send_request(
+            flotilla_bus::addons::credentials(cluster),
+            async_nats::Request::new()
+                .payload(ev.encode(1 << 20).unwrap())
+                .headers(flotilla_bus::envelope::headers(&ev)),
+        )
+        .await
+        .unwrap();
+    flotilla_bus::Event::decode(&reply.payload, 1 << 20)
+        .unwrap()
+        .decode_data("AddOnCredentialsResponse")
+        .unwrap()
+}
+
+#[tokio::test]
+async fn an_addon_agent_gets_credentials_for_its_own_subjects_only_and_loses_them_with_the_addon() {
+    use flotilla_api::ocm::{Document, parse_documents};
+    use flotilla_api::v1::add_on_service_client::AddOnServiceClient;
+    let s = secure_nats();
+    let hub = start_hub(secure_hub_config(&s, Duration::from_secs(3600))).await;
+    let mut api = clusters_client(&hub).await;
+    let state = tempfile::tempdir().unwrap();
+    let agent = start_agent(secure_agent(&s, "edge-1", state.path()));
+    wait_cluster(&mut api, "edge-1", "registered", |_| true).await;
+    accept(&mut api, "edge-1").await;
+    wait_available(&mut api, "edge-1").await;
+    let cluster_creds = state.path().join(CLUSTER_CREDS);
+
+    let mut addons = AddOnServiceClient::connect(format!("http://{}", hub.grpc_addr))
+        .await
+        .unwrap();
+    for doc in parse_documents(ADDON) {
+        match doc.unwrap() {
+            Document::AddOnTemplate(t) => {
+                addons.apply_add_on_template(t).await.unwrap();
+            }
+            Document::ClusterManagementAddOn(c) => {
+                addons.apply_cluster_management_add_on(c).await.unwrap();
+            }
+            _ => unreachable!(),
+        }
+    }
+
+    // Not installed on the cluster yet: refused.
+    let key = nkeys::KeyPair::new_user();
+    let refused =
+        addon_credentials(&s.nats.url(), &cluster_creds, "edge-1", "reporter", &key).await;
+    assert!(refused.user_jwt.is_empty());
+    assert!(
+        refused.message.contains("not installed"),
+        "{}",
+        refused.message
+    );
+
+    addons
+        .enable_add_on(flotilla_api::v1::EnableAddOnRequest {
+            name: "reporter".into(),
+            clusters: vec!["edge-1".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    wait_for("the add-on's work", async || {
+        hub.works
+            .get(&format!(
+                "edge-1/{}",
+                flotilla_api::addon::work_name("reporter")
+            ))
+            .is_some()
+    })
+    .await;
+    let issued = addon_credentials(&s.nats.url(), &cluster_creds, "edge-1", "reporter", &key).await;
+    assert!(!issued.user_jwt.is_empty(), "{}", issued.message);
+    assert_eq!(
+        issued.publish,
+        vec!["flotilla.addon.reporter.edge-1.>".to_string()]
+    );
+    let creds = state.path().join("reporter.creds");
+    std::fs::write(
+        &creds,
+        Creds {
+            jwt: issued.user_jwt.clone(),
+            seed: flotilla_auth::Secret::new(key.seed().unwrap()),
+        }
+        .format()
+        .expose(),
+    )
+    .unwrap();
+
+    // With them the add-on agent renews its lease: the add-on becomes Available.
+    let client = async_nats::ConnectOptions::with_credentials_file(&creds)
+        .await
+        .unwrap()
+        .custom_inbox_prefix(format!(
+            "{}.addon.reporter",
+            flotilla_bus::subjects::inbox_prefix("edge-1")
+        ))
+        .connect(s.nats.url())
+        .await
+        .unwrap();
+    let renew = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            loop {
+                let ev = flotilla_bus::Event::new(
+                    flotilla_bus::addons::lease_type(),
+                    "reporter",
+                    "edge-1",
+                    &flotilla_api::v1::AddOnLeaseRenewal {
+                        cluster_name: "edge-1".into(),
+                        addon_name: "reporter".into(),
+                        renew_time: Some(flotilla_api::meta::now()),
+                    },
+                );
+                let _ = client
+                    .publish_with_headers(
+                        flotilla_bus::addons::subject("reporter", "edge-1", "lease"),
+                        flotilla_bus::envelope::headers(&ev),
+                        ev.encode(1 << 20).unwrap(),
+                    )
+                    .await;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+    };
+    wait_for(
+        "the add-on Available through its own credentials",
+        async || {
+            hub.addons
+                .get_cluster_addon("edge-1", "reporter")
+                .and_then(|m| {
+                    m.status.as_ref().map(|st| {
+                        flotilla_api::meta::condition_status(&st.conditions, "Available")
+                            == Some("True")
+                            && flotilla_api::meta::condition_status(
+                                &st.conditions,
+                                "RegistrationApplied",
+                            ) == Some("True")
+                    })
+                })
+                .unwrap_or(false)
+        },
+    )
+    .await;
+    assert_eq!(
+        hub.addons
+            .get_cluster_addon("edge-1", "reporter")
+            .unwrap()
+            .hub
+            .as_ref()
+            .unwrap()
+            .agent_public_key,
+        key.public_key(),
+        "the key is recorded for its revocation"
+    );
+    // Nothing else: the cluster's specs and another cluster's add-on subjects are refused.
+    let mut errors = async_nats::ConnectOptions::with_credentials_file(&creds)
+        .await
+        .unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    errors = errors.event_callback(move |e| {
+        let tx = tx.clone();
+        async move {
+            let _ = tx.send(e.to_string());
+        }
+    });
+    let probe = errors.connect(s.nats.url()).await.unwrap();
+    let _ = probe
+        .subscribe(flotilla_bus::subjects::spec("edge-1"))
+        .await;
+    let _ = probe
+        .publish(
+            flotilla_bus::addons::subject("reporter", "edge-2", "lease"),
+            "x".into(),
+        )
+        .await;
+    let _ = probe.flush().await;
+    let mut seen = Vec::new();
+    let deadline = tokio::time::Instant::now() + SOON;
+    while seen
+        .iter()
+        .filter(|e: &&String| e.contains("ermissions"))
+        .count()
+        < 2
+    {
+        let e = tokio::time::timeout_at(deadline, rx.recv())
+            .await
+            .expect("permission violations reported")
+            .unwrap();
+        seen.push(e);
+    }
+
+    // Disabling the add-on revokes the key: the add-on agent's connection is refused.
+    renew.abort();
+    addons
+        .disable_add_on(flotilla_api::v1::DisableAddOnRequest {
+            name: "reporter".into(),
+            clusters: vec!["edge-1".into()],
+            all: false,
+        })
+        .await
+        .unwrap();
+    wait_for("the add-on's revoked key is refused", async || {
+        !connects(&s.nats.url(), &creds).await
+    })
+    .await;
+    drop(client);
+    agent.stop().await;
+    hub.stop().await;
+}

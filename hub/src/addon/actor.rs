@@ -58,6 +58,7 @@ pub fn spawn(cma: ClusterManagementAddOn, deps: Deps, store: Arc<Store>) -> mpsc
         name: name.clone(),
         available: HashMap::new(),
         hashes: HashMap::new(),
+        render_failed: HashMap::new(),
     };
     let span = tracing::info_span!("addon", name = %name);
     tokio::spawn(tracing::Instrument::instrument(actor.run(rx), span));
@@ -73,6 +74,9 @@ struct Actor {
     available: HashMap<String, String>,
     /// Spec hashes of configs by (resource, key), with the revision they were computed at.
     hashes: HashMap<(String, String), (u64, String)>,
+    /// Clusters whose work could not be rendered at these targets: since when, and why. They
+    /// count as failed in the rollout (so `maxFailures` stops it) until the targets change.
+    render_failed: HashMap<String, (rules::Hashes, SystemTime, String)>,
 }
 
 /// One installed add-on as this round sees it.
@@ -434,10 +438,18 @@ impl Actor {
                 .as_ref()
                 .map(|r| rules::hashes(r))
                 .unwrap_or_default();
-            let (status, since) = match &resolved {
+            let (mut status, mut since) = match &resolved {
                 Ok(_) => rules::rollout_status(work.as_deref(), &target),
                 Err(_) => (Status::Skip, None),
             };
+            let mut render_error = None;
+            if status == Status::ToApply
+                && let Some((t, at, why)) = self.render_failed.get(&cluster)
+                && *t == target
+            {
+                (status, since) = (Status::Failed, Some(*at));
+                render_error = Some(why.clone());
+            }
             entries.push(Entry {
                 mca,
                 cluster,
@@ -448,7 +460,7 @@ impl Actor {
                 target,
                 status,
                 since,
-                render_error: None,
+                render_error,
                 waiting: false,
             });
         }
@@ -508,8 +520,21 @@ impl Actor {
             let e = &entries[i];
             let Ok(resolved) = &e.resolved else { continue };
             match self.render(e, resolved) {
-                Ok(work) => jobs.push((i, work)),
-                Err(msg) => entries[i].render_error = Some(msg),
+                Ok(work) => {
+                    self.render_failed.remove(&e.cluster);
+                    jobs.push((i, work));
+                }
+                Err(msg) => {
+                    tracing::warn!(cluster = %e.cluster, error = %msg, "the add-on's work cannot be rendered");
+                    self.render_failed
+                        .insert(e.cluster.clone(), (e.target.clone(), now, msg.clone()));
+                    let e = &mut entries[i];
+                    e.render_error = Some(msg);
+                    e.status = Status::Failed;
+                    e.since = Some(now);
+                    // The progression counts it at the next round.
+                    at(Duration::from_millis(200));
+                }
             }
         }
         let clusters = self.deps.clusters.clone();

@@ -755,11 +755,7 @@ impl AddOns {
                 "add-on {addon:?} is not installed on cluster {cluster:?}"
             ));
         };
-        if mca
-            .status
-            .as_ref()
-            .is_none_or(|s| s.registrations.is_empty())
-        {
+        if !self.needs_hub_access(&mca) {
             return Err(format!(
                 "add-on {addon:?}'s template asks for no hub access (spec.registration is empty)"
             ));
@@ -788,14 +784,20 @@ impl AddOns {
                 addon.to_string(),
                 public_key.to_string(),
             );
+            // Recorded for the revocation when the add-on leaves; a status write racing this
+            // one makes it read again.
             tokio::spawn(async move {
                 let k = ObjectRef::new(&cluster, &addon);
-                if let Ok(Some((mut stored, rev))) = store.cluster_addons.get(&k.store_key()).await
-                {
+                for _ in 0..10 {
+                    let Ok(Some((mut stored, rev))) =
+                        store.cluster_addons.get(&k.store_key()).await
+                    else {
+                        return;
+                    };
                     stored
                         .hub
                         .get_or_insert_with(Default::default)
-                        .agent_public_key = key;
+                        .agent_public_key = key.clone();
                     if let Ok(rev) = store
                         .cluster_addons
                         .write(&k.store_key(), &stored, rev)
@@ -804,8 +806,11 @@ impl AddOns {
                         store
                             .cluster_addon_views
                             .upsert(&k.inventory_key(), with_rev(stored, rev));
+                        return;
                     }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
                 }
+                tracing::warn!(cluster = %cluster, addon = %addon, "the add-on agent's key was not recorded");
             });
         }
         let perms = flotilla_auth::permissions::addon(addon, cluster);
@@ -819,6 +824,33 @@ impl AddOns {
             publish: perms.publish.allow,
             subscribe: perms.subscribe.allow,
         })
+    }
+
+    /// Whether an installed add-on's template asks for hub access: from its status, or — before
+    /// the actor's first status write — from the template its work was rendered from (the agent
+    /// asks as soon as it sees the work).
+    fn needs_hub_access(&self, mca: &ManagedClusterAddOn) -> bool {
+        if mca
+            .status
+            .as_ref()
+            .is_some_and(|s| !s.registrations.is_empty())
+        {
+            return true;
+        }
+        let (cluster, name) = rules::key_of(mca);
+        let work =
+            self.inner.deps.works.get(
+                &ObjectRef::new(&cluster, flotilla_api::addon::work_name(&name)).inventory_key(),
+            );
+        rules::released(work.as_deref())
+            .unwrap_or_default()
+            .keys()
+            .filter_map(|k| rules::parse_config_key(k))
+            .filter(|(g, r, _, _)| {
+                g == flotilla_api::addon::GROUP && r == flotilla_api::addon::TEMPLATES
+            })
+            .filter_map(|(_, _, _, n)| self.get_template(&n))
+            .any(|t| t.spec.as_ref().is_some_and(|s| !s.registration.is_empty()))
     }
 
     /// A lease renewal of `addon` on `cluster` (from its agent). Tells the add-on's actor when
