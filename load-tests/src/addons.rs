@@ -7,10 +7,8 @@ use anyhow::{Context, Result, bail};
 use flotilla_api::ocm::{Document, parse_documents};
 use flotilla_api::v1::GetAddOnRequest;
 use flotilla_api::v1::add_on_service_client::AddOnServiceClient;
-use flotilla_api::v1::cluster_service_client::ClusterServiceClient;
 use flotilla_api::v1::cluster_set_service_client::ClusterSetServiceClient;
 use flotilla_api::v1::placement_service_client::PlacementServiceClient;
-use flotilla_sim::{Fleet, FleetConfig};
 use serde::Serialize;
 use std::time::{Duration, Instant};
 use tonic::transport::Channel;
@@ -193,24 +191,10 @@ pub async fn run(s: Settings) -> Result<Summary> {
         .connect()
         .await
         .with_context(|| format!("connecting to the hub at {}", s.hub))?;
-    let mut clusters = ClusterServiceClient::new(channel.clone());
-    let mut config = FleetConfig::new(&s.nats_url, s.clusters);
-    config.name_prefix = "addon".into();
-    config.start_rate = 1000;
-    config.pending_poll = Duration::from_secs(2);
-    config.work_status_interval = Duration::from_millis(500);
-    config.ready_delay = Duration::from_millis(200);
-    config.scores = None;
     let t0 = Instant::now();
-    let fleet = Fleet::start(&config).await?;
     let deadline = t0 + s.timeout;
-    while crate::count_available(&mut clusters, "addon-").await? < s.clusters {
-        if Instant::now() > deadline {
-            fleet.stop().await;
-            bail!("the clusters did not all become Available");
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    let fleet =
+        crate::rollout::start_fleet(&channel, &s.nats_url, s.clusters, "addon", deadline).await?;
     let register = t0.elapsed();
 
     let cpu0 = s.hub_pid.and_then(crate::report::proc_stats);

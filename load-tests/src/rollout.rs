@@ -83,30 +83,43 @@ spec:
         .collect()
 }
 
-/// Runs the scenario.
-pub async fn run(s: Settings) -> Result<Summary> {
-    let channel = tonic::transport::Endpoint::from_shared(s.hub.clone())?
-        .connect()
-        .await
-        .with_context(|| format!("connecting to the hub at {}", s.hub))?;
-    let mut clusters = ClusterServiceClient::new(channel.clone());
-    let mut config = FleetConfig::new(&s.nats_url, s.clusters);
-    config.name_prefix = "roll".into();
+/// Starts `clusters` simulated clusters named `<prefix>-…` (workloads ready after 200 ms, no
+/// scores) and waits until the hub has them all Available.
+pub async fn start_fleet(
+    channel: &tonic::transport::Channel,
+    nats_url: &str,
+    clusters: usize,
+    prefix: &str,
+    deadline: Instant,
+) -> Result<Fleet> {
+    let mut api = ClusterServiceClient::new(channel.clone());
+    let mut config = FleetConfig::new(nats_url, clusters);
+    config.name_prefix = prefix.into();
     config.start_rate = 1000;
     config.pending_poll = Duration::from_secs(2);
     config.work_status_interval = Duration::from_millis(500);
     config.ready_delay = Duration::from_millis(200);
     config.scores = None;
-    let t0 = Instant::now();
     let fleet = Fleet::start(&config).await?;
-    let deadline = t0 + s.timeout;
-    while crate::count_available(&mut clusters, "roll-").await? < s.clusters {
+    while crate::count_available(&mut api, &format!("{prefix}-")).await? < clusters {
         if Instant::now() > deadline {
             fleet.stop().await;
             bail!("the clusters did not all become Available");
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+    Ok(fleet)
+}
+
+/// Runs the scenario.
+pub async fn run(s: Settings) -> Result<Summary> {
+    let channel = tonic::transport::Endpoint::from_shared(s.hub.clone())?
+        .connect()
+        .await
+        .with_context(|| format!("connecting to the hub at {}", s.hub))?;
+    let t0 = Instant::now();
+    let deadline = t0 + s.timeout;
+    let fleet = start_fleet(&channel, &s.nats_url, s.clusters, "roll", deadline).await?;
     let register = t0.elapsed();
     let cpu0 = s.hub_pid.and_then(crate::report::proc_stats);
     let t1 = Instant::now();
