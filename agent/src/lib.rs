@@ -12,7 +12,8 @@
 //!   `managedNamespaces`), created and labelled as OCM's registration agent does.
 //! - [`scores`]: AddOnPlacementScores the agent reports (resource usage).
 //! - [`addons`]: add-on agents run in-process on simulated clusters
-//!   ([`AgentConfig::simulate_addons`]), and the example add-on `fleet-metrics`.
+//!   ([`AgentConfig::simulate_addons`]), the example add-on `fleet-metrics`, and (secure mode)
+//!   the hub credentials handed to add-ons as Secrets ([`addons::credentials`]).
 //! - [`store`]: durable local state (`--state-dir`) or in-memory state for simulators.
 //! - [`features`]: feature gates (`--feature-gates`), as OCM's work agent names them.
 //!
@@ -104,6 +105,11 @@ pub struct AgentConfig {
     /// ([`addons::Supervisor`]). Off by default (a real cluster runs them itself); `flotilla-sim`
     /// turns it on. In secure mode each add-on gets credentials of its own from the hub.
     pub simulate_addons: bool,
+    /// Secure mode: hand each add-on that asks for hub access (its work carries
+    /// `addon.flotilla.io/hub-credentials-secret`) credentials of its own, as a Secret in its
+    /// install namespace ([`addons::credentials::SecretKeeper`]). On by default; ignored
+    /// without secure mode.
+    pub addon_credentials_secrets: bool,
 }
 
 /// A NATS connection several agents of one process share (`flotilla-sim --share-connections`):
@@ -181,6 +187,7 @@ impl AgentConfig {
             metrics: Arc::default(),
             connection: None,
             simulate_addons: false,
+            addon_credentials_secrets: true,
         }
     }
 
@@ -248,20 +255,28 @@ pub async fn run(
     let mut shutdown = Box::pin(shutdown);
     // The one-off steps run boxed, so the task keeps only what the running actor needs (the
     // state of a connect or an enrolment is much larger than an idle agent's).
-    let Some((actor, events_rx, client, addons)) =
+    let Some((actor, events_rx, client, addons, keeper)) =
         Box::pin(prepare(config, backend, shutdown.as_mut())).await?
     else {
         return Ok(());
     };
-    match addons {
-        // The add-ons run as long as the agent does, and stop with it.
-        Some(addons) => {
-            tokio::select! {
-                () = actor.run(events_rx, shutdown) => {}
-                () = Box::pin(addons.run()) => {}
-            }
+    // The add-ons and their credentials run as long as the agent does, and stop with it.
+    let addons = async move {
+        match addons {
+            Some(a) => a.run().await,
+            None => std::future::pending().await,
         }
-        None => actor.run(events_rx, shutdown).await,
+    };
+    let keeper = async move {
+        match keeper {
+            Some(k) => k.run().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        () = actor.run(events_rx, shutdown) => {}
+        () = Box::pin(addons) => {}
+        () = Box::pin(keeper) => {}
     }
     if let Some(own) = client {
         let _ = tokio::time::timeout(Duration::from_secs(2), Box::pin(own.drain())).await;
@@ -270,12 +285,14 @@ pub async fn run(
 }
 
 /// The actor, its connection events, its own client (to drain at the end; `None` for a
-/// shared connection), and the in-process add-ons' supervisor (`simulate_addons`).
+/// shared connection), the in-process add-ons' supervisor (`simulate_addons`) and the keeper of
+/// the add-ons' hub credentials Secrets (secure mode).
 type Prepared = (
     registration::RegistrationActor,
     tokio::sync::mpsc::UnboundedReceiver<connect::ConnectionEvent>,
     Option<async_nats::Client>,
     Option<addons::Supervisor>,
+    Option<addons::credentials::SecretKeeper>,
 );
 
 /// Opens the state, enrols (secure mode), connects and builds the actor; `None` when
@@ -343,6 +360,28 @@ async fn prepare(
             metrics: config.metrics.clone(),
         },
     )?;
+    // Secure mode: one key per add-on, kept with the agent's state, shared by the Secrets'
+    // keeper and the in-process add-ons.
+    let keys = credentials.is_some().then(|| {
+        Arc::new(addons::credentials::AddOnKeys::new(match &config.state {
+            StateConfig::Dir(d) => Some(d.clone()),
+            StateConfig::Memory | StateConfig::Shared(_) => None,
+        }))
+    });
+    let keeper = keys
+        .as_ref()
+        .filter(|_| config.addon_credentials_secrets)
+        .map(|keys| {
+            addons::credentials::SecretKeeper::new(
+                &config.cluster_name,
+                backend.clone(),
+                store.clone(),
+                client.clone(),
+                keys.clone(),
+            )
+            .with_request_timeout(config.nats.request_timeout)
+            .with_max_event_bytes(config.max_event_bytes)
+        });
     let addons = config.simulate_addons.then(|| {
         let supervisor = addons::Supervisor::new(
             &config.cluster_name,
@@ -351,10 +390,11 @@ async fn prepare(
             client.clone(),
         )
         .with_max_event_bytes(config.max_event_bytes);
-        if credentials.is_some() {
-            supervisor.with_requested_credentials(config.nats.clone())
-        } else {
-            supervisor
+        match &keys {
+            Some(keys) => supervisor
+                .with_requested_credentials(config.nats.clone())
+                .with_keys(keys.clone()),
+            None => supervisor,
         }
     });
     let mut actor =
@@ -362,5 +402,5 @@ async fn prepare(
     if let Some(creds) = credentials {
         actor = actor.with_credentials(creds);
     }
-    Ok(Some((actor, events_rx, own, addons)))
+    Ok(Some((actor, events_rx, own, addons, keeper)))
 }

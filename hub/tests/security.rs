@@ -265,7 +265,11 @@ async fn an_addon_agent_gets_credentials_for_its_own_subjects_only_and_loses_the
     let hub = start_hub(secure_hub_config(&s, Duration::from_secs(3600))).await;
     let mut api = clusters_client(&hub).await;
     let state = tempfile::tempdir().unwrap();
-    let agent = start_agent(secure_agent(&s, "edge-1", state.path()));
+    // This test plays the add-on agent with a key of its own: the agent must not deliver
+    // credentials for another (the hub would revoke this one).
+    let mut config = secure_agent(&s, "edge-1", state.path());
+    config.addon_credentials_secrets = false;
+    let agent = start_agent(config);
     wait_cluster(&mut api, "edge-1", "registered", |_| true).await;
     accept(&mut api, "edge-1").await;
     wait_available(&mut api, "edge-1").await;
@@ -445,6 +449,182 @@ async fn an_addon_agent_gets_credentials_for_its_own_subjects_only_and_loses_the
         })
         .await
         .unwrap();
+    wait_for("the add-on's revoked key is refused", async || {
+        !connects(&s.nats.url(), &creds).await
+    })
+    .await;
+    drop(client);
+    agent.stop().await;
+    hub.stop().await;
+}
+
+/// Renews add-on `addon`'s lease on `cluster` every 200 ms over `client`.
+fn renew_lease(
+    client: async_nats::Client,
+    addon: &'static str,
+    cluster: &'static str,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            let ev = flotilla_bus::Event::new(
+                flotilla_bus::addons::lease_type(),
+                addon,
+                cluster,
+                &flotilla_api::v1::AddOnLeaseRenewal {
+                    cluster_name: cluster.into(),
+                    addon_name: addon.into(),
+                    renew_time: Some(flotilla_api::meta::now()),
+                },
+            );
+            let _ = client
+                .publish_with_headers(
+                    flotilla_bus::addons::subject(addon, cluster, "lease"),
+                    flotilla_bus::envelope::headers(&ev),
+                    ev.encode(1 << 20).unwrap(),
+                )
+                .await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+}
+
+#[tokio::test]
+async fn an_addon_asking_for_hub_access_gets_its_credentials_as_a_secret_on_the_spoke() {
+    use flotilla_agent::addons::credentials::secret_creds;
+    use flotilla_agent::backend::Backend;
+    use flotilla_api::ocm::{Document, parse_documents};
+    use flotilla_api::v1::add_on_service_client::AddOnServiceClient;
+    use flotilla_api::work::ManifestId;
+    let s = secure_nats();
+    let hub = start_hub(secure_hub_config(&s, Duration::from_secs(3600))).await;
+    let mut api = clusters_client(&hub).await;
+    let state = tempfile::tempdir().unwrap();
+    let agent = start_agent(secure_agent(&s, "edge-1", state.path()));
+    wait_cluster(&mut api, "edge-1", "registered", |_| true).await;
+    accept(&mut api, "edge-1").await;
+    wait_available(&mut api, "edge-1").await;
+
+    let mut addons = AddOnServiceClient::connect(format!("http://{}", hub.grpc_addr))
+        .await
+        .unwrap();
+    for doc in parse_documents(ADDON) {
+        match doc.unwrap() {
+            Document::AddOnTemplate(t) => {
+                addons.apply_add_on_template(t).await.unwrap();
+            }
+            Document::ClusterManagementAddOn(c) => {
+                addons.apply_cluster_management_add_on(c).await.unwrap();
+            }
+            _ => unreachable!(),
+        }
+    }
+    addons
+        .enable_add_on(flotilla_api::v1::EnableAddOnRequest {
+            name: "reporter".into(),
+            clusters: vec!["edge-1".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+
+    // The work names the Secret; the agent puts the add-on's credentials in it.
+    let id = ManifestId {
+        group: String::new(),
+        version: "v1".into(),
+        kind: "Secret".into(),
+        namespace: flotilla_api::addon::DEFAULT_INSTALL_NAMESPACE.into(),
+        name: "reporter-hub-credentials".into(),
+    };
+    let work = loop {
+        if let Some(w) = hub.works.get(&format!(
+            "edge-1/{}",
+            flotilla_api::addon::work_name("reporter")
+        )) {
+            break w;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let annotations = &work.metadata.as_ref().unwrap().annotations;
+    assert_eq!(
+        annotations[flotilla_api::addon::HUB_CREDENTIALS_SECRET_ANNOTATION],
+        id.name
+    );
+    assert_eq!(
+        annotations[flotilla_api::addon::INSTALL_NAMESPACE_ANNOTATION],
+        id.namespace
+    );
+    wait_for("the add-on's credentials Secret", async || {
+        agent.backend.get(&id).await.unwrap().is_some()
+    })
+    .await;
+    let secret = agent.backend.get(&id).await.unwrap().unwrap();
+    assert_eq!(
+        secret["metadata"]["labels"][flotilla_api::addon::ADDON_NAME_LABEL],
+        "reporter"
+    );
+    let text = secret_creds(&secret).expect("nats.creds in the Secret");
+    let creds = state.path().join("reporter.creds");
+    std::fs::write(&creds, &text).unwrap();
+    let key = Creds::parse(&text).unwrap().public_key();
+    assert!(
+        state.path().join("addons/reporter.nk").exists(),
+        "the add-on's key is kept with the agent's state"
+    );
+
+    // The add-on agent connects with them and renews its lease: Available.
+    let client = async_nats::ConnectOptions::with_credentials_file(&creds)
+        .await
+        .unwrap()
+        .custom_inbox_prefix(format!(
+            "{}.addon.reporter",
+            flotilla_bus::subjects::inbox_prefix("edge-1")
+        ))
+        .connect(s.nats.url())
+        .await
+        .unwrap();
+    let renew = renew_lease(client.clone(), "reporter", "edge-1");
+    wait_for(
+        "the add-on Available through the Secret's credentials",
+        async || {
+            hub.addons
+                .get_cluster_addon("edge-1", "reporter")
+                .and_then(|m| {
+                    m.status.as_ref().map(|st| {
+                        flotilla_api::meta::condition_status(&st.conditions, "Available")
+                            == Some("True")
+                    })
+                })
+                .unwrap_or(false)
+        },
+    )
+    .await;
+    assert_eq!(
+        hub.addons
+            .get_cluster_addon("edge-1", "reporter")
+            .unwrap()
+            .hub
+            .as_ref()
+            .unwrap()
+            .agent_public_key,
+        key,
+        "the hub recorded the Secret's key"
+    );
+
+    // Disabling the add-on: the Secret goes and the key is revoked.
+    renew.abort();
+    addons
+        .disable_add_on(flotilla_api::v1::DisableAddOnRequest {
+            name: "reporter".into(),
+            clusters: vec!["edge-1".into()],
+            all: false,
+        })
+        .await
+        .unwrap();
+    wait_for("the Secret deleted", async || {
+        agent.backend.get(&id).await.unwrap().is_none()
+    })
+    .await;
+    assert!(!state.path().join("addons/reporter.nk").exists());
     wait_for("the add-on's revoked key is refused", async || {
         !connects(&s.nats.url(), &creds).await
     })

@@ -24,6 +24,7 @@
 //! and reports over a connection of the add-on's own with that JWT and the NKey's seed — asking
 //! again two thirds into the credentials' life, or at once when the server refuses them.
 
+pub mod credentials;
 pub mod fleet_metrics;
 
 use crate::backend::Backend;
@@ -198,6 +199,18 @@ impl AddOnCredentials {
         }
     }
 
+    /// Credentials for the user NKey whose seed is `seed` (none issued yet).
+    pub fn from_seed(seed: &flotilla_auth::Secret) -> Result<Self, String> {
+        let key =
+            nkeys::KeyPair::from_seed(seed.expose()).map_err(|e| format!("add-on key: {e}"))?;
+        Ok(Self {
+            seed: seed.clone(),
+            public_key: key.public_key(),
+            jwt: Mutex::new(None),
+            refused: tokio::sync::Notify::new(),
+        })
+    }
+
     /// The NKey's public key (what the hub signs a JWT for).
     pub fn public_key(&self) -> &str {
         &self.public_key
@@ -283,6 +296,9 @@ pub struct Supervisor {
     /// Secure mode: each add-on asks for credentials of its own and connects with these
     /// settings (URL, TLS; the credentials are replaced). `None`: the agent's connection.
     requested_credentials: Option<NatsConfig>,
+    /// The add-ons' keys, shared with the [`credentials::SecretKeeper`] (one key per add-on:
+    /// the hub revokes an add-on's previous key when another is presented).
+    keys: Option<Arc<credentials::AddOnKeys>>,
     max_event_bytes: usize,
     poll_interval: Duration,
     running: BTreeMap<String, (AddOnSettings, ReporterHandle)>,
@@ -312,6 +328,7 @@ impl Supervisor {
             store,
             client,
             requested_credentials: None,
+            keys: None,
             max_event_bytes: flotilla_bus::envelope::DEFAULT_MAX_EVENT_BYTES,
             poll_interval: POLL_INTERVAL,
             running: BTreeMap::new(),
@@ -323,6 +340,13 @@ impl Supervisor {
     /// replaced by the add-on's).
     pub fn with_requested_credentials(mut self, nats: NatsConfig) -> Self {
         self.requested_credentials = Some(nats);
+        self
+    }
+
+    /// Secure mode: the add-ons' keys come from `keys` (shared with the agent's
+    /// [`credentials::SecretKeeper`]) instead of a fresh key per run.
+    pub fn with_keys(mut self, keys: Arc<credentials::AddOnKeys>) -> Self {
+        self.keys = Some(keys);
         self
     }
 
@@ -412,6 +436,7 @@ impl Supervisor {
                 self.cluster_name.clone(),
                 config,
                 source,
+                self.keys.clone(),
             ))),
         }
     }
@@ -442,8 +467,17 @@ async fn run_with_credentials(
     agent_cluster: String,
     config: ReporterConfig,
     source: Arc<dyn fleet_metrics::Source>,
+    keys: Option<Arc<credentials::AddOnKeys>>,
 ) {
-    let creds = Arc::new(AddOnCredentials::generate());
+    // The key shared with the Secret keeper when there is one (a second key would make the
+    // hub revoke the first), else a fresh one.
+    let shared = keys.and_then(|k| {
+        k.seed(&config.addon_name)
+            .and_then(|seed| AddOnCredentials::from_seed(&seed))
+            .inspect_err(|e| tracing::warn!(addon = %config.addon_name, error = %e, "add-on key unusable; using a fresh one"))
+            .ok()
+    });
+    let creds = Arc::new(shared.unwrap_or_else(AddOnCredentials::generate));
     let request = AddOnCredentialsRequest {
         cluster_name: config.cluster_name.clone(),
         addon_name: config.addon_name.clone(),

@@ -31,14 +31,43 @@ struct Args {
     interval_seconds: u64,
     /// NATS credentials file (.creds) of the add-on (secure mode: credentials the hub issued for
     /// this add-on on this cluster).
+    ///
+    /// The file is read again at every (re)connect, so credentials renewed in place (a mounted
+    /// Secret the agent renews) are taken without a restart.
     #[arg(long, env = "FLOTILLA_ADDON_CREDS")]
     creds: Option<PathBuf>,
+    /// Use `--creds` only if the file exists: without it, connect without credentials (a hub
+    /// without secure mode never delivers the optional Secret `<addon>-hub-credentials` that
+    /// the template mounts). Without this flag a missing `--creds` file is an error.
+    #[arg(long, env = "FLOTILLA_ADDON_CREDS_IF_PRESENT")]
+    creds_if_present: bool,
     /// CA bundle to verify the NATS server's TLS certificate.
     #[arg(long, env = "FLOTILLA_NATS_CA")]
     nats_ca: Option<PathBuf>,
     /// Kubeconfig of the cluster (default: KUBECONFIG, ~/.kube/config, then in-cluster).
     #[arg(long, env = "FLOTILLA_KUBECONFIG")]
     kubeconfig: Option<PathBuf>,
+}
+
+/// A credentials file read at every (re)connect.
+#[derive(Debug)]
+struct CredsFile(PathBuf);
+
+impl flotilla_bus::connect::Authenticator for CredsFile {
+    fn credentials(&self) -> Result<(String, String), String> {
+        let text =
+            std::fs::read_to_string(&self.0).map_err(|e| format!("{}: {e}", self.0.display()))?;
+        let creds =
+            flotilla_auth::Creds::parse(&text).map_err(|e| format!("{}: {e}", self.0.display()))?;
+        Ok((creds.jwt, creds.seed.expose().to_string()))
+    }
+
+    fn refused(&self) {
+        eprintln!(
+            "flotilla-addon-fleet-metrics: the NATS server refused the credentials in {}; reading them again at the next connect",
+            self.0.display()
+        );
+    }
 }
 
 /// Every problem with the flags.
@@ -56,8 +85,13 @@ fn validate(args: &Args) -> Vec<String> {
     if args.nats_url.trim().is_empty() {
         errors.push("--nats-url: empty".into());
     }
+    let creds = if args.creds_if_present {
+        &None
+    } else {
+        &args.creds
+    };
     for (flag, file) in [
-        ("--creds", &args.creds),
+        ("--creds", creds),
         ("--nats-ca", &args.nats_ca),
         ("--kubeconfig", &args.kubeconfig),
     ] {
@@ -66,6 +100,13 @@ fn validate(args: &Args) -> Vec<String> {
         {
             errors.push(format!("{flag} {}: no such file", f.display()));
         }
+    }
+    if let Some(f) = args.creds.as_ref().filter(|f| f.is_file())
+        && let Err(e) = std::fs::read_to_string(f)
+            .map_err(|e| e.to_string())
+            .and_then(|t| flotilla_auth::Creds::parse(&t).map_err(|e| e.to_string()))
+    {
+        errors.push(format!("--creds {}: {e}", f.display()));
     }
     errors
 }
@@ -104,7 +145,18 @@ fn main() -> ExitCode {
         Duration::from_secs(args.interval_seconds),
     );
     let mut nats = NatsConfig::new(&args.nats_url, config.source());
-    nats.credentials_file = args.creds.clone();
+    match args.creds.clone() {
+        Some(path) if !args.creds_if_present || path.exists() => {
+            nats.auth = Some(Arc::new(CredsFile(path)));
+        }
+        Some(path) => {
+            eprintln!(
+                "{NAME}: {} absent: connecting without credentials",
+                path.display()
+            );
+        }
+        None => {}
+    }
     nats.tls_ca_file = args.nats_ca.clone();
     // The add-on's credentials allow replies only in its own inbox space.
     nats.inbox_prefix = Some(format!(

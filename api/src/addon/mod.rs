@@ -45,6 +45,21 @@ pub const HEALTH_CHECK_ANNOTATION: &str = "addon.flotilla.io/health-check";
 /// Flotilla: with `Customized` health, the feedback value (of any manifest) that must be true.
 pub const HEALTH_PROBE_FIELD_ANNOTATION: &str = "addon.flotilla.io/health-probe-field";
 
+/// Flotilla: annotation on an add-on's work whose template asks for hub access
+/// (`spec.registration`): the name of the Secret (in [`INSTALL_NAMESPACE_ANNOTATION`]'s namespace)
+/// in which a secure-mode agent puts the add-on's NATS credentials
+/// ([`hub_credentials_secret_name`]).
+pub const HUB_CREDENTIALS_SECRET_ANNOTATION: &str = "addon.flotilla.io/hub-credentials-secret";
+/// Flotilla: annotation on an add-on's work naming the add-on's install namespace.
+pub const INSTALL_NAMESPACE_ANNOTATION: &str = "addon.flotilla.io/install-namespace";
+/// Key of the add-on's hub credentials Secret holding the NATS credentials file.
+pub const HUB_CREDENTIALS_KEY: &str = "nats.creds";
+
+/// Name of the Secret holding an add-on's hub credentials on the spoke (`<addon>-hub-credentials`).
+pub fn hub_credentials_secret_name(addon: &str) -> String {
+    format!("{addon}-hub-credentials")
+}
+
 /// Condition types of a ManagedClusterAddOn (OCM's constants).
 pub mod conditions {
     /// The add-on is healthy.

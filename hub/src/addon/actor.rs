@@ -682,13 +682,27 @@ impl Actor {
         let config = self.deployment_config_of(resolved);
         let input = self.render_input(e, &template, config.as_deref(), &e.target);
         let mut work = render::render(&input).map_err(|e| e.to_string())?;
-        ensure_namespace(&mut work, &render::install_namespace(&input));
-        // Keep the annotation the rollout compares with exactly what the targets are.
+        let namespace = render::install_namespace(&input);
+        ensure_namespace(&mut work, &namespace);
         if let Some(m) = work.metadata.as_mut() {
+            // Keep the annotation the rollout compares with exactly what the targets are.
             m.annotations.insert(
                 addon::CONFIG_SPEC_HASH_ANNOTATION.to_string(),
                 rules::annotation(&e.target),
             );
+            // Hub access: a secure-mode agent puts the add-on's credentials in this Secret.
+            if template
+                .spec
+                .as_ref()
+                .is_some_and(|s| !s.registration.is_empty())
+            {
+                m.annotations.insert(
+                    addon::HUB_CREDENTIALS_SECRET_ANNOTATION.to_string(),
+                    addon::hub_credentials_secret_name(&self.name),
+                );
+                m.annotations
+                    .insert(addon::INSTALL_NAMESPACE_ANNOTATION.to_string(), namespace);
+            }
         }
         self.check_conflicts(&e.cluster, &work)?;
         Ok(work)
