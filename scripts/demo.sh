@@ -157,8 +157,8 @@ if [ "$n" -lt 3 ]; then
   exit 1
 fi
 echo
-echo "\$ flotilla addon status fleet-metrics"
-"$BIN/flotilla" addon status fleet-metrics
+echo "\$ flotilla addon status fleet-metrics --watch   (25% of the clusters at a time)"
+timeout 120 "$BIN/flotilla" addon status fleet-metrics --watch
 if [ "$ONCE" = 1 ]; then exit 0; fi
 cat <<MSG
 
