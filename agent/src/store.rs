@@ -94,6 +94,8 @@ pub struct LocalStore {
     state: Mutex<Versioned>,
     /// The version of the state last written to disk; held while writing.
     written: Mutex<u64>,
+    /// Bumped whenever a work record is saved or removed (see [`LocalStore::watch_works`]).
+    works_changed: tokio::sync::watch::Sender<u64>,
 }
 
 /// The state and a counter of its changes.
@@ -128,6 +130,7 @@ impl LocalStore {
                 version: 0,
             }),
             written: Mutex::new(0),
+            works_changed: tokio::sync::watch::Sender::new(0),
         }
     }
 
@@ -163,6 +166,7 @@ impl LocalStore {
             backing: Backing::Dir(dir.to_path_buf()),
             state: Mutex::new(Versioned { state, version: 1 }),
             written: Mutex::new(0),
+            works_changed: tokio::sync::watch::Sender::new(0),
         };
         store.save()?;
         Ok(store)
@@ -228,6 +232,15 @@ impl LocalStore {
         &self,
         record: &flotilla_api::v1::AppliedManifestWork,
     ) -> Result<(), StoreError> {
+        let result = self.save_work_record(record);
+        self.works_changed();
+        result
+    }
+
+    fn save_work_record(
+        &self,
+        record: &flotilla_api::v1::AppliedManifestWork,
+    ) -> Result<(), StoreError> {
         let bytes = prost::Message::encode_to_vec(record);
         match &self.backing {
             Backing::Memory(m) => {
@@ -247,8 +260,24 @@ impl LocalStore {
         }
     }
 
+    /// A receiver that sees a change whenever a work record is saved or removed, so readers
+    /// of the records (the add-on credentials keeper) need not poll them.
+    pub fn watch_works(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.works_changed.subscribe()
+    }
+
+    fn works_changed(&self) {
+        self.works_changed.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
     /// Forgets a work record.
     pub fn remove_work(&self, resource_id: &str) -> Result<(), StoreError> {
+        let result = self.remove_work_record(resource_id);
+        self.works_changed();
+        result
+    }
+
+    fn remove_work_record(&self, resource_id: &str) -> Result<(), StoreError> {
         match &self.backing {
             Backing::Memory(m) => {
                 m.lock().expect("works lock").remove(resource_id);

@@ -19,6 +19,10 @@
 //! - deletes the Secret, and forgets the key, when the work goes (the hub revokes the key when
 //!   the add-on is removed).
 //!
+//! It looks at the works when the agent's work records change (`LocalStore::watch_works`),
+//! when credentials are due or a retry is, and once a minute otherwise (a Secret deleted by
+//! hand comes back then).
+//!
 //! Without secure mode the agent does none of this: add-ons connect without credentials.
 
 use crate::backend::{Backend, Strategy};
@@ -35,8 +39,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// How often the works are checked for add-ons wanting credentials.
+/// Shortest time between two passes over the works (add-ons wanting credentials).
 pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
+/// Longest time between two passes when nothing changes (a Secret deleted by hand comes back
+/// within it).
+pub const IDLE_PASS: Duration = Duration::from_secs(60);
 /// Longest wait between two failed attempts.
 const MAX_RETRY: Duration = Duration::from_secs(60);
 /// Shortest time between two renewals.
@@ -268,11 +275,30 @@ impl SecretKeeper {
         self
     }
 
-    /// Runs until dropped.
+    /// Runs until dropped: a pass when the agent's work records change, when credentials are
+    /// due for renewal or a retry, and at least every [`IDLE_PASS`]; passes are at least
+    /// `poll_interval` apart. Idle, it reads nothing.
     pub async fn run(mut self) {
+        let mut changes = self.store.watch_works();
         loop {
+            changes.mark_unchanged();
             self.reconcile().await;
             tokio::time::sleep(self.poll_interval).await;
+            let now = Instant::now();
+            let due = if self.leaving.is_empty() {
+                self.entries
+                    .values()
+                    .map(|e| e.next)
+                    .min()
+                    .unwrap_or(now + IDLE_PASS)
+                    .min(now + IDLE_PASS)
+            } else {
+                now
+            };
+            tokio::select! {
+                _ = changes.changed() => {}
+                () = tokio::time::sleep_until(due) => {}
+            }
         }
     }
 
