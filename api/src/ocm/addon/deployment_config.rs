@@ -157,23 +157,9 @@ fn quantities<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String
         .collect())
 }
 
-const BASE64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
 /// Standard base64 with padding, as Go's `encoding/json` writes a `[]byte`.
 pub fn base64_encode(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = |i: usize| u32::from(chunk.get(i).copied().unwrap_or(0));
-        let n = (b(0) << 16) | (b(1) << 8) | b(2);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(char::from(BASE64[((n >> (18 - 6 * i)) & 63) as usize]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+    data_encoding::BASE64.encode(bytes)
 }
 
 /// Decodes standard base64 with padding (line breaks are skipped, as Go does).
@@ -182,48 +168,16 @@ pub fn base64_decode(text: &str) -> Result<Vec<u8>, String> {
         .bytes()
         .filter(|c| !matches!(c, b'\r' | b'\n'))
         .collect();
-    if !chars.len().is_multiple_of(4) {
-        return Err(format!(
-            "not base64: {} characters, not a multiple of 4",
-            chars.len()
-        ));
+    // Go refuses text after the padding; data-encoding would decode padded blocks one after
+    // another.
+    if let Some(pad) = chars.iter().position(|c| *c == b'=')
+        && chars[pad..].iter().any(|c| *c != b'=')
+    {
+        return Err("not base64: '=' padding only ends the text".into());
     }
-    let value = |c: u8| match c {
-        b'A'..=b'Z' => Some(c - b'A'),
-        b'a'..=b'z' => Some(c - b'a' + 26),
-        b'0'..=b'9' => Some(c - b'0' + 52),
-        b'+' => Some(62),
-        b'/' => Some(63),
-        _ => None,
-    };
-    let quads = chars.len() / 4;
-    let mut out = Vec::with_capacity(quads * 3);
-    for (qi, q) in chars.chunks(4).enumerate() {
-        let pad = q.iter().rev().take_while(|c| **c == b'=').count();
-        if pad > 2 || (pad > 0 && qi + 1 != quads) {
-            return Err("not base64: '=' padding only ends the text".into());
-        }
-        let mut n = 0u32;
-        for (i, &c) in q.iter().enumerate() {
-            let v = if i >= 4 - pad {
-                0
-            } else {
-                value(c).ok_or_else(|| {
-                    format!("not base64: {:?} is not a base64 character", char::from(c))
-                })?
-            };
-            n = (n << 6) | u32::from(v);
-        }
-        let [_, b0, b1, b2] = n.to_be_bytes();
-        out.push(b0);
-        if pad < 2 {
-            out.push(b1);
-        }
-        if pad < 1 {
-            out.push(b2);
-        }
-    }
-    Ok(out)
+    data_encoding::BASE64
+        .decode(&chars)
+        .map_err(|e| format!("not base64: {e}"))
 }
 
 impl AddOnDeploymentConfig {
