@@ -4,11 +4,8 @@
 //! install everywhere, the time to upgrade everywhere, and the hub's CPU and RSS.
 
 use anyhow::{Context, Result, bail};
-use flotilla_api::ocm::{Document, parse_documents};
 use flotilla_api::v1::GetAddOnRequest;
 use flotilla_api::v1::add_on_service_client::AddOnServiceClient;
-use flotilla_api::v1::cluster_set_service_client::ClusterSetServiceClient;
-use flotilla_api::v1::placement_service_client::PlacementServiceClient;
 use serde::Serialize;
 use std::time::{Duration, Instant};
 use tonic::transport::Channel;
@@ -106,40 +103,6 @@ spec:
     )
 }
 
-async fn apply(channel: &Channel, yaml: &str) -> Result<()> {
-    for d in parse_documents(yaml) {
-        match d.context("the scenario's documents parse")? {
-            Document::Binding(b) => {
-                ClusterSetServiceClient::new(channel.clone())
-                    .apply_binding(b)
-                    .await?;
-            }
-            Document::Placement(p) => {
-                PlacementServiceClient::new(channel.clone())
-                    .apply_placement(p)
-                    .await?;
-            }
-            Document::AddOnTemplate(t) => {
-                AddOnServiceClient::new(channel.clone())
-                    .apply_add_on_template(t)
-                    .await?;
-            }
-            Document::AddOnDeploymentConfig(c) => {
-                AddOnServiceClient::new(channel.clone())
-                    .apply_add_on_deployment_config(c)
-                    .await?;
-            }
-            Document::ClusterManagementAddOn(c) => {
-                AddOnServiceClient::new(channel.clone())
-                    .apply_cluster_management_add_on(c)
-                    .await?;
-            }
-            other => bail!("unexpected document {other:?}"),
-        }
-    }
-    Ok(())
-}
-
 /// The spec hash of the add-on's default deployment config as its status shows it.
 fn config_hash(cma: &flotilla_api::v1::ClusterManagementAddOn) -> String {
     cma.status
@@ -199,9 +162,9 @@ pub async fn run(s: Settings) -> Result<Summary> {
 
     let cpu0 = s.hub_pid.and_then(crate::report::proc_stats);
     let t1 = Instant::now();
-    apply(&channel, SETUP).await?;
-    apply(&channel, &deployment_config(1)).await?;
-    apply(&channel, &addon("100%")).await?;
+    crate::rollout::apply(&channel, SETUP).await?;
+    crate::rollout::apply(&channel, &deployment_config(1)).await?;
+    crate::rollout::apply(&channel, &addon("100%")).await?;
     let installed = wait_updated(&channel, s.clusters, deadline, "install", "").await;
     let install = t1.elapsed();
     let cpu1 = s.hub_pid.and_then(crate::report::proc_stats);
@@ -214,10 +177,10 @@ pub async fn run(s: Settings) -> Result<Summary> {
     };
 
     // The upgrade: the rollout's concurrency, then the config change.
-    apply(&channel, &addon(&s.max_concurrency)).await?;
+    crate::rollout::apply(&channel, &addon(&s.max_concurrency)).await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let t2 = Instant::now();
-    apply(&channel, &deployment_config(2)).await?;
+    crate::rollout::apply(&channel, &deployment_config(2)).await?;
     let upgraded = wait_updated(&channel, s.clusters, deadline, "upgrade", &hash).await;
     let upgrade = t2.elapsed();
     let cpu2 = s.hub_pid.and_then(crate::report::proc_stats);

@@ -44,7 +44,7 @@ pub struct Summary {
     hub_rss_bytes: Option<u64>,
 }
 
-fn documents(groups: usize) -> Vec<Document> {
+fn documents(groups: usize) -> String {
     let percent = 100 / groups.max(1);
     let yaml = format!(
         r#"apiVersion: cluster.open-cluster-management.io/v1beta2
@@ -77,10 +77,7 @@ spec:
         - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: rollout, namespace: default}}, data: {{version: "1"}}}}
 "#
     );
-    parse_documents(&yaml)
-        .into_iter()
-        .map(|d| d.expect("the scenario's documents parse"))
-        .collect()
+    yaml
 }
 
 /// Starts `clusters` simulated clusters named `<prefix>-…` (workloads ready after 200 ms, no
@@ -111,6 +108,46 @@ pub async fn start_fleet(
     Ok(fleet)
 }
 
+/// Applies every document of `yaml` through the hub's API (the kinds the scenarios use).
+pub async fn apply(channel: &tonic::transport::Channel, yaml: &str) -> Result<()> {
+    for d in parse_documents(yaml) {
+        match d.context("the scenario's documents parse")? {
+            Document::Binding(b) => {
+                ClusterSetServiceClient::new(channel.clone())
+                    .apply_binding(b)
+                    .await?;
+            }
+            Document::Placement(p) => {
+                PlacementServiceClient::new(channel.clone())
+                    .apply_placement(p)
+                    .await?;
+            }
+            Document::AddOnTemplate(t) => {
+                flotilla_api::v1::add_on_service_client::AddOnServiceClient::new(channel.clone())
+                    .apply_add_on_template(t)
+                    .await?;
+            }
+            Document::AddOnDeploymentConfig(c) => {
+                flotilla_api::v1::add_on_service_client::AddOnServiceClient::new(channel.clone())
+                    .apply_add_on_deployment_config(c)
+                    .await?;
+            }
+            Document::ClusterManagementAddOn(c) => {
+                flotilla_api::v1::add_on_service_client::AddOnServiceClient::new(channel.clone())
+                    .apply_cluster_management_add_on(c)
+                    .await?;
+            }
+            Document::ReplicaSet(r) => {
+                ReplicaSetServiceClient::new(channel.clone())
+                    .apply_replica_set(r)
+                    .await?;
+            }
+            other => bail!("unexpected document {other:?}"),
+        }
+    }
+    Ok(())
+}
+
 /// Runs the scenario.
 pub async fn run(s: Settings) -> Result<Summary> {
     let channel = tonic::transport::Endpoint::from_shared(s.hub.clone())?
@@ -123,26 +160,7 @@ pub async fn run(s: Settings) -> Result<Summary> {
     let register = t0.elapsed();
     let cpu0 = s.hub_pid.and_then(crate::report::proc_stats);
     let t1 = Instant::now();
-    for d in documents(s.groups) {
-        match d {
-            Document::Binding(b) => {
-                ClusterSetServiceClient::new(channel.clone())
-                    .apply_binding(b)
-                    .await?;
-            }
-            Document::Placement(p) => {
-                PlacementServiceClient::new(channel.clone())
-                    .apply_placement(p)
-                    .await?;
-            }
-            Document::ReplicaSet(r) => {
-                ReplicaSetServiceClient::new(channel.clone())
-                    .apply_replica_set(r)
-                    .await?;
-            }
-            _ => {}
-        }
-    }
+    apply(&channel, &documents(s.groups)).await?;
     let mut rs_api = ReplicaSetServiceClient::new(channel.clone());
     let per_group = s.clusters.div_ceil(s.groups.max(1));
     let mut group_done = Vec::new();
