@@ -3,16 +3,14 @@
 
 mod common;
 
+use common::addon::{apply, renew_lease};
 use common::*;
 use flotilla_api::addon::{self, conditions as cond};
 use flotilla_api::meta::condition_status;
-use flotilla_api::ocm::{Document, parse_documents};
 use flotilla_api::v1::add_on_service_client::AddOnServiceClient;
-use flotilla_api::v1::placement_service_client::PlacementServiceClient;
 use flotilla_api::v1::{
-    AddOnLeaseRenewal, GetAddOnRequest, LabelClusterRequest, ListAddOnsRequest,
-    ManagedClusterAddOn, ManagedClusterSetBinding, ManagedClusterSetBindingSpec, ManifestWork,
-    ObjectMeta,
+    GetAddOnRequest, LabelClusterRequest, ListAddOnsRequest, ManagedClusterAddOn,
+    ManagedClusterSetBinding, ManagedClusterSetBindingSpec, ManifestWork, ObjectMeta,
 };
 use flotilla_hub::Hub;
 use flotilla_testkit::NatsServer;
@@ -124,36 +122,6 @@ async fn api(hub: &Hub) -> AddOnServiceClient<Channel> {
     AddOnServiceClient::connect(format!("http://{}", hub.grpc_addr))
         .await
         .unwrap()
-}
-
-/// Applies every document of `yaml` through the add-on (or placement) API.
-async fn apply(hub: &Hub, yaml: &str) -> Result<(), tonic::Status> {
-    let mut a = api(hub).await;
-    for doc in parse_documents(yaml) {
-        match doc.unwrap_or_else(|e| panic!("fixture: {e}")) {
-            Document::ClusterManagementAddOn(x) => {
-                a.apply_cluster_management_add_on(x).await?;
-            }
-            Document::ManagedClusterAddOn(x) => {
-                a.apply_managed_cluster_add_on(x).await?;
-            }
-            Document::AddOnTemplate(x) => {
-                a.apply_add_on_template(x).await?;
-            }
-            Document::AddOnDeploymentConfig(x) => {
-                a.apply_add_on_deployment_config(x).await?;
-            }
-            Document::Placement(p) => {
-                PlacementServiceClient::connect(format!("http://{}", hub.grpc_addr))
-                    .await
-                    .unwrap()
-                    .apply_placement(p)
-                    .await?;
-            }
-            other => panic!("unexpected fixture {other:?}"),
-        }
-    }
-    Ok(())
 }
 
 async fn label(hub: &Hub, cluster: &str, set: &[(&str, &str)], remove: &[&str]) {
@@ -516,39 +484,6 @@ spec:
       defaultConfig: {name: leased-v1}
 "#;
 
-/// Renews add-on `leased`'s lease on `cluster` every 200 ms, as its agent does, until dropped.
-fn renew_leases(nats_url: String, cluster: &'static str) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let client = async_nats::connect(nats_url).await.unwrap();
-        loop {
-            let renewal = AddOnLeaseRenewal {
-                cluster_name: cluster.into(),
-                addon_name: "leased".into(),
-                renew_time: Some(flotilla_api::meta::now()),
-            };
-            let ev = flotilla_bus::Event::new(
-                flotilla_bus::addons::lease_type(),
-                "leased-agent",
-                cluster,
-                &renewal,
-            );
-            let bytes = ev.encode(1 << 20).unwrap();
-            let _ = client
-                .publish_with_headers(
-                    flotilla_bus::addons::subject(
-                        "leased",
-                        cluster,
-                        flotilla_bus::addons::KIND_LEASE,
-                    ),
-                    flotilla_bus::envelope::headers(&ev),
-                    bytes,
-                )
-                .await;
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    })
-}
-
 #[tokio::test]
 async fn lease_health_goes_false_after_the_grace_and_comes_back() {
     let nats = NatsServer::start();
@@ -598,7 +533,11 @@ async fn lease_health_goes_false_after_the_grace_and_comes_back() {
         "Lease"
     );
 
-    let renewing = renew_leases(nats.url(), "edge-1");
+    let renewing = renew_lease(
+        async_nats::connect(nats.url()).await.unwrap(),
+        "leased",
+        "edge-1",
+    );
     wait_until("available while renewing", || {
         (available(&hub)?.0 == "True").then_some(())
     })
@@ -620,14 +559,22 @@ async fn lease_health_goes_false_after_the_grace_and_comes_back() {
         ("False", "ManagedClusterAddOnLeaseUpdateStopped")
     );
     // It resumes: available again at once.
-    let renewing = renew_leases(nats.url(), "edge-1");
+    let renewing = renew_lease(
+        async_nats::connect(nats.url()).await.unwrap(),
+        "leased",
+        "edge-1",
+    );
     wait_until("available again", || {
         (available(&hub)?.0 == "True").then_some(())
     })
     .await;
 
     // A lease for an add-on that is not installed there is refused (and changes nothing).
-    let bogus = renew_leases(nats.url(), "edge-9");
+    let bogus = renew_lease(
+        async_nats::connect(nats.url()).await.unwrap(),
+        "leased",
+        "edge-9",
+    );
     tokio::time::sleep(Duration::from_millis(500)).await;
     bogus.abort();
     assert!(hub.addons.get_cluster_addon("edge-9", "leased").is_none());

@@ -259,7 +259,6 @@ async fn addon_credentials(
 
 #[tokio::test]
 async fn an_addon_agent_gets_credentials_for_its_own_subjects_only_and_loses_them_with_the_addon() {
-    use flotilla_api::ocm::{Document, parse_documents};
     use flotilla_api::v1::add_on_service_client::AddOnServiceClient;
     let s = secure_nats();
     let hub = start_hub(secure_hub_config(&s, Duration::from_secs(3600))).await;
@@ -278,17 +277,7 @@ async fn an_addon_agent_gets_credentials_for_its_own_subjects_only_and_loses_the
     let mut addons = AddOnServiceClient::connect(format!("http://{}", hub.grpc_addr))
         .await
         .unwrap();
-    for doc in parse_documents(ADDON) {
-        match doc.unwrap() {
-            Document::AddOnTemplate(t) => {
-                addons.apply_add_on_template(t).await.unwrap();
-            }
-            Document::ClusterManagementAddOn(c) => {
-                addons.apply_cluster_management_add_on(c).await.unwrap();
-            }
-            _ => unreachable!(),
-        }
-    }
+    common::addon::apply(&hub, ADDON).await.unwrap();
 
     // Not installed on the cluster yet: refused.
     let key = nkeys::KeyPair::new_user();
@@ -347,31 +336,7 @@ async fn an_addon_agent_gets_credentials_for_its_own_subjects_only_and_loses_the
         .connect(s.nats.url())
         .await
         .unwrap();
-    let renew = {
-        let client = client.clone();
-        tokio::spawn(async move {
-            loop {
-                let ev = flotilla_bus::Event::new(
-                    flotilla_bus::addons::lease_type(),
-                    "reporter",
-                    "edge-1",
-                    &flotilla_api::v1::AddOnLeaseRenewal {
-                        cluster_name: "edge-1".into(),
-                        addon_name: "reporter".into(),
-                        renew_time: Some(flotilla_api::meta::now()),
-                    },
-                );
-                let _ = client
-                    .publish_with_headers(
-                        flotilla_bus::addons::subject("reporter", "edge-1", "lease"),
-                        flotilla_bus::envelope::headers(&ev),
-                        ev.encode(1 << 20).unwrap(),
-                    )
-                    .await;
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        })
-    };
+    let renew = common::addon::renew_lease(client.clone(), "reporter", "edge-1");
     wait_for(
         "the add-on Available through its own credentials",
         async || {
@@ -458,41 +423,10 @@ async fn an_addon_agent_gets_credentials_for_its_own_subjects_only_and_loses_the
     hub.stop().await;
 }
 
-/// Renews add-on `addon`'s lease on `cluster` every 200 ms over `client`.
-fn renew_lease(
-    client: async_nats::Client,
-    addon: &'static str,
-    cluster: &'static str,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        loop {
-            let ev = flotilla_bus::Event::new(
-                flotilla_bus::addons::lease_type(),
-                addon,
-                cluster,
-                &flotilla_api::v1::AddOnLeaseRenewal {
-                    cluster_name: cluster.into(),
-                    addon_name: addon.into(),
-                    renew_time: Some(flotilla_api::meta::now()),
-                },
-            );
-            let _ = client
-                .publish_with_headers(
-                    flotilla_bus::addons::subject(addon, cluster, "lease"),
-                    flotilla_bus::envelope::headers(&ev),
-                    ev.encode(1 << 20).unwrap(),
-                )
-                .await;
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    })
-}
-
 #[tokio::test]
 async fn an_addon_asking_for_hub_access_gets_its_credentials_as_a_secret_on_the_spoke() {
     use flotilla_agent::addons::credentials::secret_creds;
     use flotilla_agent::backend::Backend;
-    use flotilla_api::ocm::{Document, parse_documents};
     use flotilla_api::v1::add_on_service_client::AddOnServiceClient;
     use flotilla_api::work::ManifestId;
     let s = secure_nats();
@@ -507,17 +441,7 @@ async fn an_addon_asking_for_hub_access_gets_its_credentials_as_a_secret_on_the_
     let mut addons = AddOnServiceClient::connect(format!("http://{}", hub.grpc_addr))
         .await
         .unwrap();
-    for doc in parse_documents(ADDON) {
-        match doc.unwrap() {
-            Document::AddOnTemplate(t) => {
-                addons.apply_add_on_template(t).await.unwrap();
-            }
-            Document::ClusterManagementAddOn(c) => {
-                addons.apply_cluster_management_add_on(c).await.unwrap();
-            }
-            _ => unreachable!(),
-        }
-    }
+    common::addon::apply(&hub, ADDON).await.unwrap();
     addons
         .enable_add_on(flotilla_api::v1::EnableAddOnRequest {
             name: "reporter".into(),
@@ -582,7 +506,7 @@ async fn an_addon_asking_for_hub_access_gets_its_credentials_as_a_secret_on_the_
         .connect(s.nats.url())
         .await
         .unwrap();
-    let renew = renew_lease(client.clone(), "reporter", "edge-1");
+    let renew = common::addon::renew_lease(client.clone(), "reporter", "edge-1");
     wait_for(
         "the add-on Available through the Secret's credentials",
         async || {

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod addon;
 pub mod work;
 
 use flotilla_agent::backend::sim::SimBackend;
