@@ -855,15 +855,18 @@ impl AddOns {
 
     /// A lease renewal of `addon` on `cluster` (from its agent). Tells the add-on's actor when
     /// the add-on's Available may change (first renewal, or one after the lease went stale).
-    pub async fn renew_lease(&self, cluster: &str, addon: &str, at: SystemTime) {
+    pub fn renew_lease(&self, cluster: &str, addon: &str, at: SystemTime) {
         let key = lease_key(cluster, addon);
         let previous = self.inner.store.leases.insert(key, at);
         let grace = self.inner.deps.config.lease_grace;
         let was_fresh = previous.is_some_and(|p| {
             flotilla_api::addon::health::lease_expires(p, grace) > SystemTime::now()
         });
-        if !was_fresh && let Some(tx) = self.inner.actors.get(addon).map(|t| t.clone()) {
-            let _ = tx.send(actor::Msg::Lease(cluster.to_string())).await;
+        // Never waits on a busy actor (after a hub restart every agent's first renewal comes
+        // at once): the renewal is recorded above, and a full mailbox means the actor has a
+        // round coming anyway (at the latest its 30 s resync).
+        if !was_fresh && let Some(tx) = self.inner.actors.get(addon) {
+            let _ = tx.try_send(actor::Msg::Lease(cluster.to_string()));
         }
     }
 }

@@ -110,9 +110,7 @@ async fn handle(
             }
             // The hub's clock decides freshness: an agent's skewed clock must not keep a dead
             // add-on available, nor make a live one look stale.
-            addons
-                .renew_lease(subject.cluster, subject.addon, std::time::SystemTime::now())
-                .await;
+            addons.renew_lease(subject.cluster, subject.addon, std::time::SystemTime::now());
         }
         addons::KIND_SCORE if event.event_type == flotilla_bus::scores::report_type() => {
             let report =
