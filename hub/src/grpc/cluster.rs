@@ -8,7 +8,7 @@ use flotilla_api::v1::{
     ClusterEvent, ClusterNamesRequest, ClustersResponse, DeleteClusterRequest,
     DeleteClusterResponse, GetClusterRequest, LabelClusterRequest, ListClustersRequest,
     ListClustersResponse, ManagedCluster, SetLeaseDurationRequest, TaintClusterRequest,
-    WatchClustersRequest,
+    WatchClustersRequest, CreateJoinTokenRequest, JoinToken,
 };
 use std::pin::Pin;
 use tokio_stream::Stream;
@@ -192,5 +192,15 @@ impl ClusterService for ClusterApi {
         let r = req.into_inner();
         self.handle(&r.name)?.delete().await?;
         Ok(Response::new(DeleteClusterResponse {}))
+    }
+
+    async fn create_join_token(
+        &self,
+        _req: Request<CreateJoinTokenRequest>,
+    ) -> Result<Response<JoinToken>, Status> {
+        // Wired to the issuer in the secure-mode change that follows.
+        Err(Status::failed_precondition(
+            "join credentials need a hub in secure mode (--secure-dir)",
+        ))
     }
 }
