@@ -1,15 +1,17 @@
 //! `flotilla`: the operator CLI. Talks to the hub's gRPC API (`--hub`, env `FLOTILLA_HUB`).
 //!
 //! This file is the flags and the dispatch; every verb lives in `flotilla_cli::cmd`. Bad flags
-//! exit with clap's usage error; any other failure prints one `error:` line and exits 1.
+//! exit with clap's usage error; a bearer token refused for plain http off loopback
+//! (`flotilla_cli::hub::Cleartext`) exits 64 (bad configuration) before any connection; any other
+//! failure prints one `error:` line and exits 1.
 
-use anyhow::Result;
-use clap::{Parser, Subcommand};
+use anyhow::{Context, Result};
+use clap::{ArgAction, Parser, Subcommand};
 use flotilla_cli::cmd::{
     self, delete::DeleteWhat, describe::DescribeWhat, get::GetWhat, proxy::ProxyWhat,
     watch::WatchWhat,
 };
-use flotilla_cli::hub::Hub;
+use flotilla_cli::hub::{Cleartext, Hub};
 use flotilla_cli::output::Format;
 use std::process::ExitCode;
 
@@ -32,6 +34,16 @@ struct Cli {
     /// CA bundle (PEM) to verify an https:// hub.
     #[arg(long, global = true, env = "FLOTILLA_CA")]
     ca: Option<std::path::PathBuf>,
+    /// Send the token over plain http:// to a hub that is not on this host (loopback) anyway,
+    /// with a warning: anyone on the network path can read it. Refused without this flag.
+    #[arg(
+        long,
+        global = true,
+        env = "FLOTILLA_INSECURE",
+        action = ArgAction::SetTrue,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    insecure: bool,
     /// Output format.
     #[arg(short, long, global = true, value_enum, default_value_t = Format::Table)]
     output: Format,
@@ -102,7 +114,9 @@ enum Command {
         #[command(subcommand)]
         what: ProxyWhat,
     },
-    /// Print the manifests that install the agent on a spoke (pipe into `kubectl apply -f -`).
+    /// Print the manifests that install the agent on a spoke (pipe into `kubectl apply -f -`),
+    /// with a join credential for it from a secure hub.
+    #[command(after_long_help = cmd::join::HELP)]
     Join(cmd::join::JoinArgs),
     /// Rollouts of ManifestWorkReplicaSets.
     Rollout {
@@ -123,14 +137,33 @@ async fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::FAILURE
+            if e.downcast_ref::<Cleartext>().is_some() {
+                ExitCode::from(64)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }
 
 async fn run(cli: Cli) -> Result<()> {
+    let credentials = flotilla_cli::hub::Credentials {
+        token: cli.token.clone(),
+        ca: cli.ca.clone(),
+        insecure: cli.insecure,
+    };
     if let Command::Join(args) = &cli.command {
-        return cmd::join::run(args);
+        let join = cmd::join::prepare(args).map_err(anyhow::Error::msg)?;
+        let hub = if join.asks_hub() {
+            Some(
+                Hub::connect(&cli.hub, &credentials)
+                    .await
+                    .context("asking the hub for a join credential (without the hub: --offline, or --bootstrap-creds FILE)")?,
+            )
+        } else {
+            None
+        };
+        return cmd::join::run(join, hub.as_ref()).await;
     }
     // Parse local input before touching the network, so bad input fails fast and alone.
     let documents = match &cli.command {
@@ -140,10 +173,6 @@ async fn run(cli: Cli) -> Result<()> {
     let addon = match &cli.command {
         Command::Addon { what } => Some(cmd::addon::prepare(what.clone())?),
         _ => None,
-    };
-    let credentials = flotilla_cli::hub::Credentials {
-        token: cli.token.clone(),
-        ca: cli.ca.clone(),
     };
     let hub = Hub::connect(&cli.hub, &credentials).await?;
     let format = cli.output;

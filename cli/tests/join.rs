@@ -1,8 +1,14 @@
 //! `flotilla join`: the install manifests validate against the Kubernetes OpenAPI schemas
 //! (`kubernetes-validate`, installed by `scripts/test.sh`), in every RBAC variant, with and
-//! without secrets; bad arguments are refused naming the argument.
+//! without secrets; the default RBAC is least privilege; a hub without secure mode gives no
+//! credential; bad arguments are refused naming the argument.
 
-use flotilla_testkit::binary;
+mod common;
+
+use common::{HubBuilder, cli, wait_for};
+use flotilla_testkit::{NatsServer, binary};
+use serde::Deserialize;
+use serde_json::Value;
 use std::process::Command;
 
 const HINT: &str = "kubernetes-validate is not installed: run `pip install kubernetes-validate`, \
@@ -38,6 +44,64 @@ fn validate(yaml: &str) {
     assert_eq!(passed, documents, "{text}");
 }
 
+/// The documents of a manifest.
+fn documents(yaml: &str) -> Vec<Value> {
+    serde_yaml::Deserializer::from_str(yaml)
+        .map(|d| Value::deserialize(d).unwrap())
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+fn strings(v: &Value) -> Vec<&str> {
+    v.as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+/// The rules of the ClusterRole.
+fn cluster_rules(docs: &[Value]) -> Vec<Value> {
+    let role = docs
+        .iter()
+        .find(|d| d["kind"] == "ClusterRole")
+        .expect("a ClusterRole");
+    role["rules"].as_array().unwrap().clone()
+}
+
+/// Checks the least-privilege ClusterRole: no wildcard anywhere, no Secrets, and no write
+/// outside the agent's own bookkeeping (its anchors, managed namespaces, access reviews).
+fn assert_least_privilege(docs: &[Value]) {
+    for rule in cluster_rules(docs) {
+        for field in ["apiGroups", "resources", "verbs", "nonResourceURLs"] {
+            assert!(!strings(&rule[field]).contains(&"*"), "{field}: {rule}");
+        }
+        let resources = strings(&rule["resources"]);
+        assert!(
+            !resources.contains(&"secrets"),
+            "cluster-wide secrets: {rule}"
+        );
+        let verbs = strings(&rule["verbs"]);
+        let writes = verbs.iter().any(|v| {
+            matches!(
+                *v,
+                "create" | "update" | "patch" | "delete" | "deletecollection" | "escalate" | "bind"
+            )
+        });
+        if writes {
+            for r in resources {
+                assert!(
+                    ["namespaces", "subjectaccessreviews", "appliedmanifestworks"].contains(&r),
+                    "cluster-wide write of {r}: {rule}"
+                );
+            }
+        }
+        if verbs.contains(&"impersonate") {
+            // Groups by name only; ServiceAccounts only in the executors' namespaces (Roles).
+            assert_eq!(strings(&rule["resources"]), ["groups"], "{rule}");
+            assert!(!strings(&rule["resourceNames"]).is_empty(), "{rule}");
+        }
+    }
+}
+
 #[test]
 fn install_manifests_validate_against_the_kubernetes_schemas() {
     let dir = tempfile::tempdir().unwrap();
@@ -55,15 +119,23 @@ fn install_manifests_validate_against_the_kubernetes_schemas() {
     .unwrap();
     let (creds, ca) = (creds.display().to_string(), ca.display().to_string());
 
-    let (ok, plain, err) = join(&["edge-1", "--nats-url", "nats://hub:4222"]);
+    // The default, without a hub to ask: least privilege, no credential.
+    let (ok, plain, err) = join(&["edge-1", "--nats-url", "nats://hub:4222", "--offline"]);
     assert!(ok, "{err}");
     validate(&plain);
     assert!(plain.contains("--backend=kubernetes") && plain.contains("--cluster-name=edge-1"));
+    let docs = documents(&plain);
+    assert_least_privilege(&docs);
+    assert!(!docs.iter().any(|d| d["kind"] == "Secret"));
     assert!(
-        plain.contains("resources: [\"*\"]"),
-        "admin RBAC by default"
+        !docs.iter().any(|d| d["kind"] == "Role"),
+        "no Role unless asked"
     );
-    assert!(!plain.contains("kind: Secret"));
+    assert!(err.contains("no --executor-namespace"), "{err}");
+    // The executor check (OCM's spec.executor) asks SubjectAccessReviews.
+    assert!(cluster_rules(&docs).iter().any(|r| {
+        strings(&r["resources"]) == ["subjectaccessreviews"] && strings(&r["verbs"]) == ["create"]
+    }));
 
     let (ok, secure, err) = join(&[
         "edge-1",
@@ -73,21 +145,84 @@ fn install_manifests_validate_against_the_kubernetes_schemas() {
         &creds,
         "--nats-ca",
         &ca,
-        "--rbac",
-        "least-privilege",
         "--allow",
         "monitoring.coreos.com/servicemonitors",
+        "--executor-namespace",
+        "team-a",
+        "--addon-namespace",
+        "open-cluster-management-agent-addon",
         "--label",
         "env=prod",
     ]);
     assert!(ok, "{err}");
     validate(&secure);
+    assert!(err.is_empty(), "{err}");
+    let docs = documents(&secure);
+    assert_least_privilege(&docs);
     assert!(secure.contains("kind: Secret") && secure.contains("a.b.c"));
+    assert!(secure.contains("# bootstrap.creds: the fleet-wide bootstrap credentials"));
     assert!(secure.contains("--bootstrap-creds=/etc/flotilla/bootstrap.creds"));
     assert!(secure.contains("--nats-ca=/etc/flotilla/ca.pem"));
-    assert!(secure.contains("servicemonitors") && !secure.contains("resources: [\"*\"]"));
-    // The executor check (OCM's spec.executor) asks SubjectAccessReviews.
-    assert!(secure.contains("resources: [subjectaccessreviews]\n  verbs: [create]"));
+    let read = cluster_rules(&docs)
+        .into_iter()
+        .find(|r| strings(&r["resources"]) == ["servicemonitors"])
+        .expect("--allow adds a rule");
+    assert_eq!(strings(&read["verbs"]), ["get", "list", "watch"]);
+    let roles: Vec<(&str, Vec<&str>)> = docs
+        .iter()
+        .filter(|d| d["kind"] == "Role")
+        .map(|d| {
+            let resources = d["rules"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|r| strings(&r["resources"]))
+                .collect();
+            (d["metadata"]["namespace"].as_str().unwrap(), resources)
+        })
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            ("team-a", vec!["serviceaccounts"]),
+            ("open-cluster-management-agent-addon", vec!["secrets"])
+        ]
+    );
+
+    let (ok, admin, err) = join(&[
+        "edge-1",
+        "--nats-url",
+        "nats://hub:4222",
+        "--offline",
+        "--rbac",
+        "cluster-admin",
+    ]);
+    assert!(ok, "{err}");
+    validate(&admin);
+    assert!(admin.contains("resources: [\"*\"]"));
+    assert!(err.contains("warning: --rbac cluster-admin"), "{err}");
+}
+
+#[test]
+fn a_hub_without_secure_mode_gives_no_credential() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let hub = HubBuilder::new(&nats, dir.path()).start();
+    wait_for("the hub answers", &[&hub.proc], || {
+        cli(&hub.grpc, &["get", "clusters"]).0.then_some(())
+    });
+    let args = ["join", "edge-1", "--nats-url", "nats://hub:4222"];
+    let (ok, out, err) = cli(&hub.grpc, &args);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("issues no join credential") && err.contains("secure mode"),
+        "{err}"
+    );
+    validate(&out);
+    assert!(!out.contains("kind: Secret") && !out.contains("--bootstrap-creds"));
+    // Pre-approval needs a join credential: refused rather than silently dropped.
+    let (ok, _, err) = cli(&hub.grpc, &[&args[..], &["--accept"]].concat());
+    assert!(!ok && err.contains("--accept: the hub at"), "{err}");
 }
 
 #[test]
@@ -109,10 +244,24 @@ fn bad_join_arguments_name_what_is_wrong() {
         "edge-1",
         "--nats-url",
         "nats://hub:4222",
-        "--rbac",
-        "least-privilege",
         "--allow",
         "nogroup",
     ]);
     assert!(!ok && err.contains("--allow \"nogroup\""), "{err}");
+    let (ok, _, err) = join(&[
+        "edge-1",
+        "--nats-url",
+        "nats://hub:4222",
+        "--rbac",
+        "cluster-admin",
+        "--executor-namespace",
+        "team-a",
+    ]);
+    assert!(!ok && err.contains("--executor-namespace is for"), "{err}");
+    // Without --offline or a file the hub is asked; none answers here.
+    let (ok, _, err) = join(&["edge-1", "--nats-url", "nats://hub:4222"]);
+    assert!(
+        !ok && err.contains("asking the hub for a join credential"),
+        "{err}"
+    );
 }

@@ -8,14 +8,20 @@ use flotilla_api::v1::{ClusterNamesRequest, LabelClusterRequest, TaintClusterReq
 
 /// Accepts clusters: the hub side of the double opt-in.
 pub async fn accept(hub: &Hub, clusters: Vec<String>) -> Result<()> {
-    let r = ClusterNamesRequest { names: clusters };
+    let r = ClusterNamesRequest {
+        names: clusters,
+        ..ClusterNamesRequest::default()
+    };
     hub.call(hub.clusters().accept_clusters(r.clone())).await?;
     confirm(&r.names, "accepted")
 }
 
 /// Denies clusters: they can no longer join or report.
 pub async fn deny(hub: &Hub, clusters: Vec<String>) -> Result<()> {
-    let r = ClusterNamesRequest { names: clusters };
+    let r = ClusterNamesRequest {
+        names: clusters,
+        ..ClusterNamesRequest::default()
+    };
     hub.call(hub.clusters().deny_clusters(r.clone())).await?;
     confirm(&r.names, "denied")
 }

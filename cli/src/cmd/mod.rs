@@ -13,7 +13,8 @@
 //! - [`progress`]: the progress bars and the `--watch` loop `rollout` and `addon` share.
 //! - [`proxy`]: read-only queries of a spoke's resources through its agent.
 //! - [`cluster_edits`]: accept, deny, label and taint clusters.
-//! - [`join`]: the manifests that install the agent on a spoke (no hub call).
+//! - [`join`]: the manifests that install the agent on a spoke, with a join credential from a
+//!   secure hub.
 
 pub mod addon;
 pub mod apply;

@@ -1,0 +1,323 @@
+//! The install manifests, rendered from what the flags and the hub gave ([`Install`],
+//! [`Bootstrap`]) by one pure function, [`manifests`], which tests call with any credential
+//! text.
+
+use super::rbac::{self, Rbac};
+use super::{ANCHOR_CRD, NAMESPACE, quoted};
+
+/// The default agent image: the one of this CLI's version.
+pub const DEFAULT_IMAGE: &str = concat!(
+    "ghcr.io/flotilla-io/flotilla-agent:",
+    env!("CARGO_PKG_VERSION")
+);
+
+/// The default size of the agent's state volume.
+pub const DEFAULT_STATE_SIZE: &str = "1Gi";
+
+/// The credential the agent registers with, put in the Secret `flotilla-agent-secrets` as
+/// `bootstrap.creds` and passed as `--bootstrap-creds`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Bootstrap {
+    /// None: a hub without secure mode.
+    None,
+    /// A join credential for this one cluster (`CreateJoinToken`'s `creds`): it may only ask to
+    /// register this cluster's name, expires, and is spent by the first agent that registers.
+    JoinToken(String),
+    /// The fleet-wide bootstrap credentials (`flotilla-hub init`'s `bootstrap.creds`): the same
+    /// secret on every spoke, valid until the hub's keys are rotated.
+    Shared(String),
+}
+
+impl Bootstrap {
+    fn creds(&self) -> Option<(&str, &'static str)> {
+        match self {
+            Bootstrap::None => None,
+            Bootstrap::JoinToken(t) => Some((t, "a join credential for this cluster only")),
+            Bootstrap::Shared(t) => Some((t, "the fleet-wide bootstrap credentials")),
+        }
+    }
+}
+
+/// What to install on a spoke, besides the credential: checked flags and the files' text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Install {
+    /// Name of the cluster (DNS-1123 label).
+    pub cluster: String,
+    /// NATS URL the agent reaches the hub at.
+    pub nats_url: String,
+    /// The NATS server's CA (PEM text), when its TLS needs one.
+    pub nats_ca: Option<String>,
+    /// Agent image.
+    pub image: String,
+    /// The agent's RBAC.
+    pub rbac: Rbac,
+    /// Labels asked for at registration (`key=value`).
+    pub labels: Vec<String>,
+    /// Size of the state volume.
+    pub state_size: String,
+}
+
+impl Install {
+    /// An install of `cluster` reaching NATS at `nats_url` with the defaults: the image of this
+    /// version, least-privilege RBAC, no CA, no labels, a 1Gi state volume.
+    pub fn new(cluster: &str, nats_url: &str) -> Self {
+        Self {
+            cluster: cluster.to_string(),
+            nats_url: nats_url.to_string(),
+            nats_ca: None,
+            image: DEFAULT_IMAGE.to_string(),
+            rbac: Rbac::default(),
+            labels: Vec::new(),
+            state_size: DEFAULT_STATE_SIZE.to_string(),
+        }
+    }
+
+    /// Sets the NATS CA (PEM text).
+    pub fn nats_ca(mut self, pem: &str) -> Self {
+        self.nats_ca = Some(pem.to_string());
+        self
+    }
+
+    /// Sets the RBAC.
+    pub fn rbac(mut self, rbac: Rbac) -> Self {
+        self.rbac = rbac;
+        self
+    }
+
+    /// Adds a registration label (`key=value`).
+    pub fn label(mut self, label: &str) -> Self {
+        self.labels.push(label.to_string());
+        self
+    }
+
+    /// What is wrong with it, one entry per problem (none when it can be rendered).
+    pub fn check(&self) -> Vec<String> {
+        let mut errors = Vec::new();
+        if let Err(e) = flotilla_api::names::validate_cluster_name(&self.cluster) {
+            errors.push(format!("CLUSTER {:?}: {}", self.cluster, e.reason));
+        }
+        for l in &self.labels {
+            if !l.contains('=') {
+                errors.push(format!("--label {l:?}: want key=value"));
+            }
+        }
+        errors.extend(rbac::check(&self.rbac));
+        errors
+    }
+}
+
+fn indent(text: &str, spaces: usize) -> String {
+    let pad = " ".repeat(spaces);
+    text.lines()
+        .map(|l| format!("{pad}{l}\n"))
+        .collect::<String>()
+}
+
+/// The manifests that install the agent with `bootstrap`, or what is wrong with `install`.
+pub fn manifests(install: &Install, bootstrap: &Bootstrap) -> Result<String, String> {
+    let errors = install.check();
+    if !errors.is_empty() {
+        return Err(errors.join("; "));
+    }
+    let mut secret_data = String::new();
+    let mut secret_comment = String::new();
+    let mut agent_args = vec![
+        "--backend=kubernetes".to_string(),
+        format!("--cluster-name={}", install.cluster),
+        format!("--nats-url={}", install.nats_url),
+        "--state-dir=/var/lib/flotilla".to_string(),
+    ];
+    if let Some((creds, what)) = bootstrap.creds() {
+        secret_comment = format!("# bootstrap.creds: {what}\n");
+        secret_data.push_str(&format!("  bootstrap.creds: |\n{}", indent(creds, 4)));
+        agent_args.push("--bootstrap-creds=/etc/flotilla/bootstrap.creds".to_string());
+    }
+    if let Some(ca) = &install.nats_ca {
+        secret_data.push_str(&format!("  ca.pem: |\n{}", indent(ca, 4)));
+        agent_args.push("--nats-ca=/etc/flotilla/ca.pem".to_string());
+    }
+    for l in &install.labels {
+        agent_args.push(format!("--label={l}"));
+    }
+    let args_yaml: String = agent_args
+        .iter()
+        .map(|a| format!("            - {}\n", quoted(a)))
+        .collect();
+    let secret = if secret_data.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "---\n{secret_comment}apiVersion: v1\nkind: Secret\nmetadata:\n  name: flotilla-agent-secrets\n  namespace: {NAMESPACE}\ntype: Opaque\nstringData:\n{secret_data}"
+        )
+    };
+    let (secret_volume, secret_mount) = if secret_data.is_empty() {
+        (String::new(), String::new())
+    } else {
+        (
+            "        - name: secrets\n          secret:\n            secretName: flotilla-agent-secrets\n            defaultMode: 0400\n".to_string(),
+            "            - name: secrets\n              mountPath: /etc/flotilla\n              readOnly: true\n".to_string(),
+        )
+    };
+    let rbac = rbac::documents(&install.rbac, NAMESPACE);
+    let cluster = &install.cluster;
+    let image = &install.image;
+    let size = &install.state_size;
+    let crd = ANCHOR_CRD
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .collect::<Vec<_>>()
+        .join("\n");
+    Ok(format!(
+        "# The Flotilla agent for cluster {cluster}: flotilla join {cluster} | kubectl apply -f -\n\
+---
+{crd}
+---
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: {NAMESPACE}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: flotilla-agent
+  namespace: {NAMESPACE}
+{rbac}{secret}---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: flotilla-agent-state
+  namespace: {NAMESPACE}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources:
+    requests:
+      storage: {size}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: flotilla-agent
+  namespace: {NAMESPACE}
+  labels:
+    app.kubernetes.io/name: flotilla-agent
+spec:
+  replicas: 1
+  strategy:
+    type: Recreate
+  selector:
+    matchLabels:
+      app.kubernetes.io/name: flotilla-agent
+  template:
+    metadata:
+      labels:
+        app.kubernetes.io/name: flotilla-agent
+    spec:
+      serviceAccountName: flotilla-agent
+      securityContext:
+        runAsNonRoot: true
+        runAsUser: 65532
+        fsGroup: 65532
+      containers:
+        - name: agent
+          image: {image}
+          args:
+{args_yaml}          env:
+            - name: RUST_LOG
+              value: info
+          resources:
+            requests:
+              cpu: 50m
+              memory: 64Mi
+            limits:
+              memory: 256Mi
+          securityContext:
+            allowPrivilegeEscalation: false
+            readOnlyRootFilesystem: true
+            capabilities:
+              drop: [ALL]
+          volumeMounts:
+            - name: state
+              mountPath: /var/lib/flotilla
+{secret_mount}      volumes:
+        - name: state
+          persistentVolumeClaim:
+            claimName: flotilla-agent-state
+{secret_volume}"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CREDS: &str = "-----BEGIN NATS USER JWT-----\nj.w.t\n------END NATS USER JWT------\n\n-----BEGIN USER NKEY SEED-----\nSUAEXAMPLE\n------END USER NKEY SEED------\n";
+
+    /// The documents of a manifest, parsed.
+    fn documents(yaml: &str) -> Vec<serde_json::Value> {
+        use serde::Deserialize;
+        serde_yaml::Deserializer::from_str(yaml)
+            .map(|d| serde_json::Value::deserialize(d).unwrap())
+            .filter(|v| !v.is_null())
+            .collect()
+    }
+
+    fn find<'a>(docs: &'a [serde_json::Value], kind: &str) -> Option<&'a serde_json::Value> {
+        docs.iter().find(|d| d["kind"] == kind)
+    }
+
+    #[test]
+    fn a_join_credential_goes_into_the_secret_and_the_agent_registers_with_it() {
+        let install = Install::new("edge-1", "tls://hub:4222").nats_ca("PEM\n");
+        let yaml = manifests(&install, &Bootstrap::JoinToken(CREDS.into())).unwrap();
+        let docs = documents(&yaml);
+        let secret = find(&docs, "Secret").unwrap();
+        assert_eq!(secret["stringData"]["bootstrap.creds"], CREDS);
+        assert_eq!(secret["stringData"]["ca.pem"], "PEM\n");
+        assert!(yaml.contains("# bootstrap.creds: a join credential for this cluster only\n"));
+        let args = &find(&docs, "Deployment").unwrap()["spec"]["template"]["spec"]["containers"][0]
+            ["args"];
+        let args: Vec<&str> = args
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        assert!(args.contains(&"--bootstrap-creds=/etc/flotilla/bootstrap.creds"));
+        assert!(args.contains(&"--nats-ca=/etc/flotilla/ca.pem"));
+        assert!(args.contains(&"--cluster-name=edge-1"));
+    }
+
+    #[test]
+    fn shared_credentials_are_marked_as_the_fleet_wide_ones() {
+        let install = Install::new("edge-1", "tls://hub:4222");
+        let yaml = manifests(&install, &Bootstrap::Shared(CREDS.into())).unwrap();
+        assert!(yaml.contains("# bootstrap.creds: the fleet-wide bootstrap credentials\n"));
+        assert_eq!(
+            find(&documents(&yaml), "Secret").unwrap()["stringData"]["bootstrap.creds"],
+            CREDS
+        );
+    }
+
+    #[test]
+    fn a_plain_hub_gets_no_secret() {
+        let install = Install::new("edge-1", "nats://hub:4222").label("env=prod");
+        let yaml = manifests(&install, &Bootstrap::None).unwrap();
+        let docs = documents(&yaml);
+        assert!(find(&docs, "Secret").is_none());
+        assert!(!yaml.contains("--bootstrap-creds") && !yaml.contains("name: secrets"));
+        assert!(yaml.contains("\"--label=env=prod\""));
+        // The CRD, namespace, account, ClusterRole and binding, volume claim and Deployment.
+        assert_eq!(docs.len(), 7, "{yaml}");
+    }
+
+    #[test]
+    fn every_problem_is_named_at_once() {
+        let install = Install::new("Bad_Name", "nats://hub:4222").label("novalue");
+        let e = manifests(&install, &Bootstrap::None).unwrap_err();
+        assert!(
+            e.contains("CLUSTER \"Bad_Name\"") && e.contains("--label \"novalue\""),
+            "{e}"
+        );
+    }
+}
