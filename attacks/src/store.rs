@@ -1,0 +1,256 @@
+//! The hub's state read the way an operator with `hub.creds` would check it after an attack:
+//! stream info and last-message reads of the KV streams (`KV_<bucket>`) and of the status
+//! stream, nothing that writes or creates a consumer.
+
+use async_nats::jetstream;
+use flotilla_api::v1;
+use futures::TryStreamExt;
+use prost::Message;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Name of the status stream.
+pub const STATUS_STREAM: &str = "FLOTILLA_STATUS";
+
+/// Bound of one JetStream read.
+const READ: Duration = Duration::from_secs(10);
+
+/// One key's latest message in a KV stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The stored bytes.
+    pub value: Vec<u8>,
+    /// The message is a delete or purge marker (`KV-Operation`).
+    pub deleted: bool,
+}
+
+/// Every KV stream's keys and latest values: bucket → key → entry.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    /// bucket → key → latest entry.
+    pub buckets: BTreeMap<String, BTreeMap<String, Entry>>,
+}
+
+impl Snapshot {
+    /// The live keys of `bucket`.
+    pub fn live_keys(&self, bucket: &str) -> Vec<String> {
+        self.buckets
+            .get(bucket)
+            .map(|keys| {
+                keys.iter()
+                    .filter(|(_, e)| !e.deleted)
+                    .map(|(k, _)| k.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Everything wrong with `self` as the state that follows `before`: a bucket gone, a key
+    /// gone, a value that does not decode as its bucket's type or names another object.
+    pub fn damage_since(&self, before: &Snapshot) -> Vec<String> {
+        let mut damage = Vec::new();
+        for (bucket, keys) in &before.buckets {
+            let Some(now) = self.buckets.get(bucket) else {
+                damage.push(format!(
+                    "bucket {bucket} is gone (it had {} keys)",
+                    keys.len()
+                ));
+                continue;
+            };
+            for (key, entry) in keys {
+                if entry.deleted {
+                    continue;
+                }
+                match now.get(key) {
+                    None => damage.push(format!("{bucket}/{key} is gone")),
+                    Some(e) if e.deleted => damage.push(format!("{bucket}/{key} was deleted")),
+                    Some(_) => {}
+                }
+            }
+        }
+        for (bucket, keys) in &self.buckets {
+            for (key, entry) in keys {
+                if !entry.deleted
+                    && let Err(why) = check_value(bucket, key, &entry.value)
+                {
+                    damage.push(format!("{bucket}/{key}: {why}"));
+                }
+            }
+        }
+        damage
+    }
+}
+
+/// Checks that `value` is an object of `bucket`'s type stored under its own key.
+pub fn check_value(bucket: &str, key: &str, value: &[u8]) -> Result<(), String> {
+    if let Some(what) = crate::wire::foreign(value) {
+        return Err(format!("holds {what}"));
+    }
+    fn named<M: Message + Default>(
+        value: &[u8],
+        meta: impl Fn(&M) -> Option<&v1::ObjectMeta>,
+    ) -> Result<(String, String), String> {
+        let m = M::decode(value).map_err(|e| format!("does not decode: {e}"))?;
+        let meta = meta(&m).ok_or("has no metadata")?;
+        Ok((meta.namespace.clone(), meta.name.clone()))
+    }
+    let (namespace, name) = match bucket {
+        "clusters" => named::<v1::ManagedCluster>(value, |m| m.metadata.as_ref())?,
+        "works" => named::<v1::ManifestWork>(value, |m| m.metadata.as_ref())?,
+        "clustersets" => named::<v1::ManagedClusterSet>(value, |m| m.metadata.as_ref())?,
+        "bindings" => named::<v1::ManagedClusterSetBinding>(value, |m| m.metadata.as_ref())?,
+        "placements" => named::<v1::Placement>(value, |m| m.metadata.as_ref())?,
+        "replicasets" => named::<v1::ManifestWorkReplicaSet>(value, |m| m.metadata.as_ref())?,
+        "addons" => named::<v1::ClusterManagementAddOn>(value, |m| m.metadata.as_ref())?,
+        "clusteraddons" => named::<v1::ManagedClusterAddOn>(value, |m| m.metadata.as_ref())?,
+        "addontemplates" => named::<v1::AddOnTemplate>(value, |m| m.metadata.as_ref())?,
+        // Keyed by something other than the object's own name: decoding is the check.
+        "decisions" => {
+            named::<v1::PlacementDecision>(value, |m| m.metadata.as_ref())?;
+            return Ok(());
+        }
+        "scores" => {
+            named::<v1::AddOnPlacementScore>(value, |m| m.metadata.as_ref())?;
+            return Ok(());
+        }
+        _ => return Ok(()),
+    };
+    // Keys name the object they hold: `<name>` or `<namespace>.<name>`.
+    let own = if namespace.is_empty() {
+        name.clone()
+    } else {
+        format!("{namespace}.{name}")
+    };
+    if key == own || key == name {
+        Ok(())
+    } else {
+        Err(format!("holds object {own:?}, not the one its key names"))
+    }
+}
+
+/// A read-only view of the hub's JetStream state through `hub.creds`.
+pub struct RawStore {
+    js: jetstream::Context,
+}
+
+impl RawStore {
+    /// Wraps a client connected with the hub's credentials.
+    pub fn new(client: async_nats::Client) -> Self {
+        Self {
+            js: jetstream::new(client),
+        }
+    }
+
+    /// Names of every KV stream (`KV_<bucket>` → `<bucket>`).
+    pub async fn buckets(&self) -> Result<Vec<String>, String> {
+        let names: Vec<String> = tokio::time::timeout(READ, self.js.stream_names().try_collect())
+            .await
+            .map_err(|_| "listing streams timed out".to_string())?
+            .map_err(|e| format!("listing streams: {e}"))?;
+        let mut buckets: Vec<String> = names
+            .into_iter()
+            .filter_map(|n| n.strip_prefix("KV_").map(str::to_string))
+            .collect();
+        buckets.sort();
+        Ok(buckets)
+    }
+
+    /// Every subject of `stream` matching `filter`, with its message count.
+    pub async fn subjects(
+        &self,
+        stream: &str,
+        filter: &str,
+    ) -> Result<BTreeMap<String, u64>, String> {
+        let read = async {
+            let s = self
+                .js
+                .get_stream_no_info(stream)
+                .await
+                .map_err(|e| format!("stream {stream}: {e}"))?;
+            let info = s
+                .info_with_subjects(filter)
+                .await
+                .map_err(|e| format!("stream {stream} info: {e}"))?;
+            info.try_collect::<BTreeMap<String, usize>>()
+                .await
+                .map(|m| m.into_iter().map(|(k, v)| (k, v as u64)).collect())
+                .map_err(|e| format!("stream {stream} subjects: {e}"))
+        };
+        tokio::time::timeout(READ, read)
+            .await
+            .map_err(|_| format!("reading the subjects of {stream} timed out"))?
+    }
+
+    /// The latest message on `subject` of `stream`.
+    pub async fn last(&self, stream: &str, subject: &str) -> Result<Entry, String> {
+        let read = async {
+            let s = self
+                .js
+                .get_stream_no_info(stream)
+                .await
+                .map_err(|e| format!("stream {stream}: {e}"))?;
+            let m = s
+                .get_last_raw_message_by_subject(subject)
+                .await
+                .map_err(|e| format!("{stream} {subject}: {e}"))?;
+            let deleted = m
+                .headers
+                .get("KV-Operation")
+                .is_some_and(|op| op.as_str() == "DEL" || op.as_str() == "PURGE");
+            Ok(Entry {
+                value: m.payload.to_vec(),
+                deleted,
+            })
+        };
+        tokio::time::timeout(READ, read)
+            .await
+            .map_err(|_| format!("reading {stream} {subject} timed out"))?
+    }
+
+    /// Every KV bucket's keys and latest values.
+    pub async fn snapshot(&self) -> Result<Snapshot, String> {
+        let mut snapshot = Snapshot::default();
+        for bucket in self.buckets().await? {
+            let stream = format!("KV_{bucket}");
+            let prefix = format!("$KV.{bucket}.");
+            let mut keys = BTreeMap::new();
+            for subject in self
+                .subjects(&stream, &format!("{prefix}>"))
+                .await?
+                .into_keys()
+            {
+                let entry = self.last(&stream, &subject).await?;
+                let key = subject
+                    .strip_prefix(&prefix)
+                    .unwrap_or(&subject)
+                    .to_string();
+                keys.insert(key, entry);
+            }
+            snapshot.buckets.insert(bucket, keys);
+        }
+        Ok(snapshot)
+    }
+
+    /// The stored record of cluster `name` (`None` when absent or deleted).
+    pub async fn cluster(&self, name: &str) -> Result<Option<v1::ManagedCluster>, String> {
+        let entry = match self
+            .last("KV_clusters", &format!("$KV.clusters.{name}"))
+            .await
+        {
+            Ok(e) => e,
+            Err(e) if e.contains("no message found") => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        if entry.deleted {
+            return Ok(None);
+        }
+        v1::ManagedCluster::decode(entry.value.as_slice())
+            .map(Some)
+            .map_err(|e| format!("clusters/{name} does not decode: {e}"))
+    }
+
+    /// How many subjects of the status stream match `filter`.
+    pub async fn status_subjects(&self, filter: &str) -> Result<usize, String> {
+        Ok(self.subjects(STATUS_STREAM, filter).await?.len())
+    }
+}
