@@ -102,10 +102,14 @@ async fn a_rotated_bootstrap_credential_stays_revoked_after_restart_deny_and_ttl
     });
 
     let mut rotate = tokio::process::Command::new(flotilla_testkit::binary("flotilla-hub"));
+    // `flotilla-hub rotate bootstrap --secure-dir D` reaching the server at the fleet's URL:
+    // given as the hub's top-level flag and its environment variable, which reach a `rotate`
+    // with the hub's NATS flags and one with flags of its own alike.
     rotate
+        .args(["--nats-url", &fleet.nats_url()])
         .args(["rotate", "bootstrap", "--secure-dir"])
         .arg(&fleet.secure)
-        .args(["--nats-url", &fleet.nats_url()]);
+        .env("FLOTILLA_NATS_URL", fleet.nats_url());
     let out = run(rotate, None, SOON).await;
     fleet.check(out.ok(), || {
         format!(
