@@ -55,6 +55,35 @@ pub const INSTALL_NAMESPACE_ANNOTATION: &str = "addon.flotilla.io/install-namesp
 /// Key of the add-on's hub credentials Secret holding the NATS credentials file.
 pub const HUB_CREDENTIALS_KEY: &str = "nats.creds";
 
+/// Labels and annotations only the hub puts on a work, on the works it renders for add-ons: a
+/// secure-mode agent trusts [`HUB_CREDENTIALS_SECRET_ANNOTATION`] and
+/// [`INSTALL_NAMESPACE_ANNOTATION`] (with [`ADDON_NAME_LABEL`]) to write an add-on's NATS
+/// credentials into a Secret, and the hub tells an add-on's works by [`ADDON_NAME_LABEL`]. A work
+/// applied through the API, or made from a user's template, carries none of them, as a label or
+/// as an annotation ([`reserved_key_errors`]).
+pub const RESERVED_WORK_KEYS: [&str; 3] = [
+    HUB_CREDENTIALS_SECRET_ANNOTATION,
+    INSTALL_NAMESPACE_ANNOTATION,
+    ADDON_NAME_LABEL,
+];
+
+/// Every [`RESERVED_WORK_KEYS`] key on a user's work metadata, each as an error naming the
+/// field (`metadata.annotations["addon.flotilla.io/hub-credentials-secret"] is reserved for works
+/// the hub renders for add-ons`); empty when there is none.
+pub fn reserved_key_errors(meta: &crate::v1::ObjectMeta) -> Vec<String> {
+    let mut errors = Vec::new();
+    for key in RESERVED_WORK_KEYS {
+        for (field, map) in [("labels", &meta.labels), ("annotations", &meta.annotations)] {
+            if map.contains_key(key) {
+                errors.push(format!(
+                    "metadata.{field}[{key:?}] is reserved for works the hub renders for add-ons"
+                ));
+            }
+        }
+    }
+    errors
+}
+
 /// Name of the Secret holding an add-on's hub credentials on the spoke (`<addon>-hub-credentials`).
 pub fn hub_credentials_secret_name(addon: &str) -> String {
     format!("{addon}-hub-credentials")
@@ -84,4 +113,39 @@ pub fn work_name(addon: &str) -> String {
 /// Work name of an add-on's pre-delete hooks (OCM's `addon-<name>-pre-delete`).
 pub fn pre_delete_work_name(addon: &str) -> String {
     format!("addon-{addon}-pre-delete")
+}
+
+#[cfg(test)]
+mod reserved_tests {
+    use super::*;
+    use crate::v1::ObjectMeta;
+
+    #[test]
+    fn user_works_may_carry_no_key_the_agent_trusts_to_hand_out_add_on_credentials() {
+        assert!(reserved_key_errors(&ObjectMeta::default()).is_empty());
+        let ordinary = ObjectMeta {
+            labels: [("app".to_string(), "web".to_string())].into(),
+            annotations: [(HEALTH_CHECK_ANNOTATION.to_string(), "Lease".to_string())].into(),
+            ..Default::default()
+        };
+        assert!(reserved_key_errors(&ordinary).is_empty());
+        for key in RESERVED_WORK_KEYS {
+            for field in ["labels", "annotations"] {
+                let mut meta = ordinary.clone();
+                let map = if field == "labels" {
+                    &mut meta.labels
+                } else {
+                    &mut meta.annotations
+                };
+                map.insert(key.to_string(), "x".to_string());
+                assert_eq!(
+                    reserved_key_errors(&meta),
+                    vec![format!(
+                        "metadata.{field}[\"{key}\"] is reserved for works the hub renders for \
+                         add-ons"
+                    )]
+                );
+            }
+        }
+    }
 }

@@ -1,23 +1,27 @@
 //! Who may call the gRPC API: bearer tokens with an `admin`, `deployer` or `read-only` role.
 //!
 //! Tokens come from a file (`--api-token-file`), one per line, `TOKEN,NAME,ROLE[,EXECUTE_AS]`, in
-//! the manner of Kubernetes' static token file: the hub keeps only each token's SHA-256, never
-//! logs one, and a read-only identity may call `Get*`, `List*`, `Watch*` and `Debug*` methods,
-//! health and reflection, and nothing that changes state. The read-only proxy to spokes is
-//! admin-only: it can read any object of a spoke, Secrets included. Health checks need no token,
-//! so load balancers and probes keep working.
+//! the manner of Kubernetes' static token file: the hub keeps only each token's SHA-256 and
+//! never logs one. What each method needs is decided one by one in [`super::access`]'s table: a
+//! read-only identity may call the methods it marks `Read` (gets, lists, watches, placement
+//! debugging, reflection) and nothing that changes state; the read-only proxy to spokes is
+//! admin-only (it can read any object of a spoke, Secrets included), and so is any method the
+//! table does not know. Health checks need no token, so load balancers and probes keep working.
 //!
 //! ManifestWork executors (OCM's `execute-as`): an admin may name any executor. A `deployer` reads
 //! like a read-only identity and may apply and delete works, but only works whose
 //! `spec.executor` is one of its EXECUTE_AS grants — space-separated `NAMESPACE/NAME` or
 //! `NAMESPACE/*` ServiceAccounts of the managed clusters — so what it can put on a cluster is
-//! bounded by those ServiceAccounts' rights there ([`Identity::may_execute_as`]). The check is the
-//! work service's (it needs the work); this layer only lets deployers reach it.
+//! bounded by those ServiceAccounts' rights there ([`Identity::may_execute_as`]). Replacing or
+//! deleting a work needs the stored work's executor too: either removes what that executor put
+//! on the cluster. The checks are the work service's (they need the works); this layer only lets
+//! deployers reach it.
 //!
 //! Without a token file the API is open — the default for the demo on loopback; the binary refuses
 //! to serve it open on any other address unless told to (`--api-allow-unauthenticated`) — and
 //! every caller may name any executor.
 
+use super::access::{Access, access};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::fmt;
@@ -31,9 +35,9 @@ use thiserror::Error;
 /// What an identity may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
-    /// Read only: get, list, watch, debug.
+    /// Read only: the methods the access table marks `Read` ([`super::access`]).
     ReadOnly,
-    /// Read, and apply or delete works whose executor it is granted.
+    /// Read, and apply or delete works whose executors (new and stored) it is granted.
     Deployer,
     /// Everything, as any executor.
     Admin,
@@ -143,48 +147,13 @@ impl Identity {
         }
     }
 
-    fn grants(&self) -> String {
+    /// Its execute-as grants, space-separated (for messages).
+    pub fn grants(&self) -> String {
         self.execute_as
             .iter()
             .map(ToString::to_string)
             .collect::<Vec<_>>()
             .join(" ")
-    }
-}
-
-/// What a method needs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    /// No token (health checks).
-    Open,
-    /// Any identity.
-    Read,
-    /// An admin, or a deployer (the work service then checks the work's executor).
-    WriteWork,
-    /// An admin.
-    Write,
-}
-
-/// The access a gRPC method path (`/package.Service/Method`) needs. Unknown methods need the
-/// most.
-pub fn access(path: &str) -> Access {
-    let (service, method) = path
-        .trim_start_matches('/')
-        .split_once('/')
-        .unwrap_or(("", ""));
-    if service.starts_with("grpc.health.") {
-        return Access::Open;
-    }
-    if service.starts_with("grpc.reflection.") {
-        return Access::Read;
-    }
-    let reads = ["Get", "List", "Watch", "Debug"];
-    if service.starts_with("flotilla.") && reads.iter().any(|r| method.starts_with(r)) {
-        Access::Read
-    } else if service == "flotilla.v1.WorkService" && matches!(method, "ApplyWork" | "DeleteWork") {
-        Access::WriteWork
-    } else {
-        Access::Write
     }
 }
 
@@ -359,8 +328,16 @@ impl Tokens {
             Access::Write => identity.role == Role::Admin,
         };
         if !allowed {
+            let why = match (need, super::access::lookup(path)) {
+                (_, None) => "only an admin may call a method the hub's access table does not know",
+                (Access::WriteWork, _) => "only an admin or a deployer may apply and delete works",
+                _ => {
+                    "only an admin may: it changes state, reads spoke objects or hands out \
+                     credentials"
+                }
+            };
             return Err(tonic::Status::permission_denied(format!(
-                "{} ({}) may not call {path}: it changes state or reads spoke objects",
+                "{} ({}) may not call {path}: {why}",
                 identity.name, identity.role
             )));
         }
@@ -449,34 +426,6 @@ mod tests {
         0123456789abcdef-admin,alice,admin\n\
         \n\
         0123456789abcdef-view,bob,read-only\n";
-
-    #[test]
-    fn methods_need_what_they_do() {
-        assert_eq!(access("/grpc.health.v1.Health/Check"), Access::Open);
-        assert_eq!(access("/flotilla.v1.WorkService/ListWorks"), Access::Read);
-        assert_eq!(
-            access("/flotilla.v1.ClusterService/WatchClusters"),
-            Access::Read
-        );
-        assert_eq!(
-            access("/flotilla.v1.PlacementService/DebugPlacement"),
-            Access::Read
-        );
-        assert_eq!(
-            access("/flotilla.v1.WorkService/ApplyWork"),
-            Access::WriteWork
-        );
-        assert_eq!(
-            access("/flotilla.v1.ClusterService/AcceptClusters"),
-            Access::Write
-        );
-        assert_eq!(access("/flotilla.v1.WorkService/Proxy"), Access::Write);
-        assert_eq!(
-            access("/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"),
-            Access::Read
-        );
-        assert_eq!(access("/evil"), Access::Write);
-    }
 
     #[test]
     fn roles_are_enforced_and_unknown_tokens_refused() {

@@ -1,7 +1,12 @@
-//! The gRPC API (`flotilla.v1`): cluster and cluster-set services. Errors map to the status
-//! codes clients expect: `INVALID_ARGUMENT` naming the field, `NOT_FOUND`, `ABORTED` for a stale
-//! resourceVersion, `UNAVAILABLE` when storage is down.
+//! The gRPC API (`flotilla.v1`): cluster, cluster-set, work, placement, replica-set and add-on
+//! services. Errors map to the status codes clients expect: `INVALID_ARGUMENT` naming the field,
+//! `NOT_FOUND`, `ABORTED` for a stale resourceVersion, `PERMISSION_DENIED` naming the caller,
+//! `UNAVAILABLE` when storage is down.
+//!
+//! Every call passes [`guard`] (rejections counted) and [`auth`] (bearer tokens and roles) before
+//! a service; [`access`] is the table of what each method needs.
 
+pub mod access;
 pub mod addon;
 pub mod auth;
 pub mod cluster;

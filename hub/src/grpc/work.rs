@@ -1,8 +1,16 @@
 //! `flotilla.v1.WorkService`: ManifestWorks and read-only proxy queries to spokes.
+//!
+//! Who may write which work, past the access table ([`super::access`]): a deployer names only
+//! executors it is granted (OCM's `execute-as`), and replaces or deletes only works whose stored
+//! executor it is granted too — replacing a work removes the old work's resources that the new
+//! one no longer declares, and deleting removes them all. Works applied here never carry the
+//! labels and annotations reserved for the works the hub renders for add-ons
+//! ([`flotilla_api::addon::RESERVED_WORK_KEYS`]), which the agent trusts to hand an add-on its hub
+//! credentials.
 
 use super::auth::{Identity, Role};
 use super::{guard, parse_selector, selects};
-use crate::cluster::Clusters;
+use crate::cluster::{ClusterError, Clusters};
 use crate::inventory::WorkInventory;
 use crate::keys::ObjectRef;
 use flotilla_api::v1::work_service_server::WorkService;
@@ -20,6 +28,10 @@ use tracing::Instrument;
 
 /// How long a proxy query waits for the agent.
 const PROXY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How many more times a deployer's apply over a stored work is checked and tried when the work
+/// changed between the check and the write.
+const REPLACE_TRIES: u32 = 3;
 
 /// The service implementation.
 pub struct WorkApi {
@@ -45,6 +57,39 @@ impl WorkApi {
         }
     }
 
+    /// A non-admin's apply over a stored work: allowed only when the caller may act as the
+    /// stored work's executor ([`may_act_on_stored`]), and then pinned to the revision checked
+    /// unless the caller pinned one, so that a work replaced meanwhile by someone else is never
+    /// overwritten unchecked. Answers the work pinned here, `None` when it is to be applied as
+    /// it is. (A work someone else creates between this check and the write is not caught: the
+    /// cluster actor has no create-only precondition.)
+    fn may_replace(
+        &self,
+        caller: Option<&Identity>,
+        work: &ManifestWork,
+    ) -> Result<Option<ManifestWork>, Status> {
+        if caller.is_none_or(|c| c.role == Role::Admin) {
+            return Ok(None);
+        }
+        let Some(meta) = work.metadata.as_ref() else {
+            return Ok(None);
+        };
+        let key = ObjectRef::new(meta.namespace.as_str(), meta.name.as_str()).inventory_key();
+        let Some(held) = self.works.get(&key) else {
+            return Ok(None);
+        };
+        may_act_on_stored(caller, &held, "replace")?;
+        if meta.resource_version != 0 {
+            // The caller's own pin: a stale one fails in the cluster actor.
+            return Ok(None);
+        }
+        let mut pinned = work.clone();
+        if let Some(m) = pinned.metadata.as_mut() {
+            m.resource_version = held.metadata.as_ref().map_or(0, |m| m.resource_version);
+        }
+        Ok(Some(pinned))
+    }
+
     fn cluster(&self, name: &str) -> Result<crate::cluster::ClusterHandle, Status> {
         guard::cluster("cluster", name, false)?;
         self.clusters
@@ -63,14 +108,64 @@ fn may_execute_as(caller: Option<&Identity>, work: &ManifestWork) -> Result<(), 
     caller
         .may_execute_as(flotilla_api::work::Executor::of_work(work).as_ref())
         .map_err(|message| {
-            let name = work
-                .metadata
-                .as_ref()
-                .map(|m| format!("{}/{}", m.namespace, m.name))
-                .unwrap_or_default();
+            let name = work_name(work);
             tracing::info!(caller = %caller.name, work = %name, "executor refused");
             Status::permission_denied(format!("ManifestWork {name}: {message}"))
         })
+}
+
+/// Whether the caller may replace or delete the stored work `held` (`verb`): either removes
+/// what its executor applied on the cluster, so a deployer needs the stored executor too — the
+/// agent would otherwise delete the old work's resources with its own identity on the
+/// deployer's behalf. Admins, and every caller of an open API, may.
+fn may_act_on_stored(
+    caller: Option<&Identity>,
+    held: &ManifestWork,
+    verb: &str,
+) -> Result<(), Status> {
+    let Some(caller) = caller.filter(|c| c.role != Role::Admin) else {
+        return Ok(());
+    };
+    let executor = flotilla_api::work::Executor::of_work(held);
+    if caller.may_execute_as(executor.as_ref()).is_ok() {
+        return Ok(());
+    }
+    let name = work_name(held);
+    let stored = match &executor {
+        Some(e) => format!("{} ({e}), which it is not granted", e.username()),
+        None => "unset (the agent's own identity), which only an admin may act as".into(),
+    };
+    tracing::info!(caller = %caller.name, work = %name, verb, "stored executor refused");
+    Err(Status::permission_denied(format!(
+        "ManifestWork {name}: {} ({}) may not {verb} it: its stored spec.executor is {stored}, \
+         and what that executor applied would be removed; its execute-as grants are {}",
+        caller.name,
+        caller.role,
+        caller.grants()
+    )))
+}
+
+/// `cluster/name` of a work, for messages.
+fn work_name(work: &ManifestWork) -> String {
+    work.metadata
+        .as_ref()
+        .map(|m| format!("{}/{}", m.namespace, m.name))
+        .unwrap_or_default()
+}
+
+/// Labels and annotations only the hub's add-on works may carry (the agent trusts them to hand
+/// an add-on its hub credentials): refused on works applied through the API.
+fn refuse_reserved_keys(work: &ManifestWork) -> Result<(), Status> {
+    let errors = work
+        .metadata
+        .as_ref()
+        .map(flotilla_api::addon::reserved_key_errors)
+        .unwrap_or_default();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(Status::invalid_argument(errors.join("; ")))
+    }
 }
 
 type WatchStream = Pin<Box<dyn Stream<Item = Result<WorkEvent, Status>> + Send>>;
@@ -95,9 +190,21 @@ impl WorkService for WorkApi {
             if !errors.is_empty() {
                 return Err(Status::invalid_argument(errors.join("; ")));
             }
+            refuse_reserved_keys(&work)?;
             may_execute_as(caller.as_ref(), &work)?;
             let handle = self.cluster(&cluster)?;
-            Ok(Response::new(handle.apply_work(work).await?))
+            // A pin of our own that loses to another write (an agent's status report, most
+            // likely) is checked and tried again against what is stored then.
+            let mut tries = 0;
+            loop {
+                let Some(pinned) = self.may_replace(caller.as_ref(), &work)? else {
+                    return Ok(Response::new(handle.apply_work(work).await?));
+                };
+                match handle.apply_work(pinned).await {
+                    Err(ClusterError::Conflict(_)) if tries < REPLACE_TRIES => tries += 1,
+                    r => return Ok(Response::new(r?)),
+                }
+            }
         }
         .instrument(span)
         .await
@@ -158,11 +265,10 @@ impl WorkService for WorkApi {
         let handle = self.cluster(&r.cluster)?;
         guard::object("name", &r.name)?;
         if caller.as_ref().is_some_and(|c| c.role != Role::Admin) {
-            // A deployer deletes only works it could have applied: deleting removes what the
-            // work's executor put on the cluster.
+            // A deployer deletes only works it could have applied.
             let key = ObjectRef::new(r.cluster.as_str(), r.name.as_str()).inventory_key();
             if let Some(held) = self.works.get(&key) {
-                may_execute_as(caller.as_ref(), &held)?;
+                may_act_on_stored(caller.as_ref(), &held, "delete")?;
             }
         }
         Ok(Response::new(handle.delete_work(r.name).await?))

@@ -219,6 +219,17 @@ pub fn validate(rs: &ManifestWorkReplicaSet) -> Vec<String> {
         Some(_) => {
             // The template must make a valid ManifestWork on any cluster.
             let probe = work_for(rs, "probe-cluster", "probe", "");
+            // Nor may it make a work carrying the keys reserved for the hub's add-on works
+            // (the template has no metadata today: this holds the line if it ever gets some).
+            errors.extend(
+                probe
+                    .metadata
+                    .as_ref()
+                    .map(flotilla_api::addon::reserved_key_errors)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|e| format!("spec.manifestWorkTemplate: {e}")),
+            );
             for e in flotilla_api::work::validate(&probe) {
                 if e.starts_with("metadata.namespace") {
                     continue;

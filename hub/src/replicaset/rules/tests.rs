@@ -57,6 +57,24 @@ fn a_valid_replica_set_passes_and_its_works_are_labelled() {
 }
 
 #[test]
+fn works_made_from_a_template_never_carry_the_keys_reserved_for_add_on_works() {
+    // The replica set's own labels and annotations stay on it: a user cannot reach the keys the
+    // agent trusts to hand an add-on its hub credentials through a replica set.
+    let mut r = rs(progressive("1", "0"));
+    let m = r.metadata.as_mut().unwrap();
+    for key in flotilla_api::addon::RESERVED_WORK_KEYS {
+        m.labels.insert(key.into(), "x".into());
+        m.annotations.insert(key.into(), "x".into());
+    }
+    assert_eq!(validate(&r), Vec::<String>::new());
+    let w = work_for(&r, "edge-1", "edge", &template_hash(&r));
+    assert_eq!(
+        flotilla_api::addon::reserved_key_errors(w.metadata.as_ref().unwrap()),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
 fn bad_strategies_and_templates_name_their_fields() {
     let mut r = rs(progressive("0", "lots"));
     r.spec.as_mut().unwrap().cascade_deletion_policy = "Foreground".into();
