@@ -143,6 +143,17 @@ fn main() -> ExitCode {
     config.simulate_addons = args.simulate_addons;
     let sim_file = args.state_dir.join("sim-cluster.json");
     errors.extend(config.validate());
+    let ca = config.nats.tls_ca_file.is_some();
+    let secure = config.bootstrap_creds.is_some() || config.nats.credentials_file.is_some();
+    match flotilla_bus::connect::check_transport(&config.nats.url, ca, secure) {
+        Ok(warnings) => {
+            for w in warnings {
+                tracing::warn!("{w}");
+            }
+        }
+        Err(e) => errors.push(format!("--nats-url {e}")),
+    }
+    config.nats.require_tls = flotilla_bus::connect::tls_required(ca, &config.nats.url);
     if !errors.is_empty() {
         for e in errors {
             eprintln!("flotilla-agent: {e}");

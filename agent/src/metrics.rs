@@ -30,6 +30,9 @@ pub struct AgentMetrics {
     pub disconnections: Counter,
     /// Work spec events received from the hub.
     pub spec_events: Counter,
+    /// Messages on the spec subject dropped: unreadable, or an answer to someone's request
+    /// (a reply subject anyone may name).
+    pub spec_dropped: Counter,
     /// Manifest applies, by result.
     pub applies: Family<Outcome, Counter>,
     /// Work status events, by whether the hub's stream took them.
@@ -56,6 +59,7 @@ impl Default for AgentMetrics {
             connections: Counter::default(),
             disconnections: Counter::default(),
             spec_events: Counter::default(),
+            spec_dropped: Counter::default(),
             applies: Family::default(),
             status_events: Family::default(),
             works: Gauge::default(),
@@ -79,6 +83,11 @@ impl Default for AgentMetrics {
             "spec_events",
             "Work spec events received",
             m.spec_events.clone(),
+        );
+        registry.register(
+            "spec_dropped",
+            "Messages on the spec subject dropped (unreadable, or not the hub's notification)",
+            m.spec_dropped.clone(),
         );
         registry.register("applies", "Manifest applies by result", m.applies.clone());
         registry.register(

@@ -436,7 +436,10 @@ impl RegistrationActor {
         let event = match Event::decode(&msg.payload, self.config.max_event_bytes) {
             Ok(e) => e,
             Err(e) => {
-                tracing::warn!(error = %e, "malformed spec event dropped");
+                // Counted; logged at debug: anyone who can name this subject as a reply could
+                // otherwise flood the agent's log.
+                self.config.metrics.spec_dropped.inc();
+                tracing::debug!(error = %e, "malformed spec event dropped");
                 return;
             }
         };
@@ -456,8 +459,17 @@ impl RegistrationActor {
             || event.event_type == types::cluster_deleted()
         {
             match event.decode_data::<RegistrationResponse>("RegistrationResponse") {
+                // The hub's notifications carry no in_reply_to; an answer to a request arriving
+                // here was sent to a reply subject someone else chose: not ours to act on.
+                Ok(resp) if !resp.in_reply_to.is_empty() => {
+                    self.config.metrics.spec_dropped.inc();
+                    tracing::debug!("an answer to someone's request on the spec subject dropped");
+                }
                 Ok(resp) => self.apply_response(resp).await,
-                Err(e) => tracing::warn!(error = %e, "malformed registration event dropped"),
+                Err(e) => {
+                    self.config.metrics.spec_dropped.inc();
+                    tracing::debug!(error = %e, "malformed registration event dropped");
+                }
             }
         } else {
             tracing::debug!(r#type = %event.event_type, "spec event type not handled by this agent");
@@ -747,6 +759,7 @@ pub async fn registration_request(
         agent_version: env!("CARGO_PKG_VERSION").to_string(),
         agent_public_key: public_key,
         credentials_wanted: credentials.is_some_and(|c| c.wanted()),
+        request_id: uuid::Uuid::new_v4().simple().to_string(),
     }
 }
 
@@ -787,7 +800,8 @@ pub enum AskError {
     Encode(String),
     /// No answer (hub or NATS away): retry with backoff.
     Unanswered(String),
-    /// An answer that cannot be read: retry with backoff.
+    /// An answer that cannot be read, or that is not the answer to this request (another
+    /// cluster's, or another request's): retry with backoff.
     Unreadable(String),
 }
 
@@ -798,6 +812,7 @@ pub async fn ask_hub(
     source: &str,
     request: &RegistrationRequest,
 ) -> Result<RegistrationResponse, AskError> {
+    let request_id = request.request_id.clone();
     let ev = Event::new(
         types::registration_request(),
         source.to_string(),
@@ -815,9 +830,34 @@ pub async fn ask_hub(
         .send_request(subjects::register(&config.cluster_name), request)
         .await
         .map_err(|e| AskError::Unanswered(e.to_string()))?;
-    Event::decode(&reply.payload, config.max_event_bytes)
+    let response = Event::decode(&reply.payload, config.max_event_bytes)
         .and_then(|e| e.decode_data::<RegistrationResponse>("RegistrationResponse"))
-        .map_err(|e| AskError::Unreadable(e.to_string()))
+        .map_err(|e| AskError::Unreadable(e.to_string()))?;
+    answers(&response, &config.cluster_name, &request_id)?;
+    Ok(response)
+}
+
+/// Whether `response` answers this agent's request `request_id`: a reply can land on any
+/// subject someone names, so an answer for another cluster or request is not taken.
+fn answers(
+    response: &RegistrationResponse,
+    cluster: &str,
+    request_id: &str,
+) -> Result<(), AskError> {
+    if response.cluster_name != cluster {
+        return Err(AskError::Unreadable(format!(
+            "an answer for cluster {:?}, not {cluster:?}",
+            response.cluster_name
+        )));
+    }
+    // A hub that predates request ids answers without in_reply_to.
+    if !response.in_reply_to.is_empty() && response.in_reply_to != request_id {
+        return Err(AskError::Unreadable(format!(
+            "an answer to request {:?}, not {request_id:?}",
+            response.in_reply_to
+        )));
+    }
+    Ok(())
 }
 
 /// Whether this agent's link is up, kept in the shared connected gauge (released on drop).

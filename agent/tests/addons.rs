@@ -326,7 +326,11 @@ async fn in_secure_mode_the_addon_reports_with_credentials_the_hub_issued_for_it
     let cluster_key = nkeys::KeyPair::new_user();
     let cluster_creds = dir.path().join("cluster.creds");
     let issued = issuer
-        .issue_cluster(CLUSTER, &cluster_key.public_key(), now)
+        .issue(
+            flotilla_auth::Subject::Cluster(CLUSTER),
+            &cluster_key.public_key(),
+            now,
+        )
         .unwrap();
     std::fs::write(
         &cluster_creds,
@@ -379,9 +383,11 @@ async fn in_secure_mode_the_addon_reports_with_credentials_the_hub_issued_for_it
                 }
             } else {
                 let issued = issuer
-                    .issue_addon(
-                        &req.addon_name,
-                        &req.cluster_name,
+                    .issue(
+                        flotilla_auth::Subject::AddOn {
+                            addon: &req.addon_name,
+                            cluster: &req.cluster_name,
+                        },
                         &req.public_key,
                         flotilla_auth::setup::unix_now(),
                     )

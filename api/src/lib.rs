@@ -8,6 +8,7 @@
 //!   prost/tonic from `proto/`.
 //! - [`feedback`]: ManifestWork status feedback rules: validation, the WellKnownStatus table,
 //!   evaluation and OCM value typing.
+//! - [`fingerprint`]: fingerprints of agent keys, as shown to admins and taken by `accept --key`.
 //! - [`jsonpath`]: the kubectl JSONPath dialect feedback rules are written in.
 //! - [`meta`]: helpers on metadata, conditions and timestamps shared by hub, agent and CLI.
 //! - [`names`]: validation of cluster names, label keys and values.
@@ -36,6 +37,7 @@ pub const FILE_DESCRIPTOR_SET: &[u8] =
 pub mod addon;
 pub mod clusterset;
 pub mod feedback;
+pub mod fingerprint;
 pub mod jsonpath;
 pub mod meta;
 pub mod names;

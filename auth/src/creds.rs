@@ -69,6 +69,22 @@ impl Creds {
     }
 }
 
+/// A credentials file read again at every (re)connect, so credentials rotated on disk
+/// (`flotilla-hub rotate hub`) are picked up by a running client without a restart.
+#[derive(Debug, Clone)]
+pub struct CredsFile(pub std::path::PathBuf);
+
+impl flotilla_bus::connect::Authenticator for CredsFile {
+    fn credentials(&self) -> Result<(String, String), String> {
+        let text =
+            std::fs::read_to_string(&self.0).map_err(|e| format!("{}: {e}", self.0.display()))?;
+        let creds = Creds::parse(&text).map_err(|e| format!("{}: {e}", self.0.display()))?;
+        Ok((creds.jwt, creds.seed.expose().to_string()))
+    }
+
+    fn refused(&self) {}
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

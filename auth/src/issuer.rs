@@ -1,18 +1,24 @@
-//! The hub's issuer: user JWTs for accepted clusters, revocations, and the account JWT that
-//! carries them to the NATS server.
+//! The hub's issuer: user JWTs for accepted clusters, add-on agents and join credentials,
+//! revocations, rotations, and the account JWTs that carry revocations to the NATS server.
 //!
 //! A revocation refuses every JWT of that user key issued at or before its time, so a cluster
 //! accepted again later gets a JWT issued after it. Revocations are kept in
-//! `DIR/revocations.json` (the hub re-pushes the account at start) and dropped once every JWT
-//! they could refuse has expired anyway, which keeps the account JWT small at 100,000 clusters.
+//! `DIR/revocations.json`, written *before* anything else happens (a revocation that cannot be
+//! recorded fails the deny that asked for it: fail closed), merged with what is on disk under a
+//! lock (so `flotilla-hub rotate` beside a running hub loses nothing), and re-pushed at every hub
+//! start. A revocation is dropped only once every JWT it could refuse has expired anyway
+//! (`until`), which keeps the account JWT small at 100,000 clusters; revocations of credentials
+//! that never expire (bootstrap, the hub's own) are kept for ever, so they never come back.
 
-use crate::jwt::{Claims, JwtError};
+use crate::creds::Creds;
+use crate::jwt::{Account, Claims, JwtError, User};
 use crate::permissions;
 use crate::secret::write_private;
-use crate::setup::{SecureDir, account_claims};
+use crate::setup::{SecureDir, SetupError, user_creds};
 use nkeys::KeyPair;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -27,22 +33,112 @@ pub struct Issued {
     pub expires_at: i64,
 }
 
+/// Whom credentials are for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Subject<'a> {
+    /// A cluster's agent: that cluster's subjects.
+    Cluster(&'a str),
+    /// An add-on's agent on a cluster: the add-on's subjects on that cluster.
+    AddOn {
+        /// The add-on.
+        addon: &'a str,
+        /// The cluster.
+        cluster: &'a str,
+    },
+    /// A join credential: may only ask to register this cluster name.
+    Join(&'a str),
+}
+
+impl Subject<'_> {
+    fn name(&self) -> String {
+        match self {
+            Subject::Cluster(c) => (*c).to_string(),
+            Subject::AddOn { addon, cluster } => format!("{cluster}/{addon}"),
+            Subject::Join(c) => format!("join/{c}"),
+        }
+    }
+
+    fn permissions(&self) -> User {
+        match self {
+            Subject::Cluster(c) => permissions::cluster(c),
+            Subject::AddOn { addon, cluster } => permissions::addon(addon, cluster),
+            Subject::Join(c) => permissions::join(c),
+        }
+    }
+
+    fn check(&self) -> Result<(), IssueError> {
+        let token = |what: &'static str, name: &str| {
+            if is_plain_token(name) {
+                Ok(())
+            } else {
+                Err(IssueError::BadName {
+                    what,
+                    name: name.to_string(),
+                })
+            }
+        };
+        match self {
+            Subject::Cluster(c) | Subject::Join(c) => token("cluster", c),
+            Subject::AddOn { addon, cluster } => {
+                token("cluster", cluster)?;
+                token("add-on", addon)
+            }
+        }
+    }
+}
+
+/// Which account a user key belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Which {
+    /// The hub's account (the hub's own user).
+    Hub,
+    /// The agents' account (bootstrap, join, cluster, add-on users).
+    Agents,
+}
+
+/// One revocation to record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Revoke<'a> {
+    /// The user key.
+    pub key: &'a str,
+    /// Its account.
+    pub account: Which,
+    /// Until when JWTs issued for it before now may still be valid (`None`: they never expire,
+    /// so the revocation is kept for ever).
+    pub until: Option<i64>,
+}
+
+/// An account JWT to push to the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccountJwt {
+    /// The account's public key.
+    pub account: String,
+    /// The signed JWT.
+    pub jwt: String,
+}
+
 /// Why credentials could not be issued, a revocation recorded or an account pushed.
 #[derive(Debug, thiserror::Error)]
 pub enum IssueError {
     /// The agent's key is not a user public NKey.
-    #[error("agent public key {0:?} is not a user NKey (U…)")]
+    #[error("public key {0:?} is not a NATS user key (U…)")]
     BadKey(String),
-    /// The cluster name is not one plain subject token, so permissions built from it would not
-    /// be limited to that cluster (`*`, `>`, `.` would widen them).
+    /// A cluster or add-on name is not one plain subject token, so permissions built from it
+    /// would not be limited to it (`*`, `>`, `.` would widen them).
     #[error(
-        "cluster name {0:?} cannot be scoped in NATS permissions (want letters, digits, '-' or '_')"
+        "{what} name {name:?} cannot be scoped in NATS permissions (want letters, digits, '-' or '_')"
     )]
-    BadCluster(String),
+    BadName {
+        /// `cluster` or `add-on`.
+        what: &'static str,
+        /// The name.
+        name: String,
+    },
     /// Signing failed.
     #[error(transparent)]
     Jwt(#[from] JwtError),
-    /// The revocations file could not be written.
+    /// The revocations file could not be read or written.
     #[error("{path}: {source}")]
     Io {
         /// The file.
@@ -51,149 +147,164 @@ pub enum IssueError {
         #[source]
         source: std::io::Error,
     },
+    /// A credentials file could not be written or read.
+    #[error(transparent)]
+    Setup(#[from] SetupError),
     /// The server did not take the account update.
     #[error("pushing the account to the NATS server: {0}")]
     Push(String),
 }
 
+/// A recorded revocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct Entry {
+    /// JWTs of the key issued at or before this are refused.
+    at: i64,
+    account: Which,
+    /// After this, no JWT the revocation refuses is valid anyway (None: never).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    until: Option<i64>,
+}
+
+/// `revocations.json`: today's shape, or the shape before join credentials and two accounts
+/// (key → time, every key a cluster's).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum File {
+    Current {
+        #[allow(dead_code)]
+        version: u32,
+        revocations: BTreeMap<String, Entry>,
+    },
+    Legacy(BTreeMap<String, i64>),
+}
+
+#[derive(Serialize)]
+struct FileOut<'a> {
+    version: u32,
+    revocations: &'a BTreeMap<String, Entry>,
+}
+
 struct State {
-    revocations: BTreeMap<String, i64>,
+    revocations: BTreeMap<String, Entry>,
     last_account_iat: i64,
 }
 
-/// Issues and revokes cluster credentials (cheap to share behind an `Arc`).
+/// Issues and revokes credentials (cheap to share behind an `Arc`).
 pub struct Issuer {
-    account: String,
-    account_signing: KeyPair,
+    hub_account: Claims<Account>,
+    hub_signing: KeyPair,
+    agents_account: Claims<Account>,
+    agents_signing: KeyPair,
     operator_signing: KeyPair,
     ttl: Duration,
     file: PathBuf,
+    dir: PathBuf,
     state: Mutex<State>,
 }
 
 impl std::fmt::Debug for Issuer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Issuer")
-            .field("account", &self.account)
+            .field("account", &self.hub_account.sub)
+            .field("agents", &self.agents_account.sub)
             .field("ttl", &self.ttl)
             .finish_non_exhaustive()
     }
 }
 
+fn clone_key(k: &KeyPair) -> Result<KeyPair, IssueError> {
+    let seed = k.seed().map_err(|e| JwtError::Sign(e.to_string()))?;
+    Ok(KeyPair::from_seed(&seed).map_err(|e| JwtError::Sign(e.to_string()))?)
+}
+
 impl Issuer {
-    /// An issuer for a secure directory, with credentials valid for `ttl`.
+    /// An issuer for a secure directory, with cluster credentials valid for `ttl`.
     pub fn new(dir: &SecureDir, ttl: Duration) -> Result<Self, IssueError> {
         let file = dir.revocations_file();
-        let revocations = match std::fs::read(&file) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| IssueError::Io {
-                path: file.clone(),
-                source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
-            })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
-            Err(source) => return Err(IssueError::Io { path: file, source }),
-        };
+        let revocations = read_file(&file, ttl)?;
         Ok(Self {
-            account: dir.account.clone(),
-            account_signing: KeyPair::from_seed(
-                &dir.account_signing
-                    .seed()
-                    .map_err(|e| IssueError::Jwt(JwtError::Sign(e.to_string())))?,
-            )
-            .map_err(|e| IssueError::Jwt(JwtError::Sign(e.to_string())))?,
-            operator_signing: KeyPair::from_seed(
-                &dir.operator_signing
-                    .seed()
-                    .map_err(|e| IssueError::Jwt(JwtError::Sign(e.to_string())))?,
-            )
-            .map_err(|e| IssueError::Jwt(JwtError::Sign(e.to_string())))?,
+            hub_account: dir.account_jwt.clone(),
+            hub_signing: clone_key(&dir.account_signing)?,
+            agents_account: dir.agents_jwt.clone(),
+            agents_signing: clone_key(&dir.agents_signing)?,
+            operator_signing: clone_key(&dir.operator_signing)?,
             ttl,
             file,
+            dir: dir.dir.clone(),
             state: Mutex::new(State {
                 // The last account JWT was issued at or after the latest revocation: the next
                 // one must be later, even right after a restart.
-                last_account_iat: revocations.values().copied().max().unwrap_or(0),
+                last_account_iat: revocations.values().map(|e| e.at).max().unwrap_or(0),
                 revocations,
             }),
         })
     }
 
-    /// The account's public key.
+    /// The hub account's public key.
     pub fn account(&self) -> &str {
-        &self.account
+        &self.hub_account.sub
     }
 
-    /// How long issued credentials are valid.
+    /// The agents account's public key (where every spoke-side user lives).
+    pub fn agents_account(&self) -> &str {
+        &self.agents_account.sub
+    }
+
+    /// How long issued cluster and add-on credentials are valid.
     pub fn ttl(&self) -> Duration {
         self.ttl
     }
 
-    /// Signs a user JWT for `cluster`'s agent key, scoped to the cluster's subjects.
-    pub fn issue_cluster(
+    /// Signs a user JWT for `key` with `subject`'s permissions, valid for the issuer's TTL
+    /// (a join credential: use [`Issuer::mint_join`]).
+    pub fn issue(&self, subject: Subject<'_>, key: &str, now: i64) -> Result<Issued, IssueError> {
+        self.issue_for(subject, key, now, self.ttl)
+    }
+
+    fn issue_for(
         &self,
-        cluster: &str,
-        agent_key: &str,
+        subject: Subject<'_>,
+        key: &str,
         now: i64,
+        ttl: Duration,
     ) -> Result<Issued, IssueError> {
-        if !is_plain_token(cluster) {
-            return Err(IssueError::BadCluster(cluster.to_string()));
+        subject.check()?;
+        if !key.starts_with('U') || KeyPair::from_public_key(key).is_err() {
+            return Err(IssueError::BadKey(key.to_string()));
         }
-        if !agent_key.starts_with('U') || KeyPair::from_public_key(agent_key).is_err() {
-            return Err(IssueError::BadKey(agent_key.to_string()));
-        }
-        let revoked_at = self
-            .lock()
-            .revocations
-            .get(agent_key)
-            .copied()
-            .unwrap_or(i64::MIN);
+        let revoked_at = self.lock().revocations.get(key).map_or(i64::MIN, |e| e.at);
         let issued_at = now.max(revoked_at.saturating_add(1));
-        let expires_at = issued_at + self.ttl.as_secs() as i64;
-        let mut nats = permissions::cluster(cluster);
-        nats.issuer_account = self.account.clone();
-        let mut claims = Claims::new(cluster, agent_key, issued_at, nats);
+        let expires_at = issued_at + ttl.as_secs() as i64;
+        let mut nats = subject.permissions();
+        nats.issuer_account = self.agents_account.sub.clone();
+        let mut claims = Claims::new(subject.name(), key, issued_at, nats);
         claims.exp = Some(expires_at);
         Ok(Issued {
-            jwt: claims.encode(&self.account_signing)?,
+            jwt: claims.encode(&self.agents_signing)?,
             issued_at,
             expires_at,
         })
     }
 
-    /// Signs a user JWT for add-on `addon`'s agent key on `cluster`, scoped to the add-on's
-    /// subjects on that cluster.
-    pub fn issue_addon(
+    /// A new join credential for `cluster`: a fresh user key (its seed only in the returned
+    /// credentials) that may only ask to register that name, valid for `ttl`.
+    pub fn mint_join(
         &self,
-        addon: &str,
         cluster: &str,
-        agent_key: &str,
+        ttl: Duration,
         now: i64,
-    ) -> Result<Issued, IssueError> {
-        if !is_plain_token(cluster) {
-            return Err(IssueError::BadCluster(cluster.to_string()));
-        }
-        if !is_plain_token(addon) {
-            return Err(IssueError::BadCluster(addon.to_string()));
-        }
-        if !agent_key.starts_with('U') || KeyPair::from_public_key(agent_key).is_err() {
-            return Err(IssueError::BadKey(agent_key.to_string()));
-        }
-        let revoked_at = self
-            .lock()
-            .revocations
-            .get(agent_key)
-            .copied()
-            .unwrap_or(i64::MIN);
-        let issued_at = now.max(revoked_at.saturating_add(1));
-        let expires_at = issued_at + self.ttl.as_secs() as i64;
-        let mut nats = permissions::addon(addon, cluster);
-        nats.issuer_account = self.account.clone();
-        let mut claims = Claims::new(format!("{cluster}/{addon}"), agent_key, issued_at, nats);
-        claims.exp = Some(expires_at);
-        Ok(Issued {
-            jwt: claims.encode(&self.account_signing)?,
-            issued_at,
-            expires_at,
-        })
+    ) -> Result<(Creds, Issued), IssueError> {
+        let key = KeyPair::new_user();
+        let issued = self.issue_for(Subject::Join(cluster), &key.public_key(), now, ttl)?;
+        let seed = key.seed().map_err(|e| JwtError::Sign(e.to_string()))?;
+        Ok((
+            Creds {
+                jwt: issued.jwt.clone(),
+                seed: crate::Secret::new(seed),
+            },
+            issued,
+        ))
     }
 
     /// Whether `key` has a revocation.
@@ -201,40 +312,219 @@ impl Issuer {
         self.lock().revocations.contains_key(key)
     }
 
-    /// Records revocations of `keys` at `now` (kept on disk) and returns the account JWT to push.
-    pub fn revoke(&self, keys: &[&str], now: i64) -> Result<String, IssueError> {
+    /// Records revocations at `now` — on disk first, merged with what is there; an error here
+    /// means nothing was revoked — and returns the account JWTs to push.
+    pub fn revoke(&self, revokes: &[Revoke<'_>], now: i64) -> Result<Vec<AccountJwt>, IssueError> {
         let mut st = self.lock();
-        for key in keys.iter().filter(|k| !k.is_empty()) {
-            st.revocations.insert((*key).to_string(), now);
+        let _guard = FileLock::take(&self.dir)?;
+        let mut merged = read_file(&self.file, self.ttl)?;
+        for (key, entry) in &st.revocations {
+            merge(&mut merged, key, *entry);
         }
-        // A revocation older than the credential lifetime refuses nothing that has not expired.
-        let horizon = now - self.ttl.as_secs() as i64 - 60;
-        st.revocations.retain(|_, at| *at >= horizon);
-        let bytes = serde_json::to_vec_pretty(&st.revocations).unwrap_or_default();
+        for r in revokes.iter().filter(|r| !r.key.is_empty()) {
+            merge(
+                &mut merged,
+                r.key,
+                Entry {
+                    at: now,
+                    account: r.account,
+                    until: r.until,
+                },
+            );
+        }
+        // A revocation whose every refusable JWT has expired refuses nothing any more.
+        merged.retain(|_, e| e.until.is_none_or(|u| u >= now - 60));
+        let bytes = serde_json::to_vec_pretty(&FileOut {
+            version: 2,
+            revocations: &merged,
+        })
+        .map_err(|e| IssueError::Io {
+            path: self.file.clone(),
+            source: std::io::Error::other(e),
+        })?;
         write_private(&self.file, &bytes).map_err(|source| IssueError::Io {
             path: self.file.clone(),
             source,
         })?;
-        self.account_jwt_locked(&mut st, now)
+        st.revocations = merged;
+        self.account_jwts_locked(&mut st, now)
     }
 
-    /// The account JWT with the current revocations.
-    pub fn account_jwt(&self, now: i64) -> Result<String, IssueError> {
+    /// A revocation of a cluster or add-on key made at `now`: every JWT issued for it lives at
+    /// most one TTL.
+    pub fn agent_revoke<'a>(&self, key: &'a str, now: i64) -> Revoke<'a> {
+        Revoke {
+            key,
+            account: Which::Agents,
+            until: Some(now + self.ttl.as_secs() as i64),
+        }
+    }
+
+    /// The account JWTs with the current revocations (re-read from disk, so a rotation made by
+    /// another process is pushed too).
+    pub fn account_jwts(&self, now: i64) -> Result<Vec<AccountJwt>, IssueError> {
         let mut st = self.lock();
-        self.account_jwt_locked(&mut st, now)
+        let on_disk = read_file(&self.file, self.ttl)?;
+        for (key, entry) in on_disk {
+            merge(&mut st.revocations, &key, entry);
+        }
+        self.account_jwts_locked(&mut st, now)
     }
 
-    fn account_jwt_locked(&self, st: &mut State, now: i64) -> Result<String, IssueError> {
+    fn account_jwts_locked(&self, st: &mut State, now: i64) -> Result<Vec<AccountJwt>, IssueError> {
         // The resolver keeps the newer of two account JWTs: every push is issued later.
         let iat = now.max(st.last_account_iat + 1);
         st.last_account_iat = iat;
-        let mut claims = account_claims(&self.account, &self.account_signing.public_key(), iat);
-        claims.nats.revocations = st.revocations.clone();
-        Ok(claims.encode(&self.operator_signing)?)
+        [
+            (&self.hub_account, Which::Hub),
+            (&self.agents_account, Which::Agents),
+        ]
+        .into_iter()
+        .map(|(template, which)| {
+            let mut claims = template.clone();
+            claims.iat = iat;
+            claims.nats.revocations = st
+                .revocations
+                .iter()
+                .filter(|(_, e)| e.account == which)
+                // A key revoked for ever refuses every JWT whenever issued: a skewed clock,
+                // or a JWT dated after the revocation, cannot bring it back.
+                .map(|(k, e)| (k.clone(), if e.until.is_none() { i64::MAX } else { e.at }))
+                .collect();
+            Ok(AccountJwt {
+                account: claims.sub.clone(),
+                jwt: claims.encode(&self.operator_signing)?,
+            })
+        })
+        .collect()
+    }
+
+    /// Writes new credentials for the hub's own user (`which` = Hub, `hub.creds`) or the
+    /// fleet-wide bootstrap user (Agents, `bootstrap.creds`) and revokes the key they replace,
+    /// for ever. Returns the account JWTs to push; until they are pushed (here, or by the hub
+    /// at its next start) the old credentials still work.
+    pub fn rotate(&self, which: Which, now: i64) -> Result<Vec<AccountJwt>, IssueError> {
+        let (file, name, nats, signing, account) = match which {
+            Which::Hub => (
+                self.dir.join("hub.creds"),
+                "flotilla-hub",
+                permissions::hub(),
+                &self.hub_signing,
+                &self.hub_account.sub,
+            ),
+            Which::Agents => (
+                self.dir.join("bootstrap.creds"),
+                "flotilla-bootstrap",
+                permissions::bootstrap(),
+                &self.agents_signing,
+                &self.agents_account.sub,
+            ),
+        };
+        let old = read_creds_key(&file)?;
+        let creds = user_creds(name, nats, signing, account, now)?;
+        // Revoke first: if the new file cannot be written the old one is already dead, which is
+        // safe (rotate again); the other order could leave a rotation that revoked nothing.
+        let jwts = self.revoke(
+            &[Revoke {
+                key: &old,
+                account: which,
+                until: None,
+            }],
+            now,
+        )?;
+        write_private(&file, creds.format().expose().as_bytes()).map_err(|source| {
+            IssueError::Io {
+                path: file.clone(),
+                source,
+            }
+        })?;
+        Ok(jwts)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The user key in a credentials file.
+fn read_creds_key(path: &Path) -> Result<String, IssueError> {
+    let io = |source| IssueError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let text = std::fs::read_to_string(path).map_err(io)?;
+    let creds = Creds::parse(&text)
+        .map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
+    Ok(creds.public_key())
+}
+
+/// Keeps the later of two revocations of one key (and a lifetime of "for ever" over any).
+fn merge(into: &mut BTreeMap<String, Entry>, key: &str, entry: Entry) {
+    let e = into.entry(key.to_string()).or_insert(entry);
+    e.at = e.at.max(entry.at);
+    e.until = match (e.until, entry.until) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        _ => None,
+    };
+}
+
+fn read_file(path: &Path, ttl: Duration) -> Result<BTreeMap<String, Entry>, IssueError> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
+        Err(source) => {
+            return Err(IssueError::Io {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    let file: File = serde_json::from_slice(&bytes).map_err(|e| IssueError::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+    })?;
+    Ok(match file {
+        File::Current { revocations, .. } => revocations,
+        File::Legacy(map) => map
+            .into_iter()
+            .map(|(k, at)| {
+                (
+                    k,
+                    Entry {
+                        at,
+                        account: Which::Agents,
+                        until: Some(at + ttl.as_secs() as i64),
+                    },
+                )
+            })
+            .collect(),
+    })
+}
+
+/// An exclusive lock on `DIR/revocations.lock` for one read-merge-write of the revocations.
+struct FileLock(std::fs::File);
+
+impl FileLock {
+    fn take(dir: &Path) -> Result<Self, IssueError> {
+        let path = dir.join("revocations.lock");
+        let io = |source| IssueError::Io {
+            path: path.clone(),
+            source,
+        };
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(io)?;
+        f.lock().map_err(io)?;
+        Ok(Self(f))
+    }
+}
+
+impl Drop for FileLock {
+    fn drop(&mut self) {
+        let _ = self.0.unlock();
     }
 }
 
@@ -277,6 +567,17 @@ pub async fn push_account(
     claims_update_answer(&reply.payload)
 }
 
+/// Pushes every account JWT of `jwts`, stopping at the first refusal.
+pub async fn push_accounts(
+    sys: &async_nats::Client,
+    jwts: &[AccountJwt],
+) -> Result<(), IssueError> {
+    for a in jwts {
+        push_account(sys, &a.account, a.jwt.clone()).await?;
+    }
+    Ok(())
+}
+
 /// Reads the server's answer to a claims update: `{"data":{"code":200,..}}` or
 /// `{"error":{"code":500,"description":".."}}`.
 fn claims_update_answer(payload: &[u8]) -> Result<(), IssueError> {
@@ -317,5 +618,36 @@ mod tests {
         assert!(err.contains("subject does not match"), "{err}");
         assert!(claims_update_answer(b"nope").is_err());
         assert!(claims_update_answer(br#"{"data":{"code":404}}"#).is_err());
+    }
+
+    #[test]
+    fn later_and_permanent_revocations_win_a_merge() {
+        let mut m = BTreeMap::new();
+        let e = |at, until| Entry {
+            at,
+            account: Which::Agents,
+            until,
+        };
+        merge(&mut m, "U1", e(10, Some(100)));
+        merge(&mut m, "U1", e(5, Some(200)));
+        assert_eq!(m["U1"], e(10, Some(200)));
+        merge(&mut m, "U1", e(1, None));
+        assert_eq!(m["U1"], e(10, None), "a revocation for ever stays for ever");
+    }
+
+    #[test]
+    fn the_old_file_shape_reads_as_cluster_revocations() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("revocations.json");
+        std::fs::write(&path, br#"{"UABC": 1000}"#).unwrap();
+        let m = read_file(&path, Duration::from_secs(60)).unwrap();
+        assert_eq!(
+            m["UABC"],
+            Entry {
+                at: 1000,
+                account: Which::Agents,
+                until: Some(1060)
+            }
+        );
     }
 }

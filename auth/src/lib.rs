@@ -23,6 +23,6 @@ pub mod secret;
 pub mod setup;
 
 pub use creds::Creds;
-pub use issuer::{Issued, Issuer};
+pub use issuer::{Issued, Issuer, Subject, Which};
 pub use secret::Secret;
 pub use setup::{InitOptions, SecureDir};

@@ -4,16 +4,17 @@
 //! | file | what | mode |
 //! |---|---|---|
 //! | `nats-server.conf` | operator mode: operator JWT, system account, the NATS-based (`full`) account resolver in `jwt/` with both accounts preloaded, JetStream in `jetstream/`, the listen address, TLS when asked | 0644 |
-//! | `operator.jwt`, `account.jwt`, `system.jwt` | the JWTs | 0644 |
-//! | `keys/*.nk` | operator, operator signing, account, account signing and system account seeds | 0600 in a 0700 dir |
-//! | `hub.creds` | the hub's user (everything in the Flotilla account) | 0600 |
+//! | `operator.jwt`, `account.jwt`, `agents.jwt`, `system.jwt` | the JWTs (the hub's account, the agents' account, the system account) | 0644 |
+//! | `keys/*.nk` | operator, operator signing, hub account, hub account signing, agents account, agents account signing and system account seeds | 0600 in a 0700 dir |
+//! | `hub.creds` | the hub's user (everything in the hub's account) | 0600 |
 //! | `sys.creds` | a system-account user the hub pushes account updates (revocations) with | 0600 |
-//! | `bootstrap.creds` | what spoke admins give agents: may only ask to register | 0600 |
-//! | `tls/` | with `--tls`: a CA, the server's certificate and a client certificate | keys 0600 |
+//! | `bootstrap.creds` | the fleet-wide bootstrap user (agents' account): may only ask to register; prefer per-cluster join credentials | 0600 |
+//! | `tls/` | with `--tls`: a CA (valid 10 years; its key kept to issue new certificates), the server's certificate and a client certificate (valid [`CERT_DAYS`] days) | keys 0600 |
 //!
 //! The operator identity key signs only the operator JWT; account JWTs are signed by the
-//! operator signing key (which the hub keeps to push revocations), user JWTs by the account
-//! signing key (which the hub keeps to issue cluster credentials).
+//! operator signing key (which the hub keeps to push revocations), user JWTs by the accounts'
+//! signing keys (the hub keeps the agents account's to issue cluster and join credentials, and
+//! the hub account's to rotate its own). Why two accounts: [`crate::permissions`].
 
 use crate::creds::Creds;
 use crate::jwt::{Account, AccountLimits, Claims, Operator, User};
@@ -23,8 +24,10 @@ use nkeys::KeyPair;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Name of the Flotilla account.
+/// Name of the hub's account.
 pub const ACCOUNT_NAME: &str = "flotilla";
+/// Name of the agents' account.
+pub const AGENTS_ACCOUNT_NAME: &str = "flotilla-agents";
 
 /// What `init` should write.
 #[derive(Debug, Clone)]
@@ -38,7 +41,20 @@ pub struct InitOptions {
     pub tls_hosts: Vec<String>,
     /// Replace an existing secure directory's files.
     pub force: bool,
+    /// JetStream file storage the hub's account may use, in bytes (-1: unlimited).
+    pub jetstream_max_bytes: i64,
+    /// JetStream memory storage the hub's account may use, in bytes (-1: unlimited).
+    pub jetstream_max_memory: i64,
+    /// Connections the agents' account may hold at once (-1: unlimited).
+    pub agents_max_connections: i64,
 }
+
+/// Default JetStream file storage of the hub's account: what the server has (-1). A limit above
+/// what the server can reserve disables JetStream for the account altogether, so a fixed default
+/// would break small machines; set it to what the server is provisioned with.
+pub const DEFAULT_JETSTREAM_MAX_BYTES: i64 = -1;
+/// Default JetStream memory storage of the hub's account: what the server has (-1).
+pub const DEFAULT_JETSTREAM_MAX_MEMORY: i64 = -1;
 
 impl Default for InitOptions {
     fn default() -> Self {
@@ -47,6 +63,9 @@ impl Default for InitOptions {
             tls: false,
             tls_hosts: Vec::new(),
             force: false,
+            jetstream_max_bytes: DEFAULT_JETSTREAM_MAX_BYTES,
+            jetstream_max_memory: DEFAULT_JETSTREAM_MAX_MEMORY,
+            agents_max_connections: -1,
         }
     }
 }
@@ -101,6 +120,8 @@ pub fn unix_now() -> i64 {
 pub struct TlsFiles {
     /// The CA certificate clients verify the server with.
     pub ca: PathBuf,
+    /// The CA's private key.
+    pub ca_key: PathBuf,
     /// The server certificate.
     pub server_cert: PathBuf,
     /// The server key.
@@ -116,6 +137,7 @@ impl TlsFiles {
         let tls = dir.join("tls");
         Self {
             ca: tls.join("ca.pem"),
+            ca_key: tls.join("ca-key.pem"),
             server_cert: tls.join("server.pem"),
             server_key: tls.join("server-key.pem"),
             client_cert: tls.join("client.pem"),
@@ -131,10 +153,19 @@ pub struct SecureDir {
     pub dir: PathBuf,
     /// Signs account JWTs (revocation pushes).
     pub operator_signing: KeyPair,
-    /// The Flotilla account's public key.
+    /// The hub account's public key.
     pub account: String,
-    /// Signs user JWTs (cluster credentials).
+    /// Signs the hub account's user JWTs (the hub's own credentials).
     pub account_signing: KeyPair,
+    /// The agents account's public key.
+    pub agents: String,
+    /// Signs the agents account's user JWTs (bootstrap, join, cluster and add-on credentials).
+    pub agents_signing: KeyPair,
+    /// The hub account's JWT as `init` wrote it (limits, exports, imports): re-signed with the
+    /// current revocations whenever they change.
+    pub account_jwt: Claims<Account>,
+    /// The agents account's JWT as `init` wrote it.
+    pub agents_jwt: Claims<Account>,
     /// The hub's credentials file.
     pub hub_creds: PathBuf,
     /// The system user's credentials file.
@@ -187,6 +218,8 @@ impl SecureDir {
         let system = KeyPair::new_account();
         let account = KeyPair::new_account();
         let account_signing = KeyPair::new_account();
+        let agents = KeyPair::new_account();
+        let agents_signing = KeyPair::new_account();
 
         let jwt_err = |e: crate::jwt::JwtError| SetupError::Crypto(e.to_string());
         let operator_jwt = Claims::new(
@@ -205,9 +238,24 @@ impl SecureDir {
         )
         .encode(&operator_signing)
         .map_err(jwt_err)?;
-        let account_jwt = account_claims(&account.public_key(), &account_signing.public_key(), now)
-            .encode(&operator_signing)
-            .map_err(jwt_err)?;
+        let account_jwt = hub_account_claims(
+            &account.public_key(),
+            &account_signing.public_key(),
+            &agents.public_key(),
+            options,
+            now,
+        )
+        .encode(&operator_signing)
+        .map_err(jwt_err)?;
+        let agents_jwt = agents_account_claims(
+            &agents.public_key(),
+            &agents_signing.public_key(),
+            &account.public_key(),
+            options,
+            now,
+        )
+        .encode(&operator_signing)
+        .map_err(jwt_err)?;
 
         for (name, key) in [
             ("operator.nk", &operator),
@@ -215,6 +263,8 @@ impl SecureDir {
             ("system.nk", &system),
             ("account.nk", &account),
             ("account-signing.nk", &account_signing),
+            ("agents.nk", &agents),
+            ("agents-signing.nk", &agents_signing),
         ] {
             let path = keys.join(name);
             let seed = key.seed().map_err(crypto)?;
@@ -224,25 +274,16 @@ impl SecureDir {
             ("operator.jwt", &operator_jwt),
             ("system.jwt", &system_jwt),
             ("account.jwt", &account_jwt),
+            ("agents.jwt", &agents_jwt),
         ] {
             let path = dir.join(name);
             write_public(&path, jwt.as_bytes()).map_err(io(&path))?;
         }
         let user_creds = |name: &str, nats: User, signer: &KeyPair, issuer_account: &str| {
-            let user = KeyPair::new_user();
-            let mut nats = nats;
-            if signer.public_key() != issuer_account {
-                nats.issuer_account = issuer_account.to_string();
-            }
-            let jwt = Claims::new(name, user.public_key(), now, nats)
-                .encode(signer)
-                .map_err(jwt_err)?;
-            Ok::<_, SetupError>(Creds {
-                jwt,
-                seed: Secret::new(user.seed().map_err(crypto)?),
-            })
+            user_creds(name, nats, signer, issuer_account, now)
         };
         let account_pub = account.public_key();
+        let agents_pub = agents.public_key();
         for (file, creds) in [
             (
                 "hub.creds",
@@ -258,8 +299,8 @@ impl SecureDir {
                 user_creds(
                     "flotilla-bootstrap",
                     permissions::bootstrap(),
-                    &account_signing,
-                    &account_pub,
+                    &agents_signing,
+                    &agents_pub,
                 )?,
             ),
             (
@@ -290,6 +331,7 @@ impl SecureDir {
             &system.public_key(),
             &[
                 (&account_pub, &account_jwt),
+                (&agents_pub, &agents_jwt),
                 (&system.public_key(), &system_jwt),
             ],
             tls.as_ref(),
@@ -308,10 +350,24 @@ impl SecureDir {
                 message: format!("not an NKey seed: {e}"),
             })
         };
+        if !dir.join("keys").join("agents.nk").exists() && dir.join("account.jwt").exists() {
+            return Err(SetupError::Invalid {
+                path: dir.join("keys").join("agents.nk"),
+                message: "missing: this directory was written by an older flotilla-hub init with \
+                          one account shared by the hub and the spokes, which a spoke can use \
+                          to reach the hub's JetStream; write a new one with flotilla-hub init \
+                          --force (docs/security.md: rotating everything)"
+                    .into(),
+            });
+        }
         let operator_signing = seed("operator-signing.nk")?;
         let account = seed("account.nk")?.public_key();
         let account_signing = seed("account-signing.nk")?;
-        check_chain(dir, &operator_signing, &account, &account_signing)?;
+        let agents = seed("agents.nk")?.public_key();
+        let agents_signing = seed("agents-signing.nk")?;
+        let operator = read_operator(dir, &operator_signing)?;
+        let account_jwt = check_account(dir, "account.jwt", &operator, &account, &account_signing)?;
+        let agents_jwt = check_account(dir, "agents.jwt", &operator, &agents, &agents_signing)?;
         let files = |name: &str| {
             let path = dir.join(name);
             if path.exists() {
@@ -329,6 +385,10 @@ impl SecureDir {
             operator_signing,
             account,
             account_signing,
+            agents,
+            agents_signing,
+            account_jwt,
+            agents_jwt,
             hub_creds: files("hub.creds")?,
             sys_creds: files("sys.creds")?,
             bootstrap_creds: files("bootstrap.creds")?,
@@ -338,27 +398,31 @@ impl SecureDir {
     }
 }
 
-/// Checks that the JWTs of `dir` and the keys the hub signs with belong together: the operator
-/// JWT lists the operator signing key, the account JWT is the account's, signed by the operator,
-/// and lists the account signing key. A mix of two directories fails here, naming the file,
-/// rather than as refused connections later.
-fn check_chain(
-    dir: &Path,
-    operator_signing: &KeyPair,
-    account: &str,
-    account_signing: &KeyPair,
-) -> Result<(), SetupError> {
-    let read = |name: &str| {
-        let path = dir.join(name);
-        std::fs::read_to_string(&path)
-            .map(|t| (t.trim().to_string(), path.clone()))
-            .map_err(io(&path))
-    };
-    let invalid = |path: &Path, message: String| SetupError::Invalid {
-        path: path.to_path_buf(),
-        message,
-    };
-    let (jwt, path) = read("operator.jwt")?;
+/// Signs a new user's credentials: a fresh NKey pair and a JWT for it, signed by `signer` (an
+/// account or one of its signing keys) for `issuer_account`.
+pub fn user_creds(
+    name: &str,
+    mut nats: User,
+    signer: &KeyPair,
+    issuer_account: &str,
+    now: i64,
+) -> Result<Creds, SetupError> {
+    let user = KeyPair::new_user();
+    if signer.public_key() != issuer_account {
+        nats.issuer_account = issuer_account.to_string();
+    }
+    let jwt = Claims::new(name, user.public_key(), now, nats)
+        .encode(signer)
+        .map_err(|e| SetupError::Crypto(e.to_string()))?;
+    Ok(Creds {
+        jwt,
+        seed: Secret::new(user.seed().map_err(|e| SetupError::Crypto(e.to_string()))?),
+    })
+}
+
+/// Reads `operator.jwt` and checks it lists the operator signing key the hub holds.
+fn read_operator(dir: &Path, operator_signing: &KeyPair) -> Result<Claims<Operator>, SetupError> {
+    let (jwt, path) = read_jwt(dir, "operator.jwt")?;
     let operator = Claims::<Operator>::decode_operator(&jwt)
         .map_err(|e| invalid(&path, format!("operator JWT: {e}")))?;
     if !operator
@@ -371,39 +435,89 @@ fn check_chain(
             "does not list keys/operator-signing.nk among its signing keys".into(),
         ));
     }
-    let (jwt, path) = read("account.jwt")?;
-    let claims = Claims::<Account>::decode_account(&jwt, &operator)
+    Ok(operator)
+}
+
+/// Checks that an account JWT of `dir` and the keys the hub signs with belong together: the
+/// JWT is the account's, signed by the operator, and lists the account signing key. A mix of two
+/// directories fails here, naming the file, rather than as refused connections later.
+fn check_account(
+    dir: &Path,
+    file: &str,
+    operator: &Claims<Operator>,
+    account: &str,
+    signing: &KeyPair,
+) -> Result<Claims<Account>, SetupError> {
+    let (jwt, path) = read_jwt(dir, file)?;
+    let claims = Claims::<Account>::decode_account(&jwt, operator)
         .map_err(|e| invalid(&path, format!("account JWT: {e}")))?;
     if claims.sub != account {
         return Err(invalid(
             &path,
-            format!("is about {}, not keys/account.nk ({account})", claims.sub),
+            format!("is about {}, not the key in keys/ ({account})", claims.sub),
         ));
     }
-    if !claims
-        .nats
-        .signing_keys
-        .contains(&account_signing.public_key())
-    {
+    if !claims.nats.signing_keys.contains(&signing.public_key()) {
         return Err(invalid(
             &path,
-            "does not list keys/account-signing.nk among its signing keys".into(),
+            "does not list the account's signing key in keys/ among its signing keys".into(),
         ));
     }
-    Ok(())
+    Ok(claims)
 }
 
-/// The Flotilla account's claims (JetStream enabled, the hub's signing key) at `iat`.
-pub fn account_claims(account: &str, signing_key: &str, iat: i64) -> Claims<Account> {
-    Claims::new(
-        ACCOUNT_NAME,
-        account,
-        iat,
-        Account::new(
-            AccountLimits::unlimited_with_jetstream(),
-            vec![signing_key.to_string()],
-        ),
-    )
+fn read_jwt(dir: &Path, name: &str) -> Result<(String, PathBuf), SetupError> {
+    let path = dir.join(name);
+    std::fs::read_to_string(&path)
+        .map(|t| (t.trim().to_string(), path.clone()))
+        .map_err(io(&path))
+}
+
+fn invalid(path: &Path, message: String) -> SetupError {
+    SetupError::Invalid {
+        path: path.to_path_buf(),
+        message,
+    }
+}
+
+/// The hub account's claims at `iat`: JetStream within the configured limits, the hub's signing
+/// key, the spoke-facing subjects exported to the agents' account and the proxy imported from it.
+pub fn hub_account_claims(
+    account: &str,
+    signing_key: &str,
+    agents: &str,
+    options: &InitOptions,
+    iat: i64,
+) -> Claims<Account> {
+    let limits = AccountLimits {
+        disk_storage: options.jetstream_max_bytes,
+        mem_storage: options.jetstream_max_memory,
+        ..AccountLimits::unlimited_with_jetstream()
+    };
+    let mut nats = Account::new(limits, vec![signing_key.to_string()]);
+    nats.exports = permissions::hub_exports();
+    nats.imports = permissions::hub_imports(agents);
+    Claims::new(ACCOUNT_NAME, account, iat, nats)
+}
+
+/// The agents account's claims at `iat`: no JetStream, messages no larger than an event, the
+/// hub's subjects imported and the proxy exported.
+pub fn agents_account_claims(
+    agents: &str,
+    signing_key: &str,
+    hub: &str,
+    options: &InitOptions,
+    iat: i64,
+) -> Claims<Account> {
+    let limits = AccountLimits {
+        payload: permissions::AGENT_MAX_PAYLOAD,
+        conn: options.agents_max_connections,
+        ..AccountLimits::unlimited()
+    };
+    let mut nats = Account::new(limits, vec![signing_key.to_string()]);
+    nats.exports = permissions::agents_exports();
+    nats.imports = permissions::agents_imports(hub);
+    Claims::new(AGENTS_ACCOUNT_NAME, agents, iat, nats)
 }
 
 fn quote(path: &Path) -> String {
@@ -449,18 +563,32 @@ fn server_conf(
     out
 }
 
+/// How long the server and client certificates `init` writes are valid.
+pub const CERT_DAYS: i64 = 397;
+/// How long the CA `init` writes is valid.
+pub const CA_DAYS: i64 = 3650;
+
 fn write_tls(files: &TlsFiles, listen: &str, extra: &[String]) -> Result<(), SetupError> {
     use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair as TlsKey};
     let dir = files.ca.parent().unwrap_or(Path::new("."));
     create_private_dir(dir).map_err(io(dir))?;
     let crypto = |e: rcgen::Error| SetupError::Crypto(format!("TLS: {e}"));
+    let now = time::OffsetDateTime::now_utc();
+    let valid = |params: &mut CertificateParams, days: i64| {
+        // A little slack before now for clocks a few minutes behind.
+        params.not_before = now - time::Duration::hours(1);
+        params.not_after = now + time::Duration::days(days);
+    };
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(crypto)?;
     ca_params
         .distinguished_name
         .push(DnType::CommonName, "Flotilla CA");
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    valid(&mut ca_params, CA_DAYS);
     let ca_key = TlsKey::generate().map_err(crypto)?;
     let ca = ca_params.self_signed(&ca_key).map_err(crypto)?;
+    // Kept (0600) so that certificates can be issued again before they expire.
+    write_private(&files.ca_key, ca_key.serialize_pem().as_bytes()).map_err(io(&files.ca_key))?;
     let issuer = rcgen::Issuer::new(ca_params, ca_key);
     let host = listen
         .rsplit_once(':')
@@ -473,8 +601,9 @@ fn write_tls(files: &TlsFiles, listen: &str, extra: &[String]) -> Result<(), Set
         }
     }
     let server_key = TlsKey::generate().map_err(crypto)?;
-    let server = CertificateParams::new(names)
-        .map_err(crypto)?
+    let mut server_params = CertificateParams::new(names).map_err(crypto)?;
+    valid(&mut server_params, CERT_DAYS);
+    let server = server_params
         .signed_by(&server_key, &issuer)
         .map_err(crypto)?;
     let client_key = TlsKey::generate().map_err(crypto)?;
@@ -483,6 +612,7 @@ fn write_tls(files: &TlsFiles, listen: &str, extra: &[String]) -> Result<(), Set
     client_params
         .distinguished_name
         .push(DnType::CommonName, "flotilla-client");
+    valid(&mut client_params, CERT_DAYS);
     let client = client_params
         .signed_by(&client_key, &issuer)
         .map_err(crypto)?;

@@ -1,10 +1,11 @@
 //! The issuer and the secure directory without a server: what is signed, by whom, and what is
 //! refused.
 
+use flotilla_auth::issuer::AccountJwt;
 use flotilla_auth::issuer::IssueError;
 use flotilla_auth::jwt::{Account, Claims, Operator, User};
 use flotilla_auth::setup::SetupError;
-use flotilla_auth::{Creds, InitOptions, Issuer, SecureDir};
+use flotilla_auth::{Creds, InitOptions, Issuer, SecureDir, Subject, Which};
 use flotilla_bus::subjects;
 use std::time::Duration;
 
@@ -26,6 +27,21 @@ fn account_of(secure: &SecureDir) -> Claims<Account> {
     Claims::<Account>::decode_account(&read(&secure.dir.join("account.jwt")), &operator).unwrap()
 }
 
+fn agents_of(secure: &SecureDir) -> Claims<Account> {
+    let operator =
+        Claims::<Operator>::decode_operator(&read(&secure.dir.join("operator.jwt"))).unwrap();
+    Claims::<Account>::decode_account(&read(&secure.dir.join("agents.jwt")), &operator).unwrap()
+}
+
+/// The agents account's JWT among pushed ones.
+fn agents_jwt(secure: &SecureDir, jwts: &[AccountJwt]) -> String {
+    jwts.iter()
+        .find(|j| j.account == secure.agents)
+        .expect("the agents account is pushed")
+        .jwt
+        .clone()
+}
+
 #[test]
 fn init_writes_a_consistent_chain_and_the_conf_the_server_needs() {
     let (_d, secure) = init();
@@ -42,6 +58,32 @@ fn init_writes_a_consistent_chain_and_the_conf_the_server_needs() {
         vec![secure.account_signing.public_key()]
     );
     assert_eq!(account.nats.limits.disk_storage, -1, "JetStream enabled");
+    let agents = agents_of(&secure);
+    assert_eq!(
+        agents.nats.limits.disk_storage, 0,
+        "no JetStream for spokes"
+    );
+    assert_eq!(
+        agents.nats.signing_keys,
+        vec![secure.agents_signing.public_key()]
+    );
+    // Spokes reach the hub only through service imports (replies remapped by the server).
+    assert!(
+        agents
+            .nats
+            .imports
+            .iter()
+            .any(|i| i.subject == subjects::STATUS_ALL
+                && i.kind == flotilla_auth::jwt::ExportKind::Service
+                && i.account == secure.account)
+    );
+    assert!(
+        account
+            .nats
+            .exports
+            .iter()
+            .all(|e| !e.subject.starts_with('$'))
+    );
     let system =
         Claims::<Account>::decode_account(&read(&secure.dir.join("system.jwt")), &operator)
             .unwrap();
@@ -50,7 +92,7 @@ fn init_writes_a_consistent_chain_and_the_conf_the_server_needs() {
     // Every credentials file verifies against its account.
     for (file, acc, keys) in [
         ("hub.creds", &account.sub, &account.nats.signing_keys),
-        ("bootstrap.creds", &account.sub, &account.nats.signing_keys),
+        ("bootstrap.creds", &agents.sub, &agents.nats.signing_keys),
         ("sys.creds", &system.sub, &system.nats.signing_keys),
     ] {
         let creds = Creds::parse(&read(&secure.dir.join(file))).unwrap();
@@ -114,7 +156,7 @@ fn a_forced_init_forgets_the_old_keys_revocations() {
     let (_d, secure) = init();
     let issuer = Issuer::new(&secure, Duration::from_secs(3600)).unwrap();
     let a = nkeys::KeyPair::new_user().public_key();
-    issuer.revoke(&[&a], NOW).unwrap();
+    issuer.revoke(&[issuer.agent_revoke(&a, NOW)], NOW).unwrap();
     std::fs::write(secure.dir.join("jwt/old.jwt"), "old").unwrap();
     let again = SecureDir::init(
         &secure.dir,
@@ -129,6 +171,17 @@ fn a_forced_init_forgets_the_old_keys_revocations() {
     assert!(secure.dir.join("jwt").is_dir());
     let issuer = Issuer::new(&again, Duration::from_secs(3600)).unwrap();
     assert!(!issuer.is_revoked(&a));
+}
+
+#[test]
+fn a_directory_of_the_one_account_layout_is_refused_with_what_to_do() {
+    let (_d, secure) = init();
+    std::fs::remove_file(secure.dir.join("keys/agents.nk")).unwrap();
+    let err = SecureDir::load(&secure.dir).unwrap_err().to_string();
+    assert!(
+        err.contains("older flotilla-hub init") && err.contains("--force"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -150,7 +203,7 @@ fn load_names_the_file_that_is_wrong() {
     std::fs::write(&seed, read(&other.dir.join("keys/account-signing.nk"))).unwrap();
     let err = SecureDir::load(&secure.dir).unwrap_err().to_string();
     assert!(
-        err.contains("account.jwt") && err.contains("account-signing.nk"),
+        err.contains("account.jwt") && err.contains("signing key"),
         "{err}"
     );
     std::fs::write(&seed, good).unwrap();
@@ -177,16 +230,16 @@ fn cluster_credentials_are_scoped_signed_and_expire() {
     let issuer = Issuer::new(&secure, Duration::from_secs(3600)).unwrap();
     let key = nkeys::KeyPair::new_user();
     let issued = issuer
-        .issue_cluster("edge-a", &key.public_key(), NOW)
+        .issue(Subject::Cluster("edge-a"), &key.public_key(), NOW)
         .unwrap();
     assert_eq!((issued.issued_at, issued.expires_at), (NOW, NOW + 3600));
-    let account = account_of(&secure);
+    let account = agents_of(&secure);
     let user =
         Claims::<User>::decode_user(&issued.jwt, &account.sub, &account.nats.signing_keys, NOW)
             .unwrap();
     assert_eq!(user.sub, key.public_key());
-    assert_eq!(user.iss, secure.account_signing.public_key());
-    assert_eq!(user.nats.issuer_account, secure.account);
+    assert_eq!(user.iss, secure.agents_signing.public_key());
+    assert_eq!(user.nats.issuer_account, secure.agents);
     assert_eq!(user.exp, Some(NOW + 3600));
     assert_eq!(
         user.nats.subscribe.allow,
@@ -220,8 +273,8 @@ fn unusable_keys_and_cluster_names_are_refused() {
     for cluster in ["", "*", ">", "a.b", "edge-*", "a b", "spec.>", "a\n"] {
         assert!(
             matches!(
-                issuer.issue_cluster(cluster, &user, NOW),
-                Err(IssueError::BadCluster(_))
+                issuer.issue(Subject::Cluster(cluster), &user, NOW),
+                Err(IssueError::BadName { .. })
             ),
             "{cluster:?}"
         );
@@ -230,7 +283,9 @@ fn unusable_keys_and_cluster_names_are_refused() {
     let mut broken = user.clone();
     broken.replace_range(5..6, if &user[5..6] == "A" { "B" } else { "A" });
     for key in ["", "not-a-key", account_key.as_str(), broken.as_str()] {
-        let err = issuer.issue_cluster("edge-a", key, NOW).unwrap_err();
+        let err = issuer
+            .issue(Subject::Cluster("edge-a"), key, NOW)
+            .unwrap_err();
         assert!(matches!(err, IssueError::BadKey(_)), "{key}: {err}");
     }
 }
@@ -245,24 +300,25 @@ fn revocations_are_signed_by_the_operator_kept_and_pruned() {
     let a = nkeys::KeyPair::new_user().public_key();
     let b = nkeys::KeyPair::new_user().public_key();
 
-    let first = issuer.revoke(&[&a], NOW).unwrap();
-    let first = Claims::<Account>::decode_account(&first, &operator).unwrap();
+    let first = issuer.revoke(&[issuer.agent_revoke(&a, NOW)], NOW).unwrap();
+    let first = Claims::<Account>::decode_account(&agents_jwt(&secure, &first), &operator).unwrap();
     assert_eq!(first.iss, secure.operator_signing.public_key());
-    assert_eq!(first.sub, secure.account);
+    assert_eq!(first.sub, secure.agents);
     assert_eq!(first.nats.revocations.get(&a), Some(&NOW));
     assert_eq!(
         first.nats.signing_keys,
-        vec![secure.account_signing.public_key()]
+        vec![secure.agents_signing.public_key()]
     );
 
     // Every account JWT is issued after the last one, so the resolver takes it.
-    let second = issuer.revoke(&[&b], NOW).unwrap();
-    let second = Claims::<Account>::decode_account(&second, &operator).unwrap();
+    let second = issuer.revoke(&[issuer.agent_revoke(&b, NOW)], NOW).unwrap();
+    let second =
+        Claims::<Account>::decode_account(&agents_jwt(&secure, &second), &operator).unwrap();
     assert!(second.iat > first.iat);
     assert_eq!(second.nats.revocations.len(), 2);
 
     // A key accepted again is issued after its revocation.
-    let again = issuer.issue_cluster("edge-a", &a, NOW).unwrap();
+    let again = issuer.issue(Subject::Cluster("edge-a"), &a, NOW).unwrap();
     assert!(again.issued_at > NOW);
 
     // Kept across restarts.
@@ -278,8 +334,11 @@ fn revocations_are_signed_by_the_operator_kept_and_pruned() {
     // Once every JWT a revocation could refuse has expired, it is dropped.
     let later = NOW + 2 * 3600;
     let c = nkeys::KeyPair::new_user().public_key();
-    let pruned = restarted.revoke(&[&c], later).unwrap();
-    let pruned = Claims::<Account>::decode_account(&pruned, &operator).unwrap();
+    let pruned = restarted
+        .revoke(&[restarted.agent_revoke(&c, later)], later)
+        .unwrap();
+    let pruned =
+        Claims::<Account>::decode_account(&agents_jwt(&secure, &pruned), &operator).unwrap();
     assert_eq!(pruned.nats.revocations.keys().collect::<Vec<_>>(), vec![&c]);
     assert!(!restarted.is_revoked(&a));
 }
@@ -291,11 +350,12 @@ fn an_account_jwt_after_a_restart_is_newer_than_the_last_revocation() {
         Claims::<Operator>::decode_operator(&read(&secure.dir.join("operator.jwt"))).unwrap();
     let issuer = Issuer::new(&secure, Duration::from_secs(3600)).unwrap();
     let a = nkeys::KeyPair::new_user().public_key();
-    let before = issuer.revoke(&[&a], NOW).unwrap();
-    let before = Claims::<Account>::decode_account(&before, &operator).unwrap();
+    let before = issuer.revoke(&[issuer.agent_revoke(&a, NOW)], NOW).unwrap();
+    let before =
+        Claims::<Account>::decode_account(&agents_jwt(&secure, &before), &operator).unwrap();
     let restarted = Issuer::new(&secure, Duration::from_secs(3600)).unwrap();
-    let after = restarted.account_jwt(NOW).unwrap();
-    let after = Claims::<Account>::decode_account(&after, &operator).unwrap();
+    let after = restarted.account_jwts(NOW).unwrap();
+    let after = Claims::<Account>::decode_account(&agents_jwt(&secure, &after), &operator).unwrap();
     assert!(after.iat > before.iat, "{} <= {}", after.iat, before.iat);
     assert_eq!(after.nats.revocations, before.nats.revocations);
 }
@@ -327,9 +387,16 @@ fn addon_credentials_reach_only_the_addons_own_subjects_on_its_cluster() {
     let issuer = Issuer::new(&secure, Duration::from_secs(600)).unwrap();
     let key = nkeys::KeyPair::new_user();
     let issued = issuer
-        .issue_addon("fleet-metrics", "edge-a", &key.public_key(), NOW)
+        .issue(
+            Subject::AddOn {
+                addon: "fleet-metrics",
+                cluster: "edge-a",
+            },
+            &key.public_key(),
+            NOW,
+        )
         .unwrap();
-    let account = account_of(&secure);
+    let account = agents_of(&secure);
     let user =
         Claims::<User>::decode_user(&issued.jwt, &account.sub, &account.nats.signing_keys, NOW)
             .unwrap();
@@ -355,9 +422,116 @@ fn addon_credentials_reach_only_the_addons_own_subjects_on_its_cluster() {
     ] {
         assert!(
             issuer
-                .issue_addon(addon, cluster, &key.public_key(), NOW)
+                .issue(
+                    Subject::AddOn {
+                        addon: addon,
+                        cluster: cluster
+                    },
+                    &key.public_key(),
+                    NOW
+                )
                 .is_err(),
             "{addon}/{cluster}"
         );
     }
+}
+
+#[test]
+fn revocations_of_credentials_that_never_expire_are_never_pruned() {
+    let (_d, secure) = init();
+    let ttl = Duration::from_secs(60);
+    let issuer = Issuer::new(&secure, ttl).unwrap();
+    let old_bootstrap = Creds::parse(&read(&secure.bootstrap_creds))
+        .unwrap()
+        .public_key();
+    issuer.rotate(Which::Agents, NOW).unwrap();
+    let new_bootstrap = Creds::parse(&read(&secure.bootstrap_creds))
+        .unwrap()
+        .public_key();
+    assert_ne!(old_bootstrap, new_bootstrap);
+    // A day later a cluster is denied: the pruning of expired revocations keeps the bootstrap's.
+    let later = NOW + 86_400;
+    let c = nkeys::KeyPair::new_user().public_key();
+    let jwts = Issuer::new(&secure, ttl)
+        .unwrap()
+        .revoke(&[issuer.agent_revoke(&c, later)], later)
+        .unwrap();
+    let operator =
+        Claims::<Operator>::decode_operator(&read(&secure.dir.join("operator.jwt"))).unwrap();
+    let agents = Claims::<Account>::decode_account(&agents_jwt(&secure, &jwts), &operator).unwrap();
+    assert!(
+        agents.nats.revocations.contains_key(&old_bootstrap),
+        "the old bootstrap came back"
+    );
+    assert!(agents.nats.revocations.contains_key(&c));
+    assert!(!agents.nats.revocations.contains_key(&new_bootstrap));
+}
+
+#[test]
+fn a_rotation_by_another_process_is_merged_not_overwritten() {
+    let (_d, secure) = init();
+    let ttl = Duration::from_secs(3600);
+    let running_hub = Issuer::new(&secure, ttl).unwrap();
+    let old_hub = Creds::parse(&read(&secure.hub_creds)).unwrap().public_key();
+    // `flotilla-hub rotate hub` runs beside the hub.
+    Issuer::new(&secure, ttl)
+        .unwrap()
+        .rotate(Which::Hub, NOW)
+        .unwrap();
+    // The running hub then revokes a cluster key: the rotation's revocation stays.
+    let a = nkeys::KeyPair::new_user().public_key();
+    let jwts = running_hub
+        .revoke(&[running_hub.agent_revoke(&a, NOW + 1)], NOW + 1)
+        .unwrap();
+    let operator =
+        Claims::<Operator>::decode_operator(&read(&secure.dir.join("operator.jwt"))).unwrap();
+    let hub_account = jwts.iter().find(|j| j.account == secure.account).unwrap();
+    let hub_account = Claims::<Account>::decode_account(&hub_account.jwt, &operator).unwrap();
+    assert!(hub_account.nats.revocations.contains_key(&old_hub));
+    assert!(
+        !hub_account.nats.revocations.contains_key(&a),
+        "a cluster key is an agents' key"
+    );
+    let new = Creds::parse(&read(&secure.hub_creds)).unwrap();
+    let account = account_of(&secure);
+    Claims::<User>::decode_user(&new.jwt, &account.sub, &account.nats.signing_keys, NOW)
+        .expect("the new hub credentials verify");
+}
+
+#[test]
+fn a_revocation_that_cannot_be_recorded_fails_and_revokes_nothing() {
+    let (_d, secure) = init();
+    let issuer = Issuer::new(&secure, Duration::from_secs(3600)).unwrap();
+    // The revocations file's place is taken by a directory: it cannot be written.
+    std::fs::create_dir(secure.revocations_file()).unwrap();
+    let a = nkeys::KeyPair::new_user().public_key();
+    assert!(issuer.revoke(&[issuer.agent_revoke(&a, NOW)], NOW).is_err());
+    assert!(
+        !issuer.is_revoked(&a),
+        "nothing is revoked in memory either"
+    );
+}
+
+#[test]
+fn join_credentials_may_only_register_their_one_name_and_expire() {
+    let (_d, secure) = init();
+    let issuer = Issuer::new(&secure, Duration::from_secs(3600)).unwrap();
+    let (creds, issued) = issuer
+        .mint_join("edge-7", Duration::from_secs(600), NOW)
+        .unwrap();
+    assert_eq!(issued.expires_at, NOW + 600);
+    let agents = agents_of(&secure);
+    let user = Claims::<User>::decode_user(&creds.jwt, &agents.sub, &agents.nats.signing_keys, NOW)
+        .unwrap();
+    assert_eq!(user.sub, creds.public_key());
+    assert_eq!(user.nats.publish.allow, vec![subjects::register("edge-7")]);
+    assert_eq!(
+        user.nats.subscribe.allow,
+        vec![format!("{}.>", subjects::bootstrap_inbox_prefix("edge-7"))]
+    );
+    assert!(
+        issuer
+            .mint_join("edge-*", Duration::from_secs(600), NOW)
+            .is_err()
+    );
 }

@@ -1,9 +1,9 @@
 //! The secure directory against a real nats-server in operator mode: who may do what, revocation
 //! and expiry.
 
-use flotilla_auth::issuer::push_account;
+use flotilla_auth::issuer::{push_account, push_accounts};
 use flotilla_auth::setup::unix_now;
-use flotilla_auth::{Creds, InitOptions, Issuer, SecureDir};
+use flotilla_auth::{Creds, InitOptions, Issuer, SecureDir, Subject};
 use flotilla_bus::subjects;
 use flotilla_testkit::{NatsServer, free_port};
 use futures::StreamExt;
@@ -55,7 +55,7 @@ fn read_creds(path: &std::path::Path) -> Creds {
 fn cluster_creds(issuer: &Issuer, cluster: &str) -> (Creds, String) {
     let key = nkeys::KeyPair::new_user();
     let issued = issuer
-        .issue_cluster(cluster, &key.public_key(), unix_now())
+        .issue(Subject::Cluster(cluster), &key.public_key(), unix_now())
         .unwrap();
     (
         Creds {
@@ -302,8 +302,11 @@ async fn a_revoked_cluster_is_cut_off_and_cannot_reconnect() {
     )
     .await
     .unwrap();
-    let jwt = issuer.revoke(&[&a_key], unix_now()).unwrap();
-    push_account(&sys, issuer.account(), jwt).await.unwrap();
+    let now = unix_now();
+    let jwts = issuer
+        .revoke(&[issuer.agent_revoke(&a_key, now)], now)
+        .unwrap();
+    push_accounts(&sys, &jwts).await.unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     let mut seen = Vec::new();
     while !seen
@@ -321,7 +324,9 @@ async fn a_revoked_cluster_is_cut_off_and_cannot_reconnect() {
     assert!(again.is_err(), "a revoked key reconnected");
     assert!(issuer.is_revoked(&a_key));
     // A new issue for the same key (the admin accepted it again) is issued after the revocation.
-    let issued = issuer.issue_cluster("edge-a", &a_key, unix_now()).unwrap();
+    let issued = issuer
+        .issue(Subject::Cluster("edge-a"), &a_key, unix_now())
+        .unwrap();
     let renewed = Creds {
         jwt: issued.jwt,
         seed: a_creds.seed.clone(),
@@ -344,7 +349,11 @@ async fn expired_credentials_are_refused() {
     let issuer = Issuer::new(&s.secure, Duration::from_secs(3600)).unwrap();
     let key = nkeys::KeyPair::new_user();
     let issued = issuer
-        .issue_cluster("edge-a", &key.public_key(), unix_now() - 7200)
+        .issue(
+            Subject::Cluster("edge-a"),
+            &key.public_key(),
+            unix_now() - 7200,
+        )
         .unwrap();
     assert!(issued.expires_at < unix_now());
     let creds = Creds {
@@ -354,7 +363,7 @@ async fn expired_credentials_are_refused() {
     let err = connect(&s.server.url(), &creds, None).await.unwrap_err();
     assert!(err.to_lowercase().contains("authorization"), "{err}");
     assert!(matches!(
-        issuer.issue_cluster("edge-a", "not-a-key", unix_now()),
+        issuer.issue(Subject::Cluster("edge-a"), "not-a-key", unix_now()),
         Err(flotilla_auth::issuer::IssueError::BadKey(_))
     ));
 }
@@ -557,23 +566,21 @@ async fn account_pushes_are_checked_here_and_by_the_server() {
     let sys = connect(&s.server.url(), &read_creds(&s.secure.sys_creds), None)
         .await
         .unwrap();
-    // The hub's own account JWT is taken.
-    push_account(
-        &sys,
-        issuer.account(),
-        issuer.account_jwt(unix_now()).unwrap(),
-    )
-    .await
-    .unwrap();
+    // The hub's and the agents' account JWTs are taken.
+    push_accounts(&sys, &issuer.account_jwts(unix_now()).unwrap())
+        .await
+        .unwrap();
     // Not an account JWT, or another account's: refused before sending.
     let err = push_account(&sys, issuer.account(), "garbage".into())
         .await
         .unwrap_err();
     assert!(err.to_string().contains("not a JWT"), "{err}");
     let other = nkeys::KeyPair::new_account();
-    let elsewhere = flotilla_auth::setup::account_claims(
+    let elsewhere = flotilla_auth::setup::hub_account_claims(
         &other.public_key(),
         &s.secure.account_signing.public_key(),
+        &s.secure.agents,
+        &InitOptions::default(),
         unix_now(),
     )
     .encode(&s.secure.operator_signing)
@@ -584,9 +591,11 @@ async fn account_pushes_are_checked_here_and_by_the_server() {
     assert!(err.to_string().contains("not "), "{err}");
     // Properly signed but invalid (a user key as the account's signing key): the server says no,
     // and the account keeps working.
-    let invalid = flotilla_auth::setup::account_claims(
+    let invalid = flotilla_auth::setup::hub_account_claims(
         issuer.account(),
         &nkeys::KeyPair::new_user().public_key(),
+        &s.secure.agents,
+        &InitOptions::default(),
         unix_now() + 5,
     )
     .encode(&s.secure.operator_signing)

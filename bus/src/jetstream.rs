@@ -35,6 +35,15 @@ pub enum JetStreamError {
         #[source]
         source: jetstream::context::KeyValueError,
     },
+    /// Changing an existing stream's limits failed.
+    #[error("stream {name}: updating its limits: {source}")]
+    Update {
+        /// Stream name.
+        name: String,
+        /// The client's error.
+        #[source]
+        source: jetstream::context::UpdateStreamError,
+    },
     /// Reading a KV bucket failed.
     #[error("kv bucket {bucket}: {message}")]
     Read {
@@ -63,28 +72,79 @@ impl Default for StreamOptions {
     }
 }
 
+/// Bounds of the status stream (DESIGN.md §5: every input has a limit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatusLimits {
+    /// Bytes, at most (-1: unlimited); the oldest messages go first.
+    pub max_bytes: i64,
+    /// Age after which a message goes (zero: never).
+    pub max_age: Duration,
+}
+
+impl Default for StatusLimits {
+    fn default() -> Self {
+        Self {
+            max_bytes: -1,
+            max_age: Duration::ZERO,
+        }
+    }
+}
+
 /// Creates (or opens) the status stream: every `flotilla.status.>` subject keeps only its latest
-/// message, so a hub outage leaves a backlog bounded by the number of resources.
+/// message, so a hub outage leaves a backlog bounded by the number of resources; the stream is
+/// bounded in bytes and age, and no message may be larger than an event. An existing stream
+/// whose bounds differ is updated to these.
 pub async fn ensure_status_stream(
     js: &jetstream::Context,
     opts: StreamOptions,
+    limits: StatusLimits,
 ) -> Result<stream::Stream, JetStreamError> {
     let config = stream::Config {
         name: STATUS_STREAM.to_string(),
         subjects: vec![crate::subjects::STATUS_ALL.to_string()],
         max_messages_per_subject: 1,
+        max_bytes: limits.max_bytes,
+        max_age: limits.max_age,
+        max_message_size: crate::envelope::DEFAULT_MAX_EVENT_BYTES as i32,
         storage: opts.storage,
         num_replicas: opts.replicas,
         discard: stream::DiscardPolicy::Old,
         duplicate_window: Duration::from_secs(120),
         ..Default::default()
     };
-    js.get_or_create_stream(config)
+    let mut stream = js
+        .get_or_create_stream(config.clone())
         .await
         .map_err(|source| JetStreamError::Stream {
             name: STATUS_STREAM.into(),
             source,
-        })
+        })?;
+    let current = stream.cached_info().config.clone();
+    if current.max_bytes != config.max_bytes
+        || current.max_age != config.max_age
+        || current.max_message_size != config.max_message_size
+    {
+        let updated = stream::Config {
+            max_bytes: config.max_bytes,
+            max_age: config.max_age,
+            max_message_size: config.max_message_size,
+            ..current
+        };
+        js.update_stream(updated)
+            .await
+            .map_err(|source| JetStreamError::Update {
+                name: STATUS_STREAM.into(),
+                source,
+            })?;
+        stream = js
+            .get_stream(STATUS_STREAM)
+            .await
+            .map_err(|e| JetStreamError::Read {
+                bucket: STATUS_STREAM.into(),
+                message: e.to_string(),
+            })?;
+    }
+    Ok(stream)
 }
 
 /// Creates (if needed) and opens a KV bucket keeping `history` revisions per key.

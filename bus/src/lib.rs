@@ -9,6 +9,7 @@
 //! - [`jetstream`]: the `FLOTILLA_STATUS` stream and KV buckets created in a way that works on
 //!   nats-server 2.9 and newer, and a bulk loader for KV state.
 //! - [`ids`]: resource ids (UUIDv5) and status hashes.
+//! - [`reply`]: the only subjects the hub answers a spoke's request on (inboxes).
 //! - [`process`]: signal handling, RSS and the `/metrics` endpoint for the binaries.
 //! - [`trace`]: logging and OpenTelemetry traces (OTLP), `traceparent` across events.
 //! - [`scores`]: AddOnPlacementScore reports (event type, status subject).
@@ -22,6 +23,7 @@ pub mod envelope;
 pub mod ids;
 pub mod jetstream;
 pub mod process;
+pub mod reply;
 pub mod scores;
 pub mod subjects;
 pub mod trace;

@@ -20,6 +20,10 @@ pub const REGISTER_ALL: &str = "flotilla.register.*";
 pub const SYNC_ALL: &str = "flotilla.sync.*";
 /// Wildcard for every status subject (the status stream's subject).
 pub const STATUS_ALL: &str = "flotilla.status.>";
+/// Wildcard for every cluster's spec subject.
+pub const SPEC_ALL: &str = "flotilla.spec.*";
+/// Wildcard for every cluster's proxy subject.
+pub const PROXY_ALL: &str = "flotilla.proxy.*";
 /// Broadcast subject.
 pub const BROADCAST: &str = "flotilla.broadcast";
 

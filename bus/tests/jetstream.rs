@@ -68,7 +68,7 @@ async fn kv_buckets_work_on_this_server_with_cas_and_bulk_load() {
 async fn status_stream_keeps_only_the_latest_message_per_subject() {
     let server = NatsServer::start();
     let js = js(&server).await;
-    let mut stream = ensure_status_stream(&js, StreamOptions::default())
+    let mut stream = ensure_status_stream(&js, StreamOptions::default(), Default::default())
         .await
         .unwrap();
     let subject = subjects::status("c1", subjects::KIND_LEASE, None);

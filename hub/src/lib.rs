@@ -12,8 +12,12 @@
 //! - [`keys`]: typed keys of namespaced objects (inventory and KV spellings).
 //! - [`replicaset`]: ManifestWorkReplicaSets — one actor per replica set rolling a template
 //!   out over its placements' decisions.
-//! - [`router`]: NATS subscriptions (registrations, the status stream) → actors.
-//! - [`security`]: secure mode — cluster credentials with registration replies, revocations.
+//! - [`router`]: NATS subscriptions (registrations, the status stream) → actors; the one way
+//!   the hub answers a spoke ([`flotilla_bus::reply`]).
+//! - [`security`]: secure mode — cluster credentials with registration replies, join
+//!   credentials, revocations.
+//! - [`limits`]: what spokes may make the hub keep (pending clusters, new names per second, the
+//!   status stream's bounds); [`janitor`] purges refused status messages.
 //! - [`store`]: typed JetStream KV buckets.
 //! - [`grpc`]: the `flotilla.v1` gRPC services.
 //! - [`metrics`]: Prometheus metrics and the `/metrics` endpoint.
@@ -28,7 +32,9 @@ pub mod clusterset;
 pub mod grpc;
 pub mod identity;
 pub mod inventory;
+pub mod janitor;
 pub mod keys;
+pub mod limits;
 pub mod metrics;
 pub mod placement;
 pub mod replicaset;
@@ -83,6 +89,8 @@ pub struct Config {
     pub security: Option<security::SecurityConfig>,
     /// Add-on settings.
     pub addons: addon::AddOnConfig,
+    /// Limits on what spokes may make the hub keep.
+    pub limits: limits::LimitsConfig,
 }
 
 /// Security of the gRPC API.
@@ -106,8 +114,10 @@ pub struct TlsFiles {
 impl Config {
     /// Defaults for a hub talking to `nats_url`.
     pub fn new(nats_url: &str) -> Self {
+        let mut nats = NatsConfig::new(nats_url, "flotilla-hub");
+        nats.inbox_prefix = Some(flotilla_bus::reply::HUB_INBOX_PREFIX.to_string());
         Self {
-            nats: NatsConfig::new(nats_url, "flotilla-hub"),
+            nats,
             grpc_listen: DEFAULT_GRPC_LISTEN.parse().expect("valid default address"),
             metrics_listen: DEFAULT_METRICS_LISTEN
                 .parse()
@@ -119,6 +129,7 @@ impl Config {
             api: ApiConfig::default(),
             security: None,
             addons: addon::AddOnConfig::default(),
+            limits: limits::LimitsConfig::default(),
         }
     }
 }
@@ -149,7 +160,7 @@ pub enum HubError {
     Reflection(String),
     /// The secure directory is unusable.
     #[error("--secure-dir: {0}")]
-    Security(String),
+    Security(#[from] security::StartError),
     /// The replica sets could not be loaded.
     #[error("loading replica sets: {0}")]
     ReplicaSets(String),
@@ -203,13 +214,22 @@ struct Opened {
 async fn open(
     jetstream: &async_nats::jetstream::Context,
     opts: StreamOptions,
+    limits: limits::StreamLimits,
 ) -> Result<Opened, StoreError> {
     Ok(Opened {
         clusters: Bucket::open(jetstream, store::CLUSTERS, opts).await?,
         works: Bucket::open(jetstream, store::WORKS, opts).await?,
         sets: Bucket::open(jetstream, store::CLUSTERSETS, opts).await?,
         bindings: Bucket::open(jetstream, store::BINDINGS, opts).await?,
-        status_stream: js::ensure_status_stream(jetstream, opts).await?,
+        status_stream: js::ensure_status_stream(
+            jetstream,
+            opts,
+            js::StatusLimits {
+                max_bytes: limits.max_bytes,
+                max_age: limits.max_age,
+            },
+        )
+        .await?,
     })
 }
 
@@ -246,7 +266,7 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
     // NATS may still be starting (compose, systemd): wait for JetStream instead of failing.
     let mut attempt = 0;
     let opened = loop {
-        match open(&jetstream, config.stream).await {
+        match open(&jetstream, config.stream, config.limits.stream).await {
             Ok(o) => break o,
             Err(e) if attempt < 120 => {
                 if attempt % 10 == 0 {
@@ -260,14 +280,16 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
     };
 
     let security = match &config.security {
-        Some(sc) => Some(
-            security::Security::start(sc, &config.nats)
-                .await
-                .map_err(HubError::Security)?,
-        ),
+        Some(sc) => Some(security::Security::start(sc, &config.nats).await?),
         None => None,
     };
     let metrics = Arc::new(Metrics::new());
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    let (janitor, janitor_task) = janitor::Janitor::spawn(
+        opened.status_stream.clone(),
+        metrics.clone(),
+        shutdown_rx.clone(),
+    );
     let inventory = ClusterInventory::new(4096);
     let works = inventory::WorkInventory::new(4096);
     let clusters = Clusters::new(Shared {
@@ -281,6 +303,7 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         status_stream: opened.status_stream.clone(),
         started,
         security: security.as_ref().map(|(s, _)| s.clone()),
+        janitor: janitor.clone(),
     });
     let loaded = opened.clusters.load_all().await?;
     let count = loaded.len();
@@ -322,9 +345,11 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
     let sets = ClusterSets::load(opened.sets, opened.bindings, inventory.clone()).await?;
     tracing::info!(clusters = count, works = work_count, "hub state loaded");
 
-    let (shutdown, shutdown_rx) = watch::channel(false);
-    let mut tasks = Vec::new();
+    let mut tasks = vec![janitor_task];
     let security_handle = security.as_ref().map(|(s, _)| s.clone());
+    let security_handle_for_router = security
+        .as_ref()
+        .map(|(s, _)| s.agents_account().to_string());
     tasks.extend(security.map(|(_, pusher)| pusher));
     let (placements, dispatcher) = placement::Placements::start(
         placement::Deps {
@@ -384,18 +409,21 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
     ));
     let mut router_config = config.router.clone();
     router_config.scores = Some(placements.scores().clone());
+    router_config.janitor = Some(janitor);
+    router_config.agents_account = security_handle_for_router;
+    router_config.new_names = Some(Arc::new(limits::NewNames::new(config.limits.clone())));
     tasks.push(tokio::spawn(router::run_registrations(
         nats.clone(),
         clusters.clone(),
         metrics.clone(),
-        config.router.clone(),
+        router_config.clone(),
         shutdown_rx.clone(),
     )));
     tasks.push(tokio::spawn(router::run_resyncs(
         nats.clone(),
         clusters.clone(),
         metrics.clone(),
-        config.router.clone(),
+        router_config.clone(),
         shutdown_rx.clone(),
     )));
     tasks.push(tokio::spawn(router::run_status(

@@ -95,6 +95,36 @@ struct Args {
     /// (unset: templates naming it are refused).
     #[arg(long, env = "FLOTILLA_ADDON_HUB_URL")]
     addon_hub_url: Option<String>,
+    /// Pending clusters (neither accepted nor denied) registrations may create, at most; more
+    /// are refused until the admin accepts or denies some (join credentials are not limited).
+    #[arg(
+        long,
+        env = "FLOTILLA_BOOTSTRAP_PENDING_MAX",
+        default_value_t = flotilla_hub::limits::DEFAULT_BOOTSTRAP_PENDING_MAX
+    )]
+    bootstrap_pending_max: usize,
+    /// New cluster names one credential (e.g. the shared bootstrap) may register per second.
+    #[arg(
+        long,
+        env = "FLOTILLA_BOOTSTRAP_REGISTER_RATE",
+        default_value_t = flotilla_hub::limits::DEFAULT_BOOTSTRAP_REGISTER_RATE
+    )]
+    bootstrap_register_rate: f64,
+    /// Bytes the status stream may hold (-1: unlimited); the oldest status messages go first.
+    #[arg(
+        long,
+        env = "FLOTILLA_STATUS_STREAM_MAX_BYTES",
+        default_value_t = flotilla_hub::limits::DEFAULT_STATUS_STREAM_MAX_BYTES,
+        allow_hyphen_values = true
+    )]
+    status_stream_max_bytes: i64,
+    /// Seconds a status message stays in the status stream (0: for ever).
+    #[arg(
+        long,
+        env = "FLOTILLA_STATUS_STREAM_MAX_AGE_SECONDS",
+        default_value_t = flotilla_hub::limits::DEFAULT_STATUS_STREAM_MAX_AGE.as_secs()
+    )]
+    status_stream_max_age_seconds: u64,
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -118,7 +148,86 @@ enum Command {
         /// working).
         #[arg(long)]
         force: bool,
+        /// JetStream file storage the hub's account may use, in bytes (-1: unlimited).
+        #[arg(long, default_value_t = flotilla_auth::setup::DEFAULT_JETSTREAM_MAX_BYTES, allow_hyphen_values = true)]
+        jetstream_max_bytes: i64,
+        /// JetStream memory storage the hub's account may use, in bytes (-1: unlimited).
+        #[arg(long, default_value_t = flotilla_auth::setup::DEFAULT_JETSTREAM_MAX_MEMORY, allow_hyphen_values = true)]
+        jetstream_max_memory: i64,
+        /// Connections the agents' account may hold at once (-1: unlimited).
+        #[arg(long, default_value_t = -1, allow_hyphen_values = true)]
+        agents_max_connections: i64,
     },
+    /// Replaces the fleet-wide bootstrap credentials (`bootstrap`) or the hub's own (`hub`) in
+    /// the secure directory and revokes the old key for ever, pushing the revocation to the
+    /// NATS server. Agents that have their own credentials are not affected by a bootstrap
+    /// rotation; a running hub reads the new hub.creds at its next reconnect.
+    Rotate {
+        /// Which credentials.
+        #[arg(value_enum)]
+        which: Rotated,
+        /// The secure directory.
+        #[arg(long, env = "FLOTILLA_SECURE_DIR")]
+        secure_dir: std::path::PathBuf,
+    },
+}
+
+/// Credentials `rotate` replaces.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum Rotated {
+    /// bootstrap.creds (agents' account).
+    Bootstrap,
+    /// hub.creds (the hub's account).
+    Hub,
+}
+
+/// `flotilla-hub rotate`: new credentials on disk, the old key revoked and pushed.
+async fn rotate(which: Rotated, dir: &std::path::Path, nats: &NatsArgs) -> ExitCode {
+    let result = async {
+        let secure = flotilla_auth::SecureDir::load(dir).map_err(|e| e.to_string())?;
+        let issuer = flotilla_auth::Issuer::new(&secure, std::time::Duration::from_secs(86_400))
+            .map_err(|e| e.to_string())?;
+        let which = match which {
+            Rotated::Bootstrap => flotilla_auth::Which::Agents,
+            Rotated::Hub => flotilla_auth::Which::Hub,
+        };
+        let jwts = issuer
+            .rotate(which, flotilla_auth::setup::unix_now())
+            .map_err(|e| e.to_string())?;
+        println!(
+            "Wrote new credentials; the old key is revoked in {}.",
+            secure.revocations_file().display()
+        );
+        let mut sys = nats.config("flotilla-hub-rotate");
+        sys.credentials_file = Some(secure.sys_creds.clone());
+        if let (None, Some(tls)) = (&sys.tls_ca_file, &secure.tls) {
+            sys.tls_ca_file = Some(tls.ca.clone());
+        }
+        sys.require_tls = flotilla_bus::connect::tls_required(sys.tls_ca_file.is_some(), &sys.url);
+        let client = flotilla_bus::connect::connect(&sys, None)
+            .await
+            .map_err(|e| e.to_string())?;
+        tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            flotilla_auth::issuer::push_accounts(&client, &jwts),
+        )
+        .await
+        .map_err(|_| "the NATS server did not answer within 10 s".to_string())?
+        .map_err(|e| e.to_string())?;
+        println!("Pushed to the NATS server: the old key is refused from now on.");
+        Ok::<_, String>(())
+    }
+    .await;
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!(
+                "flotilla-hub rotate: {e}\n(anything written above stays; the hub pushes every \
+                 revocation again when it starts)"
+            );
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn init(dir: &std::path::Path, options: flotilla_auth::InitOptions) -> ExitCode {
@@ -165,23 +274,34 @@ fn main() -> ExitCode {
         flotilla_bus::trace::init("flotilla-hub", "info")
     };
     let args = Args::parse();
-    if let Some(Command::Init {
-        dir,
-        nats_listen,
-        tls,
-        tls_hosts,
-        force,
-    }) = &args.command
-    {
-        return init(
+    match &args.command {
+        Some(Command::Init {
             dir,
-            flotilla_auth::InitOptions {
-                nats_listen: nats_listen.clone(),
-                tls: *tls,
-                tls_hosts: tls_hosts.clone(),
-                force: *force,
-            },
-        );
+            nats_listen,
+            tls,
+            tls_hosts,
+            force,
+            jetstream_max_bytes,
+            jetstream_max_memory,
+            agents_max_connections,
+        }) => {
+            return init(
+                dir,
+                flotilla_auth::InitOptions {
+                    nats_listen: nats_listen.clone(),
+                    tls: *tls,
+                    tls_hosts: tls_hosts.clone(),
+                    force: *force,
+                    jetstream_max_bytes: *jetstream_max_bytes,
+                    jetstream_max_memory: *jetstream_max_memory,
+                    agents_max_connections: *agents_max_connections,
+                },
+            );
+        }
+        Some(Command::Rotate { which, secure_dir }) => {
+            return runtime.block_on(rotate(*which, secure_dir, &args.nats));
+        }
+        None => {}
     }
     let mut errors = Vec::new();
     if args.credentials_ttl_seconds < 120 {
@@ -237,6 +357,12 @@ fn main() -> ExitCode {
     if args.placement_addon_resync_seconds == 0 {
         errors.push("--placement-addon-resync-seconds: must be at least 1".into());
     }
+    if !(args.bootstrap_register_rate.is_finite() && args.bootstrap_register_rate > 0.0) {
+        errors.push(format!(
+            "--bootstrap-register-rate: {} is not a positive number",
+            args.bootstrap_register_rate
+        ));
+    }
     if args.lease_grace_multiplier == 0 {
         errors.push("--lease-grace-multiplier: must be at least 1".into());
     }
@@ -268,9 +394,13 @@ fn main() -> ExitCode {
     }
     let mut config = flotilla_hub::Config::new(&args.nats.url);
     config.nats = args.nats.config("flotilla-hub");
+    config.nats.inbox_prefix = Some(flotilla_bus::reply::HUB_INBOX_PREFIX.to_string());
     if let Some(secure) = &secure {
         if config.nats.credentials_file.is_none() {
-            config.nats.credentials_file = Some(secure.hub_creds.clone());
+            // Read at every reconnect: `flotilla-hub rotate hub` takes effect without a restart.
+            config.nats.auth = Some(std::sync::Arc::new(flotilla_auth::creds::CredsFile(
+                secure.hub_creds.clone(),
+            )));
         }
         if let (None, Some(tls)) = (&config.nats.tls_ca_file, &secure.tls) {
             config.nats.tls_ca_file = Some(tls.ca.clone());
@@ -303,6 +433,27 @@ fn main() -> ExitCode {
     config.addons.lease_grace =
         std::time::Duration::from_secs(args.addon_lease_grace_seconds.max(1));
     config.addons.hub_url = args.addon_hub_url.clone().unwrap_or_default();
+    config.limits = flotilla_hub::limits::LimitsConfig {
+        bootstrap_pending_max: args.bootstrap_pending_max,
+        bootstrap_register_rate: args.bootstrap_register_rate,
+        stream: flotilla_hub::limits::StreamLimits {
+            max_bytes: args.status_stream_max_bytes,
+            max_age: std::time::Duration::from_secs(args.status_stream_max_age_seconds),
+        },
+    };
+    let ca = config.nats.tls_ca_file.is_some();
+    match flotilla_bus::connect::check_transport(&config.nats.url, ca, secure.is_some()) {
+        Ok(warnings) => {
+            for w in warnings {
+                tracing::warn!("{w}");
+            }
+        }
+        Err(e) => {
+            eprintln!("flotilla-hub: --nats-url {e}");
+            return ExitCode::from(64);
+        }
+    }
+    config.nats.require_tls = flotilla_bus::connect::tls_required(ca, &config.nats.url);
 
     let result = runtime.block_on(flotilla_hub::run(
         config,

@@ -120,6 +120,25 @@ pub struct Metrics {
     pub work_resends: Counter,
     /// Spec resync requests answered.
     pub resyncs: Counter,
+    /// Registration requests refused without a change, by reason (another key for a known
+    /// name, a denied cluster, a bad reply subject).
+    pub registration_refusals: Family<ReasonLabels, Counter>,
+    /// Input refused because a limit was reached, by limit.
+    pub limit_refusals: Family<LimitLabels, Counter>,
+}
+
+/// Labels of a refusal counter.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    /// Why.
+    pub reason: String,
+}
+
+/// Labels of a limit counter.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LimitLabels {
+    /// Which limit (`bootstrap_pending`, `bootstrap_rate`, `status_unknown`).
+    pub limit: String,
 }
 
 impl Default for Metrics {
@@ -150,6 +169,8 @@ impl Metrics {
             ]),
             work_resends: Counter::default(),
             resyncs: Counter::default(),
+            registration_refusals: Family::default(),
+            limit_refusals: Family::default(),
         };
         registry.register(
             "events_received",
@@ -206,6 +227,16 @@ impl Metrics {
             "Cluster NATS credentials issued with registration replies (secure mode)",
             m.credentials_issued.clone(),
         );
+        registry.register(
+            "registration_refusals",
+            "Registration requests refused without changing anything, by reason",
+            m.registration_refusals.clone(),
+        );
+        registry.register(
+            "limit_refusals",
+            "Input refused because a configured limit was reached, by limit",
+            m.limit_refusals.clone(),
+        );
         *m.registry.lock().expect("metrics registry lock") = registry;
         m
     }
@@ -245,6 +276,27 @@ impl Metrics {
             .get_or_create(&RejectLabels {
                 r#type: bounded_type(event_type),
                 reason: reason.to_string(),
+            })
+            .inc();
+        self.reject_logs.allow(unix_seconds())
+    }
+
+    /// Counts a refused registration; returns whether to log it (rate-limited like
+    /// [`Metrics::rejected`]).
+    pub fn registration_refused(&self, reason: &str) -> bool {
+        self.registration_refusals
+            .get_or_create(&ReasonLabels {
+                reason: reason.to_string(),
+            })
+            .inc();
+        self.reject_logs.allow(unix_seconds())
+    }
+
+    /// Counts input refused at a limit; returns whether to log it (rate-limited).
+    pub fn limit_refused(&self, limit: &str) -> bool {
+        self.limit_refusals
+            .get_or_create(&LimitLabels {
+                limit: limit.to_string(),
             })
             .inc();
         self.reject_logs.allow(unix_seconds())

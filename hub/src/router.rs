@@ -11,6 +11,7 @@ use flotilla_api::v1::{
     RegistrationState, SpecResyncRequest, SpecResyncResponse, WorkStatusReport,
 };
 use flotilla_bus::envelope::{Event, headers, types};
+use flotilla_bus::reply::ReplyTo;
 use flotilla_bus::subjects::{self, StatusSubject};
 use flotilla_bus::works;
 use futures::StreamExt;
@@ -35,6 +36,13 @@ pub struct RouterConfig {
     /// Where AddOnPlacementScore reports go (set by the hub at start; without it they are
     /// rejected as an unknown type).
     pub scores: Option<crate::placement::scores::Scores>,
+    /// Secure mode: the agents' account, whose users' identities registration requests carry
+    /// (`Nats-Request-Info`, set by the server on the service import). Set by the hub at start.
+    pub agents_account: Option<String>,
+    /// Admits registrations of new names (set by the hub at start; without it, every one).
+    pub new_names: Option<Arc<crate::limits::NewNames>>,
+    /// Purges refused status messages (set by the hub at start).
+    pub janitor: Option<crate::janitor::Janitor>,
 }
 
 impl Default for RouterConfig {
@@ -44,6 +52,9 @@ impl Default for RouterConfig {
             max_ack_pending: 20_000,
             ack_wait: Duration::from_secs(30),
             scores: None,
+            agents_account: None,
+            new_names: None,
+            janitor: None,
         }
     }
 }
@@ -105,6 +116,17 @@ async fn handle_registration(
     msg: async_nats::Message,
 ) {
     let expected = types::registration_request().to_string();
+    // The answer goes only to an inbox: a reply subject the spoke chose is never written to.
+    let reply = match ReplyTo::check(msg.reply.as_ref()) {
+        Ok(r) => r,
+        Err(e) => {
+            if metrics.registration_refused("bad_reply") {
+                tracing::warn!(subject = %msg.subject, error = %e, "registration refused");
+            }
+            return;
+        }
+    };
+    let msg = Request { msg, reply };
     let reject = |reason: &str, cluster: &str, why: String| {
         if metrics.rejected(&expected, reason) {
             tracing::warn!(subject = %msg.subject, cluster, reason, error = %why, "registration rejected");
@@ -170,11 +192,27 @@ async fn handle_registration(
         reply_rejected(nats, &msg, subject_cluster, &why, config).await;
         return;
     }
-    let handle = clusters.get_or_spawn(&request.cluster_name);
+    let credential = requester(&msg, config.agents_account.as_deref());
+    let handle = match clusters.get(&request.cluster_name) {
+        Some(h) => h,
+        None => {
+            if let Some(gate) = &config.new_names {
+                let who = credential.as_deref().unwrap_or_default();
+                let inventory = &clusters.shared().inventory;
+                if let Err(refusal) = gate.admit(who, inventory, metrics, std::time::Instant::now())
+                {
+                    reply_rejected(nats, &msg, subject_cluster, &refusal.message, config).await;
+                    return;
+                }
+            }
+            clusters.get_or_spawn(&request.cluster_name)
+        }
+    };
     if handle
         .try_send(Msg::Register {
             request: Box::new(request),
-            reply: msg.reply.clone(),
+            reply: msg.reply().cloned(),
+            credential,
         })
         .is_err()
     {
@@ -182,9 +220,57 @@ async fn handle_registration(
     }
 }
 
+/// A request from a spoke whose reply subject was checked.
+pub(crate) struct Request {
+    msg: async_nats::Message,
+    reply: Option<ReplyTo>,
+}
+
+impl std::ops::Deref for Request {
+    type Target = async_nats::Message;
+    fn deref(&self) -> &async_nats::Message {
+        &self.msg
+    }
+}
+
+impl Request {
+    /// Checks a request's reply subject; `None` (counted, logged within budget) when the hub
+    /// must not answer it — the caller then drops the request.
+    pub(crate) fn check(msg: async_nats::Message, metrics: &Metrics, ty: &str) -> Option<Self> {
+        match ReplyTo::check(msg.reply.as_ref()) {
+            Ok(reply) => Some(Self { msg, reply }),
+            Err(e) => {
+                if metrics.rejected(ty, "bad_reply") {
+                    tracing::warn!(subject = %msg.subject, error = %e, "request refused");
+                }
+                None
+            }
+        }
+    }
+
+    /// Where the answer goes, if anywhere.
+    pub(crate) fn reply(&self) -> Option<&ReplyTo> {
+        self.reply.as_ref()
+    }
+}
+
+/// The NATS user that sent a request through the agents' account, as the server attests it in
+/// `Nats-Request-Info` (secure mode only: the header is the server's only on the service
+/// import; in plain mode anyone could write it, so it is not read).
+fn requester(msg: &async_nats::Message, agents_account: Option<&str>) -> Option<String> {
+    let agents = agents_account?;
+    let value = msg.headers.as_ref()?.get(REQUEST_INFO)?;
+    let info: serde_json::Value = serde_json::from_str(value.as_str()).ok()?;
+    let (acc, user) = (info["acc"].as_str()?, info["user"].as_str()?);
+    (acc == agents && !user.is_empty()).then(|| user.to_string())
+}
+
+/// The header a service import with `share` adds: the requesting account and user.
+const REQUEST_INFO: &str = "Nats-Request-Info";
+
 async fn reply_rejected(
     nats: &async_nats::Client,
-    msg: &async_nats::Message,
+    msg: &Request,
     cluster: &str,
     why: &str,
     config: &RouterConfig,
@@ -216,21 +302,47 @@ fn reply_cluster(cluster: &str) -> &str {
     }
 }
 
-/// Answers a request (if it has a reply subject) with one event.
+/// Answers a request (if it wants an answer) with one event.
 pub(crate) async fn reply(
     nats: &async_nats::Client,
-    msg: &async_nats::Message,
+    msg: &Request,
     ty: flotilla_bus::EventType,
     cluster: &str,
     payload: &impl prost::Message,
     config: &RouterConfig,
 ) {
-    let Some(reply) = &msg.reply else { return };
-    let ev = Event::new(ty, crate::cluster::SOURCE, reply_cluster(cluster), payload);
-    if let Ok(bytes) = ev.encode(config.max_event_bytes) {
-        let _ = nats
-            .publish_with_headers(reply.clone(), headers(&ev), bytes)
-            .await;
+    let Some(reply) = msg.reply() else { return };
+    answer(
+        nats,
+        reply,
+        ty,
+        reply_cluster(cluster),
+        payload,
+        config.max_event_bytes,
+    )
+    .await;
+}
+
+/// The one way the hub answers a spoke: one event on a checked reply subject.
+pub(crate) async fn answer(
+    nats: &async_nats::Client,
+    reply: &ReplyTo,
+    ty: flotilla_bus::EventType,
+    cluster: &str,
+    payload: &impl prost::Message,
+    max_event_bytes: usize,
+) {
+    let ev = Event::new(ty, crate::cluster::SOURCE, cluster.to_string(), payload);
+    match ev.encode(max_event_bytes) {
+        Ok(bytes) => {
+            if let Err(e) = nats
+                .publish_with_headers(reply.subject(), headers(&ev), bytes)
+                .await
+            {
+                tracing::debug!(error = %e, "answering a spoke failed");
+            }
+        }
+        Err(e) => tracing::error!(error = %e, "cannot encode an answer"),
     }
 }
 
@@ -243,11 +355,15 @@ pub async fn run_resyncs(
     shutdown: watch::Receiver<bool>,
 ) {
     let replies = nats.clone();
+    let ty = works::resync_request_type().to_string();
     serve(nats, subjects::SYNC_ALL, shutdown, |msg| {
-        let rejected = check_resync(&clusters, &metrics, &config, &msg).err();
+        let msg = Request::check(msg, &metrics, &ty);
+        let rejected = msg
+            .as_ref()
+            .and_then(|m| check_resync(&clusters, &metrics, &config, m).err());
         let (replies, config) = (replies.clone(), config.clone());
         async move {
-            if let Some((cluster, why)) = rejected {
+            if let (Some(msg), Some((cluster, why))) = (msg, rejected) {
                 reply_resync_rejected(&replies, &msg, &cluster, why, &config).await;
             }
         }
@@ -261,7 +377,7 @@ fn check_resync(
     clusters: &Clusters,
     metrics: &Metrics,
     config: &RouterConfig,
-    msg: &async_nats::Message,
+    msg: &Request,
 ) -> Result<(), (String, String)> {
     let expected = works::resync_request_type().to_string();
     let subject_cluster = subjects::cluster_token(&msg.subject, "sync").unwrap_or_default();
@@ -305,7 +421,7 @@ fn check_resync(
     if handle
         .try_send(Msg::Resync {
             request: Box::new(request),
-            reply: msg.reply.clone(),
+            reply: msg.reply().cloned(),
         })
         .is_err()
     {
@@ -318,7 +434,7 @@ fn check_resync(
 /// Answers a rejected resync request at once, saying why.
 async fn reply_resync_rejected(
     nats: &async_nats::Client,
-    msg: &async_nats::Message,
+    msg: &Request,
     cluster: &str,
     why: String,
     config: &RouterConfig,
@@ -421,10 +537,14 @@ async fn handle_status(
         .map(|i| SystemTime::from(i.published))
         .unwrap_or_else(SystemTime::now);
     let subject = msg.subject.to_string();
-    // Everything rejected is acknowledged: redelivering bad input would not make it better.
+    // Everything rejected is acknowledged — redelivering bad input would not make it better —
+    // and its subject purged, so refused input never accumulates in the stream.
     let reject = |ty: &str, reason: &str, why: String| {
         if metrics.rejected(ty, reason) {
             tracing::warn!(subject = %subject, reason, error = %why, "status event rejected");
+        }
+        if let Some(janitor) = &config.janitor {
+            janitor.purge(&subject);
         }
     };
     let parsed = match StatusSubject::parse(&subject) {
@@ -588,6 +708,9 @@ async fn route_score(
     let reject = |reason: &str, why: String| {
         if metrics.rejected(&ty, reason) {
             tracing::warn!(subject = %subject, reason, error = %why, "score report rejected");
+        }
+        if let Some(janitor) = &config.janitor {
+            janitor.purge(subject);
         }
     };
     let Some(sink) = &config.scores else {

@@ -1,15 +1,19 @@
 //! Secure mode on the hub (`--secure-dir DIR`, written by `flotilla-hub init`): the hub issues
-//! each accepted cluster's NATS credentials with its registration reply, and pushes revocations
-//! (deny, delete, a replaced agent key) to the NATS server through the system account.
+//! each accepted cluster's NATS credentials with its registration reply, mints per-cluster join
+//! credentials, and pushes revocations (deny, delete, a replaced agent key, a spent join
+//! credential) to the NATS server through the system account.
 //!
-//! Pushes go through one task that always sends the newest account JWT and retries until the
-//! server takes it, so a revocation made while NATS is down reaches the server when it returns;
-//! the hub also pushes at start, so a server restored from an old resolver directory learns
-//! every revocation again.
+//! A revocation is recorded on disk before the call that asked for it returns, and an error
+//! there fails that call (deny, delete): the hub never reports a key revoked that is not. Pushes
+//! go through one task that always sends the newest account JWTs and retries until the server
+//! takes them, so a revocation made while NATS is down reaches the server when it returns; the
+//! hub also pushes at start, so a server restored from an old resolver directory learns every
+//! revocation again.
 
-use flotilla_auth::issuer::{Issued, push_account};
+use flotilla_auth::creds::Creds;
+use flotilla_auth::issuer::{AccountJwt, IssueError, Issued, Revoke, Which, push_accounts};
 use flotilla_auth::setup::unix_now;
-use flotilla_auth::{Issuer, SecureDir};
+use flotilla_auth::{Issuer, SecureDir, Subject};
 use flotilla_bus::connect::{self, NatsConfig};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -26,55 +30,61 @@ pub struct SecurityConfig {
     pub credentials_ttl: Duration,
 }
 
+/// Why secure mode could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The secure directory is unusable.
+    #[error("secure directory: {0}")]
+    Dir(#[from] flotilla_auth::setup::SetupError),
+    /// The revocations file is unreadable.
+    #[error(transparent)]
+    Issuer(#[from] IssueError),
+    /// The system-account connection could not be set up.
+    #[error("system account connection: {0}")]
+    Connect(#[from] connect::ConnectError),
+}
+
 /// The hub's issuer and revocation pusher (cheap to clone).
 #[derive(Clone, Debug)]
 pub struct Security {
     issuer: Arc<Issuer>,
-    push: watch::Sender<Option<String>>,
+    push: watch::Sender<Vec<AccountJwt>>,
 }
 
 impl Security {
     /// Reads the secure directory, connects to the system account with `DIR/sys.creds` (same
-    /// server and TLS settings as `nats`) and starts the pusher, which pushes the account at once.
+    /// server and TLS settings as `nats`) and starts the pusher, which pushes the accounts at
+    /// once.
     pub async fn start(
         config: &SecurityConfig,
         nats: &NatsConfig,
-    ) -> Result<(Self, JoinHandle<()>), String> {
-        let dir = SecureDir::load(&config.dir).map_err(|e| e.to_string())?;
-        let issuer =
-            Arc::new(Issuer::new(&dir, config.credentials_ttl).map_err(|e| e.to_string())?);
+    ) -> Result<(Self, JoinHandle<()>), StartError> {
+        let dir = SecureDir::load(&config.dir)?;
+        let issuer = Arc::new(Issuer::new(&dir, config.credentials_ttl)?);
         let mut sys_config = nats.clone();
         sys_config.name = "flotilla-hub-sys".into();
         sys_config.credentials_file = Some(dir.sys_creds.clone());
         sys_config.auth = None;
-        let sys = connect::connect(&sys_config, None)
-            .await
-            .map_err(|e| e.to_string())?;
-        let first = issuer.account_jwt(unix_now()).map_err(|e| e.to_string())?;
-        let (push, mut latest) = watch::channel(Some(first));
-        let account = issuer.account().to_string();
+        let sys = connect::connect(&sys_config, None).await?;
+        let first = issuer.account_jwts(unix_now())?;
+        let (push, mut latest) = watch::channel(first);
         let task = tokio::spawn(async move {
             loop {
-                let jwt = latest.borrow_and_update().clone();
-                if let Some(jwt) = jwt {
-                    let mut attempt = 0;
-                    loop {
-                        match push_account(&sys, &account, jwt.clone()).await {
-                            Ok(()) => {
-                                tracing::info!("account pushed to the NATS server");
-                                break;
-                            }
-                            Err(e) => {
-                                attempt += 1;
-                                tracing::warn!(error = %e, attempt, "account push failed; retrying");
-                                tokio::time::sleep(connect::backoff(
-                                    attempt,
-                                    Duration::from_secs(10),
-                                ))
+                let jwts = latest.borrow_and_update().clone();
+                let mut attempt = 0;
+                loop {
+                    match push_accounts(&sys, &jwts).await {
+                        Ok(()) => {
+                            tracing::info!("accounts pushed to the NATS server");
+                            break;
+                        }
+                        Err(e) => {
+                            attempt += 1;
+                            tracing::warn!(error = %e, attempt, "account push failed; retrying");
+                            tokio::time::sleep(connect::backoff(attempt, Duration::from_secs(10)))
                                 .await;
-                                if latest.has_changed().unwrap_or(false) {
-                                    break;
-                                }
+                            if latest.has_changed().unwrap_or(false) {
+                                break;
                             }
                         }
                     }
@@ -87,43 +97,60 @@ impl Security {
         Ok((Self { issuer, push }, task))
     }
 
-    /// Credentials for `cluster`'s agent key, or `None` (logged) when the key is unusable.
-    pub fn issue(&self, cluster: &str, agent_key: &str) -> Option<Issued> {
-        match self.issuer.issue_cluster(cluster, agent_key, unix_now()) {
-            Ok(i) => Some(i),
-            Err(e) => {
-                tracing::warn!(cluster, error = %e, "no credentials issued");
-                None
-            }
-        }
+    /// The agents account (whose users' identities registration requests carry).
+    pub fn agents_account(&self) -> &str {
+        self.issuer.agents_account()
     }
 
-    /// Credentials for add-on `addon`'s agent key on `cluster`, or `None` (logged).
-    pub fn issue_addon(&self, addon: &str, cluster: &str, agent_key: &str) -> Option<Issued> {
-        match self
-            .issuer
-            .issue_addon(addon, cluster, agent_key, unix_now())
-        {
-            Ok(i) => Some(i),
-            Err(e) => {
-                tracing::warn!(cluster, addon, error = %e, "no add-on credentials issued");
-                None
-            }
-        }
+    /// Credentials for `subject` and its agent's `key`.
+    pub fn issue(&self, subject: Subject<'_>, key: &str) -> Result<Issued, IssueError> {
+        self.issuer.issue(subject, key, unix_now())
     }
 
-    /// Revokes agent keys (empty ones are skipped) and pushes the account.
-    pub fn revoke(&self, keys: &[&str]) {
-        let keys: Vec<&str> = keys.iter().copied().filter(|k| !k.is_empty()).collect();
-        if keys.is_empty() {
-            return;
+    /// A join credential for `cluster`, valid for `ttl`.
+    pub fn mint_join(&self, cluster: &str, ttl: Duration) -> Result<(Creds, Issued), IssueError> {
+        self.issuer.mint_join(cluster, ttl, unix_now())
+    }
+
+    /// Revokes cluster or add-on agent keys (empty ones are skipped) and pushes the accounts.
+    /// Nothing is revoked when this fails.
+    pub fn revoke(&self, keys: &[&str]) -> Result<(), IssueError> {
+        let now = unix_now();
+        let revokes: Vec<Revoke<'_>> = keys
+            .iter()
+            .filter(|k| !k.is_empty())
+            .map(|k| self.issuer.agent_revoke(k, now))
+            .collect();
+        self.record(&revokes, now)
+    }
+
+    /// Revokes a join credential that is valid until `expires_at` (spent, or its cluster gone).
+    pub fn revoke_join(&self, key: &str, expires_at: i64) -> Result<(), IssueError> {
+        if key.is_empty() {
+            return Ok(());
         }
-        match self.issuer.revoke(&keys, unix_now()) {
-            Ok(jwt) => {
-                tracing::info!(keys = keys.len(), "agent keys revoked");
-                let _ = self.push.send(Some(jwt));
+        let revoke = Revoke {
+            key,
+            account: Which::Agents,
+            until: Some(expires_at),
+        };
+        self.record(&[revoke], unix_now())
+    }
+
+    fn record(&self, revokes: &[Revoke<'_>], now: i64) -> Result<(), IssueError> {
+        if revokes.is_empty() {
+            return Ok(());
+        }
+        match self.issuer.revoke(revokes, now) {
+            Ok(jwts) => {
+                tracing::info!(keys = revokes.len(), "keys revoked");
+                let _ = self.push.send(jwts);
+                Ok(())
             }
-            Err(e) => tracing::error!(error = %e, "recording a revocation failed"),
+            Err(e) => {
+                tracing::error!(error = %e, "recording a revocation failed; nothing revoked");
+                Err(e)
+            }
         }
     }
 }

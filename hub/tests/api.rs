@@ -420,6 +420,7 @@ async fn api_tokens_authenticate_and_roles_authorize() {
     let list = ListClustersRequest::default();
     let accept = ClusterNamesRequest {
         names: vec!["edge-1".into()],
+        key: String::new(),
     };
     let err = with_token(None)
         .list_clusters(list.clone())

@@ -114,6 +114,7 @@ async fn only_callers_granted_an_executor_may_name_it_and_the_agent_applies_as_i
     clusters
         .accept_clusters(ClusterNamesRequest {
             names: vec!["cluster1".into()],
+            key: String::new(),
         })
         .await
         .unwrap();

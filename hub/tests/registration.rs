@@ -175,6 +175,7 @@ async fn denied_cluster_cannot_rejoin_until_accepted_again() {
 
     api.deny_clusters(ClusterNamesRequest {
         names: vec!["edge-4".into()],
+        key: String::new(),
     })
     .await
     .unwrap();
@@ -299,6 +300,7 @@ async fn labels_taints_and_lease_are_edited_through_the_api() {
     let err = api
         .accept_clusters(ClusterNamesRequest {
             names: vec!["nope".into()],
+            key: String::new(),
         })
         .await
         .unwrap_err();

@@ -115,6 +115,7 @@ async fn an_accepted_agent_gets_its_own_credentials_works_flow_and_deny_revokes_
     // Deny revokes the key: the agent's connection is refused from then on.
     api.deny_clusters(ClusterNamesRequest {
         names: vec!["edge-1".into()],
+        key: String::new(),
     })
     .await
     .unwrap();
@@ -158,7 +159,8 @@ async fn credentials_are_renewed_before_they_expire_and_survive_a_restart() {
 }
 
 #[tokio::test]
-async fn another_key_under_an_accepted_name_gets_nothing_until_the_admin_accepts_it() {
+async fn an_impostor_key_changes_nothing_and_a_rebuilt_spoke_rejoins_by_join_credential_and_fingerprint()
+ {
     let s = secure_nats();
     let hub = start_hub(secure_hub_config(&s, Duration::from_secs(3600))).await;
     let mut api = clusters_client(&hub).await;
@@ -166,25 +168,156 @@ async fn another_key_under_an_accepted_name_gets_nothing_until_the_admin_accepts
     let real = start_agent(secure_agent(&s, "edge-1", real_state.path()));
     wait_cluster(&mut api, "edge-1", "registered, pending", |c| !accepted(c)).await;
     accept(&mut api, "edge-1").await;
-    wait_available(&mut api, "edge-1").await;
+    let before = wait_available(&mut api, "edge-1").await;
+    let old_key = before.hub.as_ref().unwrap().agent_public_key.clone();
 
-    // An impostor with the (shared) bootstrap credentials and its own key.
+    // An impostor with the (shared) bootstrap credentials and its own key: refused, recorded
+    // for describe, nothing else changes — no waiting key for an admin to accept by mistake.
     let fake_state = tempfile::tempdir().unwrap();
     let fake = start_agent(secure_agent(&s, "edge-1", fake_state.path()));
-    wait_cluster(&mut api, "edge-1", "a second key waiting", |c| {
+    let c = wait_cluster(&mut api, "edge-1", "the impostor refused", |c| {
+        c.hub.as_ref().is_some_and(|h| !h.last_refusal.is_empty())
+    })
+    .await;
+    let h = c.hub.as_ref().unwrap();
+    assert!(h.requested_public_key.is_empty(), "{h:?}");
+    assert_eq!(h.agent_public_key, old_key);
+    assert!(
+        h.last_refusal.contains("changes nothing"),
+        "{}",
+        h.last_refusal
+    );
+    assert!(
+        !fake_state.path().join(CLUSTER_CREDS).exists(),
+        "the impostor got credentials"
+    );
+    fake.stop().await;
+    wait_available(&mut api, "edge-1").await;
+
+    // The spoke is rebuilt: new state, new key. The admin gives it a join credential; its key
+    // waits until accepted by fingerprint.
+    real.stop().await;
+    let token = api
+        .create_join_token(flotilla_api::v1::CreateJoinTokenRequest {
+            cluster_name: "edge-1".into(),
+            ttl_seconds: 600,
+            accept: true,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let rebuilt_state = tempfile::tempdir().unwrap();
+    let join_file = rebuilt_state.path().join("join.creds");
+    std::fs::write(&join_file, &token.creds).unwrap();
+    let mut cfg = secure_agent(&s, "edge-1", rebuilt_state.path());
+    cfg.bootstrap_creds = Some(join_file.clone());
+    let rebuilt = start_agent(cfg);
+    let c = wait_cluster(&mut api, "edge-1", "the rebuilt key waiting", |c| {
+        c.hub
+            .as_ref()
+            .is_some_and(|h| !h.requested_public_key.is_empty())
+    })
+    .await;
+    let new_key = c.hub.as_ref().unwrap().requested_public_key.clone();
+    assert_ne!(new_key, old_key);
+    // Accepting another fingerprint is refused; the waiting one replaces the old key.
+    let wrong = api
+        .accept_clusters(ClusterNamesRequest {
+            names: vec!["edge-1".into()],
+            key: "0000:0000:0000:0000".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(wrong.code(), tonic::Code::FailedPrecondition, "{wrong:?}");
+    api.accept_clusters(ClusterNamesRequest {
+        names: vec!["edge-1".into()],
+        key: flotilla_api::fingerprint::of(&new_key),
+    })
+    .await
+    .unwrap();
+    wait_cluster(
+        &mut api,
+        "edge-1",
+        "the new key bound, its join spent",
+        |c| {
+            c.hub
+                .as_ref()
+                .is_some_and(|h| h.agent_public_key == new_key && h.join_key.is_empty())
+        },
+    )
+    .await;
+    wait_available(&mut api, "edge-1").await;
+    assert!(rebuilt_state.path().join(CLUSTER_CREDS).exists());
+    // The old key and the spent join credential are revoked.
+    wait_for("the join credential refused", async || {
+        !connects(&s.nats.url(), &join_file).await
+    })
+    .await;
+    assert!(!connects(&s.nats.url(), &real_state.path().join(CLUSTER_CREDS)).await);
+    rebuilt.stop().await;
+    hub.stop().await;
+}
+
+#[tokio::test]
+async fn a_name_created_ahead_of_its_agent_is_taken_only_with_its_join_credential() {
+    let s = secure_nats();
+    let hub = start_hub(secure_hub_config(&s, Duration::from_secs(3600))).await;
+    let mut api = clusters_client(&hub).await;
+    api.apply_cluster(flotilla_api::v1::ManagedCluster {
+        metadata: Some(flotilla_api::v1::ObjectMeta {
+            name: "edge-9".into(),
+            ..Default::default()
+        }),
+        spec: Some(flotilla_api::v1::ManagedClusterSpec {
+            hub_accepts_client: true,
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    // Someone with the shared bootstrap credentials races for the name: its key only waits.
+    let racer_state = tempfile::tempdir().unwrap();
+    let racer = start_agent(secure_agent(&s, "edge-9", racer_state.path()));
+    wait_cluster(&mut api, "edge-9", "the racer's key waiting", |c| {
         c.hub
             .as_ref()
             .is_some_and(|h| !h.requested_public_key.is_empty())
     })
     .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert!(
-        !fake_state.path().join(CLUSTER_CREDS).exists(),
-        "the impostor got credentials"
+    assert!(!racer_state.path().join(CLUSTER_CREDS).exists());
+    racer.stop().await;
+    // The real spoke comes with its join credential and is bound and running at once.
+    let token = api
+        .create_join_token(flotilla_api::v1::CreateJoinTokenRequest {
+            cluster_name: "edge-9".into(),
+            ttl_seconds: 0,
+            accept: false,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let state = tempfile::tempdir().unwrap();
+    let join_file = state.path().join("join.creds");
+    std::fs::write(&join_file, &token.creds).unwrap();
+    let mut cfg = secure_agent(&s, "edge-9", state.path());
+    cfg.bootstrap_creds = Some(join_file.clone());
+    let agent = start_agent(cfg);
+    let c = wait_available(&mut api, "edge-9").await;
+    let h = c.hub.unwrap();
+    assert!(h.requested_public_key.is_empty(), "the racer's key is gone");
+    assert_eq!(
+        h.agent_public_key,
+        Creds::parse(&std::fs::read_to_string(state.path().join(CLUSTER_CREDS)).unwrap())
+            .unwrap()
+            .public_key()
     );
-    wait_available(&mut api, "edge-1").await;
-    fake.stop().await;
-    real.stop().await;
+    wait_for("the spent join credential refused", async || {
+        !connects(&s.nats.url(), &join_file).await
+    })
+    .await;
+    agent.stop().await;
     hub.stop().await;
 }
 

@@ -173,11 +173,64 @@ pub struct Account {
     /// Revoked user keys: JWTs of that user issued at or before the time are refused.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub revocations: BTreeMap<String, i64>,
+    /// Subjects other accounts may import from this one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exports: Vec<Export>,
+    /// Subjects this account takes from other accounts' exports.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub imports: Vec<Import>,
     /// `account`.
     #[serde(rename = "type")]
     pub kind: String,
     /// 2.
     pub version: u8,
+}
+
+/// Whether an export or import carries a stream (one-way messages) or a service
+/// (request/reply: the server remaps the requester's reply subject into the exporting account).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExportKind {
+    /// Messages published in the exporting account reach the importer's subscribers.
+    Stream,
+    /// The importer's requests reach the exporter's subscribers; answers go back through a
+    /// reply subject the server makes (`_R_.…`), never through one the requester chose.
+    Service,
+}
+
+/// Subjects an account offers to others.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Export {
+    /// Shown by tools.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// The exported subject (wildcards allowed).
+    pub subject: String,
+    /// Stream or service.
+    #[serde(rename = "type")]
+    pub kind: ExportKind,
+    /// Services: `Singleton` (one answer per request) or `Stream`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub response_type: String,
+}
+
+/// Subjects an account takes from another account's export.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Import {
+    /// Shown by tools.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// The subject, as the exporter names it.
+    pub subject: String,
+    /// The exporting account's public key.
+    pub account: String,
+    /// Stream or service.
+    #[serde(rename = "type")]
+    pub kind: ExportKind,
+    /// Services: the server adds a `Nats-Request-Info` header naming the requesting account and
+    /// user to each request (and replaces any such header the requester set).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub share: bool,
 }
 
 /// Subjects a user may or may not use.
@@ -264,6 +317,8 @@ impl Account {
             limits,
             signing_keys,
             revocations: BTreeMap::new(),
+            exports: Vec::new(),
+            imports: Vec::new(),
             kind: "account".into(),
             version: 2,
         }

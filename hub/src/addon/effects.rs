@@ -156,11 +156,17 @@ pub async fn uninstall(
         .get(&key.inventory_key())
         .and_then(|m| m.hub.as_ref().map(|h| h.agent_public_key.clone()))
         .unwrap_or_default();
+    // Revoke before forgetting the key: if the revocation cannot be recorded the installation
+    // stays, and removing it is tried again.
+    if let Some(sec) = &deps.security {
+        sec.revoke(&[agent_key.as_str()]).map_err(|e| {
+            AddOnError::Unavailable(format!(
+                "revoking the credentials of add-on {name} on {cluster}: {e}"
+            ))
+        })?;
+    }
     store.cluster_addons.purge(&key.store_key()).await?;
     store.cluster_addon_views.remove(&key.inventory_key());
     store.leases.remove(&super::lease_key(cluster, name));
-    if let Some(sec) = &deps.security {
-        sec.revoke(&[agent_key.as_str()]);
-    }
     Ok(())
 }

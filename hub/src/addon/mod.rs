@@ -767,15 +767,17 @@ impl AddOns {
             );
         };
         let issued = security
-            .issue_addon(addon, cluster, public_key)
-            .ok_or_else(|| format!("public key {public_key:?} is not a NATS user key"))?;
+            .issue(flotilla_auth::Subject::AddOn { addon, cluster }, public_key)
+            .map_err(|e| e.to_string())?;
         let previous = mca
             .hub
             .as_ref()
             .map(|h| h.agent_public_key.clone())
             .unwrap_or_default();
         if !previous.is_empty() && previous != public_key {
-            security.revoke(&[previous.as_str()]);
+            security
+                .revoke(&[previous.as_str()])
+                .map_err(|e| format!("revoking the add-on's previous key failed: {e}"))?;
         }
         if previous != public_key {
             let store = self.inner.store.clone();

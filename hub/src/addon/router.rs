@@ -155,6 +155,10 @@ async fn credentials(
     config: &RouterConfig,
     msg: async_nats::Message,
 ) {
+    let ty = addons::credentials_request_type().to_string();
+    let Some(msg) = crate::router::Request::check(msg, metrics, &ty) else {
+        return;
+    };
     let cluster = flotilla_bus::subjects::cluster_token(&msg.subject, "addoncreds")
         .unwrap_or_default()
         .to_string();

@@ -85,8 +85,9 @@ pub(super) type Reply<T> = oneshot::Sender<Result<T, ClusterError>>;
 /// An admin edit of a cluster: applied to a copy, persisted, and only then adopted.
 #[derive(Debug)]
 pub enum AdminEdit {
-    /// Accept the cluster (`hubAcceptsClient: true`).
-    Accept,
+    /// Accept the cluster (`hubAcceptsClient: true`); with a key (fingerprint or whole public
+    /// key), only if that is the key bound or waiting under the name, which it then binds.
+    Accept(Option<String>),
     /// Deny the cluster (`hubAcceptsClient: false`, its agent is told).
     Deny,
     /// Label edit.
@@ -116,8 +117,20 @@ pub enum Msg {
     Register {
         /// The validated request.
         request: Box<RegistrationRequest>,
-        /// Reply subject.
-        reply: Option<async_nats::Subject>,
+        /// Where the answer goes (an inbox).
+        reply: Option<flotilla_bus::reply::ReplyTo>,
+        /// The NATS user the request came from, as the server attests it (secure mode).
+        credential: Option<String>,
+    },
+    /// Mint a join credential for this cluster (secure mode), creating the cluster ahead of its
+    /// agent when it does not exist.
+    Join {
+        /// Lifetime.
+        ttl: std::time::Duration,
+        /// Pre-approve the first agent registering with it.
+        accept: bool,
+        /// Answer.
+        respond_to: Reply<flotilla_api::v1::JoinToken>,
     },
     /// Lease renewal.
     Lease(Box<LeaseEvent>),
@@ -164,8 +177,8 @@ pub enum Msg {
     Resync {
         /// `{resourceid: version}` held by the agent.
         request: Box<SpecResyncRequest>,
-        /// Reply subject.
-        reply: Option<async_nats::Subject>,
+        /// Where the answer goes (an inbox).
+        reply: Option<flotilla_bus::reply::ReplyTo>,
     },
 }
 
@@ -201,6 +214,20 @@ impl ClusterHandle {
     pub async fn edit(&self, edit: AdminEdit) -> Result<ManagedCluster, ClusterError> {
         self.call(|respond_to| Msg::Edit {
             edit: Box::new(edit),
+            respond_to,
+        })
+        .await
+    }
+
+    /// Mints a join credential for the cluster (secure mode).
+    pub async fn join(
+        &self,
+        ttl: std::time::Duration,
+        accept: bool,
+    ) -> Result<flotilla_api::v1::JoinToken, ClusterError> {
+        self.call(|respond_to| Msg::Join {
+            ttl,
+            accept,
             respond_to,
         })
         .await

@@ -85,6 +85,8 @@ pub struct Shared {
     pub started: SystemTime,
     /// Secure mode: issues cluster credentials and revokes agent keys.
     pub security: Option<crate::security::Security>,
+    /// Purges status messages the actors refuse (unknown works).
+    pub janitor: crate::janitor::Janitor,
 }
 
 /// The registry of cluster actors.

@@ -5,10 +5,10 @@ use crate::cluster::{AdminEdit, ClusterHandle, Clusters};
 use crate::inventory::ClusterInventory;
 use flotilla_api::v1::cluster_service_server::ClusterService;
 use flotilla_api::v1::{
-    ClusterEvent, ClusterNamesRequest, ClustersResponse, DeleteClusterRequest,
-    DeleteClusterResponse, GetClusterRequest, LabelClusterRequest, ListClustersRequest,
-    ListClustersResponse, ManagedCluster, SetLeaseDurationRequest, TaintClusterRequest,
-    WatchClustersRequest, CreateJoinTokenRequest, JoinToken,
+    ClusterEvent, ClusterNamesRequest, ClustersResponse, CreateJoinTokenRequest,
+    DeleteClusterRequest, DeleteClusterResponse, GetClusterRequest, JoinToken, LabelClusterRequest,
+    ListClustersRequest, ListClustersResponse, ManagedCluster, SetLeaseDurationRequest,
+    TaintClusterRequest, WatchClustersRequest,
 };
 use std::pin::Pin;
 use tokio_stream::Stream;
@@ -123,7 +123,14 @@ impl ClusterService for ClusterApi {
         &self,
         req: Request<ClusterNamesRequest>,
     ) -> Result<Response<ClustersResponse>, Status> {
-        self.edit_each(req.into_inner().names, || AdminEdit::Accept)
+        let r = req.into_inner();
+        let key = (!r.key.is_empty()).then_some(r.key);
+        if key.is_some() && r.names.len() != 1 {
+            return Err(Status::invalid_argument(
+                "key: an agent key names one cluster; accept one name with it",
+            ));
+        }
+        self.edit_each(r.names, || AdminEdit::Accept(key.clone()))
             .await
     }
 
@@ -196,11 +203,30 @@ impl ClusterService for ClusterApi {
 
     async fn create_join_token(
         &self,
-        _req: Request<CreateJoinTokenRequest>,
+        req: Request<CreateJoinTokenRequest>,
     ) -> Result<Response<JoinToken>, Status> {
-        // Wired to the issuer in the secure-mode change that follows.
-        Err(Status::failed_precondition(
-            "join credentials need a hub in secure mode (--secure-dir)",
+        let r = req.into_inner();
+        guard::cluster("cluster_name", &r.cluster_name, false)?;
+        if !(0..=MAX_JOIN_TTL_SECONDS).contains(&r.ttl_seconds) {
+            return Err(Status::invalid_argument(format!(
+                "ttl_seconds: {} is outside 0..={MAX_JOIN_TTL_SECONDS} (0 = {DEFAULT_JOIN_TTL_SECONDS})",
+                r.ttl_seconds
+            )));
+        }
+        let ttl = match r.ttl_seconds {
+            0 => DEFAULT_JOIN_TTL_SECONDS,
+            n => n,
+        };
+        let handle = self.clusters.get_or_spawn(&r.cluster_name);
+        Ok(Response::new(
+            handle
+                .join(std::time::Duration::from_secs(ttl as u64), r.accept)
+                .await?,
         ))
     }
 }
+
+/// Lifetime of a join credential when the request names none: 24 h.
+pub const DEFAULT_JOIN_TTL_SECONDS: i64 = 86_400;
+/// Longest join credential: 30 days.
+pub const MAX_JOIN_TTL_SECONDS: i64 = 30 * 86_400;

@@ -199,6 +199,7 @@ pub async fn accept(client: &mut ClusterServiceClient<Channel>, name: &str) {
     client
         .accept_clusters(flotilla_api::v1::ClusterNamesRequest {
             names: vec![name.into()],
+            key: String::new(),
         })
         .await
         .expect("accept");

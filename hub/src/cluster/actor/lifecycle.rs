@@ -4,12 +4,17 @@
 use super::{Actor, ack_message};
 use crate::cluster::handle::{AdminEdit, ClusterError, LeaseEvent, SOURCE, StatusEvent};
 use crate::cluster::rules;
+use crate::cluster::rules::registration::{Credential, Decision};
 use flotilla_api::meta::{self, COND_CLOCK_SYNCED, status};
+use flotilla_api::v1::JoinToken;
 use flotilla_api::v1::{
     ClusterSetManagedNamespaceConfig, LeaseRenewal, ManagedCluster, RegistrationRequest,
     RegistrationResponse, RegistrationState,
 };
+use flotilla_auth::Subject;
+use flotilla_auth::setup::unix_now;
 use flotilla_bus::envelope::{Event, headers, types};
+use flotilla_bus::reply::ReplyTo;
 use flotilla_bus::subjects;
 use std::time::SystemTime;
 use tokio::time::Instant;
@@ -21,21 +26,29 @@ impl Actor {
         edit: AdminEdit,
     ) -> Result<ManagedCluster, ClusterError> {
         match edit {
-            AdminEdit::Accept => {
-                let mut replaced = None;
-                let c = self
-                    .edit(|c| {
-                        replaced = rules::adopt_requested_key(c);
-                        Ok(rules::accept(
-                            c,
-                            "HubClusterAdminAccepted",
-                            "Accepted by the hub cluster admin",
-                        ) || replaced.is_some())
-                    })
-                    .await?;
+            AdminEdit::Accept(key) => {
+                let mut next = self.current()?;
+                let replaced = rules::registration::accept_key(&mut next, key.as_deref())
+                    .map_err(|e| ClusterError::Precondition(e.to_string()))?;
+                let mut changed = replaced.is_some();
+                changed |= rules::accept(
+                    &mut next,
+                    "HubClusterAdminAccepted",
+                    "Accepted by the hub cluster admin",
+                );
+                // The replaced key is revoked before the new one is stored: a failure here
+                // leaves the cluster as it was.
                 if let (Some(security), Some(old)) = (&self.shared.security, &replaced) {
-                    security.revoke(&[old]);
+                    security.revoke(&[old]).map_err(|e| {
+                        ClusterError::Unavailable(format!("revoking the replaced key: {e}"))
+                    })?;
                 }
+                if changed {
+                    self.persist(next)
+                        .await
+                        .map_err(|e| ClusterError::Unavailable(e.to_string()))?;
+                }
+                let c = self.current()?;
                 self.lease_deadline = Some(Instant::now() + self.grace(&c));
                 self.notify(
                     RegistrationState::Accepted,
@@ -45,8 +58,11 @@ impl Actor {
                 Ok(c)
             }
             AdminEdit::Deny => {
+                // Revoke first and fail closed: a deny whose revocation cannot be recorded does
+                // not happen.
+                let current = self.current()?;
+                self.revoke_keys(&current)?;
                 let c = self.edit(|c| Ok(rules::deny(c))).await?;
-                self.revoke_keys(&c);
                 self.lease_deadline = None;
                 self.notify(RegistrationState::Denied, "denied by the hub cluster admin")
                     .await;
@@ -138,7 +154,7 @@ impl Actor {
             c = Box::pin(self.admin_edit(AdminEdit::SetLease(spec.lease_duration_seconds))).await?;
         }
         if spec.hub_accepts_client && !rules::accepted(&c) {
-            c = Box::pin(self.admin_edit(AdminEdit::Accept)).await?;
+            c = Box::pin(self.admin_edit(AdminEdit::Accept(None))).await?;
         }
         Ok(c)
     }
@@ -146,14 +162,24 @@ impl Actor {
     pub(super) async fn register(
         &mut self,
         request: RegistrationRequest,
-        reply: Option<async_nats::Subject>,
+        reply: Option<ReplyTo>,
+        credential: Option<String>,
     ) {
-        let response = match self.cluster.clone() {
-            Some(c) if rules::denied(&c) => {
-                self.shared
-                    .metrics
-                    .rejected(&types::registration_request().to_string(), "denied");
-                tracing::info!("registration refused: cluster is denied");
+        let ctx = rules::registration::Context {
+            policy: self.shared.config.key_policy,
+            auto: &self.shared.config.auto_accept,
+            default_lease_seconds: self.shared.config.default_lease_duration_seconds,
+            now: unix_now(),
+        };
+        let who = match &credential {
+            Some(user) => Credential::User(user),
+            None => Credential::Unknown,
+        };
+        let was_accepted = self.cluster.as_ref().is_some_and(rules::accepted);
+        let decision = rules::registration::decide(self.cluster.as_ref(), &request, who, &ctx);
+        let mut response = match decision {
+            Decision::Denied => {
+                self.refused("denied", "the hub cluster admin denied this cluster");
                 response(
                     &self.name,
                     RegistrationState::Denied,
@@ -161,53 +187,65 @@ impl Actor {
                     "the hub cluster admin denied this cluster",
                 )
             }
-            Some(mut c) => {
-                let mut changed =
-                    rules::apply_registration(&mut c, &request, self.shared.config.key_policy);
-                if !rules::accepted(&c)
-                    && self.shared.config.auto_accept.admits(
-                        &c.metadata
-                            .as_ref()
-                            .map(|m| m.labels.clone())
-                            .unwrap_or_default(),
-                        &request.claims,
-                    )
-                {
-                    changed |= rules::accept(
-                        &mut c,
-                        "AutoAccepted",
-                        "Accepted by the hub's auto-accept policy",
-                    );
-                    self.lease_deadline = Some(Instant::now() + self.grace(&c));
-                }
+            Decision::Refuse { reason, message } => {
+                self.refused(reason, &message);
+                self.remember_refusal(&message).await;
+                response(&self.name, RegistrationState::Rejected, 0, &message)
+            }
+            Decision::Store { cluster, changed } => {
+                let c = *cluster;
+                let new = self.cluster.is_none();
                 if changed && let Err(e) = self.persist(c.clone()).await {
                     tracing::warn!(error = %e, "registration not persisted; the agent will retry");
                     return;
                 }
-                self.registration_response(&c)
-            }
-            None => {
-                let c = rules::new_cluster(
-                    &request,
-                    &self.shared.config.auto_accept,
-                    self.shared.config.default_lease_duration_seconds,
-                );
-                if let Err(e) = self.persist(c.clone()).await {
-                    tracing::warn!(error = %e, "new cluster not persisted; the agent will retry");
-                    return;
+                if new {
+                    tracing::info!(accepted = rules::accepted(&c), "new cluster registered");
                 }
-                tracing::info!(accepted = rules::accepted(&c), "new cluster registered");
-                if rules::accepted(&c) {
+                if rules::accepted(&c) && (new || !was_accepted) {
                     self.lease_deadline = Some(Instant::now() + self.grace(&c));
                 }
-                self.registration_response(&c)
+                self.registration_response(&c, &request.agent_public_key)
             }
         };
-        let response = self.with_credentials(response, &request);
+        response = self.with_credentials(response, &request);
+        response.in_reply_to = if request.request_id.is_empty() {
+            "-".into()
+        } else {
+            request.request_id.chars().take(64).collect()
+        };
         if let Some(reply) = reply {
-            self.send(reply.to_string(), types::registration_response(), &response)
-                .await;
+            crate::router::answer(
+                &self.shared.nats,
+                &reply,
+                types::registration_response(),
+                &self.name,
+                &response,
+                self.shared.config.max_event_bytes,
+            )
+            .await;
         }
+    }
+
+    /// Counts (and logs, within the budget) a refused registration.
+    fn refused(&self, reason: &str, message: &str) {
+        if self.shared.metrics.registration_refused(reason) {
+            tracing::warn!(reason, message, "registration refused; nothing changed");
+        }
+    }
+
+    /// Keeps the latest refusal on the cluster for `describe cluster`, written only when it
+    /// changes so a flood of refused requests is not a flood of writes.
+    async fn remember_refusal(&mut self, message: &str) {
+        let Some(mut c) = self.cluster.clone() else {
+            return;
+        };
+        let hub = c.hub.get_or_insert_with(Default::default);
+        if hub.last_refusal == message {
+            return;
+        }
+        hub.last_refusal = message.to_string();
+        self.persist_or_retry(c).await;
     }
 
     /// Adds the agent's NATS credentials to an Accepted reply when the hub runs in secure mode,
@@ -226,26 +264,133 @@ impl Actor {
         {
             return response;
         }
-        if let Some(issued) = security.issue(&self.name, &request.agent_public_key) {
-            response.user_jwt = issued.jwt;
-            response.user_jwt_expires = Some(prost_types::Timestamp {
-                seconds: issued.expires_at,
-                nanos: 0,
-            });
-            self.shared.metrics.credentials_issued.inc();
+        match security.issue(Subject::Cluster(&self.name), &request.agent_public_key) {
+            Ok(issued) => {
+                response.user_jwt = issued.jwt;
+                response.user_jwt_expires = Some(prost_types::Timestamp {
+                    seconds: issued.expires_at,
+                    nanos: 0,
+                });
+                self.shared.metrics.credentials_issued.inc();
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "no credentials issued");
+                response.message = format!("accepted, but no credentials could be issued: {e}");
+                return response;
+            }
         }
         response
     }
 
-    /// Secure mode: revokes the cluster's agent key and any key waiting for acceptance.
-    fn revoke_keys(&self, c: &ManagedCluster) {
-        if let (Some(security), Some(hub)) = (&self.shared.security, &c.hub) {
-            security.revoke(&[&hub.agent_public_key, &hub.requested_public_key]);
+    /// Revokes and forgets the cluster's join credential once its agent has its own.
+    async fn spend_join(&mut self, c: &ManagedCluster) {
+        let Some(security) = &self.shared.security else {
+            return;
+        };
+        let Some(hub) = c.hub.as_ref().filter(|h| !h.join_key.is_empty()) else {
+            return;
+        };
+        let expires = hub.join_expires.as_ref().map_or(i64::MAX, |t| t.seconds);
+        if let Err(e) = security.revoke_join(&hub.join_key, expires) {
+            tracing::warn!(error = %e, "revoking the spent join credential failed; retried at the next registration");
+            return;
         }
+        let mut next = c.clone();
+        let hub = next.hub.get_or_insert_with(Default::default);
+        hub.join_key.clear();
+        hub.join_expires = None;
+        hub.join_accept = false;
+        tracing::info!("join credential spent and revoked");
+        self.persist_or_retry(next).await;
     }
 
-    fn registration_response(&self, c: &ManagedCluster) -> RegistrationResponse {
-        if rules::accepted(c) {
+    /// Mints a join credential for this cluster, creating the cluster ahead of its agent when
+    /// it does not exist yet. A previous, unspent join credential is revoked.
+    pub(super) async fn join(
+        &mut self,
+        ttl: std::time::Duration,
+        accept: bool,
+    ) -> Result<JoinToken, ClusterError> {
+        let Some(security) = self.shared.security.clone() else {
+            return Err(ClusterError::Precondition(
+                "join credentials need a hub in secure mode (--secure-dir)".into(),
+            ));
+        };
+        let mut next = match self.cluster.clone() {
+            Some(c) if rules::denied(&c) => {
+                return Err(ClusterError::Precondition(format!(
+                    "managed cluster {:?} is denied; accept it first",
+                    self.name
+                )));
+            }
+            Some(c) => c,
+            None => rules::precreated(
+                &self.name,
+                Default::default(),
+                &Default::default(),
+                self.shared.config.default_lease_duration_seconds,
+            )
+            .map_err(ClusterError::Invalid)?,
+        };
+        let (creds, issued) = security
+            .mint_join(&self.name, ttl)
+            .map_err(|e| ClusterError::Invalid(e.to_string()))?;
+        let hub = next.hub.get_or_insert_with(Default::default);
+        let previous = (!hub.join_key.is_empty()).then(|| {
+            (
+                hub.join_key.clone(),
+                hub.join_expires.as_ref().map_or(i64::MAX, |t| t.seconds),
+            )
+        });
+        if let Some((key, expires)) = previous {
+            security.revoke_join(&key, expires).map_err(|e| {
+                ClusterError::Unavailable(format!("revoking the previous join credential: {e}"))
+            })?;
+        }
+        let public_key = creds.public_key();
+        let expires = prost_types::Timestamp {
+            seconds: issued.expires_at,
+            nanos: 0,
+        };
+        hub.join_key = public_key.clone();
+        hub.join_expires = Some(expires);
+        hub.join_accept = accept;
+        self.persist(next)
+            .await
+            .map_err(|e| ClusterError::Unavailable(e.to_string()))?;
+        tracing::info!(
+            accept,
+            expires = issued.expires_at,
+            "join credential minted"
+        );
+        Ok(JoinToken {
+            cluster_name: self.name.clone(),
+            creds: creds.format().expose().to_string(),
+            public_key,
+            expires: Some(expires),
+        })
+    }
+
+    /// Secure mode: revokes the cluster's agent key, any key waiting for acceptance and its join
+    /// credential. Nothing is revoked (and the caller must not go on) when this fails.
+    fn revoke_keys(&self, c: &ManagedCluster) -> Result<(), ClusterError> {
+        let (Some(security), Some(hub)) = (&self.shared.security, &c.hub) else {
+            return Ok(());
+        };
+        let unavailable = |e: flotilla_auth::issuer::IssueError| {
+            ClusterError::Unavailable(format!("revoking the cluster's keys: {e}"))
+        };
+        security
+            .revoke(&[&hub.agent_public_key, &hub.requested_public_key])
+            .map_err(unavailable)?;
+        let expires = hub.join_expires.as_ref().map_or(i64::MAX, |t| t.seconds);
+        security
+            .revoke_join(&hub.join_key, expires)
+            .map_err(unavailable)
+    }
+
+    fn registration_response(&self, c: &ManagedCluster, key: &str) -> RegistrationResponse {
+        if rules::registration::accepted_for(c, key, self.shared.config.key_policy) {
             RegistrationResponse {
                 managed_namespaces: rules::namespaces_for_agent(c),
                 ..response(
@@ -256,11 +401,15 @@ impl Actor {
                 )
             }
         } else {
+            let fp = flotilla_api::fingerprint::of(key);
             response(
                 &self.name,
                 RegistrationState::Pending,
                 self.lease_seconds(c),
-                "waiting for the hub cluster admin to accept (flotilla accept CLUSTER)",
+                &format!(
+                    "waiting for the hub cluster admin to accept this agent's key (flotilla accept {} --key {fp})",
+                    self.name
+                ),
             )
         }
     }
@@ -310,6 +459,12 @@ impl Actor {
         } = ev;
         self.lease_inner(renewal, sequence, server_time).await;
         ack_message(ack).await;
+        // A lease arrives over the agent's own credentials (secure mode): its join credential
+        // has served its purpose. Not earlier — revoking it as the credentials are issued would
+        // cut the connection the answer carrying them goes over.
+        if let Some(c) = self.cluster.clone().filter(rules::accepted) {
+            self.spend_join(&c).await;
+        }
     }
 
     async fn lease_inner(
@@ -500,12 +655,14 @@ impl Actor {
     }
 
     pub(super) async fn delete(&mut self) -> Result<(), ClusterError> {
-        if self.cluster.is_none() {
+        let Some(current) = self.cluster.clone() else {
             return Err(ClusterError::NotFound(format!(
                 "managed cluster {:?}",
                 self.name
             )));
-        }
+        };
+        // Revoke first and fail closed: a cluster whose keys cannot be revoked stays.
+        self.revoke_keys(&current)?;
         self.shared
             .bucket
             .purge(&self.name)
@@ -535,9 +692,6 @@ impl Actor {
                 .remove(&self.work_ref(&wname).inventory_key());
         }
         self.notify_deleted().await;
-        if let Some(c) = &self.cluster {
-            self.revoke_keys(c);
-        }
         self.registry.remove(&self.name);
         self.shared.inventory.remove(&self.name);
         self.cluster = None;

@@ -147,7 +147,18 @@ impl Actor {
 
     async fn handle(&mut self, msg: Msg) -> Flow {
         match msg {
-            Msg::Register { request, reply } => self.register(*request, reply).await,
+            Msg::Register {
+                request,
+                reply,
+                credential,
+            } => self.register(*request, reply, credential).await,
+            Msg::Join {
+                ttl,
+                accept,
+                respond_to,
+            } => {
+                let _ = respond_to.send(self.join(ttl, accept).await);
+            }
             Msg::Lease(ev) => self.lease(*ev).await,
             Msg::Status(ev) => self.status(*ev).await,
             Msg::Get(tx) => {
@@ -270,6 +281,17 @@ impl Actor {
         {
             tracing::info!("pending cluster state persisted");
         }
+    }
+}
+
+impl Actor {
+    /// Acknowledges a status message the actor refused and has its subject purged, so refused
+    /// input never accumulates in the status stream.
+    async fn purge_refused(&self, ack: Option<async_nats::jetstream::Message>) {
+        if let Some(m) = &ack {
+            self.shared.janitor.purge(m.subject.as_str());
+        }
+        ack_message(ack).await;
     }
 }
 

@@ -9,7 +9,7 @@ use crate::keys::ObjectRef;
 use crate::store::StoreError;
 use flotilla_api::meta::{self, status};
 use flotilla_api::v1::{HubWorkState, ManifestWork, SpecResyncRequest, SpecResyncResponse};
-use flotilla_bus::envelope::{Event, headers};
+use flotilla_bus::envelope::headers;
 use flotilla_bus::subjects;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -354,18 +354,18 @@ impl Actor {
         let name = report.work_name.clone();
         if !self.cluster.as_ref().is_some_and(rules::accepted) {
             self.shared.metrics.rejected(&ty, "not_accepted");
-            ack_message(ack).await;
+            self.purge_refused(ack).await;
             return;
         }
         let Some(entry) = self.works.get(&name) else {
             // Not (or no longer) known: the agent's next resync deletes it.
             self.shared.metrics.rejected(&ty, "unknown_work");
-            ack_message(ack).await;
+            self.purge_refused(ack).await;
             return;
         };
         if work_rules::resource_id(&entry.work) != resource_id {
             self.shared.metrics.rejected(&ty, "resourceid_mismatch");
-            ack_message(ack).await;
+            self.purge_refused(ack).await;
             return;
         }
         let mut next = (*entry.work).clone();
@@ -436,7 +436,7 @@ impl Actor {
     pub(super) async fn resync(
         &mut self,
         request: SpecResyncRequest,
-        reply: Option<async_nats::Subject>,
+        reply: Option<flotilla_bus::reply::ReplyTo>,
     ) {
         let hub: BTreeMap<String, work_rules::HubVersion> = self
             .works
@@ -489,21 +489,21 @@ impl Actor {
         };
         self.answer_resync(reply, &resp).await;
     }
-    async fn answer_resync(&self, reply: Option<async_nats::Subject>, resp: &SpecResyncResponse) {
+    async fn answer_resync(
+        &self,
+        reply: Option<flotilla_bus::reply::ReplyTo>,
+        resp: &SpecResyncResponse,
+    ) {
         let Some(reply) = reply else { return };
-        let ev = Event::new(
+        crate::router::answer(
+            &self.shared.nats,
+            &reply,
             flotilla_bus::works::resync_response_type(),
-            SOURCE,
-            self.name.clone(),
+            &self.name,
             resp,
-        );
-        if let Ok(bytes) = ev.encode(self.shared.config.max_event_bytes) {
-            let _ = self
-                .shared
-                .nats
-                .publish_with_headers(reply, headers(&ev), bytes)
-                .await;
-        }
+            self.shared.config.max_event_bytes,
+        )
+        .await;
     }
 
     /// Re-sends specs the agent has not confirmed within their back-off.

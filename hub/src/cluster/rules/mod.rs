@@ -17,6 +17,8 @@ use flotilla_api::v1::{
 };
 use std::collections::HashMap;
 
+pub mod registration;
+
 /// Which new clusters the hub accepts without an admin.
 #[derive(Debug, Clone, Default)]
 pub struct AutoAccept {
@@ -142,14 +144,22 @@ fn fresh(name: &str, mut labels: HashMap<String, String>, lease_seconds: i32) ->
     }
 }
 
-/// Builds a new cluster from its first registration request.
+/// Builds a new cluster from its first registration request: the request's key is bound to the
+/// name (first key wins), and the auto-accept policy may accept it.
 pub fn new_cluster(
     req: &RegistrationRequest,
     auto: &AutoAccept,
     default_lease_seconds: i32,
 ) -> ManagedCluster {
     let mut c = fresh(&req.cluster_name, req.labels.clone(), default_lease_seconds);
-    apply_registration(&mut c, req, KeyPolicy::Record);
+    apply_report(
+        &mut c,
+        &req.capacity,
+        &req.allocatable,
+        &req.kubernetes_version,
+        &req.claims,
+    );
+    c.hub.get_or_insert_with(Default::default).agent_public_key = req.agent_public_key.clone();
     if auto.admits(&req.labels, &req.claims) {
         accept(
             &mut c,
@@ -221,60 +231,16 @@ pub fn admin_taints_not_in(c: &ManagedCluster, wanted: &[Taint]) -> Vec<TaintKey
 pub enum KeyPolicy {
     /// Plain mode: keys mean nothing on the wire; the latest registration's key is recorded.
     Record,
-    /// Secure mode: credentials are issued for the agent key; once a cluster is accepted, a
-    /// registration with another key does not replace it but waits in `requested_public_key`
-    /// for the hub cluster admin to accept the cluster again (OCM: a new CSR needs approval).
+    /// Secure mode: credentials are issued for the agent key bound to the name, and a key is
+    /// bound only by the first registration of a new name, a join credential for the name, or
+    /// the admin's accept ([`registration`]).
     Pin,
-}
-
-/// Copies what a (re-)registration reports into the cluster; returns whether anything changed.
-/// Labels are taken only at creation: afterwards the hub's labels are authoritative.
-pub fn apply_registration(
-    c: &mut ManagedCluster,
-    req: &RegistrationRequest,
-    keys: KeyPolicy,
-) -> bool {
-    let mut changed = apply_report(
-        c,
-        &req.capacity,
-        &req.allocatable,
-        &req.kubernetes_version,
-        &req.claims,
-    );
-    let pinned = keys == KeyPolicy::Pin && accepted(c);
-    let hub = c.hub.get_or_insert_with(Default::default);
-    if hub.agent_public_key == req.agent_public_key {
-        return changed;
-    }
-    if pinned && !hub.agent_public_key.is_empty() {
-        if hub.requested_public_key != req.agent_public_key {
-            hub.requested_public_key = req.agent_public_key.clone();
-            changed = true;
-        }
-    } else {
-        hub.agent_public_key = req.agent_public_key.clone();
-        hub.requested_public_key.clear();
-        changed = true;
-    }
-    changed
 }
 
 /// Whether credentials may be issued to an agent presenting `key`: the cluster is accepted and
 /// `key` is its agent key.
 pub fn may_issue(c: &ManagedCluster, key: &str) -> bool {
     accepted(c) && !key.is_empty() && c.hub.as_ref().is_some_and(|h| h.agent_public_key == key)
-}
-
-/// The hub cluster admin accepted the cluster again while a new agent key waited: the new key
-/// becomes the agent key. Returns the key it replaces (to be revoked).
-pub fn adopt_requested_key(c: &mut ManagedCluster) -> Option<String> {
-    let hub = c.hub.as_mut()?;
-    if hub.requested_public_key.is_empty() {
-        return None;
-    }
-    let new = std::mem::take(&mut hub.requested_public_key);
-    let old = std::mem::replace(&mut hub.agent_public_key, new);
-    (!old.is_empty()).then_some(old)
 }
 
 /// Copies capacity, allocatable, version and claims; returns whether anything changed.

@@ -195,61 +195,6 @@ fn with_key(name: &str, key: &str) -> RegistrationRequest {
     }
 }
 
-fn hub_keys(c: &ManagedCluster) -> (&str, &str) {
-    let h = c.hub.as_ref().unwrap();
-    (&h.agent_public_key, &h.requested_public_key)
-}
-
-#[test]
-fn a_pending_cluster_takes_the_latest_key() {
-    let mut c = new_cluster(&with_key("c1", "UA"), &AutoAccept::default(), 60);
-    assert!(apply_registration(
-        &mut c,
-        &with_key("c1", "UB"),
-        KeyPolicy::Pin
-    ));
-    assert_eq!(hub_keys(&c), ("UB", ""));
-    assert!(!may_issue(&c, "UB"), "pending clusters get no credentials");
-}
-
-#[test]
-fn an_accepted_cluster_pins_its_key_and_a_new_key_waits_for_the_admin() {
-    let mut c = new_cluster(&with_key("c1", "UA"), &AutoAccept::default(), 60);
-    accept(&mut c, "HubClusterAdminAccepted", "accepted");
-    assert!(may_issue(&c, "UA"));
-    // Someone with the bootstrap credentials registers the same name with another key.
-    assert!(apply_registration(
-        &mut c,
-        &with_key("c1", "UEVIL"),
-        KeyPolicy::Pin
-    ));
-    assert_eq!(hub_keys(&c), ("UA", "UEVIL"));
-    assert!(may_issue(&c, "UA"), "the real agent keeps renewing");
-    assert!(!may_issue(&c, "UEVIL"));
-    // The real agent's next registration changes nothing.
-    assert!(!apply_registration(
-        &mut c,
-        &with_key("c1", "UA"),
-        KeyPolicy::Pin
-    ));
-    // The admin accepts again: the waiting key replaces the old one, which is to be revoked.
-    assert_eq!(adopt_requested_key(&mut c).as_deref(), Some("UA"));
-    assert_eq!(hub_keys(&c), ("UEVIL", ""));
-    assert_eq!(adopt_requested_key(&mut c), None);
-}
-
-#[test]
-fn plain_mode_records_the_latest_key() {
-    let mut c = new_cluster(&with_key("c1", "UA"), &AutoAccept::default(), 60);
-    accept(&mut c, "HubClusterAdminAccepted", "accepted");
-    assert!(apply_registration(
-        &mut c,
-        &with_key("c1", "UB"),
-        KeyPolicy::Record
-    ));
-    assert_eq!(hub_keys(&c), ("UB", ""));
-}
-
 #[test]
 fn denied_clusters_get_no_credentials() {
     let mut c = new_cluster(&with_key("c1", "UA"), &AutoAccept::default(), 60);
@@ -294,11 +239,20 @@ fn a_precreated_cluster_is_accepted_as_documented_and_waits_for_its_agent_key() 
     let gpu = spec.taints.iter().find(|t| t.key == "gpu").unwrap();
     assert!(gpu.time_added.is_some(), "the hub stamps timeAdded");
     assert!(c.hub.as_ref().unwrap().agent_public_key.is_empty());
-    // The first registration records its key on the accepted cluster.
-    let mut c = c;
+    // The first registration in plain mode records its key on the accepted cluster.
     let mut r = req("edge-1");
     r.agent_public_key = "UAGENT".into();
-    assert!(apply_registration(&mut c, &r, KeyPolicy::Pin));
+    let plain = registration::Context {
+        policy: KeyPolicy::Record,
+        auto: &AutoAccept::default(),
+        default_lease_seconds: 60,
+        now: 0,
+    };
+    let registration::Decision::Store { cluster: c, .. } =
+        registration::decide(Some(&c), &r, registration::Credential::Unknown, &plain)
+    else {
+        panic!("not stored")
+    };
     assert_eq!(c.hub.as_ref().unwrap().agent_public_key, "UAGENT");
     assert_eq!(
         c.metadata.as_ref().unwrap().labels.get("env"),

@@ -1,0 +1,85 @@
+//! Where the hub may answer a request from a spoke.
+//!
+//! NATS checks publish permissions on a message's subject, never on its reply subject, so a
+//! request's reply subject is whatever the spoke chose — `$KV.clusters.<victim>`, a JetStream
+//! API subject, another cluster's spec subject. The hub answers only through a [`ReplyTo`],
+//! which can be made only from an inbox-shaped subject: a server-made reply (`_R_.…`: in secure
+//! mode every request reaches the hub through a service import, whose replies the server
+//! remaps), or a client inbox (`_INBOX.…`, `_INBOX_bootstrap.…`, the prefixes agents use in
+//! plain mode). The hub's own inbox prefix is [`HUB_INBOX_PREFIX`], so no spoke can make the
+//! hub answer into the hub's own pending requests.
+
+use thiserror::Error;
+
+/// The hub's inbox prefix (not `_INBOX`, which spokes' answers may name).
+pub const HUB_INBOX_PREFIX: &str = "_INBOX_hub";
+
+/// Prefixes of subjects the hub answers on.
+const ANSWERABLE: [&str; 3] = ["_R_.", "_INBOX.", "_INBOX_bootstrap."];
+
+/// A reply subject the hub may publish its answer to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplyTo(async_nats::Subject);
+
+/// A reply subject the hub will not answer on.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("reply subject {0:?} is not an inbox; the hub answers only on inboxes")]
+pub struct BadReply(pub String);
+
+impl ReplyTo {
+    /// The reply subject of a request, checked: `Ok(None)` when the request wants no answer.
+    pub fn check(reply: Option<&async_nats::Subject>) -> Result<Option<Self>, BadReply> {
+        let Some(reply) = reply else { return Ok(None) };
+        let s = reply.as_str();
+        let inbox = ANSWERABLE
+            .iter()
+            .any(|p| s.len() > p.len() && s.starts_with(p));
+        let plain = !s.contains(['*', '>', ' ', '\t', '\r', '\n']) && !s.contains("..");
+        if inbox && plain {
+            Ok(Some(Self(reply.clone())))
+        } else {
+            Err(BadReply(s.chars().take(200).collect()))
+        }
+    }
+
+    /// The subject to publish the answer to.
+    pub fn subject(&self) -> async_nats::Subject {
+        self.0.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(s: &str) -> Result<Option<ReplyTo>, BadReply> {
+        ReplyTo::check(Some(&async_nats::Subject::from(s)))
+    }
+
+    #[test]
+    fn only_inboxes_are_answered() {
+        for ok in [
+            "_R_.Ab12Cd.xyz",
+            "_INBOX.edge-1.abc",
+            "_INBOX_bootstrap.edge-1.abc.def",
+        ] {
+            assert!(check(ok).unwrap().is_some(), "{ok}");
+        }
+        for bad in [
+            "$JS.API.STREAM.PURGE.KV_works",
+            "$KV.clusters.edge-2",
+            "flotilla.spec.edge-2",
+            "flotilla.broadcast",
+            "flotilla.status.3.edge-2.lease",
+            "_INBOX_hub.xyz",
+            "_INBOX.",
+            "_INBOX.>",
+            "_INBOX.*.x",
+            "_R_",
+            "",
+        ] {
+            assert!(check(bad).is_err(), "{bad}");
+        }
+        assert_eq!(ReplyTo::check(None), Ok(None));
+    }
+}

@@ -1,0 +1,311 @@
+//! Who may bind an agent key to a cluster name, and what a registration request may change.
+//!
+//! In secure mode ([`KeyPolicy::Pin`]) an agent key is *bound* to a name in three ways only:
+//! the first registration of a name the hub has never seen (first key wins; the auto-accept
+//! policy may accept it), a registration made with a join credential minted for that name (the
+//! admin's intent: it replaces a key that registered first through the shared bootstrap
+//! credential while the name was still pending, and accepts at once when the credential says so),
+//! or the admin's `accept` of a waiting key. A request under a known name with another key
+//! changes nothing — not even the claims, capacity or version it reports — and is refused with a
+//! reason; a key that is not bound may wait in `requested_public_key` (first one wins) when it
+//! came for a name created ahead of its agent, or through a join credential for an accepted
+//! name (a rebuilt spoke), until the admin accepts it by fingerprint. Auto-accept never binds a
+//! key to a name created ahead of its agent or already bound.
+//!
+//! In plain mode ([`KeyPolicy::Record`]) keys mean nothing on the wire and the latest one is
+//! recorded, as before.
+
+use super::{
+    AutoAccept, KeyPolicy, accept, accepted, apply_report, denied, new_cluster, reconcile_taints,
+};
+use flotilla_api::fingerprint;
+use flotilla_api::v1::{ManagedCluster, RegistrationRequest};
+
+/// The NATS user a request came from, as the server attests it (`Nats-Request-Info`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Credential<'a> {
+    /// Plain mode, or a request that did not come through the agents' account.
+    Unknown,
+    /// A user of the agents' account: the shared bootstrap user, a join credential or the
+    /// agent's own credentials.
+    User(&'a str),
+}
+
+/// What the hub knows besides the request.
+#[derive(Debug, Clone, Copy)]
+pub struct Context<'a> {
+    /// Key policy.
+    pub policy: KeyPolicy,
+    /// The auto-accept policy.
+    pub auto: &'a AutoAccept,
+    /// Lease duration of new clusters.
+    pub default_lease_seconds: i32,
+    /// Now (Unix seconds), for join credential expiry.
+    pub now: i64,
+}
+
+/// What to do with a registration request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// Store the cluster (new, or changed when `changed`) and answer from it.
+    Store {
+        /// The cluster after the request.
+        cluster: Box<ManagedCluster>,
+        /// Whether it differs from what is stored (always true for a new one).
+        changed: bool,
+    },
+    /// Change nothing and answer Rejected with `message`.
+    Refuse {
+        /// Metric label.
+        reason: &'static str,
+        /// What the agent (and `describe cluster`) are told.
+        message: String,
+    },
+    /// The cluster is denied.
+    Denied,
+}
+
+/// Decides a registration request of `req` for `stored` (None: a name the hub has never seen).
+pub fn decide(
+    stored: Option<&ManagedCluster>,
+    req: &RegistrationRequest,
+    credential: Credential<'_>,
+    ctx: &Context<'_>,
+) -> Decision {
+    let Some(stored) = stored else {
+        return Decision::Store {
+            cluster: Box::new(new_cluster(req, ctx.auto, ctx.default_lease_seconds)),
+            changed: true,
+        };
+    };
+    if denied(stored) {
+        return Decision::Denied;
+    }
+    let key = req.agent_public_key.as_str();
+    let mut c = stored.clone();
+    let hub = c.hub.clone().unwrap_or_default();
+    let via_join = joined_with(stored, credential, ctx.now);
+    let report = |c: &mut ManagedCluster| {
+        apply_report(
+            c,
+            &req.capacity,
+            &req.allocatable,
+            &req.kubernetes_version,
+            &req.claims,
+        )
+    };
+    let mut changed;
+    if !hub.agent_public_key.is_empty() && hub.agent_public_key == key {
+        // The bound agent: its report counts.
+        changed = report(&mut c);
+        changed |= clear_refusal(&mut c);
+        changed |= accept_if_asked(&mut c, req, via_join, ctx, true);
+    } else if ctx.policy == KeyPolicy::Record {
+        changed = report(&mut c);
+        changed |= bind(&mut c, key);
+        changed |= accept_if_asked(&mut c, req, false, ctx, true);
+    } else if via_join && (hub.agent_public_key.is_empty() || !accepted(stored)) {
+        // The admin's join credential binds the key, replacing one that registered first
+        // through the shared bootstrap credential while the name was pending.
+        changed = bind(&mut c, key);
+        changed |= report(&mut c);
+        changed |= clear_refusal(&mut c);
+        changed |= accept_if_asked(&mut c, req, true, ctx, false);
+    } else if hub.agent_public_key.is_empty() || via_join {
+        // A name created ahead of its agent (reached through the shared bootstrap credential),
+        // or a rebuilt spoke of an accepted name with its join credential: the key waits for
+        // the admin, first one wins; its report is not taken.
+        if !hub.requested_public_key.is_empty() && hub.requested_public_key != key {
+            return refuse_other_key(stored, &hub.requested_public_key, key, "waits");
+        }
+        changed = wait(&mut c, key);
+    } else {
+        return refuse_other_key(stored, &hub.agent_public_key, key, "is bound");
+    }
+    reconcile_taints(&mut c);
+    Decision::Store {
+        cluster: Box::new(c),
+        changed,
+    }
+}
+
+/// Whether the request came with the join credential recorded for the cluster, still valid.
+fn joined_with(c: &ManagedCluster, credential: Credential<'_>, now: i64) -> bool {
+    let Credential::User(user) = credential else {
+        return false;
+    };
+    c.hub.as_ref().is_some_and(|h| {
+        !h.join_key.is_empty()
+            && h.join_key == user
+            && h.join_expires.as_ref().is_none_or(|t| t.seconds > now)
+    })
+}
+
+/// Accepts a cluster whose bound key registered: through a pre-approving join credential, or
+/// (when `auto_ok`) by the auto-accept policy on the cluster's labels and the reported claims.
+fn accept_if_asked(
+    c: &mut ManagedCluster,
+    req: &RegistrationRequest,
+    via_join: bool,
+    ctx: &Context<'_>,
+    auto_ok: bool,
+) -> bool {
+    if accepted(c) {
+        return false;
+    }
+    let pre_approved = via_join && c.hub.as_ref().is_some_and(|h| h.join_accept);
+    if pre_approved {
+        return accept(
+            c,
+            "JoinCredentialAccepted",
+            "Accepted: the agent registered with a pre-approved join credential",
+        );
+    }
+    let labels = c
+        .metadata
+        .as_ref()
+        .map(|m| m.labels.clone())
+        .unwrap_or_default();
+    if auto_ok && ctx.auto.admits(&labels, &req.claims) {
+        return accept(
+            c,
+            "AutoAccepted",
+            "Accepted by the hub's auto-accept policy",
+        );
+    }
+    false
+}
+
+fn bind(c: &mut ManagedCluster, key: &str) -> bool {
+    let hub = c.hub.get_or_insert_with(Default::default);
+    if hub.agent_public_key == key && hub.requested_public_key.is_empty() {
+        return false;
+    }
+    hub.agent_public_key = key.to_string();
+    hub.requested_public_key.clear();
+    true
+}
+
+fn wait(c: &mut ManagedCluster, key: &str) -> bool {
+    let hub = c.hub.get_or_insert_with(Default::default);
+    if hub.requested_public_key == key {
+        return false;
+    }
+    hub.requested_public_key = key.to_string();
+    true
+}
+
+fn clear_refusal(c: &mut ManagedCluster) -> bool {
+    let hub = c.hub.get_or_insert_with(Default::default);
+    !std::mem::take(&mut hub.last_refusal).is_empty()
+}
+
+fn refuse_other_key(c: &ManagedCluster, held: &str, key: &str, how: &str) -> Decision {
+    let name = c.metadata.as_ref().map_or("", |m| m.name.as_str());
+    Decision::Refuse {
+        reason: "key_mismatch",
+        message: format!(
+            "cluster {name:?}: another agent key {how} under this name (fingerprint {}); this \
+             request's key (fingerprint {}) changes nothing. If this spoke was rebuilt, ask the \
+             hub admin for a join credential (flotilla join-token {name}) and to accept the new \
+             key (flotilla accept {name} --key {})",
+            fingerprint::of(held),
+            fingerprint::of(key),
+            fingerprint::of(key),
+        ),
+    }
+}
+
+/// Whether the agent presenting `key` is the one the cluster answers Accepted to: accepted,
+/// and (in secure mode) `key` is the bound key.
+pub fn accepted_for(c: &ManagedCluster, key: &str, policy: KeyPolicy) -> bool {
+    accepted(c)
+        && (policy == KeyPolicy::Record
+            || c.hub
+                .as_ref()
+                .is_some_and(|h| !h.agent_public_key.is_empty() && h.agent_public_key == key))
+}
+
+/// Why an admin's accept cannot be carried out.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AcceptError {
+    /// `--key` names no key of the cluster.
+    #[error(
+        "no agent key with fingerprint {given} under {name:?} (bound: {bound}, waiting: {waiting}); nothing accepted"
+    )]
+    NoSuchKey {
+        /// The cluster.
+        name: String,
+        /// What the admin gave.
+        given: String,
+        /// The bound key's fingerprint (or "none").
+        bound: String,
+        /// The waiting key's fingerprint (or "none").
+        waiting: String,
+    },
+    /// A waiting key would replace an accepted cluster's bound key without `--key`.
+    #[error(
+        "{name:?} is accepted with key {bound} and another key {waiting} waits; replacing a key must name it: flotilla accept {name} --key {waiting}"
+    )]
+    NameTheKey {
+        /// The cluster.
+        name: String,
+        /// The bound key's fingerprint.
+        bound: String,
+        /// The waiting key's fingerprint.
+        waiting: String,
+    },
+}
+
+/// The admin accepts `c`, optionally naming the key by fingerprint: a waiting key becomes the
+/// bound key (returned: the key it replaces, to be revoked). Without `key`, a waiting key is
+/// adopted only when no key is bound yet — replacing an accepted cluster's key must name it.
+pub fn accept_key(
+    c: &mut ManagedCluster,
+    key: Option<&str>,
+) -> Result<Option<String>, AcceptError> {
+    let name = c
+        .metadata
+        .as_ref()
+        .map(|m| m.name.clone())
+        .unwrap_or_default();
+    let hub = c.hub.get_or_insert_with(Default::default);
+    let show = |k: &str| {
+        if k.is_empty() {
+            "none".to_string()
+        } else {
+            fingerprint::of(k)
+        }
+    };
+    let adopt = match key {
+        Some(given) if fingerprint::names(&hub.requested_public_key, given) => true,
+        Some(given) if fingerprint::names(&hub.agent_public_key, given) => false,
+        Some(given) => {
+            return Err(AcceptError::NoSuchKey {
+                name,
+                given: given.to_string(),
+                bound: show(&hub.agent_public_key),
+                waiting: show(&hub.requested_public_key),
+            });
+        }
+        None if hub.requested_public_key.is_empty() => false,
+        None if hub.agent_public_key.is_empty() => true,
+        None => {
+            return Err(AcceptError::NameTheKey {
+                name,
+                bound: show(&hub.agent_public_key),
+                waiting: show(&hub.requested_public_key),
+            });
+        }
+    };
+    if !adopt {
+        return Ok(None);
+    }
+    let new = std::mem::take(&mut hub.requested_public_key);
+    hub.last_refusal.clear();
+    let old = std::mem::replace(&mut hub.agent_public_key, new);
+    Ok((!old.is_empty()).then_some(old))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,297 @@
+use super::*;
+use crate::cluster::rules::precreated;
+use flotilla_api::v1::{ClusterClaim, ManagedClusterSpec};
+use std::collections::HashMap;
+
+const NOW: i64 = 1_000_000;
+
+fn req(name: &str, key: &str) -> RegistrationRequest {
+    RegistrationRequest {
+        cluster_name: name.into(),
+        agent_public_key: key.into(),
+        kubernetes_version: "v1.30.0".into(),
+        ..Default::default()
+    }
+}
+
+fn claimed(mut r: RegistrationRequest, name: &str, value: &str) -> RegistrationRequest {
+    r.claims.push(ClusterClaim {
+        name: name.into(),
+        value: value.into(),
+    });
+    r
+}
+
+fn ctx(auto: &AutoAccept) -> Context<'_> {
+    Context {
+        policy: KeyPolicy::Pin,
+        auto,
+        default_lease_seconds: 60,
+        now: NOW,
+    }
+}
+
+fn stored(d: Decision) -> ManagedCluster {
+    match d {
+        Decision::Store { cluster, .. } => *cluster,
+        other => panic!("expected Store, got {other:?}"),
+    }
+}
+
+fn keys(c: &ManagedCluster) -> (&str, &str) {
+    let h = c.hub.as_ref().unwrap();
+    (&h.agent_public_key, &h.requested_public_key)
+}
+
+fn with_join(mut c: ManagedCluster, key: &str, accept: bool, expires: i64) -> ManagedCluster {
+    let h = c.hub.get_or_insert_with(Default::default);
+    h.join_key = key.into();
+    h.join_accept = accept;
+    h.join_expires = Some(prost_types::Timestamp {
+        seconds: expires,
+        nanos: 0,
+    });
+    c
+}
+
+fn ahead_of_agent(name: &str, accept: bool) -> ManagedCluster {
+    precreated(
+        name,
+        HashMap::new(),
+        &ManagedClusterSpec {
+            hub_accepts_client: accept,
+            ..Default::default()
+        },
+        60,
+    )
+    .unwrap()
+}
+
+#[test]
+fn the_first_key_of_a_new_name_is_bound_and_a_second_key_is_refused_without_changing_anything() {
+    let auto = AutoAccept::default();
+    let c = stored(decide(
+        None,
+        &req("c1", "UA"),
+        Credential::User("UBOOT"),
+        &ctx(&auto),
+    ));
+    assert_eq!(keys(&c), ("UA", ""));
+    assert!(!accepted(&c));
+    let d = decide(
+        Some(&c),
+        &claimed(req("c1", "UEVIL"), "region", "evil"),
+        Credential::User("UBOOT"),
+        &ctx(&auto),
+    );
+    let Decision::Refuse { reason, message } = d else {
+        panic!("{d:?}")
+    };
+    assert_eq!(reason, "key_mismatch");
+    assert!(message.contains(&fingerprint::of("UEVIL")), "{message}");
+    assert!(message.contains(&fingerprint::of("UA")), "{message}");
+}
+
+#[test]
+fn another_key_cannot_rewrite_an_accepted_clusters_claims_capacity_or_version() {
+    let auto = AutoAccept::default();
+    let mut c = stored(decide(
+        None,
+        &claimed(req("c1", "UA"), "region", "eu"),
+        Credential::Unknown,
+        &ctx(&auto),
+    ));
+    accept(&mut c, "HubClusterAdminAccepted", "accepted");
+    let mut evil = claimed(req("c1", "UEVIL"), "region", "us");
+    evil.kubernetes_version = "v0.0.1".into();
+    evil.capacity.insert("cpu".into(), "9999".into());
+    assert!(matches!(
+        decide(Some(&c), &evil, Credential::User("UBOOT"), &ctx(&auto)),
+        Decision::Refuse { .. }
+    ));
+    // The bound agent's own report is taken.
+    let own = claimed(req("c1", "UA"), "region", "eu-west");
+    let c2 = stored(decide(Some(&c), &own, Credential::User("UA"), &ctx(&auto)));
+    assert_eq!(c2.status.unwrap().cluster_claims[0].value, "eu-west");
+}
+
+#[test]
+fn a_name_created_ahead_of_its_agent_is_never_bound_through_the_shared_bootstrap() {
+    let auto = AutoAccept {
+        enabled: true,
+        ..Default::default()
+    };
+    let c = ahead_of_agent("edge-1", true);
+    let c = stored(decide(
+        Some(&c),
+        &req("edge-1", "UATTACKER"),
+        Credential::User("UBOOT"),
+        &ctx(&auto),
+    ));
+    assert_eq!(keys(&c), ("", "UATTACKER"), "the key only waits");
+    assert!(!accepted_for(&c, "UATTACKER", KeyPolicy::Pin));
+    // A second key is refused; the first waiting one stays.
+    assert!(matches!(
+        decide(
+            Some(&c),
+            &req("edge-1", "UOTHER"),
+            Credential::User("UBOOT"),
+            &ctx(&auto)
+        ),
+        Decision::Refuse { .. }
+    ));
+}
+
+#[test]
+fn a_join_credential_binds_its_name_replaces_a_bootstrap_racer_and_pre_approves() {
+    let auto = AutoAccept::default();
+    // A racer registered the pending name first through the shared bootstrap credential.
+    let c = stored(decide(
+        None,
+        &req("edge-1", "URACER"),
+        Credential::User("UBOOT"),
+        &ctx(&auto),
+    ));
+    let c = with_join(c, "UJOIN", true, NOW + 3600);
+    let c = stored(decide(
+        Some(&c),
+        &req("edge-1", "UREAL"),
+        Credential::User("UJOIN"),
+        &ctx(&auto),
+    ));
+    assert_eq!(keys(&c), ("UREAL", ""));
+    assert!(accepted_for(&c, "UREAL", KeyPolicy::Pin));
+    // The racer is refused from then on.
+    assert!(matches!(
+        decide(
+            Some(&c),
+            &req("edge-1", "URACER"),
+            Credential::User("UBOOT"),
+            &ctx(&auto)
+        ),
+        Decision::Refuse { .. }
+    ));
+}
+
+#[test]
+fn an_expired_or_foreign_join_credential_binds_nothing() {
+    let auto = AutoAccept::default();
+    let c = with_join(ahead_of_agent("edge-1", false), "UJOIN", true, NOW - 1);
+    let c2 = stored(decide(
+        Some(&c),
+        &req("edge-1", "UA"),
+        Credential::User("UJOIN"),
+        &ctx(&auto),
+    ));
+    assert_eq!(keys(&c2), ("", "UA"), "expired: the key only waits");
+    let c = with_join(ahead_of_agent("edge-1", false), "UJOIN", true, NOW + 60);
+    let c3 = stored(decide(
+        Some(&c),
+        &req("edge-1", "UA"),
+        Credential::User("UBOOT"),
+        &ctx(&auto),
+    ));
+    assert_eq!(keys(&c3), ("", "UA"));
+    assert!(!accepted(&c3));
+}
+
+#[test]
+fn a_rebuilt_spoke_with_a_join_credential_waits_for_accept_by_fingerprint() {
+    let auto = AutoAccept::default();
+    let mut c = stored(decide(
+        None,
+        &req("edge-1", "UOLD"),
+        Credential::Unknown,
+        &ctx(&auto),
+    ));
+    accept(&mut c, "HubClusterAdminAccepted", "accepted");
+    let c = with_join(c, "UJOIN", true, NOW + 60);
+    let mut c = stored(decide(
+        Some(&c),
+        &req("edge-1", "UNEW"),
+        Credential::User("UJOIN"),
+        &ctx(&auto),
+    ));
+    assert_eq!(
+        keys(&c),
+        ("UOLD", "UNEW"),
+        "a bound key is never rebound by a credential"
+    );
+    assert!(matches!(
+        accept_key(&mut c.clone(), None),
+        Err(AcceptError::NameTheKey { .. })
+    ));
+    assert!(matches!(
+        accept_key(&mut c.clone(), Some("0000:0000:0000:0000")),
+        Err(AcceptError::NoSuchKey { .. })
+    ));
+    let old = accept_key(&mut c, Some(&fingerprint::of("UNEW"))).unwrap();
+    assert_eq!(old.as_deref(), Some("UOLD"));
+    assert_eq!(keys(&c), ("UNEW", ""));
+}
+
+#[test]
+fn auto_accept_takes_only_a_new_names_first_key() {
+    let auto = AutoAccept {
+        enabled: true,
+        ..Default::default()
+    };
+    let c = stored(decide(
+        None,
+        &req("c1", "UA"),
+        Credential::User("UBOOT"),
+        &ctx(&auto),
+    ));
+    assert!(accepted_for(&c, "UA", KeyPolicy::Pin));
+    let pre = ahead_of_agent("c2", false);
+    let pre = stored(decide(
+        Some(&pre),
+        &req("c2", "UA"),
+        Credential::User("UBOOT"),
+        &ctx(&auto),
+    ));
+    assert!(
+        !accepted(&pre),
+        "auto-accept never binds a name created ahead of its agent"
+    );
+}
+
+#[test]
+fn plain_mode_records_the_latest_key() {
+    let auto = AutoAccept::default();
+    let mut c = stored(decide(
+        None,
+        &req("c1", "UA"),
+        Credential::Unknown,
+        &ctx(&auto),
+    ));
+    accept(&mut c, "HubClusterAdminAccepted", "accepted");
+    let plain = Context {
+        policy: KeyPolicy::Record,
+        ..ctx(&auto)
+    };
+    let c = stored(decide(
+        Some(&c),
+        &req("c1", "UB"),
+        Credential::Unknown,
+        &plain,
+    ));
+    assert_eq!(keys(&c), ("UB", ""));
+    assert!(accepted_for(&c, "anything", KeyPolicy::Record));
+}
+
+#[test]
+fn denied_clusters_stay_denied() {
+    let auto = AutoAccept::default();
+    let mut c = stored(decide(
+        None,
+        &req("c1", "UA"),
+        Credential::Unknown,
+        &ctx(&auto),
+    ));
+    crate::cluster::rules::deny(&mut c);
+    assert_eq!(
+        decide(Some(&c), &req("c1", "UA"), Credential::Unknown, &ctx(&auto)),
+        Decision::Denied
+    );
+}

@@ -1,0 +1,217 @@
+//! Limits on what spokes may make the hub keep, each configurable, counted and refused with a
+//! clear reason (`flotilla_hub_limit_refusals_total{limit}`):
+//!
+//! - `bootstrap_pending`: pending clusters (neither accepted nor denied) that registrations made
+//!   through a credential not bound to the name may create — the shared bootstrap credential
+//!   would otherwise let anyone who holds it make an actor and a KV record per name they invent;
+//! - `bootstrap_rate`: new names per second one requesting credential may register (a token
+//!   bucket per NATS user, burst of one second's worth);
+//! - `status_unknown`: status messages the hub cannot use (unknown cluster, work or kind, bad
+//!   input) are purged from the status stream by [`crate::janitor`], so a cluster publishing
+//!   endless distinct subjects cannot fill JetStream; the stream itself is bounded in bytes and
+//!   age ([`StreamLimits`]).
+
+use crate::inventory::ClusterInventory;
+use crate::metrics::Metrics;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Limit settings (flags `--bootstrap-pending-max`, `--bootstrap-register-rate`,
+/// `--status-stream-max-bytes`, `--status-stream-max-age`).
+#[derive(Debug, Clone)]
+pub struct LimitsConfig {
+    /// Pending clusters registrations may create, at most.
+    pub bootstrap_pending_max: usize,
+    /// New names per second per requesting credential.
+    pub bootstrap_register_rate: f64,
+    /// Status stream bounds.
+    pub stream: StreamLimits,
+}
+
+/// Bounds of the status stream.
+#[derive(Debug, Clone, Copy)]
+pub struct StreamLimits {
+    /// Bytes (-1: unlimited). When full the oldest status messages go (the hub keeps its state
+    /// in KV; a lost status message is repaired by the agent's status resync).
+    pub max_bytes: i64,
+    /// Age after which a status message goes (zero: never).
+    pub max_age: Duration,
+}
+
+/// Default pending clusters registrations may create.
+pub const DEFAULT_BOOTSTRAP_PENDING_MAX: usize = 1000;
+/// Default new names per second per credential.
+pub const DEFAULT_BOOTSTRAP_REGISTER_RATE: f64 = 20.0;
+/// Default status stream size: 8 GiB.
+pub const DEFAULT_STATUS_STREAM_MAX_BYTES: i64 = 8 << 30;
+/// Default status message age: 7 days.
+pub const DEFAULT_STATUS_STREAM_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            bootstrap_pending_max: DEFAULT_BOOTSTRAP_PENDING_MAX,
+            bootstrap_register_rate: DEFAULT_BOOTSTRAP_REGISTER_RATE,
+            stream: StreamLimits::default(),
+        }
+    }
+}
+
+impl Default for StreamLimits {
+    fn default() -> Self {
+        Self {
+            max_bytes: DEFAULT_STATUS_STREAM_MAX_BYTES,
+            max_age: DEFAULT_STATUS_STREAM_MAX_AGE,
+        }
+    }
+}
+
+/// A refusal at a limit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct Refusal {
+    /// The limit's metric label.
+    pub limit: &'static str,
+    /// What the requester is told.
+    pub message: String,
+}
+
+/// Admits registrations of new names: the pending cap and the per-credential rate.
+#[derive(Debug)]
+pub struct NewNames {
+    config: LimitsConfig,
+    state: Mutex<GateState>,
+}
+
+#[derive(Debug, Default)]
+struct GateState {
+    /// Pending clusters: counted from the inventory at most once a second, plus the ones
+    /// admitted since.
+    pending: usize,
+    counted_at: Option<Instant>,
+    buckets: HashMap<String, Bucket>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+impl NewNames {
+    /// A gate with these limits.
+    pub fn new(config: LimitsConfig) -> Self {
+        Self {
+            config,
+            state: Mutex::new(GateState::default()),
+        }
+    }
+
+    /// Admits (or refuses, counted) a registration of a name the hub has never seen, from the
+    /// credential `who` (a NATS user key, or "" when unknown).
+    pub fn admit(
+        &self,
+        who: &str,
+        inventory: &ClusterInventory,
+        metrics: &Metrics,
+        now: Instant,
+    ) -> Result<(), Refusal> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if st
+            .counted_at
+            .is_none_or(|t| now.duration_since(t) >= Duration::from_secs(1))
+        {
+            st.pending = inventory
+                .snapshot()
+                .iter()
+                .filter(|c| {
+                    !crate::cluster::rules::accepted(c) && !crate::cluster::rules::denied(c)
+                })
+                .count();
+            st.counted_at = Some(now);
+        }
+        let refuse = |limit: &'static str, message: String| {
+            metrics.limit_refused(limit);
+            Err(Refusal { limit, message })
+        };
+        if st.pending >= self.config.bootstrap_pending_max {
+            return refuse(
+                "bootstrap_pending",
+                format!(
+                    "the hub holds {} pending clusters, its limit (--bootstrap-pending-max); \
+                     ask the hub admin to accept or deny pending clusters, or for a join \
+                     credential for this name",
+                    st.pending
+                ),
+            );
+        }
+        let rate = self.config.bootstrap_register_rate.max(0.0);
+        let burst = rate.max(1.0);
+        // Forget idle credentials so the map stays small.
+        if st.buckets.len() > 10_000 {
+            st.buckets
+                .retain(|_, b| now.duration_since(b.at) < Duration::from_secs(60));
+        }
+        let bucket = st.buckets.entry(who.to_string()).or_insert(Bucket {
+            tokens: burst,
+            at: now,
+        });
+        bucket.tokens =
+            (bucket.tokens + now.duration_since(bucket.at).as_secs_f64() * rate).min(burst);
+        bucket.at = now;
+        if bucket.tokens < 1.0 {
+            return refuse(
+                "bootstrap_rate",
+                format!(
+                    "too many new cluster names from this credential: at most {rate} a second \
+                     (--bootstrap-register-rate); try again later"
+                ),
+            );
+        }
+        bucket.tokens -= 1.0;
+        st.pending += 1;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gate(max: usize, rate: f64) -> NewNames {
+        NewNames::new(LimitsConfig {
+            bootstrap_pending_max: max,
+            bootstrap_register_rate: rate,
+            stream: StreamLimits::default(),
+        })
+    }
+
+    #[test]
+    fn new_names_stop_at_the_pending_cap() {
+        let g = gate(3, 1000.0);
+        let (inv, m, now) = (ClusterInventory::new(16), Metrics::new(), Instant::now());
+        for _ in 0..3 {
+            g.admit("UBOOT", &inv, &m, now).unwrap();
+        }
+        let e = g.admit("UBOOT", &inv, &m, now).unwrap_err();
+        assert_eq!(e.limit, "bootstrap_pending");
+        assert!(e.message.contains("--bootstrap-pending-max"), "{e}");
+    }
+
+    #[test]
+    fn each_credential_has_its_own_rate() {
+        let g = gate(1000, 2.0);
+        let (inv, m, now) = (ClusterInventory::new(16), Metrics::new(), Instant::now());
+        g.admit("UA", &inv, &m, now).unwrap();
+        g.admit("UA", &inv, &m, now).unwrap();
+        assert_eq!(
+            g.admit("UA", &inv, &m, now).unwrap_err().limit,
+            "bootstrap_rate"
+        );
+        g.admit("UB", &inv, &m, now).unwrap();
+        // Half a second later one more token is there.
+        g.admit("UA", &inv, &m, now + Duration::from_millis(500))
+            .unwrap();
+    }
+}
