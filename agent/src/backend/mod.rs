@@ -4,6 +4,12 @@
 //!
 //! Calls are async: the simulated cluster answers from memory at once, the Kubernetes backend
 //! over HTTP.
+//!
+//! A work's manifests are written, read and deleted through the `*_as` calls
+//! ([`Backend::apply_as`], [`Backend::get_as`], [`Backend::delete_as`]) naming the work's
+//! executor: a backend with access control acts as that identity, so the cluster's own
+//! authorizer bounds what a work may do. The plain calls are the agent's own identity, for what
+//! the agent does for itself (managed namespaces, add-on credentials, proxy reads).
 
 pub mod kube;
 pub mod sim;
@@ -88,7 +94,8 @@ pub enum BackendError {
     /// The cluster could not be reached.
     #[error("unavailable: {0}")]
     Unavailable(String),
-    /// The work's executor may not do this (a SubjectAccessReview said no).
+    /// Not allowed: the cluster's API server refused the request (its message, verbatim), or a
+    /// SubjectAccessReview said the work's executor may not.
     #[error("forbidden: {0}")]
     Forbidden(String),
 }
@@ -124,11 +131,42 @@ pub trait Backend: Send + Sync + 'static {
     async fn get(&self, id: &ManifestId) -> Result<Option<Value>, BackendError>;
     /// Deletes one object; `Ok(false)` when it was already gone.
     async fn delete(&self, id: &ManifestId) -> Result<bool, BackendError>;
+    /// Writes one object for a work as its `executor` (`None`: the agent's own identity). A
+    /// backend with access control makes the request as that identity, so the cluster, not the
+    /// agent's rights, decides whether the work may; a backend without (the simulated cluster)
+    /// writes as [`Backend::apply`] does, which is the default.
+    async fn apply_as(
+        &self,
+        _executor: Option<&Executor>,
+        id: &ManifestId,
+        object: &Value,
+        strategy: &Strategy,
+    ) -> Result<ApplyOutcome, BackendError> {
+        self.apply(id, object, strategy).await
+    }
+    /// Reads one object for a work as its `executor` (status, feedback, what an apply compares
+    /// with); [`Backend::get`] by default.
+    async fn get_as(
+        &self,
+        _executor: Option<&Executor>,
+        id: &ManifestId,
+    ) -> Result<Option<Value>, BackendError> {
+        self.get(id).await
+    }
+    /// Deletes one object a work owns as its `executor`, so a work never deletes what its
+    /// executor could not; [`Backend::delete`] by default.
+    async fn delete_as(
+        &self,
+        _executor: Option<&Executor>,
+        id: &ManifestId,
+    ) -> Result<bool, BackendError> {
+        self.delete(id).await
+    }
     /// Whether the work's `executor` may do each of `verbs` to `id` (whose manifest is
-    /// `object`), checked before the agent applies a manifest (OCM's executor check; for Roles
-    /// and bindings also whether writing `object` would grant the executor rights it does not
-    /// hold). `None` is the agent's own identity. A refusal
-    /// is [`BackendError::Forbidden`] naming the verb, the resource and the executor. Allowed by
+    /// `object`), checked before the agent applies a manifest (OCM's executor check), so that a
+    /// manifest its executor could not also update or delete later is refused up front with a
+    /// message naming what is missing. `None` is the agent's own identity. A refusal is
+    /// [`BackendError::Forbidden`] naming the verb, the resource and the executor. Allowed by
     /// default: a backend without access control (the simulated cluster) treats every executor
     /// as allowed.
     async fn authorize(

@@ -410,7 +410,8 @@ impl WorkActor {
             }
         };
         let complete = self.complete_manifests();
-        // OCM's executor: every manifest is checked against its rights before it is applied.
+        // OCM's executor: every manifest is checked against its rights before it is applied,
+        // and is written as the executor.
         let executor = flotilla_api::work::Executor::of_work(&self.work());
         for i in order {
             let m = &self.manifests[i];
@@ -467,14 +468,23 @@ impl WorkActor {
             let shaped;
             let object = match &m.ignore {
                 Some(ignore) => {
-                    let live = self.backend.get(id).await.ok().flatten();
+                    let live = self
+                        .backend
+                        .get_as(executor.as_ref(), id)
+                        .await
+                        .ok()
+                        .flatten();
                     let last = self.last_applied.entry(i).or_default();
                     shaped = ignore.shape(object, live.as_ref(), last);
                     &shaped
                 }
                 None => object,
             };
-            results[i] = match self.backend.apply(id, object, &m.strategy).await {
+            results[i] = match self
+                .backend
+                .apply_as(executor.as_ref(), id, object, &m.strategy)
+                .await
+            {
                 Ok(outcome) => {
                     if matches!(outcome, ApplyOutcome::Created | ApplyOutcome::Updated) {
                         tracing::debug!(resource = %id.describe(), ?outcome, "applied");
@@ -533,8 +543,9 @@ impl WorkActor {
         }
     }
 
-    /// Releases this work's claim on a resource and deletes it unless another work declares it
-    /// or the delete option keeps it. Returns whether the resource is (or will be) gone.
+    /// Releases this work's claim on a resource and deletes it (as the work's executor) unless
+    /// another work declares it or the delete option keeps it. Returns whether the resource is
+    /// (or will be) gone.
     async fn remove_resource(
         &self,
         id: &ManifestId,
@@ -553,7 +564,8 @@ impl WorkActor {
             tracing::info!(resource = %id.describe(), "orphaned per the delete option");
             return false;
         }
-        match self.backend.delete(id).await {
+        let executor = flotilla_api::work::Executor::of_work(&self.work());
+        match self.backend.delete_as(executor.as_ref(), id).await {
             Ok(_) => {
                 tracing::info!(resource = %id.describe(), "deleted");
                 true
@@ -609,9 +621,11 @@ impl WorkActor {
             .unwrap_or_default()
     }
 
-    /// Observes every resource, updates conditions and feedback, and publishes when changed.
+    /// Observes every resource (as the work's executor), updates conditions and feedback, and
+    /// publishes when changed.
     async fn refresh_and_publish(&mut self, force: bool) {
         let generation = generation_of(self.record.work.as_ref());
+        let executor = flotilla_api::work::Executor::of_work(&self.work());
         let mut manifests: Vec<ManifestCondition> = Vec::with_capacity(self.manifests.len());
         let previous = self
             .status
@@ -637,7 +651,12 @@ impl WorkActor {
             let mut rule_conditions = Vec::new();
             let (meta, observed, feedback) = match &m.id {
                 Ok(id) => {
-                    let observed = self.backend.get(id).await.ok().flatten();
+                    let observed = self
+                        .backend
+                        .get_as(executor.as_ref(), id)
+                        .await
+                        .ok()
+                        .flatten();
                     if let Some(rules) = &m.condition_rules {
                         rule_conditions = rules.evaluate(id, observed.as_ref());
                     }
@@ -741,10 +760,19 @@ impl WorkActor {
         // Idempotent, so it also repairs a deletion a crash interrupted, and (Foreground) the
         // work stays until every resource it deletes is really gone.
         let policy = self.work().spec.and_then(|s| s.delete_option);
+        let executor = flotilla_api::work::Executor::of_work(&self.work());
+        let executor = executor.as_ref();
         let mut waiting = Vec::new();
         // In reverse order of application: contents before their Namespace (applied first).
         for id in self.record.applied.iter().rev().map(applied_id) {
-            if self.backend.get(&id).await.ok().flatten().is_none() {
+            if self
+                .backend
+                .get_as(executor, &id)
+                .await
+                .ok()
+                .flatten()
+                .is_none()
+            {
                 self.ownership
                     .lock()
                     .expect("ownership lock")
@@ -752,7 +780,13 @@ impl WorkActor {
                 continue;
             }
             if self.remove_resource(&id, policy.as_ref()).await
-                && self.backend.get(&id).await.ok().flatten().is_some()
+                && self
+                    .backend
+                    .get_as(executor, &id)
+                    .await
+                    .ok()
+                    .flatten()
+                    .is_some()
             {
                 waiting.push(id.describe());
             }

@@ -2,10 +2,44 @@
 //! answered from a rule list the test sets ([`super::FakeKube::allow`]), in the real JSON shape.
 //! Like RBAC it denies what no rule allows; unlike RBAC the rules are not Kubernetes objects.
 //! The same rules judge impersonated requests (`Impersonate-User`, `Impersonate-Group`), with
-//! RBAC's escalation rules for writing Roles and bindings ([`escalation`]); requests that
-//! impersonate no one are never checked (any token may do anything).
+//! RBAC's escalation rules for writing Roles and bindings ([`escalation`]). Requests that
+//! impersonate no one are judged as the caller the test names ([`super::FakeKube::authenticate_as`])
+//! and never checked when it names none (any token may do anything); a named caller also needs
+//! `impersonate` on whom it impersonates, as the API server checks: the ServiceAccount
+//! (`serviceaccounts` in its namespace), another user (`users`), each group sent (`groups`).
 
 use serde_json::{Value, json};
+
+/// A request made impersonating someone, as the fake server received it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Impersonation {
+    /// `METHOD /path?query`, as in [`super::FakeKube::requests`].
+    pub request: String,
+    /// The `Impersonate-User` header.
+    pub user: String,
+    /// The `Impersonate-Group` headers (none when the API server is to derive the groups).
+    pub groups: Vec<String>,
+}
+
+/// The groups the API server puts an impersonated `user` in when the request names none: a
+/// ServiceAccount's (`system:serviceaccounts`, `system:serviceaccounts:<ns>`), and
+/// `system:authenticated` for everyone.
+pub fn implicit_groups(user: &str) -> Vec<String> {
+    let mut groups = Vec::new();
+    if let Some((ns, _)) = service_account(user) {
+        groups.push("system:serviceaccounts".to_string());
+        groups.push(format!("system:serviceaccounts:{ns}"));
+    }
+    groups.push("system:authenticated".to_string());
+    groups
+}
+
+/// `(namespace, name)` of a ServiceAccount's user name, `system:serviceaccount:<ns>:<name>`.
+pub fn service_account(user: &str) -> Option<(&str, &str)> {
+    let rest = user.strip_prefix("system:serviceaccount:")?;
+    let (ns, name) = rest.split_once(':')?;
+    (!ns.is_empty() && !name.is_empty() && !name.contains(':')).then_some((ns, name))
+}
 
 /// What a subject may do: the shape of one RBAC policy rule bound to one user or group.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -304,6 +338,21 @@ mod tests {
         let answer = review(&rules, &sar(sa, "get", "", "configmaps", "default", "x")).unwrap();
         assert_eq!(answer["kind"], "SubjectAccessReview");
         assert_eq!(answer["spec"]["user"], sa);
+    }
+
+    #[test]
+    fn an_impersonated_service_account_gets_its_groups_from_the_server() {
+        assert_eq!(
+            implicit_groups("system:serviceaccount:team-a:deployer"),
+            [
+                "system:serviceaccounts",
+                "system:serviceaccounts:team-a",
+                "system:authenticated"
+            ]
+        );
+        assert_eq!(implicit_groups("alice"), ["system:authenticated"]);
+        assert_eq!(service_account("system:serviceaccount:a:b:c"), None);
+        assert_eq!(service_account("system:serviceaccount::b"), None);
     }
 
     #[test]

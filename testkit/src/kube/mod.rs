@@ -5,11 +5,17 @@
 //!
 //! SubjectAccessReviews are answered from a rule list the test sets ([`FakeKube::allow`],
 //! [`access`]); what no rule allows is denied. The same rules, with RBAC's escalation rules for
-//! Roles and bindings, judge requests that impersonate a user (`Impersonate-User`); a `dryRun`
-//! create answers without storing.
+//! Roles and bindings, judge requests that impersonate a user (`Impersonate-User`; a
+//! ServiceAccount named without `Impersonate-Group` gets its groups from the server, as on a
+//! real one), recorded for tests ([`FakeKube::impersonations`]); a `dryRun` create answers
+//! without storing. A test may name who the client is ([`FakeKube::authenticate_as`]): its
+//! requests are then judged by the same rules, and it may impersonate only whom a rule lets it
+//! (`impersonate` on `serviceaccounts`, `users`, `groups`), so a least-privilege agent can be
+//! tested.
 //!
-//! What it does not emulate: authentication and RBAC for requests that impersonate no one (any
-//! token may do anything), admission and
+//! What it does not emulate: authentication (the token is not read: the caller is whom the
+//! test names, and when it names no one any request that impersonates no one may do anything),
+//! RBAC for version, health and discovery paths (open to all), admission and
 //! defaulting, schema validation beyond what the wire format needs, label and field selectors on
 //! lists, strategic merge patch (treated as a JSON merge patch), server-side apply's list merge
 //! keys (a list is owned and replaced whole), finalizers and the Terminating phase (a deletion —
@@ -38,7 +44,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use tokio::task::JoinHandle;
 
-pub use access::AccessRule;
+pub use access::{AccessRule, Impersonation};
 pub use resources::Resource;
 pub use store::ObjectKey;
 
@@ -146,6 +152,24 @@ impl FakeKube {
     /// Adds a rule to the SubjectAccessReview authorizer (which denies what no rule allows).
     pub fn allow(&self, rule: AccessRule) {
         self.lock().access.push(rule);
+    }
+
+    /// Removes every authorizer rule of `subject` (a user or a group).
+    pub fn revoke(&self, subject: &str) {
+        self.lock().access.retain(|r| r.subject != subject);
+    }
+
+    /// Judges requests that impersonate no one as `user` (with a ServiceAccount's groups when
+    /// it is one) by the authorizer's rules, and lets `user` impersonate only whom a rule allows
+    /// it to; until called, such requests may do anything.
+    pub fn authenticate_as(&self, user: &str) {
+        self.lock().caller = Some(user.to_string());
+    }
+
+    /// Every request served so far that impersonated someone: the request, the user and the
+    /// groups it named.
+    pub fn impersonations(&self) -> Vec<access::Impersonation> {
+        self.lock().impersonations.clone()
     }
 
     /// Every SubjectAccessReview answered so far, with its `status`.

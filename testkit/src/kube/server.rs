@@ -2,7 +2,9 @@
 //! `/api/v1`, `/apis/<group>/<version>`), and for every resource the collection and item paths
 //! (namespaced and cluster-scoped) with GET (list, get, `?watch=true`), POST, PUT, PATCH (apply,
 //! merge) and DELETE, answering errors as `Status` objects; and the SubjectAccessReview create
-//! (`POST /apis/authorization.k8s.io/v1/subjectaccessreviews`).
+//! (`POST /apis/authorization.k8s.io/v1/subjectaccessreviews`). Resource requests and reviews
+//! are judged ([`authorize`]) as the user they impersonate, or as the caller the test named;
+//! version, health and discovery are open to all.
 
 use super::FakeOptions;
 use super::resources::{self, Resource};
@@ -138,10 +140,11 @@ async fn handle(
     let q = query(&uri);
     let param = |k: &str| q.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
     let mut store = state.lock().unwrap_or_else(|p| p.into_inner());
-    store.requests.push(match uri.query() {
+    let line = match uri.query() {
         Some(qs) => format!("{method} {path}?{qs}"),
         None => format!("{method} {path}"),
-    });
+    };
+    store.requests.push(line.clone());
     if path == "/version" {
         let (major, minor) = parse_version(&options.git_version);
         return json_response(
@@ -177,7 +180,62 @@ async fn handle(
         "/api/v1" => return json_response(200, &resources::resource_list("v1", store.resources())),
         _ => {}
     }
+    // Who the request acts as: the impersonated user (if its caller may impersonate it), or the
+    // caller the test named; `None`: not judged.
+    let acting = match headers
+        .get("impersonate-user")
+        .and_then(|v| v.to_str().ok())
+    {
+        Some(user) => {
+            let sent: Vec<String> = headers
+                .get_all("impersonate-group")
+                .iter()
+                .filter_map(|v| v.to_str().ok().map(str::to_string))
+                .collect();
+            if let Err(e) = may_impersonate(&store, user, &sent) {
+                return error(&e);
+            }
+            store.impersonations.push(super::access::Impersonation {
+                request: line,
+                user: user.to_string(),
+                groups: sent.clone(),
+            });
+            // Named groups, plus system:authenticated; none named: the ServiceAccount's own.
+            let groups = if sent.is_empty() {
+                super::access::implicit_groups(user)
+            } else {
+                let mut groups = sent;
+                if !groups.iter().any(|g| g == "system:authenticated") {
+                    groups.push("system:authenticated".into());
+                }
+                groups
+            };
+            Some((user.to_string(), groups))
+        }
+        None => store.caller.clone().map(|caller| {
+            let groups = super::access::implicit_groups(&caller);
+            (caller, groups)
+        }),
+    };
+    let judge = |store: &Store, check: &Check<'_>| match &acting {
+        Some((user, groups)) => {
+            let groups: Vec<&str> = groups.iter().map(String::as_str).collect();
+            authorize(store, check, user, &groups)
+        }
+        None => Ok(()),
+    };
     if path == "/apis/authorization.k8s.io/v1/subjectaccessreviews" {
+        let review = Check {
+            verb: "create",
+            group: "authorization.k8s.io",
+            plural: "subjectaccessreviews",
+            namespace: "",
+            name: String::new(),
+            object: &Value::Null,
+        };
+        if let Err(e) = judge(&store, &review) {
+            return error(&e);
+        }
         if method != Method::POST {
             return error(&ApiError {
                 code: 405,
@@ -242,16 +300,34 @@ async fn handle(
             causes: Vec::new(),
         })
     };
-    if let Some(user) = headers
-        .get("impersonate-user")
-        .and_then(|v| v.to_str().ok())
-    {
-        let groups: Vec<&str> = headers
-            .get_all("impersonate-group")
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .collect();
-        if let Err(e) = impersonated(&store, &t, &method, &param, user, &groups, &body) {
+    if acting.is_some() {
+        let object: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let name = t
+            .name
+            .clone()
+            .or_else(|| object["metadata"]["name"].as_str().map(str::to_string))
+            .unwrap_or_default();
+        let verb = match (&method, &t.name) {
+            (&Method::GET, None) if matches!(param("watch").as_deref(), Some("true" | "1")) => {
+                "watch"
+            }
+            (&Method::GET, None) => "list",
+            (&Method::GET, Some(_)) => "get",
+            (&Method::POST, _) => "create",
+            (&Method::PUT, _) => "update",
+            (&Method::PATCH, _) => "patch",
+            (&Method::DELETE, _) => "delete",
+            _ => "unknown",
+        };
+        let check = Check {
+            verb,
+            group: &t.resource.group,
+            plural: &t.resource.plural,
+            namespace: &t.namespace,
+            name,
+            object: &object,
+        };
+        if let Err(e) = judge(&store, &check) {
             return error(&e);
         }
     }
@@ -380,36 +456,23 @@ async fn handle(
     }
 }
 
-/// Judges a request made as `user` (impersonation) with the test's access rules, and RBAC's
-/// escalation rules for writes of Roles and bindings: a 403 `Forbidden` as the API server words
-/// it.
-fn impersonated(
-    store: &Store,
-    t: &Target,
-    method: &Method,
-    param: &dyn Fn(&str) -> Option<String>,
-    user: &str,
-    groups: &[&str],
-    body: &[u8],
-) -> Result<(), ApiError> {
-    let object: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-    let name = t
-        .name
-        .clone()
-        .or_else(|| object["metadata"]["name"].as_str().map(str::to_string))
-        .unwrap_or_default();
-    let verb = match (method, &t.name) {
-        (&Method::GET, None) if matches!(param("watch").as_deref(), Some("true" | "1")) => "watch",
-        (&Method::GET, None) => "list",
-        (&Method::GET, Some(_)) => "get",
-        (&Method::POST, _) => "create",
-        (&Method::PUT, _) => "update",
-        (&Method::PATCH, _) => "patch",
-        (&Method::DELETE, _) => "delete",
-        _ => "unknown",
-    };
-    let (group, plural) = (t.resource.group.as_str(), t.resource.plural.as_str());
-    let forbidden = |why: String| ApiError {
+/// What a request asks to do.
+struct Check<'a> {
+    verb: &'static str,
+    group: &'a str,
+    plural: &'a str,
+    /// `""` for cluster-scoped resources.
+    namespace: &'a str,
+    /// The object's name (`""` for a list or watch).
+    name: String,
+    /// The body (`null` when there is none).
+    object: &'a Value,
+}
+
+/// A 403 `Forbidden` as the API server words it: `<plural>[.<group>] "<name>" is forbidden:
+/// <why>`.
+fn forbidden(group: &str, plural: &str, name: &str, why: String) -> ApiError {
+    ApiError {
         code: 403,
         reason: "Forbidden",
         message: format!(
@@ -421,33 +484,87 @@ fn impersonated(
             }
         ),
         causes: Vec::new(),
+    }
+}
+
+/// `User "<user>" cannot <verb> resource "<plural>" in API group "<group>" <scope>`.
+fn cannot(user: &str, verb: &str, group: &str, plural: &str, namespace: &str) -> String {
+    format!(
+        "User {user:?} cannot {verb} resource {plural:?} in API group {group:?}{}",
+        if namespace.is_empty() {
+            " at the cluster scope".to_string()
+        } else {
+            format!(" in the namespace {namespace:?}")
+        }
+    )
+}
+
+/// Whether the caller the test named may impersonate `user` and the `groups` sent, as the API
+/// server checks before acting as them (nothing is checked when the test named no caller).
+fn may_impersonate(store: &Store, user: &str, groups: &[String]) -> Result<(), ApiError> {
+    let Some(caller) = &store.caller else {
+        return Ok(());
     };
-    if !super::access::allowed(
+    let caller_groups = super::access::implicit_groups(caller);
+    let caller_groups: Vec<&str> = caller_groups.iter().map(String::as_str).collect();
+    let (plural, namespace, name) = match super::access::service_account(user) {
+        Some((ns, name)) => ("serviceaccounts", ns, name),
+        None => ("users", "", user),
+    };
+    let mut asked = vec![(plural, namespace, name)];
+    asked.extend(groups.iter().map(|g| ("groups", "", g.as_str())));
+    for (plural, namespace, name) in asked {
+        let may = super::access::allowed(
+            &store.access,
+            caller,
+            &caller_groups,
+            "impersonate",
+            "",
+            plural,
+            namespace,
+            name,
+        );
+        if !may {
+            return Err(forbidden(
+                "",
+                plural,
+                name,
+                cannot(caller, "impersonate", "", plural, namespace),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Judges a request made as `user` (in `groups`) with the test's access rules, and RBAC's
+/// escalation rules for writes of Roles and bindings: a 403 `Forbidden` as the API server words
+/// it.
+fn authorize(store: &Store, c: &Check<'_>, user: &str, groups: &[&str]) -> Result<(), ApiError> {
+    let allowed = super::access::allowed(
         &store.access,
         user,
         groups,
-        verb,
-        group,
-        plural,
-        &t.namespace,
-        &name,
-    ) {
-        return Err(forbidden(format!(
-            "User {user:?} cannot {verb} resource {plural:?} in API group {group:?}{}",
-            if t.namespace.is_empty() {
-                " at the cluster scope".to_string()
-            } else {
-                format!(" in the namespace {:?}", t.namespace)
-            }
-        )));
+        c.verb,
+        c.group,
+        c.plural,
+        c.namespace,
+        &c.name,
+    );
+    if !allowed {
+        return Err(forbidden(
+            c.group,
+            c.plural,
+            &c.name,
+            cannot(user, c.verb, c.group, c.plural, c.namespace),
+        ));
     }
-    if group == "rbac.authorization.k8s.io"
-        && super::access::escalates(plural)
-        && matches!(verb, "create" | "update" | "patch")
+    if c.group == "rbac.authorization.k8s.io"
+        && super::access::escalates(c.plural)
+        && matches!(c.verb, "create" | "update" | "patch")
     {
         let role = |kind: &str, role_name: &str| {
             let (plural, ns) = if kind == "Role" {
-                ("roles", t.namespace.as_str())
+                ("roles", c.namespace)
             } else {
                 ("clusterroles", "")
             };
@@ -464,12 +581,12 @@ fn impersonated(
             &store.access,
             user,
             groups,
-            plural,
-            &t.namespace,
-            &object,
+            c.plural,
+            c.namespace,
+            c.object,
             role,
         )
-        .map_err(forbidden)?;
+        .map_err(|why| forbidden(c.group, c.plural, &c.name, why))?;
     }
     Ok(())
 }

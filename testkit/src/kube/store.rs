@@ -126,6 +126,11 @@ pub struct Store {
     pub unavailable: bool,
     /// What SubjectAccessReviews allow.
     pub access: Vec<super::access::AccessRule>,
+    /// Who requests that impersonate no one come from, judged by [`Store::access`]; `None`:
+    /// not judged (any token may do anything).
+    pub caller: Option<String>,
+    /// Every request that impersonated someone, as it was asked.
+    pub impersonations: Vec<super::access::Impersonation>,
     /// Every SubjectAccessReview answered, as answered.
     pub reviews: Vec<Value>,
     /// Watch events.
@@ -258,6 +263,8 @@ impl Store {
             requests: Vec::new(),
             unavailable: false,
             access: Vec::new(),
+            caller: None,
+            impersonations: Vec::new(),
             reviews: Vec::new(),
             events,
             history: std::collections::VecDeque::new(),

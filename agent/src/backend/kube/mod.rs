@@ -12,14 +12,33 @@
 //!   a work whose anchor is deleted, and never a resource another work's anchor still owns.
 //! - Deletes use `Foreground` propagation, so a resource stays visible until its own dependents
 //!   are gone and the work's Foreground deletion waits for all of it.
-//! - A work's executor (OCM's `spec.executor`) is checked before each manifest is applied: one
+//! - A work that names an executor (OCM's `spec.executor`, a ServiceAccount) is served as that
+//!   ServiceAccount: its writes (server-side apply, update, create), the reads its status,
+//!   feedback and applies need, and the deletes of what it owns are made with Kubernetes
+//!   impersonation, `Impersonate-User: system:serviceaccount:<ns>:<name>` and no
+//!   `Impersonate-Group` (the API server gives a ServiceAccount its groups itself), so the agent
+//!   needs `impersonate` on that ServiceAccount and nothing on `groups`. The spoke's RBAC, with
+//!   its escalation rules for Roles and bindings, decides what the work may do, not the agent's
+//!   own rights; its refusal is reported with the API server's message (an escalation named
+//!   as such). One client per executor, at most [`MAX_EXECUTOR_CLIENTS`]: the least recently
+//!   used goes, with its watch caches.
+//! - A work without an executor is served as the agent itself. Under `flotilla join`'s
+//!   least-privilege default the agent may write none of a work's kinds, so such a manifest
+//!   fails with the API server's 403, reported verbatim in its `Applied` condition: intended —
+//!   the spoke's admin decides through executors what works may do.
+//! - The executor is also checked before each manifest is applied (OCM's executor check): one
 //!   SubjectAccessReview per verb for the ServiceAccount's user and groups on the manifest's
-//!   resource, namespace and name; allowed answers are cached for [`ALLOWED_TTL`] (as OCM's
-//!   executor cache does), so a resync of a large work asks nothing again; denials are not
-//!   cached, so a right granted later takes effect on the next apply. A Role, ClusterRole or
-//!   binding is also created as a dry run while impersonating the executor (OCM's escalation
-//!   check: a review cannot tell whether the object grants rights its writer lacks; the API
-//!   server's RBAC escalation rules can).
+//!   resource, namespace and name. Impersonated writes are the authority; the review stays
+//!   because it refuses, before anything is written and with a message naming the verb, a
+//!   manifest its executor could create but not also update, or not delete when the work owns
+//!   it (a write alone cannot tell that a later deletion would fail). Allowed answers are cached
+//!   for [`ALLOWED_TTL`] (as OCM's executor cache does), so a resync of a large work asks nothing
+//!   again; a right revoked meanwhile is refused by the write itself. Denials are not cached, so
+//!   a right granted later takes effect on the next apply. The escalation dry run made before
+//!   writes were impersonated is gone: the write itself meets RBAC's escalation rules.
+//! - Watch caches are per identity: an executor's reads come from a list and watch made as the
+//!   executor (it needs `list` and `watch` for that; without them each read is a GET as the
+//!   executor).
 //! - Cluster facts: `/version`, capacity and allocatable summed over nodes, the node count, the `id.k8s.io`
 //!   claim from the kube-system namespace's UID, platform from the nodes' provider IDs, product
 //!   from the version string and node labels, health from `/readyz`.
@@ -43,18 +62,26 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Group, version and kind.
 type KindKey = (String, String, String);
 
-/// How long a SubjectAccessReview that allowed an executor is trusted.
+/// How long a SubjectAccessReview that allowed an executor is trusted (by the pre-check; the
+/// write, made as the executor, is judged anew by the API server).
 pub const ALLOWED_TTL: Duration = Duration::from_secs(300);
+/// Executors with a client of their own kept at once; the least recently used goes first.
+pub const MAX_EXECUTOR_CLIENTS: usize = 64;
 /// Cached answers beyond which expired ones are dropped.
 const ACCESS_CACHE_PRUNE: usize = 10_000;
 
 /// The group of the kinds whose writing can escalate rights.
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+
+/// What the API server's refusal of a Role or binding that grants more than its writer holds
+/// says (RBAC's escalation check).
+const ESCALATION_REFUSED: &str = "attempting to grant RBAC permissions not currently held";
 
 /// Whether writing an object of this plural resource of [`RBAC_GROUP`] can grant rights.
 fn escalates(plural: &str) -> bool {
@@ -66,6 +93,15 @@ fn escalates(plural: &str) -> bool {
 
 /// One question to the authorizer: user, verb, group, resource, namespace, name.
 type AccessKey = (String, &'static str, String, String, String, String);
+
+/// A watch cache's key: the identity it reads as (the executor's user name, `""` for the
+/// agent), the kind, and the namespace (`""` for cluster-scoped kinds).
+type CacheKey = (String, KindKey, String);
+
+/// The user name requests for `executor` go as; `""` for the agent itself.
+fn identity(executor: Option<&Executor>) -> String {
+    executor.map(Executor::username).unwrap_or_default()
+}
 
 /// The anchor of a work's resources: OCM's cluster-scoped AppliedManifestWork, whose CRD the
 /// install manifests (`flotilla join`) carry.
@@ -89,14 +125,17 @@ fn anchor_id(work_resource_id: &str) -> ManifestId {
 pub struct KubeBackend {
     client: Client,
     kinds: Mutex<HashMap<KindKey, (ApiResource, ApiCapabilities)>>,
-    /// Watch caches by kind and namespace (`""` for cluster-scoped kinds).
-    caches: Mutex<HashMap<(KindKey, String), Arc<Cache>>>,
+    /// Watch caches by identity, kind and namespace.
+    caches: Mutex<HashMap<CacheKey, Arc<Cache>>>,
     /// SubjectAccessReviews that allowed, and when they were asked.
     allowed: Mutex<HashMap<AccessKey, Instant>>,
     /// How the agent reaches the cluster, to impersonate executors.
     config: Config,
-    /// Clients impersonating executors, by user name.
-    impersonating: Mutex<HashMap<String, Client>>,
+    /// Clients impersonating executors, by user name, with the use that last took each (of
+    /// [`KubeBackend::uses`]).
+    impersonating: Mutex<HashMap<String, (Client, u64)>>,
+    /// Uses of impersonating clients so far: the least recently used has the lowest stamp.
+    uses: AtomicU64,
 }
 
 impl std::fmt::Debug for KubeBackend {
@@ -140,6 +179,7 @@ impl KubeBackend {
             client,
             config,
             impersonating: Mutex::new(HashMap::new()),
+            uses: AtomicU64::new(0),
             kinds: Mutex::new(HashMap::new()),
             caches: Mutex::new(HashMap::new()),
             allowed: Mutex::new(HashMap::new()),
@@ -186,8 +226,63 @@ impl KubeBackend {
         }
     }
 
-    async fn api(&self, id: &ManifestId) -> Result<Api<DynamicObject>, BackendError> {
+    /// The client whose requests go as `executor` (impersonating it), or as the agent for
+    /// `None`.
+    fn client_as(&self, executor: Option<&Executor>) -> Result<Client, BackendError> {
+        let Some(executor) = executor else {
+            return Ok(self.client.clone());
+        };
+        let user = executor.username();
+        let stamp = self.uses.fetch_add(1, Ordering::Relaxed);
+        if let Some((client, used)) = self
+            .impersonating
+            .lock()
+            .expect("clients lock")
+            .get_mut(&user)
+        {
+            *used = stamp;
+            return Ok(client.clone());
+        }
+        let mut config = self.config.clone();
+        // The user alone: the API server adds a ServiceAccount's groups itself, so the agent
+        // needs no right to impersonate groups.
+        config.auth_info.impersonate = Some(user.clone());
+        config.auth_info.impersonate_groups = None;
+        let client = Client::try_from(config).map_err(unavailable)?;
+        let (client, evicted) = {
+            let mut clients = self.impersonating.lock().expect("clients lock");
+            let evicted = if clients.len() >= MAX_EXECUTOR_CLIENTS && !clients.contains_key(&user) {
+                let oldest = clients
+                    .iter()
+                    .min_by_key(|(_, (_, used))| *used)
+                    .map(|(u, _)| u.clone());
+                oldest.inspect(|u| {
+                    clients.remove(u);
+                })
+            } else {
+                None
+            };
+            let (client, _) = clients.entry(user).or_insert((client, stamp));
+            (client.clone(), evicted)
+        };
+        if let Some(gone) = evicted {
+            // Its watch caches go with it (their tasks end once the caches are dropped).
+            self.caches
+                .lock()
+                .expect("caches lock")
+                .retain(|(who, _, _), _| *who != gone);
+        }
+        Ok(client)
+    }
+
+    /// The object's API, with requests going as `executor` (the agent for `None`).
+    async fn api(
+        &self,
+        id: &ManifestId,
+        executor: Option<&Executor>,
+    ) -> Result<Api<DynamicObject>, BackendError> {
         let (ar, caps) = self.resolve(&id.group, &id.version, &id.kind).await?;
+        let client = self.client_as(executor)?;
         Ok(match caps.scope {
             Scope::Namespaced => {
                 let ns = if id.namespace.is_empty() {
@@ -195,14 +290,19 @@ impl KubeBackend {
                 } else {
                     &id.namespace
                 };
-                Api::namespaced_with(self.client.clone(), ns, &ar)
+                Api::namespaced_with(client, ns, &ar)
             }
-            Scope::Cluster => Api::all_with(self.client.clone(), &ar),
+            Scope::Cluster => Api::all_with(client, &ar),
         })
     }
 
-    /// The watch cache of the object's kind and namespace, started on first use.
-    async fn cache(&self, id: &ManifestId) -> Result<Arc<Cache>, BackendError> {
+    /// The watch cache of the object's kind and namespace as `executor` sees them, started on
+    /// first use.
+    async fn cache(
+        &self,
+        id: &ManifestId,
+        executor: Option<&Executor>,
+    ) -> Result<Arc<Cache>, BackendError> {
         let (_, caps) = self.resolve(&id.group, &id.version, &id.kind).await?;
         let namespace = match caps.scope {
             Scope::Namespaced if id.namespace.is_empty() => "default".to_string(),
@@ -210,13 +310,14 @@ impl KubeBackend {
             Scope::Cluster => String::new(),
         };
         let key = (
+            identity(executor),
             (id.group.clone(), id.version.clone(), id.kind.clone()),
             namespace,
         );
         if let Some(c) = self.caches.lock().expect("caches lock").get(&key) {
             return Ok(c.clone());
         }
-        let api = self.api(id).await?;
+        let api = self.api(id, executor).await?;
         let mut caches = self.caches.lock().expect("caches lock");
         let cache = caches.entry(key).or_insert_with(|| {
             let c = Arc::new(Cache::default());
@@ -226,16 +327,26 @@ impl KubeBackend {
         Ok(cache.clone())
     }
 
-    async fn get_object(&self, id: &ManifestId) -> Result<Option<Value>, BackendError> {
-        if let Some(found) = self.cache(id).await?.get(&id.name) {
+    /// Reads an object as `executor`: from its watch cache once synced, else from the API
+    /// server.
+    async fn get_object(
+        &self,
+        id: &ManifestId,
+        executor: Option<&Executor>,
+    ) -> Result<Option<Value>, BackendError> {
+        if let Some(found) = self.cache(id, executor).await?.get(&id.name) {
             return Ok(found);
         }
-        self.get_live(id).await
+        self.get_live(id, executor).await
     }
 
-    /// Reads an object from the API server, bypassing the cache.
-    async fn get_live(&self, id: &ManifestId) -> Result<Option<Value>, BackendError> {
-        let api = self.api(id).await?;
+    /// Reads an object from the API server as `executor`, bypassing the cache.
+    async fn get_live(
+        &self,
+        id: &ManifestId,
+        executor: Option<&Executor>,
+    ) -> Result<Option<Value>, BackendError> {
+        let api = self.api(id, executor).await?;
         match api.get_opt(&id.name).await {
             Ok(Some(o)) => serde_json::to_value(o)
                 .map(Some)
@@ -290,71 +401,47 @@ impl KubeBackend {
         }
     }
 
-    /// A client acting as `executor` (Kubernetes impersonation of its user and groups).
-    fn impersonating(&self, executor: &Executor) -> Result<Client, BackendError> {
-        let user = executor.username();
-        if let Some(c) = self.impersonating.lock().expect("clients lock").get(&user) {
-            return Ok(c.clone());
-        }
-        let mut config = self.config.clone();
-        config.auth_info.impersonate = Some(user.clone());
-        config.auth_info.impersonate_groups = Some(executor.groups());
-        let client = Client::try_from(config).map_err(unavailable)?;
-        self.impersonating
-            .lock()
-            .expect("clients lock")
-            .insert(user, client.clone());
-        Ok(client)
-    }
-
-    /// OCM's escalation check: creates `object` as a dry run while impersonating `executor`, so
-    /// the API server applies its RBAC escalation rules (a Role may only grant what its writer
-    /// holds, a binding only a role its writer holds or may `bind`). An object that exists
-    /// already passed them (the server checks escalation before existence).
-    async fn check_escalation(
-        &self,
-        executor: &Executor,
-        id: &ManifestId,
-        object: &Value,
-        (ar, caps): &(ApiResource, ApiCapabilities),
-        namespace: &str,
-    ) -> Result<(), BackendError> {
-        let client = self.impersonating(executor)?;
-        let api: Api<DynamicObject> = match caps.scope {
-            Scope::Namespaced => Api::namespaced_with(client, namespace, ar),
-            Scope::Cluster => Api::all_with(client, ar),
-        };
-        let typed: DynamicObject = serde_json::from_value(object.clone())
-            .map_err(|e| BackendError::Invalid(e.to_string()))?;
-        let params = PostParams {
-            dry_run: true,
-            field_manager: None,
-        };
-        match api.create(&params, &typed).await {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(r)) if r.code == 409 => Ok(()),
-            Err(kube::Error::Api(r)) if r.code == 403 => Err(BackendError::Forbidden(format!(
-                "the executor {} may not create {}.{RBAC_GROUP} {:?}: permission escalation ({})",
-                executor.username(),
-                ar.plural,
-                id.name,
-                r.message
-            ))),
-            Err(e) => Err(map_error(e)),
-        }
-    }
-
-    /// Puts what the server answered to a write into the cache.
-    async fn remember(&self, id: &ManifestId, object: DynamicObject) {
-        if let (Ok(cache), Ok(v)) = (self.cache(id).await, serde_json::to_value(object)) {
+    /// Puts what the server answered to a write as `executor` into that identity's cache.
+    async fn remember(&self, id: &ManifestId, executor: Option<&Executor>, object: DynamicObject) {
+        if let (Ok(cache), Ok(v)) = (self.cache(id, executor).await, serde_json::to_value(object)) {
             cache.put(v);
         }
+    }
+}
+
+/// The error of a write (`verb`) of `id` made as `executor`: the API server's, with RBAC's
+/// refusal of a Role or binding that grants more than the executor holds named as permission
+/// escalation.
+fn write_error(
+    executor: Option<&Executor>,
+    id: &ManifestId,
+    verb: &str,
+    e: kube::Error,
+) -> BackendError {
+    match (executor, e) {
+        (Some(executor), kube::Error::Api(r))
+            if r.code == 403
+                && id.group == RBAC_GROUP
+                && escalates(&id.resource())
+                && r.message.contains(ESCALATION_REFUSED) =>
+        {
+            BackendError::Forbidden(format!(
+                "the executor {} may not {verb} {}.{RBAC_GROUP} {:?}: permission escalation ({})",
+                executor.username(),
+                id.resource(),
+                id.name,
+                r.message
+            ))
+        }
+        (_, e) => map_error(e),
     }
 }
 
 fn map_error(e: kube::Error) -> BackendError {
     match e {
         kube::Error::Api(r) if r.code == 404 => BackendError::NotFound(r.message),
+        // The API server's own words: who may not do what to which object.
+        kube::Error::Api(r) if r.code == 403 => BackendError::Forbidden(r.message),
         kube::Error::Api(r) if r.code == 409 && r.message.contains("conflict with") => {
             let (fields, managers) = parse_conflicts(&r.message);
             BackendError::Conflict {
@@ -580,22 +667,32 @@ impl Backend for KubeBackend {
         object: &Value,
         strategy: &Strategy,
     ) -> Result<ApplyOutcome, BackendError> {
-        let api = self.api(id).await?;
+        self.apply_as(None, id, object, strategy).await
+    }
+
+    async fn apply_as(
+        &self,
+        executor: Option<&Executor>,
+        id: &ManifestId,
+        object: &Value,
+        strategy: &Strategy,
+    ) -> Result<ApplyOutcome, BackendError> {
+        let api = self.api(id, executor).await?;
         match strategy {
             Strategy::ReadOnly => Ok(ApplyOutcome::Skipped),
             Strategy::ServerSideApply {
                 force,
                 field_manager,
             } => {
-                let before = self.get_live(id).await?;
+                let before = self.get_live(id, executor).await?;
                 let mut params = PatchParams::apply(field_manager);
                 params.force = *force;
                 let after = api
                     .patch(&id.name, &params, &Patch::Apply(object))
                     .await
-                    .map_err(map_error)?;
+                    .map_err(|e| write_error(executor, id, "patch", e))?;
                 let after = serde_json::to_value(after).unwrap_or_default();
-                self.cache(id).await?.put(after.clone());
+                self.cache(id, executor).await?.put(after.clone());
                 Ok(match before {
                     None => ApplyOutcome::Created,
                     Some(b)
@@ -608,7 +705,7 @@ impl Backend for KubeBackend {
                 })
             }
             Strategy::CreateOnly | Strategy::Update => {
-                let live = self.get_live(id).await?;
+                let live = self.get_live(id, executor).await?;
                 let typed: DynamicObject = serde_json::from_value(object.clone())
                     .map_err(|e| BackendError::Invalid(e.to_string()))?;
                 match live {
@@ -616,8 +713,8 @@ impl Backend for KubeBackend {
                         let created = api
                             .create(&PostParams::default(), &typed)
                             .await
-                            .map_err(map_error)?;
-                        self.remember(id, created).await;
+                            .map_err(|e| write_error(executor, id, "create", e))?;
+                        self.remember(id, executor, created).await;
                         Ok(ApplyOutcome::Created)
                     }
                     Some(_) if *strategy == Strategy::CreateOnly => Ok(ApplyOutcome::Skipped),
@@ -643,8 +740,8 @@ impl Backend for KubeBackend {
                         let replaced = api
                             .replace(&id.name, &PostParams::default(), &next)
                             .await
-                            .map_err(map_error)?;
-                        self.remember(id, replaced).await;
+                            .map_err(|e| write_error(executor, id, "update", e))?;
+                        self.remember(id, executor, replaced).await;
                         Ok(ApplyOutcome::Updated)
                     }
                 }
@@ -656,14 +753,13 @@ impl Backend for KubeBackend {
         &self,
         executor: Option<&Executor>,
         id: &ManifestId,
-        object: &Value,
+        _object: &Value,
         verbs: &[&'static str],
     ) -> Result<(), BackendError> {
         let Some(executor) = executor else {
             return Ok(());
         };
-        let resolved = self.resolve(&id.group, &id.version, &id.kind).await?;
-        let (ar, caps) = &resolved;
+        let (ar, caps) = &self.resolve(&id.group, &id.version, &id.kind).await?;
         let namespace = match caps.scope {
             Scope::Namespaced if id.namespace.is_empty() => "default".to_string(),
             Scope::Namespaced => id.namespace.clone(),
@@ -727,19 +823,31 @@ impl Backend for KubeBackend {
                 }
             }
         }
-        if id.group == RBAC_GROUP && escalates(&ar.plural) && verbs.contains(&"create") {
-            self.check_escalation(executor, id, object, &resolved, &namespace)
-                .await?;
-        }
         Ok(())
     }
 
     async fn get(&self, id: &ManifestId) -> Result<Option<Value>, BackendError> {
-        self.get_object(id).await
+        self.get_object(id, None).await
+    }
+
+    async fn get_as(
+        &self,
+        executor: Option<&Executor>,
+        id: &ManifestId,
+    ) -> Result<Option<Value>, BackendError> {
+        self.get_object(id, executor).await
     }
 
     async fn delete(&self, id: &ManifestId) -> Result<bool, BackendError> {
-        let api = self.api(id).await?;
+        self.delete_as(None, id).await
+    }
+
+    async fn delete_as(
+        &self,
+        executor: Option<&Executor>,
+        id: &ManifestId,
+    ) -> Result<bool, BackendError> {
+        let api = self.api(id, executor).await?;
         let params = DeleteParams {
             propagation_policy: Some(PropagationPolicy::Foreground),
             ..DeleteParams::default()
@@ -757,10 +865,10 @@ impl Backend for KubeBackend {
         work_name: &str,
     ) -> Result<Option<Value>, BackendError> {
         let id = anchor_id(work_resource_id);
-        let anchor = match self.get_live(&id).await {
+        let anchor = match self.get_live(&id, None).await {
             Ok(Some(a)) => a,
             Ok(None) => {
-                let api = self.api(&id).await?;
+                let api = self.api(&id, None).await?;
                 let object: DynamicObject = serde_json::from_value(serde_json::json!({
                     "apiVersion": ANCHOR_API_VERSION,
                     "kind": ANCHOR_KIND,
@@ -792,7 +900,7 @@ impl Backend for KubeBackend {
         orphan: bool,
     ) -> Result<(), BackendError> {
         let id = anchor_id(work_resource_id);
-        let api = match self.api(&id).await {
+        let api = match self.api(&id, None).await {
             Ok(api) => api,
             Err(BackendError::Invalid(_)) => return Ok(()),
             Err(e) => return Err(e),

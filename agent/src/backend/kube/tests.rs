@@ -39,3 +39,42 @@ fn update_skips_objects_that_already_match() {
     let changed = serde_json::json!({"spec": {"replicas": 3}, "metadata": {"name": "a"}});
     assert!(!declared_matches(&changed, &live));
 }
+
+#[tokio::test]
+async fn executor_clients_are_bounded_and_the_least_recently_used_goes_with_its_caches() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    // Never contacted: clients are built, not used.
+    flotilla_testkit::kube::write_kubeconfig(&kubeconfig, "http://127.0.0.1:9").unwrap();
+    let backend = KubeBackend::connect(Some(&kubeconfig)).await.unwrap();
+    let executor = |i: usize| Executor {
+        namespace: "team-a".into(),
+        name: format!("sa-{i}"),
+    };
+    for i in 0..MAX_EXECUTOR_CLIENTS {
+        backend.client_as(Some(&executor(i))).unwrap();
+    }
+    // sa-0 is used again, so sa-1 is now the least recently used.
+    backend.client_as(Some(&executor(0))).unwrap();
+    let kind = (String::new(), "v1".to_string(), "ConfigMap".to_string());
+    for i in [0, 1] {
+        backend.caches.lock().unwrap().insert(
+            (executor(i).username(), kind.clone(), "team-a".into()),
+            Arc::default(),
+        );
+    }
+    backend
+        .client_as(Some(&executor(MAX_EXECUTOR_CLIENTS)))
+        .unwrap();
+    let clients = backend.impersonating.lock().unwrap();
+    assert_eq!(clients.len(), MAX_EXECUTOR_CLIENTS);
+    assert!(!clients.contains_key(&executor(1).username()));
+    assert!(clients.contains_key(&executor(0).username()));
+    let caches = backend.caches.lock().unwrap();
+    assert!(
+        caches
+            .keys()
+            .all(|(who, _, _)| *who != executor(1).username())
+    );
+    assert_eq!(caches.len(), 1, "sa-0's cache stays");
+}
