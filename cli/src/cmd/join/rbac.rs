@@ -15,7 +15,7 @@
 //! | create `subjectaccessreviews` | the executor check (OCM's `spec.executor`) | create |
 //! | get, create, delete `appliedmanifestworks` | each work's anchor (owner of its resources) | get/create/delete |
 //! | get, list, watch of a work's resources | status, feedback, proxy queries | get/list/watch of [`READ`] and `--allow` |
-//! | impersonate the executor | writes as the executor; its escalation dry run | per `--executor-namespace` |
+//! | impersonate the executor (`Impersonate-User` only) | a work's writes, reads and deletes as its executor | per `--executor-namespace` |
 //! | Secrets in an add-on's install namespace | secure mode: add-on hub credentials | per `--addon-namespace` |
 //!
 //! Nothing in its own namespace: its credentials are mounted from the Secret and its state lives
@@ -178,19 +178,6 @@ pub fn check(rbac: &Rbac) -> Vec<String> {
     errors
 }
 
-/// The groups the agent names when it impersonates an executor of one of `namespaces` (as
-/// `flotilla_api::work::Executor::groups` lists them): the API server checks `impersonate` on
-/// each group sent.
-fn executor_groups(namespaces: &[String]) -> Vec<String> {
-    let mut groups = strings(&["system:serviceaccounts", "system:authenticated"]);
-    groups.extend(
-        namespaces
-            .iter()
-            .map(|ns| format!("system:serviceaccounts:{ns}")),
-    );
-    groups
-}
-
 /// The ClusterRole's rules.
 pub fn cluster_rules(rbac: &Rbac) -> Vec<Rule> {
     // Version, health and discovery (kube-rs resolves each kind with one group's discovery).
@@ -244,17 +231,9 @@ pub fn cluster_rules(rbac: &Rbac) -> Vec<Rule> {
             ..Rule::default()
         });
     }
-    if !rbac.executor_namespaces.is_empty() {
-        // The ServiceAccount itself is impersonated per namespace (the Roles); the groups the
-        // agent sends with it are checked here, by name: no other group can be taken on.
-        rules.push(Rule {
-            api_groups: vec![String::new()],
-            resources: strings(&["groups"]),
-            resource_names: executor_groups(&rbac.executor_namespaces),
-            verbs: strings(&["impersonate"]),
-            ..Rule::default()
-        });
-    }
+    // No `impersonate` on groups: the agent sends the executor's user alone and the API server
+    // adds a ServiceAccount's groups itself; the ServiceAccounts are impersonated per namespace
+    // (the Roles).
     rules
 }
 
@@ -387,7 +366,7 @@ mod tests {
     }
 
     #[test]
-    fn executors_are_impersonated_in_their_namespaces_only_with_their_groups_by_name() {
+    fn executors_are_impersonated_in_their_namespaces_only_and_no_group_is() {
         let rbac = Rbac {
             executor_namespaces: vec!["team-a".into(), "default".into()],
             ..least()
@@ -400,19 +379,11 @@ mod tests {
                 &[Rule::resources("", &["serviceaccounts"], &["impersonate"])]
             );
         }
-        let groups = cluster_rules(&rbac)
-            .into_iter()
-            .find(|r| r.verbs == ["impersonate"])
-            .unwrap();
-        assert_eq!(groups.resources, ["groups"]);
-        assert_eq!(
-            groups.resource_names,
-            [
-                "system:serviceaccounts",
-                "system:authenticated",
-                "system:serviceaccounts:team-a",
-                "system:serviceaccounts:default"
-            ]
+        assert!(
+            !cluster_rules(&rbac)
+                .iter()
+                .any(|r| r.verbs.iter().any(|v| v == "impersonate")),
+            "impersonation cluster-wide"
         );
         assert!(warnings(&rbac).is_empty());
     }
