@@ -422,14 +422,7 @@ fn addon_credentials_reach_only_the_addons_own_subjects_on_its_cluster() {
     ] {
         assert!(
             issuer
-                .issue(
-                    Subject::AddOn {
-                        addon: addon,
-                        cluster: cluster
-                    },
-                    &key.public_key(),
-                    NOW
-                )
+                .issue(Subject::AddOn { addon, cluster }, &key.public_key(), NOW)
                 .is_err(),
             "{addon}/{cluster}"
         );

@@ -68,6 +68,25 @@ enum Command {
         /// Cluster names.
         #[arg(required = true)]
         clusters: Vec<String>,
+        /// Accept only this agent key (the fingerprint `get clusters -o wide` shows, or the whole
+        /// public key) — compare it with the one the spoke's agent logs; refused when the key
+        /// waiting under the name is another. One cluster only.
+        #[arg(long)]
+        key: Option<String>,
+    },
+    /// Print a join credential for one cluster name (secure hubs): a NATS credentials file that
+    /// may only ask to register that name, expires, and is spent once the agent has its own
+    /// credentials. Give it to the spoke's agent as --bootstrap-creds (or use `flotilla join`,
+    /// which puts it in the install manifest).
+    JoinToken {
+        /// The cluster name.
+        cluster: String,
+        /// How long it is valid (30m, 24h, 7d).
+        #[arg(long, default_value = "24h", value_parser = cmd::join::parse_ttl)]
+        ttl: std::time::Duration,
+        /// Accept the first agent that registers with it (you have already said yes).
+        #[arg(long)]
+        accept: bool,
     },
     /// Deny clusters: they can no longer join or report.
     Deny {
@@ -179,7 +198,12 @@ async fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Get { what } => cmd::get::run(&hub, format, what).await,
         Command::Describe { what } => cmd::describe::run(&hub, format, what).await,
-        Command::Accept { clusters } => cmd::cluster_edits::accept(&hub, clusters).await,
+        Command::Accept { clusters, key } => cmd::cluster_edits::accept(&hub, clusters, key).await,
+        Command::JoinToken {
+            cluster,
+            ttl,
+            accept,
+        } => cmd::cluster_edits::join_token(&hub, cluster, ttl, accept).await,
         Command::Deny { clusters } => cmd::cluster_edits::deny(&hub, clusters).await,
         Command::Label { cluster, labels } => {
             cmd::cluster_edits::label(&hub, cluster, labels).await

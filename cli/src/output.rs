@@ -14,6 +14,16 @@ pub enum Format {
     Json,
     /// YAML in the OCM shape.
     Yaml,
+    /// Aligned columns with the kind's extra columns (`get clusters -o wide` adds the agent key
+    /// fingerprints).
+    Wide,
+}
+
+impl Format {
+    /// Whether this is one of the table formats.
+    pub fn is_table(self) -> bool {
+        matches!(self, Format::Table | Format::Wide)
+    }
 }
 
 /// Renders rows as left-aligned columns separated by three spaces (kubectl's layout).
@@ -60,7 +70,8 @@ pub fn structured<T: Serialize>(
     let to = |v: &dyn erased::Ser| -> Result<String, String> {
         match format {
             Format::Json => v.json(),
-            _ => v.yaml(),
+            Format::Yaml => v.yaml(),
+            Format::Table | Format::Wide => Err("a table is not a structured format".into()),
         }
     };
     if single && items.len() == 1 {
@@ -96,6 +107,7 @@ mod erased {
 pub fn render<K: Kind>(format: Format, items: &[K], single: bool) -> Result<String, String> {
     match format {
         Format::Table => Ok(kind_table(items)),
+        Format::Wide => Ok(wide_table(items)),
         f => structured(f, items.iter().map(Kind::to_ocm).collect(), single),
     }
 }
@@ -104,6 +116,21 @@ pub fn render<K: Kind>(format: Format, items: &[K], single: bool) -> Result<Stri
 pub fn kind_table<K: Kind>(items: &[K]) -> String {
     let rows: Vec<_> = items.iter().map(Kind::row).collect();
     table(K::COLUMNS, &rows)
+}
+
+/// The kind's table with its extra (`-o wide`) columns.
+pub fn wide_table<K: Kind>(items: &[K]) -> String {
+    let mut header = K::COLUMNS.to_vec();
+    header.extend(K::WIDE_COLUMNS);
+    let rows: Vec<_> = items
+        .iter()
+        .map(|item| {
+            let mut row = item.row();
+            row.extend(item.wide_row());
+            row
+        })
+        .collect();
+    table(&header, &rows)
 }
 
 /// The kind's table with a leading NAMESPACE column, for a list that spans namespaces.

@@ -288,6 +288,7 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
     let (janitor, janitor_task) = janitor::Janitor::spawn(
         opened.status_stream.clone(),
         metrics.clone(),
+        config.limits.status_unknown_max,
         shutdown_rx.clone(),
     );
     let inventory = ClusterInventory::new(4096);

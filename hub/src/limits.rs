@@ -27,7 +27,13 @@ pub struct LimitsConfig {
     pub bootstrap_register_rate: f64,
     /// Status stream bounds.
     pub stream: StreamLimits,
+    /// Status messages a cluster may send in a minute that the hub cannot use before it is
+    /// counted and logged as flooding (every such message is removed either way).
+    pub status_unknown_max: u32,
 }
+
+/// Default [`LimitsConfig::status_unknown_max`].
+pub const DEFAULT_STATUS_UNKNOWN_MAX: u32 = 100;
 
 /// Bounds of the status stream.
 #[derive(Debug, Clone, Copy)]
@@ -54,6 +60,7 @@ impl Default for LimitsConfig {
             bootstrap_pending_max: DEFAULT_BOOTSTRAP_PENDING_MAX,
             bootstrap_register_rate: DEFAULT_BOOTSTRAP_REGISTER_RATE,
             stream: StreamLimits::default(),
+            status_unknown_max: DEFAULT_STATUS_UNKNOWN_MAX,
         }
     }
 }
@@ -184,6 +191,7 @@ mod tests {
             bootstrap_pending_max: max,
             bootstrap_register_rate: rate,
             stream: StreamLimits::default(),
+            status_unknown_max: DEFAULT_STATUS_UNKNOWN_MAX,
         })
     }
 

@@ -118,6 +118,14 @@ struct Args {
         allow_hyphen_values = true
     )]
     status_stream_max_bytes: i64,
+    /// Status messages a cluster may send in a minute for works it does not have before it is
+    /// counted and logged as a flood; every such message is purged from the stream either way.
+    #[arg(
+        long,
+        env = "FLOTILLA_STATUS_UNKNOWN_MAX",
+        default_value_t = flotilla_hub::limits::DEFAULT_STATUS_UNKNOWN_MAX
+    )]
+    status_unknown_max: u32,
     /// Seconds a status message stays in the status stream (0: for ever).
     #[arg(
         long,
@@ -440,6 +448,7 @@ fn main() -> ExitCode {
             max_bytes: args.status_stream_max_bytes,
             max_age: std::time::Duration::from_secs(args.status_stream_max_age_seconds),
         },
+        status_unknown_max: args.status_unknown_max,
     };
     let ca = config.nats.tls_ca_file.is_some();
     match flotilla_bus::connect::check_transport(&config.nats.url, ca, secure.is_some()) {

@@ -531,11 +531,12 @@ async fn handle_status(
     config: &RouterConfig,
     msg: jetstream::Message,
 ) {
-    let server_time = msg
-        .info()
-        .ok()
+    let info = msg.info().ok();
+    let server_time = info
+        .as_ref()
         .map(|i| SystemTime::from(i.published))
         .unwrap_or_else(SystemTime::now);
+    let sequence = info.as_ref().map(|i| i.stream_sequence);
     let subject = msg.subject.to_string();
     // Everything rejected is acknowledged — redelivering bad input would not make it better —
     // and its subject purged, so refused input never accumulates in the stream.
@@ -544,7 +545,11 @@ async fn handle_status(
             tracing::warn!(subject = %subject, reason, error = %why, "status event rejected");
         }
         if let Some(janitor) = &config.janitor {
-            janitor.purge(&subject);
+            janitor.purge(
+                subjects::StatusSubject::parse(&subject).map_or("", |p| p.cluster),
+                &subject,
+                sequence,
+            );
         }
     };
     let parsed = match StatusSubject::parse(&subject) {
@@ -658,6 +663,22 @@ async fn handle_status(
                 let _ = msg.ack().await;
                 return;
             }
+            // A work the hub does not have is refused here, not in the actor: a cluster
+            // flooding made-up works must not fill its actor's mailbox (dropped messages would
+            // wait for redelivery) nor delay its real status.
+            let work = crate::keys::ObjectRef::new(parsed.cluster, report.work_name.as_str());
+            if clusters.shared().works.get(&work.inventory_key()).is_none() {
+                reject(
+                    &ty,
+                    "unknown_work",
+                    format!(
+                        "cluster {:?} has no work {:?}",
+                        parsed.cluster, report.work_name
+                    ),
+                );
+                let _ = msg.ack().await;
+                return;
+            }
             handle.try_send(Msg::WorkStatus(Box::new(WorkStatusEvent {
                 resource_id: rid.to_string(),
                 report,
@@ -705,12 +726,13 @@ async fn route_score(
     use crate::placement::scores::{self, ScoreReport};
     use flotilla_api::v1::AddOnPlacementScoreReport;
     let ty = event.event_type.to_string();
+    let sequence = msg.info().ok().map(|i| i.stream_sequence);
     let reject = |reason: &str, why: String| {
         if metrics.rejected(&ty, reason) {
             tracing::warn!(subject = %subject, reason, error = %why, "score report rejected");
         }
         if let Some(janitor) = &config.janitor {
-            janitor.purge(subject);
+            janitor.purge(&event.cluster, subject, sequence);
         }
     };
     let Some(sink) = &config.scores else {

@@ -6,14 +6,51 @@ use crate::hub::Hub;
 use anyhow::{Result, anyhow};
 use flotilla_api::v1::{ClusterNamesRequest, LabelClusterRequest, TaintClusterRequest};
 
-/// Accepts clusters: the hub side of the double opt-in.
-pub async fn accept(hub: &Hub, clusters: Vec<String>) -> Result<()> {
+/// Accepts clusters: the hub side of the double opt-in. With `key` (a fingerprint from
+/// `get clusters -o wide`, or the whole public key), only that agent key of the one cluster
+/// named: the hub refuses when the key waiting under the name is another.
+pub async fn accept(hub: &Hub, clusters: Vec<String>, key: Option<String>) -> Result<()> {
+    if key.is_some() && clusters.len() != 1 {
+        return Err(anyhow!(
+            "--key names the agent key of one cluster; accept one cluster with it"
+        ));
+    }
     let r = ClusterNamesRequest {
         names: clusters,
-        ..ClusterNamesRequest::default()
+        key: key.unwrap_or_default(),
     };
     hub.call(hub.clusters().accept_clusters(r.clone())).await?;
     confirm(&r.names, "accepted")
+}
+
+/// Prints a join credential for `cluster` (a NATS credentials file) on stdout.
+pub async fn join_token(
+    hub: &Hub,
+    cluster: String,
+    ttl: std::time::Duration,
+    accept: bool,
+) -> Result<()> {
+    match crate::cmd::join::request_join_token(hub, &cluster, ttl, accept).await? {
+        crate::cmd::join::Issued::Token(token) => {
+            let expires = token
+                .expires
+                .as_ref()
+                .map(flotilla_api::meta::rfc3339)
+                .unwrap_or_default();
+            eprintln!(
+                "join credential for {cluster}: key {} ({}), valid until {expires}{}; store it as a \
+                 Secret, it is shown once",
+                flotilla_api::fingerprint::of(&token.public_key),
+                token.public_key,
+                if accept { ", pre-approved" } else { "" },
+            );
+            print!("{}", token.creds);
+            Ok(())
+        }
+        crate::cmd::join::Issued::NotSecure(why) => {
+            Err(anyhow!("the hub gives no join credentials: {why}"))
+        }
+    }
 }
 
 /// Denies clusters: they can no longer join or report.

@@ -65,7 +65,7 @@ pub async fn run(hub: &Hub, format: Format, what: DescribeWhat) -> Result<()> {
             let debug = hub
                 .call(hub.placements().debug_placement(r.clone()))
                 .await?;
-            if format != Format::Table {
+            if !format.is_table() {
                 return show(format, String::new, placement::described(&debug));
             }
             // Only the text shows the decisions; the structured form has the placement's status.
@@ -166,7 +166,7 @@ fn describe_replica_set(rs: &flotilla_api::v1::ManifestWorkReplicaSet) -> String
 /// Prints one object: its human description for a table, else its structured form alone.
 fn show<O: Serialize>(format: Format, text: impl FnOnce() -> String, object: O) -> Result<()> {
     match format {
-        Format::Table => print(Ok(text())),
+        Format::Table | Format::Wide => print(Ok(text())),
         f => print(output::structured(f, vec![object], true)),
     }
 }

@@ -164,7 +164,7 @@ pub async fn run(hub: &Hub, format: Format, what: GetWhat) -> Result<()> {
         }
         GetWhat::Placements { names, namespace } => {
             let items = placements(hub, &names, namespace.as_deref()).await?;
-            if format == Format::Table && namespace.is_none() && !items.is_empty() {
+            if format.is_table() && namespace.is_none() && !items.is_empty() {
                 return print(Ok(output::namespaced_table(&items)));
             }
             show(
@@ -210,7 +210,7 @@ pub async fn run(hub: &Hub, format: Format, what: GetWhat) -> Result<()> {
                     anyhow::bail!("ManifestWorkReplicaSet {} not found", names.join(", "));
                 }
             }
-            if format == Format::Table && namespace.is_none() && !items.is_empty() {
+            if format.is_table() && namespace.is_none() && !items.is_empty() {
                 return print(Ok(output::namespaced_table(&items)));
             }
             show(format, &items, names.len() == 1, None)
@@ -278,7 +278,7 @@ pub async fn run(hub: &Hub, format: Format, what: GetWhat) -> Result<()> {
         }
         GetWhat::Addondeploymentconfigs { names, namespace } => {
             let items = deployment_configs(hub, &names, namespace.as_deref()).await?;
-            if format == Format::Table && namespace.is_none() && !items.is_empty() {
+            if format.is_table() && namespace.is_none() && !items.is_empty() {
                 return print(Ok(output::namespaced_table(&items)));
             }
             show(
@@ -301,7 +301,7 @@ pub async fn run(hub: &Hub, format: Format, what: GetWhat) -> Result<()> {
 /// Prints what `get` found. An empty table prints `none` on stderr instead of a bare header
 /// for the kinds that have one.
 fn show<K: Kind>(format: Format, items: &[K], single: bool, none: Option<&str>) -> Result<()> {
-    if let Some(none) = none.filter(|_| format == Format::Table && items.is_empty()) {
+    if let Some(none) = none.filter(|_| format.is_table() && items.is_empty()) {
         eprintln!("{none}");
         return Ok(());
     }

@@ -46,11 +46,13 @@ pub async fn run(hub: &Hub, format: Format, cluster: String, what: ProxyWhat) ->
         .map(|o| serde_json::from_str(o).context("the agent returned invalid JSON"))
         .collect::<Result<_>>()?;
     let text = match format {
-        Format::Table if values.is_empty() => {
+        Format::Table | Format::Wide if values.is_empty() => {
             eprintln!("No resources found.");
             return Ok(());
         }
-        Format::Table => output::table(&COLUMNS, &values.iter().map(row).collect::<Vec<_>>()),
+        Format::Table | Format::Wide => {
+            output::table(&COLUMNS, &values.iter().map(row).collect::<Vec<_>>())
+        }
         f => output::structured(f, values, single).map_err(anyhow::Error::msg)?,
     };
     print!("{text}");

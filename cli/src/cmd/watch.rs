@@ -114,7 +114,7 @@ async fn follow<E, K: Kind>(
     after: &[&str],
     change: impl Fn(E) -> Option<Change<K>>,
 ) -> Result<()> {
-    if format == Format::Table {
+    if format.is_table() {
         let header = [&["EVENT"], before, K::COLUMNS, after].concat();
         print!("{}", output::table(&header, &[]));
     }
@@ -123,7 +123,7 @@ async fn follow<E, K: Kind>(
             continue;
         };
         match format {
-            Format::Table => {
+            Format::Table | Format::Wide => {
                 let mut row = vec![event_type(change.event)];
                 row.extend(change.before);
                 row.extend(change.object.row());

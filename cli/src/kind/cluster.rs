@@ -3,8 +3,8 @@
 use super::Kind;
 use crate::output::conditions_block;
 use flotilla_api::meta::{self, CLUSTERSET_LABEL, COND_AVAILABLE};
-use flotilla_api::ocm;
 use flotilla_api::v1::{ManagedCluster, ObjectMeta};
+use flotilla_api::{fingerprint, ocm};
 
 impl Kind for ManagedCluster {
     type Ocm = ocm::ManagedCluster;
@@ -39,6 +39,17 @@ impl Kind for ManagedCluster {
             st.capacity.get("memory").cloned().unwrap_or_default(),
             st.version.map(|v| v.kubernetes).unwrap_or_default(),
         ]
+    }
+
+    const WIDE_COLUMNS: &'static [&'static str] = &["KEY", "WAITING KEY"];
+
+    fn wide_row(&self) -> Vec<String> {
+        let hub = self.hub.clone().unwrap_or_default();
+        let show = |k: &str| match fingerprint::of(k) {
+            fp if fp.is_empty() => "-".to_string(),
+            fp => fp,
+        };
+        vec![show(&hub.agent_public_key), show(&hub.requested_public_key)]
     }
 
     fn to_ocm(&self) -> ocm::ManagedCluster {
@@ -106,6 +117,57 @@ pub fn describe(c: &ManagedCluster) -> String {
             );
         s.push_str(&format!("  {} (set {}): {state}\n", n.name, n.cluster_set));
     }
+    s.push_str(&identity_block(c));
     s.push_str(&conditions_block(&o.status.conditions));
+    s
+}
+
+/// The agent identity part of `describe cluster`: the bound and waiting keys by fingerprint, an
+/// outstanding join credential, the last refused registration.
+fn identity_block(c: &ManagedCluster) -> String {
+    let hub = c.hub.clone().unwrap_or_default();
+    let shown = |k: &str| {
+        if k.is_empty() {
+            "none".to_string()
+        } else {
+            format!("{} ({k})", fingerprint::of(k))
+        }
+    };
+    let mut s = String::from(
+        "Agent identity:
+",
+    );
+    s.push_str(&format!(
+        "  Key:               {}
+",
+        shown(&hub.agent_public_key)
+    ));
+    if !hub.requested_public_key.is_empty() {
+        s.push_str(&format!(
+            "  Waiting key:       {}  (flotilla accept {} --key {})\n",
+            shown(&hub.requested_public_key),
+            c.metadata.as_ref().map_or("", |m| m.name.as_str()),
+            fingerprint::of(&hub.requested_public_key)
+        ));
+    }
+    if !hub.join_key.is_empty() {
+        let until = hub
+            .join_expires
+            .as_ref()
+            .map(meta::rfc3339)
+            .unwrap_or_default();
+        s.push_str(&format!(
+            "  Join credential:   {} until {until}{}\n",
+            shown(&hub.join_key),
+            if hub.join_accept {
+                ", pre-approved"
+            } else {
+                ""
+            }
+        ));
+    }
+    if !hub.last_refusal.is_empty() {
+        s.push_str(&format!("  Last refusal:      {}\n", hub.last_refusal));
+    }
     s
 }

@@ -44,6 +44,12 @@ pub trait Kind {
     fn metadata(&self) -> Option<&ObjectMeta>;
     /// One table row.
     fn row(&self) -> Vec<String>;
+    /// Extra columns of `-o wide`, after [`Kind::COLUMNS`].
+    const WIDE_COLUMNS: &'static [&'static str] = &[];
+    /// The extra cells of `-o wide`, in the order of [`Kind::WIDE_COLUMNS`].
+    fn wide_row(&self) -> Vec<String> {
+        Vec::new()
+    }
     /// The OCM shape.
     fn to_ocm(&self) -> Self::Ocm;
 

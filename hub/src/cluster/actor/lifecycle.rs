@@ -318,7 +318,8 @@ impl Actor {
         };
         let mut next = match self.cluster.clone() {
             Some(c) if rules::denied(&c) => {
-                return Err(ClusterError::Precondition(format!(
+                // Not Precondition: that code means "not in secure mode" to clients.
+                return Err(ClusterError::Conflict(format!(
                     "managed cluster {:?} is denied; accept it first",
                     self.name
                 )));

@@ -289,7 +289,10 @@ impl Actor {
     /// input never accumulates in the status stream.
     async fn purge_refused(&self, ack: Option<async_nats::jetstream::Message>) {
         if let Some(m) = &ack {
-            self.shared.janitor.purge(m.subject.as_str());
+            let sequence = m.info().ok().map(|i| i.stream_sequence);
+            self.shared
+                .janitor
+                .purge(&self.name, m.subject.as_str(), sequence);
         }
         ack_message(ack).await;
     }
