@@ -50,6 +50,12 @@ impl AgentCredentials {
         let public_key = nkeys::KeyPair::from_seed(seed)
             .map(|k| k.public_key())
             .map_err(|e| format!("agent key: {e}"))?;
+        // What the hub admin compares before `flotilla accept NAME --key FINGERPRINT`.
+        tracing::info!(
+            key = %public_key,
+            fingerprint = %flotilla_api::fingerprint::of(&public_key),
+            "agent key"
+        );
         let file = state_dir.map(|d| d.join(CLUSTER_CREDS));
         let creds = Self {
             public_key,

@@ -318,9 +318,10 @@ async fn prepare(
                 StateConfig::Dir(d) => Some(d.as_path()),
                 StateConfig::Memory | StateConfig::Shared(_) => None,
             };
-            let creds = credentials::AgentCredentials::load(bootstrap, dir, &store.get().nkey_seed)
-                .map(Arc::new)
-                .map_err(|e| AgentError::Config(vec![e]))?;
+            let creds =
+                credentials::AgentCredentials::load(bootstrap, dir, store.get().nkey_seed.expose())
+                    .map(Arc::new)
+                    .map_err(|e| AgentError::Config(vec![e]))?;
             config.nats.auth = Some(creds.clone());
             config.nats.credentials_file = None;
             Some(creds)

@@ -745,7 +745,7 @@ pub async fn registration_request(
     credentials: Option<&AgentCredentials>,
 ) -> RegistrationRequest {
     let info = backend.info().await;
-    let public_key = nkeys::KeyPair::from_seed(&store.get().nkey_seed)
+    let public_key = nkeys::KeyPair::from_seed(store.get().nkey_seed.expose())
         .map(|k| k.public_key())
         .unwrap_or_default();
     let claims = claims(config, store, &info);

@@ -54,8 +54,8 @@ pub struct State {
     pub cluster_name: String,
     /// Value of the `id.k8s.io` claim, generated once.
     pub cluster_id: String,
-    /// The agent's NKey seed (its private key; never sent anywhere).
-    pub nkey_seed: String,
+    /// The agent's NKey seed (its private key; never sent anywhere, never printed).
+    pub nkey_seed: flotilla_auth::Secret,
     /// The hub's last answer.
     pub hub_state: HubState,
     /// Lease duration the hub asked for.
@@ -113,7 +113,9 @@ impl LocalStore {
         State {
             cluster_name: cluster_name.to_string(),
             cluster_id: uuid::Uuid::new_v4().to_string(),
-            nkey_seed: nkeys::KeyPair::new_user().seed().unwrap_or_default(),
+            nkey_seed: flotilla_auth::Secret::new(
+                nkeys::KeyPair::new_user().seed().unwrap_or_default(),
+            ),
             hub_state: HubState::Unknown,
             lease_duration_seconds: 60,
             last_sequence: 0,

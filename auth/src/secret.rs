@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A secret string (an NKey seed, a credentials file). `Debug` and `Display` print
 /// `<redacted>`; only [`Secret::expose`] gives the content.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
 pub struct Secret(String);
 
 impl Secret {

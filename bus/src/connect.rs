@@ -65,6 +65,16 @@ pub trait Authenticator: Send + Sync + std::fmt::Debug {
     fn refused(&self);
 }
 
+/// A NATS token: `Debug` prints `<redacted>`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token(pub String);
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
 /// How to reach and authenticate to NATS.
 #[derive(Debug, Clone)]
 pub struct NatsConfig {
@@ -79,7 +89,7 @@ pub struct NatsConfig {
     /// File holding an NKey seed.
     pub nkey_seed_file: Option<PathBuf>,
     /// Token authentication. Never logged.
-    pub token: Option<String>,
+    pub token: Option<Token>,
     /// Credentials chosen at each connect (takes precedence over the files above).
     pub auth: Option<Arc<dyn Authenticator>>,
     /// CA bundle to verify the server.
@@ -279,7 +289,7 @@ pub async fn connect(
         opts = opts.nkey(seed.trim().to_string());
     }
     if let Some(token) = &cfg.token {
-        opts = opts.token(token.clone());
+        opts = opts.token(token.0.clone());
     }
     if let Some(ca) = &cfg.tls_ca_file {
         opts = opts.add_root_certificates(ca.clone());

@@ -29,8 +29,9 @@ const MAX_PLACEMENT_MESSAGE: usize = 64 * 1024 * 1024;
 /// headroom.
 const MAX_WORK_MESSAGE: usize = 16 * 1024 * 1024;
 
-/// How the CLI proves who it is and checks the hub (`--token`, `--ca`).
-#[derive(Debug, Clone, Default)]
+/// How the CLI proves who it is and checks the hub (`--token`, `--ca`). `Debug` never shows the
+/// token.
+#[derive(Clone, Default)]
 pub struct Credentials {
     /// Bearer token (`FLOTILLA_TOKEN`). Never printed.
     pub token: Option<String>,
@@ -39,6 +40,16 @@ pub struct Credentials {
     /// Send the token over plain `http://` to a host that is not loopback (`--insecure`,
     /// `FLOTILLA_INSECURE`), with a warning; refused otherwise.
     pub insecure: bool,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("ca", &self.ca)
+            .field("insecure", &self.insecure)
+            .finish()
+    }
 }
 
 /// What connecting to an endpoint exposes on the network, decided before connecting.

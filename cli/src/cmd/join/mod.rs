@@ -65,8 +65,8 @@ RBAC (--rbac least-privilege, the default): exactly what the agent calls with it
   a work's manifests as the work's executor (its ServiceAccount), whose rights the cluster's
   admin grants; a work without an executor cannot be applied.
   Per --executor-namespace NS (a Role and RoleBinding in NS, which must exist):
-  - serviceaccounts impersonate: acting as the works' executors of NS; plus, cluster-wide,
-    impersonate on the groups those ServiceAccounts are in, by name
+  - serviceaccounts impersonate: acting as the works' executors of NS (the agent sends the
+    ServiceAccount alone; the API server adds its groups), never cluster-wide
   Per --addon-namespace NS (a Role and RoleBinding in NS, which must exist):
   - secrets get/list/watch/create/update/delete: the hub credentials of add-ons installed in NS
     (secure mode)
