@@ -35,15 +35,17 @@ run_mode() {
   esac
   PIDS+=("$nats_pid")
   sleep 1
-  "$BIN/flotilla-hub" --nats-url "nats://127.0.0.1:$port" --grpc-listen "127.0.0.1:$grpc" \
+  # With a CA (init --tls) every binary requires TLS: a nats:// URL is refused.
+  local scheme=nats; [ "$mode" = secure-tls ] && scheme=tls
+  "$BIN/flotilla-hub" --nats-url "$scheme://127.0.0.1:$port" --grpc-listen "127.0.0.1:$grpc" \
     --metrics-listen 127.0.0.1:0 --auto-accept "${hub_flags[@]}" >"$WORK/$mode-hub.log" 2>&1 & hub_pid=$!
   PIDS+=("$hub_pid")
   for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/"$grpc") 2>/dev/null && break; sleep 0.2; done
   echo "== $mode register" >&2
-  "$BIN/flotilla-load" register --nats-url "nats://127.0.0.1:$port" --hub "http://127.0.0.1:$grpc" \
+  "$BIN/flotilla-load" register --nats-url "$scheme://127.0.0.1:$port" --hub "http://127.0.0.1:$grpc" \
     --clusters "$C" --name-prefix "reg" "${extra[@]}" | tail -n 1 | sed "s/}\$/,\"mode\":\"$mode\"}/"
   echo "== $mode fanout" >&2
-  "$BIN/flotilla-load" fanout --nats-url "nats://127.0.0.1:$port" --hub "http://127.0.0.1:$grpc" \
+  "$BIN/flotilla-load" fanout --nats-url "$scheme://127.0.0.1:$port" --hub "http://127.0.0.1:$grpc" \
     --hub-pid "$hub_pid" --clusters "$C" --name-prefix "fan" "${extra[@]}" | tail -n 1 | sed "s/}\$/,\"mode\":\"$mode\"}/"
   kill "$hub_pid" "$nats_pid" 2>/dev/null || true
   wait "$hub_pid" "$nats_pid" 2>/dev/null || true

@@ -412,7 +412,10 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
     router_config.scores = Some(placements.scores().clone());
     router_config.janitor = Some(janitor);
     router_config.agents_account = security_handle_for_router;
-    router_config.new_names = Some(Arc::new(limits::NewNames::new(config.limits.clone())));
+    router_config.new_names = Some(Arc::new(limits::NewNames::new(
+        config.limits.clone(),
+        config.cluster.auto_accept.enabled,
+    )));
     tasks.push(tokio::spawn(router::run_registrations(
         nats.clone(),
         clusters.clone(),

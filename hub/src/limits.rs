@@ -5,7 +5,8 @@
 //!   through a credential not bound to the name may create — the shared bootstrap credential
 //!   would otherwise let anyone who holds it make an actor and a KV record per name they invent;
 //! - `bootstrap_rate`: new names per second one requesting credential may register (a token
-//!   bucket per NATS user, burst of one second's worth);
+//!   bucket per NATS user, burst of one second's worth). Secure mode only: in plain mode there
+//!   are no credentials to tell apart, and a simulator joining 100,000 clusters is no attack;
 //! - `status_unknown`: status messages the hub cannot use (unknown cluster, work or kind, bad
 //!   input) are purged from the status stream by [`crate::janitor`], so a cluster publishing
 //!   endless distinct subjects cannot fill JetStream; the stream itself is bounded in bytes and
@@ -47,8 +48,9 @@ pub struct StreamLimits {
 
 /// Default pending clusters registrations may create.
 pub const DEFAULT_BOOTSTRAP_PENDING_MAX: usize = 1000;
-/// Default new names per second per credential.
-pub const DEFAULT_BOOTSTRAP_REGISTER_RATE: f64 = 20.0;
+/// Default new names per second per credential: a fleet of 100,000 sharing one bootstrap
+/// credential joins in under ten minutes, and one leaked credential makes no more than that.
+pub const DEFAULT_BOOTSTRAP_REGISTER_RATE: f64 = 200.0;
 /// Default status stream size: 8 GiB.
 pub const DEFAULT_STATUS_STREAM_MAX_BYTES: i64 = 8 << 30;
 /// Default status message age: 7 days.
@@ -88,6 +90,9 @@ pub struct Refusal {
 #[derive(Debug)]
 pub struct NewNames {
     config: LimitsConfig,
+    /// Whether new names may be accepted as they register (then an admitted name is not
+    /// counted as pending until the next count from the inventory says it is).
+    auto_accept: bool,
     state: Mutex<GateState>,
 }
 
@@ -107,19 +112,27 @@ struct Bucket {
 }
 
 impl NewNames {
-    /// A gate with these limits.
-    pub fn new(config: LimitsConfig) -> Self {
+    /// A gate with these limits; `auto_accept` says whether the hub has an auto-accept policy.
+    pub fn new(config: LimitsConfig, auto_accept: bool) -> Self {
         Self {
             config,
+            auto_accept,
             state: Mutex::new(GateState::default()),
         }
     }
 
+    fn admitted(&self, st: &mut GateState) {
+        if !self.auto_accept {
+            st.pending += 1;
+        }
+    }
+
     /// Admits (or refuses, counted) a registration of a name the hub has never seen, from the
-    /// credential `who` (a NATS user key, or "" when unknown).
+    /// credential `who` (a NATS user key; `None` in plain mode, where only the pending cap
+    /// applies).
     pub fn admit(
         &self,
-        who: &str,
+        who: Option<&str>,
         inventory: &ClusterInventory,
         metrics: &Metrics,
         now: Instant,
@@ -153,6 +166,10 @@ impl NewNames {
                 ),
             );
         }
+        let Some(who) = who else {
+            self.admitted(&mut st);
+            return Ok(());
+        };
         let rate = self.config.bootstrap_register_rate.max(0.0);
         let burst = rate.max(1.0);
         // Forget idle credentials so the map stays small.
@@ -177,7 +194,7 @@ impl NewNames {
             );
         }
         bucket.tokens -= 1.0;
-        st.pending += 1;
+        self.admitted(&mut st);
         Ok(())
     }
 }
@@ -187,12 +204,15 @@ mod tests {
     use super::*;
 
     fn gate(max: usize, rate: f64) -> NewNames {
-        NewNames::new(LimitsConfig {
-            bootstrap_pending_max: max,
-            bootstrap_register_rate: rate,
-            stream: StreamLimits::default(),
-            status_unknown_max: DEFAULT_STATUS_UNKNOWN_MAX,
-        })
+        NewNames::new(
+            LimitsConfig {
+                bootstrap_pending_max: max,
+                bootstrap_register_rate: rate,
+                stream: StreamLimits::default(),
+                status_unknown_max: DEFAULT_STATUS_UNKNOWN_MAX,
+            },
+            false,
+        )
     }
 
     #[test]
@@ -200,9 +220,9 @@ mod tests {
         let g = gate(3, 1000.0);
         let (inv, m, now) = (ClusterInventory::new(16), Metrics::new(), Instant::now());
         for _ in 0..3 {
-            g.admit("UBOOT", &inv, &m, now).unwrap();
+            g.admit(Some("UBOOT"), &inv, &m, now).unwrap();
         }
-        let e = g.admit("UBOOT", &inv, &m, now).unwrap_err();
+        let e = g.admit(Some("UBOOT"), &inv, &m, now).unwrap_err();
         assert_eq!(e.limit, "bootstrap_pending");
         assert!(e.message.contains("--bootstrap-pending-max"), "{e}");
     }
@@ -211,15 +231,19 @@ mod tests {
     fn each_credential_has_its_own_rate() {
         let g = gate(1000, 2.0);
         let (inv, m, now) = (ClusterInventory::new(16), Metrics::new(), Instant::now());
-        g.admit("UA", &inv, &m, now).unwrap();
-        g.admit("UA", &inv, &m, now).unwrap();
+        g.admit(Some("UA"), &inv, &m, now).unwrap();
+        g.admit(Some("UA"), &inv, &m, now).unwrap();
         assert_eq!(
-            g.admit("UA", &inv, &m, now).unwrap_err().limit,
+            g.admit(Some("UA"), &inv, &m, now).unwrap_err().limit,
             "bootstrap_rate"
         );
-        g.admit("UB", &inv, &m, now).unwrap();
+        g.admit(Some("UB"), &inv, &m, now).unwrap();
+        // Plain mode (no credential): no rate, only the cap.
+        for _ in 0..10 {
+            g.admit(None, &inv, &m, now).unwrap();
+        }
         // Half a second later one more token is there.
-        g.admit("UA", &inv, &m, now + Duration::from_millis(500))
+        g.admit(Some("UA"), &inv, &m, now + Duration::from_millis(500))
             .unwrap();
     }
 }

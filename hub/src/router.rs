@@ -197,8 +197,8 @@ async fn handle_registration(
         Some(h) => h,
         None => {
             if let Some(gate) = &config.new_names {
-                let who = credential.as_deref().unwrap_or_default();
                 let inventory = &clusters.shared().inventory;
+                let who = credential.as_deref();
                 if let Err(refusal) = gate.admit(who, inventory, metrics, std::time::Instant::now())
                 {
                     reply_rejected(nats, &msg, subject_cluster, &refusal.message, config).await;

@@ -153,6 +153,9 @@ pub enum Msg {
         work: Box<ManifestWork>,
         /// The caller's trace (W3C `traceparent`), carried into the spec event.
         traceparent: Option<String>,
+        /// Only create: refused (Conflict) when a work of that name exists by then — what a
+        /// caller that checked there was none (and so checked no stored executor) needs.
+        only_new: bool,
         /// Answer.
         respond_to: Reply<ManifestWork>,
     },
@@ -243,6 +246,18 @@ impl ClusterHandle {
         self.call(|respond_to| Msg::ApplyWork {
             work: Box::new(work),
             traceparent: flotilla_bus::trace::traceparent(),
+            only_new: false,
+            respond_to,
+        })
+        .await
+    }
+
+    /// Creates a work; Conflict when one of that name exists by the time the actor looks.
+    pub async fn create_work(&self, work: ManifestWork) -> Result<ManifestWork, ClusterError> {
+        self.call(|respond_to| Msg::ApplyWork {
+            work: Box::new(work),
+            traceparent: flotilla_bus::trace::traceparent(),
+            only_new: true,
             respond_to,
         })
         .await

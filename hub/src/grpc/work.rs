@@ -63,31 +63,28 @@ impl WorkApi {
     /// overwritten unchecked. Answers the work pinned here, `None` when it is to be applied as
     /// it is. (A work someone else creates between this check and the write is not caught: the
     /// cluster actor has no create-only precondition.)
-    fn may_replace(
-        &self,
-        caller: Option<&Identity>,
-        work: &ManifestWork,
-    ) -> Result<Option<ManifestWork>, Status> {
+    fn may_replace(&self, caller: Option<&Identity>, work: &ManifestWork) -> Result<Write, Status> {
         if caller.is_none_or(|c| c.role == Role::Admin) {
-            return Ok(None);
+            return Ok(Write::Any(work.clone()));
         }
         let Some(meta) = work.metadata.as_ref() else {
-            return Ok(None);
+            return Ok(Write::Any(work.clone()));
         };
         let key = ObjectRef::new(meta.namespace.as_str(), meta.name.as_str()).inventory_key();
         let Some(held) = self.works.get(&key) else {
-            return Ok(None);
+            // Nothing stored, so no stored executor was checked: only a create may follow.
+            return Ok(Write::Create(work.clone()));
         };
         may_act_on_stored(caller, &held, "replace")?;
         if meta.resource_version != 0 {
             // The caller's own pin: a stale one fails in the cluster actor.
-            return Ok(None);
+            return Ok(Write::Any(work.clone()));
         }
         let mut pinned = work.clone();
         if let Some(m) = pinned.metadata.as_mut() {
             m.resource_version = held.metadata.as_ref().map_or(0, |m| m.resource_version);
         }
-        Ok(Some(pinned))
+        Ok(Write::Any(pinned))
     }
 
     fn cluster(&self, name: &str) -> Result<crate::cluster::ClusterHandle, Status> {
@@ -97,6 +94,15 @@ impl WorkApi {
             .filter(|_| self.clusters.shared().inventory.get(name).is_some())
             .ok_or_else(|| Status::not_found(format!("managed cluster {name:?} not found")))
     }
+}
+
+/// How a checked apply may write.
+enum Write {
+    /// Create or replace (an admin; or a deployer's replace pinned to the version whose
+    /// executor it was allowed).
+    Any(ManifestWork),
+    /// Create only: the deployer was checked against no stored work.
+    Create(ManifestWork),
 }
 
 /// OCM's `execute-as` check: whether the caller may write a work naming the work's executor
@@ -197,10 +203,11 @@ impl WorkService for WorkApi {
             // likely) is checked and tried again against what is stored then.
             let mut tries = 0;
             loop {
-                let Some(pinned) = self.may_replace(caller.as_ref(), &work)? else {
-                    return Ok(Response::new(handle.apply_work(work).await?));
+                let written = match self.may_replace(caller.as_ref(), &work)? {
+                    Write::Any(w) => handle.apply_work(w).await,
+                    Write::Create(w) => handle.create_work(w).await,
                 };
-                match handle.apply_work(pinned).await {
+                match written {
                     Err(ClusterError::Conflict(_)) if tries < REPLACE_TRIES => tries += 1,
                     r => return Ok(Response::new(r?)),
                 }

@@ -171,11 +171,12 @@ impl Actor {
             Msg::ApplyWork {
                 work,
                 traceparent,
+                only_new,
                 respond_to,
             } => {
                 let span = tracing::info_span!("work.apply", cluster.name = %self.name);
                 flotilla_bus::trace::follow(&span, traceparent.as_deref());
-                let r = self.apply_work(*work).instrument(span).await;
+                let r = self.apply_work(*work, only_new).instrument(span).await;
                 let _ = respond_to.send(r);
             }
             Msg::DeleteWork { name, respond_to } => {

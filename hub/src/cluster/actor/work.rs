@@ -96,12 +96,19 @@ impl Actor {
     pub(super) async fn apply_work(
         &mut self,
         work: ManifestWork,
+        only_new: bool,
     ) -> Result<ManifestWork, ClusterError> {
         let name = work
             .metadata
             .as_ref()
             .map(|m| m.name.clone())
             .unwrap_or_default();
+        if only_new && self.works.contains_key(&name) {
+            return Err(ClusterError::Conflict(format!(
+                "ManifestWork {}/{name} was created meanwhile; its executor is checked on retry",
+                self.name
+            )));
+        }
         let before = self.works.get(&name).map(|e| e.revision);
         match self.apply_work_once(work.clone()).await {
             Err(ClusterError::Conflict(_))
