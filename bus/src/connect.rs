@@ -165,17 +165,20 @@ pub fn check_transport(urls: &str, ca: bool, secure: bool) -> Result<Vec<String>
         }
         if ca {
             return Err(format!(
-                "{url}: a CA is configured, so TLS is required; use tls://{hostport}                  (a nats:// URL could be downgraded to plaintext by anyone on the path)"
+                "{url}: a CA is configured, so TLS is required; use tls://{hostport} \
+                 (a nats:// URL could be downgraded to plaintext by anyone on the path)"
             ));
         }
         if secure && !loopback {
             return Err(format!(
-                "{url}: secure mode sends credentials and workloads over this link, so TLS is                  required off loopback; use tls://{hostport} with the CA (--nats-ca)"
+                "{url}: secure mode sends credentials and workloads over this link, so TLS is \
+                 required off loopback; use tls://{hostport} with the CA (--nats-ca)"
             ));
         }
         if !loopback {
             warnings.push(format!(
-                "{url}: PLAINTEXT NATS off loopback — every message, workload and status can be                  read and changed on the path; use secure mode with TLS (docs/security.md)"
+                "{url}: PLAINTEXT NATS off loopback — every message, workload and status can be \
+                 read and changed on the path; use secure mode with TLS (docs/security.md)"
             ));
         } else if secure {
             warnings.push(format!(

@@ -69,12 +69,16 @@ fn secure_mode_over_tls_from_init_to_revocation_and_no_secret_in_any_log() {
     assert!(String::from_utf8_lossy(&again.stderr).contains("refusing to overwrite"));
 
     let nats = NatsServer::start_from_config(secure.join("nats-server.conf"), port);
+    // With the directory's CA, TLS is required: a nats:// URL is refused
+    // (attacks/tests/tls.rs).
+    let tls_url = nats.url().replace("nats://", "tls://");
     let hub = HubBuilder::new(&nats, dir.path())
+        .nats_url(&tls_url)
         .flag("--secure-dir", &secure.display().to_string())
         .log_level("trace")
         .start();
     let ca = secure.join("tls").join("ca.pem").display().to_string();
-    let agent = AgentBuilder::new(&nats, dir.path(), "edge-1")
+    let agent = AgentBuilder::at(&tls_url, dir.path(), "edge-1")
         .flag(
             "--bootstrap-creds",
             &secure.join("bootstrap.creds").display().to_string(),

@@ -8,6 +8,7 @@
 
 mod common;
 
+use common::tokens::*;
 use common::work::work;
 use common::*;
 use flotilla_api::v1::cluster_service_client::ClusterServiceClient;
@@ -19,40 +20,14 @@ use flotilla_hub::grpc::access::{self, Access};
 use flotilla_testkit::NatsServer;
 use tonic::Code;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
-use tonic::metadata::MetadataValue;
-use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
-const TOKENS: &str = "\
-# admin: anything; ci: default/executor1 and anything in team-a; bob: reads only
-s3cr3t-admin-token-0001,alice,admin
-s3cr3t-deploy-token-002,ci,deployer,default/executor1 team-a/*
-s3cr3t-view-token-00003,bob,read-only
-";
-const ADMIN: &str = "s3cr3t-admin-token-0001";
-const DEPLOYER: &str = "s3cr3t-deploy-token-002";
-const VIEWER: &str = "s3cr3t-view-token-00003";
 const CLUSTER: &str = "cluster1";
-
-/// Adds a bearer token to every call.
-#[derive(Clone)]
-struct Bearer(&'static str);
-
-impl tonic::service::Interceptor for Bearer {
-    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
-        let value: MetadataValue<_> = format!("Bearer {}", self.0).parse().unwrap();
-        req.metadata_mut().insert("authorization", value);
-        Ok(req)
-    }
-}
-
-type Authed = InterceptedService<Channel, Bearer>;
 
 /// A hub with the token file, its API channel, and `cluster1` created by the admin.
 async fn hub_with_tokens(nats: &NatsServer) -> (flotilla_hub::Hub, Channel) {
     let mut config = hub_config(&nats.url());
-    config.api.tokens =
-        Some(flotilla_hub::grpc::auth::Tokens::parse("tokens.csv", TOKENS).unwrap());
+    config.api.tokens = Some(tokens());
     let hub = start_hub(config).await;
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", hub.grpc_addr))
         .unwrap()
@@ -70,10 +45,6 @@ async fn hub_with_tokens(nats: &NatsServer) -> (flotilla_hub::Hub, Channel) {
         .await
         .expect("the admin creates cluster1 ahead of its agent");
     (hub, channel)
-}
-
-fn works_as(channel: &Channel, token: &'static str) -> WorkServiceClient<Authed> {
-    WorkServiceClient::with_interceptor(channel.clone(), Bearer(token))
 }
 
 /// A work `name` on cluster1 with one ConfigMap holding `version`, run as the executor

@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::tokens::*;
 use common::work::{cond, get_work, work};
 use common::*;
 use flotilla_api::ocm::ManifestWork as OcmWork;
@@ -14,43 +15,9 @@ use flotilla_api::v1::{
 };
 use flotilla_testkit::{NatsServer, eventually};
 use tonic::Code;
-use tonic::metadata::MetadataValue;
-use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
 const EXAMPLE: &str = include_str!("../../examples/executor-work.yaml");
-const TOKENS: &str = "\
-# admin: any executor; ci: OCM's example executor and anything in team-a; viewer: reads only
-s3cr3t-admin-token-0001,alice,admin
-s3cr3t-deploy-token-002,ci,deployer,default/executor1 team-a/*
-s3cr3t-view-token-00003,bob,read-only
-";
-const ADMIN: &str = "s3cr3t-admin-token-0001";
-const DEPLOYER: &str = "s3cr3t-deploy-token-002";
-const VIEWER: &str = "s3cr3t-view-token-00003";
-
-/// Adds a bearer token to every call.
-#[derive(Clone)]
-struct Bearer(&'static str);
-
-impl tonic::service::Interceptor for Bearer {
-    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
-        let value: MetadataValue<_> = format!("Bearer {}", self.0).parse().unwrap();
-        req.metadata_mut().insert("authorization", value);
-        Ok(req)
-    }
-}
-
-type Authed = InterceptedService<Channel, Bearer>;
-
-fn bearer(token: &'static str) -> Bearer {
-    Bearer(token)
-}
-
-fn works_as(channel: &Channel, token: &'static str) -> WorkServiceClient<Authed> {
-    WorkServiceClient::with_interceptor(channel.clone(), bearer(token))
-}
-
 /// OCM's example on `cluster` with the executor `namespace/name` (and work `name`).
 fn example(cluster: &str, work_name: &str, executor: Option<(&str, &str)>) -> ManifestWork {
     let mut yaml = EXAMPLE
@@ -90,15 +57,14 @@ async fn get_as(api: &mut WorkServiceClient<Authed>, name: &str) -> Option<Manif
 async fn only_callers_granted_an_executor_may_name_it_and_the_agent_applies_as_it() {
     let nats = NatsServer::start();
     let mut config = hub_config(&nats.url());
-    config.api.tokens =
-        Some(flotilla_hub::grpc::auth::Tokens::parse("tokens.csv", TOKENS).unwrap());
+    config.api.tokens = Some(tokens());
     let hub = start_hub(config).await;
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", hub.grpc_addr))
         .unwrap()
         .connect()
         .await
         .unwrap();
-    let mut clusters = ClusterServiceClient::with_interceptor(channel.clone(), bearer(ADMIN));
+    let mut clusters = ClusterServiceClient::with_interceptor(channel.clone(), Bearer(ADMIN));
     let agent = start_agent(agent_config("cluster1", &nats.url()));
     eventually(SOON, "cluster1 registered", || {
         let mut c = clusters.clone();

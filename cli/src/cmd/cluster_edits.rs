@@ -32,17 +32,9 @@ pub async fn join_token(
 ) -> Result<()> {
     match crate::cmd::join::request_join_token(hub, &cluster, ttl, accept).await? {
         crate::cmd::join::Issued::Token(token) => {
-            let expires = token
-                .expires
-                .as_ref()
-                .map(flotilla_api::meta::rfc3339)
-                .unwrap_or_default();
             eprintln!(
-                "join credential for {cluster}: key {} ({}), valid until {expires}{}; store it as a \
-                 Secret, it is shown once",
-                flotilla_api::fingerprint::of(&token.public_key),
-                token.public_key,
-                if accept { ", pre-approved" } else { "" },
+                "join credential for {cluster}: {}; store it as a Secret, it is shown once",
+                crate::cmd::join::token_summary(&token, accept)
             );
             print!("{}", token.creds);
             Ok(())

@@ -34,6 +34,7 @@ pub struct HubBuilder<'a> {
     tls: bool,
     log_level: &'static str,
     env: Vec<(String, String)>,
+    nats_url: String,
 }
 
 impl<'a> HubBuilder<'a> {
@@ -48,7 +49,14 @@ impl<'a> HubBuilder<'a> {
             tls: false,
             log_level: "info",
             env: Vec::new(),
+            nats_url: nats.url(),
         }
+    }
+
+    /// Reaches NATS at `url` instead of the server's plain URL (`tls://…` for a TLS server).
+    pub fn nats_url(mut self, url: &str) -> Self {
+        self.nats_url = url.to_string();
+        self
     }
 
     /// Sets an environment variable of the hub process.
@@ -93,7 +101,7 @@ impl<'a> HubBuilder<'a> {
     /// Starts the hub.
     pub fn start(self) -> Hub {
         let mut cmd = Command::new(binary("flotilla-hub"));
-        cmd.args(["--nats-url", &self.nats.url()])
+        cmd.args(["--nats-url", &self.nats_url])
             .args(["--grpc-listen", &format!("127.0.0.1:{}", self.port)])
             .args(["--metrics-listen", &format!("127.0.0.1:{}", free_port())])
             .args(["--default-lease-duration-seconds", "1"])
@@ -128,8 +136,13 @@ pub struct AgentBuilder {
 impl AgentBuilder {
     /// Agent `name` on `nats`, with its state and log in `dir`.
     pub fn new(nats: &NatsServer, dir: &Path, name: &str) -> Self {
+        Self::at(&nats.url(), dir, name)
+    }
+
+    /// Agent `name` reaching NATS at `url` (`tls://…` for a TLS server).
+    pub fn at(url: &str, dir: &Path, name: &str) -> Self {
         let mut cmd = Command::new(binary("flotilla-agent"));
-        cmd.args(["--cluster-name", name, "--nats-url", &nats.url()])
+        cmd.args(["--cluster-name", name, "--nats-url", url])
             .arg("--state-dir")
             .arg(dir.join(format!("state-{name}")))
             .args(["--pending-poll-seconds", "1"]);

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod addon;
+pub mod tokens;
 pub mod work;
 
 use flotilla_agent::backend::sim::SimBackend;

@@ -251,6 +251,22 @@ pub enum Issued {
     NotSecure(String),
 }
 
+/// What to tell the admin about a join credential: its key (fingerprint and whole), expiry and
+/// whether it pre-approves.
+pub fn token_summary(token: &JoinToken, accept: bool) -> String {
+    let expires = token
+        .expires
+        .as_ref()
+        .map(flotilla_api::meta::rfc3339)
+        .unwrap_or_default();
+    format!(
+        "key {} ({}), valid until {expires}{}",
+        flotilla_api::fingerprint::of(&token.public_key),
+        token.public_key,
+        if accept { ", pre-approved" } else { "" }
+    )
+}
+
 /// Asks the hub for a join credential for `cluster` (`CreateJoinToken`; admin only).
 pub async fn request_join_token(
     hub: &Hub,
@@ -301,16 +317,10 @@ pub async fn run(join: Join, hub: Option<&Hub>) -> anyhow::Result<()> {
                 hub.ok_or_else(|| anyhow!("flotilla join: no hub to ask for a join credential"))?;
             match request_join_token(hub, cluster, ttl, accept).await? {
                 Issued::Token(token) => {
-                    let expires = token
-                        .expires
-                        .as_ref()
-                        .map(flotilla_api::meta::rfc3339)
-                        .unwrap_or_default();
                     eprintln!(
-                        "note: the manifest holds a join credential for {cluster} (key {}, valid \
-                         until {expires}{}); the first agent that registers with it spends it",
-                        token.public_key,
-                        if accept { ", pre-approved" } else { "" }
+                        "note: the manifest holds a join credential for {cluster} ({}); the first \
+                         agent that registers with it spends it",
+                        token_summary(&token, accept)
                     );
                     Bootstrap::JoinToken(token.creds)
                 }
