@@ -20,6 +20,7 @@ use flotilla_hub::grpc::access::{self, Access};
 use flotilla_testkit::NatsServer;
 use tonic::Code;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::metadata::MetadataValue;
 use tonic::transport::Channel;
 
 const CLUSTER: &str = "cluster1";

@@ -15,7 +15,6 @@ use flotilla_api::v1::{
 };
 use flotilla_testkit::{NatsServer, eventually};
 use tonic::Code;
-use tonic::transport::Channel;
 
 const EXAMPLE: &str = include_str!("../../examples/executor-work.yaml");
 /// OCM's example on `cluster` with the executor `namespace/name` (and work `name`).
