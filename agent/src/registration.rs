@@ -444,7 +444,9 @@ impl RegistrationActor {
             }
         };
         if event.cluster != self.name() {
-            tracing::warn!(clustername = %event.cluster, "spec event for another cluster dropped");
+            // Debug only: anyone who can name this subject as a reply could flood the log.
+            self.config.metrics.spec_dropped.inc();
+            tracing::debug!(clustername = %event.cluster, "spec event for another cluster dropped");
             return;
         }
         if event.event_type.group == "work" && event.event_type.resource == "manifestwork" {
@@ -461,7 +463,15 @@ impl RegistrationActor {
             match event.decode_data::<RegistrationResponse>("RegistrationResponse") {
                 // The hub's notifications carry no in_reply_to; an answer to a request arriving
                 // here was sent to a reply subject someone else chose: not ours to act on.
-                Ok(resp) if !resp.in_reply_to.is_empty() => {
+                // The hub notifies acceptance, denial and deletion here; Pending and Rejected are
+                // only ever answers to a request.
+                Ok(resp)
+                    if !resp.in_reply_to.is_empty()
+                        || matches!(
+                            RegistrationState::try_from(resp.state),
+                            Ok(RegistrationState::Pending | RegistrationState::Rejected)
+                        ) =>
+                {
                     self.config.metrics.spec_dropped.inc();
                     tracing::debug!("an answer to someone's request on the spec subject dropped");
                 }

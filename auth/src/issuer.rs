@@ -138,6 +138,14 @@ pub enum IssueError {
     /// Signing failed.
     #[error(transparent)]
     Jwt(#[from] JwtError),
+    /// The account JWT would be too large to push: a revocation is refused rather than
+    /// recorded and never enforced.
+    #[error(
+        "{0} revocations are outstanding, the most the account JWT can carry ({MAX_REVOCATIONS}); \
+         revocations expire with the credentials they refuse, so lower --credentials-ttl-seconds \
+         or wait"
+    )]
+    TooMany(usize),
     /// The revocations file could not be read or written.
     #[error("{path}: {source}")]
     Io {
@@ -175,6 +183,13 @@ enum File {
         #[allow(dead_code)]
         version: u32,
         revocations: BTreeMap<String, Entry>,
+        /// The `iat` of the last account JWTs signed: the next must be later, or the server
+        /// keeps the older one (and still answers "jwt updated").
+        #[serde(default)]
+        last_iat: i64,
+        /// The longest credential lifetime ever issued: a revocation matters that long.
+        #[serde(default)]
+        max_ttl: u64,
     },
     Legacy(BTreeMap<String, i64>),
 }
@@ -183,12 +198,27 @@ enum File {
 struct FileOut<'a> {
     version: u32,
     revocations: &'a BTreeMap<String, Entry>,
+    last_iat: i64,
+    max_ttl: u64,
+}
+
+/// What `revocations.json` holds.
+#[derive(Debug, Default)]
+struct Stored {
+    revocations: BTreeMap<String, Entry>,
+    last_iat: i64,
+    max_ttl: u64,
 }
 
 struct State {
     revocations: BTreeMap<String, Entry>,
     last_account_iat: i64,
+    max_ttl: u64,
 }
+
+/// Revocations of the agents' account at most: each costs about 100 bytes of the account JWT,
+/// which must fit in the server's 1 MiB `max_payload` to be pushed at all.
+pub const MAX_REVOCATIONS: usize = 9_000;
 
 /// Issues and revokes credentials (cheap to share behind an `Arc`).
 pub struct Issuer {
@@ -222,7 +252,7 @@ impl Issuer {
     /// An issuer for a secure directory, with cluster credentials valid for `ttl`.
     pub fn new(dir: &SecureDir, ttl: Duration) -> Result<Self, IssueError> {
         let file = dir.revocations_file();
-        let revocations = read_file(&file, ttl)?;
+        let stored = read_file(&file, ttl)?;
         Ok(Self {
             hub_account: dir.account_jwt.clone(),
             hub_signing: clone_key(&dir.account_signing)?,
@@ -235,8 +265,11 @@ impl Issuer {
             state: Mutex::new(State {
                 // The last account JWT was issued at or after the latest revocation: the next
                 // one must be later, even right after a restart.
-                last_account_iat: revocations.values().map(|e| e.at).max().unwrap_or(0),
-                revocations,
+                last_account_iat: stored
+                    .last_iat
+                    .max(stored.revocations.values().map(|e| e.at).max().unwrap_or(0)),
+                max_ttl: stored.max_ttl.max(ttl.as_secs()),
+                revocations: stored.revocations,
             }),
         })
     }
@@ -270,7 +303,7 @@ impl Issuer {
         ttl: Duration,
     ) -> Result<Issued, IssueError> {
         subject.check()?;
-        if !key.starts_with('U') || KeyPair::from_public_key(key).is_err() {
+        if !is_user_key(key) {
             return Err(IssueError::BadKey(key.to_string()));
         }
         let revoked_at = self.lock().revocations.get(key).map_or(i64::MIN, |e| e.at);
@@ -312,31 +345,63 @@ impl Issuer {
         self.lock().revocations.contains_key(key)
     }
 
-    /// Records revocations at `now` — on disk first, merged with what is there; an error here
-    /// means nothing was revoked — and returns the account JWTs to push.
-    pub fn revoke(&self, revokes: &[Revoke<'_>], now: i64) -> Result<Vec<AccountJwt>, IssueError> {
+    /// Records revocations at `now` on disk, merged with what is there; an error here means
+    /// nothing was revoked. The account JWTs that carry them are signed when pushed
+    /// ([`Issuer::account_jwts`]), so a burst of revocations is one push.
+    pub fn revoke(&self, revokes: &[Revoke<'_>], now: i64) -> Result<(), IssueError> {
+        self.write(now, false, |merged| {
+            for r in revokes.iter().filter(|r| !r.key.is_empty()) {
+                merge(
+                    merged,
+                    r.key,
+                    Entry {
+                        at: now,
+                        account: r.account,
+                        until: r.until,
+                    },
+                );
+            }
+            let agents = merged
+                .values()
+                .filter(|e| e.account == Which::Agents)
+                .count();
+            if agents > MAX_REVOCATIONS {
+                return Err(IssueError::TooMany(agents));
+            }
+            Ok(())
+        })
+        .map(drop)
+    }
+
+    /// One read-merge-write of the revocations file under its lock: `change` edits the merged
+    /// revocations (an error leaves file and memory as they were); with `sign`, the next account
+    /// JWT `iat` is taken and kept. Returns the last `iat`.
+    fn write(
+        &self,
+        now: i64,
+        sign: bool,
+        change: impl FnOnce(&mut BTreeMap<String, Entry>) -> Result<(), IssueError>,
+    ) -> Result<i64, IssueError> {
         let mut st = self.lock();
         let _guard = FileLock::take(&self.dir)?;
-        let mut merged = read_file(&self.file, self.ttl)?;
+        let on_disk = read_file(&self.file, self.ttl)?;
+        let mut merged = on_disk.revocations;
         for (key, entry) in &st.revocations {
             merge(&mut merged, key, *entry);
         }
-        for r in revokes.iter().filter(|r| !r.key.is_empty()) {
-            merge(
-                &mut merged,
-                r.key,
-                Entry {
-                    at: now,
-                    account: r.account,
-                    until: r.until,
-                },
-            );
-        }
+        change(&mut merged)?;
         // A revocation whose every refusable JWT has expired refuses nothing any more.
         merged.retain(|_, e| e.until.is_none_or(|u| u >= now - 60));
+        let mut last_iat = st.last_account_iat.max(on_disk.last_iat);
+        if sign {
+            last_iat = now.max(last_iat + 1);
+        }
+        let max_ttl = st.max_ttl.max(on_disk.max_ttl);
         let bytes = serde_json::to_vec_pretty(&FileOut {
             version: 2,
             revocations: &merged,
+            last_iat,
+            max_ttl,
         })
         .map_err(|e| IssueError::Io {
             path: self.file.clone(),
@@ -347,34 +412,32 @@ impl Issuer {
             source,
         })?;
         st.revocations = merged;
-        self.account_jwts_locked(&mut st, now)
+        st.last_account_iat = last_iat;
+        st.max_ttl = max_ttl;
+        Ok(last_iat)
     }
 
     /// A revocation of a cluster or add-on key made at `now`: every JWT issued for it lives at
     /// most one TTL.
     pub fn agent_revoke<'a>(&self, key: &'a str, now: i64) -> Revoke<'a> {
+        // The longest lifetime ever issued: a hub restarted with a shorter TTL must not drop a
+        // revocation while a longer-lived JWT it refuses is still valid.
+        let ttl = self.lock().max_ttl.max(self.ttl.as_secs());
         Revoke {
             key,
             account: Which::Agents,
-            until: Some(now + self.ttl.as_secs() as i64),
+            until: Some(now + ttl as i64),
         }
     }
 
-    /// The account JWTs with the current revocations (re-read from disk, so a rotation made by
-    /// another process is pushed too).
+    /// The account JWTs with the current revocations (merged with the file, so a rotation by
+    /// another process is pushed too), signed now with an `iat` later than any signed before —
+    /// kept in the file, so a restart or `flotilla-hub rotate` never signs one the server would
+    /// ignore as older.
     pub fn account_jwts(&self, now: i64) -> Result<Vec<AccountJwt>, IssueError> {
-        let mut st = self.lock();
-        let on_disk = read_file(&self.file, self.ttl)?;
-        for (key, entry) in on_disk {
-            merge(&mut st.revocations, &key, entry);
-        }
-        self.account_jwts_locked(&mut st, now)
-    }
-
-    fn account_jwts_locked(&self, st: &mut State, now: i64) -> Result<Vec<AccountJwt>, IssueError> {
-        // The resolver keeps the newer of two account JWTs: every push is issued later.
-        let iat = now.max(st.last_account_iat + 1);
-        st.last_account_iat = iat;
+        // The iat is kept in the file before any JWT carrying it leaves this process.
+        let iat = self.write(now, true, |_| Ok(()))?;
+        let st = self.lock();
         [
             (&self.hub_account, Which::Hub),
             (&self.agents_account, Which::Agents),
@@ -424,7 +487,7 @@ impl Issuer {
         let creds = user_creds(name, nats, signing, account, now)?;
         // Revoke first: if the new file cannot be written the old one is already dead, which is
         // safe (rotate again); the other order could leave a rotation that revoked nothing.
-        let jwts = self.revoke(
+        self.revoke(
             &[Revoke {
                 key: &old,
                 account: which,
@@ -432,6 +495,7 @@ impl Issuer {
             }],
             now,
         )?;
+        let jwts = self.account_jwts(now)?;
         write_private(&file, creds.format().expose().as_bytes()).map_err(|source| {
             IssueError::Io {
                 path: file.clone(),
@@ -468,10 +532,10 @@ fn merge(into: &mut BTreeMap<String, Entry>, key: &str, entry: Entry) {
     };
 }
 
-fn read_file(path: &Path, ttl: Duration) -> Result<BTreeMap<String, Entry>, IssueError> {
+fn read_file(path: &Path, ttl: Duration) -> Result<Stored, IssueError> {
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Stored::default()),
         Err(source) => {
             return Err(IssueError::Io {
                 path: path.to_path_buf(),
@@ -484,20 +548,33 @@ fn read_file(path: &Path, ttl: Duration) -> Result<BTreeMap<String, Entry>, Issu
         source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
     })?;
     Ok(match file {
-        File::Current { revocations, .. } => revocations,
-        File::Legacy(map) => map
-            .into_iter()
-            .map(|(k, at)| {
-                (
-                    k,
-                    Entry {
-                        at,
-                        account: Which::Agents,
-                        until: Some(at + ttl.as_secs() as i64),
-                    },
-                )
-            })
-            .collect(),
+        File::Current {
+            revocations,
+            last_iat,
+            max_ttl,
+            ..
+        } => Stored {
+            revocations,
+            last_iat,
+            max_ttl,
+        },
+        File::Legacy(map) => Stored {
+            revocations: map
+                .into_iter()
+                .map(|(k, at)| {
+                    (
+                        k,
+                        Entry {
+                            at,
+                            account: Which::Agents,
+                            until: Some(at + ttl.as_secs() as i64),
+                        },
+                    )
+                })
+                .collect(),
+            last_iat: 0,
+            max_ttl: ttl.as_secs(),
+        },
     })
 }
 
@@ -526,6 +603,11 @@ impl Drop for FileLock {
     fn drop(&mut self) {
         let _ = self.0.unlock();
     }
+}
+
+/// Whether `key` is a NATS user public key (`U…`, valid checksum).
+pub fn is_user_key(key: &str) -> bool {
+    key.starts_with('U') && KeyPair::from_public_key(key).is_ok()
 }
 
 /// Whether `s` is a non-empty subject token without wildcards, separators or spaces.
@@ -640,7 +722,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("revocations.json");
         std::fs::write(&path, br#"{"UABC": 1000}"#).unwrap();
-        let m = read_file(&path, Duration::from_secs(60)).unwrap();
+        let m = read_file(&path, Duration::from_secs(60))
+            .unwrap()
+            .revocations;
         assert_eq!(
             m["UABC"],
             Entry {

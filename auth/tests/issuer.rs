@@ -300,7 +300,8 @@ fn revocations_are_signed_by_the_operator_kept_and_pruned() {
     let a = nkeys::KeyPair::new_user().public_key();
     let b = nkeys::KeyPair::new_user().public_key();
 
-    let first = issuer.revoke(&[issuer.agent_revoke(&a, NOW)], NOW).unwrap();
+    issuer.revoke(&[issuer.agent_revoke(&a, NOW)], NOW).unwrap();
+    let first = issuer.account_jwts(NOW).unwrap();
     let first = Claims::<Account>::decode_account(&agents_jwt(&secure, &first), &operator).unwrap();
     assert_eq!(first.iss, secure.operator_signing.public_key());
     assert_eq!(first.sub, secure.agents);
@@ -311,7 +312,8 @@ fn revocations_are_signed_by_the_operator_kept_and_pruned() {
     );
 
     // Every account JWT is issued after the last one, so the resolver takes it.
-    let second = issuer.revoke(&[issuer.agent_revoke(&b, NOW)], NOW).unwrap();
+    issuer.revoke(&[issuer.agent_revoke(&b, NOW)], NOW).unwrap();
+    let second = issuer.account_jwts(NOW).unwrap();
     let second =
         Claims::<Account>::decode_account(&agents_jwt(&secure, &second), &operator).unwrap();
     assert!(second.iat > first.iat);
@@ -334,9 +336,10 @@ fn revocations_are_signed_by_the_operator_kept_and_pruned() {
     // Once every JWT a revocation could refuse has expired, it is dropped.
     let later = NOW + 2 * 3600;
     let c = nkeys::KeyPair::new_user().public_key();
-    let pruned = restarted
+    restarted
         .revoke(&[restarted.agent_revoke(&c, later)], later)
         .unwrap();
+    let pruned = restarted.account_jwts(later).unwrap();
     let pruned =
         Claims::<Account>::decode_account(&agents_jwt(&secure, &pruned), &operator).unwrap();
     assert_eq!(pruned.nats.revocations.keys().collect::<Vec<_>>(), vec![&c]);
@@ -350,7 +353,8 @@ fn an_account_jwt_after_a_restart_is_newer_than_the_last_revocation() {
         Claims::<Operator>::decode_operator(&read(&secure.dir.join("operator.jwt"))).unwrap();
     let issuer = Issuer::new(&secure, Duration::from_secs(3600)).unwrap();
     let a = nkeys::KeyPair::new_user().public_key();
-    let before = issuer.revoke(&[issuer.agent_revoke(&a, NOW)], NOW).unwrap();
+    issuer.revoke(&[issuer.agent_revoke(&a, NOW)], NOW).unwrap();
+    let before = issuer.account_jwts(NOW).unwrap();
     let before =
         Claims::<Account>::decode_account(&agents_jwt(&secure, &before), &operator).unwrap();
     let restarted = Issuer::new(&secure, Duration::from_secs(3600)).unwrap();
@@ -445,9 +449,13 @@ fn revocations_of_credentials_that_never_expire_are_never_pruned() {
     // A day later a cluster is denied: the pruning of expired revocations keeps the bootstrap's.
     let later = NOW + 86_400;
     let c = nkeys::KeyPair::new_user().public_key();
-    let jwts = Issuer::new(&secure, ttl)
+    Issuer::new(&secure, ttl)
         .unwrap()
         .revoke(&[issuer.agent_revoke(&c, later)], later)
+        .unwrap();
+    let jwts = Issuer::new(&secure, ttl)
+        .unwrap()
+        .account_jwts(later)
         .unwrap();
     let operator =
         Claims::<Operator>::decode_operator(&read(&secure.dir.join("operator.jwt"))).unwrap();
@@ -473,9 +481,10 @@ fn a_rotation_by_another_process_is_merged_not_overwritten() {
         .unwrap();
     // The running hub then revokes a cluster key: the rotation's revocation stays.
     let a = nkeys::KeyPair::new_user().public_key();
-    let jwts = running_hub
+    running_hub
         .revoke(&[running_hub.agent_revoke(&a, NOW + 1)], NOW + 1)
         .unwrap();
+    let jwts = running_hub.account_jwts(NOW + 1).unwrap();
     let operator =
         Claims::<Operator>::decode_operator(&read(&secure.dir.join("operator.jwt"))).unwrap();
     let hub_account = jwts.iter().find(|j| j.account == secure.account).unwrap();
@@ -527,4 +536,59 @@ fn join_credentials_may_only_register_their_one_name_and_expire() {
             .mint_join("edge-*", Duration::from_secs(600), NOW)
             .is_err()
     );
+}
+
+#[test]
+fn a_burst_of_revocations_is_signed_once_and_no_restart_signs_an_older_account() {
+    let (_d, secure) = init();
+    let operator =
+        Claims::<Operator>::decode_operator(&read(&secure.dir.join("operator.jwt"))).unwrap();
+    let iat = |jwts: &[AccountJwt]| {
+        Claims::<Account>::decode_account(&agents_jwt(&secure, jwts), &operator)
+            .unwrap()
+            .iat
+    };
+    let issuer = Issuer::new(&secure, Duration::from_secs(3600)).unwrap();
+    for _ in 0..100 {
+        let k = nkeys::KeyPair::new_user().public_key();
+        issuer.revoke(&[issuer.agent_revoke(&k, NOW)], NOW).unwrap();
+    }
+    let first = iat(&issuer.account_jwts(NOW).unwrap());
+    assert_eq!(
+        first, NOW,
+        "a hundred revocations, one push: no iat run ahead of the clock"
+    );
+    let second = iat(&issuer.account_jwts(NOW).unwrap());
+    assert!(second > first);
+    // A restart (or `flotilla-hub rotate` in another process) signs later still, even with a
+    // clock that went back: the server keeps only the newer of two account JWTs.
+    let restarted = Issuer::new(&secure, Duration::from_secs(3600)).unwrap();
+    assert!(iat(&restarted.account_jwts(NOW - 600).unwrap()) > second);
+    let third = iat(&restarted.account_jwts(NOW).unwrap());
+    assert!(
+        iat(&issuer.account_jwts(NOW).unwrap()) > third,
+        "the file is the shared clock"
+    );
+}
+
+#[test]
+fn revocations_stop_at_what_one_account_jwt_can_carry() {
+    let (_d, secure) = init();
+    let issuer = Issuer::new(&secure, Duration::from_secs(3600)).unwrap();
+    let keys: Vec<String> = (0..flotilla_auth::issuer::MAX_REVOCATIONS)
+        .map(|_| nkeys::KeyPair::new_user().public_key())
+        .collect();
+    let revokes: Vec<_> = keys.iter().map(|k| issuer.agent_revoke(k, NOW)).collect();
+    issuer.revoke(&revokes, NOW).unwrap();
+    let jwts = issuer.account_jwts(NOW).unwrap();
+    assert!(
+        agents_jwt(&secure, &jwts).len() < 1024 * 1024,
+        "it still fits in one message"
+    );
+    let one_more = nkeys::KeyPair::new_user().public_key();
+    let err = issuer
+        .revoke(&[issuer.agent_revoke(&one_more, NOW)], NOW)
+        .unwrap_err();
+    assert!(matches!(err, IssueError::TooMany(_)), "{err}");
+    assert!(!issuer.is_revoked(&one_more));
 }

@@ -303,9 +303,10 @@ async fn a_revoked_cluster_is_cut_off_and_cannot_reconnect() {
     .await
     .unwrap();
     let now = unix_now();
-    let jwts = issuer
+    issuer
         .revoke(&[issuer.agent_revoke(&a_key, now)], now)
         .unwrap();
+    let jwts = issuer.account_jwts(now).unwrap();
     push_accounts(&sys, &jwts).await.unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     let mut seen = Vec::new();

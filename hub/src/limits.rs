@@ -170,7 +170,25 @@ impl NewNames {
             self.admitted(&mut st);
             return Ok(());
         };
-        let rate = self.config.bootstrap_register_rate.max(0.0);
+        Self::spend(&mut st, &self.config, who, metrics, now)?;
+        self.admitted(&mut st);
+        Ok(())
+    }
+
+    /// Spends one registration of credential `who` (a known name): refused past the rate.
+    pub fn rate(&self, who: &str, metrics: &Metrics, now: Instant) -> Result<(), Refusal> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        Self::spend(&mut st, &self.config, who, metrics, now)
+    }
+
+    fn spend(
+        st: &mut GateState,
+        config: &LimitsConfig,
+        who: &str,
+        metrics: &Metrics,
+        now: Instant,
+    ) -> Result<(), Refusal> {
+        let rate = config.bootstrap_register_rate.max(0.0);
         let burst = rate.max(1.0);
         // Forget idle credentials so the map stays small.
         if st.buckets.len() > 10_000 {
@@ -185,16 +203,16 @@ impl NewNames {
             (bucket.tokens + now.duration_since(bucket.at).as_secs_f64() * rate).min(burst);
         bucket.at = now;
         if bucket.tokens < 1.0 {
-            return refuse(
-                "bootstrap_rate",
-                format!(
-                    "too many new cluster names from this credential: at most {rate} a second \
+            metrics.limit_refused("bootstrap_rate");
+            return Err(Refusal {
+                limit: "bootstrap_rate",
+                message: format!(
+                    "too many registrations from this credential: at most {rate} a second \
                      (--bootstrap-register-rate); try again later"
                 ),
-            );
+            });
         }
         bucket.tokens -= 1.0;
-        self.admitted(&mut st);
         Ok(())
     }
 }

@@ -202,6 +202,7 @@ async fn rotate(which: Rotated, dir: &std::path::Path, nats: &NatsArgs) -> ExitC
         let jwts = issuer
             .rotate(which, flotilla_auth::setup::unix_now())
             .map_err(|e| e.to_string())?;
+        // Signed now with an iat after any the hub signed (kept in revocations.json).
         println!(
             "Wrote new credentials; the old key is revoked in {}.",
             secure.revocations_file().display()

@@ -192,9 +192,47 @@ async fn handle_registration(
         reply_rejected(nats, &msg, subject_cluster, &why, config).await;
         return;
     }
-    let credential = requester(&msg, config.agents_account.as_deref());
+    let credential = match requester(&msg, config.agents_account.as_deref()) {
+        Ok(c) => c,
+        Err(why) => {
+            if metrics.registration_refused("identity") {
+                tracing::warn!(subject = %msg.subject, error = %why, "registration refused");
+            }
+            reply_rejected(nats, &msg, subject_cluster, &why, config).await;
+            return;
+        }
+    };
+    if credential.is_some() && !flotilla_auth::issuer::is_user_key(&request.agent_public_key) {
+        let why = reject(
+            "invalid_request",
+            subject_cluster,
+            format!(
+                "agentPublicKey {:?} is not a NATS user key (U…)",
+                request.agent_public_key
+            ),
+        );
+        reply_rejected(nats, &msg, subject_cluster, &why, config).await;
+        return;
+    }
     let handle = match clusters.get(&request.cluster_name) {
-        Some(h) => h,
+        Some(h) => {
+            // Requests under a known name from any credential but the cluster's own agent key
+            // spend that credential's rate: a flood must not fill the cluster actor's mailbox
+            // (its lease renewals go through it too).
+            if let (Some(gate), Some(who)) = (&config.new_names, credential.as_deref()) {
+                let own = clusters
+                    .shared()
+                    .inventory
+                    .get(&request.cluster_name)
+                    .and_then(|c| c.hub.as_ref().map(|h| h.agent_public_key == who))
+                    .unwrap_or(false);
+                if !own && let Err(refusal) = gate.rate(who, metrics, std::time::Instant::now()) {
+                    reply_rejected(nats, &msg, subject_cluster, &refusal.message, config).await;
+                    return;
+                }
+            }
+            h
+        }
         None => {
             if let Some(gate) = &config.new_names {
                 let inventory = &clusters.shared().inventory;
@@ -255,14 +293,36 @@ impl Request {
 }
 
 /// The NATS user that sent a request through the agents' account, as the server attests it in
-/// `Nats-Request-Info` (secure mode only: the header is the server's only on the service
-/// import; in plain mode anyone could write it, so it is not read).
-fn requester(msg: &async_nats::Message, agents_account: Option<&str>) -> Option<String> {
-    let agents = agents_account?;
-    let value = msg.headers.as_ref()?.get(REQUEST_INFO)?;
-    let info: serde_json::Value = serde_json::from_str(value.as_str()).ok()?;
-    let (acc, user) = (info["acc"].as_str()?, info["user"].as_str()?);
-    (acc == agents && !user.is_empty()).then(|| user.to_string())
+/// `Nats-Request-Info` — secure mode only (`Ok(None)` in plain mode, where anyone could write
+/// the header). The server replaces a requester's copy of the header with its own, but servers
+/// before 2.14 replace only the first copy and append theirs: a request carrying the header
+/// more than once is a forgery, and one without it did not come through the import.
+fn requester(
+    msg: &async_nats::Message,
+    agents_account: Option<&str>,
+) -> Result<Option<String>, String> {
+    let Some(agents) = agents_account else {
+        return Ok(None);
+    };
+    let values: Vec<_> = msg
+        .headers
+        .as_ref()
+        .map(|h| h.get_all(REQUEST_INFO).collect())
+        .unwrap_or_default();
+    let [value] = values.as_slice() else {
+        return Err(format!(
+            "the request carries {} {REQUEST_INFO} headers where the server sets exactly one",
+            values.len()
+        ));
+    };
+    let info: serde_json::Value = serde_json::from_str(value.as_str())
+        .map_err(|e| format!("{REQUEST_INFO} is not JSON: {e}"))?;
+    match (info["acc"].as_str(), info["user"].as_str()) {
+        (Some(acc), Some(user)) if acc == agents && !user.is_empty() => Ok(Some(user.to_string())),
+        _ => Err(format!(
+            "{REQUEST_INFO} names no user of the agents' account"
+        )),
+    }
 }
 
 /// The header a service import with `share` adds: the requesting account and user.
@@ -280,6 +340,8 @@ async fn reply_rejected(
         state: RegistrationState::Rejected as i32,
         lease_duration_seconds: 0,
         message: why.to_string(),
+        // An answer, never a notification: an agent ignores it wherever else it lands.
+        in_reply_to: "-".into(),
         ..Default::default()
     };
     reply(

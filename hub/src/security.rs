@@ -11,7 +11,7 @@
 //! revocation again.
 
 use flotilla_auth::creds::Creds;
-use flotilla_auth::issuer::{AccountJwt, IssueError, Issued, Revoke, Which, push_accounts};
+use flotilla_auth::issuer::{IssueError, Issued, Revoke, Which, push_accounts};
 use flotilla_auth::setup::unix_now;
 use flotilla_auth::{Issuer, SecureDir, Subject};
 use flotilla_bus::connect::{self, NatsConfig};
@@ -48,32 +48,43 @@ pub enum StartError {
 #[derive(Clone, Debug)]
 pub struct Security {
     issuer: Arc<Issuer>,
-    push: watch::Sender<Vec<AccountJwt>>,
+    push: watch::Sender<u64>,
 }
 
 impl Security {
     /// Reads the secure directory, connects to the system account with `DIR/sys.creds` (same
     /// server and TLS settings as `nats`) and starts the pusher, which pushes the accounts at
-    /// once.
+    /// once and after every revocation. The account JWTs are signed when pushed, so a burst of
+    /// revocations is one push with one new `iat`.
     pub async fn start(
         config: &SecurityConfig,
         nats: &NatsConfig,
     ) -> Result<(Self, JoinHandle<()>), StartError> {
         let dir = SecureDir::load(&config.dir)?;
         let issuer = Arc::new(Issuer::new(&dir, config.credentials_ttl)?);
+        // Readable now, so a broken directory fails the start rather than every push.
+        issuer.account_jwts(unix_now())?;
         let mut sys_config = nats.clone();
         sys_config.name = "flotilla-hub-sys".into();
         sys_config.credentials_file = Some(dir.sys_creds.clone());
         sys_config.auth = None;
         let sys = connect::connect(&sys_config, None).await?;
-        let first = issuer.account_jwts(unix_now())?;
-        let (push, mut latest) = watch::channel(first);
+        let (push, mut wanted) = watch::channel(0u64);
+        wanted.mark_changed();
+        let signer = issuer.clone();
         let task = tokio::spawn(async move {
             loop {
-                let jwts = latest.borrow_and_update().clone();
+                if wanted.changed().await.is_err() {
+                    return;
+                }
                 let mut attempt = 0;
                 loop {
-                    match push_accounts(&sys, &jwts).await {
+                    wanted.borrow_and_update();
+                    let pushed = match signer.account_jwts(unix_now()) {
+                        Ok(jwts) => push_accounts(&sys, &jwts).await,
+                        Err(e) => Err(e),
+                    };
+                    match pushed {
                         Ok(()) => {
                             tracing::info!("accounts pushed to the NATS server");
                             break;
@@ -83,18 +94,17 @@ impl Security {
                             tracing::warn!(error = %e, attempt, "account push failed; retrying");
                             tokio::time::sleep(connect::backoff(attempt, Duration::from_secs(10)))
                                 .await;
-                            if latest.has_changed().unwrap_or(false) {
-                                break;
-                            }
                         }
                     }
-                }
-                if latest.changed().await.is_err() {
-                    return;
                 }
             }
         });
         Ok((Self { issuer, push }, task))
+    }
+
+    /// Whether `key` has a revocation (a denied or replaced key).
+    pub fn is_revoked(&self, key: &str) -> bool {
+        self.issuer.is_revoked(key)
     }
 
     /// The agents account (whose users' identities registration requests carry).
@@ -142,9 +152,9 @@ impl Security {
             return Ok(());
         }
         match self.issuer.revoke(revokes, now) {
-            Ok(jwts) => {
+            Ok(()) => {
                 tracing::info!(keys = revokes.len(), "keys revoked");
-                let _ = self.push.send(jwts);
+                self.push.send_modify(|n| *n = n.wrapping_add(1));
                 Ok(())
             }
             Err(e) => {

@@ -30,6 +30,28 @@ impl Actor {
                 let mut next = self.current()?;
                 let replaced = rules::registration::accept_key(&mut next, key.as_deref())
                     .map_err(|e| ClusterError::Precondition(e.to_string()))?;
+                // A revoked key (denied, or replaced) comes back only when the admin names it:
+                // accepting a denied cluster must not quietly readmit a compromised agent.
+                let bound = next
+                    .hub
+                    .as_ref()
+                    .map(|h| h.agent_public_key.clone())
+                    .unwrap_or_default();
+                if key.is_none()
+                    && self
+                        .shared
+                        .security
+                        .as_ref()
+                        .is_some_and(|s| !bound.is_empty() && s.is_revoked(&bound))
+                {
+                    let fp = flotilla_api::fingerprint::of(&bound);
+                    return Err(ClusterError::Precondition(format!(
+                        "the agent key of {:?} (fingerprint {fp}) was revoked; accept it again only \
+                         by naming it (flotilla accept {} --key {fp}), or give a rebuilt spoke a join \
+                         credential (flotilla join-token {})",
+                        self.name, self.name, self.name
+                    )));
+                }
                 let mut changed = replaced.is_some();
                 changed |= rules::accept(
                     &mut next,
@@ -241,10 +263,16 @@ impl Actor {
             return;
         };
         let hub = c.hub.get_or_insert_with(Default::default);
-        if hub.last_refusal == message {
+        let now = Instant::now();
+        if hub.last_refusal == message
+            || self
+                .refusal_written
+                .is_some_and(|t| now.duration_since(t) < std::time::Duration::from_secs(60))
+        {
             return;
         }
         hub.last_refusal = message.to_string();
+        self.refusal_written = Some(now);
         self.persist_or_retry(c).await;
     }
 
@@ -282,17 +310,15 @@ impl Actor {
         response
     }
 
-    /// Revokes and forgets the cluster's join credential once its agent has its own.
+    /// Forgets the cluster's join credential once the agent that came with it reports over its
+    /// own credentials. It is not revoked on the server: the name is bound from then on, so the
+    /// hub refuses anything else it could ask, it expires anyway, and a revocation per joined
+    /// cluster would outgrow the account JWT.
     async fn spend_join(&mut self, c: &ManagedCluster) {
-        let Some(security) = &self.shared.security else {
-            return;
-        };
         let Some(hub) = c.hub.as_ref().filter(|h| !h.join_key.is_empty()) else {
             return;
         };
-        let expires = hub.join_expires.as_ref().map_or(i64::MAX, |t| t.seconds);
-        if let Err(e) = security.revoke_join(&hub.join_key, expires) {
-            tracing::warn!(error = %e, "revoking the spent join credential failed; retried at the next registration");
+        if hub.join_bound_key.is_empty() || hub.join_bound_key != hub.agent_public_key {
             return;
         }
         let mut next = c.clone();
@@ -300,7 +326,8 @@ impl Actor {
         hub.join_key.clear();
         hub.join_expires = None;
         hub.join_accept = false;
-        tracing::info!("join credential spent and revoked");
+        hub.join_bound_key.clear();
+        tracing::info!("join credential spent");
         self.persist_or_retry(next).await;
     }
 
@@ -317,12 +344,11 @@ impl Actor {
             ));
         };
         let mut next = match self.cluster.clone() {
-            Some(c) if rules::denied(&c) => {
-                // Not Precondition: that code means "not in secure mode" to clients.
-                return Err(ClusterError::Conflict(format!(
-                    "managed cluster {:?} is denied; accept it first",
-                    self.name
-                )));
+            // A denied cluster starts over with a new agent: its (revoked) key is unbound and
+            // the cluster is pending again, so only the join credential's key can take it.
+            Some(mut c) if rules::denied(&c) => {
+                rules::registration::start_over(&mut c);
+                c
             }
             Some(c) => c,
             None => rules::precreated(
@@ -356,6 +382,7 @@ impl Actor {
         hub.join_key = public_key.clone();
         hub.join_expires = Some(expires);
         hub.join_accept = accept;
+        hub.join_bound_key.clear();
         self.persist(next)
             .await
             .map_err(|e| ClusterError::Unavailable(e.to_string()))?;

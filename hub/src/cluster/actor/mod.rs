@@ -52,6 +52,7 @@ pub(super) fn spawn(
         lease_sequence: 0,
         dirty: false,
         unsure_works: BTreeSet::new(),
+        refusal_written: None,
         works: BTreeMap::new(),
         rx,
     };
@@ -89,6 +90,8 @@ struct Actor {
     works: BTreeMap<String, WorkEntry>,
     /// Works whose last write had an unknown outcome: read again until the store answers.
     unsure_works: BTreeSet<String>,
+    /// When a refused registration was last written to the cluster (at most once a minute).
+    refusal_written: Option<Instant>,
     rx: mpsc::Receiver<Msg>,
 }
 

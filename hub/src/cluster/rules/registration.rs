@@ -94,12 +94,19 @@ pub fn decide(
             &req.claims,
         )
     };
+    // Whose report counts: the agent over its own credentials (its NATS user is its key), or
+    // over the join credential the admin minted for the name. A public key is no secret —
+    // registration answers and `describe cluster` show it — so a request naming the bound key
+    // through the shared bootstrap credential changes nothing.
+    let trusted = via_join || credential == Credential::User(key);
     let mut changed;
     if !hub.agent_public_key.is_empty() && hub.agent_public_key == key {
-        // The bound agent: its report counts.
-        changed = report(&mut c);
-        changed |= clear_refusal(&mut c);
-        changed |= accept_if_asked(&mut c, req, via_join, ctx, true);
+        changed = false;
+        if trusted || ctx.policy == KeyPolicy::Record {
+            changed |= report(&mut c);
+            changed |= clear_refusal(&mut c);
+            changed |= accept_if_asked(&mut c, req, via_join, ctx, true);
+        }
     } else if ctx.policy == KeyPolicy::Record {
         changed = report(&mut c);
         changed |= bind(&mut c, key);
@@ -108,6 +115,7 @@ pub fn decide(
         // The admin's join credential binds the key, replacing one that registered first
         // through the shared bootstrap credential while the name was pending.
         changed = bind(&mut c, key);
+        changed |= joined(&mut c, key);
         changed |= report(&mut c);
         changed |= clear_refusal(&mut c);
         changed |= accept_if_asked(&mut c, req, true, ctx, false);
@@ -116,9 +124,15 @@ pub fn decide(
         // or a rebuilt spoke of an accepted name with its join credential: the key waits for
         // the admin, first one wins; its report is not taken.
         if !hub.requested_public_key.is_empty() && hub.requested_public_key != key {
-            return refuse_other_key(stored, &hub.requested_public_key, key, "waits");
+            // The admin's join credential takes the place of a key that merely waits.
+            if !via_join {
+                return refuse_other_key(stored, &hub.requested_public_key, key, "waits");
+            }
         }
         changed = wait(&mut c, key);
+        if via_join {
+            changed |= joined(&mut c, key);
+        }
     } else {
         return refuse_other_key(stored, &hub.agent_public_key, key, "is bound");
     }
@@ -186,6 +200,16 @@ fn bind(c: &mut ManagedCluster, key: &str) -> bool {
     true
 }
 
+/// Remembers the key that came with the join credential.
+fn joined(c: &mut ManagedCluster, key: &str) -> bool {
+    let hub = c.hub.get_or_insert_with(Default::default);
+    if hub.join_bound_key == key {
+        return false;
+    }
+    hub.join_bound_key = key.to_string();
+    true
+}
+
 fn wait(c: &mut ManagedCluster, key: &str) -> bool {
     let hub = c.hub.get_or_insert_with(Default::default);
     if hub.requested_public_key == key {
@@ -214,6 +238,27 @@ fn refuse_other_key(c: &ManagedCluster, held: &str, key: &str, how: &str) -> Dec
             fingerprint::of(key),
         ),
     }
+}
+
+/// A denied cluster starting over with a new agent (the admin minted a join credential for
+/// it): no longer denied, pending, its keys unbound — its old key stays revoked.
+pub fn start_over(c: &mut ManagedCluster) {
+    if let Some(st) = c.status.as_mut() {
+        flotilla_api::meta::remove_condition(
+            &mut st.conditions,
+            flotilla_api::meta::COND_HUB_DENIED,
+        );
+        flotilla_api::meta::remove_condition(
+            &mut st.conditions,
+            flotilla_api::meta::COND_HUB_ACCEPTED,
+        );
+    }
+    if let Some(spec) = c.spec.as_mut() {
+        spec.hub_accepts_client = false;
+    }
+    let hub = c.hub.get_or_insert_with(Default::default);
+    hub.agent_public_key.clear();
+    hub.requested_public_key.clear();
 }
 
 /// Whether the agent presenting `key` is the one the cluster answers Accepted to: accepted,

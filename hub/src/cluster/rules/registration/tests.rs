@@ -295,3 +295,49 @@ fn denied_clusters_stay_denied() {
         Decision::Denied
     );
 }
+
+#[test]
+fn the_bound_key_through_the_shared_bootstrap_changes_no_claims() {
+    let auto = AutoAccept {
+        enabled: true,
+        claims: Some(flotilla_api::v1::LabelSelector {
+            match_labels: [("region".to_string(), "trusted".to_string())].into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    // Pending: its claims did not match the auto-accept policy at creation.
+    let c = stored(decide(
+        None,
+        &claimed(req("c1", "UA"), "region", "eu"),
+        Credential::User("UBOOT"),
+        &ctx(&auto),
+    ));
+    assert!(!accepted(&c));
+    // Someone who learnt the public key UA sends claims the policy would accept.
+    let d = decide(
+        Some(&c),
+        &claimed(req("c1", "UA"), "region", "trusted"),
+        Credential::User("UBOOT"),
+        &ctx(&auto),
+    );
+    let Decision::Store { cluster, changed } = d else {
+        panic!("{d:?}")
+    };
+    assert!(!changed, "nothing changes");
+    assert!(!accepted(&cluster));
+    assert_eq!(cluster.status.unwrap().cluster_claims[0].value, "eu");
+}
+
+#[test]
+fn the_key_that_came_with_a_join_credential_is_remembered() {
+    let auto = AutoAccept::default();
+    let c = with_join(ahead_of_agent("edge-1", false), "UJOIN", false, NOW + 60);
+    let c = stored(decide(
+        Some(&c),
+        &req("edge-1", "UA"),
+        Credential::User("UJOIN"),
+        &ctx(&auto),
+    ));
+    assert_eq!(c.hub.as_ref().unwrap().join_bound_key, "UA");
+}
