@@ -46,6 +46,27 @@ impl ReplyTo {
     pub fn subject(&self) -> async_nats::Subject {
         self.0.clone()
     }
+
+    /// Publishes `event` as the answer (the one way the hub answers a spoke). Answers are core
+    /// NATS, at most once: a failure is logged at debug and the spoke asks again.
+    pub async fn answer(
+        &self,
+        nats: &async_nats::Client,
+        event: &crate::Event,
+        max_event_bytes: usize,
+    ) {
+        match event.encode(max_event_bytes) {
+            Ok(bytes) => {
+                if let Err(e) = nats
+                    .publish_with_headers(self.subject(), crate::envelope::headers(event), bytes)
+                    .await
+                {
+                    tracing::debug!(error = %e, "answering a spoke failed");
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "cannot encode an answer"),
+        }
+    }
 }
 
 #[cfg(test)]

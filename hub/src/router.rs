@@ -10,7 +10,7 @@ use flotilla_api::v1::{
     ClusterStatusReport, LeaseRenewal, RegistrationRequest, RegistrationResponse,
     RegistrationState, SpecResyncRequest, SpecResyncResponse, WorkStatusReport,
 };
-use flotilla_bus::envelope::{Event, headers, types};
+use flotilla_bus::envelope::{Event, types};
 use flotilla_bus::reply::ReplyTo;
 use flotilla_bus::subjects::{self, StatusSubject};
 use flotilla_bus::works;
@@ -374,38 +374,8 @@ pub(crate) async fn reply(
     config: &RouterConfig,
 ) {
     let Some(reply) = msg.reply() else { return };
-    answer(
-        nats,
-        reply,
-        ty,
-        reply_cluster(cluster),
-        payload,
-        config.max_event_bytes,
-    )
-    .await;
-}
-
-/// The one way the hub answers a spoke: one event on a checked reply subject.
-pub(crate) async fn answer(
-    nats: &async_nats::Client,
-    reply: &ReplyTo,
-    ty: flotilla_bus::EventType,
-    cluster: &str,
-    payload: &impl prost::Message,
-    max_event_bytes: usize,
-) {
-    let ev = Event::new(ty, crate::cluster::SOURCE, cluster.to_string(), payload);
-    match ev.encode(max_event_bytes) {
-        Ok(bytes) => {
-            if let Err(e) = nats
-                .publish_with_headers(reply.subject(), headers(&ev), bytes)
-                .await
-            {
-                tracing::debug!(error = %e, "answering a spoke failed");
-            }
-        }
-        Err(e) => tracing::error!(error = %e, "cannot encode an answer"),
-    }
+    let ev = Event::new(ty, crate::cluster::SOURCE, reply_cluster(cluster), payload);
+    reply.answer(nats, &ev, config.max_event_bytes).await;
 }
 
 /// Runs the spec resync subscription until `shutdown` flips.

@@ -237,15 +237,15 @@ impl Actor {
             request.request_id.chars().take(64).collect()
         };
         if let Some(reply) = reply {
-            crate::router::answer(
-                &self.shared.nats,
-                &reply,
+            let ev = Event::new(
                 types::registration_response(),
-                &self.name,
+                SOURCE,
+                self.name.clone(),
                 &response,
-                self.shared.config.max_event_bytes,
-            )
-            .await;
+            );
+            reply
+                .answer(&self.shared.nats, &ev, self.shared.config.max_event_bytes)
+                .await;
         }
     }
 

@@ -502,15 +502,15 @@ impl Actor {
         resp: &SpecResyncResponse,
     ) {
         let Some(reply) = reply else { return };
-        crate::router::answer(
-            &self.shared.nats,
-            &reply,
+        let ev = flotilla_bus::Event::new(
             flotilla_bus::works::resync_response_type(),
-            &self.name,
+            SOURCE,
+            self.name.clone(),
             resp,
-            self.shared.config.max_event_bytes,
-        )
-        .await;
+        );
+        reply
+            .answer(&self.shared.nats, &ev, self.shared.config.max_event_bytes)
+            .await;
     }
 
     /// Re-sends specs the agent has not confirmed within their back-off.
