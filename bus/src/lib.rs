@@ -9,7 +9,8 @@
 //! - [`jetstream`]: the `FLOTILLA_STATUS` stream and KV buckets created in a way that works on
 //!   nats-server 2.9 and newer, and a bulk loader for KV state.
 //! - [`ids`]: resource ids (UUIDv5) and status hashes.
-//! - [`reply`]: the only subjects the hub answers a spoke's request on (inboxes).
+//! - [`reply`]: the only subjects the hub answers a spoke's request on (inboxes), and the one
+//!   way it answers.
 //! - [`process`]: signal handling, RSS and the `/metrics` endpoint for the binaries.
 //! - [`trace`]: logging and OpenTelemetry traces (OTLP), `traceparent` across events.
 //! - [`scores`]: AddOnPlacementScore reports (event type, status subject).
