@@ -5,6 +5,7 @@
 //! accepted cluster moves.
 
 use flotilla_api::v1::{RegistrationResponse, RegistrationState};
+use flotilla_attacks::attacker::Attacker;
 use flotilla_attacks::fleet::{
     SOON, accepted, available, metric_samples_text, precreated_cluster_yaml, table_cell,
 };
@@ -302,4 +303,87 @@ async fn a_registration_with_another_key_cannot_rewrite_an_accepted_clusters_cla
         });
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+}
+
+/// The account a credentials file's user belongs to (its JWT's `issuer_account`).
+fn issuer_account(creds: &std::path::Path) -> String {
+    let text = std::fs::read_to_string(creds).unwrap_or_default();
+    let jwt = text
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("eyJ"))
+        .unwrap_or_default();
+    let claims = jwt.split('.').nth(1).unwrap_or_default();
+    let bytes = data_encoding::BASE64URL_NOPAD
+        .decode(claims.trim_end_matches('=').as_bytes())
+        .unwrap_or_default();
+    let v: Value = serde_json::from_slice(&bytes).unwrap_or_default();
+    v["nats"]["issuer_account"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+on_every_server!(a_forged_identity_header_does_not_pass_for_the_names_join_credential);
+
+/// Servers before 2.14 replace only the first `Nats-Request-Info` header a requester sets and
+/// append their own: a bootstrap holder sending two copies that name the join credential of a
+/// pre-approved name must not be taken for that credential.
+async fn a_forged_identity_header_does_not_pass_for_the_names_join_credential(server: Server) {
+    let mut fleet = Fleet::secure(server).await;
+    fleet.hub(HubOptions::new()).await;
+    let join = fleet.join_token("edge-j", &["--accept"]).await;
+    let join_key = match flotilla_attacks::attacker::creds_key(&join) {
+        Some(k) => k.public_key(),
+        None => fleet.fail("the join credential holds no seed"),
+    };
+    let agents = issuer_account(&fleet.bootstrap_creds());
+    fleet.check(agents.starts_with('A'), || {
+        format!("no agents account in bootstrap.creds: {agents:?}")
+    });
+    let attacker = fleet.attacker_with_bootstrap().await;
+    let mine = nkeys::KeyPair::new_user().public_key();
+    let forged = format!(r#"{{"acc":"{agents}","user":"{join_key}","kind":"Client"}}"#);
+    let mut headers = flotilla_attacks::wire::headers();
+    headers.append("Nats-Request-Info", forged.as_str());
+    headers.append("Nats-Request-Info", forged.as_str());
+    let reply = attacker.reply_for("edge-j");
+    let mut sub = match attacker.client.subscribe(reply.clone()).await {
+        Ok(s) => s,
+        Err(e) => fleet.fail(&format!("subscribing to {reply}: {e}")),
+    };
+    if let Err(e) = attacker
+        .client
+        .publish_with_reply_and_headers(
+            flotilla_attacks::wire::register_subject("edge-j"),
+            reply,
+            headers,
+            Registration::new("edge-j", &mine).event(),
+        )
+        .await
+    {
+        fleet.fail(&format!("publishing the forged registration: {e}"));
+    }
+    attacker.flush().await;
+    let answer =
+        Attacker::collect(&mut sub, 1, Duration::from_secs(5), Duration::from_secs(10)).await;
+    let answer = answer
+        .first()
+        .and_then(|m| flotilla_attacks::wire::registration_response(&m.payload).ok());
+    // 2.9 keeps the forged copy: the hub refuses the request. 2.15 replaces every copy: the
+    // request is then the bootstrap credential's, and its key may only wait for the admin.
+    fleet.check(
+        answer
+            .as_ref()
+            .is_some_and(|a| state(a) != RegistrationState::Accepted && a.user_jwt.is_empty()),
+        || format!("a forged identity header was answered {answer:?}"),
+    );
+    let (agent, _) = stored_keys(&fleet, "edge-j").await;
+    fleet.check(agent != mine, || {
+        "the forged registration bound its key as the join credential's".to_string()
+    });
+    let c = fleet.cluster("edge-j").await;
+    fleet.check(!c.as_ref().is_some_and(accepted), || {
+        format!("the forged registration got edge-j accepted: {c:?}")
+    });
 }

@@ -387,19 +387,24 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
     )
     .await
     .map_err(|e| HubError::AddOns(e.to_string()))?;
+    // The hub is started once every request subject is subscribed at the server: a request
+    // sent right after `start` returns is answered, not lost.
+    let (ready_tx, mut ready_rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut addon_router_config = config.router.clone();
+    addon_router_config.ready = Some(ready_tx.clone());
     tasks.push(tokio::spawn(addon::router::run(
         nats.clone(),
         addons.clone(),
         placements.scores().clone(),
         metrics.clone(),
-        config.router.clone(),
+        addon_router_config.clone(),
         shutdown_rx.clone(),
     )));
     tasks.push(tokio::spawn(addon::router::run_credentials(
         nats.clone(),
         addons.clone(),
         metrics.clone(),
-        config.router.clone(),
+        addon_router_config,
         shutdown_rx.clone(),
     )));
     tasks.push(clusterset::namespaces::spawn(
@@ -416,6 +421,7 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         config.limits.clone(),
         config.cluster.auto_accept.enabled,
     )));
+    router_config.ready = Some(ready_tx);
     tasks.push(tokio::spawn(router::run_registrations(
         nats.clone(),
         clusters.clone(),
@@ -437,6 +443,17 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         router_config,
         shutdown_rx.clone(),
     )));
+    let subscribed = tokio::time::timeout(Duration::from_secs(10), async {
+        for _ in 0..4 {
+            if ready_rx.recv().await.is_none() {
+                break;
+            }
+        }
+    })
+    .await;
+    if subscribed.is_err() {
+        tracing::warn!("request subscriptions not confirmed within 10 s; serving anyway");
+    }
 
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter

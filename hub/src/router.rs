@@ -43,6 +43,9 @@ pub struct RouterConfig {
     pub new_names: Option<Arc<crate::limits::NewNames>>,
     /// Purges refused status messages (set by the hub at start).
     pub janitor: Option<crate::janitor::Janitor>,
+    /// Told each subject once its subscription is in place at the server (set by the hub at
+    /// start, which returns only once every request subject is served).
+    pub ready: Option<tokio::sync::mpsc::UnboundedSender<&'static str>>,
 }
 
 impl Default for RouterConfig {
@@ -55,6 +58,7 @@ impl Default for RouterConfig {
             agents_account: None,
             new_names: None,
             janitor: None,
+            ready: None,
         }
     }
 }
@@ -65,6 +69,7 @@ pub(crate) async fn serve<F, Fut>(
     nats: async_nats::Client,
     subject: &'static str,
     mut shutdown: watch::Receiver<bool>,
+    mut ready: Option<tokio::sync::mpsc::UnboundedSender<&'static str>>,
     mut handle: F,
 ) where
     F: FnMut(async_nats::Message) -> Fut,
@@ -79,6 +84,13 @@ pub(crate) async fn serve<F, Fut>(
                 continue;
             }
         };
+        // The server has the subscription once a flush comes back.
+        if let Some(tx) = ready.take() {
+            if let Err(e) = nats.flush().await {
+                tracing::debug!(error = %e, subject, "flush after subscribing failed");
+            }
+            let _ = tx.send(subject);
+        }
         // Requests are answered concurrently: after a site's uplink returns, thousands of
         // agents ask at once, and one at a time they would time out and back off (a reconnect
         // storm of 10,000 agents took 27–48 s). Each request goes to its own cluster actor,
@@ -102,7 +114,8 @@ pub async fn run_registrations(
     shutdown: watch::Receiver<bool>,
 ) {
     let client = nats.clone();
-    serve(nats, subjects::REGISTER_ALL, shutdown, |msg| {
+    let ready = config.ready.clone();
+    serve(nats, subjects::REGISTER_ALL, shutdown, ready, |msg| {
         handle_registration(&client, &clusters, &metrics, &config, msg)
     })
     .await;
@@ -388,7 +401,8 @@ pub async fn run_resyncs(
 ) {
     let replies = nats.clone();
     let ty = works::resync_request_type().to_string();
-    serve(nats, subjects::SYNC_ALL, shutdown, |msg| {
+    let ready = config.ready.clone();
+    serve(nats, subjects::SYNC_ALL, shutdown, ready, |msg| {
         let msg = Request::check(msg, &metrics, &ty);
         let rejected = msg
             .as_ref()

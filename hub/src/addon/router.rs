@@ -27,7 +27,8 @@ pub async fn run(
     config: RouterConfig,
     shutdown: watch::Receiver<bool>,
 ) {
-    crate::router::serve(nats, addons::ALL, shutdown, |msg| {
+    let ready = config.ready.clone();
+    crate::router::serve(nats, addons::ALL, shutdown, ready, |msg| {
         handle(&addons, &scores, &metrics, &config, msg)
     })
     .await;
@@ -42,7 +43,8 @@ pub async fn run_credentials(
     shutdown: watch::Receiver<bool>,
 ) {
     let client = nats.clone();
-    crate::router::serve(nats, addons::CREDENTIALS_ALL, shutdown, |msg| {
+    let ready = config.ready.clone();
+    crate::router::serve(nats, addons::CREDENTIALS_ALL, shutdown, ready, |msg| {
         credentials(&client, &addons, &metrics, &config, msg)
     })
     .await;
