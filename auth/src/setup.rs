@@ -191,23 +191,7 @@ impl SecureDir {
             return Err(SetupError::Exists(dir.to_path_buf()));
         }
         create_private_dir(dir).map_err(io(dir))?;
-        // Replacing a setup: the old revocations and resolver store belong to the old keys.
-        for stale in [dir.join("revocations.json"), dir.join("jwt")] {
-            let removed = if stale.is_dir() {
-                std::fs::remove_dir_all(&stale)
-            } else {
-                std::fs::remove_file(&stale)
-            };
-            match removed {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(SetupError::Io {
-                        path: stale,
-                        source: e,
-                    });
-                }
-                _ => {}
-            }
-        }
+        remove_stale(dir)?;
         let keys = dir.join("keys");
         create_private_dir(&keys).map_err(io(&keys))?;
         let now = unix_now();
@@ -396,6 +380,27 @@ impl SecureDir {
             tls: tls.ca.exists().then_some(tls),
         })
     }
+}
+
+/// Replacing a setup: the old revocations and resolver store belong to the old keys.
+fn remove_stale(dir: &Path) -> Result<(), SetupError> {
+    for stale in [dir.join("revocations.json"), dir.join("jwt")] {
+        let removed = if stale.is_dir() {
+            std::fs::remove_dir_all(&stale)
+        } else {
+            std::fs::remove_file(&stale)
+        };
+        match removed {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(SetupError::Io {
+                    path: stale,
+                    source: e,
+                });
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Signs a new user's credentials: a fresh NKey pair and a JWT for it, signed by `signer` (an

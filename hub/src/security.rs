@@ -62,8 +62,6 @@ impl Security {
     ) -> Result<(Self, JoinHandle<()>), StartError> {
         let dir = SecureDir::load(&config.dir)?;
         let issuer = Arc::new(Issuer::new(&dir, config.credentials_ttl)?);
-        // Readable now, so a broken directory fails the start rather than every push.
-        issuer.account_jwts(unix_now())?;
         let mut sys_config = nats.clone();
         sys_config.name = "flotilla-hub-sys".into();
         sys_config.credentials_file = Some(dir.sys_creds.clone());

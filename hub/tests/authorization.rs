@@ -26,15 +26,8 @@ use tonic::transport::Channel;
 const CLUSTER: &str = "cluster1";
 
 /// A hub with the token file, its API channel, and `cluster1` created by the admin.
-async fn hub_with_tokens(nats: &NatsServer) -> (flotilla_hub::Hub, Channel) {
-    let mut config = hub_config(&nats.url());
-    config.api.tokens = Some(tokens());
-    let hub = start_hub(config).await;
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", hub.grpc_addr))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+async fn hub_with_cluster(nats: &NatsServer) -> (flotilla_hub::Hub, Channel) {
+    let (hub, channel) = hub_with_tokens(nats).await;
     ClusterServiceClient::with_interceptor(channel.clone(), Bearer(ADMIN))
         .apply_cluster(ManagedCluster {
             metadata: Some(ObjectMeta {
@@ -110,7 +103,7 @@ fn assert_mentions(status: &tonic::Status, needles: &[&str]) {
 #[tokio::test]
 async fn a_deployer_replaces_only_works_whose_stored_executor_it_is_granted() {
     let nats = NatsServer::start();
-    let (hub, channel) = hub_with_tokens(&nats).await;
+    let (hub, channel) = hub_with_cluster(&nats).await;
     let mut admin = works_as(&channel, ADMIN);
     let mut deployer = works_as(&channel, DEPLOYER);
 
@@ -210,7 +203,7 @@ async fn a_deployer_replaces_only_works_whose_stored_executor_it_is_granted() {
 #[tokio::test]
 async fn user_works_carrying_a_key_reserved_for_add_on_works_are_refused_and_not_stored() {
     let nats = NatsServer::start();
-    let (hub, channel) = hub_with_tokens(&nats).await;
+    let (hub, channel) = hub_with_cluster(&nats).await;
     // Not a matter of role: the admin is refused too.
     let mut admin = works_as(&channel, ADMIN);
     for key in flotilla_api::addon::RESERVED_WORK_KEYS {
@@ -313,7 +306,7 @@ async fn call(channel: &Channel, token: &str, path: &str) -> Result<(), tonic::S
 #[tokio::test]
 async fn a_read_only_token_is_refused_every_write_rpc_in_the_table() {
     let nats = NatsServer::start();
-    let (hub, channel) = hub_with_tokens(&nats).await;
+    let (hub, channel) = hub_with_cluster(&nats).await;
     let writes: Vec<(String, Access)> = access::methods()
         .filter(|(_, a)| matches!(a, Access::Write | Access::WriteWork))
         .collect();

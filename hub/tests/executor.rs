@@ -55,14 +55,7 @@ async fn get_as(api: &mut WorkServiceClient<Authed>, name: &str) -> Option<Manif
 #[tokio::test]
 async fn only_callers_granted_an_executor_may_name_it_and_the_agent_applies_as_it() {
     let nats = NatsServer::start();
-    let mut config = hub_config(&nats.url());
-    config.api.tokens = Some(tokens());
-    let hub = start_hub(config).await;
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", hub.grpc_addr))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let (hub, channel) = hub_with_tokens(&nats).await;
     let mut clusters = ClusterServiceClient::with_interceptor(channel.clone(), Bearer(ADMIN));
     let agent = start_agent(agent_config("cluster1", &nats.url()));
     eventually(SOON, "cluster1 registered", || {

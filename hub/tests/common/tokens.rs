@@ -40,6 +40,19 @@ impl tonic::service::Interceptor for Bearer {
 /// A channel whose calls carry a token.
 pub type Authed = InterceptedService<Channel, Bearer>;
 
+/// A hub on `nats` with the token file, and a channel to its API.
+pub async fn hub_with_tokens(nats: &flotilla_testkit::NatsServer) -> (flotilla_hub::Hub, Channel) {
+    let mut config = super::hub_config(&nats.url());
+    config.api.tokens = Some(tokens());
+    let hub = super::start_hub(config).await;
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", hub.grpc_addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    (hub, channel)
+}
+
 /// The work service as the holder of `token`.
 pub fn works_as(channel: &Channel, token: &'static str) -> WorkServiceClient<Authed> {
     WorkServiceClient::with_interceptor(channel.clone(), Bearer(token))
