@@ -115,25 +115,49 @@ async fn delivered(
     arrives(publisher, watcher, subject, subject).await
 }
 
-/// A request, retried while the server has not yet seen the responder's subscription.
+/// A request, retried while the server has not yet seen the responder's
+/// subscription or an answer went to an earlier attempt's reply subject.
 async fn request(
     client: &async_nats::Client,
     subject: String,
     payload: &'static str,
 ) -> async_nats::Message {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     loop {
-        match client.request(subject.clone(), payload.into()).await {
+        let attempt = async_nats::Request::new()
+            .payload(payload.into())
+            .timeout(Some(Duration::from_secs(2)));
+        match client.send_request(subject.clone(), attempt).await {
             Ok(m) => return m,
             Err(e)
-                if e.kind() == async_nats::client::RequestErrorKind::NoResponders
-                    && tokio::time::Instant::now() < deadline =>
+                if matches!(
+                    e.kind(),
+                    async_nats::client::RequestErrorKind::NoResponders
+                        | async_nats::client::RequestErrorKind::TimedOut
+                ) && tokio::time::Instant::now() < deadline =>
             {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             Err(e) => panic!("request on {subject}: {e}"),
         }
     }
+}
+
+/// Answers every request `requests` receives with `answer` until aborted:
+/// an attempt the requester gave up on must not use up the one answer.
+fn answer_each(
+    client: async_nats::Client,
+    mut requests: async_nats::Subscriber,
+    answer: &'static str,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        while let Some(msg) = requests.next().await {
+            if let Some(reply) = msg.reply {
+                client.publish(reply, answer.into()).await.unwrap();
+                client.flush().await.unwrap();
+            }
+        }
+    })
 }
 
 #[tokio::test]
@@ -215,16 +239,12 @@ async fn a_cluster_reaches_only_its_own_subjects() {
     assert!(!delivered(&a, &hub, &subjects::spec("edge-b")).await);
     assert!(!delivered(&a, &hub, &subjects::proxy("edge-b")).await);
     // Replies to requests it received are allowed (proxy answers go to the hub's inbox).
-    let mut proxy = a.subscribe(subjects::proxy("edge-a")).await.unwrap();
+    let proxy = a.subscribe(subjects::proxy("edge-a")).await.unwrap();
     a.flush().await.unwrap();
-    let answer = tokio::spawn(async move {
-        let msg = proxy.next().await.unwrap();
-        a.publish(msg.reply.unwrap(), "pong".into()).await.unwrap();
-        a.flush().await.unwrap();
-    });
+    let answer = answer_each(a, proxy, "pong");
     let reply = request(&hub, subjects::proxy("edge-a"), "ping").await;
     assert_eq!(&reply.payload[..], b"pong");
-    answer.await.unwrap();
+    answer.abort();
 }
 
 #[tokio::test]
@@ -240,19 +260,12 @@ async fn bootstrap_credentials_can_only_ask_to_register() {
     )
     .await
     .unwrap();
-    let mut registrations = hub.subscribe(subjects::REGISTER_ALL).await.unwrap();
+    let registrations = hub.subscribe(subjects::REGISTER_ALL).await.unwrap();
     hub.flush().await.unwrap();
-    let hub2 = hub.clone();
-    let answer = tokio::spawn(async move {
-        let msg = registrations.next().await.unwrap();
-        hub2.publish(msg.reply.unwrap(), "pending".into())
-            .await
-            .unwrap();
-        hub2.flush().await.unwrap();
-    });
+    let answer = answer_each(hub.clone(), registrations, "pending");
     let reply = request(&boot, subjects::register("edge-1"), "hello").await;
     assert_eq!(&reply.payload[..], b"pending");
-    answer.await.unwrap();
+    answer.abort();
     assert!(!reads(&boot, &hub, "flotilla.spec.>", &subjects::spec("edge-1")).await);
     assert!(
         !reads(
