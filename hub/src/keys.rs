@@ -39,6 +39,12 @@ impl ObjectRef {
         format!("{}.{}", self.namespace, self.name)
     }
 
+    /// Parses a KV key (`<namespace>.<name>`: the first dot splits).
+    pub fn from_store_key(key: &str) -> Option<Self> {
+        let (namespace, name) = key.split_once('.')?;
+        (!namespace.is_empty() && !name.is_empty()).then(|| Self::new(namespace, name))
+    }
+
     /// The KV key of page `n` of something the object owns (PlacementDecision pages):
     /// `<namespace>.<name>.<n>`.
     pub fn page_store_key(&self, n: usize) -> String {

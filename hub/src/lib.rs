@@ -30,6 +30,7 @@ pub mod addon;
 pub mod cluster;
 pub mod clusterset;
 pub mod grpc;
+pub mod ha;
 pub mod identity;
 pub mod inventory;
 pub mod janitor;
@@ -41,6 +42,8 @@ pub mod replicaset;
 pub mod router;
 pub mod security;
 pub mod store;
+pub mod units;
+pub mod views;
 
 use crate::cluster::{ClusterConfig, Clusters, Shared};
 use crate::clusterset::ClusterSets;
@@ -56,7 +59,7 @@ use flotilla_bus::connect::{self, NatsConfig};
 use flotilla_bus::jetstream::{self as js, StreamOptions};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use thiserror::Error;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -91,6 +94,8 @@ pub struct Config {
     pub addons: addon::AddOnConfig,
     /// Limits on what spokes may make the hub keep.
     pub limits: limits::LimitsConfig,
+    /// Shard leases: how this hub shares the work with the others on the same NATS.
+    pub ha: ha::HaConfig,
 }
 
 /// Security of the gRPC API.
@@ -130,6 +135,7 @@ impl Config {
             security: None,
             addons: addon::AddOnConfig::default(),
             limits: limits::LimitsConfig::default(),
+            ha: ha::HaConfig::default(),
         }
     }
 }
@@ -167,6 +173,30 @@ pub enum HubError {
     /// The add-ons could not be loaded.
     #[error("loading add-ons: {0}")]
     AddOns(String),
+    /// The shard lease settings are unusable.
+    #[error("shard leases: {0}")]
+    Ha(String),
+}
+
+/// `<hostname>-<grpc port>`: unique per hub on a host, stable across restarts.
+fn default_hub_id(port: u16) -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "hub".to_string());
+    let host: String = host
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    format!("{host}-{port}")
 }
 
 /// A running hub.
@@ -189,13 +219,25 @@ pub struct Hub {
     pub replicasets: replicaset::ReplicaSets,
     /// Add-ons.
     pub addons: addon::AddOns,
+    /// The shard leases this hub holds, and the live hubs.
+    pub shards: ha::shards::Shards,
+    shards_task: JoinHandle<()>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
 
 impl Hub {
-    /// Stops serving and waits (bounded) for the tasks to end.
+    /// Hands every shard over (drained, then released, so the other hubs take them at once),
+    /// stops serving and waits (bounded) for the tasks to end.
     pub async fn stop(self) {
+        self.shards.drain();
+        if tokio::time::timeout(Duration::from_secs(30), self.shards_task)
+            .await
+            .is_err()
+        {
+            tracing::warn!("handing the shards over took too long; stopping anyway");
+        }
+        self.clusters.stop_all().await;
         let _ = self.shutdown.send(true);
         for t in self.tasks {
             let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
@@ -235,7 +277,6 @@ async fn open(
 
 /// Connects, loads all state, spawns the actors and starts serving.
 pub async fn start(config: Config) -> Result<Hub, HubError> {
-    let started = SystemTime::now();
     let grpc_listener = tokio::net::TcpListener::bind(config.grpc_listen)
         .await
         .map_err(|source| HubError::Bind {
@@ -261,6 +302,11 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
             source,
         })?;
 
+    let hub_id = match &config.ha.hub_id {
+        Some(id) => id.clone(),
+        None => default_hub_id(grpc_addr.port()),
+    };
+    config.ha.validate().map_err(HubError::Ha)?;
     let nats = connect::connect(&config.nats, None).await?;
     let jetstream = async_nats::jetstream::new(nats.clone());
     // NATS may still be starting (compose, systemd): wait for JetStream instead of failing.
@@ -302,51 +348,37 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         metrics: metrics.clone(),
         nats: nats.clone(),
         status_stream: opened.status_stream.clone(),
-        started,
+        hub_id: hub_id.clone(),
         security: security.as_ref().map(|(s, _)| s.clone()),
         janitor: janitor.clone(),
     });
-    let loaded = opened.clusters.load_all().await?;
-    let count = loaded.len();
-    let mut works_by_cluster: std::collections::HashMap<String, Vec<_>> =
-        std::collections::HashMap::new();
-    let stored_works = opened.works.load_all().await?;
-    let work_count = stored_works.len();
-    for (_, work, revision) in stored_works {
-        let cluster = work
-            .metadata
-            .as_ref()
-            .map(|m| m.namespace.clone())
-            .unwrap_or_default();
-        works_by_cluster
-            .entry(cluster)
-            .or_default()
-            .push((work, revision));
-    }
-    for (_, cluster, revision) in loaded {
-        let name = inventory::name(&cluster).to_string();
-        let works = works_by_cluster.remove(&name).unwrap_or_default();
-        clusters.spawn_loaded(cluster, revision, works);
-    }
-    // Works whose cluster is gone (a crash between the two purges of a cluster delete).
-    for (cluster, orphans) in works_by_cluster {
-        for (w, _) in orphans {
-            let name = w
-                .metadata
-                .as_ref()
-                .map(|m| m.name.clone())
-                .unwrap_or_default();
-            tracing::warn!(cluster = %cluster, work = %name, "removing a work of a deleted cluster");
-            opened
-                .works
-                .purge(&keys::ObjectRef::new(cluster.as_str(), name).store_key())
-                .await?;
-        }
-    }
+    let held: views::Held = {
+        let clusters = clusters.clone();
+        Arc::new(move |shard| clusters.holds_shard(shard))
+    };
+    let (cluster_view, cluster_progress) = views::View::load(
+        opened.clusters.clone(),
+        inventory.clone(),
+        views::Keys::Cluster,
+        held.clone(),
+    )
+    .await?;
+    let (work_view, work_progress) = views::View::load(
+        opened.works.clone(),
+        works.clone(),
+        views::Keys::InCluster,
+        held,
+    )
+    .await?;
+    let (count, work_count) = (inventory.len(), works.len());
     let sets = ClusterSets::load(opened.sets, opened.bindings, inventory.clone()).await?;
     tracing::info!(clusters = count, works = work_count, "hub state loaded");
 
-    let mut tasks = vec![janitor_task];
+    let mut tasks = vec![
+        janitor_task,
+        tokio::spawn(cluster_view.follow(shutdown_rx.clone())),
+        tokio::spawn(work_view.follow(shutdown_rx.clone())),
+    ];
     let security_handle = security.as_ref().map(|(s, _)| s.clone());
     let security_handle_for_router = security
         .as_ref()
@@ -399,6 +431,7 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         metrics.clone(),
         addon_router_config.clone(),
         shutdown_rx.clone(),
+        clusters.clone(),
     )));
     tasks.push(tokio::spawn(addon::router::run_credentials(
         nats.clone(),
@@ -406,6 +439,7 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         metrics.clone(),
         addon_router_config,
         shutdown_rx.clone(),
+        clusters.clone(),
     )));
     tasks.push(clusterset::namespaces::spawn(
         sets.clone(),
@@ -436,13 +470,6 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         router_config.clone(),
         shutdown_rx.clone(),
     )));
-    tasks.push(tokio::spawn(router::run_status(
-        opened.status_stream,
-        clusters.clone(),
-        metrics.clone(),
-        router_config,
-        shutdown_rx.clone(),
-    )));
     let subscribed = tokio::time::timeout(Duration::from_secs(10), async {
         for _ in 0..4 {
             if ready_rx.recv().await.is_none() {
@@ -453,6 +480,59 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
     .await;
     if subscribed.is_err() {
         tracing::warn!("request subscriptions not confirmed within 10 s; serving anyway");
+    }
+
+    // Shard leases last: everything a shard's owner needs is in place.
+    let units = Arc::new(units::Units::new(
+        clusters.clone(),
+        opened.status_stream.clone(),
+        metrics.clone(),
+        router_config,
+        vec![
+            (cluster_progress, opened.clusters.kv().stream.clone()),
+            (work_progress, opened.works.kv().stream.clone()),
+        ],
+    ));
+    let me = ha::lease::HubInfo {
+        hub: hub_id.clone(),
+        incarnation: uuid::Uuid::new_v4().to_string(),
+        grpc: grpc_addr.to_string(),
+        metrics: metrics_addr.to_string(),
+        draining: false,
+    };
+    let (lease_kv, ttl) =
+        ha::lease::open_expiring(&jetstream, ha::lease::LEASES, config.ha.ttl, config.stream)
+            .await?;
+    let (member_kv, _) =
+        ha::lease::open_expiring(&jetstream, ha::lease::MEMBERS, ttl, config.stream).await?;
+    let mut ha_config = config.ha.clone();
+    if ttl != ha_config.ttl {
+        tracing::info!(bucket_ttl = ?ttl, flag = ?ha_config.ttl, "using the lease bucket's TTL");
+        ha_config.ttl = ttl;
+    }
+    let ownership = ha::Ownership::new(ha::UNITS);
+    let (shards, shards_task) = ha::shards::spawn(
+        ha_config.clone(),
+        me,
+        ha::lease::Leases::new(lease_kv, ha_config.renew),
+        ha::members::Members::new(member_kv),
+        ownership.clone(),
+        Arc::new(units::UnitHost(units)),
+    );
+    shards.first_round().await;
+    // The units taken in the first round are started before `start` returns.
+    let started = tokio::time::timeout(Duration::from_secs(10), async {
+        while ownership
+            .held()
+            .iter()
+            .any(|u| *u < ha::CONTROLLERS && !clusters.holds_shard(*u))
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    if started.is_err() {
+        tracing::warn!("the shards taken at start were not all started within 10 s");
     }
 
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
@@ -565,6 +645,8 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         placements,
         replicasets,
         addons,
+        shards,
+        shards_task,
         shutdown,
         tasks,
     })

@@ -133,6 +133,16 @@ struct Args {
         default_value_t = flotilla_hub::limits::DEFAULT_STATUS_STREAM_MAX_AGE.as_secs()
     )]
     status_stream_max_age_seconds: u64,
+    /// This hub's id among the hubs sharing one NATS (default `<hostname>-<grpc port>`).
+    #[arg(long, env = "FLOTILLA_HUB_ID")]
+    hub_id: Option<String>,
+    /// Seconds a shard lease lasts without renewal: a dead hub's shards are taken over after
+    /// at most this long. The lease bucket keeps the TTL of the hub that created it.
+    #[arg(long, env = "FLOTILLA_SHARD_LEASE_TTL_SECONDS", default_value_t = 15)]
+    shard_lease_ttl_seconds: u64,
+    /// Seconds between shard lease renewals (at most a third of the TTL).
+    #[arg(long, env = "FLOTILLA_SHARD_LEASE_RENEW_SECONDS", default_value_t = 3)]
+    shard_lease_renew_seconds: u64,
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -442,6 +452,10 @@ fn main() -> ExitCode {
     config.addons.lease_grace =
         std::time::Duration::from_secs(args.addon_lease_grace_seconds.max(1));
     config.addons.hub_url = args.addon_hub_url.clone().unwrap_or_default();
+    config.ha.hub_id = args.hub_id.clone();
+    config.ha.ttl = std::time::Duration::from_secs(args.shard_lease_ttl_seconds);
+    config.ha.renew = std::time::Duration::from_secs(args.shard_lease_renew_seconds);
+    config.ha.margin = config.ha.renew.min(std::time::Duration::from_secs(2));
     config.limits = flotilla_hub::limits::LimitsConfig {
         bootstrap_pending_max: args.bootstrap_pending_max,
         bootstrap_register_rate: args.bootstrap_register_rate,

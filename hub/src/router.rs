@@ -19,10 +19,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tokio::sync::watch;
 
-/// Durable name of the hub's status consumer.
-pub const STATUS_CONSUMER: &str = "flotilla-hub";
-/// Queue group of hub registration subscribers.
-pub const QUEUE_GROUP: &str = "flotilla-hub";
+/// Durable name of the one status consumer of hubs before shards (removed when seen).
+pub const LEGACY_STATUS_CONSUMER: &str = "flotilla-hub";
 
 /// Router settings.
 #[derive(Debug, Clone)]
@@ -63,20 +61,25 @@ impl Default for RouterConfig {
     }
 }
 
-/// Serves a queue subscription on `subject` with `handle` until `shutdown` flips,
-/// re-subscribing if the subscription ends (NATS restarts are handled by the client's reconnect).
+/// Serves a subscription on `subject` with `handle` until `shutdown` flips, re-subscribing if
+/// the subscription ends (NATS restarts are handled by the client's reconnect).
+///
+/// Every hub subscribes (no queue group: a paused member of a queue group would swallow its
+/// share of the requests until the server noticed), and `mine` keeps only the requests of
+/// clusters whose shard this hub holds: exactly one hub answers each.
 pub(crate) async fn serve<F, Fut>(
     nats: async_nats::Client,
     subject: &'static str,
     mut shutdown: watch::Receiver<bool>,
     mut ready: Option<tokio::sync::mpsc::UnboundedSender<&'static str>>,
+    mine: impl Fn(&str) -> bool,
     mut handle: F,
 ) where
     F: FnMut(async_nats::Message) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
     loop {
-        let mut sub = match nats.queue_subscribe(subject, QUEUE_GROUP.into()).await {
+        let mut sub = match nats.subscribe(subject).await {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(error = %e, subject, "subscribing failed; retrying");
@@ -97,8 +100,19 @@ pub(crate) async fn serve<F, Fut>(
         // which keeps one cluster's requests in order.
         tokio::select! {
             _ = shutdown.changed() => return,
-            () = (&mut sub).for_each_concurrent(REQUESTS_IN_FLIGHT, &mut handle) => {}
+            () = (&mut sub)
+                .filter(|m| std::future::ready(mine(m.subject.as_str())))
+                .for_each_concurrent(REQUESTS_IN_FLIGHT, &mut handle) => {}
         }
+    }
+}
+
+/// Whether a request on `flotilla.<verb>.<cluster>` is this hub's to answer.
+pub(crate) fn owned(clusters: &Clusters, verb: &'static str) -> impl Fn(&str) -> bool + use<> {
+    let clusters = clusters.clone();
+    move |subject| {
+        subjects::cluster_token(subject, verb)
+            .is_some_and(|c| clusters.holds_shard(subjects::shard(c)))
     }
 }
 
@@ -115,7 +129,8 @@ pub async fn run_registrations(
 ) {
     let client = nats.clone();
     let ready = config.ready.clone();
-    serve(nats, subjects::REGISTER_ALL, shutdown, ready, |msg| {
+    let mine = owned(&clusters, "register");
+    serve(nats, subjects::REGISTER_ALL, shutdown, ready, mine, |msg| {
         handle_registration(&client, &clusters, &metrics, &config, msg)
     })
     .await;
@@ -256,7 +271,14 @@ async fn handle_registration(
                     return;
                 }
             }
-            clusters.get_or_spawn(&request.cluster_name)
+            match clusters.get_or_spawn(&request.cluster_name) {
+                Ok(h) => h,
+                // The shard moved away meanwhile: its new owner answers the agent's retry.
+                Err(e) => {
+                    tracing::debug!(error = %e, "registration for a shard this hub no longer holds");
+                    return;
+                }
+            }
         }
     };
     if handle
@@ -402,7 +424,8 @@ pub async fn run_resyncs(
     let replies = nats.clone();
     let ty = works::resync_request_type().to_string();
     let ready = config.ready.clone();
-    serve(nats, subjects::SYNC_ALL, shutdown, ready, |msg| {
+    let mine = owned(&clusters, "sync");
+    serve(nats, subjects::SYNC_ALL, shutdown, ready, mine, |msg| {
         let msg = Request::check(msg, &metrics, &ty);
         let rejected = msg
             .as_ref()
@@ -500,45 +523,102 @@ async fn reply_resync_rejected(
     .await;
 }
 
-/// Creates (or updates) the durable status consumer.
+/// The status consumer of one shard under one epoch: a new owner reads the latest message of
+/// every subject of its shard at once (actors de-duplicate by `sequenceid`/`statushash`), and a
+/// late acknowledgement from the previous owner lands on the previous consumer, not this one.
+#[derive(Debug, Clone)]
+pub struct StatusFeed {
+    /// The shard.
+    pub shard: u32,
+    /// The holder's epoch.
+    pub epoch: u64,
+}
+
+/// Prefix of every shard status consumer's name.
+const FEED_PREFIX: &str = "flotilla-status-s";
+
+impl StatusFeed {
+    /// The consumer's durable name.
+    pub fn name(&self) -> String {
+        format!("{FEED_PREFIX}{:02}-e{}", self.shard, self.epoch)
+    }
+
+    fn is_older_of_same_shard(&self, name: &str) -> bool {
+        let prefix = format!("{FEED_PREFIX}{:02}-e", self.shard);
+        name.strip_prefix(&prefix)
+            .and_then(|e| e.parse::<u64>().ok())
+            .is_some_and(|e| e < self.epoch)
+    }
+}
+
+/// Creates (or opens) a shard's status consumer, removing the consumers of its earlier epochs
+/// and the single consumer of hubs before shards.
 pub async fn status_consumer(
     stream: &jetstream::stream::Stream,
+    feed: &StatusFeed,
     config: &RouterConfig,
 ) -> Result<consumer::Consumer<consumer::pull::Config>, String> {
-    stream
+    let name = feed.name();
+    let consumer = stream
         .get_or_create_consumer(
-            STATUS_CONSUMER,
+            &name,
             consumer::pull::Config {
-                durable_name: Some(STATUS_CONSUMER.into()),
-                filter_subject: subjects::STATUS_ALL.into(),
+                durable_name: Some(name.clone()),
+                filter_subject: subjects::status_of_shard(feed.shard),
                 ack_policy: consumer::AckPolicy::Explicit,
                 ack_wait: config.ack_wait,
                 max_ack_pending: config.max_ack_pending,
-                deliver_policy: consumer::DeliverPolicy::All,
+                deliver_policy: consumer::DeliverPolicy::LastPerSubject,
+                memory_storage: true,
+                num_replicas: 1,
+                // A consumer nobody reads (its hub died with it) goes away by itself.
+                inactive_threshold: Duration::from_secs(300),
                 ..Default::default()
             },
         )
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    let mut names = stream.consumer_names();
+    let mut stale = Vec::new();
+    while let Some(Ok(n)) = names.next().await {
+        if n == LEGACY_STATUS_CONSUMER || feed.is_older_of_same_shard(&n) {
+            stale.push(n);
+        }
+    }
+    for n in stale {
+        if let Err(e) = stream.delete_consumer(&n).await {
+            tracing::debug!(consumer = %n, error = %e, "removing a stale status consumer failed");
+        }
+    }
+    Ok(consumer)
 }
 
-/// Consumes the status stream until `shutdown` flips, re-establishing the consumer after errors
-/// (NATS restarts).
+/// Removes a shard's status consumer (the shard was handed over).
+pub async fn remove_status_consumer(stream: &jetstream::stream::Stream, feed: &StatusFeed) {
+    if let Err(e) = stream.delete_consumer(&feed.name()).await {
+        tracing::debug!(consumer = %feed.name(), error = %e, "removing the status consumer failed");
+    }
+}
+
+/// Consumes one shard's status until `shutdown` flips, re-establishing the consumer after
+/// errors (NATS restarts). Messages are handled only while the shard's fence holds.
 pub async fn run_status(
     stream: jetstream::stream::Stream,
+    feed: StatusFeed,
+    fence: crate::ha::Fence,
     clusters: Clusters,
     metrics: Arc<Metrics>,
     config: RouterConfig,
     mut shutdown: watch::Receiver<bool>,
 ) {
     loop {
-        if *shutdown.borrow() {
+        if *shutdown.borrow() || !fence.is_valid() {
             return;
         }
-        let consumer = match status_consumer(&stream, &config).await {
+        let consumer = match status_consumer(&stream, &feed, &config).await {
             Ok(c) => c,
             Err(e) => {
-                tracing::warn!(error = %e, "status consumer unavailable; retrying");
+                tracing::warn!(shard = feed.shard, error = %e, "status consumer unavailable; retrying");
                 tokio::select! {
                     _ = shutdown.changed() => return,
                     () = tokio::time::sleep(Duration::from_secs(1)) => continue,
@@ -548,19 +628,25 @@ pub async fn run_status(
         let mut messages = match consumer.messages().await {
             Ok(m) => m,
             Err(e) => {
-                tracing::warn!(error = %e, "status stream unavailable; retrying");
+                tracing::warn!(shard = feed.shard, error = %e, "status stream unavailable; retrying");
                 tokio::time::sleep(Duration::from_secs(1)).await;
                 continue;
             }
         };
-        tracing::info!("consuming status stream");
+        tracing::debug!(
+            shard = feed.shard,
+            epoch = feed.epoch,
+            "consuming the shard's status"
+        );
         loop {
             tokio::select! {
                 _ = shutdown.changed() => return,
                 next = messages.next() => match next {
+                    // Left unacknowledged once the fence is gone: the next owner reads it.
+                    Some(Ok(_)) if !fence.is_valid() => return,
                     Some(Ok(msg)) => handle_status(&clusters, &metrics, &config, msg).await,
                     Some(Err(e)) => {
-                        tracing::warn!(error = %e, "status stream error; re-subscribing");
+                        tracing::warn!(shard = feed.shard, error = %e, "status stream error; re-subscribing");
                         tokio::time::sleep(Duration::from_millis(500)).await;
                         break;
                     }

@@ -1,10 +1,13 @@
 //! Hub state in JetStream KV: one bucket per kind, protobuf values, the KV revision as the
 //! object's `resourceVersion`.
 
+use crate::ha::fence::{self, EPOCH_HEADER, Fence, HUB_HEADER};
+use async_nats::jetstream::kv::Operation;
 use bytes::Bytes;
 use flotilla_bus::jetstream::{self as js, KvItem, StreamOptions};
 use prost::Message;
 use std::marker::PhantomData;
+use std::sync::Arc;
 use thiserror::Error;
 
 /// Bucket of ManagedClusters, key `<cluster>`.
@@ -44,6 +47,17 @@ pub enum StoreError {
         /// What failed.
         message: String,
     },
+    /// The writer no longer owns the key's shard: its fence ran out or was revoked, or a later
+    /// owner (a newer epoch) wrote the key.
+    #[error("kv {bucket}/{key}: this hub no longer owns the shard ({why})")]
+    Fenced {
+        /// Bucket.
+        bucket: String,
+        /// Key.
+        key: String,
+        /// What showed it.
+        why: String,
+    },
     /// A stored value does not decode.
     #[error("kv {bucket}/{key}: stored value does not decode: {source}")]
     Corrupt {
@@ -80,10 +94,16 @@ impl StoreError {
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 /// A typed KV bucket.
+///
+/// A bucket carrying a [`Fence`] (see [`Bucket::fenced`]) refuses every write once the fence is
+/// no longer valid and stamps each write with the fence's epoch ([`EPOCH_HEADER`]); a write
+/// refused by compare-and-set over a newer epoch's write is [`StoreError::Fenced`].
 #[derive(Clone)]
 pub struct Bucket<T> {
     kv: async_nats::jetstream::kv::Store,
+    js: async_nats::jetstream::Context,
     name: &'static str,
+    fence: Option<(Fence, Arc<str>)>,
     _t: PhantomData<fn() -> T>,
 }
 
@@ -96,9 +116,123 @@ impl<T: Message + Default> Bucket<T> {
     ) -> Result<Self> {
         Ok(Self {
             kv: js::ensure_kv(js, name, 1, opts).await?,
+            js: js.clone(),
             name,
+            fence: None,
             _t: PhantomData,
         })
+    }
+
+    /// This bucket, writing under `fence` as hub `hub`.
+    pub fn fenced(&self, fence: Fence, hub: &str) -> Self {
+        Self {
+            kv: self.kv.clone(),
+            js: self.js.clone(),
+            name: self.name,
+            fence: Some((fence, hub.into())),
+            _t: PhantomData,
+        }
+    }
+
+    /// The bucket's name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The underlying KV store (for watches).
+    pub fn kv(&self) -> &async_nats::jetstream::kv::Store {
+        &self.kv
+    }
+
+    fn fenced_err(&self, key: &str, why: impl Into<String>) -> StoreError {
+        StoreError::Fenced {
+            bucket: self.name.into(),
+            key: key.into(),
+            why: why.into(),
+        }
+    }
+
+    /// Refuses once the fence is gone.
+    fn check_fence(&self, key: &str) -> Result<()> {
+        match &self.fence {
+            Some((f, _)) if !f.is_valid() => Err(self.fenced_err(
+                key,
+                format!(
+                    "the lease of unit {} (epoch {}) has ended",
+                    f.unit(),
+                    f.epoch()
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// After a refused compare-and-set: the stored write's epoch says whether a later owner
+    /// wrote the key (fenced) or not (an ordinary conflict: adopt and decide again).
+    async fn judge_conflict(&self, key: &str, error: StoreError) -> StoreError {
+        let Some((f, _)) = &self.fence else {
+            return error;
+        };
+        let subject = format!(
+            "{}{key}",
+            self.kv.put_prefix.as_ref().unwrap_or(&self.kv.prefix)
+        );
+        let Ok(stored) = self
+            .kv
+            .stream
+            .get_last_raw_message_by_subject(&subject)
+            .await
+        else {
+            return error;
+        };
+        let epoch = stored
+            .headers
+            .get(EPOCH_HEADER)
+            .and_then(|v| fence::parse_header(v.as_str()))
+            .filter(|(unit, _)| *unit == f.unit())
+            .map(|(_, e)| e);
+        match fence::judge(f.epoch(), epoch) {
+            fence::Verdict::Fenced => self.fenced_err(
+                key,
+                format!(
+                    "epoch {} of unit {} wrote it after epoch {}",
+                    epoch.unwrap_or_default(),
+                    f.unit(),
+                    f.epoch()
+                ),
+            ),
+            fence::Verdict::Adopt => error,
+        }
+    }
+
+    /// A compare-and-set write stamped with the fence's epoch.
+    async fn publish_fenced(&self, key: &str, bytes: Bytes, expected: u64) -> Result<u64> {
+        let (f, hub) = self.fence.as_ref().expect("called with a fence");
+        let subject = format!(
+            "{}{key}",
+            self.kv.put_prefix.as_ref().unwrap_or(&self.kv.prefix)
+        );
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert(
+            async_nats::header::NATS_EXPECTED_LAST_SUBJECT_SEQUENCE,
+            expected.to_string().as_str(),
+        );
+        headers.insert(EPOCH_HEADER, f.header().as_str());
+        headers.insert(HUB_HEADER, hub.as_ref());
+        let ack = self
+            .js
+            .publish_with_headers(subject, headers, bytes)
+            .await
+            .map_err(|e| self.write_err(key, e.to_string(), false))?
+            .await;
+        match ack {
+            Ok(a) => Ok(a.sequence),
+            Err(e) => {
+                let conflict =
+                    e.kind() == async_nats::jetstream::context::PublishErrorKind::WrongLastSequence;
+                Err(self.write_err(key, e.to_string(), conflict))
+            }
+        }
     }
 
     fn write_err(&self, key: &str, message: String, conflict: bool) -> StoreError {
@@ -163,8 +297,21 @@ impl<T: Message + Default> Bucket<T> {
     /// re-read and adopt what is stored) or an outage (the outcome is unknown until a later
     /// read).
     pub async fn write(&self, key: &str, value: &T, expected: u64) -> Result<u64> {
+        self.check_fence(key)?;
         let bytes = Bytes::from(value.encode_to_vec());
-        let result = if expected == 0 {
+        let result = if self.fence.is_some() {
+            match self.publish_fenced(key, bytes.clone(), expected).await {
+                // A create over a delete marker: the marker's revision is the one to expect.
+                Err(e) if e.is_conflict() && expected == 0 => match self.kv.entry(key).await {
+                    Ok(Some(entry)) if entry.operation != Operation::Put => {
+                        self.publish_fenced(key, bytes.clone(), entry.revision)
+                            .await
+                    }
+                    _ => Err(e),
+                },
+                other => other,
+            }
+        } else if expected == 0 {
             self.kv.create(key, bytes.clone()).await.map_err(|e| {
                 let conflict = matches!(
                     e.kind(),
@@ -200,6 +347,7 @@ impl<T: Message + Default> Bucket<T> {
                 );
                 Ok(e.revision)
             }
+            _ if error.is_conflict() => Err(self.judge_conflict(key, error).await),
             _ => Err(error),
         }
     }
@@ -214,6 +362,7 @@ impl<T: Message + Default> Bucket<T> {
 
     /// Removes a key and its history.
     pub async fn purge(&self, key: &str) -> Result<()> {
+        self.check_fence(key)?;
         self.kv
             .purge(key)
             .await

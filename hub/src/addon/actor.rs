@@ -542,7 +542,13 @@ impl Actor {
             futures::stream::iter(jobs.into_iter().map(|(i, work)| {
                 let cluster = entries[i].cluster.clone();
                 let handle = clusters.get_or_spawn(&cluster);
-                async move { (i, handle.apply_work(work).await.map_err(|e| e.to_string())) }
+                async move {
+                    let applied = match handle {
+                        Ok(h) => h.apply_work(work).await,
+                        Err(e) => Err(e),
+                    };
+                    (i, applied.map_err(|e| e.to_string()))
+                }
             }))
             .buffer_unordered(PARALLEL)
             .collect()

@@ -26,9 +26,15 @@ pub async fn run(
     metrics: Arc<Metrics>,
     config: RouterConfig,
     shutdown: watch::Receiver<bool>,
+    clusters: crate::cluster::Clusters,
 ) {
     let ready = config.ready.clone();
-    crate::router::serve(nats, addons::ALL, shutdown, ready, |msg| {
+    // `flotilla.addon.<addon>.<cluster>.<kind>`: the cluster's shard owner serves it.
+    let mine = move |subject: &str| {
+        addons::AddOnSubject::parse(subject)
+            .is_ok_and(|s| clusters.holds_shard(flotilla_bus::subjects::shard(s.cluster)))
+    };
+    crate::router::serve(nats, addons::ALL, shutdown, ready, mine, |msg| {
         handle(&addons, &scores, &metrics, &config, msg)
     })
     .await;
@@ -41,12 +47,19 @@ pub async fn run_credentials(
     metrics: Arc<Metrics>,
     config: RouterConfig,
     shutdown: watch::Receiver<bool>,
+    clusters: crate::cluster::Clusters,
 ) {
     let client = nats.clone();
     let ready = config.ready.clone();
-    crate::router::serve(nats, addons::CREDENTIALS_ALL, shutdown, ready, |msg| {
-        credentials(&client, &addons, &metrics, &config, msg)
-    })
+    let mine = crate::router::owned(&clusters, "addoncreds");
+    crate::router::serve(
+        nats,
+        addons::CREDENTIALS_ALL,
+        shutdown,
+        ready,
+        mine,
+        |msg| credentials(&client, &addons, &metrics, &config, msg),
+    )
     .await;
 }
 

@@ -17,13 +17,16 @@ pub use handle::{
     AdminEdit, ClusterError, ClusterHandle, LeaseEvent, Msg, SOURCE, StatusEvent, WorkStatusEvent,
 };
 
+use crate::ha::Fence;
 use crate::inventory::ClusterInventory;
 use crate::metrics::Metrics;
 use crate::store::Bucket;
 use dashmap::DashMap;
 use flotilla_api::v1::ManagedCluster;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
+use tokio::task::JoinSet;
 
 /// Settings of cluster actors.
 #[derive(Debug, Clone)]
@@ -80,57 +83,154 @@ pub struct Shared {
     pub nats: async_nats::Client,
     /// The status stream, purged of a cluster's subjects when it is deleted.
     pub status_stream: async_nats::jetstream::stream::Stream,
-    /// When this hub process started: leases are never judged older than this, so a hub restart
-    /// does not make live clusters flap to Unknown.
-    pub started: SystemTime,
+    /// This hub's id, stamped on every state write.
+    pub hub_id: String,
     /// Secure mode: issues cluster credentials and revokes agent keys.
     pub security: Option<crate::security::Security>,
     /// Purges status messages the actors refuse (unknown works).
     pub janitor: crate::janitor::Janitor,
 }
 
-/// The registry of cluster actors.
+/// The actors of one shard this hub holds: stopped and awaited together when it is handed over
+/// or lost.
+pub(crate) struct ShardRun {
+    pub(crate) fence: Fence,
+    /// When this hub took the shard.
+    pub(crate) acquired: SystemTime,
+    pub(crate) stop: tokio::sync::watch::Sender<bool>,
+    pub(crate) tasks: JoinSet<()>,
+}
+
+/// How long a shard's actors get to finish what they are doing when it is handed over.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// The registry of cluster actors: one per cluster of every shard this hub holds.
 #[derive(Clone)]
 pub struct Clusters {
     actors: Arc<DashMap<String, ClusterHandle>>,
+    shards: Arc<Mutex<HashMap<u32, ShardRun>>>,
     shared: Arc<Shared>,
 }
 
 impl Clusters {
-    /// An empty registry.
+    /// An empty registry holding no shard.
     pub fn new(shared: Shared) -> Self {
         Self {
             actors: Arc::new(DashMap::new()),
+            shards: Arc::new(Mutex::new(HashMap::new())),
             shared: Arc::new(shared),
         }
     }
 
-    /// Spawns the actor of a cluster loaded from the store, with its works.
-    pub fn spawn_loaded(
-        &self,
-        cluster: ManagedCluster,
-        revision: u64,
-        works: Vec<(flotilla_api::v1::ManifestWork, u64)>,
-    ) {
-        let name = crate::inventory::name(&cluster).to_string();
-        let handle = actor::spawn(
-            name.clone(),
-            Some((cluster, revision)),
-            works,
-            self.shared.clone(),
-            self.actors.clone(),
-        );
-        self.actors.insert(name, handle);
+    /// Starts acting for `shard`: one actor per cluster of it in the inventory, with its works,
+    /// each with a full lease grace from now.
+    pub fn start_shard(&self, shard: u32, fence: Fence) {
+        let mut run = ShardRun {
+            fence,
+            acquired: SystemTime::now(),
+            stop: tokio::sync::watch::channel(false).0,
+            tasks: JoinSet::new(),
+        };
+        let mut shards = self.shards.lock().expect("shards lock");
+        let mut spawned = 0;
+        for cluster in self.shared.inventory.snapshot() {
+            let name = crate::inventory::name(&cluster).to_string();
+            if flotilla_bus::subjects::shard(&name) != shard {
+                continue;
+            }
+            let revision = cluster.metadata.as_ref().map_or(0, |m| m.resource_version);
+            let works = self
+                .shared
+                .works
+                .with_prefix(&format!("{name}/"))
+                .into_iter()
+                .map(|(_, w)| {
+                    let rev = w.metadata.as_ref().map_or(0, |m| m.resource_version);
+                    ((*w).clone(), rev)
+                })
+                .collect();
+            let handle = actor::spawn(
+                name.clone(),
+                Some(((*cluster).clone(), revision)),
+                works,
+                self.shared.clone(),
+                self.actors.clone(),
+                &mut run,
+            );
+            self.actors.insert(name, handle);
+            spawned += 1;
+        }
+        tracing::info!(shard, clusters = spawned, "shard started");
+        if let Some(old) = shards.insert(shard, run) {
+            let _ = old.stop.send(true);
+        }
     }
 
-    /// The actor of a known cluster.
+    /// Stops acting for `shard`: its actors finish their current message and end (bounded).
+    pub async fn stop_shard(&self, shard: u32) {
+        let Some(mut run) = self.shards.lock().expect("shards lock").remove(&shard) else {
+            return;
+        };
+        let _ = run.stop.send(true);
+        self.actors
+            .retain(|name, _| flotilla_bus::subjects::shard(name) != shard);
+        let drained = tokio::time::timeout(STOP_GRACE, async {
+            while run.tasks.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!(shard, "cluster actors did not stop in time; aborting them");
+            run.tasks.abort_all();
+        }
+        tracing::info!(shard, "shard stopped");
+    }
+
+    /// Stops every shard.
+    pub async fn stop_all(&self) {
+        let held: Vec<u32> = self
+            .shards
+            .lock()
+            .expect("shards lock")
+            .keys()
+            .copied()
+            .collect();
+        for shard in held {
+            self.stop_shard(shard).await;
+        }
+    }
+
+    /// Whether this hub holds `shard` (with a valid fence).
+    pub fn holds_shard(&self, shard: u32) -> bool {
+        self.shards
+            .lock()
+            .expect("shards lock")
+            .get(&shard)
+            .is_some_and(|r| r.fence.is_valid())
+    }
+
+    /// The actor of a known cluster of a shard this hub holds.
     pub fn get(&self, name: &str) -> Option<ClusterHandle> {
         self.actors.get(name).map(|h| h.clone())
     }
 
-    /// The actor of a cluster, spawning an empty one (for a first registration) if needed.
-    pub fn get_or_spawn(&self, name: &str) -> ClusterHandle {
-        self.actors
+    /// The actor of a cluster, spawning an empty one (for a first registration) if needed;
+    /// `Unavailable` when another hub holds the cluster's shard.
+    pub fn get_or_spawn(&self, name: &str) -> Result<ClusterHandle, ClusterError> {
+        if let Some(h) = self.get(name) {
+            return Ok(h);
+        }
+        let shard = flotilla_bus::subjects::shard(name);
+        let mut shards = self.shards.lock().expect("shards lock");
+        let run = shards
+            .get_mut(&shard)
+            .filter(|r| r.fence.is_valid())
+            .ok_or_else(|| {
+                ClusterError::Unavailable(format!(
+                    "shard {shard} of managed cluster {name:?} is not held by this hub"
+                ))
+            })?;
+        Ok(self
+            .actors
             .entry(name.to_string())
             .or_insert_with(|| {
                 actor::spawn(
@@ -139,9 +239,10 @@ impl Clusters {
                     Vec::new(),
                     self.shared.clone(),
                     self.actors.clone(),
+                    run,
                 )
             })
-            .clone()
+            .clone())
     }
 
     /// Number of actors.

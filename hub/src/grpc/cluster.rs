@@ -153,7 +153,7 @@ impl ClusterService for ClusterApi {
             .map(|m| m.name.clone())
             .unwrap_or_default();
         guard::cluster("metadata.name", &name, false)?;
-        let handle = self.clusters.get_or_spawn(&name);
+        let handle = self.clusters.get_or_spawn(&name)?;
         Ok(Response::new(
             handle.edit(AdminEdit::Apply(Box::new(c))).await?,
         ))
@@ -217,7 +217,7 @@ impl ClusterService for ClusterApi {
             0 => DEFAULT_JOIN_TTL_SECONDS,
             n => n,
         };
-        let handle = self.clusters.get_or_spawn(&r.cluster_name);
+        let handle = self.clusters.get_or_spawn(&r.cluster_name)?;
         Ok(Response::new(
             handle
                 .join(std::time::Duration::from_secs(ttl as u64), r.accept)

@@ -222,8 +222,11 @@ impl Actor {
             let starting: &[String] = if paused { &[] } else { &step.start };
             for cluster in starting {
                 let work = rules::work_for(&self.rs, cluster, &pref.name, &hash);
-                let handle = self.deps.clusters.get_or_spawn(cluster);
-                if let Err(e) = handle.apply_work(work).await {
+                let applied = match self.deps.clusters.get_or_spawn(cluster) {
+                    Ok(handle) => handle.apply_work(work).await,
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = applied {
                     tracing::warn!(cluster = %cluster, error = %e, "starting the work failed; retrying");
                     recheck = Some(
                         recheck.map_or(Duration::from_secs(2), |r| r.min(Duration::from_secs(2))),

@@ -514,7 +514,7 @@ impl Actor {
             }
             self.lease_sequence = seq;
         }
-        let effective = server_time.max(self.shared.started);
+        let effective = server_time.max(self.acquired);
         let age = SystemTime::now()
             .duration_since(effective)
             .unwrap_or_default();
@@ -708,7 +708,6 @@ impl Actor {
         }
         for (wname, _) in std::mem::take(&mut self.works) {
             if let Err(e) = self
-                .shared
                 .work_bucket
                 .purge(&self.work_ref(&wname).store_key())
                 .await

@@ -31,14 +31,15 @@ use work::WorkEntry;
 const PERSIST_RETRY: Duration = Duration::from_secs(1);
 const RESEND_CHECK: Duration = Duration::from_secs(1);
 
-/// Spawns an actor; `loaded` is the stored object and revision (None for a first registration),
-/// `works` its stored works.
+/// Spawns an actor into its shard's task set; `loaded` is the stored object and revision (None
+/// for a first registration), `works` its stored works.
 pub(super) fn spawn(
     name: String,
     loaded: Option<(ManagedCluster, u64)>,
     works: Vec<(ManifestWork, u64)>,
     shared: Arc<Shared>,
     registry: Arc<DashMap<String, ClusterHandle>>,
+    shard: &mut super::ShardRun,
 ) -> ClusterHandle {
     let (tx, rx) = mpsc::channel(shared.config.mailbox_capacity.max(1));
     let span = tracing::info_span!("cluster", cluster.name = %name);
@@ -46,6 +47,12 @@ pub(super) fn spawn(
         name: name.clone(),
         cluster: None,
         revision: 0,
+        bucket: shared.bucket.fenced(shard.fence.clone(), &shared.hub_id),
+        work_bucket: shared
+            .work_bucket
+            .fenced(shard.fence.clone(), &shared.hub_id),
+        acquired: shard.acquired,
+        stop: shard.stop.subscribe(),
         shared,
         registry,
         lease_deadline: None,
@@ -63,13 +70,14 @@ pub(super) fn spawn(
         }
         actor.revision = rev;
         if rules::accepted(&c) {
-            // A restarted hub gives every accepted cluster a full grace period.
+            // A hub taking the shard (at start, or from another hub) gives every accepted
+            // cluster a full grace period: a failover never turns a healthy cluster Unknown.
             actor.lease_deadline = Some(Instant::now() + actor.grace(&c));
         }
         actor.shared.inventory.upsert(&actor.name, c.clone());
         actor.cluster = Some(c);
     }
-    tokio::spawn(actor.run().instrument(span));
+    shard.tasks.spawn(actor.run().instrument(span));
     ClusterHandle {
         tx,
         name: name.into(),
@@ -80,6 +88,15 @@ struct Actor {
     name: String,
     cluster: Option<ManagedCluster>,
     revision: u64,
+    /// The clusters bucket, writing under the shard's fence.
+    bucket: crate::store::Bucket<ManagedCluster>,
+    /// The works bucket, writing under the shard's fence.
+    work_bucket: crate::store::Bucket<ManifestWork>,
+    /// When this hub took the cluster's shard: leases are never judged older than this, so a
+    /// restart or a failover does not make live clusters flap to Unknown.
+    acquired: std::time::SystemTime,
+    /// Flips when the shard is handed over or lost.
+    stop: tokio::sync::watch::Receiver<bool>,
     shared: Arc<Shared>,
     registry: Arc<DashMap<String, ClusterHandle>>,
     lease_deadline: Option<Instant>,
@@ -114,6 +131,7 @@ impl Actor {
             tokio::select! {
                 // Only clusters with unconfirmed specs tick: 10,000 idle actors cost nothing.
                 _ = resend.tick(), if self.resend_wanted() => Box::pin(self.resend_unconfirmed()).await,
+                _ = self.stop.changed() => break,
                 msg = self.rx.recv() => {
                     let Some(msg) = msg else { break };
                     if let Flow::Stop = Box::pin(self.handle(msg)).await {
@@ -239,20 +257,18 @@ impl Actor {
     /// Writes `next` with compare-and-set, adopting it and publishing it to the inventory.
     async fn persist(&mut self, mut next: ManagedCluster) -> Result<(), StoreError> {
         let start = std::time::Instant::now();
-        let mut result = self
-            .shared
-            .bucket
-            .write(&self.name, &next, self.revision)
-            .await;
+        let mut result = self.bucket.write(&self.name, &next, self.revision).await;
         if let Err(e) = &result
             && e.is_conflict()
         {
-            // Someone else wrote (a previous incarnation of this actor, or an operator):
-            // this actor owns the cluster, so take the stored revision and write again.
+            // Someone else wrote (a previous incarnation of this actor, an operator, or a
+            // previous owner of the shard whose late write landed — a newer owner's write is
+            // `Fenced` instead): this actor owns the cluster, so take the stored revision and
+            // write again.
             tracing::warn!(error = %e, "revision conflict, rewriting over the stored revision");
-            let stored = self.shared.bucket.get(&self.name).await?;
+            let stored = self.bucket.get(&self.name).await?;
             let rev = stored.map_or(0, |(_, rev)| rev);
-            result = self.shared.bucket.write(&self.name, &next, rev).await;
+            result = self.bucket.write(&self.name, &next, rev).await;
         }
         self.shared
             .metrics

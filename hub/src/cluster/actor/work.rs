@@ -214,7 +214,6 @@ impl Actor {
             m.resource_version = 0;
         }
         let written = self
-            .shared
             .work_bucket
             .write(&self.work_ref(name).store_key(), &work, expected)
             .await;
@@ -269,7 +268,7 @@ impl Actor {
     /// to the agent by the re-send timer (it has never been sent).
     pub(super) async fn adopt_stored_work(&mut self, name: &str) -> Result<(), StoreError> {
         let key = self.work_ref(name);
-        match self.shared.work_bucket.get(&key.store_key()).await? {
+        match self.work_bucket.get(&key.store_key()).await? {
             Some((mut work, rev)) => {
                 if self.works.get(name).is_some_and(|e| e.revision == rev) {
                     return Ok(());
@@ -399,7 +398,6 @@ impl Actor {
             .is_some_and(|m| m.deletion_timestamp.is_some());
         if report.deleted && deleting {
             match self
-                .shared
                 .work_bucket
                 .purge(&self.work_ref(&name).store_key())
                 .await

@@ -1,0 +1,193 @@
+//! Unit leases in a replicated KV bucket whose `max_age` is the lease TTL.
+//!
+//! Acquire is a `create` (the key must not exist), and the revision it returns is the holder's
+//! epoch: the stream sequence never goes back, so every later holder has a larger one. Renew is a
+//! compare-and-set update, which also resets the key's age. A holder that stops renewing loses
+//! the key when the server ages it out; nobody is told (nats-server 2.9 sends no event), so the
+//! others find out by reading. Release is a compare-and-set delete.
+
+use crate::store::StoreError;
+use async_nats::jetstream::{self, kv, stream};
+use bytes::Bytes;
+use flotilla_bus::jetstream::{JetStreamError, StreamOptions};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// Bucket of unit leases, key [`key`].
+pub const LEASES: &str = "hubleases";
+/// Bucket of hub heartbeats, key `<hub-id>`.
+pub const MEMBERS: &str = "hubmembers";
+
+/// Who holds a lease (the value of a lease key), or who is alive (a heartbeat).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HubInfo {
+    /// The hub's id (`--hub-id`).
+    pub hub: String,
+    /// Random per process: tells a restarted hub from its previous life.
+    pub incarnation: String,
+    /// Its gRPC API address.
+    pub grpc: String,
+    /// Its metrics address.
+    pub metrics: String,
+    /// Leaving: hand its units over, take none.
+    #[serde(default)]
+    pub draining: bool,
+}
+
+impl HubInfo {
+    fn encode(&self) -> Bytes {
+        Bytes::from(serde_json::to_vec(self).expect("plain struct"))
+    }
+
+    /// Decodes a stored value.
+    pub fn decode(bytes: &[u8]) -> Option<Self> {
+        serde_json::from_slice(bytes).ok()
+    }
+}
+
+/// The key of a unit's lease.
+pub fn key(unit: u32) -> String {
+    if unit < flotilla_bus::subjects::SHARDS {
+        format!("shard.{unit}")
+    } else {
+        "controllers".to_string()
+    }
+}
+
+/// Why a lease operation failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseError {
+    /// Someone else holds it (create refused, or the revision moved).
+    Taken,
+    /// The store did not answer; the write may still land.
+    Unknown(String),
+}
+
+/// Opens (creating if needed) a bucket whose keys expire `ttl` after their last write. An
+/// existing bucket keeps its own `max_age`, which is returned: every hub then uses the TTL of
+/// whoever created it, whatever its own flag says.
+pub async fn open_expiring(
+    js: &jetstream::Context,
+    bucket: &str,
+    ttl: Duration,
+    opts: StreamOptions,
+) -> Result<(kv::Store, Duration), StoreError> {
+    let name = format!("KV_{bucket}");
+    let config = stream::Config {
+        name: name.clone(),
+        subjects: vec![format!("$KV.{bucket}.>")],
+        max_messages_per_subject: 1,
+        max_age: ttl,
+        max_bytes: -1,
+        max_message_size: -1,
+        storage: opts.storage,
+        num_replicas: opts.replicas,
+        allow_rollup: true,
+        deny_delete: true,
+        deny_purge: false,
+        // Every read goes to the stream leader: a lease read from a lagging replica could show
+        // a key that has already expired, or miss a fresh one.
+        allow_direct: false,
+        discard: stream::DiscardPolicy::New,
+        // The server refuses a duplicate window longer than max_age.
+        duplicate_window: ttl,
+        ..Default::default()
+    };
+    let mut s = js
+        .get_or_create_stream(config)
+        .await
+        .map_err(|source| JetStreamError::Stream {
+            name: name.clone(),
+            source,
+        })?;
+    let info = s.info().await.map_err(|e| StoreError::Read {
+        bucket: bucket.into(),
+        key: String::new(),
+        message: e.to_string(),
+    })?;
+    let ttl = info.config.max_age;
+    let kv = js
+        .get_key_value(bucket)
+        .await
+        .map_err(|source| JetStreamError::Open {
+            bucket: bucket.into(),
+            source,
+        })?;
+    Ok((kv, ttl))
+}
+
+/// The lease bucket.
+#[derive(Clone)]
+pub struct Leases {
+    kv: kv::Store,
+    timeout: Duration,
+}
+
+impl Leases {
+    /// Leases over `kv`, each operation bounded by `timeout`.
+    pub fn new(kv: kv::Store, timeout: Duration) -> Self {
+        Self { kv, timeout }
+    }
+
+    async fn bounded<T, E: std::fmt::Display>(
+        &self,
+        f: impl std::future::Future<Output = Result<T, E>>,
+    ) -> Result<T, String> {
+        match tokio::time::timeout(self.timeout, f).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err("timed out".into()),
+        }
+    }
+
+    /// The holder of `unit` and the lease's revision (`None`: free).
+    pub async fn read(&self, unit: u32) -> Result<Option<(HubInfo, u64)>, String> {
+        let entry = self.bounded(self.kv.entry(key(unit))).await?;
+        Ok(entry.and_then(|e| {
+            (e.operation == kv::Operation::Put)
+                .then(|| HubInfo::decode(&e.value).map(|h| (h, e.revision)))
+                .flatten()
+        }))
+    }
+
+    /// Takes a free unit; the revision returned is the epoch.
+    pub async fn create(&self, unit: u32, me: &HubInfo) -> Result<u64, LeaseError> {
+        match tokio::time::timeout(self.timeout, self.kv.create(key(unit), me.encode())).await {
+            Ok(Ok(rev)) => Ok(rev),
+            Ok(Err(e)) if e.kind() == kv::CreateErrorKind::AlreadyExists => Err(LeaseError::Taken),
+            Ok(Err(e)) => Err(LeaseError::Unknown(e.to_string())),
+            Err(_) => Err(LeaseError::Unknown("timed out".into())),
+        }
+    }
+
+    /// Renews a held unit whose lease is at `revision`; returns the new revision.
+    pub async fn renew(&self, unit: u32, me: &HubInfo, revision: u64) -> Result<u64, LeaseError> {
+        match tokio::time::timeout(
+            self.timeout,
+            self.kv.update(key(unit), me.encode(), revision),
+        )
+        .await
+        {
+            Ok(Ok(rev)) => Ok(rev),
+            Ok(Err(e)) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
+                Err(LeaseError::Taken)
+            }
+            Ok(Err(e)) => Err(LeaseError::Unknown(e.to_string())),
+            Err(_) => Err(LeaseError::Unknown("timed out".into())),
+        }
+    }
+
+    /// Gives a held unit up (only if the lease is still at `revision`).
+    pub async fn release(&self, unit: u32, revision: u64) -> Result<(), LeaseError> {
+        match tokio::time::timeout(
+            self.timeout,
+            self.kv.delete_expect_revision(key(unit), Some(revision)),
+        )
+        .await
+        {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(LeaseError::Unknown(e.to_string())),
+            Err(_) => Err(LeaseError::Unknown("timed out".into())),
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! Every hub's read views of every cluster and work, fed by the KV buckets.
+//!
+//! Actors write the inventories of the shards this hub holds; everything else comes from one
+//! watch per bucket, so any hub answers reads of the whole fleet and can start a shard's actors
+//! from what it already has. An update replaces what the view holds only when its revision is
+//! newer, and keys of held shards are left to their actors.
+
+/// Whether this hub's actors own a shard's keys (the view leaves those alone).
+pub type Held = std::sync::Arc<dyn Fn(u32) -> bool + Send + Sync>;
+use crate::inventory::Inventory;
+use crate::keys::ObjectRef;
+use crate::store::{Bucket, StoreError};
+use async_nats::jetstream::kv::Operation;
+use flotilla_api::v1::{ManagedCluster, ManifestWork};
+use futures::StreamExt;
+use prost::Message;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// An object whose KV revision is its resourceVersion.
+pub trait Versioned: Message + Default + Clone + Send + Sync + 'static {
+    /// The stored revision.
+    fn revision(&self) -> u64;
+    /// Sets it.
+    fn set_revision(&mut self, revision: u64);
+}
+
+impl Versioned for ManagedCluster {
+    fn revision(&self) -> u64 {
+        self.metadata.as_ref().map_or(0, |m| m.resource_version)
+    }
+    fn set_revision(&mut self, revision: u64) {
+        self.metadata
+            .get_or_insert_with(Default::default)
+            .resource_version = revision;
+    }
+}
+
+impl Versioned for ManifestWork {
+    fn revision(&self) -> u64 {
+        self.metadata.as_ref().map_or(0, |m| m.resource_version)
+    }
+    fn set_revision(&mut self, revision: u64) {
+        self.metadata
+            .get_or_insert_with(Default::default)
+            .resource_version = revision;
+    }
+}
+
+/// How a bucket's keys map to inventory keys and shards.
+#[derive(Debug, Clone, Copy)]
+pub enum Keys {
+    /// Key `<cluster>`, shard of the cluster.
+    Cluster,
+    /// Key `<cluster>.<name>`, inventory key `<cluster>/<name>`, shard of the cluster.
+    InCluster,
+}
+
+impl Keys {
+    /// `(inventory key, shard)` of a KV key; `None` for a key that is not ours.
+    pub fn map(self, key: &str) -> Option<(String, u32)> {
+        match self {
+            Self::Cluster => Some((key.to_string(), flotilla_bus::subjects::shard(key))),
+            Self::InCluster => {
+                let r = ObjectRef::from_store_key(key)?;
+                let shard = flotilla_bus::subjects::shard(&r.namespace);
+                Some((r.inventory_key(), shard))
+            }
+        }
+    }
+}
+
+/// A bucket followed into an inventory.
+pub struct View<T: Versioned> {
+    bucket: Bucket<T>,
+    inventory: Inventory<T>,
+    keys: Keys,
+    held: Held,
+    seen: watch::Sender<u64>,
+}
+
+/// How far a view has read: the last stream sequence it applied.
+#[derive(Clone)]
+pub struct Progress(watch::Receiver<u64>);
+
+impl Progress {
+    /// Waits (at most `limit`) until the view has read up to `sequence`; whether it did.
+    pub async fn reached(&self, sequence: u64, limit: Duration) -> bool {
+        let mut rx = self.0.clone();
+        tokio::time::timeout(limit, rx.wait_for(|s| *s >= sequence))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+}
+
+impl<T: Versioned> View<T> {
+    /// Loads every object of `bucket` into `inventory` (every hub starts with the whole fleet).
+    pub async fn load(
+        bucket: Bucket<T>,
+        inventory: Inventory<T>,
+        keys: Keys,
+        held: Held,
+    ) -> Result<(Self, Progress), StoreError> {
+        // The stream's last sequence before the load: following from there re-reads a few
+        // objects at worst, and revisions make that harmless.
+        let last = last_sequence(&bucket).await?;
+        for (key, mut object, revision) in bucket.load_all().await? {
+            if let Some((ikey, _)) = keys.map(&key) {
+                object.set_revision(revision);
+                inventory.upsert(&ikey, object);
+            }
+        }
+        let (seen, progress) = watch::channel(last);
+        Ok((
+            Self {
+                bucket,
+                inventory,
+                keys,
+                held,
+                seen,
+            },
+            Progress(progress),
+        ))
+    }
+
+    /// Follows the bucket from after the load until `stop` flips.
+    pub async fn follow(self, mut stop: watch::Receiver<bool>) {
+        loop {
+            let from = *self.seen.borrow() + 1;
+            let mut watch = match self.bucket.kv().watch_all_from_revision(from).await {
+                Ok(w) => w,
+                Err(e) => {
+                    tracing::warn!(bucket = self.bucket.name(), error = %e, "watching the bucket failed; retrying");
+                    tokio::select! {
+                        _ = stop.changed() => return,
+                        () = tokio::time::sleep(Duration::from_secs(1)) => continue,
+                    }
+                }
+            };
+            loop {
+                tokio::select! {
+                    _ = stop.changed() => return,
+                    next = watch.next() => match next {
+                        Some(Ok(entry)) => self.apply(entry),
+                        Some(Err(e)) => {
+                            tracing::warn!(bucket = self.bucket.name(), error = %e, "bucket watch failed; re-watching");
+                            break;
+                        }
+                        None => break,
+                    }
+                }
+            }
+            tokio::select! {
+                _ = stop.changed() => return,
+                () = tokio::time::sleep(Duration::from_millis(500)) => {}
+            }
+        }
+    }
+
+    fn apply(&self, entry: async_nats::jetstream::kv::Entry) {
+        let revision = entry.revision;
+        if let Some((ikey, shard)) = self.keys.map(&entry.key)
+            && !(self.held)(shard)
+        {
+            match entry.operation {
+                Operation::Put => match T::decode(entry.value.as_ref()) {
+                    Ok(mut object) => {
+                        let newer = self
+                            .inventory
+                            .get(&ikey)
+                            .is_none_or(|current| current.revision() < revision);
+                        if newer {
+                            object.set_revision(revision);
+                            self.inventory.upsert(&ikey, object);
+                        }
+                    }
+                    Err(e) => tracing::warn!(
+                        bucket = self.bucket.name(),
+                        key = %entry.key,
+                        error = %e,
+                        "stored value does not decode; view not updated"
+                    ),
+                },
+                Operation::Delete | Operation::Purge => {
+                    let older = self
+                        .inventory
+                        .get(&ikey)
+                        .is_some_and(|current| current.revision() < revision);
+                    if older {
+                        self.inventory.remove(&ikey);
+                    }
+                }
+            }
+        }
+        self.seen.send_modify(|s| *s = (*s).max(revision));
+    }
+}
+
+/// The last sequence of a bucket's stream, as the server says now.
+pub async fn last_sequence<T: Versioned>(bucket: &Bucket<T>) -> Result<u64, StoreError> {
+    let mut stream = bucket.kv().stream.clone();
+    stream
+        .info()
+        .await
+        .map(|i| i.state.last_sequence)
+        .map_err(|e| StoreError::Read {
+            bucket: bucket.name().into(),
+            key: String::new(),
+            message: e.to_string(),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_map_to_inventory_keys_and_their_clusters_shard() {
+        let shard = flotilla_bus::subjects::shard("edge-1");
+        assert_eq!(Keys::Cluster.map("edge-1"), Some(("edge-1".into(), shard)));
+        assert_eq!(
+            Keys::InCluster.map("edge-1.web.v2"),
+            Some(("edge-1/web.v2".into(), shard))
+        );
+        assert_eq!(Keys::InCluster.map("nodot"), None);
+    }
+}
