@@ -9,6 +9,7 @@
 //! | `flotilla.sync.<cluster>` | agent → hub, request/reply (spec resync) |
 //! | `flotilla.proxy.<cluster>` | hub → agent, request/reply |
 //! | `flotilla.broadcast` | hub → all agents |
+//! | `flotilla.hub.shard.<shard>.cluster` | hub → the hub holding the shard, request/reply |
 
 use thiserror::Error;
 
@@ -42,6 +43,12 @@ pub fn shard(cluster: &str) -> u32 {
         h = h.wrapping_mul(0x0100_0193);
     }
     h % SHARDS
+}
+
+/// Where a hub forwards calls on the clusters of `shard` to the hub holding it (hub account
+/// only: no spoke can publish there).
+pub fn hub_route(shard: u32) -> String {
+    format!("flotilla.hub.shard.{shard}.cluster")
 }
 
 /// Registration subject of a cluster.

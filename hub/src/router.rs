@@ -242,7 +242,7 @@ async fn handle_registration(
         reply_rejected(nats, &msg, subject_cluster, &why, config).await;
         return;
     }
-    let handle = match clusters.get(&request.cluster_name) {
+    let handle = match clusters.local(&request.cluster_name) {
         Some(h) => {
             // Requests under a known name from any credential but the cluster's own agent key
             // spend that credential's rate: a flood must not fill the cluster actor's mailbox
@@ -271,7 +271,7 @@ async fn handle_registration(
                     return;
                 }
             }
-            match clusters.get_or_spawn(&request.cluster_name) {
+            match clusters.local_or_spawn(&request.cluster_name) {
                 Ok(h) => h,
                 // The shard moved away meanwhile: its new owner answers the agent's retry.
                 Err(e) => {
@@ -480,7 +480,7 @@ fn check_resync(
         Ok(r) => r,
         Err(e) => return reject(&e.reason(), e.to_string()),
     };
-    let Some(handle) = clusters.get(subject_cluster) else {
+    let Some(handle) = clusters.local(subject_cluster) else {
         return reject(
             "unknown_cluster",
             format!("cluster {subject_cluster:?} is not registered"),
@@ -569,8 +569,8 @@ pub async fn status_consumer(
                 ack_wait: config.ack_wait,
                 max_ack_pending: config.max_ack_pending,
                 deliver_policy: consumer::DeliverPolicy::LastPerSubject,
-                memory_storage: true,
-                num_replicas: 1,
+                // Stored like the stream (file, its replicas): a NATS restart or the loss of one
+                // node of a cluster keeps it and what it has delivered.
                 // A consumer nobody reads (its hub died with it) goes away by itself.
                 inactive_threshold: Duration::from_secs(300),
                 ..Default::default()
@@ -714,7 +714,7 @@ async fn handle_status(
         let _ = msg.ack().await;
         return;
     }
-    let Some(handle) = clusters.get(parsed.cluster) else {
+    let Some(handle) = clusters.local(parsed.cluster) else {
         reject(
             &ty,
             "unknown_cluster",

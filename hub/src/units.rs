@@ -23,6 +23,7 @@ struct Feed {
     feed: StatusFeed,
     stop: watch::Sender<bool>,
     task: JoinHandle<()>,
+    calls: JoinHandle<()>,
 }
 
 /// The hub's side of every unit.
@@ -83,6 +84,13 @@ impl Units {
             epoch: fence.epoch(),
         };
         let (stop, stop_rx) = watch::channel(false);
+        let calls = tokio::spawn(crate::cluster::route::serve_shard(
+            self.clusters.shared().nats.clone(),
+            shard,
+            fence.clone(),
+            self.clusters.clone(),
+            stop_rx.clone(),
+        ));
         let task = tokio::spawn(router::run_status(
             self.status_stream.clone(),
             feed.clone(),
@@ -92,12 +100,15 @@ impl Units {
             self.router.clone(),
             stop_rx,
         ));
-        if let Some(old) = self
-            .feeds
-            .lock()
-            .expect("feeds lock")
-            .insert(shard, Feed { feed, stop, task })
-        {
+        if let Some(old) = self.feeds.lock().expect("feeds lock").insert(
+            shard,
+            Feed {
+                feed,
+                stop,
+                task,
+                calls,
+            },
+        ) {
             let _ = old.stop.send(true);
         }
     }
@@ -110,6 +121,7 @@ impl Units {
         self.clusters.stop_shard(shard).await;
         if let Some(f) = feed {
             let _ = tokio::time::timeout(Duration::from_secs(5), f.task).await;
+            let _ = tokio::time::timeout(Duration::from_secs(5), f.calls).await;
             router::remove_status_consumer(&self.status_stream, &f.feed).await;
         }
     }

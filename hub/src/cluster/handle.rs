@@ -185,41 +185,209 @@ pub enum Msg {
     },
 }
 
-/// A cloneable handle to one cluster actor.
+/// A call on a cluster actor, wherever it runs: what the API, the replica sets and the add-ons
+/// ask of a cluster. Agent events ([`Msg::Register`], [`Msg::Lease`], …) never travel between
+/// hubs: only the shard's holder receives them.
+#[derive(Debug)]
+pub enum Call {
+    /// The current object.
+    Get,
+    /// An admin edit.
+    Edit(AdminEdit),
+    /// Mint a join credential.
+    Join {
+        /// Lifetime.
+        ttl: std::time::Duration,
+        /// Pre-approve the first agent registering with it.
+        accept: bool,
+    },
+    /// Delete the cluster.
+    Delete,
+    /// Create or update a work.
+    ApplyWork {
+        /// The work.
+        work: Box<ManifestWork>,
+        /// The caller's trace.
+        traceparent: Option<String>,
+        /// Only create.
+        only_new: bool,
+    },
+    /// Start deleting a work.
+    DeleteWork(String),
+    /// Set the managed namespaces.
+    ManagedNamespaces(Vec<ClusterSetManagedNamespaceConfig>),
+}
+
+/// What a [`Call`] answers.
+#[derive(Debug)]
+pub enum Answer {
+    /// A cluster.
+    Cluster(ManagedCluster),
+    /// A work.
+    Work(ManifestWork),
+    /// A join credential.
+    JoinToken(flotilla_api::v1::JoinToken),
+    /// Done, nothing to return.
+    Done,
+}
+
+impl Answer {
+    fn unexpected(self, what: &str) -> ClusterError {
+        ClusterError::Unavailable(format!(
+            "expected {what}, the cluster's hub answered {self:?}"
+        ))
+    }
+}
+
+/// Where a cluster's actor runs.
+#[derive(Clone, Debug)]
+enum Target {
+    /// Here: its mailbox.
+    Local(mpsc::Sender<Msg>),
+    /// On the hub holding its shard.
+    Remote {
+        /// Calls over NATS.
+        route: super::route::Remote,
+        /// Create the actor there when there is none.
+        spawn: bool,
+    },
+}
+
+/// A cloneable handle to one cluster actor, on this hub or on the hub holding its shard.
 #[derive(Clone, Debug)]
 pub struct ClusterHandle {
-    pub(super) tx: mpsc::Sender<Msg>,
-    pub(super) name: Arc<str>,
+    target: Target,
+    name: Arc<str>,
 }
 
 impl ClusterHandle {
-    /// Sends without waiting; a full mailbox returns the message (the caller counts the drop).
-    pub fn try_send(&self, msg: Msg) -> Result<(), Box<mpsc::error::TrySendError<Msg>>> {
-        self.tx.try_send(msg).map_err(Box::new)
+    /// The handle of an actor running here.
+    pub(super) fn local(tx: mpsc::Sender<Msg>, name: &str) -> Self {
+        Self {
+            target: Target::Local(tx),
+            name: name.into(),
+        }
     }
 
-    async fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Msg) -> Result<T, ClusterError> {
-        let (tx, rx) = oneshot::channel();
-        self.tx
-            .send(make(tx))
+    /// The handle of an actor on the hub holding the cluster's shard.
+    pub(super) fn remote(route: super::route::Remote, name: &str, spawn: bool) -> Self {
+        Self {
+            target: Target::Remote { route, spawn },
+            name: name.into(),
+        }
+    }
+
+    /// Whether the actor runs on this hub.
+    pub fn is_local(&self) -> bool {
+        matches!(self.target, Target::Local(_))
+    }
+
+    /// Sends without waiting; a full mailbox returns the message (the caller counts the drop).
+    /// Only actors on this hub take agent events: for another hub's the message comes back.
+    pub fn try_send(&self, msg: Msg) -> Result<(), Box<mpsc::error::TrySendError<Msg>>> {
+        match &self.target {
+            Target::Local(tx) => tx.try_send(msg).map_err(Box::new),
+            Target::Remote { .. } => Err(Box::new(mpsc::error::TrySendError::Closed(msg))),
+        }
+    }
+
+    async fn ask<T>(
+        &self,
+        tx: &mpsc::Sender<Msg>,
+        make: impl FnOnce(Reply<T>) -> Msg,
+    ) -> Result<T, ClusterError> {
+        let (reply, rx) = oneshot::channel();
+        tx.send(make(reply))
             .await
             .map_err(|_| ClusterError::Gone(self.name.to_string()))?;
         rx.await
             .map_err(|_| ClusterError::Gone(self.name.to_string()))?
     }
 
+    /// Carries a call out, here or on the cluster's hub.
+    pub async fn call(&self, call: Call) -> Result<Answer, ClusterError> {
+        let tx = match &self.target {
+            Target::Local(tx) => tx,
+            Target::Remote { route, spawn } => return route.call(&self.name, *spawn, call).await,
+        };
+        Ok(match call {
+            Call::Get => Answer::Cluster(self.ask(tx, Msg::Get).await?),
+            Call::Edit(edit) => Answer::Cluster(
+                self.ask(tx, |respond_to| Msg::Edit {
+                    edit: Box::new(edit),
+                    respond_to,
+                })
+                .await?,
+            ),
+            Call::Join { ttl, accept } => Answer::JoinToken(
+                self.ask(tx, |respond_to| Msg::Join {
+                    ttl,
+                    accept,
+                    respond_to,
+                })
+                .await?,
+            ),
+            Call::Delete => {
+                self.ask(tx, Msg::Delete).await?;
+                Answer::Done
+            }
+            Call::ApplyWork {
+                work,
+                traceparent,
+                only_new,
+            } => Answer::Work(
+                self.ask(tx, |respond_to| Msg::ApplyWork {
+                    work,
+                    traceparent,
+                    only_new,
+                    respond_to,
+                })
+                .await?,
+            ),
+            Call::DeleteWork(name) => Answer::Work(
+                self.ask(tx, |respond_to| Msg::DeleteWork { name, respond_to })
+                    .await?,
+            ),
+            Call::ManagedNamespaces(desired) => {
+                self.ask(tx, |respond_to| Msg::ManagedNamespaces {
+                    desired,
+                    respond_to,
+                })
+                .await?;
+                Answer::Done
+            }
+        })
+    }
+
+    async fn cluster(&self, call: Call) -> Result<ManagedCluster, ClusterError> {
+        match self.call(call).await? {
+            Answer::Cluster(c) => Ok(c),
+            other => Err(other.unexpected("a cluster")),
+        }
+    }
+
+    async fn work(&self, call: Call) -> Result<ManifestWork, ClusterError> {
+        match self.call(call).await? {
+            Answer::Work(w) => Ok(w),
+            other => Err(other.unexpected("a work")),
+        }
+    }
+
+    async fn done(&self, call: Call) -> Result<(), ClusterError> {
+        match self.call(call).await? {
+            Answer::Done => Ok(()),
+            other => Err(other.unexpected("an acknowledgement")),
+        }
+    }
+
     /// The current object.
     pub async fn get(&self) -> Result<ManagedCluster, ClusterError> {
-        self.call(Msg::Get).await
+        self.cluster(Call::Get).await
     }
 
     /// Applies an admin edit; the answer is the cluster as stored afterwards.
     pub async fn edit(&self, edit: AdminEdit) -> Result<ManagedCluster, ClusterError> {
-        self.call(|respond_to| Msg::Edit {
-            edit: Box::new(edit),
-            respond_to,
-        })
-        .await
+        self.cluster(Call::Edit(edit)).await
     }
 
     /// Mints a join credential for the cluster (secure mode).
@@ -228,37 +396,33 @@ impl ClusterHandle {
         ttl: std::time::Duration,
         accept: bool,
     ) -> Result<flotilla_api::v1::JoinToken, ClusterError> {
-        self.call(|respond_to| Msg::Join {
-            ttl,
-            accept,
-            respond_to,
-        })
-        .await
+        match self.call(Call::Join { ttl, accept }).await? {
+            Answer::JoinToken(t) => Ok(t),
+            other => Err(other.unexpected("a join token")),
+        }
     }
 
     /// Deletes the cluster.
     pub async fn delete(&self) -> Result<(), ClusterError> {
-        self.call(Msg::Delete).await
+        self.done(Call::Delete).await
     }
 
     /// Creates or updates a work.
     pub async fn apply_work(&self, work: ManifestWork) -> Result<ManifestWork, ClusterError> {
-        self.call(|respond_to| Msg::ApplyWork {
+        self.work(Call::ApplyWork {
             work: Box::new(work),
             traceparent: flotilla_bus::trace::traceparent(),
             only_new: false,
-            respond_to,
         })
         .await
     }
 
     /// Creates a work; Conflict when one of that name exists by the time the actor looks.
     pub async fn create_work(&self, work: ManifestWork) -> Result<ManifestWork, ClusterError> {
-        self.call(|respond_to| Msg::ApplyWork {
+        self.work(Call::ApplyWork {
             work: Box::new(work),
             traceparent: flotilla_bus::trace::traceparent(),
             only_new: true,
-            respond_to,
         })
         .await
     }
@@ -268,17 +432,12 @@ impl ClusterHandle {
         &self,
         desired: Vec<ClusterSetManagedNamespaceConfig>,
     ) -> Result<(), ClusterError> {
-        self.call(|respond_to| Msg::ManagedNamespaces {
-            desired,
-            respond_to,
-        })
-        .await
+        self.done(Call::ManagedNamespaces(desired)).await
     }
 
     /// Starts deleting a work.
     pub async fn delete_work(&self, name: String) -> Result<ManifestWork, ClusterError> {
-        self.call(|respond_to| Msg::DeleteWork { name, respond_to })
-            .await
+        self.work(Call::DeleteWork(name)).await
     }
 }
 

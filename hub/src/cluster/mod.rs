@@ -10,11 +10,13 @@
 
 mod actor;
 pub mod handle;
+pub mod route;
 pub mod rules;
 pub mod work_rules;
 
 pub use handle::{
-    AdminEdit, ClusterError, ClusterHandle, LeaseEvent, Msg, SOURCE, StatusEvent, WorkStatusEvent,
+    AdminEdit, Answer, Call, ClusterError, ClusterHandle, LeaseEvent, Msg, SOURCE, StatusEvent,
+    WorkStatusEvent,
 };
 
 use crate::ha::Fence;
@@ -101,6 +103,11 @@ pub(crate) struct ShardRun {
     pub(crate) tasks: JoinSet<()>,
 }
 
+/// One call to another hub's cluster actor, at most.
+const REMOTE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a call waits for a shard changing hands to get a holder again.
+const REMOTE_PATIENCE: Duration = Duration::from_secs(30);
+
 /// How long a shard's actors get to finish what they are doing when it is handed over.
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
@@ -110,6 +117,7 @@ pub struct Clusters {
     actors: Arc<DashMap<String, ClusterHandle>>,
     shards: Arc<Mutex<HashMap<u32, ShardRun>>>,
     shared: Arc<Shared>,
+    remote: route::Remote,
 }
 
 impl Clusters {
@@ -118,6 +126,7 @@ impl Clusters {
         Self {
             actors: Arc::new(DashMap::new()),
             shards: Arc::new(Mutex::new(HashMap::new())),
+            remote: route::Remote::new(shared.nats.clone(), REMOTE_TIMEOUT, REMOTE_PATIENCE),
             shared: Arc::new(shared),
         }
     }
@@ -209,14 +218,36 @@ impl Clusters {
     }
 
     /// The actor of a known cluster of a shard this hub holds.
-    pub fn get(&self, name: &str) -> Option<ClusterHandle> {
+    pub fn local(&self, name: &str) -> Option<ClusterHandle> {
         self.actors.get(name).map(|h| h.clone())
     }
 
-    /// The actor of a cluster, spawning an empty one (for a first registration) if needed;
-    /// `Unavailable` when another hub holds the cluster's shard.
+    /// The actor of a known cluster: here, or on the hub holding its shard (known: in the
+    /// views).
+    pub fn get(&self, name: &str) -> Option<ClusterHandle> {
+        if let Some(h) = self.local(name) {
+            return Some(h);
+        }
+        let shard = flotilla_bus::subjects::shard(name);
+        (!self.holds_shard(shard) && self.shared.inventory.get(name).is_some())
+            .then(|| ClusterHandle::remote(self.remote.clone(), name, false))
+    }
+
+    /// The actor of a cluster, spawned empty (for a first registration, an apply ahead of its
+    /// agent) if needed: here when this hub holds its shard, else on the hub that does.
     pub fn get_or_spawn(&self, name: &str) -> Result<ClusterHandle, ClusterError> {
-        if let Some(h) = self.get(name) {
+        let shard = flotilla_bus::subjects::shard(name);
+        if self.holds_shard(shard) {
+            self.local_or_spawn(name)
+        } else {
+            Ok(ClusterHandle::remote(self.remote.clone(), name, true))
+        }
+    }
+
+    /// The actor of a cluster of a shard this hub holds, spawned empty if needed;
+    /// `Unavailable` when this hub does not hold the cluster's shard.
+    pub fn local_or_spawn(&self, name: &str) -> Result<ClusterHandle, ClusterError> {
+        if let Some(h) = self.local(name) {
             return Ok(h);
         }
         let shard = flotilla_bus::subjects::shard(name);

@@ -178,6 +178,7 @@ pub fn spawn(
         host_tx,
         draining: false,
         beaten: None,
+        born: now,
     };
     let task = tokio::spawn(async move {
         let (watch_stop_tx, watch_stop) = watch::channel(false);
@@ -216,13 +217,15 @@ struct Runner {
     host_tx: mpsc::UnboundedSender<HostCmd>,
     draining: bool,
     beaten: Option<Instant>,
+    born: Instant,
 }
 
 impl Runner {
     async fn run(mut self, mut stop: watch::Receiver<bool>, first_round: watch::Sender<bool>) {
-        // Let the heartbeat watch deliver who is already there before planning.
+        // Let the heartbeat watch deliver who is already there before planning: a hub joining
+        // others then takes only its share instead of everything free.
         self.beat().await;
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
         let mut tick = tokio::time::interval(self.config.tick);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut drain_started: Option<Instant> = None;
@@ -274,16 +277,23 @@ impl Runner {
         self.reconcile().await;
         self.expire();
         self.finish_releases().await;
-        let live: Vec<rules::Live> = self
+        let mut live: Vec<rules::Live> = self
             .members
             .live(self.config.ttl)
             .into_iter()
+            .filter(|s| s.info.hub != self.me.hub)
             .map(|s| rules::Live {
                 hub: s.info.hub,
                 draining: s.info.draining,
                 since: s.since,
             })
             .collect();
+        // This hub is alive whatever its watch has delivered so far.
+        live.push(rules::Live {
+            hub: self.me.hub.clone(),
+            draining: self.draining,
+            since: self.born,
+        });
         let view: Vec<Unit> = self
             .units
             .iter()

@@ -78,10 +78,7 @@ pub(super) fn spawn(
         actor.cluster = Some(c);
     }
     shard.tasks.spawn(actor.run().instrument(span));
-    ClusterHandle {
-        tx,
-        name: name.into(),
-    }
+    ClusterHandle::local(tx, &name)
 }
 
 struct Actor {
