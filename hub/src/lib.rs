@@ -29,6 +29,7 @@
 pub mod addon;
 pub mod cluster;
 pub mod clusterset;
+pub mod controllers;
 pub mod grpc;
 pub mod ha;
 pub mod identity;
@@ -46,14 +47,15 @@ pub mod units;
 pub mod views;
 
 use crate::cluster::{ClusterConfig, Clusters, Shared};
-use crate::clusterset::ClusterSets;
 use crate::inventory::ClusterInventory;
 use crate::metrics::Metrics;
 use crate::router::RouterConfig;
 use crate::store::{Bucket, StoreError};
+use flotilla_api::v1::add_on_service_server::AddOnServiceServer;
 use flotilla_api::v1::cluster_service_server::ClusterServiceServer;
 use flotilla_api::v1::cluster_set_service_server::ClusterSetServiceServer;
 use flotilla_api::v1::placement_service_server::PlacementServiceServer;
+use flotilla_api::v1::replica_set_service_server::ReplicaSetServiceServer;
 use flotilla_api::v1::work_service_server::WorkServiceServer;
 use flotilla_bus::connect::{self, NatsConfig};
 use flotilla_bus::jetstream::{self as js, StreamOptions};
@@ -213,12 +215,8 @@ pub struct Hub {
     pub clusters: Clusters,
     /// Metrics.
     pub metrics: Arc<Metrics>,
-    /// Placements, their decisions and AddOnPlacementScores.
-    pub placements: placement::Placements,
-    /// ManifestWorkReplicaSets.
-    pub replicasets: replicaset::ReplicaSets,
-    /// Add-ons.
-    pub addons: addon::AddOns,
+    /// What this hub does for the units it holds (its controllers among them).
+    pub units: Arc<units::Units>,
     /// The shard leases this hub holds, and the live hubs.
     pub shards: ha::shards::Shards,
     shards_task: JoinHandle<()>,
@@ -227,6 +225,44 @@ pub struct Hub {
 }
 
 impl Hub {
+    /// The controllers, while this hub holds them (a hub alone on its NATS always does).
+    pub fn controllers(&self) -> Option<Arc<controllers::Controllers>> {
+        self.units.controllers()
+    }
+
+    /// Placements, their decisions and AddOnPlacementScores.
+    ///
+    /// # Panics
+    /// When this hub does not hold the controllers (see [`Hub::controllers`]).
+    pub fn placements(&self) -> placement::Placements {
+        self.controllers()
+            .expect("this hub holds the controllers")
+            .placements
+            .clone()
+    }
+
+    /// ManifestWorkReplicaSets.
+    ///
+    /// # Panics
+    /// When this hub does not hold the controllers.
+    pub fn replicasets(&self) -> replicaset::ReplicaSets {
+        self.controllers()
+            .expect("this hub holds the controllers")
+            .replicasets
+            .clone()
+    }
+
+    /// Add-ons.
+    ///
+    /// # Panics
+    /// When this hub does not hold the controllers.
+    pub fn addons(&self) -> addon::AddOns {
+        self.controllers()
+            .expect("this hub holds the controllers")
+            .addons
+            .clone()
+    }
+
     /// Hands every shard over (drained, then released, so the other hubs take them at once),
     /// stops serving and waits (bounded) for the tasks to end.
     pub async fn stop(self) {
@@ -238,6 +274,7 @@ impl Hub {
             tracing::warn!("handing the shards over took too long; stopping anyway");
         }
         self.clusters.stop_all().await;
+        self.units.stop_all().await;
         let _ = self.shutdown.send(true);
         for t in self.tasks {
             let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
@@ -248,8 +285,6 @@ impl Hub {
 struct Opened {
     clusters: Bucket<flotilla_api::v1::ManagedCluster>,
     works: Bucket<flotilla_api::v1::ManifestWork>,
-    sets: Bucket<flotilla_api::v1::ManagedClusterSet>,
-    bindings: Bucket<flotilla_api::v1::ManagedClusterSetBinding>,
     status_stream: async_nats::jetstream::stream::Stream,
 }
 
@@ -261,8 +296,6 @@ async fn open(
     Ok(Opened {
         clusters: Bucket::open(jetstream, store::CLUSTERS, opts).await?,
         works: Bucket::open(jetstream, store::WORKS, opts).await?,
-        sets: Bucket::open(jetstream, store::CLUSTERSETS, opts).await?,
-        bindings: Bucket::open(jetstream, store::BINDINGS, opts).await?,
         status_stream: js::ensure_status_stream(
             jetstream,
             opts,
@@ -371,7 +404,6 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
     )
     .await?;
     let (count, work_count) = (inventory.len(), works.len());
-    let sets = ClusterSets::load(opened.sets, opened.bindings, inventory.clone()).await?;
     tracing::info!(clusters = count, works = work_count, "hub state loaded");
 
     let mut tasks = vec![
@@ -384,71 +416,23 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         .as_ref()
         .map(|(s, _)| s.agents_account().to_string());
     tasks.extend(security.map(|(_, pusher)| pusher));
-    let (placements, dispatcher) = placement::Placements::start(
-        placement::Deps {
-            buckets: placement::Buckets::open(&jetstream, config.stream).await?,
-            clusters: inventory.clone(),
-            sets: sets.clone(),
-            metrics: metrics.clone(),
-        },
-        config.placement.clone(),
-        shutdown_rx.clone(),
-    )
-    .await?;
-    tasks.push(dispatcher);
-    let replicasets = replicaset::ReplicaSets::start(
-        Bucket::open(&jetstream, replicaset::BUCKET, config.stream).await?,
-        replicaset::Deps {
-            clusters: clusters.clone(),
-            works: works.clone(),
-            placements: placements.clone(),
-        },
-    )
-    .await
-    .map_err(|e| HubError::ReplicaSets(e.to_string()))?;
-    let addons = addon::AddOns::start(
-        addon::Store::open(&jetstream, config.stream).await?,
-        addon::Deps {
-            clusters: clusters.clone(),
-            inventory: inventory.clone(),
-            works: works.clone(),
-            placements: placements.clone(),
-            security: security_handle,
-            config: config.addons.clone(),
-        },
-    )
-    .await
-    .map_err(|e| HubError::AddOns(e.to_string()))?;
+    let (local_scores, score_sink) = placement::score_route::ScoreSink::new(nats.clone());
+    let (sets_slot, sets_service) = grpc::late::LateSlot::new();
+    let (placements_slot, placements_service) = grpc::late::LateSlot::new();
+    let (replicasets_slot, replicasets_service) = grpc::late::LateSlot::new();
+    let (addons_slot, addons_service) = grpc::late::LateSlot::new();
+    let services = controllers::Services {
+        sets: sets_slot,
+        placements: placements_slot,
+        replicasets: replicasets_slot,
+        addons: addons_slot,
+        scores: local_scores,
+    };
     // The hub is started once every request subject is subscribed at the server: a request
     // sent right after `start` returns is answered, not lost.
     let (ready_tx, mut ready_rx) = tokio::sync::mpsc::unbounded_channel();
-    let mut addon_router_config = config.router.clone();
-    addon_router_config.ready = Some(ready_tx.clone());
-    tasks.push(tokio::spawn(addon::router::run(
-        nats.clone(),
-        addons.clone(),
-        placements.scores().clone(),
-        metrics.clone(),
-        addon_router_config.clone(),
-        shutdown_rx.clone(),
-        clusters.clone(),
-    )));
-    tasks.push(tokio::spawn(addon::router::run_credentials(
-        nats.clone(),
-        addons.clone(),
-        metrics.clone(),
-        addon_router_config,
-        shutdown_rx.clone(),
-        clusters.clone(),
-    )));
-    tasks.push(clusterset::namespaces::spawn(
-        sets.clone(),
-        inventory.clone(),
-        clusters.clone(),
-        shutdown_rx.clone(),
-    ));
     let mut router_config = config.router.clone();
-    router_config.scores = Some(placements.scores().clone());
+    router_config.scores = Some(score_sink);
     router_config.janitor = Some(janitor);
     router_config.agents_account = security_handle_for_router;
     router_config.new_names = Some(Arc::new(limits::NewNames::new(
@@ -471,7 +455,7 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         shutdown_rx.clone(),
     )));
     let subscribed = tokio::time::timeout(Duration::from_secs(10), async {
-        for _ in 0..4 {
+        for _ in 0..2 {
             if ready_rx.recv().await.is_none() {
                 break;
             }
@@ -487,11 +471,26 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         clusters.clone(),
         opened.status_stream.clone(),
         metrics.clone(),
-        router_config,
+        router_config.clone(),
         vec![
             (cluster_progress, opened.clusters.kv().stream.clone()),
             (work_progress, opened.works.kv().stream.clone()),
         ],
+        controllers::Deps {
+            jetstream: jetstream.clone(),
+            stream: config.stream,
+            nats: nats.clone(),
+            inventory: inventory.clone(),
+            works: works.clone(),
+            clusters: clusters.clone(),
+            metrics: metrics.clone(),
+            security: security_handle,
+            placement: config.placement.clone(),
+            addons: config.addons.clone(),
+            router: router_config,
+            hub_id: hub_id.clone(),
+        },
+        services,
     ));
     let me = ha::lease::HubInfo {
         hub: hub_id.clone(),
@@ -517,16 +516,18 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         ha::lease::Leases::new(lease_kv, ha_config.renew),
         ha::members::Members::new(member_kv),
         ownership.clone(),
-        Arc::new(units::UnitHost(units)),
+        Arc::new(units::UnitHost(units.clone())),
     );
     shards.first_round().await;
     // The units taken in the first round are started before `start` returns.
     let started = tokio::time::timeout(Duration::from_secs(10), async {
-        while ownership
-            .held()
-            .iter()
-            .any(|u| *u < ha::CONTROLLERS && !clusters.holds_shard(*u))
-        {
+        while ownership.held().iter().any(|u| {
+            if *u == ha::CONTROLLERS {
+                units.controllers().is_none()
+            } else {
+                !clusters.holds_shard(*u)
+            }
+        }) {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     })
@@ -547,6 +548,12 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         .await;
     health_reporter
         .set_serving::<PlacementServiceServer<grpc::placement::PlacementApi>>()
+        .await;
+    health_reporter
+        .set_serving::<ReplicaSetServiceServer<grpc::replicaset::ReplicaSetApi>>()
+        .await;
+    health_reporter
+        .set_serving::<AddOnServiceServer<grpc::addon::AddOnApi>>()
         .await;
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(flotilla_api::FILE_DESCRIPTOR_SET)
@@ -572,9 +579,7 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
             clusters.clone(),
             inventory.clone(),
         )))
-        .add_service(ClusterSetServiceServer::new(
-            grpc::clusterset::ClusterSetApi::new(sets),
-        ))
+        .add_service(sets_service)
         .add_service(
             WorkServiceServer::new(grpc::work::WorkApi::new(
                 clusters.clone(),
@@ -585,23 +590,9 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
             .max_decoding_message_size(8 * 1024 * 1024)
             .max_encoding_message_size(8 * 1024 * 1024),
         )
-        .add_service(PlacementServiceServer::new(
-            grpc::placement::PlacementApi::new(placements.clone()),
-        ))
-        .add_service(
-            flotilla_api::v1::replica_set_service_server::ReplicaSetServiceServer::new(
-                grpc::replicaset::ReplicaSetApi::new(replicasets.clone()),
-            )
-            .max_decoding_message_size(8 * 1024 * 1024)
-            .max_encoding_message_size(8 * 1024 * 1024),
-        )
-        .add_service(
-            flotilla_api::v1::add_on_service_server::AddOnServiceServer::new(
-                grpc::addon::AddOnApi::new(addons.clone()),
-            )
-            .max_decoding_message_size(8 * 1024 * 1024)
-            .max_encoding_message_size(8 * 1024 * 1024),
-        );
+        .add_service(placements_service)
+        .add_service(replicasets_service)
+        .add_service(addons_service);
     let mut rx = shutdown_rx.clone();
     tasks.push(tokio::spawn(async move {
         // Nagle off on every API connection: `serve_with_incoming` ignores the builder's
@@ -642,9 +633,7 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         works,
         clusters,
         metrics,
-        placements,
-        replicasets,
-        addons,
+        units,
         shards,
         shards_task,
         shutdown,

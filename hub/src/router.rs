@@ -33,7 +33,7 @@ pub struct RouterConfig {
     pub ack_wait: Duration,
     /// Where AddOnPlacementScore reports go (set by the hub at start; without it they are
     /// rejected as an unknown type).
-    pub scores: Option<crate::placement::scores::Scores>,
+    pub scores: Option<crate::placement::score_route::ScoreSink>,
     /// Secure mode: the agents' account, whose users' identities registration requests carry
     /// (`Nats-Request-Info`, set by the server on the service import). Set by the hub at start.
     pub agents_account: Option<String>,

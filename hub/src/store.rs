@@ -352,8 +352,26 @@ impl<T: Message + Default> Bucket<T> {
         }
     }
 
-    /// Writes unconditionally; returns the new revision.
+    /// Writes unconditionally (under the fence, if any); returns the new revision.
     pub async fn put(&self, key: &str, value: &T) -> Result<u64> {
+        self.check_fence(key)?;
+        if let Some((f, hub)) = &self.fence {
+            let subject = format!(
+                "{}{key}",
+                self.kv.put_prefix.as_ref().unwrap_or(&self.kv.prefix)
+            );
+            let mut headers = async_nats::HeaderMap::new();
+            headers.insert(EPOCH_HEADER, f.header().as_str());
+            headers.insert(HUB_HEADER, hub.as_ref());
+            return self
+                .js
+                .publish_with_headers(subject, headers, Bytes::from(value.encode_to_vec()))
+                .await
+                .map_err(|e| self.write_err(key, e.to_string(), false))?
+                .await
+                .map(|ack| ack.sequence)
+                .map_err(|e| self.write_err(key, e.to_string(), false));
+        }
         self.kv
             .put(key, Bytes::from(value.encode_to_vec()))
             .await

@@ -1,8 +1,9 @@
 //! What this hub does for each unit it holds (the [`Host`] of the shard-lease loop): for a
-//! status shard, its cluster actors and its status consumer; for the controllers' unit, nothing
-//! yet beyond recording it (the controllers run on every hub until they are partitioned too).
+//! status shard, its cluster actors, its status consumer and the calls other hubs forward to
+//! its clusters; for the controllers' unit, the [`Controllers`].
 
 use crate::cluster::Clusters;
+use crate::controllers::{self, Controllers};
 use crate::ha::shards::Host;
 use crate::ha::{CONTROLLERS, Fence};
 use crate::metrics::Metrics;
@@ -39,6 +40,9 @@ pub struct Units {
     /// The views a new owner starts actors from, and their buckets' streams.
     pub views: Vec<(Progress, async_nats::jetstream::stream::Stream)>,
     feeds: Mutex<HashMap<u32, Feed>>,
+    controller_deps: controllers::Deps,
+    services: controllers::Services,
+    controllers: watch::Sender<Option<Arc<Controllers>>>,
 }
 
 impl Units {
@@ -49,6 +53,8 @@ impl Units {
         metrics: Arc<Metrics>,
         router: RouterConfig,
         views: Vec<(Progress, async_nats::jetstream::stream::Stream)>,
+        controller_deps: controllers::Deps,
+        services: controllers::Services,
     ) -> Self {
         Self {
             clusters,
@@ -57,6 +63,55 @@ impl Units {
             router,
             views,
             feeds: Mutex::new(HashMap::new()),
+            controller_deps,
+            services,
+            controllers: watch::channel(None).0,
+        }
+    }
+
+    /// Stops every shard and the controllers (a stopping hub, after handing them over).
+    pub async fn stop_all(self: &Arc<Self>) {
+        let held: Vec<u32> = self
+            .feeds
+            .lock()
+            .expect("feeds lock")
+            .keys()
+            .copied()
+            .collect();
+        for shard in held {
+            self.clone().stop_shard(shard).await;
+        }
+        self.clone().stop_controllers().await;
+    }
+
+    /// The controllers, while this hub runs them.
+    pub fn controllers(&self) -> Option<Arc<Controllers>> {
+        self.controllers.borrow().clone()
+    }
+
+    async fn start_controllers(self: Arc<Self>, fence: Fence) {
+        // The store may be briefly unreachable (a NATS node lost): keep trying while the unit
+        // is held.
+        let mut wait = Duration::from_millis(200);
+        while fence.is_valid() {
+            match Controllers::start(&self.controller_deps, fence.clone(), &self.services).await {
+                Ok(c) => {
+                    self.controllers.send_replace(Some(Arc::new(c)));
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "starting the controllers failed; retrying");
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+    }
+
+    async fn stop_controllers(self: Arc<Self>) {
+        let running = self.controllers.send_replace(None);
+        if let Some(c) = running {
+            c.stop(&self.services).await;
         }
     }
 
@@ -135,7 +190,7 @@ impl Host for UnitHost {
         let units = self.0.clone();
         Box::pin(async move {
             if unit == CONTROLLERS {
-                tracing::info!(epoch = fence.epoch(), "holding the controllers' unit");
+                units.start_controllers(fence).await;
             } else {
                 units.start_shard(unit, fence).await;
             }
@@ -145,7 +200,9 @@ impl Host for UnitHost {
     fn stop(&self, unit: u32) -> BoxFuture<'static, ()> {
         let units = self.0.clone();
         Box::pin(async move {
-            if unit != CONTROLLERS {
+            if unit == CONTROLLERS {
+                units.stop_controllers().await;
+            } else {
                 units.stop_shard(unit).await;
             }
         })

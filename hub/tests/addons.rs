@@ -175,7 +175,7 @@ async fn setup(hub: &Hub, nats: &NatsServer, names: &[&str], selected: &[&str]) 
 
 fn installed(hub: &Hub) -> Vec<String> {
     let mut v: Vec<String> = hub
-        .addons
+        .addons()
         .list_cluster_addons("", "probe")
         .iter()
         .map(|m| m.metadata.as_ref().unwrap().namespace.clone())
@@ -239,7 +239,7 @@ async fn enabling_by_placement_installs_on_exactly_the_selected_clusters() {
     // readiness, OCM's WorkloadAvailability probe).
     for c in ["edge-1", "edge-2", "edge-3"] {
         let m = wait_until(&format!("{c} available"), || {
-            let m = hub.addons.get_cluster_addon(c, "probe")?;
+            let m = hub.addons().get_cluster_addon(c, "probe")?;
             (mca_condition(&m, cond::AVAILABLE).as_deref() == Some("True")).then_some(m)
         })
         .await;
@@ -292,7 +292,7 @@ async fn enabling_by_placement_installs_on_exactly_the_selected_clusters() {
 
     // The add-on's own status: its defaults with their hashes, one progression, complete.
     let cma = wait_until("progression complete", || {
-        let c = hub.addons.get_addon("probe")?;
+        let c = hub.addons().get_addon("probe")?;
         let p = c.status.as_ref()?.install_progressions.first()?.clone();
         (p.total == 3 && p.updated == 3).then_some(c)
     })
@@ -355,7 +355,7 @@ async fn a_config_change_rolls_out_canary_first_and_stops_at_max_failures() {
         names
             .iter()
             .all(|c| {
-                hub.addons
+                hub.addons()
                     .get_cluster_addon(c, "probe")
                     .is_some_and(|m| mca_condition(&m, cond::AVAILABLE).as_deref() == Some("True"))
             })
@@ -420,7 +420,7 @@ async fn a_config_change_rolls_out_canary_first_and_stops_at_max_failures() {
         })
     };
     let cma = wait_until("the rollout stopped", || {
-        let c = hub.addons.get_addon("probe")?;
+        let c = hub.addons().get_addon("probe")?;
         let p = c.status.as_ref()?.install_progressions.first()?.clone();
         (!p.stopped_reason.is_empty()).then_some(c)
     })
@@ -439,7 +439,7 @@ async fn a_config_change_rolls_out_canary_first_and_stops_at_max_failures() {
         "{p:#?}"
     );
     for c in &failed {
-        let m = hub.addons.get_cluster_addon(c, "probe").unwrap();
+        let m = hub.addons().get_cluster_addon(c, "probe").unwrap();
         assert_eq!(
             mca_condition(&m, cond::MANIFEST_APPLIED).as_deref(),
             Some("False")
@@ -502,7 +502,7 @@ async fn lease_health_goes_false_after_the_grace_and_comes_back() {
     .await
     .unwrap();
     let available = |hub: &Hub| {
-        hub.addons
+        hub.addons()
             .get_cluster_addon("edge-1", "leased")
             .and_then(|m| {
                 let c = m
@@ -521,7 +521,7 @@ async fn lease_health_goes_false_after_the_grace_and_comes_back() {
         (s.as_str(), reason.as_str()),
         ("Unknown", "ManagedClusterAddOnLeaseNotFound")
     );
-    let m = hub.addons.get_cluster_addon("edge-1", "leased").unwrap();
+    let m = hub.addons().get_cluster_addon("edge-1", "leased").unwrap();
     assert_eq!(
         m.status
             .as_ref()
@@ -577,7 +577,7 @@ async fn lease_health_goes_false_after_the_grace_and_comes_back() {
     );
     tokio::time::sleep(Duration::from_millis(500)).await;
     bogus.abort();
-    assert!(hub.addons.get_cluster_addon("edge-9", "leased").is_none());
+    assert!(hub.addons().get_cluster_addon("edge-9", "leased").is_none());
     wait_metric(&hub, "reason=\"not_installed\"").await;
 
     // The cluster goes away (its agent stops): the add-on follows the cluster to Unknown.
@@ -650,7 +650,7 @@ spec:
     .await
     .unwrap();
     let m = wait_until("edge-2 reports the render error", || {
-        let m = hub.addons.get_cluster_addon("edge-2", "probe")?;
+        let m = hub.addons().get_cluster_addon("edge-2", "probe")?;
         (mca_condition(&m, cond::MANIFEST_APPLIED).as_deref() == Some("False")).then_some(m)
     })
     .await;
@@ -671,7 +671,7 @@ spec:
     assert_eq!(level(&hub, "edge-1").as_deref(), Some("1"));
     // It counts as a failure in the rollout: with maxFailures 0 the progression stops, naming it.
     let p = wait_until("the progression names the failure", || {
-        let c = hub.addons.get_addon("probe")?;
+        let c = hub.addons().get_addon("probe")?;
         let p = c.status.as_ref()?.install_progressions.first()?.clone();
         p.stopped_reason.contains("edge-2").then_some(p)
     })
@@ -715,7 +715,7 @@ spec:
     .await
     .unwrap();
     let m = wait_until("the clash is reported", || {
-        let m = hub.addons.get_cluster_addon("edge-1", "clash")?;
+        let m = hub.addons().get_cluster_addon("edge-1", "clash")?;
         (mca_condition(&m, cond::MANIFEST_APPLIED).as_deref() == Some("False")).then_some(m)
     })
     .await;

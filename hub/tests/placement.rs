@@ -149,7 +149,7 @@ async fn a_cluster_gaining_a_label_joins_the_decisions_and_watchers_see_it() {
     let agents = fleet(&hub, &nats, &["c1", "c2", "c3"]).await;
     bind(&hub, NS, "default").await;
     let mut api = placements_client(&hub).await;
-    let mut internal = hub.placements.subscribe();
+    let mut internal = hub.placements().subscribe();
 
     let applied = api
         .apply_placement(placement(
@@ -393,7 +393,7 @@ async fn a_hub_restart_keeps_every_decision_unchanged() {
         SOON,
         "both placements to reconcile after the restart",
         || {
-            let m = hub.placements.metrics().clone();
+            let m = hub.placements().metrics().clone();
             async move { (m.schedule_count() >= 2).then_some(()) }
         },
     )
@@ -417,7 +417,7 @@ async fn a_hub_restart_keeps_every_decision_unchanged() {
         "pages and their revisions unchanged"
     );
     assert_eq!(get_pages("all").await, all_pages);
-    assert_eq!(hub.placements.metrics().outcome_count("changed"), 0);
+    assert_eq!(hub.placements().metrics().outcome_count("changed"), 0);
     assert_eq!(decided(&mut api, "two").await, before_two);
     for a in agents {
         a.stop().await;

@@ -489,7 +489,7 @@ async fn an_addon_agent_gets_credentials_for_its_own_subjects_only_and_loses_the
     wait_for(
         "the add-on Available through its own credentials",
         async || {
-            hub.addons
+            hub.addons()
                 .get_cluster_addon("edge-1", "reporter")
                 .and_then(|m| {
                     m.status.as_ref().map(|st| {
@@ -506,7 +506,7 @@ async fn an_addon_agent_gets_credentials_for_its_own_subjects_only_and_loses_the
     )
     .await;
     assert_eq!(
-        hub.addons
+        hub.addons()
             .get_cluster_addon("edge-1", "reporter")
             .unwrap()
             .hub
@@ -659,7 +659,7 @@ async fn an_addon_asking_for_hub_access_gets_its_credentials_as_a_secret_on_the_
     wait_for(
         "the add-on Available through the Secret's credentials",
         async || {
-            hub.addons
+            hub.addons()
                 .get_cluster_addon("edge-1", "reporter")
                 .and_then(|m| {
                     m.status.as_ref().map(|st| {
@@ -672,7 +672,7 @@ async fn an_addon_asking_for_hub_access_gets_its_credentials_as_a_secret_on_the_
     )
     .await;
     assert_eq!(
-        hub.addons
+        hub.addons()
             .get_cluster_addon("edge-1", "reporter")
             .unwrap()
             .hub

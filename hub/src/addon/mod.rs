@@ -282,6 +282,12 @@ impl AddOns {
         self.inner.actors.insert(name, tx);
     }
 
+    /// Stops every add-on actor (this hub gave the controllers up): each ends at its next
+    /// message, its mailbox closed.
+    pub fn stop(&self) {
+        self.inner.actors.clear();
+    }
+
     /// The stored objects (for watches and the router).
     pub fn store(&self) -> &Arc<Store> {
         &self.inner.store

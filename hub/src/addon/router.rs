@@ -26,17 +26,17 @@ pub async fn run(
     metrics: Arc<Metrics>,
     config: RouterConfig,
     shutdown: watch::Receiver<bool>,
-    clusters: crate::cluster::Clusters,
 ) {
     let ready = config.ready.clone();
-    // `flotilla.addon.<addon>.<cluster>.<kind>`: the cluster's shard owner serves it.
-    let mine = move |subject: &str| {
-        addons::AddOnSubject::parse(subject)
-            .is_ok_and(|s| clusters.holds_shard(flotilla_bus::subjects::shard(s.cluster)))
-    };
-    crate::router::serve(nats, addons::ALL, shutdown, ready, mine, |msg| {
-        handle(&addons, &scores, &metrics, &config, msg)
-    })
+    // Only the hub holding the controllers runs this: every message is its own.
+    crate::router::serve(
+        nats,
+        addons::ALL,
+        shutdown,
+        ready,
+        |_| true,
+        |msg| handle(&addons, &scores, &metrics, &config, msg),
+    )
     .await;
 }
 
@@ -47,11 +47,10 @@ pub async fn run_credentials(
     metrics: Arc<Metrics>,
     config: RouterConfig,
     shutdown: watch::Receiver<bool>,
-    clusters: crate::cluster::Clusters,
 ) {
     let client = nats.clone();
     let ready = config.ready.clone();
-    let mine = crate::router::owned(&clusters, "addoncreds");
+    let mine = |_: &str| true;
     crate::router::serve(
         nats,
         addons::CREDENTIALS_ALL,

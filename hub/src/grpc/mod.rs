@@ -12,6 +12,7 @@ pub mod auth;
 pub mod cluster;
 pub mod clusterset;
 pub mod guard;
+pub mod late;
 pub mod placement;
 pub mod replicaset;
 pub mod work;

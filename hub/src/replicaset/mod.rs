@@ -101,6 +101,12 @@ impl ReplicaSets {
         Ok(this)
     }
 
+    /// Stops every replica-set actor (this hub gave the controllers up): each ends at its next
+    /// message, its mailbox closed.
+    pub fn stop(&self) {
+        self.inner.actors.clear();
+    }
+
     fn spawn(&self, rs: ManifestWorkReplicaSet) {
         let key = key_of(&rs);
         self.inner.views.upsert(&key.inventory_key(), rs.clone());

@@ -1,0 +1,257 @@
+//! The controllers: cluster sets and bindings, placements (with scores and the dispatcher),
+//! replica sets, add-ons (with their agents' router) and the sets' managed namespaces. They run
+//! on the one hub holding the controllers' unit, start when it takes the unit (loading their
+//! state from the store) and stop when it gives it up or loses it; every write they make is
+//! stamped with the unit's epoch and refused once its fence is gone.
+//!
+//! Their gRPC services sit behind [`LateSlot`]s: the server is built once, and the hub holding
+//! the controllers fills the slots while it holds them.
+
+use crate::HubError;
+use crate::addon;
+use crate::cluster::Clusters;
+use crate::clusterset::{self, ClusterSets};
+use crate::grpc;
+use crate::grpc::late::LateSlot;
+use crate::ha::Fence;
+use crate::inventory::{ClusterInventory, WorkInventory};
+use crate::metrics::Metrics;
+use crate::placement;
+use crate::replicaset;
+use crate::router::RouterConfig;
+use crate::store::{self, Bucket};
+use flotilla_api::v1::add_on_service_server::AddOnServiceServer;
+use flotilla_api::v1::cluster_set_service_server::ClusterSetServiceServer;
+use flotilla_api::v1::placement_service_server::PlacementServiceServer;
+use flotilla_api::v1::replica_set_service_server::ReplicaSetServiceServer;
+use flotilla_bus::jetstream::StreamOptions;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// The gRPC services the controllers serve.
+pub struct Services {
+    /// ClusterSetService.
+    pub sets: LateSlot<ClusterSetServiceServer<grpc::clusterset::ClusterSetApi>>,
+    /// PlacementService.
+    pub placements: LateSlot<PlacementServiceServer<grpc::placement::PlacementApi>>,
+    /// ReplicaSetService.
+    pub replicasets: LateSlot<ReplicaSetServiceServer<grpc::replicaset::ReplicaSetApi>>,
+    /// AddOnService.
+    pub addons: LateSlot<AddOnServiceServer<grpc::addon::AddOnApi>>,
+    /// The score actor this hub's status router reports to.
+    pub scores: placement::score_route::LocalScores,
+}
+
+impl Services {
+    fn fill(&self, c: &Controllers) {
+        self.sets.set(Some(ClusterSetServiceServer::new(
+            grpc::clusterset::ClusterSetApi::new(c.sets.clone()),
+        )));
+        self.placements.set(Some(PlacementServiceServer::new(
+            grpc::placement::PlacementApi::new(c.placements.clone()),
+        )));
+        self.replicasets.set(Some(
+            ReplicaSetServiceServer::new(grpc::replicaset::ReplicaSetApi::new(
+                c.replicasets.clone(),
+            ))
+            .max_decoding_message_size(8 * 1024 * 1024)
+            .max_encoding_message_size(8 * 1024 * 1024),
+        ));
+        self.addons.set(Some(
+            AddOnServiceServer::new(grpc::addon::AddOnApi::new(c.addons.clone()))
+                .max_decoding_message_size(8 * 1024 * 1024)
+                .max_encoding_message_size(8 * 1024 * 1024),
+        ));
+        self.scores.set(Some(c.placements.scores().clone()));
+    }
+
+    fn empty(&self) {
+        self.scores.set(None);
+        self.sets.set(None);
+        self.placements.set(None);
+        self.replicasets.set(None);
+        self.addons.set(None);
+    }
+}
+
+/// What the controllers are built from.
+#[derive(Clone)]
+pub struct Deps {
+    /// JetStream, to open the buckets.
+    pub jetstream: async_nats::jetstream::Context,
+    /// Replicas and storage of the buckets.
+    pub stream: StreamOptions,
+    /// NATS, for the add-on agents' router.
+    pub nats: async_nats::Client,
+    /// Every cluster.
+    pub inventory: ClusterInventory,
+    /// Every work.
+    pub works: WorkInventory,
+    /// Cluster actors (here or on their shard's hub).
+    pub clusters: Clusters,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Secure mode.
+    pub security: Option<crate::security::Security>,
+    /// Placement settings.
+    pub placement: placement::PlacementConfig,
+    /// Add-on settings.
+    pub addons: addon::AddOnConfig,
+    /// Router settings (the add-on agents' router).
+    pub router: RouterConfig,
+    /// This hub's id, stamped on writes.
+    pub hub_id: String,
+}
+
+/// The running controllers.
+pub struct Controllers {
+    /// Cluster sets and bindings.
+    pub sets: ClusterSets,
+    /// Placements, their decisions and scores.
+    pub placements: placement::Placements,
+    /// Replica sets.
+    pub replicasets: replicaset::ReplicaSets,
+    /// Add-ons.
+    pub addons: addon::AddOns,
+    stop: watch::Sender<bool>,
+    tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
+}
+
+fn fenced<T: prost::Message + Default>(b: Bucket<T>, fence: &Fence, hub: &str) -> Bucket<T> {
+    b.fenced(fence.clone(), hub)
+}
+
+impl Controllers {
+    /// Loads the controllers' state and starts them under `fence`; fills `services`.
+    pub async fn start(deps: &Deps, fence: Fence, services: &Services) -> Result<Self, HubError> {
+        let (js, opts, hub) = (&deps.jetstream, deps.stream, deps.hub_id.as_str());
+        let (stop, stop_rx) = watch::channel(false);
+        let sets = ClusterSets::load(
+            fenced(
+                Bucket::open(js, store::CLUSTERSETS, opts).await?,
+                &fence,
+                hub,
+            ),
+            fenced(Bucket::open(js, store::BINDINGS, opts).await?, &fence, hub),
+            deps.inventory.clone(),
+        )
+        .await?;
+        let mut buckets = placement::Buckets::open(js, opts).await?;
+        buckets.placements = fenced(buckets.placements, &fence, hub);
+        buckets.decisions = fenced(buckets.decisions, &fence, hub);
+        buckets.scores = fenced(buckets.scores, &fence, hub);
+        let (placements, dispatcher) = placement::Placements::start(
+            placement::Deps {
+                buckets,
+                clusters: deps.inventory.clone(),
+                sets: sets.clone(),
+                metrics: deps.metrics.clone(),
+            },
+            deps.placement.clone(),
+            stop_rx.clone(),
+        )
+        .await?;
+        let replicasets = replicaset::ReplicaSets::start(
+            fenced(
+                Bucket::open(js, replicaset::BUCKET, opts).await?,
+                &fence,
+                hub,
+            ),
+            replicaset::Deps {
+                clusters: deps.clusters.clone(),
+                works: deps.works.clone(),
+                placements: placements.clone(),
+            },
+        )
+        .await
+        .map_err(|e| HubError::ReplicaSets(e.to_string()))?;
+        let mut addon_store = addon::Store::open(js, opts).await?;
+        addon_store.addons = fenced(addon_store.addons, &fence, hub);
+        addon_store.cluster_addons = fenced(addon_store.cluster_addons, &fence, hub);
+        addon_store.templates = fenced(addon_store.templates, &fence, hub);
+        addon_store.configs = fenced(addon_store.configs, &fence, hub);
+        let addons = addon::AddOns::start(
+            addon_store,
+            addon::Deps {
+                clusters: deps.clusters.clone(),
+                inventory: deps.inventory.clone(),
+                works: deps.works.clone(),
+                placements: placements.clone(),
+                security: deps.security.clone(),
+                config: deps.addons.clone(),
+            },
+        )
+        .await
+        .map_err(|e| HubError::AddOns(e.to_string()))?;
+        // The add-on agents' subjects are served once subscribed at the server.
+        let (ready_tx, mut ready_rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut router = deps.router.clone();
+        router.ready = Some(ready_tx);
+        let tasks = vec![
+            dispatcher,
+            tokio::spawn(addon::router::run(
+                deps.nats.clone(),
+                addons.clone(),
+                placements.scores().clone(),
+                deps.metrics.clone(),
+                router.clone(),
+                stop_rx.clone(),
+            )),
+            tokio::spawn(addon::router::run_credentials(
+                deps.nats.clone(),
+                addons.clone(),
+                deps.metrics.clone(),
+                router,
+                stop_rx.clone(),
+            )),
+            tokio::spawn(placement::score_route::serve(
+                deps.nats.clone(),
+                placements.scores().clone(),
+                stop_rx.clone(),
+            )),
+            clusterset::namespaces::spawn(
+                sets.clone(),
+                deps.inventory.clone(),
+                deps.clusters.clone(),
+                stop_rx.clone(),
+            ),
+        ];
+        let subscribed = tokio::time::timeout(Duration::from_secs(10), async {
+            for _ in 0..2 {
+                if ready_rx.recv().await.is_none() {
+                    break;
+                }
+            }
+        })
+        .await;
+        if subscribed.is_err() {
+            tracing::warn!("add-on subscriptions not confirmed within 10 s; serving anyway");
+        }
+        let controllers = Self {
+            sets,
+            placements,
+            replicasets,
+            addons,
+            stop,
+            tasks: std::sync::Mutex::new(tasks),
+        };
+        services.fill(&controllers);
+        tracing::info!(epoch = fence.epoch(), "controllers started");
+        Ok(controllers)
+    }
+
+    /// Stops them (bounded) and empties `services`.
+    pub async fn stop(&self, services: &Services) {
+        services.empty();
+        let _ = self.stop.send(true);
+        self.replicasets.stop();
+        self.addons.stop();
+        let tasks = std::mem::take(&mut *self.tasks.lock().expect("controller tasks lock"));
+        for t in tasks {
+            let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
+        }
+        tracing::info!("controllers stopped");
+    }
+}
