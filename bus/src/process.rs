@@ -31,8 +31,34 @@ pub async fn serve_metrics(
     render: impl Fn() -> String + Clone + Send + Sync + 'static,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    serve_metrics_with(listener, render, Vec::new(), shutdown).await
+}
+
+/// A JSON document served next to `/metrics` (e.g. `/debug/shards`).
+pub type JsonRoute = (
+    &'static str,
+    std::sync::Arc<dyn Fn() -> String + Send + Sync>,
+);
+
+/// [`serve_metrics`] plus JSON documents at `extra` paths.
+pub async fn serve_metrics_with(
+    listener: tokio::net::TcpListener,
+    render: impl Fn() -> String + Clone + Send + Sync + 'static,
+    extra: Vec<JsonRoute>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     use axum::{Router, http::header, response::IntoResponse, routing::get};
-    let app = Router::new()
+    let mut app = Router::new();
+    for (path, doc) in extra {
+        app = app.route(
+            path,
+            get(move || {
+                let body = doc();
+                async move { ([(header::CONTENT_TYPE, "application/json")], body).into_response() }
+            }),
+        );
+    }
+    let app = app
         .route(
             "/metrics",
             get(move || {

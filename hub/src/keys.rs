@@ -39,6 +39,12 @@ impl ObjectRef {
         format!("{}.{}", self.namespace, self.name)
     }
 
+    /// Parses an inventory key (`<namespace>/<name>`).
+    pub fn from_inventory_key(key: &str) -> Option<Self> {
+        let (namespace, name) = key.split_once('/')?;
+        (!namespace.is_empty() && !name.is_empty()).then(|| Self::new(namespace, name))
+    }
+
     /// Parses a KV key (`<namespace>.<name>`: the first dot splits).
     pub fn from_store_key(key: &str) -> Option<Self> {
         let (namespace, name) = key.split_once('.')?;

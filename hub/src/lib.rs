@@ -616,12 +616,12 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         }
     }));
     let mut rx = shutdown_rx.clone();
-    let (m, inv) = (metrics.clone(), inventory.clone());
+    let (m, inv, sh) = (metrics.clone(), inventory.clone(), shards.clone());
     tasks.push(tokio::spawn(async move {
         let stop = async move {
             let _ = rx.changed().await;
         };
-        if let Err(e) = metrics::serve(metrics_listener, m, inv, stop).await {
+        if let Err(e) = metrics::serve(metrics_listener, m, inv, sh, stop).await {
             tracing::error!(error = %e, "metrics server failed");
         }
     }));

@@ -352,10 +352,29 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     metrics: Arc<Metrics>,
     inventory: ClusterInventory,
+    shards: crate::ha::shards::Shards,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    flotilla_bus::process::serve_metrics(listener, move || metrics.render(&inventory), shutdown)
-        .await
+    let debug: flotilla_bus::process::JsonRoute = (
+        "/debug/shards",
+        Arc::new(move || {
+            serde_json::json!({
+                "hub": shards.me().hub,
+                "incarnation": shards.me().incarnation,
+                "held": shards.ownership().held(),
+                "live": shards.live().into_iter().map(|h| h.hub).collect::<Vec<_>>(),
+                "events": shards.log().events(),
+            })
+            .to_string()
+        }),
+    );
+    flotilla_bus::process::serve_metrics_with(
+        listener,
+        move || metrics.render(&inventory),
+        vec![debug],
+        shutdown,
+    )
+    .await
 }
 
 /// The bound address of a listener, for logs.

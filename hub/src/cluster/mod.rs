@@ -191,7 +191,46 @@ impl Clusters {
             tracing::warn!(shard, "cluster actors did not stop in time; aborting them");
             run.tasks.abort_all();
         }
+        self.refresh_views(shard).await;
         tracing::info!(shard, "shard stopped");
+    }
+
+    /// Re-reads the shard's clusters and works into the views: what its actors published but
+    /// could not store (fenced, or the store was down) must not outlive them here.
+    async fn refresh_views(&self, shard: u32) {
+        use crate::views::Versioned;
+        let in_shard = |name: &str| flotilla_bus::subjects::shard(name) == shard;
+        for cluster in self.shared.inventory.snapshot() {
+            let name = crate::inventory::name(&cluster).to_string();
+            if !in_shard(&name) {
+                continue;
+            }
+            match self.shared.bucket.get(&name).await {
+                Ok(Some((mut stored, rev))) => {
+                    stored.set_revision(rev);
+                    if *cluster != stored {
+                        self.shared.inventory.upsert(&name, stored);
+                    }
+                }
+                Ok(None) => self.shared.inventory.remove(&name),
+                Err(e) => tracing::debug!(cluster = %name, error = %e, "refreshing a view failed"),
+            }
+            for (key, work) in self.shared.works.with_prefix(&format!("{name}/")) {
+                let Some(r) = crate::keys::ObjectRef::from_inventory_key(&key) else {
+                    continue;
+                };
+                match self.shared.work_bucket.get(&r.store_key()).await {
+                    Ok(Some((mut stored, rev))) => {
+                        stored.set_revision(rev);
+                        if *work != stored {
+                            self.shared.works.upsert(&key, stored);
+                        }
+                    }
+                    Ok(None) => self.shared.works.remove(&key),
+                    Err(e) => tracing::debug!(work = %key, error = %e, "refreshing a view failed"),
+                }
+            }
+        }
     }
 
     /// Stops every shard.

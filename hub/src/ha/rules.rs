@@ -45,6 +45,8 @@ pub struct Timing {
     pub stagger: Duration,
     /// A hub must be a member this long before units are handed to it.
     pub settle: Duration,
+    /// Units handed over per round at most (a draining hub hands everything at once).
+    pub max_releases: usize,
 }
 
 /// What to do.
@@ -56,7 +58,7 @@ pub enum Action {
     Release(u32),
 }
 
-/// Plans one round. At most one release per round, and none while another is in progress.
+/// Plans one round: at most `max_releases` hand-overs, and none while others are in progress.
 pub fn plan(
     me: &str,
     draining: bool,
@@ -75,7 +77,7 @@ pub fn plan(
     let releasing = units
         .iter()
         .any(|u| matches!(u, Unit::Mine { releasing: true }));
-    let mut may_release = !releasing;
+    let mut releases_left = if releasing { 0 } else { t.max_releases };
     for (i, unit) in units.iter().enumerate() {
         let u = i as u32;
         match unit {
@@ -90,7 +92,7 @@ pub fn plan(
                     actions.push(Action::Acquire(u));
                 }
             }
-            Unit::Mine { releasing: false } if may_release => {
+            Unit::Mine { releasing: false } if draining || releases_left > 0 => {
                 let hand_over = draining
                     || match desired[i].as_deref() {
                         Some(owner) if owner != me => live.iter().any(|l| {
@@ -100,8 +102,7 @@ pub fn plan(
                     };
                 if hand_over {
                     actions.push(Action::Release(u));
-                    // A draining hub hands everything over at once; a rebalance one at a time.
-                    may_release = draining;
+                    releases_left = releases_left.saturating_sub(1);
                 }
             }
             _ => {}
@@ -117,6 +118,7 @@ mod tests {
     const T: Timing = Timing {
         stagger: Duration::from_secs(2),
         settle: Duration::from_secs(6),
+        max_releases: 1,
     };
 
     fn live(hubs: &[&str], since: Instant) -> Vec<Live> {

@@ -47,7 +47,22 @@ const LOG_CAPACITY: usize = 4096;
 
 impl ShardLog {
     fn record(&self, unit: u32, epoch: u64, event: &'static str) {
-        let at_ms = SystemTime::now()
+        self.record_at(unit, epoch, event, SystemTime::now());
+    }
+
+    /// A loss is logged when it is noticed, but the hub stopped acting at its fence's deadline
+    /// (a paused hub notices only when it runs again): that is the time recorded.
+    fn record_lost(&self, fence: &Fence) {
+        let now = Instant::now();
+        let at = match fence.deadline() {
+            Some(d) if d < now => SystemTime::now() - (now - d),
+            _ => SystemTime::now(),
+        };
+        self.record_at(fence.unit(), fence.epoch(), "lost", at);
+    }
+
+    fn record_at(&self, unit: u32, epoch: u64, event: &'static str, at: SystemTime) {
+        let at_ms = at
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
         tracing::info!(unit, epoch, event, "shard ownership");
@@ -73,6 +88,10 @@ impl ShardLog {
             .collect()
     }
 }
+
+/// Units a hub hands over per round while rebalancing: a newcomer gets its share within a few
+/// seconds, and the hand-over of each is still drain, release, acquire.
+const RELEASES_PER_ROUND: usize = 4;
 
 enum HostCmd {
     Start(u32, Fence),
@@ -253,7 +272,7 @@ impl Runner {
         }
         for unit in 0..UNITS {
             if let State::Mine { fence, .. } = &self.units[unit as usize] {
-                self.log.record(unit, fence.epoch(), "lost");
+                self.log.record_lost(fence);
                 self.ownership.set(unit, None);
                 let _ = self.host_tx.send(HostCmd::Stop(unit, None));
             }
@@ -308,6 +327,7 @@ impl Runner {
         let timing = rules::Timing {
             stagger: self.config.stagger,
             settle: self.config.renew * 2,
+            max_releases: RELEASES_PER_ROUND,
         };
         let actions = rules::plan(
             &self.me.hub,
@@ -453,7 +473,7 @@ impl Runner {
     fn lost(&mut self, unit: u32, why: &str) {
         if let State::Mine { fence, .. } = &self.units[unit as usize] {
             tracing::warn!(unit, epoch = fence.epoch(), why, "shard lost");
-            self.log.record(unit, fence.epoch(), "lost");
+            self.log.record_lost(fence);
             self.ownership.set(unit, None);
             let _ = self.host_tx.send(HostCmd::Stop(unit, None));
         }

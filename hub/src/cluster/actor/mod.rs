@@ -285,6 +285,12 @@ impl Actor {
     /// Persists an agent- or timer-driven change; on failure keeps it in memory and retries.
     async fn persist_or_retry(&mut self, next: ManagedCluster) {
         if let Err(e) = self.persist(next.clone()).await {
+            if matches!(e, StoreError::Fenced { .. }) {
+                // Another hub owns the cluster now: this actor's view is not the cluster's
+                // state any more, and its shard is being stopped.
+                tracing::warn!(error = %e, "change dropped: the shard has moved to another hub");
+                return;
+            }
             tracing::warn!(error = %e, "persisting cluster failed; will retry");
             self.shared.inventory.upsert(&self.name, next.clone());
             self.cluster = Some(next);
