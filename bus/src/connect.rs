@@ -2,7 +2,7 @@
 //! exponential backoff, a per-cluster inbox prefix, credentials and TLS hooks, and connection
 //! events forwarded to the owner (agents resync on every reconnect).
 
-use async_nats::{Client, ConnectOptions};
+use async_nats::{Client, ConnectOptions, ServerAddr};
 use rand::Rng;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -16,11 +16,17 @@ pub const REFUSED_RETRY: Duration = Duration::from_secs(30);
 /// The default NATS URL of every Flotilla binary.
 pub const DEFAULT_NATS_URL: &str = "nats://127.0.0.1:4222";
 
+/// How often a client pings its server when nothing else tells it the link is alive (the
+/// async-nats default). A silent partition is noticed after about three intervals; the hub sets
+/// a shorter one (about a third of its shard lease TTL).
+pub const DEFAULT_PING_INTERVAL: Duration = Duration::from_secs(60);
+
 /// The NATS flags every Flotilla binary takes (`#[command(flatten)]` them), with their
 /// `FLOTILLA_NATS_*` environment variables.
 #[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
 pub struct NatsArgs {
-    /// NATS server URL(s), comma-separated.
+    /// NATS server URL(s), comma-separated (`nats://a:4222,nats://b:4222`): the client connects
+    /// to any of them and fails over between them and the cluster peers the servers advertise.
     #[arg(long = "nats-url", env = "FLOTILLA_NATS_URL", default_value = DEFAULT_NATS_URL)]
     pub url: String,
     /// NATS credentials file (.creds: user JWT and NKey seed).
@@ -106,6 +112,9 @@ pub struct NatsConfig {
     pub client_capacity: usize,
     /// Capacity of each subscription's channel.
     pub subscription_capacity: usize,
+    /// How often the client pings the server; after more than two unanswered pings it drops
+    /// the connection and fails over to the next URL. Default [`DEFAULT_PING_INTERVAL`].
+    pub ping_interval: Duration,
 }
 
 impl NatsConfig {
@@ -126,8 +135,75 @@ impl NatsConfig {
             request_timeout: Duration::from_secs(5),
             client_capacity: 2048,
             subscription_capacity: 8192,
+            ping_interval: DEFAULT_PING_INTERVAL,
         }
     }
+}
+
+/// Splits a comma-separated NATS URL list (`nats://a:4222,nats://b:4222`) and parses every
+/// entry; surrounding spaces and empty entries (a trailing comma) are ignored. An entry without
+/// a scheme means `nats://`, without a port `4222` (async-nats' rules). The client connects to
+/// one of them and fails over to the others (plus any the servers advertise).
+///
+/// Errors name the bad entry and its position, or say that the list is empty.
+pub fn parse_urls(urls: &str) -> Result<Vec<ServerAddr>, UrlError> {
+    let entries: Vec<&str> = urls
+        .split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .collect();
+    if entries.is_empty() {
+        return Err(UrlError::Empty {
+            urls: urls.to_string(),
+        });
+    }
+    let count = entries.len();
+    entries
+        .into_iter()
+        .enumerate()
+        .map(|(i, entry)| {
+            let bad = |reason: String| UrlError::Invalid {
+                entry: entry.to_string(),
+                position: i + 1,
+                count,
+                reason,
+            };
+            let addr: ServerAddr = entry
+                .parse()
+                .map_err(|e: std::io::Error| bad(e.to_string()))?;
+            if addr.host().is_empty() {
+                return Err(bad("no host".into()));
+            }
+            Ok(addr)
+        })
+        .collect()
+}
+
+/// A NATS URL list that cannot be used.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum UrlError {
+    /// No URL at all.
+    #[error(
+        "no NATS URL given ({urls:?}): give one or more, comma-separated (nats://host:4222,nats://other:4222)"
+    )]
+    Empty {
+        /// What was given.
+        urls: String,
+    },
+    /// One entry is not a NATS URL.
+    #[error(
+        "NATS URL {position} of {count}, {entry:?}, is invalid: {reason} (expected nats://host:port or tls://host:port, comma-separated)"
+    )]
+    Invalid {
+        /// The entry, as given.
+        entry: String,
+        /// Its 1-based position in the list.
+        position: usize,
+        /// How many entries the list has.
+        count: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 /// Whether a host is this machine (loopback addresses and `localhost`).
@@ -209,6 +285,9 @@ pub enum ConnectError {
         #[source]
         source: std::io::Error,
     },
+    /// The URL list is unusable.
+    #[error(transparent)]
+    Url(#[from] UrlError),
     /// The client refused the options.
     #[error("connecting to NATS at {url}: {source}")]
     Connect {
@@ -253,10 +332,15 @@ pub fn backoff(attempt: usize, max: Duration) -> Duration {
 
 /// Connects with unbounded reconnects. Returns at once even when the server is down (the
 /// client connects in the background); `events` receives every connection change.
+///
+/// `cfg.url` may be a comma-separated list: every entry is validated first (a bad one is a
+/// [`ConnectError::Url`] naming it), then the client connects to any of them and fails over
+/// between them, and to the cluster peers the servers advertise.
 pub async fn connect(
     cfg: &NatsConfig,
     events: Option<mpsc::UnboundedSender<ConnectionEvent>>,
 ) -> Result<Client, ConnectError> {
+    let addrs = parse_urls(&cfg.url)?;
     let mut opts = match (&cfg.auth, &cfg.credentials_file) {
         (Some(auth), _) => {
             let auth = auth.clone();
@@ -311,6 +395,7 @@ pub async fn connect(
         .retry_on_initial_connect()
         .max_reconnects(None)
         .connection_timeout(Duration::from_secs(5))
+        .ping_interval(cfg.ping_interval)
         .request_timeout(Some(cfg.request_timeout))
         .client_capacity(cfg.client_capacity)
         .subscription_capacity(cfg.subscription_capacity)
@@ -360,7 +445,7 @@ pub async fn connect(
             }
         }
     });
-    opts.connect(cfg.url.as_str())
+    opts.connect(addrs)
         .await
         .map_err(|source| ConnectError::Connect {
             url: cfg.url.clone(),
@@ -410,6 +495,64 @@ mod tests {
         assert!(tls_required(true, "nats://x"));
         assert!(tls_required(false, "tls://x"));
         assert!(!tls_required(false, "nats://x"));
+    }
+
+    #[test]
+    fn a_url_list_is_split_trimmed_and_parsed_entry_by_entry() {
+        let addrs = parse_urls(" nats://127.0.0.1:4222, tls://b.example:4333 ,c,").unwrap();
+        let got: Vec<(String, String, u16)> = addrs
+            .iter()
+            .map(|a| (a.scheme().to_string(), a.host().to_string(), a.port()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("nats".into(), "127.0.0.1".into(), 4222),
+                ("tls".into(), "b.example".into(), 4333),
+                ("nats".into(), "c".into(), 4222),
+            ]
+        );
+        let one = parse_urls("nats://user:pw@[::1]:4222").unwrap();
+        assert_eq!((one[0].host(), one[0].port()), ("::1", 4222));
+        assert!(one[0].has_user_pass());
+    }
+
+    #[test]
+    fn a_bad_entry_is_named_with_its_position() {
+        let e = parse_urls("nats://a:4222,nats://b:42x22,nats://c:4222").unwrap_err();
+        let UrlError::Invalid {
+            entry,
+            position,
+            count,
+            ..
+        } = &e
+        else {
+            panic!("{e:?}")
+        };
+        assert_eq!(
+            (entry.as_str(), *position, *count),
+            ("nats://b:42x22", 2, 3)
+        );
+        assert!(e.to_string().contains("\"nats://b:42x22\""), "{e}");
+        assert!(e.to_string().contains("port"), "{e}");
+
+        let e = parse_urls("nats://a:4222,http://b:80").unwrap_err();
+        assert!(
+            e.to_string().contains("http://b:80") && e.to_string().contains("scheme"),
+            "{e}"
+        );
+        assert!(matches!(parse_urls(" , ,"), Err(UrlError::Empty { .. })));
+        assert!(matches!(parse_urls(""), Err(UrlError::Empty { .. })));
+    }
+
+    #[tokio::test]
+    async fn connect_refuses_a_bad_list_before_connecting() {
+        let cfg = NatsConfig::new("nats://127.0.0.1:4222,nats://:99999", "test");
+        let e = connect(&cfg, None).await.unwrap_err();
+        assert!(
+            matches!(&e, ConnectError::Url(UrlError::Invalid { position: 2, .. })),
+            "{e:?}"
+        );
     }
 
     #[test]

@@ -35,8 +35,8 @@ pub enum JetStreamError {
         #[source]
         source: jetstream::context::KeyValueError,
     },
-    /// Changing an existing stream's limits failed.
-    #[error("stream {name}: updating its limits: {source}")]
+    /// Changing an existing stream's limits or replicas failed.
+    #[error("stream {name}: updating its configuration: {source}")]
     Update {
         /// Stream name.
         name: String,
@@ -57,7 +57,9 @@ pub enum JetStreamError {
 /// Storage and replication of Flotilla's streams.
 #[derive(Debug, Clone, Copy)]
 pub struct StreamOptions {
-    /// Replicas (1 for a single server, 3 for a NATS cluster).
+    /// Replicas (1 for a single server, 3 for a NATS cluster; JetStream allows 1 to 5). Every
+    /// stream and bucket is created with this many, and an existing one with fewer is scaled up
+    /// (never down: a process started without `--replicas` must not take replication away).
     pub replicas: usize,
     /// File (durable) or memory storage.
     pub storage: stream::StorageType,
@@ -70,6 +72,72 @@ impl Default for StreamOptions {
             storage: stream::StorageType::File,
         }
     }
+}
+
+/// The most replicas JetStream allows for a stream.
+pub const MAX_REPLICAS: usize = 5;
+
+/// What an existing stream's configuration must become to match `want`, or `None` when it
+/// matches: replicas are raised to `want`'s (never lowered), and when `limits` is set the
+/// status stream's bounds (`max_bytes`, `max_age`, `max_message_size`) become `want`'s. Every
+/// other field is kept as the server has it.
+pub fn reconcile_stream(
+    current: &stream::Config,
+    want: &stream::Config,
+    limits: bool,
+) -> Option<stream::Config> {
+    let mut next = current.clone();
+    if current.num_replicas < want.num_replicas {
+        next.num_replicas = want.num_replicas;
+    }
+    if limits {
+        next.max_bytes = want.max_bytes;
+        next.max_age = want.max_age;
+        next.max_message_size = want.max_message_size;
+    }
+    let changed = next.num_replicas != current.num_replicas
+        || next.max_bytes != current.max_bytes
+        || next.max_age != current.max_age
+        || next.max_message_size != current.max_message_size;
+    changed.then_some(next)
+}
+
+/// Creates the stream `want` describes, or brings an existing one in line with it
+/// ([`reconcile_stream`]): `get_or_create_stream` alone never changes an existing stream, so
+/// `--replicas 3` over buckets made with one replica would silently keep one.
+async fn ensure_stream(
+    js: &jetstream::Context,
+    want: stream::Config,
+    limits: bool,
+) -> Result<stream::Stream, JetStreamError> {
+    let name = want.name.clone();
+    let stream = js
+        .get_or_create_stream(want.clone())
+        .await
+        .map_err(|source| JetStreamError::Stream {
+            name: name.clone(),
+            source,
+        })?;
+    let Some(updated) = reconcile_stream(&stream.cached_info().config, &want, limits) else {
+        return Ok(stream);
+    };
+    tracing::info!(
+        stream = %name,
+        replicas = updated.num_replicas,
+        "updating an existing stream's configuration"
+    );
+    js.update_stream(updated)
+        .await
+        .map_err(|source| JetStreamError::Update {
+            name: name.clone(),
+            source,
+        })?;
+    js.get_stream(&name)
+        .await
+        .map_err(|e| JetStreamError::Read {
+            bucket: name.clone(),
+            message: e.to_string(),
+        })
 }
 
 /// Bounds of the status stream (DESIGN.md §5: every input has a limit).
@@ -93,7 +161,7 @@ impl Default for StatusLimits {
 /// Creates (or opens) the status stream: every `flotilla.status.>` subject keeps only its latest
 /// message, so a hub outage leaves a backlog bounded by the number of resources; the stream is
 /// bounded in bytes and age, and no message may be larger than an event. An existing stream
-/// whose bounds differ is updated to these.
+/// whose bounds differ, or that has fewer replicas than `opts`, is updated.
 pub async fn ensure_status_stream(
     js: &jetstream::Context,
     opts: StreamOptions,
@@ -112,51 +180,19 @@ pub async fn ensure_status_stream(
         duplicate_window: Duration::from_secs(120),
         ..Default::default()
     };
-    let mut stream = js
-        .get_or_create_stream(config.clone())
-        .await
-        .map_err(|source| JetStreamError::Stream {
-            name: STATUS_STREAM.into(),
-            source,
-        })?;
-    let current = stream.cached_info().config.clone();
-    if current.max_bytes != config.max_bytes
-        || current.max_age != config.max_age
-        || current.max_message_size != config.max_message_size
-    {
-        let updated = stream::Config {
-            max_bytes: config.max_bytes,
-            max_age: config.max_age,
-            max_message_size: config.max_message_size,
-            ..current
-        };
-        js.update_stream(updated)
-            .await
-            .map_err(|source| JetStreamError::Update {
-                name: STATUS_STREAM.into(),
-                source,
-            })?;
-        stream = js
-            .get_stream(STATUS_STREAM)
-            .await
-            .map_err(|e| JetStreamError::Read {
-                bucket: STATUS_STREAM.into(),
-                message: e.to_string(),
-            })?;
-    }
-    Ok(stream)
+    ensure_stream(js, config, true).await
 }
 
-/// Creates (if needed) and opens a KV bucket keeping `history` revisions per key.
+/// Creates (if needed) and opens a KV bucket keeping `history` revisions per key, with
+/// `opts.replicas` replicas (an existing bucket with fewer is scaled up, keeping its data).
 pub async fn ensure_kv(
     js: &jetstream::Context,
     bucket: &str,
     history: i64,
     opts: StreamOptions,
 ) -> Result<kv::Store, JetStreamError> {
-    let name = format!("KV_{bucket}");
     let config = stream::Config {
-        name: name.clone(),
+        name: format!("KV_{bucket}"),
         subjects: vec![format!("$KV.{bucket}.>")],
         max_messages_per_subject: history.max(1),
         max_bytes: -1,
@@ -171,9 +207,7 @@ pub async fn ensure_kv(
         duplicate_window: Duration::from_secs(120),
         ..Default::default()
     };
-    js.get_or_create_stream(config)
-        .await
-        .map_err(|source| JetStreamError::Stream { name, source })?;
+    ensure_stream(js, config, false).await?;
     js.get_key_value(bucket)
         .await
         .map_err(|source| JetStreamError::Open {
@@ -234,4 +268,51 @@ pub async fn load_all(store: &kv::Store) -> Result<Vec<KvItem>, JetStreamError> 
         }
     }
     Ok(items)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(replicas: usize) -> stream::Config {
+        stream::Config {
+            name: "KV_x".into(),
+            num_replicas: replicas,
+            max_bytes: -1,
+            max_age: Duration::ZERO,
+            max_message_size: -1,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn replicas_are_raised_never_lowered_and_other_fields_kept() {
+        let mut current = config(1);
+        current.description = Some("set by an operator".into());
+        let next = reconcile_stream(&current, &config(3), false).expect("R1 -> R3");
+        assert_eq!(next.num_replicas, 3);
+        assert_eq!(next.description.as_deref(), Some("set by an operator"));
+        assert!(reconcile_stream(&config(3), &config(3), false).is_none());
+        assert!(
+            reconcile_stream(&config(3), &config(1), false).is_none(),
+            "a process started without --replicas must not scale a bucket down"
+        );
+    }
+
+    #[test]
+    fn limits_are_reconciled_only_when_asked() {
+        let mut want = config(1);
+        want.max_bytes = 1 << 20;
+        want.max_age = Duration::from_secs(60);
+        assert!(reconcile_stream(&config(1), &want, false).is_none());
+        let next = reconcile_stream(&config(1), &want, true).expect("limits differ");
+        assert_eq!(
+            (next.max_bytes, next.max_age),
+            (1 << 20, Duration::from_secs(60))
+        );
+        let mut both = want.clone();
+        both.num_replicas = 3;
+        let next = reconcile_stream(&config(1), &both, true).unwrap();
+        assert_eq!((next.num_replicas, next.max_bytes), (3, 1 << 20));
+    }
 }

@@ -6,6 +6,8 @@
 //! - [`addons`]: add-on agents ↔ hub (lease renewals, scores, credential requests).
 //! - [`connect`]: NATS connection options (unbounded jittered reconnect, per-cluster inbox
 //!   prefix, credentials and TLS) and connection events.
+//! - [`publish`]: the one way to send an event — encode within the size limit, publish with
+//!   headers, wait (bounded) for JetStream's acknowledgement or a request's typed answer.
 //! - [`jetstream`]: the `FLOTILLA_STATUS` stream and KV buckets created in a way that works on
 //!   nats-server 2.9 and newer, and a bulk loader for KV state.
 //! - [`ids`]: resource ids (UUIDv5) and status hashes.
@@ -24,6 +26,7 @@ pub mod envelope;
 pub mod ids;
 pub mod jetstream;
 pub mod process;
+pub mod publish;
 pub mod reply;
 pub mod scores;
 pub mod subjects;

@@ -2,9 +2,11 @@
 
 use async_nats::jetstream;
 use bytes::Bytes;
-use flotilla_bus::jetstream::{StreamOptions, ensure_kv, ensure_status_stream, load_all};
+use flotilla_bus::jetstream::{
+    STATUS_STREAM, StreamOptions, ensure_kv, ensure_status_stream, load_all,
+};
 use flotilla_bus::{connect, subjects};
-use flotilla_testkit::NatsServer;
+use flotilla_testkit::{NatsCluster, NatsClusterOptions, NatsServer, eventually};
 use futures::StreamExt;
 use std::time::Duration;
 
@@ -121,4 +123,112 @@ async fn jetstream_state_survives_a_server_restart() {
     let items = load_all(&kv).await.unwrap();
     assert_eq!(items.len(), 1);
     assert_eq!(items[0].key, "default");
+}
+
+fn replicated(replicas: usize) -> StreamOptions {
+    StreamOptions {
+        replicas,
+        ..StreamOptions::default()
+    }
+}
+
+/// Whether every replica of `stream` is current (the leader plus `replicas - 1` followers).
+async fn all_current(js: &jetstream::Context, stream: &str, replicas: usize) -> Option<()> {
+    let mut s = js.get_stream(stream).await.ok()?;
+    let info = s.info().await.ok()?;
+    let cluster = info.cluster.as_ref()?;
+    let followers = &cluster.replicas;
+    (info.config.num_replicas == replicas
+        && cluster.leader.is_some()
+        && followers.len() == replicas - 1
+        && followers.iter().all(|r| r.current))
+    .then_some(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_3_on_the_debian_server() {
+    let (label, binary) = flotilla_testkit::nats_server_binaries().remove(0);
+    replicas_3_creates_r3_streams_and_upgrades_r1_buckets_keeping_their_data(label, binary).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_3_on_the_current_server() {
+    let (label, binary) = flotilla_testkit::nats_server_binaries().remove(1);
+    replicas_3_creates_r3_streams_and_upgrades_r1_buckets_keeping_their_data(label, binary).await;
+}
+
+async fn replicas_3_creates_r3_streams_and_upgrades_r1_buckets_keeping_their_data(
+    label: &str,
+    binary: std::path::PathBuf,
+) {
+    const LONG: Duration = Duration::from_secs(30);
+    {
+        let mut cluster = NatsCluster::start(binary, NatsClusterOptions::default());
+        let client = connect::connect(&connect::NatsConfig::new(cluster.urls(), "test"), None)
+            .await
+            .unwrap();
+        let js = jetstream::new(client);
+        // The first JetStream call right after formation may time out on a busy machine.
+        eventually(LONG, "a new R3 bucket", || async {
+            ensure_kv(&js, "clusters", 1, replicated(3)).await.ok()
+        })
+        .await;
+        eventually(LONG, "the new bucket is R3", || {
+            all_current(&js, "KV_clusters", 3)
+        })
+        .await;
+        ensure_status_stream(&js, replicated(3), Default::default())
+            .await
+            .unwrap();
+        eventually(LONG, "the status stream is R3", || {
+            all_current(&js, STATUS_STREAM, 3)
+        })
+        .await;
+
+        let old = ensure_kv(&js, "old", 1, replicated(1)).await.unwrap();
+        for i in 0..20 {
+            old.put(format!("k{i}"), Bytes::from(format!("v{i}")))
+                .await
+                .unwrap();
+        }
+        let kv = ensure_kv(&js, "old", 1, replicated(3)).await.unwrap();
+        eventually(LONG, "the R1 bucket became R3", || {
+            all_current(&js, "KV_old", 3)
+        })
+        .await;
+        ensure_kv(&js, "old", 1, replicated(1)).await.unwrap();
+        assert_eq!(
+            js.get_stream("KV_old")
+                .await
+                .unwrap()
+                .info()
+                .await
+                .unwrap()
+                .config
+                .num_replicas,
+            3,
+            "{label}: opening with fewer replicas must not scale down"
+        );
+        assert_eq!(load_all(&kv).await.unwrap().len(), 20, "{label}");
+
+        // The data is really replicated: it outlives the node that held the R1 copy.
+        let leader = cluster.leader_of("KV_old").expect("a leader");
+        cluster.stop(leader);
+        let items = eventually(
+            LONG,
+            "the bucket read after its leader was killed",
+            || async { load_all(&kv).await.ok().filter(|items| items.len() == 20) },
+        )
+        .await;
+        assert!(
+            items
+                .iter()
+                .any(|i| i.key == "k7" && i.value.as_ref() == b"v7"),
+            "{label}"
+        );
+        eventually(LONG, "a write after the leader was killed", || async {
+            kv.put("after", Bytes::from_static(b"x")).await.ok()
+        })
+        .await;
+    }
 }

@@ -19,7 +19,8 @@ use std::process::ExitCode;
 #[derive(Parser, Debug)]
 #[command(name = "flotilla", version)]
 struct Cli {
-    /// Hub gRPC endpoint.
+    /// Hub gRPC endpoint, or several hubs of one control plane comma-separated (tried in order;
+    /// an unreachable or unavailable hub is passed over).
     #[arg(
         long,
         global = true,

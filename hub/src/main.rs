@@ -70,8 +70,14 @@ struct Args {
     /// Mailbox capacity of each cluster actor.
     #[arg(long, default_value_t = 256)]
     mailbox_capacity: usize,
-    /// JetStream replicas for the hub's streams (3 on a NATS cluster).
-    #[arg(long, default_value_t = 1)]
+    /// JetStream replicas of every stream and bucket (3 on a NATS cluster, at most 5). Existing
+    /// ones with fewer replicas are scaled up, never down.
+    #[arg(
+        long,
+        env = "FLOTILLA_REPLICAS",
+        default_value_t = 1,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=5)
+    )]
     replicas: usize,
     /// Milliseconds cluster, set, binding and score changes are collected before the affected
     /// placements are rescheduled (one fleet index rebuild per window).

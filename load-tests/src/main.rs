@@ -223,6 +223,13 @@ enum Scenario {
         /// Scheduling runs averaged for the compute time.
         #[arg(long, default_value_t = 20)]
         repeats: usize,
+        /// JetStream replicas of the placement buckets (3 on a NATS cluster, at most 5).
+        #[arg(
+            long,
+            default_value_t = 1,
+            value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=5)
+        )]
+        replicas: usize,
     },
 }
 
@@ -423,6 +430,7 @@ async fn main() -> Result<()> {
             reschedule_clusters,
             debounce_ms,
             repeats,
+            replicas,
         } => {
             let summary = placement::run(placement::Settings {
                 nats_url,
@@ -431,6 +439,7 @@ async fn main() -> Result<()> {
                 reschedule_clusters,
                 debounce: Duration::from_millis(debounce_ms),
                 repeats,
+                replicas,
             })
             .await?;
             println!("{}", serde_json::to_string_pretty(&summary)?);

@@ -60,6 +60,8 @@ pub struct Settings {
     pub debounce: Duration,
     /// Scheduling runs of the pure scheduler averaged for the compute time.
     pub repeats: usize,
+    /// JetStream replicas of the buckets it opens (3 on a NATS cluster).
+    pub replicas: usize,
 }
 
 /// One-placement results for one fleet size.
@@ -304,7 +306,10 @@ async fn start(settings: &Settings, clusters: usize) -> Result<Hub> {
         .await
         .with_context(|| format!("connecting to {}", settings.nats_url))?;
     let js = async_nats::jetstream::new(nats);
-    let opts = StreamOptions::default();
+    let opts = StreamOptions {
+        replicas: settings.replicas,
+        ..StreamOptions::default()
+    };
     let buckets = Buckets::open(&js, opts).await?;
     // Fresh state for every fleet size: this is a dedicated server (checked in `run`).
     for (key, p, _) in buckets.placements.load_all().await? {

@@ -5,12 +5,19 @@
 //! A missing `nats-server` fails the test with the command that installs it: NATS tests never
 //! skip silently.
 //!
+//! [`cluster`]: a 3-node clustered JetStream on loopback ([`NatsCluster`]), with nodes that can
+//! be killed and started again, for high-availability tests; [`LinkProxy`] cuts or silently
+//! partitions (blackholes) one client's link.
+//!
 //! [`kube`]: a small Kubernetes API server speaking the real wire format, for the agent's
 //! Kubernetes backend.
 
 #![deny(missing_docs)]
 
+pub mod cluster;
 pub mod kube;
+
+pub use cluster::{ClusterNode, NatsCluster, NatsClusterOptions};
 
 use std::future::Future;
 use std::net::{TcpListener, TcpStream};
@@ -462,13 +469,15 @@ where
     }
 }
 
-/// A TCP proxy on a free port in front of another local port, whose link can be cut and
-/// restored: a real dropped connection for edge-disconnection tests (the client sees resets and
-/// refused connects, exactly like a flaky WAN link).
+/// A TCP proxy on a free port in front of another local port, whose link can be cut, silently
+/// partitioned and restored: a real dropped connection for edge-disconnection tests (the client
+/// sees resets and refused connects, exactly like a flaky WAN link), or a blackhole (nothing
+/// arrives and nothing is refused, as in a network partition: only the client's pings tell).
 pub struct LinkProxy {
     port: u16,
     up: std::sync::Arc<std::sync::atomic::AtomicBool>,
     cut_tx: tokio::sync::watch::Sender<u64>,
+    flowing_tx: tokio::sync::watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -482,10 +491,11 @@ impl LinkProxy {
         let port = listener.local_addr().expect("proxy address").port();
         let up = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
         let (cut_tx, cut_rx) = tokio::sync::watch::channel(0u64);
+        let (flowing_tx, flowing_rx) = tokio::sync::watch::channel(true);
         let flag = up.clone();
         let task = tokio::spawn(async move {
             loop {
-                let Ok((mut inbound, _)) = listener.accept().await else {
+                let Ok((inbound, _)) = listener.accept().await else {
                     return;
                 };
                 if !flag.load(Ordering::SeqCst) {
@@ -494,14 +504,29 @@ impl LinkProxy {
                 }
                 let mut cut = cut_rx.clone();
                 let generation = *cut.borrow();
+                let flowing = flowing_rx.clone();
                 tokio::spawn(async move {
-                    let Ok(mut outbound) =
-                        tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await
-                    else {
-                        return;
+                    let relay = async {
+                        // A connection opened during a blackhole hangs, as a SYN into a
+                        // partition does.
+                        let mut wait = flowing.clone();
+                        if wait.wait_for(|f| *f).await.is_err() {
+                            return;
+                        }
+                        let Ok(outbound) =
+                            tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await
+                        else {
+                            return;
+                        };
+                        let (in_read, in_write) = inbound.into_split();
+                        let (out_read, out_write) = outbound.into_split();
+                        tokio::join!(
+                            pump(in_read, out_write, flowing.clone()),
+                            pump(out_read, in_write, flowing),
+                        );
                     };
                     tokio::select! {
-                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = relay => {}
                         _ = cut.wait_for(|g| *g != generation) => {}
                     }
                 });
@@ -511,6 +536,7 @@ impl LinkProxy {
             port,
             up,
             cut_tx,
+            flowing_tx,
             task,
         }
     }
@@ -520,15 +546,61 @@ impl LinkProxy {
         format!("nats://127.0.0.1:{}", self.port)
     }
 
+    /// The proxy's port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     /// Drops every open connection and refuses new ones.
     pub fn cut(&self) {
         self.up.store(false, std::sync::atomic::Ordering::SeqCst);
         self.cut_tx.send_modify(|g| *g += 1);
     }
 
-    /// Accepts connections again.
+    /// A silent partition: stops forwarding in both directions but keeps every socket open and
+    /// accepts new connections without connecting them upstream. Neither side is told; bytes
+    /// already read are held and delivered on [`LinkProxy::restore`], as TCP retransmission
+    /// would after a partition heals (unless a side gave up and closed meanwhile).
+    pub fn blackhole(&self) {
+        self.flowing_tx.send_replace(false);
+    }
+
+    /// Accepts connections again (after [`LinkProxy::cut`]) and forwards again (after
+    /// [`LinkProxy::blackhole`]).
     pub fn restore(&self) {
         self.up.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.flowing_tx.send_replace(true);
+    }
+}
+
+/// Copies `from` → `to` while the link is flowing; at end of input shuts `to` down.
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    mut flowing: tokio::sync::watch::Receiver<bool>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        if flowing.wait_for(|f| *f).await.is_err() {
+            return;
+        }
+        let read = tokio::select! {
+            read = from.read(&mut buf) => Some(read),
+            // Blackholed while waiting for input: stop reading until restored.
+            blackholed = flowing.wait_for(|f| !*f) => blackholed.is_err().then_some(Ok(0)),
+        };
+        let n = match read {
+            None => continue,
+            Some(Ok(0) | Err(_)) => {
+                let _ = to.shutdown().await;
+                return;
+            }
+            Some(Ok(n)) => n,
+        };
+        if flowing.wait_for(|f| *f).await.is_err() || to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
     }
 }
 
