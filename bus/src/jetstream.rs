@@ -216,6 +216,47 @@ pub async fn ensure_kv(
         })
 }
 
+/// Creates (or opens) a bucket whose keys expire `ttl` after their last write (leases,
+/// heartbeats): history 1, every read from the stream leader (`allow_direct: false` — a lagging
+/// replica could show an expired key or miss a fresh one), a duplicate window no longer than
+/// the TTL (the server refuses a longer one). An existing bucket keeps its `max_age`, which is
+/// returned: whoever created it chose the TTL for everyone. Replicas are raised as for
+/// [`ensure_kv`].
+pub async fn ensure_expiring_kv(
+    js: &jetstream::Context,
+    bucket: &str,
+    ttl: Duration,
+    opts: StreamOptions,
+) -> Result<(kv::Store, Duration), JetStreamError> {
+    let config = stream::Config {
+        name: format!("KV_{bucket}"),
+        subjects: vec![format!("$KV.{bucket}.>")],
+        max_messages_per_subject: 1,
+        max_age: ttl,
+        max_bytes: -1,
+        max_message_size: -1,
+        storage: opts.storage,
+        num_replicas: opts.replicas,
+        allow_rollup: true,
+        deny_delete: true,
+        deny_purge: false,
+        allow_direct: false,
+        discard: stream::DiscardPolicy::New,
+        duplicate_window: ttl,
+        ..Default::default()
+    };
+    let stream = ensure_stream(js, config, false).await?;
+    let ttl = stream.cached_info().config.max_age;
+    let kv = js
+        .get_key_value(bucket)
+        .await
+        .map_err(|source| JetStreamError::Open {
+            bucket: bucket.into(),
+            source,
+        })?;
+    Ok((kv, ttl))
+}
+
 /// One live key of a bucket.
 #[derive(Debug, Clone)]
 pub struct KvItem {

@@ -340,7 +340,10 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         None => default_hub_id(grpc_addr.port()),
     };
     config.ha.validate().map_err(HubError::Ha)?;
-    let nats = connect::connect(&config.nats, None).await?;
+    // A paused or cut-off NATS connection is noticed within a third of the shard lease TTL.
+    let mut nats_config = config.nats.clone();
+    nats_config.ping_interval = nats_config.ping_interval.min(config.ha.ttl / 3);
+    let nats = connect::connect(&nats_config, None).await?;
     let jetstream = async_nats::jetstream::new(nats.clone());
     // NATS may still be starting (compose, systemd): wait for JetStream instead of failing.
     let mut attempt = 0;
@@ -514,7 +517,7 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         ha_config.clone(),
         me,
         ha::lease::Leases::new(lease_kv, ha_config.renew),
-        ha::members::Members::new(member_kv),
+        ha::members::Members::new(member_kv, ha_config.renew * 3),
         ownership.clone(),
         Arc::new(units::UnitHost(units.clone())),
     );

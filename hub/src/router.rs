@@ -534,6 +534,11 @@ pub struct StatusFeed {
     pub epoch: u64,
 }
 
+/// Idle heartbeat of the status pulls.
+const PULL_HEARTBEAT: Duration = Duration::from_secs(2);
+/// How long one status pull waits on the server.
+const PULL_EXPIRES: Duration = Duration::from_secs(10);
+
 /// Prefix of every shard status consumer's name.
 const FEED_PREFIX: &str = "flotilla-status-s";
 
@@ -611,7 +616,14 @@ pub async fn run_status(
     config: RouterConfig,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let sight = clusters.sight(feed.shard);
+    let blind = || {
+        if let Some(s) = &sight {
+            s.lost();
+        }
+    };
     loop {
+        blind();
         if *shutdown.borrow() || !fence.is_valid() {
             return;
         }
@@ -625,7 +637,16 @@ pub async fn run_status(
                 }
             }
         };
-        let mut messages = match consumer.messages().await {
+        // Short pulls with heartbeats: a consumer lost with its NATS node is noticed within
+        // seconds (after the client's defaults it took 30 s, and clusters of a test fleet with a
+        // 10 s grace went Unknown).
+        let pulled = consumer
+            .stream()
+            .heartbeat(PULL_HEARTBEAT)
+            .expires(PULL_EXPIRES)
+            .messages()
+            .await;
+        let mut messages = match pulled {
             Ok(m) => m,
             Err(e) => {
                 tracing::warn!(shard = feed.shard, error = %e, "status stream unavailable; retrying");
@@ -638,6 +659,9 @@ pub async fn run_status(
             epoch = feed.epoch,
             "consuming the shard's status"
         );
+        if let Some(s) = &sight {
+            s.regained();
+        }
         loop {
             tokio::select! {
                 _ = shutdown.changed() => return,

@@ -18,7 +18,7 @@ use tokio::task::JoinHandle;
 
 /// How long a new owner waits for its views to catch up with the store before starting a
 /// shard's actors from them.
-const CATCH_UP: Duration = Duration::from_secs(2);
+const CATCH_UP: Duration = Duration::from_secs(10);
 
 struct Feed {
     feed: StatusFeed,

@@ -17,6 +17,9 @@ use prost::Message;
 use std::time::Duration;
 use tokio::sync::watch;
 
+/// How long a view's watch may stay silent while its stream moves on before it is replaced.
+const STALL_CHECK: Duration = Duration::from_secs(3);
+
 /// An object whose KV revision is its resourceVersion.
 pub trait Versioned: Message + Default + Clone + Send + Sync + 'static {
     /// The stored revision.
@@ -137,11 +140,27 @@ impl<T: Versioned> View<T> {
                     }
                 }
             };
+            // A watch is an ephemeral consumer on one NATS node: when that node dies, nothing
+            // tells the client. Silence while the stream has moved on means a new watch.
+            let mut check = tokio::time::interval(STALL_CHECK);
+            check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut heard = tokio::time::Instant::now();
             loop {
                 tokio::select! {
                     _ = stop.changed() => return,
+                    _ = check.tick() => {
+                        if heard.elapsed() >= STALL_CHECK
+                            && last_sequence(&self.bucket).await.is_ok_and(|l| l > *self.seen.borrow())
+                        {
+                            tracing::warn!(bucket = self.bucket.name(), "bucket watch stalled; re-watching");
+                            break;
+                        }
+                    }
                     next = watch.next() => match next {
-                        Some(Ok(entry)) => self.apply(entry),
+                        Some(Ok(entry)) => {
+                            heard = tokio::time::Instant::now();
+                            self.apply(entry);
+                        }
                         Some(Err(e)) => {
                             tracing::warn!(bucket = self.bucket.name(), error = %e, "bucket watch failed; re-watching");
                             break;

@@ -93,6 +93,48 @@ pub struct Shared {
     pub janitor: crate::janitor::Janitor,
 }
 
+/// Whether this hub can read a shard's status: while its status consumer is down (a NATS node
+/// lost, the store re-electing a leader) the hub is blind, and lease expiries wait.
+#[derive(Debug)]
+pub struct Sight {
+    blind: std::sync::atomic::AtomicBool,
+    since: Mutex<tokio::time::Instant>,
+}
+
+impl Sight {
+    fn new() -> Self {
+        Self {
+            blind: std::sync::atomic::AtomicBool::new(true),
+            since: Mutex::new(tokio::time::Instant::now()),
+        }
+    }
+
+    /// The status feed is down.
+    pub fn lost(&self) {
+        self.blind.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// The status feed is up (again): leases are judged from now on, with a full grace.
+    pub fn regained(&self) {
+        if self.blind.swap(false, std::sync::atomic::Ordering::AcqRel) {
+            *self.since.lock().expect("sight lock") = tokio::time::Instant::now();
+        }
+    }
+
+    /// When a lease expiring `now` must be judged again instead (`None`: judge it now).
+    pub fn postpone(
+        &self,
+        now: tokio::time::Instant,
+        grace: Duration,
+    ) -> Option<tokio::time::Instant> {
+        if self.blind.load(std::sync::atomic::Ordering::Acquire) {
+            return Some(now + Duration::from_secs(1));
+        }
+        let seen_from = *self.since.lock().expect("sight lock") + grace;
+        (now < seen_from).then_some(seen_from)
+    }
+}
+
 /// The actors of one shard this hub holds: stopped and awaited together when it is handed over
 /// or lost.
 pub(crate) struct ShardRun {
@@ -101,6 +143,8 @@ pub(crate) struct ShardRun {
     pub(crate) acquired: SystemTime,
     pub(crate) stop: tokio::sync::watch::Sender<bool>,
     pub(crate) tasks: JoinSet<()>,
+    /// Whether the shard's status is being read.
+    pub(crate) sight: Arc<Sight>,
 }
 
 /// One call to another hub's cluster actor, at most.
@@ -139,6 +183,7 @@ impl Clusters {
             acquired: SystemTime::now(),
             stop: tokio::sync::watch::channel(false).0,
             tasks: JoinSet::new(),
+            sight: Arc::new(Sight::new()),
         };
         let mut shards = self.shards.lock().expect("shards lock");
         let mut spawned = 0;
@@ -196,7 +241,8 @@ impl Clusters {
     }
 
     /// Re-reads the shard's clusters and works into the views: what its actors published but
-    /// could not store (fenced, or the store was down) must not outlive them here.
+    /// could not store (fenced, or the store was down) must not outlive them here. A read older
+    /// than the view (a lagging replica answered) changes nothing.
     async fn refresh_views(&self, shard: u32) {
         use crate::views::Versioned;
         let in_shard = |name: &str| flotilla_bus::subjects::shard(name) == shard;
@@ -208,11 +254,13 @@ impl Clusters {
             match self.shared.bucket.get(&name).await {
                 Ok(Some((mut stored, rev))) => {
                     stored.set_revision(rev);
-                    if *cluster != stored {
+                    if rev >= cluster.revision() && *cluster != stored {
                         self.shared.inventory.upsert(&name, stored);
                     }
                 }
-                Ok(None) => self.shared.inventory.remove(&name),
+                // Never stored (its first write was refused): only this hub ever showed it.
+                Ok(None) if cluster.revision() == 0 => self.shared.inventory.remove(&name),
+                Ok(None) => {}
                 Err(e) => tracing::debug!(cluster = %name, error = %e, "refreshing a view failed"),
             }
             for (key, work) in self.shared.works.with_prefix(&format!("{name}/")) {
@@ -222,11 +270,12 @@ impl Clusters {
                 match self.shared.work_bucket.get(&r.store_key()).await {
                     Ok(Some((mut stored, rev))) => {
                         stored.set_revision(rev);
-                        if *work != stored {
+                        if rev >= work.revision() && *work != stored {
                             self.shared.works.upsert(&key, stored);
                         }
                     }
-                    Ok(None) => self.shared.works.remove(&key),
+                    Ok(None) if work.revision() == 0 => self.shared.works.remove(&key),
+                    Ok(None) => {}
                     Err(e) => tracing::debug!(work = %key, error = %e, "refreshing a view failed"),
                 }
             }
@@ -245,6 +294,15 @@ impl Clusters {
         for shard in held {
             self.stop_shard(shard).await;
         }
+    }
+
+    /// Whether this hub reads `shard`'s status (the status router reports it).
+    pub fn sight(&self, shard: u32) -> Option<Arc<Sight>> {
+        self.shards
+            .lock()
+            .expect("shards lock")
+            .get(&shard)
+            .map(|r| r.sight.clone())
     }
 
     /// Whether this hub holds `shard` (with a valid fence).

@@ -7,9 +7,9 @@
 //! others find out by reading. Release is a compare-and-set delete.
 
 use crate::store::StoreError;
-use async_nats::jetstream::{self, kv, stream};
+use async_nats::jetstream::{self, kv};
 use bytes::Bytes;
-use flotilla_bus::jetstream::{JetStreamError, StreamOptions};
+use flotilla_bus::jetstream::StreamOptions;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -72,48 +72,7 @@ pub async fn open_expiring(
     ttl: Duration,
     opts: StreamOptions,
 ) -> Result<(kv::Store, Duration), StoreError> {
-    let name = format!("KV_{bucket}");
-    let config = stream::Config {
-        name: name.clone(),
-        subjects: vec![format!("$KV.{bucket}.>")],
-        max_messages_per_subject: 1,
-        max_age: ttl,
-        max_bytes: -1,
-        max_message_size: -1,
-        storage: opts.storage,
-        num_replicas: opts.replicas,
-        allow_rollup: true,
-        deny_delete: true,
-        deny_purge: false,
-        // Every read goes to the stream leader: a lease read from a lagging replica could show
-        // a key that has already expired, or miss a fresh one.
-        allow_direct: false,
-        discard: stream::DiscardPolicy::New,
-        // The server refuses a duplicate window longer than max_age.
-        duplicate_window: ttl,
-        ..Default::default()
-    };
-    let mut s = js
-        .get_or_create_stream(config)
-        .await
-        .map_err(|source| JetStreamError::Stream {
-            name: name.clone(),
-            source,
-        })?;
-    let info = s.info().await.map_err(|e| StoreError::Read {
-        bucket: bucket.into(),
-        key: String::new(),
-        message: e.to_string(),
-    })?;
-    let ttl = info.config.max_age;
-    let kv = js
-        .get_key_value(bucket)
-        .await
-        .map_err(|source| JetStreamError::Open {
-            bucket: bucket.into(),
-            source,
-        })?;
-    Ok((kv, ttl))
+    Ok(flotilla_bus::jetstream::ensure_expiring_kv(js, bucket, ttl, opts).await?)
 }
 
 /// The lease bucket.

@@ -68,14 +68,17 @@ impl Roster {
 pub struct Members {
     kv: kv::Store,
     roster: Arc<Mutex<Roster>>,
+    /// Silence after which the watch is replaced.
+    stall: Duration,
 }
 
 impl Members {
-    /// Membership over `kv`.
-    pub fn new(kv: kv::Store) -> Self {
+    /// Membership over `kv`; a watch silent for `stall` (a few heartbeat intervals) is replaced.
+    pub fn new(kv: kv::Store, stall: Duration) -> Self {
         Self {
             kv,
             roster: Arc::new(Mutex::new(Roster::default())),
+            stall,
         }
     }
 
@@ -117,11 +120,24 @@ impl Members {
                     }
                 }
             };
+            // The watch is an ephemeral consumer on one NATS node and nothing tells the client
+            // when that node dies; this hub's own heartbeat arrives every renew interval, so a
+            // long silence means a new watch (which starts with every live heartbeat).
+            let mut silence = tokio::time::interval(self.stall);
+            silence.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut heard = Instant::now();
             loop {
                 tokio::select! {
                     _ = stop.changed() => return,
+                    _ = silence.tick() => {
+                        if heard.elapsed() >= self.stall {
+                            tracing::warn!("hub heartbeat watch silent; re-watching");
+                            break;
+                        }
+                    }
                     next = watch.next() => match next {
                         Some(Ok(entry)) => {
+                            heard = Instant::now();
                             let mut roster = self.roster.lock().expect("roster lock");
                             match entry.operation {
                                 kv::Operation::Put => {

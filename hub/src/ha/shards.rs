@@ -211,18 +211,39 @@ pub fn spawn(
     (handle, task)
 }
 
+/// Carries the loop's commands out: in order for each unit, units independently (stopping one
+/// unit whose actors wait on a slow store must not hold back starting another).
 async fn run_host(host: Arc<dyn Host>, mut rx: mpsc::UnboundedReceiver<HostCmd>) {
-    while let Some(cmd) = rx.recv().await {
-        match cmd {
-            HostCmd::Start(unit, fence) => host.start(unit, fence).await,
-            HostCmd::Stop(unit, done) => {
-                host.stop(unit).await;
-                if let Some(done) = done {
-                    let _ = done.send(());
+    let mut queues: Vec<mpsc::UnboundedSender<HostCmd>> = Vec::new();
+    let mut workers = tokio::task::JoinSet::new();
+    for _ in 0..UNITS {
+        let (tx, mut unit_rx) = mpsc::unbounded_channel::<HostCmd>();
+        let host = host.clone();
+        workers.spawn(async move {
+            while let Some(cmd) = unit_rx.recv().await {
+                match cmd {
+                    HostCmd::Start(unit, fence) => host.start(unit, fence).await,
+                    HostCmd::Stop(unit, done) => {
+                        host.stop(unit).await;
+                        if let Some(done) = done {
+                            let _ = done.send(());
+                        }
+                    }
                 }
             }
+        });
+        queues.push(tx);
+    }
+    while let Some(cmd) = rx.recv().await {
+        let unit = match &cmd {
+            HostCmd::Start(u, _) | HostCmd::Stop(u, _) => *u as usize,
+        };
+        if let Some(q) = queues.get(unit) {
+            let _ = q.send(cmd);
         }
     }
+    drop(queues);
+    while workers.join_next().await.is_some() {}
 }
 
 struct Runner {

@@ -666,6 +666,14 @@ impl Actor {
     }
 
     pub(super) async fn lease_expired(&mut self) {
+        // A hub that cannot read its shard's status cannot tell a silent agent from a blind
+        // hub: no judgment while blind, and a full grace from the moment it sees again.
+        if let Some(c) = self.cluster.as_ref()
+            && let Some(later) = self.sight.postpone(Instant::now(), self.grace(c))
+        {
+            self.lease_deadline = Some(later);
+            return;
+        }
         self.lease_deadline = None;
         let Some(mut next) = self.cluster.clone().filter(rules::accepted) else {
             return;
@@ -691,8 +699,7 @@ impl Actor {
         };
         // Revoke first and fail closed: a cluster whose keys cannot be revoked stays.
         self.revoke_keys(&current)?;
-        self.shared
-            .bucket
+        self.bucket
             .purge(&self.name)
             .await
             .map_err(|e| ClusterError::Unavailable(e.to_string()))?;

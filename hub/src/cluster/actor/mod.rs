@@ -52,6 +52,7 @@ pub(super) fn spawn(
             .work_bucket
             .fenced(shard.fence.clone(), &shared.hub_id),
         acquired: shard.acquired,
+        sight: shard.sight.clone(),
         stop: shard.stop.subscribe(),
         shared,
         registry,
@@ -92,6 +93,8 @@ struct Actor {
     /// When this hub took the cluster's shard: leases are never judged older than this, so a
     /// restart or a failover does not make live clusters flap to Unknown.
     acquired: std::time::SystemTime,
+    /// Whether this hub reads the shard's status now, and since when.
+    sight: Arc<super::Sight>,
     /// Flips when the shard is handed over or lost.
     stop: tokio::sync::watch::Receiver<bool>,
     shared: Arc<Shared>,
