@@ -256,9 +256,12 @@ fn assert_epochs_never_go_back(seen: &[(String, String)]) {
     }
 }
 
-/// One hub's acting intervals per unit: `(epoch, start ms, end ms)`; `end_if_open` closes the
+/// An acting interval: `(unit, epoch, start ms, end ms)`.
+type Interval = (u64, u64, u64, u64);
+
+/// One hub's acting intervals; `end_if_open` closes the
 /// ones still open (a killed hub stopped at its death).
-fn intervals(log: &Value, end_if_open: u64) -> Vec<(u64, u64, u64, u64)> {
+fn intervals(log: &Value, end_if_open: u64) -> Vec<Interval> {
     let mut open: BTreeMap<(u64, u64), u64> = BTreeMap::new();
     let mut out = Vec::new();
     for e in log["events"].as_array().into_iter().flatten() {
@@ -286,7 +289,7 @@ fn intervals(log: &Value, end_if_open: u64) -> Vec<(u64, u64, u64, u64)> {
 }
 
 /// No two hubs ever acted for one unit at once.
-fn assert_no_overlap(all: &[(String, Vec<(u64, u64, u64, u64)>)]) {
+fn assert_no_overlap(all: &[(String, Vec<Interval>)]) {
     let mut by_unit: BTreeMap<u64, Vec<(u64, u64, u64, &str)>> = BTreeMap::new();
     for (hub, ivs) in all {
         for &(unit, epoch, start, end) in ivs {
