@@ -68,7 +68,7 @@ pub async fn run(
                 tracing::error!(error = %e, "registration request cannot be encoded");
                 config.denied_poll
             }
-            Err(AskError::Unanswered(e) | AskError::Unreadable(e)) => {
+            Err(e @ (AskError::Unanswered(_) | AskError::Unreadable(_) | AskError::NotOurs(_))) => {
                 failures += 1;
                 tracing::debug!(error = %e, "registration request not answered");
                 backoff(failures, Duration::from_secs(30))

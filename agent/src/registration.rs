@@ -12,7 +12,6 @@ use crate::credentials::AgentCredentials;
 use crate::namespaces::{ManagedNamespaces, hub_hash};
 use crate::store::{HubState, LocalStore, ManagedNamespace};
 use crate::work::WorkManager;
-use async_nats::jetstream;
 use flotilla_api::meta::{self, CLAIM_ID, CLAIM_KUBEVERSION, CLAIM_PLATFORM, CLAIM_PRODUCT};
 use flotilla_api::v1::{
     ClusterClaim, ClusterSetManagedNamespaceConfig, ClusterStatusReport, LeaseRenewal,
@@ -20,7 +19,8 @@ use flotilla_api::v1::{
     SpecResyncResponse,
 };
 use flotilla_bus::connect::ConnectionEvent;
-use flotilla_bus::envelope::{Event, headers, types};
+use flotilla_bus::envelope::{Event, types};
+use flotilla_bus::publish::{PublishError, Publisher};
 use flotilla_bus::subjects;
 use futures::StreamExt;
 use rand::Rng;
@@ -37,7 +37,10 @@ const ACCEPTED_REFRESH: Duration = Duration::from_secs(600);
 pub struct RegistrationActor {
     config: AgentConfig,
     client: async_nats::Client,
-    js: jetstream::Context,
+    /// Status events into the status stream, acknowledged within [`PUBLISH_TIMEOUT`].
+    events: Publisher,
+    /// Requests to the hub (spec resync), answered within the NATS request timeout.
+    requests: Publisher,
     backend: Arc<dyn Backend>,
     store: Arc<LocalStore>,
     source: String,
@@ -85,13 +88,19 @@ impl RegistrationActor {
         store: Arc<LocalStore>,
         works: WorkManager,
     ) -> Self {
-        let js = jetstream::new(client.clone());
+        let requests = Publisher::new(
+            client.clone(),
+            config.max_event_bytes,
+            config.nats.request_timeout,
+        );
+        let events = requests.with_timeout(PUBLISH_TIMEOUT);
         let source = format!("flotilla-agent/{}", config.cluster_name);
         let namespaces = ManagedNamespaces::new(backend.clone(), &hub_hash(&config.nats.url));
         Self {
             config,
             client,
-            js,
+            events,
+            requests,
             backend,
             store,
             source,
@@ -317,7 +326,7 @@ impl RegistrationActor {
                 tracing::debug!(error = %e, "registration request not answered");
                 self.retry_register();
             }
-            Err(AskError::Unreadable(e)) => {
+            Err(e @ (AskError::Unreadable(_) | AskError::NotOurs(_))) => {
                 tracing::warn!(error = %e, "unreadable registration reply");
                 self.retry_register();
             }
@@ -538,32 +547,24 @@ impl RegistrationActor {
             self.name(),
             request,
         );
-        let Ok(bytes) = ev.encode(self.config.max_event_bytes) else {
-            tracing::error!("spec resync request too large");
-            return None;
-        };
-        let req = async_nats::Request::new()
-            .payload(bytes)
-            .headers(headers(&ev))
-            .timeout(Some(self.config.nats.request_timeout));
-        match self
-            .client
-            .send_request(subjects::sync(self.name()), req)
-            .await
-        {
-            Ok(reply) => match Event::decode(&reply.payload, self.config.max_event_bytes)
-                .and_then(|e| e.decode_data::<SpecResyncResponse>("SpecResyncResponse"))
-            {
-                Ok(resp) if !resp.error.is_empty() => {
-                    tracing::warn!(error = %resp.error, "the hub rejected the spec resync request");
-                    None
-                }
-                Ok(resp) => Some(resp),
-                Err(e) => {
-                    tracing::warn!(error = %e, "unreadable spec resync answer");
-                    None
-                }
-            },
+        let answer = self
+            .requests
+            .request::<SpecResyncResponse>(subjects::sync(self.name()), &ev, "SpecResyncResponse")
+            .await;
+        match answer {
+            Ok(resp) if !resp.error.is_empty() => {
+                tracing::warn!(error = %resp.error, "the hub rejected the spec resync request");
+                None
+            }
+            Ok(resp) => Some(resp),
+            Err(e @ PublishError::Decode { .. }) => {
+                tracing::warn!(error = %e, "unreadable spec resync answer");
+                None
+            }
+            Err(e) if e.is_permanent() => {
+                tracing::error!(error = %e, "spec resync request cannot be sent");
+                None
+            }
             Err(e) => {
                 tracing::debug!(error = %e, "spec resync not answered; retrying soon");
                 self.next_resync = Some(Instant::now() + jitter(Duration::from_secs(5), 0.5));
@@ -579,29 +580,14 @@ impl RegistrationActor {
 
     /// Publishes into the status stream and waits (bounded) for the acknowledgement.
     async fn publish_to(&self, subject: String, kind: &str, ev: Event) -> bool {
-        let bytes = match ev.encode(self.config.max_event_bytes) {
-            Ok(b) => b,
-            Err(e) => {
-                tracing::error!(error = %e, kind, "event cannot be encoded");
-                return false;
-            }
-        };
-        let attempt = async {
-            self.js
-                .publish_with_headers(subject, headers(&ev), bytes)
-                .await
-                .map_err(|e| e.to_string())?
-                .await
-                .map_err(|e| e.to_string())
-        };
-        match tokio::time::timeout(PUBLISH_TIMEOUT, attempt).await {
-            Ok(Ok(_)) => true,
-            Ok(Err(e)) => {
-                tracing::debug!(error = %e, kind, "status publish failed");
+        match self.events.publish_acked(subject, &ev).await {
+            Ok(_) => true,
+            Err(e) if e.is_permanent() => {
+                tracing::error!(error = %e, kind, "event cannot be sent");
                 false
             }
-            Err(_) => {
-                tracing::debug!(kind, "status publish timed out");
+            Err(e) => {
+                tracing::debug!(error = %e, kind, "status publish failed");
                 false
             }
         }
@@ -804,15 +790,31 @@ fn claims(config: &AgentConfig, store: &LocalStore, info: &ClusterInfo) -> Vec<C
 }
 
 /// Why a registration request got no usable answer.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum AskError {
     /// The request cannot be encoded (too large): asking again will not help soon.
-    Encode(String),
+    #[error("the registration request cannot be sent: {0}")]
+    Encode(#[source] PublishError),
     /// No answer (hub or NATS away): retry with backoff.
-    Unanswered(String),
-    /// An answer that cannot be read, or that is not the answer to this request (another
-    /// cluster's, or another request's): retry with backoff.
-    Unreadable(String),
+    #[error("the registration request was not answered: {0}")]
+    Unanswered(#[source] PublishError),
+    /// An answer that cannot be read: retry with backoff.
+    #[error("the registration answer is unreadable: {0}")]
+    Unreadable(#[source] PublishError),
+    /// An answer that is not the answer to this request (another cluster's, or another
+    /// request's): retry with backoff.
+    #[error("not the answer to this registration request: {0}")]
+    NotOurs(String),
+}
+
+impl From<PublishError> for AskError {
+    fn from(e: PublishError) -> Self {
+        match e {
+            e if e.is_permanent() => Self::Encode(e),
+            e @ PublishError::Decode { .. } => Self::Unreadable(e),
+            e => Self::Unanswered(e),
+        }
+    }
 }
 
 /// Sends one registration request over `client` and reads the hub's answer.
@@ -829,20 +831,18 @@ pub async fn ask_hub(
         &config.cluster_name,
         request,
     );
-    let bytes = ev
-        .encode(config.max_event_bytes)
-        .map_err(|e| AskError::Encode(e.to_string()))?;
-    let request = async_nats::Request::new()
-        .payload(bytes)
-        .headers(headers(&ev))
-        .timeout(Some(config.nats.request_timeout));
-    let reply = client
-        .send_request(subjects::register(&config.cluster_name), request)
-        .await
-        .map_err(|e| AskError::Unanswered(e.to_string()))?;
-    let response = Event::decode(&reply.payload, config.max_event_bytes)
-        .and_then(|e| e.decode_data::<RegistrationResponse>("RegistrationResponse"))
-        .map_err(|e| AskError::Unreadable(e.to_string()))?;
+    let publisher = Publisher::new(
+        client.clone(),
+        config.max_event_bytes,
+        config.nats.request_timeout,
+    );
+    let response = publisher
+        .request::<RegistrationResponse>(
+            subjects::register(&config.cluster_name),
+            &ev,
+            "RegistrationResponse",
+        )
+        .await?;
     answers(&response, &config.cluster_name, &request_id)?;
     Ok(response)
 }
@@ -855,14 +855,14 @@ fn answers(
     request_id: &str,
 ) -> Result<(), AskError> {
     if response.cluster_name != cluster {
-        return Err(AskError::Unreadable(format!(
+        return Err(AskError::NotOurs(format!(
             "an answer for cluster {:?}, not {cluster:?}",
             response.cluster_name
         )));
     }
     // A hub that predates request ids answers without in_reply_to.
     if !response.in_reply_to.is_empty() && response.in_reply_to != request_id {
-        return Err(AskError::Unreadable(format!(
+        return Err(AskError::NotOurs(format!(
             "an answer to request {:?}, not {request_id:?}",
             response.in_reply_to
         )));

@@ -234,3 +234,74 @@ fn the_compose_fleet_and_job_run_as_local_processes() {
 fn script_of(c: &Value) -> String {
     strings(&c["services"]["apply"]["command"]).join(" ")
 }
+
+/// The `ha` profile (docs/ha.md): three NATS nodes routed to each other, two hubs given every
+/// node with R3 streams, a fleet given every node, a CLI given both hubs — and only flags the
+/// binaries know (nats-server's checked against the Debian 2.9 build, the oldest supported).
+#[test]
+fn the_ha_profile_has_three_routed_nats_nodes_two_hubs_and_url_lists() {
+    let c = compose();
+    let services = &c["services"];
+    let in_ha = |name: &str| strings(&services[name]["profiles"]).contains(&"ha".to_string());
+    let nodes = ["nats-1", "nats-2", "nats-3"];
+    let routes = "nats://nats-1:6222,nats://nats-2:6222,nats://nats-3:6222";
+    let urls = "nats://nats-1:4222,nats://nats-2:4222,nats://nats-3:4222";
+    let help = Command::new(flotilla_testkit::nats_server_debian_binary())
+        .arg("--help")
+        .output()
+        .expect("nats-server --help");
+    let help =
+        String::from_utf8_lossy(&help.stdout).to_string() + &String::from_utf8_lossy(&help.stderr);
+    for node in nodes {
+        assert!(in_ha(node), "{node} is in the ha profile");
+        let args = strings(&services[node]["command"]);
+        let value = |flag: &str| {
+            args.iter()
+                .position(|a| a == flag)
+                .and_then(|i| args.get(i + 1))
+                .cloned()
+                .unwrap_or_else(|| panic!("{node}: {flag} missing in {args:?}"))
+        };
+        assert!(args.contains(&"-js".to_string()), "{node}: JetStream");
+        assert_eq!(value("-n"), node, "server names tell JetStream peers apart");
+        assert_eq!(value("--cluster_name"), "flotilla");
+        assert_eq!(value("--routes"), routes, "{node} routes to every node");
+        for flag in args.iter().filter(|a| a.starts_with('-')) {
+            assert!(
+                help.contains(flag.as_str()),
+                "{node}: nats-server has no {flag}"
+            );
+        }
+    }
+    let volumes: Vec<String> = nodes
+        .iter()
+        .map(|n| strings(&services[*n]["volumes"]).join(","))
+        .collect();
+    assert!(
+        volumes[0] != volumes[1] && volumes[1] != volumes[2],
+        "each node has its own store: {volumes:?}"
+    );
+    for hub in ["hub-a", "hub-b"] {
+        assert!(in_ha(hub), "{hub} is in the ha profile");
+        let args = strings(&services[hub]["command"]);
+        assert_eq!(args[0], "flotilla-hub");
+        assert_flags_known("flotilla-hub", None, &args[1..]);
+        assert!(
+            args.contains(&format!("--nats-url={urls}")),
+            "{hub}: {args:?}"
+        );
+        assert!(
+            args.contains(&"--replicas=3".to_string()),
+            "{hub}: {args:?}"
+        );
+    }
+    let sim = strings(&services["sim-ha"]["command"]);
+    assert!(in_ha("sim-ha"));
+    assert_flags_known("flotilla-sim", None, &sim[1..]);
+    assert!(sim.contains(&format!("--nats-url={urls}")), "{sim:?}");
+    assert!(in_ha("cli-ha"));
+    assert_eq!(
+        strings(&services["cli-ha"]["entrypoint"]),
+        ["flotilla", "--hub=http://hub-a:50051,http://hub-b:50051"]
+    );
+}

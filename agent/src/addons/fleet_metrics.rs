@@ -25,7 +25,8 @@ use crate::backend::Backend;
 use crate::store::LocalStore;
 use flotilla_api::v1::{AddOnLeaseRenewal, AddOnPlacementScoreItem};
 use flotilla_bus::addons;
-use flotilla_bus::envelope::{Event, headers};
+use flotilla_bus::envelope::Event;
+use flotilla_bus::publish::{PublishError, Publisher};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -110,7 +111,7 @@ impl ReporterConfig {
 /// The fleet-metrics reporter of one add-on on one cluster.
 pub struct Reporter {
     config: ReporterConfig,
-    client: async_nats::Client,
+    publisher: Publisher,
     source: Arc<dyn Source>,
     last_sequence: u64,
 }
@@ -125,16 +126,14 @@ impl std::fmt::Debug for Reporter {
 
 /// Why a report was not sent.
 #[derive(Debug, thiserror::Error)]
-pub enum ReportError {
-    /// The event is larger than allowed.
-    #[error("encoding the {0} event: {1}")]
-    Encode(&'static str, String),
-    /// The client refused the publish.
-    #[error("publishing the {0}: {1}")]
-    Publish(&'static str, String),
-    /// The client did not take the publish in time (disconnected with a full buffer).
-    #[error("publishing the {0} timed out")]
-    Timeout(&'static str),
+#[error("publishing the {what}: {source}")]
+pub struct ReportError {
+    /// Which event (`lease renewal`, `score report`).
+    pub what: &'static str,
+    /// Why: too large, refused by the client, or not taken in time (a disconnected client
+    /// with a full buffer).
+    #[source]
+    pub source: PublishError,
 }
 
 impl Reporter {
@@ -144,9 +143,10 @@ impl Reporter {
         client: async_nats::Client,
         source: Arc<dyn Source>,
     ) -> Self {
+        let publisher = Publisher::new(client, config.max_event_bytes, PUBLISH_TIMEOUT);
         Self {
             config,
-            client,
+            publisher,
             source,
             last_sequence: 0,
         }
@@ -203,21 +203,11 @@ impl Reporter {
     }
 
     async fn publish(&self, what: &'static str, kind: &str, ev: &Event) -> Result<(), ReportError> {
-        let bytes = ev
-            .encode(self.config.max_event_bytes)
-            .map_err(|e| ReportError::Encode(what, e.to_string()))?;
         let subject = addons::subject(&self.config.addon_name, &self.config.cluster_name, kind);
-        match tokio::time::timeout(
-            PUBLISH_TIMEOUT,
-            self.client
-                .publish_with_headers(subject, headers(ev), bytes),
-        )
-        .await
-        {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(ReportError::Publish(what, e.to_string())),
-            Err(_) => Err(ReportError::Timeout(what)),
-        }
+        self.publisher
+            .publish(subject, ev)
+            .await
+            .map_err(|source| ReportError { what, source })
     }
 
     /// Publishes one lease renewal and one score report (both are tried).

@@ -32,7 +32,8 @@ use crate::store::LocalStore;
 use fleet_metrics::{Reporter, ReporterConfig, ReporterHandle};
 use flotilla_api::v1::{AddOnCredentialsRequest, AddOnCredentialsResponse};
 use flotilla_bus::connect::{self, Authenticator, NatsConfig};
-use flotilla_bus::envelope::{Event, headers};
+use flotilla_bus::envelope::Event;
+use flotilla_bus::publish::Publisher;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -262,20 +263,14 @@ pub async fn request_credentials(
         agent_cluster,
         request,
     );
-    let bytes = ev
-        .encode(max_event_bytes)
-        .map_err(|e| format!("encoding the request: {e}"))?;
-    let req = async_nats::Request::new()
-        .payload(bytes)
-        .headers(headers(&ev))
-        .timeout(Some(timeout));
-    let reply = client
-        .send_request(flotilla_bus::addons::credentials(agent_cluster), req)
+    let resp: AddOnCredentialsResponse = Publisher::new(client.clone(), max_event_bytes, timeout)
+        .request(
+            flotilla_bus::addons::credentials(agent_cluster),
+            &ev,
+            "AddOnCredentialsResponse",
+        )
         .await
-        .map_err(|e| format!("not answered: {e}"))?;
-    let resp: AddOnCredentialsResponse = Event::decode(&reply.payload, max_event_bytes)
-        .and_then(|e| e.decode_data("AddOnCredentialsResponse"))
-        .map_err(|e| format!("unreadable answer: {e}"))?;
+        .map_err(|e| e.to_string())?;
     if resp.user_jwt.is_empty() {
         return Err(if resp.message.is_empty() {
             "refused without a reason".into()

@@ -23,7 +23,8 @@ use flotilla_api::v1::{
     AppliedManifestWork, ManifestWork, ProxyRequest, ProxyResponse, WorkStatusReport,
 };
 use flotilla_api::work::ManifestId;
-use flotilla_bus::envelope::{Action, Event, headers, types};
+use flotilla_bus::envelope::{Action, Event, types};
+use flotilla_bus::publish::{PublishError, Publisher as EventPublisher};
 use flotilla_bus::works;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -92,14 +93,17 @@ impl Default for WorkConfig {
     }
 }
 
+/// How long a status publish waits for the stream's acknowledgement (and a proxy answer for
+/// the client to take it).
+const STATUS_PUBLISH_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Publishes work status into the status stream.
 #[derive(Clone)]
 pub struct Publisher {
-    js: async_nats::jetstream::Context,
+    events: EventPublisher,
     store: Arc<LocalStore>,
     cluster: String,
     source: String,
-    max_event_bytes: usize,
     metrics: Arc<crate::metrics::AgentMetrics>,
 }
 
@@ -114,11 +118,10 @@ impl Publisher {
     ) -> Self {
         Self {
             metrics,
-            js: async_nats::jetstream::new(client),
+            events: EventPublisher::new(client, max_event_bytes, STATUS_PUBLISH_TIMEOUT),
             store,
             cluster: cluster.to_string(),
             source: format!("flotilla-agent/{cluster}"),
-            max_event_bytes,
         }
     }
 
@@ -149,29 +152,17 @@ impl Publisher {
             .with_status_hash()
             .with_resource_id(report.resource_id.clone())
             .with_resource_version(report.observed_generation);
-        let bytes = match ev.encode(self.max_event_bytes) {
-            Ok(b) => b,
-            Err(e) => {
-                tracing::error!(error = %e, work = %report.work_name, "work status cannot be encoded");
+        let subject = works::status_subject(&self.cluster, &report.resource_id);
+        let ok = match self.events.publish_acked(subject, &ev).await {
+            Ok(_) => true,
+            Err(e) if e.is_permanent() => {
+                tracing::error!(error = %e, work = %report.work_name, "work status cannot be sent");
                 return false;
             }
-        };
-        let subject = works::status_subject(&self.cluster, &report.resource_id);
-        let attempt = async {
-            self.js
-                .publish_with_headers(subject, headers(&ev), bytes)
-                .await
-                .map_err(|e| e.to_string())?
-                .await
-                .map_err(|e| e.to_string())
-        };
-        let ok = match tokio::time::timeout(Duration::from_secs(5), attempt).await {
-            Ok(Ok(_)) => true,
-            Ok(Err(e)) => {
+            Err(e) => {
                 tracing::debug!(error = %e, "work status publish failed; will retry");
                 false
             }
-            Err(_) => false,
         };
         self.metrics.status(ok);
         ok
@@ -398,17 +389,20 @@ impl WorkManager {
             self.cluster.clone(),
             &response,
         );
-        match ev.encode(self.config.max_event_bytes) {
-            Ok(bytes) => {
-                let _ = client
-                    .publish_with_headers(reply, headers(&ev), bytes)
-                    .await;
-            }
-            Err(e) => {
+        let answers = EventPublisher::new(
+            client.clone(),
+            self.config.max_event_bytes,
+            STATUS_PUBLISH_TIMEOUT,
+        );
+        match answers.publish(reply.to_string(), &ev).await {
+            Err(PublishError::TooLarge { size, max, .. }) => {
                 // Too many objects for one message: say so instead of timing out.
                 let short = ProxyResponse {
                     objects: vec![],
-                    error: format!("answer too large ({e}); ask for one namespace or one name"),
+                    error: format!(
+                        "answer too large (event is {size} bytes, over the {max}-byte limit); \
+                         ask for one namespace or one name"
+                    ),
                 };
                 let ev = Event::new(
                     types::proxy_response(),
@@ -416,12 +410,12 @@ impl WorkManager {
                     self.cluster.clone(),
                     &short,
                 );
-                if let Ok(bytes) = ev.encode(self.config.max_event_bytes) {
-                    let _ = client
-                        .publish_with_headers(reply, headers(&ev), bytes)
-                        .await;
+                if let Err(e) = answers.publish(reply.to_string(), &ev).await {
+                    tracing::debug!(error = %e, "proxy answer not sent");
                 }
             }
+            Err(e) => tracing::debug!(error = %e, "proxy answer not sent"),
+            Ok(()) => {}
         }
     }
 }
