@@ -21,6 +21,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "flotilla/v1/addon.proto",
         "flotilla/v1/addon_service.proto",
         "flotilla/v1/route.proto",
+        "flotilla/v1/forward.proto",
     ];
     for file in &files {
         println!("cargo:rerun-if-changed={}", root.join(file).display());

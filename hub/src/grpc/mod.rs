@@ -11,6 +11,7 @@ pub mod addon;
 pub mod auth;
 pub mod cluster;
 pub mod clusterset;
+pub mod forward;
 pub mod guard;
 pub mod late;
 pub mod placement;

@@ -1,0 +1,979 @@
+//! Unary gRPC calls forwarded over NATS to the hub that holds the controllers.
+//!
+//! Several hubs share one control plane; the controllers (placements, replica sets, add-ons,
+//! cluster sets) run only on the hub holding their lease, yet every hub serves the whole API.
+//! A hub that does not hold them puts [`Forward`] in its tower stack: for each call its route
+//! function says whether the call is served here ([`Decision::Local`]), sent to the holder
+//! ([`Decision::Forward`]) or refused ([`Decision::Refuse`], for server streams, which one NATS
+//! request cannot carry). The holder runs [`serve`] on the same subject while it holds the lease,
+//! with its own routes behind the same authentication layer, so the caller's bearer token is
+//! checked again where the call runs: a forwarded call carries no identity of its own.
+//!
+//! # Wire format (version [`FORWARD_VERSION`])
+//!
+//! A core NATS request on the forwarding subject whose payload is a protobuf
+//! `flotilla.v1.ForwardedCall` (`proto/flotilla/v1/forward.proto`): the version, the request path
+//! (`/flotilla.v1.PlacementService/ApplyPlacement`), the request headers in
+//! [`FORWARDED_HEADERS`] — `grpc-timeout` always set, to the edge's deadline for the call — and
+//! the whole HTTP/2 request body (the length-prefixed gRPC message, not decoded). The reply, on
+//! the requester's inbox, is a `flotilla.v1.ForwardedReply`: version, HTTP status, response
+//! headers (a trailers-only answer carries `grpc-status` there), the whole response body and the
+//! trailers. Either side refuses a version it does not know; fields are only ever added.
+//!
+//! # What a caller sees
+//!
+//! - The holder's answer, status and metadata unchanged.
+//! - `RESOURCE_EXHAUSTED` for a request body over [`MAX_BODY`], or a call or answer larger than
+//!   the NATS server's `max_payload`.
+//! - `UNAVAILABLE` "no hub holds the controllers (takeover in progress?)" when nobody serves the
+//!   subject for the forwarder's patience (retried meanwhile, 100 ms doubling to 1 s: a call
+//!   nobody received is safe to send again).
+//! - `DEADLINE_EXCEEDED` from the holder when the call ran past its deadline there — the
+//!   forwarder's timeout or the caller's shorter `grpc-timeout`, sent along.
+//! - `UNAVAILABLE` "… the outcome is unknown" when the holder took the call but did not answer
+//!   at all (it died, or NATS lost the answer): it may have been carried out, so it is never
+//!   retried here.
+
+use bytes::{Bytes, BytesMut};
+use flotilla_api::v1::{ForwardedCall, ForwardedHeader, ForwardedReply};
+use http::{HeaderMap, HeaderName, HeaderValue};
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use prost::Message as _;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use thiserror::Error;
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tonic::Status;
+use tonic::body::Body;
+use tracing::Instrument;
+
+/// The wire version this hub speaks (`ForwardedCall.version`, `ForwardedReply.version`).
+pub const FORWARD_VERSION: u32 = 1;
+
+/// Largest request body forwarded (the largest message the hub's services decode), and
+/// largest response body a holder sends back.
+pub const MAX_BODY: usize = 8 * 1024 * 1024;
+
+/// Default time the holder has to answer one forwarded call.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Default time a call waits for some hub to serve the forwarding subject (a takeover).
+pub const DEFAULT_PATIENCE: Duration = Duration::from_secs(30);
+
+/// Calls a holder works on at once; further requests wait in the subscription.
+pub const MAX_IN_FLIGHT: usize = 64;
+
+/// Longest a holder works on one call: a call's own `grpc-timeout` shortens it, and it bounds
+/// how long [`serve`] takes to drain once stopped.
+pub const MAX_CALL_TIME: Duration = Duration::from_secs(300);
+
+/// The request headers a forwarded call carries, and the only ones a holder takes from the
+/// wire: what gRPC needs, the caller's credentials and tracing. Anything else (in particular
+/// any header that could claim an identity) stays behind.
+pub const FORWARDED_HEADERS: [&str; 9] = [
+    "authorization",
+    "content-type",
+    "te",
+    "grpc-timeout",
+    "grpc-encoding",
+    "grpc-accept-encoding",
+    "x-request-id",
+    "traceparent",
+    "tracestate",
+];
+
+/// Hop-by-hop headers: about one HTTP connection, never copied from a forwarded answer.
+const HOP_BY_HOP: [&str; 8] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "upgrade",
+    "te",
+    "trailer",
+    "content-length",
+];
+
+/// Reply subjects a holder answers on: hub inboxes (`_INBOX_hub`, what hubs use) and default
+/// client inboxes. Never an arbitrary subject named by whoever published the request.
+const INBOXES: [&str; 2] = ["_INBOX_hub.", "_INBOX."];
+
+/// First wait after "no responders"; it doubles up to [`LAST_RETRY`].
+const FIRST_RETRY: Duration = Duration::from_millis(100);
+/// Longest wait between two attempts.
+const LAST_RETRY: Duration = Duration::from_secs(1);
+
+/// How long past a call's deadline the edge waits for its answer: a holder cuts a call short
+/// at the deadline it was sent and says so (`DEADLINE_EXCEEDED`); only silence beyond this
+/// grace is "outcome unknown".
+const REPLY_GRACE: Duration = Duration::from_millis(500);
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What to do with one call, by its path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Serve it here (the inner service).
+    Local,
+    /// Send it to the hub serving the forwarding subject.
+    Forward,
+    /// Answer `UNAVAILABLE` with this message (server streams, which cannot be forwarded:
+    /// say where the call must be made).
+    Refuse(String),
+}
+
+/// Whether `path` names a server-streaming method of the Flotilla API: its method starts with
+/// `Watch` (`/flotilla.v1.PlacementService/WatchPlacements`). Those cannot be forwarded.
+pub fn is_watch(path: &str) -> bool {
+    path.rsplit_once('/')
+        .is_some_and(|(service, method)| !service.is_empty() && method.starts_with("Watch"))
+}
+
+/// The route function: [`Decision`] by request path.
+pub type Route = Arc<dyn Fn(&str) -> Decision + Send + Sync>;
+
+/// A tower layer forwarding the calls its route function picks to the hub serving `subject`
+/// ([`serve`]).
+#[derive(Clone)]
+pub struct Forward {
+    nats: async_nats::Client,
+    subject: async_nats::Subject,
+    route: Route,
+    timeout: Duration,
+    patience: Duration,
+}
+
+impl std::fmt::Debug for Forward {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Forward")
+            .field("subject", &self.subject)
+            .field("timeout", &self.timeout)
+            .field("patience", &self.patience)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Forward {
+    /// Forwards over `nats` to `subject` the calls `route` says to, with [`DEFAULT_TIMEOUT`]
+    /// and [`DEFAULT_PATIENCE`].
+    pub fn new(
+        nats: async_nats::Client,
+        subject: impl Into<String>,
+        route: impl Fn(&str) -> Decision + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            nats,
+            subject: async_nats::Subject::from(subject.into()),
+            route: Arc::new(route),
+            timeout: DEFAULT_TIMEOUT,
+            patience: DEFAULT_PATIENCE,
+        }
+    }
+
+    /// How long the holder may work on a call (a caller's shorter `grpc-timeout` wins): it is
+    /// sent as the call's `grpc-timeout`, so the holder cuts the call short with
+    /// `DEADLINE_EXCEEDED`; a holder silent for longer leaves the caller `UNAVAILABLE`, outcome
+    /// unknown.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// How long a call waits, retrying, for some hub to serve the subject.
+    pub fn with_patience(mut self, patience: Duration) -> Self {
+        self.patience = patience;
+        self
+    }
+
+    /// Sends one call to the holder and rebuilds its answer (an error status as a
+    /// trailers-only response).
+    async fn forward(&self, req: http::Request<Body>) -> http::Response<Body> {
+        let path = req.uri().path().to_string();
+        let started = Instant::now();
+        let response = self.try_forward(req).await.unwrap_or_else(|status| {
+            tracing::debug!(method = %path, code = ?status.code(), message = status.message(), "forwarding failed");
+            status.into_http()
+        });
+        tracing::debug!(method = %path, elapsed = ?started.elapsed(), "forwarded call answered");
+        response
+    }
+
+    async fn try_forward(&self, req: http::Request<Body>) -> Result<http::Response<Body>, Status> {
+        let (parts, body) = req.into_parts();
+        let body = read_body(body, MAX_BODY).await?;
+        let deadline = parts
+            .headers
+            .get("grpc-timeout")
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_grpc_timeout)
+            .map_or(self.timeout, |caller| caller.min(self.timeout));
+        let call = ForwardedCall {
+            version: FORWARD_VERSION,
+            path: parts.uri.path().to_string(),
+            headers: forwarded_headers(&parts.headers, deadline),
+            body: body.into(),
+        };
+        let reply = self
+            .request(Bytes::from(call.encode_to_vec()), deadline)
+            .await?;
+        let reply = ForwardedReply::decode(reply.payload).map_err(|e| {
+            Status::internal(format!(
+                "the hub holding the controllers sent an answer that is not a ForwardedReply: {e}"
+            ))
+        })?;
+        response(reply)
+    }
+
+    /// One NATS request, sent again while nobody serves the subject, for at most the patience.
+    async fn request(
+        &self,
+        payload: Bytes,
+        timeout: Duration,
+    ) -> Result<async_nats::Message, Status> {
+        use async_nats::RequestErrorKind as Kind;
+        let started = Instant::now();
+        let mut delays = retry_delays();
+        loop {
+            let request = async_nats::Request::new()
+                .payload(payload.clone())
+                .timeout(Some(timeout + REPLY_GRACE));
+            let err = match self.nats.send_request(self.subject.clone(), request).await {
+                Ok(reply) => return Ok(reply),
+                Err(err) => err,
+            };
+            match err.kind() {
+                Kind::NoResponders => {
+                    // The last attempt is made when the patience runs out.
+                    let left = self.patience.saturating_sub(started.elapsed());
+                    if left.is_zero() {
+                        tracing::warn!(subject = %self.subject, patience = ?self.patience, "nobody serves forwarded calls");
+                        return Err(Status::unavailable(format!(
+                            "no hub holds the controllers (takeover in progress?): nobody \
+                             answered on {} for {:?}; try again shortly",
+                            self.subject, self.patience
+                        )));
+                    }
+                    let delay = delays.next().unwrap_or(LAST_RETRY);
+                    tokio::time::sleep(delay.min(left)).await;
+                }
+                Kind::TimedOut => {
+                    return Err(Status::unavailable(format!(
+                        "the hub holding the controllers took the call but did not answer \
+                         within {timeout:?}: the outcome is unknown; check the object before \
+                         retrying a change"
+                    )));
+                }
+                Kind::MaxPayloadExceeded => {
+                    return Err(Status::resource_exhausted(format!(
+                        "the call is {} bytes forwarded, more than the NATS server carries \
+                         (max_payload {}); make it on the hub holding the controllers or raise \
+                         max_payload",
+                        payload.len(),
+                        self.nats.server_info().max_payload
+                    )));
+                }
+                Kind::InvalidSubject | Kind::Other => {
+                    return Err(Status::unavailable(format!(
+                        "forwarding the call to the hub holding the controllers failed: {err}"
+                    )));
+                }
+            }
+        }
+    }
+}
+
+impl<S> tower::Layer<S> for Forward {
+    type Service = ForwardService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        ForwardService {
+            inner,
+            forward: Arc::new(self.clone()),
+        }
+    }
+}
+
+/// The service [`Forward`] wraps around the gRPC routes.
+#[derive(Clone)]
+pub struct ForwardService<S> {
+    inner: S,
+    forward: Arc<Forward>,
+}
+
+impl<S, R> tower::Service<http::Request<Body>> for ForwardService<S>
+where
+    S: tower::Service<http::Request<Body>, Response = http::Response<R>>,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    R: http_body::Body<Data = Bytes> + Send + 'static,
+    R::Error: Into<BoxError>,
+{
+    type Response = http::Response<Body>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
+        match (self.forward.route)(req.uri().path()) {
+            Decision::Local => {
+                let call = self.inner.call(req);
+                Box::pin(async move { Ok(call.await?.map(Body::new)) })
+            }
+            Decision::Refuse(message) => {
+                tracing::debug!(method = %req.uri().path(), "call refused: not forwardable");
+                Box::pin(std::future::ready(Ok(
+                    Status::unavailable(message).into_http()
+                )))
+            }
+            Decision::Forward => {
+                let forward = self.forward.clone();
+                Box::pin(async move { Ok(forward.forward(req).await) })
+            }
+        }
+    }
+}
+
+/// A subscription to the forwarding subject could not be made.
+#[derive(Debug, Error)]
+pub enum ServeError {
+    /// The subscription was refused.
+    #[error("subscribing to forwarded calls on {subject}: {source}")]
+    Subscribe {
+        /// The forwarding subject.
+        subject: String,
+        /// The NATS error.
+        #[source]
+        source: async_nats::SubscribeError,
+    },
+    /// The server did not confirm the subscription.
+    #[error("confirming the subscription to forwarded calls on {subject}: {source}")]
+    Flush {
+        /// The forwarding subject.
+        subject: String,
+        /// The NATS error.
+        #[source]
+        source: async_nats::client::FlushError,
+    },
+}
+
+/// Answers the calls forwarded on `subject` with `service` until `stop` turns true (or its
+/// sender is dropped), then drains: unsubscribes, answers the calls the server delivered before
+/// it took the unsubscription, waits for the calls in flight (each bounded by its deadline, at
+/// most [`MAX_CALL_TIME`]) and returns. Once it has returned, a forwarder's next call finds
+/// no responders (and waits for the next holder) rather than a silent subscriber.
+///
+/// Run it only while holding what the forwarders forward for: every hub subscribed gets every
+/// call. `service` sees each call as a plain HTTP/2 gRPC request rebuilt from the wire, with only
+/// [`FORWARDED_HEADERS`]; pass the same authentication layer the gRPC server has, so the
+/// caller's bearer token is checked here too. Up to [`MAX_IN_FLIGHT`] calls run at once; a
+/// request whose reply subject is not an inbox is ignored.
+pub async fn serve<S, B>(
+    nats: async_nats::Client,
+    subject: impl Into<String>,
+    service: S,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), ServeError>
+where
+    S: tower::Service<http::Request<Body>, Response = http::Response<B>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError> + Send + 'static,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    let subject = subject.into();
+    let span = tracing::info_span!("forwarded", subject = %subject);
+    let mut calls =
+        nats.subscribe(subject.clone())
+            .await
+            .map_err(|source| ServeError::Subscribe {
+                subject: subject.clone(),
+                source,
+            })?;
+    nats.flush().await.map_err(|source| ServeError::Flush {
+        subject: subject.clone(),
+        source,
+    })?;
+    async move {
+        tracing::info!("serving forwarded calls");
+        let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+        let mut running = JoinSet::new();
+        let mut draining = false;
+        loop {
+            let msg = tokio::select! {
+                // Unsubscribed at the server, the calls it delivered before are still answered:
+                // a call is either answered here or never delivered ("no responders" for the
+                // next holder to take), not dropped in between.
+                () = stopped(&mut stop), if !draining => {
+                    draining = true;
+                    if let Err(e) = calls.drain().await {
+                        tracing::warn!(error = %e, "draining forwarded calls failed");
+                        break;
+                    }
+                    continue;
+                }
+                Some(_) = running.join_next(), if !running.is_empty() => continue,
+                msg = futures::StreamExt::next(&mut calls) => match msg {
+                    Some(msg) => msg,
+                    None => break,
+                },
+            };
+            let Some(reply) = answerable(msg.reply.as_ref()) else {
+                tracing::debug!(reply = ?msg.reply, "forwarded call ignored: its reply subject is not an inbox");
+                continue;
+            };
+            let permit = permits
+                .clone()
+                .acquire_owned()
+                .await
+                .expect("the semaphore is never closed");
+            let (nats, service) = (nats.clone(), service.clone());
+            running.spawn(
+                async move {
+                    let answer = answer(service, msg.payload).await;
+                    send(&nats, reply, answer).await;
+                    drop(permit);
+                }
+                .in_current_span(),
+            );
+        }
+        while running.join_next().await.is_some() {}
+        tracing::info!("stopped serving forwarded calls");
+    }
+    .instrument(span)
+    .await;
+    Ok(())
+}
+
+/// Resolves once `stop` is true or its sender is gone.
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    // The guard `wait_for` returns is not `Send`: dropped here, never held across an await.
+    let _ = stop.wait_for(|stopped| *stopped).await;
+}
+
+/// The reply subject if it is an inbox a holder answers on.
+fn answerable(reply: Option<&async_nats::Subject>) -> Option<async_nats::Subject> {
+    let s = reply?.as_str();
+    let inbox = INBOXES
+        .iter()
+        .any(|p| s.len() > p.len() && s.starts_with(p));
+    let plain = !s.contains(['*', '>', ' ', '\t', '\r', '\n']) && !s.contains("..");
+    (inbox && plain).then(|| async_nats::Subject::from(s))
+}
+
+/// Publishes `answer` to `reply`; an answer too large for NATS becomes `RESOURCE_EXHAUSTED`.
+async fn send(nats: &async_nats::Client, reply: async_nats::Subject, answer: ForwardedReply) {
+    let bytes = Bytes::from(answer.encode_to_vec());
+    let len = bytes.len();
+    let err = match nats.publish(reply.clone(), bytes).await {
+        Ok(()) => return,
+        Err(e) => e,
+    };
+    if err.kind() != async_nats::PublishErrorKind::MaxPayloadExceeded {
+        tracing::debug!(error = %err, "answering a forwarded call failed");
+        return;
+    }
+    let refusal = status_reply(Status::resource_exhausted(format!(
+        "the answer is {len} bytes forwarded, more than the NATS server carries (max_payload \
+         {}); make the call on the hub holding the controllers or raise max_payload",
+        nats.server_info().max_payload
+    )));
+    if let Err(e) = nats
+        .publish(reply, Bytes::from(refusal.encode_to_vec()))
+        .await
+    {
+        tracing::debug!(error = %e, "answering a forwarded call failed");
+    }
+}
+
+/// Runs one forwarded call through `service` and collects its whole answer.
+async fn answer<S, B>(mut service: S, payload: Bytes) -> ForwardedReply
+where
+    S: tower::Service<http::Request<Body>, Response = http::Response<B>>,
+    S::Error: Into<BoxError>,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    let (req, deadline) = match request(payload) {
+        Ok(r) => r,
+        Err(status) => return status_reply(status),
+    };
+    let path = req.uri().path().to_string();
+    let run = async {
+        std::future::poll_fn(|cx| service.poll_ready(cx))
+            .await
+            .map_err(|e| Status::from_error(e.into()))?;
+        let response = service
+            .call(req)
+            .await
+            .map_err(|e| Status::from_error(e.into()))?;
+        collect(response).await
+    };
+    let reply = match tokio::time::timeout(deadline, run).await {
+        Ok(Ok(reply)) => reply,
+        Ok(Err(status)) => status_reply(status),
+        Err(_) => status_reply(Status::deadline_exceeded(format!(
+            "{path} did not finish within {deadline:?} on the hub holding the controllers"
+        ))),
+    };
+    tracing::debug!(method = %path, "forwarded call served");
+    reply
+}
+
+/// The HTTP request a forwarded call stands for, and how long it may run.
+fn request(payload: Bytes) -> Result<(http::Request<Body>, Duration), Status> {
+    let call = ForwardedCall::decode(payload)
+        .map_err(|e| Status::invalid_argument(format!("not a forwarded call: {e}")))?;
+    if call.version != FORWARD_VERSION {
+        return Err(Status::unimplemented(format!(
+            "forwarded call version {} is not known to this hub (it speaks {FORWARD_VERSION}); \
+             upgrade the hubs to one version",
+            call.version
+        )));
+    }
+    if !call.path.starts_with('/') {
+        return Err(Status::invalid_argument(format!(
+            "forwarded call path {:?} does not start with '/'",
+            call.path
+        )));
+    }
+    let uri: http::Uri = call.path.parse().map_err(|e| {
+        Status::invalid_argument(format!("forwarded call path {:?}: {e}", call.path))
+    })?;
+    let mut req = http::Request::new(Body::new(Full::new(Bytes::from(call.body))));
+    *req.method_mut() = http::Method::POST;
+    *req.uri_mut() = uri;
+    *req.version_mut() = http::Version::HTTP_2;
+    let mut deadline = MAX_CALL_TIME;
+    for header in call.headers {
+        if !FORWARDED_HEADERS.contains(&header.name.as_str()) {
+            continue;
+        }
+        let (name, value) = header_pair(header)
+            .map_err(|e| Status::invalid_argument(format!("forwarded call header: {e}")))?;
+        if name == "grpc-timeout"
+            && let Some(d) = value.to_str().ok().and_then(parse_grpc_timeout)
+        {
+            deadline = deadline.min(d);
+        }
+        req.headers_mut().append(name, value);
+    }
+    Ok((req, deadline))
+}
+
+/// The whole answer of `response`: headers, body (at most [`MAX_BODY`]) and trailers.
+async fn collect<B>(response: http::Response<B>) -> Result<ForwardedReply, Status>
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    let (parts, body) = response.into_parts();
+    let collected = Limited::new(body, MAX_BODY).collect().await.map_err(|e| {
+        if e.is::<LengthLimitError>() {
+            Status::resource_exhausted(format!(
+                "the answer is over {MAX_BODY} bytes, more than a forwarded call carries"
+            ))
+        } else {
+            Status::from_error(e)
+        }
+    })?;
+    let trailers = collected.trailers().map(wire_headers).unwrap_or_default();
+    Ok(ForwardedReply {
+        version: FORWARD_VERSION,
+        http_status: u32::from(parts.status.as_u16()),
+        headers: wire_headers(&parts.headers),
+        body: collected.to_bytes().into(),
+        trailers,
+    })
+}
+
+/// A trailers-only answer carrying `status`.
+fn status_reply(status: Status) -> ForwardedReply {
+    let response = status.into_http::<()>();
+    ForwardedReply {
+        version: FORWARD_VERSION,
+        http_status: u32::from(response.status().as_u16()),
+        headers: wire_headers(response.headers()),
+        body: Vec::new(),
+        trailers: Vec::new(),
+    }
+}
+
+/// The response a forwarded answer stands for.
+fn response(reply: ForwardedReply) -> Result<http::Response<Body>, Status> {
+    if reply.version != FORWARD_VERSION {
+        return Err(Status::unavailable(format!(
+            "the hub holding the controllers answered in forwarding version {} (this hub speaks \
+             {FORWARD_VERSION}); upgrade the hubs to one version",
+            reply.version
+        )));
+    }
+    let bad = |e: String| {
+        Status::internal(format!(
+            "the hub holding the controllers sent an unusable answer: {e}"
+        ))
+    };
+    let status = u16::try_from(reply.http_status)
+        .ok()
+        .and_then(|s| http::StatusCode::from_u16(s).ok())
+        .ok_or_else(|| bad(format!("HTTP status {}", reply.http_status)))?;
+    let headers = header_map(reply.headers).map_err(bad)?;
+    let trailers = header_map(reply.trailers).map_err(bad)?;
+    let body = Full::new(Bytes::from(reply.body));
+    let body = if trailers.is_empty() {
+        Body::new(body)
+    } else {
+        Body::new(body.with_trailers(std::future::ready(Some(Ok(trailers)))))
+    };
+    let mut response = http::Response::new(body);
+    *response.status_mut() = status;
+    *response.headers_mut() = headers;
+    Ok(response)
+}
+
+/// Reads a whole request body, refusing one over `limit` bytes.
+async fn read_body(mut body: Body, limit: usize) -> Result<Bytes, Status> {
+    let mut buf = BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        // Request trailers have no meaning in gRPC: only data is kept.
+        if let Ok(data) = frame?.into_data() {
+            if buf.len() + data.len() > limit {
+                return Err(Status::resource_exhausted(format!(
+                    "the request is over {} MiB: a call forwarded to the hub holding the \
+                     controllers carries at most {limit} bytes",
+                    limit / (1024 * 1024)
+                )));
+            }
+            buf.extend_from_slice(&data);
+        }
+    }
+    Ok(buf.freeze())
+}
+
+/// The [`FORWARDED_HEADERS`] of a request, with `grpc-timeout` set to `deadline`.
+fn forwarded_headers(headers: &HeaderMap, deadline: Duration) -> Vec<ForwardedHeader> {
+    let mut out: Vec<ForwardedHeader> = FORWARDED_HEADERS
+        .iter()
+        .filter(|name| **name != "grpc-timeout")
+        .flat_map(|name| {
+            headers.get_all(*name).iter().map(|value| ForwardedHeader {
+                name: (*name).to_string(),
+                value: value.as_bytes().to_vec(),
+            })
+        })
+        .collect();
+    out.push(ForwardedHeader {
+        name: "grpc-timeout".into(),
+        value: format_grpc_timeout(deadline).into_bytes(),
+    });
+    out
+}
+
+/// Every end-to-end header of `headers`, for the wire.
+fn wire_headers(headers: &HeaderMap) -> Vec<ForwardedHeader> {
+    headers
+        .iter()
+        .filter(|(name, _)| !HOP_BY_HOP.contains(&name.as_str()))
+        .map(|(name, value)| ForwardedHeader {
+            name: name.as_str().to_string(),
+            value: value.as_bytes().to_vec(),
+        })
+        .collect()
+}
+
+/// Headers from the wire, hop-by-hop ones dropped.
+fn header_map(headers: Vec<ForwardedHeader>) -> Result<HeaderMap, String> {
+    let mut map = HeaderMap::with_capacity(headers.len());
+    for header in headers {
+        if HOP_BY_HOP.contains(&header.name.as_str()) {
+            continue;
+        }
+        let (name, value) = header_pair(header)?;
+        map.append(name, value);
+    }
+    Ok(map)
+}
+
+fn header_pair(header: ForwardedHeader) -> Result<(HeaderName, HeaderValue), String> {
+    let name = HeaderName::from_bytes(header.name.as_bytes())
+        .map_err(|e| format!("header name {:?}: {e}", header.name))?;
+    let value = HeaderValue::from_bytes(&header.value)
+        .map_err(|e| format!("value of header {name}: {e}"))?;
+    Ok((name, value))
+}
+
+/// The waits between attempts while nobody serves the subject: 100 ms doubling to 1 s.
+fn retry_delays() -> impl Iterator<Item = Duration> {
+    std::iter::successors(Some(FIRST_RETRY), |d| Some((*d * 2).min(LAST_RETRY)))
+}
+
+/// A `grpc-timeout` value (`1*8DIGIT` then `H`, `M`, `S`, `m`, `u` or `n`).
+fn parse_grpc_timeout(value: &str) -> Option<Duration> {
+    let split = value.len().checked_sub(1)?;
+    let (digits, unit) = value.split_at_checked(split)?;
+    if digits.is_empty() || digits.len() > 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(n * 3600),
+        "M" => Duration::from_secs(n * 60),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
+/// `deadline` as a `grpc-timeout` value: milliseconds, rounded up, or whole seconds when
+/// milliseconds would not fit in 8 digits.
+fn format_grpc_timeout(deadline: Duration) -> String {
+    let millis = deadline.as_micros().div_ceil(1000);
+    if millis < 100_000_000 {
+        format!("{millis}m")
+    } else {
+        format!("{}S", deadline.as_secs().min(99_999_999))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(
+                HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_str(value).unwrap(),
+            );
+        }
+        map
+    }
+
+    fn value<'a>(wire: &'a [ForwardedHeader], name: &str) -> Option<&'a [u8]> {
+        wire.iter()
+            .find(|h| h.name == name)
+            .map(|h| h.value.as_slice())
+    }
+
+    #[test]
+    fn grpc_timeouts_parse_in_every_unit_and_format_back() {
+        for (text, want) in [
+            ("1H", Duration::from_secs(3600)),
+            ("2M", Duration::from_secs(120)),
+            ("30S", Duration::from_secs(30)),
+            ("250m", Duration::from_millis(250)),
+            ("7u", Duration::from_micros(7)),
+            ("99999999n", Duration::from_nanos(99_999_999)),
+        ] {
+            assert_eq!(parse_grpc_timeout(text), Some(want), "{text}");
+        }
+        for bad in ["", "m", "10", "10x", "123456789m", "-1S", "1.5S", "é"] {
+            assert_eq!(parse_grpc_timeout(bad), None, "{bad:?}");
+        }
+        assert_eq!(format_grpc_timeout(Duration::from_secs(30)), "30000m");
+        // Rounded up: a deadline is never shortened to zero on the way.
+        assert_eq!(format_grpc_timeout(Duration::from_micros(1)), "1m");
+        let long = Duration::from_secs(200_000);
+        assert_eq!(format_grpc_timeout(long), "200000S");
+        for d in [Duration::from_millis(1), Duration::from_secs(30), long] {
+            assert_eq!(parse_grpc_timeout(&format_grpc_timeout(d)), Some(d));
+        }
+    }
+
+    #[test]
+    fn only_the_forwarded_headers_travel_and_the_deadline_is_the_edges() {
+        let incoming = headers(&[
+            ("authorization", "Bearer secret-token-0123"),
+            ("content-type", "application/grpc"),
+            ("te", "trailers"),
+            ("grpc-timeout", "10S"),
+            ("x-request-id", "req-1"),
+            ("x-flotilla-caller", "admin"),
+            ("user-agent", "tonic"),
+            ("cookie", "a=b"),
+        ]);
+        let wire = forwarded_headers(&incoming, Duration::from_secs(2));
+        assert_eq!(
+            value(&wire, "authorization"),
+            Some(&b"Bearer secret-token-0123"[..])
+        );
+        assert_eq!(value(&wire, "x-request-id"), Some(&b"req-1"[..]));
+        assert_eq!(value(&wire, "grpc-timeout"), Some(&b"2000m"[..]));
+        assert_eq!(wire.iter().filter(|h| h.name == "grpc-timeout").count(), 1);
+        for dropped in ["x-flotilla-caller", "user-agent", "cookie"] {
+            assert_eq!(value(&wire, dropped), None, "{dropped}");
+        }
+    }
+
+    #[test]
+    fn a_holder_takes_only_the_forwarded_headers_and_honours_the_deadline() {
+        let call = ForwardedCall {
+            version: FORWARD_VERSION,
+            path: "/flotilla.v1.PlacementService/ApplyPlacement".into(),
+            headers: vec![
+                ForwardedHeader {
+                    name: "authorization".into(),
+                    value: b"Bearer t".to_vec(),
+                },
+                ForwardedHeader {
+                    name: "grpc-timeout".into(),
+                    value: b"1500m".to_vec(),
+                },
+                ForwardedHeader {
+                    name: "x-forged-identity".into(),
+                    value: b"admin".to_vec(),
+                },
+            ],
+            body: vec![0, 0, 0, 0, 0],
+        };
+        let (req, deadline) = request(Bytes::from(call.encode_to_vec())).unwrap();
+        assert_eq!(req.uri().path(), call.path);
+        assert_eq!(req.method(), http::Method::POST);
+        assert_eq!(req.headers()["authorization"], "Bearer t");
+        assert!(req.headers().get("x-forged-identity").is_none());
+        assert_eq!(deadline, Duration::from_millis(1500));
+
+        let newer = ForwardedCall {
+            version: FORWARD_VERSION + 1,
+            ..call.clone()
+        };
+        let e = request(Bytes::from(newer.encode_to_vec())).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Unimplemented);
+        assert!(e.message().contains("version 2"), "{}", e.message());
+        let e = request(Bytes::from_static(b"\xff\xff not protobuf")).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        let relative = ForwardedCall {
+            path: "flotilla.v1.X/Y".into(),
+            ..call
+        };
+        let e = request(Bytes::from(relative.encode_to_vec())).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+    }
+
+    #[tokio::test]
+    async fn answers_are_rebuilt_with_their_body_and_trailers() {
+        let reply = ForwardedReply {
+            version: FORWARD_VERSION,
+            http_status: 200,
+            headers: wire_headers(&headers(&[
+                ("content-type", "application/grpc"),
+                ("x-served-by", "hub-b"),
+                ("connection", "close"),
+            ])),
+            body: vec![0, 0, 0, 0, 1, 42],
+            trailers: wire_headers(&headers(&[("grpc-status", "0"), ("x-count", "3")])),
+        };
+        let response = response(reply).unwrap();
+        assert_eq!(response.status(), http::StatusCode::OK);
+        assert_eq!(response.headers()["x-served-by"], "hub-b");
+        assert!(response.headers().get("connection").is_none());
+        let collected = response.into_body().collect().await.unwrap();
+        let trailers = collected.trailers().cloned().unwrap();
+        assert_eq!(trailers["grpc-status"], "0");
+        assert_eq!(trailers["x-count"], "3");
+        assert_eq!(&collected.to_bytes()[..], &[0, 0, 0, 0, 1, 42]);
+    }
+
+    #[tokio::test]
+    async fn a_trailers_only_status_survives_the_round_trip() {
+        let reply = status_reply(Status::not_found("placement default/web not found"));
+        let wire = ForwardedReply::decode(Bytes::from(reply.encode_to_vec())).unwrap();
+        let response = response(wire).unwrap();
+        let status = Status::from_header_map(response.headers()).unwrap();
+        assert_eq!(status.code(), tonic::Code::NotFound);
+        assert_eq!(status.message(), "placement default/web not found");
+        let collected = response.into_body().collect().await.unwrap();
+        assert!(collected.trailers().is_none());
+        assert!(collected.to_bytes().is_empty());
+
+        let e = self::response(ForwardedReply {
+            version: 9,
+            ..status_reply(Status::ok(""))
+        })
+        .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Unavailable);
+    }
+
+    #[tokio::test]
+    async fn a_holder_collects_the_whole_answer_of_its_service() {
+        let body = Full::new(Bytes::from_static(&[0, 0, 0, 0, 0])).with_trailers(
+            std::future::ready(Some(Ok(headers(&[
+                ("grpc-status", "5"),
+                ("grpc-message", "gone"),
+            ])))),
+        );
+        let mut response = http::Response::new(body);
+        response
+            .headers_mut()
+            .insert("content-type", HeaderValue::from_static("application/grpc"));
+        let reply = collect(response).await.unwrap();
+        assert_eq!(reply.http_status, 200);
+        assert_eq!(
+            value(&reply.headers, "content-type"),
+            Some(&b"application/grpc"[..])
+        );
+        assert_eq!(value(&reply.trailers, "grpc-status"), Some(&b"5"[..]));
+        assert_eq!(value(&reply.trailers, "grpc-message"), Some(&b"gone"[..]));
+        assert_eq!(reply.body, vec![0, 0, 0, 0, 0]);
+    }
+
+    #[tokio::test]
+    async fn request_bodies_over_the_limit_are_refused() {
+        let body = Body::new(Full::new(Bytes::from(vec![7u8; 11])));
+        assert_eq!(read_body(body, 11).await.unwrap().len(), 11);
+        let body = Body::new(Full::new(Bytes::from(vec![7u8; 12])));
+        let e = read_body(body, 11).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::ResourceExhausted);
+    }
+
+    #[test]
+    fn only_inboxes_are_answered() {
+        let check = |s: &str| answerable(Some(&async_nats::Subject::from(s)));
+        for ok in ["_INBOX_hub.abc.def", "_INBOX.xyz.1"] {
+            assert!(check(ok).is_some(), "{ok}");
+        }
+        for bad in [
+            "$KV.clusters.edge-1",
+            "$JS.API.STREAM.PURGE.KV_works",
+            "flotilla.spec.edge-1",
+            "_INBOX.",
+            "_INBOX.>",
+            "_INBOX.*.x",
+            "_INBOX..x",
+            "_INBOX_bootstrap.x",
+            "_R_.abc",
+            "",
+        ] {
+            assert!(check(bad).is_none(), "{bad}");
+        }
+        assert!(answerable(None).is_none());
+    }
+
+    #[test]
+    fn retries_wait_100ms_doubling_to_one_second() {
+        let delays: Vec<u64> = retry_delays()
+            .take(7)
+            .map(|d| d.as_millis() as u64)
+            .collect();
+        assert_eq!(delays, [100, 200, 400, 800, 1000, 1000, 1000]);
+    }
+
+    #[test]
+    fn watches_are_told_apart_by_their_method() {
+        assert!(is_watch("/flotilla.v1.PlacementService/WatchPlacements"));
+        assert!(is_watch("/flotilla.v1.WorkService/WatchWorks"));
+        assert!(!is_watch("/flotilla.v1.PlacementService/ApplyPlacement"));
+        assert!(!is_watch("/flotilla.v1.Watchers/List"));
+        assert!(!is_watch("Watch"));
+    }
+}
