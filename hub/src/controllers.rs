@@ -103,6 +103,25 @@ pub struct Deps {
     pub router: RouterConfig,
     /// This hub's id, stamped on writes.
     pub hub_id: String,
+    /// The API as forwarded calls reach it (the token checked again).
+    pub forwarded: grpc::auth::Authenticated<tonic::service::Routes>,
+}
+
+/// Where hubs not holding the controllers forward the controllers' gRPC calls (hub account
+/// only).
+pub const FORWARD_SUBJECT: &str = "flotilla.hub.controllers.grpc";
+
+/// The gRPC services the controllers serve, by path prefix.
+const SERVICES: [&str; 4] = [
+    "/flotilla.v1.ClusterSetService/",
+    "/flotilla.v1.PlacementService/",
+    "/flotilla.v1.ReplicaSetService/",
+    "/flotilla.v1.AddOnService/",
+];
+
+/// Whether the call at `path` is one of the controllers'.
+pub fn serves(path: &str) -> bool {
+    SERVICES.iter().any(|s| path.starts_with(s))
 }
 
 /// The running controllers.
@@ -206,6 +225,16 @@ impl Controllers {
                 router,
                 stop_rx.clone(),
             )),
+            tokio::spawn({
+                let (nats, service, stop) =
+                    (deps.nats.clone(), deps.forwarded.clone(), stop_rx.clone());
+                async move {
+                    if let Err(e) = grpc::forward::serve(nats, FORWARD_SUBJECT, service, stop).await
+                    {
+                        tracing::error!(error = %e, "serving forwarded controller calls failed");
+                    }
+                }
+            }),
             tokio::spawn(placement::score_route::serve(
                 deps.nats.clone(),
                 placements.scores().clone(),

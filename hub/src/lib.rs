@@ -469,6 +469,57 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         tracing::warn!("request subscriptions not confirmed within 10 s; serving anyway");
     }
 
+    // The API's services, built once: served here, and (the controllers' ones) to the hubs
+    // that forward to this one while it holds the controllers.
+    let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    health_reporter
+        .set_serving::<ClusterServiceServer<grpc::cluster::ClusterApi>>()
+        .await;
+    health_reporter
+        .set_serving::<ClusterSetServiceServer<grpc::clusterset::ClusterSetApi>>()
+        .await;
+    health_reporter
+        .set_serving::<WorkServiceServer<grpc::work::WorkApi>>()
+        .await;
+    health_reporter
+        .set_serving::<PlacementServiceServer<grpc::placement::PlacementApi>>()
+        .await;
+    health_reporter
+        .set_serving::<ReplicaSetServiceServer<grpc::replicaset::ReplicaSetApi>>()
+        .await;
+    health_reporter
+        .set_serving::<AddOnServiceServer<grpc::addon::AddOnApi>>()
+        .await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(flotilla_api::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .map_err(|e| HubError::Reflection(e.to_string()))?;
+    let routes = tonic::service::Routes::new(health_service)
+        .add_service(reflection)
+        .add_service(ClusterServiceServer::new(grpc::cluster::ClusterApi::new(
+            clusters.clone(),
+            inventory.clone(),
+        )))
+        .add_service(sets_service)
+        .add_service(
+            WorkServiceServer::new(grpc::work::WorkApi::new(
+                clusters.clone(),
+                works.clone(),
+                nats.clone(),
+                config.cluster.max_event_bytes,
+            ))
+            .max_decoding_message_size(8 * 1024 * 1024)
+            .max_encoding_message_size(8 * 1024 * 1024),
+        )
+        .add_service(placements_service)
+        .add_service(replicasets_service)
+        .add_service(addons_service);
+    let forwarded = tower::Layer::layer(
+        &grpc::auth::Authenticate::new(config.api.tokens.clone()),
+        routes.clone().prepare(),
+    );
+
     // Shard leases last: everything a shard's owner needs is in place.
     let units = Arc::new(units::Units::new(
         clusters.clone(),
@@ -492,6 +543,7 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
             addons: config.addons.clone(),
             router: router_config,
             hub_id: hub_id.clone(),
+            forwarded,
         },
         services,
     ));
@@ -539,30 +591,6 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         tracing::warn!("the shards taken at start were not all started within 10 s");
     }
 
-    let (health_reporter, health_service) = tonic_health::server::health_reporter();
-    health_reporter
-        .set_serving::<ClusterServiceServer<grpc::cluster::ClusterApi>>()
-        .await;
-    health_reporter
-        .set_serving::<ClusterSetServiceServer<grpc::clusterset::ClusterSetApi>>()
-        .await;
-    health_reporter
-        .set_serving::<WorkServiceServer<grpc::work::WorkApi>>()
-        .await;
-    health_reporter
-        .set_serving::<PlacementServiceServer<grpc::placement::PlacementApi>>()
-        .await;
-    health_reporter
-        .set_serving::<ReplicaSetServiceServer<grpc::replicaset::ReplicaSetApi>>()
-        .await;
-    health_reporter
-        .set_serving::<AddOnServiceServer<grpc::addon::AddOnApi>>()
-        .await;
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(flotilla_api::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()
-        .map_err(|e| HubError::Reflection(e.to_string()))?;
     let mut builder = tonic::transport::Server::builder();
     if let Some(tls) = &config.api.tls {
         let read = |p: &std::path::Path| {
@@ -573,29 +601,33 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
             .tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))
             .map_err(|e| HubError::Tls(e.to_string()))?;
     }
+    // The controllers' calls go to the hub holding them when it is not this one (after the
+    // token check here; the holder checks it again).
+    let route = {
+        let units = units.clone();
+        move |path: &str| {
+            if !controllers::serves(path) || units.controllers().is_some() {
+                grpc::forward::Decision::Local
+            } else if grpc::forward::is_watch(path) {
+                grpc::forward::Decision::Refuse(
+                    "watches of sets, placements, replica sets and add-ons are served by the hub \
+                     holding the controllers (see /debug/shards on the hubs' metrics port)"
+                        .into(),
+                )
+            } else {
+                grpc::forward::Decision::Forward
+            }
+        }
+    };
     let grpc = builder
         .layer(grpc::guard::CountRejections::new(metrics.clone()))
         .layer(grpc::auth::Authenticate::new(config.api.tokens.clone()))
-        .add_service(health_service)
-        .add_service(reflection)
-        .add_service(ClusterServiceServer::new(grpc::cluster::ClusterApi::new(
-            clusters.clone(),
-            inventory.clone(),
-        )))
-        .add_service(sets_service)
-        .add_service(
-            WorkServiceServer::new(grpc::work::WorkApi::new(
-                clusters.clone(),
-                works.clone(),
-                nats.clone(),
-                config.cluster.max_event_bytes,
-            ))
-            .max_decoding_message_size(8 * 1024 * 1024)
-            .max_encoding_message_size(8 * 1024 * 1024),
-        )
-        .add_service(placements_service)
-        .add_service(replicasets_service)
-        .add_service(addons_service);
+        .layer(grpc::forward::Forward::new(
+            nats.clone(),
+            controllers::FORWARD_SUBJECT,
+            route,
+        ))
+        .add_routes(routes);
     let mut rx = shutdown_rx.clone();
     tasks.push(tokio::spawn(async move {
         // Nagle off on every API connection: `serve_with_incoming` ignores the builder's

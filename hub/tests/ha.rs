@@ -384,6 +384,59 @@ async fn balanced(hubs: &[&HubProc]) {
     .await;
 }
 
+/// The controllers run on one hub; a set applied through the other is forwarded there, and
+/// both list it. A watch of sets through the other hub is refused, naming why.
+async fn controllers_answer_through_any_hub(a: &HubProc, b: &HubProc) {
+    use flotilla_api::v1::cluster_set_service_client::ClusterSetServiceClient;
+    let holds = |held: Vec<u64>| held.contains(&32);
+    let (holder, other) = if holds(a.held().await.unwrap()) {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    let set = flotilla_api::v1::ManagedClusterSet {
+        metadata: Some(flotilla_api::v1::ObjectMeta {
+            name: "forwarded".into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut through_other = ClusterSetServiceClient::new(other.channel().await.unwrap());
+    through_other
+        .apply_cluster_set(set)
+        .await
+        .expect("a set applied through the hub without the controllers");
+    for hub in [holder, other] {
+        let mut api = ClusterSetServiceClient::new(hub.channel().await.unwrap());
+        let listed = api
+            .list_cluster_sets(flotilla_api::v1::ListClusterSetsRequest {})
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(
+            listed.items.iter().any(|v| v
+                .set
+                .as_ref()
+                .and_then(|s| s.metadata.as_ref())
+                .is_some_and(|m| m.name == "forwarded")),
+            "hub {} lists the set",
+            hub.id
+        );
+    }
+    let mut placements = flotilla_api::v1::placement_service_client::PlacementServiceClient::new(
+        other.channel().await.unwrap(),
+    );
+    let refused = placements
+        .watch_placements(flotilla_api::v1::WatchPlacementsRequest::default())
+        .await
+        .expect_err("a watch of placements through the other hub");
+    assert_eq!(refused.code(), tonic::Code::Unavailable);
+    assert!(
+        refused.message().contains("holding the controllers"),
+        "{refused:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_hubs_survive_a_killed_hub_during_a_fanout_and_a_paused_hub() {
     let nats = NatsCluster::start(
@@ -494,6 +547,7 @@ async fn two_hubs_survive_the_loss_of_a_nats_node_during_applies() {
         .await;
     }
     balanced(&[&a, &b]).await;
+    controllers_answer_through_any_hub(&a, &b).await;
     let epochs = observe_epochs(&urls).await;
     let unknown = watch_for_unknown(api_b.clone());
 
