@@ -81,8 +81,39 @@ impl Snapshot {
     }
 }
 
+/// Checks a lease or heartbeat: a hub's `HubInfo` (and a heartbeat under that hub's id), not a
+/// JetStream request or acknowledgement aimed at the bucket.
+fn check_hub_info(bucket: &str, key: &str, value: &[u8]) -> Result<(), String> {
+    let v: serde_json::Value = serde_json::from_slice(value)
+        .map_err(|e| format!("holds something other than a hub's record: {e}"))?;
+    let field = |f: &str| v[f].as_str().map(str::to_string);
+    let (Some(hub), Some(_), Some(_)) = (field("hub"), field("incarnation"), field("grpc")) else {
+        return Err(format!(
+            "holds a JSON document that is no hub's record: {v}"
+        ));
+    };
+    let key_ok = match bucket {
+        "hubmembers" => key == hub,
+        _ => {
+            key == "controllers"
+                || key
+                    .strip_prefix("shard.")
+                    .is_some_and(|n| n.parse::<u32>().is_ok())
+        }
+    };
+    if key_ok {
+        Ok(())
+    } else {
+        Err(format!("holds hub {hub:?}'s record under the wrong key"))
+    }
+}
+
 /// Checks that `value` is an object of `bucket`'s type stored under its own key.
 pub fn check_value(bucket: &str, key: &str, value: &[u8]) -> Result<(), String> {
+    // The hubs' own leases and heartbeats are JSON (`HubInfo`), written only by hubs.
+    if matches!(bucket, "hubleases" | "hubmembers") {
+        return check_hub_info(bucket, key, value);
+    }
     if let Some(what) = crate::wire::foreign(value) {
         return Err(format!("holds {what}"));
     }

@@ -118,6 +118,15 @@ enum Scenario {
     ReconnectStorm(Common),
     /// `kill -9` of the hub mid-fanout, restart, nothing lost (starts its own hub).
     HubRestart(Common),
+    /// N hubs share the fleet: fanout through the first, then the last killed (`kill -9`):
+    /// takeover time and a second fanout after it (starts its own hubs).
+    Ha {
+        #[command(flatten)]
+        common: Common,
+        /// Hubs of the control plane (1 to 3 on this machine).
+        #[arg(long, default_value_t = 2)]
+        hubs: usize,
+    },
     /// A share of the fleet flapping while the work changes.
     Flapping {
         #[command(flatten)]
@@ -280,6 +289,7 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
         | Scenario::HubRestart(c)
         | Scenario::TransportLimit(c) => (c.clone(), &scenario),
         Scenario::Flapping { common, .. }
+        | Scenario::Ha { common, .. }
         | Scenario::Steady { common, .. }
         | Scenario::Apply { common, .. } => (common.clone(), &scenario),
         Scenario::Rollout { .. } | Scenario::Addons { .. } | Scenario::Placement { .. } => {
@@ -326,6 +336,7 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
             Scenario::Fanout(_) => scenario::fanout::run(run).await,
             Scenario::ReconnectStorm(_) => scenario::storm::run(run).await,
             Scenario::HubRestart(_) => scenario::hub_restart::run(run).await,
+            Scenario::Ha { hubs, .. } => scenario::ha::run(run, *hubs).await,
             Scenario::TransportLimit(_) => scenario::transport::run(run).await,
             Scenario::Steady { seconds, .. } => scenario::steady::run(run, *seconds).await,
             Scenario::Apply {

@@ -47,6 +47,8 @@ pub struct Topology {
     _server: Option<NatsServer>,
     leaves: Vec<NatsServer>,
     hub: Option<HubProcess>,
+    /// More hubs of the same control plane (`ha`), with their metrics addresses.
+    extra_hubs: Vec<(HubProcess, String)>,
 }
 
 struct HubProcess {
@@ -76,6 +78,7 @@ impl Topology {
                     _server: None,
                     leaves: Vec::new(),
                     hub: None,
+                    extra_hubs: Vec::new(),
                 })
             }
             (None, None) => Self::self_started(args).await,
@@ -121,6 +124,7 @@ impl Topology {
                 log,
                 _dir: dir,
             }),
+            extra_hubs: Vec::new(),
         };
         topology.wait_for_hub(Duration::from_secs(60)).await?;
         Ok(topology)
@@ -234,6 +238,78 @@ impl Topology {
         self.wait_for_hub(Duration::from_secs(120)).await
     }
 
+    /// Starts another hub of the same control plane (the first one's flags, its own ports) and
+    /// waits until it answers. Returns its index (the first hub is 0).
+    pub async fn add_hub(&mut self) -> Result<usize> {
+        let first = self
+            .hub
+            .as_ref()
+            .context("extra hubs join a self-started hub")?;
+        let (grpc, metrics) = (free_port(), format!("127.0.0.1:{}", free_port()));
+        let mut args = Vec::new();
+        let mut it = first.args.iter();
+        while let Some(a) = it.next() {
+            match a.as_str() {
+                "--grpc-listen" | "--metrics-listen" | "--hub-id" => {
+                    it.next();
+                }
+                _ => args.push(a.clone()),
+            }
+        }
+        let index = self.extra_hubs.len() + 1;
+        args.extend([
+            "--grpc-listen".into(),
+            format!("127.0.0.1:{grpc}"),
+            "--metrics-listen".into(),
+            metrics.clone(),
+            "--hub-id".into(),
+            format!("load-hub-{index}"),
+        ]);
+        let dir = tempfile::tempdir().context("creating a directory for the hub's log")?;
+        let log = dir.path().join("hub.log");
+        let child = spawn_hub(&args, &log)?;
+        self.extra_hubs.push((
+            HubProcess {
+                child,
+                args,
+                log,
+                _dir: dir,
+            },
+            metrics,
+        ));
+        Ok(index)
+    }
+
+    /// `kill -9` of hub `index` (an extra one: 1 and up).
+    pub fn kill_extra_hub(&mut self, index: usize) -> Result<()> {
+        let (hub, _) = self
+            .extra_hubs
+            .get_mut(index.wrapping_sub(1))
+            .with_context(|| format!("no extra hub {index}"))?;
+        hub.child.kill().context("killing the hub")?;
+        hub.child.wait().context("waiting for the killed hub")?;
+        Ok(())
+    }
+
+    /// The units hub `index` holds now (its `/debug/shards`); `None` when it does not answer.
+    pub async fn held_units(&self, index: usize) -> Option<Vec<u64>> {
+        let metrics = if index == 0 {
+            self.hub_metrics.clone()?
+        } else {
+            self.extra_hubs.get(index - 1)?.1.clone()
+        };
+        let doc = http_get_json(&format!("http://{metrics}/debug/shards"))
+            .await
+            .ok()?;
+        Some(
+            doc["held"]
+                .as_array()?
+                .iter()
+                .filter_map(serde_json::Value::as_u64)
+                .collect(),
+        )
+    }
+
     /// Kills every leaf server: every agent behind them loses its link at once.
     pub fn cut_leaves(&mut self) {
         for leaf in &mut self.leaves {
@@ -285,7 +361,8 @@ impl Topology {
 
 impl Drop for Topology {
     fn drop(&mut self) {
-        if let Some(hub) = self.hub.as_mut() {
+        let extra = self.extra_hubs.iter_mut().map(|(h, _)| h);
+        for hub in self.hub.iter_mut().chain(extra) {
             let _ = hub.child.kill();
             let _ = hub.child.wait();
         }

@@ -9,6 +9,7 @@
 //!   ([`transport`]) for `efficiency`.
 //! - [`storm`]: every agent cut off, the work changed, all reconnect at once.
 //! - [`hub_restart`]: `kill -9` of the hub mid-fanout, restart, nothing lost.
+//! - [`ha`]: N hubs share the fleet; fanout, then one hub killed: takeover time.
 //! - [`flapping`]: a share of the fleet flapping while the work changes.
 //! - [`steady`]: the idle fleet renewing its leases: hub CPU and message rate.
 //! - [`transport`]: the transport limit alone.
@@ -16,6 +17,7 @@
 pub mod apply;
 pub mod fanout;
 pub mod flapping;
+pub mod ha;
 pub mod hub_restart;
 pub mod register;
 pub mod steady;
