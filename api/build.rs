@@ -20,6 +20,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "flotilla/v1/replicaset_service.proto",
         "flotilla/v1/addon.proto",
         "flotilla/v1/addon_service.proto",
+        "flotilla/v1/policy.proto",
     ];
     for file in &files {
         println!("cargo:rerun-if-changed={}", root.join(file).display());

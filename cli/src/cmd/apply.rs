@@ -71,7 +71,11 @@ fn problems(doc: &Document) -> Vec<String> {
         | Document::Placement(_)
         | Document::Score(_)
         | Document::ReplicaSet(_)
-        | Document::Cluster(_) => Vec::new(),
+        | Document::Cluster(_)
+        | Document::Policy(_)
+        | Document::PlacementBinding(_)
+        | Document::PolicySet(_)
+        | Document::PlacementRule(_) => Vec::new(),
     }
 }
 
@@ -92,6 +96,10 @@ fn describe(i: usize, doc: &Document) -> String {
         Document::ManagedClusterAddOn(x) => ("ManagedClusterAddOn", x.metadata.as_ref()),
         Document::AddOnTemplate(x) => ("AddOnTemplate", x.metadata.as_ref()),
         Document::AddOnDeploymentConfig(x) => ("AddOnDeploymentConfig", x.metadata.as_ref()),
+        Document::Policy(x) => ("Policy", x.metadata.as_ref()),
+        Document::PlacementBinding(x) => ("PlacementBinding", x.metadata.as_ref()),
+        Document::PolicySet(x) => ("PolicySet", x.metadata.as_ref()),
+        Document::PlacementRule(x) => ("PlacementRule", x.metadata.as_ref()),
     };
     let m = meta.cloned().unwrap_or_default();
     if m.namespace.is_empty() {
@@ -323,6 +331,16 @@ async fn apply(hub: &Hub, doc: Document) -> Result<String> {
             format!(
                 "addondeploymentconfig.addon.open-cluster-management.io/{} applied (namespace {})",
                 m.name, m.namespace
+            )
+        }
+        // The governance kinds parse and validate (issue 25), but the hub has no policy
+        // service yet: say so instead of pretending.
+        Document::Policy(_)
+        | Document::PlacementBinding(_)
+        | Document::PolicySet(_)
+        | Document::PlacementRule(_) => {
+            bail!(
+                "the hub does not serve the governance kinds (policy.open-cluster-management.io) yet"
             )
         }
     })
