@@ -21,6 +21,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "flotilla/v1/addon.proto",
         "flotilla/v1/addon_service.proto",
         "flotilla/v1/policy.proto",
+        "flotilla/v1/policy_service.proto",
     ];
     for file in &files {
         println!("cargo:rerun-if-changed={}", root.join(file).display());

@@ -401,8 +401,21 @@ async fn prepare(
             None => supervisor,
         }
     });
+    let policies = policy::PolicyManager::start(
+        &config.cluster_name,
+        backend.clone(),
+        store.clone(),
+        Arc::new(policy::StreamSink::new(
+            client.clone(),
+            store.clone(),
+            &config.cluster_name,
+            config.max_event_bytes,
+        )),
+        policy::PolicyConfig::default(),
+    )?;
     let mut actor =
-        registration::RegistrationActor::new(config, client.clone(), backend, store, works);
+        registration::RegistrationActor::new(config, client.clone(), backend, store, works)
+            .with_policies(policies);
     if let Some(creds) = credentials {
         actor = actor.with_credentials(creds);
     }

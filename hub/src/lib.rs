@@ -37,6 +37,7 @@ pub mod keys;
 pub mod limits;
 pub mod metrics;
 pub mod placement;
+pub mod policy;
 pub mod replicaset;
 pub mod router;
 pub mod security;
@@ -167,6 +168,9 @@ pub enum HubError {
     /// The add-ons could not be loaded.
     #[error("loading add-ons: {0}")]
     AddOns(String),
+    /// Governance state could not be loaded.
+    #[error("policies: {0}")]
+    Policies(#[source] policy::PolicyError),
 }
 
 /// A running hub.
@@ -189,6 +193,8 @@ pub struct Hub {
     pub replicasets: replicaset::ReplicaSets,
     /// Add-ons.
     pub addons: addon::AddOns,
+    /// Governance: policies, bindings, policy sets, placement rules.
+    pub policies: policy::Policies,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -387,6 +393,18 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
     )
     .await
     .map_err(|e| HubError::AddOns(e.to_string()))?;
+    let policies = policy::Policies::start(
+        policy::Buckets::open(&jetstream, config.stream).await?,
+        policy::Deps {
+            placements: placements.clone(),
+            clusters: inventory.clone(),
+            nats: nats.clone(),
+            metrics: metrics.clone(),
+            max_event_bytes: config.cluster.max_event_bytes,
+        },
+    )
+    .await
+    .map_err(HubError::Policies)?;
     // The hub is started once every request subject is subscribed at the server: a request
     // sent right after `start` returns is answered, not lost.
     let (ready_tx, mut ready_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -415,6 +433,7 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
     ));
     let mut router_config = config.router.clone();
     router_config.scores = Some(placements.scores().clone());
+    router_config.policies = Some(policies.clone());
     router_config.janitor = Some(janitor);
     router_config.agents_account = security_handle_for_router;
     router_config.new_names = Some(Arc::new(limits::NewNames::new(
@@ -521,6 +540,13 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
             )
             .max_decoding_message_size(8 * 1024 * 1024)
             .max_encoding_message_size(8 * 1024 * 1024),
+        )
+        .add_service(
+            flotilla_api::v1::policy_service_server::PolicyServiceServer::new(
+                grpc::policy::PolicyApi::new(policies.clone()),
+            )
+            .max_decoding_message_size(8 * 1024 * 1024)
+            .max_encoding_message_size(8 * 1024 * 1024),
         );
     let mut rx = shutdown_rx.clone();
     tasks.push(tokio::spawn(async move {
@@ -565,6 +591,7 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         placements,
         replicasets,
         addons,
+        policies,
         shutdown,
         tasks,
     })

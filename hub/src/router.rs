@@ -36,6 +36,9 @@ pub struct RouterConfig {
     /// Where AddOnPlacementScore reports go (set by the hub at start; without it they are
     /// rejected as an unknown type).
     pub scores: Option<crate::placement::scores::Scores>,
+    /// Where policy status reports go (set by the hub at start; without it they are rejected
+    /// as an unknown type).
+    pub policies: Option<crate::policy::Policies>,
     /// Secure mode: the agents' account, whose users' identities registration requests carry
     /// (`Nats-Request-Info`, set by the server on the service import). Set by the hub at start.
     pub agents_account: Option<String>,
@@ -55,6 +58,7 @@ impl Default for RouterConfig {
             max_ack_pending: 20_000,
             ack_wait: Duration::from_secs(30),
             scores: None,
+            policies: None,
             agents_account: None,
             new_names: None,
             janitor: None,
@@ -733,6 +737,24 @@ async fn handle_status(
                 ack: Some(msg),
                 traceparent: event.traceparent.clone(),
             })))
+        }
+        (flotilla_bus::policies::KIND_POLICY, Some(rid))
+            if event.event_type == flotilla_bus::policies::status_type()
+                && config.policies.is_some() =>
+        {
+            let accepted = clusters
+                .shared()
+                .inventory
+                .get(&event.cluster)
+                .is_some_and(|c| rules::accepted(&c));
+            let policies = config.policies.as_ref().expect("checked by the guard");
+            if let Err(((reason, why), msg)) =
+                crate::policy::route::route(policies, &event, rid, accepted, msg).await
+            {
+                reject(&ty, reason, why);
+                let _ = msg.ack().await;
+            }
+            return;
         }
         (flotilla_bus::scores::KIND_SCORE, Some(rid))
             if event.event_type == flotilla_bus::scores::report_type() =>

@@ -27,6 +27,9 @@ enum Msg {
     Update(Box<Policy>),
     /// Remove the policy (pruning as its templates ask) and stop; answered when done.
     Remove(oneshot::Sender<()>),
+    /// Publish the status again (after a reconnect: the hub may have lost it, or may no longer
+    /// have the policy and answers with a delete).
+    Republish,
 }
 
 /// The handle of one policy's task.
@@ -62,6 +65,12 @@ impl PolicyHandle {
             let _ = rx.await;
         }
         let _ = self.join.await;
+    }
+
+    /// Asks for the status to be published again.
+    pub fn republish(&self) {
+        // A full mailbox already holds work that ends in a report.
+        let _ = self.tx.try_send(Msg::Republish);
     }
 
     /// Stops the task without removing anything (agent shutdown).
@@ -226,6 +235,10 @@ impl PolicyActor {
                         self.remove().await;
                         let _ = done.send(());
                         break;
+                    }
+                    Some(Msg::Republish) => {
+                        self.published = None;
+                        self.report().await;
                     }
                 },
                 changed = wait_change(&mut changes) => {

@@ -242,6 +242,16 @@ impl PolicyManager {
         }
     }
 
+    /// Publishes every policy's status again (after a reconnect). The hub re-sends specs whose
+    /// generation a report shows behind, and answers a report for a policy it no longer has
+    /// with a delete: this is how a spoke that was away catches up.
+    pub fn republish_all(&mut self) {
+        self.actors.retain(|_, h| !h.is_finished());
+        for h in self.actors.values() {
+            h.republish();
+        }
+    }
+
     /// Removes every policy the hub no longer has (from a spec resync answer).
     pub async fn delete_unknown(&mut self, ids: &[String]) {
         for rid in ids {
