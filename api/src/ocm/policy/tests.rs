@@ -272,6 +272,28 @@ fn placement_rules_from_policy_collection_and_policy_sets() {
 }
 
 #[test]
+fn the_examples_parse() {
+    for (file, text, kinds) in [
+        (
+            "namespace.yaml",
+            include_str!("../../../../examples/policies/namespace.yaml"),
+            3,
+        ),
+        (
+            "dev-baseline.yaml",
+            include_str!("../../../../examples/policies/dev-baseline.yaml"),
+            5,
+        ),
+    ] {
+        let docs = parse_documents(text);
+        assert_eq!(docs.len(), kinds, "{file}");
+        for d in docs {
+            d.unwrap_or_else(|e| panic!("{file}: {e}"));
+        }
+    }
+}
+
+#[test]
 fn a_multi_document_file_as_policy_collection_writes_it() {
     let text = format!(
         "{}\n---\n{}",
