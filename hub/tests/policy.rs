@@ -482,3 +482,69 @@ async fn placement_rules_policy_sets_overrides_unsupported_kinds_disable_and_del
     );
     drop(agents);
 }
+
+#[tokio::test]
+async fn an_offline_spoke_repairs_drift_alone_and_a_restarted_hub_shows_its_history() {
+    let mut nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut clusters = clusters_client(&hub).await;
+    let agents = accepted_fleet(&mut clusters, &nats.url(), &["edge-1"]).await;
+    bind_default_set(&hub).await;
+    apply(&hub, PLACEMENT_AND_BINDING).await;
+    apply(&hub, &with_remediation(NAMESPACE_POLICY, "enforce")).await;
+    let mut api = api(&hub).await;
+    wait_policy(&mut api, "policy-namespace", "Compliant", |p| {
+        compliant(p) == "Compliant"
+    })
+    .await;
+    wait_namespace(&agents[0], "prod", true).await;
+
+    // No hub and no NATS: the spoke is on its own. Drift is repaired there all the same.
+    hub.stop().await;
+    nats.stop();
+    use flotilla_agent::backend::Backend;
+    agents[0].backend.delete(&ns_id("prod")).await.unwrap();
+    wait_namespace(&agents[0], "prod", true).await;
+
+    // Back online with a new hub over the same JetStream state: the policy, its binding and the
+    // cluster's record were kept; the agent's report after reconnecting carries the history of
+    // what it did alone.
+    nats.start_again();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut api = self::api(&hub).await;
+    let deadline = tokio::time::Instant::now() + SOON;
+    loop {
+        let details = api
+            .get_policy_details(GetPolicyRequest {
+                namespace: "default".into(),
+                name: "policy-namespace".into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let created = details
+            .clusters
+            .first()
+            .and_then(|c| c.details.first())
+            .map_or(0, |d| {
+                d.history
+                    .iter()
+                    .filter(|e| {
+                        e.message
+                            .ends_with("namespaces [prod] was created successfully")
+                    })
+                    .count()
+            });
+        if created >= 2 {
+            let p = details.policy.unwrap();
+            assert_eq!(compliant(&p), "Compliant", "{:#?}", p.status);
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the offline repair never showed: {details:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(agents);
+}

@@ -291,7 +291,7 @@ impl PolicyActor {
             if !due {
                 continue;
             }
-            let (compliance, message, next) = match &slot.template {
+            let (compliance, message, next, acted) = match &slot.template {
                 Template::Config(c) => {
                     let snap = match snapshot(self.deps.backend.as_ref(), &kinds(c)).await {
                         Ok(s) => s,
@@ -312,12 +312,13 @@ impl PolicyActor {
                     }
                     let (compliance, message) = evaluation.settle(&results);
                     let next = rules::next_after(c, compliance, signals, poll);
-                    (compliance, message, next)
+                    (compliance, message, next, !actions.is_empty())
                 }
                 t => (
                     Compliance::NonCompliant,
                     t.fixed_message().unwrap_or_default(),
                     None,
+                    false,
                 ),
             };
             let slot = &mut self.slots[i];
@@ -325,13 +326,16 @@ impl PolicyActor {
             slot.next = next.map(|d| now + d);
             let detail = &mut self.record.details[i];
             let event_name = format!("{name}.{}", detail.template_name);
-            changed |= history::record(
-                &mut detail.history,
-                timestamp(SystemTime::now()),
-                &message,
-                &event_name,
-                self.deps.config.history_limit,
-            );
+            let (now_ts, limit) = (timestamp(SystemTime::now()), self.deps.config.history_limit);
+            if acted {
+                // Enforce wrote something: an event, even when its message repeats the last
+                // one (the same drift repaired again).
+                history::push(&mut detail.history, now_ts, &message, &event_name, limit);
+                changed = true;
+            } else {
+                changed |=
+                    history::record(&mut detail.history, now_ts, &message, &event_name, limit);
+            }
             if detail.compliant != compliance.as_str() {
                 detail.compliant = compliance.as_str().to_string();
                 changed = true;

@@ -120,7 +120,10 @@ impl StatusSink for StreamSink {
                 .map_err(|e| e.to_string())
         };
         match tokio::time::timeout(Duration::from_secs(5), attempt).await {
-            Ok(Ok(_)) => true,
+            Ok(Ok(_)) => {
+                tracing::debug!(policy = %report.policy_name, compliant = %report.compliant, "policy status published");
+                true
+            }
             Ok(Err(e)) => {
                 tracing::debug!(error = %e, "policy status publish failed; will retry");
                 false

@@ -6,6 +6,26 @@
 use crate::v1::ComplianceHistoryEvent;
 use prost_types::Timestamp;
 
+/// Records `message` at `at` as the newest event, also when it repeats the newest: for events
+/// that happened again (enforce repaired the same drift twice). Keeps at most `limit`.
+pub fn push(
+    history: &mut Vec<ComplianceHistoryEvent>,
+    at: Timestamp,
+    message: &str,
+    event_name: &str,
+    limit: usize,
+) {
+    history.insert(
+        0,
+        ComplianceHistoryEvent {
+            last_timestamp: Some(at),
+            message: message.to_string(),
+            event_name: event_name.to_string(),
+        },
+    );
+    history.truncate(limit.max(1));
+}
+
 /// Records `message` at `at` unless it is already the newest event; keeps at most `limit`
 /// events, newest first. Returns whether the history changed.
 pub fn record(
@@ -18,15 +38,7 @@ pub fn record(
     if history.first().is_some_and(|e| e.message == message) {
         return false;
     }
-    history.insert(
-        0,
-        ComplianceHistoryEvent {
-            last_timestamp: Some(at),
-            message: message.to_string(),
-            event_name: event_name.to_string(),
-        },
-    );
-    history.truncate(limit.max(1));
+    push(history, at, message, event_name, limit);
     true
 }
 
@@ -84,6 +96,27 @@ mod tests {
             .collect();
         assert_eq!(times, [5, 4, 3]);
         assert_eq!(h[0].message, "Compliant; notification - b");
+    }
+
+    #[test]
+    fn a_repeated_event_is_pushed_when_it_happened_again() {
+        let mut h = Vec::new();
+        record(
+            &mut h,
+            at(1),
+            "Compliant; notification - a was created successfully",
+            "e",
+            3,
+        );
+        push(
+            &mut h,
+            at(2),
+            "Compliant; notification - a was created successfully",
+            "e",
+            3,
+        );
+        assert_eq!(h.len(), 2);
+        assert_eq!(h[0].last_timestamp.unwrap().seconds, 2);
     }
 
     #[test]

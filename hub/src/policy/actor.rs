@@ -426,6 +426,7 @@ impl Actor {
             ack,
         } = input;
         let cluster = report.cluster_name.clone();
+        tracing::debug!(cluster = %cluster, generation = report.observed_generation, compliant = %report.compliant, ?sequence, "policy report");
         let targeted = self.targets.contains_key(&cluster);
         if report.deleted {
             if !targeted {
