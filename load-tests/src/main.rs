@@ -138,6 +138,9 @@ enum Scenario {
         #[arg(long, default_value_t = 5.0)]
         mean_down_seconds: f64,
     },
+    /// policy-collection's namespace policy over every cluster: inform until every cluster has
+    /// reported, then enforce until every cluster is Compliant.
+    Policy(Common),
     /// The idle fleet renewing its leases: hub CPU and message rate.
     Steady {
         #[command(flatten)]
@@ -271,7 +274,8 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
         | Scenario::Fanout(c)
         | Scenario::ReconnectStorm(c)
         | Scenario::HubRestart(c)
-        | Scenario::TransportLimit(c) => (c.clone(), &scenario),
+        | Scenario::TransportLimit(c)
+        | Scenario::Policy(c) => (c.clone(), &scenario),
         Scenario::Flapping { common, .. }
         | Scenario::Steady { common, .. }
         | Scenario::Apply { common, .. } => (common.clone(), &scenario),
@@ -320,6 +324,7 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
             Scenario::ReconnectStorm(_) => scenario::storm::run(run).await,
             Scenario::HubRestart(_) => scenario::hub_restart::run(run).await,
             Scenario::TransportLimit(_) => scenario::transport::run(run).await,
+            Scenario::Policy(_) => scenario::policy::run(run).await,
             Scenario::Steady { seconds, .. } => scenario::steady::run(run, *seconds).await,
             Scenario::Apply {
                 works_per_cluster, ..

@@ -43,6 +43,9 @@ pub enum Msg {
 const RESEND_AFTER: Duration = Duration::from_secs(30);
 /// How often the root status is written at most.
 const STATUS_EVERY: Duration = Duration::from_secs(1);
+/// How often reports are folded into the published view at most (a fleet reporting at once
+/// rebuilds a status of thousands of clusters a few times a second, not once per report).
+const VIEW_EVERY: Duration = Duration::from_millis(200);
 /// How long a burst of changes settles before a reconcile.
 const DEBOUNCE: Duration = Duration::from_millis(100);
 
@@ -64,6 +67,9 @@ struct Actor {
     /// The status differs from the stored one.
     status_dirty: bool,
     last_status_write: Option<Instant>,
+    /// Reports arrived since the view was last rebuilt.
+    view_dirty: bool,
+    last_view: Option<Instant>,
 }
 
 /// Starts the actor of the policy `key` (`<namespace>/<name>`).
@@ -94,6 +100,8 @@ pub(crate) fn spawn(
         targets: BTreeMap::new(),
         status_dirty: false,
         last_status_write: None,
+        view_dirty: false,
+        last_view: None,
     };
     let span = tracing::info_span!("policy", policy = %key);
     tokio::spawn(tracing::Instrument::instrument(actor.run(rx), span));
@@ -170,7 +178,10 @@ impl Actor {
                 self.last_status_write
                     .map_or_else(Instant::now, |t| t + STATUS_EVERY)
             });
-            let wake = [due, status_at].into_iter().flatten().min();
+            let view_at = self
+                .view_dirty
+                .then(|| self.last_view.map_or_else(Instant::now, |t| t + VIEW_EVERY));
+            let wake = [due, status_at, view_at].into_iter().flatten().min();
             tokio::select! {
                 msg = rx.recv() => match msg {
                     None => return,
@@ -213,6 +224,9 @@ impl Actor {
                 () = sleep_until(wake) => {
                     if due.is_some_and(|t| t <= Instant::now()) {
                         due = self.reconcile().await;
+                    }
+                    if self.view_dirty && view_at.is_some_and(|t| t <= Instant::now()) {
+                        self.update_view();
                     }
                     if self.status_dirty && status_at.is_some_and(|t| t <= Instant::now()) {
                         self.write_status().await;
@@ -433,7 +447,7 @@ impl Actor {
                 self.forget(&cluster).await;
             }
             ack_msg(ack).await;
-            self.update_view();
+            self.view_dirty = true;
             return;
         }
         let Some(entry) = self.records.get_mut(&cluster) else {
@@ -471,7 +485,7 @@ impl Actor {
             }
         }
         self.status_dirty = true;
-        self.update_view();
+        self.view_dirty = true;
     }
 
     fn per_cluster(&self) -> BTreeMap<String, Compliance> {
@@ -489,6 +503,8 @@ impl Actor {
     /// Publishes the current status in the view and the metrics at once (the KV write is
     /// coalesced).
     fn update_view(&mut self) {
+        self.view_dirty = false;
+        self.last_view = Some(Instant::now());
         let per_cluster = self.per_cluster();
         let Some((policy, _)) = &mut self.policy else {
             return;

@@ -10,6 +10,8 @@
 //! - [`storm`]: every agent cut off, the work changed, all reconnect at once.
 //! - [`hub_restart`]: `kill -9` of the hub mid-fanout, restart, nothing lost.
 //! - [`flapping`]: a share of the fleet flapping while the work changes.
+//! - [`policy`]: one inform policy over every cluster until all reported, then enforced until
+//!   every cluster is Compliant.
 //! - [`steady`]: the idle fleet renewing its leases: hub CPU and message rate.
 //! - [`transport`]: the transport limit alone.
 
@@ -17,6 +19,7 @@ pub mod apply;
 pub mod fanout;
 pub mod flapping;
 pub mod hub_restart;
+pub mod policy;
 pub mod register;
 pub mod steady;
 pub mod storm;
