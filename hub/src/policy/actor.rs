@@ -195,7 +195,11 @@ impl Actor {
                         let _ = done.send(());
                         return;
                     }
-                    Some(Msg::Report(r)) => self.report(*r).await,
+                    Some(Msg::Report(r)) => {
+                        if self.report(*r).await {
+                            due = soonest(due, Instant::now());
+                        }
+                    }
                     Some(Msg::Details(reply)) => {
                         let _ = reply.send(self.details());
                     }
@@ -376,7 +380,7 @@ impl Actor {
                 .record
                 .report
                 .as_ref()
-                .is_some_and(|r| r.observed_generation >= generation);
+                .is_some_and(|r| r.observed_generation == generation);
             if confirmed {
                 entry.sent = None;
                 continue;
@@ -433,7 +437,8 @@ impl Actor {
         }
     }
 
-    async fn report(&mut self, input: ReportIn) {
+    /// Takes a report; true when the cluster must be sent its spec again (it is ahead).
+    async fn report(&mut self, input: ReportIn) -> bool {
         let ReportIn {
             report,
             sequence,
@@ -448,7 +453,7 @@ impl Actor {
             }
             ack_msg(ack).await;
             self.view_dirty = true;
-            return;
+            return false;
         }
         let Some(entry) = self.records.get_mut(&cluster) else {
             // A copy this policy did not send here (or no longer has a record of): remove it.
@@ -461,12 +466,20 @@ impl Actor {
             };
             send_delete(&self.inner, &record).await;
             ack_msg(ack).await;
-            return;
+            return false;
         };
         let seq = sequence.unwrap_or(0);
         if seq != 0 && seq <= entry.record.report_sequence {
             ack_msg(ack).await;
-            return;
+            return false;
+        }
+        // The cluster holds a generation past the one delivered (this hub lost the record, or
+        // the policy was deleted and created again while the cluster was away): deliver the
+        // current spec above it, or the agent would keep the copy it has.
+        let behind = report.observed_generation > entry.record.generation;
+        if behind {
+            entry.record.generation = report.observed_generation;
+            entry.record.spec_hash.clear();
         }
         entry.record.report = Some(report);
         entry.record.report_sequence = seq;
@@ -486,6 +499,7 @@ impl Actor {
         }
         self.status_dirty = true;
         self.view_dirty = true;
+        behind
     }
 
     fn per_cluster(&self) -> BTreeMap<String, Compliance> {
