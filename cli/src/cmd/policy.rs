@@ -1,5 +1,6 @@
-//! `flotilla policy status NAME [-n NS] [--watch]`: a policy's compliance — its bindings, how
-//! many decided clusters are Compliant, NonCompliant, Pending or silent — as a progress bar.
+//! `flotilla policy status NAME [-n NS] [--watch]`: a policy's compliance — per binding the
+//! clusters its placement decides that are Compliant, and over all decided clusters how many are
+//! Compliant, NonCompliant, Pending or silent — as progress bars.
 //! Without `--watch` it prints once; with it, it redraws until every decided cluster is
 //! Compliant. A policy bound to no cluster is never done.
 
@@ -62,6 +63,11 @@ pub fn render(p: &Policy) -> (String, Step) {
             (false, c) => c,
         }
     );
+    let state: std::collections::HashMap<&str, &str> = st
+        .status
+        .iter()
+        .map(|c| (c.cluster_name.as_str(), c.compliant.as_str()))
+        .collect();
     for pl in &st.placement {
         let target = if pl.placement_rule.is_empty() {
             format!("Placement {}", pl.placement)
@@ -76,6 +82,15 @@ pub fn render(p: &Policy) -> (String, Step) {
         out.push_str(&format!(
             "  binding {} → {target}{via}\n",
             pl.placement_binding
+        ));
+        let ok = pl
+            .clusters
+            .iter()
+            .filter(|c| state.get(c.as_str()) == Some(&"Compliant"))
+            .count() as i32;
+        out.push_str(&format!(
+            "{} compliant\n",
+            labelled_bar("    decided", ok, pl.clusters.len() as i32)
         ));
     }
     out.push_str(&format!(
@@ -107,6 +122,7 @@ mod tests {
                 placement: vec![PolicyPlacementStatus {
                     placement_binding: "b".into(),
                     placement: "all".into(),
+                    clusters: vec!["c0".into(), "c1".into()],
                     ..Default::default()
                 }],
                 status: clusters
@@ -127,6 +143,7 @@ mod tests {
         let (text, step) = render(&policy("", &["Compliant", "NonCompliant", ""]));
         assert_eq!(step, Step::Wait);
         assert!(text.contains("binding b → Placement all"), "{text}");
+        assert!(text.contains("] 1/2 compliant"), "per binding: {text}");
         assert!(
             text.contains("1/3 compliant  (non-compliant 1, pending 0, not reported 1)"),
             "{text}"

@@ -62,6 +62,8 @@ struct Actor {
     policy: Option<(Policy, u64)>,
     records: BTreeMap<String, Record>,
     bounds: Vec<Bound>,
+    /// The clusters each of `bounds` decides.
+    decided: Vec<BTreeSet<String>>,
     /// The clusters decided now, and whether a binding overrides to enforce there.
     targets: BTreeMap<String, bool>,
     /// The status differs from the stored one.
@@ -97,6 +99,7 @@ pub(crate) fn spawn(
             })
             .collect(),
         bounds: Vec::new(),
+        decided: Vec::new(),
         targets: BTreeMap::new(),
         status_dirty: false,
         last_status_write: None,
@@ -314,26 +317,37 @@ impl Actor {
             .collect();
         self.bounds = rules::bindings_of(&ns, &name, &bindings, &sets);
         let disabled = policy.spec.as_ref().is_some_and(|s| s.disabled);
+        self.decided = {
+            let uses_rules = self.uses_rule();
+            let cluster_views = if uses_rules {
+                self.inner.deps.clusters.snapshot()
+            } else {
+                Vec::new()
+            };
+            let rules_map = self.inner.rules.read().expect("lock").clone();
+            let placements = self.inner.deps.placements.clone();
+            self.bounds
+                .iter()
+                .map(|b| match &b.placement {
+                    PlacementKind::Placement(p) => placements
+                        .get(&ns, p)
+                        .map(|v| v.clusters())
+                        .unwrap_or_default(),
+                    PlacementKind::Rule(r) => rules_map
+                        .get(&ObjectRef::new(&ns, r).inventory_key())
+                        .map(|rule| {
+                            rules::rule_clusters(rule, &cluster_views)
+                                .into_iter()
+                                .collect::<BTreeSet<_>>()
+                        })
+                        .unwrap_or_default(),
+                })
+                .collect()
+        };
         self.targets = if disabled {
             BTreeMap::new()
         } else {
-            let cluster_views = self.inner.deps.clusters.snapshot();
-            let rules_map = self.inner.rules.read().expect("lock").clone();
-            let placements = self.inner.deps.placements.clone();
-            rules::targets(&self.bounds, |k| match k {
-                PlacementKind::Placement(p) => placements
-                    .get(&ns, p)
-                    .map(|v| v.clusters())
-                    .unwrap_or_default(),
-                PlacementKind::Rule(r) => rules_map
-                    .get(&ObjectRef::new(&ns, r).inventory_key())
-                    .map(|rule| {
-                        rules::rule_clusters(rule, &cluster_views)
-                            .into_iter()
-                            .collect::<BTreeSet<_>>()
-                    })
-                    .unwrap_or_default(),
-            })
+            rules::targets(&self.bounds, &self.decided)
         };
         let now = Instant::now();
         let mut next: Option<Instant> = None;
@@ -525,7 +539,7 @@ impl Actor {
         };
         let disabled = policy.spec.as_ref().is_some_and(|s| s.disabled);
         let (ns, name) = ns_name(&self.key);
-        let status = rules::root_status(ns, &self.bounds, &per_cluster, disabled);
+        let status = rules::root_status(&self.bounds, &self.decided, &per_cluster, disabled);
         self.inner
             .metrics
             .set(ns, name, &status.compliant, &per_cluster);

@@ -163,15 +163,13 @@ pub fn rule_clusters(
     out
 }
 
-/// Every decided cluster and whether a binding that decides it overrides to enforce.
-pub fn targets(
-    bounds: &[Bound],
-    decided: impl Fn(&PlacementKind) -> BTreeSet<String>,
-) -> BTreeMap<String, bool> {
+/// Every decided cluster and whether a binding that decides it overrides to enforce, from the
+/// clusters each binding decides (`decided[i]` for `bounds[i]`).
+pub fn targets(bounds: &[Bound], decided: &[BTreeSet<String>]) -> BTreeMap<String, bool> {
     let mut out: BTreeMap<String, bool> = BTreeMap::new();
-    for b in bounds {
-        for c in decided(&b.placement) {
-            *out.entry(c).or_default() |= b.enforce;
+    for (b, clusters) in bounds.iter().zip(decided) {
+        for c in clusters {
+            *out.entry(c.clone()).or_default() |= b.enforce;
         }
     }
     out
@@ -225,17 +223,18 @@ pub fn reported(generation: i64, report: Option<&PolicyStatusReport>) -> Complia
     }
 }
 
-/// The root status: bindings, each decided cluster's compliance, and the aggregate.
+/// The root status: bindings with the clusters each decides (`decided[i]` for `bounds[i]`),
+/// each decided cluster's compliance, and the aggregate.
 pub fn root_status(
-    namespace: &str,
     bounds: &[Bound],
+    decided: &[BTreeSet<String>],
     per_cluster: &BTreeMap<String, Compliance>,
     disabled: bool,
 ) -> PolicyStatus {
-    let _ = namespace;
     let placement = bounds
         .iter()
-        .map(|b| {
+        .enumerate()
+        .map(|(i, b)| {
             let (placement, placement_rule) = match &b.placement {
                 PlacementKind::Placement(p) => (p.clone(), String::new()),
                 PlacementKind::Rule(r) => (String::new(), r.clone()),
@@ -245,6 +244,14 @@ pub fn root_status(
                 placement,
                 placement_rule,
                 policy_set: b.policy_set.clone().unwrap_or_default(),
+                clusters: if disabled {
+                    Vec::new()
+                } else {
+                    decided
+                        .get(i)
+                        .map(|d| d.iter().cloned().collect())
+                        .unwrap_or_default()
+                },
             }
         })
         .collect();

@@ -133,6 +133,19 @@ pub struct PolicyPlacement {
     /// The PolicySet through which the policy is bound.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub policy_set: String,
+    /// The clusters the binding's placement decides.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decisions: Vec<Decision>,
+}
+
+/// `status.placement[].decisions[]`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Decision {
+    /// Cluster.
+    pub cluster_name: String,
+    /// Its namespace on the hub (the cluster's name).
+    pub cluster_namespace: String,
 }
 
 /// `status.status[]` (OCM's lower-case field names).
@@ -379,6 +392,14 @@ impl From<&v1::Policy> for Policy {
                         placement: pl.placement.clone(),
                         placement_rule: pl.placement_rule.clone(),
                         policy_set: pl.policy_set.clone(),
+                        decisions: pl
+                            .clusters
+                            .iter()
+                            .map(|c| Decision {
+                                cluster_name: c.clone(),
+                                cluster_namespace: c.clone(),
+                            })
+                            .collect(),
                     })
                     .collect(),
                 status: s
@@ -697,6 +718,7 @@ impl From<&v1::PolicySet> for PolicySet {
                         placement: p.placement.clone(),
                         placement_rule: p.placement_rule.clone(),
                         policy_set: String::new(),
+                        decisions: Vec::new(),
                     })
                     .collect(),
             }),

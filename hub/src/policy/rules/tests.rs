@@ -168,16 +168,16 @@ fn a_binding_override_enforces_only_on_its_clusters_and_changes_the_spec_hash() 
         policy_set: None,
         enforce: false,
     };
-    let decided = |k: &PlacementKind| -> BTreeSet<String> {
-        match k {
-            PlacementKind::Placement(p) if p == "p1" => ["a".to_string()].into(),
-            _ => ["a".to_string(), "b".to_string()].into(),
-        }
-    };
-    let t = targets(&[b.clone(), other.clone()], decided);
+    let decided: Vec<BTreeSet<String>> = vec![
+        ["a".to_string()].into(),
+        ["a".to_string(), "b".to_string()].into(),
+    ];
+    let t = targets(&[b.clone(), other.clone()], &decided);
     assert_eq!(t, BTreeMap::from([("a".into(), true), ("b".into(), false)]));
     b.enforce = false;
-    assert!(!targets(&[b, other], decided)["a"]);
+    assert!(!targets(&[b.clone(), other.clone()], &decided)["a"]);
+    let st = root_status(&[b, other], &decided, &BTreeMap::new(), false);
+    assert_eq!(st.placement[1].clusters, ["a", "b"]);
 
     let root = Policy {
         metadata: meta("policies", "ns"),
@@ -226,11 +226,11 @@ fn stale_reports_and_missing_clusters_never_read_as_compliant() {
         ("a".to_string(), Compliance::Compliant),
         ("b".to_string(), Compliance::Unknown),
     ]);
-    let s = root_status("p", &[], &per, false);
+    let s = root_status(&[], &[], &per, false);
     assert_eq!(s.compliant, "");
     assert_eq!(s.status.len(), 2);
     assert_eq!(s.status[1].compliant, "");
-    let none = root_status("p", &[], &BTreeMap::new(), false);
+    let none = root_status(&[], &[], &BTreeMap::new(), false);
     assert_eq!(none.compliant, "", "bound to no cluster is not compliant");
 }
 
