@@ -22,6 +22,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "flotilla/v1/addon_service.proto",
         "flotilla/v1/route.proto",
         "flotilla/v1/forward.proto",
+        "flotilla/v1/policy.proto",
+        "flotilla/v1/policy_service.proto",
     ];
     for file in &files {
         println!("cargo:rerun-if-changed={}", root.join(file).display());

@@ -159,6 +159,15 @@ fi
 echo
 echo "\$ flotilla addon status fleet-metrics --watch   (25% of the clusters at a time)"
 timeout 120 "$BIN/flotilla" addon status fleet-metrics --watch
+echo
+echo "== governance: policy-collection's namespace policy, enforced on every cluster (examples/policies/)"
+echo "\$ sed 's/remediationAction: inform/remediationAction: enforce/' examples/policies/namespace.yaml | flotilla apply -f -"
+sed 's/remediationAction: inform/remediationAction: enforce/' examples/policies/namespace.yaml |
+  "$BIN/flotilla" apply -f -
+echo "\$ flotilla policy status policy-namespace --watch"
+timeout 120 "$BIN/flotilla" policy status policy-namespace --watch
+echo "\$ flotilla get policies"
+"$BIN/flotilla" get policies
 if [ "$ONCE" = 1 ]; then exit 0; fi
 cat <<MSG
 
@@ -175,6 +184,8 @@ echo
   $BIN/flotilla get addonplacementscores
   $BIN/flotilla get addonplacementscores          # fleet-metrics' nodeCount and workCount too
   $BIN/flotilla get addons -o yaml
+  $BIN/flotilla describe policy policy-namespace
+  $BIN/flotilla apply -f examples/policies/dev-baseline.yaml; $BIN/flotilla label sim-0001 environment=dev
   curl -s 127.0.0.1:$METRICS_PORT/metrics | grep flotilla_hub_clusters
 Logs: $RUN/*.log. Press Ctrl-C to stop.
 MSG

@@ -8,6 +8,8 @@
 //!   the bootstrap connection until the hub issues them.
 //! - [`backend`]: the local cluster ([`backend::sim::SimBackend`] for simulators and tests).
 //! - [`work`]: ManifestWork execution — one actor per work, status feedback, proxy queries.
+//! - [`policy`]: governance — replicated policies evaluated and enforced on the spoke (one
+//!   actor per policy), status and history reported when they change.
 //! - [`namespaces`]: the namespaces the cluster's sets manage (ManagedClusterSet
 //!   `managedNamespaces`), created and labelled as OCM's registration agent does.
 //! - [`scores`]: AddOnPlacementScores the agent reports (resource usage).
@@ -28,6 +30,7 @@ pub mod enrolment;
 pub mod features;
 pub mod metrics;
 pub mod namespaces;
+pub mod policy;
 pub mod registration;
 pub mod scores;
 pub mod store;
@@ -398,8 +401,21 @@ async fn prepare(
             None => supervisor,
         }
     });
+    let policies = policy::PolicyManager::start(
+        &config.cluster_name,
+        backend.clone(),
+        store.clone(),
+        Arc::new(policy::StreamSink::new(
+            client.clone(),
+            store.clone(),
+            &config.cluster_name,
+            config.max_event_bytes,
+        )),
+        policy::PolicyConfig::default(),
+    )?;
     let mut actor =
-        registration::RegistrationActor::new(config, client.clone(), backend, store, works);
+        registration::RegistrationActor::new(config, client.clone(), backend, store, works)
+            .with_policies(policies);
     if let Some(creds) = credentials {
         actor = actor.with_credentials(creds);
     }

@@ -52,6 +52,8 @@ pub struct RegistrationActor {
     last_status_hash: Option<String>,
     /// The works on this cluster.
     works: WorkManager,
+    /// The replicated policies on this cluster (None: governance off).
+    policies: Option<crate::policy::PolicyManager>,
     /// When to ask the hub for a spec resync (None = not scheduled).
     next_resync: Option<Instant>,
     /// When to report AddOnPlacementScores next (None = not scheduled).
@@ -109,6 +111,7 @@ impl RegistrationActor {
             next_lease: None,
             last_status_hash: None,
             works,
+            policies: None,
             next_resync: None,
             next_score: None,
             credentials: None,
@@ -117,6 +120,12 @@ impl RegistrationActor {
             namespace_status: Vec::new(),
             unmanage_pending: false,
         }
+    }
+
+    /// Evaluates and enforces the policies the hub sends (governance).
+    pub fn with_policies(mut self, policies: crate::policy::PolicyManager) -> Self {
+        self.policies = Some(policies);
+        self
     }
 
     /// Secure mode: registers over a bootstrap connection until the hub issues this agent's
@@ -278,6 +287,9 @@ impl RegistrationActor {
                                 self.next_resync = Some(Instant::now());
                                 self.next_score = Some(Instant::now());
                                 Box::pin(self.works.republish_all()).await;
+                                if let Some(p) = self.policies.as_mut() {
+                                    p.republish_all();
+                                }
                             }
                         }
                         Some(ConnectionEvent::Refused) => {
@@ -291,6 +303,9 @@ impl RegistrationActor {
                         }
                     },
                 }
+            }
+            if let Some(p) = self.policies.take() {
+                p.shutdown().await;
             }
             tracing::info!("agent stopped");
         }
@@ -463,6 +478,15 @@ impl RegistrationActor {
                 self.works.on_spec(&event).await;
             } else {
                 tracing::warn!("work spec ignored: this cluster is not accepted");
+            }
+            return;
+        }
+        if crate::policy::PolicyManager::handles(&event) {
+            let accepted = self.accepted();
+            match self.policies.as_mut() {
+                Some(p) if accepted => p.on_spec(&event).await,
+                Some(_) => tracing::warn!("policy spec ignored: this cluster is not accepted"),
+                None => tracing::debug!("policy spec ignored: governance is off on this agent"),
             }
             return;
         }

@@ -96,6 +96,8 @@ pub struct LocalStore {
     written: Mutex<u64>,
     /// Bumped whenever a work record is saved or removed (see [`LocalStore::watch_works`]).
     works_changed: tokio::sync::watch::Sender<u64>,
+    /// Replicated policy records in memory mode (on disk: `policies/<resourceid>.pb`).
+    policies: Mutex<std::collections::HashMap<String, Vec<u8>>>,
 }
 
 /// The state and a counter of its changes.
@@ -105,6 +107,7 @@ struct Versioned {
 }
 
 const WORKS_DIR: &str = "works";
+const POLICIES_DIR: &str = "policies";
 
 const FILE: &str = "agent-state.json";
 
@@ -133,6 +136,7 @@ impl LocalStore {
             }),
             written: Mutex::new(0),
             works_changed: tokio::sync::watch::Sender::new(0),
+            policies: Mutex::default(),
         }
     }
 
@@ -169,6 +173,7 @@ impl LocalStore {
             state: Mutex::new(Versioned { state, version: 1 }),
             written: Mutex::new(0),
             works_changed: tokio::sync::watch::Sender::new(0),
+            policies: Mutex::default(),
         };
         store.save()?;
         Ok(store)
@@ -358,6 +363,102 @@ impl LocalStore {
                     .filter(|e| e.path().extension().and_then(|x| x.to_str()) == Some("pb"))
                     .count()
             }),
+        }
+    }
+
+    /// Saves a replicated policy's record (its spec, history and what enforce created), so an
+    /// agent restarted while offline keeps enforcing it.
+    pub fn save_policy(&self, record: &flotilla_api::v1::AppliedPolicy) -> Result<(), StoreError> {
+        let bytes = prost::Message::encode_to_vec(record);
+        match &self.backing {
+            Backing::Memory(_) => {
+                self.policies
+                    .lock()
+                    .expect("policies lock")
+                    .insert(record.resource_id.clone(), bytes);
+                Ok(())
+            }
+            Backing::Dir(dir) => {
+                let policies = dir.join(POLICIES_DIR);
+                std::fs::create_dir_all(&policies).map_err(|source| StoreError::Io {
+                    path: policies.clone(),
+                    source,
+                })?;
+                write_atomically(&policies.join(format!("{}.pb", record.resource_id)), &bytes)
+            }
+        }
+    }
+
+    /// Forgets a replicated policy's record.
+    pub fn remove_policy(&self, resource_id: &str) -> Result<(), StoreError> {
+        match &self.backing {
+            Backing::Memory(_) => {
+                self.policies
+                    .lock()
+                    .expect("policies lock")
+                    .remove(resource_id);
+                Ok(())
+            }
+            Backing::Dir(dir) => {
+                let file = dir.join(POLICIES_DIR).join(format!("{resource_id}.pb"));
+                match std::fs::remove_file(&file) {
+                    Ok(()) => Ok(()),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                    Err(source) => Err(StoreError::Io { path: file, source }),
+                }
+            }
+        }
+    }
+
+    /// Every saved replicated policy record (an unreadable one is an error, never skipped).
+    pub fn load_policies(&self) -> Result<Vec<flotilla_api::v1::AppliedPolicy>, StoreError> {
+        let decode = |path: PathBuf, bytes: &[u8]| {
+            <flotilla_api::v1::AppliedPolicy as prost::Message>::decode(bytes).map_err(|e| {
+                StoreError::Corrupt {
+                    path,
+                    message: e.to_string(),
+                }
+            })
+        };
+        match &self.backing {
+            Backing::Memory(_) => self
+                .policies
+                .lock()
+                .expect("policies lock")
+                .iter()
+                .map(|(k, v)| decode(PathBuf::from(k), v))
+                .collect(),
+            Backing::Dir(dir) => {
+                let policies = dir.join(POLICIES_DIR);
+                let entries = match std::fs::read_dir(&policies) {
+                    Ok(e) => e,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+                    Err(source) => {
+                        return Err(StoreError::Io {
+                            path: policies,
+                            source,
+                        });
+                    }
+                };
+                let mut out = Vec::new();
+                for entry in entries {
+                    let path = entry
+                        .map_err(|source| StoreError::Io {
+                            path: policies.clone(),
+                            source,
+                        })?
+                        .path();
+                    if path.extension().and_then(|e| e.to_str()) != Some("pb") {
+                        continue;
+                    }
+                    let bytes = std::fs::read(&path).map_err(|source| StoreError::Io {
+                        path: path.clone(),
+                        source,
+                    })?;
+                    out.push(decode(path, &bytes)?);
+                }
+                Ok(out)
+            }
         }
     }
 

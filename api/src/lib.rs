@@ -12,6 +12,8 @@
 //! - [`jsonpath`]: the kubectl JSONPath dialect feedback rules are written in.
 //! - [`meta`]: helpers on metadata, conditions and timestamps shared by hub, agent and CLI.
 //! - [`names`]: validation of cluster names, label keys and values.
+//! - [`policy`]: governance rules (ConfigurationPolicy reading, object matching, namespace
+//!   selection, evaluation into enforce actions, compliance history and aggregation).
 //! - [`ocm`]: conversion between the protobuf types and the YAML/JSON shapes OCM users write.
 //! - [`selector`]: kubectl-style label selector strings and matching.
 //! - [`work`]: ManifestWork identity, limits and validation.
@@ -42,5 +44,6 @@ pub mod jsonpath;
 pub mod meta;
 pub mod names;
 pub mod ocm;
+pub mod policy;
 pub mod selector;
 pub mod work;

@@ -15,6 +15,8 @@
 //!   way it answers.
 //! - [`process`]: signal handling, RSS and the `/metrics` endpoint for the binaries.
 //! - [`trace`]: logging and OpenTelemetry traces (OTLP), `traceparent` across events.
+//! - [`policies`]: governance policy spec, status and resync events (types, resource id,
+//!   subject).
 //! - [`scores`]: AddOnPlacementScore reports (event type, status subject).
 //! - [`works`]: ManifestWork spec, status and resync events (types, resource id, subject).
 
@@ -25,6 +27,7 @@ pub mod connect;
 pub mod envelope;
 pub mod ids;
 pub mod jetstream;
+pub mod policies;
 pub mod process;
 pub mod publish;
 pub mod reply;

@@ -308,6 +308,16 @@ impl Hub {
             .max_encoding_message_size(MAX_WORK_MESSAGE)
     }
 
+    /// Governance: Policies, PlacementBindings, PolicySets and PlacementRules (a policy's
+    /// status lists every decided cluster).
+    pub fn policies(
+        &self,
+    ) -> flotilla_api::v1::policy_service_client::PolicyServiceClient<HubChannel> {
+        flotilla_api::v1::policy_service_client::PolicyServiceClient::new(self.channel())
+            .max_decoding_message_size(MAX_WORK_MESSAGE)
+            .max_encoding_message_size(MAX_WORK_MESSAGE)
+    }
+
     /// ManifestWorks and the read-only proxy to spokes.
     pub fn works(&self) -> WorkServiceClient<HubChannel> {
         WorkServiceClient::new(self.channel())

@@ -116,6 +116,9 @@ enum Command {
         /// File to read.
         #[arg(short = 'f', long = "filename", required = true)]
         file: String,
+        /// Namespace of namespaced documents that name none (default: `default`, as kubectl).
+        #[arg(short = 'n', long)]
+        namespace: Option<String>,
     },
     /// Delete a resource.
     Delete {
@@ -138,6 +141,11 @@ enum Command {
     /// with a join credential for it from a secure hub.
     #[command(after_long_help = cmd::join::HELP)]
     Join(cmd::join::JoinArgs),
+    /// Governance: a policy's compliance across its clusters (`policy status NAME --watch`).
+    Policy {
+        #[command(subcommand)]
+        what: cmd::policy::PolicyWhat,
+    },
     /// Rollouts of ManifestWorkReplicaSets.
     Rollout {
         #[command(subcommand)]
@@ -187,7 +195,7 @@ async fn run(cli: Cli) -> Result<()> {
     }
     // Parse local input before touching the network, so bad input fails fast and alone.
     let documents = match &cli.command {
-        Command::Apply { file } => cmd::apply::read(file)?,
+        Command::Apply { file, namespace } => cmd::apply::read_in(file, namespace.as_deref())?,
         _ => Vec::new(),
     };
     let addon = match &cli.command {
@@ -218,6 +226,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Proxy { cluster, what } => cmd::proxy::run(&hub, format, cluster, what).await,
         Command::Join(_) => Ok(()),
         Command::Rollout { what } => cmd::rollout::run(&hub, what).await,
+        Command::Policy { what } => cmd::policy::run(&hub, what).await,
         Command::Addon { .. } => match addon {
             Some(action) => cmd::addon::run(&hub, action).await,
             None => Ok(()),

@@ -23,6 +23,7 @@ use crate::store::{self, Bucket};
 use flotilla_api::v1::add_on_service_server::AddOnServiceServer;
 use flotilla_api::v1::cluster_set_service_server::ClusterSetServiceServer;
 use flotilla_api::v1::placement_service_server::PlacementServiceServer;
+use flotilla_api::v1::policy_service_server::PolicyServiceServer;
 use flotilla_api::v1::replica_set_service_server::ReplicaSetServiceServer;
 use flotilla_bus::jetstream::StreamOptions;
 use std::sync::Arc;
@@ -42,6 +43,10 @@ pub struct Services {
     pub addons: LateSlot<AddOnServiceServer<grpc::addon::AddOnApi>>,
     /// The score actor this hub's status router reports to.
     pub scores: placement::score_route::LocalScores,
+    /// PolicyService.
+    pub policies: LateSlot<PolicyServiceServer<grpc::policy::PolicyApi>>,
+    /// The policies this hub's status router reports to.
+    pub policy_reports: crate::policy::route::LocalPolicies,
 }
 
 impl Services {
@@ -65,10 +70,18 @@ impl Services {
                 .max_encoding_message_size(8 * 1024 * 1024),
         ));
         self.scores.set(Some(c.placements.scores().clone()));
+        self.policies.set(Some(
+            PolicyServiceServer::new(grpc::policy::PolicyApi::new(c.policies.clone()))
+                .max_decoding_message_size(8 * 1024 * 1024)
+                .max_encoding_message_size(8 * 1024 * 1024),
+        ));
+        self.policy_reports.set(Some(c.policies.clone()));
     }
 
     fn empty(&self) {
         self.scores.set(None);
+        self.policies.set(None);
+        self.policy_reports.set(None);
         self.sets.set(None);
         self.placements.set(None);
         self.replicasets.set(None);
@@ -103,6 +116,8 @@ pub struct Deps {
     pub router: RouterConfig,
     /// This hub's id, stamped on writes.
     pub hub_id: String,
+    /// Largest event (policy specs).
+    pub max_event_bytes: usize,
     /// The API as forwarded calls reach it (the token checked again).
     pub forwarded: grpc::auth::Authenticated<tonic::service::Routes>,
 }
@@ -112,11 +127,12 @@ pub struct Deps {
 pub const FORWARD_SUBJECT: &str = "flotilla.hub.controllers.grpc";
 
 /// The gRPC services the controllers serve, by path prefix.
-const SERVICES: [&str; 4] = [
+const SERVICES: [&str; 5] = [
     "/flotilla.v1.ClusterSetService/",
     "/flotilla.v1.PlacementService/",
     "/flotilla.v1.ReplicaSetService/",
     "/flotilla.v1.AddOnService/",
+    "/flotilla.v1.PolicyService/",
 ];
 
 /// Whether the call at `path` is one of the controllers'.
@@ -134,6 +150,8 @@ pub struct Controllers {
     pub replicasets: replicaset::ReplicaSets,
     /// Add-ons.
     pub addons: addon::AddOns,
+    /// Governance: policies, bindings, policy sets, placement rules.
+    pub policies: crate::policy::Policies,
     stop: watch::Sender<bool>,
     tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
 }
@@ -204,6 +222,24 @@ impl Controllers {
         )
         .await
         .map_err(|e| HubError::AddOns(e.to_string()))?;
+        let mut policy_buckets = crate::policy::Buckets::open(js, opts).await?;
+        policy_buckets.policies = fenced(policy_buckets.policies, &fence, hub);
+        policy_buckets.bindings = fenced(policy_buckets.bindings, &fence, hub);
+        policy_buckets.sets = fenced(policy_buckets.sets, &fence, hub);
+        policy_buckets.rules = fenced(policy_buckets.rules, &fence, hub);
+        policy_buckets.status = fenced(policy_buckets.status, &fence, hub);
+        let policies = crate::policy::Policies::start(
+            policy_buckets,
+            crate::policy::Deps {
+                placements: placements.clone(),
+                clusters: deps.inventory.clone(),
+                nats: deps.nats.clone(),
+                metrics: deps.metrics.clone(),
+                max_event_bytes: deps.max_event_bytes,
+            },
+        )
+        .await
+        .map_err(HubError::Policies)?;
         // The add-on agents' subjects are served once subscribed at the server.
         let (ready_tx, mut ready_rx) = tokio::sync::mpsc::unbounded_channel();
         let mut router = deps.router.clone();
@@ -235,6 +271,12 @@ impl Controllers {
                     }
                 }
             }),
+            tokio::spawn(crate::policy::route::serve(
+                deps.nats.clone(),
+                policies.clone(),
+                deps.max_event_bytes,
+                stop_rx.clone(),
+            )),
             tokio::spawn(placement::score_route::serve(
                 deps.nats.clone(),
                 placements.scores().clone(),
@@ -263,6 +305,7 @@ impl Controllers {
             placements,
             replicasets,
             addons,
+            policies,
             stop,
             tasks: std::sync::Mutex::new(tasks),
         };

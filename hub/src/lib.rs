@@ -39,6 +39,7 @@ pub mod keys;
 pub mod limits;
 pub mod metrics;
 pub mod placement;
+pub mod policy;
 pub mod replicaset;
 pub mod router;
 pub mod security;
@@ -178,6 +179,9 @@ pub enum HubError {
     /// The shard lease settings are unusable.
     #[error("shard leases: {0}")]
     Ha(String),
+    /// Governance state could not be loaded.
+    #[error("policies: {0}")]
+    Policies(#[source] policy::PolicyError),
 }
 
 /// `<hostname>-<grpc port>`: unique per hub on a host, stable across restarts.
@@ -260,6 +264,17 @@ impl Hub {
         self.controllers()
             .expect("this hub holds the controllers")
             .addons
+            .clone()
+    }
+
+    /// Governance: policies, bindings, policy sets, placement rules.
+    ///
+    /// # Panics
+    /// When this hub does not hold the controllers.
+    pub fn policies(&self) -> policy::Policies {
+        self.controllers()
+            .expect("this hub holds the controllers")
+            .policies
             .clone()
     }
 
@@ -424,18 +439,23 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
     let (placements_slot, placements_service) = grpc::late::LateSlot::new();
     let (replicasets_slot, replicasets_service) = grpc::late::LateSlot::new();
     let (addons_slot, addons_service) = grpc::late::LateSlot::new();
+    let (local_policies, policy_sink) = policy::route::PolicySink::new(nats.clone());
+    let (policies_slot, policies_service) = grpc::late::LateSlot::new();
     let services = controllers::Services {
         sets: sets_slot,
         placements: placements_slot,
         replicasets: replicasets_slot,
         addons: addons_slot,
         scores: local_scores,
+        policies: policies_slot,
+        policy_reports: local_policies,
     };
     // The hub is started once every request subject is subscribed at the server: a request
     // sent right after `start` returns is answered, not lost.
     let (ready_tx, mut ready_rx) = tokio::sync::mpsc::unbounded_channel();
     let mut router_config = config.router.clone();
     router_config.scores = Some(score_sink);
+    router_config.policies = Some(policy_sink);
     router_config.janitor = Some(janitor);
     router_config.agents_account = security_handle_for_router;
     router_config.new_names = Some(Arc::new(limits::NewNames::new(
@@ -490,6 +510,9 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
     health_reporter
         .set_serving::<AddOnServiceServer<grpc::addon::AddOnApi>>()
         .await;
+    health_reporter
+        .set_serving::<flotilla_api::v1::policy_service_server::PolicyServiceServer<grpc::policy::PolicyApi>>()
+        .await;
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(flotilla_api::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -514,7 +537,8 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         )
         .add_service(placements_service)
         .add_service(replicasets_service)
-        .add_service(addons_service);
+        .add_service(addons_service)
+        .add_service(policies_service);
     let forwarded = tower::Layer::layer(
         &grpc::auth::Authenticate::new(config.api.tokens.clone()),
         routes.clone().prepare(),
@@ -543,6 +567,7 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
             addons: config.addons.clone(),
             router: router_config,
             hub_id: hub_id.clone(),
+            max_event_bytes: config.cluster.max_event_bytes,
             forwarded,
         },
         services,

@@ -95,6 +95,9 @@ pub struct ClusterLabels {
 /// The hub's metrics.
 pub struct Metrics {
     registry: Mutex<Registry>,
+    /// Metrics exported under the name another project gave them (OCM's
+    /// `policy_governance_info`), without the `flotilla_hub` prefix.
+    unprefixed: Mutex<Registry>,
     /// Events received, by type.
     pub events_received: Family<TypeLabels, Counter>,
     /// Events rejected, by type and reason.
@@ -153,6 +156,7 @@ impl Metrics {
         let mut registry = Registry::with_prefix("flotilla_hub");
         let m = Self {
             registry: Mutex::new(Registry::default()),
+            unprefixed: Mutex::new(Registry::default()),
             events_received: Family::default(),
             events_rejected: Family::default(),
             api_rejected: Family::default(),
@@ -248,6 +252,12 @@ impl Metrics {
         register(registry.sub_registry_with_prefix(prefix));
     }
 
+    /// Registers metrics under their own names (no `flotilla_hub` prefix), for names that
+    /// dashboards already know from OCM.
+    pub fn register_unprefixed(&self, register: impl FnOnce(&mut Registry)) {
+        register(&mut self.unprefixed.lock().expect("metrics registry lock"));
+    }
+
     /// Counts a received event.
     pub fn received(&self, event_type: &str) {
         self.events_received
@@ -333,6 +343,15 @@ impl Metrics {
         let registry = self.registry.lock().expect("metrics registry lock");
         if prometheus_client::encoding::text::encode(&mut out, &registry).is_err() {
             out.clear();
+        }
+        let mut plain = String::new();
+        let unprefixed = self.unprefixed.lock().expect("metrics registry lock");
+        if prometheus_client::encoding::text::encode(&mut plain, &unprefixed).is_ok()
+            && plain.trim() != "# EOF"
+            && let Some(head) = out.strip_suffix("# EOF\n")
+        {
+            // One exposition: the prefixed metrics, then the unprefixed ones and their EOF.
+            out = format!("{head}{plain}");
         }
         out
     }

@@ -34,6 +34,9 @@ pub struct RouterConfig {
     /// Where AddOnPlacementScore reports go (set by the hub at start; without it they are
     /// rejected as an unknown type).
     pub scores: Option<crate::placement::score_route::ScoreSink>,
+    /// Where policy status reports go (set by the hub at start; without it they are rejected
+    /// as an unknown type): the controllers' policies, here or on their hub.
+    pub policies: Option<crate::policy::route::PolicySink>,
     /// Secure mode: the agents' account, whose users' identities registration requests carry
     /// (`Nats-Request-Info`, set by the server on the service import). Set by the hub at start.
     pub agents_account: Option<String>,
@@ -53,6 +56,7 @@ impl Default for RouterConfig {
             max_ack_pending: 20_000,
             ack_wait: Duration::from_secs(30),
             scores: None,
+            policies: None,
             agents_account: None,
             new_names: None,
             janitor: None,
@@ -843,6 +847,25 @@ async fn handle_status(
                 ack: Some(msg),
                 traceparent: event.traceparent.clone(),
             })))
+        }
+        (flotilla_bus::policies::KIND_POLICY, Some(rid))
+            if event.event_type == flotilla_bus::policies::status_type()
+                && config.policies.is_some() =>
+        {
+            let accepted = clusters
+                .shared()
+                .inventory
+                .get(&event.cluster)
+                .is_some_and(|c| rules::accepted(&c));
+            let sink = config.policies.as_ref().expect("checked by the guard");
+            let raw = msg.payload.clone();
+            if let Err(((reason, why), msg)) = sink.route(&event, &raw, rid, accepted, msg).await {
+                reject(&ty, reason, why);
+                if let Some(msg) = msg {
+                    let _ = msg.ack().await;
+                }
+            }
+            return;
         }
         (flotilla_bus::scores::KIND_SCORE, Some(rid))
             if event.event_type == flotilla_bus::scores::report_type() =>

@@ -147,6 +147,9 @@ enum Scenario {
         #[arg(long, default_value_t = 5.0)]
         mean_down_seconds: f64,
     },
+    /// policy-collection's namespace policy over every cluster: inform until every cluster has
+    /// reported, then enforce until every cluster is Compliant.
+    Policy(Common),
     /// The idle fleet renewing its leases: hub CPU and message rate.
     Steady {
         #[command(flatten)]
@@ -287,7 +290,8 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
         | Scenario::Fanout(c)
         | Scenario::ReconnectStorm(c)
         | Scenario::HubRestart(c)
-        | Scenario::TransportLimit(c) => (c.clone(), &scenario),
+        | Scenario::TransportLimit(c)
+        | Scenario::Policy(c) => (c.clone(), &scenario),
         Scenario::Flapping { common, .. }
         | Scenario::Ha { common, .. }
         | Scenario::Steady { common, .. }
@@ -338,6 +342,7 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
             Scenario::HubRestart(_) => scenario::hub_restart::run(run).await,
             Scenario::Ha { hubs, .. } => scenario::ha::run(run, *hubs).await,
             Scenario::TransportLimit(_) => scenario::transport::run(run).await,
+            Scenario::Policy(_) => scenario::policy::run(run).await,
             Scenario::Steady { seconds, .. } => scenario::steady::run(run, *seconds).await,
             Scenario::Apply {
                 works_per_cluster, ..

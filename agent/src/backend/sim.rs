@@ -639,7 +639,7 @@ impl Backend for SimBackend {
 
     async fn list(&self, kind: &str, namespace: Option<&str>) -> Result<Vec<Value>, BackendError> {
         let objects = self.objects.lock().expect("sim lock");
-        Ok(objects
+        let mut out: Vec<Value> = objects
             .objects
             .iter()
             .filter_map(|(k, o)| {
@@ -648,7 +648,19 @@ impl Backend for SimBackend {
                 (kind_matches(kind, okind) && namespace.is_none_or(|n| n == ns))
                     .then(|| self.shown(k, group, okind, o))
             })
-            .collect())
+            .collect();
+        // The namespaces every cluster has exist here too, as on a real cluster, unless one
+        // was applied (then it is listed above).
+        if kind_matches(kind, "Namespace") {
+            for ns in BUILTIN_NAMESPACES {
+                if !objects.objects.contains_key(&format!("/Namespace//{ns}")) {
+                    out.push(serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
+                        "metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}},
+                        "status": {"phase": "Active"}}));
+                }
+            }
+        }
+        Ok(out)
     }
 }
 

@@ -81,6 +81,14 @@ pub enum Document {
     AddOnTemplate(v1::AddOnTemplate),
     /// An AddOnDeploymentConfig (variables and placement of an add-on agent).
     AddOnDeploymentConfig(v1::AddOnDeploymentConfig),
+    /// A governance Policy.
+    Policy(v1::Policy),
+    /// A PlacementBinding (policies and policy sets to a Placement or PlacementRule).
+    PlacementBinding(v1::PlacementBinding),
+    /// A PolicySet.
+    PolicySet(v1::PolicySet),
+    /// A legacy PlacementRule (`apps.open-cluster-management.io/v1`).
+    PlacementRule(v1::PlacementRule),
 }
 
 const SUPPORTED: &str = "cluster.open-cluster-management.io/v1 ManagedCluster, \
@@ -93,7 +101,11 @@ work.open-cluster-management.io/v1alpha1 ManifestWorkReplicaSet, \
 addon.open-cluster-management.io/v1alpha1 ClusterManagementAddOn, \
 addon.open-cluster-management.io/v1alpha1 ManagedClusterAddOn, \
 addon.open-cluster-management.io/v1alpha1 AddOnTemplate, \
-addon.open-cluster-management.io/v1alpha1 AddOnDeploymentConfig";
+addon.open-cluster-management.io/v1alpha1 AddOnDeploymentConfig, \
+policy.open-cluster-management.io/v1 Policy, \
+policy.open-cluster-management.io/v1 PlacementBinding, \
+policy.open-cluster-management.io/v1beta1 PolicySet, \
+apps.open-cluster-management.io/v1 PlacementRule";
 
 /// The add-on kinds (`addon.open-cluster-management.io`).
 const ADDON_KINDS: [&str; 4] = [
@@ -250,6 +262,30 @@ fn parse_document(doc: usize, value: serde_yaml::Value) -> Result<Document, DocE
                 }
             }
         }
+        _ if api_version == crate::policy::POLICY_V1 && kind == "Policy" => {
+            let p: super::policy::Policy = typed(doc, &kind, &name, value)?;
+            p.to_proto()
+                .map(Document::Policy)
+                .map_err(|es| field_errors(doc, &kind, &name, es))
+        }
+        _ if api_version == crate::policy::POLICY_V1 && kind == "PlacementBinding" => {
+            let b: super::policy::PlacementBinding = typed(doc, &kind, &name, value)?;
+            b.to_proto()
+                .map(Document::PlacementBinding)
+                .map_err(|es| field_errors(doc, &kind, &name, es))
+        }
+        _ if api_version == crate::policy::POLICY_V1BETA1 && kind == "PolicySet" => {
+            let p: super::policy::PolicySet = typed(doc, &kind, &name, value)?;
+            p.to_proto()
+                .map(Document::PolicySet)
+                .map_err(|es| field_errors(doc, &kind, &name, es))
+        }
+        _ if api_version == crate::policy::APPS_V1 && kind == "PlacementRule" => {
+            let r: super::policy::PlacementRule = typed(doc, &kind, &name, value)?;
+            r.to_proto()
+                .map(Document::PlacementRule)
+                .map_err(|es| field_errors(doc, &kind, &name, es))
+        }
         // Another version of an add-on kind (OCM also serves v1beta1, which renames fields).
         _ if api_version.starts_with(&format!("{}/", crate::addon::GROUP))
             && ADDON_KINDS.contains(&kind.as_str()) =>
@@ -271,6 +307,32 @@ fn parse_document(doc: usize, value: serde_yaml::Value) -> Result<Document, DocE
             kind,
             supported: SUPPORTED.into(),
         }),
+    }
+}
+
+/// Every problem of one document as one error: the first names the field, the rest follow in
+/// the message (`…: required; also spec.x: …`), so nothing is reported one run at a time.
+fn field_errors(
+    doc: usize,
+    kind: &str,
+    name: &str,
+    errors: Vec<crate::policy::FieldError>,
+) -> DocError {
+    let mut it = errors.into_iter();
+    let first = it
+        .next()
+        .unwrap_or_else(|| crate::policy::FieldError::new("", "invalid"));
+    let rest: Vec<String> = it.map(|e| e.to_string()).collect();
+    let mut message = first.message;
+    if !rest.is_empty() {
+        message.push_str(&format!("; also {}", rest.join("; also ")));
+    }
+    DocError::Field {
+        doc,
+        kind: kind.to_string(),
+        name: name.to_string(),
+        path: first.path,
+        message,
     }
 }
 

@@ -10,6 +10,7 @@
 //! - [`work`]: the ManifestWork shape.
 //! - [`placement`]: Placement, PlacementDecision, AddOnPlacementScore.
 //! - [`replicaset`]: the ManifestWorkReplicaSet shape.
+//! - [`policy`]: Policy, PlacementBinding, PolicySet and the legacy PlacementRule.
 //! - [`document`]: apply documents (multi-document YAML) parsed into typed objects.
 
 pub mod addon;
@@ -18,6 +19,7 @@ pub mod clusterset;
 pub mod document;
 pub mod meta;
 pub mod placement;
+pub mod policy;
 pub mod replicaset;
 pub mod work;
 

@@ -14,6 +14,40 @@ use flotilla_api::meta::find_condition;
 use flotilla_api::ocm::{self, Document};
 use std::io::Read;
 
+/// [`read`], then puts namespaced documents that name no namespace in `namespace` (`default`
+/// when not given), as kubectl does: policy-collection's files leave it out. A document whose
+/// namespace differs from a given `namespace` is refused, as kubectl refuses it. ManifestWorks
+/// (whose namespace is their cluster) and ManagedClusterSetBindings keep theirs.
+pub fn read_in(file: &str, namespace: Option<&str>) -> Result<Vec<Document>> {
+    let mut docs = read(file)?;
+    let mut errors = Vec::new();
+    for (i, d) in docs.iter_mut().enumerate() {
+        let meta = match d {
+            Document::Policy(x) => x.metadata.get_or_insert_with(Default::default),
+            Document::PlacementBinding(x) => x.metadata.get_or_insert_with(Default::default),
+            Document::PolicySet(x) => x.metadata.get_or_insert_with(Default::default),
+            Document::PlacementRule(x) => x.metadata.get_or_insert_with(Default::default),
+            Document::Placement(x) => x.metadata.get_or_insert_with(Default::default),
+            Document::ReplicaSet(x) => x.metadata.get_or_insert_with(Default::default),
+            _ => continue,
+        };
+        match namespace {
+            Some(ns) if !meta.namespace.is_empty() && meta.namespace != ns => errors.push(format!(
+                "{file}: document {}: the namespace from the document ({:?}) does not match -n {ns:?}",
+                i + 1,
+                meta.namespace
+            )),
+            _ if !meta.namespace.is_empty() => {}
+            Some(ns) => meta.namespace = ns.to_string(),
+            None => meta.namespace = "default".into(),
+        }
+    }
+    if !errors.is_empty() {
+        bail!("nothing applied:\n  {}", errors.join("\n  "));
+    }
+    Ok(docs)
+}
+
 /// Reads and parses `file` (`-` for stdin), reporting every bad document at once.
 pub fn read(file: &str) -> Result<Vec<Document>> {
     let text = if file == "-" {
@@ -71,7 +105,11 @@ fn problems(doc: &Document) -> Vec<String> {
         | Document::Placement(_)
         | Document::Score(_)
         | Document::ReplicaSet(_)
-        | Document::Cluster(_) => Vec::new(),
+        | Document::Cluster(_)
+        | Document::Policy(_)
+        | Document::PlacementBinding(_)
+        | Document::PolicySet(_)
+        | Document::PlacementRule(_) => Vec::new(),
     }
 }
 
@@ -92,6 +130,10 @@ fn describe(i: usize, doc: &Document) -> String {
         Document::ManagedClusterAddOn(x) => ("ManagedClusterAddOn", x.metadata.as_ref()),
         Document::AddOnTemplate(x) => ("AddOnTemplate", x.metadata.as_ref()),
         Document::AddOnDeploymentConfig(x) => ("AddOnDeploymentConfig", x.metadata.as_ref()),
+        Document::Policy(x) => ("Policy", x.metadata.as_ref()),
+        Document::PlacementBinding(x) => ("PlacementBinding", x.metadata.as_ref()),
+        Document::PolicySet(x) => ("PolicySet", x.metadata.as_ref()),
+        Document::PlacementRule(x) => ("PlacementRule", x.metadata.as_ref()),
     };
     let m = meta.cloned().unwrap_or_default();
     if m.namespace.is_empty() {
@@ -322,6 +364,44 @@ async fn apply(hub: &Hub, doc: Document) -> Result<String> {
                 .await?;
             format!(
                 "addondeploymentconfig.addon.open-cluster-management.io/{} applied (namespace {})",
+                m.name, m.namespace
+            )
+        }
+        Document::Policy(p) => {
+            let applied = hub.call(hub.policies().apply_policy(p)).await?;
+            let m = applied.metadata.unwrap_or_default();
+            let remediation = applied
+                .spec
+                .map(|s| s.remediation_action)
+                .filter(|r| !r.is_empty())
+                .unwrap_or_else(|| "per template".into());
+            format!(
+                "policy.policy.open-cluster-management.io/{} applied (namespace {}, remediation {remediation})",
+                m.name, m.namespace
+            )
+        }
+        Document::PlacementBinding(b) => {
+            let m = b.metadata.clone().unwrap_or_default();
+            hub.call(hub.policies().apply_placement_binding(b)).await?;
+            format!(
+                "placementbinding.policy.open-cluster-management.io/{} applied (namespace {})",
+                m.name, m.namespace
+            )
+        }
+        Document::PolicySet(s) => {
+            let m = s.metadata.clone().unwrap_or_default();
+            hub.call(hub.policies().apply_policy_set(s)).await?;
+            format!(
+                "policyset.policy.open-cluster-management.io/{} applied (namespace {})",
+                m.name, m.namespace
+            )
+        }
+        Document::PlacementRule(r) => {
+            let m = r.metadata.clone().unwrap_or_default();
+            let applied = hub.call(hub.policies().apply_placement_rule(r)).await?;
+            let decided = applied.status.map_or(0, |s| s.decisions.len());
+            format!(
+                "placementrule.apps.open-cluster-management.io/{} applied (namespace {}, {decided} clusters decided)",
                 m.name, m.namespace
             )
         }

@@ -5,7 +5,7 @@ use anyhow::Result;
 use clap::Subcommand;
 use flotilla_api::v1::{
     DeleteBindingRequest, DeleteClusterRequest, DeleteWorkRequest, GetAddOnRequest,
-    GetClusterSetRequest, PlacementRef, ScoreRef,
+    GetClusterSetRequest, GetPolicyRequest, PlacementRef, ScoreRef,
 };
 
 /// What `delete` removes.
@@ -39,6 +39,42 @@ pub enum DeleteWhat {
     },
     /// A Placement and its PlacementDecisions.
     Placement {
+        /// Name.
+        name: String,
+        /// Namespace.
+        #[arg(short = 'n', long, default_value = "default")]
+        namespace: String,
+    },
+    /// A Policy: every cluster removes its copy (pruning as its templates ask).
+    #[command(alias = "plc")]
+    Policy {
+        /// Name.
+        name: String,
+        /// Namespace.
+        #[arg(short = 'n', long, default_value = "default")]
+        namespace: String,
+    },
+    /// A PlacementBinding.
+    #[command(alias = "pb")]
+    Placementbinding {
+        /// Name.
+        name: String,
+        /// Namespace.
+        #[arg(short = 'n', long, default_value = "default")]
+        namespace: String,
+    },
+    /// A PolicySet.
+    #[command(alias = "plcset")]
+    Policyset {
+        /// Name.
+        name: String,
+        /// Namespace.
+        #[arg(short = 'n', long, default_value = "default")]
+        namespace: String,
+    },
+    /// A PlacementRule.
+    #[command(alias = "plr")]
+    Placementrule {
         /// Name.
         name: String,
         /// Namespace.
@@ -116,6 +152,35 @@ pub async fn run(hub: &Hub, what: DeleteWhat) -> Result<()> {
             hub.call(hub.placements().delete_placement(r.clone()))
                 .await?;
             format!("placement/{} deleted (namespace {})", r.name, r.namespace)
+        }
+        DeleteWhat::Policy { name, namespace } => {
+            let r = GetPolicyRequest { namespace, name };
+            hub.call(hub.policies().delete_policy(r.clone())).await?;
+            format!("policy/{} deleted (namespace {})", r.name, r.namespace)
+        }
+        DeleteWhat::Placementbinding { name, namespace } => {
+            let r = GetPolicyRequest { namespace, name };
+            hub.call(hub.policies().delete_placement_binding(r.clone()))
+                .await?;
+            format!(
+                "placementbinding/{} deleted (namespace {})",
+                r.name, r.namespace
+            )
+        }
+        DeleteWhat::Policyset { name, namespace } => {
+            let r = GetPolicyRequest { namespace, name };
+            hub.call(hub.policies().delete_policy_set(r.clone()))
+                .await?;
+            format!("policyset/{} deleted (namespace {})", r.name, r.namespace)
+        }
+        DeleteWhat::Placementrule { name, namespace } => {
+            let r = GetPolicyRequest { namespace, name };
+            hub.call(hub.policies().delete_placement_rule(r.clone()))
+                .await?;
+            format!(
+                "placementrule/{} deleted (namespace {})",
+                r.name, r.namespace
+            )
         }
         DeleteWhat::Addonplacementscore { name, cluster } => {
             let r = ScoreRef { cluster, name };

@@ -1,4 +1,4 @@
-//! `describe`: one cluster, work or placement in detail, or alone in its OCM shape with `-o`.
+//! `describe`: one cluster, work, placement, replica set or policy in detail, or alone in its OCM shape with `-o`.
 
 use super::print;
 use crate::hub::Hub;
@@ -29,6 +29,16 @@ pub enum DescribeWhat {
     /// A ManifestWorkReplicaSet: placements and strategies, rollout progress, conditions.
     #[command(alias = "manifestworkreplicaset", alias = "mwrs")]
     Replicaset {
+        /// Name.
+        name: String,
+        /// Namespace.
+        #[arg(short = 'n', long, default_value = "default")]
+        namespace: String,
+    },
+    /// A Policy: its templates, bindings, and per decided cluster its compliance and the newest
+    /// messages of each template.
+    #[command(alias = "plc")]
+    Policy {
         /// Name.
         name: String,
         /// Namespace.
@@ -71,6 +81,16 @@ pub async fn run(hub: &Hub, format: Format, what: DescribeWhat) -> Result<()> {
             // Only the text shows the decisions; the structured form has the placement's status.
             let decisions = hub.call(hub.placements().list_decisions(r)).await?.items;
             print(Ok(placement::describe(&debug, &decisions)))
+        }
+        DescribeWhat::Policy { name, namespace } => {
+            let r = flotilla_api::v1::GetPolicyRequest { namespace, name };
+            let d = hub.call(hub.policies().get_policy_details(r)).await?;
+            let p = d.policy.unwrap_or_default();
+            show(
+                format,
+                || crate::kind::policy::describe(&p, &d.clusters),
+                p.to_ocm(),
+            )
         }
         DescribeWhat::Replicaset { name, namespace } => {
             let rs = hub

@@ -12,9 +12,9 @@ use clap::Subcommand;
 use flotilla_api::v1::{
     AddOnDeploymentConfig, GetAddOnRequest, GetClusterRequest, GetClusterSetRequest,
     GetWorkRequest, ListAddOnsRequest, ListBindingsRequest, ListClusterSetsRequest,
-    ListClustersRequest, ListPlacementsRequest, ListScoresRequest, ListWorksRequest,
-    ManagedCluster, ManagedClusterAddOn, ManagedClusterSetView, ManifestWork, Placement,
-    PlacementRef,
+    ListClustersRequest, ListPlacementsRequest, ListPoliciesRequest, ListScoresRequest,
+    ListWorksRequest, ManagedCluster, ManagedClusterAddOn, ManagedClusterSetView, ManifestWork,
+    Placement, PlacementRef,
 };
 
 /// Clusters asked for per page.
@@ -90,6 +90,42 @@ pub enum GetWhat {
     )]
     Replicasets {
         /// Only these replica sets (requires --namespace).
+        names: Vec<String>,
+        /// Namespace (every namespace when omitted).
+        #[arg(short = 'n', long)]
+        namespace: Option<String>,
+    },
+    /// Policies: NAME, REMEDIATION ACTION, COMPLIANCE STATE.
+    #[command(alias = "policy", alias = "plc")]
+    Policies {
+        /// Only these policies.
+        names: Vec<String>,
+        /// Namespace (every namespace, with a NAMESPACE column, when omitted).
+        #[arg(short = 'n', long)]
+        namespace: Option<String>,
+    },
+    /// PlacementBindings: policies and policy sets bound to a Placement or PlacementRule.
+    #[command(alias = "placementbinding", alias = "pb")]
+    Placementbindings {
+        /// Only these bindings.
+        names: Vec<String>,
+        /// Namespace (every namespace when omitted).
+        #[arg(short = 'n', long)]
+        namespace: Option<String>,
+    },
+    /// PolicySets and their aggregated compliance.
+    #[command(alias = "policyset", alias = "plcset")]
+    Policysets {
+        /// Only these sets.
+        names: Vec<String>,
+        /// Namespace (every namespace when omitted).
+        #[arg(short = 'n', long)]
+        namespace: Option<String>,
+    },
+    /// PlacementRules (legacy apps.open-cluster-management.io/v1) and their decisions.
+    #[command(alias = "placementrule", alias = "plr")]
+    Placementrules {
+        /// Only these rules.
         names: Vec<String>,
         /// Namespace (every namespace when omitted).
         #[arg(short = 'n', long)]
@@ -288,6 +324,78 @@ pub async fn run(hub: &Hub, format: Format, what: GetWhat) -> Result<()> {
                 Some("No AddOnDeploymentConfigs found."),
             )
         }
+        GetWhat::Policies { names, namespace } => {
+            let r = ListPoliciesRequest {
+                namespace: namespace.clone().unwrap_or_default(),
+            };
+            let items = named(
+                hub.call(hub.policies().list_policies(r)).await?.items,
+                &names,
+                "Policy",
+            )?;
+            governance(
+                format,
+                &items,
+                &names,
+                namespace.is_none(),
+                "No policies found.",
+            )
+        }
+        GetWhat::Placementbindings { names, namespace } => {
+            let r = ListPoliciesRequest {
+                namespace: namespace.clone().unwrap_or_default(),
+            };
+            let items = named(
+                hub.call(hub.policies().list_placement_bindings(r))
+                    .await?
+                    .items,
+                &names,
+                "PlacementBinding",
+            )?;
+            governance(
+                format,
+                &items,
+                &names,
+                namespace.is_none(),
+                "No PlacementBindings found.",
+            )
+        }
+        GetWhat::Policysets { names, namespace } => {
+            let r = ListPoliciesRequest {
+                namespace: namespace.clone().unwrap_or_default(),
+            };
+            let items = named(
+                hub.call(hub.policies().list_policy_sets(r)).await?.items,
+                &names,
+                "PolicySet",
+            )?;
+            governance(
+                format,
+                &items,
+                &names,
+                namespace.is_none(),
+                "No PolicySets found.",
+            )
+        }
+        GetWhat::Placementrules { names, namespace } => {
+            let r = ListPoliciesRequest {
+                namespace: namespace.clone().unwrap_or_default(),
+            };
+            let items = named(
+                hub.call(hub.policies().list_placement_rules(r))
+                    .await?
+                    .items,
+                &names,
+                "PlacementRule",
+            )?;
+            governance(
+                format,
+                &items,
+                &names,
+                namespace.is_none(),
+                "No PlacementRules found.",
+            )
+        }
         GetWhat::Clustersetbindings { namespace } => {
             let r = ListBindingsRequest {
                 namespace: namespace.unwrap_or_default(),
@@ -300,6 +408,34 @@ pub async fn run(hub: &Hub, format: Format, what: GetWhat) -> Result<()> {
 
 /// Prints what `get` found. An empty table prints `none` on stderr instead of a bare header
 /// for the kinds that have one.
+/// Only the objects named (all when `names` is empty); naming one that is not there fails.
+fn named<K: Kind>(mut items: Vec<K>, names: &[String], kind: &str) -> Result<Vec<K>> {
+    if names.is_empty() {
+        return Ok(items);
+    }
+    items.retain(|i| names.contains(&i.name()));
+    for n in names {
+        if !items.iter().any(|i| &i.name() == n) {
+            bail!("{kind} {n} not found");
+        }
+    }
+    Ok(items)
+}
+
+/// A governance list: with a NAMESPACE column when it spans namespaces.
+fn governance<K: Kind>(
+    format: Format,
+    items: &[K],
+    names: &[String],
+    every_namespace: bool,
+    none: &str,
+) -> Result<()> {
+    if format.is_table() && every_namespace && !items.is_empty() {
+        return print(Ok(output::namespaced_table(items)));
+    }
+    show(format, items, names.len() == 1, Some(none))
+}
+
 fn show<K: Kind>(format: Format, items: &[K], single: bool, none: Option<&str>) -> Result<()> {
     if let Some(none) = none.filter(|_| format.is_table() && items.is_empty()) {
         eprintln!("{none}");

@@ -8,6 +8,7 @@
 //! - [`apply`]: create or update resources from OCM YAML.
 //! - [`delete`]: delete one resource.
 //! - [`watch`]: stream changes of clusters, works or placements.
+//! - [`policy`]: `policy status NAME [--watch]`: a policy's compliance per binding and overall.
 //! - [`rollout`]: rollout status of a ManifestWorkReplicaSet (progress bars, `--watch`).
 //! - [`addon`]: enable and disable add-ons, and their rollout status (progress bars, `--watch`).
 //! - [`progress`]: the progress bars and the `--watch` loop `rollout` and `addon` share.
@@ -23,6 +24,7 @@ pub mod delete;
 pub mod describe;
 pub mod get;
 pub mod join;
+pub mod policy;
 pub mod progress;
 pub mod proxy;
 pub mod rollout;

@@ -10,6 +10,8 @@
 //! - [`work`]: ManifestWorks (`describe work` with per-manifest conditions and feedback).
 //! - [`placement`]: Placements and `describe placement` (the scheduler's per-cluster filter
 //!   verdicts and scores).
+//! - [`policy`]: governance — Policies, PlacementBindings, PolicySets, PlacementRules, and
+//!   `describe policy`.
 //! - [`decision`]: PlacementDecisions (the pages of clusters a placement selected).
 //! - [`replicaset`]: ManifestWorkReplicaSets (placements, works, rollout state).
 //! - [`score`]: AddOnPlacementScores (a provider's scores for one cluster).
@@ -26,6 +28,7 @@ pub mod cluster;
 pub mod clusterset;
 pub mod decision;
 pub mod placement;
+pub mod policy;
 pub mod replicaset;
 pub mod score;
 pub mod work;

@@ -15,6 +15,7 @@
 //! | `flotilla.v1.ClusterSetService` | | `GetClusterSet`, `ListClusterSets`, `ListBindings` | | `ApplyClusterSet`, `DeleteClusterSet`, `ApplyBinding`, `DeleteBinding` |
 //! | `flotilla.v1.WorkService` | | `GetWork`, `ListWorks`, `WatchWorks` | `ApplyWork`, `DeleteWork` | `Proxy` |
 //! | `flotilla.v1.PlacementService` | | `GetPlacement`, `ListPlacements`, `ListDecisions`, `WatchPlacements`, `DebugPlacement`, `ListScores` | | `ApplyPlacement`, `DeletePlacement`, `ApplyScore`, `DeleteScore` |
+//! | `flotilla.v1.PolicyService` | | `GetPolicy`, `ListPolicies`, `GetPolicyDetails`, `WatchPolicies`, `ListPlacementBindings`, `ListPolicySets`, `ListPlacementRules` | | `ApplyPolicy`, `DeletePolicy`, `ApplyPlacementBinding`, `DeletePlacementBinding`, `ApplyPolicySet`, `DeletePolicySet`, `ApplyPlacementRule`, `DeletePlacementRule` |
 //! | `flotilla.v1.ReplicaSetService` | | `GetReplicaSet`, `ListReplicaSets`, `WatchReplicaSets` | | `ApplyReplicaSet`, `DeleteReplicaSet`, `Rollout` |
 //! | `flotilla.v1.AddOnService` | | `GetClusterManagementAddOn`, `ListClusterManagementAddOns`, `GetManagedClusterAddOn`, `ListManagedClusterAddOns`, `WatchManagedClusterAddOns`, `GetAddOnTemplate`, `ListAddOnTemplates`, `GetAddOnDeploymentConfig`, `ListAddOnDeploymentConfigs` | | `ApplyClusterManagementAddOn`, `DeleteClusterManagementAddOn`, `ApplyManagedClusterAddOn`, `DeleteManagedClusterAddOn`, `ApplyAddOnTemplate`, `DeleteAddOnTemplate`, `ApplyAddOnDeploymentConfig`, `DeleteAddOnDeploymentConfig`, `EnableAddOn`, `DisableAddOn` |
 //!
@@ -123,6 +124,26 @@ pub const TABLE: &[(&str, &[(&str, Access)])] = &[
             ("DeleteReplicaSet", Write),
             ("Rollout", Write),
             ("WatchReplicaSets", Read),
+        ],
+    ),
+    (
+        "flotilla.v1.PolicyService",
+        &[
+            ("ApplyPolicy", Write),
+            ("GetPolicy", Read),
+            ("ListPolicies", Read),
+            ("DeletePolicy", Write),
+            ("GetPolicyDetails", Read),
+            ("WatchPolicies", Read),
+            ("ApplyPlacementBinding", Write),
+            ("ListPlacementBindings", Read),
+            ("DeletePlacementBinding", Write),
+            ("ApplyPolicySet", Write),
+            ("ListPolicySets", Read),
+            ("DeletePolicySet", Write),
+            ("ApplyPlacementRule", Write),
+            ("ListPlacementRules", Read),
+            ("DeletePlacementRule", Write),
         ],
     ),
     (

@@ -1,5 +1,5 @@
-//! The gRPC API (`flotilla.v1`): cluster, cluster-set, work, placement, replica-set and add-on
-//! services. Errors map to the status codes clients expect: `INVALID_ARGUMENT` naming the field,
+//! The gRPC API (`flotilla.v1`): cluster, cluster-set, work, placement, replica-set, add-on and
+//! policy services. Errors map to the status codes clients expect: `INVALID_ARGUMENT` naming the field,
 //! `NOT_FOUND`, `ABORTED` for a stale resourceVersion, `PERMISSION_DENIED` naming the caller,
 //! `UNAVAILABLE` when storage is down.
 //!
@@ -15,6 +15,7 @@ pub mod forward;
 pub mod guard;
 pub mod late;
 pub mod placement;
+pub mod policy;
 pub mod replicaset;
 pub mod work;
 

@@ -11,6 +11,8 @@
 //! - [`hub_restart`]: `kill -9` of the hub mid-fanout, restart, nothing lost.
 //! - [`ha`]: N hubs share the fleet; fanout, then one hub killed: takeover time.
 //! - [`flapping`]: a share of the fleet flapping while the work changes.
+//! - [`policy`]: one inform policy over every cluster until all reported, then enforced until
+//!   every cluster is Compliant.
 //! - [`steady`]: the idle fleet renewing its leases: hub CPU and message rate.
 //! - [`transport`]: the transport limit alone.
 
@@ -19,6 +21,7 @@ pub mod fanout;
 pub mod flapping;
 pub mod ha;
 pub mod hub_restart;
+pub mod policy;
 pub mod register;
 pub mod steady;
 pub mod storm;

@@ -1,0 +1,183 @@
+//! Policies on the Kubernetes backend, against the testkit's API server: policy-collection's
+//! role policy (mustonlyhave, `namespaceSelector` include `default`) informs, then enforces; a
+//! Role widened by someone on the spoke is found by the next evaluation and put back exactly as
+//! the template says; removal with `pruneObjectBehavior: DeleteIfCreated` deletes what enforce
+//! created.
+
+use flotilla_agent::backend::kube::KubeBackend;
+use flotilla_agent::backend::{Backend, Strategy};
+use flotilla_agent::policy::{PolicyConfig, PolicyManager, StatusSink};
+use flotilla_agent::store::LocalStore;
+use flotilla_api::v1::{ObjectMeta, Policy, PolicySpec, PolicyStatusReport, PolicyTemplate};
+use flotilla_api::work::manifest_id;
+use flotilla_bus::envelope::{Action, Event};
+use flotilla_bus::policies;
+use flotilla_testkit::kube::{FakeKube, ObjectKey};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+const CLUSTER: &str = "edge-1";
+const SOON: Duration = Duration::from_secs(20);
+
+/// Hands every report to the test.
+struct Reports(mpsc::UnboundedSender<PolicyStatusReport>);
+
+#[async_trait::async_trait]
+impl StatusSink for Reports {
+    async fn publish(&self, report: &PolicyStatusReport) -> bool {
+        self.0.send(report.clone()).is_ok()
+    }
+}
+
+/// policy-collection's `policy-role` ConfigurationPolicy, with a prune behaviour.
+fn role_template() -> Value {
+    json!({"apiVersion": "policy.open-cluster-management.io/v1", "kind": "ConfigurationPolicy",
+        "metadata": {"name": "policy-role-example"},
+        "spec": {"remediationAction": "inform", "severity": "high",
+            "pruneObjectBehavior": "DeleteIfCreated",
+            "namespaceSelector": {"include": ["default"]},
+            "object-templates": [{"complianceType": "mustonlyhave", "objectDefinition": {
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                "metadata": {"name": "sample-role"},
+                "rules": [{"apiGroups": ["extensions", "apps"], "resources": ["deployments"],
+                           "verbs": ["get", "list", "watch", "delete", "patch"]}]}}]}})
+}
+
+fn replicated(generation: i64, remediation: &str) -> Policy {
+    Policy {
+        metadata: Some(ObjectMeta {
+            name: "policies.policy-role".into(),
+            namespace: CLUSTER.into(),
+            generation,
+            ..Default::default()
+        }),
+        spec: Some(PolicySpec {
+            remediation_action: remediation.into(),
+            policy_templates: vec![PolicyTemplate {
+                object_definition: serde_json::to_vec(&role_template()).unwrap(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+fn event(p: &Policy, action: Action) -> Event {
+    let m = p.metadata.as_ref().unwrap();
+    Event::new(
+        policies::spec_type(action),
+        "hub".to_string(),
+        CLUSTER.to_string(),
+        p,
+    )
+    .with_resource_id(policies::resource_id(CLUSTER, &m.name))
+    .with_resource_version(m.generation)
+}
+
+async fn report(
+    rx: &mut mpsc::UnboundedReceiver<PolicyStatusReport>,
+    what: &str,
+    pred: impl Fn(&PolicyStatusReport) -> bool,
+) -> PolicyStatusReport {
+    tokio::time::timeout(SOON, async {
+        loop {
+            let r = rx.recv().await.expect("reports");
+            if pred(&r) {
+                return r;
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("no report {what}"))
+}
+
+fn newest(r: &PolicyStatusReport) -> String {
+    r.details[0]
+        .history
+        .first()
+        .map(|e| e.message.clone())
+        .unwrap_or_default()
+}
+
+fn role_key() -> ObjectKey {
+    ObjectKey::new(
+        "rbac.authorization.k8s.io",
+        "roles",
+        "default",
+        "sample-role",
+    )
+}
+
+#[tokio::test]
+async fn the_role_policy_informs_enforces_and_repairs_a_widened_role_on_kubernetes() {
+    let fake = FakeKube::start().await;
+    let kube = Arc::new(
+        tokio::time::timeout(SOON, KubeBackend::connect(Some(&fake.kubeconfig())))
+            .await
+            .expect("connected in time")
+            .expect("connect to the fake API server"),
+    );
+    let default = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}});
+    kube.apply(&manifest_id(&default).unwrap(), &default, &Strategy::Update)
+        .await
+        .expect("the default namespace");
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut manager = PolicyManager::start(
+        CLUSTER,
+        kube.clone(),
+        Arc::new(LocalStore::memory(CLUSTER)),
+        Arc::new(Reports(tx)),
+        PolicyConfig {
+            // The Kubernetes backend signals no changes: it is polled.
+            poll_interval: Duration::from_millis(200),
+            ..PolicyConfig::default()
+        },
+    )
+    .unwrap();
+
+    manager
+        .on_spec(&event(&replicated(1, "inform"), Action::CreateRequest))
+        .await;
+    let r = report(&mut rx, "NonCompliant", |r| r.compliant == "NonCompliant").await;
+    assert_eq!(
+        newest(&r),
+        "NonCompliant; violation - roles [sample-role] in namespace default not found"
+    );
+    assert!(fake.get(&role_key()).is_none(), "inform writes nothing");
+
+    manager
+        .on_spec(&event(&replicated(2, "enforce"), Action::UpdateRequest))
+        .await;
+    report(&mut rx, "Compliant", |r| {
+        r.observed_generation == 2 && r.compliant == "Compliant"
+    })
+    .await;
+    let role = fake.get(&role_key()).expect("created by enforce");
+    assert_eq!(role["rules"][0]["verbs"].as_array().unwrap().len(), 5);
+
+    // Someone widens the role on the spoke: the next poll finds it and enforce narrows it.
+    assert!(fake.merge(
+        &role_key(),
+        &json!({"rules": [{"apiGroups": ["extensions", "apps"], "resources": ["deployments"],
+                           "verbs": ["get", "list", "watch", "delete", "patch", "create"]}]})
+    ));
+    report(&mut rx, "the widened role repaired", |r| {
+        r.details[0].history.iter().any(|e| {
+            e.message
+                .ends_with("roles [sample-role] in namespace default was updated successfully")
+        })
+    })
+    .await;
+    let verbs = fake.get(&role_key()).unwrap()["rules"][0]["verbs"].clone();
+    assert_eq!(verbs, json!(["get", "list", "watch", "delete", "patch"]));
+
+    // Removed: what enforce created is pruned.
+    manager
+        .on_spec(&event(&replicated(2, "enforce"), Action::DeleteRequest))
+        .await;
+    report(&mut rx, "deleted", |r| r.deleted).await;
+    assert!(fake.get(&role_key()).is_none(), "pruned");
+}

@@ -1,0 +1,225 @@
+//! `flotilla.v1.PolicyService`: Policies, PlacementBindings, PolicySets and PlacementRules.
+
+use crate::grpc::guard;
+use crate::policy::{Policies, PolicyError};
+use flotilla_api::v1::policy_service_server::PolicyService;
+use flotilla_api::v1::{
+    DeletePolicyResponse, GetPolicyRequest, ListPlacementBindingsResponse,
+    ListPlacementRulesResponse, ListPoliciesRequest, ListPoliciesResponse, ListPolicySetsResponse,
+    PlacementBinding, PlacementRule, Policy, PolicyDetails, PolicyEvent, PolicySet,
+};
+use tonic::{Request, Response, Status};
+
+impl From<PolicyError> for Status {
+    fn from(e: PolicyError) -> Self {
+        match e {
+            PolicyError::Invalid(_) => Status::invalid_argument(e.to_string()),
+            PolicyError::NotFound(_) => Status::not_found(e.to_string()),
+            PolicyError::Conflict(_) => Status::aborted(e.to_string()),
+            PolicyError::Unavailable(_) | PolicyError::Gone(_) => {
+                Status::unavailable(e.to_string())
+            }
+        }
+    }
+}
+
+/// The service implementation.
+pub struct PolicyApi {
+    policies: Policies,
+}
+
+impl PolicyApi {
+    /// A service over the hub's governance objects.
+    pub fn new(policies: Policies) -> Self {
+        Self { policies }
+    }
+}
+
+fn check(r: &GetPolicyRequest) -> Result<(), Status> {
+    guard::namespace("namespace", &r.namespace, false)?;
+    guard::object("name", &r.name)
+}
+
+fn list_ns(r: &ListPoliciesRequest) -> Result<&str, Status> {
+    guard::namespace("namespace", &r.namespace, true)?;
+    Ok(&r.namespace)
+}
+
+#[tonic::async_trait]
+impl PolicyService for PolicyApi {
+    async fn apply_policy(&self, request: Request<Policy>) -> Result<Response<Policy>, Status> {
+        Ok(Response::new(
+            self.policies.apply_policy(request.into_inner()).await?,
+        ))
+    }
+
+    async fn get_policy(
+        &self,
+        request: Request<GetPolicyRequest>,
+    ) -> Result<Response<Policy>, Status> {
+        let r = request.into_inner();
+        check(&r)?;
+        self.policies
+            .get_policy(&r.namespace, &r.name)
+            .map(|p| Response::new((*p).clone()))
+            .ok_or_else(|| {
+                Status::not_found(format!("Policy {}/{} not found", r.namespace, r.name))
+            })
+    }
+
+    async fn list_policies(
+        &self,
+        request: Request<ListPoliciesRequest>,
+    ) -> Result<Response<ListPoliciesResponse>, Status> {
+        let r = request.into_inner();
+        let ns = list_ns(&r)?;
+        Ok(Response::new(ListPoliciesResponse {
+            items: self
+                .policies
+                .list_policies(ns)
+                .into_iter()
+                .map(|p| (*p).clone())
+                .collect(),
+        }))
+    }
+
+    async fn delete_policy(
+        &self,
+        request: Request<GetPolicyRequest>,
+    ) -> Result<Response<DeletePolicyResponse>, Status> {
+        let r = request.into_inner();
+        check(&r)?;
+        self.policies.delete_policy(&r.namespace, &r.name).await?;
+        Ok(Response::new(DeletePolicyResponse {}))
+    }
+
+    async fn get_policy_details(
+        &self,
+        request: Request<GetPolicyRequest>,
+    ) -> Result<Response<PolicyDetails>, Status> {
+        let r = request.into_inner();
+        check(&r)?;
+        let policy = self
+            .policies
+            .get_policy(&r.namespace, &r.name)
+            .map(|p| (*p).clone())
+            .ok_or_else(|| {
+                Status::not_found(format!("Policy {}/{} not found", r.namespace, r.name))
+            })?;
+        let clusters = self.policies.details(&r.namespace, &r.name).await?;
+        Ok(Response::new(PolicyDetails {
+            policy: Some(policy),
+            clusters,
+        }))
+    }
+
+    type WatchPoliciesStream = super::WatchStream<PolicyEvent>;
+
+    async fn watch_policies(
+        &self,
+        request: Request<ListPoliciesRequest>,
+    ) -> Result<Response<Self::WatchPoliciesStream>, Status> {
+        let r = request.into_inner();
+        let namespace = list_ns(&r)?.to_string();
+        Ok(Response::new(super::watch(
+            self.policies.views(),
+            move |_, p: &Policy| {
+                namespace.is_empty()
+                    || p.metadata
+                        .as_ref()
+                        .is_some_and(|m| m.namespace == namespace)
+            },
+            |ty, p: &Policy| PolicyEvent {
+                r#type: ty as i32,
+                policy: Some(p.clone()),
+            },
+        )))
+    }
+
+    async fn apply_placement_binding(
+        &self,
+        request: Request<PlacementBinding>,
+    ) -> Result<Response<PlacementBinding>, Status> {
+        Ok(Response::new(
+            self.policies.apply_binding(request.into_inner()).await?,
+        ))
+    }
+
+    async fn list_placement_bindings(
+        &self,
+        request: Request<ListPoliciesRequest>,
+    ) -> Result<Response<ListPlacementBindingsResponse>, Status> {
+        let r = request.into_inner();
+        Ok(Response::new(ListPlacementBindingsResponse {
+            items: self.policies.list_bindings(list_ns(&r)?),
+        }))
+    }
+
+    async fn delete_placement_binding(
+        &self,
+        request: Request<GetPolicyRequest>,
+    ) -> Result<Response<DeletePolicyResponse>, Status> {
+        let r = request.into_inner();
+        check(&r)?;
+        self.policies.delete_binding(&r.namespace, &r.name).await?;
+        Ok(Response::new(DeletePolicyResponse {}))
+    }
+
+    async fn apply_policy_set(
+        &self,
+        request: Request<PolicySet>,
+    ) -> Result<Response<PolicySet>, Status> {
+        Ok(Response::new(
+            self.policies.apply_set(request.into_inner()).await?,
+        ))
+    }
+
+    async fn list_policy_sets(
+        &self,
+        request: Request<ListPoliciesRequest>,
+    ) -> Result<Response<ListPolicySetsResponse>, Status> {
+        let r = request.into_inner();
+        Ok(Response::new(ListPolicySetsResponse {
+            items: self.policies.list_sets(list_ns(&r)?),
+        }))
+    }
+
+    async fn delete_policy_set(
+        &self,
+        request: Request<GetPolicyRequest>,
+    ) -> Result<Response<DeletePolicyResponse>, Status> {
+        let r = request.into_inner();
+        check(&r)?;
+        self.policies.delete_set(&r.namespace, &r.name).await?;
+        Ok(Response::new(DeletePolicyResponse {}))
+    }
+
+    async fn apply_placement_rule(
+        &self,
+        request: Request<PlacementRule>,
+    ) -> Result<Response<PlacementRule>, Status> {
+        Ok(Response::new(
+            self.policies.apply_rule(request.into_inner()).await?,
+        ))
+    }
+
+    async fn list_placement_rules(
+        &self,
+        request: Request<ListPoliciesRequest>,
+    ) -> Result<Response<ListPlacementRulesResponse>, Status> {
+        let r = request.into_inner();
+        Ok(Response::new(ListPlacementRulesResponse {
+            items: self.policies.list_rules(list_ns(&r)?),
+        }))
+    }
+
+    async fn delete_placement_rule(
+        &self,
+        request: Request<GetPolicyRequest>,
+    ) -> Result<Response<DeletePolicyResponse>, Status> {
+        let r = request.into_inner();
+        check(&r)?;
+        self.policies.delete_rule(&r.namespace, &r.name).await?;
+        Ok(Response::new(DeletePolicyResponse {}))
+    }
+}

@@ -1,0 +1,625 @@
+//! One task per Policy: the only writer of the policy and its per-cluster records. It
+//! reconciles on applies, on its placements' decision changes, on binding / set / rule changes,
+//! on cluster changes when a PlacementRule decides for it, and when a delivered spec is due to be
+//! re-sent; it takes its clusters' reports and writes the root status (coalesced: at most once a
+//! second, the in-memory view at once).
+
+use super::rules::{self, Bound, PlacementKind};
+use super::{Inner, PolicyError};
+use crate::keys::ObjectRef;
+use flotilla_api::policy::Compliance;
+use flotilla_api::v1::{Policy, PolicyClusterRecord, PolicyStatusReport};
+use flotilla_bus::envelope::{Action, Event, headers};
+use flotilla_bus::{policies, subjects};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+/// A checked report from a cluster, with the stream message to acknowledge once it is kept.
+pub struct ReportIn {
+    /// The report.
+    pub report: PolicyStatusReport,
+    /// Its `sequenceid`.
+    pub sequence: Option<u64>,
+    /// Acknowledged after the record is written.
+    pub ack: Option<async_nats::jetstream::Message>,
+}
+
+/// Messages to a policy actor.
+pub enum Msg {
+    /// Create or update the policy; answered once stored.
+    Apply(Box<Policy>, oneshot::Sender<Result<Policy, PolicyError>>),
+    /// Remove every copy and stop; answered when done.
+    Delete(oneshot::Sender<()>),
+    /// A cluster's report.
+    Report(Box<ReportIn>),
+    /// Every decided cluster's last report.
+    Details(oneshot::Sender<Vec<PolicyStatusReport>>),
+}
+
+/// First re-send of a spec a cluster has not confirmed; doubles up to 16×.
+const RESEND_AFTER: Duration = Duration::from_secs(30);
+/// How often the root status is written at most.
+const STATUS_EVERY: Duration = Duration::from_secs(1);
+/// How often reports are folded into the published view at most (a fleet reporting at once
+/// rebuilds a status of thousands of clusters a few times a second, not once per report).
+const VIEW_EVERY: Duration = Duration::from_millis(200);
+/// How long a burst of changes settles before a reconcile.
+const DEBOUNCE: Duration = Duration::from_millis(100);
+
+struct Record {
+    record: PolicyClusterRecord,
+    /// When the spec was last sent and how many times without confirmation.
+    sent: Option<(Instant, u32)>,
+}
+
+struct Actor {
+    inner: Arc<Inner>,
+    key: String,
+    /// The stored policy and its revision (None until the first apply).
+    policy: Option<(Policy, u64)>,
+    records: BTreeMap<String, Record>,
+    bounds: Vec<Bound>,
+    /// The clusters each of `bounds` decides.
+    decided: Vec<BTreeSet<String>>,
+    /// The clusters decided now, and whether a binding overrides to enforce there.
+    targets: BTreeMap<String, bool>,
+    /// The status differs from the stored one.
+    status_dirty: bool,
+    last_status_write: Option<Instant>,
+    /// Reports arrived since the view was last rebuilt.
+    view_dirty: bool,
+    last_view: Option<Instant>,
+}
+
+/// Starts the actor of the policy `key` (`<namespace>/<name>`).
+pub(crate) fn spawn(
+    inner: Arc<Inner>,
+    key: &str,
+    stored: Option<(Policy, u64)>,
+    records: Vec<(PolicyClusterRecord, u64)>,
+) -> mpsc::Sender<Msg> {
+    let (tx, rx) = mpsc::channel(256);
+    let actor = Actor {
+        inner,
+        key: key.to_string(),
+        policy: stored,
+        records: records
+            .into_iter()
+            .map(|(r, _)| {
+                (
+                    r.cluster_name.clone(),
+                    Record {
+                        record: r,
+                        sent: None,
+                    },
+                )
+            })
+            .collect(),
+        bounds: Vec::new(),
+        decided: Vec::new(),
+        targets: BTreeMap::new(),
+        status_dirty: false,
+        last_status_write: None,
+        view_dirty: false,
+        last_view: None,
+    };
+    let span = tracing::info_span!("policy", policy = %key);
+    tokio::spawn(tracing::Instrument::instrument(actor.run(rx), span));
+    tx
+}
+
+fn ns_name(key: &str) -> (&str, &str) {
+    key.split_once('/').unwrap_or(("", key))
+}
+
+fn record_key(r: &PolicyClusterRecord) -> String {
+    let rid = policies::resource_id(
+        &r.cluster_name,
+        &policies::replicated_name(&r.policy_namespace, &r.policy_name),
+    );
+    format!("{}.{rid}", r.cluster_name)
+}
+
+/// Publishes a delete of the cluster's copy of the policy the record names.
+pub(crate) async fn send_delete(inner: &Inner, r: &PolicyClusterRecord) {
+    let name = policies::replicated_name(&r.policy_namespace, &r.policy_name);
+    let copy = Policy {
+        metadata: Some(flotilla_api::v1::ObjectMeta {
+            name: name.clone(),
+            namespace: r.cluster_name.clone(),
+            generation: r.generation,
+            deletion_timestamp: Some(flotilla_api::meta::now()),
+            ..Default::default()
+        }),
+        spec: None,
+        status: None,
+    };
+    publish(inner, &r.cluster_name, &copy, Action::DeleteRequest).await;
+}
+
+/// Publishes a replicated policy on the cluster's spec subject (core NATS, at most once; the
+/// actor re-sends until the cluster reports the generation).
+async fn publish(inner: &Inner, cluster: &str, copy: &Policy, action: Action) {
+    let meta = copy.metadata.clone().unwrap_or_default();
+    let ev = Event::new(
+        policies::spec_type(action),
+        crate::cluster::SOURCE,
+        cluster,
+        copy,
+    )
+    .with_resource_id(policies::resource_id(cluster, &meta.name))
+    .with_resource_version(meta.generation);
+    let bytes = match ev.encode(inner.deps.max_event_bytes) {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::error!(error = %e, cluster, "policy spec cannot be encoded");
+            return;
+        }
+    };
+    if let Err(e) = inner
+        .deps
+        .nats
+        .publish_with_headers(subjects::spec(cluster), headers(&ev), bytes)
+        .await
+    {
+        tracing::warn!(error = %e, cluster, "publishing a policy spec failed; it will be re-sent");
+    }
+    inner.metrics.specs_sent.inc();
+}
+
+impl Actor {
+    async fn run(mut self, mut rx: mpsc::Receiver<Msg>) {
+        let mut placements = self.inner.deps.placements.subscribe();
+        let mut governance = self.inner.governance.subscribe();
+        let mut clusters = self.inner.deps.clusters.subscribe();
+        let mut due: Option<Instant> = Some(Instant::now());
+        loop {
+            let status_at = self.status_dirty.then(|| {
+                self.last_status_write
+                    .map_or_else(Instant::now, |t| t + STATUS_EVERY)
+            });
+            let view_at = self
+                .view_dirty
+                .then(|| self.last_view.map_or_else(Instant::now, |t| t + VIEW_EVERY));
+            let wake = [due, status_at, view_at].into_iter().flatten().min();
+            tokio::select! {
+                msg = rx.recv() => match msg {
+                    None => return,
+                    Some(Msg::Apply(p, reply)) => {
+                        let r = self.apply(*p).await;
+                        let _ = reply.send(r);
+                        due = Some(Instant::now());
+                    }
+                    Some(Msg::Delete(done)) => {
+                        self.delete().await;
+                        let _ = done.send(());
+                        return;
+                    }
+                    Some(Msg::Report(r)) => {
+                        if self.report(*r).await {
+                            due = soonest(due, Instant::now());
+                        }
+                    }
+                    Some(Msg::Details(reply)) => {
+                        let _ = reply.send(self.details());
+                    }
+                },
+                change = placements.recv() => {
+                    let relevant = match &change {
+                        Ok(c) => self.uses_placement(&c.key),
+                        Err(_) => true,
+                    };
+                    if relevant {
+                        due = soonest(due, Instant::now() + DEBOUNCE);
+                    }
+                }
+                _ = governance.recv() => due = soonest(due, Instant::now() + DEBOUNCE),
+                change = clusters.recv() => {
+                    let relevant = match &change {
+                        // A deleted cluster's records go; rules follow labels and conditions.
+                        Ok(c) => self.uses_rule() || (c.kind == crate::inventory::ChangeKind::Deleted
+                            && self.records.contains_key(c.key.as_ref())),
+                        Err(_) => true,
+                    };
+                    if relevant {
+                        due = soonest(due, Instant::now() + DEBOUNCE);
+                    }
+                }
+                () = sleep_until(wake) => {
+                    if due.is_some_and(|t| t <= Instant::now()) {
+                        due = self.reconcile().await;
+                    }
+                    if self.view_dirty && view_at.is_some_and(|t| t <= Instant::now()) {
+                        self.update_view();
+                    }
+                    if self.status_dirty && status_at.is_some_and(|t| t <= Instant::now()) {
+                        self.write_status().await;
+                    }
+                }
+            }
+        }
+    }
+
+    fn uses_placement(&self, key: &str) -> bool {
+        let (ns, _) = ns_name(&self.key);
+        self.bounds.iter().any(|b| match &b.placement {
+            PlacementKind::Placement(p) => ObjectRef::new(ns, p).inventory_key() == key,
+            PlacementKind::Rule(_) => false,
+        })
+    }
+
+    fn uses_rule(&self) -> bool {
+        self.bounds
+            .iter()
+            .any(|b| matches!(b.placement, PlacementKind::Rule(_)))
+    }
+
+    async fn apply(&mut self, mut p: Policy) -> Result<Policy, PolicyError> {
+        let m = p.metadata.get_or_insert_with(Default::default);
+        match &self.policy {
+            Some((old, rev)) => {
+                if m.resource_version != 0 && m.resource_version != *rev {
+                    return Err(PolicyError::Conflict(format!(
+                        "Policy {}: resourceVersion {} is stale (stored: {rev})",
+                        self.key, m.resource_version
+                    )));
+                }
+                let om = old.metadata.clone().unwrap_or_default();
+                let spec_changed = old.spec != p.spec;
+                crate::identity::keep(m, &om, spec_changed);
+                p.status = old.status.clone();
+            }
+            None => {
+                crate::identity::create(m);
+                p.status = None;
+            }
+        }
+        if let Some(m) = p.metadata.as_mut() {
+            m.resource_version = 0;
+        }
+        let store_key = {
+            let (ns, name) = ns_name(&self.key);
+            ObjectRef::new(ns, name).store_key()
+        };
+        let rev = self.inner.buckets.policies.put(&store_key, &p).await?;
+        if let Some(m) = p.metadata.as_mut() {
+            m.resource_version = rev;
+        }
+        self.policy = Some((p.clone(), rev));
+        self.inner.views.upsert(&self.key, p.clone());
+        Ok(p)
+    }
+
+    /// What the decided clusters should hold, delivered; copies of clusters no longer decided
+    /// removed; unconfirmed specs re-sent; the status recomputed. Returns when to look again.
+    async fn reconcile(&mut self) -> Option<Instant> {
+        let (policy, _) = self.policy.clone()?;
+        let (ns, name) = ns_name(&self.key);
+        let (ns, name) = (ns.to_string(), name.to_string());
+        let bindings: Vec<_> = self
+            .inner
+            .bindings
+            .read()
+            .expect("lock")
+            .values()
+            .cloned()
+            .collect();
+        let sets: Vec<_> = self
+            .inner
+            .sets
+            .read()
+            .expect("lock")
+            .values()
+            .cloned()
+            .collect();
+        self.bounds = rules::bindings_of(&ns, &name, &bindings, &sets);
+        let disabled = policy.spec.as_ref().is_some_and(|s| s.disabled);
+        self.decided = {
+            let uses_rules = self.uses_rule();
+            let cluster_views = if uses_rules {
+                self.inner.deps.clusters.snapshot()
+            } else {
+                Vec::new()
+            };
+            let rules_map = self.inner.rules.read().expect("lock").clone();
+            let placements = self.inner.deps.placements.clone();
+            self.bounds
+                .iter()
+                .map(|b| match &b.placement {
+                    PlacementKind::Placement(p) => placements
+                        .get(&ns, p)
+                        .map(|v| v.clusters())
+                        .unwrap_or_default(),
+                    PlacementKind::Rule(r) => rules_map
+                        .get(&ObjectRef::new(&ns, r).inventory_key())
+                        .map(|rule| {
+                            rules::rule_clusters(rule, &cluster_views)
+                                .into_iter()
+                                .collect::<BTreeSet<_>>()
+                        })
+                        .unwrap_or_default(),
+                })
+                .collect()
+        };
+        self.targets = if disabled {
+            BTreeMap::new()
+        } else {
+            rules::targets(&self.bounds, &self.decided)
+        };
+        let now = Instant::now();
+        let mut next: Option<Instant> = None;
+        for (cluster, enforce) in self.targets.clone() {
+            let entry = self
+                .records
+                .entry(cluster.clone())
+                .or_insert_with(|| Record {
+                    record: PolicyClusterRecord {
+                        cluster_name: cluster.clone(),
+                        policy_namespace: ns.clone(),
+                        policy_name: name.clone(),
+                        ..Default::default()
+                    },
+                    sent: None,
+                });
+            let generation = entry.record.generation;
+            let copy = rules::replicated(&policy, &cluster, enforce, generation + 1);
+            let hash = rules::spec_hash(&copy);
+            if hash != entry.record.spec_hash {
+                entry.record.generation += 1;
+                entry.record.spec_hash = hash;
+                let record = entry.record.clone();
+                if let Err(e) = self
+                    .inner
+                    .buckets
+                    .status
+                    .put(&record_key(&record), &record)
+                    .await
+                {
+                    // Delivered anyway; the record is written again on the next change.
+                    tracing::warn!(error = %e, cluster = %cluster, "writing a policy record failed");
+                }
+                publish(&self.inner, &cluster, &copy, Action::UpdateRequest).await;
+                if let Some(r) = self.records.get_mut(&cluster) {
+                    r.sent = Some((now, 0));
+                }
+                self.status_dirty = true;
+                next = soonest(next, now + RESEND_AFTER);
+                continue;
+            }
+            // Delivered before: re-send while the cluster has not reported this generation.
+            let confirmed = entry
+                .record
+                .report
+                .as_ref()
+                .is_some_and(|r| r.observed_generation == generation);
+            if confirmed {
+                entry.sent = None;
+                continue;
+            }
+            let (at, tries) = entry.sent.unwrap_or((now - RESEND_AFTER * 16, 4));
+            let wait = RESEND_AFTER * 2u32.pow(tries.min(4));
+            if now >= at + wait || entry.sent.is_none() {
+                let copy = rules::replicated(&policy, &cluster, enforce, generation);
+                entry.sent = Some((now, tries.saturating_add(1)));
+                publish(&self.inner, &cluster, &copy, Action::UpdateRequest).await;
+                next = soonest(
+                    next,
+                    now + RESEND_AFTER * 2u32.pow(tries.saturating_add(1).min(4)),
+                );
+            } else {
+                next = soonest(next, at + wait);
+            }
+        }
+        // Clusters no longer decided (or deleted): their copies go.
+        let gone: Vec<String> = self
+            .records
+            .keys()
+            .filter(|c| !self.targets.contains_key(*c))
+            .cloned()
+            .collect();
+        for cluster in gone {
+            let exists = self.inner.deps.clusters.get(&cluster).is_some();
+            let record = self.records[&cluster].record.clone();
+            if exists {
+                send_delete(&self.inner, &record).await;
+                // Forgotten once the cluster confirms; asked again with the re-sends.
+                next = soonest(next, now + RESEND_AFTER);
+            } else {
+                self.forget(&cluster).await;
+            }
+        }
+        self.status_dirty = true;
+        self.update_view();
+        next
+    }
+
+    async fn forget(&mut self, cluster: &str) {
+        if let Some(r) = self.records.remove(cluster) {
+            if let Err(e) = self
+                .inner
+                .buckets
+                .status
+                .purge(&record_key(&r.record))
+                .await
+            {
+                tracing::warn!(error = %e, cluster, "purging a policy record failed");
+            }
+            self.status_dirty = true;
+        }
+    }
+
+    /// Takes a report; true when the cluster must be sent its spec again (it is ahead).
+    async fn report(&mut self, input: ReportIn) -> bool {
+        let ReportIn {
+            report,
+            sequence,
+            ack,
+        } = input;
+        let cluster = report.cluster_name.clone();
+        tracing::debug!(cluster = %cluster, generation = report.observed_generation, compliant = %report.compliant, ?sequence, "policy report");
+        let targeted = self.targets.contains_key(&cluster);
+        if report.deleted {
+            if !targeted {
+                self.forget(&cluster).await;
+            }
+            ack_msg(ack).await;
+            self.view_dirty = true;
+            return false;
+        }
+        let Some(entry) = self.records.get_mut(&cluster) else {
+            // A copy this policy did not send here (or no longer has a record of): remove it.
+            let record = PolicyClusterRecord {
+                cluster_name: cluster.clone(),
+                policy_namespace: ns_name(&self.key).0.to_string(),
+                policy_name: ns_name(&self.key).1.to_string(),
+                generation: report.observed_generation,
+                ..Default::default()
+            };
+            send_delete(&self.inner, &record).await;
+            ack_msg(ack).await;
+            return false;
+        };
+        let seq = sequence.unwrap_or(0);
+        if seq != 0 && seq <= entry.record.report_sequence {
+            ack_msg(ack).await;
+            return false;
+        }
+        // The cluster holds a generation past the one delivered (this hub lost the record, or
+        // the policy was deleted and created again while the cluster was away): deliver the
+        // current spec above it, or the agent would keep the copy it has.
+        let behind = report.observed_generation > entry.record.generation;
+        if behind {
+            entry.record.generation = report.observed_generation;
+            entry.record.spec_hash.clear();
+        }
+        entry.record.report = Some(report);
+        entry.record.report_sequence = seq;
+        let record = entry.record.clone();
+        match self
+            .inner
+            .buckets
+            .status
+            .put(&record_key(&record), &record)
+            .await
+        {
+            Ok(_) => ack_msg(ack).await,
+            // Not acknowledged: JetStream redelivers it.
+            Err(e) => {
+                tracing::warn!(error = %e, cluster = %cluster, "writing a policy report failed")
+            }
+        }
+        self.status_dirty = true;
+        self.view_dirty = true;
+        behind
+    }
+
+    fn per_cluster(&self) -> BTreeMap<String, Compliance> {
+        self.targets
+            .keys()
+            .map(|c| {
+                let state = self.records.get(c).map_or(Compliance::Unknown, |r| {
+                    rules::reported(r.record.generation, r.record.report.as_ref())
+                });
+                (c.clone(), state)
+            })
+            .collect()
+    }
+
+    /// Publishes the current status in the view and the metrics at once (the KV write is
+    /// coalesced).
+    fn update_view(&mut self) {
+        self.view_dirty = false;
+        self.last_view = Some(Instant::now());
+        let per_cluster = self.per_cluster();
+        let Some((policy, _)) = &mut self.policy else {
+            return;
+        };
+        let disabled = policy.spec.as_ref().is_some_and(|s| s.disabled);
+        let (ns, name) = ns_name(&self.key);
+        let status = rules::root_status(&self.bounds, &self.decided, &per_cluster, disabled);
+        self.inner
+            .metrics
+            .set(ns, name, &status.compliant, &per_cluster);
+        if policy.status.as_ref() != Some(&status) {
+            policy.status = Some(status);
+            self.inner.views.upsert(&self.key, policy.clone());
+            self.status_dirty = true;
+        }
+    }
+
+    async fn write_status(&mut self) {
+        self.last_status_write = Some(Instant::now());
+        let Some((policy, rev)) = &mut self.policy else {
+            self.status_dirty = false;
+            return;
+        };
+        let (ns, name) = ns_name(&self.key);
+        let mut stored = policy.clone();
+        if let Some(m) = stored.metadata.as_mut() {
+            m.resource_version = 0;
+        }
+        match self
+            .inner
+            .buckets
+            .policies
+            .put(&ObjectRef::new(ns, name).store_key(), &stored)
+            .await
+        {
+            Ok(r) => {
+                *rev = r;
+                if let Some(m) = policy.metadata.as_mut() {
+                    m.resource_version = r;
+                }
+                self.inner.views.upsert(&self.key, policy.clone());
+                self.status_dirty = false;
+            }
+            Err(e) => tracing::warn!(error = %e, "writing the policy status failed; retrying"),
+        }
+    }
+
+    fn details(&self) -> Vec<PolicyStatusReport> {
+        self.targets
+            .keys()
+            .map(|c| {
+                self.records
+                    .get(c)
+                    .and_then(|r| r.record.report.clone())
+                    .unwrap_or_else(|| PolicyStatusReport {
+                        cluster_name: c.clone(),
+                        ..Default::default()
+                    })
+            })
+            .collect()
+    }
+
+    async fn delete(&mut self) {
+        let clusters: Vec<String> = self.records.keys().cloned().collect();
+        for c in clusters {
+            let record = self.records[&c].record.clone();
+            send_delete(&self.inner, &record).await;
+            self.forget(&c).await;
+        }
+        let (ns, name) = ns_name(&self.key);
+        self.inner.metrics.set(ns, name, "", &BTreeMap::new());
+    }
+}
+
+async fn ack_msg(ack: Option<async_nats::jetstream::Message>) {
+    if let Some(m) = ack {
+        let _ = m.ack().await;
+    }
+}
+
+fn soonest(a: Option<Instant>, b: Instant) -> Option<Instant> {
+    Some(a.map_or(b, |a| a.min(b)))
+}
+
+async fn sleep_until(t: Option<Instant>) {
+    match t {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,663 @@
+//! Governance on the hub (OCM `policy.open-cluster-management.io`): Policies follow their
+//! PlacementBindings' decisions (Placements, or legacy PlacementRules served over the same
+//! cluster inventory), every decided cluster gets a replicated copy through the CloudEvents
+//! transport, and the agents' reports make the root status.
+//!
+//! - [`rules`]: pure — bindings of a policy (directly or through a PolicySet), PlacementRule
+//!   decisions, the replicated policy, root and PolicySet status, checks of spoke reports.
+//! - [`actor`]: one task per Policy — the only writer of the policy and its per-cluster records:
+//!   applies, reconciles on decision / binding / set / rule / cluster changes, delivers specs
+//!   (re-sent until the cluster reports their generation), takes reports, writes the status.
+//! - [`route`]: the router's hand-off of policy status reports (checked, then `try_send`).
+//! - [`metrics`]: `policy_governance_info` as OCM exports it.
+//!
+//! [`Policies`] is the handle. KV buckets: `policies`, `placementbindings`, `policysets`,
+//! `placementrules` (`<namespace>.<name>`), `policystatus` (`<cluster>.<resourceid>`: what each
+//! cluster got and last reported). Bindings, sets and rules are few: kept in memory, written
+//! through. A PolicySet's status and a PlacementRule's decisions are derived on read.
+
+pub mod actor;
+pub mod metrics;
+pub mod route;
+pub mod rules;
+
+use crate::inventory::{ClusterInventory, Inventory};
+use crate::keys::ObjectRef;
+use crate::placement::Placements;
+use crate::store::{Bucket, StoreError};
+use dashmap::DashMap;
+use flotilla_api::v1::{
+    ObjectMeta, PlacementBinding, PlacementRule, PlacementRuleDecision, PlacementRuleStatus,
+    Policy, PolicyClusterRecord, PolicySet,
+};
+use flotilla_bus::jetstream::StreamOptions;
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+use thiserror::Error;
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+/// KV bucket of policies.
+pub const POLICIES: &str = "policies";
+/// KV bucket of PlacementBindings.
+pub const BINDINGS: &str = "placementbindings";
+/// KV bucket of PolicySets.
+pub const SETS: &str = "policysets";
+/// KV bucket of PlacementRules.
+pub const RULES: &str = "placementrules";
+/// KV bucket of per-cluster records (`<cluster>.<resourceid>`).
+pub const STATUS: &str = "policystatus";
+
+/// Every policy, keyed `<namespace>/<name>`, with its status.
+pub type PolicyInventory = Inventory<Policy>;
+
+/// Why a governance call failed.
+#[derive(Debug, Error)]
+pub enum PolicyError {
+    /// Invalid input (every problem, each naming its field).
+    #[error("{}", .0.join("; "))]
+    Invalid(Vec<String>),
+    /// No such object.
+    #[error("{0} not found")]
+    NotFound(String),
+    /// The update carried a stale resourceVersion.
+    #[error("{0}")]
+    Conflict(String),
+    /// Storage failed.
+    #[error("storage unavailable: {0}")]
+    Unavailable(#[source] StoreError),
+    /// The policy's task ended (hub shutting down).
+    #[error("policy {0} is not being served")]
+    Gone(String),
+}
+
+impl From<StoreError> for PolicyError {
+    fn from(e: StoreError) -> Self {
+        Self::Unavailable(e)
+    }
+}
+
+/// The buckets of governance state.
+#[derive(Clone)]
+pub struct Buckets {
+    /// Policies (spec and root status).
+    pub policies: Bucket<Policy>,
+    /// PlacementBindings.
+    pub bindings: Bucket<PlacementBinding>,
+    /// PolicySets.
+    pub sets: Bucket<PolicySet>,
+    /// PlacementRules.
+    pub rules: Bucket<PlacementRule>,
+    /// Per-cluster records.
+    pub status: Bucket<PolicyClusterRecord>,
+}
+
+impl Buckets {
+    /// Creates (if needed) and opens every bucket.
+    pub async fn open(
+        js: &async_nats::jetstream::Context,
+        opts: StreamOptions,
+    ) -> Result<Self, StoreError> {
+        Ok(Self {
+            policies: Bucket::open(js, POLICIES, opts).await?,
+            bindings: Bucket::open(js, BINDINGS, opts).await?,
+            sets: Bucket::open(js, SETS, opts).await?,
+            rules: Bucket::open(js, RULES, opts).await?,
+            status: Bucket::open(js, STATUS, opts).await?,
+        })
+    }
+}
+
+/// What governance works with.
+#[derive(Clone)]
+pub struct Deps {
+    /// Placements and their decisions.
+    pub placements: Placements,
+    /// Every cluster (PlacementRules are scheduled over it).
+    pub clusters: ClusterInventory,
+    /// Where spec events go (`flotilla.spec.<cluster>`).
+    pub nats: async_nats::Client,
+    /// The hub's metrics.
+    pub metrics: Arc<crate::metrics::Metrics>,
+    /// Largest event.
+    pub max_event_bytes: usize,
+}
+
+pub(crate) struct Inner {
+    buckets: Buckets,
+    views: PolicyInventory,
+    bindings: RwLock<BTreeMap<String, PlacementBinding>>,
+    sets: RwLock<BTreeMap<String, PolicySet>>,
+    rules: RwLock<BTreeMap<String, PlacementRule>>,
+    actors: DashMap<String, mpsc::Sender<actor::Msg>>,
+    /// A binding, set or rule changed: every policy looks again.
+    governance: broadcast::Sender<()>,
+    deps: Deps,
+    metrics: metrics::GovernanceMetrics,
+}
+
+/// Governance (cheap to clone).
+#[derive(Clone)]
+pub struct Policies {
+    inner: Arc<Inner>,
+}
+
+fn key_of(m: Option<&ObjectMeta>) -> ObjectRef {
+    let m = m.cloned().unwrap_or_default();
+    ObjectRef::new(&m.namespace, &m.name)
+}
+
+/// Checks an API object by converting it to the OCM shape and back: the same rules as
+/// `flotilla apply -f`, every problem named by its field.
+fn check<O, T>(object: &T) -> Result<(), PolicyError>
+where
+    O: for<'a> From<&'a T>,
+    O: Checked<T>,
+{
+    O::from(object)
+        .checked()
+        .map(|_| ())
+        .map_err(|errors| PolicyError::Invalid(errors.into_iter().map(|e| e.to_string()).collect()))
+}
+
+/// An OCM shape that converts back to protobuf with every problem named.
+trait Checked<T> {
+    fn checked(&self) -> Result<T, Vec<flotilla_api::policy::FieldError>>;
+}
+
+macro_rules! checked {
+    ($shape:ty, $proto:ty) => {
+        impl Checked<$proto> for $shape {
+            fn checked(&self) -> Result<$proto, Vec<flotilla_api::policy::FieldError>> {
+                self.to_proto()
+            }
+        }
+    };
+}
+checked!(flotilla_api::ocm::policy::Policy, Policy);
+checked!(
+    flotilla_api::ocm::policy::PlacementBinding,
+    PlacementBinding
+);
+checked!(flotilla_api::ocm::policy::PolicySet, PolicySet);
+checked!(flotilla_api::ocm::policy::PlacementRule, PlacementRule);
+
+fn require_namespace(m: Option<&ObjectMeta>, kind: &str) -> Result<(), PolicyError> {
+    match m {
+        Some(m) if !m.namespace.is_empty() && !m.name.is_empty() => Ok(()),
+        _ => Err(PolicyError::Invalid(vec![format!(
+            "metadata: a {kind} needs a namespace and a name"
+        )])),
+    }
+}
+
+impl std::fmt::Debug for Policies {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Policies")
+            .field("policies", &self.inner.views.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Policies {
+    /// Loads every stored object and starts one actor per policy.
+    pub async fn start(buckets: Buckets, deps: Deps) -> Result<Self, PolicyError> {
+        let (governance, _) = broadcast::channel(256);
+        let metrics = metrics::GovernanceMetrics::new(&deps.metrics);
+        let this = Self {
+            inner: Arc::new(Inner {
+                buckets,
+                views: PolicyInventory::new(1024),
+                bindings: RwLock::default(),
+                sets: RwLock::default(),
+                rules: RwLock::default(),
+                actors: DashMap::new(),
+                governance,
+                deps,
+                metrics,
+            }),
+        };
+        let b = &this.inner.buckets;
+        for (_, x, _) in b.bindings.load_all().await? {
+            let k = key_of(x.metadata.as_ref()).inventory_key();
+            this.inner.bindings.write().expect("lock").insert(k, x);
+        }
+        for (_, x, _) in b.sets.load_all().await? {
+            let k = key_of(x.metadata.as_ref()).inventory_key();
+            this.inner.sets.write().expect("lock").insert(k, x);
+        }
+        for (_, x, _) in b.rules.load_all().await? {
+            let k = key_of(x.metadata.as_ref()).inventory_key();
+            this.inner.rules.write().expect("lock").insert(k, x);
+        }
+        let mut records: BTreeMap<String, Vec<(PolicyClusterRecord, u64)>> = BTreeMap::new();
+        for (_, r, rev) in b.status.load_all().await? {
+            let k = ObjectRef::new(&r.policy_namespace, &r.policy_name).inventory_key();
+            records.entry(k).or_default().push((r, rev));
+        }
+        for (_, p, rev) in b.policies.load_all().await? {
+            let k = key_of(p.metadata.as_ref()).inventory_key();
+            let mine = records.remove(&k).unwrap_or_default();
+            this.spawn(Some((p, rev)), mine, &k);
+        }
+        // Records of policies that are gone (a crash mid-delete): their clusters are told.
+        for (k, orphans) in records {
+            tracing::warn!(policy = %k, clusters = orphans.len(), "records of a deleted policy; removing its copies");
+            for (r, _) in orphans {
+                actor::send_delete(&this.inner, &r).await;
+                let rid = flotilla_bus::policies::resource_id(
+                    &r.cluster_name,
+                    &flotilla_bus::policies::replicated_name(&r.policy_namespace, &r.policy_name),
+                );
+                let _ = b.status.purge(&format!("{}.{rid}", r.cluster_name)).await;
+            }
+        }
+        Ok(this)
+    }
+
+    fn spawn(
+        &self,
+        stored: Option<(Policy, u64)>,
+        records: Vec<(PolicyClusterRecord, u64)>,
+        key: &str,
+    ) -> mpsc::Sender<actor::Msg> {
+        if let Some((p, _)) = &stored {
+            self.inner.views.upsert(key, p.clone());
+        }
+        let tx = actor::spawn(self.inner.clone(), key, stored, records);
+        self.inner.actors.insert(key.to_string(), tx.clone());
+        tx
+    }
+
+    /// The published policies (for watches).
+    pub fn views(&self) -> &PolicyInventory {
+        &self.inner.views
+    }
+
+    /// Creates or updates a policy; answered once it is stored.
+    pub async fn apply_policy(&self, policy: Policy) -> Result<Policy, PolicyError> {
+        require_namespace(policy.metadata.as_ref(), "Policy")?;
+        check::<flotilla_api::ocm::policy::Policy, _>(&policy)?;
+        let key = key_of(policy.metadata.as_ref()).inventory_key();
+        let tx = match self.inner.actors.get(&key) {
+            Some(tx) => tx.clone(),
+            None => self.spawn(None, Vec::new(), &key),
+        };
+        let (reply, rx) = oneshot::channel();
+        if tx
+            .send(actor::Msg::Apply(Box::new(policy), reply))
+            .await
+            .is_err()
+        {
+            return Err(PolicyError::Gone(key));
+        }
+        rx.await.map_err(|_| PolicyError::Gone(key))?
+    }
+
+    /// One policy with its status.
+    pub fn get_policy(&self, namespace: &str, name: &str) -> Option<Arc<Policy>> {
+        self.inner
+            .views
+            .get(&ObjectRef::new(namespace, name).inventory_key())
+    }
+
+    /// Policies of a namespace (every namespace when empty).
+    pub fn list_policies(&self, namespace: &str) -> Vec<Arc<Policy>> {
+        if namespace.is_empty() {
+            let mut all = self.inner.views.snapshot();
+            all.sort_by_key(|p| key_of(p.metadata.as_ref()).inventory_key());
+            all
+        } else {
+            self.inner
+                .views
+                .with_prefix(&ObjectRef::prefix(namespace))
+                .into_iter()
+                .map(|(_, v)| v)
+                .collect()
+        }
+    }
+
+    /// What each decided cluster last reported.
+    pub async fn details(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Vec<flotilla_api::v1::PolicyStatusReport>, PolicyError> {
+        let key = ObjectRef::new(namespace, name).inventory_key();
+        let tx = self
+            .inner
+            .actors
+            .get(&key)
+            .map(|t| t.clone())
+            .ok_or_else(|| PolicyError::NotFound(format!("Policy {key}")))?;
+        let (reply, rx) = oneshot::channel();
+        tx.send(actor::Msg::Details(reply))
+            .await
+            .map_err(|_| PolicyError::Gone(key.clone()))?;
+        rx.await.map_err(|_| PolicyError::Gone(key))
+    }
+
+    /// Deletes a policy: every cluster removes its copy, then the policy goes.
+    pub async fn delete_policy(&self, namespace: &str, name: &str) -> Result<(), PolicyError> {
+        let key = ObjectRef::new(namespace, name);
+        let Some((_, tx)) = self.inner.actors.remove(&key.inventory_key()) else {
+            return Err(PolicyError::NotFound(format!(
+                "Policy {}",
+                key.inventory_key()
+            )));
+        };
+        let (done, rx) = oneshot::channel();
+        let _ = tx.send(actor::Msg::Delete(done)).await;
+        let _ = rx.await;
+        self.inner.buckets.policies.purge(&key.store_key()).await?;
+        self.inner.views.remove(&key.inventory_key());
+        Ok(())
+    }
+
+    /// Hands a checked report to its policy's actor without waiting (the router must never
+    /// block); `Err` gives it back when there is no such policy or its mailbox is full.
+    pub fn try_report(&self, key: &str, report: actor::ReportIn) -> Result<(), TryReport> {
+        match self.inner.actors.get(key) {
+            None => Err(TryReport::Unknown(Box::new(report))),
+            Some(tx) => tx
+                .try_send(actor::Msg::Report(Box::new(report)))
+                .map_err(|_| TryReport::Full),
+        }
+    }
+
+    /// Tells `cluster` to remove a copy of a policy the hub does not have (a report for it
+    /// arrived: deleted while the cluster was away).
+    pub async fn remove_stray(&self, cluster: &str, policy_name: &str) {
+        let (ns, name) = policy_name.split_once('.').unwrap_or(("", policy_name));
+        actor::send_delete(
+            &self.inner,
+            &PolicyClusterRecord {
+                cluster_name: cluster.to_string(),
+                policy_namespace: ns.to_string(),
+                policy_name: name.to_string(),
+                ..Default::default()
+            },
+        )
+        .await;
+    }
+
+    fn changed(&self) {
+        let _ = self.inner.governance.send(());
+    }
+
+    /// Creates or updates a PlacementBinding.
+    pub async fn apply_binding(
+        &self,
+        mut b: PlacementBinding,
+    ) -> Result<PlacementBinding, PolicyError> {
+        require_namespace(b.metadata.as_ref(), "PlacementBinding")?;
+        check::<flotilla_api::ocm::policy::PlacementBinding, _>(&b)?;
+        let key = key_of(b.metadata.as_ref());
+        let old = self
+            .inner
+            .bindings
+            .read()
+            .expect("lock")
+            .get(&key.inventory_key())
+            .cloned();
+        stamp(
+            b.metadata.get_or_insert_with(Default::default),
+            old.as_ref().and_then(|o| o.metadata.as_ref()),
+            true,
+        )?;
+        let rev = self
+            .inner
+            .buckets
+            .bindings
+            .put(&key.store_key(), &b)
+            .await?;
+        if let Some(m) = b.metadata.as_mut() {
+            m.resource_version = rev;
+        }
+        self.inner
+            .bindings
+            .write()
+            .expect("lock")
+            .insert(key.inventory_key(), b.clone());
+        self.changed();
+        Ok(b)
+    }
+
+    /// PlacementBindings of a namespace (every namespace when empty).
+    pub fn list_bindings(&self, namespace: &str) -> Vec<PlacementBinding> {
+        in_namespace(&self.inner.bindings.read().expect("lock"), namespace)
+    }
+
+    /// Deletes a PlacementBinding.
+    pub async fn delete_binding(&self, namespace: &str, name: &str) -> Result<(), PolicyError> {
+        let key = ObjectRef::new(namespace, name);
+        if !self
+            .inner
+            .bindings
+            .read()
+            .expect("lock")
+            .contains_key(&key.inventory_key())
+        {
+            return Err(PolicyError::NotFound(format!(
+                "PlacementBinding {}",
+                key.inventory_key()
+            )));
+        }
+        self.inner.buckets.bindings.purge(&key.store_key()).await?;
+        self.inner
+            .bindings
+            .write()
+            .expect("lock")
+            .remove(&key.inventory_key());
+        self.changed();
+        Ok(())
+    }
+
+    /// Creates or updates a PolicySet.
+    pub async fn apply_set(&self, mut s: PolicySet) -> Result<PolicySet, PolicyError> {
+        require_namespace(s.metadata.as_ref(), "PolicySet")?;
+        check::<flotilla_api::ocm::policy::PolicySet, _>(&s)?;
+        let key = key_of(s.metadata.as_ref());
+        let old = self
+            .inner
+            .sets
+            .read()
+            .expect("lock")
+            .get(&key.inventory_key())
+            .cloned();
+        let spec_changed = old.as_ref().is_none_or(|o| o.spec != s.spec);
+        stamp(
+            s.metadata.get_or_insert_with(Default::default),
+            old.as_ref().and_then(|o| o.metadata.as_ref()),
+            spec_changed,
+        )?;
+        s.status = None;
+        let rev = self.inner.buckets.sets.put(&key.store_key(), &s).await?;
+        if let Some(m) = s.metadata.as_mut() {
+            m.resource_version = rev;
+        }
+        self.inner
+            .sets
+            .write()
+            .expect("lock")
+            .insert(key.inventory_key(), s.clone());
+        self.changed();
+        Ok(self.with_set_status(s))
+    }
+
+    fn with_set_status(&self, mut s: PolicySet) -> PolicySet {
+        let ns = s
+            .metadata
+            .as_ref()
+            .map(|m| m.namespace.clone())
+            .unwrap_or_default();
+        let policies: BTreeMap<String, Policy> = self
+            .list_policies(&ns)
+            .into_iter()
+            .map(|p| {
+                let n = p
+                    .metadata
+                    .as_ref()
+                    .map(|m| m.name.clone())
+                    .unwrap_or_default();
+                (n, (*p).clone())
+            })
+            .collect();
+        let bindings = self.list_bindings(&ns);
+        s.status = Some(rules::policy_set_status(&s, &policies, &bindings));
+        s
+    }
+
+    /// PolicySets of a namespace (every namespace when empty), with their status.
+    pub fn list_sets(&self, namespace: &str) -> Vec<PolicySet> {
+        in_namespace(&self.inner.sets.read().expect("lock"), namespace)
+            .into_iter()
+            .map(|s| self.with_set_status(s))
+            .collect()
+    }
+
+    /// Deletes a PolicySet.
+    pub async fn delete_set(&self, namespace: &str, name: &str) -> Result<(), PolicyError> {
+        let key = ObjectRef::new(namespace, name);
+        if !self
+            .inner
+            .sets
+            .read()
+            .expect("lock")
+            .contains_key(&key.inventory_key())
+        {
+            return Err(PolicyError::NotFound(format!(
+                "PolicySet {}",
+                key.inventory_key()
+            )));
+        }
+        self.inner.buckets.sets.purge(&key.store_key()).await?;
+        self.inner
+            .sets
+            .write()
+            .expect("lock")
+            .remove(&key.inventory_key());
+        self.changed();
+        Ok(())
+    }
+
+    /// Creates or updates a PlacementRule.
+    pub async fn apply_rule(&self, mut r: PlacementRule) -> Result<PlacementRule, PolicyError> {
+        require_namespace(r.metadata.as_ref(), "PlacementRule")?;
+        check::<flotilla_api::ocm::policy::PlacementRule, _>(&r)?;
+        let key = key_of(r.metadata.as_ref());
+        let old = self
+            .inner
+            .rules
+            .read()
+            .expect("lock")
+            .get(&key.inventory_key())
+            .cloned();
+        let spec_changed = old.as_ref().is_none_or(|o| o.spec != r.spec);
+        stamp(
+            r.metadata.get_or_insert_with(Default::default),
+            old.as_ref().and_then(|o| o.metadata.as_ref()),
+            spec_changed,
+        )?;
+        r.status = None;
+        let rev = self.inner.buckets.rules.put(&key.store_key(), &r).await?;
+        if let Some(m) = r.metadata.as_mut() {
+            m.resource_version = rev;
+        }
+        self.inner
+            .rules
+            .write()
+            .expect("lock")
+            .insert(key.inventory_key(), r.clone());
+        self.changed();
+        Ok(self.with_rule_status(r))
+    }
+
+    fn with_rule_status(&self, mut r: PlacementRule) -> PlacementRule {
+        let clusters = self.inner.deps.clusters.snapshot();
+        r.status = Some(PlacementRuleStatus {
+            decisions: rules::rule_clusters(&r, &clusters)
+                .into_iter()
+                .map(|c| PlacementRuleDecision {
+                    cluster_namespace: c.clone(),
+                    cluster_name: c,
+                })
+                .collect(),
+        });
+        r
+    }
+
+    /// PlacementRules of a namespace (every namespace when empty), with their decisions.
+    pub fn list_rules(&self, namespace: &str) -> Vec<PlacementRule> {
+        in_namespace(&self.inner.rules.read().expect("lock"), namespace)
+            .into_iter()
+            .map(|r| self.with_rule_status(r))
+            .collect()
+    }
+
+    /// Deletes a PlacementRule.
+    pub async fn delete_rule(&self, namespace: &str, name: &str) -> Result<(), PolicyError> {
+        let key = ObjectRef::new(namespace, name);
+        if !self
+            .inner
+            .rules
+            .read()
+            .expect("lock")
+            .contains_key(&key.inventory_key())
+        {
+            return Err(PolicyError::NotFound(format!(
+                "PlacementRule {}",
+                key.inventory_key()
+            )));
+        }
+        self.inner.buckets.rules.purge(&key.store_key()).await?;
+        self.inner
+            .rules
+            .write()
+            .expect("lock")
+            .remove(&key.inventory_key());
+        self.changed();
+        Ok(())
+    }
+}
+
+/// Why a report was not handed over.
+pub enum TryReport {
+    /// No such policy here (deleted): the report comes back to be answered.
+    Unknown(Box<actor::ReportIn>),
+    /// The policy's mailbox is full: left for redelivery.
+    Full,
+}
+
+/// Stamps identity on an applied object, refusing a stale resourceVersion.
+fn stamp(
+    m: &mut ObjectMeta,
+    stored: Option<&ObjectMeta>,
+    spec_changed: bool,
+) -> Result<(), PolicyError> {
+    match stored {
+        Some(s) => {
+            if m.resource_version != 0 && m.resource_version != s.resource_version {
+                return Err(PolicyError::Conflict(format!(
+                    "{}/{}: resourceVersion {} is stale (stored: {})",
+                    m.namespace, m.name, m.resource_version, s.resource_version
+                )));
+            }
+            crate::identity::keep(m, s, spec_changed);
+        }
+        None => crate::identity::create(m),
+    }
+    m.resource_version = 0;
+    Ok(())
+}
+
+fn in_namespace<T: Clone>(map: &BTreeMap<String, T>, namespace: &str) -> Vec<T> {
+    if namespace.is_empty() {
+        map.values().cloned().collect()
+    } else {
+        let prefix = ObjectRef::prefix(namespace);
+        map.iter()
+            .filter(|(k, _)| k.starts_with(&prefix))
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+}

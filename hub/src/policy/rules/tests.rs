@@ -1,0 +1,297 @@
+use super::*;
+use flotilla_api::v1::{
+    BindingOverrides, BindingSubject, Condition, ManagedClusterSpec, ManagedClusterStatus,
+    ObjectMeta, PlacementRuleSpec, PlacementSubject, PolicySetSpec, PolicySpec,
+};
+use std::sync::Arc;
+
+fn meta(ns: &str, name: &str) -> Option<ObjectMeta> {
+    Some(ObjectMeta {
+        namespace: ns.into(),
+        name: name.into(),
+        ..Default::default()
+    })
+}
+
+/// A PlacementBinding builder.
+fn binding(ns: &str, name: &str, kind: &str, placement: &str) -> PlacementBinding {
+    PlacementBinding {
+        metadata: meta(ns, name),
+        placement_ref: Some(PlacementSubject {
+            api_group: if kind == "Placement" {
+                "cluster.open-cluster-management.io".into()
+            } else {
+                "apps.open-cluster-management.io".into()
+            },
+            kind: kind.into(),
+            name: placement.into(),
+        }),
+        subjects: Vec::new(),
+        binding_overrides: None,
+        sub_filter: String::new(),
+    }
+}
+
+fn subject(mut b: PlacementBinding, kind: &str, name: &str) -> PlacementBinding {
+    b.subjects.push(BindingSubject {
+        api_group: "policy.open-cluster-management.io".into(),
+        kind: kind.into(),
+        name: name.into(),
+    });
+    b
+}
+
+fn set(ns: &str, name: &str, policies: &[&str]) -> PolicySet {
+    PolicySet {
+        metadata: meta(ns, name),
+        spec: Some(PolicySetSpec {
+            description: String::new(),
+            policies: policies.iter().map(|s| s.to_string()).collect(),
+        }),
+        status: None,
+    }
+}
+
+fn cluster(name: &str, labels: &[(&str, &str)], available: &str) -> Arc<ManagedCluster> {
+    Arc::new(ManagedCluster {
+        metadata: Some(ObjectMeta {
+            name: name.into(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..Default::default()
+        }),
+        spec: Some(ManagedClusterSpec {
+            hub_accepts_client: true,
+            ..Default::default()
+        }),
+        status: Some(ManagedClusterStatus {
+            conditions: vec![Condition {
+                r#type: DEFAULT_RULE_CONDITION.into(),
+                status: available.into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+}
+
+#[test]
+fn a_policy_is_bound_directly_and_through_its_sets_in_its_namespace_only() {
+    let bindings = vec![
+        subject(binding("p", "b1", "Placement", "all"), "Policy", "pol"),
+        subject(
+            binding("p", "b2", "PlacementRule", "dev"),
+            "PolicySet",
+            "set",
+        ),
+        subject(binding("p", "b3", "Placement", "x"), "Policy", "other"),
+        subject(binding("q", "b4", "Placement", "all"), "Policy", "pol"),
+    ];
+    let sets = vec![
+        set("p", "set", &["pol", "other"]),
+        set("q", "set", &["pol"]),
+    ];
+    let bound = bindings_of("p", "pol", &bindings, &sets);
+    assert_eq!(
+        bound,
+        vec![
+            Bound {
+                binding: "b1".into(),
+                placement: PlacementKind::Placement("all".into()),
+                policy_set: None,
+                enforce: false
+            },
+            Bound {
+                binding: "b2".into(),
+                placement: PlacementKind::Rule("dev".into()),
+                policy_set: Some("set".into()),
+                enforce: false
+            },
+        ]
+    );
+    // A binding to a set that does not list the policy binds nothing.
+    assert!(bindings_of("p", "nope", &bindings, &sets).is_empty());
+}
+
+#[test]
+fn placement_rules_select_by_labels_conditions_names_and_replicas() {
+    let clusters = vec![
+        cluster("a", &[("env", "dev")], "True"),
+        cluster("b", &[("env", "dev")], "Unknown"),
+        cluster("c", &[("env", "prod")], "True"),
+        cluster("d", &[("env", "dev")], "True"),
+    ];
+    let mut rule = PlacementRule {
+        metadata: meta("p", "dev"),
+        spec: Some(PlacementRuleSpec {
+            cluster_selector: Some(flotilla_api::selector::parse("env=dev").unwrap()),
+            ..Default::default()
+        }),
+        status: None,
+    };
+    assert_eq!(
+        rule_clusters(&rule, &clusters),
+        ["a", "d"],
+        "available by default"
+    );
+    let spec = rule.spec.as_mut().unwrap();
+    spec.cluster_conditions = vec![flotilla_api::v1::ClusterConditionFilter {
+        r#type: DEFAULT_RULE_CONDITION.into(),
+        status: "Unknown".into(),
+    }];
+    assert_eq!(rule_clusters(&rule, &clusters), ["b"]);
+    let spec = rule.spec.as_mut().unwrap();
+    spec.cluster_conditions.clear();
+    spec.cluster_replicas = Some(1);
+    assert_eq!(rule_clusters(&rule, &clusters), ["a"]);
+    let spec = rule.spec.as_mut().unwrap();
+    spec.cluster_replicas = None;
+    spec.cluster_selector = None;
+    spec.clusters = vec!["c".into(), "zz".into()];
+    assert_eq!(rule_clusters(&rule, &clusters), ["c"]);
+}
+
+#[test]
+fn a_binding_override_enforces_only_on_its_clusters_and_changes_the_spec_hash() {
+    let mut b = Bound {
+        binding: "b".into(),
+        placement: PlacementKind::Placement("p1".into()),
+        policy_set: None,
+        enforce: true,
+    };
+    let other = Bound {
+        binding: "o".into(),
+        placement: PlacementKind::Placement("p2".into()),
+        policy_set: None,
+        enforce: false,
+    };
+    let decided: Vec<BTreeSet<String>> = vec![
+        ["a".to_string()].into(),
+        ["a".to_string(), "b".to_string()].into(),
+    ];
+    let t = targets(&[b.clone(), other.clone()], &decided);
+    assert_eq!(t, BTreeMap::from([("a".into(), true), ("b".into(), false)]));
+    b.enforce = false;
+    assert!(!targets(&[b.clone(), other.clone()], &decided)["a"]);
+    let st = root_status(&[b, other], &decided, &BTreeMap::new(), false);
+    assert_eq!(st.placement[1].clusters, ["a", "b"]);
+
+    let root = Policy {
+        metadata: meta("policies", "ns"),
+        spec: Some(PolicySpec {
+            remediation_action: "inform".into(),
+            ..Default::default()
+        }),
+        status: None,
+    };
+    let informed = replicated(&root, "a", false, 1);
+    let enforced = replicated(&root, "a", true, 1);
+    let m = informed.metadata.as_ref().unwrap();
+    assert_eq!(
+        (m.name.as_str(), m.namespace.as_str()),
+        ("policies.ns", "a")
+    );
+    assert_eq!(m.labels[policies::ROOT_POLICY_LABEL], "policies.ns");
+    assert_eq!(
+        enforced.spec.as_ref().unwrap().remediation_action,
+        "enforce"
+    );
+    assert_ne!(spec_hash(&informed), spec_hash(&enforced));
+    assert_eq!(
+        spec_hash(&informed),
+        spec_hash(&replicated(&root, "a", false, 7))
+    );
+}
+
+#[test]
+fn stale_reports_and_missing_clusters_never_read_as_compliant() {
+    let report = |generation: i64, c: &str| PolicyStatusReport {
+        observed_generation: generation,
+        compliant: c.into(),
+        ..Default::default()
+    };
+    assert_eq!(
+        reported(2, Some(&report(2, "Compliant"))),
+        Compliance::Compliant
+    );
+    assert_eq!(
+        reported(2, Some(&report(1, "Compliant"))),
+        Compliance::Unknown
+    );
+    assert_eq!(reported(2, None), Compliance::Unknown);
+    let per = BTreeMap::from([
+        ("a".to_string(), Compliance::Compliant),
+        ("b".to_string(), Compliance::Unknown),
+    ]);
+    let s = root_status(&[], &[], &per, false);
+    assert_eq!(s.compliant, "");
+    assert_eq!(s.status.len(), 2);
+    assert_eq!(s.status[1].compliant, "");
+    let none = root_status(&[], &[], &BTreeMap::new(), false);
+    assert_eq!(none.compliant, "", "bound to no cluster is not compliant");
+}
+
+#[test]
+fn reports_that_do_not_match_their_subject_are_refused() {
+    let name = "policies.ns";
+    let rid = policies::resource_id("edge-1", name);
+    let good = PolicyStatusReport {
+        cluster_name: "edge-1".into(),
+        policy_name: name.into(),
+        resource_id: rid.clone(),
+        compliant: "Compliant".into(),
+        ..Default::default()
+    };
+    assert_eq!(
+        check_report(&good, "edge-1", &rid),
+        Ok(("policies".into(), "ns".into()))
+    );
+    assert!(
+        check_report(&good, "edge-2", &rid).is_err(),
+        "another cluster"
+    );
+    let mut forged = good.clone();
+    forged.policy_name = "policies.other".into();
+    assert!(
+        check_report(&forged, "edge-1", &rid).is_err(),
+        "another policy"
+    );
+    let mut bad = good.clone();
+    bad.compliant = "Maybe".into();
+    assert!(check_report(&bad, "edge-1", &rid).is_err());
+    let mut long = good;
+    long.details = vec![Default::default(); 65];
+    assert!(check_report(&long, "edge-1", &rid).is_err());
+}
+
+#[test]
+fn policy_set_status_counts_missing_and_disabled_policies() {
+    let s = set("p", "set", &["a", "b", "c"]);
+    let pol = |compliant: &str, disabled: bool| Policy {
+        metadata: None,
+        spec: Some(PolicySpec {
+            disabled,
+            ..Default::default()
+        }),
+        status: Some(PolicyStatus {
+            compliant: compliant.into(),
+            ..Default::default()
+        }),
+    };
+    let policies = BTreeMap::from([
+        ("a".to_string(), pol("NonCompliant", false)),
+        ("b".to_string(), pol("", true)),
+    ]);
+    let mut b = subject(binding("p", "bind", "Placement", "all"), "PolicySet", "set");
+    b.binding_overrides = Some(BindingOverrides::default());
+    let st = policy_set_status(&s, &policies, &[b]);
+    assert_eq!(st.compliant, "NonCompliant");
+    assert_eq!(
+        st.status_message,
+        "Disabled policies: b; Deleted policies: c"
+    );
+    assert_eq!(st.placement[0].placement_binding, "bind");
+}

@@ -1,0 +1,550 @@
+//! Governance end to end: a real nats-server, the hub, simulated agents. policy-collection's
+//! namespace policy over a Placement (inform → NonCompliant, enforce → Compliant, drift on the
+//! spoke repaired, history), a PlacementRule with a binding override through a PolicySet (set
+//! aggregation, an unsupported template kind), disabling and deleting a policy.
+
+mod common;
+
+use common::*;
+use flotilla_api::ocm::{Document, parse_documents};
+use flotilla_api::v1::placement_service_client::PlacementServiceClient;
+use flotilla_api::v1::policy_service_client::PolicyServiceClient;
+use flotilla_api::v1::{
+    GetPolicyRequest, LabelClusterRequest, ListPoliciesRequest, ManagedClusterSetBinding,
+    ManagedClusterSetBindingSpec, ObjectMeta, Policy,
+};
+use flotilla_api::work::ManifestId;
+use flotilla_hub::Hub;
+use flotilla_testkit::NatsServer;
+use std::time::Duration;
+use tonic::transport::Channel;
+
+const NAMESPACE_POLICY: &str =
+    include_str!("../../api/src/ocm/policy/testdata/policy-namespace.yaml");
+const CERTIFICATE_POLICY: &str =
+    include_str!("../../api/src/ocm/policy/testdata/policy-certificate.yaml");
+
+const PLACEMENT_AND_BINDING: &str = r#"
+apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata: {name: all, namespace: default}
+spec:
+  clusterSets: [default]
+---
+apiVersion: policy.open-cluster-management.io/v1
+kind: PlacementBinding
+metadata: {name: binding-policy-namespace, namespace: default}
+placementRef: {name: all, kind: Placement, apiGroup: cluster.open-cluster-management.io}
+subjects:
+  - {name: policy-namespace, kind: Policy, apiGroup: policy.open-cluster-management.io}
+"#;
+
+const RULE_SET_AND_BINDING: &str = r#"
+apiVersion: apps.open-cluster-management.io/v1
+kind: PlacementRule
+metadata: {name: dev, namespace: default}
+spec:
+  clusterSelector:
+    matchExpressions:
+      - {key: environment, operator: In, values: ["dev"]}
+---
+apiVersion: policy.open-cluster-management.io/v1beta1
+kind: PolicySet
+metadata: {name: baseline, namespace: default}
+spec:
+  description: namespace and certificates
+  policies: [policy-namespace, policy-certificate]
+---
+apiVersion: policy.open-cluster-management.io/v1
+kind: PlacementBinding
+metadata: {name: baseline-dev, namespace: default}
+placementRef: {name: dev, kind: PlacementRule, apiGroup: apps.open-cluster-management.io}
+subjects:
+  - {name: baseline, kind: PolicySet, apiGroup: policy.open-cluster-management.io}
+bindingOverrides:
+  remediationAction: enforce
+"#;
+
+async fn api(hub: &Hub) -> PolicyServiceClient<Channel> {
+    PolicyServiceClient::connect(format!("http://{}", hub.grpc_addr))
+        .await
+        .unwrap()
+}
+
+/// Applies every document as `flotilla apply -f` would (namespace `default` when unset).
+async fn apply(hub: &Hub, yaml: &str) {
+    let mut policies = api(hub).await;
+    let mut placements = PlacementServiceClient::connect(format!("http://{}", hub.grpc_addr))
+        .await
+        .unwrap();
+    for doc in parse_documents(yaml) {
+        match doc.expect("fixture parses") {
+            Document::Policy(mut p) => {
+                default_ns(p.metadata.as_mut());
+                policies.apply_policy(p).await.unwrap();
+            }
+            Document::PlacementBinding(mut b) => {
+                default_ns(b.metadata.as_mut());
+                policies.apply_placement_binding(b).await.unwrap();
+            }
+            Document::PolicySet(mut s) => {
+                default_ns(s.metadata.as_mut());
+                policies.apply_policy_set(s).await.unwrap();
+            }
+            Document::PlacementRule(mut r) => {
+                default_ns(r.metadata.as_mut());
+                policies.apply_placement_rule(r).await.unwrap();
+            }
+            Document::Placement(p) => {
+                placements.apply_placement(p).await.unwrap();
+            }
+            other => panic!("unexpected fixture {other:?}"),
+        }
+    }
+}
+
+fn default_ns(m: Option<&mut ObjectMeta>) {
+    if let Some(m) = m
+        && m.namespace.is_empty()
+    {
+        m.namespace = "default".into();
+    }
+}
+
+async fn bind_default_set(hub: &Hub) {
+    sets_client(hub)
+        .await
+        .apply_binding(ManagedClusterSetBinding {
+            metadata: Some(ObjectMeta {
+                name: "default".into(),
+                namespace: "default".into(),
+                ..Default::default()
+            }),
+            spec: Some(ManagedClusterSetBindingSpec {
+                cluster_set: "default".into(),
+            }),
+            status: None,
+        })
+        .await
+        .unwrap();
+}
+
+async fn policy(api: &mut PolicyServiceClient<Channel>, name: &str) -> Policy {
+    api.get_policy(GetPolicyRequest {
+        namespace: "default".into(),
+        name: name.into(),
+    })
+    .await
+    .unwrap()
+    .into_inner()
+}
+
+/// Waits until the policy's status satisfies `pred`.
+async fn wait_policy(
+    api: &mut PolicyServiceClient<Channel>,
+    name: &str,
+    what: &str,
+    pred: impl Fn(&Policy) -> bool,
+) -> Policy {
+    let deadline = tokio::time::Instant::now() + SOON;
+    loop {
+        let p = policy(api, name).await;
+        if pred(&p) {
+            return p;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "policy {name} never {what}: {:#?}",
+            p.status
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn compliant(p: &Policy) -> &str {
+    p.status.as_ref().map_or("", |s| s.compliant.as_str())
+}
+
+fn clusters_in(p: &Policy) -> Vec<(String, String)> {
+    p.status
+        .as_ref()
+        .map(|s| {
+            s.status
+                .iter()
+                .map(|c| (c.cluster_name.clone(), c.compliant.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn ns_id(name: &str) -> ManifestId {
+    ManifestId {
+        group: String::new(),
+        version: "v1".into(),
+        kind: "Namespace".into(),
+        namespace: String::new(),
+        name: name.into(),
+    }
+}
+
+async fn wait_namespace(agent: &TestAgent, name: &str, present: bool) {
+    use flotilla_agent::backend::Backend;
+    let deadline = tokio::time::Instant::now() + SOON;
+    while agent.backend.get(&ns_id(name)).await.unwrap().is_some() != present {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "namespace {name} never {}",
+            if present { "appeared" } else { "went away" }
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits until the hub's metrics have exactly this line.
+async fn wait_line(hub: &Hub, line: &str) {
+    let deadline = tokio::time::Instant::now() + SOON;
+    loop {
+        let text = metrics_text(hub).await;
+        if text.lines().any(|l| l == line) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no metric line {line}; governance lines: {:#?}",
+            text.lines()
+                .filter(|l| l.contains("policy_governance_info"))
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn with_remediation(yaml: &str, remediation: &str) -> String {
+    yaml.replace(
+        "spec:\n  remediationAction: inform",
+        &format!("spec:\n  remediationAction: {remediation}"),
+    )
+}
+
+#[tokio::test]
+async fn policy_collections_namespace_policy_informs_then_enforces_and_repairs_drift() {
+    namespace_policy_flow(NatsServer::start()).await;
+}
+
+/// The same on the current nats-server release (KV buckets, the status stream and its
+/// consumer must work on 2.9 and on 2.1x).
+#[tokio::test]
+async fn the_namespace_policy_flow_holds_on_the_current_nats_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = flotilla_testkit::free_port();
+    let config = dir.path().join("nats.conf");
+    std::fs::write(
+        &config,
+        format!(
+            "listen: 127.0.0.1:{port}\njetstream {{ store_dir: {:?} }}\n",
+            dir.path().join("js").display().to_string()
+        ),
+    )
+    .unwrap();
+    let nats = NatsServer::start_from_config_with(
+        flotilla_testkit::nats_server_current_binary(),
+        config,
+        port,
+    );
+    namespace_policy_flow(nats).await;
+}
+
+async fn namespace_policy_flow(nats: NatsServer) {
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut clusters = clusters_client(&hub).await;
+    let agents = accepted_fleet(&mut clusters, &nats.url(), &["edge-1", "edge-2"]).await;
+    bind_default_set(&hub).await;
+    let mut api = api(&hub).await;
+
+    // A binding to a policy that does not exist yet is fine: it is followed once it does.
+    apply(&hub, PLACEMENT_AND_BINDING).await;
+    apply(&hub, NAMESPACE_POLICY).await;
+    let p = wait_policy(&mut api, "policy-namespace", "NonCompliant on both", |p| {
+        compliant(p) == "NonCompliant"
+            && clusters_in(p)
+                == [
+                    ("edge-1".to_string(), "NonCompliant".to_string()),
+                    ("edge-2".to_string(), "NonCompliant".to_string()),
+                ]
+    })
+    .await;
+    let st = p.status.unwrap();
+    assert_eq!(
+        st.placement[0].placement_binding,
+        "binding-policy-namespace"
+    );
+    assert_eq!(st.placement[0].placement, "all");
+    for a in &agents {
+        wait_namespace(a, "prod", false).await;
+    }
+    let details = api
+        .get_policy_details(GetPolicyRequest {
+            namespace: "default".into(),
+            name: "policy-namespace".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        details.clusters[0].details[0].history[0].message,
+        "NonCompliant; violation - namespaces [prod] not found"
+    );
+    wait_line(
+        &hub,
+        r#"policy_governance_info{type="root",policy="policy-namespace",policy_namespace="default",cluster_namespace=""} 1"#,
+    )
+    .await;
+
+    // Enforce: both clusters create the namespace and report Compliant.
+    apply(&hub, &with_remediation(NAMESPACE_POLICY, "enforce")).await;
+    wait_policy(&mut api, "policy-namespace", "Compliant", |p| {
+        compliant(p) == "Compliant"
+    })
+    .await;
+    for a in &agents {
+        wait_namespace(a, "prod", true).await;
+    }
+    wait_line(
+        &hub,
+        r#"policy_governance_info{type="propagated",policy="policy-namespace",policy_namespace="default",cluster_namespace="edge-2"} 0"#,
+    )
+    .await;
+
+    // Drift on a spoke is repaired there.
+    use flotilla_agent::backend::Backend;
+    agents[0].backend.delete(&ns_id("prod")).await.unwrap();
+    wait_namespace(&agents[0], "prod", true).await;
+
+    // The history says what happened, newest first.
+    let details = api
+        .get_policy_details(GetPolicyRequest {
+            namespace: "default".into(),
+            name: "policy-namespace".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let history = &details.clusters[0].details[0].history;
+    assert!(
+        history.iter().any(|e| e
+            .message
+            .ends_with("namespaces [prod] was created successfully")),
+        "{history:#?}"
+    );
+    assert!(history.len() <= flotilla_api::policy::HISTORY_LIMIT);
+
+    // A policy bound to no cluster is not compliant.
+    api.delete_placement_binding(GetPolicyRequest {
+        namespace: "default".into(),
+        name: "binding-policy-namespace".into(),
+    })
+    .await
+    .unwrap();
+    wait_policy(&mut api, "policy-namespace", "unbound", |p| {
+        compliant(p).is_empty() && clusters_in(p).is_empty()
+    })
+    .await;
+    drop(agents);
+}
+
+#[tokio::test]
+async fn placement_rules_policy_sets_overrides_unsupported_kinds_disable_and_delete() {
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut clusters = clusters_client(&hub).await;
+    let agents = accepted_fleet(&mut clusters, &nats.url(), &["dev-1", "prod-1"]).await;
+    clusters
+        .label_cluster(LabelClusterRequest {
+            name: "dev-1".into(),
+            set: [("environment".to_string(), "dev".to_string())].into(),
+            remove: vec![],
+        })
+        .await
+        .unwrap();
+    apply(&hub, RULE_SET_AND_BINDING).await;
+    apply(&hub, NAMESPACE_POLICY).await;
+    apply(&hub, CERTIFICATE_POLICY).await;
+    let mut api = api(&hub).await;
+
+    // The binding overrides inform to enforce on the rule's cluster only.
+    let p = wait_policy(&mut api, "policy-namespace", "Compliant on dev-1", |p| {
+        compliant(p) == "Compliant"
+            && clusters_in(p) == [("dev-1".to_string(), "Compliant".to_string())]
+    })
+    .await;
+    let st = p.status.unwrap();
+    assert_eq!(st.placement[0].placement_rule, "dev");
+    assert_eq!(st.placement[0].policy_set, "baseline");
+    wait_namespace(&agents[0], "prod", true).await;
+    wait_namespace(&agents[1], "prod", false).await;
+
+    // A template kind Flotilla does not evaluate is NonCompliant, naming the kind.
+    wait_policy(&mut api, "policy-certificate", "NonCompliant", |p| {
+        compliant(p) == "NonCompliant"
+    })
+    .await;
+    let details = api
+        .get_policy_details(GetPolicyRequest {
+            namespace: "default".into(),
+            name: "policy-certificate".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        details.clusters[0].details[0].history[0]
+            .message
+            .contains("CertificatePolicy"),
+        "{details:#?}"
+    );
+
+    // The set aggregates: NonCompliant over Compliant.
+    let deadline = tokio::time::Instant::now() + SOON;
+    loop {
+        let sets = api
+            .list_policy_sets(ListPoliciesRequest {
+                namespace: "default".into(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .items;
+        let st = sets[0].status.clone().unwrap_or_default();
+        if st.compliant == "NonCompliant" {
+            assert_eq!(st.status_message, "All policies are reporting status");
+            assert_eq!(st.placement[0].placement_rule, "dev");
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "set: {st:#?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // The rule follows labels: prod-1 joins, gets the policy and enforces it.
+    clusters
+        .label_cluster(LabelClusterRequest {
+            name: "prod-1".into(),
+            set: [("environment".to_string(), "dev".to_string())].into(),
+            remove: vec![],
+        })
+        .await
+        .unwrap();
+    wait_namespace(&agents[1], "prod", true).await;
+    wait_policy(&mut api, "policy-namespace", "Compliant on both", |p| {
+        compliant(p) == "Compliant" && clusters_in(p).len() == 2
+    })
+    .await;
+
+    // Disabled: the copies are removed and nothing is reported.
+    let mut disabled = policy(&mut api, "policy-namespace").await;
+    disabled.spec.as_mut().unwrap().disabled = true;
+    disabled.status = None;
+    api.apply_policy(disabled).await.unwrap();
+    wait_policy(&mut api, "policy-namespace", "cleared", |p| {
+        compliant(p).is_empty() && clusters_in(p).is_empty()
+    })
+    .await;
+    let deadline = tokio::time::Instant::now() + SOON;
+    while metrics_text(&hub).await.contains(
+        r#"policy="policy-namespace",policy_namespace="default",cluster_namespace="dev-1""#,
+    ) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "per-cluster series kept"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // Deleted: gone from the API; the set names it.
+    api.delete_policy(GetPolicyRequest {
+        namespace: "default".into(),
+        name: "policy-certificate".into(),
+    })
+    .await
+    .unwrap();
+    let sets = api
+        .list_policy_sets(ListPoliciesRequest {
+            namespace: "default".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .items;
+    let msg = sets[0].status.clone().unwrap_or_default().status_message;
+    assert!(msg.contains("Disabled policies: policy-namespace"), "{msg}");
+    assert!(
+        msg.contains("Deleted policies: policy-certificate"),
+        "{msg}"
+    );
+    drop(agents);
+}
+
+#[tokio::test]
+async fn an_offline_spoke_repairs_drift_alone_and_a_restarted_hub_shows_its_history() {
+    let mut nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut clusters = clusters_client(&hub).await;
+    let agents = accepted_fleet(&mut clusters, &nats.url(), &["edge-1"]).await;
+    bind_default_set(&hub).await;
+    apply(&hub, PLACEMENT_AND_BINDING).await;
+    apply(&hub, &with_remediation(NAMESPACE_POLICY, "enforce")).await;
+    let mut api = api(&hub).await;
+    wait_policy(&mut api, "policy-namespace", "Compliant", |p| {
+        compliant(p) == "Compliant"
+    })
+    .await;
+    wait_namespace(&agents[0], "prod", true).await;
+
+    // No hub and no NATS: the spoke is on its own. Drift is repaired there all the same.
+    hub.stop().await;
+    nats.stop();
+    use flotilla_agent::backend::Backend;
+    agents[0].backend.delete(&ns_id("prod")).await.unwrap();
+    wait_namespace(&agents[0], "prod", true).await;
+
+    // Back online with a new hub over the same JetStream state: the policy, its binding and the
+    // cluster's record were kept; the agent's report after reconnecting carries the history of
+    // what it did alone.
+    nats.start_again();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut api = self::api(&hub).await;
+    let deadline = tokio::time::Instant::now() + SOON;
+    loop {
+        let details = api
+            .get_policy_details(GetPolicyRequest {
+                namespace: "default".into(),
+                name: "policy-namespace".into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let created = details
+            .clusters
+            .first()
+            .and_then(|c| c.details.first())
+            .map_or(0, |d| {
+                d.history
+                    .iter()
+                    .filter(|e| {
+                        e.message
+                            .ends_with("namespaces [prod] was created successfully")
+                    })
+                    .count()
+            });
+        if created >= 2 {
+            let p = details.policy.unwrap();
+            assert_eq!(compliant(&p), "Compliant", "{:#?}", p.status);
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the offline repair never showed: {details:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(agents);
+}

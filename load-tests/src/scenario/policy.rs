@@ -1,0 +1,227 @@
+//! `policy`: once the fleet is Available, policy-collection's namespace policy (inform) bound to
+//! every cluster through a Placement; measured until every cluster has reported and the root
+//! status lists them all (NonCompliant). Then the same policy enforced; measured until every
+//! cluster reports Compliant (each agent created the namespace). Per-cluster latency is when
+//! the hub's status first showed the cluster's report, sampled every 100 ms.
+
+use super::Run;
+use crate::report::{Phase, Summary};
+use anyhow::{Context, Result, bail};
+use flotilla_api::ocm::{Document, parse_documents};
+use flotilla_api::v1::placement_service_client::PlacementServiceClient;
+use flotilla_api::v1::policy_service_client::PolicyServiceClient;
+use flotilla_api::v1::{
+    GetPolicyRequest, ManagedClusterSetBinding, ManagedClusterSetBindingSpec, ObjectMeta, Policy,
+};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+use tonic::transport::Channel;
+
+const NAMESPACE: &str = "default";
+const NAME: &str = "policy-namespace";
+
+/// The placement and binding of the policy (every cluster of the default set).
+const SETUP: &str = r#"
+apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata: {name: all, namespace: default}
+spec:
+  clusterSets: [default]
+---
+apiVersion: policy.open-cluster-management.io/v1
+kind: PlacementBinding
+metadata: {name: binding-policy-namespace, namespace: default}
+placementRef: {name: all, kind: Placement, apiGroup: cluster.open-cluster-management.io}
+subjects:
+  - {name: policy-namespace, kind: Policy, apiGroup: policy.open-cluster-management.io}
+"#;
+
+/// policy-collection's stable/CM-Configuration-Management/policy-namespace.yaml
+/// (open-cluster-management-io/policy-collection, Apache-2.0).
+const POLICY: &str = r#"
+apiVersion: policy.open-cluster-management.io/v1
+kind: Policy
+metadata:
+  name: policy-namespace
+  namespace: default
+spec:
+  remediationAction: REMEDIATION
+  disabled: false
+  policy-templates:
+    - objectDefinition:
+        apiVersion: policy.open-cluster-management.io/v1
+        kind: ConfigurationPolicy
+        metadata:
+          name: policy-namespace-example
+        spec:
+          remediationAction: inform
+          severity: low
+          object-templates:
+            - complianceType: musthave
+              objectDefinition:
+                kind: Namespace
+                apiVersion: v1
+                metadata:
+                  name: prod
+"#;
+
+fn policy(remediation: &str) -> Result<Policy> {
+    match parse_documents(&POLICY.replace("REMEDIATION", remediation)).remove(0) {
+        Ok(Document::Policy(p)) => Ok(p),
+        other => bail!("the policy fixture: {other:?}"),
+    }
+}
+
+async fn setup(channel: &Channel) -> Result<()> {
+    flotilla_api::v1::cluster_set_service_client::ClusterSetServiceClient::new(channel.clone())
+        .apply_binding(ManagedClusterSetBinding {
+            metadata: Some(ObjectMeta {
+                name: "default".into(),
+                namespace: NAMESPACE.into(),
+                ..Default::default()
+            }),
+            spec: Some(ManagedClusterSetBindingSpec {
+                cluster_set: "default".into(),
+            }),
+            status: None,
+        })
+        .await
+        .context("binding the default set")?;
+    for d in parse_documents(SETUP) {
+        match d.context("the setup fixture")? {
+            Document::Placement(p) => {
+                PlacementServiceClient::new(channel.clone())
+                    .apply_placement(p)
+                    .await
+                    .context("the placement")?;
+            }
+            Document::PlacementBinding(b) => {
+                PolicyServiceClient::new(channel.clone())
+                    .apply_placement_binding(b)
+                    .await
+                    .context("the binding")?;
+            }
+            other => bail!("unexpected setup document {other:?}"),
+        }
+    }
+    Ok(())
+}
+
+/// Polls the root status until `done` holds for `want` clusters; returns per-cluster latencies
+/// (ms from `t0`) of the first time each satisfied `reported`.
+async fn follow(
+    api: &mut PolicyServiceClient<Channel>,
+    want: usize,
+    t0: Instant,
+    deadline: Instant,
+    reported: impl Fn(&str) -> bool,
+    done: impl Fn(&Policy) -> bool,
+) -> Result<(Vec<f64>, bool, Policy)> {
+    let mut first: HashMap<String, f64> = HashMap::new();
+    loop {
+        let p = api
+            .get_policy(GetPolicyRequest {
+                namespace: NAMESPACE.into(),
+                name: NAME.into(),
+            })
+            .await
+            .context("reading the policy")?
+            .into_inner();
+        let ms = t0.elapsed().as_secs_f64() * 1000.0;
+        for c in p.status.iter().flat_map(|s| s.status.iter()) {
+            if reported(&c.compliant) {
+                first.entry(c.cluster_name.clone()).or_insert(ms);
+            }
+        }
+        if first.len() >= want && done(&p) {
+            let mut l: Vec<f64> = first.into_values().collect();
+            l.sort_by(f64::total_cmp);
+            return Ok((l, true, p));
+        }
+        if Instant::now() >= deadline {
+            let mut l: Vec<f64> = first.into_values().collect();
+            l.sort_by(f64::total_cmp);
+            return Ok((l, false, p));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Runs the scenario.
+pub async fn run(mut run: Run) -> Result<(Summary, Run)> {
+    let mut summary = Summary::new("policy", run.fleet.clusters);
+    let (fleet, _clusters, register) = run.start_fleet().await?;
+    summary.set("register_seconds", register.as_secs_f64());
+    let channel = run.channel()?;
+    setup(&channel).await?;
+    let mut api = PolicyServiceClient::new(channel)
+        .max_decoding_message_size(64 << 20)
+        .max_encoding_message_size(64 << 20);
+    let want = run.fleet.clusters;
+
+    // Inform: every cluster reports NonCompliant.
+    let phase = Phase::begin(&run.topology).await;
+    let t0 = Instant::now();
+    api.apply_policy(policy("inform")?)
+        .await
+        .context("applying the inform policy")?;
+    let (latencies, informed, p) = follow(
+        &mut api,
+        want,
+        t0,
+        run.deadline(),
+        |c| !c.is_empty(),
+        |p| {
+            p.status
+                .as_ref()
+                .is_some_and(|s| s.compliant == "NonCompliant")
+        },
+    )
+    .await?;
+    phase.end(&run.topology, &mut summary).await;
+    summary.latencies(&latencies);
+    let reported = latencies.len();
+    summary.set("inform_reported", reported);
+    if !informed {
+        summary.errors += (want - reported.min(want)) as u64;
+        summary.set(
+            "inform_root",
+            p.status.map(|s| s.compliant).unwrap_or_default(),
+        );
+    }
+
+    // Enforce: every cluster creates the namespace and reports Compliant.
+    let mut enforce = Summary::new("policy", want);
+    let phase = Phase::begin(&run.topology).await;
+    let t0 = Instant::now();
+    api.apply_policy(policy("enforce")?)
+        .await
+        .context("applying the enforce policy")?;
+    let (latencies, enforced, _) = follow(
+        &mut api,
+        want,
+        t0,
+        run.deadline(),
+        |c| c == "Compliant",
+        |p| {
+            p.status
+                .as_ref()
+                .is_some_and(|s| s.compliant == "Compliant")
+        },
+    )
+    .await?;
+    phase.end(&run.topology, &mut enforce).await;
+    enforce.latencies(&latencies);
+    summary.set("enforce_seconds", enforce.seconds);
+    summary.set("enforce_p50_ms", enforce.p50_ms);
+    summary.set("enforce_p99_ms", enforce.p99_ms);
+    summary.set("enforce_compliant", latencies.len());
+    summary.set("enforce_hub_cpu_seconds", enforce.hub_cpu_seconds);
+    if !enforced {
+        summary.errors += (want - latencies.len().min(want)) as u64;
+    }
+    summary.converged = informed && enforced && summary.errors == 0;
+    run.record_hub_rss_per_cluster(&mut summary);
+    fleet.stop().await;
+    Ok((summary, run))
+}
