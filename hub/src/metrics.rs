@@ -95,6 +95,9 @@ pub struct ClusterLabels {
 /// The hub's metrics.
 pub struct Metrics {
     registry: Mutex<Registry>,
+    /// Components' metrics by key ([`Metrics::component`]).
+    components:
+        Mutex<std::collections::HashMap<&'static str, Box<dyn std::any::Any + Send + Sync>>>,
     /// Metrics exported under the name another project gave them (OCM's
     /// `policy_governance_info`), without the `flotilla_hub` prefix.
     unprefixed: Mutex<Registry>,
@@ -156,6 +159,7 @@ impl Metrics {
         let mut registry = Registry::with_prefix("flotilla_hub");
         let m = Self {
             registry: Mutex::new(Registry::default()),
+            components: Mutex::new(std::collections::HashMap::new()),
             unprefixed: Mutex::new(Registry::default()),
             events_received: Family::default(),
             events_rejected: Family::default(),
@@ -242,6 +246,31 @@ impl Metrics {
             m.limit_refusals.clone(),
         );
         *m.registry.lock().expect("metrics registry lock") = registry;
+        m
+    }
+
+    /// A component's metrics, made (and registered) the first time and the same ones after: the
+    /// controllers start again on a hub that took their unit back, and registering their
+    /// metrics twice would export every family twice.
+    pub fn component<T: Clone + Send + Sync + 'static>(
+        &self,
+        key: &'static str,
+        make: impl FnOnce(&Metrics) -> T,
+    ) -> T {
+        if let Some(m) = self
+            .components
+            .lock()
+            .expect("components lock")
+            .get(key)
+            .and_then(|m| m.downcast_ref::<T>())
+        {
+            return m.clone();
+        }
+        let m = make(self);
+        self.components
+            .lock()
+            .expect("components lock")
+            .insert(key, Box::new(m.clone()));
         m
     }
 
@@ -404,6 +433,21 @@ pub fn addr(l: &tokio::net::TcpListener) -> Option<SocketAddr> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn components_started_again_register_their_metrics_once() {
+        let hub = Metrics::new();
+        let first = crate::placement::metrics::PlacementMetrics::new(&hub);
+        let again = crate::placement::metrics::PlacementMetrics::new(&hub);
+        first.outcome("changed");
+        assert_eq!(again.outcome_count("changed"), 1, "the same counters");
+        let text = hub.render(&crate::inventory::ClusterInventory::new(16));
+        let families = text
+            .lines()
+            .filter(|l| l.starts_with("# TYPE flotilla_hub_placement_schedules "))
+            .count();
+        assert_eq!(families, 1, "{text}");
+    }
 
     #[test]
     fn a_flood_of_rejections_logs_at_most_the_budget_per_second() {

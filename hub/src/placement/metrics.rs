@@ -42,8 +42,12 @@ fn seconds_buckets() -> impl Iterator<Item = f64> {
 }
 
 impl PlacementMetrics {
-    /// Creates the metrics and registers them with the hub's registry.
+    /// The placement metrics of `hub` (created and registered once).
     pub fn new(hub: &Metrics) -> Self {
+        hub.component("placement", Self::create)
+    }
+
+    fn create(hub: &Metrics) -> Self {
         let m = Self {
             schedules: Family::default(),
             schedule_seconds: Histogram::new(seconds_buckets()),

@@ -50,6 +50,10 @@ fn value(c: Compliance) -> i64 {
 impl GovernanceMetrics {
     /// Creates the metrics and registers them.
     pub fn new(hub: &Metrics) -> Self {
+        hub.component("policy", Self::create)
+    }
+
+    fn create(hub: &Metrics) -> Self {
         let m = Self {
             info: Family::default(),
             series: Arc::default(),

@@ -125,7 +125,9 @@ pub async fn serve(
             _ = stop.changed() => break,
             m = sub.next() => match m { Some(m) => m, None => break },
         };
-        let Some(reply) = msg.reply.clone() else { continue };
+        let Some(reply) = msg.reply.clone() else {
+            continue;
+        };
         let header = |name: &str| {
             msg.headers
                 .as_ref()
