@@ -244,7 +244,9 @@ impl Actor {
                         // A deleted cluster's records go; rules follow labels and conditions.
                         Ok(c) => self.uses_rule() || (c.kind == crate::inventory::ChangeKind::Deleted
                             && self.records.contains_key(c.key.as_ref())),
-                        Err(_) => true,
+                        // Lease renewals of a large fleet overrun the broadcast: only rules
+                        // need every change (a missed deletion is found by the next reconcile).
+                        Err(_) => self.uses_rule(),
                     };
                     if relevant {
                         due = soonest(due, Instant::now() + DEBOUNCE);
@@ -465,6 +467,11 @@ impl Actor {
         };
         let now = Instant::now();
         let mut next: Option<Instant> = None;
+        // The replicated spec depends only on the override: two hashes, not one per cluster.
+        let hashes = [false, true]
+            .map(|enforce| rules::spec_hash(&rules::replicated(&policy, "", enforce, 0)));
+        // Records of new deliveries, written concurrently after the loop.
+        let mut writes: Vec<PolicyClusterRecord> = Vec::new();
         for (cluster, enforce) in self.targets.clone() {
             let entry = self
                 .records
@@ -479,26 +486,14 @@ impl Actor {
                     sent: None,
                 });
             let generation = entry.record.generation;
-            let copy = rules::replicated(&policy, &cluster, enforce, generation + 1);
-            let hash = rules::spec_hash(&copy);
-            if hash != entry.record.spec_hash {
+            let hash = &hashes[usize::from(enforce)];
+            if *hash != entry.record.spec_hash {
                 entry.record.generation += 1;
-                entry.record.spec_hash = hash;
-                let record = entry.record.clone();
-                if let Err(e) = self
-                    .inner
-                    .buckets
-                    .status
-                    .put(&record_key(&record), &record)
-                    .await
-                {
-                    // Delivered anyway; the record is written again on the next change.
-                    tracing::warn!(error = %e, cluster = %cluster, "writing a policy record failed");
-                }
+                entry.record.spec_hash.clone_from(hash);
+                entry.sent = Some((now, 0));
+                writes.push(entry.record.clone());
+                let copy = rules::replicated(&policy, &cluster, enforce, generation + 1);
                 publish(&self.inner, &cluster, &copy, Action::UpdateRequest).await;
-                if let Some(r) = self.records.get_mut(&cluster) {
-                    r.sent = Some((now, 0));
-                }
                 self.status_dirty = true;
                 next = soonest(next, now + RESEND_AFTER);
                 continue;
@@ -525,6 +520,20 @@ impl Actor {
                 );
             } else {
                 next = soonest(next, at + wait);
+            }
+        }
+        // The records of what was delivered, 256 writes in flight (a fleet-wide policy change
+        // is one burst); a failed one is written again with the cluster's next report.
+        let bucket = self.inner.buckets.status.clone();
+        for chunk in writes.chunks(256) {
+            let keys: Vec<String> = chunk.iter().map(record_key).collect();
+            let results =
+                futures::future::join_all(chunk.iter().zip(&keys).map(|(r, k)| bucket.put(k, r)))
+                    .await;
+            for (r, result) in chunk.iter().zip(results) {
+                if let Err(e) = result {
+                    tracing::warn!(error = %e, cluster = %r.cluster_name, "writing a policy record failed");
+                }
             }
         }
         // Clusters no longer decided (or deleted): their copies go.
