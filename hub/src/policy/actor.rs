@@ -39,6 +39,11 @@ pub enum Msg {
     Details(oneshot::Sender<Vec<PolicyStatusReport>>),
 }
 
+/// Mailbox capacity of a policy actor.
+const MAILBOX: usize = 65_536;
+/// Reports taken from the mailbox at once, their records written concurrently.
+const REPORT_BATCH: usize = 512;
+
 /// First re-send of a spec a cluster has not confirmed; doubles up to 16×.
 const RESEND_AFTER: Duration = Duration::from_secs(30);
 /// How often the root status is written at most.
@@ -53,6 +58,23 @@ struct Record {
     record: PolicyClusterRecord,
     /// When the spec was last sent and how many times without confirmation.
     sent: Option<(Instant, u32)>,
+}
+
+/// A report taken into its record.
+enum Taken {
+    /// Nothing to write (acknowledged already).
+    Done,
+    /// The record to write, then acknowledge.
+    Write(Box<Write>),
+}
+
+/// A record write and the reports it acknowledges.
+struct Write {
+    key: String,
+    record: PolicyClusterRecord,
+    acks: Vec<async_nats::jetstream::Message>,
+    /// The cluster is ahead of the generation delivered: send it the spec again.
+    behind: bool,
 }
 
 struct Actor {
@@ -81,7 +103,9 @@ pub(crate) fn spawn(
     stored: Option<(Policy, u64)>,
     records: Vec<(PolicyClusterRecord, u64)>,
 ) -> mpsc::Sender<Msg> {
-    let (tx, rx) = mpsc::channel(256);
+    // Reports of a whole fleet arrive at once; the router must not find the mailbox full (the
+    // report would wait for JetStream's redelivery). Capacity costs nothing until used.
+    let (tx, rx) = mpsc::channel(MAILBOX);
     let actor = Actor {
         inner,
         key: key.to_string(),
@@ -188,23 +212,21 @@ impl Actor {
             tokio::select! {
                 msg = rx.recv() => match msg {
                     None => return,
-                    Some(Msg::Apply(p, reply)) => {
-                        let r = self.apply(*p).await;
-                        let _ = reply.send(r);
-                        due = Some(Instant::now());
-                    }
-                    Some(Msg::Delete(done)) => {
-                        self.delete().await;
-                        let _ = done.send(());
-                        return;
-                    }
                     Some(Msg::Report(r)) => {
-                        if self.report(*r).await {
+                        let (resend, other) = self.reports(*r, &mut rx).await;
+                        if resend {
                             due = soonest(due, Instant::now());
                         }
+                        if let Some(m) = other
+                            && !self.handle(m, &mut due).await
+                        {
+                            return;
+                        }
                     }
-                    Some(Msg::Details(reply)) => {
-                        let _ = reply.send(self.details());
+                    Some(m) => {
+                        if !self.handle(m, &mut due).await {
+                            return;
+                        }
                     }
                 },
                 change = placements.recv() => {
@@ -222,7 +244,9 @@ impl Actor {
                         // A deleted cluster's records go; rules follow labels and conditions.
                         Ok(c) => self.uses_rule() || (c.kind == crate::inventory::ChangeKind::Deleted
                             && self.records.contains_key(c.key.as_ref())),
-                        Err(_) => true,
+                        // Lease renewals of a large fleet overrun the broadcast: only rules
+                        // need every change (a missed deletion is found by the next reconcile).
+                        Err(_) => self.uses_rule(),
                     };
                     if relevant {
                         due = soonest(due, Instant::now() + DEBOUNCE);
@@ -241,6 +265,98 @@ impl Actor {
                 }
             }
         }
+    }
+
+    /// Handles a message other than a report; false when the actor ends.
+    async fn handle(&mut self, msg: Msg, due: &mut Option<Instant>) -> bool {
+        match msg {
+            Msg::Apply(p, reply) => {
+                let r = self.apply(*p).await;
+                let _ = reply.send(r);
+                *due = Some(Instant::now());
+            }
+            Msg::Delete(done) => {
+                self.delete().await;
+                let _ = done.send(());
+                return false;
+            }
+            Msg::Report(r) => {
+                // Reports go through `reports`; one arriving here is taken alone.
+                if let Taken::Write(w) = self.take(*r).await {
+                    let resend = w.behind;
+                    self.write(vec![*w]).await;
+                    if resend {
+                        *due = soonest(*due, Instant::now());
+                    }
+                }
+            }
+            Msg::Details(reply) => {
+                let _ = reply.send(self.details());
+            }
+        }
+        true
+    }
+
+    /// Takes `first` and the reports queued behind it (up to [`REPORT_BATCH`]), then writes
+    /// their records concurrently and acknowledges each once written. Returns whether a cluster
+    /// must be sent its spec again, and the first other message met (handled by the caller).
+    async fn reports(
+        &mut self,
+        first: ReportIn,
+        rx: &mut mpsc::Receiver<Msg>,
+    ) -> (bool, Option<Msg>) {
+        let mut writes: Vec<Write> = Vec::new();
+        let mut other = None;
+        let mut next = Some(first);
+        let mut taken = 0;
+        while let Some(r) = next.take() {
+            if let Taken::Write(w) = self.take(r).await {
+                // A later report of the same cluster replaces the earlier one's write; both are
+                // acknowledged once it lands.
+                match writes.iter_mut().find(|x| x.key == w.key) {
+                    Some(x) => {
+                        x.record = w.record;
+                        x.acks.extend(w.acks);
+                        x.behind |= w.behind;
+                    }
+                    None => writes.push(*w),
+                }
+            }
+            taken += 1;
+            if taken >= REPORT_BATCH {
+                break;
+            }
+            match rx.try_recv() {
+                Ok(Msg::Report(r)) => next = Some(*r),
+                Ok(m) => other = Some(m),
+                Err(_) => {}
+            }
+        }
+        let resend = writes.iter().any(|w| w.behind);
+        self.write(writes).await;
+        (resend, other)
+    }
+
+    /// Writes records concurrently; each one's reports are acknowledged once it landed (a
+    /// failed one is left for JetStream to redeliver).
+    async fn write(&mut self, writes: Vec<Write>) {
+        let bucket = self.inner.buckets.status.clone();
+        let results =
+            futures::future::join_all(writes.iter().map(|w| bucket.put(&w.key, &w.record))).await;
+        for (w, r) in writes.into_iter().zip(results) {
+            match r {
+                Ok(_) => {
+                    for a in w.acks {
+                        ack_msg(Some(a)).await;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, key = %w.key, "writing a policy report failed")
+                }
+            }
+        }
+        self.status_dirty = true;
+        self.view_dirty = true;
     }
 
     fn uses_placement(&self, key: &str) -> bool {
@@ -351,6 +467,11 @@ impl Actor {
         };
         let now = Instant::now();
         let mut next: Option<Instant> = None;
+        // The replicated spec depends only on the override: two hashes, not one per cluster.
+        let hashes = [false, true]
+            .map(|enforce| rules::spec_hash(&rules::replicated(&policy, "", enforce, 0)));
+        // Records of new deliveries, written concurrently after the loop.
+        let mut writes: Vec<PolicyClusterRecord> = Vec::new();
         for (cluster, enforce) in self.targets.clone() {
             let entry = self
                 .records
@@ -365,26 +486,14 @@ impl Actor {
                     sent: None,
                 });
             let generation = entry.record.generation;
-            let copy = rules::replicated(&policy, &cluster, enforce, generation + 1);
-            let hash = rules::spec_hash(&copy);
-            if hash != entry.record.spec_hash {
+            let hash = &hashes[usize::from(enforce)];
+            if *hash != entry.record.spec_hash {
                 entry.record.generation += 1;
-                entry.record.spec_hash = hash;
-                let record = entry.record.clone();
-                if let Err(e) = self
-                    .inner
-                    .buckets
-                    .status
-                    .put(&record_key(&record), &record)
-                    .await
-                {
-                    // Delivered anyway; the record is written again on the next change.
-                    tracing::warn!(error = %e, cluster = %cluster, "writing a policy record failed");
-                }
+                entry.record.spec_hash.clone_from(hash);
+                entry.sent = Some((now, 0));
+                writes.push(entry.record.clone());
+                let copy = rules::replicated(&policy, &cluster, enforce, generation + 1);
                 publish(&self.inner, &cluster, &copy, Action::UpdateRequest).await;
-                if let Some(r) = self.records.get_mut(&cluster) {
-                    r.sent = Some((now, 0));
-                }
                 self.status_dirty = true;
                 next = soonest(next, now + RESEND_AFTER);
                 continue;
@@ -411,6 +520,20 @@ impl Actor {
                 );
             } else {
                 next = soonest(next, at + wait);
+            }
+        }
+        // The records of what was delivered, 256 writes in flight (a fleet-wide policy change
+        // is one burst); a failed one is written again with the cluster's next report.
+        let bucket = self.inner.buckets.status.clone();
+        for chunk in writes.chunks(256) {
+            let keys: Vec<String> = chunk.iter().map(record_key).collect();
+            let results =
+                futures::future::join_all(chunk.iter().zip(&keys).map(|(r, k)| bucket.put(k, r)))
+                    .await;
+            for (r, result) in chunk.iter().zip(results) {
+                if let Err(e) = result {
+                    tracing::warn!(error = %e, cluster = %r.cluster_name, "writing a policy record failed");
+                }
             }
         }
         // Clusters no longer decided (or deleted): their copies go.
@@ -451,8 +574,9 @@ impl Actor {
         }
     }
 
-    /// Takes a report; true when the cluster must be sent its spec again (it is ahead).
-    async fn report(&mut self, input: ReportIn) -> bool {
+    /// Takes a report into the cluster's record; what remains is the record's write (the
+    /// report is acknowledged after it), unless nothing is to be written.
+    async fn take(&mut self, input: ReportIn) -> Taken {
         let ReportIn {
             report,
             sequence,
@@ -467,7 +591,7 @@ impl Actor {
             }
             ack_msg(ack).await;
             self.view_dirty = true;
-            return false;
+            return Taken::Done;
         }
         let Some(entry) = self.records.get_mut(&cluster) else {
             // A copy this policy did not send here (or no longer has a record of): remove it.
@@ -480,12 +604,12 @@ impl Actor {
             };
             send_delete(&self.inner, &record).await;
             ack_msg(ack).await;
-            return false;
+            return Taken::Done;
         };
         let seq = sequence.unwrap_or(0);
         if seq != 0 && seq <= entry.record.report_sequence {
             ack_msg(ack).await;
-            return false;
+            return Taken::Done;
         }
         // The cluster holds a generation past the one delivered (this hub lost the record, or
         // the policy was deleted and created again while the cluster was away): deliver the
@@ -497,23 +621,12 @@ impl Actor {
         }
         entry.record.report = Some(report);
         entry.record.report_sequence = seq;
-        let record = entry.record.clone();
-        match self
-            .inner
-            .buckets
-            .status
-            .put(&record_key(&record), &record)
-            .await
-        {
-            Ok(_) => ack_msg(ack).await,
-            // Not acknowledged: JetStream redelivers it.
-            Err(e) => {
-                tracing::warn!(error = %e, cluster = %cluster, "writing a policy report failed")
-            }
-        }
-        self.status_dirty = true;
-        self.view_dirty = true;
-        behind
+        Taken::Write(Box::new(Write {
+            key: record_key(&entry.record),
+            record: entry.record.clone(),
+            acks: ack.into_iter().collect(),
+            behind,
+        }))
     }
 
     fn per_cluster(&self) -> BTreeMap<String, Compliance> {

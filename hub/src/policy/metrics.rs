@@ -8,7 +8,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 /// Labels of `policy_governance_info`.
@@ -111,8 +111,9 @@ impl GovernanceMetrics {
         let mut series = self.series.lock().expect("series lock");
         let key = (namespace.to_string(), name.to_string());
         if let Some(before) = series.get(&key) {
+            let current: HashSet<&GovernanceLabels> = now.iter().collect();
             for l in before {
-                if !now.contains(l) {
+                if !current.contains(l) {
                     self.info.remove(l);
                 }
             }

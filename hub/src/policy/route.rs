@@ -186,6 +186,7 @@ pub async fn route(
         Ok(()) => Ok(()),
         Err(super::TryReport::Full) => {
             // Not acknowledged: JetStream redelivers it after ack_wait.
+            policies.inner.deps.metrics.dropped("policy");
             Ok(())
         }
         Err(super::TryReport::Unknown(input)) => {
