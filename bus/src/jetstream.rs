@@ -268,6 +268,60 @@ pub struct KvItem {
     pub revision: u64,
 }
 
+/// Reads the latest value of every live key under `prefix` (keys `<prefix>.<rest>`): one
+/// cluster's works, say. An ordered consumer filtered to those subjects, so the read costs what
+/// the prefix holds, not what the bucket holds; a prefix with no key answers at once.
+pub async fn load_prefix(store: &kv::Store, prefix: &str) -> Result<Vec<KvItem>, JetStreamError> {
+    let err = |message: String| JetStreamError::Read {
+        bucket: store.name.clone(),
+        message: format!("keys {prefix}.*: {message}"),
+    };
+    let filter = format!("{}{prefix}.>", store.prefix);
+    let consumer = store
+        .stream
+        .create_consumer(jetstream::consumer::pull::OrderedConfig {
+            filter_subject: filter,
+            deliver_policy: jetstream::consumer::DeliverPolicy::LastPerSubject,
+            replay_policy: jetstream::consumer::ReplayPolicy::Instant,
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| err(e.to_string()))?;
+    if consumer.cached_info().num_pending == 0 {
+        return Ok(Vec::new());
+    }
+    let mut messages = consumer.messages().await.map_err(|e| err(e.to_string()))?;
+    let mut items = Vec::new();
+    loop {
+        let next = tokio::time::timeout(Duration::from_secs(10), messages.next())
+            .await
+            .map_err(|_| err("timed out reading the keys".into()))?;
+        let Some(message) = next else { break };
+        let message = message.map_err(|e| err(e.to_string()))?;
+        let info = message.info().map_err(|e| err(e.to_string()))?;
+        let (revision, pending) = (info.stream_sequence, info.pending);
+        let removed = is_removal(message.headers.as_ref());
+        if !removed && let Some(key) = message.subject.as_str().strip_prefix(&store.prefix) {
+            items.push(KvItem {
+                key: key.to_string(),
+                value: message.payload.clone(),
+                revision,
+            });
+        }
+        if pending == 0 {
+            break;
+        }
+    }
+    Ok(items)
+}
+
+/// Whether a KV message is a delete or purge marker (by its `KV-Operation` header).
+pub fn is_removal(headers: Option<&async_nats::HeaderMap>) -> bool {
+    headers
+        .and_then(|h| h.get("KV-Operation"))
+        .is_some_and(|op| op.as_str() == "DEL" || op.as_str() == "PURGE")
+}
+
 /// Reads the latest value of every live key in one pass (an ordered consumer delivering the last
 /// message per subject), instead of one request per key: loading 10,000 clusters is one stream.
 pub async fn load_all(store: &kv::Store) -> Result<Vec<KvItem>, JetStreamError> {

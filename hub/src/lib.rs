@@ -403,10 +403,7 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         security: security.as_ref().map(|(s, _)| s.clone()),
         janitor: janitor.clone(),
     });
-    let held: views::Held = {
-        let clusters = clusters.clone();
-        Arc::new(move |shard| clusters.holds_shard(shard))
-    };
+    let held: Arc<dyn views::Holder> = Arc::new(clusters.clone());
     let (cluster_view, cluster_progress) = views::View::load(
         opened.clusters.clone(),
         inventory.clone(),

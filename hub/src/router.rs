@@ -246,7 +246,7 @@ async fn handle_registration(
         reply_rejected(nats, &msg, subject_cluster, &why, config).await;
         return;
     }
-    let handle = match clusters.local(&request.cluster_name) {
+    let handle = match clusters.local_or_load(&request.cluster_name) {
         Some(h) => {
             // Requests under a known name from any credential but the cluster's own agent key
             // spend that credential's rate: a flood must not fill the cluster actor's mailbox
@@ -484,7 +484,7 @@ fn check_resync(
         Ok(r) => r,
         Err(e) => return reject(&e.reason(), e.to_string()),
     };
-    let Some(handle) = clusters.local(subject_cluster) else {
+    let Some(handle) = clusters.local_or_load(subject_cluster) else {
         return reject(
             "unknown_cluster",
             format!("cluster {subject_cluster:?} is not registered"),
@@ -742,7 +742,7 @@ async fn handle_status(
         let _ = msg.ack().await;
         return;
     }
-    let Some(handle) = clusters.local(parsed.cluster) else {
+    let Some(handle) = clusters.local_or_load(parsed.cluster) else {
         reject(
             &ty,
             "unknown_cluster",

@@ -246,7 +246,16 @@ impl<T: Message + Default> Bucket<T> {
 
     /// Every live object with its revision.
     pub async fn load_all(&self) -> Result<Vec<(String, T, u64)>> {
-        let items = js::load_all(&self.kv).await?;
+        self.decode_all(js::load_all(&self.kv).await?)
+    }
+
+    /// Every live object whose key is `<prefix>.<rest>` (one cluster's works), with its
+    /// revision.
+    pub async fn load_prefix(&self, prefix: &str) -> Result<Vec<(String, T, u64)>> {
+        self.decode_all(js::load_prefix(&self.kv, prefix).await?)
+    }
+
+    fn decode_all(&self, items: Vec<KvItem>) -> Result<Vec<(String, T, u64)>> {
         items
             .into_iter()
             .map(
@@ -284,6 +293,43 @@ impl<T: Message + Default> Bucket<T> {
             }
             _ => Ok(None),
         }
+    }
+
+    /// One object and its revision as the stream's leader holds them. A plain [`Self::get`]
+    /// may be answered by any replica (direct get), which can lag; a hub taking over a
+    /// previous holder's objects must not start from an older one.
+    pub async fn get_latest(&self, key: &str) -> Result<Option<(T, u64)>> {
+        let subject = format!("{}{key}", self.kv.prefix);
+        let message = match self
+            .kv
+            .stream
+            .get_last_raw_message_by_subject(&subject)
+            .await
+        {
+            Ok(m) => m,
+            Err(e)
+                if e.kind()
+                    == async_nats::jetstream::stream::LastRawMessageErrorKind::NoMessageFound =>
+            {
+                return Ok(None);
+            }
+            Err(e) => {
+                return Err(StoreError::Read {
+                    bucket: self.name.into(),
+                    key: key.into(),
+                    message: e.to_string(),
+                });
+            }
+        };
+        if js::is_removal(Some(&message.headers)) {
+            return Ok(None);
+        }
+        let v = T::decode(message.payload.as_ref()).map_err(|source| StoreError::Corrupt {
+            bucket: self.name.into(),
+            key: key.into(),
+            source,
+        })?;
+        Ok(Some((v, message.sequence)))
     }
 
     /// Writes `value` if the stored revision is `expected` (0 = the key must not exist).

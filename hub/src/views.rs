@@ -3,10 +3,21 @@
 //! Actors write the inventories of the shards this hub holds; everything else comes from one
 //! watch per bucket, so any hub answers reads of the whole fleet and can start a shard's actors
 //! from what it already has. An update replaces what the view holds only when its revision is
-//! newer, and keys of held shards are left to their actors.
+//! newer. Keys of the shards this hub holds are its actors' to write into the inventory; an
+//! update the actors have not shown yet was written by someone else — the shard's previous
+//! holder, whose last writes this hub had not read when it took the shard — and the actors are
+//! told ([`Holder::stored`]) to read the store: nothing a previous holder stored is lost to a
+//! view that lagged.
 
-/// Whether this hub's actors own a shard's keys (the view leaves those alone).
-pub type Held = std::sync::Arc<dyn Fn(u32) -> bool + Send + Sync>;
+/// The shards this hub's actors own, told when one of their objects changed in the store.
+pub trait Holder: Send + Sync + 'static {
+    /// Whether this hub holds `shard`.
+    fn holds(&self, shard: u32) -> bool;
+    /// The object under inventory key `key`, of a held shard, changed in the store to what its
+    /// actor has not shown (a newer revision, or gone).
+    fn stored(&self, keys: Keys, key: &str);
+}
+
 use crate::inventory::Inventory;
 use crate::keys::ObjectRef;
 use crate::store::{Bucket, StoreError};
@@ -78,7 +89,7 @@ pub struct View<T: Versioned> {
     bucket: Bucket<T>,
     inventory: Inventory<T>,
     keys: Keys,
-    held: Held,
+    holder: std::sync::Arc<dyn Holder>,
     seen: watch::Sender<u64>,
 }
 
@@ -102,7 +113,7 @@ impl<T: Versioned> View<T> {
         bucket: Bucket<T>,
         inventory: Inventory<T>,
         keys: Keys,
-        held: Held,
+        holder: std::sync::Arc<dyn Holder>,
     ) -> Result<(Self, Progress), StoreError> {
         // The stream's last sequence before the load: following from there re-reads a few
         // objects at worst, and revisions make that harmless.
@@ -119,7 +130,7 @@ impl<T: Versioned> View<T> {
                 bucket,
                 inventory,
                 keys,
-                held,
+                holder,
                 seen,
             },
             Progress(progress),
@@ -178,40 +189,46 @@ impl<T: Versioned> View<T> {
 
     fn apply(&self, entry: async_nats::jetstream::kv::Entry) {
         let revision = entry.revision;
-        if let Some((ikey, shard)) = self.keys.map(&entry.key)
-            && !(self.held)(shard)
-        {
+        if let Some((ikey, shard)) = self.keys.map(&entry.key) {
+            let held = self.holder.holds(shard);
+            let current = self.inventory.get(&ikey);
             match entry.operation {
-                Operation::Put => match T::decode(entry.value.as_ref()) {
-                    Ok(mut object) => {
-                        let newer = self
-                            .inventory
-                            .get(&ikey)
-                            .is_none_or(|current| current.revision() < revision);
-                        if newer {
-                            object.set_revision(revision);
-                            self.inventory.upsert(&ikey, object);
+                Operation::Put => {
+                    if current.is_none_or(|c| c.revision() < revision) {
+                        if held {
+                            self.holder.stored(self.keys, &ikey);
+                        } else {
+                            self.put(&entry, &ikey);
                         }
                     }
-                    Err(e) => tracing::warn!(
-                        bucket = self.bucket.name(),
-                        key = %entry.key,
-                        error = %e,
-                        "stored value does not decode; view not updated"
-                    ),
-                },
+                }
                 Operation::Delete | Operation::Purge => {
-                    let older = self
-                        .inventory
-                        .get(&ikey)
-                        .is_some_and(|current| current.revision() < revision);
-                    if older {
-                        self.inventory.remove(&ikey);
+                    if current.is_some_and(|c| c.revision() < revision) {
+                        if held {
+                            self.holder.stored(self.keys, &ikey);
+                        } else {
+                            self.inventory.remove(&ikey);
+                        }
                     }
                 }
             }
         }
         self.seen.send_modify(|s| *s = (*s).max(revision));
+    }
+
+    fn put(&self, entry: &async_nats::jetstream::kv::Entry, ikey: &str) {
+        match T::decode(entry.value.as_ref()) {
+            Ok(mut object) => {
+                object.set_revision(entry.revision);
+                self.inventory.upsert(ikey, object);
+            }
+            Err(e) => tracing::warn!(
+                bucket = self.bucket.name(),
+                key = %entry.key,
+                error = %e,
+                "stored value does not decode; view not updated"
+            ),
+        }
     }
 }
 

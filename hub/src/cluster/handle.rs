@@ -176,6 +176,13 @@ pub enum Msg {
         /// Answer once persisted (or kept for a retry).
         respond_to: Reply<()>,
     },
+    /// The store holds a newer version of the cluster (`work: None`) or of one of its works
+    /// than this actor (or is without it): written by the shard's previous holder after this
+    /// hub's view was read. The view holds the stored object; the actor takes it.
+    Stored {
+        /// The work's name; `None` for the cluster itself.
+        work: Option<String>,
+    },
     /// The agent's spec resync request; the answer goes to the reply subject.
     Resync {
         /// `{resourceid: version}` held by the agent.

@@ -188,36 +188,46 @@ impl Clusters {
         let mut shards = self.shards.lock().expect("shards lock");
         let mut spawned = 0;
         for cluster in self.shared.inventory.snapshot() {
-            let name = crate::inventory::name(&cluster).to_string();
-            if flotilla_bus::subjects::shard(&name) != shard {
+            let name = crate::inventory::name(&cluster);
+            if flotilla_bus::subjects::shard(name) != shard {
                 continue;
             }
-            let revision = cluster.metadata.as_ref().map_or(0, |m| m.resource_version);
-            let works = self
-                .shared
-                .works
-                .with_prefix(&format!("{name}/"))
-                .into_iter()
-                .map(|(_, w)| {
-                    let rev = w.metadata.as_ref().map_or(0, |m| m.resource_version);
-                    ((*w).clone(), rev)
-                })
-                .collect();
-            let handle = actor::spawn(
-                name.clone(),
-                Some(((*cluster).clone(), revision)),
-                works,
-                self.shared.clone(),
-                self.actors.clone(),
-                &mut run,
-            );
-            self.actors.insert(name, handle);
+            let handle = self.spawn_loaded(name, &cluster, &mut run);
+            self.actors.insert(name.to_string(), handle);
             spawned += 1;
         }
         tracing::info!(shard, clusters = spawned, "shard started");
         if let Some(old) = shards.insert(shard, run) {
             let _ = old.stop.send(true);
         }
+    }
+
+    /// An actor for `cluster` as the view holds it, with its works from the view.
+    fn spawn_loaded(
+        &self,
+        name: &str,
+        cluster: &ManagedCluster,
+        run: &mut ShardRun,
+    ) -> ClusterHandle {
+        let revision = cluster.metadata.as_ref().map_or(0, |m| m.resource_version);
+        let works = self
+            .shared
+            .works
+            .with_prefix(&format!("{name}/"))
+            .into_iter()
+            .map(|(_, w)| {
+                let rev = w.metadata.as_ref().map_or(0, |m| m.resource_version);
+                ((*w).clone(), rev)
+            })
+            .collect();
+        actor::spawn(
+            name.to_string(),
+            Some((cluster.clone(), revision)),
+            works,
+            self.shared.clone(),
+            self.actors.clone(),
+            run,
+        )
     }
 
     /// Stops acting for `shard`: its actors finish their current message and end (bounded).
@@ -319,10 +329,31 @@ impl Clusters {
         self.actors.get(name).map(|h| h.clone())
     }
 
+    /// The actor of a known cluster of a shard this hub holds: running, or started from the
+    /// view (which learnt of the cluster after the shard was taken).
+    pub fn local_or_load(&self, name: &str) -> Option<ClusterHandle> {
+        if let Some(h) = self.local(name) {
+            return Some(h);
+        }
+        let cluster = self.shared.inventory.get(name)?;
+        let shard = flotilla_bus::subjects::shard(name);
+        let mut shards = self.shards.lock().expect("shards lock");
+        let run = shards.get_mut(&shard).filter(|r| r.fence.is_valid())?;
+        Some(
+            self.actors
+                .entry(name.to_string())
+                .or_insert_with(|| {
+                    tracing::info!(cluster = %name, shard, "starting an actor for a cluster the view learnt of late");
+                    self.spawn_loaded(name, &cluster, run)
+                })
+                .clone(),
+        )
+    }
+
     /// The actor of a known cluster: here, or on the hub holding its shard (known: in the
     /// views).
     pub fn get(&self, name: &str) -> Option<ClusterHandle> {
-        if let Some(h) = self.local(name) {
+        if let Some(h) = self.local_or_load(name) {
             return Some(h);
         }
         let shard = flotilla_bus::subjects::shard(name);
@@ -341,10 +372,11 @@ impl Clusters {
         }
     }
 
-    /// The actor of a cluster of a shard this hub holds, spawned empty if needed;
+    /// The actor of a cluster of a shard this hub holds, spawned empty if needed (it reads the
+    /// store before its first message);
     /// `Unavailable` when this hub does not hold the cluster's shard.
     pub fn local_or_spawn(&self, name: &str) -> Result<ClusterHandle, ClusterError> {
-        if let Some(h) = self.local(name) {
+        if let Some(h) = self.local_or_load(name) {
             return Ok(h);
         }
         let shard = flotilla_bus::subjects::shard(name);
@@ -386,5 +418,35 @@ impl Clusters {
     /// Shared state (metrics, inventory).
     pub fn shared(&self) -> &Arc<Shared> {
         &self.shared
+    }
+}
+
+impl crate::views::Holder for Clusters {
+    fn holds(&self, shard: u32) -> bool {
+        self.holds_shard(shard)
+    }
+
+    fn stored(&self, keys: crate::views::Keys, key: &str) {
+        let (cluster, work) = match keys {
+            crate::views::Keys::Cluster => (key, None),
+            crate::views::Keys::InCluster => match key.split_once('/') {
+                Some((cluster, work)) => (cluster, Some(work.to_string())),
+                None => return,
+            },
+        };
+        match self.local(cluster) {
+            Some(h) => {
+                if h.try_send(Msg::Stored { work }).is_err() {
+                    self.shared.metrics.dropped("cluster");
+                }
+            }
+            // A cluster this hub has no actor for: one that reads the store before anything
+            // else (its works come along).
+            None => {
+                if let Err(e) = self.local_or_spawn(cluster) {
+                    tracing::debug!(error = %e, "a stored cluster of a shard no longer held");
+                }
+            }
+        }
     }
 }

@@ -153,7 +153,7 @@ async fn answer(clusters: &Clusters, payload: &[u8]) -> ClusterReply {
             let handle = if call.spawn {
                 clusters.local_or_spawn(&call.cluster)
             } else {
-                clusters.local(&call.cluster).ok_or_else(|| {
+                clusters.local_or_load(&call.cluster).ok_or_else(|| {
                     ClusterError::NotFound(format!("managed cluster {:?}", call.cluster))
                 })
             };

@@ -733,6 +733,19 @@ impl Actor {
         Ok(())
     }
 
+    /// Drops the cluster and its works from this hub, as stored elsewhere already: the actor
+    /// ends after this.
+    pub(super) fn forget(&mut self) {
+        for (wname, _) in std::mem::take(&mut self.works) {
+            self.shared
+                .works
+                .remove(&self.work_ref(&wname).inventory_key());
+        }
+        self.registry.remove(&self.name);
+        self.shared.inventory.remove(&self.name);
+        self.cluster = None;
+    }
+
     async fn notify_deleted(&self) {
         let r = response(
             &self.name,

@@ -58,6 +58,7 @@ pub(super) fn spawn(
         registry,
         lease_deadline: None,
         lease_sequence: 0,
+        unread: false,
         dirty: false,
         unsure_works: BTreeSet::new(),
         refusal_written: None,
@@ -65,18 +66,11 @@ pub(super) fn spawn(
         rx,
     };
     actor.load_works(works);
-    if let Some((mut c, rev)) = loaded {
-        if let Some(m) = c.metadata.as_mut() {
-            m.resource_version = rev;
-        }
-        actor.revision = rev;
-        if rules::accepted(&c) {
-            // A hub taking the shard (at start, or from another hub) gives every accepted
-            // cluster a full grace period: a failover never turns a healthy cluster Unknown.
-            actor.lease_deadline = Some(Instant::now() + actor.grace(&c));
-        }
-        actor.shared.inventory.upsert(&actor.name, c.clone());
-        actor.cluster = Some(c);
+    match loaded {
+        Some((c, rev)) => actor.take_stored(c, rev),
+        // Spawned for a name this hub's view did not know: the store may (a previous holder
+        // wrote it after the view was read), and is read before the first message.
+        None => actor.unread = true,
     }
     shard.tasks.spawn(actor.run().instrument(span));
     ClusterHandle::local(tx, &name)
@@ -101,6 +95,8 @@ struct Actor {
     registry: Arc<DashMap<String, ClusterHandle>>,
     lease_deadline: Option<Instant>,
     lease_sequence: u64,
+    /// Spawned without a stored object: the store is read before the first message.
+    unread: bool,
     /// The in-memory state is newer than the store (a write failed); retried on a timer.
     dirty: bool,
     /// The cluster's works by name.
@@ -120,6 +116,9 @@ enum Flow {
 impl Actor {
     async fn run(mut self) {
         tracing::debug!("cluster actor started");
+        if self.unread && !Box::pin(self.read_store()).await {
+            return;
+        }
         let mut resend = tokio::time::interval(RESEND_CHECK);
         resend.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -145,6 +144,94 @@ impl Actor {
             }
         }
         tracing::debug!("cluster actor stopped");
+    }
+
+    /// Takes `c`, stored at `rev`, as the cluster. An accepted cluster gets a full lease grace
+    /// from now unless its lease is already being timed: a hub taking the shard (at start, or
+    /// from another hub) never turns a healthy cluster Unknown.
+    fn take_stored(&mut self, mut c: ManagedCluster, rev: u64) {
+        if let Some(m) = c.metadata.as_mut() {
+            m.resource_version = rev;
+        }
+        self.revision = rev;
+        if self.lease_deadline.is_none() && rules::accepted(&c) {
+            self.lease_deadline = Some(Instant::now() + self.grace(&c));
+        }
+        self.shared.inventory.upsert(&self.name, c.clone());
+        self.cluster = Some(c);
+    }
+
+    /// Reads the cluster and its works from the store, retrying while the store does not
+    /// answer; false when the shard was stopped meanwhile.
+    async fn read_store(&mut self) -> bool {
+        let mut wait = Duration::from_millis(200);
+        loop {
+            match self.read_stored().await {
+                Ok(()) => {
+                    self.unread = false;
+                    return true;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading the stored cluster failed; retrying");
+                    tokio::select! {
+                        _ = self.stop.changed() => return false,
+                        () = tokio::time::sleep(wait) => {}
+                    }
+                    wait = (wait * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+    }
+
+    async fn read_stored(&mut self) -> Result<(), StoreError> {
+        let Some((c, rev)) = self.bucket.get_latest(&self.name).await? else {
+            return Ok(());
+        };
+        let works = self.work_bucket.load_prefix(&self.name).await?;
+        tracing::info!(
+            revision = rev,
+            works = works.len(),
+            "stored cluster read (this hub's view did not have it yet)"
+        );
+        self.load_works(works.into_iter().map(|(_, w, rev)| (w, rev)).collect());
+        self.take_stored(c, rev);
+        Ok(())
+    }
+
+    /// The store changed the cluster (`work: None`) or one of its works behind this actor's
+    /// back (the shard's previous holder wrote it): read it from the stream's leader and take
+    /// what is newer than this actor's.
+    async fn stored(&mut self, work: Option<String>) -> Flow {
+        if let Some(name) = work {
+            if let Err(e) = self.adopt_stored_work(&name).await {
+                tracing::warn!(error = %e, work = %name, "re-reading a work failed");
+                self.unsure_works.insert(name);
+            }
+            return Flow::Continue;
+        }
+        match self.bucket.get_latest(&self.name).await {
+            Ok(Some((c, rev))) if rev > self.revision => {
+                tracing::info!(
+                    revision = rev,
+                    "taking the stored cluster: written by the shard's previous holder"
+                );
+                if self.dirty {
+                    // What this actor has not managed to store yet is newer: written over it.
+                    self.revision = rev;
+                } else {
+                    self.take_stored(c, rev);
+                }
+            }
+            Ok(Some(_)) => {}
+            Ok(None) if self.revision > 0 && self.cluster.is_some() => {
+                tracing::info!("the cluster was deleted by the shard's previous holder");
+                self.forget();
+                return Flow::Stop;
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "reading the stored cluster failed"),
+        }
+        Flow::Continue
     }
 
     fn grace(&self, c: &ManagedCluster) -> Duration {
@@ -221,6 +308,7 @@ impl Actor {
                 let _ = respond_to.send(r);
             }
             Msg::Resync { request, reply } => self.resync(*request, reply).await,
+            Msg::Stored { work } => return self.stored(work).await,
             Msg::Delete(tx) => {
                 let r = self.delete().await;
                 let stop = r.is_ok();

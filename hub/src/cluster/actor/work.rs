@@ -259,21 +259,29 @@ impl Actor {
                 backoff,
                 traceparent: None,
             });
+        let generation = |w: &ManifestWork| w.metadata.as_ref().map_or(0, |m| m.generation);
+        if generation(&entry.work) != generation(&work) {
+            // A spec this actor has not sent (the shard's previous holder stored it): sent on
+            // the re-send timer's next tick. An apply sends at once after adopting.
+            entry.last_sent = None;
+            entry.backoff = backoff;
+        }
         entry.work = work;
         entry.revision = rev;
     }
 
-    /// Reads a work's key again and adopts what is stored: after a write whose outcome this
-    /// actor did not see, the store is the truth. A work found only in the store is published
-    /// to the agent by the re-send timer (it has never been sent).
+    /// Reads a work's key again (from the stream's leader) and adopts what is stored when it is
+    /// newer than this actor's: after a write whose outcome this actor did not see, or one the
+    /// shard's previous holder made, the store is the truth. A work found only in the store is
+    /// published to the agent by the re-send timer (it has never been sent).
     pub(super) async fn adopt_stored_work(&mut self, name: &str) -> Result<(), StoreError> {
         let key = self.work_ref(name);
-        match self.work_bucket.get(&key.store_key()).await? {
+        match self.work_bucket.get_latest(&key.store_key()).await? {
             Some((mut work, rev)) => {
-                if self.works.get(name).is_some_and(|e| e.revision == rev) {
+                if self.works.get(name).is_some_and(|e| e.revision >= rev) {
                     return Ok(());
                 }
-                tracing::warn!(work = %name, revision = rev, "adopting the stored work: a write whose outcome was unknown had landed");
+                tracing::warn!(work = %name, revision = rev, "adopting the stored work: written by a write whose outcome was unknown, or by the shard's previous holder");
                 if let Some(m) = work.metadata.as_mut() {
                     m.resource_version = rev;
                 }
