@@ -49,22 +49,13 @@ impl ReplyTo {
 
     /// Publishes `event` as the answer (the one way the hub answers a spoke). Answers are core
     /// NATS, at most once: a failure is logged at debug and the spoke asks again.
-    pub async fn answer(
-        &self,
-        nats: &async_nats::Client,
-        event: &crate::Event,
-        max_event_bytes: usize,
-    ) {
-        match event.encode(max_event_bytes) {
-            Ok(bytes) => {
-                if let Err(e) = nats
-                    .publish_with_headers(self.subject(), crate::envelope::headers(event), bytes)
-                    .await
-                {
-                    tracing::debug!(error = %e, "answering a spoke failed");
-                }
+    pub async fn answer(&self, publisher: &crate::publish::Publisher, event: &crate::Event) {
+        if let Err(e) = publisher.publish(self.subject().to_string(), event).await {
+            if e.is_permanent() {
+                tracing::error!(error = %e, "cannot encode an answer");
+            } else {
+                tracing::debug!(error = %e, "answering a spoke failed");
             }
-            Err(e) => tracing::error!(error = %e, "cannot encode an answer"),
         }
     }
 }

@@ -72,6 +72,10 @@ pub const DEFAULT_GRPC_LISTEN: &str = "127.0.0.1:50051";
 /// Default metrics listen address.
 pub const DEFAULT_METRICS_LISTEN: &str = "127.0.0.1:9464";
 
+/// How long one event to an agent may take to be handed to the NATS client (a client whose
+/// buffer is full during an outage must not stall an actor for longer).
+const SEND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Everything the hub needs to run.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -398,6 +402,11 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         works: works.clone(),
         metrics: metrics.clone(),
         nats: nats.clone(),
+        publisher: flotilla_bus::publish::Publisher::new(
+            nats.clone(),
+            config.cluster.max_event_bytes,
+            SEND_TIMEOUT,
+        ),
         status_stream: opened.status_stream.clone(),
         hub_id: hub_id.clone(),
         security: security.as_ref().map(|(s, _)| s.clone()),
@@ -526,8 +535,7 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
             WorkServiceServer::new(grpc::work::WorkApi::new(
                 clusters.clone(),
                 works.clone(),
-                nats.clone(),
-                config.cluster.max_event_bytes,
+                &clusters.shared().publisher,
             ))
             .max_decoding_message_size(8 * 1024 * 1024)
             .max_encoding_message_size(8 * 1024 * 1024),

@@ -11,6 +11,7 @@ use flotilla_api::v1::{
     RegistrationState, SpecResyncRequest, SpecResyncResponse, WorkStatusReport,
 };
 use flotilla_bus::envelope::{Event, types};
+use flotilla_bus::publish::Publisher;
 use flotilla_bus::reply::ReplyTo;
 use flotilla_bus::subjects::{self, StatusSubject};
 use flotilla_bus::works;
@@ -120,6 +121,14 @@ pub(crate) fn owned(clusters: &Clusters, verb: &'static str) -> impl Fn(&str) ->
     }
 }
 
+/// How long an answer to a spoke may take to be handed to the client.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What the hub answers spokes' requests with.
+pub(crate) fn answers(nats: &async_nats::Client, config: &RouterConfig) -> Publisher {
+    Publisher::new(nats.clone(), config.max_event_bytes, ANSWER_TIMEOUT)
+}
+
 /// Registration and resync requests handled at once, at most.
 const REQUESTS_IN_FLIGHT: usize = 256;
 
@@ -131,17 +140,17 @@ pub async fn run_registrations(
     config: RouterConfig,
     shutdown: watch::Receiver<bool>,
 ) {
-    let client = nats.clone();
+    let answers = answers(&nats, &config);
     let ready = config.ready.clone();
     let mine = owned(&clusters, "register");
     serve(nats, subjects::REGISTER_ALL, shutdown, ready, mine, |msg| {
-        handle_registration(&client, &clusters, &metrics, &config, msg)
+        handle_registration(&answers, &clusters, &metrics, &config, msg)
     })
     .await;
 }
 
 async fn handle_registration(
-    nats: &async_nats::Client,
+    nats: &Publisher,
     clusters: &Clusters,
     metrics: &Metrics,
     config: &RouterConfig,
@@ -170,7 +179,7 @@ async fn handle_registration(
         Ok(e) => e,
         Err(e) => {
             let why = reject(&e.reason(), subject_cluster, e.to_string());
-            reply_rejected(nats, &msg, subject_cluster, &why, config).await;
+            reply_rejected(nats, &msg, subject_cluster, &why).await;
             return;
         }
     };
@@ -184,7 +193,7 @@ async fn handle_registration(
                 event.event_type, msg.subject
             ),
         );
-        reply_rejected(nats, &msg, subject_cluster, &why, config).await;
+        reply_rejected(nats, &msg, subject_cluster, &why).await;
         return;
     }
     if event.cluster != subject_cluster {
@@ -196,14 +205,14 @@ async fn handle_registration(
                 event.cluster, subject_cluster
             ),
         );
-        reply_rejected(nats, &msg, subject_cluster, &why, config).await;
+        reply_rejected(nats, &msg, subject_cluster, &why).await;
         return;
     }
     let request: RegistrationRequest = match event.decode_data("RegistrationRequest") {
         Ok(r) => r,
         Err(e) => {
             let why = reject(&e.reason(), subject_cluster, e.to_string());
-            reply_rejected(nats, &msg, subject_cluster, &why, config).await;
+            reply_rejected(nats, &msg, subject_cluster, &why).await;
             return;
         }
     };
@@ -216,12 +225,12 @@ async fn handle_registration(
                 request.cluster_name, event.cluster
             ),
         );
-        reply_rejected(nats, &msg, subject_cluster, &why, config).await;
+        reply_rejected(nats, &msg, subject_cluster, &why).await;
         return;
     }
     if let Err(why) = rules::validate_registration(&request) {
         let why = reject("invalid_request", subject_cluster, why);
-        reply_rejected(nats, &msg, subject_cluster, &why, config).await;
+        reply_rejected(nats, &msg, subject_cluster, &why).await;
         return;
     }
     let credential = match requester(&msg, config.agents_account.as_deref()) {
@@ -230,7 +239,7 @@ async fn handle_registration(
             if metrics.registration_refused("identity") {
                 tracing::warn!(subject = %msg.subject, error = %why, "registration refused");
             }
-            reply_rejected(nats, &msg, subject_cluster, &why, config).await;
+            reply_rejected(nats, &msg, subject_cluster, &why).await;
             return;
         }
     };
@@ -243,7 +252,7 @@ async fn handle_registration(
                 request.agent_public_key
             ),
         );
-        reply_rejected(nats, &msg, subject_cluster, &why, config).await;
+        reply_rejected(nats, &msg, subject_cluster, &why).await;
         return;
     }
     let handle = match clusters.local_or_load(&request.cluster_name) {
@@ -259,7 +268,7 @@ async fn handle_registration(
                     .and_then(|c| c.hub.as_ref().map(|h| h.agent_public_key == who))
                     .unwrap_or(false);
                 if !own && let Err(refusal) = gate.rate(who, metrics, std::time::Instant::now()) {
-                    reply_rejected(nats, &msg, subject_cluster, &refusal.message, config).await;
+                    reply_rejected(nats, &msg, subject_cluster, &refusal.message).await;
                     return;
                 }
             }
@@ -271,7 +280,7 @@ async fn handle_registration(
                 let who = credential.as_deref();
                 if let Err(refusal) = gate.admit(who, inventory, metrics, std::time::Instant::now())
                 {
-                    reply_rejected(nats, &msg, subject_cluster, &refusal.message, config).await;
+                    reply_rejected(nats, &msg, subject_cluster, &refusal.message).await;
                     return;
                 }
             }
@@ -367,13 +376,7 @@ fn requester(
 /// The header a service import with `share` adds: the requesting account and user.
 const REQUEST_INFO: &str = "Nats-Request-Info";
 
-async fn reply_rejected(
-    nats: &async_nats::Client,
-    msg: &Request,
-    cluster: &str,
-    why: &str,
-    config: &RouterConfig,
-) {
+async fn reply_rejected(nats: &Publisher, msg: &Request, cluster: &str, why: &str) {
     let response = RegistrationResponse {
         cluster_name: reply_cluster(cluster).to_string(),
         state: RegistrationState::Rejected as i32,
@@ -389,7 +392,6 @@ async fn reply_rejected(
         types::registration_response(),
         cluster,
         &response,
-        config,
     )
     .await;
 }
@@ -405,16 +407,15 @@ fn reply_cluster(cluster: &str) -> &str {
 
 /// Answers a request (if it wants an answer) with one event.
 pub(crate) async fn reply(
-    nats: &async_nats::Client,
+    nats: &Publisher,
     msg: &Request,
     ty: flotilla_bus::EventType,
     cluster: &str,
     payload: &impl prost::Message,
-    config: &RouterConfig,
 ) {
     let Some(reply) = msg.reply() else { return };
     let ev = Event::new(ty, crate::cluster::SOURCE, reply_cluster(cluster), payload);
-    reply.answer(nats, &ev, config.max_event_bytes).await;
+    reply.answer(nats, &ev).await;
 }
 
 /// Runs the spec resync subscription until `shutdown` flips.
@@ -425,7 +426,7 @@ pub async fn run_resyncs(
     config: RouterConfig,
     shutdown: watch::Receiver<bool>,
 ) {
-    let replies = nats.clone();
+    let replies = answers(&nats, &config);
     let ty = works::resync_request_type().to_string();
     let ready = config.ready.clone();
     let mine = owned(&clusters, "sync");
@@ -434,10 +435,10 @@ pub async fn run_resyncs(
         let rejected = msg
             .as_ref()
             .and_then(|m| check_resync(&clusters, &metrics, &config, m).err());
-        let (replies, config) = (replies.clone(), config.clone());
+        let replies = replies.clone();
         async move {
             if let (Some(msg), Some((cluster, why))) = (msg, rejected) {
-                reply_resync_rejected(&replies, &msg, &cluster, why, &config).await;
+                reply_resync_rejected(&replies, &msg, &cluster, why).await;
             }
         }
     })
@@ -505,26 +506,12 @@ fn check_resync(
 }
 
 /// Answers a rejected resync request at once, saying why.
-async fn reply_resync_rejected(
-    nats: &async_nats::Client,
-    msg: &Request,
-    cluster: &str,
-    why: String,
-    config: &RouterConfig,
-) {
+async fn reply_resync_rejected(nats: &Publisher, msg: &Request, cluster: &str, why: String) {
     let response = SpecResyncResponse {
         error: why,
         ..Default::default()
     };
-    reply(
-        nats,
-        msg,
-        works::resync_response_type(),
-        cluster,
-        &response,
-        config,
-    )
-    .await;
+    reply(nats, msg, works::resync_response_type(), cluster, &response).await;
 }
 
 /// The status consumer of one shard under one epoch: a new owner reads the latest message of

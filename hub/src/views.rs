@@ -13,9 +13,9 @@
 pub trait Holder: Send + Sync + 'static {
     /// Whether this hub holds `shard`.
     fn holds(&self, shard: u32) -> bool;
-    /// The object under inventory key `key`, of a held shard, changed in the store to what its
-    /// actor has not shown (a newer revision, or gone).
-    fn stored(&self, keys: Keys, key: &str);
+    /// The object under inventory key `key`, of a held shard, was written (`removed`: deleted)
+    /// at `revision`, newer than what its actor has shown.
+    fn stored(&self, keys: Keys, key: &str, revision: u64, removed: bool);
 }
 
 use crate::inventory::Inventory;
@@ -196,7 +196,7 @@ impl<T: Versioned> View<T> {
                 Operation::Put => {
                     if current.is_none_or(|c| c.revision() < revision) {
                         if held {
-                            self.holder.stored(self.keys, &ikey);
+                            self.holder.stored(self.keys, &ikey, revision, false);
                         } else {
                             self.put(&entry, &ikey);
                         }
@@ -205,7 +205,7 @@ impl<T: Versioned> View<T> {
                 Operation::Delete | Operation::Purge => {
                     if current.is_some_and(|c| c.revision() < revision) {
                         if held {
-                            self.holder.stored(self.keys, &ikey);
+                            self.holder.stored(self.keys, &ikey, revision, true);
                         } else {
                             self.inventory.remove(&ikey);
                         }

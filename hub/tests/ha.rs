@@ -1,7 +1,8 @@
 //! Several hubs, one control plane, against real processes: three `flotilla-hub` processes over
 //! a three-node clustered JetStream (R3 streams and buckets), simulated agents in the test.
 //! Faults: a hub `kill -9`ed during a fanout, a hub paused (`SIGSTOP`) for twice the shard lease
-//! TTL, a NATS node killed during applies. After each, what must hold — never timings:
+//! TTL, a NATS node killed during applies, a hub cut from every NATS node by a silent partition
+//! (its buffered writes delivered when it heals). After each, what must hold — never timings:
 //! - every work converges, seen through a surviving hub;
 //! - no cluster is ever shown Unknown by a watcher on a surviving hub;
 //! - per KV key, the writers' epochs never go back (a late write of an old owner never lands
@@ -572,6 +573,78 @@ async fn two_hubs_survive_the_loss_of_a_nats_node_during_applies() {
 
     let seen = unknown.lock().unwrap().clone();
     assert!(seen.is_empty(), "a watcher on b saw: {seen:?}");
+    assert_epochs_never_go_back(&epochs.lock().unwrap());
+    let now = now_ms();
+    assert_no_overlap(&[
+        ("a".into(), intervals(&a.shards().await.unwrap(), now)),
+        ("b".into(), intervals(&b.shards().await.unwrap(), now)),
+    ]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hubs_survive_a_hub_cut_from_nats() {
+    let nats = NatsCluster::start(
+        flotilla_testkit::nats_server_binary(),
+        NatsClusterOptions::default(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let urls = nats.urls();
+    // b reaches every NATS node through a proxy: one silent partition cuts it off entirely.
+    let mut proxies = Vec::new();
+    for i in 0..nats.len() {
+        proxies.push(flotilla_testkit::LinkProxy::start(nats.node(i).port()).await);
+    }
+    let b_urls = proxies
+        .iter()
+        .map(flotilla_testkit::LinkProxy::url)
+        .collect::<Vec<_>>()
+        .join(",");
+    let a = start_hub(&urls, dir.path(), "a");
+    let b = start_hub(&b_urls, dir.path(), "b");
+    let names: Vec<String> = (1..=4).map(|i| format!("cut-{i}")).collect();
+    let _agents: Vec<_> = names
+        .iter()
+        .map(|n| start_agent(agent_config(n, &urls)))
+        .collect();
+    let api_a = a.clusters().await;
+    for n in &names {
+        flotilla_testkit::eventually(PATIENCE, &format!("{n} Available through a"), || {
+            let mut api = api_a.clone();
+            async move { (available(&get(&mut api, n).await?)? == "True").then_some(()) }
+        })
+        .await;
+    }
+    balanced(&[&a, &b]).await;
+    let epochs = observe_epochs(&urls).await;
+    let unknown = watch_for_unknown(api_a.clone());
+
+    // b is partitioned from NATS for twice the lease TTL: it must stop acting by its own
+    // deadline, and a takes its shards. Everything b had buffered is delivered when the
+    // partition heals — as late writes of an old owner, which the store must refuse.
+    for p in &proxies {
+        p.blackhole();
+    }
+    let mut works = Vec::new();
+    for n in &names {
+        let name = format!("during-{n}");
+        works.push((n.clone(), name.clone()));
+        apply(&a, config_map_work(n, &name)).await;
+    }
+    tokio::time::sleep(TTL * 2).await;
+    for p in &proxies {
+        p.restore();
+    }
+    for n in &names {
+        let name = format!("after-{n}");
+        works.push((n.clone(), name.clone()));
+        apply(&b, config_map_work(n, &name)).await;
+    }
+    converged(&a, &works).await;
+    converged(&b, &works).await;
+    balanced(&[&a, &b]).await;
+
+    let seen = unknown.lock().unwrap().clone();
+    assert!(seen.is_empty(), "a watcher on a saw: {seen:?}");
     assert_epochs_never_go_back(&epochs.lock().unwrap());
     let now = now_ms();
     assert_no_overlap(&[

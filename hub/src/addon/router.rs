@@ -48,7 +48,7 @@ pub async fn run_credentials(
     config: RouterConfig,
     shutdown: watch::Receiver<bool>,
 ) {
-    let client = nats.clone();
+    let answers = crate::router::answers(&nats, &config);
     let ready = config.ready.clone();
     let mine = |_: &str| true;
     crate::router::serve(
@@ -57,7 +57,7 @@ pub async fn run_credentials(
         shutdown,
         ready,
         mine,
-        |msg| credentials(&client, &addons, &metrics, &config, msg),
+        |msg| credentials(&answers, &addons, &metrics, &config, msg),
     )
     .await;
 }
@@ -163,7 +163,7 @@ async fn handle(
 }
 
 async fn credentials(
-    nats: &async_nats::Client,
+    nats: &flotilla_bus::publish::Publisher,
     addons: &AddOns,
     metrics: &Metrics,
     config: &RouterConfig,
@@ -194,7 +194,6 @@ async fn credentials(
         addons::credentials_response_type(),
         &cluster,
         &answer,
-        config,
     )
     .await;
 }

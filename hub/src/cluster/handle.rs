@@ -182,6 +182,10 @@ pub enum Msg {
     Stored {
         /// The work's name; `None` for the cluster itself.
         work: Option<String>,
+        /// The stored revision (of the write or the deletion).
+        revision: u64,
+        /// Whether it was a deletion.
+        removed: bool,
     },
     /// The agent's spec resync request; the answer goes to the reply subject.
     Resync {

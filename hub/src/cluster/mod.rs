@@ -81,8 +81,10 @@ pub struct Shared {
     pub works: crate::inventory::WorkInventory,
     /// Metrics.
     pub metrics: Arc<Metrics>,
-    /// NATS, for spec events and registration replies.
+    /// NATS, for the calls between hubs.
     pub nats: async_nats::Client,
+    /// Sends spec events and registration answers to the agents.
+    pub publisher: flotilla_bus::publish::Publisher,
     /// The status stream, purged of a cluster's subjects when it is deleted.
     pub status_stream: async_nats::jetstream::stream::Stream,
     /// This hub's id, stamped on every state write.
@@ -426,7 +428,7 @@ impl crate::views::Holder for Clusters {
         self.holds_shard(shard)
     }
 
-    fn stored(&self, keys: crate::views::Keys, key: &str) {
+    fn stored(&self, keys: crate::views::Keys, key: &str, revision: u64, removed: bool) {
         let (cluster, work) = match keys {
             crate::views::Keys::Cluster => (key, None),
             crate::views::Keys::InCluster => match key.split_once('/') {
@@ -436,17 +438,24 @@ impl crate::views::Holder for Clusters {
         };
         match self.local(cluster) {
             Some(h) => {
-                if h.try_send(Msg::Stored { work }).is_err() {
+                if h.try_send(Msg::Stored {
+                    work,
+                    revision,
+                    removed,
+                })
+                .is_err()
+                {
                     self.shared.metrics.dropped("cluster");
                 }
             }
             // A cluster this hub has no actor for: one that reads the store before anything
-            // else (its works come along).
-            None => {
+            // else (its works come along). Nothing to do for a deletion.
+            None if !removed => {
                 if let Err(e) = self.local_or_spawn(cluster) {
                     tracing::debug!(error = %e, "a stored cluster of a shard no longer held");
                 }
             }
+            None => {}
         }
     }
 }

@@ -18,7 +18,8 @@ use flotilla_api::v1::{
     DeleteWorkRequest, GetWorkRequest, ListWorksRequest, ListWorksResponse, ManifestWork,
     ProxyGetRequest, ProxyGetResponse, ProxyRequest, ProxyResponse, WatchWorksRequest, WorkEvent,
 };
-use flotilla_bus::envelope::{Event, headers, types};
+use flotilla_bus::envelope::{Event, types};
+use flotilla_bus::publish::{PublishError, Publisher};
 use flotilla_bus::subjects;
 use std::pin::Pin;
 use std::time::Duration;
@@ -37,23 +38,17 @@ const REPLACE_TRIES: u32 = 3;
 pub struct WorkApi {
     clusters: Clusters,
     works: WorkInventory,
-    nats: async_nats::Client,
-    max_event_bytes: usize,
+    /// Asks agents (the proxy's reads), bounded by [`PROXY_TIMEOUT`].
+    agents: Publisher,
 }
 
 impl WorkApi {
     /// A service over the cluster actors (which own works) and the work inventory.
-    pub fn new(
-        clusters: Clusters,
-        works: WorkInventory,
-        nats: async_nats::Client,
-        max_event_bytes: usize,
-    ) -> Self {
+    pub fn new(clusters: Clusters, works: WorkInventory, agents: &Publisher) -> Self {
         Self {
             clusters,
             works,
-            nats,
-            max_event_bytes,
+            agents: agents.with_timeout(PROXY_TIMEOUT),
         }
     }
 
@@ -324,26 +319,22 @@ impl WorkService for WorkApi {
             r.cluster.clone(),
             &query,
         );
-        let bytes = ev
-            .encode(self.max_event_bytes)
-            .map_err(|e| Status::internal(e.to_string()))?;
-        let request = async_nats::Request::new()
-            .payload(bytes)
-            .headers(headers(&ev))
-            .timeout(Some(PROXY_TIMEOUT));
-        let reply = self
-            .nats
-            .send_request(subjects::proxy(&r.cluster), request)
+        let resp: ProxyResponse = self
+            .agents
+            .request(subjects::proxy(&r.cluster), &ev, "ProxyResponse")
             .await
-            .map_err(|e| {
-                Status::unavailable(format!(
+            .map_err(|e| match e {
+                PublishError::Encode { .. } | PublishError::TooLarge { .. } => {
+                    Status::internal(e.to_string())
+                }
+                PublishError::Decode { .. } => {
+                    Status::internal(format!("unreadable answer from the agent: {e}"))
+                }
+                _ => Status::unavailable(format!(
                     "the agent of cluster {:?} did not answer ({e}); is it connected?",
                     r.cluster
-                ))
+                )),
             })?;
-        let resp: ProxyResponse = Event::decode(&reply.payload, self.max_event_bytes)
-            .and_then(|e| e.decode_data("ProxyResponse"))
-            .map_err(|e| Status::internal(format!("unreadable answer from the agent: {e}")))?;
         if !resp.error.is_empty() {
             return Err(if resp.error.contains("not found") {
                 Status::not_found(resp.error)

@@ -13,7 +13,7 @@ use flotilla_api::v1::{
 };
 use flotilla_auth::Subject;
 use flotilla_auth::setup::unix_now;
-use flotilla_bus::envelope::{Event, headers, types};
+use flotilla_bus::envelope::{Event, types};
 use flotilla_bus::reply::ReplyTo;
 use flotilla_bus::subjects;
 use std::time::SystemTime;
@@ -243,9 +243,7 @@ impl Actor {
                 self.name.clone(),
                 &response,
             );
-            reply
-                .answer(&self.shared.nats, &ev, self.shared.config.max_event_bytes)
-                .await;
+            reply.answer(&self.shared.publisher, &ev).await;
         }
     }
 
@@ -463,18 +461,8 @@ impl Actor {
         payload: &RegistrationResponse,
     ) {
         let ev = Event::new(ty, SOURCE, self.name.clone(), payload);
-        match ev.encode(self.shared.config.max_event_bytes) {
-            Ok(bytes) => {
-                if let Err(e) = self
-                    .shared
-                    .nats
-                    .publish_with_headers(subject, headers(&ev), bytes)
-                    .await
-                {
-                    tracing::warn!(error = %e, "publishing to the agent failed");
-                }
-            }
-            Err(e) => tracing::error!(error = %e, "cannot encode event for the agent"),
+        if let Err(e) = self.shared.publisher.publish(subject, &ev).await {
+            tracing::warn!(error = %e, "publishing to the agent failed");
         }
     }
 

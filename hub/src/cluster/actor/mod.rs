@@ -184,7 +184,10 @@ impl Actor {
     }
 
     async fn read_stored(&mut self) -> Result<(), StoreError> {
-        let Some((c, rev)) = self.bucket.get_latest(&self.name).await? else {
+        // A direct get (any replica answers): this runs for every first registration, and
+        // the stream leader's API must not carry 10,000 of them. A write a lagging replica
+        // has not shown yet reaches the actor through the view ([`Msg::Stored`]).
+        let Some((c, rev)) = self.bucket.get(&self.name).await? else {
             return Ok(());
         };
         let works = self.work_bucket.load_prefix(&self.name).await?;
@@ -198,15 +201,29 @@ impl Actor {
         Ok(())
     }
 
-    /// The store changed the cluster (`work: None`) or one of its works behind this actor's
-    /// back (the shard's previous holder wrote it): read it from the stream's leader and take
-    /// what is newer than this actor's.
-    async fn stored(&mut self, work: Option<String>) -> Flow {
+    /// The store changed the cluster (`work: None`) or one of its works at `revision` behind
+    /// this actor's back (the shard's previous holder wrote it): read it from the stream's
+    /// leader and take what is newer than this actor's. The view also reports the actor's own
+    /// writes it sees before the actor has shown them; those are recognised by their revision
+    /// and cost nothing.
+    async fn stored(&mut self, work: Option<String>, revision: u64, removed: bool) -> Flow {
         if let Some(name) = work {
+            // This actor's own write or deletion, seen by the view before the actor showed it.
+            let own = match self.works.get(&name) {
+                Some(e) => e.revision >= revision,
+                None => removed,
+            };
+            if own {
+                return Flow::Continue;
+            }
             if let Err(e) = self.adopt_stored_work(&name).await {
                 tracing::warn!(error = %e, work = %name, "re-reading a work failed");
                 self.unsure_works.insert(name);
             }
+            return Flow::Continue;
+        }
+        if revision <= self.revision {
+            // This actor's own write, seen by the view before the actor showed it.
             return Flow::Continue;
         }
         match self.bucket.get_latest(&self.name).await {
@@ -308,7 +325,11 @@ impl Actor {
                 let _ = respond_to.send(r);
             }
             Msg::Resync { request, reply } => self.resync(*request, reply).await,
-            Msg::Stored { work } => return self.stored(work).await,
+            Msg::Stored {
+                work,
+                revision,
+                removed,
+            } => return self.stored(work, revision, removed).await,
             Msg::Delete(tx) => {
                 let r = self.delete().await;
                 let stop = r.is_ok();

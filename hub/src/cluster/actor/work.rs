@@ -9,7 +9,6 @@ use crate::keys::ObjectRef;
 use crate::store::StoreError;
 use flotilla_api::meta::{self, status};
 use flotilla_api::v1::{HubWorkState, ManifestWork, SpecResyncRequest, SpecResyncResponse};
-use flotilla_bus::envelope::headers;
 use flotilla_bus::subjects;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -24,7 +23,7 @@ const RESEND_AFTER_RESTART: Duration = Duration::from_secs(3);
 pub(super) struct WorkEntry {
     /// The stored work, shared with the works inventory (one copy per work on the hub).
     work: Arc<ManifestWork>,
-    revision: u64,
+    pub(super) revision: u64,
     /// When the spec was last published (None = never since start).
     last_sent: Option<Instant>,
     /// Current re-send delay.
@@ -318,18 +317,19 @@ impl Actor {
         }
         let mut ev = work_rules::spec_event(&self.name, &entry.work, SOURCE);
         ev.traceparent = entry.traceparent.clone();
-        match ev.encode(self.shared.config.max_event_bytes) {
-            Ok(bytes) => {
-                if let Err(e) = self
-                    .shared
-                    .nats
-                    .publish_with_headers(subjects::spec(&self.name), headers(&ev), bytes)
-                    .await
-                {
-                    tracing::warn!(error = %e, work = %name, "publishing a work spec failed; it will be re-sent");
-                }
+        match self
+            .shared
+            .publisher
+            .publish(subjects::spec(&self.name), &ev)
+            .await
+        {
+            Ok(()) => {}
+            Err(e) if e.is_permanent() => {
+                tracing::error!(error = %e, work = %name, "work spec cannot be sent");
             }
-            Err(e) => tracing::error!(error = %e, work = %name, "work spec cannot be encoded"),
+            Err(e) => {
+                tracing::warn!(error = %e, work = %name, "publishing a work spec failed; it will be re-sent");
+            }
         }
     }
 
@@ -514,9 +514,7 @@ impl Actor {
             self.name.clone(),
             resp,
         );
-        reply
-            .answer(&self.shared.nats, &ev, self.shared.config.max_event_bytes)
-            .await;
+        reply.answer(&self.shared.publisher, &ev).await;
     }
 
     /// Re-sends specs the agent has not confirmed within their back-off.
