@@ -282,6 +282,7 @@ impl Controllers {
                 placements.scores().clone(),
                 stop_rx.clone(),
             )),
+            tokio::spawn(sets.clone().settle(stop_rx.clone())),
             clusterset::namespaces::spawn(
                 sets.clone(),
                 deps.inventory.clone(),
@@ -318,8 +319,8 @@ impl Controllers {
     pub async fn stop(&self, services: &Services) {
         services.empty();
         let _ = self.stop.send(true);
-        self.replicasets.stop();
-        self.addons.stop();
+        self.replicasets.stop().await;
+        self.addons.stop().await;
         let tasks = std::mem::take(&mut *self.tasks.lock().expect("controller tasks lock"));
         for t in tasks {
             let _ = tokio::time::timeout(Duration::from_secs(5), t).await;

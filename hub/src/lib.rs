@@ -27,6 +27,7 @@
 #![deny(missing_docs)]
 
 pub mod addon;
+mod boot;
 pub mod cluster;
 pub mod clusterset;
 pub mod controllers;
@@ -43,23 +44,21 @@ pub mod policy;
 pub mod replicaset;
 pub mod router;
 pub mod security;
+pub mod settle;
 pub mod store;
+pub mod tasks;
 pub mod units;
 pub mod views;
 
-use crate::cluster::{ClusterConfig, Clusters, Shared};
+use crate::cluster::{ClusterConfig, Clusters};
 use crate::inventory::ClusterInventory;
 use crate::metrics::Metrics;
 use crate::router::RouterConfig;
-use crate::store::{Bucket, StoreError};
-use flotilla_api::v1::add_on_service_server::AddOnServiceServer;
+use crate::store::StoreError;
 use flotilla_api::v1::cluster_service_server::ClusterServiceServer;
-use flotilla_api::v1::cluster_set_service_server::ClusterSetServiceServer;
-use flotilla_api::v1::placement_service_server::PlacementServiceServer;
-use flotilla_api::v1::replica_set_service_server::ReplicaSetServiceServer;
 use flotilla_api::v1::work_service_server::WorkServiceServer;
 use flotilla_bus::connect::{self, NatsConfig};
-use flotilla_bus::jetstream::{self as js, StreamOptions};
+use flotilla_bus::jetstream::StreamOptions;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -71,10 +70,6 @@ use tokio::task::JoinHandle;
 pub const DEFAULT_GRPC_LISTEN: &str = "127.0.0.1:50051";
 /// Default metrics listen address.
 pub const DEFAULT_METRICS_LISTEN: &str = "127.0.0.1:9464";
-
-/// How long one event to an agent may take to be handed to the NATS client (a client whose
-/// buffer is full during an outage must not stall an actor for longer).
-const SEND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Everything the hub needs to run.
 #[derive(Debug, Clone)]
@@ -301,151 +296,51 @@ impl Hub {
     }
 }
 
-struct Opened {
-    clusters: Bucket<flotilla_api::v1::ManagedCluster>,
-    works: Bucket<flotilla_api::v1::ManifestWork>,
-    status_stream: async_nats::jetstream::stream::Stream,
-}
-
-async fn open(
-    jetstream: &async_nats::jetstream::Context,
-    opts: StreamOptions,
-    limits: limits::StreamLimits,
-) -> Result<Opened, StoreError> {
-    Ok(Opened {
-        clusters: Bucket::open(jetstream, store::CLUSTERS, opts).await?,
-        works: Bucket::open(jetstream, store::WORKS, opts).await?,
-        status_stream: js::ensure_status_stream(
-            jetstream,
-            opts,
-            js::StatusLimits {
-                max_bytes: limits.max_bytes,
-                max_age: limits.max_age,
-            },
-        )
-        .await?,
-    })
-}
-
-/// Connects, loads all state, spawns the actors and starts serving.
+/// Connects, loads all state, spawns the actors and starts serving (the steps are in
+/// [`boot`]).
 pub async fn start(config: Config) -> Result<Hub, HubError> {
-    let grpc_listener = tokio::net::TcpListener::bind(config.grpc_listen)
-        .await
-        .map_err(|source| HubError::Bind {
-            addr: config.grpc_listen,
-            source,
-        })?;
-    let metrics_listener = tokio::net::TcpListener::bind(config.metrics_listen)
-        .await
-        .map_err(|source| HubError::Bind {
-            addr: config.metrics_listen,
-            source,
-        })?;
-    let grpc_addr = grpc_listener
-        .local_addr()
-        .map_err(|source| HubError::Bind {
-            addr: config.grpc_listen,
-            source,
-        })?;
-    let metrics_addr = metrics_listener
-        .local_addr()
-        .map_err(|source| HubError::Bind {
-            addr: config.metrics_listen,
-            source,
-        })?;
-
+    let listeners = boot::Listeners::bind(&config).await?;
     let hub_id = match &config.ha.hub_id {
         Some(id) => id.clone(),
-        None => default_hub_id(grpc_addr.port()),
+        None => default_hub_id(listeners.grpc_addr.port()),
     };
     config.ha.validate().map_err(HubError::Ha)?;
-    // A paused or cut-off NATS connection is noticed within a third of the shard lease TTL.
-    let mut nats_config = config.nats.clone();
-    nats_config.ping_interval = nats_config.ping_interval.min(config.ha.ttl / 3);
-    let nats = connect::connect(&nats_config, None).await?;
-    let jetstream = async_nats::jetstream::new(nats.clone());
-    // NATS may still be starting (compose, systemd): wait for JetStream instead of failing.
-    let mut attempt = 0;
-    let opened = loop {
-        match open(&jetstream, config.stream, config.limits.stream).await {
-            Ok(o) => break o,
-            Err(e) if attempt < 120 => {
-                if attempt % 10 == 0 {
-                    tracing::warn!(error = %e, url = %config.nats.url, "waiting for NATS JetStream");
-                }
-                attempt += 1;
-                tokio::time::sleep(connect::backoff(attempt.min(4), Duration::from_secs(2))).await;
-            }
-            Err(e) => return Err(e.into()),
-        }
-    };
-
+    let (nats, jetstream, opened) = boot::connect(&config).await?;
     let security = match &config.security {
         Some(sc) => Some(security::Security::start(sc, &config.nats).await?),
         None => None,
     };
     let metrics = Arc::new(Metrics::new());
     let (shutdown, shutdown_rx) = watch::channel(false);
-    let (janitor, janitor_task) = janitor::Janitor::spawn(
-        opened.status_stream.clone(),
-        metrics.clone(),
-        config.limits.status_unknown_max,
-        shutdown_rx.clone(),
-    );
-    let inventory = ClusterInventory::new(4096);
-    let works = inventory::WorkInventory::new(4096);
-    let clusters = Clusters::new(Shared {
-        config: config.cluster.clone(),
-        bucket: opened.clusters.clone(),
-        inventory: inventory.clone(),
-        work_bucket: opened.works.clone(),
-        works: works.clone(),
-        metrics: metrics.clone(),
-        nats: nats.clone(),
-        publisher: flotilla_bus::publish::Publisher::new(
-            nats.clone(),
-            config.cluster.max_event_bytes,
-            SEND_TIMEOUT,
-        ),
-        status_stream: opened.status_stream.clone(),
-        hub_id: hub_id.clone(),
-        security: security.as_ref().map(|(s, _)| s.clone()),
-        janitor: janitor.clone(),
-    });
-    let held: Arc<dyn views::Holder> = Arc::new(clusters.clone());
-    let (cluster_view, cluster_progress) = views::View::load(
-        opened.clusters.clone(),
-        inventory.clone(),
-        views::Keys::Cluster,
-        held.clone(),
-    )
-    .await?;
-    let (work_view, work_progress) = views::View::load(
-        opened.works.clone(),
-        works.clone(),
-        views::Keys::InCluster,
-        held,
-    )
-    .await?;
-    let (count, work_count) = (inventory.len(), works.len());
-    tracing::info!(clusters = count, works = work_count, "hub state loaded");
-
-    let mut tasks = vec![
-        janitor_task,
-        tokio::spawn(cluster_view.follow(shutdown_rx.clone())),
-        tokio::spawn(work_view.follow(shutdown_rx.clone())),
-    ];
+    let mut tasks = Vec::new();
     let security_handle = security.as_ref().map(|(s, _)| s.clone());
-    let security_handle_for_router = security
+    let agents_account = security
         .as_ref()
         .map(|(s, _)| s.agents_account().to_string());
     tasks.extend(security.map(|(_, pusher)| pusher));
+    let state = boot::State::load(
+        boot::StateDeps {
+            config: &config,
+            nats: &nats,
+            opened: &opened,
+            metrics: &metrics,
+            hub_id: &hub_id,
+            security: security_handle.clone(),
+        },
+        &shutdown_rx,
+        &mut tasks,
+    )
+    .await?;
+    let clusters = state.clusters.clone();
+
+    // The controllers' services exist only on the hub holding them: each sits in a late slot,
+    // filled while this hub runs the controllers.
     let (local_scores, score_sink) = placement::score_route::ScoreSink::new(nats.clone());
+    let (local_policies, policy_sink) = policy::route::PolicySink::new(nats.clone());
     let (sets_slot, sets_service) = grpc::late::LateSlot::new();
     let (placements_slot, placements_service) = grpc::late::LateSlot::new();
     let (replicasets_slot, replicasets_service) = grpc::late::LateSlot::new();
     let (addons_slot, addons_service) = grpc::late::LateSlot::new();
-    let (local_policies, policy_sink) = policy::route::PolicySink::new(nats.clone());
     let (policies_slot, policies_service) = grpc::late::LateSlot::new();
     let services = controllers::Services {
         sets: sets_slot,
@@ -456,94 +351,42 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         policies: policies_slot,
         policy_reports: local_policies,
     };
-    // The hub is started once every request subject is subscribed at the server: a request
-    // sent right after `start` returns is answered, not lost.
-    let (ready_tx, mut ready_rx) = tokio::sync::mpsc::unbounded_channel();
     let mut router_config = config.router.clone();
     router_config.scores = Some(score_sink);
     router_config.policies = Some(policy_sink);
-    router_config.janitor = Some(janitor);
-    router_config.agents_account = security_handle_for_router;
+    router_config.janitor = Some(state.janitor.clone());
+    router_config.agents_account = agents_account;
     router_config.new_names = Some(Arc::new(limits::NewNames::new(
         config.limits.clone(),
         config.cluster.auto_accept.enabled,
     )));
-    router_config.ready = Some(ready_tx);
-    tasks.push(tokio::spawn(router::run_registrations(
-        nats.clone(),
-        clusters.clone(),
-        metrics.clone(),
-        router_config.clone(),
-        shutdown_rx.clone(),
-    )));
-    tasks.push(tokio::spawn(router::run_resyncs(
-        nats.clone(),
-        clusters.clone(),
-        metrics.clone(),
-        router_config.clone(),
-        shutdown_rx.clone(),
-    )));
-    let subscribed = tokio::time::timeout(Duration::from_secs(10), async {
-        for _ in 0..2 {
-            if ready_rx.recv().await.is_none() {
-                break;
-            }
-        }
-    })
-    .await;
-    if subscribed.is_err() {
-        tracing::warn!("request subscriptions not confirmed within 10 s; serving anyway");
-    }
+    tasks
+        .extend(boot::serve_spokes(&nats, &clusters, &metrics, &router_config, &shutdown_rx).await);
 
     // The API's services, built once: served here, and (the controllers' ones) to the hubs
     // that forward to this one while it holds the controllers.
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
-    health_reporter
-        .set_serving::<ClusterServiceServer<grpc::cluster::ClusterApi>>()
-        .await;
-    health_reporter
-        .set_serving::<ClusterSetServiceServer<grpc::clusterset::ClusterSetApi>>()
-        .await;
-    health_reporter
-        .set_serving::<WorkServiceServer<grpc::work::WorkApi>>()
-        .await;
-    health_reporter
-        .set_serving::<PlacementServiceServer<grpc::placement::PlacementApi>>()
-        .await;
-    health_reporter
-        .set_serving::<ReplicaSetServiceServer<grpc::replicaset::ReplicaSetApi>>()
-        .await;
-    health_reporter
-        .set_serving::<AddOnServiceServer<grpc::addon::AddOnApi>>()
-        .await;
-    health_reporter
-        .set_serving::<flotilla_api::v1::policy_service_server::PolicyServiceServer<grpc::policy::PolicyApi>>()
-        .await;
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(flotilla_api::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()
-        .map_err(|e| HubError::Reflection(e.to_string()))?;
-    let routes = tonic::service::Routes::new(health_service)
-        .add_service(reflection)
-        .add_service(ClusterServiceServer::new(grpc::cluster::ClusterApi::new(
+    let routes = boot::Api::new(health_service)?
+        .add(ClusterServiceServer::new(grpc::cluster::ClusterApi::new(
             clusters.clone(),
-            inventory.clone(),
+            state.inventory.clone(),
         )))
-        .add_service(sets_service)
-        .add_service(
+        .add(sets_service)
+        .add(
             WorkServiceServer::new(grpc::work::WorkApi::new(
                 clusters.clone(),
-                works.clone(),
+                state.works.clone(),
                 &clusters.shared().publisher,
             ))
             .max_decoding_message_size(8 * 1024 * 1024)
             .max_encoding_message_size(8 * 1024 * 1024),
         )
-        .add_service(placements_service)
-        .add_service(replicasets_service)
-        .add_service(addons_service)
-        .add_service(policies_service);
+        .add(placements_service)
+        .add(replicasets_service)
+        .add(addons_service)
+        .add(policies_service)
+        .serving(&health_reporter)
+        .await;
     let forwarded = tower::Layer::layer(
         &grpc::auth::Authenticate::new(config.api.tokens.clone()),
         routes.clone().prepare(),
@@ -555,16 +398,13 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         opened.status_stream.clone(),
         metrics.clone(),
         router_config.clone(),
-        vec![
-            (cluster_progress, opened.clusters.kv().stream.clone()),
-            (work_progress, opened.works.kv().stream.clone()),
-        ],
+        state.progress,
         controllers::Deps {
             jetstream: jetstream.clone(),
             stream: config.stream,
             nats: nats.clone(),
-            inventory: inventory.clone(),
-            works: works.clone(),
+            inventory: state.inventory.clone(),
+            works: state.works.clone(),
             clusters: clusters.clone(),
             metrics: metrics.clone(),
             security: security_handle,
@@ -577,125 +417,44 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         },
         services,
     ));
-    let me = ha::lease::HubInfo {
-        hub: hub_id.clone(),
-        incarnation: uuid::Uuid::new_v4().to_string(),
-        grpc: grpc_addr.to_string(),
-        metrics: metrics_addr.to_string(),
-        draining: false,
-    };
-    let (lease_kv, ttl) =
-        ha::lease::open_expiring(&jetstream, ha::lease::LEASES, config.ha.ttl, config.stream)
-            .await?;
-    let (member_kv, _) =
-        ha::lease::open_expiring(&jetstream, ha::lease::MEMBERS, ttl, config.stream).await?;
-    let mut ha_config = config.ha.clone();
-    if ttl != ha_config.ttl {
-        tracing::info!(bucket_ttl = ?ttl, flag = ?ha_config.ttl, "using the lease bucket's TTL");
-        ha_config.ttl = ttl;
-    }
-    let ownership = ha::Ownership::new(ha::UNITS);
-    let (shards, shards_task) = ha::shards::spawn(
-        ha_config.clone(),
-        me,
-        ha::lease::Leases::new(lease_kv, ha_config.renew),
-        ha::members::Members::new(member_kv, ha_config.renew * 3),
-        ownership.clone(),
-        Arc::new(units::UnitHost(units.clone())),
-    );
-    shards.first_round().await;
-    // The units taken in the first round are started before `start` returns.
-    let started = tokio::time::timeout(Duration::from_secs(10), async {
-        while ownership.held().iter().any(|u| {
-            if *u == ha::CONTROLLERS {
-                units.controllers().is_none()
-            } else {
-                !clusters.holds_shard(*u)
-            }
-        }) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
-    if started.is_err() {
-        tracing::warn!("the shards taken at start were not all started within 10 s");
-    }
-
-    let mut builder = tonic::transport::Server::builder();
-    if let Some(tls) = &config.api.tls {
-        let read = |p: &std::path::Path| {
-            std::fs::read(p).map_err(|e| HubError::Tls(format!("{}: {e}", p.display())))
-        };
-        let identity = tonic::transport::Identity::from_pem(read(&tls.cert)?, read(&tls.key)?);
-        builder = builder
-            .tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))
-            .map_err(|e| HubError::Tls(e.to_string()))?;
-    }
-    // The controllers' calls go to the hub holding them when it is not this one (after the
-    // token check here; the holder checks it again).
-    let route = {
-        let units = units.clone();
-        move |path: &str| {
-            if !controllers::serves(path) || units.controllers().is_some() {
-                grpc::forward::Decision::Local
-            } else if grpc::forward::is_watch(path) {
-                grpc::forward::Decision::Refuse(
-                    "watches of sets, placements, replica sets and add-ons are served by the hub \
-                     holding the controllers (see /debug/shards on the hubs' metrics port)"
-                        .into(),
-                )
-            } else {
-                grpc::forward::Decision::Forward
-            }
-        }
-    };
-    let grpc = builder
-        .layer(grpc::guard::CountRejections::new(metrics.clone()))
-        .layer(grpc::auth::Authenticate::new(config.api.tokens.clone()))
-        .layer(grpc::forward::Forward::new(
-            nats.clone(),
-            controllers::FORWARD_SUBJECT,
-            route,
-        ))
-        .add_routes(routes);
-    let mut rx = shutdown_rx.clone();
-    tasks.push(tokio::spawn(async move {
-        // Nagle off on every API connection: `serve_with_incoming` ignores the builder's
-        // `tcp_nodelay`, and with Nagle on, small responses waited for the client's delayed
-        // ACK — ApplyWork calls took 5 ms or 45 ms, nothing in between.
-        let incoming = tokio_stream::StreamExt::map(
-            tokio_stream::wrappers::TcpListenerStream::new(grpc_listener),
-            |conn| {
-                conn.inspect(|s| {
-                    if let Err(e) = s.set_nodelay(true) {
-                        tracing::debug!(error = %e, "TCP_NODELAY not set on an API connection");
-                    }
-                })
+    let (shards, shards_task) = boot::take_shards(
+        &config,
+        boot::ShardDeps {
+            jetstream,
+            me: ha::lease::HubInfo {
+                hub: hub_id.clone(),
+                incarnation: uuid::Uuid::new_v4().to_string(),
+                grpc: listeners.grpc_addr.to_string(),
+                metrics: listeners.metrics_addr.to_string(),
+                draining: false,
             },
-        );
-        let stop = async move {
-            let _ = rx.changed().await;
-        };
-        if let Err(e) = grpc.serve_with_incoming_shutdown(incoming, stop).await {
-            tracing::error!(error = %e, "gRPC server failed");
-        }
-    }));
-    let mut rx = shutdown_rx.clone();
-    let (m, inv, sh) = (metrics.clone(), inventory.clone(), shards.clone());
-    tasks.push(tokio::spawn(async move {
-        let stop = async move {
-            let _ = rx.changed().await;
-        };
-        if let Err(e) = metrics::serve(metrics_listener, m, inv, sh, stop).await {
-            tracing::error!(error = %e, "metrics server failed");
-        }
-    }));
-    tracing::info!(grpc = %grpc_addr, metrics = %metrics_addr, nats = %config.nats.url, "hub started");
+            units: units.clone(),
+        },
+    )
+    .await?;
+
+    tasks.push(boot::serve_grpc(
+        &config,
+        &nats,
+        &metrics,
+        &units,
+        routes,
+        listeners.grpc,
+        shutdown_rx.clone(),
+    )?);
+    tasks.push(boot::serve_metrics(
+        listeners.metrics,
+        metrics.clone(),
+        state.inventory.clone(),
+        shards.clone(),
+        shutdown_rx,
+    ));
+    tracing::info!(grpc = %listeners.grpc_addr, metrics = %listeners.metrics_addr, nats = %config.nats.url, "hub started");
     Ok(Hub {
-        grpc_addr,
-        metrics_addr,
-        inventory,
-        works,
+        grpc_addr: listeners.grpc_addr,
+        metrics_addr: listeners.metrics_addr,
+        inventory: state.inventory,
+        works: state.works,
         clusters,
         metrics,
         units,

@@ -84,6 +84,15 @@ impl Units {
         self.clone().stop_controllers().await;
     }
 
+    /// Whether this hub runs `unit` now (its actors, or the controllers, started).
+    pub fn started(&self, unit: u32) -> bool {
+        if unit == CONTROLLERS {
+            self.controllers().is_some()
+        } else {
+            self.clusters.holds_shard(unit)
+        }
+    }
+
     /// The controllers, while this hub runs them.
     pub fn controllers(&self) -> Option<Arc<Controllers>> {
         self.controllers.borrow().clone()

@@ -48,7 +48,12 @@ const RESYNC: Duration = Duration::from_secs(30);
 const PARALLEL: usize = 32;
 
 /// Starts the actor of `cma`.
-pub fn spawn(cma: ClusterManagementAddOn, deps: Deps, store: Arc<Store>) -> mpsc::Sender<Msg> {
+pub fn spawn(
+    cma: ClusterManagementAddOn,
+    deps: Deps,
+    store: Arc<Store>,
+    tasks: &crate::tasks::TaskGroup,
+) -> mpsc::Sender<Msg> {
     let (tx, rx) = mpsc::channel(256);
     let name = cma.metadata.clone().unwrap_or_default().name;
     let actor = Actor {
@@ -61,7 +66,7 @@ pub fn spawn(cma: ClusterManagementAddOn, deps: Deps, store: Arc<Store>) -> mpsc
         render_failed: HashMap::new(),
     };
     let span = tracing::info_span!("addon", name = %name);
-    tokio::spawn(tracing::Instrument::instrument(actor.run(rx), span));
+    tasks.spawn(tracing::Instrument::instrument(actor.run(rx), span));
     tx
 }
 

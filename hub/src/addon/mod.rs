@@ -246,9 +246,14 @@ fn stamp<T: Meta + Clone>(x: &mut T, stored: Option<&T>, spec_changed: bool) {
     m.resource_version = 0;
 }
 
+/// How long the actors get to end when the add-ons stop.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
 struct Inner {
     store: Arc<Store>,
     actors: DashMap<String, mpsc::Sender<actor::Msg>>,
+    /// The actors' tasks, awaited by [`AddOns::stop`].
+    tasks: crate::tasks::TaskGroup,
     deps: Deps,
 }
 
@@ -266,6 +271,7 @@ impl AddOns {
             inner: Arc::new(Inner {
                 store: Arc::new(store),
                 actors: DashMap::new(),
+                tasks: crate::tasks::TaskGroup::default(),
                 deps,
             }),
         };
@@ -278,14 +284,20 @@ impl AddOns {
     fn spawn(&self, cma: ClusterManagementAddOn) {
         let name = name_of(&cma.metadata);
         self.inner.store.addon_views.upsert(&name, cma.clone());
-        let tx = actor::spawn(cma, self.inner.deps.clone(), self.inner.store.clone());
+        let tx = actor::spawn(
+            cma,
+            self.inner.deps.clone(),
+            self.inner.store.clone(),
+            &self.inner.tasks,
+        );
         self.inner.actors.insert(name, tx);
     }
 
-    /// Stops every add-on actor (this hub gave the controllers up): each ends at its next
-    /// message, its mailbox closed.
-    pub fn stop(&self) {
+    /// Stops every add-on actor (this hub gave the controllers up): their mailboxes are
+    /// closed, and each is awaited (bounded) as it ends.
+    pub async fn stop(&self) {
         self.inner.actors.clear();
+        self.inner.tasks.join(STOP_GRACE).await;
     }
 
     /// The stored objects (for watches and the router).
@@ -747,10 +759,38 @@ impl AddOns {
 
     // ---- add-on agents ----
 
+    /// Records `key` as the add-on agent's key on the ManagedClusterAddOn (compare-and-set,
+    /// read again after a lost race, a few times).
+    async fn record_agent_key(&self, cluster: &str, addon: &str, key: &str) {
+        let store = &self.inner.store;
+        let k = ObjectRef::new(cluster, addon);
+        for _ in 0..10 {
+            let Ok(Some((mut stored, rev))) = store.cluster_addons.get(&k.store_key()).await else {
+                return;
+            };
+            stored
+                .hub
+                .get_or_insert_with(Default::default)
+                .agent_public_key = key.to_string();
+            if let Ok(rev) = store
+                .cluster_addons
+                .write(&k.store_key(), &stored, rev)
+                .await
+            {
+                store
+                    .cluster_addon_views
+                    .upsert(&k.inventory_key(), with_rev(stored, rev));
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        tracing::warn!(cluster = %cluster, addon = %addon, "the add-on agent's key was not recorded");
+    }
+
     /// NATS credentials for add-on `addon`'s agent key on `cluster` (secure mode): only for an
     /// installed add-on whose template asks for hub access. A new key replaces (and revokes)
     /// the one issued before.
-    pub fn issue_credentials(
+    pub async fn issue_credentials(
         &self,
         cluster: &str,
         addon: &str,
@@ -786,40 +826,9 @@ impl AddOns {
                 .map_err(|e| format!("revoking the add-on's previous key failed: {e}"))?;
         }
         if previous != public_key {
-            let store = self.inner.store.clone();
-            let (cluster, addon, key) = (
-                cluster.to_string(),
-                addon.to_string(),
-                public_key.to_string(),
-            );
-            // Recorded for the revocation when the add-on leaves; a status write racing this
-            // one makes it read again.
-            tokio::spawn(async move {
-                let k = ObjectRef::new(&cluster, &addon);
-                for _ in 0..10 {
-                    let Ok(Some((mut stored, rev))) =
-                        store.cluster_addons.get(&k.store_key()).await
-                    else {
-                        return;
-                    };
-                    stored
-                        .hub
-                        .get_or_insert_with(Default::default)
-                        .agent_public_key = key.clone();
-                    if let Ok(rev) = store
-                        .cluster_addons
-                        .write(&k.store_key(), &stored, rev)
-                        .await
-                    {
-                        store
-                            .cluster_addon_views
-                            .upsert(&k.inventory_key(), with_rev(stored, rev));
-                        return;
-                    }
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-                tracing::warn!(cluster = %cluster, addon = %addon, "the add-on agent's key was not recorded");
-            });
+            // Recorded (before answering) for the revocation when the add-on leaves; a status
+            // write racing this one makes it read again.
+            self.record_agent_key(cluster, addon, public_key).await;
         }
         let perms = flotilla_auth::permissions::addon(addon, cluster);
         Ok(flotilla_api::v1::AddOnCredentialsResponse {

@@ -176,7 +176,7 @@ async fn credentials(
     let cluster = flotilla_bus::subjects::cluster_token(&msg.subject, "addoncreds")
         .unwrap_or_default()
         .to_string();
-    let answer = match credentials_for(addons, &cluster, &msg, config) {
+    let answer = match credentials_for(addons, &cluster, &msg, config).await {
         Ok(r) => r,
         Err(why) => {
             if metrics.rejected(&addons::credentials_request_type().to_string(), "refused") {
@@ -198,7 +198,7 @@ async fn credentials(
     .await;
 }
 
-fn credentials_for(
+async fn credentials_for(
     addons: &AddOns,
     cluster: &str,
     msg: &async_nats::Message,
@@ -220,5 +220,7 @@ fn credentials_for(
             req.cluster_name
         ));
     }
-    addons.issue_credentials(cluster, &req.addon_name, &req.public_key)
+    addons
+        .issue_credentials(cluster, &req.addon_name, &req.public_key)
+        .await
 }

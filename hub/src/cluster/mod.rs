@@ -436,26 +436,21 @@ impl crate::views::Holder for Clusters {
                 None => return,
             },
         };
-        match self.local(cluster) {
-            Some(h) => {
-                if h.try_send(Msg::Stored {
-                    work,
-                    revision,
-                    removed,
-                })
-                .is_err()
-                {
-                    self.shared.metrics.dropped("cluster");
-                }
-            }
+        let Some(h) = self.local(cluster) else {
             // A cluster this hub has no actor for: one that reads the store before anything
             // else (its works come along). Nothing to do for a deletion.
-            None if !removed => {
-                if let Err(e) = self.local_or_spawn(cluster) {
-                    tracing::debug!(error = %e, "a stored cluster of a shard no longer held");
-                }
+            if !removed && let Err(e) = self.local_or_spawn(cluster) {
+                tracing::debug!(error = %e, "a stored cluster of a shard no longer held");
             }
-            None => {}
+            return;
+        };
+        let notice = Msg::Stored {
+            work,
+            revision,
+            removed,
+        };
+        if h.try_send(notice).is_err() {
+            self.shared.metrics.dropped("cluster");
         }
     }
 }

@@ -19,7 +19,6 @@ use flotilla_api::v1::{
 use flotilla_api::{names, selector};
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
 use thiserror::Error;
 use tokio::sync::broadcast;
 
@@ -77,6 +76,8 @@ pub struct ClusterSets {
     changes: broadcast::Sender<SetChange>,
     /// Serialises writers so that the KV revision and the in-memory copy stay in step.
     write_lock: Arc<tokio::sync::Mutex<()>>,
+    /// Keys whose last write had an unknown outcome, read again by [`ClusterSets::settle`].
+    unsettled: Arc<std::sync::Mutex<crate::settle::Unsettled<StoredKey>>>,
 }
 
 fn name_of(meta: &Option<ObjectMeta>) -> &str {
@@ -84,6 +85,7 @@ fn name_of(meta: &Option<ObjectMeta>) -> &str {
 }
 
 /// A key of the sets or bindings bucket.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum StoredKey {
     /// A set, by name.
     Set(String),
@@ -125,6 +127,7 @@ impl ClusterSets {
             inventory,
             changes,
             write_lock: Arc::new(tokio::sync::Mutex::new(())),
+            unsettled: Arc::default(),
         };
         this.ensure_builtin().await?;
         Ok(this)
@@ -330,7 +333,8 @@ impl ClusterSets {
             Ok(rev) => rev,
             Err(e) => {
                 let conflict = e.is_conflict();
-                self.settle(StoredKey::Set(name.clone()), conflict).await;
+                self.settle_failed(StoredKey::Set(name.clone()), conflict)
+                    .await;
                 return Err(if conflict {
                     SetError::Conflict(format!(
                         "ManagedClusterSet {name:?} changed meanwhile; retry"
@@ -581,7 +585,7 @@ impl ClusterSets {
             Ok(rev) => rev,
             Err(e) => {
                 let conflict = e.is_conflict();
-                self.settle(StoredKey::Binding(key.0.clone(), key.1.clone()), conflict)
+                self.settle_failed(StoredKey::Binding(key.0.clone(), key.1.clone()), conflict)
                     .await;
                 return Err(if conflict {
                     SetError::Conflict(format!(
@@ -607,24 +611,39 @@ impl ClusterSets {
         Ok(b)
     }
 
-    /// Reads a key again after a failed write and adopts what is stored: at once after a lost
-    /// race, and for a write whose outcome was unknown (an outage), in the background until the
-    /// store answers — so that a write that landed late is never invisible.
-    async fn settle(&self, key: StoredKey, conflict: bool) {
+    /// After a failed write: a lost race is settled at once (the stored value adopted); a key
+    /// whose write had an unknown outcome (an outage) is read again by [`ClusterSets::settle`]
+    /// until the store answers — so that a write that landed late is never invisible.
+    async fn settle_failed(&self, key: StoredKey, conflict: bool) {
         if conflict && self.adopt(&key).await.is_ok() {
             return;
         }
-        let this = self.clone();
-        tokio::spawn(async move {
-            // Bounded: past an hour of outage the next write of the key settles it instead.
-            for _ in 0..3600 {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                let _w = this.write_lock.lock().await;
-                if this.adopt(&key).await.is_ok() {
-                    return;
+        self.unsettled.lock().expect("unsettled lock").note(key);
+    }
+
+    /// Reads the unsettled keys again and adopts what is stored, until `stop` flips: the loop
+    /// of whoever runs the sets (the controllers), stopped with them.
+    pub async fn settle(self, mut stop: tokio::sync::watch::Receiver<bool>) {
+        loop {
+            let deadline = self.unsettled.lock().expect("unsettled lock").deadline();
+            let wait =
+                deadline.unwrap_or_else(|| tokio::time::Instant::now() + crate::settle::RETRY);
+            tokio::select! {
+                _ = stop.changed() => return,
+                () = tokio::time::sleep_until(wait) => {}
+            }
+            if deadline.is_none() {
+                continue;
+            }
+            let keys = self.unsettled.lock().expect("unsettled lock").take();
+            let _w = self.write_lock.lock().await;
+            for key in keys {
+                if let Err(e) = self.adopt(&key).await {
+                    tracing::debug!(error = %e, key = ?key, "store still unavailable; will read the key again");
+                    self.unsettled.lock().expect("unsettled lock").note(key);
                 }
             }
-        });
+        }
     }
 
     /// Adopts the stored value of one key (or its absence) and announces the change.

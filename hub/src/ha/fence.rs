@@ -35,15 +35,14 @@ impl Fence {
     /// A fence valid until `deadline`.
     pub fn new(unit: u32, epoch: u64, deadline: Instant) -> Self {
         let base = Instant::now();
-        let f = Self(Arc::new(Inner {
+        let ms = deadline.saturating_duration_since(base).as_millis() as u64;
+        Self(Arc::new(Inner {
             unit,
             epoch,
             base,
-            deadline_ms: AtomicU64::new(0),
+            deadline_ms: AtomicU64::new(ms),
             revoked: AtomicBool::new(false),
-        }));
-        f.extend(deadline);
-        f
+        }))
     }
 
     /// A fence that never expires (a hub without leases: tests of one subsystem).
@@ -78,8 +77,14 @@ impl Fence {
         (ms != u64::MAX).then(|| self.0.base + std::time::Duration::from_millis(ms))
     }
 
-    /// Moves the deadline (a renewal was acknowledged); never earlier than it is.
+    /// Moves the deadline (a renewal was acknowledged); never earlier than it is. A fence that
+    /// has run out stays out, even when a late acknowledgement says the lease is still this
+    /// hub's: whatever stopped when it ran out (a status consumer, a refused write) is not
+    /// resumed by it. The unit is stopped and started again under a new fence and epoch.
     pub(crate) fn extend(&self, deadline: Instant) {
+        if !self.is_valid() {
+            return;
+        }
         let ms = deadline.saturating_duration_since(self.0.base).as_millis() as u64;
         self.0.deadline_ms.fetch_max(ms, Ordering::AcqRel);
     }
@@ -217,6 +222,9 @@ mod tests {
         assert!(f.is_valid());
         tokio::time::advance(Duration::from_secs(2)).await;
         assert!(!f.is_valid(), "expired");
+        // A late renewal does not revive it.
+        f.extend(Instant::now() + Duration::from_secs(10));
+        assert!(!f.is_valid(), "a fence that ran out stays out");
         let g = Fence::new(3, 18, Instant::now() + Duration::from_secs(10));
         g.revoke();
         assert!(!g.is_valid());

@@ -122,7 +122,7 @@ pub(crate) fn spawn(
         scores: Arc::new(HashMap::new()),
         requeue: None,
         dirty: false,
-        unsure: false,
+        unsettled: crate::settle::Unsettled::default(),
         shared,
         rx,
         wake: wake.clone(),
@@ -165,7 +165,7 @@ struct Actor {
     dirty: bool,
     /// A write of the placement had an unknown outcome (an outage): read it again until the
     /// store answers, and adopt what is there.
-    unsure: bool,
+    unsettled: crate::settle::Unsettled<()>,
     shared: Arc<Shared>,
     rx: mpsc::Receiver<Msg>,
     wake: Arc<Notify>,
@@ -185,6 +185,7 @@ impl Actor {
             } else {
                 self.requeue
             };
+            let unsettled = self.unsettled.deadline();
             tokio::select! {
                 _ = shutdown.changed() => break,
                 msg = self.rx.recv() => match msg {
@@ -193,7 +194,7 @@ impl Actor {
                 },
                 () = self.wake.notified() => self.reconcile().await,
                 () = sleep_until(requeue), if requeue.is_some() => self.reconcile().await,
-                () = tokio::time::sleep(RETRY), if self.unsure => {
+                () = sleep_until(unsettled), if unsettled.is_some() => {
                     if let Flow::Stop = self.verify().await { break }
                 }
             }
@@ -210,7 +211,7 @@ impl Actor {
                 let r = self.apply(*placement).await;
                 let created = r.is_ok();
                 let _ = respond_to.send(r);
-                if !created && self.placement.is_none() && !self.unsure {
+                if !created && self.placement.is_none() && self.unsettled.is_empty() {
                     // A failed create leaves nothing behind.
                     self.shared.actors.remove(&self.key);
                     return Flow::Stop;
@@ -299,7 +300,7 @@ impl Actor {
             Ok(rev) => rev,
             Err(e) if e.is_conflict() => {
                 if self.reload().await.is_err() {
-                    self.unsure = true;
+                    self.unsettled.note(());
                 }
                 return Err(PlacementError::Conflict(format!(
                     "Placement {} changed meanwhile; retry",
@@ -307,7 +308,7 @@ impl Actor {
                 )));
             }
             Err(e) => {
-                self.unsure = true;
+                self.unsettled.note(());
                 return Err(PlacementError::Unavailable(e.to_string()));
             }
         };
@@ -574,15 +575,17 @@ impl Actor {
     /// Settles a write whose outcome was unknown, once the store answers: a placement that
     /// landed is adopted and scheduled; a create that never landed leaves nothing behind.
     async fn verify(&mut self) -> Flow {
+        self.unsettled.take();
         match self.reload().await {
-            Err(_) => Flow::Continue,
+            Err(_) => {
+                self.unsettled.note(());
+                Flow::Continue
+            }
             Ok(true) => {
-                self.unsure = false;
                 self.reconcile().await;
                 Flow::Continue
             }
             Ok(false) => {
-                self.unsure = false;
                 if self.placement.is_none() {
                     self.shared.actors.remove(&self.key);
                     return Flow::Stop;

@@ -48,6 +48,7 @@ pub fn spawn(
     deps: Deps,
     bucket: Bucket<ManifestWorkReplicaSet>,
     views: ReplicaSetInventory,
+    tasks: &crate::tasks::TaskGroup,
 ) -> mpsc::Sender<Msg> {
     let (tx, rx) = mpsc::channel(16);
     let (namespace, name) = name_of(&rs);
@@ -59,7 +60,7 @@ pub fn spawn(
         owner: rules::owner_label(&namespace, &name),
     };
     let span = tracing::info_span!("replicaset", namespace = %namespace, name = %name);
-    tokio::spawn(tracing::Instrument::instrument(actor.run(rx), span));
+    tasks.spawn(tracing::Instrument::instrument(actor.run(rx), span));
     tx
 }
 

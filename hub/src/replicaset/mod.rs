@@ -67,6 +67,8 @@ struct Inner {
     bucket: Bucket<ManifestWorkReplicaSet>,
     views: ReplicaSetInventory,
     actors: DashMap<String, mpsc::Sender<actor::Msg>>,
+    /// The actors' tasks, awaited by [`ReplicaSets::stop`].
+    tasks: crate::tasks::TaskGroup,
     deps: Deps,
 }
 
@@ -92,6 +94,7 @@ impl ReplicaSets {
                 bucket,
                 views: ReplicaSetInventory::new(1024),
                 actors: DashMap::new(),
+                tasks: crate::tasks::TaskGroup::default(),
                 deps,
             }),
         };
@@ -101,10 +104,14 @@ impl ReplicaSets {
         Ok(this)
     }
 
-    /// Stops every replica-set actor (this hub gave the controllers up): each ends at its next
-    /// message, its mailbox closed.
-    pub fn stop(&self) {
+    /// Stops every replica-set actor (this hub gave the controllers up): their mailboxes are
+    /// closed, and each is awaited (bounded) as it ends.
+    pub async fn stop(&self) {
         self.inner.actors.clear();
+        self.inner
+            .tasks
+            .join(std::time::Duration::from_secs(5))
+            .await;
     }
 
     fn spawn(&self, rs: ManifestWorkReplicaSet) {
@@ -115,6 +122,7 @@ impl ReplicaSets {
             self.inner.deps.clone(),
             self.inner.bucket.clone(),
             self.inner.views.clone(),
+            &self.inner.tasks,
         );
         self.inner.actors.insert(key.inventory_key(), tx);
     }

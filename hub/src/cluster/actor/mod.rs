@@ -20,7 +20,7 @@ use super::rules;
 use crate::store::StoreError;
 use dashmap::DashMap;
 use flotilla_api::v1::{ManagedCluster, ManifestWork};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -60,7 +60,7 @@ pub(super) fn spawn(
         lease_sequence: 0,
         unread: false,
         dirty: false,
-        unsure_works: BTreeSet::new(),
+        unsettled_works: crate::settle::Unsettled::default(),
         refusal_written: None,
         works: BTreeMap::new(),
         rx,
@@ -102,7 +102,7 @@ struct Actor {
     /// The cluster's works by name.
     works: BTreeMap<String, WorkEntry>,
     /// Works whose last write had an unknown outcome: read again until the store answers.
-    unsure_works: BTreeSet<String>,
+    unsettled_works: crate::settle::Unsettled<String>,
     /// When a refused registration was last written to the cluster (at most once a minute).
     refusal_written: Option<Instant>,
     rx: mpsc::Receiver<Msg>,
@@ -124,6 +124,7 @@ impl Actor {
         loop {
             let deadline = self.lease_deadline;
             let expiry = self.next_expiry();
+            let unsettled = self.unsettled_works.deadline();
             // Each handler runs boxed: the task of an idle actor then holds only this loop's
             // state (a few hundred bytes) instead of the deepest handler's (about 9 KB), which
             // is what 10,000 mostly idle actors would otherwise each keep allocated.
@@ -140,7 +141,7 @@ impl Actor {
                 () = sleep_until_opt(deadline), if deadline.is_some() => Box::pin(self.lease_expired()).await,
                 () = sleep_until_opt(expiry), if expiry.is_some() => Box::pin(self.expire_works()).await,
                 () = tokio::time::sleep(PERSIST_RETRY), if self.dirty => Box::pin(self.flush()).await,
-                () = tokio::time::sleep(PERSIST_RETRY), if !self.unsure_works.is_empty() => Box::pin(self.verify_works()).await,
+                () = sleep_until_opt(unsettled), if unsettled.is_some() => Box::pin(self.verify_works()).await,
             }
         }
         tracing::debug!("cluster actor stopped");
@@ -218,7 +219,7 @@ impl Actor {
             }
             if let Err(e) = self.adopt_stored_work(&name).await {
                 tracing::warn!(error = %e, work = %name, "re-reading a work failed");
-                self.unsure_works.insert(name);
+                self.unsettled_works.note(name);
             }
             return Flow::Continue;
         }

@@ -221,7 +221,7 @@ impl Actor {
             Err(e) if e.is_conflict() => {
                 if let Err(e) = self.adopt_stored_work(name).await {
                     tracing::warn!(error = %e, work = %name, "re-reading a work after a lost race failed");
-                    self.unsure_works.insert(name.to_string());
+                    self.unsettled_works.note(name.to_string());
                 }
                 return Err(ClusterError::Conflict(format!(
                     "ManifestWork {}/{name} changed meanwhile; retry",
@@ -229,7 +229,7 @@ impl Actor {
                 )));
             }
             Err(e) => {
-                self.unsure_works.insert(name.to_string());
+                self.unsettled_works.note(name.to_string());
                 return Err(ClusterError::Unavailable(e.to_string()));
             }
         };
@@ -298,10 +298,10 @@ impl Actor {
 
     /// Reads again every work whose last write had an unknown outcome, once the store answers.
     pub(super) async fn verify_works(&mut self) {
-        for name in std::mem::take(&mut self.unsure_works) {
+        for name in self.unsettled_works.take() {
             if let Err(e) = self.adopt_stored_work(&name).await {
                 tracing::debug!(error = %e, work = %name, "store still unavailable; will read the work again");
-                self.unsure_works.insert(name);
+                self.unsettled_works.note(name);
             }
         }
     }

@@ -1,0 +1,450 @@
+//! The steps of [`crate::start`], one concern each: bind the listeners, connect and open the
+//! store, load the state and its views, serve the spokes' requests, build the API (one list of
+//! services feeds the server and its health reports), take shard leases, serve gRPC and
+//! metrics. A step that starts tasks returns their `JoinHandle`s: the [`crate::Hub`] owns every
+//! one and awaits them when it stops.
+
+use crate::cluster::{Clusters, Shared};
+use crate::inventory::{ClusterInventory, WorkInventory};
+use crate::metrics::Metrics;
+use crate::router::RouterConfig;
+use crate::store::{self, Bucket, StoreError};
+use crate::{Config, HubError, controllers, grpc, ha, janitor, limits, units, views};
+use flotilla_bus::connect;
+use flotilla_bus::jetstream::{self as js, StreamOptions};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// How long one event to an agent may take to be handed to the NATS client (a client whose
+/// buffer is full during an outage must not stall an actor for longer).
+const SEND_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The API and metrics listeners, bound before anything else (a taken port fails at once).
+pub(crate) struct Listeners {
+    pub grpc: TcpListener,
+    pub metrics: TcpListener,
+    pub grpc_addr: SocketAddr,
+    pub metrics_addr: SocketAddr,
+}
+
+impl Listeners {
+    pub async fn bind(config: &Config) -> Result<Self, HubError> {
+        let bind = |addr: SocketAddr| async move {
+            let listener = TcpListener::bind(addr)
+                .await
+                .map_err(|source| HubError::Bind { addr, source })?;
+            let local = listener
+                .local_addr()
+                .map_err(|source| HubError::Bind { addr, source })?;
+            Ok::<_, HubError>((listener, local))
+        };
+        let (grpc, grpc_addr) = bind(config.grpc_listen).await?;
+        let (metrics, metrics_addr) = bind(config.metrics_listen).await?;
+        Ok(Self {
+            grpc,
+            metrics,
+            grpc_addr,
+            metrics_addr,
+        })
+    }
+}
+
+/// The hub's buckets and the status stream.
+pub(crate) struct Opened {
+    pub clusters: Bucket<flotilla_api::v1::ManagedCluster>,
+    pub works: Bucket<flotilla_api::v1::ManifestWork>,
+    pub status_stream: async_nats::jetstream::stream::Stream,
+}
+
+async fn open(
+    jetstream: &async_nats::jetstream::Context,
+    opts: StreamOptions,
+    limits: limits::StreamLimits,
+) -> Result<Opened, StoreError> {
+    Ok(Opened {
+        clusters: Bucket::open(jetstream, store::CLUSTERS, opts).await?,
+        works: Bucket::open(jetstream, store::WORKS, opts).await?,
+        status_stream: js::ensure_status_stream(
+            jetstream,
+            opts,
+            js::StatusLimits {
+                max_bytes: limits.max_bytes,
+                max_age: limits.max_age,
+            },
+        )
+        .await?,
+    })
+}
+
+/// Connects to NATS and opens the store, waiting for JetStream while NATS is still starting
+/// (compose, systemd) instead of failing.
+pub(crate) async fn connect(
+    config: &Config,
+) -> Result<(async_nats::Client, async_nats::jetstream::Context, Opened), HubError> {
+    // A paused or cut-off NATS connection is noticed within a third of the shard lease TTL.
+    let mut nats_config = config.nats.clone();
+    nats_config.ping_interval = nats_config.ping_interval.min(config.ha.ttl / 3);
+    let nats = connect::connect(&nats_config, None).await?;
+    let jetstream = async_nats::jetstream::new(nats.clone());
+    let mut attempt = 0;
+    loop {
+        match open(&jetstream, config.stream, config.limits.stream).await {
+            Ok(opened) => return Ok((nats, jetstream, opened)),
+            Err(e) if attempt < 120 => {
+                if attempt % 10 == 0 {
+                    tracing::warn!(error = %e, url = %config.nats.url, "waiting for NATS JetStream");
+                }
+                attempt += 1;
+                tokio::time::sleep(connect::backoff(attempt.min(4), Duration::from_secs(2))).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// The clusters and works: the actors' registry, the inventories every hub reads, and how
+/// far their views have read (a new shard owner waits for them).
+pub(crate) struct State {
+    pub inventory: ClusterInventory,
+    pub works: WorkInventory,
+    pub clusters: Clusters,
+    pub janitor: janitor::Janitor,
+    pub progress: Vec<(views::Progress, async_nats::jetstream::stream::Stream)>,
+}
+
+/// What [`State::load`] needs.
+pub(crate) struct StateDeps<'a> {
+    pub config: &'a Config,
+    pub nats: &'a async_nats::Client,
+    pub opened: &'a Opened,
+    pub metrics: &'a Arc<Metrics>,
+    pub hub_id: &'a str,
+    pub security: Option<crate::security::Security>,
+}
+
+impl State {
+    /// Loads every cluster and work into the views and starts following the buckets.
+    pub async fn load(
+        deps: StateDeps<'_>,
+        shutdown: &watch::Receiver<bool>,
+        tasks: &mut Vec<JoinHandle<()>>,
+    ) -> Result<Self, HubError> {
+        let StateDeps {
+            config,
+            nats,
+            opened,
+            metrics,
+            hub_id,
+            security,
+        } = deps;
+        let (janitor, janitor_task) = janitor::Janitor::spawn(
+            opened.status_stream.clone(),
+            metrics.clone(),
+            config.limits.status_unknown_max,
+            shutdown.clone(),
+        );
+        tasks.push(janitor_task);
+        let inventory = ClusterInventory::new(4096);
+        let works = WorkInventory::new(4096);
+        let clusters = Clusters::new(Shared {
+            config: config.cluster.clone(),
+            bucket: opened.clusters.clone(),
+            inventory: inventory.clone(),
+            work_bucket: opened.works.clone(),
+            works: works.clone(),
+            metrics: metrics.clone(),
+            nats: nats.clone(),
+            publisher: flotilla_bus::publish::Publisher::new(
+                nats.clone(),
+                config.cluster.max_event_bytes,
+                SEND_TIMEOUT,
+            ),
+            status_stream: opened.status_stream.clone(),
+            hub_id: hub_id.to_string(),
+            security,
+            janitor: janitor.clone(),
+        });
+        let holder: Arc<dyn views::Holder> = Arc::new(clusters.clone());
+        let (cluster_view, cluster_progress) = views::View::load(
+            opened.clusters.clone(),
+            inventory.clone(),
+            views::Keys::Cluster,
+            holder.clone(),
+        )
+        .await?;
+        let (work_view, work_progress) = views::View::load(
+            opened.works.clone(),
+            works.clone(),
+            views::Keys::InCluster,
+            holder,
+        )
+        .await?;
+        tracing::info!(
+            clusters = inventory.len(),
+            works = works.len(),
+            "hub state loaded"
+        );
+        tasks.push(tokio::spawn(cluster_view.follow(shutdown.clone())));
+        tasks.push(tokio::spawn(work_view.follow(shutdown.clone())));
+        Ok(Self {
+            inventory,
+            works,
+            clusters,
+            janitor,
+            progress: vec![
+                (cluster_progress, opened.clusters.kv().stream.clone()),
+                (work_progress, opened.works.kv().stream.clone()),
+            ],
+        })
+    }
+}
+
+/// Serves the spokes' registration and resync requests; returns once both subscriptions are
+/// in place at the server (a request sent right after `start` returns is answered, not lost).
+pub(crate) async fn serve_spokes(
+    nats: &async_nats::Client,
+    clusters: &Clusters,
+    metrics: &Arc<Metrics>,
+    router: &RouterConfig,
+    shutdown: &watch::Receiver<bool>,
+) -> Vec<JoinHandle<()>> {
+    let (ready_tx, mut ready_rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut router = router.clone();
+    router.ready = Some(ready_tx);
+    let tasks = vec![
+        tokio::spawn(crate::router::run_registrations(
+            nats.clone(),
+            clusters.clone(),
+            metrics.clone(),
+            router.clone(),
+            shutdown.clone(),
+        )),
+        tokio::spawn(crate::router::run_resyncs(
+            nats.clone(),
+            clusters.clone(),
+            metrics.clone(),
+            router,
+            shutdown.clone(),
+        )),
+    ];
+    let subscribed = tokio::time::timeout(Duration::from_secs(10), async {
+        for _ in 0..tasks.len() {
+            if ready_rx.recv().await.is_none() {
+                break;
+            }
+        }
+    })
+    .await;
+    if subscribed.is_err() {
+        tracing::warn!("request subscriptions not confirmed within 10 s; serving anyway");
+    }
+    tasks
+}
+
+/// The gRPC API: every service once, by name — what the server routes and what its health
+/// reports, from one list.
+pub(crate) struct Api {
+    routes: tonic::service::Routes,
+    names: Vec<&'static str>,
+}
+
+impl Api {
+    /// The API with reflection and health (health reports each service added).
+    pub fn new<H>(health: H) -> Result<Self, HubError>
+    where
+        H: tower::Service<
+                http::Request<tonic::body::Body>,
+                Response = http::Response<tonic::body::Body>,
+                Error = Infallible,
+            > + tonic::server::NamedService
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        H::Future: Send + 'static,
+    {
+        let reflection = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(flotilla_api::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .build_v1()
+            .map_err(|e| HubError::Reflection(e.to_string()))?;
+        Ok(Self {
+            routes: tonic::service::Routes::new(health).add_service(reflection),
+            names: Vec::new(),
+        })
+    }
+
+    /// Adds a service.
+    pub fn add<S>(mut self, service: S) -> Self
+    where
+        S: tower::Service<
+                http::Request<tonic::body::Body>,
+                Response = http::Response<tonic::body::Body>,
+                Error = Infallible,
+            > + tonic::server::NamedService
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Future: Send + 'static,
+    {
+        self.names.push(S::NAME);
+        self.routes = self.routes.add_service(service);
+        self
+    }
+
+    /// Reports every added service serving, and returns the routes.
+    pub async fn serving(
+        self,
+        health: &tonic_health::server::HealthReporter,
+    ) -> tonic::service::Routes {
+        for name in &self.names {
+            health
+                .set_service_status(*name, tonic_health::ServingStatus::Serving)
+                .await;
+        }
+        self.routes
+    }
+}
+
+/// What [`take_shards`] needs.
+pub(crate) struct ShardDeps {
+    pub jetstream: async_nats::jetstream::Context,
+    pub me: ha::lease::HubInfo,
+    pub units: Arc<units::Units>,
+}
+
+/// Opens the lease buckets and starts taking shard leases; returns once the units taken in the
+/// first round are started (bounded).
+pub(crate) async fn take_shards(
+    config: &Config,
+    deps: ShardDeps,
+) -> Result<(ha::shards::Shards, JoinHandle<()>), HubError> {
+    let ShardDeps {
+        jetstream,
+        me,
+        units,
+    } = deps;
+    let (lease_kv, ttl) =
+        ha::lease::open_expiring(&jetstream, ha::lease::LEASES, config.ha.ttl, config.stream)
+            .await?;
+    let (member_kv, _) =
+        ha::lease::open_expiring(&jetstream, ha::lease::MEMBERS, ttl, config.stream).await?;
+    let mut ha_config = config.ha.clone();
+    if ttl != ha_config.ttl {
+        tracing::info!(bucket_ttl = ?ttl, flag = ?ha_config.ttl, "using the lease bucket's TTL");
+        ha_config.ttl = ttl;
+    }
+    let ownership = ha::Ownership::new(ha::UNITS);
+    let (shards, task) = ha::shards::spawn(
+        ha_config.clone(),
+        me,
+        ha::lease::Leases::new(lease_kv, ha_config.renew),
+        ha::members::Members::new(member_kv, ha_config.renew * 3),
+        ownership.clone(),
+        Arc::new(units::UnitHost(units.clone())),
+    );
+    shards.first_round().await;
+    let started = tokio::time::timeout(Duration::from_secs(10), async {
+        while ownership.held().iter().any(|u| !units.started(*u)) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    if started.is_err() {
+        tracing::warn!("the shards taken at start were not all started within 10 s");
+    }
+    Ok((shards, task))
+}
+
+/// The gRPC server: tokens checked, the controllers' calls forwarded to the hub holding them
+/// when it is not this one (the holder checks the token again).
+pub(crate) fn serve_grpc(
+    config: &Config,
+    nats: &async_nats::Client,
+    metrics: &Arc<Metrics>,
+    units: &Arc<units::Units>,
+    routes: tonic::service::Routes,
+    listener: TcpListener,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<JoinHandle<()>, HubError> {
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = &config.api.tls {
+        let read = |p: &std::path::Path| {
+            std::fs::read(p).map_err(|e| HubError::Tls(format!("{}: {e}", p.display())))
+        };
+        let identity = tonic::transport::Identity::from_pem(read(&tls.cert)?, read(&tls.key)?);
+        builder = builder
+            .tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))
+            .map_err(|e| HubError::Tls(e.to_string()))?;
+    }
+    let route = {
+        let units = units.clone();
+        move |path: &str| {
+            if !controllers::serves(path) || units.controllers().is_some() {
+                grpc::forward::Decision::Local
+            } else if grpc::forward::is_watch(path) {
+                grpc::forward::Decision::Refuse(
+                    "watches of sets, placements, replica sets and add-ons are served by the hub \
+                     holding the controllers (see /debug/shards on the hubs' metrics port)"
+                        .into(),
+                )
+            } else {
+                grpc::forward::Decision::Forward
+            }
+        }
+    };
+    let server = builder
+        .layer(grpc::guard::CountRejections::new(metrics.clone()))
+        .layer(grpc::auth::Authenticate::new(config.api.tokens.clone()))
+        .layer(grpc::forward::Forward::new(
+            nats.clone(),
+            controllers::FORWARD_SUBJECT,
+            route,
+        ))
+        .add_routes(routes);
+    Ok(tokio::spawn(async move {
+        // Nagle off on every API connection: `serve_with_incoming` ignores the builder's
+        // `tcp_nodelay`, and with Nagle on, small responses waited for the client's delayed
+        // ACK — ApplyWork calls took 5 ms or 45 ms, nothing in between.
+        let incoming = tokio_stream::StreamExt::map(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            |conn| {
+                conn.inspect(|s| {
+                    if let Err(e) = s.set_nodelay(true) {
+                        tracing::debug!(error = %e, "TCP_NODELAY not set on an API connection");
+                    }
+                })
+            },
+        );
+        let stop = async move {
+            let _ = shutdown.changed().await;
+        };
+        if let Err(e) = server.serve_with_incoming_shutdown(incoming, stop).await {
+            tracing::error!(error = %e, "gRPC server failed");
+        }
+    }))
+}
+
+/// The metrics endpoint (`/metrics`, `/debug/shards`).
+pub(crate) fn serve_metrics(
+    listener: TcpListener,
+    metrics: Arc<Metrics>,
+    inventory: ClusterInventory,
+    shards: ha::shards::Shards,
+    mut shutdown: watch::Receiver<bool>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let stop = async move {
+            let _ = shutdown.changed().await;
+        };
+        if let Err(e) = crate::metrics::serve(listener, metrics, inventory, shards, stop).await {
+            tracing::error!(error = %e, "metrics server failed");
+        }
+    })
+}
