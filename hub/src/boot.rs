@@ -91,18 +91,34 @@ pub(crate) async fn connect(
     nats_config.ping_interval = nats_config.ping_interval.min(config.ha.ttl / 3);
     let nats = connect::connect(&nats_config, None).await?;
     let jetstream = async_nats::jetstream::new(nats.clone());
+    let opened = patiently("the hub's streams and buckets", || {
+        open(&jetstream, config.stream, config.limits.stream)
+    })
+    .await?;
+    Ok((nats, jetstream, opened))
+}
+
+/// Runs a JetStream request until it succeeds, for up to about four minutes: a NATS that is
+/// still starting, or a cluster still electing its stream leaders (a new R3 stream can take
+/// longer than one request's timeout on a busy machine), is waited for instead of failing.
+async fn patiently<T, E, F, Fut>(what: &str, mut request: F) -> Result<T, E>
+where
+    E: std::fmt::Display,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+{
     let mut attempt = 0;
     loop {
-        match open(&jetstream, config.stream, config.limits.stream).await {
-            Ok(opened) => return Ok((nats, jetstream, opened)),
+        match request().await {
+            Ok(v) => return Ok(v),
             Err(e) if attempt < 120 => {
                 if attempt % 10 == 0 {
-                    tracing::warn!(error = %e, url = %config.nats.url, "waiting for NATS JetStream");
+                    tracing::warn!(error = %e, what, "waiting for NATS JetStream");
                 }
                 attempt += 1;
                 tokio::time::sleep(connect::backoff(attempt.min(4), Duration::from_secs(2))).await;
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(e),
         }
     }
 }
@@ -330,11 +346,14 @@ pub(crate) async fn take_shards(
         me,
         units,
     } = deps;
-    let (lease_kv, ttl) =
+    let (lease_kv, ttl) = patiently("the shard lease bucket", || {
         ha::lease::open_expiring(&jetstream, ha::lease::LEASES, config.ha.ttl, config.stream)
-            .await?;
-    let (member_kv, _) =
-        ha::lease::open_expiring(&jetstream, ha::lease::MEMBERS, ttl, config.stream).await?;
+    })
+    .await?;
+    let (member_kv, _) = patiently("the hub member bucket", || {
+        ha::lease::open_expiring(&jetstream, ha::lease::MEMBERS, ttl, config.stream)
+    })
+    .await?;
     let mut ha_config = config.ha.clone();
     if ttl != ha_config.ttl {
         tracing::info!(bucket_ttl = ?ttl, flag = ?ha_config.ttl, "using the lease bucket's TTL");
