@@ -171,12 +171,12 @@ pub fn of_template(
     Ok(out)
 }
 
-/// The dependencies `observe` shows not to be in the compliance they ask for, in order: missing
-/// objects, objects without compliance and objects in another one.
-pub fn unmet<'a>(
-    deps: &'a [Dependency],
+/// The dependencies `observe` shows not to be in the compliance they ask for (missing, without
+/// compliance, or in another one), in their order.
+pub fn unmet(
+    deps: &[Dependency],
     mut observe: impl FnMut(&Dependency) -> Observed,
-) -> Vec<&'a Dependency> {
+) -> Vec<&Dependency> {
     deps.iter()
         .filter(|d| match observe(d) {
             Observed::NotFound | Observed::Found(Compliance::Unknown) => true,
