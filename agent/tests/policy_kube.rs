@@ -1,8 +1,8 @@
 //! Policies on the Kubernetes backend, against the testkit's API server: policy-collection's
 //! role policy (mustonlyhave, `namespaceSelector` include `default`) informs, then enforces; a
-//! Role widened by someone on the spoke is found by the next evaluation and put back exactly as
-//! the template says; removal with `pruneObjectBehavior: DeleteIfCreated` deletes what enforce
-//! created.
+//! Role widened by someone else through the API server is seen by the backend's watch and put
+//! back exactly as the template says at once — no poll, no interval; removal with
+//! `pruneObjectBehavior: DeleteIfCreated` deletes what enforce created.
 
 use flotilla_agent::backend::kube::KubeBackend;
 use flotilla_agent::backend::{Backend, Strategy};
@@ -20,6 +20,9 @@ use tokio::sync::mpsc;
 
 const CLUSTER: &str = "edge-1";
 const SOON: Duration = Duration::from_secs(20);
+/// A drift is repaired this soon (no template here has an evaluation interval, and the poll is
+/// an hour).
+const REPAIRED_WITHIN: Duration = Duration::from_secs(5);
 
 /// Hands every report to the test.
 struct Reports(mpsc::UnboundedSender<PolicyStatusReport>);
@@ -131,8 +134,9 @@ async fn the_role_policy_informs_enforces_and_repairs_a_widened_role_on_kubernet
         Arc::new(LocalStore::memory(CLUSTER)),
         Arc::new(Reports(tx)),
         PolicyConfig {
-            // The Kubernetes backend signals no changes: it is polled.
-            poll_interval: Duration::from_millis(200),
+            // The Kubernetes backend signals changes from its watches: a poll would only hide
+            // a missing signal, so it is made too long to matter.
+            poll_interval: Duration::from_secs(3600),
             ..PolicyConfig::default()
         },
     )
@@ -158,19 +162,31 @@ async fn the_role_policy_informs_enforces_and_repairs_a_widened_role_on_kubernet
     let role = fake.get(&role_key()).expect("created by enforce");
     assert_eq!(role["rules"][0]["verbs"].as_array().unwrap().len(), 5);
 
-    // Someone widens the role on the spoke: the next poll finds it and enforce narrows it.
-    assert!(fake.merge(
-        &role_key(),
-        &json!({"rules": [{"apiGroups": ["extensions", "apps"], "resources": ["deployments"],
-                           "verbs": ["get", "list", "watch", "delete", "patch", "create"]}]})
-    ));
-    report(&mut rx, "the widened role repaired", |r| {
-        r.details[0].history.iter().any(|e| {
-            e.message
-                .ends_with("roles [sample-role] in namespace default was updated successfully")
-        })
-    })
+    // Someone widens the role through the API server (another client): the watch sees it and
+    // enforce narrows it back well before any interval or poll.
+    let someone = KubeBackend::connect(Some(&fake.kubeconfig()))
+        .await
+        .expect("a second client");
+    let mut widened = fake.get(&role_key()).unwrap();
+    widened["rules"][0]["verbs"] = json!(["get", "list", "watch", "delete", "patch", "create"]);
+    someone
+        .apply(&manifest_id(&widened).unwrap(), &widened, &Strategy::Update)
+        .await
+        .expect("widened through the API server");
+    let repaired = tokio::time::timeout(
+        REPAIRED_WITHIN,
+        report(&mut rx, "the widened role repaired", |r| {
+            r.details[0].history.iter().any(|e| {
+                e.message
+                    .ends_with("roles [sample-role] in namespace default was updated successfully")
+            })
+        }),
+    )
     .await;
+    assert!(
+        repaired.is_ok(),
+        "the drift was not repaired within {REPAIRED_WITHIN:?}: the change was not signalled"
+    );
     let verbs = fake.get(&role_key()).unwrap()["rules"][0]["verbs"].clone();
     assert_eq!(verbs, json!(["get", "list", "watch", "delete", "patch"]));
 

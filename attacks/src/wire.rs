@@ -33,6 +33,50 @@ pub const ADDON_CREDENTIALS: &str = "io.flotilla.addon.v1alpha1.credentials.stat
 pub const SCORE_REPORT: &str =
     "io.flotilla.cluster.v1alpha1.addonplacementscore.status.update_request";
 
+/// Event type of a policy status report.
+pub const POLICY_STATUS: &str = "io.flotilla.policy.v1.policy.status.update_request";
+
+/// The UUID namespace of resource ids (a protocol constant).
+const RESOURCE_ID_NAMESPACE: uuid::Uuid =
+    uuid::Uuid::from_u128(0x5c1f_6c1e_8a0b_4c9e_9d3f_1b2a_7e6d_4f10);
+
+/// The resource id of the replicated policy `name` (`<namespace>.<name>`) on `cluster`: UUID v5
+/// of `<cluster>/Policy/<cluster>/<name>`.
+pub fn policy_resource_id(cluster: &str, name: &str) -> String {
+    let key = format!("{cluster}/Policy/{cluster}/{name}");
+    uuid::Uuid::new_v5(&RESOURCE_ID_NAMESPACE, key.as_bytes()).to_string()
+}
+
+/// A policy status report sent as `sender`, claiming to be about `claimed`'s copy of policy
+/// `name` (resource id `id`) at `generation`, with compliance `compliant`.
+pub fn policy_status(
+    sender: &str,
+    claimed: &str,
+    name: &str,
+    id: &str,
+    generation: i64,
+    compliant: &str,
+) -> Bytes {
+    event(
+        POLICY_STATUS,
+        sender,
+        &v1::PolicyStatusReport {
+            cluster_name: claimed.into(),
+            policy_name: name.into(),
+            resource_id: id.into(),
+            observed_generation: generation,
+            compliant: compliant.into(),
+            details: Vec::new(),
+            deleted: false,
+        },
+        &[
+            ("resourceid", id.into()),
+            ("resourceversion", generation.to_string()),
+            ("sequenceid", u64::MAX.to_string()),
+        ],
+    )
+}
+
 /// A cluster's status shard: FNV-1a (32 bit) of its name, mod [`SHARDS`].
 pub fn shard(cluster: &str) -> u32 {
     let mut h: u32 = 0x811c_9dc5;

@@ -706,3 +706,73 @@ async fn an_addon_asking_for_hub_access_gets_its_credentials_as_a_secret_on_the_
     agent.stop().await;
     hub.stop().await;
 }
+
+/// Governance in secure mode: policy specs reach the spoke on its own credentials and its
+/// policy status comes back through the permissions those credentials give.
+#[tokio::test]
+async fn an_enforce_policy_reaches_a_secure_spoke_and_its_compliance_comes_back() {
+    use common::policy::{api, apply, bind_default_set, clusters_in, compliant, wait_policy};
+    let s = secure_nats();
+    let hub = start_hub(secure_hub_config(&s, Duration::from_secs(3600))).await;
+    let mut clusters = clusters_client(&hub).await;
+    let state = tempfile::tempdir().unwrap();
+    let agent = start_agent(secure_agent(&s, "edge-1", state.path()));
+    wait_cluster(&mut clusters, "edge-1", "registered, pending", |c| !accepted(c)).await;
+    accept(&mut clusters, "edge-1").await;
+    wait_available(&mut clusters, "edge-1").await;
+    assert!(
+        state.path().join(CLUSTER_CREDS).exists(),
+        "the agent runs on its own credentials"
+    );
+    bind_default_set(&hub).await;
+    apply(
+        &hub,
+        r#"
+apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata: {name: all, namespace: default}
+spec:
+  clusterSets: [default]
+---
+apiVersion: policy.open-cluster-management.io/v1
+kind: PlacementBinding
+metadata: {name: binding-policy-namespace, namespace: default}
+placementRef: {name: all, kind: Placement, apiGroup: cluster.open-cluster-management.io}
+subjects:
+  - {name: policy-namespace, kind: Policy, apiGroup: policy.open-cluster-management.io}
+"#,
+    )
+    .await;
+    apply(
+        &hub,
+        &include_str!("../../api/src/ocm/policy/testdata/policy-namespace.yaml").replace(
+            "spec:\n  remediationAction: inform",
+            "spec:\n  remediationAction: enforce",
+        ),
+    )
+    .await;
+    let mut policies = api(&hub).await;
+    let p = wait_policy(&mut policies, "policy-namespace", "Compliant", |p| {
+        compliant(p) == "Compliant"
+    })
+    .await;
+    assert_eq!(
+        clusters_in(&p),
+        [("edge-1".to_string(), "Compliant".to_string())]
+    );
+    use flotilla_agent::backend::Backend;
+    let prod = agent
+        .backend
+        .get(&flotilla_api::work::ManifestId {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "Namespace".into(),
+            namespace: String::new(),
+            name: "prod".into(),
+        })
+        .await
+        .unwrap();
+    assert!(prod.is_some(), "enforced on the spoke");
+    agent.stop().await;
+    hub.stop().await;
+}

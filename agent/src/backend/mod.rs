@@ -183,8 +183,10 @@ pub trait Backend: Send + Sync + 'static {
         Vec::new()
     }
     /// A signal that the cluster's objects changed (its value is a change counter), for
-    /// watchers that would otherwise poll [`Backend::list`] — the in-process add-on supervisor.
-    /// `None` (the default): no signal, poll.
+    /// watchers that would otherwise poll [`Backend::list`] — policies and the in-process
+    /// add-on supervisor. The simulated cluster signals every change to its store; the
+    /// Kubernetes backend every event of the watches behind [`Backend::list`] (the kinds
+    /// listed so far). `None` (the default): no signal, poll.
     fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         None
     }

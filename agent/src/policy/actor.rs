@@ -1,14 +1,18 @@
 //! One task per replicated policy: evaluates its templates against the cluster on every change
 //! the backend signals and on their intervals, enforces (create, patch, delete) when asked,
 //! keeps each template's history, persists its record, and reports status when it changes.
+//! A template whose dependencies are not met is neither evaluated nor enforced: it reports
+//! Pending, and is looked at again whenever a policy on this cluster changes compliance (every
+//! actor shares its compliance in [`Deps::compliances`]) or the cluster changes.
 //! Nothing here needs the hub: an offline spoke keeps evaluating and repairing, and reports the
 //! history it kept when it reconnects.
 
 use super::executor::{perform, snapshot};
-use super::rules::{self, Template};
+use super::rules::{self, Compliances, Gate, Held, Template};
 use super::{PolicyConfig, StatusSink};
 use crate::backend::Backend;
 use crate::store::LocalStore;
+use flotilla_api::policy::dependency::{Dependency, Observed};
 use flotilla_api::policy::evaluate::{Action, ObjectKey, evaluate, kinds, prune};
 use flotilla_api::policy::{Compliance, history};
 use flotilla_api::v1::{
@@ -97,6 +101,9 @@ pub struct Deps {
     pub sink: Arc<dyn StatusSink>,
     /// Settings.
     pub config: PolicyConfig,
+    /// The compliance of every policy on this cluster, shared by their actors: what
+    /// dependencies are checked against, and the signal that one may have been met.
+    pub compliances: Arc<tokio::sync::watch::Sender<Compliances>>,
 }
 
 /// Starts the task of one replicated policy from its record.
@@ -128,13 +135,18 @@ enum Trigger {
     Change,
     /// A timer ran out: the templates it was for.
     Timer,
+    /// A policy on this cluster changed compliance: templates whose dependencies changed.
+    Dependencies,
 }
 
-/// Per template: what it is, its last result and when to look again.
+/// Per template: what it is, what it waits for, its last result and when to look again.
 struct Slot {
     template: Template,
+    gate: Gate,
     last: Compliance,
     next: Option<Instant>,
+    /// While its dependencies are not met: OCM's message naming them.
+    waiting: Option<String>,
 }
 
 struct PolicyActor {
@@ -198,20 +210,98 @@ impl PolicyActor {
             }));
         }
         self.record.details = details;
+        let gates = rules::gates(self.policy(), &self.deps.cluster);
         self.slots = templates
             .into_iter()
-            .map(|template| Slot {
-                template,
-                // Every template is evaluated once for a new spec.
-                last: Compliance::Unknown,
-                next: None,
+            .zip(gates)
+            .map(|(template, gate)| {
+                let (template, gate) = match gate {
+                    Ok(g) => (template, g),
+                    // Conflicting dependencies: the template is not evaluated, as in OCM.
+                    Err(reason) => {
+                        let (name, kind) = template.id();
+                        let meta = flotilla_api::policy::config::TemplateMeta {
+                            name,
+                            kind,
+                            ..Default::default()
+                        };
+                        (Template::Invalid { meta, reason }, Gate::default())
+                    }
+                };
+                Slot {
+                    template,
+                    gate,
+                    // Every template is evaluated once for a new spec.
+                    last: Compliance::Unknown,
+                    next: None,
+                    waiting: None,
+                }
             })
             .collect();
         self.dirty = true;
     }
 
+    /// Whether any template depends on something.
+    fn gated(&self) -> bool {
+        self.slots.iter().any(|s| !s.gate.dependencies.is_empty())
+    }
+
+    /// The message of slot `i` while its dependencies are not met; `None` when they are, or
+    /// for a template that is never evaluated anyway.
+    async fn waiting(&self, i: usize) -> Option<String> {
+        let slot = &self.slots[i];
+        if slot.gate.dependencies.is_empty() || !matches!(slot.template, Template::Config(_)) {
+            return None;
+        }
+        // Policies are known here; other kinds are read from the cluster first.
+        let mut read: Vec<(Dependency, Observed)> = Vec::new();
+        for dep in &slot.gate.dependencies {
+            if self.deps.compliances.borrow().observe(dep).is_none() {
+                let object = self
+                    .deps
+                    .backend
+                    .get(&dependency_id(dep))
+                    .await
+                    .ok()
+                    .flatten();
+                read.push((dep.clone(), rules::observe_object(object.as_ref())));
+            }
+        }
+        let held = self.deps.compliances.borrow().clone();
+        rules::waiting_for(&slot.gate, |d| {
+            held.observe(d).unwrap_or_else(|| {
+                read.iter()
+                    .find(|(r, _)| r == d)
+                    .map_or(Observed::NotFound, |(_, o)| o.clone())
+            })
+        })
+    }
+
+    /// Shares this policy's compliance with the other policies' actors (waking those whose
+    /// dependencies may have changed).
+    fn share(&self) {
+        let held = Held {
+            compliance: rules::cluster_compliance(
+                &self.slots.iter().map(|s| s.last).collect::<Vec<_>>(),
+            ),
+            templates: self
+                .slots
+                .iter()
+                .map(|s| {
+                    let (name, kind) = s.template.id();
+                    (kind, name, s.last)
+                })
+                .collect(),
+        };
+        let name = self.name();
+        self.deps
+            .compliances
+            .send_if_modified(|c| c.set(&name, held));
+    }
+
     async fn run(mut self, mut rx: mpsc::Receiver<Msg>) {
         let mut changes = self.deps.backend.changes();
+        let mut held = self.deps.compliances.subscribe();
         loop {
             if self.dirty {
                 self.dirty = false;
@@ -253,6 +343,12 @@ impl PolicyActor {
                         changes = None;
                     }
                 }
+                Ok(()) = held.changed() => {
+                    held.borrow_and_update();
+                    if self.gated() {
+                        self.evaluate(Trigger::Dependencies).await;
+                    }
+                }
                 _ = sleep_until_opt(deadline) => {
                     if self.retry_publish.is_some_and(|t| t <= Instant::now()) {
                         self.retry_publish = None;
@@ -272,14 +368,30 @@ impl PolicyActor {
         let root = rules::root_remediation(self.policy());
         let signals = self.deps.backend.changes().is_some();
         let poll = self.deps.config.poll_interval;
-        let name = self.name();
         let mut changed = false;
         let mut created = Vec::new();
         for i in 0..self.slots.len() {
+            let waiting = self.waiting(i).await;
+            let slot = &self.slots[i];
+            if let Some(pending) = waiting {
+                // Not evaluated nor enforced until its dependencies are met.
+                if slot.waiting.as_ref() == Some(&pending) && slot.last != Compliance::Unknown {
+                    continue;
+                }
+                let (compliance, message) =
+                    rules::waiting_status(&pending, slot.gate.ignore_pending);
+                self.slots[i].waiting = Some(pending);
+                changed |= self.record(i, compliance, &message, None, false, now);
+                continue;
+            }
+            // Dependencies met since the last look: evaluated now.
+            let released = self.slots[i].waiting.take().is_some();
             let slot = &self.slots[i];
             let timer_due = slot.next.is_some_and(|t| t <= now);
             let due = match (&slot.template, trigger) {
+                _ if released => true,
                 (_, Trigger::All) => true,
+                (_, Trigger::Dependencies) => false,
                 (_, _) if slot.last == Compliance::Unknown => true,
                 (Template::Config(c), Trigger::Change) => {
                     timer_due || rules::reevaluate_on_change(c, slot.last)
@@ -321,25 +433,7 @@ impl PolicyActor {
                     false,
                 ),
             };
-            let slot = &mut self.slots[i];
-            slot.last = compliance;
-            slot.next = next.map(|d| now + d);
-            let detail = &mut self.record.details[i];
-            let event_name = format!("{name}.{}", detail.template_name);
-            let (now_ts, limit) = (timestamp(SystemTime::now()), self.deps.config.history_limit);
-            if acted {
-                // Enforce wrote something: an event, even when its message repeats the last
-                // one (the same drift repaired again).
-                history::push(&mut detail.history, now_ts, &message, &event_name, limit);
-                changed = true;
-            } else {
-                changed |=
-                    history::record(&mut detail.history, now_ts, &message, &event_name, limit);
-            }
-            if detail.compliant != compliance.as_str() {
-                detail.compliant = compliance.as_str().to_string();
-                changed = true;
-            }
+            changed |= self.record(i, compliance, &message, next, acted, now);
         }
         for key in created {
             let r = object_ref(&key);
@@ -351,7 +445,41 @@ impl PolicyActor {
         if changed {
             self.persist();
         }
+        self.share();
         self.report().await;
+    }
+
+    /// Records slot `i`'s result: its compliance, when to look again, the history event;
+    /// whether the record changed.
+    fn record(
+        &mut self,
+        i: usize,
+        compliance: Compliance,
+        message: &str,
+        next: Option<Duration>,
+        acted: bool,
+        now: Instant,
+    ) -> bool {
+        let name = self.name();
+        let slot = &mut self.slots[i];
+        slot.last = compliance;
+        slot.next = next.map(|d| now + d);
+        let detail = &mut self.record.details[i];
+        let event_name = format!("{name}.{}", detail.template_name);
+        let (now_ts, limit) = (timestamp(SystemTime::now()), self.deps.config.history_limit);
+        let mut changed = if acted {
+            // Enforce wrote something: an event, even when its message repeats the last one
+            // (the same drift repaired again).
+            history::push(&mut detail.history, now_ts, message, &event_name, limit);
+            true
+        } else {
+            history::record(&mut detail.history, now_ts, message, &event_name, limit)
+        };
+        if detail.compliant != compliance.as_str() {
+            detail.compliant = compliance.as_str().to_string();
+            changed = true;
+        }
+        changed
     }
 
     fn persist(&self) {
@@ -426,6 +554,8 @@ impl PolicyActor {
         if let Err(e) = self.deps.store.remove_policy(&self.record.resource_id) {
             tracing::error!(error = %e, "removing the policy record failed");
         }
+        let name = self.name();
+        self.deps.compliances.send_if_modified(|c| c.remove(&name));
         let report = self.status(true);
         // The hub forgets the cluster's status when it sees this; retried a few times, then the
         // spec resync tells the hub the policy is gone.
@@ -457,6 +587,17 @@ fn timestamp(t: SystemTime) -> prost_types::Timestamp {
     prost_types::Timestamp {
         seconds: d.as_secs() as i64,
         nanos: d.subsec_nanos() as i32,
+    }
+}
+
+/// The backend's id of an object depended on.
+fn dependency_id(dep: &Dependency) -> flotilla_api::work::ManifestId {
+    flotilla_api::work::ManifestId {
+        group: dep.group.clone(),
+        version: dep.version.clone(),
+        kind: dep.kind.clone(),
+        namespace: dep.namespace.clone(),
+        name: dep.name.clone(),
     }
 }
 

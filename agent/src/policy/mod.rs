@@ -4,9 +4,11 @@
 //! - [`PolicyManager`]: receives policy spec events, spawns one [`actor`] per replicated policy,
 //!   restarts them from the local store, lists `{resourceid: generation}` for the spec resync.
 //! - [`actor`]: one task per policy — evaluation on every change the backend signals (the
-//!   simulated cluster's store; the Kubernetes backend is polled) and on `evaluationInterval`,
-//!   enforce, bounded history, status when it changes.
-//! - [`rules`]: pure decisions (templates, cluster compliance, next evaluation).
+//!   simulated cluster's store; the Kubernetes backend's watches) and on `evaluationInterval`,
+//!   enforce, bounded history, status when it changes. Templates whose `dependencies` /
+//!   `extraDependencies` are not met on this cluster wait, Pending; the actors share their
+//!   compliance ([`rules::Compliances`]) so a dependency met wakes the policies waiting on it.
+//! - [`rules`]: pure decisions (templates, dependencies, cluster compliance, next evaluation).
 //! - [`executor`]: reads the cluster into a snapshot, carries out enforce's writes.
 //!
 //! Matching and evaluation are `flotilla_api::policy`, shared with the hub's validation.
@@ -156,6 +158,9 @@ impl PolicyManager {
             store,
             sink,
             config,
+            compliances: Arc::new(tokio::sync::watch::Sender::new(
+                rules::Compliances::default(),
+            )),
         };
         let mut actors = HashMap::new();
         for r in records {

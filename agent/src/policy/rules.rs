@@ -1,9 +1,12 @@
 //! Pure decisions of a replicated policy on the spoke: which templates it holds and how each is
-//! judged, the cluster's compliance over them, and when to evaluate again.
+//! judged, what each waits for (its dependencies) and what it reports meanwhile, the cluster's
+//! compliance over them, and when to evaluate again.
 
-use flotilla_api::policy::Compliance;
 use flotilla_api::policy::config::{ConfigurationPolicy, Interval, Remediation, TemplateMeta};
+use flotilla_api::policy::dependency::{self, Dependency, Observed};
+use flotilla_api::policy::{Compliance, GROUP};
 use flotilla_api::v1::Policy;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// One policy template as the agent holds it.
@@ -105,6 +108,123 @@ fn join(errors: &[flotilla_api::policy::FieldError]) -> String {
         .join("; ")
 }
 
+/// What a template waits for before it is evaluated: the policy's `dependencies` and its own
+/// `extraDependencies`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Gate {
+    /// Every object the template depends on, each once.
+    pub dependencies: Vec<Dependency>,
+    /// `ignorePending`: while waiting, the template counts as Compliant (OCM's semantics).
+    pub ignore_pending: bool,
+}
+
+/// Each template's [`Gate`], in template order, on `cluster`; `Err` names a dependency asked
+/// for in two compliance states (that template is not evaluated).
+pub fn gates(policy: &Policy, cluster: &str) -> Vec<Result<Gate, String>> {
+    let Some(spec) = &policy.spec else {
+        return Vec::new();
+    };
+    spec.policy_templates
+        .iter()
+        .map(|t| {
+            dependency::of_template(&spec.dependencies, &t.extra_dependencies, cluster).map(
+                |dependencies| Gate {
+                    dependencies,
+                    ignore_pending: t.ignore_pending,
+                },
+            )
+        })
+        .collect()
+}
+
+/// A template that is not evaluated because of its dependencies: `Pending` with OCM's
+/// message, or — with `ignorePending` — `Compliant`, saying so.
+pub fn waiting_status(pending: &str, ignore_pending: bool) -> (Compliance, String) {
+    if ignore_pending {
+        (
+            Compliance::Compliant,
+            format!("Compliant; {pending} but ignorePending is true"),
+        )
+    } else {
+        (Compliance::Pending, format!("Pending; {pending}"))
+    }
+}
+
+/// A template's message while its dependencies, as `observe` shows them, are not all met;
+/// `None` when they are (or it has none).
+pub fn waiting_for(gate: &Gate, observe: impl FnMut(&Dependency) -> Observed) -> Option<String> {
+    let unmet = dependency::unmet(&gate.dependencies, observe);
+    (!unmet.is_empty()).then(|| dependency::pending_message(&unmet))
+}
+
+/// One policy this agent holds, as a dependency sees it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Held {
+    /// The policy's compliance on this cluster.
+    pub compliance: Compliance,
+    /// Each template's `(kind, name, compliance)`.
+    pub templates: Vec<(String, String, Compliance)>,
+}
+
+/// The compliance of every policy this agent holds, by replicated name (`<namespace>.<name>`):
+/// what a dependency on a Policy or a policy template is checked against. The agent is the
+/// only one evaluating policies on its cluster, so it knows them without reading the cluster.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Compliances(BTreeMap<String, Held>);
+
+impl Compliances {
+    /// Records a policy's compliance; whether anything changed.
+    pub fn set(&mut self, policy: &str, held: Held) -> bool {
+        if self.0.get(policy) == Some(&held) {
+            return false;
+        }
+        self.0.insert(policy.to_string(), held);
+        true
+    }
+
+    /// Forgets a removed policy; whether it was held.
+    pub fn remove(&mut self, policy: &str) -> bool {
+        self.0.remove(policy).is_some()
+    }
+
+    /// A dependency on one of OCM's governance kinds as this agent sees it (a policy it does
+    /// not hold, or a PolicySet the hub could not expand, is not found); `None` for any other
+    /// kind, which is read from the cluster.
+    pub fn observe(&self, dep: &Dependency) -> Option<Observed> {
+        if dep.group != GROUP {
+            return None;
+        }
+        let found = if dep.is_policy() {
+            self.0.get(&dep.name).map(|h| h.compliance)
+        } else if dep.is_policy_kind() {
+            self.0.values().find_map(|h| {
+                h.templates
+                    .iter()
+                    .find(|(kind, name, _)| *kind == dep.kind && *name == dep.name)
+                    .map(|(_, _, c)| *c)
+            })
+        } else {
+            None
+        };
+        Some(found.map_or(Observed::NotFound, Observed::Found))
+    }
+}
+
+/// What a dependency on another kind shows in the object read from the cluster (`None`:
+/// absent): its `status.compliant`, as OCM's framework reads it.
+pub fn observe_object(object: Option<&serde_json::Value>) -> Observed {
+    let Some(o) = object else {
+        return Observed::NotFound;
+    };
+    match o["status"]["compliant"].as_str() {
+        None | Some("") => Observed::Found(Compliance::Unknown),
+        Some(s) => match Compliance::parse(s) {
+            Compliance::Unknown => Observed::Other(s.to_string()),
+            c => Observed::Found(c),
+        },
+    }
+}
+
 /// The replicated policy's remediation (the hub puts the root's, or a binding's override,
 /// there); `None` leaves each template's own.
 pub fn root_remediation(policy: &Policy) -> Option<Remediation> {
@@ -158,85 +278,4 @@ pub fn reevaluate_on_change(policy: &ConfigurationPolicy, last: Compliance) -> b
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use flotilla_api::v1::{PolicySpec, PolicyTemplate};
-    use serde_json::json;
-
-    fn replicated(templates: &[serde_json::Value]) -> Policy {
-        Policy {
-            metadata: None,
-            spec: Some(PolicySpec {
-                remediation_action: "Enforce".into(),
-                policy_templates: templates
-                    .iter()
-                    .map(|t| PolicyTemplate {
-                        object_definition: serde_json::to_vec(t).unwrap(),
-                        ..Default::default()
-                    })
-                    .collect(),
-                ..Default::default()
-            }),
-            status: None,
-        }
-    }
-
-    fn config(interval: serde_json::Value) -> serde_json::Value {
-        json!({"apiVersion": "policy.open-cluster-management.io/v1", "kind": "ConfigurationPolicy",
-            "metadata": {"name": "c"},
-            "spec": {"remediationAction": "inform", "evaluationInterval": interval, "object-templates": []}})
-    }
-
-    #[test]
-    fn templates_are_evaluated_refused_or_reported_unsupported() {
-        let p = replicated(&[
-            config(json!({})),
-            json!({"apiVersion": "policy.open-cluster-management.io/v1", "kind": "CertificatePolicy", "metadata": {"name": "cert"}}),
-            json!({"apiVersion": "policy.open-cluster-management.io/v1", "kind": "ConfigurationPolicy", "metadata": {"name": "bad"}, "spec": {"severity": "extreme"}}),
-        ]);
-        let t = templates(&p);
-        assert!(matches!(&t[0], Template::Config(c) if c.name == "c"));
-        assert_eq!(
-            t[1].fixed_message().unwrap(),
-            "NonCompliant; violation - template kind CertificatePolicy (policy.open-cluster-management.io/v1) is not evaluated by Flotilla; only ConfigurationPolicy is"
-        );
-        assert_eq!(t[2].id(), ("bad".into(), "ConfigurationPolicy".into()));
-        assert!(t[2].fixed_message().unwrap().contains("spec.severity"));
-        assert_eq!(root_remediation(&p), Some(Remediation::Enforce));
-    }
-
-    #[test]
-    fn a_template_not_evaluated_yet_keeps_the_cluster_from_compliance() {
-        use Compliance::*;
-        assert_eq!(cluster_compliance(&[Compliant, Unknown]), Unknown);
-        assert_eq!(cluster_compliance(&[Pending, NonCompliant]), NonCompliant);
-        assert_eq!(cluster_compliance(&[Compliant, Compliant]), Compliant);
-        assert_eq!(cluster_compliance(&[]), Compliant);
-    }
-
-    #[test]
-    fn intervals_decide_the_next_evaluation() {
-        let poll = Duration::from_secs(10);
-        let Template::Config(c) = &templates(&replicated(&[config(
-            json!({"compliant": "1m", "noncompliant": "never"}),
-        )]))[0] else {
-            panic!("config")
-        };
-        assert_eq!(
-            next_after(c, Compliance::Compliant, true, poll),
-            Some(Duration::from_secs(60))
-        );
-        assert_eq!(next_after(c, Compliance::NonCompliant, true, poll), None);
-        assert!(!reevaluate_on_change(c, Compliance::NonCompliant));
-        assert!(reevaluate_on_change(c, Compliance::Compliant));
-        let Template::Config(w) = &templates(&replicated(&[config(json!({}))]))[0] else {
-            panic!("config")
-        };
-        assert_eq!(next_after(w, Compliance::Compliant, true, poll), None);
-        assert_eq!(
-            next_after(w, Compliance::Compliant, false, poll),
-            Some(poll),
-            "a backend without change signals is polled"
-        );
-    }
-}
+mod tests;

@@ -6,6 +6,8 @@
 //! - [`compare`]: config-policy-controller's object matching — `musthave`, `mustonlyhave`,
 //!   `mustnothave` over maps, lists, missing and extra fields — and the object to write.
 //! - [`namespaces`]: `namespaceSelector` (include/exclude globs, label selectors).
+//! - [`dependency`]: `dependencies` / `extraDependencies` — as the replicated policy carries
+//!   them, which are unmet on a cluster, OCM's Pending message.
 //! - [`evaluate`]: one ConfigurationPolicy against a snapshot of the cluster → compliance,
 //!   messages and the writes enforce would make (a decision, not side effects).
 //! - [`history`]: per-template compliance history, newest first, bounded.
@@ -13,6 +15,7 @@
 
 pub mod compare;
 pub mod config;
+pub mod dependency;
 pub mod evaluate;
 pub mod history;
 pub mod namespaces;

@@ -469,7 +469,7 @@ impl Actor {
         let mut next: Option<Instant> = None;
         // The replicated spec depends only on the override: two hashes, not one per cluster.
         let hashes = [false, true]
-            .map(|enforce| rules::spec_hash(&rules::replicated(&policy, "", enforce, 0)));
+            .map(|enforce| rules::spec_hash(&rules::replicated(&policy, "", enforce, 0, &sets)));
         // Records of new deliveries, written concurrently after the loop.
         let mut writes: Vec<PolicyClusterRecord> = Vec::new();
         for (cluster, enforce) in self.targets.clone() {
@@ -492,7 +492,7 @@ impl Actor {
                 entry.record.spec_hash.clone_from(hash);
                 entry.sent = Some((now, 0));
                 writes.push(entry.record.clone());
-                let copy = rules::replicated(&policy, &cluster, enforce, generation + 1);
+                let copy = rules::replicated(&policy, &cluster, enforce, generation + 1, &sets);
                 publish(&self.inner, &cluster, &copy, Action::UpdateRequest).await;
                 self.status_dirty = true;
                 next = soonest(next, now + RESEND_AFTER);
@@ -511,7 +511,7 @@ impl Actor {
             let (at, tries) = entry.sent.unwrap_or((now - RESEND_AFTER * 16, 4));
             let wait = RESEND_AFTER * 2u32.pow(tries.min(4));
             if now >= at + wait || entry.sent.is_none() {
-                let copy = rules::replicated(&policy, &cluster, enforce, generation);
+                let copy = rules::replicated(&policy, &cluster, enforce, generation, &sets);
                 entry.sent = Some((now, tries.saturating_add(1)));
                 publish(&self.inner, &cluster, &copy, Action::UpdateRequest).await;
                 next = soonest(

@@ -2,7 +2,7 @@
 //! PolicySet), which clusters a PlacementRule decides, the replicated policy each cluster gets,
 //! the root status, a PolicySet's status, and the checks a spoke's report must pass.
 
-use flotilla_api::policy::{self, Compliance, status};
+use flotilla_api::policy::{self, Compliance, dependency, status};
 use flotilla_api::v1::{
     ClusterCompliance, ManagedCluster, PlacementBinding, PlacementRule, Policy,
     PolicyPlacementStatus, PolicySet, PolicySetPlacement, PolicySetStatus, PolicyStatus,
@@ -177,14 +177,35 @@ pub fn targets(bounds: &[Bound], decided: &[BTreeSet<String>]) -> BTreeMap<Strin
 
 /// The copy of `root` one cluster gets: named `<namespace>.<name>` in the cluster's namespace,
 /// labelled with its root, its remediation the root's or — when a binding deciding this cluster
-/// overrides it — enforce. Status is not sent.
-pub fn replicated(root: &Policy, cluster: &str, enforce: bool, generation: i64) -> Policy {
+/// overrides it — enforce, its dependencies as OCM's propagator writes them (a Policy named
+/// after its copies, a PolicySet of `sets` replaced by its policies). Status is not sent.
+pub fn replicated(
+    root: &Policy,
+    cluster: &str,
+    enforce: bool,
+    generation: i64,
+    sets: &[PolicySet],
+) -> Policy {
     let (ns, name) = name(root.metadata.as_ref());
     let mut spec = root.spec.clone().unwrap_or_default();
     if enforce {
         spec.remediation_action = "enforce".into();
     }
     spec.disabled = false;
+    let members = |set_ns: &str, set_name: &str| {
+        sets.iter()
+            .find(|s| self::name(s.metadata.as_ref()) == (set_ns, set_name))
+            .map(|s| {
+                s.spec
+                    .as_ref()
+                    .map(|sp| sp.policies.clone())
+                    .unwrap_or_default()
+            })
+    };
+    spec.dependencies = dependency::canonicalize(&spec.dependencies, ns, members);
+    for t in &mut spec.policy_templates {
+        t.extra_dependencies = dependency::canonicalize(&t.extra_dependencies, ns, members);
+    }
     let root_name = policies::replicated_name(ns, name);
     let mut labels = std::collections::HashMap::new();
     labels.insert(policies::ROOT_POLICY_LABEL.to_string(), root_name.clone());

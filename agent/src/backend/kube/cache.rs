@@ -1,6 +1,8 @@
 //! Watch caches: what the work actors observe comes from one list + watch per kind and
 //! namespace that works declare, instead of one GET per resource per observation, so thousands
-//! of resources cost one stream each.
+//! of resources cost one stream each. Kinds listed cluster-wide (what policies judge) have a
+//! cache of their own whose events are the backend's change signal: policies are evaluated
+//! again when what they judge changes, not on a poll.
 //!
 //! A cache starts on the first read of its kind and namespace (that read still goes to the API)
 //! and serves reads once its list arrived. The watch resumes from the last resourceVersion it
@@ -33,6 +35,21 @@ impl Cache {
                 .unwrap_or_else(|p| p.into_inner())
                 .get(name)
                 .cloned(),
+        )
+    }
+
+    /// Every object once the cache is synced; `None` before.
+    pub fn list(&self) -> Option<Vec<Value>> {
+        if !self.synced.load(std::sync::atomic::Ordering::Acquire) {
+            return None;
+        }
+        Some(
+            self.objects
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .values()
+                .cloned()
+                .collect(),
         )
     }
 
@@ -91,8 +108,19 @@ fn revision(o: &Value) -> u64 {
 }
 
 /// Starts keeping `cache` in step with `api`: list, then watch from the list's revision,
-/// listing again after a 410 or a failure. Runs until the cache is dropped.
-pub fn spawn(api: Api<DynamicObject>, cache: &Arc<Cache>) {
+/// listing again after a 410 or a failure. Runs until the cache is dropped. `changed`, when
+/// given, is bumped after every list and every event the cache took in (the backend's change
+/// signal: whoever reads the cache next sees the change).
+pub fn spawn(
+    api: Api<DynamicObject>,
+    cache: &Arc<Cache>,
+    changed: Option<Arc<tokio::sync::watch::Sender<u64>>>,
+) {
+    let bump = move || {
+        if let Some(tx) = &changed {
+            tx.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    };
     let weak = Arc::downgrade(cache);
     tokio::spawn(async move {
         let mut failures = 0usize;
@@ -120,6 +148,7 @@ pub fn spawn(api: Api<DynamicObject>, cache: &Arc<Cache>) {
                     .collect(),
             );
             drop(cache);
+            bump();
             loop {
                 let params = WatchParams::default().timeout(290);
                 let stream = match api.watch(&params, &rv).await {
@@ -152,8 +181,13 @@ pub fn spawn(api: Api<DynamicObject>, cache: &Arc<Cache>) {
                         }
                         Ok(ev) => {
                             failures = 0;
+                            let object_event = !matches!(ev, WatchEvent::Bookmark(_));
                             if let Some(next) = cache.apply(ev) {
                                 rv = next;
+                            }
+                            drop(cache);
+                            if object_event {
+                                bump();
                             }
                         }
                     }

@@ -39,6 +39,10 @@
 //! - Watch caches are per identity: an executor's reads come from a list and watch made as the
 //!   executor (it needs `list` and `watch` for that; without them each read is a GET as the
 //!   executor).
+//! - [`Backend::list`] (what policies judge, the Deployments the add-on supervisor follows) is
+//!   served from a cluster-wide list and watch per kind, started on its first list; every event
+//!   of those watches is [`Backend::changes`], so policies are evaluated again when what they
+//!   judge changes, instead of on a poll.
 //! - Cluster facts: `/version`, capacity and allocatable summed over nodes, the node count, the `id.k8s.io`
 //!   claim from the kube-system namespace's UID, platform from the nodes' provider IDs, product
 //!   from the version string and node labels, health from `/readyz`.
@@ -121,12 +125,21 @@ fn anchor_id(work_resource_id: &str) -> ManifestId {
     }
 }
 
+/// A cluster-wide watch cache of one kind, with the kind's API resource and scope.
+type ListCache = (ApiResource, Scope, Arc<Cache>);
+
 /// A cluster reached through its Kubernetes API.
 pub struct KubeBackend {
     client: Client,
     kinds: Mutex<HashMap<KindKey, (ApiResource, ApiCapabilities)>>,
     /// Watch caches by identity, kind and namespace.
     caches: Mutex<HashMap<CacheKey, Arc<Cache>>>,
+    /// Cluster-wide watch caches of the kinds listed ([`Backend::list`]: what policies judge
+    /// and the add-on supervisor follows), by the name they were listed under. Their events
+    /// are [`Backend::changes`].
+    lists: Mutex<HashMap<String, ListCache>>,
+    /// Bumped on every event of a list cache.
+    changed: Arc<tokio::sync::watch::Sender<u64>>,
     /// SubjectAccessReviews that allowed, and when they were asked.
     allowed: Mutex<HashMap<AccessKey, Instant>>,
     /// How the agent reaches the cluster, to impersonate executors.
@@ -182,8 +195,42 @@ impl KubeBackend {
             uses: AtomicU64::new(0),
             kinds: Mutex::new(HashMap::new()),
             caches: Mutex::new(HashMap::new()),
+            lists: Mutex::new(HashMap::new()),
+            changed: Arc::new(tokio::sync::watch::Sender::new(0)),
             allowed: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The cluster-wide watch cache of the kind `query` names (started on first use: kind
+    /// resolved by discovery, then listed and watched), or `NotFound` when the cluster serves
+    /// no such kind. Its events bump [`KubeBackend::changed`].
+    async fn list_cache(&self, query: &str) -> Result<ListCache, BackendError> {
+        let name = query.to_ascii_lowercase();
+        if let Some(found) = self.lists.lock().expect("lists lock").get(&name) {
+            return Ok(found.clone());
+        }
+        let discovery = discovery::Discovery::new(self.client.clone())
+            .run()
+            .await
+            .map_err(unavailable)?;
+        let found = discovery.groups().find_map(|g| {
+            g.recommended_resources().into_iter().find(|(ar, _)| {
+                super::kind_matches(query, &ar.kind) || ar.plural.eq_ignore_ascii_case(query)
+            })
+        });
+        let Some((ar, caps)) = found else {
+            return Err(BackendError::NotFound(format!(
+                "the cluster serves no kind or resource named {query:?}"
+            )));
+        };
+        let mut lists = self.lists.lock().expect("lists lock");
+        let entry = lists.entry(name).or_insert_with(|| {
+            let cache = Arc::new(Cache::default());
+            let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &ar);
+            cache::spawn(api, &cache, Some(self.changed.clone()));
+            (ar, caps.scope, cache)
+        });
+        Ok(entry.clone())
     }
 
     /// The API resource of a group/version/kind: cached, or discovered now.
@@ -321,7 +368,7 @@ impl KubeBackend {
         let mut caches = self.caches.lock().expect("caches lock");
         let cache = caches.entry(key).or_insert_with(|| {
             let c = Arc::new(Cache::default());
-            cache::spawn(api, &c);
+            cache::spawn(api, &c, None);
             c
         });
         Ok(cache.clone())
@@ -920,35 +967,39 @@ impl Backend for KubeBackend {
         }
     }
 
+    fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        Some(self.changed.subscribe())
+    }
+
     async fn list(&self, kind: &str, namespace: Option<&str>) -> Result<Vec<Value>, BackendError> {
-        let discovery = discovery::Discovery::new(self.client.clone())
-            .run()
-            .await
-            .map_err(unavailable)?;
-        let found = discovery.groups().find_map(|g| {
-            g.recommended_resources().into_iter().find(|(ar, _)| {
-                super::kind_matches(kind, &ar.kind) || ar.plural.eq_ignore_ascii_case(kind)
-            })
-        });
-        let Some((ar, caps)) = found else {
-            return Err(BackendError::NotFound(format!(
-                "the cluster serves no kind or resource named {kind:?}"
-            )));
+        let (ar, scope, cache) = self.list_cache(kind).await?;
+        // A cluster-scoped kind has no namespaces to choose from.
+        let namespace = namespace.filter(|_| scope == Scope::Namespaced);
+        let typed = |mut v: Value| {
+            v["apiVersion"] = Value::String(ar.api_version.clone());
+            v["kind"] = Value::String(ar.kind.clone());
+            v
         };
-        let api: Api<DynamicObject> = match (caps.scope, namespace) {
-            (Scope::Namespaced, Some(ns)) => Api::namespaced_with(self.client.clone(), ns, &ar),
-            _ => Api::all_with(self.client.clone(), &ar),
+        // From the watch cache once it has listed; until then from the API server.
+        if let Some(all) = cache.list() {
+            return Ok(all
+                .into_iter()
+                .filter(|o| {
+                    namespace.is_none_or(|ns| o["metadata"]["namespace"].as_str() == Some(ns))
+                })
+                .map(typed)
+                .collect());
+        }
+        let api: Api<DynamicObject> = match namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
+            None => Api::all_with(self.client.clone(), &ar),
         };
         let list = api.list(&ListParams::default()).await.map_err(map_error)?;
         Ok(list
             .items
             .into_iter()
-            .filter_map(|o| {
-                let mut v = serde_json::to_value(o).ok()?;
-                v["apiVersion"] = Value::String(ar.api_version.clone());
-                v["kind"] = Value::String(ar.kind.clone());
-                Some(v)
-            })
+            .filter_map(|o| serde_json::to_value(o).ok())
+            .map(typed)
             .collect())
     }
 }

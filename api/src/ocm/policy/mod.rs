@@ -182,8 +182,25 @@ fn check_name(meta: &Metadata, errors: &mut Vec<FieldError>) {
 fn check_dependencies(deps: &[PolicyDependency], path: &str, errors: &mut Vec<FieldError>) {
     for (i, d) in deps.iter().enumerate() {
         let p = format!("{path}[{i}]");
-        if d.name.is_empty() {
-            errors.push(FieldError::new(format!("{p}.name"), "required"));
+        for (field, value) in [
+            ("apiVersion", &d.api_version),
+            ("kind", &d.kind),
+            ("name", &d.name),
+        ] {
+            if value.is_empty() {
+                errors.push(FieldError::new(format!("{p}.{field}"), "required"));
+            }
+        }
+        if matches!(d.kind.as_str(), "ConfigurationPolicy" | "CertificatePolicy")
+            && !d.namespace.is_empty()
+        {
+            errors.push(FieldError::new(
+                format!("{p}.namespace"),
+                format!(
+                    "must be empty for a {}: templates live in the cluster's namespace",
+                    d.kind
+                ),
+            ));
         }
         if !matches!(
             d.compliance.as_str(),

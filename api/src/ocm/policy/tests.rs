@@ -150,6 +150,46 @@ spec:
 }
 
 #[test]
+fn a_dependency_names_its_kind_and_a_template_dependency_no_namespace() {
+    let (path, message) = field_error(
+        r#"
+apiVersion: policy.open-cluster-management.io/v1
+kind: Policy
+metadata: {name: p}
+spec:
+  remediationAction: inform
+  dependencies:
+    - {apiVersion: policy.open-cluster-management.io/v1, name: base, compliance: Compliant}
+  policy-templates:
+    - extraDependencies:
+        - apiVersion: policy.open-cluster-management.io/v1
+          kind: ConfigurationPolicy
+          name: prerequisite
+          namespace: default
+          compliance: Compliant
+      objectDefinition:
+        apiVersion: policy.open-cluster-management.io/v1
+        kind: ConfigurationPolicy
+        metadata: {name: c}
+        spec:
+          object-templates: []
+"#,
+    );
+    assert_eq!(
+        path,
+        "spec.policy-templates[0].extraDependencies[0].namespace"
+    );
+    assert!(
+        message.starts_with("must be empty for a ConfigurationPolicy"),
+        "{message}"
+    );
+    assert!(
+        message.contains("also spec.dependencies[0].kind: required"),
+        "{message}"
+    );
+}
+
+#[test]
 fn unknown_template_kinds_are_accepted_as_written() {
     let Ok(Document::Policy(p)) = parse_one(
         r#"

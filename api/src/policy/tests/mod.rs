@@ -2,6 +2,7 @@
 
 mod compare;
 mod config;
+mod dependency;
 mod evaluate;
 
 use super::config::ConfigurationPolicy;

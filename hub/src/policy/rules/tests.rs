@@ -187,8 +187,8 @@ fn a_binding_override_enforces_only_on_its_clusters_and_changes_the_spec_hash() 
         }),
         status: None,
     };
-    let informed = replicated(&root, "a", false, 1);
-    let enforced = replicated(&root, "a", true, 1);
+    let informed = replicated(&root, "a", false, 1, &[]);
+    let enforced = replicated(&root, "a", true, 1, &[]);
     let m = informed.metadata.as_ref().unwrap();
     assert_eq!(
         (m.name.as_str(), m.namespace.as_str()),
@@ -202,7 +202,7 @@ fn a_binding_override_enforces_only_on_its_clusters_and_changes_the_spec_hash() 
     assert_ne!(spec_hash(&informed), spec_hash(&enforced));
     assert_eq!(
         spec_hash(&informed),
-        spec_hash(&replicated(&root, "a", false, 7))
+        spec_hash(&replicated(&root, "a", false, 7, &[]))
     );
 }
 
@@ -294,4 +294,50 @@ fn policy_set_status_counts_missing_and_disabled_policies() {
         "Disabled policies: b; Deleted policies: c"
     );
     assert_eq!(st.placement[0].placement_binding, "bind");
+}
+
+#[test]
+fn a_replicated_policy_depends_on_copies_and_on_the_policies_of_a_set() {
+    let dep = |api: &str, kind: &str, name: &str| flotilla_api::v1::PolicyDependency {
+        api_version: api.into(),
+        kind: kind.into(),
+        name: name.into(),
+        namespace: String::new(),
+        compliance: "Compliant".into(),
+    };
+    let root = Policy {
+        metadata: meta("policies", "app"),
+        spec: Some(PolicySpec {
+            remediation_action: "enforce".into(),
+            dependencies: vec![dep(policy::POLICY_V1, "Policy", "base")],
+            policy_templates: vec![flotilla_api::v1::PolicyTemplate {
+                extra_dependencies: vec![dep(policy::POLICY_V1BETA1, "PolicySet", "baseline")],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        status: None,
+    };
+    let set = |members: &[&str]| PolicySet {
+        metadata: meta("policies", "baseline"),
+        spec: Some(PolicySetSpec {
+            policies: members.iter().map(|m| m.to_string()).collect(),
+            ..Default::default()
+        }),
+        status: None,
+    };
+    let copy = replicated(&root, "a", false, 1, &[set(&["ns", "role"])]);
+    let spec = copy.spec.as_ref().unwrap();
+    assert_eq!(spec.dependencies[0].name, "policies.base");
+    let extra: Vec<&str> = spec.policy_templates[0]
+        .extra_dependencies
+        .iter()
+        .map(|d| d.name.as_str())
+        .collect();
+    assert_eq!(extra, ["policies.ns", "policies.role"]);
+    // A set's members are part of the spec: a new member is a new generation for the clusters.
+    assert_ne!(
+        spec_hash(&copy),
+        spec_hash(&replicated(&root, "a", false, 1, &[set(&["ns"])]))
+    );
 }
