@@ -233,9 +233,8 @@ impl Controllers {
             crate::policy::Deps {
                 placements: placements.clone(),
                 clusters: deps.inventory.clone(),
-                nats: deps.nats.clone(),
+                publisher: deps.clusters.shared().publisher.clone(),
                 metrics: deps.metrics.clone(),
-                max_event_bytes: deps.max_event_bytes,
             },
         )
         .await

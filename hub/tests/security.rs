@@ -717,7 +717,10 @@ async fn an_enforce_policy_reaches_a_secure_spoke_and_its_compliance_comes_back(
     let mut clusters = clusters_client(&hub).await;
     let state = tempfile::tempdir().unwrap();
     let agent = start_agent(secure_agent(&s, "edge-1", state.path()));
-    wait_cluster(&mut clusters, "edge-1", "registered, pending", |c| !accepted(c)).await;
+    wait_cluster(&mut clusters, "edge-1", "registered, pending", |c| {
+        !accepted(c)
+    })
+    .await;
     accept(&mut clusters, "edge-1").await;
     wait_available(&mut clusters, "edge-1").await;
     assert!(

@@ -9,7 +9,7 @@ use super::{Inner, PolicyError};
 use crate::keys::ObjectRef;
 use flotilla_api::policy::Compliance;
 use flotilla_api::v1::{Policy, PolicyClusterRecord, PolicyStatusReport};
-use flotilla_bus::envelope::{Action, Event, headers};
+use flotilla_bus::envelope::{Action, Event};
 use flotilla_bus::{policies, subjects};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -176,19 +176,16 @@ async fn publish(inner: &Inner, cluster: &str, copy: &Policy, action: Action) {
     )
     .with_resource_id(policies::resource_id(cluster, &meta.name))
     .with_resource_version(meta.generation);
-    let bytes = match ev.encode(inner.deps.max_event_bytes) {
-        Ok(b) => b,
-        Err(e) => {
-            tracing::error!(error = %e, cluster, "policy spec cannot be encoded");
-            return;
-        }
-    };
     if let Err(e) = inner
         .deps
-        .nats
-        .publish_with_headers(subjects::spec(cluster), headers(&ev), bytes)
+        .publisher
+        .publish(subjects::spec(cluster), &ev)
         .await
     {
+        if e.is_permanent() {
+            tracing::error!(error = %e, cluster, "policy spec cannot be sent");
+            return;
+        }
         tracing::warn!(error = %e, cluster, "publishing a policy spec failed; it will be re-sent");
     }
     inner.metrics.specs_sent.inc();

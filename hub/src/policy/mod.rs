@@ -114,12 +114,10 @@ pub struct Deps {
     pub placements: Placements,
     /// Every cluster (PlacementRules are scheduled over it).
     pub clusters: ClusterInventory,
-    /// Where spec events go (`flotilla.spec.<cluster>`).
-    pub nats: async_nats::Client,
+    /// Sends spec events (`flotilla.spec.<cluster>`).
+    pub publisher: flotilla_bus::publish::Publisher,
     /// The hub's metrics.
     pub metrics: Arc<crate::metrics::Metrics>,
-    /// Largest event.
-    pub max_event_bytes: usize,
 }
 
 pub(crate) struct Inner {
