@@ -86,16 +86,24 @@ async fn open(
 pub(crate) async fn connect(
     config: &Config,
 ) -> Result<(async_nats::Client, async_nats::jetstream::Context, Opened), HubError> {
-    // A paused or cut-off NATS connection is noticed within a third of the shard lease TTL.
-    let mut nats_config = config.nats.clone();
-    nats_config.ping_interval = nats_config.ping_interval.min(config.ha.ttl / 3);
-    let nats = connect::connect(&nats_config, None).await?;
+    let nats = connect::connect(&nats_config(config, ""), None).await?;
     let jetstream = async_nats::jetstream::new(nats.clone());
     let opened = patiently("the hub's streams and buckets", || {
         open(&jetstream, config.stream, config.limits.stream)
     })
     .await?;
     Ok((nats, jetstream, opened))
+}
+
+/// The hub's NATS settings for one of its connections (`purpose` is added to its name). A
+/// paused or cut-off connection is noticed within a third of the shard lease TTL.
+fn nats_config(config: &Config, purpose: &str) -> connect::NatsConfig {
+    let mut nats = config.nats.clone();
+    nats.ping_interval = nats.ping_interval.min(config.ha.ttl / 3);
+    if !purpose.is_empty() {
+        nats.name = format!("{}-{purpose}", nats.name);
+    }
+    nats
 }
 
 /// Runs a JetStream request until it succeeds, for up to about four minutes: a NATS that is
@@ -330,22 +338,24 @@ impl Api {
 
 /// What [`take_shards`] needs.
 pub(crate) struct ShardDeps {
-    pub jetstream: async_nats::jetstream::Context,
     pub me: ha::lease::HubInfo,
     pub units: Arc<units::Units>,
 }
 
 /// Opens the lease buckets and starts taking shard leases; returns once the units taken in the
 /// first round are started (bounded).
+///
+/// Leases and heartbeats have a NATS connection of their own: on the hub's main connection a
+/// renewal waited behind everything else the hub was sending and receiving (10,000 work specs
+/// of a fanout, the status replay of shards just taken) and at 10,000 clusters every lease ran
+/// out at once.
 pub(crate) async fn take_shards(
     config: &Config,
     deps: ShardDeps,
 ) -> Result<(ha::shards::Shards, JoinHandle<()>), HubError> {
-    let ShardDeps {
-        jetstream,
-        me,
-        units,
-    } = deps;
+    let ShardDeps { me, units } = deps;
+    let jetstream =
+        async_nats::jetstream::new(connect::connect(&nats_config(config, "leases"), None).await?);
     let (lease_kv, ttl) = patiently("the shard lease bucket", || {
         ha::lease::open_expiring(&jetstream, ha::lease::LEASES, config.ha.ttl, config.stream)
     })

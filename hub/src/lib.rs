@@ -420,7 +420,6 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
     let (shards, shards_task) = boot::take_shards(
         &config,
         boot::ShardDeps {
-            jetstream,
             me: ha::lease::HubInfo {
                 hub: hub_id.clone(),
                 incarnation: uuid::Uuid::new_v4().to_string(),
