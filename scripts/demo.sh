@@ -45,8 +45,11 @@ rm -rf "$RUN"; mkdir -p "$RUN"
 PIDS=()
 cleanup() {
   echo "== stopping the demo"
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
+  # Newest first, each awaited: the hub hands its shards over while NATS is still there.
+  for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+    kill "${PIDS[i]}" 2>/dev/null || true
+    wait "${PIDS[i]}" 2>/dev/null || true
+  done
 }
 trap cleanup EXIT INT TERM
 
@@ -72,6 +75,7 @@ for _ in $(seq 120); do
   [ "$n" -ge "$CLUSTERS" ] && break
   sleep 0.5
 done
+[ "$n" -ge "$CLUSTERS" ] || { echo "error: only $n of $CLUSTERS clusters accepted and Available after 60 s (logs: $RUN)" >&2; exit 1; }
 echo
 echo "\$ flotilla get clusters"
 "$BIN/flotilla" get clusters
@@ -95,6 +99,7 @@ for _ in $(seq 120); do
   [ "$n" -ge "$CLUSTERS" ] && break
   sleep 0.5
 done
+[ "$n" -ge "$CLUSTERS" ] || { echo "error: only $n of $CLUSTERS works Applied and Available after 60 s (logs: $RUN)" >&2; exit 1; }
 echo "\$ flotilla get works"
 "$BIN/flotilla" get works
 n=$("$BIN/flotilla" get works | awk 'NR>1 && $4=="True" && $5=="True"' | wc -l)
@@ -179,9 +184,7 @@ The fleet is running. In another terminal:
   $BIN/flotilla watch clusters
   $BIN/flotilla proxy sim-0001 get deployments
   $BIN/flotilla delete work hello-work-demo --cluster sim-0001
-echo
   $BIN/flotilla describe placement demo -n default
-  $BIN/flotilla get addonplacementscores
   $BIN/flotilla get addonplacementscores          # fleet-metrics' nodeCount and workCount too
   $BIN/flotilla get addons -o yaml
   $BIN/flotilla describe policy policy-namespace

@@ -501,6 +501,7 @@ impl Runner {
     }
 
     async fn finish_releases(&mut self) {
+        let mut done = Vec::new();
         for unit in 0..UNITS {
             let i = unit as usize;
             let State::Mine {
@@ -516,13 +517,24 @@ impl Runner {
             if let Err(oneshot::error::TryRecvError::Empty) = rx.try_recv() {
                 continue;
             }
-            let (rev, epoch) = (*revision, fence.epoch());
+            done.push((unit, *revision, fence.epoch()));
+        }
+        for &(unit, _, epoch) in &done {
             self.log.record(unit, epoch, "released");
             self.ownership.set(unit, None);
-            if let Err(e) = self.leases.release(unit, rev).await {
+        }
+        // Together: a draining hub releases all its units at once, and with NATS gone each
+        // release waits for its timeout.
+        let results = futures::future::join_all(
+            done.iter()
+                .map(|&(unit, rev, _)| self.leases.release(unit, rev)),
+        )
+        .await;
+        for (&(unit, _, _), result) in done.iter().zip(results) {
+            if let Err(e) = result {
                 tracing::warn!(unit, ?e, "releasing a lease failed; it will expire");
             }
-            self.units[i] = State::Free {
+            self.units[unit as usize] = State::Free {
                 since: Instant::now(),
             };
         }
