@@ -320,6 +320,8 @@ impl Controllers {
         let _ = self.stop.send(true);
         self.replicasets.stop().await;
         self.addons.stop().await;
+        self.policies.stop().await;
+        self.placements.join().await;
         let tasks = std::mem::take(&mut *self.tasks.lock().expect("controller tasks lock"));
         for t in tasks {
             let _ = tokio::time::timeout(Duration::from_secs(5), t).await;

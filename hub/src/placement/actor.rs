@@ -136,7 +136,8 @@ pub(crate) fn spawn(
         actor.publish();
         wake.notify_one();
     }
-    tokio::spawn(actor.run().instrument(span));
+    let tasks = actor.shared.tasks.clone();
+    tasks.spawn(actor.run().instrument(span));
     PlacementHandle {
         tx,
         wake,

@@ -169,6 +169,8 @@ pub(crate) struct Shared {
     pub(crate) shutdown: watch::Receiver<bool>,
     /// Asks the dispatcher to publish a snapshot with every queued change.
     pub(crate) sync: mpsc::Sender<oneshot::Sender<()>>,
+    /// The actors' tasks (they end when `shutdown` flips), awaited by [`Placements::join`].
+    pub(crate) tasks: crate::tasks::TaskGroup,
 }
 
 /// The opened placement buckets.
@@ -215,6 +217,17 @@ pub struct Placements {
     scores: Scores,
     sets: ClusterSets,
     metrics: PlacementMetrics,
+}
+
+impl Placements {
+    /// Waits (bounded) for every placement actor to end, once the shutdown signal given at
+    /// start has flipped.
+    pub async fn join(&self) {
+        self.shared
+            .tasks
+            .join(std::time::Duration::from_secs(5))
+            .await;
+    }
 }
 
 impl Placements {
@@ -274,6 +287,7 @@ impl Placements {
             actors: actors.clone(),
             shutdown: shutdown.clone(),
             sync: sync_tx,
+            tasks: crate::tasks::TaskGroup::default(),
         });
         // Publish every stored placement's view first (so the dispatcher's first snapshot counts
         // every decision for Balance), then spawn the actors' tasks.

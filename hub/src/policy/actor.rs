@@ -131,7 +131,8 @@ pub(crate) fn spawn(
         last_view: None,
     };
     let span = tracing::info_span!("policy", policy = %key);
-    tokio::spawn(tracing::Instrument::instrument(actor.run(rx), span));
+    let tasks = actor.inner.tasks.clone();
+    tasks.spawn(tracing::Instrument::instrument(actor.run(rx), span));
     tx
 }
 

@@ -127,6 +127,8 @@ pub(crate) struct Inner {
     sets: RwLock<BTreeMap<String, PolicySet>>,
     rules: RwLock<BTreeMap<String, PlacementRule>>,
     actors: DashMap<String, mpsc::Sender<actor::Msg>>,
+    /// The actors' tasks, awaited by [`Policies::stop`].
+    tasks: crate::tasks::TaskGroup,
     /// A binding, set or rule changed: every policy looks again.
     governance: broadcast::Sender<()>,
     deps: Deps,
@@ -197,6 +199,17 @@ impl std::fmt::Debug for Policies {
 }
 
 impl Policies {
+    /// Stops every policy actor (this hub gave the controllers up): their mailboxes are
+    /// closed, and each is awaited (bounded) as it ends — none goes on sending specs from a hub
+    /// that no longer holds the controllers.
+    pub async fn stop(&self) {
+        self.inner.actors.clear();
+        self.inner
+            .tasks
+            .join(std::time::Duration::from_secs(5))
+            .await;
+    }
+
     /// Loads every stored object and starts one actor per policy.
     pub async fn start(buckets: Buckets, deps: Deps) -> Result<Self, PolicyError> {
         let (governance, _) = broadcast::channel(256);
@@ -209,6 +222,7 @@ impl Policies {
                 sets: RwLock::default(),
                 rules: RwLock::default(),
                 actors: DashMap::new(),
+                tasks: crate::tasks::TaskGroup::default(),
                 governance,
                 deps,
                 metrics,
