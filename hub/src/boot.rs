@@ -270,6 +270,36 @@ pub(crate) async fn serve_spokes(
     tasks
 }
 
+/// A gRPC service the API can route (what tonic's generated servers and [`grpc::late::Late`]
+/// are).
+pub(crate) trait GrpcService:
+    tower::Service<
+        http::Request<tonic::body::Body>,
+        Response = http::Response<tonic::body::Body>,
+        Error = Infallible,
+        Future: Send + 'static,
+    > + tonic::server::NamedService
+    + Clone
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<S> GrpcService for S where
+    S: tower::Service<
+            http::Request<tonic::body::Body>,
+            Response = http::Response<tonic::body::Body>,
+            Error = Infallible,
+            Future: Send + 'static,
+        > + tonic::server::NamedService
+        + Clone
+        + Send
+        + Sync
+        + 'static
+{
+}
+
 /// The gRPC API: every service once, by name — what the server routes and what its health
 /// reports, from one list.
 pub(crate) struct Api {
@@ -279,19 +309,7 @@ pub(crate) struct Api {
 
 impl Api {
     /// The API with reflection and health (health reports each service added).
-    pub fn new<H>(health: H) -> Result<Self, HubError>
-    where
-        H: tower::Service<
-                http::Request<tonic::body::Body>,
-                Response = http::Response<tonic::body::Body>,
-                Error = Infallible,
-            > + tonic::server::NamedService
-            + Clone
-            + Send
-            + Sync
-            + 'static,
-        H::Future: Send + 'static,
-    {
+    pub fn new(health: impl GrpcService) -> Result<Self, HubError> {
         let reflection = tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(flotilla_api::FILE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -304,19 +322,7 @@ impl Api {
     }
 
     /// Adds a service.
-    pub fn add<S>(mut self, service: S) -> Self
-    where
-        S: tower::Service<
-                http::Request<tonic::body::Body>,
-                Response = http::Response<tonic::body::Body>,
-                Error = Infallible,
-            > + tonic::server::NamedService
-            + Clone
-            + Send
-            + Sync
-            + 'static,
-        S::Future: Send + 'static,
-    {
+    pub fn add<S: GrpcService>(mut self, service: S) -> Self {
         self.names.push(S::NAME);
         self.routes = self.routes.add_service(service);
         self

@@ -12,7 +12,7 @@ use crate::addon;
 use crate::cluster::Clusters;
 use crate::clusterset::{self, ClusterSets};
 use crate::grpc;
-use crate::grpc::late::LateSlot;
+use crate::grpc::late::{Late, LateSlot};
 use crate::ha::Fence;
 use crate::inventory::{ClusterInventory, WorkInventory};
 use crate::metrics::Metrics;
@@ -49,7 +49,68 @@ pub struct Services {
     pub policy_reports: crate::policy::route::LocalPolicies,
 }
 
+/// The controllers' gRPC services as every hub serves them: each answers from the slot
+/// [`Services`] fills while this hub runs the controllers.
+pub struct Served {
+    sets: Late<ClusterSetServiceServer<grpc::clusterset::ClusterSetApi>>,
+    placements: Late<PlacementServiceServer<grpc::placement::PlacementApi>>,
+    replicasets: Late<ReplicaSetServiceServer<grpc::replicaset::ReplicaSetApi>>,
+    addons: Late<AddOnServiceServer<grpc::addon::AddOnApi>>,
+    policies: Late<PolicyServiceServer<grpc::policy::PolicyApi>>,
+}
+
+impl Served {
+    /// Adds every one of them to the API.
+    pub(crate) fn add_to(self, api: crate::boot::Api) -> crate::boot::Api {
+        api.add(self.sets)
+            .add(self.placements)
+            .add(self.replicasets)
+            .add(self.addons)
+            .add(self.policies)
+    }
+}
+
 impl Services {
+    /// Empty slots, the services serving from them, and the sinks this hub's status router
+    /// sends score and policy reports to (here while this hub runs the controllers, else to
+    /// the hub that does).
+    pub fn new(
+        nats: &async_nats::Client,
+    ) -> (
+        Self,
+        Served,
+        placement::score_route::ScoreSink,
+        crate::policy::route::PolicySink,
+    ) {
+        let (scores, score_sink) = placement::score_route::ScoreSink::new(nats.clone());
+        let (policy_reports, policy_sink) = crate::policy::route::PolicySink::new(nats.clone());
+        let (sets, sets_served) = LateSlot::new();
+        let (placements, placements_served) = LateSlot::new();
+        let (replicasets, replicasets_served) = LateSlot::new();
+        let (addons, addons_served) = LateSlot::new();
+        let (policies, policies_served) = LateSlot::new();
+        (
+            Self {
+                sets,
+                placements,
+                replicasets,
+                addons,
+                scores,
+                policies,
+                policy_reports,
+            },
+            Served {
+                sets: sets_served,
+                placements: placements_served,
+                replicasets: replicasets_served,
+                addons: addons_served,
+                policies: policies_served,
+            },
+            score_sink,
+            policy_sink,
+        )
+    }
+
     fn fill(&self, c: &Controllers) {
         self.sets.set(Some(ClusterSetServiceServer::new(
             grpc::clusterset::ClusterSetApi::new(c.sets.clone()),

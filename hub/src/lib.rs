@@ -335,22 +335,7 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
 
     // The controllers' services exist only on the hub holding them: each sits in a late slot,
     // filled while this hub runs the controllers.
-    let (local_scores, score_sink) = placement::score_route::ScoreSink::new(nats.clone());
-    let (local_policies, policy_sink) = policy::route::PolicySink::new(nats.clone());
-    let (sets_slot, sets_service) = grpc::late::LateSlot::new();
-    let (placements_slot, placements_service) = grpc::late::LateSlot::new();
-    let (replicasets_slot, replicasets_service) = grpc::late::LateSlot::new();
-    let (addons_slot, addons_service) = grpc::late::LateSlot::new();
-    let (policies_slot, policies_service) = grpc::late::LateSlot::new();
-    let services = controllers::Services {
-        sets: sets_slot,
-        placements: placements_slot,
-        replicasets: replicasets_slot,
-        addons: addons_slot,
-        scores: local_scores,
-        policies: policies_slot,
-        policy_reports: local_policies,
-    };
+    let (services, served, score_sink, policy_sink) = controllers::Services::new(&nats);
     let mut router_config = config.router.clone();
     router_config.scores = Some(score_sink);
     router_config.policies = Some(policy_sink);
@@ -366,12 +351,11 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
     // The API's services, built once: served here, and (the controllers' ones) to the hubs
     // that forward to this one while it holds the controllers.
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
-    let routes = boot::Api::new(health_service)?
+    let api = boot::Api::new(health_service)?
         .add(ClusterServiceServer::new(grpc::cluster::ClusterApi::new(
             clusters.clone(),
             state.inventory.clone(),
         )))
-        .add(sets_service)
         .add(
             WorkServiceServer::new(grpc::work::WorkApi::new(
                 clusters.clone(),
@@ -380,13 +364,8 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
             ))
             .max_decoding_message_size(8 * 1024 * 1024)
             .max_encoding_message_size(8 * 1024 * 1024),
-        )
-        .add(placements_service)
-        .add(replicasets_service)
-        .add(addons_service)
-        .add(policies_service)
-        .serving(&health_reporter)
-        .await;
+        );
+    let routes = served.add_to(api).serving(&health_reporter).await;
     let forwarded = tower::Layer::layer(
         &grpc::auth::Authenticate::new(config.api.tokens.clone()),
         routes.clone().prepare(),
