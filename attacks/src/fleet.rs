@@ -183,6 +183,28 @@ pub async fn run(
 
 /// The first line of `log` that reports an error (clap's usage errors, `flotilla-hub: …`), or
 /// its last line.
+/// A `flotilla-hub` command line with the fleet's test timings.
+fn hub_command(
+    nats_url: &str,
+    options: &HubOptions,
+    secure: &Path,
+    grpc: u16,
+    metrics: u16,
+) -> std::process::Command {
+    let mut cmd = std::process::Command::new(binary("flotilla-hub"));
+    cmd.arg("--secure-dir")
+        .arg(secure)
+        .args(["--nats-url", nats_url])
+        .args(["--grpc-listen", &format!("127.0.0.1:{grpc}")])
+        .args(["--metrics-listen", &format!("127.0.0.1:{metrics}")])
+        .args(["--default-lease-duration-seconds", "1"])
+        .args(["--lease-grace-multiplier", "3"])
+        .args(&options.flags)
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1");
+    cmd
+}
+
 fn first_error(log: &str) -> String {
     log.lines()
         .find(|l| l.contains("error") || l.contains("ERROR") || l.starts_with("flotilla-hub:"))
@@ -203,6 +225,8 @@ pub struct Fleet {
     // Fields drop in order: agents and hub first, then the server, then the files.
     agents: BTreeMap<String, Proc>,
     hub: Option<Proc>,
+    /// Other hubs of the same control plane ([`Fleet::other_hub`]).
+    others: Vec<Proc>,
     /// The running nats-server.
     pub nats: NatsServer,
     /// The nats-server under test.
@@ -255,6 +279,7 @@ impl Fleet {
         Self {
             agents: BTreeMap::new(),
             hub: None,
+            others: Vec::new(),
             nats,
             server,
             secure,
@@ -307,6 +332,9 @@ impl Fleet {
         if let Some(hub) = &self.hub {
             logs.push(tail(&hub.output(), 60));
         }
+        for hub in &self.others {
+            logs.push(tail(&hub.output(), 40));
+        }
         for agent in self.agents.values() {
             logs.push(tail(&agent.output(), 25));
         }
@@ -336,22 +364,9 @@ impl Fleet {
         options: &HubOptions,
     ) -> (std::process::Command, PathBuf) {
         self.hub_starts += 1;
-        let mut cmd = std::process::Command::new(binary("flotilla-hub"));
-        cmd.arg("--secure-dir")
-            .arg(&self.secure)
-            .args(["--nats-url", nats_url])
-            .args(["--grpc-listen", &format!("127.0.0.1:{}", self.grpc_port)])
-            .args([
-                "--metrics-listen",
-                &format!("127.0.0.1:{}", self.metrics_port),
-            ])
-            .args(["--default-lease-duration-seconds", "1"])
-            .args(["--lease-grace-multiplier", "3"])
-            .args(&options.flags)
-            .env("RUST_LOG", "info")
-            .env("NO_COLOR", "1");
         let log = self.dir.path().join(format!("hub-{}.log", self.hub_starts));
-        (cmd, log)
+        let (secure, grpc, metrics) = (self.secure.clone(), self.grpc_port, self.metrics_port);
+        (hub_command(nats_url, options, &secure, grpc, metrics), log)
     }
 
     /// Starts the hub with `options` and waits until its API answers.
@@ -378,6 +393,40 @@ impl Fleet {
             }
             if std::time::Instant::now() >= deadline {
                 self.fail("flotilla-hub did not answer `get clusters` within 30 s");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Starts another hub of the same control plane as on another machine — with `secure`, its
+    /// own copy of the secure directory, and ports of its own — and waits until its API
+    /// answers. Returns its API URL (for [`Fleet::cli_at`]).
+    pub async fn other_hub(&mut self, secure: &Path, options: &HubOptions) -> String {
+        let (grpc, metrics) = (free_port(), free_port());
+        let cmd = hub_command(&self.nats_url(), options, secure, grpc, metrics);
+        let log = self
+            .dir
+            .path()
+            .join(format!("other-hub-{}.log", self.others.len()));
+        self.others.push(Proc::spawn("flotilla-hub", cmd, log));
+        let api = format!("http://127.0.0.1:{grpc}");
+        let deadline = std::time::Instant::now() + SOON;
+        loop {
+            if self
+                .cli_at(&api, &["get", "clusters", "-o", "json"])
+                .await
+                .ok()
+            {
+                return api;
+            }
+            if self.others.last_mut().is_some_and(|h| !h.is_running()) {
+                let said = first_error(&self.others.last().expect("just pushed").output());
+                self.fail(&format!(
+                    "the other flotilla-hub exited while starting: {said}"
+                ));
+            }
+            if std::time::Instant::now() >= deadline {
+                self.fail("the other flotilla-hub did not answer `get clusters` within 30 s");
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
@@ -497,6 +546,13 @@ impl Fleet {
         let mut cmd = tokio::process::Command::new(binary("flotilla"));
         cmd.args(["--hub", &self.hub_url()]).args(args);
         run(cmd, stdin, SOON).await
+    }
+
+    /// Runs `flotilla --hub <api> ARGS` against another hub ([`Fleet::other_hub`]).
+    pub async fn cli_at(&self, api: &str, args: &[&str]) -> Output {
+        let mut cmd = tokio::process::Command::new(binary("flotilla"));
+        cmd.args(["--hub", api]).args(args);
+        run(cmd, None, SOON).await
     }
 
     /// Runs the CLI, which must succeed; its stdout.

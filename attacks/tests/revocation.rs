@@ -221,3 +221,130 @@ async fn a_join_credential_is_spent_once_its_agent_has_its_own_credentials(serve
         "the spent join credential changed edge-j's key".into()
     });
 }
+
+/// Copies directory `from` to `to` (files and subdirectories).
+fn copy_dir(fleet: &Fleet, from: &Path, to: &Path) {
+    let copied = (|| -> std::io::Result<()> {
+        std::fs::create_dir_all(to)?;
+        for entry in std::fs::read_dir(from)? {
+            let entry = entry?;
+            let target = to.join(entry.file_name());
+            if entry.file_type()?.is_dir() {
+                copy_dir(fleet, &entry.path(), &target);
+            } else {
+                std::fs::copy(entry.path(), &target)?;
+            }
+        }
+        Ok(())
+    })();
+    if let Err(e) = copied {
+        fleet.fail(&format!(
+            "copying {} to {}: {e}",
+            from.display(),
+            to.display()
+        ));
+    }
+}
+
+/// The agent key the store holds for `cluster`.
+async fn agent_key(fleet: &Fleet, cluster: &str) -> String {
+    match fleet.store().await.cluster(cluster).await {
+        Ok(Some(c)) => c.hub.map(|h| h.agent_public_key).unwrap_or_default(),
+        other => fleet.fail(&format!("{cluster} is not stored: {other:?}")),
+    }
+}
+
+on_every_server!(a_key_revoked_through_one_hub_is_refused_by_every_hub);
+
+/// Attack 6c: with several hubs, a key revoked through one of them stays revoked whichever hub
+/// pushes the accounts next. Each hub has its own copy of the secure directory (as on its own
+/// machine), so its revocations file knows only what it revoked itself: were that all it
+/// pushed, the next push from another hub would bring a denied agent back.
+async fn a_key_revoked_through_one_hub_is_refused_by_every_hub(server: Server) {
+    let mut fleet = Fleet::secure(server).await;
+    let options = HubOptions::new()
+        .flag("--shard-lease-ttl-seconds", "3")
+        .flag("--shard-lease-renew-seconds", "1");
+    fleet.hub(options.clone()).await;
+    let mut creds = Vec::new();
+    for name in ["edge-1", "edge-2", "edge-3"] {
+        fleet.accepted_agent(name).await;
+        let copy = fleet.dir().join(format!("{name}.creds"));
+        if let Err(e) = std::fs::copy(fleet.state_dir(name).join("cluster.creds"), &copy) {
+            fleet.fail(&format!("copying {name}'s credentials: {e}"));
+        }
+        creds.push(copy);
+    }
+    let edge1_key = agent_key(&fleet, "edge-1").await;
+    let edge2_key = agent_key(&fleet, "edge-2").await;
+
+    // The second machine's copy of the secure directory, made before any revocation.
+    let other_secure = fleet.dir().join("secure-b");
+    copy_dir(&fleet, &fleet.secure.clone(), &other_secure);
+    fleet.cli_ok(&["deny", "edge-1"]).await;
+    wait_refused(
+        &fleet,
+        &creds[0],
+        "edge-1's key revoked by the deny through hub a",
+    )
+    .await;
+
+    // Hub b starts knowing nothing of it on disk: it reads the shared revocations.
+    let b = fleet.other_hub(&other_secure, &options).await;
+    let b_file = other_secure.join("revocations.json");
+    let knows = |key: &str| std::fs::read_to_string(&b_file).is_ok_and(|text| text.contains(key));
+    fleet.check(knows(&edge1_key), || {
+        "hub b started without edge-1's revocation from the shared bucket".into()
+    });
+    // A revocation through hub a while both run reaches hub b by its watch.
+    fleet.cli_ok(&["deny", "edge-2"]).await;
+    wait_refused(
+        &fleet,
+        &creds[1],
+        "edge-2's key revoked by the deny through hub a",
+    )
+    .await;
+    wait_for!(
+        fleet,
+        "hub b to learn edge-2's revocation",
+        SOON,
+        knows(&edge2_key).then_some(())
+    );
+
+    // Hub a is gone; hub b takes its shards and pushes the accounts on its own.
+    fleet.kill_hub();
+    let denied = wait_for!(
+        fleet,
+        "hub b to deny edge-3 once it holds the shards",
+        SOON,
+        {
+            let out = fleet.cli_at(&b, &["deny", "edge-3"]).await;
+            out.ok().then_some(out)
+        }
+    );
+    fleet.check(denied.ok(), || "deny edge-3 through hub b failed".into());
+    wait_refused(
+        &fleet,
+        &creds[2],
+        "edge-3's key revoked by the deny through hub b",
+    )
+    .await;
+    for (i, name) in ["edge-1", "edge-2"].iter().enumerate() {
+        if let Outcome::Connected = fleet.connect_outcome(&creds[i]).await {
+            fleet.fail(&format!(
+                "{name}'s key, revoked through hub a, connects again after hub b pushed the accounts"
+            ));
+        }
+    }
+    // And hub b refuses to readmit edge-1 quietly.
+    let accept = fleet.cli_at(&b, &["accept", "edge-1"]).await;
+    fleet.check(
+        !accept.ok() && accept.stderr.contains("was revoked"),
+        || {
+            format!(
+                "accepting edge-1 through hub b without naming its key: exit {:?}, {}{}",
+                accept.code, accept.stderr, accept.stdout
+            )
+        },
+    );
+}

@@ -9,6 +9,11 @@
 //! start. A revocation is dropped only once every JWT it could refuse has expired anyway
 //! (`until`), which keeps the account JWT small at 100,000 clusters; revocations of credentials
 //! that never expire (bootstrap, the hub's own) are kept for ever, so they never come back.
+//!
+//! Several hubs share their revocations through a replicated bucket (the hub's
+//! `security::revocations`): a revocation is [`Issuer::plan`]ned, written there, then
+//! [`Issuer::adopt`]ed, as are the ones other hubs write; a push takes its `iat` with
+//! [`Issuer::reserve_iat`] above the latest any hub took, then [`Issuer::sign_accounts`].
 
 use crate::creds::Creds;
 use crate::jwt::{Account, Claims, JwtError, User};
@@ -163,15 +168,37 @@ pub enum IssueError {
     Push(String),
 }
 
-/// A recorded revocation.
+/// A recorded revocation of one user key: what the revocations file holds per key, and what
+/// hubs sharing a control plane exchange (JSON).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-struct Entry {
+pub struct Revocation {
     /// JWTs of the key issued at or before this are refused.
-    at: i64,
-    account: Which,
+    pub at: i64,
+    /// The key's account.
+    pub account: Which,
     /// After this, no JWT the revocation refuses is valid anyway (None: never).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    until: Option<i64>,
+    pub until: Option<i64>,
+}
+
+impl Revocation {
+    /// The later of two revocations of one key (and a lifetime of "for ever" over any).
+    pub fn merged(self, other: Revocation) -> Revocation {
+        Revocation {
+            at: self.at.max(other.at),
+            account: self.account,
+            until: match (self.until, other.until) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                _ => None,
+            },
+        }
+    }
+
+    /// Whether every JWT it refuses has expired by `now` (with a minute of clock skew), so it
+    /// refuses nothing any more.
+    pub fn spent(&self, now: i64) -> bool {
+        self.until.is_some_and(|u| u < now - 60)
+    }
 }
 
 /// `revocations.json`: today's shape, or the shape before join credentials and two accounts
@@ -182,7 +209,7 @@ enum File {
     Current {
         #[allow(dead_code)]
         version: u32,
-        revocations: BTreeMap<String, Entry>,
+        revocations: BTreeMap<String, Revocation>,
         /// The `iat` of the last account JWTs signed: the next must be later, or the server
         /// keeps the older one (and still answers "jwt updated").
         #[serde(default)]
@@ -197,7 +224,7 @@ enum File {
 #[derive(Serialize)]
 struct FileOut<'a> {
     version: u32,
-    revocations: &'a BTreeMap<String, Entry>,
+    revocations: &'a BTreeMap<String, Revocation>,
     last_iat: i64,
     max_ttl: u64,
 }
@@ -205,13 +232,13 @@ struct FileOut<'a> {
 /// What `revocations.json` holds.
 #[derive(Debug, Default)]
 struct Stored {
-    revocations: BTreeMap<String, Entry>,
+    revocations: BTreeMap<String, Revocation>,
     last_iat: i64,
     max_ttl: u64,
 }
 
 struct State {
-    revocations: BTreeMap<String, Entry>,
+    revocations: BTreeMap<String, Revocation>,
     last_account_iat: i64,
     max_ttl: u64,
 }
@@ -349,38 +376,89 @@ impl Issuer {
     /// nothing was revoked. The account JWTs that carry them are signed when pushed
     /// ([`Issuer::account_jwts`]), so a burst of revocations is one push.
     pub fn revoke(&self, revokes: &[Revoke<'_>], now: i64) -> Result<(), IssueError> {
-        self.write(now, false, |merged| {
-            for r in revokes.iter().filter(|r| !r.key.is_empty()) {
-                merge(
-                    merged,
-                    r.key,
-                    Entry {
+        let planned = self.plan(revokes, now)?;
+        self.adopt(&planned, now).map(drop)
+    }
+
+    /// The revocations `revokes` made at `now` would record, refused (nothing recorded) when
+    /// they would take the agents' account past [`MAX_REVOCATIONS`]. Hubs sharing a store
+    /// write these there first, then [`Issuer::adopt`] them.
+    pub fn plan(
+        &self,
+        revokes: &[Revoke<'_>],
+        now: i64,
+    ) -> Result<Vec<(String, Revocation)>, IssueError> {
+        let planned: Vec<(String, Revocation)> = revokes
+            .iter()
+            .filter(|r| !r.key.is_empty())
+            .map(|r| {
+                (
+                    r.key.to_string(),
+                    Revocation {
                         at: now,
                         account: r.account,
                         until: r.until,
                     },
-                );
-            }
-            let agents = merged
-                .values()
-                .filter(|e| e.account == Which::Agents)
-                .count();
-            if agents > MAX_REVOCATIONS {
-                return Err(IssueError::TooMany(agents));
+                )
+            })
+            .collect();
+        let st = self.lock();
+        let new_agents = planned
+            .iter()
+            .filter(|(k, r)| r.account == Which::Agents && !st.revocations.contains_key(k))
+            .count();
+        let agents = st
+            .revocations
+            .values()
+            .filter(|e| e.account == Which::Agents && !e.spent(now))
+            .count()
+            + new_agents;
+        if agents > MAX_REVOCATIONS {
+            return Err(IssueError::TooMany(agents));
+        }
+        Ok(planned)
+    }
+
+    /// Merges revocations (made here, or by another hub and read from the shared store) into
+    /// memory and the revocations file. Returns whether anything changed.
+    pub fn adopt(
+        &self,
+        revocations: &[(String, Revocation)],
+        now: i64,
+    ) -> Result<bool, IssueError> {
+        let before = self.lock().revocations.clone();
+        self.write(now, None, |merged| {
+            for (key, r) in revocations {
+                merge(merged, key, *r);
             }
             Ok(())
-        })
-        .map(drop)
+        })?;
+        Ok(self.lock().revocations != before)
+    }
+
+    /// Every revocation in force (memory, merged with the file at each write).
+    pub fn revocations(&self) -> Vec<(String, Revocation)> {
+        self.lock()
+            .revocations
+            .iter()
+            .map(|(k, r)| (k.clone(), *r))
+            .collect()
+    }
+
+    /// The revocation recorded for `key`, if any.
+    pub fn revocation(&self, key: &str) -> Option<Revocation> {
+        self.lock().revocations.get(key).copied()
     }
 
     /// One read-merge-write of the revocations file under its lock: `change` edits the merged
-    /// revocations (an error leaves file and memory as they were); with `sign`, the next account
-    /// JWT `iat` is taken and kept. Returns the last `iat`.
+    /// revocations (an error leaves file and memory as they were); with `sign` (a floor), the
+    /// next account JWT `iat` — later than any taken before, and at least the floor — is taken
+    /// and kept. Returns the last `iat`.
     fn write(
         &self,
         now: i64,
-        sign: bool,
-        change: impl FnOnce(&mut BTreeMap<String, Entry>) -> Result<(), IssueError>,
+        sign: Option<i64>,
+        change: impl FnOnce(&mut BTreeMap<String, Revocation>) -> Result<(), IssueError>,
     ) -> Result<i64, IssueError> {
         let mut st = self.lock();
         let _guard = FileLock::take(&self.dir)?;
@@ -391,10 +469,10 @@ impl Issuer {
         }
         change(&mut merged)?;
         // A revocation whose every refusable JWT has expired refuses nothing any more.
-        merged.retain(|_, e| e.until.is_none_or(|u| u >= now - 60));
+        merged.retain(|_, e| !e.spent(now));
         let mut last_iat = st.last_account_iat.max(on_disk.last_iat);
-        if sign {
-            last_iat = now.max(last_iat + 1);
+        if let Some(floor) = sign {
+            last_iat = now.max(last_iat + 1).max(floor);
         }
         let max_ttl = st.max_ttl.max(on_disk.max_ttl);
         let bytes = serde_json::to_vec_pretty(&FileOut {
@@ -435,8 +513,20 @@ impl Issuer {
     /// kept in the file, so a restart or `flotilla-hub rotate` never signs one the server would
     /// ignore as older.
     pub fn account_jwts(&self, now: i64) -> Result<Vec<AccountJwt>, IssueError> {
-        // The iat is kept in the file before any JWT carrying it leaves this process.
-        let iat = self.write(now, true, |_| Ok(()))?;
+        let iat = self.reserve_iat(now, 0)?;
+        self.sign_accounts(iat)
+    }
+
+    /// Takes the next account JWT `iat`: after every one taken here before (kept in the file
+    /// before any JWT carrying it leaves this process), and at least `floor` (the latest any
+    /// hub sharing the store took).
+    pub fn reserve_iat(&self, now: i64, floor: i64) -> Result<i64, IssueError> {
+        self.write(now, Some(floor), |_| Ok(()))
+    }
+
+    /// The account JWTs with the current revocations, signed with `iat` (from
+    /// [`Issuer::reserve_iat`]).
+    pub fn sign_accounts(&self, iat: i64) -> Result<Vec<AccountJwt>, IssueError> {
         let st = self.lock();
         [
             (&self.hub_account, Which::Hub),
@@ -467,6 +557,13 @@ impl Issuer {
     /// for ever. Returns the account JWTs to push; until they are pushed (here, or by the hub
     /// at its next start) the old credentials still work.
     pub fn rotate(&self, which: Which, now: i64) -> Result<Vec<AccountJwt>, IssueError> {
+        self.rotate_key(which, now)?;
+        self.account_jwts(now)
+    }
+
+    /// [`Issuer::rotate`] without signing: writes the new credentials and records the old
+    /// key's revocation, which it returns (for a shared store) — pushed by whoever signs next.
+    pub fn rotate_key(&self, which: Which, now: i64) -> Result<(String, Revocation), IssueError> {
         let (file, name, nats, signing, account) = match which {
             Which::Hub => (
                 self.dir.join("hub.creds"),
@@ -487,22 +584,20 @@ impl Issuer {
         let creds = user_creds(name, nats, signing, account, now)?;
         // Revoke first: if the new file cannot be written the old one is already dead, which is
         // safe (rotate again); the other order could leave a rotation that revoked nothing.
-        self.revoke(
-            &[Revoke {
-                key: &old,
-                account: which,
-                until: None,
-            }],
-            now,
-        )?;
-        let jwts = self.account_jwts(now)?;
+        let revoke = Revoke {
+            key: &old,
+            account: which,
+            until: None,
+        };
+        let planned = self.plan(&[revoke], now)?;
+        self.adopt(&planned, now)?;
         write_private(&file, creds.format().expose().as_bytes()).map_err(|source| {
             IssueError::Io {
                 path: file.clone(),
                 source,
             }
         })?;
-        Ok(jwts)
+        Ok(planned.into_iter().next().expect("one key planned"))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -523,13 +618,9 @@ fn read_creds_key(path: &Path) -> Result<String, IssueError> {
 }
 
 /// Keeps the later of two revocations of one key (and a lifetime of "for ever" over any).
-fn merge(into: &mut BTreeMap<String, Entry>, key: &str, entry: Entry) {
+fn merge(into: &mut BTreeMap<String, Revocation>, key: &str, entry: Revocation) {
     let e = into.entry(key.to_string()).or_insert(entry);
-    e.at = e.at.max(entry.at);
-    e.until = match (e.until, entry.until) {
-        (Some(a), Some(b)) => Some(a.max(b)),
-        _ => None,
-    };
+    *e = e.merged(entry);
 }
 
 fn read_file(path: &Path, ttl: Duration) -> Result<Stored, IssueError> {
@@ -564,7 +655,7 @@ fn read_file(path: &Path, ttl: Duration) -> Result<Stored, IssueError> {
                 .map(|(k, at)| {
                     (
                         k,
-                        Entry {
+                        Revocation {
                             at,
                             account: Which::Agents,
                             until: Some(at + ttl.as_secs() as i64),
@@ -705,7 +796,7 @@ mod tests {
     #[test]
     fn later_and_permanent_revocations_win_a_merge() {
         let mut m = BTreeMap::new();
-        let e = |at, until| Entry {
+        let e = |at, until| Revocation {
             at,
             account: Which::Agents,
             until,
@@ -727,7 +818,7 @@ mod tests {
             .revocations;
         assert_eq!(
             m["UABC"],
-            Entry {
+            Revocation {
                 at: 1000,
                 account: Which::Agents,
                 until: Some(1060)

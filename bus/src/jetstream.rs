@@ -315,6 +315,27 @@ pub async fn load_prefix(store: &kv::Store, prefix: &str) -> Result<Vec<KvItem>,
     Ok(items)
 }
 
+/// The latest value of `key` and its revision as the stream's leader holds them (`None`: no
+/// such key, or deleted). A plain `kv::Store::entry` may be answered by any replica (direct
+/// get), which can lag; a compare-and-set or a takeover must not start from an older value.
+pub async fn get_latest(
+    store: &kv::Store,
+    key: &str,
+) -> Result<Option<(Bytes, u64)>, JetStreamError> {
+    let subject = format!("{}{key}", store.prefix);
+    match store.stream.get_last_raw_message_by_subject(&subject).await {
+        Ok(m) if is_removal(Some(&m.headers)) => Ok(None),
+        Ok(m) => Ok(Some((m.payload, m.sequence))),
+        Err(e) if e.kind() == jetstream::stream::LastRawMessageErrorKind::NoMessageFound => {
+            Ok(None)
+        }
+        Err(e) => Err(JetStreamError::Read {
+            bucket: store.name.clone(),
+            message: format!("key {key}: {e}"),
+        }),
+    }
+}
+
 /// Whether a KV message is a delete or purge marker (by its `KV-Operation` header).
 pub fn is_removal(headers: Option<&async_nats::HeaderMap>) -> bool {
     headers

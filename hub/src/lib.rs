@@ -306,12 +306,21 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
     };
     config.ha.validate().map_err(HubError::Ha)?;
     let (nats, jetstream, opened) = boot::connect(&config).await?;
+    let (shutdown, shutdown_rx) = watch::channel(false);
     let security = match &config.security {
-        Some(sc) => Some(security::Security::start(sc, &config.nats).await?),
+        Some(sc) => Some(
+            security::Security::start(
+                sc,
+                &config.nats,
+                &jetstream,
+                config.stream,
+                shutdown_rx.clone(),
+            )
+            .await?,
+        ),
         None => None,
     };
     let metrics = Arc::new(Metrics::new());
-    let (shutdown, shutdown_rx) = watch::channel(false);
     let mut tasks = Vec::new();
     let security_handle = security.as_ref().map(|(s, _)| s.clone());
     let agents_account = security

@@ -205,40 +205,73 @@ enum Rotated {
     Hub,
 }
 
-/// `flotilla-hub rotate`: new credentials on disk, the old key revoked and pushed.
+/// `flotilla-hub rotate`: new credentials on disk, the old key revoked — in the revocations
+/// bucket the hubs share when it exists — and pushed.
 async fn rotate(which: Rotated, dir: &std::path::Path, nats: &NatsArgs) -> ExitCode {
     let result = async {
         let secure = flotilla_auth::SecureDir::load(dir).map_err(|e| e.to_string())?;
-        let issuer = flotilla_auth::Issuer::new(&secure, std::time::Duration::from_secs(86_400))
-            .map_err(|e| e.to_string())?;
+        let issuer = std::sync::Arc::new(
+            flotilla_auth::Issuer::new(&secure, std::time::Duration::from_secs(86_400))
+                .map_err(|e| e.to_string())?,
+        );
         let which = match which {
             Rotated::Bootstrap => flotilla_auth::Which::Agents,
             Rotated::Hub => flotilla_auth::Which::Hub,
         };
-        let jwts = issuer
-            .rotate(which, flotilla_auth::setup::unix_now())
+        let tls_ca = |c: &mut flotilla_bus::connect::NatsConfig| {
+            if let (None, Some(tls)) = (&c.tls_ca_file, &secure.tls) {
+                c.tls_ca_file = Some(tls.ca.clone());
+            }
+            c.require_tls = flotilla_bus::connect::tls_required(c.tls_ca_file.is_some(), &c.url);
+        };
+        // The hubs' shared revocations, reached as the hub (with the credentials about to be
+        // replaced, read now): absent before any hub started, then the file is enough.
+        let mut hub = nats.config("flotilla-hub-rotate");
+        hub.credentials_file = Some(secure.hub_creds.clone());
+        tls_ca(&mut hub);
+        let hub = flotilla_bus::connect::connect(&hub, None)
+            .await
             .map_err(|e| e.to_string())?;
-        // Signed now with an iat after any the hub signed (kept in revocations.json).
+        let jetstream = async_nats::jetstream::new(hub.clone());
+        let shared =
+            match flotilla_hub::security::revocations::Shared::find(&jetstream, &issuer).await {
+                Ok(shared) => shared,
+                Err(e) => return Err(format!("opening the shared revocations: {e}")),
+            };
+        let revoked = issuer
+            .rotate_key(which, flotilla_auth::setup::unix_now())
+            .map_err(|e| e.to_string())?;
         println!(
             "Wrote new credentials; the old key is revoked in {}.",
             secure.revocations_file().display()
         );
         let mut sys = nats.config("flotilla-hub-rotate");
         sys.credentials_file = Some(secure.sys_creds.clone());
-        if let (None, Some(tls)) = (&sys.tls_ca_file, &secure.tls) {
-            sys.tls_ca_file = Some(tls.ca.clone());
-        }
-        sys.require_tls = flotilla_bus::connect::tls_required(sys.tls_ca_file.is_some(), &sys.url);
-        let client = flotilla_bus::connect::connect(&sys, None)
+        tls_ca(&mut sys);
+        let sys = flotilla_bus::connect::connect(&sys, None)
             .await
             .map_err(|e| e.to_string())?;
-        tokio::time::timeout(
-            std::time::Duration::from_secs(10),
-            flotilla_auth::issuer::push_accounts(&client, &jwts),
-        )
-        .await
-        .map_err(|_| "the NATS server did not answer within 10 s".to_string())?
-        .map_err(|e| e.to_string())?;
+        let pushed = async {
+            match &shared {
+                Some(shared) => {
+                    shared.record(&[revoked]).await.map_err(|e| e.to_string())?;
+                    println!("Shared with every hub.");
+                    shared.push(&sys).await.map_err(|e| e.to_string())
+                }
+                None => {
+                    // Signed with an iat after any this directory's hub signed.
+                    let jwts = issuer
+                        .account_jwts(flotilla_auth::setup::unix_now())
+                        .map_err(|e| e.to_string())?;
+                    flotilla_auth::issuer::push_accounts(&sys, &jwts)
+                        .await
+                        .map_err(|e| e.to_string())
+                }
+            }
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(10), pushed)
+            .await
+            .map_err(|_| "the NATS server did not answer within 10 s".to_string())??;
         println!("Pushed to the NATS server: the old key is refused from now on.");
         Ok::<_, String>(())
     }
@@ -247,8 +280,8 @@ async fn rotate(which: Rotated, dir: &std::path::Path, nats: &NatsArgs) -> ExitC
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!(
-                "flotilla-hub rotate: {e}\n(anything written above stays; the hub pushes every \
-                 revocation again when it starts)"
+                "flotilla-hub rotate: {e}\n(anything written above stays; the hubs push every \
+                 revocation again when they start)"
             );
             ExitCode::FAILURE
         }

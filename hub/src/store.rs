@@ -299,37 +299,23 @@ impl<T: Message + Default> Bucket<T> {
     /// may be answered by any replica (direct get), which can lag; a hub taking over a
     /// previous holder's objects must not start from an older one.
     pub async fn get_latest(&self, key: &str) -> Result<Option<(T, u64)>> {
-        let subject = format!("{}{key}", self.kv.prefix);
-        let message = match self
-            .kv
-            .stream
-            .get_last_raw_message_by_subject(&subject)
-            .await
-        {
-            Ok(m) => m,
-            Err(e)
-                if e.kind()
-                    == async_nats::jetstream::stream::LastRawMessageErrorKind::NoMessageFound =>
-            {
-                return Ok(None);
-            }
-            Err(e) => {
-                return Err(StoreError::Read {
+        let Some((payload, revision)) =
+            js::get_latest(&self.kv, key)
+                .await
+                .map_err(|e| StoreError::Read {
                     bucket: self.name.into(),
                     key: key.into(),
                     message: e.to_string(),
-                });
-            }
-        };
-        if js::is_removal(Some(&message.headers)) {
+                })?
+        else {
             return Ok(None);
-        }
-        let v = T::decode(message.payload.as_ref()).map_err(|source| StoreError::Corrupt {
+        };
+        let v = T::decode(payload.as_ref()).map_err(|source| StoreError::Corrupt {
             bucket: self.name.into(),
             key: key.into(),
             source,
         })?;
-        Ok(Some((v, message.sequence)))
+        Ok(Some((v, revision)))
     }
 
     /// Writes `value` if the stored revision is `expected` (0 = the key must not exist).

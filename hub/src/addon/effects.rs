@@ -159,7 +159,7 @@ pub async fn uninstall(
     // Revoke before forgetting the key: if the revocation cannot be recorded the installation
     // stays, and removing it is tried again.
     if let Some(sec) = &deps.security {
-        sec.revoke(&[agent_key.as_str()]).map_err(|e| {
+        sec.revoke(&[agent_key.as_str()]).await.map_err(|e| {
             AddOnError::Unavailable(format!(
                 "revoking the credentials of add-on {name} on {cluster}: {e}"
             ))

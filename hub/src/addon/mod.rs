@@ -823,6 +823,7 @@ impl AddOns {
         if !previous.is_empty() && previous != public_key {
             security
                 .revoke(&[previous.as_str()])
+                .await
                 .map_err(|e| format!("revoking the add-on's previous key failed: {e}"))?;
         }
         if previous != public_key {

@@ -61,7 +61,7 @@ impl Actor {
                 // The replaced key is revoked before the new one is stored: a failure here
                 // leaves the cluster as it was.
                 if let (Some(security), Some(old)) = (&self.shared.security, &replaced) {
-                    security.revoke(&[old]).map_err(|e| {
+                    security.revoke(&[old]).await.map_err(|e| {
                         ClusterError::Unavailable(format!("revoking the replaced key: {e}"))
                     })?;
                 }
@@ -83,7 +83,7 @@ impl Actor {
                 // Revoke first and fail closed: a deny whose revocation cannot be recorded does
                 // not happen.
                 let current = self.current()?;
-                self.revoke_keys(&current)?;
+                self.revoke_keys(&current).await?;
                 let c = self.edit(|c| Ok(rules::deny(c))).await?;
                 self.lease_deadline = None;
                 self.notify(RegistrationState::Denied, "denied by the hub cluster admin")
@@ -368,7 +368,7 @@ impl Actor {
             )
         });
         if let Some((key, expires)) = previous {
-            security.revoke_join(&key, expires).map_err(|e| {
+            security.revoke_join(&key, expires).await.map_err(|e| {
                 ClusterError::Unavailable(format!("revoking the previous join credential: {e}"))
             })?;
         }
@@ -399,19 +399,21 @@ impl Actor {
 
     /// Secure mode: revokes the cluster's agent key, any key waiting for acceptance and its join
     /// credential. Nothing is revoked (and the caller must not go on) when this fails.
-    fn revoke_keys(&self, c: &ManagedCluster) -> Result<(), ClusterError> {
+    async fn revoke_keys(&self, c: &ManagedCluster) -> Result<(), ClusterError> {
         let (Some(security), Some(hub)) = (&self.shared.security, &c.hub) else {
             return Ok(());
         };
-        let unavailable = |e: flotilla_auth::issuer::IssueError| {
+        let unavailable = |e: crate::security::revocations::RevocationError| {
             ClusterError::Unavailable(format!("revoking the cluster's keys: {e}"))
         };
         security
             .revoke(&[&hub.agent_public_key, &hub.requested_public_key])
+            .await
             .map_err(unavailable)?;
         let expires = hub.join_expires.as_ref().map_or(i64::MAX, |t| t.seconds);
         security
             .revoke_join(&hub.join_key, expires)
+            .await
             .map_err(unavailable)
     }
 
@@ -686,7 +688,7 @@ impl Actor {
             )));
         };
         // Revoke first and fail closed: a cluster whose keys cannot be revoked stays.
-        self.revoke_keys(&current)?;
+        self.revoke_keys(&current).await?;
         self.bucket
             .purge(&self.name)
             .await
