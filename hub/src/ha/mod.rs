@@ -11,11 +11,13 @@
 //! - [`assign`]: capped rendezvous hashing of units over the live hubs (pure);
 //! - [`rules`]: which free units to take and which held one to hand over (pure);
 //! - [`members`]: heartbeats and the live set;
+//! - [`keeper`]: a held unit's renewals, on a task of their own;
 //! - [`shards`]: the loop that takes, renews, hands over and loses units, and starts and stops the
 //!   hub's work for them through a [`shards::Host`].
 
 pub mod assign;
 pub mod fence;
+pub mod keeper;
 pub mod lease;
 pub mod members;
 pub mod rules;

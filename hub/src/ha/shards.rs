@@ -3,6 +3,7 @@
 //! file reads, writes and keeps the timers.
 
 use super::fence::{Fence, Ownership};
+use super::keeper::{self, Keeper};
 use super::lease::{HubInfo, LeaseError, Leases};
 use super::members::Members;
 use super::rules::{self, Action, Unit};
@@ -106,9 +107,8 @@ enum State {
         hub: String,
     },
     Mine {
-        revision: u64,
+        keeper: Keeper,
         fence: Fence,
-        renewed: Instant,
         releasing: Option<oneshot::Receiver<()>>,
     },
 }
@@ -313,7 +313,6 @@ impl Runner {
 
     async fn round(&mut self) {
         self.beat().await;
-        self.renew_due().await;
         self.reconcile().await;
         self.expire();
         self.finish_releases().await;
@@ -377,55 +376,33 @@ impl Runner {
         }
     }
 
-    fn deadline(&self, sent: Instant) -> Instant {
-        sent + self.config.ttl.saturating_sub(self.config.margin)
+    fn timing(&self) -> keeper::Timing {
+        keeper::Timing {
+            renew: self.config.renew,
+            ttl: self.config.ttl,
+            margin: self.config.margin,
+        }
     }
 
-    async fn renew_due(&mut self) {
-        let now = Instant::now();
-        let due: Vec<(u32, u64)> = self
-            .units
-            .iter()
-            .enumerate()
-            .filter_map(|(u, s)| match s {
-                State::Mine {
-                    revision, renewed, ..
-                } if now.saturating_duration_since(*renewed) >= self.config.renew => {
-                    Some((u as u32, *revision))
-                }
-                _ => None,
-            })
-            .collect();
-        let sent = Instant::now();
-        let results = futures::future::join_all(
-            due.iter()
-                .map(|(u, rev)| self.leases.renew(*u, &self.me, *rev)),
-        )
-        .await;
-        for ((unit, _), result) in due.into_iter().zip(results) {
-            let deadline = self.deadline(sent);
-            match result {
-                Ok(rev) => {
-                    if let State::Mine {
-                        revision,
-                        fence,
-                        renewed,
-                        ..
-                    } = &mut self.units[unit as usize]
-                    {
-                        *revision = rev;
-                        *renewed = sent;
-                        fence.extend(deadline);
-                    }
-                }
-                // Taken means the revision moved: an earlier renewal that timed out may have
-                // landed. The read that follows decides.
-                Err(LeaseError::Taken) => {}
-                Err(LeaseError::Unknown(e)) => {
-                    tracing::warn!(unit, error = %e, "lease renewal failed; retrying");
-                }
-            }
-        }
+    /// This hub holds `unit` from now under `epoch` (the acquiring write's revision): its lease
+    /// at `revision`, written at `sent`.
+    fn hold(&mut self, unit: u32, epoch: u64, revision: u64, sent: Instant) {
+        let fence = Fence::new(unit, epoch, self.timing().deadline(sent));
+        let keeper = Keeper::spawn(
+            self.leases.clone(),
+            self.me.clone(),
+            unit,
+            revision,
+            sent,
+            fence.clone(),
+            self.timing(),
+        );
+        self.units[unit as usize] = State::Mine {
+            keeper,
+            fence: fence.clone(),
+            releasing: None,
+        };
+        self.started(unit, fence);
     }
 
     /// Reads every lease and corrects what this hub believes.
@@ -438,11 +415,8 @@ impl Runner {
             let mine_now = matches!(&read, Some((h, _)) if h.incarnation == self.me.incarnation);
             let held = matches!(self.units[i], State::Mine { .. });
             match read {
-                Some((_, rev)) if mine_now && held => {
-                    if let State::Mine { revision, .. } = &mut self.units[i] {
-                        *revision = (*revision).max(rev);
-                    }
-                }
+                // Its keeper renews it (and reads it again when a renewal is refused).
+                Some(_) if mine_now && held => {}
                 other if held => {
                     self.lost(unit, "the lease is gone or another hub's");
                     self.units[i] = match other {
@@ -454,16 +428,7 @@ impl Runner {
                     // A create that timed out had landed: confirm by renewing before acting.
                     let sent = Instant::now();
                     match self.leases.renew(unit, &self.me, rev).await {
-                        Ok(rev2) => {
-                            let fence = Fence::new(unit, rev, self.deadline(sent));
-                            self.units[i] = State::Mine {
-                                revision: rev2,
-                                fence: fence.clone(),
-                                renewed: sent,
-                                releasing: None,
-                            };
-                            self.started(unit, fence);
-                        }
+                        Ok(rev2) => self.hold(unit, rev, rev2, sent),
                         Err(e) => tracing::debug!(unit, ?e, "adopting a landed lease failed"),
                     }
                 }
@@ -506,8 +471,6 @@ impl Runner {
             let i = unit as usize;
             let State::Mine {
                 releasing: Some(rx),
-                revision,
-                fence,
                 ..
             } = &mut self.units[i]
             else {
@@ -517,20 +480,27 @@ impl Runner {
             if let Err(oneshot::error::TryRecvError::Empty) = rx.try_recv() {
                 continue;
             }
-            done.push((unit, *revision, fence.epoch()));
-        }
-        for &(unit, _, epoch) in &done {
-            self.log.record(unit, epoch, "released");
-            self.ownership.set(unit, None);
+            let free = State::Free {
+                since: Instant::now(),
+            };
+            if let State::Mine { keeper, fence, .. } = std::mem::replace(&mut self.units[i], free) {
+                self.log.record(unit, fence.epoch(), "released");
+                self.ownership.set(unit, None);
+                done.push((unit, keeper));
+            }
         }
         // Together: a draining hub releases all its units at once, and with NATS gone each
-        // release waits for its timeout.
-        let results = futures::future::join_all(
-            done.iter()
-                .map(|&(unit, rev, _)| self.leases.release(unit, rev)),
-        )
+        // release waits for its timeout. A keeper is stopped first, so no renewal moves the
+        // revision the release expects.
+        let results = futures::future::join_all(done.into_iter().map(|(unit, keeper)| {
+            let leases = self.leases.clone();
+            async move {
+                let revision = keeper.stop().await;
+                (unit, leases.release(unit, revision).await)
+            }
+        }))
         .await;
-        for (&(unit, _, _), result) in done.iter().zip(results) {
+        for (unit, result) in results {
             if let Err(e) = result {
                 tracing::warn!(unit, ?e, "releasing a lease failed; it will expire");
             }
@@ -546,16 +516,7 @@ impl Runner {
             futures::future::join_all(units.iter().map(|u| self.leases.create(*u, &self.me))).await;
         for (&unit, result) in units.iter().zip(results) {
             match result {
-                Ok(epoch) => {
-                    let fence = Fence::new(unit, epoch, self.deadline(sent));
-                    self.units[unit as usize] = State::Mine {
-                        revision: epoch,
-                        fence: fence.clone(),
-                        renewed: sent,
-                        releasing: None,
-                    };
-                    self.started(unit, fence);
-                }
+                Ok(epoch) => self.hold(unit, epoch, epoch, sent),
                 Err(LeaseError::Taken) => {
                     self.units[unit as usize] = State::Other {
                         hub: String::from("?"),

@@ -1,0 +1,169 @@
+//! A held unit's renewals, on a task of their own.
+//!
+//! The shard loop's round reads every lease, beats the heartbeat, takes free units and releases
+//! handed-over ones; each of those waits up to its timeout when JetStream is slow, and several
+//! in a row (a takeover under load) used to push the next renewal past the fence's deadline, so
+//! a hub that was alive and reachable lost every unit at once and restarted them all — more load
+//! on a store already slow. A keeper renews its unit every renew interval whatever the round is
+//! doing: the fence ends only when renewals really fail for the TTL minus the margin.
+
+use super::fence::Fence;
+use super::lease::{HubInfo, LeaseError, Leases};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+/// The timers a keeper follows.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// Renew this long after the last acknowledged renewal was sent.
+    pub renew: Duration,
+    /// The lease TTL.
+    pub ttl: Duration,
+    /// Stop acting this long before the lease could expire.
+    pub margin: Duration,
+}
+
+impl Timing {
+    /// The fence's deadline for a renewal (or the acquiring write) sent at `sent`.
+    pub fn deadline(&self, sent: Instant) -> Instant {
+        sent + self.ttl.saturating_sub(self.margin)
+    }
+
+    /// How soon a renewal that failed is tried again: several attempts fit in the time the
+    /// fence has left.
+    fn retry(&self) -> Duration {
+        (self.renew / 3).max(Duration::from_millis(200))
+    }
+}
+
+/// The renewals of one held unit; dropping it stops them.
+pub struct Keeper {
+    revision: watch::Receiver<u64>,
+    stop: watch::Sender<bool>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl Keeper {
+    /// Starts renewing `unit`, whose lease is at `revision` and was written at `sent`, extending
+    /// `fence` after each acknowledged renewal.
+    pub fn spawn(
+        leases: Leases,
+        me: HubInfo,
+        unit: u32,
+        revision: u64,
+        sent: Instant,
+        fence: Fence,
+        timing: Timing,
+    ) -> Self {
+        let (revision_tx, revision_rx) = watch::channel(revision);
+        let (stop, stop_rx) = watch::channel(false);
+        let task = tokio::spawn(keep(
+            Lease {
+                leases,
+                me,
+                unit,
+                fence,
+                timing,
+            },
+            sent,
+            revision_tx,
+            stop_rx,
+        ));
+        Self {
+            revision: revision_rx,
+            stop,
+            task: Some(task),
+        }
+    }
+
+    /// The lease's latest revision this hub wrote.
+    pub fn revision(&self) -> u64 {
+        *self.revision.borrow()
+    }
+
+    /// Stops renewing and waits until no renewal is in flight; returns the last revision (to
+    /// release the lease at).
+    pub async fn stop(mut self) -> u64 {
+        let _ = self.stop.send(true);
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+        self.revision()
+    }
+}
+
+impl Drop for Keeper {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+struct Lease {
+    leases: Leases,
+    me: HubInfo,
+    unit: u32,
+    fence: Fence,
+    timing: Timing,
+}
+
+async fn keep(
+    lease: Lease,
+    sent: Instant,
+    revision: watch::Sender<u64>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let Lease {
+        leases,
+        me,
+        unit,
+        fence,
+        timing,
+    } = lease;
+    let mut next = sent + timing.renew;
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return,
+            _ = tokio::time::sleep_until(next) => {}
+        }
+        if !fence.is_valid() {
+            // Ran out or revoked: the shard loop stops the unit and may take it again under a
+            // new epoch; this lease is not renewed any more.
+            return;
+        }
+        let sent = Instant::now();
+        let current = *revision.borrow();
+        // A stop that arrives mid-renewal waits for its answer, so the caller knows the revision.
+        match leases.renew(unit, &me, current).await {
+            Ok(rev) => {
+                revision.send_replace(rev);
+                fence.extend(timing.deadline(sent));
+                next = sent + timing.renew;
+            }
+            // The revision moved: a renewal that timed out may have landed. Read it.
+            Err(LeaseError::Taken) => match leases.read(unit).await {
+                Ok(Some((holder, rev))) if holder.incarnation == me.incarnation => {
+                    revision.send_replace(rev);
+                    next = Instant::now();
+                }
+                Ok(_) => {
+                    tracing::warn!(unit, "the lease is gone or another hub's; stopping at once");
+                    fence.revoke();
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(unit, error = %e, "reading the lease after a refused renewal failed");
+                    next = Instant::now() + timing.retry();
+                }
+            },
+            Err(LeaseError::Unknown(e)) => {
+                tracing::warn!(unit, error = %e, "lease renewal failed; retrying");
+                next = Instant::now() + timing.retry();
+            }
+        }
+    }
+}
