@@ -108,7 +108,7 @@ impl Topology {
             "--auto-accept".into(),
         ];
         hub_args.extend(args.hub_args.iter().cloned());
-        let log = dir.path().join("hub.log");
+        let log = hub_log(dir.path(), "hub-0.log");
         let child = spawn_hub(&hub_args, &log)?;
         let mut topology = Self {
             nats_url: server.url(),
@@ -266,7 +266,7 @@ impl Topology {
             format!("load-hub-{index}"),
         ]);
         let dir = tempfile::tempdir().context("creating a directory for the hub's log")?;
-        let log = dir.path().join("hub.log");
+        let log = hub_log(dir.path(), &format!("hub-{index}.log"));
         let child = spawn_hub(&args, &log)?;
         self.extra_hubs.push((
             HubProcess {
@@ -376,6 +376,19 @@ pub fn sibling_binary(name: &str) -> PathBuf {
         .and_then(|exe| exe.parent().map(|d| d.join(name)))
         .filter(|p| p.is_file())
         .unwrap_or_else(|| PathBuf::from(name))
+}
+
+/// Where a hub logs: `$FLOTILLA_LOAD_LOG_DIR/<name>` when set (kept after the run, with
+/// `FLOTILLA_LOAD_HUB_LOG` choosing the level), else a file of `temp` (removed with it).
+fn hub_log(temp: &std::path::Path, name: &str) -> PathBuf {
+    match std::env::var_os("FLOTILLA_LOAD_LOG_DIR") {
+        Some(dir) => {
+            let dir = PathBuf::from(dir);
+            let _ = std::fs::create_dir_all(&dir);
+            dir.join(name)
+        }
+        None => temp.join("hub.log"),
+    }
 }
 
 fn spawn_hub(args: &[String], log: &std::path::Path) -> Result<Child> {
