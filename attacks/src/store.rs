@@ -108,11 +108,36 @@ fn check_hub_info(bucket: &str, key: &str, value: &[u8]) -> Result<(), String> {
     }
 }
 
+/// Checks a shared revocation (JSON, written only by hubs): a user key's `{"at", "account"}`
+/// under that key, or `account-iat`, the latest account JWT `iat` (a number).
+fn check_revocation(key: &str, value: &[u8]) -> Result<(), String> {
+    if key == "account-iat" {
+        return std::str::from_utf8(value)
+            .ok()
+            .and_then(|s| s.trim().parse::<i64>().ok())
+            .map(drop)
+            .ok_or_else(|| "holds something other than an account JWT iat".to_string());
+    }
+    if !(key.starts_with('U') && nkeys::KeyPair::from_public_key(key).is_ok()) {
+        return Err("is not under a user key".into());
+    }
+    let v: serde_json::Value = serde_json::from_slice(value)
+        .map_err(|e| format!("holds something other than a revocation: {e}"))?;
+    match (v["at"].as_i64(), v["account"].as_str()) {
+        (Some(_), Some("hub" | "agents")) => Ok(()),
+        _ => Err(format!("holds a JSON document that is no revocation: {v}")),
+    }
+}
+
 /// Checks that `value` is an object of `bucket`'s type stored under its own key.
 pub fn check_value(bucket: &str, key: &str, value: &[u8]) -> Result<(), String> {
     // The hubs' own leases and heartbeats are JSON (`HubInfo`), written only by hubs.
     if matches!(bucket, "hubleases" | "hubmembers") {
         return check_hub_info(bucket, key, value);
+    }
+    // So are the revocations the hubs share.
+    if bucket == "revocations" {
+        return check_revocation(key, value);
     }
     if let Some(what) = crate::wire::foreign(value) {
         return Err(format!("holds {what}"));
