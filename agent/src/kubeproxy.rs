@@ -82,7 +82,11 @@ impl Server {
         let mut calls: HashMap<StreamId, mpsc::Sender<Received>> = HashMap::new();
         let mut tasks: JoinSet<StreamId> = JoinSet::new();
         loop {
-            let mut sub = match self.client.subscribe(subjects::kubeapi(&self.cluster)).await {
+            let mut sub = match self
+                .client
+                .subscribe(subjects::kubeapi(&self.cluster))
+                .await
+            {
                 Ok(s) => s,
                 Err(e) => {
                     tracing::warn!(error = %e, "subscribing to cluster-proxy calls failed; retrying");
@@ -135,9 +139,9 @@ impl Server {
                 }
                 if calls.len() >= MAX_CALLS {
                     let call = Call::new(shared.clone(), stream, &request);
-                    tokio::spawn(call.refuse(format!(
-                        "the agent already serves {MAX_CALLS} calls"
-                    )));
+                    tokio::spawn(
+                        call.refuse(format!("the agent already serves {MAX_CALLS} calls")),
+                    );
                     continue;
                 }
                 let (tx, rx) = mpsc::channel(tunnel::MAX_WINDOW as usize + 16);
@@ -320,7 +324,8 @@ impl Call {
         let mut keepalive =
             tokio::time::interval_at(Instant::now() + tunnel::KEEPALIVE, tunnel::KEEPALIVE);
         let mut send = SendWindow::new(u64::from(request.window.clamp(1, tunnel::MAX_WINDOW)));
-        let max_chunk = (request.max_chunk as usize).clamp(1024, tunnel::DEFAULT_MAX_CHUNK as usize);
+        let max_chunk =
+            (request.max_chunk as usize).clamp(1024, tunnel::DEFAULT_MAX_CHUNK as usize);
         let response = loop {
             tokio::select! {
                 response = &mut answer => break response,
@@ -407,9 +412,14 @@ impl Call {
 fn to_api_request(request: &TunnelRequest, body: Bytes) -> Result<ApiRequest, String> {
     let method = http::Method::from_bytes(request.method.as_bytes())
         .map_err(|_| format!("method {:?} is not an HTTP method", request.method))?;
-    if !request.path.starts_with('/') || request.path.contains("/../") || request.path.ends_with("/..")
+    if !request.path.starts_with('/')
+        || request.path.contains("/../")
+        || request.path.ends_with("/..")
     {
-        return Err(format!("path {:?} is not an absolute API path", request.path));
+        return Err(format!(
+            "path {:?} is not an absolute API path",
+            request.path
+        ));
     }
     let mut headers = http::HeaderMap::new();
     for h in &request.headers {

@@ -262,8 +262,14 @@ mod tests {
         let s = kubeapi_back("edge-1", "h0b");
         assert_eq!(kubeapi_back_cluster(&s, "h0b"), Some("edge-1"));
         assert_eq!(kubeapi_back_cluster(&s, "other"), None);
-        assert_eq!(kubeapi_back_cluster("flotilla.kubeapiback.a.b.h0b", "h0b"), None);
-        assert_eq!(kubeapi_back_cluster("flotilla.kubeapiback..h0b", "h0b"), None);
+        assert_eq!(
+            kubeapi_back_cluster("flotilla.kubeapiback.a.b.h0b", "h0b"),
+            None
+        );
+        assert_eq!(
+            kubeapi_back_cluster("flotilla.kubeapiback..h0b", "h0b"),
+            None
+        );
         assert_eq!(kubeapi_back_cluster("flotilla.kubeapi.edge-1", "h0b"), None);
         assert!(valid_hub_token("a1B2"));
         assert!(!valid_hub_token("a.b") && !valid_hub_token("") && !valid_hub_token("*"));

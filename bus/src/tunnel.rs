@@ -54,7 +54,9 @@ pub fn idle_timeout() -> Duration {
 /// The largest data frame that fits an event of `max_event_bytes` (a server's `max_payload`).
 pub fn max_chunk_for(max_event_bytes: usize) -> u32 {
     let room = max_event_bytes.saturating_sub(FRAME_OVERHEAD).max(1024);
-    u32::try_from(room).unwrap_or(u32::MAX).min(DEFAULT_MAX_CHUNK)
+    u32::try_from(room)
+        .unwrap_or(u32::MAX)
+        .min(DEFAULT_MAX_CHUNK)
 }
 
 /// Event type of frames hub → agent.
@@ -306,9 +308,7 @@ pub fn decode(
         Some(tunnel_frame::Frame::Data(d)) => Frame::Data(d.into()),
         Some(tunnel_frame::Frame::End(_)) => Frame::End,
         Some(tunnel_frame::Frame::Credit(c)) => Frame::Credit(c.allowed),
-        Some(tunnel_frame::Frame::Cancel(c)) => {
-            Frame::Cancel(c.reason.chars().take(512).collect())
-        }
+        Some(tunnel_frame::Frame::Cancel(c)) => Frame::Cancel(c.reason.chars().take(512).collect()),
         Some(tunnel_frame::Frame::Ping(_)) => Frame::Ping,
     };
     Ok(Received { stream, seq, frame })

@@ -55,7 +55,13 @@ fn oversized_chunks_other_clusters_and_other_directions_are_refused() {
 #[test]
 fn stream_ids_are_32_hex_digits_only() {
     assert!(StreamId::parse(StreamId::random().as_str()).is_ok());
-    for bad in ["", "ABCDEF0123456789abcdef0123456789", "x", "../../etc", &"a".repeat(33)] {
+    for bad in [
+        "",
+        "ABCDEF0123456789abcdef0123456789",
+        "x",
+        "../../etc",
+        &"a".repeat(33),
+    ] {
         assert!(StreamId::parse(bad).is_err(), "{bad}");
     }
 }
@@ -102,7 +108,10 @@ fn data_beyond_the_credit_breaks_the_protocol() {
 #[test]
 fn chunks_fit_the_server_payload() {
     assert_eq!(max_chunk_for(1024 * 1024), DEFAULT_MAX_CHUNK);
-    assert_eq!(max_chunk_for(64 * 1024), (64 * 1024 - FRAME_OVERHEAD) as u32);
+    assert_eq!(
+        max_chunk_for(64 * 1024),
+        (64 * 1024 - FRAME_OVERHEAD) as u32
+    );
     // A full chunk with its envelope fits the payload it was computed for.
     let max = 64 * 1024;
     let chunk = max_chunk_for(max) as usize;

@@ -151,7 +151,10 @@ mod tests {
         Identity {
             name: "someone".into(),
             role,
-            execute_as: grants.iter().map(|g| ExecuteAs::parse(g).unwrap()).collect(),
+            execute_as: grants
+                .iter()
+                .map(|g| ExecuteAs::parse(g).unwrap())
+                .collect(),
         }
     }
 
@@ -178,7 +181,14 @@ mod tests {
         )
         .unwrap_err();
         assert!(refused.0.contains("create core/configmaps"), "{refused:?}");
-        assert!(decide(&viewer, &info(Method::GET, "/api/v1/namespaces/a/secrets"), &none).is_err());
+        assert!(
+            decide(
+                &viewer,
+                &info(Method::GET, "/api/v1/namespaces/a/secrets"),
+                &none
+            )
+            .is_err()
+        );
         let asked = Asked {
             user: Some("admin".into()),
             groups: vec![],

@@ -145,6 +145,9 @@ mod tests {
         )
         .unwrap();
         assert!(msg.contains("since 1970-01-01T00:16:40Z"), "{msg}");
-        assert!(msg.contains("last heard from at about 1970-01-01T00:15:50Z"), "{msg}");
+        assert!(
+            msg.contains("last heard from at about 1970-01-01T00:15:50Z"),
+            "{msg}"
+        );
     }
 }

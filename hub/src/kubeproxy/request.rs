@@ -12,7 +12,9 @@ pub const PREFIX: &str = "/clusters/";
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum PathError {
     /// Not under `/clusters/`.
-    #[error("path {0:?} is not /clusters/<cluster>/…: the hub serves each cluster's API under its name")]
+    #[error(
+        "path {0:?} is not /clusters/<cluster>/…: the hub serves each cluster's API under its name"
+    )]
     NotProxied(String),
     /// The cluster name is not a valid cluster name.
     #[error("cluster name {name:?} in the path: {reason}")]
@@ -247,7 +249,11 @@ mod tests {
             (i.verb, i.namespace.as_str(), i.resource.as_str()),
             (Verb::List, "ns", "pods")
         );
-        let i = p(Method::GET, "/api/v1/namespaces/ns/pods/p1/log", "follow=true");
+        let i = p(
+            Method::GET,
+            "/api/v1/namespaces/ns/pods/p1/log",
+            "follow=true",
+        );
         assert_eq!(
             (i.verb, i.name.as_str(), i.subresource.as_str()),
             (Verb::Get, "p1", "log")
@@ -257,7 +263,11 @@ mod tests {
         assert_eq!((i.verb, i.group.as_str()), (Verb::Watch, "apps"));
         let i = p(Method::GET, "/api/v1/watch/namespaces/ns/configmaps", "");
         assert_eq!((i.verb, i.resource.as_str()), (Verb::Watch, "configmaps"));
-        let i = p(Method::PATCH, "/apis/apps/v1/namespaces/ns/deployments/d", "");
+        let i = p(
+            Method::PATCH,
+            "/apis/apps/v1/namespaces/ns/deployments/d",
+            "",
+        );
         assert_eq!(i.verb, Verb::Patch);
         let i = p(Method::DELETE, "/api/v1/namespaces/ns/configmaps", "");
         assert_eq!(i.verb, Verb::DeleteCollection);

@@ -115,7 +115,10 @@ pub fn serve(
 }
 
 /// A TLS acceptor for the certificate chain and key (PEM), offering HTTP/2 and HTTP/1.1.
-pub fn tls_acceptor(cert: &std::path::Path, key: &std::path::Path) -> Result<tokio_rustls::TlsAcceptor, String> {
+pub fn tls_acceptor(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> Result<tokio_rustls::TlsAcceptor, String> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let certs = CertificateDer::pem_file_iter(cert)
@@ -285,14 +288,11 @@ async fn handle(deps: &Deps, req: http::Request<Incoming>) -> http::Response<Bod
         .await
     {
         Ok(answer) => {
-            let code = StatusCode::from_u16(answer.head.status as u16)
-                .unwrap_or(StatusCode::BAD_GATEWAY);
-            let body = StreamBody::new(
-                answer
-                    .body
-                    .map(|chunk| chunk.map(hyper::body::Frame::data)),
-            );
-            let mut resp = http::Response::new(BodyExt::boxed(body));
+            let code =
+                StatusCode::from_u16(answer.head.status as u16).unwrap_or(StatusCode::BAD_GATEWAY);
+            let body =
+                StreamBody::new(answer.body.map(|chunk| chunk.map(hyper::body::Frame::data)));
+            let mut resp = http::Response::new(BodyExt::boxed_unsync(body));
             *resp.status_mut() = code;
             for h in answer.head.headers {
                 let name = h.name.to_ascii_lowercase();

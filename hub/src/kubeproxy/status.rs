@@ -5,7 +5,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 
 /// The body type of every proxy response.
-pub type Body = http_body_util::combinators::BoxBody<Bytes, super::BodyError>;
+pub type Body = http_body_util::combinators::UnsyncBoxBody<Bytes, super::BodyError>;
 
 /// A `Status` object (`status: Failure`) with Kubernetes' `reason` for `code`.
 pub fn body(code: http::StatusCode, message: &str) -> Bytes {
@@ -37,7 +37,7 @@ pub fn response(code: http::StatusCode, message: &str) -> http::Response<Body> {
     let mut resp = http::Response::new(
         Full::new(body(code, message))
             .map_err(|never| match never {})
-            .boxed(),
+            .boxed_unsync(),
     );
     *resp.status_mut() = code;
     resp.headers_mut().insert(

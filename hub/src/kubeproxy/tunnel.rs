@@ -186,7 +186,8 @@ impl Tunnels {
         let (head_tx, head_rx) = oneshot::channel();
         let (body_tx, body_rx) = mpsc::channel(self.inner.config.window as usize);
         let (consumed_tx, consumed_rx) = mpsc::unbounded_channel();
-        let span = tracing::debug_span!("kubeproxy_call", cluster.name = %out.cluster, stream = %stream);
+        let span =
+            tracing::debug_span!("kubeproxy_call", cluster.name = %out.cluster, stream = %stream);
         let call = Call {
             inner: self.inner.clone(),
             stream,
@@ -199,16 +200,14 @@ impl Tunnels {
         };
         tokio::spawn(call.run(out.request, out.body).instrument(span));
         let head = head_rx.await.map_err(|_| CallError::Shutdown)??;
-        let body = futures::stream::unfold(
-            (body_rx, consumed_tx),
-            |(mut rx, consumed)| async move {
+        let body =
+            futures::stream::unfold((body_rx, consumed_tx), |(mut rx, consumed)| async move {
                 let item = rx.recv().await?;
                 if item.is_ok() {
                     let _ = consumed.send(());
                 }
                 Some((item, (rx, consumed)))
-            },
-        );
+            });
         Ok(Answer {
             head,
             body: Box::pin(body),
@@ -301,7 +300,9 @@ impl Call {
             End::Done => {}
             End::ClientGone => {
                 tracing::debug!("client went away; cancelling the call");
-                let _ = self.send(Frame::Cancel("the client went away".into())).await;
+                let _ = self
+                    .send(Frame::Cancel("the client went away".into()))
+                    .await;
             }
             End::Failed(e) => {
                 tracing::debug!(error = %e, "cluster-proxy call failed");
@@ -313,9 +314,7 @@ impl Call {
                         let _ = head.send(Err(e));
                     }
                     None => {
-                        let _ = self
-                            .body
-                            .try_send(Err(super::BodyError::Call(Box::new(e))));
+                        let _ = self.body.try_send(Err(super::BodyError::Call(Box::new(e))));
                     }
                 }
             }
@@ -358,10 +357,8 @@ impl Call {
         let mut pending = Bytes::new();
         let mut heard = false;
         let mut deadline = Instant::now() + self.inner.config.open_timeout;
-        let mut keepalive = tokio::time::interval_at(
-            Instant::now() + tunnel::KEEPALIVE,
-            tunnel::KEEPALIVE,
-        );
+        let mut keepalive =
+            tokio::time::interval_at(Instant::now() + tunnel::KEEPALIVE, tunnel::KEEPALIVE);
         let max_chunk = self.inner.max_chunk as usize;
         loop {
             // The request body, within the agent's credit.

@@ -8,14 +8,16 @@
 //! [`Backend::apply`], [`Backend::delete`], [`Backend::changes`]); errors are Kubernetes
 //! `Status` objects as a real API server words them.
 //!
-//! Not served: OpenAPI documents (kubectl then validates nothing client-side), tables (kubectl
-//! prints what it prints for plain lists), logs, exec, port-forward, and RBAC (the simulated
-//! cluster has none).
+//! Not served: OpenAPI schemas (only the [`openapi`] kubectl needs to leave validation to the
+//! server), tables (kubectl prints what it prints for plain lists), logs, exec, port-forward,
+//! and RBAC (the simulated cluster has none).
 //!
 //! - [`resources`]: the resource table and the discovery documents.
+//! - [`openapi`]: the OpenAPI v3 documents kubectl asks for before it writes.
 //! - [`patch`]: the patch types (pure).
 //! - [`watch`]: watch streams.
 
+pub mod openapi;
 pub mod patch;
 pub mod resources;
 pub mod watch;
@@ -86,19 +88,26 @@ fn from_backend(target: &Target, name: &str, e: BackendError) -> ApiResponse {
                     if fields.len() == 1 { "" } else { "s" },
                     list.join(", ")
                 ),
-                Some(json!({"name": name, "group": target.resource.group, "kind": target.resource.plural})),
+                Some(
+                    json!({"name": name, "group": target.resource.group, "kind": target.resource.plural}),
+                ),
             )
         }
         BackendError::Invalid(m) => failure(
             StatusCode::UNPROCESSABLE_ENTITY,
             "Invalid",
             &format!("{} {name:?} is invalid: {m}", target.resource.kind),
-            Some(json!({"name": name, "group": target.resource.group, "kind": target.resource.kind})),
+            Some(
+                json!({"name": name, "group": target.resource.group, "kind": target.resource.kind}),
+            ),
         ),
         BackendError::Forbidden(m) => failure(StatusCode::FORBIDDEN, "Forbidden", &m, None),
-        BackendError::Unavailable(m) => {
-            failure(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable", &m, None)
-        }
+        BackendError::Unavailable(m) => failure(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ServiceUnavailable",
+            &m,
+            None,
+        ),
     }
 }
 
@@ -115,11 +124,7 @@ async fn resources(backend: &dyn Backend) -> Vec<Resource> {
 
 /// Serves one request.
 pub async fn serve(backend: Arc<dyn Backend>, request: ApiRequest) -> ApiResponse {
-    let parts: Vec<&str> = request
-        .path
-        .split('/')
-        .filter(|p| !p.is_empty())
-        .collect();
+    let parts: Vec<&str> = request.path.split('/').filter(|p| !p.is_empty()).collect();
     match (request.method.clone(), parts.as_slice()) {
         (Method::GET, ["version"]) => {
             let info = backend.info().await;
@@ -146,6 +151,21 @@ pub async fn serve(backend: Arc<dyn Backend>, request: ApiRequest) -> ApiRespons
             StatusCode::OK,
             &resources::group_list(&resources(backend.as_ref()).await),
         ),
+        (Method::GET, ["openapi", "v3"]) => ApiResponse::json(
+            StatusCode::OK,
+            &openapi::root(&resources(backend.as_ref()).await),
+        ),
+        (Method::GET, ["openapi", "v3", rest @ ..]) => {
+            match openapi::group_version(&rest.join("/"), &resources(backend.as_ref()).await) {
+                Some(doc) => ApiResponse::json(StatusCode::OK, &doc),
+                None => failure(
+                    StatusCode::NOT_FOUND,
+                    "NotFound",
+                    "no such OpenAPI document",
+                    None,
+                ),
+            }
+        }
         (Method::GET, ["api", version]) => discovery(backend.as_ref(), version).await,
         (Method::GET, ["apis", group, version]) => {
             discovery(backend.as_ref(), &format!("{group}/{version}")).await
@@ -202,7 +222,9 @@ async fn resource_request(
         return failure(
             StatusCode::NOT_FOUND,
             "NotFound",
-            &format!("the server could not find the requested resource ({plural} in {group}/{version})"),
+            &format!(
+                "the server could not find the requested resource ({plural} in {group}/{version})"
+            ),
             None,
         );
     };
@@ -312,7 +334,9 @@ fn selectors(request: &ApiRequest) -> Result<Selectors, ApiResponse> {
             } else if let Some((p, v)) = term.split_once('=') {
                 (p, v, true)
             } else {
-                return Err(bad_request(&format!("fieldSelector term {term:?} is not FIELD=VALUE")));
+                return Err(bad_request(&format!(
+                    "fieldSelector term {term:?} is not FIELD=VALUE"
+                )));
             };
             if !matches!(path, "metadata.name" | "metadata.namespace") {
                 return Err(bad_request(&format!(
@@ -398,7 +422,9 @@ fn body_object(request: &ApiRequest) -> Result<Value, ApiResponse> {
     let value: Value = match serde_json::from_slice(&request.body) {
         Ok(v) => v,
         Err(json_error) => serde_yaml::from_slice(&request.body).map_err(|_| {
-            bad_request(&format!("the request body is not JSON (or YAML): {json_error}"))
+            bad_request(&format!(
+                "the request body is not JSON (or YAML): {json_error}"
+            ))
         })?,
     };
     if value.is_object() || value.is_array() {
@@ -425,19 +451,30 @@ fn identity(target: &Target, object: &mut Value, name: &str) -> Result<String, A
     if !object["metadata"].is_object() {
         object["metadata"] = json!({});
     }
-    let body_name = object["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let body_name = object["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     let name = match (name, body_name.as_str()) {
         ("", "") => {
-            let prefix = object["metadata"]["generateName"].as_str().unwrap_or_default();
+            let prefix = object["metadata"]["generateName"]
+                .as_str()
+                .unwrap_or_default();
             if prefix.is_empty() {
                 return Err(failure(
                     StatusCode::UNPROCESSABLE_ENTITY,
                     "Invalid",
-                    &format!("{} is invalid: metadata.name: Required value: name or generateName is required", r.kind),
+                    &format!(
+                        "{} is invalid: metadata.name: Required value: name or generateName is required",
+                        r.kind
+                    ),
                     None,
                 ));
             }
-            format!("{prefix}{}", &uuid::Uuid::new_v4().simple().to_string()[..5])
+            format!(
+                "{prefix}{}",
+                &uuid::Uuid::new_v4().simple().to_string()[..5]
+            )
         }
         ("", n) => n.to_string(),
         (p, "") => p.to_string(),
@@ -653,8 +690,9 @@ async fn patch_object(backend: &dyn Backend, target: &Target, request: &ApiReque
         existing.clone()
     };
     let patched = match content_type.as_str() {
-        "application/json-patch+json" => patch::json_patch(&mut object, &body)
-            .map_err(|e| e.to_string()),
+        "application/json-patch+json" => {
+            patch::json_patch(&mut object, &body).map_err(|e| e.to_string())
+        }
         "application/merge-patch+json" => {
             patch::merge(&mut object, &body);
             Ok(())
@@ -667,7 +705,9 @@ async fn patch_object(backend: &dyn Backend, target: &Target, request: &ApiReque
             return failure(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "UnsupportedMediaType",
-                &format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (not {other:?})"),
+                &format!(
+                    "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (not {other:?})"
+                ),
                 None,
             );
         }
@@ -676,7 +716,11 @@ async fn patch_object(backend: &dyn Backend, target: &Target, request: &ApiReque
         return failure(
             StatusCode::UNPROCESSABLE_ENTITY,
             "Invalid",
-            &format!("the patch of {} {:?} cannot be applied: {e}", target.resource.qualified(), target.name),
+            &format!(
+                "the patch of {} {:?} cannot be applied: {e}",
+                target.resource.qualified(),
+                target.name
+            ),
             None,
         );
     }
@@ -725,10 +769,19 @@ async fn delete_collection(
         Err(e) => return from_backend(target, "", e),
     };
     let mut deleted = Vec::new();
-    for o in items.into_iter().filter(|o| selected(o, labels.as_ref(), &fields)) {
-        let name = o["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    for o in items
+        .into_iter()
+        .filter(|o| selected(o, labels.as_ref(), &fields))
+    {
+        let name = o["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         let mut one = target.clone();
-        one.namespace = o["metadata"]["namespace"].as_str().unwrap_or_default().to_string();
+        one.namespace = o["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         if let Err(e) = backend.delete(&one.id(&name)).await {
             return from_backend(&one, &name, e);
         }

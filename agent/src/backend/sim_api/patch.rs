@@ -75,7 +75,9 @@ pub fn strategic(target: &mut Value, patch: &Value) {
 }
 
 fn by_name(items: &[Value]) -> bool {
-    items.iter().all(|i| i.get("name").is_some_and(Value::is_string))
+    items
+        .iter()
+        .all(|i| i.get("name").is_some_and(Value::is_string))
 }
 
 fn merge_named(current: &mut Vec<Value>, items: &[Value], order: Option<&Value>) {

@@ -81,7 +81,13 @@ pub fn builtin() -> Vec<Resource> {
         Resource::new("", "services", "Service", true, &["svc"]),
         Resource::new("", "serviceaccounts", "ServiceAccount", true, &["sa"]),
         Resource::new("", "pods", "Pod", true, &["po"]),
-        Resource::new("", "persistentvolumeclaims", "PersistentVolumeClaim", true, &["pvc"]),
+        Resource::new(
+            "",
+            "persistentvolumeclaims",
+            "PersistentVolumeClaim",
+            true,
+            &["pvc"],
+        ),
         Resource::new("apps", "deployments", "Deployment", true, &["deploy"]),
         Resource::new("apps", "statefulsets", "StatefulSet", true, &["sts"]),
         Resource::new("apps", "daemonsets", "DaemonSet", true, &["ds"]),
@@ -89,8 +95,20 @@ pub fn builtin() -> Vec<Resource> {
         Resource::new("batch", "jobs", "Job", true, &[]),
         Resource::new("batch", "cronjobs", "CronJob", true, &["cj"]),
         Resource::new("rbac.authorization.k8s.io", "roles", "Role", true, &[]),
-        Resource::new("rbac.authorization.k8s.io", "rolebindings", "RoleBinding", true, &[]),
-        Resource::new("rbac.authorization.k8s.io", "clusterroles", "ClusterRole", false, &[]),
+        Resource::new(
+            "rbac.authorization.k8s.io",
+            "rolebindings",
+            "RoleBinding",
+            true,
+            &[],
+        ),
+        Resource::new(
+            "rbac.authorization.k8s.io",
+            "clusterroles",
+            "ClusterRole",
+            false,
+            &[],
+        ),
         Resource::new(
             "rbac.authorization.k8s.io",
             "clusterrolebindings",
@@ -99,8 +117,20 @@ pub fn builtin() -> Vec<Resource> {
             &[],
         ),
         Resource::new("networking.k8s.io", "ingresses", "Ingress", true, &["ing"]),
-        Resource::new("networking.k8s.io", "networkpolicies", "NetworkPolicy", true, &["netpol"]),
-        Resource::new("policy", "poddisruptionbudgets", "PodDisruptionBudget", true, &["pdb"]),
+        Resource::new(
+            "networking.k8s.io",
+            "networkpolicies",
+            "NetworkPolicy",
+            true,
+            &["netpol"],
+        ),
+        Resource::new(
+            "policy",
+            "poddisruptionbudgets",
+            "PodDisruptionBudget",
+            true,
+            &["pdb"],
+        ),
         Resource::new(
             "apiextensions.k8s.io",
             "customresourcedefinitions",
@@ -152,7 +182,9 @@ pub fn group_list(resources: &[Resource]) -> Value {
     let mut groups: Vec<(String, Vec<String>)> = Vec::new();
     for r in resources.iter().filter(|r| !r.group.is_empty()) {
         match groups.iter_mut().find(|(g, _)| *g == r.group) {
-            Some((_, versions)) if !versions.contains(&r.version) => versions.push(r.version.clone()),
+            Some((_, versions)) if !versions.contains(&r.version) => {
+                versions.push(r.version.clone())
+            }
             Some(_) => {}
             None => groups.push((r.group.clone(), vec![r.version.clone()])),
         }

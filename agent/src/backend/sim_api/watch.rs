@@ -106,7 +106,11 @@ impl State {
 }
 
 /// Serves a watch.
-pub(super) async fn serve(backend: Arc<dyn Backend>, target: Target, request: &ApiRequest) -> ApiResponse {
+pub(super) async fn serve(
+    backend: Arc<dyn Backend>,
+    target: Target,
+    request: &ApiRequest,
+) -> ApiResponse {
     let (labels, fields) = match selectors(request) {
         Ok(s) => s,
         Err(resp) => return resp,
@@ -179,7 +183,11 @@ mod tests {
             .iter()
             .map(|e| {
                 let v: Value = serde_json::from_slice(e).unwrap();
-                format!("{} {}", v["type"].as_str().unwrap(), v["object"]["metadata"]["name"].as_str().unwrap())
+                format!(
+                    "{} {}",
+                    v["type"].as_str().unwrap(),
+                    v["object"]["metadata"]["name"].as_str().unwrap()
+                )
             })
             .collect()
     }
@@ -197,10 +205,6 @@ mod tests {
             ["MODIFIED x", "ADDED z", "DELETED y"]
         );
         assert!(diff(&mut seen, vec![obj("x", "3"), obj("z", "4")]).is_empty());
-        assert!(
-            diff(&mut seen, vec![])
-                .iter()
-                .all(|e| e.ends_with(b"\n"))
-        );
+        assert!(diff(&mut seen, vec![]).iter().all(|e| e.ends_with(b"\n")));
     }
 }
