@@ -582,3 +582,154 @@ async fn kubectl_reaches_the_kubernetes_api_as_the_callers_identity_and_sees_its
         .await;
     assert!(out.contains("deleted"), "{out}");
 }
+
+/// What a scripted spoke does with the call it receives.
+enum Script {
+    /// Skips a sequence number.
+    SkipsASequenceNumber,
+    /// Sends more data than its credit allows.
+    IgnoresItsCredit,
+    /// Answers properly, while another cluster's credentials answer first for the same stream.
+    AnswersWhileAnotherClusterMeddles,
+}
+
+/// A spoke for edge-1 speaking raw frames, following `script` for the first call.
+async fn scripted_spoke(nats: &NatsServer, script: Script) -> tokio::task::JoinHandle<()> {
+    use flotilla_bus::tunnel::{self, Frame};
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let mut calls = client
+        .subscribe(flotilla_bus::subjects::kubeapi("edge-1"))
+        .await
+        .unwrap();
+    client.flush().await.unwrap();
+    tokio::spawn(async move {
+        let msg = futures::StreamExt::next(&mut calls).await.unwrap();
+        let got = tunnel::decode(
+            &msg.payload,
+            1 << 20,
+            &tunnel::down_type(),
+            "edge-1",
+            1 << 20,
+        )
+        .unwrap();
+        let Frame::Request(request) = got.frame else {
+            panic!("the first frame is the request")
+        };
+        let send = |cluster: &'static str, seq: u64, frame: Frame| {
+            let client = client.clone();
+            let stream = got.stream.clone();
+            let hub = request.hub.clone();
+            async move {
+                let ev = tunnel::encode(tunnel::up_type(), "spoke", cluster, &stream, seq, frame);
+                client
+                    .publish(
+                        flotilla_bus::subjects::kubeapi_back(cluster, &hub),
+                        ev.encode(1 << 20).unwrap(),
+                    )
+                    .await
+                    .unwrap();
+            }
+        };
+        let head = |status| {
+            Frame::Response(flotilla_api::v1::TunnelResponse {
+                status,
+                headers: vec![],
+            })
+        };
+        send("edge-1", 0, Frame::Credit(8)).await;
+        match script {
+            Script::SkipsASequenceNumber => send("edge-1", 2, head(200)).await,
+            Script::IgnoresItsCredit => {
+                send("edge-1", 1, head(200)).await;
+                for seq in 2..2 + u64::from(request.window) + 1 {
+                    send("edge-1", seq, Frame::Data(bytes::Bytes::from_static(b"x"))).await;
+                }
+            }
+            Script::AnswersWhileAnotherClusterMeddles => {
+                send("edge-2", 1, head(500)).await;
+                send("edge-1", 1, head(200)).await;
+                send("edge-1", 2, Frame::Data(bytes::Bytes::from_static(b"ok"))).await;
+                send("edge-1", 3, Frame::End).await;
+            }
+        }
+        client.flush().await.unwrap();
+    })
+}
+
+async fn tunnels(
+    nats: &NatsServer,
+) -> (
+    flotilla_hub::kubeproxy::tunnel::Tunnels,
+    tokio::sync::watch::Sender<bool>,
+) {
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let (stop, shutdown) = tokio::sync::watch::channel(false);
+    let (tunnels, _task) = flotilla_hub::kubeproxy::tunnel::Tunnels::start(
+        &client,
+        flotilla_hub::kubeproxy::tunnel::TunnelConfig::default(),
+        shutdown,
+    )
+    .await
+    .unwrap();
+    client.flush().await.unwrap();
+    (tunnels, stop)
+}
+
+fn call(cluster: &str) -> flotilla_hub::kubeproxy::tunnel::Outgoing {
+    flotilla_hub::kubeproxy::tunnel::Outgoing {
+        cluster: cluster.into(),
+        request: flotilla_api::v1::TunnelRequest {
+            method: "GET".into(),
+            path: "/api/v1/pods".into(),
+            ..Default::default()
+        },
+        body: None,
+    }
+}
+
+#[tokio::test]
+async fn a_hostile_spoke_gets_its_calls_cancelled_and_reaches_no_other_call() {
+    use flotilla_hub::kubeproxy::tunnel::CallError;
+    use futures::StreamExt;
+    let nats = NatsServer::start();
+    let (tunnels, _stop) = tunnels(&nats).await;
+
+    let spoke = scripted_spoke(&nats, Script::SkipsASequenceNumber).await;
+    let err = tokio::time::timeout(SOON, tunnels.call(call("edge-1")))
+        .await
+        .unwrap()
+        .err()
+        .expect("the call fails");
+    assert!(matches!(err, CallError::Protocol { .. }), "{err}");
+    spoke.await.unwrap();
+
+    let spoke = scripted_spoke(&nats, Script::IgnoresItsCredit).await;
+    let answer = tokio::time::timeout(SOON, tunnels.call(call("edge-1")))
+        .await
+        .unwrap()
+        .unwrap();
+    spoke.await.unwrap();
+    let items: Vec<_> = tokio::time::timeout(SOON, answer.body.collect::<Vec<_>>())
+        .await
+        .unwrap();
+    assert!(
+        items.last().is_some_and(Result::is_err),
+        "the body broke off"
+    );
+    assert!(
+        items.iter().filter(|i| i.is_ok()).count() <= 8,
+        "no more than the window"
+    );
+
+    let spoke = scripted_spoke(&nats, Script::AnswersWhileAnotherClusterMeddles).await;
+    let answer = tokio::time::timeout(SOON, tunnels.call(call("edge-1")))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(answer.head.status, 200, "edge-2's frame was not taken");
+    let body: Vec<_> = answer.body.collect().await;
+    assert_eq!(body.len(), 1);
+    assert_eq!(body[0].as_ref().unwrap().as_ref(), b"ok");
+    spoke.await.unwrap();
+    assert_eq!(tunnels.open_calls(), 0);
+}

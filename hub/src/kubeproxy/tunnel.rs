@@ -184,7 +184,9 @@ impl Tunnels {
             },
         );
         let (head_tx, head_rx) = oneshot::channel();
-        let (body_tx, body_rx) = mpsc::channel(self.inner.config.window as usize);
+        // The window's data, and room for the error that breaks a body off (the client must
+        // see a cut response, never a complete-looking short one).
+        let (body_tx, body_rx) = mpsc::channel(self.inner.config.window as usize + 1);
         let (consumed_tx, consumed_rx) = mpsc::unbounded_channel();
         let span =
             tracing::debug_span!("kubeproxy_call", cluster.name = %out.cluster, stream = %stream);
