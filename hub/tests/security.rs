@@ -797,10 +797,16 @@ async fn kubectl_reaches_a_secure_spoke_through_the_hub_over_the_clusters_own_cr
     let kubectl = common::kubectl::Kubectl::new(&format!("http://{addr}"), None, "edge-1", None);
     // The frames cross the two accounts both ways: calls to the agent, answers to the hub.
     kubectl
-        .ok(&["create", "configmap", "through", "--from-literal=k=v"], None)
+        .ok(
+            &["create", "configmap", "through", "--from-literal=k=v"],
+            None,
+        )
         .await;
     let k = kubectl
-        .ok(&["get", "configmap", "through", "-o", "jsonpath={.data.k}"], None)
+        .ok(
+            &["get", "configmap", "through", "-o", "jsonpath={.data.k}"],
+            None,
+        )
         .await;
     assert_eq!(k, "v");
     agent.stop().await;
