@@ -733,3 +733,61 @@ async fn a_hostile_spoke_gets_its_calls_cancelled_and_reaches_no_other_call() {
     spoke.await.unwrap();
     assert_eq!(tunnels.open_calls(), 0);
 }
+
+#[tokio::test]
+async fn large_bodies_stream_through_the_hub_in_chunks_both_ways() {
+    use flotilla_agent::backend::{Backend, Strategy};
+    let nats = NatsServer::start();
+    let hub = proxy_hub(&nats).await;
+    let agent = start_agent(agent_config("edge-1", &nats.url()));
+    wait_inventory(&hub, "edge-1", true).await;
+    let admin = kubectl(&hub, "edge-1", ADMIN);
+
+    // A 2 MiB request body: sixteen chunks, twice the agent's first credit.
+    let big = "x".repeat(2 * 1024 * 1024);
+    let manifest = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "big", "namespace": "default"}, "data": {"blob": big}});
+    admin
+        .ok(&["create", "-f", "-"], Some(&manifest.to_string()))
+        .await;
+    let stored = agent
+        .backend
+        .get(&flotilla_api::work::manifest_id(&manifest).unwrap())
+        .await
+        .unwrap()
+        .expect("stored");
+    assert_eq!(
+        stored["data"]["blob"].as_str().map(str::len),
+        Some(big.len())
+    );
+
+    // A 20 MiB list: 160 chunks through a window of 8.
+    let blob = "y".repeat(64 * 1024);
+    for i in 0..320 {
+        let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("cm-{i}"), "namespace": "default"}, "data": {"blob": blob}});
+        agent
+            .backend
+            .apply(
+                &flotilla_api::work::manifest_id(&cm).unwrap(),
+                &cm,
+                &Strategy::Update,
+            )
+            .await
+            .unwrap();
+    }
+    let raw = admin
+        .ok(
+            &[
+                "get",
+                "--raw",
+                "/clusters/edge-1/api/v1/namespaces/default/configmaps",
+            ],
+            None,
+        )
+        .await;
+    assert!(raw.len() > 20 * 1024 * 1024, "{} bytes", raw.len());
+    let list: serde_json::Value = serde_json::from_str(&raw).unwrap();
+    assert_eq!(list["items"].as_array().unwrap().len(), 321);
+    assert_eq!(hub.cluster_proxy.as_ref().unwrap().open_calls(), 0);
+}

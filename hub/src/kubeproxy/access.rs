@@ -9,7 +9,7 @@
 //! A deployer's reach is what its ServiceAccount may do on the spoke (the spoke's RBAC decides,
 //! as for its works); a read-only caller cannot read Secrets, which the agent usually may.
 
-use super::request::{RequestInfo, Verb};
+use super::request::RequestInfo;
 use crate::grpc::auth::{Identity, Role};
 use flotilla_api::work::Executor;
 
@@ -134,11 +134,6 @@ fn parse_service_account(user: &str) -> Option<Executor> {
         namespace: namespace.into(),
         name: name.into(),
     })
-}
-
-/// Whether the verb changes state (for the log level).
-pub fn writes(verb: Verb) -> bool {
-    !verb.reads()
 }
 
 #[cfg(test)]
