@@ -16,6 +16,9 @@ pub enum PathError {
         "path {0:?} is not /clusters/<cluster>/…: the hub serves each cluster's API under its name"
     )]
     NotProxied(String),
+    /// The path is percent-encoded: the spoke would decode what the hub judged (`%73ecrets`).
+    #[error("path {0:?} is percent-encoded: Kubernetes API paths need no escapes, and the hub judges a request by the path the spoke will see")]
+    Encoded(String),
     /// The cluster name is not a valid cluster name.
     #[error("cluster name {name:?} in the path: {reason}")]
     BadCluster {
@@ -31,6 +34,9 @@ pub fn split(path: &str) -> Result<(&str, &str), PathError> {
     let rest = path
         .strip_prefix(PREFIX)
         .ok_or_else(|| PathError::NotProxied(path.chars().take(200).collect()))?;
+    if path.contains('%') {
+        return Err(PathError::Encoded(path.chars().take(200).collect()));
+    }
     let (cluster, spoke) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
@@ -238,6 +244,10 @@ mod tests {
         assert!(matches!(
             split("/clusters//api"),
             Err(PathError::BadCluster { .. })
+        ));
+        assert!(matches!(
+            split("/clusters/edge-1/api/v1/namespaces/a/%73ecrets"),
+            Err(PathError::Encoded(_))
         ));
     }
 

@@ -214,6 +214,9 @@ async fn handle(deps: &Deps, req: http::Request<Incoming>) -> http::Response<Bod
     let query = req.uri().query().unwrap_or_default().to_string();
     let (cluster, spoke_path) = match request::split(&path) {
         Ok(split) => split,
+        Err(e @ request::PathError::Encoded(_)) => {
+            return status::response(StatusCode::BAD_REQUEST, &e.to_string());
+        }
         Err(e) => return status::response(StatusCode::NOT_FOUND, &e.to_string()),
     };
     let cluster = cluster.to_string();
