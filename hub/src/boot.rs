@@ -482,20 +482,25 @@ pub(crate) async fn serve_cluster_proxy(
     config: &Config,
     nats: &async_nats::Client,
     inventory: &ClusterInventory,
+    metrics: &Metrics,
     listener: TcpListener,
     shutdown: watch::Receiver<bool>,
     tasks: &mut Vec<JoinHandle<()>>,
 ) -> Result<crate::kubeproxy::tunnel::Tunnels, HubError> {
-    use crate::kubeproxy::{offline, server, tunnel};
+    use crate::kubeproxy::{metrics::ProxyMetrics, offline, server, tunnel};
+    let proxy_metrics = ProxyMetrics::new(metrics);
     let tls = match &config.api.tls {
         Some(tls) => Some(server::tls_acceptor(&tls.cert, &tls.key).map_err(HubError::Tls)?),
         None => None,
     };
     let mut tunnel_config = config.cluster_proxy.tunnel.clone();
     tunnel_config.max_event_bytes = config.cluster.max_event_bytes;
-    let (tunnels, dispatcher) = tunnel::Tunnels::start(nats, tunnel_config, shutdown.clone())
-        .await
-        .map_err(|e| HubError::ClusterProxy(format!("subscribing to the agents' frames: {e}")))?;
+    let (tunnels, dispatcher) =
+        tunnel::Tunnels::start(nats, tunnel_config, proxy_metrics.clone(), shutdown.clone())
+            .await
+            .map_err(|e| {
+                HubError::ClusterProxy(format!("subscribing to the agents' frames: {e}"))
+            })?;
     tasks.push(dispatcher);
     let deps = std::sync::Arc::new(server::Deps {
         tunnels: tunnels.clone(),
@@ -505,6 +510,7 @@ pub(crate) async fn serve_cluster_proxy(
             default_lease_seconds: config.cluster.default_lease_duration_seconds,
             grace_multiplier: config.cluster.lease_grace_multiplier,
         },
+        metrics: proxy_metrics,
     });
     tasks.push(server::serve(listener, tls, deps, shutdown));
     Ok(tunnels)

@@ -439,6 +439,7 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
                 &config,
                 &nats,
                 &state.inventory,
+                &metrics,
                 listener,
                 shutdown_rx.clone(),
                 &mut tasks,

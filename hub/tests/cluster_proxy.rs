@@ -281,6 +281,16 @@ async fn kubectl_gets_applies_patches_and_deletes_on_a_simulated_cluster_through
         err.contains("Error from server (NotFound): configmaps \"web-config\" not found"),
         "{err}"
     );
+    wait_metric(
+        &hub,
+        "flotilla_hub_cluster_proxy_requests_total{verb=\"patch\",code=\"2xx\"}",
+    )
+    .await;
+    wait_metric(
+        &hub,
+        "flotilla_hub_cluster_proxy_requests_total{verb=\"get\",code=\"4xx\"}",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -601,7 +611,17 @@ async fn scripted_spoke(nats: &NatsServer, script: Script) -> tokio::task::JoinH
         .subscribe(flotilla_bus::subjects::kubeapi("edge-1"))
         .await
         .unwrap();
-    client.flush().await.unwrap();
+    // A flush does not wait for the server: a probe that comes back does (same connection,
+    // in order), so the hub's call cannot pass the subscription.
+    client
+        .publish(flotilla_bus::subjects::kubeapi("edge-1"), "probe".into())
+        .await
+        .unwrap();
+    let probe = tokio::time::timeout(SOON, futures::StreamExt::next(&mut calls))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&probe.payload[..], b"probe");
     tokio::spawn(async move {
         let msg = futures::StreamExt::next(&mut calls).await.unwrap();
         let got = tunnel::decode(
@@ -667,6 +687,7 @@ async fn tunnels(
     let (tunnels, _task) = flotilla_hub::kubeproxy::tunnel::Tunnels::start(
         &client,
         flotilla_hub::kubeproxy::tunnel::TunnelConfig::default(),
+        flotilla_hub::kubeproxy::metrics::ProxyMetrics::default(),
         shutdown,
     )
     .await

@@ -5,6 +5,7 @@
 //! - [`request`]: the cluster and the Kubernetes verb and resource of a request (pure).
 //! - [`access`]: what a caller's API token may do through the proxy and whom it acts as on the
 //!   spoke (pure).
+//! - [`metrics`]: requests by verb and status, open calls, frames dropped.
 //! - [`offline`]: whether a cluster can take calls, and since when it cannot (pure).
 //! - [`status`]: the hub's own answers as Kubernetes `Status` objects.
 //! - [`tunnel`]: calls streamed to agents over NATS ([`flotilla_bus::tunnel`]) with flow control,
@@ -16,6 +17,7 @@
 //! it) and streams the answer back; errors from the spoke come back verbatim.
 
 pub mod access;
+pub mod metrics;
 pub mod offline;
 pub mod request;
 pub mod server;

@@ -17,7 +17,9 @@ pub enum PathError {
     )]
     NotProxied(String),
     /// The path is percent-encoded: the spoke would decode what the hub judged (`%73ecrets`).
-    #[error("path {0:?} is percent-encoded: Kubernetes API paths need no escapes, and the hub judges a request by the path the spoke will see")]
+    #[error(
+        "path {0:?} is percent-encoded: Kubernetes API paths need no escapes, and the hub judges a request by the path the spoke will see"
+    )]
     Encoded(String),
     /// The cluster name is not a valid cluster name.
     #[error("cluster name {name:?} in the path: {reason}")]

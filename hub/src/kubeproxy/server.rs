@@ -54,6 +54,8 @@ pub struct Deps {
     pub tokens: Option<Tokens>,
     /// How leases are judged (for the offline message).
     pub lease: LeaseRule,
+    /// Requests counted.
+    pub metrics: super::metrics::ProxyMetrics,
 }
 
 /// Serves until `shutdown`; every connection is served by a task the server owns.
@@ -83,7 +85,12 @@ pub fn serve(
             connections.spawn(async move {
                 let service = hyper::service::service_fn(move |req| {
                     let deps = deps.clone();
-                    async move { Ok::<_, std::convert::Infallible>(handle(&deps, req).await) }
+                    async move {
+                        let verb = verb_of(&req);
+                        let resp = handle(&deps, req).await;
+                        deps.metrics.answered(&verb, resp.status());
+                        Ok::<_, std::convert::Infallible>(resp)
+                    }
                 });
                 let builder =
                     hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
@@ -112,6 +119,18 @@ pub fn serve(
         }
         connections.shutdown().await;
     })
+}
+
+/// The request's Kubernetes verb, for metrics (`other` off the `/clusters/` paths).
+fn verb_of(req: &http::Request<Incoming>) -> String {
+    match request::split(req.uri().path()) {
+        Ok((_, spoke)) => {
+            RequestInfo::parse(req.method(), spoke, req.uri().query().unwrap_or_default())
+                .verb
+                .to_string()
+        }
+        Err(_) => "other".into(),
+    }
 }
 
 /// A TLS acceptor for the certificate chain and key (PEM), offering HTTP/2 and HTTP/1.1.

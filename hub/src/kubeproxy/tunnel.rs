@@ -128,6 +128,7 @@ struct Entry {
 
 struct Inner {
     publisher: Publisher,
+    metrics: super::metrics::ProxyMetrics,
     token: String,
     calls: DashMap<StreamId, Entry>,
     config: TunnelConfig,
@@ -147,12 +148,14 @@ impl Tunnels {
     pub async fn start(
         nats: &async_nats::Client,
         config: TunnelConfig,
+        metrics: super::metrics::ProxyMetrics,
         shutdown: watch::Receiver<bool>,
     ) -> Result<(Self, JoinHandle<()>), async_nats::SubscribeError> {
         let token = uuid::Uuid::new_v4().simple().to_string();
         let sub = nats.subscribe(subjects::kubeapi_back_to(&token)).await?;
         let inner = Arc::new(Inner {
             publisher: Publisher::new(nats.clone(), config.max_event_bytes, config.send_timeout),
+            metrics,
             token,
             calls: DashMap::new(),
             max_chunk: tunnel::max_chunk_for(config.max_event_bytes),
@@ -233,6 +236,7 @@ async fn dispatch(
         };
         let Some(cluster) = subjects::kubeapi_back_cluster(msg.subject.as_str(), &inner.token)
         else {
+            inner.metrics.dropped("subject");
             continue;
         };
         let received = match tunnel::decode(
@@ -244,6 +248,7 @@ async fn dispatch(
         ) {
             Ok(r) => r,
             Err(e) => {
+                inner.metrics.dropped("decode");
                 tracing::debug!(cluster.name = %cluster, error = %e, "cluster-proxy frame dropped");
                 continue;
             }
@@ -252,12 +257,17 @@ async fn dispatch(
         let flooded = match inner.calls.get(&stream) {
             Some(entry) if &*entry.cluster == cluster => entry.tx.try_send(received).is_err(),
             Some(_) => {
+                inner.metrics.dropped("other_cluster");
                 tracing::warn!(cluster.name = %cluster, "cluster-proxy frame for another cluster's call dropped");
                 false
             }
-            None => false,
+            None => {
+                inner.metrics.dropped("unknown_stream");
+                false
+            }
         };
         if flooded {
+            inner.metrics.dropped("over_credit");
             // Over its credit (or the call just ended): the call sees its mailbox closed.
             inner.calls.remove(&stream);
         }
@@ -293,11 +303,13 @@ impl Call {
         request.max_chunk = self.inner.max_chunk;
         request.has_body = body.is_some();
         request.hub = self.inner.token.clone();
+        self.inner.metrics.open_calls.inc();
         let end = match self.send(Frame::Request(Box::new(request))).await {
             Ok(()) => self.serve(body).await,
             Err(e) => End::Failed(e),
         };
         self.inner.calls.remove(&self.stream);
+        self.inner.metrics.open_calls.dec();
         match end {
             End::Done => {}
             End::ClientGone => {
