@@ -601,6 +601,8 @@ enum Script {
     IgnoresItsCredit,
     /// Answers properly, while another cluster's credentials answer first for the same stream.
     AnswersWhileAnotherClusterMeddles,
+    /// Takes the call, never answers, and waits for the hub's cancel.
+    NeverAnswers,
 }
 
 /// A spoke for edge-1 speaking raw frames, following `script` for the first call.
@@ -671,6 +673,21 @@ async fn scripted_spoke(nats: &NatsServer, script: Script) -> tokio::task::JoinH
                 send("edge-1", 2, Frame::Data(bytes::Bytes::from_static(b"ok"))).await;
                 send("edge-1", 3, Frame::End).await;
             }
+            Script::NeverAnswers => loop {
+                let msg = futures::StreamExt::next(&mut calls).await.unwrap();
+                let frame = tunnel::decode(
+                    &msg.payload,
+                    1 << 20,
+                    &tunnel::down_type(),
+                    "edge-1",
+                    1 << 20,
+                )
+                .unwrap();
+                if let Frame::Cancel(reason) = frame.frame {
+                    assert!(reason.contains("went away"), "{reason}");
+                    break;
+                }
+            },
         }
         client.flush().await.unwrap();
     })
@@ -753,6 +770,16 @@ async fn a_hostile_spoke_gets_its_calls_cancelled_and_reaches_no_other_call() {
     assert_eq!(body[0].as_ref().unwrap().as_ref(), b"ok");
     spoke.await.unwrap();
     assert_eq!(tunnels.open_calls(), 0);
+
+    // A client that gives up before the spoke answers: the spoke is told at once.
+    let spoke = scripted_spoke(&nats, Script::NeverAnswers).await;
+    let gave_up =
+        tokio::time::timeout(Duration::from_millis(500), tunnels.call(call("edge-1"))).await;
+    assert!(gave_up.is_err(), "the spoke never answers");
+    tokio::time::timeout(Duration::from_secs(3), spoke)
+        .await
+        .expect("the spoke got the hub's cancel before any keepalive")
+        .unwrap();
 }
 
 #[tokio::test]

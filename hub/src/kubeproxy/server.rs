@@ -44,6 +44,9 @@ const DROPPED: [&str; 13] = [
     "http2-settings",
 ];
 
+/// How long a client may take to send a request's headers (HTTP/1.1).
+const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// What the server needs.
 pub struct Deps {
     /// Calls to agents.
@@ -92,8 +95,13 @@ pub fn serve(
                         Ok::<_, std::convert::Infallible>(resp)
                     }
                 });
-                let builder =
+                let mut builder =
                     hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+                // A client that never finishes its headers does not hold a connection forever.
+                builder
+                    .http1()
+                    .timer(hyper_util::rt::TokioTimer::new())
+                    .header_read_timeout(HEADER_READ_TIMEOUT);
                 let served = match tls {
                     Some(acceptor) => match acceptor.accept(tcp).await {
                         Ok(stream) => {
@@ -332,9 +340,10 @@ async fn handle(deps: &Deps, req: http::Request<Incoming>) -> http::Response<Bod
         }
         Err(e) => {
             let code = match &e {
-                CallError::Timeout { .. } | CallError::Send { .. } | CallError::Shutdown => {
-                    StatusCode::SERVICE_UNAVAILABLE
-                }
+                CallError::Timeout { .. }
+                | CallError::Send { .. }
+                | CallError::Shutdown
+                | CallError::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
                 CallError::RequestBody(BodyError::TooLarge(_)) => StatusCode::PAYLOAD_TOO_LARGE,
                 CallError::RequestBody(_) => StatusCode::BAD_REQUEST,
                 CallError::Cancelled { .. } | CallError::Protocol { .. } => StatusCode::BAD_GATEWAY,

@@ -42,6 +42,8 @@ pub struct TunnelConfig {
     pub max_event_bytes: usize,
     /// How long one frame may take to be handed to NATS.
     pub send_timeout: Duration,
+    /// Calls open at once, over every cluster; more are refused (503).
+    pub max_calls: usize,
 }
 
 impl Default for TunnelConfig {
@@ -51,6 +53,7 @@ impl Default for TunnelConfig {
             window: tunnel::DEFAULT_WINDOW,
             max_event_bytes: flotilla_bus::envelope::DEFAULT_MAX_EVENT_BYTES,
             send_timeout: Duration::from_secs(5),
+            max_calls: 4096,
         }
     }
 }
@@ -98,6 +101,9 @@ pub enum CallError {
     /// The hub is stopping.
     #[error("the hub is shutting down")]
     Shutdown,
+    /// Too many calls are open.
+    #[error("the hub already has {0} cluster-proxy calls open; try again later")]
+    Busy(usize),
 }
 
 /// A body the hub streams (the client's request body).
@@ -176,6 +182,9 @@ impl Tunnels {
 
     /// Makes a call: returns once the agent has sent the response head.
     pub async fn call(&self, out: Outgoing) -> Result<Answer, CallError> {
+        if self.inner.calls.len() >= self.inner.config.max_calls {
+            return Err(CallError::Busy(self.inner.config.max_calls));
+        }
         let stream = StreamId::random();
         let capacity = self.inner.config.window as usize + 16;
         let (tx, rx) = mpsc::channel(capacity);
@@ -495,9 +504,19 @@ impl Call {
                     });
                 }
                 () = self.body.closed(), if self.head.is_none() => return End::ClientGone,
+                // The client gave up before the spoke answered (a slow API server).
+                () = head_closed(&mut self.head), if self.head.is_some() => return End::ClientGone,
                 _ = shutdown.changed() => return End::Failed(CallError::Shutdown),
             }
         }
+    }
+}
+
+/// Resolves when the HTTP handler stopped waiting for the response head.
+async fn head_closed(head: &mut Option<oneshot::Sender<Result<TunnelResponse, CallError>>>) {
+    match head {
+        Some(h) => h.closed().await,
+        None => std::future::pending().await,
     }
 }
 
