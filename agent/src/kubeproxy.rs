@@ -330,13 +330,7 @@ impl Call {
             tokio::select! {
                 response = &mut answer => break response,
                 frame = Self::next(rx, seq_in, &mut deadline) => {
-                    match frame? {
-                        Frame::Credit(n) => send.credit(n).map_err(Stop::Protocol)?,
-                        other => return Err(Stop::Protocol(ProtocolError::Unexpected {
-                            frame: other.name(),
-                            detail: "while the backend answers",
-                        })),
-                    }
+                    take_credit(&mut send, frame?, "while the backend answers")?;
                 }
                 _ = keepalive.tick() => self.send(Frame::Ping).await?,
             }
@@ -377,13 +371,7 @@ impl Call {
                     None => done = true,
                 },
                 frame = Self::next(rx, seq_in, &mut deadline) => {
-                    match frame? {
-                        Frame::Credit(n) => send.credit(n).map_err(Stop::Protocol)?,
-                        other => return Err(Stop::Protocol(ProtocolError::Unexpected {
-                            frame: other.name(),
-                            detail: "while the response streams",
-                        })),
-                    }
+                    take_credit(&mut send, frame?, "while the response streams")?;
                 }
                 _ = keepalive.tick() => self.send(Frame::Ping).await?,
             }
@@ -405,6 +393,18 @@ impl Call {
             self.send(Frame::Data(chunk)).await?;
         }
         self.send(Frame::End).await
+    }
+}
+
+/// Takes a credit frame, the only frame the hub sends once the request is complete (pings and
+/// cancels are handled by [`Call::next`]).
+fn take_credit(send: &mut SendWindow, frame: Frame, when: &'static str) -> Result<(), Stop> {
+    match frame {
+        Frame::Credit(n) => send.credit(n).map_err(Stop::Protocol),
+        other => Err(Stop::Protocol(ProtocolError::Unexpected {
+            frame: other.name(),
+            detail: when,
+        })),
     }
 }
 

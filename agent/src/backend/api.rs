@@ -121,26 +121,14 @@ impl ApiResponse {
     }
 }
 
-/// A Kubernetes `Status` object (`details` as given: name, group, kind).
+/// A Kubernetes `Status` failure object ([`flotilla_api::kubestatus`]).
 pub fn status_object(
     status: http::StatusCode,
     reason: &str,
     message: &str,
     details: Option<serde_json::Value>,
 ) -> serde_json::Value {
-    let mut v = serde_json::json!({
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "code": status.as_u16(),
-    });
-    if let Some(d) = details {
-        v["details"] = d;
-    }
-    v
+    flotilla_api::kubestatus::failure(status.as_u16(), reason, message, details)
 }
 
 #[cfg(test)]

@@ -349,20 +349,28 @@ fn selectors(request: &ApiRequest) -> Result<Selectors, ApiResponse> {
     Ok((labels, fields))
 }
 
-async fn list(backend: &dyn Backend, target: &Target, request: &ApiRequest) -> ApiResponse {
-    let (labels, fields) = match selectors(request) {
-        Ok(s) => s,
-        Err(resp) => return resp,
-    };
-    let items = match objects(backend, target).await {
-        Ok(items) => items,
-        Err(e) => return from_backend(target, "", e),
-    };
-    let version = list_version(backend, &items);
-    let items: Vec<Value> = items
+/// The objects of the target's collection that the request's selectors select.
+async fn selection(
+    backend: &dyn Backend,
+    target: &Target,
+    request: &ApiRequest,
+) -> Result<Vec<Value>, ApiResponse> {
+    let (labels, fields) = selectors(request)?;
+    let items = objects(backend, target)
+        .await
+        .map_err(|e| from_backend(target, "", e))?;
+    Ok(items
         .into_iter()
         .filter(|o| selected(o, labels.as_ref(), &fields))
-        .collect();
+        .collect())
+}
+
+async fn list(backend: &dyn Backend, target: &Target, request: &ApiRequest) -> ApiResponse {
+    let items = match selection(backend, target, request).await {
+        Ok(items) => items,
+        Err(resp) => return resp,
+    };
+    let version = list_version(backend, &items);
     ApiResponse::json(
         StatusCode::OK,
         &json!({
@@ -760,19 +768,12 @@ async fn delete_collection(
     target: &Target,
     request: &ApiRequest,
 ) -> ApiResponse {
-    let (labels, fields) = match selectors(request) {
-        Ok(s) => s,
+    let items = match selection(backend, target, request).await {
+        Ok(items) => items,
         Err(resp) => return resp,
     };
-    let items = match objects(backend, target).await {
-        Ok(items) => items,
-        Err(e) => return from_backend(target, "", e),
-    };
     let mut deleted = Vec::new();
-    for o in items
-        .into_iter()
-        .filter(|o| selected(o, labels.as_ref(), &fields))
-    {
+    for o in items {
         let name = o["metadata"]["name"]
             .as_str()
             .unwrap_or_default()
