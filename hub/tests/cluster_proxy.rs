@@ -291,6 +291,22 @@ async fn kubectl_gets_applies_patches_and_deletes_on_a_simulated_cluster_through
         "flotilla_hub_cluster_proxy_requests_total{verb=\"get\",code=\"4xx\"}",
     )
     .await;
+
+    // Connection upgrades (exec, attach, port-forward) are refused by the hub, saying so.
+    let err = admin
+        .fails(
+            &[
+                "get",
+                "--raw",
+                "/clusters/edge-1/api/v1/namespaces/default/pods/web-0/exec",
+            ],
+            None,
+        )
+        .await;
+    assert!(
+        err.contains("not supported by the cluster proxy yet"),
+        "{err}"
+    );
 }
 
 #[tokio::test]

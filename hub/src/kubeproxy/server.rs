@@ -253,6 +253,15 @@ async fn handle(deps: &Deps, req: http::Request<Incoming>) -> http::Response<Bod
         Err(why) => return status::response(StatusCode::UNAUTHORIZED, &why),
     };
     let info = RequestInfo::parse(req.method(), &spoke_path, &query);
+    if req.headers().contains_key(http::header::UPGRADE)
+        || matches!(info.subresource.as_str(), "exec" | "attach" | "portforward")
+    {
+        return status::response(
+            StatusCode::NOT_IMPLEMENTED,
+            "exec, attach and port-forward (connection upgrades) are not supported by the \
+             cluster proxy yet",
+        );
+    }
     let act = match access::decide(&identity, &info, &asked(req.headers())) {
         Ok(act) => act,
         Err(refusal) => {
