@@ -540,6 +540,38 @@ async fn kubectl_reaches_the_kubernetes_api_as_the_callers_identity_and_sees_its
         .await;
     assert_eq!(data, "w 1 x");
 
+    // A watch streams the API server's events through the agent.
+    let mut watch = admin.stream(&[
+        "-n",
+        &ns,
+        "get",
+        "configmaps",
+        "--watch",
+        "--output-watch-events",
+        "-o",
+        "jsonpath={.type} {.object.metadata.name}{\"\\n\"}",
+    ]);
+    assert_eq!(watch.line().await, "ADDED app");
+    admin
+        .ok(
+            &[
+                "-n",
+                &ns,
+                "create",
+                "configmap",
+                "second",
+                "--from-literal=a=1",
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(watch.line().await, "ADDED second");
+    admin
+        .ok(&["-n", &ns, "delete", "configmap", "second"], None)
+        .await;
+    assert_eq!(watch.line().await, "DELETED second");
+    watch.kill().await;
+
     // A deployer acts as its ServiceAccount: the spoke's RBAC decides, and its 403 comes back
     // verbatim.
     if let Some(fake) = cluster.fake() {
