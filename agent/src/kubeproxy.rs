@@ -80,7 +80,8 @@ impl Server {
         });
         let max_chunk = tunnel::max_chunk_for(self.max_event_bytes) as usize;
         let mut calls: HashMap<StreamId, mpsc::Sender<Received>> = HashMap::new();
-        let mut tasks: JoinSet<StreamId> = JoinSet::new();
+        // Every call's task (and every refusal's) is owned here: dropping the server ends them.
+        let mut tasks: JoinSet<()> = JoinSet::new();
         loop {
             let mut sub = match self
                 .client
@@ -100,10 +101,9 @@ impl Server {
                         Some(m) => m,
                         None => break,
                     },
-                    Some(done) = tasks.join_next(), if !tasks.is_empty() => {
-                        if let Ok(stream) = done {
-                            calls.remove(&stream);
-                        }
+                    Some(_) = tasks.join_next(), if !tasks.is_empty() => {
+                        // A call that ended (or panicked) dropped its mailbox.
+                        calls.retain(|_, tx| !tx.is_closed());
                         continue;
                     }
                 };
@@ -139,22 +139,14 @@ impl Server {
                 }
                 if calls.len() >= MAX_CALLS {
                     let call = Call::new(shared.clone(), stream, &request);
-                    tokio::spawn(
-                        call.refuse(format!("the agent already serves {MAX_CALLS} calls")),
-                    );
+                    tasks.spawn(call.refuse(format!("the agent already serves {MAX_CALLS} calls")));
                     continue;
                 }
                 let (tx, rx) = mpsc::channel(tunnel::MAX_WINDOW as usize + 16);
                 calls.insert(stream.clone(), tx);
                 let call = Call::new(shared.clone(), stream.clone(), &request);
                 let span = tracing::debug_span!("call", %stream);
-                tasks.spawn(
-                    async move {
-                        call.run(*request, rx).await;
-                        stream
-                    }
-                    .instrument(span),
-                );
+                tasks.spawn(call.run(*request, rx).instrument(span));
             }
             tracing::debug!("cluster-proxy subscription ended; subscribing again");
         }
