@@ -498,9 +498,7 @@ pub(crate) async fn serve_cluster_proxy(
     let (tunnels, dispatcher) =
         tunnel::Tunnels::start(nats, tunnel_config, proxy_metrics.clone(), shutdown.clone())
             .await
-            .map_err(|e| {
-                HubError::ClusterProxy(format!("subscribing to the agents' frames: {e}"))
-            })?;
+            .map_err(HubError::ClusterProxy)?;
     tasks.push(dispatcher);
     let deps = std::sync::Arc::new(server::Deps {
         tunnels: tunnels.clone(),

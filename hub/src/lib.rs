@@ -172,9 +172,9 @@ pub enum HubError {
     /// Reflection could not be built.
     #[error("gRPC reflection: {0}")]
     Reflection(String),
-    /// The cluster proxy could not start.
-    #[error("cluster proxy: {0}")]
-    ClusterProxy(String),
+    /// The cluster proxy could not subscribe to the agents' frames.
+    #[error("cluster proxy: subscribing to the agents' frames: {0}")]
+    ClusterProxy(#[source] async_nats::SubscribeError),
     /// The secure directory is unusable.
     #[error("--secure-dir: {0}")]
     Security(#[from] security::StartError),

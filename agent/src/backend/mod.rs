@@ -120,6 +120,7 @@ pub fn executor_verbs(strategy: &Strategy, owned: bool) -> Vec<&'static str> {
     }
     verbs
 }
+
 /// A cluster the agent observes and applies work to.
 #[async_trait::async_trait]
 pub trait Backend: Send + Sync + 'static {
