@@ -24,6 +24,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "flotilla/v1/forward.proto",
         "flotilla/v1/policy.proto",
         "flotilla/v1/policy_service.proto",
+        "flotilla/v1/tunnel.proto",
     ];
     for file in &files {
         println!("cargo:rerun-if-changed={}", root.join(file).display());

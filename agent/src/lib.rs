@@ -8,6 +8,8 @@
 //!   the bootstrap connection until the hub issues them.
 //! - [`backend`]: the local cluster ([`backend::sim::SimBackend`] for simulators and tests).
 //! - [`work`]: ManifestWork execution — one actor per work, status feedback, proxy queries.
+//! - [`kubeproxy`]: the cluster proxy's calls from the hub (`kubectl` through the hub), served
+//!   by the backend ([`backend::Backend::serve_api`]) and streamed back with flow control.
 //! - [`policy`]: governance — replicated policies evaluated and enforced on the spoke (one
 //!   actor per policy), status and history reported when they change.
 //! - [`namespaces`]: the namespaces the cluster's sets manage (ManagedClusterSet
@@ -28,6 +30,7 @@ pub mod backend;
 pub mod credentials;
 pub mod enrolment;
 pub mod features;
+pub mod kubeproxy;
 pub mod metrics;
 pub mod namespaces;
 pub mod policy;
@@ -94,6 +97,9 @@ pub struct AgentConfig {
     pub score_interval: Option<Duration>,
     /// Largest event sent.
     pub max_event_bytes: usize,
+    /// Serve the hub's cluster-proxy calls (`kubectl` through the hub); off saves one
+    /// subscription per agent in very large simulated fleets.
+    pub cluster_proxy: bool,
     /// Secure mode: the bootstrap credentials file (`--bootstrap-creds`).
     pub bootstrap_creds: Option<PathBuf>,
     /// Feature gates (`--feature-gates`); all off by default, as in OCM.
@@ -185,6 +191,7 @@ impl AgentConfig {
             resync_interval: Duration::from_secs(300),
             score_interval: Some(Duration::from_secs(60)),
             max_event_bytes: flotilla_bus::envelope::DEFAULT_MAX_EVENT_BYTES,
+            cluster_proxy: true,
             bootstrap_creds: None,
             feature_gates: features::FeatureGates::default(),
             metrics: Arc::default(),
@@ -258,7 +265,7 @@ pub async fn run(
     let mut shutdown = Box::pin(shutdown);
     // The one-off steps run boxed, so the task keeps only what the running actor needs (the
     // state of a connect or an enrolment is much larger than an idle agent's).
-    let Some((actor, events_rx, client, addons, keeper)) =
+    let Some((actor, events_rx, client, addons, keeper, proxy)) =
         Box::pin(prepare(config, backend, shutdown.as_mut())).await?
     else {
         return Ok(());
@@ -276,10 +283,17 @@ pub async fn run(
             None => std::future::pending().await,
         }
     };
+    let proxy = async move {
+        match proxy {
+            Some(p) => p.run().await,
+            None => std::future::pending().await,
+        }
+    };
     tokio::select! {
         () = actor.run(events_rx, shutdown) => {}
         () = Box::pin(addons) => {}
         () = Box::pin(keeper) => {}
+        () = Box::pin(proxy) => {}
     }
     if let Some(own) = client {
         let _ = tokio::time::timeout(Duration::from_secs(2), Box::pin(own.drain())).await;
@@ -288,14 +302,15 @@ pub async fn run(
 }
 
 /// The actor, its connection events, its own client (to drain at the end; `None` for a
-/// shared connection), the in-process add-ons' supervisor (`simulate_addons`) and the keeper of
-/// the add-ons' hub credentials Secrets (secure mode).
+/// shared connection), the in-process add-ons' supervisor (`simulate_addons`), the keeper of
+/// the add-ons' hub credentials Secrets (secure mode) and the cluster-proxy server.
 type Prepared = (
     registration::RegistrationActor,
     tokio::sync::mpsc::UnboundedReceiver<connect::ConnectionEvent>,
     Option<async_nats::Client>,
     Option<addons::Supervisor>,
     Option<addons::credentials::SecretKeeper>,
+    Option<kubeproxy::Server>,
 );
 
 /// Opens the state, enrols (secure mode), connects and builds the actor; `None` when
@@ -413,11 +428,19 @@ async fn prepare(
         )),
         policy::PolicyConfig::default(),
     )?;
+    let proxy = config.cluster_proxy.then(|| {
+        kubeproxy::Server::new(
+            client.clone(),
+            &config.cluster_name,
+            backend.clone(),
+            config.max_event_bytes,
+        )
+    });
     let mut actor =
         registration::RegistrationActor::new(config, client.clone(), backend, store, works)
             .with_policies(policies);
     if let Some(creds) = credentials {
         actor = actor.with_credentials(creds);
     }
-    Ok(Some((actor, events_rx, own, addons, keeper)))
+    Ok(Some((actor, events_rx, own, addons, keeper, proxy)))
 }

@@ -10,6 +10,7 @@
 //!   evaluation and OCM value typing.
 //! - [`fingerprint`]: fingerprints of agent keys, as shown to admins and taken by `accept --key`.
 //! - [`jsonpath`]: the kubectl JSONPath dialect feedback rules are written in.
+//! - [`kubestatus`]: Kubernetes `Status` objects, as the cluster proxy answers errors.
 //! - [`meta`]: helpers on metadata, conditions and timestamps shared by hub, agent and CLI.
 //! - [`names`]: validation of cluster names, label keys and values.
 //! - [`policy`]: governance rules (ConfigurationPolicy reading, object matching, namespace
@@ -41,6 +42,7 @@ pub mod clusterset;
 pub mod feedback;
 pub mod fingerprint;
 pub mod jsonpath;
+pub mod kubestatus;
 pub mod meta;
 pub mod names;
 pub mod ocm;

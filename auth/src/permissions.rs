@@ -11,18 +11,21 @@
 //! the agents' account. Nothing a spoke publishes can make the server or the hub write to a
 //! subject of the hub's account it chose: `$JS.API.…` and `$KV.…` of the agents' account reach
 //! nothing. The hub's specs and broadcasts cross the other way as *stream* imports, the proxy
-//! (hub → agent request/reply) as a service the agents' account exports.
+//! (hub → agent request/reply) as a service the agents' account exports. The cluster proxy's
+//! frames (`flotilla_bus::tunnel`) are streams both ways: hub → agent like specs, agent → hub
+//! exported by the agents' account on subjects whose cluster token the agent's permissions fix
+//! (the hub token after it is the hub's own choice, named in each call).
 //!
 //! | user (account) | publish | subscribe |
 //! |---|---|---|
 //! | bootstrap (agents; shared by a fleet that chooses it) | `flotilla.register.*` | `_INBOX_bootstrap.>` |
 //! | join credential for `C` (agents; one cluster, expiring, spent once used) | `flotilla.register.C` | `_INBOX_bootstrap.C.>` |
-//! | cluster `C` (agents) | its status subjects, `flotilla.register.C`, `flotilla.sync.C`, `flotilla.addoncreds.C`, replies to requests it received | `flotilla.spec.C`, `flotilla.proxy.C`, `flotilla.broadcast`, `_INBOX.C.>` |
+//! | cluster `C` (agents) | its status subjects, `flotilla.register.C`, `flotilla.sync.C`, `flotilla.addoncreds.C`, `flotilla.kubeapiback.C.*`, replies to requests it received | `flotilla.spec.C`, `flotilla.proxy.C`, `flotilla.kubeapi.C`, `flotilla.broadcast`, `_INBOX.C.>` |
 //! | add-on `A` on cluster `C` (agents) | `flotilla.addon.A.C.>` | `flotilla.addon.A.C.>`, `_INBOX.C.addon.A.>` |
 //! | hub (hub) | everything in the hub's account | everything in the hub's account |
 //!
 //! A cluster cannot read another cluster's specs or replies, publish another cluster's status,
-//! or publish any spec or proxy request; the bootstrap user can only ask to register and read
+//! or publish any spec or proxy request, nor read or answer another cluster's proxied calls; the bootstrap user can only ask to register and read
 //! registration replies (which hold nothing usable without the asking agent's seed).
 
 use crate::jwt::{Export, ExportKind, Import, Permission, ResponsePermission, User};
@@ -32,8 +35,8 @@ use flotilla_bus::{addons, subjects};
 pub const AGENT_MAX_PAYLOAD: i64 = flotilla_bus::envelope::DEFAULT_MAX_EVENT_BYTES as i64;
 /// Largest registration request (claims, capacity, labels): far below an event's limit.
 pub const REGISTRATION_MAX_PAYLOAD: i64 = 64 * 1024;
-/// Subscriptions a cluster's agent may hold on one connection (it needs five: spec, proxy,
-/// broadcast, its inbox wildcard, and one spare for reconnect overlap).
+/// Subscriptions a cluster's agent may hold on one connection (it needs six: spec, proxy,
+/// cluster proxy, broadcast, its inbox wildcard, and one spare for reconnect overlap).
 pub const CLUSTER_MAX_SUBS: i64 = 32;
 /// Subscriptions of a registration-only connection (bootstrap, join) or an add-on agent.
 pub const SMALL_MAX_SUBS: i64 = 8;
@@ -72,17 +75,27 @@ fn hub_offers() -> Vec<Crossing> {
         service("addon", addons::ALL, false),
         stream("spec", subjects::SPEC_ALL),
         stream("broadcast", subjects::BROADCAST),
+        stream("kubeapi", subjects::KUBEAPI_ALL),
     ]
 }
 
-/// What the agents' account offers the hub's: the proxy service (the hub asks, an agent answers).
+/// What the agents' account offers the hub's: the proxy service (the hub asks, an agent
+/// answers) and the cluster proxy's frames back to the hub.
 fn agents_offer() -> Vec<Crossing> {
-    vec![Crossing {
-        name: "proxy",
-        subject: subjects::PROXY_ALL.to_string(),
-        kind: ExportKind::Service,
-        share: false,
-    }]
+    vec![
+        Crossing {
+            name: "proxy",
+            subject: subjects::PROXY_ALL.to_string(),
+            kind: ExportKind::Service,
+            share: false,
+        },
+        Crossing {
+            name: "kubeapiback",
+            subject: subjects::KUBEAPI_BACK_ALL.to_string(),
+            kind: ExportKind::Stream,
+            share: false,
+        },
+    ]
 }
 
 fn exports(offers: Vec<Crossing>) -> Vec<Export> {
@@ -166,12 +179,14 @@ pub fn join(cluster: &str) -> User {
 pub fn cluster(cluster: &str) -> User {
     let mut publish = subjects::agent_publish(cluster).to_vec();
     publish.push(addons::credentials(cluster));
+    publish.push(subjects::kubeapi_back_of(cluster));
     let mut user = limited(
         User::new(
             allow(publish),
             allow(vec![
                 subjects::spec(cluster),
                 subjects::proxy(cluster),
+                subjects::kubeapi(cluster),
                 subjects::BROADCAST.to_string(),
                 format!("{}.>", subjects::inbox_prefix(cluster)),
             ]),

@@ -246,12 +246,14 @@ fn cluster_credentials_are_scoped_signed_and_expire() {
         vec![
             subjects::spec("edge-a"),
             subjects::proxy("edge-a"),
+            subjects::kubeapi("edge-a"),
             subjects::BROADCAST.to_string(),
             format!("{}.>", subjects::inbox_prefix("edge-a")),
         ]
     );
     let mut publish = subjects::agent_publish("edge-a").to_vec();
     publish.push(flotilla_bus::addons::credentials("edge-a"));
+    publish.push(subjects::kubeapi_back_of("edge-a"));
     assert_eq!(user.nats.publish.allow, publish);
     assert!(user.nats.resp.is_some(), "proxy replies allowed");
     assert!(

@@ -248,6 +248,39 @@ async fn a_cluster_reaches_only_its_own_subjects() {
 }
 
 #[tokio::test]
+async fn a_cluster_uses_only_its_own_cluster_proxy_subjects() {
+    let s = start();
+    let issuer = Issuer::new(&s.secure, Duration::from_secs(3600)).unwrap();
+    let hub = connect(&s.server.url(), &read_creds(&s.secure.hub_creds), None)
+        .await
+        .unwrap();
+    let (a_creds, _) = cluster_creds(&issuer, "edge-a");
+    let a = connect(
+        &s.server.url(),
+        &a_creds,
+        Some(subjects::inbox_prefix("edge-a")),
+    )
+    .await
+    .unwrap();
+    // Its own calls reach it, and its frames reach the hub that made them.
+    assert!(delivered(&hub, &a, &subjects::kubeapi("edge-a")).await);
+    assert!(delivered(&a, &hub, &subjects::kubeapi_back("edge-a", "hub1")).await);
+    // Another cluster's calls never reach it, and it cannot answer them.
+    assert!(
+        !reads(
+            &a,
+            &hub,
+            &subjects::kubeapi("edge-b"),
+            &subjects::kubeapi("edge-b")
+        )
+        .await
+    );
+    assert!(!reads(&a, &hub, "flotilla.kubeapi.*", &subjects::kubeapi("edge-c")).await);
+    assert!(!delivered(&a, &hub, &subjects::kubeapi_back("edge-b", "hub1")).await);
+    assert!(!delivered(&a, &hub, &subjects::kubeapi("edge-a")).await);
+}
+
+#[tokio::test]
 async fn bootstrap_credentials_can_only_ask_to_register() {
     let s = start();
     let hub = connect(&s.server.url(), &read_creds(&s.secure.hub_creds), None)

@@ -18,6 +18,8 @@
 //! - [`policies`]: governance policy spec, status and resync events (types, resource id,
 //!   subject).
 //! - [`scores`]: AddOnPlacementScore reports (event type, status subject).
+//! - [`tunnel`]: the cluster proxy's frames — one Kubernetes API call streamed between hub
+//!   and agent in chunks, with credit-based flow control, cancellation and keepalives.
 //! - [`works`]: ManifestWork spec, status and resync events (types, resource id, subject).
 
 #![deny(missing_docs)]
@@ -34,6 +36,7 @@ pub mod reply;
 pub mod scores;
 pub mod subjects;
 pub mod trace;
+pub mod tunnel;
 pub mod works;
 
 pub use envelope::{EnvelopeError, Event, EventType};

@@ -8,6 +8,8 @@
 //! | `flotilla.status.<shard>.<cluster>.<kind>[.<resourceid>]` | agent → hub, JetStream |
 //! | `flotilla.sync.<cluster>` | agent → hub, request/reply (spec resync) |
 //! | `flotilla.proxy.<cluster>` | hub → agent, request/reply |
+//! | `flotilla.kubeapi.<cluster>` | hub → agent, cluster proxy frames ([`crate::tunnel`]) |
+//! | `flotilla.kubeapiback.<cluster>.<hub token>` | agent → hub, cluster proxy frames |
 //! | `flotilla.broadcast` | hub → all agents |
 //! | `flotilla.hub.shard.<shard>.cluster` | hub → the hub holding the shard, request/reply |
 
@@ -25,6 +27,10 @@ pub const STATUS_ALL: &str = "flotilla.status.>";
 pub const SPEC_ALL: &str = "flotilla.spec.*";
 /// Wildcard for every cluster's proxy subject.
 pub const PROXY_ALL: &str = "flotilla.proxy.*";
+/// Wildcard for every cluster's cluster-proxy frames, hub → agent.
+pub const KUBEAPI_ALL: &str = "flotilla.kubeapi.*";
+/// Wildcard for every cluster-proxy frame agent → hub (any cluster, any hub).
+pub const KUBEAPI_BACK_ALL: &str = "flotilla.kubeapiback.*.*";
 /// Broadcast subject.
 pub const BROADCAST: &str = "flotilla.broadcast";
 
@@ -69,6 +75,41 @@ pub fn sync(cluster: &str) -> String {
 /// Proxy (read-only query) subject of a cluster.
 pub fn proxy(cluster: &str) -> String {
     format!("flotilla.proxy.{cluster}")
+}
+
+/// Cluster-proxy frames hub → agent of a cluster ([`crate::tunnel`]).
+pub fn kubeapi(cluster: &str) -> String {
+    format!("flotilla.kubeapi.{cluster}")
+}
+
+/// Cluster-proxy frames agent → hub: `hub` is the token the hub named in the call's request
+/// (one per hub process), so each hub receives only the frames of its own calls. A cluster may
+/// publish only under its own name.
+pub fn kubeapi_back(cluster: &str, hub: &str) -> String {
+    format!("flotilla.kubeapiback.{cluster}.{hub}")
+}
+
+/// Every cluster's cluster-proxy frames to one hub (the hub's subscription).
+pub fn kubeapi_back_to(hub: &str) -> String {
+    format!("flotilla.kubeapiback.*.{hub}")
+}
+
+/// Every cluster-proxy frame a cluster may send (for permissions).
+pub fn kubeapi_back_of(cluster: &str) -> String {
+    format!("flotilla.kubeapiback.{cluster}.*")
+}
+
+/// Whether `token` can be a hub token of [`kubeapi_back`]: 1 to 64 ASCII letters and digits.
+pub fn valid_hub_token(token: &str) -> bool {
+    (1..=64).contains(&token.len()) && token.bytes().all(|b| b.is_ascii_alphanumeric())
+}
+
+/// The cluster token of a `flotilla.kubeapiback.<cluster>.<hub>` subject, when `hub` is the
+/// given hub's token.
+pub fn kubeapi_back_cluster<'a>(subject: &'a str, hub: &str) -> Option<&'a str> {
+    let rest = subject.strip_prefix("flotilla.kubeapiback.")?;
+    let (cluster, token) = rest.split_once('.')?;
+    (!cluster.is_empty() && !cluster.contains('.') && token == hub).then_some(cluster)
 }
 
 /// Status subject of one resource (or of the cluster itself when `resource_id` is `None`).
@@ -214,5 +255,23 @@ mod tests {
         );
         assert_eq!(cluster_token("flotilla.register.c1.x", "register"), None);
         assert_eq!(cluster_token("flotilla.spec.c1", "register"), None);
+    }
+
+    #[test]
+    fn kubeapi_back_subjects_name_the_cluster_and_only_this_hub() {
+        let s = kubeapi_back("edge-1", "h0b");
+        assert_eq!(kubeapi_back_cluster(&s, "h0b"), Some("edge-1"));
+        assert_eq!(kubeapi_back_cluster(&s, "other"), None);
+        assert_eq!(
+            kubeapi_back_cluster("flotilla.kubeapiback.a.b.h0b", "h0b"),
+            None
+        );
+        assert_eq!(
+            kubeapi_back_cluster("flotilla.kubeapiback..h0b", "h0b"),
+            None
+        );
+        assert_eq!(kubeapi_back_cluster("flotilla.kubeapi.edge-1", "h0b"), None);
+        assert!(valid_hub_token("a1B2"));
+        assert!(!valid_hub_token("a.b") && !valid_hub_token("") && !valid_hub_token("*"));
     }
 }

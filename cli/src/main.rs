@@ -137,6 +137,9 @@ enum Command {
         #[command(subcommand)]
         what: ProxyWhat,
     },
+    /// Print a kubeconfig for CLUSTER through the hub's cluster proxy, carrying your token:
+    /// `kubectl --kubeconfig <(flotilla kubeconfig edge-1) get pods -A`.
+    Kubeconfig(cmd::kubeconfig::KubeconfigArgs),
     /// Print the manifests that install the agent on a spoke (pipe into `kubectl apply -f -`),
     /// with a join credential for it from a secure hub.
     #[command(after_long_help = cmd::join::HELP)]
@@ -180,6 +183,13 @@ async fn run(cli: Cli) -> Result<()> {
         ca: cli.ca.clone(),
         insecure: cli.insecure,
     };
+    if let Command::Kubeconfig(args) = &cli.command {
+        return cmd::kubeconfig::run(
+            args,
+            credentials.token.as_deref(),
+            credentials.ca.as_deref(),
+        );
+    }
     if let Command::Join(args) = &cli.command {
         let join = cmd::join::prepare(args).map_err(anyhow::Error::msg)?;
         let hub = if join.asks_hub() {
@@ -224,7 +234,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Delete { what } => cmd::delete::run(&hub, what).await,
         Command::Watch { what } => cmd::watch::run(&hub, format, what).await,
         Command::Proxy { cluster, what } => cmd::proxy::run(&hub, format, cluster, what).await,
-        Command::Join(_) => Ok(()),
+        Command::Join(_) | Command::Kubeconfig(_) => Ok(()),
         Command::Rollout { what } => cmd::rollout::run(&hub, what).await,
         Command::Policy { what } => cmd::policy::run(&hub, what).await,
         Command::Addon { .. } => match addon {

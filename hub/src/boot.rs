@@ -30,6 +30,8 @@ pub(crate) struct Listeners {
     pub metrics: TcpListener,
     pub grpc_addr: SocketAddr,
     pub metrics_addr: SocketAddr,
+    pub cluster_proxy: Option<TcpListener>,
+    pub cluster_proxy_addr: Option<SocketAddr>,
 }
 
 impl Listeners {
@@ -45,11 +47,20 @@ impl Listeners {
         };
         let (grpc, grpc_addr) = bind(config.grpc_listen).await?;
         let (metrics, metrics_addr) = bind(config.metrics_listen).await?;
+        let (cluster_proxy, cluster_proxy_addr) = match config.cluster_proxy.listen {
+            Some(addr) => {
+                let (l, a) = bind(addr).await?;
+                (Some(l), Some(a))
+            }
+            None => (None, None),
+        };
         Ok(Self {
             grpc,
             metrics,
             grpc_addr,
             metrics_addr,
+            cluster_proxy,
+            cluster_proxy_addr,
         })
     }
 }
@@ -464,6 +475,43 @@ pub(crate) fn serve_grpc(
             tracing::error!(error = %e, "gRPC server failed");
         }
     }))
+}
+
+/// The cluster proxy: its calls' dispatcher and its server, with the API's tokens and TLS.
+pub(crate) async fn serve_cluster_proxy(
+    config: &Config,
+    nats: &async_nats::Client,
+    inventory: &ClusterInventory,
+    metrics: &Metrics,
+    listener: TcpListener,
+    shutdown: watch::Receiver<bool>,
+    tasks: &mut Vec<JoinHandle<()>>,
+) -> Result<crate::kubeproxy::tunnel::Tunnels, HubError> {
+    use crate::kubeproxy::{metrics::ProxyMetrics, offline, server, tunnel};
+    let proxy_metrics = ProxyMetrics::new(metrics);
+    let tls = match &config.api.tls {
+        Some(tls) => Some(server::tls_acceptor(&tls.cert, &tls.key).map_err(HubError::Tls)?),
+        None => None,
+    };
+    let mut tunnel_config = config.cluster_proxy.tunnel.clone();
+    tunnel_config.max_event_bytes = config.cluster.max_event_bytes;
+    let (tunnels, dispatcher) =
+        tunnel::Tunnels::start(nats, tunnel_config, proxy_metrics.clone(), shutdown.clone())
+            .await
+            .map_err(HubError::ClusterProxy)?;
+    tasks.push(dispatcher);
+    let deps = std::sync::Arc::new(server::Deps {
+        tunnels: tunnels.clone(),
+        inventory: inventory.clone(),
+        tokens: config.api.tokens.clone(),
+        lease: offline::LeaseRule {
+            default_lease_seconds: config.cluster.default_lease_duration_seconds,
+            grace_multiplier: config.cluster.lease_grace_multiplier,
+        },
+        metrics: proxy_metrics,
+    });
+    tasks.push(server::serve(listener, tls, deps, shutdown));
+    Ok(tunnels)
 }
 
 /// The metrics endpoint (`/metrics`, `/debug/shards`).

@@ -20,6 +20,8 @@
 //!   status stream's bounds); [`janitor`] purges refused status messages.
 //! - [`store`]: typed JetStream KV buckets.
 //! - [`grpc`]: the `flotilla.v1` gRPC services.
+//! - [`kubeproxy`]: the cluster proxy — every cluster's Kubernetes API under
+//!   `/clusters/<cluster>/…`, streamed through its agent.
 //! - [`metrics`]: Prometheus metrics and the `/metrics` endpoint.
 //!
 //! [`start`] wires them together; the `flotilla-hub` binary only parses flags and calls [`run`].
@@ -37,6 +39,7 @@ pub mod identity;
 pub mod inventory;
 pub mod janitor;
 pub mod keys;
+pub mod kubeproxy;
 pub mod limits;
 pub mod metrics;
 pub mod placement;
@@ -98,6 +101,8 @@ pub struct Config {
     pub limits: limits::LimitsConfig,
     /// Shard leases: how this hub shares the work with the others on the same NATS.
     pub ha: ha::HaConfig,
+    /// The cluster proxy (`--cluster-proxy-listen`), served with the API's tokens and TLS.
+    pub cluster_proxy: kubeproxy::ProxyConfig,
 }
 
 /// Security of the gRPC API.
@@ -138,6 +143,7 @@ impl Config {
             addons: addon::AddOnConfig::default(),
             limits: limits::LimitsConfig::default(),
             ha: ha::HaConfig::default(),
+            cluster_proxy: kubeproxy::ProxyConfig::default(),
         }
     }
 }
@@ -166,6 +172,9 @@ pub enum HubError {
     /// Reflection could not be built.
     #[error("gRPC reflection: {0}")]
     Reflection(String),
+    /// The cluster proxy could not subscribe to the agents' frames.
+    #[error("cluster proxy: subscribing to the agents' frames: {0}")]
+    ClusterProxy(#[source] async_nats::SubscribeError),
     /// The secure directory is unusable.
     #[error("--secure-dir: {0}")]
     Security(#[from] security::StartError),
@@ -210,6 +219,10 @@ pub struct Hub {
     pub grpc_addr: SocketAddr,
     /// Bound metrics address.
     pub metrics_addr: SocketAddr,
+    /// Bound cluster proxy address, when serving one.
+    pub cluster_proxy_addr: Option<SocketAddr>,
+    /// The cluster proxy's calls, when serving one.
+    pub cluster_proxy: Option<kubeproxy::tunnel::Tunnels>,
     /// The cluster inventory.
     pub inventory: ClusterInventory,
     /// The work inventory.
@@ -429,6 +442,21 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         listeners.grpc,
         shutdown_rx.clone(),
     )?);
+    let cluster_proxy = match listeners.cluster_proxy {
+        Some(listener) => Some(
+            boot::serve_cluster_proxy(
+                &config,
+                &nats,
+                &state.inventory,
+                &metrics,
+                listener,
+                shutdown_rx.clone(),
+                &mut tasks,
+            )
+            .await?,
+        ),
+        None => None,
+    };
     tasks.push(boot::serve_metrics(
         listeners.metrics,
         metrics.clone(),
@@ -440,6 +468,8 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
     Ok(Hub {
         grpc_addr: listeners.grpc_addr,
         metrics_addr: listeners.metrics_addr,
+        cluster_proxy_addr: listeners.cluster_proxy_addr,
+        cluster_proxy,
         inventory: state.inventory,
         works: state.works,
         clusters,

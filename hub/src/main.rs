@@ -45,6 +45,12 @@ struct Args {
     /// The PEM private key of --grpc-tls-cert.
     #[arg(long, env = "FLOTILLA_GRPC_TLS_KEY", requires = "grpc_tls_cert")]
     grpc_tls_key: Option<std::path::PathBuf>,
+    /// Serve every cluster's Kubernetes API under /clusters/<cluster>/ on this address, so
+    /// kubectl reaches spokes through the hub (`flotilla kubeconfig CLUSTER` writes the
+    /// kubeconfig). Same tokens as the API; TLS with --grpc-tls-cert/--grpc-tls-key, plain HTTP
+    /// only on loopback.
+    #[arg(long, env = "FLOTILLA_CLUSTER_PROXY_LISTEN")]
+    cluster_proxy_listen: Option<SocketAddr>,
     /// Prometheus /metrics listen address.
     #[arg(long, env = "FLOTILLA_METRICS_LISTEN", default_value = flotilla_hub::DEFAULT_METRICS_LISTEN)]
     metrics_listen: SocketAddr,
@@ -444,6 +450,23 @@ fn main() -> ExitCode {
             args.grpc_listen
         ));
     }
+    if let Some(addr) = args.cluster_proxy_listen {
+        if !addr.ip().is_loopback() && args.grpc_tls_cert.is_none() {
+            errors.push(format!(
+                "--cluster-proxy-listen {addr}: plain HTTP is served on loopback only; give \
+                 --grpc-tls-cert and --grpc-tls-key (the proxy serves the API's certificate)"
+            ));
+        }
+        if args.api_token_file.is_none()
+            && !addr.ip().is_loopback()
+            && !args.api_allow_unauthenticated
+        {
+            errors.push(format!(
+                "--cluster-proxy-listen {addr}: without --api-token-file anyone who reaches it \
+                 may act on every cluster; give tokens or listen on loopback"
+            ));
+        }
+    }
     if !errors.is_empty() {
         for e in errors {
             eprintln!("flotilla-hub: {e}");
@@ -470,6 +493,7 @@ fn main() -> ExitCode {
         });
     }
     config.grpc_listen = args.grpc_listen;
+    config.cluster_proxy.listen = args.cluster_proxy_listen;
     config.metrics_listen = args.metrics_listen;
     config.api.tokens = tokens;
     config.api.tls = args

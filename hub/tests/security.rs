@@ -779,3 +779,36 @@ subjects:
     agent.stop().await;
     hub.stop().await;
 }
+
+#[tokio::test]
+async fn kubectl_reaches_a_secure_spoke_through_the_hub_over_the_clusters_own_credentials() {
+    let s = secure_nats();
+    let mut config = secure_hub_config(&s, Duration::from_secs(3600));
+    // An open hub on loopback: kubectl over plain http, no token.
+    config.cluster_proxy.listen = Some("127.0.0.1:0".parse().unwrap());
+    let hub = start_hub(config).await;
+    let mut api = clusters_client(&hub).await;
+    let state = tempfile::tempdir().unwrap();
+    let agent = start_agent(secure_agent(&s, "edge-1", state.path()));
+    wait_cluster(&mut api, "edge-1", "registered", |_| true).await;
+    accept(&mut api, "edge-1").await;
+    wait_available(&mut api, "edge-1").await;
+    let addr = hub.cluster_proxy_addr.unwrap();
+    let kubectl = common::kubectl::Kubectl::new(&format!("http://{addr}"), None, "edge-1", None);
+    // The frames cross the two accounts both ways: calls to the agent, answers to the hub.
+    kubectl
+        .ok(
+            &["create", "configmap", "through", "--from-literal=k=v"],
+            None,
+        )
+        .await;
+    let k = kubectl
+        .ok(
+            &["get", "configmap", "through", "-o", "jsonpath={.data.k}"],
+            None,
+        )
+        .await;
+    assert_eq!(k, "v");
+    agent.stop().await;
+    hub.stop().await;
+}

@@ -75,6 +75,9 @@ pub struct FleetConfig {
     /// `flotilla/fleet-metrics`) inside each agent ([`AgentConfig::simulate_addons`]); on by
     /// default, so add-ons installed from the hub report leases and scores.
     pub simulate_addons: bool,
+    /// Serve the hub's cluster-proxy calls from each simulated cluster
+    /// ([`AgentConfig::cluster_proxy`]); on by default.
+    pub cluster_proxy: bool,
 }
 
 impl FleetConfig {
@@ -98,6 +101,7 @@ impl FleetConfig {
             metrics: std::sync::Arc::default(),
             share_connections: 0,
             simulate_addons: true,
+            cluster_proxy: true,
         }
     }
 
@@ -155,6 +159,7 @@ pub fn cluster(config: &FleetConfig, i: usize) -> (AgentConfig, SimBackend) {
     agent.score_interval = config.scores.as_ref().map(|s| s.interval);
     agent.metrics = config.metrics.clone();
     agent.simulate_addons = config.simulate_addons;
+    agent.cluster_proxy = config.cluster_proxy;
     // Simulated agents share one process: keep per-connection buffers small.
     agent.nats.client_capacity = 64;
     agent.nats.subscription_capacity = 256;

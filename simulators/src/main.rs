@@ -66,6 +66,11 @@ struct Args {
     /// flotilla/fleet-metrics: lease renewals and fleet-metrics scores) inside the agents.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     simulate_addons: bool,
+    /// Answer the hub's cluster-proxy calls (kubectl through `flotilla-hub
+    /// --cluster-proxy-listen`) from each simulated cluster; off saves one subscription per
+    /// agent in very large fleets.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    cluster_proxy: bool,
     /// Show a progress bar while the agents start (default: when stderr is a terminal).
     #[arg(long)]
     progress: bool,
@@ -84,6 +89,7 @@ async fn main() -> anyhow::Result<()> {
     config.bootstrap_creds = args.bootstrap_creds.clone();
     config.share_connections = args.share_connections as usize;
     config.simulate_addons = args.simulate_addons;
+    config.cluster_proxy = args.cluster_proxy;
     config.name_prefix = args.name_prefix;
     config.first_index = args.first_index;
     config.start_rate = args.start_rate;

@@ -10,9 +10,15 @@
 //! executor: a backend with access control acts as that identity, so the cluster's own
 //! authorizer bounds what a work may do. The plain calls are the agent's own identity, for what
 //! the agent does for itself (managed namespaces, add-on credentials, proxy reads).
+//!
+//! The cluster proxy hands whole Kubernetes API requests to [`Backend::serve_api`] ([`api`]):
+//! the Kubernetes backend makes them on its API server, the simulated cluster answers them
+//! from its objects ([`sim_api`]).
 
+pub mod api;
 pub mod kube;
 pub mod sim;
+pub mod sim_api;
 
 use flotilla_api::work::{Executor, ManifestId};
 use serde_json::Value;
@@ -190,6 +196,17 @@ pub trait Backend: Send + Sync + 'static {
     fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         None
     }
+
+    /// Serves one Kubernetes API request of the cluster proxy (`flotilla-hub
+    /// --cluster-proxy-listen`), streaming the response; a backend that cannot answers 501.
+    async fn serve_api(self: std::sync::Arc<Self>, _request: api::ApiRequest) -> api::ApiResponse {
+        api::ApiResponse::status(
+            http::StatusCode::NOT_IMPLEMENTED,
+            "NotImplemented",
+            "this cluster's backend does not serve the Kubernetes API",
+        )
+    }
+
     /// Lists objects of a kind (matched case-insensitively against kind, plural resource or
     /// short name), optionally in one namespace.
     async fn list(&self, kind: &str, namespace: Option<&str>) -> Result<Vec<Value>, BackendError>;

@@ -403,6 +403,14 @@ impl Backend for SimBackend {
         Some(self.changed.subscribe())
     }
 
+    /// Answered from the simulated objects ([`super::sim_api`]).
+    async fn serve_api(
+        self: std::sync::Arc<Self>,
+        request: super::api::ApiRequest,
+    ) -> super::api::ApiResponse {
+        super::sim_api::serve(self, request).await
+    }
+
     async fn apply(
         &self,
         id: &ManifestId,

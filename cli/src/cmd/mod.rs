@@ -12,6 +12,8 @@
 //! - [`rollout`]: rollout status of a ManifestWorkReplicaSet (progress bars, `--watch`).
 //! - [`addon`]: enable and disable add-ons, and their rollout status (progress bars, `--watch`).
 //! - [`progress`]: the progress bars and the `--watch` loop `rollout` and `addon` share.
+//! - [`kubeconfig`]: a kubeconfig for the hub's cluster proxy (`kubectl` to a spoke through the
+//!   hub with the caller's token).
 //! - [`proxy`]: read-only queries of a spoke's resources through its agent.
 //! - [`cluster_edits`]: accept, deny, label and taint clusters.
 //! - [`join`]: the manifests that install the agent on a spoke, with a join credential from a
@@ -24,6 +26,7 @@ pub mod delete;
 pub mod describe;
 pub mod get;
 pub mod join;
+pub mod kubeconfig;
 pub mod policy;
 pub mod progress;
 pub mod proxy;

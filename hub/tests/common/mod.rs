@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod addon;
+pub mod kubectl;
 pub mod policy;
 pub mod tokens;
 pub mod work;

@@ -166,6 +166,13 @@ impl FakeKube {
         self.lock().caller = Some(user.to_string());
     }
 
+    /// Pod log streams open now (a `logs -f` whose client went away is closed).
+    pub fn open_log_streams(&self) -> usize {
+        self.lock()
+            .log_streams
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Every request served so far that impersonated someone: the request, the user and the
     /// groups it named.
     pub fn impersonations(&self) -> Vec<access::Impersonation> {

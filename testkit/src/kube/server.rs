@@ -2,7 +2,9 @@
 //! `/api/v1`, `/apis/<group>/<version>`), and for every resource the collection and item paths
 //! (namespaced and cluster-scoped) with GET (list, get, `?watch=true`), POST, PUT, PATCH (apply,
 //! merge) and DELETE, answering errors as `Status` objects; and the SubjectAccessReview create
-//! (`POST /apis/authorization.k8s.io/v1/subjectaccessreviews`). Resource requests and reviews
+//! (`POST /apis/authorization.k8s.io/v1/subjectaccessreviews`); and pod logs
+//! (`GET /api/v1/namespaces/<ns>/pods/<name>/log`, not judged): numbered lines, with
+//! `follow=true` one every 100 ms until the client goes away ([`pod_log`]). Resource requests and reviews
 //! are judged ([`authorize`]) as the user they impersonate, or as the caller the test named;
 //! version, health and discovery are open to all.
 
@@ -82,6 +84,42 @@ fn decode(s: &str) -> String {
 }
 
 /// What a resource path names.
+/// Counts an open log stream while it lives.
+struct Open(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A pod's log: `<pod> line <n>` lines, three of them, or with `follow` one every 100 ms for as
+/// long as the client reads (counted in `open` meanwhile).
+fn pod_log(pod: &str, follow: bool, open: Arc<std::sync::atomic::AtomicUsize>) -> Response {
+    open.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let guard = Open(open);
+    let pod = pod.to_string();
+    let lines = futures::stream::unfold((1u64, guard), move |(n, guard)| {
+        let pod = pod.clone();
+        async move {
+            if !follow && n > 3 {
+                return None;
+            }
+            if n > 1 && follow {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            let line = Ok::<_, std::convert::Infallible>(Bytes::from(format!("{pod} line {n}\n")));
+            Some((line, (n + 1, guard)))
+        }
+    });
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/plain")],
+        Body::from_stream(lines),
+    )
+        .into_response()
+}
+
 struct Target {
     resource: Resource,
     namespace: String,
@@ -167,6 +205,16 @@ async fn handle(
             }
             .status(),
         );
+    }
+    if method == Method::GET
+        && let ["api", "v1", "namespaces", _, "pods", pod, "log"] = path
+            .trim_matches('/')
+            .split('/')
+            .collect::<Vec<_>>()
+            .as_slice()
+    {
+        let follow = param("follow").as_deref() == Some("true");
+        return pod_log(pod, follow, store.log_streams.clone());
     }
     match path.as_str() {
         "/readyz" | "/livez" | "/healthz" => return (StatusCode::OK, "ok").into_response(),

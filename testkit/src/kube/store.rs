@@ -133,6 +133,8 @@ pub struct Store {
     pub impersonations: Vec<super::access::Impersonation>,
     /// Every SubjectAccessReview answered, as answered.
     pub reviews: Vec<Value>,
+    /// Pod log streams open now (`GET …/pods/<name>/log`).
+    pub log_streams: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     /// Watch events.
     pub events: broadcast::Sender<WatchEvent>,
     /// The latest events, so a watch from a resourceVersion misses nothing since its list.
@@ -266,6 +268,7 @@ impl Store {
             caller: None,
             impersonations: Vec::new(),
             reviews: Vec::new(),
+            log_streams: std::sync::Arc::default(),
             events,
             history: std::collections::VecDeque::new(),
         };

@@ -48,6 +48,7 @@
 //!   from the version string and node labels, health from `/readyz`.
 
 pub mod cache;
+pub mod proxy;
 
 use super::{ApplyOutcome, Backend, BackendError, ClusterInfo, Strategy};
 use cache::Cache;
@@ -622,6 +623,14 @@ fn product(git_version: &str, node_labels: &[&serde_json::Map<String, Value>]) -
 
 #[async_trait::async_trait]
 impl Backend for KubeBackend {
+    /// Made on the API server with the agent's client, impersonating whom the hub names.
+    async fn serve_api(
+        self: Arc<Self>,
+        request: super::api::ApiRequest,
+    ) -> super::api::ApiResponse {
+        proxy::serve(&self.client, request).await
+    }
+
     async fn info(&self) -> ClusterInfo {
         let mut info = ClusterInfo {
             healthy: true,

@@ -1,0 +1,155 @@
+//! A Kubernetes API request as the cluster proxy hands it to a backend
+//! ([`super::Backend::serve_api`]), and the response it streams back.
+
+use bytes::Bytes;
+use futures::Stream;
+use std::pin::Pin;
+
+/// Kubernetes impersonation for one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Impersonation {
+    /// `Impersonate-User`.
+    pub user: String,
+    /// `Impersonate-Group` (empty: the API server's own groups for the user).
+    pub groups: Vec<String>,
+}
+
+/// One request.
+#[derive(Debug, Clone)]
+pub struct ApiRequest {
+    /// The method.
+    pub method: http::Method,
+    /// The path on the API server, from `/`.
+    pub path: String,
+    /// The raw query (no `?`).
+    pub query: String,
+    /// End-to-end headers (no credentials, no impersonation).
+    pub headers: http::HeaderMap,
+    /// Act as this user (`None`: as the agent).
+    pub impersonate: Option<Impersonation>,
+    /// The request body (bounded by the proxy).
+    pub body: Bytes,
+}
+
+impl ApiRequest {
+    /// The value of query parameter `name`, percent-decoded.
+    pub fn param(&self, name: &str) -> Option<String> {
+        self.query.split('&').find_map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            (k == name).then(|| percent_decode(v))
+        })
+    }
+
+    /// A header's value, when it is text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+/// Decodes `%XX` escapes and `+` (as in a query string).
+pub fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                let hex = |b: u8| (b as char).to_digit(16);
+                match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                    (Some(h), Some(l)) => {
+                        out.push((h * 16 + l) as u8);
+                        i += 3;
+                        continue;
+                    }
+                    _ => out.push(b'%'),
+                }
+            }
+            b'+' => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A response body as it comes; an error breaks the response off.
+pub type BodyStream = Pin<Box<dyn Stream<Item = Result<Bytes, std::io::Error>> + Send>>;
+
+/// One response.
+pub struct ApiResponse {
+    /// The status.
+    pub status: http::StatusCode,
+    /// End-to-end headers.
+    pub headers: http::HeaderMap,
+    /// The body.
+    pub body: BodyStream,
+}
+
+impl std::fmt::Debug for ApiResponse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiResponse")
+            .field("status", &self.status)
+            .field("headers", &self.headers)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ApiResponse {
+    /// A whole JSON body.
+    pub fn json(status: http::StatusCode, value: &serde_json::Value) -> Self {
+        Self::bytes(status, "application/json", Bytes::from(value.to_string()))
+    }
+
+    /// A whole body of `content_type`.
+    pub fn bytes(status: http::StatusCode, content_type: &'static str, body: Bytes) -> Self {
+        let mut headers = http::HeaderMap::new();
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static(content_type),
+        );
+        Self {
+            status,
+            headers,
+            body: Box::pin(futures::stream::iter([Ok(body)])),
+        }
+    }
+
+    /// A Kubernetes `Status` failure (`reason` as Kubernetes names it: `NotFound`,
+    /// `AlreadyExists`, `Conflict`, `Invalid`, `Forbidden`, `BadRequest`, …).
+    pub fn status(status: http::StatusCode, reason: &str, message: &str) -> Self {
+        Self::json(status, &status_object(status, reason, message, None))
+    }
+}
+
+/// A Kubernetes `Status` failure object ([`flotilla_api::kubestatus`]).
+pub fn status_object(
+    status: http::StatusCode,
+    reason: &str,
+    message: &str,
+    details: Option<serde_json::Value>,
+) -> serde_json::Value {
+    flotilla_api::kubestatus::failure(status.as_u16(), reason, message, details)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_parameters_are_decoded() {
+        let req = ApiRequest {
+            method: http::Method::GET,
+            path: "/".into(),
+            query: "labelSelector=app%3Dweb&watch=true&fieldManager=kubectl+client".into(),
+            headers: http::HeaderMap::new(),
+            impersonate: None,
+            body: Bytes::new(),
+        };
+        assert_eq!(req.param("labelSelector").as_deref(), Some("app=web"));
+        assert_eq!(req.param("watch").as_deref(), Some("true"));
+        assert_eq!(req.param("fieldManager").as_deref(), Some("kubectl client"));
+        assert_eq!(req.param("missing"), None);
+        assert_eq!(percent_decode("100%"), "100%");
+        assert_eq!(percent_decode("%zz"), "%zz");
+    }
+}

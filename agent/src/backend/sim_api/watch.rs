@@ -1,0 +1,210 @@
+//! Watch streams of the simulated cluster: the objects of a resource (after the selectors) as
+//! `ADDED`, `MODIFIED` and `DELETED` events, one JSON object per line as the API server streams
+//! them. Each change of the cluster ([`Backend::changes`]) is compared with what the watcher
+//! last saw, by `resourceVersion`; the stream is a plain value (no task), so it ends the moment
+//! the proxy drops it — when the client goes away.
+//!
+//! `resourceVersion` unset or `0` starts with every current object as `ADDED` (Kubernetes'
+//! "most recent" semantics); a version from a list starts with the objects changed since, as
+//! `MODIFIED`, and nothing else. `timeoutSeconds` ends the stream.
+
+use super::{Target, objects, selected, selectors};
+use crate::backend::Backend;
+use crate::backend::api::{ApiRequest, ApiResponse};
+use bytes::Bytes;
+use http::StatusCode;
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// What a watcher has seen: object key → (resourceVersion, object).
+type Seen = BTreeMap<String, (String, Value)>;
+
+fn key(o: &Value) -> String {
+    format!(
+        "{}/{}",
+        o["metadata"]["namespace"].as_str().unwrap_or_default(),
+        o["metadata"]["name"].as_str().unwrap_or_default()
+    )
+}
+
+fn version(o: &Value) -> String {
+    o["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn event(kind: &str, object: &Value) -> Bytes {
+    let mut line = json!({"type": kind, "object": object}).to_string();
+    line.push('\n');
+    Bytes::from(line)
+}
+
+/// The events that turn `seen` into `now` (and `seen` becomes `now`).
+pub fn diff(seen: &mut Seen, now: Vec<Value>) -> Vec<Bytes> {
+    let mut events = Vec::new();
+    let mut next = Seen::new();
+    for o in now {
+        let k = key(&o);
+        let v = version(&o);
+        match seen.get(&k) {
+            None => events.push(event("ADDED", &o)),
+            Some((old, _)) if *old != v => events.push(event("MODIFIED", &o)),
+            Some(_) => {}
+        }
+        next.insert(k, (v, o));
+    }
+    for (k, (_, o)) in seen.iter() {
+        if !next.contains_key(k) {
+            events.push(event("DELETED", o));
+        }
+    }
+    *seen = next;
+    events
+}
+
+struct State {
+    backend: Arc<dyn Backend>,
+    target: Target,
+    labels: Option<flotilla_api::v1::LabelSelector>,
+    fields: Vec<(String, String, bool)>,
+    changes: tokio::sync::watch::Receiver<u64>,
+    seen: Seen,
+    pending: VecDeque<Bytes>,
+    until: Option<Instant>,
+}
+
+impl State {
+    async fn current(&self) -> Option<Vec<Value>> {
+        let items = objects(self.backend.as_ref(), &self.target).await.ok()?;
+        Some(
+            items
+                .into_iter()
+                .filter(|o| selected(o, self.labels.as_ref(), &self.fields))
+                .collect(),
+        )
+    }
+
+    /// The next event, waiting for changes; `None` ends the stream.
+    async fn next(&mut self) -> Option<Bytes> {
+        loop {
+            if let Some(e) = self.pending.pop_front() {
+                return Some(e);
+            }
+            let changed = self.changes.changed();
+            match self.until {
+                Some(until) => tokio::time::timeout_at(until, changed).await.ok()?.ok()?,
+                None => changed.await.ok()?,
+            }
+            let now = self.current().await?;
+            self.pending.extend(diff(&mut self.seen, now));
+        }
+    }
+}
+
+/// Serves a watch.
+pub(super) async fn serve(
+    backend: Arc<dyn Backend>,
+    target: Target,
+    request: &ApiRequest,
+) -> ApiResponse {
+    let (labels, fields) = match selectors(request) {
+        Ok(s) => s,
+        Err(resp) => return resp,
+    };
+    let Some(mut changes) = backend.changes() else {
+        return ApiResponse::status(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "MethodNotAllowed",
+            "this cluster cannot watch",
+        );
+    };
+    changes.mark_unchanged();
+    let since: Option<u64> = request
+        .param("resourceVersion")
+        .and_then(|v| v.parse().ok())
+        .filter(|v| *v > 0);
+    let until = request
+        .param("timeoutSeconds")
+        .and_then(|t| t.parse::<u64>().ok())
+        .map(|t| Instant::now() + Duration::from_secs(t));
+    let mut state = State {
+        backend,
+        target,
+        labels,
+        fields,
+        changes,
+        seen: Seen::new(),
+        pending: VecDeque::new(),
+        until,
+    };
+    let now = state.current().await.unwrap_or_default();
+    match since {
+        None => state.pending.extend(diff(&mut state.seen, now)),
+        Some(since) => {
+            for o in now {
+                let v = version(&o);
+                if v.parse::<u64>().is_ok_and(|v| v > since) {
+                    state.pending.push_back(event("MODIFIED", &o));
+                }
+                state.seen.insert(key(&o), (v, o));
+            }
+        }
+    }
+    let stream = futures::stream::unfold(state, |mut state| async move {
+        let e = state.next().await?;
+        Some((Ok(e), state))
+    });
+    let mut headers = http::HeaderMap::new();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    ApiResponse {
+        status: StatusCode::OK,
+        headers,
+        body: Box::pin(stream),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(name: &str, rv: &str) -> Value {
+        json!({"metadata": {"name": name, "namespace": "a", "resourceVersion": rv}})
+    }
+
+    fn kinds(events: &[Bytes]) -> Vec<String> {
+        events
+            .iter()
+            .map(|e| {
+                let v: Value = serde_json::from_slice(e).unwrap();
+                format!(
+                    "{} {}",
+                    v["type"].as_str().unwrap(),
+                    v["object"]["metadata"]["name"].as_str().unwrap()
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn changes_become_added_modified_and_deleted_events() {
+        let mut seen = Seen::new();
+        assert_eq!(
+            kinds(&diff(&mut seen, vec![obj("x", "1"), obj("y", "2")])),
+            ["ADDED x", "ADDED y"]
+        );
+        assert!(diff(&mut seen, vec![obj("x", "1"), obj("y", "2")]).is_empty());
+        assert_eq!(
+            kinds(&diff(&mut seen, vec![obj("x", "3"), obj("z", "4")])),
+            ["MODIFIED x", "ADDED z", "DELETED y"]
+        );
+        assert!(diff(&mut seen, vec![obj("x", "3"), obj("z", "4")]).is_empty());
+        assert!(diff(&mut seen, vec![]).iter().all(|e| e.ends_with(b"\n")));
+    }
+}

@@ -1,0 +1,440 @@
+//! The agent's side of the cluster proxy ([`flotilla_bus::tunnel`]): takes the hub's calls on
+//! `flotilla.kubeapi.<cluster>`, one task per call, each of which gathers the request body
+//! within its credit, hands the request to the backend ([`Backend::serve_api`]) and streams the
+//! answer back to the hub that made the call (`flotilla.kubeapiback.<cluster>.<hub>`) within
+//! the hub's credit — so a large list or a long watch never sits whole in the agent's memory.
+//! A call ends when its body is done, the hub cancels it (its client went away: the upstream
+//! request is dropped with it) or the hub falls silent for [`tunnel::idle_timeout`].
+
+use crate::backend::Backend;
+use crate::backend::api::{ApiRequest, ApiResponse, Impersonation};
+use bytes::{Bytes, BytesMut};
+use flotilla_api::v1::{TunnelHeader, TunnelRequest, TunnelResponse};
+use flotilla_bus::publish::Publisher;
+use flotilla_bus::subjects;
+use flotilla_bus::tunnel::{
+    self, Frame, ProtocolError, Received, RecvWindow, SendWindow, SeqCheck, StreamId,
+};
+use futures::StreamExt;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+/// Calls one agent serves at once; more are cancelled at once.
+pub const MAX_CALLS: usize = 256;
+/// Largest request body the agent gathers (what a Kubernetes API server accepts).
+pub const MAX_REQUEST_BODY: usize = 3 * 1024 * 1024;
+
+/// The agent's cluster-proxy server.
+pub struct Server {
+    client: async_nats::Client,
+    cluster: String,
+    backend: Arc<dyn Backend>,
+    max_event_bytes: usize,
+}
+
+/// What each call needs.
+struct Shared {
+    publisher: Publisher,
+    cluster: String,
+    source: String,
+    backend: Arc<dyn Backend>,
+}
+
+impl Server {
+    /// A server for `cluster` over `client`.
+    pub fn new(
+        client: async_nats::Client,
+        cluster: &str,
+        backend: Arc<dyn Backend>,
+        max_event_bytes: usize,
+    ) -> Self {
+        Self {
+            client,
+            cluster: cluster.to_string(),
+            backend,
+            max_event_bytes,
+        }
+    }
+
+    /// Serves calls until the task is dropped (its calls end with it).
+    pub async fn run(self) {
+        let span = tracing::info_span!("kubeproxy", cluster.name = %self.cluster);
+        self.serve().instrument(span).await;
+    }
+
+    async fn serve(self) {
+        let shared = Arc::new(Shared {
+            publisher: Publisher::new(
+                self.client.clone(),
+                self.max_event_bytes,
+                Duration::from_secs(5),
+            ),
+            cluster: self.cluster.clone(),
+            source: format!("flotilla-agent/{}", self.cluster),
+            backend: self.backend.clone(),
+        });
+        let max_chunk = tunnel::max_chunk_for(self.max_event_bytes) as usize;
+        let mut calls: HashMap<StreamId, mpsc::Sender<Received>> = HashMap::new();
+        // Every call's task (and every refusal's) is owned here: dropping the server ends them.
+        let mut tasks: JoinSet<()> = JoinSet::new();
+        loop {
+            let mut sub = match self
+                .client
+                .subscribe(subjects::kubeapi(&self.cluster))
+                .await
+            {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(error = %e, "subscribing to cluster-proxy calls failed; retrying");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
+            loop {
+                let msg = tokio::select! {
+                    msg = sub.next() => match msg {
+                        Some(m) => m,
+                        None => break,
+                    },
+                    Some(_) = tasks.join_next(), if !tasks.is_empty() => {
+                        // A call that ended (or panicked) dropped its mailbox.
+                        calls.retain(|_, tx| !tx.is_closed());
+                        continue;
+                    }
+                };
+                let received = match tunnel::decode(
+                    &msg.payload,
+                    self.max_event_bytes,
+                    &tunnel::down_type(),
+                    &self.cluster,
+                    max_chunk,
+                ) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "cluster-proxy frame dropped");
+                        continue;
+                    }
+                };
+                if let Some(tx) = calls.get(&received.stream) {
+                    let stream = received.stream.clone();
+                    if tx.try_send(received).is_err() {
+                        // Over its credit: the call sees its mailbox closed and ends.
+                        calls.remove(&stream);
+                    }
+                    continue;
+                }
+                let Received { stream, seq, frame } = received;
+                let Frame::Request(request) = frame else {
+                    // A frame of a call that already ended.
+                    continue;
+                };
+                if seq != 0 || !subjects::valid_hub_token(&request.hub) {
+                    tracing::debug!(%stream, "malformed cluster-proxy call dropped");
+                    continue;
+                }
+                if calls.len() >= MAX_CALLS {
+                    let call = Call::new(shared.clone(), stream, &request);
+                    tasks.spawn(call.refuse(format!("the agent already serves {MAX_CALLS} calls")));
+                    continue;
+                }
+                let (tx, rx) = mpsc::channel(tunnel::MAX_WINDOW as usize + 16);
+                calls.insert(stream.clone(), tx);
+                let call = Call::new(shared.clone(), stream.clone(), &request);
+                let span = tracing::debug_span!("call", %stream);
+                tasks.spawn(call.run(*request, rx).instrument(span));
+            }
+            tracing::debug!("cluster-proxy subscription ended; subscribing again");
+        }
+    }
+}
+
+/// One call.
+struct Call {
+    shared: Arc<Shared>,
+    stream: StreamId,
+    subject: String,
+    seq: u64,
+}
+
+/// Why a call ended early.
+enum Stop {
+    /// The hub cancelled it (or is gone).
+    Hub(String),
+    /// The hub broke the protocol.
+    Protocol(ProtocolError),
+    /// Sending failed.
+    Send(flotilla_bus::publish::PublishError),
+    /// The backend's response broke off.
+    Upstream(String),
+}
+
+impl Call {
+    fn new(shared: Arc<Shared>, stream: StreamId, request: &TunnelRequest) -> Self {
+        Self {
+            subject: subjects::kubeapi_back(&shared.cluster, &request.hub),
+            shared,
+            stream,
+            seq: 0,
+        }
+    }
+
+    async fn send(&mut self, frame: Frame) -> Result<(), Stop> {
+        let event = tunnel::encode(
+            tunnel::up_type(),
+            &self.shared.source,
+            &self.shared.cluster,
+            &self.stream,
+            self.seq,
+            frame,
+        );
+        self.seq += 1;
+        self.shared
+            .publisher
+            .publish(self.subject.clone(), &event)
+            .await
+            .map_err(Stop::Send)
+    }
+
+    async fn refuse(mut self, reason: String) {
+        let _ = self.send(Frame::Cancel(reason)).await;
+    }
+
+    async fn run(mut self, request: TunnelRequest, mut rx: mpsc::Receiver<Received>) {
+        let caller = request.caller.clone().unwrap_or_default();
+        tracing::info!(
+            caller = %caller.name, role = %caller.role, method = %request.method,
+            path = %request.path, as_user = request.impersonate.as_ref().map_or("agent", |i| i.user.as_str()),
+            "cluster proxy call"
+        );
+        let mut seq_in = SeqCheck::default();
+        // The request itself was frame 0.
+        let _ = seq_in.check(0);
+        let stop = match self.serve(request, &mut rx, &mut seq_in).await {
+            Ok(()) => return,
+            Err(stop) => stop,
+        };
+        match stop {
+            Stop::Hub(reason) => tracing::debug!(%reason, "call ended by the hub"),
+            Stop::Protocol(e) => {
+                tracing::warn!(error = %e, "the hub broke the cluster-proxy protocol; call cancelled");
+                let _ = self.send(Frame::Cancel(e.to_string())).await;
+            }
+            Stop::Send(e) => tracing::debug!(error = %e, "sending to the hub failed; call ended"),
+            Stop::Upstream(reason) => {
+                tracing::debug!(%reason, "response broke off");
+                let _ = self.send(Frame::Cancel(reason)).await;
+            }
+        }
+    }
+
+    /// Takes the next frame from the hub, checking its counter; pings keep the deadline.
+    async fn next(
+        rx: &mut mpsc::Receiver<Received>,
+        seq_in: &mut SeqCheck,
+        deadline: &mut Instant,
+    ) -> Result<Frame, Stop> {
+        loop {
+            let r = tokio::select! {
+                r = rx.recv() => r.ok_or_else(|| Stop::Protocol(ProtocolError::Unexpected {
+                    frame: "data",
+                    detail: "beyond the call's mailbox (the hub ignored its credit)",
+                }))?,
+                () = tokio::time::sleep_until(*deadline) => {
+                    return Err(Stop::Hub("the hub fell silent".into()));
+                }
+            };
+            *deadline = Instant::now() + tunnel::idle_timeout();
+            seq_in.check(r.seq).map_err(Stop::Protocol)?;
+            match r.frame {
+                Frame::Ping => continue,
+                Frame::Cancel(reason) => return Err(Stop::Hub(reason)),
+                other => return Ok(other),
+            }
+        }
+    }
+
+    async fn serve(
+        &mut self,
+        request: TunnelRequest,
+        rx: &mut mpsc::Receiver<Received>,
+        seq_in: &mut SeqCheck,
+    ) -> Result<(), Stop> {
+        let mut deadline = Instant::now() + tunnel::idle_timeout();
+        let mut recv = RecvWindow::new(tunnel::DEFAULT_WINDOW);
+        // Frame 0: the agent has the call, and allows the request body's first window.
+        self.send(Frame::Credit(recv.granted())).await?;
+        let mut body = BytesMut::new();
+        if request.has_body {
+            loop {
+                match Self::next(rx, seq_in, &mut deadline).await? {
+                    Frame::Data(chunk) => {
+                        recv.received().map_err(Stop::Protocol)?;
+                        if body.len() + chunk.len() > MAX_REQUEST_BODY {
+                            return self
+                                .answer_whole(ApiResponse::status(
+                                    http::StatusCode::PAYLOAD_TOO_LARGE,
+                                    "RequestEntityTooLarge",
+                                    &format!("the request body is over {MAX_REQUEST_BODY} bytes"),
+                                ))
+                                .await;
+                        }
+                        body.extend_from_slice(&chunk);
+                        if let Some(credit) = recv.consumed() {
+                            self.send(Frame::Credit(credit)).await?;
+                        }
+                    }
+                    Frame::End => break,
+                    other => {
+                        return Err(Stop::Protocol(ProtocolError::Unexpected {
+                            frame: other.name(),
+                            detail: "while the request body was expected",
+                        }));
+                    }
+                }
+            }
+        }
+        let api_request = match to_api_request(&request, body.freeze()) {
+            Ok(r) => r,
+            Err(why) => {
+                return self
+                    .answer_whole(ApiResponse::status(
+                        http::StatusCode::BAD_REQUEST,
+                        "BadRequest",
+                        &why,
+                    ))
+                    .await;
+            }
+        };
+        // The backend's answer, while the hub may cancel (and pings keep it open).
+        let answer = self.shared.backend.clone().serve_api(api_request);
+        tokio::pin!(answer);
+        let mut keepalive =
+            tokio::time::interval_at(Instant::now() + tunnel::KEEPALIVE, tunnel::KEEPALIVE);
+        let mut send = SendWindow::new(u64::from(request.window.clamp(1, tunnel::MAX_WINDOW)));
+        let max_chunk =
+            (request.max_chunk as usize).clamp(1024, tunnel::DEFAULT_MAX_CHUNK as usize);
+        let response = loop {
+            tokio::select! {
+                response = &mut answer => break response,
+                frame = Self::next(rx, seq_in, &mut deadline) => {
+                    take_credit(&mut send, frame?, "while the backend answers")?;
+                }
+                _ = keepalive.tick() => self.send(Frame::Ping).await?,
+            }
+        };
+        self.send(Frame::Response(TunnelResponse {
+            status: u32::from(response.status.as_u16()),
+            headers: response
+                .headers
+                .iter()
+                .filter_map(|(n, v)| {
+                    Some(TunnelHeader {
+                        name: n.as_str().to_string(),
+                        value: v.to_str().ok()?.to_string(),
+                    })
+                })
+                .collect(),
+        }))
+        .await?;
+        let mut body = response.body;
+        let mut pending = Bytes::new();
+        let mut done = false;
+        loop {
+            while !pending.is_empty() && send.may_send() {
+                let piece = pending.split_to(pending.len().min(max_chunk));
+                send.sent();
+                self.send(Frame::Data(piece)).await?;
+            }
+            if done && pending.is_empty() {
+                return self.send(Frame::End).await;
+            }
+            let want = pending.is_empty() && !done && send.may_send();
+            tokio::select! {
+                chunk = body.next(), if want => match chunk {
+                    Some(Ok(bytes)) => pending = bytes,
+                    Some(Err(e)) => {
+                        return Err(Stop::Upstream(format!("the API server's response broke off: {e}")));
+                    }
+                    None => done = true,
+                },
+                frame = Self::next(rx, seq_in, &mut deadline) => {
+                    take_credit(&mut send, frame?, "while the response streams")?;
+                }
+                _ = keepalive.tick() => self.send(Frame::Ping).await?,
+            }
+        }
+    }
+
+    /// Answers with a whole (small) response, ignoring the window: a `Status` fits one chunk.
+    async fn answer_whole(&mut self, response: ApiResponse) -> Result<(), Stop> {
+        self.send(Frame::Response(TunnelResponse {
+            status: u32::from(response.status.as_u16()),
+            headers: vec![TunnelHeader {
+                name: "content-type".into(),
+                value: "application/json".into(),
+            }],
+        }))
+        .await?;
+        let mut body = response.body;
+        while let Some(Ok(chunk)) = body.next().await {
+            self.send(Frame::Data(chunk)).await?;
+        }
+        self.send(Frame::End).await
+    }
+}
+
+/// Takes a credit frame, the only frame the hub sends once the request is complete (pings and
+/// cancels are handled by [`Call::next`]).
+fn take_credit(send: &mut SendWindow, frame: Frame, when: &'static str) -> Result<(), Stop> {
+    match frame {
+        Frame::Credit(n) => send.credit(n).map_err(Stop::Protocol),
+        other => Err(Stop::Protocol(ProtocolError::Unexpected {
+            frame: other.name(),
+            detail: when,
+        })),
+    }
+}
+
+/// The backend's request from the hub's, refusing what cannot be a Kubernetes request.
+fn to_api_request(request: &TunnelRequest, body: Bytes) -> Result<ApiRequest, String> {
+    let method = http::Method::from_bytes(request.method.as_bytes())
+        .map_err(|_| format!("method {:?} is not an HTTP method", request.method))?;
+    if !request.path.starts_with('/')
+        || request.path.contains("/../")
+        || request.path.ends_with("/..")
+    {
+        return Err(format!(
+            "path {:?} is not an absolute API path",
+            request.path
+        ));
+    }
+    let mut headers = http::HeaderMap::new();
+    for h in &request.headers {
+        let name = h.name.to_ascii_lowercase();
+        if name == "authorization" || name.starts_with("impersonate-") {
+            continue;
+        }
+        if let (Ok(n), Ok(v)) = (
+            http::HeaderName::from_bytes(name.as_bytes()),
+            http::HeaderValue::from_str(&h.value),
+        ) {
+            headers.append(n, v);
+        }
+    }
+    Ok(ApiRequest {
+        method,
+        path: request.path.clone(),
+        query: request.query.clone(),
+        headers,
+        impersonate: request.impersonate.as_ref().map(|i| Impersonation {
+            user: i.user.clone(),
+            groups: i.groups.clone(),
+        }),
+        body,
+    })
+}

@@ -1,0 +1,169 @@
+//! `kubeconfig CLUSTER [--server URL]`: a kubeconfig for the hub's cluster proxy
+//! (`flotilla-hub --cluster-proxy-listen`), so `kubectl` reaches the cluster through the hub
+//! with the caller's own token (`--token` / `FLOTILLA_TOKEN`) and rights. Nothing is asked of
+//! the hub: the kubeconfig is written from the flags alone.
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use serde_json::json;
+
+/// Where a hub's cluster proxy is by default (the address the docs and the demo use).
+pub const DEFAULT_SERVER: &str = "http://127.0.0.1:6443";
+
+/// `kubeconfig` flags.
+#[derive(Args, Debug)]
+pub struct KubeconfigArgs {
+    /// The cluster.
+    pub cluster: String,
+    /// The hub's cluster proxy (its --cluster-proxy-listen address): https:// (kubectl sends
+    /// tokens only over TLS; --ca names the CA of its certificate), or http:// on loopback for
+    /// a hub without tokens.
+    #[arg(long, env = "FLOTILLA_CLUSTER_PROXY", default_value = DEFAULT_SERVER)]
+    pub server: String,
+}
+
+/// What the kubeconfig carries besides the flags.
+pub struct Secrets<'a> {
+    /// The bearer token (none: an open hub).
+    pub token: Option<&'a str>,
+    /// PEM CA bundle that signs the proxy's certificate (`--ca`).
+    pub ca_pem: Option<&'a [u8]>,
+}
+
+/// The kubeconfig (YAML), or why it cannot be written.
+pub fn render(args: &KubeconfigArgs, secrets: &Secrets<'_>) -> Result<String> {
+    flotilla_api::names::validate_dns1123_subdomain("CLUSTER", &args.cluster)?;
+    let server = args.server.trim_end_matches('/');
+    if !(server.starts_with("http://") || server.starts_with("https://")) {
+        bail!("--server {server:?}: want http://HOST:PORT or https://HOST:PORT");
+    }
+    if secrets.token.is_some() && server.starts_with("http://") {
+        // kubectl (client-go) sends no credentials to a plain http:// server at all.
+        bail!(
+            "--server {server}: kubectl sends tokens only over TLS; serve the cluster proxy with \
+             the API's certificate (--grpc-tls-cert, --grpc-tls-key) and use https:// with --ca"
+        );
+    }
+    let name = format!("flotilla-{}", args.cluster);
+    let mut cluster = json!({"server": format!("{server}/clusters/{}", args.cluster)});
+    if let Some(pem) = secrets.ca_pem {
+        cluster["certificate-authority-data"] = json!(base64(pem));
+    }
+    let user = match secrets.token {
+        Some(t) => json!({"token": t}),
+        None => json!({}),
+    };
+    let config = json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": name, "cluster": cluster}],
+        "users": [{"name": name, "user": user}],
+        "contexts": [{"name": args.cluster, "context": {"cluster": name, "user": name}}],
+        "current-context": args.cluster,
+    });
+    serde_yaml::to_string(&config).context("rendering the kubeconfig")
+}
+
+/// Standard base64 with padding (what kubeconfig `*-data` fields hold).
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// Prints the kubeconfig.
+pub fn run(args: &KubeconfigArgs, token: Option<&str>, ca: Option<&std::path::Path>) -> Result<()> {
+    let ca_pem = match ca {
+        Some(path) => {
+            Some(std::fs::read(path).with_context(|| format!("--ca {}", path.display()))?)
+        }
+        None => None,
+    };
+    let text = render(
+        args,
+        &Secrets {
+            token,
+            ca_pem: ca_pem.as_deref(),
+        },
+    )?;
+    print!("{text}");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(cluster: &str, server: &str) -> KubeconfigArgs {
+        KubeconfigArgs {
+            cluster: cluster.into(),
+            server: server.into(),
+        }
+    }
+
+    const NONE: Secrets<'static> = Secrets {
+        token: None,
+        ca_pem: None,
+    };
+
+    #[test]
+    fn the_kubeconfig_points_at_the_clusters_path_with_the_callers_token() {
+        let text = render(
+            &args("edge-1", "https://127.0.0.1:6443/"),
+            &Secrets {
+                token: Some("tok-123"),
+                ca_pem: Some(b"pem"),
+            },
+        )
+        .unwrap();
+        let v: serde_json::Value = serde_yaml::from_str(&text).unwrap();
+        assert_eq!(
+            v["clusters"][0]["cluster"]["server"],
+            "https://127.0.0.1:6443/clusters/edge-1"
+        );
+        assert_eq!(
+            v["clusters"][0]["cluster"]["certificate-authority-data"],
+            "cGVt"
+        );
+        assert_eq!(v["users"][0]["user"]["token"], "tok-123");
+        assert_eq!(v["current-context"], "edge-1");
+    }
+
+    #[test]
+    fn bad_names_servers_and_cleartext_tokens_are_refused() {
+        assert!(render(&args("Bad_Name", DEFAULT_SERVER), &NONE).is_err());
+        assert!(render(&args("edge-1", "127.0.0.1:6443"), &NONE).is_err());
+        let token = Secrets {
+            token: Some("t"),
+            ca_pem: None,
+        };
+        let e = render(&args("edge-1", "http://127.0.0.1:6443"), &token).unwrap_err();
+        assert!(e.to_string().contains("only over TLS"), "{e}");
+        assert!(render(&args("edge-1", "https://hub.example:6443"), &token).is_ok());
+        assert!(render(&args("edge-1", "http://hub.example:6443"), &NONE).is_ok());
+    }
+
+    #[test]
+    fn base64_pads_like_the_standard() {
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foo"), "Zm9v");
+        assert_eq!(base64(b"foob"), "Zm9vYg==");
+    }
+}

@@ -1,0 +1,250 @@
+//! Who a proxied request acts as on the spoke, decided from the caller's API identity (pure).
+//!
+//! | role | may | acts on the spoke as |
+//! |---|---|---|
+//! | read-only | get, list, watch and discovery; not Secrets | the agent |
+//! | deployer | any verb | one of its execute-as ServiceAccounts (impersonated): the one it names with `kubectl --as=system:serviceaccount:NS:NAME`, or its only named grant |
+//! | admin | any verb | the agent, or whom it names with `--as`/`--as-group` (the agent then impersonates, if the spoke lets it) |
+//!
+//! A deployer's reach is what its ServiceAccount may do on the spoke (the spoke's RBAC decides,
+//! as for its works); a read-only caller cannot read Secrets, which the agent usually may.
+
+use super::request::RequestInfo;
+use crate::grpc::auth::{Identity, Role};
+use flotilla_api::work::Executor;
+
+/// The identity a request acts as on the spoke.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Act {
+    /// The agent's own identity.
+    AsAgent,
+    /// Kubernetes impersonation (the agent must be allowed to impersonate).
+    Impersonate {
+        /// `Impersonate-User`.
+        user: String,
+        /// `Impersonate-Group` (empty: the API server's own groups for the user).
+        groups: Vec<String>,
+    },
+}
+
+/// What the client asked to impersonate (its `Impersonate-User` and `Impersonate-Group`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Asked {
+    /// `Impersonate-User`.
+    pub user: Option<String>,
+    /// `Impersonate-Group` headers.
+    pub groups: Vec<String>,
+}
+
+/// Why a request is refused (a 403 `Status` with this message).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal(pub String);
+
+/// Decides whether `identity` may make the request `info`, and as whom.
+pub fn decide(identity: &Identity, info: &RequestInfo, asked: &Asked) -> Result<Act, Refusal> {
+    let who = format!("{} ({})", identity.name, identity.role);
+    let what = || {
+        if info.resource_request {
+            format!("{} {}", info.verb, info.resource_label())
+        } else {
+            format!("{} on a non-resource path", info.verb)
+        }
+    };
+    match identity.role {
+        Role::Admin => Ok(match &asked.user {
+            Some(user) => Act::Impersonate {
+                user: user.clone(),
+                groups: asked.groups.clone(),
+            },
+            None if asked.groups.is_empty() => Act::AsAgent,
+            None => {
+                return Err(Refusal(
+                    "Impersonate-Group needs Impersonate-User (kubectl --as with --as-group)"
+                        .into(),
+                ));
+            }
+        }),
+        Role::ReadOnly => {
+            if asked.user.is_some() || !asked.groups.is_empty() {
+                return Err(Refusal(format!("{who} may not impersonate")));
+            }
+            if !info.verb.reads() {
+                return Err(Refusal(format!(
+                    "{who} may only get, list and watch through the cluster proxy; {} refused",
+                    what()
+                )));
+            }
+            if info.resource_request && info.group.is_empty() && info.resource == "secrets" {
+                return Err(Refusal(format!(
+                    "{who} may not read Secrets through the cluster proxy (it acts as the agent)"
+                )));
+            }
+            Ok(Act::AsAgent)
+        }
+        Role::Deployer => {
+            if !asked.groups.is_empty() {
+                return Err(Refusal(format!(
+                    "{who} may not choose groups: a ServiceAccount gets its groups from the spoke"
+                )));
+            }
+            let executor = match &asked.user {
+                Some(user) => {
+                    let executor = parse_service_account(user).ok_or_else(|| {
+                        Refusal(format!(
+                            "{who} may act only as its execute-as ServiceAccounts ({}); {user:?} \
+                             is not system:serviceaccount:NAMESPACE:NAME",
+                            identity.grants()
+                        ))
+                    })?;
+                    if !identity.execute_as.iter().any(|g| g.covers(&executor)) {
+                        return Err(Refusal(format!(
+                            "{who} may not act as {user}; its execute-as grants are {}",
+                            identity.grants()
+                        )));
+                    }
+                    executor
+                }
+                None => match identity.execute_as.as_slice() {
+                    [only] if only.name.is_some() => Executor {
+                        namespace: only.namespace.clone(),
+                        name: only.name.clone().unwrap_or_default(),
+                    },
+                    _ => {
+                        return Err(Refusal(format!(
+                            "{who} has execute-as grants {}: name the ServiceAccount to act as \
+                             with kubectl --as=system:serviceaccount:NAMESPACE:NAME",
+                            identity.grants()
+                        )));
+                    }
+                },
+            };
+            Ok(Act::Impersonate {
+                user: executor.username(),
+                groups: Vec::new(),
+            })
+        }
+    }
+}
+
+/// `system:serviceaccount:<ns>:<name>` as an executor.
+fn parse_service_account(user: &str) -> Option<Executor> {
+    let rest = user.strip_prefix("system:serviceaccount:")?;
+    let (namespace, name) = rest.split_once(':')?;
+    (!namespace.is_empty() && !name.is_empty() && !name.contains(':')).then(|| Executor {
+        namespace: namespace.into(),
+        name: name.into(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grpc::auth::ExecuteAs;
+    use http::Method;
+
+    fn identity(role: Role, grants: &[&str]) -> Identity {
+        Identity {
+            name: "someone".into(),
+            role,
+            execute_as: grants
+                .iter()
+                .map(|g| ExecuteAs::parse(g).unwrap())
+                .collect(),
+        }
+    }
+
+    fn info(m: Method, path: &str) -> RequestInfo {
+        RequestInfo::parse(&m, path, "")
+    }
+
+    #[test]
+    fn read_only_callers_read_as_the_agent_and_nothing_else() {
+        let viewer = identity(Role::ReadOnly, &[]);
+        let none = Asked::default();
+        assert_eq!(
+            decide(&viewer, &info(Method::GET, "/api/v1/pods"), &none),
+            Ok(Act::AsAgent)
+        );
+        assert_eq!(
+            decide(&viewer, &info(Method::GET, "/apis"), &none),
+            Ok(Act::AsAgent)
+        );
+        let refused = decide(
+            &viewer,
+            &info(Method::POST, "/api/v1/namespaces/a/configmaps"),
+            &none,
+        )
+        .unwrap_err();
+        assert!(refused.0.contains("create core/configmaps"), "{refused:?}");
+        assert!(
+            decide(
+                &viewer,
+                &info(Method::GET, "/api/v1/namespaces/a/secrets"),
+                &none
+            )
+            .is_err()
+        );
+        let asked = Asked {
+            user: Some("admin".into()),
+            groups: vec![],
+        };
+        assert!(decide(&viewer, &info(Method::GET, "/api/v1/pods"), &asked).is_err());
+    }
+
+    #[test]
+    fn deployers_act_as_their_granted_service_accounts_only() {
+        let one = identity(Role::Deployer, &["default/executor1"]);
+        let get = info(Method::GET, "/api/v1/pods");
+        assert_eq!(
+            decide(&one, &get, &Asked::default()),
+            Ok(Act::Impersonate {
+                user: "system:serviceaccount:default:executor1".into(),
+                groups: vec![]
+            })
+        );
+        let many = identity(Role::Deployer, &["default/executor1", "team-a/*"]);
+        assert!(decide(&many, &get, &Asked::default()).is_err());
+        let as_ = |u: &str| Asked {
+            user: Some(u.into()),
+            groups: vec![],
+        };
+        assert_eq!(
+            decide(&many, &get, &as_("system:serviceaccount:team-a:deployer")),
+            Ok(Act::Impersonate {
+                user: "system:serviceaccount:team-a:deployer".into(),
+                groups: vec![]
+            })
+        );
+        assert!(decide(&many, &get, &as_("system:serviceaccount:kube-system:admin")).is_err());
+        assert!(decide(&many, &get, &as_("system:admin")).is_err());
+        assert!(decide(&many, &get, &as_("system:serviceaccount:team-a:x:y")).is_err());
+        let with_group = Asked {
+            user: Some("system:serviceaccount:team-a:d".into()),
+            groups: vec!["system:masters".into()],
+        };
+        assert!(decide(&many, &get, &with_group).is_err());
+    }
+
+    #[test]
+    fn admins_act_as_the_agent_or_whom_they_name() {
+        let admin = identity(Role::Admin, &[]);
+        let del = info(Method::DELETE, "/api/v1/namespaces/a/pods/p");
+        assert_eq!(decide(&admin, &del, &Asked::default()), Ok(Act::AsAgent));
+        let asked = Asked {
+            user: Some("jane".into()),
+            groups: vec!["devs".into()],
+        };
+        assert_eq!(
+            decide(&admin, &del, &asked),
+            Ok(Act::Impersonate {
+                user: "jane".into(),
+                groups: vec!["devs".into()]
+            })
+        );
+        let groups_only = Asked {
+            user: None,
+            groups: vec!["devs".into()],
+        };
+        assert!(decide(&admin, &del, &groups_only).is_err());
+    }
+}

@@ -1,0 +1,53 @@
+//! The cluster proxy: `--cluster-proxy-listen` serves every cluster's Kubernetes API under
+//! `/clusters/<cluster>/…`, so `kubectl` reaches a spoke behind NAT through the NATS
+//! connection its agent already holds.
+//!
+//! - [`request`]: the cluster and the Kubernetes verb and resource of a request (pure).
+//! - [`access`]: what a caller's API token may do through the proxy and whom it acts as on the
+//!   spoke (pure).
+//! - [`metrics`]: requests by verb and status, open calls, frames dropped.
+//! - [`offline`]: whether a cluster can take calls, and since when it cannot (pure).
+//! - [`status`]: the hub's own answers as Kubernetes `Status` objects.
+//! - [`tunnel`]: calls streamed to agents over NATS ([`flotilla_bus::tunnel`]) with flow control,
+//!   cancellation and timeouts.
+//! - [`server`]: the HTTP(S) server: authenticate, decide, log, check the cluster, call, stream
+//!   the answer back.
+//!
+//! The agent forwards each call to its cluster's API server (or the simulated cluster answers
+//! it) and streams the answer back; errors from the spoke come back verbatim.
+
+pub mod access;
+pub mod metrics;
+pub mod offline;
+pub mod request;
+pub mod server;
+pub mod status;
+pub mod tunnel;
+
+use thiserror::Error;
+
+/// Largest request body the proxy forwards (what a Kubernetes API server accepts).
+pub const MAX_REQUEST_BODY: usize = 3 * 1024 * 1024;
+
+/// Why a body (the client's, or the spoke's on its way to the client) broke off.
+#[derive(Debug, Error)]
+pub enum BodyError {
+    /// The client's body is larger than [`MAX_REQUEST_BODY`].
+    #[error("the request body is over the {0}-byte limit")]
+    TooLarge(usize),
+    /// The client's body could not be read.
+    #[error("reading the request body: {0}")]
+    Read(#[source] hyper::Error),
+    /// The call broke off while the response was streaming.
+    #[error("the call broke off: {0}")]
+    Call(#[source] Box<tunnel::CallError>),
+}
+
+/// Settings of the cluster proxy.
+#[derive(Debug, Clone, Default)]
+pub struct ProxyConfig {
+    /// Where to listen (`None`: no cluster proxy).
+    pub listen: Option<std::net::SocketAddr>,
+    /// The calls' settings.
+    pub tunnel: tunnel::TunnelConfig,
+}

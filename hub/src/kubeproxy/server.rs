@@ -1,0 +1,387 @@
+//! The cluster proxy's HTTP(S) server: each request is authenticated with the API's tokens,
+//! decided ([`super::access`]), logged (who, cluster, verb, resource), checked against the
+//! cluster's availability ([`super::offline`]) and made as a call through the cluster's agent
+//! ([`super::tunnel`]); the spoke's answer streams back as it comes.
+//!
+//! Only end-to-end headers cross: the client's `Authorization` (a hub token) and `Impersonate-*`
+//! never reach the spoke, hop-by-hop headers are dropped both ways. HTTP/1.1 and HTTP/2 (ALPN
+//! over TLS), as kubectl speaks either.
+
+use super::access::{self, Act, Asked};
+use super::offline::{self, LeaseRule};
+use super::request::{self, RequestInfo};
+use super::status::{self, Body};
+use super::tunnel::{CallError, Outgoing, Tunnels};
+use super::{BodyError, MAX_REQUEST_BODY};
+use crate::grpc::auth::{Identity, Role, Tokens};
+use crate::inventory::ClusterInventory;
+use bytes::Bytes;
+use flotilla_api::v1::{TunnelCaller, TunnelHeader, TunnelImpersonation, TunnelRequest};
+use futures::StreamExt;
+use http::{HeaderMap, StatusCode};
+use http_body_util::{BodyExt, BodyStream, StreamBody};
+use hyper::body::Incoming;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::{JoinHandle, JoinSet};
+
+/// Headers that never cross the proxy: hop-by-hop ones, the hub's credentials, impersonation
+/// (decided by the hub) and framing (the proxy streams).
+const DROPPED: [&str; 13] = [
+    "authorization",
+    "connection",
+    "keep-alive",
+    "proxy-authorization",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+    "content-length",
+    "accept-encoding",
+    "http2-settings",
+];
+
+/// How long a client may take to send a request's headers (HTTP/1.1).
+const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// What the server needs.
+pub struct Deps {
+    /// Calls to agents.
+    pub tunnels: Tunnels,
+    /// Clusters and their availability.
+    pub inventory: ClusterInventory,
+    /// The API's tokens (`None`: open, every caller an admin — loopback only).
+    pub tokens: Option<Tokens>,
+    /// How leases are judged (for the offline message).
+    pub lease: LeaseRule,
+    /// Requests counted.
+    pub metrics: super::metrics::ProxyMetrics,
+}
+
+/// Serves until `shutdown`; every connection is served by a task the server owns.
+pub fn serve(
+    listener: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    deps: Arc<Deps>,
+    mut shutdown: watch::Receiver<bool>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut connections = JoinSet::new();
+        loop {
+            let (tcp, peer) = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cluster proxy: accepting a connection failed");
+                        continue;
+                    }
+                },
+                Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+                _ = shutdown.changed() => break,
+            };
+            let _ = tcp.set_nodelay(true);
+            let deps = deps.clone();
+            let tls = tls.clone();
+            connections.spawn(async move {
+                let service = hyper::service::service_fn(move |req| {
+                    let deps = deps.clone();
+                    async move {
+                        let verb = verb_of(&req);
+                        let resp = handle(&deps, req).await;
+                        deps.metrics.answered(&verb, resp.status());
+                        Ok::<_, std::convert::Infallible>(resp)
+                    }
+                });
+                let mut builder =
+                    hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+                // A client that never finishes its headers does not hold a connection forever.
+                builder
+                    .http1()
+                    .timer(hyper_util::rt::TokioTimer::new())
+                    .header_read_timeout(HEADER_READ_TIMEOUT);
+                let served = match tls {
+                    Some(acceptor) => match acceptor.accept(tcp).await {
+                        Ok(stream) => {
+                            builder
+                                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                                .await
+                        }
+                        Err(e) => {
+                            tracing::debug!(%peer, error = %e, "cluster proxy: TLS handshake failed");
+                            return;
+                        }
+                    },
+                    None => {
+                        builder
+                            .serve_connection(hyper_util::rt::TokioIo::new(tcp), service)
+                            .await
+                    }
+                };
+                if let Err(e) = served {
+                    tracing::debug!(%peer, error = %e, "cluster proxy: connection ended");
+                }
+            });
+        }
+        connections.shutdown().await;
+    })
+}
+
+/// The request's Kubernetes verb, for metrics (`other` off the `/clusters/` paths).
+fn verb_of(req: &http::Request<Incoming>) -> String {
+    match request::split(req.uri().path()) {
+        Ok((_, spoke)) => {
+            RequestInfo::parse(req.method(), spoke, req.uri().query().unwrap_or_default())
+                .verb
+                .to_string()
+        }
+        Err(_) => "other".into(),
+    }
+}
+
+/// A TLS acceptor for the certificate chain and key (PEM), offering HTTP/2 and HTTP/1.1.
+pub fn tls_acceptor(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> Result<tokio_rustls::TlsAcceptor, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs = CertificateDer::pem_file_iter(cert)
+        .and_then(|i| i.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("{}: {e}", cert.display()))?;
+    if certs.is_empty() {
+        return Err(format!("{}: no certificate", cert.display()));
+    }
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| format!("{}: {e}", key.display()))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| format!("{}: {e}", cert.display()))?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+}
+
+/// The identity of the request's bearer token (every caller is an admin on an open hub).
+fn authenticate(tokens: Option<&Tokens>, headers: &HeaderMap) -> Result<Identity, String> {
+    let Some(tokens) = tokens else {
+        return Ok(Identity {
+            name: "anonymous".into(),
+            role: Role::Admin,
+            execute_as: Vec::new(),
+        });
+    };
+    let token = headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|h| h.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .ok_or("no bearer token: use the kubeconfig `flotilla kubeconfig` prints (it carries FLOTILLA_TOKEN)")?;
+    tokens
+        .identify(token)
+        .cloned()
+        .ok_or_else(|| "the bearer token is not known to this hub".to_string())
+}
+
+/// What the client asked to impersonate.
+fn asked(headers: &HeaderMap) -> Asked {
+    Asked {
+        user: headers
+            .get("impersonate-user")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string),
+        groups: headers
+            .get_all("impersonate-group")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .map(str::to_string)
+            .collect(),
+    }
+}
+
+/// The end-to-end headers of a request or response.
+fn forwarded(headers: &HeaderMap) -> Vec<TunnelHeader> {
+    headers
+        .iter()
+        .filter(|(name, _)| {
+            let n = name.as_str();
+            !DROPPED.contains(&n) && !n.starts_with("impersonate-")
+        })
+        .filter_map(|(name, value)| {
+            Some(TunnelHeader {
+                name: name.as_str().to_string(),
+                value: value.to_str().ok()?.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// Whether the request carries a body: writes always do (possibly empty), other methods when
+/// they say so (a DELETE with its options).
+fn has_body(req: &http::Request<Incoming>) -> bool {
+    let length = req
+        .headers()
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    matches!(
+        *req.method(),
+        http::Method::POST | http::Method::PUT | http::Method::PATCH
+    ) || length.is_some_and(|n| n > 0)
+        || req.headers().contains_key(http::header::TRANSFER_ENCODING)
+}
+
+async fn handle(deps: &Deps, req: http::Request<Incoming>) -> http::Response<Body> {
+    let path = req.uri().path().to_string();
+    let query = req.uri().query().unwrap_or_default().to_string();
+    let (cluster, spoke_path) = match request::split(&path) {
+        Ok(split) => split,
+        Err(e @ request::PathError::Encoded(_)) => {
+            return status::response(StatusCode::BAD_REQUEST, &e.to_string());
+        }
+        Err(e) => return status::response(StatusCode::NOT_FOUND, &e.to_string()),
+    };
+    let cluster = cluster.to_string();
+    let spoke_path = spoke_path.to_string();
+    let identity = match authenticate(deps.tokens.as_ref(), req.headers()) {
+        Ok(i) => i,
+        Err(why) => return status::response(StatusCode::UNAUTHORIZED, &why),
+    };
+    let info = RequestInfo::parse(req.method(), &spoke_path, &query);
+    if req.headers().contains_key(http::header::UPGRADE)
+        || matches!(info.subresource.as_str(), "exec" | "attach" | "portforward")
+    {
+        return status::response(
+            StatusCode::NOT_IMPLEMENTED,
+            "exec, attach and port-forward (connection upgrades) are not supported by the \
+             cluster proxy yet",
+        );
+    }
+    let act = match access::decide(&identity, &info, &asked(req.headers())) {
+        Ok(act) => act,
+        Err(refusal) => {
+            tracing::info!(
+                caller = %identity.name, role = %identity.role, cluster.name = %cluster,
+                verb = %info.verb, resource = %info.resource_label(), namespace = %info.namespace,
+                name = %info.name, reason = %refusal.0, "cluster proxy request refused"
+            );
+            return status::response(StatusCode::FORBIDDEN, &refusal.0);
+        }
+    };
+    let as_user = match &act {
+        Act::AsAgent => "agent",
+        Act::Impersonate { user, .. } => user.as_str(),
+    };
+    tracing::info!(
+        caller = %identity.name, role = %identity.role, cluster.name = %cluster,
+        verb = %info.verb, resource = %info.resource_label(), namespace = %info.namespace,
+        name = %info.name, path = %spoke_path, as_user, "cluster proxy request"
+    );
+    if let Some(why) = offline::refusal(
+        &cluster,
+        deps.inventory.get(&cluster).as_deref(),
+        deps.lease,
+    ) {
+        return status::response(StatusCode::SERVICE_UNAVAILABLE, &why);
+    }
+    let declared = req
+        .headers()
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > MAX_REQUEST_BODY) {
+        return status::response(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &BodyError::TooLarge(MAX_REQUEST_BODY).to_string(),
+        );
+    }
+    let with_body = has_body(&req);
+    let request = TunnelRequest {
+        method: req.method().as_str().to_string(),
+        path: spoke_path,
+        query,
+        headers: forwarded(req.headers()),
+        caller: Some(TunnelCaller {
+            name: identity.name.clone(),
+            role: identity.role.to_string(),
+        }),
+        impersonate: match act {
+            Act::AsAgent => None,
+            Act::Impersonate { user, groups } => Some(TunnelImpersonation { user, groups }),
+        },
+        ..Default::default()
+    };
+    let body = with_body.then(|| limited(req.into_body()));
+    match deps
+        .tunnels
+        .call(Outgoing {
+            cluster: cluster.clone(),
+            request,
+            body,
+        })
+        .await
+    {
+        Ok(answer) => {
+            let code =
+                StatusCode::from_u16(answer.head.status as u16).unwrap_or(StatusCode::BAD_GATEWAY);
+            let body =
+                StreamBody::new(answer.body.map(|chunk| chunk.map(hyper::body::Frame::data)));
+            let mut resp = http::Response::new(BodyExt::boxed_unsync(body));
+            *resp.status_mut() = code;
+            for h in answer.head.headers {
+                let name = h.name.to_ascii_lowercase();
+                if DROPPED.contains(&name.as_str()) {
+                    continue;
+                }
+                if let (Ok(n), Ok(v)) = (
+                    http::HeaderName::from_bytes(name.as_bytes()),
+                    http::HeaderValue::from_str(&h.value),
+                ) {
+                    resp.headers_mut().append(n, v);
+                }
+            }
+            resp
+        }
+        Err(e) => {
+            let code = match &e {
+                CallError::Timeout { .. }
+                | CallError::Send { .. }
+                | CallError::Shutdown
+                | CallError::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
+                CallError::RequestBody(BodyError::TooLarge(_)) => StatusCode::PAYLOAD_TOO_LARGE,
+                CallError::RequestBody(_) => StatusCode::BAD_REQUEST,
+                CallError::Cancelled { .. } | CallError::Protocol { .. } => StatusCode::BAD_GATEWAY,
+            };
+            tracing::info!(cluster.name = %cluster, error = %e, "cluster proxy call failed");
+            status::response(code, &e.to_string())
+        }
+    }
+}
+
+/// The client's body as chunks, cut off with an error past [`MAX_REQUEST_BODY`].
+fn limited(body: Incoming) -> super::tunnel::ByteStream {
+    let mut total = 0usize;
+    Box::pin(BodyStream::new(body).filter_map(move |frame| {
+        let item = match frame {
+            Ok(frame) => match frame.into_data() {
+                Ok(data) => {
+                    total += data.len();
+                    if total > MAX_REQUEST_BODY {
+                        Some(Err(BodyError::TooLarge(MAX_REQUEST_BODY)))
+                    } else {
+                        Some(Ok::<Bytes, BodyError>(data))
+                    }
+                }
+                // Trailers carry nothing the spoke needs.
+                Err(_) => None,
+            },
+            Err(e) => Some(Err(BodyError::Read(e))),
+        };
+        std::future::ready(item)
+    }))
+}

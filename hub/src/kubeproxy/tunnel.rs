@@ -1,0 +1,528 @@
+//! The hub's side of the cluster proxy's wire protocol ([`flotilla_bus::tunnel`]): opens calls
+//! to agents and runs each one as a task that sends the request body within the agent's credit,
+//! hands the response head and body to the HTTP server as they come, grants credit as the
+//! client takes data, pings, and cancels the call when the client goes away, the agent falls
+//! silent or breaks the protocol.
+//!
+//! One subscription per hub, `flotilla.kubeapiback.*.<hub token>`, feeds every call: a frame
+//! goes to its call only when the stream is open *and* was opened for the cluster the subject
+//! names, by `try_send` into the call's bounded mailbox — a spoke flooding a call gets it
+//! cancelled, never a blocked dispatcher.
+
+use bytes::Bytes;
+use dashmap::DashMap;
+use flotilla_api::v1::{TunnelRequest, TunnelResponse};
+use flotilla_bus::publish::{PublishError, Publisher};
+use flotilla_bus::subjects;
+use flotilla_bus::tunnel::{
+    self, Frame, ProtocolError, Received, RecvWindow, SendWindow, SeqCheck, StreamId,
+};
+use futures::{Stream, StreamExt};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+use thiserror::Error;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+/// Source attribute of the hub's frames.
+const SOURCE: &str = "flotilla-hub";
+
+/// Settings of the hub's calls.
+#[derive(Debug, Clone)]
+pub struct TunnelConfig {
+    /// How long the agent has to take a call (its first frame) before the call fails — an
+    /// agent that is gone although its lease has not run out yet.
+    pub open_timeout: Duration,
+    /// Response data frames the agent may send ahead of the client (the window).
+    pub window: u32,
+    /// Largest event on the bus (NATS `max_payload`): chunks are cut below it.
+    pub max_event_bytes: usize,
+    /// How long one frame may take to be handed to NATS.
+    pub send_timeout: Duration,
+    /// Calls open at once, over every cluster; more are refused (503).
+    pub max_calls: usize,
+}
+
+impl Default for TunnelConfig {
+    fn default() -> Self {
+        Self {
+            open_timeout: Duration::from_secs(5),
+            window: tunnel::DEFAULT_WINDOW,
+            max_event_bytes: flotilla_bus::envelope::DEFAULT_MAX_EVENT_BYTES,
+            send_timeout: Duration::from_secs(5),
+            max_calls: 4096,
+        }
+    }
+}
+
+/// Why a call failed.
+#[derive(Debug, Error)]
+pub enum CallError {
+    /// The agent did not take the call, or fell silent.
+    #[error("the agent of cluster {cluster} did not answer within {after:?}")]
+    Timeout {
+        /// The cluster.
+        cluster: String,
+        /// How long the hub waited.
+        after: Duration,
+    },
+    /// The agent cancelled the call.
+    #[error("the agent of cluster {cluster} cancelled the call: {reason}")]
+    Cancelled {
+        /// The cluster.
+        cluster: String,
+        /// Its reason.
+        reason: String,
+    },
+    /// The agent broke the protocol.
+    #[error("the agent of cluster {cluster} broke the proxy protocol: {source}")]
+    Protocol {
+        /// The cluster.
+        cluster: String,
+        /// What it did.
+        #[source]
+        source: ProtocolError,
+    },
+    /// A frame could not be sent.
+    #[error("sending to the agent of cluster {cluster}: {source}")]
+    Send {
+        /// The cluster.
+        cluster: String,
+        /// The bus error.
+        #[source]
+        source: PublishError,
+    },
+    /// The client's request body could not be read (or is over the limit).
+    #[error("reading the request body: {0}")]
+    RequestBody(#[source] super::BodyError),
+    /// The hub is stopping.
+    #[error("the hub is shutting down")]
+    Shutdown,
+    /// Too many calls are open.
+    #[error("the hub already has {0} cluster-proxy calls open; try again later")]
+    Busy(usize),
+}
+
+/// A body the hub streams (the client's request body).
+pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, super::BodyError>> + Send>>;
+
+/// A call to make.
+pub struct Outgoing {
+    /// The cluster.
+    pub cluster: String,
+    /// The request head (`window`, `max_chunk` and `has_body` are set by the tunnel).
+    pub request: TunnelRequest,
+    /// The request body, if any.
+    pub body: Option<ByteStream>,
+}
+
+/// The spoke's answer: its head, and its body as it comes.
+pub struct Answer {
+    /// Status and headers.
+    pub head: TunnelResponse,
+    /// The body; an `Err` item means the call broke off (the client sees a cut response).
+    pub body: ByteStream,
+}
+
+struct Entry {
+    cluster: Arc<str>,
+    tx: mpsc::Sender<Received>,
+}
+
+struct Inner {
+    publisher: Publisher,
+    metrics: super::metrics::ProxyMetrics,
+    token: String,
+    calls: DashMap<StreamId, Entry>,
+    config: TunnelConfig,
+    max_chunk: u32,
+    shutdown: watch::Receiver<bool>,
+}
+
+/// The hub's open calls (cloneable handle).
+#[derive(Clone)]
+pub struct Tunnels {
+    inner: Arc<Inner>,
+}
+
+impl Tunnels {
+    /// Subscribes to this hub's frames and starts dispatching them; the task ends at
+    /// `shutdown`.
+    pub async fn start(
+        nats: &async_nats::Client,
+        config: TunnelConfig,
+        metrics: super::metrics::ProxyMetrics,
+        shutdown: watch::Receiver<bool>,
+    ) -> Result<(Self, JoinHandle<()>), async_nats::SubscribeError> {
+        let token = uuid::Uuid::new_v4().simple().to_string();
+        let sub = nats.subscribe(subjects::kubeapi_back_to(&token)).await?;
+        let inner = Arc::new(Inner {
+            publisher: Publisher::new(nats.clone(), config.max_event_bytes, config.send_timeout),
+            metrics,
+            token,
+            calls: DashMap::new(),
+            max_chunk: tunnel::max_chunk_for(config.max_event_bytes),
+            config,
+            shutdown: shutdown.clone(),
+        });
+        let task = tokio::spawn(
+            dispatch(inner.clone(), sub, shutdown)
+                .instrument(tracing::info_span!("kubeproxy_dispatch")),
+        );
+        Ok((Self { inner }, task))
+    }
+
+    /// Calls open now.
+    pub fn open_calls(&self) -> usize {
+        self.inner.calls.len()
+    }
+
+    /// Makes a call: returns once the agent has sent the response head.
+    pub async fn call(&self, out: Outgoing) -> Result<Answer, CallError> {
+        if self.inner.calls.len() >= self.inner.config.max_calls {
+            return Err(CallError::Busy(self.inner.config.max_calls));
+        }
+        let stream = StreamId::random();
+        let capacity = self.inner.config.window as usize + 16;
+        let (tx, rx) = mpsc::channel(capacity);
+        self.inner.calls.insert(
+            stream.clone(),
+            Entry {
+                cluster: out.cluster.as_str().into(),
+                tx,
+            },
+        );
+        let (head_tx, head_rx) = oneshot::channel();
+        // The window's data, and room for the error that breaks a body off (the client must
+        // see a cut response, never a complete-looking short one).
+        let (body_tx, body_rx) = mpsc::channel(self.inner.config.window as usize + 1);
+        let (consumed_tx, consumed_rx) = mpsc::unbounded_channel();
+        let span =
+            tracing::debug_span!("kubeproxy_call", cluster.name = %out.cluster, stream = %stream);
+        let call = Call {
+            inner: self.inner.clone(),
+            stream,
+            cluster: out.cluster,
+            seq: 0,
+            frames: rx,
+            head: Some(head_tx),
+            body: body_tx,
+            consumed: consumed_rx,
+        };
+        tokio::spawn(call.run(out.request, out.body).instrument(span));
+        let head = head_rx.await.map_err(|_| CallError::Shutdown)??;
+        let body =
+            futures::stream::unfold((body_rx, consumed_tx), |(mut rx, consumed)| async move {
+                let item = rx.recv().await?;
+                if item.is_ok() {
+                    let _ = consumed.send(());
+                }
+                Some((item, (rx, consumed)))
+            });
+        Ok(Answer {
+            head,
+            body: Box::pin(body),
+        })
+    }
+}
+
+/// Routes each frame to its call.
+async fn dispatch(
+    inner: Arc<Inner>,
+    mut sub: async_nats::Subscriber,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let msg = tokio::select! {
+            msg = sub.next() => match msg {
+                Some(m) => m,
+                None => break,
+            },
+            _ = shutdown.changed() => break,
+        };
+        let Some(cluster) = subjects::kubeapi_back_cluster(msg.subject.as_str(), &inner.token)
+        else {
+            inner.metrics.dropped("subject");
+            continue;
+        };
+        let received = match tunnel::decode(
+            &msg.payload,
+            inner.config.max_event_bytes,
+            &tunnel::up_type(),
+            cluster,
+            inner.max_chunk as usize,
+        ) {
+            Ok(r) => r,
+            Err(e) => {
+                inner.metrics.dropped("decode");
+                tracing::debug!(cluster.name = %cluster, error = %e, "cluster-proxy frame dropped");
+                continue;
+            }
+        };
+        let stream = received.stream.clone();
+        let flooded = match inner.calls.get(&stream) {
+            Some(entry) if &*entry.cluster == cluster => entry.tx.try_send(received).is_err(),
+            Some(_) => {
+                inner.metrics.dropped("other_cluster");
+                tracing::warn!(cluster.name = %cluster, "cluster-proxy frame for another cluster's call dropped");
+                false
+            }
+            None => {
+                inner.metrics.dropped("unknown_stream");
+                false
+            }
+        };
+        if flooded {
+            inner.metrics.dropped("over_credit");
+            // Over its credit (or the call just ended): the call sees its mailbox closed.
+            inner.calls.remove(&stream);
+        }
+    }
+}
+
+/// Where a call is in its life.
+struct Call {
+    inner: Arc<Inner>,
+    stream: StreamId,
+    cluster: String,
+    seq: u64,
+    frames: mpsc::Receiver<Received>,
+    /// The response head's receiver, until the head came.
+    head: Option<oneshot::Sender<Result<TunnelResponse, CallError>>>,
+    body: mpsc::Sender<Result<Bytes, super::BodyError>>,
+    consumed: mpsc::UnboundedReceiver<()>,
+}
+
+/// How a call ended.
+enum End {
+    /// The response is complete.
+    Done,
+    /// The client went away.
+    ClientGone,
+    /// It failed.
+    Failed(CallError),
+}
+
+impl Call {
+    async fn run(mut self, mut request: TunnelRequest, body: Option<ByteStream>) {
+        request.window = self.inner.config.window;
+        request.max_chunk = self.inner.max_chunk;
+        request.has_body = body.is_some();
+        request.hub = self.inner.token.clone();
+        self.inner.metrics.open_calls.inc();
+        let end = match self.send(Frame::Request(Box::new(request))).await {
+            Ok(()) => self.serve(body).await,
+            Err(e) => End::Failed(e),
+        };
+        self.inner.calls.remove(&self.stream);
+        self.inner.metrics.open_calls.dec();
+        match end {
+            End::Done => {}
+            End::ClientGone => {
+                tracing::debug!("client went away; cancelling the call");
+                let _ = self
+                    .send(Frame::Cancel("the client went away".into()))
+                    .await;
+            }
+            End::Failed(e) => {
+                tracing::debug!(error = %e, "cluster-proxy call failed");
+                if !matches!(e, CallError::Cancelled { .. } | CallError::Send { .. }) {
+                    let _ = self.send(Frame::Cancel(e.to_string())).await;
+                }
+                match self.head.take() {
+                    Some(head) => {
+                        let _ = head.send(Err(e));
+                    }
+                    None => {
+                        let _ = self.body.try_send(Err(super::BodyError::Call(Box::new(e))));
+                    }
+                }
+            }
+        }
+    }
+
+    async fn send(&mut self, frame: Frame) -> Result<(), CallError> {
+        let event = tunnel::encode(
+            tunnel::down_type(),
+            SOURCE,
+            &self.cluster,
+            &self.stream,
+            self.seq,
+            frame,
+        );
+        self.seq += 1;
+        self.inner
+            .publisher
+            .publish(subjects::kubeapi(&self.cluster), &event)
+            .await
+            .map_err(|source| CallError::Send {
+                cluster: self.cluster.clone(),
+                source,
+            })
+    }
+
+    fn protocol(&self, source: ProtocolError) -> End {
+        End::Failed(CallError::Protocol {
+            cluster: self.cluster.clone(),
+            source,
+        })
+    }
+
+    async fn serve(&mut self, mut body: Option<ByteStream>) -> End {
+        let mut shutdown = self.inner.shutdown.clone();
+        let mut seq_in = SeqCheck::default();
+        let mut recv = RecvWindow::new(self.inner.config.window);
+        // Nothing may be sent before the agent's first credit.
+        let mut send = SendWindow::new(0);
+        let mut pending = Bytes::new();
+        let mut heard = false;
+        let mut deadline = Instant::now() + self.inner.config.open_timeout;
+        let mut keepalive =
+            tokio::time::interval_at(Instant::now() + tunnel::KEEPALIVE, tunnel::KEEPALIVE);
+        let max_chunk = self.inner.max_chunk as usize;
+        loop {
+            // The request body, within the agent's credit.
+            while !pending.is_empty() && send.may_send() {
+                let piece = pending.split_to(pending.len().min(max_chunk));
+                send.sent();
+                if let Err(e) = self.send(Frame::Data(piece)).await {
+                    return End::Failed(e);
+                }
+            }
+            let want_body = pending.is_empty() && send.may_send() && body.is_some();
+            tokio::select! {
+                frame = self.frames.recv() => {
+                    let Some(r) = frame else {
+                        return self.protocol(ProtocolError::Unexpected {
+                            frame: "data",
+                            detail: "beyond the call's mailbox (the agent ignored its credit)",
+                        });
+                    };
+                    if !heard {
+                        heard = true;
+                    }
+                    deadline = Instant::now() + tunnel::idle_timeout();
+                    if let Err(e) = seq_in.check(r.seq) {
+                        return self.protocol(e);
+                    }
+                    match r.frame {
+                        Frame::Credit(n) => {
+                            if let Err(e) = send.credit(n) {
+                                return self.protocol(e);
+                            }
+                        }
+                        Frame::Response(head) => match self.head.take() {
+                            Some(tx) => {
+                                if tx.send(Ok(head)).is_err() {
+                                    return End::ClientGone;
+                                }
+                            }
+                            None => {
+                                return self.protocol(ProtocolError::Unexpected {
+                                    frame: "response",
+                                    detail: "after the response head",
+                                });
+                            }
+                        },
+                        Frame::Data(chunk) => {
+                            if self.head.is_some() {
+                                return self.protocol(ProtocolError::Unexpected {
+                                    frame: "data",
+                                    detail: "before the response head",
+                                });
+                            }
+                            if let Err(e) = recv.received() {
+                                return self.protocol(e);
+                            }
+                            match self.body.try_send(Ok(chunk)) {
+                                Ok(()) => {}
+                                Err(mpsc::error::TrySendError::Closed(_)) => return End::ClientGone,
+                                Err(mpsc::error::TrySendError::Full(_)) => {
+                                    return self.protocol(ProtocolError::Unexpected {
+                                        frame: "data",
+                                        detail: "beyond the window",
+                                    });
+                                }
+                            }
+                        }
+                        Frame::End if self.head.is_none() => return End::Done,
+                        Frame::End => {
+                            return self.protocol(ProtocolError::Unexpected {
+                                frame: "end",
+                                detail: "before the response head",
+                            });
+                        }
+                        Frame::Cancel(reason) => {
+                            return End::Failed(CallError::Cancelled {
+                                cluster: self.cluster.clone(),
+                                reason,
+                            });
+                        }
+                        Frame::Ping => {}
+                        Frame::Request(_) => {
+                            return self.protocol(ProtocolError::Unexpected {
+                                frame: "request",
+                                detail: "from an agent",
+                            });
+                        }
+                    }
+                }
+                Some(()) = self.consumed.recv() => {
+                    if let Some(credit) = recv.consumed()
+                        && let Err(e) = self.send(Frame::Credit(credit)).await
+                    {
+                        return End::Failed(e);
+                    }
+                }
+                chunk = next(&mut body), if want_body => match chunk {
+                    Some(Ok(bytes)) => pending = bytes,
+                    Some(Err(e)) => return End::Failed(CallError::RequestBody(e)),
+                    None => {
+                        body = None;
+                        if let Err(e) = self.send(Frame::End).await {
+                            return End::Failed(e);
+                        }
+                    }
+                },
+                _ = keepalive.tick() => {
+                    if let Err(e) = self.send(Frame::Ping).await {
+                        return End::Failed(e);
+                    }
+                }
+                () = tokio::time::sleep_until(deadline) => {
+                    let after = if heard {
+                        tunnel::idle_timeout()
+                    } else {
+                        self.inner.config.open_timeout
+                    };
+                    return End::Failed(CallError::Timeout {
+                        cluster: self.cluster.clone(),
+                        after,
+                    });
+                }
+                () = self.body.closed(), if self.head.is_none() => return End::ClientGone,
+                // The client gave up before the spoke answered (a slow API server).
+                () = head_closed(&mut self.head), if self.head.is_some() => return End::ClientGone,
+                _ = shutdown.changed() => return End::Failed(CallError::Shutdown),
+            }
+        }
+    }
+}
+
+/// Resolves when the HTTP handler stopped waiting for the response head.
+async fn head_closed(head: &mut Option<oneshot::Sender<Result<TunnelResponse, CallError>>>) {
+    match head {
+        Some(h) => h.closed().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn next(body: &mut Option<ByteStream>) -> Option<Result<Bytes, super::BodyError>> {
+    match body {
+        Some(b) => b.next().await,
+        None => None,
+    }
+}

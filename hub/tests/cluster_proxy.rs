@@ -1,0 +1,889 @@
+//! The cluster proxy end to end with the real `kubectl`: a hub with `--cluster-proxy-listen`
+//! and API tokens on a real nats-server, and an agent on a simulated cluster (the agent's
+//! `sim_api`) or on the testkit's Kubernetes API server (the Kubernetes backend forwarding).
+
+mod common;
+mod kube_fixture;
+
+use common::kubectl::Kubectl;
+use common::tokens::{ADMIN, DEPLOYER, VIEWER, tokens};
+use common::*;
+use flotilla_testkit::NatsServer;
+use flotilla_testkit::kube::AccessRule;
+use std::time::Duration;
+
+/// A hub with the test tokens, auto-accepting clusters, serving the cluster proxy over TLS
+/// (kubectl sends tokens over TLS only) with a self-signed certificate for `localhost`.
+struct ProxyHub {
+    hub: flotilla_hub::Hub,
+    ca: String,
+    _dir: tempfile::TempDir,
+}
+
+impl std::ops::Deref for ProxyHub {
+    type Target = flotilla_hub::Hub;
+
+    fn deref(&self) -> &flotilla_hub::Hub {
+        &self.hub
+    }
+}
+
+async fn proxy_hub(nats: &NatsServer) -> ProxyHub {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    let (cert_file, key_file) = (dir.path().join("hub.pem"), dir.path().join("hub-key.pem"));
+    std::fs::write(&cert_file, cert.cert.pem()).unwrap();
+    std::fs::write(&key_file, cert.signing_key.serialize_pem()).unwrap();
+    let mut config = hub_config(&nats.url());
+    config.api.tokens = Some(tokens());
+    config.api.tls = Some(flotilla_hub::TlsFiles {
+        cert: cert_file,
+        key: key_file,
+    });
+    config.cluster.auto_accept.enabled = true;
+    config.cluster_proxy.listen = Some("127.0.0.1:0".parse().unwrap());
+    config.cluster_proxy.tunnel.open_timeout = Duration::from_secs(2);
+    ProxyHub {
+        hub: start_hub(config).await,
+        ca: cert.cert.pem(),
+        _dir: dir,
+    }
+}
+
+/// Waits until the hub's inventory has `name` Available (or, with `false`, not Available).
+async fn wait_inventory(hub: &flotilla_hub::Hub, name: &str, want_available: bool) {
+    let deadline = tokio::time::Instant::now() + SOON;
+    loop {
+        let is = hub
+            .inventory
+            .get(name)
+            .is_some_and(|c| available(&c).as_deref() == Some("True"));
+        if is == want_available {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{name} did not become {}",
+            if want_available {
+                "Available"
+            } else {
+                "unavailable"
+            }
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn kubectl(hub: &ProxyHub, cluster: &str, token: &str) -> Kubectl {
+    let port = hub
+        .cluster_proxy_addr
+        .expect("the hub serves the cluster proxy")
+        .port();
+    Kubectl::new(
+        &format!("https://localhost:{port}"),
+        Some(&hub.ca),
+        cluster,
+        Some(token),
+    )
+}
+
+const APP: &str = r#"
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: web-config
+  namespace: default
+data:
+  greeting: hello
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: default
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+        - name: web
+          image: nginx:1.27
+          ports:
+            - containerPort: 80
+"#;
+
+#[tokio::test]
+async fn kubectl_gets_applies_patches_and_deletes_on_a_simulated_cluster_through_the_hub() {
+    let nats = NatsServer::start();
+    let hub = proxy_hub(&nats).await;
+    let _agent = start_agent(agent_config("edge-1", &nats.url()));
+    wait_inventory(&hub, "edge-1", true).await;
+    let admin = kubectl(&hub, "edge-1", ADMIN);
+
+    // Discovery and reads.
+    let namespaces = admin.ok(&["get", "namespaces", "-o", "name"], None).await;
+    assert!(namespaces.contains("namespace/default"), "{namespaces}");
+
+    // Client-side apply creates, then patches with a strategic merge patch.
+    let out = admin.ok(&["apply", "-f", "-"], Some(APP)).await;
+    assert!(out.contains("configmap/web-config created"), "{out}");
+    assert!(out.contains("deployment.apps/web created"), "{out}");
+    let greeting = admin
+        .ok(
+            &[
+                "get",
+                "configmap",
+                "web-config",
+                "-o",
+                "jsonpath={.data.greeting}",
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(greeting, "hello");
+    let changed = APP.replace("nginx:1.27", "nginx:1.28");
+    let out = admin.ok(&["apply", "-f", "-"], Some(&changed)).await;
+    assert!(out.contains("deployment.apps/web configured"), "{out}");
+    let container = admin
+        .ok(
+            &["get", "deployment", "web", "-o", "jsonpath={.spec.template.spec.containers[0].image} {.spec.template.spec.containers[0].ports[0].containerPort}"],
+            None,
+        )
+        .await;
+    assert_eq!(container, "nginx:1.28 80", "the container merged by name");
+
+    // Every patch type.
+    admin
+        .ok(
+            &[
+                "patch",
+                "configmap",
+                "web-config",
+                "--type=merge",
+                "-p",
+                r#"{"data":{"greeting":"hi"}}"#,
+            ],
+            None,
+        )
+        .await;
+    admin
+        .ok(
+            &[
+                "patch",
+                "configmap",
+                "web-config",
+                "--type=json",
+                "-p",
+                r#"[{"op":"add","path":"/data/extra","value":"1"}]"#,
+            ],
+            None,
+        )
+        .await;
+    admin
+        .ok(
+            &[
+                "patch",
+                "deployment",
+                "web",
+                "--type=strategic",
+                "-p",
+                r#"{"spec":{"replicas":3}}"#,
+            ],
+            None,
+        )
+        .await;
+    let data = admin
+        .ok(
+            &[
+                "get",
+                "configmap",
+                "web-config",
+                "-o",
+                "jsonpath={.data.greeting} {.data.extra}",
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(data, "hi 1");
+    let replicas = admin
+        .ok(
+            &[
+                "get",
+                "deployment",
+                "web",
+                "-o",
+                "jsonpath={.spec.replicas}",
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(replicas, "3");
+    admin
+        .ok(&["scale", "deployment", "web", "--replicas=2"], None)
+        .await;
+    let replicas = admin
+        .ok(
+            &[
+                "get",
+                "deployment",
+                "web",
+                "-o",
+                "jsonpath={.spec.replicas}",
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(replicas, "2");
+
+    // Server-side apply: a second manager's change conflicts until forced.
+    let owned = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: owned\n  namespace: default\ndata:\n  k: one\n";
+    admin
+        .ok(&["apply", "--server-side", "-f", "-"], Some(owned))
+        .await;
+    let other = owned.replace("one", "two");
+    let err = admin
+        .fails(
+            &["apply", "--server-side", "--field-manager=other", "-f", "-"],
+            Some(&other),
+        )
+        .await;
+    assert!(err.contains("conflict"), "{err}");
+    admin
+        .ok(
+            &[
+                "apply",
+                "--server-side",
+                "--field-manager=other",
+                "--force-conflicts",
+                "-f",
+                "-",
+            ],
+            Some(&other),
+        )
+        .await;
+    let k = admin
+        .ok(
+            &["get", "configmap", "owned", "-o", "jsonpath={.data.k}"],
+            None,
+        )
+        .await;
+    assert_eq!(k, "two");
+
+    // Delete, and the spoke's NotFound comes back as it is.
+    let out = admin.ok(&["delete", "configmap", "web-config"], None).await;
+    assert!(out.contains("configmap \"web-config\" deleted"), "{out}");
+    let err = admin.fails(&["get", "configmap", "web-config"], None).await;
+    assert!(
+        err.contains("Error from server (NotFound): configmaps \"web-config\" not found"),
+        "{err}"
+    );
+    wait_metric(
+        &hub,
+        "flotilla_hub_cluster_proxy_requests_total{verb=\"patch\",code=\"2xx\"}",
+    )
+    .await;
+    wait_metric(
+        &hub,
+        "flotilla_hub_cluster_proxy_requests_total{verb=\"get\",code=\"4xx\"}",
+    )
+    .await;
+
+    // Connection upgrades (exec, attach, port-forward) are refused by the hub, saying so.
+    let err = admin
+        .fails(
+            &[
+                "get",
+                "--raw",
+                "/clusters/edge-1/api/v1/namespaces/default/pods/web-0/exec",
+            ],
+            None,
+        )
+        .await;
+    assert!(
+        err.contains("not supported by the cluster proxy yet"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn read_only_tokens_read_but_are_refused_writes_and_secrets() {
+    let nats = NatsServer::start();
+    let hub = proxy_hub(&nats).await;
+    let _agent = start_agent(agent_config("edge-1", &nats.url()));
+    wait_inventory(&hub, "edge-1", true).await;
+    let viewer = kubectl(&hub, "edge-1", VIEWER);
+    viewer.ok(&["get", "configmaps", "-A"], None).await;
+    let err = viewer
+        .fails(&["create", "configmap", "nope", "--from-literal=a=b"], None)
+        .await;
+    assert!(
+        err.contains("bob (read-only) may only get, list and watch"),
+        "{err}"
+    );
+    let raw = viewer
+        .fails(
+            &[
+                "create",
+                "--raw",
+                "/clusters/edge-1/api/v1/namespaces/default/configmaps",
+                "-f",
+                "-",
+            ],
+            Some("{}"),
+        )
+        .await;
+    assert!(raw.contains("Error from server (Forbidden)"), "{raw}");
+    let err = viewer.fails(&["get", "secrets"], None).await;
+    assert!(err.contains("may not read Secrets"), "{err}");
+    // A token the hub does not know is refused before anything reaches the spoke.
+    let stranger = kubectl(&hub, "edge-1", "not-a-token-of-this-hub");
+    let err = stranger.fails(&["get", "configmaps"], None).await;
+    assert!(
+        err.contains("Unauthorized") || err.contains("provide credentials"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_watch_streams_events_until_kubectl_goes_away() {
+    let nats = NatsServer::start();
+    let hub = proxy_hub(&nats).await;
+    let _agent = start_agent(agent_config("edge-1", &nats.url()));
+    wait_inventory(&hub, "edge-1", true).await;
+    let admin = kubectl(&hub, "edge-1", ADMIN);
+    admin
+        .ok(
+            &["create", "configmap", "first", "--from-literal=a=1"],
+            None,
+        )
+        .await;
+    let mut watch = admin.stream(&[
+        "get",
+        "configmaps",
+        "--watch",
+        "--output-watch-events",
+        "-o",
+        "jsonpath={.type} {.object.metadata.name}{\"\\n\"}",
+    ]);
+    assert_eq!(watch.line().await, "ADDED first");
+    admin
+        .ok(
+            &["create", "configmap", "second", "--from-literal=a=1"],
+            None,
+        )
+        .await;
+    assert_eq!(watch.line().await, "ADDED second");
+    admin
+        .ok(
+            &[
+                "patch",
+                "configmap",
+                "first",
+                "--type=merge",
+                "-p",
+                r#"{"data":{"a":"2"}}"#,
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(watch.line().await, "MODIFIED first");
+    admin.ok(&["delete", "configmap", "second"], None).await;
+    assert_eq!(watch.line().await, "DELETED second");
+    watch.kill().await;
+    // The hub cancels the call once kubectl is gone.
+    let proxy = hub.cluster_proxy.clone().expect("serving the proxy");
+    let deadline = tokio::time::Instant::now() + SOON;
+    while proxy.open_calls() > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the watch call stayed open"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn an_offline_or_unknown_cluster_answers_503_at_once() {
+    let nats = NatsServer::start();
+    let hub = proxy_hub(&nats).await;
+    let agent = start_agent(agent_config("edge-1", &nats.url()));
+    wait_inventory(&hub, "edge-1", true).await;
+    let admin = kubectl(&hub, "edge-1", ADMIN);
+    admin.ok(&["get", "configmaps"], None).await;
+    agent.stop().await;
+    // `--raw`: kubectl shows the hub's Status message (its discovery errors hide it).
+    let raw = [
+        "get",
+        "--raw",
+        "/clusters/edge-1/api/v1/namespaces/default/configmaps",
+    ];
+    // Before the lease runs out, the call times out (the agent does not take it).
+    let started = tokio::time::Instant::now();
+    let err = admin.fails(&raw, None).await;
+    assert!(
+        err.contains("Error from server (ServiceUnavailable)"),
+        "{err}"
+    );
+    assert!(err.contains("did not answer within 2s"), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "answered in {:?}",
+        started.elapsed()
+    );
+    wait_inventory(&hub, "edge-1", false).await;
+    let started = tokio::time::Instant::now();
+    let err = admin.fails(&raw, None).await;
+    assert!(
+        err.contains("Error from server (ServiceUnavailable)"),
+        "{err}"
+    );
+    assert!(err.contains("is offline"), "{err}");
+    assert!(err.contains("last heard from"), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "answered in {:?}",
+        started.elapsed()
+    );
+    let unknown = kubectl(&hub, "edge-9", ADMIN);
+    let err = unknown
+        .fails(
+            &[
+                "get",
+                "--raw",
+                "/clusters/edge-9/api/v1/namespaces/default/configmaps",
+            ],
+            None,
+        )
+        .await;
+    assert!(err.contains("is not known to this hub"), "{err}");
+}
+
+#[tokio::test]
+async fn kubectl_reaches_the_kubernetes_api_as_the_callers_identity_and_sees_its_refusals() {
+    let nats = NatsServer::start();
+    let cluster = kube_fixture::Cluster::start().await;
+    let hub = proxy_hub(&nats).await;
+    let _agent = kube_fixture::kube_agent(&nats, &cluster, "edge-1").await;
+    wait_inventory(&hub, "edge-1", true).await;
+    let admin = kubectl(&hub, "edge-1", ADMIN);
+    let ns = kube_fixture::unique("proxy");
+    admin.ok(&["create", "namespace", &ns], None).await;
+    let cm = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  namespace: {ns}\ndata:\n  k: v\n"
+    );
+    // The testkit's API server serves no OpenAPI: kubectl may not validate against it.
+    let out = admin
+        .ok(&["apply", "--validate=false", "-f", "-"], Some(&cm))
+        .await;
+    assert!(out.contains("configmap/app created"), "{out}");
+    admin
+        .ok(
+            &[
+                "-n",
+                &ns,
+                "patch",
+                "configmap",
+                "app",
+                "--type=merge",
+                "-p",
+                r#"{"data":{"k":"w"}}"#,
+            ],
+            None,
+        )
+        .await;
+    admin
+        .ok(
+            &[
+                "-n",
+                &ns,
+                "patch",
+                "configmap",
+                "app",
+                "--type=strategic",
+                "-p",
+                r#"{"data":{"j":"1"}}"#,
+            ],
+            None,
+        )
+        .await;
+    admin
+        .ok(
+            &[
+                "-n",
+                &ns,
+                "apply",
+                "--validate=false",
+                "--server-side",
+                "-f",
+                "-",
+            ],
+            Some(&cm.replace("k: v", "s: x")),
+        )
+        .await;
+    let data = admin
+        .ok(
+            &[
+                "-n",
+                &ns,
+                "get",
+                "configmap",
+                "app",
+                "-o",
+                "jsonpath={.data.k} {.data.j} {.data.s}",
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(data, "w 1 x");
+
+    // A watch streams the API server's events through the agent.
+    let mut watch = admin.stream(&[
+        "-n",
+        &ns,
+        "get",
+        "configmaps",
+        "--watch",
+        "--output-watch-events",
+        "-o",
+        "jsonpath={.type} {.object.metadata.name}{\"\\n\"}",
+    ]);
+    assert_eq!(watch.line().await, "ADDED app");
+    admin
+        .ok(
+            &[
+                "-n",
+                &ns,
+                "create",
+                "configmap",
+                "second",
+                "--from-literal=a=1",
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(watch.line().await, "ADDED second");
+    admin
+        .ok(&["-n", &ns, "delete", "configmap", "second"], None)
+        .await;
+    assert_eq!(watch.line().await, "DELETED second");
+    watch.kill().await;
+
+    // A deployer acts as its ServiceAccount: the spoke's RBAC decides, and its 403 comes back
+    // verbatim.
+    if let Some(fake) = cluster.fake() {
+        fake.allow(
+            AccessRule::service_account("default", "executor1")
+                .verbs(&["get", "list"])
+                .resources("", &["configmaps"])
+                .in_namespace(&ns),
+        );
+    }
+    let deployer = kubectl(&hub, "edge-1", DEPLOYER);
+    let as_executor = "--as=system:serviceaccount:default:executor1";
+    let read = deployer
+        .ok(
+            &[
+                as_executor,
+                "-n",
+                &ns,
+                "get",
+                "configmap",
+                "app",
+                "-o",
+                "jsonpath={.data.k}",
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(read, "w");
+    let err = deployer
+        .fails(
+            &[as_executor, "-n", &ns, "delete", "configmap", "app"],
+            None,
+        )
+        .await;
+    assert!(
+        err.contains(
+            "Error from server (Forbidden): configmaps \"app\" is forbidden: User \"system:serviceaccount:default:executor1\" cannot delete resource \"configmaps\""
+        ),
+        "{err}"
+    );
+    if let Some(fake) = cluster.fake() {
+        assert!(
+            fake.impersonations()
+                .iter()
+                .any(|i| i.user == "system:serviceaccount:default:executor1"),
+            "the agent impersonated the executor"
+        );
+    }
+    // Not one of its grants: refused by the hub.
+    let err = deployer
+        .fails(
+            &[
+                "--as=system:serviceaccount:kube-system:admin",
+                "-n",
+                &ns,
+                "get",
+                "configmaps",
+            ],
+            None,
+        )
+        .await;
+    assert!(err.contains("may not act as"), "{err}");
+
+    let out = admin
+        .ok(&["-n", &ns, "delete", "configmap", "app"], None)
+        .await;
+    assert!(out.contains("deleted"), "{out}");
+}
+
+/// What a scripted spoke does with the call it receives.
+enum Script {
+    /// Skips a sequence number.
+    SkipsASequenceNumber,
+    /// Sends more data than its credit allows.
+    IgnoresItsCredit,
+    /// Answers properly, while another cluster's credentials answer first for the same stream.
+    AnswersWhileAnotherClusterMeddles,
+    /// Takes the call, never answers, and waits for the hub's cancel.
+    NeverAnswers,
+}
+
+/// A spoke for edge-1 speaking raw frames, following `script` for the first call.
+async fn scripted_spoke(nats: &NatsServer, script: Script) -> tokio::task::JoinHandle<()> {
+    use flotilla_bus::tunnel::{self, Frame};
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let mut calls = client
+        .subscribe(flotilla_bus::subjects::kubeapi("edge-1"))
+        .await
+        .unwrap();
+    // A flush does not wait for the server: a probe that comes back does (same connection,
+    // in order), so the hub's call cannot pass the subscription.
+    client
+        .publish(flotilla_bus::subjects::kubeapi("edge-1"), "probe".into())
+        .await
+        .unwrap();
+    let probe = tokio::time::timeout(SOON, futures::StreamExt::next(&mut calls))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&probe.payload[..], b"probe");
+    tokio::spawn(async move {
+        let msg = futures::StreamExt::next(&mut calls).await.unwrap();
+        let got = tunnel::decode(
+            &msg.payload,
+            1 << 20,
+            &tunnel::down_type(),
+            "edge-1",
+            1 << 20,
+        )
+        .unwrap();
+        let Frame::Request(request) = got.frame else {
+            panic!("the first frame is the request")
+        };
+        let send = |cluster: &'static str, seq: u64, frame: Frame| {
+            let client = client.clone();
+            let stream = got.stream.clone();
+            let hub = request.hub.clone();
+            async move {
+                let ev = tunnel::encode(tunnel::up_type(), "spoke", cluster, &stream, seq, frame);
+                client
+                    .publish(
+                        flotilla_bus::subjects::kubeapi_back(cluster, &hub),
+                        ev.encode(1 << 20).unwrap(),
+                    )
+                    .await
+                    .unwrap();
+            }
+        };
+        let head = |status| {
+            Frame::Response(flotilla_api::v1::TunnelResponse {
+                status,
+                headers: vec![],
+            })
+        };
+        send("edge-1", 0, Frame::Credit(8)).await;
+        match script {
+            Script::SkipsASequenceNumber => send("edge-1", 2, head(200)).await,
+            Script::IgnoresItsCredit => {
+                send("edge-1", 1, head(200)).await;
+                for seq in 2..2 + u64::from(request.window) + 1 {
+                    send("edge-1", seq, Frame::Data(bytes::Bytes::from_static(b"x"))).await;
+                }
+            }
+            Script::AnswersWhileAnotherClusterMeddles => {
+                send("edge-2", 1, head(500)).await;
+                send("edge-1", 1, head(200)).await;
+                send("edge-1", 2, Frame::Data(bytes::Bytes::from_static(b"ok"))).await;
+                send("edge-1", 3, Frame::End).await;
+            }
+            Script::NeverAnswers => loop {
+                let msg = futures::StreamExt::next(&mut calls).await.unwrap();
+                let frame = tunnel::decode(
+                    &msg.payload,
+                    1 << 20,
+                    &tunnel::down_type(),
+                    "edge-1",
+                    1 << 20,
+                )
+                .unwrap();
+                if let Frame::Cancel(reason) = frame.frame {
+                    assert!(reason.contains("went away"), "{reason}");
+                    break;
+                }
+            },
+        }
+        client.flush().await.unwrap();
+    })
+}
+
+async fn tunnels(
+    nats: &NatsServer,
+) -> (
+    flotilla_hub::kubeproxy::tunnel::Tunnels,
+    tokio::sync::watch::Sender<bool>,
+) {
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let (stop, shutdown) = tokio::sync::watch::channel(false);
+    let (tunnels, _task) = flotilla_hub::kubeproxy::tunnel::Tunnels::start(
+        &client,
+        flotilla_hub::kubeproxy::tunnel::TunnelConfig::default(),
+        flotilla_hub::kubeproxy::metrics::ProxyMetrics::default(),
+        shutdown,
+    )
+    .await
+    .unwrap();
+    client.flush().await.unwrap();
+    (tunnels, stop)
+}
+
+fn call(cluster: &str) -> flotilla_hub::kubeproxy::tunnel::Outgoing {
+    flotilla_hub::kubeproxy::tunnel::Outgoing {
+        cluster: cluster.into(),
+        request: flotilla_api::v1::TunnelRequest {
+            method: "GET".into(),
+            path: "/api/v1/pods".into(),
+            ..Default::default()
+        },
+        body: None,
+    }
+}
+
+#[tokio::test]
+async fn a_hostile_spoke_gets_its_calls_cancelled_and_reaches_no_other_call() {
+    use flotilla_hub::kubeproxy::tunnel::CallError;
+    use futures::StreamExt;
+    let nats = NatsServer::start();
+    let (tunnels, _stop) = tunnels(&nats).await;
+
+    let spoke = scripted_spoke(&nats, Script::SkipsASequenceNumber).await;
+    let err = tokio::time::timeout(SOON, tunnels.call(call("edge-1")))
+        .await
+        .unwrap()
+        .err()
+        .expect("the call fails");
+    assert!(matches!(err, CallError::Protocol { .. }), "{err}");
+    spoke.await.unwrap();
+
+    let spoke = scripted_spoke(&nats, Script::IgnoresItsCredit).await;
+    let answer = tokio::time::timeout(SOON, tunnels.call(call("edge-1")))
+        .await
+        .unwrap()
+        .unwrap();
+    spoke.await.unwrap();
+    let items: Vec<_> = tokio::time::timeout(SOON, answer.body.collect::<Vec<_>>())
+        .await
+        .unwrap();
+    assert!(
+        items.last().is_some_and(Result::is_err),
+        "the body broke off"
+    );
+    assert!(
+        items.iter().filter(|i| i.is_ok()).count() <= 8,
+        "no more than the window"
+    );
+
+    let spoke = scripted_spoke(&nats, Script::AnswersWhileAnotherClusterMeddles).await;
+    let answer = tokio::time::timeout(SOON, tunnels.call(call("edge-1")))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(answer.head.status, 200, "edge-2's frame was not taken");
+    let body: Vec<_> = answer.body.collect().await;
+    assert_eq!(body.len(), 1);
+    assert_eq!(body[0].as_ref().unwrap().as_ref(), b"ok");
+    spoke.await.unwrap();
+    assert_eq!(tunnels.open_calls(), 0);
+
+    // A client that gives up before the spoke answers: the spoke is told at once.
+    let spoke = scripted_spoke(&nats, Script::NeverAnswers).await;
+    let gave_up =
+        tokio::time::timeout(Duration::from_millis(500), tunnels.call(call("edge-1"))).await;
+    assert!(gave_up.is_err(), "the spoke never answers");
+    tokio::time::timeout(Duration::from_secs(3), spoke)
+        .await
+        .expect("the spoke got the hub's cancel before any keepalive")
+        .unwrap();
+}
+
+#[tokio::test]
+async fn large_bodies_stream_through_the_hub_in_chunks_both_ways() {
+    use flotilla_agent::backend::{Backend, Strategy};
+    let nats = NatsServer::start();
+    let hub = proxy_hub(&nats).await;
+    let agent = start_agent(agent_config("edge-1", &nats.url()));
+    wait_inventory(&hub, "edge-1", true).await;
+    let admin = kubectl(&hub, "edge-1", ADMIN);
+
+    // A 2 MiB request body: sixteen chunks, twice the agent's first credit.
+    let big = "x".repeat(2 * 1024 * 1024);
+    let manifest = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "big", "namespace": "default"}, "data": {"blob": big}});
+    admin
+        .ok(&["create", "-f", "-"], Some(&manifest.to_string()))
+        .await;
+    let stored = agent
+        .backend
+        .get(&flotilla_api::work::manifest_id(&manifest).unwrap())
+        .await
+        .unwrap()
+        .expect("stored");
+    assert_eq!(
+        stored["data"]["blob"].as_str().map(str::len),
+        Some(big.len())
+    );
+
+    // A 20 MiB list: 160 chunks through a window of 8.
+    let blob = "y".repeat(64 * 1024);
+    for i in 0..320 {
+        let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("cm-{i}"), "namespace": "default"}, "data": {"blob": blob}});
+        agent
+            .backend
+            .apply(
+                &flotilla_api::work::manifest_id(&cm).unwrap(),
+                &cm,
+                &Strategy::Update,
+            )
+            .await
+            .unwrap();
+    }
+    let raw = admin
+        .ok(
+            &[
+                "get",
+                "--raw",
+                "/clusters/edge-1/api/v1/namespaces/default/configmaps",
+            ],
+            None,
+        )
+        .await;
+    assert!(raw.len() > 20 * 1024 * 1024, "{} bytes", raw.len());
+    let list: serde_json::Value = serde_json::from_str(&raw).unwrap();
+    assert_eq!(list["items"].as_array().unwrap().len(), 321);
+    assert_eq!(hub.cluster_proxy.as_ref().unwrap().open_calls(), 0);
+}
