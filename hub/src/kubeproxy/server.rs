@@ -241,7 +241,7 @@ async fn handle(deps: &Deps, req: http::Request<Incoming>) -> http::Response<Bod
     let query = req.uri().query().unwrap_or_default().to_string();
     let (cluster, spoke_path) = match request::split(&path) {
         Ok(split) => split,
-        Err(e @ request::PathError::Encoded(_)) => {
+        Err(e @ (request::PathError::Encoded(_) | request::PathError::Segments(_))) => {
             return status::response(StatusCode::BAD_REQUEST, &e.to_string());
         }
         Err(e) => return status::response(StatusCode::NOT_FOUND, &e.to_string()),
