@@ -327,24 +327,22 @@ async fn handle(deps: &Deps, req: http::Request<Incoming>) -> http::Response<Bod
         .await
     {
         Ok(answer) => {
-            let code =
-                StatusCode::from_u16(answer.head.status as u16).unwrap_or(StatusCode::BAD_GATEWAY);
+            let code = match super::answer::status(answer.head.status) {
+                Ok(code) => code,
+                Err(refused) => {
+                    tracing::warn!(
+                        cluster.name = %cluster, status = answer.head.status,
+                        "cluster proxy: the spoke's answer refused: {refused}"
+                    );
+                    // Dropping the answer's body ends the call (the spoke is told).
+                    return status::response(StatusCode::BAD_GATEWAY, &refused.to_string());
+                }
+            };
             let body =
                 StreamBody::new(answer.body.map(|chunk| chunk.map(hyper::body::Frame::data)));
             let mut resp = http::Response::new(BodyExt::boxed_unsync(body));
             *resp.status_mut() = code;
-            for h in answer.head.headers {
-                let name = h.name.to_ascii_lowercase();
-                if DROPPED.contains(&name.as_str()) {
-                    continue;
-                }
-                if let (Ok(n), Ok(v)) = (
-                    http::HeaderName::from_bytes(name.as_bytes()),
-                    http::HeaderValue::from_str(&h.value),
-                ) {
-                    resp.headers_mut().append(n, v);
-                }
-            }
+            *resp.headers_mut() = super::answer::headers(answer.head.headers, &DROPPED);
             resp
         }
         Err(e) => {
