@@ -651,7 +651,12 @@ enum Script {
     AnswersWhileAnotherClusterMeddles,
     /// Takes the call, never answers, and waits for the hub's cancel.
     NeverAnswers,
+    /// Floods edge-2's subject (which has no call) with undecodable frames, then answers.
+    FloodsAClusterWithoutCalls,
 }
+
+/// Frames `Script::FloodsAClusterWithoutCalls` sends for edge-2.
+const FLOOD: u64 = 200;
 
 /// A spoke for edge-1 speaking raw frames, following `script` for the first call.
 async fn scripted_spoke(nats: &NatsServer, script: Script) -> tokio::task::JoinHandle<()> {
@@ -721,6 +726,19 @@ async fn scripted_spoke(nats: &NatsServer, script: Script) -> tokio::task::JoinH
                 send("edge-1", 2, Frame::Data(bytes::Bytes::from_static(b"ok"))).await;
                 send("edge-1", 3, Frame::End).await;
             }
+            Script::FloodsAClusterWithoutCalls => {
+                for _ in 0..FLOOD {
+                    client
+                        .publish(
+                            flotilla_bus::subjects::kubeapi_back("edge-2", &request.hub),
+                            bytes::Bytes::from(vec![b'x'; 64 * 1024]),
+                        )
+                        .await
+                        .unwrap();
+                }
+                send("edge-1", 1, head(200)).await;
+                send("edge-1", 2, Frame::End).await;
+            }
             Script::NeverAnswers => loop {
                 let msg = futures::StreamExt::next(&mut calls).await.unwrap();
                 let frame = tunnel::decode(
@@ -747,18 +765,30 @@ async fn tunnels(
     flotilla_hub::kubeproxy::tunnel::Tunnels,
     tokio::sync::watch::Sender<bool>,
 ) {
+    let (tunnels, stop, _) = tunnels_counted(nats).await;
+    (tunnels, stop)
+}
+
+async fn tunnels_counted(
+    nats: &NatsServer,
+) -> (
+    flotilla_hub::kubeproxy::tunnel::Tunnels,
+    tokio::sync::watch::Sender<bool>,
+    flotilla_hub::kubeproxy::metrics::ProxyMetrics,
+) {
     let client = async_nats::connect(nats.url()).await.unwrap();
     let (stop, shutdown) = tokio::sync::watch::channel(false);
+    let metrics = flotilla_hub::kubeproxy::metrics::ProxyMetrics::default();
     let (tunnels, _task) = flotilla_hub::kubeproxy::tunnel::Tunnels::start(
         &client,
         flotilla_hub::kubeproxy::tunnel::TunnelConfig::default(),
-        flotilla_hub::kubeproxy::metrics::ProxyMetrics::default(),
+        metrics.clone(),
         shutdown,
     )
     .await
     .unwrap();
     client.flush().await.unwrap();
-    (tunnels, stop)
+    (tunnels, stop, metrics)
 }
 
 fn call(cluster: &str) -> flotilla_hub::kubeproxy::tunnel::Outgoing {
@@ -828,6 +858,34 @@ async fn a_hostile_spoke_gets_its_calls_cancelled_and_reaches_no_other_call() {
         .await
         .expect("the spoke got the hub's cancel before any keepalive")
         .unwrap();
+}
+
+#[tokio::test]
+async fn frames_for_a_cluster_without_calls_are_dropped_before_decoding() {
+    use flotilla_hub::kubeproxy::metrics::DropLabels;
+    use futures::StreamExt;
+    let nats = NatsServer::start();
+    let (tunnels, _stop, metrics) = tunnels_counted(&nats).await;
+    let spoke = scripted_spoke(&nats, Script::FloodsAClusterWithoutCalls).await;
+    let answer = tokio::time::timeout(SOON, tunnels.call(call("edge-1")))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(answer.head.status, 200);
+    let body: Vec<_> = answer.body.collect().await;
+    assert!(body.is_empty());
+    spoke.await.unwrap();
+    let dropped = |reason| {
+        metrics
+            .frames_dropped
+            .get_or_create(&DropLabels { reason })
+            .get()
+    };
+    // Edge-2's frames came before edge-1's answer on one connection: all were dropped by
+    // the subject alone, none reached the decoder.
+    assert_eq!(dropped("no_call"), FLOOD);
+    assert_eq!(dropped("decode"), 0);
+    assert_eq!(tunnels.open_calls(), 0);
 }
 
 #[tokio::test]
