@@ -53,4 +53,6 @@ pub struct ProxyConfig {
     pub listen: Option<std::net::SocketAddr>,
     /// The calls' settings.
     pub tunnel: tunnel::TunnelConfig,
+    /// How client connections are bounded.
+    pub connections: server::Limits,
 }
