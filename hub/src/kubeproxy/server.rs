@@ -30,7 +30,7 @@ use tokio::task::{JoinHandle, JoinSet};
 
 /// Headers that never cross the proxy: hop-by-hop ones, the hub's credentials, impersonation
 /// (decided by the hub) and framing (the proxy streams).
-const DROPPED: [&str; 13] = [
+const DROPPED: [&str; 14] = [
     "authorization",
     "connection",
     "keep-alive",
@@ -44,6 +44,9 @@ const DROPPED: [&str; 13] = [
     "content-length",
     "accept-encoding",
     "http2-settings",
+    // `Expect: 100-continue` is answered (or not) by the hub's HTTP server; the spoke gets
+    // the whole body, never the expectation.
+    "expect",
 ];
 
 /// How a connection is bounded before and while it is served: no client, authenticated or
@@ -492,4 +495,28 @@ fn limited(body: Incoming) -> super::tunnel::ByteStream {
         };
         std::future::ready(item)
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_impersonation_hop_by_hop_and_expect_do_not_reach_the_spoke() {
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            ("authorization", "Bearer hub-token"),
+            ("impersonate-user", "jane"),
+            ("expect", "100-continue"),
+            ("connection", "keep-alive"),
+            ("content-type", "application/json"),
+        ] {
+            headers.insert(
+                http::HeaderName::from_static(name),
+                http::HeaderValue::from_static(value),
+            );
+        }
+        let names: Vec<_> = forwarded(&headers).into_iter().map(|h| h.name).collect();
+        assert_eq!(names, ["content-type"]);
+    }
 }
