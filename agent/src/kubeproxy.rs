@@ -24,7 +24,8 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-/// Calls one agent serves at once; more are cancelled at once.
+/// Calls one agent serves at once; more are answered at once with a 503 `Status` (the client
+/// may retry).
 pub const MAX_CALLS: usize = 256;
 /// Largest request body the agent gathers (what a Kubernetes API server accepts).
 pub const MAX_REQUEST_BODY: usize = 3 * 1024 * 1024;
@@ -200,8 +201,16 @@ impl Call {
             .map_err(Stop::Send)
     }
 
+    /// Answers a call the agent will not serve now with a 503 `Status`: a retryable answer
+    /// (kubectl and client-go retry 503s), where a cancel would reach the client as a 502.
     async fn refuse(mut self, reason: String) {
-        let _ = self.send(Frame::Cancel(reason)).await;
+        let _ = self
+            .answer_whole(ApiResponse::status(
+                http::StatusCode::SERVICE_UNAVAILABLE,
+                "ServiceUnavailable",
+                &format!("{reason}; try again later"),
+            ))
+            .await;
     }
 
     async fn run(mut self, request: TunnelRequest, mut rx: mpsc::Receiver<Received>) {
@@ -438,3 +447,6 @@ fn to_api_request(request: &TunnelRequest, body: Bytes) -> Result<ApiRequest, St
         body,
     })
 }
+
+#[cfg(test)]
+mod tests;

@@ -509,6 +509,7 @@ pub(crate) async fn serve_cluster_proxy(
             grace_multiplier: config.cluster.lease_grace_multiplier,
         },
         metrics: proxy_metrics,
+        limits: config.cluster_proxy.connections.clone(),
     });
     tasks.push(server::serve(listener, tls, deps, shutdown));
     Ok(tunnels)

@@ -29,6 +29,14 @@ impl std::ops::Deref for ProxyHub {
 }
 
 async fn proxy_hub(nats: &NatsServer) -> ProxyHub {
+    proxy_hub_with(nats, |_| {}).await
+}
+
+/// [`proxy_hub`], with `adjust` applied to its configuration.
+async fn proxy_hub_with(
+    nats: &NatsServer,
+    adjust: impl FnOnce(&mut flotilla_hub::Config),
+) -> ProxyHub {
     let dir = tempfile::tempdir().unwrap();
     let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
     let (cert_file, key_file) = (dir.path().join("hub.pem"), dir.path().join("hub-key.pem"));
@@ -43,6 +51,7 @@ async fn proxy_hub(nats: &NatsServer) -> ProxyHub {
     config.cluster.auto_accept.enabled = true;
     config.cluster_proxy.listen = Some("127.0.0.1:0".parse().unwrap());
     config.cluster_proxy.tunnel.open_timeout = Duration::from_secs(2);
+    adjust(&mut config);
     ProxyHub {
         hub: start_hub(config).await,
         ca: cert.cert.pem(),
@@ -651,7 +660,12 @@ enum Script {
     AnswersWhileAnotherClusterMeddles,
     /// Takes the call, never answers, and waits for the hub's cancel.
     NeverAnswers,
+    /// Floods edge-2's subject (which has no call) with undecodable frames, then answers.
+    FloodsAClusterWithoutCalls,
 }
+
+/// Frames `Script::FloodsAClusterWithoutCalls` sends for edge-2.
+const FLOOD: u64 = 200;
 
 /// A spoke for edge-1 speaking raw frames, following `script` for the first call.
 async fn scripted_spoke(nats: &NatsServer, script: Script) -> tokio::task::JoinHandle<()> {
@@ -721,6 +735,19 @@ async fn scripted_spoke(nats: &NatsServer, script: Script) -> tokio::task::JoinH
                 send("edge-1", 2, Frame::Data(bytes::Bytes::from_static(b"ok"))).await;
                 send("edge-1", 3, Frame::End).await;
             }
+            Script::FloodsAClusterWithoutCalls => {
+                for _ in 0..FLOOD {
+                    client
+                        .publish(
+                            flotilla_bus::subjects::kubeapi_back("edge-2", &request.hub),
+                            bytes::Bytes::from(vec![b'x'; 64 * 1024]),
+                        )
+                        .await
+                        .unwrap();
+                }
+                send("edge-1", 1, head(200)).await;
+                send("edge-1", 2, Frame::End).await;
+            }
             Script::NeverAnswers => loop {
                 let msg = futures::StreamExt::next(&mut calls).await.unwrap();
                 let frame = tunnel::decode(
@@ -747,18 +774,30 @@ async fn tunnels(
     flotilla_hub::kubeproxy::tunnel::Tunnels,
     tokio::sync::watch::Sender<bool>,
 ) {
+    let (tunnels, stop, _) = tunnels_counted(nats).await;
+    (tunnels, stop)
+}
+
+async fn tunnels_counted(
+    nats: &NatsServer,
+) -> (
+    flotilla_hub::kubeproxy::tunnel::Tunnels,
+    tokio::sync::watch::Sender<bool>,
+    flotilla_hub::kubeproxy::metrics::ProxyMetrics,
+) {
     let client = async_nats::connect(nats.url()).await.unwrap();
     let (stop, shutdown) = tokio::sync::watch::channel(false);
+    let metrics = flotilla_hub::kubeproxy::metrics::ProxyMetrics::default();
     let (tunnels, _task) = flotilla_hub::kubeproxy::tunnel::Tunnels::start(
         &client,
         flotilla_hub::kubeproxy::tunnel::TunnelConfig::default(),
-        flotilla_hub::kubeproxy::metrics::ProxyMetrics::default(),
+        metrics.clone(),
         shutdown,
     )
     .await
     .unwrap();
     client.flush().await.unwrap();
-    (tunnels, stop)
+    (tunnels, stop, metrics)
 }
 
 fn call(cluster: &str) -> flotilla_hub::kubeproxy::tunnel::Outgoing {
@@ -831,6 +870,34 @@ async fn a_hostile_spoke_gets_its_calls_cancelled_and_reaches_no_other_call() {
 }
 
 #[tokio::test]
+async fn frames_for_a_cluster_without_calls_are_dropped_before_decoding() {
+    use flotilla_hub::kubeproxy::metrics::DropLabels;
+    use futures::StreamExt;
+    let nats = NatsServer::start();
+    let (tunnels, _stop, metrics) = tunnels_counted(&nats).await;
+    let spoke = scripted_spoke(&nats, Script::FloodsAClusterWithoutCalls).await;
+    let answer = tokio::time::timeout(SOON, tunnels.call(call("edge-1")))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(answer.head.status, 200);
+    let body: Vec<_> = answer.body.collect().await;
+    assert!(body.is_empty());
+    spoke.await.unwrap();
+    let dropped = |reason| {
+        metrics
+            .frames_dropped
+            .get_or_create(&DropLabels { reason })
+            .get()
+    };
+    // Edge-2's frames came before edge-1's answer on one connection: all were dropped by
+    // the subject alone, none reached the decoder.
+    assert_eq!(dropped("no_call"), FLOOD);
+    assert_eq!(dropped("decode"), 0);
+    assert_eq!(tunnels.open_calls(), 0);
+}
+
+#[tokio::test]
 async fn large_bodies_stream_through_the_hub_in_chunks_both_ways() {
     use flotilla_agent::backend::{Backend, Strategy};
     let nats = NatsServer::start();
@@ -886,4 +953,60 @@ async fn large_bodies_stream_through_the_hub_in_chunks_both_ways() {
     let list: serde_json::Value = serde_json::from_str(&raw).unwrap();
     assert_eq!(list["items"].as_array().unwrap().len(), 321);
     assert_eq!(hub.cluster_proxy.as_ref().unwrap().open_calls(), 0);
+}
+
+#[tokio::test]
+async fn a_client_that_sends_nothing_is_disconnected_within_the_handshake_timeout() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let nats = NatsServer::start();
+    let hub = proxy_hub_with(&nats, |config| {
+        config.cluster_proxy.connections.tls_handshake = Duration::from_millis(500);
+        config.cluster_proxy.connections.header_read = Duration::from_millis(500);
+    })
+    .await;
+    let addr = hub.cluster_proxy_addr.unwrap();
+
+    // No TLS handshake at all.
+    let started = tokio::time::Instant::now();
+    let mut silent = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut buf = [0u8; 64];
+    let read = tokio::time::timeout(Duration::from_secs(5), silent.read(&mut buf))
+        .await
+        .expect("the hub closes a silent connection");
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    assert!(started.elapsed() >= Duration::from_millis(400));
+
+    // Half a TLS ClientHello, then nothing.
+    let mut stalled = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stalled
+        .write_all(&[0x16, 0x03, 0x01, 0x02, 0x00])
+        .await
+        .unwrap();
+    let read = tokio::time::timeout(Duration::from_secs(5), stalled.read(&mut buf))
+        .await
+        .expect("the hub closes a stalled handshake");
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+
+    // A finished handshake, then no request: closed too.
+    let mut roots = rustls::RootCertStore::empty();
+    use rustls::pki_types::pem::PemObject;
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(hub.ca.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let client = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(client))
+        .connect("localhost".try_into().unwrap(), tcp)
+        .await
+        .expect("the handshake succeeds");
+    let read = tokio::time::timeout(Duration::from_secs(5), tls.read(&mut buf))
+        .await
+        .expect("the hub closes a connection with no request");
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
 }

@@ -32,7 +32,7 @@ pub struct Secrets<'a> {
 
 /// The kubeconfig (YAML), or why it cannot be written.
 pub fn render(args: &KubeconfigArgs, secrets: &Secrets<'_>) -> Result<String> {
-    flotilla_api::names::validate_dns1123_subdomain("CLUSTER", &args.cluster)?;
+    flotilla_api::names::validate_cluster_name(&args.cluster)?;
     let server = args.server.trim_end_matches('/');
     if !(server.starts_with("http://") || server.starts_with("https://")) {
         bail!("--server {server:?}: want http://HOST:PORT or https://HOST:PORT");
@@ -147,6 +147,8 @@ mod tests {
     #[test]
     fn bad_names_servers_and_cleartext_tokens_are_refused() {
         assert!(render(&args("Bad_Name", DEFAULT_SERVER), &NONE).is_err());
+        // A cluster name is a DNS-1123 label: no dots, unlike an object name.
+        assert!(render(&args("edge.one", DEFAULT_SERVER), &NONE).is_err());
         assert!(render(&args("edge-1", "127.0.0.1:6443"), &NONE).is_err());
         let token = Secrets {
             token: Some("t"),

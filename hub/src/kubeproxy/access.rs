@@ -2,7 +2,7 @@
 //!
 //! | role | may | acts on the spoke as |
 //! |---|---|---|
-//! | read-only | get, list, watch and discovery; not Secrets | the agent |
+//! | read-only | get, list, watch and discovery; not Secrets; of subresources only `log`, `status`, `scale` | the agent |
 //! | deployer | any verb | one of its execute-as ServiceAccounts (impersonated): the one it names with `kubectl --as=system:serviceaccount:NS:NAME`, or its only named grant |
 //! | admin | any verb | the agent, or whom it names with `--as`/`--as-group` (the agent then impersonates, if the spoke lets it) |
 //!
@@ -12,6 +12,11 @@
 use super::request::RequestInfo;
 use crate::grpc::auth::{Identity, Role};
 use flotilla_api::work::Executor;
+
+/// The subresources a read-only caller may read: each only describes its object. Anything
+/// else (`proxy` on pods, services and nodes reaches into workloads and kubelets as the agent,
+/// `token` mints credentials) is refused.
+pub const READ_ONLY_SUBRESOURCES: [&str; 3] = ["log", "status", "scale"];
 
 /// The identity a request acts as on the spoke.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,6 +82,17 @@ pub fn decide(identity: &Identity, info: &RequestInfo, asked: &Asked) -> Result<
             if info.resource_request && info.group.is_empty() && info.resource == "secrets" {
                 return Err(Refusal(format!(
                     "{who} may not read Secrets through the cluster proxy (it acts as the agent)"
+                )));
+            }
+            if info.resource_request
+                && !info.subresource.is_empty()
+                && !READ_ONLY_SUBRESOURCES.contains(&info.subresource.as_str())
+            {
+                return Err(Refusal(format!(
+                    "{who} may read only the {} subresources through the cluster proxy (it acts \
+                     as the agent); {} refused",
+                    READ_ONLY_SUBRESOURCES.join(", "),
+                    what()
                 )));
             }
             Ok(Act::AsAgent)
@@ -189,6 +205,39 @@ mod tests {
             groups: vec![],
         };
         assert!(decide(&viewer, &info(Method::GET, "/api/v1/pods"), &asked).is_err());
+    }
+
+    #[test]
+    fn read_only_callers_reach_only_the_allowed_subresources() {
+        let viewer = identity(Role::ReadOnly, &[]);
+        let none = Asked::default();
+        for path in [
+            "/api/v1/namespaces/a/pods/p/log",
+            "/api/v1/namespaces/a/pods/p/status",
+            "/apis/apps/v1/namespaces/a/deployments/d/scale",
+        ] {
+            assert_eq!(
+                decide(&viewer, &info(Method::GET, path), &none),
+                Ok(Act::AsAgent),
+                "{path}"
+            );
+        }
+        for path in [
+            "/api/v1/namespaces/a/pods/p/proxy",
+            "/api/v1/namespaces/a/pods/p/proxy/metrics",
+            "/api/v1/namespaces/a/services/s/proxy",
+            "/api/v1/namespaces/a/services/https:s:443/proxy/x",
+            "/api/v1/nodes/n/proxy/configz",
+            "/api/v1/namespaces/a/serviceaccounts/sa/token",
+            "/api/v1/namespaces/a/pods/p/ephemeralcontainers",
+        ] {
+            let refused = decide(&viewer, &info(Method::GET, path), &none).unwrap_err();
+            assert!(refused.0.contains("subresources"), "{path}: {refused:?}");
+        }
+        // Admins keep every subresource.
+        let admin = identity(Role::Admin, &[]);
+        let proxy = info(Method::GET, "/api/v1/nodes/n/proxy/configz");
+        assert_eq!(decide(&admin, &proxy, &none), Ok(Act::AsAgent));
     }
 
     #[test]

@@ -19,7 +19,8 @@ pub struct RequestLabels {
 /// Labels of the dropped-frame counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DropLabels {
-    /// Why (`decode`, `unknown_stream`, `other_cluster`, `over_credit`).
+    /// Why (`subject`, `no_call` — its cluster has no open call, dropped undecoded —,
+    /// `decode`, `unknown_stream`, `other_cluster`, `over_credit`).
     pub reason: &'static str,
 }
 

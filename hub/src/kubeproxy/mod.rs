@@ -5,6 +5,8 @@
 //! - [`request`]: the cluster and the Kubernetes verb and resource of a request (pure).
 //! - [`access`]: what a caller's API token may do through the proxy and whom it acts as on the
 //!   spoke (pure).
+//! - [`answer`]: what of a spoke's answer reaches the client: final statuses only, no
+//!   redirects or headers that steer the client (pure).
 //! - [`metrics`]: requests by verb and status, open calls, frames dropped.
 //! - [`offline`]: whether a cluster can take calls, and since when it cannot (pure).
 //! - [`status`]: the hub's own answers as Kubernetes `Status` objects.
@@ -17,6 +19,7 @@
 //! it) and streams the answer back; errors from the spoke come back verbatim.
 
 pub mod access;
+pub mod answer;
 pub mod metrics;
 pub mod offline;
 pub mod request;
@@ -50,4 +53,6 @@ pub struct ProxyConfig {
     pub listen: Option<std::net::SocketAddr>,
     /// The calls' settings.
     pub tunnel: tunnel::TunnelConfig,
+    /// How client connections are bounded.
+    pub connections: server::Limits,
 }

@@ -21,6 +21,13 @@ pub enum PathError {
         "path {0:?} is percent-encoded: Kubernetes API paths need no escapes, and the hub judges a request by the path the spoke will see"
     )]
     Encoded(String),
+    /// The spoke path has an empty, `.` or `..` segment (`/namespaces//secrets`): the API server
+    /// keeps empty segments where a filtering parser drops them, so the hub would judge another
+    /// request than the spoke serves.
+    #[error(
+        "path {0:?} has an empty, `.` or `..` segment: Kubernetes API paths have none, and the hub judges a request by the path the spoke will see"
+    )]
+    Segments(String),
     /// The cluster name is not a valid cluster name.
     #[error("cluster name {name:?} in the path: {reason}")]
     BadCluster {
@@ -43,13 +50,29 @@ pub fn split(path: &str) -> Result<(&str, &str), PathError> {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
     };
-    flotilla_api::names::validate_dns1123_subdomain("cluster", cluster).map_err(|e| {
-        PathError::BadCluster {
-            name: cluster.chars().take(64).collect(),
-            reason: e.to_string(),
-        }
+    flotilla_api::names::validate_cluster_name(cluster).map_err(|e| PathError::BadCluster {
+        name: cluster.chars().take(64).collect(),
+        reason: e.to_string(),
     })?;
+    if segments(spoke)
+        .iter()
+        .any(|s| matches!(*s, "" | "." | ".."))
+    {
+        return Err(PathError::Segments(path.chars().take(200).collect()));
+    }
     Ok((cluster, spoke))
+}
+
+/// The segments of a spoke path, as Kubernetes splits it: without the leading `/` and one
+/// trailing `/`, and with every empty segment kept (`/` has none).
+fn segments(path: &str) -> Vec<&str> {
+    let path = path.strip_prefix('/').unwrap_or(path);
+    let path = path.strip_suffix('/').unwrap_or(path);
+    if path.is_empty() {
+        Vec::new()
+    } else {
+        path.split('/').collect()
+    }
 }
 
 /// The Kubernetes verb of a request.
@@ -139,7 +162,9 @@ impl RequestInfo {
             subresource: String::new(),
             name: String::new(),
         };
-        let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+        // No segment is dropped: `split` refuses paths with empty ones, and were one let
+        // through it would stay where the API server sees it.
+        let parts = segments(path);
         let rest: &[&str] = match parts.as_slice() {
             ["api", version, rest @ ..] => {
                 info.version = (*version).to_string();
@@ -244,6 +269,10 @@ mod tests {
             Err(PathError::BadCluster { .. })
         ));
         assert!(matches!(
+            split("/clusters/edge.one/api"),
+            Err(PathError::BadCluster { .. })
+        ));
+        assert!(matches!(
             split("/clusters//api"),
             Err(PathError::BadCluster { .. })
         ));
@@ -251,6 +280,33 @@ mod tests {
             split("/clusters/edge-1/api/v1/namespaces/a/%73ecrets"),
             Err(PathError::Encoded(_))
         ));
+    }
+
+    #[test]
+    fn empty_dot_and_dot_dot_segments_are_refused() {
+        for path in [
+            "/clusters/edge-1/api/v1/namespaces//secrets",
+            "/clusters/edge-1//api/v1/pods",
+            "/clusters/edge-1/api/v1/namespaces/./secrets",
+            "/clusters/edge-1/api/v1/namespaces/a/pods/../secrets",
+            "/clusters/edge-1/api/v1/pods//",
+            "/clusters/edge-1/..",
+        ] {
+            assert!(
+                matches!(split(path), Err(PathError::Segments(_))),
+                "{path}: {:?}",
+                split(path)
+            );
+        }
+        assert_eq!(split("/clusters/edge-1/"), Ok(("edge-1", "/")));
+        assert_eq!(
+            split("/clusters/edge-1/api/v1/pods/"),
+            Ok(("edge-1", "/api/v1/pods/"))
+        );
+        // Were one let through, the parse keeps it where the API server does: a list of
+        // Secrets, not a get of a namespace.
+        let i = RequestInfo::parse(&Method::GET, "/api/v1/namespaces//secrets", "");
+        assert_eq!((i.verb, i.resource.as_str()), (Verb::List, "secrets"));
     }
 
     #[test]

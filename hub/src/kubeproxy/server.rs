@@ -22,13 +22,15 @@ use http::{HeaderMap, StatusCode};
 use http_body_util::{BodyExt, BodyStream, StreamBody};
 use hyper::body::Incoming;
 use std::sync::Arc;
-use tokio::net::TcpListener;
-use tokio::sync::watch;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::{JoinHandle, JoinSet};
 
 /// Headers that never cross the proxy: hop-by-hop ones, the hub's credentials, impersonation
 /// (decided by the hub) and framing (the proxy streams).
-const DROPPED: [&str; 13] = [
+const DROPPED: [&str; 14] = [
     "authorization",
     "connection",
     "keep-alive",
@@ -42,10 +44,46 @@ const DROPPED: [&str; 13] = [
     "content-length",
     "accept-encoding",
     "http2-settings",
+    // `Expect: 100-continue` is answered (or not) by the hub's HTTP server; the spoke gets
+    // the whole body, never the expectation.
+    "expect",
 ];
 
-/// How long a client may take to send a request's headers (HTTP/1.1).
-const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+/// How a connection is bounded before and while it is served: no client, authenticated or
+/// not, holds a connection or the accept loop without limit.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// How long a client has to finish the TLS handshake (default 10 s).
+    pub tls_handshake: Duration,
+    /// How long a client has to send its first request, and an HTTP/1.1 request's headers
+    /// (default 30 s).
+    pub header_read: Duration,
+    /// Connections served at once; past it the server stops accepting until one ends
+    /// (default 4096).
+    pub max_connections: usize,
+    /// HTTP/2 keep-alive: a ping after this much silence (default 30 s)…
+    pub h2_keep_alive_interval: Duration,
+    /// …and the connection closed when it is not answered within this (default 20 s).
+    pub h2_keep_alive_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            tls_handshake: Duration::from_secs(10),
+            header_read: Duration::from_secs(30),
+            max_connections: 4096,
+            h2_keep_alive_interval: Duration::from_secs(30),
+            h2_keep_alive_timeout: Duration::from_secs(20),
+        }
+    }
+}
+
+/// The first pause after a failed accept (out of file descriptors…); it doubles up to
+/// [`MAX_ACCEPT_BACKOFF`] while accepts keep failing.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+/// The longest pause after a failed accept.
+const MAX_ACCEPT_BACKOFF: Duration = Duration::from_secs(2);
 
 /// What the server needs.
 pub struct Deps {
@@ -59,9 +97,12 @@ pub struct Deps {
     pub lease: LeaseRule,
     /// Requests counted.
     pub metrics: super::metrics::ProxyMetrics,
+    /// How connections are bounded.
+    pub limits: Limits,
 }
 
-/// Serves until `shutdown`; every connection is served by a task the server owns.
+/// Serves until `shutdown`; every connection is served by a task the server owns, at most
+/// [`Limits::max_connections`] at once.
 pub fn serve(
     listener: TcpListener,
     tls: Option<tokio_rustls::TlsAcceptor>,
@@ -70,63 +111,135 @@ pub fn serve(
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut connections = JoinSet::new();
+        let permits = Arc::new(Semaphore::new(deps.limits.max_connections));
+        let mut backoff = ACCEPT_BACKOFF;
         loop {
-            let (tcp, peer) = tokio::select! {
-                accepted = listener.accept() => match accepted {
-                    Ok(a) => a,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "cluster proxy: accepting a connection failed");
-                        continue;
-                    }
-                },
+            let (permit, accepted) = tokio::select! {
+                accepted = accept(&listener, &permits) => accepted,
                 Some(_) = connections.join_next(), if !connections.is_empty() => continue,
                 _ = shutdown.changed() => break,
             };
-            let _ = tcp.set_nodelay(true);
-            let deps = deps.clone();
-            let tls = tls.clone();
-            connections.spawn(async move {
-                let service = hyper::service::service_fn(move |req| {
-                    let deps = deps.clone();
-                    async move {
-                        let verb = verb_of(&req);
-                        let resp = handle(&deps, req).await;
-                        deps.metrics.answered(&verb, resp.status());
-                        Ok::<_, std::convert::Infallible>(resp)
-                    }
-                });
-                let mut builder =
-                    hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
-                // A client that never finishes its headers does not hold a connection forever.
-                builder
-                    .http1()
-                    .timer(hyper_util::rt::TokioTimer::new())
-                    .header_read_timeout(HEADER_READ_TIMEOUT);
-                let served = match tls {
-                    Some(acceptor) => match acceptor.accept(tcp).await {
-                        Ok(stream) => {
-                            builder
-                                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                                .await
-                        }
-                        Err(e) => {
-                            tracing::debug!(%peer, error = %e, "cluster proxy: TLS handshake failed");
-                            return;
-                        }
-                    },
-                    None => {
-                        builder
-                            .serve_connection(hyper_util::rt::TokioIo::new(tcp), service)
-                            .await
-                    }
-                };
-                if let Err(e) = served {
-                    tracing::debug!(%peer, error = %e, "cluster proxy: connection ended");
+            let (tcp, peer) = match accepted {
+                Ok(a) => {
+                    backoff = ACCEPT_BACKOFF;
+                    a
                 }
-            });
+                Err(e) => {
+                    // Out of file descriptors, say: retrying at once would spin.
+                    tracing::warn!(error = %e, ?backoff, "cluster proxy: accepting a connection failed");
+                    drop(permit);
+                    tokio::select! {
+                        () = tokio::time::sleep(backoff) => {}
+                        _ = shutdown.changed() => break,
+                    }
+                    backoff = (backoff * 2).min(MAX_ACCEPT_BACKOFF);
+                    continue;
+                }
+            };
+            let _ = tcp.set_nodelay(true);
+            connections.spawn(connection(deps.clone(), tls.clone(), tcp, peer, permit));
         }
         connections.shutdown().await;
     })
+}
+
+/// The next connection, once there is room for one (the permit is held while it is served).
+async fn accept(
+    listener: &TcpListener,
+    permits: &Arc<Semaphore>,
+) -> (
+    Option<OwnedSemaphorePermit>,
+    std::io::Result<(TcpStream, std::net::SocketAddr)>,
+) {
+    // The semaphore is never closed; without a permit the server would not be bounded, so
+    // a closed one stops accepting.
+    let Ok(permit) = permits.clone().acquire_owned().await else {
+        return std::future::pending().await;
+    };
+    (Some(permit), listener.accept().await)
+}
+
+/// Serves one connection: the TLS handshake within [`Limits::tls_handshake`], a first request
+/// within [`Limits::header_read`], then HTTP/1.1 or HTTP/2 until the client leaves.
+async fn connection(
+    deps: Arc<Deps>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    tcp: TcpStream,
+    peer: std::net::SocketAddr,
+    _permit: Option<OwnedSemaphorePermit>,
+) {
+    let limits = deps.limits.clone();
+    let requested = Arc::new(AtomicBool::new(false));
+    let seen = requested.clone();
+    let service = hyper::service::service_fn(move |req| {
+        let deps = deps.clone();
+        seen.store(true, Ordering::Relaxed);
+        async move {
+            let verb = verb_of(&req);
+            let resp = handle(&deps, req).await;
+            deps.metrics.answered(&verb, resp.status());
+            Ok::<_, std::convert::Infallible>(resp)
+        }
+    });
+    let mut builder =
+        hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+    // A client that never finishes its headers does not hold a connection forever; an HTTP/2
+    // peer that stops answering pings is dropped.
+    builder
+        .http1()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(limits.header_read);
+    builder
+        .http2()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .keep_alive_interval(limits.h2_keep_alive_interval)
+        .keep_alive_timeout(limits.h2_keep_alive_timeout);
+    let served = match tls {
+        Some(acceptor) => {
+            let stream =
+                match tokio::time::timeout(limits.tls_handshake, acceptor.accept(tcp)).await {
+                    Ok(Ok(stream)) => stream,
+                    Ok(Err(e)) => {
+                        tracing::debug!(%peer, error = %e, "cluster proxy: TLS handshake failed");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!(%peer, "cluster proxy: TLS handshake timed out");
+                        return;
+                    }
+                };
+            let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            tokio::select! {
+                served = conn => served,
+                () = silent(&requested, limits.header_read) => {
+                    tracing::debug!(%peer, "cluster proxy: no request in time");
+                    return;
+                }
+            }
+        }
+        None => {
+            let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
+            tokio::select! {
+                served = conn => served,
+                () = silent(&requested, limits.header_read) => {
+                    tracing::debug!(%peer, "cluster proxy: no request in time");
+                    return;
+                }
+            }
+        }
+    };
+    if let Err(e) = served {
+        tracing::debug!(%peer, error = %e, "cluster proxy: connection ended");
+    }
+}
+
+/// Resolves after `within` if no request came by then (hyper's own header timeout does not
+/// cover the wait for the first bytes, while it tells HTTP/1.1 from HTTP/2); never otherwise.
+async fn silent(requested: &AtomicBool, within: Duration) {
+    tokio::time::sleep(within).await;
+    if requested.load(Ordering::Relaxed) {
+        std::future::pending::<()>().await;
+    }
 }
 
 /// The request's Kubernetes verb, for metrics (`other` off the `/clusters/` paths).
@@ -241,7 +354,7 @@ async fn handle(deps: &Deps, req: http::Request<Incoming>) -> http::Response<Bod
     let query = req.uri().query().unwrap_or_default().to_string();
     let (cluster, spoke_path) = match request::split(&path) {
         Ok(split) => split,
-        Err(e @ request::PathError::Encoded(_)) => {
+        Err(e @ (request::PathError::Encoded(_) | request::PathError::Segments(_))) => {
             return status::response(StatusCode::BAD_REQUEST, &e.to_string());
         }
         Err(e) => return status::response(StatusCode::NOT_FOUND, &e.to_string()),
@@ -327,24 +440,22 @@ async fn handle(deps: &Deps, req: http::Request<Incoming>) -> http::Response<Bod
         .await
     {
         Ok(answer) => {
-            let code =
-                StatusCode::from_u16(answer.head.status as u16).unwrap_or(StatusCode::BAD_GATEWAY);
+            let code = match super::answer::status(answer.head.status) {
+                Ok(code) => code,
+                Err(refused) => {
+                    tracing::warn!(
+                        cluster.name = %cluster, status = answer.head.status,
+                        "cluster proxy: the spoke's answer refused: {refused}"
+                    );
+                    // Dropping the answer's body ends the call (the spoke is told).
+                    return status::response(StatusCode::BAD_GATEWAY, &refused.to_string());
+                }
+            };
             let body =
                 StreamBody::new(answer.body.map(|chunk| chunk.map(hyper::body::Frame::data)));
             let mut resp = http::Response::new(BodyExt::boxed_unsync(body));
             *resp.status_mut() = code;
-            for h in answer.head.headers {
-                let name = h.name.to_ascii_lowercase();
-                if DROPPED.contains(&name.as_str()) {
-                    continue;
-                }
-                if let (Ok(n), Ok(v)) = (
-                    http::HeaderName::from_bytes(name.as_bytes()),
-                    http::HeaderValue::from_str(&h.value),
-                ) {
-                    resp.headers_mut().append(n, v);
-                }
-            }
+            *resp.headers_mut() = super::answer::headers(answer.head.headers, &DROPPED);
             resp
         }
         Err(e) => {
@@ -384,4 +495,28 @@ fn limited(body: Incoming) -> super::tunnel::ByteStream {
         };
         std::future::ready(item)
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_impersonation_hop_by_hop_and_expect_do_not_reach_the_spoke() {
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            ("authorization", "Bearer hub-token"),
+            ("impersonate-user", "jane"),
+            ("expect", "100-continue"),
+            ("connection", "keep-alive"),
+            ("content-type", "application/json"),
+        ] {
+            headers.insert(
+                http::HeaderName::from_static(name),
+                http::HeaderValue::from_static(value),
+            );
+        }
+        let names: Vec<_> = forwarded(&headers).into_iter().map(|h| h.name).collect();
+        assert_eq!(names, ["content-type"]);
+    }
 }

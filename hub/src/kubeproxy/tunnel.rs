@@ -7,7 +7,9 @@
 //! One subscription per hub, `flotilla.kubeapiback.*.<hub token>`, feeds every call: a frame
 //! goes to its call only when the stream is open *and* was opened for the cluster the subject
 //! names, by `try_send` into the call's bounded mailbox — a spoke flooding a call gets it
-//! cancelled, never a blocked dispatcher.
+//! cancelled, never a blocked dispatcher. A frame whose subject names a cluster with no open
+//! call is dropped before it is decoded (one map lookup), so a spoke without calls costs the
+//! dispatcher next to nothing however much it sends.
 
 use bytes::Bytes;
 use dashmap::DashMap;
@@ -137,6 +139,9 @@ struct Inner {
     metrics: super::metrics::ProxyMetrics,
     token: String,
     calls: DashMap<StreamId, Entry>,
+    /// Open calls by cluster (only clusters with at least one): what the dispatcher checks
+    /// before decoding anything.
+    clusters: DashMap<Arc<str>, usize>,
     config: TunnelConfig,
     max_chunk: u32,
     shutdown: watch::Receiver<bool>,
@@ -164,6 +169,7 @@ impl Tunnels {
             metrics,
             token,
             calls: DashMap::new(),
+            clusters: DashMap::new(),
             max_chunk: tunnel::max_chunk_for(config.max_event_bytes),
             config,
             shutdown: shutdown.clone(),
@@ -188,7 +194,7 @@ impl Tunnels {
         let stream = StreamId::random();
         let capacity = self.inner.config.window as usize + 16;
         let (tx, rx) = mpsc::channel(capacity);
-        self.inner.calls.insert(
+        self.inner.open(
             stream.clone(),
             Entry {
                 cluster: out.cluster.as_str().into(),
@@ -229,6 +235,38 @@ impl Tunnels {
     }
 }
 
+impl Inner {
+    /// Registers a call.
+    fn open(&self, stream: StreamId, entry: Entry) {
+        *self.clusters.entry(entry.cluster.clone()).or_insert(0) += 1;
+        if let Some(old) = self.calls.insert(stream, entry) {
+            // A random id never repeats; were it to, the count stays true.
+            self.closed(&old.cluster);
+        }
+    }
+
+    /// Forgets a call (once, however many times it is asked).
+    fn forget(&self, stream: &StreamId) {
+        if let Some((_, entry)) = self.calls.remove(stream) {
+            self.closed(&entry.cluster);
+        }
+    }
+
+    fn closed(&self, cluster: &Arc<str>) {
+        if let dashmap::Entry::Occupied(mut open) = self.clusters.entry(cluster.clone()) {
+            *open.get_mut() -= 1;
+            if *open.get() == 0 {
+                open.remove();
+            }
+        }
+    }
+
+    /// Whether `cluster` has an open call (a frame for it may be wanted).
+    fn wants(&self, cluster: &str) -> bool {
+        self.clusters.contains_key(cluster)
+    }
+}
+
 /// Routes each frame to its call.
 async fn dispatch(
     inner: Arc<Inner>,
@@ -248,6 +286,11 @@ async fn dispatch(
             inner.metrics.dropped("subject");
             continue;
         };
+        // Before any decoding: a cluster with no open call has nothing to say.
+        if !inner.wants(cluster) {
+            inner.metrics.dropped("no_call");
+            continue;
+        }
         let received = match tunnel::decode(
             &msg.payload,
             inner.config.max_event_bytes,
@@ -278,7 +321,7 @@ async fn dispatch(
         if flooded {
             inner.metrics.dropped("over_credit");
             // Over its credit (or the call just ended): the call sees its mailbox closed.
-            inner.calls.remove(&stream);
+            inner.forget(&stream);
         }
     }
 }
@@ -317,7 +360,7 @@ impl Call {
             Ok(()) => self.serve(body).await,
             Err(e) => End::Failed(e),
         };
-        self.inner.calls.remove(&self.stream);
+        self.inner.forget(&self.stream);
         self.inner.metrics.open_calls.dec();
         match end {
             End::Done => {}

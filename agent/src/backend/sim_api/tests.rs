@@ -407,3 +407,11 @@ async fn deployments_scale_through_the_scale_subresource() {
         "nginx"
     );
 }
+
+#[tokio::test]
+async fn a_watch_with_a_huge_timeout_serves_instead_of_panicking() {
+    let b = sim();
+    let query = format!("watch=true&timeoutSeconds={}", u64::MAX);
+    let resp = serve(b.clone(), req(Method::GET, CMS, &query, "", Value::Null)).await;
+    assert_eq!(resp.status, StatusCode::OK);
+}

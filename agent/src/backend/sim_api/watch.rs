@@ -19,6 +19,16 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
+/// The longest a watch runs, whatever `timeoutSeconds` asks (the API server also caps it).
+pub const MAX_WATCH_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// When a watch asked to last `timeout_seconds` from `now` ends: at most [`MAX_WATCH_TIMEOUT`]
+/// from `now`, so a huge value is a long watch, never an overflow.
+fn deadline(now: Instant, timeout_seconds: u64) -> Instant {
+    let asked = Duration::from_secs(timeout_seconds).min(MAX_WATCH_TIMEOUT);
+    now.checked_add(asked).unwrap_or(now)
+}
+
 /// What a watcher has seen: object key → (resourceVersion, object).
 type Seen = BTreeMap<String, (String, Value)>;
 
@@ -130,7 +140,7 @@ pub(super) async fn serve(
     let until = request
         .param("timeoutSeconds")
         .and_then(|t| t.parse::<u64>().ok())
-        .map(|t| Instant::now() + Duration::from_secs(t));
+        .map(|t| deadline(Instant::now(), t));
     let mut state = State {
         backend,
         target,
@@ -190,6 +200,14 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn a_huge_timeout_is_capped_instead_of_overflowing() {
+        let now = Instant::now();
+        assert_eq!(deadline(now, 30), now + Duration::from_secs(30));
+        assert_eq!(deadline(now, u64::MAX), now + MAX_WATCH_TIMEOUT);
+        assert_eq!(deadline(now, 3601), now + MAX_WATCH_TIMEOUT);
     }
 
     #[test]
