@@ -416,6 +416,43 @@ async fn a_watch_streams_events_until_kubectl_goes_away() {
 }
 
 #[tokio::test]
+async fn a_hub_stops_promptly_with_a_watch_open_through_it() {
+    let nats = NatsServer::start();
+    let hub = proxy_hub(&nats).await;
+    let _agent = start_agent(agent_config("edge-1", &nats.url()));
+    wait_inventory(&hub, "edge-1", true).await;
+    let admin = kubectl(&hub, "edge-1", ADMIN);
+    admin
+        .ok(&["create", "configmap", "open", "--from-literal=a=1"], None)
+        .await;
+    let mut watch = admin.stream(&[
+        "get",
+        "configmaps",
+        "--watch",
+        "-o",
+        "jsonpath={.metadata.name}{\"\\n\"}",
+    ]);
+    assert_eq!(watch.line().await, "open");
+    let proxy = hub.cluster_proxy.clone().expect("serving the proxy");
+    // kubectl lists, then watches: wait for the watch call.
+    let deadline = tokio::time::Instant::now() + SOON;
+    while proxy.open_calls() == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the watch call never opened"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The call's task is the hub's: stopping the hub ends it rather than leaving it behind.
+    let ProxyHub { hub, .. } = hub;
+    tokio::time::timeout(SOON, hub.stop())
+        .await
+        .expect("the hub did not stop with a watch open");
+    assert_eq!(proxy.open_calls(), 0, "a call outlived the hub");
+    watch.kill().await;
+}
+
+#[tokio::test]
 async fn an_offline_or_unknown_cluster_answers_503_at_once() {
     let nats = NatsServer::start();
     let hub = proxy_hub(&nats).await;

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use thiserror::Error;
 use tokio::sync::{mpsc, oneshot, watch};
-use tokio::task::JoinHandle;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -145,7 +145,14 @@ struct Inner {
     config: TunnelConfig,
     max_chunk: u32,
     shutdown: watch::Receiver<bool>,
+    /// Every call's task: owned here, reaped as calls are made, and awaited (bounded) when the
+    /// dispatcher stops.
+    tasks: std::sync::Mutex<JoinSet<()>>,
 }
+
+/// How long the dispatcher, stopping, waits for the calls' tasks (which end at `shutdown`)
+/// before aborting them.
+const CALLS_GRACE: Duration = Duration::from_secs(5);
 
 /// The hub's open calls (cloneable handle).
 #[derive(Clone)]
@@ -173,6 +180,7 @@ impl Tunnels {
             max_chunk: tunnel::max_chunk_for(config.max_event_bytes),
             config,
             shutdown: shutdown.clone(),
+            tasks: std::sync::Mutex::new(JoinSet::new()),
         });
         let task = tokio::spawn(
             dispatch(inner.clone(), sub, shutdown)
@@ -218,7 +226,11 @@ impl Tunnels {
             body: body_tx,
             consumed: consumed_rx,
         };
-        tokio::spawn(call.run(out.request, out.body).instrument(span));
+        {
+            let mut tasks = self.inner.tasks.lock().expect("call tasks lock");
+            while tasks.try_join_next().is_some() {}
+            tasks.spawn(call.run(out.request, out.body).instrument(span));
+        }
         let head = head_rx.await.map_err(|_| CallError::Shutdown)??;
         let body =
             futures::stream::unfold((body_rx, consumed_tx), |(mut rx, consumed)| async move {
@@ -323,6 +335,19 @@ async fn dispatch(
             // Over its credit (or the call just ended): the call sees its mailbox closed.
             inner.forget(&stream);
         }
+    }
+    // The calls end at the same shutdown (or with their frames gone): wait for them.
+    let mut tasks = std::mem::take(&mut *inner.tasks.lock().expect("call tasks lock"));
+    let ended = tokio::time::timeout(CALLS_GRACE, async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    if ended.is_err() {
+        tracing::warn!(
+            calls = tasks.len(),
+            "cluster-proxy calls did not end in time; aborting them"
+        );
+        tasks.abort_all();
     }
 }
 
