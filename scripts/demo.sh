@@ -58,9 +58,11 @@ nats-server -js -a 127.0.0.1 -p "$NATS_PORT" -sd "$RUN/jetstream" >"$RUN/nats.lo
 PIDS+=($!)
 for _ in $(seq 100); do port_busy "$NATS_PORT" && break; sleep 0.1; done
 
+# A 1 GiB status stream: JetStream reserves it on disk, and the 8 GiB default needs 11 GB free.
 echo "== starting flotilla-hub (auto-accept) — gRPC :$GRPC_PORT, metrics :$METRICS_PORT"
 "$BIN/flotilla-hub" --nats-url "nats://127.0.0.1:$NATS_PORT" --grpc-listen "127.0.0.1:$GRPC_PORT" \
   --metrics-listen "127.0.0.1:$METRICS_PORT" --auto-accept \
+  --status-stream-max-bytes $((1 << 30)) \
   --addon-hub-url "nats://127.0.0.1:$NATS_PORT" >"$RUN/hub.log" 2>&1 &
 PIDS+=($!)
 

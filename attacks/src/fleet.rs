@@ -199,6 +199,10 @@ fn hub_command(
         .args(["--metrics-listen", &format!("127.0.0.1:{metrics}")])
         .args(["--default-lease-duration-seconds", "1"])
         .args(["--lease-grace-multiplier", "3"])
+        .args([
+            "--status-stream-max-bytes",
+            &flotilla_testkit::STATUS_STREAM_MAX_BYTES.to_string(),
+        ])
         .args(&options.flags)
         .env("RUST_LOG", "info")
         .env("NO_COLOR", "1");

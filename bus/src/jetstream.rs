@@ -54,6 +54,37 @@ pub enum JetStreamError {
     },
 }
 
+impl JetStreamError {
+    /// Whether JetStream refused because it has no room: the server's (or the account's)
+    /// storage cannot hold what a stream reserves (its `max_bytes`). Waiting does not help; the
+    /// operator must give JetStream more storage or ask for less.
+    pub fn out_of_storage(&self) -> bool {
+        use jetstream::ErrorCode;
+        let source = match self {
+            Self::Stream { source, .. } | Self::Update { source, .. } => source,
+            Self::Open { .. } | Self::Read { .. } => return false,
+        };
+        matches!(
+            source.kind(),
+            jetstream::context::CreateStreamErrorKind::JetStream(e)
+                if [
+                    ErrorCode::STORAGE_RESOURCES_EXCEEDED,
+                    ErrorCode::ACCOUNT_RESOURCES_EXCEEDED,
+                    ErrorCode::MEMORY_RESOURCES_EXCEEDED,
+                ]
+                .contains(&e.error_code())
+        )
+    }
+
+    /// The stream or bucket the error is about.
+    pub fn stream(&self) -> &str {
+        match self {
+            Self::Stream { name, .. } | Self::Update { name, .. } => name,
+            Self::Open { bucket, .. } | Self::Read { bucket, .. } => bucket,
+        }
+    }
+}
+
 /// Storage and replication of Flotilla's streams.
 #[derive(Debug, Clone, Copy)]
 pub struct StreamOptions {

@@ -99,10 +99,20 @@ pub(crate) async fn connect(
 ) -> Result<(async_nats::Client, async_nats::jetstream::Context, Opened), HubError> {
     let nats = connect::connect(&nats_config(config, ""), None).await?;
     let jetstream = async_nats::jetstream::new(nats.clone());
-    let opened = patiently("the hub's streams and buckets", || {
-        open(&jetstream, config.stream, config.limits.stream)
+    let opened = patiently("the hub's streams and buckets", || async {
+        match open(&jetstream, config.stream, config.limits.stream).await {
+            Err(StoreError::JetStream(e)) if e.out_of_storage() => {
+                Err(Patience::GiveUp(HubError::NoStorage {
+                    stream: e.stream().to_string(),
+                    max_bytes: config.limits.stream.max_bytes,
+                    source: e,
+                }))
+            }
+            other => other.map_err(|e| Patience::Retry(HubError::from(e))),
+        }
     })
-    .await?;
+    .await
+    .map_err(Patience::into_inner)?;
     Ok((nats, jetstream, opened))
 }
 
@@ -122,7 +132,7 @@ fn nats_config(config: &Config, purpose: &str) -> connect::NatsConfig {
 /// longer than one request's timeout on a busy machine), is waited for instead of failing.
 async fn patiently<T, E, F, Fut>(what: &str, mut request: F) -> Result<T, E>
 where
-    E: std::fmt::Display,
+    E: Retryable,
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, E>>,
 {
@@ -130,7 +140,7 @@ where
     loop {
         match request().await {
             Ok(v) => return Ok(v),
-            Err(e) if attempt < 120 => {
+            Err(e) if attempt < 120 && e.retryable() => {
                 if attempt % 10 == 0 {
                     tracing::warn!(error = %e, what, "waiting for NATS JetStream");
                 }
@@ -139,6 +149,45 @@ where
             }
             Err(e) => return Err(e),
         }
+    }
+}
+
+/// An error [`patiently`] may wait out (a NATS still starting) or must not (a configuration
+/// the server refuses).
+trait Retryable: std::fmt::Display {
+    fn retryable(&self) -> bool {
+        true
+    }
+}
+
+impl Retryable for StoreError {}
+impl Retryable for js::JetStreamError {}
+
+/// A request's error, marked as worth waiting for or not.
+enum Patience<E> {
+    Retry(E),
+    GiveUp(E),
+}
+
+impl<E> Patience<E> {
+    fn into_inner(self) -> E {
+        match self {
+            Self::Retry(e) | Self::GiveUp(e) => e,
+        }
+    }
+}
+
+impl<E: std::fmt::Display> std::fmt::Display for Patience<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Retry(e) | Self::GiveUp(e) => e.fmt(f),
+        }
+    }
+}
+
+impl<E: std::fmt::Display> Retryable for Patience<E> {
+    fn retryable(&self) -> bool {
+        matches!(self, Self::Retry(_))
     }
 }
 

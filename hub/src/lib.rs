@@ -187,6 +187,23 @@ pub enum HubError {
     /// The shard lease settings are unusable.
     #[error("shard leases: {0}")]
     Ha(String),
+    /// JetStream has no room for what a stream of the hub reserves.
+    #[error(
+        "NATS JetStream has no room for stream {stream}, whose size the hub bounds with \
+         --status-stream-max-bytes ({max_bytes} bytes): give the server more JetStream storage \
+         (`max_file_store` in its `jetstream` block; by default three quarters of the disk that \
+         was free when it started; in secure mode also `flotilla-hub init --jetstream-max-bytes`) \
+         or lower --status-stream-max-bytes: {source}"
+    )]
+    NoStorage {
+        /// The stream.
+        stream: String,
+        /// The status stream's bound.
+        max_bytes: i64,
+        /// The server's refusal.
+        #[source]
+        source: flotilla_bus::jetstream::JetStreamError,
+    },
     /// Governance state could not be loaded.
     #[error("policies: {0}")]
     Policies(#[source] policy::PolicyError),

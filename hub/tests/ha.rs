@@ -49,6 +49,10 @@ fn start_hub(urls: &str, dir: &Path, id: &str) -> HubProc {
         .args(["--metrics-listen", &format!("127.0.0.1:{metrics}")])
         .args(["--shard-lease-ttl-seconds", &TTL.as_secs().to_string()])
         .args(["--shard-lease-renew-seconds", "1"])
+        .args([
+            "--status-stream-max-bytes",
+            &flotilla_testkit::STATUS_STREAM_MAX_BYTES.to_string(),
+        ])
         // Grace 10 s: far shorter than the default, far longer than a takeover.
         .args(["--default-lease-duration-seconds", "2"])
         .args(["--lease-grace-multiplier", "5"])

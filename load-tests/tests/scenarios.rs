@@ -21,6 +21,11 @@ fn scenario(args: &[&str]) -> Value {
     let out = Command::new(env!("CARGO_BIN_EXE_flotilla-load"))
         .args(args)
         .env("PATH", path)
+        // The hubs it starts inherit the tests' status stream bound.
+        .env(
+            "FLOTILLA_STATUS_STREAM_MAX_BYTES",
+            flotilla_testkit::STATUS_STREAM_MAX_BYTES.to_string(),
+        )
         .output()
         .expect("run flotilla-load");
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -29,6 +29,13 @@ use std::time::{Duration, Instant};
 pub const INSTALL_HINT: &str = "nats-server is not installed: run `apt-get install -y nats-server` \
 (Debian/Ubuntu), or `./scripts/test.sh`, which installs it";
 
+/// The status stream bound (`--status-stream-max-bytes`) of every hub a test starts: 64 MiB.
+/// JetStream reserves a stream's `max_bytes` against the server's storage, which by default is
+/// three quarters of the disk free when the server started; the hub's 8 GiB default would make
+/// a test fail on a machine with less than 11 GB free (a CI runner after a clean build), and no
+/// test writes more than a few MiB of status.
+pub const STATUS_STREAM_MAX_BYTES: i64 = 64 << 20;
+
 /// A free TCP port on 127.0.0.1 (the listener is closed before returning), chosen below the
 /// kernel's ephemeral range (32768–60999 on Linux): a port the kernel handed out as ephemeral
 /// can be taken by any outgoing connection before the server that asked for it binds it, which
@@ -150,6 +157,9 @@ pub struct NatsOptions {
     pub leaf_listen: bool,
     /// Connect as a leaf node to this port (the hub server's leaf port).
     pub leaf_remote: Option<u16>,
+    /// JetStream's storage limit in bytes (`max_file_store`); `None`: the server's default,
+    /// three quarters of the free disk.
+    pub max_file_store: Option<u64>,
     /// More configuration, appended verbatim (nats-server config syntax).
     pub extra: String,
 }
@@ -220,8 +230,12 @@ impl NatsServer {
         let leaf_port = options.leaf_listen.then(free_port);
         let mut text = format!("listen: 127.0.0.1:{port}\n");
         if options.jetstream {
+            let limit = options
+                .max_file_store
+                .map(|bytes| format!(", max_file_store: {bytes}"))
+                .unwrap_or_default();
             text += &format!(
-                "jetstream {{ store_dir: {:?} }}\n",
+                "jetstream {{ store_dir: {:?}{limit} }}\n",
                 store.path().join("js").display().to_string()
             );
         }

@@ -106,6 +106,10 @@ impl<'a> HubBuilder<'a> {
             .args(["--metrics-listen", &format!("127.0.0.1:{}", free_port())])
             .args(["--default-lease-duration-seconds", "1"])
             .args(["--lease-grace-multiplier", "3"])
+            .args([
+                "--status-stream-max-bytes",
+                &flotilla_testkit::STATUS_STREAM_MAX_BYTES.to_string(),
+            ])
             .env("RUST_LOG", self.log_level);
         if self.auto_accept {
             cmd.arg("--auto-accept");

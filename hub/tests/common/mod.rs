@@ -33,6 +33,7 @@ pub fn hub_config(nats_url: &str) -> Config {
     c.cluster.default_lease_duration_seconds = 1;
     c.cluster.lease_grace_multiplier = 3;
     c.router.ack_wait = Duration::from_secs(2);
+    c.limits.stream.max_bytes = flotilla_testkit::STATUS_STREAM_MAX_BYTES;
     c
 }
 
