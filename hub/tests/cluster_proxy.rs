@@ -416,6 +416,43 @@ async fn a_watch_streams_events_until_kubectl_goes_away() {
 }
 
 #[tokio::test]
+async fn kubectl_reaches_a_cluster_whose_agent_is_behind_a_leaf_node() {
+    // An edge site: its agents connect to the site's leaf server, which holds the one link to
+    // the hub's server.
+    let nats = NatsServer::start_leaf_hub();
+    let site = nats.start_leaf();
+    let hub = proxy_hub(&nats).await;
+    let _agent = start_agent(agent_config("edge-site-1", &site.url()));
+    wait_inventory(&hub, "edge-site-1", true).await;
+    let admin = kubectl(&hub, "edge-site-1", ADMIN);
+    let mut watch = admin.stream(&[
+        "get",
+        "configmaps",
+        "--watch",
+        "--output-watch-events",
+        "-o",
+        "jsonpath={.type} {.object.metadata.name}{\"\\n\"}",
+    ]);
+    admin
+        .ok(
+            &["create", "configmap", "via-leaf", "--from-literal=a=1"],
+            None,
+        )
+        .await;
+    assert_eq!(watch.line().await, "ADDED via-leaf");
+    let got = admin
+        .ok(
+            &["get", "configmap", "via-leaf", "-o", "jsonpath={.data.a}"],
+            None,
+        )
+        .await;
+    assert_eq!(got.trim(), "1");
+    admin.ok(&["delete", "configmap", "via-leaf"], None).await;
+    assert_eq!(watch.line().await, "DELETED via-leaf");
+    watch.kill().await;
+}
+
+#[tokio::test]
 async fn a_hub_stops_promptly_with_a_watch_open_through_it() {
     let nats = NatsServer::start();
     let hub = proxy_hub(&nats).await;
