@@ -167,6 +167,26 @@ enum Scenario {
         #[arg(long, default_value_t = 1)]
         works_per_cluster: usize,
     },
+    /// The cluster proxy: a list of --list-mib MiB through it (time, hub and agent RSS growth),
+    /// then --watches watches open at once over the fleet (time to open, hub RSS, event
+    /// latency, time to close).
+    Proxy {
+        #[command(flatten)]
+        common: Common,
+        /// The attached hub's cluster proxy (plain, no tokens: `http://127.0.0.1:PORT`); a
+        /// self-started hub gets `--cluster-proxy-listen` on a free port.
+        #[arg(long)]
+        proxy_url: Option<String>,
+        /// Size of the list, in MiB.
+        #[arg(long, default_value_t = 20)]
+        list_mib: usize,
+        /// Times the list is made.
+        #[arg(long, default_value_t = 3)]
+        list_repeats: usize,
+        /// Watches open at once.
+        #[arg(long, default_value_t = 1000)]
+        watches: usize,
+    },
     /// C request/reply round trips the size of the fanout's over the same NATS topology,
     /// without hub or agents.
     TransportLimit(Common),
@@ -295,7 +315,8 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
         Scenario::Flapping { common, .. }
         | Scenario::Ha { common, .. }
         | Scenario::Steady { common, .. }
-        | Scenario::Apply { common, .. } => (common.clone(), &scenario),
+        | Scenario::Apply { common, .. }
+        | Scenario::Proxy { common, .. } => (common.clone(), &scenario),
         Scenario::Rollout { .. } | Scenario::Addons { .. } | Scenario::Placement { .. } => {
             unreachable!("rollout, addons and placement run on their own")
         }
@@ -303,6 +324,20 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
     if common.clusters == 0 {
         anyhow::bail!("--clusters must be at least 1");
     }
+    let mut common = common;
+    let proxy_url = match kind {
+        Scenario::Proxy { proxy_url, .. } => match (proxy_url, &common.hub) {
+            (Some(url), _) => Some(url.clone()),
+            (None, Some(_)) => anyhow::bail!("an attached hub's proxy needs --proxy-url"),
+            (None, None) => {
+                let port = flotilla_testkit::free_port();
+                common.hub_args.push("--cluster-proxy-listen".into());
+                common.hub_args.push(format!("127.0.0.1:{port}"));
+                Some(format!("http://127.0.0.1:{port}"))
+            }
+        },
+        _ => None,
+    };
     let topology = topology::Topology::start(&topology::TopologyArgs {
         nats_url: common.nats_url.clone(),
         hub: common.hub.clone(),
@@ -343,6 +378,20 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
             Scenario::Ha { hubs, .. } => scenario::ha::run(run, *hubs).await,
             Scenario::TransportLimit(_) => scenario::transport::run(run).await,
             Scenario::Policy(_) => scenario::policy::run(run).await,
+            Scenario::Proxy {
+                list_mib,
+                list_repeats,
+                watches,
+                ..
+            } => {
+                let settings = scenario::proxy::Settings {
+                    proxy_url: proxy_url.clone().expect("set for the proxy scenario"),
+                    list_mib: *list_mib,
+                    repeats: *list_repeats,
+                    watches: *watches,
+                };
+                scenario::proxy::run(run, settings).await
+            }
             Scenario::Steady { seconds, .. } => scenario::steady::run(run, *seconds).await,
             Scenario::Apply {
                 works_per_cluster, ..

@@ -66,6 +66,30 @@ fn register_brings_every_cluster_to_available() {
 }
 
 #[test]
+fn the_proxy_streams_a_list_and_delivers_every_watch_event_through_a_leaf_node() {
+    let v = scenario(&[
+        "proxy",
+        "--clusters",
+        "4",
+        "--leaf-nodes",
+        "1",
+        "--list-mib",
+        "2",
+        "--list-repeats",
+        "1",
+        "--watches",
+        "40",
+        "--timeout-seconds",
+        "120",
+    ]);
+    assert_eq!(v["list_objects"], 32, "{v}");
+    assert!(v["list_bytes"].as_u64().unwrap() > 2 << 20, "{v}");
+    assert_eq!(v["watch_events_delivered"], 40, "{v}");
+    assert_eq!(v["watch_hub_open_calls"], 40.0, "{v}");
+    assert!(v["watch_close_seconds"].as_f64().is_some(), "{v}");
+}
+
+#[test]
 fn fanout_converges_and_reports_its_efficiency_and_plots() {
     let out = tempfile::tempdir().unwrap();
     let v = scenario(&[

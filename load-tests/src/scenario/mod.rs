@@ -13,6 +13,7 @@
 //! - [`flapping`]: a share of the fleet flapping while the work changes.
 //! - [`policy`]: one inform policy over every cluster until all reported, then enforced until
 //!   every cluster is Compliant.
+//! - [`proxy`]: a 20 MiB list and 1,000 watches through the cluster proxy.
 //! - [`steady`]: the idle fleet renewing its leases: hub CPU and message rate.
 //! - [`transport`]: the transport limit alone.
 
@@ -22,6 +23,7 @@ pub mod flapping;
 pub mod ha;
 pub mod hub_restart;
 pub mod policy;
+pub mod proxy;
 pub mod register;
 pub mod steady;
 pub mod storm;
