@@ -4,7 +4,7 @@
 #
 #   ./scripts/demo.sh [--clusters N] [--once]
 #
-# Ports (override with env): NATS 4222, gRPC 50051, metrics 9464.
+# Ports (override with env): NATS 4222, gRPC 50051, metrics 9464, cluster proxy 6443.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -22,6 +22,7 @@ done
 NATS_PORT="${FLOTILLA_DEMO_NATS_PORT:-4222}"
 GRPC_PORT="${FLOTILLA_DEMO_GRPC_PORT:-50051}"
 METRICS_PORT="${FLOTILLA_DEMO_METRICS_PORT:-9464}"
+PROXY_PORT="${FLOTILLA_DEMO_PROXY_PORT:-6443}"
 
 ensure_cargo
 ensure_nats_server
@@ -33,7 +34,7 @@ fi
 BIN="$(pwd)/target/debug"
 
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-for p in "$NATS_PORT" "$GRPC_PORT" "$METRICS_PORT"; do
+for p in "$NATS_PORT" "$GRPC_PORT" "$METRICS_PORT" "$PROXY_PORT"; do
   if port_busy "$p"; then
     echo "error: port $p is in use (another demo or a nats-server service?). Stop it or set FLOTILLA_DEMO_*_PORT." >&2
     exit 1
@@ -62,6 +63,7 @@ for _ in $(seq 100); do port_busy "$NATS_PORT" && break; sleep 0.1; done
 echo "== starting flotilla-hub (auto-accept) — gRPC :$GRPC_PORT, metrics :$METRICS_PORT"
 "$BIN/flotilla-hub" --nats-url "nats://127.0.0.1:$NATS_PORT" --grpc-listen "127.0.0.1:$GRPC_PORT" \
   --metrics-listen "127.0.0.1:$METRICS_PORT" --auto-accept \
+  --cluster-proxy-listen "127.0.0.1:$PROXY_PORT" \
   --status-stream-max-bytes $((1 << 30)) \
   --addon-hub-url "nats://127.0.0.1:$NATS_PORT" >"$RUN/hub.log" 2>&1 &
 PIDS+=($!)
@@ -112,6 +114,24 @@ fi
 echo
 echo "\$ flotilla describe work hello-work-demo --cluster sim-0001"
 "$BIN/flotilla" describe work hello-work-demo --cluster sim-0001
+echo
+echo "== kubectl to a simulated cluster through the hub's cluster proxy (docs/proxy.md)"
+KUBECONFIG_DEMO="$RUN/sim-0001.kubeconfig"
+"$BIN/flotilla" kubeconfig sim-0001 --server "http://127.0.0.1:$PROXY_PORT" >"$KUBECONFIG_DEMO"
+if command -v kubectl >/dev/null 2>&1; then
+  echo "\$ kubectl --kubeconfig <(flotilla kubeconfig sim-0001) get deployments -A"
+  kubectl --kubeconfig "$KUBECONFIG_DEMO" get deployments -A
+  echo "\$ kubectl --kubeconfig <(flotilla kubeconfig sim-0001) create configmap through-the-hub --from-literal=hello=edge"
+  kubectl --kubeconfig "$KUBECONFIG_DEMO" create configmap through-the-hub --from-literal=hello=edge
+  echo "\$ kubectl --kubeconfig <(flotilla kubeconfig sim-0001) get configmap through-the-hub -o jsonpath={.data.hello}"
+  got=$(kubectl --kubeconfig "$KUBECONFIG_DEMO" get configmap through-the-hub -o jsonpath='{.data.hello}')
+  echo "$got"
+  [ "$got" = edge ] || { echo "error: the ConfigMap read back through the proxy holds '$got' (logs: $RUN)" >&2; exit 1; }
+else
+  echo "(kubectl is not installed: the kubeconfig is $KUBECONFIG_DEMO)"
+  echo "\$ flotilla proxy sim-0001 get deployments"
+  "$BIN/flotilla" proxy sim-0001 get deployments
+fi
 echo
 echo "\$ flotilla apply -f - (a binding and a placement: the 3 clusters with the most allocatable and available CPU)"
 "$BIN/flotilla" apply -f - <<'YAML'
@@ -185,6 +205,7 @@ The fleet is running. In another terminal:
   $BIN/flotilla taint sim-0002 maintenance=true:NoSelect
   $BIN/flotilla watch clusters
   $BIN/flotilla proxy sim-0001 get deployments
+  kubectl --kubeconfig <($BIN/flotilla kubeconfig sim-0002) get configmaps -A --watch
   $BIN/flotilla delete work hello-work-demo --cluster sim-0001
   $BIN/flotilla describe placement demo -n default
   $BIN/flotilla get addonplacementscores          # fleet-metrics' nodeCount and workCount too

@@ -13,7 +13,8 @@ echo "== nats-server $(nats-server --version 2>&1 | head -1), and $("$FLOTILLA_N
 cargo build --workspace --bins
 cargo test --workspace "$@"
 # The README's first command, end to end on a small fleet (NATS, the hub, simulated clusters, a
-# work rollout, a placement, the add-on and an enforced policy), on ports of its own.
+# work rollout, kubectl through the cluster proxy, a placement, the add-on and an enforced
+# policy), on ports of its own.
 echo "== the demo (scripts/demo.sh --once --clusters 3)"
-FLOTILLA_DEMO_NATS_PORT=24222 FLOTILLA_DEMO_GRPC_PORT=25051 FLOTILLA_DEMO_METRICS_PORT=29464 \
+FLOTILLA_DEMO_NATS_PORT=24222 FLOTILLA_DEMO_GRPC_PORT=25051 FLOTILLA_DEMO_METRICS_PORT=29464 FLOTILLA_DEMO_PROXY_PORT=26443 \
   ./scripts/demo.sh --once --clusters 3
