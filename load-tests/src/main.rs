@@ -186,6 +186,10 @@ enum Scenario {
         /// Watches open at once.
         #[arg(long, default_value_t = 1000)]
         watches: usize,
+        /// Also list through a real `flotilla-agent` with the Kubernetes backend, on the
+        /// testkit's API server in this process (the agent's own RSS growth).
+        #[arg(long)]
+        kube_agent: bool,
     },
     /// C request/reply round trips the size of the fanout's over the same NATS topology,
     /// without hub or agents.
@@ -382,6 +386,7 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
                 list_mib,
                 list_repeats,
                 watches,
+                kube_agent,
                 ..
             } => {
                 let settings = scenario::proxy::Settings {
@@ -389,6 +394,7 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
                     list_mib: *list_mib,
                     repeats: *list_repeats,
                     watches: *watches,
+                    kube_agent: *kube_agent,
                 };
                 scenario::proxy::run(run, settings).await
             }

@@ -79,11 +79,13 @@ fn the_proxy_streams_a_list_and_delivers_every_watch_event_through_a_leaf_node()
         "1",
         "--watches",
         "40",
+        "--kube-agent",
         "--timeout-seconds",
         "120",
     ]);
     assert_eq!(v["list_objects"], 32, "{v}");
     assert!(v["list_bytes"].as_u64().unwrap() > 2 << 20, "{v}");
+    assert!(v["list_kube_bytes"].as_u64().unwrap() > 2 << 20, "{v}");
     assert_eq!(v["watch_events_delivered"], 40, "{v}");
     assert_eq!(v["watch_hub_open_calls"], 40.0, "{v}");
     assert!(v["watch_close_seconds"].as_f64().is_some(), "{v}");

@@ -3,7 +3,10 @@
 //! 1. **list**: the first cluster is filled with `list_mib` MiB of 64 KiB ConfigMaps through
 //!    the proxy (writes), and listed whole through it `repeats` times: time, throughput, and the
 //!    hub's and the fleet's peak RSS over their RSS before the lists (VmHWM, reset before each
-//!    list) — the proxy streams, so neither should grow by the list's size;
+//!    list) — the proxy streams, so neither should grow by the list's size. The simulator
+//!    builds its list body whole, so its growth is the simulator's; with `kube_agent` the same
+//!    list is made through a real `flotilla-agent` on the testkit's Kubernetes API server,
+//!    whose growth is the agent's own;
 //! 2. **watches**: `watches` watches opened at once, spread over the clusters (at most 250 on
 //!    one agent, under its cap of 256 calls): time until every one has its response head, the
 //!    hub's RSS with all of them open, then one ConfigMap created on every cluster and the time
@@ -46,6 +49,8 @@ pub struct Settings {
     pub repeats: usize,
     /// Watches opened at once.
     pub watches: usize,
+    /// Also list through a real agent on a Kubernetes API server (the testkit's).
+    pub kube_agent: bool,
 }
 
 type Http = Client<HttpConnector, Full<Bytes>>;
@@ -78,57 +83,29 @@ pub async fn run(mut run: Run, settings: Settings) -> Result<(Summary, Run)> {
         proxy.namespace(&run.fleet.name(c), WATCHED).await?;
     }
 
-    // 1. The list.
-    let first = run.fleet.name(0);
-    proxy.namespace(&first, LISTED).await?;
+    // 1. The list, from a simulated cluster (the fleet's process answers it) and, with
+    // `kube_agent`, from a real agent process forwarding to a Kubernetes API server.
     let objects = (settings.list_mib * (1 << 20)).div_ceil(OBJECT_BYTES);
-    let t = Instant::now();
-    proxy.fill(&first, objects).await?;
-    let fill = t.elapsed().as_secs_f64();
     summary.set("list_objects", objects);
-    summary.set("fill_seconds", round(fill));
-    let mut times = Vec::new();
-    let (mut hub_growth, mut fleet_growth) = (0u64, 0u64);
-    for _ in 0..settings.repeats.max(1) {
-        let hub_before = hub.and_then(rss_bytes).unwrap_or(0);
-        let fleet_before: Vec<u64> = fleet_pids
-            .iter()
-            .map(|p| rss_bytes(*p).unwrap_or(0))
-            .collect();
-        for pid in hub.iter().chain(&fleet_pids) {
-            reset_peak_rss(*pid);
-        }
-        let t = Instant::now();
-        let (bytes, items) = proxy.list(&first).await?;
-        times.push(t.elapsed().as_secs_f64());
-        if items != objects {
-            bail!("the list through the proxy had {items} of {objects} objects ({bytes} bytes)");
-        }
-        summary.set("list_bytes", bytes);
-        hub_growth = hub_growth.max(
-            hub.and_then(peak_rss_bytes)
-                .unwrap_or(0)
-                .saturating_sub(hub_before),
-        );
-        for (pid, before) in fleet_pids.iter().zip(fleet_before) {
-            fleet_growth =
-                fleet_growth.max(peak_rss_bytes(*pid).unwrap_or(0).saturating_sub(before));
-        }
+    let sim = List {
+        proxy: &proxy,
+        cluster: run.fleet.name(0),
+        objects,
+        repeats: settings.repeats.max(1),
+        hub,
+        agents: fleet_pids.clone(),
+    };
+    sim.measure(&mut summary, "list").await?;
+    if settings.kube_agent {
+        let agent = KubeAgent::start(&run.topology.agent_urls()[0], &proxy).await?;
+        let kube = List {
+            cluster: KubeAgent::NAME.to_string(),
+            agents: agent.pid().into_iter().collect(),
+            ..sim
+        };
+        kube.measure(&mut summary, "list_kube").await?;
+        agent.stop().await;
     }
-    let mut sorted = times.clone();
-    sorted.sort_by(f64::total_cmp);
-    let median = percentile(&sorted, 0.5);
-    summary.set(
-        "list_seconds",
-        times.iter().map(|t| round(*t)).collect::<Vec<_>>(),
-    );
-    summary.set("list_median_seconds", round(median));
-    summary.set(
-        "list_mib_per_second",
-        round(settings.list_mib as f64 / median.max(1e-6)),
-    );
-    summary.set("list_hub_peak_rss_growth_bytes", hub_growth);
-    summary.set("list_fleet_peak_rss_growth_bytes", fleet_growth);
 
     // 2. The watches.
     let hub_before = hub.and_then(rss_bytes).unwrap_or(0);
@@ -221,6 +198,135 @@ pub async fn run(mut run: Run, settings: Settings) -> Result<(Summary, Run)> {
     Ok((summary, run))
 }
 
+/// One list measurement: `objects` written to `cluster`, then listed `repeats` times.
+struct List<'a> {
+    proxy: &'a Proxy,
+    cluster: String,
+    objects: usize,
+    repeats: usize,
+    hub: Option<u32>,
+    /// The processes answering for the cluster (the fleet, or one agent).
+    agents: Vec<u32>,
+}
+
+impl List<'_> {
+    /// Fills, lists, and sets `<key>_…` in the summary: the fill time, each list's time, the
+    /// median, the throughput, and the hub's and the agents' peak RSS growth during a list.
+    async fn measure(&self, summary: &mut Summary, key: &str) -> Result<()> {
+        self.proxy.namespace(&self.cluster, LISTED).await?;
+        let t = Instant::now();
+        self.proxy.fill(&self.cluster, self.objects).await?;
+        summary.set(
+            &format!("{key}_fill_seconds"),
+            round(t.elapsed().as_secs_f64()),
+        );
+        let mut times = Vec::new();
+        let (mut hub_growth, mut agent_growth) = (0u64, 0u64);
+        for _ in 0..self.repeats {
+            let hub_before = self.hub.and_then(rss_bytes).unwrap_or(0);
+            let agents_before: Vec<u64> = self
+                .agents
+                .iter()
+                .map(|p| rss_bytes(*p).unwrap_or(0))
+                .collect();
+            for pid in self.hub.iter().chain(&self.agents) {
+                reset_peak_rss(*pid);
+            }
+            let t = Instant::now();
+            let (bytes, items) = self.proxy.list(&self.cluster).await?;
+            times.push(t.elapsed().as_secs_f64());
+            if items != self.objects {
+                bail!(
+                    "the list of {} through the proxy had {items} of {} objects ({bytes} bytes)",
+                    self.cluster,
+                    self.objects
+                );
+            }
+            summary.set(&format!("{key}_bytes"), bytes);
+            hub_growth = hub_growth.max(
+                self.hub
+                    .and_then(peak_rss_bytes)
+                    .unwrap_or(0)
+                    .saturating_sub(hub_before),
+            );
+            for (pid, before) in self.agents.iter().zip(agents_before) {
+                agent_growth =
+                    agent_growth.max(peak_rss_bytes(*pid).unwrap_or(0).saturating_sub(before));
+            }
+        }
+        let mut sorted = times.clone();
+        sorted.sort_by(f64::total_cmp);
+        let median = percentile(&sorted, 0.5);
+        let mib = (self.objects * OBJECT_BYTES) as f64 / f64::from(1 << 20);
+        summary.set(
+            &format!("{key}_seconds"),
+            times.iter().map(|t| round(*t)).collect::<Vec<_>>(),
+        );
+        summary.set(&format!("{key}_median_seconds"), round(median));
+        summary.set(
+            &format!("{key}_mib_per_second"),
+            round(mib / median.max(1e-6)),
+        );
+        summary.set(&format!("{key}_hub_peak_rss_growth_bytes"), hub_growth);
+        summary.set(&format!("{key}_agent_peak_rss_growth_bytes"), agent_growth);
+        Ok(())
+    }
+}
+
+/// A real `flotilla-agent` process with the Kubernetes backend, on the testkit's API server
+/// (in this process), registered with the hub and reachable through the proxy.
+struct KubeAgent {
+    child: tokio::process::Child,
+    _api: flotilla_testkit::kube::FakeKube,
+    _state: tempfile::TempDir,
+}
+
+impl KubeAgent {
+    const NAME: &'static str = "kube-0";
+
+    async fn start(nats_url: &str, proxy: &Proxy) -> Result<Self> {
+        let api = flotilla_testkit::kube::FakeKube::start().await;
+        let state = tempfile::tempdir().context("a state directory for the agent")?;
+        let child = tokio::process::Command::new(crate::topology::sibling_binary("flotilla-agent"))
+            .args(["--cluster-name", Self::NAME, "--nats-url", nats_url])
+            .args(["--backend", "kubernetes", "--kubeconfig"])
+            .arg(api.kubeconfig())
+            .arg("--state-dir")
+            .arg(state.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .context(
+                "starting flotilla-agent (build it with `cargo build --release -p flotilla-agent`)",
+            )?;
+        let agent = Self {
+            child,
+            _api: api,
+            _state: state,
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !proxy.reachable(Self::NAME).await {
+            if Instant::now() > deadline {
+                bail!(
+                    "{} was not reachable through the proxy within 60 s",
+                    Self::NAME
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        Ok(agent)
+    }
+
+    fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    async fn stop(mut self) {
+        let _ = self.child.kill().await;
+    }
+}
+
 /// The hub's cluster proxy, as a client sees it.
 #[derive(Clone)]
 struct Proxy {
@@ -254,6 +360,23 @@ impl Proxy {
             done.context("a write task")??;
         }
         Ok(())
+    }
+
+    /// Whether `cluster` answers through the proxy.
+    async fn reachable(&self, cluster: &str) -> bool {
+        let Ok(request) = http::Request::get(self.url(cluster, "/api/v1/namespaces"))
+            .body(Full::new(Bytes::new()))
+        else {
+            return false;
+        };
+        match self.http.request(request).await {
+            Ok(r) => {
+                let ok = r.status().is_success();
+                let _ = r.into_body().collect().await;
+                ok
+            }
+            Err(_) => false,
+        }
     }
 
     /// Creates one ConfigMap with `bytes` of data.
