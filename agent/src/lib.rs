@@ -377,6 +377,7 @@ async fn prepare(
             max_event_bytes: config.max_event_bytes,
             raw_json: config.feature_gates.raw_json(),
             metrics: config.metrics.clone(),
+            drift: work::drift::DriftRules::default(),
         },
     )?;
     // Secure mode: one key per add-on, kept with the agent's state, shared by the Secrets'

@@ -39,6 +39,10 @@ pub struct AgentMetrics {
     pub status_events: Family<Outcome, Counter>,
     /// Works held.
     pub works: Gauge,
+    /// Resources a work wrote back because someone else had changed or deleted them.
+    pub drift_repairs: Counter,
+    /// Fights over a work's resources (repairs backing off, `Contested`) that began.
+    pub drift_fights: Counter,
 }
 
 impl std::fmt::Debug for AgentMetrics {
@@ -63,6 +67,8 @@ impl Default for AgentMetrics {
             applies: Family::default(),
             status_events: Family::default(),
             works: Gauge::default(),
+            drift_repairs: Counter::default(),
+            drift_fights: Counter::default(),
         };
         registry.register(
             "connected",
@@ -96,6 +102,16 @@ impl Default for AgentMetrics {
             m.status_events.clone(),
         );
         registry.register("works", "Works held", m.works.clone());
+        registry.register(
+            "drift_repairs",
+            "Resources written back by their work after someone else changed or deleted them",
+            m.drift_repairs.clone(),
+        );
+        registry.register(
+            "drift_fights",
+            "Fights over a work's resources that began (repairs backing off, Contested)",
+            m.drift_fights.clone(),
+        );
         *m.registry.lock().expect("registry lock") = registry;
         m
     }

@@ -287,12 +287,21 @@ struct Spoke {
     _nats: NatsServer,
     fake: FakeKube,
     manager: WorkManager,
+    metrics: Arc<flotilla_agent::metrics::AgentMetrics>,
     reports: async_nats::Subscriber,
     _state: tempfile::TempDir,
 }
 
 impl Spoke {
     async fn start() -> Self {
+        Self::start_with(WorkConfig {
+            status_interval: Duration::from_millis(200),
+            ..WorkConfig::default()
+        })
+        .await
+    }
+
+    async fn start_with(config: WorkConfig) -> Self {
         let nats = NatsServer::start();
         let client = async_nats::connect(nats.url()).await.expect("connect");
         let js = async_nats::jetstream::new(client.clone());
@@ -310,10 +319,7 @@ impl Spoke {
         let (fake, kube) = cluster().await;
         let state = tempfile::tempdir().expect("state dir");
         let store = Arc::new(LocalStore::open(state.path(), CLUSTER).expect("local store"));
-        let config = WorkConfig {
-            status_interval: Duration::from_millis(200),
-            ..WorkConfig::default()
-        };
+        let metrics = config.metrics.clone();
         let publisher = Publisher::new(client, store.clone(), CLUSTER, MAX, config.metrics.clone());
         let manager = WorkManager::start(CLUSTER, Arc::new(kube), store, publisher, config)
             .expect("work manager");
@@ -321,6 +327,7 @@ impl Spoke {
             _nats: nats,
             fake,
             manager,
+            metrics,
             reports,
             _state: state,
         }
@@ -478,4 +485,142 @@ async fn a_work_without_an_executor_is_refused_in_the_api_servers_words_under_le
     assert!(message.ends_with(&refusal), "{message}");
     assert!(spoke.fake.get(&settings(NS)).is_none());
     assert!(spoke.fake.impersonations().is_empty());
+}
+
+/// Waits until the fake holds `settings` with `data.a == value`.
+async fn holds(fake: &FakeKube, value: &str, within: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + within;
+    while tokio::time::Instant::now() < deadline {
+        if fake
+            .get(&settings(NS))
+            .is_some_and(|o| o["data"]["a"] == value)
+        {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+/// A work whose periodic re-apply is an hour away: what repairs its resources is the watch.
+fn watch_only(drift: flotilla_agent::work::drift::DriftRules) -> WorkConfig {
+    WorkConfig {
+        status_interval: Duration::from_secs(120),
+        drift,
+        ..WorkConfig::default()
+    }
+}
+
+/// Drift is repaired from the watch within seconds, not at the periodic re-apply: a deleted
+/// ConfigMap comes back, a changed field is set back, and a status-only change writes nothing.
+#[tokio::test]
+async fn a_resource_deleted_or_changed_on_the_spoke_is_repaired_within_seconds() {
+    let mut spoke = Spoke::start_with(watch_only(Default::default())).await;
+    grant(&spoke.fake, &["*"]);
+    spoke
+        .spec(Action::CreateRequest, &work("config", 1, true, "one"))
+        .await;
+    spoke
+        .report("applied", |r| {
+            r.observed_generation == 1 && applied(r).is_some_and(|(s, _)| s == "True")
+        })
+        .await;
+
+    assert!(spoke.fake.remove(&settings(NS)));
+    assert!(
+        holds(&spoke.fake, "one", Duration::from_secs(5)).await,
+        "the deleted ConfigMap was not re-created within 5 s"
+    );
+    assert!(
+        spoke
+            .fake
+            .merge(&settings(NS), &json!({"data": {"a": "edited"}}))
+    );
+    assert!(
+        holds(&spoke.fake, "one", Duration::from_secs(5)).await,
+        "the edited field was not set back within 5 s"
+    );
+    assert_eq!(spoke.metrics.drift_repairs.get(), 2);
+    assert_eq!(spoke.metrics.drift_fights.get(), 0);
+    let writes = config_map_writes(spoke.fake.requests()).len();
+    // Someone else's write that leaves the work's fields alone is not fought.
+    assert!(spoke.fake.merge(
+        &settings(NS),
+        &json!({"metadata": {"labels": {"team": "b"}}})
+    ));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(config_map_writes(spoke.fake.requests()).len(), writes);
+    assert_eq!(spoke.metrics.drift_repairs.get(), 2);
+}
+
+/// Someone who keeps changing a work's resource back is not fought at full speed: after three
+/// repairs within the window, repairs wait a back-off, and the work reports `Contested`.
+#[tokio::test]
+async fn a_resource_someone_keeps_changing_is_repaired_with_back_off_and_reported_contested() {
+    let rules = flotilla_agent::work::drift::DriftRules {
+        debounce: Duration::from_millis(100),
+        window: Duration::from_secs(60),
+        fight_after: 3,
+        backoff_min: Duration::from_secs(3),
+        backoff_max: Duration::from_secs(60),
+    };
+    let mut spoke = Spoke::start_with(watch_only(rules)).await;
+    grant(&spoke.fake, &["*"]);
+    spoke
+        .spec(Action::CreateRequest, &work("config", 1, true, "one"))
+        .await;
+    spoke
+        .report("applied", |r| {
+            r.observed_generation == 1 && applied(r).is_some_and(|(s, _)| s == "True")
+        })
+        .await;
+    for round in 0..3 {
+        assert!(spoke.fake.merge(
+            &settings(NS),
+            &json!({"data": {"a": format!("intruder-{round}")}})
+        ));
+        assert!(
+            holds(&spoke.fake, "one", Duration::from_secs(3)).await,
+            "round {round} was not repaired"
+        );
+    }
+    let contested = spoke
+        .report("contested", |r| {
+            r.status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.r#type == "Contested" && c.status == "True")
+            })
+        })
+        .await;
+    let condition = contested
+        .status
+        .unwrap()
+        .conditions
+        .into_iter()
+        .find(|c| c.r#type == "Contested")
+        .unwrap();
+    assert_eq!(condition.reason, "ChangedByOthers");
+    assert!(
+        condition.message.contains("3 times"),
+        "{}",
+        condition.message
+    );
+    assert_eq!(spoke.metrics.drift_fights.get(), 1);
+
+    // The fourth change waits out the back-off (3 s from the last repair), then is repaired.
+    assert!(
+        spoke
+            .fake
+            .merge(&settings(NS), &json!({"data": {"a": "intruder-3"}}))
+    );
+    assert!(
+        !holds(&spoke.fake, "one", Duration::from_millis(1500)).await,
+        "repaired at full speed during a fight"
+    );
+    assert!(
+        holds(&spoke.fake, "one", Duration::from_secs(5)).await,
+        "not repaired after the back-off"
+    );
+    assert_eq!(spoke.metrics.drift_repairs.get(), 4);
 }

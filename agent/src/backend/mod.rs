@@ -197,6 +197,13 @@ pub trait Backend: Send + Sync + 'static {
         None
     }
 
+    /// Bumps `signal` whenever someone else changes or deletes `id` on the cluster (as
+    /// `executor` sees it), so a work repairs drift when it happens rather than at its next
+    /// periodic re-apply. The agent's own writes do not bump it. Following again is harmless;
+    /// dropping the signal's receiver ends it. The Kubernetes backend follows through its watch
+    /// caches; by default nothing is followed (the periodic re-apply still repairs).
+    async fn follow(&self, _executor: Option<&Executor>, _id: &ManifestId, _signal: &DriftSignal) {}
+
     /// Serves one Kubernetes API request of the cluster proxy (`flotilla-hub
     /// --cluster-proxy-listen`), streaming the response; a backend that cannot answers 501.
     async fn serve_api(self: std::sync::Arc<Self>, _request: api::ApiRequest) -> api::ApiResponse {
@@ -228,6 +235,46 @@ pub trait Backend: Send + Sync + 'static {
         _orphan: bool,
     ) -> Result<(), BackendError> {
         Ok(())
+    }
+}
+
+/// A work's signal that one of its objects was changed on the cluster by someone else
+/// ([`Backend::follow`]); its value counts the changes. Backends hold it weakly.
+#[derive(Debug, Clone)]
+pub struct DriftSignal(std::sync::Arc<tokio::sync::watch::Sender<u64>>);
+
+impl DriftSignal {
+    /// A signal and the receiver its owner waits on.
+    pub fn new() -> (Self, tokio::sync::watch::Receiver<u64>) {
+        let (tx, rx) = tokio::sync::watch::channel(0);
+        (Self(std::sync::Arc::new(tx)), rx)
+    }
+
+    /// A handle that does not keep the signal alive.
+    pub fn downgrade(&self) -> WeakDriftSignal {
+        WeakDriftSignal(std::sync::Arc::downgrade(&self.0))
+    }
+}
+
+/// A [`DriftSignal`] held by a backend: bumping it after its owner is gone does nothing.
+#[derive(Debug, Clone)]
+pub struct WeakDriftSignal(std::sync::Weak<tokio::sync::watch::Sender<u64>>);
+
+impl WeakDriftSignal {
+    /// Bumps the signal; `false` when its owner is gone (drop this handle).
+    pub fn bump(&self) -> bool {
+        match self.0.upgrade() {
+            Some(tx) => {
+                tx.send_modify(|n| *n = n.wrapping_add(1));
+                !tx.is_closed()
+            }
+            None => false,
+        }
+    }
+
+    /// Whether both handles are of the same signal.
+    pub fn same(&self, other: &WeakDriftSignal) -> bool {
+        std::sync::Weak::ptr_eq(&self.0, &other.0)
     }
 }
 

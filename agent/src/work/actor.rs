@@ -1,8 +1,9 @@
 //! The WorkActor: one task per ManifestWork on the spoke.
 
 use super::conditions::{self, ApplyResult, Health};
+use super::drift::{self, Drift};
 use super::{Ownership, Publisher, WorkConfig};
-use crate::backend::{ApplyOutcome, Backend, BackendError, Strategy};
+use crate::backend::{ApplyOutcome, Backend, BackendError, DriftSignal, Strategy};
 use crate::store::LocalStore;
 use flotilla_api::feedback::{CompiledRules, FeedbackRule, FieldValue as Fv, JsonPathRule};
 use flotilla_api::v1::{
@@ -149,7 +150,11 @@ pub(super) fn spawn(
         .map(|m| m.name.clone())
         .unwrap_or_default();
     let span = tracing::info_span!("work", cluster.name = %cluster, work.name = %name);
+    let (drift_signal, drift_rx) = DriftSignal::new();
     let actor = WorkActor {
+        drift: Drift::new(config.drift),
+        drift_signal,
+        drift_rx,
         rid: record.resource_id.clone(),
         name,
         cluster,
@@ -183,6 +188,11 @@ fn generation_of(w: Option<&ManifestWork>) -> i64 {
 }
 
 struct WorkActor {
+    /// Drift repair's timing.
+    drift: Drift,
+    /// Bumped by the backend when someone else changes what this work applied.
+    drift_signal: DriftSignal,
+    drift_rx: tokio::sync::watch::Receiver<u64>,
     rid: String,
     name: String,
     cluster: String,
@@ -235,7 +245,18 @@ impl WorkActor {
         let mut tick = observer(period).await;
         let mut ticks: u32 = 0;
         while !self.finished.load(Ordering::Relaxed) {
+            let repair_due = self.drift.due();
             tokio::select! {
+                Ok(()) = self.drift_rx.changed() => {
+                    if !self.record.deleting {
+                        self.drift.changed(std::time::Instant::now());
+                    }
+                }
+                () = async {
+                    if let Some(at) = repair_due {
+                        tokio::time::sleep_until(at.into()).await;
+                    }
+                }, if repair_due.is_some() => self.repair().await,
                 msg = self.rx.recv() => match msg {
                     None => break,
                     Some(WorkMsg::Update(work, traceparent)) => {
@@ -263,8 +284,13 @@ impl WorkActor {
                     } else {
                         let failed = self.apply_results.iter().any(|r| !r.applied);
                         if failed || ticks.is_multiple_of(self.reapply_every(period)) {
-                            self.apply().await;
+                            let writes = self.apply().await;
+                            if !failed && writes > 0 {
+                                // Drift no watch reported, found by the periodic pass.
+                                self.config.metrics.drift_repairs.inc_by(writes as u64);
+                            }
                         }
+                        self.drift.forget(std::time::Instant::now());
                         self.refresh_and_publish(false).await;
                     }
                 }
@@ -274,6 +300,29 @@ impl WorkActor {
 
     fn work(&self) -> ManifestWork {
         self.record.work.clone().unwrap_or_default()
+    }
+
+    /// Applies again after someone else changed what this work applied, and reports it.
+    async fn repair(&mut self) {
+        let writes = self.apply().await;
+        let was_fighting = self.drift.fight().is_some();
+        self.drift.repaired(std::time::Instant::now(), writes);
+        if writes > 0 {
+            self.config.metrics.drift_repairs.inc_by(writes as u64);
+            tracing::info!(
+                resources = writes,
+                "repaired drift: resources changed on the cluster by someone else were applied again"
+            );
+        }
+        if let (false, Some(fight)) = (was_fighting, self.drift.fight()) {
+            self.config.metrics.drift_fights.inc();
+            tracing::warn!(
+                repairs = fight.repairs,
+                backoff_seconds = fight.backoff.as_secs(),
+                "someone keeps changing this work's resources back; repairs back off"
+            );
+        }
+        self.refresh_and_publish(false).await;
     }
 
     async fn update(&mut self, work: ManifestWork) {
@@ -383,7 +432,9 @@ impl WorkActor {
 
     /// Applies every manifest (Namespaces and CRDs first), then removes what the work no longer
     /// declares, and saves the record.
-    async fn apply(&mut self) {
+    /// Applies every manifest; returns how many resources it wrote (created or changed).
+    async fn apply(&mut self) -> usize {
+        let mut writes = 0;
         let mut order: Vec<usize> = (0..self.manifests.len()).collect();
         order.sort_by_key(|i| match &self.manifests[*i].id {
             Ok(id) if id.kind == "Namespace" || id.kind == "CustomResourceDefinition" => 0,
@@ -488,6 +539,12 @@ impl WorkActor {
                 Ok(outcome) => {
                     if matches!(outcome, ApplyOutcome::Created | ApplyOutcome::Updated) {
                         tracing::debug!(resource = %id.describe(), ?outcome, "applied");
+                        writes += 1;
+                    }
+                    if m.strategy != Strategy::ReadOnly {
+                        self.backend
+                            .follow(executor.as_ref(), id, &self.drift_signal)
+                            .await;
                     }
                     ApplyResult {
                         applied: true,
@@ -541,6 +598,7 @@ impl WorkActor {
         if let Err(e) = self.store.save_work(&self.record) {
             tracing::error!(error = %e, "saving the work record failed");
         }
+        writes
     }
 
     /// Releases this work's claim on a resource and deletes it (as the work's executor) unless
@@ -718,6 +776,26 @@ impl WorkActor {
         let refs: Vec<&[Condition]> = manifests.iter().map(|m| m.conditions.as_slice()).collect();
         super::condition_rules::aggregate(&mut self.status.conditions, &refs);
         conditions::work_conditions(&mut self.status.conditions, &refs, generation);
+        match self.drift.fight() {
+            Some(fight) => {
+                flotilla_api::meta::set_condition(
+                    &mut self.status.conditions,
+                    drift::CONTESTED,
+                    flotilla_api::meta::status::TRUE,
+                    "ChangedByOthers",
+                    &format!(
+                        "someone else keeps changing this work's resources on the cluster: \
+                         written back {} times in the last {} s; repairs now wait {} s",
+                        fight.repairs,
+                        self.drift.rules().window.as_secs(),
+                        fight.backoff.as_secs()
+                    ),
+                );
+            }
+            None => {
+                flotilla_api::meta::remove_condition(&mut self.status.conditions, drift::CONTESTED);
+            }
+        }
         self.status.resource_status = Some(ManifestResourceStatus { manifests });
         let report = WorkStatusReport {
             cluster_name: self.cluster.clone(),

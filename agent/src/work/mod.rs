@@ -14,6 +14,7 @@
 pub mod actor;
 pub mod condition_rules;
 pub mod conditions;
+pub mod drift;
 pub mod ignore;
 
 use crate::backend::Backend;
@@ -80,6 +81,8 @@ pub struct WorkConfig {
     pub raw_json: RawJson,
     /// Where applies and works are counted.
     pub metrics: Arc<crate::metrics::AgentMetrics>,
+    /// When drift seen by the backend's watches is repaired.
+    pub drift: drift::DriftRules,
 }
 
 impl Default for WorkConfig {
@@ -89,6 +92,7 @@ impl Default for WorkConfig {
             max_event_bytes: flotilla_bus::envelope::DEFAULT_MAX_EVENT_BYTES,
             raw_json: RawJson::Disabled,
             metrics: Arc::default(),
+            drift: drift::DriftRules::default(),
         }
     }
 }

@@ -8,7 +8,13 @@
 //! and serves reads once its list arrived. The watch resumes from the last resourceVersion it
 //! saw; when the server answers 410 (too old) or the stream fails, the cache lists again. Writes
 //! made by the agent update the cache at once, so a status read right after an apply sees it.
+//!
+//! Works follow their objects here ([`Cache::follow`]): an event that brings news of a
+//! followed object — a change the agent did not just write itself, or a deletion — bumps the
+//! works' drift signals, and so does a list after the watch broke (what happened meanwhile is
+//! unknown).
 
+use crate::backend::WeakDriftSignal;
 use kube::api::{Api, DynamicObject, ListParams, WatchEvent, WatchParams};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -20,6 +26,8 @@ use std::time::Duration;
 pub struct Cache {
     objects: RwLock<HashMap<String, Value>>,
     synced: std::sync::atomic::AtomicBool,
+    /// Drift signals of the works that applied each object, by name.
+    followers: std::sync::Mutex<HashMap<String, Vec<WeakDriftSignal>>>,
 }
 
 impl Cache {
@@ -53,6 +61,34 @@ impl Cache {
         )
     }
 
+    /// Bumps `signal` on news of the object `name` from now on (once per signal).
+    pub fn follow(&self, name: &str, signal: WeakDriftSignal) {
+        let mut followers = self.followers.lock().unwrap_or_else(|p| p.into_inner());
+        let list = followers.entry(name.to_string()).or_default();
+        if !list.iter().any(|s| s.same(&signal)) {
+            list.push(signal);
+        }
+    }
+
+    /// Bumps the followers of `name` (every follower when `None`), forgetting those gone.
+    fn tell(&self, name: Option<&str>) {
+        let mut followers = self.followers.lock().unwrap_or_else(|p| p.into_inner());
+        match name {
+            Some(name) => {
+                if let Some(list) = followers.get_mut(name) {
+                    list.retain(WeakDriftSignal::bump);
+                    if list.is_empty() {
+                        followers.remove(name);
+                    }
+                }
+            }
+            None => followers.retain(|_, list| {
+                list.retain(WeakDriftSignal::bump);
+                !list.is_empty()
+            }),
+        }
+    }
+
     /// Records an object the agent just wrote (if it is newer than what the cache holds).
     pub fn put(&self, object: Value) {
         let Some(name) = object["metadata"]["name"].as_str().map(str::to_string) else {
@@ -80,23 +116,48 @@ impl Cache {
             .store(true, std::sync::atomic::Ordering::Release);
     }
 
-    fn apply(&self, event: WatchEvent<DynamicObject>) -> Option<String> {
+    /// Takes in a watch event; returns the revision to resume from, and the name of the
+    /// object it brought news of (not an echo of the agent's own write, which [`Cache::put`]
+    /// already holds at that revision or later).
+    fn apply(&self, event: WatchEvent<DynamicObject>) -> (Option<String>, Option<String>) {
         let (object, deleted) = match event {
             WatchEvent::Added(o) | WatchEvent::Modified(o) => (o, false),
             WatchEvent::Deleted(o) => (o, true),
-            WatchEvent::Bookmark(b) => return Some(b.metadata.resource_version),
-            WatchEvent::Error(_) => return None,
+            WatchEvent::Bookmark(b) => return (Some(b.metadata.resource_version), None),
+            WatchEvent::Error(_) => return (None, None),
         };
         let rv = object.metadata.resource_version.clone();
         let name = object.metadata.name.clone().unwrap_or_default();
         let mut objects = self.objects.write().unwrap_or_else(|p| p.into_inner());
-        if deleted {
-            objects.remove(&name);
-        } else if let Ok(v) = serde_json::to_value(object) {
-            objects.insert(name, v);
-        }
-        rv
+        let news = if deleted {
+            objects.remove(&name).is_some()
+        } else {
+            match serde_json::to_value(object) {
+                Ok(v) => {
+                    let held = objects.get(&name);
+                    let echo =
+                        held.is_some_and(|h| revision(h) >= revision(&v) && revision(&v) > 0);
+                    let status_only = held.is_some_and(|h| status_only(h, &v));
+                    if !echo {
+                        objects.insert(name.clone(), v);
+                    }
+                    !echo && !status_only
+                }
+                Err(_) => false,
+            }
+        };
+        (rv, news.then_some(name))
     }
+}
+
+/// Whether `next` differs from `held` only in what controllers report: the same
+/// `metadata.generation` (set, so spec changes would have raised it), labels and annotations.
+fn status_only(held: &Value, next: &Value) -> bool {
+    let generation = &next["metadata"]["generation"];
+    generation.as_i64().is_some_and(|g| g > 0)
+        && held["metadata"]["generation"] == *generation
+        && held["metadata"]["labels"] == next["metadata"]["labels"]
+        && held["metadata"]["annotations"] == next["metadata"]["annotations"]
 }
 
 /// The numeric resourceVersion of an object (0 when missing or opaque).
@@ -141,12 +202,17 @@ pub fn spawn(
                 }
             };
             let mut rv = list.metadata.resource_version.clone().unwrap_or_default();
+            let relisted = cache.synced.load(std::sync::atomic::Ordering::Acquire);
             cache.replace_all(
                 list.items
                     .into_iter()
                     .filter_map(|o| serde_json::to_value(o).ok())
                     .collect(),
             );
+            if relisted {
+                // The watch broke: whatever happened meanwhile is unknown to the followers.
+                cache.tell(None);
+            }
             drop(cache);
             bump();
             loop {
@@ -182,8 +248,12 @@ pub fn spawn(
                         Ok(ev) => {
                             failures = 0;
                             let object_event = !matches!(ev, WatchEvent::Bookmark(_));
-                            if let Some(next) = cache.apply(ev) {
+                            let (next, news) = cache.apply(ev);
+                            if let Some(next) = next {
                                 rv = next;
+                            }
+                            if let Some(name) = news {
+                                cache.tell(Some(&name));
                             }
                             drop(cache);
                             if object_event {
@@ -195,4 +265,28 @@ pub fn spawn(
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::status_only;
+    use serde_json::json;
+
+    #[test]
+    fn a_controllers_status_report_is_not_news_but_a_spec_or_label_change_is() {
+        let held = json!({"metadata": {"generation": 2, "labels": {"a": "1"}}, "status": {"r": 1}});
+        let status =
+            json!({"metadata": {"generation": 2, "labels": {"a": "1"}}, "status": {"r": 2}});
+        let spec = json!({"metadata": {"generation": 3, "labels": {"a": "1"}}});
+        let label = json!({"metadata": {"generation": 2, "labels": {"a": "2"}}});
+        assert!(status_only(&held, &status));
+        assert!(!status_only(&held, &spec));
+        assert!(!status_only(&held, &label));
+        // Without a generation (a ConfigMap) every change is news.
+        let cm = json!({"metadata": {}, "data": {"a": "1"}});
+        assert!(!status_only(
+            &cm,
+            &json!({"metadata": {}, "data": {"a": "2"}})
+        ));
+    }
 }

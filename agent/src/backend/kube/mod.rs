@@ -745,6 +745,18 @@ impl Backend for KubeBackend {
         }
     }
 
+    async fn follow(
+        &self,
+        executor: Option<&Executor>,
+        id: &ManifestId,
+        signal: &crate::backend::DriftSignal,
+    ) {
+        match self.cache(id, executor).await {
+            Ok(cache) => cache.follow(&id.name, signal.downgrade()),
+            Err(e) => tracing::debug!(resource = %id.describe(), error = %e, "not following"),
+        }
+    }
+
     async fn authorize(
         &self,
         executor: Option<&Executor>,
