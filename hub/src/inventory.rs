@@ -5,6 +5,7 @@
 
 use dashmap::DashMap;
 use flotilla_api::v1::{ManagedCluster, ManifestWork};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use tokio::sync::broadcast;
 
@@ -40,9 +41,12 @@ impl<T> Clone for Change<T> {
     }
 }
 
-/// Objects by key plus a change broadcast.
+/// Objects by key plus a change broadcast, with the keys of `<namespace>/<name>` objects
+/// indexed by namespace: a namespace's objects (a cluster's works, add-ons, scores) are found
+/// without scanning every object, which made per-cluster lookups quadratic at 10,000 clusters.
 pub struct Inventory<T> {
     objects: Arc<DashMap<Arc<str>, Arc<T>>>,
+    namespaces: Arc<DashMap<Arc<str>, BTreeSet<Arc<str>>>>,
     changes: broadcast::Sender<Change<T>>,
 }
 
@@ -50,9 +54,15 @@ impl<T> Clone for Inventory<T> {
     fn clone(&self) -> Self {
         Self {
             objects: self.objects.clone(),
+            namespaces: self.namespaces.clone(),
             changes: self.changes.clone(),
         }
     }
+}
+
+/// The namespace of a `<namespace>/<name>` key.
+fn namespace_of(key: &str) -> Option<&str> {
+    key.split_once('/').map(|(ns, _)| ns)
 }
 
 /// Every cluster, keyed by name.
@@ -66,6 +76,7 @@ impl<T: Send + Sync + 'static> Inventory<T> {
         let (changes, _) = broadcast::channel(capacity.max(16));
         Self {
             objects: Arc::new(DashMap::new()),
+            namespaces: Arc::new(DashMap::new()),
             changes,
         }
     }
@@ -80,7 +91,15 @@ impl<T: Send + Sync + 'static> Inventory<T> {
         let key: Arc<str> = key.into();
         let kind = match self.objects.insert(key.clone(), object.clone()) {
             Some(_) => ChangeKind::Modified,
-            None => ChangeKind::Added,
+            None => {
+                if let Some(ns) = namespace_of(&key) {
+                    self.namespaces
+                        .entry(ns.into())
+                        .or_default()
+                        .insert(key.clone());
+                }
+                ChangeKind::Added
+            }
         };
         let _ = self.changes.send(Change { kind, key, object });
     }
@@ -88,6 +107,13 @@ impl<T: Send + Sync + 'static> Inventory<T> {
     /// Removes an object.
     pub fn remove(&self, key: &str) {
         if let Some((key, object)) = self.objects.remove(key) {
+            if let Some(ns) = namespace_of(&key) {
+                self.namespaces
+                    .remove_if_mut(ns, |_, keys| {
+                        keys.remove(&key);
+                        keys.is_empty()
+                    });
+            }
             let _ = self.changes.send(Change {
                 kind: ChangeKind::Deleted,
                 key,
@@ -112,8 +138,25 @@ impl<T: Send + Sync + 'static> Inventory<T> {
         all.into_iter().map(|(_, v)| v).collect()
     }
 
-    /// Keys and objects whose key starts with `prefix`, sorted by key.
+    /// Keys and objects whose key starts with `prefix`, sorted by key. A namespace's prefix
+    /// (`<namespace>/`) is answered from the index; any other prefix scans every object.
     pub fn with_prefix(&self, prefix: &str) -> Vec<(Arc<str>, Arc<T>)> {
+        if let Some(ns) = prefix.strip_suffix('/')
+            && !ns.contains('/')
+        {
+            let keys: Vec<Arc<str>> = self
+                .namespaces
+                .get(ns)
+                .map(|keys| keys.iter().cloned().collect())
+                .unwrap_or_default();
+            return keys
+                .into_iter()
+                .filter_map(|k| {
+                    let v = self.objects.get(&k)?.clone();
+                    Some((k, v))
+                })
+                .collect();
+        }
         let mut all: Vec<(Arc<str>, Arc<T>)> = self
             .objects
             .iter()
@@ -167,5 +210,27 @@ mod tests {
         let del = rx.try_recv().unwrap();
         assert_eq!((del.kind, &*del.key), (ChangeKind::Deleted, "c1/a"));
         assert_eq!(inv.snapshot().len(), 1);
+    }
+
+    #[test]
+    fn a_namespaces_objects_come_from_the_index_sorted_and_follow_removals() {
+        let inv: Inventory<String> = Inventory::new(16);
+        for key in ["c1/b", "c1/a", "c10/a", "c2/a", "top"] {
+            inv.upsert(key, key.to_string());
+        }
+        inv.upsert("c1/a", "again".into());
+        let keys = |p: &str| -> Vec<String> {
+            inv.with_prefix(p).iter().map(|(k, _)| k.to_string()).collect()
+        };
+        assert_eq!(keys("c1/"), ["c1/a", "c1/b"]);
+        assert_eq!(inv.with_prefix("c1/")[0].1.as_str(), "again");
+        // Not a namespace prefix: scanned, same answer shape.
+        assert_eq!(keys("c1"), ["c1/a", "c1/b", "c10/a"]);
+        assert_eq!(keys(""), ["c1/a", "c1/b", "c10/a", "c2/a", "top"]);
+        inv.remove("c1/a");
+        inv.remove("c1/b");
+        assert!(keys("c1/").is_empty());
+        assert!(inv.namespaces.get("c1").is_none());
+        assert_eq!(keys("c2/"), ["c2/a"]);
     }
 }
