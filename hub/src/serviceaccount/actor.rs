@@ -119,7 +119,7 @@ pub(super) fn spawn(
                 let newer = e
                     .token
                     .as_ref()
-                    .is_none_or(|(_, r)| r.issued_at < record.issued_at);
+                    .is_none_or(|(_, r)| issued(r) < issued(&record));
                 if newer {
                     if let Some((old, _)) = e.token.replace((hash, record)) {
                         stray.push(token_key(&key_cluster(&key), &old));
@@ -141,6 +141,12 @@ pub(super) fn spawn(
         tracing::info_span!("serviceaccounts"),
     ));
     (tx, task)
+}
+
+fn issued(r: &ServiceAccountTokenRecord) -> SystemTime {
+    r.issued_at
+        .as_ref()
+        .map_or(SystemTime::UNIX_EPOCH, flotilla_api::meta::system_time)
 }
 
 fn key_cluster(key: &str) -> String {

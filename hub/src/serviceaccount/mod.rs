@@ -142,7 +142,8 @@ impl std::fmt::Debug for ServiceAccounts {
     }
 }
 
-fn key_of(m: Option<&flotilla_api::v1::ObjectMeta>) -> ObjectRef {
+/// The key of an object's metadata.
+pub(crate) fn object_key(m: Option<&flotilla_api::v1::ObjectMeta>) -> ObjectRef {
     let m = m.cloned().unwrap_or_default();
     ObjectRef::new(&m.namespace, &m.name)
 }
@@ -321,4 +322,3 @@ pub(crate) fn token_key(cluster: &str, hash: &str) -> String {
     format!("{cluster}.{hash}")
 }
 
-pub(crate) use key_of as object_key;
