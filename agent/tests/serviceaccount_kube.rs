@@ -4,9 +4,9 @@
 //! the agent keeps, proxied calls made with that token as the ServiceAccount, and the
 //! ServiceAccount deleted.
 
+use flotilla_agent::backend::Backend;
 use flotilla_agent::backend::api::{ApiRequest, Bearer};
 use flotilla_agent::backend::kube::KubeBackend;
-use flotilla_agent::backend::Backend;
 use flotilla_testkit::kube::{FakeKube, FakeOptions, ObjectKey};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -49,14 +49,24 @@ async fn the_token_request_api_issues_a_token_with_the_expiry_the_cluster_caps()
     kube.ensure_service_account(NS, "viewer").await.unwrap();
     // Twice: it exists already.
     kube.ensure_service_account(NS, "viewer").await.unwrap();
-    assert!(fake.get(&ObjectKey::new("", "namespaces", "", NS)).is_some());
-    assert!(fake.get(&ObjectKey::new("", "serviceaccounts", NS, "viewer")).is_some());
+    assert!(
+        fake.get(&ObjectKey::new("", "namespaces", "", NS))
+            .is_some()
+    );
+    assert!(
+        fake.get(&ObjectKey::new("", "serviceaccounts", NS, "viewer"))
+            .is_some()
+    );
     let asked = Duration::from_secs(8640 * 3600);
     let before = SystemTime::now();
     let issued = kube.request_token(NS, "viewer", asked).await.unwrap();
     let tokens = fake.tokens();
     assert_eq!(tokens.len(), 1);
-    assert_eq!(tokens[0].asked_seconds, asked.as_secs() as i64, "expirationSeconds = validity");
+    assert_eq!(
+        tokens[0].asked_seconds,
+        asked.as_secs() as i64,
+        "expirationSeconds = validity"
+    );
     assert_eq!(issued.token, tokens[0].token);
     let lifetime = issued.expires.duration_since(before).unwrap();
     assert!(
@@ -72,16 +82,39 @@ async fn the_token_request_api_issues_a_token_with_the_expiry_the_cluster_caps()
 
     // Proxied calls with the token go as the ServiceAccount (not the agent), so the cluster's
     // RBAC decides; an unknown token is the API server's 401.
-    let as_sa = kube.clone().serve_api(get("/api/v1/namespaces", Some(&issued.token))).await;
-    assert_eq!(as_sa.status, http::StatusCode::FORBIDDEN, "a ServiceAccount with no rights");
-    let unknown = kube.clone().serve_api(get("/api/v1/namespaces", Some("forged"))).await;
+    let as_sa = kube
+        .clone()
+        .serve_api(get("/api/v1/namespaces", Some(&issued.token)))
+        .await;
+    assert_eq!(
+        as_sa.status,
+        http::StatusCode::FORBIDDEN,
+        "a ServiceAccount with no rights"
+    );
+    let unknown = kube
+        .clone()
+        .serve_api(get("/api/v1/namespaces", Some("forged")))
+        .await;
     assert_eq!(unknown.status, http::StatusCode::UNAUTHORIZED);
-    let as_agent = kube.clone().serve_api(get("/api/v1/namespaces", None)).await;
+    let as_agent = kube
+        .clone()
+        .serve_api(get("/api/v1/namespaces", None))
+        .await;
     assert_eq!(as_agent.status, http::StatusCode::OK);
 
     assert!(kube.delete_service_account(NS, "viewer").await.unwrap());
     assert!(!kube.delete_service_account(NS, "viewer").await.unwrap());
-    assert!(fake.get(&ObjectKey::new("", "serviceaccounts", NS, "viewer")).is_none());
-    let gone = kube.clone().serve_api(get("/api/v1/namespaces", Some(&issued.token))).await;
-    assert_eq!(gone.status, http::StatusCode::UNAUTHORIZED, "its tokens died with it");
+    assert!(
+        fake.get(&ObjectKey::new("", "serviceaccounts", NS, "viewer"))
+            .is_none()
+    );
+    let gone = kube
+        .clone()
+        .serve_api(get("/api/v1/namespaces", Some(&issued.token)))
+        .await;
+    assert_eq!(
+        gone.status,
+        http::StatusCode::UNAUTHORIZED,
+        "its tokens died with it"
+    );
 }

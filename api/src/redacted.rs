@@ -56,6 +56,8 @@ mod tests {
             ..Default::default()
         };
         let shown = format!("{r:?}");
-        assert!(!shown.contains("s3cret") && shown.contains("<redacted>") && shown.contains("/api"));
+        assert!(
+            !shown.contains("s3cret") && shown.contains("<redacted>") && shown.contains("/api")
+        );
     }
 }

@@ -123,7 +123,11 @@ mod tests {
         for bad in ["", "10", "h", "-1h", "1d", "1h-2m", "abc"] {
             assert!(parse_go_duration(bad).is_err(), "{bad:?} accepted");
         }
-        assert!(parse_go_duration("1d").unwrap_err().contains("unknown unit"));
+        assert!(
+            parse_go_duration("1d")
+                .unwrap_err()
+                .contains("unknown unit")
+        );
     }
 
     #[test]

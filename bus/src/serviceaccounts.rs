@@ -105,9 +105,8 @@ pub fn seal(token: &str, hub_xkey: &str) -> Result<(Vec<u8>, String), SealError>
 /// Opens a box sealed by `sender_xkey` to `hub` (the hub's key pair). The result is checked: a
 /// non-empty UTF-8 token of at most [`MAX_TOKEN_BYTES`] without whitespace.
 pub fn open(hub: &XKey, sealed: &[u8], sender_xkey: &str) -> Result<String, SealError> {
-    let sender = XKey::from_public_key(sender_xkey).map_err(|_| SealError::Key {
-        what: "senderXkey",
-    })?;
+    let sender =
+        XKey::from_public_key(sender_xkey).map_err(|_| SealError::Key { what: "senderXkey" })?;
     let plain = hub.open(sealed, &sender).map_err(|_| SealError::Open)?;
     let token = String::from_utf8(plain).map_err(|_| SealError::NotAToken)?;
     if token.is_empty()

@@ -49,7 +49,13 @@ fn kubectl_uses_a_managed_service_accounts_token_from_flotilla_kubeconfig() {
         .flag("--sealing-key-file", &sealing.display().to_string())
         .tls(&cert_file, &key_file)
         .start();
-    let sim = start_sim(&nats, dir.path(), 2, "edge", &["--token-max-seconds", "86400"]);
+    let sim = start_sim(
+        &nats,
+        dir.path(),
+        2,
+        "edge",
+        &["--token-max-seconds", "86400"],
+    );
     let ca = ca_file.display().to_string();
     let as_admin = ["--ca", ca.as_str(), "--token", "adm1n-token-msa-0001"];
     let with = |who: &[&str], args: &[&str]| {
@@ -68,7 +74,10 @@ fn kubectl_uses_a_managed_service_accounts_token_from_flotilla_kubeconfig() {
         let (ok, out, _) = with(&as_admin, &["get", "managedserviceaccounts"]);
         (ok && out.lines().any(|l| l.contains("ops") && l.contains("True"))).then_some(out)
     });
-    assert!(row.contains("edge-0001") && row.contains("8640h0m0s"), "{row}");
+    assert!(
+        row.contains("edge-0001") && row.contains("8640h0m0s"),
+        "{row}"
+    );
     // The sealing key file was created private.
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(
@@ -100,7 +109,10 @@ fn kubectl_uses_a_managed_service_accounts_token_from_flotilla_kubeconfig() {
 
     let (ok, text, err) = kubeconfig("edge-0001", &as_admin, "edge-0001/ops");
     assert!(ok, "{err}");
-    assert!(!text.contains("adm1n-token"), "the kubeconfig carries the account's token, not the caller's");
+    assert!(
+        !text.contains("adm1n-token"),
+        "the kubeconfig carries the account's token, not the caller's"
+    );
     let file = dir.path().join("edge-0001.kubeconfig");
     std::fs::write(&file, &text).unwrap();
     let kubectl = |config: &std::path::Path, args: &[&str]| {
@@ -115,18 +127,34 @@ fn kubectl_uses_a_managed_service_accounts_token_from_flotilla_kubeconfig() {
             .output()
             .expect("kubectl is installed")
     };
-    let out = kubectl(&file, &["create", "configmap", "from-msa", "--from-literal=k=v"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let out = kubectl(&file, &["get", "configmap", "from-msa", "-o", "jsonpath={.data.k}"]);
+    let out = kubectl(
+        &file,
+        &["create", "configmap", "from-msa", "--from-literal=k=v"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = kubectl(
+        &file,
+        &["get", "configmap", "from-msa", "-o", "jsonpath={.data.k}"],
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "v");
     // The hub's audit log names the account as the caller.
     assert!(
-        hub.proc.output().contains("managedserviceaccount:edge-0001/ops"),
+        hub.proc
+            .output()
+            .contains("managedserviceaccount:edge-0001/ops"),
         "the audit log names the ManagedServiceAccount"
     );
     // The same token on another cluster is refused before anything reaches it.
     let elsewhere = dir.path().join("edge-0002.kubeconfig");
-    std::fs::write(&elsewhere, text.replace("/clusters/edge-0001", "/clusters/edge-0002")).unwrap();
+    std::fs::write(
+        &elsewhere,
+        text.replace("/clusters/edge-0001", "/clusters/edge-0002"),
+    )
+    .unwrap();
     let out = kubectl(&elsewhere, &["get", "configmaps"]);
     assert!(!out.status.success());
     assert!(

@@ -530,7 +530,6 @@ pub(crate) fn serve_grpc(
 pub(crate) async fn serve_cluster_proxy(
     config: &Config,
     nats: &async_nats::Client,
-    jetstream: &async_nats::jetstream::Context,
     inventory: &ClusterInventory,
     metrics: &Metrics,
     listener: TcpListener,
@@ -561,7 +560,11 @@ pub(crate) async fn serve_cluster_proxy(
         metrics: proxy_metrics,
         limits: config.cluster_proxy.connections.clone(),
         service_account_tokens: Some(
-            crate::serviceaccount::TokenLookup::open(jetstream, config.stream).await?,
+            crate::serviceaccount::TokenLookup::open(
+                &async_nats::jetstream::new(nats.clone()),
+                config.stream,
+            )
+            .await?,
         ),
     });
     tasks.push(server::serve(listener, tls, deps, shutdown));

@@ -49,7 +49,8 @@ pub struct Services {
     /// The policies this hub's status router reports to.
     pub policy_reports: crate::policy::route::LocalPolicies,
     /// ServiceAccountService.
-    pub service_accounts: LateSlot<ServiceAccountServiceServer<grpc::serviceaccount::ServiceAccountApi>>,
+    pub service_accounts:
+        LateSlot<ServiceAccountServiceServer<grpc::serviceaccount::ServiceAccountApi>>,
     /// The ManagedServiceAccounts this hub's status router reports to.
     pub msa_reports: crate::serviceaccount::route::LocalAccounts,
 }

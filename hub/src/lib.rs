@@ -486,7 +486,6 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
             boot::serve_cluster_proxy(
                 &config,
                 &nats,
-                &jetstream,
                 &state.inventory,
                 &metrics,
                 listener,

@@ -867,7 +867,10 @@ async fn handle_status(
                 .inventory
                 .get(&event.cluster)
                 .is_some_and(|c| rules::accepted(&c));
-            let sink = config.service_accounts.as_ref().expect("checked by the guard");
+            let sink = config
+                .service_accounts
+                .as_ref()
+                .expect("checked by the guard");
             let raw = msg.payload.clone();
             if let Err(((reason, why), msg)) = sink.route(&event, &raw, rid, accepted, msg).await {
                 reject(&ty, reason, why);

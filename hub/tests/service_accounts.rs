@@ -23,7 +23,9 @@ const NAMESPACE: &str = flotilla_api::serviceaccount::DEFAULT_NAMESPACE;
 
 /// An OCM ManagedServiceAccount, parsed from YAML as `flotilla apply` does.
 fn account(cluster: &str, name: &str, validity: &str, ttl: Option<i32>) -> ManagedServiceAccount {
-    let ttl = ttl.map_or(String::new(), |t| format!("  ttlSecondsAfterCreation: {t}\n"));
+    let ttl = ttl.map_or(String::new(), |t| {
+        format!("  ttlSecondsAfterCreation: {t}\n")
+    });
     let yaml = format!(
         "apiVersion: authentication.open-cluster-management.io/v1beta1\n\
          kind: ManagedServiceAccount\nmetadata:\n  name: {name}\n  namespace: {cluster}\n\
@@ -37,13 +39,11 @@ fn account(cluster: &str, name: &str, validity: &str, ttl: Option<i32>) -> Manag
 
 /// A simulated cluster issuing tokens of at most `cap`.
 fn capped_backend(cap: Option<Duration>) -> Arc<SimBackend> {
-    Arc::new(
-        SimBackend::new(8, 32, "v1.30.2").with_config(SimConfig {
-            ready_delay: Duration::from_millis(300),
-            token_max_lifetime: cap,
-            ..Default::default()
-        }),
-    )
+    Arc::new(SimBackend::new(8, 32, "v1.30.2").with_config(SimConfig {
+        ready_delay: Duration::from_millis(300),
+        token_max_lifetime: cap,
+        ..Default::default()
+    }))
 }
 
 fn sa_id(name: &str) -> ManifestId {
@@ -67,7 +67,11 @@ fn condition(a: &ManagedServiceAccount, ty: &str) -> Option<String> {
 
 fn times(a: &ManagedServiceAccount) -> Option<(SystemTime, SystemTime)> {
     let s = a.status.as_ref()?;
-    let refreshed = s.token_secret_ref.as_ref()?.last_refresh_timestamp.as_ref()?;
+    let refreshed = s
+        .token_secret_ref
+        .as_ref()?
+        .last_refresh_timestamp
+        .as_ref()?;
     Some((
         flotilla_api::meta::system_time(refreshed),
         flotilla_api::meta::system_time(s.expiration_timestamp.as_ref()?),
@@ -99,7 +103,13 @@ async fn raw_values(nats: &NatsServer, bucket: &str) -> Vec<(String, Vec<u8>)> {
     let client = async_nats::connect(nats.url()).await.unwrap();
     let js = async_nats::jetstream::new(client);
     let kv = js.get_key_value(bucket).await.unwrap();
-    let keys: Vec<String> = kv.keys().await.unwrap().filter_map(|k| async { k.ok() }).collect().await;
+    let keys: Vec<String> = kv
+        .keys()
+        .await
+        .unwrap()
+        .filter_map(|k| async { k.ok() })
+        .collect()
+        .await;
     let mut out = Vec::new();
     for k in keys {
         if let Some(v) = kv.get(&k).await.unwrap() {
@@ -110,7 +120,9 @@ async fn raw_values(nats: &NatsServer, bucket: &str) -> Vec<(String, Vec<u8>)> {
 }
 
 fn contains(haystack: &[u8], needle: &str) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle.as_bytes())
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
 }
 
 #[tokio::test]
@@ -119,7 +131,8 @@ async fn an_applied_account_gets_its_token_sealed_with_the_expiry_the_cluster_an
     let hub = start_hub(hub_config(&nats.url())).await;
     let mut api = clusters_client(&hub).await;
     let backend = capped_backend(None);
-    let _agent = accepted_agent_on(&mut api, agent_config("c1", &nats.url()), backend.clone()).await;
+    let _agent =
+        accepted_agent_on(&mut api, agent_config("c1", &nats.url()), backend.clone()).await;
     let applied = hub
         .service_accounts()
         .apply(account("c1", "viewer", "24h", None))
@@ -133,19 +146,33 @@ async fn an_applied_account_gets_its_token_sealed_with_the_expiry_the_cluster_an
         lifetime.abs_diff(Duration::from_secs(24 * 3600)) < Duration::from_secs(5),
         "the cluster granted what was asked: {lifetime:?}"
     );
-    assert!(backend.get(&sa_id("viewer")).await.unwrap().is_some(), "the ServiceAccount exists on the cluster");
-    let token = hub.service_accounts().token("c1", "viewer", None).await.unwrap();
-    assert!(token.token.starts_with("sim."), "a token the cluster issued");
+    assert!(
+        backend.get(&sa_id("viewer")).await.unwrap().is_some(),
+        "the ServiceAccount exists on the cluster"
+    );
+    let token = hub
+        .service_accounts()
+        .token("c1", "viewer", None)
+        .await
+        .unwrap();
+    assert!(
+        token.token.starts_with("sim."),
+        "a token the cluster issued"
+    );
     assert_eq!(token.service_account_namespace, NAMESPACE);
     // JetStream holds the sealed box only, keyed by the token's hash.
     let tokens = raw_values(&nats, flotilla_hub::serviceaccount::TOKENS).await;
     assert_eq!(tokens.len(), 1);
     assert_eq!(tokens[0].0, format!("c1.{}", msa::token_hash(&token.token)));
-    for (key, value) in tokens
-        .iter()
-        .chain(raw_values(&nats, flotilla_hub::serviceaccount::ACCOUNTS).await.iter())
-    {
-        assert!(!contains(value, &token.token), "{key} holds the token in plaintext");
+    for (key, value) in tokens.iter().chain(
+        raw_values(&nats, flotilla_hub::serviceaccount::ACCOUNTS)
+            .await
+            .iter(),
+    ) {
+        assert!(
+            !contains(value, &token.token),
+            "{key} holds the token in plaintext"
+        );
     }
     let client = async_nats::connect(nats.url()).await.unwrap();
     let status = async_nats::jetstream::new(client)
@@ -158,13 +185,20 @@ async fn an_applied_account_gets_its_token_sealed_with_the_expiry_the_cluster_an
         ))
         .await
         .unwrap();
-    assert!(!contains(&status.payload, &token.token), "the status stream holds the token in plaintext");
+    assert!(
+        !contains(&status.payload, &token.token),
+        "the status stream holds the token in plaintext"
+    );
     // A read-only caller is refused the token; a deployer only with a grant covering it.
     let tokens = common::tokens::tokens();
     let viewer = tokens.identify(common::tokens::VIEWER).unwrap();
     let deployer = tokens.identify(common::tokens::DEPLOYER).unwrap();
     for who in [viewer, deployer] {
-        let e = hub.service_accounts().token("c1", "viewer", Some(who)).await.unwrap_err();
+        let e = hub
+            .service_accounts()
+            .token("c1", "viewer", Some(who))
+            .await
+            .unwrap_err();
         assert!(e.to_string().contains("may not fetch the token"), "{e}");
     }
 }
@@ -187,7 +221,12 @@ async fn tokens_rotate_at_a_fraction_of_the_lifetime_the_cluster_capped() {
         expires.duration_since(issued).unwrap() <= Duration::from_secs(4),
         "the expiry is the cluster's answer, not the validity asked"
     );
-    let old = hub.service_accounts().token("c1", "short", None).await.unwrap().token;
+    let old = hub
+        .service_accounts()
+        .token("c1", "short", None)
+        .await
+        .unwrap()
+        .token;
     let second = wait_token(&hub, "c1", "short", |a| {
         times(a).is_some_and(|(i, _)| i > issued)
     })
@@ -197,10 +236,20 @@ async fn tokens_rotate_at_a_fraction_of_the_lifetime_the_cluster_capped() {
         reissued < expires,
         "rotated before the old token expired ({reissued:?} vs {expires:?})"
     );
-    let new = hub.service_accounts().token("c1", "short", None).await.unwrap().token;
+    let new = hub
+        .service_accounts()
+        .token("c1", "short", None)
+        .await
+        .unwrap()
+        .token;
     assert_ne!(old, new);
     // The hub keeps the current token only.
-    assert_eq!(raw_values(&nats, flotilla_hub::serviceaccount::TOKENS).await.len(), 1);
+    assert_eq!(
+        raw_values(&nats, flotilla_hub::serviceaccount::TOKENS)
+            .await
+            .len(),
+        1
+    );
 }
 
 #[tokio::test]
@@ -209,10 +258,17 @@ async fn ttl_and_delete_remove_the_account_and_its_service_account_on_the_cluste
     let hub = start_hub(hub_config(&nats.url())).await;
     let mut api = clusters_client(&hub).await;
     let backend = capped_backend(None);
-    let _agent = accepted_agent_on(&mut api, agent_config("c1", &nats.url()), backend.clone()).await;
+    let _agent =
+        accepted_agent_on(&mut api, agent_config("c1", &nats.url()), backend.clone()).await;
     let accounts = hub.service_accounts();
-    accounts.apply(account("c1", "brief", "1h", Some(3))).await.unwrap();
-    accounts.apply(account("c1", "kept", "1h", None)).await.unwrap();
+    accounts
+        .apply(account("c1", "brief", "1h", Some(3)))
+        .await
+        .unwrap();
+    accounts
+        .apply(account("c1", "kept", "1h", None))
+        .await
+        .unwrap();
     wait_token(&hub, "c1", "brief", |_| true).await;
     wait_token(&hub, "c1", "kept", |_| true).await;
     assert!(backend.get(&sa_id("brief")).await.unwrap().is_some());
@@ -231,11 +287,19 @@ async fn ttl_and_delete_remove_the_account_and_its_service_account_on_the_cluste
         })
         .await;
     }
-    assert!(raw_values(&nats, flotilla_hub::serviceaccount::TOKENS).await.is_empty());
+    assert!(
+        raw_values(&nats, flotilla_hub::serviceaccount::TOKENS)
+            .await
+            .is_empty()
+    );
 }
 
 /// Publishes `report` as cluster `subject_cluster`'s report on its status subject.
-async fn publish_report(nats: &NatsServer, subject_cluster: &str, report: &ServiceAccountTokenReport) {
+async fn publish_report(
+    nats: &NatsServer,
+    subject_cluster: &str,
+    report: &ServiceAccountTokenReport,
+) {
     let client = async_nats::connect(nats.url()).await.unwrap();
     let js = async_nats::jetstream::new(client);
     let ev = Event::new(msa::status_type(), "attacker", subject_cluster, report)
@@ -258,11 +322,22 @@ async fn hostile_reports_are_refused_counted_and_store_nothing() {
     let hub = start_hub(config).await;
     let mut api = clusters_client(&hub).await;
     let _agents = accepted_fleet(&mut api, &nats.url(), &["c1", "c2"]).await;
-    hub.service_accounts().apply(account("c1", "sa", "1h", None)).await.unwrap();
-    hub.service_accounts().apply(account("c2", "sa", "1h", None)).await.unwrap();
+    hub.service_accounts()
+        .apply(account("c1", "sa", "1h", None))
+        .await
+        .unwrap();
+    hub.service_accounts()
+        .apply(account("c2", "sa", "1h", None))
+        .await
+        .unwrap();
     let before = wait_token(&hub, "c1", "sa", |_| true).await;
     wait_token(&hub, "c2", "sa", |_| true).await;
-    let real = hub.service_accounts().token("c1", "sa", None).await.unwrap().token;
+    let real = hub
+        .service_accounts()
+        .token("c1", "sa", None)
+        .await
+        .unwrap()
+        .token;
     let now = flotilla_api::meta::now();
     let later = flotilla_api::meta::timestamp(SystemTime::now() + Duration::from_secs(3600));
     let forged = |cluster: &str, name: &str, token: &str, to: &str| {
@@ -282,7 +357,12 @@ async fn hostile_reports_are_refused_counted_and_store_nothing() {
         }
     };
     // An account the hub does not have.
-    publish_report(&nats, "c1", &forged("c1", "ghost", "forged-1", key.public())).await;
+    publish_report(
+        &nats,
+        "c1",
+        &forged("c1", "ghost", "forged-1", key.public()),
+    )
+    .await;
     // c2's account, reported on c1's subject.
     publish_report(&nats, "c1", &forged("c2", "sa", "forged-2", key.public())).await;
     // A box that does not open with the hub's key (sealed to another).
@@ -292,10 +372,25 @@ async fn hostile_reports_are_refused_counted_and_store_nothing() {
         wait_metric(&hub, &format!("reason=\"{reason}\"")).await;
     }
     // Nothing changed: the same token, the same status, one token per account.
-    assert_eq!(hub.service_accounts().token("c1", "sa", None).await.unwrap().token, real);
-    assert_eq!(times(&hub.service_accounts().get("c1", "sa").unwrap()), times(&before));
+    assert_eq!(
+        hub.service_accounts()
+            .token("c1", "sa", None)
+            .await
+            .unwrap()
+            .token,
+        real
+    );
+    assert_eq!(
+        times(&hub.service_accounts().get("c1", "sa").unwrap()),
+        times(&before)
+    );
     let stored = raw_values(&nats, flotilla_hub::serviceaccount::TOKENS).await;
-    assert_eq!(stored.len(), 2, "{:?}", stored.iter().map(|(k, _)| k).collect::<Vec<_>>());
+    assert_eq!(
+        stored.len(),
+        2,
+        "{:?}",
+        stored.iter().map(|(k, _)| k).collect::<Vec<_>>()
+    );
     assert!(hub.service_accounts().get("c1", "ghost").is_none());
 }
 
@@ -328,19 +423,41 @@ async fn kubectl_with_an_accounts_token_reaches_its_cluster_only() {
         })
         .await;
     }
-    hub.service_accounts().apply(account("c1", "ops", "1h", None)).await.unwrap();
+    hub.service_accounts()
+        .apply(account("c1", "ops", "1h", None))
+        .await
+        .unwrap();
     wait_token(&hub, "c1", "ops", |_| true).await;
-    let token = hub.service_accounts().token("c1", "ops", None).await.unwrap().token;
-    let server = format!("https://localhost:{}", hub.cluster_proxy_addr.unwrap().port());
+    let token = hub
+        .service_accounts()
+        .token("c1", "ops", None)
+        .await
+        .unwrap()
+        .token;
+    let server = format!(
+        "https://localhost:{}",
+        hub.cluster_proxy_addr.unwrap().port()
+    );
     let on_c1 = Kubectl::new(&server, Some(&cert.cert.pem()), "c1", Some(&token));
     on_c1
-        .ok(&["create", "configmap", "from-sa", "--from-literal=k=v"], None)
+        .ok(
+            &["create", "configmap", "from-sa", "--from-literal=k=v"],
+            None,
+        )
         .await;
-    assert!(on_c1.ok(&["get", "configmaps", "-o", "name"], None).await.contains("configmap/from-sa"));
+    assert!(
+        on_c1
+            .ok(&["get", "configmaps", "-o", "name"], None)
+            .await
+            .contains("configmap/from-sa")
+    );
     // The same token is nobody on another cluster.
     let on_c2 = Kubectl::new(&server, Some(&cert.cert.pem()), "c2", Some(&token));
     let refused = on_c2.fails(&["get", "configmaps"], None).await;
-    assert!(refused.contains("Unauthorized") || refused.contains("logged in"), "{refused}");
+    assert!(
+        refused.contains("Unauthorized") || refused.contains("logged in"),
+        "{refused}"
+    );
     // Deleted: refused at once, on its own cluster too.
     hub.service_accounts().delete("c1", "ops").await.unwrap();
     let refused = on_c1.fails(&["get", "configmaps"], None).await;

@@ -450,7 +450,11 @@ impl Backend for SimBackend {
         super::sim_api::serve(self, request).await
     }
 
-    async fn ensure_service_account(&self, namespace: &str, name: &str) -> Result<(), BackendError> {
+    async fn ensure_service_account(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(), BackendError> {
         if !BUILTIN_NAMESPACES.contains(&namespace) {
             let ns = ManifestId {
                 group: String::new(),
@@ -481,7 +485,11 @@ impl Backend for SimBackend {
         name: &str,
         validity: Duration,
     ) -> Result<super::IssuedToken, BackendError> {
-        if self.get(&service_account_id(namespace, name)).await?.is_none() {
+        if self
+            .get(&service_account_id(namespace, name))
+            .await?
+            .is_none()
+        {
             return Err(BackendError::NotFound(format!(
                 "serviceaccounts {name:?} not found in namespace {namespace:?}"
             )));

@@ -155,8 +155,7 @@ impl Task {
                 return;
             }
         };
-        let name = match rules::check(&delivery, &self.deps.cluster, event.resource_id.as_deref())
-        {
+        let name = match rules::check(&delivery, &self.deps.cluster, event.resource_id.as_deref()) {
             Ok(n) => n,
             Err(why) => {
                 tracing::warn!(reason = %why.0, "ManagedServiceAccount spec refused");

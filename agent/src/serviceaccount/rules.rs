@@ -94,16 +94,12 @@ pub fn check(
 
 /// The held state of a (checked) account, keeping the token of `previous` when the validity
 /// and the hub key did not change.
-pub fn hold(
-    account: &ManagedServiceAccount,
-    hub_xkey: &str,
-    previous: Option<&Held>,
-) -> Held {
+pub fn hold(account: &ManagedServiceAccount, hub_xkey: &str, previous: Option<&Held>) -> Held {
     let meta = account.metadata.clone().unwrap_or_default();
     let rotation = account
         .spec
         .as_ref()
-        .and_then(|s| s.rotation.clone())
+        .and_then(|s| s.rotation)
         .unwrap_or_default();
     let validity = if rotation.validity_seconds > 0 {
         Duration::from_secs(rotation.validity_seconds as u64)
@@ -138,7 +134,11 @@ pub fn next(held: &Held, now: SystemTime) -> Next {
         return Next::Idle;
     }
     let due = flotilla_api::serviceaccount::rotation_due(token.issued, token.expires);
-    if due <= now { Next::Issue } else { Next::At(due) }
+    if due <= now {
+        Next::Issue
+    } else {
+        Next::At(due)
+    }
 }
 
 /// How long after a failed attempt the next one is made: 2 s doubling to 60 s.
@@ -180,14 +180,24 @@ mod tests {
     #[test]
     fn a_spec_for_another_cluster_or_with_a_forged_id_is_refused() {
         let rid = flotilla_bus::serviceaccounts::resource_id("c1", "sa");
-        assert_eq!(check(&delivery("c1", "sa"), "c1", Some(&rid)).unwrap(), "sa");
+        assert_eq!(
+            check(&delivery("c1", "sa"), "c1", Some(&rid)).unwrap(),
+            "sa"
+        );
         assert!(check(&delivery("c2", "sa"), "c1", Some(&rid)).is_err());
         assert!(check(&delivery("c1", "other"), "c1", Some(&rid)).is_err());
         let mut bad_key = delivery("c1", "sa");
         bad_key.hub_xkey = "UABC".into();
         assert!(check(&bad_key, "c1", Some(&rid)).is_err());
         let mut bad_name = delivery("c1", "a.b");
-        bad_name.account.as_mut().unwrap().metadata.as_mut().unwrap().name = "A/B".into();
+        bad_name
+            .account
+            .as_mut()
+            .unwrap()
+            .metadata
+            .as_mut()
+            .unwrap()
+            .name = "A/B".into();
         assert!(check(&bad_name, "c1", Some(&rid)).is_err());
     }
 
@@ -207,10 +217,7 @@ mod tests {
         held.rotation = false;
         assert_eq!(next(&held, t0 + Duration::from_secs(9)), Next::Idle);
         held.retry_at = Some(t0 + Duration::from_secs(30));
-        assert_eq!(
-            next(&held, t0),
-            Next::At(t0 + Duration::from_secs(30))
-        );
+        assert_eq!(next(&held, t0), Next::At(t0 + Duration::from_secs(30)));
     }
 
     #[test]
@@ -222,9 +229,21 @@ mod tests {
             issued: t0,
             expires: t0 + Duration::from_secs(3600),
         });
-        assert!(hold(&account("c1", "sa", 3600), "X1", Some(&held)).token.is_some());
-        assert!(hold(&account("c1", "sa", 7200), "X1", Some(&held)).token.is_none());
-        assert!(hold(&account("c1", "sa", 3600), "X2", Some(&held)).token.is_none());
+        assert!(
+            hold(&account("c1", "sa", 3600), "X1", Some(&held))
+                .token
+                .is_some()
+        );
+        assert!(
+            hold(&account("c1", "sa", 7200), "X1", Some(&held))
+                .token
+                .is_none()
+        );
+        assert!(
+            hold(&account("c1", "sa", 3600), "X2", Some(&held))
+                .token
+                .is_none()
+        );
         assert_eq!(backoff(1), Duration::from_secs(2));
         assert_eq!(backoff(10), Duration::from_secs(60));
     }

@@ -286,8 +286,7 @@ fn parse_document(doc: usize, value: serde_yaml::Value) -> Result<Document, DocE
         _ if api_version == crate::serviceaccount::AUTHENTICATION_V1BETA1
             && kind == crate::serviceaccount::KIND =>
         {
-            let m: super::serviceaccount::ManagedServiceAccount =
-                typed(doc, &kind, &name, value)?;
+            let m: super::serviceaccount::ManagedServiceAccount = typed(doc, &kind, &name, value)?;
             m.to_proto()
                 .map(Document::ManagedServiceAccount)
                 .map_err(|es| {

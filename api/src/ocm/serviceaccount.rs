@@ -5,8 +5,8 @@
 use super::meta::{Condition, Metadata, conditions};
 use crate::meta::{parse_rfc3339, rfc3339};
 use crate::serviceaccount::{
-    AUTHENTICATION_V1BETA1, DEFAULT_VALIDITY, KIND, MAX_VALIDITY, MIN_VALIDITY,
-    format_go_duration, parse_go_duration,
+    AUTHENTICATION_V1BETA1, DEFAULT_VALIDITY, KIND, MAX_VALIDITY, MIN_VALIDITY, format_go_duration,
+    parse_go_duration,
 };
 use crate::v1;
 use serde::{Deserialize, Serialize};
@@ -118,8 +118,7 @@ impl ManagedServiceAccount {
         {
             errors.push(format!("{e} (the managed cluster's name)"));
         }
-        if let Err(e) = crate::names::validate_dns1123_label("metadata.name", &self.metadata.name)
-        {
+        if let Err(e) = crate::names::validate_dns1123_label("metadata.name", &self.metadata.name) {
             errors.push(e.to_string());
         }
         let validity = match parse_go_duration(&self.spec.rotation.validity) {
@@ -165,34 +164,37 @@ impl ManagedServiceAccount {
                 }),
                 ttl_seconds_after_creation: self.spec.ttl_seconds_after_creation,
             }),
-            status: self.status.as_ref().map(|s| v1::ManagedServiceAccountStatus {
-                conditions: s
-                    .conditions
-                    .iter()
-                    .map(|c| v1::Condition {
-                        r#type: c.type_.clone(),
-                        status: c.status.clone(),
-                        reason: c.reason.clone(),
-                        message: c.message.clone(),
-                        last_transition_time: parse_rfc3339(&c.last_transition_time),
-                        observed_generation: c.observed_generation,
-                    })
-                    .collect(),
-                expiration_timestamp: parse_rfc3339(&s.expiration_timestamp),
-                token_secret_ref: s.token_secret_ref.as_ref().map(|r| {
-                    v1::ServiceAccountTokenSecretRef {
-                        name: r.name.clone(),
-                        last_refresh_timestamp: parse_rfc3339(&r.last_refresh_timestamp),
-                    }
+            status: self
+                .status
+                .as_ref()
+                .map(|s| v1::ManagedServiceAccountStatus {
+                    conditions: s
+                        .conditions
+                        .iter()
+                        .map(|c| v1::Condition {
+                            r#type: c.type_.clone(),
+                            status: c.status.clone(),
+                            reason: c.reason.clone(),
+                            message: c.message.clone(),
+                            last_transition_time: parse_rfc3339(&c.last_transition_time),
+                            observed_generation: c.observed_generation,
+                        })
+                        .collect(),
+                    expiration_timestamp: parse_rfc3339(&s.expiration_timestamp),
+                    token_secret_ref: s.token_secret_ref.as_ref().map(|r| {
+                        v1::ServiceAccountTokenSecretRef {
+                            name: r.name.clone(),
+                            last_refresh_timestamp: parse_rfc3339(&r.last_refresh_timestamp),
+                        }
+                    }),
                 }),
-            }),
         })
     }
 }
 
 impl From<&v1::ManagedServiceAccount> for ManagedServiceAccount {
     fn from(m: &v1::ManagedServiceAccount) -> Self {
-        let spec = m.spec.clone().unwrap_or_default();
+        let spec = m.spec.unwrap_or_default();
         let rotation = spec.rotation.unwrap_or_default();
         let validity = if rotation.validity_seconds > 0 {
             rotation.validity_seconds as u64
@@ -251,9 +253,12 @@ spec:
     fn ocm_yaml_round_trips_unchanged() {
         let o: ManagedServiceAccount = serde_yaml::from_str(OCM_YAML).unwrap();
         let p = o.to_proto().unwrap();
-        let rotation = p.spec.as_ref().unwrap().rotation.clone().unwrap();
+        let rotation = p.spec.as_ref().unwrap().rotation.unwrap();
         assert_eq!(rotation.validity_seconds, 8640 * 3600);
-        assert_eq!(p.spec.as_ref().unwrap().ttl_seconds_after_creation, Some(3600));
+        assert_eq!(
+            p.spec.as_ref().unwrap().ttl_seconds_after_creation,
+            Some(3600)
+        );
         let back = ManagedServiceAccount::from(&p);
         assert_eq!(back, o);
     }

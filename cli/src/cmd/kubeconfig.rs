@@ -123,12 +123,7 @@ pub async fn service_account_token(
             },
         ))
         .await
-        .with_context(|| {
-            format!(
-                "the token of ManagedServiceAccount {}/{name}",
-                args.cluster
-            )
-        })?;
+        .with_context(|| format!("the token of ManagedServiceAccount {}/{name}", args.cluster))?;
     Ok(answer.token)
 }
 

@@ -203,7 +203,9 @@ impl Actor {
         let expired: Vec<String> = self
             .entries
             .iter()
-            .filter(|(_, e)| !e.deleting() && rules::delete_at(&e.account).is_some_and(|t| t <= now_sys))
+            .filter(|(_, e)| {
+                !e.deleting() && rules::delete_at(&e.account).is_some_and(|t| t <= now_sys)
+            })
             .map(|(k, _)| k.clone())
             .collect();
         for key in expired {
@@ -232,8 +234,8 @@ impl Actor {
             }
             e.sends += 1;
             let confirmed = e.confirmed >= e.generation() && !e.deleting();
-            e.next_send = now
-                + rules::resend_after(confirmed, e.sends, self.deps.config.redeliver_every);
+            e.next_send =
+                now + rules::resend_after(confirmed, e.sends, self.deps.config.redeliver_every);
             let account = e.account.clone();
             self.send(&cluster, &account).await;
         }
@@ -322,7 +324,11 @@ impl Actor {
             m.resource_version = 0;
             m.deletion_timestamp = None;
         }
-        let rev = self.buckets.accounts.put(&key.store_key(), &account).await?;
+        let rev = self
+            .buckets
+            .accounts
+            .put(&key.store_key(), &account)
+            .await?;
         self.publish_view(&ikey, &account, rev);
         let generation = account.metadata.as_ref().map_or(0, |m| m.generation);
         let entry = self.entries.entry(ikey.clone()).or_insert_with(|| Entry {
@@ -359,7 +365,11 @@ impl Actor {
             m.deletion_timestamp = Some(flotilla_api::meta::now());
         }
         let key = super::object_key(account.metadata.as_ref());
-        let rev = self.buckets.accounts.put(&key.store_key(), &account).await?;
+        let rev = self
+            .buckets
+            .accounts
+            .put(&key.store_key(), &account)
+            .await?;
         // The token is refused from now on, before the cluster has deleted anything.
         if let Some((hash, _)) = e.token.take() {
             self.buckets
@@ -465,7 +475,10 @@ impl Actor {
                 &report,
                 Refusal(
                     "unknown_account",
-                    format!("cluster {:?} has no ManagedServiceAccount {:?}", report.cluster_name, report.name),
+                    format!(
+                        "cluster {:?} has no ManagedServiceAccount {:?}",
+                        report.cluster_name, report.name
+                    ),
                 ),
             );
             ack(msg).await;
@@ -509,18 +522,31 @@ impl Actor {
                 &report.error,
                 report.observed_generation,
             );
-            self.write_status(&ikey, status, report.observed_generation).await;
+            self.write_status(&ikey, status, report.observed_generation)
+                .await;
             ack(msg).await;
             return;
         }
         if report.sealed_token.is_empty() {
-            self.refuse(&report, Refusal("invalid_status", "a report with neither a token nor an error".into()));
+            self.refuse(
+                &report,
+                Refusal(
+                    "invalid_status",
+                    "a report with neither a token nor an error".into(),
+                ),
+            );
             ack(msg).await;
             return;
         }
         if report.hub_xkey != self.deps.config.key.public() {
             // Sealed to another key (a hub key changed): deliver the current one.
-            self.refuse(&report, Refusal("stale_key", "the token is sealed to another hub key; delivering the current one".into()));
+            self.refuse(
+                &report,
+                Refusal(
+                    "stale_key",
+                    "the token is sealed to another hub key; delivering the current one".into(),
+                ),
+            );
             if let Some(e) = self.entries.get_mut(&ikey) {
                 e.next_send = Instant::now();
                 e.sends = 0;
@@ -587,7 +613,11 @@ impl Actor {
         if let Some((old_hash, _)) = old
             && old_hash != hash
         {
-            let _ = self.buckets.tokens.purge(&token_key(&cluster, &old_hash)).await;
+            let _ = self
+                .buckets
+                .tokens
+                .purge(&token_key(&cluster, &old_hash))
+                .await;
         }
         let status = {
             let e = &self.entries[&ikey];
@@ -604,7 +634,8 @@ impl Actor {
             expires_in_s = expires.duration_since(SystemTime::now()).unwrap_or_default().as_secs(),
             "ManagedServiceAccount token reported (sealed)"
         );
-        self.write_status(&ikey, status, report.observed_generation).await;
+        self.write_status(&ikey, status, report.observed_generation)
+            .await;
         ack(msg).await;
     }
 

@@ -27,7 +27,9 @@ pub mod rules;
 
 use crate::keys::ObjectRef;
 use crate::store::{Bucket, StoreError};
-use flotilla_api::v1::{ManagedServiceAccount, ManagedServiceAccountToken, ServiceAccountTokenRecord};
+use flotilla_api::v1::{
+    ManagedServiceAccount, ManagedServiceAccountToken, ServiceAccountTokenRecord,
+};
 use flotilla_bus::jetstream::StreamOptions;
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
@@ -179,7 +181,10 @@ impl ServiceAccounts {
         make: impl FnOnce(oneshot::Sender<T>) -> actor::Msg,
     ) -> Result<T, MsaError> {
         let (reply, rx) = oneshot::channel();
-        self.tx.send(make(reply)).await.map_err(|_| MsaError::Gone)?;
+        self.tx
+            .send(make(reply))
+            .await
+            .map_err(|_| MsaError::Gone)?;
         rx.await.map_err(|_| MsaError::Gone)
     }
 
@@ -190,7 +195,8 @@ impl ServiceAccounts {
     ) -> Result<ManagedServiceAccount, MsaError> {
         let ocm = flotilla_api::ocm::ManagedServiceAccount::from(&account);
         ocm.to_proto().map_err(MsaError::Invalid)?;
-        self.ask(|r| actor::Msg::Apply(Box::new(account), r)).await?
+        self.ask(|r| actor::Msg::Apply(Box::new(account), r))
+            .await?
     }
 
     /// One account.
@@ -309,7 +315,10 @@ impl TokenLookup {
             .expiration_timestamp
             .as_ref()
             .map(flotilla_api::meta::system_time)?;
-        (record.cluster_name == cluster && expires > SystemTime::now()).then(|| TokenOwner {
+        if record.cluster_name != cluster || expires <= SystemTime::now() {
+            return None;
+        }
+        Some(TokenOwner {
             cluster: record.cluster_name,
             name: record.name,
             namespace: record.service_account_namespace,
@@ -321,4 +330,3 @@ impl TokenLookup {
 pub(crate) fn token_key(cluster: &str, hash: &str) -> String {
     format!("{cluster}.{hash}")
 }
-

@@ -210,7 +210,9 @@ mod tests {
         let mut big = report("c1", "sa");
         big.sealed_token = vec![0; MAX_SEALED_BYTES + 1];
         assert_eq!(
-            check_report(&big, "c1", &big.resource_id.clone()).unwrap_err().0,
+            check_report(&big, "c1", &big.resource_id.clone())
+                .unwrap_err()
+                .0,
             "invalid_status"
         );
     }

@@ -229,7 +229,15 @@ async fn handle(
         _ => {}
     }
     if method == Method::POST
-        && let ["api", "v1", "namespaces", ns, "serviceaccounts", name, "token"] = path
+        && let [
+            "api",
+            "v1",
+            "namespaces",
+            ns,
+            "serviceaccounts",
+            name,
+            "token",
+        ] = path
             .trim_matches('/')
             .split('/')
             .collect::<Vec<_>>()
@@ -265,40 +273,41 @@ async fn handle(
             Some((user, groups))
         }
         None => match headers
-        .get("impersonate-user")
-        .and_then(|v| v.to_str().ok())
-    {
-        Some(user) => {
-            let sent: Vec<String> = headers
-                .get_all("impersonate-group")
-                .iter()
-                .filter_map(|v| v.to_str().ok().map(str::to_string))
-                .collect();
-            if let Err(e) = may_impersonate(&store, user, &sent) {
-                return error(&e);
-            }
-            store.impersonations.push(super::access::Impersonation {
-                request: line,
-                user: user.to_string(),
-                groups: sent.clone(),
-            });
-            // Named groups, plus system:authenticated; none named: the ServiceAccount's own.
-            let groups = if sent.is_empty() {
-                super::access::implicit_groups(user)
-            } else {
-                let mut groups = sent;
-                if !groups.iter().any(|g| g == "system:authenticated") {
-                    groups.push("system:authenticated".into());
+            .get("impersonate-user")
+            .and_then(|v| v.to_str().ok())
+        {
+            Some(user) => {
+                let sent: Vec<String> = headers
+                    .get_all("impersonate-group")
+                    .iter()
+                    .filter_map(|v| v.to_str().ok().map(str::to_string))
+                    .collect();
+                if let Err(e) = may_impersonate(&store, user, &sent) {
+                    return error(&e);
                 }
-                groups
-            };
-            Some((user.to_string(), groups))
-        }
-        None => store.caller.clone().map(|caller| {
-            let groups = super::access::implicit_groups(&caller);
-            (caller, groups)
-        }),
-    }};
+                store.impersonations.push(super::access::Impersonation {
+                    request: line,
+                    user: user.to_string(),
+                    groups: sent.clone(),
+                });
+                // Named groups, plus system:authenticated; none named: the ServiceAccount's own.
+                let groups = if sent.is_empty() {
+                    super::access::implicit_groups(user)
+                } else {
+                    let mut groups = sent;
+                    if !groups.iter().any(|g| g == "system:authenticated") {
+                        groups.push("system:authenticated".into());
+                    }
+                    groups
+                };
+                Some((user.to_string(), groups))
+            }
+            None => store.caller.clone().map(|caller| {
+                let groups = super::access::implicit_groups(&caller);
+                (caller, groups)
+            }),
+        },
+    };
     let judge = |store: &Store, check: &Check<'_>| match &acting {
         Some((user, groups)) => {
             let groups: Vec<&str> = groups.iter().map(String::as_str).collect();
@@ -560,14 +569,15 @@ const FAKE_TOKEN: &str = "fake-token";
 fn authenticate(store: &Store, token: &str) -> Option<String> {
     let issued = store.tokens.iter().find(|t| t.token == token)?;
     let exists = store
-        .get(&ObjectKey::new("", "serviceaccounts", &issued.namespace, &issued.name))
+        .get(&ObjectKey::new(
+            "",
+            "serviceaccounts",
+            &issued.namespace,
+            &issued.name,
+        ))
         .is_some();
-    (exists && issued.expires > std::time::SystemTime::now()).then(|| {
-        format!(
-            "system:serviceaccount:{}:{}",
-            issued.namespace, issued.name
-        )
-    })
+    (exists && issued.expires > std::time::SystemTime::now())
+        .then(|| format!("system:serviceaccount:{}:{}", issued.namespace, issued.name))
 }
 
 /// `POST /api/v1/namespaces/<ns>/serviceaccounts/<name>/token`: a TokenRequest answered as
@@ -597,7 +607,10 @@ fn token_request(
             });
         }
     };
-    if request["kind"].as_str().is_some_and(|k| k != "TokenRequest") {
+    if request["kind"]
+        .as_str()
+        .is_some_and(|k| k != "TokenRequest")
+    {
         return error(&ApiError {
             code: 400,
             reason: "BadRequest",
@@ -605,7 +618,9 @@ fn token_request(
             causes: Vec::new(),
         });
     }
-    let asked = request["spec"]["expirationSeconds"].as_i64().unwrap_or(3600);
+    let asked = request["spec"]["expirationSeconds"]
+        .as_i64()
+        .unwrap_or(3600);
     if asked < 600 {
         return error(&ApiError {
             code: 422,
@@ -614,7 +629,9 @@ fn token_request(
             causes: vec![("spec.expirationSeconds".into(), "may not specify a duration less than 10 minutes".into())],
         });
     }
-    let granted = options.token_max_seconds.map_or(asked, |cap| asked.min(cap));
+    let granted = options
+        .token_max_seconds
+        .map_or(asked, |cap| asked.min(cap));
     let expires = std::time::SystemTime::now()
         + std::time::Duration::from_secs(u64::try_from(granted).unwrap_or(0));
     let token = format!("fake-sa.{namespace}.{name}.{}", store.tokens.len() + 1);

@@ -924,7 +924,11 @@ impl Backend for KubeBackend {
         Some(self.changed.subscribe())
     }
 
-    async fn ensure_service_account(&self, namespace: &str, name: &str) -> Result<(), BackendError> {
+    async fn ensure_service_account(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(), BackendError> {
         serviceaccount::ensure(&self.client, namespace, name).await
     }
 

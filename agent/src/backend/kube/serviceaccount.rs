@@ -17,7 +17,12 @@ const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "flotilla-agen
 /// Creates the namespace and the ServiceAccount unless they exist.
 pub async fn ensure(client: &Client, namespace: &str, name: &str) -> Result<(), BackendError> {
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    if namespaces.get_opt(namespace).await.map_err(map_error)?.is_none() {
+    if namespaces
+        .get_opt(namespace)
+        .await
+        .map_err(map_error)?
+        .is_none()
+    {
         let ns = Namespace {
             metadata: ObjectMeta {
                 name: Some(namespace.to_string()),
