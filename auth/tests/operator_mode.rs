@@ -281,6 +281,40 @@ async fn a_cluster_uses_only_its_own_cluster_proxy_subjects() {
 }
 
 #[tokio::test]
+async fn a_cluster_gets_and_reports_only_its_own_managed_service_accounts() {
+    use flotilla_bus::serviceaccounts as msa;
+    let s = start();
+    let issuer = Issuer::new(&s.secure, Duration::from_secs(3600)).unwrap();
+    let hub = connect(&s.server.url(), &read_creds(&s.secure.hub_creds), None)
+        .await
+        .unwrap();
+    let (a_creds, _) = cluster_creds(&issuer, "edge-a");
+    let a = connect(
+        &s.server.url(),
+        &a_creds,
+        Some(subjects::inbox_prefix("edge-a")),
+    )
+    .await
+    .unwrap();
+    let own = msa::status_subject("edge-a", &msa::resource_id("edge-a", "ops"));
+    let other = msa::status_subject("edge-b", &msa::resource_id("edge-b", "ops"));
+    // Its accounts come on its own spec subject; its reports reach the hub on its own subjects.
+    assert!(delivered(&hub, &a, &subjects::spec("edge-a")).await);
+    assert!(delivered(&a, &hub, &own).await);
+    // Another cluster's accounts never reach it, and it cannot report for another cluster.
+    assert!(
+        !reads(
+            &a,
+            &hub,
+            &subjects::spec("edge-b"),
+            &subjects::spec("edge-b")
+        )
+        .await
+    );
+    assert!(!delivered(&a, &hub, &other).await);
+}
+
+#[tokio::test]
 async fn bootstrap_credentials_can_only_ask_to_register() {
     let s = start();
     let hub = connect(&s.server.url(), &read_creds(&s.secure.hub_creds), None)
