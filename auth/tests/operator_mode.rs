@@ -171,6 +171,10 @@ async fn init_writes_private_files_and_the_hub_uses_jetstream() {
         assert_eq!(mode(&f.unwrap().path()), 0o600);
     }
     assert_eq!(mode(&s.secure.dir.join("keys")), 0o700);
+    // The sealing key of ManagedServiceAccount tokens is one of them.
+    let sealing = s.secure.dir.join(flotilla_auth::sealing::SEALING_KEY_FILE);
+    assert_eq!(mode(&sealing), 0o600);
+    assert!(flotilla_auth::sealing::load(&sealing).is_ok());
     let again = SecureDir::init(&s.secure.dir, &InitOptions::default()).unwrap_err();
     assert!(
         again.to_string().contains("refusing to overwrite"),
