@@ -25,6 +25,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "flotilla/v1/policy.proto",
         "flotilla/v1/policy_service.proto",
         "flotilla/v1/tunnel.proto",
+        "flotilla/v1/serviceaccount.proto",
+        "flotilla/v1/serviceaccount_service.proto",
     ];
     for file in &files {
         println!("cargo:rerun-if-changed={}", root.join(file).display());
@@ -38,6 +40,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)
+        // These carry credentials: their Debug (api/src/redacted.rs) prints `<redacted>`.
+        .skip_debug([
+            "flotilla.v1.ManagedServiceAccountToken",
+            "flotilla.v1.TunnelRequest",
+        ])
         .compile_fds(fds)?;
     Ok(())
 }

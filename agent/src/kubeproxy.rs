@@ -7,7 +7,7 @@
 //! request is dropped with it) or the hub falls silent for [`tunnel::idle_timeout`].
 
 use crate::backend::Backend;
-use crate::backend::api::{ApiRequest, ApiResponse, Impersonation};
+use crate::backend::api::{ApiRequest, ApiResponse, Bearer, Impersonation};
 use bytes::{Bytes, BytesMut};
 use flotilla_api::v1::{TunnelHeader, TunnelRequest, TunnelResponse};
 use flotilla_bus::publish::Publisher;
@@ -217,7 +217,12 @@ impl Call {
         let caller = request.caller.clone().unwrap_or_default();
         tracing::info!(
             caller = %caller.name, role = %caller.role, method = %request.method,
-            path = %request.path, as_user = request.impersonate.as_ref().map_or("agent", |i| i.user.as_str()),
+            path = %request.path,
+            as_user = if request.bearer.is_empty() {
+                request.impersonate.as_ref().map_or("agent", |i| i.user.as_str())
+            } else {
+                "its ManagedServiceAccount token"
+            },
             "cluster proxy call"
         );
         let mut seq_in = SeqCheck::default();
@@ -440,10 +445,17 @@ fn to_api_request(request: &TunnelRequest, body: Bytes) -> Result<ApiRequest, St
         path: request.path.clone(),
         query: request.query.clone(),
         headers,
-        impersonate: request.impersonate.as_ref().map(|i| Impersonation {
-            user: i.user.clone(),
-            groups: i.groups.clone(),
-        }),
+        // A caller with a ManagedServiceAccount token acts as that ServiceAccount, never as
+        // someone it names.
+        impersonate: if request.bearer.is_empty() {
+            request.impersonate.as_ref().map(|i| Impersonation {
+                user: i.user.clone(),
+                groups: i.groups.clone(),
+            })
+        } else {
+            None
+        },
+        bearer: (!request.bearer.is_empty()).then(|| Bearer(request.bearer.clone())),
         body,
     })
 }

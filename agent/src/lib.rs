@@ -12,6 +12,8 @@
 //!   by the backend ([`backend::Backend::serve_api`]) and streamed back with flow control.
 //! - [`policy`]: governance — replicated policies evaluated and enforced on the spoke (one
 //!   actor per policy), status and history reported when they change.
+//! - [`serviceaccount`]: ManagedServiceAccounts — the ServiceAccount created, tokens requested,
+//!   sealed to the hub and rotated at a fraction of the lifetime the cluster granted.
 //! - [`namespaces`]: the namespaces the cluster's sets manage (ManagedClusterSet
 //!   `managedNamespaces`), created and labelled as OCM's registration agent does.
 //! - [`scores`]: AddOnPlacementScores the agent reports (resource usage).
@@ -36,6 +38,7 @@ pub mod namespaces;
 pub mod policy;
 pub mod registration;
 pub mod scores;
+pub mod serviceaccount;
 pub mod store;
 pub mod work;
 
@@ -119,6 +122,9 @@ pub struct AgentConfig {
     /// install namespace ([`addons::credentials::SecretKeeper`]). On by default; ignored
     /// without secure mode.
     pub addon_credentials_secrets: bool,
+    /// The namespace of the ServiceAccounts of ManagedServiceAccounts on this cluster
+    /// (`--service-account-namespace`; OCM's add-on install namespace by default).
+    pub service_account_namespace: String,
 }
 
 /// A NATS connection several agents of one process share (`flotilla-sim --share-connections`):
@@ -198,6 +204,7 @@ impl AgentConfig {
             connection: None,
             simulate_addons: false,
             addon_credentials_secrets: true,
+            service_account_namespace: flotilla_api::serviceaccount::DEFAULT_NAMESPACE.into(),
         }
     }
 
@@ -223,6 +230,12 @@ impl AgentConfig {
                     c.name
                 ));
             }
+        }
+        if let Err(e) = flotilla_api::names::validate_dns1123_label(
+            "--service-account-namespace",
+            &self.service_account_namespace,
+        ) {
+            errors.push(e.to_string());
         }
         if self.claims.len() > flotilla_api::meta::MAX_CUSTOM_CLAIMS {
             errors.push(format!(

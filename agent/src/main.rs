@@ -84,6 +84,13 @@ struct Args {
     /// (image flotilla/fleet-metrics) inside the agent, as a kubelet would.
     #[arg(long)]
     simulate_addons: bool,
+    /// The namespace of the ServiceAccounts the agent creates for ManagedServiceAccounts.
+    #[arg(long, env = "FLOTILLA_SERVICE_ACCOUNT_NAMESPACE", default_value = flotilla_api::serviceaccount::DEFAULT_NAMESPACE)]
+    service_account_namespace: String,
+    /// With the `sim` backend: the longest ServiceAccount token the simulated cluster issues,
+    /// in seconds (a cloud's cap on token lifetimes; default: what is asked).
+    #[arg(long)]
+    sim_token_max_seconds: Option<u64>,
 }
 
 fn pairs(flag: &str, raw: &[String], errors: &mut Vec<String>) -> Vec<(String, String)> {
@@ -141,6 +148,7 @@ fn main() -> ExitCode {
         );
     }
     config.simulate_addons = args.simulate_addons;
+    config.service_account_namespace = args.service_account_namespace.clone();
     let sim_file = args.state_dir.join("sim-cluster.json");
     errors.extend(config.validate());
     let ca = config.nats.tls_ca_file.is_some();
@@ -177,6 +185,7 @@ fn main() -> ExitCode {
         .with_platform(&args.sim_platform)
         .with_config(SimConfig {
             ready_delay: Duration::from_millis(args.sim_ready_delay_ms),
+            token_max_lifetime: args.sim_token_max_seconds.map(Duration::from_secs),
             ..SimConfig::default()
         });
         // The simulated cluster lives next to the agent's state, so it survives agent restarts.

@@ -54,6 +54,11 @@ pub struct RegistrationActor {
     works: WorkManager,
     /// The replicated policies on this cluster (None: governance off).
     policies: Option<crate::policy::PolicyManager>,
+    /// The ManagedServiceAccounts' task, started by the first one the hub sends.
+    service_accounts: Option<(
+        crate::serviceaccount::ServiceAccounts,
+        tokio::task::JoinHandle<()>,
+    )>,
     /// When to ask the hub for a spec resync (None = not scheduled).
     next_resync: Option<Instant>,
     /// When to report AddOnPlacementScores next (None = not scheduled).
@@ -112,6 +117,7 @@ impl RegistrationActor {
             last_status_hash: None,
             works,
             policies: None,
+            service_accounts: None,
             next_resync: None,
             next_score: None,
             credentials: None,
@@ -290,6 +296,9 @@ impl RegistrationActor {
                                 if let Some(p) = self.policies.as_mut() {
                                     p.republish_all();
                                 }
+                                if let Some((sa, _)) = &self.service_accounts {
+                                    sa.republish();
+                                }
                             }
                         }
                         Some(ConnectionEvent::Refused) => {
@@ -306,6 +315,11 @@ impl RegistrationActor {
             }
             if let Some(p) = self.policies.take() {
                 p.shutdown().await;
+            }
+            if let Some((handle, task)) = self.service_accounts.take() {
+                // Its last handle: the task ends once it has finished what it is doing.
+                drop(handle);
+                let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
             }
             tracing::info!("agent stopped");
         }
@@ -488,6 +502,26 @@ impl RegistrationActor {
                 Some(_) => tracing::warn!("policy spec ignored: this cluster is not accepted"),
                 None => tracing::debug!("policy spec ignored: governance is off on this agent"),
             }
+            return;
+        }
+        if crate::serviceaccount::ServiceAccounts::handles(&event) {
+            if !self.accepted() {
+                tracing::warn!("ManagedServiceAccount spec ignored: this cluster is not accepted");
+                return;
+            }
+            let (handle, _) = self.service_accounts.get_or_insert_with(|| {
+                crate::serviceaccount::ServiceAccounts::spawn(crate::serviceaccount::Deps {
+                    cluster: self.config.cluster_name.clone(),
+                    backend: self.backend.clone(),
+                    store: self.store.clone(),
+                    client: self.client.clone(),
+                    config: crate::serviceaccount::ServiceAccountConfig {
+                        namespace: self.config.service_account_namespace.clone(),
+                        max_event_bytes: self.config.max_event_bytes,
+                    },
+                })
+            });
+            handle.on_spec(event);
             return;
         }
         if event.event_type == types::registration_response()

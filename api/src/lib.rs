@@ -47,5 +47,7 @@ pub mod meta;
 pub mod names;
 pub mod ocm;
 pub mod policy;
+pub mod redacted;
 pub mod selector;
+pub mod serviceaccount;
 pub mod work;

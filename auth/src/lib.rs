@@ -19,6 +19,7 @@ pub mod creds;
 pub mod issuer;
 pub mod jwt;
 pub mod permissions;
+pub mod sealing;
 pub mod secret;
 pub mod setup;
 

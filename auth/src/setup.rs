@@ -321,6 +321,13 @@ impl SecureDir {
             tls.as_ref(),
         );
         write_public(&conf, text.as_bytes()).map_err(io(&conf))?;
+        // The sealing key of ManagedServiceAccount tokens: kept when there is one (`--force`
+        // starts the accounts over, but the stored tokens stay readable).
+        let sealing = dir.join(crate::sealing::SEALING_KEY_FILE);
+        crate::sealing::load_or_create(&sealing).map_err(|e| SetupError::Invalid {
+            path: sealing.clone(),
+            message: e.to_string(),
+        })?;
         Self::load(dir)
     }
 

@@ -171,6 +171,10 @@ async fn init_writes_private_files_and_the_hub_uses_jetstream() {
         assert_eq!(mode(&f.unwrap().path()), 0o600);
     }
     assert_eq!(mode(&s.secure.dir.join("keys")), 0o700);
+    // The sealing key of ManagedServiceAccount tokens is one of them.
+    let sealing = s.secure.dir.join(flotilla_auth::sealing::SEALING_KEY_FILE);
+    assert_eq!(mode(&sealing), 0o600);
+    assert!(flotilla_auth::sealing::load(&sealing).is_ok());
     let again = SecureDir::init(&s.secure.dir, &InitOptions::default()).unwrap_err();
     assert!(
         again.to_string().contains("refusing to overwrite"),
@@ -278,6 +282,40 @@ async fn a_cluster_uses_only_its_own_cluster_proxy_subjects() {
     assert!(!reads(&a, &hub, "flotilla.kubeapi.*", &subjects::kubeapi("edge-c")).await);
     assert!(!delivered(&a, &hub, &subjects::kubeapi_back("edge-b", "hub1")).await);
     assert!(!delivered(&a, &hub, &subjects::kubeapi("edge-a")).await);
+}
+
+#[tokio::test]
+async fn a_cluster_gets_and_reports_only_its_own_managed_service_accounts() {
+    use flotilla_bus::serviceaccounts as msa;
+    let s = start();
+    let issuer = Issuer::new(&s.secure, Duration::from_secs(3600)).unwrap();
+    let hub = connect(&s.server.url(), &read_creds(&s.secure.hub_creds), None)
+        .await
+        .unwrap();
+    let (a_creds, _) = cluster_creds(&issuer, "edge-a");
+    let a = connect(
+        &s.server.url(),
+        &a_creds,
+        Some(subjects::inbox_prefix("edge-a")),
+    )
+    .await
+    .unwrap();
+    let own = msa::status_subject("edge-a", &msa::resource_id("edge-a", "ops"));
+    let other = msa::status_subject("edge-b", &msa::resource_id("edge-b", "ops"));
+    // Its accounts come on its own spec subject; its reports reach the hub on its own subjects.
+    assert!(delivered(&hub, &a, &subjects::spec("edge-a")).await);
+    assert!(delivered(&a, &hub, &own).await);
+    // Another cluster's accounts never reach it, and it cannot report for another cluster.
+    assert!(
+        !reads(
+            &a,
+            &hub,
+            &subjects::spec("edge-b"),
+            &subjects::spec("edge-b")
+        )
+        .await
+    );
+    assert!(!delivered(&a, &hub, &other).await);
 }
 
 #[tokio::test]

@@ -18,6 +18,8 @@
 //! - [`policies`]: governance policy spec, status and resync events (types, resource id,
 //!   subject).
 //! - [`scores`]: AddOnPlacementScore reports (event type, status subject).
+//! - [`serviceaccounts`]: ManagedServiceAccount specs and token reports (types, resource id,
+//!   subject), the sealing of tokens to the hub's curve key and their hash.
 //! - [`tunnel`]: the cluster proxy's frames — one Kubernetes API call streamed between hub
 //!   and agent in chunks, with credit-based flow control, cancellation and keepalives.
 //! - [`works`]: ManifestWork spec, status and resync events (types, resource id, subject).
@@ -34,6 +36,7 @@ pub mod process;
 pub mod publish;
 pub mod reply;
 pub mod scores;
+pub mod serviceaccounts;
 pub mod subjects;
 pub mod trace;
 pub mod tunnel;

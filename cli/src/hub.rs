@@ -318,6 +318,16 @@ impl Hub {
             .max_encoding_message_size(MAX_WORK_MESSAGE)
     }
 
+    /// ManagedServiceAccounts and their tokens.
+    pub fn service_accounts(
+        &self,
+    ) -> flotilla_api::v1::service_account_service_client::ServiceAccountServiceClient<HubChannel>
+    {
+        flotilla_api::v1::service_account_service_client::ServiceAccountServiceClient::new(
+            self.channel(),
+        )
+    }
+
     /// ManifestWorks and the read-only proxy to spokes.
     pub fn works(&self) -> WorkServiceClient<HubChannel> {
         WorkServiceClient::new(self.channel())

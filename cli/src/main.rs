@@ -184,11 +184,16 @@ async fn run(cli: Cli) -> Result<()> {
         insecure: cli.insecure,
     };
     if let Command::Kubeconfig(args) = &cli.command {
-        return cmd::kubeconfig::run(
-            args,
-            credentials.token.as_deref(),
-            credentials.ca.as_deref(),
-        );
+        let token = match &args.service_account {
+            Some(flag) => {
+                // Checked before the hub is asked anything.
+                cmd::kubeconfig::service_account_name(&args.cluster, flag)?;
+                let hub = Hub::connect(&cli.hub, &credentials).await?;
+                Some(cmd::kubeconfig::service_account_token(&hub, args, flag).await?)
+            }
+            None => credentials.token.clone(),
+        };
+        return cmd::kubeconfig::run(args, token.as_deref(), credentials.ca.as_deref());
     }
     if let Command::Join(args) = &cli.command {
         let join = cmd::join::prepare(args).map_err(anyhow::Error::msg)?;

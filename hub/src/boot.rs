@@ -559,6 +559,13 @@ pub(crate) async fn serve_cluster_proxy(
         },
         metrics: proxy_metrics,
         limits: config.cluster_proxy.connections.clone(),
+        service_account_tokens: Some(
+            crate::serviceaccount::TokenLookup::open(
+                &async_nats::jetstream::new(nats.clone()),
+                config.stream,
+            )
+            .await?,
+        ),
     });
     tasks.push(server::serve(listener, tls, deps, shutdown));
     Ok(tunnels)

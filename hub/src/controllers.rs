@@ -25,6 +25,7 @@ use flotilla_api::v1::cluster_set_service_server::ClusterSetServiceServer;
 use flotilla_api::v1::placement_service_server::PlacementServiceServer;
 use flotilla_api::v1::policy_service_server::PolicyServiceServer;
 use flotilla_api::v1::replica_set_service_server::ReplicaSetServiceServer;
+use flotilla_api::v1::service_account_service_server::ServiceAccountServiceServer;
 use flotilla_bus::jetstream::StreamOptions;
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,6 +48,11 @@ pub struct Services {
     pub policies: LateSlot<PolicyServiceServer<grpc::policy::PolicyApi>>,
     /// The policies this hub's status router reports to.
     pub policy_reports: crate::policy::route::LocalPolicies,
+    /// ServiceAccountService.
+    pub service_accounts:
+        LateSlot<ServiceAccountServiceServer<grpc::serviceaccount::ServiceAccountApi>>,
+    /// The ManagedServiceAccounts this hub's status router reports to.
+    pub msa_reports: crate::serviceaccount::route::LocalAccounts,
 }
 
 /// The controllers' gRPC services as every hub serves them: each answers from the slot
@@ -57,6 +63,7 @@ pub struct Served {
     replicasets: Late<ReplicaSetServiceServer<grpc::replicaset::ReplicaSetApi>>,
     addons: Late<AddOnServiceServer<grpc::addon::AddOnApi>>,
     policies: Late<PolicyServiceServer<grpc::policy::PolicyApi>>,
+    service_accounts: Late<ServiceAccountServiceServer<grpc::serviceaccount::ServiceAccountApi>>,
 }
 
 impl Served {
@@ -67,6 +74,7 @@ impl Served {
             .add(self.replicasets)
             .add(self.addons)
             .add(self.policies)
+            .add(self.service_accounts)
     }
 }
 
@@ -81,9 +89,12 @@ impl Services {
         Served,
         placement::score_route::ScoreSink,
         crate::policy::route::PolicySink,
+        crate::serviceaccount::route::MsaSink,
     ) {
         let (scores, score_sink) = placement::score_route::ScoreSink::new(nats.clone());
         let (policy_reports, policy_sink) = crate::policy::route::PolicySink::new(nats.clone());
+        let (msa_reports, msa_sink) = crate::serviceaccount::route::MsaSink::new(nats.clone());
+        let (service_accounts, service_accounts_served) = LateSlot::new();
         let (sets, sets_served) = LateSlot::new();
         let (placements, placements_served) = LateSlot::new();
         let (replicasets, replicasets_served) = LateSlot::new();
@@ -98,6 +109,8 @@ impl Services {
                 scores,
                 policies,
                 policy_reports,
+                service_accounts,
+                msa_reports,
             },
             Served {
                 sets: sets_served,
@@ -105,9 +118,11 @@ impl Services {
                 replicasets: replicasets_served,
                 addons: addons_served,
                 policies: policies_served,
+                service_accounts: service_accounts_served,
             },
             score_sink,
             policy_sink,
+            msa_sink,
         )
     }
 
@@ -137,12 +152,19 @@ impl Services {
                 .max_encoding_message_size(8 * 1024 * 1024),
         ));
         self.policy_reports.set(Some(c.policies.clone()));
+        self.service_accounts
+            .set(Some(ServiceAccountServiceServer::new(
+                grpc::serviceaccount::ServiceAccountApi::new(c.service_accounts.clone()),
+            )));
+        self.msa_reports.set(Some(c.service_accounts.clone()));
     }
 
     fn empty(&self) {
         self.scores.set(None);
         self.policies.set(None);
         self.policy_reports.set(None);
+        self.service_accounts.set(None);
+        self.msa_reports.set(None);
         self.sets.set(None);
         self.placements.set(None);
         self.replicasets.set(None);
@@ -181,6 +203,8 @@ pub struct Deps {
     pub max_event_bytes: usize,
     /// The API as forwarded calls reach it (the token checked again).
     pub forwarded: grpc::auth::Authenticated<tonic::service::Routes>,
+    /// ManagedServiceAccount settings (the sealing key).
+    pub service_accounts: crate::serviceaccount::MsaConfig,
 }
 
 /// Where hubs not holding the controllers forward the controllers' gRPC calls (hub account
@@ -188,12 +212,13 @@ pub struct Deps {
 pub const FORWARD_SUBJECT: &str = "flotilla.hub.controllers.grpc";
 
 /// The gRPC services the controllers serve, by path prefix.
-const SERVICES: [&str; 5] = [
+const SERVICES: [&str; 6] = [
     "/flotilla.v1.ClusterSetService/",
     "/flotilla.v1.PlacementService/",
     "/flotilla.v1.ReplicaSetService/",
     "/flotilla.v1.AddOnService/",
     "/flotilla.v1.PolicyService/",
+    "/flotilla.v1.ServiceAccountService/",
 ];
 
 /// Whether the call at `path` is one of the controllers'.
@@ -213,6 +238,8 @@ pub struct Controllers {
     pub addons: addon::AddOns,
     /// Governance: policies, bindings, policy sets, placement rules.
     pub policies: crate::policy::Policies,
+    /// ManagedServiceAccounts.
+    pub service_accounts: crate::serviceaccount::ServiceAccounts,
     stop: watch::Sender<bool>,
     tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
 }
@@ -300,6 +327,20 @@ impl Controllers {
         )
         .await
         .map_err(HubError::Policies)?;
+        let mut msa_buckets = crate::serviceaccount::Buckets::open(js, opts).await?;
+        msa_buckets.accounts = fenced(msa_buckets.accounts, &fence, hub);
+        msa_buckets.tokens = fenced(msa_buckets.tokens, &fence, hub);
+        let service_accounts = crate::serviceaccount::ServiceAccounts::start(
+            msa_buckets,
+            crate::serviceaccount::Deps {
+                clusters: deps.inventory.clone(),
+                publisher: deps.clusters.shared().publisher.clone(),
+                metrics: deps.metrics.clone(),
+                config: deps.service_accounts.clone(),
+            },
+        )
+        .await
+        .map_err(HubError::ServiceAccounts)?;
         // The add-on agents' subjects are served once subscribed at the server.
         let (ready_tx, mut ready_rx) = tokio::sync::mpsc::unbounded_channel();
         let mut router = deps.router.clone();
@@ -337,6 +378,12 @@ impl Controllers {
                 deps.max_event_bytes,
                 stop_rx.clone(),
             )),
+            tokio::spawn(crate::serviceaccount::route::serve(
+                deps.nats.clone(),
+                service_accounts.clone(),
+                deps.max_event_bytes,
+                stop_rx.clone(),
+            )),
             tokio::spawn(placement::score_route::serve(
                 deps.nats.clone(),
                 placements.scores().clone(),
@@ -367,6 +414,7 @@ impl Controllers {
             replicasets,
             addons,
             policies,
+            service_accounts,
             stop,
             tasks: std::sync::Mutex::new(tasks),
         };
@@ -382,6 +430,7 @@ impl Controllers {
         self.replicasets.stop().await;
         self.addons.stop().await;
         self.policies.stop().await;
+        self.service_accounts.stop().await;
         self.placements.join().await;
         let tasks = std::mem::take(&mut *self.tasks.lock().expect("controller tasks lock"));
         for t in tasks {

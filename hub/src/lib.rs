@@ -22,6 +22,8 @@
 //! - [`grpc`]: the `flotilla.v1` gRPC services.
 //! - [`kubeproxy`]: the cluster proxy — every cluster's Kubernetes API under
 //!   `/clusters/<cluster>/…`, streamed through its agent.
+//! - [`serviceaccount`]: ManagedServiceAccounts — delivered to their cluster, tokens reported
+//!   sealed to the hub's key, handed out over the API and recognised by the cluster proxy.
 //! - [`metrics`]: Prometheus metrics and the `/metrics` endpoint.
 //!
 //! [`start`] wires them together; the `flotilla-hub` binary only parses flags and calls [`run`].
@@ -47,6 +49,7 @@ pub mod policy;
 pub mod replicaset;
 pub mod router;
 pub mod security;
+pub mod serviceaccount;
 pub mod settle;
 pub mod store;
 pub mod tasks;
@@ -103,6 +106,8 @@ pub struct Config {
     pub ha: ha::HaConfig,
     /// The cluster proxy (`--cluster-proxy-listen`), served with the API's tokens and TLS.
     pub cluster_proxy: kubeproxy::ProxyConfig,
+    /// ManagedServiceAccounts: the sealing key of their tokens.
+    pub service_accounts: serviceaccount::MsaConfig,
 }
 
 /// Security of the gRPC API.
@@ -144,6 +149,7 @@ impl Config {
             limits: limits::LimitsConfig::default(),
             ha: ha::HaConfig::default(),
             cluster_proxy: kubeproxy::ProxyConfig::default(),
+            service_accounts: serviceaccount::MsaConfig::default(),
         }
     }
 }
@@ -207,6 +213,9 @@ pub enum HubError {
     /// Governance state could not be loaded.
     #[error("policies: {0}")]
     Policies(#[source] policy::PolicyError),
+    /// ManagedServiceAccounts could not be loaded.
+    #[error("ManagedServiceAccounts: {0}")]
+    ServiceAccounts(#[source] serviceaccount::MsaError),
 }
 
 /// `<hostname>-<grpc port>`: unique per hub on a host, stable across restarts.
@@ -307,6 +316,17 @@ impl Hub {
             .clone()
     }
 
+    /// ManagedServiceAccounts.
+    ///
+    /// # Panics
+    /// When this hub does not hold the controllers.
+    pub fn service_accounts(&self) -> serviceaccount::ServiceAccounts {
+        self.controllers()
+            .expect("this hub holds the controllers")
+            .service_accounts
+            .clone()
+    }
+
     /// Hands every shard over (drained, then released, so the other hubs take them at once),
     /// stops serving and waits (bounded) for the tasks to end.
     pub async fn stop(self) {
@@ -374,10 +394,11 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
 
     // The controllers' services exist only on the hub holding them: each sits in a late slot,
     // filled while this hub runs the controllers.
-    let (services, served, score_sink, policy_sink) = controllers::Services::new(&nats);
+    let (services, served, score_sink, policy_sink, msa_sink) = controllers::Services::new(&nats);
     let mut router_config = config.router.clone();
     router_config.scores = Some(score_sink);
     router_config.policies = Some(policy_sink);
+    router_config.service_accounts = Some(msa_sink);
     router_config.janitor = Some(state.janitor.clone());
     router_config.agents_account = agents_account;
     router_config.new_names = Some(Arc::new(limits::NewNames::new(
@@ -432,6 +453,7 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
             hub_id: hub_id.clone(),
             max_event_bytes: config.cluster.max_event_bytes,
             forwarded,
+            service_accounts: config.service_accounts.clone(),
         },
         services,
     ));

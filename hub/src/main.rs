@@ -20,6 +20,12 @@ struct Args {
     /// accepted cluster's credentials and revokes denied and deleted clusters' keys.
     #[arg(long, env = "FLOTILLA_SECURE_DIR")]
     secure_dir: Option<std::path::PathBuf>,
+    /// The sealing key of ManagedServiceAccount tokens (an NKeys curve key seed, created 0600
+    /// when missing). Every hub of one control plane must use the same file (copy it). Default
+    /// in secure mode: `keys/sealing.xk` in the secure directory; without either, a key made at
+    /// start (tokens are issued again after a restart).
+    #[arg(long, env = "FLOTILLA_SEALING_KEY_FILE")]
+    sealing_key_file: Option<std::path::PathBuf>,
     /// How long issued cluster credentials are valid; agents renew at two thirds.
     #[arg(
         long,
@@ -467,6 +473,21 @@ fn main() -> ExitCode {
             ));
         }
     }
+    let sealing_path = args.sealing_key_file.clone().or_else(|| {
+        secure
+            .as_ref()
+            .map(|s| s.dir.join(flotilla_auth::sealing::SEALING_KEY_FILE))
+    });
+    let sealing_key = match &sealing_path {
+        Some(path) => match flotilla_hub::serviceaccount::key::SealingKey::from_file(path) {
+            Ok(k) => Some(k),
+            Err(e) => {
+                errors.push(format!("--sealing-key-file: {e}"));
+                None
+            }
+        },
+        None => None,
+    };
     if !errors.is_empty() {
         for e in errors {
             eprintln!("flotilla-hub: {e}");
@@ -491,6 +512,13 @@ fn main() -> ExitCode {
             dir: secure.dir.clone(),
             credentials_ttl: std::time::Duration::from_secs(args.credentials_ttl_seconds),
         });
+    }
+    match sealing_key {
+        Some(key) => config.service_accounts.key = key,
+        None => tracing::warn!(
+            "no --sealing-key-file (nor --secure-dir): ManagedServiceAccount tokens are sealed \
+             to a key made now; after a restart, or on another hub, clusters issue them again"
+        ),
     }
     config.grpc_listen = args.grpc_listen;
     config.cluster_proxy.listen = args.cluster_proxy_listen;

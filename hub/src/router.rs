@@ -38,6 +38,9 @@ pub struct RouterConfig {
     /// Where policy status reports go (set by the hub at start; without it they are rejected
     /// as an unknown type): the controllers' policies, here or on their hub.
     pub policies: Option<crate::policy::route::PolicySink>,
+    /// Where ManagedServiceAccount reports go (set by the hub at start; without it they are
+    /// rejected as an unknown type): the controllers' accounts, here or on their hub.
+    pub service_accounts: Option<crate::serviceaccount::route::MsaSink>,
     /// Secure mode: the agents' account, whose users' identities registration requests carry
     /// (`Nats-Request-Info`, set by the server on the service import). Set by the hub at start.
     pub agents_account: Option<String>,
@@ -58,6 +61,7 @@ impl Default for RouterConfig {
             ack_wait: Duration::from_secs(30),
             scores: None,
             policies: None,
+            service_accounts: None,
             agents_account: None,
             new_names: None,
             janitor: None,
@@ -845,6 +849,28 @@ async fn handle_status(
                 .get(&event.cluster)
                 .is_some_and(|c| rules::accepted(&c));
             let sink = config.policies.as_ref().expect("checked by the guard");
+            let raw = msg.payload.clone();
+            if let Err(((reason, why), msg)) = sink.route(&event, &raw, rid, accepted, msg).await {
+                reject(&ty, reason, why);
+                if let Some(msg) = msg {
+                    let _ = msg.ack().await;
+                }
+            }
+            return;
+        }
+        (flotilla_bus::serviceaccounts::KIND_MSA, Some(rid))
+            if event.event_type == flotilla_bus::serviceaccounts::status_type()
+                && config.service_accounts.is_some() =>
+        {
+            let accepted = clusters
+                .shared()
+                .inventory
+                .get(&event.cluster)
+                .is_some_and(|c| rules::accepted(&c));
+            let sink = config
+                .service_accounts
+                .as_ref()
+                .expect("checked by the guard");
             let raw = msg.payload.clone();
             if let Err(((reason, why), msg)) = sink.route(&event, &raw, rid, accepted, msg).await {
                 reject(&ty, reason, why);

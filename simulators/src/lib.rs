@@ -78,6 +78,9 @@ pub struct FleetConfig {
     /// Serve the hub's cluster-proxy calls from each simulated cluster
     /// ([`AgentConfig::cluster_proxy`]); on by default.
     pub cluster_proxy: bool,
+    /// The longest ServiceAccount token a simulated cluster issues (a cloud's cap on token
+    /// lifetimes, [`SimConfig::token_max_lifetime`]); `None`: what is asked.
+    pub token_max_lifetime: Option<Duration>,
 }
 
 impl FleetConfig {
@@ -102,6 +105,7 @@ impl FleetConfig {
             share_connections: 0,
             simulate_addons: true,
             cluster_proxy: true,
+            token_max_lifetime: None,
         }
     }
 
@@ -207,6 +211,7 @@ pub fn cluster(config: &FleetConfig, i: usize) -> (AgentConfig, SimBackend) {
         .with_config(SimConfig {
             ready_delay,
             apply_error,
+            token_max_lifetime: config.token_max_lifetime,
             ..SimConfig::default()
         });
     if let Some(r) = p.allocatable {

@@ -71,6 +71,10 @@ struct Args {
     /// agent in very large fleets.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     cluster_proxy: bool,
+    /// The longest ServiceAccount token a simulated cluster issues, in seconds (models a
+    /// cloud's cap on token lifetimes; default: the validity asked).
+    #[arg(long)]
+    token_max_seconds: Option<u64>,
     /// Show a progress bar while the agents start (default: when stderr is a terminal).
     #[arg(long)]
     progress: bool,
@@ -90,6 +94,7 @@ async fn main() -> anyhow::Result<()> {
     config.share_connections = args.share_connections as usize;
     config.simulate_addons = args.simulate_addons;
     config.cluster_proxy = args.cluster_proxy;
+    config.token_max_lifetime = args.token_max_seconds.map(Duration::from_secs);
     config.name_prefix = args.name_prefix;
     config.first_index = args.first_index;
     config.start_rate = args.start_rate;

@@ -14,6 +14,16 @@ pub struct Impersonation {
     pub groups: Vec<String>,
 }
 
+/// A bearer token (its `Debug` never shows it).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Bearer(pub String);
+
+impl std::fmt::Debug for Bearer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Bearer(<redacted>)")
+    }
+}
+
 /// One request.
 #[derive(Debug, Clone)]
 pub struct ApiRequest {
@@ -27,6 +37,9 @@ pub struct ApiRequest {
     pub headers: http::HeaderMap,
     /// Act as this user (`None`: as the agent).
     pub impersonate: Option<Impersonation>,
+    /// A ManagedServiceAccount token the caller presented: sent as `Authorization: Bearer`
+    /// instead of the agent's credential, so the cluster authenticates the caller.
+    pub bearer: Option<Bearer>,
     /// The request body (bounded by the proxy).
     pub body: Bytes,
 }
@@ -143,8 +156,10 @@ mod tests {
             query: "labelSelector=app%3Dweb&watch=true&fieldManager=kubectl+client".into(),
             headers: http::HeaderMap::new(),
             impersonate: None,
+            bearer: Some(Bearer("s3cret".into())),
             body: Bytes::new(),
         };
+        assert!(!format!("{req:?}").contains("s3cret"));
         assert_eq!(req.param("labelSelector").as_deref(), Some("app=web"));
         assert_eq!(req.param("watch").as_deref(), Some("true"));
         assert_eq!(req.param("fieldManager").as_deref(), Some("kubectl client"));

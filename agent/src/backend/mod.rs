@@ -80,6 +80,24 @@ pub enum ApplyOutcome {
     Skipped,
 }
 
+/// A ServiceAccount token as the cluster issued it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct IssuedToken {
+    /// The token.
+    pub token: String,
+    /// When the cluster says it expires (clouds cap lifetimes: never the validity asked).
+    pub expires: std::time::SystemTime,
+}
+
+impl std::fmt::Debug for IssuedToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IssuedToken")
+            .field("token", &"<redacted>")
+            .field("expires", &self.expires)
+            .finish()
+    }
+}
+
 /// A backend call that failed.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum BackendError {
@@ -212,6 +230,38 @@ pub trait Backend: Send + Sync + 'static {
             "NotImplemented",
             "this cluster's backend does not serve the Kubernetes API",
         )
+    }
+
+    /// Creates the ServiceAccount `namespace/name` of a ManagedServiceAccount (and its
+    /// namespace) unless it exists.
+    async fn ensure_service_account(
+        &self,
+        namespace: &str,
+        _name: &str,
+    ) -> Result<(), BackendError> {
+        Err(BackendError::Invalid(format!(
+            "this cluster's backend issues no ServiceAccount tokens (namespace {namespace})"
+        )))
+    }
+    /// Requests a token of the ServiceAccount valid for `validity` (the TokenRequest API's
+    /// `expirationSeconds`); the cluster may grant less: the answer's expiry is what counts.
+    async fn request_token(
+        &self,
+        namespace: &str,
+        name: &str,
+        _validity: std::time::Duration,
+    ) -> Result<IssuedToken, BackendError> {
+        Err(BackendError::Invalid(format!(
+            "this cluster's backend issues no ServiceAccount tokens ({namespace}/{name})"
+        )))
+    }
+    /// Deletes the ServiceAccount (its tokens stop working); false when it was not there.
+    async fn delete_service_account(
+        &self,
+        _namespace: &str,
+        _name: &str,
+    ) -> Result<bool, BackendError> {
+        Ok(false)
     }
 
     /// Lists objects of a kind (matched case-insensitively against kind, plural resource or

@@ -35,6 +35,9 @@ pub struct SimConfig {
     /// Every apply on this cluster fails with this message (a broken cluster of a fleet
     /// profile's failure share).
     pub apply_error: Option<String>,
+    /// The longest ServiceAccount token this cluster issues (a cloud's cap: EKS, GKE and AKS
+    /// shorten what is asked); `None`: the validity asked.
+    pub token_max_lifetime: Option<Duration>,
 }
 
 impl Default for SimConfig {
@@ -43,6 +46,7 @@ impl Default for SimConfig {
             ready_delay: Duration::from_secs(2),
             nodes: 3,
             apply_error: None,
+            token_max_lifetime: None,
         }
     }
 }
@@ -76,6 +80,9 @@ pub struct SimBackend {
     executors: Mutex<HashMap<String, String>>,
     /// Bumped on every change of the stored objects ([`Backend::changes`]).
     changed: tokio::sync::watch::Sender<u64>,
+    /// ServiceAccount tokens issued, by SHA-256: `(namespace, name, expiry)`. The simulated
+    /// API accepts them as bearer tokens until they expire or their ServiceAccount goes.
+    tokens: Mutex<HashMap<String, (String, String, SystemTime)>>,
 }
 
 fn now_ms() -> u64 {
@@ -165,7 +172,29 @@ fn content(v: &Value) -> BTreeMap<String, Value> {
     out
 }
 
+fn service_account_id(namespace: &str, name: &str) -> ManifestId {
+    ManifestId {
+        group: String::new(),
+        version: "v1".into(),
+        kind: "ServiceAccount".into(),
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+    }
+}
+
 impl SimBackend {
+    /// Whether `token` is one this cluster issued, unexpired, of a ServiceAccount that still
+    /// exists (the API server's TokenReview); the error is the 401's message.
+    fn authenticate(&self, token: &str) -> Result<(), String> {
+        let hash = flotilla_bus::serviceaccounts::token_hash(token);
+        let tokens = self.tokens.lock().expect("sim lock");
+        match tokens.get(&hash) {
+            Some((_, _, expires)) if *expires > SystemTime::now() => Ok(()),
+            Some(_) => Err("the ServiceAccount token has expired".into()),
+            None => Err("the bearer token is not a ServiceAccount token of this cluster".into()),
+        }
+    }
+
     /// A healthy cluster with `cpu` cores and `memory_gib` GiB, default controller timings.
     pub fn new(cpu: u32, memory_gib: u32, kubernetes_version: &str) -> Self {
         let capacity: HashMap<String, String> = [
@@ -206,6 +235,7 @@ impl SimBackend {
             load: Mutex::new(0.0),
             executors: Mutex::new(HashMap::new()),
             changed: tokio::sync::watch::Sender::new(0),
+            tokens: Mutex::new(HashMap::new()),
         }
     }
 
@@ -408,7 +438,90 @@ impl Backend for SimBackend {
         self: std::sync::Arc<Self>,
         request: super::api::ApiRequest,
     ) -> super::api::ApiResponse {
+        if let Some(bearer) = &request.bearer
+            && let Err(why) = self.authenticate(&bearer.0)
+        {
+            return super::api::ApiResponse::status(
+                http::StatusCode::UNAUTHORIZED,
+                "Unauthorized",
+                &why,
+            );
+        }
         super::sim_api::serve(self, request).await
+    }
+
+    async fn ensure_service_account(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(), BackendError> {
+        if !BUILTIN_NAMESPACES.contains(&namespace) {
+            let ns = ManifestId {
+                group: String::new(),
+                version: "v1".into(),
+                kind: "Namespace".into(),
+                namespace: String::new(),
+                name: namespace.to_string(),
+            };
+            if self.get(&ns).await?.is_none() {
+                let object = serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
+                    "metadata": {"name": namespace}});
+                self.apply(&ns, &object, &Strategy::Update).await?;
+            }
+        }
+        let id = service_account_id(namespace, name);
+        if self.get(&id).await?.is_none() {
+            let object = serde_json::json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                "metadata": {"name": name, "namespace": namespace,
+                    "labels": {"app.kubernetes.io/managed-by": "flotilla-agent"}}});
+            self.apply(&id, &object, &Strategy::Update).await?;
+        }
+        Ok(())
+    }
+
+    async fn request_token(
+        &self,
+        namespace: &str,
+        name: &str,
+        validity: Duration,
+    ) -> Result<super::IssuedToken, BackendError> {
+        if self
+            .get(&service_account_id(namespace, name))
+            .await?
+            .is_none()
+        {
+            return Err(BackendError::NotFound(format!(
+                "serviceaccounts {name:?} not found in namespace {namespace:?}"
+            )));
+        }
+        let lifetime = match self.config.token_max_lifetime {
+            Some(cap) => validity.min(cap),
+            None => validity,
+        };
+        let mut raw = [0u8; 32];
+        rand::RngCore::fill_bytes(&mut rand::rng(), &mut raw);
+        let token = format!(
+            "sim.{}",
+            raw.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        );
+        let expires = SystemTime::now() + lifetime;
+        self.tokens.lock().expect("sim lock").insert(
+            flotilla_bus::serviceaccounts::token_hash(&token),
+            (namespace.to_string(), name.to_string(), expires),
+        );
+        Ok(super::IssuedToken { token, expires })
+    }
+
+    async fn delete_service_account(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<bool, BackendError> {
+        self.tokens
+            .lock()
+            .expect("sim lock")
+            .retain(|_, (ns, n, _)| !(ns == namespace && n == name));
+        self.delete(&service_account_id(namespace, name)).await
     }
 
     async fn apply(
@@ -682,6 +795,7 @@ mod tests {
             ready_delay: Duration::from_millis(50),
             nodes: 3,
             apply_error: None,
+            token_max_lifetime: None,
         })
     }
 

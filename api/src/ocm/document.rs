@@ -89,6 +89,8 @@ pub enum Document {
     PolicySet(v1::PolicySet),
     /// A legacy PlacementRule (`apps.open-cluster-management.io/v1`).
     PlacementRule(v1::PlacementRule),
+    /// A ManagedServiceAccount (`authentication.open-cluster-management.io/v1beta1`).
+    ManagedServiceAccount(v1::ManagedServiceAccount),
 }
 
 const SUPPORTED: &str = "cluster.open-cluster-management.io/v1 ManagedCluster, \
@@ -105,7 +107,8 @@ addon.open-cluster-management.io/v1alpha1 AddOnDeploymentConfig, \
 policy.open-cluster-management.io/v1 Policy, \
 policy.open-cluster-management.io/v1 PlacementBinding, \
 policy.open-cluster-management.io/v1beta1 PolicySet, \
-apps.open-cluster-management.io/v1 PlacementRule";
+apps.open-cluster-management.io/v1 PlacementRule, \
+authentication.open-cluster-management.io/v1beta1 ManagedServiceAccount";
 
 /// The add-on kinds (`addon.open-cluster-management.io`).
 const ADDON_KINDS: [&str; 4] = [
@@ -279,6 +282,20 @@ fn parse_document(doc: usize, value: serde_yaml::Value) -> Result<Document, DocE
             p.to_proto()
                 .map(Document::PolicySet)
                 .map_err(|es| field_errors(doc, &kind, &name, es))
+        }
+        _ if api_version == crate::serviceaccount::AUTHENTICATION_V1BETA1
+            && kind == crate::serviceaccount::KIND =>
+        {
+            let m: super::serviceaccount::ManagedServiceAccount = typed(doc, &kind, &name, value)?;
+            m.to_proto()
+                .map(Document::ManagedServiceAccount)
+                .map_err(|es| {
+                    let all = es.join("; ");
+                    match all.split_once(": ") {
+                        Some((path, message)) => field_err(path, message.to_string()),
+                        None => field_err("", all),
+                    }
+                })
         }
         _ if api_version == crate::policy::APPS_V1 && kind == "PlacementRule" => {
             let r: super::policy::PlacementRule = typed(doc, &kind, &name, value)?;

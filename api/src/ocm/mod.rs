@@ -11,6 +11,7 @@
 //! - [`placement`]: Placement, PlacementDecision, AddOnPlacementScore.
 //! - [`replicaset`]: the ManifestWorkReplicaSet shape.
 //! - [`policy`]: Policy, PlacementBinding, PolicySet and the legacy PlacementRule.
+//! - [`serviceaccount`]: ManagedServiceAccount (`authentication.open-cluster-management.io`).
 //! - [`document`]: apply documents (multi-document YAML) parsed into typed objects.
 
 pub mod addon;
@@ -21,6 +22,7 @@ pub mod meta;
 pub mod placement;
 pub mod policy;
 pub mod replicaset;
+pub mod serviceaccount;
 pub mod work;
 
 pub use addon::{
@@ -32,6 +34,7 @@ pub use document::{DocError, Document, parse_documents};
 pub use meta::*;
 pub use placement::{AddOnPlacementScore, Placement, PlacementDecision};
 pub use replicaset::ManifestWorkReplicaSet;
+pub use serviceaccount::ManagedServiceAccount;
 pub use work::*;
 
 use serde::Serialize;

@@ -109,7 +109,8 @@ fn problems(doc: &Document) -> Vec<String> {
         | Document::Policy(_)
         | Document::PlacementBinding(_)
         | Document::PolicySet(_)
-        | Document::PlacementRule(_) => Vec::new(),
+        | Document::PlacementRule(_)
+        | Document::ManagedServiceAccount(_) => Vec::new(),
     }
 }
 
@@ -134,6 +135,7 @@ fn describe(i: usize, doc: &Document) -> String {
         Document::PlacementBinding(x) => ("PlacementBinding", x.metadata.as_ref()),
         Document::PolicySet(x) => ("PolicySet", x.metadata.as_ref()),
         Document::PlacementRule(x) => ("PlacementRule", x.metadata.as_ref()),
+        Document::ManagedServiceAccount(x) => ("ManagedServiceAccount", x.metadata.as_ref()),
     };
     let m = meta.cloned().unwrap_or_default();
     if m.namespace.is_empty() {
@@ -402,6 +404,15 @@ async fn apply(hub: &Hub, doc: Document) -> Result<String> {
             let decided = applied.status.map_or(0, |s| s.decisions.len());
             format!(
                 "placementrule.apps.open-cluster-management.io/{} applied (namespace {}, {decided} clusters decided)",
+                m.name, m.namespace
+            )
+        }
+        Document::ManagedServiceAccount(a) => {
+            let m = a.metadata.clone().unwrap_or_default();
+            hub.call(hub.service_accounts().apply_managed_service_account(a))
+                .await?;
+            format!(
+                "managedserviceaccount.authentication.open-cluster-management.io/{} applied (cluster {})",
                 m.name, m.namespace
             )
         }

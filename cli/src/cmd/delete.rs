@@ -45,6 +45,16 @@ pub enum DeleteWhat {
         #[arg(short = 'n', long, default_value = "default")]
         namespace: String,
     },
+    /// A ManagedServiceAccount: its token is refused at once and its cluster deletes the
+    /// ServiceAccount.
+    #[command(alias = "managedserviceaccounts")]
+    Managedserviceaccount {
+        /// Name.
+        name: String,
+        /// Cluster (the account's namespace).
+        #[arg(short = 'c', long, alias = "namespace", short_alias = 'n')]
+        cluster: String,
+    },
     /// A Policy: every cluster removes its copy (pruning as its templates ask).
     #[command(alias = "plc")]
     Policy {
@@ -152,6 +162,21 @@ pub async fn run(hub: &Hub, what: DeleteWhat) -> Result<()> {
             hub.call(hub.placements().delete_placement(r.clone()))
                 .await?;
             format!("placement/{} deleted (namespace {})", r.name, r.namespace)
+        }
+        DeleteWhat::Managedserviceaccount { name, cluster } => {
+            let r = flotilla_api::v1::GetManagedServiceAccountRequest {
+                namespace: cluster,
+                name,
+            };
+            hub.call(
+                hub.service_accounts()
+                    .delete_managed_service_account(r.clone()),
+            )
+            .await?;
+            format!(
+                "managedserviceaccount/{} deleting on cluster {} (its ServiceAccount goes)",
+                r.name, r.namespace
+            )
         }
         DeleteWhat::Policy { name, namespace } => {
             let r = GetPolicyRequest { namespace, name };

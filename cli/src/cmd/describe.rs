@@ -45,6 +45,16 @@ pub enum DescribeWhat {
         #[arg(short = 'n', long, default_value = "default")]
         namespace: String,
     },
+    /// A ManagedServiceAccount: rotation, its token's expiry (as its cluster answered) and
+    /// conditions.
+    #[command(alias = "managedserviceaccounts")]
+    Managedserviceaccount {
+        /// Name.
+        name: String,
+        /// Cluster (the account's namespace).
+        #[arg(short = 'c', long, alias = "namespace", short_alias = 'n')]
+        cluster: String,
+    },
     /// A ManifestWork: conditions, per-manifest conditions and feedback.
     Work {
         /// Name.
@@ -90,6 +100,21 @@ pub async fn run(hub: &Hub, format: Format, what: DescribeWhat) -> Result<()> {
                 format,
                 || crate::kind::policy::describe(&p, &d.clusters),
                 p.to_ocm(),
+            )
+        }
+        DescribeWhat::Managedserviceaccount { name, cluster } => {
+            let m = hub
+                .call(hub.service_accounts().get_managed_service_account(
+                    flotilla_api::v1::GetManagedServiceAccountRequest {
+                        namespace: cluster,
+                        name,
+                    },
+                ))
+                .await?;
+            show(
+                format,
+                || crate::kind::serviceaccount::describe(&m),
+                m.to_ocm(),
             )
         }
         DescribeWhat::Replicaset { name, namespace } => {

@@ -131,6 +131,16 @@ pub enum GetWhat {
         #[arg(short = 'n', long)]
         namespace: Option<String>,
     },
+    /// ManagedServiceAccounts: NAMESPACE (the cluster), NAME, TOKEN REPORTED, EXPIRES, ROTATION.
+    /// (OCM's CRD defines no short name.)
+    #[command(alias = "managedserviceaccount")]
+    Managedserviceaccounts {
+        /// Only these accounts.
+        names: Vec<String>,
+        /// Only this cluster's (their namespace).
+        #[arg(short = 'c', long, alias = "namespace", short_alias = 'n')]
+        cluster: Option<String>,
+    },
     /// AddOnPlacementScores.
     #[command(alias = "addonplacementscore", alias = "scores")]
     Addonplacementscores {
@@ -322,6 +332,24 @@ pub async fn run(hub: &Hub, format: Format, what: GetWhat) -> Result<()> {
                 &items,
                 names.len() == 1,
                 Some("No AddOnDeploymentConfigs found."),
+            )
+        }
+        GetWhat::Managedserviceaccounts { names, cluster } => {
+            let r = flotilla_api::v1::ListManagedServiceAccountsRequest {
+                namespace: cluster.unwrap_or_default(),
+            };
+            let items = named(
+                hub.call(hub.service_accounts().list_managed_service_accounts(r))
+                    .await?
+                    .items,
+                &names,
+                "ManagedServiceAccount",
+            )?;
+            show(
+                format,
+                &items,
+                names.len() == 1,
+                Some("No ManagedServiceAccounts found."),
             )
         }
         GetWhat::Policies { names, namespace } => {

@@ -1,7 +1,9 @@
-//! `kubeconfig CLUSTER [--server URL]`: a kubeconfig for the hub's cluster proxy
-//! (`flotilla-hub --cluster-proxy-listen`), so `kubectl` reaches the cluster through the hub
-//! with the caller's own token (`--token` / `FLOTILLA_TOKEN`) and rights. Nothing is asked of
-//! the hub: the kubeconfig is written from the flags alone.
+//! `kubeconfig CLUSTER [--server URL] [--service-account [NS/]NAME]`: a kubeconfig for the
+//! hub's cluster proxy (`flotilla-hub --cluster-proxy-listen`), so `kubectl` reaches the
+//! cluster through the hub with the caller's own token (`--token` / `FLOTILLA_TOKEN`) and
+//! rights — written from the flags alone — or, with `--service-account`, with the current
+//! token of that ManagedServiceAccount (asked of the hub with the caller's token): the spoke
+//! then authenticates the ServiceAccount, and its RBAC decides.
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
@@ -20,6 +22,26 @@ pub struct KubeconfigArgs {
     /// a hub without tokens.
     #[arg(long, env = "FLOTILLA_CLUSTER_PROXY", default_value = DEFAULT_SERVER)]
     pub server: String,
+    /// Use the token of this ManagedServiceAccount of the cluster (`NAME`, or `NS/NAME` where
+    /// NS is its namespace — the cluster's name) instead of your own; the hub hands it to
+    /// admins and to deployers that may act as its ServiceAccount.
+    #[arg(long, value_name = "[NS/]NAME")]
+    pub service_account: Option<String>,
+}
+
+/// The ManagedServiceAccount `--service-account` names: its name, checked against the
+/// cluster (a ManagedServiceAccount lives in its cluster's namespace).
+pub fn service_account_name(cluster: &str, flag: &str) -> Result<String> {
+    let name = match flag.split_once('/') {
+        Some((ns, name)) if ns == cluster => name,
+        Some((ns, _)) => bail!(
+            "--service-account {flag:?}: a ManagedServiceAccount lives in its cluster's namespace, \
+             so NS must be {cluster:?} (the cluster), not {ns:?}; or give the NAME alone"
+        ),
+        None => flag,
+    };
+    flotilla_api::names::validate_dns1123_label("--service-account", name)?;
+    Ok(name.to_string())
 }
 
 /// What the kubeconfig carries besides the flags.
@@ -86,6 +108,25 @@ fn base64(bytes: &[u8]) -> String {
     out
 }
 
+/// The current token of the ManagedServiceAccount `--service-account` names, from the hub.
+pub async fn service_account_token(
+    hub: &crate::hub::Hub,
+    args: &KubeconfigArgs,
+    flag: &str,
+) -> Result<String> {
+    let name = service_account_name(&args.cluster, flag)?;
+    let answer = hub
+        .call(hub.service_accounts().get_managed_service_account_token(
+            flotilla_api::v1::GetManagedServiceAccountRequest {
+                namespace: args.cluster.clone(),
+                name: name.clone(),
+            },
+        ))
+        .await
+        .with_context(|| format!("the token of ManagedServiceAccount {}/{name}", args.cluster))?;
+    Ok(answer.token)
+}
+
 /// Prints the kubeconfig.
 pub fn run(args: &KubeconfigArgs, token: Option<&str>, ca: Option<&std::path::Path>) -> Result<()> {
     let ca_pem = match ca {
@@ -113,6 +154,7 @@ mod tests {
         KubeconfigArgs {
             cluster: cluster.into(),
             server: server.into(),
+            service_account: None,
         }
     }
 
@@ -142,6 +184,17 @@ mod tests {
         );
         assert_eq!(v["users"][0]["user"]["token"], "tok-123");
         assert_eq!(v["current-context"], "edge-1");
+    }
+
+    #[test]
+    fn a_service_account_is_named_alone_or_in_its_clusters_namespace() {
+        assert_eq!(service_account_name("edge-1", "sa").unwrap(), "sa");
+        assert_eq!(service_account_name("edge-1", "edge-1/sa").unwrap(), "sa");
+        let e = service_account_name("edge-1", "default/sa")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("must be \"edge-1\""), "{e}");
+        assert!(service_account_name("edge-1", "edge-1/Bad_Name").is_err());
     }
 
     #[test]

@@ -15,6 +15,7 @@
 //! - [`decision`]: PlacementDecisions (the pages of clusters a placement selected).
 //! - [`replicaset`]: ManifestWorkReplicaSets (placements, works, rollout state).
 //! - [`score`]: AddOnPlacementScores (a provider's scores for one cluster).
+//! - [`serviceaccount`]: ManagedServiceAccounts (per cluster, with their token's state).
 //! - [`addon`]: the add-on kinds: ClusterManagementAddOns (install strategy and the placements'
 //!   rollout progress), ManagedClusterAddOns (per cluster, in kubectl's columns), AddOnTemplates
 //!   and AddOnDeploymentConfigs. `cmd::addon` renders an add-on's rollout.
@@ -31,6 +32,7 @@ pub mod placement;
 pub mod policy;
 pub mod replicaset;
 pub mod score;
+pub mod serviceaccount;
 pub mod work;
 
 #[cfg(test)]

@@ -17,12 +17,15 @@
 //! | `flotilla.v1.PlacementService` | | `GetPlacement`, `ListPlacements`, `ListDecisions`, `WatchPlacements`, `DebugPlacement`, `ListScores` | | `ApplyPlacement`, `DeletePlacement`, `ApplyScore`, `DeleteScore` |
 //! | `flotilla.v1.PolicyService` | | `GetPolicy`, `ListPolicies`, `GetPolicyDetails`, `WatchPolicies`, `ListPlacementBindings`, `ListPolicySets`, `ListPlacementRules` | | `ApplyPolicy`, `DeletePolicy`, `ApplyPlacementBinding`, `DeletePlacementBinding`, `ApplyPolicySet`, `DeletePolicySet`, `ApplyPlacementRule`, `DeletePlacementRule` |
 //! | `flotilla.v1.ReplicaSetService` | | `GetReplicaSet`, `ListReplicaSets`, `WatchReplicaSets` | | `ApplyReplicaSet`, `DeleteReplicaSet`, `Rollout` |
+//! | `flotilla.v1.ServiceAccountService` | | `GetManagedServiceAccount`, `ListManagedServiceAccounts` | `GetManagedServiceAccountToken` | `ApplyManagedServiceAccount`, `DeleteManagedServiceAccount` |
 //! | `flotilla.v1.AddOnService` | | `GetClusterManagementAddOn`, `ListClusterManagementAddOns`, `GetManagedClusterAddOn`, `ListManagedClusterAddOns`, `WatchManagedClusterAddOns`, `GetAddOnTemplate`, `ListAddOnTemplates`, `GetAddOnDeploymentConfig`, `ListAddOnDeploymentConfigs` | | `ApplyClusterManagementAddOn`, `DeleteClusterManagementAddOn`, `ApplyManagedClusterAddOn`, `DeleteManagedClusterAddOn`, `ApplyAddOnTemplate`, `DeleteAddOnTemplate`, `ApplyAddOnDeploymentConfig`, `DeleteAddOnDeploymentConfig`, `EnableAddOn`, `DisableAddOn` |
 //!
 //! Why: health checks serve load balancers and probes. `Proxy` is admin-only although it only
 //! reads, because it reads any object of a spoke, Secrets included. `CreateJoinToken` answers
 //! with a NATS seed. A deployer reaches only the work service's apply and delete; the service
-//! then checks the work's executor, the stored one too ([`super::work`]).
+//! then checks the work's executor, the stored one too ([`super::work`]), and a
+//! ManagedServiceAccount's token, which the service gives a deployer only when one of its
+//! execute-as grants covers the ServiceAccount on the cluster ([`super::serviceaccount`]).
 
 use std::fmt;
 
@@ -33,7 +36,7 @@ pub enum Access {
     Open,
     /// Any identity.
     Read,
-    /// An admin, or a deployer (the work service then checks the works' executors).
+    /// An admin, or a deployer (the service then checks the deployer's execute-as grants).
     WriteWork,
     /// An admin.
     Write,
@@ -144,6 +147,16 @@ pub const TABLE: &[(&str, &[(&str, Access)])] = &[
             ("ApplyPlacementRule", Write),
             ("ListPlacementRules", Read),
             ("DeletePlacementRule", Write),
+        ],
+    ),
+    (
+        "flotilla.v1.ServiceAccountService",
+        &[
+            ("ApplyManagedServiceAccount", Write),
+            ("GetManagedServiceAccount", Read),
+            ("ListManagedServiceAccounts", Read),
+            ("DeleteManagedServiceAccount", Write),
+            ("GetManagedServiceAccountToken", WriteWork),
         ],
     ),
     (

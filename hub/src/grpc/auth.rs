@@ -330,7 +330,10 @@ impl Tokens {
         if !allowed {
             let why = match (need, super::access::lookup(path)) {
                 (_, None) => "only an admin may call a method the hub's access table does not know",
-                (Access::WriteWork, _) => "only an admin or a deployer may apply and delete works",
+                (Access::WriteWork, _) => {
+                    "only an admin or a deployer (within its execute-as grants) may: it applies or \
+                     deletes works, or hands out a ServiceAccount's token"
+                }
                 _ => {
                     "only an admin may: it changes state, reads spoke objects or hands out \
                      credentials"

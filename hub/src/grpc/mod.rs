@@ -17,6 +17,7 @@ pub mod late;
 pub mod placement;
 pub mod policy;
 pub mod replicaset;
+pub mod serviceaccount;
 pub mod work;
 
 use crate::cluster::ClusterError;

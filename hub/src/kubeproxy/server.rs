@@ -28,6 +28,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::{JoinHandle, JoinSet};
 
+/// The role a ManagedServiceAccount caller is logged with.
+const SERVICE_ACCOUNT_ROLE: &str = "service-account";
+
 /// Headers that never cross the proxy: hop-by-hop ones, the hub's credentials, impersonation
 /// (decided by the hub) and framing (the proxy streams).
 const DROPPED: [&str; 14] = [
@@ -99,6 +102,9 @@ pub struct Deps {
     pub metrics: super::metrics::ProxyMetrics,
     /// How connections are bounded.
     pub limits: Limits,
+    /// ManagedServiceAccount tokens: a bearer that is no API token but a current token of the
+    /// cluster asked for is forwarded for the spoke to authenticate.
+    pub service_account_tokens: Option<crate::serviceaccount::TokenLookup>,
 }
 
 /// Serves until `shutdown`; every connection is served by a task the server owns, at most
@@ -279,26 +285,50 @@ pub fn tls_acceptor(
     Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
 
-/// The identity of the request's bearer token (every caller is an admin on an open hub).
-fn authenticate(tokens: Option<&Tokens>, headers: &HeaderMap) -> Result<Identity, String> {
-    let Some(tokens) = tokens else {
-        return Ok(Identity {
-            name: "anonymous".into(),
-            role: Role::Admin,
-            execute_as: Vec::new(),
-        });
-    };
-    let token = headers
+/// Who a request comes from.
+enum Caller {
+    /// An API token's identity (every caller is an admin on an open hub).
+    Api(Identity),
+    /// A current ManagedServiceAccount token of the cluster asked for: forwarded as the
+    /// request's credential, so the spoke authenticates it and its RBAC decides.
+    ServiceAccount(crate::serviceaccount::TokenOwner, String),
+}
+
+/// The caller of a request to `cluster`: the API token's identity; else a current
+/// ManagedServiceAccount token of that cluster (looked up by its hash; another cluster's token
+/// is unknown here); else, on an open hub, an anonymous admin when no token was sent.
+async fn authenticate(deps: &Deps, cluster: &str, headers: &HeaderMap) -> Result<Caller, String> {
+    let bearer = headers
         .get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|h| h.strip_prefix("Bearer "))
         .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .ok_or("no bearer token: use the kubeconfig `flotilla kubeconfig` prints (it carries FLOTILLA_TOKEN)")?;
-    tokens
-        .identify(token)
-        .cloned()
-        .ok_or_else(|| "the bearer token is not known to this hub".to_string())
+        .filter(|t| !t.is_empty());
+    if let (Some(tokens), Some(token)) = (deps.tokens.as_ref(), bearer)
+        && let Some(identity) = tokens.identify(token)
+    {
+        return Ok(Caller::Api(identity.clone()));
+    }
+    if let (Some(lookup), Some(token)) = (deps.service_account_tokens.as_ref(), bearer)
+        && let Some(owner) = lookup.owner(cluster, token).await
+    {
+        return Ok(Caller::ServiceAccount(owner, token.to_string()));
+    }
+    match (deps.tokens.as_ref(), bearer) {
+        (None, None) => Ok(Caller::Api(Identity {
+            name: "anonymous".into(),
+            role: Role::Admin,
+            execute_as: Vec::new(),
+        })),
+        (Some(_), None) => Err(
+            "no bearer token: use the kubeconfig `flotilla kubeconfig` prints (it carries FLOTILLA_TOKEN)"
+                .into(),
+        ),
+        (_, Some(_)) => Err(format!(
+            "the bearer token is neither an API token of this hub nor a current \
+             ManagedServiceAccount token of cluster {cluster:?}"
+        )),
+    }
 }
 
 /// What the client asked to impersonate.
@@ -361,9 +391,12 @@ async fn handle(deps: &Deps, req: http::Request<Incoming>) -> http::Response<Bod
     };
     let cluster = cluster.to_string();
     let spoke_path = spoke_path.to_string();
-    let identity = match authenticate(deps.tokens.as_ref(), req.headers()) {
-        Ok(i) => i,
-        Err(why) => return status::response(StatusCode::UNAUTHORIZED, &why),
+    let caller = match authenticate(deps, &cluster, req.headers()).await {
+        Ok(c) => c,
+        Err(why) => {
+            tracing::info!(cluster.name = %cluster, reason = %why, "cluster proxy request unauthenticated");
+            return status::response(StatusCode::UNAUTHORIZED, &why);
+        }
     };
     let info = RequestInfo::parse(req.method(), &spoke_path, &query);
     if req.headers().contains_key(http::header::UPGRADE)
@@ -375,23 +408,37 @@ async fn handle(deps: &Deps, req: http::Request<Incoming>) -> http::Response<Bod
              cluster proxy yet",
         );
     }
-    let act = match access::decide(&identity, &info, &asked(req.headers())) {
-        Ok(act) => act,
-        Err(refusal) => {
-            tracing::info!(
-                caller = %identity.name, role = %identity.role, cluster.name = %cluster,
-                verb = %info.verb, resource = %info.resource_label(), namespace = %info.namespace,
-                name = %info.name, reason = %refusal.0, "cluster proxy request refused"
-            );
-            return status::response(StatusCode::FORBIDDEN, &refusal.0);
-        }
+    // Who it is, as what it acts on the spoke, and the credential forwarded (if any).
+    let (who, role, act, bearer) = match caller {
+        Caller::Api(identity) => match access::decide(&identity, &info, &asked(req.headers())) {
+            Ok(act) => (identity.name, identity.role.to_string(), act, String::new()),
+            Err(refusal) => {
+                tracing::info!(
+                    caller = %identity.name, role = %identity.role, cluster.name = %cluster,
+                    verb = %info.verb, resource = %info.resource_label(), namespace = %info.namespace,
+                    name = %info.name, reason = %refusal.0, "cluster proxy request refused"
+                );
+                return status::response(StatusCode::FORBIDDEN, &refusal.0);
+            }
+        },
+        // The spoke authenticates the token and its RBAC decides; the client's impersonation
+        // headers are dropped like everyone's.
+        Caller::ServiceAccount(owner, token) => (
+            format!("managedserviceaccount:{}/{}", owner.cluster, owner.name),
+            SERVICE_ACCOUNT_ROLE.to_string(),
+            Act::Impersonate {
+                user: format!("system:serviceaccount:{}:{}", owner.namespace, owner.name),
+                groups: Vec::new(),
+            },
+            token,
+        ),
     };
     let as_user = match &act {
         Act::AsAgent => "agent",
         Act::Impersonate { user, .. } => user.as_str(),
     };
     tracing::info!(
-        caller = %identity.name, role = %identity.role, cluster.name = %cluster,
+        caller = %who, role = %role, cluster.name = %cluster,
         verb = %info.verb, resource = %info.resource_label(), namespace = %info.namespace,
         name = %info.name, path = %spoke_path, as_user, "cluster proxy request"
     );
@@ -419,14 +466,15 @@ async fn handle(deps: &Deps, req: http::Request<Incoming>) -> http::Response<Bod
         path: spoke_path,
         query,
         headers: forwarded(req.headers()),
-        caller: Some(TunnelCaller {
-            name: identity.name.clone(),
-            role: identity.role.to_string(),
-        }),
+        caller: Some(TunnelCaller { name: who, role }),
+        // With a ServiceAccount's token, its own credential says who it is.
         impersonate: match act {
-            Act::AsAgent => None,
-            Act::Impersonate { user, groups } => Some(TunnelImpersonation { user, groups }),
+            Act::Impersonate { user, groups } if bearer.is_empty() => {
+                Some(TunnelImpersonation { user, groups })
+            }
+            _ => None,
         },
+        bearer,
         ..Default::default()
     };
     let body = with_body.then(|| limited(req.into_body()));

@@ -60,6 +60,9 @@ pub struct FakeOptions {
     pub nodes: Vec<(String, String, String)>,
     /// `spec.providerID` prefix of the nodes (`aws://`, `gce://`, …; empty for none).
     pub provider: String,
+    /// The longest ServiceAccount token the TokenRequest API issues, in seconds (a cloud's
+    /// cap: the answer's `expirationTimestamp` is shorter than asked); `None`: as asked.
+    pub token_max_seconds: Option<i64>,
 }
 
 impl Default for FakeOptions {
@@ -72,6 +75,7 @@ impl Default for FakeOptions {
                 ("node-2".into(), "4".into(), "16Gi".into()),
             ],
             provider: "aws:///eu-west-1a/".into(),
+            token_max_seconds: None,
         }
     }
 }
@@ -187,6 +191,15 @@ impl FakeKube {
     /// Removes every authorizer rule.
     pub fn revoke_all(&self) {
         self.lock().access.clear();
+    }
+
+    /// Every ServiceAccount token issued (TokenRequest API).
+    pub fn tokens(&self) -> Vec<store::IssuedToken> {
+        self.state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .tokens
+            .clone()
     }
 
     /// Every request served so far: `METHOD /path?query`.

@@ -228,42 +228,85 @@ async fn handle(
         "/api/v1" => return json_response(200, &resources::resource_list("v1", store.resources())),
         _ => {}
     }
-    // Who the request acts as: the impersonated user (if its caller may impersonate it), or the
-    // caller the test named; `None`: not judged.
-    let acting = match headers
-        .get("impersonate-user")
-        .and_then(|v| v.to_str().ok())
+    if method == Method::POST
+        && let [
+            "api",
+            "v1",
+            "namespaces",
+            ns,
+            "serviceaccounts",
+            name,
+            "token",
+        ] = path
+            .trim_matches('/')
+            .split('/')
+            .collect::<Vec<_>>()
+            .as_slice()
     {
-        Some(user) => {
-            let sent: Vec<String> = headers
-                .get_all("impersonate-group")
-                .iter()
-                .filter_map(|v| v.to_str().ok().map(str::to_string))
-                .collect();
-            if let Err(e) = may_impersonate(&store, user, &sent) {
-                return error(&e);
+        return token_request(&mut store, &options, ns, name, &body);
+    }
+    // A ServiceAccount token this server issued acts as its ServiceAccount (while it exists
+    // and the token has not expired); any other bearer but the kubeconfig's is refused.
+    let service_account = match headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+    {
+        Some(token) if token != FAKE_TOKEN => match authenticate(&store, token) {
+            Some(user) => Some(user),
+            None => {
+                return error(&ApiError {
+                    code: 401,
+                    reason: "Unauthorized",
+                    message: "Unauthorized".into(),
+                    causes: Vec::new(),
+                });
             }
-            store.impersonations.push(super::access::Impersonation {
-                request: line,
-                user: user.to_string(),
-                groups: sent.clone(),
-            });
-            // Named groups, plus system:authenticated; none named: the ServiceAccount's own.
-            let groups = if sent.is_empty() {
-                super::access::implicit_groups(user)
-            } else {
-                let mut groups = sent;
-                if !groups.iter().any(|g| g == "system:authenticated") {
-                    groups.push("system:authenticated".into());
-                }
-                groups
-            };
-            Some((user.to_string(), groups))
+        },
+        _ => None,
+    };
+    // Who the request acts as: a ServiceAccount token's owner, the impersonated user (if its
+    // caller may impersonate it), or the caller the test named; `None`: not judged.
+    let acting = match service_account {
+        Some(user) => {
+            let groups = super::access::implicit_groups(&user);
+            Some((user, groups))
         }
-        None => store.caller.clone().map(|caller| {
-            let groups = super::access::implicit_groups(&caller);
-            (caller, groups)
-        }),
+        None => match headers
+            .get("impersonate-user")
+            .and_then(|v| v.to_str().ok())
+        {
+            Some(user) => {
+                let sent: Vec<String> = headers
+                    .get_all("impersonate-group")
+                    .iter()
+                    .filter_map(|v| v.to_str().ok().map(str::to_string))
+                    .collect();
+                if let Err(e) = may_impersonate(&store, user, &sent) {
+                    return error(&e);
+                }
+                store.impersonations.push(super::access::Impersonation {
+                    request: line,
+                    user: user.to_string(),
+                    groups: sent.clone(),
+                });
+                // Named groups, plus system:authenticated; none named: the ServiceAccount's own.
+                let groups = if sent.is_empty() {
+                    super::access::implicit_groups(user)
+                } else {
+                    let mut groups = sent;
+                    if !groups.iter().any(|g| g == "system:authenticated") {
+                        groups.push("system:authenticated".into());
+                    }
+                    groups
+                };
+                Some((user.to_string(), groups))
+            }
+            None => store.caller.clone().map(|caller| {
+                let groups = super::access::implicit_groups(&caller);
+                (caller, groups)
+            }),
+        },
     };
     let judge = |store: &Store, check: &Check<'_>| match &acting {
         Some((user, groups)) => {
@@ -519,6 +562,106 @@ struct Check<'a> {
 
 /// A 403 `Forbidden` as the API server words it: `<plural>[.<group>] "<name>" is forbidden:
 /// <why>`.
+/// The kubeconfig's token ([`super::kubeconfig`]): the caller the test names.
+const FAKE_TOKEN: &str = "fake-token";
+
+/// The ServiceAccount a bearer token issued here acts as, if it is current.
+fn authenticate(store: &Store, token: &str) -> Option<String> {
+    let issued = store.tokens.iter().find(|t| t.token == token)?;
+    let exists = store
+        .get(&ObjectKey::new(
+            "",
+            "serviceaccounts",
+            &issued.namespace,
+            &issued.name,
+        ))
+        .is_some();
+    (exists && issued.expires > std::time::SystemTime::now())
+        .then(|| format!("system:serviceaccount:{}:{}", issued.namespace, issued.name))
+}
+
+/// `POST /api/v1/namespaces/<ns>/serviceaccounts/<name>/token`: a TokenRequest answered as
+/// the API server does — `status.token` and `status.expirationTimestamp`, the lifetime capped
+/// by [`super::FakeOptions::token_max_seconds`].
+fn token_request(
+    store: &mut Store,
+    options: &FakeOptions,
+    namespace: &str,
+    name: &str,
+    body: &[u8],
+) -> Response {
+    if store
+        .get(&ObjectKey::new("", "serviceaccounts", namespace, name))
+        .is_none()
+    {
+        return error(&missing(name));
+    }
+    let request: Value = match serde_json::from_slice(body) {
+        Ok(v) => v,
+        Err(e) => {
+            return error(&ApiError {
+                code: 400,
+                reason: "BadRequest",
+                message: format!("the TokenRequest is not JSON: {e}"),
+                causes: Vec::new(),
+            });
+        }
+    };
+    if request["kind"]
+        .as_str()
+        .is_some_and(|k| k != "TokenRequest")
+    {
+        return error(&ApiError {
+            code: 400,
+            reason: "BadRequest",
+            message: format!("expected a TokenRequest, got {}", request["kind"]),
+            causes: Vec::new(),
+        });
+    }
+    let asked = request["spec"]["expirationSeconds"]
+        .as_i64()
+        .unwrap_or(3600);
+    if asked < 600 {
+        return error(&ApiError {
+            code: 422,
+            reason: "Invalid",
+            message: "spec.expirationSeconds: Invalid value: may not specify a duration less than 10 minutes".into(),
+            causes: vec![("spec.expirationSeconds".into(), "may not specify a duration less than 10 minutes".into())],
+        });
+    }
+    let granted = options
+        .token_max_seconds
+        .map_or(asked, |cap| asked.min(cap));
+    let expires = std::time::SystemTime::now()
+        + std::time::Duration::from_secs(u64::try_from(granted).unwrap_or(0));
+    let token = format!("fake-sa.{namespace}.{name}.{}", store.tokens.len() + 1);
+    store.tokens.push(super::store::IssuedToken {
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        token: token.clone(),
+        asked_seconds: asked,
+        granted_seconds: granted,
+        expires,
+    });
+    json_response(
+        201,
+        &json!({
+            "kind": "TokenRequest",
+            "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {"name": name, "namespace": namespace, "creationTimestamp": null},
+            "spec": {
+                "audiences": request["spec"]["audiences"].clone(),
+                "expirationSeconds": granted,
+                "boundObjectRef": null,
+            },
+            "status": {
+                "token": token,
+                "expirationTimestamp": super::store::rfc3339(expires),
+            },
+        }),
+    )
+}
+
 fn forbidden(group: &str, plural: &str, name: &str, why: String) -> ApiError {
     ApiError {
         code: 403,

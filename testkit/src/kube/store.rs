@@ -137,8 +137,40 @@ pub struct Store {
     pub log_streams: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     /// Watch events.
     pub events: broadcast::Sender<WatchEvent>,
+    /// ServiceAccount tokens issued (the TokenRequest API); a bearer token among them acts as
+    /// its ServiceAccount until it expires or the ServiceAccount goes.
+    pub tokens: Vec<IssuedToken>,
     /// The latest events, so a watch from a resourceVersion misses nothing since its list.
     history: std::collections::VecDeque<WatchEvent>,
+}
+
+/// A ServiceAccount token the fake issued.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IssuedToken {
+    /// The ServiceAccount's namespace.
+    pub namespace: String,
+    /// The ServiceAccount's name.
+    pub name: String,
+    /// The token.
+    pub token: String,
+    /// `spec.expirationSeconds` as asked.
+    pub asked_seconds: i64,
+    /// The lifetime granted (the cap applied), in seconds.
+    pub granted_seconds: i64,
+    /// When it expires.
+    pub expires: std::time::SystemTime,
+}
+
+/// An RFC 3339 time (seconds), as Kubernetes writes timestamps.
+pub fn rfc3339(t: std::time::SystemTime) -> String {
+    time::OffsetDateTime::from(t)
+        .replace_nanosecond(0)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default()
 }
 
 /// Events kept for watches that start from an older resourceVersion.
@@ -271,6 +303,7 @@ impl Store {
             log_streams: std::sync::Arc::default(),
             events,
             history: std::collections::VecDeque::new(),
+            tokens: Vec::new(),
         };
         for ns in ["default", "kube-system"] {
             let _ = s.create(

@@ -46,10 +46,14 @@
 //! - Cluster facts: `/version`, capacity and allocatable summed over nodes, the node count, the `id.k8s.io`
 //!   claim from the kube-system namespace's UID, platform from the nodes' provider IDs, product
 //!   from the version string and node labels, health from `/readyz`.
+//! - ManagedServiceAccounts ([`serviceaccount`]): the ServiceAccount created, tokens from the
+//!   TokenRequest API (the answered expiry is trusted, never the validity asked), and cluster
+//!   proxy calls with a caller's token made without the agent's credentials ([`proxy`]).
 
 pub mod cache;
 pub mod facts;
 pub mod proxy;
+pub mod serviceaccount;
 
 use facts::{platform, product, sum_quantities};
 
@@ -568,7 +572,7 @@ impl Backend for KubeBackend {
         self: Arc<Self>,
         request: super::api::ApiRequest,
     ) -> super::api::ApiResponse {
-        proxy::serve(&self.client, request).await
+        proxy::serve(&self.client, &self.config, request).await
     }
 
     async fn info(&self) -> ClusterInfo {
@@ -930,6 +934,31 @@ impl Backend for KubeBackend {
 
     fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         Some(self.changed.subscribe())
+    }
+
+    async fn ensure_service_account(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(), BackendError> {
+        serviceaccount::ensure(&self.client, namespace, name).await
+    }
+
+    async fn request_token(
+        &self,
+        namespace: &str,
+        name: &str,
+        validity: Duration,
+    ) -> Result<super::IssuedToken, BackendError> {
+        serviceaccount::token(&self.client, namespace, name, validity).await
+    }
+
+    async fn delete_service_account(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<bool, BackendError> {
+        serviceaccount::delete(&self.client, namespace, name).await
     }
 
     async fn list(&self, kind: &str, namespace: Option<&str>) -> Result<Vec<Value>, BackendError> {

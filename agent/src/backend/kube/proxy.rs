@@ -17,8 +17,32 @@ const DROPPED: [&str; 5] = [
     "upgrade",
 ];
 
-/// Makes `request` on the cluster's API server.
-pub async fn serve(client: &Client, request: ApiRequest) -> ApiResponse {
+/// Makes `request` on the cluster's API server: with the agent's `client`, or — when the caller
+/// presented a ManagedServiceAccount token — with a client made from `config` without the
+/// agent's credentials, the token as `Authorization: Bearer`, so the API server authenticates
+/// the ServiceAccount (and its RBAC decides).
+pub async fn serve(client: &Client, config: &kube::Config, request: ApiRequest) -> ApiResponse {
+    let bearer_client;
+    let client = match &request.bearer {
+        None => client,
+        Some(_) => {
+            let mut anonymous = config.clone();
+            anonymous.auth_info = kube::config::AuthInfo::default();
+            match Client::try_from(anonymous) {
+                Ok(c) => {
+                    bearer_client = c;
+                    &bearer_client
+                }
+                Err(e) => {
+                    return ApiResponse::status(
+                        http::StatusCode::BAD_GATEWAY,
+                        "InternalError",
+                        &format!("the agent could not make a client for the caller's token: {e}"),
+                    );
+                }
+            }
+        }
+    };
     let uri = if request.query.is_empty() {
         request.path.clone()
     } else {
@@ -30,7 +54,9 @@ pub async fn serve(client: &Client, request: ApiRequest) -> ApiResponse {
     for (name, value) in &request.headers {
         builder = builder.header(name, value);
     }
-    if let Some(who) = &request.impersonate {
+    if let Some(bearer) = &request.bearer {
+        builder = builder.header(http::header::AUTHORIZATION, format!("Bearer {}", bearer.0));
+    } else if let Some(who) = &request.impersonate {
         builder = builder.header("Impersonate-User", who.user.as_str());
         for group in &who.groups {
             builder = builder.header("Impersonate-Group", group.as_str());

@@ -9,6 +9,7 @@ fn sim() -> Arc<dyn Backend> {
         ready_delay: Duration::from_millis(10),
         nodes: 3,
         apply_error: None,
+        token_max_lifetime: None,
     }))
 }
 
@@ -23,6 +24,7 @@ fn req(method: Method, path: &str, query: &str, content_type: &str, body: Value)
         query: query.into(),
         headers,
         impersonate: None,
+        bearer: None,
         body: if body.is_null() {
             Bytes::new()
         } else {

@@ -1,0 +1,153 @@
+//! ManagedServiceAccount facts shared by the hub, the agent and the CLI: OCM's defaults, the
+//! condition types, Go durations (`spec.rotation.validity` is one), and when a token is due
+//! for rotation.
+
+use std::time::{Duration, SystemTime};
+
+/// API group/version of ManagedServiceAccounts.
+pub const AUTHENTICATION_V1BETA1: &str = "authentication.open-cluster-management.io/v1beta1";
+/// The kind.
+pub const KIND: &str = "ManagedServiceAccount";
+/// OCM's default `spec.rotation.validity`: 360 days.
+pub const DEFAULT_VALIDITY: Duration = Duration::from_secs(8640 * 3600);
+/// The shortest validity a Kubernetes TokenRequest accepts (`expirationSeconds` ≥ 600).
+pub const MIN_VALIDITY: Duration = Duration::from_secs(600);
+/// The longest validity accepted (`expirationSeconds` is an int64, but a century is plenty).
+pub const MAX_VALIDITY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+/// Where OCM's agent puts the ServiceAccounts (the add-on install namespace); the agent's
+/// `--service-account-namespace` default.
+pub const DEFAULT_NAMESPACE: &str = "open-cluster-management-agent-addon";
+/// Condition: the token was reported to the hub.
+pub const CONDITION_TOKEN_REPORTED: &str = "TokenReported";
+/// Condition: the token is kept (OCM: its Secret on the hub was created).
+pub const CONDITION_SECRET_CREATED: &str = "SecretCreated";
+/// A token is rotated once this share of the lifetime the spoke actually granted has passed.
+pub const ROTATE_AT: f64 = 0.8;
+
+/// A Go duration (`time.ParseDuration`): a sequence of decimal numbers with units `ns`, `us`,
+/// `µs`, `ms`, `s`, `m`, `h` (`"8640h0m0s"`, `"1h30m"`, `"1.5h"`). Negative durations are
+/// refused. The error says what was wrong.
+pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
+    let text = s.trim();
+    if text.is_empty() {
+        return Err("empty duration".into());
+    }
+    if text == "0" {
+        return Ok(Duration::ZERO);
+    }
+    if text.starts_with('-') {
+        return Err(format!("{s:?} is negative"));
+    }
+    let text = text.strip_prefix('+').unwrap_or(text);
+    let mut total = 0f64;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(|| format!("{s:?}: a number needs a unit (ns, us, ms, s, m, h)"))?;
+        if digits == 0 {
+            return Err(format!("{s:?} is not a Go duration (like \"8640h0m0s\")"));
+        }
+        let value: f64 = rest[..digits]
+            .parse()
+            .map_err(|_| format!("{s:?}: {:?} is not a number", &rest[..digits]))?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let seconds = match &rest[..unit_len] {
+            "ns" => 1e-9,
+            "us" | "µs" | "μs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            unit => {
+                return Err(format!(
+                    "{s:?}: unknown unit {unit:?} (ns, us, ms, s, m, h)"
+                ));
+            }
+        };
+        total += value * seconds;
+        rest = &rest[unit_len..];
+    }
+    if !total.is_finite() || total > MAX_VALIDITY.as_secs_f64() * 10.0 {
+        return Err(format!("{s:?} is too long"));
+    }
+    Ok(Duration::from_secs_f64(total))
+}
+
+/// A whole number of seconds as Go prints a duration (`8640h0m0s`, `1m30s`, `5s`, `0s`).
+pub fn format_go_duration(seconds: u64) -> String {
+    let (h, m, s) = (seconds / 3600, (seconds % 3600) / 60, seconds % 60);
+    if h > 0 {
+        format!("{h}h{m}m{s}s")
+    } else if m > 0 {
+        format!("{m}m{s}s")
+    } else {
+        format!("{s}s")
+    }
+}
+
+/// When a token issued at `issued` and expiring at `expires` (as the spoke answered: clouds cap
+/// lifetimes, so the validity asked for is never trusted) is due for rotation: after
+/// [`ROTATE_AT`] of its actual lifetime. A token that expires before it was issued is due at
+/// once.
+pub fn rotation_due(issued: SystemTime, expires: SystemTime) -> SystemTime {
+    match expires.duration_since(issued) {
+        Ok(lifetime) => issued + lifetime.mul_f64(ROTATE_AT),
+        Err(_) => issued,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations_parse_as_go_parses_them() {
+        assert_eq!(parse_go_duration("8640h0m0s").unwrap(), DEFAULT_VALIDITY);
+        assert_eq!(
+            parse_go_duration("1h30m").unwrap(),
+            Duration::from_secs(5400)
+        );
+        assert_eq!(
+            parse_go_duration("1.5h").unwrap(),
+            Duration::from_secs(5400)
+        );
+        assert_eq!(
+            parse_go_duration("500ms").unwrap(),
+            Duration::from_millis(500)
+        );
+        assert_eq!(parse_go_duration("0").unwrap(), Duration::ZERO);
+        for bad in ["", "10", "h", "-1h", "1d", "1h-2m", "abc"] {
+            assert!(parse_go_duration(bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(
+            parse_go_duration("1d")
+                .unwrap_err()
+                .contains("unknown unit")
+        );
+    }
+
+    #[test]
+    fn go_durations_print_as_go_prints_them() {
+        assert_eq!(format_go_duration(8640 * 3600), "8640h0m0s");
+        assert_eq!(format_go_duration(90), "1m30s");
+        assert_eq!(format_go_duration(5), "5s");
+        assert_eq!(format_go_duration(0), "0s");
+        assert_eq!(
+            parse_go_duration(&format_go_duration(3723)).unwrap(),
+            Duration::from_secs(3723)
+        );
+    }
+
+    #[test]
+    fn rotation_follows_the_lifetime_the_spoke_granted_not_the_one_asked() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        // Asked for 360 days, the cloud capped it at one hour: rotate after 48 minutes.
+        let due = rotation_due(t0, t0 + Duration::from_secs(3600));
+        assert_eq!(due, t0 + Duration::from_secs(2880));
+        assert_eq!(rotation_due(t0, t0 - Duration::from_secs(1)), t0);
+    }
+}

@@ -1,0 +1,465 @@
+//! ManagedServiceAccounts end to end on a real nats-server: a hub, agents on simulated
+//! clusters (which issue tokens like a TokenRequest, optionally capped like a cloud), the
+//! sealed token in KV, rotation at a fraction of the lifetime the cluster granted,
+//! `ttlSecondsAfterCreation`, deletion, hostile reports, and kubectl through the cluster
+//! proxy with the account's token.
+
+mod common;
+
+use common::kubectl::Kubectl;
+use common::*;
+use flotilla_agent::backend::Backend;
+use flotilla_agent::backend::sim::{SimBackend, SimConfig};
+use flotilla_api::v1::{ManagedServiceAccount, ServiceAccountTokenReport};
+use flotilla_api::work::ManifestId;
+use flotilla_bus::envelope::{Event, headers};
+use flotilla_bus::serviceaccounts as msa;
+use flotilla_hub::serviceaccount::key::SealingKey;
+use flotilla_testkit::NatsServer;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+const NAMESPACE: &str = flotilla_api::serviceaccount::DEFAULT_NAMESPACE;
+
+/// An OCM ManagedServiceAccount, parsed from YAML as `flotilla apply` does.
+fn account(cluster: &str, name: &str, validity: &str, ttl: Option<i32>) -> ManagedServiceAccount {
+    let ttl = ttl.map_or(String::new(), |t| {
+        format!("  ttlSecondsAfterCreation: {t}\n")
+    });
+    let yaml = format!(
+        "apiVersion: authentication.open-cluster-management.io/v1beta1\n\
+         kind: ManagedServiceAccount\nmetadata:\n  name: {name}\n  namespace: {cluster}\n\
+         spec:\n  rotation:\n    enabled: true\n    validity: {validity}\n{ttl}"
+    );
+    match flotilla_api::ocm::parse_documents(&yaml).remove(0) {
+        Ok(flotilla_api::ocm::Document::ManagedServiceAccount(a)) => a,
+        other => panic!("not a ManagedServiceAccount: {other:?}"),
+    }
+}
+
+/// A simulated cluster issuing tokens of at most `cap`.
+fn capped_backend(cap: Option<Duration>) -> Arc<SimBackend> {
+    Arc::new(SimBackend::new(8, 32, "v1.30.2").with_config(SimConfig {
+        ready_delay: Duration::from_millis(300),
+        token_max_lifetime: cap,
+        ..Default::default()
+    }))
+}
+
+fn sa_id(name: &str) -> ManifestId {
+    ManifestId {
+        group: String::new(),
+        version: "v1".into(),
+        kind: "ServiceAccount".into(),
+        namespace: NAMESPACE.into(),
+        name: name.into(),
+    }
+}
+
+fn condition(a: &ManagedServiceAccount, ty: &str) -> Option<String> {
+    a.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.r#type == ty)
+        .map(|c| c.status.clone())
+}
+
+fn times(a: &ManagedServiceAccount) -> Option<(SystemTime, SystemTime)> {
+    let s = a.status.as_ref()?;
+    let refreshed = s
+        .token_secret_ref
+        .as_ref()?
+        .last_refresh_timestamp
+        .as_ref()?;
+    Some((
+        flotilla_api::meta::system_time(refreshed),
+        flotilla_api::meta::system_time(s.expiration_timestamp.as_ref()?),
+    ))
+}
+
+/// Waits until the account has a token (TokenReported and SecretCreated True) passing `more`.
+async fn wait_token(
+    hub: &flotilla_hub::Hub,
+    cluster: &str,
+    name: &str,
+    more: impl Fn(&ManagedServiceAccount) -> bool,
+) -> ManagedServiceAccount {
+    let accounts = hub.service_accounts();
+    flotilla_testkit::eventually(SOON, &format!("a token for {cluster}/{name}"), || {
+        let found = accounts.get(cluster, name).filter(|a| {
+            condition(a, "TokenReported").as_deref() == Some("True")
+                && condition(a, "SecretCreated").as_deref() == Some("True")
+                && more(a)
+        });
+        async move { found }
+    })
+    .await
+}
+
+/// Every value of a KV bucket, raw.
+async fn raw_values(nats: &NatsServer, bucket: &str) -> Vec<(String, Vec<u8>)> {
+    use futures::StreamExt;
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    let kv = js.get_key_value(bucket).await.unwrap();
+    let keys: Vec<String> = kv
+        .keys()
+        .await
+        .unwrap()
+        .filter_map(|k| async { k.ok() })
+        .collect()
+        .await;
+    let mut out = Vec::new();
+    for k in keys {
+        if let Some(v) = kv.get(&k).await.unwrap() {
+            out.push((k, v.to_vec()));
+        }
+    }
+    out
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+}
+
+#[tokio::test]
+async fn an_applied_account_gets_its_token_sealed_with_the_expiry_the_cluster_answered() {
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut api = clusters_client(&hub).await;
+    let backend = capped_backend(None);
+    let _agent =
+        accepted_agent_on(&mut api, agent_config("c1", &nats.url()), backend.clone()).await;
+    let applied = hub
+        .service_accounts()
+        .apply(account("c1", "viewer", "24h", None))
+        .await
+        .unwrap();
+    assert_eq!(applied.metadata.as_ref().unwrap().generation, 1);
+    let a = wait_token(&hub, "c1", "viewer", |_| true).await;
+    let (issued, expires) = times(&a).unwrap();
+    let lifetime = expires.duration_since(issued).unwrap();
+    assert!(
+        lifetime.abs_diff(Duration::from_secs(24 * 3600)) < Duration::from_secs(5),
+        "the cluster granted what was asked: {lifetime:?}"
+    );
+    assert!(
+        backend.get(&sa_id("viewer")).await.unwrap().is_some(),
+        "the ServiceAccount exists on the cluster"
+    );
+    let token = hub
+        .service_accounts()
+        .token("c1", "viewer", None)
+        .await
+        .unwrap();
+    assert!(
+        token.token.starts_with("sim."),
+        "a token the cluster issued"
+    );
+    assert_eq!(token.service_account_namespace, NAMESPACE);
+    // JetStream holds the sealed box only, keyed by the token's hash.
+    let tokens = raw_values(&nats, flotilla_hub::serviceaccount::TOKENS).await;
+    assert_eq!(tokens.len(), 1);
+    assert_eq!(tokens[0].0, format!("c1.{}", msa::token_hash(&token.token)));
+    for (key, value) in tokens.iter().chain(
+        raw_values(&nats, flotilla_hub::serviceaccount::ACCOUNTS)
+            .await
+            .iter(),
+    ) {
+        assert!(
+            !contains(value, &token.token),
+            "{key} holds the token in plaintext"
+        );
+    }
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let status = async_nats::jetstream::new(client)
+        .get_stream(flotilla_bus::jetstream::STATUS_STREAM)
+        .await
+        .unwrap()
+        .get_last_raw_message_by_subject(&msa::status_subject(
+            "c1",
+            &msa::resource_id("c1", "viewer"),
+        ))
+        .await
+        .unwrap();
+    assert!(
+        !contains(&status.payload, &token.token),
+        "the status stream holds the token in plaintext"
+    );
+    // A read-only caller is refused the token; a deployer only with a grant covering it.
+    let tokens = common::tokens::tokens();
+    let viewer = tokens.identify(common::tokens::VIEWER).unwrap();
+    let deployer = tokens.identify(common::tokens::DEPLOYER).unwrap();
+    for who in [viewer, deployer] {
+        let e = hub
+            .service_accounts()
+            .token("c1", "viewer", Some(who))
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("may not fetch the token"), "{e}");
+    }
+}
+
+#[tokio::test]
+async fn tokens_rotate_at_a_fraction_of_the_lifetime_the_cluster_capped() {
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut api = clusters_client(&hub).await;
+    // Asked for ten minutes, the "cloud" grants three seconds: rotated after about 2.4 s.
+    let backend = capped_backend(Some(Duration::from_secs(3)));
+    let _agent = accepted_agent_on(&mut api, agent_config("c1", &nats.url()), backend).await;
+    hub.service_accounts()
+        .apply(account("c1", "short", "10m", None))
+        .await
+        .unwrap();
+    let first = wait_token(&hub, "c1", "short", |_| true).await;
+    let (issued, expires) = times(&first).unwrap();
+    assert!(
+        expires.duration_since(issued).unwrap() <= Duration::from_secs(4),
+        "the expiry is the cluster's answer, not the validity asked"
+    );
+    let old = hub
+        .service_accounts()
+        .token("c1", "short", None)
+        .await
+        .unwrap()
+        .token;
+    let second = wait_token(&hub, "c1", "short", |a| {
+        times(a).is_some_and(|(i, _)| i > issued)
+    })
+    .await;
+    let (reissued, _) = times(&second).unwrap();
+    assert!(
+        reissued < expires,
+        "rotated before the old token expired ({reissued:?} vs {expires:?})"
+    );
+    let new = hub
+        .service_accounts()
+        .token("c1", "short", None)
+        .await
+        .unwrap()
+        .token;
+    assert_ne!(old, new);
+    // The hub keeps the current token only.
+    assert_eq!(
+        raw_values(&nats, flotilla_hub::serviceaccount::TOKENS)
+            .await
+            .len(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn ttl_and_delete_remove_the_account_and_its_service_account_on_the_cluster() {
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut api = clusters_client(&hub).await;
+    let backend = capped_backend(None);
+    let _agent =
+        accepted_agent_on(&mut api, agent_config("c1", &nats.url()), backend.clone()).await;
+    let accounts = hub.service_accounts();
+    accounts
+        .apply(account("c1", "brief", "1h", Some(3)))
+        .await
+        .unwrap();
+    accounts
+        .apply(account("c1", "kept", "1h", None))
+        .await
+        .unwrap();
+    wait_token(&hub, "c1", "brief", |_| true).await;
+    wait_token(&hub, "c1", "kept", |_| true).await;
+    assert!(backend.get(&sa_id("brief")).await.unwrap().is_some());
+    // Deleted: the token is refused at once, the ServiceAccount goes, then the account.
+    accounts.delete("c1", "kept").await.unwrap();
+    assert!(accounts.token("c1", "kept", None).await.is_err());
+    for name in ["kept", "brief"] {
+        let b = backend.clone();
+        let a = accounts.clone();
+        flotilla_testkit::eventually(SOON, &format!("{name} gone from hub and cluster"), || {
+            let (b, a) = (b.clone(), a.clone());
+            async move {
+                let sa = b.get(&sa_id(name)).await.unwrap();
+                (sa.is_none() && a.get("c1", name).is_none()).then_some(())
+            }
+        })
+        .await;
+    }
+    assert!(
+        raw_values(&nats, flotilla_hub::serviceaccount::TOKENS)
+            .await
+            .is_empty()
+    );
+}
+
+/// Publishes `report` as cluster `subject_cluster`'s report on its status subject.
+async fn publish_report(
+    nats: &NatsServer,
+    subject_cluster: &str,
+    report: &ServiceAccountTokenReport,
+) {
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    let ev = Event::new(msa::status_type(), "attacker", subject_cluster, report)
+        .with_sequence(1_000_000)
+        .with_resource_id(report.resource_id.clone());
+    let subject = msa::status_subject(subject_cluster, &report.resource_id);
+    js.publish_with_headers(subject, headers(&ev), ev.encode(1 << 20).unwrap())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn hostile_reports_are_refused_counted_and_store_nothing() {
+    let nats = NatsServer::start();
+    let key = SealingKey::ephemeral();
+    let mut config = hub_config(&nats.url());
+    config.service_accounts.key = key.clone();
+    let hub = start_hub(config).await;
+    let mut api = clusters_client(&hub).await;
+    let _agents = accepted_fleet(&mut api, &nats.url(), &["c1", "c2"]).await;
+    hub.service_accounts()
+        .apply(account("c1", "sa", "1h", None))
+        .await
+        .unwrap();
+    hub.service_accounts()
+        .apply(account("c2", "sa", "1h", None))
+        .await
+        .unwrap();
+    let before = wait_token(&hub, "c1", "sa", |_| true).await;
+    wait_token(&hub, "c2", "sa", |_| true).await;
+    let real = hub
+        .service_accounts()
+        .token("c1", "sa", None)
+        .await
+        .unwrap()
+        .token;
+    let now = flotilla_api::meta::now();
+    let later = flotilla_api::meta::timestamp(SystemTime::now() + Duration::from_secs(3600));
+    let forged = |cluster: &str, name: &str, token: &str, to: &str| {
+        let (sealed, sender) = msa::seal(token, to).unwrap();
+        ServiceAccountTokenReport {
+            cluster_name: cluster.into(),
+            name: name.into(),
+            resource_id: msa::resource_id(cluster, name),
+            observed_generation: 1,
+            sealed_token: sealed,
+            sender_xkey: sender,
+            hub_xkey: key.public().to_string(),
+            expiration_timestamp: Some(later),
+            issued_at: Some(now),
+            service_account_namespace: NAMESPACE.into(),
+            ..Default::default()
+        }
+    };
+    // An account the hub does not have.
+    publish_report(
+        &nats,
+        "c1",
+        &forged("c1", "ghost", "forged-1", key.public()),
+    )
+    .await;
+    // c2's account, reported on c1's subject.
+    publish_report(&nats, "c1", &forged("c2", "sa", "forged-2", key.public())).await;
+    // A box that does not open with the hub's key (sealed to another).
+    let other = nkeys::XKey::new().public_key();
+    publish_report(&nats, "c1", &forged("c1", "sa", "forged-3", &other)).await;
+    for reason in ["unknown_account", "clustername_mismatch", "sealed_token"] {
+        wait_metric(&hub, &format!("reason=\"{reason}\"")).await;
+    }
+    // Nothing changed: the same token, the same status, one token per account.
+    assert_eq!(
+        hub.service_accounts()
+            .token("c1", "sa", None)
+            .await
+            .unwrap()
+            .token,
+        real
+    );
+    assert_eq!(
+        times(&hub.service_accounts().get("c1", "sa").unwrap()),
+        times(&before)
+    );
+    let stored = raw_values(&nats, flotilla_hub::serviceaccount::TOKENS).await;
+    assert_eq!(
+        stored.len(),
+        2,
+        "{:?}",
+        stored.iter().map(|(k, _)| k).collect::<Vec<_>>()
+    );
+    assert!(hub.service_accounts().get("c1", "ghost").is_none());
+}
+
+#[tokio::test]
+async fn kubectl_with_an_accounts_token_reaches_its_cluster_only() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    let (cert_file, key_file) = (dir.path().join("hub.pem"), dir.path().join("hub-key.pem"));
+    std::fs::write(&cert_file, cert.cert.pem()).unwrap();
+    std::fs::write(&key_file, cert.signing_key.serialize_pem()).unwrap();
+    let mut config = hub_config(&nats.url());
+    config.api.tokens = Some(common::tokens::tokens());
+    config.api.tls = Some(flotilla_hub::TlsFiles {
+        cert: cert_file,
+        key: key_file,
+    });
+    config.cluster.auto_accept.enabled = true;
+    config.cluster_proxy.listen = Some("127.0.0.1:0".parse().unwrap());
+    let hub = start_hub(config).await;
+    let _a1 = start_agent(agent_config("c1", &nats.url()));
+    let _a2 = start_agent(agent_config("c2", &nats.url()));
+    for c in ["c1", "c2"] {
+        flotilla_testkit::eventually(SOON, &format!("{c} available"), || {
+            let up = hub
+                .inventory
+                .get(c)
+                .is_some_and(|x| available(&x).as_deref() == Some("True"));
+            async move { up.then_some(()) }
+        })
+        .await;
+    }
+    hub.service_accounts()
+        .apply(account("c1", "ops", "1h", None))
+        .await
+        .unwrap();
+    wait_token(&hub, "c1", "ops", |_| true).await;
+    let token = hub
+        .service_accounts()
+        .token("c1", "ops", None)
+        .await
+        .unwrap()
+        .token;
+    let server = format!(
+        "https://localhost:{}",
+        hub.cluster_proxy_addr.unwrap().port()
+    );
+    let on_c1 = Kubectl::new(&server, Some(&cert.cert.pem()), "c1", Some(&token));
+    on_c1
+        .ok(
+            &["create", "configmap", "from-sa", "--from-literal=k=v"],
+            None,
+        )
+        .await;
+    assert!(
+        on_c1
+            .ok(&["get", "configmaps", "-o", "name"], None)
+            .await
+            .contains("configmap/from-sa")
+    );
+    // The same token is nobody on another cluster.
+    let on_c2 = Kubectl::new(&server, Some(&cert.cert.pem()), "c2", Some(&token));
+    let refused = on_c2.fails(&["get", "configmaps"], None).await;
+    assert!(
+        refused.contains("Unauthorized") || refused.contains("logged in"),
+        "{refused}"
+    );
+    // Deleted: refused at once, on its own cluster too.
+    hub.service_accounts().delete("c1", "ops").await.unwrap();
+    let refused = on_c1.fails(&["get", "configmaps"], None).await;
+    assert!(refused.contains("logged in"), "{refused}");
+}
