@@ -108,11 +108,10 @@ impl<T: Send + Sync + 'static> Inventory<T> {
     pub fn remove(&self, key: &str) {
         if let Some((key, object)) = self.objects.remove(key) {
             if let Some(ns) = namespace_of(&key) {
-                self.namespaces
-                    .remove_if_mut(ns, |_, keys| {
-                        keys.remove(&key);
-                        keys.is_empty()
-                    });
+                self.namespaces.remove_if_mut(ns, |_, keys| {
+                    keys.remove(&key);
+                    keys.is_empty()
+                });
             }
             let _ = self.changes.send(Change {
                 kind: ChangeKind::Deleted,
@@ -220,7 +219,10 @@ mod tests {
         }
         inv.upsert("c1/a", "again".into());
         let keys = |p: &str| -> Vec<String> {
-            inv.with_prefix(p).iter().map(|(k, _)| k.to_string()).collect()
+            inv.with_prefix(p)
+                .iter()
+                .map(|(k, _)| k.to_string())
+                .collect()
         };
         assert_eq!(keys("c1/"), ["c1/a", "c1/b"]);
         assert_eq!(inv.with_prefix("c1/")[0].1.as_str(), "again");
