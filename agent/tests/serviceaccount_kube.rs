@@ -118,3 +118,47 @@ async fn the_token_request_api_issues_a_token_with_the_expiry_the_cluster_caps()
         "its tokens died with it"
     );
 }
+
+/// A ServiceAccount someone else made (an add-on's own, with its rights) is never adopted: no
+/// token of it reaches the hub, and deleting the ManagedServiceAccount leaves it alone.
+#[tokio::test]
+async fn a_service_account_the_agent_did_not_create_is_neither_adopted_nor_deleted() {
+    use flotilla_agent::backend::Strategy;
+    let fake = FakeKube::start().await;
+    let kube = backend(&fake).await;
+    for object in [
+        serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}),
+        serde_json::json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "addon-agent", "namespace": NS}}),
+    ] {
+        let id = flotilla_api::work::manifest_id(&object).unwrap();
+        kube.apply(&id, &object, &Strategy::Update).await.unwrap();
+    }
+    let e = kube
+        .ensure_service_account(NS, "addon-agent")
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("not created by flotilla-agent"),
+        "{e}"
+    );
+    let e = kube
+        .request_token(NS, "addon-agent", Duration::from_secs(3600))
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("not created by flotilla-agent"),
+        "{e}"
+    );
+    assert!(fake.tokens().is_empty(), "no token was requested");
+    assert!(
+        !kube
+            .delete_service_account(NS, "addon-agent")
+            .await
+            .unwrap()
+    );
+    assert!(
+        fake.get(&ObjectKey::new("", "serviceaccounts", NS, "addon-agent"))
+            .is_some()
+    );
+}

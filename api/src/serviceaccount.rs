@@ -91,14 +91,22 @@ pub fn format_go_duration(seconds: u64) -> String {
 
 /// When a token issued at `issued` and expiring at `expires` (as the spoke answered: clouds cap
 /// lifetimes, so the validity asked for is never trusted) is due for rotation: after
-/// [`ROTATE_AT`] of its actual lifetime. A token that expires before it was issued is due at
-/// once.
+/// [`ROTATE_AT`] of its actual lifetime, and never sooner than [`MIN_ROTATION`] after it was
+/// issued. A token that expires when or before it was issued (a clock skewed between agent and
+/// API server) waits [`SKEWED_RETRY`]: rotating at once would loop token requests.
 pub fn rotation_due(issued: SystemTime, expires: SystemTime) -> SystemTime {
     match expires.duration_since(issued) {
-        Ok(lifetime) => issued + lifetime.mul_f64(ROTATE_AT),
-        Err(_) => issued,
+        Ok(lifetime) if !lifetime.is_zero() => {
+            issued + lifetime.mul_f64(ROTATE_AT).max(MIN_ROTATION)
+        }
+        _ => issued + SKEWED_RETRY,
     }
 }
+
+/// The shortest time between two tokens of one account.
+pub const MIN_ROTATION: Duration = Duration::from_secs(1);
+/// How long a token whose expiry is not after its issue waits before the next.
+pub const SKEWED_RETRY: Duration = Duration::from_secs(30);
 
 #[cfg(test)]
 mod tests {
@@ -148,6 +156,14 @@ mod tests {
         // Asked for 360 days, the cloud capped it at one hour: rotate after 48 minutes.
         let due = rotation_due(t0, t0 + Duration::from_secs(3600));
         assert_eq!(due, t0 + Duration::from_secs(2880));
-        assert_eq!(rotation_due(t0, t0 - Duration::from_secs(1)), t0);
+        assert_eq!(
+            rotation_due(t0, t0 - Duration::from_secs(1)),
+            t0 + SKEWED_RETRY
+        );
+        assert_eq!(rotation_due(t0, t0), t0 + SKEWED_RETRY);
+        assert_eq!(
+            rotation_due(t0, t0 + Duration::from_millis(10)),
+            t0 + MIN_ROTATION
+        );
     }
 }

@@ -102,7 +102,9 @@ pub fn create(path: &Path) -> Result<bool, SealingKeyError> {
     let seed = key.seed().map_err(|_| SealingKeyError::NotASeed {
         path: path.to_path_buf(),
     })?;
-    let tmp = dir.join(format!(".sealing.{}.tmp", std::process::id()));
+    // Named after the new key (random): hubs in containers share pid 1, and a file a crashed
+    // attempt left behind must not block the next.
+    let tmp = dir.join(format!(".sealing.{}.tmp", &key.public_key()[..20]));
     let written = (|| {
         use std::io::Write;
         let mut f = fs::OpenOptions::new()

@@ -14,7 +14,39 @@ use std::time::{Duration, SystemTime};
 /// Label on the ServiceAccounts the agent creates.
 const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "flotilla-agent");
 
-/// Creates the namespace and the ServiceAccount unless they exist.
+/// Whether the agent created this ServiceAccount (it carries [`MANAGED_BY`]).
+fn managed(sa: &ServiceAccount) -> bool {
+    sa.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(MANAGED_BY.0))
+        .is_some_and(|v| v == MANAGED_BY.1)
+}
+
+/// The refusal to touch a ServiceAccount someone else made: its tokens could carry rights the
+/// hub must not get (an add-on's own account), and deleting it would break its owner.
+fn not_ours(namespace: &str, name: &str) -> BackendError {
+    BackendError::Invalid(format!(
+        "ServiceAccount {namespace}/{name} exists and was not created by flotilla-agent (label \
+         {}={} missing): it is left alone; name the ManagedServiceAccount differently",
+        MANAGED_BY.0, MANAGED_BY.1
+    ))
+}
+
+/// Reads the ServiceAccount, refusing one the agent did not create.
+async fn own(
+    accounts: &Api<ServiceAccount>,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<ServiceAccount>, BackendError> {
+    match accounts.get_opt(name).await.map_err(map_error)? {
+        Some(sa) if !managed(&sa) => Err(not_ours(namespace, name)),
+        found => Ok(found),
+    }
+}
+
+/// Creates the namespace and the ServiceAccount unless they exist; an existing ServiceAccount
+/// the agent did not create is refused, never adopted.
 pub async fn ensure(client: &Client, namespace: &str, name: &str) -> Result<(), BackendError> {
     let namespaces: Api<Namespace> = Api::all(client.clone());
     if namespaces
@@ -37,7 +69,7 @@ pub async fn ensure(client: &Client, namespace: &str, name: &str) -> Result<(), 
         }
     }
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
-    if accounts.get_opt(name).await.map_err(map_error)?.is_some() {
+    if own(&accounts, namespace, name).await?.is_some() {
         return Ok(());
     }
     let sa = ServiceAccount {
@@ -51,7 +83,10 @@ pub async fn ensure(client: &Client, namespace: &str, name: &str) -> Result<(), 
     };
     match accounts.create(&PostParams::default(), &sa).await {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        // Created meanwhile: ours only if it carries the label.
+        Err(kube::Error::Api(e)) if e.code == 409 => {
+            own(&accounts, namespace, name).await.map(drop)
+        }
         Err(e) => Err(map_error(e)),
     }
 }
@@ -64,6 +99,11 @@ pub async fn token(
     validity: Duration,
 ) -> Result<IssuedToken, BackendError> {
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    if own(&accounts, namespace, name).await?.is_none() {
+        return Err(BackendError::NotFound(format!(
+            "ServiceAccount {namespace}/{name}"
+        )));
+    }
     let request = TokenRequest {
         spec: TokenRequestSpec {
             audiences: Vec::new(),
@@ -93,9 +133,18 @@ pub async fn token(
     })
 }
 
-/// Deletes the ServiceAccount; false when it was not there.
+/// Deletes the ServiceAccount; false when it was not there, or is not the agent's (left
+/// alone: a ManagedServiceAccount that could never adopt it has nothing there to remove).
 pub async fn delete(client: &Client, namespace: &str, name: &str) -> Result<bool, BackendError> {
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    match own(&accounts, namespace, name).await {
+        Ok(Some(_)) => {}
+        Ok(None) => return Ok(false),
+        Err(e) => {
+            tracing::warn!(error = %e, "not deleting a ServiceAccount the agent did not create");
+            return Ok(false);
+        }
+    }
     match accounts.delete(name, &DeleteParams::default()).await {
         Ok(_) => Ok(true),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
