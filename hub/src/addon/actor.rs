@@ -17,6 +17,7 @@ use super::Store;
 pub use super::effects::uninstall;
 use super::effects::{ensure_namespace, manifest_ids, registrations, write_status};
 use super::rules::{self, Resolved, StatusInput};
+use super::settled::StatusKey;
 use crate::keys::ObjectRef;
 use flotilla_api::addon::{self, configs, health, render};
 use flotilla_api::ocm;
@@ -88,46 +89,6 @@ struct Actor {
     /// again: during a 10,000-cluster upgrade each wave changes a tenth of the works, and
     /// recomputing every installation on every change was most of the actor's work.
     settled: HashMap<String, StatusKey>,
-}
-
-/// What an installation's status is computed from, by identity: the views publish a new `Arc`
-/// on every change, so the same pointers mean the same objects (the key holds them, so an
-/// address is never reused while it is compared).
-struct StatusKey {
-    cma: (u64, i64),
-    mca: Arc<ManagedClusterAddOn>,
-    work: Option<Arc<ManifestWork>>,
-    cluster: Option<Arc<flotilla_api::v1::ManagedCluster>>,
-    template: Option<Arc<AddOnTemplate>>,
-    config: Option<Arc<AddOnDeploymentConfig>>,
-    target: rules::Hashes,
-    rollout: (Status, Option<SystemTime>, bool),
-    render_error: Option<String>,
-    /// The lease, and whether it is fresh now (the only way time changes a status).
-    lease: (Option<SystemTime>, bool),
-}
-
-fn same<T>(a: &Option<Arc<T>>, b: &Option<Arc<T>>) -> bool {
-    match (a, b) {
-        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-        (None, None) => true,
-        _ => false,
-    }
-}
-
-impl PartialEq for StatusKey {
-    fn eq(&self, o: &Self) -> bool {
-        self.cma == o.cma
-            && Arc::ptr_eq(&self.mca, &o.mca)
-            && same(&self.work, &o.work)
-            && same(&self.cluster, &o.cluster)
-            && same(&self.template, &o.template)
-            && same(&self.config, &o.config)
-            && self.rollout == o.rollout
-            && self.lease == o.lease
-            && self.render_error == o.render_error
-            && self.target == o.target
-    }
 }
 
 /// One installed add-on as this round sees it.

@@ -20,6 +20,7 @@ pub mod actor;
 pub mod effects;
 pub mod router;
 pub mod rules;
+mod settled;
 
 use crate::cluster::Clusters;
 use crate::inventory::{ClusterInventory, Inventory, WorkInventory};
