@@ -585,9 +585,9 @@ pub(crate) fn serve_dashboard(
     shutdown: watch::Receiver<bool>,
 ) -> Result<Vec<JoinHandle<()>>, HubError> {
     let tls = match &config.api.tls {
-        Some(tls) => Some(
-            crate::webserver::tls_acceptor(&tls.cert, &tls.key).map_err(HubError::Tls)?,
-        ),
+        Some(tls) => {
+            Some(crate::webserver::tls_acceptor(&tls.cert, &tls.key).map_err(HubError::Tls)?)
+        }
         None => None,
     };
     Ok(crate::dashboard::start(

@@ -166,18 +166,19 @@ async fn connection<H: Handler>(
         .keep_alive_timeout(limits.h2_keep_alive_timeout);
     let served = match tls {
         Some(acceptor) => {
-            let stream =
-                match tokio::time::timeout(limits.tls_handshake, acceptor.accept(tcp)).await {
-                    Ok(Ok(stream)) => stream,
-                    Ok(Err(e)) => {
-                        tracing::debug!(server = H::NAME, %peer, error = %e, "TLS handshake failed");
-                        return;
-                    }
-                    Err(_) => {
-                        tracing::debug!(server = H::NAME, %peer, "TLS handshake timed out");
-                        return;
-                    }
-                };
+            let stream = match tokio::time::timeout(limits.tls_handshake, acceptor.accept(tcp))
+                .await
+            {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(e)) => {
+                    tracing::debug!(server = H::NAME, %peer, error = %e, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(server = H::NAME, %peer, "TLS handshake timed out");
+                    return;
+                }
+            };
             let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
             tokio::select! {
                 served = conn => served,

@@ -3,9 +3,9 @@
 //! whose agent stops turning Unknown on an open page without a reload, a placement's
 //! decisions and reasons, a read-only token that sees a rollout but cannot pause it.
 
-mod common;
 #[path = "common/browser.rs"]
 mod browser;
+mod common;
 
 use browser::{Browser, PAGE};
 use common::tokens::{ADMIN, Bearer, TOKENS, VIEWER, tokens};
@@ -58,7 +58,10 @@ async fn http(hub: &Hub, method: &str, path: &str, headers: &[(&str, &str)], bod
         .await
         .unwrap()
         .unwrap();
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
     }
@@ -73,7 +76,14 @@ async fn http(hub: &Hub, method: &str, path: &str, headers: &[(&str, &str)], bod
     let text = String::from_utf8_lossy(&raw).to_string();
     let (head, body) = text.split_once("\r\n\r\n").expect("a head");
     let mut lines = head.lines();
-    let status = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
     let headers = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_lowercase(), v.trim().to_string()))
@@ -93,13 +103,30 @@ async fn requests_without_a_known_token_or_session_are_refused() {
     // A browser is sent to sign in and brought back; a stream or a script gets 401.
     let a = http(&hub, "GET", "/clusters?q=edge", &[], "").await;
     assert_eq!(a.status, 303);
-    assert_eq!(a.header("location"), Some("/login?next=%2Fclusters%3Fq%3Dedge"));
+    assert_eq!(
+        a.header("location"),
+        Some("/login?next=%2Fclusters%3Fq%3Dedge")
+    );
     let a = http(&hub, "GET", "/events", &[], "").await;
     assert_eq!(a.status, 401);
-    let a = http(&hub, "GET", "/clusters", &[("Authorization", "Bearer not-a-known-token-123")], "").await;
+    let a = http(
+        &hub,
+        "GET",
+        "/clusters",
+        &[("Authorization", "Bearer not-a-known-token-123")],
+        "",
+    )
+    .await;
     assert_eq!(a.status, 401);
     assert!(a.body.contains("not known"), "{}", a.body);
-    let a = http(&hub, "GET", "/clusters", &[("Cookie", "flotilla_dashboard=forged")], "").await;
+    let a = http(
+        &hub,
+        "GET",
+        "/clusters",
+        &[("Cookie", "flotilla_dashboard=forged")],
+        "",
+    )
+    .await;
     assert_eq!(a.status, 303, "an unknown session signs in again");
 
     // A read-only token sees; pages carry a policy that runs no inline script.
@@ -107,7 +134,11 @@ async fn requests_without_a_known_token_or_session_are_refused() {
     let a = http(&hub, "GET", "/clusters", &[("Authorization", &viewer)], "").await;
     assert_eq!(a.status, 200);
     assert!(a.body.contains("<h1>Clusters</h1>"));
-    assert!(a.header("content-security-policy").unwrap().contains("script-src 'self'"));
+    assert!(
+        a.header("content-security-policy")
+            .unwrap()
+            .contains("script-src 'self'")
+    );
     assert_eq!(a.header("x-frame-options"), Some("DENY"));
 
     // …but may not act.
@@ -115,17 +146,32 @@ async fn requests_without_a_known_token_or_session_are_refused() {
         &hub,
         "POST",
         "/rollouts/default/settings",
-        &[("Authorization", &viewer), ("Content-Type", "application/x-www-form-urlencoded")],
+        &[
+            ("Authorization", &viewer),
+            ("Content-Type", "application/x-www-form-urlencoded"),
+        ],
         "action=pause",
     )
     .await;
     assert_eq!(a.status, 403);
-    assert!(a.body.contains("bob (read-only) may not call /flotilla.v1.ReplicaSetService/Rollout"), "{}", a.body);
+    assert!(
+        a.body
+            .contains("bob (read-only) may not call /flotilla.v1.ReplicaSetService/Rollout"),
+        "{}",
+        a.body
+    );
 
     // Sign-in: a wrong token is refused, a right one gets an HttpOnly, SameSite=Strict cookie
     // holding a session id (not the token).
     let form = [("Content-Type", "application/x-www-form-urlencoded")];
-    let a = http(&hub, "POST", "/login", &form, "token=wrong-token-000000000&next=%2F").await;
+    let a = http(
+        &hub,
+        "POST",
+        "/login",
+        &form,
+        "token=wrong-token-000000000&next=%2F",
+    )
+    .await;
     assert_eq!(a.status, 401);
     assert!(a.header("set-cookie").is_none());
     let body = format!("token={ADMIN}&next=%2Fclusters");
@@ -133,7 +179,10 @@ async fn requests_without_a_known_token_or_session_are_refused() {
     assert_eq!(a.status, 303);
     assert_eq!(a.header("location"), Some("/clusters"));
     let cookie = a.header("set-cookie").unwrap().to_string();
-    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
     assert!(!cookie.contains(ADMIN));
     let session = cookie.split(';').next().unwrap().to_string();
     let a = http(&hub, "GET", "/", &[("Cookie", &session)], "").await;
@@ -141,21 +190,41 @@ async fn requests_without_a_known_token_or_session_are_refused() {
     assert!(a.body.contains("alice (admin)"));
 
     // Another site cannot make a signed-in browser act: no CSRF token, or a cross-site form.
-    let with_cookie = [("Cookie", session.as_str()), ("Content-Type", "application/x-www-form-urlencoded")];
-    let a = http(&hub, "POST", "/rollouts/default/settings", &with_cookie, "action=pause").await;
+    let with_cookie = [
+        ("Cookie", session.as_str()),
+        ("Content-Type", "application/x-www-form-urlencoded"),
+    ];
+    let a = http(
+        &hub,
+        "POST",
+        "/rollouts/default/settings",
+        &with_cookie,
+        "action=pause",
+    )
+    .await;
     assert_eq!(a.status, 403);
     assert!(a.body.contains("CSRF"), "{}", a.body);
     let a = http(
         &hub,
         "POST",
         "/login",
-        &[("Content-Type", "application/x-www-form-urlencoded"), ("Sec-Fetch-Site", "cross-site")],
+        &[
+            ("Content-Type", "application/x-www-form-urlencoded"),
+            ("Sec-Fetch-Site", "cross-site"),
+        ],
         &body,
     )
     .await;
     assert_eq!(a.status, 403);
     // A redirect after sign-in never leaves the server.
-    let a = http(&hub, "POST", "/login", &form, &format!("token={ADMIN}&next=%2F%2Fevil.example")).await;
+    let a = http(
+        &hub,
+        "POST",
+        "/login",
+        &form,
+        &format!("token={ADMIN}&next=%2F%2Fevil.example"),
+    )
+    .await;
     assert_eq!(a.header("location"), Some("/"));
     hub.stop().await;
 }
@@ -167,18 +236,29 @@ async fn live_streams_are_bounded_and_end_with_the_hub() {
     let addr = hub.dashboard_addr.unwrap();
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     stream
-        .write_all(format!("GET /events HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {VIEWER}\r\n\r\n").as_bytes())
+        .write_all(
+            format!(
+                "GET /events HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {VIEWER}\r\n\r\n"
+            )
+            .as_bytes(),
+        )
         .await
         .unwrap();
     let mut buf = vec![0u8; 4096];
-    let n = tokio::time::timeout(SOON, stream.read(&mut buf)).await.unwrap().unwrap();
+    let n = tokio::time::timeout(SOON, stream.read(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
     let head = String::from_utf8_lossy(&buf[..n]).to_string();
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     assert!(head.contains("text/event-stream"));
     // The first event says where the fleet stands (counts), with no need to reload.
     let mut seen = head;
     while !seen.contains("event: summary") {
-        let n = tokio::time::timeout(SOON, stream.read(&mut buf)).await.unwrap().unwrap();
+        let n = tokio::time::timeout(SOON, stream.read(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
         assert!(n > 0, "stream ended early: {seen}");
         seen.push_str(&String::from_utf8_lossy(&buf[..n]));
     }
@@ -214,14 +294,20 @@ fn plain_http_or_an_open_dashboard_off_loopback_is_refused_at_start() {
         .unwrap();
     assert_eq!(out.status.code(), Some(64));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--dashboard-listen 0.0.0.0:0: plain HTTP is served on loopback only"), "{err}");
+    assert!(
+        err.contains("--dashboard-listen 0.0.0.0:0: plain HTTP is served on loopback only"),
+        "{err}"
+    );
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_flotilla-hub"))
         .args(["--dashboard-listen", "0.0.0.0:0"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(64));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--dashboard-listen 0.0.0.0:0: without --api-token-file"), "{err}");
+    assert!(
+        err.contains("--dashboard-listen 0.0.0.0:0: without --api-token-file"),
+        "{err}"
+    );
 }
 
 const PLACEMENT: &str = r#"
@@ -247,7 +333,9 @@ fn replica_set() -> ManifestWorkReplicaSet {
         spec: Some(ManifestWorkReplicaSetSpec {
             manifest_work_template: Some(ManifestWorkSpec {
                 workload: Some(ManifestsTemplate {
-                    manifests: vec![Manifest { raw: cm.as_bytes().to_vec() }],
+                    manifests: vec![Manifest {
+                        raw: cm.as_bytes().to_vec(),
+                    }],
                 }),
                 ..Default::default()
             }),
@@ -273,7 +361,11 @@ fn replica_set() -> ManifestWorkReplicaSet {
 async fn wait_state(hub: &Hub, name: &str, want: Availability) -> Instant {
     let deadline = Instant::now() + SOON;
     loop {
-        if hub.inventory.get(name).is_some_and(|c| Availability::of(&c) == want) {
+        if hub
+            .inventory
+            .get(name)
+            .is_some_and(|c| Availability::of(&c) == want)
+        {
             return Instant::now();
         }
         assert!(Instant::now() < deadline, "{name} never became {want:?}");
@@ -283,10 +375,20 @@ async fn wait_state(hub: &Hub, name: &str, want: Availability) -> Instant {
 
 /// Signs in at the form the browser was sent to.
 async fn sign_in(b: &Browser, token: &str) {
-    b.wait_until("return !!document.getElementById('token')", "the sign-in form", PAGE).await;
+    b.wait_until(
+        "return !!document.getElementById('token')",
+        "the sign-in form",
+        PAGE,
+    )
+    .await;
     b.type_into("#token", token).await;
     b.click("#sign-in").await;
-    b.wait_until("return !document.getElementById('token')", "signed in", PAGE).await;
+    b.wait_until(
+        "return !document.getElementById('token')",
+        "signed in",
+        PAGE,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -294,7 +396,10 @@ async fn chromium_sees_the_fleet_live_a_placements_reasons_and_a_read_only_token
     // The browser first: without one the test fails at once with the install hint.
     let b = Browser::start().await;
     let nats = NatsServer::start();
-    let hub = hub(&nats, |c| c.dashboard.live.sample_every = Duration::from_millis(500)).await;
+    let hub = hub(&nats, |c| {
+        c.dashboard.live.sample_every = Duration::from_millis(500)
+    })
+    .await;
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", hub.grpc_addr))
         .unwrap()
         .connect()
@@ -368,18 +473,35 @@ async fn chromium_sees_the_fleet_live_a_placements_reasons_and_a_read_only_token
     )
     .await;
     assert!(b.text("#who").await.contains("bob (read-only)"));
-    assert_eq!(b.text("tr[data-cluster=\"edge-1\"] [data-field=availability]").await, "Available");
-    assert_eq!(b.text("tr[data-cluster=\"edge-pending\"] [data-field=availability]").await, "Pending");
+    assert_eq!(
+        b.text("tr[data-cluster=\"edge-1\"] [data-field=availability]")
+            .await,
+        "Available"
+    );
+    assert_eq!(
+        b.text("tr[data-cluster=\"edge-pending\"] [data-field=availability]")
+            .await,
+        "Pending"
+    );
     b.screenshot("clusters").await;
 
     // A filter is a URL: the label selector of the API, and the back button comes back.
-    b.goto(&format!("{base}/clusters?selector=rollout%3Dyes")).await;
+    b.goto(&format!("{base}/clusters?selector=rollout%3Dyes"))
+        .await;
     assert_eq!(b.text("#count").await.split(' ').next(), Some("2"));
     b.goto(&format!("{base}/clusters/edge-1")).await;
     assert!(b.text("h1").await.contains("edge-1"));
     b.screenshot("cluster").await;
-    tokio::time::timeout(PAGE, b.client.back()).await.unwrap().unwrap();
-    b.wait_until("return location.search === '?selector=rollout%3Dyes'", "back on the filtered list", PAGE).await;
+    tokio::time::timeout(PAGE, b.client.back())
+        .await
+        .unwrap()
+        .unwrap();
+    b.wait_until(
+        "return location.search === '?selector=rollout%3Dyes'",
+        "back on the filtered list",
+        PAGE,
+    )
+    .await;
 
     // A placement's decisions and, per cluster, the filters and scores that made them.
     b.goto(&format!("{base}/placements/default/edge")).await;
@@ -391,24 +513,45 @@ async fn chromium_sees_the_fleet_live_a_placements_reasons_and_a_read_only_token
     )
     .await;
     let reasons = b.text("#reasons").await;
-    assert!(reasons.contains("edge-3") && reasons.contains("failed"), "{reasons}");
+    assert!(
+        reasons.contains("edge-3") && reasons.contains("failed"),
+        "{reasons}"
+    );
     assert!(reasons.contains("selected"), "{reasons}");
     b.screenshot("placement").await;
 
     // A read-only token sees the rollout but cannot pause it: the button is disabled, and a
     // form sent anyway is refused.
     b.goto(&format!("{base}/rollouts/default/settings")).await;
-    b.wait_until("return document.getElementById('action-pause').disabled", "a disabled pause", PAGE).await;
+    b.wait_until(
+        "return document.getElementById('action-pause').disabled",
+        "a disabled pause",
+        PAGE,
+    )
+    .await;
     assert!(b.text("#may-not").await.contains("bob (read-only) may not"));
     b.js("const p = document.getElementById('action-pause'); p.disabled = false; p.click(); return true").await;
-    b.wait_until("return document.title.startsWith('Forbidden')", "the refusal", PAGE).await;
+    b.wait_until(
+        "return document.title.startsWith('Forbidden')",
+        "the refusal",
+        PAGE,
+    )
+    .await;
     let rs = hub.replicasets().get("default", "settings").unwrap();
-    assert!(!rs.hub.as_ref().is_some_and(|h| h.paused), "a read-only token paused a rollout");
+    assert!(
+        !rs.hub.as_ref().is_some_and(|h| h.paused),
+        "a read-only token paused a rollout"
+    );
 
     // Live: a cluster whose agent stops turns Unknown on the open page, without a reload,
     // within two seconds of the hub seeing it.
     b.goto(&format!("{base}/clusters")).await;
-    b.wait_until("return document.body.dataset.live === 'on'", "the live feed", PAGE).await;
+    b.wait_until(
+        "return document.body.dataset.live === 'on'",
+        "the live feed",
+        PAGE,
+    )
+    .await;
     b.js("window.__notReloaded = true; return true").await;
     agents.remove(2).stop().await;
     let hub_saw = wait_state(&hub, "edge-3", Availability::Unknown).await;
@@ -419,8 +562,15 @@ async fn chromium_sees_the_fleet_live_a_placements_reasons_and_a_read_only_token
     )
     .await;
     let lag = hub_saw.elapsed();
-    assert!(lag < Duration::from_secs(2), "the page showed Unknown {lag:?} after the hub");
-    assert_eq!(b.js("return window.__notReloaded === true").await, true, "the page reloaded");
+    assert!(
+        lag < Duration::from_secs(2),
+        "the page showed Unknown {lag:?} after the hub"
+    );
+    assert_eq!(
+        b.js("return window.__notReloaded === true").await,
+        true,
+        "the page reloaded"
+    );
 
     // The overview counts it, and lists the transition.
     b.goto(&format!("{base}/")).await;
@@ -434,9 +584,17 @@ async fn chromium_sees_the_fleet_live_a_placements_reasons_and_a_read_only_token
     b.goto(&format!("{base}/rollouts/default/settings")).await;
     sign_in(&b, ADMIN).await;
     b.click("#action-pause").await;
-    b.wait_until("return !!document.getElementById('notice')", "the pause done", PAGE).await;
+    b.wait_until(
+        "return !!document.getElementById('notice')",
+        "the pause done",
+        PAGE,
+    )
+    .await;
     let rs = hub.replicasets().get("default", "settings").unwrap();
-    assert!(rs.hub.as_ref().is_some_and(|h| h.paused), "the admin's pause did not land");
+    assert!(
+        rs.hub.as_ref().is_some_and(|h| h.paused),
+        "the admin's pause did not land"
+    );
     assert!(b.text("#state").await.contains("Paused"));
     b.screenshot("rollout").await;
 

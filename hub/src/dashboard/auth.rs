@@ -261,7 +261,11 @@ pub fn cross_site(headers: &HeaderMap) -> bool {
 
 /// Whether a POST from `viewer` with the form's `csrf` field may act: a bearer request always
 /// may; a browser's must carry its CSRF token and not come from another site.
-pub fn check_post(viewer: &Viewer, form_csrf: Option<&str>, headers: &HeaderMap) -> Result<(), String> {
+pub fn check_post(
+    viewer: &Viewer,
+    form_csrf: Option<&str>,
+    headers: &HeaderMap,
+) -> Result<(), String> {
     if viewer.via == Via::Bearer {
         return Ok(());
     }

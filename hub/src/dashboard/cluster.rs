@@ -50,7 +50,11 @@ pub fn render(
         } else {
             format!("{} s", spec.lease_duration_seconds)
         },
-        E(&st.version.as_ref().map(|v| v.kubernetes.clone()).unwrap_or_default()),
+        E(&st
+            .version
+            .as_ref()
+            .map(|v| v.kubernetes.clone())
+            .unwrap_or_default()),
         E(&timestamp(m.creation_timestamp.as_ref())),
         E(&m.uid)
     );
@@ -92,7 +96,11 @@ pub fn render(
     } else {
         out.push_str("<table id=\"works\"><thead><tr><th>Work</th><th>Manifests</th><th>Applied</th><th>Available</th><th>Degraded</th><th>Message</th></tr></thead><tbody>");
         for w in works {
-            let name = w.metadata.as_ref().map(|m| m.name.as_str()).unwrap_or_default();
+            let name = w
+                .metadata
+                .as_ref()
+                .map(|m| m.name.as_str())
+                .unwrap_or_default();
             let manifests = w
                 .spec
                 .as_ref()
@@ -107,7 +115,11 @@ pub fn render(
             let message = conds
                 .iter()
                 .find(|c| c.status != "True" && c.r#type != "Degraded")
-                .or_else(|| conds.iter().find(|c| c.r#type == "Degraded" && c.status == "True"))
+                .or_else(|| {
+                    conds
+                        .iter()
+                        .find(|c| c.r#type == "Degraded" && c.status == "True")
+                })
                 .map(|c| c.message.clone())
                 .unwrap_or_default();
             let _ = write!(
@@ -135,7 +147,11 @@ pub fn render(
     } else {
         out.push_str("<table><thead><tr><th>Add-on</th><th>Available</th><th>Message</th></tr></thead><tbody>");
         for a in &ctl.addons {
-            let name = a.metadata.as_ref().map(|m| m.name.as_str()).unwrap_or_default();
+            let name = a
+                .metadata
+                .as_ref()
+                .map(|m| m.name.as_str())
+                .unwrap_or_default();
             let conds = a
                 .status
                 .as_ref()
@@ -163,12 +179,20 @@ pub fn render(
                 "<tr><td>{}/{}</td><td>{}</td></tr>",
                 E(ns),
                 E(name),
-                badge(if compliant.is_empty() { "no report" } else { compliant })
+                badge(if compliant.is_empty() {
+                    "no report"
+                } else {
+                    compliant
+                })
             );
         }
         out.push_str("</tbody></table>");
     }
-    let _ = write!(out, "<h2>Chosen by placements ({})</h2><ul>", ctl.placements.len());
+    let _ = write!(
+        out,
+        "<h2>Chosen by placements ({})</h2><ul>",
+        ctl.placements.len()
+    );
     for (ns, name) in &ctl.placements {
         let _ = write!(
             out,

@@ -83,7 +83,11 @@ impl ListQuery {
     pub fn parse(pairs: &[(String, String)]) -> (Self, Vec<String>) {
         let mut q = Self::default();
         let mut errors = Vec::new();
-        let get = |k: &str| super::route::param(pairs, k).map(str::trim).filter(|v| !v.is_empty());
+        let get = |k: &str| {
+            super::route::param(pairs, k)
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+        };
         if let Some(s) = get("selector") {
             q.selector = s.to_string();
             match flotilla_api::selector::parse(s) {
@@ -101,7 +105,9 @@ impl ListQuery {
         if let Some(s) = get("sort") {
             match Sort::ALL.into_iter().find(|x| x.as_str() == s) {
                 Some(s) => q.sort = s,
-                None => errors.push(format!("sort {s:?} is not one of name, availability, set, version")),
+                None => errors.push(format!(
+                    "sort {s:?} is not one of name, availability, set, version"
+                )),
             }
         }
         q.descending = get("order") == Some("desc");
@@ -114,7 +120,9 @@ impl ListQuery {
         if let Some(p) = get("per") {
             match p.parse::<usize>() {
                 Ok(n) if (1..=MAX_PER_PAGE).contains(&n) => q.per_page = n,
-                _ => errors.push(format!("per {p:?} is not a number from 1 to {MAX_PER_PAGE}")),
+                _ => errors.push(format!(
+                    "per {p:?} is not a number from 1 to {MAX_PER_PAGE}"
+                )),
             }
         }
         (q, errors)
@@ -184,7 +192,9 @@ impl Row {
                 .and_then(|s| s.version.as_ref())
                 .map(|v| v.kubernetes.clone())
                 .unwrap_or_default(),
-            cpu: st.and_then(|s| s.capacity.get("cpu").cloned()).unwrap_or_default(),
+            cpu: st
+                .and_then(|s| s.capacity.get("cpu").cloned())
+                .unwrap_or_default(),
             memory: st
                 .and_then(|s| s.capacity.get("memory").cloned())
                 .unwrap_or_default(),
@@ -283,12 +293,20 @@ pub fn render(list: &ListPage, q: &ListQuery, errors: &[String]) -> String {
         E(&q.selector)
     );
     for a in Availability::ALL {
-        let selected = if q.availability == Some(a) { " selected" } else { "" };
+        let selected = if q.availability == Some(a) {
+            " selected"
+        } else {
+            ""
+        };
         let _ = write!(out, "<option{selected}>{}</option>", a.as_str());
     }
     out.push_str("</select></label>");
     if q.sort != Sort::Name {
-        let _ = write!(out, "<input type=\"hidden\" name=\"sort\" value=\"{}\">", q.sort.as_str());
+        let _ = write!(
+            out,
+            "<input type=\"hidden\" name=\"sort\" value=\"{}\">",
+            q.sort.as_str()
+        );
     }
     if q.descending {
         out.push_str("<input type=\"hidden\" name=\"order\" value=\"desc\">");

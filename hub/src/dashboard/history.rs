@@ -199,7 +199,11 @@ impl History {
     }
 
     /// Forgets clusters not in `present` (after a catch-up), as deletions.
-    pub fn retain(&mut self, present: &std::collections::HashSet<Arc<str>>, at: SystemTime) -> Vec<Transition> {
+    pub fn retain(
+        &mut self,
+        present: &std::collections::HashSet<Arc<str>>,
+        at: SystemTime,
+    ) -> Vec<Transition> {
         let gone: Vec<Arc<str>> = self
             .states
             .keys()

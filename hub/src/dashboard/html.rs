@@ -155,10 +155,19 @@ pub fn conditions(conds: &[flotilla_api::v1::Condition]) -> String {
          <th>Message</th><th>Since</th></tr></thead><tbody>",
     );
     for c in conds {
+        // A condition whose True is bad (Degraded, …Misconfigured, …Denied…) is coloured so.
+        let negative = ["Degraded", "Misconfigured", "Denied", "Contested"]
+            .iter()
+            .any(|w| c.r#type.contains(w));
+        let class = match (negative, c.status.as_str()) {
+            (true, "True") => "bad",
+            (true, "False") => "ok",
+            _ => badge_class(&c.status),
+        };
         out.push_str(&format!(
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td><span class=\"badge {class}\">{}</span></td><td>{}</td><td>{}</td><td>{}</td></tr>",
             E(&c.r#type),
-            badge(&c.status),
+            E(&c.status),
             E(&c.reason),
             E(&c.message),
             E(&timestamp(c.last_transition_time.as_ref()))

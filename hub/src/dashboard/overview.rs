@@ -72,7 +72,8 @@ pub fn build(clusters: &[Arc<ManagedCluster>], history: &History) -> Overview {
 
 /// One transition as a list item (the live script adds the same shape).
 pub fn transition_item(t: &Transition) -> String {
-    let word = |a: Option<Availability>, none: &str| a.map_or(none.to_string(), |a| badge(a.as_str()));
+    let word =
+        |a: Option<Availability>, none: &str| a.map_or(none.to_string(), |a| badge(a.as_str()));
     format!(
         "<li><time>{}</time> <a href=\"/clusters/{}\">{}</a> {} → {}</li>",
         E(&system_time(t.at)),
@@ -130,7 +131,9 @@ pub fn render(o: &Overview) -> String {
     }
     out.push_str("</tbody></table></section><section><h2>Pending registrations</h2>");
     if o.pending.is_empty() {
-        out.push_str("<p class=\"muted\">None: every registered cluster is accepted or denied.</p>");
+        out.push_str(
+            "<p class=\"muted\">None: every registered cluster is accepted or denied.</p>",
+        );
     } else {
         out.push_str("<table><thead><tr><th>Cluster</th><th>Registered</th></tr></thead><tbody>");
         for p in &o.pending {

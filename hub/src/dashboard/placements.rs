@@ -29,7 +29,10 @@ pub fn render_list(views: &[Arc<PlacementView>]) -> String {
     for v in views {
         let (ns, name) = ns_name(v);
         let st = v.placement.status.clone().unwrap_or_default();
-        let satisfied = st.conditions.iter().find(|c| c.r#type == "PlacementSatisfied");
+        let satisfied = st
+            .conditions
+            .iter()
+            .find(|c| c.r#type == "PlacementSatisfied");
         let _ = write!(
             out,
             "<tr><td>{}</td><td><a href=\"/placements/{}/{}\">{}</a></td><td>{}</td><td>{}</td>\
@@ -39,7 +42,9 @@ pub fn render_list(views: &[Arc<PlacementView>]) -> String {
             U(&name),
             E(&name),
             v.clusters().len(),
-            st.decision_groups.len().max(usize::from(!v.decisions.is_empty())),
+            st.decision_groups
+                .len()
+                .max(usize::from(!v.decisions.is_empty())),
             badge(satisfied.map_or("-", |c| c.status.as_str())),
             E(satisfied.map_or("", |c| c.message.as_str()))
         );
@@ -160,7 +165,11 @@ pub fn render(view: &PlacementView, debug: Result<&PlacementDebug, &str>) -> Str
             out,
             "<td>{}{}</td><td>{}</td><td>{selected}</td></tr>",
             c.total.map_or("-".to_string(), |t| t.to_string()),
-            if c.prefer_no_select_penalty { " (PreferNoSelect)" } else { "" },
+            if c.prefer_no_select_penalty {
+                " (PreferNoSelect)"
+            } else {
+                ""
+            },
             c.rank.map_or("-".to_string(), |r| (r + 1).to_string())
         );
     }

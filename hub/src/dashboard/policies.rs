@@ -25,7 +25,11 @@ pub fn render(policies: &[Arc<Policy>]) -> String {
                     "<a href=\"/clusters/{}\">{}</a> {}",
                     U(&c.cluster_name),
                     E(&c.cluster_name),
-                    badge(if c.compliant.is_empty() { "no report" } else { &c.compliant })
+                    badge(if c.compliant.is_empty() {
+                        "no report"
+                    } else {
+                        &c.compliant
+                    })
                 )
             })
             .collect();
@@ -35,7 +39,11 @@ pub fn render(policies: &[Arc<Policy>]) -> String {
             E(&m.namespace),
             E(&m.name),
             if disabled { " (disabled)" } else { "" },
-            badge(if st.compliant.is_empty() { "-" } else { &st.compliant }),
+            badge(if st.compliant.is_empty() {
+                "-"
+            } else {
+                &st.compliant
+            }),
             clusters.join("<br>")
         );
     }

@@ -53,7 +53,11 @@ pub fn render_list(
                 E(&name),
                 progress(s.available.into(), s.degraded.into(), s.total.into()),
                 s.degraded,
-                if state.is_empty() { String::new() } else { badge(state) }
+                if state.is_empty() {
+                    String::new()
+                } else {
+                    badge(state)
+                }
             );
         }
         out.push_str("</tbody></table>");
@@ -65,7 +69,11 @@ pub fn render_list(
     }
     out.push_str("<table id=\"addons\"><thead><tr><th>Add-on</th><th>Installed on</th><th>Available</th></tr></thead><tbody>");
     for (cma, installed) in addons {
-        let name = cma.metadata.as_ref().map(|m| m.name.as_str()).unwrap_or_default();
+        let name = cma
+            .metadata
+            .as_ref()
+            .map(|m| m.name.as_str())
+            .unwrap_or_default();
         let available = installed
             .iter()
             .filter(|a| {
@@ -142,7 +150,11 @@ pub fn render(
         );
     }
     if let Err(why) = &may_act {
-        let _ = write!(out, "<span class=\"muted\" id=\"may-not\">{}</span>", E(why));
+        let _ = write!(
+            out,
+            "<span class=\"muted\" id=\"may-not\">{}</span>",
+            E(why)
+        );
     }
     out.push_str("</form><h2>Conditions</h2>");
     out.push_str(&conditions(&st.conditions));
@@ -157,7 +169,11 @@ pub fn render(
             p.waiting
         );
         if !p.stopped_reason.is_empty() {
-            let _ = write!(out, "<p class=\"error\">Stopped: {}</p>", E(&p.stopped_reason));
+            let _ = write!(
+                out,
+                "<p class=\"error\">Stopped: {}</p>",
+                E(&p.stopped_reason)
+            );
         }
         for n in &p.notes {
             let _ = write!(out, "<p class=\"muted\">{}</p>", E(n));

@@ -67,7 +67,10 @@ impl crate::webserver::Handler for Deps {
         let mut resp = handle(&self, req).await;
         let h = resp.headers_mut();
         h.insert("content-security-policy", HeaderValue::from_static(CSP));
-        h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+        h.insert(
+            "x-content-type-options",
+            HeaderValue::from_static("nosniff"),
+        );
         h.insert("referrer-policy", HeaderValue::from_static("same-origin"));
         h.insert("x-frame-options", HeaderValue::from_static("DENY"));
         resp
@@ -85,7 +88,11 @@ fn full(status: StatusCode, content_type: &'static str, body: String) -> http::R
 }
 
 fn redirect(to: &str) -> http::Response<Body> {
-    let mut resp = full(StatusCode::SEE_OTHER, "text/plain; charset=utf-8", String::new());
+    let mut resp = full(
+        StatusCode::SEE_OTHER,
+        "text/plain; charset=utf-8",
+        String::new(),
+    );
     if let Ok(v) = HeaderValue::from_str(to) {
         resp.headers_mut().insert(header::LOCATION, v);
     }
@@ -108,7 +115,13 @@ fn role_name(viewer: &Viewer) -> &'static str {
     }
 }
 
-fn page(status: StatusCode, title: &str, nav: Nav, viewer: &Viewer, body: &str) -> http::Response<Body> {
+fn page(
+    status: StatusCode,
+    title: &str,
+    nav: Nav,
+    viewer: &Viewer,
+    body: &str,
+) -> http::Response<Body> {
     full(
         status,
         "text/html; charset=utf-8",
@@ -118,17 +131,28 @@ fn page(status: StatusCode, title: &str, nav: Nav, viewer: &Viewer, body: &str) 
 
 fn problem(status: StatusCode, viewer: Option<&Viewer>, message: &str) -> http::Response<Body> {
     let body = format!("<h1>{}</h1><p class=\"error\">{}</p>", status, E(message));
-    let anonymous = Frame { who: None, csrf: "", session: false };
+    let anonymous = Frame {
+        who: None,
+        csrf: "",
+        session: false,
+    };
     let f = viewer.map_or(anonymous, frame);
     full(
         status,
         "text/html; charset=utf-8",
-        html::page(status.canonical_reason().unwrap_or("Error"), Nav::None, &f, &body),
+        html::page(
+            status.canonical_reason().unwrap_or("Error"),
+            Nav::None,
+            &f,
+            &body,
+        ),
     )
 }
 
 fn login_page(status: StatusCode, next: &str, error: Option<&str>) -> http::Response<Body> {
-    let error = error.map_or(String::new(), |e| format!("<p class=\"error\">{}</p>", E(e)));
+    let error = error.map_or(String::new(), |e| {
+        format!("<p class=\"error\">{}</p>", E(e))
+    });
     let body = format!(
         "<form class=\"login\" method=\"post\" action=\"/login\"><h1>Sign in</h1>{error}\
          <label for=\"token\">API token</label>\
@@ -139,7 +163,11 @@ fn login_page(status: StatusCode, next: &str, error: Option<&str>) -> http::Resp
          read-only token is enough to look.</p></form>",
         E(next)
     );
-    let anonymous = Frame { who: None, csrf: "", session: false };
+    let anonymous = Frame {
+        who: None,
+        csrf: "",
+        session: false,
+    };
     full(
         status,
         "text/html; charset=utf-8",
@@ -179,15 +207,21 @@ async fn handle(d: &Deps, req: http::Request<Incoming>) -> http::Response<Body> 
                 Asset::Style => ("text/css; charset=utf-8", STYLE),
             };
             let mut resp = full(StatusCode::OK, ct, text.to_string());
-            resp.headers_mut()
-                .insert(header::CACHE_CONTROL, HeaderValue::from_static("max-age=300"));
+            resp.headers_mut().insert(
+                header::CACHE_CONTROL,
+                HeaderValue::from_static("max-age=300"),
+            );
             return resp;
         }
         Route::LoginForm => {
             if !d.sessions.guarded() {
                 return redirect("/");
             }
-            return login_page(StatusCode::OK, auth::safe_next(route::param(&query, "next")), None);
+            return login_page(
+                StatusCode::OK,
+                auth::safe_next(route::param(&query, "next")),
+                None,
+            );
         }
         Route::Login => return login(d, req).await,
         _ => {}
@@ -218,13 +252,23 @@ async fn handle(d: &Deps, req: http::Request<Incoming>) -> http::Response<Body> 
         Route::Overview => {
             let snapshot = d.inventory.snapshot();
             let o = d.live.read(|h| overview::build(&snapshot, h));
-            page(StatusCode::OK, "Overview", Nav::Overview, &viewer, &overview::render(&o))
+            page(
+                StatusCode::OK,
+                "Overview",
+                Nav::Overview,
+                &viewer,
+                &overview::render(&o),
+            )
         }
         Route::Clusters => {
             let (q, errors) = clusters::ListQuery::parse(&query);
             let list = clusters::build(&d.inventory.snapshot(), &q);
             page(
-                if errors.is_empty() { StatusCode::OK } else { StatusCode::BAD_REQUEST },
+                if errors.is_empty() {
+                    StatusCode::OK
+                } else {
+                    StatusCode::BAD_REQUEST
+                },
                 "Clusters",
                 Nav::Clusters,
                 &viewer,
@@ -294,7 +338,11 @@ async fn handle(d: &Deps, req: http::Request<Incoming>) -> http::Response<Body> 
                 .list_addons()
                 .into_iter()
                 .map(|a| {
-                    let name = a.metadata.as_ref().map(|m| m.name.clone()).unwrap_or_default();
+                    let name = a
+                        .metadata
+                        .as_ref()
+                        .map(|m| m.name.clone())
+                        .unwrap_or_default();
                     let installed = ctl.addons.list_cluster_addons("", &name);
                     (a, installed)
                 })
@@ -359,12 +407,19 @@ async fn handle(d: &Deps, req: http::Request<Incoming>) -> http::Response<Body> 
                 Ok(events) => {
                     let mut resp = http::Response::new(StreamBody::new(events).boxed_unsync());
                     let h = resp.headers_mut();
-                    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+                    h.insert(
+                        header::CONTENT_TYPE,
+                        HeaderValue::from_static("text/event-stream"),
+                    );
                     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
                     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
                     resp
                 }
-                Err(busy) => problem(StatusCode::SERVICE_UNAVAILABLE, Some(&viewer), &busy.to_string()),
+                Err(busy) => problem(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    Some(&viewer),
+                    &busy.to_string(),
+                ),
             }
         }
         Route::Logout => {
@@ -444,17 +499,26 @@ async fn login(d: &Deps, req: http::Request<Incoming>) -> http::Response<Body> {
         return redirect("/");
     }
     if auth::cross_site(req.headers()) {
-        return login_page(StatusCode::FORBIDDEN, "/", Some("Refused: the form was sent from another site."));
+        return login_page(
+            StatusCode::FORBIDDEN,
+            "/",
+            Some("Refused: the form was sent from another site."),
+        );
     }
     let fields = match form(req.into_body()).await {
         Ok(f) => f,
         Err(e) => return login_page(StatusCode::BAD_REQUEST, "/", Some(&e)),
     };
     let next = auth::safe_next(route::param(&fields, "next")).to_string();
-    match d.sessions.sign_in(route::param(&fields, "token").unwrap_or_default()) {
+    match d
+        .sessions
+        .sign_in(route::param(&fields, "token").unwrap_or_default())
+    {
         Some(id) => {
             let mut resp = redirect(&next);
-            if let Ok(v) = HeaderValue::from_str(&auth::set_cookie(Some(&id), d.tls, d.sessions.ttl())) {
+            if let Ok(v) =
+                HeaderValue::from_str(&auth::set_cookie(Some(&id), d.tls, d.sessions.ttl()))
+            {
                 resp.headers_mut().insert(header::SET_COOKIE, v);
             }
             resp
@@ -499,12 +563,18 @@ async fn rollout_action(
     };
     tracing::info!(caller = %viewer.identity.name, %namespace, %name, action, "dashboard rollout action");
     match ctl.replicasets.rollout(namespace, name, action).await {
-        Ok(_) => redirect(&format!("/rollouts/{}/{}?done={action}", U(namespace), U(name))),
+        Ok(_) => redirect(&format!(
+            "/rollouts/{}/{}?done={action}",
+            U(namespace),
+            U(name)
+        )),
         Err(e) => {
             let status = match e {
                 crate::replicaset::ReplicaSetError::Invalid(_) => StatusCode::BAD_REQUEST,
                 crate::replicaset::ReplicaSetError::NotFound(_) => StatusCode::NOT_FOUND,
-                crate::replicaset::ReplicaSetError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+                crate::replicaset::ReplicaSetError::Unavailable(_) => {
+                    StatusCode::SERVICE_UNAVAILABLE
+                }
             };
             problem(status, Some(viewer), &e.to_string())
         }

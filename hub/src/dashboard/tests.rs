@@ -7,7 +7,9 @@ use super::history::{Availability, History, HistoryLimits};
 use super::html::{E, U};
 use super::route::{self, Route};
 use flotilla_api::meta::{CLUSTERSET_LABEL, COND_AVAILABLE};
-use flotilla_api::v1::{Condition, ManagedCluster, ManagedClusterSpec, ManagedClusterStatus, ObjectMeta};
+use flotilla_api::v1::{
+    Condition, ManagedCluster, ManagedClusterSpec, ManagedClusterStatus, ObjectMeta,
+};
 use http::{HeaderMap, HeaderValue, Method};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -31,7 +33,12 @@ impl Cluster {
         })
     }
     fn label(mut self, k: &str, v: &str) -> Self {
-        self.0.metadata.as_mut().unwrap().labels.insert(k.into(), v.into());
+        self.0
+            .metadata
+            .as_mut()
+            .unwrap()
+            .labels
+            .insert(k.into(), v.into());
         self
     }
     fn available(mut self, status: &str) -> Self {
@@ -82,14 +89,26 @@ fn every_view_has_its_own_url_and_methods_are_checked() {
     assert_eq!(get("/clusters/edge-1"), Ok(Route::Cluster("edge-1".into())));
     assert_eq!(
         get("/placements/default/p1"),
-        Ok(Route::Placement { namespace: "default".into(), name: "p1".into() })
+        Ok(Route::Placement {
+            namespace: "default".into(),
+            name: "p1".into()
+        })
     );
     assert_eq!(
         route::route(&Method::POST, "/rollouts/default/rs"),
-        Ok(Route::RolloutAction { namespace: "default".into(), name: "rs".into() })
+        Ok(Route::RolloutAction {
+            namespace: "default".into(),
+            name: "rs".into()
+        })
     );
-    assert_eq!(route::route(&Method::POST, "/clusters"), Err(route::NoRoute::Method("GET")));
-    assert_eq!(route::route(&Method::GET, "/logout"), Err(route::NoRoute::Method("POST")));
+    assert_eq!(
+        route::route(&Method::POST, "/clusters"),
+        Err(route::NoRoute::Method("GET"))
+    );
+    assert_eq!(
+        route::route(&Method::GET, "/logout"),
+        Err(route::NoRoute::Method("POST"))
+    );
     // An encoded slash cannot smuggle a second segment.
     assert_eq!(get("/clusters/a%2Fb"), Err(route::NoRoute::NotFound));
     assert_eq!(get("/nope"), Err(route::NoRoute::NotFound));
@@ -98,7 +117,12 @@ fn every_view_has_its_own_url_and_methods_are_checked() {
 #[test]
 fn sign_in_goes_back_only_to_a_page_of_this_server() {
     assert_eq!(auth::safe_next(Some("/clusters?q=a")), "/clusters?q=a");
-    for bad in ["//evil.example/x", "https://evil.example", "/\\evil", "javascript:1"] {
+    for bad in [
+        "//evil.example/x",
+        "https://evil.example",
+        "/\\evil",
+        "javascript:1",
+    ] {
         assert_eq!(auth::safe_next(Some(bad)), "/", "{bad}");
     }
     assert_eq!(auth::safe_next(None), "/");
@@ -118,24 +142,42 @@ fn sessions_take_a_known_token_and_end_on_sign_out() {
     assert!(sessions.sign_in("not-a-token").is_none());
     let id = sessions.sign_in("view-token-01234567890").unwrap();
     let mut h = HeaderMap::new();
-    h.insert(http::header::COOKIE, HeaderValue::from_str(&format!("other=1; {}={id}", auth::COOKIE)).unwrap());
+    h.insert(
+        http::header::COOKIE,
+        HeaderValue::from_str(&format!("other=1; {}={id}", auth::COOKIE)).unwrap(),
+    );
     let v = sessions.authenticate(&h).unwrap();
     assert_eq!(v.identity.name, "bob");
     assert_eq!(v.via, Via::Session(id.clone()));
     assert!(v.may(super::rollouts::ROLLOUT_METHOD).is_err());
     sessions.sign_out(&id);
-    assert_eq!(sessions.authenticate(&h).unwrap_err(), auth::Refusal::SessionEnded);
-    assert_eq!(sessions.authenticate(&HeaderMap::new()).unwrap_err(), auth::Refusal::NoCredentials);
+    assert_eq!(
+        sessions.authenticate(&h).unwrap_err(),
+        auth::Refusal::SessionEnded
+    );
+    assert_eq!(
+        sessions.authenticate(&HeaderMap::new()).unwrap_err(),
+        auth::Refusal::NoCredentials
+    );
     let mut bearer = HeaderMap::new();
-    bearer.insert(http::header::AUTHORIZATION, HeaderValue::from_static("Bearer wrong-token-0000000000"));
-    assert_eq!(sessions.authenticate(&bearer).unwrap_err(), auth::Refusal::UnknownToken);
+    bearer.insert(
+        http::header::AUTHORIZATION,
+        HeaderValue::from_static("Bearer wrong-token-0000000000"),
+    );
+    assert_eq!(
+        sessions.authenticate(&bearer).unwrap_err(),
+        auth::Refusal::UnknownToken
+    );
 }
 
 #[test]
 fn sessions_are_bounded_and_expire() {
     let sessions = Sessions::new(
         Some(tokens()),
-        auth::SessionConfig { ttl: Duration::ZERO, max: 2 },
+        auth::SessionConfig {
+            ttl: Duration::ZERO,
+            max: 2,
+        },
     );
     for _ in 0..5 {
         sessions.sign_in("admin-token-0123456789").unwrap();
@@ -143,8 +185,14 @@ fn sessions_are_bounded_and_expire() {
     assert!(sessions.len() <= 2);
     let id = sessions.sign_in("admin-token-0123456789").unwrap();
     let mut h = HeaderMap::new();
-    h.insert(http::header::COOKIE, HeaderValue::from_str(&format!("{}={id}", auth::COOKIE)).unwrap());
-    assert_eq!(sessions.authenticate(&h).unwrap_err(), auth::Refusal::SessionEnded);
+    h.insert(
+        http::header::COOKIE,
+        HeaderValue::from_str(&format!("{}={id}", auth::COOKIE)).unwrap(),
+    );
+    assert_eq!(
+        sessions.authenticate(&h).unwrap_err(),
+        auth::Refusal::SessionEnded
+    );
 }
 
 #[test]
@@ -152,7 +200,10 @@ fn a_browser_post_needs_its_csrf_token_and_the_same_site() {
     let sessions = Sessions::new(Some(tokens()), auth::SessionConfig::default());
     let id = sessions.sign_in("admin-token-0123456789").unwrap();
     let mut h = HeaderMap::new();
-    h.insert(http::header::COOKIE, HeaderValue::from_str(&format!("{}={id}", auth::COOKIE)).unwrap());
+    h.insert(
+        http::header::COOKIE,
+        HeaderValue::from_str(&format!("{}={id}", auth::COOKIE)).unwrap(),
+    );
     let v = sessions.authenticate(&h).unwrap();
     assert!(auth::check_post(&v, Some(&v.csrf), &HeaderMap::new()).is_ok());
     assert!(auth::check_post(&v, None, &HeaderMap::new()).is_err());
@@ -161,8 +212,14 @@ fn a_browser_post_needs_its_csrf_token_and_the_same_site() {
     cross.insert("sec-fetch-site", HeaderValue::from_static("cross-site"));
     assert!(auth::check_post(&v, Some(&v.csrf), &cross).is_err());
     let mut origin = HeaderMap::new();
-    origin.insert(http::header::ORIGIN, HeaderValue::from_static("http://evil.example"));
-    origin.insert(http::header::HOST, HeaderValue::from_static("127.0.0.1:8080"));
+    origin.insert(
+        http::header::ORIGIN,
+        HeaderValue::from_static("http://evil.example"),
+    );
+    origin.insert(
+        http::header::HOST,
+        HeaderValue::from_static("127.0.0.1:8080"),
+    );
     assert!(auth::check_post(&v, Some(&v.csrf), &origin).is_err());
     // An open hub's forms carry the process's token: another site cannot read it either.
     let open = Sessions::new(None, auth::SessionConfig::default());
@@ -174,19 +231,37 @@ fn a_browser_post_needs_its_csrf_token_and_the_same_site() {
 
 #[test]
 fn history_counts_states_and_records_transitions_but_not_the_initial_fill() {
-    let mut h = History::new(HistoryLimits { transitions: 2, samples: 2 });
+    let mut h = History::new(HistoryLimits {
+        transitions: 2,
+        samples: 2,
+    });
     let now = SystemTime::now();
     let a: Arc<str> = "a".into();
     let b: Arc<str> = "b".into();
-    assert!(h.observe(&a, Some(Availability::Available), now, true).is_none());
-    assert!(h.observe(&b, Some(Availability::Pending), now, true).is_none());
-    assert!(h.observe(&a, Some(Availability::Available), now, false).is_none());
-    let t = h.observe(&a, Some(Availability::Unknown), now, false).unwrap();
-    assert_eq!((t.from, t.to), (Some(Availability::Available), Some(Availability::Unknown)));
+    assert!(
+        h.observe(&a, Some(Availability::Available), now, true)
+            .is_none()
+    );
+    assert!(
+        h.observe(&b, Some(Availability::Pending), now, true)
+            .is_none()
+    );
+    assert!(
+        h.observe(&a, Some(Availability::Available), now, false)
+            .is_none()
+    );
+    let t = h
+        .observe(&a, Some(Availability::Unknown), now, false)
+        .unwrap();
+    assert_eq!(
+        (t.from, t.to),
+        (Some(Availability::Available), Some(Availability::Unknown))
+    );
     assert_eq!(h.counts().get(Availability::Unknown), 1);
     assert_eq!(h.counts().get(Availability::Available), 0);
     h.observe(&b, None, now, false).unwrap();
-    h.observe(&a, Some(Availability::Available), now, false).unwrap();
+    h.observe(&a, Some(Availability::Available), now, false)
+        .unwrap();
     assert_eq!(h.recent(10).len(), 2, "bounded");
     assert_eq!(h.counts().total(), 1);
     for _ in 0..3 {
@@ -197,11 +272,26 @@ fn history_counts_states_and_records_transitions_but_not_the_initial_fill() {
 
 #[test]
 fn availability_follows_acceptance_and_the_available_condition() {
-    assert_eq!(Availability::of(&Cluster::test("a").available("True").build()), Availability::Available);
-    assert_eq!(Availability::of(&Cluster::test("a").available("False").build()), Availability::Unavailable);
-    assert_eq!(Availability::of(&Cluster::test("a").available("Unknown").build()), Availability::Unknown);
-    assert_eq!(Availability::of(&Cluster::test("a").build()), Availability::Unknown);
-    assert_eq!(Availability::of(&Cluster::test("a").pending().build()), Availability::Pending);
+    assert_eq!(
+        Availability::of(&Cluster::test("a").available("True").build()),
+        Availability::Available
+    );
+    assert_eq!(
+        Availability::of(&Cluster::test("a").available("False").build()),
+        Availability::Unavailable
+    );
+    assert_eq!(
+        Availability::of(&Cluster::test("a").available("Unknown").build()),
+        Availability::Unknown
+    );
+    assert_eq!(
+        Availability::of(&Cluster::test("a").build()),
+        Availability::Unknown
+    );
+    assert_eq!(
+        Availability::of(&Cluster::test("a").pending().build()),
+        Availability::Pending
+    );
 }
 
 fn fleet(n: usize) -> Vec<Arc<ManagedCluster>> {
@@ -227,7 +317,12 @@ fn the_clusters_list_filters_with_the_apis_selectors_searches_sorts_and_pages() 
     let page = clusters::build(&all, &query(""));
     assert_eq!((page.matching, page.pages, page.rows.len()), (1000, 20, 50));
     assert_eq!(page.rows[0].name, "edge-00000");
-    let page = clusters::build(&all, &query(&format!("selector={CLUSTERSET_LABEL}%3Deven&availability=Unknown")));
+    let page = clusters::build(
+        &all,
+        &query(&format!(
+            "selector={CLUSTERSET_LABEL}%3Deven&availability=Unknown"
+        )),
+    );
     assert_eq!(page.matching, 100);
     let page = clusters::build(&all, &query("q=EDGE-0099&per=5&page=2"));
     assert_eq!(page.matching, 10);
@@ -245,7 +340,9 @@ fn the_clusters_list_filters_with_the_apis_selectors_searches_sorts_and_pages() 
 
 #[test]
 fn a_bad_query_is_reported_not_ignored() {
-    let (_, errors) = ListQuery::parse(&route::query(Some("selector=env%20in&sort=nope&page=0&per=9999&availability=Maybe")));
+    let (_, errors) = ListQuery::parse(&route::query(Some(
+        "selector=env%20in&sort=nope&page=0&per=9999&availability=Maybe",
+    )));
     assert_eq!(errors.len(), 5, "{errors:?}");
     assert!(errors[0].starts_with("label selector"));
 }
@@ -262,7 +359,8 @@ fn live_events_are_one_line_json() {
     for event in text.split("\n\n").filter(|e| !e.is_empty()) {
         let lines: Vec<&str> = event.lines().collect();
         assert_eq!(lines.len(), 2, "{event}");
-        let data: serde_json::Value = serde_json::from_str(lines[1].strip_prefix("data: ").unwrap()).unwrap();
+        let data: serde_json::Value =
+            serde_json::from_str(lines[1].strip_prefix("data: ").unwrap()).unwrap();
         assert_eq!(data["cluster"], "a\n\"b");
         assert_eq!(data["to"], "Unknown");
     }

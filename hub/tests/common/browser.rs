@@ -54,8 +54,8 @@ impl Browser {
                 }
             })
             .unwrap_or_else(|| panic!("{INSTALL_HINT}"));
-        let chromedriver =
-            find("FLOTILLA_CHROMEDRIVER", &["chromedriver"]).unwrap_or_else(|| panic!("{INSTALL_HINT}"));
+        let chromedriver = find("FLOTILLA_CHROMEDRIVER", &["chromedriver"])
+            .unwrap_or_else(|| panic!("{INSTALL_HINT}"));
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -129,7 +129,9 @@ impl Browser {
                 return;
             }
             if tokio::time::Instant::now() > deadline {
-                let text = self.js("return document.body ? document.body.innerText : ''").await;
+                let text = self
+                    .js("return document.body ? document.body.innerText : ''")
+                    .await;
                 let url = self.client.current_url().await.map(|u| u.to_string());
                 panic!("timed out waiting for {what} at {url:?}; the page shows:\n{text}");
             }
@@ -139,22 +141,40 @@ impl Browser {
 
     /// The text of the element `css`.
     pub async fn text(&self, css: &str) -> String {
-        let el = tokio::time::timeout(PAGE, self.client.wait().at_most(PAGE).for_element(Locator::Css(css)))
-            .await
-            .expect("element in time")
-            .unwrap_or_else(|e| panic!("no element {css}: {e}"));
+        let el = tokio::time::timeout(
+            PAGE,
+            self.client
+                .wait()
+                .at_most(PAGE)
+                .for_element(Locator::Css(css)),
+        )
+        .await
+        .expect("element in time")
+        .unwrap_or_else(|e| panic!("no element {css}: {e}"));
         el.text().await.unwrap()
     }
 
     /// Types into the element `css`.
     pub async fn type_into(&self, css: &str, text: &str) {
-        let el = self.client.wait().at_most(PAGE).for_element(Locator::Css(css)).await.unwrap();
+        let el = self
+            .client
+            .wait()
+            .at_most(PAGE)
+            .for_element(Locator::Css(css))
+            .await
+            .unwrap();
         el.send_keys(text).await.unwrap();
     }
 
     /// Clicks the element `css`.
     pub async fn click(&self, css: &str) {
-        let el = self.client.wait().at_most(PAGE).for_element(Locator::Css(css)).await.unwrap();
+        let el = self
+            .client
+            .wait()
+            .at_most(PAGE)
+            .for_element(Locator::Css(css))
+            .await
+            .unwrap();
         el.click().await.unwrap();
     }
 
