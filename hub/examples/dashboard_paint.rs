@@ -31,7 +31,7 @@ fn cluster(i: usize) -> ManagedCluster {
                 (CLUSTERSET_LABEL.to_string(), format!("site-{}", i % 20)),
                 (
                     "env".to_string(),
-                    if i % 3 == 0 { "prod" } else { "dev" }.to_string(),
+                    if i.is_multiple_of(3) { "prod" } else { "dev" }.to_string(),
                 ),
                 ("region".to_string(), format!("r{}", i % 7)),
             ]
@@ -39,14 +39,19 @@ fn cluster(i: usize) -> ManagedCluster {
             ..Default::default()
         }),
         spec: Some(ManagedClusterSpec {
-            hub_accepts_client: i % 500 != 0,
+            hub_accepts_client: !i.is_multiple_of(500),
             lease_duration_seconds: 60,
             taints: Vec::new(),
         }),
         status: Some(ManagedClusterStatus {
             conditions: vec![Condition {
                 r#type: COND_AVAILABLE.into(),
-                status: if i % 50 == 0 { "Unknown" } else { "True" }.into(),
+                status: if i.is_multiple_of(50) {
+                    "Unknown"
+                } else {
+                    "True"
+                }
+                .into(),
                 ..Default::default()
             }],
             capacity: [
@@ -99,6 +104,68 @@ async fn median(addr: std::net::SocketAddr, path: &str) -> (f64, usize) {
     (times[times.len() / 2], bytes)
 }
 
+/// This process's CPU time (user + system) from /proc/self/stat.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    // Fields after the command name (which may hold spaces) start at its closing parenthesis.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    ticks / 100.0
+}
+
+/// CPU (share of one core) of this process while `rate` clusters a second flip between
+/// Available and Unknown for `secs` (of the `n` clusters), with `streams` open live streams following every cluster.
+async fn churn_cpu(
+    hub: &flotilla_hub::Hub,
+    n: usize,
+    streams: usize,
+    rate: usize,
+    secs: u64,
+) -> (f64, u64) {
+    let addr = hub.dashboard_addr.unwrap();
+    let received = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut readers = Vec::new();
+    for _ in 0..streams {
+        let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        tcp.write_all(format!("GET /events HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        let received = received.clone();
+        readers.push(tokio::spawn(async move {
+            let mut buf = vec![0u8; 16384];
+            while let Ok(n) = tcp.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                received.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = cpu_seconds();
+    let start = Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_millis(10));
+    let mut i = 0usize;
+    let per_tick = (rate / 100).max(1);
+    while start.elapsed() < Duration::from_secs(secs) {
+        tick.tick().await;
+        for _ in 0..per_tick {
+            let name = cluster(i % n).metadata.unwrap().name;
+            let mut c = (*hub.inventory.get(&name).unwrap()).clone();
+            let status = &mut c.status.as_mut().unwrap().conditions[0].status;
+            *status = if status == "True" { "Unknown" } else { "True" }.into();
+            hub.inventory.upsert(&name, c);
+            i += 1;
+        }
+    }
+    let cpu = (cpu_seconds() - before) / start.elapsed().as_secs_f64();
+    for r in readers {
+        r.abort();
+    }
+    (cpu, received.load(std::sync::atomic::Ordering::Relaxed))
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let n: usize = std::env::args()
@@ -126,6 +193,10 @@ async fn main() {
     .await;
     let (overview_ms, overview_bytes) = median(addr, "/").await;
     let (cluster_ms, _) = median(addr, "/clusters/edge-005000").await;
+
+    // Ten open dashboards: the process's CPU with and without them under the same churn.
+    let (cpu_without, _) = churn_cpu(&hub, n, 0, 100, 10).await;
+    let (cpu_with, streamed) = churn_cpu(&hub, n, 10, 100, 10).await;
 
     let b = browser::Browser::start().await;
     let base = format!("http://{addr}");
@@ -163,6 +234,11 @@ async fn main() {
             "server_cluster_page_ms_p50": cluster_ms,
             "chromium_first_contentful_paint_clusters_ms_p50": paints[paints.len() / 2],
             "chromium_first_contentful_paint_clusters_ms": paints,
+            "churn_transitions_per_s": 100,
+            "process_cpu_churn_no_streams": cpu_without,
+            "process_cpu_churn_10_streams": cpu_with,
+            "ten_streams_cpu_share_of_a_core": cpu_with - cpu_without,
+            "bytes_streamed_10s": streamed,
         })
     );
     hub.stop().await;

@@ -47,7 +47,7 @@ impl Browser {
         let chromium = find("FLOTILLA_CHROMIUM", &["chromium", "chromium-browser"])
             .map(|p| {
                 let real = PathBuf::from("/usr/lib/chromium/chromium");
-                if p == PathBuf::from("/usr/bin/chromium") && real.is_file() {
+                if p == std::path::Path::new("/usr/bin/chromium") && real.is_file() {
                     real
                 } else {
                     p
