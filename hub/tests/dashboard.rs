@@ -572,6 +572,24 @@ async fn chromium_sees_the_fleet_live_a_placements_reasons_and_a_read_only_token
         "the page reloaded"
     );
 
+    // A cluster's works, and a work's conditions and feedback per manifest.
+    b.goto(&format!("{base}/clusters/edge-1")).await;
+    b.wait_until(
+        "return !!document.querySelector('#works a')",
+        "edge-1's work",
+        PAGE,
+    )
+    .await;
+    b.click("#works a").await;
+    b.wait_until(
+        "return document.body.innerText.includes('Manifests (1)') && \
+         document.body.innerText.includes('ConfigMap default/settings')",
+        "the work's manifest",
+        PAGE,
+    )
+    .await;
+    b.screenshot("work").await;
+
     // The overview counts it, and lists the transition.
     b.goto(&format!("{base}/")).await;
     assert_eq!(b.text("[data-count=\"Unknown\"]").await, "1");

@@ -124,7 +124,10 @@ pub fn render(
                 .unwrap_or_default();
             let _ = write!(
                 out,
-                "<tr><td>{}</td><td>{manifests}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td><a href=\"/clusters/{}/works/{}\">{}</a></td><td>{manifests}</td><td>{}</td>\
+                 <td>{}</td><td>{}</td><td>{}</td></tr>",
+                U(&m.name),
+                U(name),
                 E(name),
                 badge(&status("Applied")),
                 badge(&status("Available")),

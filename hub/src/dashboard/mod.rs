@@ -10,6 +10,7 @@
 //! - [`live`]: the task that follows the inventory and the Server-Sent Events streams.
 //! - [`overview`], [`clusters`], [`cluster`], [`placements`], [`rollouts`], [`policies`]: each
 //!   view, built from the hub's in-memory views (pure).
+//! - [`work`]: one ManifestWork's conditions and feedback per manifest (pure).
 //! - [`plot`]: inline SVG pictures (pure).
 //! - [`server`]: the thin HTTP layer over all of them.
 //!
@@ -29,6 +30,7 @@ pub mod policies;
 pub mod rollouts;
 pub mod route;
 pub mod server;
+pub mod work;
 
 #[cfg(test)]
 mod tests;

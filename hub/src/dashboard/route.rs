@@ -21,6 +21,13 @@ pub enum Route {
     Clusters,
     /// `GET /clusters/<name>`.
     Cluster(String),
+    /// `GET /clusters/<cluster>/works/<name>`.
+    Work {
+        /// The cluster.
+        cluster: String,
+        /// The work's name.
+        name: String,
+    },
     /// `GET /placements`.
     Placements,
     /// `GET /placements/<namespace>/<name>`.
@@ -101,6 +108,10 @@ pub fn route(method: &Method, path: &str) -> Result<Route, NoRoute> {
         [] => get(Route::Overview),
         ["clusters"] => get(Route::Clusters),
         ["clusters", name] if named(name) => get(Route::Cluster(name.into())),
+        ["clusters", cluster, "works", name] if named(cluster) && named(name) => get(Route::Work {
+            cluster: cluster.into(),
+            name: name.into(),
+        }),
         ["placements"] => get(Route::Placements),
         ["placements", ns, name] if named(ns) && named(name) => get(Route::Placement {
             namespace: ns.into(),

@@ -6,7 +6,7 @@ use super::auth::{self, Refusal, Sessions, Via, Viewer};
 use super::html::{self, E, Frame, Nav, U};
 use super::live::Live;
 use super::route::{self, Asset, NoRoute, Route};
-use super::{cluster, clusters, overview, placements, policies, rollouts};
+use super::{cluster, clusters, overview, placements, policies, rollouts, work};
 use crate::inventory::{ClusterInventory, WorkInventory};
 use bytes::Bytes;
 use http::{HeaderValue, Method, StatusCode, header};
@@ -298,6 +298,20 @@ async fn handle(d: &Deps, req: http::Request<Incoming>) -> http::Response<Body> 
                 &cluster::render(&c, &works, controlled.as_ref()),
             )
         }
+        Route::Work { cluster, name } => match d.works.get(&format!("{cluster}/{name}")) {
+            Some(w) => page(
+                StatusCode::OK,
+                &format!("{cluster}/{name}"),
+                Nav::Clusters,
+                &viewer,
+                &work::render(&cluster, &w),
+            ),
+            None => problem(
+                StatusCode::NOT_FOUND,
+                Some(&viewer),
+                &format!("No ManifestWork {name:?} on cluster {cluster:?}."),
+            ),
+        },
         Route::Placements => match d.units.controllers() {
             Some(ctl) => page(
                 StatusCode::OK,
