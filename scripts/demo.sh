@@ -216,7 +216,7 @@ In another terminal:
   $BIN/flotilla label sim-0001 tier=gold
   $BIN/flotilla taint sim-0002 maintenance=true:NoSelect
   $BIN/flotilla watch clusters
-  kubectl --kubeconfig <($BIN/flotilla kubeconfig sim-0002) get configmaps -A --watch
+  kubectl --kubeconfig <($BIN/flotilla kubeconfig sim-0002 --server http://127.0.0.1:$PROXY_PORT) get configmaps -A --watch
   $BIN/flotilla delete work hello-work-demo --cluster sim-0001
   $BIN/flotilla describe placement demo -n default
   $BIN/flotilla get addonplacementscores          # fleet-metrics' nodeCount and workCount too
