@@ -2,7 +2,7 @@
 //! and what the hub runs on it: works, add-ons, policies, the placements that chose it.
 
 use super::history::Availability;
-use super::html::{E, U, badge, conditions, pairs, timestamp};
+use super::html::{E, U, badge, condition_badge, conditions, pairs, timestamp};
 use flotilla_api::meta;
 use flotilla_api::v1::{ManagedCluster, ManagedClusterAddOn, ManifestWork};
 use std::fmt::Write;
@@ -131,7 +131,7 @@ pub fn render(
                 E(name),
                 badge(&status("Applied")),
                 badge(&status("Available")),
-                badge(&status("Degraded")),
+                condition_badge("Degraded", &status("Degraded")),
                 E(&message)
             );
         }

@@ -145,6 +145,21 @@ pub fn timestamp(t: Option<&prost_types::Timestamp>) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
+/// A condition's status as a badge coloured by what it means for that type: `True` is bad for
+/// Degraded, …Misconfigured, …Denied, Contested; Progressing is neither good nor bad.
+pub fn condition_badge(ty: &str, status: &str) -> String {
+    let negative = ["Degraded", "Misconfigured", "Denied", "Contested"]
+        .iter()
+        .any(|w| ty.contains(w));
+    let class = match (negative, status) {
+        _ if ty == "Progressing" => "neutral",
+        (true, "True") => "bad",
+        (true, "False") => "ok",
+        _ => badge_class(status),
+    };
+    format!("<span class=\"badge {class}\">{}</span>", E(status))
+}
+
 /// A table of conditions (type, status, reason, message, since).
 pub fn conditions(conds: &[flotilla_api::v1::Condition]) -> String {
     if conds.is_empty() {
@@ -155,19 +170,10 @@ pub fn conditions(conds: &[flotilla_api::v1::Condition]) -> String {
          <th>Message</th><th>Since</th></tr></thead><tbody>",
     );
     for c in conds {
-        // A condition whose True is bad (Degraded, …Misconfigured, …Denied…) is coloured so.
-        let negative = ["Degraded", "Misconfigured", "Denied", "Contested"]
-            .iter()
-            .any(|w| c.r#type.contains(w));
-        let class = match (negative, c.status.as_str()) {
-            (true, "True") => "bad",
-            (true, "False") => "ok",
-            _ => badge_class(&c.status),
-        };
         out.push_str(&format!(
-            "<tr><td>{}</td><td><span class=\"badge {class}\">{}</span></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             E(&c.r#type),
-            E(&c.status),
+            condition_badge(&c.r#type, &c.status),
             E(&c.reason),
             E(&c.message),
             E(&timestamp(c.last_transition_time.as_ref()))

@@ -8,6 +8,7 @@ use super::live::Live;
 use super::route::{self, Asset, NoRoute, Route};
 use super::{cluster, clusters, overview, placements, policies, rollouts, work};
 use crate::inventory::{ClusterInventory, WorkInventory};
+use crate::keys::ObjectRef;
 use bytes::Bytes;
 use http::{HeaderValue, Method, StatusCode, header};
 use http_body_util::combinators::UnsyncBoxBody;
@@ -285,7 +286,7 @@ async fn handle(d: &Deps, req: http::Request<Incoming>) -> http::Response<Body> 
             };
             let works: Vec<_> = d
                 .works
-                .with_prefix(&format!("{name}/"))
+                .with_prefix(&ObjectRef::prefix(&name))
                 .into_iter()
                 .map(|(_, w)| w)
                 .collect();
@@ -298,7 +299,10 @@ async fn handle(d: &Deps, req: http::Request<Incoming>) -> http::Response<Body> 
                 &cluster::render(&c, &works, controlled.as_ref()),
             )
         }
-        Route::Work { cluster, name } => match d.works.get(&format!("{cluster}/{name}")) {
+        Route::Work { cluster, name } => match d
+            .works
+            .get(&ObjectRef::new(cluster.as_str(), name.as_str()).inventory_key())
+        {
             Some(w) => page(
                 StatusCode::OK,
                 &format!("{cluster}/{name}"),

@@ -379,3 +379,14 @@ fn plots_are_svg_of_numbers() {
     let hist = super::plot::histogram(&[0, 50, 100, 100], 4);
     assert_eq!(hist.matches("<rect").count(), 4);
 }
+
+#[test]
+fn conditions_are_coloured_by_what_they_mean_for_their_type() {
+    use super::html::condition_badge;
+    assert!(condition_badge("Available", "True").contains("badge ok"));
+    assert!(condition_badge("Degraded", "False").contains("badge ok"));
+    assert!(condition_badge("Degraded", "True").contains("badge bad"));
+    assert!(condition_badge("PlacementMisconfigured", "False").contains("badge ok"));
+    assert!(condition_badge("Progressing", "False").contains("badge neutral"));
+    assert!(condition_badge("Available", "<b>").contains("&lt;b&gt;"));
+}

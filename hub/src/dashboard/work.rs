@@ -2,7 +2,7 @@
 //! the resource, its conditions and the status feedback the agent reported (what `flotilla
 //! describe work` shows).
 
-use super::html::{E, U, badge, conditions};
+use super::html::{E, U, condition_badge, conditions};
 use flotilla_api::v1::{FieldValue, ManifestWork};
 use std::fmt::Write;
 
@@ -68,7 +68,7 @@ pub fn render(cluster: &str, w: &ManifestWork) -> String {
         let states: Vec<String> = m
             .conditions
             .iter()
-            .map(|c| format!("{} {}", E(&c.r#type), badge(&c.status)))
+            .map(|c| format!("{} {}", E(&c.r#type), condition_badge(&c.r#type, &c.status)))
             .collect();
         let _ = write!(out, "<p>{}</p>", states.join(" · "));
         let values = m
