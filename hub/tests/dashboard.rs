@@ -622,3 +622,78 @@ async fn chromium_sees_the_fleet_live_a_placements_reasons_and_a_read_only_token
     }
     hub.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_tls_the_dashboard_serves_the_apis_certificate_and_its_cookie_is_secure() {
+    use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    let (cert_file, key_file) = (dir.path().join("hub.pem"), dir.path().join("hub-key.pem"));
+    std::fs::write(&cert_file, cert.cert.pem()).unwrap();
+    std::fs::write(&key_file, cert.signing_key.serialize_pem()).unwrap();
+    let hub = hub(&nats, |c| {
+        c.api.tls = Some(flotilla_hub::TlsFiles {
+            cert: cert_file,
+            key: key_file,
+        })
+    })
+    .await;
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(cert.cert.pem().as_bytes()).unwrap())
+        .unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let addr = hub.dashboard_addr.unwrap();
+    let body = format!("token={VIEWER}&next=%2F");
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut tls = tokio::time::timeout(
+        SOON,
+        connector.connect(ServerName::try_from("localhost").unwrap(), tcp),
+    )
+    .await
+    .unwrap()
+    .expect("a TLS handshake with the API's certificate");
+    tls.write_all(
+        format!(
+            "POST /login HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\
+             Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut raw = Vec::new();
+    let _ = tokio::time::timeout(SOON, tls.read_to_end(&mut raw))
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&raw);
+    assert!(text.starts_with("HTTP/1.1 303"), "{text}");
+    let cookie = text
+        .lines()
+        .find(|l| l.to_lowercase().starts_with("set-cookie:"))
+        .expect("a session cookie");
+    assert!(cookie.contains("; Secure"), "{cookie}");
+    // Plain HTTP on the TLS port gets no page.
+    let a = tokio::time::timeout(SOON, async {
+        let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        tcp.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut raw = Vec::new();
+        let _ = tcp.read_to_end(&mut raw).await;
+        raw
+    })
+    .await
+    .unwrap();
+    assert!(!String::from_utf8_lossy(&a).contains("<html"));
+    hub.stop().await;
+}
