@@ -4,7 +4,8 @@
 #
 #   ./scripts/demo.sh [--clusters N] [--once]
 #
-# Ports (override with env): NATS 4222, gRPC 50051, metrics 9464, cluster proxy 6443.
+# Ports (override with env): NATS 4222, gRPC 50051, metrics 9464, cluster proxy 6443,
+# dashboard 8080 (FLOTILLA_DEMO_{NATS,GRPC,METRICS,PROXY,DASHBOARD}_PORT).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -23,6 +24,7 @@ NATS_PORT="${FLOTILLA_DEMO_NATS_PORT:-4222}"
 GRPC_PORT="${FLOTILLA_DEMO_GRPC_PORT:-50051}"
 METRICS_PORT="${FLOTILLA_DEMO_METRICS_PORT:-9464}"
 PROXY_PORT="${FLOTILLA_DEMO_PROXY_PORT:-6443}"
+DASHBOARD_PORT="${FLOTILLA_DEMO_DASHBOARD_PORT:-8080}"
 
 ensure_cargo
 ensure_nats_server
@@ -34,7 +36,7 @@ fi
 BIN="$(pwd)/target/debug"
 
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-for p in "$NATS_PORT" "$GRPC_PORT" "$METRICS_PORT" "$PROXY_PORT"; do
+for p in "$NATS_PORT" "$GRPC_PORT" "$METRICS_PORT" "$PROXY_PORT" "$DASHBOARD_PORT"; do
   if port_busy "$p"; then
     echo "error: port $p is in use (another demo or a nats-server service?). Stop it or set FLOTILLA_DEMO_*_PORT." >&2
     exit 1
@@ -63,7 +65,7 @@ for _ in $(seq 100); do port_busy "$NATS_PORT" && break; sleep 0.1; done
 echo "== starting flotilla-hub (auto-accept) — gRPC :$GRPC_PORT, metrics :$METRICS_PORT"
 "$BIN/flotilla-hub" --nats-url "nats://127.0.0.1:$NATS_PORT" --grpc-listen "127.0.0.1:$GRPC_PORT" \
   --metrics-listen "127.0.0.1:$METRICS_PORT" --auto-accept \
-  --cluster-proxy-listen "127.0.0.1:$PROXY_PORT" \
+  --cluster-proxy-listen "127.0.0.1:$PROXY_PORT" --dashboard-listen "127.0.0.1:$DASHBOARD_PORT" \
   --status-stream-max-bytes $((1 << 30)) \
   --addon-hub-url "nats://127.0.0.1:$NATS_PORT" >"$RUN/hub.log" 2>&1 &
 PIDS+=($!)
@@ -195,17 +197,26 @@ echo "\$ flotilla policy status policy-namespace --watch"
 timeout 120 "$BIN/flotilla" policy status policy-namespace --watch
 echo "\$ flotilla get policies"
 "$BIN/flotilla" get policies
+echo
+echo "== the web dashboard: http://127.0.0.1:$DASHBOARD_PORT/ (docs/dashboard.md)"
+if command -v curl >/dev/null 2>&1; then
+  page=$(curl -sf "http://127.0.0.1:$DASHBOARD_PORT/clusters?q=sim-0001") ||
+    { echo "error: the dashboard did not answer (logs: $RUN)" >&2; exit 1; }
+  grep -q 'data-cluster="sim-0001"' <<<"$page" ||
+    { echo "error: the dashboard's clusters view does not list sim-0001 (logs: $RUN)" >&2; exit 1; }
+  echo "$(grep -o '<p class="count"[^<]*' <<<"$page" | sed 's/.*>//') on /clusters?q=sim-0001"
+fi
 if [ "$ONCE" = 1 ]; then exit 0; fi
 cat <<MSG
 
-The fleet is running. In another terminal:
+The fleet is running. Open the dashboard: http://127.0.0.1:$DASHBOARD_PORT/
+In another terminal:
   export FLOTILLA_HUB=$FLOTILLA_HUB
   $BIN/flotilla get clusters -o yaml
   $BIN/flotilla label sim-0001 tier=gold
   $BIN/flotilla taint sim-0002 maintenance=true:NoSelect
   $BIN/flotilla watch clusters
-  $BIN/flotilla proxy sim-0001 get deployments
-  kubectl --kubeconfig <($BIN/flotilla kubeconfig sim-0002) get configmaps -A --watch
+  kubectl --kubeconfig <($BIN/flotilla kubeconfig sim-0002 --server http://127.0.0.1:$PROXY_PORT) get configmaps -A --watch
   $BIN/flotilla delete work hello-work-demo --cluster sim-0001
   $BIN/flotilla describe placement demo -n default
   $BIN/flotilla get addonplacementscores          # fleet-metrics' nodeCount and workCount too

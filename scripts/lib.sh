@@ -49,6 +49,29 @@ ensure_nats_server_current() {
   export FLOTILLA_NATS_SERVER_CURRENT="$bin"
 }
 
+# Installs Debian's chromium and chromium-driver when missing: the dashboard's tests drive a real
+# browser over WebDriver (hub/tests/dashboard.rs), and fail with an install hint without one.
+ensure_chromium() {
+  if command -v chromedriver >/dev/null 2>&1 && { command -v chromium >/dev/null 2>&1 || [ -x /usr/lib/chromium/chromium ]; }; then
+    return 0
+  fi
+  echo "chromium or chromedriver not found: installing chromium and chromium-driver from the OS packages" >&2
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then sudo="sudo"; else
+      echo "error: chromium is missing and this user cannot install packages; run: apt-get install -y chromium chromium-driver" >&2
+      return 1
+    fi
+  fi
+  if command -v apt-get >/dev/null 2>&1; then
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium chromium-driver >/dev/null
+  else
+    echo "error: no apt-get here; install chromium and its chromedriver with your package manager" >&2
+    return 1
+  fi
+}
+
 ensure_cargo() {
   if ! command -v cargo >/dev/null 2>&1; then
     if [ -x "$HOME/.cargo/bin/cargo" ]; then export PATH="$HOME/.cargo/bin:$PATH"; else

@@ -8,6 +8,7 @@ ensure_cargo
 ensure_nats_server
 ensure_nats_server_current
 ensure_kubernetes_validate
+ensure_chromium
 command -v nats-server >/dev/null 2>&1 || export PATH="$PATH:/usr/sbin"
 echo "== nats-server $(nats-server --version 2>&1 | head -1), and $("$FLOTILLA_NATS_SERVER_CURRENT" --version 2>&1 | head -1) for the attack suite"
 cargo build --workspace --bins
@@ -17,4 +18,5 @@ cargo test --workspace "$@"
 # policy), on ports of its own.
 echo "== the demo (scripts/demo.sh --once --clusters 3)"
 FLOTILLA_DEMO_NATS_PORT=24222 FLOTILLA_DEMO_GRPC_PORT=25051 FLOTILLA_DEMO_METRICS_PORT=29464 FLOTILLA_DEMO_PROXY_PORT=26443 \
+  FLOTILLA_DEMO_DASHBOARD_PORT=28080 \
   ./scripts/demo.sh --once --clusters 3

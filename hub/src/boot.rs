@@ -32,6 +32,8 @@ pub(crate) struct Listeners {
     pub metrics_addr: SocketAddr,
     pub cluster_proxy: Option<TcpListener>,
     pub cluster_proxy_addr: Option<SocketAddr>,
+    pub dashboard: Option<TcpListener>,
+    pub dashboard_addr: Option<SocketAddr>,
 }
 
 impl Listeners {
@@ -54,6 +56,13 @@ impl Listeners {
             }
             None => (None, None),
         };
+        let (dashboard, dashboard_addr) = match config.dashboard.listen {
+            Some(addr) => {
+                let (l, a) = bind(addr).await?;
+                (Some(l), Some(a))
+            }
+            None => (None, None),
+        };
         Ok(Self {
             grpc,
             metrics,
@@ -61,6 +70,8 @@ impl Listeners {
             metrics_addr,
             cluster_proxy,
             cluster_proxy_addr,
+            dashboard,
+            dashboard_addr,
         })
     }
 }
@@ -569,6 +580,35 @@ pub(crate) async fn serve_cluster_proxy(
     });
     tasks.push(server::serve(listener, tls, deps, shutdown));
     Ok(tunnels)
+}
+
+/// The dashboard: its live feed and its server, with the API's tokens and TLS.
+pub(crate) fn serve_dashboard(
+    config: &Config,
+    inventory: &ClusterInventory,
+    works: &crate::inventory::WorkInventory,
+    units: &Arc<units::Units>,
+    listener: TcpListener,
+    shutdown: watch::Receiver<bool>,
+) -> Result<Vec<JoinHandle<()>>, HubError> {
+    let tls = match &config.api.tls {
+        Some(tls) => {
+            Some(crate::webserver::tls_acceptor(&tls.cert, &tls.key).map_err(HubError::Tls)?)
+        }
+        None => None,
+    };
+    Ok(crate::dashboard::start(
+        &config.dashboard,
+        crate::dashboard::Sources {
+            inventory: inventory.clone(),
+            works: works.clone(),
+            units: units.clone(),
+            tokens: config.api.tokens.clone(),
+        },
+        listener,
+        tls,
+        shutdown,
+    ))
 }
 
 /// The metrics endpoint (`/metrics`, `/debug/shards`).

@@ -24,6 +24,9 @@
 //!   `/clusters/<cluster>/…`, streamed through its agent.
 //! - [`serviceaccount`]: ManagedServiceAccounts — delivered to their cluster, tokens reported
 //!   sealed to the hub's key, handed out over the API and recognised by the cluster proxy.
+//! - [`dashboard`]: the web dashboard (`--dashboard-listen`): server-rendered views of the
+//!   fleet, live over Server-Sent Events.
+//! - [`webserver`]: how the cluster proxy and the dashboard accept and serve HTTP(S).
 //! - [`metrics`]: Prometheus metrics and the `/metrics` endpoint.
 //!
 //! [`start`] wires them together; the `flotilla-hub` binary only parses flags and calls [`run`].
@@ -35,6 +38,7 @@ mod boot;
 pub mod cluster;
 pub mod clusterset;
 pub mod controllers;
+pub mod dashboard;
 pub mod grpc;
 pub mod ha;
 pub mod identity;
@@ -55,6 +59,7 @@ pub mod store;
 pub mod tasks;
 pub mod units;
 pub mod views;
+pub mod webserver;
 
 use crate::cluster::{ClusterConfig, Clusters};
 use crate::inventory::ClusterInventory;
@@ -108,6 +113,8 @@ pub struct Config {
     pub cluster_proxy: kubeproxy::ProxyConfig,
     /// ManagedServiceAccounts: the sealing key of their tokens.
     pub service_accounts: serviceaccount::MsaConfig,
+    /// The web dashboard (`--dashboard-listen`), served with the API's tokens and TLS.
+    pub dashboard: dashboard::DashboardConfig,
 }
 
 /// Security of the gRPC API.
@@ -150,6 +157,7 @@ impl Config {
             ha: ha::HaConfig::default(),
             cluster_proxy: kubeproxy::ProxyConfig::default(),
             service_accounts: serviceaccount::MsaConfig::default(),
+            dashboard: dashboard::DashboardConfig::default(),
         }
     }
 }
@@ -247,6 +255,8 @@ pub struct Hub {
     pub metrics_addr: SocketAddr,
     /// Bound cluster proxy address, when serving one.
     pub cluster_proxy_addr: Option<SocketAddr>,
+    /// Bound dashboard address, when serving one.
+    pub dashboard_addr: Option<SocketAddr>,
     /// The cluster proxy's calls, when serving one.
     pub cluster_proxy: Option<kubeproxy::tunnel::Tunnels>,
     /// The cluster inventory.
@@ -496,6 +506,16 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         ),
         None => None,
     };
+    if let Some(listener) = listeners.dashboard {
+        tasks.extend(boot::serve_dashboard(
+            &config,
+            &state.inventory,
+            &state.works,
+            &units,
+            listener,
+            shutdown_rx.clone(),
+        )?);
+    }
     tasks.push(boot::serve_metrics(
         listeners.metrics,
         metrics.clone(),
@@ -508,6 +528,7 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         grpc_addr: listeners.grpc_addr,
         metrics_addr: listeners.metrics_addr,
         cluster_proxy_addr: listeners.cluster_proxy_addr,
+        dashboard_addr: listeners.dashboard_addr,
         cluster_proxy,
         inventory: state.inventory,
         works: state.works,

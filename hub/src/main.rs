@@ -57,6 +57,11 @@ struct Args {
     /// only on loopback.
     #[arg(long, env = "FLOTILLA_CLUSTER_PROXY_LISTEN")]
     cluster_proxy_listen: Option<SocketAddr>,
+    /// Serve the web dashboard on this address (e.g. 127.0.0.1:8080). Same tokens as the API
+    /// (a read-only token is enough to look; sign in with it or send it as a bearer token);
+    /// TLS with --grpc-tls-cert/--grpc-tls-key, plain HTTP only on loopback.
+    #[arg(long, env = "FLOTILLA_DASHBOARD_LISTEN")]
+    dashboard_listen: Option<SocketAddr>,
     /// Prometheus /metrics listen address.
     #[arg(long, env = "FLOTILLA_METRICS_LISTEN", default_value = flotilla_hub::DEFAULT_METRICS_LISTEN)]
     metrics_listen: SocketAddr,
@@ -457,21 +462,24 @@ fn main() -> ExitCode {
         ));
     }
     if let Some(addr) = args.cluster_proxy_listen {
-        if !addr.ip().is_loopback() && args.grpc_tls_cert.is_none() {
-            errors.push(format!(
-                "--cluster-proxy-listen {addr}: plain HTTP is served on loopback only; give \
-                 --grpc-tls-cert and --grpc-tls-key (the proxy serves the API's certificate)"
-            ));
-        }
-        if args.api_token_file.is_none()
-            && !addr.ip().is_loopback()
-            && !args.api_allow_unauthenticated
-        {
-            errors.push(format!(
-                "--cluster-proxy-listen {addr}: without --api-token-file anyone who reaches it \
-                 may act on every cluster; give tokens or listen on loopback"
-            ));
-        }
+        errors.extend(flotilla_hub::webserver::listener_refusals(
+            "--cluster-proxy-listen",
+            addr,
+            args.grpc_tls_cert.is_some(),
+            args.api_token_file.is_some(),
+            args.api_allow_unauthenticated,
+            "act on every cluster",
+        ));
+    }
+    if let Some(addr) = args.dashboard_listen {
+        errors.extend(flotilla_hub::webserver::listener_refusals(
+            "--dashboard-listen",
+            addr,
+            args.grpc_tls_cert.is_some(),
+            args.api_token_file.is_some(),
+            args.api_allow_unauthenticated,
+            "see the whole fleet and pause its rollouts",
+        ));
     }
     let sealing_path = args.sealing_key_file.clone().or_else(|| {
         secure
@@ -522,6 +530,7 @@ fn main() -> ExitCode {
     }
     config.grpc_listen = args.grpc_listen;
     config.cluster_proxy.listen = args.cluster_proxy_listen;
+    config.dashboard.listen = args.dashboard_listen;
     config.metrics_listen = args.metrics_listen;
     config.api.tokens = tokens;
     config.api.tls = args

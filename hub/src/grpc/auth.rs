@@ -147,6 +147,36 @@ impl Identity {
         }
     }
 
+    /// Whether this identity may call the gRPC method `path` (`/package.Service/Method`) by
+    /// the access table ([`super::access`]); the error names the caller and why, for a
+    /// `PERMISSION_DENIED` status. The dashboard asks the same of its actions.
+    pub fn may_call(&self, path: &str) -> Result<(), String> {
+        let need = access(path);
+        let allowed = match need {
+            Access::Open | Access::Read => true,
+            Access::WriteWork => self.role != Role::ReadOnly,
+            Access::Write => self.role == Role::Admin,
+        };
+        if allowed {
+            return Ok(());
+        }
+        let why = match (need, super::access::lookup(path)) {
+            (_, None) => "only an admin may call a method the hub's access table does not know",
+            (Access::WriteWork, _) => {
+                "only an admin or a deployer (within its execute-as grants) may: it applies or \
+                 deletes works, or hands out a ServiceAccount's token"
+            }
+            _ => {
+                "only an admin may: it changes state, reads spoke objects or hands out \
+                 credentials"
+            }
+        };
+        Err(format!(
+            "{} ({}) may not call {path}: {why}",
+            self.name, self.role
+        ))
+    }
+
     /// Its execute-as grants, space-separated (for messages).
     pub fn grants(&self) -> String {
         self.execute_as
@@ -322,28 +352,9 @@ impl Tokens {
         let identity = self.identify(token).ok_or_else(|| {
             tonic::Status::unauthenticated("the bearer token is not known to this hub")
         })?;
-        let allowed = match need {
-            Access::Open | Access::Read => true,
-            Access::WriteWork => identity.role != Role::ReadOnly,
-            Access::Write => identity.role == Role::Admin,
-        };
-        if !allowed {
-            let why = match (need, super::access::lookup(path)) {
-                (_, None) => "only an admin may call a method the hub's access table does not know",
-                (Access::WriteWork, _) => {
-                    "only an admin or a deployer (within its execute-as grants) may: it applies or \
-                     deletes works, or hands out a ServiceAccount's token"
-                }
-                _ => {
-                    "only an admin may: it changes state, reads spoke objects or hands out \
-                     credentials"
-                }
-            };
-            return Err(tonic::Status::permission_denied(format!(
-                "{} ({}) may not call {path}: {why}",
-                identity.name, identity.role
-            )));
-        }
+        identity
+            .may_call(path)
+            .map_err(tonic::Status::permission_denied)?;
         Ok(Some(identity.clone()))
     }
 }

@@ -22,11 +22,9 @@ use http::{HeaderMap, StatusCode};
 use http_body_util::{BodyExt, BodyStream, StreamBody};
 use hyper::body::Incoming;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 /// The role a ManagedServiceAccount caller is logged with.
 const SERVICE_ACCOUNT_ROLE: &str = "service-account";
@@ -52,41 +50,7 @@ const DROPPED: [&str; 14] = [
     "expect",
 ];
 
-/// How a connection is bounded before and while it is served: no client, authenticated or
-/// not, holds a connection or the accept loop without limit.
-#[derive(Debug, Clone)]
-pub struct Limits {
-    /// How long a client has to finish the TLS handshake (default 10 s).
-    pub tls_handshake: Duration,
-    /// How long a client has to send its first request, and an HTTP/1.1 request's headers
-    /// (default 30 s).
-    pub header_read: Duration,
-    /// Connections served at once; past it the server stops accepting until one ends
-    /// (default 4096).
-    pub max_connections: usize,
-    /// HTTP/2 keep-alive: a ping after this much silence (default 30 s)…
-    pub h2_keep_alive_interval: Duration,
-    /// …and the connection closed when it is not answered within this (default 20 s).
-    pub h2_keep_alive_timeout: Duration,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Self {
-            tls_handshake: Duration::from_secs(10),
-            header_read: Duration::from_secs(30),
-            max_connections: 4096,
-            h2_keep_alive_interval: Duration::from_secs(30),
-            h2_keep_alive_timeout: Duration::from_secs(20),
-        }
-    }
-}
-
-/// The first pause after a failed accept (out of file descriptors…); it doubles up to
-/// [`MAX_ACCEPT_BACKOFF`] while accepts keep failing.
-const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
-/// The longest pause after a failed accept.
-const MAX_ACCEPT_BACKOFF: Duration = Duration::from_secs(2);
+pub use crate::webserver::{Limits, tls_acceptor};
 
 /// What the server needs.
 pub struct Deps {
@@ -107,145 +71,32 @@ pub struct Deps {
     pub service_account_tokens: Option<crate::serviceaccount::TokenLookup>,
 }
 
-/// Serves until `shutdown`; every connection is served by a task the server owns, at most
-/// [`Limits::max_connections`] at once.
+impl crate::webserver::Handler for Deps {
+    type Body = Body;
+    type BodyError = BodyError;
+    const NAME: &'static str = "cluster proxy";
+
+    async fn handle(
+        self: Arc<Self>,
+        req: http::Request<Incoming>,
+        _peer: std::net::SocketAddr,
+    ) -> http::Response<Body> {
+        let verb = verb_of(&req);
+        let resp = handle(&self, req).await;
+        self.metrics.answered(&verb, resp.status());
+        resp
+    }
+}
+
+/// Serves until `shutdown` ([`crate::webserver::serve`]).
 pub fn serve(
     listener: TcpListener,
     tls: Option<tokio_rustls::TlsAcceptor>,
     deps: Arc<Deps>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut connections = JoinSet::new();
-        let permits = Arc::new(Semaphore::new(deps.limits.max_connections));
-        let mut backoff = ACCEPT_BACKOFF;
-        loop {
-            let (permit, accepted) = tokio::select! {
-                accepted = accept(&listener, &permits) => accepted,
-                Some(_) = connections.join_next(), if !connections.is_empty() => continue,
-                _ = shutdown.changed() => break,
-            };
-            let (tcp, peer) = match accepted {
-                Ok(a) => {
-                    backoff = ACCEPT_BACKOFF;
-                    a
-                }
-                Err(e) => {
-                    // Out of file descriptors, say: retrying at once would spin.
-                    tracing::warn!(error = %e, ?backoff, "cluster proxy: accepting a connection failed");
-                    drop(permit);
-                    tokio::select! {
-                        () = tokio::time::sleep(backoff) => {}
-                        _ = shutdown.changed() => break,
-                    }
-                    backoff = (backoff * 2).min(MAX_ACCEPT_BACKOFF);
-                    continue;
-                }
-            };
-            let _ = tcp.set_nodelay(true);
-            connections.spawn(connection(deps.clone(), tls.clone(), tcp, peer, permit));
-        }
-        connections.shutdown().await;
-    })
-}
-
-/// The next connection, once there is room for one (the permit is held while it is served).
-async fn accept(
-    listener: &TcpListener,
-    permits: &Arc<Semaphore>,
-) -> (
-    Option<OwnedSemaphorePermit>,
-    std::io::Result<(TcpStream, std::net::SocketAddr)>,
-) {
-    // The semaphore is never closed; without a permit the server would not be bounded, so
-    // a closed one stops accepting.
-    let Ok(permit) = permits.clone().acquire_owned().await else {
-        return std::future::pending().await;
-    };
-    (Some(permit), listener.accept().await)
-}
-
-/// Serves one connection: the TLS handshake within [`Limits::tls_handshake`], a first request
-/// within [`Limits::header_read`], then HTTP/1.1 or HTTP/2 until the client leaves.
-async fn connection(
-    deps: Arc<Deps>,
-    tls: Option<tokio_rustls::TlsAcceptor>,
-    tcp: TcpStream,
-    peer: std::net::SocketAddr,
-    _permit: Option<OwnedSemaphorePermit>,
-) {
     let limits = deps.limits.clone();
-    let requested = Arc::new(AtomicBool::new(false));
-    let seen = requested.clone();
-    let service = hyper::service::service_fn(move |req| {
-        let deps = deps.clone();
-        seen.store(true, Ordering::Relaxed);
-        async move {
-            let verb = verb_of(&req);
-            let resp = handle(&deps, req).await;
-            deps.metrics.answered(&verb, resp.status());
-            Ok::<_, std::convert::Infallible>(resp)
-        }
-    });
-    let mut builder =
-        hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
-    // A client that never finishes its headers does not hold a connection forever; an HTTP/2
-    // peer that stops answering pings is dropped.
-    builder
-        .http1()
-        .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(limits.header_read);
-    builder
-        .http2()
-        .timer(hyper_util::rt::TokioTimer::new())
-        .keep_alive_interval(limits.h2_keep_alive_interval)
-        .keep_alive_timeout(limits.h2_keep_alive_timeout);
-    let served = match tls {
-        Some(acceptor) => {
-            let stream =
-                match tokio::time::timeout(limits.tls_handshake, acceptor.accept(tcp)).await {
-                    Ok(Ok(stream)) => stream,
-                    Ok(Err(e)) => {
-                        tracing::debug!(%peer, error = %e, "cluster proxy: TLS handshake failed");
-                        return;
-                    }
-                    Err(_) => {
-                        tracing::debug!(%peer, "cluster proxy: TLS handshake timed out");
-                        return;
-                    }
-                };
-            let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-            tokio::select! {
-                served = conn => served,
-                () = silent(&requested, limits.header_read) => {
-                    tracing::debug!(%peer, "cluster proxy: no request in time");
-                    return;
-                }
-            }
-        }
-        None => {
-            let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
-            tokio::select! {
-                served = conn => served,
-                () = silent(&requested, limits.header_read) => {
-                    tracing::debug!(%peer, "cluster proxy: no request in time");
-                    return;
-                }
-            }
-        }
-    };
-    if let Err(e) = served {
-        tracing::debug!(%peer, error = %e, "cluster proxy: connection ended");
-    }
-}
-
-/// Resolves after `within` if no request came by then (hyper's own header timeout does not
-/// cover the wait for the first bytes, while it tells HTTP/1.1 from HTTP/2); never otherwise.
-async fn silent(requested: &AtomicBool, within: Duration) {
-    tokio::time::sleep(within).await;
-    if requested.load(Ordering::Relaxed) {
-        std::future::pending::<()>().await;
-    }
+    crate::webserver::serve(listener, tls, limits, deps, shutdown)
 }
 
 /// The request's Kubernetes verb, for metrics (`other` off the `/clusters/` paths).
@@ -258,31 +109,6 @@ fn verb_of(req: &http::Request<Incoming>) -> String {
         }
         Err(_) => "other".into(),
     }
-}
-
-/// A TLS acceptor for the certificate chain and key (PEM), offering HTTP/2 and HTTP/1.1.
-pub fn tls_acceptor(
-    cert: &std::path::Path,
-    key: &std::path::Path,
-) -> Result<tokio_rustls::TlsAcceptor, String> {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-    let certs = CertificateDer::pem_file_iter(cert)
-        .and_then(|i| i.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| format!("{}: {e}", cert.display()))?;
-    if certs.is_empty() {
-        return Err(format!("{}: no certificate", cert.display()));
-    }
-    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| format!("{}: {e}", key.display()))?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .map_err(|e| format!("{}: {e}", cert.display()))?;
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
 
 /// Who a request comes from.

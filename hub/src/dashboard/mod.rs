@@ -1,0 +1,94 @@
+//! The web dashboard: `--dashboard-listen` serves the fleet as pages an operator opens in a
+//! browser — server-rendered HTML, one URL per view, a small script compiled into the binary
+//! that follows the hub's changes live. Same rules as the API and the cluster proxy: the API's
+//! tokens and TLS certificate, plain HTTP and an open server on loopback only.
+//!
+//! - [`route`]: which view a request asks for (pure).
+//! - [`auth`]: bearer tokens, the sign-in form's sessions, CSRF (pure rules + the session map).
+//! - [`html`]: escaping and the page frame (pure).
+//! - [`history`]: availability per cluster, transitions, counts over time (pure).
+//! - [`live`]: the task that follows the inventory and the Server-Sent Events streams.
+//! - [`overview`], [`clusters`], [`cluster`], [`placements`], [`rollouts`], [`policies`]: each
+//!   view, built from the hub's in-memory views (pure).
+//! - [`work`]: one ManifestWork's conditions and feedback per manifest (pure).
+//! - [`plot`]: inline SVG pictures (pure).
+//! - [`server`]: the thin HTTP layer over all of them.
+//!
+//! Reads come from the inventories and the controllers' views, never from the store: a page of
+//! 10,000 clusters is a filter and a sort in memory.
+
+pub mod auth;
+pub mod cluster;
+pub mod clusters;
+pub mod history;
+pub mod html;
+pub mod live;
+pub mod overview;
+pub mod placements;
+pub mod plot;
+pub mod policies;
+pub mod rollouts;
+pub mod route;
+pub mod server;
+pub mod work;
+
+#[cfg(test)]
+mod tests;
+
+use crate::inventory::{ClusterInventory, WorkInventory};
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// Settings of the dashboard.
+#[derive(Debug, Clone, Default)]
+pub struct DashboardConfig {
+    /// Where to listen (`None`: no dashboard).
+    pub listen: Option<std::net::SocketAddr>,
+    /// How client connections are bounded.
+    pub connections: crate::webserver::Limits,
+    /// How the live feed is bounded.
+    pub live: live::LiveConfig,
+    /// How sign-in sessions are bounded.
+    pub sessions: auth::SessionConfig,
+}
+
+/// What the dashboard reads.
+pub struct Sources {
+    /// Every cluster.
+    pub inventory: ClusterInventory,
+    /// Every work.
+    pub works: WorkInventory,
+    /// The controllers, while this hub holds them.
+    pub units: Arc<crate::units::Units>,
+    /// The API's tokens (`None`: open — loopback only).
+    pub tokens: Option<crate::grpc::auth::Tokens>,
+}
+
+/// Starts the live feed and the server on `listener` (TLS when `tls`); both tasks end on
+/// `shutdown`, the server's connections and streams with it.
+pub fn start(
+    config: &DashboardConfig,
+    sources: Sources,
+    listener: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    shutdown: watch::Receiver<bool>,
+) -> Vec<JoinHandle<()>> {
+    let (live, feed) = live::Live::start(
+        sources.inventory.clone(),
+        config.live.clone(),
+        shutdown.clone(),
+    );
+    let deps = Arc::new(server::Deps {
+        inventory: sources.inventory,
+        works: sources.works,
+        units: sources.units,
+        sessions: auth::Sessions::new(sources.tokens, config.sessions.clone()),
+        live,
+        tls: tls.is_some(),
+        shutdown: shutdown.clone(),
+    });
+    let server = crate::webserver::serve(listener, tls, config.connections.clone(), deps, shutdown);
+    vec![feed, server]
+}

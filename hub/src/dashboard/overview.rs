@@ -1,0 +1,169 @@
+//! `/`: the fleet at a glance — clusters by availability and by cluster set, registrations
+//! waiting for an admin, the latest transitions, availability over time.
+
+use super::history::{Availability, Counts, History, Sample, Transition};
+use super::html::{E, U, badge, system_time, timestamp};
+use flotilla_api::meta::CLUSTERSET_LABEL;
+use flotilla_api::v1::ManagedCluster;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::Arc;
+
+/// Pending registrations listed on the page (all are counted).
+pub const PENDING_SHOWN: usize = 50;
+/// Transitions listed on the page.
+pub const TRANSITIONS_SHOWN: usize = 20;
+
+/// A registration waiting for an admin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pending {
+    /// The cluster's name.
+    pub name: String,
+    /// When it registered.
+    pub since: String,
+}
+
+/// What the overview shows.
+#[derive(Debug, Clone)]
+pub struct Overview {
+    /// Clusters by state.
+    pub counts: Counts,
+    /// Clusters by set (the `clusterset` label; `""` for none) and state.
+    pub by_set: Vec<(String, Counts)>,
+    /// Registrations waiting (the first [`PENDING_SHOWN`], by name).
+    pub pending: Vec<Pending>,
+    /// The latest transitions, newest first.
+    pub transitions: Vec<Transition>,
+    /// The counts over time.
+    pub samples: Vec<Sample>,
+}
+
+/// The overview of `clusters` (the inventory's snapshot) with what `history` remembers.
+pub fn build(clusters: &[Arc<ManagedCluster>], history: &History) -> Overview {
+    let mut counts = Counts::default();
+    let mut by_set: BTreeMap<String, Counts> = BTreeMap::new();
+    let mut pending = Vec::new();
+    for c in clusters {
+        let a = Availability::of(c);
+        counts.0[a as usize] += 1;
+        let set = c
+            .metadata
+            .as_ref()
+            .and_then(|m| m.labels.get(CLUSTERSET_LABEL))
+            .cloned()
+            .unwrap_or_default();
+        by_set.entry(set).or_default().0[a as usize] += 1;
+        if a == Availability::Pending && pending.len() < PENDING_SHOWN {
+            let m = c.metadata.clone().unwrap_or_default();
+            pending.push(Pending {
+                name: m.name,
+                since: timestamp(m.creation_timestamp.as_ref()),
+            });
+        }
+    }
+    Overview {
+        counts,
+        by_set: by_set.into_iter().collect(),
+        pending,
+        transitions: history.recent(TRANSITIONS_SHOWN),
+        samples: history.samples(),
+    }
+}
+
+/// One transition as a list item (the live script adds the same shape).
+pub fn transition_item(t: &Transition) -> String {
+    let word =
+        |a: Option<Availability>, none: &str| a.map_or(none.to_string(), |a| badge(a.as_str()));
+    format!(
+        "<li><time>{}</time> <a href=\"/clusters/{}\">{}</a> {} → {}</li>",
+        E(&system_time(t.at)),
+        U(&t.cluster),
+        E(&t.cluster),
+        word(t.from, "new"),
+        word(t.to, "deleted")
+    )
+}
+
+/// The page's body.
+pub fn render(o: &Overview) -> String {
+    let mut out = String::from("<h1>Fleet overview</h1><section class=\"cards\">");
+    let _ = write!(
+        out,
+        "<a class=\"card\" href=\"/clusters\"><span class=\"n\" data-count=\"total\">{}</span>\
+         <span>clusters</span></a>",
+        o.counts.total()
+    );
+    for a in Availability::ALL {
+        let _ = write!(
+            out,
+            "<a class=\"card {}\" href=\"/clusters?availability={}\"><span class=\"n\" \
+             data-count=\"{}\">{}</span><span>{}</span></a>",
+            super::html::badge_class(a.as_str()),
+            a.as_str(),
+            a.as_str(),
+            o.counts.get(a),
+            a.as_str()
+        );
+    }
+    out.push_str("</section><h2>Availability over time</h2>");
+    out.push_str(&super::plot::availability(&o.samples));
+    out.push_str("<div class=\"columns\"><section><h2>By cluster set</h2>");
+    out.push_str("<table><thead><tr><th>Set</th><th>Clusters</th>");
+    for a in Availability::ALL {
+        let _ = write!(out, "<th>{}</th>", a.as_str());
+    }
+    out.push_str("</tr></thead><tbody>");
+    for (set, c) in &o.by_set {
+        let link = if set.is_empty() {
+            "<span class=\"muted\">(no set)</span>".to_string()
+        } else {
+            format!(
+                "<a href=\"/clusters?selector={}\">{}</a>",
+                U(&format!("{CLUSTERSET_LABEL}={set}")),
+                E(set)
+            )
+        };
+        let _ = write!(out, "<tr><td>{link}</td><td>{}</td>", c.total());
+        for a in Availability::ALL {
+            let _ = write!(out, "<td>{}</td>", c.get(a));
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</tbody></table></section><section><h2>Pending registrations</h2>");
+    if o.pending.is_empty() {
+        out.push_str(
+            "<p class=\"muted\">None: every registered cluster is accepted or denied.</p>",
+        );
+    } else {
+        out.push_str("<table><thead><tr><th>Cluster</th><th>Registered</th></tr></thead><tbody>");
+        for p in &o.pending {
+            let _ = write!(
+                out,
+                "<tr><td><a href=\"/clusters/{}\">{}</a></td><td>{}</td></tr>",
+                U(&p.name),
+                E(&p.name),
+                E(&p.since)
+            );
+        }
+        out.push_str("</tbody></table>");
+        let total = o.counts.get(Availability::Pending);
+        if total > o.pending.len() {
+            let _ = write!(
+                out,
+                "<p><a href=\"/clusters?availability=Pending\">All {total} pending</a></p>"
+            );
+        }
+        out.push_str("<p class=\"muted\">Accept with <code>flotilla accept NAME --key …</code> (see the key with <code>flotilla get clusters -o wide</code>).</p>");
+    }
+    out.push_str(
+        "</section></div><h2>Recent transitions</h2><ul id=\"transitions\" class=\"transitions\">",
+    );
+    for t in &o.transitions {
+        out.push_str(&transition_item(t));
+    }
+    out.push_str("</ul>");
+    if o.transitions.is_empty() {
+        out.push_str("<p class=\"muted\" id=\"no-transitions\">No cluster has changed state since this hub started.</p>");
+    }
+    out
+}

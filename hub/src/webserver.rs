@@ -1,0 +1,285 @@
+//! The hub's own HTTP(S) servers — the cluster proxy and the dashboard — share how a connection
+//! is accepted, bounded and served: a bounded number of connections, each served by a task the
+//! server owns; a TLS handshake and a first request within time limits; HTTP/1.1 and HTTP/2
+//! (ALPN over TLS); accept failures backed off; everything stopped on shutdown.
+//!
+//! A server supplies a [`Handler`]; this module knows nothing of what it answers.
+
+use bytes::Bytes;
+use hyper::body::Incoming;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::task::{JoinHandle, JoinSet};
+
+/// How a connection is bounded before and while it is served: no client, authenticated or
+/// not, holds a connection or the accept loop without limit.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// How long a client has to finish the TLS handshake (default 10 s).
+    pub tls_handshake: Duration,
+    /// How long a client has to send its first request, and an HTTP/1.1 request's headers
+    /// (default 30 s).
+    pub header_read: Duration,
+    /// Connections served at once; past it the server stops accepting until one ends
+    /// (default 4096).
+    pub max_connections: usize,
+    /// HTTP/2 keep-alive: a ping after this much silence (default 30 s)…
+    pub h2_keep_alive_interval: Duration,
+    /// …and the connection closed when it is not answered within this (default 20 s).
+    pub h2_keep_alive_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            tls_handshake: Duration::from_secs(10),
+            header_read: Duration::from_secs(30),
+            max_connections: 4096,
+            h2_keep_alive_interval: Duration::from_secs(30),
+            h2_keep_alive_timeout: Duration::from_secs(20),
+        }
+    }
+}
+
+/// The first pause after a failed accept (out of file descriptors…); it doubles up to
+/// [`MAX_ACCEPT_BACKOFF`] while accepts keep failing.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+/// The longest pause after a failed accept.
+const MAX_ACCEPT_BACKOFF: Duration = Duration::from_secs(2);
+
+/// What a server answers.
+pub trait Handler: Send + Sync + 'static {
+    /// The responses' body.
+    type Body: http_body::Body<Data = Bytes, Error = Self::BodyError> + Send + 'static;
+    /// Why a body broke off.
+    type BodyError: Into<Box<dyn std::error::Error + Send + Sync>>;
+    /// The server's name in logs ("cluster proxy", "dashboard").
+    const NAME: &'static str;
+    /// Answers one request from `peer`.
+    fn handle(
+        self: Arc<Self>,
+        req: http::Request<Incoming>,
+        peer: SocketAddr,
+    ) -> impl Future<Output = http::Response<Self::Body>> + Send;
+}
+
+/// Serves until `shutdown`; every connection is served by a task the server owns, at most
+/// [`Limits::max_connections`] at once. Shutdown ends every connection (streams included).
+pub fn serve<H: Handler>(
+    listener: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    limits: Limits,
+    handler: Arc<H>,
+    mut shutdown: watch::Receiver<bool>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut connections = JoinSet::new();
+        let permits = Arc::new(Semaphore::new(limits.max_connections));
+        let mut backoff = ACCEPT_BACKOFF;
+        loop {
+            let (permit, accepted) = tokio::select! {
+                accepted = accept(&listener, &permits) => accepted,
+                Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+                _ = shutdown.changed() => break,
+            };
+            let (tcp, peer) = match accepted {
+                Ok(a) => {
+                    backoff = ACCEPT_BACKOFF;
+                    a
+                }
+                Err(e) => {
+                    // Out of file descriptors, say: retrying at once would spin.
+                    tracing::warn!(server = H::NAME, error = %e, ?backoff, "accepting a connection failed");
+                    drop(permit);
+                    tokio::select! {
+                        () = tokio::time::sleep(backoff) => {}
+                        _ = shutdown.changed() => break,
+                    }
+                    backoff = (backoff * 2).min(MAX_ACCEPT_BACKOFF);
+                    continue;
+                }
+            };
+            let _ = tcp.set_nodelay(true);
+            connections.spawn(connection(
+                handler.clone(),
+                limits.clone(),
+                tls.clone(),
+                tcp,
+                peer,
+                permit,
+            ));
+        }
+        connections.shutdown().await;
+    })
+}
+
+/// The next connection, once there is room for one (the permit is held while it is served).
+async fn accept(
+    listener: &TcpListener,
+    permits: &Arc<Semaphore>,
+) -> (
+    Option<OwnedSemaphorePermit>,
+    std::io::Result<(TcpStream, SocketAddr)>,
+) {
+    // The semaphore is never closed; without a permit the server would not be bounded, so
+    // a closed one stops accepting.
+    let Ok(permit) = permits.clone().acquire_owned().await else {
+        return std::future::pending().await;
+    };
+    (Some(permit), listener.accept().await)
+}
+
+/// Serves one connection: the TLS handshake within [`Limits::tls_handshake`], a first request
+/// within [`Limits::header_read`], then HTTP/1.1 or HTTP/2 until the client leaves.
+async fn connection<H: Handler>(
+    handler: Arc<H>,
+    limits: Limits,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    tcp: TcpStream,
+    peer: SocketAddr,
+    _permit: Option<OwnedSemaphorePermit>,
+) {
+    let requested = Arc::new(AtomicBool::new(false));
+    let seen = requested.clone();
+    let service = hyper::service::service_fn(move |req| {
+        let handler = handler.clone();
+        seen.store(true, Ordering::Relaxed);
+        async move { Ok::<_, std::convert::Infallible>(handler.handle(req, peer).await) }
+    });
+    let mut builder =
+        hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+    // A client that never finishes its headers does not hold a connection forever; an HTTP/2
+    // peer that stops answering pings is dropped.
+    builder
+        .http1()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(limits.header_read);
+    builder
+        .http2()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .keep_alive_interval(limits.h2_keep_alive_interval)
+        .keep_alive_timeout(limits.h2_keep_alive_timeout);
+    let served = match tls {
+        Some(acceptor) => {
+            let stream = match tokio::time::timeout(limits.tls_handshake, acceptor.accept(tcp))
+                .await
+            {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(e)) => {
+                    tracing::debug!(server = H::NAME, %peer, error = %e, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(server = H::NAME, %peer, "TLS handshake timed out");
+                    return;
+                }
+            };
+            let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            tokio::select! {
+                served = conn => served,
+                () = silent(&requested, limits.header_read) => {
+                    tracing::debug!(server = H::NAME, %peer, "no request in time");
+                    return;
+                }
+            }
+        }
+        None => {
+            let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
+            tokio::select! {
+                served = conn => served,
+                () = silent(&requested, limits.header_read) => {
+                    tracing::debug!(server = H::NAME, %peer, "no request in time");
+                    return;
+                }
+            }
+        }
+    };
+    if let Err(e) = served {
+        tracing::debug!(server = H::NAME, %peer, error = %e, "connection ended");
+    }
+}
+
+/// Resolves after `within` if no request came by then (hyper's own header timeout does not
+/// cover the wait for the first bytes, while it tells HTTP/1.1 from HTTP/2); never otherwise.
+async fn silent(requested: &AtomicBool, within: Duration) {
+    tokio::time::sleep(within).await;
+    if requested.load(Ordering::Relaxed) {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// A TLS acceptor for the certificate chain and key (PEM), offering HTTP/2 and HTTP/1.1.
+pub fn tls_acceptor(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> Result<tokio_rustls::TlsAcceptor, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs = CertificateDer::pem_file_iter(cert)
+        .and_then(|i| i.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("{}: {e}", cert.display()))?;
+    if certs.is_empty() {
+        return Err(format!("{}: no certificate", cert.display()));
+    }
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| format!("{}: {e}", key.display()))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| format!("{}: {e}", cert.display()))?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+}
+
+/// Why an HTTP listener's flags are refused at start (empty: fine): plain HTTP only on
+/// loopback, and an open server (no tokens) only on loopback unless told otherwise. `flag` is
+/// the listener's flag (for the message), `what` what an open server lets anyone do.
+pub fn listener_refusals(
+    flag: &str,
+    addr: SocketAddr,
+    tls: bool,
+    tokens: bool,
+    allow_unauthenticated: bool,
+    what: &str,
+) -> Vec<String> {
+    let mut errors = Vec::new();
+    if !addr.ip().is_loopback() && !tls {
+        errors.push(format!(
+            "{flag} {addr}: plain HTTP is served on loopback only; give --grpc-tls-cert and \
+             --grpc-tls-key (it serves the API's certificate)"
+        ));
+    }
+    if !tokens && !addr.ip().is_loopback() && !allow_unauthenticated {
+        errors.push(format!(
+            "{flag} {addr}: without --api-token-file anyone who reaches it may {what}; give \
+             tokens or listen on loopback"
+        ));
+    }
+    errors
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_or_open_listeners_are_refused_off_loopback() {
+        let off: SocketAddr = "0.0.0.0:8080".parse().unwrap();
+        let lo: SocketAddr = "127.0.0.1:8080".parse().unwrap();
+        assert!(listener_refusals("--x", lo, false, false, false, "act").is_empty());
+        let plain = listener_refusals("--x", off, false, true, false, "act");
+        assert_eq!(plain.len(), 1);
+        assert!(plain[0].contains("plain HTTP is served on loopback only"));
+        let open = listener_refusals("--x", off, true, false, false, "act");
+        assert_eq!(open.len(), 1);
+        assert!(open[0].contains("without --api-token-file"));
+        assert!(listener_refusals("--x", off, true, false, true, "act").is_empty());
+    }
+}
