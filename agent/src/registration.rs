@@ -24,6 +24,8 @@ use flotilla_bus::publish::{PublishError, Publisher};
 use flotilla_bus::subjects;
 use futures::StreamExt;
 use rand::Rng;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -32,6 +34,20 @@ use tracing::Instrument;
 
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(5);
 const ACCEPTED_REFRESH: Duration = Duration::from_secs(600);
+
+/// A request to the hub in flight: polled by the loop beside everything else, so a hub slow to
+/// answer (restarting, not yet holding this cluster's shard, on the far side of a bad link)
+/// delays only its answer, never a lease renewal or a status report.
+///
+/// The `Mutex` only makes it `Sync` (the actor is borrowed across awaits by its `&self`
+/// methods); it is polled through `get_mut`, which never locks.
+struct Call<T>(std::sync::Mutex<Pin<Box<dyn Future<Output = T> + Send>>>);
+
+impl<T> Call<T> {
+    fn new(call: impl Future<Output = T> + Send + 'static) -> Self {
+        Self(std::sync::Mutex::new(Box::pin(call)))
+    }
+}
 
 /// The agent's registration and health loop.
 pub struct RegistrationActor {
@@ -47,6 +63,10 @@ pub struct RegistrationActor {
     /// When to send the next registration request (None = not scheduled).
     next_register: Option<Instant>,
     register_failures: usize,
+    /// The registration request in flight.
+    register_call: Option<Call<Result<RegistrationResponse, AskError>>>,
+    /// The spec resync in flight.
+    resync_call: Option<Call<Result<SpecResyncResponse, ResyncFailed>>>,
     next_lease: Option<Instant>,
     /// Hash of the last status the stream acknowledged.
     last_status_hash: Option<String>,
@@ -86,6 +106,20 @@ async fn sleep_until_opt(t: Option<Instant>) {
     }
 }
 
+/// The answer of the call in flight (never, without one). Cancel-safe: the call stays in its
+/// slot when another branch of the loop wins.
+async fn answer_of<T>(call: &mut Option<Call<T>>) -> T {
+    match call {
+        Some(call) => {
+            call.0
+                .get_mut()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .await
+        }
+        None => std::future::pending().await,
+    }
+}
+
 impl RegistrationActor {
     /// A new actor over a (possibly not yet connected) client.
     pub fn new(
@@ -113,6 +147,8 @@ impl RegistrationActor {
             source,
             next_register: Some(Instant::now()),
             register_failures: 0,
+            register_call: None,
+            resync_call: None,
             next_lease: None,
             last_status_hash: None,
             works,
@@ -258,9 +294,19 @@ impl RegistrationActor {
             loop {
                 tokio::select! {
                     () = &mut shutdown => break,
-                    () = sleep_until_opt(self.next_register) => Box::pin(self.register()).await,
+                    () = sleep_until_opt(self.next_register), if self.register_call.is_none() => {
+                        Box::pin(self.register()).await;
+                    }
+                    answer = answer_of(&mut self.register_call) => {
+                        self.register_call = None;
+                        Box::pin(self.on_register_answer(answer)).await;
+                    }
                     () = sleep_until_opt(self.next_lease) => Box::pin(self.renew()).await,
-                    () = sleep_until_opt(self.next_resync) => Box::pin(self.resync()).await,
+                    () = sleep_until_opt(self.next_resync), if self.resync_call.is_none() => self.resync(),
+                    answer = answer_of(&mut self.resync_call) => {
+                        self.resync_call = None;
+                        Box::pin(self.on_resync_answer(answer)).await;
+                    }
                     () = sleep_until_opt(self.next_score) => Box::pin(self.report_scores()).await,
                     msg = proxy.next() => match msg {
                         Some(msg) if self.accepted() => Box::pin(self.works.on_proxy(&self.client, msg)).await,
@@ -272,7 +318,10 @@ impl RegistrationActor {
                         }
                     },
                     _ = status_tick.tick(), if self.accepted() => Box::pin(self.report_status(false)).await,
-                    msg = spec.next() => match msg {
+                    // Spec events wait while a request to the hub is in flight: its answer was
+                    // made before them, and applied after them it would undo them (an
+                    // acceptance, a work the resync's answer calls unknown).
+                    msg = spec.next(), if self.register_call.is_none() && self.resync_call.is_none() => match msg {
                         Some(msg) => Box::pin(self.on_spec(msg)).await,
                         None => {
                             tracing::warn!("spec subscription closed; resubscribing");
@@ -287,6 +336,9 @@ impl RegistrationActor {
                             tracing::info!("connected: re-registering and resending lease and status");
                             self.next_register = Some(Instant::now());
                             self.register_failures = 0;
+                            // Calls sent over the old connection are moot: ask again now.
+                            self.register_call = None;
+                            self.resync_call = None;
                             if self.accepted() {
                                 self.next_lease = Some(Instant::now());
                                 self.last_status_hash = None;
@@ -335,6 +387,7 @@ impl RegistrationActor {
         .await
     }
 
+    /// Sends a registration request; its answer comes to [`Self::on_register_answer`].
     async fn register(&mut self) {
         self.next_register = None;
         let request = self.registration_request().await;
@@ -342,7 +395,15 @@ impl RegistrationActor {
             self.next_register = Some(Instant::now() + self.config.denied_poll);
             return;
         };
-        match ask_hub(&client, &self.config, &self.source, &request).await {
+        let config = self.config.clone();
+        let source = self.source.clone();
+        self.register_call = Some(Call::new(async move {
+            ask_hub(&client, &config, &source, &request).await
+        }));
+    }
+
+    async fn on_register_answer(&mut self, answer: Result<RegistrationResponse, AskError>) {
+        match answer {
             Ok(resp) => {
                 self.register_failures = 0;
                 self.apply_response(resp).await;
@@ -553,12 +614,11 @@ impl RegistrationActor {
         }
     }
 
-    /// Sends `{resourceid: generation}` of every held work; the hub re-sends what is newer and
-    /// names what it no longer has, which is deleted here.
     /// Spec resync: first the digest of the works this agent holds (one small message when
     /// nothing changed, which is the common case after a reconnect), then — only when the hub's
-    /// digest differs — the full `{resourceid: generation}` map.
-    async fn resync(&mut self) {
+    /// digest differs — the full `{resourceid: generation}` map. The hub re-sends what is newer
+    /// and names what it no longer has, which is deleted here when the answer comes.
+    fn resync(&mut self) {
         self.next_resync = Some(Instant::now() + jitter(self.config.resync_interval, 0.5));
         if !self.accepted() {
             self.next_resync = None;
@@ -575,58 +635,40 @@ impl RegistrationActor {
             versions: Default::default(),
             digest,
         };
-        let resp = match self.send_resync(&first).await {
-            Some(r) if r.send_versions => {
-                let full = SpecResyncRequest {
-                    versions,
-                    digest: String::new(),
-                    ..first
-                };
-                self.send_resync(&full).await
-            }
-            other => other,
+        let call = ResyncCall {
+            requests: self.requests.clone(),
+            source: self.source.clone(),
+            cluster: self.name().to_string(),
         };
-        if let Some(resp) = resp {
-            tracing::debug!(
-                resent = resp.resent,
-                deleted = resp.deleted.len(),
-                "spec resync done"
-            );
-            self.works.delete_unknown(&resp.deleted).await;
-        }
+        self.resync_call = Some(Call::new(async move {
+            match call.send(&first).await {
+                Ok(r) if r.send_versions => {
+                    let full = SpecResyncRequest {
+                        versions,
+                        digest: String::new(),
+                        ..first
+                    };
+                    call.send(&full).await
+                }
+                other => other,
+            }
+        }));
     }
 
-    /// Sends one resync request; `None` when it was not answered or rejected (then logged, and
-    /// a retry scheduled where one can help).
-    async fn send_resync(&mut self, request: &SpecResyncRequest) -> Option<SpecResyncResponse> {
-        let ev = Event::new(
-            flotilla_bus::works::resync_request_type(),
-            self.source.clone(),
-            self.name(),
-            request,
-        );
-        let answer = self
-            .requests
-            .request::<SpecResyncResponse>(subjects::sync(self.name()), &ev, "SpecResyncResponse")
-            .await;
+    async fn on_resync_answer(&mut self, answer: Result<SpecResyncResponse, ResyncFailed>) {
         match answer {
-            Ok(resp) if !resp.error.is_empty() => {
-                tracing::warn!(error = %resp.error, "the hub rejected the spec resync request");
-                None
+            Ok(resp) => {
+                tracing::debug!(
+                    resent = resp.resent,
+                    deleted = resp.deleted.len(),
+                    "spec resync done"
+                );
+                self.works.delete_unknown(&resp.deleted).await;
             }
-            Ok(resp) => Some(resp),
-            Err(e @ PublishError::Decode { .. }) => {
-                tracing::warn!(error = %e, "unreadable spec resync answer");
-                None
-            }
-            Err(e) if e.is_permanent() => {
-                tracing::error!(error = %e, "spec resync request cannot be sent");
-                None
-            }
-            Err(e) => {
-                tracing::debug!(error = %e, "spec resync not answered; retrying soon");
+            Err(ResyncFailed::Refused) => {}
+            // Soon again rather than a whole resync interval later.
+            Err(ResyncFailed::Unanswered) => {
                 self.next_resync = Some(Instant::now() + jitter(Duration::from_secs(5), 0.5));
-                None
             }
         }
     }
@@ -871,6 +913,56 @@ impl From<PublishError> for AskError {
             e if e.is_permanent() => Self::Encode(e),
             e @ PublishError::Decode { .. } => Self::Unreadable(e),
             e => Self::Unanswered(e),
+        }
+    }
+}
+
+/// Why a spec resync came to nothing (logged where it happened).
+enum ResyncFailed {
+    /// Refused or unreadable: the next resync interval tries again.
+    Refused,
+    /// Not answered (hub or NATS away): tried again soon.
+    Unanswered,
+}
+
+/// What a spec resync request needs, owned by the call in flight.
+struct ResyncCall {
+    requests: Publisher,
+    source: String,
+    cluster: String,
+}
+
+impl ResyncCall {
+    /// Sends one resync request and reads the answer.
+    async fn send(&self, request: &SpecResyncRequest) -> Result<SpecResyncResponse, ResyncFailed> {
+        let ev = Event::new(
+            flotilla_bus::works::resync_request_type(),
+            self.source.clone(),
+            &self.cluster,
+            request,
+        );
+        let answer = self
+            .requests
+            .request::<SpecResyncResponse>(subjects::sync(&self.cluster), &ev, "SpecResyncResponse")
+            .await;
+        match answer {
+            Ok(resp) if !resp.error.is_empty() => {
+                tracing::warn!(error = %resp.error, "the hub rejected the spec resync request");
+                Err(ResyncFailed::Refused)
+            }
+            Ok(resp) => Ok(resp),
+            Err(e @ PublishError::Decode { .. }) => {
+                tracing::warn!(error = %e, "unreadable spec resync answer");
+                Err(ResyncFailed::Refused)
+            }
+            Err(e) if e.is_permanent() => {
+                tracing::error!(error = %e, "spec resync request cannot be sent");
+                Err(ResyncFailed::Refused)
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "spec resync not answered; retrying soon");
+                Err(ResyncFailed::Unanswered)
+            }
         }
     }
 }

@@ -415,6 +415,56 @@ async fn hub_restart_keeps_state_and_does_not_flap_live_clusters() {
     hub.stop().await;
 }
 
+/// A hub that takes requests and never answers them (restarting, or not yet holding the
+/// cluster's shard) delays only their answers: the agent's lease renewals keep their period.
+#[tokio::test]
+async fn lease_renewals_do_not_wait_for_a_hub_that_does_not_answer() {
+    use futures::StreamExt;
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut api = clusters_client(&hub).await;
+    let agent = accepted_cluster(&mut api, &nats.url(), "edge-11").await;
+    hub.stop().await;
+
+    // A silent hub: subscribed to the agent's requests (resync every 2 s in tests, each waiting
+    // out the 5 s request timeout), answering none.
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let _silent = client
+        .subscribe(flotilla_bus::subjects::sync("edge-11"))
+        .await
+        .unwrap();
+    let mut renewals = client
+        .subscribe(flotilla_bus::subjects::status(
+            "edge-11",
+            flotilla_bus::subjects::KIND_LEASE,
+            None,
+        ))
+        .await
+        .unwrap();
+    client.flush().await.unwrap();
+    let until = tokio::time::Instant::now() + Duration::from_secs(9);
+    let mut last = tokio::time::Instant::now();
+    let mut seen = 0;
+    while let Ok(Some(_)) = tokio::time::timeout_at(until, renewals.next()).await {
+        let gap = last.elapsed();
+        // The lease is 1 s, renewed at 75-100 % of it; a renewal behind a 5 s request would
+        // leave a gap of about 5 s.
+        assert!(
+            gap < Duration::from_millis(2500),
+            "no lease renewal for {gap:?}"
+        );
+        last = tokio::time::Instant::now();
+        seen += 1;
+    }
+    assert!(
+        last.elapsed() < Duration::from_millis(2500),
+        "no lease renewal for {:?} before the end",
+        last.elapsed()
+    );
+    assert!(seen >= 7, "{seen} lease renewals in 9 s");
+    agent.stop().await;
+}
+
 #[tokio::test]
 async fn nats_restart_recovers_hub_and_agents() {
     let mut nats = NatsServer::start();

@@ -40,7 +40,10 @@ pub fn hub_config(nats_url: &str) -> Config {
 pub async fn start_hub(config: Config) -> Hub {
     // Logs for debugging a failing test: RUST_LOG=debug cargo test ...
     if std::env::var_os("RUST_LOG").is_some() {
-        let _ = tracing_subscriber::fmt().with_test_writer().try_init();
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
     }
     tokio::time::timeout(SOON, flotilla_hub::start(config))
         .await
