@@ -12,6 +12,7 @@
 //! - [`keys`]: typed keys of namespaced objects (inventory and KV spellings).
 //! - [`replicaset`]: ManifestWorkReplicaSets — one actor per replica set rolling a template
 //!   out over its placements' decisions.
+//! - [`rollout`]: one placement's rollout round, shared by replica sets and add-on upgrades.
 //! - [`router`]: NATS subscriptions (registrations, the status stream) → actors; the one way
 //!   the hub answers a spoke ([`flotilla_bus::reply`]).
 //! - [`security`]: secure mode — cluster credentials with registration replies, join
@@ -51,6 +52,7 @@ pub mod metrics;
 pub mod placement;
 pub mod policy;
 pub mod replicaset;
+pub mod rollout;
 pub mod router;
 pub mod security;
 pub mod serviceaccount;

@@ -97,6 +97,22 @@ pub struct Breach {
     pub phase: String,
 }
 
+impl std::fmt::Display for Breach {
+    /// `stopped in <phase>: failed [..], timed out [..] (maxFailures N)`, naming only the lists
+    /// that are not empty.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "stopped in {}:", self.phase)?;
+        let mut sep = " ";
+        for (what, names) in [("failed", &self.failed), ("timed out", &self.timed_out)] {
+            if !names.is_empty() {
+                write!(f, "{sep}{what} {names:?}")?;
+                sep = ", ";
+            }
+        }
+        write!(f, " (maxFailures {})", self.max_failures)
+    }
+}
+
 /// What to do now.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Step {

@@ -430,3 +430,27 @@ proptest! {
         prop_assert_eq!(indices, sorted);
     }
 }
+
+#[test]
+fn a_breach_names_its_phase_its_non_empty_lists_and_the_limit() {
+    let mut b = Breach {
+        failed: vec!["edge-2".into()],
+        timed_out: vec![],
+        max_failures: 0,
+        phase: "group 0".into(),
+    };
+    assert_eq!(
+        b.to_string(),
+        "stopped in group 0: failed [\"edge-2\"] (maxFailures 0)"
+    );
+    b.timed_out = vec!["edge-3".into()];
+    assert_eq!(
+        b.to_string(),
+        "stopped in group 0: failed [\"edge-2\"], timed out [\"edge-3\"] (maxFailures 0)"
+    );
+    b.failed.clear();
+    assert_eq!(
+        b.to_string(),
+        "stopped in group 0: timed out [\"edge-3\"] (maxFailures 0)"
+    );
+}

@@ -16,6 +16,7 @@ use super::Deps;
 use super::Store;
 pub use super::effects::uninstall;
 use super::effects::{ensure_namespace, manifest_ids, registrations, write_status};
+use super::rules::plan::{self, Installation};
 use super::rules::{self, Resolved, StatusInput};
 use super::settled::StatusKey;
 use crate::keys::ObjectRef;
@@ -23,10 +24,10 @@ use flotilla_api::addon::{self, configs, health, render};
 use flotilla_api::ocm;
 use flotilla_api::v1::{
     AddOnConfig, AddOnDeploymentConfig, AddOnHubState, AddOnTemplate, ClusterManagementAddOn,
-    ClusterManagementAddOnStatus, ConfigSpecHash, DecisionGroupSummary, DefaultConfigReference,
-    InstallConfigReference, InstallProgression, ManagedClusterAddOn, ManifestWork, ObjectMeta,
+    ClusterManagementAddOnStatus, ConfigSpecHash, DefaultConfigReference, InstallProgression,
+    ManagedClusterAddOn, ManifestWork, ObjectMeta,
 };
-use flotilla_rollout::{Cluster, GroupKey, Status, Strategy};
+use flotilla_rollout::{GroupKey, Status};
 use futures::StreamExt;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -417,16 +418,24 @@ impl Actor {
     async fn reconcile(&mut self) -> Option<Duration> {
         let now = SystemTime::now();
         let owner = self.follow_placements().await;
-        let spec = self.spec();
-        let placements = spec
+        let placements = self
+            .spec()
             .install_strategy
-            .as_ref()
-            .map(|s| s.placements.clone())
+            .map(|s| s.placements)
             .unwrap_or_default();
-        let mut recheck: Option<Duration> = None;
-        let mut at = |d: Duration| recheck = Some(recheck.map_or(d, |r: Duration| r.min(d)));
+        let mut recheck = Recheck::default();
+        let mut entries = self.gather(&owner).await;
+        let (starts, progressions) = self.plan(&placements, &mut entries, now, &mut recheck);
+        self.start(&mut entries, &starts, now, &mut recheck).await;
+        let writes = self.statuses(&entries, now, &mut recheck);
+        self.write_statuses(writes, &mut recheck).await;
+        self.write_own_status(progressions).await;
+        recheck.0
+    }
 
-        // Every installed add-on, resolved.
+    /// Every installed add-on, its configs resolved and its work's rollout status; the add-ons
+    /// of deleted clusters are removed.
+    async fn gather(&mut self, owner: &BTreeMap<String, (usize, GroupKey)>) -> Vec<Entry> {
         let mut entries = Vec::new();
         for mca in self.store.installed(&self.name) {
             let (cluster, _) = rules::key_of(&mca);
@@ -477,58 +486,72 @@ impl Actor {
             });
         }
 
-        // Rollouts: one per placement, one (All) for add-ons installed by hand.
-        let mut progressions = Vec::new();
-        let mut starts: Vec<usize> = Vec::new();
-        for p in 0..=placements.len() {
-            let placement = (p < placements.len()).then_some(p);
-            let members: Vec<usize> = (0..entries.len())
-                .filter(|&i| entries[i].placement == placement)
-                .collect();
-            let strategy = match placement {
-                Some(i) => match crate::replicaset::rules::strategy(
-                    placements[i].rollout_strategy.as_ref(),
-                    &format!("spec.installStrategy.placements[{i}].rolloutStrategy"),
-                ) {
-                    Ok(s) => s,
-                    Err(e) => {
-                        tracing::warn!(errors = ?e, "rollout strategy refused");
-                        continue;
-                    }
-                },
-                None => Strategy::default(),
-            };
-            let clusters: Vec<Cluster> = members
-                .iter()
-                .map(|&i| Cluster {
-                    name: entries[i].cluster.clone(),
-                    group: entries[i].group.clone(),
-                    status: entries[i].status,
-                    since: entries[i].since,
-                })
-                .collect();
-            let step = flotilla_rollout::step(&strategy, &clusters, now);
-            if let Some(r) = step.recheck_after {
-                at(r);
-            }
-            for &i in &members {
-                let e = &mut entries[i];
-                if e.status == Status::ToApply {
-                    if step.start.contains(&e.cluster) {
-                        starts.push(i);
-                    } else {
-                        e.waiting = true;
-                    }
-                }
-            }
-            if let Some(i) = placement {
-                progressions.push(self.progression(&placements[i], &entries, &members, &step));
-            }
-        }
+        entries
+    }
 
-        // Render and apply the works of the clusters whose turn it is.
+    /// The rollout plan ([`plan::plan`]): marks who waits, returns who starts now and each
+    /// placement's install progression.
+    fn plan(
+        &self,
+        placements: &[flotilla_api::v1::PlacementStrategy],
+        entries: &mut [Entry],
+        now: SystemTime,
+        recheck: &mut Recheck,
+    ) -> (Vec<usize>, Vec<InstallProgression>) {
+        let installations: Vec<Installation> = entries
+            .iter()
+            .map(|e| Installation {
+                cluster: e.cluster.clone(),
+                placement: e.placement,
+                group: e.group.clone(),
+                status: e.status,
+                since: e.since,
+            })
+            .collect();
+        let plan = plan::plan(placements, &installations, now);
+        recheck.merge(plan.recheck);
+        for (i, errors) in &plan.refused {
+            tracing::warn!(placement = i, errors = ?errors, "rollout strategy refused");
+        }
+        for (e, waiting) in entries.iter_mut().zip(&plan.waiting) {
+            e.waiting = *waiting;
+        }
+        let defaults = self.default_refs();
+        let hash = |resource: &str, namespace: &str, name: &str| {
+            self.config_hash(resource, namespace, name)
+        };
+        let progressions: Vec<InstallProgression> = plan
+            .rounds
+            .iter()
+            .map(|r| {
+                let p = &placements[r.placement];
+                plan::progression(&plan::ProgressionInput {
+                    placement: p,
+                    installations: &installations,
+                    round: r,
+                    defaults: &defaults,
+                    hash: &hash,
+                    previous: self.cma.status.as_ref().and_then(|s| {
+                        s.install_progressions
+                            .iter()
+                            .find(|x| x.namespace == p.namespace && x.name == p.name)
+                    }),
+                })
+            })
+            .collect();
+        (plan.start, progressions)
+    }
+
+    /// Renders and applies the works of the installations whose turn it is.
+    async fn start(
+        &mut self,
+        entries: &mut [Entry],
+        starts: &[usize],
+        now: SystemTime,
+        recheck: &mut Recheck,
+    ) {
         let mut jobs = Vec::new();
-        for &i in &starts {
+        for &i in starts {
             let e = &entries[i];
             let Ok(resolved) = &e.resolved else { continue };
             match self.render(e, resolved) {
@@ -545,7 +568,7 @@ impl Actor {
                     e.status = Status::Failed;
                     e.since = Some(now);
                     // The progression counts it at the next round.
-                    at(Duration::from_millis(200));
+                    recheck.at(Duration::from_millis(200));
                 }
             }
         }
@@ -576,102 +599,29 @@ impl Actor {
                 }
                 Err(err) => {
                     tracing::warn!(cluster = %entries[i].cluster, error = %err, "applying the add-on's work failed; retrying");
-                    at(Duration::from_secs(2));
+                    recheck.at(Duration::from_secs(2));
                 }
             }
         }
+    }
 
-        // Statuses.
-        let grace = self.deps.config.lease_grace;
-        let mut writes = Vec::new();
-        let cma_version = self
-            .cma
-            .metadata
-            .as_ref()
-            .map_or((0, 0), |m| (m.resource_version, m.generation));
+    /// The statuses that need writing: each installation's, computed unless its inputs are the
+    /// ones its stored status was settled from.
+    fn statuses(
+        &mut self,
+        entries: &[Entry],
+        now: SystemTime,
+        recheck: &mut Recheck,
+    ) -> Vec<(String, flotilla_api::v1::ManagedClusterAddOnStatus)> {
         let installed: std::collections::HashSet<&str> =
             entries.iter().map(|e| e.cluster.as_str()).collect();
         self.settled
             .retain(|cluster, _| installed.contains(cluster.as_str()));
-        for e in &entries {
-            let template = e.resolved.as_ref().ok().and_then(|r| self.template_of(r));
-            let config = e
-                .resolved
-                .as_ref()
-                .ok()
-                .and_then(|r| self.deployment_config_of(r));
-            let mode = match &template {
-                Some(t) => health::mode_of(t),
-                None => Ok(health::Mode::WorkStatus),
-            };
-            let lease = self.store.lease(&e.cluster, &self.name).or_else(|| {
-                // Not renewed since this hub started: an add-on that was available gets a
-                // fresh grace from the start instead of flapping to Unknown.
-                let was = e.mca.status.as_ref().is_some_and(|s| {
-                    s.conditions.iter().any(|c| {
-                        c.r#type == addon::conditions::AVAILABLE
-                            && c.status == flotilla_api::meta::status::TRUE
-                    })
-                });
-                was.then_some(self.store.started)
-            });
-            let fresh = rules::lease_recheck(lease, now, grace);
-            if matches!(mode, Ok(health::Mode::Lease))
-                && let Some(d) = fresh
-            {
-                at(d);
-            }
-            let cluster = self.deps.inventory.get(&e.cluster);
-            let key = StatusKey {
-                cma: cma_version,
-                mca: e.mca.clone(),
-                work: e.work.clone(),
-                cluster: cluster.clone(),
-                template: template.clone(),
-                config: config.clone(),
-                target: e.target.clone(),
-                rollout: (e.status, e.since, e.waiting),
-                render_error: e.render_error.clone(),
-                lease: (lease, fresh.is_some()),
-            };
-            if self.settled.get(&e.cluster) == Some(&key) {
+        let mut writes = Vec::new();
+        for e in entries {
+            let Some((key, st)) = self.status_of(e, now, recheck) else {
                 continue;
-            }
-            let registrations = template
-                .as_ref()
-                .map(|t| registrations(t, &e.cluster, &self.name))
-                .unwrap_or_default();
-            let install_namespace = match (&e.resolved, &template) {
-                (Ok(_), Some(t)) => render::install_namespace(&self.render_input(
-                    e,
-                    t,
-                    config.as_deref(),
-                    &Default::default(),
-                )),
-                _ => e
-                    .mca
-                    .spec
-                    .as_ref()
-                    .map(|s| s.install_namespace.clone())
-                    .filter(|s| !s.is_empty())
-                    .unwrap_or_else(|| addon::DEFAULT_INSTALL_NAMESPACE.to_string()),
             };
-            let st = rules::status(&StatusInput {
-                cma: &self.cma,
-                mca: &e.mca,
-                work: e.work.as_deref(),
-                cluster: cluster.as_deref(),
-                configs: &e.resolved,
-                mode: &mode,
-                render_error: e.render_error.as_deref(),
-                rollout: e.status,
-                waiting: e.waiting,
-                lease,
-                grace,
-                install_namespace,
-                registrations,
-                now,
-            });
             if e.mca.status.as_ref() != Some(&st) {
                 // Written (or retried) until the stored add-on carries it; then settled.
                 self.settled.remove(&e.cluster);
@@ -680,6 +630,110 @@ impl Actor {
                 self.settled.insert(e.cluster.clone(), key);
             }
         }
+        writes
+    }
+
+    /// An installation's status and what it was computed from; `None` when its inputs are
+    /// the ones its stored status was settled from.
+    fn status_of(
+        &self,
+        e: &Entry,
+        now: SystemTime,
+        recheck: &mut Recheck,
+    ) -> Option<(StatusKey, flotilla_api::v1::ManagedClusterAddOnStatus)> {
+        let grace = self.deps.config.lease_grace;
+        let cma_version = self
+            .cma
+            .metadata
+            .as_ref()
+            .map_or((0, 0), |m| (m.resource_version, m.generation));
+        let template = e.resolved.as_ref().ok().and_then(|r| self.template_of(r));
+        let config = e
+            .resolved
+            .as_ref()
+            .ok()
+            .and_then(|r| self.deployment_config_of(r));
+        let mode = match &template {
+            Some(t) => health::mode_of(t),
+            None => Ok(health::Mode::WorkStatus),
+        };
+        let lease = self.store.lease(&e.cluster, &self.name).or_else(|| {
+            // Not renewed since this hub started: an add-on that was available gets a
+            // fresh grace from the start instead of flapping to Unknown.
+            let was = e.mca.status.as_ref().is_some_and(|s| {
+                s.conditions.iter().any(|c| {
+                    c.r#type == addon::conditions::AVAILABLE
+                        && c.status == flotilla_api::meta::status::TRUE
+                })
+            });
+            was.then_some(self.store.started)
+        });
+        let fresh = rules::lease_recheck(lease, now, grace);
+        if matches!(mode, Ok(health::Mode::Lease))
+            && let Some(d) = fresh
+        {
+            recheck.at(d);
+        }
+        let cluster = self.deps.inventory.get(&e.cluster);
+        let key = StatusKey {
+            cma: cma_version,
+            mca: e.mca.clone(),
+            work: e.work.clone(),
+            cluster: cluster.clone(),
+            template: template.clone(),
+            config: config.clone(),
+            target: e.target.clone(),
+            rollout: (e.status, e.since, e.waiting),
+            render_error: e.render_error.clone(),
+            lease: (lease, fresh.is_some()),
+        };
+        if self.settled.get(&e.cluster) == Some(&key) {
+            return None;
+        }
+        let registrations = template
+            .as_ref()
+            .map(|t| registrations(t, &e.cluster, &self.name))
+            .unwrap_or_default();
+        let install_namespace = match (&e.resolved, &template) {
+            (Ok(_), Some(t)) => render::install_namespace(&self.render_input(
+                e,
+                t,
+                config.as_deref(),
+                &Default::default(),
+            )),
+            _ => e
+                .mca
+                .spec
+                .as_ref()
+                .map(|s| s.install_namespace.clone())
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| addon::DEFAULT_INSTALL_NAMESPACE.to_string()),
+        };
+        let st = rules::status(&StatusInput {
+            cma: &self.cma,
+            mca: &e.mca,
+            work: e.work.as_deref(),
+            cluster: cluster.as_deref(),
+            configs: &e.resolved,
+            mode: &mode,
+            render_error: e.render_error.as_deref(),
+            rollout: e.status,
+            waiting: e.waiting,
+            lease,
+            grace,
+            install_namespace,
+            registrations,
+            now,
+        });
+        Some((key, st))
+    }
+
+    /// Writes the statuses, [`PARALLEL`] at once.
+    async fn write_statuses(
+        &self,
+        writes: Vec<(String, flotilla_api::v1::ManagedClusterAddOnStatus)>,
+        recheck: &mut Recheck,
+    ) {
         let store = self.store.clone();
         let name = self.name.clone();
         let failed: usize = futures::stream::iter(writes.into_iter().map(|(cluster, st)| {
@@ -693,10 +747,8 @@ impl Actor {
         .into_iter()
         .sum();
         if failed > 0 {
-            at(Duration::from_secs(1));
+            recheck.at(Duration::from_secs(1));
         }
-        self.write_own_status(progressions).await;
-        recheck
     }
 
     fn render_input<'a>(
@@ -788,167 +840,15 @@ impl Actor {
         Ok(())
     }
 
-    fn progression(
-        &self,
-        p: &flotilla_api::v1::PlacementStrategy,
-        entries: &[Entry],
-        members: &[usize],
-        step: &flotilla_rollout::Step,
-    ) -> InstallProgression {
-        let total = members.len() as i32;
-        let updated = members
-            .iter()
-            .filter(|&&i| entries[i].status == Status::Succeeded)
-            .count() as i32;
-        let failed = members
-            .iter()
-            .filter(|&&i| entries[i].status == Status::Failed)
-            .count() as i32;
-        let mut groups: BTreeMap<(u32, String), (i32, i32)> = BTreeMap::new();
-        for &i in members {
-            let g = groups
-                .entry((entries[i].group.index, entries[i].group.name.clone()))
-                .or_default();
-            g.0 += 1;
-            if entries[i].status == Status::Succeeded {
-                g.1 += 1;
-            }
-        }
-        let stopped_reason = step
-            .breach
-            .as_ref()
-            .map(|b| {
-                format!(
-                    "stopped in {}: failed {:?}, timed out {:?} (maxFailures {})",
-                    b.phase, b.failed, b.timed_out, b.max_failures
-                )
-            })
-            .unwrap_or_default();
-        // The placement's configs over the defaults, as the placement's clusters get them.
-        let defaults = self.default_refs();
-        let mut refs: Vec<InstallConfigReference> = defaults
-            .iter()
-            .filter(|d| {
-                !p.configs
-                    .iter()
-                    .any(|c| c.group == d.group && c.resource == d.resource)
-            })
-            .map(|d| InstallConfigReference {
-                group: d.group.clone(),
-                resource: d.resource.clone(),
-                desired_config: d.desired_config.clone(),
-                ..Default::default()
-            })
-            .collect();
-        for c in &p.configs {
-            let hash = self
-                .hashes
-                .get(&(
-                    c.resource.clone(),
-                    ObjectRef::new(&c.namespace, &c.name).inventory_key(),
-                ))
-                .map(|(_, h)| h.clone())
-                .unwrap_or_default();
-            refs.push(InstallConfigReference {
-                group: c.group.clone(),
-                resource: c.resource.clone(),
-                desired_config: Some(ConfigSpecHash {
-                    namespace: c.namespace.clone(),
-                    name: c.name.clone(),
-                    spec_hash: hash,
-                }),
-                ..Default::default()
-            });
-        }
-        if step.complete && total > 0 {
-            for r in &mut refs {
-                r.last_applied_config = r.desired_config.clone();
-                r.last_known_good_config = r.desired_config.clone();
-            }
-        } else {
-            let old = self
-                .cma
-                .status
-                .as_ref()
-                .and_then(|s| {
-                    s.install_progressions
-                        .iter()
-                        .find(|x| x.namespace == p.namespace && x.name == p.name)
-                })
-                .map(|x| x.config_references.clone())
-                .unwrap_or_default();
-            for r in &mut refs {
-                if let Some(o) = old
-                    .iter()
-                    .find(|o| o.group == r.group && o.resource == r.resource)
-                {
-                    r.last_applied_config = o.last_applied_config.clone();
-                    r.last_known_good_config = o.last_known_good_config.clone();
-                }
-            }
-        }
-        refs.sort_by(|a, b| (&a.group, &a.resource).cmp(&(&b.group, &b.resource)));
-        let (reason, message) = if step.breach.is_some() {
-            ("Failed", stopped_reason.clone())
-        } else if step.complete {
-            (
-                "Completed",
-                format!("{updated}/{total} completed with no errors, 0 failed 0 timeout."),
-            )
-        } else if total == 0 {
-            ("Completed", "the placement selects no cluster".into())
-        } else {
-            (
-                "Progressing",
-                format!("{updated}/{total} progressing..., {failed} failed 0 timeout."),
-            )
-        };
-        let mut conditions = self
-            .cma
-            .status
-            .as_ref()
-            .and_then(|s| {
-                s.install_progressions
-                    .iter()
-                    .find(|x| x.namespace == p.namespace && x.name == p.name)
-            })
-            .map(|x| x.conditions.clone())
-            .unwrap_or_default();
-        flotilla_api::meta::set_condition(
-            &mut conditions,
-            addon::conditions::PROGRESSING,
-            if reason == "Progressing" {
-                flotilla_api::meta::status::TRUE
-            } else {
-                flotilla_api::meta::status::FALSE
-            },
-            reason,
-            &message,
-        );
-        InstallProgression {
-            namespace: p.namespace.clone(),
-            name: p.name.clone(),
-            config_references: refs,
-            conditions,
-            decision_groups: groups
-                .into_iter()
-                .map(|((index, name), (total, available))| DecisionGroupSummary {
-                    index: index as i32,
-                    name,
-                    total,
-                    available,
-                })
-                .collect(),
-            stopped_reason,
-            notes: step
-                .notes
-                .iter()
-                .map(|n| format!("spec.installStrategy.placements: {n}"))
-                .collect(),
-            total,
-            updated,
-            failed,
-        }
+    /// A config's spec hash as last resolved (empty when not known).
+    fn config_hash(&self, resource: &str, namespace: &str, name: &str) -> String {
+        self.hashes
+            .get(&(
+                resource.to_string(),
+                ObjectRef::new(namespace, name).inventory_key(),
+            ))
+            .map(|(_, h)| h.clone())
+            .unwrap_or_default()
     }
 
     fn default_refs(&self) -> Vec<DefaultConfigReference> {
@@ -957,14 +857,7 @@ impl Actor {
             .iter()
             .filter_map(|c| {
                 let d = c.default_config.as_ref()?;
-                let hash = self
-                    .hashes
-                    .get(&(
-                        c.resource.clone(),
-                        ObjectRef::new(&d.namespace, &d.name).inventory_key(),
-                    ))
-                    .map(|(_, h)| h.clone())
-                    .unwrap_or_default();
+                let hash = self.config_hash(&c.resource, &d.namespace, &d.name);
                 Some(DefaultConfigReference {
                     group: c.group.clone(),
                     resource: c.resource.clone(),
@@ -1021,6 +914,22 @@ impl Actor {
             if let Err(e) = uninstall(&self.store, &self.deps, &cluster, &self.name).await {
                 tracing::warn!(cluster = %cluster, error = %e, "removing the add-on failed");
             }
+        }
+    }
+}
+
+/// The soonest time a round asked to be looked at again.
+#[derive(Default)]
+struct Recheck(Option<Duration>);
+
+impl Recheck {
+    fn at(&mut self, d: Duration) {
+        self.0 = Some(self.0.map_or(d, |r| r.min(d)));
+    }
+
+    fn merge(&mut self, d: Option<Duration>) {
+        if let Some(d) = d {
+            self.at(d);
         }
     }
 }

@@ -193,10 +193,8 @@ impl Actor {
                     Some(recheck.map_or(Duration::from_secs(1), |r| r.min(Duration::from_secs(1))));
                 continue;
             }
-            let strategy = match rules::strategy(
-                pref.rollout_strategy.as_ref(),
-                &format!("spec.placementRefs[{i}].rolloutStrategy"),
-            ) {
+            let path = format!("spec.placementRefs[{i}].rolloutStrategy");
+            let strategy = match crate::rollout::strategy(pref.rollout_strategy.as_ref(), &path) {
                 Ok(s) => s,
                 Err(e) => {
                     stopped.push(e.join("; "));
@@ -218,10 +216,9 @@ impl Actor {
                     since,
                 });
             }
-            let step = flotilla_rollout::step(&strategy, &clusters, now);
             let paused = self.rs.hub.as_ref().is_some_and(|h| h.paused);
-            let starting: &[String] = if paused { &[] } else { &step.start };
-            for cluster in starting {
+            let round = crate::rollout::round(&strategy, &path, &clusters, now, paused);
+            for cluster in &round.start {
                 let work = rules::work_for(&self.rs, cluster, &pref.name, &hash);
                 let applied = match self.deps.clusters.get_or_spawn(cluster) {
                     Ok(handle) => handle.apply_work(work).await,
@@ -234,65 +231,25 @@ impl Actor {
                     );
                 }
             }
-            if !step.complete {
+            if !round.step.complete {
                 rolled_out = false;
             }
-            let waiting = clusters
-                .iter()
-                .filter(|c| {
-                    c.status == flotilla_rollout::Status::ToApply && !starting.contains(&c.name)
-                })
-                .count();
-            let stopped_reason = step
-                .breach
-                .as_ref()
-                .map(|b| {
-                    format!(
-                        "stopped in {}: failed {:?}, timed out {:?} (maxFailures {})",
-                        b.phase, b.failed, b.timed_out, b.max_failures
-                    )
-                })
-                .unwrap_or_default();
-            if !stopped_reason.is_empty() {
-                stopped.push(format!("{}: {stopped_reason}", pref.name));
+            if !round.stopped_reason.is_empty() {
+                stopped.push(format!("{}: {}", pref.name, round.stopped_reason));
             }
             let placement_works: Vec<&ManifestWork> = clusters
                 .iter()
                 .filter_map(|c| works.get(&c.name).map(|w| &**w))
                 .collect();
-            let mut groups: BTreeMap<(u32, String), (i32, i32)> = BTreeMap::new();
-            for c in &clusters {
-                let g = groups
-                    .entry((c.group.index, c.group.name.clone()))
-                    .or_default();
-                g.0 += 1;
-                if c.status == flotilla_rollout::Status::Succeeded {
-                    g.1 += 1;
-                }
-            }
             summaries.push(PlacementSummary {
                 name: pref.name.clone(),
                 summary: Some(rules::summary(placement_works.into_iter())),
-                waiting: waiting as i32,
-                stopped_reason,
-                notes: step
-                    .notes
-                    .iter()
-                    .map(|n| format!("spec.placementRefs[{i}].rolloutStrategy: {n}"))
-                    .collect(),
-                decision_groups: groups
-                    .into_iter()
-                    .map(|((index, name), (total, available))| {
-                        flotilla_api::v1::DecisionGroupSummary {
-                            index: index as i32,
-                            name,
-                            total,
-                            available,
-                        }
-                    })
-                    .collect(),
+                waiting: round.waiting.len() as i32,
+                stopped_reason: round.stopped_reason,
+                notes: round.notes,
+                decision_groups: round.groups,
             });
-            if let Some(r) = step.recheck_after {
+            if let Some(r) = round.step.recheck_after {
                 recheck = Some(recheck.map_or(r, |x| x.min(r)));
             }
         }

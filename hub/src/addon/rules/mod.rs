@@ -372,7 +372,7 @@ pub fn hub_checks(cma: &ClusterManagementAddOn) -> Vec<String> {
         .flat_map(|s| s.placements.iter())
         .enumerate()
     {
-        if let Err(e) = crate::replicaset::rules::strategy(
+        if let Err(e) = crate::rollout::strategy(
             p.rollout_strategy.as_ref(),
             &format!("spec.installStrategy.placements[{i}].rolloutStrategy"),
         ) {
@@ -394,6 +394,8 @@ pub fn lease_recheck(
         .ok()
         .map(|d| d + Duration::from_millis(50))
 }
+
+pub mod plan;
 
 #[cfg(test)]
 mod tests;

@@ -4,12 +4,10 @@
 
 use flotilla_api::meta;
 use flotilla_api::v1::{
-    Condition, ManifestWork, ManifestWorkReplicaSet, ObjectMeta, ReplicaSetSummary, RolloutConfig,
-    RolloutStrategy,
+    Condition, ManifestWork, ManifestWorkReplicaSet, ObjectMeta, ReplicaSetSummary,
 };
 use flotilla_api::work::conditions::{APPLIED, AVAILABLE, DEGRADED};
-use flotilla_rollout::strategy::{IntOrString, RawStrategy};
-use flotilla_rollout::{Status, Strategy};
+use flotilla_rollout::Status;
 use prost::Message;
 use sha2::{Digest, Sha256};
 use std::time::SystemTime;
@@ -129,47 +127,6 @@ pub fn progress(w: &ManifestWork) -> (Status, Option<SystemTime>) {
     (Status::Progressing, accepted)
 }
 
-fn int_or_string(s: &str) -> Option<IntOrString> {
-    if s.is_empty() {
-        None
-    } else if let Ok(n) = s.parse::<i64>() {
-        Some(IntOrString::Int(n))
-    } else {
-        Some(IntOrString::Str(s.to_string()))
-    }
-}
-
-/// A placement reference's rollout strategy, parsed; errors name the field under `path`.
-pub fn strategy(r: Option<&RolloutStrategy>, path: &str) -> Result<Strategy, Vec<String>> {
-    let r = r.cloned().unwrap_or_default();
-    // The parser names the type's field itself (`<path>.progressive.maxConcurrency`).
-    let config = match r.r#type.as_str() {
-        "" | "All" => r.all,
-        "Progressive" => r.progressive,
-        "ProgressivePerGroup" => r.progressive_per_group,
-        other => {
-            return Err(vec![format!(
-                "{path}.type: {other:?} is not one of All, Progressive, ProgressivePerGroup"
-            )]);
-        }
-    };
-    let c: RolloutConfig = config.unwrap_or_default();
-    let raw = RawStrategy {
-        kind: r.r#type.clone(),
-        max_concurrency: int_or_string(&c.max_concurrency),
-        mandatory_groups: c
-            .mandatory_decision_groups
-            .iter()
-            .map(|g| (g.group_name.clone(), i64::from(g.group_index)))
-            .collect(),
-        min_success_time: c.min_success_time,
-        progress_deadline: c.progress_deadline,
-        max_failures: int_or_string(&c.max_failures),
-    };
-    raw.parse(path)
-        .map_err(|errs| errs.into_iter().map(|e| e.to_string()).collect())
-}
-
 /// Every problem of a replica set, each naming its field.
 pub fn validate(rs: &ManifestWorkReplicaSet) -> Vec<String> {
     let mut errors = Vec::new();
@@ -198,7 +155,7 @@ pub fn validate(rs: &ManifestWorkReplicaSet) -> Vec<String> {
                 p.name
             ));
         }
-        if let Err(errs) = strategy(
+        if let Err(errs) = crate::rollout::strategy(
             p.rollout_strategy.as_ref(),
             &format!("{path}.rolloutStrategy"),
         ) {

@@ -1,7 +1,7 @@
 use super::*;
 use flotilla_api::v1::{
     LocalPlacementReference, Manifest, ManifestWorkReplicaSetSpec, ManifestWorkSpec,
-    ManifestsTemplate,
+    ManifestsTemplate, RolloutConfig, RolloutStrategy,
 };
 
 fn rs(strategy: RolloutStrategy) -> ManifestWorkReplicaSet {
