@@ -184,7 +184,7 @@ pub fn render(o: &Overview, may: &Registrations<'_>, notice: Option<&str>) -> St
                 U(&p.name),
                 E(&p.name),
                 E(&p.since),
-                if p.key.is_empty() { "-" } else { &p.key }
+                E(if p.key.is_empty() { "-" } else { p.key.as_str() })
             );
             if acts {
                 let _ = write!(

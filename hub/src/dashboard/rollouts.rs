@@ -260,7 +260,7 @@ pub fn render_addon(
         E(if strategy.r#type.is_empty() {
             "Manual"
         } else {
-            &strategy.r#type
+            strategy.r#type.as_str()
         }),
         progress(done, failed, total)
     );
