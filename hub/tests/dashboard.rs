@@ -798,16 +798,33 @@ async fn works_addons_registrations_and_controller_changes_over_http() {
     assert_eq!(a.status, 200);
     assert!(a.body.contains("data-pending=\"wait-1\""), "{}", a.body);
     assert!(!a.body.contains("/registration"), "{}", a.body);
-    assert!(a.body.contains("bob (read-only) may not call /flotilla.v1.ClusterService/AcceptClusters"));
-    let a = http(&hub, "POST", "/clusters/wait-1/registration", &as_viewer, "action=accept").await;
+    assert!(
+        a.body
+            .contains("bob (read-only) may not call /flotilla.v1.ClusterService/AcceptClusters")
+    );
+    let a = http(
+        &hub,
+        "POST",
+        "/clusters/wait-1/registration",
+        &as_viewer,
+        "action=accept",
+    )
+    .await;
     assert_eq!(a.status, 403);
-    assert!(a.body.contains("may not call /flotilla.v1.ClusterService/AcceptClusters"));
+    assert!(
+        a.body
+            .contains("may not call /flotilla.v1.ClusterService/AcceptClusters")
+    );
     let still = hub.inventory.get("wait-1").unwrap();
     assert_eq!(Availability::of(&still), Availability::Pending);
 
     // An admin's page has the buttons; a signed-in browser's form needs its CSRF token.
     let a = http(&hub, "GET", "/", &[("Authorization", &admin)], "").await;
-    assert!(a.body.contains("action=\"/clusters/wait-1/registration\""), "{}", a.body);
+    assert!(
+        a.body.contains("action=\"/clusters/wait-1/registration\""),
+        "{}",
+        a.body
+    );
     let body = format!("token={ADMIN}&next=%2F");
     let login = http(
         &hub,
@@ -817,7 +834,13 @@ async fn works_addons_registrations_and_controller_changes_over_http() {
         &body,
     )
     .await;
-    let session = login.header("set-cookie").unwrap().split(';').next().unwrap().to_string();
+    let session = login
+        .header("set-cookie")
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
     let a = http(
         &hub,
         "POST",
@@ -833,17 +856,48 @@ async fn works_addons_registrations_and_controller_changes_over_http() {
     assert!(a.body.contains("CSRF"));
     let f = &as_admin;
     for n in ["edge-1", "edge-2"] {
-        let a = http(&hub, "POST", &format!("/clusters/{n}/registration"), f, "action=accept&key=").await;
+        let a = http(
+            &hub,
+            "POST",
+            &format!("/clusters/{n}/registration"),
+            f,
+            "action=accept&key=",
+        )
+        .await;
         assert_eq!(a.status, 303, "{}", a.body);
-        assert_eq!(a.header("location"), Some(format!("/?done=accepted&cluster={n}").as_str()));
+        assert_eq!(
+            a.header("location"),
+            Some(format!("/?done=accepted&cluster={n}").as_str())
+        );
         wait_state(&hub, n, Availability::Available).await;
     }
-    let a = http(&hub, "POST", "/clusters/wait-1/registration", f, "action=deny").await;
+    let a = http(
+        &hub,
+        "POST",
+        "/clusters/wait-1/registration",
+        f,
+        "action=deny",
+    )
+    .await;
     assert_eq!(a.status, 303);
     wait_state(&hub, "wait-1", Availability::Denied).await;
-    let a = http(&hub, "POST", "/clusters/nobody/registration", f, "action=deny").await;
+    let a = http(
+        &hub,
+        "POST",
+        "/clusters/nobody/registration",
+        f,
+        "action=deny",
+    )
+    .await;
     assert_eq!(a.status, 404);
-    let a = http(&hub, "POST", "/clusters/edge-1/registration", f, "action=maybe").await;
+    let a = http(
+        &hub,
+        "POST",
+        "/clusters/edge-1/registration",
+        f,
+        "action=maybe",
+    )
+    .await;
     assert_eq!(a.status, 400);
 
     // A stream following the placements and the add-on is told when they change.
@@ -895,12 +949,22 @@ async fn works_addons_registrations_and_controller_changes_over_http() {
     assert!(seen.contains("\"key\":\"default/edge\""), "{seen}");
     apply_addon(&hub).await;
     read_until(&mut stream, &mut seen, "\"kind\":\"addon\"").await;
-    assert!(!seen.contains("\"kind\":\"rollout\""), "a change it does not follow: {seen}");
+    assert!(
+        !seen.contains("\"kind\":\"rollout\""),
+        "a change it does not follow: {seen}"
+    );
 
     // The add-on's rollout: read-only, per placement, as it progresses.
     let deadline = Instant::now() + SOON;
     let page = loop {
-        let a = http(&hub, "GET", "/addons/probe", &[("Authorization", &viewer)], "").await;
+        let a = http(
+            &hub,
+            "GET",
+            "/addons/probe",
+            &[("Authorization", &viewer)],
+            "",
+        )
+        .await;
         assert_eq!(a.status, 200);
         if a.body.contains("2/2") {
             break a.body;
@@ -908,26 +972,58 @@ async fn works_addons_registrations_and_controller_changes_over_http() {
         assert!(Instant::now() < deadline, "never rolled out: {}", a.body);
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    assert!(page.contains("Install strategy <b>Placements</b>"), "{page}");
+    assert!(
+        page.contains("Install strategy <b>Placements</b>"),
+        "{page}"
+    );
     assert!(page.contains("Progressive, maxConcurrency 1"));
     assert!(page.contains("id=\"read-only\""));
     assert!(page.contains("id=\"progress-over-time\""));
     assert!(!page.contains("<button type=\"submit\" name=\"action\""));
     let a = http(&hub, "GET", "/rollouts", &[("Authorization", &viewer)], "").await;
     assert!(a.body.contains("href=\"/addons/probe\""), "{}", a.body);
-    let a = http(&hub, "GET", "/addons/nope", &[("Authorization", &viewer)], "").await;
+    let a = http(
+        &hub,
+        "GET",
+        "/addons/nope",
+        &[("Authorization", &viewer)],
+        "",
+    )
+    .await;
     assert_eq!(a.status, 404);
 
     // Every work of the fleet (the add-on's), filtered, linking to each work's page.
     let a = http(&hub, "GET", "/works", &[("Authorization", &viewer)], "").await;
     assert_eq!(a.status, 200);
     assert!(a.body.contains("2 of 2 works"), "{}", a.body);
-    let a = http(&hub, "GET", "/works?cluster=edge-2", &[("Authorization", &viewer)], "").await;
+    let a = http(
+        &hub,
+        "GET",
+        "/works?cluster=edge-2",
+        &[("Authorization", &viewer)],
+        "",
+    )
+    .await;
     assert!(a.body.contains("1 of 2 works"), "{}", a.body);
-    assert!(a.body.contains("href=\"/clusters/edge-2/works/"), "{}", a.body);
-    let a = http(&hub, "GET", "/works?state=Sideways", &[("Authorization", &viewer)], "").await;
+    assert!(
+        a.body.contains("href=\"/clusters/edge-2/works/"),
+        "{}",
+        a.body
+    );
+    let a = http(
+        &hub,
+        "GET",
+        "/works?state=Sideways",
+        &[("Authorization", &viewer)],
+        "",
+    )
+    .await;
     assert_eq!(a.status, 400);
-    assert!(a.body.contains("state &quot;Sideways&quot; is not one of"), "{}", a.body);
+    assert!(
+        a.body.contains("state &quot;Sideways&quot; is not one of"),
+        "{}",
+        a.body
+    );
 
     for a in agents.drain(..) {
         a.stop().await;
@@ -1009,7 +1105,8 @@ async fn chromium_follows_a_placement_and_a_rollout_live_lists_works_and_accepts
     )
     .await;
     b.screenshot("pending").await;
-    b.click("tr[data-pending=\"edge-pending\"] button.accept").await;
+    b.click("tr[data-pending=\"edge-pending\"] button.accept")
+        .await;
     b.wait_until(
         "return (document.getElementById('notice') || {}).innerText === 'Cluster edge-pending accepted.'",
         "the accept done",

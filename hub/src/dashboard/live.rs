@@ -127,11 +127,7 @@ impl Follows {
     /// skipped.
     pub fn parse(s: &str, max: usize) -> Self {
         let mut f = Self::default();
-        for item in s
-            .split([',', ' '])
-            .filter(|i| !i.is_empty())
-            .take(max)
-        {
+        for item in s.split([',', ' ']).filter(|i| !i.is_empty()).take(max) {
             let Some((kind, key)) = item.split_once(':') else {
                 continue;
             };
@@ -198,7 +194,10 @@ impl Dirty {
                 kind,
                 key: "*".into(),
             })
-            .chain(keys.into_iter().map(|(kind, key)| LiveEvent::Changed { kind, key }))
+            .chain(
+                keys.into_iter()
+                    .map(|(kind, key)| LiveEvent::Changed { kind, key }),
+            )
             .collect()
     }
 }
@@ -367,6 +366,9 @@ impl Live {
         mut shutdown: watch::Receiver<bool>,
     ) {
         let mut summary = tokio::time::interval(self.config.summary_every);
+        // After a quiet spell the first change goes out at once and the next wait a whole
+        // period (the default would fire every missed tick at once: no coalescing).
+        summary.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut sample = tokio::time::interval(self.config.sample_every);
         let mut dirty = false;
         let mut objects = Dirty::default();

@@ -184,7 +184,11 @@ pub fn render(o: &Overview, may: &Registrations<'_>, notice: Option<&str>) -> St
                 U(&p.name),
                 E(&p.name),
                 E(&p.since),
-                E(if p.key.is_empty() { "-" } else { p.key.as_str() })
+                E(if p.key.is_empty() {
+                    "-"
+                } else {
+                    p.key.as_str()
+                })
             );
             if acts {
                 let _ = write!(

@@ -38,9 +38,8 @@ pub fn render_list(
     sets: &[Arc<ManifestWorkReplicaSet>],
     addons: &[(Arc<ClusterManagementAddOn>, Vec<Arc<ManagedClusterAddOn>>)],
 ) -> String {
-    let mut out = String::from(
-        "<h1 data-follow=\"rollout:* addon:*\">Rollouts</h1><h2>Replica sets</h2>",
-    );
+    let mut out =
+        String::from("<h1 data-follow=\"rollout:* addon:*\">Rollouts</h1><h2>Replica sets</h2>");
     if sets.is_empty() {
         out.push_str("<p class=\"muted\">No ManifestWorkReplicaSet.</p>");
     } else {
@@ -98,7 +97,14 @@ pub fn render_list(
         let stopped: Vec<String> = progressions(cma)
             .iter()
             .filter(|p| !p.stopped_reason.is_empty())
-            .map(|p| format!("{}/{}: {}", E(&p.namespace), E(&p.name), E(&p.stopped_reason)))
+            .map(|p| {
+                format!(
+                    "{}/{}: {}",
+                    E(&p.namespace),
+                    E(&p.name),
+                    E(&p.stopped_reason)
+                )
+            })
             .collect();
         let _ = write!(
             out,

@@ -115,9 +115,7 @@ pub fn route(method: &Method, path: &str) -> Result<Route, NoRoute> {
         [] => get(Route::Overview),
         ["clusters"] => get(Route::Clusters),
         ["clusters", name] if named(name) => get(Route::Cluster(name.into())),
-        ["clusters", name, "registration"] if named(name) => {
-            post(Route::Registration(name.into()))
-        }
+        ["clusters", name, "registration"] if named(name) => post(Route::Registration(name.into())),
         ["clusters", cluster, "works", name] if named(cluster) && named(name) => get(Route::Work {
             cluster: cluster.into(),
             name: name.into(),

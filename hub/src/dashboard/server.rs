@@ -258,7 +258,10 @@ async fn handle(d: &Deps, req: http::Request<Incoming>) -> http::Response<Body> 
                 deny: viewer.may(overview::DENY_METHOD),
                 csrf: &viewer.csrf,
             };
-            let notice = match (route::param(&query, "done"), route::param(&query, "cluster")) {
+            let notice = match (
+                route::param(&query, "done"),
+                route::param(&query, "cluster"),
+            ) {
                 (Some(a @ ("accepted" | "denied")), Some(c)) => Some(format!("Cluster {c} {a}.")),
                 _ => None,
             };

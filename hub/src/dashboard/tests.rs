@@ -102,7 +102,10 @@ fn every_view_has_its_own_url_and_methods_are_checked() {
         })
     );
     assert_eq!(get("/works"), Ok(Route::Works));
-    assert_eq!(get("/addons/observability"), Ok(Route::AddOn("observability".into())));
+    assert_eq!(
+        get("/addons/observability"),
+        Ok(Route::AddOn("observability".into()))
+    );
     assert_eq!(
         route::route(&Method::POST, "/clusters/edge-1/registration"),
         Ok(Route::Registration("edge-1".into()))
@@ -436,8 +439,16 @@ fn the_works_list_filters_by_cluster_name_and_state_counts_states_and_pages() {
     let mut all = Vec::new();
     for c in 0..30 {
         let cluster = format!("edge-{c:02}");
-        all.push(work(&cluster, "app", &[("Applied", "True"), ("Available", "True")]));
-        all.push(work(&cluster, "settings", &[("Applied", "True"), ("Degraded", "True")]));
+        all.push(work(
+            &cluster,
+            "app",
+            &[("Applied", "True"), ("Available", "True")],
+        ));
+        all.push(work(
+            &cluster,
+            "settings",
+            &[("Applied", "True"), ("Degraded", "True")],
+        ));
         if c % 3 == 0 {
             all.push(work(&cluster, "zz-new", &[]));
         }
@@ -457,7 +468,11 @@ fn the_works_list_filters_by_cluster_name_and_state_counts_states_and_pages() {
     assert_eq!(page.by_state, [30, 0, 10, 1, 30]);
     let page = works::build(&all, &q("cluster=EDGE-0&q=sett"));
     assert_eq!(page.matching, 10);
-    assert!(page.rows.iter().all(|r| r.name == "settings" && r.cluster.starts_with("edge-0")));
+    assert!(
+        page.rows
+            .iter()
+            .all(|r| r.name == "settings" && r.cluster.starts_with("edge-0"))
+    );
     assert_eq!(page.rows[0].state, WorkState::Degraded);
     let page = works::build(&all, &q("state=Failed"));
     assert_eq!(page.matching, 1);
@@ -467,8 +482,14 @@ fn the_works_list_filters_by_cluster_name_and_state_counts_states_and_pages() {
     let page = works::build(&all, &q("per=20&page=4"));
     assert_eq!((page.page, page.rows.len()), (4, 11));
     let html = works::render(&page, &q("per=20&page=4"), &[]);
-    assert!(html.contains("href=\"/clusters/edge-27/works/zz-new\""), "{html}");
-    assert!(html.contains("href=\"/works?per=20&amp;page=3\" rel=\"prev\""), "{html}");
+    assert!(
+        html.contains("href=\"/clusters/edge-27/works/zz-new\""),
+        "{html}"
+    );
+    assert!(
+        html.contains("href=\"/works?per=20&amp;page=3\" rel=\"prev\""),
+        "{html}"
+    );
     assert!(!html.contains("rel=\"next\""));
     let (_, errors) = WorksQuery::parse(&route::query(Some("state=Happy&per=0")));
     assert_eq!(errors.len(), 2, "{errors:?}");
@@ -478,7 +499,11 @@ fn the_works_list_filters_by_cluster_name_and_state_counts_states_and_pages() {
 fn a_hostile_work_name_is_inert_in_the_works_list() {
     use super::works::{self, WorksQuery};
     let all = vec![work("c<1>", "<img src=x onerror=alert(1)>", &[])];
-    let html = works::render(&works::build(&all, &WorksQuery::default()), &WorksQuery::default(), &[]);
+    let html = works::render(
+        &works::build(&all, &WorksQuery::default()),
+        &WorksQuery::default(),
+        &[],
+    );
     assert!(!html.contains("<img"), "{html}");
     assert!(html.contains("/clusters/c%3C1%3E/works/%3Cimg%20src%3Dx"));
 }
@@ -486,15 +511,24 @@ fn a_hostile_work_name_is_inert_in_the_works_list() {
 #[test]
 fn pages_follow_objects_by_kind_and_key() {
     use super::live::{Follows, Kind};
-    let f = Follows::parse("placement:default/edge rollout:*,policy:,bogus:x,noColon", 10);
+    let f = Follows::parse(
+        "placement:default/edge rollout:*,policy:,bogus:x,noColon",
+        10,
+    );
     assert!(f.wants(Kind::Placement, "default/edge"));
     assert!(!f.wants(Kind::Placement, "default/other"));
-    assert!(f.wants(Kind::Placement, "*"), "every placement changed: this one too");
+    assert!(
+        f.wants(Kind::Placement, "*"),
+        "every placement changed: this one too"
+    );
     assert!(f.wants(Kind::Rollout, "any/thing"));
     assert!(!f.wants(Kind::AddOn, "*"));
     assert!(!f.wants(Kind::Policy, "*"));
     assert!(Follows::parse("", 10).is_empty());
-    assert_eq!(Follows::parse("rollout:a/1 rollout:a/2 rollout:a/3", 2), Follows::parse("rollout:a/1,rollout:a/2", 10));
+    assert_eq!(
+        Follows::parse("rollout:a/1 rollout:a/2 rollout:a/3", 2),
+        Follows::parse("rollout:a/1,rollout:a/2", 10)
+    );
 }
 
 #[test]
@@ -513,8 +547,16 @@ fn object_changes_are_coalesced_per_key_and_bounded_per_kind() {
     }
     d.mark(Kind::AddOn, Some("late".into()));
     let events = d.drain();
-    assert_eq!(events.len(), 2, "past the bound: one event for every policy");
-    assert!(events.iter().any(|e| matches!(e, LiveEvent::Changed { kind: Kind::Policy, key } if &**key == "*")));
+    assert_eq!(
+        events.len(),
+        2,
+        "past the bound: one event for every policy"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, LiveEvent::Changed { kind: Kind::Policy, key } if &**key == "*"))
+    );
     let text = super::live::encode(&events[0]);
     assert!(text.starts_with("event: changed\ndata: {"), "{text}");
 }
@@ -531,18 +573,28 @@ fn rollout_progress_keeps_changes_only_and_is_bounded() {
     p.record("rollout:a/1", t0 + Duration::from_secs(1), (0, 0, 10));
     assert_eq!(p.points("rollout:a/1").len(), 1, "a repeat is not a point");
     for i in 1..=5 {
-        p.record("rollout:a/1", t0 + Duration::from_secs(i), (i as i64, 0, 10));
+        p.record(
+            "rollout:a/1",
+            t0 + Duration::from_secs(i),
+            (i as i64, 0, 10),
+        );
     }
     let pts = p.points("rollout:a/1");
     assert_eq!(pts.iter().map(|x| x.done).collect::<Vec<_>>(), [3, 4, 5]);
     p.record("addon:x", t0 + Duration::from_secs(2), (0, 0, 1));
     p.record("addon:y", t0 + Duration::from_secs(9), (0, 0, 1));
     assert_eq!(p.len(), 2);
-    assert!(p.points("addon:x").is_empty(), "the quietest rollout went first");
+    assert!(
+        p.points("addon:x").is_empty(),
+        "the quietest rollout went first"
+    );
     p.forget("addon:y");
     assert!(p.points("addon:y").is_empty());
     let svg = super::plot::over_time(&pts);
-    assert!(svg.starts_with("<svg") && svg.contains("class=\"s-ok\""), "{svg}");
+    assert!(
+        svg.starts_with("<svg") && svg.contains("class=\"s-ok\""),
+        "{svg}"
+    );
     assert!(!svg.contains("s-bad"), "no failure line without failures");
 }
 
@@ -615,14 +667,25 @@ fn an_addons_rollout_shows_progress_per_placement_and_group_why_it_stopped_and_n
     assert_eq!(super::progress::of_addon(&cma), (3, 1, 10));
     let html = super::rollouts::render_addon(&cma, &[], &[]);
     assert!(html.contains("data-follow=\"addon:observability\""));
-    assert!(html.contains("Progressive, maxConcurrency 25%, maxFailures 1"), "{html}");
+    assert!(
+        html.contains("Progressive, maxConcurrency 25%, maxFailures 1"),
+        "{html}"
+    );
     assert!(html.contains("Stopped: maxFailures 1 reached: edge-3 failed &lt;script&gt;"));
     assert!(!html.contains("<script>"));
     assert_eq!(html.matches("class=\"group-bar\"").count(), 2);
-    assert!(html.contains(">0: canary<") && html.contains(">group 1<"), "{html}");
-    assert!(html.contains("default/&lt;later&gt;</a></h3>") && html.contains("Not rolled out yet."));
+    assert!(
+        html.contains(">0: canary<") && html.contains(">group 1<"),
+        "{html}"
+    );
+    assert!(
+        html.contains("default/&lt;later&gt;</a></h3>") && html.contains("Not rolled out yet.")
+    );
     assert!(html.contains("id=\"read-only\""));
-    assert!(!html.contains("<button"), "the API has no pause, resume or undo for add-ons");
+    assert!(
+        !html.contains("<button"),
+        "the API has no pause, resume or undo for add-ons"
+    );
     let list = super::rollouts::render_list(&[], &[(Arc::new(cma), vec![])]);
     assert!(list.contains("href=\"/addons/observability\""));
     assert!(list.contains("3/10"), "{list}");
@@ -658,17 +721,21 @@ fn pending_registrations_have_buttons_only_for_those_allowed_and_send_the_key_se
         csrf: "",
     };
     let html = overview::render(&o, &read_only, None);
-    assert!(html.contains("data-pending=\"edge-new\""), "the list is shown");
-    assert!(!html.contains("<button type=\"submit\" name=\"action\""), "{html}");
+    assert!(
+        html.contains("data-pending=\"edge-new\""),
+        "the list is shown"
+    );
+    assert!(
+        !html.contains("<button type=\"submit\" name=\"action\""),
+        "{html}"
+    );
     assert!(!html.contains("/registration"), "{html}");
     assert!(html.contains("id=\"may-not-accept\""));
 }
 
 #[test]
 fn a_placement_shows_the_distribution_of_each_prioritizers_scores() {
-    use flotilla_api::v1::{
-        ClusterDebug, PlacementDebug, PrioritizerWeight, ScoreDetail,
-    };
+    use flotilla_api::v1::{ClusterDebug, PlacementDebug, PrioritizerWeight, ScoreDetail};
     let cluster = |name: &str, steady: i64, cpu: i64, feasible: bool| ClusterDebug {
         name: name.into(),
         total: feasible.then_some(steady + 2 * cpu),
@@ -709,5 +776,8 @@ fn a_placement_shows_the_distribution_of_each_prioritizers_scores() {
     let html = super::placements::distributions(&debug);
     assert_eq!(html.matches("<figure").count(), 3, "{html}");
     assert!(html.contains("ResourceAllocatableCPU (weight 2)"));
-    assert!(html.contains("Total (2 clusters)"), "only feasible clusters count");
+    assert!(
+        html.contains("Total (2 clusters)"),
+        "only feasible clusters count"
+    );
 }
