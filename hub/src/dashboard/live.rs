@@ -214,11 +214,14 @@ enum ObjectChange {
     Lagged(Kind),
 }
 
+/// How far a rollout is: (done, failed, total).
+type Measure<T> = fn(&T) -> (i64, i64, i64);
+
 /// The changes of one controller view as [`ObjectChange`]s.
 fn follow_view<T: Send + Sync + 'static>(
     view: &Inventory<T>,
     kind: Kind,
-    progress: Option<fn(&T) -> (i64, i64, i64)>,
+    progress: Option<Measure<T>>,
 ) -> BoxStream<'static, ObjectChange> {
     tokio_stream::wrappers::BroadcastStream::new(view.subscribe())
         .map(move |c: Result<Change<T>, _>| match c {

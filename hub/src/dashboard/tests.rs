@@ -758,12 +758,10 @@ fn a_placement_shows_the_distribution_of_each_prioritizers_scores() {
             PrioritizerWeight {
                 prioritizer: "Steady".into(),
                 weight: 1,
-                ..Default::default()
             },
             PrioritizerWeight {
                 prioritizer: "ResourceAllocatableCPU".into(),
                 weight: 2,
-                ..Default::default()
             },
         ],
         clusters: vec![
