@@ -98,6 +98,12 @@ impl Units {
         self.controllers.borrow().clone()
     }
 
+    /// Follows the controllers starting and stopping on this hub (the dashboard's live feed
+    /// subscribes to their views while they run here).
+    pub fn watch_controllers(&self) -> watch::Receiver<Option<Arc<Controllers>>> {
+        self.controllers.subscribe()
+    }
+
     async fn start_controllers(self: Arc<Self>, fence: Fence) {
         // The store may be briefly unreachable (a NATS node lost): keep trying while the unit
         // is held.

@@ -697,3 +697,530 @@ async fn over_tls_the_dashboard_serves_the_apis_certificate_and_its_cookie_is_se
     assert!(!String::from_utf8_lossy(&a).contains("<html"));
     hub.stop().await;
 }
+
+/// An add-on installed by placement `edge`, progressively, from a template of one ConfigMap.
+const ADDON: &str = r#"
+apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: AddOnTemplate
+metadata: {name: probe-v1}
+spec:
+  addonName: probe
+  agentSpec:
+    workload:
+      manifests:
+        - apiVersion: v1
+          kind: ConfigMap
+          metadata: {name: probe-settings, namespace: open-cluster-management-agent-addon}
+          data: {cluster: "{{CLUSTER_NAME}}"}
+---
+apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: ClusterManagementAddOn
+metadata: {name: probe}
+spec:
+  addOnMeta: {displayName: Probe, description: a test add-on}
+  supportedConfigs:
+    - group: addon.open-cluster-management.io
+      resource: addontemplates
+      defaultConfig: {name: probe-v1}
+  installStrategy:
+    type: Placements
+    placements:
+      - namespace: default
+        name: edge
+        rolloutStrategy:
+          type: Progressive
+          progressive: {maxConcurrency: "1"}
+"#;
+
+/// Applies the add-on fixture through the controllers of `hub`.
+async fn apply_addon(hub: &Hub) {
+    let ctl = hub.controllers().expect("the controllers");
+    for doc in parse_documents(ADDON) {
+        match doc.unwrap() {
+            Document::AddOnTemplate(t) => {
+                ctl.addons.apply_template(t).await.unwrap();
+            }
+            Document::ClusterManagementAddOn(a) => {
+                ctl.addons.apply_addon(a).await.unwrap();
+            }
+            other => panic!("unexpected fixture {other:?}"),
+        }
+    }
+}
+
+/// Reads an SSE stream until `needle` shows (or the time is up); what it read.
+async fn read_until(stream: &mut tokio::net::TcpStream, seen: &mut String, needle: &str) {
+    let mut buf = vec![0u8; 8192];
+    let found = tokio::time::timeout(SOON, async {
+        while !seen.contains(needle) {
+            let n = stream.read(&mut buf).await.unwrap();
+            assert!(n > 0, "stream ended early: {seen}");
+            seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    })
+    .await;
+    assert!(found.is_ok(), "no {needle:?} in {seen}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn works_addons_registrations_and_controller_changes_over_http() {
+    let nats = NatsServer::start();
+    let hub = hub(&nats, |_| {}).await;
+    let mut clusters = ClusterServiceClient::with_interceptor(
+        tonic::transport::Endpoint::from_shared(format!("http://{}", hub.grpc_addr))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap(),
+        Bearer(ADMIN),
+    );
+    let mut agents: Vec<_> = ["edge-1", "edge-2", "wait-1"]
+        .iter()
+        .map(|n| start_agent(agent_config(n, &nats.url())))
+        .collect();
+    for n in ["edge-1", "edge-2", "wait-1"] {
+        wait_state(&hub, n, Availability::Pending).await;
+    }
+    let viewer = format!("Bearer {VIEWER}");
+    let admin = format!("Bearer {ADMIN}");
+    let form_as = |auth: &str| {
+        [
+            ("Authorization", auth.to_string()),
+            ("Content-Type", "application/x-www-form-urlencoded".into()),
+        ]
+    };
+    let (viewer_form, admin_form) = (form_as(&viewer), form_as(&admin));
+    let as_viewer: Vec<(&str, &str)> = viewer_form.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let as_admin: Vec<(&str, &str)> = admin_form.iter().map(|(k, v)| (*k, v.as_str())).collect();
+
+    // A read-only token sees the pending registrations, with no button, and may not accept.
+    let a = http(&hub, "GET", "/", &[("Authorization", &viewer)], "").await;
+    assert_eq!(a.status, 200);
+    assert!(a.body.contains("data-pending=\"wait-1\""), "{}", a.body);
+    assert!(!a.body.contains("/registration"), "{}", a.body);
+    assert!(
+        a.body
+            .contains("bob (read-only) may not call /flotilla.v1.ClusterService/AcceptClusters")
+    );
+    let a = http(
+        &hub,
+        "POST",
+        "/clusters/wait-1/registration",
+        &as_viewer,
+        "action=accept",
+    )
+    .await;
+    assert_eq!(a.status, 403);
+    assert!(
+        a.body
+            .contains("may not call /flotilla.v1.ClusterService/AcceptClusters")
+    );
+    let still = hub.inventory.get("wait-1").unwrap();
+    assert_eq!(Availability::of(&still), Availability::Pending);
+
+    // An admin's page has the buttons; a signed-in browser's form needs its CSRF token.
+    let a = http(&hub, "GET", "/", &[("Authorization", &admin)], "").await;
+    assert!(
+        a.body.contains("action=\"/clusters/wait-1/registration\""),
+        "{}",
+        a.body
+    );
+    let body = format!("token={ADMIN}&next=%2F");
+    let login = http(
+        &hub,
+        "POST",
+        "/login",
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+        &body,
+    )
+    .await;
+    let session = login
+        .header("set-cookie")
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let a = http(
+        &hub,
+        "POST",
+        "/clusters/wait-1/registration",
+        &[
+            ("Cookie", &session),
+            ("Content-Type", "application/x-www-form-urlencoded"),
+        ],
+        "action=deny",
+    )
+    .await;
+    assert_eq!(a.status, 403);
+    assert!(a.body.contains("CSRF"));
+    let f = &as_admin;
+    for n in ["edge-1", "edge-2"] {
+        let a = http(
+            &hub,
+            "POST",
+            &format!("/clusters/{n}/registration"),
+            f,
+            "action=accept&key=",
+        )
+        .await;
+        assert_eq!(a.status, 303, "{}", a.body);
+        assert_eq!(
+            a.header("location"),
+            Some(format!("/?done=accepted&cluster={n}").as_str())
+        );
+        wait_state(&hub, n, Availability::Available).await;
+    }
+    let a = http(
+        &hub,
+        "POST",
+        "/clusters/wait-1/registration",
+        f,
+        "action=deny",
+    )
+    .await;
+    assert_eq!(a.status, 303);
+    wait_state(&hub, "wait-1", Availability::Denied).await;
+    let a = http(
+        &hub,
+        "POST",
+        "/clusters/nobody/registration",
+        f,
+        "action=deny",
+    )
+    .await;
+    assert_eq!(a.status, 404);
+    let a = http(
+        &hub,
+        "POST",
+        "/clusters/edge-1/registration",
+        f,
+        "action=maybe",
+    )
+    .await;
+    assert_eq!(a.status, 400);
+
+    // A stream following the placements and the add-on is told when they change.
+    let addr = hub.dashboard_addr.unwrap();
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(
+            format!(
+                "GET /events?follow=placement%3Adefault%2Fedge%20addon%3A%2A HTTP/1.1\r\nHost: {addr}\r\n\
+                 Authorization: Bearer {VIEWER}\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let mut seen = String::new();
+    read_until(&mut stream, &mut seen, "event: summary").await;
+    for n in ["edge-1", "edge-2"] {
+        clusters
+            .label_cluster(LabelClusterRequest {
+                name: n.into(),
+                set: [("rollout".to_string(), "yes".to_string())].into(),
+                remove: vec![],
+            })
+            .await
+            .unwrap();
+    }
+    let ctl = hub.controllers().unwrap();
+    ctl.sets
+        .apply_binding(ManagedClusterSetBinding {
+            metadata: Some(ObjectMeta {
+                name: "default".into(),
+                namespace: "default".into(),
+                ..Default::default()
+            }),
+            spec: Some(ManagedClusterSetBindingSpec {
+                cluster_set: "default".into(),
+            }),
+            status: None,
+        })
+        .await
+        .unwrap();
+    let Ok(Document::Placement(p)) = parse_documents(PLACEMENT).remove(0) else {
+        panic!("placement fixture");
+    };
+    hub.placements().apply(p).await.unwrap();
+    read_until(&mut stream, &mut seen, "\"kind\":\"placement\"").await;
+    assert!(seen.contains("event: changed\ndata: {"), "{seen}");
+    assert!(seen.contains("\"key\":\"default/edge\""), "{seen}");
+    apply_addon(&hub).await;
+    read_until(&mut stream, &mut seen, "\"kind\":\"addon\"").await;
+    assert!(
+        !seen.contains("\"kind\":\"rollout\""),
+        "a change it does not follow: {seen}"
+    );
+
+    // The add-on's rollout: read-only, per placement, as it progresses.
+    let deadline = Instant::now() + SOON;
+    let page = loop {
+        let a = http(
+            &hub,
+            "GET",
+            "/addons/probe",
+            &[("Authorization", &viewer)],
+            "",
+        )
+        .await;
+        assert_eq!(a.status, 200);
+        if a.body.contains("2/2") {
+            break a.body;
+        }
+        assert!(Instant::now() < deadline, "never rolled out: {}", a.body);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        page.contains("Install strategy <b>Placements</b>"),
+        "{page}"
+    );
+    assert!(page.contains("Progressive, maxConcurrency 1"));
+    assert!(page.contains("id=\"read-only\""));
+    assert!(page.contains("id=\"progress-over-time\""));
+    assert!(!page.contains("<button type=\"submit\" name=\"action\""));
+    let a = http(&hub, "GET", "/rollouts", &[("Authorization", &viewer)], "").await;
+    assert!(a.body.contains("href=\"/addons/probe\""), "{}", a.body);
+    let a = http(
+        &hub,
+        "GET",
+        "/addons/nope",
+        &[("Authorization", &viewer)],
+        "",
+    )
+    .await;
+    assert_eq!(a.status, 404);
+
+    // Every work of the fleet (the add-on's), filtered, linking to each work's page.
+    let a = http(&hub, "GET", "/works", &[("Authorization", &viewer)], "").await;
+    assert_eq!(a.status, 200);
+    assert!(a.body.contains("2 of 2 works"), "{}", a.body);
+    let a = http(
+        &hub,
+        "GET",
+        "/works?cluster=edge-2",
+        &[("Authorization", &viewer)],
+        "",
+    )
+    .await;
+    assert!(a.body.contains("1 of 2 works"), "{}", a.body);
+    assert!(
+        a.body.contains("href=\"/clusters/edge-2/works/"),
+        "{}",
+        a.body
+    );
+    let a = http(
+        &hub,
+        "GET",
+        "/works?state=Sideways",
+        &[("Authorization", &viewer)],
+        "",
+    )
+    .await;
+    assert_eq!(a.status, 400);
+    assert!(
+        a.body.contains("state &quot;Sideways&quot; is not one of"),
+        "{}",
+        a.body
+    );
+
+    for a in agents.drain(..) {
+        a.stop().await;
+    }
+    hub.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn chromium_follows_a_placement_and_a_rollout_live_lists_works_and_accepts_a_registration() {
+    let b = Browser::start().await;
+    let nats = NatsServer::start();
+    let hub = hub(&nats, |_| {}).await;
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", hub.grpc_addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut clusters = ClusterServiceClient::with_interceptor(channel.clone(), Bearer(ADMIN));
+    let names = ["edge-1", "edge-2", "edge-3"];
+    let agents: Vec<_> = names
+        .iter()
+        .chain(&["edge-pending"])
+        .map(|n| start_agent(agent_config(n, &nats.url())))
+        .collect();
+    for n in names.iter().chain(&["edge-pending"]) {
+        wait_state(&hub, n, Availability::Pending).await;
+    }
+    clusters
+        .accept_clusters(ClusterNamesRequest {
+            names: names.iter().map(|n| n.to_string()).collect(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    for n in names {
+        wait_state(&hub, n, Availability::Available).await;
+    }
+    let label = |n: &'static str| LabelClusterRequest {
+        name: n.into(),
+        set: [("rollout".to_string(), "yes".to_string())].into(),
+        remove: vec![],
+    };
+    clusters.label_cluster(label("edge-1")).await.unwrap();
+    ClusterSetServiceClient::with_interceptor(channel.clone(), Bearer(ADMIN))
+        .apply_binding(ManagedClusterSetBinding {
+            metadata: Some(ObjectMeta {
+                name: "default".into(),
+                namespace: "default".into(),
+                ..Default::default()
+            }),
+            spec: Some(ManagedClusterSetBindingSpec {
+                cluster_set: "default".into(),
+            }),
+            status: None,
+        })
+        .await
+        .unwrap();
+    let Ok(Document::Placement(p)) = parse_documents(PLACEMENT).remove(0) else {
+        panic!("placement fixture");
+    };
+    PlacementServiceClient::with_interceptor(channel.clone(), Bearer(ADMIN))
+        .apply_placement(p)
+        .await
+        .unwrap();
+    ReplicaSetServiceClient::with_interceptor(channel.clone(), Bearer(ADMIN))
+        .apply_replica_set(replica_set())
+        .await
+        .unwrap();
+    apply_addon(&hub).await;
+    let base = format!("http://{}", hub.dashboard_addr.unwrap());
+
+    // An admin accepts the pending registration from the overview.
+    b.goto(&format!("{base}/")).await;
+    sign_in(&b, ADMIN).await;
+    b.wait_until(
+        "return !!document.querySelector('tr[data-pending=\"edge-pending\"] button.accept')",
+        "the Accept button",
+        PAGE,
+    )
+    .await;
+    b.screenshot("pending").await;
+    b.click("tr[data-pending=\"edge-pending\"] button.accept")
+        .await;
+    b.wait_until(
+        "return (document.getElementById('notice') || {}).innerText === 'Cluster edge-pending accepted.'",
+        "the accept done",
+        PAGE,
+    )
+    .await;
+    wait_state(&hub, "edge-pending", Availability::Available).await;
+
+    // A placement's page follows its decisions live: a cluster labelled joins them, the page
+    // not reloaded; its scores' distributions per prioritizer are drawn.
+    b.goto(&format!("{base}/placements/default/edge")).await;
+    b.wait_until(
+        "const d = document.getElementById('decisions').innerText; \
+         return d.includes('edge-1') && !d.includes('edge-2') && document.body.dataset.live === 'on'",
+        "edge-1 decided, and the live feed",
+        PAGE,
+    )
+    .await;
+    b.js("window.__notReloaded = true; return true").await;
+    clusters.label_cluster(label("edge-2")).await.unwrap();
+    b.wait_until(
+        "return document.getElementById('decisions').innerText.includes('edge-2')",
+        "edge-2 decided on the open page",
+        PAGE,
+    )
+    .await;
+    assert_eq!(
+        b.js("return window.__notReloaded === true").await,
+        true,
+        "the page reloaded"
+    );
+    assert!(
+        b.js("return document.querySelectorAll('#distributions figure').length")
+            .await
+            .as_u64()
+            .unwrap()
+            >= 2
+    );
+    b.screenshot("placement").await;
+
+    // A rollout's page follows it live: paused through the API, it shows Paused without a
+    // reload; its groups and its progress over time are drawn.
+    b.goto(&format!("{base}/rollouts/default/settings")).await;
+    b.wait_until(
+        "return !!document.getElementById('progress-over-time') && \
+         !!document.querySelector('.group-bar') && document.body.dataset.live === 'on'",
+        "the rollout's plots",
+        PAGE,
+    )
+    .await;
+    b.js("window.__notReloaded = true; return true").await;
+    hub.replicasets()
+        .rollout("default", "settings", "pause")
+        .await
+        .unwrap();
+    b.wait_until(
+        "return document.getElementById('state').innerText.includes('Paused')",
+        "Paused on the open page",
+        PAGE,
+    )
+    .await;
+    assert_eq!(b.js("return window.__notReloaded === true").await, true);
+    b.screenshot("rollout").await;
+
+    // The add-on's rollout, read-only.
+    b.goto(&format!("{base}/addons/probe")).await;
+    b.wait_until(
+        "return !!document.getElementById('read-only') && \
+         !!document.querySelector('section.progression')",
+        "the add-on's rollout",
+        PAGE,
+    )
+    .await;
+    b.screenshot("addon").await;
+
+    // Every work of the fleet; a filter is a URL, a work's page is a click, back comes back.
+    b.goto(&format!("{base}/works")).await;
+    b.wait_until(
+        "return document.querySelectorAll('#works tbody tr').length >= 3",
+        "the fleet's works",
+        PAGE,
+    )
+    .await;
+    b.type_into("input[name=cluster]", "edge-2").await;
+    b.click("form.filters button").await;
+    b.wait_until(
+        "return location.search.includes('cluster=edge-2') && \
+         [...document.querySelectorAll('#works tbody tr')].every(r => r.dataset.work.startsWith('edge-2/'))",
+        "the works of edge-2",
+        PAGE,
+    )
+    .await;
+    b.screenshot("works").await;
+    b.click("#works tbody tr td:nth-child(2) a").await;
+    b.wait_until(
+        "return location.pathname.startsWith('/clusters/edge-2/works/')",
+        "a work's page",
+        PAGE,
+    )
+    .await;
+    tokio::time::timeout(PAGE, b.client.back())
+        .await
+        .unwrap()
+        .unwrap();
+    b.wait_until(
+        "return location.pathname === '/works' && location.search.includes('cluster=edge-2')",
+        "back on the filtered works",
+        PAGE,
+    )
+    .await;
+
+    b.stop().await;
+    for a in agents {
+        a.stop().await;
+    }
+    hub.stop().await;
+}

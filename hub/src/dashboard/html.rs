@@ -51,6 +51,8 @@ pub enum Nav {
     Overview,
     /// `/clusters`.
     Clusters,
+    /// `/works`.
+    Works,
     /// `/placements`.
     Placements,
     /// `/rollouts`.
@@ -102,12 +104,13 @@ pub fn page(title: &str, nav: Nav, frame: &Frame<'_>, body: &str) -> String {
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
          <title>{} · Flotilla</title><link rel=\"stylesheet\" href=\"/assets/style.css\">\
          <script src=\"/assets/app.js\" defer></script></head><body>\
-         <header><a class=\"brand\" href=\"/\">Flotilla</a><nav>{}{}{}{}{}</nav>\
+         <header><a class=\"brand\" href=\"/\">Flotilla</a><nav>{}{}{}{}{}{}</nav>\
          <span class=\"live\" id=\"live\" title=\"live updates\">●</span>{who}</header>\
          <main>{body}</main></body></html>\n",
         E(title),
         link(Nav::Overview, "/", "Overview"),
         link(Nav::Clusters, "/clusters", "Clusters"),
+        link(Nav::Works, "/works", "Works"),
         link(Nav::Placements, "/placements", "Placements"),
         link(Nav::Rollouts, "/rollouts", "Rollouts"),
         link(Nav::Policies, "/policies", "Policies"),

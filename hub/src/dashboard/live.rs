@@ -1,6 +1,12 @@
 //! The live feed: one task follows the cluster inventory's change notifications (the same
 //! broadcast the gRPC Watch APIs stream from), keeps the [`History`] and publishes what pages
 //! show — a cluster's new availability, the counts — to every open page as Server-Sent Events.
+//! While this hub runs the controllers it follows their views' broadcasts too (placements,
+//! replica sets, add-ons, policies — what their gRPC Watch APIs stream) and tells the pages
+//! showing one of them that it changed (`event: changed`, the kind and key; the page reads
+//! itself again), coalesced: each key at most once per [`LiveConfig::summary_every`], and past
+//! [`MAX_DIRTY`] keys in one period a single "every object of the kind" event. Replica sets'
+//! and add-ons' progress is remembered as it changes ([`Progress`]) for the progress plots.
 //!
 //! Bounds: at most [`LiveConfig::max_clients`] streams at once (more are answered 503); all
 //! streams share one broadcast ring of [`LiveConfig::buffer`] events, so a page that does not
@@ -8,9 +14,12 @@
 //! reloads the page), never buffered without limit. Shutdown ends every stream.
 
 use super::history::{Availability, Counts, History, HistoryLimits, Transition};
-use crate::inventory::{ChangeKind, ClusterInventory};
+use super::progress::{Progress, ProgressLimits};
+use crate::controllers::Controllers;
+use crate::inventory::{Change, ChangeKind, ClusterInventory, Inventory};
 use bytes::Bytes;
-use futures::Stream;
+use futures::stream::{BoxStream, SelectAll};
+use futures::{Stream, StreamExt};
 use hyper::body::Frame;
 use std::collections::HashSet;
 use std::convert::Infallible;
@@ -20,6 +29,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast, watch};
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 /// How the live feed is bounded.
 #[derive(Debug, Clone)]
@@ -36,6 +46,8 @@ pub struct LiveConfig {
     pub sample_every: Duration,
     /// How much history is kept.
     pub history: HistoryLimits,
+    /// How much rollout progress is kept.
+    pub progress: ProgressLimits,
 }
 
 impl Default for LiveConfig {
@@ -47,6 +59,7 @@ impl Default for LiveConfig {
             summary_every: Duration::from_millis(500),
             sample_every: Duration::from_secs(10),
             history: HistoryLimits::default(),
+            progress: ProgressLimits::default(),
         }
     }
 }
@@ -58,6 +71,171 @@ pub enum LiveEvent {
     Transition(Transition),
     /// The counts now.
     Summary(Counts),
+    /// A controller's object changed (`key` `*`: many of its kind did).
+    Changed {
+        /// Its kind.
+        kind: Kind,
+        /// Its key (`<ns>/<name>`, or the add-on's name).
+        key: Arc<str>,
+    },
+}
+
+/// The kinds of controller objects pages follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    /// A placement (`/placements/<ns>/<name>`).
+    Placement,
+    /// A ManifestWorkReplicaSet (`/rollouts/<ns>/<name>`).
+    Rollout,
+    /// A ClusterManagementAddOn (`/addons/<name>`).
+    AddOn,
+    /// A policy (`/policies`).
+    Policy,
+}
+
+impl Kind {
+    /// Its name in pages' `data-follow` and in the feed.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Placement => "placement",
+            Kind::Rollout => "rollout",
+            Kind::AddOn => "addon",
+            Kind::Policy => "policy",
+        }
+    }
+
+    /// The kind named `s`.
+    pub fn parse(s: &str) -> Option<Self> {
+        [Kind::Placement, Kind::Rollout, Kind::AddOn, Kind::Policy]
+            .into_iter()
+            .find(|k| k.as_str() == s)
+    }
+}
+
+/// Keys changed in one period past which a kind's changes are sent as one `*`.
+pub const MAX_DIRTY: usize = 256;
+
+/// What a page follows: `kind:key` or `kind:*`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Follows {
+    keys: HashSet<(Kind, String)>,
+    kinds: HashSet<Kind>,
+}
+
+impl Follows {
+    /// Parses `kind:key` items (space or comma separated), at most `max`; unknown kinds are
+    /// skipped.
+    pub fn parse(s: &str, max: usize) -> Self {
+        let mut f = Self::default();
+        for item in s.split([',', ' ']).filter(|i| !i.is_empty()).take(max) {
+            let Some((kind, key)) = item.split_once(':') else {
+                continue;
+            };
+            let Some(kind) = Kind::parse(kind) else {
+                continue;
+            };
+            if key == "*" {
+                f.kinds.insert(kind);
+            } else if !key.is_empty() {
+                f.keys.insert((kind, key.to_string()));
+            }
+        }
+        f
+    }
+
+    /// Whether nothing is followed.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty() && self.kinds.is_empty()
+    }
+
+    /// Whether a change of `kind`/`key` concerns the page.
+    pub fn wants(&self, kind: Kind, key: &str) -> bool {
+        self.kinds.contains(&kind)
+            || (key == "*" && self.keys.iter().any(|(k, _)| *k == kind))
+            || self.keys.contains(&(kind, key.to_string()))
+    }
+}
+
+/// Changed keys waiting for the next period (coalesced, bounded).
+#[derive(Debug, Default)]
+pub struct Dirty {
+    keys: std::collections::BTreeSet<(Kind, Arc<str>)>,
+    all: std::collections::BTreeSet<Kind>,
+}
+
+impl Dirty {
+    /// Notes a change (every object of `kind` when `key` is `None`).
+    pub fn mark(&mut self, kind: Kind, key: Option<Arc<str>>) {
+        if self.all.contains(&kind) {
+            return;
+        }
+        match key {
+            Some(k) if self.keys.len() < MAX_DIRTY => {
+                self.keys.insert((kind, k));
+            }
+            _ => {
+                self.keys.retain(|(k, _)| *k != kind);
+                self.all.insert(kind);
+            }
+        }
+    }
+
+    /// Whether nothing waits.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty() && self.all.is_empty()
+    }
+
+    /// The events to send, emptying it.
+    pub fn drain(&mut self) -> Vec<LiveEvent> {
+        let all = std::mem::take(&mut self.all);
+        let keys = std::mem::take(&mut self.keys);
+        all.into_iter()
+            .map(|kind| LiveEvent::Changed {
+                kind,
+                key: "*".into(),
+            })
+            .chain(
+                keys.into_iter()
+                    .map(|(kind, key)| LiveEvent::Changed { kind, key }),
+            )
+            .collect()
+    }
+}
+
+/// One controller view's change, as the feed's task sees it.
+enum ObjectChange {
+    /// An object changed; `progress` for replica sets and add-ons (`None` when deleted).
+    One {
+        kind: Kind,
+        key: Arc<str>,
+        progress: Option<(i64, i64, i64)>,
+    },
+    /// The task fell behind this kind's broadcast.
+    Lagged(Kind),
+}
+
+/// How far a rollout is: (done, failed, total).
+type Measure<T> = fn(&T) -> (i64, i64, i64);
+
+/// The changes of one controller view as [`ObjectChange`]s.
+fn follow_view<T: Send + Sync + 'static>(
+    view: &Inventory<T>,
+    kind: Kind,
+    progress: Option<Measure<T>>,
+) -> BoxStream<'static, ObjectChange> {
+    tokio_stream::wrappers::BroadcastStream::new(view.subscribe())
+        .map(move |c: Result<Change<T>, _>| match c {
+            Ok(c) => ObjectChange::One {
+                kind,
+                progress: match c.kind {
+                    ChangeKind::Deleted => None,
+                    _ => progress.map(|f| f(&c.object)),
+                },
+                key: c.key,
+            },
+            Err(_) => ObjectChange::Lagged(kind),
+        })
+        .boxed()
 }
 
 /// A stream's body: SSE frames.
@@ -67,6 +245,7 @@ pub type Events = Pin<Box<dyn Stream<Item = Result<Frame<Bytes>, Infallible>> + 
 #[derive(Clone)]
 pub struct Live {
     history: Arc<RwLock<History>>,
+    progress: Arc<RwLock<Progress>>,
     events: broadcast::Sender<Arc<LiveEvent>>,
     clients: Arc<Semaphore>,
     config: LiveConfig,
@@ -78,15 +257,18 @@ pub struct Live {
 pub struct Busy(pub usize);
 
 impl Live {
-    /// Starts following `inventory`; the task ends on `shutdown`.
+    /// Starts following `inventory`, and the controllers' views while `controllers` holds
+    /// them; the task ends on `shutdown`.
     pub fn start(
         inventory: ClusterInventory,
+        controllers: watch::Receiver<Option<Arc<Controllers>>>,
         config: LiveConfig,
         shutdown: watch::Receiver<bool>,
     ) -> (Self, JoinHandle<()>) {
         let (events, _) = broadcast::channel(config.buffer.max(16));
         let live = Self {
             history: Arc::new(RwLock::new(History::new(config.history))),
+            progress: Arc::new(RwLock::new(Progress::new(config.progress))),
             events,
             clients: Arc::new(Semaphore::new(config.max_clients)),
             config,
@@ -94,8 +276,64 @@ impl Live {
         // Subscribe before the first catch-up so that nothing falls between them.
         let rx = inventory.subscribe();
         live.catch_up(&inventory, true);
-        let task = tokio::spawn(live.clone().follow(inventory, rx, shutdown));
+        let task = tokio::spawn(
+            live.clone()
+                .follow(inventory, rx, controllers, shutdown)
+                .instrument(tracing::info_span!("dashboard_live")),
+        );
         (live, task)
+    }
+
+    /// The progress seen of a rollout (`rollout:<ns>/<name>`, `addon:<name>`), oldest first.
+    pub fn progress(&self, key: &str) -> Vec<super::progress::Point> {
+        self.progress.read().expect("progress lock").points(key)
+    }
+
+    /// Subscribes to the controllers' views (when they run here) and records every rollout's
+    /// progress now.
+    fn follow_controllers(
+        &self,
+        controllers: &watch::Receiver<Option<Arc<Controllers>>>,
+    ) -> SelectAll<BoxStream<'static, ObjectChange>> {
+        let mut views = SelectAll::new();
+        let Some(ctl) = controllers.borrow().clone() else {
+            return views;
+        };
+        // Subscribe before reading so that nothing falls between.
+        views.push(follow_view(ctl.placements.views(), Kind::Placement, None));
+        views.push(follow_view(
+            ctl.replicasets.views(),
+            Kind::Rollout,
+            Some(super::progress::of_replica_set),
+        ));
+        views.push(follow_view(
+            &ctl.addons.store().addon_views,
+            Kind::AddOn,
+            Some(super::progress::of_addon),
+        ));
+        views.push(follow_view(ctl.policies.views(), Kind::Policy, None));
+        self.record_all(&ctl, None);
+        views
+    }
+
+    /// Records every replica set's and add-on's progress (`only`: one kind).
+    fn record_all(&self, ctl: &Controllers, only: Option<Kind>) {
+        let now = SystemTime::now();
+        let mut p = self.progress.write().expect("progress lock");
+        if only.is_none_or(|k| k == Kind::Rollout) {
+            for (key, rs) in ctl.replicasets.views().with_prefix("") {
+                p.record(
+                    &format!("rollout:{key}"),
+                    now,
+                    super::progress::of_replica_set(&rs),
+                );
+            }
+        }
+        if only.is_none_or(|k| k == Kind::AddOn) {
+            for (key, a) in ctl.addons.store().addon_views.with_prefix("") {
+                p.record(&format!("addon:{key}"), now, super::progress::of_addon(&a));
+            }
+        }
     }
 
     /// Reads the history.
@@ -127,13 +365,55 @@ impl Live {
         self,
         inventory: ClusterInventory,
         mut rx: broadcast::Receiver<crate::inventory::Change<flotilla_api::v1::ManagedCluster>>,
+        mut controllers: watch::Receiver<Option<Arc<Controllers>>>,
         mut shutdown: watch::Receiver<bool>,
     ) {
         let mut summary = tokio::time::interval(self.config.summary_every);
+        // After a quiet spell the first change goes out at once and the next wait a whole
+        // period (the default would fire every missed tick at once: no coalescing).
+        summary.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut sample = tokio::time::interval(self.config.sample_every);
         let mut dirty = false;
+        let mut objects = Dirty::default();
+        controllers.mark_unchanged();
+        let mut views = self.follow_controllers(&controllers);
+        let mut hosted = true;
         loop {
             tokio::select! {
+                changed = controllers.changed(), if hosted => {
+                    if changed.is_err() {
+                        // The hub is stopping: no controllers any more.
+                        hosted = false;
+                        views = SelectAll::new();
+                    } else {
+                        views = self.follow_controllers(&controllers);
+                    }
+                    // Started or stopped here: every page of a controller's object is stale.
+                    for kind in [Kind::Placement, Kind::Rollout, Kind::AddOn, Kind::Policy] {
+                        objects.mark(kind, None);
+                    }
+                }
+                Some(change) = views.next(), if !views.is_empty() => match change {
+                    ObjectChange::One { kind, key, progress } => {
+                        let tagged = format!("{}:{key}", kind.as_str());
+                        {
+                            let mut p = self.progress.write().expect("progress lock");
+                            match progress {
+                                Some(v) => p.record(&tagged, SystemTime::now(), v),
+                                None if matches!(kind, Kind::Rollout | Kind::AddOn) => p.forget(&tagged),
+                                None => {}
+                            }
+                        }
+                        objects.mark(kind, Some(key));
+                    }
+                    ObjectChange::Lagged(kind) => {
+                        tracing::debug!(kind = kind.as_str(), "dashboard: fell behind a controller's view");
+                        if let Some(ctl) = controllers.borrow().clone() {
+                            self.record_all(&ctl, Some(kind));
+                        }
+                        objects.mark(kind, None);
+                    }
+                },
                 change = rx.recv() => {
                     let transitions = match change {
                         Ok(c) => {
@@ -155,10 +435,15 @@ impl Live {
                         let _ = self.events.send(Arc::new(LiveEvent::Transition(t)));
                     }
                 }
-                _ = summary.tick(), if dirty => {
-                    dirty = false;
-                    let counts = self.read(History::counts);
-                    let _ = self.events.send(Arc::new(LiveEvent::Summary(counts)));
+                _ = summary.tick(), if dirty || !objects.is_empty() => {
+                    if dirty {
+                        dirty = false;
+                        let counts = self.read(History::counts);
+                        let _ = self.events.send(Arc::new(LiveEvent::Summary(counts)));
+                    }
+                    for e in objects.drain() {
+                        let _ = self.events.send(Arc::new(e));
+                    }
                 }
                 _ = sample.tick() => {
                     self.history.write().expect("history lock").sample(SystemTime::now());
@@ -168,11 +453,13 @@ impl Live {
         }
     }
 
-    /// A stream for a page that shows `clusters` (`None`: every cluster's transitions), ended
-    /// by `shutdown`; refused when [`LiveConfig::max_clients`] are open.
+    /// A stream for a page that shows `clusters` (`None`: every cluster's transitions) and
+    /// `follows` controllers' objects, ended by `shutdown`; refused when
+    /// [`LiveConfig::max_clients`] are open.
     pub fn stream(
         &self,
         clusters: Option<HashSet<String>>,
+        follows: Follows,
         shutdown: watch::Receiver<bool>,
     ) -> Result<Events, Busy> {
         let permit = self
@@ -194,6 +481,7 @@ impl Live {
         let state = Streaming {
             rx,
             clusters,
+            follows,
             heartbeat: tokio::time::interval_at(
                 tokio::time::Instant::now() + self.config.heartbeat,
                 self.config.heartbeat,
@@ -211,6 +499,7 @@ impl Live {
 struct Streaming {
     rx: broadcast::Receiver<Arc<LiveEvent>>,
     clusters: Option<HashSet<String>>,
+    follows: Follows,
     heartbeat: tokio::time::Interval,
     shutdown: watch::Receiver<bool>,
     pending: Option<String>,
@@ -230,10 +519,15 @@ async fn next(mut s: Streaming) -> Option<(Result<Frame<Bytes>, Infallible>, Str
         tokio::select! {
             event = s.rx.recv() => match event {
                 Ok(e) => {
-                    if let LiveEvent::Transition(t) = &*e
-                        && let Some(names) = &s.clusters
-                        && !names.contains(&*t.cluster)
-                    {
+                    let wanted = match &*e {
+                        LiveEvent::Transition(t) => s
+                            .clusters
+                            .as_ref()
+                            .is_none_or(|names| names.contains(&*t.cluster)),
+                        LiveEvent::Summary(_) => true,
+                        LiveEvent::Changed { kind, key } => s.follows.wants(*kind, key),
+                    };
+                    if !wanted {
                         continue;
                     }
                     return Some((frame(encode(&e)), s));
@@ -273,6 +567,10 @@ pub fn encode(e: &LiveEvent) -> String {
             });
             out.push_str(&format!("event: transition\ndata: {data}\n\n"));
             out
+        }
+        LiveEvent::Changed { kind, key } => {
+            let data = serde_json::json!({"kind": kind.as_str(), "key": &**key});
+            format!("event: changed\ndata: {data}\n\n")
         }
         LiveEvent::Summary(c) => {
             let mut counts = serde_json::Map::new();

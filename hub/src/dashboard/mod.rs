@@ -7,10 +7,13 @@
 //! - [`auth`]: bearer tokens, the sign-in form's sessions, CSRF (pure rules + the session map).
 //! - [`html`]: escaping and the page frame (pure).
 //! - [`history`]: availability per cluster, transitions, counts over time (pure).
-//! - [`live`]: the task that follows the inventory and the Server-Sent Events streams.
+//! - [`live`]: the task that follows the inventory and the controllers' views, and the
+//!   Server-Sent Events streams.
 //! - [`overview`], [`clusters`], [`cluster`], [`placements`], [`rollouts`], [`policies`]: each
 //!   view, built from the hub's in-memory views (pure).
-//! - [`work`]: one ManifestWork's conditions and feedback per manifest (pure).
+//! - [`work`]: one ManifestWork's conditions and feedback per manifest (pure); [`works`]: every
+//!   work of the fleet, filtered and paged (pure).
+//! - [`progress`]: rollouts' progress as the dashboard saw it change (pure).
 //! - [`plot`]: inline SVG pictures (pure).
 //! - [`server`]: the thin HTTP layer over all of them.
 //!
@@ -27,10 +30,12 @@ pub mod overview;
 pub mod placements;
 pub mod plot;
 pub mod policies;
+pub mod progress;
 pub mod rollouts;
 pub mod route;
 pub mod server;
 pub mod work;
+pub mod works;
 
 #[cfg(test)]
 mod tests;
@@ -77,6 +82,7 @@ pub fn start(
 ) -> Vec<JoinHandle<()>> {
     let (live, feed) = live::Live::start(
         sources.inventory.clone(),
+        sources.units.watch_controllers(),
         config.live.clone(),
         shutdown.clone(),
     );

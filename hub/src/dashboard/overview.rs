@@ -1,5 +1,6 @@
 //! `/`: the fleet at a glance — clusters by availability and by cluster set, registrations
-//! waiting for an admin, the latest transitions, availability over time.
+//! waiting for an admin (with Accept and Deny for identities the API would let call
+//! `AcceptClusters` / `DenyClusters`), the latest transitions, availability over time.
 
 use super::history::{Availability, Counts, History, Sample, Transition};
 use super::html::{E, U, badge, system_time, timestamp};
@@ -14,6 +15,22 @@ pub const PENDING_SHOWN: usize = 50;
 /// Transitions listed on the page.
 pub const TRANSITIONS_SHOWN: usize = 20;
 
+/// The API method accepting a registration is (the access table decides who may).
+pub const ACCEPT_METHOD: &str = "/flotilla.v1.ClusterService/AcceptClusters";
+/// The API method denying one is.
+pub const DENY_METHOD: &str = "/flotilla.v1.ClusterService/DenyClusters";
+
+/// What the viewer may do with a pending registration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Registrations<'a> {
+    /// `Err(why)` when the viewer may not accept.
+    pub accept: Result<(), String>,
+    /// `Err(why)` when the viewer may not deny.
+    pub deny: Result<(), String>,
+    /// The CSRF token of the viewer's forms.
+    pub csrf: &'a str,
+}
+
 /// A registration waiting for an admin.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pending {
@@ -21,6 +38,10 @@ pub struct Pending {
     pub name: String,
     /// When it registered.
     pub since: String,
+    /// The fingerprint of the agent key waiting (`""`: none, an agent without keys) — what
+    /// the Accept form sends, so that the admin accepts the key they saw and not one that
+    /// registered after the page was drawn.
+    pub key: String,
 }
 
 /// What the overview shows.
@@ -55,9 +76,17 @@ pub fn build(clusters: &[Arc<ManagedCluster>], history: &History) -> Overview {
         by_set.entry(set).or_default().0[a as usize] += 1;
         if a == Availability::Pending && pending.len() < PENDING_SHOWN {
             let m = c.metadata.clone().unwrap_or_default();
+            let key = c.hub.as_ref().map_or("", |h| {
+                if h.requested_public_key.is_empty() {
+                    h.agent_public_key.as_str()
+                } else {
+                    h.requested_public_key.as_str()
+                }
+            });
             pending.push(Pending {
                 name: m.name,
                 since: timestamp(m.creation_timestamp.as_ref()),
+                key: flotilla_api::fingerprint::of(key),
             });
         }
     }
@@ -84,9 +113,13 @@ pub fn transition_item(t: &Transition) -> String {
     )
 }
 
-/// The page's body.
-pub fn render(o: &Overview) -> String {
-    let mut out = String::from("<h1>Fleet overview</h1><section class=\"cards\">");
+/// The page's body; `notice` is the outcome of an accept or deny just made.
+pub fn render(o: &Overview, may: &Registrations<'_>, notice: Option<&str>) -> String {
+    let mut out = String::from("<h1>Fleet overview</h1>");
+    if let Some(n) = notice {
+        let _ = write!(out, "<p class=\"notice\" id=\"notice\">{}</p>", E(n));
+    }
+    out.push_str("<section class=\"cards\">");
     let _ = write!(
         out,
         "<a class=\"card\" href=\"/clusters\"><span class=\"n\" data-count=\"total\">{}</span>\
@@ -135,15 +168,47 @@ pub fn render(o: &Overview) -> String {
             "<p class=\"muted\">None: every registered cluster is accepted or denied.</p>",
         );
     } else {
-        out.push_str("<table><thead><tr><th>Cluster</th><th>Registered</th></tr></thead><tbody>");
+        let acts = may.accept.is_ok() || may.deny.is_ok();
+        out.push_str(
+            "<table id=\"pending\"><thead><tr><th>Cluster</th><th>Registered</th><th>Agent key</th>",
+        );
+        if acts {
+            out.push_str("<th></th>");
+        }
+        out.push_str("</tr></thead><tbody>");
         for p in &o.pending {
             let _ = write!(
                 out,
-                "<tr><td><a href=\"/clusters/{}\">{}</a></td><td>{}</td></tr>",
+                "<tr data-pending=\"{}\"><td><a href=\"/clusters/{}\">{}</a></td><td>{}</td><td><code>{}</code></td>",
+                E(&p.name),
                 U(&p.name),
                 E(&p.name),
-                E(&p.since)
+                E(&p.since),
+                E(if p.key.is_empty() {
+                    "-"
+                } else {
+                    p.key.as_str()
+                })
             );
+            if acts {
+                let _ = write!(
+                    out,
+                    "<td><form method=\"post\" action=\"/clusters/{}/registration\" class=\"inline actions\">\
+                     <input type=\"hidden\" name=\"csrf\" value=\"{}\">\
+                     <input type=\"hidden\" name=\"key\" value=\"{}\">",
+                    U(&p.name),
+                    E(may.csrf),
+                    E(&p.key)
+                );
+                if may.accept.is_ok() {
+                    out.push_str("<button type=\"submit\" name=\"action\" value=\"accept\" class=\"accept\">Accept</button>");
+                }
+                if may.deny.is_ok() {
+                    out.push_str("<button type=\"submit\" name=\"action\" value=\"deny\" class=\"deny\">Deny</button>");
+                }
+                out.push_str("</form></td>");
+            }
+            out.push_str("</tr>");
         }
         out.push_str("</tbody></table>");
         let total = o.counts.get(Availability::Pending);
@@ -153,7 +218,16 @@ pub fn render(o: &Overview) -> String {
                 "<p><a href=\"/clusters?availability=Pending\">All {total} pending</a></p>"
             );
         }
-        out.push_str("<p class=\"muted\">Accept with <code>flotilla accept NAME --key …</code> (see the key with <code>flotilla get clusters -o wide</code>).</p>");
+        if let Err(why) = &may.accept {
+            let _ = write!(
+                out,
+                "<p class=\"muted\" id=\"may-not-accept\">{}; an admin accepts here or with \
+                 <code>flotilla accept NAME --key …</code>.</p>",
+                E(why)
+            );
+        } else {
+            out.push_str("<p class=\"muted\">Accept sends the key fingerprint shown: a key that registered after this page was drawn is not accepted.</p>");
+        }
     }
     out.push_str(
         "</section></div><h2>Recent transitions</h2><ul id=\"transitions\" class=\"transitions\">",

@@ -20,7 +20,7 @@ fn ns_name(v: &PlacementView) -> (String, String) {
 
 /// The list's body.
 pub fn render_list(views: &[Arc<PlacementView>]) -> String {
-    let mut out = String::from("<h1>Placements</h1>");
+    let mut out = String::from("<h1 data-follow=\"placement:*\">Placements</h1>");
     if views.is_empty() {
         out.push_str("<p class=\"muted\">No placement. Apply one with <code>flotilla apply -f placement.yaml</code>.</p>");
         return out;
@@ -53,14 +53,57 @@ pub fn render_list(views: &[Arc<PlacementView>]) -> String {
     out
 }
 
+/// The distribution of the feasible clusters' totals, and of each prioritizer's scores (its
+/// raw score, before the weight), as histograms.
+pub fn distributions(debug: &PlacementDebug) -> String {
+    let totals: Vec<i64> = debug.clusters.iter().filter_map(|c| c.total).collect();
+    if totals.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "<h3>Score distributions (feasible clusters)</h3><div class=\"hists\" id=\"distributions\">",
+    );
+    let _ = write!(
+        out,
+        "<figure data-prioritizer=\"\"><figcaption>Total ({} clusters)</figcaption>{}</figure>",
+        totals.len(),
+        super::plot::histogram(&totals, 20)
+    );
+    for p in &debug.prioritizers {
+        let scores: Vec<i64> = debug
+            .clusters
+            .iter()
+            .filter(|c| c.total.is_some())
+            .filter_map(|c| c.scores.iter().find(|s| s.prioritizer == p.prioritizer))
+            .map(|s| s.score)
+            .collect();
+        if scores.is_empty() {
+            continue;
+        }
+        let _ = write!(
+            out,
+            "<figure data-prioritizer=\"{}\"><figcaption>{} (weight {})</figcaption>{}</figure>",
+            E(&p.prioritizer),
+            E(&p.prioritizer),
+            p.weight,
+            super::plot::histogram(&scores, 20)
+        );
+    }
+    out.push_str("</div>");
+    out
+}
+
 /// One placement's body: its decisions by group, and the scheduler's reasons (`debug`; its
 /// error when it could not be explained).
 pub fn render(view: &PlacementView, debug: Result<&PlacementDebug, &str>) -> String {
     let (ns, name) = ns_name(view);
     let st = view.placement.status.clone().unwrap_or_default();
     let mut out = format!(
-        "<p class=\"crumbs\"><a href=\"/placements\">Placements</a> / {}</p><h1>{}</h1>",
+        "<p class=\"crumbs\"><a href=\"/placements\">Placements</a> / {}</p>\
+         <h1 data-follow=\"placement:{}/{}\">{}</h1>",
         E(&ns),
+        E(&ns),
+        E(&name),
         E(&name)
     );
     let _ = write!(
@@ -115,11 +158,7 @@ pub fn render(view: &PlacementView, debug: Result<&PlacementDebug, &str>) -> Str
             E(&debug.eligible_sets.join(", "))
         );
     }
-    let totals: Vec<i64> = debug.clusters.iter().filter_map(|c| c.total).collect();
-    if !totals.is_empty() {
-        out.push_str("<h3>Score distribution (feasible clusters)</h3>");
-        out.push_str(&super::plot::histogram(&totals, 20));
-    }
+    out.push_str(&distributions(debug));
     out.push_str("<table id=\"reasons\"><thead><tr><th>Cluster</th><th>Filters</th>");
     for p in &debug.prioritizers {
         let _ = write!(out, "<th>{} (×{})</th>", E(&p.prioritizer), p.weight);

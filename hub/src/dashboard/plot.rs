@@ -160,3 +160,137 @@ pub fn progress(done: i64, bad: i64, total: i64) -> String {
         pct(bad)
     )
 }
+
+/// One bar of [`groups`]: a decision group's label and its (done, failed, total).
+pub struct GroupBar<'a> {
+    /// What the bar is labelled with (the group's index and name).
+    pub label: &'a str,
+    /// Clusters done.
+    pub done: i64,
+    /// Clusters failed.
+    pub failed: i64,
+    /// Clusters in the group.
+    pub total: i64,
+}
+
+/// A rollout's decision groups as horizontal bars, each as long as the group is large (the
+/// largest group spans the plot), filled by what is done and what failed.
+pub fn groups(bars: &[GroupBar<'_>]) -> String {
+    if bars.is_empty() {
+        return String::new();
+    }
+    const ROW: f64 = 22.0;
+    const LABEL: f64 = 150.0;
+    let h = ROW * bars.len() as f64 + 8.0;
+    let max = bars.iter().map(|b| b.total).max().unwrap_or(1).max(1) as f64;
+    let span = W - LABEL - 90.0;
+    let mut svg = format!(
+        "<svg class=\"plot groups-plot\" viewBox=\"0 0 {W} {h}\" role=\"img\" \
+         aria-label=\"progress per decision group\">"
+    );
+    for (i, b) in bars.iter().enumerate() {
+        let y = 4.0 + ROW * i as f64;
+        let len = |v: i64| span * v.clamp(0, b.total.max(0)) as f64 / max;
+        let _ = write!(
+            svg,
+            "<g class=\"group-bar\" data-done=\"{}\" data-total=\"{}\">\
+             <title>{}/{} done, {} failed</title>\
+             <rect class=\"track\" x=\"{LABEL}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{:.1}\"/>\
+             <rect class=\"bar\" x=\"{LABEL}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{:.1}\"/>\
+             <rect class=\"bar-bad\" x=\"{:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{:.1}\"/>\
+             <text class=\"tick\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>\
+             <text class=\"tick\" x=\"{:.1}\" y=\"{:.1}\">{}/{}</text></g>",
+            b.done,
+            b.total,
+            b.done,
+            b.total,
+            b.failed,
+            len(b.total).max(1.0),
+            ROW - 6.0,
+            len(b.done),
+            ROW - 6.0,
+            LABEL + len(b.done),
+            len(b.failed),
+            ROW - 6.0,
+            LABEL - 6.0,
+            y + ROW - 10.0,
+            super::html::E(b.label),
+            LABEL + len(b.total) + 6.0,
+            y + ROW - 10.0,
+            b.done,
+            b.total,
+        );
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
+/// A rollout's progress over time: the share of its clusters done (and failed) at each point
+/// the dashboard saw, drawn as steps (the value holds until the next change).
+pub fn over_time(points: &[super::progress::Point]) -> String {
+    let Some(first) = points.first() else {
+        return "<p class=\"muted\">No progress seen yet.</p>".into();
+    };
+    let last_at = points.last().map_or(first.at, |p| p.at);
+    let now = std::time::SystemTime::now().max(last_at);
+    let span = now
+        .duration_since(first.at)
+        .map_or(0.0, |d| d.as_secs_f64())
+        .max(1.0);
+    let x = |at: std::time::SystemTime| {
+        PAD + (W - 2.0 * PAD) * at.duration_since(first.at).map_or(0.0, |d| d.as_secs_f64()) / span
+    };
+    let y = |v: i64, total: i64| {
+        let share = if total <= 0 {
+            0.0
+        } else {
+            v.clamp(0, total) as f64 / total as f64
+        };
+        H - PAD - (H - 2.0 * PAD) * share
+    };
+    let line = |pick: fn(&super::progress::Point) -> i64| {
+        let mut pts = Vec::with_capacity(points.len() * 2 + 1);
+        for (i, p) in points.iter().enumerate() {
+            if i > 0 {
+                let prev = &points[i - 1];
+                pts.push(format!("{:.1},{:.1}", x(p.at), y(pick(prev), prev.total)));
+            }
+            pts.push(format!("{:.1},{:.1}", x(p.at), y(pick(p), p.total)));
+        }
+        let end = points.last().unwrap_or(first);
+        pts.push(format!("{:.1},{:.1}", x(now), y(pick(end), end.total)));
+        pts.join(" ")
+    };
+    let mut svg = format!(
+        "<svg class=\"plot\" id=\"progress-over-time\" viewBox=\"0 0 {W} {H}\" role=\"img\" \
+         aria-label=\"rollout progress over time\">\
+         <line class=\"axis\" x1=\"{PAD}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>\
+         <text x=\"2\" y=\"{}\" class=\"tick\">100%</text><text x=\"2\" y=\"{}\" class=\"tick\">0</text>",
+        H - PAD,
+        W - PAD,
+        H - PAD,
+        PAD + 4.0,
+        H - PAD + 4.0
+    );
+    let _ = write!(
+        svg,
+        "<polyline class=\"s-ok\" fill=\"none\" points=\"{}\"><title>done</title></polyline>",
+        line(|p| p.done)
+    );
+    if points.iter().any(|p| p.failed > 0) {
+        let _ = write!(
+            svg,
+            "<polyline class=\"s-bad\" fill=\"none\" points=\"{}\"><title>failed</title></polyline>",
+            line(|p| p.failed)
+        );
+    }
+    let _ = write!(
+        svg,
+        "<text x=\"{}\" y=\"{}\" class=\"tick\" text-anchor=\"end\">last {} · {} changes seen</text></svg>",
+        W - PAD,
+        H - 6.0,
+        span_text(span as u64),
+        points.len()
+    );
+    svg
+}

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 /// The page's body.
 pub fn render(policies: &[Arc<Policy>]) -> String {
-    let mut out = String::from("<h1>Policies</h1>");
+    let mut out = String::from("<h1 data-follow=\"policy:*\">Policies</h1>");
     if policies.is_empty() {
         out.push_str("<p class=\"muted\">No policy.</p>");
         return out;

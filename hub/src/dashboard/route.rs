@@ -28,6 +28,11 @@ pub enum Route {
         /// The work's name.
         name: String,
     },
+    /// `POST /clusters/<name>/registration`: accept or deny a registration (form field
+    /// `action`, and `key`: the fingerprint of the agent key the admin saw).
+    Registration(String),
+    /// `GET /works`: every work, paged, filtered by cluster, name and state.
+    Works,
     /// `GET /placements`.
     Placements,
     /// `GET /placements/<namespace>/<name>`.
@@ -53,6 +58,8 @@ pub enum Route {
         /// Its name.
         name: String,
     },
+    /// `GET /addons/<name>`: an add-on's rollout over its install strategy's placements.
+    AddOn(String),
     /// `GET /policies`: compliance per policy and cluster.
     Policies,
     /// `GET /events`: the live feed (Server-Sent Events).
@@ -108,10 +115,12 @@ pub fn route(method: &Method, path: &str) -> Result<Route, NoRoute> {
         [] => get(Route::Overview),
         ["clusters"] => get(Route::Clusters),
         ["clusters", name] if named(name) => get(Route::Cluster(name.into())),
+        ["clusters", name, "registration"] if named(name) => post(Route::Registration(name.into())),
         ["clusters", cluster, "works", name] if named(cluster) && named(name) => get(Route::Work {
             cluster: cluster.into(),
             name: name.into(),
         }),
+        ["works"] => get(Route::Works),
         ["placements"] => get(Route::Placements),
         ["placements", ns, name] if named(ns) && named(name) => get(Route::Placement {
             namespace: ns.into(),
@@ -126,6 +135,7 @@ pub fn route(method: &Method, path: &str) -> Result<Route, NoRoute> {
                 get(Route::Rollout { namespace, name })
             }
         }
+        ["addons", name] if named(name) => get(Route::AddOn(name.into())),
         ["policies"] => get(Route::Policies),
         ["events"] => get(Route::Events),
         ["login"] if method == Method::POST => Ok(Route::Login),

@@ -6,7 +6,7 @@ use super::auth::{self, Refusal, Sessions, Via, Viewer};
 use super::html::{self, E, Frame, Nav, U};
 use super::live::Live;
 use super::route::{self, Asset, NoRoute, Route};
-use super::{cluster, clusters, overview, placements, policies, rollouts, work};
+use super::{cluster, clusters, overview, placements, policies, rollouts, work, works};
 use crate::inventory::{ClusterInventory, WorkInventory};
 use crate::keys::ObjectRef;
 use bytes::Bytes;
@@ -253,12 +253,61 @@ async fn handle(d: &Deps, req: http::Request<Incoming>) -> http::Response<Body> 
         Route::Overview => {
             let snapshot = d.inventory.snapshot();
             let o = d.live.read(|h| overview::build(&snapshot, h));
+            let may = overview::Registrations {
+                accept: viewer.may(overview::ACCEPT_METHOD),
+                deny: viewer.may(overview::DENY_METHOD),
+                csrf: &viewer.csrf,
+            };
+            let notice = match (
+                route::param(&query, "done"),
+                route::param(&query, "cluster"),
+            ) {
+                (Some(a @ ("accepted" | "denied")), Some(c)) => Some(format!("Cluster {c} {a}.")),
+                _ => None,
+            };
             page(
                 StatusCode::OK,
                 "Overview",
                 Nav::Overview,
                 &viewer,
-                &overview::render(&o),
+                &overview::render(&o, &may, notice.as_deref()),
+            )
+        }
+        Route::Registration(name) => registration(d, &viewer, req, &name).await,
+        Route::Works => {
+            let (q, errors) = works::WorksQuery::parse(&query);
+            let list = works::build(&d.works.with_prefix(""), &q);
+            page(
+                if errors.is_empty() {
+                    StatusCode::OK
+                } else {
+                    StatusCode::BAD_REQUEST
+                },
+                "Works",
+                Nav::Works,
+                &viewer,
+                &works::render(&list, &q, &errors),
+            )
+        }
+        Route::AddOn(name) => {
+            let Some(ctl) = d.units.controllers() else {
+                return not_here(&viewer);
+            };
+            let Some(cma) = ctl.addons.get_addon(&name) else {
+                return problem(
+                    StatusCode::NOT_FOUND,
+                    Some(&viewer),
+                    &format!("No ClusterManagementAddOn {name:?}."),
+                );
+            };
+            let installed = ctl.addons.list_cluster_addons("", &name);
+            let history = d.live.progress(&format!("addon:{name}"));
+            page(
+                StatusCode::OK,
+                &name,
+                Nav::Rollouts,
+                &viewer,
+                &rollouts::render_addon(&cma, &installed, &history),
             )
         }
         Route::Clusters => {
@@ -387,6 +436,7 @@ async fn handle(d: &Deps, req: http::Request<Incoming>) -> http::Response<Body> 
             let notice = route::param(&query, "done")
                 .filter(|a| rollouts::ACTIONS.contains(a))
                 .map(|a| format!("Rollout {a}: done."));
+            let history = d.live.progress(&format!("rollout:{namespace}/{name}"));
             page(
                 StatusCode::OK,
                 &format!("{namespace}/{name}"),
@@ -397,6 +447,7 @@ async fn handle(d: &Deps, req: http::Request<Incoming>) -> http::Response<Body> 
                     viewer.may(rollouts::ROLLOUT_METHOD),
                     &viewer.csrf,
                     notice.as_deref(),
+                    &history,
                 ),
             )
         }
@@ -421,7 +472,10 @@ async fn handle(d: &Deps, req: http::Request<Incoming>) -> http::Response<Body> 
                     .map(str::to_string)
                     .collect()
             });
-            match d.live.stream(followed, d.shutdown.clone()) {
+            let follows = route::param(&query, "follow")
+                .map(|f| super::live::Follows::parse(f, MAX_FOLLOWED))
+                .unwrap_or_default();
+            match d.live.stream(followed, follows, d.shutdown.clone()) {
                 Ok(events) => {
                     let mut resp = http::Response::new(StreamBody::new(events).boxed_unsync());
                     let h = resp.headers_mut();
@@ -546,6 +600,80 @@ async fn login(d: &Deps, req: http::Request<Incoming>) -> http::Response<Body> {
             &next,
             Some("That token is not known to this hub."),
         ),
+    }
+}
+
+/// Accepts or denies a pending registration (the overview's buttons): the same CSRF rules as
+/// every form, and what the API's `AcceptClusters` / `DenyClusters` need.
+async fn registration(
+    d: &Deps,
+    viewer: &Viewer,
+    req: http::Request<Incoming>,
+    name: &str,
+) -> http::Response<Body> {
+    let headers = req.headers().clone();
+    let fields = match form(req.into_body()).await {
+        Ok(f) => f,
+        Err(e) => return problem(StatusCode::BAD_REQUEST, Some(viewer), &e),
+    };
+    if let Err(why) = auth::check_post(viewer, route::param(&fields, "csrf"), &headers) {
+        return problem(StatusCode::FORBIDDEN, Some(viewer), &why);
+    }
+    let action = route::param(&fields, "action").unwrap_or_default();
+    let (method, edit, done) = match action {
+        "accept" => {
+            let key = route::param(&fields, "key")
+                .map(str::trim)
+                .filter(|k| !k.is_empty())
+                .map(str::to_string);
+            (
+                overview::ACCEPT_METHOD,
+                crate::cluster::AdminEdit::Accept(key),
+                "accepted",
+            )
+        }
+        "deny" => (
+            overview::DENY_METHOD,
+            crate::cluster::AdminEdit::Deny,
+            "denied",
+        ),
+        _ => {
+            return problem(
+                StatusCode::BAD_REQUEST,
+                Some(viewer),
+                &format!("action {action:?} is not accept or deny"),
+            );
+        }
+    };
+    if let Err(why) = viewer.may(method) {
+        tracing::info!(caller = %viewer.identity.name, cluster = %name, action, "dashboard registration action refused");
+        return problem(StatusCode::FORBIDDEN, Some(viewer), &why);
+    }
+    let Some(handle) = d
+        .units
+        .clusters
+        .get(name)
+        .filter(|_| d.inventory.get(name).is_some())
+    else {
+        return problem(
+            StatusCode::NOT_FOUND,
+            Some(viewer),
+            &format!("No managed cluster {name:?}."),
+        );
+    };
+    tracing::info!(caller = %viewer.identity.name, cluster = %name, action, "dashboard registration action");
+    match handle.edit(edit).await {
+        Ok(_) => redirect(&format!("/?done={done}&cluster={}", U(name))),
+        Err(e) => {
+            use crate::cluster::ClusterError as C;
+            let code = match &e {
+                C::NotFound(_) | C::Gone(_) => StatusCode::NOT_FOUND,
+                C::Invalid(_) => StatusCode::BAD_REQUEST,
+                C::Conflict(_) | C::Precondition(_) => StatusCode::CONFLICT,
+                C::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            };
+            problem(code, Some(viewer), &e.to_string())
+        }
     }
 }
 

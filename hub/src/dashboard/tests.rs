@@ -101,6 +101,19 @@ fn every_view_has_its_own_url_and_methods_are_checked() {
             name: "rs".into()
         })
     );
+    assert_eq!(get("/works"), Ok(Route::Works));
+    assert_eq!(
+        get("/addons/observability"),
+        Ok(Route::AddOn("observability".into()))
+    );
+    assert_eq!(
+        route::route(&Method::POST, "/clusters/edge-1/registration"),
+        Ok(Route::Registration("edge-1".into()))
+    );
+    assert_eq!(
+        get("/clusters/edge-1/registration"),
+        Err(route::NoRoute::Method("POST"))
+    );
     assert_eq!(
         route::route(&Method::POST, "/clusters"),
         Err(route::NoRoute::Method("GET"))
@@ -389,4 +402,380 @@ fn conditions_are_coloured_by_what_they_mean_for_their_type() {
     assert!(condition_badge("PlacementMisconfigured", "False").contains("badge ok"));
     assert!(condition_badge("Progressing", "False").contains("badge neutral"));
     assert!(condition_badge("Available", "<b>").contains("&lt;b&gt;"));
+}
+
+/// A work fixture on `cluster` with conditions `(type, status)`.
+fn work(
+    cluster: &str,
+    name: &str,
+    conds: &[(&str, &str)],
+) -> (Arc<str>, Arc<flotilla_api::v1::ManifestWork>) {
+    let w = flotilla_api::v1::ManifestWork {
+        metadata: Some(ObjectMeta {
+            name: name.into(),
+            namespace: cluster.into(),
+            ..Default::default()
+        }),
+        status: Some(flotilla_api::v1::ManifestWorkStatus {
+            conditions: conds
+                .iter()
+                .map(|(t, s)| Condition {
+                    r#type: (*t).into(),
+                    status: (*s).into(),
+                    message: format!("{t} is {s}"),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    (format!("{cluster}/{name}").into(), Arc::new(w))
+}
+
+#[test]
+fn the_works_list_filters_by_cluster_name_and_state_counts_states_and_pages() {
+    use super::works::{self, WorkState, WorksQuery};
+    let mut all = Vec::new();
+    for c in 0..30 {
+        let cluster = format!("edge-{c:02}");
+        all.push(work(
+            &cluster,
+            "app",
+            &[("Applied", "True"), ("Available", "True")],
+        ));
+        all.push(work(
+            &cluster,
+            "settings",
+            &[("Applied", "True"), ("Degraded", "True")],
+        ));
+        if c % 3 == 0 {
+            all.push(work(&cluster, "zz-new", &[]));
+        }
+        if c == 7 {
+            all.push(work(&cluster, "broken", &[("Applied", "False")]));
+        }
+    }
+    all.sort_by(|a, b| a.0.cmp(&b.0));
+    let q = |s: &str| {
+        let (q, errors) = WorksQuery::parse(&route::query(Some(s)));
+        assert!(errors.is_empty(), "{errors:?}");
+        q
+    };
+    let page = works::build(&all, &q(""));
+    assert_eq!((page.fleet, page.matching, page.pages), (71, 71, 2));
+    // Available, Applied, Pending, Failed, Degraded.
+    assert_eq!(page.by_state, [30, 0, 10, 1, 30]);
+    let page = works::build(&all, &q("cluster=EDGE-0&q=sett"));
+    assert_eq!(page.matching, 10);
+    assert!(
+        page.rows
+            .iter()
+            .all(|r| r.name == "settings" && r.cluster.starts_with("edge-0"))
+    );
+    assert_eq!(page.rows[0].state, WorkState::Degraded);
+    let page = works::build(&all, &q("state=Failed"));
+    assert_eq!(page.matching, 1);
+    assert_eq!(page.rows[0].cluster, "edge-07");
+    assert_eq!(page.rows[0].message, "Applied is False");
+    assert_eq!(page.by_state[3], 1, "the counts ignore the state filter");
+    let page = works::build(&all, &q("per=20&page=4"));
+    assert_eq!((page.page, page.rows.len()), (4, 11));
+    let html = works::render(&page, &q("per=20&page=4"), &[]);
+    assert!(
+        html.contains("href=\"/clusters/edge-27/works/zz-new\""),
+        "{html}"
+    );
+    assert!(
+        html.contains("href=\"/works?per=20&amp;page=3\" rel=\"prev\""),
+        "{html}"
+    );
+    assert!(!html.contains("rel=\"next\""));
+    let (_, errors) = WorksQuery::parse(&route::query(Some("state=Happy&per=0")));
+    assert_eq!(errors.len(), 2, "{errors:?}");
+}
+
+#[test]
+fn a_hostile_work_name_is_inert_in_the_works_list() {
+    use super::works::{self, WorksQuery};
+    let all = vec![work("c<1>", "<img src=x onerror=alert(1)>", &[])];
+    let html = works::render(
+        &works::build(&all, &WorksQuery::default()),
+        &WorksQuery::default(),
+        &[],
+    );
+    assert!(!html.contains("<img"), "{html}");
+    assert!(html.contains("/clusters/c%3C1%3E/works/%3Cimg%20src%3Dx"));
+}
+
+#[test]
+fn pages_follow_objects_by_kind_and_key() {
+    use super::live::{Follows, Kind};
+    let f = Follows::parse(
+        "placement:default/edge rollout:*,policy:,bogus:x,noColon",
+        10,
+    );
+    assert!(f.wants(Kind::Placement, "default/edge"));
+    assert!(!f.wants(Kind::Placement, "default/other"));
+    assert!(
+        f.wants(Kind::Placement, "*"),
+        "every placement changed: this one too"
+    );
+    assert!(f.wants(Kind::Rollout, "any/thing"));
+    assert!(!f.wants(Kind::AddOn, "*"));
+    assert!(!f.wants(Kind::Policy, "*"));
+    assert!(Follows::parse("", 10).is_empty());
+    assert_eq!(
+        Follows::parse("rollout:a/1 rollout:a/2 rollout:a/3", 2),
+        Follows::parse("rollout:a/1,rollout:a/2", 10)
+    );
+}
+
+#[test]
+fn object_changes_are_coalesced_per_key_and_bounded_per_kind() {
+    use super::live::{Dirty, Kind, LiveEvent, MAX_DIRTY};
+    let mut d = Dirty::default();
+    for _ in 0..5 {
+        d.mark(Kind::Rollout, Some("default/a".into()));
+    }
+    d.mark(Kind::Placement, Some("default/p".into()));
+    let events = d.drain();
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert!(d.is_empty());
+    for i in 0..MAX_DIRTY + 10 {
+        d.mark(Kind::Policy, Some(format!("ns/p{i}").into()));
+    }
+    d.mark(Kind::AddOn, Some("late".into()));
+    let events = d.drain();
+    assert_eq!(
+        events.len(),
+        2,
+        "past the bound: one event for every policy"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, LiveEvent::Changed { kind: Kind::Policy, key } if &**key == "*"))
+    );
+    let text = super::live::encode(&events[0]);
+    assert!(text.starts_with("event: changed\ndata: {"), "{text}");
+}
+
+#[test]
+fn rollout_progress_keeps_changes_only_and_is_bounded() {
+    use super::progress::{Progress, ProgressLimits};
+    let t0 = SystemTime::UNIX_EPOCH;
+    let mut p = Progress::new(ProgressLimits {
+        points: 3,
+        rollouts: 2,
+    });
+    p.record("rollout:a/1", t0, (0, 0, 10));
+    p.record("rollout:a/1", t0 + Duration::from_secs(1), (0, 0, 10));
+    assert_eq!(p.points("rollout:a/1").len(), 1, "a repeat is not a point");
+    for i in 1..=5 {
+        p.record(
+            "rollout:a/1",
+            t0 + Duration::from_secs(i),
+            (i as i64, 0, 10),
+        );
+    }
+    let pts = p.points("rollout:a/1");
+    assert_eq!(pts.iter().map(|x| x.done).collect::<Vec<_>>(), [3, 4, 5]);
+    p.record("addon:x", t0 + Duration::from_secs(2), (0, 0, 1));
+    p.record("addon:y", t0 + Duration::from_secs(9), (0, 0, 1));
+    assert_eq!(p.len(), 2);
+    assert!(
+        p.points("addon:x").is_empty(),
+        "the quietest rollout went first"
+    );
+    p.forget("addon:y");
+    assert!(p.points("addon:y").is_empty());
+    let svg = super::plot::over_time(&pts);
+    assert!(
+        svg.starts_with("<svg") && svg.contains("class=\"s-ok\""),
+        "{svg}"
+    );
+    assert!(!svg.contains("s-bad"), "no failure line without failures");
+}
+
+fn addon_fixture() -> flotilla_api::v1::ClusterManagementAddOn {
+    use flotilla_api::v1::*;
+    ClusterManagementAddOn {
+        metadata: Some(ObjectMeta {
+            name: "observability".into(),
+            ..Default::default()
+        }),
+        spec: Some(ClusterManagementAddOnSpec {
+            install_strategy: Some(InstallStrategy {
+                r#type: "Placements".into(),
+                placements: vec![
+                    PlacementStrategy {
+                        namespace: "default".into(),
+                        name: "edge".into(),
+                        rollout_strategy: Some(RolloutStrategy {
+                            r#type: "Progressive".into(),
+                            progressive: Some(RolloutConfig {
+                                max_concurrency: "25%".into(),
+                                max_failures: "1".into(),
+                                ..Default::default()
+                            }),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    },
+                    PlacementStrategy {
+                        namespace: "default".into(),
+                        name: "<later>".into(),
+                        ..Default::default()
+                    },
+                ],
+            }),
+            ..Default::default()
+        }),
+        status: Some(ClusterManagementAddOnStatus {
+            install_progressions: vec![InstallProgression {
+                namespace: "default".into(),
+                name: "edge".into(),
+                decision_groups: vec![
+                    DecisionGroupSummary {
+                        index: 0,
+                        name: "canary".into(),
+                        total: 2,
+                        available: 2,
+                    },
+                    DecisionGroupSummary {
+                        index: 1,
+                        name: String::new(),
+                        total: 8,
+                        available: 1,
+                    },
+                ],
+                stopped_reason: "maxFailures 1 reached: edge-3 failed <script>".into(),
+                total: 10,
+                updated: 3,
+                failed: 1,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+    }
+}
+
+#[test]
+fn an_addons_rollout_shows_progress_per_placement_and_group_why_it_stopped_and_no_controls() {
+    let cma = addon_fixture();
+    assert_eq!(super::progress::of_addon(&cma), (3, 1, 10));
+    let html = super::rollouts::render_addon(&cma, &[], &[]);
+    assert!(html.contains("data-follow=\"addon:observability\""));
+    assert!(
+        html.contains("Progressive, maxConcurrency 25%, maxFailures 1"),
+        "{html}"
+    );
+    assert!(html.contains("Stopped: maxFailures 1 reached: edge-3 failed &lt;script&gt;"));
+    assert!(!html.contains("<script>"));
+    assert_eq!(html.matches("class=\"group-bar\"").count(), 2);
+    assert!(
+        html.contains(">0: canary<") && html.contains(">group 1<"),
+        "{html}"
+    );
+    assert!(
+        html.contains("default/&lt;later&gt;</a></h3>") && html.contains("Not rolled out yet.")
+    );
+    assert!(html.contains("id=\"read-only\""));
+    assert!(
+        !html.contains("<button"),
+        "the API has no pause, resume or undo for add-ons"
+    );
+    let list = super::rollouts::render_list(&[], &[(Arc::new(cma), vec![])]);
+    assert!(list.contains("href=\"/addons/observability\""));
+    assert!(list.contains("3/10"), "{list}");
+    assert!(list.contains("default/edge: maxFailures 1 reached"));
+}
+
+#[test]
+fn pending_registrations_have_buttons_only_for_those_allowed_and_send_the_key_seen() {
+    use super::overview::{self, Registrations};
+    let mut c = Cluster::test("edge-new").pending().build();
+    Arc::make_mut(&mut c).hub = Some(flotilla_api::v1::HubClusterState {
+        requested_public_key: "UAGENTKEY".into(),
+        ..Default::default()
+    });
+    let h = History::new(HistoryLimits::default());
+    let o = overview::build(&[c], &h);
+    let fp = flotilla_api::fingerprint::of("UAGENTKEY");
+    assert_eq!(o.pending[0].key, fp);
+    let admin = Registrations {
+        accept: Ok(()),
+        deny: Ok(()),
+        csrf: "tok",
+    };
+    let html = overview::render(&o, &admin, Some("Cluster x accepted."));
+    assert!(html.contains("action=\"/clusters/edge-new/registration\""));
+    assert!(html.contains(&format!("name=\"key\" value=\"{fp}\"")));
+    assert!(html.contains("value=\"accept\"") && html.contains("value=\"deny\""));
+    assert!(html.contains("name=\"csrf\" value=\"tok\""));
+    let viewer = tokens().identify("view-token-01234567890").unwrap().clone();
+    let read_only = Registrations {
+        accept: viewer.may_call(overview::ACCEPT_METHOD),
+        deny: viewer.may_call(overview::DENY_METHOD),
+        csrf: "",
+    };
+    let html = overview::render(&o, &read_only, None);
+    assert!(
+        html.contains("data-pending=\"edge-new\""),
+        "the list is shown"
+    );
+    assert!(
+        !html.contains("<button type=\"submit\" name=\"action\""),
+        "{html}"
+    );
+    assert!(!html.contains("/registration"), "{html}");
+    assert!(html.contains("id=\"may-not-accept\""));
+}
+
+#[test]
+fn a_placement_shows_the_distribution_of_each_prioritizers_scores() {
+    use flotilla_api::v1::{ClusterDebug, PlacementDebug, PrioritizerWeight, ScoreDetail};
+    let cluster = |name: &str, steady: i64, cpu: i64, feasible: bool| ClusterDebug {
+        name: name.into(),
+        total: feasible.then_some(steady + 2 * cpu),
+        scores: vec![
+            ScoreDetail {
+                prioritizer: "Steady".into(),
+                score: steady,
+                ..Default::default()
+            },
+            ScoreDetail {
+                prioritizer: "ResourceAllocatableCPU".into(),
+                score: cpu,
+                ..Default::default()
+            },
+        ],
+        ..Default::default()
+    };
+    let debug = PlacementDebug {
+        prioritizers: vec![
+            PrioritizerWeight {
+                prioritizer: "Steady".into(),
+                weight: 1,
+            },
+            PrioritizerWeight {
+                prioritizer: "ResourceAllocatableCPU".into(),
+                weight: 2,
+            },
+        ],
+        clusters: vec![
+            cluster("a", 100, 0, true),
+            cluster("b", 0, 100, true),
+            cluster("c", 0, 50, false),
+        ],
+        ..Default::default()
+    };
+    let html = super::placements::distributions(&debug);
+    assert_eq!(html.matches("<figure").count(), 3, "{html}");
+    assert!(html.contains("ResourceAllocatableCPU (weight 2)"));
+    assert!(
+        html.contains("Total (2 clusters)"),
+        "only feasible clusters count"
+    );
 }

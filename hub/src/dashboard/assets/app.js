@@ -1,5 +1,7 @@
 // Flotilla dashboard: follows the hub's live feed (Server-Sent Events on /events) and updates
-// what the page shows. Values are written with textContent only, never as markup.
+// what the page shows. Values are written with textContent only, never as markup; a page of a
+// controller's object (data-follow) that is told it changed reads itself again and swaps its
+// <main> for the new one (markup the server escaped, parsed inert: no script runs from it).
 (function () {
   'use strict';
   var CLASSES = {
@@ -13,11 +15,17 @@
     names[el.getAttribute('data-cluster')] = true;
   });
   var list = Object.keys(names);
-  var url = '/events';
+  var follows = [];
+  document.querySelectorAll('[data-follow]').forEach(function (el) {
+    el.getAttribute('data-follow').split(' ').forEach(function (f) { if (f) { follows.push(f); } });
+  });
+  var params = [];
   if (!transitions && counts.length === 0) {
-    if (list.length === 0) { return; }
-    url += '?clusters=' + encodeURIComponent(list.join(','));
+    if (list.length === 0 && follows.length === 0) { return; }
+    if (list.length > 0) { params.push('clusters=' + encodeURIComponent(list.join(','))); }
   }
+  if (follows.length > 0) { params.push('follow=' + encodeURIComponent(follows.join(' '))); }
+  var url = '/events' + (params.length ? '?' + params.join('&') : '');
   function badge(word) {
     var span = document.createElement('span');
     span.className = 'badge ' + (CLASSES[word] || 'neutral');
@@ -48,6 +56,30 @@
       });
     });
   });
+  // A followed object changed: read the page again, at most once a second, one read at a time.
+  var refreshing = false, again = false, last = 0;
+  function refresh() {
+    if (refreshing) { again = true; return; }
+    var wait = last + 1000 - Date.now();
+    if (wait > 0) { refreshing = true; setTimeout(function () { refreshing = false; refresh(); }, wait); return; }
+    refreshing = true; again = false; last = Date.now();
+    fetch(location.href, { credentials: 'same-origin', headers: { Accept: 'text/html' } })
+      .then(function (r) {
+        if (!r.ok || r.redirected) { throw new Error('status ' + r.status); }
+        return r.text();
+      })
+      .then(function (text) {
+        var fresh = new DOMParser().parseFromString(text, 'text/html').querySelector('main');
+        var main = document.querySelector('main');
+        if (fresh && main) {
+          main.replaceWith(document.importNode(fresh, true));
+          document.body.setAttribute('data-refreshed', String(Number(document.body.getAttribute('data-refreshed') || 0) + 1));
+        }
+      })
+      .catch(function () { location.reload(); })
+      .finally(function () { refreshing = false; if (again) { refresh(); } });
+  }
+  source.addEventListener('changed', function () { refresh(); });
   source.addEventListener('summary', function (e) {
     var d = JSON.parse(e.data);
     counts.forEach(function (el) {
