@@ -9,14 +9,16 @@
 //! `Status` objects as a real API server words them.
 //!
 //! Not served: OpenAPI schemas (only the [`openapi`] kubectl needs to leave validation to the
-//! server), tables (kubectl prints what it prints for plain lists), logs, exec, port-forward,
-//! and RBAC (the simulated cluster has none).
+//! server), tables (kubectl prints what it prints for plain lists), exec, port-forward, and RBAC
+//! (the simulated cluster has none). Pods' logs are the simulated kubelet's ([`logs`]).
 //!
 //! - [`resources`]: the resource table and the discovery documents.
 //! - [`openapi`]: the OpenAPI v3 documents kubectl asks for before it writes.
 //! - [`patch`]: the patch types (pure).
 //! - [`watch`]: watch streams.
+//! - [`logs`]: pods' logs, followed.
 
+pub mod logs;
 pub mod openapi;
 pub mod patch;
 pub mod resources;
@@ -236,6 +238,9 @@ async fn resource_request(
     };
     let watching = matches!(request.param("watch").as_deref(), Some("true" | "1"));
     match (&request.method, target.name.is_empty()) {
+        (&Method::GET, false) if target.subresource == "log" && is_pods(&target) => {
+            logs::serve(backend, target, request).await
+        }
         (&Method::GET, true) if watching => watch::serve(backend, target.clone(), request).await,
         (&Method::GET, true) => list(backend.as_ref(), &target, request).await,
         (&Method::GET, false) => get(backend.as_ref(), &target).await,
@@ -251,6 +256,10 @@ async fn resource_request(
             None,
         ),
     }
+}
+
+fn is_pods(target: &Target) -> bool {
+    target.resource.group.is_empty() && target.resource.plural == "pods"
 }
 
 /// The objects of a resource, in its namespace (all when the path names none).

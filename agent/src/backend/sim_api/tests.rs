@@ -417,3 +417,190 @@ async fn a_watch_with_a_huge_timeout_serves_instead_of_panicking() {
     let resp = serve(b.clone(), req(Method::GET, CMS, &query, "", Value::Null)).await;
     assert_eq!(resp.status, StatusCode::OK);
 }
+
+const PODS: &str = "/api/v1/namespaces/default/pods";
+
+fn pod(name: &str, containers: &[&str]) -> Value {
+    let containers: Vec<Value> = containers
+        .iter()
+        .map(|c| json!({"name": c, "image": format!("registry.example/{c}:1")}))
+        .collect();
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {"containers": containers}})
+}
+
+async fn text(backend: &Arc<dyn Backend>, path: &str, query: &str) -> (StatusCode, String) {
+    let resp = serve(
+        backend.clone(),
+        req(Method::GET, path, query, "", Value::Null),
+    )
+    .await;
+    let mut body = resp.body;
+    let mut bytes = Vec::new();
+    while let Some(chunk) = body.next().await {
+        bytes.extend_from_slice(&chunk.unwrap());
+    }
+    (resp.status, String::from_utf8(bytes).unwrap())
+}
+
+#[tokio::test]
+async fn a_pods_log_is_its_simulated_kubelets_with_the_api_servers_parameters() {
+    let b = sim();
+    let (code, _) = call(
+        &b,
+        req(
+            Method::POST,
+            PODS,
+            "",
+            "application/json",
+            pod("web", &["nginx"]),
+        ),
+    )
+    .await;
+    assert_eq!(code, StatusCode::CREATED);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let (code, log) = text(&b, &format!("{PODS}/web/log"), "").await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(
+        log,
+        "simulated kubelet: pulled image \"registry.example/nginx:1\"\n\
+         simulated kubelet: started container nginx\n\
+         simulated kubelet: container nginx is ready\n"
+    );
+    let (_, tail) = text(
+        &b,
+        &format!("{PODS}/web/log"),
+        "tailLines=1&timestamps=true",
+    )
+    .await;
+    let (stamp, line) = tail.split_once(' ').unwrap();
+    assert!(stamp.ends_with('Z') && stamp.contains('T'), "{tail}");
+    assert_eq!(line, "simulated kubelet: container nginx is ready\n");
+    let (_, cut) = text(&b, &format!("{PODS}/web/log"), "limitBytes=10").await;
+    assert_eq!(cut, "simulated ");
+
+    // Refusals as the API server words them.
+    let (code, v) = call(
+        &b,
+        req(
+            Method::GET,
+            &format!("{PODS}/web/log"),
+            "container=php",
+            "",
+            Value::Null,
+        ),
+    )
+    .await;
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+    assert_eq!(v["message"], "container php is not valid for pod web");
+    call(
+        &b,
+        req(
+            Method::POST,
+            PODS,
+            "",
+            "application/json",
+            pod("two", &["a", "b"]),
+        ),
+    )
+    .await;
+    let (code, v) = call(
+        &b,
+        req(Method::GET, &format!("{PODS}/two/log"), "", "", Value::Null),
+    )
+    .await;
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        v["message"],
+        "a container name must be specified for pod two, choose one of: [a b]"
+    );
+    let (code, _) = call(
+        &b,
+        req(
+            Method::GET,
+            &format!("{PODS}/two/log"),
+            "container=b&tailLines=x",
+            "",
+            Value::Null,
+        ),
+    )
+    .await;
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+    let (code, _) = call(
+        &b,
+        req(
+            Method::GET,
+            &format!("{PODS}/gone/log"),
+            "",
+            "",
+            Value::Null,
+        ),
+    )
+    .await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_followed_log_streams_changes_and_ends_when_the_pod_is_deleted() {
+    let b = sim();
+    call(
+        &b,
+        req(
+            Method::POST,
+            PODS,
+            "",
+            "application/json",
+            pod("web", &["nginx"]),
+        ),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let resp = serve(
+        b.clone(),
+        req(
+            Method::GET,
+            &format!("{PODS}/web/log"),
+            "follow=true",
+            "",
+            Value::Null,
+        ),
+    )
+    .await;
+    let mut body = resp.body;
+    let mut next = async || {
+        let chunk = tokio::time::timeout(Duration::from_secs(10), body.next())
+            .await
+            .expect("a line in time");
+        chunk.map(|c| String::from_utf8(c.unwrap().to_vec()).unwrap())
+    };
+    for _ in 0..3 {
+        next().await.expect("the history");
+    }
+    let patch = json!({"metadata": {"labels": {"tier": "front"}}});
+    call(
+        &b,
+        req(
+            Method::PATCH,
+            &format!("{PODS}/web"),
+            "",
+            "application/merge-patch+json",
+            patch,
+        ),
+    )
+    .await;
+    let updated = next().await.unwrap();
+    assert!(
+        updated.starts_with("simulated kubelet: pod updated (resourceVersion "),
+        "{updated}"
+    );
+    call(
+        &b,
+        req(Method::DELETE, &format!("{PODS}/web"), "", "", Value::Null),
+    )
+    .await;
+    assert_eq!(
+        next().await.unwrap(),
+        "simulated kubelet: container nginx terminated (pod deleted)\n"
+    );
+    assert_eq!(next().await, None, "the stream ends with the pod");
+}
