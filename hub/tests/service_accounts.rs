@@ -509,7 +509,7 @@ async fn forward_start(
             route::FORWARD_SUBJECT,
             inbox,
             headers,
-            ev.encode(1 << 20).unwrap().into(),
+            ev.encode(1 << 20).unwrap(),
         )
         .await
         .unwrap();

@@ -39,7 +39,7 @@ pub enum Outcome {
 pub enum Reply {
     /// The status stream's message (this hub consumes the cluster's shard): acknowledged when
     /// done, handed back to JetStream for a delayed redelivery otherwise.
-    Stream(async_nats::jetstream::Message),
+    Stream(Box<async_nats::jetstream::Message>),
     /// A report forwarded by the hub consuming the cluster's shard: it is answered.
     Forwarded(oneshot::Sender<Outcome>),
 }

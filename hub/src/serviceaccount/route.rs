@@ -83,7 +83,7 @@ impl MsaSink {
             };
             if let Err(back) = accounts.try_report(ReportIn {
                 report,
-                reply: Reply::Stream(msg),
+                reply: Reply::Stream(Box::new(msg)),
             }) {
                 tracing::debug!(
                     "ManagedServiceAccount report left for redelivery: the mailbox is full"
@@ -111,7 +111,7 @@ impl MsaSink {
                     // `busy` (or an answer from a newer hub this one does not know): not
                     // stored, so delivered again.
                     tracing::debug!(answer = %text, "the controllers' hub did not take a ManagedServiceAccount report");
-                    Reply::Stream(msg).settle(Outcome::Retry).await;
+                    Reply::Stream(Box::new(msg)).settle(Outcome::Retry).await;
                     Ok(())
                 }
             }
@@ -119,7 +119,7 @@ impl MsaSink {
             // report the task already holds is found not newer and acknowledged).
             Err(e) => {
                 tracing::debug!(error = %e, "forwarding a ManagedServiceAccount report failed");
-                Reply::Stream(msg).settle(Outcome::Retry).await;
+                Reply::Stream(Box::new(msg)).settle(Outcome::Retry).await;
                 Ok(())
             }
         }
