@@ -1,6 +1,8 @@
 //! The one task of the hub's ManagedServiceAccounts: the only writer of both buckets. It takes
-//! applies, deletes, token reads and the clusters' reports from its mailbox, and wakes for
-//! re-deliveries and `ttlSecondsAfterCreation` deletions.
+//! applies, deletes, token reads and the clusters' reports from its mailbox (telling each
+//! report's source its [`Outcome`] once stored), follows the cluster inventory (a deleted
+//! cluster's accounts go with it), and wakes for re-deliveries, `ttlSecondsAfterCreation`
+//! deletions and retries of token-record removals.
 
 use super::rules::{self, Refusal};
 use super::{Buckets, Deps, MsaError, Views, token_key};
