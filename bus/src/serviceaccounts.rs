@@ -68,6 +68,24 @@ pub fn token_hash(token: &str) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The shortest token [`jwt_shaped`] lets through.
+pub const MIN_TOKEN_BYTES: usize = 16;
+
+/// Whether `token` could be a ServiceAccount token: shaped like a JWT (three non-empty
+/// base64url segments joined by dots, as Kubernetes' TokenRequest and legacy Secret tokens
+/// are), at least [`MIN_TOKEN_BYTES`] and at most [`MAX_TOKEN_BYTES`] long. A check that costs
+/// nothing, made before any lookup: a bearer that fails it is nobody's token.
+pub fn jwt_shaped(token: &str) -> bool {
+    (MIN_TOKEN_BYTES..=MAX_TOKEN_BYTES).contains(&token.len())
+        && token.split('.').count() == 3
+        && token.split('.').all(|segment| {
+            !segment.is_empty()
+                && segment
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
+}
+
 /// Why a token could not be sealed or opened.
 #[derive(Debug, Error)]
 pub enum SealError {
@@ -165,5 +183,26 @@ mod tests {
         let p = StatusSubject::parse(&s).unwrap();
         assert_eq!((p.cluster, p.kind), ("edge-1", KIND_MSA));
         assert_eq!(token_hash("a").len(), 64);
+    }
+
+    #[test]
+    fn only_jwt_shaped_bearers_are_looked_up() {
+        let jwt = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW0ifQ.c2lnbmF0dXJlLXNpZ24_-A";
+        assert!(jwt_shaped(jwt));
+        for bad in [
+            "",
+            "short.a.b",
+            "no-dots-at-all-but-long-enough",
+            "two.segments-only-but-long-enough",
+            "four.seg.ments.here-long-enough",
+            "empty..segment-long-enough",
+            "padded.base64url=.not-allowed-here",
+            "white space.in.a-token-long-enough",
+            "plus+slash/.std.base64-is-not-url",
+        ] {
+            assert!(!jwt_shaped(bad), "{bad:?}");
+        }
+        let long = format!("a.b.{}", "c".repeat(MAX_TOKEN_BYTES));
+        assert!(!jwt_shaped(&long));
     }
 }

@@ -463,3 +463,495 @@ async fn kubectl_with_an_accounts_token_reaches_its_cluster_only() {
     let refused = on_c1.fails(&["get", "configmaps"], None).await;
     assert!(refused.contains("logged in"), "{refused}");
 }
+
+/// A report of a new token `token` for `cluster/name`, sealed to `key`, issued `issued`.
+fn sealed_report(
+    cluster: &str,
+    name: &str,
+    token: &str,
+    key: &SealingKey,
+    issued: SystemTime,
+) -> ServiceAccountTokenReport {
+    let (sealed, sender) = msa::seal(token, key.public()).unwrap();
+    ServiceAccountTokenReport {
+        cluster_name: cluster.into(),
+        name: name.into(),
+        resource_id: msa::resource_id(cluster, name),
+        observed_generation: 1,
+        sealed_token: sealed,
+        sender_xkey: sender,
+        hub_xkey: key.public().to_string(),
+        expiration_timestamp: Some(flotilla_api::meta::timestamp(
+            issued + Duration::from_secs(3600),
+        )),
+        issued_at: Some(flotilla_api::meta::timestamp(issued)),
+        service_account_namespace: NAMESPACE.into(),
+        ..Default::default()
+    }
+}
+
+/// Forwards `report` to the controllers' hub as a shard's hub does, sent once this returns;
+/// the answer comes on the subscription.
+async fn forward_start(
+    client: &async_nats::Client,
+    report: &ServiceAccountTokenReport,
+) -> async_nats::Subscriber {
+    use flotilla_hub::serviceaccount::route;
+    let ev = Event::new(msa::status_type(), "agent", &report.cluster_name, report)
+        .with_resource_id(report.resource_id.clone());
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(route::RESOURCE_HEADER, report.resource_id.as_str());
+    headers.insert(route::ACCEPTED_HEADER, "1");
+    let inbox = client.new_inbox();
+    let answers = client.subscribe(inbox.clone()).await.unwrap();
+    client
+        .publish_with_reply_and_headers(
+            route::FORWARD_SUBJECT,
+            inbox,
+            headers,
+            ev.encode(1 << 20).unwrap(),
+        )
+        .await
+        .unwrap();
+    client.flush().await.unwrap();
+    answers
+}
+
+/// The answer to a forwarded report, waited for at most `within`.
+async fn answer(mut answers: async_nats::Subscriber, within: Duration) -> String {
+    use futures::StreamExt;
+    let m = tokio::time::timeout(within, answers.next())
+        .await
+        .expect("an answer from the controllers' hub in time")
+        .unwrap();
+    String::from_utf8_lossy(&m.payload).to_string()
+}
+
+#[tokio::test]
+async fn a_forwarded_report_is_answered_taken_only_once_stored_and_busy_when_the_mailbox_is_full() {
+    use futures::StreamExt;
+    let nats = NatsServer::start();
+    let key = SealingKey::ephemeral();
+    let mut config = hub_config(&nats.url());
+    config.service_accounts.key = key.clone();
+    config.service_accounts.mailbox = 1;
+    let hub = start_hub(config).await;
+    let mut api = clusters_client(&hub).await;
+    let _agent = accepted_agent_on(
+        &mut api,
+        agent_config("c1", &nats.url()),
+        capped_backend(None),
+    )
+    .await;
+    hub.service_accounts()
+        .apply(account("c1", "sa", "1h", None))
+        .await
+        .unwrap();
+    wait_token(&hub, "c1", "sa", |_| true).await;
+    let own = hub
+        .service_accounts()
+        .token("c1", "sa", None)
+        .await
+        .unwrap()
+        .token;
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client.clone());
+    // The token store stops answering: its stream is gone, and whatever listens on its
+    // subjects never acknowledges a write.
+    js.delete_stream(format!("KV_{}", flotilla_hub::serviceaccount::TOKENS))
+        .await
+        .unwrap();
+    let mut swallow = client
+        .subscribe(format!("$KV.{}.>", flotilla_hub::serviceaccount::TOKENS))
+        .await
+        .unwrap();
+    client.flush().await.unwrap();
+    let t0 = SystemTime::now();
+    let report = |token: &str, ms: u64| {
+        sealed_report("c1", "sa", token, &key, t0 + Duration::from_millis(ms))
+    };
+    // A: taken into the task, whose token write then hangs.
+    let a = forward_start(&client, &report("fwd-a", 1)).await;
+    tokio::time::timeout(SOON, swallow.next())
+        .await
+        .expect("the task writes A's token")
+        .unwrap();
+    // B waits in the mailbox (capacity 1); C finds it full and is told so at once.
+    let b = forward_start(&client, &report("fwd-b", 2)).await;
+    let c = forward_start(&client, &report("fwd-c", 3)).await;
+    assert_eq!(answer(c, Duration::from_secs(2)).await, "busy");
+    // A's write fails: A was not stored, and says so; so does B.
+    drop(swallow);
+    client.flush().await.unwrap();
+    assert_eq!(answer(a, SOON).await, "busy");
+    assert_eq!(answer(b, SOON).await, "busy");
+    assert_eq!(
+        hub.service_accounts()
+            .token("c1", "sa", None)
+            .await
+            .unwrap()
+            .token,
+        own,
+        "the cluster's own token is still the account's"
+    );
+    // The store is back: the same report again is stored, then answered taken.
+    flotilla_hub::store::Bucket::<flotilla_api::v1::ServiceAccountTokenRecord>::open(
+        &js,
+        flotilla_hub::serviceaccount::TOKENS,
+        Default::default(),
+    )
+    .await
+    .unwrap();
+    let c = forward_start(&client, &report("fwd-c", 3)).await;
+    assert_eq!(answer(c, SOON).await, "taken");
+    let stored = raw_values(&nats, flotilla_hub::serviceaccount::TOKENS).await;
+    assert_eq!(
+        stored.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
+        [format!("c1.{}", msa::token_hash("fwd-c"))]
+    );
+    assert_eq!(
+        hub.service_accounts()
+            .token("c1", "sa", None)
+            .await
+            .unwrap()
+            .token,
+        "fwd-c"
+    );
+}
+
+/// Lets the token bucket's stream take rollups (a KV purge is one) or not: with them refused,
+/// every removal of a token record fails while writes still succeed.
+async fn token_purges_work(nats: &NatsServer, allowed: bool) {
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    let mut stream = js
+        .get_stream(format!("KV_{}", flotilla_hub::serviceaccount::TOKENS))
+        .await
+        .unwrap();
+    let mut config = stream.info().await.unwrap().config.clone();
+    config.allow_rollup = allowed;
+    js.update_stream(config).await.unwrap();
+}
+
+async fn token_lookup(nats: &NatsServer) -> flotilla_hub::serviceaccount::TokenLookup {
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    flotilla_hub::serviceaccount::TokenLookup::open(
+        &async_nats::jetstream::new(client),
+        Default::default(),
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_replaced_token_whose_removal_failed_is_refused_and_removed_once_the_store_allows() {
+    let nats = NatsServer::start();
+    let config = hub_config(&nats.url());
+    let hub = start_hub(config.clone()).await;
+    let mut api = clusters_client(&hub).await;
+    // Tokens of three seconds: replaced about every 2.4 s.
+    let _agent = accepted_agent_on(
+        &mut api,
+        agent_config("c1", &nats.url()),
+        capped_backend(Some(Duration::from_secs(3))),
+    )
+    .await;
+    hub.service_accounts()
+        .apply(account("c1", "short", "10m", None))
+        .await
+        .unwrap();
+    let first = wait_token(&hub, "c1", "short", |_| true).await;
+    let (issued, _) = times(&first).unwrap();
+    let old = hub
+        .service_accounts()
+        .token("c1", "short", None)
+        .await
+        .unwrap()
+        .token;
+    let lookup = token_lookup(&nats).await;
+    assert!(lookup.owner("c1", &old).await.unwrap().is_some());
+    token_purges_work(&nats, false).await;
+    wait_token(&hub, "c1", "short", |a| {
+        times(a).is_some_and(|(i, _)| i > issued)
+    })
+    .await;
+    let new = hub
+        .service_accounts()
+        .token("c1", "short", None)
+        .await
+        .unwrap()
+        .token;
+    let stored: Vec<String> = raw_values(&nats, flotilla_hub::serviceaccount::TOKENS)
+        .await
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert!(
+        stored.contains(&format!("c1.{}", msa::token_hash(&old))),
+        "the old record is still stored (its removal failed): {stored:?}"
+    );
+    assert_eq!(
+        lookup.owner("c1", &old).await.unwrap(),
+        None,
+        "a replaced token is refused while its record is left"
+    );
+    assert!(lookup.owner("c1", &new).await.unwrap().is_some());
+    // The store takes removals again: the leftover goes without another rotation's help.
+    token_purges_work(&nats, true).await;
+    only_the_current_token_stored(&nats, &hub).await;
+    assert_eq!(lookup.owner("c1", &old).await.unwrap(), None);
+    // Leftovers of a hub that stopped are found by the next one from the store.
+    token_purges_work(&nats, false).await;
+    let (issued, _) = times(&wait_token(&hub, "c1", "short", |_| true).await).unwrap();
+    wait_token(&hub, "c1", "short", |a| {
+        times(a).is_some_and(|(i, _)| i > issued)
+    })
+    .await;
+    assert!(
+        raw_values(&nats, flotilla_hub::serviceaccount::TOKENS)
+            .await
+            .len()
+            > 1
+    );
+    hub.stop().await;
+    let hub = start_hub(config).await;
+    token_purges_work(&nats, true).await;
+    only_the_current_token_stored(&nats, &hub).await;
+}
+
+/// Waits until the token bucket holds c1/short's current token only.
+async fn only_the_current_token_stored(nats: &NatsServer, hub: &flotilla_hub::Hub) {
+    let accounts = hub.service_accounts();
+    flotilla_testkit::eventually(SOON, "only the current token's record left", || {
+        let accounts = accounts.clone();
+        async move {
+            let current = accounts.token("c1", "short", None).await.ok()?.token;
+            let stored = raw_values(nats, flotilla_hub::serviceaccount::TOKENS).await;
+            (stored.len() == 1 && stored[0].0 == format!("c1.{}", msa::token_hash(&current)))
+                .then_some(())
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn deleting_a_cluster_removes_its_accounts_and_their_tokens() {
+    use flotilla_api::v1::ServiceAccountTokenRecord;
+    use flotilla_hub::serviceaccount::{ACCOUNTS, TOKENS};
+    use flotilla_hub::store::Bucket;
+    let nats = NatsServer::start();
+    // An account and token of a cluster deleted while no hub ran the controllers.
+    {
+        let client = async_nats::connect(nats.url()).await.unwrap();
+        let js = async_nats::jetstream::new(client);
+        let accounts = Bucket::<ManagedServiceAccount>::open(&js, ACCOUNTS, Default::default())
+            .await
+            .unwrap();
+        let tokens = Bucket::<ServiceAccountTokenRecord>::open(&js, TOKENS, Default::default())
+            .await
+            .unwrap();
+        let mut orphan = account("gone", "sa", "1h", None);
+        orphan.metadata.as_mut().unwrap().generation = 1;
+        accounts.put("gone.sa", &orphan).await.unwrap();
+        let record = ServiceAccountTokenRecord {
+            cluster_name: "gone".into(),
+            name: "sa".into(),
+            ..Default::default()
+        };
+        tokens
+            .put(&format!("gone.{}", msa::token_hash("t")), &record)
+            .await
+            .unwrap();
+    }
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut api = clusters_client(&hub).await;
+    let _agents = accepted_fleet(&mut api, &nats.url(), &["c1", "c2"]).await;
+    for c in ["c1", "c2"] {
+        hub.service_accounts()
+            .apply(account(c, "sa", "1h", None))
+            .await
+            .unwrap();
+        wait_token(&hub, c, "sa", |_| true).await;
+    }
+    let token = hub
+        .service_accounts()
+        .token("c1", "sa", None)
+        .await
+        .unwrap()
+        .token;
+    let lookup = token_lookup(&nats).await;
+    assert!(lookup.owner("c1", &token).await.unwrap().is_some());
+    api.delete_cluster(flotilla_api::v1::DeleteClusterRequest { name: "c1".into() })
+        .await
+        .unwrap();
+    let accounts = hub.service_accounts();
+    flotilla_testkit::eventually(SOON, "c1's and gone's accounts and tokens removed", || {
+        let (nats, accounts) = (&nats, accounts.clone());
+        async move {
+            let keys =
+                |v: Vec<(String, Vec<u8>)>| v.into_iter().map(|(k, _)| k).collect::<Vec<_>>();
+            let stored = keys(raw_values(nats, ACCOUNTS).await);
+            let tokens = keys(raw_values(nats, TOKENS).await);
+            let c2 = |ks: &[String]| ks.len() == 1 && ks[0].starts_with("c2.");
+            (accounts.get("c1", "sa").is_none()
+                && accounts.get("gone", "sa").is_none()
+                && c2(&stored)
+                && c2(&tokens))
+            .then_some(())
+        }
+    })
+    .await;
+    assert_eq!(lookup.owner("c1", &token).await.unwrap(), None);
+    assert!(hub.service_accounts().get("c2", "sa").is_some());
+}
+
+#[tokio::test]
+async fn a_refused_report_says_so_in_the_status_a_repeat_writes_nothing_and_clusters_are_rate_limited()
+ {
+    let nats = NatsServer::start();
+    let key = SealingKey::ephemeral();
+    let mut config = hub_config(&nats.url());
+    config.service_accounts.key = key.clone();
+    config.service_accounts.report_rate = flotilla_hub::serviceaccount::rules::ReportRate {
+        per_second: 0.001,
+        burst: 6,
+    };
+    let hub = start_hub(config).await;
+    let mut api = clusters_client(&hub).await;
+    let _agent = accepted_agent_on(
+        &mut api,
+        agent_config("c1", &nats.url()),
+        capped_backend(None),
+    )
+    .await;
+    let accounts = hub.service_accounts();
+    accounts
+        .apply(account("c1", "sa", "1h", None))
+        .await
+        .unwrap();
+    let before = wait_token(&hub, "c1", "sa", |_| true).await;
+    let own = accounts.token("c1", "sa", None).await.unwrap().token;
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    // A box that does not open.
+    let mut bad = sealed_report("c1", "sa", "forged", &key, SystemTime::now());
+    bad.sealed_token[0] ^= 1;
+    assert_eq!(
+        answer(forward_start(&client, &bad).await, SOON).await,
+        "taken"
+    );
+    let refused = accounts.get("c1", "sa").unwrap();
+    let reported = refused
+        .status
+        .as_ref()
+        .unwrap()
+        .conditions
+        .iter()
+        .find(|c| c.r#type == "TokenReported")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (reported.status.as_str(), reported.reason.as_str()),
+        ("False", "ReportRefused")
+    );
+    assert!(
+        reported.message.contains("sealed_token"),
+        "{}",
+        reported.message
+    );
+    // The token held stays the account's.
+    assert_eq!(times(&refused), times(&before));
+    assert_eq!(accounts.token("c1", "sa", None).await.unwrap().token, own);
+    // The same refusal again changes nothing, and writes nothing.
+    let revision = |a: &ManagedServiceAccount| a.metadata.as_ref().unwrap().resource_version;
+    assert_eq!(
+        answer(forward_start(&client, &bad).await, SOON).await,
+        "taken"
+    );
+    assert_eq!(
+        revision(&accounts.get("c1", "sa").unwrap()),
+        revision(&refused)
+    );
+    // Past its burst, a cluster's reports wait for a later delivery.
+    let mut answers = Vec::new();
+    for _ in 0..8 {
+        let a = answer(forward_start(&client, &bad).await, SOON).await;
+        let busy = a == "busy";
+        answers.push(a);
+        if busy {
+            break;
+        }
+    }
+    assert_eq!(
+        answers.last().map(String::as_str),
+        Some("busy"),
+        "{answers:?}"
+    );
+    assert!(answers.len() <= 5, "{answers:?}");
+    wait_metric(&hub, "reason=\"rate_limited\"").await;
+}
+
+#[tokio::test]
+async fn a_bearer_lookup_is_bounded_and_a_bearer_not_shaped_like_a_token_costs_none() {
+    use flotilla_hub::serviceaccount::{LOOKUP_TIMEOUT, LookupError, TOKENS};
+    let nats = NatsServer::start();
+    let lookup = token_lookup(&nats).await;
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client.clone());
+    // The token store stops answering: its stream is gone and its reads go unanswered.
+    js.delete_stream(format!("KV_{TOKENS}")).await.unwrap();
+    let _swallow = client
+        .subscribe(format!("$JS.API.DIRECT.GET.KV_{TOKENS}.>"))
+        .await
+        .unwrap();
+    client.flush().await.unwrap();
+    let started = std::time::Instant::now();
+    for bearer in ["not-a-token", "a.b.c", "with space.in.it-long-enough"] {
+        assert_eq!(lookup.owner("c1", bearer).await.unwrap(), None);
+    }
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "no lookup for bearers that cannot be tokens ({:?})",
+        started.elapsed()
+    );
+    let started = std::time::Instant::now();
+    let jwt = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl";
+    let err = lookup.owner("c1", jwt).await.unwrap_err();
+    assert!(matches!(err, LookupError::TimedOut(_)), "{err}");
+    assert!(
+        started.elapsed() < LOOKUP_TIMEOUT + Duration::from_secs(1),
+        "bounded ({:?})",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn tokens_keep_rotating_once_the_hub_has_confirmed_the_account() {
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut api = clusters_client(&hub).await;
+    // Three-second tokens: the hub confirms the account after the first report and sends it
+    // again only every five minutes; the agent must rotate on its own.
+    let _agent = accepted_agent_on(
+        &mut api,
+        agent_config("c1", &nats.url()),
+        capped_backend(Some(Duration::from_secs(3))),
+    )
+    .await;
+    hub.service_accounts()
+        .apply(account("c1", "short", "10m", None))
+        .await
+        .unwrap();
+    let (mut issued, _) = times(&wait_token(&hub, "c1", "short", |_| true).await).unwrap();
+    for _ in 0..3 {
+        let next = wait_token(&hub, "c1", "short", |a| {
+            times(a).is_some_and(|(i, _)| i > issued)
+        })
+        .await;
+        let (i, _) = times(&next).unwrap();
+        assert!(
+            i.duration_since(issued).unwrap() < Duration::from_secs(3),
+            "rotated before the previous token expired"
+        );
+        issued = i;
+    }
+}

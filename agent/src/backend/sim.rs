@@ -498,10 +498,11 @@ impl Backend for SimBackend {
             Some(cap) => validity.min(cap),
             None => validity,
         };
+        // Shaped like the JWT a TokenRequest answers: three dot-separated base64url segments.
         let mut raw = [0u8; 32];
         rand::RngCore::fill_bytes(&mut rand::rng(), &mut raw);
         let token = format!(
-            "sim.{}",
+            "sim.{}.sim",
             raw.iter().map(|b| format!("{b:02x}")).collect::<String>()
         );
         let expires = SystemTime::now() + lifetime;

@@ -112,21 +112,26 @@ impl Task {
     async fn run(mut self, mut rx: mpsc::Receiver<Msg>) {
         loop {
             let now = SystemTime::now();
-            let mut wake: Option<SystemTime> = None;
             let due: Vec<String> = self
                 .held
                 .values()
-                .filter_map(|h| match rules::next(h, now) {
-                    Next::Issue => Some(h.name.clone()),
-                    Next::At(t) => {
-                        wake = Some(wake.map_or(t, |w| w.min(t)));
-                        None
-                    }
-                    Next::Idle => None,
-                })
+                .filter(|h| rules::next(h, now) == Next::Issue)
+                .map(|h| h.name.clone())
                 .collect();
             for name in due {
                 self.issue(&name).await;
+            }
+            // When to look again, over what the issues just changed: a token just issued is
+            // rotated at its own time, not at the next message.
+            let now = SystemTime::now();
+            let mut wake: Option<SystemTime> = None;
+            for h in self.held.values() {
+                let at = match rules::next(h, now) {
+                    Next::Issue => now,
+                    Next::At(t) => t,
+                    Next::Idle => continue,
+                };
+                wake = Some(wake.map_or(at, |w| w.min(at)));
             }
             if !self.unsent.is_empty() {
                 let retry = SystemTime::now() + Duration::from_secs(5);

@@ -122,8 +122,15 @@ enum Caller {
 
 /// The caller of a request to `cluster`: the API token's identity; else a current
 /// ManagedServiceAccount token of that cluster (looked up by its hash; another cluster's token
-/// is unknown here); else, on an open hub, an anonymous admin when no token was sent.
-async fn authenticate(deps: &Deps, cluster: &str, headers: &HeaderMap) -> Result<Caller, String> {
+/// is unknown here); else, on an open hub, an anonymous admin when no token was sent. A bearer
+/// that is neither is refused (401) even on an open hub: its sender meant to be someone, and
+/// a token that stopped being valid (replaced, deleted, expired) must not become an admin. A
+/// token store that does not answer is a 503 (the token may be valid).
+async fn authenticate(
+    deps: &Deps,
+    cluster: &str,
+    headers: &HeaderMap,
+) -> Result<Caller, (StatusCode, String)> {
     let bearer = headers
         .get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -135,10 +142,15 @@ async fn authenticate(deps: &Deps, cluster: &str, headers: &HeaderMap) -> Result
     {
         return Ok(Caller::Api(identity.clone()));
     }
-    if let (Some(lookup), Some(token)) = (deps.service_account_tokens.as_ref(), bearer)
-        && let Some(owner) = lookup.owner(cluster, token).await
-    {
-        return Ok(Caller::ServiceAccount(owner, token.to_string()));
+    if let (Some(lookup), Some(token)) = (deps.service_account_tokens.as_ref(), bearer) {
+        match lookup.owner(cluster, token).await {
+            Ok(Some(owner)) => return Ok(Caller::ServiceAccount(owner, token.to_string())),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(cluster.name = %cluster, error = %e, "looking up a bearer token failed");
+                return Err((StatusCode::SERVICE_UNAVAILABLE, format!("{e}; try again")));
+            }
+        }
     }
     match (deps.tokens.as_ref(), bearer) {
         (None, None) => Ok(Caller::Api(Identity {
@@ -146,13 +158,17 @@ async fn authenticate(deps: &Deps, cluster: &str, headers: &HeaderMap) -> Result
             role: Role::Admin,
             execute_as: Vec::new(),
         })),
-        (Some(_), None) => Err(
+        (Some(_), None) => Err((
+            StatusCode::UNAUTHORIZED,
             "no bearer token: use the kubeconfig `flotilla kubeconfig` prints (it carries FLOTILLA_TOKEN)"
                 .into(),
-        ),
-        (_, Some(_)) => Err(format!(
-            "the bearer token is neither an API token of this hub nor a current \
-             ManagedServiceAccount token of cluster {cluster:?}"
+        )),
+        (_, Some(_)) => Err((
+            StatusCode::UNAUTHORIZED,
+            format!(
+                "the bearer token is neither an API token of this hub nor a current \
+                 ManagedServiceAccount token of cluster {cluster:?}"
+            ),
         )),
     }
 }
@@ -219,9 +235,9 @@ async fn handle(deps: &Deps, req: http::Request<Incoming>) -> http::Response<Bod
     let spoke_path = spoke_path.to_string();
     let caller = match authenticate(deps, &cluster, req.headers()).await {
         Ok(c) => c,
-        Err(why) => {
+        Err((code, why)) => {
             tracing::info!(cluster.name = %cluster, reason = %why, "cluster proxy request unauthenticated");
-            return status::response(StatusCode::UNAUTHORIZED, &why);
+            return status::response(code, &why);
         }
     };
     let info = RequestInfo::parse(req.method(), &spoke_path, &query);

@@ -1,6 +1,8 @@
 //! The one task of the hub's ManagedServiceAccounts: the only writer of both buckets. It takes
-//! applies, deletes, token reads and the clusters' reports from its mailbox, and wakes for
-//! re-deliveries and `ttlSecondsAfterCreation` deletions.
+//! applies, deletes, token reads and the clusters' reports from its mailbox (telling each
+//! report's source its [`Outcome`] once stored), follows the cluster inventory (a deleted
+//! cluster's accounts go with it), and wakes for re-deliveries, `ttlSecondsAfterCreation`
+//! deletions and retries of token-record removals.
 
 use super::rules::{self, Refusal};
 use super::{Buckets, Deps, MsaError, Views, token_key};
@@ -17,12 +19,58 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-/// A checked report from a cluster, with the stream message to acknowledge once handled.
+/// A checked report from a cluster, with whom to tell what became of it.
 pub struct ReportIn {
     /// The report (its cluster and resource id match its subject).
     pub report: ServiceAccountTokenReport,
-    /// Acknowledged once handled.
-    pub ack: Option<async_nats::jetstream::Message>,
+    /// Told once the report is handled.
+    pub reply: Reply,
+}
+
+/// What became of a report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Dealt with for good: stored, refused, or changing nothing. Acknowledged.
+    Done,
+    /// Not stored (a store write failed, the mailbox was full, the cluster is over its rate):
+    /// to be delivered again.
+    Retry,
+}
+
+/// Where a report came from, to be told its [`Outcome`].
+pub enum Reply {
+    /// The status stream's message (this hub consumes the cluster's shard): acknowledged when
+    /// done, handed back to JetStream for a delayed redelivery otherwise.
+    Stream(Box<async_nats::jetstream::Message>),
+    /// A report forwarded by the hub consuming the cluster's shard: it is answered.
+    Forwarded(oneshot::Sender<Outcome>),
+}
+
+impl Reply {
+    /// Tells the report's source what became of it.
+    pub async fn settle(self, outcome: Outcome) {
+        match (self, outcome) {
+            (Self::Stream(m), Outcome::Done) => {
+                if let Err(e) = m.ack().await {
+                    tracing::debug!(error = %e, "acknowledging a ManagedServiceAccount report failed");
+                }
+            }
+            (Self::Stream(m), Outcome::Retry) => {
+                let delivered = m.info().map_or(1, |i| i.delivered);
+                let delay = rules::retry_after(delivered);
+                if let Err(e) = m
+                    .ack_with(async_nats::jetstream::AckKind::Nak(Some(delay)))
+                    .await
+                {
+                    // Redelivered after ack_wait instead.
+                    tracing::debug!(error = %e, "handing a ManagedServiceAccount report back failed");
+                }
+            }
+            (Self::Forwarded(tx), outcome) => {
+                let _ = tx.send(outcome);
+            }
+        }
+    }
 }
 
 /// Messages to the task.
@@ -44,8 +92,6 @@ pub enum Msg {
     /// Stop (the controllers moved).
     Stop,
 }
-
-const MAILBOX: usize = 4096;
 
 struct Entry {
     account: ManagedServiceAccount,
@@ -71,11 +117,25 @@ impl Entry {
     }
 }
 
+/// A token record to remove: the token of a deleted account, or one a newer token replaced.
+/// The proxy already refuses it (it is not its account's current token); removing it is
+/// tidying, retried until the store takes it.
+struct Purge {
+    /// Failed attempts so far.
+    attempts: u32,
+    /// When to try again.
+    at: Instant,
+}
+
 struct Actor {
     buckets: Buckets,
     deps: Deps,
     views: Views,
     entries: BTreeMap<String, Entry>,
+    /// Token records to remove, by KV key (`<cluster>.<hash>`).
+    purges: BTreeMap<String, Purge>,
+    /// What is left of each cluster's report budget.
+    budgets: std::collections::HashMap<String, rules::Budget>,
 }
 
 /// Starts the task over what was stored.
@@ -86,12 +146,14 @@ pub(super) fn spawn(
     accounts: Vec<(String, ManagedServiceAccount, u64)>,
     tokens: Vec<(String, ServiceAccountTokenRecord, u64)>,
 ) -> (mpsc::Sender<Msg>, tokio::task::JoinHandle<()>) {
-    let (tx, rx) = mpsc::channel(MAILBOX);
+    let (tx, rx) = mpsc::channel(deps.config.mailbox.max(1));
     let mut actor = Actor {
         buckets,
         deps,
         views,
         entries: BTreeMap::new(),
+        purges: BTreeMap::new(),
+        budgets: std::collections::HashMap::new(),
     };
     let now = Instant::now();
     for (_, account, rev) in accounts {
@@ -110,6 +172,8 @@ pub(super) fn spawn(
             },
         );
     }
+    // Records that are no account's current token: left by a purge that failed, or by a hub
+    // that stopped in between. Removed like any other (`purges`).
     let mut stray = Vec::new();
     for (kv_key, record, _) in tokens {
         let key = ObjectRef::new(&record.cluster_name, &record.name).inventory_key();
@@ -133,8 +197,14 @@ pub(super) fn spawn(
     }
     let task = tokio::spawn(tracing::Instrument::instrument(
         async move {
+            if !stray.is_empty() {
+                tracing::info!(
+                    records = stray.len(),
+                    "removing token records that are no account's current token"
+                );
+            }
             for k in stray {
-                let _ = actor.buckets.tokens.purge(&k).await;
+                actor.drop_token(k).await;
             }
             actor.run(rx).await;
         },
@@ -153,17 +223,26 @@ fn key_cluster(key: &str) -> String {
     key.split_once('/').map_or(key, |(c, _)| c).to_string()
 }
 
-async fn ack(msg: Option<async_nats::jetstream::Message>) {
-    if let Some(m) = msg {
-        let _ = m.ack().await;
-    }
-}
-
 impl Actor {
     async fn run(mut self, mut rx: mpsc::Receiver<Msg>) {
+        use tokio::sync::broadcast::error::RecvError;
+        let mut clusters = self.deps.clusters.subscribe();
+        let mut clusters_open = true;
+        // Accounts of clusters deleted while the controllers were elsewhere.
+        self.purge_orphans().await;
         loop {
             let wake = self.next_wake();
             tokio::select! {
+                change = clusters.recv(), if clusters_open => match change {
+                    Ok(c) if c.kind == crate::inventory::ChangeKind::Deleted => {
+                        self.cluster_deleted(&c.key).await;
+                    }
+                    Ok(_) => {}
+                    // Lease renewals of a large fleet overrun the broadcast: a deletion
+                    // missed is found by comparing with the inventory.
+                    Err(RecvError::Lagged(_)) => self.purge_orphans().await,
+                    Err(RecvError::Closed) => clusters_open = false,
+                },
                 msg = rx.recv() => match msg {
                     None | Some(Msg::Stop) => return,
                     Some(Msg::Apply(a, reply)) => {
@@ -186,6 +265,9 @@ impl Actor {
         let now_sys = SystemTime::now();
         let now = Instant::now();
         let mut wake = now + Duration::from_secs(3600);
+        for p in self.purges.values() {
+            wake = wake.min(p.at);
+        }
         for e in self.entries.values() {
             wake = wake.min(e.next_send);
             if !e.deleting()
@@ -199,6 +281,7 @@ impl Actor {
     }
 
     async fn tick(&mut self) {
+        self.retry_purges().await;
         let now_sys = SystemTime::now();
         let expired: Vec<String> = self
             .entries
@@ -370,40 +453,88 @@ impl Actor {
             .accounts
             .put(&key.store_key(), &account)
             .await?;
-        // The token is refused from now on, before the cluster has deleted anything.
-        if let Some((hash, _)) = e.token.take() {
-            self.buckets
-                .tokens
-                .purge(&token_key(&key.namespace, &hash))
-                .await?;
-        }
+        // The token is refused from now on (the proxy takes no token of an account being
+        // deleted), before the cluster has deleted anything; its record goes.
+        let token = e.token.take();
         e.account = account.clone();
         e.rev = rev;
         e.next_send = Instant::now();
         e.sends = 0;
         self.publish_view(ikey, &account, rev);
+        if let Some((hash, _)) = token {
+            self.drop_token(token_key(&key.namespace, &hash)).await;
+        }
         tracing::info!(account = %ikey, "ManagedServiceAccount deleting: its cluster deletes the ServiceAccount");
         Ok(())
     }
 
-    /// Forgets an account for good (its cluster confirmed, or is gone).
+    /// Forgets an account for good (its cluster confirmed, or is gone). When the store does
+    /// not take the removal, the account stays (being deleted) and is removed again with the
+    /// next re-send.
     async fn purge(&mut self, ikey: &str) {
-        let Some(e) = self.entries.remove(ikey) else {
+        let Some(e) = self.entries.get_mut(ikey) else {
             return;
         };
         let key = super::object_key(e.account.metadata.as_ref());
-        if let Some((hash, _)) = e.token {
-            let _ = self
-                .buckets
-                .tokens
-                .purge(&token_key(&key.namespace, &hash))
-                .await;
+        if let Some((hash, _)) = e.token.take() {
+            self.drop_token(token_key(&key.namespace, &hash)).await;
         }
-        if let Err(err) = self.buckets.accounts.purge(&key.store_key()).await {
-            tracing::warn!(account = %ikey, error = %err, "removing a deleted ManagedServiceAccount failed");
+        match self.buckets.accounts.purge(&key.store_key()).await {
+            Ok(()) => {
+                self.entries.remove(ikey);
+                self.views.write().expect("views lock").remove(ikey);
+                tracing::info!(account = %ikey, "ManagedServiceAccount deleted");
+            }
+            Err(err) => {
+                tracing::warn!(account = %ikey, error = %err, "removing a deleted ManagedServiceAccount failed; tried again");
+                if let Some(e) = self.entries.get_mut(ikey) {
+                    e.sends += 1;
+                    e.next_send = Instant::now()
+                        + rules::resend_after(false, e.sends, self.deps.config.redeliver_every);
+                }
+            }
         }
-        self.views.write().expect("views lock").remove(ikey);
-        tracing::info!(account = %ikey, "ManagedServiceAccount deleted");
+    }
+
+    /// Removes every account of a deleted cluster, with their tokens: nobody is left to
+    /// confirm, and OCM deletes a cluster's namespace with it.
+    async fn cluster_deleted(&mut self, cluster: &str) {
+        let prefix = ObjectRef::prefix(cluster);
+        let keys: Vec<String> = self
+            .entries
+            .keys()
+            .filter(|k| k.starts_with(&prefix))
+            .cloned()
+            .collect();
+        if keys.is_empty() {
+            return;
+        }
+        tracing::info!(cluster.name = %cluster, accounts = keys.len(), "the cluster was deleted: removing its ManagedServiceAccounts");
+        for ikey in keys {
+            if let Some(e) = self.entries.get_mut(&ikey) {
+                let m = e.account.metadata.get_or_insert_with(Default::default);
+                if m.deletion_timestamp.is_none() {
+                    m.deletion_timestamp = Some(flotilla_api::meta::now());
+                }
+                let (account, rev) = (e.account.clone(), e.rev);
+                self.publish_view(&ikey, &account, rev);
+            }
+            self.purge(&ikey).await;
+        }
+    }
+
+    /// Removes the accounts of every cluster that no longer exists (deleted while this task
+    /// did not run, or while it missed changes).
+    async fn purge_orphans(&mut self) {
+        let gone: std::collections::BTreeSet<String> = self
+            .entries
+            .keys()
+            .map(|k| key_cluster(k))
+            .filter(|c| self.deps.clusters.get(c).is_none())
+            .collect();
+        for cluster in gone {
+            self.cluster_deleted(&cluster).await;
+        }
     }
 
     fn token(&self, key: &ObjectRef) -> Result<ManagedServiceAccountToken, MsaError> {
@@ -462,13 +593,38 @@ impl Actor {
             tracing::warn!(
                 cluster.name = %report.cluster_name, account = %report.name,
                 reason = refusal.0, error = %refusal.1,
-                "ManagedServiceAccount report refused; nothing stored"
+                "ManagedServiceAccount report refused; its token is not stored"
             );
         }
     }
 
+    /// Refuses a report of an existing account: counted, and said in its `TokenReported`
+    /// condition (written only when that changes it).
+    async fn refuse_report(
+        &mut self,
+        ikey: &str,
+        report: &ServiceAccountTokenReport,
+        refusal: Refusal,
+    ) -> Outcome {
+        self.refuse(report, refusal.clone());
+        let Some(e) = self.entries.get(ikey) else {
+            return Outcome::Done;
+        };
+        let generation = report.observed_generation.min(e.generation());
+        let status = rules::report_refused(e.account.status.as_ref(), &refusal, generation);
+        self.write_status(ikey, status, 0).await
+    }
+
     async fn report(&mut self, input: ReportIn) {
-        let ReportIn { report, ack: msg } = input;
+        let ReportIn { report, reply } = input;
+        let outcome = self.take(report).await;
+        reply.settle(outcome).await;
+    }
+
+    /// Takes one report: [`Outcome::Done`] once it is stored (the token record, then the
+    /// status that makes it current), refused or found to change nothing;
+    /// [`Outcome::Retry`] when a write failed.
+    async fn take(&mut self, report: ServiceAccountTokenReport) -> Outcome {
         let ikey = ObjectRef::new(&report.cluster_name, &report.name).inventory_key();
         let Some(e) = self.entries.get(&ikey) else {
             self.refuse(
@@ -481,15 +637,13 @@ impl Actor {
                     ),
                 ),
             );
-            ack(msg).await;
-            return;
+            return Outcome::Done;
         };
         if e.deleting() {
             if report.deleted {
                 self.purge(&ikey).await;
             }
-            ack(msg).await;
-            return;
+            return Outcome::Done;
         }
         if report.deleted {
             // The cluster says the ServiceAccount is gone while the account is not: deliver
@@ -498,23 +652,41 @@ impl Actor {
                 e.next_send = Instant::now();
                 e.sends = 0;
             }
-            ack(msg).await;
-            return;
+            return Outcome::Done;
+        }
+        let rate = self.deps.config.report_rate;
+        let now = std::time::Instant::now();
+        let admitted = self
+            .budgets
+            .entry(report.cluster_name.clone())
+            .or_insert_with(|| rules::Budget::new(rate, now))
+            .take(rate, now);
+        if !admitted {
+            // Delivered again later: a busy cluster's reports wait, they are not lost.
+            if self
+                .deps
+                .metrics
+                .rejected(&msa::status_type().to_string(), "rate_limited")
+            {
+                tracing::warn!(cluster.name = %report.cluster_name, account = %report.name, "ManagedServiceAccount reports over the cluster's rate; delivered again later");
+            }
+            return Outcome::Retry;
         }
         if report.observed_generation > e.generation() {
-            self.refuse(
-                &report,
-                Refusal(
-                    "invalid_status",
-                    format!(
-                        "observedGeneration {} is ahead of the account's {}",
-                        report.observed_generation,
-                        e.generation()
+            return self
+                .refuse_report(
+                    &ikey,
+                    &report,
+                    Refusal(
+                        "invalid_status",
+                        format!(
+                            "observedGeneration {} is ahead of the account's {}",
+                            report.observed_generation,
+                            e.generation()
+                        ),
                     ),
-                ),
-            );
-            ack(msg).await;
-            return;
+                )
+                .await;
         }
         if !report.error.is_empty() {
             let status = rules::token_failed(
@@ -522,45 +694,42 @@ impl Actor {
                 &report.error,
                 report.observed_generation,
             );
-            self.write_status(&ikey, status, report.observed_generation)
+            return self
+                .write_status(&ikey, status, report.observed_generation)
                 .await;
-            ack(msg).await;
-            return;
         }
         if report.sealed_token.is_empty() {
-            self.refuse(
-                &report,
-                Refusal(
-                    "invalid_status",
-                    "a report with neither a token nor an error".into(),
-                ),
-            );
-            ack(msg).await;
-            return;
+            return self
+                .refuse_report(
+                    &ikey,
+                    &report,
+                    Refusal(
+                        "invalid_status",
+                        "a report with neither a token nor an error".into(),
+                    ),
+                )
+                .await;
         }
         if report.hub_xkey != self.deps.config.key.public() {
             // Sealed to another key (a hub key changed): deliver the current one.
-            self.refuse(
-                &report,
-                Refusal(
-                    "stale_key",
-                    "the token is sealed to another hub key; delivering the current one".into(),
-                ),
-            );
             if let Some(e) = self.entries.get_mut(&ikey) {
                 e.next_send = Instant::now();
                 e.sends = 0;
             }
-            ack(msg).await;
-            return;
+            return self
+                .refuse_report(
+                    &ikey,
+                    &report,
+                    Refusal(
+                        "stale_key",
+                        "the token is sealed to another hub key; delivering the current one".into(),
+                    ),
+                )
+                .await;
         }
         let (issued, expires) = match rules::token_times(&report, SystemTime::now()) {
             Ok(t) => t,
-            Err(refusal) => {
-                self.refuse(&report, refusal);
-                ack(msg).await;
-                return;
-            }
+            Err(refusal) => return self.refuse_report(&ikey, &report, refusal).await,
         };
         let current_issued = e
             .token
@@ -568,9 +737,24 @@ impl Actor {
             .and_then(|(_, r)| r.issued_at.as_ref())
             .map(flotilla_api::meta::system_time);
         if current_issued.is_some_and(|c| c >= issued) {
-            // Not newer than the token held (a redelivery, or a replay).
-            ack(msg).await;
-            return;
+            // Not newer than the token held (a redelivery, or a replay). The token held may
+            // have been stored without its status (the status write failed): the status is
+            // what makes it current, so it is written now.
+            if current_issued == Some(issued)
+                && rules::refreshed_at(e.account.status.as_ref()) != Some(issued)
+            {
+                let status = rules::token_kept(
+                    e.account.status.as_ref(),
+                    &report.name,
+                    report.observed_generation,
+                    issued,
+                    expires,
+                );
+                return self
+                    .write_status(&ikey, status, report.observed_generation)
+                    .await;
+            }
+            return Outcome::Done;
         }
         let hash = match self
             .deps
@@ -580,9 +764,9 @@ impl Actor {
         {
             Ok(token) => msa::token_hash(&token),
             Err(err) => {
-                self.refuse(&report, Refusal("sealed_token", err.to_string()));
-                ack(msg).await;
-                return;
+                return self
+                    .refuse_report(&ikey, &report, Refusal("sealed_token", err.to_string()))
+                    .await;
             }
         };
         let record = ServiceAccountTokenRecord {
@@ -602,23 +786,13 @@ impl Actor {
             .put(&token_key(&cluster, &hash), &record)
             .await
         {
-            // Not acknowledged: redelivered.
-            tracing::warn!(account = %ikey, error = %err, "storing a sealed token failed");
-            return;
+            tracing::warn!(account = %ikey, error = %err, "storing a sealed token failed; the report is delivered again");
+            return Outcome::Retry;
         }
         let old = self
             .entries
             .get_mut(&ikey)
             .and_then(|e| e.token.replace((hash.clone(), record)));
-        if let Some((old_hash, _)) = old
-            && old_hash != hash
-        {
-            let _ = self
-                .buckets
-                .tokens
-                .purge(&token_key(&cluster, &old_hash))
-                .await;
-        }
         let status = {
             let e = &self.entries[&ikey];
             rules::token_kept(
@@ -634,21 +808,86 @@ impl Actor {
             expires_in_s = expires.duration_since(SystemTime::now()).unwrap_or_default().as_secs(),
             "ManagedServiceAccount token reported (sealed)"
         );
-        self.write_status(&ikey, status, report.observed_generation)
+        let outcome = self
+            .write_status(&ikey, status, report.observed_generation)
             .await;
-        ack(msg).await;
+        // The previous token is no longer current once the status names the new one.
+        if let Some((old_hash, _)) = old
+            && old_hash != hash
+        {
+            self.drop_token(token_key(&cluster, &old_hash)).await;
+        }
+        outcome
     }
 
+    /// Removes a token record now, or keeps it in `purges` to try again.
+    async fn drop_token(&mut self, kv_key: String) {
+        self.purges.entry(kv_key.clone()).or_insert(Purge {
+            attempts: 0,
+            at: Instant::now(),
+        });
+        self.try_purge(kv_key).await;
+    }
+
+    /// Tries every removal that is due.
+    async fn retry_purges(&mut self) {
+        let now = Instant::now();
+        let due: Vec<String> = self
+            .purges
+            .iter()
+            .filter(|(_, p)| p.at <= now)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in due {
+            self.try_purge(k).await;
+        }
+    }
+
+    async fn try_purge(&mut self, kv_key: String) {
+        let current = self.entries.values().any(|e| {
+            e.token
+                .as_ref()
+                .is_some_and(|(hash, r)| token_key(&r.cluster_name, hash) == kv_key)
+        });
+        if current {
+            // Current again (cannot happen: tokens are found by their hash): kept.
+            self.purges.remove(&kv_key);
+            return;
+        }
+        match self.buckets.tokens.purge(&kv_key).await {
+            Ok(()) => {
+                self.purges.remove(&kv_key);
+            }
+            Err(err) => {
+                if let Some(p) = self.purges.get_mut(&kv_key) {
+                    p.attempts += 1;
+                    p.at = Instant::now() + rules::purge_after(p.attempts);
+                    tracing::warn!(
+                        record = %kv_key, attempts = p.attempts, error = %err,
+                        "removing a token record failed; the proxy refuses the token meanwhile, \
+                         and the removal is tried again"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Stores a new status; [`Outcome::Retry`] when the write failed (the report is delivered
+    /// again).
     async fn write_status(
         &mut self,
         ikey: &str,
         status: flotilla_api::v1::ManagedServiceAccountStatus,
         observed: i64,
-    ) {
+    ) -> Outcome {
         let Some(e) = self.entries.get_mut(ikey) else {
-            return;
+            return Outcome::Done;
         };
         e.confirmed = e.confirmed.max(observed);
+        if e.account.status.as_ref() == Some(&status) {
+            // Nothing changes: nothing to write (a cluster repeating itself costs no write).
+            return Outcome::Done;
+        }
         let mut account = e.account.clone();
         account.status = Some(status);
         let key = super::object_key(account.metadata.as_ref());
@@ -657,9 +896,11 @@ impl Actor {
                 e.account = account.clone();
                 e.rev = rev;
                 self.publish_view(ikey, &account, rev);
+                Outcome::Done
             }
             Err(err) => {
-                tracing::warn!(account = %ikey, error = %err, "writing a ManagedServiceAccount's status failed");
+                tracing::warn!(account = %ikey, error = %err, "writing a ManagedServiceAccount's status failed; the report is delivered again");
+                Outcome::Retry
             }
         }
     }

@@ -49,6 +49,11 @@ pub struct MsaConfig {
     pub key: key::SealingKey,
     /// How often a confirmed account is delivered again (a restarted agent holds nothing).
     pub redeliver_every: Duration,
+    /// The task's mailbox: requests and reports waiting at most (default 4096). A report
+    /// that finds it full is delivered again later.
+    pub mailbox: usize,
+    /// How many reports of one cluster are taken (see [`rules::ReportRate`]).
+    pub report_rate: rules::ReportRate,
 }
 
 impl Default for MsaConfig {
@@ -56,6 +61,8 @@ impl Default for MsaConfig {
         Self {
             key: key::SealingKey::ephemeral(),
             redeliver_every: Duration::from_secs(300),
+            mailbox: 4096,
+            report_rate: rules::ReportRate::default(),
         }
     }
 }
@@ -259,21 +266,33 @@ impl ServiceAccounts {
         Ok(token)
     }
 
-    /// Hands a checked report to the task without waiting (the router must never block);
-    /// false when the mailbox is full (left for redelivery).
-    pub fn try_report(&self, report: actor::ReportIn) -> bool {
-        self.tx
-            .try_send(actor::Msg::Report(Box::new(report)))
-            .is_ok()
+    /// Hands a checked report to the task without waiting (the router must never block); the
+    /// report comes back when the mailbox is full or the task has ended, for its source to be
+    /// told [`actor::Outcome::Retry`].
+    pub fn try_report(&self, report: actor::ReportIn) -> Result<(), Box<actor::ReportIn>> {
+        match self.tx.try_send(actor::Msg::Report(Box::new(report))) {
+            Ok(()) => Ok(()),
+            Err(e) => match e.into_inner() {
+                actor::Msg::Report(back) => Err(back),
+                _ => unreachable!("the message sent was a report"),
+            },
+        }
     }
 }
 
 /// What the cluster proxy asks: whether a bearer token is a current ManagedServiceAccount
-/// token of a cluster, by its hash (a KV read; the token itself is hashed at once and never
-/// kept). Every hub has one, whoever runs the controllers.
+/// token of a cluster, by its hash (the token itself is hashed at once and never kept). Every
+/// hub has one, whoever runs the controllers.
+///
+/// Two KV reads: the token's record (`<cluster>.<hash>`), then its account, which must exist,
+/// not be being deleted, and name this token as its current one (its status'
+/// `tokenSecretRef.lastRefreshTimestamp` is the record's `issuedAt`; the hub takes only
+/// strictly newer tokens, so no two tokens of an account share it). A record left behind — its
+/// removal failed, or is still to come — therefore opens nothing.
 #[derive(Clone)]
 pub struct TokenLookup {
     tokens: Bucket<ServiceAccountTokenRecord>,
+    accounts: Bucket<ManagedServiceAccount>,
 }
 
 /// A recognised token: whose it is.
@@ -288,42 +307,89 @@ pub struct TokenOwner {
 }
 
 impl TokenLookup {
-    /// Opens (creating if needed) the token bucket.
+    /// Opens (creating if needed) both buckets.
     pub async fn open(
         js: &async_nats::jetstream::Context,
         opts: StreamOptions,
     ) -> Result<Self, StoreError> {
         Ok(Self {
             tokens: Bucket::open(js, TOKENS, opts).await?,
+            accounts: Bucket::open(js, ACCOUNTS, opts).await?,
         })
     }
 
-    /// The owner of `token` when it is a current token of `cluster`; `None` otherwise (another
-    /// cluster's, expired, unknown, or the store unreachable).
-    pub async fn owner(&self, cluster: &str, token: &str) -> Option<TokenOwner> {
-        if flotilla_api::names::validate_dns1123_label("cluster", cluster).is_err() {
-            return None;
+    /// The owner of `token` when it is the current token of one of `cluster`'s accounts;
+    /// `Ok(None)` otherwise (not shaped like a ServiceAccount token, another cluster's,
+    /// expired, replaced, its account deleted or being deleted, unknown). A bearer that is not
+    /// [`jwt_shaped`](flotilla_bus::serviceaccounts::jwt_shaped) costs no lookup; the lookup is
+    /// bounded by [`LOOKUP_TIMEOUT`], and a store that does not answer is an error (the caller
+    /// may be a valid account: the proxy answers 503, not 401).
+    pub async fn owner(
+        &self,
+        cluster: &str,
+        token: &str,
+    ) -> Result<Option<TokenOwner>, LookupError> {
+        if !flotilla_bus::serviceaccounts::jwt_shaped(token)
+            || flotilla_api::names::validate_dns1123_label("cluster", cluster).is_err()
+        {
+            return Ok(None);
         }
-        let hash = flotilla_bus::serviceaccounts::token_hash(token);
-        let (record, _) = self
-            .tokens
-            .get(&format!("{cluster}.{hash}"))
+        tokio::time::timeout(LOOKUP_TIMEOUT, self.find(cluster, token))
             .await
-            .ok()
-            .flatten()?;
+            .map_err(|_| LookupError::TimedOut(LOOKUP_TIMEOUT))?
+            .map_err(LookupError::Store)
+    }
+
+    async fn find(&self, cluster: &str, token: &str) -> Result<Option<TokenOwner>, StoreError> {
+        let hash = flotilla_bus::serviceaccounts::token_hash(token);
+        let Some((record, _)) = self.tokens.get(&token_key(cluster, &hash)).await? else {
+            return Ok(None);
+        };
         let expires = record
             .expiration_timestamp
             .as_ref()
-            .map(flotilla_api::meta::system_time)?;
-        if record.cluster_name != cluster || expires <= SystemTime::now() {
-            return None;
+            .map(flotilla_api::meta::system_time);
+        if record.cluster_name != cluster || expires.is_none_or(|t| t <= SystemTime::now()) {
+            return Ok(None);
         }
-        Some(TokenOwner {
+        let Some((account, _)) = self
+            .accounts
+            .get(&ObjectRef::new(cluster, &record.name).store_key())
+            .await?
+        else {
+            return Ok(None);
+        };
+        let deleting = account
+            .metadata
+            .as_ref()
+            .is_none_or(|m| m.deletion_timestamp.is_some());
+        let issued = record
+            .issued_at
+            .as_ref()
+            .map(flotilla_api::meta::system_time);
+        if deleting || issued.is_none() || rules::refreshed_at(account.status.as_ref()) != issued {
+            return Ok(None);
+        }
+        Ok(Some(TokenOwner {
             cluster: record.cluster_name,
             name: record.name,
             namespace: record.service_account_namespace,
-        })
+        }))
     }
+}
+
+/// How long the proxy waits for a token's lookup (two KV reads).
+pub const LOOKUP_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Why a token could not be looked up.
+#[derive(Debug, Error)]
+pub enum LookupError {
+    /// The store answered with an error.
+    #[error("the ManagedServiceAccount token store failed: {0}")]
+    Store(#[source] StoreError),
+    /// The store did not answer in time.
+    #[error("the ManagedServiceAccount token store did not answer within {0:?}")]
+    TimedOut(Duration),
 }
 
 /// The KV key of a token record.

@@ -9,7 +9,7 @@ use flotilla_api::v1::{
     ServiceAccountTokenSecretRef,
 };
 use flotilla_bus::serviceaccounts as msa;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// The largest sealed box accepted (the token plus the box's overhead).
 pub const MAX_SEALED_BYTES: usize = msa::MAX_TOKEN_BYTES + 64;
@@ -162,6 +162,102 @@ pub fn token_failed(
     s
 }
 
+/// The status after the hub refused a report of the cluster's: `TokenReported` False, saying
+/// why, so the account does not look fine while its cluster's reports are refused. A token held
+/// stays (`SecretCreated`, the expiry, `tokenSecretRef`): it is still the current one.
+pub fn report_refused(
+    status: Option<&ManagedServiceAccountStatus>,
+    refusal: &Refusal,
+    generation: i64,
+) -> ManagedServiceAccountStatus {
+    let mut s = status.cloned().unwrap_or_default();
+    condition(
+        &mut s.conditions,
+        CONDITION_TOKEN_REPORTED,
+        false,
+        "ReportRefused",
+        &format!(
+            "the hub refused the cluster's last report ({}): {}",
+            refusal.0, refusal.1
+        ),
+        generation,
+    );
+    s
+}
+
+/// How many reports of one cluster the hub takes: `burst` at once, then `per_second`. A report
+/// over the rate is delivered again later (JetStream keeps it), not lost.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReportRate {
+    /// Sustained reports per second (default 5).
+    pub per_second: f64,
+    /// Reports at once (default 100: every account of a restarted agent reports at once).
+    pub burst: u32,
+}
+
+impl Default for ReportRate {
+    fn default() -> Self {
+        Self {
+            per_second: 5.0,
+            burst: 100,
+        }
+    }
+}
+
+/// A cluster's budget of reports (a token bucket).
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    left: f64,
+    at: Instant,
+}
+
+impl Budget {
+    /// A full budget.
+    pub fn new(rate: ReportRate, now: Instant) -> Self {
+        Self {
+            left: f64::from(rate.burst),
+            at: now,
+        }
+    }
+
+    /// Takes one report from the budget; false when it is spent.
+    pub fn take(&mut self, rate: ReportRate, now: Instant) -> bool {
+        let refill = now.saturating_duration_since(self.at).as_secs_f64() * rate.per_second;
+        self.left = (self.left + refill).min(f64::from(rate.burst));
+        self.at = now;
+        if self.left >= 1.0 {
+            self.left -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// When the current token was issued, as the status says (`tokenSecretRef.lastRefreshTimestamp`):
+/// the token whose record has this `issuedAt` is the account's current one.
+pub fn refreshed_at(status: Option<&ManagedServiceAccountStatus>) -> Option<SystemTime> {
+    status?
+        .token_secret_ref
+        .as_ref()?
+        .last_refresh_timestamp
+        .as_ref()
+        .map(system_time)
+}
+
+/// How long JetStream waits before delivering again a report the hub could not take or store,
+/// after its `delivered`-th delivery: 1 s doubling to 30 s.
+pub fn retry_after(delivered: i64) -> Duration {
+    let n = u32::try_from(delivered.clamp(1, 6) - 1).unwrap_or(0);
+    Duration::from_secs(2u64.pow(n).min(30))
+}
+
+/// When a failed removal of a token record is tried again, after `attempts` failures: 1 s
+/// doubling to 60 s.
+pub fn purge_after(attempts: u32) -> Duration {
+    Duration::from_secs(2u64.saturating_pow(attempts.clamp(1, 7) - 1).min(60))
+}
+
 /// When `ttlSecondsAfterCreation` deletes the account (`None`: never).
 pub fn delete_at(account: &ManagedServiceAccount) -> Option<SystemTime> {
     let ttl = account.spec.as_ref()?.ttl_seconds_after_creation?;
@@ -286,5 +382,67 @@ mod tests {
         assert_eq!(resend_after(false, 1, r), Duration::from_secs(2));
         assert_eq!(resend_after(false, 9, r), Duration::from_secs(60));
         assert_eq!(resend_after(true, 1, r), r);
+    }
+
+    #[test]
+    fn a_refused_report_says_so_and_keeps_the_token_held() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let kept = token_kept(None, "sa", 1, t0, t0 + Duration::from_secs(10));
+        let refused = report_refused(
+            Some(&kept),
+            &Refusal("sealed_token", "does not open".into()),
+            1,
+        );
+        let c = refused
+            .conditions
+            .iter()
+            .find(|c| c.r#type == "TokenReported")
+            .unwrap();
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", "ReportRefused")
+        );
+        assert!(c.message.contains("sealed_token") && c.message.contains("does not open"));
+        assert_eq!(refreshed_at(Some(&refused)), Some(t0));
+        assert_eq!(refused.expiration_timestamp, kept.expiration_timestamp);
+        // The same refusal again changes nothing (and so writes nothing).
+        let again = report_refused(
+            Some(&refused),
+            &Refusal("sealed_token", "does not open".into()),
+            1,
+        );
+        assert_eq!(again, refused);
+    }
+
+    #[test]
+    fn a_clusters_reports_are_limited_to_a_burst_then_a_rate() {
+        let rate = ReportRate {
+            per_second: 2.0,
+            burst: 3,
+        };
+        let t0 = Instant::now();
+        let mut b = Budget::new(rate, t0);
+        assert!((0..3).all(|_| b.take(rate, t0)));
+        assert!(!b.take(rate, t0));
+        assert!(!b.take(rate, t0 + Duration::from_millis(400)));
+        assert!(b.take(rate, t0 + Duration::from_millis(500)));
+        assert!(!b.take(rate, t0 + Duration::from_millis(500)));
+        // Refilled to the burst, not beyond.
+        let later = t0 + Duration::from_secs(60);
+        assert!((0..3).all(|_| b.take(rate, later)));
+        assert!(!b.take(rate, later));
+    }
+
+    #[test]
+    fn reports_not_taken_come_back_after_a_growing_delay() {
+        assert_eq!(retry_after(0), Duration::from_secs(1));
+        assert_eq!(retry_after(1), Duration::from_secs(1));
+        assert_eq!(retry_after(2), Duration::from_secs(2));
+        assert_eq!(retry_after(5), Duration::from_secs(16));
+        assert_eq!(retry_after(6), Duration::from_secs(30));
+        assert_eq!(retry_after(1_000), Duration::from_secs(30));
+        assert_eq!(purge_after(1), Duration::from_secs(1));
+        assert_eq!(purge_after(3), Duration::from_secs(4));
+        assert_eq!(purge_after(40), Duration::from_secs(60));
     }
 }
