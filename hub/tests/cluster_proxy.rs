@@ -722,6 +722,95 @@ async fn kubectl_reaches_the_kubernetes_api_as_the_callers_identity_and_sees_its
         .ok(&["-n", &ns, "delete", "configmap", "app"], None)
         .await;
     assert!(out.contains("deleted"), "{out}");
+
+    // Logs, and `logs -f` until kubectl goes away, which closes the stream on the spoke. (The
+    // testkit's API server writes numbered lines; a real cluster's pod would have to run first.)
+    if let Some(fake) = cluster.fake() {
+        let pod = format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: app\n  namespace: {ns}\nspec:\n  containers:\n    - name: app\n      image: example/app:1\n"
+        );
+        admin
+            .ok(&["apply", "--validate=false", "-f", "-"], Some(&pod))
+            .await;
+        let log = admin.ok(&["-n", &ns, "logs", "app"], None).await;
+        assert_eq!(log, "app line 1\napp line 2\napp line 3\n");
+        let mut follow = admin.stream(&["-n", &ns, "logs", "-f", "app"]);
+        for n in 1..=5 {
+            assert_eq!(follow.line().await, format!("app line {n}"));
+        }
+        assert_eq!(fake.open_log_streams(), 1);
+        follow.kill().await;
+        let deadline = tokio::time::Instant::now() + SOON;
+        while fake.open_log_streams() > 0 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the spoke's log stream stayed open after kubectl went away"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn kubectl_reads_and_follows_a_simulated_pods_log_until_the_pod_goes() {
+    let nats = NatsServer::start();
+    let hub = proxy_hub(&nats).await;
+    let _agent = start_agent(agent_config("edge-1", &nats.url()));
+    wait_inventory(&hub, "edge-1", true).await;
+    let admin = kubectl(&hub, "edge-1", ADMIN);
+    admin
+        .ok(
+            &["run", "web", "--image=nginx:1.27", "--restart=Never"],
+            None,
+        )
+        .await;
+    // Read, not watched: a simulated object's readiness comes with its age, not as an event.
+    let deadline = tokio::time::Instant::now() + SOON;
+    while admin
+        .ok(
+            &["get", "pod", "web", "-o", "jsonpath={.status.phase}"],
+            None,
+        )
+        .await
+        != "Running"
+    {
+        assert!(tokio::time::Instant::now() < deadline, "pod/web never ran");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let log = admin.ok(&["logs", "web", "--tail=1"], None).await;
+    assert_eq!(log, "simulated kubelet: container web is ready\n");
+    let mut follow = admin.stream(&["logs", "-f", "web"]);
+    assert_eq!(
+        follow.line().await,
+        "simulated kubelet: pulled image \"nginx:1.27\""
+    );
+    assert_eq!(
+        follow.line().await,
+        "simulated kubelet: started container web"
+    );
+    assert_eq!(
+        follow.line().await,
+        "simulated kubelet: container web is ready"
+    );
+    admin.ok(&["label", "pod", "web", "tier=front"], None).await;
+    let updated = follow.line().await;
+    assert!(
+        updated.starts_with("simulated kubelet: pod updated (resourceVersion "),
+        "{updated}"
+    );
+    admin
+        .ok(&["delete", "pod", "web", "--wait=false"], None)
+        .await;
+    assert_eq!(
+        follow.line().await,
+        "simulated kubelet: container web terminated (pod deleted)"
+    );
+    follow.ends().await;
+    let err = admin.fails(&["logs", "web"], None).await;
+    assert!(
+        err.contains("NotFound") || err.contains("not found"),
+        "{err}"
+    );
 }
 
 #[tokio::test]

@@ -21,6 +21,8 @@ pub struct ClusterWatch {
 
 #[derive(Default)]
 struct ClusterState {
+    /// Clusters the hub knows (registered, not deleted).
+    known: HashSet<String>,
     available: HashSet<String>,
     /// Clusters that were Available and then were not, with how often.
     lost: HashMap<String, u32>,
@@ -59,6 +61,11 @@ impl ClusterWatch {
                     .and_then(|s| meta::condition_status(&s.conditions, COND_AVAILABLE))
                     == Some("True");
             let mut st = s.lock().expect("cluster watch lock");
+            if deleted {
+                st.known.remove(&name);
+            } else {
+                st.known.insert(name.clone());
+            }
             if up {
                 st.first_up.entry(name.clone()).or_insert_with(Instant::now);
                 st.available.insert(name);
@@ -77,6 +84,15 @@ impl ClusterWatch {
             .expect("cluster watch lock")
             .available
             .len()
+    }
+
+    /// Whether the hub knows `name` (it registered and was not deleted).
+    pub fn is_known(&self, name: &str) -> bool {
+        self.state
+            .lock()
+            .expect("cluster watch lock")
+            .known
+            .contains(name)
     }
 
     /// Whether `name` is Available now.

@@ -133,6 +133,15 @@ impl Stream {
         }
     }
 
+    /// Waits for its output to end (the stream closed by the other side), then for it.
+    pub async fn ends(mut self) {
+        match tokio::time::timeout(super::SOON, self.lines.next_line()).await {
+            Ok(Ok(None)) => {}
+            other => panic!("kubectl's output did not end: {other:?}"),
+        }
+        let _ = tokio::time::timeout(super::SOON, self.child.wait()).await;
+    }
+
     /// Stops it (by its own process id) and waits for it.
     pub async fn kill(mut self) {
         let _ = self.child.kill().await;

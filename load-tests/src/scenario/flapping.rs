@@ -72,9 +72,16 @@ pub async fn run(mut run: Run, s: Settings) -> Result<(Summary, Run)> {
         crate::watch::ClusterWatch::start(run.topology.hub_endpoint.clone(), run.prefix());
     let fleet = crate::fleet::LoadFleet::start(&run.topology, &run.fleet).await?;
     let deadline = run.deadline();
-    while !steady.iter().all(|n| clusters.is_available(n)) {
+    // Every cluster is applied to: the flapping ones must have registered (between flaps)
+    // before their work can be, or the apply is refused as for an unknown cluster.
+    let all = run.fleet.names();
+    while !steady.iter().all(|n| clusters.is_available(n))
+        || !all.iter().all(|n| clusters.is_known(n))
+    {
         if Instant::now() > deadline {
-            bail!("the steady clusters did not all become Available");
+            bail!(
+                "the steady clusters did not all become Available, or not every cluster registered"
+            );
         }
         let _ = clusters
             .wait_available(
