@@ -764,19 +764,13 @@ async fn kubectl_reads_and_follows_a_simulated_pods_log_until_the_pod_goes() {
             None,
         )
         .await;
-    // Read, not watched: a simulated object's readiness comes with its age, not as an event.
-    let deadline = tokio::time::Instant::now() + SOON;
-    while admin
+    // Readiness is a watch event, as an API server's status update.
+    admin
         .ok(
-            &["get", "pod", "web", "-o", "jsonpath={.status.phase}"],
+            &["wait", "--for=condition=Ready", "pod/web", "--timeout=20s"],
             None,
         )
-        .await
-        != "Running"
-    {
-        assert!(tokio::time::Instant::now() < deadline, "pod/web never ran");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        .await;
     let log = admin.ok(&["logs", "web", "--tail=1"], None).await;
     assert_eq!(log, "simulated kubelet: container web is ready\n");
     let mut follow = admin.stream(&["logs", "-f", "web"]);

@@ -604,3 +604,41 @@ async fn a_followed_log_streams_changes_and_ends_when_the_pod_is_deleted() {
     );
     assert_eq!(next().await, None, "the stream ends with the pod");
 }
+
+#[tokio::test]
+async fn a_watch_sees_an_object_become_ready_as_an_api_servers_status_update() {
+    let b = sim();
+    let resp = serve(
+        b.clone(),
+        req(Method::GET, PODS, "watch=true", "", Value::Null),
+    )
+    .await;
+    let mut body = resp.body;
+    let mut next = async || {
+        let chunk = tokio::time::timeout(Duration::from_secs(5), body.next())
+            .await
+            .expect("an event in time")
+            .unwrap()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&chunk).unwrap();
+        format!(
+            "{} {}",
+            v["type"].as_str().unwrap(),
+            v["object"]["status"]["phase"].as_str().unwrap_or_default()
+        )
+    };
+    call(
+        &b,
+        req(
+            Method::POST,
+            PODS,
+            "",
+            "application/json",
+            pod("web", &["nginx"]),
+        ),
+    )
+    .await;
+    assert_eq!(next().await, "ADDED Pending");
+    // No write: the simulated kubelet's readiness (after ready_delay) is the event.
+    assert_eq!(next().await, "MODIFIED Running");
+}

@@ -29,7 +29,7 @@ fn deadline(now: Instant, timeout_seconds: u64) -> Instant {
     now.checked_add(asked).unwrap_or(now)
 }
 
-/// What a watcher has seen: object key → (resourceVersion, object).
+/// What a watcher has seen: object key → (its [`state`], object).
 type Seen = BTreeMap<String, (String, Value)>;
 
 fn key(o: &Value) -> String {
@@ -47,6 +47,12 @@ fn version(o: &Value) -> String {
         .to_string()
 }
 
+/// What a watcher compares: the version, and the status (a simulated object's readiness comes
+/// with its age, without a write, and is a `MODIFIED` event as an API server's status update).
+fn state(o: &Value) -> String {
+    format!("{}|{}", version(o), o["status"])
+}
+
 fn event(kind: &str, object: &Value) -> Bytes {
     let mut line = json!({"type": kind, "object": object}).to_string();
     line.push('\n');
@@ -59,7 +65,7 @@ pub fn diff(seen: &mut Seen, now: Vec<Value>) -> Vec<Bytes> {
     let mut next = Seen::new();
     for o in now {
         let k = key(&o);
-        let v = version(&o);
+        let v = state(&o);
         match seen.get(&k) {
             None => events.push(event("ADDED", &o)),
             Some((old, _)) if *old != v => events.push(event("MODIFIED", &o)),
@@ -156,11 +162,10 @@ pub(super) async fn serve(
         None => state.pending.extend(diff(&mut state.seen, now)),
         Some(since) => {
             for o in now {
-                let v = version(&o);
-                if v.parse::<u64>().is_ok_and(|v| v > since) {
+                if version(&o).parse::<u64>().is_ok_and(|v| v > since) {
                     state.pending.push_back(event("MODIFIED", &o));
                 }
-                state.seen.insert(key(&o), (v, o));
+                state.seen.insert(key(&o), (self::state(&o), o));
             }
         }
     }
