@@ -139,6 +139,15 @@ pub fn executor_verbs(strategy: &Strategy, owned: bool) -> Vec<&'static str> {
     verbs
 }
 
+/// A client of the cluster's API following its changes ([`Backend::follow_api`]); dropping it
+/// ends the following.
+pub struct ApiFollow {
+    /// Bumped on every change.
+    pub changes: tokio::sync::watch::Receiver<u64>,
+    /// Whatever the backend keeps alive while the client follows.
+    pub _held: Option<Box<dyn std::any::Any + Send + Sync>>,
+}
+
 /// A cluster the agent observes and applies work to.
 #[async_trait::async_trait]
 pub trait Backend: Send + Sync + 'static {
@@ -213,6 +222,16 @@ pub trait Backend: Send + Sync + 'static {
     /// listed so far). `None` (the default): no signal, poll.
     fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         None
+    }
+
+    /// [`Backend::changes`] for a client of the cluster's API (a watch, a followed log through
+    /// the proxy), who also wants to hear of status that changes without a write (the simulated
+    /// cluster's readiness). By default the same signal.
+    fn follow_api(&self) -> Option<ApiFollow> {
+        self.changes().map(|changes| ApiFollow {
+            changes,
+            _held: None,
+        })
     }
 
     /// Bumps `signal` whenever someone else changes or deletes `id` on the cluster (as

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Annotation that makes applying a manifest fail with its value as the message.
@@ -80,9 +80,28 @@ pub struct SimBackend {
     executors: Mutex<HashMap<String, String>>,
     /// Bumped on every change of the stored objects ([`Backend::changes`]).
     changed: tokio::sync::watch::Sender<u64>,
+    /// Clients of the simulated API following its changes ([`Backend::follow_api`]): only
+    /// while there are some is readiness signalled.
+    api_followers: Arc<std::sync::atomic::AtomicUsize>,
     /// ServiceAccount tokens issued, by SHA-256: `(namespace, name, expiry)`. The simulated
     /// API accepts them as bearer tokens until they expire or their ServiceAccount goes.
     tokens: Mutex<HashMap<String, (String, String, SystemTime)>>,
+}
+
+/// Counts a client of the simulated API following it, while it lives.
+struct Follower(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Follower {
+    fn new(count: Arc<std::sync::atomic::AtomicUsize>) -> Self {
+        count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Self(count)
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 fn now_ms() -> u64 {
@@ -235,6 +254,7 @@ impl SimBackend {
             load: Mutex::new(0.0),
             executors: Mutex::new(HashMap::new()),
             changed: tokio::sync::watch::Sender::new(0),
+            api_followers: Arc::default(),
             tokens: Mutex::new(HashMap::new()),
         }
     }
@@ -349,12 +369,17 @@ impl SimBackend {
         v
     }
 
-    /// A written object becomes ready `ready_delay` later, with no write: while someone
-    /// follows the cluster's changes (a watch, a followed log through the proxy), they are told
-    /// then, as an API server's status update would tell them. Nobody following, nothing is
-    /// spawned (a simulated fleet of 100,000 pays nothing).
+    /// A written object becomes ready `ready_delay` later, with no write: while a client of
+    /// the API follows the cluster (a watch, a followed log through the proxy), it is told then,
+    /// as an API server's status update would tell it. Nobody following, nothing is spawned (a
+    /// simulated fleet of 100,000 pays nothing).
     fn signal_readiness(&self) {
-        if self.changed.receiver_count() == 0 || tokio::runtime::Handle::try_current().is_err() {
+        if self
+            .api_followers
+            .load(std::sync::atomic::Ordering::Relaxed)
+            == 0
+            || tokio::runtime::Handle::try_current().is_err()
+        {
             return;
         }
         let changed = self.changed.clone();
@@ -447,6 +472,16 @@ impl Backend for SimBackend {
 
     fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         Some(self.changed.subscribe())
+    }
+
+    fn follow_api(&self) -> Option<super::ApiFollow> {
+        let follow = super::ApiFollow {
+            changes: self.changed.subscribe(),
+            _held: Some(Box::new(Follower::new(self.api_followers.clone()))),
+        };
+        // Objects written before anyone followed become ready within `ready_delay` too.
+        self.signal_readiness();
+        Some(follow)
     }
 
     /// Answered from the simulated objects ([`super::sim_api`]).

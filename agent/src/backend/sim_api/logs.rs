@@ -115,7 +115,7 @@ struct Follow {
     target: Target,
     container: Container,
     format: Format,
-    changes: Option<tokio::sync::watch::Receiver<u64>>,
+    follower: Option<crate::backend::ApiFollow>,
     pending: VecDeque<Bytes>,
     version: String,
     ready: bool,
@@ -135,8 +135,8 @@ impl Follow {
                 return None;
             }
             let changed = async {
-                match self.changes.as_mut() {
-                    Some(rx) => rx.changed().await.is_ok(),
+                match self.follower.as_mut() {
+                    Some(f) => f.changes.changed().await.is_ok(),
                     None => std::future::pending().await,
                 }
             };
@@ -248,9 +248,9 @@ pub(super) async fn serve(
         lines.drain(..lines.len() - keep);
     }
     let follow = matches!(request.param("follow").as_deref(), Some("true" | "1"));
-    let mut changes = if follow { backend.changes() } else { None };
-    if let Some(rx) = changes.as_mut() {
-        rx.mark_unchanged();
+    let mut follower = if follow { backend.follow_api() } else { None };
+    if let Some(f) = follower.as_mut() {
+        f.changes.mark_unchanged();
     }
     let state = Follow {
         pending: lines.iter().map(|l| format.line(l)).collect(),
@@ -260,7 +260,7 @@ pub(super) async fn serve(
         target,
         container,
         format,
-        changes,
+        follower,
         budget: limit,
         done: !follow,
     };

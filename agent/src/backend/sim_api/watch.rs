@@ -88,6 +88,8 @@ struct State {
     labels: Option<flotilla_api::v1::LabelSelector>,
     fields: Vec<(String, String, bool)>,
     changes: tokio::sync::watch::Receiver<u64>,
+    /// Keeps the backend telling this watch of status changes without a write.
+    _follow: crate::backend::ApiFollow,
     seen: Seen,
     pending: VecDeque<Bytes>,
     until: Option<Instant>,
@@ -131,13 +133,14 @@ pub(super) async fn serve(
         Ok(s) => s,
         Err(resp) => return resp,
     };
-    let Some(mut changes) = backend.changes() else {
+    let Some(follow) = backend.follow_api() else {
         return ApiResponse::status(
             StatusCode::METHOD_NOT_ALLOWED,
             "MethodNotAllowed",
             "this cluster cannot watch",
         );
     };
+    let mut changes = follow.changes.clone();
     changes.mark_unchanged();
     let since: Option<u64> = request
         .param("resourceVersion")
@@ -153,6 +156,7 @@ pub(super) async fn serve(
         labels,
         fields,
         changes,
+        _follow: follow,
         seen: Seen::new(),
         pending: VecDeque::new(),
         until,
