@@ -20,34 +20,23 @@ use flotilla_api::v1::{
 };
 use flotilla_bus::connect::ConnectionEvent;
 use flotilla_bus::envelope::{Event, types};
-use flotilla_bus::publish::{PublishError, Publisher};
+use flotilla_bus::publish::Publisher;
 use flotilla_bus::subjects;
 use futures::StreamExt;
 use rand::Rng;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+mod calls;
+
+pub use calls::{AskError, ask_hub};
+use calls::{Call, ResyncCall, ResyncFailed, answer_of};
+
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(5);
 const ACCEPTED_REFRESH: Duration = Duration::from_secs(600);
-
-/// A request to the hub in flight: polled by the loop beside everything else, so a hub slow to
-/// answer (restarting, not yet holding this cluster's shard, on the far side of a bad link)
-/// delays only its answer, never a lease renewal or a status report.
-///
-/// The `Mutex` only makes it `Sync` (the actor is borrowed across awaits by its `&self`
-/// methods); it is polled through `get_mut`, which never locks.
-struct Call<T>(std::sync::Mutex<Pin<Box<dyn Future<Output = T> + Send>>>);
-
-impl<T> Call<T> {
-    fn new(call: impl Future<Output = T> + Send + 'static) -> Self {
-        Self(std::sync::Mutex::new(Box::pin(call)))
-    }
-}
 
 /// The agent's registration and health loop.
 pub struct RegistrationActor {
@@ -102,20 +91,6 @@ fn jitter(d: Duration, low: f64) -> Duration {
 async fn sleep_until_opt(t: Option<Instant>) {
     match t {
         Some(t) => tokio::time::sleep_until(t).await,
-        None => std::future::pending().await,
-    }
-}
-
-/// The answer of the call in flight (never, without one). Cancel-safe: the call stays in its
-/// slot when another branch of the loop wins.
-async fn answer_of<T>(call: &mut Option<Call<T>>) -> T {
-    match call {
-        Some(call) => {
-            call.0
-                .get_mut()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .await
-        }
         None => std::future::pending().await,
     }
 }
@@ -887,137 +862,6 @@ fn claims(config: &AgentConfig, store: &LocalStore, info: &ClusterInfo) -> Vec<C
     .collect();
     claims.extend(config.claims.iter().cloned());
     claims
-}
-
-/// Why a registration request got no usable answer.
-#[derive(Debug, thiserror::Error)]
-pub enum AskError {
-    /// The request cannot be encoded (too large): asking again will not help soon.
-    #[error("the registration request cannot be sent: {0}")]
-    Encode(#[source] PublishError),
-    /// No answer (hub or NATS away): retry with backoff.
-    #[error("the registration request was not answered: {0}")]
-    Unanswered(#[source] PublishError),
-    /// An answer that cannot be read: retry with backoff.
-    #[error("the registration answer is unreadable: {0}")]
-    Unreadable(#[source] PublishError),
-    /// An answer that is not the answer to this request (another cluster's, or another
-    /// request's): retry with backoff.
-    #[error("not the answer to this registration request: {0}")]
-    NotOurs(String),
-}
-
-impl From<PublishError> for AskError {
-    fn from(e: PublishError) -> Self {
-        match e {
-            e if e.is_permanent() => Self::Encode(e),
-            e @ PublishError::Decode { .. } => Self::Unreadable(e),
-            e => Self::Unanswered(e),
-        }
-    }
-}
-
-/// Why a spec resync came to nothing (logged where it happened).
-enum ResyncFailed {
-    /// Refused or unreadable: the next resync interval tries again.
-    Refused,
-    /// Not answered (hub or NATS away): tried again soon.
-    Unanswered,
-}
-
-/// What a spec resync request needs, owned by the call in flight.
-struct ResyncCall {
-    requests: Publisher,
-    source: String,
-    cluster: String,
-}
-
-impl ResyncCall {
-    /// Sends one resync request and reads the answer.
-    async fn send(&self, request: &SpecResyncRequest) -> Result<SpecResyncResponse, ResyncFailed> {
-        let ev = Event::new(
-            flotilla_bus::works::resync_request_type(),
-            self.source.clone(),
-            &self.cluster,
-            request,
-        );
-        let answer = self
-            .requests
-            .request::<SpecResyncResponse>(subjects::sync(&self.cluster), &ev, "SpecResyncResponse")
-            .await;
-        match answer {
-            Ok(resp) if !resp.error.is_empty() => {
-                tracing::warn!(error = %resp.error, "the hub rejected the spec resync request");
-                Err(ResyncFailed::Refused)
-            }
-            Ok(resp) => Ok(resp),
-            Err(e @ PublishError::Decode { .. }) => {
-                tracing::warn!(error = %e, "unreadable spec resync answer");
-                Err(ResyncFailed::Refused)
-            }
-            Err(e) if e.is_permanent() => {
-                tracing::error!(error = %e, "spec resync request cannot be sent");
-                Err(ResyncFailed::Refused)
-            }
-            Err(e) => {
-                tracing::debug!(error = %e, "spec resync not answered; retrying soon");
-                Err(ResyncFailed::Unanswered)
-            }
-        }
-    }
-}
-
-/// Sends one registration request over `client` and reads the hub's answer.
-pub async fn ask_hub(
-    client: &async_nats::Client,
-    config: &AgentConfig,
-    source: &str,
-    request: &RegistrationRequest,
-) -> Result<RegistrationResponse, AskError> {
-    let request_id = request.request_id.clone();
-    let ev = Event::new(
-        types::registration_request(),
-        source.to_string(),
-        &config.cluster_name,
-        request,
-    );
-    let publisher = Publisher::new(
-        client.clone(),
-        config.max_event_bytes,
-        config.nats.request_timeout,
-    );
-    let response = publisher
-        .request::<RegistrationResponse>(
-            subjects::register(&config.cluster_name),
-            &ev,
-            "RegistrationResponse",
-        )
-        .await?;
-    answers(&response, &config.cluster_name, &request_id)?;
-    Ok(response)
-}
-
-/// Whether `response` answers this agent's request `request_id`: a reply can land on any
-/// subject someone names, so an answer for another cluster or request is not taken.
-fn answers(
-    response: &RegistrationResponse,
-    cluster: &str,
-    request_id: &str,
-) -> Result<(), AskError> {
-    if response.cluster_name != cluster {
-        return Err(AskError::NotOurs(format!(
-            "an answer for cluster {:?}, not {cluster:?}",
-            response.cluster_name
-        )));
-    }
-    // A hub that predates request ids answers without in_reply_to.
-    if !response.in_reply_to.is_empty() && response.in_reply_to != request_id {
-        return Err(AskError::NotOurs(format!(
-            "an answer to request {:?}, not {request_id:?}",
-            response.in_reply_to
-        )));
-    }
-    Ok(())
 }
 
 /// Whether this agent's link is up, kept in the shared connected gauge (released on drop).
