@@ -100,8 +100,10 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 /// refused by compare-and-set over a newer epoch's write is [`StoreError::Fenced`].
 #[derive(Clone)]
 pub struct Bucket<T> {
-    kv: async_nats::jetstream::kv::Store,
-    js: async_nats::jetstream::Context,
+    // Shared, not cloned: a `Store` carries its stream's whole cached info (config, state) and
+    // every cluster actor holds a fenced bucket of its own — about 4 KB each, when cloned.
+    kv: Arc<async_nats::jetstream::kv::Store>,
+    js: Arc<async_nats::jetstream::Context>,
     name: &'static str,
     fence: Option<(Fence, Arc<str>)>,
     _t: PhantomData<fn() -> T>,
@@ -115,8 +117,8 @@ impl<T: Message + Default> Bucket<T> {
         opts: StreamOptions,
     ) -> Result<Self> {
         Ok(Self {
-            kv: js::ensure_kv(js, name, 1, opts).await?,
-            js: js.clone(),
+            kv: Arc::new(js::ensure_kv(js, name, 1, opts).await?),
+            js: Arc::new(js.clone()),
             name,
             fence: None,
             _t: PhantomData,
@@ -331,20 +333,44 @@ impl<T: Message + Default> Bucket<T> {
     pub async fn write(&self, key: &str, value: &T, expected: u64) -> Result<u64> {
         self.check_fence(key)?;
         let bytes = Bytes::from(value.encode_to_vec());
+        // Only the fenced publish, every cluster actor's path, runs inline: the other paths
+        // (unfenced buckets, a create over a delete marker, a failure's read-back) are boxed,
+        // so that the thousands of actors awaiting a write at once each hold a small future.
         let result = if self.fence.is_some() {
             match self.publish_fenced(key, bytes.clone(), expected).await {
-                // A create over a delete marker: the marker's revision is the one to expect.
-                Err(e) if e.is_conflict() && expected == 0 => match self.kv.entry(key).await {
-                    Ok(Some(entry)) if entry.operation != Operation::Put => {
-                        self.publish_fenced(key, bytes.clone(), entry.revision)
-                            .await
-                    }
-                    _ => Err(e),
-                },
+                Err(e) if e.is_conflict() && expected == 0 => {
+                    Box::pin(self.create_over_marker(key, bytes.clone(), e)).await
+                }
                 other => other,
             }
-        } else if expected == 0 {
-            self.kv.create(key, bytes.clone()).await.map_err(|e| {
+        } else {
+            Box::pin(self.write_unfenced(key, bytes.clone(), expected)).await
+        };
+        match result {
+            Ok(revision) => Ok(revision),
+            Err(error) => Box::pin(self.after_failed_write(key, &bytes, expected, error)).await,
+        }
+    }
+
+    /// A fenced create refused because the key exists: over a delete marker, the marker's
+    /// revision is the one to expect.
+    async fn create_over_marker(
+        &self,
+        key: &str,
+        bytes: Bytes,
+        refused: StoreError,
+    ) -> Result<u64> {
+        match self.kv.entry(key).await {
+            Ok(Some(entry)) if entry.operation != Operation::Put => {
+                self.publish_fenced(key, bytes, entry.revision).await
+            }
+            _ => Err(refused),
+        }
+    }
+
+    async fn write_unfenced(&self, key: &str, bytes: Bytes, expected: u64) -> Result<u64> {
+        if expected == 0 {
+            self.kv.create(key, bytes).await.map_err(|e| {
                 let conflict = matches!(
                     e.kind(),
                     async_nats::jetstream::kv::CreateErrorKind::AlreadyExists
@@ -352,24 +378,31 @@ impl<T: Message + Default> Bucket<T> {
                 self.write_err(key, e.to_string(), conflict)
             })
         } else {
-            self.kv
-                .update(key, bytes.clone(), expected)
-                .await
-                .map_err(|e| {
-                    let conflict = matches!(
-                        e.kind(),
-                        async_nats::jetstream::kv::UpdateErrorKind::WrongLastRevision
-                    );
-                    self.write_err(key, e.to_string(), conflict)
-                })
-        };
-        let Err(error) = result else { return result };
+            self.kv.update(key, bytes, expected).await.map_err(|e| {
+                let conflict = matches!(
+                    e.kind(),
+                    async_nats::jetstream::kv::UpdateErrorKind::WrongLastRevision
+                );
+                self.write_err(key, e.to_string(), conflict)
+            })
+        }
+    }
+
+    /// After a failed write: the write counts as done if the key holds exactly `bytes` at a
+    /// newer revision (it landed after all); otherwise the error, a conflict judged.
+    async fn after_failed_write(
+        &self,
+        key: &str,
+        bytes: &Bytes,
+        expected: u64,
+        error: StoreError,
+    ) -> Result<u64> {
         tracing::warn!(bucket = self.name, key, expected, %error, "KV write failed");
         match self.kv.entry(key).await {
             Ok(Some(e))
                 if e.operation == async_nats::jetstream::kv::Operation::Put
                     && e.revision > expected
-                    && e.value == bytes =>
+                    && e.value == *bytes =>
             {
                 tracing::info!(
                     bucket = self.name,

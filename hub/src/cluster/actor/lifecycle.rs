@@ -197,8 +197,8 @@ impl Actor {
             Some(user) => Credential::User(user),
             None => Credential::Unknown,
         };
-        let was_accepted = self.cluster.as_ref().is_some_and(rules::accepted);
-        let decision = rules::registration::decide(self.cluster.as_ref(), &request, who, &ctx);
+        let was_accepted = self.cluster.as_deref().is_some_and(rules::accepted);
+        let decision = rules::registration::decide(self.cluster.as_deref(), &request, who, &ctx);
         let mut response = match decision {
             Decision::Denied => {
                 self.refused("denied", "the hub cluster admin denied this cluster");
@@ -257,7 +257,7 @@ impl Actor {
     /// Keeps the latest refusal on the cluster for `describe cluster`, written only when it
     /// changes so a flood of refused requests is not a flood of writes.
     async fn remember_refusal(&mut self, message: &str) {
-        let Some(mut c) = self.cluster.clone() else {
+        let Some(mut c) = self.cluster.as_deref().cloned() else {
             return;
         };
         let hub = c.hub.get_or_insert_with(Default::default);
@@ -281,7 +281,7 @@ impl Actor {
         mut response: RegistrationResponse,
         request: &RegistrationRequest,
     ) -> RegistrationResponse {
-        let (Some(security), Some(c)) = (&self.shared.security, &self.cluster) else {
+        let (Some(security), Some(c)) = (&self.shared.security, self.cluster.as_deref()) else {
             return response;
         };
         if response.state != RegistrationState::Accepted as i32
@@ -341,7 +341,7 @@ impl Actor {
                 "join credentials need a hub in secure mode (--secure-dir)".into(),
             ));
         };
-        let mut next = match self.cluster.clone() {
+        let mut next = match self.cluster.as_deref().cloned() {
             // A denied cluster starts over with a new agent: its (revoked) key is unbound and
             // the cluster is pending again, so only the join credential's key can take it.
             Some(mut c) if rules::denied(&c) => {
@@ -443,7 +443,9 @@ impl Actor {
     }
 
     async fn notify(&self, state: RegistrationState, message: &str) {
-        let Some(c) = &self.cluster else { return };
+        let Some(c) = self.cluster.as_deref() else {
+            return;
+        };
         let mut r = response(&self.name, state, self.lease_seconds(c), message);
         if state == RegistrationState::Accepted {
             r.managed_namespaces = rules::namespaces_for_agent(c);
@@ -480,7 +482,7 @@ impl Actor {
         // A lease arrives over the agent's own credentials (secure mode): its join credential
         // has served its purpose. Not earlier — revoking it as the credentials are issued would
         // cut the connection the answer carrying them goes over.
-        if let Some(c) = self.cluster.clone().filter(rules::accepted) {
+        if let Some(c) = self.cluster.clone().filter(|c| rules::accepted(c)) {
             self.spend_join(&c).await;
         }
     }
@@ -492,7 +494,7 @@ impl Actor {
         server_time: SystemTime,
     ) {
         let ty = types::lease_renewal().to_string();
-        let Some(c) = self.cluster.clone().filter(rules::accepted) else {
+        let Some(c) = self.cluster.as_deref().cloned().filter(rules::accepted) else {
             self.shared.metrics.rejected(&ty, "not_accepted");
             tracing::debug!("lease renewal from a cluster that is not accepted ignored");
             return;
@@ -595,7 +597,7 @@ impl Actor {
             ack,
         } = ev;
         let ty = types::cluster_status().to_string();
-        let Some(mut next) = self.cluster.clone().filter(rules::accepted) else {
+        let Some(mut next) = self.cluster.as_deref().cloned().filter(rules::accepted) else {
             self.shared.metrics.rejected(&ty, "not_accepted");
             ack_message(ack).await;
             return;
@@ -658,14 +660,14 @@ impl Actor {
     pub(super) async fn lease_expired(&mut self) {
         // A hub that cannot read its shard's status cannot tell a silent agent from a blind
         // hub: no judgment while blind, and a full grace from the moment it sees again.
-        if let Some(c) = self.cluster.as_ref()
+        if let Some(c) = self.cluster.as_deref()
             && let Some(later) = self.sight.postpone(Instant::now(), self.grace(c))
         {
             self.lease_deadline = Some(later);
             return;
         }
         self.lease_deadline = None;
-        let Some(mut next) = self.cluster.clone().filter(rules::accepted) else {
+        let Some(mut next) = self.cluster.as_deref().cloned().filter(rules::accepted) else {
             return;
         };
         if rules::set_available(
@@ -681,7 +683,7 @@ impl Actor {
     }
 
     pub(super) async fn delete(&mut self) -> Result<(), ClusterError> {
-        let Some(current) = self.cluster.clone() else {
+        let Some(current) = self.cluster.as_deref().cloned() else {
             return Err(ClusterError::NotFound(format!(
                 "managed cluster {:?}",
                 self.name

@@ -43,7 +43,7 @@ pub(super) fn spawn(
 ) -> ClusterHandle {
     let (tx, rx) = mpsc::channel(shared.config.mailbox_capacity.max(1));
     let span = tracing::info_span!("cluster", cluster.name = %name);
-    let mut actor = Actor {
+    let mut actor = Box::new(Actor {
         name: name.clone(),
         cluster: None,
         revision: 0,
@@ -64,7 +64,7 @@ pub(super) fn spawn(
         refusal_written: None,
         works: BTreeMap::new(),
         rx,
-    };
+    });
     actor.load_works(works);
     match loaded {
         Some((c, rev)) => actor.take_stored(c, rev),
@@ -78,7 +78,9 @@ pub(super) fn spawn(
 
 struct Actor {
     name: String,
-    cluster: Option<ManagedCluster>,
+    /// Shared with the cluster inventory: one copy of each cluster at the hub (a change makes a
+    /// new one, which the inventory then shares).
+    cluster: Option<Arc<ManagedCluster>>,
     revision: u64,
     /// The clusters bucket, writing under the shard's fence.
     bucket: crate::store::Bucket<ManagedCluster>,
@@ -114,7 +116,10 @@ enum Flow {
 }
 
 impl Actor {
-    async fn run(mut self) {
+    /// Runs until the shard stops or the cluster is deleted. The actor is boxed: an `async fn`
+    /// keeps its moved-in argument beside the body's binding, which would hold it twice in
+    /// every cluster's task.
+    async fn run(mut self: Box<Self>) {
         tracing::debug!("cluster actor started");
         if self.unread && !Box::pin(self.read_store()).await {
             return;
@@ -158,8 +163,7 @@ impl Actor {
         if self.lease_deadline.is_none() && rules::accepted(&c) {
             self.lease_deadline = Some(Instant::now() + self.grace(&c));
         }
-        self.shared.inventory.upsert(&self.name, c.clone());
-        self.cluster = Some(c);
+        self.adopt_cluster(c);
     }
 
     /// Reads the cluster and its works from the store, retrying while the store does not
@@ -345,7 +349,8 @@ impl Actor {
 
     fn current(&self) -> Result<ManagedCluster, ClusterError> {
         self.cluster
-            .clone()
+            .as_deref()
+            .cloned()
             .ok_or_else(|| ClusterError::NotFound(format!("managed cluster {:?}", self.name)))
     }
 
@@ -365,54 +370,77 @@ impl Actor {
     }
 
     /// Writes `next` with compare-and-set, adopting it and publishing it to the inventory.
-    async fn persist(&mut self, mut next: ManagedCluster) -> Result<(), StoreError> {
+    async fn persist(&mut self, next: ManagedCluster) -> Result<(), StoreError> {
+        let rev = self.write_cluster(&next).await?;
+        self.adopt_written(next, rev);
+        Ok(())
+    }
+
+    /// Writes `next` with compare-and-set (over the stored revision after a lost race);
+    /// returns the new revision.
+    async fn write_cluster(&self, next: &ManagedCluster) -> Result<u64, StoreError> {
         let start = std::time::Instant::now();
-        let mut result = self.bucket.write(&self.name, &next, self.revision).await;
+        let mut result = self.bucket.write(&self.name, next, self.revision).await;
         if let Err(e) = &result
             && e.is_conflict()
         {
             // Someone else wrote (a previous incarnation of this actor, an operator, or a
             // previous owner of the shard whose late write landed — a newer owner's write is
             // `Fenced` instead): this actor owns the cluster, so take the stored revision and
-            // write again.
+            // write again. Boxed: the rare path stays out of every actor's write future.
             tracing::warn!(error = %e, "revision conflict, rewriting over the stored revision");
-            let stored = self.bucket.get(&self.name).await?;
-            let rev = stored.map_or(0, |(_, rev)| rev);
-            result = self.bucket.write(&self.name, &next, rev).await;
+            result = Box::pin(self.write_over_stored(next)).await;
         }
         self.shared
             .metrics
             .kv_write_seconds
             .observe(start.elapsed().as_secs_f64());
-        let rev = result?;
+        result
+    }
+
+    /// Adopts `next`, written at `rev`.
+    fn adopt_written(&mut self, mut next: ManagedCluster, rev: u64) {
         if let Some(m) = next.metadata.as_mut() {
             m.resource_version = rev;
         }
         self.revision = rev;
         self.dirty = false;
-        self.shared.inventory.upsert(&self.name, next.clone());
-        self.cluster = Some(next);
-        Ok(())
+        self.adopt_cluster(next);
+    }
+
+    /// Writes `next` over whatever revision the store holds.
+    async fn write_over_stored(&self, next: &ManagedCluster) -> Result<u64, StoreError> {
+        let stored = self.bucket.get(&self.name).await?;
+        let rev = stored.map_or(0, |(_, rev)| rev);
+        self.bucket.write(&self.name, next, rev).await
     }
 
     /// Persists an agent- or timer-driven change; on failure keeps it in memory and retries.
     async fn persist_or_retry(&mut self, next: ManagedCluster) {
-        if let Err(e) = self.persist(next.clone()).await {
-            if matches!(e, StoreError::Fenced { .. }) {
-                // Another hub owns the cluster now: this actor's view is not the cluster's
-                // state any more, and its shard is being stopped.
+        match self.write_cluster(&next).await {
+            Ok(rev) => self.adopt_written(next, rev),
+            // Another hub owns the cluster now: this actor's view is not the cluster's state
+            // any more, and its shard is being stopped.
+            Err(e @ StoreError::Fenced { .. }) => {
                 tracing::warn!(error = %e, "change dropped: the shard has moved to another hub");
-                return;
             }
-            tracing::warn!(error = %e, "persisting cluster failed; will retry");
-            self.shared.inventory.upsert(&self.name, next.clone());
-            self.cluster = Some(next);
-            self.dirty = true;
+            Err(e) => {
+                tracing::warn!(error = %e, "persisting cluster failed; will retry");
+                self.adopt_cluster(next);
+                self.dirty = true;
+            }
         }
     }
 
+    /// Makes `c` the cluster, shared with the inventory.
+    fn adopt_cluster(&mut self, c: ManagedCluster) {
+        let c = Arc::new(c);
+        self.shared.inventory.upsert_shared(&self.name, c.clone());
+        self.cluster = Some(c);
+    }
+
     async fn flush(&mut self) {
-        if let Some(c) = self.cluster.clone()
+        if let Some(c) = self.cluster.as_deref().cloned()
             && self.persist(c).await.is_ok()
         {
             tracing::info!("pending cluster state persisted");

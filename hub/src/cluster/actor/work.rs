@@ -195,7 +195,7 @@ impl Actor {
             e.backoff = self.shared.config.work_resend_after;
         }
         self.publish_work(&name).await;
-        Ok(stored)
+        Ok(Arc::unwrap_or_clone(stored))
     }
 
     /// Writes a work with compare-and-set and publishes it to the works inventory.
@@ -208,7 +208,7 @@ impl Actor {
         name: &str,
         mut work: ManifestWork,
         expected: u64,
-    ) -> Result<ManifestWork, ClusterError> {
+    ) -> Result<Arc<ManifestWork>, ClusterError> {
         if let Some(m) = work.metadata.as_mut() {
             m.resource_version = 0;
         }
@@ -219,7 +219,8 @@ impl Actor {
         let rev = match written {
             Ok(rev) => rev,
             Err(e) if e.is_conflict() => {
-                if let Err(e) = self.adopt_stored_work(name).await {
+                // Boxed, as every rare path: actors awaiting a write keep a small future.
+                if let Err(e) = Box::pin(self.adopt_stored_work(name)).await {
                     tracing::warn!(error = %e, work = %name, "re-reading a work after a lost race failed");
                     self.unsettled_works.note(name.to_string());
                 }
@@ -236,13 +237,12 @@ impl Actor {
         if let Some(m) = work.metadata.as_mut() {
             m.resource_version = rev;
         }
-        self.adopt(name, work.clone(), rev);
-        Ok(work)
+        Ok(self.adopt(name, work, rev))
     }
 
     /// Takes `work` at revision `rev` as this cluster's work `name`, in the actor and the
     /// inventory. A work new to the actor has never been sent: the re-send timer sends it.
-    fn adopt(&mut self, name: &str, work: ManifestWork, rev: u64) {
+    fn adopt(&mut self, name: &str, work: ManifestWork, rev: u64) -> Arc<ManifestWork> {
         let work = Arc::new(work);
         self.shared
             .works
@@ -265,8 +265,9 @@ impl Actor {
             entry.last_sent = None;
             entry.backoff = backoff;
         }
-        entry.work = work;
+        entry.work = work.clone();
         entry.revision = rev;
+        work
     }
 
     /// Reads a work's key again (from the stream's leader) and adopts what is stored when it is
@@ -346,7 +347,7 @@ impl Actor {
         if m.deletion_timestamp.is_none() {
             m.deletion_timestamp = Some(meta::now());
             mark_deleting(&mut next);
-            next = self.persist_work(name, next, expected).await?;
+            next = Arc::unwrap_or_clone(self.persist_work(name, next, expected).await?);
         }
         if let Some(e) = self.works.get_mut(name) {
             e.backoff = self.shared.config.work_resend_after;
@@ -366,7 +367,7 @@ impl Actor {
         } = ev;
         let ty = flotilla_bus::works::status_type().to_string();
         let name = report.work_name.clone();
-        if !self.cluster.as_ref().is_some_and(rules::accepted) {
+        if !self.cluster.as_deref().is_some_and(rules::accepted) {
             self.shared.metrics.rejected(&ty, "not_accepted");
             self.purge_refused(ack).await;
             return;
@@ -405,11 +406,7 @@ impl Actor {
             .as_ref()
             .is_some_and(|m| m.deletion_timestamp.is_some());
         if report.deleted && deleting {
-            match self
-                .work_bucket
-                .purge(&self.work_ref(&name).store_key())
-                .await
-            {
+            match Box::pin(self.work_bucket.purge(&self.work_ref(&name).store_key())).await {
                 Ok(()) => {
                     self.works.remove(&name);
                     self.shared
