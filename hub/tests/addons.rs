@@ -1,5 +1,6 @@
 //! Add-ons over simulated clusters: installed by placement on exactly the selected clusters,
-//! config changes rolled out canary-first and stopped at maxFailures, lease health, bad input.
+//! config changes rolled out canary-first and stopped at maxFailures, lease health, bad input,
+//! `lifecycle: self`.
 
 mod common;
 
@@ -767,3 +768,57 @@ spec:
     }
     hub.stop().await;
 }
+
+/// A hand-made ManagedClusterAddOn of `probe` on `cluster`.
+fn hand_made(cluster: &str) -> String {
+    format!(
+        r#"
+apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: ManagedClusterAddOn
+metadata: {{name: probe, namespace: {cluster}}}
+spec: {{}}
+"#
+    )
+}
+
+#[tokio::test]
+async fn lifecycle_self_creates_no_installation_from_the_strategy_but_serves_hand_made_ones() {
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let agents = setup(&hub, &nats, &["edge-1", "edge-2"], &["edge-1", "edge-2"]).await;
+    let managed_by_self = addon_yaml("", ALL).replace(
+        "metadata: {name: probe}",
+        "metadata: {name: probe, annotations: {addon.open-cluster-management.io/lifecycle: self}}",
+    );
+    apply(&hub, &managed_by_self).await.unwrap();
+    // The add-on's own manager enables it on edge-1 only.
+    apply(&hub, &hand_made("edge-1")).await.unwrap();
+    wait_until("the hand-made installation available", || {
+        let m = hub.addons().get_cluster_addon("edge-1", "probe")?;
+        (mca_condition(&m, cond::AVAILABLE).as_deref() == Some("True")).then_some(())
+    })
+    .await;
+    assert_eq!(
+        level(&hub, "edge-1").as_deref(),
+        Some("1"),
+        "rendered as usual"
+    );
+    assert_eq!(
+        installed(&hub),
+        ["edge-1"],
+        "the placement also selects edge-2, but the hub creates no installation for a `self` add-on"
+    );
+    assert!(work_of(&hub, "edge-2").is_none());
+
+    // Handed back to the add-on manager: the install strategy applies again.
+    apply(&hub, &addon_yaml("", ALL)).await.unwrap();
+    wait_until("installed on both selected clusters", || {
+        (installed(&hub) == ["edge-1", "edge-2"] && level(&hub, "edge-2").is_some()).then_some(())
+    })
+    .await;
+    for a in agents {
+        a.stop().await;
+    }
+    hub.stop().await;
+}
+

@@ -17,7 +17,7 @@ use super::Store;
 pub use super::effects::uninstall;
 use super::effects::{ensure_namespace, manifest_ids, registrations, write_status};
 use super::rules::plan::{self, Installation};
-use super::rules::{self, Resolved, StatusInput};
+use super::rules::{self, Lifecycle, Resolved, StatusInput};
 use super::settled::StatusKey;
 use crate::keys::ObjectRef;
 use flotilla_api::addon::{self, configs, health, render};
@@ -332,10 +332,11 @@ impl Actor {
     }
 
     /// Creates and removes ManagedClusterAddOns as the placements decide; returns each decided
-    /// cluster's placement index and decision group.
+    /// cluster's placement index and decision group. Nothing for a `Manual` add-on, nor for
+    /// one whose lifecycle is `self` (its own manager makes the ManagedClusterAddOns).
     async fn follow_placements(&mut self) -> BTreeMap<String, (usize, GroupKey)> {
         let mut owner = BTreeMap::new();
-        if !self.by_placements() {
+        if !self.by_placements() || rules::lifecycle_of(&self.cma) == Lifecycle::SelfManaged {
             return owner;
         }
         let strategy = self.spec().install_strategy.unwrap_or_default();

@@ -309,3 +309,20 @@ fn hub_checks_name_the_field() {
     );
     assert!(hub_checks(&cma("good")).is_empty());
 }
+
+#[test]
+fn the_lifecycle_annotation_says_who_installs_the_add_on() {
+    let mut a = cma("hello");
+    assert_eq!(lifecycle_of(&a), Lifecycle::AddOnManager, "absent");
+    let annotate = |a: &mut ClusterManagementAddOn, v: &str| {
+        a.metadata
+            .as_mut()
+            .unwrap()
+            .annotations
+            .insert(addon::LIFECYCLE_ANNOTATION.into(), v.into());
+    };
+    annotate(&mut a, addon::LIFECYCLE_SELF);
+    assert_eq!(lifecycle_of(&a), Lifecycle::SelfManaged);
+    annotate(&mut a, addon::LIFECYCLE_ADDON_MANAGER);
+    assert_eq!(lifecycle_of(&a), Lifecycle::AddOnManager);
+}
