@@ -1,6 +1,6 @@
 //! Add-ons over simulated clusters: installed by placement on exactly the selected clusters,
 //! config changes rolled out canary-first and stopped at maxFailures, lease health, bad input,
-//! `lifecycle: self`.
+//! `lifecycle: self`, v1beta1 documents.
 
 mod common;
 
@@ -822,3 +822,109 @@ async fn lifecycle_self_creates_no_installation_from_the_strategy_but_serves_han
     hub.stop().await;
 }
 
+/// The add-on as OCM's v1beta1 writes it: installed by hand (Manual), its template and config
+/// as `defaultConfigs`, one config group without a default.
+const ADDON_V1BETA1: &str = r#"
+apiVersion: addon.open-cluster-management.io/v1beta1
+kind: ClusterManagementAddOn
+metadata: {name: probe}
+spec:
+  addOnMeta: {displayName: Probe, description: a test add-on}
+  defaultConfigs:
+    - {group: addon.open-cluster-management.io, resource: addontemplates, name: probe-v1}
+    - {group: addon.open-cluster-management.io, resource: addondeploymentconfigs, namespace: default, name: probe-config}
+    - {group: example.com, resource: probesettings, name: __reserved_no_default__}
+"#;
+
+/// Its v1alpha1 twin.
+const ADDON_V1ALPHA1: &str = r#"
+apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: ClusterManagementAddOn
+metadata: {name: probe}
+spec:
+  addOnMeta: {displayName: Probe, description: a test add-on}
+  supportedConfigs:
+    - {group: addon.open-cluster-management.io, resource: addontemplates, defaultConfig: {name: probe-v1}}
+    - {group: addon.open-cluster-management.io, resource: addondeploymentconfigs, defaultConfig: {namespace: default, name: probe-config}}
+    - {group: example.com, resource: probesettings}
+"#;
+
+#[tokio::test]
+async fn a_v1beta1_add_on_behaves_like_its_v1alpha1_twin() {
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let agents = setup(&hub, &nats, &["edge-1", "edge-2"], &[]).await;
+    apply(&hub, ADDON_V1BETA1).await.unwrap();
+    let Ok(flotilla_api::ocm::Document::ClusterManagementAddOn(twin)) =
+        flotilla_api::ocm::parse_documents(ADDON_V1ALPHA1).remove(0)
+    else {
+        panic!("the twin parses")
+    };
+    assert_eq!(
+        hub.addons().get_addon("probe").unwrap().spec,
+        twin.spec,
+        "stored as its v1alpha1 twin"
+    );
+    // The same installation twice: v1beta1 on edge-1 (the install namespace in OCM's
+    // annotation), v1alpha1 on edge-2.
+    apply(
+        &hub,
+        r#"
+apiVersion: addon.open-cluster-management.io/v1beta1
+kind: ManagedClusterAddOn
+metadata:
+  name: probe
+  namespace: edge-1
+  annotations: {addon.open-cluster-management.io/v1alpha1-install-namespace: probe-ns}
+spec: {}
+"#,
+    )
+    .await
+    .unwrap();
+    apply(
+        &hub,
+        r#"
+apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: ManagedClusterAddOn
+metadata: {name: probe, namespace: edge-2}
+spec: {installNamespace: probe-ns}
+"#,
+    )
+    .await
+    .unwrap();
+    let mut seen = Vec::new();
+    for c in ["edge-1", "edge-2"] {
+        let m = wait_until(&format!("{c} available"), || {
+            let m = hub.addons().get_cluster_addon(c, "probe")?;
+            (mca_condition(&m, cond::AVAILABLE).as_deref() == Some("True")).then_some(m)
+        })
+        .await;
+        assert_eq!(m.spec.as_ref().unwrap().install_namespace, "probe-ns");
+        assert_eq!(m.status.as_ref().unwrap().namespace, "probe-ns");
+        let w = work_of(&hub, c).unwrap();
+        let first: serde_json::Value = serde_json::from_slice(
+            &w.spec
+                .as_ref()
+                .unwrap()
+                .workload
+                .as_ref()
+                .unwrap()
+                .manifests[0]
+                .raw,
+        )
+        .unwrap();
+        assert_eq!(
+            (first["kind"].as_str(), first["metadata"]["name"].as_str()),
+            (Some("Namespace"), Some("probe-ns")),
+            "the install namespace from the {c} document"
+        );
+        let mut shown = config_map(&w).unwrap();
+        shown["data"]["cluster"] = serde_json::Value::Null;
+        seen.push(shown);
+    }
+    assert_eq!(seen[0], seen[1], "both render the same but for the cluster");
+    for a in agents {
+        a.stop().await;
+    }
+    hub.stop().await;
+}
