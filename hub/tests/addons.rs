@@ -1,6 +1,6 @@
 //! Add-ons over simulated clusters: installed by placement on exactly the selected clusters,
 //! config changes rolled out canary-first and stopped at maxFailures, lease health, bad input,
-//! `lifecycle: self`, v1beta1 documents.
+//! `lifecycle: self`, v1beta1 documents, add-ons managed by someone else.
 
 mod common;
 
@@ -923,6 +923,88 @@ spec: {installNamespace: probe-ns}
         seen.push(shown);
     }
     assert_eq!(seen[0], seen[1], "both render the same but for the cluster");
+    for a in agents {
+        a.stop().await;
+    }
+    hub.stop().await;
+}
+
+/// OCM's helloworld shape: an add-on whose own manager deploys its agent (no AddOnTemplate),
+/// installed by placement `edge`.
+const EXTERNAL: &str = r#"
+apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: ClusterManagementAddOn
+metadata: {name: helloworld}
+spec:
+  addOnMeta: {displayName: helloworld, description: helloworld is an example addon}
+  supportedConfigs:
+    - group: addon.open-cluster-management.io
+      resource: addondeploymentconfigs
+  installStrategy:
+    type: Placements
+    placements:
+      - {namespace: default, name: edge}
+"#;
+
+#[tokio::test]
+async fn an_add_on_managed_by_someone_else_is_installed_by_placement_and_healthy_by_its_lease() {
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let agents = setup(&hub, &nats, &["edge-1", "edge-2"], &["edge-1"]).await;
+    apply(&hub, EXTERNAL)
+        .await
+        .expect("an add-on without an AddOnTemplate is accepted");
+    let installations = |hub: &Hub| {
+        let mut v: Vec<String> = hub
+            .addons()
+            .list_cluster_addons("", "helloworld")
+            .iter()
+            .map(|m| m.metadata.as_ref().unwrap().namespace.clone())
+            .collect();
+        v.sort();
+        v
+    };
+    // Installed where the placement decides, with no lease yet: Unknown, and nothing rendered.
+    let m = wait_until("edge-1 installed, its lease not found", || {
+        let m = hub.addons().get_cluster_addon("edge-1", "helloworld")?;
+        (mca_condition(&m, cond::AVAILABLE).as_deref() == Some("Unknown")).then_some(m)
+    })
+    .await;
+    assert_eq!(installations(&hub), ["edge-1"]);
+    let st = m.status.clone().unwrap();
+    assert_eq!(st.namespace, addon::DEFAULT_INSTALL_NAMESPACE);
+    assert_eq!(st.health_check.as_ref().unwrap().mode, "Lease");
+    assert_eq!(
+        mca_condition(&m, cond::MANIFEST_APPLIED),
+        None,
+        "no work, so no ManifestApplied: {st:?}"
+    );
+    assert!(
+        hub.works
+            .get(&format!("edge-1/{}", addon::work_name("helloworld")))
+            .is_none()
+    );
+
+    // Its agent renews its lease over NATS: Available.
+    let renewing = renew_lease(
+        async_nats::connect(nats.url()).await.unwrap(),
+        "helloworld",
+        "edge-1",
+    );
+    wait_until("edge-1 available by its lease", || {
+        let m = hub.addons().get_cluster_addon("edge-1", "helloworld")?;
+        (mca_condition(&m, cond::AVAILABLE).as_deref() == Some("True")).then_some(())
+    })
+    .await;
+
+    // The placement follows labels as for a template add-on.
+    label(&hub, "edge-2", &[("rollout", "yes")], &[]).await;
+    label(&hub, "edge-1", &[], &["rollout"]).await;
+    wait_until("moved to edge-2", || {
+        (installations(&hub) == ["edge-2"]).then_some(())
+    })
+    .await;
+    renewing.abort();
     for a in agents {
         a.stop().await;
     }
