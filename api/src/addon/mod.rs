@@ -8,10 +8,12 @@
 //! - [`render`]: an AddOnTemplate with its variables and AddOnDeploymentConfig made into the
 //!   ManifestWork the cluster gets.
 //! - [`health`]: Available of an installed add-on from its lease or its work's status.
+//! - [`manager`]: who manages an add-on (template or not, the `lifecycle` annotation).
 
 pub mod configs;
 pub mod hash;
 pub mod health;
+pub mod manager;
 pub mod render;
 pub mod validate;
 

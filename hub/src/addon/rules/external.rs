@@ -1,4 +1,4 @@
-//! Add-ons that are not AddOnTemplates: an add-on "installed and managed by someone else" (OCM's
+//! Add-ons that are not AddOnTemplates (`flotilla_api::addon::manager::kind_of`): an add-on "installed and managed by someone else" (OCM's
 //! helloworld shape), whose own manager deploys its agent. The hub renders and applies nothing
 //! for them; it creates and removes their ManagedClusterAddOns as the install strategy says
 //! (unless their lifecycle is `self`) and reports `Available` from the add-on agent's lease —
@@ -18,30 +18,6 @@ use flotilla_api::v1::{
     ManagedClusterAddOnStatus,
 };
 use std::time::{Duration, SystemTime};
-
-/// What kind of add-on a ClusterManagementAddOn is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AddOnKind {
-    /// Its agent is an AddOnTemplate the hub renders into a work per cluster.
-    Template,
-    /// Its agent is deployed by someone else (its own manager, a GitOps tool…).
-    External,
-}
-
-/// [`AddOnKind::Template`] iff `spec.supportedConfigs` lists
-/// `addon.open-cluster-management.io/addontemplates`, as OCM tells template add-ons.
-pub fn kind_of(cma: &ClusterManagementAddOn) -> AddOnKind {
-    let template = cma.spec.as_ref().is_some_and(|s| {
-        s.supported_configs
-            .iter()
-            .any(|c| c.group == addon::GROUP && c.resource == addon::TEMPLATES)
-    });
-    if template {
-        AddOnKind::Template
-    } else {
-        AddOnKind::External
-    }
-}
 
 /// Everything the status of an external add-on's installation depends on.
 pub struct ExternalInput<'a> {

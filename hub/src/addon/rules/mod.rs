@@ -93,31 +93,6 @@ pub fn rollout_status(
     }
 }
 
-/// Who installs and upgrades an add-on (OCM's `addon.open-cluster-management.io/lifecycle`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lifecycle {
-    /// `addon-manager`, or no annotation: the hub creates and removes ManagedClusterAddOns as
-    /// the install strategy says.
-    AddOnManager,
-    /// `self`: the add-on's own manager does; the hub creates none from the install strategy
-    /// and removes none. A template add-on is still rendered by the hub wherever a
-    /// ManagedClusterAddOn exists (no one else can render it).
-    SelfManaged,
-}
-
-/// The add-on's [`Lifecycle`]. Values other than `self` and `addon-manager` are refused on
-/// input (`flotilla_api::addon::validate`).
-pub fn lifecycle_of(cma: &ClusterManagementAddOn) -> Lifecycle {
-    let annotation = cma
-        .metadata
-        .as_ref()
-        .and_then(|m| m.annotations.get(addon::LIFECYCLE_ANNOTATION));
-    match annotation.map(String::as_str) {
-        Some(addon::LIFECYCLE_SELF) => Lifecycle::SelfManaged,
-        _ => Lifecycle::AddOnManager,
-    }
-}
-
 /// The cluster a ManagedClusterAddOn lives on and the add-on's name.
 pub fn key_of(mca: &ManagedClusterAddOn) -> (String, String) {
     let m = mca.metadata.clone().unwrap_or_default();
@@ -413,7 +388,8 @@ pub fn lease_recheck(
 pub mod external;
 pub mod plan;
 
-pub use external::{AddOnKind, ExternalInput, external_status, kind_of};
+pub use external::{ExternalInput, external_status};
+pub use flotilla_api::addon::manager::{AddOnKind, Lifecycle, kind_of, lifecycle_of};
 
 #[cfg(test)]
 mod tests;
