@@ -940,6 +940,7 @@ spec:
   supportedConfigs:
     - group: addon.open-cluster-management.io
       resource: addondeploymentconfigs
+      defaultConfig: {name: probe-config, namespace: default}
   installStrategy:
     type: Placements
     placements:
@@ -984,6 +985,20 @@ async fn an_add_on_managed_by_someone_else_is_installed_by_placement_and_healthy
             .get(&format!("edge-1/{}", addon::work_name("helloworld")))
             .is_none()
     );
+    // The add-on's own status: its default config with OCM's spec hash, no rollout.
+    let cma = wait_until("the default config's hash", || {
+        let c = hub.addons().get_addon("helloworld")?;
+        (!c.status.as_ref()?.default_config_references.is_empty()).then_some(c)
+    })
+    .await;
+    let st = cma.status.clone().unwrap();
+    let hash = &st.default_config_references[0]
+        .desired_config
+        .as_ref()
+        .unwrap()
+        .spec_hash;
+    assert_eq!(hash.len(), 64, "{st:?}");
+    assert!(st.install_progressions.is_empty(), "{st:?}");
 
     // Its agent renews its lease over NATS: Available.
     let renewing = renew_lease(

@@ -439,7 +439,8 @@ impl Actor {
 
     /// The round of an add-on managed by someone else ([`rules::external`]): nothing is
     /// rendered, applied or rolled out; each installation's status says where it runs and
-    /// whether its agent's lease is fresh. The add-ons of deleted clusters are removed.
+    /// whether its agent's lease is fresh, the add-on's its default configs' hashes. The add-ons
+    /// of deleted clusters are removed.
     async fn reconcile_external(&mut self, now: SystemTime) -> Option<Duration> {
         let grace = self.deps.config.lease_grace;
         let mut recheck = Recheck::default();
@@ -467,6 +468,8 @@ impl Actor {
             }
         }
         self.write_statuses(writes, &mut recheck).await;
+        // Its defaults with their spec hashes, as for any add-on; no rollout, so no progressions.
+        self.write_own_status(Vec::new()).await;
         recheck.0
     }
 
