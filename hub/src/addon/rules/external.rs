@@ -1,10 +1,11 @@
-//! Add-ons that are not AddOnTemplates (`flotilla_api::addon::manager::kind_of`): an add-on "installed and managed by someone else" (OCM's
-//! helloworld shape), whose own manager deploys its agent. The hub renders and applies nothing
-//! for them; it creates and removes their ManagedClusterAddOns as the install strategy says
-//! (unless their lifecycle is `self`) and reports `Available` from the add-on agent's lease —
-//! Flotilla's NATS lease renewals (`flotilla.addon.<addon>.<cluster>.lease`), with OCM's grace
-//! and reasons. `ManifestApplied`, `Configured` and `Progressing` are not set: there is no
-//! work and no rollout (OCM's add-on manager would not set them either for such an add-on).
+//! Add-ons that are not AddOnTemplates (`flotilla_api::addon::manager::kind_of`): an add-on
+//! "installed and managed by someone else" (OCM's helloworld shape), whose own manager deploys
+//! its agent. The hub renders and applies nothing for them; it creates and removes their
+//! ManagedClusterAddOns as the install strategy says (unless their lifecycle is `self`) and
+//! reports `Available` from the add-on agent's lease — Flotilla's NATS lease renewals
+//! (`flotilla.addon.<addon>.<cluster>.lease`), with OCM's grace and reasons. `ManifestApplied`,
+//! `Configured` and `Progressing` are not set: the hub has no work and no rollout to judge
+//! them by.
 //!
 //! Not built yet: the spoke's `coordination.k8s.io/v1 Lease` named after the add-on in its
 //! install namespace, which OCM's registration agent watches; an add-on agent that does not
