@@ -1019,6 +1019,25 @@ async fn an_add_on_managed_by_someone_else_is_installed_by_placement_and_healthy
         (installations(&hub) == ["edge-2"]).then_some(())
     })
     .await;
+
+    // A template add-on whose template is taken out of its configs: its work goes (someone
+    // else deploys its agent now), its installation stays.
+    apply(&hub, &addon_yaml("", ALL)).await.unwrap();
+    wait_until("the template add-on's work on edge-2", || {
+        level(&hub, "edge-2")
+    })
+    .await;
+    apply(
+        &hub,
+        &EXTERNAL.replace("metadata: {name: helloworld}", "metadata: {name: probe}"),
+    )
+    .await
+    .unwrap();
+    wait_until("its work removed", || {
+        work_of(&hub, "edge-2").is_none().then_some(())
+    })
+    .await;
+    assert_eq!(installed(&hub), ["edge-2"]);
     renewing.abort();
     for a in agents {
         a.stop().await;

@@ -15,7 +15,7 @@
 use super::Deps;
 use super::Store;
 pub use super::effects::uninstall;
-use super::effects::{ensure_namespace, manifest_ids, registrations, write_status};
+use super::effects::{ensure_namespace, manifest_ids, registrations, remove_work, write_status};
 use super::rules::plan::{self, Installation};
 use super::rules::{self, AddOnKind, ExternalInput, Lifecycle, Resolved, StatusInput};
 use super::settled::StatusKey;
@@ -453,6 +453,11 @@ impl Actor {
                 }
                 continue;
             };
+            // Rendered when the add-on had a template: someone else deploys its agent now.
+            if let Err(e) = remove_work(&self.deps, &cluster, &self.name).await {
+                tracing::warn!(cluster = %cluster, error = %e, "removing the work of an add-on without a template failed");
+                recheck.at(Duration::from_secs(1));
+            }
             let lease = self.lease_of(&cluster, &mca);
             recheck.merge(rules::lease_recheck(lease, now, grace));
             let st = rules::external_status(&ExternalInput {
