@@ -17,6 +17,7 @@
 //!   selection, evaluation into enforce actions, compliance history and aggregation).
 //! - [`ocm`]: conversion between the protobuf types and the YAML/JSON shapes OCM users write.
 //! - [`selector`]: kubectl-style label selector strings and matching.
+//! - [`taints`]: the taints the hub maintains, and a ManagedCluster document that lists them.
 //! - [`work`]: ManifestWork identity, limits and validation.
 
 #![deny(missing_docs)]
@@ -50,4 +51,5 @@ pub mod policy;
 pub mod redacted;
 pub mod selector;
 pub mod serviceaccount;
+pub mod taints;
 pub mod work;

@@ -100,6 +100,46 @@ fn a_cluster_applied_ahead_of_its_agent_joins_without_an_admin_and_edits_apply()
 }
 
 #[test]
+fn a_document_listing_the_hubs_taints_applies_with_a_warning() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let hub = HubBuilder::new(&nats, dir.path()).start();
+    hub_answers(&hub);
+    // As `kubectl get managedcluster -o yaml` prints a cluster whose agent is gone.
+    let doc = DOC.replace(
+        "  taints:\n",
+        "  taints:\n    - key: cluster.open-cluster-management.io/unreachable\n      effect: NoSelect\n      timeAdded: \"2024-05-01T10:00:00Z\"\n",
+    );
+    let out = run_cli(&hub.grpc, &["apply", "-f", "-"], Some(&doc));
+    assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains(
+            "warning: managedcluster.cluster.open-cluster-management.io/store-0042: \
+             spec.taints[0]: cluster.open-cluster-management.io/unreachable is maintained by the \
+             hub; ignored"
+        ),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stdout.contains("store-0042 applied (accepted)"),
+        "{}",
+        out.stdout
+    );
+    let c = cluster_json(&hub.grpc, "store-0042").unwrap();
+    let taints = c["spec"]["taints"].as_array().cloned().unwrap_or_default();
+    let unreachable = taints
+        .iter()
+        .find(|t| t["key"] == "cluster.open-cluster-management.io/unreachable")
+        .expect("the hub's own taint: no lease yet");
+    assert_ne!(
+        unreachable["timeAdded"], "2024-05-01T10:00:00Z",
+        "timeAdded is the hub's: {c}"
+    );
+    assert!(taints.iter().any(|t| t["key"] == "maintenance"), "{c}");
+}
+
+#[test]
 fn bad_managed_cluster_documents_name_the_field_and_create_nothing() {
     let nats = NatsServer::start();
     let dir = tempfile::tempdir().unwrap();

@@ -1,7 +1,9 @@
 //! Add-ons with the real binaries: an AddOnTemplate, an AddOnDeploymentConfig and a
 //! ClusterManagementAddOn installed on a placement's clusters with `flotilla apply -f`, followed
 //! with `flotilla get addons` and `flotilla addon status`; a config change rolled out one cluster
-//! at a time survives a hub killed mid-way; `flotilla addon disable --all` removes every work.
+//! at a time survives a hub killed mid-way; `flotilla addon disable --all` removes every work;
+//! OCM documents of every other shape (hub taints, add-ons without a template, `lifecycle: self`,
+//! v1beta1) apply from one file.
 
 mod common;
 
@@ -284,4 +286,110 @@ fn a_hub_killed_mid_addon_upgrade_resumes() {
         || addons_json(&hub2.grpc)?.is_empty().then_some(()),
     );
     drop(sim);
+}
+
+/// One file of OCM documents in every shape the hub takes: a cluster saved with its hub taints,
+/// an add-on managed by someone else (OCM's helloworld, no AddOnTemplate), and a v1beta1
+/// template add-on whose own manager installs it (`lifecycle: self`).
+const EVERY_SHAPE: &str = r#"
+apiVersion: cluster.open-cluster-management.io/v1
+kind: ManagedCluster
+metadata: {name: site-1}
+spec:
+  hubAcceptsClient: true
+  taints:
+    - {key: cluster.open-cluster-management.io/unreachable, effect: NoSelect}
+---
+apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: ClusterManagementAddOn
+metadata: {name: helloworld}
+spec:
+  addOnMeta: {displayName: helloworld, description: helloworld is an example addon}
+  supportedConfigs:
+    - {group: addon.open-cluster-management.io, resource: addondeploymentconfigs}
+  installStrategy: {type: Manual}
+---
+apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: ManagedClusterAddOn
+metadata: {name: helloworld, namespace: site-1}
+spec: {installNamespace: default}
+---
+apiVersion: addon.open-cluster-management.io/v1beta1
+kind: AddOnDeploymentConfig
+metadata: {name: hello-config, namespace: default}
+spec:
+  customizedVariables:
+    - {name: GREETING, value: hi}
+---
+apiVersion: addon.open-cluster-management.io/v1beta1
+kind: ClusterManagementAddOn
+metadata:
+  name: hello
+  annotations: {addon.open-cluster-management.io/lifecycle: self}
+spec:
+  addOnMeta: {displayName: Hello}
+  defaultConfigs:
+    - {group: addon.open-cluster-management.io, resource: addontemplates, name: hello-v1}
+    - {group: addon.open-cluster-management.io, resource: addondeploymentconfigs, namespace: default, name: hello-config}
+---
+apiVersion: addon.open-cluster-management.io/v1beta1
+kind: ManagedClusterAddOn
+metadata:
+  name: hello
+  namespace: site-1
+  annotations: {addon.open-cluster-management.io/v1alpha1-install-namespace: hello-ns}
+spec: {}
+"#;
+
+#[test]
+fn ocm_documents_of_every_shape_apply_and_say_who_manages_each_add_on() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let hub = HubBuilder::new(&nats, dir.path()).start();
+    wait_for("the hub answering", &[&hub.proc], || {
+        cli(&hub.grpc, &["get", "clusters"]).0.then_some(())
+    });
+    let all = format!("{TEMPLATE}\n---\n{EVERY_SHAPE}");
+    let file = dir.path().join("every-shape.yaml");
+    std::fs::write(&file, &all).unwrap();
+    let (ok, out, err) = cli(&hub.grpc, &["apply", "-f", file.to_str().unwrap()]);
+    assert!(ok, "{err}\n{out}");
+    assert_eq!(
+        out.lines().filter(|l| l.contains(" applied")).count(),
+        7,
+        "{out}"
+    );
+    assert!(
+        err.contains("spec.taints[0]: cluster.open-cluster-management.io/unreachable is maintained by the hub"),
+        "{err}"
+    );
+
+    let table = cli_ok(&hub.grpc, &["get", "clustermanagementaddons"]);
+    let managed_by = |name: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .unwrap_or_else(|| panic!("no {name} in:\n{table}"))
+    };
+    assert!(table.contains("MANAGED BY"), "{table}");
+    assert!(managed_by("helloworld").contains(&"external"), "{table}");
+    assert!(managed_by("hello").contains(&"self"), "{table}");
+
+    // The v1beta1 installation is stored as v1alpha1, its install namespace in the spec.
+    let items = addons_json(&hub.grpc).unwrap();
+    let hello = items
+        .iter()
+        .find(|a| a["metadata"]["name"] == "hello")
+        .expect("the v1beta1 ManagedClusterAddOn");
+    assert_eq!(
+        hello["apiVersion"], "addon.open-cluster-management.io/v1alpha1",
+        "{hello}"
+    );
+    assert_eq!(hello["spec"]["installNamespace"], "hello-ns", "{hello}");
+    let yaml = cli_ok(&hub.grpc, &["get", "cma", "hello", "-o", "yaml"]);
+    assert!(
+        yaml.contains("supportedConfigs:") && yaml.contains("defaultConfig:"),
+        "stored as v1alpha1: {yaml}"
+    );
 }

@@ -328,6 +328,88 @@ async fn labels_taints_and_lease_are_edited_through_the_api() {
     hub.stop().await;
 }
 
+/// OCM's example of a cluster created ahead of its agent, as `kubectl get -o yaml` prints it:
+/// both hub taints listed with the admin's own.
+const DOC_WITH_HUB_TAINTS: &str = r#"apiVersion: cluster.open-cluster-management.io/v1
+kind: ManagedCluster
+metadata:
+  name: edge-9
+spec:
+  hubAcceptsClient: true
+  taints:
+  - key: cluster.open-cluster-management.io/unavailable
+    effect: NoSelect
+    timeAdded: "2024-01-01T00:00:00Z"
+  - key: cluster.open-cluster-management.io/unreachable
+    effect: NoSelect
+  - key: gpu
+    value: "true"
+    effect: PreferNoSelect
+"#;
+
+fn cluster_document(yaml: &str) -> flotilla_api::v1::ManagedCluster {
+    match flotilla_api::ocm::parse_documents(yaml).remove(0) {
+        Ok(flotilla_api::ocm::Document::Cluster(c)) => c,
+        other => panic!("not a ManagedCluster document: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_document_listing_the_hubs_taints_is_applied_and_the_lease_decides_them() {
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut api = clusters_client(&hub).await;
+    let c = api
+        .apply_cluster(cluster_document(DOC_WITH_HUB_TAINTS))
+        .await
+        .expect("a document listing the hub's taints is accepted")
+        .into_inner();
+    let mut keys = taints(&c);
+    keys.sort();
+    assert_eq!(
+        keys,
+        vec![TAINT_UNREACHABLE.to_string(), "gpu".to_string()],
+        "no lease yet: only unreachable, whatever the document listed"
+    );
+
+    // The agent joins (the document accepted it): the hub clears its taints.
+    let agent = start_agent(agent_config("edge-9", &nats.url()));
+    wait_cluster(&mut api, "edge-9", "Available without hub taints", |c| {
+        available(c).as_deref() == Some("True") && taints(c) == ["gpu"]
+    })
+    .await;
+    // Applied again: the document's hub taints stay ignored on an Available cluster.
+    let c = api
+        .apply_cluster(cluster_document(DOC_WITH_HUB_TAINTS))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(taints(&c), vec!["gpu".to_string()]);
+
+    // An explicit edit of a hub taint is still refused, naming the field.
+    let err = api
+        .taint_cluster(TaintClusterRequest {
+            name: "edge-9".into(),
+            add: vec![Taint {
+                key: TAINT_UNREACHABLE.into(),
+                value: String::new(),
+                effect: "NoSelect".into(),
+                time_added: None,
+            }],
+            remove: vec![],
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert!(
+        err.message().contains("taints[0].key") && err.message().contains("maintained by the hub"),
+        "{}",
+        err.message()
+    );
+    agent.stop().await;
+    hub.stop().await;
+}
+
 #[tokio::test]
 async fn deleting_a_cluster_removes_hub_state_and_tells_the_agent() {
     let nats = NatsServer::start();

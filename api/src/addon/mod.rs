@@ -8,10 +8,12 @@
 //! - [`render`]: an AddOnTemplate with its variables and AddOnDeploymentConfig made into the
 //!   ManifestWork the cluster gets.
 //! - [`health`]: Available of an installed add-on from its lease or its work's status.
+//! - [`manager`]: who manages an add-on (template or not, the `lifecycle` annotation).
 
 pub mod configs;
 pub mod hash;
 pub mod health;
+pub mod manager;
 pub mod render;
 pub mod validate;
 
@@ -25,6 +27,19 @@ pub const TEMPLATES: &str = "addontemplates";
 pub const DEPLOYMENT_CONFIGS: &str = "addondeploymentconfigs";
 /// Install namespace when neither the ManagedClusterAddOn nor its config names one.
 pub const DEFAULT_INSTALL_NAMESPACE: &str = "open-cluster-management-agent-addon";
+
+/// Annotation on a ClusterManagementAddOn saying who installs and upgrades it (OCM's
+/// `AddonLifecycleAnnotationKey`): [`LIFECYCLE_ADDON_MANAGER`] (the default in Flotilla) or
+/// [`LIFECYCLE_SELF`].
+pub const LIFECYCLE_ANNOTATION: &str = "addon.open-cluster-management.io/lifecycle";
+/// [`LIFECYCLE_ANNOTATION`]: the general add-on manager (the hub) installs the add-on where its
+/// install strategy says.
+pub const LIFECYCLE_ADDON_MANAGER: &str = "addon-manager";
+/// [`LIFECYCLE_ANNOTATION`]: the add-on's own manager decides where it is installed; the hub
+/// creates no ManagedClusterAddOn from the install strategy.
+pub const LIFECYCLE_SELF: &str = "self";
+/// The values [`LIFECYCLE_ANNOTATION`] may take.
+pub const LIFECYCLES: [&str; 2] = [LIFECYCLE_ADDON_MANAGER, LIFECYCLE_SELF];
 
 /// Label on an add-on's works naming the add-on.
 pub const ADDON_NAME_LABEL: &str = "open-cluster-management.io/addon-name";

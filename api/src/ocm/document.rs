@@ -2,7 +2,7 @@
 //! name the document, its kind and name, and the field.
 
 use super::addon::{
-    AddOnDeploymentConfig, AddOnTemplate, ClusterManagementAddOn, ManagedClusterAddOn,
+    AddOnDeploymentConfig, AddOnTemplate, ClusterManagementAddOn, ManagedClusterAddOn, v1beta1,
 };
 use super::clusterset::{ManagedClusterSet, ManagedClusterSetBinding};
 use super::placement::{self, AddOnPlacementScore, Placement};
@@ -104,6 +104,9 @@ addon.open-cluster-management.io/v1alpha1 ClusterManagementAddOn, \
 addon.open-cluster-management.io/v1alpha1 ManagedClusterAddOn, \
 addon.open-cluster-management.io/v1alpha1 AddOnTemplate, \
 addon.open-cluster-management.io/v1alpha1 AddOnDeploymentConfig, \
+addon.open-cluster-management.io/v1beta1 ClusterManagementAddOn, \
+addon.open-cluster-management.io/v1beta1 ManagedClusterAddOn, \
+addon.open-cluster-management.io/v1beta1 AddOnDeploymentConfig, \
 policy.open-cluster-management.io/v1 Policy, \
 policy.open-cluster-management.io/v1 PlacementBinding, \
 policy.open-cluster-management.io/v1beta1 PolicySet, \
@@ -303,16 +306,54 @@ fn parse_document(doc: usize, value: serde_yaml::Value) -> Result<Document, DocE
                 .map(Document::PlacementRule)
                 .map_err(|es| field_errors(doc, &kind, &name, es))
         }
-        // Another version of an add-on kind (OCM also serves v1beta1, which renames fields).
+        // OCM's v1beta1: read in its shape, converted to the v1alpha1 objects stored.
+        _ if api_version == v1beta1::ADDON_V1BETA1
+            && kind != "AddOnTemplate"
+            && ADDON_KINDS.contains(&kind.as_str()) =>
+        {
+            let split = |m: String| match m.split_once(": ") {
+                Some((path, message)) => field_err(path, message.to_string()),
+                None => field_err("", m),
+            };
+            match kind.as_str() {
+                "ClusterManagementAddOn" => {
+                    let a: v1beta1::ClusterManagementAddOn = typed(doc, &kind, &name, value)?;
+                    a.to_proto()
+                        .map(Document::ClusterManagementAddOn)
+                        .map_err(split)
+                }
+                "ManagedClusterAddOn" => {
+                    let a: v1beta1::ManagedClusterAddOn = typed(doc, &kind, &name, value)?;
+                    a.to_proto()
+                        .map(Document::ManagedClusterAddOn)
+                        .map_err(split)
+                }
+                // The same spec in both versions.
+                _ => {
+                    let c: AddOnDeploymentConfig = typed(doc, &kind, &name, value)?;
+                    c.to_proto()
+                        .map(Document::AddOnDeploymentConfig)
+                        .map_err(split)
+                }
+            }
+        }
+        // Another version of an add-on kind (v1beta1 has no AddOnTemplate).
         _ if api_version.starts_with(&format!("{}/", crate::addon::GROUP))
             && ADDON_KINDS.contains(&kind.as_str()) =>
         {
             Err(DocError::Unsupported {
-                supported: format!(
-                    "{} {kind}, OCM's storage version; other versions rename fields and are not \
-                     accepted",
-                    crate::addon::ADDON_V1ALPHA1
-                ),
+                supported: if kind == "AddOnTemplate" {
+                    format!(
+                        "{} {kind} (OCM has no other version of it)",
+                        crate::addon::ADDON_V1ALPHA1
+                    )
+                } else {
+                    format!(
+                        "{} {kind} (OCM's storage version) and {} {kind}",
+                        crate::addon::ADDON_V1ALPHA1,
+                        v1beta1::ADDON_V1BETA1
+                    )
+                },
                 doc,
                 api_version,
                 kind,

@@ -293,6 +293,18 @@ async fn apply(hub: &Hub, doc: Document) -> Result<String> {
                 .as_ref()
                 .map(|m| m.name.clone())
                 .unwrap_or_default();
+            // Hub taints listed in the document are the hub's to set: it ignores them. Said
+            // before sending, as kubectl prints a server's warnings.
+            let taints = c
+                .spec
+                .as_ref()
+                .map(|s| s.taints.as_slice())
+                .unwrap_or_default();
+            for warning in flotilla_api::taints::split_hub_taints(taints).1 {
+                eprintln!(
+                    "warning: managedcluster.cluster.open-cluster-management.io/{name}: {warning}"
+                );
+            }
             let applied = hub.call(hub.clusters().apply_cluster(c)).await?;
             let accepted = applied.spec.is_some_and(|s| s.hub_accepts_client);
             format!(

@@ -60,6 +60,7 @@ impl Kind for ClusterManagementAddOn {
         "NAME",
         "DISPLAY NAME",
         "INSTALL STRATEGY",
+        "MANAGED BY",
         "CLUSTERS",
         "UPDATED",
         "PROGRESSING",
@@ -69,8 +70,10 @@ impl Kind for ClusterManagementAddOn {
         self.metadata.as_ref()
     }
 
-    /// CLUSTERS and UPDATED sum the placements' install progressions; PROGRESSING is the reason
-    /// of the first progression's `Progressing` condition ("-" without one).
+    /// MANAGED BY: `hub`, `external` (no AddOnTemplate: someone else deploys its agent) or
+    /// `self` (its lifecycle annotation); CLUSTERS and UPDATED sum the placements' install
+    /// progressions; PROGRESSING is the reason of the first progression's `Progressing`
+    /// condition ("-" without one).
     fn row(&self) -> Vec<String> {
         let spec = self.spec.clone().unwrap_or_default();
         let progressions = self
@@ -93,6 +96,7 @@ impl Kind for ClusterManagementAddOn {
             self.name(),
             spec.add_on_meta.map(|m| m.display_name).unwrap_or_default(),
             strategy,
+            flotilla_api::addon::manager::managed_by(self).to_string(),
             progressions
                 .iter()
                 .map(|p| p.total)
@@ -240,6 +244,33 @@ pub(crate) mod fixtures {
                 display_name: display.into(),
                 description: String::new(),
             });
+            self
+        }
+
+        /// Its agent is AddOnTemplate `name` (a supported config with that default).
+        pub fn template(mut self, name: &str) -> Self {
+            self.0
+                .spec
+                .as_mut()
+                .unwrap()
+                .supported_configs
+                .push(flotilla_api::v1::ConfigMeta {
+                    group: flotilla_api::addon::GROUP.into(),
+                    resource: flotilla_api::addon::TEMPLATES.into(),
+                    default_config: Some(flotilla_api::v1::ConfigReferent {
+                        namespace: String::new(),
+                        name: name.into(),
+                    }),
+                });
+            self
+        }
+
+        /// Its `addon.open-cluster-management.io/lifecycle` annotation.
+        pub fn lifecycle(mut self, value: &str) -> Self {
+            self.0.metadata.as_mut().unwrap().annotations.insert(
+                flotilla_api::addon::LIFECYCLE_ANNOTATION.into(),
+                value.into(),
+            );
             self
         }
 

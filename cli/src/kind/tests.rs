@@ -470,6 +470,7 @@ fn a_managed_cluster_addon_prints_in_its_ocm_shape() {
 fn cluster_management_addon_rows_sum_their_placements() {
     let cma = Cma::new("hello")
         .display_name("Hello Agent")
+        .template("hello-v1")
         .placement("default", "edge")
         .placement("default", "core")
         .progression(Progression::new("default", "edge", 3, 1).progressing(
@@ -487,21 +488,32 @@ fn cluster_management_addon_rows_sum_their_placements() {
     let mut lines = out.lines();
     assert_eq!(
         lines.next().unwrap(),
-        "NAME    DISPLAY NAME   INSTALL STRATEGY   CLUSTERS   UPDATED   PROGRESSING"
+        "NAME    DISPLAY NAME   INSTALL STRATEGY   MANAGED BY   CLUSTERS   UPDATED   PROGRESSING"
     );
     assert_eq!(
         lines.next().unwrap(),
-        "hello   Hello Agent    Placements         5          3         Progressing"
+        "hello   Hello Agent    Placements         hub          5          3         Progressing"
     );
 }
 
 #[test]
 fn a_hand_installed_addon_is_manual_without_progress() {
-    let cma = Cma::new("manual").build();
-    assert_eq!(cma.row(), ["manual", "", "Manual", "0", "0", "-"]);
+    let cma = Cma::new("manual").template("manual-v1").build();
+    assert_eq!(cma.row(), ["manual", "", "Manual", "hub", "0", "0", "-"]);
     let yaml = render(Format::Yaml, &[cma.clone(), cma], false).unwrap();
     assert!(yaml.starts_with("apiVersion: v1\nkind: List\n"), "{yaml}");
     assert!(yaml.contains("kind: ClusterManagementAddOn"), "{yaml}");
+}
+
+#[test]
+fn the_managed_by_column_tells_external_and_self_managed_add_ons() {
+    // OCM's helloworld shape: no AddOnTemplate, someone else deploys the agent.
+    assert_eq!(Cma::new("helloworld").build().row()[3], "external");
+    let own = Cma::new("hello")
+        .template("hello-v1")
+        .lifecycle("self")
+        .build();
+    assert_eq!(own.row()[3], "self");
 }
 
 #[test]

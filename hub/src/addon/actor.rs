@@ -15,9 +15,9 @@
 use super::Deps;
 use super::Store;
 pub use super::effects::uninstall;
-use super::effects::{ensure_namespace, manifest_ids, registrations, write_status};
+use super::effects::{ensure_namespace, manifest_ids, registrations, remove_work, write_status};
 use super::rules::plan::{self, Installation};
-use super::rules::{self, Resolved, StatusInput};
+use super::rules::{self, AddOnKind, ExternalInput, Lifecycle, Resolved, StatusInput};
 use super::settled::StatusKey;
 use crate::keys::ObjectRef;
 use flotilla_api::addon::{self, configs, health, render};
@@ -332,10 +332,11 @@ impl Actor {
     }
 
     /// Creates and removes ManagedClusterAddOns as the placements decide; returns each decided
-    /// cluster's placement index and decision group.
+    /// cluster's placement index and decision group. Nothing for a `Manual` add-on, nor for
+    /// one whose lifecycle is `self` (its own manager makes the ManagedClusterAddOns).
     async fn follow_placements(&mut self) -> BTreeMap<String, (usize, GroupKey)> {
         let mut owner = BTreeMap::new();
-        if !self.by_placements() {
+        if !self.by_placements() || rules::lifecycle_of(&self.cma) == Lifecycle::SelfManaged {
             return owner;
         }
         let strategy = self.spec().install_strategy.unwrap_or_default();
@@ -418,6 +419,9 @@ impl Actor {
     async fn reconcile(&mut self) -> Option<Duration> {
         let now = SystemTime::now();
         let owner = self.follow_placements().await;
+        if rules::kind_of(&self.cma) == AddOnKind::External {
+            return self.reconcile_external(now).await;
+        }
         let placements = self
             .spec()
             .install_strategy
@@ -431,6 +435,62 @@ impl Actor {
         self.write_statuses(writes, &mut recheck).await;
         self.write_own_status(progressions).await;
         recheck.0
+    }
+
+    /// The round of an add-on managed by someone else ([`rules::external`]): nothing is
+    /// rendered, applied or rolled out; each installation's status says where it runs and
+    /// whether its agent's lease is fresh, the add-on's its default configs' hashes. The add-ons
+    /// of deleted clusters are removed.
+    async fn reconcile_external(&mut self, now: SystemTime) -> Option<Duration> {
+        let grace = self.deps.config.lease_grace;
+        let mut recheck = Recheck::default();
+        let mut writes = Vec::new();
+        for mca in self.store.installed(&self.name) {
+            let (cluster, _) = rules::key_of(&mca);
+            let Some(c) = self.deps.inventory.get(&cluster) else {
+                if let Err(e) = uninstall(&self.store, &self.deps, &cluster, &self.name).await {
+                    tracing::warn!(cluster = %cluster, error = %e, "removing the add-on of a deleted cluster failed");
+                }
+                continue;
+            };
+            // Rendered when the add-on had a template: someone else deploys its agent now.
+            if let Err(e) = remove_work(&self.deps, &cluster, &self.name).await {
+                tracing::warn!(cluster = %cluster, error = %e, "removing the work of an add-on without a template failed");
+                recheck.at(Duration::from_secs(1));
+            }
+            let lease = self.lease_of(&cluster, &mca);
+            recheck.merge(rules::lease_recheck(lease, now, grace));
+            let st = rules::external_status(&ExternalInput {
+                cma: &self.cma,
+                mca: &mca,
+                cluster: Some(&c),
+                lease,
+                grace,
+                now,
+            });
+            if mca.status.as_ref() != Some(&st) {
+                writes.push((cluster, st));
+            }
+        }
+        self.write_statuses(writes, &mut recheck).await;
+        // Its defaults with their spec hashes, as for any add-on; no rollout, so no progressions.
+        self.write_own_status(Vec::new()).await;
+        recheck.0
+    }
+
+    /// The add-on agent's last lease renewal on `cluster`. Not renewed since this hub started:
+    /// an add-on that was available gets a fresh grace from the start instead of flapping to
+    /// Unknown.
+    fn lease_of(&self, cluster: &str, mca: &ManagedClusterAddOn) -> Option<SystemTime> {
+        self.store.lease(cluster, &self.name).or_else(|| {
+            let was = mca.status.as_ref().is_some_and(|s| {
+                s.conditions.iter().any(|c| {
+                    c.r#type == addon::conditions::AVAILABLE
+                        && c.status == flotilla_api::meta::status::TRUE
+                })
+            });
+            was.then_some(self.store.started)
+        })
     }
 
     /// Every installed add-on, its configs resolved and its work's rollout status; the add-ons
@@ -657,17 +717,7 @@ impl Actor {
             Some(t) => health::mode_of(t),
             None => Ok(health::Mode::WorkStatus),
         };
-        let lease = self.store.lease(&e.cluster, &self.name).or_else(|| {
-            // Not renewed since this hub started: an add-on that was available gets a
-            // fresh grace from the start instead of flapping to Unknown.
-            let was = e.mca.status.as_ref().is_some_and(|s| {
-                s.conditions.iter().any(|c| {
-                    c.r#type == addon::conditions::AVAILABLE
-                        && c.status == flotilla_api::meta::status::TRUE
-                })
-            });
-            was.then_some(self.store.started)
-        });
+        let lease = self.lease_of(&e.cluster, &e.mca);
         let fresh = rules::lease_recheck(lease, now, grace);
         if matches!(mode, Ok(health::Mode::Lease))
             && let Some(d) = fresh

@@ -131,15 +131,8 @@ pub async fn write_status(
     Ok(())
 }
 
-/// Removes add-on `name` from `cluster`: its work, its stored object, its lease, its agent's
-/// credentials.
-pub async fn uninstall(
-    store: &Store,
-    deps: &Deps,
-    cluster: &str,
-    name: &str,
-) -> Result<(), AddOnError> {
-    let key = ObjectRef::new(cluster, name);
+/// Deletes the work of add-on `name` on `cluster`, when there is one.
+pub async fn remove_work(deps: &Deps, cluster: &str, name: &str) -> Result<(), AddOnError> {
     if let Some(handle) = deps.clusters.get(cluster)
         && deps
             .works
@@ -151,6 +144,19 @@ pub async fn uninstall(
             "removing the work of add-on {name} on {cluster}: {e}"
         )));
     }
+    Ok(())
+}
+
+/// Removes add-on `name` from `cluster`: its work, its stored object, its lease, its agent's
+/// credentials.
+pub async fn uninstall(
+    store: &Store,
+    deps: &Deps,
+    cluster: &str,
+    name: &str,
+) -> Result<(), AddOnError> {
+    let key = ObjectRef::new(cluster, name);
+    remove_work(deps, cluster, name).await?;
     let agent_key = store
         .cluster_addon_views
         .get(&key.inventory_key())

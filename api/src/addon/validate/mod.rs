@@ -8,7 +8,10 @@
 //!   DNS-1123 *label* (no dots), since it is a token of NATS subjects
 //!   (`flotilla.addon.<addon>.<cluster>`);
 //! - an AddOnTemplate's agent spec must make a valid ManifestWork ([`crate::work::validate`]);
-//! - tolerations and resource quantities follow Kubernetes' own rules for pods.
+//! - tolerations and resource quantities follow Kubernetes' own rules for pods;
+//! - a ClusterManagementAddOn's `addon.open-cluster-management.io/lifecycle` annotation is
+//!   `addon-manager` or `self` (OCM reads annotations without checking them, so a typo there
+//!   would silently hand the add-on to the other manager).
 //!
 //! A rollout strategy's settings (`maxConcurrency`, `progressDeadline`, …) are the hub's to check
 //! (with the rollout parser); here only its type is.
@@ -284,6 +287,18 @@ pub fn cluster_management_addon(x: &v1::ClusterManagementAddOn) -> Vec<String> {
     let mut errors = Vec::new();
     let meta = x.metadata.clone().unwrap_or_default();
     push_name(&mut errors, addon_name("metadata.name", &meta.name));
+    if let Some(v) = meta.annotations.get(crate::addon::LIFECYCLE_ANNOTATION)
+        && !crate::addon::LIFECYCLES.contains(&v.as_str())
+    {
+        errors.push(not_one_of(
+            &format!(
+                "metadata.annotations[{:?}]",
+                crate::addon::LIFECYCLE_ANNOTATION
+            ),
+            v,
+            &crate::addon::LIFECYCLES,
+        ));
+    }
     let spec = x.spec.clone().unwrap_or_default();
     let mut seen: HashMap<(&str, &str), usize> = HashMap::new();
     for (i, c) in spec.supported_configs.iter().enumerate() {

@@ -91,6 +91,31 @@ fn cma_name_must_be_an_addon_name() {
 }
 
 #[test]
+fn the_lifecycle_annotation_is_addon_manager_or_self() {
+    let annotated = |value: &str| {
+        let Document::ClusterManagementAddOn(x) = doc(
+            "ClusterManagementAddOn",
+            &format!(
+                "{{name: hello, annotations: {{addon.open-cluster-management.io/lifecycle: {value}}}}}"
+            ),
+            "{}",
+        ) else {
+            panic!("not a ClusterManagementAddOn")
+        };
+        cluster_management_addon(&x)
+    };
+    assert!(annotated("self").is_empty());
+    assert!(annotated("addon-manager").is_empty());
+    assert_eq!(
+        annotated("Self"),
+        [
+            "metadata.annotations[\"addon.open-cluster-management.io/lifecycle\"]: \"Self\" is \
+             not one of addon-manager, self"
+        ]
+    );
+}
+
+#[test]
 fn install_strategy_type_is_manual_or_placements() {
     let errors = cma_errors("{installStrategy: {type: Foo}}");
     assert_eq!(

@@ -1,6 +1,6 @@
 //! `addon.open-cluster-management.io/v1alpha1` ClusterManagementAddOn, ManagedClusterAddOn,
 //! AddOnTemplate and AddOnDeploymentConfig in the shapes OCM users write and `kubectl get -o
-//! yaml` prints.
+//! yaml` prints; [`v1beta1`] reads OCM's v1beta1 shapes as input, converted to these.
 //!
 //! Input keeps OCM's field names exactly (unknown fields of a spec are refused, naming their
 //! path); statuses are printed but ignored on input (the hub computes them). The few places the
@@ -18,6 +18,7 @@ mod cluster_management;
 mod deployment_config;
 mod managed_cluster;
 mod template;
+pub mod v1beta1;
 
 pub use cluster_management::*;
 pub use deployment_config::*;

@@ -298,7 +298,8 @@ fn the_hand_written_examples_parse_validate_and_round_trip() {
 }
 
 #[test]
-fn other_versions_of_the_addon_group_are_refused_clearly() {
+fn versions_of_the_addon_group_that_ocm_does_not_serve_are_refused_clearly() {
+    // OCM's v1beta1 has no AddOnTemplate.
     let text = TEMPLATE_FIXTURES[0].1.replace(
         "addon.open-cluster-management.io/v1alpha1",
         "addon.open-cluster-management.io/v1beta1",
@@ -313,6 +314,17 @@ fn other_versions_of_the_addon_group_are_refused_clearly() {
     assert!(
         msg.contains("addon.open-cluster-management.io/v1alpha1 AddOnTemplate"),
         "{msg}"
+    );
+    // A version OCM never had, of a kind v1beta1 has: both versions named.
+    let err = parse_documents(
+        "apiVersion: addon.open-cluster-management.io/v2\nkind: ClusterManagementAddOn\nmetadata: {name: x}\n",
+    )
+    .remove(0)
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("v1alpha1 ClusterManagementAddOn (OCM's storage version) and addon.open-cluster-management.io/v1beta1 ClusterManagementAddOn"),
+        "{err}"
     );
     // The general list names the add-on kinds too.
     let err = parse_documents("apiVersion: addon.open-cluster-management.io/v1alpha1\nkind: AddOnThing\nmetadata: {name: x}\n")

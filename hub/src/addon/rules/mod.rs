@@ -344,8 +344,9 @@ pub fn status(input: &StatusInput<'_>) -> ManagedClusterAddOnStatus {
 }
 
 /// What the hub checks of a ClusterManagementAddOn beyond the CRD's rules, each naming its
-/// field: the name is a NATS subject token (no dots), every rollout strategy parses, and the
-/// add-on is one Flotilla can install (an AddOnTemplate add-on).
+/// field: the name is a NATS subject token (no dots) and every rollout strategy parses. An
+/// add-on without an AddOnTemplate is accepted: it is managed by someone else
+/// ([`external`]).
 pub fn hub_checks(cma: &ClusterManagementAddOn) -> Vec<String> {
     let mut errors = Vec::new();
     let name = cma.metadata.as_ref().map(|m| m.name.as_str()).unwrap_or("");
@@ -355,17 +356,6 @@ pub fn hub_checks(cma: &ClusterManagementAddOn) -> Vec<String> {
         ));
     }
     let spec = cma.spec.clone().unwrap_or_default();
-    if !spec
-        .supported_configs
-        .iter()
-        .any(|c| c.group == addon::GROUP && c.resource == addon::TEMPLATES)
-    {
-        errors.push(format!(
-            "spec.supportedConfigs: must include group {} resource {}: Flotilla installs AddOnTemplate add-ons",
-            addon::GROUP,
-            addon::TEMPLATES
-        ));
-    }
     for (i, p) in spec
         .install_strategy
         .iter()
@@ -395,7 +385,11 @@ pub fn lease_recheck(
         .map(|d| d + Duration::from_millis(50))
 }
 
+pub mod external;
 pub mod plan;
+
+pub use external::{ExternalInput, external_status};
+pub use flotilla_api::addon::manager::{AddOnKind, Lifecycle, kind_of, lifecycle_of};
 
 #[cfg(test)]
 mod tests;

@@ -301,11 +301,97 @@ fn hub_checks_name_the_field() {
         errors.iter().any(|e| e.starts_with("metadata.name")),
         "{errors:?}"
     );
-    assert!(
-        errors
-            .iter()
-            .any(|e| e.starts_with("spec.supportedConfigs")),
-        "{errors:?}"
+    assert_eq!(
+        errors.len(),
+        1,
+        "an add-on without a template is not an error: {errors:?}"
     );
     assert!(hub_checks(&cma("good")).is_empty());
+}
+
+#[test]
+fn an_add_on_without_a_template_is_managed_by_someone_else() {
+    let mut a = cma("helloworld");
+    assert_eq!(kind_of(&a), AddOnKind::Template);
+    a.spec.as_mut().unwrap().supported_configs = vec![ConfigMeta {
+        group: addon::GROUP.into(),
+        resource: addon::DEPLOYMENT_CONFIGS.into(),
+        default_config: None,
+    }];
+    assert_eq!(kind_of(&a), AddOnKind::External);
+    assert!(hub_checks(&a).is_empty());
+
+    let mut installed = mca("c1", "helloworld");
+    installed.spec = Some(flotilla_api::v1::ManagedClusterAddOnSpec {
+        install_namespace: "hello-ns".into(),
+        ..Default::default()
+    });
+    // Left over from when it was a template add-on: dropped.
+    let mut old = ManagedClusterAddOnStatus::default();
+    meta::set_condition(
+        &mut old.conditions,
+        cond::MANIFEST_APPLIED,
+        status::TRUE,
+        "x",
+        "",
+    );
+    installed.status = Some(old);
+    let input = |lease: Option<SystemTime>, cluster: Option<&ManagedCluster>| {
+        external_status(&ExternalInput {
+            cma: &a,
+            mca: &installed,
+            cluster,
+            lease,
+            grace: Duration::from_secs(300),
+            now: at(100),
+        })
+    };
+    let st = input(None, None);
+    assert_eq!(st.namespace, "hello-ns");
+    assert_eq!(st.health_check.as_ref().unwrap().mode, "Lease");
+    assert_eq!(st.conditions.len(), 1, "{st:?}");
+    let c = condition(&st, cond::AVAILABLE);
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        (status::UNKNOWN, "ManagedClusterAddOnLeaseNotFound")
+    );
+    let c = condition(&input(Some(at(50)), None), cond::AVAILABLE).clone();
+    assert_eq!(c.status, status::TRUE);
+    let c = condition(
+        &input(Some(at(0) - Duration::from_secs(300)), None),
+        cond::AVAILABLE,
+    )
+    .clone();
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        (status::FALSE, "ManagedClusterAddOnLeaseUpdateStopped")
+    );
+    // The cluster's own Unknown wins over a fresh lease.
+    let mut gone = ManagedCluster::default();
+    meta::set_condition(
+        &mut gone.status.get_or_insert_with(Default::default).conditions,
+        meta::COND_AVAILABLE,
+        status::UNKNOWN,
+        "ManagedClusterLeaseUpdateStopped",
+        "stopped",
+    );
+    let c = condition(&input(Some(at(50)), Some(&gone)), cond::AVAILABLE).clone();
+    assert_eq!(c.status, status::UNKNOWN);
+}
+
+#[test]
+fn the_lifecycle_annotation_says_who_installs_the_add_on() {
+    let mut a = cma("hello");
+    assert_eq!(lifecycle_of(&a), Lifecycle::AddOnManager, "absent");
+    let annotate = |a: &mut ClusterManagementAddOn, v: &str| {
+        a.metadata
+            .as_mut()
+            .unwrap()
+            .annotations
+            .insert(addon::LIFECYCLE_ANNOTATION.into(), v.into());
+    };
+    annotate(&mut a, addon::LIFECYCLE_SELF);
+    assert_eq!(lifecycle_of(&a), Lifecycle::SelfManaged);
+    annotate(&mut a, addon::LIFECYCLE_ADDON_MANAGER);
+    assert_eq!(lifecycle_of(&a), Lifecycle::AddOnManager);
 }

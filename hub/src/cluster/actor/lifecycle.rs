@@ -146,6 +146,9 @@ impl Actor {
             .as_ref()
             .map(|m| m.labels.clone())
             .unwrap_or_default();
+        for warning in rules::split_hub_taints(&spec.taints).1 {
+            tracing::info!(%warning, "ManagedCluster document");
+        }
         if self.cluster.is_none() {
             let c = rules::precreated(
                 &self.name,
@@ -166,8 +169,8 @@ impl Actor {
         let mut c = self
             .edit(|c| {
                 let labelled = rules::apply_labels(c, &labels, &[])?;
-                let stale = rules::admin_taints_not_in(c, &spec.taints);
-                let tainted = rules::apply_taints(c, &spec.taints, &stale)?;
+                let tainted = rules::apply_document_taints(c, &spec.taints)
+                    .map_err(|e| format!("spec.{e}"))?;
                 Ok(labelled || tainted)
             })
             .await?;

@@ -10,6 +10,8 @@ use flotilla_api::meta::{
 };
 use flotilla_api::names;
 use flotilla_api::selector;
+use flotilla_api::taints::is_hub_taint;
+pub use flotilla_api::taints::split_hub_taints;
 use flotilla_api::v1::{
     ClusterClaim, ClusterSetManagedNamespaceConfig, LabelSelector, ManagedCluster,
     ManagedClusterSpec, ManagedClusterStatus, ManagedClusterVersion, ObjectMeta,
@@ -193,7 +195,7 @@ pub fn precreated(
         default_lease_seconds
     };
     let mut c = fresh(name, labels, lease);
-    apply_taints(&mut c, &spec.taints, &[]).map_err(|e| format!("spec.{e}"))?;
+    apply_document_taints(&mut c, &spec.taints).map_err(|e| format!("spec.{e}"))?;
     if spec.hub_accepts_client {
         accept(
             &mut c,
@@ -213,7 +215,7 @@ pub fn admin_taints_not_in(c: &ManagedCluster, wanted: &[Taint]) -> Vec<TaintKey
         .map(|s| s.taints.as_slice())
         .unwrap_or_default()
         .iter()
-        .filter(|t| t.key != TAINT_UNAVAILABLE && t.key != TAINT_UNREACHABLE)
+        .filter(|t| !is_hub_taint(&t.key))
         .filter(|t| {
             !wanted
                 .iter()
@@ -512,27 +514,48 @@ pub fn apply_labels(
     Ok(changed)
 }
 
+/// Checks one taint's key, value and effect; errors start with `field` (`taints[2]`).
+fn validate_taint(field: &str, t: &Taint) -> Result<(), String> {
+    names::validate_label_key(&format!("{field}.key"), &t.key).map_err(|e| e.to_string())?;
+    if !t.value.is_empty() {
+        names::validate_label_value(&format!("{field}.value"), &t.value)
+            .map_err(|e| e.to_string())?;
+    }
+    if !TAINT_EFFECTS.contains(&t.effect.as_str()) {
+        return Err(format!(
+            "{field}.effect: {:?} is not a taint effect (want NoSelect, PreferNoSelect or NoSelectIfNew)",
+            t.effect
+        ));
+    }
+    Ok(())
+}
+
+/// Applies a ManagedCluster document's `taints` to `c`: its admin taints are added (or their
+/// values changed) and the admin taints it no longer lists removed. The hub's own taints it
+/// lists are left out ([`split_hub_taints`]: the hub sets and clears them from the lease, as
+/// OCM's hub does), and the hub's current ones stay. Errors name the document's field
+/// (`taints[2].effect`). Returns whether anything changed.
+pub fn apply_document_taints(c: &mut ManagedCluster, taints: &[Taint]) -> Result<bool, String> {
+    for (i, t) in taints.iter().enumerate() {
+        validate_taint(&format!("taints[{i}]"), t)?;
+    }
+    let (admin, _) = split_hub_taints(taints);
+    let stale = admin_taints_not_in(c, &admin);
+    apply_taints(c, &admin, &stale)
+}
+
 /// Adds (or changes the value of) and removes taints. `timeAdded` is always the hub's clock;
-/// the hub's own taints cannot be edited. Returns whether anything changed.
+/// the hub's own taints cannot be edited (an explicit edit of a field only the hub owns is
+/// refused, unlike a document that lists them: [`apply_document_taints`]). Returns whether
+/// anything changed.
 pub fn apply_taints(
     c: &mut ManagedCluster,
     add: &[Taint],
     remove: &[TaintKey],
 ) -> Result<bool, String> {
     for (i, t) in add.iter().enumerate() {
-        names::validate_label_key(&format!("taints[{i}].key"), &t.key)
-            .map_err(|e| e.to_string())?;
-        if !t.value.is_empty() {
-            names::validate_label_value(&format!("taints[{i}].value"), &t.value)
-                .map_err(|e| e.to_string())?;
-        }
-        if !TAINT_EFFECTS.contains(&t.effect.as_str()) {
-            return Err(format!(
-                "taints[{i}].effect: {:?} is not a taint effect (want NoSelect, PreferNoSelect or NoSelectIfNew)",
-                t.effect
-            ));
-        }
-        if t.key == TAINT_UNAVAILABLE || t.key == TAINT_UNREACHABLE {
+        validate_taint(&format!("taints[{i}]"), t)?;
+        if is_hub_taint(&t.key) {
             return Err(format!(
                 "taints[{i}].key: {:?} is maintained by the hub",
                 t.key
@@ -540,7 +563,7 @@ pub fn apply_taints(
         }
     }
     for (i, r) in remove.iter().enumerate() {
-        if r.key == TAINT_UNAVAILABLE || r.key == TAINT_UNREACHABLE {
+        if is_hub_taint(&r.key) {
             return Err(format!(
                 "remove[{i}].key: {:?} is maintained by the hub",
                 r.key

@@ -376,3 +376,84 @@ fn managed_namespaces_keep_agent_conditions_of_entries_that_stay() {
         "the agent is told names and sets only"
     );
 }
+
+#[test]
+fn a_document_listing_the_hubs_taints_is_accepted_and_the_hub_owns_them() {
+    // OCM's example of a pre-created cluster, saved from a live one: both hub taints listed.
+    let doc = doc_spec(
+        true,
+        0,
+        &[
+            (TAINT_UNAVAILABLE, "NoSelect"),
+            ("gpu", "NoSelect"),
+            (TAINT_UNREACHABLE, "NoSelect"),
+        ],
+    );
+    let (admin, warnings) = split_hub_taints(&doc.taints);
+    assert_eq!(admin.len(), 1);
+    assert_eq!(warnings.len(), 2);
+    assert!(
+        warnings[0].starts_with(&format!(
+            "spec.taints[0]: {TAINT_UNAVAILABLE} is maintained"
+        )),
+        "{}",
+        warnings[0]
+    );
+    assert!(
+        warnings[1].starts_with(&format!(
+            "spec.taints[2]: {TAINT_UNREACHABLE} is maintained"
+        )),
+        "{}",
+        warnings[1]
+    );
+
+    // Created ahead of its agent: the lease (none yet) decides, so only `unreachable`.
+    let mut c = precreated("edge-1", HashMap::new(), &doc, 60).unwrap();
+    let mut keys = taint_keys(&c);
+    keys.sort_unstable();
+    assert_eq!(keys, vec![TAINT_UNREACHABLE, "gpu"]);
+
+    // Applied again to an Available cluster: the hub's clearing of its taints stands, the
+    // admin's taint stays, and nothing the document says about hub taints is an error.
+    assert!(set_available(&mut c, status::TRUE, "Leased", ""));
+    assert_eq!(taint_keys(&c), vec!["gpu"]);
+    assert!(
+        !apply_document_taints(&mut c, &doc.taints).unwrap(),
+        "no change"
+    );
+    assert_eq!(taint_keys(&c), vec!["gpu"]);
+
+    // Applied to an unreachable cluster without the hub taints: the hub's taint stays.
+    assert!(set_available(
+        &mut c,
+        status::UNKNOWN,
+        "LeaseUpdateStopped",
+        ""
+    ));
+    let without = doc_spec(true, 0, &[("gpu", "NoSelect")]);
+    assert!(!apply_document_taints(&mut c, &without.taints).unwrap());
+    let mut keys = taint_keys(&c);
+    keys.sort_unstable();
+    assert_eq!(keys, vec![TAINT_UNREACHABLE, "gpu"]);
+
+    // A bad entry is named by its index in the document, hub taints counted.
+    let bad = doc_spec(
+        true,
+        0,
+        &[(TAINT_UNREACHABLE, "NoSelect"), ("gpu", "NoSchedule")],
+    );
+    let e = apply_document_taints(&mut c, &bad.taints).unwrap_err();
+    assert!(e.starts_with("taints[1].effect"), "{e}");
+}
+
+#[test]
+fn an_explicit_edit_of_a_hub_taint_is_still_refused() {
+    let mut c = new_cluster(&req("c1"), &AutoAccept::default(), 60);
+    let hub = Taint {
+        key: TAINT_UNAVAILABLE.into(),
+        effect: "NoSelect".into(),
+        ..Default::default()
+    };
+    let e = apply_taints(&mut c, &[hub], &[]).unwrap_err();
+    assert!(e.contains("is maintained by the hub"), "{e}");
+}
