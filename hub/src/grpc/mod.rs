@@ -63,8 +63,11 @@ pub type WatchStream<E> = Pin<Box<dyn Stream<Item = Result<E, Status>> + Send>>;
 /// Streams the current objects of an inventory that pass `filter` as ADDED, then every change.
 ///
 /// A watcher that falls behind the change broadcast (a slow client during a burst) is not cut
-/// off: it is caught up with the current state — MODIFIED for every object it should see, and
-/// DELETED for objects it saw that are gone — and then follows changes again.
+/// off: it is caught up with the current state — MODIFIED for every object it should see that
+/// changed since it last saw it (or that it has not seen), and DELETED for objects it saw that
+/// are gone — and then follows changes again. Objects it already holds are not sent again: at
+/// 100,000 clusters a catch-up that re-sent everything took longer than the next burst took to
+/// overflow the broadcast, so the watcher never caught up and the hub spent its time encoding.
 pub fn watch<T, E, F, M>(inventory: &Inventory<T>, filter: F, make: M) -> WatchStream<E>
 where
     T: Send + Sync + 'static,
@@ -82,7 +85,10 @@ where
             let mut now: HashMap<Arc<str>, Arc<T>> = HashMap::new();
             for (k, v) in inventory.with_prefix("") {
                 if filter(&k, &v) {
-                    events.push(make(kind, &v));
+                    // The inventory replaces an object's `Arc` on every change.
+                    if !seen.get(&k).is_some_and(|old| Arc::ptr_eq(old, &v)) {
+                        events.push(make(kind, &v));
+                    }
                     now.insert(k, v);
                 }
             }
@@ -158,3 +164,6 @@ impl From<SetError> for Status {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
