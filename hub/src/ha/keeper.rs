@@ -31,6 +31,22 @@ impl Timing {
         sent + self.ttl.saturating_sub(self.margin)
     }
 
+    /// How long a renewal sent at `sent` waits for its answer: half the time the fence has
+    /// left, at least a renew interval, never past the fence's end. A store slowed down by load
+    /// (a 100,000-cluster registration burst on two cores answered in 5–10 s) still renews: cut
+    /// at the renew interval, every renewal timed out, the hub lost its shards while it was
+    /// alive and their restart added to the load. Half leaves time for a second attempt when
+    /// the first was lost rather than slow.
+    fn patience(&self, fence: &Fence, sent: Instant) -> Duration {
+        match fence.deadline() {
+            None => self.renew,
+            Some(end) => {
+                let left = end.saturating_duration_since(sent);
+                (left / 2).max(self.renew).min(left)
+            }
+        }
+    }
+
     /// How soon a renewal that failed is tried again: several attempts fit in the time the
     /// fence has left.
     fn retry(&self) -> Duration {
@@ -138,7 +154,10 @@ async fn keep(
         let sent = Instant::now();
         let current = *revision.borrow();
         // A stop that arrives mid-renewal waits for its answer, so the caller knows the revision.
-        match leases.renew(unit, &me, current).await {
+        match leases
+            .renew_within(unit, &me, current, timing.patience(&fence, sent))
+            .await
+        {
             Ok(rev) => {
                 revision.send_replace(rev);
                 fence.extend(timing.deadline(sent));
@@ -165,5 +184,46 @@ async fn keep(
                 next = Instant::now() + timing.retry();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timing() -> Timing {
+        Timing {
+            renew: Duration::from_secs(3),
+            ttl: Duration::from_secs(15),
+            margin: Duration::from_secs(2),
+        }
+    }
+
+    /// Whether `got` is `want` to the fence's millisecond resolution.
+    fn about(got: Duration, want: Duration) -> bool {
+        got.abs_diff(want) < Duration::from_millis(5)
+    }
+
+    #[test]
+    fn a_renewal_waits_half_the_time_the_fence_has_left_but_never_past_it() {
+        let now = Instant::now();
+        let fence = |left: u64| Fence::new(0, 1, now + Duration::from_secs(left));
+        let t = timing();
+        let p = t.patience(&fence(13), now);
+        assert!(about(p, Duration::from_millis(6500)), "{p:?}");
+        let p = t.patience(&fence(5), now);
+        assert!(
+            about(p, Duration::from_secs(3)),
+            "at least a renew interval: {p:?}"
+        );
+        let p = t.patience(&fence(2), now);
+        assert!(
+            about(p, Duration::from_secs(2)),
+            "never past the fence's end: {p:?}"
+        );
+        assert_eq!(
+            t.patience(&Fence::unlimited(0), now),
+            Duration::from_secs(3)
+        );
     }
 }

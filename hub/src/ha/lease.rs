@@ -121,11 +121,18 @@ impl Leases {
 
     /// Renews a held unit whose lease is at `revision`; returns the new revision.
     pub async fn renew(&self, unit: u32, me: &HubInfo, revision: u64) -> Result<u64, LeaseError> {
-        match tokio::time::timeout(
-            self.timeout,
-            self.kv.update(key(unit), me.encode(), revision),
-        )
-        .await
+        self.renew_within(unit, me, revision, self.timeout).await
+    }
+
+    /// [`Self::renew`], waiting up to `patience` for the store's answer.
+    pub async fn renew_within(
+        &self,
+        unit: u32,
+        me: &HubInfo,
+        revision: u64,
+        patience: Duration,
+    ) -> Result<u64, LeaseError> {
+        match tokio::time::timeout(patience, self.kv.update(key(unit), me.encode(), revision)).await
         {
             Ok(Ok(rev)) => Ok(rev),
             Ok(Err(e)) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
