@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod addon;
+pub mod addon_fleet;
 pub mod kubectl;
 pub mod policy;
 pub mod tokens;
