@@ -329,6 +329,11 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
         anyhow::bail!("--clusters must be at least 1");
     }
     let mut common = common;
+    // Bad input fails before anything starts: a profile is read here, not after the topology.
+    if let Some(profile) = &common.profile {
+        flotilla_sim::FleetProfile::load(profile)
+            .map_err(|e| anyhow::anyhow!("--profile {e}"))?;
+    }
     let proxy_url = match kind {
         Scenario::Proxy { proxy_url, .. } => match (proxy_url, &common.hub) {
             (Some(url), _) => Some(url.clone()),
@@ -372,7 +377,6 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
         out: common.out.clone(),
         started: Instant::now(),
     };
-    run.fleet.load_profile()?;
     let work = async move {
         match kind {
             Scenario::Register(_) => scenario::register::run(run).await,
