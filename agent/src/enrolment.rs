@@ -6,7 +6,7 @@
 use crate::AgentConfig;
 use crate::backend::Backend;
 use crate::credentials::AgentCredentials;
-use crate::registration::{AskError, ask_hub, registration_request};
+use crate::registration::{AskError, ask_hub, busy_wait, registration_request};
 use crate::store::LocalStore;
 use flotilla_api::v1::RegistrationState;
 use flotilla_bus::connect::{self, backoff};
@@ -44,6 +44,12 @@ pub async fn run(
                     }
                 }
                 match state {
+                    // The hub spread its busy agents' times itself: no jitter on top.
+                    RegistrationState::Busy => {
+                        tracing::debug!("the hub is busy registering others; asking again later");
+                        tokio::time::sleep(busy_wait(resp.retry_after_ms)).await;
+                        continue;
+                    }
                     RegistrationState::Denied => {
                         tracing::warn!(reason = %resp.message, "the hub denied this cluster");
                         config.denied_poll

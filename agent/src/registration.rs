@@ -412,6 +412,15 @@ impl RegistrationActor {
         let lease_changed = resp.lease_duration_seconds > 0
             && resp.lease_duration_seconds != self.store.get().lease_duration_seconds;
         let new_state = match state {
+            RegistrationState::Busy => {
+                let wait = busy_wait(resp.retry_after_ms);
+                tracing::debug!(
+                    wait_ms = wait.as_millis() as u64,
+                    "the hub is busy registering others; asking again later"
+                );
+                self.next_register = Some(Instant::now() + wait);
+                return;
+            }
             RegistrationState::Accepted => HubState::Accepted,
             RegistrationState::Pending => HubState::Pending,
             RegistrationState::Denied => HubState::Denied,
@@ -900,4 +909,11 @@ impl Drop for Link {
             self.metrics.connected.dec();
         }
     }
+}
+
+/// How long to wait after a busy answer: the hub's `retry_after_ms`, within [0.1 s, 10 min]
+/// (a hub that names no time, or an absurd one, does not stop the agent asking).
+pub(crate) fn busy_wait(retry_after_ms: u32) -> Duration {
+    Duration::from_millis(u64::from(retry_after_ms))
+        .clamp(Duration::from_millis(100), Duration::from_secs(600))
 }

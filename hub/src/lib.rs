@@ -35,6 +35,7 @@
 #![deny(missing_docs)]
 
 pub mod addon;
+pub mod admission;
 mod boot;
 pub mod cluster;
 pub mod clusterset;
@@ -417,6 +418,9 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
         config.limits.clone(),
         config.cluster.auto_accept.enabled,
     )));
+    router_config.admission = Some(admission::Admission::new(
+        config.limits.registrations_in_flight,
+    ));
     tasks
         .extend(boot::serve_spokes(&nats, &clusters, &metrics, &router_config, &shutdown_rx).await);
 

@@ -19,7 +19,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Limit settings (flags `--bootstrap-pending-max`, `--bootstrap-register-rate`,
-/// `--status-stream-max-bytes`, `--status-stream-max-age`).
+/// `--status-stream-max-bytes`, `--status-stream-max-age`, `--registrations-in-flight`).
 #[derive(Debug, Clone)]
 pub struct LimitsConfig {
     /// Pending clusters registrations may create, at most.
@@ -31,6 +31,9 @@ pub struct LimitsConfig {
     /// Status messages a cluster may send in a minute that the hub cannot use before it is
     /// counted and logged as flooding (every such message is removed either way).
     pub status_unknown_max: u32,
+    /// New names being created at once, at most; registrations past it are answered busy
+    /// ([`crate::admission`]).
+    pub registrations_in_flight: usize,
 }
 
 /// Default [`LimitsConfig::status_unknown_max`].
@@ -63,6 +66,7 @@ impl Default for LimitsConfig {
             bootstrap_register_rate: DEFAULT_BOOTSTRAP_REGISTER_RATE,
             stream: StreamLimits::default(),
             status_unknown_max: DEFAULT_STATUS_UNKNOWN_MAX,
+            registrations_in_flight: crate::admission::DEFAULT_REGISTRATIONS_IN_FLIGHT,
         }
     }
 }
@@ -228,6 +232,7 @@ mod tests {
                 bootstrap_register_rate: rate,
                 stream: StreamLimits::default(),
                 status_unknown_max: DEFAULT_STATUS_UNKNOWN_MAX,
+                ..LimitsConfig::default()
             },
             false,
         )

@@ -133,6 +133,16 @@ struct Args {
         default_value_t = flotilla_hub::limits::DEFAULT_BOOTSTRAP_REGISTER_RATE
     )]
     bootstrap_register_rate: f64,
+    /// New clusters being registered at once, at most: past it an agent is answered busy with
+    /// the time to ask again, spread by the rate registrations complete (a fleet installed at
+    /// once, or a site's uplink returning, does not flood the store with retries).
+    #[arg(
+        long,
+        env = "FLOTILLA_REGISTRATIONS_IN_FLIGHT",
+        default_value_t = flotilla_hub::admission::DEFAULT_REGISTRATIONS_IN_FLIGHT,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
+    )]
+    registrations_in_flight: usize,
     /// Bytes the status stream may hold (-1: unlimited); the oldest status messages go first.
     #[arg(
         long,
@@ -564,6 +574,7 @@ fn main() -> ExitCode {
             max_age: std::time::Duration::from_secs(args.status_stream_max_age_seconds),
         },
         status_unknown_max: args.status_unknown_max,
+        registrations_in_flight: args.registrations_in_flight,
     };
     let ca = config.nats.tls_ca_file.is_some();
     match flotilla_bus::connect::check_transport(&config.nats.url, ca, secure.is_some()) {

@@ -131,6 +131,10 @@ pub struct Metrics {
     pub registration_refusals: Family<ReasonLabels, Counter>,
     /// Input refused because a limit was reached, by limit.
     pub limit_refusals: Family<LimitLabels, Counter>,
+    /// Registrations answered busy (ask again later; nothing stored), by reason: `in_flight`
+    /// (the admission gate is full), `mailbox` (the cluster actor's mailbox is full), `store`
+    /// (the cluster could not be written).
+    pub registration_busy: Family<ReasonLabels, Counter>,
 }
 
 /// Labels of a refusal counter.
@@ -179,6 +183,7 @@ impl Metrics {
             resyncs: Counter::default(),
             registration_refusals: Family::default(),
             limit_refusals: Family::default(),
+            registration_busy: Family::default(),
         };
         registry.register(
             "events_received",
@@ -244,6 +249,11 @@ impl Metrics {
             "limit_refusals",
             "Input refused because a configured limit was reached, by limit",
             m.limit_refusals.clone(),
+        );
+        registry.register(
+            "registration_busy",
+            "Registrations answered busy (nothing stored, the agent told when to ask again), by reason",
+            m.registration_busy.clone(),
         );
         *m.registry.lock().expect("metrics registry lock") = registry;
         m
@@ -329,6 +339,15 @@ impl Metrics {
             })
             .inc();
         self.reject_logs.allow(unix_seconds())
+    }
+
+    /// Counts a registration answered busy.
+    pub fn registration_busy(&self, reason: &str) {
+        self.registration_busy
+            .get_or_create(&ReasonLabels {
+                reason: reason.to_string(),
+            })
+            .inc();
     }
 
     /// Counts input refused at a limit; returns whether to log it (rate-limited).

@@ -17,7 +17,7 @@ use flotilla_bus::subjects::{self, StatusSubject};
 use flotilla_bus::works;
 use futures::StreamExt;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::watch;
 
 /// Durable name of the one status consumer of hubs before shards (removed when seen).
@@ -46,6 +46,8 @@ pub struct RouterConfig {
     pub agents_account: Option<String>,
     /// Admits registrations of new names (set by the hub at start; without it, every one).
     pub new_names: Option<Arc<crate::limits::NewNames>>,
+    /// Paces the creation of new clusters (set by the hub at start; without it, no limit).
+    pub admission: Option<crate::admission::Admission>,
     /// Purges refused status messages (set by the hub at start).
     pub janitor: Option<crate::janitor::Janitor>,
     /// Told each subject once its subscription is in place at the server (set by the hub at
@@ -64,6 +66,7 @@ impl Default for RouterConfig {
             service_accounts: None,
             agents_account: None,
             new_names: None,
+            admission: None,
             janitor: None,
             ready: None,
         }
@@ -259,6 +262,8 @@ async fn handle_registration(
         reply_rejected(nats, &msg, subject_cluster, &why).await;
         return;
     }
+    // A new name holds one of the admission gate's slots until its actor has answered.
+    let mut permit = None;
     let handle = match clusters.local_or_load(&request.cluster_name) {
         Some(h) => {
             // Requests under a known name from any credential but the cluster's own agent key
@@ -288,6 +293,19 @@ async fn handle_registration(
                     return;
                 }
             }
+            permit = match config
+                .admission
+                .as_ref()
+                .map(|a| a.try_admit(Instant::now()))
+            {
+                Some(Err(busy)) => {
+                    metrics.registration_busy("in_flight");
+                    reply_busy(nats, &msg, &request, busy).await;
+                    return;
+                }
+                Some(Ok(p)) => Some(p),
+                None => None,
+            };
             match clusters.local_or_spawn(&request.cluster_name) {
                 Ok(h) => h,
                 // The shard moved away meanwhile: its new owner answers the agent's retry.
@@ -298,16 +316,39 @@ async fn handle_registration(
             }
         }
     };
-    if handle
-        .try_send(Msg::Register {
-            request: Box::new(request),
-            reply: msg.reply().cloned(),
-            credential,
-        })
-        .is_err()
-    {
+    let sent = handle.try_send(Msg::Register {
+        request: Box::new(request),
+        reply: msg.reply().cloned(),
+        credential,
+        permit,
+    });
+    if let Err(e) = sent {
         metrics.dropped("cluster");
+        // A full mailbox: the agent is told when to ask again rather than left to time out.
+        if let (Msg::Register { request, .. }, Some(gate)) = ((*e).into_inner(), &config.admission)
+        {
+            metrics.registration_busy("mailbox");
+            reply_busy(nats, &msg, &request, gate.busy(Instant::now())).await;
+        }
     }
+}
+
+/// Answers a registration that stored nothing: ask again after `busy.retry_after`.
+async fn reply_busy(
+    nats: &Publisher,
+    msg: &Request,
+    request: &RegistrationRequest,
+    busy: crate::admission::Busy,
+) {
+    let response = crate::cluster::rules::registration::busy(request, busy.retry_after);
+    reply(
+        nats,
+        msg,
+        types::registration_response(),
+        &request.cluster_name,
+        &response,
+    )
+    .await;
 }
 
 /// A request from a spoke whose reply subject was checked.

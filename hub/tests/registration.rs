@@ -10,8 +10,11 @@ use flotilla_api::meta::{
 };
 use flotilla_api::v1::{
     ClusterNamesRequest, DeleteClusterRequest, LabelClusterRequest, ListClustersRequest,
-    SetLeaseDurationRequest, Taint, TaintClusterRequest, TaintKey,
+    RegistrationRequest, RegistrationResponse, RegistrationState, SetLeaseDurationRequest, Taint,
+    TaintClusterRequest, TaintKey,
 };
+use flotilla_bus::envelope::{Event, types};
+use flotilla_bus::subjects;
 use flotilla_testkit::NatsServer;
 use std::time::Duration;
 
@@ -588,5 +591,114 @@ async fn nats_restart_recovers_hub_and_agents() {
     .await;
     agent.stop().await;
     newcomer.stop().await;
+    hub.stop().await;
+}
+
+/// One registration request as a raw NATS request, answered or not within a few seconds.
+async fn ask(client: &async_nats::Client, name: &str, id: String) -> Option<RegistrationResponse> {
+    let req = RegistrationRequest {
+        cluster_name: name.into(),
+        request_id: id,
+        ..Default::default()
+    };
+    let ev = Event::new(types::registration_request(), "burst", name, &req);
+    let reply = tokio::time::timeout(
+        Duration::from_secs(5),
+        client.request(subjects::register(name), ev.encode(1 << 20).unwrap()),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    Event::decode(&reply.payload, 1 << 20)
+        .ok()?
+        .decode_data::<RegistrationResponse>("RegistrationResponse")
+        .ok()
+}
+
+#[tokio::test]
+async fn a_burst_past_the_admission_gate_is_told_when_to_ask_again_and_all_join() {
+    let nats = NatsServer::start();
+    let mut config = hub_config(&nats.url());
+    config.limits.registrations_in_flight = 1;
+    let hub = start_hub(config).await;
+    let mut api = clusters_client(&hub).await;
+    let client = async_nats::connect(nats.url()).await.unwrap();
+
+    // 40 new names at once, one slot: the hub answers every one, most of them busy.
+    let names: Vec<String> = (0..40).map(|i| format!("burst-{i:02}")).collect();
+    let answers =
+        futures::future::join_all(names.iter().map(|n| ask(&client, n, format!("first-{n}"))))
+            .await;
+    let mut busy = Vec::new();
+    for (name, answer) in names.iter().zip(&answers) {
+        let a = answer
+            .as_ref()
+            .unwrap_or_else(|| panic!("{name} not answered"));
+        assert_eq!(a.in_reply_to, format!("first-{name}"), "{a:?}");
+        match RegistrationState::try_from(a.state) {
+            Ok(RegistrationState::Pending) => {}
+            Ok(RegistrationState::Busy) => {
+                assert!(a.retry_after_ms >= 1000, "{a:?}");
+                assert!(a.message.contains("ask again"), "{a:?}");
+                busy.push((name.clone(), a.retry_after_ms));
+            }
+            other => panic!("{name}: unexpected answer {other:?}: {a:?}"),
+        }
+    }
+    assert!(busy.len() >= 20, "only {} of 40 answered busy", busy.len());
+    // The busy ones are told to come back at spread-out times, and nothing was stored for them.
+    let waits: std::collections::BTreeSet<u32> = busy.iter().map(|(_, w)| *w).collect();
+    assert!(
+        waits.len() > 1,
+        "every busy agent told the same time: {waits:?}"
+    );
+    for (name, _) in &busy {
+        assert!(
+            get(&mut api, name).await.is_none(),
+            "{name} stored though busy"
+        );
+    }
+    let line = format!(
+        "flotilla_hub_registration_busy_total{{reason=\"in_flight\"}} {}",
+        busy.len()
+    );
+    let text = metrics_text(&hub).await;
+    assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
+
+    // Asking again when told, each is registered.
+    let mut left = busy;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !left.is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still busy: {left:?}"
+        );
+        let wait = left.iter().map(|(_, w)| *w).min().unwrap();
+        tokio::time::sleep(Duration::from_millis(u64::from(wait))).await;
+        let mut next = Vec::new();
+        for (name, _) in left {
+            let a = ask(&client, &name, "again".into()).await.expect("answered");
+            match RegistrationState::try_from(a.state) {
+                Ok(RegistrationState::Pending) => {}
+                Ok(RegistrationState::Busy) => next.push((name, a.retry_after_ms)),
+                other => panic!("{name}: unexpected answer {other:?}"),
+            }
+        }
+        left = next;
+    }
+    for name in &names {
+        assert!(get(&mut api, name).await.is_some(), "{name} not registered");
+    }
+
+    // Real agents in a burst through a gate of one all join.
+    let agents: Vec<_> = (0..10)
+        .map(|i| start_agent(agent_config(&format!("agent-{i}"), &nats.url())))
+        .collect();
+    for i in 0..10 {
+        wait_cluster(&mut api, &format!("agent-{i}"), "registered", |_| true).await;
+    }
+    for a in agents {
+        a.stop().await;
+    }
     hub.stop().await;
 }

@@ -331,8 +331,7 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
     let mut common = common;
     // Bad input fails before anything starts: a profile is read here, not after the topology.
     if let Some(profile) = &common.profile {
-        flotilla_sim::FleetProfile::load(profile)
-            .map_err(|e| anyhow::anyhow!("--profile {e}"))?;
+        flotilla_sim::FleetProfile::load(profile).map_err(|e| anyhow::anyhow!("--profile {e}"))?;
     }
     let proxy_url = match kind {
         Scenario::Proxy { proxy_url, .. } => match (proxy_url, &common.hub) {

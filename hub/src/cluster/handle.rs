@@ -121,6 +121,8 @@ pub enum Msg {
         reply: Option<flotilla_bus::reply::ReplyTo>,
         /// The NATS user the request came from, as the server attests it (secure mode).
         credential: Option<String>,
+        /// A new name's admission slot, held until the request is answered.
+        permit: Option<crate::admission::Permit>,
     },
     /// Mint a join credential for this cluster (secure mode), creating the cluster ahead of its
     /// agent when it does not exist.

@@ -16,8 +16,12 @@ use flotilla_auth::setup::unix_now;
 use flotilla_bus::envelope::{Event, types};
 use flotilla_bus::reply::ReplyTo;
 use flotilla_bus::subjects;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
+
+/// When an agent whose registration could not be stored is told to ask again (the actor
+/// retries its write every second meanwhile).
+const STORE_RETRY: Duration = Duration::from_secs(2);
 
 impl Actor {
     /// Applies an admin edit, with the effects each one has on the lease timer and the agent.
@@ -221,7 +225,10 @@ impl Actor {
                 let c = *cluster;
                 let new = self.cluster.is_none();
                 if changed && let Err(e) = self.persist(c.clone()).await {
-                    tracing::warn!(error = %e, "registration not persisted; the agent will retry");
+                    tracing::warn!(error = %e, "registration not persisted; the agent is told to ask again");
+                    self.shared.metrics.registration_busy("store");
+                    let busy = rules::registration::busy(&request, STORE_RETRY);
+                    self.answer_registration(reply, busy).await;
                     return;
                 }
                 if new {
@@ -234,11 +241,11 @@ impl Actor {
             }
         };
         response = self.with_credentials(response, &request);
-        response.in_reply_to = if request.request_id.is_empty() {
-            "-".into()
-        } else {
-            request.request_id.chars().take(64).collect()
-        };
+        response.in_reply_to = rules::registration::in_reply_to(&request);
+        self.answer_registration(reply, response).await;
+    }
+
+    async fn answer_registration(&self, reply: Option<ReplyTo>, response: RegistrationResponse) {
         if let Some(reply) = reply {
             let ev = Event::new(
                 types::registration_response(),

@@ -281,6 +281,8 @@ impl Actor {
                 request,
                 reply,
                 credential,
+                // The admission slot of a new name is free again once it is answered.
+                permit: _permit,
             } => self.register(*request, reply, credential).await,
             Msg::Join {
                 ttl,

@@ -19,7 +19,10 @@ use super::{
     AutoAccept, KeyPolicy, accept, accepted, apply_report, denied, new_cluster, reconcile_taints,
 };
 use flotilla_api::fingerprint;
-use flotilla_api::v1::{ManagedCluster, RegistrationRequest};
+use flotilla_api::v1::{
+    ManagedCluster, RegistrationRequest, RegistrationResponse, RegistrationState,
+};
+use std::time::Duration;
 
 /// The NATS user a request came from, as the server attests it (`Nats-Request-Info`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -350,6 +353,32 @@ pub fn accept_key(
     hub.last_refusal.clear();
     let old = std::mem::replace(&mut hub.agent_public_key, new);
     Ok((!old.is_empty()).then_some(old))
+}
+
+/// What an answer to `request` carries in `in_reply_to`: its request id (at most 64
+/// characters), or `-` when it had none.
+pub fn in_reply_to(request: &RegistrationRequest) -> String {
+    if request.request_id.is_empty() {
+        "-".into()
+    } else {
+        request.request_id.chars().take(64).collect()
+    }
+}
+
+/// The answer to a registration that stored nothing because the hub is busy: ask again after
+/// `retry_after`.
+pub fn busy(request: &RegistrationRequest, retry_after: Duration) -> RegistrationResponse {
+    RegistrationResponse {
+        cluster_name: request.cluster_name.clone(),
+        state: RegistrationState::Busy as i32,
+        message: format!(
+            "the hub is registering as many clusters as it may at once; ask again in {:.1} s",
+            retry_after.as_secs_f64()
+        ),
+        retry_after_ms: u32::try_from(retry_after.as_millis()).unwrap_or(u32::MAX),
+        in_reply_to: in_reply_to(request),
+        ..Default::default()
+    }
 }
 
 #[cfg(test)]
