@@ -12,7 +12,9 @@ ensure_chromium
 command -v nats-server >/dev/null 2>&1 || export PATH="$PATH:/usr/sbin"
 echo "== nats-server $(nats-server --version 2>&1 | head -1), and $("$FLOTILLA_NATS_SERVER_CURRENT" --version 2>&1 | head -1) for the attack suite"
 cargo build --workspace --bins
-cargo test --workspace "$@"
+# Every test binary is built once, then run two at a time (scripts/run_tests.py: most of a test
+# binary's time is waiting, not computing), then the doc tests.
+python3 scripts/run_tests.py "$@"
 # The README's first command, end to end on a small fleet (NATS, the hub, simulated clusters, a
 # work rollout, kubectl through the cluster proxy, a placement, the add-on and an enforced
 # policy), on ports of its own.
