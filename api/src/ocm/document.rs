@@ -5,7 +5,7 @@ use super::addon::{
     AddOnDeploymentConfig, AddOnTemplate, ClusterManagementAddOn, ManagedClusterAddOn, v1beta1,
 };
 use super::clusterset::{ManagedClusterSet, ManagedClusterSetBinding};
-use super::placement::{self, AddOnPlacementScore, Placement};
+use super::placement::{AddOnPlacementScore, Placement};
 use super::work::{ManifestWork, WORK_V1};
 use crate::v1;
 use serde::Deserialize;
@@ -149,19 +149,147 @@ fn str_field(v: &serde_yaml::Value, key: &str) -> String {
         .to_string()
 }
 
-fn typed<T: serde::de::DeserializeOwned>(
+/// Where a document's problems are reported: its index, kind and name.
+struct Place {
     doc: usize,
-    kind: &str,
-    name: &str,
-    value: serde_yaml::Value,
-) -> Result<T, DocError> {
-    serde_path_to_error::deserialize(value).map_err(|e| DocError::Field {
-        doc,
-        kind: kind.to_string(),
-        name: name.to_string(),
-        path: e.path().to_string(),
-        message: e.inner().to_string(),
+    kind: String,
+    name: String,
+}
+
+impl Place {
+    fn field(&self, path: &str, message: String) -> DocError {
+        DocError::Field {
+            doc: self.doc,
+            kind: self.kind.clone(),
+            name: self.name.clone(),
+            path: path.to_string(),
+            message,
+        }
+    }
+
+    /// The document read into its serde shape; a shape error names the field's path.
+    fn typed<T: serde::de::DeserializeOwned>(
+        &self,
+        value: serde_yaml::Value,
+    ) -> Result<T, DocError> {
+        serde_path_to_error::deserialize(value)
+            .map_err(|e| self.field(&e.path().to_string(), e.inner().to_string()))
+    }
+}
+
+/// Why a shape could not become a stored object, as its conversion says it.
+enum Fault {
+    /// A message about one known field.
+    At(&'static str, String),
+    /// `path: message` (or a message without a path).
+    Split(String),
+    /// Every problem, each with its field.
+    Fields(Vec<crate::policy::FieldError>),
+}
+
+impl Fault {
+    fn at(path: &'static str) -> impl FnOnce(String) -> Self {
+        move |message| Self::At(path, message)
+    }
+
+    fn into_error(self, place: &Place) -> DocError {
+        match self {
+            Self::At(path, message) => place.field(path, message),
+            Self::Split(m) => match m.split_once(": ") {
+                Some((path, message)) => place.field(path, message.to_string()),
+                None => place.field("", m),
+            },
+            Self::Fields(errors) => field_errors(place, errors),
+        }
+    }
+}
+
+/// One OCM shape an apply document may hold: read by serde, then converted to the object Flotilla
+/// stores.
+trait Shape: serde::de::DeserializeOwned {
+    fn convert(self) -> Result<Document, Fault>;
+}
+
+/// Reads a document as shape `T`.
+fn read<T: Shape>(place: &Place, value: serde_yaml::Value) -> Result<Document, DocError> {
+    place
+        .typed::<T>(value)?
+        .convert()
+        .map_err(|f| f.into_error(place))
+}
+
+/// Which shape reads `apiVersion`/`kind`, if any.
+type Reader = fn(&Place, serde_yaml::Value) -> Result<Document, DocError>;
+
+fn reader(api_version: &str, kind: &str) -> Option<Reader> {
+    use super::addon::v1beta1::ADDON_V1BETA1;
+    use super::placement::{CLUSTER_V1ALPHA1, CLUSTER_V1BETA1};
+    use super::replicaset::{ManifestWorkReplicaSet, WORK_V1ALPHA1};
+    use super::{CLUSTER_V1, CLUSTER_V1BETA2};
+    use crate::addon::ADDON_V1ALPHA1;
+    use crate::policy::{APPS_V1, POLICY_V1, POLICY_V1BETA1};
+    use crate::serviceaccount::AUTHENTICATION_V1BETA1;
+    Some(match (api_version, kind) {
+        (CLUSTER_V1, "ManagedCluster") => read::<super::cluster::ManagedCluster>,
+        (CLUSTER_V1BETA2 | CLUSTER_V1BETA1, "ManagedClusterSet") => read::<ManagedClusterSet>,
+        (CLUSTER_V1BETA2 | CLUSTER_V1BETA1, "ManagedClusterSetBinding") => {
+            read::<ManagedClusterSetBinding>
+        }
+        (WORK_V1, "ManifestWork") => read::<ManifestWork>,
+        (WORK_V1ALPHA1, "ManifestWorkReplicaSet") => read::<ManifestWorkReplicaSet>,
+        (CLUSTER_V1BETA1, "Placement") => read::<Placement>,
+        (CLUSTER_V1ALPHA1, "AddOnPlacementScore") => read::<AddOnPlacementScore>,
+        (ADDON_V1ALPHA1, "ClusterManagementAddOn") => read::<ClusterManagementAddOn>,
+        (ADDON_V1ALPHA1, "ManagedClusterAddOn") => read::<ManagedClusterAddOn>,
+        (ADDON_V1ALPHA1, "AddOnTemplate") => read::<AddOnTemplate>,
+        // The same spec in both versions.
+        (ADDON_V1ALPHA1 | ADDON_V1BETA1, "AddOnDeploymentConfig") => read::<AddOnDeploymentConfig>,
+        // OCM's v1beta1: read in its shape, converted to the v1alpha1 objects stored.
+        (ADDON_V1BETA1, "ClusterManagementAddOn") => read::<v1beta1::ClusterManagementAddOn>,
+        (ADDON_V1BETA1, "ManagedClusterAddOn") => read::<v1beta1::ManagedClusterAddOn>,
+        (POLICY_V1, "Policy") => read::<super::policy::Policy>,
+        (POLICY_V1, "PlacementBinding") => read::<super::policy::PlacementBinding>,
+        (POLICY_V1BETA1, "PolicySet") => read::<super::policy::PolicySet>,
+        (APPS_V1, "PlacementRule") => read::<super::policy::PlacementRule>,
+        (AUTHENTICATION_V1BETA1, crate::serviceaccount::KIND) => {
+            read::<super::serviceaccount::ManagedServiceAccount>
+        }
+        _ => return None,
     })
+}
+
+/// Implements [`Shape`] for shapes whose conversion returns `Result<_, E>`: `$variant` wraps
+/// the object, `$fault` turns the error into a [`Fault`].
+macro_rules! shapes {
+    ($($shape:ty => $variant:ident, $fault:expr;)*) => {$(
+        impl Shape for $shape {
+            fn convert(self) -> Result<Document, Fault> {
+                self.to_proto().map(Document::$variant).map_err($fault)
+            }
+        }
+    )*};
+}
+
+shapes! {
+    super::cluster::ManagedCluster => Cluster, Fault::Split;
+    ManagedClusterSet => ClusterSet, Fault::at("metadata.resourceVersion");
+    ManagedClusterSetBinding => Binding, Fault::at("metadata.resourceVersion");
+    ManifestWork => Work, Fault::at("");
+    super::replicaset::ManifestWorkReplicaSet => ReplicaSet, Fault::Split;
+    Placement => Placement, Fault::at("metadata.resourceVersion");
+    AddOnPlacementScore => Score, Fault::Split;
+    ClusterManagementAddOn => ClusterManagementAddOn, Fault::Split;
+    ManagedClusterAddOn => ManagedClusterAddOn, Fault::Split;
+    AddOnTemplate => AddOnTemplate, Fault::Split;
+    AddOnDeploymentConfig => AddOnDeploymentConfig, Fault::Split;
+    v1beta1::ClusterManagementAddOn => ClusterManagementAddOn, Fault::Split;
+    v1beta1::ManagedClusterAddOn => ManagedClusterAddOn, Fault::Split;
+    super::policy::Policy => Policy, Fault::Fields;
+    super::policy::PlacementBinding => PlacementBinding, Fault::Fields;
+    super::policy::PolicySet => PolicySet, Fault::Fields;
+    super::policy::PlacementRule => PlacementRule, Fault::Fields;
+    super::serviceaccount::ManagedServiceAccount => ManagedServiceAccount,
+        |es: Vec<String>| Fault::Split(es.join("; "));
 }
 
 fn parse_document(doc: usize, value: serde_yaml::Value) -> Result<Document, DocError> {
@@ -171,211 +299,39 @@ fn parse_document(doc: usize, value: serde_yaml::Value) -> Result<Document, DocE
         .get("metadata")
         .map(|m| str_field(m, "name"))
         .unwrap_or_default();
-    let field_err = |path: &str, message: String| DocError::Field {
-        doc,
-        kind: kind.clone(),
-        name: name.clone(),
-        path: path.to_string(),
-        message,
-    };
-    let is_set_group = matches!(
-        api_version.as_str(),
-        "cluster.open-cluster-management.io/v1beta2" | "cluster.open-cluster-management.io/v1beta1"
-    );
-    match (is_set_group, kind.as_str()) {
-        (true, "ManagedClusterSet") => {
-            let s: ManagedClusterSet = typed(doc, &kind, &name, value)?;
-            s.to_proto()
-                .map(Document::ClusterSet)
-                .map_err(|m| field_err("metadata.resourceVersion", m))
-        }
-        (true, "ManagedClusterSetBinding") => {
-            let b: ManagedClusterSetBinding = typed(doc, &kind, &name, value)?;
-            b.to_proto()
-                .map(Document::Binding)
-                .map_err(|m| field_err("metadata.resourceVersion", m))
-        }
-        _ if api_version == super::replicaset::WORK_V1ALPHA1
-            && kind == "ManifestWorkReplicaSet" =>
-        {
-            let r: super::replicaset::ManifestWorkReplicaSet = typed(doc, &kind, &name, value)?;
-            r.to_proto()
-                .map(Document::ReplicaSet)
-                .map_err(|m| match m.split_once(": ") {
-                    Some((path, message)) => field_err(path, message.to_string()),
-                    None => field_err("", m),
-                })
-        }
-        _ if api_version == super::CLUSTER_V1 && kind == "ManagedCluster" => {
-            let c: super::cluster::ManagedCluster = typed(doc, &kind, &name, value)?;
-            c.to_proto()
-                .map(Document::Cluster)
-                .map_err(|m| match m.split_once(": ") {
-                    Some((path, message)) => field_err(path, message.to_string()),
-                    None => field_err("", m),
-                })
-        }
-        _ if api_version == WORK_V1 && kind == "ManifestWork" => {
-            let w: ManifestWork = typed(doc, &kind, &name, value)?;
-            w.to_proto()
-                .map(Document::Work)
-                .map_err(|m| field_err("", m))
-        }
-        _ if api_version == placement::CLUSTER_V1BETA1 && kind == "Placement" => {
-            let p: Placement = typed(doc, &kind, &name, value)?;
-            p.to_proto()
-                .map(Document::Placement)
-                .map_err(|m| field_err("metadata.resourceVersion", m))
-        }
-        _ if api_version == placement::CLUSTER_V1ALPHA1 && kind == "AddOnPlacementScore" => {
-            let s: AddOnPlacementScore = typed(doc, &kind, &name, value)?;
-            s.to_proto()
-                .map(Document::Score)
-                .map_err(|m| match m.split_once(": ") {
-                    Some((path, message)) => field_err(path, message.to_string()),
-                    None => field_err("", m),
-                })
-        }
-        _ if api_version == crate::addon::ADDON_V1ALPHA1
-            && ADDON_KINDS.contains(&kind.as_str()) =>
-        {
-            let split = |m: String| match m.split_once(": ") {
-                Some((path, message)) => field_err(path, message.to_string()),
-                None => field_err("", m),
-            };
-            match kind.as_str() {
-                "ClusterManagementAddOn" => {
-                    let a: ClusterManagementAddOn = typed(doc, &kind, &name, value)?;
-                    a.to_proto()
-                        .map(Document::ClusterManagementAddOn)
-                        .map_err(split)
-                }
-                "ManagedClusterAddOn" => {
-                    let a: ManagedClusterAddOn = typed(doc, &kind, &name, value)?;
-                    a.to_proto()
-                        .map(Document::ManagedClusterAddOn)
-                        .map_err(split)
-                }
-                "AddOnTemplate" => {
-                    let t: AddOnTemplate = typed(doc, &kind, &name, value)?;
-                    t.to_proto().map(Document::AddOnTemplate).map_err(split)
-                }
-                _ => {
-                    let c: AddOnDeploymentConfig = typed(doc, &kind, &name, value)?;
-                    c.to_proto()
-                        .map(Document::AddOnDeploymentConfig)
-                        .map_err(split)
-                }
-            }
-        }
-        _ if api_version == crate::policy::POLICY_V1 && kind == "Policy" => {
-            let p: super::policy::Policy = typed(doc, &kind, &name, value)?;
-            p.to_proto()
-                .map(Document::Policy)
-                .map_err(|es| field_errors(doc, &kind, &name, es))
-        }
-        _ if api_version == crate::policy::POLICY_V1 && kind == "PlacementBinding" => {
-            let b: super::policy::PlacementBinding = typed(doc, &kind, &name, value)?;
-            b.to_proto()
-                .map(Document::PlacementBinding)
-                .map_err(|es| field_errors(doc, &kind, &name, es))
-        }
-        _ if api_version == crate::policy::POLICY_V1BETA1 && kind == "PolicySet" => {
-            let p: super::policy::PolicySet = typed(doc, &kind, &name, value)?;
-            p.to_proto()
-                .map(Document::PolicySet)
-                .map_err(|es| field_errors(doc, &kind, &name, es))
-        }
-        _ if api_version == crate::serviceaccount::AUTHENTICATION_V1BETA1
-            && kind == crate::serviceaccount::KIND =>
-        {
-            let m: super::serviceaccount::ManagedServiceAccount = typed(doc, &kind, &name, value)?;
-            m.to_proto()
-                .map(Document::ManagedServiceAccount)
-                .map_err(|es| {
-                    let all = es.join("; ");
-                    match all.split_once(": ") {
-                        Some((path, message)) => field_err(path, message.to_string()),
-                        None => field_err("", all),
-                    }
-                })
-        }
-        _ if api_version == crate::policy::APPS_V1 && kind == "PlacementRule" => {
-            let r: super::policy::PlacementRule = typed(doc, &kind, &name, value)?;
-            r.to_proto()
-                .map(Document::PlacementRule)
-                .map_err(|es| field_errors(doc, &kind, &name, es))
-        }
-        // OCM's v1beta1: read in its shape, converted to the v1alpha1 objects stored.
-        _ if api_version == v1beta1::ADDON_V1BETA1
-            && kind != "AddOnTemplate"
-            && ADDON_KINDS.contains(&kind.as_str()) =>
-        {
-            let split = |m: String| match m.split_once(": ") {
-                Some((path, message)) => field_err(path, message.to_string()),
-                None => field_err("", m),
-            };
-            match kind.as_str() {
-                "ClusterManagementAddOn" => {
-                    let a: v1beta1::ClusterManagementAddOn = typed(doc, &kind, &name, value)?;
-                    a.to_proto()
-                        .map(Document::ClusterManagementAddOn)
-                        .map_err(split)
-                }
-                "ManagedClusterAddOn" => {
-                    let a: v1beta1::ManagedClusterAddOn = typed(doc, &kind, &name, value)?;
-                    a.to_proto()
-                        .map(Document::ManagedClusterAddOn)
-                        .map_err(split)
-                }
-                // The same spec in both versions.
-                _ => {
-                    let c: AddOnDeploymentConfig = typed(doc, &kind, &name, value)?;
-                    c.to_proto()
-                        .map(Document::AddOnDeploymentConfig)
-                        .map_err(split)
-                }
-            }
-        }
-        // Another version of an add-on kind (v1beta1 has no AddOnTemplate).
-        _ if api_version.starts_with(&format!("{}/", crate::addon::GROUP))
-            && ADDON_KINDS.contains(&kind.as_str()) =>
-        {
-            Err(DocError::Unsupported {
-                supported: if kind == "AddOnTemplate" {
-                    format!(
-                        "{} {kind} (OCM has no other version of it)",
-                        crate::addon::ADDON_V1ALPHA1
-                    )
-                } else {
-                    format!(
-                        "{} {kind} (OCM's storage version) and {} {kind}",
-                        crate::addon::ADDON_V1ALPHA1,
-                        v1beta1::ADDON_V1BETA1
-                    )
-                },
-                doc,
-                api_version,
-                kind,
-            })
-        }
-        _ => Err(DocError::Unsupported {
-            doc,
-            api_version,
-            kind,
-            supported: SUPPORTED.into(),
-        }),
+    if let Some(read) = reader(&api_version, &kind) {
+        return read(&Place { doc, kind, name }, value);
     }
+    let supported = if api_version.starts_with(&format!("{}/", crate::addon::GROUP))
+        && ADDON_KINDS.contains(&kind.as_str())
+    {
+        // Another version of an add-on kind (v1beta1 has no AddOnTemplate).
+        if kind == "AddOnTemplate" {
+            format!(
+                "{} {kind} (OCM has no other version of it)",
+                crate::addon::ADDON_V1ALPHA1
+            )
+        } else {
+            format!(
+                "{} {kind} (OCM's storage version) and {} {kind}",
+                crate::addon::ADDON_V1ALPHA1,
+                v1beta1::ADDON_V1BETA1
+            )
+        }
+    } else {
+        SUPPORTED.into()
+    };
+    Err(DocError::Unsupported {
+        doc,
+        api_version,
+        kind,
+        supported,
+    })
 }
 
 /// Every problem of one document as one error: the first names the field, the rest follow in
 /// the message (`…: required; also spec.x: …`), so nothing is reported one run at a time.
-fn field_errors(
-    doc: usize,
-    kind: &str,
-    name: &str,
-    errors: Vec<crate::policy::FieldError>,
-) -> DocError {
+fn field_errors(place: &Place, errors: Vec<crate::policy::FieldError>) -> DocError {
     let mut it = errors.into_iter();
     let first = it
         .next()
@@ -385,13 +341,7 @@ fn field_errors(
     if !rest.is_empty() {
         message.push_str(&format!("; also {}", rest.join("; also ")));
     }
-    DocError::Field {
-        doc,
-        kind: kind.to_string(),
-        name: name.to_string(),
-        path: first.path,
-        message,
-    }
+    place.field(&first.path, message)
 }
 
 /// Deepest nesting of collections a document may have: the YAML deserializer's own limit, which
