@@ -575,6 +575,15 @@ const PULL_HEARTBEAT: Duration = Duration::from_secs(2);
 /// How long one status pull waits on the server.
 const PULL_EXPIRES: Duration = Duration::from_secs(10);
 
+/// The longest wait before a shard's status consumer is asked for again.
+const RESUBSCRIBE_MAX: Duration = Duration::from_secs(10);
+
+/// The wait after the `failures`-th failure in a row: 0.1–0.2 s after the first (a lost node is
+/// noticed within seconds), doubling to [`RESUBSCRIBE_MAX`].
+fn resubscribe_wait(failures: usize) -> Duration {
+    flotilla_bus::connect::backoff(failures, RESUBSCRIBE_MAX)
+}
+
 /// Prefix of every shard status consumer's name.
 const FEED_PREFIX: &str = "flotilla-status-s";
 
@@ -658,6 +667,9 @@ pub async fn run_status(
             s.lost();
         }
     };
+    // Failures in a row: the waits before asking the server again double (to
+    // RESUBSCRIBE_MAX), so 32 shards do not each ask an overloaded server every second.
+    let mut failures = 0;
     loop {
         blind();
         if *shutdown.borrow() || !fence.is_valid() {
@@ -667,9 +679,10 @@ pub async fn run_status(
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(shard = feed.shard, error = %e, "status consumer unavailable; retrying");
+                failures += 1;
                 tokio::select! {
                     _ = shutdown.changed() => return,
-                    () = tokio::time::sleep(Duration::from_secs(1)) => continue,
+                    () = tokio::time::sleep(resubscribe_wait(failures)) => continue,
                 }
             }
         };
@@ -686,7 +699,8 @@ pub async fn run_status(
             Ok(m) => m,
             Err(e) => {
                 tracing::warn!(shard = feed.shard, error = %e, "status stream unavailable; retrying");
-                tokio::time::sleep(Duration::from_secs(1)).await;
+                failures += 1;
+                tokio::time::sleep(resubscribe_wait(failures)).await;
                 continue;
             }
         };
@@ -704,10 +718,14 @@ pub async fn run_status(
                 next = messages.next() => match next {
                     // Left unacknowledged once the fence is gone: the next owner reads it.
                     Some(Ok(_)) if !fence.is_valid() => return,
-                    Some(Ok(msg)) => handle_status(&clusters, &metrics, &config, msg).await,
+                    Some(Ok(msg)) => {
+                        failures = 0;
+                        handle_status(&clusters, &metrics, &config, msg).await;
+                    }
                     Some(Err(e)) => {
                         tracing::warn!(shard = feed.shard, error = %e, "status stream error; re-subscribing");
-                        tokio::time::sleep(Duration::from_millis(500)).await;
+                        failures += 1;
+                        tokio::time::sleep(resubscribe_wait(failures)).await;
                         break;
                     }
                     None => break,
