@@ -629,121 +629,15 @@ impl Backend for SimBackend {
         objects.resource_version += 1;
         let rv = objects.resource_version;
         let outcome = match (objects.objects.get_mut(&k), strategy) {
-            (_, Strategy::ReadOnly) => ApplyOutcome::Skipped,
-            (Some(_), Strategy::CreateOnly) => ApplyOutcome::Skipped,
-            (Some(existing), Strategy::Update) => {
-                let before = content(&existing.object);
-                let after = content(&desired);
-                if before == after {
-                    ApplyOutcome::Unchanged
-                } else {
-                    let meta = existing.object["metadata"].clone();
-                    let generation = meta["generation"].as_i64().unwrap_or(1);
-                    let spec_changed = existing.object.get("spec") != desired.get("spec");
-                    for f in ["uid", "creationTimestamp"] {
-                        set_path(&mut desired, &format!("metadata.{f}"), meta[f].clone());
-                    }
-                    set_path(
-                        &mut desired,
-                        "metadata.generation",
-                        json!(if spec_changed {
-                            generation + 1
-                        } else {
-                            generation
-                        }),
-                    );
-                    set_path(
-                        &mut desired,
-                        "metadata.resourceVersion",
-                        json!(rv.to_string()),
-                    );
-                    existing.managers =
-                        after.keys().map(|p| (p.clone(), manager.clone())).collect();
-                    existing.object = desired;
-                    if spec_changed {
-                        existing.changed_at_ms = now_ms();
-                    }
-                    ApplyOutcome::Updated
-                }
-            }
+            (_, Strategy::ReadOnly) | (Some(_), Strategy::CreateOnly) => ApplyOutcome::Skipped,
+            (Some(existing), Strategy::Update) => merge::update(existing, desired, &manager, rv),
             (Some(existing), Strategy::ServerSideApply { force, .. }) => {
-                let current = content(&existing.object);
-                let applied = content(&desired);
-                let conflicts: Vec<String> = applied
-                    .iter()
-                    .filter(|(path, value)| {
-                        existing
-                            .managers
-                            .get(*path)
-                            .is_some_and(|owner| owner != &manager)
-                            && current.get(*path) != Some(*value)
-                    })
-                    .map(|(p, _)| p.clone())
-                    .collect();
-                if !conflicts.is_empty() && !force {
-                    let owner = existing
-                        .managers
-                        .get(&conflicts[0])
-                        .cloned()
-                        .unwrap_or_default();
-                    return Err(BackendError::Conflict {
-                        fields: conflicts,
-                        manager: owner,
-                    });
-                }
-                let mut merged = existing.object.clone();
-                let spec_before = merged.get("spec").cloned();
-                for (path, value) in &applied {
-                    set_path(&mut merged, path, value.clone());
-                    existing.managers.insert(path.clone(), manager.clone());
-                }
-                if content(&merged) == current {
-                    ApplyOutcome::Unchanged
-                } else {
-                    let spec_changed = merged.get("spec") != spec_before.as_ref();
-                    if spec_changed {
-                        let generation = merged["metadata"]["generation"].as_i64().unwrap_or(1);
-                        set_path(&mut merged, "metadata.generation", json!(generation + 1));
-                        existing.changed_at_ms = now_ms();
-                    }
-                    set_path(
-                        &mut merged,
-                        "metadata.resourceVersion",
-                        json!(rv.to_string()),
-                    );
-                    existing.object = merged;
-                    ApplyOutcome::Updated
-                }
+                merge::server_side_apply(existing, &desired, &manager, *force, rv)?
             }
             (None, _) => {
-                let managers = content(&desired)
-                    .into_keys()
-                    .map(|p| (p, manager.clone()))
-                    .collect();
-                set_path(
-                    &mut desired,
-                    "metadata.uid",
-                    json!(uuid::Uuid::new_v4().to_string()),
-                );
-                set_path(
-                    &mut desired,
-                    "metadata.creationTimestamp",
-                    json!(flotilla_api::meta::rfc3339(&flotilla_api::meta::now())),
-                );
-                set_path(&mut desired, "metadata.generation", json!(1));
-                set_path(
-                    &mut desired,
-                    "metadata.resourceVersion",
-                    json!(rv.to_string()),
-                );
-                objects.objects.insert(
-                    k,
-                    SimObject {
-                        object: desired,
-                        changed_at_ms: now_ms(),
-                        managers,
-                    },
-                );
+                objects
+                    .objects
+                    .insert(k, merge::create(desired, &manager, rv));
                 ApplyOutcome::Created
             }
         };
@@ -837,6 +731,8 @@ impl Backend for SimBackend {
         Ok(out)
     }
 }
+
+mod merge;
 
 #[cfg(test)]
 mod tests;
