@@ -575,6 +575,13 @@ const PULL_HEARTBEAT: Duration = Duration::from_secs(2);
 /// How long one status pull waits on the server.
 const PULL_EXPIRES: Duration = Duration::from_secs(10);
 
+/// Missed heartbeats in a row (each one 2 × [`PULL_HEARTBEAT`] of silence) after which a
+/// shard's pull is made again: its node is taken for lost.
+const MISSES_BEFORE_RESUBSCRIBE: u32 = 3;
+/// A blind shard sees again after this long without another missed heartbeat (more than one
+/// miss period: the heartbeats are arriving).
+const HEARTBEAT_SETTLE: Duration = Duration::from_secs(6);
+
 /// The longest wait before a shard's status consumer is asked for again.
 const RESUBSCRIBE_MAX: Duration = Duration::from_secs(10);
 
@@ -712,15 +719,45 @@ pub async fn run_status(
         if let Some(s) = &sight {
             s.regained();
         }
+        // A missed heartbeat makes the shard blind (no lease is judged) but keeps the pull: an
+        // overloaded server answers late, and a pull re-made every 4 s was never answered at all
+        // (the 100,000-cluster fanout stopped consuming). Only MISSES_BEFORE_RESUBSCRIBE misses
+        // in a row (a lost node) re-make it; a stretch without a miss, or a message, ends the
+        // blindness.
+        let mut missed = 0;
+        let mut blind_since: Option<tokio::time::Instant> = None;
         loop {
+            let settled = blind_since.map(|t| t + HEARTBEAT_SETTLE);
             tokio::select! {
                 _ = shutdown.changed() => return,
+                () = sleep_until_some(settled) => {
+                    blind_since = None;
+                    missed = 0;
+                    if let Some(s) = &sight {
+                        s.regained();
+                    }
+                }
                 next = messages.next() => match next {
                     // Left unacknowledged once the fence is gone: the next owner reads it.
                     Some(Ok(_)) if !fence.is_valid() => return,
                     Some(Ok(msg)) => {
                         failures = 0;
+                        missed = 0;
+                        if blind_since.take().is_some()
+                            && let Some(s) = &sight
+                        {
+                            s.regained();
+                        }
                         handle_status(&clusters, &metrics, &config, msg).await;
+                    }
+                    Some(Err(e))
+                        if e.kind() == consumer::pull::MessagesErrorKind::MissingHeartbeat
+                            && missed + 1 < MISSES_BEFORE_RESUBSCRIBE =>
+                    {
+                        missed += 1;
+                        blind();
+                        blind_since = Some(tokio::time::Instant::now());
+                        tracing::debug!(shard = feed.shard, missed, "status heartbeat missed; waiting");
                     }
                     Some(Err(e)) => {
                         tracing::warn!(shard = feed.shard, error = %e, "status stream error; re-subscribing");
@@ -732,6 +769,14 @@ pub async fn run_status(
                 }
             }
         }
+    }
+}
+
+/// Sleeps until `at`; never, without one.
+async fn sleep_until_some(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 
