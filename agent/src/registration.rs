@@ -917,3 +917,16 @@ pub(crate) fn busy_wait(retry_after_ms: u32) -> Duration {
     Duration::from_millis(u64::from(retry_after_ms))
         .clamp(Duration::from_millis(100), Duration::from_secs(600))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::busy_wait;
+    use std::time::Duration;
+
+    #[test]
+    fn a_busy_hub_is_waited_for_as_long_as_it_says_within_bounds() {
+        assert_eq!(busy_wait(2_500), Duration::from_millis(2_500));
+        assert_eq!(busy_wait(0), Duration::from_millis(100));
+        assert_eq!(busy_wait(u32::MAX), Duration::from_secs(600));
+    }
+}

@@ -341,3 +341,32 @@ fn the_key_that_came_with_a_join_credential_is_remembered() {
     ));
     assert_eq!(c.hub.as_ref().unwrap().join_bound_key, "UA");
 }
+
+#[test]
+fn a_busy_answer_names_the_request_and_the_wait() {
+    let request = RegistrationRequest {
+        cluster_name: "edge-1".into(),
+        request_id: "r1".into(),
+        ..Default::default()
+    };
+    let answer = busy(&request, Duration::from_millis(1500));
+    assert_eq!(answer.state, RegistrationState::Busy as i32);
+    assert_eq!(answer.cluster_name, "edge-1");
+    assert_eq!(answer.retry_after_ms, 1500);
+    assert_eq!(answer.in_reply_to, "r1");
+    assert!(
+        answer.message.contains("ask again in 1.5 s"),
+        "{}",
+        answer.message
+    );
+    let without_id = RegistrationRequest {
+        cluster_name: "edge-1".into(),
+        ..Default::default()
+    };
+    assert_eq!(in_reply_to(&without_id), "-");
+    let long = RegistrationRequest {
+        request_id: "x".repeat(100),
+        ..Default::default()
+    };
+    assert_eq!(in_reply_to(&long).len(), 64);
+}
