@@ -1,0 +1,549 @@
+//! The status side of the spokes' conversation: one durable pull consumer per shard and epoch
+//! on `FLOTILLA_STATUS`, its heartbeats and re-subscriptions, and each status message decoded,
+//! checked and routed to its cluster actor (or to the score, policy and service-account sinks).
+
+use super::{LEGACY_STATUS_CONSUMER, RouterConfig};
+use crate::cluster::{Clusters, LeaseEvent, Msg, StatusEvent, WorkStatusEvent, rules};
+use crate::metrics::Metrics;
+use async_nats::jetstream::{self, consumer};
+use flotilla_api::v1::{ClusterStatusReport, LeaseRenewal, WorkStatusReport};
+use flotilla_bus::envelope::{Event, types};
+use flotilla_bus::subjects::{self, StatusSubject};
+use flotilla_bus::works;
+use futures::StreamExt;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+use tokio::sync::watch;
+
+/// The status consumer of one shard under one epoch: a new owner reads the latest message of
+/// every subject of its shard at once (actors de-duplicate by `sequenceid`/`statushash`), and a
+/// late acknowledgement from the previous owner lands on the previous consumer, not this one.
+#[derive(Debug, Clone)]
+pub struct StatusFeed {
+    /// The shard.
+    pub shard: u32,
+    /// The holder's epoch.
+    pub epoch: u64,
+}
+
+/// Idle heartbeat of the status pulls.
+const PULL_HEARTBEAT: Duration = Duration::from_secs(2);
+/// How long one status pull waits on the server.
+const PULL_EXPIRES: Duration = Duration::from_secs(10);
+
+/// Missed heartbeats in a row (each one 2 × [`PULL_HEARTBEAT`] of silence) after which a
+/// shard's pull is made again: its node is taken for lost.
+const MISSES_BEFORE_RESUBSCRIBE: u32 = 3;
+/// A blind shard sees again after this long without another missed heartbeat (more than one
+/// miss period: the heartbeats are arriving).
+const HEARTBEAT_SETTLE: Duration = Duration::from_secs(6);
+
+/// The longest wait before a shard's status consumer is asked for again.
+const RESUBSCRIBE_MAX: Duration = Duration::from_secs(10);
+
+/// The wait after the `failures`-th failure in a row: 0.1–0.2 s after the first (a lost node is
+/// noticed within seconds), doubling to [`RESUBSCRIBE_MAX`].
+fn resubscribe_wait(failures: usize) -> Duration {
+    flotilla_bus::connect::backoff(failures, RESUBSCRIBE_MAX)
+}
+
+/// Prefix of every shard status consumer's name.
+const FEED_PREFIX: &str = "flotilla-status-s";
+
+impl StatusFeed {
+    /// The consumer's durable name.
+    pub fn name(&self) -> String {
+        format!("{FEED_PREFIX}{:02}-e{}", self.shard, self.epoch)
+    }
+
+    fn is_older_of_same_shard(&self, name: &str) -> bool {
+        let prefix = format!("{FEED_PREFIX}{:02}-e", self.shard);
+        name.strip_prefix(&prefix)
+            .and_then(|e| e.parse::<u64>().ok())
+            .is_some_and(|e| e < self.epoch)
+    }
+}
+
+/// Creates (or opens) a shard's status consumer, removing the consumers of its earlier epochs
+/// and the single consumer of hubs before shards.
+pub async fn status_consumer(
+    stream: &jetstream::stream::Stream,
+    feed: &StatusFeed,
+    config: &RouterConfig,
+) -> Result<consumer::Consumer<consumer::pull::Config>, String> {
+    let name = feed.name();
+    let consumer = stream
+        .get_or_create_consumer(
+            &name,
+            consumer::pull::Config {
+                durable_name: Some(name.clone()),
+                filter_subject: subjects::status_of_shard(feed.shard),
+                ack_policy: consumer::AckPolicy::Explicit,
+                ack_wait: config.ack_wait,
+                max_ack_pending: config.max_ack_pending,
+                deliver_policy: consumer::DeliverPolicy::LastPerSubject,
+                // Stored like the stream (file, its replicas): a NATS restart or the loss of one
+                // node of a cluster keeps it and what it has delivered.
+                // A consumer nobody reads (its hub died with it) goes away by itself.
+                inactive_threshold: Duration::from_secs(300),
+                ..Default::default()
+            },
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut names = stream.consumer_names();
+    let mut stale = Vec::new();
+    while let Some(Ok(n)) = names.next().await {
+        if n == LEGACY_STATUS_CONSUMER || feed.is_older_of_same_shard(&n) {
+            stale.push(n);
+        }
+    }
+    for n in stale {
+        if let Err(e) = stream.delete_consumer(&n).await {
+            tracing::debug!(consumer = %n, error = %e, "removing a stale status consumer failed");
+        }
+    }
+    Ok(consumer)
+}
+
+/// Removes a shard's status consumer (the shard was handed over).
+pub async fn remove_status_consumer(stream: &jetstream::stream::Stream, feed: &StatusFeed) {
+    if let Err(e) = stream.delete_consumer(&feed.name()).await {
+        tracing::debug!(consumer = %feed.name(), error = %e, "removing the status consumer failed");
+    }
+}
+
+/// Consumes one shard's status until `shutdown` flips, re-establishing the consumer after
+/// errors (NATS restarts). Messages are handled only while the shard's fence holds.
+pub async fn run_status(
+    stream: jetstream::stream::Stream,
+    feed: StatusFeed,
+    fence: crate::ha::Fence,
+    clusters: Clusters,
+    metrics: Arc<Metrics>,
+    config: RouterConfig,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let sight = clusters.sight(feed.shard);
+    let blind = || {
+        if let Some(s) = &sight {
+            s.lost();
+        }
+    };
+    // Failures in a row: the waits before asking the server again double (to
+    // RESUBSCRIBE_MAX), so 32 shards do not each ask an overloaded server every second.
+    let mut failures = 0;
+    loop {
+        blind();
+        if *shutdown.borrow() || !fence.is_valid() {
+            return;
+        }
+        let consumer = match status_consumer(&stream, &feed, &config).await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(shard = feed.shard, error = %e, "status consumer unavailable; retrying");
+                failures += 1;
+                tokio::select! {
+                    _ = shutdown.changed() => return,
+                    () = tokio::time::sleep(resubscribe_wait(failures)) => continue,
+                }
+            }
+        };
+        // Short pulls with heartbeats: a consumer lost with its NATS node is noticed within
+        // seconds (after the client's defaults it took 30 s, and clusters of a test fleet with a
+        // 10 s grace went Unknown).
+        let pulled = consumer
+            .stream()
+            .heartbeat(PULL_HEARTBEAT)
+            .expires(PULL_EXPIRES)
+            .messages()
+            .await;
+        let mut messages = match pulled {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!(shard = feed.shard, error = %e, "status stream unavailable; retrying");
+                failures += 1;
+                tokio::time::sleep(resubscribe_wait(failures)).await;
+                continue;
+            }
+        };
+        tracing::debug!(
+            shard = feed.shard,
+            epoch = feed.epoch,
+            "consuming the shard's status"
+        );
+        if let Some(s) = &sight {
+            s.regained();
+        }
+        // A missed heartbeat makes the shard blind (no lease is judged) but keeps the pull: an
+        // overloaded server answers late, and a pull re-made every 4 s was never answered at all
+        // (the 100,000-cluster fanout stopped consuming). Only MISSES_BEFORE_RESUBSCRIBE misses
+        // in a row (a lost node) re-make it; a stretch without a miss, or a message, ends the
+        // blindness.
+        let mut missed = 0;
+        let mut blind_since: Option<tokio::time::Instant> = None;
+        loop {
+            let settled = blind_since.map(|t| t + HEARTBEAT_SETTLE);
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                () = sleep_until_some(settled) => {
+                    blind_since = None;
+                    missed = 0;
+                    if let Some(s) = &sight {
+                        s.regained();
+                    }
+                }
+                next = messages.next() => match next {
+                    // Left unacknowledged once the fence is gone: the next owner reads it.
+                    Some(Ok(_)) if !fence.is_valid() => return,
+                    Some(Ok(msg)) => {
+                        failures = 0;
+                        missed = 0;
+                        if blind_since.take().is_some()
+                            && let Some(s) = &sight
+                        {
+                            s.regained();
+                        }
+                        handle_status(&clusters, &metrics, &config, msg).await;
+                    }
+                    Some(Err(e))
+                        if e.kind() == consumer::pull::MessagesErrorKind::MissingHeartbeat
+                            && missed + 1 < MISSES_BEFORE_RESUBSCRIBE =>
+                    {
+                        missed += 1;
+                        blind();
+                        blind_since = Some(tokio::time::Instant::now());
+                        tracing::debug!(shard = feed.shard, missed, "status heartbeat missed; waiting");
+                    }
+                    Some(Err(e)) => {
+                        tracing::warn!(shard = feed.shard, error = %e, "status stream error; re-subscribing");
+                        failures += 1;
+                        tokio::time::sleep(resubscribe_wait(failures)).await;
+                        break;
+                    }
+                    None => break,
+                }
+            }
+        }
+    }
+}
+
+/// Sleeps until `at`; never, without one.
+async fn sleep_until_some(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn handle_status(
+    clusters: &Clusters,
+    metrics: &Metrics,
+    config: &RouterConfig,
+    msg: jetstream::Message,
+) {
+    let info = msg.info().ok();
+    let server_time = info
+        .as_ref()
+        .map(|i| SystemTime::from(i.published))
+        .unwrap_or_else(SystemTime::now);
+    let sequence = info.as_ref().map(|i| i.stream_sequence);
+    let subject = msg.subject.to_string();
+    // Everything rejected is acknowledged — redelivering bad input would not make it better —
+    // and its subject purged, so refused input never accumulates in the stream.
+    let reject = |ty: &str, reason: &str, why: String| {
+        if metrics.rejected(ty, reason) {
+            tracing::warn!(subject = %subject, reason, error = %why, "status event rejected");
+        }
+        if let Some(janitor) = &config.janitor {
+            janitor.purge(
+                subjects::StatusSubject::parse(&subject).map_or("", |p| p.cluster),
+                &subject,
+                sequence,
+            );
+        }
+    };
+    let parsed = match StatusSubject::parse(&subject) {
+        Ok(p) => p,
+        Err(e) => {
+            reject("unknown", "bad_subject", e.to_string());
+            let _ = msg.ack().await;
+            return;
+        }
+    };
+    let event = match Event::decode(&msg.payload, config.max_event_bytes) {
+        Ok(e) => e,
+        Err(e) => {
+            reject("unknown", &e.reason(), e.to_string());
+            let _ = msg.ack().await;
+            return;
+        }
+    };
+    let ty = event.event_type.to_string();
+    metrics.received(&ty);
+    if event.cluster != parsed.cluster {
+        reject(
+            &ty,
+            "clustername_mismatch",
+            format!(
+                "clustername {:?} does not match the subject's cluster {:?}",
+                event.cluster, parsed.cluster
+            ),
+        );
+        let _ = msg.ack().await;
+        return;
+    }
+    let Some(handle) = clusters.local_or_load(parsed.cluster) else {
+        reject(
+            &ty,
+            "unknown_cluster",
+            format!("cluster {:?} is not registered", parsed.cluster),
+        );
+        let _ = msg.ack().await;
+        return;
+    };
+    let dispatched = match (parsed.kind, parsed.resource_id) {
+        (subjects::KIND_LEASE, None) if event.event_type == types::lease_renewal() => {
+            match event.decode_data::<LeaseRenewal>("LeaseRenewal") {
+                Ok(renewal) => handle.try_send(Msg::Lease(Box::new(LeaseEvent {
+                    renewal,
+                    sequence: event.sequence_id,
+                    server_time,
+                    ack: Some(msg),
+                }))),
+                Err(e) => {
+                    reject(&ty, &e.reason(), e.to_string());
+                    let _ = msg.ack().await;
+                    return;
+                }
+            }
+        }
+        (subjects::KIND_CLUSTER, None) if event.event_type == types::cluster_status() => {
+            let report = match event.decode_data::<ClusterStatusReport>("ClusterStatusReport") {
+                Ok(r) => r,
+                Err(e) => {
+                    reject(&ty, &e.reason(), e.to_string());
+                    let _ = msg.ack().await;
+                    return;
+                }
+            };
+            if report.cluster_name != event.cluster {
+                reject(
+                    &ty,
+                    "clustername_mismatch",
+                    format!(
+                        "clusterName {:?} does not match {:?}",
+                        report.cluster_name, event.cluster
+                    ),
+                );
+                let _ = msg.ack().await;
+                return;
+            }
+            if let Err(why) = rules::validate_claims(&report.claims)
+                .and_then(|()| rules::validate_namespace_report(&report.managed_namespaces))
+            {
+                reject(&ty, "invalid_status", why);
+                let _ = msg.ack().await;
+                return;
+            }
+            handle.try_send(Msg::Status(Box::new(StatusEvent {
+                report,
+                sequence: event.sequence_id,
+                hash: event.status_hash.clone(),
+                ack: Some(msg),
+            })))
+        }
+        (subjects::KIND_WORK, Some(rid)) if event.event_type == works::status_type() => {
+            let report = match event.decode_data::<WorkStatusReport>("WorkStatusReport") {
+                Ok(r) => r,
+                Err(e) => {
+                    reject(&ty, &e.reason(), e.to_string());
+                    let _ = msg.ack().await;
+                    return;
+                }
+            };
+            if report.cluster_name != event.cluster || report.resource_id != rid {
+                reject(
+                    &ty,
+                    "clustername_mismatch",
+                    format!(
+                        "clusterName {:?} / resourceId {:?} do not match the subject ({:?}, {rid:?})",
+                        report.cluster_name, report.resource_id, parsed.cluster
+                    ),
+                );
+                let _ = msg.ack().await;
+                return;
+            }
+            // A work the hub does not have is refused here, not in the actor: a cluster
+            // flooding made-up works must not fill its actor's mailbox (dropped messages would
+            // wait for redelivery) nor delay its real status.
+            let work = crate::keys::ObjectRef::new(parsed.cluster, report.work_name.as_str());
+            if clusters.shared().works.get(&work.inventory_key()).is_none() {
+                reject(
+                    &ty,
+                    "unknown_work",
+                    format!(
+                        "cluster {:?} has no work {:?}",
+                        parsed.cluster, report.work_name
+                    ),
+                );
+                let _ = msg.ack().await;
+                return;
+            }
+            handle.try_send(Msg::WorkStatus(Box::new(WorkStatusEvent {
+                resource_id: rid.to_string(),
+                report,
+                sequence: event.sequence_id,
+                hash: event.status_hash.clone(),
+                ack: Some(msg),
+                traceparent: event.traceparent.clone(),
+            })))
+        }
+        (flotilla_bus::policies::KIND_POLICY, Some(rid))
+            if event.event_type == flotilla_bus::policies::status_type()
+                && config.policies.is_some() =>
+        {
+            let accepted = clusters
+                .shared()
+                .inventory
+                .get(&event.cluster)
+                .is_some_and(|c| rules::accepted(&c));
+            let sink = config.policies.as_ref().expect("checked by the guard");
+            let raw = msg.payload.clone();
+            if let Err(((reason, why), msg)) = sink.route(&event, &raw, rid, accepted, msg).await {
+                reject(&ty, reason, why);
+                if let Some(msg) = msg {
+                    let _ = msg.ack().await;
+                }
+            }
+            return;
+        }
+        (flotilla_bus::serviceaccounts::KIND_MSA, Some(rid))
+            if event.event_type == flotilla_bus::serviceaccounts::status_type()
+                && config.service_accounts.is_some() =>
+        {
+            let accepted = clusters
+                .shared()
+                .inventory
+                .get(&event.cluster)
+                .is_some_and(|c| rules::accepted(&c));
+            let sink = config
+                .service_accounts
+                .as_ref()
+                .expect("checked by the guard");
+            let raw = msg.payload.clone();
+            if let Err(((reason, why), msg)) = sink.route(&event, &raw, rid, accepted, msg).await {
+                reject(&ty, reason, why);
+                if let Some(msg) = msg {
+                    let _ = msg.ack().await;
+                }
+            }
+            return;
+        }
+        (flotilla_bus::scores::KIND_SCORE, Some(rid))
+            if event.event_type == flotilla_bus::scores::report_type() =>
+        {
+            let rid = rid.to_string();
+            route_score(clusters, metrics, config, &subject, event, &rid, msg).await;
+            return;
+        }
+        _ => {
+            reject(
+                &ty,
+                "unknown_type",
+                format!("type {ty} is not accepted on status kind {:?}", parsed.kind),
+            );
+            let _ = msg.ack().await;
+            return;
+        }
+    };
+    if dispatched.is_err() {
+        // Not acknowledged: JetStream redelivers it after ack_wait.
+        metrics.dropped("cluster");
+    }
+}
+
+/// Routes an AddOnPlacementScore report to the score store (scores are not the cluster actor's
+/// business), with the same discipline as the other status kinds: bad input is rejected,
+/// counted and acknowledged; a full mailbox is a counted drop left for redelivery.
+async fn route_score(
+    clusters: &Clusters,
+    metrics: &Metrics,
+    config: &RouterConfig,
+    subject: &str,
+    event: Event,
+    rid: &str,
+    msg: jetstream::Message,
+) {
+    use crate::placement::scores::{self, ScoreReport};
+    use flotilla_api::v1::AddOnPlacementScoreReport;
+    let ty = event.event_type.to_string();
+    let sequence = msg.info().ok().map(|i| i.stream_sequence);
+    let reject = |reason: &str, why: String| {
+        if metrics.rejected(&ty, reason) {
+            tracing::warn!(subject = %subject, reason, error = %why, "score report rejected");
+        }
+        if let Some(janitor) = &config.janitor {
+            janitor.purge(&event.cluster, subject, sequence);
+        }
+    };
+    let Some(sink) = &config.scores else {
+        reject(
+            "unknown_type",
+            "this hub does not take score reports".into(),
+        );
+        let _ = msg.ack().await;
+        return;
+    };
+    let report = match event.decode_data::<AddOnPlacementScoreReport>("AddOnPlacementScoreReport") {
+        Ok(r) => r,
+        Err(e) => {
+            reject(&e.reason(), e.to_string());
+            let _ = msg.ack().await;
+            return;
+        }
+    };
+    if report.cluster_name != event.cluster
+        || flotilla_bus::scores::resource_id(&report.cluster_name, &report.resource_name) != rid
+    {
+        reject(
+            "clustername_mismatch",
+            format!(
+                "clusterName {:?} / resourceName {:?} do not match the subject ({:?}, {rid:?})",
+                report.cluster_name, report.resource_name, event.cluster
+            ),
+        );
+        let _ = msg.ack().await;
+        return;
+    }
+    if let Err(why) = scores::validate_report(&report) {
+        reject("invalid_status", why);
+        let _ = msg.ack().await;
+        return;
+    }
+    let accepted = clusters
+        .shared()
+        .inventory
+        .get(&report.cluster_name)
+        .is_some_and(|c| rules::accepted(&c));
+    if !accepted {
+        reject(
+            "not_accepted",
+            format!("cluster {:?} is not accepted", report.cluster_name),
+        );
+        let _ = msg.ack().await;
+        return;
+    }
+    let sequence = event.sequence_id;
+    if sink
+        .try_report(ScoreReport {
+            report,
+            sequence,
+            ack: Some(msg),
+        })
+        .is_err()
+    {
+        // Not acknowledged: JetStream redelivers it after ack_wait.
+        metrics.dropped("scores");
+    }
+}
