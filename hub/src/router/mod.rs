@@ -3,7 +3,8 @@
 //! stored) and never blocks on a slow actor: a full mailbox is a counted drop, repaired by the
 //! agent's retry (registration) or by JetStream redelivery (status, left unacknowledged).
 
-use crate::cluster::{Clusters, Msg, rules};
+use crate::admission::Permit;
+use crate::cluster::{ClusterHandle, Clusters, Msg, rules};
 use crate::metrics::Metrics;
 use flotilla_api::v1::{
     RegistrationRequest, RegistrationResponse, RegistrationState, SpecResyncRequest,
@@ -261,59 +262,18 @@ async fn handle_registration(
         reply_rejected(nats, &msg, subject_cluster, &why).await;
         return;
     }
-    // A new name holds one of the admission gate's slots until its actor has answered.
-    let mut permit = None;
-    let handle = match clusters.local_or_load(&request.cluster_name) {
-        Some(h) => {
-            // Requests under a known name from any credential but the cluster's own agent key
-            // spend that credential's rate: a flood must not fill the cluster actor's mailbox
-            // (its lease renewals go through it too).
-            if let (Some(gate), Some(who)) = (&config.new_names, credential.as_deref()) {
-                let own = clusters
-                    .shared()
-                    .inventory
-                    .get(&request.cluster_name)
-                    .and_then(|c| c.hub.as_ref().map(|h| h.agent_public_key == who))
-                    .unwrap_or(false);
-                if !own && let Err(refusal) = gate.rate(who, metrics, std::time::Instant::now()) {
-                    reply_rejected(nats, &msg, subject_cluster, &refusal.message).await;
-                    return;
-                }
-            }
-            h
-        }
-        None => {
-            if let Some(gate) = &config.new_names {
-                let inventory = &clusters.shared().inventory;
-                let who = credential.as_deref();
-                if let Err(refusal) = gate.admit(who, inventory, metrics, std::time::Instant::now())
-                {
-                    reply_rejected(nats, &msg, subject_cluster, &refusal.message).await;
-                    return;
-                }
-            }
-            permit = match config
-                .admission
-                .as_ref()
-                .map(|a| a.try_admit(Instant::now()))
-            {
-                Some(Err(busy)) => {
-                    metrics.registration_busy("in_flight");
-                    reply_busy(nats, &msg, &request, busy).await;
-                    return;
-                }
-                Some(Ok(p)) => Some(p),
-                None => None,
-            };
-            match clusters.local_or_spawn(&request.cluster_name) {
-                Ok(h) => h,
-                // The shard moved away meanwhile: its new owner answers the agent's retry.
-                Err(e) => {
-                    tracing::debug!(error = %e, "registration for a shard this hub no longer holds");
-                    return;
-                }
-            }
-        }
+    let Some((handle, permit)) = route_registration(
+        nats,
+        clusters,
+        metrics,
+        config,
+        &msg,
+        &request,
+        credential.as_deref(),
+    )
+    .await
+    else {
+        return;
     };
     let sent = handle.try_send(Msg::Register {
         request: Box::new(request),
@@ -328,6 +288,70 @@ async fn handle_registration(
         {
             metrics.registration_busy("mailbox");
             reply_busy(nats, &msg, &request, gate.busy(Instant::now())).await;
+        }
+    }
+}
+
+/// The actor a checked registration goes to and, for a name the hub has never seen, its
+/// admission slot (held until the actor has answered). `None` when the request was answered
+/// here — refused at a limit, or busy — or its shard is no longer this hub's.
+async fn route_registration(
+    nats: &Publisher,
+    clusters: &Clusters,
+    metrics: &Metrics,
+    config: &RouterConfig,
+    msg: &Request,
+    request: &RegistrationRequest,
+    credential: Option<&str>,
+) -> Option<(ClusterHandle, Option<Permit>)> {
+    match clusters.local_or_load(&request.cluster_name) {
+        Some(h) => {
+            // Requests under a known name from any credential but the cluster's own agent key
+            // spend that credential's rate: a flood must not fill the cluster actor's mailbox
+            // (its lease renewals go through it too).
+            if let (Some(gate), Some(who)) = (&config.new_names, credential) {
+                let own = clusters
+                    .shared()
+                    .inventory
+                    .get(&request.cluster_name)
+                    .and_then(|c| c.hub.as_ref().map(|h| h.agent_public_key == who))
+                    .unwrap_or(false);
+                if !own && let Err(refusal) = gate.rate(who, metrics, Instant::now()) {
+                    reply_rejected(nats, msg, &request.cluster_name, &refusal.message).await;
+                    return None;
+                }
+            }
+            Some((h, None))
+        }
+        None => {
+            if let Some(gate) = &config.new_names {
+                let inventory = &clusters.shared().inventory;
+                if let Err(refusal) = gate.admit(credential, inventory, metrics, Instant::now()) {
+                    reply_rejected(nats, msg, &request.cluster_name, &refusal.message).await;
+                    return None;
+                }
+            }
+            let permit = match config
+                .admission
+                .as_ref()
+                .map(|a| a.try_admit(Instant::now()))
+            {
+                Some(Err(busy)) => {
+                    metrics.registration_busy("in_flight");
+                    reply_busy(nats, msg, request, busy).await;
+                    return None;
+                }
+                Some(Ok(p)) => Some(p),
+                None => None,
+            };
+            match clusters.local_or_spawn(&request.cluster_name) {
+                Ok(h) => Some((h, permit)),
+                // The shard moved away meanwhile: its new owner answers the agent's retry.
+                Err(e) => {
+                    tracing::debug!(error = %e, "registration for a shard this hub no longer holds");
+                    None
+                }
+            }
         }
     }
 }
