@@ -454,6 +454,15 @@ impl RegistrationActor {
         let namespaces_changed = namespaces
             .as_ref()
             .is_some_and(|n| *n != self.store.get().managed_namespaces);
+        // Likewise the add-ons installed by someone else, whose spoke Leases it reports.
+        let addons = match new_state {
+            HubState::Accepted => Some(watched_addons(&resp.external_addons)),
+            HubState::Unknown => Some(Vec::new()),
+            HubState::Pending | HubState::Denied => None,
+        };
+        let addons_changed = addons
+            .as_ref()
+            .is_some_and(|a| *a != self.store.get().external_addons);
         if let Err(e) = self.store.update(|s| {
             s.hub_state = new_state;
             if resp.lease_duration_seconds > 0 {
@@ -462,14 +471,17 @@ impl RegistrationActor {
             if let Some(n) = namespaces {
                 s.managed_namespaces = n;
             }
+            if let Some(a) = addons {
+                s.external_addons = a;
+            }
         }) {
             tracing::error!(error = %e, "saving agent state failed");
         }
         if namespaces_changed {
             self.reconcile_namespaces(true).await;
-            if new_state == HubState::Accepted {
-                self.report_status(false).await;
-            }
+        }
+        if (namespaces_changed || addons_changed) && new_state == HubState::Accepted {
+            self.report_status(false).await;
         }
         match new_state {
             HubState::Accepted => {
@@ -788,6 +800,12 @@ impl RegistrationActor {
             health_message: info.health_message,
             conditions: Vec::new(),
             managed_namespaces: self.namespace_status.clone(),
+            addon_health: crate::addons::leases::judge_all(
+                self.backend.as_ref(),
+                &self.store.get().external_addons,
+                std::time::SystemTime::now(),
+            )
+            .await,
         };
         let probe = Event::new(
             types::cluster_status(),
@@ -909,6 +927,16 @@ impl Drop for Link {
             self.metrics.connected.dec();
         }
     }
+}
+
+/// The add-ons the hub names in an Accepted answer, as kept in the local store.
+fn watched_addons(list: &[flotilla_api::v1::ExternalAddOn]) -> Vec<crate::store::WatchedAddOn> {
+    list.iter()
+        .map(|a| crate::store::WatchedAddOn {
+            name: a.name.clone(),
+            install_namespace: a.install_namespace.clone(),
+        })
+        .collect()
 }
 
 /// How long to wait after a busy answer: the hub's `retry_after_ms`, within [0.1 s, 10 min]

@@ -66,6 +66,21 @@ pub struct State {
     /// kept so that an agent restarted without its hub keeps managing them.
     #[serde(default)]
     pub managed_namespaces: Vec<ManagedNamespace>,
+    /// The add-ons installed here by someone else whose spoke Lease the hub last asked the
+    /// agent to watch (and report in the cluster status).
+    #[serde(default)]
+    pub external_addons: Vec<WatchedAddOn>,
+}
+
+/// An add-on installed by someone else (not an AddOnTemplate): its `coordination.k8s.io/v1`
+/// Lease, named after it, is in its install namespace.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct WatchedAddOn {
+    /// The add-on's name.
+    pub name: String,
+    /// Its install namespace.
+    pub install_namespace: String,
 }
 
 /// One managed namespace the hub asked for.
@@ -123,6 +138,7 @@ impl LocalStore {
             lease_duration_seconds: 60,
             last_sequence: 0,
             managed_namespaces: Vec::new(),
+            external_addons: Vec::new(),
         }
     }
 

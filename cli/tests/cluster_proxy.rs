@@ -3,9 +3,8 @@
 
 mod common;
 
-use common::{HubBuilder, cli_ok, start_sim, wait_available};
+use common::{HubBuilder, Kubectl, start_sim, wait_available};
 use flotilla_testkit::{NatsServer, free_port};
-use std::process::Command;
 
 #[test]
 fn kubectl_reaches_a_flotilla_sim_cluster_with_the_kubeconfig_flotilla_prints() {
@@ -18,31 +17,8 @@ fn kubectl_reaches_a_flotilla_sim_cluster_with_the_kubeconfig_flotilla_prints() 
         .start();
     let sim = start_sim(&nats, dir.path(), 1, "edge", &[]);
     wait_available(&hub, &[&hub.proc, &sim], "edge", 1);
-    let kubeconfig = dir.path().join("edge.kubeconfig");
-    let server = format!("http://127.0.0.1:{port}");
-    std::fs::write(
-        &kubeconfig,
-        cli_ok(&hub.grpc, &["kubeconfig", "edge-0001", "--server", &server]),
-    )
-    .unwrap();
-    let kubectl = |args: &[&str]| {
-        let out = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .arg("--cache-dir")
-            .arg(dir.path().join("kube-cache"))
-            .arg("--request-timeout=30s")
-            .args(args)
-            .env_remove("KUBECONFIG")
-            .output()
-            .expect("kubectl is installed");
-        assert!(
-            out.status.success(),
-            "kubectl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let kubectl = Kubectl::new(&hub, dir.path(), "edge-0001", &format!("127.0.0.1:{port}"));
+    let kubectl = |args: &[&str]| kubectl.ok(args);
     kubectl(&["create", "configmap", "hello", "--from-literal=greeting=hi"]);
     assert_eq!(
         kubectl(&[

@@ -393,3 +393,110 @@ fn ocm_documents_of_every_shape_apply_and_say_who_manages_each_add_on() {
         "stored as v1alpha1: {yaml}"
     );
 }
+
+/// OCM's helloworld add-on (its own manager deploys its agent), installed by hand on
+/// `edge-0001` in namespace `default`.
+const HELLOWORLD: &str = r#"
+apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: ClusterManagementAddOn
+metadata: {name: helloworld}
+spec:
+  addOnMeta: {displayName: helloworld, description: helloworld is an example addon}
+  installStrategy: {type: Manual}
+---
+apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: ManagedClusterAddOn
+metadata: {name: helloworld, namespace: edge-0001}
+spec: {installNamespace: default}
+"#;
+
+/// The helloworld agent's Lease on the spoke, renewed `ago` seconds ago (a MicroTime).
+fn helloworld_lease(ago: u64) -> String {
+    let t = std::time::SystemTime::now() - std::time::Duration::from_secs(ago);
+    let secs = t.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let stamp = Command::new("date")
+        .args([
+            "-u",
+            "-d",
+            &format!("@{secs}"),
+            "+%Y-%m-%dT%H:%M:%S.000000Z",
+        ])
+        .output()
+        .expect("date");
+    let renew = String::from_utf8_lossy(&stamp.stdout).trim().to_string();
+    format!(
+        r#"apiVersion: coordination.k8s.io/v1
+kind: Lease
+metadata: {{name: helloworld, namespace: default}}
+spec: {{holderIdentity: helloworld-agent, leaseDurationSeconds: 60, renewTime: "{renew}"}}
+"#
+    )
+}
+
+/// `Some` once helloworld's `Available` on edge-0001 is `want` (status, reason).
+fn helloworld_is(hub: &str, want: (&str, &str)) -> Option<()> {
+    helloworld_available(hub)
+        .filter(|(s, r)| (s.as_str(), r.as_str()) == want)
+        .map(|_| ())
+}
+
+/// `Available` of helloworld on edge-0001 as `get addons -o json` shows it: (status, reason).
+fn helloworld_available(hub: &str) -> Option<(String, String)> {
+    let items = addons_json(hub)?;
+    let a = items.iter().find(|a| {
+        a["metadata"]["name"] == "helloworld" && a["metadata"]["namespace"] == "edge-0001"
+    })?;
+    let c = a["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Available")?;
+    Some((
+        c["status"].as_str()?.to_string(),
+        c["reason"].as_str()?.to_string(),
+    ))
+}
+
+#[test]
+fn an_add_on_managed_by_someone_else_is_available_while_its_spoke_lease_is_renewed() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let port = flotilla_testkit::free_port();
+    let hub = HubBuilder::new(&nats, dir.path())
+        .auto_accept()
+        .flag("--cluster-proxy-listen", &format!("127.0.0.1:{port}"))
+        .start();
+    let sim = start_sim(
+        &nats,
+        dir.path(),
+        1,
+        "edge",
+        &["--status-interval-seconds", "1"],
+    );
+    wait_available(&hub, &[&hub.proc, &sim], "edge", 1);
+    apply(&hub.grpc, dir.path(), "helloworld.yaml", HELLOWORLD);
+    let logs = [&hub.proc, &sim];
+    wait_for("helloworld Unknown: no lease on the spoke", &logs, || {
+        helloworld_is(&hub.grpc, ("Unknown", "ManagedClusterAddOnLeaseNotFound"))
+    });
+    // The add-on's agent renews its Lease on the spoke (written here with the real kubectl
+    // through the hub's cluster proxy, as an add-on manager's agent would on its cluster).
+    let kubectl = Kubectl::new(&hub, dir.path(), "edge-0001", &format!("127.0.0.1:{port}"));
+    let renew = |ago: u64| {
+        let file = dir.path().join("lease.yaml");
+        std::fs::write(&file, helloworld_lease(ago)).unwrap();
+        // The simulated API server serves no OpenAPI document to validate against.
+        kubectl.ok(&["apply", "--validate=false", "-f", file.to_str().unwrap()]);
+    };
+    renew(0);
+    wait_for("helloworld Available by its spoke lease", &logs, || {
+        helloworld_is(&hub.grpc, ("True", "ManagedClusterAddOnLeaseUpdated"))
+    });
+    // Its agent stops: the Lease is older than OCM's grace of 5 × 60 s.
+    renew(400);
+    wait_for("helloworld no longer available", &logs, || {
+        helloworld_is(
+            &hub.grpc,
+            ("False", "ManagedClusterAddOnLeaseUpdateStopped"),
+        )
+    });
+}

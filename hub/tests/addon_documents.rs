@@ -285,3 +285,150 @@ async fn an_add_on_managed_by_someone_else_is_installed_by_placement_and_healthy
     }
     hub.stop().await;
 }
+
+/// A `coordination.k8s.io/v1` Lease of add-on `name` in `namespace`, renewed `ago` ago.
+fn spoke_lease(name: &str, namespace: &str, ago: std::time::Duration) -> serde_json::Value {
+    let renewed = flotilla_api::meta::timestamp(std::time::SystemTime::now() - ago);
+    let t = flotilla_api::meta::rfc3339(&renewed).replace('Z', ".000000Z");
+    serde_json::json!({
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"holderIdentity": name, "leaseDurationSeconds": 60, "renewTime": t},
+    })
+}
+
+async fn write_lease(agent: &TestAgent, lease: &serde_json::Value) {
+    use flotilla_agent::backend::{Backend, Strategy};
+    // The add-on's own manager made its namespace.
+    let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": lease["metadata"]["namespace"]}});
+    agent
+        .backend
+        .apply(
+            &flotilla_api::work::manifest_id(&ns).unwrap(),
+            &ns,
+            &Strategy::Update,
+        )
+        .await
+        .unwrap();
+    agent
+        .backend
+        .apply(
+            &flotilla_api::work::manifest_id(lease).unwrap(),
+            lease,
+            &Strategy::Update,
+        )
+        .await
+        .unwrap();
+}
+
+/// `Some` when `a` is `want`.
+fn is(a: Option<(String, String)>, want: (&str, &str)) -> Option<()> {
+    a.filter(|(s, r)| (s.as_str(), r.as_str()) == want)
+        .map(|_| ())
+}
+
+/// `Available` of the add-on on `cluster`: (status, reason).
+fn availability(hub: &Hub, cluster: &str, addon: &str) -> Option<(String, String)> {
+    let m = hub.addons().get_cluster_addon(cluster, addon)?;
+    let st = m.status.as_ref()?;
+    let c = flotilla_api::meta::find_condition(&st.conditions, cond::AVAILABLE)?;
+    Some((c.status.clone(), c.reason.clone()))
+}
+
+#[tokio::test]
+async fn an_add_on_managed_by_someone_else_is_healthy_by_its_lease_on_the_spoke() {
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let agents = setup(&hub, &nats, &["edge-1", "edge-2"], &["edge-1"]).await;
+    apply(&hub, EXTERNAL).await.unwrap();
+    wait_until("edge-1: no lease on the spoke yet", || {
+        is(
+            availability(&hub, "edge-1", "helloworld"),
+            ("Unknown", "ManagedClusterAddOnLeaseNotFound"),
+        )
+    })
+    .await;
+    let ns = addon::DEFAULT_INSTALL_NAMESPACE;
+    let edge1 = &agents[0];
+    // The add-on's own agent renews its Lease on the spoke: Available, as OCM's agent says.
+    write_lease(
+        edge1,
+        &spoke_lease("helloworld", ns, std::time::Duration::ZERO),
+    )
+    .await;
+    wait_until("edge-1 available by its spoke lease", || {
+        is(
+            availability(&hub, "edge-1", "helloworld"),
+            ("True", "ManagedClusterAddOnLeaseUpdated"),
+        )
+    })
+    .await;
+    // A Lease of the same name in another namespace, or another add-on's, changes nothing.
+    write_lease(
+        edge1,
+        &spoke_lease("helloworld", "elsewhere", std::time::Duration::ZERO),
+    )
+    .await;
+    // It stops renewing: after OCM's grace (5 × 60 s on the spoke's clock) it is not available.
+    write_lease(
+        edge1,
+        &spoke_lease("helloworld", ns, std::time::Duration::from_secs(301)),
+    )
+    .await;
+    wait_until("edge-1 stopped", || {
+        is(
+            availability(&hub, "edge-1", "helloworld"),
+            ("False", "ManagedClusterAddOnLeaseUpdateStopped"),
+        )
+    })
+    .await;
+    // The Lease is deleted: unknown again.
+    use flotilla_agent::backend::Backend;
+    let id =
+        flotilla_api::work::manifest_id(&spoke_lease("helloworld", ns, std::time::Duration::ZERO))
+            .unwrap();
+    assert!(edge1.backend.delete(&id).await.unwrap());
+    wait_until("edge-1 lease gone", || {
+        is(
+            availability(&hub, "edge-1", "helloworld"),
+            ("Unknown", "ManagedClusterAddOnLeaseNotFound"),
+        )
+    })
+    .await;
+    // The cluster's agent is told only about the add-ons installed on it: edge-2's agent,
+    // where it is not installed, reports no add-on; once the placement moves there it does.
+    write_lease(
+        &agents[1],
+        &spoke_lease("helloworld", ns, std::time::Duration::ZERO),
+    )
+    .await;
+    assert_eq!(
+        availability(&hub, "edge-2", "helloworld"),
+        None,
+        "not installed on edge-2"
+    );
+    label(&hub, "edge-2", &[("rollout", "yes")], &[]).await;
+    label(&hub, "edge-1", &[], &["rollout"]).await;
+    wait_until("edge-2 available by its spoke lease", || {
+        is(
+            availability(&hub, "edge-2", "helloworld"),
+            ("True", "ManagedClusterAddOnLeaseUpdated"),
+        )
+    })
+    .await;
+    // Uninstalled from edge-1: its cluster no longer lists the add-on's lease.
+    wait_until("edge-1 no longer watches the add-on's lease", || {
+        let c = hub.inventory.get("edge-1")?;
+        c.hub
+            .as_ref()
+            .is_some_and(|h| h.external_addons.is_empty() && h.addon_health.is_empty())
+            .then_some(())
+    })
+    .await;
+    for a in agents {
+        a.stop().await;
+    }
+    hub.stop().await;
+}

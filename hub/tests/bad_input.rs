@@ -127,6 +127,24 @@ async fn malformed_oversized_unknown_and_forged_events_change_nothing() {
     publish(cluster_subject.clone(), ev.encode(1 << 20).unwrap()).await;
     wait_metric(&hub, "reason=\"invalid_status\"").await;
 
+    // 7. Add-on health with a reason OCM never pairs with its status.
+    let bad_health = ClusterStatusReport {
+        cluster_name: "victim".into(),
+        healthy: false,
+        addon_health: vec![flotilla_api::v1::AddOnHealth {
+            addon: "helloworld".into(),
+            install_namespace: "default".into(),
+            status: "True".into(),
+            reason: "Trust me".into(),
+            message: String::new(),
+        }],
+        ..Default::default()
+    };
+    let ev = Event::new(types::cluster_status(), "attacker", "victim", &bad_health)
+        .with_sequence(u64::MAX - 1);
+    publish(cluster_subject.clone(), ev.encode(1 << 20).unwrap()).await;
+    wait_metric(&hub, "reason=\"invalid_status\"} 2").await;
+
     // Nothing was stored: same revision, still healthy and available.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let after = get(&mut api, "victim").await.unwrap();

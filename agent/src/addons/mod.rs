@@ -26,6 +26,7 @@
 
 pub mod credentials;
 pub mod fleet_metrics;
+pub mod leases;
 
 use crate::backend::Backend;
 use crate::store::LocalStore;

@@ -210,6 +210,50 @@ pub fn start_sim(
     Proc::spawn("flotilla-sim", cmd, dir.join(format!("sim-{prefix}.log")))
 }
 
+/// The real kubectl pointed at one cluster through the hub's cluster proxy, with the
+/// kubeconfig `flotilla kubeconfig` prints (written into `dir`).
+pub struct Kubectl {
+    kubeconfig: std::path::PathBuf,
+    cache: std::path::PathBuf,
+}
+
+impl Kubectl {
+    /// For `cluster` through the proxy at `proxy` (`127.0.0.1:PORT`).
+    pub fn new(hub: &Hub, dir: &Path, cluster: &str, proxy: &str) -> Self {
+        let kubeconfig = dir.join(format!("{cluster}.kubeconfig"));
+        let server = format!("http://{proxy}");
+        std::fs::write(
+            &kubeconfig,
+            cli_ok(&hub.grpc, &["kubeconfig", cluster, "--server", &server]),
+        )
+        .unwrap();
+        Self {
+            kubeconfig,
+            cache: dir.join("kube-cache"),
+        }
+    }
+
+    /// Runs kubectl; its standard output, or a panic naming the arguments and its error.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(&self.cache)
+            .arg("--request-timeout=30s")
+            .args(args)
+            .env_remove("KUBECONFIG")
+            .output()
+            .expect("kubectl is installed");
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
 fn unique_suffix() -> u128 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

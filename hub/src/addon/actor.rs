@@ -15,7 +15,9 @@
 use super::Deps;
 use super::Store;
 pub use super::effects::uninstall;
-use super::effects::{ensure_namespace, manifest_ids, registrations, remove_work, write_status};
+use super::effects::{
+    ensure_namespace, manifest_ids, registrations, remove_work, watch_lease, write_status,
+};
 use super::rules::plan::{self, Installation};
 use super::rules::{self, AddOnKind, ExternalInput, Lifecycle, Resolved, StatusInput};
 use super::settled::StatusKey;
@@ -199,7 +201,8 @@ impl Actor {
             .is_some_and(|n| *n == self.name)
     }
 
-    /// Whether a cluster with this add-on changed its Available status.
+    /// Whether a cluster with this add-on changed its Available status or what its agent
+    /// reports of the add-on's spoke Lease.
     fn availability_changed(&mut self, c: &flotilla_api::v1::ManagedCluster) -> bool {
         let name = crate::inventory::name(c).to_string();
         if self
@@ -210,7 +213,7 @@ impl Actor {
         {
             return false;
         }
-        let now = c
+        let available = c
             .status
             .as_ref()
             .and_then(|s| {
@@ -218,8 +221,12 @@ impl Actor {
                     .iter()
                     .find(|x| x.r#type == flotilla_api::meta::COND_AVAILABLE)
             })
-            .map(|x| x.status.clone())
+            .map(|x| x.status.as_str())
             .unwrap_or_default();
+        let spoke = crate::cluster::rules::addons::addon_health(c, &self.name)
+            .map(|h| format!("{}/{}", h.status, h.message))
+            .unwrap_or_default();
+        let now = format!("{available} {spoke}");
         self.available.insert(name, now.clone()).as_deref() != Some(now.as_str())
     }
 
@@ -422,6 +429,7 @@ impl Actor {
         if rules::kind_of(&self.cma) == AddOnKind::External {
             return self.reconcile_external(now).await;
         }
+        self.unwatch_leases().await;
         let placements = self
             .spec()
             .install_strategy
@@ -458,13 +466,27 @@ impl Actor {
                 tracing::warn!(cluster = %cluster, error = %e, "removing the work of an add-on without a template failed");
                 recheck.at(Duration::from_secs(1));
             }
-            let lease = self.lease_of(&cluster, &mca);
+            // The agent reads the add-on's Lease on the spoke once told where it is.
+            let ns = rules::install_namespace(&mca);
+            if let Err(e) = watch_lease(&self.deps, &cluster, &self.name, Some(&ns)).await {
+                tracing::warn!(cluster = %cluster, error = %e, "asking the agent to watch the add-on's lease failed");
+                recheck.at(Duration::from_secs(1));
+            }
+            // A Lease on the spoke says all; without one, an add-on that was available keeps
+            // a grace from the hub's start until its agent renews over NATS again.
+            let spoke = crate::cluster::rules::addons::addon_health(&c, &self.name);
+            let lease = if spoke.is_some_and(|h| h.status != flotilla_api::meta::status::UNKNOWN) {
+                self.store.lease(&cluster, &self.name)
+            } else {
+                self.lease_of(&cluster, &mca)
+            };
             recheck.merge(rules::lease_recheck(lease, now, grace));
             let st = rules::external_status(&ExternalInput {
                 cma: &self.cma,
                 mca: &mca,
                 cluster: Some(&c),
                 lease,
+                spoke,
                 grace,
                 now,
             });
@@ -476,6 +498,17 @@ impl Actor {
         // Its defaults with their spec hashes, as for any add-on; no rollout, so no progressions.
         self.write_own_status(Vec::new()).await;
         recheck.0
+    }
+
+    /// A template add-on's agent is deployed by the hub, whose work status tells its health: no
+    /// agent watches a spoke Lease for it (left from when it had no template).
+    async fn unwatch_leases(&self) {
+        for mca in self.store.installed(&self.name) {
+            let (cluster, _) = rules::key_of(&mca);
+            if let Err(e) = watch_lease(&self.deps, &cluster, &self.name, None).await {
+                tracing::warn!(cluster = %cluster, error = %e, "telling the agent to stop watching the add-on's lease failed");
+            }
+        }
     }
 
     /// The add-on agent's last lease renewal on `cluster`. Not renewed since this hub started:

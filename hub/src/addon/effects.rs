@@ -147,7 +147,40 @@ pub async fn remove_work(deps: &Deps, cluster: &str, name: &str) -> Result<(), A
     Ok(())
 }
 
-/// Removes add-on `name` from `cluster`: its work, its stored object, its lease, its agent's
+/// Tells `cluster`'s agent to watch add-on `name`'s spoke Lease in `install_namespace`, or
+/// (`None`) to stop, unless the cluster already lists exactly that. Nothing to do for a cluster
+/// that is gone.
+pub async fn watch_lease(
+    deps: &Deps,
+    cluster: &str,
+    name: &str,
+    install_namespace: Option<&str>,
+) -> Result<(), AddOnError> {
+    let listed = deps.inventory.get(cluster).and_then(|c| {
+        c.hub.as_ref().and_then(|h| {
+            h.external_addons
+                .iter()
+                .find(|a| a.name == name)
+                .map(|a| a.install_namespace.clone())
+        })
+    });
+    if listed.as_deref() == install_namespace {
+        return Ok(());
+    }
+    let Some(handle) = deps.clusters.get(cluster) else {
+        return Ok(());
+    };
+    handle
+        .set_external_addon(name, install_namespace)
+        .await
+        .map_err(|e| {
+            AddOnError::Unavailable(format!(
+                "telling {cluster}'s agent about add-on {name}'s lease: {e}"
+            ))
+        })
+}
+
+/// Removes add-on `name` from `cluster`: its spoke Lease watch, its work, its stored object, its lease, its agent's
 /// credentials.
 pub async fn uninstall(
     store: &Store,
@@ -156,6 +189,7 @@ pub async fn uninstall(
     name: &str,
 ) -> Result<(), AddOnError> {
     let key = ObjectRef::new(cluster, name);
+    watch_lease(deps, cluster, name, None).await?;
     remove_work(deps, cluster, name).await?;
     let agent_key = store
         .cluster_addon_views

@@ -178,6 +178,16 @@ pub enum Msg {
         /// Answer once persisted (or kept for a retry).
         respond_to: Reply<()>,
     },
+    /// An add-on controller's word on one add-on installed here by someone else: the agent
+    /// watches its spoke Lease in `install_namespace` (`None`: it no longer does).
+    ExternalAddOn {
+        /// The add-on.
+        addon: String,
+        /// Where its Lease is; `None` removes it.
+        install_namespace: Option<String>,
+        /// Answer once persisted (or kept for a retry).
+        respond_to: Reply<()>,
+    },
     /// The store holds a newer version of the cluster (`work: None`) or of one of its works
     /// than this actor (or is without it): written by the shard's previous holder after this
     /// hub's view was read. The view holds the stored object; the actor takes it.
@@ -229,15 +239,22 @@ pub enum Call {
     DeleteWork(String),
     /// Set the managed namespaces.
     ManagedNamespaces(Vec<ClusterSetManagedNamespaceConfig>),
+    /// Watch (or, with `None`, stop watching) an external add-on's spoke Lease.
+    ExternalAddOn {
+        /// The add-on.
+        addon: String,
+        /// Its install namespace; `None` removes it.
+        install_namespace: Option<String>,
+    },
 }
 
 /// What a [`Call`] answers.
 #[derive(Debug)]
 pub enum Answer {
-    /// A cluster.
-    Cluster(ManagedCluster),
-    /// A work.
-    Work(ManifestWork),
+    /// A cluster (boxed: the other answers are much smaller).
+    Cluster(Box<ManagedCluster>),
+    /// A work (boxed, like the cluster).
+    Work(Box<ManifestWork>),
     /// A join credential.
     JoinToken(flotilla_api::v1::JoinToken),
     /// Done, nothing to return.
@@ -324,14 +341,14 @@ impl ClusterHandle {
             Target::Remote { route, spawn } => return route.call(&self.name, *spawn, call).await,
         };
         Ok(match call {
-            Call::Get => Answer::Cluster(self.ask(tx, Msg::Get).await?),
-            Call::Edit(edit) => Answer::Cluster(
+            Call::Get => Answer::Cluster(Box::new(self.ask(tx, Msg::Get).await?)),
+            Call::Edit(edit) => Answer::Cluster(Box::new(
                 self.ask(tx, |respond_to| Msg::Edit {
                     edit: Box::new(edit),
                     respond_to,
                 })
                 .await?,
-            ),
+            )),
             Call::Join { ttl, accept } => Answer::JoinToken(
                 self.ask(tx, |respond_to| Msg::Join {
                     ttl,
@@ -348,7 +365,7 @@ impl ClusterHandle {
                 work,
                 traceparent,
                 only_new,
-            } => Answer::Work(
+            } => Answer::Work(Box::new(
                 self.ask(tx, |respond_to| Msg::ApplyWork {
                     work,
                     traceparent,
@@ -356,14 +373,26 @@ impl ClusterHandle {
                     respond_to,
                 })
                 .await?,
-            ),
-            Call::DeleteWork(name) => Answer::Work(
+            )),
+            Call::DeleteWork(name) => Answer::Work(Box::new(
                 self.ask(tx, |respond_to| Msg::DeleteWork { name, respond_to })
                     .await?,
-            ),
+            )),
             Call::ManagedNamespaces(desired) => {
                 self.ask(tx, |respond_to| Msg::ManagedNamespaces {
                     desired,
+                    respond_to,
+                })
+                .await?;
+                Answer::Done
+            }
+            Call::ExternalAddOn {
+                addon,
+                install_namespace,
+            } => {
+                self.ask(tx, |respond_to| Msg::ExternalAddOn {
+                    addon,
+                    install_namespace,
                     respond_to,
                 })
                 .await?;
@@ -374,14 +403,14 @@ impl ClusterHandle {
 
     async fn cluster(&self, call: Call) -> Result<ManagedCluster, ClusterError> {
         match self.call(call).await? {
-            Answer::Cluster(c) => Ok(c),
+            Answer::Cluster(c) => Ok(*c),
             other => Err(other.unexpected("a cluster")),
         }
     }
 
     async fn work(&self, call: Call) -> Result<ManifestWork, ClusterError> {
         match self.call(call).await? {
-            Answer::Work(w) => Ok(w),
+            Answer::Work(w) => Ok(*w),
             other => Err(other.unexpected("a work")),
         }
     }
@@ -446,6 +475,20 @@ impl ClusterHandle {
         desired: Vec<ClusterSetManagedNamespaceConfig>,
     ) -> Result<(), ClusterError> {
         self.done(Call::ManagedNamespaces(desired)).await
+    }
+
+    /// Tells the agent to watch `addon`'s spoke Lease in `install_namespace`, or (`None`) to
+    /// stop: the add-on is installed here by someone else (not an AddOnTemplate).
+    pub async fn set_external_addon(
+        &self,
+        addon: &str,
+        install_namespace: Option<&str>,
+    ) -> Result<(), ClusterError> {
+        self.done(Call::ExternalAddOn {
+            addon: addon.to_string(),
+            install_namespace: install_namespace.map(str::to_string),
+        })
+        .await
     }
 
     /// Starts deleting a work.

@@ -9,9 +9,9 @@ use super::Clusters;
 use super::handle::{AdminEdit, Answer, Call, ClusterError};
 use crate::ha::Fence;
 use flotilla_api::v1::{
-    AcceptEdit, CallError, ClusterCall, ClusterEdit, ClusterReply, JoinCall, LabelClusterRequest,
-    ManagedNamespacesCall, TaintClusterRequest, WorkApply, cluster_call, cluster_edit,
-    cluster_reply,
+    AcceptEdit, CallError, ClusterCall, ClusterEdit, ClusterReply, ExternalAddOnCall, JoinCall,
+    LabelClusterRequest, ManagedNamespacesCall, TaintClusterRequest, WorkApply, cluster_call,
+    cluster_edit, cluster_reply,
 };
 use flotilla_bus::subjects;
 use futures::StreamExt;
@@ -165,8 +165,8 @@ async fn answer(clusters: &Clusters, payload: &[u8]) -> ClusterReply {
     };
     ClusterReply {
         result: Some(match result {
-            Ok(Answer::Cluster(c)) => cluster_reply::Result::Cluster(c),
-            Ok(Answer::Work(w)) => cluster_reply::Result::Work(w),
+            Ok(Answer::Cluster(c)) => cluster_reply::Result::Cluster(*c),
+            Ok(Answer::Work(w)) => cluster_reply::Result::Work(*w),
             Ok(Answer::JoinToken(t)) => cluster_reply::Result::JoinToken(t),
             Ok(Answer::Done) => cluster_reply::Result::Done(true),
             Err(e) => cluster_reply::Result::Error(encode_error(&e)),
@@ -199,6 +199,14 @@ fn encode_call(cluster: &str, spawn: bool, call: Call) -> ClusterCall {
         Call::ManagedNamespaces(desired) => {
             Op::ManagedNamespaces(ManagedNamespacesCall { desired })
         }
+        Call::ExternalAddOn {
+            addon,
+            install_namespace,
+        } => Op::ExternalAddon(ExternalAddOnCall {
+            addon,
+            remove: install_namespace.is_none(),
+            install_namespace: install_namespace.unwrap_or_default(),
+        }),
     };
     ClusterCall {
         cluster: cluster.to_string(),
@@ -248,6 +256,10 @@ fn decode_call(call: ClusterCall) -> Result<Call, ClusterError> {
         },
         Op::DeleteWork(name) => Call::DeleteWork(name),
         Op::ManagedNamespaces(m) => Call::ManagedNamespaces(m.desired),
+        Op::ExternalAddon(a) => Call::ExternalAddOn {
+            addon: a.addon,
+            install_namespace: (!a.remove).then_some(a.install_namespace),
+        },
     })
 }
 
@@ -286,8 +298,8 @@ fn encode_error(e: &ClusterError) -> CallError {
 
 fn decode_reply(reply: ClusterReply) -> Result<Answer, ClusterError> {
     match reply.result {
-        Some(cluster_reply::Result::Cluster(c)) => Ok(Answer::Cluster(c)),
-        Some(cluster_reply::Result::Work(w)) => Ok(Answer::Work(w)),
+        Some(cluster_reply::Result::Cluster(c)) => Ok(Answer::Cluster(Box::new(c))),
+        Some(cluster_reply::Result::Work(w)) => Ok(Answer::Work(Box::new(w))),
         Some(cluster_reply::Result::JoinToken(t)) => Ok(Answer::JoinToken(t)),
         Some(cluster_reply::Result::Done(_)) => Ok(Answer::Done),
         Some(cluster_reply::Result::Error(e)) => Err(match e.code.as_str() {
@@ -333,6 +345,14 @@ mod tests {
             },
             Call::DeleteWork("web".into()),
             Call::ManagedNamespaces(Vec::new()),
+            Call::ExternalAddOn {
+                addon: "helloworld".into(),
+                install_namespace: Some("addons".into()),
+            },
+            Call::ExternalAddOn {
+                addon: "helloworld".into(),
+                install_namespace: None,
+            },
         ];
         for call in calls {
             let before = format!("{call:?}");

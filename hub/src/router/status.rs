@@ -341,6 +341,7 @@ async fn handle_status(
             }
             if let Err(why) = rules::validate_claims(&report.claims)
                 .and_then(|()| rules::validate_namespace_report(&report.managed_namespaces))
+                .and_then(|()| rules::addons::validate_addon_health(&report.addon_health))
             {
                 reject(&ty, "invalid_status", why);
                 let _ = msg.ack().await;

@@ -94,6 +94,7 @@ pub fn builtin() -> Vec<Resource> {
         Resource::new("apps", "replicasets", "ReplicaSet", true, &["rs"]),
         Resource::new("batch", "jobs", "Job", true, &[]),
         Resource::new("batch", "cronjobs", "CronJob", true, &["cj"]),
+        Resource::new("coordination.k8s.io", "leases", "Lease", true, &[]),
         Resource::new("rbac.authorization.k8s.io", "roles", "Role", true, &[]),
         Resource::new(
             "rbac.authorization.k8s.io",

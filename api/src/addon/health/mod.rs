@@ -180,6 +180,19 @@ pub fn lease(
     }
 }
 
+/// A lease verdict judged elsewhere (the agent judges the spoke's Lease on the spoke's clock and
+/// reports status and message): the status names the reason, as [`lease`] pairs them. `None`
+/// for a status that is not `True`, `False` or `Unknown`.
+pub fn lease_reported(lease_status: &str, message: &str) -> Option<Verdict> {
+    let (st, reason) = match lease_status {
+        status::TRUE => (status::TRUE, reasons::LEASE_UPDATED),
+        status::FALSE => (status::FALSE, reasons::LEASE_UPDATE_STOPPED),
+        status::UNKNOWN => (status::UNKNOWN, reasons::LEASE_NOT_FOUND),
+        _ => return None,
+    };
+    Some(Verdict::new(st, reason, message))
+}
+
 /// When a lease renewed at `renewed` stops making the add-on available.
 pub fn lease_expires(renewed: SystemTime, grace: Duration) -> SystemTime {
     renewed.checked_add(grace).unwrap_or(renewed)

@@ -17,6 +17,7 @@
 //! | get, list, watch of a work's resources | status, feedback, proxy queries | get/list/watch of [`READ`] and `--allow` |
 //! | impersonate the executor (`Impersonate-User` only) | a work's writes, reads and deletes as its executor | per `--executor-namespace` |
 //! | Secrets in an add-on's install namespace | secure mode: add-on hub credentials | per `--addon-namespace` |
+//! | get `leases` (coordination.k8s.io) | the health of add-ons managed by someone else (their spoke Lease) | in [`READ`] |
 //!
 //! Nothing in its own namespace: its credentials are mounted from the Secret and its state lives
 //! on the volume. No cluster-wide write of any workload, and no Secret outside the namespaces
@@ -42,6 +43,8 @@ pub const READ: &[(&str, &[&str])] = &[
     ("batch", &["jobs", "cronjobs"]),
     ("networking.k8s.io", &["ingresses", "networkpolicies"]),
     (RBAC_GROUP, &["roles", "rolebindings"]),
+    // Add-ons managed by someone else prove they run with a Lease in their install namespace.
+    ("coordination.k8s.io", &["leases"]),
 ];
 
 /// The read verbs.

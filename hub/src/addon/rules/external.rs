@@ -2,21 +2,22 @@
 //! "installed and managed by someone else" (OCM's helloworld shape), whose own manager deploys
 //! its agent. The hub renders and applies nothing for them; it creates and removes their
 //! ManagedClusterAddOns as the install strategy says (unless their lifecycle is `self`) and
-//! reports `Available` from the add-on agent's lease — Flotilla's NATS lease renewals
-//! (`flotilla.addon.<addon>.<cluster>.lease`), with OCM's grace and reasons. `ManifestApplied`,
-//! `Configured` and `Progressing` are not set: the hub has no work and no rollout to judge
-//! them by.
-//!
-//! Not built yet: the spoke's `coordination.k8s.io/v1 Lease` named after the add-on in its
-//! install namespace, which OCM's registration agent watches; an add-on agent that does not
-//! speak NATS stays `Unknown` (`ManagedClusterAddOnLeaseNotFound`).
+//! reports `Available` from the add-on agent's lease, with OCM's grace and reasons. Two leases
+//! count: Flotilla's NATS lease renewals (`flotilla.addon.<addon>.<cluster>.lease`) and, as
+//! OCM's registration agent watches it, the spoke's `coordination.k8s.io/v1` Lease named after
+//! the add-on in its install namespace — judged on the spoke by the Flotilla agent (told which
+//! add-ons to watch through the cluster's registration answers) and reported with the cluster
+//! status. A fresh lease of either kind makes the add-on Available; otherwise the NATS lease's
+//! verdict (for an add-on agent that speaks NATS), else the spoke's, else
+//! `ManagedClusterAddOnLeaseNotFound`. `ManifestApplied`, `Configured` and `Progressing` are
+//! not set: the hub has no work and no rollout to judge them by.
 
 use super::{cluster_unknown, key_of};
 use flotilla_api::addon::{self, conditions as cond, health};
-use flotilla_api::meta;
+use flotilla_api::meta::{self, status};
 use flotilla_api::v1::{
-    ClusterManagementAddOn, ConfigGroupResource, HealthCheck, ManagedCluster, ManagedClusterAddOn,
-    ManagedClusterAddOnStatus,
+    AddOnHealth, ClusterManagementAddOn, ConfigGroupResource, HealthCheck, ManagedCluster,
+    ManagedClusterAddOn, ManagedClusterAddOnStatus,
 };
 use std::time::{Duration, SystemTime};
 
@@ -28,8 +29,10 @@ pub struct ExternalInput<'a> {
     pub mca: &'a ManagedClusterAddOn,
     /// Its cluster.
     pub cluster: Option<&'a ManagedCluster>,
-    /// The add-on agent's last lease renewal.
+    /// The add-on agent's last NATS lease renewal.
     pub lease: Option<SystemTime>,
+    /// The spoke Lease as the cluster's agent last judged it.
+    pub spoke: Option<&'a AddOnHealth>,
     /// How long a lease stays fresh.
     pub grace: Duration,
     /// Now.
@@ -53,13 +56,7 @@ pub fn external_status(input: &ExternalInput<'_>) -> ManagedClusterAddOnStatus {
             resource: c.resource.clone(),
         })
         .collect();
-    st.namespace = input
-        .mca
-        .spec
-        .as_ref()
-        .map(|s| s.install_namespace.clone())
-        .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| addon::DEFAULT_INSTALL_NAMESPACE.to_string());
+    st.namespace = install_namespace(input.mca);
     st.registrations.clear();
     st.config_references.clear();
     st.health_check = Some(HealthCheck {
@@ -68,7 +65,7 @@ pub fn external_status(input: &ExternalInput<'_>) -> ManagedClusterAddOnStatus {
     st.conditions.retain(|c| c.r#type == cond::AVAILABLE);
     let v = match cluster_unknown(input.cluster) {
         Some((reason, message)) => health::cluster_unknown(&reason, &message),
-        None => health::lease(input.lease, input.now, input.grace, &name),
+        None => lease_verdict(input, &name),
     };
     meta::set_condition(
         &mut st.conditions,
@@ -78,4 +75,33 @@ pub fn external_status(input: &ExternalInput<'_>) -> ManagedClusterAddOnStatus {
         &v.message,
     );
     st
+}
+
+/// Where an external add-on runs on its cluster (and where its spoke Lease is): the
+/// ManagedClusterAddOn's install namespace, else OCM's default.
+pub fn install_namespace(mca: &ManagedClusterAddOn) -> String {
+    mca.spec
+        .as_ref()
+        .map(|s| s.install_namespace.clone())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| addon::DEFAULT_INSTALL_NAMESPACE.to_string())
+}
+
+/// `Available` from the two leases: a fresh one of either kind wins; then the NATS lease's
+/// verdict if the add-on agent ever renewed one, then the spoke's, then "not found".
+fn lease_verdict(input: &ExternalInput<'_>, name: &str) -> health::Verdict {
+    let nats = input
+        .lease
+        .map(|_| health::lease(input.lease, input.now, input.grace, name));
+    let spoke = input
+        .spoke
+        .and_then(|h| health::lease_reported(&h.status, &h.message));
+    let fresh = |v: &health::Verdict| v.status == status::TRUE;
+    match (nats, spoke) {
+        (Some(n), _) if fresh(&n) => n,
+        (_, Some(s)) if fresh(&s) => s,
+        (Some(n), _) => n,
+        (None, Some(s)) => s,
+        (None, None) => health::lease(None, input.now, input.grace, name),
+    }
 }

@@ -388,7 +388,7 @@ pub fn lease_recheck(
 pub mod external;
 pub mod plan;
 
-pub use external::{ExternalInput, external_status};
+pub use external::{ExternalInput, external_status, install_namespace};
 pub use flotilla_api::addon::manager::{AddOnKind, Lifecycle, kind_of, lifecycle_of};
 
 #[cfg(test)]

@@ -342,6 +342,7 @@ fn an_add_on_without_a_template_is_managed_by_someone_else() {
             mca: &installed,
             cluster,
             lease,
+            spoke: None,
             grace: Duration::from_secs(300),
             now: at(100),
         })
@@ -377,6 +378,66 @@ fn an_add_on_without_a_template_is_managed_by_someone_else() {
     );
     let c = condition(&input(Some(at(50)), Some(&gone)), cond::AVAILABLE).clone();
     assert_eq!(c.status, status::UNKNOWN);
+}
+
+#[test]
+fn a_fresh_lease_of_either_kind_makes_an_external_add_on_available() {
+    let a = cma("helloworld");
+    let installed = mca("c1", "helloworld");
+    let spoke = |st: &str| flotilla_api::v1::AddOnHealth {
+        addon: "helloworld".into(),
+        install_namespace: "open-cluster-management-agent-addon".into(),
+        status: st.into(),
+        reason: String::new(),
+        message: format!("spoke says {st}"),
+    };
+    let available = |lease: Option<SystemTime>,
+                     reported: Option<&flotilla_api::v1::AddOnHealth>| {
+        let st = external_status(&ExternalInput {
+            cma: &a,
+            mca: &installed,
+            cluster: None,
+            lease,
+            spoke: reported,
+            grace: Duration::from_secs(300),
+            now: at(1000),
+        });
+        let c = condition(&st, cond::AVAILABLE);
+        (c.status.clone(), c.reason.clone(), c.message.clone())
+    };
+    let fresh = Some(at(900));
+    let stale = Some(at(0));
+    let (t, f, u) = (
+        spoke(status::TRUE),
+        spoke(status::FALSE),
+        spoke(status::UNKNOWN),
+    );
+    // Only the spoke Lease (an add-on agent that does not speak NATS): its verdict, its reason.
+    assert_eq!(
+        available(None, Some(&t)),
+        (
+            status::TRUE.into(),
+            "ManagedClusterAddOnLeaseUpdated".into(),
+            "spoke says True".into()
+        )
+    );
+    assert_eq!(
+        available(None, Some(&f)).1,
+        "ManagedClusterAddOnLeaseUpdateStopped"
+    );
+    assert_eq!(
+        available(None, Some(&u)).1,
+        "ManagedClusterAddOnLeaseNotFound"
+    );
+    // A fresh lease of either kind wins.
+    assert_eq!(available(stale, Some(&t)).0, status::TRUE);
+    assert_eq!(available(fresh, Some(&f)).0, status::TRUE);
+    assert_eq!(available(fresh, Some(&u)).0, status::TRUE);
+    // An add-on agent that renewed a NATS lease once and stopped: stopped, whatever the spoke
+    // says of a Lease it never had.
+    assert_eq!(available(stale, Some(&u)).0, status::FALSE);
+    assert_eq!(available(stale, None).0, status::FALSE);
+    assert_eq!(available(None, None).1, "ManagedClusterAddOnLeaseNotFound");
 }
 
 #[test]

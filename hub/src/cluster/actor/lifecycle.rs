@@ -431,6 +431,7 @@ impl Actor {
         if rules::registration::accepted_for(c, key, self.shared.config.key_policy) {
             RegistrationResponse {
                 managed_namespaces: rules::namespaces_for_agent(c),
+                external_addons: rules::addons::external_addons_for_agent(c),
                 ..response(
                     &self.name,
                     RegistrationState::Accepted,
@@ -459,6 +460,7 @@ impl Actor {
         let mut r = response(&self.name, state, self.lease_seconds(c), message);
         if state == RegistrationState::Accepted {
             r.managed_namespaces = rules::namespaces_for_agent(c);
+            r.external_addons = rules::addons::external_addons_for_agent(c);
         }
         self.send(
             subjects::spec(&self.name),
@@ -588,13 +590,31 @@ impl Actor {
         desired: Vec<ClusterSetManagedNamespaceConfig>,
     ) -> Result<(), ClusterError> {
         let mut next = self.current()?;
-        if !rules::set_managed_namespaces(&mut next, desired) {
-            return Ok(());
+        if rules::set_managed_namespaces(&mut next, desired) {
+            self.persist_and_tell_agent(next).await;
         }
+        Ok(())
+    }
+
+    /// Persists a change an accepted agent must hear of, then tells it (a full Accepted answer).
+    async fn persist_and_tell_agent(&mut self, next: ManagedCluster) {
         let accepted = rules::accepted(&next);
         self.persist_or_retry(next).await;
         if accepted {
             self.notify(RegistrationState::Accepted, "accepted").await;
+        }
+    }
+
+    /// Records whether an add-on is installed here by someone else (and where its spoke Lease
+    /// is) and, when that changed, tells an accepted agent the new list.
+    pub(super) async fn external_addon(
+        &mut self,
+        addon: &str,
+        install_namespace: Option<&str>,
+    ) -> Result<(), ClusterError> {
+        let mut next = self.current()?;
+        if rules::addons::set_external_addon(&mut next, addon, install_namespace) {
+            self.persist_and_tell_agent(next).await;
         }
         Ok(())
     }
@@ -641,7 +661,8 @@ impl Actor {
             &report.kubernetes_version,
             &report.claims,
         );
-        let behind = rules::apply_namespace_report(&mut next, &report.managed_namespaces);
+        let behind = rules::apply_namespace_report(&mut next, &report.managed_namespaces)
+            | rules::addons::apply_addon_health(&mut next, &report.addon_health);
         let lease_live = self.lease_deadline.is_some_and(|d| d > Instant::now());
         if lease_live {
             if report.healthy {

@@ -331,6 +331,16 @@ impl Actor {
                 let r = self.managed_namespaces(desired).await;
                 let _ = respond_to.send(r);
             }
+            Msg::ExternalAddOn {
+                addon,
+                install_namespace,
+                respond_to,
+            } => {
+                let r = self
+                    .external_addon(&addon, install_namespace.as_deref())
+                    .await;
+                let _ = respond_to.send(r);
+            }
             Msg::Resync { request, reply } => self.resync(*request, reply).await,
             Msg::Stored {
                 work,

@@ -19,6 +19,7 @@ use flotilla_api::v1::{
 };
 use std::collections::HashMap;
 
+pub mod addons;
 pub mod registration;
 
 /// Which new clusters the hub accepts without an admin.
