@@ -34,6 +34,13 @@ pub async fn run(
                 failures = 0;
                 let state = RegistrationState::try_from(resp.state)
                     .unwrap_or(RegistrationState::Unspecified);
+                if let Some(session) = &config.hub_session {
+                    session.signal(if state == RegistrationState::Denied {
+                        crate::hubs::Signal::Denied
+                    } else {
+                        crate::hubs::Signal::Alive
+                    });
+                }
                 if !resp.user_jwt.is_empty() {
                     match credentials.store(&resp.user_jwt) {
                         Ok(()) => {

@@ -22,6 +22,8 @@
 //!   the hub credentials handed to add-ons as Secrets ([`addons::credentials`]).
 //! - [`store`]: durable local state (`--state-dir`) or in-memory state for simulators.
 //! - [`features`]: feature gates (`--feature-gates`), as OCM's work agent names them.
+//! - [`hubs`]: several hubs (OCM's MultipleHubs) — one session at a time, failover when the
+//!   current hub stops answering or denies the cluster, one state directory per hub.
 //!
 //! [`run`] is what the `flotilla-agent` binary and the simulator call.
 
@@ -32,6 +34,7 @@ pub mod backend;
 pub mod credentials;
 pub mod enrolment;
 pub mod features;
+pub mod hubs;
 pub mod kubeproxy;
 pub mod metrics;
 pub mod namespaces;
@@ -125,6 +128,9 @@ pub struct AgentConfig {
     /// The namespace of the ServiceAccounts of ManagedServiceAccounts on this cluster
     /// (`--service-account-namespace`; OCM's add-on install namespace by default).
     pub service_account_namespace: String,
+    /// Set by [`hubs::Supervisor`] for the session with one of several hubs: the hub's name
+    /// and where to tell when it answered or denied the cluster. `None` with one hub.
+    pub hub_session: Option<hubs::Session>,
 }
 
 /// A NATS connection several agents of one process share (`flotilla-sim --share-connections`):
@@ -205,6 +211,7 @@ impl AgentConfig {
             simulate_addons: false,
             addon_credentials_secrets: true,
             service_account_namespace: flotilla_api::serviceaccount::DEFAULT_NAMESPACE.into(),
+            hub_session: None,
         }
     }
 
@@ -391,6 +398,10 @@ async fn prepare(
             raw_json: config.feature_gates.raw_json(),
             metrics: config.metrics.clone(),
             drift: work::drift::DriftRules::default(),
+            anchor_scope: config
+                .hub_session
+                .as_ref()
+                .map(|s| Arc::from(s.hub.as_str())),
         },
     )?;
     // Secure mode: one key per add-on, kept with the agent's state, shared by the Secrets'

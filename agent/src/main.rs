@@ -91,6 +91,49 @@ struct Args {
     /// in seconds (a cloud's cap on token lifetimes; default: what is asked).
     #[arg(long)]
     sim_token_max_seconds: Option<u64>,
+    /// Several hubs (OCM's MultipleHubs): a YAML file listing at least two, tried in order —
+    /// `hubs: [{name, natsUrl, ca, bootstrapCreds}]`. The agent registers with one at a time
+    /// and switches when it stops answering or denies the cluster; each hub's state lives in
+    /// STATE_DIR/hubs/<name>, and a switch leaves the previous hub's workloads on the cluster.
+    #[arg(long, env = "FLOTILLA_HUBS", conflicts_with_all = ["url", "bootstrap_creds", "creds", "ca"])]
+    hubs: Option<PathBuf>,
+    /// With --hubs: how long the current hub may not answer before the agent switches
+    /// (OCM's hubConnectionTimeoutSeconds; at least 180).
+    #[arg(
+        long,
+        env = "FLOTILLA_HUB_CONNECTION_TIMEOUT_SECONDS",
+        default_value_t = 600
+    )]
+    hub_connection_timeout_seconds: u64,
+    /// Tests only: a connection timeout below OCM's minimum of 180 s.
+    #[arg(long, hide = true)]
+    unsafe_hub_connection_timeout_seconds: Option<u64>,
+}
+
+/// The hubs of `--hubs`, checked (`None` without it).
+fn multiple_hubs(
+    args: &Args,
+    errors: &mut Vec<String>,
+) -> Option<flotilla_agent::hubs::MultipleHubs> {
+    use flotilla_agent::hubs::{self, rules};
+    let path = args.hubs.as_ref()?;
+    let timeout = match args.unsafe_hub_connection_timeout_seconds {
+        Some(s) => Duration::from_secs(s.max(1)),
+        None => {
+            let t = Duration::from_secs(args.hub_connection_timeout_seconds);
+            if let Err(e) = rules::check_timeout(t) {
+                errors.push(e);
+            }
+            t
+        }
+    };
+    match hubs::file::read(path) {
+        Ok(hubs) => Some(hubs::MultipleHubs { hubs, timeout }),
+        Err(es) => {
+            errors.extend(es);
+            None
+        }
+    }
 }
 
 fn pairs(flag: &str, raw: &[String], errors: &mut Vec<String>) -> Vec<(String, String)> {
@@ -151,9 +194,11 @@ fn main() -> ExitCode {
     config.service_account_namespace = args.service_account_namespace.clone();
     let sim_file = args.state_dir.join("sim-cluster.json");
     errors.extend(config.validate());
+    let multi = multiple_hubs(&args, &mut errors);
     let ca = config.nats.tls_ca_file.is_some();
     let secure = config.bootstrap_creds.is_some() || config.nats.credentials_file.is_some();
     match flotilla_bus::connect::check_transport(&config.nats.url, ca, secure) {
+        Ok(_) if args.hubs.is_some() => {}
         Ok(warnings) => {
             for w in warnings {
                 tracing::warn!("{w}");
@@ -218,11 +263,16 @@ fn main() -> ExitCode {
             flotilla_bus::process::shutdown_signal(),
         ));
     }
-    match runtime.block_on(flotilla_agent::run(
-        config,
-        backend,
-        flotilla_bus::process::shutdown_signal(),
-    )) {
+    let shutdown = flotilla_bus::process::shutdown_signal();
+    let ran = match multi {
+        Some(multi) => runtime.block_on(async {
+            flotilla_agent::hubs::Supervisor::new(config, multi, backend)?
+                .run(shutdown)
+                .await
+        }),
+        None => runtime.block_on(flotilla_agent::run(config, backend, shutdown)),
+    };
+    match ran {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("flotilla-agent: {e}");

@@ -19,6 +19,13 @@ pub struct Outcome {
 const OK: Outcome = Outcome { result: "ok" };
 const ERROR: Outcome = Outcome { result: "error" };
 
+/// Why an agent left a hub (MultipleHubs).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SwitchReason {
+    /// `unanswered` or `denied`.
+    pub reason: &'static str,
+}
+
 /// Counters and gauges of one or many agents.
 pub struct AgentMetrics {
     registry: Mutex<Registry>,
@@ -43,6 +50,8 @@ pub struct AgentMetrics {
     pub drift_repairs: Counter,
     /// Fights over a work's resources (repairs backing off, `Contested`) that began.
     pub drift_fights: Counter,
+    /// Switches from one hub to another (MultipleHubs), by why.
+    pub hub_switches: Family<SwitchReason, Counter>,
 }
 
 impl std::fmt::Debug for AgentMetrics {
@@ -69,6 +78,7 @@ impl Default for AgentMetrics {
             works: Gauge::default(),
             drift_repairs: Counter::default(),
             drift_fights: Counter::default(),
+            hub_switches: Family::default(),
         };
         registry.register(
             "connected",
@@ -111,6 +121,11 @@ impl Default for AgentMetrics {
             "drift_fights",
             "Fights over a work's resources that began (repairs backing off, Contested)",
             m.drift_fights.clone(),
+        );
+        registry.register(
+            "hub_switches",
+            "Switches from one hub to another (MultipleHubs) by reason: unanswered for the connection timeout, or denied",
+            m.hub_switches.clone(),
         );
         *m.registry.lock().expect("registry lock") = registry;
         m

@@ -408,6 +408,15 @@ impl RegistrationActor {
         self.take_credentials(&resp).await;
         let state =
             RegistrationState::try_from(resp.state).unwrap_or(RegistrationState::Unspecified);
+        // With several hubs: an answer is the hub's sign of life; a denial makes the agent
+        // leave it.
+        if let Some(session) = &self.config.hub_session {
+            session.signal(if state == RegistrationState::Denied {
+                crate::hubs::Signal::Denied
+            } else {
+                crate::hubs::Signal::Alive
+            });
+        }
         let was_accepted = self.accepted();
         let lease_changed = resp.lease_duration_seconds > 0
             && resp.lease_duration_seconds != self.store.get().lease_duration_seconds;
@@ -652,6 +661,11 @@ impl RegistrationActor {
     }
 
     async fn on_resync_answer(&mut self, answer: Result<SpecResyncResponse, ResyncFailed>) {
+        if let (Some(session), Ok(_) | Err(ResyncFailed::Refused)) =
+            (&self.config.hub_session, &answer)
+        {
+            session.signal(crate::hubs::Signal::Alive);
+        }
         match answer {
             Ok(resp) => {
                 tracing::debug!(

@@ -489,7 +489,7 @@ impl LocalStore {
 
 /// Writes a file atomically: a temp file of its own (created with mode 0600, so a seed is never
 /// readable by others, not even briefly), fsync, rename, fsync of the directory.
-fn write_atomically(file: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+pub(crate) fn write_atomically(file: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     static TEMP: AtomicU64 = AtomicU64::new(0);
     let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("state");
     let tmp = file.with_file_name(format!(

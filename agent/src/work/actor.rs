@@ -217,6 +217,15 @@ struct WorkActor {
 }
 
 impl WorkActor {
+    /// The key of the work's anchor on the spoke: its resource id, scoped by the hub when the
+    /// agent has several ([`super::WorkConfig::anchor_scope`]).
+    fn anchor_key(&self) -> String {
+        match &self.config.anchor_scope {
+            Some(hub) => format!("{hub}-{}", self.rid),
+            None => self.rid.clone(),
+        }
+    }
+
     async fn run(mut self) {
         let metrics = self.config.metrics.clone();
         metrics.works.inc();
@@ -453,7 +462,11 @@ impl WorkActor {
         // resource the delete option would delete, so the cluster's garbage collector removes
         // what is left of the work when the anchor goes.
         let policy = self.work().spec.and_then(|s| s.delete_option);
-        let anchor = match self.backend.ensure_anchor(&self.rid, &self.name).await {
+        let anchor = match self
+            .backend
+            .ensure_anchor(&self.anchor_key(), &self.name)
+            .await
+        {
             Ok(a) => a,
             Err(e) => {
                 tracing::debug!(error = %e, "no anchor for the work's resources");
@@ -875,7 +888,7 @@ impl WorkActor {
         }
         // What the work still owns is shared with another work (which owns it too) or orphaned
         // (never owned): the collector may take the anchor's references away.
-        if let Err(e) = self.backend.delete_anchor(&self.rid, false).await {
+        if let Err(e) = self.backend.delete_anchor(&self.anchor_key(), false).await {
             tracing::warn!(error = %e, "deleting the work's anchor failed; retrying");
             return;
         }

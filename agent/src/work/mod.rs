@@ -83,6 +83,11 @@ pub struct WorkConfig {
     pub metrics: Arc<crate::metrics::AgentMetrics>,
     /// When drift seen by the backend's watches is repaired.
     pub drift: drift::DriftRules,
+    /// With several hubs: the hub's name, which scopes the names of the works' anchors on
+    /// the spoke (`flotilla-<hub>-<resourceid>`): a work's resource id is derived from the
+    /// cluster and the work's name, so two hubs' same-named works would otherwise share one
+    /// anchor, and one hub deleting its work would collect the other's resources.
+    pub anchor_scope: Option<Arc<str>>,
 }
 
 impl Default for WorkConfig {
@@ -92,6 +97,7 @@ impl Default for WorkConfig {
             max_event_bytes: flotilla_bus::envelope::DEFAULT_MAX_EVENT_BYTES,
             raw_json: RawJson::Disabled,
             metrics: Arc::default(),
+            anchor_scope: None,
             drift: drift::DriftRules::default(),
         }
     }
