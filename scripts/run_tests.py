@@ -28,7 +28,8 @@ LANES = int(os.environ.get("FLOTILLA_TEST_LANES", "2"))
 SLOW = {
     "ha": 84,
     "revocation": 48,
-    "e2e_addons": 39,
+    "e2e_addons": 48,
+    "e2e_multiple_hubs": 30,
     "e2e": 34,
     "registration": 29,
     "security": 27,
@@ -37,6 +38,7 @@ SLOW = {
     "e2e_rollout": 24,
     "compose": 22,
     "service_accounts": 20,
+    "multiple_hubs": 18,
     "operator_mode": 18,
 }
 

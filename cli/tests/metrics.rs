@@ -3,19 +3,9 @@
 
 mod common;
 
-use common::{HubBuilder, run_cli, wait_for};
+use common::{HubBuilder, run_cli, scrape, wait_for};
 use flotilla_testkit::{NatsServer, Proc, binary, free_port};
-use std::io::{Read, Write};
 use std::process::Command;
-
-fn scrape(port: u16) -> Option<String> {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
-        .ok()?;
-    let mut body = String::new();
-    s.read_to_string(&mut body).ok()?;
-    Some(body)
-}
 
 fn value(text: &str, series: &str) -> Option<f64> {
     text.lines()

@@ -156,6 +156,20 @@ impl AgentBuilder {
         }
     }
 
+    /// Agent `name` with several hubs (`--hubs file`) instead of one NATS URL.
+    pub fn with_hubs(file: &Path, dir: &Path, name: &str) -> Self {
+        let mut cmd = Command::new(binary("flotilla-agent"));
+        cmd.args(["--cluster-name", name, "--hubs"])
+            .arg(file)
+            .arg("--state-dir")
+            .arg(dir.join(format!("state-{name}")))
+            .args(["--pending-poll-seconds", "1"]);
+        Self {
+            cmd,
+            log: dir.join(format!("agent-{name}.log")),
+        }
+    }
+
     /// Adds a label (`key=value`) to the cluster's registration.
     pub fn label(mut self, label: &str) -> Self {
         self.cmd.args(["--label", label]);
@@ -235,7 +249,25 @@ impl Kubectl {
 
     /// Runs kubectl; its standard output, or a panic naming the arguments and its error.
     pub fn ok(&self, args: &[&str]) -> String {
-        let out = Command::new("kubectl")
+        let out = self.command(args);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Runs kubectl; its standard output, or `None` when it failed.
+    pub fn try_run(&self, args: &[&str]) -> Option<String> {
+        let out = self.command(args);
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    fn command(&self, args: &[&str]) -> std::process::Output {
+        Command::new("kubectl")
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)
             .arg("--cache-dir")
@@ -244,14 +276,20 @@ impl Kubectl {
             .args(args)
             .env_remove("KUBECONFIG")
             .output()
-            .expect("kubectl is installed");
-        assert!(
-            out.status.success(),
-            "kubectl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+            .expect("kubectl is installed")
     }
+}
+
+/// The OpenMetrics text a process serves on `127.0.0.1:port/metrics` (`None` while it does
+/// not answer).
+pub fn scrape(port: u16) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .ok()?;
+    let mut body = String::new();
+    s.read_to_string(&mut body).ok()?;
+    Some(body)
 }
 
 fn unique_suffix() -> u128 {
