@@ -582,6 +582,7 @@ async fn reply_resync_rejected(nats: &Publisher, msg: &Request, cluster: &str, w
     reply(nats, msg, works::resync_response_type(), cluster, &response).await;
 }
 
+mod dispatch;
 mod status;
 
 pub use status::{StatusFeed, remove_status_consumer, run_status, status_consumer};

@@ -1,0 +1,384 @@
+//! One status message from a spoke: decoded, checked, and routed to its cluster actor or to the
+//! score, policy and service-account sinks. Every message is hostile until checked: its subject
+//! names the cluster, the event must name the same one (and the same resource), the cluster must
+//! be known, the payload must decode and validate. Everything refused is counted, logged (rate
+//! limited by the metric), acknowledged — redelivering bad input would not make it better — and
+//! its subject purged, so refused input never accumulates in the stream.
+
+use super::RouterConfig;
+use crate::cluster::{
+    ClusterHandle, Clusters, LeaseEvent, Msg, StatusEvent, WorkStatusEvent, rules,
+};
+use crate::metrics::Metrics;
+use async_nats::jetstream;
+use flotilla_api::v1::{ClusterStatusReport, LeaseRenewal, WorkStatusReport};
+use flotilla_bus::envelope::{EnvelopeError, Event, types};
+use flotilla_bus::subjects::{self, StatusSubject};
+use flotilla_bus::works;
+use std::borrow::Cow;
+use std::time::SystemTime;
+
+/// Why a status message is refused: the metric's reason and what is logged.
+pub(super) struct Refused {
+    reason: Cow<'static, str>,
+    why: String,
+}
+
+impl Refused {
+    fn new(reason: impl Into<Cow<'static, str>>, why: impl Into<String>) -> Self {
+        Self {
+            reason: reason.into(),
+            why: why.into(),
+        }
+    }
+}
+
+impl From<EnvelopeError> for Refused {
+    fn from(e: EnvelopeError) -> Self {
+        Self::new(e.reason(), e.to_string())
+    }
+}
+
+impl From<(&'static str, String)> for Refused {
+    fn from((reason, why): (&'static str, String)) -> Self {
+        Self::new(reason, why)
+    }
+}
+
+/// Refuses the status messages of one subject: counts, logs, purges and acknowledges.
+struct Refuser<'a> {
+    metrics: &'a Metrics,
+    config: &'a RouterConfig,
+    subject: &'a str,
+    sequence: Option<u64>,
+}
+
+impl Refuser<'_> {
+    async fn refuse(&self, ty: &str, r: Refused, msg: jetstream::Message) {
+        self.count(ty, &r);
+        let _ = msg.ack().await;
+    }
+
+    fn count(&self, ty: &str, r: &Refused) {
+        if self.metrics.rejected(ty, &r.reason) {
+            tracing::warn!(subject = %self.subject, reason = %r.reason, error = %r.why, "status event rejected");
+        }
+        if let Some(janitor) = &self.config.janitor {
+            let cluster = StatusSubject::parse(self.subject).map_or("", |p| p.cluster);
+            janitor.purge(cluster, self.subject, self.sequence);
+        }
+    }
+}
+
+/// Decodes, checks and routes one status message.
+pub(super) async fn handle_status(
+    clusters: &Clusters,
+    metrics: &Metrics,
+    config: &RouterConfig,
+    msg: jetstream::Message,
+) {
+    let info = msg.info().ok();
+    let server_time = info
+        .as_ref()
+        .map(|i| SystemTime::from(i.published))
+        .unwrap_or_else(SystemTime::now);
+    let subject = msg.subject.to_string();
+    let refuser = Refuser {
+        metrics,
+        config,
+        subject: &subject,
+        sequence: info.as_ref().map(|i| i.stream_sequence),
+    };
+    let (parsed, event) = match StatusSubject::parse(&subject)
+        .map_err(|e| Refused::new("bad_subject", e.to_string()))
+        .and_then(|p| Ok((p, Event::decode(&msg.payload, config.max_event_bytes)?)))
+    {
+        Ok(pe) => pe,
+        Err(r) => return refuser.refuse("unknown", r, msg).await,
+    };
+    let ty = event.event_type.to_string();
+    metrics.received(&ty);
+    let handle = match sender(clusters, &parsed, &event) {
+        Ok(h) => h,
+        Err(r) => return refuser.refuse(&ty, r, msg).await,
+    };
+    let sent = match (parsed.kind, parsed.resource_id) {
+        (subjects::KIND_LEASE, None) if event.event_type == types::lease_renewal() => {
+            match event.decode_data::<LeaseRenewal>("LeaseRenewal") {
+                Ok(renewal) => handle.try_send(Msg::Lease(Box::new(LeaseEvent {
+                    renewal,
+                    sequence: event.sequence_id,
+                    server_time,
+                    ack: Some(msg),
+                }))),
+                Err(e) => return refuser.refuse(&ty, e.into(), msg).await,
+            }
+        }
+        (subjects::KIND_CLUSTER, None) if event.event_type == types::cluster_status() => {
+            match cluster_report(&event) {
+                Ok(report) => handle.try_send(Msg::Status(Box::new(StatusEvent {
+                    report,
+                    sequence: event.sequence_id,
+                    hash: event.status_hash.clone(),
+                    ack: Some(msg),
+                }))),
+                Err(r) => return refuser.refuse(&ty, r, msg).await,
+            }
+        }
+        (subjects::KIND_WORK, Some(rid)) if event.event_type == works::status_type() => {
+            match work_report(clusters, &parsed, rid, &event) {
+                Ok(report) => handle.try_send(Msg::WorkStatus(Box::new(WorkStatusEvent {
+                    resource_id: rid.to_string(),
+                    report,
+                    sequence: event.sequence_id,
+                    hash: event.status_hash.clone(),
+                    ack: Some(msg),
+                    traceparent: event.traceparent.clone(),
+                }))),
+                Err(r) => return refuser.refuse(&ty, r, msg).await,
+            }
+        }
+        (flotilla_bus::policies::KIND_POLICY, Some(rid))
+            if event.event_type == flotilla_bus::policies::status_type() =>
+        {
+            return match &config.policies {
+                Some(sink) => to_sink(sink, clusters, &refuser, &event, rid, msg).await,
+                None => refuser.refuse(&ty, unknown_type(&ty, &parsed), msg).await,
+            };
+        }
+        (flotilla_bus::serviceaccounts::KIND_MSA, Some(rid))
+            if event.event_type == flotilla_bus::serviceaccounts::status_type() =>
+        {
+            return match &config.service_accounts {
+                Some(sink) => to_sink(sink, clusters, &refuser, &event, rid, msg).await,
+                None => refuser.refuse(&ty, unknown_type(&ty, &parsed), msg).await,
+            };
+        }
+        (flotilla_bus::scores::KIND_SCORE, Some(rid))
+            if event.event_type == flotilla_bus::scores::report_type() =>
+        {
+            return route_score(clusters, metrics, config, &refuser, event, rid, msg).await;
+        }
+        _ => return refuser.refuse(&ty, unknown_type(&ty, &parsed), msg).await,
+    };
+    if sent.is_err() {
+        // Not acknowledged: JetStream redelivers it after ack_wait.
+        metrics.dropped("cluster");
+    }
+}
+
+fn unknown_type(ty: &str, parsed: &StatusSubject<'_>) -> Refused {
+    Refused::new(
+        "unknown_type",
+        format!("type {ty} is not accepted on status kind {:?}", parsed.kind),
+    )
+}
+
+/// The actor of the cluster the subject names, once the event names the same cluster.
+fn sender(
+    clusters: &Clusters,
+    parsed: &StatusSubject<'_>,
+    event: &Event,
+) -> Result<ClusterHandle, Refused> {
+    if event.cluster != parsed.cluster {
+        return Err(Refused::new(
+            "clustername_mismatch",
+            format!(
+                "clustername {:?} does not match the subject's cluster {:?}",
+                event.cluster, parsed.cluster
+            ),
+        ));
+    }
+    clusters.local_or_load(parsed.cluster).ok_or_else(|| {
+        Refused::new(
+            "unknown_cluster",
+            format!("cluster {:?} is not registered", parsed.cluster),
+        )
+    })
+}
+
+/// A cluster status report, decoded and checked: its own cluster, valid claims, managed
+/// namespaces and add-on health.
+fn cluster_report(event: &Event) -> Result<ClusterStatusReport, Refused> {
+    let report = event.decode_data::<ClusterStatusReport>("ClusterStatusReport")?;
+    if report.cluster_name != event.cluster {
+        return Err(Refused::new(
+            "clustername_mismatch",
+            format!(
+                "clusterName {:?} does not match {:?}",
+                report.cluster_name, event.cluster
+            ),
+        ));
+    }
+    rules::validate_claims(&report.claims)
+        .and_then(|()| rules::validate_namespace_report(&report.managed_namespaces))
+        .and_then(|()| rules::addons::validate_addon_health(&report.addon_health))
+        .map_err(|why| Refused::new("invalid_status", why))?;
+    Ok(report)
+}
+
+/// A work status report, decoded and checked: its own cluster and resource, and a work the hub
+/// has. A work the hub does not have is refused here, not in the actor: a cluster flooding
+/// made-up works must not fill its actor's mailbox (dropped messages would wait for
+/// redelivery) nor delay its real status.
+fn work_report(
+    clusters: &Clusters,
+    parsed: &StatusSubject<'_>,
+    rid: &str,
+    event: &Event,
+) -> Result<WorkStatusReport, Refused> {
+    let report = event.decode_data::<WorkStatusReport>("WorkStatusReport")?;
+    if report.cluster_name != event.cluster || report.resource_id != rid {
+        return Err(Refused::new(
+            "clustername_mismatch",
+            format!(
+                "clusterName {:?} / resourceId {:?} do not match the subject ({:?}, {rid:?})",
+                report.cluster_name, report.resource_id, parsed.cluster
+            ),
+        ));
+    }
+    let work = crate::keys::ObjectRef::new(parsed.cluster, report.work_name.as_str());
+    if clusters.shared().works.get(&work.inventory_key()).is_none() {
+        return Err(Refused::new(
+            "unknown_work",
+            format!(
+                "cluster {:?} has no work {:?}",
+                parsed.cluster, report.work_name
+            ),
+        ));
+    }
+    Ok(report)
+}
+
+/// Where the controllers' reports go (policies, ManagedServiceAccounts): here or on their hub.
+pub(super) trait ReportSink {
+    /// Routes one report; `Err` is a refusal with the message to acknowledge, if still held.
+    async fn route(
+        &self,
+        event: &Event,
+        raw: &[u8],
+        resource_id: &str,
+        accepted: bool,
+        msg: jetstream::Message,
+    ) -> Result<(), ((&'static str, String), Option<jetstream::Message>)>;
+}
+
+impl ReportSink for crate::policy::route::PolicySink {
+    async fn route(
+        &self,
+        event: &Event,
+        raw: &[u8],
+        resource_id: &str,
+        accepted: bool,
+        msg: jetstream::Message,
+    ) -> Result<(), ((&'static str, String), Option<jetstream::Message>)> {
+        crate::policy::route::PolicySink::route(self, event, raw, resource_id, accepted, msg).await
+    }
+}
+
+impl ReportSink for crate::serviceaccount::route::MsaSink {
+    async fn route(
+        &self,
+        event: &Event,
+        raw: &[u8],
+        resource_id: &str,
+        accepted: bool,
+        msg: jetstream::Message,
+    ) -> Result<(), ((&'static str, String), Option<jetstream::Message>)> {
+        crate::serviceaccount::route::MsaSink::route(self, event, raw, resource_id, accepted, msg)
+            .await
+    }
+}
+
+/// Hands a controller's report to its sink, telling it whether the cluster is accepted.
+async fn to_sink(
+    sink: &impl ReportSink,
+    clusters: &Clusters,
+    refuser: &Refuser<'_>,
+    event: &Event,
+    rid: &str,
+    msg: jetstream::Message,
+) {
+    let accepted = clusters
+        .shared()
+        .inventory
+        .get(&event.cluster)
+        .is_some_and(|c| rules::accepted(&c));
+    let raw = msg.payload.clone();
+    if let Err((refusal, msg)) = sink.route(event, &raw, rid, accepted, msg).await {
+        let r = Refused::from(refusal);
+        match msg {
+            Some(msg) => refuser.refuse(&event.event_type.to_string(), r, msg).await,
+            None => refuser.count(&event.event_type.to_string(), &r),
+        }
+    }
+}
+
+/// An AddOnPlacementScore report: checked (its own cluster and resource, valid, an accepted
+/// cluster) and handed to the score sink.
+async fn route_score(
+    clusters: &Clusters,
+    metrics: &Metrics,
+    config: &RouterConfig,
+    refuser: &Refuser<'_>,
+    event: Event,
+    rid: &str,
+    msg: jetstream::Message,
+) {
+    use crate::placement::scores::ScoreReport;
+    let ty = event.event_type.to_string();
+    let Some(sink) = &config.scores else {
+        let r = Refused::new("unknown_type", "this hub does not take score reports");
+        return refuser.refuse(&ty, r, msg).await;
+    };
+    let report = match score_report(clusters, &event, rid) {
+        Ok(r) => r,
+        Err(r) => return refuser.refuse(&ty, r, msg).await,
+    };
+    let sequence = event.sequence_id;
+    if sink
+        .try_report(ScoreReport {
+            report,
+            sequence,
+            ack: Some(msg),
+        })
+        .is_err()
+    {
+        // Not acknowledged: JetStream redelivers it after ack_wait.
+        metrics.dropped("scores");
+    }
+}
+
+fn score_report(
+    clusters: &Clusters,
+    event: &Event,
+    rid: &str,
+) -> Result<flotilla_api::v1::AddOnPlacementScoreReport, Refused> {
+    use flotilla_api::v1::AddOnPlacementScoreReport;
+    let report = event.decode_data::<AddOnPlacementScoreReport>("AddOnPlacementScoreReport")?;
+    if report.cluster_name != event.cluster
+        || flotilla_bus::scores::resource_id(&report.cluster_name, &report.resource_name) != rid
+    {
+        return Err(Refused::new(
+            "clustername_mismatch",
+            format!(
+                "clusterName {:?} / resourceName {:?} do not match the subject ({:?}, {rid:?})",
+                report.cluster_name, report.resource_name, event.cluster
+            ),
+        ));
+    }
+    crate::placement::scores::validate_report(&report)
+        .map_err(|why| Refused::new("invalid_status", why))?;
+    let accepted = clusters
+        .shared()
+        .inventory
+        .get(&report.cluster_name)
+        .is_some_and(|c| rules::accepted(&c));
+    if !accepted {
+        return Err(Refused::new(
+            "not_accepted",
+            format!("cluster {:?} is not accepted", report.cluster_name),
+        ));
+    }
+    Ok(report)
+}
