@@ -404,6 +404,11 @@ async fn prepare(
                 .map(|s| Arc::from(s.hub.as_str())),
         },
     )?;
+    if let Some(session) = &config.hub_session {
+        let parked = session.parked_resources(&config.cluster_name);
+        tracing::debug!(hub = %session.hub, parked = parked.len(), "resources of other hubs' parked works kept");
+        works.keep_parked(&parked);
+    }
     // Secure mode: one key per add-on, kept with the agent's state, shared by the Secrets'
     // keeper and the in-process add-ons.
     let keys = credentials.is_some().then(|| {

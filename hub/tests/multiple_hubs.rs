@@ -32,7 +32,7 @@ async fn open_hub(nats: &NatsServer) -> flotilla_hub::Hub {
     start_hub(config).await
 }
 
-/// A work putting ConfigMap `cm` in `default`.
+/// A work putting ConfigMaps `cm` and `shared` in `default`.
 fn configmap_work(name: &str, cm: &str) -> flotilla_api::v1::ManifestWork {
     work(&format!(
         r#"
@@ -46,6 +46,10 @@ spec:
         kind: ConfigMap
         metadata: {{name: {cm}, namespace: default}}
         data: {{from: {cm}}}
+      - apiVersion: v1
+        kind: ConfigMap
+        metadata: {{name: shared, namespace: default}}
+        data: {{from: both}}
 "#
     ))
 }
@@ -127,6 +131,25 @@ async fn the_agent_fails_over_keeps_the_previous_hubs_workloads_and_leaves_a_hub
         has(&agent, "from-a").await,
         "a switch must not wipe the previous hub's workloads"
     );
+    // Hub B deletes its work: its own ConfigMap goes, the one hub A's parked work declares too
+    // stays (as between two works of one hub).
+    works_client(&hub_b)
+        .await
+        .delete_work(flotilla_api::v1::DeleteWorkRequest {
+            cluster: "edge-1".into(),
+            name: "web".into(),
+        })
+        .await
+        .unwrap();
+    wait_for("hub B's ConfigMap deleted", || async {
+        (!has(&agent, "from-b").await).then_some(())
+    })
+    .await;
+    assert!(
+        has(&agent, "shared").await,
+        "hub A's parked work still declares it"
+    );
+    assert!(has(&agent, "from-a").await);
     let dirs = |hub: &str| state.path().join("hubs").join(hub).join("agent-state.json");
     assert!(
         dirs("hub-a").is_file() && dirs("hub-b").is_file(),
@@ -162,9 +185,9 @@ async fn the_agent_fails_over_keeps_the_previous_hubs_workloads_and_leaves_a_hub
         "{}",
         metrics.render()
     );
-    // Back on A, with A's work: both ConfigMaps stay (B's is parked in B's state now).
+    // Back on A, with A's work and its ConfigMaps.
     tokio::time::sleep(TIMEOUT).await;
-    assert!(has(&agent, "from-a").await && has(&agent, "from-b").await);
+    assert!(has(&agent, "from-a").await && has(&agent, "shared").await);
     let selection = std::fs::read_to_string(state.path().join("hubs.json")).unwrap();
     assert!(
         selection.contains("\"current\": \"hub-a\"") && selection.contains("hub-b"),

@@ -70,9 +70,38 @@ pub struct Session {
     /// The hub's name (scopes the names of the works' anchors on a Kubernetes spoke).
     pub hub: String,
     signals: mpsc::UnboundedSender<Signal>,
+    /// The other hubs' state directories, whose works are parked.
+    others: Vec<PathBuf>,
 }
 
 impl Session {
+    /// The resources the other hubs' parked works declare, each with an owner naming the hub
+    /// and the work (`<hub dir>/<resourceid>`). Read only; a directory that cannot be read
+    /// keeps nothing and is logged.
+    pub fn parked_resources(&self, cluster: &str) -> Vec<(flotilla_api::work::ManifestId, String)> {
+        let mut out = Vec::new();
+        for dir in &self.others {
+            if !dir.join("agent-state.json").exists() {
+                continue;
+            }
+            let works = crate::store::LocalStore::open(dir, cluster).and_then(|s| s.load_works());
+            match works {
+                Ok(works) => {
+                    for w in works {
+                        for a in &w.applied {
+                            let owner = format!("{}/{}", dir.display(), w.resource_id);
+                            out.push((crate::work::actor::applied_id(a), owner));
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(dir = %dir.display(), error = %e, "reading another hub's parked works failed");
+                }
+            }
+        }
+        out
+    }
+
     /// Tells the supervisor (ignored once it stopped listening).
     pub fn signal(&self, s: Signal) {
         let _ = self.signals.send(s);
@@ -287,6 +316,13 @@ impl Supervisor {
         c.hub_session = Some(Session {
             hub: hub.name.clone(),
             signals,
+            others: self
+                .multi
+                .hubs
+                .iter()
+                .filter(|h| h.name != hub.name)
+                .map(|h| dirs::hub_dir(&self.root, &h.name))
+                .collect(),
         });
         c
     }

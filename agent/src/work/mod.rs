@@ -228,6 +228,15 @@ impl WorkManager {
         Ok(this)
     }
 
+    /// Keeps the resources other hubs' parked works declare (several hubs): a work of this
+    /// hub that declares one too never deletes it, as if the parked work were one of ours.
+    pub fn keep_parked(&self, parked: &[(ManifestId, String)]) {
+        let mut own = self.ownership.lock().expect("ownership lock");
+        for (id, owner) in parked {
+            own.add(id, owner);
+        }
+    }
+
     fn spawn(&self, record: AppliedManifestWork, traceparent: Option<String>) -> actor::WorkHandle {
         actor::spawn(
             actor::Start {
