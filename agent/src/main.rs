@@ -105,6 +105,11 @@ struct Args {
         default_value_t = 600
     )]
     hub_connection_timeout_seconds: u64,
+    /// With --hubs: what happens to the previous hub's works after a switch — `keep` them on
+    /// the cluster (parked; they resume if the agent returns) or `delete` them per their delete
+    /// options, as OCM does.
+    #[arg(long, env = "FLOTILLA_HUB_SWITCH_CLEANUP", default_value = "keep", value_parser = ["keep", "delete"])]
+    hub_switch_cleanup: String,
     /// Tests only: a connection timeout below OCM's minimum of 180 s.
     #[arg(long, hide = true)]
     unsafe_hub_connection_timeout_seconds: Option<u64>,
@@ -128,7 +133,15 @@ fn multiple_hubs(
         }
     };
     match hubs::file::read(path) {
-        Ok(hubs) => Some(hubs::MultipleHubs { hubs, timeout }),
+        Ok(hubs) => Some(hubs::MultipleHubs {
+            hubs,
+            timeout,
+            cleanup: if args.hub_switch_cleanup == "delete" {
+                hubs::cleanup::Cleanup::Delete
+            } else {
+                hubs::cleanup::Cleanup::Keep
+            },
+        }),
         Err(es) => {
             errors.extend(es);
             None

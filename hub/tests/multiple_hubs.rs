@@ -84,6 +84,7 @@ async fn the_agent_fails_over_keeps_the_previous_hubs_workloads_and_leaves_a_hub
             hub_endpoint("hub-b", &nats_b),
         ],
         timeout: TIMEOUT,
+        cleanup: Default::default(),
     };
     let backend = sim_backend();
     let supervisor = Supervisor::new(config, multi, backend.clone()).unwrap();
@@ -192,6 +193,62 @@ async fn the_agent_fails_over_keeps_the_previous_hubs_workloads_and_leaves_a_hub
     assert!(
         selection.contains("\"current\": \"hub-a\"") && selection.contains("hub-b"),
         "the denied hub is remembered: {selection}"
+    );
+    agent.stop().await;
+    hub_a.stop().await;
+    hub_b.stop().await;
+}
+
+#[tokio::test]
+async fn with_cleanup_delete_a_switch_removes_the_previous_hubs_works() {
+    let mut nats_a = NatsServer::start();
+    let nats_b = NatsServer::start();
+    let hub_a = open_hub(&nats_a).await;
+    let hub_b = open_hub(&nats_b).await;
+    let state = tempfile::tempdir().unwrap();
+    let mut config = agent_config("edge-1", &nats_a.url());
+    config.state = StateConfig::Dir(state.path().to_path_buf());
+    let multi = MultipleHubs {
+        hubs: vec![
+            hub_endpoint("hub-a", &nats_a),
+            hub_endpoint("hub-b", &nats_b),
+        ],
+        timeout: TIMEOUT,
+        cleanup: flotilla_agent::hubs::cleanup::Cleanup::Delete,
+    };
+    let backend = sim_backend();
+    let supervisor = Supervisor::new(config, multi, backend.clone()).unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        supervisor
+            .run(async {
+                let _ = stopped.await;
+            })
+            .await
+            .unwrap();
+    });
+    let agent = TestAgent::from_parts(backend, stop, task);
+    wait_available(&mut clusters_client(&hub_a).await, "edge-1").await;
+    works_client(&hub_a)
+        .await
+        .apply_work(configmap_work("web", "from-a"))
+        .await
+        .unwrap();
+    wait_for("hub A's ConfigMap", || async {
+        has(&agent, "from-a").await.then_some(())
+    })
+    .await;
+    nats_a.stop();
+    wait_available(&mut clusters_client(&hub_b).await, "edge-1").await;
+    wait_for("hub A's ConfigMaps deleted after the switch", || async {
+        (!has(&agent, "from-a").await && !has(&agent, "shared").await).then_some(())
+    })
+    .await;
+    let works = state.path().join("hubs/hub-a/works");
+    let left = std::fs::read_dir(&works).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(
+        left, 0,
+        "hub A's work records go too (its resync sends them again)"
     );
     agent.stop().await;
     hub_a.stop().await;

@@ -18,6 +18,7 @@
 //! resources stay on the spoke, nothing reconciles or deletes them — and the next hub's
 //! resync cannot name them. They come back to life if the agent returns to that hub.
 
+pub mod cleanup;
 pub mod dirs;
 pub mod file;
 pub mod rules;
@@ -53,6 +54,8 @@ pub struct MultipleHubs {
     /// `hubConnectionTimeoutSeconds`: how long the current hub may not answer before the agent
     /// switches ([`rules::DEFAULT_TIMEOUT`]; the binary enforces [`rules::MIN_TIMEOUT`]).
     pub timeout: Duration,
+    /// What happens to the previous hub's works after a switch.
+    pub cleanup: cleanup::Cleanup,
 }
 
 /// What a session tells its supervisor.
@@ -76,36 +79,41 @@ pub struct Session {
 
 impl Session {
     /// The resources the other hubs' parked works declare, each with an owner naming the hub
-    /// and the work (`<hub dir>/<resourceid>`). Read only; a directory that cannot be read
-    /// keeps nothing and is logged.
+    /// and the work.
     pub fn parked_resources(&self, cluster: &str) -> Vec<(flotilla_api::work::ManifestId, String)> {
-        let mut out = Vec::new();
-        for dir in &self.others {
-            if !dir.join("agent-state.json").exists() {
-                continue;
-            }
-            let works = crate::store::LocalStore::open(dir, cluster).and_then(|s| s.load_works());
-            match works {
-                Ok(works) => {
-                    for w in works {
-                        for a in &w.applied {
-                            let owner = format!("{}/{}", dir.display(), w.resource_id);
-                            out.push((crate::work::actor::applied_id(a), owner));
-                        }
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(dir = %dir.display(), error = %e, "reading another hub's parked works failed");
-                }
-            }
-        }
-        out
+        declared_in(&self.others, cluster)
     }
 
     /// Tells the supervisor (ignored once it stopped listening).
     pub fn signal(&self, s: Signal) {
         let _ = self.signals.send(s);
     }
+}
+
+/// The resources the works kept in the hub directories `dirs` declare, each with an owner
+/// naming the directory and the work (`<dir>/<resourceid>`). Read only; a directory that cannot
+/// be read keeps nothing and is logged.
+fn declared_in(dirs: &[PathBuf], cluster: &str) -> Vec<(flotilla_api::work::ManifestId, String)> {
+    let mut out = Vec::new();
+    for dir in dirs {
+        if !dir.join("agent-state.json").exists() {
+            continue;
+        }
+        match crate::store::LocalStore::open(dir, cluster).and_then(|s| s.load_works()) {
+            Ok(works) => {
+                for w in works {
+                    for a in &w.applied {
+                        let owner = format!("{}/{}", dir.display(), w.resource_id);
+                        out.push((crate::work::actor::applied_id(a), owner));
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(dir = %dir.display(), error = %e, "reading another hub's parked works failed");
+            }
+        }
+    }
+    out
 }
 
 /// How a session ended.
@@ -194,6 +202,9 @@ impl Supervisor {
                         .get_or_create(&SwitchReason { reason: why })
                         .inc();
                     self.persist(&selection);
+                    if self.multi.cleanup == cleanup::Cleanup::Delete {
+                        self.clean_up(&hub).await;
+                    }
                 }
             }
         }
@@ -213,6 +224,38 @@ impl Supervisor {
             self.multi.timeout,
             now,
         )
+    }
+
+    /// `--hub-switch-cleanup delete`: the works of the hub just left go from the spoke.
+    async fn clean_up(&self, left: &HubEndpoint) {
+        let others: Vec<PathBuf> = self
+            .multi
+            .hubs
+            .iter()
+            .filter(|h| h.name != left.name)
+            .map(|h| dirs::hub_dir(&self.root, &h.name))
+            .collect();
+        let kept = declared_in(&others, &self.config.cluster_name)
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        let dir = dirs::hub_dir(&self.root, &left.name);
+        match cleanup::delete_works(
+            self.backend.as_ref(),
+            &dir,
+            &self.config.cluster_name,
+            &left.name,
+            &kept,
+        )
+        .await
+        {
+            Ok(n) => {
+                tracing::info!(hub = %left.name, resources = n, "the previous hub's works deleted (--hub-switch-cleanup delete)")
+            }
+            Err(e) => {
+                tracing::error!(hub = %left.name, error = %e, "deleting the previous hub's works failed")
+            }
+        }
     }
 
     fn persist(&self, s: &Selection) {

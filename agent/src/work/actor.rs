@@ -925,7 +925,7 @@ fn field_value(v: Fv) -> FieldValue {
 }
 
 /// Whether the delete option keeps `id` on the cluster when the work goes.
-fn orphaned(id: &ManifestId, policy: Option<&flotilla_api::v1::DeleteOption>) -> bool {
+pub(crate) fn orphaned(id: &ManifestId, policy: Option<&flotilla_api::v1::DeleteOption>) -> bool {
     match policy.map(|p| p.propagation_policy.as_str()) {
         Some("Orphan") => true,
         Some("SelectivelyOrphan") => policy
