@@ -345,20 +345,8 @@ fn init(dir: &std::path::Path, options: flotilla_auth::InitOptions) -> ExitCode 
     }
 }
 
-fn main() -> ExitCode {
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("flotilla-hub: starting the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    // The OTLP exporter needs the runtime; logs and traces are set up inside it.
-    let _tracing = {
-        let _enter = runtime.enter();
-        flotilla_bus::trace::init("flotilla-hub", "info")
-    };
-    let args = Args::parse();
+/// `flotilla-hub init` and `flotilla-hub rotate`: their exit code; `None` to run the hub.
+fn subcommand(args: &Args, runtime: &tokio::runtime::Runtime) -> Option<ExitCode> {
     match &args.command {
         Some(Command::Init {
             dir,
@@ -369,64 +357,122 @@ fn main() -> ExitCode {
             jetstream_max_bytes,
             jetstream_max_memory,
             agents_max_connections,
-        }) => {
-            return init(
-                dir,
-                flotilla_auth::InitOptions {
-                    nats_listen: nats_listen.clone(),
-                    tls: *tls,
-                    tls_hosts: tls_hosts.clone(),
-                    force: *force,
-                    jetstream_max_bytes: *jetstream_max_bytes,
-                    jetstream_max_memory: *jetstream_max_memory,
-                    agents_max_connections: *agents_max_connections,
-                },
-            );
-        }
+        }) => Some(init(
+            dir,
+            flotilla_auth::InitOptions {
+                nats_listen: nats_listen.clone(),
+                tls: *tls,
+                tls_hosts: tls_hosts.clone(),
+                force: *force,
+                jetstream_max_bytes: *jetstream_max_bytes,
+                jetstream_max_memory: *jetstream_max_memory,
+                agents_max_connections: *agents_max_connections,
+            },
+        )),
         Some(Command::Rotate { which, secure_dir }) => {
-            return runtime.block_on(rotate(*which, secure_dir, &args.nats));
+            Some(runtime.block_on(rotate(*which, secure_dir, &args.nats)))
         }
-        None => {}
+        None => None,
     }
+}
+
+/// What the flags name that is read or parsed before the hub starts.
+struct Checked {
+    secure: Option<flotilla_auth::SecureDir>,
+    auto_accept: AutoAccept,
+    tokens: Option<flotilla_hub::grpc::auth::Tokens>,
+    sealing_key: Option<flotilla_hub::serviceaccount::key::SealingKey>,
+}
+
+/// Checks every flag; every problem is reported at once.
+fn check(args: &Args) -> Result<Checked, Vec<String>> {
     let mut errors = Vec::new();
+    check_numbers(args, &mut errors);
+    check_listeners(args, &mut errors);
+    let secure = load(
+        args.secure_dir.as_deref(),
+        "--secure-dir",
+        flotilla_auth::SecureDir::load,
+        &mut errors,
+    );
+    let auto_accept = AutoAccept {
+        enabled: args.auto_accept,
+        labels: parse(
+            &args.auto_accept_labels,
+            "--auto-accept-labels",
+            selector::parse,
+            &mut errors,
+        ),
+        claims: parse(
+            &args.auto_accept_claims,
+            "--auto-accept-claims",
+            selector::parse_claims,
+            &mut errors,
+        ),
+    };
+    let tokens = load(
+        args.api_token_file.as_deref(),
+        "--api-token-file",
+        flotilla_hub::grpc::auth::Tokens::load,
+        &mut errors,
+    );
+    let sealing_path = args.sealing_key_file.clone().or_else(|| {
+        secure
+            .as_ref()
+            .map(|s| s.dir.join(flotilla_auth::sealing::SEALING_KEY_FILE))
+    });
+    let sealing_key = load(
+        sealing_path.as_deref(),
+        "--sealing-key-file",
+        flotilla_hub::serviceaccount::key::SealingKey::from_file,
+        &mut errors,
+    );
+    if errors.is_empty() {
+        Ok(Checked {
+            secure,
+            auto_accept,
+            tokens,
+            sealing_key,
+        })
+    } else {
+        Err(errors)
+    }
+}
+
+/// Reads the file a flag names, if it names one.
+fn load<T, E: std::fmt::Display>(
+    path: Option<&std::path::Path>,
+    flag: &str,
+    read: impl FnOnce(&std::path::Path) -> Result<T, E>,
+    errors: &mut Vec<String>,
+) -> Option<T> {
+    read(path?)
+        .map_err(|e| errors.push(format!("{flag}: {e}")))
+        .ok()
+}
+
+type SelectorParser = fn(&str) -> Result<flotilla_api::v1::LabelSelector, selector::SelectorError>;
+
+/// Parses the selector a flag gives, if it gives one.
+fn parse(
+    s: &Option<String>,
+    flag: &str,
+    parser: SelectorParser,
+    errors: &mut Vec<String>,
+) -> Option<flotilla_api::v1::LabelSelector> {
+    parser(s.as_ref()?)
+        .map_err(|e| errors.push(format!("{flag}: {e}")))
+        .ok()
+}
+
+/// The numbers' ranges.
+fn check_numbers(args: &Args, errors: &mut Vec<String>) {
     if args.credentials_ttl_seconds < 120 {
         errors.push(format!(
             "--credentials-ttl-seconds: {} is below 120",
             args.credentials_ttl_seconds
         ));
     }
-    let secure = match &args.secure_dir {
-        Some(dir) => match flotilla_auth::SecureDir::load(dir) {
-            Ok(s) => Some(s),
-            Err(e) => {
-                errors.push(format!("--secure-dir: {e}"));
-                None
-            }
-        },
-        None => None,
-    };
-    type Parser = fn(&str) -> Result<flotilla_api::v1::LabelSelector, selector::SelectorError>;
-    let parse = |s: &Option<String>, flag: &str, parser: Parser, errors: &mut Vec<String>| {
-        s.as_ref().and_then(|s| match parser(s) {
-            Ok(sel) => Some(sel),
-            Err(e) => {
-                errors.push(format!("{flag}: {e}"));
-                None
-            }
-        })
-    };
-    let labels = parse(
-        &args.auto_accept_labels,
-        "--auto-accept-labels",
-        selector::parse,
-        &mut errors,
-    );
-    let claims = parse(
-        &args.auto_accept_claims,
-        "--auto-accept-claims",
-        selector::parse_claims,
-        &mut errors,
-    );
     if !(1..=3600).contains(&args.default_lease_duration_seconds) {
         errors.push(format!(
             "--default-lease-duration-seconds: {} is outside 1..=3600",
@@ -451,16 +497,11 @@ fn main() -> ExitCode {
     if args.lease_grace_multiplier == 0 {
         errors.push("--lease-grace-multiplier: must be at least 1".into());
     }
-    let tokens = match &args.api_token_file {
-        Some(path) => match flotilla_hub::grpc::auth::Tokens::load(path) {
-            Ok(t) => Some(t),
-            Err(e) => {
-                errors.push(format!("--api-token-file: {e}"));
-                None
-            }
-        },
-        None => None,
-    };
+}
+
+/// An API, cluster proxy or dashboard that anyone reaching it could use is refused unless asked
+/// for.
+fn check_listeners(args: &Args, errors: &mut Vec<String>) {
     if args.api_token_file.is_none()
         && !args.grpc_listen.ip().is_loopback()
         && !args.api_allow_unauthenticated
@@ -471,67 +512,73 @@ fn main() -> ExitCode {
             args.grpc_listen
         ));
     }
-    if let Some(addr) = args.cluster_proxy_listen {
-        errors.extend(flotilla_hub::webserver::listener_refusals(
+    let listeners = [
+        (
             "--cluster-proxy-listen",
-            addr,
-            args.grpc_tls_cert.is_some(),
-            args.api_token_file.is_some(),
-            args.api_allow_unauthenticated,
+            args.cluster_proxy_listen,
             "act on every cluster",
-        ));
-    }
-    if let Some(addr) = args.dashboard_listen {
-        errors.extend(flotilla_hub::webserver::listener_refusals(
+        ),
+        (
             "--dashboard-listen",
-            addr,
-            args.grpc_tls_cert.is_some(),
-            args.api_token_file.is_some(),
-            args.api_allow_unauthenticated,
+            args.dashboard_listen,
             "see the whole fleet and pause its rollouts",
-        ));
-    }
-    let sealing_path = args.sealing_key_file.clone().or_else(|| {
-        secure
-            .as_ref()
-            .map(|s| s.dir.join(flotilla_auth::sealing::SEALING_KEY_FILE))
-    });
-    let sealing_key = match &sealing_path {
-        Some(path) => match flotilla_hub::serviceaccount::key::SealingKey::from_file(path) {
-            Ok(k) => Some(k),
-            Err(e) => {
-                errors.push(format!("--sealing-key-file: {e}"));
-                None
-            }
-        },
-        None => None,
-    };
-    if !errors.is_empty() {
-        for e in errors {
-            eprintln!("flotilla-hub: {e}");
+        ),
+    ];
+    for (flag, addr, power) in listeners {
+        if let Some(addr) = addr {
+            errors.extend(flotilla_hub::webserver::listener_refusals(
+                flag,
+                addr,
+                args.grpc_tls_cert.is_some(),
+                args.api_token_file.is_some(),
+                args.api_allow_unauthenticated,
+                power,
+            ));
         }
-        return ExitCode::from(64);
     }
-    let mut config = flotilla_hub::Config::new(&args.nats.url);
-    config.nats = args.nats.config("flotilla-hub");
-    config.nats.inbox_prefix = Some(flotilla_bus::reply::HUB_INBOX_PREFIX.to_string());
-    if let Some(secure) = &secure {
-        if config.nats.credentials_file.is_none() {
-            // Read at every reconnect: `flotilla-hub rotate hub` takes effect without a restart.
-            config.nats.auth = Some(std::sync::Arc::new(flotilla_auth::creds::CredsFile(
+}
+
+/// The hub's NATS connection: the hub's inbox prefix, and in secure mode its credentials file
+/// (read at every reconnect: `flotilla-hub rotate hub` takes effect without a restart) and CA.
+fn nats_config(
+    args: &Args,
+    secure: Option<&flotilla_auth::SecureDir>,
+) -> Result<flotilla_bus::connect::NatsConfig, String> {
+    let mut nats = args.nats.config("flotilla-hub");
+    nats.inbox_prefix = Some(flotilla_bus::reply::HUB_INBOX_PREFIX.to_string());
+    if let Some(secure) = secure {
+        if nats.credentials_file.is_none() {
+            nats.auth = Some(std::sync::Arc::new(flotilla_auth::creds::CredsFile(
                 secure.hub_creds.clone(),
             )));
         }
-        if let (None, Some(tls)) = (&config.nats.tls_ca_file, &secure.tls) {
-            config.nats.tls_ca_file = Some(tls.ca.clone());
+        if let (None, Some(tls)) = (&nats.tls_ca_file, &secure.tls) {
+            nats.tls_ca_file = Some(tls.ca.clone());
         }
+    }
+    let ca = nats.tls_ca_file.is_some();
+    for w in flotilla_bus::connect::check_transport(&nats.url, ca, secure.is_some())
+        .map_err(|e| format!("--nats-url {e}"))?
+    {
+        tracing::warn!("{w}");
+    }
+    nats.require_tls = flotilla_bus::connect::tls_required(ca, &nats.url);
+    Ok(nats)
+}
+
+/// The hub's configuration from its checked flags.
+fn config(args: &Args, checked: Checked) -> Result<flotilla_hub::Config, String> {
+    use std::time::Duration;
+    let mut config = flotilla_hub::Config::new(&args.nats.url);
+    config.nats = nats_config(args, checked.secure.as_ref())?;
+    if let Some(secure) = &checked.secure {
         config.cluster.key_policy = flotilla_hub::cluster::rules::KeyPolicy::Pin;
         config.security = Some(flotilla_hub::security::SecurityConfig {
             dir: secure.dir.clone(),
-            credentials_ttl: std::time::Duration::from_secs(args.credentials_ttl_seconds),
+            credentials_ttl: Duration::from_secs(args.credentials_ttl_seconds),
         });
     }
-    match sealing_key {
+    match checked.sealing_key {
         Some(key) => config.service_accounts.key = key,
         None => tracing::warn!(
             "no --sealing-key-file (nor --secure-dir): ManagedServiceAccount tokens are sealed \
@@ -542,54 +589,64 @@ fn main() -> ExitCode {
     config.cluster_proxy.listen = args.cluster_proxy_listen;
     config.dashboard.listen = args.dashboard_listen;
     config.metrics_listen = args.metrics_listen;
-    config.api.tokens = tokens;
+    config.api.tokens = checked.tokens;
     config.api.tls = args
         .grpc_tls_cert
-        .zip(args.grpc_tls_key)
+        .clone()
+        .zip(args.grpc_tls_key.clone())
         .map(|(cert, key)| flotilla_hub::TlsFiles { cert, key });
-    config.cluster.auto_accept = AutoAccept {
-        enabled: args.auto_accept,
-        labels,
-        claims,
-    };
+    config.cluster.auto_accept = checked.auto_accept;
     config.cluster.default_lease_duration_seconds = args.default_lease_duration_seconds;
     config.cluster.lease_grace_multiplier = args.lease_grace_multiplier;
     config.cluster.mailbox_capacity = args.mailbox_capacity;
     config.stream.replicas = args.replicas;
-    config.placement.debounce = std::time::Duration::from_millis(args.placement_debounce_ms);
-    config.placement.addon_resync =
-        std::time::Duration::from_secs(args.placement_addon_resync_seconds);
-    config.addons.lease_grace =
-        std::time::Duration::from_secs(args.addon_lease_grace_seconds.max(1));
+    config.placement.debounce = Duration::from_millis(args.placement_debounce_ms);
+    config.placement.addon_resync = Duration::from_secs(args.placement_addon_resync_seconds);
+    config.addons.lease_grace = Duration::from_secs(args.addon_lease_grace_seconds.max(1));
     config.addons.hub_url = args.addon_hub_url.clone().unwrap_or_default();
     config.ha.hub_id = args.hub_id.clone();
-    config.ha.ttl = std::time::Duration::from_secs(args.shard_lease_ttl_seconds);
-    config.ha.renew = std::time::Duration::from_secs(args.shard_lease_renew_seconds);
-    config.ha.margin = config.ha.renew.min(std::time::Duration::from_secs(2));
+    config.ha.ttl = Duration::from_secs(args.shard_lease_ttl_seconds);
+    config.ha.renew = Duration::from_secs(args.shard_lease_renew_seconds);
+    config.ha.margin = config.ha.renew.min(Duration::from_secs(2));
     config.limits = flotilla_hub::limits::LimitsConfig {
         bootstrap_pending_max: args.bootstrap_pending_max,
         bootstrap_register_rate: args.bootstrap_register_rate,
         stream: flotilla_hub::limits::StreamLimits {
             max_bytes: args.status_stream_max_bytes,
-            max_age: std::time::Duration::from_secs(args.status_stream_max_age_seconds),
+            max_age: Duration::from_secs(args.status_stream_max_age_seconds),
         },
         status_unknown_max: args.status_unknown_max,
         registrations_in_flight: args.registrations_in_flight,
     };
-    let ca = config.nats.tls_ca_file.is_some();
-    match flotilla_bus::connect::check_transport(&config.nats.url, ca, secure.is_some()) {
-        Ok(warnings) => {
-            for w in warnings {
-                tracing::warn!("{w}");
-            }
-        }
+    Ok(config)
+}
+
+fn main() -> ExitCode {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
         Err(e) => {
-            eprintln!("flotilla-hub: --nats-url {e}");
+            eprintln!("flotilla-hub: starting the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // The OTLP exporter needs the runtime; logs and traces are set up inside it.
+    let _tracing = {
+        let _enter = runtime.enter();
+        flotilla_bus::trace::init("flotilla-hub", "info")
+    };
+    let args = Args::parse();
+    if let Some(code) = subcommand(&args, &runtime) {
+        return code;
+    }
+    let config = match check(&args).and_then(|c| config(&args, c).map_err(|e| vec![e])) {
+        Ok(c) => c,
+        Err(errors) => {
+            for e in errors {
+                eprintln!("flotilla-hub: {e}");
+            }
             return ExitCode::from(64);
         }
-    }
-    config.nats.require_tls = flotilla_bus::connect::tls_required(ca, &config.nats.url);
-
+    };
     let result = runtime.block_on(flotilla_hub::run(
         config,
         flotilla_bus::process::shutdown_signal(),
