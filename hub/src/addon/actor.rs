@@ -8,14 +8,17 @@
 //! 2. the effective configs of each installed add-on, resolved to the stored objects and their
 //!    spec hashes;
 //! 3. per placement, `flotilla_rollout::step` decides which clusters get the new configs now;
-//!    those get their template rendered into `addon-<name>-deploy-0`;
+//!    those get their template rendered into `addon-<name>-deploy-0` (and `-1`, … when its
+//!    manifests are more than one work carries), and clusters left halfway through a render
+//!    (a manifest being handed over between works, a trailing work to delete) are carried on
+//!    with ([`rules::works`]);
 //! 4. every ManagedClusterAddOn's status (from its work, its lease, its cluster) and the add-on's
 //!    install progressions are written when they changed.
 
 use super::Deps;
 use super::Store;
 pub use super::effects::uninstall;
-use super::effects::{ensure_namespace, manifest_ids, registrations, remove_work, write_status};
+use super::effects::{manifest_ids, registrations, remove_works, sync_works, write_status};
 use super::rules::plan::{self, Installation};
 use super::rules::{self, AddOnKind, ExternalInput, Lifecycle, Resolved, StatusInput};
 use super::settled::StatusKey;
@@ -96,7 +99,10 @@ struct Actor {
 struct Entry {
     mca: Arc<ManagedClusterAddOn>,
     cluster: String,
-    work: Option<Arc<ManifestWork>>,
+    /// Its agent works, by index.
+    works: Vec<Arc<ManifestWork>>,
+    /// Started at its target and not done moving to it ([`rules::works::unfinished`]).
+    unfinished: bool,
     /// Index of the placement it belongs to (`None`: installed by hand).
     placement: Option<usize>,
     group: GroupKey,
@@ -429,7 +435,9 @@ impl Actor {
             .unwrap_or_default();
         let mut recheck = Recheck::default();
         let mut entries = self.gather(&owner).await;
-        let (starts, progressions) = self.plan(&placements, &mut entries, now, &mut recheck);
+        let (mut starts, progressions) = self.plan(&placements, &mut entries, now, &mut recheck);
+        // Started before and not done: carried on with, whatever the rollout decides now.
+        starts.extend((0..entries.len()).filter(|&i| entries[i].unfinished));
         self.start(&mut entries, &starts, now, &mut recheck).await;
         let writes = self.statuses(&entries, now, &mut recheck);
         self.write_statuses(writes, &mut recheck).await;
@@ -454,7 +462,7 @@ impl Actor {
                 continue;
             };
             // Rendered when the add-on had a template: someone else deploys its agent now.
-            if let Err(e) = remove_work(&self.deps, &cluster, &self.name).await {
+            if let Err(e) = remove_works(&self.deps, &cluster, &self.name).await {
                 tracing::warn!(cluster = %cluster, error = %e, "removing the work of an add-on without a template failed");
                 recheck.at(Duration::from_secs(1));
             }
@@ -510,21 +518,20 @@ impl Actor {
                 Some((i, g)) => (Some(*i), g.clone()),
                 None => (None, GroupKey::default()),
             };
-            let work = self
-                .deps
-                .works
-                .get(&ObjectRef::new(&cluster, addon::work_name(&self.name)).inventory_key());
+            let works = self.works_of(&cluster);
+            let refs: Vec<&ManifestWork> = works.iter().map(|w| &**w).collect();
             let resolved = self.resolved(&mca, placement);
             let target = resolved
                 .as_ref()
                 .map(|r| rules::hashes(r))
                 .unwrap_or_default();
             let (mut status, mut since) = match &resolved {
-                Ok(_) => rules::rollout_status(work.as_deref(), &target),
+                Ok(_) => rules::rollout_status(&refs, &target),
                 Err(_) => (Status::Skip, None),
             };
+            let unfinished = resolved.is_ok() && rules::works::unfinished(&refs, &target);
             let mut render_error = None;
-            if status == Status::ToApply
+            if (status == Status::ToApply || unfinished)
                 && let Some((t, at, why)) = self.render_failed.get(&cluster)
                 && *t == target
             {
@@ -534,7 +541,8 @@ impl Actor {
             entries.push(Entry {
                 mca,
                 cluster,
-                work,
+                works,
+                unfinished,
                 placement,
                 group,
                 resolved,
@@ -547,6 +555,12 @@ impl Actor {
         }
 
         entries
+    }
+
+    /// The add-on's agent works on `cluster`, by index.
+    fn works_of(&self, cluster: &str) -> Vec<Arc<ManifestWork>> {
+        let all = self.deps.works.with_prefix(&ObjectRef::prefix(cluster));
+        rules::works::deploy_works(&self.name, all.into_iter().map(|(_, w)| w))
     }
 
     /// The rollout plan ([`plan::plan`]): marks who waits, returns who starts now and each
@@ -602,7 +616,8 @@ impl Actor {
         (plan.start, progressions)
     }
 
-    /// Renders and applies the works of the installations whose turn it is.
+    /// Renders the works of the installations whose turn it is (or that are carried on with)
+    /// and moves each cluster to them ([`sync_works`]).
     async fn start(
         &mut self,
         entries: &mut [Entry],
@@ -615,12 +630,12 @@ impl Actor {
             let e = &entries[i];
             let Ok(resolved) = &e.resolved else { continue };
             match self.render(e, resolved) {
-                Ok(work) => {
+                Ok(works) => {
                     self.render_failed.remove(&e.cluster);
-                    jobs.push((i, work));
+                    jobs.push((i, works));
                 }
                 Err(msg) => {
-                    tracing::warn!(cluster = %e.cluster, error = %msg, "the add-on's work cannot be rendered");
+                    tracing::warn!(cluster = %e.cluster, error = %msg, "the add-on's works cannot be rendered");
                     self.render_failed
                         .insert(e.cluster.clone(), (e.target.clone(), now, msg.clone()));
                     let e = &mut entries[i];
@@ -632,36 +647,32 @@ impl Actor {
                 }
             }
         }
-        let clusters = self.deps.clusters.clone();
-        let results: Vec<(usize, Result<ManifestWork, String>)> =
-            futures::stream::iter(jobs.into_iter().map(|(i, work)| {
-                let cluster = entries[i].cluster.clone();
-                let handle = clusters.get_or_spawn(&cluster);
-                async move {
-                    let applied = match handle {
-                        Ok(h) => h.apply_work(work).await,
-                        Err(e) => Err(e),
-                    };
-                    (i, applied.map_err(|e| e.to_string()))
-                }
-            }))
-            .buffer_unordered(PARALLEL)
-            .collect()
-            .await;
+        let (deps, name) = (&self.deps, self.name.as_str());
+        let results: Vec<_> = futures::stream::iter(jobs.into_iter().map(|(i, desired)| {
+            let cluster = entries[i].cluster.clone();
+            let current = entries[i].works.clone();
+            async move { (i, sync_works(deps, &cluster, name, desired, current).await) }
+        }))
+        .buffer_unordered(PARALLEL)
+        .collect()
+        .await;
         for (i, r) in results {
-            match r {
-                Ok(w) => {
-                    let e = &mut entries[i];
-                    let (status, since) = rules::rollout_status(Some(&w), &e.target);
-                    e.status = status;
-                    e.since = since;
-                    e.work = Some(Arc::new(w));
-                }
+            let e = &mut entries[i];
+            let moved = match r {
+                Ok(moved) => moved,
                 Err(err) => {
-                    tracing::warn!(cluster = %entries[i].cluster, error = %err, "applying the add-on's work failed; retrying");
+                    tracing::warn!(cluster = %e.cluster, error = %err, "applying the add-on's works failed; retrying");
                     recheck.at(Duration::from_secs(2));
+                    continue;
                 }
+            };
+            if moved.held {
+                // A hand-over waits for the agent: its status change pokes the actor too.
+                recheck.at(Duration::from_secs(1));
             }
+            let refs: Vec<&ManifestWork> = moved.works.iter().map(|w| &**w).collect();
+            (e.status, e.since) = rules::rollout_status(&refs, &e.target);
+            e.works = moved.works;
         }
     }
 
@@ -728,7 +739,7 @@ impl Actor {
         let key = StatusKey {
             cma: cma_version,
             mca: e.mca.clone(),
-            work: e.work.clone(),
+            works: e.works.clone(),
             cluster: cluster.clone(),
             template: template.clone(),
             config: config.clone(),
@@ -762,7 +773,7 @@ impl Actor {
         let st = rules::status(&StatusInput {
             cma: &self.cma,
             mca: &e.mca,
-            work: e.work.as_deref(),
+            works: e.works.iter().map(|w| &**w).collect(),
             cluster: cluster.as_deref(),
             configs: &e.resolved,
             mode: &mode,
@@ -821,47 +832,63 @@ impl Actor {
             config,
             hub_url: &self.deps.config.hub_url,
             config_hashes: hashes,
+            ensure_namespace: true,
         }
     }
 
-    /// The work of one cluster at its effective configs, checked against the works of other
+    /// The works of one cluster at its effective configs, checked against the works of other
     /// add-ons on the cluster.
-    fn render(&self, e: &Entry, resolved: &[Resolved]) -> Result<ManifestWork, String> {
+    fn render(&self, e: &Entry, resolved: &[Resolved]) -> Result<Vec<ManifestWork>, String> {
         let template = self
             .template_of(resolved)
             .ok_or_else(|| "the AddOnTemplate is gone".to_string())?;
         let config = self.deployment_config_of(resolved);
         let input = self.render_input(e, &template, config.as_deref(), &e.target);
-        let mut work = render::render(&input).map_err(|e| e.to_string())?;
+        let mut works = render::render(&input).map_err(|e| e.to_string())?;
+        let hub_access = template
+            .spec
+            .as_ref()
+            .is_some_and(|s| !s.registration.is_empty());
         let namespace = render::install_namespace(&input);
-        ensure_namespace(&mut work, &namespace);
-        if let Some(m) = work.metadata.as_mut() {
+        for m in works.iter_mut().filter_map(|w| w.metadata.as_mut()) {
             // Keep the annotation the rollout compares with exactly what the targets are.
             m.annotations.insert(
                 addon::CONFIG_SPEC_HASH_ANNOTATION.to_string(),
                 rules::annotation(&e.target),
             );
             // Hub access: a secure-mode agent puts the add-on's credentials in this Secret.
-            if template
-                .spec
-                .as_ref()
-                .is_some_and(|s| !s.registration.is_empty())
-            {
+            if hub_access {
                 m.annotations.insert(
                     addon::HUB_CREDENTIALS_SECRET_ANNOTATION.to_string(),
                     addon::hub_credentials_secret_name(&self.name),
                 );
-                m.annotations
-                    .insert(addon::INSTALL_NAMESPACE_ANNOTATION.to_string(), namespace);
+                m.annotations.insert(
+                    addon::INSTALL_NAMESPACE_ANNOTATION.to_string(),
+                    namespace.clone(),
+                );
             }
         }
-        self.check_conflicts(&e.cluster, &work)?;
-        Ok(work)
+        self.check_conflicts(&e.cluster, &works)?;
+        Ok(works)
     }
 
-    /// Refuses a work declaring a resource another add-on's work on the cluster declares.
-    fn check_conflicts(&self, cluster: &str, work: &ManifestWork) -> Result<(), String> {
-        let mine = manifest_ids(work);
+    /// Refuses works declaring a resource another add-on's work on the cluster declares.
+    fn check_conflicts(&self, cluster: &str, works: &[ManifestWork]) -> Result<(), String> {
+        let mine: Vec<(String, usize, flotilla_api::work::ManifestId)> = works
+            .iter()
+            .flat_map(|w| {
+                let name = w
+                    .metadata
+                    .as_ref()
+                    .map(|m| m.name.clone())
+                    .unwrap_or_default();
+                manifest_ids(w)
+                    .into_iter()
+                    .map(move |(i, id)| (name.clone(), i, id))
+            })
+            // Namespaces are shared by add-ons (they are orphaned, never deleted, by each).
+            .filter(|(_, _, id)| id.kind != "Namespace")
+            .collect();
         if mine.is_empty() {
             return Ok(());
         }
@@ -877,11 +904,10 @@ impl Actor {
                 continue;
             }
             let theirs = manifest_ids(&other);
-            // Namespaces are shared by add-ons (they are orphaned, never deleted, by each).
-            for (i, id) in mine.iter().filter(|(_, id)| id.kind != "Namespace") {
+            for (work, i, id) in &mine {
                 if theirs.iter().any(|(_, t)| t == id) {
                     return Err(format!(
-                        "spec.agentSpec.workload.manifests[{i}]: {} is already managed by add-on {owner} on this cluster",
+                        "{} (manifests[{i}] of work {work}) is already managed by add-on {owner} on this cluster: declare it in one add-on only",
                         id.describe()
                     ));
                 }

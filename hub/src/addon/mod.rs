@@ -5,10 +5,11 @@
 //! - [`rules`]: pure — which clusters an add-on belongs on, where each stands in the rollout of
 //!   its configs, the status of each ManagedClusterAddOn.
 //! - [`actor`]: one task per ClusterManagementAddOn: creates and removes its
-//!   ManagedClusterAddOns as placements decide, renders its template into one ManifestWork per
-//!   cluster as the rollout allows, writes every ManagedClusterAddOn's status and its own.
-//! - [`effects`]: what the actors change: works' install namespace, status writes,
-//!   uninstalling.
+//!   ManagedClusterAddOns as placements decide, renders its template into a cluster's
+//!   ManifestWorks (more than one when its manifests exceed one work) as the rollout allows,
+//!   writes every ManagedClusterAddOn's status and its own.
+//! - [`effects`]: what the actors change: a cluster's works moved to the rendered ones, status
+//!   writes, uninstalling.
 //! - [`router`]: the add-on agents' NATS subjects (lease renewals, scores) and credential
 //!   requests.
 //!
@@ -857,10 +858,9 @@ impl AddOns {
             return true;
         }
         let (cluster, name) = rules::key_of(mca);
-        let work =
-            self.inner.deps.works.get(
-                &ObjectRef::new(&cluster, flotilla_api::addon::work_name(&name)).inventory_key(),
-            );
+        let work = self.inner.deps.works.get(
+            &ObjectRef::new(&cluster, flotilla_api::addon::work_name(&name, 0)).inventory_key(),
+        );
         rules::released(work.as_deref())
             .unwrap_or_default()
             .keys()
