@@ -765,3 +765,230 @@ async fn an_add_on_over_one_works_size_is_split_into_deploy_works_that_follow_it
     }
     hub.stop().await;
 }
+
+/// AddOnTemplate `name` of add-on `hooked`: a ConfigMap, and a pre-delete hook Job `cleanup`
+/// with `extra_annotations`.
+fn hooked_template(name: &str, extra_annotations: &str) -> String {
+    format!(
+        r#"
+apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: AddOnTemplate
+metadata: {{name: {name}}}
+spec:
+  addonName: hooked
+  agentSpec:
+    workload:
+      manifests:
+        - apiVersion: v1
+          kind: ConfigMap
+          metadata: {{name: hooked-settings, namespace: open-cluster-management-agent-addon}}
+          data: {{cluster: "{{{{CLUSTER_NAME}}}}"}}
+        - apiVersion: batch/v1
+          kind: Job
+          metadata:
+            name: cleanup
+            namespace: open-cluster-management-agent-addon
+            annotations: {{addon.open-cluster-management.io/addon-pre-delete: "", {extra_annotations}}}
+          spec:
+            template:
+              spec:
+                restartPolicy: Never
+                containers: [{{name: cleanup, image: example.com/cleanup:1}}]
+"#
+    )
+}
+
+const HOOKED_ADDON: &str = r#"
+apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: ClusterManagementAddOn
+metadata: {name: hooked}
+spec:
+  supportedConfigs:
+    - group: addon.open-cluster-management.io
+      resource: addontemplates
+      defaultConfig: {name: hooked-v1}
+"#;
+
+/// The `HookManifestCompleted` condition of add-on `hooked` on `cluster`: (status, reason,
+/// message), with whether the installation is marked deleted.
+fn hook_condition(hub: &Hub, cluster: &str) -> Option<(String, String, String, bool)> {
+    let m = hub.addons().get_cluster_addon(cluster, "hooked")?;
+    let deleted = m.metadata.as_ref()?.deletion_timestamp.is_some();
+    let c = m
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.r#type == cond::HOOK_MANIFEST_COMPLETED)?
+        .clone();
+    Some((c.status, c.reason, c.message, deleted))
+}
+
+fn has_work(hub: &Hub, cluster: &str, name: &str) -> bool {
+    hub.works.get(&format!("{cluster}/{name}")).is_some()
+}
+
+#[tokio::test]
+async fn a_pre_delete_hook_runs_before_the_add_on_goes_and_a_failed_one_keeps_it_saying_why() {
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut clusters = clusters_client(&hub).await;
+    let agents = accepted_fleet(&mut clusters, &nats.url(), &["edge-1", "edge-2"]).await;
+    apply(&hub, &hooked_template("hooked-v1", ""))
+        .await
+        .unwrap();
+    apply(
+        &hub,
+        &hooked_template("hooked-failing", r#""sim.flotilla.io/job-outcome": fail"#),
+    )
+    .await
+    .unwrap();
+    apply(&hub, HOOKED_ADDON).await.unwrap();
+    // edge-1 gets the working hook, edge-2 the failing one.
+    apply(
+        &hub,
+        r#"
+apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: ManagedClusterAddOn
+metadata: {name: hooked, namespace: edge-1}
+spec: {}
+---
+apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: ManagedClusterAddOn
+metadata: {name: hooked, namespace: edge-2}
+spec:
+  configs: [{group: addon.open-cluster-management.io, resource: addontemplates, name: hooked-failing}]
+"#,
+    )
+    .await
+    .unwrap();
+    let deploy = addon::work_name("hooked", 0);
+    let hook = addon::pre_delete_work_name("hooked");
+    for c in ["edge-1", "edge-2"] {
+        wait_until(&format!("installed on {c}"), || {
+            let m = hub.addons().get_cluster_addon(c, "hooked")?;
+            (mca_condition(&m, cond::AVAILABLE)? == "True").then_some(())
+        })
+        .await;
+        assert!(has_work(&hub, c, &deploy));
+        assert!(!has_work(&hub, c, &hook), "the hook runs only on removal");
+    }
+
+    // Removing it from edge-1: the hook work is applied first; the add-on stays, marked
+    // deleted, its condition naming the Job, its agent works still there.
+    let mut a = api(&hub).await;
+    let remove = |cluster: &str| GetAddOnRequest {
+        namespace: cluster.into(),
+        name: "hooked".into(),
+    };
+    a.delete_managed_cluster_add_on(remove("edge-1"))
+        .await
+        .unwrap();
+    let (status, reason, message, deleted) = hook_condition(&hub, "edge-1").unwrap();
+    assert!(deleted);
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "HookManifestIsNotCompleted")
+    );
+    assert!(
+        message.contains("Job open-cluster-management-agent-addon/cleanup"),
+        "{message}"
+    );
+    assert!(has_work(&hub, "edge-1", &hook));
+    assert!(has_work(&hub, "edge-1", &deploy));
+    // Re-applying it meanwhile is refused, naming why.
+    let e = apply(
+        &hub,
+        "apiVersion: addon.open-cluster-management.io/v1alpha1\nkind: ManagedClusterAddOn\nmetadata: {name: hooked, namespace: edge-1}\nspec: {}\n",
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
+    assert!(e.message().contains("being deleted"), "{e:?}");
+    // The Job completes: the add-on and all its works go.
+    wait_until("edge-1's add-on and works gone", || {
+        (hub.addons().get_cluster_addon("edge-1", "hooked").is_none()
+            && !has_work(&hub, "edge-1", &deploy)
+            && !has_work(&hub, "edge-1", &hook))
+        .then_some(())
+    })
+    .await;
+
+    // edge-2's hook fails: removal waits, and says which Job failed and why.
+    a.delete_managed_cluster_add_on(remove("edge-2"))
+        .await
+        .unwrap();
+    let (_, _, message, deleted) = wait_until("edge-2's hook failed", || {
+        hook_condition(&hub, "edge-2").filter(|(_, reason, _, _)| reason == "HookManifestFailed")
+    })
+    .await;
+    assert!(deleted);
+    assert!(
+        message.contains(
+            "Job open-cluster-management-agent-addon/cleanup failed (BackoffLimitExceeded)"
+        ),
+        "{message}"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        hub.addons().get_cluster_addon("edge-2", "hooked").is_some(),
+        "a failed hook keeps the add-on"
+    );
+    assert!(has_work(&hub, "edge-2", &deploy));
+    // The cluster goes: nothing can run there any more, so nothing is waited for.
+    clusters
+        .delete_cluster(flotilla_api::v1::DeleteClusterRequest {
+            name: "edge-2".into(),
+        })
+        .await
+        .unwrap();
+    wait_until("edge-2's add-on gone with its cluster", || {
+        hub.addons()
+            .get_cluster_addon("edge-2", "hooked")
+            .is_none()
+            .then_some(())
+    })
+    .await;
+
+    // Deleting the add-on itself runs the hook of each installation first: the add-on stays,
+    // marked deleted (and cannot be applied again meanwhile), until the last one is gone.
+    apply(
+        &hub,
+        "apiVersion: addon.open-cluster-management.io/v1alpha1\nkind: ManagedClusterAddOn\nmetadata: {name: hooked, namespace: edge-1}\nspec: {}\n",
+    )
+    .await
+    .unwrap();
+    wait_until("installed on edge-1 again", || {
+        let m = hub.addons().get_cluster_addon("edge-1", "hooked")?;
+        (mca_condition(&m, cond::AVAILABLE)? == "True").then_some(())
+    })
+    .await;
+    a.delete_cluster_management_add_on(GetAddOnRequest {
+        namespace: String::new(),
+        name: "hooked".into(),
+    })
+    .await
+    .unwrap();
+    let cma = hub
+        .addons()
+        .get_addon("hooked")
+        .expect("kept while its hook runs");
+    assert!(cma.metadata.as_ref().unwrap().deletion_timestamp.is_some());
+    assert!(hook_condition(&hub, "edge-1").is_some_and(|(_, _, _, deleted)| deleted));
+    let e = apply(&hub, HOOKED_ADDON).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
+    wait_until("the add-on, its installation and works gone", || {
+        (hub.addons().get_addon("hooked").is_none()
+            && hub.addons().get_cluster_addon("edge-1", "hooked").is_none()
+            && !has_work(&hub, "edge-1", &deploy)
+            && !has_work(&hub, "edge-1", &hook))
+        .then_some(())
+    })
+    .await;
+    // Gone: it can be applied afresh.
+    apply(&hub, HOOKED_ADDON).await.unwrap();
+    for a in agents {
+        a.stop().await;
+    }
+    hub.stop().await;
+}

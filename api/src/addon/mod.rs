@@ -118,6 +118,8 @@ pub mod conditions {
     pub const MANIFEST_APPLIED: &str = "ManifestApplied";
     /// Its hub credentials are issued (or it needs none).
     pub const REGISTRATION_APPLIED: &str = "RegistrationApplied";
+    /// Its pre-delete hooks have run to completion (set while it is being removed).
+    pub const HOOK_MANIFEST_COMPLETED: &str = "HookManifestCompleted";
 }
 
 /// Name of the `index`-th work of an add-on's agent (OCM's `addon-<name>-deploy-<index>`): the

@@ -1,12 +1,18 @@
 //! What the add-on actors do to the world: a cluster moved to its rendered works, the identities
 //! of a work's manifests (for conflicts between add-ons), the registrations shown in the status,
-//! status writes and uninstalling (works, stored object, lease, credentials).
+//! status writes and uninstalling (pre-delete hook, works, stored object, lease, credentials).
 
+use super::rules::uninstall::{
+    self, REASON_COMPLETED, REASON_NOT_COMPLETED, UninstallStep, UninstallView,
+};
 use super::rules::works as rules;
 use super::{AddOnError, Deps, Store};
 use crate::keys::ObjectRef;
 use flotilla_api::addon;
-use flotilla_api::v1::{AddOnTemplate, ManifestWork, RegistrationConfig, Subject};
+use flotilla_api::meta::{self, status};
+use flotilla_api::v1::{
+    AddOnTemplate, ManagedClusterAddOn, ManifestWork, RegistrationConfig, Subject,
+};
 use std::sync::Arc;
 
 /// A cluster's agent works after [`sync_works`].
@@ -140,22 +146,12 @@ pub async fn write_status(
 }
 
 /// Deletes every work of add-on `name` on `cluster` (its agent works and its pre-delete hook
-/// work: the works labelled [`addon::ADDON_NAME_LABEL`] with its name) that is not on its way.
+/// work) that is not on its way out.
 pub async fn remove_works(deps: &Deps, cluster: &str, name: &str) -> Result<(), AddOnError> {
     let Some(handle) = deps.clusters.get(cluster) else {
         return Ok(()); // no cluster actor: the cluster and its works are gone
     };
-    let owned: Vec<String> = deps
-        .works
-        .with_prefix(&ObjectRef::prefix(cluster))
-        .into_iter()
-        .filter_map(|(_, w)| {
-            let m = w.metadata.as_ref()?;
-            let ours = m.labels.get(addon::ADDON_NAME_LABEL) == Some(&name.to_string());
-            (ours && m.deletion_timestamp.is_none()).then(|| m.name.clone())
-        })
-        .collect();
-    for work in owned {
+    for work in owned_works(deps, cluster, name) {
         if let Err(e) = handle.delete_work(work.clone()).await {
             return Err(AddOnError::Unavailable(format!(
                 "removing work {cluster}/{work} of add-on {name}: {e}"
@@ -165,16 +161,161 @@ pub async fn remove_works(deps: &Deps, cluster: &str, name: &str) -> Result<(), 
     Ok(())
 }
 
-/// Removes add-on `name` from `cluster`: its works, its stored object, its lease, its agent's
-/// credentials.
+/// The works of add-on `name` on `cluster` (labelled [`addon::ADDON_NAME_LABEL`] with its name)
+/// that are not on their way out.
+fn owned_works(deps: &Deps, cluster: &str, name: &str) -> Vec<String> {
+    deps.works
+        .with_prefix(&ObjectRef::prefix(cluster))
+        .into_iter()
+        .filter_map(|(_, w)| {
+            let m = w.metadata.as_ref()?;
+            let ours = m.labels.get(addon::ADDON_NAME_LABEL).map(String::as_str) == Some(name);
+            (ours && m.deletion_timestamp.is_none()).then(|| m.name.clone())
+        })
+        .collect()
+}
+
+/// How far removing an add-on from a cluster got.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Removal {
+    /// The installation is gone (its works on their way out).
+    Removed,
+    /// It stays, marked deleted, until its pre-delete hook completes (what it waits for).
+    Waiting(String),
+}
+
+/// One step of removing add-on `name` from `cluster` — the thin executor of
+/// [`uninstall::step`]. `hook` is the pre-delete hook work the add-on's template renders for
+/// the cluster (`Ok(None)`: none), or why it cannot be rendered. While the hook runs the
+/// ManagedClusterAddOn stays, marked deleted, its `HookManifestCompleted` condition saying what
+/// it waits for; call again when the hook work's status changes.
 pub async fn uninstall(
     store: &Store,
     deps: &Deps,
     cluster: &str,
     name: &str,
+    hook: Result<Option<ManifestWork>, String>,
+) -> Result<Removal, AddOnError> {
+    let key = ObjectRef::new(cluster, name);
+    let Some(mca) = store.cluster_addon_views.get(&key.inventory_key()) else {
+        return Ok(Removal::Removed);
+    };
+    let hook_ref = ObjectRef::new(cluster, addon::pre_delete_work_name(name));
+    let applied_hook = deps.works.get(&hook_ref.inventory_key());
+    let step = uninstall::step(&UninstallView {
+        cluster_exists: deps.inventory.get(cluster).is_some(),
+        hook: hook.as_ref().map(Option::as_ref).map_err(String::as_str),
+        applied_hook: applied_hook.as_deref(),
+        hook_completed: hook_recorded(&mca),
+        works_left: !owned_works(deps, cluster, name).is_empty(),
+    });
+    match (step, hook) {
+        (UninstallStep::ApplyHook, Ok(Some(work))) => {
+            let why = format!(
+                "applying the pre-delete hook work {} ({})",
+                hook_ref.name,
+                uninstall::hooks_named(&work)
+            );
+            mark(
+                store,
+                cluster,
+                name,
+                (status::FALSE, REASON_NOT_COMPLETED, &why),
+            )
+            .await?;
+            let handle = deps
+                .clusters
+                .get_or_spawn(cluster)
+                .map_err(|e| AddOnError::Unavailable(format!("cluster {cluster}: {e}")))?;
+            handle
+                .apply_work(work)
+                .await
+                .map_err(|e| AddOnError::Unavailable(format!("applying work {hook_ref}: {e}")))?;
+            Ok(Removal::Waiting(why))
+        }
+        (UninstallStep::WaitHook { reason, message }, _) => {
+            mark(store, cluster, name, (status::FALSE, reason, &message)).await?;
+            Ok(Removal::Waiting(message))
+        }
+        (UninstallStep::DeleteWorks { record_hook }, _) => {
+            if record_hook {
+                let done = format!("hook manifestWork {} is completed.", hook_ref.name);
+                mark(
+                    store,
+                    cluster,
+                    name,
+                    (status::TRUE, REASON_COMPLETED, &done),
+                )
+                .await?;
+            }
+            remove_works(deps, cluster, name).await?;
+            forget(store, deps, cluster, name).await?;
+            Ok(Removal::Removed)
+        }
+        (UninstallStep::Done, _) => {
+            forget(store, deps, cluster, name).await?;
+            Ok(Removal::Removed)
+        }
+        // `step` applies a hook only when there is one.
+        (UninstallStep::ApplyHook, _) => Err(AddOnError::Conflict(format!(
+            "removing add-on {name} from {cluster}: no pre-delete hook work to apply"
+        ))),
+    }
+}
+
+/// Whether the add-on's pre-delete hook completed before (its condition records it).
+fn hook_recorded(mca: &ManagedClusterAddOn) -> bool {
+    mca.status.as_ref().is_some_and(|s| {
+        meta::find_condition(&s.conditions, addon::conditions::HOOK_MANIFEST_COMPLETED)
+            .is_some_and(|c| c.status == status::TRUE)
+    })
+}
+
+/// Marks the installation deleted (once) with its `HookManifestCompleted` condition
+/// (status, reason, message); written only when that changes it.
+async fn mark(
+    store: &Store,
+    cluster: &str,
+    name: &str,
+    (state, reason, message): (&str, &str, &str),
 ) -> Result<(), AddOnError> {
     let key = ObjectRef::new(cluster, name);
-    remove_works(deps, cluster, name).await?;
+    let Some((mut stored, revision)) = store.cluster_addons.get(&key.store_key()).await? else {
+        return Ok(()); // removed meanwhile
+    };
+    let before = stored.clone();
+    let m = stored.metadata.get_or_insert_with(Default::default);
+    if m.deletion_timestamp.is_none() {
+        m.deletion_timestamp = Some(meta::now());
+    }
+    let st = stored.status.get_or_insert_with(Default::default);
+    meta::set_condition(
+        &mut st.conditions,
+        addon::conditions::HOOK_MANIFEST_COMPLETED,
+        state,
+        reason,
+        message,
+    );
+    if stored == before {
+        return Ok(());
+    }
+    let rev = store
+        .cluster_addons
+        .write(&key.store_key(), &stored, revision)
+        .await?;
+    if let Some(m) = stored.metadata.as_mut() {
+        m.resource_version = rev;
+    }
+    store
+        .cluster_addon_views
+        .upsert(&key.inventory_key(), stored);
+    Ok(())
+}
+
+/// Forgets the installation: revokes its agent's credentials, then drops its stored object and
+/// its lease.
+async fn forget(store: &Store, deps: &Deps, cluster: &str, name: &str) -> Result<(), AddOnError> {
+    let key = ObjectRef::new(cluster, name);
     let agent_key = store
         .cluster_addon_views
         .get(&key.inventory_key())

@@ -69,6 +69,8 @@
 //!   them); orphaning rules replace the delete option's policy but keep its TTL.
 //! - Orphaning rules and feedback identifiers use Flotilla's manifest identity (a namespaced
 //!   object without a namespace is in `default`), as the agent matches them.
+//! - Hook Jobs also report their `Failed` condition (`JSONPaths`, [`HOOK_JOB_FAILURE_PATHS`]),
+//!   so a removal waiting on a failed hook says why.
 //! - Generated feedback rules are merged into the template's first `manifestConfigs` entry that
 //!   selects the workload (OCM merges only into an identical identifier, and lists its
 //!   generated entries first); the template's entries keep their indices.
@@ -271,7 +273,7 @@ pub fn install_namespace(input: &Input) -> String {
 }
 
 /// Renders the add-on's agent works (see the module documentation): one work, or more when
-/// the manifests are more than one work may carry ([`split`]).
+/// the manifests are more than one work may carry.
 pub fn render(input: &Input) -> Result<Vec<v1::ManifestWork>, RenderError> {
     let (work, origins) = agent_work(input)?;
     check(&work, &origins)?;
@@ -496,10 +498,24 @@ fn split(
     Ok(works)
 }
 
+/// Feedback of a hook Job's failure, by value name (Flotilla: OCM's hook work reports only
+/// completion, so a removal waiting on a failed Job could not say why).
+pub const HOOK_JOB_FAILURE_PATHS: [(&str, &str); 2] = [
+    (
+        "JobFailed",
+        r#".status.conditions[?(@.type=="Failed")].status"#,
+    ),
+    (
+        "JobFailedReason",
+        r#".status.conditions[?(@.type=="Failed")].reason"#,
+    ),
+];
+
 /// Renders the add-on's pre-delete hooks (Jobs and Pods marked with
 /// [`PRE_DELETE_HOOK_ANNOTATION`] or [`PRE_DELETE_HOOK_LABEL`]) into the work
 /// [`pre_delete_work_name`], each with a `WellKnownStatus` feedback rule (OCM's
-/// `BuildHookWork`); `None` when the template has none.
+/// `BuildHookWork`), Jobs also with the `JSONPaths` of [`HOOK_JOB_FAILURE_PATHS`]; `None` when
+/// the template has none.
 pub fn pre_delete(input: &Input) -> Result<Option<v1::ManifestWork>, RenderError> {
     let mut manifests = Vec::new();
     let mut origins = Vec::new();
@@ -509,12 +525,11 @@ pub fn pre_delete(input: &Input) -> Result<Option<v1::ManifestWork>, RenderError
         .filter(|(_, o)| is_pre_delete_hook(o))
     {
         if let Ok(id) = crate::work::manifest_id(&obj) {
-            manifest_configs.push(well_known_config(
-                &id.group,
-                &id.resource(),
-                &id.namespace,
-                &id.name,
-            ));
+            let mut config = well_known_config(&id.group, &id.resource(), &id.namespace, &id.name);
+            if id.group == "batch" && id.kind == "Job" {
+                config.feedback_rules.push(job_failure_rule());
+            }
+            manifest_configs.push(config);
         }
         manifests.push(to_manifest(&obj));
         origins.push(Origin::Template(i));
@@ -1104,6 +1119,36 @@ fn well_known_config(
         feedback_rules: vec![well_known_rule()],
         ..Default::default()
     }
+}
+
+fn job_failure_rule() -> v1::FeedbackRule {
+    v1::FeedbackRule {
+        r#type: "JSONPaths".into(),
+        json_paths: HOOK_JOB_FAILURE_PATHS
+            .iter()
+            .map(|(name, path)| v1::JsonPath {
+                name: name.to_string(),
+                path: path.to_string(),
+                version: String::new(),
+            })
+            .collect(),
+    }
+}
+
+/// Whether a template may have pre-delete hooks: a manifest names
+/// [`PRE_DELETE_HOOK_ANNOTATION`] or [`PRE_DELETE_HOOK_LABEL`] anywhere in its text. For when
+/// it cannot be rendered: removing an add-on whose hooks cannot be rendered must wait, one
+/// without hooks need not.
+pub fn may_have_pre_delete_hooks(template: &v1::AddOnTemplate) -> bool {
+    // The annotation key ends with the label key.
+    let key = PRE_DELETE_HOOK_LABEL.as_bytes();
+    agent_spec(template)
+        .and_then(|s| s.workload.as_ref())
+        .is_some_and(|w| {
+            w.manifests
+                .iter()
+                .any(|m| m.raw.windows(key.len()).any(|x| x == key))
+        })
 }
 
 fn well_known_rule() -> v1::FeedbackRule {

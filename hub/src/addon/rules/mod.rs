@@ -392,6 +392,7 @@ pub fn lease_recheck(
 
 pub mod external;
 pub mod plan;
+pub mod uninstall;
 pub mod works;
 
 pub use external::{ExternalInput, external_status};

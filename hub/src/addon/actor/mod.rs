@@ -12,16 +12,24 @@
 //!    manifests are more than one work carries), and clusters left halfway through a render
 //!    (a manifest being handed over between works, a trailing work to delete) are carried on
 //!    with ([`rules::works`]);
-//! 4. every ManagedClusterAddOn's status (from its work, its lease, its cluster) and the add-on's
+//! 4. every ManagedClusterAddOn's status (from its works, its lease, its cluster) and the add-on's
 //!    install progressions are written when they changed.
+//!
+//! Installations being removed (marked deleted, waiting for their pre-delete hook) are carried
+//! a step further every round, and a deleted add-on only removes its installations and then
+//! itself (`actor/removal.rs`).
 
-use super::Deps;
-use super::Store;
-pub use super::effects::uninstall;
-use super::effects::{manifest_ids, registrations, remove_works, sync_works, write_status};
+mod removal;
+
+use removal::is_deleting;
+
+use super::effects::{
+    Removal, manifest_ids, registrations, remove_works, sync_works, write_status,
+};
 use super::rules::plan::{self, Installation};
 use super::rules::{self, AddOnKind, ExternalInput, Lifecycle, Resolved, StatusInput};
 use super::settled::StatusKey;
+use super::{AddOnError, Deps, Store};
 use crate::keys::ObjectRef;
 use flotilla_api::addon::{self, configs, health, render};
 use flotilla_api::ocm;
@@ -43,8 +51,18 @@ pub enum Msg {
     Spec(Box<ClusterManagementAddOn>),
     /// The add-on's agent on this cluster renewed a lease after none or a stale one.
     Lease(String),
-    /// Delete the add-on: every ManagedClusterAddOn of it and their works; answers when done.
-    Delete(oneshot::Sender<()>),
+    /// Remove the add-on from this cluster: its pre-delete hook first, when it has one
+    /// ([`crate::addon::effects::uninstall`]); answers after the first step.
+    Uninstall {
+        /// The cluster.
+        cluster: String,
+        /// Removed, or waiting for its hook (the installation stays, marked deleted).
+        done: oneshot::Sender<Result<Removal, AddOnError>>,
+    },
+    /// Delete the add-on: every ManagedClusterAddOn of it (hooks first) and their works, then
+    /// the add-on itself; answers after the first step of each. The actor ends once everything
+    /// is gone.
+    Delete(oneshot::Sender<Removal>),
 }
 
 /// How often the actor reconciles without any event.
@@ -61,6 +79,11 @@ pub fn spawn(
 ) -> mpsc::Sender<Msg> {
     let (tx, rx) = mpsc::channel(256);
     let name = cma.metadata.clone().unwrap_or_default().name;
+    // A hub restarted while the add-on was being deleted carries on deleting it.
+    let deleting = cma
+        .metadata
+        .as_ref()
+        .is_some_and(|m| m.deletion_timestamp.is_some());
     let actor = Actor {
         cma,
         deps,
@@ -70,6 +93,8 @@ pub fn spawn(
         hashes: HashMap::new(),
         render_failed: HashMap::new(),
         settled: HashMap::new(),
+        deleting,
+        gone: false,
     };
     let span = tracing::info_span!("addon", name = %name);
     tasks.spawn(tracing::Instrument::instrument(actor.run(rx), span));
@@ -93,6 +118,10 @@ struct Actor {
     /// again: during a 10,000-cluster upgrade each wave changes a tenth of the works, and
     /// recomputing every installation on every change was most of the actor's work.
     settled: HashMap<String, StatusKey>,
+    /// The add-on is being deleted: its installations are removed, nothing is installed.
+    deleting: bool,
+    /// Everything of the add-on is gone: the actor ends.
+    gone: bool,
 }
 
 /// One installed add-on as this round sees it.
@@ -133,10 +162,13 @@ impl Actor {
                         next = Some(tokio::time::Instant::now());
                     }
                     Some(Msg::Lease(_)) => poke = true,
+                    Some(Msg::Uninstall { cluster, done }) => {
+                        let _ = done.send(self.uninstall(&cluster).await);
+                        poke = true;
+                    }
                     Some(Msg::Delete(done)) => {
-                        self.cascade().await;
-                        let _ = done.send(());
-                        return;
+                        let _ = done.send(self.cascade().await);
+                        poke = true;
                     }
                     None => return,
                 },
@@ -172,6 +204,9 @@ impl Actor {
                         .await
                         .map(|d| tokio::time::Instant::now() + d.min(RESYNC));
                 }
+            }
+            if self.gone {
+                return;
             }
             if poke {
                 next = Some(soon().min(next.unwrap_or_else(soon)));
@@ -410,9 +445,9 @@ impl Actor {
         if complete {
             for mca in self.store.installed(&self.name) {
                 let (cluster, _) = rules::key_of(&mca);
-                if !owner.contains_key(&cluster) {
+                if !owner.contains_key(&cluster) && !is_deleting(&mca) {
                     tracing::info!(cluster = %cluster, "no placement selects the cluster; removing the add-on");
-                    if let Err(e) = uninstall(&self.store, &self.deps, &cluster, &self.name).await {
+                    if let Err(e) = self.uninstall(&cluster).await {
                         tracing::warn!(cluster = %cluster, error = %e, "removing the add-on failed");
                     }
                 }
@@ -424,16 +459,20 @@ impl Actor {
     /// One reconciliation; returns when to look again.
     async fn reconcile(&mut self) -> Option<Duration> {
         let now = SystemTime::now();
+        if self.deleting {
+            return self.reconcile_deleting().await;
+        }
         let owner = self.follow_placements().await;
+        let mut recheck = Recheck::default();
+        self.finish_removals(&mut recheck).await;
         if rules::kind_of(&self.cma) == AddOnKind::External {
-            return self.reconcile_external(now).await;
+            return self.reconcile_external(now, recheck).await;
         }
         let placements = self
             .spec()
             .install_strategy
             .map(|s| s.placements)
             .unwrap_or_default();
-        let mut recheck = Recheck::default();
         let mut entries = self.gather(&owner).await;
         let (mut starts, progressions) = self.plan(&placements, &mut entries, now, &mut recheck);
         // Started before and not done: carried on with, whatever the rollout decides now.
@@ -449,14 +488,20 @@ impl Actor {
     /// rendered, applied or rolled out; each installation's status says where it runs and
     /// whether its agent's lease is fresh, the add-on's its default configs' hashes. The add-ons
     /// of deleted clusters are removed.
-    async fn reconcile_external(&mut self, now: SystemTime) -> Option<Duration> {
+    async fn reconcile_external(
+        &mut self,
+        now: SystemTime,
+        mut recheck: Recheck,
+    ) -> Option<Duration> {
         let grace = self.deps.config.lease_grace;
-        let mut recheck = Recheck::default();
         let mut writes = Vec::new();
         for mca in self.store.installed(&self.name) {
             let (cluster, _) = rules::key_of(&mca);
+            if is_deleting(&mca) {
+                continue;
+            }
             let Some(c) = self.deps.inventory.get(&cluster) else {
-                if let Err(e) = uninstall(&self.store, &self.deps, &cluster, &self.name).await {
+                if let Err(e) = self.uninstall(&cluster).await {
                     tracing::warn!(cluster = %cluster, error = %e, "removing the add-on of a deleted cluster failed");
                 }
                 continue;
@@ -507,9 +552,12 @@ impl Actor {
         let mut entries = Vec::new();
         for mca in self.store.installed(&self.name) {
             let (cluster, _) = rules::key_of(&mca);
+            if is_deleting(&mca) {
+                continue; // being removed: `finish_removals`
+            }
             if self.deps.inventory.get(&cluster).is_none() {
                 // The cluster was deleted: its works went with it.
-                if let Err(e) = uninstall(&self.store, &self.deps, &cluster, &self.name).await {
+                if let Err(e) = self.uninstall(&cluster).await {
                     tracing::warn!(cluster = %cluster, error = %e, "removing the add-on of a deleted cluster failed");
                 }
                 continue;
@@ -757,7 +805,8 @@ impl Actor {
             .unwrap_or_default();
         let install_namespace = match (&e.resolved, &template) {
             (Ok(_), Some(t)) => render::install_namespace(&self.render_input(
-                e,
+                &e.cluster,
+                &e.mca,
                 t,
                 config.as_deref(),
                 &Default::default(),
@@ -814,16 +863,16 @@ impl Actor {
 
     fn render_input<'a>(
         &'a self,
-        e: &'a Entry,
+        cluster: &'a str,
+        mca: &'a ManagedClusterAddOn,
         template: &'a AddOnTemplate,
         config: Option<&'a AddOnDeploymentConfig>,
         hashes: &'a rules::Hashes,
     ) -> render::Input<'a> {
         render::Input {
             addon: &self.name,
-            cluster: &e.cluster,
-            install_namespace: e
-                .mca
+            cluster,
+            install_namespace: mca
                 .spec
                 .as_ref()
                 .map(|s| s.install_namespace.as_str())
@@ -843,7 +892,7 @@ impl Actor {
             .template_of(resolved)
             .ok_or_else(|| "the AddOnTemplate is gone".to_string())?;
         let config = self.deployment_config_of(resolved);
-        let input = self.render_input(e, &template, config.as_deref(), &e.target);
+        let input = self.render_input(&e.cluster, &e.mca, &template, config.as_deref(), &e.target);
         let mut works = render::render(&input).map_err(|e| e.to_string())?;
         let hub_access = template
             .spec
@@ -981,16 +1030,6 @@ impl Actor {
             }
         }
         self.store.addon_views.upsert(&self.name, self.cma.clone());
-    }
-
-    /// Removes every ManagedClusterAddOn of the add-on (and their works).
-    async fn cascade(&self) {
-        for mca in self.store.installed(&self.name) {
-            let (cluster, _) = rules::key_of(&mca);
-            if let Err(e) = uninstall(&self.store, &self.deps, &cluster, &self.name).await {
-                tracing::warn!(cluster = %cluster, error = %e, "removing the add-on failed");
-            }
-        }
     }
 }
 
