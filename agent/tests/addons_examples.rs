@@ -61,7 +61,7 @@ async fn the_example_addon_is_valid_and_its_rendered_work_runs_in_process() {
     );
 
     let hashes = BTreeMap::new();
-    let work = render(&Input {
+    let works = render(&Input {
         addon: "fleet-metrics",
         cluster: "sim-0001",
         install_namespace: "",
@@ -69,8 +69,12 @@ async fn the_example_addon_is_valid_and_its_rendered_work_runs_in_process() {
         config: Some(&config),
         hub_url: "nats://hub.example:4222",
         config_hashes: &hashes,
+        ensure_namespace: false,
     })
     .expect("the template renders");
+    let [work] = works.as_slice() else {
+        panic!("one work expected, got {}", works.len());
+    };
     let objects: Vec<Value> = work
         .spec
         .as_ref()

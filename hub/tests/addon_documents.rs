@@ -223,7 +223,7 @@ async fn an_add_on_managed_by_someone_else_is_installed_by_placement_and_healthy
     );
     assert!(
         hub.works
-            .get(&format!("edge-1/{}", addon::work_name("helloworld")))
+            .get(&format!("edge-1/{}", addon::work_name("helloworld", 0)))
             .is_none()
     );
     // The add-on's own status: its default config with OCM's spec hash, no rollout.

@@ -522,7 +522,7 @@ spec:
     assert!(msg.contains("probe") && msg.contains("ConfigMap"), "{msg}");
     assert!(
         hub.works
-            .get(&format!("edge-1/{}", addon::work_name("clash")))
+            .get(&format!("edge-1/{}", addon::work_name("clash", 0)))
             .is_none()
     );
     assert_eq!(level(&hub, "edge-1").as_deref(), Some("1"));
@@ -553,6 +553,440 @@ spec:
         .into_inner()
         .items;
     assert_eq!(listed.len(), 2);
+    for a in agents {
+        a.stop().await;
+    }
+    hub.stop().await;
+}
+
+/// AddOnTemplate `big-v1` of add-on `big`: ConfigMaps `blob-<i>` of the given sizes in KiB.
+fn big_template(kib: &[usize]) -> String {
+    let maps: String = kib
+        .iter()
+        .enumerate()
+        .map(|(i, k)| {
+            format!(
+                "        - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: blob-{i}, namespace: \
+                 open-cluster-management-agent-addon}}, data: {{x: {}}}}}\n",
+                "y".repeat(k * 1024)
+            )
+        })
+        .collect();
+    format!(
+        r#"
+apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: AddOnTemplate
+metadata: {{name: big-v1}}
+spec:
+  addonName: big
+  agentSpec:
+    workload:
+      manifests:
+{maps}"#
+    )
+}
+
+const BIG_ADDON: &str = r#"
+apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: ClusterManagementAddOn
+metadata: {name: big}
+spec:
+  supportedConfigs:
+    - group: addon.open-cluster-management.io
+      resource: addontemplates
+      defaultConfig: {name: big-v1}
+"#;
+
+/// The names of the ConfigMaps in each of add-on `big`'s works on edge-1, by work index, once
+/// every work was rendered from the template as it is now, applied and available, and the
+/// add-on says so; `None` before.
+fn big_works_settled(hub: &Hub) -> Option<Vec<Vec<String>>> {
+    let m = hub.addons().get_cluster_addon("edge-1", "big")?;
+    let st = m.status.as_ref()?;
+    let progressing = st
+        .conditions
+        .iter()
+        .find(|c| c.r#type == cond::PROGRESSING)?;
+    if progressing.reason != "Completed" || mca_condition(&m, cond::AVAILABLE)? != "True" {
+        return None;
+    }
+    let mut works = Vec::new();
+    for (key, w) in hub.works.with_prefix("edge-1/") {
+        let Some(i) = addon::work_index("big", key.trim_start_matches("edge-1/")) else {
+            continue;
+        };
+        let maps: Vec<String> = w
+            .spec
+            .as_ref()?
+            .workload
+            .as_ref()?
+            .manifests
+            .iter()
+            .filter_map(|m| serde_json::from_slice::<serde_json::Value>(&m.raw).ok())
+            .filter(|v| v["kind"] == "ConfigMap")
+            .map(|v| {
+                v["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect();
+        works.push((i, maps));
+    }
+    works.sort();
+    Some(works.into_iter().map(|(_, maps)| maps).collect())
+}
+
+fn blob_names(range: std::ops::Range<usize>) -> Vec<String> {
+    range.map(|i| format!("blob-{i}")).collect()
+}
+
+/// The uid of ConfigMap `name` on the simulated cluster (a re-created object has a new one).
+async fn uid_on(agent: &TestAgent, name: &str) -> Option<String> {
+    let id = flotilla_api::work::ManifestId {
+        group: String::new(),
+        version: "v1".into(),
+        kind: "ConfigMap".into(),
+        namespace: addon::DEFAULT_INSTALL_NAMESPACE.into(),
+        name: name.into(),
+    };
+    use flotilla_agent::backend::Backend;
+    let obj = agent.backend.get(&id).await.unwrap()?;
+    obj["metadata"]["uid"].as_str().map(str::to_string)
+}
+
+#[tokio::test]
+async fn an_add_on_over_one_works_size_is_split_into_deploy_works_that_follow_its_upgrades() {
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut clusters = clusters_client(&hub).await;
+    let agents = accepted_fleet(&mut clusters, &nats.url(), &["edge-1"]).await;
+    let agent = &agents[0];
+    // Seven ConfigMaps of 100 KiB: four fit in the first work (after the install namespace),
+    // three go into the second.
+    apply(&hub, &big_template(&[100; 7])).await.unwrap();
+    apply(&hub, BIG_ADDON).await.unwrap();
+    api(&hub)
+        .await
+        .enable_add_on(flotilla_api::v1::EnableAddOnRequest {
+            name: "big".into(),
+            clusters: vec!["edge-1".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let split = vec![blob_names(0..4), blob_names(4..7)];
+    wait_until("two works applied", || {
+        big_works_settled(&hub).filter(|w| *w == split)
+    })
+    .await;
+    let moved = uid_on(agent, "blob-4")
+        .await
+        .expect("blob-4 is on the cluster");
+    let kept = uid_on(agent, "blob-0")
+        .await
+        .expect("blob-0 is on the cluster");
+
+    // An upgrade that fits in one work: blob-4 is handed over to the first work, blob-5 and
+    // blob-6 go with the second work, which is deleted.
+    apply(&hub, &big_template(&[1, 1, 1, 1, 100]))
+        .await
+        .unwrap();
+    wait_until("one work", || {
+        big_works_settled(&hub).filter(|w| *w == [blob_names(0..5)])
+    })
+    .await;
+    wait_until("the second work is gone", || {
+        hub.works
+            .get(&format!("edge-1/{}", addon::work_name("big", 1)))
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let mut gone = Vec::new();
+    for name in ["blob-5", "blob-6"] {
+        gone.push(uid_on(agent, name).await);
+    }
+    assert_eq!(
+        gone,
+        [None, None],
+        "the dropped manifests went with their work"
+    );
+    assert_eq!(
+        uid_on(agent, "blob-4").await.as_deref(),
+        Some(moved.as_str()),
+        "the handed-over manifest was never deleted"
+    );
+    assert_eq!(
+        uid_on(agent, "blob-0").await.as_deref(),
+        Some(kept.as_str())
+    );
+
+    // Growing again: the second work takes blob-4..6 over before the first lets blob-4 go.
+    apply(&hub, &big_template(&[100; 7])).await.unwrap();
+    wait_until("two works again", || {
+        big_works_settled(&hub).filter(|w| *w == split)
+    })
+    .await;
+    assert_eq!(
+        uid_on(agent, "blob-4").await.as_deref(),
+        Some(moved.as_str())
+    );
+
+    // Uninstalling removes every work of the add-on, and their resources.
+    api(&hub)
+        .await
+        .delete_managed_cluster_add_on(GetAddOnRequest {
+            namespace: "edge-1".into(),
+            name: "big".into(),
+        })
+        .await
+        .unwrap();
+    wait_until("every work removed", || {
+        hub.works
+            .with_prefix("edge-1/")
+            .iter()
+            .all(|(k, _)| !k.starts_with("edge-1/addon-big-"))
+            .then_some(())
+    })
+    .await;
+    for i in 0..7 {
+        let name = format!("blob-{i}");
+        let mut left = uid_on(agent, &name).await;
+        let deadline = tokio::time::Instant::now() + SOON;
+        while left.is_some() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            left = uid_on(agent, &name).await;
+        }
+        assert_eq!(left, None, "{name} left on the cluster");
+    }
+    for a in agents {
+        a.stop().await;
+    }
+    hub.stop().await;
+}
+
+/// AddOnTemplate `name` of add-on `hooked`: a ConfigMap, and a pre-delete hook Job `cleanup`
+/// with `extra_annotations`.
+fn hooked_template(name: &str, extra_annotations: &str) -> String {
+    format!(
+        r#"
+apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: AddOnTemplate
+metadata: {{name: {name}}}
+spec:
+  addonName: hooked
+  agentSpec:
+    workload:
+      manifests:
+        - apiVersion: v1
+          kind: ConfigMap
+          metadata: {{name: hooked-settings, namespace: open-cluster-management-agent-addon}}
+          data: {{cluster: "{{{{CLUSTER_NAME}}}}"}}
+        - apiVersion: batch/v1
+          kind: Job
+          metadata:
+            name: cleanup
+            namespace: open-cluster-management-agent-addon
+            annotations: {{addon.open-cluster-management.io/addon-pre-delete: "", {extra_annotations}}}
+          spec:
+            template:
+              spec:
+                restartPolicy: Never
+                containers: [{{name: cleanup, image: example.com/cleanup:1}}]
+"#
+    )
+}
+
+const HOOKED_ADDON: &str = r#"
+apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: ClusterManagementAddOn
+metadata: {name: hooked}
+spec:
+  supportedConfigs:
+    - group: addon.open-cluster-management.io
+      resource: addontemplates
+      defaultConfig: {name: hooked-v1}
+"#;
+
+/// The `HookManifestCompleted` condition of add-on `hooked` on `cluster`: (status, reason,
+/// message), with whether the installation is marked deleted.
+fn hook_condition(hub: &Hub, cluster: &str) -> Option<(String, String, String, bool)> {
+    let m = hub.addons().get_cluster_addon(cluster, "hooked")?;
+    let deleted = m.metadata.as_ref()?.deletion_timestamp.is_some();
+    let c = m
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.r#type == cond::HOOK_MANIFEST_COMPLETED)?
+        .clone();
+    Some((c.status, c.reason, c.message, deleted))
+}
+
+fn has_work(hub: &Hub, cluster: &str, name: &str) -> bool {
+    hub.works.get(&format!("{cluster}/{name}")).is_some()
+}
+
+#[tokio::test]
+async fn a_pre_delete_hook_runs_before_the_add_on_goes_and_a_failed_one_keeps_it_saying_why() {
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut clusters = clusters_client(&hub).await;
+    let agents = accepted_fleet(&mut clusters, &nats.url(), &["edge-1", "edge-2"]).await;
+    apply(&hub, &hooked_template("hooked-v1", ""))
+        .await
+        .unwrap();
+    apply(
+        &hub,
+        &hooked_template("hooked-failing", r#""sim.flotilla.io/job-outcome": fail"#),
+    )
+    .await
+    .unwrap();
+    apply(&hub, HOOKED_ADDON).await.unwrap();
+    // edge-1 gets the working hook, edge-2 the failing one.
+    apply(
+        &hub,
+        r#"
+apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: ManagedClusterAddOn
+metadata: {name: hooked, namespace: edge-1}
+spec: {}
+---
+apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: ManagedClusterAddOn
+metadata: {name: hooked, namespace: edge-2}
+spec:
+  configs: [{group: addon.open-cluster-management.io, resource: addontemplates, name: hooked-failing}]
+"#,
+    )
+    .await
+    .unwrap();
+    let deploy = addon::work_name("hooked", 0);
+    let hook = addon::pre_delete_work_name("hooked");
+    for c in ["edge-1", "edge-2"] {
+        wait_until(&format!("installed on {c}"), || {
+            let m = hub.addons().get_cluster_addon(c, "hooked")?;
+            (mca_condition(&m, cond::AVAILABLE)? == "True").then_some(())
+        })
+        .await;
+        assert!(has_work(&hub, c, &deploy));
+        assert!(!has_work(&hub, c, &hook), "the hook runs only on removal");
+    }
+
+    // Removing it from edge-1: the hook work is applied first; the add-on stays, marked
+    // deleted, its condition naming the Job, its agent works still there.
+    let mut a = api(&hub).await;
+    let remove = |cluster: &str| GetAddOnRequest {
+        namespace: cluster.into(),
+        name: "hooked".into(),
+    };
+    a.delete_managed_cluster_add_on(remove("edge-1"))
+        .await
+        .unwrap();
+    let (status, reason, message, deleted) = hook_condition(&hub, "edge-1").unwrap();
+    assert!(deleted);
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "HookManifestIsNotCompleted")
+    );
+    assert!(
+        message.contains("Job open-cluster-management-agent-addon/cleanup"),
+        "{message}"
+    );
+    assert!(has_work(&hub, "edge-1", &hook));
+    assert!(has_work(&hub, "edge-1", &deploy));
+    // Re-applying it meanwhile is refused, naming why.
+    let e = apply(
+        &hub,
+        "apiVersion: addon.open-cluster-management.io/v1alpha1\nkind: ManagedClusterAddOn\nmetadata: {name: hooked, namespace: edge-1}\nspec: {}\n",
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
+    assert!(e.message().contains("being deleted"), "{e:?}");
+    // The Job completes: the add-on and all its works go.
+    wait_until("edge-1's add-on and works gone", || {
+        (hub.addons().get_cluster_addon("edge-1", "hooked").is_none()
+            && !has_work(&hub, "edge-1", &deploy)
+            && !has_work(&hub, "edge-1", &hook))
+        .then_some(())
+    })
+    .await;
+
+    // edge-2's hook fails: removal waits, and says which Job failed and why.
+    a.delete_managed_cluster_add_on(remove("edge-2"))
+        .await
+        .unwrap();
+    let (_, _, message, deleted) = wait_until("edge-2's hook failed", || {
+        hook_condition(&hub, "edge-2").filter(|(_, reason, _, _)| reason == "HookManifestFailed")
+    })
+    .await;
+    assert!(deleted);
+    assert!(
+        message.contains(
+            "Job open-cluster-management-agent-addon/cleanup failed (BackoffLimitExceeded)"
+        ),
+        "{message}"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        hub.addons().get_cluster_addon("edge-2", "hooked").is_some(),
+        "a failed hook keeps the add-on"
+    );
+    assert!(has_work(&hub, "edge-2", &deploy));
+    // The cluster goes: nothing can run there any more, so nothing is waited for.
+    clusters
+        .delete_cluster(flotilla_api::v1::DeleteClusterRequest {
+            name: "edge-2".into(),
+        })
+        .await
+        .unwrap();
+    wait_until("edge-2's add-on gone with its cluster", || {
+        hub.addons()
+            .get_cluster_addon("edge-2", "hooked")
+            .is_none()
+            .then_some(())
+    })
+    .await;
+
+    // Deleting the add-on itself runs the hook of each installation first: the add-on stays,
+    // marked deleted (and cannot be applied again meanwhile), until the last one is gone.
+    apply(
+        &hub,
+        "apiVersion: addon.open-cluster-management.io/v1alpha1\nkind: ManagedClusterAddOn\nmetadata: {name: hooked, namespace: edge-1}\nspec: {}\n",
+    )
+    .await
+    .unwrap();
+    wait_until("installed on edge-1 again", || {
+        let m = hub.addons().get_cluster_addon("edge-1", "hooked")?;
+        (mca_condition(&m, cond::AVAILABLE)? == "True").then_some(())
+    })
+    .await;
+    a.delete_cluster_management_add_on(GetAddOnRequest {
+        namespace: String::new(),
+        name: "hooked".into(),
+    })
+    .await
+    .unwrap();
+    let cma = hub
+        .addons()
+        .get_addon("hooked")
+        .expect("kept while its hook runs");
+    assert!(cma.metadata.as_ref().unwrap().deletion_timestamp.is_some());
+    assert!(hook_condition(&hub, "edge-1").is_some_and(|(_, _, _, deleted)| deleted));
+    let e = apply(&hub, HOOKED_ADDON).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
+    wait_until("the add-on, its installation and works gone", || {
+        (hub.addons().get_addon("hooked").is_none()
+            && hub.addons().get_cluster_addon("edge-1", "hooked").is_none()
+            && !has_work(&hub, "edge-1", &deploy)
+            && !has_work(&hub, "edge-1", &hook))
+        .then_some(())
+    })
+    .await;
+    // Gone: it can be applied afresh.
+    apply(&hub, HOOKED_ADDON).await.unwrap();
     for a in agents {
         a.stop().await;
     }

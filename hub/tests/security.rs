@@ -451,7 +451,7 @@ async fn an_addon_agent_gets_credentials_for_its_own_subjects_only_and_loses_the
         hub.works
             .get(&format!(
                 "edge-1/{}",
-                flotilla_api::addon::work_name("reporter")
+                flotilla_api::addon::work_name("reporter", 0)
             ))
             .is_some()
     })
@@ -611,7 +611,7 @@ async fn an_addon_asking_for_hub_access_gets_its_credentials_as_a_secret_on_the_
     let work = loop {
         if let Some(w) = hub.works.get(&format!(
             "edge-1/{}",
-            flotilla_api::addon::work_name("reporter")
+            flotilla_api::addon::work_name("reporter", 0)
         )) {
             break w;
         }

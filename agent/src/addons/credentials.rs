@@ -432,7 +432,7 @@ mod tests {
 
     fn work(addon: &str, annotated: bool, deleting: bool) -> AppliedManifestWork {
         let mut meta = flotilla_api::v1::ObjectMeta {
-            name: addon::work_name(addon),
+            name: addon::work_name(addon, 0),
             namespace: "c1".into(),
             ..Default::default()
         };

@@ -6,7 +6,7 @@
 //! - [`configs`]: the effective configs of one installed add-on (per cluster over per placement
 //!   over the add-on's defaults, per group/resource).
 //! - [`render`]: an AddOnTemplate with its variables and AddOnDeploymentConfig made into the
-//!   ManifestWork the cluster gets.
+//!   ManifestWorks the cluster gets (one, or more when its manifests exceed one work's size).
 //! - [`health`]: Available of an installed add-on from its lease or its work's status.
 //! - [`manager`]: who manages an add-on (template or not, the `lifecycle` annotation).
 
@@ -118,11 +118,31 @@ pub mod conditions {
     pub const MANIFEST_APPLIED: &str = "ManifestApplied";
     /// Its hub credentials are issued (or it needs none).
     pub const REGISTRATION_APPLIED: &str = "RegistrationApplied";
+    /// Its pre-delete hooks have run to completion (set while it is being removed).
+    pub const HOOK_MANIFEST_COMPLETED: &str = "HookManifestCompleted";
 }
 
-/// Work name of an add-on's agent (OCM's `addon-<name>-deploy-0`).
-pub fn work_name(addon: &str) -> String {
-    format!("addon-{addon}-deploy-0")
+/// Name of the `index`-th work of an add-on's agent (OCM's `addon-<name>-deploy-<index>`): the
+/// rendered manifests go into `addon-<name>-deploy-0`, and into `-1`, `-2`, … when they are
+/// more than one work may carry ([`crate::work::MAX_MANIFESTS_BYTES`]; [`render`]).
+pub fn work_name(addon: &str, index: usize) -> String {
+    format!("{}{index}", work_name_prefix(addon))
+}
+
+/// What the names of an add-on's agent works start with (OCM's `DeployWorkNamePrefix` and the
+/// dash before the index).
+pub fn work_name_prefix(addon: &str) -> String {
+    format!("addon-{addon}-deploy-")
+}
+
+/// The index of `name` among add-on `addon`'s agent works ([`work_name`]); `None` for any other
+/// work (another add-on's, its pre-delete hook work, a user's).
+pub fn work_index(addon: &str, name: &str) -> Option<usize> {
+    let digits = name.strip_prefix(&work_name_prefix(addon))?;
+    let canonical = !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0'));
+    if canonical { digits.parse().ok() } else { None }
 }
 
 /// Work name of an add-on's pre-delete hooks (OCM's `addon-<name>-pre-delete`).
@@ -134,6 +154,27 @@ pub fn pre_delete_work_name(addon: &str) -> String {
 mod reserved_tests {
     use super::*;
     use crate::v1::ObjectMeta;
+
+    #[test]
+    fn agent_works_are_named_as_ocm_names_them_and_read_back() {
+        assert_eq!(work_name("hello", 0), "addon-hello-deploy-0");
+        assert_eq!(work_name("hello", 12), "addon-hello-deploy-12");
+        assert_eq!(work_index("hello", "addon-hello-deploy-0"), Some(0));
+        assert_eq!(work_index("hello", "addon-hello-deploy-12"), Some(12));
+        for other in [
+            "addon-hello-pre-delete",
+            "addon-hello-deploy-",
+            "addon-hello-deploy-01",
+            "addon-hello-deploy-1x",
+            "addon-hello2-deploy-0",
+            "web",
+        ] {
+            assert_eq!(work_index("hello", other), None, "{other}");
+        }
+        // An add-on whose name extends another's never claims its works.
+        assert_eq!(work_index("hello-deploy", "addon-hello-deploy-0"), None);
+        assert_eq!(work_index("hello", "addon-hello-deploy-deploy-0"), None);
+    }
 
     #[test]
     fn user_works_may_carry_no_key_the_agent_trusts_to_hand_out_add_on_credentials() {

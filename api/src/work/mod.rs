@@ -308,6 +308,17 @@ fn describe_resource(r: &ResourceIdentifier) -> String {
 /// duplicates; total size within [`MAX_MANIFESTS_BYTES`]), update strategies, feedback rule
 /// types, delete options. Returns every problem, each naming its field.
 pub fn validate(work: &ManifestWork) -> Vec<String> {
+    checks(work, Some(MAX_MANIFESTS_BYTES))
+}
+
+/// [`validate`] without the limit on the manifests' total size: for manifests that are split
+/// into works of at most [`MAX_MANIFESTS_BYTES`] each afterwards (an add-on's agent works,
+/// [`crate::addon::render`]).
+pub fn validate_unsized(work: &ManifestWork) -> Vec<String> {
+    checks(work, None)
+}
+
+fn checks(work: &ManifestWork, limit: Option<usize>) -> Vec<String> {
     let mut errors = Vec::new();
     let meta = work.metadata.clone().unwrap_or_default();
     if let Err(e) = crate::names::validate_dns1123_label("metadata.namespace", &meta.namespace) {
@@ -324,9 +335,11 @@ pub fn validate(work: &ManifestWork) -> Vec<String> {
         errors.push("spec.workload.manifests: at least one manifest is required".into());
     }
     let total: usize = manifests.iter().map(|m| m.raw.len()).sum();
-    if total > MAX_MANIFESTS_BYTES {
+    if let Some(limit) = limit
+        && total > limit
+    {
         errors.push(format!(
-            "spec.workload.manifests: {total} bytes in total, over the {MAX_MANIFESTS_BYTES}-byte limit; split the work"
+            "spec.workload.manifests: {total} bytes in total, over the {limit}-byte limit; split the work"
         ));
     }
     let mut seen: HashMap<ManifestId, usize> = HashMap::new();

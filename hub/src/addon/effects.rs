@@ -1,65 +1,79 @@
-//! What the add-on actors do to the world: the install namespace put in each add-on work,
-//! the identities of a work's manifests (for conflicts between add-ons), the registrations shown
-//! in the status, status writes and uninstalling (work, stored object, lease, credentials).
+//! What the add-on actors do to the world: a cluster moved to its rendered works, the identities
+//! of a work's manifests (for conflicts between add-ons), the registrations shown in the status,
+//! status writes and uninstalling (pre-delete hook, works, stored object, lease, credentials).
 
+use super::rules::uninstall::{
+    self, REASON_COMPLETED, REASON_NOT_COMPLETED, UninstallStep, UninstallView,
+};
+use super::rules::works as rules;
 use super::{AddOnError, Deps, Store};
 use crate::keys::ObjectRef;
 use flotilla_api::addon;
-use flotilla_api::v1::{AddOnTemplate, ManifestWork, RegistrationConfig, Subject};
+use flotilla_api::meta::{self, status};
+use flotilla_api::v1::{
+    AddOnTemplate, ManagedClusterAddOn, ManifestWork, RegistrationConfig, Subject,
+};
+use std::sync::Arc;
 
-/// Puts the install namespace first in the work (the agent applies in order), unless the
-/// template has it, and keeps it when the work goes: other add-ons may run there (OCM's
-/// registration agent creates it on the spoke and never deletes it).
-pub fn ensure_namespace(work: &mut ManifestWork, namespace: &str) {
-    let Some(spec) = work.spec.as_mut() else {
-        return;
+/// A cluster's agent works after [`sync_works`].
+pub struct Moved {
+    /// Its agent works now, by index (this round's status is computed from them).
+    pub works: Vec<Arc<ManifestWork>>,
+    /// Some move waits for the agent ([`rules::Sync::held`]).
+    pub held: bool,
+}
+
+/// Moves `cluster` from its `current` agent works to `desired` ([`rules::sync`], the thin
+/// executor of its plan): applies in the plan's order, stopping at the first failure (the
+/// first work, which the status reads, is applied last), then deletes the trailing works the
+/// plan lets go.
+pub async fn sync_works(
+    deps: &Deps,
+    cluster: &str,
+    addon: &str,
+    desired: Vec<ManifestWork>,
+    current: Vec<Arc<ManifestWork>>,
+) -> Result<Moved, AddOnError> {
+    let plan = {
+        let refs: Vec<&ManifestWork> = current.iter().map(|w| &**w).collect();
+        rules::sync(&desired, &refs)
     };
-    let workload = spec.workload.get_or_insert_with(Default::default);
-    let has = workload.manifests.iter().any(|m| {
-        serde_json::from_slice::<serde_json::Value>(&m.raw).is_ok_and(|v| {
-            v["kind"] == "Namespace"
-                && v["apiVersion"] == "v1"
-                && v["metadata"]["name"] == namespace
-        })
-    });
-    if !has {
-        let ns = serde_json::json!({
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {"name": namespace},
-        });
-        workload.manifests.insert(
-            0,
-            flotilla_api::v1::Manifest {
-                raw: ns.to_string().into_bytes(),
-            },
-        );
+    let handle = deps
+        .clusters
+        .get_or_spawn(cluster)
+        .map_err(|e| AddOnError::Unavailable(format!("cluster {cluster}: {e}")))?;
+    let mut now: std::collections::BTreeMap<String, Arc<ManifestWork>> =
+        current.into_iter().map(|w| (name_of(&w), w)).collect();
+    let mut desired: Vec<Option<ManifestWork>> = desired.into_iter().map(Some).collect();
+    for i in plan.apply {
+        let Some(work) = desired[i].take() else {
+            continue;
+        };
+        let name = name_of(&work);
+        let applied = handle
+            .apply_work(work)
+            .await
+            .map_err(|e| AddOnError::Unavailable(format!("applying work {cluster}/{name}: {e}")))?;
+        now.insert(name, Arc::new(applied));
     }
-    let rule = flotilla_api::v1::OrphaningRule {
-        group: String::new(),
-        resource: "namespaces".into(),
-        namespace: String::new(),
-        name: namespace.to_string(),
-    };
-    let option = spec.delete_option.get_or_insert_with(Default::default);
-    match option.propagation_policy.as_str() {
-        "Orphan" => {}
-        "" | "Foreground" => {
-            option.propagation_policy = "SelectivelyOrphan".into();
-            option.selectively_orphans = Some(flotilla_api::v1::SelectivelyOrphan {
-                orphaning_rules: vec![rule],
-            });
-        }
-        _ => {
-            let rules = &mut option
-                .selectively_orphans
-                .get_or_insert_with(Default::default)
-                .orphaning_rules;
-            if !rules.contains(&rule) {
-                rules.push(rule);
-            }
-        }
+    for name in plan.delete {
+        let deleted = handle
+            .delete_work(name.clone())
+            .await
+            .map_err(|e| AddOnError::Unavailable(format!("deleting work {cluster}/{name}: {e}")))?;
+        now.insert(name, Arc::new(deleted));
     }
+    Ok(Moved {
+        works: rules::deploy_works(addon, now.into_values()),
+        held: plan.held,
+    })
+}
+
+fn name_of(w: &ManifestWork) -> String {
+    w.metadata
+        .as_ref()
+        .map(|m| m.name.clone())
+        .unwrap_or_default()
 }
 
 /// The identity of each manifest of a work, with its index.
@@ -131,18 +145,18 @@ pub async fn write_status(
     Ok(())
 }
 
-/// Deletes the work of add-on `name` on `cluster`, when there is one.
-pub async fn remove_work(deps: &Deps, cluster: &str, name: &str) -> Result<(), AddOnError> {
-    if let Some(handle) = deps.clusters.get(cluster)
-        && deps
-            .works
-            .get(&ObjectRef::new(cluster, addon::work_name(name)).inventory_key())
-            .is_some()
-        && let Err(e) = handle.delete_work(addon::work_name(name)).await
-    {
-        return Err(AddOnError::Unavailable(format!(
-            "removing the work of add-on {name} on {cluster}: {e}"
-        )));
+/// Deletes every work of add-on `name` on `cluster` (its agent works and its pre-delete hook
+/// work) that is not on its way out.
+pub async fn remove_works(deps: &Deps, cluster: &str, name: &str) -> Result<(), AddOnError> {
+    let Some(handle) = deps.clusters.get(cluster) else {
+        return Ok(()); // no cluster actor: the cluster and its works are gone
+    };
+    for work in owned_works(deps, cluster, name) {
+        if let Err(e) = handle.delete_work(work.clone()).await {
+            return Err(AddOnError::Unavailable(format!(
+                "removing work {cluster}/{work} of add-on {name}: {e}"
+            )));
+        }
     }
     Ok(())
 }
@@ -180,17 +194,162 @@ pub async fn watch_lease(
         })
 }
 
-/// Removes add-on `name` from `cluster`: its spoke Lease watch, its work, its stored object, its lease, its agent's
-/// credentials.
+/// The works of add-on `name` on `cluster` (labelled [`addon::ADDON_NAME_LABEL`] with its name)
+/// that are not on their way out.
+fn owned_works(deps: &Deps, cluster: &str, name: &str) -> Vec<String> {
+    deps.works
+        .with_prefix(&ObjectRef::prefix(cluster))
+        .into_iter()
+        .filter_map(|(_, w)| {
+            let m = w.metadata.as_ref()?;
+            let ours = m.labels.get(addon::ADDON_NAME_LABEL).map(String::as_str) == Some(name);
+            (ours && m.deletion_timestamp.is_none()).then(|| m.name.clone())
+        })
+        .collect()
+}
+
+/// How far removing an add-on from a cluster got.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Removal {
+    /// The installation is gone (its works on their way out).
+    Removed,
+    /// It stays, marked deleted, until its pre-delete hook completes (what it waits for).
+    Waiting(String),
+}
+
+/// One step of removing add-on `name` from `cluster` — the thin executor of
+/// [`uninstall::step`]. `hook` is the pre-delete hook work the add-on's template renders for
+/// the cluster (`Ok(None)`: none), or why it cannot be rendered. While the hook runs the
+/// ManagedClusterAddOn stays, marked deleted, its `HookManifestCompleted` condition saying what
+/// it waits for; call again when the hook work's status changes.
 pub async fn uninstall(
     store: &Store,
     deps: &Deps,
     cluster: &str,
     name: &str,
+    hook: Result<Option<ManifestWork>, String>,
+) -> Result<Removal, AddOnError> {
+    let key = ObjectRef::new(cluster, name);
+    let Some(mca) = store.cluster_addon_views.get(&key.inventory_key()) else {
+        return Ok(Removal::Removed);
+    };
+    let hook_ref = ObjectRef::new(cluster, addon::pre_delete_work_name(name));
+    let applied_hook = deps.works.get(&hook_ref.inventory_key());
+    let step = uninstall::step(&UninstallView {
+        cluster_exists: deps.inventory.get(cluster).is_some(),
+        hook: hook.as_ref().map(Option::as_ref).map_err(String::as_str),
+        applied_hook: applied_hook.as_deref(),
+        hook_completed: hook_recorded(&mca),
+        works_left: !owned_works(deps, cluster, name).is_empty(),
+    });
+    match (step, hook) {
+        (UninstallStep::ApplyHook, Ok(Some(work))) => {
+            let why = format!(
+                "applying the pre-delete hook work {} ({})",
+                hook_ref.name,
+                uninstall::hooks_named(&work)
+            );
+            mark(
+                store,
+                cluster,
+                name,
+                (status::FALSE, REASON_NOT_COMPLETED, &why),
+            )
+            .await?;
+            let handle = deps
+                .clusters
+                .get_or_spawn(cluster)
+                .map_err(|e| AddOnError::Unavailable(format!("cluster {cluster}: {e}")))?;
+            handle
+                .apply_work(work)
+                .await
+                .map_err(|e| AddOnError::Unavailable(format!("applying work {hook_ref}: {e}")))?;
+            Ok(Removal::Waiting(why))
+        }
+        (UninstallStep::WaitHook { reason, message }, _) => {
+            mark(store, cluster, name, (status::FALSE, reason, &message)).await?;
+            Ok(Removal::Waiting(message))
+        }
+        (UninstallStep::DeleteWorks { record_hook }, _) => {
+            if record_hook {
+                let done = format!("hook manifestWork {} is completed.", hook_ref.name);
+                mark(
+                    store,
+                    cluster,
+                    name,
+                    (status::TRUE, REASON_COMPLETED, &done),
+                )
+                .await?;
+            }
+            remove_works(deps, cluster, name).await?;
+            forget(store, deps, cluster, name).await?;
+            Ok(Removal::Removed)
+        }
+        (UninstallStep::Done, _) => {
+            forget(store, deps, cluster, name).await?;
+            Ok(Removal::Removed)
+        }
+        // `step` applies a hook only when there is one.
+        (UninstallStep::ApplyHook, _) => Err(AddOnError::Conflict(format!(
+            "removing add-on {name} from {cluster}: no pre-delete hook work to apply"
+        ))),
+    }
+}
+
+/// Whether the add-on's pre-delete hook completed before (its condition records it).
+fn hook_recorded(mca: &ManagedClusterAddOn) -> bool {
+    mca.status.as_ref().is_some_and(|s| {
+        meta::find_condition(&s.conditions, addon::conditions::HOOK_MANIFEST_COMPLETED)
+            .is_some_and(|c| c.status == status::TRUE)
+    })
+}
+
+/// Marks the installation deleted (once) with its `HookManifestCompleted` condition
+/// (status, reason, message); written only when that changes it.
+async fn mark(
+    store: &Store,
+    cluster: &str,
+    name: &str,
+    (state, reason, message): (&str, &str, &str),
 ) -> Result<(), AddOnError> {
     let key = ObjectRef::new(cluster, name);
+    let Some((mut stored, revision)) = store.cluster_addons.get(&key.store_key()).await? else {
+        return Ok(()); // removed meanwhile
+    };
+    let before = stored.clone();
+    let m = stored.metadata.get_or_insert_with(Default::default);
+    if m.deletion_timestamp.is_none() {
+        m.deletion_timestamp = Some(meta::now());
+    }
+    let st = stored.status.get_or_insert_with(Default::default);
+    meta::set_condition(
+        &mut st.conditions,
+        addon::conditions::HOOK_MANIFEST_COMPLETED,
+        state,
+        reason,
+        message,
+    );
+    if stored == before {
+        return Ok(());
+    }
+    let rev = store
+        .cluster_addons
+        .write(&key.store_key(), &stored, revision)
+        .await?;
+    if let Some(m) = stored.metadata.as_mut() {
+        m.resource_version = rev;
+    }
+    store
+        .cluster_addon_views
+        .upsert(&key.inventory_key(), stored);
+    Ok(())
+}
+
+/// Forgets the installation: its spoke Lease watch, its agent's credentials (revoked), then its
+/// stored object and its lease.
+async fn forget(store: &Store, deps: &Deps, cluster: &str, name: &str) -> Result<(), AddOnError> {
+    let key = ObjectRef::new(cluster, name);
     watch_lease(deps, cluster, name, None).await?;
-    remove_work(deps, cluster, name).await?;
     let agent_key = store
         .cluster_addon_views
         .get(&key.inventory_key())

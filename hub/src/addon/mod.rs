@@ -3,12 +3,15 @@
 //! placement or by default, roll config changes out progressively, and watch its health.
 //!
 //! - [`rules`]: pure — which clusters an add-on belongs on, where each stands in the rollout of
-//!   its configs, the status of each ManagedClusterAddOn.
+//!   its configs (over all its works), the status of each ManagedClusterAddOn, the next step of
+//!   removing one (its pre-delete hook first).
 //! - [`actor`]: one task per ClusterManagementAddOn: creates and removes its
-//!   ManagedClusterAddOns as placements decide, renders its template into one ManifestWork per
-//!   cluster as the rollout allows, writes every ManagedClusterAddOn's status and its own.
-//! - [`effects`]: what the actors change: works' install namespace, status writes,
-//!   uninstalling.
+//!   ManagedClusterAddOns as placements decide, renders its template into a cluster's
+//!   ManifestWorks (more than one when its manifests exceed one work) as the rollout allows,
+//!   writes every ManagedClusterAddOn's status and its own; removals go through it, step by
+//!   step.
+//! - [`effects`]: what the actors change: a cluster's works moved to the rendered ones, status
+//!   writes, uninstalling (hook work, works, stored object, lease, credentials).
 //! - [`router`]: the add-on agents' NATS subjects (lease renewals, scores) and credential
 //!   requests.
 //!
@@ -58,6 +61,9 @@ pub enum AddOnError {
     /// The object was changed meanwhile.
     #[error("{0}")]
     Conflict(String),
+    /// The object is being deleted (it waits for a pre-delete hook): not now.
+    #[error("{0}")]
+    Deleting(String),
     /// Storage failed.
     #[error("storage unavailable: {0}")]
     Unavailable(String),
@@ -209,6 +215,11 @@ fn with_rev<T: Meta>(mut x: T, rev: u64) -> T {
     x
 }
 
+/// Whether an object is marked deleted (it waits for something before it goes).
+fn is_deleted(m: &Option<ObjectMeta>) -> bool {
+    m.as_ref().is_some_and(|m| m.deletion_timestamp.is_some())
+}
+
 fn name_of(m: &Option<ObjectMeta>) -> String {
     m.as_ref().map(|m| m.name.clone()).unwrap_or_default()
 }
@@ -322,12 +333,20 @@ impl AddOns {
         let what = format!("ClusterManagementAddOn {name}");
         let stored = self.inner.store.addons.get(&name).await?;
         check_version(&cma.metadata, stored.as_ref().map(|s| s.1), &what)?;
+        if let Some((s, _)) = &stored
+            && is_deleted(&s.metadata)
+        {
+            return Err(AddOnError::Deleting(format!(
+                "{what} is being deleted: its installations wait for their pre-delete hooks; \
+                 apply it again once it is gone"
+            )));
+        }
         let spec_changed = stored.as_ref().is_none_or(|(s, _)| s.spec != cma.spec);
         stamp(&mut cma, stored.as_ref().map(|s| &s.0), spec_changed);
         cma.status = stored.and_then(|(s, _)| s.status);
         let rev = self.inner.store.addons.put(&name, &cma).await?;
         let cma = with_rev(cma, rev);
-        match self.inner.actors.get(&name) {
+        match self.live_actor(&name) {
             Some(tx) => {
                 self.inner.store.addon_views.upsert(&name, cma.clone());
                 let _ = tx.send(actor::Msg::Spec(Box::new(cma.clone()))).await;
@@ -347,19 +366,58 @@ impl AddOns {
         self.inner.store.addon_views.snapshot()
     }
 
-    /// Deletes an add-on with every ManagedClusterAddOn of its name and their works.
-    pub async fn delete_addon(&self, name: &str) -> Result<(), AddOnError> {
-        let Some((_, tx)) = self.inner.actors.remove(name) else {
+    /// Deletes an add-on with every ManagedClusterAddOn of its name and their works. Those
+    /// with a pre-delete hook run it first: the add-on then stays, marked deleted, until the
+    /// last of them is gone (its actor purges it).
+    pub async fn delete_addon(&self, name: &str) -> Result<effects::Removal, AddOnError> {
+        let Some(tx) = self.live_actor(name) else {
             return Err(AddOnError::NotFound(format!(
                 "ClusterManagementAddOn {name}"
             )));
         };
         let (done_tx, done) = tokio::sync::oneshot::channel();
-        let _ = tx.send(actor::Msg::Delete(done_tx)).await;
-        let _ = done.await;
-        self.inner.store.addons.purge(name).await?;
-        self.inner.store.addon_views.remove(name);
-        Ok(())
+        let sent = tx.send(actor::Msg::Delete(done_tx)).await;
+        let removal = match (sent, done.await) {
+            (Ok(()), Ok(removal)) => removal,
+            // The actor ended meanwhile: nothing runs hooks any more.
+            _ => {
+                self.inner.store.addons.purge(name).await?;
+                self.inner.store.addon_views.remove(name);
+                effects::Removal::Removed
+            }
+        };
+        if removal == effects::Removal::Removed {
+            self.inner.actors.remove(name);
+        }
+        Ok(removal)
+    }
+
+    /// The actor of add-on `name`, unless it ended (a deleted add-on's, once everything went).
+    fn live_actor(&self, name: &str) -> Option<mpsc::Sender<actor::Msg>> {
+        self.inner
+            .actors
+            .get(name)
+            .map(|tx| tx.clone())
+            .filter(|tx| !tx.is_closed())
+    }
+
+    /// Removes add-on `name` from `cluster` through its actor (which runs the pre-delete hook
+    /// first, when the template has one), or directly when it has none.
+    async fn remove_from(&self, cluster: &str, name: &str) -> Result<effects::Removal, AddOnError> {
+        if let Some(tx) = self.live_actor(name) {
+            let (done, answer) = tokio::sync::oneshot::channel();
+            let msg = actor::Msg::Uninstall {
+                cluster: cluster.to_string(),
+                done,
+            };
+            if tx.send(msg).await.is_ok()
+                && let Ok(removal) = answer.await
+            {
+                return removal;
+            }
+        }
+        let (store, deps) = (&self.inner.store, &self.inner.deps);
+        effects::uninstall(store, deps, cluster, name, Ok(None)).await
     }
 
     // ---- ManagedClusterAddOn ----
@@ -381,6 +439,10 @@ impl AddOns {
             match self.get_addon(&key.name) {
                 None => errors.push(format!(
                     "metadata.name: no ClusterManagementAddOn {:?} (apply the add-on first)",
+                    key.name
+                )),
+                Some(cma) if is_deleted(&cma.metadata) => errors.push(format!(
+                    "metadata.name: ClusterManagementAddOn {:?} is being deleted",
                     key.name
                 )),
                 Some(cma) => {
@@ -407,6 +469,14 @@ impl AddOns {
             .get(&key.store_key())
             .await?;
         check_version(&mca.metadata, stored.as_ref().map(|s| s.1), &what)?;
+        if let Some((s, _)) = &stored
+            && is_deleted(&s.metadata)
+        {
+            return Err(AddOnError::Deleting(format!(
+                "{what} is being deleted (it waits for its pre-delete hook: see its \
+                 HookManifestCompleted condition); apply it again once it is gone"
+            )));
+        }
         let spec_changed = stored.as_ref().is_none_or(|(s, _)| s.spec != mca.spec);
         stamp(&mut mca, stored.as_ref().map(|s| &s.0), spec_changed);
         if let Some((s, _)) = stored {
@@ -459,14 +529,16 @@ impl AddOns {
         out
     }
 
-    /// Removes an add-on from a cluster (its work goes with it). With `Placements`, a cluster
-    /// a placement still selects gets it back, as in OCM.
+    /// Removes an add-on from a cluster (its works go with it). An add-on with a pre-delete
+    /// hook runs it first: the ManagedClusterAddOn stays, marked deleted, until it completes
+    /// (its `HookManifestCompleted` condition says what it waits for). With `Placements`, a
+    /// cluster a placement still selects gets it back once it is gone, as in OCM.
     pub async fn delete_cluster_addon(&self, cluster: &str, name: &str) -> Result<(), AddOnError> {
         let key = ObjectRef::new(cluster, name);
         if self.get_cluster_addon(cluster, name).is_none() {
             return Err(AddOnError::NotFound(format!("ManagedClusterAddOn {key}")));
         }
-        actor::uninstall(&self.inner.store, &self.inner.deps, cluster, name).await
+        self.remove_from(cluster, name).await.map(|_| ())
     }
 
     // ---- AddOnTemplate ----
@@ -744,14 +816,14 @@ impl AddOns {
             }
             for m in self.list_cluster_addons("", name) {
                 let (cluster, _) = rules::key_of(&m);
-                actor::uninstall(&self.inner.store, &self.inner.deps, &cluster, name).await?;
+                self.remove_from(&cluster, name).await?;
                 removed.push(cluster);
             }
             return Ok(removed);
         }
         for c in clusters {
             if self.get_cluster_addon(c, name).is_some() {
-                actor::uninstall(&self.inner.store, &self.inner.deps, c, name).await?;
+                self.remove_from(c, name).await?;
                 removed.push(c.clone());
             }
         }
@@ -857,10 +929,9 @@ impl AddOns {
             return true;
         }
         let (cluster, name) = rules::key_of(mca);
-        let work =
-            self.inner.deps.works.get(
-                &ObjectRef::new(&cluster, flotilla_api::addon::work_name(&name)).inventory_key(),
-            );
+        let work = self.inner.deps.works.get(
+            &ObjectRef::new(&cluster, flotilla_api::addon::work_name(&name, 0)).inventory_key(),
+        );
         rules::released(work.as_deref())
             .unwrap_or_default()
             .keys()

@@ -15,7 +15,7 @@ use std::time::SystemTime;
 pub(super) struct StatusKey {
     pub cma: (u64, i64),
     pub mca: Arc<ManagedClusterAddOn>,
-    pub work: Option<Arc<ManifestWork>>,
+    pub works: Vec<Arc<ManifestWork>>,
     pub cluster: Option<Arc<ManagedCluster>>,
     pub template: Option<Arc<AddOnTemplate>>,
     pub config: Option<Arc<AddOnDeploymentConfig>>,
@@ -38,7 +38,12 @@ impl PartialEq for StatusKey {
     fn eq(&self, o: &Self) -> bool {
         self.cma == o.cma
             && Arc::ptr_eq(&self.mca, &o.mca)
-            && same(&self.work, &o.work)
+            && self.works.len() == o.works.len()
+            && self
+                .works
+                .iter()
+                .zip(&o.works)
+                .all(|(a, b)| Arc::ptr_eq(a, b))
             && same(&self.cluster, &o.cluster)
             && same(&self.template, &o.template)
             && same(&self.config, &o.config)

@@ -19,6 +19,7 @@ impl From<AddOnError> for Status {
             AddOnError::Invalid(_) => Status::invalid_argument(e.to_string()),
             AddOnError::NotFound(_) => Status::not_found(e.to_string()),
             AddOnError::Conflict(_) => Status::aborted(e.to_string()),
+            AddOnError::Deleting(_) => Status::failed_precondition(e.to_string()),
             AddOnError::Unavailable(_) => Status::unavailable(e.to_string()),
         }
     }

@@ -189,7 +189,7 @@ pub fn installed(hub: &Hub) -> Vec<String> {
 pub fn work_of(hub: &Hub, cluster: &str) -> Option<std::sync::Arc<ManifestWork>> {
     hub.works.get(&format!(
         "{cluster}/{}",
-        flotilla_api::addon::work_name("probe")
+        flotilla_api::addon::work_name("probe", 0)
     ))
 }
 

@@ -1,5 +1,5 @@
-//! Health of an installed add-on: its `Available` condition from a lease or from its work's
-//! status, `Degraded` from its work, and `Unknown` while its cluster is.
+//! Health of an installed add-on: its `Available` condition from a lease or from its works'
+//! status, `Degraded` from its works, and `Unknown` while its cluster is.
 //!
 //! An AddOnTemplate chooses its check with the [`HEALTH_CHECK_ANNOTATION`] ([`mode_of`]):
 //!
@@ -198,49 +198,52 @@ pub fn lease_expires(renewed: SystemTime, grace: Duration) -> SystemTime {
     renewed.checked_add(grace).unwrap_or(renewed)
 }
 
-/// `Available` from the add-on's work (OCM's `probeAddonStatusByWorks`; see the module
-/// documentation). With [`Mode::Lease`] only the work itself is judged (True `WorkApplied` once
-/// it is Available, as OCM's work prober without probe fields); the lease is [`lease`]'s.
-pub fn work(work: Option<&v1::ManifestWork>, mode: &Mode, addon: &str) -> Verdict {
-    let Some(w) = work else {
+/// `Available` from the add-on's works (OCM's `probeAddonStatusByWorks`; see the module
+/// documentation): every work must be Available, then the workloads of all of them are probed
+/// together, as OCM gathers the manifest statuses of all the add-on's works. With
+/// [`Mode::Lease`] only the works themselves are judged (True `WorkApplied` once they are
+/// Available, as OCM's work prober without probe fields); the lease is [`lease`]'s.
+pub fn work(works: &[&v1::ManifestWork], mode: &Mode, addon: &str) -> Verdict {
+    if works.is_empty() {
         return Verdict::new(
             status::UNKNOWN,
             reasons::WORK_NOT_FOUND,
             "Addon manifestWork is not found",
         );
-    };
-    let conditions = w
-        .status
-        .as_ref()
-        .map(|s| s.conditions.as_slice())
-        .unwrap_or_default();
-    match meta::find_condition(conditions, AVAILABLE) {
-        None => {
-            return Verdict::new(
-                status::UNKNOWN,
-                reasons::WORK_NOT_APPLIED,
-                "Addon manifestWork is not applied yet",
-            );
-        }
-        Some(c) if c.status == status::FALSE => {
-            return Verdict::new(status::FALSE, reasons::WORK_NOT_APPLIED, c.message.clone());
-        }
-        Some(_) => {}
     }
-    let manifests = w
-        .status
-        .as_ref()
-        .and_then(|s| s.resource_status.as_ref())
-        .map(|r| r.manifests.as_slice())
-        .unwrap_or_default();
+    for w in works {
+        let conditions = w
+            .status
+            .as_ref()
+            .map(|s| s.conditions.as_slice())
+            .unwrap_or_default();
+        match meta::find_condition(conditions, AVAILABLE) {
+            None => {
+                return Verdict::new(
+                    status::UNKNOWN,
+                    reasons::WORK_NOT_APPLIED,
+                    "Addon manifestWork is not applied yet",
+                );
+            }
+            Some(c) if c.status == status::FALSE => {
+                return Verdict::new(status::FALSE, reasons::WORK_NOT_APPLIED, c.message.clone());
+            }
+            Some(_) => {}
+        }
+    }
+    let manifests: Vec<&v1::ManifestCondition> = works
+        .iter()
+        .filter_map(|w| w.status.as_ref()?.resource_status.as_ref())
+        .flat_map(|r| r.manifests.iter())
+        .collect();
     match mode {
         Mode::Lease => Verdict::new(
             status::TRUE,
             reasons::WORK_APPLIED,
             "Addon manifestWork is applied",
         ),
-        Mode::WorkStatus => workloads(w, manifests, addon),
-        Mode::Customized(field) => customized(manifests, field, addon),
+        Mode::WorkStatus => workloads(works, &manifests, addon),
+        Mode::Customized(field) => customized(&manifests, field, addon),
     }
 }
 
@@ -283,15 +286,18 @@ pub(crate) fn workloads_of(manifests: &[v1::Manifest]) -> Vec<Workload> {
         .collect()
 }
 
-fn workloads(w: &v1::ManifestWork, manifests: &[v1::ManifestCondition], addon: &str) -> Verdict {
-    let spec_manifests = w
-        .spec
-        .as_ref()
-        .and_then(|s| s.workload.as_ref())
-        .map(|t| t.manifests.as_slice())
-        .unwrap_or_default();
+fn workloads(
+    works: &[&v1::ManifestWork],
+    manifests: &[&v1::ManifestCondition],
+    addon: &str,
+) -> Verdict {
+    let spec_manifests: Vec<v1::Manifest> = works
+        .iter()
+        .filter_map(|w| w.spec.as_ref()?.workload.as_ref())
+        .flat_map(|t| t.manifests.iter().cloned())
+        .collect();
     // OCM does not probe Deployments scaled to zero.
-    let probes: Vec<Workload> = workloads_of(spec_manifests)
+    let probes: Vec<Workload> = workloads_of(&spec_manifests)
         .into_iter()
         .filter(|p| p.replicas != Some(0))
         .collect();
@@ -370,7 +376,7 @@ fn check_workload(
     }
 }
 
-fn customized(manifests: &[v1::ManifestCondition], field: &str, addon: &str) -> Verdict {
+fn customized(manifests: &[&v1::ManifestCondition], field: &str, addon: &str) -> Verdict {
     let mut seen = false;
     for m in manifests {
         let values = m
@@ -442,11 +448,28 @@ fn show(fv: &v1::FieldValue) -> String {
     }
 }
 
-/// `Degraded` from the work's `Degraded` condition, when the work has one: its status, reason
-/// `WorkDegraded` / `WorkNotDegraded` / `WorkDegradedUnknown`, and its message (or, when it has
-/// none and it is degraded, the degraded manifests).
-pub fn degraded(work: Option<&v1::ManifestWork>) -> Option<Verdict> {
-    let st = work?.status.as_ref()?;
+/// `Degraded` from the works' `Degraded` conditions, when one has one: True when any work is
+/// degraded (the messages of the degraded ones, or their degraded manifests), else Unknown when
+/// any cannot tell, else False; reasons `WorkDegraded` / `WorkDegradedUnknown` /
+/// `WorkNotDegraded`.
+pub fn degraded(works: &[&v1::ManifestWork]) -> Option<Verdict> {
+    let verdicts: Vec<Verdict> = works.iter().filter_map(|w| degraded_one(w)).collect();
+    let first = |s: &str| verdicts.iter().find(|v| v.status == s).cloned();
+    let degraded: Vec<&str> = verdicts
+        .iter()
+        .filter(|v| v.status == status::TRUE)
+        .map(|v| v.message.as_str())
+        .collect();
+    if !degraded.is_empty() {
+        let message = degraded.join("; ");
+        return Some(Verdict::new(status::TRUE, reasons::WORK_DEGRADED, message));
+    }
+    first(status::UNKNOWN).or_else(|| first(status::FALSE))
+}
+
+/// `Degraded` of one work, from its `Degraded` condition.
+fn degraded_one(work: &v1::ManifestWork) -> Option<Verdict> {
+    let st = work.status.as_ref()?;
     let c = meta::find_condition(&st.conditions, DEGRADED)?;
     let (status, reason) = match c.status.as_str() {
         "True" => (status::TRUE, reasons::WORK_DEGRADED),

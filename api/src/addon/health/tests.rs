@@ -201,7 +201,7 @@ fn available() -> Vec<Condition> {
 
 #[test]
 fn work_level_verdicts_come_first() {
-    let v = work(None, &Mode::WorkStatus, "a");
+    let v = work(&[], &Mode::WorkStatus, "a");
     assert_eq!(
         (v.status, v.reason, v.message.as_str()),
         (
@@ -211,7 +211,7 @@ fn work_level_verdicts_come_first() {
         )
     );
     let w = work_with(vec![deployment("d", None)], vec![], vec![]);
-    let v = work(Some(&w), &Mode::WorkStatus, "a");
+    let v = work(&[&w], &Mode::WorkStatus, "a");
     assert_eq!(
         (v.status, v.reason, v.message.as_str()),
         (
@@ -229,7 +229,7 @@ fn work_level_verdicts_come_first() {
         )],
         vec![],
     );
-    let v = work(Some(&w), &Mode::WorkStatus, "a");
+    let v = work(&[&w], &Mode::WorkStatus, "a");
     assert_eq!(
         (v.status, v.reason, v.message.as_str()),
         (
@@ -240,7 +240,7 @@ fn work_level_verdicts_come_first() {
     );
     // Lease mode judges the work only.
     let w = work_with(vec![deployment("d", None)], available(), vec![]);
-    let v = work(Some(&w), &Mode::Lease, "a");
+    let v = work(&[&w], &Mode::Lease, "a");
     assert_eq!((v.status, v.reason), (status::TRUE, "WorkApplied"));
 }
 
@@ -255,7 +255,7 @@ fn workload_availability_follows_ocms_checker() {
     };
     // No feedback at all → Unknown.
     let w = work_with(manifests(), available(), vec![]);
-    let v = work(Some(&w), &Mode::WorkStatus, "hello");
+    let v = work(&[&w], &Mode::WorkStatus, "hello");
     assert_eq!(
         (v.status, v.reason, v.message.as_str()),
         (
@@ -274,7 +274,7 @@ fn workload_availability_follows_ocms_checker() {
             vec![int("ReadyReplicas", 1), int("Replicas", 3)],
         )],
     );
-    let v = work(Some(&w), &Mode::WorkStatus, "hello");
+    let v = work(&[&w], &Mode::WorkStatus, "hello");
     assert_eq!(
         (v.status, v.reason, v.message.as_str()),
         (status::TRUE, "ProbeAvailable", "hello add-on is available.")
@@ -296,7 +296,7 @@ fn workload_availability_follows_ocms_checker() {
             ),
         ],
     );
-    let v = work(Some(&w), &Mode::WorkStatus, "hello");
+    let v = work(&[&w], &Mode::WorkStatus, "hello");
     assert_eq!(
         (v.status, v.reason, v.message.as_str()),
         (
@@ -316,7 +316,7 @@ fn workload_availability_follows_ocms_checker() {
             vec![int("ReadyReplicas", 0), int("Replicas", 2)],
         )],
     );
-    assert_eq!(work(Some(&w), &Mode::WorkStatus, "h").status, status::FALSE);
+    assert_eq!(work(&[&w], &Mode::WorkStatus, "h").status, status::FALSE);
     // Scaled to zero in status is healthy.
     let w = work_with(
         manifests(),
@@ -327,7 +327,7 @@ fn workload_availability_follows_ocms_checker() {
             vec![int("ReadyReplicas", 0), int("Replicas", 0)],
         )],
     );
-    assert_eq!(work(Some(&w), &Mode::WorkStatus, "h").status, status::TRUE);
+    assert_eq!(work(&[&w], &Mode::WorkStatus, "h").status, status::TRUE);
     // A missing value is an error, as in OCM.
     let w = work_with(
         manifests(),
@@ -338,7 +338,7 @@ fn workload_availability_follows_ocms_checker() {
             vec![int("AvailableReplicas", 1)],
         )],
     );
-    let v = work(Some(&w), &Mode::WorkStatus, "h");
+    let v = work(&[&w], &Mode::WorkStatus, "h");
     assert_eq!(
         v.message,
         "Probe addon unavailable with err readyReplica is not probed"
@@ -353,7 +353,7 @@ fn workload_availability_follows_ocms_checker() {
             vec![int("ReadyReplicas", 0), int("Replicas", 1)],
         )],
     );
-    let v = work(Some(&w), &Mode::WorkStatus, "h");
+    let v = work(&[&w], &Mode::WorkStatus, "h");
     assert_eq!(v.reason, "NoProbeResult");
 }
 
@@ -366,10 +366,7 @@ fn a_work_without_workloads_is_available_once_applied() {
         available(),
         vec![],
     );
-    assert_eq!(
-        work(Some(&w), &Mode::WorkStatus, "h").reason,
-        "ProbeAvailable"
-    );
+    assert_eq!(work(&[&w], &Mode::WorkStatus, "h").reason, "ProbeAvailable");
 }
 
 fn value(name: &str, fv: FieldValue) -> FeedbackValue {
@@ -393,7 +390,7 @@ fn customized_needs_the_field_true_everywhere_it_is_reported() {
         ..Default::default()
     };
     let w = work_with(vec![deployment("d", None)], available(), vec![]);
-    let v = work(Some(&w), &mode, "h");
+    let v = work(&[&w], &mode, "h");
     assert_eq!((v.status, v.reason), (status::UNKNOWN, "NoProbeResult"));
     assert!(v.message.contains("isHealthy"));
     for good in [t.clone(), s("true"), s("True")] {
@@ -402,7 +399,7 @@ fn customized_needs_the_field_true_everywhere_it_is_reported() {
             available(),
             vec![feedback("deployments", "d", vec![value("isHealthy", good)])],
         );
-        assert_eq!(work(Some(&w), &mode, "h").reason, "ProbeAvailable");
+        assert_eq!(work(&[&w], &mode, "h").reason, "ProbeAvailable");
     }
     let w = work_with(
         vec![deployment("d", None)],
@@ -412,7 +409,7 @@ fn customized_needs_the_field_true_everywhere_it_is_reported() {
             feedback("deployments", "e", vec![value("isHealthy", s("no"))]),
         ],
     );
-    let v = work(Some(&w), &mode, "h");
+    let v = work(&[&w], &mode, "h");
     assert_eq!(
         (v.status, v.reason, v.message.as_str()),
         (
@@ -425,16 +422,16 @@ fn customized_needs_the_field_true_everywhere_it_is_reported() {
 
 #[test]
 fn degraded_mirrors_the_works_condition() {
-    assert_eq!(degraded(None), None);
+    assert_eq!(degraded(&[]), None);
     let w = work_with(vec![], available(), vec![]);
-    assert_eq!(degraded(Some(&w)), None);
+    assert_eq!(degraded(&[&w]), None);
     let w = work_with(vec![], vec![cond(DEGRADED, status::FALSE, "")], vec![]);
-    let v = degraded(Some(&w)).unwrap();
+    let v = degraded(&[&w]).unwrap();
     assert_eq!((v.status, v.reason), (status::FALSE, "WorkNotDegraded"));
     let mut m = feedback("deployments", "d", vec![]);
     m.conditions = vec![cond(DEGRADED, status::TRUE, "image pull failed")];
     let w = work_with(vec![], vec![cond(DEGRADED, status::TRUE, "")], vec![m]);
-    let v = degraded(Some(&w)).unwrap();
+    let v = degraded(&[&w]).unwrap();
     assert_eq!(
         (v.status, v.reason, v.message.as_str()),
         (
@@ -448,9 +445,50 @@ fn degraded_mirrors_the_works_condition() {
         vec![cond(DEGRADED, status::TRUE, "own message")],
         vec![],
     );
-    assert_eq!(degraded(Some(&w)).unwrap().message, "own message");
+    assert_eq!(degraded(&[&w]).unwrap().message, "own message");
     let w = work_with(vec![], vec![cond(DEGRADED, "Unknown", "")], vec![]);
-    assert_eq!(degraded(Some(&w)).unwrap().status, status::UNKNOWN);
+    assert_eq!(degraded(&[&w]).unwrap().status, status::UNKNOWN);
+}
+
+#[test]
+fn an_add_on_split_into_several_works_is_judged_over_all_of_them() {
+    let ready = |name: &str| {
+        feedback(
+            "deployments",
+            name,
+            vec![int("ReadyReplicas", 1), int("Replicas", 1)],
+        )
+    };
+    let first = work_with(vec![deployment("a", None)], available(), vec![ready("a")]);
+    let second = work_with(vec![deployment("b", None)], available(), vec![ready("b")]);
+    let v = work(&[&first, &second], &Mode::WorkStatus, "h");
+    assert_eq!((v.status, v.reason), (status::TRUE, "ProbeAvailable"));
+    // A workload of the second work that is not ready makes the add-on unavailable.
+    let unready = feedback(
+        "deployments",
+        "b",
+        vec![int("ReadyReplicas", 0), int("Replicas", 1)],
+    );
+    let second = work_with(vec![deployment("b", None)], available(), vec![unready]);
+    let v = work(&[&first, &second], &Mode::WorkStatus, "h");
+    assert_eq!((v.status, v.reason), (status::FALSE, "ProbeUnavailable"));
+    assert!(v.message.contains("ns/b"), "{}", v.message);
+    // Every work must be Available before anything is probed.
+    let pending = work_with(vec![deployment("b", None)], vec![], vec![]);
+    let v = work(&[&first, &pending], &Mode::WorkStatus, "h");
+    assert_eq!((v.status, v.reason), (status::UNKNOWN, "WorkNotApplied"));
+    // Degraded: one degraded work is enough, and says which manifest.
+    let calm = work_with(vec![], vec![cond(DEGRADED, status::FALSE, "")], vec![]);
+    let hurt = work_with(
+        vec![],
+        vec![cond(DEGRADED, status::TRUE, "disk full")],
+        vec![],
+    );
+    let v = degraded(&[&calm, &hurt]).unwrap();
+    assert_eq!((v.status, v.message.as_str()), (status::TRUE, "disk full"));
+    let unsure = work_with(vec![], vec![cond(DEGRADED, "Unknown", "")], vec![]);
+    assert_eq!(degraded(&[&calm, &unsure]).unwrap().status, status::UNKNOWN);
+    assert_eq!(degraded(&[&calm, &calm]).unwrap().status, status::FALSE);
 }
 
 #[test]

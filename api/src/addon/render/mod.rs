@@ -26,16 +26,21 @@
 //! or not, as OCM does), a Namespace object is renamed to it, and every subject of a
 //! (Cluster)RoleBinding gets it as its namespace.
 //!
-//! **The work**: named [`work_name`] in the cluster's namespace, labelled [`ADDON_NAME_LABEL`],
-//! annotated [`CONFIG_SPEC_HASH_ANNOTATION`] with the configs' spec hashes (a JSON object with
-//! sorted keys, as Go writes it; no annotation without configs, as OCM), with the template's
+//! **The works**: in the cluster's namespace, labelled [`ADDON_NAME_LABEL`], annotated
+//! [`CONFIG_SPEC_HASH_ANNOTATION`] with the configs' spec hashes (a JSON object with sorted keys,
+//! as Go writes it; no annotation without configs, as OCM), with the template's
 //! `manifestConfigs` and `executor`. Jobs and Pods marked as pre-delete hooks
 //! ([`PRE_DELETE_HOOK_ANNOTATION`], [`PRE_DELETE_HOOK_LABEL`]) are left out; [`pre_delete`]
 //! renders them into their own work, each with a `WellKnownStatus` feedback rule, as OCM does.
 //! Manifests annotated [`DELETION_ORPHAN_ANNOTATION`] make the delete option `SelectivelyOrphan`
 //! with one orphaning rule each. With the `WorkStatus` health check ([`crate::addon::health`])
 //! every Deployment and DaemonSet gets a `WellKnownStatus` feedback rule (OCM's
-//! `WorkloadAvailability` prober does the same). The result must pass [`crate::work::validate`].
+//! `WorkloadAvailability` prober does the same). The manifests together must pass
+//! [`crate::work::validate`] but for its size limit: they go into `addon-<name>-deploy-0` and,
+//! when they are more than [`MAX_MANIFESTS_BYTES`], on into `-deploy-1`, `-deploy-2`, …
+//! ([`work_name`]), as OCM's work builder splits them. Each work carries the same labels,
+//! annotations and options (OCM sets its options on every work); one manifest larger than a
+//! whole work is an error naming it.
 //!
 //! Deviations from OCM:
 //! - An unknown variable is an error naming the manifest and the variable; OCM (fasttemplate)
@@ -64,11 +69,17 @@
 //!   them); orphaning rules replace the delete option's policy but keep its TTL.
 //! - Orphaning rules and feedback identifiers use Flotilla's manifest identity (a namespaced
 //!   object without a namespace is in `default`), as the agent matches them.
+//! - Hook Jobs also report their `Failed` condition (`JSONPaths`, [`HOOK_JOB_FAILURE_PATHS`]),
+//!   so a removal waiting on a failed hook says why.
 //! - Generated feedback rules are merged into the template's first `manifestConfigs` entry that
 //!   selects the workload (OCM merges only into an identical identifier, and lists its
 //!   generated entries first); the template's entries keep their indices.
-//! - One work only: a work over the 500 KiB limit is an error; OCM splits it into
-//!   `addon-<name>-deploy-1`, `-2`….
+//! - Manifests are split greedily in manifest order, each work filled up to the limit itself
+//!   (the same template renders the same works on any hub, after any history). OCM's work
+//!   builder keeps a manifest in the existing work that holds it, puts new ones largest first
+//!   into the work with the most room, and fills works to 80 % of its (50 KiB) limit. A manifest
+//!   that moves between works is handed over by the hub without being deleted on the way
+//!   (`hub/src/addon/rules/works.rs`).
 
 use crate::addon::health::{self, Mode};
 use crate::addon::{
@@ -77,6 +88,7 @@ use crate::addon::{
     pre_delete_work_name, work_name,
 };
 use crate::v1;
+use crate::work::MAX_MANIFESTS_BYTES;
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, HashMap};
 
@@ -105,6 +117,9 @@ pub struct Input<'a> {
     /// [`crate::addon::hash::config_key`] → spec hash of every effective config (goes into the
     /// work's [`CONFIG_SPEC_HASH_ANNOTATION`]).
     pub config_hashes: &'a BTreeMap<String, String>,
+    /// Flotilla's hub: put the install namespace first in the agent's works (unless a manifest
+    /// is that Namespace) and orphan it when they go (see the module documentation).
+    pub ensure_namespace: bool,
 }
 
 /// Why a template could not be rendered; each names the template's (or the config's) field.
@@ -168,6 +183,42 @@ pub enum RenderError {
     /// (`spec.agentSpec.…`).
     #[error("{}", .0.join("; "))]
     Invalid(Vec<String>),
+    /// One rendered manifest is larger than a whole work may be: the manifests are split into
+    /// works, but one manifest cannot be.
+    #[error(
+        "{field}: {bytes} bytes once rendered, over the {limit}-byte limit of one ManifestWork \
+         (an add-on's manifests are split into works of at most that size, but one manifest \
+         cannot be split): make it smaller"
+    )]
+    TooLarge {
+        /// The manifest (`spec.agentSpec.workload.manifests[3]`, or what the render injected).
+        field: String,
+        /// Its size as rendered (JSON).
+        bytes: usize,
+        /// [`MAX_MANIFESTS_BYTES`].
+        limit: usize,
+    },
+}
+
+/// Where a manifest of a rendered work comes from (errors name it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    /// The template's manifest of this index.
+    Template(usize),
+    /// The proxy CA bundle ConfigMap the AddOnDeploymentConfig's proxy settings inject.
+    ProxyCa,
+    /// The install namespace put first ([`Input::ensure_namespace`]).
+    Namespace,
+}
+
+impl Origin {
+    fn field(self) -> String {
+        match self {
+            Origin::Template(i) => format!("spec.agentSpec.workload.manifests[{i}]"),
+            Origin::ProxyCa => "the injected proxy CA bundle ConfigMap".into(),
+            Origin::Namespace => "the install Namespace".into(),
+        }
+    }
 }
 
 /// The variables of a render, by name (see the module documentation for their precedence).
@@ -221,74 +272,40 @@ pub fn install_namespace(input: &Input) -> String {
     daemonset.unwrap_or_else(|| DEFAULT_INSTALL_NAMESPACE.to_string())
 }
 
-/// Renders the add-on's agent work (see the module documentation).
-pub fn render(input: &Input) -> Result<v1::ManifestWork, RenderError> {
+/// Renders the add-on's agent works (see the module documentation): one work, or more when
+/// the manifests are more than one work may carry.
+pub fn render(input: &Input) -> Result<Vec<v1::ManifestWork>, RenderError> {
+    let (work, origins) = agent_work(input)?;
+    check(&work, &origins)?;
+    split(work, &origins, input.addon)
+}
+
+/// The agent's manifests in one work of any size (named [`work_name`] 0), with where each
+/// manifest comes from.
+fn agent_work(input: &Input) -> Result<(v1::ManifestWork, Vec<Origin>), RenderError> {
     let mode = health::mode_of(input.template).map_err(RenderError::HealthCheck)?;
     let no_spec = v1::ManifestWorkSpec::default();
     let spec = agent_spec(input.template).unwrap_or(&no_spec);
-    let objects = rendered_objects(input)?;
-
-    let mut manifests = Vec::new();
-    let mut origins = Vec::new();
-    let mut orphans = Vec::new();
-    for (i, obj) in objects.into_iter().filter(|(_, o)| !is_pre_delete_hook(o)) {
-        if has_annotation(&obj, DELETION_ORPHAN_ANNOTATION)
-            && let Ok(id) = crate::work::manifest_id(&obj)
-        {
-            orphans.push(v1::OrphaningRule {
-                group: id.group.clone(),
-                resource: id.resource(),
-                namespace: id.namespace.clone(),
-                name: id.name.clone(),
-            });
-        }
-        manifests.push(to_manifest(&obj));
-        origins.push(Some(i));
+    let AgentManifests {
+        mut manifests,
+        mut origins,
+        orphans,
+    } = agent_manifests(input)?;
+    let mut delete_option = delete_option_of(spec, orphans);
+    if input.ensure_namespace {
+        let namespace = install_namespace(input);
+        ensure_namespace(&namespace, &mut manifests, &mut origins, &mut delete_option);
     }
-    if let Some(cm) = proxy_ca_config_map(input) {
-        manifests.push(to_manifest(&cm));
-        origins.push(None);
-    }
-
     let mut manifest_configs = spec.manifest_configs.clone();
     if mode == Mode::WorkStatus {
         add_workload_feedback(&mut manifest_configs, &manifests);
     }
-
-    let delete_option = if orphans.is_empty() {
-        spec.delete_option.clone()
-    } else {
-        Some(v1::DeleteOption {
-            propagation_policy: "SelectivelyOrphan".into(),
-            selectively_orphans: Some(v1::SelectivelyOrphan {
-                orphaning_rules: orphans,
-            }),
-            ttl_seconds_after_finished: spec
-                .delete_option
-                .as_ref()
-                .and_then(|d| d.ttl_seconds_after_finished),
-        })
-    };
-
-    let mut annotations = HashMap::new();
-    if !input.config_hashes.is_empty() {
-        let map: Map<String, Value> = input
-            .config_hashes
-            .iter()
-            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-            .collect();
-        annotations.insert(
-            CONFIG_SPEC_HASH_ANNOTATION.to_string(),
-            crate::addon::hash::go_json(&Value::Object(map)),
-        );
-    }
-
     let work = v1::ManifestWork {
         metadata: Some(v1::ObjectMeta {
-            name: work_name(input.addon),
+            name: work_name(input.addon, 0),
             namespace: input.cluster.to_string(),
             labels: HashMap::from([(ADDON_NAME_LABEL.to_string(), input.addon.to_string())]),
-            annotations,
+            annotations: hash_annotations(input.config_hashes),
             ..Default::default()
         }),
         spec: Some(v1::ManifestWorkSpec {
@@ -300,14 +317,205 @@ pub fn render(input: &Input) -> Result<v1::ManifestWork, RenderError> {
         status: None,
         hub: None,
     };
-    check(&work, &origins)?;
-    Ok(work)
+    Ok((work, origins))
 }
+
+/// The agent's manifests before they become works.
+struct AgentManifests {
+    manifests: Vec<v1::Manifest>,
+    /// Where each manifest comes from.
+    origins: Vec<Origin>,
+    /// The orphaning rule of each manifest annotated [`DELETION_ORPHAN_ANNOTATION`].
+    orphans: Vec<v1::OrphaningRule>,
+}
+
+/// The agent's manifests (pre-delete hooks left out) and the injected proxy CA ConfigMap.
+fn agent_manifests(input: &Input) -> Result<AgentManifests, RenderError> {
+    let mut out = AgentManifests {
+        manifests: Vec::new(),
+        origins: Vec::new(),
+        orphans: Vec::new(),
+    };
+    for (i, obj) in rendered_objects(input)?
+        .into_iter()
+        .filter(|(_, o)| !is_pre_delete_hook(o))
+    {
+        if has_annotation(&obj, DELETION_ORPHAN_ANNOTATION)
+            && let Ok(id) = crate::work::manifest_id(&obj)
+        {
+            out.orphans.push(v1::OrphaningRule {
+                group: id.group.clone(),
+                resource: id.resource(),
+                namespace: id.namespace.clone(),
+                name: id.name.clone(),
+            });
+        }
+        out.manifests.push(to_manifest(&obj));
+        out.origins.push(Origin::Template(i));
+    }
+    if let Some(cm) = proxy_ca_config_map(input) {
+        out.manifests.push(to_manifest(&cm));
+        out.origins.push(Origin::ProxyCa);
+    }
+    Ok(out)
+}
+
+/// The template's delete option, made `SelectivelyOrphan` with `orphans` when there are any
+/// (the template's TTL kept).
+fn delete_option_of(
+    spec: &v1::ManifestWorkSpec,
+    orphans: Vec<v1::OrphaningRule>,
+) -> Option<v1::DeleteOption> {
+    if orphans.is_empty() {
+        return spec.delete_option.clone();
+    }
+    Some(v1::DeleteOption {
+        propagation_policy: "SelectivelyOrphan".into(),
+        selectively_orphans: Some(v1::SelectivelyOrphan {
+            orphaning_rules: orphans,
+        }),
+        ttl_seconds_after_finished: spec
+            .delete_option
+            .as_ref()
+            .and_then(|d| d.ttl_seconds_after_finished),
+    })
+}
+
+/// The [`CONFIG_SPEC_HASH_ANNOTATION`] of the configs' hashes (none without configs, as OCM).
+fn hash_annotations(config_hashes: &BTreeMap<String, String>) -> HashMap<String, String> {
+    let mut annotations = HashMap::new();
+    if !config_hashes.is_empty() {
+        let map: Map<String, Value> = config_hashes
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect();
+        annotations.insert(
+            CONFIG_SPEC_HASH_ANNOTATION.to_string(),
+            crate::addon::hash::go_json(&Value::Object(map)),
+        );
+    }
+    annotations
+}
+
+/// Puts the install namespace first among the manifests (the agent applies in order), unless
+/// one of them is that Namespace, and keeps it when the works go: other add-ons may run there
+/// (OCM's registration agent creates it on the spoke and never deletes it).
+fn ensure_namespace(
+    namespace: &str,
+    manifests: &mut Vec<v1::Manifest>,
+    origins: &mut Vec<Origin>,
+    delete_option: &mut Option<v1::DeleteOption>,
+) {
+    let has = manifests.iter().any(|m| {
+        serde_json::from_slice::<Value>(&m.raw).is_ok_and(|v| {
+            v["kind"] == "Namespace"
+                && v["apiVersion"] == "v1"
+                && v["metadata"]["name"] == namespace
+        })
+    });
+    if !has {
+        let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
+        manifests.insert(0, to_manifest(&ns));
+        origins.insert(0, Origin::Namespace);
+    }
+    let rule = v1::OrphaningRule {
+        group: String::new(),
+        resource: "namespaces".into(),
+        namespace: String::new(),
+        name: namespace.to_string(),
+    };
+    let option = delete_option.get_or_insert_with(Default::default);
+    match option.propagation_policy.as_str() {
+        "Orphan" => {}
+        "" | "Foreground" => {
+            option.propagation_policy = "SelectivelyOrphan".into();
+            option.selectively_orphans = Some(v1::SelectivelyOrphan {
+                orphaning_rules: vec![rule],
+            });
+        }
+        _ => {
+            let rules = &mut option
+                .selectively_orphans
+                .get_or_insert_with(Default::default)
+                .orphaning_rules;
+            if !rules.contains(&rule) {
+                rules.push(rule);
+            }
+        }
+    }
+}
+
+/// Splits the agent's work into works of at most [`MAX_MANIFESTS_BYTES`] of manifests each,
+/// filled greedily in manifest order and named [`work_name`] 0, 1, …; each keeps the whole
+/// work's labels, annotations, manifest configs, delete option and executor (OCM's work builder
+/// sets its options on every work). A manifest larger than one work is an error naming it.
+fn split(
+    whole: v1::ManifestWork,
+    origins: &[Origin],
+    addon: &str,
+) -> Result<Vec<v1::ManifestWork>, RenderError> {
+    let meta = whole.metadata.unwrap_or_default();
+    let mut spec = whole.spec.unwrap_or_default();
+    let manifests = spec
+        .workload
+        .take()
+        .map(|w| w.manifests)
+        .unwrap_or_default();
+    let mut chunks: Vec<(Vec<v1::Manifest>, usize)> = Vec::new();
+    for (m, origin) in manifests.into_iter().zip(origins) {
+        let bytes = m.raw.len();
+        if bytes > MAX_MANIFESTS_BYTES {
+            return Err(RenderError::TooLarge {
+                field: origin.field(),
+                bytes,
+                limit: MAX_MANIFESTS_BYTES,
+            });
+        }
+        match chunks.last_mut() {
+            Some((list, size)) if *size + bytes <= MAX_MANIFESTS_BYTES => {
+                list.push(m);
+                *size += bytes;
+            }
+            _ => chunks.push((vec![m], bytes)),
+        }
+    }
+    let works = chunks
+        .into_iter()
+        .enumerate()
+        .map(|(i, (manifests, _))| v1::ManifestWork {
+            metadata: Some(v1::ObjectMeta {
+                name: work_name(addon, i),
+                ..meta.clone()
+            }),
+            spec: Some(v1::ManifestWorkSpec {
+                workload: Some(v1::ManifestsTemplate { manifests }),
+                ..spec.clone()
+            }),
+            status: None,
+            hub: None,
+        })
+        .collect();
+    Ok(works)
+}
+
+/// Feedback of a hook Job's failure, by value name (Flotilla: OCM's hook work reports only
+/// completion, so a removal waiting on a failed Job could not say why).
+pub const HOOK_JOB_FAILURE_PATHS: [(&str, &str); 2] = [
+    (
+        "JobFailed",
+        r#".status.conditions[?(@.type=="Failed")].status"#,
+    ),
+    (
+        "JobFailedReason",
+        r#".status.conditions[?(@.type=="Failed")].reason"#,
+    ),
+];
 
 /// Renders the add-on's pre-delete hooks (Jobs and Pods marked with
 /// [`PRE_DELETE_HOOK_ANNOTATION`] or [`PRE_DELETE_HOOK_LABEL`]) into the work
 /// [`pre_delete_work_name`], each with a `WellKnownStatus` feedback rule (OCM's
-/// `BuildHookWork`); `None` when the template has none.
+/// `BuildHookWork`), Jobs also with the `JSONPaths` of [`HOOK_JOB_FAILURE_PATHS`]; `None` when
+/// the template has none.
 pub fn pre_delete(input: &Input) -> Result<Option<v1::ManifestWork>, RenderError> {
     let mut manifests = Vec::new();
     let mut origins = Vec::new();
@@ -317,15 +525,14 @@ pub fn pre_delete(input: &Input) -> Result<Option<v1::ManifestWork>, RenderError
         .filter(|(_, o)| is_pre_delete_hook(o))
     {
         if let Ok(id) = crate::work::manifest_id(&obj) {
-            manifest_configs.push(well_known_config(
-                &id.group,
-                &id.resource(),
-                &id.namespace,
-                &id.name,
-            ));
+            let mut config = well_known_config(&id.group, &id.resource(), &id.namespace, &id.name);
+            if id.group == "batch" && id.kind == "Job" {
+                config.feedback_rules.push(job_failure_rule());
+            }
+            manifest_configs.push(config);
         }
         manifests.push(to_manifest(&obj));
-        origins.push(Some(i));
+        origins.push(Origin::Template(i));
     }
     if manifests.is_empty() {
         return Ok(None);
@@ -914,6 +1121,36 @@ fn well_known_config(
     }
 }
 
+fn job_failure_rule() -> v1::FeedbackRule {
+    v1::FeedbackRule {
+        r#type: "JSONPaths".into(),
+        json_paths: HOOK_JOB_FAILURE_PATHS
+            .iter()
+            .map(|(name, path)| v1::JsonPath {
+                name: name.to_string(),
+                path: path.to_string(),
+                version: String::new(),
+            })
+            .collect(),
+    }
+}
+
+/// Whether a template may have pre-delete hooks: a manifest names
+/// [`PRE_DELETE_HOOK_ANNOTATION`] or [`PRE_DELETE_HOOK_LABEL`] anywhere in its text. For when
+/// it cannot be rendered: removing an add-on whose hooks cannot be rendered must wait, one
+/// without hooks need not.
+pub fn may_have_pre_delete_hooks(template: &v1::AddOnTemplate) -> bool {
+    // The annotation key ends with the label key.
+    let key = PRE_DELETE_HOOK_LABEL.as_bytes();
+    agent_spec(template)
+        .and_then(|s| s.workload.as_ref())
+        .is_some_and(|w| {
+            w.manifests
+                .iter()
+                .any(|m| m.raw.windows(key.len()).any(|x| x == key))
+        })
+}
+
 fn well_known_rule() -> v1::FeedbackRule {
     v1::FeedbackRule {
         r#type: "WellKnownStatus".into(),
@@ -957,9 +1194,10 @@ fn add_workload_feedback(configs: &mut Vec<v1::ManifestConfigOption>, manifests:
     }
 }
 
-/// [`crate::work::validate`] with the fields renamed to the template's.
-fn check(work: &v1::ManifestWork, origins: &[Option<usize>]) -> Result<(), RenderError> {
-    let errors = crate::work::validate(work);
+/// [`crate::work::validate_unsized`] (the size is [`split`]'s) with the fields renamed to the
+/// template's.
+fn check(work: &v1::ManifestWork, origins: &[Origin]) -> Result<(), RenderError> {
+    let errors = crate::work::validate_unsized(work);
     if errors.is_empty() {
         return Ok(());
     }
@@ -968,16 +1206,14 @@ fn check(work: &v1::ManifestWork, origins: &[Option<usize>]) -> Result<(), Rende
     ))
 }
 
-fn rename_field(error: &str, origins: &[Option<usize>]) -> String {
+fn rename_field(error: &str, origins: &[Origin]) -> String {
     const MANIFESTS: &str = "spec.workload.manifests[";
     if let Some(rest) = error.strip_prefix(MANIFESTS)
         && let Some((index, tail)) = rest.split_once(']')
         && let Ok(k) = index.parse::<usize>()
+        && let Some(origin) = origins.get(k)
     {
-        return match origins.get(k).copied().flatten() {
-            Some(i) => format!("spec.agentSpec.workload.manifests[{i}]{tail}"),
-            None => format!("the injected proxy CA bundle ConfigMap{tail}"),
-        };
+        return format!("{}{tail}", origin.field());
     }
     match error.strip_prefix("spec.") {
         Some(rest) => format!("spec.agentSpec.{rest}"),

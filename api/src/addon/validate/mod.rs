@@ -387,10 +387,11 @@ pub fn addon_template(x: &v1::AddOnTemplate) -> Vec<String> {
     match &spec.agent_spec {
         None => errors.push("spec.agentSpec: required".into()),
         Some(agent) => {
-            // The agent spec must make a valid ManifestWork on any cluster.
+            // The agent spec must make valid ManifestWorks on any cluster: any total size (it
+            // is split into works), but each manifest fitting in one work.
             let probe = v1::ManifestWork {
                 metadata: Some(v1::ObjectMeta {
-                    name: super::work_name("probe"),
+                    name: super::work_name("probe", 0),
                     namespace: "probe-cluster".into(),
                     ..Default::default()
                 }),
@@ -398,7 +399,7 @@ pub fn addon_template(x: &v1::AddOnTemplate) -> Vec<String> {
                 status: None,
                 hub: None,
             };
-            for e in crate::work::validate(&probe) {
+            for e in crate::work::validate_unsized(&probe) {
                 if e.starts_with("metadata.") {
                     continue;
                 }
@@ -407,12 +408,33 @@ pub fn addon_template(x: &v1::AddOnTemplate) -> Vec<String> {
                     None => e,
                 });
             }
+            errors.extend(oversized_manifests(agent));
         }
     }
     for (i, r) in spec.registration.iter().enumerate() {
         registration(&format!("spec.registration[{i}]"), r, &mut errors);
     }
     errors
+}
+
+/// The manifests of an agent spec that no ManifestWork can carry, even alone.
+fn oversized_manifests(agent: &v1::ManifestWorkSpec) -> Vec<String> {
+    let limit = crate::work::MAX_MANIFESTS_BYTES;
+    agent
+        .workload
+        .iter()
+        .flat_map(|w| w.manifests.iter())
+        .enumerate()
+        .filter(|(_, m)| m.raw.len() > limit)
+        .map(|(i, m)| {
+            format!(
+                "spec.agentSpec.workload.manifests[{i}]: {} bytes, over the {limit}-byte limit \
+                 of one ManifestWork (an add-on's manifests are split into works of at most \
+                 that size, but one manifest cannot be split): make it smaller",
+                m.raw.len()
+            )
+        })
+        .collect()
 }
 
 fn registration(f: &str, r: &v1::RegistrationSpec, errors: &mut Vec<String>) {

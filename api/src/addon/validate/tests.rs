@@ -370,6 +370,35 @@ fn template_agent_spec_is_validated_as_a_manifest_work() {
 }
 
 #[test]
+fn a_template_may_exceed_one_work_but_none_of_its_manifests_may() {
+    let blob = |name: &str, kib: usize| {
+        format!(
+            "{{apiVersion: v1, kind: ConfigMap, metadata: {{name: {name}, namespace: ns}}, data: {{x: {}}}}}",
+            "y".repeat(kib * 1024)
+        )
+    };
+    // ~700 KiB in all: rendered into two works.
+    let manifests: Vec<String> = (0..7).map(|i| blob(&format!("c{i}"), 100)).collect();
+    let spec = format!(
+        "{{addonName: hello, agentSpec: {{workload: {{manifests: [{}]}}}}}}",
+        manifests.join(", ")
+    );
+    assert!(template_errors(&spec).is_empty());
+    // One manifest over the limit cannot be split.
+    let spec = format!(
+        "{{addonName: hello, agentSpec: {{workload: {{manifests: [{}, {}]}}}}}}",
+        blob("small", 1),
+        blob("huge", 501)
+    );
+    let errors = template_errors(&spec);
+    one(errors.clone(), "spec.agentSpec.workload.manifests[1]");
+    assert!(
+        errors[0].contains("one manifest cannot be split"),
+        "{errors:?}"
+    );
+}
+
+#[test]
 fn registration_type_is_kube_client_or_custom_signer() {
     one(
         registration_errors("[{type: Token}]"),

@@ -82,17 +82,6 @@ pub fn parse_config_key(key: &str) -> Option<(String, String, String, String)> {
     ))
 }
 
-/// Where a cluster stands in the rollout of `target` (the hashes its configs have now).
-pub fn rollout_status(
-    work: Option<&ManifestWork>,
-    target: &Hashes,
-) -> (Status, Option<SystemTime>) {
-    match (work, released(work)) {
-        (Some(w), Some(h)) if h == *target => crate::replicaset::rules::progress(w),
-        _ => (Status::ToApply, None),
-    }
-}
-
 /// The cluster a ManagedClusterAddOn lives on and the add-on's name.
 pub fn key_of(mca: &ManagedClusterAddOn) -> (String, String) {
     let m = mca.metadata.clone().unwrap_or_default();
@@ -116,8 +105,8 @@ pub struct StatusInput<'a> {
     pub cma: &'a ClusterManagementAddOn,
     /// The installed add-on as stored.
     pub mca: &'a ManagedClusterAddOn,
-    /// Its work, when there is one.
-    pub work: Option<&'a ManifestWork>,
+    /// Its agent works, by index (none before the first is applied).
+    pub works: Vec<&'a ManifestWork>,
     /// Its cluster.
     pub cluster: Option<&'a ManagedCluster>,
     /// Its effective configs, or why they cannot be resolved (each naming the field).
@@ -182,7 +171,7 @@ pub fn status(input: &StatusInput<'_>) -> ManagedClusterAddOnStatus {
                 "ConfigurationsConfigured",
                 "Configurations configured",
             );
-            let released = released(input.work).unwrap_or_default();
+            let released = released(input.works.first().copied()).unwrap_or_default();
             let done = input.rollout == Status::Succeeded;
             let previous = std::mem::take(&mut st.config_references);
             st.config_references = resolved
@@ -268,13 +257,7 @@ pub fn status(input: &StatusInput<'_>) -> ManagedClusterAddOnStatus {
         },
     }
 
-    // ManifestApplied: the work's Applied condition.
-    let work_cond = |t: &str| {
-        input
-            .work
-            .and_then(|w| w.status.as_ref())
-            .and_then(|s| s.conditions.iter().find(|c| c.r#type == t))
-    };
+    // ManifestApplied: the works' Applied conditions.
     if let Some(e) = input.render_error {
         set(
             &mut st,
@@ -283,24 +266,23 @@ pub fn status(input: &StatusInput<'_>) -> ManagedClusterAddOnStatus {
             "ManifestWorkApplyFailed",
             e,
         );
-    } else if let Some(c) = work_cond(flotilla_api::work::conditions::APPLIED) {
-        if c.status == status::TRUE {
-            set(
-                &mut st,
-                cond::MANIFEST_APPLIED,
-                status::TRUE,
-                "AddonManifestApplied",
-                "the add-on's manifests are applied",
-            );
-        } else {
-            set(
-                &mut st,
-                cond::MANIFEST_APPLIED,
-                status::FALSE,
-                "AddonManifestAppliedFailed",
-                &c.message,
-            );
-        }
+    } else if let Some(failed) = not_applied(&input.works) {
+        set(
+            &mut st,
+            cond::MANIFEST_APPLIED,
+            status::FALSE,
+            "AddonManifestAppliedFailed",
+            &failed,
+        );
+    } else if !input.works.is_empty() && input.works.iter().all(|w| applied_condition(w).is_some())
+    {
+        set(
+            &mut st,
+            cond::MANIFEST_APPLIED,
+            status::TRUE,
+            "AddonManifestApplied",
+            "the add-on's manifests are applied",
+        );
     }
 
     // RegistrationApplied: Flotilla issues NATS credentials to the add-on agent on request, so
@@ -329,18 +311,41 @@ pub fn status(input: &StatusInput<'_>) -> ManagedClusterAddOnStatus {
             Ok(health::Mode::Lease) => {
                 Some(health::lease(input.lease, input.now, input.grace, &name))
             }
-            Ok(mode) => Some(health::work(input.work, mode, &name)),
+            Ok(mode) => Some(health::work(&input.works, mode, &name)),
             Err(_) => None,
         }
     };
     if let Some(v) = verdict {
         set(&mut st, cond::AVAILABLE, v.status, v.reason, &v.message);
     }
-    match health::degraded(input.work) {
+    match health::degraded(&input.works) {
         Some(v) => set(&mut st, cond::DEGRADED, v.status, v.reason, &v.message),
         None => st.conditions.retain(|c| c.r#type != cond::DEGRADED),
     }
     st
+}
+
+fn applied_condition(w: &ManifestWork) -> Option<&flotilla_api::v1::Condition> {
+    let conditions = &w.status.as_ref()?.conditions;
+    meta::find_condition(conditions, flotilla_api::work::conditions::APPLIED)
+}
+
+/// Why the works are not applied, when one reports Applied other than True: its message (with
+/// its name when the add-on has several works).
+fn not_applied(works: &[&ManifestWork]) -> Option<String> {
+    let failed: Vec<String> = works
+        .iter()
+        .filter_map(|w| {
+            let c = applied_condition(w).filter(|c| c.status != status::TRUE)?;
+            Some(if works.len() > 1 {
+                let name = w.metadata.as_ref().map_or("", |m| m.name.as_str());
+                format!("{name}: {}", c.message)
+            } else {
+                c.message.clone()
+            })
+        })
+        .collect();
+    (!failed.is_empty()).then(|| failed.join("; "))
 }
 
 /// What the hub checks of a ClusterManagementAddOn beyond the CRD's rules, each naming its
@@ -387,9 +392,12 @@ pub fn lease_recheck(
 
 pub mod external;
 pub mod plan;
+pub mod uninstall;
+pub mod works;
 
 pub use external::{ExternalInput, external_status, install_namespace};
 pub use flotilla_api::addon::manager::{AddOnKind, Lifecycle, kind_of, lifecycle_of};
+pub use works::rollout_status;
 
 #[cfg(test)]
 mod tests;

@@ -64,7 +64,7 @@ fn work_with(hashes: &Hashes, conditions: &[(&str, &str)]) -> ManifestWork {
     );
     ManifestWork {
         metadata: Some(ObjectMeta {
-            name: addon::work_name("a"),
+            name: addon::work_name("a", 0),
             namespace: "c1".into(),
             annotations,
             generation: 1,
@@ -137,7 +137,7 @@ fn input<'a>(
     StatusInput {
         cma: &f.cma,
         mca: &f.mca,
-        work,
+        works: work.into_iter().collect(),
         cluster,
         configs: &f.configs,
         mode: &f.mode,
@@ -184,19 +184,19 @@ fn a_cluster_is_to_apply_until_its_work_carries_the_target_hashes() {
         &hashes(&resolved("old")),
         &[("Applied", "True"), ("Available", "True")],
     );
-    assert_eq!(rollout_status(Some(&old), &target).0, Status::ToApply);
-    assert_eq!(rollout_status(None, &target).0, Status::ToApply);
+    assert_eq!(rollout_status(&[&old], &target).0, Status::ToApply);
+    assert_eq!(rollout_status(&[], &target).0, Status::ToApply);
     let progressing = work_with(&target, &[]);
     assert_eq!(
-        rollout_status(Some(&progressing), &target).0,
+        rollout_status(&[&progressing], &target).0,
         Status::Progressing
     );
     let done = work_with(&target, &[("Applied", "True"), ("Available", "True")]);
-    let (status, since) = rollout_status(Some(&done), &target);
+    let (status, since) = rollout_status(&[&done], &target);
     assert_eq!(status, Status::Succeeded);
     assert_eq!(since, Some(at(5)));
     let failed = work_with(&target, &[("Applied", "False")]);
-    assert_eq!(rollout_status(Some(&failed), &target).0, Status::Failed);
+    assert_eq!(rollout_status(&[&failed], &target).0, Status::Failed);
 }
 
 #[test]

@@ -20,7 +20,7 @@ fn the_namespace_decorator_follows_ocm() {
     let hashes = no_hashes();
     let mut i = input(&t, None, &hashes);
     i.install_namespace = "new";
-    let objs = objects(&render(&i).unwrap());
+    let objs = objects(&render_one(&i).unwrap());
     assert_eq!(objs[0]["metadata"]["name"], "new");
     assert_eq!(objs[1]["metadata"]["namespace"], "new");
     assert_eq!(objs[1]["subjects"][0]["namespace"], "new");
@@ -28,7 +28,7 @@ fn the_namespace_decorator_follows_ocm() {
     assert!(objs[2].get("subjects").is_none());
     assert!(objs[3]["metadata"].get("namespace").is_none());
     // No override: nothing moves.
-    let objs = objects(&render(&input(&t, None, &hashes)).unwrap());
+    let objs = objects(&render_one(&input(&t, None, &hashes)).unwrap());
     assert_eq!(objs[0]["metadata"]["name"], "old");
     assert_eq!(objs[1]["subjects"][0]["namespace"], "old");
 }
@@ -42,7 +42,7 @@ fn node_placement_keeps_ocms_quirk() {
     }))]);
     let hashes = no_hashes();
     let pod_of = |config: &AddOnDeploymentConfig| {
-        objects(&render(&input(&t, Some(config), &hashes)).unwrap())[0]["spec"]["template"]["spec"]
+        objects(&render_one(&input(&t, Some(config), &hashes)).unwrap())[0]["spec"]["template"]["spec"]
             .clone()
     };
     // Tolerations alone are ignored: OCM sets them only with a nodeSelector.
@@ -157,7 +157,7 @@ fn resource_requirements_match_container_ids_last_wins() {
         ..Default::default()
     });
     let hashes = no_hashes();
-    let objs = objects(&render(&input(&t, Some(&config), &hashes)).unwrap());
+    let objs = objects(&render_one(&input(&t, Some(&config), &hashes)).unwrap());
     let pod = &objs[0]["spec"]["template"]["spec"];
     assert_eq!(
         pod["containers"][0]["resources"],
@@ -184,7 +184,7 @@ fn resource_requirements_match_container_ids_last_wins() {
         ..Default::default()
     });
     assert_eq!(
-        render(&input(&t, Some(&bad), &hashes))
+        render_one(&input(&t, Some(&bad), &hashes))
             .unwrap_err()
             .to_string(),
         "AddOnDeploymentConfig default/hello-config spec.resourceRequirements[1].containerID: \

@@ -151,7 +151,16 @@ fn input<'a>(
         config,
         hub_url: "",
         config_hashes: hashes,
+        ensure_namespace: false,
     }
+}
+
+/// The one work a template of less than a work's worth of manifests renders into.
+fn render_one(input: &Input) -> Result<v1::ManifestWork, RenderError> {
+    render(input).map(|works| {
+        assert_eq!(works.len(), 1, "one work expected");
+        works.into_iter().next().unwrap()
+    })
 }
 
 fn objects(work: &v1::ManifestWork) -> Vec<Value> {
@@ -202,7 +211,7 @@ fn ocms_template_renders_as_ocm_renders_it() {
             "bb".to_string(),
         ),
     ]);
-    let work = render(&input(&t, Some(&config), &hashes)).unwrap();
+    let work = render_one(&input(&t, Some(&config), &hashes)).unwrap();
     let meta = work.metadata.as_ref().unwrap();
     assert_eq!(meta.name, "addon-hello-template-deploy-0");
     assert_eq!(meta.namespace, "cluster1");
@@ -355,6 +364,29 @@ fn ocms_template_renders_as_ocm_renders_it() {
         }
     );
     assert_eq!(hc[0].feedback_rules[0].r#type, "WellKnownStatus");
+    // Flotilla: a hook Job also reports why it failed.
+    let failure = &hc[0].feedback_rules[1];
+    assert_eq!(failure.r#type, "JSONPaths");
+    let names: Vec<&str> = failure.json_paths.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["JobFailed", "JobFailedReason"]);
+    assert!(crate::work::validate(&hook).is_empty());
+    assert!(may_have_pre_delete_hooks(&t));
+}
+
+#[test]
+fn a_template_that_cannot_render_still_tells_whether_it_has_hooks() {
+    let hashes = no_hashes();
+    let hooked = raw_template_of(&[
+        r#"{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"j","namespace":"ns","annotations":{"addon.open-cluster-management.io/addon-pre-delete":""}},"spec":{"backoffLimit":{{LIMIT}}}}"#,
+    ]);
+    assert!(pre_delete(&input(&hooked, None, &hashes)).is_err());
+    assert!(may_have_pre_delete_hooks(&hooked));
+    let labelled = template_of(vec![json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "ns", "labels": {PRE_DELETE_HOOK_LABEL: "true"}}})]);
+    assert!(may_have_pre_delete_hooks(&labelled));
+    let plain = template_of(vec![json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "c", "namespace": "ns"}})]);
+    assert!(!may_have_pre_delete_hooks(&plain));
 }
 
 #[test]
@@ -369,7 +401,7 @@ fn proxy_settings_add_env_a_ca_volume_and_a_config_map() {
     });
     let config = adc(spec);
     let hashes = no_hashes();
-    let work = render(&input(&t, Some(&config), &hashes)).unwrap();
+    let work = render_one(&input(&t, Some(&config), &hashes)).unwrap();
     let objs = objects(&work);
     assert_eq!(objs.len(), 5);
     for workload in &objs[..2] {
@@ -417,7 +449,7 @@ fn an_unknown_variable_names_the_manifest_and_the_variable() {
     // OCM's deployment template uses LOG_LEVEL, an AddOnDeploymentConfig variable.
     let t = template_from_yaml(DEPLOYMENT_TEMPLATE);
     let hashes = no_hashes();
-    let err = render(&input(&t, None, &hashes)).unwrap_err();
+    let err = render_one(&input(&t, None, &hashes)).unwrap_err();
     assert_eq!(
         err.to_string(),
         "spec.agentSpec.workload.manifests[0]: unknown variable {{LOG_LEVEL}} \
@@ -426,7 +458,7 @@ fn an_unknown_variable_names_the_manifest_and_the_variable() {
     let mut i = input(&t, None, &hashes);
     i.hub_url = "nats://hub:4222";
     assert!(
-        render(&i)
+        render_one(&i)
             .unwrap_err()
             .to_string()
             .ends_with("(defined: CLUSTER_NAME, HUB_KUBECONFIG, HUB_URL, INSTALL_NAMESPACE)")
@@ -438,7 +470,7 @@ fn an_unknown_variable_names_the_manifest_and_the_variable() {
         "data": {"a": "x", "b": "{{ CLUSTER_NAME }}"},
     })]);
     assert_eq!(
-        render(&input(&t, None, &hashes)).unwrap_err(),
+        render_one(&input(&t, None, &hashes)).unwrap_err(),
         RenderError::UnknownVariable {
             manifest: 0,
             variable: " CLUSTER_NAME ".into(),
@@ -485,7 +517,7 @@ fn variables_follow_ocms_precedence() {
             .map(|(a, b)| (a.to_string(), b.to_string()))
         )
     );
-    let work = render(&i).unwrap();
+    let work = render_one(&i).unwrap();
     // Preset env vars: the default first, then the built-ins sorted, with their final values.
     assert_eq!(
         env_of(&objects(&work)[0]),
@@ -540,7 +572,7 @@ fn install_namespace_precedence() {
     );
     // A template written with {{INSTALL_NAMESPACE}} lands in the install namespace.
     let t4 = template_of(vec![deployment("{{INSTALL_NAMESPACE}}")]);
-    let work = render(&input(&t4, None, &hashes)).unwrap();
+    let work = render_one(&input(&t4, None, &hashes)).unwrap();
     assert_eq!(
         objects(&work)[0]["metadata"]["namespace"],
         DEFAULT_INSTALL_NAMESPACE
@@ -558,7 +590,7 @@ fn daemonset_template_stays_in_its_namespace_unless_one_is_named() {
         ..Default::default()
     });
     let hashes = no_hashes();
-    let work = render(&input(&t, Some(&config), &hashes)).unwrap();
+    let work = render_one(&input(&t, Some(&config), &hashes)).unwrap();
     let objs = objects(&work);
     assert_eq!(
         objs[0]["metadata"]["namespace"],
@@ -574,11 +606,11 @@ fn daemonset_template_stays_in_its_namespace_unless_one_is_named() {
     // The ManagedClusterAddOn's installNamespace moves every namespaced object (Flotilla).
     let mut i = input(&t, Some(&config), &hashes);
     i.install_namespace = "addons";
-    let objs = objects(&render(&i).unwrap());
+    let objs = objects(&render_one(&i).unwrap());
     assert_eq!(objs[0]["metadata"]["namespace"], "addons");
     assert_eq!(objs[1]["metadata"]["namespace"], "addons");
     assert_eq!(objs[2]["subjects"][0]["namespace"], "addons");
-    let health = render(&i).unwrap().spec.unwrap().manifest_configs;
+    let health = render_one(&i).unwrap().spec.unwrap().manifest_configs;
     assert_eq!(
         health[0].resource_identifier.as_ref().unwrap().namespace,
         "addons"
@@ -604,7 +636,7 @@ fn values_inside_strings_are_escaped_and_outside_pasted() {
         ..Default::default()
     });
     let hashes = no_hashes();
-    let work = render(&input(&t, Some(&config), &hashes)).unwrap();
+    let work = render_one(&input(&t, Some(&config), &hashes)).unwrap();
     let obj = &objects(&work)[0];
     assert_eq!(obj["data"]["msg"], "say \"hi\" \\ <there>\n to cluster1");
     assert_eq!(obj["data"]["n"], 3);
@@ -624,7 +656,7 @@ fn values_inside_strings_are_escaped_and_outside_pasted() {
         ],
         ..Default::default()
     });
-    let err = render(&input(&t, Some(&config), &hashes)).unwrap_err();
+    let err = render_one(&input(&t, Some(&config), &hashes)).unwrap_err();
     assert!(
         matches!(err, RenderError::InvalidJson { manifest: 0, .. }),
         "{err:?}"
@@ -640,7 +672,7 @@ fn values_inside_strings_are_escaped_and_outside_pasted() {
         r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"ns"}}"#,
         r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"b {{CLUSTER_NAME"} }"#,
     ]);
-    let err = render(&input(&t, None, &hashes)).unwrap_err();
+    let err = render_one(&input(&t, None, &hashes)).unwrap_err();
     assert_eq!(
         err.to_string(),
         "spec.agentSpec.workload.manifests[1]: \"{{\" at byte 60 has no closing \"}}\""
@@ -667,7 +699,7 @@ fn delete_option_and_executor_come_from_the_template_without_orphans() {
         }),
     });
     let hashes = no_hashes();
-    let work = render(&input(&t, None, &hashes)).unwrap();
+    let work = render_one(&input(&t, None, &hashes)).unwrap();
     let ws = work.spec.as_ref().unwrap();
     assert_eq!(
         ws.delete_option.as_ref().unwrap().propagation_policy,
@@ -690,7 +722,7 @@ fn delete_option_and_executor_come_from_the_template_without_orphans() {
     let mut t2 = template_of(vec![json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "c", "annotations": {DELETION_ORPHAN_ANNOTATION: ""}}})]);
     agent_spec_mut(&mut t2).delete_option = agent_spec_mut(&mut t).delete_option.clone();
-    let work = render(&input(&t2, None, &hashes)).unwrap();
+    let work = render_one(&input(&t2, None, &hashes)).unwrap();
     let d = work.spec.unwrap().delete_option.unwrap();
     assert_eq!(d.propagation_policy, "SelectivelyOrphan");
     assert_eq!(d.ttl_seconds_after_finished, Some(60));
@@ -734,7 +766,7 @@ fn health_modes_decide_the_generated_feedback() {
         ..Default::default()
     }];
     let hashes = no_hashes();
-    let configs = render(&input(&t, None, &hashes))
+    let configs = render_one(&input(&t, None, &hashes))
         .unwrap()
         .spec
         .unwrap()
@@ -759,7 +791,7 @@ fn health_modes_decide_the_generated_feedback() {
         if let Some(f) = field {
             annotations.insert(HEALTH_PROBE_FIELD_ANNOTATION.into(), f.into());
         }
-        let configs = render(&input(&t2, None, &hashes))
+        let configs = render_one(&input(&t2, None, &hashes))
             .unwrap()
             .spec
             .unwrap()
@@ -774,7 +806,7 @@ fn health_modes_decide_the_generated_feedback() {
         .annotations
         .insert(HEALTH_CHECK_ANNOTATION.into(), "Probe".into());
     assert!(matches!(
-        render(&input(&bad, None, &hashes)),
+        render_one(&input(&bad, None, &hashes)),
         Err(RenderError::HealthCheck(m)) if m.starts_with("metadata.annotations[addon.flotilla.io/health-check]")
     ));
 }
@@ -787,7 +819,7 @@ fn work_validation_errors_name_the_template_fields() {
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": "ns"}}),
     ]);
     let hashes = no_hashes();
-    let err = render(&input(&t, None, &hashes)).unwrap_err();
+    let err = render_one(&input(&t, None, &hashes)).unwrap_err();
     assert_eq!(
         err,
         RenderError::Invalid(vec![
@@ -798,7 +830,9 @@ fn work_validation_errors_name_the_template_fields() {
     let t = template_of(vec![json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "p", "namespace": "ns", "annotations": {PRE_DELETE_HOOK_ANNOTATION: "true"}}})]);
     assert_eq!(
-        render(&input(&t, None, &hashes)).unwrap_err().to_string(),
+        render_one(&input(&t, None, &hashes))
+            .unwrap_err()
+            .to_string(),
         "spec.agentSpec.workload.manifests: at least one manifest is required"
     );
     assert!(pre_delete(&input(&t, None, &hashes)).unwrap().is_some());
@@ -807,7 +841,7 @@ fn work_validation_errors_name_the_template_fields() {
                                     "metadata": {"name": "c", "namespace": "ns"}})]);
     let mut i = input(&t, None, &hashes);
     i.cluster = "Not_A_Cluster";
-    let err = render(&i).unwrap_err().to_string();
+    let err = render_one(&i).unwrap_err().to_string();
     assert!(err.starts_with("metadata.namespace"), "{err}");
 }
 
@@ -816,33 +850,41 @@ fn malformed_manifests_name_their_fields() {
     let hashes = no_hashes();
     let t = raw_template_of(&[r#"["not", "an", "object"]"#]);
     assert_eq!(
-        render(&input(&t, None, &hashes)).unwrap_err().to_string(),
+        render_one(&input(&t, None, &hashes))
+            .unwrap_err()
+            .to_string(),
         "spec.agentSpec.workload.manifests[0]: must be a Kubernetes object (a map)"
     );
     let t = template_of(vec![deployment_with_pod(
         json!({"containers": {"name": "c"}}),
     )]);
     assert_eq!(
-        render(&input(&t, None, &hashes)).unwrap_err().to_string(),
+        render_one(&input(&t, None, &hashes))
+            .unwrap_err()
+            .to_string(),
         "spec.agentSpec.workload.manifests[0].spec.template.spec.containers: must be a list"
     );
     let t = template_of(vec![json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
         "metadata": {"name": "d", "namespace": "ns"}, "spec": {"template": "oops"}})]);
     assert_eq!(
-        render(&input(&t, None, &hashes)).unwrap_err().to_string(),
+        render_one(&input(&t, None, &hashes))
+            .unwrap_err()
+            .to_string(),
         "spec.agentSpec.workload.manifests[0].spec.template: must be an object"
     );
     let t = template_of(vec![deployment_with_pod(
         json!({"containers": [{"name": "c", "env": "x"}]}),
     )]);
     assert_eq!(
-        render(&input(&t, None, &hashes)).unwrap_err().to_string(),
+        render_one(&input(&t, None, &hashes))
+            .unwrap_err()
+            .to_string(),
         "spec.agentSpec.workload.manifests[0].spec.template.spec.containers[0].env: must be a list"
     );
     // A Deployment without a pod template still renders (nothing to decorate).
     let t = template_of(vec![json!({"apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "d", "namespace": "ns"}})]);
-    assert!(render(&input(&t, None, &hashes)).is_ok());
+    assert!(render_one(&input(&t, None, &hashes)).is_ok());
 }
 
 fn deployment_with_pod(pod: Value) -> Value {
@@ -854,3 +896,4 @@ fn deployment_with_pod(pod: Value) -> Value {
 }
 
 mod decorators;
+mod split;

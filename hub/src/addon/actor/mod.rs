@@ -8,19 +8,28 @@
 //! 2. the effective configs of each installed add-on, resolved to the stored objects and their
 //!    spec hashes;
 //! 3. per placement, `flotilla_rollout::step` decides which clusters get the new configs now;
-//!    those get their template rendered into `addon-<name>-deploy-0`;
-//! 4. every ManagedClusterAddOn's status (from its work, its lease, its cluster) and the add-on's
+//!    those get their template rendered into `addon-<name>-deploy-0` (and `-1`, … when its
+//!    manifests are more than one work carries), and clusters left halfway through a render
+//!    (a manifest being handed over between works, a trailing work to delete) are carried on
+//!    with ([`rules::works`]);
+//! 4. every ManagedClusterAddOn's status (from its works, its lease, its cluster) and the add-on's
 //!    install progressions are written when they changed.
+//!
+//! Installations being removed (marked deleted, waiting for their pre-delete hook) are carried
+//! a step further every round, and a deleted add-on only removes its installations and then
+//! itself (`actor/removal.rs`).
 
-use super::Deps;
-use super::Store;
-pub use super::effects::uninstall;
+mod removal;
+
+use removal::is_deleting;
+
 use super::effects::{
-    ensure_namespace, manifest_ids, registrations, remove_work, watch_lease, write_status,
+    Removal, manifest_ids, registrations, remove_works, sync_works, watch_lease, write_status,
 };
 use super::rules::plan::{self, Installation};
 use super::rules::{self, AddOnKind, ExternalInput, Lifecycle, Resolved, StatusInput};
 use super::settled::StatusKey;
+use super::{AddOnError, Deps, Store};
 use crate::keys::ObjectRef;
 use flotilla_api::addon::{self, configs, health, render};
 use flotilla_api::ocm;
@@ -42,8 +51,18 @@ pub enum Msg {
     Spec(Box<ClusterManagementAddOn>),
     /// The add-on's agent on this cluster renewed a lease after none or a stale one.
     Lease(String),
-    /// Delete the add-on: every ManagedClusterAddOn of it and their works; answers when done.
-    Delete(oneshot::Sender<()>),
+    /// Remove the add-on from this cluster: its pre-delete hook first, when it has one
+    /// ([`crate::addon::effects::uninstall`]); answers after the first step.
+    Uninstall {
+        /// The cluster.
+        cluster: String,
+        /// Removed, or waiting for its hook (the installation stays, marked deleted).
+        done: oneshot::Sender<Result<Removal, AddOnError>>,
+    },
+    /// Delete the add-on: every ManagedClusterAddOn of it (hooks first) and their works, then
+    /// the add-on itself; answers after the first step of each. The actor ends once everything
+    /// is gone.
+    Delete(oneshot::Sender<Removal>),
 }
 
 /// How often the actor reconciles without any event.
@@ -60,6 +79,11 @@ pub fn spawn(
 ) -> mpsc::Sender<Msg> {
     let (tx, rx) = mpsc::channel(256);
     let name = cma.metadata.clone().unwrap_or_default().name;
+    // A hub restarted while the add-on was being deleted carries on deleting it.
+    let deleting = cma
+        .metadata
+        .as_ref()
+        .is_some_and(|m| m.deletion_timestamp.is_some());
     let actor = Actor {
         cma,
         deps,
@@ -69,6 +93,8 @@ pub fn spawn(
         hashes: HashMap::new(),
         render_failed: HashMap::new(),
         settled: HashMap::new(),
+        deleting,
+        gone: false,
     };
     let span = tracing::info_span!("addon", name = %name);
     tasks.spawn(tracing::Instrument::instrument(actor.run(rx), span));
@@ -92,13 +118,20 @@ struct Actor {
     /// again: during a 10,000-cluster upgrade each wave changes a tenth of the works, and
     /// recomputing every installation on every change was most of the actor's work.
     settled: HashMap<String, StatusKey>,
+    /// The add-on is being deleted: its installations are removed, nothing is installed.
+    deleting: bool,
+    /// Everything of the add-on is gone: the actor ends.
+    gone: bool,
 }
 
 /// One installed add-on as this round sees it.
 struct Entry {
     mca: Arc<ManagedClusterAddOn>,
     cluster: String,
-    work: Option<Arc<ManifestWork>>,
+    /// Its agent works, by index.
+    works: Vec<Arc<ManifestWork>>,
+    /// Started at its target and not done moving to it ([`rules::works::unfinished`]).
+    unfinished: bool,
     /// Index of the placement it belongs to (`None`: installed by hand).
     placement: Option<usize>,
     group: GroupKey,
@@ -129,10 +162,13 @@ impl Actor {
                         next = Some(tokio::time::Instant::now());
                     }
                     Some(Msg::Lease(_)) => poke = true,
+                    Some(Msg::Uninstall { cluster, done }) => {
+                        let _ = done.send(self.uninstall(&cluster).await);
+                        poke = true;
+                    }
                     Some(Msg::Delete(done)) => {
-                        self.cascade().await;
-                        let _ = done.send(());
-                        return;
+                        let _ = done.send(self.cascade().await);
+                        poke = true;
                     }
                     None => return,
                 },
@@ -168,6 +204,9 @@ impl Actor {
                         .await
                         .map(|d| tokio::time::Instant::now() + d.min(RESYNC));
                 }
+            }
+            if self.gone {
+                return;
             }
             if poke {
                 next = Some(soon().min(next.unwrap_or_else(soon)));
@@ -411,9 +450,9 @@ impl Actor {
         if complete {
             for mca in self.store.installed(&self.name) {
                 let (cluster, _) = rules::key_of(&mca);
-                if !owner.contains_key(&cluster) {
+                if !owner.contains_key(&cluster) && !is_deleting(&mca) {
                     tracing::info!(cluster = %cluster, "no placement selects the cluster; removing the add-on");
-                    if let Err(e) = uninstall(&self.store, &self.deps, &cluster, &self.name).await {
+                    if let Err(e) = self.uninstall(&cluster).await {
                         tracing::warn!(cluster = %cluster, error = %e, "removing the add-on failed");
                     }
                 }
@@ -425,9 +464,14 @@ impl Actor {
     /// One reconciliation; returns when to look again.
     async fn reconcile(&mut self) -> Option<Duration> {
         let now = SystemTime::now();
+        if self.deleting {
+            return self.reconcile_deleting().await;
+        }
         let owner = self.follow_placements().await;
+        let mut recheck = Recheck::default();
+        self.finish_removals(&mut recheck).await;
         if rules::kind_of(&self.cma) == AddOnKind::External {
-            return self.reconcile_external(now).await;
+            return self.reconcile_external(now, recheck).await;
         }
         self.unwatch_leases().await;
         let placements = self
@@ -435,9 +479,10 @@ impl Actor {
             .install_strategy
             .map(|s| s.placements)
             .unwrap_or_default();
-        let mut recheck = Recheck::default();
         let mut entries = self.gather(&owner).await;
-        let (starts, progressions) = self.plan(&placements, &mut entries, now, &mut recheck);
+        let (mut starts, progressions) = self.plan(&placements, &mut entries, now, &mut recheck);
+        // Started before and not done: carried on with, whatever the rollout decides now.
+        starts.extend((0..entries.len()).filter(|&i| entries[i].unfinished));
         self.start(&mut entries, &starts, now, &mut recheck).await;
         let writes = self.statuses(&entries, now, &mut recheck);
         self.write_statuses(writes, &mut recheck).await;
@@ -449,20 +494,26 @@ impl Actor {
     /// rendered, applied or rolled out; each installation's status says where it runs and
     /// whether its agent's lease is fresh, the add-on's its default configs' hashes. The add-ons
     /// of deleted clusters are removed.
-    async fn reconcile_external(&mut self, now: SystemTime) -> Option<Duration> {
+    async fn reconcile_external(
+        &mut self,
+        now: SystemTime,
+        mut recheck: Recheck,
+    ) -> Option<Duration> {
         let grace = self.deps.config.lease_grace;
-        let mut recheck = Recheck::default();
         let mut writes = Vec::new();
         for mca in self.store.installed(&self.name) {
             let (cluster, _) = rules::key_of(&mca);
+            if is_deleting(&mca) {
+                continue;
+            }
             let Some(c) = self.deps.inventory.get(&cluster) else {
-                if let Err(e) = uninstall(&self.store, &self.deps, &cluster, &self.name).await {
+                if let Err(e) = self.uninstall(&cluster).await {
                     tracing::warn!(cluster = %cluster, error = %e, "removing the add-on of a deleted cluster failed");
                 }
                 continue;
             };
             // Rendered when the add-on had a template: someone else deploys its agent now.
-            if let Err(e) = remove_work(&self.deps, &cluster, &self.name).await {
+            if let Err(e) = remove_works(&self.deps, &cluster, &self.name).await {
                 tracing::warn!(cluster = %cluster, error = %e, "removing the work of an add-on without a template failed");
                 recheck.at(Duration::from_secs(1));
             }
@@ -532,9 +583,12 @@ impl Actor {
         let mut entries = Vec::new();
         for mca in self.store.installed(&self.name) {
             let (cluster, _) = rules::key_of(&mca);
+            if is_deleting(&mca) {
+                continue; // being removed: `finish_removals`
+            }
             if self.deps.inventory.get(&cluster).is_none() {
                 // The cluster was deleted: its works went with it.
-                if let Err(e) = uninstall(&self.store, &self.deps, &cluster, &self.name).await {
+                if let Err(e) = self.uninstall(&cluster).await {
                     tracing::warn!(cluster = %cluster, error = %e, "removing the add-on of a deleted cluster failed");
                 }
                 continue;
@@ -543,21 +597,20 @@ impl Actor {
                 Some((i, g)) => (Some(*i), g.clone()),
                 None => (None, GroupKey::default()),
             };
-            let work = self
-                .deps
-                .works
-                .get(&ObjectRef::new(&cluster, addon::work_name(&self.name)).inventory_key());
+            let works = self.works_of(&cluster);
+            let refs: Vec<&ManifestWork> = works.iter().map(|w| &**w).collect();
             let resolved = self.resolved(&mca, placement);
             let target = resolved
                 .as_ref()
                 .map(|r| rules::hashes(r))
                 .unwrap_or_default();
             let (mut status, mut since) = match &resolved {
-                Ok(_) => rules::rollout_status(work.as_deref(), &target),
+                Ok(_) => rules::rollout_status(&refs, &target),
                 Err(_) => (Status::Skip, None),
             };
+            let unfinished = resolved.is_ok() && rules::works::unfinished(&refs, &target);
             let mut render_error = None;
-            if status == Status::ToApply
+            if (status == Status::ToApply || unfinished)
                 && let Some((t, at, why)) = self.render_failed.get(&cluster)
                 && *t == target
             {
@@ -567,7 +620,8 @@ impl Actor {
             entries.push(Entry {
                 mca,
                 cluster,
-                work,
+                works,
+                unfinished,
                 placement,
                 group,
                 resolved,
@@ -580,6 +634,12 @@ impl Actor {
         }
 
         entries
+    }
+
+    /// The add-on's agent works on `cluster`, by index.
+    fn works_of(&self, cluster: &str) -> Vec<Arc<ManifestWork>> {
+        let all = self.deps.works.with_prefix(&ObjectRef::prefix(cluster));
+        rules::works::deploy_works(&self.name, all.into_iter().map(|(_, w)| w))
     }
 
     /// The rollout plan ([`plan::plan`]): marks who waits, returns who starts now and each
@@ -635,7 +695,8 @@ impl Actor {
         (plan.start, progressions)
     }
 
-    /// Renders and applies the works of the installations whose turn it is.
+    /// Renders the works of the installations whose turn it is (or that are carried on with)
+    /// and moves each cluster to them ([`sync_works`]).
     async fn start(
         &mut self,
         entries: &mut [Entry],
@@ -648,12 +709,12 @@ impl Actor {
             let e = &entries[i];
             let Ok(resolved) = &e.resolved else { continue };
             match self.render(e, resolved) {
-                Ok(work) => {
+                Ok(works) => {
                     self.render_failed.remove(&e.cluster);
-                    jobs.push((i, work));
+                    jobs.push((i, works));
                 }
                 Err(msg) => {
-                    tracing::warn!(cluster = %e.cluster, error = %msg, "the add-on's work cannot be rendered");
+                    tracing::warn!(cluster = %e.cluster, error = %msg, "the add-on's works cannot be rendered");
                     self.render_failed
                         .insert(e.cluster.clone(), (e.target.clone(), now, msg.clone()));
                     let e = &mut entries[i];
@@ -665,36 +726,32 @@ impl Actor {
                 }
             }
         }
-        let clusters = self.deps.clusters.clone();
-        let results: Vec<(usize, Result<ManifestWork, String>)> =
-            futures::stream::iter(jobs.into_iter().map(|(i, work)| {
-                let cluster = entries[i].cluster.clone();
-                let handle = clusters.get_or_spawn(&cluster);
-                async move {
-                    let applied = match handle {
-                        Ok(h) => h.apply_work(work).await,
-                        Err(e) => Err(e),
-                    };
-                    (i, applied.map_err(|e| e.to_string()))
-                }
-            }))
-            .buffer_unordered(PARALLEL)
-            .collect()
-            .await;
+        let (deps, name) = (&self.deps, self.name.as_str());
+        let results: Vec<_> = futures::stream::iter(jobs.into_iter().map(|(i, desired)| {
+            let cluster = entries[i].cluster.clone();
+            let current = entries[i].works.clone();
+            async move { (i, sync_works(deps, &cluster, name, desired, current).await) }
+        }))
+        .buffer_unordered(PARALLEL)
+        .collect()
+        .await;
         for (i, r) in results {
-            match r {
-                Ok(w) => {
-                    let e = &mut entries[i];
-                    let (status, since) = rules::rollout_status(Some(&w), &e.target);
-                    e.status = status;
-                    e.since = since;
-                    e.work = Some(Arc::new(w));
-                }
+            let e = &mut entries[i];
+            let moved = match r {
+                Ok(moved) => moved,
                 Err(err) => {
-                    tracing::warn!(cluster = %entries[i].cluster, error = %err, "applying the add-on's work failed; retrying");
+                    tracing::warn!(cluster = %e.cluster, error = %err, "applying the add-on's works failed; retrying");
                     recheck.at(Duration::from_secs(2));
+                    continue;
                 }
+            };
+            if moved.held {
+                // A hand-over waits for the agent: its status change pokes the actor too.
+                recheck.at(Duration::from_secs(1));
             }
+            let refs: Vec<&ManifestWork> = moved.works.iter().map(|w| &**w).collect();
+            (e.status, e.since) = rules::rollout_status(&refs, &e.target);
+            e.works = moved.works;
         }
     }
 
@@ -761,7 +818,7 @@ impl Actor {
         let key = StatusKey {
             cma: cma_version,
             mca: e.mca.clone(),
-            work: e.work.clone(),
+            works: e.works.clone(),
             cluster: cluster.clone(),
             template: template.clone(),
             config: config.clone(),
@@ -779,7 +836,8 @@ impl Actor {
             .unwrap_or_default();
         let install_namespace = match (&e.resolved, &template) {
             (Ok(_), Some(t)) => render::install_namespace(&self.render_input(
-                e,
+                &e.cluster,
+                &e.mca,
                 t,
                 config.as_deref(),
                 &Default::default(),
@@ -795,7 +853,7 @@ impl Actor {
         let st = rules::status(&StatusInput {
             cma: &self.cma,
             mca: &e.mca,
-            work: e.work.as_deref(),
+            works: e.works.iter().map(|w| &**w).collect(),
             cluster: cluster.as_deref(),
             configs: &e.resolved,
             mode: &mode,
@@ -836,16 +894,16 @@ impl Actor {
 
     fn render_input<'a>(
         &'a self,
-        e: &'a Entry,
+        cluster: &'a str,
+        mca: &'a ManagedClusterAddOn,
         template: &'a AddOnTemplate,
         config: Option<&'a AddOnDeploymentConfig>,
         hashes: &'a rules::Hashes,
     ) -> render::Input<'a> {
         render::Input {
             addon: &self.name,
-            cluster: &e.cluster,
-            install_namespace: e
-                .mca
+            cluster,
+            install_namespace: mca
                 .spec
                 .as_ref()
                 .map(|s| s.install_namespace.as_str())
@@ -854,47 +912,63 @@ impl Actor {
             config,
             hub_url: &self.deps.config.hub_url,
             config_hashes: hashes,
+            ensure_namespace: true,
         }
     }
 
-    /// The work of one cluster at its effective configs, checked against the works of other
+    /// The works of one cluster at its effective configs, checked against the works of other
     /// add-ons on the cluster.
-    fn render(&self, e: &Entry, resolved: &[Resolved]) -> Result<ManifestWork, String> {
+    fn render(&self, e: &Entry, resolved: &[Resolved]) -> Result<Vec<ManifestWork>, String> {
         let template = self
             .template_of(resolved)
             .ok_or_else(|| "the AddOnTemplate is gone".to_string())?;
         let config = self.deployment_config_of(resolved);
-        let input = self.render_input(e, &template, config.as_deref(), &e.target);
-        let mut work = render::render(&input).map_err(|e| e.to_string())?;
+        let input = self.render_input(&e.cluster, &e.mca, &template, config.as_deref(), &e.target);
+        let mut works = render::render(&input).map_err(|e| e.to_string())?;
+        let hub_access = template
+            .spec
+            .as_ref()
+            .is_some_and(|s| !s.registration.is_empty());
         let namespace = render::install_namespace(&input);
-        ensure_namespace(&mut work, &namespace);
-        if let Some(m) = work.metadata.as_mut() {
+        for m in works.iter_mut().filter_map(|w| w.metadata.as_mut()) {
             // Keep the annotation the rollout compares with exactly what the targets are.
             m.annotations.insert(
                 addon::CONFIG_SPEC_HASH_ANNOTATION.to_string(),
                 rules::annotation(&e.target),
             );
             // Hub access: a secure-mode agent puts the add-on's credentials in this Secret.
-            if template
-                .spec
-                .as_ref()
-                .is_some_and(|s| !s.registration.is_empty())
-            {
+            if hub_access {
                 m.annotations.insert(
                     addon::HUB_CREDENTIALS_SECRET_ANNOTATION.to_string(),
                     addon::hub_credentials_secret_name(&self.name),
                 );
-                m.annotations
-                    .insert(addon::INSTALL_NAMESPACE_ANNOTATION.to_string(), namespace);
+                m.annotations.insert(
+                    addon::INSTALL_NAMESPACE_ANNOTATION.to_string(),
+                    namespace.clone(),
+                );
             }
         }
-        self.check_conflicts(&e.cluster, &work)?;
-        Ok(work)
+        self.check_conflicts(&e.cluster, &works)?;
+        Ok(works)
     }
 
-    /// Refuses a work declaring a resource another add-on's work on the cluster declares.
-    fn check_conflicts(&self, cluster: &str, work: &ManifestWork) -> Result<(), String> {
-        let mine = manifest_ids(work);
+    /// Refuses works declaring a resource another add-on's work on the cluster declares.
+    fn check_conflicts(&self, cluster: &str, works: &[ManifestWork]) -> Result<(), String> {
+        let mine: Vec<(String, usize, flotilla_api::work::ManifestId)> = works
+            .iter()
+            .flat_map(|w| {
+                let name = w
+                    .metadata
+                    .as_ref()
+                    .map(|m| m.name.clone())
+                    .unwrap_or_default();
+                manifest_ids(w)
+                    .into_iter()
+                    .map(move |(i, id)| (name.clone(), i, id))
+            })
+            // Namespaces are shared by add-ons (they are orphaned, never deleted, by each).
+            .filter(|(_, _, id)| id.kind != "Namespace")
+            .collect();
         if mine.is_empty() {
             return Ok(());
         }
@@ -910,11 +984,10 @@ impl Actor {
                 continue;
             }
             let theirs = manifest_ids(&other);
-            // Namespaces are shared by add-ons (they are orphaned, never deleted, by each).
-            for (i, id) in mine.iter().filter(|(_, id)| id.kind != "Namespace") {
+            for (work, i, id) in &mine {
                 if theirs.iter().any(|(_, t)| t == id) {
                     return Err(format!(
-                        "spec.agentSpec.workload.manifests[{i}]: {} is already managed by add-on {owner} on this cluster",
+                        "{} (manifests[{i}] of work {work}) is already managed by add-on {owner} on this cluster: declare it in one add-on only",
                         id.describe()
                     ));
                 }
@@ -988,16 +1061,6 @@ impl Actor {
             }
         }
         self.store.addon_views.upsert(&self.name, self.cma.clone());
-    }
-
-    /// Removes every ManagedClusterAddOn of the add-on (and their works).
-    async fn cascade(&self) {
-        for mca in self.store.installed(&self.name) {
-            let (cluster, _) = rules::key_of(&mca);
-            if let Err(e) = uninstall(&self.store, &self.deps, &cluster, &self.name).await {
-                tracing::warn!(cluster = %cluster, error = %e, "removing the add-on failed");
-            }
-        }
     }
 }
 
