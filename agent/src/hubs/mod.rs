@@ -27,7 +27,7 @@ use crate::metrics::SwitchReason;
 use crate::{AgentConfig, AgentError, StateConfig};
 use rules::{Decision, Event, Reason, Selection};
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
@@ -179,10 +179,7 @@ impl Supervisor {
         loop {
             let hub = self.multi.hubs[selection.current].clone();
             tracing::info!(hub = %hub.name, url = %hub.nats_url, "registering with hub");
-            match self
-                .session(&hub, &mut selection, shutdown.as_mut())
-                .await?
-            {
+            match self.session(&hub, &mut selection, shutdown.as_mut()).await {
                 Outcome::Shutdown => return Ok(()),
                 Outcome::Switch(to, reason) => {
                     let why = match reason {
@@ -279,19 +276,24 @@ impl Supervisor {
         hub: &HubEndpoint,
         selection: &mut Selection,
         mut shutdown: std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
-    ) -> Result<Outcome, AgentError> {
-        dirs::open_hub(
+    ) -> Outcome {
+        let (tx, mut signals) = mpsc::unbounded_channel();
+        let config = self.session_config(hub, tx);
+        let (stop, stopped) = oneshot::channel::<()>();
+        // A hub whose state cannot be opened is a session that ends at once, like one whose
+        // credentials are unusable: the other hubs are still worth trying.
+        let opened = dirs::open_hub(
             &self.root,
             &self.config.cluster_name,
             &hub.name,
             &self.identity,
-        )?;
-        let (tx, mut signals) = mpsc::unbounded_channel();
-        let config = self.session_config(hub, tx);
-        let (stop, stopped) = oneshot::channel::<()>();
-        let mut task = tokio::spawn(crate::run(config, self.backend.clone(), async move {
-            let _ = stopped.await;
-        }));
+        );
+        let mut task = match opened {
+            Ok(()) => tokio::spawn(crate::run(config, self.backend.clone(), async move {
+                let _ = stopped.await;
+            })),
+            Err(e) => tokio::spawn(async move { Err(AgentError::Store(e)) }),
+        };
         let mut running = true;
         // The hub's time counts from now: stopping the previous session may have taken a while.
         selection.started(std::time::Instant::now());
@@ -324,7 +326,7 @@ impl Supervisor {
         {
             task.abort();
         }
-        Ok(outcome)
+        outcome
     }
 
     /// A session that ended by itself. The hub-independent settings were checked before any
@@ -368,10 +370,5 @@ impl Supervisor {
                 .collect(),
         });
         c
-    }
-
-    /// The state directory (for tests and logs).
-    pub fn root(&self) -> &Path {
-        &self.root
     }
 }
