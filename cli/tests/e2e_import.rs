@@ -84,7 +84,9 @@ fn import_policy_accepts_a_thousand_matching_agents_within_30s() {
         .collect();
     let edge = start_sim(&nats, dir.path(), 1000, "edge", &edge_args);
     let core = start_sim(&nats, dir.path(), 20, "core", &core_args);
-    wait_for("the hub to answer", &[&hub.proc], || clusters_json(&hub.grpc));
+    wait_for("the hub to answer", &[&hub.proc], || {
+        clusters_json(&hub.grpc)
+    });
     // A hand-made cluster that matches: accepted by its document before any policy.
     let out = apply(
         &hub,
@@ -193,7 +195,10 @@ fn import_policy_accepts_a_thousand_matching_agents_within_30s() {
         "{table}"
     );
     let described = cli_ok(&hub.grpc, &["describe", "importpolicy", "edge"]);
-    assert!(described.contains("1000 imported, 1 adopted"), "{described}");
+    assert!(
+        described.contains("1000 imported, 1 adopted"),
+        "{described}"
+    );
 
     // Deleting the policy orphans its clusters: they stay accepted and labelled.
     let out = cli_ok(&hub.grpc, &["delete", "importpolicy", "edge"]);

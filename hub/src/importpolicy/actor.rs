@@ -188,8 +188,10 @@ impl Actor {
     async fn pass(&mut self) {
         let clusters = self.deps.inventory.snapshot();
         let policies: Vec<CompiledPolicy> = self.compiled.values().cloned().collect();
+        let stored = self.policies.keys().cloned().collect();
         let plan = rules::plan(&rules::Snapshot {
             policies: &policies,
+            stored: &stored,
             clusters: &clusters,
             records: &self.records,
             secure: self.deps.secure,

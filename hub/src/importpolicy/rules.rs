@@ -12,7 +12,7 @@
 //! - Acceptance: never a denied cluster, never one with a second agent key waiting, and in
 //!   secure mode only one whose agent key is bound (a policy never binds keys).
 //! - A record whose cluster or policy is gone is dropped (deleting a policy orphans its
-//!   clusters).
+//!   clusters); a stored policy that does not compile keeps its records and changes nothing.
 
 use super::compiled::{CompiledPolicy, Template, registration_value};
 use crate::cluster::rules::{accepted, denied};
@@ -21,7 +21,7 @@ use flotilla_api::importpolicy::{
 };
 use flotilla_api::meta::CLUSTERSET_LABEL;
 use flotilla_api::v1::{ImportRecord, ImportSourceRef, ManagedCluster};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 #[cfg(test)]
@@ -31,6 +31,9 @@ mod tests;
 pub struct Snapshot<'a> {
     /// The policies that compiled.
     pub policies: &'a [CompiledPolicy],
+    /// Every stored policy's name, compiled or not: a policy that no longer compiles (after an
+    /// upgrade) keeps its records, it only imports nothing meanwhile.
+    pub stored: &'a BTreeSet<String>,
     /// Every cluster.
     pub clusters: &'a [Arc<ManagedCluster>],
     /// The records, by cluster.
@@ -103,17 +106,22 @@ pub fn plan(s: &Snapshot) -> Plan {
         .map(|c| (crate::inventory::name(c), c.as_ref()))
         .collect();
     for (cluster, r) in s.records {
-        if !live.contains_key(cluster.as_str()) || policy(&r.policy).is_none() {
+        if !live.contains_key(cluster.as_str()) || !s.stored.contains(&r.policy) {
             plan.records_delete.push(cluster.clone());
         }
     }
     for c in s.clusters.iter().filter(|c| !deleting(c)) {
         let name = crate::inventory::name(c);
-        let held = s
-            .records
-            .get(name)
-            .and_then(|r| Some((policy(&r.policy)?, r.clone())));
-        let Some((p, record)) = held.or_else(|| matched(s.policies, c, &mut plan.statuses)) else {
+        let record = s.records.get(name).filter(|r| s.stored.contains(&r.policy));
+        let held = match record {
+            // Held by a stored policy that does not compile: left alone.
+            Some(r) => match policy(&r.policy) {
+                Some(p) => Some((p, r.clone())),
+                None => continue,
+            },
+            None => matched(s.policies, c, &mut plan.statuses),
+        };
+        let Some((p, record)) = held else {
             continue;
         };
         let tally = plan.statuses.entry(p.name.clone()).or_default();

@@ -102,8 +102,15 @@ fn run(
     records: &BTreeMap<String, ImportRecord>,
     secure: bool,
 ) -> Plan {
+    // A stored policy that does not compile: its records stay.
+    let stored = policies
+        .iter()
+        .map(|p| p.name.clone())
+        .chain(["broken".to_string()])
+        .collect();
     plan(&Snapshot {
         policies,
+        stored: &stored,
         clusters,
         records,
         secure,
@@ -280,7 +287,11 @@ fn secure_mode_accepts_only_a_bound_key_with_none_waiting() {
 fn records_of_gone_clusters_or_policies_are_dropped() {
     let p = [policy("edge").build()];
     let mut records = BTreeMap::new();
-    for (cluster, owner) in [("gone", "edge"), ("orphan", "deleted-policy")] {
+    for (cluster, owner) in [
+        ("gone", "edge"),
+        ("orphan", "deleted-policy"),
+        ("kept", "broken"),
+    ] {
         records.insert(
             cluster.to_string(),
             ImportRecord {
@@ -289,10 +300,20 @@ fn records_of_gone_clusters_or_policies_are_dropped() {
             },
         );
     }
-    let c = [cluster("orphan").accepted().build()];
+    let c = [
+        cluster("orphan").accepted().build(),
+        cluster("kept").accepted().build(),
+    ];
     let plan = run(&p, &c, &records, false);
     assert_eq!(plan.records_delete, ["gone", "orphan"]);
     assert!(plan.edits.is_empty());
+    // A cluster held by a policy that does not compile is not taken by another one.
+    let c = [cluster("kept").label("site", "edge").build()];
+    let plan = run(&p, &c, &records, false);
+    assert!(
+        plan.edits.is_empty() && plan.records_put.is_empty(),
+        "{plan:?}"
+    );
 }
 
 #[test]
