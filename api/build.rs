@@ -27,6 +27,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "flotilla/v1/tunnel.proto",
         "flotilla/v1/serviceaccount.proto",
         "flotilla/v1/serviceaccount_service.proto",
+        "flotilla/v1/importpolicy.proto",
+        "flotilla/v1/importpolicy_service.proto",
     ];
     for file in &files {
         println!("cargo:rerun-if-changed={}", root.join(file).display());

@@ -9,6 +9,7 @@
 //! - [`feedback`]: ManifestWork status feedback rules: validation, the WellKnownStatus table,
 //!   evaluation and OCM value typing.
 //! - [`fingerprint`]: fingerprints of agent keys, as shown to admins and taken by `accept --key`.
+//! - [`importpolicy`]: ClusterImportPolicy facts: its group, the sources served, shape checks.
 //! - [`jsonpath`]: the kubectl JSONPath dialect feedback rules are written in.
 //! - [`kubestatus`]: Kubernetes `Status` objects, as the cluster proxy answers errors.
 //! - [`meta`]: helpers on metadata, conditions and timestamps shared by hub, agent and CLI.
@@ -42,6 +43,7 @@ pub mod addon;
 pub mod clusterset;
 pub mod feedback;
 pub mod fingerprint;
+pub mod importpolicy;
 pub mod jsonpath;
 pub mod kubestatus;
 pub mod meta;

@@ -318,6 +318,15 @@ impl Hub {
             .max_encoding_message_size(MAX_WORK_MESSAGE)
     }
 
+    /// ClusterImportPolicies.
+    pub fn import_policies(
+        &self,
+    ) -> flotilla_api::v1::import_policy_service_client::ImportPolicyServiceClient<HubChannel> {
+        flotilla_api::v1::import_policy_service_client::ImportPolicyServiceClient::new(
+            self.channel(),
+        )
+    }
+
     /// ManagedServiceAccounts and their tokens.
     pub fn service_accounts(
         &self,

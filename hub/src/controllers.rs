@@ -22,6 +22,7 @@ use crate::router::RouterConfig;
 use crate::store::{self, Bucket};
 use flotilla_api::v1::add_on_service_server::AddOnServiceServer;
 use flotilla_api::v1::cluster_set_service_server::ClusterSetServiceServer;
+use flotilla_api::v1::import_policy_service_server::ImportPolicyServiceServer;
 use flotilla_api::v1::placement_service_server::PlacementServiceServer;
 use flotilla_api::v1::policy_service_server::PolicyServiceServer;
 use flotilla_api::v1::replica_set_service_server::ReplicaSetServiceServer;
@@ -53,6 +54,8 @@ pub struct Services {
         LateSlot<ServiceAccountServiceServer<grpc::serviceaccount::ServiceAccountApi>>,
     /// The ManagedServiceAccounts this hub's status router reports to.
     pub msa_reports: crate::serviceaccount::route::LocalAccounts,
+    /// ImportPolicyService.
+    pub import_policies: LateSlot<ImportPolicyServiceServer<grpc::importpolicy::ImportPolicyApi>>,
 }
 
 /// The controllers' gRPC services as every hub serves them: each answers from the slot
@@ -64,6 +67,7 @@ pub struct Served {
     addons: Late<AddOnServiceServer<grpc::addon::AddOnApi>>,
     policies: Late<PolicyServiceServer<grpc::policy::PolicyApi>>,
     service_accounts: Late<ServiceAccountServiceServer<grpc::serviceaccount::ServiceAccountApi>>,
+    import_policies: Late<ImportPolicyServiceServer<grpc::importpolicy::ImportPolicyApi>>,
 }
 
 impl Served {
@@ -75,6 +79,7 @@ impl Served {
             .add(self.addons)
             .add(self.policies)
             .add(self.service_accounts)
+            .add(self.import_policies)
     }
 }
 
@@ -100,6 +105,7 @@ impl Services {
         let (replicasets, replicasets_served) = LateSlot::new();
         let (addons, addons_served) = LateSlot::new();
         let (policies, policies_served) = LateSlot::new();
+        let (import_policies, import_policies_served) = LateSlot::new();
         (
             Self {
                 sets,
@@ -111,6 +117,7 @@ impl Services {
                 policy_reports,
                 service_accounts,
                 msa_reports,
+                import_policies,
             },
             Served {
                 sets: sets_served,
@@ -119,6 +126,7 @@ impl Services {
                 addons: addons_served,
                 policies: policies_served,
                 service_accounts: service_accounts_served,
+                import_policies: import_policies_served,
             },
             score_sink,
             policy_sink,
@@ -157,6 +165,10 @@ impl Services {
                 grpc::serviceaccount::ServiceAccountApi::new(c.service_accounts.clone()),
             )));
         self.msa_reports.set(Some(c.service_accounts.clone()));
+        self.import_policies
+            .set(Some(ImportPolicyServiceServer::new(
+                grpc::importpolicy::ImportPolicyApi::new(c.import_policies.clone()),
+            )));
     }
 
     fn empty(&self) {
@@ -165,6 +177,7 @@ impl Services {
         self.policy_reports.set(None);
         self.service_accounts.set(None);
         self.msa_reports.set(None);
+        self.import_policies.set(None);
         self.sets.set(None);
         self.placements.set(None);
         self.replicasets.set(None);
@@ -205,6 +218,8 @@ pub struct Deps {
     pub forwarded: grpc::auth::Authenticated<tonic::service::Routes>,
     /// ManagedServiceAccount settings (the sealing key).
     pub service_accounts: crate::serviceaccount::MsaConfig,
+    /// ClusterImportPolicy settings.
+    pub import_policies: crate::importpolicy::ImportConfig,
 }
 
 /// Where hubs not holding the controllers forward the controllers' gRPC calls (hub account
@@ -212,13 +227,14 @@ pub struct Deps {
 pub const FORWARD_SUBJECT: &str = "flotilla.hub.controllers.grpc";
 
 /// The gRPC services the controllers serve, by path prefix.
-const SERVICES: [&str; 6] = [
+const SERVICES: [&str; 7] = [
     "/flotilla.v1.ClusterSetService/",
     "/flotilla.v1.PlacementService/",
     "/flotilla.v1.ReplicaSetService/",
     "/flotilla.v1.AddOnService/",
     "/flotilla.v1.PolicyService/",
     "/flotilla.v1.ServiceAccountService/",
+    "/flotilla.v1.ImportPolicyService/",
 ];
 
 /// Whether the call at `path` is one of the controllers'.
@@ -240,6 +256,8 @@ pub struct Controllers {
     pub policies: crate::policy::Policies,
     /// ManagedServiceAccounts.
     pub service_accounts: crate::serviceaccount::ServiceAccounts,
+    /// ClusterImportPolicies.
+    pub import_policies: crate::importpolicy::ImportPolicies,
     stop: watch::Sender<bool>,
     tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
 }
@@ -341,12 +359,28 @@ impl Controllers {
         )
         .await
         .map_err(HubError::ServiceAccounts)?;
+        let mut import_buckets = crate::importpolicy::Buckets::open(js, opts).await?;
+        import_buckets.policies = fenced(import_buckets.policies, &fence, hub);
+        import_buckets.records = fenced(import_buckets.records, &fence, hub);
+        let (import_policies, import_task) = crate::importpolicy::ImportPolicies::spawn(
+            import_buckets,
+            crate::importpolicy::Deps {
+                inventory: deps.inventory.clone(),
+                clusters: deps.clusters.clone(),
+                secure: deps.security.is_some(),
+                config: deps.import_policies.clone(),
+            },
+            stop_rx.clone(),
+        )
+        .await
+        .map_err(HubError::ImportPolicies)?;
         // The add-on agents' subjects are served once subscribed at the server.
         let (ready_tx, mut ready_rx) = tokio::sync::mpsc::unbounded_channel();
         let mut router = deps.router.clone();
         router.ready = Some(ready_tx);
         let tasks = vec![
             dispatcher,
+            import_task,
             tokio::spawn(addon::router::run(
                 deps.nats.clone(),
                 addons.clone(),
@@ -415,6 +449,7 @@ impl Controllers {
             addons,
             policies,
             service_accounts,
+            import_policies,
             stop,
             tasks: std::sync::Mutex::new(tasks),
         };

@@ -9,6 +9,8 @@
 //!   reschedules only affected placements, AddOnPlacementScores.
 //! - [`inventory`]: the shared read view of all clusters plus a change broadcast.
 //! - [`identity`]: uid, creationTimestamp and generation of stored objects.
+//! - [`importpolicy`]: ClusterImportPolicies — pending registrations accepted, labelled and put
+//!   in a cluster set by a CEL template, with no admin step.
 //! - [`keys`]: typed keys of namespaced objects (inventory and KV spellings).
 //! - [`replicaset`]: ManifestWorkReplicaSets — one actor per replica set rolling a template
 //!   out over its placements' decisions.
@@ -44,6 +46,7 @@ pub mod dashboard;
 pub mod grpc;
 pub mod ha;
 pub mod identity;
+pub mod importpolicy;
 pub mod inventory;
 pub mod janitor;
 pub mod keys;
@@ -116,6 +119,8 @@ pub struct Config {
     pub cluster_proxy: kubeproxy::ProxyConfig,
     /// ManagedServiceAccounts: the sealing key of their tokens.
     pub service_accounts: serviceaccount::MsaConfig,
+    /// ClusterImportPolicies: how their task paces itself.
+    pub import_policies: importpolicy::ImportConfig,
     /// The web dashboard (`--dashboard-listen`), served with the API's tokens and TLS.
     pub dashboard: dashboard::DashboardConfig,
 }
@@ -160,6 +165,7 @@ impl Config {
             ha: ha::HaConfig::default(),
             cluster_proxy: kubeproxy::ProxyConfig::default(),
             service_accounts: serviceaccount::MsaConfig::default(),
+            import_policies: importpolicy::ImportConfig::default(),
             dashboard: dashboard::DashboardConfig::default(),
         }
     }
@@ -224,6 +230,9 @@ pub enum HubError {
     /// Governance state could not be loaded.
     #[error("policies: {0}")]
     Policies(#[source] policy::PolicyError),
+    /// ClusterImportPolicies could not be loaded.
+    #[error("ClusterImportPolicies: {0}")]
+    ImportPolicies(#[source] importpolicy::ImportError),
     /// ManagedServiceAccounts could not be loaded.
     #[error("ManagedServiceAccounts: {0}")]
     ServiceAccounts(#[source] serviceaccount::MsaError),
@@ -470,6 +479,7 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
             max_event_bytes: config.cluster.max_event_bytes,
             forwarded,
             service_accounts: config.service_accounts.clone(),
+            import_policies: config.import_policies.clone(),
         },
         services,
     ));

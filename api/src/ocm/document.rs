@@ -91,6 +91,8 @@ pub enum Document {
     PlacementRule(v1::PlacementRule),
     /// A ManagedServiceAccount (`authentication.open-cluster-management.io/v1beta1`).
     ManagedServiceAccount(v1::ManagedServiceAccount),
+    /// A ClusterImportPolicy (`cluster.flotilla.io/v1alpha1`).
+    ImportPolicy(v1::ClusterImportPolicy),
 }
 
 const SUPPORTED: &str = "cluster.open-cluster-management.io/v1 ManagedCluster, \
@@ -111,7 +113,8 @@ policy.open-cluster-management.io/v1 Policy, \
 policy.open-cluster-management.io/v1 PlacementBinding, \
 policy.open-cluster-management.io/v1beta1 PolicySet, \
 apps.open-cluster-management.io/v1 PlacementRule, \
-authentication.open-cluster-management.io/v1beta1 ManagedServiceAccount";
+authentication.open-cluster-management.io/v1beta1 ManagedServiceAccount, \
+cluster.flotilla.io/v1alpha1 ClusterImportPolicy";
 
 /// The add-on kinds (`addon.open-cluster-management.io`).
 const ADDON_KINDS: [&str; 4] = [
@@ -254,6 +257,9 @@ fn reader(api_version: &str, kind: &str) -> Option<Reader> {
         (AUTHENTICATION_V1BETA1, crate::serviceaccount::KIND) => {
             read::<super::serviceaccount::ManagedServiceAccount>
         }
+        (crate::importpolicy::CLUSTER_FLOTILLA_V1ALPHA1, crate::importpolicy::KIND) => {
+            read::<super::importpolicy::ClusterImportPolicy>
+        }
         _ => return None,
     })
 }
@@ -289,6 +295,8 @@ shapes! {
     super::policy::PolicySet => PolicySet, Fault::Fields;
     super::policy::PlacementRule => PlacementRule, Fault::Fields;
     super::serviceaccount::ManagedServiceAccount => ManagedServiceAccount,
+        |es: Vec<String>| Fault::Split(es.join("; "));
+    super::importpolicy::ClusterImportPolicy => ImportPolicy,
         |es: Vec<String>| Fault::Split(es.join("; "));
 }
 

@@ -110,7 +110,8 @@ fn problems(doc: &Document) -> Vec<String> {
         | Document::PlacementBinding(_)
         | Document::PolicySet(_)
         | Document::PlacementRule(_)
-        | Document::ManagedServiceAccount(_) => Vec::new(),
+        | Document::ManagedServiceAccount(_)
+        | Document::ImportPolicy(_) => Vec::new(),
     }
 }
 
@@ -136,6 +137,7 @@ fn describe(i: usize, doc: &Document) -> String {
         Document::PolicySet(x) => ("PolicySet", x.metadata.as_ref()),
         Document::PlacementRule(x) => ("PlacementRule", x.metadata.as_ref()),
         Document::ManagedServiceAccount(x) => ("ManagedServiceAccount", x.metadata.as_ref()),
+        Document::ImportPolicy(x) => ("ClusterImportPolicy", x.metadata.as_ref()),
     };
     let m = meta.cloned().unwrap_or_default();
     if m.namespace.is_empty() {
@@ -426,6 +428,17 @@ async fn apply(hub: &Hub, doc: Document) -> Result<String> {
             format!(
                 "managedserviceaccount.authentication.open-cluster-management.io/{} applied (cluster {})",
                 m.name, m.namespace
+            )
+        }
+        Document::ImportPolicy(p) => {
+            let m = p.metadata.clone().unwrap_or_default();
+            let applied = hub
+                .call(hub.import_policies().apply_import_policy(p))
+                .await?;
+            let generation = applied.metadata.map_or(0, |m| m.generation);
+            format!(
+                "clusterimportpolicy.cluster.flotilla.io/{} applied (generation {generation})",
+                m.name
             )
         }
     })

@@ -55,6 +55,12 @@ pub enum DeleteWhat {
         #[arg(short = 'c', long, alias = "namespace", short_alias = 'n')]
         cluster: String,
     },
+    /// A ClusterImportPolicy: its clusters stay (orphaned).
+    #[command(alias = "importpolicies", alias = "clusterimportpolicy")]
+    Importpolicy {
+        /// Name.
+        name: String,
+    },
     /// A Policy: every cluster removes its copy (pruning as its templates ask).
     #[command(alias = "plc")]
     Policy {
@@ -177,6 +183,12 @@ pub async fn run(hub: &Hub, what: DeleteWhat) -> Result<()> {
                 "managedserviceaccount/{} deleting on cluster {} (its ServiceAccount goes)",
                 r.name, r.namespace
             )
+        }
+        DeleteWhat::Importpolicy { name } => {
+            let r = flotilla_api::v1::GetImportPolicyRequest { name };
+            hub.call(hub.import_policies().delete_import_policy(r.clone()))
+                .await?;
+            format!("clusterimportpolicy/{} deleted (its clusters stay)", r.name)
         }
         DeleteWhat::Policy { name, namespace } => {
             let r = GetPolicyRequest { namespace, name };

@@ -55,6 +55,12 @@ pub enum DescribeWhat {
         #[arg(short = 'c', long, alias = "namespace", short_alias = 'n')]
         cluster: String,
     },
+    /// A ClusterImportPolicy: source, expressions, counts, conditions and evaluation errors.
+    #[command(alias = "importpolicies", alias = "clusterimportpolicy")]
+    Importpolicy {
+        /// Name.
+        name: String,
+    },
     /// A ManifestWork: conditions, per-manifest conditions and feedback.
     Work {
         /// Name.
@@ -115,6 +121,19 @@ pub async fn run(hub: &Hub, format: Format, what: DescribeWhat) -> Result<()> {
                 format,
                 || crate::kind::serviceaccount::describe(&m),
                 m.to_ocm(),
+            )
+        }
+        DescribeWhat::Importpolicy { name } => {
+            let p = hub
+                .call(
+                    hub.import_policies()
+                        .get_import_policy(flotilla_api::v1::GetImportPolicyRequest { name }),
+                )
+                .await?;
+            show(
+                format,
+                || crate::kind::importpolicy::describe(&p),
+                p.to_ocm(),
             )
         }
         DescribeWhat::Replicaset { name, namespace } => {

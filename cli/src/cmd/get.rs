@@ -141,6 +141,16 @@ pub enum GetWhat {
         #[arg(short = 'c', long, alias = "namespace", short_alias = 'n')]
         cluster: Option<String>,
     },
+    /// ClusterImportPolicies: NAME, SOURCE, IMPORTED, ADOPTED, READY.
+    #[command(
+        alias = "importpolicy",
+        alias = "clusterimportpolicies",
+        alias = "clusterimportpolicy"
+    )]
+    Importpolicies {
+        /// Only these policies.
+        names: Vec<String>,
+    },
     /// AddOnPlacementScores.
     #[command(alias = "addonplacementscore", alias = "scores")]
     Addonplacementscores {
@@ -332,6 +342,22 @@ pub async fn run(hub: &Hub, format: Format, what: GetWhat) -> Result<()> {
                 &items,
                 names.len() == 1,
                 Some("No AddOnDeploymentConfigs found."),
+            )
+        }
+        GetWhat::Importpolicies { names } => {
+            let r = flotilla_api::v1::ListImportPoliciesRequest {};
+            let items = named(
+                hub.call(hub.import_policies().list_import_policies(r))
+                    .await?
+                    .items,
+                &names,
+                "ClusterImportPolicy",
+            )?;
+            show(
+                format,
+                &items,
+                names.len() == 1,
+                Some("No ClusterImportPolicies found."),
             )
         }
         GetWhat::Managedserviceaccounts { names, cluster } => {

@@ -12,6 +12,7 @@
 //!   verdicts and scores).
 //! - [`policy`]: governance — Policies, PlacementBindings, PolicySets, PlacementRules, and
 //!   `describe policy`.
+//! - [`importpolicy`]: ClusterImportPolicies (source, imported and adopted counts).
 //! - [`decision`]: PlacementDecisions (the pages of clusters a placement selected).
 //! - [`replicaset`]: ManifestWorkReplicaSets (placements, works, rollout state).
 //! - [`score`]: AddOnPlacementScores (a provider's scores for one cluster).
@@ -28,6 +29,7 @@ pub mod binding;
 pub mod cluster;
 pub mod clusterset;
 pub mod decision;
+pub mod importpolicy;
 pub mod placement;
 pub mod policy;
 pub mod replicaset;

@@ -13,6 +13,7 @@ pub mod cluster;
 pub mod clusterset;
 pub mod forward;
 pub mod guard;
+pub mod importpolicy;
 pub mod late;
 pub mod placement;
 pub mod policy;

@@ -1,0 +1,96 @@
+//! ClusterImportPolicies: NAME, SOURCE, IMPORTED, ADOPTED, READY, and `describe` with the
+//! expressions, counts and evaluation errors.
+
+use super::Kind;
+use flotilla_api::importpolicy::CONDITION_READY;
+use flotilla_api::ocm::importpolicy as shapes;
+use flotilla_api::v1::{ClusterImportPolicy, ObjectMeta};
+use std::fmt::Write;
+
+impl Kind for ClusterImportPolicy {
+    type Ocm = shapes::ClusterImportPolicy;
+    const COLUMNS: &'static [&'static str] = &["NAME", "SOURCE", "IMPORTED", "ADOPTED", "READY"];
+
+    fn metadata(&self) -> Option<&ObjectMeta> {
+        self.metadata.as_ref()
+    }
+
+    fn row(&self) -> Vec<String> {
+        let o = self.to_ocm();
+        let status = o.status.clone().unwrap_or_default();
+        let source = o
+            .spec
+            .source
+            .as_ref()
+            .map(|s| format!("{}/{}", s.group, s.resource))
+            .unwrap_or_default();
+        let ready = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == CONDITION_READY)
+            .map_or_else(|| "Unknown".to_string(), |c| c.status.clone());
+        vec![
+            o.metadata.name,
+            source,
+            status.imported.to_string(),
+            status.adopted.to_string(),
+            ready,
+        ]
+    }
+
+    fn to_ocm(&self) -> shapes::ClusterImportPolicy {
+        shapes::ClusterImportPolicy::from(self)
+    }
+}
+
+/// `describe importpolicy`: source, expressions, counts, conditions and errors.
+pub fn describe(p: &ClusterImportPolicy) -> String {
+    let o = p.to_ocm();
+    let status = o.status.clone().unwrap_or_default();
+    let source = o.spec.source.clone().unwrap_or_default();
+    let mut out = String::new();
+    let _ = writeln!(out, "Name:               {}", o.metadata.name);
+    let _ = writeln!(out, "Generation:         {}", o.metadata.generation);
+    let _ = writeln!(
+        out,
+        "Source:             {}/{}",
+        source.group, source.resource
+    );
+    let or_all = |s: &str| {
+        if s.is_empty() {
+            "(every one)".to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    let _ = writeln!(out, "Selector:           {}", or_all(&source.selector));
+    let _ = writeln!(
+        out,
+        "Creation condition: {}",
+        or_all(&o.spec.creation_condition)
+    );
+    let _ = writeln!(out, "Template:           {}", o.spec.template);
+    let _ = writeln!(
+        out,
+        "Clusters:           {} imported, {} adopted (generation {})",
+        status.imported, status.adopted, status.observed_generation
+    );
+    let _ = writeln!(out, "Conditions:");
+    if status.conditions.is_empty() {
+        let _ = writeln!(out, "  (none)");
+    }
+    for c in &status.conditions {
+        let _ = writeln!(
+            out,
+            "  {:<8} {:<6} {:<16} {}",
+            c.type_, c.status, c.reason, c.message
+        );
+    }
+    if !status.errors.is_empty() {
+        let _ = writeln!(out, "Errors:");
+        for e in &status.errors {
+            let _ = writeln!(out, "  {e}");
+        }
+    }
+    out
+}

@@ -1,0 +1,192 @@
+//! ClusterImportPolicies (`cluster.flotilla.io/v1alpha1`): clusters that import themselves.
+//! A policy names a source kind — today the registration source, agents that registered and
+//! wait for acceptance — and every source its CEL selector and creation condition admit is
+//! accepted, labelled and put in its cluster set by the policy's CEL template, with no admin
+//! step. At most one policy holds a source kind.
+//!
+//! - [`compiled`]: a policy's CEL, compiled once (variable `source`), and the source values.
+//! - [`rules`]: pure — the plan (records, cluster edits, counts) from a snapshot.
+//! - [`actor`]: the one task that owns the policies and records: applies, deletes, and carries
+//!   plans out (records first, then the clusters' edits through their actors).
+//!
+//! KV buckets: `importpolicies` (`<name>`) and `importedclusters` (`<cluster>`: which policy
+//! holds the cluster, whether it made or adopted it, the labels it set).
+
+pub mod actor;
+pub mod compiled;
+pub mod rules;
+
+use crate::store::{Bucket, StoreError};
+use flotilla_api::v1::{ClusterImportPolicy, ImportRecord};
+use flotilla_bus::jetstream::StreamOptions;
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+use thiserror::Error;
+use tokio::sync::{mpsc, oneshot, watch};
+
+/// KV bucket of the policies.
+pub const POLICIES: &str = "importpolicies";
+/// KV bucket of the import records.
+pub const RECORDS: &str = "importedclusters";
+
+/// Settings.
+#[derive(Debug, Clone)]
+pub struct ImportConfig {
+    /// How long cluster changes gather before a pass (default 100 ms).
+    pub debounce: Duration,
+    /// A pass runs at least this often, to retry edits that failed (default 5 s).
+    pub resync: Duration,
+    /// Cluster calls and record writes in flight at once (default 64).
+    pub concurrency: usize,
+    /// The task's mailbox (default 256).
+    pub mailbox: usize,
+}
+
+impl Default for ImportConfig {
+    fn default() -> Self {
+        Self {
+            debounce: Duration::from_millis(100),
+            resync: Duration::from_secs(5),
+            concurrency: 64,
+            mailbox: 256,
+        }
+    }
+}
+
+/// Why a call failed.
+#[derive(Debug, Error)]
+pub enum ImportError {
+    /// Invalid input (every problem, each naming its field).
+    #[error("{}", .0.join("; "))]
+    Invalid(Vec<String>),
+    /// No such policy.
+    #[error("ClusterImportPolicy {0} not found")]
+    NotFound(String),
+    /// Another policy holds the source kind.
+    #[error(
+        "spec.source: {kind} is already imported by ClusterImportPolicy {owner:?} (one policy \
+         per source kind); edit or delete that policy"
+    )]
+    Owned {
+        /// `group/resource`.
+        kind: String,
+        /// The policy holding it.
+        owner: String,
+    },
+    /// Storage failed.
+    #[error("storage unavailable: {0}")]
+    Unavailable(#[from] StoreError),
+    /// The task ended (hub shutting down).
+    #[error("ClusterImportPolicies are not being served")]
+    Gone,
+}
+
+/// The buckets.
+#[derive(Clone)]
+pub struct Buckets {
+    /// The policies.
+    pub policies: Bucket<ClusterImportPolicy>,
+    /// The records.
+    pub records: Bucket<ImportRecord>,
+}
+
+impl Buckets {
+    /// Creates (if needed) and opens both.
+    pub async fn open(
+        js: &async_nats::jetstream::Context,
+        opts: StreamOptions,
+    ) -> Result<Self, StoreError> {
+        Ok(Self {
+            policies: Bucket::open(js, POLICIES, opts).await?,
+            records: Bucket::open(js, RECORDS, opts).await?,
+        })
+    }
+}
+
+/// What the policies work with.
+#[derive(Clone)]
+pub struct Deps {
+    /// Every cluster (followed).
+    pub inventory: crate::inventory::ClusterInventory,
+    /// Their actors (edits go through them).
+    pub clusters: crate::cluster::Clusters,
+    /// Secure mode: acceptance needs a bound agent key.
+    pub secure: bool,
+    /// Settings.
+    pub config: ImportConfig,
+}
+
+/// The published policies, by name.
+type Views = Arc<RwLock<BTreeMap<String, ClusterImportPolicy>>>;
+
+/// The hub's ClusterImportPolicies (cheap to clone).
+#[derive(Clone)]
+pub struct ImportPolicies {
+    tx: mpsc::Sender<actor::Msg>,
+    views: Views,
+}
+
+impl std::fmt::Debug for ImportPolicies {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ImportPolicies").finish_non_exhaustive()
+    }
+}
+
+impl ImportPolicies {
+    /// Loads the stored policies and records and spawns the task; it ends when `shutdown`
+    /// turns true or every handle is gone.
+    pub async fn spawn(
+        buckets: Buckets,
+        deps: Deps,
+        shutdown: watch::Receiver<bool>,
+    ) -> Result<(Self, tokio::task::JoinHandle<()>), ImportError> {
+        let policies = buckets.policies.load_all().await?;
+        let records = buckets.records.load_all().await?;
+        let views: Views = Arc::default();
+        let (tx, task) = actor::spawn(buckets, deps, views.clone(), policies, records, shutdown);
+        Ok((Self { tx, views }, task))
+    }
+
+    async fn ask<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<T>) -> actor::Msg,
+    ) -> Result<T, ImportError> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(make(reply))
+            .await
+            .map_err(|_| ImportError::Gone)?;
+        rx.await.map_err(|_| ImportError::Gone)
+    }
+
+    /// Creates or updates a policy; answered once stored.
+    pub async fn apply(
+        &self,
+        policy: ClusterImportPolicy,
+    ) -> Result<ClusterImportPolicy, ImportError> {
+        compiled::CompiledPolicy::new(&policy).map_err(ImportError::Invalid)?;
+        self.ask(|r| actor::Msg::Apply(Box::new(policy), r)).await?
+    }
+
+    /// One policy.
+    pub fn get(&self, name: &str) -> Option<ClusterImportPolicy> {
+        self.views.read().expect("views lock").get(name).cloned()
+    }
+
+    /// Every policy.
+    pub fn list(&self) -> Vec<ClusterImportPolicy> {
+        self.views
+            .read()
+            .expect("views lock")
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Deletes a policy; its clusters stay (their records go).
+    pub async fn delete(&self, name: &str) -> Result<(), ImportError> {
+        let name = name.to_string();
+        self.ask(|r| actor::Msg::Delete(name, r)).await?
+    }
+}

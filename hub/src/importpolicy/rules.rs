@@ -1,0 +1,282 @@
+//! The pure plan of import policies: from the compiled policies, the clusters and the import
+//! records, which records to write or drop and which clusters to label and accept. No I/O;
+//! [`super::actor`] carries a [`Plan`] out.
+//!
+//! Rules:
+//! - A cluster without a record is matched against the registration policies: the selector
+//!   and the creation condition must both hold. A match makes a record: **created** when the
+//!   cluster was pending (the policy imports it), **adopted** when it was already accepted
+//!   (a hand-made or admin-accepted cluster: access fields only).
+//! - Own (created) clusters carry the template's labels and cluster set; labels the policy set
+//!   before and no longer wants are removed, nobody else's. Adopted ones are only accepted.
+//! - Acceptance: never a denied cluster, never one with a second agent key waiting, and in
+//!   secure mode only one whose agent key is bound (a policy never binds keys).
+//! - A record whose cluster or policy is gone is dropped (deleting a policy orphans its
+//!   clusters); a stored policy that does not compile keeps its records and changes nothing.
+
+use super::compiled::{CompiledPolicy, Template, registration_value};
+use crate::cluster::rules::{accepted, denied};
+use flotilla_api::importpolicy::{
+    MAX_STATUS_ERRORS, REGISTRATION_GROUP, REGISTRATIONS, source_kind,
+};
+use flotilla_api::meta::CLUSTERSET_LABEL;
+use flotilla_api::v1::{ImportRecord, ImportSourceRef, ManagedCluster};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+#[cfg(test)]
+mod tests;
+
+/// What a plan is computed from.
+pub struct Snapshot<'a> {
+    /// The policies that compiled.
+    pub policies: &'a [CompiledPolicy],
+    /// Every stored policy's name, compiled or not: a policy that no longer compiles (after an
+    /// upgrade) keeps its records, it only imports nothing meanwhile.
+    pub stored: &'a BTreeSet<String>,
+    /// Every cluster.
+    pub clusters: &'a [Arc<ManagedCluster>],
+    /// The records, by cluster.
+    pub records: &'a BTreeMap<String, ImportRecord>,
+    /// Secure mode: acceptance needs a bound agent key.
+    pub secure: bool,
+}
+
+/// One cluster's change (labels first, then acceptance).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Edit {
+    /// The cluster.
+    pub cluster: String,
+    /// Labels to set.
+    pub set_labels: HashMap<String, String>,
+    /// Label keys to remove.
+    pub remove_labels: Vec<String>,
+    /// Accept it.
+    pub accept: bool,
+}
+
+/// A policy's counts and errors.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Clusters it imported.
+    pub imported: i32,
+    /// Clusters it adopted.
+    pub adopted: i32,
+    /// Clusters whose acceptance waits for their agent key.
+    pub waiting: i32,
+    /// Evaluation errors (at most [`MAX_STATUS_ERRORS`]).
+    pub errors: Vec<String>,
+}
+
+impl Tally {
+    fn error(&mut self, e: String) {
+        if self.errors.len() < MAX_STATUS_ERRORS {
+            self.errors.push(e);
+        }
+    }
+}
+
+/// What to do.
+#[derive(Debug, Default, PartialEq)]
+pub struct Plan {
+    /// Records to write (before the cluster's edit: a crash re-applies).
+    pub records_put: Vec<(String, ImportRecord)>,
+    /// Records to drop.
+    pub records_delete: Vec<String>,
+    /// Cluster edits.
+    pub edits: Vec<Edit>,
+    /// Per policy.
+    pub statuses: BTreeMap<String, Tally>,
+}
+
+/// The plan.
+pub fn plan(s: &Snapshot) -> Plan {
+    let mut plan = Plan {
+        statuses: s
+            .policies
+            .iter()
+            .map(|p| (p.name.clone(), Tally::default()))
+            .collect(),
+        ..Default::default()
+    };
+    let policy = |name: &str| s.policies.iter().find(|p| p.name == name);
+    let live: HashMap<&str, &ManagedCluster> = s
+        .clusters
+        .iter()
+        .map(|c| (crate::inventory::name(c), c.as_ref()))
+        .collect();
+    for (cluster, r) in s.records {
+        if !live.contains_key(cluster.as_str()) || !s.stored.contains(&r.policy) {
+            plan.records_delete.push(cluster.clone());
+        }
+    }
+    for c in s.clusters.iter().filter(|c| !deleting(c)) {
+        let name = crate::inventory::name(c);
+        let record = s.records.get(name).filter(|r| s.stored.contains(&r.policy));
+        let held = match record {
+            // Held by a stored policy that does not compile: left alone.
+            Some(r) => match policy(&r.policy) {
+                Some(p) => Some((p, r.clone())),
+                None => continue,
+            },
+            None => matched(s.policies, c, &mut plan.statuses),
+        };
+        let Some((p, record)) = held else {
+            continue;
+        };
+        let tally = plan.statuses.entry(p.name.clone()).or_default();
+        if let Some((edit, next)) = shape(p, c, &record, s.secure, tally) {
+            if s.records.get(name) != Some(&next) {
+                plan.records_put.push((name.to_string(), next));
+            }
+            if edit
+                != (Edit {
+                    cluster: name.to_string(),
+                    ..Default::default()
+                })
+            {
+                plan.edits.push(edit);
+            }
+        }
+    }
+    plan
+}
+
+fn deleting(c: &ManagedCluster) -> bool {
+    c.metadata
+        .as_ref()
+        .is_some_and(|m| m.deletion_timestamp.is_some())
+}
+
+/// The first registration policy admitting `c`, with the record it makes.
+fn matched<'p>(
+    policies: &'p [CompiledPolicy],
+    c: &ManagedCluster,
+    tallies: &mut BTreeMap<String, Tally>,
+) -> Option<(&'p CompiledPolicy, ImportRecord)> {
+    let registrations = format!("{REGISTRATION_GROUP}/{REGISTRATIONS}");
+    let name = crate::inventory::name(c);
+    let value = registration_value(c);
+    for p in policies.iter().filter(|p| p.source_kind == registrations) {
+        match p.admits(&value) {
+            Ok(true) => {
+                let record = ImportRecord {
+                    policy: p.name.clone(),
+                    source_ref: Some(ImportSourceRef {
+                        group: REGISTRATION_GROUP.into(),
+                        resource: REGISTRATIONS.into(),
+                        name: name.to_string(),
+                        uid: c
+                            .metadata
+                            .as_ref()
+                            .map(|m| m.uid.clone())
+                            .unwrap_or_default(),
+                        ..Default::default()
+                    }),
+                    created: !accepted(c),
+                    ..Default::default()
+                };
+                return Some((p, record));
+            }
+            Ok(false) => {}
+            Err(e) => tallies
+                .entry(p.name.clone())
+                .or_default()
+                .error(format!("registration {name}: {e}")),
+        }
+    }
+    None
+}
+
+/// The edit the policy makes of a cluster it holds, and the record after it (`None`: the
+/// template failed, reported in `tally`).
+fn shape(
+    p: &CompiledPolicy,
+    c: &ManagedCluster,
+    record: &ImportRecord,
+    secure: bool,
+    tally: &mut Tally,
+) -> Option<(Edit, ImportRecord)> {
+    let name = crate::inventory::name(c);
+    let template = match p.template(&registration_value(c)) {
+        Ok(t) => t,
+        Err(e) => {
+            tally.error(format!("cluster {name}: {e}"));
+            return None;
+        }
+    };
+    let mut next = record.clone();
+    next.policy_generation = p.generation;
+    let mut edit = Edit {
+        cluster: name.to_string(),
+        ..Default::default()
+    };
+    if record.created {
+        tally.imported += 1;
+        let desired = desired_labels(&template);
+        (edit.set_labels, edit.remove_labels) = relabel(c, &record.applied_labels, &desired);
+        next.applied_labels = desired;
+    } else {
+        tally.adopted += 1;
+    }
+    if template.accept && !accepted(c) && !denied(c) {
+        if key_ready(c, secure) {
+            edit.accept = true;
+        } else {
+            tally.waiting += 1;
+        }
+    }
+    Some((edit, next))
+}
+
+/// The labels a template puts on its own clusters (its cluster set as the set label).
+pub fn desired_labels(t: &Template) -> HashMap<String, String> {
+    let mut out: HashMap<String, String> = t.labels.clone().into_iter().collect();
+    if let Some(set) = &t.cluster_set {
+        out.insert(CLUSTERSET_LABEL.into(), set.clone());
+    }
+    out
+}
+
+/// Labels to set (missing or different) and keys to remove (set by the policy before, no longer
+/// wanted, still there).
+fn relabel(
+    c: &ManagedCluster,
+    applied: &HashMap<String, String>,
+    desired: &HashMap<String, String>,
+) -> (HashMap<String, String>, Vec<String>) {
+    let current = c.metadata.as_ref().map(|m| &m.labels);
+    let has = |k: &str| current.and_then(|l| l.get(k));
+    let set = desired
+        .iter()
+        .filter(|(k, v)| has(k) != Some(*v))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let mut remove: Vec<String> = applied
+        .keys()
+        .filter(|k| !desired.contains_key(*k) && has(k).is_some())
+        .cloned()
+        .collect();
+    remove.sort();
+    (set, remove)
+}
+
+/// Whether a policy may accept the cluster's agent key: no second key waits, and in secure
+/// mode a key is bound (as `AutoAccept` at registration: a policy never binds keys).
+pub fn key_ready(c: &ManagedCluster, secure: bool) -> bool {
+    let hub = c.hub.clone().unwrap_or_default();
+    hub.requested_public_key.is_empty() && (!secure || !hub.agent_public_key.is_empty())
+}
+
+/// The policy already holding `kind` other than `name`, if any.
+pub fn owner_of<'a>(
+    kind: &str,
+    name: &str,
+    policies: impl IntoIterator<Item = &'a flotilla_api::v1::ClusterImportPolicy>,
+) -> Option<String> {
+    policies.into_iter().find_map(|p| {
+        let other = p.metadata.as_ref().map(|m| m.name.as_str()).unwrap_or("");
+        let source = p.spec.as_ref().and_then(|s| s.source.as_ref())?;
+        (other != name && source_kind(source) == kind).then(|| other.to_string())
+    })
+}
