@@ -3,7 +3,8 @@
 //! accepts, labels and puts in a cluster set the 1,000 within 30 s with no admin step while the
 //! 20 stay pending; a template edit relabels only the policy's own clusters (a hand-made
 //! matching cluster keeps its labels); a second policy for the same source is refused naming
-//! the owner.
+//! the owner. In secure mode over TLS, a matching agent is accepted by the policy alone and
+//! comes back over credentials of its own; a non-matching one gets none.
 
 mod common;
 
@@ -209,4 +210,85 @@ fn import_policy_accepts_a_thousand_matching_agents_within_30s() {
         .filter(|c| accepted(c) && label(c, "tier") == Some("edge2"))
         .count();
     assert_eq!(kept, 1000);
+}
+
+#[test]
+fn in_secure_mode_a_policy_accepts_a_matching_agent_which_gets_its_own_credentials() {
+    use flotilla_testkit::{binary, free_port};
+    let dir = tempfile::tempdir().unwrap();
+    let secure = dir.path().join("secure");
+    let port = free_port();
+    let init = std::process::Command::new(binary("flotilla-hub"))
+        .args(["init", "--dir"])
+        .arg(&secure)
+        .args(["--nats-listen", &format!("127.0.0.1:{port}"), "--tls"])
+        .output()
+        .unwrap();
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    let nats = NatsServer::start_from_config(secure.join("nats-server.conf"), port);
+    let tls_url = nats.url().replace("nats://", "tls://");
+    let hub = HubBuilder::new(&nats, dir.path())
+        .nats_url(&tls_url)
+        .flag("--secure-dir", &secure.display().to_string())
+        .start();
+    wait_for("the hub answering", &[&hub.proc], || {
+        cli(&hub.grpc, &["get", "clusters"]).0.then_some(())
+    });
+    let out = apply(
+        &hub,
+        dir.path(),
+        "policy.yaml",
+        &policy("edge", "{\"labels\": {\"tier\": \"gold\"}}"),
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let agent = |name: &str, site: &str| {
+        AgentBuilder::at(&tls_url, dir.path(), name)
+            .label(&format!("site={site}"))
+            .flag(
+                "--bootstrap-creds",
+                &secure.join("bootstrap.creds").display().to_string(),
+            )
+            .flag(
+                "--nats-ca",
+                &secure.join("tls").join("ca.pem").display().to_string(),
+            )
+            .start()
+    };
+    let edge = agent("edge-1", "edge");
+    let core = agent("core-1", "core");
+    let logs = [&hub.proc, &edge, &core];
+    // No admin step: the policy accepts edge-1, whose agent enrols and comes back over its own
+    // credentials; core-1 waits for an admin, with none.
+    wait_for("edge-1 Available over its own credentials", &logs, || {
+        clusters_json(&hub.grpc)?
+            .iter()
+            .any(|c| {
+                c["metadata"]["name"] == "edge-1"
+                    && common::available(c)
+                    && label(c, "tier") == Some("gold")
+            })
+            .then_some(())
+    });
+    assert!(
+        dir.path()
+            .join("state-edge-1")
+            .join("cluster.creds")
+            .is_file()
+    );
+    let clusters = clusters_json(&hub.grpc).unwrap();
+    let core_cluster = clusters
+        .iter()
+        .find(|c| c["metadata"]["name"] == "core-1")
+        .expect("core-1 registered");
+    assert!(!accepted(core_cluster), "{core_cluster}");
+    assert!(
+        !dir.path()
+            .join("state-core-1")
+            .join("cluster.creds")
+            .exists()
+    );
 }
