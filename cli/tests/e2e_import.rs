@@ -214,23 +214,9 @@ fn import_policy_accepts_a_thousand_matching_agents_within_30s() {
 
 #[test]
 fn in_secure_mode_a_policy_accepts_a_matching_agent_which_gets_its_own_credentials() {
-    use flotilla_testkit::{binary, free_port};
     let dir = tempfile::tempdir().unwrap();
     let secure = dir.path().join("secure");
-    let port = free_port();
-    let init = std::process::Command::new(binary("flotilla-hub"))
-        .args(["init", "--dir"])
-        .arg(&secure)
-        .args(["--nats-listen", &format!("127.0.0.1:{port}"), "--tls"])
-        .output()
-        .unwrap();
-    assert!(
-        init.status.success(),
-        "{}",
-        String::from_utf8_lossy(&init.stderr)
-    );
-    let nats = NatsServer::start_from_config(secure.join("nats-server.conf"), port);
-    let tls_url = nats.url().replace("nats://", "tls://");
+    let (nats, tls_url) = secure_nats(&secure);
     let hub = HubBuilder::new(&nats, dir.path())
         .nats_url(&tls_url)
         .flag("--secure-dir", &secure.display().to_string())

@@ -6,9 +6,8 @@
 mod common;
 
 use common::*;
-use flotilla_testkit::{NatsServer, binary, free_port};
+use flotilla_testkit::{NatsServer, free_port};
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 const TIMEOUT_SECONDS: u64 = 8;
@@ -160,19 +159,7 @@ fn each_hub_has_its_own_ca_and_bootstrap_credentials() {
     let dir = tempfile::tempdir().unwrap();
     let init = |name: &str| {
         let secure = dir.path().join(name);
-        let port = free_port();
-        let out = Command::new(binary("flotilla-hub"))
-            .args(["init", "--dir"])
-            .arg(&secure)
-            .args(["--nats-listen", &format!("127.0.0.1:{port}"), "--tls"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let nats = NatsServer::start_from_config(secure.join("nats-server.conf"), port);
+        let (nats, _) = secure_nats(&secure);
         (secure, nats)
     };
     let (secure_a, mut nats_a) = init("secure-a");

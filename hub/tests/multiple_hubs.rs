@@ -7,6 +7,7 @@ use common::work::*;
 use common::*;
 use flotilla_agent::StateConfig;
 use flotilla_agent::backend::Backend;
+use flotilla_agent::hubs::cleanup::Cleanup;
 use flotilla_agent::hubs::{HubEndpoint, MultipleHubs, Supervisor};
 use flotilla_api::v1::ClusterNamesRequest;
 use flotilla_api::work::ManifestId;
@@ -30,6 +31,37 @@ async fn open_hub(nats: &NatsServer) -> flotilla_hub::Hub {
     let mut config = hub_config(&nats.url());
     config.cluster.auto_accept.enabled = true;
     start_hub(config).await
+}
+
+/// Agent `edge-1` supervised over hub A then hub B, its state in `state`; its metrics.
+fn supervised(
+    state: &std::path::Path,
+    [nats_a, nats_b]: [&NatsServer; 2],
+    cleanup: Cleanup,
+) -> (
+    TestAgent,
+    std::sync::Arc<flotilla_agent::metrics::AgentMetrics>,
+) {
+    let mut config = agent_config("edge-1", &nats_a.url());
+    config.state = StateConfig::Dir(state.to_path_buf());
+    let metrics = config.metrics.clone();
+    let multi = MultipleHubs {
+        hubs: vec![hub_endpoint("hub-a", nats_a), hub_endpoint("hub-b", nats_b)],
+        timeout: TIMEOUT,
+        cleanup,
+    };
+    let backend = sim_backend();
+    let supervisor = Supervisor::new(config, multi, backend.clone()).unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        supervisor
+            .run(async {
+                let _ = stopped.await;
+            })
+            .await
+            .unwrap();
+    });
+    (TestAgent::from_parts(backend, stop, task), metrics)
 }
 
 /// A work putting ConfigMaps `cm` and `shared` in `default`.
@@ -75,29 +107,7 @@ async fn the_agent_fails_over_keeps_the_previous_hubs_workloads_and_leaves_a_hub
     let hub_a = open_hub(&nats_a).await;
     let hub_b = open_hub(&nats_b).await;
     let state = tempfile::tempdir().unwrap();
-    let mut config = agent_config("edge-1", &nats_a.url());
-    config.state = StateConfig::Dir(state.path().to_path_buf());
-    let metrics = config.metrics.clone();
-    let multi = MultipleHubs {
-        hubs: vec![
-            hub_endpoint("hub-a", &nats_a),
-            hub_endpoint("hub-b", &nats_b),
-        ],
-        timeout: TIMEOUT,
-        cleanup: Default::default(),
-    };
-    let backend = sim_backend();
-    let supervisor = Supervisor::new(config, multi, backend.clone()).unwrap();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        supervisor
-            .run(async {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
-    });
-    let agent = TestAgent::from_parts(backend, stop, task);
+    let (agent, metrics) = supervised(state.path(), [&nats_a, &nats_b], Cleanup::Keep);
 
     // On hub A first (the first listed), which puts a ConfigMap on the cluster.
     let mut api_a = clusters_client(&hub_a).await;
@@ -206,28 +216,7 @@ async fn with_cleanup_delete_a_switch_removes_the_previous_hubs_works() {
     let hub_a = open_hub(&nats_a).await;
     let hub_b = open_hub(&nats_b).await;
     let state = tempfile::tempdir().unwrap();
-    let mut config = agent_config("edge-1", &nats_a.url());
-    config.state = StateConfig::Dir(state.path().to_path_buf());
-    let multi = MultipleHubs {
-        hubs: vec![
-            hub_endpoint("hub-a", &nats_a),
-            hub_endpoint("hub-b", &nats_b),
-        ],
-        timeout: TIMEOUT,
-        cleanup: flotilla_agent::hubs::cleanup::Cleanup::Delete,
-    };
-    let backend = sim_backend();
-    let supervisor = Supervisor::new(config, multi, backend.clone()).unwrap();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        supervisor
-            .run(async {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
-    });
-    let agent = TestAgent::from_parts(backend, stop, task);
+    let (agent, _) = supervised(state.path(), [&nats_a, &nats_b], Cleanup::Delete);
     wait_available(&mut clusters_client(&hub_a).await, "edge-1").await;
     works_client(&hub_a)
         .await

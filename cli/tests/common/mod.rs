@@ -280,6 +280,26 @@ impl Kubectl {
     }
 }
 
+/// `flotilla-hub init --tls` into `secure` and its nats-server (operator mode, TLS) started
+/// from the configuration init wrote; the server's `tls://` URL.
+pub fn secure_nats(secure: &Path) -> (NatsServer, String) {
+    let port = flotilla_testkit::free_port();
+    let out = Command::new(binary("flotilla-hub"))
+        .args(["init", "--dir"])
+        .arg(secure)
+        .args(["--nats-listen", &format!("127.0.0.1:{port}"), "--tls"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "flotilla-hub init: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let nats = NatsServer::start_from_config(secure.join("nats-server.conf"), port);
+    let url = nats.url().replace("nats://", "tls://");
+    (nats, url)
+}
+
 /// The OpenMetrics text a process serves on `127.0.0.1:port/metrics` (`None` while it does
 /// not answer).
 pub fn scrape(port: u16) -> Option<String> {
