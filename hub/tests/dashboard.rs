@@ -597,8 +597,15 @@ async fn chromium_sees_the_fleet_live_a_placements_reasons_and_a_read_only_token
     assert!(b.text("#transitions").await.contains("edge-3"));
     b.screenshot("overview").await;
 
-    // An admin may pause.
+    // An admin may pause. Signed out first — the sign-out's redirect to the sign-in page is
+    // waited for, or it could land after the next page load and take the browser away from it.
     b.click("header form button").await;
+    b.wait_until(
+        "return !!document.getElementById('token')",
+        "signed out",
+        PAGE,
+    )
+    .await;
     b.goto(&format!("{base}/rollouts/default/settings")).await;
     sign_in(&b, ADMIN).await;
     b.click("#action-pause").await;
