@@ -13,30 +13,32 @@
 //!    (a manifest being handed over between works, a trailing work to delete) are carried on
 //!    with ([`rules::works`]);
 //! 4. every ManagedClusterAddOn's status (from its works, its lease, its cluster) and the add-on's
-//!    install progressions are written when they changed.
+//!    install progressions are written when they changed (`actor/status.rs`).
+//!
+//! An add-on managed by someone else has a round of its own (`actor/external.rs`): no work, its
+//! agents' leases (over NATS and on the spoke) for health.
 //!
 //! Installations being removed (marked deleted, waiting for their pre-delete hook) are carried
 //! a step further every round, and a deleted add-on only removes its installations and then
 //! itself (`actor/removal.rs`).
 
+mod external;
 mod removal;
+mod status;
 
 use removal::is_deleting;
 
-use super::effects::{
-    Removal, manifest_ids, registrations, remove_works, sync_works, watch_lease, write_status,
-};
+use super::effects::{Removal, manifest_ids, sync_works};
 use super::rules::plan::{self, Installation};
-use super::rules::{self, AddOnKind, ExternalInput, Lifecycle, Resolved, StatusInput};
+use super::rules::{self, AddOnKind, Lifecycle, Resolved};
 use super::settled::StatusKey;
 use super::{AddOnError, Deps, Store};
 use crate::keys::ObjectRef;
-use flotilla_api::addon::{self, configs, health, render};
+use flotilla_api::addon::{self, configs, render};
 use flotilla_api::ocm;
 use flotilla_api::v1::{
     AddOnConfig, AddOnDeploymentConfig, AddOnHubState, AddOnTemplate, ClusterManagementAddOn,
-    ClusterManagementAddOnStatus, ConfigSpecHash, DefaultConfigReference, InstallProgression,
-    ManagedClusterAddOn, ManifestWork, ObjectMeta,
+    InstallProgression, ManagedClusterAddOn, ManifestWork, ObjectMeta,
 };
 use flotilla_rollout::{GroupKey, Status};
 use futures::StreamExt;
@@ -490,93 +492,6 @@ impl Actor {
         recheck.0
     }
 
-    /// The round of an add-on managed by someone else ([`rules::external`]): nothing is
-    /// rendered, applied or rolled out; each installation's status says where it runs and
-    /// whether its agent's lease is fresh, the add-on's its default configs' hashes. The add-ons
-    /// of deleted clusters are removed.
-    async fn reconcile_external(
-        &mut self,
-        now: SystemTime,
-        mut recheck: Recheck,
-    ) -> Option<Duration> {
-        let grace = self.deps.config.lease_grace;
-        let mut writes = Vec::new();
-        for mca in self.store.installed(&self.name) {
-            let (cluster, _) = rules::key_of(&mca);
-            if is_deleting(&mca) {
-                continue;
-            }
-            let Some(c) = self.deps.inventory.get(&cluster) else {
-                if let Err(e) = self.uninstall(&cluster).await {
-                    tracing::warn!(cluster = %cluster, error = %e, "removing the add-on of a deleted cluster failed");
-                }
-                continue;
-            };
-            // Rendered when the add-on had a template: someone else deploys its agent now.
-            if let Err(e) = remove_works(&self.deps, &cluster, &self.name).await {
-                tracing::warn!(cluster = %cluster, error = %e, "removing the work of an add-on without a template failed");
-                recheck.at(Duration::from_secs(1));
-            }
-            // The agent reads the add-on's Lease on the spoke once told where it is.
-            let ns = rules::install_namespace(&mca);
-            if let Err(e) = watch_lease(&self.deps, &cluster, &self.name, Some(&ns)).await {
-                tracing::warn!(cluster = %cluster, error = %e, "asking the agent to watch the add-on's lease failed");
-                recheck.at(Duration::from_secs(1));
-            }
-            // A Lease on the spoke says all; without one, an add-on that was available keeps
-            // a grace from the hub's start until its agent renews over NATS again.
-            let spoke = crate::cluster::rules::addons::addon_health(&c, &self.name);
-            let lease = if spoke.is_some_and(|h| h.status != flotilla_api::meta::status::UNKNOWN) {
-                self.store.lease(&cluster, &self.name)
-            } else {
-                self.lease_of(&cluster, &mca)
-            };
-            recheck.merge(rules::lease_recheck(lease, now, grace));
-            let st = rules::external_status(&ExternalInput {
-                cma: &self.cma,
-                mca: &mca,
-                cluster: Some(&c),
-                lease,
-                spoke,
-                grace,
-                now,
-            });
-            if mca.status.as_ref() != Some(&st) {
-                writes.push((cluster, st));
-            }
-        }
-        self.write_statuses(writes, &mut recheck).await;
-        // Its defaults with their spec hashes, as for any add-on; no rollout, so no progressions.
-        self.write_own_status(Vec::new()).await;
-        recheck.0
-    }
-
-    /// A template add-on's agent is deployed by the hub, whose work status tells its health: no
-    /// agent watches a spoke Lease for it (left from when it had no template).
-    async fn unwatch_leases(&self) {
-        for mca in self.store.installed(&self.name) {
-            let (cluster, _) = rules::key_of(&mca);
-            if let Err(e) = watch_lease(&self.deps, &cluster, &self.name, None).await {
-                tracing::warn!(cluster = %cluster, error = %e, "telling the agent to stop watching the add-on's lease failed");
-            }
-        }
-    }
-
-    /// The add-on agent's last lease renewal on `cluster`. Not renewed since this hub started:
-    /// an add-on that was available gets a fresh grace from the start instead of flapping to
-    /// Unknown.
-    fn lease_of(&self, cluster: &str, mca: &ManagedClusterAddOn) -> Option<SystemTime> {
-        self.store.lease(cluster, &self.name).or_else(|| {
-            let was = mca.status.as_ref().is_some_and(|s| {
-                s.conditions.iter().any(|c| {
-                    c.r#type == addon::conditions::AVAILABLE
-                        && c.status == flotilla_api::meta::status::TRUE
-                })
-            });
-            was.then_some(self.store.started)
-        })
-    }
-
     /// Every installed add-on, its configs resolved and its work's rollout status; the add-ons
     /// of deleted clusters are removed.
     async fn gather(&mut self, owner: &BTreeMap<String, (usize, GroupKey)>) -> Vec<Entry> {
@@ -755,143 +670,6 @@ impl Actor {
         }
     }
 
-    /// The statuses that need writing: each installation's, computed unless its inputs are the
-    /// ones its stored status was settled from.
-    fn statuses(
-        &mut self,
-        entries: &[Entry],
-        now: SystemTime,
-        recheck: &mut Recheck,
-    ) -> Vec<(String, flotilla_api::v1::ManagedClusterAddOnStatus)> {
-        let installed: std::collections::HashSet<&str> =
-            entries.iter().map(|e| e.cluster.as_str()).collect();
-        self.settled
-            .retain(|cluster, _| installed.contains(cluster.as_str()));
-        let mut writes = Vec::new();
-        for e in entries {
-            let Some((key, st)) = self.status_of(e, now, recheck) else {
-                continue;
-            };
-            if e.mca.status.as_ref() != Some(&st) {
-                // Written (or retried) until the stored add-on carries it; then settled.
-                self.settled.remove(&e.cluster);
-                writes.push((e.cluster.clone(), st));
-            } else {
-                self.settled.insert(e.cluster.clone(), key);
-            }
-        }
-        writes
-    }
-
-    /// An installation's status and what it was computed from; `None` when its inputs are
-    /// the ones its stored status was settled from.
-    fn status_of(
-        &self,
-        e: &Entry,
-        now: SystemTime,
-        recheck: &mut Recheck,
-    ) -> Option<(StatusKey, flotilla_api::v1::ManagedClusterAddOnStatus)> {
-        let grace = self.deps.config.lease_grace;
-        let cma_version = self
-            .cma
-            .metadata
-            .as_ref()
-            .map_or((0, 0), |m| (m.resource_version, m.generation));
-        let template = e.resolved.as_ref().ok().and_then(|r| self.template_of(r));
-        let config = e
-            .resolved
-            .as_ref()
-            .ok()
-            .and_then(|r| self.deployment_config_of(r));
-        let mode = match &template {
-            Some(t) => health::mode_of(t),
-            None => Ok(health::Mode::WorkStatus),
-        };
-        let lease = self.lease_of(&e.cluster, &e.mca);
-        let fresh = rules::lease_recheck(lease, now, grace);
-        if matches!(mode, Ok(health::Mode::Lease))
-            && let Some(d) = fresh
-        {
-            recheck.at(d);
-        }
-        let cluster = self.deps.inventory.get(&e.cluster);
-        let key = StatusKey {
-            cma: cma_version,
-            mca: e.mca.clone(),
-            works: e.works.clone(),
-            cluster: cluster.clone(),
-            template: template.clone(),
-            config: config.clone(),
-            target: e.target.clone(),
-            rollout: (e.status, e.since, e.waiting),
-            render_error: e.render_error.clone(),
-            lease: (lease, fresh.is_some()),
-        };
-        if self.settled.get(&e.cluster) == Some(&key) {
-            return None;
-        }
-        let registrations = template
-            .as_ref()
-            .map(|t| registrations(t, &e.cluster, &self.name))
-            .unwrap_or_default();
-        let install_namespace = match (&e.resolved, &template) {
-            (Ok(_), Some(t)) => render::install_namespace(&self.render_input(
-                &e.cluster,
-                &e.mca,
-                t,
-                config.as_deref(),
-                &Default::default(),
-            )),
-            _ => e
-                .mca
-                .spec
-                .as_ref()
-                .map(|s| s.install_namespace.clone())
-                .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| addon::DEFAULT_INSTALL_NAMESPACE.to_string()),
-        };
-        let st = rules::status(&StatusInput {
-            cma: &self.cma,
-            mca: &e.mca,
-            works: e.works.iter().map(|w| &**w).collect(),
-            cluster: cluster.as_deref(),
-            configs: &e.resolved,
-            mode: &mode,
-            render_error: e.render_error.as_deref(),
-            rollout: e.status,
-            waiting: e.waiting,
-            lease,
-            grace,
-            install_namespace,
-            registrations,
-            now,
-        });
-        Some((key, st))
-    }
-
-    /// Writes the statuses, [`PARALLEL`] at once.
-    async fn write_statuses(
-        &self,
-        writes: Vec<(String, flotilla_api::v1::ManagedClusterAddOnStatus)>,
-        recheck: &mut Recheck,
-    ) {
-        let store = self.store.clone();
-        let name = self.name.clone();
-        let failed: usize = futures::stream::iter(writes.into_iter().map(|(cluster, st)| {
-            let store = store.clone();
-            let name = name.clone();
-            async move { write_status(&store, &cluster, &name, st).await.is_err() as usize }
-        }))
-        .buffer_unordered(PARALLEL)
-        .collect::<Vec<_>>()
-        .await
-        .into_iter()
-        .sum();
-        if failed > 0 {
-            recheck.at(Duration::from_secs(1));
-        }
-    }
-
     fn render_input<'a>(
         &'a self,
         cluster: &'a str,
@@ -1005,62 +783,6 @@ impl Actor {
             ))
             .map(|(_, h)| h.clone())
             .unwrap_or_default()
-    }
-
-    fn default_refs(&self) -> Vec<DefaultConfigReference> {
-        let spec = self.spec();
-        spec.supported_configs
-            .iter()
-            .filter_map(|c| {
-                let d = c.default_config.as_ref()?;
-                let hash = self.config_hash(&c.resource, &d.namespace, &d.name);
-                Some(DefaultConfigReference {
-                    group: c.group.clone(),
-                    resource: c.resource.clone(),
-                    desired_config: Some(ConfigSpecHash {
-                        namespace: d.namespace.clone(),
-                        name: d.name.clone(),
-                        spec_hash: hash,
-                    }),
-                })
-            })
-            .collect()
-    }
-
-    async fn write_own_status(&mut self, progressions: Vec<InstallProgression>) {
-        // Hash the defaults even when nothing is installed yet.
-        let spec = self.spec();
-        for c in &spec.supported_configs {
-            if let Some(d) = &c.default_config {
-                self.resolve(&AddOnConfig {
-                    group: c.group.clone(),
-                    resource: c.resource.clone(),
-                    namespace: d.namespace.clone(),
-                    name: d.name.clone(),
-                });
-            }
-        }
-        let st = ClusterManagementAddOnStatus {
-            default_config_references: self.default_refs(),
-            install_progressions: progressions,
-        };
-        if self.cma.status.as_ref() == Some(&st) {
-            return;
-        }
-        self.cma.status = Some(st);
-        if let Ok(Some((stored, revision))) = self.store.addons.get(&self.name).await {
-            let mut next = stored;
-            next.status = self.cma.status.clone();
-            match self.store.addons.write(&self.name, &next, revision).await {
-                Ok(rev) => {
-                    if let Some(m) = self.cma.metadata.as_mut() {
-                        m.resource_version = rev;
-                    }
-                }
-                Err(e) => tracing::debug!(error = %e, "add-on status not saved this time"),
-            }
-        }
-        self.store.addon_views.upsert(&self.name, self.cma.clone());
     }
 }
 
