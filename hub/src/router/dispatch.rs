@@ -142,7 +142,11 @@ pub(super) async fn handle_status(
             if event.event_type == flotilla_bus::policies::status_type() =>
         {
             return match &config.policies {
-                Some(sink) => to_sink(sink, clusters, &refuser, &event, rid, msg).await,
+                Some(sink) => {
+                    let (raw, accepted) = sink_input(clusters, &event, &msg);
+                    let routed = sink.route(&event, &raw, rid, accepted, msg).await;
+                    refused_by_sink(&refuser, &ty, routed).await
+                }
                 None => refuser.refuse(&ty, unknown_type(&ty, &parsed), msg).await,
             };
         }
@@ -150,7 +154,11 @@ pub(super) async fn handle_status(
             if event.event_type == flotilla_bus::serviceaccounts::status_type() =>
         {
             return match &config.service_accounts {
-                Some(sink) => to_sink(sink, clusters, &refuser, &event, rid, msg).await,
+                Some(sink) => {
+                    let (raw, accepted) = sink_input(clusters, &event, &msg);
+                    let routed = sink.route(&event, &raw, rid, accepted, msg).await;
+                    refused_by_sink(&refuser, &ty, routed).await
+                }
                 None => refuser.refuse(&ty, unknown_type(&ty, &parsed), msg).await,
             };
         }
@@ -250,66 +258,32 @@ fn work_report(
     Ok(report)
 }
 
-/// Where the controllers' reports go (policies, ManagedServiceAccounts): here or on their hub.
-pub(super) trait ReportSink {
-    /// Routes one report; `Err` is a refusal with the message to acknowledge, if still held.
-    async fn route(
-        &self,
-        event: &Event,
-        raw: &[u8],
-        resource_id: &str,
-        accepted: bool,
-        msg: jetstream::Message,
-    ) -> Result<(), ((&'static str, String), Option<jetstream::Message>)>;
-}
-
-impl ReportSink for crate::policy::route::PolicySink {
-    async fn route(
-        &self,
-        event: &Event,
-        raw: &[u8],
-        resource_id: &str,
-        accepted: bool,
-        msg: jetstream::Message,
-    ) -> Result<(), ((&'static str, String), Option<jetstream::Message>)> {
-        crate::policy::route::PolicySink::route(self, event, raw, resource_id, accepted, msg).await
-    }
-}
-
-impl ReportSink for crate::serviceaccount::route::MsaSink {
-    async fn route(
-        &self,
-        event: &Event,
-        raw: &[u8],
-        resource_id: &str,
-        accepted: bool,
-        msg: jetstream::Message,
-    ) -> Result<(), ((&'static str, String), Option<jetstream::Message>)> {
-        crate::serviceaccount::route::MsaSink::route(self, event, raw, resource_id, accepted, msg)
-            .await
-    }
-}
-
-/// Hands a controller's report to its sink, telling it whether the cluster is accepted.
-async fn to_sink(
-    sink: &impl ReportSink,
+/// What a controller's sink (policies, ManagedServiceAccounts: here or on their hub) needs
+/// besides the event: the raw message and whether its cluster is accepted.
+fn sink_input(
     clusters: &Clusters,
-    refuser: &Refuser<'_>,
     event: &Event,
-    rid: &str,
-    msg: jetstream::Message,
-) {
+    msg: &jetstream::Message,
+) -> (bytes::Bytes, bool) {
     let accepted = clusters
         .shared()
         .inventory
         .get(&event.cluster)
         .is_some_and(|c| rules::accepted(&c));
-    let raw = msg.payload.clone();
-    if let Err((refusal, msg)) = sink.route(event, &raw, rid, accepted, msg).await {
+    (msg.payload.clone(), accepted)
+}
+
+/// Counts a sink's refusal, and acknowledges the message if the sink gave it back.
+async fn refused_by_sink(
+    refuser: &Refuser<'_>,
+    ty: &str,
+    routed: Result<(), ((&'static str, String), Option<jetstream::Message>)>,
+) {
+    if let Err((refusal, msg)) = routed {
         let r = Refused::from(refusal);
         match msg {
-            Some(msg) => refuser.refuse(&event.event_type.to_string(), r, msg).await,
-            None => refuser.count(&event.event_type.to_string(), &r),
+            Some(msg) => refuser.refuse(ty, r, msg).await,
+            None => refuser.count(ty, &r),
         }
     }
 }
