@@ -1,5 +1,6 @@
-//! `flotilla apply -f` of a many-document file: applied concurrently with lines in document
-//! order, and when the hub is gone, a report of exactly what was and was not applied.
+//! `flotilla apply -f` of a many-document file: its works over one ApplyWorks stream with lines
+//! in document order, and when the hub is gone, a report of exactly what was and was not
+//! applied.
 
 mod common;
 

@@ -99,6 +99,10 @@ struct Common {
     /// Concurrent ApplyWork calls.
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
+    /// Apply works over this many ApplyWorks streams at once instead of one ApplyWork call
+    /// each (0: calls, --concurrency at a time).
+    #[arg(long, default_value_t = 0)]
+    streams: usize,
     /// Bound of the whole run, in seconds.
     #[arg(long, default_value_t = 900)]
     timeout_seconds: u64,
@@ -373,6 +377,7 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
         },
         timeout: Duration::from_secs(common.timeout_seconds),
         concurrency: common.concurrency,
+        streams: common.streams,
         out: common.out.clone(),
         started: Instant::now(),
     };

@@ -100,6 +100,9 @@ fn fanout_converges_and_reports_its_efficiency_and_plots() {
         "25",
         "--leaf-nodes",
         "2",
+        // The works over ApplyWorks streams (the other scenarios apply one call each).
+        "--streams",
+        "2",
         "--timeout-seconds",
         "120",
         "--out",
@@ -253,4 +256,20 @@ fn the_apply_api_alone_stores_every_work() {
     ]);
     assert_eq!(v["works_listed"], 60, "{v}");
     assert!(v["works_per_second"].as_f64().unwrap() > 0.0, "{v}");
+}
+
+#[test]
+fn the_apply_api_over_streams_stores_every_work() {
+    let v = scenario(&[
+        "apply",
+        "--clusters",
+        "20",
+        "--works-per-cluster",
+        "3",
+        "--streams",
+        "2",
+    ]);
+    assert_eq!(v["streams"], 2, "{v}");
+    assert_eq!(v["errors"], 0, "{v}");
+    assert_eq!(v["works_listed"], 60, "{v}");
 }

@@ -1,18 +1,22 @@
 //! `apply -f FILE`: create or update resources from OCM YAML (multi-document; `-` is stdin).
 //!
 //! The whole file is parsed (and works and add-on kinds checked against the API's rules) before
-//! anything is sent, so a bad document applies nothing. Then the documents are applied in order,
-//! runs of ManifestWorks [`CONCURRENCY`] at a time (a file of a thousand works takes seconds, not
-//! a minute), every other document alone after what precedes it, their lines printed in
-//! document order; a refused one is reported and the rest
-//! still go. When the hub goes away mid-way, nothing more is sent, and the command says exactly
+//! anything is sent, so a bad document applies nothing. Then the documents are applied in order:
+//! a run of ManifestWorks over one `ApplyWorks` stream ([`works`]: a file of ten thousand works
+//! is one call), runs of ManagedClusters or ManagedClusterAddOns [`CONCURRENCY`] at a time,
+//! every other document alone after what precedes it; their lines are printed in document order,
+//! and a refused one is reported while the rest still go. When the hub goes away mid-way, nothing more is sent, and the command says exactly
 //! which documents were applied and which were not.
+
+mod works;
 
 use crate::hub::Hub;
 use anyhow::{Context, Result, bail};
 use flotilla_api::meta::find_condition;
 use flotilla_api::ocm::{self, Document};
+use futures::StreamExt as _;
 use std::io::Read;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// [`read`], then puts namespaced documents that name no namespace in `namespace` (`default`
 /// when not given), as kubectl does: policy-collection's files leave it out. A document whose
@@ -149,8 +153,6 @@ fn describe(i: usize, doc: &Document) -> String {
 
 /// Applies the documents [`read`] returned, printing a line for each in document order.
 pub async fn run(hub: &Hub, docs: Vec<Document>) -> Result<()> {
-    use futures::StreamExt;
-    use std::sync::atomic::{AtomicBool, Ordering};
     let total = docs.len();
     let lost = AtomicBool::new(false);
     let lost = &lost;
@@ -182,22 +184,16 @@ pub async fn run(hub: &Hub, docs: Vec<Document>) -> Result<()> {
     }
     let mut results = Vec::with_capacity(total);
     for segment in segments {
-        let mut outcomes = futures::stream::iter(segment)
-            .map(|(i, doc)| async move {
-                let what = describe(i, &doc);
-                if lost.load(Ordering::Relaxed) {
-                    return (what, None);
-                }
-                let r = apply(hub, doc).await;
-                if let Err(e) = &r
-                    && format!("{e:#}").starts_with("cannot reach the hub")
-                {
-                    lost.store(true, Ordering::Relaxed);
-                }
-                (what, Some(r))
-            })
-            .buffered(CONCURRENCY);
-        while let Some(outcome) = outcomes.next().await {
+        if segment.len() > 1 && matches!(segment[0].1, Document::Work(_)) {
+            // Lines are printed as the works are answered.
+            results.extend(if lost.load(Ordering::Relaxed) {
+                not_sent(segment)
+            } else {
+                works::apply_run(hub, segment, lost).await
+            });
+            continue;
+        }
+        for outcome in apply_each(hub, segment, lost).await {
             if let (_, Some(Ok(line))) = &outcome {
                 println!("{line}");
             }
@@ -236,6 +232,48 @@ pub async fn run(hub: &Hub, docs: Vec<Document>) -> Result<()> {
     Ok(())
 }
 
+/// What a document's application came to: its description, and its line or error (`None`: not
+/// sent, or sent and never answered).
+type Outcome = (String, Option<Result<String>>);
+
+/// Applies each document of `segment`, [`CONCURRENCY`] at a time; once the hub is lost the
+/// rest are not sent.
+async fn apply_each(hub: &Hub, segment: Vec<(usize, Document)>, lost: &AtomicBool) -> Vec<Outcome> {
+    futures::stream::iter(segment)
+        .map(|(i, doc)| async move {
+            let what = describe(i, &doc);
+            if lost.load(Ordering::Relaxed) {
+                return (what, None);
+            }
+            let r = apply(hub, doc).await;
+            if let Err(e) = &r
+                && format!("{e:#}").starts_with("cannot reach the hub")
+            {
+                lost.store(true, Ordering::Relaxed);
+            }
+            (what, Some(r))
+        })
+        .buffered(CONCURRENCY)
+        .collect()
+        .await
+}
+
+/// The outcomes of documents never sent.
+fn not_sent(segment: Vec<(usize, Document)>) -> Vec<Outcome> {
+    segment
+        .into_iter()
+        .map(|(i, d)| (describe(i, &d), None))
+        .collect()
+}
+
+/// The line of an applied work.
+fn work_line(m: &flotilla_api::v1::ObjectMeta, generation: i64) -> String {
+    format!(
+        "manifestwork.work.open-cluster-management.io/{} applied (cluster {}, generation {generation})",
+        m.name, m.namespace
+    )
+}
+
 /// Applies one document; the line says what the hub made of it.
 async fn apply(hub: &Hub, doc: Document) -> Result<String> {
     Ok(match doc {
@@ -251,11 +289,7 @@ async fn apply(hub: &Hub, doc: Document) -> Result<String> {
         Document::Work(w) => {
             let m = w.metadata.clone().unwrap_or_default();
             let applied = hub.call(hub.works().apply_work(w)).await?;
-            let generation = applied.metadata.map_or(0, |m| m.generation);
-            format!(
-                "manifestwork.work.open-cluster-management.io/{} applied (cluster {}, generation {generation})",
-                m.name, m.namespace
-            )
+            work_line(&m, applied.metadata.map_or(0, |m| m.generation))
         }
         Document::Placement(p) => {
             let m = p.metadata.clone().unwrap_or_default();

@@ -13,7 +13,7 @@
 //! | `grpc.reflection.v1.ServerReflection` | | `ServerReflectionInfo` | | |
 //! | `flotilla.v1.ClusterService` | | `ListClusters`, `GetCluster`, `WatchClusters` | | `AcceptClusters`, `DenyClusters`, `LabelCluster`, `TaintCluster`, `SetLeaseDuration`, `DeleteCluster`, `ApplyCluster`, `CreateJoinToken` |
 //! | `flotilla.v1.ClusterSetService` | | `GetClusterSet`, `ListClusterSets`, `ListBindings` | | `ApplyClusterSet`, `DeleteClusterSet`, `ApplyBinding`, `DeleteBinding` |
-//! | `flotilla.v1.WorkService` | | `GetWork`, `ListWorks`, `WatchWorks` | `ApplyWork`, `DeleteWork` | `Proxy` |
+//! | `flotilla.v1.WorkService` | | `GetWork`, `ListWorks`, `WatchWorks` | `ApplyWork`, `ApplyWorks`, `DeleteWork` | `Proxy` |
 //! | `flotilla.v1.PlacementService` | | `GetPlacement`, `ListPlacements`, `ListDecisions`, `WatchPlacements`, `DebugPlacement`, `ListScores` | | `ApplyPlacement`, `DeletePlacement`, `ApplyScore`, `DeleteScore` |
 //! | `flotilla.v1.PolicyService` | | `GetPolicy`, `ListPolicies`, `GetPolicyDetails`, `WatchPolicies`, `ListPlacementBindings`, `ListPolicySets`, `ListPlacementRules` | | `ApplyPolicy`, `DeletePolicy`, `ApplyPlacementBinding`, `DeletePlacementBinding`, `ApplyPolicySet`, `DeletePolicySet`, `ApplyPlacementRule`, `DeletePlacementRule` |
 //! | `flotilla.v1.ReplicaSetService` | | `GetReplicaSet`, `ListReplicaSets`, `WatchReplicaSets` | | `ApplyReplicaSet`, `DeleteReplicaSet`, `Rollout` |
@@ -96,6 +96,7 @@ pub const TABLE: &[(&str, &[(&str, Access)])] = &[
         "flotilla.v1.WorkService",
         &[
             ("ApplyWork", WriteWork),
+            ("ApplyWorks", WriteWork),
             ("GetWork", Read),
             ("ListWorks", Read),
             ("DeleteWork", WriteWork),

@@ -15,8 +15,9 @@ use crate::inventory::WorkInventory;
 use crate::keys::ObjectRef;
 use flotilla_api::v1::work_service_server::WorkService;
 use flotilla_api::v1::{
-    DeleteWorkRequest, GetWorkRequest, ListWorksRequest, ListWorksResponse, ManifestWork,
-    ProxyGetRequest, ProxyGetResponse, ProxyRequest, ProxyResponse, WatchWorksRequest, WorkEvent,
+    ApplyWorkResult, DeleteWorkRequest, GetWorkRequest, ListWorksRequest, ListWorksResponse,
+    ManifestWork, ProxyGetRequest, ProxyGetResponse, ProxyRequest, ProxyResponse,
+    WatchWorksRequest, WorkEvent,
 };
 use flotilla_bus::envelope::{Event, types};
 use flotilla_bus::publish::{PublishError, Publisher};
@@ -24,7 +25,7 @@ use flotilla_bus::subjects;
 use std::pin::Pin;
 use std::time::Duration;
 use tokio_stream::Stream;
-use tonic::{Request, Response, Status};
+use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument;
 
 /// How long a proxy query waits for the agent.
@@ -34,7 +35,13 @@ const PROXY_TIMEOUT: Duration = Duration::from_secs(10);
 /// changed between the check and the write.
 const REPLACE_TRIES: u32 = 3;
 
+/// Works one `ApplyWorks` stream has in flight at once: enough to keep the cluster actors and
+/// the store busy from one stream; further messages wait in the stream (HTTP/2 flow control
+/// holds the sender back), so a client streaming 100,000 works holds no more than this here.
+const STREAM_IN_FLIGHT: usize = 512;
+
 /// The service implementation.
+#[derive(Clone)]
 pub struct WorkApi {
     clusters: Clusters,
     works: WorkInventory,
@@ -80,6 +87,91 @@ impl WorkApi {
             m.resource_version = held.metadata.as_ref().map_or(0, |m| m.resource_version);
         }
         Ok(Write::Any(pinned))
+    }
+
+    /// One work's apply: checked (shape, reserved keys, the caller's executor grants) and
+    /// written through its cluster's actor; a deployer's replace that loses a race is checked
+    /// again against what is stored then.
+    async fn apply_one(
+        &self,
+        caller: Option<&Identity>,
+        work: ManifestWork,
+    ) -> Result<ManifestWork, Status> {
+        let (cluster, name) = work
+            .metadata
+            .as_ref()
+            .map(|m| (m.namespace.clone(), m.name.clone()))
+            .unwrap_or_default();
+        // The root of a work's trace: API → cluster actor → spec event → agent → status.
+        let span = tracing::info_span!("ApplyWork", cluster.name = %cluster, work.name = %name);
+        async move {
+            let errors = flotilla_api::work::validate(&work);
+            if !errors.is_empty() {
+                return Err(Status::invalid_argument(errors.join("; ")));
+            }
+            refuse_reserved_keys(&work)?;
+            may_execute_as(caller, &work)?;
+            let handle = self.cluster(&cluster)?;
+            // A pin of our own that loses to another write (an agent's status report, most
+            // likely) is checked and tried again against what is stored then.
+            let mut tries = 0;
+            loop {
+                let written = match self.may_replace(caller, &work)? {
+                    Write::Any(w) => handle.apply_work(w).await,
+                    Write::Create(w) => handle.create_work(w).await,
+                };
+                match written {
+                    Err(ClusterError::Conflict(_)) if tries < REPLACE_TRIES => tries += 1,
+                    r => return Ok(r?),
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Serves one `ApplyWorks` stream: reads works while fewer than [`STREAM_IN_FLIGHT`] are
+    /// being written, answers each as it finishes, and ends once the caller closed its side and
+    /// every work is answered — or as soon as nobody reads the answers (the caller is gone; the
+    /// writes in flight are abandoned as a cancelled `ApplyWork` would be). A message that
+    /// cannot be read ends the stream with that error after the works before it are answered.
+    async fn apply_stream(
+        self,
+        caller: Option<Identity>,
+        mut input: Streaming<ManifestWork>,
+        answers: tokio::sync::mpsc::Sender<Result<ApplyWorkResult, Status>>,
+    ) {
+        let mut running = futures::stream::FuturesUnordered::new();
+        let mut next_index = 0u64;
+        let mut broken = None;
+        loop {
+            let reading = broken.is_none() && running.len() < STREAM_IN_FLIGHT;
+            tokio::select! {
+                next = input.message(), if reading => match next {
+                    Ok(Some(work)) => {
+                        let (api, caller, index) = (&self, caller.as_ref(), next_index);
+                        running.push(async move {
+                            result_of(index, api.apply_one(caller, work).await)
+                        });
+                        next_index += 1;
+                    }
+                    Ok(None) => broken = Some(None),
+                    Err(e) => broken = Some(Some(Status::new(
+                        e.code(),
+                        format!("ApplyWorks message {next_index}: {}", e.message()),
+                    ))),
+                },
+                Some(answer) = futures::StreamExt::next(&mut running) => {
+                    if answers.send(Ok(answer)).await.is_err() {
+                        return;
+                    }
+                }
+                else => break,
+            }
+        }
+        if let Some(Some(status)) = broken {
+            let _ = answers.send(Err(status)).await;
+        }
     }
 
     fn cluster(&self, name: &str) -> Result<crate::cluster::ClusterHandle, Status> {
@@ -170,6 +262,25 @@ fn refuse_reserved_keys(work: &ManifestWork) -> Result<(), Status> {
 }
 
 type WatchStream = Pin<Box<dyn Stream<Item = Result<WorkEvent, Status>> + Send>>;
+type ApplyResults = Pin<Box<dyn Stream<Item = Result<ApplyWorkResult, Status>> + Send>>;
+
+/// The answer to the `index`th work of an `ApplyWorks` stream.
+fn result_of(index: u64, written: Result<ManifestWork, Status>) -> ApplyWorkResult {
+    match written {
+        Ok(work) => ApplyWorkResult {
+            index,
+            metadata: work.metadata,
+            code: 0,
+            message: String::new(),
+        },
+        Err(status) => ApplyWorkResult {
+            index,
+            metadata: None,
+            code: status.code() as i32,
+            message: status.message().to_string(),
+        },
+    }
+}
 
 #[tonic::async_trait]
 impl WorkService for WorkApi {
@@ -178,38 +289,24 @@ impl WorkService for WorkApi {
         req: Request<ManifestWork>,
     ) -> Result<Response<ManifestWork>, Status> {
         let caller = req.extensions().get::<Identity>().cloned();
-        let work = req.into_inner();
-        let (cluster, name) = work
-            .metadata
-            .as_ref()
-            .map(|m| (m.namespace.clone(), m.name.clone()))
-            .unwrap_or_default();
-        // The root of a work's trace: API → cluster actor → spec event → agent → status.
-        let span = tracing::info_span!("ApplyWork", cluster.name = %cluster, work.name = %name);
-        async move {
-            let errors = flotilla_api::work::validate(&work);
-            if !errors.is_empty() {
-                return Err(Status::invalid_argument(errors.join("; ")));
-            }
-            refuse_reserved_keys(&work)?;
-            may_execute_as(caller.as_ref(), &work)?;
-            let handle = self.cluster(&cluster)?;
-            // A pin of our own that loses to another write (an agent's status report, most
-            // likely) is checked and tried again against what is stored then.
-            let mut tries = 0;
-            loop {
-                let written = match self.may_replace(caller.as_ref(), &work)? {
-                    Write::Any(w) => handle.apply_work(w).await,
-                    Write::Create(w) => handle.create_work(w).await,
-                };
-                match written {
-                    Err(ClusterError::Conflict(_)) if tries < REPLACE_TRIES => tries += 1,
-                    r => return Ok(Response::new(r?)),
-                }
-            }
-        }
-        .instrument(span)
-        .await
+        Ok(Response::new(
+            self.apply_one(caller.as_ref(), req.into_inner()).await?,
+        ))
+    }
+
+    type ApplyWorksStream = ApplyResults;
+
+    async fn apply_works(
+        &self,
+        req: Request<Streaming<ManifestWork>>,
+    ) -> Result<Response<ApplyResults>, Status> {
+        let caller = req.extensions().get::<Identity>().cloned();
+        let input = req.into_inner();
+        let (tx, rx) = tokio::sync::mpsc::channel(STREAM_IN_FLIGHT);
+        tokio::spawn(self.clone().apply_stream(caller, input, tx));
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
     }
 
     async fn get_work(

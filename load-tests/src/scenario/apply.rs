@@ -4,6 +4,8 @@
 //! each `ApplyWork` call. Converged when every call succeeded and the hub lists every work.
 //! With no agent connected the hub stores each work and publishes its spec to nobody, so this
 //! is the API → cluster actor → JetStream KV path without the fleet's load on the machine.
+//! With `--streams S` the works go over S `ApplyWorks` streams instead of one call each (the
+//! latency is then from a work's message to its answer).
 
 use super::{Run, load_work};
 use crate::report::{Phase, Summary};
@@ -51,15 +53,32 @@ pub async fn run(run: Run, works_per_cluster: usize) -> Result<(Summary, Run)> {
     let latencies: Arc<Mutex<Vec<f64>>> = Arc::default();
     let errors = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let phase = Phase::begin(&run.topology).await;
-    for name in run.fleet.names() {
+    if run.streams > 0 {
+        // One list of every work, over `--streams` ApplyWorks streams.
+        let mut all = Vec::with_capacity(total);
+        for name in run.fleet.names() {
+            for k in 0..works_per_cluster {
+                all.push(numbered(&name, k));
+            }
+        }
+        let (answers, missing) = super::streams::apply(&works, all, run.streams).await?;
+        let mut lat = latencies.lock().expect("latencies lock");
+        for a in answers {
+            if a.result.code == 0 {
+                lat.push(a.sent.elapsed().as_secs_f64() * 1000.0);
+            } else {
+                errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tracing::error!(error = %a.result.message, "apply failed");
+            }
+        }
+        errors.fetch_add(missing.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+    for name in run.fleet.names().into_iter().filter(|_| run.streams == 0) {
         for k in 0..works_per_cluster {
             let permit = sem.clone().acquire_owned().await?;
             let mut api = works.clone();
             let (latencies, errors) = (latencies.clone(), errors.clone());
-            let mut work = load_work(&name, 1);
-            if let Some(m) = work.metadata.as_mut() {
-                m.name = format!("{}-{k}", m.name);
-            }
+            let work = numbered(&name, k);
             tasks.spawn(async move {
                 let t = Instant::now();
                 let r = api.apply_work(work).await;
@@ -92,8 +111,18 @@ pub async fn run(run: Run, works_per_cluster: usize) -> Result<(Summary, Run)> {
         (total as f64 / summary.seconds.max(1e-3)).round(),
     );
     summary.set("concurrency", run.concurrency);
+    summary.set("streams", run.streams);
     summary.converged = summary.errors == 0 && listed == total;
     Ok((summary, run))
+}
+
+/// The `k`th load work of cluster `name`.
+fn numbered(name: &str, k: usize) -> flotilla_api::v1::ManifestWork {
+    let mut work = load_work(name, 1);
+    if let Some(m) = work.metadata.as_mut() {
+        m.name = format!("{}-{k}", m.name);
+    }
+    work
 }
 
 /// Load works the hub lists in clusters of this run (an attached hub may hold other runs').

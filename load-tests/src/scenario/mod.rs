@@ -27,6 +27,7 @@ pub mod proxy;
 pub mod register;
 pub mod steady;
 pub mod storm;
+pub mod streams;
 pub mod transport;
 
 use crate::fleet::{FleetArgs, LoadFleet};
@@ -55,6 +56,8 @@ pub struct Run {
     pub timeout: Duration,
     /// Concurrent ApplyWork calls.
     pub concurrency: usize,
+    /// ApplyWorks streams at once (0: ApplyWork calls).
+    pub streams: usize,
     /// Where plots go.
     pub out: Option<PathBuf>,
     /// When the run began.
@@ -156,6 +159,7 @@ impl Run {
         Ok(Applier {
             api: WorkServiceClient::new(self.channel()?),
             concurrency: self.concurrency.max(1),
+            streams: self.streams,
             deadline: self.deadline(),
         })
     }
@@ -206,6 +210,7 @@ impl Run {
 pub struct Applier {
     api: WorkServiceClient<Channel>,
     concurrency: usize,
+    streams: usize,
     deadline: Instant,
 }
 
@@ -214,6 +219,9 @@ impl Applier {
     /// telling `works` what to expect. A call the hub cannot answer (it is restarting) is
     /// retried until the run's deadline; the count of calls that failed for good is returned.
     pub async fn apply(&self, names: Vec<String>, version: u32, works: &WorkWatch) -> Result<u64> {
+        if self.streams > 0 {
+            return self.apply_streamed(names, version, works).await;
+        }
         let sem = Arc::new(tokio::sync::Semaphore::new(self.concurrency));
         let errors = Arc::new(AtomicU64::new(0));
         let mut tasks = tokio::task::JoinSet::new();
@@ -251,6 +259,46 @@ impl Applier {
             r.context("apply task")?;
         }
         Ok(errors.load(Ordering::Relaxed))
+    }
+}
+
+impl Applier {
+    /// [`Applier::apply`] over `ApplyWorks` streams: works refused for a reason worth repeating
+    /// or never answered (the hub went away) are sent again until the run's deadline.
+    async fn apply_streamed(
+        &self,
+        names: Vec<String>,
+        version: u32,
+        works: &WorkWatch,
+    ) -> Result<u64> {
+        let mut pending = names;
+        let mut errors = 0;
+        loop {
+            let batch: Vec<ManifestWork> = pending.iter().map(|n| load_work(n, version)).collect();
+            let (answers, missing) = streams::apply(&self.api, batch, self.streams).await?;
+            let mut again: Vec<usize> = missing;
+            for a in answers {
+                let name = &pending[a.index];
+                if a.result.code == 0 {
+                    let generation = a.result.metadata.map_or(0, |m| m.generation);
+                    works.expect(name, generation, a.sent);
+                } else if retryable(&tonic::Status::new(a.result.code.into(), "")) {
+                    again.push(a.index);
+                } else {
+                    errors += 1;
+                    tracing::error!(cluster = %name, error = %a.result.message, "apply failed");
+                }
+            }
+            if again.is_empty() {
+                return Ok(errors);
+            }
+            if Instant::now() >= self.deadline {
+                return Ok(errors + again.len() as u64);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            again.sort_unstable();
+            pending = again.into_iter().map(|i| pending[i].clone()).collect();
+        }
     }
 }
 
