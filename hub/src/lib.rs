@@ -52,6 +52,7 @@ pub mod janitor;
 pub mod keys;
 pub mod kubeproxy;
 pub mod limits;
+pub mod mailbox;
 pub mod metrics;
 pub mod placement;
 pub mod policy;

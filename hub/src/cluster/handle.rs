@@ -273,7 +273,7 @@ impl Answer {
 #[derive(Clone, Debug)]
 enum Target {
     /// Here: its mailbox.
-    Local(mpsc::Sender<Msg>),
+    Local(crate::mailbox::Sender<Msg>),
     /// On the hub holding its shard.
     Remote {
         /// Calls over NATS.
@@ -292,7 +292,7 @@ pub struct ClusterHandle {
 
 impl ClusterHandle {
     /// The handle of an actor running here.
-    pub(super) fn local(tx: mpsc::Sender<Msg>, name: &str) -> Self {
+    pub(super) fn local(tx: crate::mailbox::Sender<Msg>, name: &str) -> Self {
         Self {
             target: Target::Local(tx),
             name: name.into(),
@@ -323,7 +323,7 @@ impl ClusterHandle {
 
     async fn ask<T>(
         &self,
-        tx: &mpsc::Sender<Msg>,
+        tx: &crate::mailbox::Sender<Msg>,
         make: impl FnOnce(Reply<T>) -> Msg,
     ) -> Result<T, ClusterError> {
         let (reply, rx) = oneshot::channel();
@@ -503,7 +503,7 @@ mod tests {
 
     #[test]
     fn mailbox_messages_stay_small_so_idle_actors_stay_cheap() {
-        // tokio allocates mailbox slots in blocks of 32: every byte here costs 32 per cluster.
+        // A mailbox holds up to its capacity of these during a burst.
         assert!(
             std::mem::size_of::<Msg>() <= 96,
             "Msg is {} bytes",

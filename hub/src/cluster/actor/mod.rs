@@ -23,7 +23,6 @@ use flotilla_api::v1::{ManagedCluster, ManifestWork};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tracing::Instrument;
 use work::WorkEntry;
@@ -41,7 +40,7 @@ pub(super) fn spawn(
     registry: Arc<DashMap<String, ClusterHandle>>,
     shard: &mut super::ShardRun,
 ) -> ClusterHandle {
-    let (tx, rx) = mpsc::channel(shared.config.mailbox_capacity.max(1));
+    let (tx, rx) = crate::mailbox::channel(shared.config.mailbox_capacity.max(1));
     let span = tracing::info_span!("cluster", cluster.name = %name);
     let mut actor = Box::new(Actor {
         name: name.clone(),
@@ -107,7 +106,7 @@ struct Actor {
     unsettled_works: crate::settle::Unsettled<String>,
     /// When a refused registration was last written to the cluster (at most once a minute).
     refusal_written: Option<Instant>,
-    rx: mpsc::Receiver<Msg>,
+    rx: crate::mailbox::Receiver<Msg>,
 }
 
 enum Flow {
