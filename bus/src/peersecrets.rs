@@ -288,8 +288,7 @@ mod tests {
     fn secrets_over_the_limit_are_not_sealed() {
         let a = XKey::new();
         let mut p = payload("a", "b", 1);
-        p.data
-            .insert("big".into(), vec![0; MAX_SECRET_BYTES + 1]);
+        p.data.insert("big".into(), vec![0; MAX_SECRET_BYTES + 1]);
         assert!(matches!(
             seal(&p, &a, &XKey::new().public_key()),
             Err(SealError::TooLarge { .. })

@@ -91,7 +91,10 @@ fn two_agent_processes_exchange_sealed_secrets_and_delete_them() {
     let file = dir.path().join("dr.yaml");
     std::fs::write(&file, DR).unwrap();
     let applied = cli_ok(&hub.grpc, &["apply", "-f", &file.display().to_string()]);
-    assert!(applied.contains("mirrorpeer.multicluster.odf.openshift.io/dr applied"), "{applied}");
+    assert!(
+        applied.contains("mirrorpeer.multicluster.odf.openshift.io/dr applied"),
+        "{applied}"
+    );
     let exchange = std::time::Instant::now();
     wait_for("west holds east's secret", &logs, || {
         (green_value(&kube_west, "dr-east", "token")? == marker.as_bytes()).then_some(())
@@ -107,7 +110,10 @@ fn two_agent_processes_exchange_sealed_secrets_and_delete_them() {
     });
     assert!(table.contains("east,west"), "{table}");
     let described = cli_ok(&hub.grpc, &["describe", "mirrorpeer", "dr"]);
-    assert!(described.contains("Applied") && described.contains("PeersReachable"), "{described}");
+    assert!(
+        described.contains("Applied") && described.contains("PeersReachable"),
+        "{described}"
+    );
     let labels = kube_west.ok(&[
         "get",
         "secret",
@@ -117,7 +123,10 @@ fn two_agent_processes_exchange_sealed_secrets_and_delete_them() {
         "-o",
         "jsonpath={.metadata.labels}",
     ]);
-    assert!(labels.contains("GREEN") && labels.contains("flotilla.io/mirror-peer"), "{labels}");
+    assert!(
+        labels.contains("GREEN") && labels.contains("flotilla.io/mirror-peer"),
+        "{labels}"
+    );
 
     // Nothing the nats-server keeps holds the marker, raw or base64.
     let mut all = Vec::new();
@@ -138,8 +147,16 @@ fn two_agent_processes_exchange_sealed_secrets_and_delete_them() {
     assert!(deleted.contains("mirrorpeer/dr deleted"), "{deleted}");
     wait_for("the GREEN Secrets removed on both sides", &logs, || {
         let gone = |k: &Kubectl, name: &str| {
-            k.try_run(&["get", "secret", name, "-n", "openshift-storage", "-o", "name"])
-                .is_none()
+            k.try_run(&[
+                "get",
+                "secret",
+                name,
+                "-n",
+                "openshift-storage",
+                "-o",
+                "name",
+            ])
+            .is_none()
         };
         (gone(&kube_east, "dr-west") && gone(&kube_west, "dr-east")).then_some(())
     });

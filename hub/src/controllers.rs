@@ -177,10 +177,9 @@ impl Services {
             .set(Some(ImportPolicyServiceServer::new(
                 grpc::importpolicy::ImportPolicyApi::new(c.import_policies.clone()),
             )));
-        self.mirror_peers
-            .set(Some(MirrorPeerServiceServer::new(
-                grpc::mirrorpeer::MirrorPeerApi::new(c.mirror_peers.clone()),
-            )));
+        self.mirror_peers.set(Some(MirrorPeerServiceServer::new(
+            grpc::mirrorpeer::MirrorPeerApi::new(c.mirror_peers.clone()),
+        )));
     }
 
     fn empty(&self) {

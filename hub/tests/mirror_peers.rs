@@ -71,9 +71,13 @@ async fn source(b: &SimBackend, marker: &str) {
         "metadata": {"name": "ocs-storagecluster-peer-secret", "namespace": NS},
         "stringData": {"token": marker},
     });
-    b.apply(&secret_id("ocs-storagecluster-peer-secret"), &s, &Strategy::Update)
-        .await
-        .unwrap();
+    b.apply(
+        &secret_id("ocs-storagecluster-peer-secret"),
+        &s,
+        &Strategy::Update,
+    )
+    .await
+    .unwrap();
 }
 
 async fn data_of(b: &SimBackend, name: &str) -> Option<BTreeMap<String, Vec<u8>>> {
@@ -123,7 +127,10 @@ async fn wait_status(
         if pred(&s) {
             return s;
         }
-        assert!(Instant::now() < deadline, "MirrorPeer dr not {what}: {s:#?}");
+        assert!(
+            Instant::now() < deadline,
+            "MirrorPeer dr not {what}: {s:#?}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -206,7 +213,9 @@ async fn assert_no_plaintext(nats: &NatsServer, marker: &str) {
     assert!(!all.is_empty(), "the store directory holds files");
     let mut scanned = 0;
     for f in all {
-        let Ok(bytes) = std::fs::read(&f) else { continue };
+        let Ok(bytes) = std::fs::read(&f) else {
+            continue;
+        };
         scanned += bytes.len();
         for n in &needles {
             assert!(!contains(&bytes, n), "{} holds the marker", f.display());
@@ -240,17 +249,26 @@ async fn two_peers_exchange_sealed_secrets_rotate_survive_an_outage_and_clean_up
         d.get("token").map(Vec::as_slice) == Some(m.as_bytes())
     })
     .await;
-    let generated = data_of(&west_b, "west-source").await.expect("west's source generated");
+    let generated = data_of(&west_b, "west-source")
+        .await
+        .expect("west's source generated");
     assert_eq!(generated["key"].len(), 32);
     let g = generated.clone();
-    let took_back = wait_secret(&east_b, "dr-west", Duration::from_secs(10), move |d| *d == g).await;
+    let took_back = wait_secret(&east_b, "dr-west", Duration::from_secs(10), move |d| {
+        *d == g
+    })
+    .await;
     eprintln!("exchange: east → west {took:?}, west → east {took_back:?}");
     let green = west_b.get(&secret_id("dr-east")).await.unwrap().unwrap();
     assert_eq!(green["metadata"]["labels"][mp::SECRET_TYPE_LABEL], "GREEN");
     assert_eq!(green["metadata"]["labels"][mp::MIRROR_PEER_LABEL], "dr");
     let s = wait_status(&hub, "exchanged", |s| s.phase == phase::EXCHANGED).await;
     assert_eq!(s.exchanges.len(), 2);
-    assert!(s.exchanges.iter().all(|e| e.phase == exchange::APPLIED && e.revision >= 1));
+    assert!(
+        s.exchanges
+            .iter()
+            .all(|e| e.phase == exchange::APPLIED && e.revision >= 1)
+    );
     assert_eq!(reachable(&s).unwrap().status, "True");
     assert_no_plaintext(&nats, &marker).await;
 
@@ -300,12 +318,30 @@ async fn two_peers_exchange_sealed_secrets_rotate_survive_an_outage_and_clean_up
         if east_left.is_none() && west_left.is_none() {
             break;
         }
-        assert!(Instant::now() < deadline, "GREEN Secrets left after the delete");
+        assert!(
+            Instant::now() < deadline,
+            "GREEN Secrets left after the delete"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(east_b.get(&secret_id("ocs-storagecluster-peer-secret")).await.unwrap().is_some(), "sources stay");
-    assert!(raw_values(&nats, flotilla_hub::mirrorpeer::SECRETS).await.is_empty());
-    assert!(raw_values(&nats, flotilla_hub::mirrorpeer::PEERS).await.is_empty());
+    assert!(
+        east_b
+            .get(&secret_id("ocs-storagecluster-peer-secret"))
+            .await
+            .unwrap()
+            .is_some(),
+        "sources stay"
+    );
+    assert!(
+        raw_values(&nats, flotilla_hub::mirrorpeer::SECRETS)
+            .await
+            .is_empty()
+    );
+    assert!(
+        raw_values(&nats, flotilla_hub::mirrorpeer::PEERS)
+            .await
+            .is_empty()
+    );
     assert!(hub.mirror_peers().get("dr").is_none());
 }
 
@@ -320,7 +356,10 @@ async fn odfs_webhook_rules_are_kept_on_update() {
     changed.spec.as_mut().unwrap().items.pop();
     let e = peers.apply(changed).await.unwrap_err().to_string();
     assert!(e.contains("spec.type") && e.contains("spec.items"), "{e}");
-    let interval = mirror_peer(&DR.replace("type: async", "type: async\n  schedulingIntervals: [\"1h\"]"));
+    let interval = mirror_peer(&DR.replace(
+        "type: async",
+        "type: async\n  schedulingIntervals: [\"1h\"]",
+    ));
     let second = peers.apply(interval).await.unwrap();
     assert_eq!(second.metadata.as_ref().unwrap().generation, 2);
     let s3 = mirror_peer(&DR.replace("type: async", "type: async\n  manageS3: true"));

@@ -90,7 +90,10 @@ impl PeerSecrets {
     pub fn spawn(deps: Deps) -> (Self, JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(1);
         let span = tracing::info_span!("mirrorpeers");
-        let join = tokio::spawn(tracing::Instrument::instrument(Task::new(deps).run(rx), span));
+        let join = tokio::spawn(tracing::Instrument::instrument(
+            Task::new(deps).run(rx),
+            span,
+        ));
         (Self { tx }, join)
     }
 
@@ -203,8 +206,8 @@ impl Task {
                         }
                     };
                 }
-                changed = changed(&mut changes), if active => {
-                    if !changed {
+                alive = changed(&mut changes), if active => {
+                    if !alive {
                         changes = None;
                     } else if self.sources_moved().await {
                         next = Some(Instant::now());
@@ -332,7 +335,10 @@ impl Task {
                 let key = (d.mirror_peer.clone(), b.from.clone());
                 let applied = match self.applied.get(&key) {
                     Some(r) => *r,
-                    None => self.applied_on_cluster(&namespace, &d.mirror_peer, &b.from).await,
+                    None => {
+                        self.applied_on_cluster(&namespace, &d.mirror_peer, &b.from)
+                            .await
+                    }
                 };
                 let result = self.apply_box(d, b, &namespace, applied).await;
                 changed = true;
@@ -347,7 +353,7 @@ impl Task {
                         if applied > 0 {
                             self.applied.insert(key.clone(), applied);
                         }
-                        self.failed.insert(key, (b.revision.min(u64::MAX), e));
+                        self.failed.insert(key, (b.revision, e));
                     }
                 }
             }
@@ -446,7 +452,12 @@ impl Task {
             let Some(name) = s["metadata"]["name"].as_str() else {
                 continue;
             };
-            match self.deps.backend.delete(&secret_id(&k.namespace, name)).await {
+            match self
+                .deps
+                .backend
+                .delete(&secret_id(&k.namespace, name))
+                .await
+            {
                 Ok(_) | Err(BackendError::NotFound(_)) => n += 1,
                 Err(e) => return Err(e),
             }

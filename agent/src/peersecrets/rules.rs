@@ -214,7 +214,10 @@ mod tests {
     fn a_box_is_sealed_again_only_when_content_key_or_store_moved() {
         let mut sent = BTreeMap::new();
         // Nothing sent, nothing stored: b gets revision 1; c has no key yet.
-        assert_eq!(outbound(&delivery(vec![]), 7, &sent), [("b".into(), "XB".into(), 1)]);
+        assert_eq!(
+            outbound(&delivery(vec![]), 7, &sent),
+            [("b".into(), "XB".into(), 1)]
+        );
         sent.insert(
             ("dr".to_string(), "b".to_string()),
             Sent {
@@ -236,7 +239,10 @@ mod tests {
         assert_eq!(outbound(&delivery(vec![]), 7, &sent)[0].2, 2);
         assert_eq!(outbound(&delivery(stored(1, "XOLD")), 7, &sent)[0].2, 2);
         // After a restart (nothing sent) the stored revision is passed.
-        assert_eq!(outbound(&delivery(stored(5, "XB")), 7, &BTreeMap::new())[0].2, 6);
+        assert_eq!(
+            outbound(&delivery(stored(5, "XB")), 7, &BTreeMap::new())[0].2,
+            6
+        );
     }
 
     #[test]
@@ -255,7 +261,12 @@ mod tests {
         assert!(is_green_of(&g, "dr") && !is_green_of(&g, "other"));
         assert_eq!(applied_revision(&g), 3);
         assert_eq!(green_data(&g).unwrap()["token"], b"s3cr3t");
-        for key in ["namespace", "storage-cluster-name", "secret-origin", "secret-data"] {
+        for key in [
+            "namespace",
+            "storage-cluster-name",
+            "secret-origin",
+            "secret-data",
+        ] {
             assert!(g["data"][key].is_string(), "{key}");
         }
     }
@@ -267,7 +278,8 @@ mod tests {
         let mut t = s.clone();
         t["stringData"] = serde_json::json!({"extra": "v"});
         assert_eq!(source_data(&t).unwrap()["extra"], b"v");
-        let empty = serde_json::json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x"}});
+        let empty =
+            serde_json::json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x"}});
         assert!(source_data(&empty).is_err());
         let mut big = s;
         big["stringData"] = serde_json::json!({"big": "x".repeat(mp::MAX_SECRET_BYTES)});

@@ -200,7 +200,10 @@ pub async fn run(hub: &Hub, what: DeleteWhat) -> Result<()> {
             let r = flotilla_api::v1::GetMirrorPeerRequest { name };
             hub.call(hub.mirror_peers().delete_mirror_peer(r.clone()))
                 .await?;
-            format!("mirrorpeer/{} deleted (its peers remove their GREEN Secrets)", r.name)
+            format!(
+                "mirrorpeer/{} deleted (its peers remove their GREEN Secrets)",
+                r.name
+            )
         }
         DeleteWhat::Policy { name, namespace } => {
             let r = GetPolicyRequest { namespace, name };

@@ -54,7 +54,11 @@ pub fn describe(p: &MirrorPeer) -> String {
     let _ = writeln!(out, "Name:        {}", o.metadata.name);
     let _ = writeln!(out, "Generation:  {}", o.metadata.generation);
     let _ = writeln!(out, "Type:        {}", o.spec.type_);
-    let _ = writeln!(out, "Intervals:   {}", o.spec.scheduling_intervals.join(", "));
+    let _ = writeln!(
+        out,
+        "Intervals:   {}",
+        o.spec.scheduling_intervals.join(", ")
+    );
     let _ = writeln!(out, "Phase:       {}", status.phase);
     let _ = writeln!(out, "Peers:");
     for i in &o.spec.items {
@@ -70,7 +74,11 @@ pub fn describe(p: &MirrorPeer) -> String {
             i.cluster_name,
             sc.namespace,
             secret,
-            if i.generate { " (generated if absent)" } else { "" }
+            if i.generate {
+                " (generated if absent)"
+            } else {
+                ""
+            }
         );
     }
     let _ = writeln!(out, "Exchanges:");

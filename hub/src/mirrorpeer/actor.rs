@@ -82,11 +82,7 @@ pub(super) fn spawn(
         views,
         peers: BTreeMap::new(),
         revs: BTreeMap::new(),
-        records: stored
-            .secrets
-            .into_iter()
-            .map(|(k, r, _)| (k, r))
-            .collect(),
+        records: stored.secrets.into_iter().map(|(k, r, _)| (k, r)).collect(),
         keys: stored
             .keys
             .into_iter()
@@ -100,12 +96,19 @@ pub(super) fn spawn(
     for (_, p, rev) in stored.peers {
         actor.adopt(p, rev);
     }
-    let task = tokio::spawn(actor.run(rx, shutdown).instrument(tracing::info_span!("mirrorpeers")));
+    let task = tokio::spawn(
+        actor
+            .run(rx, shutdown)
+            .instrument(tracing::info_span!("mirrorpeers")),
+    );
     (tx, task)
 }
 
 fn name_of(p: &MirrorPeer) -> String {
-    p.metadata.as_ref().map(|m| m.name.clone()).unwrap_or_default()
+    p.metadata
+        .as_ref()
+        .map(|m| m.name.clone())
+        .unwrap_or_default()
 }
 
 fn is_available(c: &flotilla_api::v1::ManagedCluster) -> bool {
@@ -126,7 +129,11 @@ impl Actor {
         let mut clusters = self.deps.inventory.subscribe();
         let mut clusters_open = true;
         self.purge_strays().await;
-        self.available = self.members().into_iter().filter(|c| self.online(c)).collect();
+        self.available = self
+            .members()
+            .into_iter()
+            .filter(|c| self.online(c))
+            .collect();
         let now = Instant::now();
         for c in self.members() {
             if rules::has_work(&c, self.view()) {
@@ -238,7 +245,10 @@ impl Actor {
     /// Pokes `cluster` at `at` (or sooner), with the shortest back-off.
     fn schedule(&mut self, cluster: &str, at: Instant) {
         let min = self.deps.config.repoke_min;
-        let p = self.pokes.entry(cluster.to_string()).or_insert(Poke { at, wait: min });
+        let p = self
+            .pokes
+            .entry(cluster.to_string())
+            .or_insert(Poke { at, wait: min });
         p.at = p.at.min(at);
         p.wait = min;
     }
@@ -316,7 +326,11 @@ impl Actor {
                 let stored = old.metadata.clone().unwrap_or_default();
                 let changed = old.spec != p.spec;
                 let status = old.status.clone();
-                crate::identity::keep(p.metadata.get_or_insert_with(Default::default), &stored, changed);
+                crate::identity::keep(
+                    p.metadata.get_or_insert_with(Default::default),
+                    &stored,
+                    changed,
+                );
                 p.status = status;
             }
             None => {
@@ -333,7 +347,11 @@ impl Actor {
         self.adopt(p, rev);
         tracing::info!(mirror_peer = %name, generation, "MirrorPeer applied");
         let now = Instant::now();
-        for c in rules::members(&self.peers[&name]).into_iter().map(str::to_string).collect::<Vec<_>>() {
+        for c in rules::members(&self.peers[&name])
+            .into_iter()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+        {
             if self.online(&c) {
                 self.available.insert(c.clone());
             }
@@ -407,7 +425,10 @@ impl Actor {
                     ..Default::default()
                 };
             }
-            tracing::info!(cluster, "a peer presented a new curve key: its peers seal again");
+            tracing::info!(
+                cluster,
+                "a peer presented a new curve key: its peers seal again"
+            );
             self.keys.insert(cluster.to_string(), key);
             let peers: BTreeSet<String> = mine
                 .iter()
@@ -447,8 +468,7 @@ impl Actor {
                 Err(e) => tracing::debug!(record = %key, error = %e, "applied revision not stored"),
             }
         }
-        self.source_errors
-            .retain(|(_, c), _| c != cluster);
+        self.source_errors.retain(|(_, c), _| c != cluster);
         for (mp, e) in checked.source_errors {
             self.source_errors.insert((mp, cluster.to_string()), e);
         }

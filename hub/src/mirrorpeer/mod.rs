@@ -23,7 +23,9 @@ pub mod route;
 pub mod rules;
 
 use crate::store::{Bucket, StoreError};
-use flotilla_api::v1::{MirrorPeer, PeerKeyRecord, PeerSyncRequest, PeerSyncResponse, SealedPeerSecret};
+use flotilla_api::v1::{
+    MirrorPeer, PeerKeyRecord, PeerSyncRequest, PeerSyncResponse, SealedPeerSecret,
+};
 use flotilla_bus::jetstream::StreamOptions;
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};

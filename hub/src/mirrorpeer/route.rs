@@ -70,27 +70,39 @@ fn checked(
     config: &RouterConfig,
 ) -> Result<PeerSyncRequest, (&'static str, String)> {
     if flotilla_api::names::validate_cluster_name(cluster).is_err() {
-        return Err(("bad_subject", format!("subject {:?} names no cluster", msg.subject)));
+        return Err((
+            "bad_subject",
+            format!("subject {:?} names no cluster", msg.subject),
+        ));
     }
     let event = Event::decode(&msg.payload, config.max_event_bytes)
         .map_err(|e| ("bad_envelope", e.to_string()))?;
     if event.event_type != peersecrets::request_type() {
         return Err((
             "unknown_type",
-            format!("type {} is not accepted on {}", event.event_type, msg.subject),
+            format!(
+                "type {} is not accepted on {}",
+                event.event_type, msg.subject
+            ),
         ));
     }
     if event.cluster != cluster {
         return Err((
             "clustername_mismatch",
-            format!("clustername {:?} does not match the subject's cluster {cluster:?}", event.cluster),
+            format!(
+                "clustername {:?} does not match the subject's cluster {cluster:?}",
+                event.cluster
+            ),
         ));
     }
     let request: PeerSyncRequest = event
         .decode_data("PeerSyncRequest")
         .map_err(|e| ("bad_payload", e.to_string()))?;
     let known = inventory.get(cluster);
-    if !known.as_deref().is_some_and(crate::cluster::rules::accepted) {
+    if !known
+        .as_deref()
+        .is_some_and(crate::cluster::rules::accepted)
+    {
         return Err((
             "unknown_cluster",
             format!("cluster {cluster:?} is not an accepted ManagedCluster"),

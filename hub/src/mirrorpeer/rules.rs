@@ -113,13 +113,11 @@ pub fn check(cluster: &str, req: &PeerSyncRequest, view: View<'_>) -> Result<Che
     }
     let mut seen = BTreeSet::new();
     for (i, b) in req.outbound.iter().enumerate() {
-        let at = format!(
-            "outbound[{i}] ({}: {} → {})",
-            b.mirror_peer, b.from, b.to
-        );
+        let at = format!("outbound[{i}] ({}: {} → {})", b.mirror_peer, b.from, b.to);
         match check_box(cluster, &req.xkey, b, view) {
             Ok(()) if !seen.insert(record_key(&b.mirror_peer, &b.from, &b.to)) => {
-                out.refused.push(format!("{at}: a second box for the same pair"));
+                out.refused
+                    .push(format!("{at}: a second box for the same pair"));
             }
             Ok(()) => out.boxes.push(SealedPeerSecret {
                 applied_revision: 0,
@@ -178,7 +176,12 @@ pub fn check(cluster: &str, req: &PeerSyncRequest, view: View<'_>) -> Result<Che
 
 /// One box from `cluster`: sealed by it with the key it presents, to a peer of that
 /// MirrorPeer with the key the hub holds for it, newer than the box stored, within the limit.
-fn check_box(cluster: &str, xkey: &str, b: &SealedPeerSecret, view: View<'_>) -> Result<(), String> {
+fn check_box(
+    cluster: &str,
+    xkey: &str,
+    b: &SealedPeerSecret,
+    view: View<'_>,
+) -> Result<(), String> {
     let Some(p) = view.peers.get(&b.mirror_peer) else {
         return Err("no such MirrorPeer".into());
     };
@@ -206,7 +209,9 @@ fn check_box(cluster: &str, xkey: &str, b: &SealedPeerSecret, view: View<'_>) ->
             b.sealed.len()
         ));
     }
-    if let Some(r) = view.records.get(&record_key(&b.mirror_peer, &b.from, &b.to))
+    if let Some(r) = view
+        .records
+        .get(&record_key(&b.mirror_peer, &b.from, &b.to))
         && b.revision <= r.revision
     {
         return Err(format!(
@@ -286,23 +291,26 @@ pub fn has_work(cluster: &str, view: View<'_>) -> bool {
     }
     mine.iter().any(|p| {
         let name = name(p);
-        members(p).into_iter().filter(|c| *c != cluster).any(|peer| {
-            let outgoing = view.keys.contains_key(peer)
-                && view
+        members(p)
+            .into_iter()
+            .filter(|c| *c != cluster)
+            .any(|peer| {
+                let outgoing = view.keys.contains_key(peer)
+                    && view
+                        .records
+                        .get(&record_key(name, cluster, peer))
+                        .is_none_or(|r| !current(r, view));
+                let incoming = view
                     .records
-                    .get(&record_key(name, cluster, peer))
-                    .is_none_or(|r| !current(r, view));
-            let incoming = view
-                .records
-                .get(&record_key(name, peer, cluster))
-                .is_some_and(|r| current(r, view) && r.applied_revision < r.revision);
-            outgoing || incoming
-        })
+                    .get(&record_key(name, peer, cluster))
+                    .is_some_and(|r| current(r, view) && r.applied_revision < r.revision);
+                outgoing || incoming
+            })
     })
 }
 
 /// What the status looks at besides the [`View`].
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Observed<'a> {
     /// Clusters whose ManagedClusterConditionAvailable is True.
     pub available: BTreeSet<&'a str>,
@@ -310,6 +318,20 @@ pub struct Observed<'a> {
     pub delivered: &'a BTreeSet<String>,
     /// Sources' errors: `(mirror peer, cluster)` → error.
     pub source_errors: &'a BTreeMap<(String, String), String>,
+}
+
+static NOTHING_DELIVERED: BTreeSet<String> = BTreeSet::new();
+static NO_SOURCE_ERRORS: BTreeMap<(String, String), String> = BTreeMap::new();
+
+impl Default for Observed<'_> {
+    /// Nobody Available, nothing delivered, no source errors.
+    fn default() -> Self {
+        Self {
+            available: BTreeSet::new(),
+            delivered: &NOTHING_DELIVERED,
+            source_errors: &NO_SOURCE_ERRORS,
+        }
+    }
 }
 
 /// The status of `p`: one exchange per ordered pair, ODF's phase, `PeersReachable` naming the
@@ -368,7 +390,13 @@ pub fn status(p: &MirrorPeer, view: View<'_>, seen: &Observed<'_>) -> MirrorPeer
 }
 
 /// The phase table of one exchange.
-fn exchange_of(name: &str, from: &str, to: &str, view: View<'_>, seen: &Observed<'_>) -> PeerExchange {
+fn exchange_of(
+    name: &str,
+    from: &str,
+    to: &str,
+    view: View<'_>,
+    seen: &Observed<'_>,
+) -> PeerExchange {
     let key = record_key(name, from, to);
     let e = |phase: &str, revision: u64, message: String| PeerExchange {
         from: from.to_string(),

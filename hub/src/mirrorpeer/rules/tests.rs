@@ -89,7 +89,12 @@ impl World {
 #[test]
 fn a_peers_own_box_is_taken() {
     let w = World::new();
-    let c = check("a", &w.request("a", vec![w.sealed("dr", "a", "b", 1)]), w.view()).unwrap();
+    let c = check(
+        "a",
+        &w.request("a", vec![w.sealed("dr", "a", "b", 1)]),
+        w.view(),
+    )
+    .unwrap();
     assert_eq!(c.boxes.len(), 1);
     assert!(c.refused.is_empty() && c.new_key.is_none());
 }
@@ -104,7 +109,7 @@ fn forged_boxes_are_refused_naming_what_and_why_and_the_rest_is_taken() {
     let mut empty = w.sealed("dr", "a", "b", 1);
     empty.sealed.clear();
     let outbound = vec![
-        w.sealed("dr", "b", "a", 1),     // another cluster's box
+        w.sealed("dr", "b", "a", 1),    // another cluster's box
         w.sealed("other", "c", "d", 1), // a MirrorPeer a is not in
         SealedPeerSecret {
             to: "c".into(),
@@ -140,7 +145,11 @@ fn a_request_under_another_name_or_without_a_key_is_refused_whole() {
     let w = World::new();
     let mut r = w.request("a", vec![]);
     r.cluster_name = "b".into();
-    assert!(check("a", &r, w.view()).unwrap_err().contains("clusterName"));
+    assert!(
+        check("a", &r, w.view())
+            .unwrap_err()
+            .contains("clusterName")
+    );
     let mut r = w.request("a", vec![]);
     r.xkey = "UABC".into();
     assert!(check("a", &r, w.view()).unwrap_err().contains("xkey"));
@@ -154,7 +163,12 @@ fn older_revisions_and_unknown_applied_revisions_are_refused() {
     let mut w = World::new();
     let stored = w.sealed("dr", "a", "b", 3);
     w.records.insert(record_key("dr", "a", "b"), stored);
-    let c = check("a", &w.request("a", vec![w.sealed("dr", "a", "b", 3)]), w.view()).unwrap();
+    let c = check(
+        "a",
+        &w.request("a", vec![w.sealed("dr", "a", "b", 3)]),
+        w.view(),
+    )
+    .unwrap();
     assert!(c.boxes.is_empty() && c.refused[0].contains("not newer than the stored revision 3"));
     let mut r = w.request("b", vec![]);
     r.applied = vec![
@@ -177,13 +191,22 @@ fn older_revisions_and_unknown_applied_revisions_are_refused() {
     }];
     let c = check("b", &r, w.view()).unwrap();
     let refused = c.refused.join("\n");
-    assert!(refused.contains("revision 9 was never handed out"), "{refused}");
-    assert!(refused.contains("applied[1] (other: c → b): not an exchange"), "{refused}");
+    assert!(
+        refused.contains("revision 9 was never handed out"),
+        "{refused}"
+    );
+    assert!(
+        refused.contains("applied[1] (other: c → b): not an exchange"),
+        "{refused}"
+    );
     assert!(refused.contains("sourceErrors[0] (other)"), "{refused}");
     assert!(c.applied.is_empty());
     r.applied[0].revision = 3;
     let c = check("b", &r, w.view()).unwrap();
-    assert_eq!(c.applied, vec![(record_key("dr", "a", "b"), 3, String::new())]);
+    assert_eq!(
+        c.applied,
+        vec![(record_key("dr", "a", "b"), 3, String::new())]
+    );
 }
 
 #[test]
@@ -240,7 +263,10 @@ fn the_phase_table() {
         (s.phase, e.phase, e.message)
     };
     let (p, e, m) = phase(&w, &seen, "a");
-    assert_eq!((p.as_str(), e.as_str()), (phase::EXCHANGING, exchange::PENDING));
+    assert_eq!(
+        (p.as_str(), e.as_str()),
+        (phase::EXCHANGING, exchange::PENDING)
+    );
     assert!(m.contains("waiting for a to seal"), "{m}");
     w.records
         .insert(record_key("dr", "a", "b"), w.sealed("dr", "a", "b", 1));
@@ -248,7 +274,10 @@ fn the_phase_table() {
     let delivered: BTreeSet<String> = [record_key("dr", "a", "b")].into();
     seen.delivered = &delivered;
     assert_eq!(phase(&w, &seen, "a").1, exchange::DELIVERED);
-    w.records.get_mut(&record_key("dr", "a", "b")).unwrap().applied_error = "no namespace".into();
+    w.records
+        .get_mut(&record_key("dr", "a", "b"))
+        .unwrap()
+        .applied_error = "no namespace".into();
     let (_, e, m) = phase(&w, &seen, "a");
     assert_eq!(e, exchange::DELIVERED);
     assert!(m.contains("b could not apply it: no namespace"), "{m}");
@@ -256,11 +285,13 @@ fn the_phase_table() {
     r.applied_error.clear();
     r.applied_revision = 1;
     assert_eq!(phase(&w, &seen, "a").1, exchange::APPLIED);
-    w.records
-        .insert(record_key("dr", "b", "a"), SealedPeerSecret {
+    w.records.insert(
+        record_key("dr", "b", "a"),
+        SealedPeerSecret {
             applied_revision: 1,
             ..w.sealed("dr", "b", "a", 1)
-        });
+        },
+    );
     let s = status(&w.peers["dr"], w.view(), &seen);
     assert_eq!(s.phase, phase::EXCHANGED);
     assert!(!has_work("a", w.view()) && !has_work("b", w.view()));
@@ -276,21 +307,34 @@ fn the_phase_table() {
     let s = status(&w.peers["dr"], w.view(), &seen);
     assert_eq!(
         reachable(&s),
-        ("False".into(), "PeerOffline".into(), "not Available: b".into())
+        (
+            "False".into(),
+            "PeerOffline".into(),
+            "not Available: b".into()
+        )
     );
 }
 
 #[test]
 fn manage_s3_is_reported_unsupported() {
     let mut w = World::new();
-    w.peers.get_mut("dr").unwrap().spec.as_mut().unwrap().manage_s3 = true;
+    w.peers
+        .get_mut("dr")
+        .unwrap()
+        .spec
+        .as_mut()
+        .unwrap()
+        .manage_s3 = true;
     let s = status(&w.peers["dr"], w.view(), &Observed::default());
     let c = s
         .conditions
         .iter()
         .find(|c| c.r#type == mp::CONDITION_S3)
         .unwrap();
-    assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "Unsupported"));
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("False", "Unsupported")
+    );
 }
 
 #[test]
