@@ -160,7 +160,7 @@ fn two_agent_processes_exchange_sealed_secrets_and_delete_them() {
         };
         (gone(&kube_east, "dr-west") && gone(&kube_west, "dr-east")).then_some(())
     });
-    let (ok, out, _) = cli(&hub.grpc, &["get", "mirrorpeers"]);
-    assert!(ok && out.contains("No MirrorPeers found."), "{out}");
+    let (ok, out, err) = cli(&hub.grpc, &["get", "mirrorpeers"]);
+    assert!(ok && err.contains("No MirrorPeers found."), "{out}{err}");
     eprintln!("whole test {:?}", started.elapsed());
 }

@@ -383,3 +383,22 @@ async fn odfs_webhook_rules_are_kept_on_update() {
         Err(flotilla_hub::mirrorpeer::MirrorPeerError::NotFound(_))
     ));
 }
+
+#[test]
+fn the_scan_finds_a_marker_base64_encoded_at_any_alignment() {
+    use data_encoding::{BASE64, BASE64URL};
+    let marker = b"MARKER-0123456789abcdef";
+    let needles = needles(marker);
+    for prefix in 0..6 {
+        for enc in [BASE64, BASE64URL] {
+            let mut bytes = vec![b'x'; prefix];
+            bytes.extend_from_slice(marker);
+            bytes.extend_from_slice(b"trailing");
+            let encoded = enc.encode(&bytes);
+            assert!(
+                needles.iter().any(|n| contains(encoded.as_bytes(), n)),
+                "prefix {prefix}: {encoded}"
+            );
+        }
+    }
+}
