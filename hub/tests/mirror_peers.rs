@@ -224,6 +224,132 @@ async fn assert_no_plaintext(nats: &NatsServer, marker: &str) {
     assert!(scanned > 0);
 }
 
+async fn ask(
+    client: &async_nats::Client,
+    subject_cluster: &str,
+    envelope_cluster: &str,
+    request: &flotilla_api::v1::PeerSyncRequest,
+) -> flotilla_api::v1::PeerSyncResponse {
+    use flotilla_bus::peersecrets;
+    let ev = flotilla_bus::Event::new(
+        peersecrets::request_type(),
+        "mallory",
+        envelope_cluster,
+        request,
+    );
+    flotilla_bus::publish::Publisher::new(client.clone(), 1 << 20, Duration::from_secs(5))
+        .request(
+            peersecrets::subject(subject_cluster),
+            &ev,
+            "PeerSyncResponse",
+        )
+        .await
+        .expect("the hub answers")
+}
+
+/// Requests on east's subject from someone else: each refused, naming what was wrong, and
+/// what was stored stays.
+async fn forged_requests_are_refused_and_change_nothing(
+    nats: &NatsServer,
+    hub: &flotilla_hub::Hub,
+) {
+    use flotilla_api::v1::{PeerKeyRecord, PeerSyncRequest, SealedPeerSecret};
+    use prost::Message;
+    let before = raw_values(nats, flotilla_hub::mirrorpeer::SECRETS).await;
+    let keys: BTreeMap<String, String> = raw_values(nats, flotilla_hub::mirrorpeer::KEYS)
+        .await
+        .into_iter()
+        .map(|(k, v)| (k, PeerKeyRecord::decode(v.as_slice()).unwrap().xkey))
+        .collect();
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let honest = PeerSyncRequest {
+        cluster_name: "east".into(),
+        xkey: keys["east"].clone(),
+        ..Default::default()
+    };
+    let r = ask(&client, "east", "west", &honest).await;
+    assert!(r.error.contains("clustername \"west\""), "{r:?}");
+    let r = ask(
+        &client,
+        "east",
+        "east",
+        &PeerSyncRequest {
+            cluster_name: "west".into(),
+            ..honest.clone()
+        },
+    )
+    .await;
+    assert!(r.error.contains("clusterName \"west\""), "{r:?}");
+    let r = ask(
+        &client,
+        "ghost",
+        "ghost",
+        &PeerSyncRequest {
+            cluster_name: "ghost".into(),
+            ..honest.clone()
+        },
+    )
+    .await;
+    assert!(r.error.contains("not an accepted ManagedCluster"), "{r:?}");
+    let r = ask(
+        &client,
+        "east",
+        "east",
+        &PeerSyncRequest {
+            xkey: "not-a-key".into(),
+            ..honest.clone()
+        },
+    )
+    .await;
+    assert!(r.error.contains("xkey"), "{r:?}");
+    // A box claiming to be west's, and one to a cluster in no exchange with east.
+    let forged = SealedPeerSecret {
+        mirror_peer: "dr".into(),
+        from: "west".into(),
+        to: "east".into(),
+        sender_xkey: keys["west"].clone(),
+        recipient_xkey: keys["east"].clone(),
+        revision: 99,
+        sealed: vec![1; 64],
+        ..Default::default()
+    };
+    let stray = SealedPeerSecret {
+        from: "east".into(),
+        to: "ghost".into(),
+        sender_xkey: keys["east"].clone(),
+        ..forged.clone()
+    };
+    let r = ask(
+        &client,
+        "east",
+        "east",
+        &PeerSyncRequest {
+            outbound: vec![forged, stray],
+            ..honest.clone()
+        },
+    )
+    .await;
+    assert!(r.error.is_empty(), "{r:?}");
+    let refused = r.refused.join("\n");
+    assert!(
+        refused.contains("outbound[0] (dr: west → east): from must be the asking cluster"),
+        "{refused}"
+    );
+    assert!(
+        refused.contains("outbound[1] (dr: east → ghost)"),
+        "{refused}"
+    );
+    assert_eq!(
+        raw_values(nats, flotilla_hub::mirrorpeer::SECRETS).await,
+        before,
+        "nothing stored changed"
+    );
+    assert_eq!(
+        hub.mirror_peers().get("dr").unwrap().status.unwrap().phase,
+        phase::EXCHANGED
+    );
+}
+
 fn peer_config(name: &str, nats: &NatsServer) -> flotilla_agent::AgentConfig {
     agent_config(name, &nats.url())
 }
@@ -271,6 +397,7 @@ async fn two_peers_exchange_sealed_secrets_rotate_survive_an_outage_and_clean_up
     );
     assert_eq!(reachable(&s).unwrap().status, "True");
     assert_no_plaintext(&nats, &marker).await;
+    forged_requests_are_refused_and_change_nothing(&nats, &hub).await;
 
     // A rotation on east reaches west.
     let rotated = format!("ROTATED-{}", uuid::Uuid::new_v4().simple());
