@@ -6,7 +6,9 @@
 
 mod common;
 
-use common::{AgentBuilder, HubBuilder, Kubectl, cli, cli_ok, row, wait_available, wait_for};
+use common::{
+    AgentBuilder, HubBuilder, Kubectl, cli, cli_ok, row, secure_nats, wait_available, wait_for,
+};
 use flotilla_testkit::{NatsServer, free_port};
 
 const DR: &str = "\
@@ -163,4 +165,52 @@ fn two_agent_processes_exchange_sealed_secrets_and_delete_them() {
     let (ok, out, err) = cli(&hub.grpc, &["get", "mirrorpeers"]);
     assert!(ok && err.contains("No MirrorPeers found."), "{out}{err}");
     eprintln!("whole test {:?}", started.elapsed());
+}
+
+/// In secure mode (two NATS accounts, TLS, each agent on its own credentials) the peers' requests
+/// cross into the hub's account on `flotilla.peers.<cluster>`, which only that cluster may
+/// publish on: both generated Secrets are exchanged.
+#[test]
+fn in_secure_mode_peers_exchange_over_their_own_credentials() {
+    let dir = tempfile::tempdir().unwrap();
+    let secure = dir.path().join("secure");
+    let (nats, tls_url) = secure_nats(&secure);
+    let hub = HubBuilder::new(&nats, dir.path())
+        .nats_url(&tls_url)
+        .flag("--secure-dir", &secure.display().to_string())
+        .start();
+    let agent = |name: &str| {
+        AgentBuilder::at(&tls_url, dir.path(), name)
+            .flag(
+                "--bootstrap-creds",
+                &secure.join("bootstrap.creds").display().to_string(),
+            )
+            .flag(
+                "--nats-ca",
+                &secure.join("tls").join("ca.pem").display().to_string(),
+            )
+            .start()
+    };
+    let (east, west) = (agent("east"), agent("west"));
+    let logs = [&hub.proc, &east, &west];
+    wait_for("both registered", &logs, || {
+        let clusters = common::clusters_json(&hub.grpc)?;
+        (clusters.len() == 2).then_some(())
+    });
+    cli_ok(&hub.grpc, &["accept", "east"]);
+    cli_ok(&hub.grpc, &["accept", "west"]);
+    wait_available(&hub, &logs, "", 2);
+    let file = dir.path().join("dr.yaml");
+    let both_generate = DR.replace(
+        "  - clusterName: east\n    storageClusterRef:\n      name: ocs-storagecluster\n      namespace: openshift-storage\n",
+        "  - clusterName: east\n    storageClusterRef:\n      name: ocs-storagecluster\n      namespace: default\n    generate: true\n",
+    )
+    .replace("namespace: openshift-storage", "namespace: default");
+    std::fs::write(&file, both_generate).unwrap();
+    cli_ok(&hub.grpc, &["apply", "-f", &file.display().to_string()]);
+    wait_for("the MirrorPeer exchanged over secure NATS", &logs, || {
+        let (ok, out, _) = cli(&hub.grpc, &["get", "mirrorpeers"]);
+        (ok && row(&out, "dr").is_some_and(|r| r.contains("ExchangedSecret") && r.contains("2/2")))
+            .then_some(())
+    });
 }
