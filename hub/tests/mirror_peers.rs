@@ -529,3 +529,71 @@ fn the_scan_finds_a_marker_base64_encoded_at_any_alignment() {
         }
     }
 }
+
+/// The key stored for `cluster` in `peerkeys`.
+async fn stored_key(nats: &NatsServer, cluster: &str) -> Option<String> {
+    use prost::Message;
+    raw_values(nats, flotilla_hub::mirrorpeer::KEYS)
+        .await
+        .into_iter()
+        .find(|(k, _)| k == cluster)
+        .map(|(_, v)| {
+            flotilla_api::v1::PeerKeyRecord::decode(v.as_slice())
+                .unwrap()
+                .xkey
+        })
+}
+
+#[tokio::test]
+async fn a_peer_away_when_its_mirror_peer_is_deleted_removes_its_copy_when_it_returns() {
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut api = clusters_client(&hub).await;
+    let (east_b, west_b) = (sim_backend(), sim_backend());
+    namespace(&east_b).await;
+    namespace(&west_b).await;
+    source(&east_b, "kept-on-the-spoke").await;
+    // West keeps its state across the restart, as an agent with a state directory does.
+    let west_store = Arc::new(flotilla_agent::store::LocalStore::memory("west"));
+    let west_config = || {
+        let mut c = peer_config("west", &nats);
+        c.state = flotilla_agent::StateConfig::Shared(west_store.clone());
+        c
+    };
+    let _east = accepted_agent_on(&mut api, peer_config("east", &nats), east_b.clone()).await;
+    let west = accepted_agent_on(&mut api, west_config(), west_b.clone()).await;
+    hub.mirror_peers().apply(mirror_peer(DR)).await.unwrap();
+    wait_secret(&west_b, "dr-east", Duration::from_secs(10), |_| true).await;
+    wait_secret(&east_b, "dr-west", Duration::from_secs(10), |_| true).await;
+    let key = stored_key(&nats, "west")
+        .await
+        .expect("west presented a key");
+
+    west.stop().await;
+    hub.mirror_peers().delete("dr").await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while east_b.get(&secret_id("dr-west")).await.unwrap().is_some() {
+        assert!(Instant::now() < deadline, "east kept its GREEN copy");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        west_b.get(&secret_id("dr-east")).await.unwrap().is_some(),
+        "west was away"
+    );
+    // Back with its state: it asks at start, learns the MirrorPeer is gone and removes its copy.
+    let _west = start_agent_on(west_config(), west_b.clone());
+    let deadline = Instant::now() + SOON;
+    while west_b.get(&secret_id("dr-east")).await.unwrap().is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "west kept its GREEN copy after coming back"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        stored_key(&nats, "west").await,
+        Some(key),
+        "the curve key survives a restart with the agent's state"
+    );
+    assert!(west_store.get().mirror_peers.is_empty());
+}
