@@ -596,4 +596,19 @@ async fn a_peer_away_when_its_mirror_peer_is_deleted_removes_its_copy_when_it_re
         "the curve key survives a restart with the agent's state"
     );
     assert!(west_store.get().mirror_peers.is_empty());
+    // A deleted cluster's key is forgotten: no peer seals to it any more.
+    assert!(stored_key(&nats, "east").await.is_some());
+    api.delete_cluster(flotilla_api::v1::DeleteClusterRequest {
+        name: "east".into(),
+    })
+    .await
+    .unwrap();
+    let deadline = Instant::now() + SOON;
+    while stored_key(&nats, "east").await.is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "the deleted cluster's key is still held"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

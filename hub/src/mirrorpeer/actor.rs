@@ -160,7 +160,9 @@ impl Actor {
                 change = clusters.recv(), if clusters_open => match change {
                     Ok(c) => self.cluster_changed(&c.key).await,
                     Err(RecvError::Lagged(_)) => {
-                        for c in self.members() {
+                        let mut seen = self.members();
+                        seen.extend(self.keys.keys().cloned());
+                        for c in seen {
                             self.cluster_changed(&c).await;
                         }
                     }
@@ -213,9 +215,22 @@ impl Actor {
         }
     }
 
-    /// A cluster changed in the inventory: a member whose availability flipped changes its
-    /// MirrorPeers' status, and one that came back is poked.
+    /// A cluster changed in the inventory: a deleted one's key is forgotten, a member whose
+    /// availability flipped changes its MirrorPeers' status, and one that came back is poked.
     async fn cluster_changed(&mut self, cluster: &str) {
+        if self.keys.contains_key(cluster) && self.deps.inventory.get(cluster).is_none() {
+            // Deleted: its key is forgotten, so no peer seals to an agent that may be gone
+            // (a cluster registering again under the name presents its own).
+            match self.buckets.keys.purge(cluster).await {
+                Ok(()) => {
+                    self.keys.remove(cluster);
+                    tracing::info!(cluster, "cluster deleted: its curve key forgotten");
+                }
+                Err(e) => {
+                    tracing::warn!(cluster, error = %e, "forgetting a deleted cluster's key failed")
+                }
+            }
+        }
         let names: Vec<String> = self
             .peers
             .iter()
