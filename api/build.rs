@@ -29,6 +29,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "flotilla/v1/serviceaccount_service.proto",
         "flotilla/v1/importpolicy.proto",
         "flotilla/v1/importpolicy_service.proto",
+        "flotilla/v1/mirrorpeer.proto",
+        "flotilla/v1/mirrorpeer_service.proto",
     ];
     for file in &files {
         println!("cargo:rerun-if-changed={}", root.join(file).display());

@@ -12,6 +12,8 @@
 //!   by the backend ([`backend::Backend::serve_api`]) and streamed back with flow control.
 //! - [`policy`]: governance — replicated policies evaluated and enforced on the spoke (one
 //!   actor per policy), status and history reported when they change.
+//! - [`peersecrets`]: MirrorPeers — the source Secret sealed to every peer with the agent's
+//!   static curve key, peers' boxes opened into GREEN Secrets, removed when the MirrorPeer goes.
 //! - [`serviceaccount`]: ManagedServiceAccounts — the ServiceAccount created, tokens requested,
 //!   sealed to the hub and rotated at a fraction of the lifetime the cluster granted.
 //! - [`namespaces`]: the namespaces the cluster's sets manage (ManagedClusterSet
@@ -38,6 +40,7 @@ pub mod hubs;
 pub mod kubeproxy;
 pub mod metrics;
 pub mod namespaces;
+pub mod peersecrets;
 pub mod policy;
 pub mod registration;
 pub mod scores;

@@ -68,6 +68,9 @@ pub struct RegistrationActor {
         crate::serviceaccount::ServiceAccounts,
         tokio::task::JoinHandle<()>,
     )>,
+    /// The MirrorPeers' task, started by the first poke (or at start when the store names
+    /// MirrorPeers).
+    peers: Option<(crate::peersecrets::PeerSecrets, tokio::task::JoinHandle<()>)>,
     /// When to ask the hub for a spec resync (None = not scheduled).
     next_resync: Option<Instant>,
     /// When to report AddOnPlacementScores next (None = not scheduled).
@@ -129,6 +132,7 @@ impl RegistrationActor {
             works,
             policies: None,
             service_accounts: None,
+            peers: None,
             next_resync: None,
             next_score: None,
             credentials: None,
@@ -261,6 +265,9 @@ impl RegistrationActor {
                 self.next_lease = Some(Instant::now());
                 self.next_resync = Some(Instant::now());
                 self.next_score = Some(Instant::now());
+                if !self.store.get().mirror_peers.is_empty() {
+                    self.peers();
+                }
             }
             let mut status_tick = tokio::time::interval(self.config.status_interval);
             status_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -326,6 +333,9 @@ impl RegistrationActor {
                                 if let Some((sa, _)) = &self.service_accounts {
                                     sa.republish();
                                 }
+                                if let Some((peers, _)) = &self.peers {
+                                    peers.poke();
+                                }
                             }
                         }
                         Some(ConnectionEvent::Refused) => {
@@ -345,6 +355,10 @@ impl RegistrationActor {
             }
             if let Some((handle, task)) = self.service_accounts.take() {
                 // Its last handle: the task ends once it has finished what it is doing.
+                drop(handle);
+                let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+            }
+            if let Some((handle, task)) = self.peers.take() {
                 drop(handle);
                 let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
             }
@@ -590,6 +604,14 @@ impl RegistrationActor {
             handle.on_spec(event);
             return;
         }
+        if crate::peersecrets::PeerSecrets::handles(&event) {
+            if self.accepted() {
+                self.peers().poke();
+            } else {
+                tracing::warn!("MirrorPeer poke ignored: this cluster is not accepted");
+            }
+            return;
+        }
         if event.event_type == types::registration_response()
             || event.event_type == types::cluster_deleted()
         {
@@ -617,6 +639,24 @@ impl RegistrationActor {
         } else {
             tracing::debug!(r#type = %event.event_type, "spec event type not handled by this agent");
         }
+    }
+
+    /// The MirrorPeers' task, started (asking at once) if it is not running.
+    fn peers(&mut self) -> &crate::peersecrets::PeerSecrets {
+        let (handle, _) = self.peers.get_or_insert_with(|| {
+            crate::peersecrets::PeerSecrets::spawn(crate::peersecrets::Deps {
+                cluster: self.config.cluster_name.clone(),
+                backend: self.backend.clone(),
+                store: self.store.clone(),
+                client: self.client.clone(),
+                config: crate::peersecrets::PeerConfig {
+                    max_event_bytes: self.config.max_event_bytes,
+                    request_timeout: self.config.nats.request_timeout,
+                    ..Default::default()
+                },
+            })
+        });
+        handle
     }
 
     /// Spec resync: first the digest of the works this agent holds (one small message when

@@ -70,6 +70,24 @@ pub struct State {
     /// agent to watch (and report in the cluster status).
     #[serde(default)]
     pub external_addons: Vec<WatchedAddOn>,
+    /// The agent's static curve key (NKeys xkey seed) for MirrorPeer boxes, made on first use
+    /// (never sent anywhere, never printed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_xkey_seed: Option<flotilla_auth::Secret>,
+    /// The MirrorPeers this cluster was last a peer of, so that a restarted agent asks at once
+    /// (and removes the GREEN Secrets of one deleted while it was away).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mirror_peers: Vec<KnownMirrorPeer>,
+}
+
+/// A MirrorPeer this cluster is a peer of, and the namespace of its GREEN Secrets here.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct KnownMirrorPeer {
+    /// The MirrorPeer.
+    pub name: String,
+    /// Its item's `storageClusterRef.namespace` on this cluster.
+    pub namespace: String,
 }
 
 /// An add-on installed by someone else (not an AddOnTemplate): its `coordination.k8s.io/v1`
@@ -139,6 +157,8 @@ impl LocalStore {
             last_sequence: 0,
             managed_namespaces: Vec::new(),
             external_addons: Vec::new(),
+            peer_xkey_seed: None,
+            mirror_peers: Vec::new(),
         }
     }
 

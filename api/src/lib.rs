@@ -12,6 +12,8 @@
 //! - [`importpolicy`]: ClusterImportPolicy facts: its group, the sources served, shape checks.
 //! - [`jsonpath`]: the kubectl JSONPath dialect feedback rules are written in.
 //! - [`kubestatus`]: Kubernetes `Status` objects, as the cluster proxy answers errors.
+//! - [`mirrorpeer`]: MirrorPeer facts: ODF's group, labels and data keys, limits, phases, and
+//!   ODF's webhook rules.
 //! - [`meta`]: helpers on metadata, conditions and timestamps shared by hub, agent and CLI.
 //! - [`names`]: validation of cluster names, label keys and values.
 //! - [`policy`]: governance rules (ConfigurationPolicy reading, object matching, namespace
@@ -47,6 +49,7 @@ pub mod importpolicy;
 pub mod jsonpath;
 pub mod kubestatus;
 pub mod meta;
+pub mod mirrorpeer;
 pub mod names;
 pub mod ocm;
 pub mod policy;

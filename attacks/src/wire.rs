@@ -25,6 +25,8 @@ pub const LEASE_RENEWAL: &str = "io.flotilla.cluster.v1.lease.status.update_requ
 pub const CLUSTER_STATUS: &str = "io.flotilla.cluster.v1.managedcluster.status.update_request";
 /// Event type of a work status report.
 pub const WORK_STATUS: &str = "io.flotilla.work.v1.manifestwork.status.update_request";
+/// Event type of a MirrorPeer request.
+pub const PEER_SYNC: &str = "io.flotilla.multicluster.v1alpha1.mirrorpeer.spec.resync_request";
 /// Event type of a spec resync request.
 pub const SPEC_RESYNC: &str = "io.flotilla.work.v1.manifestwork.spec.resync_request";
 /// Event type of an add-on credentials request.
@@ -108,6 +110,11 @@ pub fn register_subject(cluster: &str) -> String {
 /// `flotilla.sync.<cluster>`.
 pub fn sync_subject(cluster: &str) -> String {
     format!("flotilla.sync.{cluster}")
+}
+
+/// `flotilla.peers.<cluster>` (MirrorPeer exchange).
+pub fn peers_subject(cluster: &str) -> String {
+    format!("flotilla.peers.{cluster}")
 }
 
 /// `flotilla.addoncreds.<cluster>`.
@@ -275,6 +282,20 @@ pub fn spec_resync(cluster: &str) -> Bytes {
             cluster_name: cluster.into(),
             versions: HashMap::new(),
             digest: String::new(),
+        },
+        &[],
+    )
+}
+
+/// A MirrorPeer request from `cluster` with a fresh curve key and nothing else.
+pub fn peer_sync(cluster: &str) -> Bytes {
+    event(
+        PEER_SYNC,
+        cluster,
+        &v1::PeerSyncRequest {
+            cluster_name: cluster.into(),
+            xkey: nkeys::XKey::new().public_key(),
+            ..Default::default()
         },
         &[],
     )

@@ -134,6 +134,7 @@ async fn an_accepted_cluster_cannot_make_the_server_or_the_hub_write_to_a_reply_
             Registration::new(m, &key).event(),
         ),
         (wire::sync_subject(m), wire::spec_resync(m)),
+        (wire::peers_subject(m), wire::peer_sync(m)),
         (
             wire::addoncreds_subject(m),
             wire::addon_credentials(m, &key),

@@ -20,7 +20,7 @@
 //! |---|---|---|
 //! | bootstrap (agents; shared by a fleet that chooses it) | `flotilla.register.*` | `_INBOX_bootstrap.>` |
 //! | join credential for `C` (agents; one cluster, expiring, spent once used) | `flotilla.register.C` | `_INBOX_bootstrap.C.>` |
-//! | cluster `C` (agents) | its status subjects, `flotilla.register.C`, `flotilla.sync.C`, `flotilla.addoncreds.C`, `flotilla.kubeapiback.C.*`, replies to requests it received | `flotilla.spec.C`, `flotilla.proxy.C`, `flotilla.kubeapi.C`, `flotilla.broadcast`, `_INBOX.C.>` |
+//! | cluster `C` (agents) | its status subjects, `flotilla.register.C`, `flotilla.sync.C`, `flotilla.peers.C`, `flotilla.addoncreds.C`, `flotilla.kubeapiback.C.*`, replies to requests it received | `flotilla.spec.C`, `flotilla.proxy.C`, `flotilla.kubeapi.C`, `flotilla.broadcast`, `_INBOX.C.>` |
 //! | add-on `A` on cluster `C` (agents) | `flotilla.addon.A.C.>` | `flotilla.addon.A.C.>`, `_INBOX.C.addon.A.>` |
 //! | hub (hub) | everything in the hub's account | everything in the hub's account |
 //!
@@ -29,7 +29,7 @@
 //! registration replies (which hold nothing usable without the asking agent's seed).
 
 use crate::jwt::{Export, ExportKind, Import, Permission, ResponsePermission, User};
-use flotilla_bus::{addons, subjects};
+use flotilla_bus::{addons, peersecrets, subjects};
 
 /// Largest message a spoke-side user may publish: the largest event the hub accepts.
 pub const AGENT_MAX_PAYLOAD: i64 = flotilla_bus::envelope::DEFAULT_MAX_EVENT_BYTES as i64;
@@ -51,7 +51,8 @@ struct Crossing {
 }
 
 /// What the hub's account offers the agents' account: the spoke-to-hub services (status into
-/// JetStream, registration, spec resync, add-on credentials and add-on reports) and the
+/// JetStream, registration, spec resync, MirrorPeer exchange, add-on credentials and add-on
+/// reports) and the
 /// hub-to-spoke streams (specs, broadcasts).
 fn hub_offers() -> Vec<Crossing> {
     let service = |name, subject: &str, share| Crossing {
@@ -71,6 +72,7 @@ fn hub_offers() -> Vec<Crossing> {
         // The hub learns which credential asked (a join credential is bound to its name).
         service("register", subjects::REGISTER_ALL, true),
         service("sync", subjects::SYNC_ALL, false),
+        service("peers", peersecrets::PEERS_ALL, false),
         service("addoncreds", addons::CREDENTIALS_ALL, false),
         service("addon", addons::ALL, false),
         stream("spec", subjects::SPEC_ALL),
@@ -179,6 +181,7 @@ pub fn join(cluster: &str) -> User {
 pub fn cluster(cluster: &str) -> User {
     let mut publish = subjects::agent_publish(cluster).to_vec();
     publish.push(addons::credentials(cluster));
+    publish.push(peersecrets::subject(cluster));
     publish.push(subjects::kubeapi_back_of(cluster));
     let mut user = limited(
         User::new(

@@ -15,6 +15,8 @@
 //!   way it answers.
 //! - [`process`]: signal handling, RSS and the `/metrics` endpoint for the binaries.
 //! - [`trace`]: logging and OpenTelemetry traces (OTLP), `traceparent` across events.
+//! - [`peersecrets`]: MirrorPeer secret exchange — the peer request/reply, the poke, and the
+//!   sealing of a peer's Secret to another peer with the sender's static curve key.
 //! - [`policies`]: governance policy spec, status and resync events (types, resource id,
 //!   subject).
 //! - [`scores`]: AddOnPlacementScore reports (event type, status subject).
@@ -31,6 +33,7 @@ pub mod connect;
 pub mod envelope;
 pub mod ids;
 pub mod jetstream;
+pub mod peersecrets;
 pub mod policies;
 pub mod process;
 pub mod publish;

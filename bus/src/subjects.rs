@@ -7,6 +7,7 @@
 //! | `flotilla.spec.<cluster>` | hub → agent, core NATS |
 //! | `flotilla.status.<shard>.<cluster>.<kind>[.<resourceid>]` | agent → hub, JetStream |
 //! | `flotilla.sync.<cluster>` | agent → hub, request/reply (spec resync) |
+//! | `flotilla.peers.<cluster>` | agent → hub, request/reply (MirrorPeer exchange, [`crate::peersecrets`]) |
 //! | `flotilla.proxy.<cluster>` | hub → agent, request/reply |
 //! | `flotilla.kubeapi.<cluster>` | hub → agent, cluster proxy frames ([`crate::tunnel`]) |
 //! | `flotilla.kubeapiback.<cluster>.<hub token>` | agent → hub, cluster proxy frames |

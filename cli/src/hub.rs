@@ -327,6 +327,13 @@ impl Hub {
         )
     }
 
+    /// MirrorPeers.
+    pub fn mirror_peers(
+        &self,
+    ) -> flotilla_api::v1::mirror_peer_service_client::MirrorPeerServiceClient<HubChannel> {
+        flotilla_api::v1::mirror_peer_service_client::MirrorPeerServiceClient::new(self.channel())
+    }
+
     /// ManagedServiceAccounts and their tokens.
     pub fn service_accounts(
         &self,

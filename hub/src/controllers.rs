@@ -23,6 +23,7 @@ use crate::store::{self, Bucket};
 use flotilla_api::v1::add_on_service_server::AddOnServiceServer;
 use flotilla_api::v1::cluster_set_service_server::ClusterSetServiceServer;
 use flotilla_api::v1::import_policy_service_server::ImportPolicyServiceServer;
+use flotilla_api::v1::mirror_peer_service_server::MirrorPeerServiceServer;
 use flotilla_api::v1::placement_service_server::PlacementServiceServer;
 use flotilla_api::v1::policy_service_server::PolicyServiceServer;
 use flotilla_api::v1::replica_set_service_server::ReplicaSetServiceServer;
@@ -56,6 +57,8 @@ pub struct Services {
     pub msa_reports: crate::serviceaccount::route::LocalAccounts,
     /// ImportPolicyService.
     pub import_policies: LateSlot<ImportPolicyServiceServer<grpc::importpolicy::ImportPolicyApi>>,
+    /// MirrorPeerService.
+    pub mirror_peers: LateSlot<MirrorPeerServiceServer<grpc::mirrorpeer::MirrorPeerApi>>,
 }
 
 /// The controllers' gRPC services as every hub serves them: each answers from the slot
@@ -68,6 +71,7 @@ pub struct Served {
     policies: Late<PolicyServiceServer<grpc::policy::PolicyApi>>,
     service_accounts: Late<ServiceAccountServiceServer<grpc::serviceaccount::ServiceAccountApi>>,
     import_policies: Late<ImportPolicyServiceServer<grpc::importpolicy::ImportPolicyApi>>,
+    mirror_peers: Late<MirrorPeerServiceServer<grpc::mirrorpeer::MirrorPeerApi>>,
 }
 
 impl Served {
@@ -80,6 +84,7 @@ impl Served {
             .add(self.policies)
             .add(self.service_accounts)
             .add(self.import_policies)
+            .add(self.mirror_peers)
     }
 }
 
@@ -106,6 +111,7 @@ impl Services {
         let (addons, addons_served) = LateSlot::new();
         let (policies, policies_served) = LateSlot::new();
         let (import_policies, import_policies_served) = LateSlot::new();
+        let (mirror_peers, mirror_peers_served) = LateSlot::new();
         (
             Self {
                 sets,
@@ -118,6 +124,7 @@ impl Services {
                 service_accounts,
                 msa_reports,
                 import_policies,
+                mirror_peers,
             },
             Served {
                 sets: sets_served,
@@ -127,6 +134,7 @@ impl Services {
                 policies: policies_served,
                 service_accounts: service_accounts_served,
                 import_policies: import_policies_served,
+                mirror_peers: mirror_peers_served,
             },
             score_sink,
             policy_sink,
@@ -169,6 +177,9 @@ impl Services {
             .set(Some(ImportPolicyServiceServer::new(
                 grpc::importpolicy::ImportPolicyApi::new(c.import_policies.clone()),
             )));
+        self.mirror_peers.set(Some(MirrorPeerServiceServer::new(
+            grpc::mirrorpeer::MirrorPeerApi::new(c.mirror_peers.clone()),
+        )));
     }
 
     fn empty(&self) {
@@ -178,6 +189,7 @@ impl Services {
         self.service_accounts.set(None);
         self.msa_reports.set(None);
         self.import_policies.set(None);
+        self.mirror_peers.set(None);
         self.sets.set(None);
         self.placements.set(None);
         self.replicasets.set(None);
@@ -220,6 +232,8 @@ pub struct Deps {
     pub service_accounts: crate::serviceaccount::MsaConfig,
     /// ClusterImportPolicy settings.
     pub import_policies: crate::importpolicy::ImportConfig,
+    /// MirrorPeer settings.
+    pub mirror_peers: crate::mirrorpeer::MirrorPeerConfig,
 }
 
 /// Where hubs not holding the controllers forward the controllers' gRPC calls (hub account
@@ -227,7 +241,7 @@ pub struct Deps {
 pub const FORWARD_SUBJECT: &str = "flotilla.hub.controllers.grpc";
 
 /// The gRPC services the controllers serve, by path prefix.
-const SERVICES: [&str; 7] = [
+const SERVICES: [&str; 8] = [
     "/flotilla.v1.ClusterSetService/",
     "/flotilla.v1.PlacementService/",
     "/flotilla.v1.ReplicaSetService/",
@@ -235,6 +249,7 @@ const SERVICES: [&str; 7] = [
     "/flotilla.v1.PolicyService/",
     "/flotilla.v1.ServiceAccountService/",
     "/flotilla.v1.ImportPolicyService/",
+    "/flotilla.v1.MirrorPeerService/",
 ];
 
 /// Whether the call at `path` is one of the controllers'.
@@ -258,6 +273,8 @@ pub struct Controllers {
     pub service_accounts: crate::serviceaccount::ServiceAccounts,
     /// ClusterImportPolicies.
     pub import_policies: crate::importpolicy::ImportPolicies,
+    /// MirrorPeers.
+    pub mirror_peers: crate::mirrorpeer::MirrorPeers,
     stop: watch::Sender<bool>,
     tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
 }
@@ -374,6 +391,21 @@ impl Controllers {
         )
         .await
         .map_err(HubError::ImportPolicies)?;
+        let mut peer_buckets = crate::mirrorpeer::Buckets::open(js, opts).await?;
+        peer_buckets.peers = fenced(peer_buckets.peers, &fence, hub);
+        peer_buckets.secrets = fenced(peer_buckets.secrets, &fence, hub);
+        peer_buckets.keys = fenced(peer_buckets.keys, &fence, hub);
+        let (mirror_peers, mirror_task) = crate::mirrorpeer::MirrorPeers::spawn(
+            peer_buckets,
+            crate::mirrorpeer::Deps {
+                inventory: deps.inventory.clone(),
+                publisher: deps.clusters.shared().publisher.clone(),
+                config: deps.mirror_peers.clone(),
+            },
+            stop_rx.clone(),
+        )
+        .await
+        .map_err(HubError::MirrorPeers)?;
         // The add-on agents' subjects are served once subscribed at the server.
         let (ready_tx, mut ready_rx) = tokio::sync::mpsc::unbounded_channel();
         let mut router = deps.router.clone();
@@ -381,6 +413,15 @@ impl Controllers {
         let tasks = vec![
             dispatcher,
             import_task,
+            mirror_task,
+            tokio::spawn(crate::mirrorpeer::route::run(
+                deps.nats.clone(),
+                mirror_peers.clone(),
+                deps.inventory.clone(),
+                deps.metrics.clone(),
+                router.clone(),
+                stop_rx.clone(),
+            )),
             tokio::spawn(addon::router::run(
                 deps.nats.clone(),
                 addons.clone(),
@@ -432,7 +473,7 @@ impl Controllers {
             ),
         ];
         let subscribed = tokio::time::timeout(Duration::from_secs(10), async {
-            for _ in 0..2 {
+            for _ in 0..3 {
                 if ready_rx.recv().await.is_none() {
                     break;
                 }
@@ -450,6 +491,7 @@ impl Controllers {
             policies,
             service_accounts,
             import_policies,
+            mirror_peers,
             stop,
             tasks: std::sync::Mutex::new(tasks),
         };

@@ -11,6 +11,8 @@
 //! - [`identity`]: uid, creationTimestamp and generation of stored objects.
 //! - [`importpolicy`]: ClusterImportPolicies — pending registrations accepted, labelled and put
 //!   in a cluster set by a CEL template, with no admin step.
+//! - [`mirrorpeer`]: MirrorPeers — peers' Secrets sealed end to end between their agents; the
+//!   hub holds and forwards boxes only.
 //! - [`keys`]: typed keys of namespaced objects (inventory and KV spellings).
 //! - [`replicaset`]: ManifestWorkReplicaSets — one actor per replica set rolling a template
 //!   out over its placements' decisions.
@@ -54,6 +56,7 @@ pub mod kubeproxy;
 pub mod limits;
 pub mod mailbox;
 pub mod metrics;
+pub mod mirrorpeer;
 pub mod placement;
 pub mod policy;
 pub mod replicaset;
@@ -122,6 +125,8 @@ pub struct Config {
     pub service_accounts: serviceaccount::MsaConfig,
     /// ClusterImportPolicies: how their task paces itself.
     pub import_policies: importpolicy::ImportConfig,
+    /// MirrorPeers: how their task pokes peers.
+    pub mirror_peers: mirrorpeer::MirrorPeerConfig,
     /// The web dashboard (`--dashboard-listen`), served with the API's tokens and TLS.
     pub dashboard: dashboard::DashboardConfig,
 }
@@ -167,6 +172,7 @@ impl Config {
             cluster_proxy: kubeproxy::ProxyConfig::default(),
             service_accounts: serviceaccount::MsaConfig::default(),
             import_policies: importpolicy::ImportConfig::default(),
+            mirror_peers: mirrorpeer::MirrorPeerConfig::default(),
             dashboard: dashboard::DashboardConfig::default(),
         }
     }
@@ -234,6 +240,9 @@ pub enum HubError {
     /// ClusterImportPolicies could not be loaded.
     #[error("ClusterImportPolicies: {0}")]
     ImportPolicies(#[source] importpolicy::ImportError),
+    /// MirrorPeers could not be loaded.
+    #[error("MirrorPeers: {0}")]
+    MirrorPeers(#[source] mirrorpeer::MirrorPeerError),
     /// ManagedServiceAccounts could not be loaded.
     #[error("ManagedServiceAccounts: {0}")]
     ServiceAccounts(#[source] serviceaccount::MsaError),
@@ -347,6 +356,17 @@ impl Hub {
         self.controllers()
             .expect("this hub holds the controllers")
             .service_accounts
+            .clone()
+    }
+
+    /// The hub's MirrorPeers.
+    ///
+    /// # Panics
+    /// When this hub does not hold the controllers.
+    pub fn mirror_peers(&self) -> mirrorpeer::MirrorPeers {
+        self.controllers()
+            .expect("this hub holds the controllers")
+            .mirror_peers
             .clone()
     }
 
@@ -481,6 +501,7 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
             forwarded,
             service_accounts: config.service_accounts.clone(),
             import_policies: config.import_policies.clone(),
+            mirror_peers: config.mirror_peers.clone(),
         },
         services,
     ));

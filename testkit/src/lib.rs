@@ -326,6 +326,12 @@ impl NatsServer {
         }
     }
 
+    /// The JetStream store directory (`store_dir`) of a server from [`NatsServer::start`] or
+    /// [`NatsServer::start_with`], to check what the server keeps on disk.
+    pub fn store_dir(&self) -> PathBuf {
+        self._store.path().join("js")
+    }
+
     /// `nats://127.0.0.1:<port>`.
     pub fn url(&self) -> String {
         format!("nats://127.0.0.1:{}", self.port)

@@ -93,6 +93,8 @@ pub enum Document {
     ManagedServiceAccount(v1::ManagedServiceAccount),
     /// A ClusterImportPolicy (`cluster.flotilla.io/v1alpha1`).
     ImportPolicy(v1::ClusterImportPolicy),
+    /// A MirrorPeer (`multicluster.odf.openshift.io/v1alpha1`).
+    MirrorPeer(v1::MirrorPeer),
 }
 
 const SUPPORTED: &str = "cluster.open-cluster-management.io/v1 ManagedCluster, \
@@ -114,7 +116,8 @@ policy.open-cluster-management.io/v1 PlacementBinding, \
 policy.open-cluster-management.io/v1beta1 PolicySet, \
 apps.open-cluster-management.io/v1 PlacementRule, \
 authentication.open-cluster-management.io/v1beta1 ManagedServiceAccount, \
-cluster.flotilla.io/v1alpha1 ClusterImportPolicy";
+cluster.flotilla.io/v1alpha1 ClusterImportPolicy, \
+multicluster.odf.openshift.io/v1alpha1 MirrorPeer";
 
 /// The add-on kinds (`addon.open-cluster-management.io`).
 const ADDON_KINDS: [&str; 4] = [
@@ -260,6 +263,9 @@ fn reader(api_version: &str, kind: &str) -> Option<Reader> {
         (crate::importpolicy::CLUSTER_FLOTILLA_V1ALPHA1, crate::importpolicy::KIND) => {
             read::<super::importpolicy::ClusterImportPolicy>
         }
+        (crate::mirrorpeer::MULTICLUSTER_ODF_V1ALPHA1, crate::mirrorpeer::KIND) => {
+            read::<super::mirrorpeer::MirrorPeer>
+        }
         _ => return None,
     })
 }
@@ -297,6 +303,8 @@ shapes! {
     super::serviceaccount::ManagedServiceAccount => ManagedServiceAccount,
         |es: Vec<String>| Fault::Split(es.join("; "));
     super::importpolicy::ClusterImportPolicy => ImportPolicy,
+        |es: Vec<String>| Fault::Split(es.join("; "));
+    super::mirrorpeer::MirrorPeer => MirrorPeer,
         |es: Vec<String>| Fault::Split(es.join("; "));
 }
 

@@ -20,6 +20,7 @@ pub mod clusterset;
 pub mod document;
 pub mod importpolicy;
 pub mod meta;
+pub mod mirrorpeer;
 pub mod placement;
 pub mod policy;
 pub mod replicaset;

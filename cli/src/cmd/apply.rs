@@ -115,7 +115,8 @@ fn problems(doc: &Document) -> Vec<String> {
         | Document::PolicySet(_)
         | Document::PlacementRule(_)
         | Document::ManagedServiceAccount(_)
-        | Document::ImportPolicy(_) => Vec::new(),
+        | Document::ImportPolicy(_)
+        | Document::MirrorPeer(_) => Vec::new(),
     }
 }
 
@@ -142,6 +143,7 @@ fn describe(i: usize, doc: &Document) -> String {
         Document::PlacementRule(x) => ("PlacementRule", x.metadata.as_ref()),
         Document::ManagedServiceAccount(x) => ("ManagedServiceAccount", x.metadata.as_ref()),
         Document::ImportPolicy(x) => ("ClusterImportPolicy", x.metadata.as_ref()),
+        Document::MirrorPeer(x) => ("MirrorPeer", x.metadata.as_ref()),
     };
     let m = meta.cloned().unwrap_or_default();
     if m.namespace.is_empty() {
@@ -472,6 +474,15 @@ async fn apply(hub: &Hub, doc: Document) -> Result<String> {
             let generation = applied.metadata.map_or(0, |m| m.generation);
             format!(
                 "clusterimportpolicy.cluster.flotilla.io/{} applied (generation {generation})",
+                m.name
+            )
+        }
+        Document::MirrorPeer(p) => {
+            let m = p.metadata.clone().unwrap_or_default();
+            let applied = hub.call(hub.mirror_peers().apply_mirror_peer(p)).await?;
+            let generation = applied.metadata.map_or(0, |m| m.generation);
+            format!(
+                "mirrorpeer.multicluster.odf.openshift.io/{} applied (generation {generation})",
                 m.name
             )
         }

@@ -61,6 +61,12 @@ pub enum DeleteWhat {
         /// Name.
         name: String,
     },
+    /// A MirrorPeer: its sealed boxes go and every peer removes its GREEN Secrets.
+    #[command(alias = "mirrorpeers")]
+    Mirrorpeer {
+        /// Name.
+        name: String,
+    },
     /// A Policy: every cluster removes its copy (pruning as its templates ask).
     #[command(alias = "plc")]
     Policy {
@@ -189,6 +195,15 @@ pub async fn run(hub: &Hub, what: DeleteWhat) -> Result<()> {
             hub.call(hub.import_policies().delete_import_policy(r.clone()))
                 .await?;
             format!("clusterimportpolicy/{} deleted (its clusters stay)", r.name)
+        }
+        DeleteWhat::Mirrorpeer { name } => {
+            let r = flotilla_api::v1::GetMirrorPeerRequest { name };
+            hub.call(hub.mirror_peers().delete_mirror_peer(r.clone()))
+                .await?;
+            format!(
+                "mirrorpeer/{} deleted (its peers remove their GREEN Secrets)",
+                r.name
+            )
         }
         DeleteWhat::Policy { name, namespace } => {
             let r = GetPolicyRequest { namespace, name };

@@ -61,6 +61,12 @@ pub enum DescribeWhat {
         /// Name.
         name: String,
     },
+    /// A MirrorPeer: peers, ODF's phase, every exchange and the conditions.
+    #[command(alias = "mirrorpeers")]
+    Mirrorpeer {
+        /// Name.
+        name: String,
+    },
     /// A ManifestWork: conditions, per-manifest conditions and feedback.
     Work {
         /// Name.
@@ -135,6 +141,15 @@ pub async fn run(hub: &Hub, format: Format, what: DescribeWhat) -> Result<()> {
                 || crate::kind::importpolicy::describe(&p),
                 p.to_ocm(),
             )
+        }
+        DescribeWhat::Mirrorpeer { name } => {
+            let p = hub
+                .call(
+                    hub.mirror_peers()
+                        .get_mirror_peer(flotilla_api::v1::GetMirrorPeerRequest { name }),
+                )
+                .await?;
+            show(format, || crate::kind::mirrorpeer::describe(&p), p.to_ocm())
         }
         DescribeWhat::Replicaset { name, namespace } => {
             let rs = hub

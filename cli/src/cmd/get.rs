@@ -151,6 +151,12 @@ pub enum GetWhat {
         /// Only these policies.
         names: Vec<String>,
     },
+    /// MirrorPeers: NAME, PEERS, PHASE, EXCHANGES (applied/total).
+    #[command(alias = "mirrorpeer")]
+    Mirrorpeers {
+        /// Only these MirrorPeers.
+        names: Vec<String>,
+    },
     /// AddOnPlacementScores.
     #[command(alias = "addonplacementscore", alias = "scores")]
     Addonplacementscores {
@@ -358,6 +364,22 @@ pub async fn run(hub: &Hub, format: Format, what: GetWhat) -> Result<()> {
                 &items,
                 names.len() == 1,
                 Some("No ClusterImportPolicies found."),
+            )
+        }
+        GetWhat::Mirrorpeers { names } => {
+            let r = flotilla_api::v1::ListMirrorPeersRequest {};
+            let items = named(
+                hub.call(hub.mirror_peers().list_mirror_peers(r))
+                    .await?
+                    .items,
+                &names,
+                "MirrorPeer",
+            )?;
+            show(
+                format,
+                &items,
+                names.len() == 1,
+                Some("No MirrorPeers found."),
             )
         }
         GetWhat::Managedserviceaccounts { names, cluster } => {

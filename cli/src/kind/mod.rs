@@ -13,6 +13,7 @@
 //! - [`policy`]: governance — Policies, PlacementBindings, PolicySets, PlacementRules, and
 //!   `describe policy`.
 //! - [`importpolicy`]: ClusterImportPolicies (source, imported and adopted counts).
+//! - [`mirrorpeer`]: MirrorPeers (peers, ODF's phase, applied exchanges).
 //! - [`decision`]: PlacementDecisions (the pages of clusters a placement selected).
 //! - [`replicaset`]: ManifestWorkReplicaSets (placements, works, rollout state).
 //! - [`score`]: AddOnPlacementScores (a provider's scores for one cluster).
@@ -30,6 +31,7 @@ pub mod cluster;
 pub mod clusterset;
 pub mod decision;
 pub mod importpolicy;
+pub mod mirrorpeer;
 pub mod placement;
 pub mod policy;
 pub mod replicaset;

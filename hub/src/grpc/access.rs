@@ -19,6 +19,7 @@
 //! | `flotilla.v1.ReplicaSetService` | | `GetReplicaSet`, `ListReplicaSets`, `WatchReplicaSets` | | `ApplyReplicaSet`, `DeleteReplicaSet`, `Rollout` |
 //! | `flotilla.v1.ServiceAccountService` | | `GetManagedServiceAccount`, `ListManagedServiceAccounts` | `GetManagedServiceAccountToken` | `ApplyManagedServiceAccount`, `DeleteManagedServiceAccount` |
 //! | `flotilla.v1.ImportPolicyService` | | `GetImportPolicy`, `ListImportPolicies` | | `ApplyImportPolicy`, `DeleteImportPolicy` |
+//! | `flotilla.v1.MirrorPeerService` | | `GetMirrorPeer`, `ListMirrorPeers` | | `ApplyMirrorPeer`, `DeleteMirrorPeer` |
 //! | `flotilla.v1.AddOnService` | | `GetClusterManagementAddOn`, `ListClusterManagementAddOns`, `GetManagedClusterAddOn`, `ListManagedClusterAddOns`, `WatchManagedClusterAddOns`, `GetAddOnTemplate`, `ListAddOnTemplates`, `GetAddOnDeploymentConfig`, `ListAddOnDeploymentConfigs` | | `ApplyClusterManagementAddOn`, `DeleteClusterManagementAddOn`, `ApplyManagedClusterAddOn`, `DeleteManagedClusterAddOn`, `ApplyAddOnTemplate`, `DeleteAddOnTemplate`, `ApplyAddOnDeploymentConfig`, `DeleteAddOnDeploymentConfig`, `EnableAddOn`, `DisableAddOn` |
 //!
 //! Why: health checks serve load balancers and probes. `Proxy` is admin-only although it only
@@ -168,6 +169,15 @@ pub const TABLE: &[(&str, &[(&str, Access)])] = &[
             ("GetImportPolicy", Read),
             ("ListImportPolicies", Read),
             ("DeleteImportPolicy", Write),
+        ],
+    ),
+    (
+        "flotilla.v1.MirrorPeerService",
+        &[
+            ("ApplyMirrorPeer", Write),
+            ("GetMirrorPeer", Read),
+            ("ListMirrorPeers", Read),
+            ("DeleteMirrorPeer", Write),
         ],
     ),
     (

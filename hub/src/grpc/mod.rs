@@ -15,6 +15,7 @@ pub mod forward;
 pub mod guard;
 pub mod importpolicy;
 pub mod late;
+pub mod mirrorpeer;
 pub mod placement;
 pub mod policy;
 pub mod replicaset;

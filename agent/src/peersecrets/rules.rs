@@ -1,0 +1,288 @@
+//! Pure rules of the agent's side of the peer secret exchange: a source Secret's data, the
+//! GREEN Secret written for a box, and which peers need a new box.
+
+use flotilla_api::mirrorpeer as mp;
+use flotilla_api::v1::{MirrorPeerDelivery, PeerSecretPayload};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
+
+/// What this agent last sealed for one peer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sent {
+    /// The box's revision.
+    pub revision: u64,
+    /// The source's content hash it was sealed from.
+    pub hash: u64,
+    /// The key it was sealed to.
+    pub recipient: String,
+}
+
+/// A source Secret's data (`data`, plus `stringData` as the API server would merge it), or
+/// why it cannot be exchanged.
+pub fn source_data(secret: &Value) -> Result<BTreeMap<String, Vec<u8>>, String> {
+    let s: Secret = serde_json::from_value(secret.clone())
+        .map_err(|e| format!("not a readable Secret: {e}"))?;
+    let mut data: BTreeMap<String, Vec<u8>> = s
+        .data
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k, v.0))
+        .collect();
+    for (k, v) in s.string_data.unwrap_or_default() {
+        data.insert(k, v.into_bytes());
+    }
+    if data.is_empty() {
+        return Err("the Secret has no data".into());
+    }
+    let bytes: usize = data.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if bytes > mp::MAX_SECRET_BYTES {
+        return Err(format!(
+            "the Secret's data is {bytes} bytes, at most {} are exchanged",
+            mp::MAX_SECRET_BYTES
+        ));
+    }
+    Ok(data)
+}
+
+/// A hash of a source's content, to notice a rotation (kept in memory only).
+pub fn content_hash(data: &BTreeMap<String, Vec<u8>>) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    data.hash(&mut h);
+    h.finish()
+}
+
+/// The peers of `d` that need a new box from this agent, with its revision: those whose key
+/// is known and whose stored box is missing, older than what was sent, sealed to another key,
+/// or sealed from other content. After a restart (`sent` empty) every peer gets one.
+pub fn outbound(
+    d: &MirrorPeerDelivery,
+    hash: u64,
+    sent: &BTreeMap<(String, String), Sent>,
+) -> Vec<(String, String, u64)> {
+    let mut out = Vec::new();
+    for peer in d.peers.iter().filter(|p| !p.xkey.is_empty()) {
+        let stored = d.stored.iter().find(|s| s.to == peer.cluster);
+        let last = sent.get(&(d.mirror_peer.clone(), peer.cluster.clone()));
+        let current = match (last, stored) {
+            (Some(s), Some(st)) => {
+                s.hash == hash
+                    && s.recipient == peer.xkey
+                    && st.revision >= s.revision
+                    && st.recipient_xkey == peer.xkey
+            }
+            _ => false,
+        };
+        if !current {
+            let revision = stored
+                .map_or(0, |s| s.revision)
+                .max(last.map_or(0, |s| s.revision))
+                + 1;
+            out.push((peer.cluster.clone(), peer.xkey.clone(), revision));
+        }
+    }
+    out
+}
+
+/// The GREEN Secret holding an opened box, in `namespace` (the destination's item's), with
+/// ODF's labels and data keys; Flotilla's label names the MirrorPeer and the annotation the
+/// revision (read back after a restart by [`applied_revision`]).
+pub fn green_secret(namespace: &str, p: &PeerSecretPayload) -> Value {
+    let inner: BTreeMap<&String, ByteString> = p
+        .data
+        .iter()
+        .map(|(k, v)| (k, ByteString(v.clone())))
+        .collect();
+    let secret_data = serde_json::to_vec(&inner).unwrap_or_default();
+    let mut s = Secret {
+        type_: Some("Opaque".into()),
+        ..Default::default()
+    };
+    s.metadata.name = Some(mp::green_name(&p.mirror_peer, &p.from));
+    s.metadata.namespace = Some(namespace.to_string());
+    s.metadata.labels = Some(
+        [
+            (mp::SECRET_TYPE_LABEL, mp::SECRET_TYPE_GREEN),
+            (mp::MIRROR_PEER_LABEL, p.mirror_peer.as_str()),
+            (mp::FROM_LABEL, p.from.as_str()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect(),
+    );
+    s.metadata.annotations = Some(
+        [(mp::REVISION_ANNOTATION.to_string(), p.revision.to_string())]
+            .into_iter()
+            .collect(),
+    );
+    s.data = Some(
+        [
+            (mp::KEY_NAMESPACE, p.namespace.as_bytes().to_vec()),
+            (
+                mp::KEY_STORAGE_CLUSTER_NAME,
+                p.storage_cluster_name.as_bytes().to_vec(),
+            ),
+            (mp::KEY_SECRET_ORIGIN, mp::ORIGIN.as_bytes().to_vec()),
+            (mp::KEY_SECRET_DATA, secret_data),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), ByteString(v)))
+        .collect(),
+    );
+    let mut v = serde_json::to_value(&s).unwrap_or_default();
+    v["apiVersion"] = "v1".into();
+    v["kind"] = "Secret".into();
+    v
+}
+
+/// The source data a GREEN Secret holds (its `secret-data`), for checks and tests.
+pub fn green_data(secret: &Value) -> Option<BTreeMap<String, Vec<u8>>> {
+    let s: Secret = serde_json::from_value(secret.clone()).ok()?;
+    let raw = s.data?.remove(mp::KEY_SECRET_DATA)?;
+    let inner: BTreeMap<String, ByteString> = serde_json::from_slice(&raw.0).ok()?;
+    Some(inner.into_iter().map(|(k, v)| (k, v.0)).collect())
+}
+
+/// Whether `secret` is a GREEN Secret Flotilla wrote for `mirror_peer`.
+pub fn is_green_of(secret: &Value, mirror_peer: &str) -> bool {
+    let labels = &secret["metadata"]["labels"];
+    labels[mp::SECRET_TYPE_LABEL] == mp::SECRET_TYPE_GREEN
+        && labels[mp::MIRROR_PEER_LABEL] == mirror_peer
+}
+
+/// The revision a GREEN Secret holds (0 when it says none).
+pub fn applied_revision(secret: &Value) -> u64 {
+    secret["metadata"]["annotations"][mp::REVISION_ANNOTATION]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A generated source Secret: 32 random bytes under [`mp::GENERATED_KEY`], labelled BLUE.
+pub fn generated_source(namespace: &str, name: &str, bytes: [u8; 32]) -> Value {
+    let mut s = Secret {
+        type_: Some("Opaque".into()),
+        ..Default::default()
+    };
+    s.metadata.name = Some(name.to_string());
+    s.metadata.namespace = Some(namespace.to_string());
+    s.metadata.labels = Some(
+        [(
+            mp::SECRET_TYPE_LABEL.to_string(),
+            mp::SECRET_TYPE_BLUE.to_string(),
+        )]
+        .into_iter()
+        .collect(),
+    );
+    s.data = Some(
+        [(mp::GENERATED_KEY.to_string(), ByteString(bytes.to_vec()))]
+            .into_iter()
+            .collect(),
+    );
+    let mut v = serde_json::to_value(&s).unwrap_or_default();
+    v["apiVersion"] = "v1".into();
+    v["kind"] = "Secret".into();
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flotilla_api::v1::{PeerKey, StoredPeerSecret};
+
+    fn delivery(stored: Vec<StoredPeerSecret>) -> MirrorPeerDelivery {
+        MirrorPeerDelivery {
+            mirror_peer: "dr".into(),
+            peers: vec![
+                PeerKey {
+                    cluster: "b".into(),
+                    xkey: "XB".into(),
+                },
+                PeerKey {
+                    cluster: "c".into(),
+                    xkey: String::new(),
+                },
+            ],
+            stored,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_box_is_sealed_again_only_when_content_key_or_store_moved() {
+        let mut sent = BTreeMap::new();
+        // Nothing sent, nothing stored: b gets revision 1; c has no key yet.
+        assert_eq!(
+            outbound(&delivery(vec![]), 7, &sent),
+            [("b".into(), "XB".into(), 1)]
+        );
+        sent.insert(
+            ("dr".to_string(), "b".to_string()),
+            Sent {
+                revision: 1,
+                hash: 7,
+                recipient: "XB".into(),
+            },
+        );
+        let stored = |revision, key: &str| {
+            vec![StoredPeerSecret {
+                to: "b".into(),
+                revision,
+                recipient_xkey: key.into(),
+            }]
+        };
+        assert!(outbound(&delivery(stored(1, "XB")), 7, &sent).is_empty());
+        // Rotated source, or the store lost it, or b's key changed: revision 2.
+        assert_eq!(outbound(&delivery(stored(1, "XB")), 8, &sent)[0].2, 2);
+        assert_eq!(outbound(&delivery(vec![]), 7, &sent)[0].2, 2);
+        assert_eq!(outbound(&delivery(stored(1, "XOLD")), 7, &sent)[0].2, 2);
+        // After a restart (nothing sent) the stored revision is passed.
+        assert_eq!(
+            outbound(&delivery(stored(5, "XB")), 7, &BTreeMap::new())[0].2,
+            6
+        );
+    }
+
+    #[test]
+    fn green_secrets_carry_odfs_keys_and_the_revision() {
+        let p = PeerSecretPayload {
+            mirror_peer: "dr".into(),
+            from: "a".into(),
+            to: "b".into(),
+            revision: 3,
+            data: [("token".to_string(), b"s3cr3t".to_vec())].into(),
+            namespace: "openshift-storage".into(),
+            storage_cluster_name: "ocs".into(),
+        };
+        let g = green_secret("openshift-storage", &p);
+        assert_eq!(g["metadata"]["name"], "dr-a");
+        assert!(is_green_of(&g, "dr") && !is_green_of(&g, "other"));
+        assert_eq!(applied_revision(&g), 3);
+        assert_eq!(green_data(&g).unwrap()["token"], b"s3cr3t");
+        for key in [
+            "namespace",
+            "storage-cluster-name",
+            "secret-origin",
+            "secret-data",
+        ] {
+            assert!(g["data"][key].is_string(), "{key}");
+        }
+    }
+
+    #[test]
+    fn sources_are_read_from_data_and_string_data_within_the_limit() {
+        let s = generated_source("ns", "x", [1; 32]);
+        assert_eq!(source_data(&s).unwrap()["key"], vec![1; 32]);
+        let mut t = s.clone();
+        t["stringData"] = serde_json::json!({"extra": "v"});
+        assert_eq!(source_data(&t).unwrap()["extra"], b"v");
+        let empty =
+            serde_json::json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x"}});
+        assert!(source_data(&empty).is_err());
+        let mut big = s;
+        big["stringData"] = serde_json::json!({"big": "x".repeat(mp::MAX_SECRET_BYTES)});
+        assert!(source_data(&big).unwrap_err().contains("at most"));
+    }
+}

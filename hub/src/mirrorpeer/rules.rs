@@ -1,0 +1,448 @@
+//! Pure rules of the peer secret exchange: the checks of a cluster's request (hostile until
+//! checked), what to answer it, the status of a MirrorPeer (ODF's phase, one exchange per
+//! ordered pair, the offline peers), and which clusters still have something to do.
+
+use flotilla_api::meta::{remove_condition, set_condition, status as cstatus};
+use flotilla_api::mirrorpeer::{self as mp, exchange, phase};
+use flotilla_api::v1::{
+    MirrorPeer, MirrorPeerDelivery, MirrorPeerStatus, PeerExchange, PeerKey, PeerRef,
+    PeerSyncRequest, SealedPeerSecret, StoredPeerSecret,
+};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Boxes one request may carry at most.
+pub const MAX_OUTBOUND: usize = 4 * mp::MAX_PEERS;
+/// Applied revisions one request may carry at most.
+pub const MAX_APPLIED: usize = 16 * mp::MAX_PEERS;
+/// Source errors one request may carry at most.
+pub const MAX_SOURCE_ERRORS: usize = 64;
+/// The longest error text kept from a cluster.
+pub const MAX_ERROR_CHARS: usize = 512;
+/// A box is its payload plus the box's overhead and the payload's own fields.
+pub const MAX_SEALED_BYTES: usize = mp::MAX_SECRET_BYTES + 4 * 1024;
+
+/// The KV key of the box `from` sealed to `to` (names are DNS labels: one token each).
+pub fn record_key(mirror_peer: &str, from: &str, to: &str) -> String {
+    format!("{mirror_peer}.{from}.{to}")
+}
+
+/// What the rules look at.
+#[derive(Debug, Clone, Copy)]
+pub struct View<'a> {
+    /// MirrorPeers by name.
+    pub peers: &'a BTreeMap<String, MirrorPeer>,
+    /// Boxes by [`record_key`].
+    pub records: &'a BTreeMap<String, SealedPeerSecret>,
+    /// Every cluster's last presented curve key.
+    pub keys: &'a BTreeMap<String, String>,
+}
+
+/// The peers' cluster names of a MirrorPeer.
+pub fn members(p: &MirrorPeer) -> Vec<&str> {
+    items(p).iter().map(|i| i.cluster_name.as_str()).collect()
+}
+
+fn items(p: &MirrorPeer) -> &[PeerRef] {
+    p.spec.as_ref().map_or(&[], |s| s.items.as_slice())
+}
+
+fn name(p: &MirrorPeer) -> &str {
+    p.metadata.as_ref().map_or("", |m| m.name.as_str())
+}
+
+/// The MirrorPeers `cluster` is a peer of.
+pub fn of_cluster<'a>(view: View<'a>, cluster: &str) -> Vec<&'a MirrorPeer> {
+    view.peers
+        .values()
+        .filter(|p| members(p).contains(&cluster))
+        .collect()
+}
+
+/// A request taken apart: what to store, and what was refused (each naming what and why).
+#[derive(Debug, Default, PartialEq)]
+pub struct Checked {
+    /// The cluster presented a key other than the stored one (or none was stored).
+    pub new_key: Option<String>,
+    /// Boxes to store (new or newer).
+    pub boxes: Vec<SealedPeerSecret>,
+    /// Records whose applied revision or error changes: `(key, revision, error)`.
+    pub applied: Vec<(String, u64, String)>,
+    /// The cluster's source errors by MirrorPeer (replacing what it said before).
+    pub source_errors: BTreeMap<String, String>,
+    /// What was refused.
+    pub refused: Vec<String>,
+}
+
+/// Whether `key` is a public curve key.
+pub fn is_xkey(key: &str) -> bool {
+    nkeys::XKey::from_public_key(key).is_ok()
+}
+
+fn clip(s: &str) -> String {
+    s.chars().take(MAX_ERROR_CHARS).collect()
+}
+
+/// Checks `cluster`'s request (its subject and envelope already named `cluster`). `Err`: the
+/// whole request is refused, nothing in it is taken. Otherwise each part is taken or refused on
+/// its own: a bad box never undoes a good one, and nothing already stored is lost.
+pub fn check(cluster: &str, req: &PeerSyncRequest, view: View<'_>) -> Result<Checked, String> {
+    if req.cluster_name != cluster {
+        return Err(format!(
+            "clusterName {:?} does not match the subject's cluster {cluster:?}",
+            req.cluster_name
+        ));
+    }
+    if !is_xkey(&req.xkey) {
+        return Err(format!(
+            "xkey {:?}: not a public curve key (an NKeys xkey starting with X)",
+            req.xkey.chars().take(64).collect::<String>()
+        ));
+    }
+    for (what, n, max) in [
+        ("outbound", req.outbound.len(), MAX_OUTBOUND),
+        ("applied", req.applied.len(), MAX_APPLIED),
+        ("sourceErrors", req.source_errors.len(), MAX_SOURCE_ERRORS),
+    ] {
+        if n > max {
+            return Err(format!("{what}: {n} entries, at most {max}"));
+        }
+    }
+    let mut out = Checked::default();
+    if view.keys.get(cluster) != Some(&req.xkey) {
+        out.new_key = Some(req.xkey.clone());
+    }
+    let mut seen = BTreeSet::new();
+    for (i, b) in req.outbound.iter().enumerate() {
+        let at = format!("outbound[{i}] ({}: {} → {})", b.mirror_peer, b.from, b.to);
+        match check_box(cluster, &req.xkey, b, view) {
+            Ok(()) if !seen.insert(record_key(&b.mirror_peer, &b.from, &b.to)) => {
+                out.refused
+                    .push(format!("{at}: a second box for the same pair"));
+            }
+            Ok(()) => out.boxes.push(SealedPeerSecret {
+                applied_revision: 0,
+                applied_error: String::new(),
+                ..b.clone()
+            }),
+            Err(why) => out.refused.push(format!("{at}: {why}")),
+        }
+    }
+    for (i, a) in req.applied.iter().enumerate() {
+        let at = format!("applied[{i}] ({}: {} → {cluster})", a.mirror_peer, a.from);
+        let key = record_key(&a.mirror_peer, &a.from, cluster);
+        let Some(p) = view.peers.get(&a.mirror_peer) else {
+            out.refused.push(format!("{at}: no such MirrorPeer"));
+            continue;
+        };
+        if !members(p).contains(&cluster) || !members(p).contains(&a.from.as_str()) {
+            out.refused
+                .push(format!("{at}: not an exchange of this MirrorPeer"));
+            continue;
+        }
+        let Some(r) = view.records.get(&key) else {
+            continue; // Deleted or replaced meanwhile: nothing to record.
+        };
+        if a.revision > r.revision {
+            out.refused.push(format!(
+                "{at}: revision {} was never handed out (the hub holds {})",
+                a.revision, r.revision
+            ));
+            continue;
+        }
+        let error = clip(&a.error);
+        let applied = if error.is_empty() {
+            a.revision.max(r.applied_revision)
+        } else {
+            r.applied_revision
+        };
+        if applied != r.applied_revision || error != r.applied_error {
+            out.applied.push((key, applied, error));
+        }
+    }
+    for (i, e) in req.source_errors.iter().enumerate() {
+        match view.peers.get(&e.mirror_peer) {
+            Some(p) if members(p).contains(&cluster) => {
+                out.source_errors
+                    .insert(e.mirror_peer.clone(), clip(&e.error));
+            }
+            _ => out.refused.push(format!(
+                "sourceErrors[{i}] ({}): not a MirrorPeer of {cluster}",
+                e.mirror_peer
+            )),
+        }
+    }
+    Ok(out)
+}
+
+/// One box from `cluster`: sealed by it with the key it presents, to a peer of that
+/// MirrorPeer with the key the hub holds for it, newer than the box stored, within the limit.
+fn check_box(
+    cluster: &str,
+    xkey: &str,
+    b: &SealedPeerSecret,
+    view: View<'_>,
+) -> Result<(), String> {
+    let Some(p) = view.peers.get(&b.mirror_peer) else {
+        return Err("no such MirrorPeer".into());
+    };
+    if b.from != cluster {
+        return Err(format!("from must be the asking cluster {cluster:?}"));
+    }
+    let peers = members(p);
+    if !peers.contains(&cluster) {
+        return Err(format!("{cluster:?} is not a peer of this MirrorPeer"));
+    }
+    if b.to == cluster || !peers.contains(&b.to.as_str()) {
+        return Err(format!("{:?} is not another peer of this MirrorPeer", b.to));
+    }
+    if b.sender_xkey != xkey {
+        return Err("senderXkey is not the key this request presents".into());
+    }
+    match view.keys.get(&b.to) {
+        Some(k) if *k == b.recipient_xkey => {}
+        Some(_) => return Err(format!("recipientXkey is not {:?}'s current key", b.to)),
+        None => return Err(format!("{:?} has presented no key yet", b.to)),
+    }
+    if b.sealed.is_empty() || b.sealed.len() > MAX_SEALED_BYTES {
+        return Err(format!(
+            "sealed: {} bytes, 1 to {MAX_SEALED_BYTES} allowed",
+            b.sealed.len()
+        ));
+    }
+    if let Some(r) = view
+        .records
+        .get(&record_key(&b.mirror_peer, &b.from, &b.to))
+        && b.revision <= r.revision
+    {
+        return Err(format!(
+            "revision {} is not newer than the stored revision {}",
+            b.revision, r.revision
+        ));
+    }
+    if b.revision == 0 {
+        return Err("revision must be at least 1".into());
+    }
+    Ok(())
+}
+
+/// Whether the box is sealed to `to`'s current key.
+fn current(r: &SealedPeerSecret, view: View<'_>) -> bool {
+    view.keys.get(&r.to) == Some(&r.recipient_xkey)
+}
+
+/// The answer to `cluster`: each of its MirrorPeers with its own item, the other peers' keys,
+/// the boxes for it not applied yet (at most `budget` sealed bytes: `more` says some were left
+/// out), and the revisions of its own boxes the hub holds.
+pub fn deliveries(cluster: &str, view: View<'_>, budget: usize) -> (Vec<MirrorPeerDelivery>, bool) {
+    let mut out = Vec::new();
+    let mut left = budget;
+    let mut more = false;
+    for p in of_cluster(view, cluster) {
+        let name = name(p);
+        let own = items(p).iter().find(|i| i.cluster_name == cluster).cloned();
+        let mut d = MirrorPeerDelivery {
+            mirror_peer: name.to_string(),
+            generation: p.metadata.as_ref().map_or(0, |m| m.generation),
+            own_item: own,
+            ..Default::default()
+        };
+        for peer in members(p).into_iter().filter(|c| *c != cluster) {
+            d.peers.push(PeerKey {
+                cluster: peer.to_string(),
+                xkey: view.keys.get(peer).cloned().unwrap_or_default(),
+            });
+            if let Some(r) = view.records.get(&record_key(name, cluster, peer)) {
+                d.stored.push(StoredPeerSecret {
+                    to: peer.to_string(),
+                    revision: r.revision,
+                    recipient_xkey: r.recipient_xkey.clone(),
+                });
+            }
+            if let Some(r) = view.records.get(&record_key(name, peer, cluster))
+                && current(r, view)
+                && r.applied_revision < r.revision
+            {
+                if r.sealed.len() > left && !d.inbound.is_empty() {
+                    more = true;
+                    continue;
+                }
+                left = left.saturating_sub(r.sealed.len());
+                d.inbound.push(SealedPeerSecret {
+                    applied_revision: 0,
+                    applied_error: String::new(),
+                    ..r.clone()
+                });
+            }
+        }
+        out.push(d);
+    }
+    (out, more)
+}
+
+/// Whether `cluster` has something to do in its MirrorPeers: present a key, seal its Secret
+/// for a peer that has a key, or apply a box for it.
+pub fn has_work(cluster: &str, view: View<'_>) -> bool {
+    let mine = of_cluster(view, cluster);
+    if mine.is_empty() {
+        return false;
+    }
+    if !view.keys.contains_key(cluster) {
+        return true;
+    }
+    mine.iter().any(|p| {
+        let name = name(p);
+        members(p)
+            .into_iter()
+            .filter(|c| *c != cluster)
+            .any(|peer| {
+                let outgoing = view.keys.contains_key(peer)
+                    && view
+                        .records
+                        .get(&record_key(name, cluster, peer))
+                        .is_none_or(|r| !current(r, view));
+                let incoming = view
+                    .records
+                    .get(&record_key(name, peer, cluster))
+                    .is_some_and(|r| current(r, view) && r.applied_revision < r.revision);
+                outgoing || incoming
+            })
+    })
+}
+
+/// What the status looks at besides the [`View`].
+#[derive(Debug)]
+pub struct Observed<'a> {
+    /// Clusters whose ManagedClusterConditionAvailable is True.
+    pub available: BTreeSet<&'a str>,
+    /// Boxes handed to their destination (by [`record_key`]).
+    pub delivered: &'a BTreeSet<String>,
+    /// Sources' errors: `(mirror peer, cluster)` → error.
+    pub source_errors: &'a BTreeMap<(String, String), String>,
+}
+
+static NOTHING_DELIVERED: BTreeSet<String> = BTreeSet::new();
+static NO_SOURCE_ERRORS: BTreeMap<(String, String), String> = BTreeMap::new();
+
+impl Default for Observed<'_> {
+    /// Nobody Available, nothing delivered, no source errors.
+    fn default() -> Self {
+        Self {
+            available: BTreeSet::new(),
+            delivered: &NOTHING_DELIVERED,
+            source_errors: &NO_SOURCE_ERRORS,
+        }
+    }
+}
+
+/// The status of `p`: one exchange per ordered pair, ODF's phase, `PeersReachable` naming the
+/// peers not Available, `S3ProfileSynced` Unsupported when `manageS3` asks for it.
+pub fn status(p: &MirrorPeer, view: View<'_>, seen: &Observed<'_>) -> MirrorPeerStatus {
+    let name = name(p);
+    let peers = members(p);
+    let mut s = p.status.clone().unwrap_or_default();
+    s.exchanges.clear();
+    for from in &peers {
+        for to in peers.iter().filter(|t| *t != from) {
+            s.exchanges.push(exchange_of(name, from, to, view, seen));
+        }
+    }
+    s.phase = if s.exchanges.iter().all(|e| e.phase == exchange::APPLIED) {
+        phase::EXCHANGED
+    } else {
+        phase::EXCHANGING
+    }
+    .to_string();
+    let offline: Vec<&str> = peers
+        .iter()
+        .copied()
+        .filter(|c| !seen.available.contains(c))
+        .collect();
+    if offline.is_empty() {
+        set_condition(
+            &mut s.conditions,
+            mp::CONDITION_PEERS_REACHABLE,
+            cstatus::TRUE,
+            "PeersAvailable",
+            "every peer is Available",
+        );
+    } else {
+        set_condition(
+            &mut s.conditions,
+            mp::CONDITION_PEERS_REACHABLE,
+            cstatus::FALSE,
+            "PeerOffline",
+            &format!("not Available: {}", offline.join(", ")),
+        );
+    }
+    if p.spec.as_ref().is_some_and(|s| s.manage_s3) {
+        set_condition(
+            &mut s.conditions,
+            mp::CONDITION_S3,
+            cstatus::FALSE,
+            "Unsupported",
+            "manageS3: Flotilla does not sync S3 profiles",
+        );
+    } else {
+        remove_condition(&mut s.conditions, mp::CONDITION_S3);
+    }
+    s.observed_generation = p.metadata.as_ref().map_or(0, |m| m.generation);
+    s
+}
+
+/// The phase table of one exchange.
+fn exchange_of(
+    name: &str,
+    from: &str,
+    to: &str,
+    view: View<'_>,
+    seen: &Observed<'_>,
+) -> PeerExchange {
+    let key = record_key(name, from, to);
+    let e = |phase: &str, revision: u64, message: String| PeerExchange {
+        from: from.to_string(),
+        to: to.to_string(),
+        phase: phase.to_string(),
+        revision,
+        message,
+    };
+    let source_error = seen
+        .source_errors
+        .get(&(name.to_string(), from.to_string()));
+    let Some(r) = view.records.get(&key) else {
+        let why = if let Some(err) = source_error {
+            format!("{from}: {err}")
+        } else if !view.keys.contains_key(to) {
+            format!("waiting for {to}'s agent to present its key")
+        } else if !view.keys.contains_key(from) {
+            format!("waiting for {from}'s agent to ask for its MirrorPeers")
+        } else {
+            format!("waiting for {from} to seal its Secret")
+        };
+        return e(exchange::PENDING, 0, why);
+    };
+    if !current(r, view) {
+        return e(
+            exchange::PENDING,
+            r.revision,
+            format!("sealed to an old key of {to}; waiting for {from} to seal again"),
+        );
+    }
+    if r.applied_revision >= r.revision {
+        let note = source_error.map_or(String::new(), |err| format!("{from}: {err}"));
+        return e(exchange::APPLIED, r.revision, note);
+    }
+    if !r.applied_error.is_empty() {
+        return e(
+            exchange::DELIVERED,
+            r.revision,
+            format!("{to} could not apply it: {}", r.applied_error),
+        );
+    }
+    if seen.delivered.contains(&key) {
+        return e(exchange::DELIVERED, r.revision, String::new());
+    }
+    e(exchange::SEALED, r.revision, String::new())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,347 @@
+use super::*;
+use flotilla_api::v1::{AppliedPeerSecret, ObjectMeta, PeerSourceError, StorageClusterRef};
+
+fn key() -> String {
+    nkeys::XKey::new().public_key()
+}
+
+fn peer(name: &str, clusters: &[&str]) -> MirrorPeer {
+    MirrorPeer {
+        metadata: Some(ObjectMeta {
+            name: name.into(),
+            generation: 1,
+            ..Default::default()
+        }),
+        spec: Some(flotilla_api::v1::MirrorPeerSpec {
+            items: clusters
+                .iter()
+                .map(|c| PeerRef {
+                    cluster_name: c.to_string(),
+                    storage_cluster_ref: Some(StorageClusterRef {
+                        name: "ocs".into(),
+                        namespace: "openshift-storage".into(),
+                    }),
+                    ..Default::default()
+                })
+                .collect(),
+            r#type: "async".into(),
+            scheduling_intervals: vec!["5m".into()],
+            manage_s3: false,
+        }),
+        status: None,
+    }
+}
+
+struct World {
+    peers: BTreeMap<String, MirrorPeer>,
+    records: BTreeMap<String, SealedPeerSecret>,
+    keys: BTreeMap<String, String>,
+}
+
+impl World {
+    fn new() -> Self {
+        let mut peers = BTreeMap::new();
+        peers.insert("dr".to_string(), peer("dr", &["a", "b"]));
+        peers.insert("other".to_string(), peer("other", &["c", "d"]));
+        let keys = ["a", "b", "c", "d"]
+            .iter()
+            .map(|c| (c.to_string(), key()))
+            .collect();
+        Self {
+            peers,
+            records: BTreeMap::new(),
+            keys,
+        }
+    }
+
+    fn view(&self) -> View<'_> {
+        View {
+            peers: &self.peers,
+            records: &self.records,
+            keys: &self.keys,
+        }
+    }
+
+    /// A box from `from` to `to` as its agent would send it.
+    fn sealed(&self, mp: &str, from: &str, to: &str, revision: u64) -> SealedPeerSecret {
+        SealedPeerSecret {
+            mirror_peer: mp.into(),
+            from: from.into(),
+            to: to.into(),
+            sender_xkey: self.keys[from].clone(),
+            recipient_xkey: self.keys[to].clone(),
+            revision,
+            sealed: vec![7; 100],
+            ..Default::default()
+        }
+    }
+
+    fn request(&self, cluster: &str, outbound: Vec<SealedPeerSecret>) -> PeerSyncRequest {
+        PeerSyncRequest {
+            cluster_name: cluster.into(),
+            xkey: self.keys[cluster].clone(),
+            outbound,
+            ..Default::default()
+        }
+    }
+}
+
+#[test]
+fn a_peers_own_box_is_taken() {
+    let w = World::new();
+    let c = check(
+        "a",
+        &w.request("a", vec![w.sealed("dr", "a", "b", 1)]),
+        w.view(),
+    )
+    .unwrap();
+    assert_eq!(c.boxes.len(), 1);
+    assert!(c.refused.is_empty() && c.new_key.is_none());
+}
+
+#[test]
+fn forged_boxes_are_refused_naming_what_and_why_and_the_rest_is_taken() {
+    let w = World::new();
+    let mut wrong_sender_key = w.sealed("dr", "a", "b", 1);
+    wrong_sender_key.sender_xkey = key();
+    let mut wrong_recipient_key = w.sealed("dr", "a", "b", 1);
+    wrong_recipient_key.recipient_xkey = key();
+    let mut empty = w.sealed("dr", "a", "b", 1);
+    empty.sealed.clear();
+    let outbound = vec![
+        w.sealed("dr", "b", "a", 1),    // another cluster's box
+        w.sealed("other", "c", "d", 1), // a MirrorPeer a is not in
+        SealedPeerSecret {
+            to: "c".into(),
+            ..w.sealed("dr", "a", "b", 1)
+        }, // not a peer of dr
+        SealedPeerSecret {
+            mirror_peer: "nope".into(),
+            ..w.sealed("dr", "a", "b", 1)
+        },
+        wrong_sender_key,
+        wrong_recipient_key,
+        empty,
+        w.sealed("dr", "a", "b", 1), // the good one
+    ];
+    let c = check("a", &w.request("a", outbound), w.view()).unwrap();
+    assert_eq!(c.boxes.len(), 1, "{:?}", c.refused);
+    let refused = c.refused.join("\n");
+    for needle in [
+        "outbound[0] (dr: b → a): from must be the asking cluster",
+        "outbound[1] (other: c → d)",
+        "outbound[2] (dr: a → c): \"c\" is not another peer",
+        "outbound[3] (nope: a → b): no such MirrorPeer",
+        "outbound[4] (dr: a → b): senderXkey",
+        "outbound[5] (dr: a → b): recipientXkey is not \"b\"'s current key",
+        "outbound[6] (dr: a → b): sealed: 0 bytes",
+    ] {
+        assert!(refused.contains(needle), "{needle} missing in {refused}");
+    }
+}
+
+#[test]
+fn a_request_under_another_name_or_without_a_key_is_refused_whole() {
+    let w = World::new();
+    let mut r = w.request("a", vec![]);
+    r.cluster_name = "b".into();
+    assert!(
+        check("a", &r, w.view())
+            .unwrap_err()
+            .contains("clusterName")
+    );
+    let mut r = w.request("a", vec![]);
+    r.xkey = "UABC".into();
+    assert!(check("a", &r, w.view()).unwrap_err().contains("xkey"));
+    let mut r = w.request("a", vec![]);
+    r.outbound = vec![w.sealed("dr", "a", "b", 1); MAX_OUTBOUND + 1];
+    assert!(check("a", &r, w.view()).unwrap_err().contains("outbound"));
+}
+
+#[test]
+fn older_revisions_and_unknown_applied_revisions_are_refused() {
+    let mut w = World::new();
+    let stored = w.sealed("dr", "a", "b", 3);
+    w.records.insert(record_key("dr", "a", "b"), stored);
+    let c = check(
+        "a",
+        &w.request("a", vec![w.sealed("dr", "a", "b", 3)]),
+        w.view(),
+    )
+    .unwrap();
+    assert!(c.boxes.is_empty() && c.refused[0].contains("not newer than the stored revision 3"));
+    let mut r = w.request("b", vec![]);
+    r.applied = vec![
+        AppliedPeerSecret {
+            mirror_peer: "dr".into(),
+            from: "a".into(),
+            revision: 9,
+            error: String::new(),
+        },
+        AppliedPeerSecret {
+            mirror_peer: "other".into(),
+            from: "c".into(),
+            revision: 1,
+            error: String::new(),
+        },
+    ];
+    r.source_errors = vec![PeerSourceError {
+        mirror_peer: "other".into(),
+        error: "x".into(),
+    }];
+    let c = check("b", &r, w.view()).unwrap();
+    let refused = c.refused.join("\n");
+    assert!(
+        refused.contains("revision 9 was never handed out"),
+        "{refused}"
+    );
+    assert!(
+        refused.contains("applied[1] (other: c → b): not an exchange"),
+        "{refused}"
+    );
+    assert!(refused.contains("sourceErrors[0] (other)"), "{refused}");
+    assert!(c.applied.is_empty());
+    r.applied[0].revision = 3;
+    let c = check("b", &r, w.view()).unwrap();
+    assert_eq!(
+        c.applied,
+        vec![(record_key("dr", "a", "b"), 3, String::new())]
+    );
+}
+
+#[test]
+fn a_new_key_is_noticed_and_boxes_to_an_old_key_are_not_delivered() {
+    let mut w = World::new();
+    w.records
+        .insert(record_key("dr", "a", "b"), w.sealed("dr", "a", "b", 1));
+    let (d, more) = deliveries("b", w.view(), 1 << 20);
+    assert_eq!(d[0].inbound.len(), 1);
+    assert!(!more);
+    assert_eq!(d[0].peers[0].xkey, w.keys["a"]);
+    // b comes back with a new key: the box sealed to its old key waits for a new one.
+    let new = key();
+    let mut r = w.request("b", vec![]);
+    r.xkey = new.clone();
+    assert_eq!(check("b", &r, w.view()).unwrap().new_key, Some(new.clone()));
+    w.keys.insert("b".into(), new);
+    assert!(deliveries("b", w.view(), 1 << 20).0[0].inbound.is_empty());
+    assert!(has_work("a", w.view()), "a must seal again");
+    let s = status(&w.peers["dr"], w.view(), &Observed::default());
+    let e = s.exchanges.iter().find(|e| e.from == "a").unwrap();
+    assert_eq!(e.phase, exchange::PENDING);
+    assert!(e.message.contains("old key of b"), "{}", e.message);
+}
+
+#[test]
+fn answers_stay_within_their_budget() {
+    let mut w = World::new();
+    w.peers.insert("big".into(), peer("big", &["a", "b", "c"]));
+    for from in ["b", "c"] {
+        let mut r = w.sealed("big", from, "a", 1);
+        r.sealed = vec![1; 1000];
+        w.records.insert(record_key("big", from, "a"), r);
+    }
+    let (d, more) = deliveries("a", w.view(), 1500);
+    let big = d.iter().find(|d| d.mirror_peer == "big").unwrap();
+    assert_eq!(big.inbound.len(), 1);
+    assert!(more);
+}
+
+#[test]
+fn the_phase_table() {
+    let mut w = World::new();
+    let delivered = BTreeSet::new();
+    let errors = BTreeMap::new();
+    let mut seen = Observed {
+        available: ["a", "b"].into(),
+        delivered: &delivered,
+        source_errors: &errors,
+    };
+    let phase = |w: &World, seen: &Observed<'_>, from: &str| {
+        let s = status(&w.peers["dr"], w.view(), seen);
+        let e = s.exchanges.into_iter().find(|e| e.from == from).unwrap();
+        (s.phase, e.phase, e.message)
+    };
+    let (p, e, m) = phase(&w, &seen, "a");
+    assert_eq!(
+        (p.as_str(), e.as_str()),
+        (phase::EXCHANGING, exchange::PENDING)
+    );
+    assert!(m.contains("waiting for a to seal"), "{m}");
+    w.records
+        .insert(record_key("dr", "a", "b"), w.sealed("dr", "a", "b", 1));
+    assert_eq!(phase(&w, &seen, "a").1, exchange::SEALED);
+    let delivered: BTreeSet<String> = [record_key("dr", "a", "b")].into();
+    seen.delivered = &delivered;
+    assert_eq!(phase(&w, &seen, "a").1, exchange::DELIVERED);
+    w.records
+        .get_mut(&record_key("dr", "a", "b"))
+        .unwrap()
+        .applied_error = "no namespace".into();
+    let (_, e, m) = phase(&w, &seen, "a");
+    assert_eq!(e, exchange::DELIVERED);
+    assert!(m.contains("b could not apply it: no namespace"), "{m}");
+    let r = w.records.get_mut(&record_key("dr", "a", "b")).unwrap();
+    r.applied_error.clear();
+    r.applied_revision = 1;
+    assert_eq!(phase(&w, &seen, "a").1, exchange::APPLIED);
+    w.records.insert(
+        record_key("dr", "b", "a"),
+        SealedPeerSecret {
+            applied_revision: 1,
+            ..w.sealed("dr", "b", "a", 1)
+        },
+    );
+    let s = status(&w.peers["dr"], w.view(), &seen);
+    assert_eq!(s.phase, phase::EXCHANGED);
+    assert!(!has_work("a", w.view()) && !has_work("b", w.view()));
+    let reachable = |s: &MirrorPeerStatus| {
+        s.conditions
+            .iter()
+            .find(|c| c.r#type == mp::CONDITION_PEERS_REACHABLE)
+            .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+            .unwrap()
+    };
+    assert_eq!(reachable(&s).0, "True");
+    seen.available = ["a"].into();
+    let s = status(&w.peers["dr"], w.view(), &seen);
+    assert_eq!(
+        reachable(&s),
+        (
+            "False".into(),
+            "PeerOffline".into(),
+            "not Available: b".into()
+        )
+    );
+}
+
+#[test]
+fn manage_s3_is_reported_unsupported() {
+    let mut w = World::new();
+    w.peers
+        .get_mut("dr")
+        .unwrap()
+        .spec
+        .as_mut()
+        .unwrap()
+        .manage_s3 = true;
+    let s = status(&w.peers["dr"], w.view(), &Observed::default());
+    let c = s
+        .conditions
+        .iter()
+        .find(|c| c.r#type == mp::CONDITION_S3)
+        .unwrap();
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("False", "Unsupported")
+    );
+}
+
+#[test]
+fn a_cluster_without_a_key_or_with_a_box_to_apply_has_work() {
+    let mut w = World::new();
+    assert!(!has_work("x", w.view()), "in no MirrorPeer");
+    w.keys.remove("a");
+    assert!(has_work("a", w.view()));
+    assert!(!has_work("b", w.view()), "b cannot seal for a keyless a");
+}
