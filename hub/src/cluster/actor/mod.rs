@@ -11,6 +11,7 @@
 //! Every change is persisted to KV with the revision it read (compare-and-set), then published
 //! to the inventory.
 
+mod entries;
 mod lifecycle;
 mod work;
 
@@ -20,12 +21,10 @@ use super::rules;
 use crate::store::StoreError;
 use dashmap::DashMap;
 use flotilla_api::v1::{ManagedCluster, ManifestWork};
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 use tracing::Instrument;
-use work::WorkEntry;
 
 const PERSIST_RETRY: Duration = Duration::from_secs(1);
 const RESEND_CHECK: Duration = Duration::from_secs(1);
@@ -61,7 +60,7 @@ pub(super) fn spawn(
         dirty: false,
         unsettled_works: crate::settle::Unsettled::default(),
         refusal_written: None,
-        works: BTreeMap::new(),
+        works: entries::WorkEntries::default(),
         rx,
     });
     actor.load_works(works);
@@ -101,7 +100,7 @@ struct Actor {
     /// The in-memory state is newer than the store (a write failed); retried on a timer.
     dirty: bool,
     /// The cluster's works by name.
-    works: BTreeMap<String, WorkEntry>,
+    works: entries::WorkEntries,
     /// Works whose last write had an unknown outcome: read again until the store answers.
     unsettled_works: crate::settle::Unsettled<String>,
     /// When a refused registration was last written to the cluster (at most once a minute).

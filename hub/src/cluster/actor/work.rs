@@ -248,16 +248,13 @@ impl Actor {
             .works
             .upsert_shared(&self.work_ref(name).inventory_key(), work.clone());
         let backoff = self.shared.config.work_resend_after;
-        let entry = self
-            .works
-            .entry(name.to_string())
-            .or_insert_with(|| WorkEntry {
-                work: work.clone(),
-                revision: rev,
-                last_sent: None,
-                backoff,
-                traceparent: None,
-            });
+        let entry = self.works.get_or_insert_with(name, || WorkEntry {
+            work: work.clone(),
+            revision: rev,
+            last_sent: None,
+            backoff,
+            traceparent: None,
+        });
         let generation = |w: &ManifestWork| w.metadata.as_ref().map_or(0, |m| m.generation);
         if generation(&entry.work) != generation(&work) {
             // A spec this actor has not sent (the shard's previous holder stored it): sent on
