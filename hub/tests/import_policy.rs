@@ -186,12 +186,12 @@ async fn import_policy_accepts_labels_and_sets_matching_registrations_only() {
     hub.stop().await;
 }
 
-/// A Cluster API `Cluster` (or another group's `Cluster`) on the mgmt cluster.
-fn capi_cluster(group: &str, name: &str, phase: &str) -> serde_json::Value {
+/// A Cluster API `Cluster` (or another group's `Cluster`) on the mgmt cluster; `ready`:
+/// not paused (the simulated cluster keeps no status of a kind it does not know).
+fn capi_cluster(group: &str, name: &str, ready: bool) -> serde_json::Value {
     serde_json::json!({"apiVersion": format!("{group}/v1beta1"), "kind": "Cluster",
         "metadata": {"name": name, "namespace": "default"},
-        "spec": {"paused": false},
-        "status": {"phase": phase}})
+        "spec": {"paused": !ready}})
 }
 
 async fn put(mgmt: &TestAgent, o: &serde_json::Value) {
@@ -218,7 +218,7 @@ spec:
     versions: [v1beta1]
     clusters: [mgmt]
   nameTemplate: source.metadata.name
-  creationCondition: 'source.status.phase == "Provisioned"'
+  creationCondition: 'source.spec.paused == false'
   template: '{"labels": {"provider": "capi", "capi-namespace": source.metadata.namespace}, "leaseDurationSeconds": 2}'
 "#;
     match flotilla_api::ocm::parse_documents(yaml).remove(0) {
@@ -253,11 +253,11 @@ async fn object_source_creates_clusters_and_deletes_them_with_their_source() {
     })
     .await
     .expect("pre-create capi-kept");
-    let one = capi_cluster("cluster.x-k8s.io", "capi-1", "Provisioned");
-    let two = capi_cluster("cluster.x-k8s.io", "capi-2", "Provisioning");
-    let kept = capi_cluster("cluster.x-k8s.io", "capi-kept", "Provisioned");
+    let one = capi_cluster("cluster.x-k8s.io", "capi-1", true);
+    let two = capi_cluster("cluster.x-k8s.io", "capi-2", false);
+    let kept = capi_cluster("cluster.x-k8s.io", "capi-kept", true);
     // Another group's kind of the same name is never a source.
-    let other = capi_cluster("example.com", "other-1", "Provisioned");
+    let other = capi_cluster("example.com", "other-1", true);
     for o in [&one, &two, &kept, &other] {
         put(&mgmt, o).await;
     }
@@ -293,19 +293,15 @@ async fn object_source_creates_clusters_and_deletes_them_with_their_source() {
     );
     assert!(
         get(&mut api, "capi-2").await.is_none(),
-        "not Provisioned yet"
+        "paused: not created yet"
     );
     assert!(
         get(&mut api, "other-1").await.is_none(),
         "another group's Cluster"
     );
 
-    // Provisioned later: created then.
-    put(
-        &mgmt,
-        &capi_cluster("cluster.x-k8s.io", "capi-2", "Provisioned"),
-    )
-    .await;
+    // Unpaused later: created then.
+    put(&mgmt, &capi_cluster("cluster.x-k8s.io", "capi-2", true)).await;
     wait_cluster(&mut api, "capi-2", "created", accepted).await;
 
     // The created cluster's agent registers and is accepted with no admin step.

@@ -294,6 +294,16 @@ impl Actor {
 
     /// Keeps a poll's lists, unless the policy changed meanwhile.
     fn listed(&mut self, polled: Polled) {
+        for (spoke, l) in &polled.lists {
+            match &l.result {
+                Ok(objects) => {
+                    tracing::debug!(policy = %polled.policy, %spoke, objects = objects.len(), "import source listed")
+                }
+                Err(e) => {
+                    tracing::debug!(policy = %polled.policy, %spoke, error = %e, "import source not listed")
+                }
+            }
+        }
         let current = self
             .compiled
             .get(&polled.policy)
