@@ -8,7 +8,7 @@
 mod common;
 
 use common::*;
-use flotilla_testkit::NatsServer;
+use flotilla_testkit::{NatsServer, Proc};
 use serde_json::Value;
 use std::path::Path;
 
@@ -148,6 +148,10 @@ fn in_secure_mode_a_deleted_imported_clusters_agent_is_refused() {
             .join("state-capi-1")
             .join("cluster.creds")
             .is_file()
+    );
+    assert!(
+        !capi1.output().contains("NATS refused the credentials"),
+        "refused before its cluster was deleted"
     );
     delete_the_work(&hub, &logs);
     wait_for("capi-1's agent refused after the revocation", &logs, || {
