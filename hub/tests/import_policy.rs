@@ -109,6 +109,24 @@ async fn import_policy_accepts_labels_and_sets_matching_registrations_only() {
         let c = get(&mut api, n).await.unwrap();
         assert!(!accepted(&c), "{n} does not match and stays pending");
     }
+    // One write, and an honest message naming the policy.
+    let c = get(&mut api, &edge[0]).await.unwrap();
+    let why = c
+        .status
+        .as_ref()
+        .unwrap()
+        .conditions
+        .iter()
+        .find(|x| x.r#type == "HubAcceptedManagedCluster")
+        .map(|x| (x.reason.clone(), x.message.clone()))
+        .unwrap();
+    assert_eq!(
+        why,
+        (
+            "ClusterImportPolicyAccepted".to_string(),
+            "Accepted by ClusterImportPolicy edge".to_string()
+        )
+    );
     let hand = get(&mut api, "hand").await.unwrap();
     assert!(
         !labels(&hand).contains_key("tier"),
@@ -261,10 +279,31 @@ async fn object_source_creates_clusters_and_deletes_them_with_their_source() {
     for o in [&one, &two, &kept, &other] {
         put(&mgmt, o).await;
     }
+    let mut watch = policies
+        .watch_import_policies(flotilla_api::v1::ListImportPoliciesRequest {})
+        .await
+        .expect("watch")
+        .into_inner();
     policies
         .apply_import_policy(capi_policy())
         .await
         .expect("apply the CAPI policy");
+    // The watch sees the policy, then its status.
+    let mut seen_status = false;
+    while !seen_status {
+        let ev = tokio::time::timeout(SOON, watch.message())
+            .await
+            .expect("a watch event in time")
+            .expect("the stream")
+            .expect("not closed");
+        let p = ev.policy.unwrap();
+        assert_eq!(p.metadata.as_ref().unwrap().name, "capi");
+        seen_status = p.status.is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.r#type == "SourcesListed" && c.status == "True")
+        });
+    }
     let c = wait_cluster(&mut api, "capi-1", "created, labelled and accepted", |c| {
         accepted(c) && labels(c).get("provider").map(String::as_str) == Some("capi")
     })
