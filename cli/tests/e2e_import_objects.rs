@@ -80,6 +80,11 @@ fn import_capi_from_mgmt(hub: &Hub, dir: &Path, mgmt: &Proc) {
     );
     let out = cli_ok(&hub.grpc, &["get", "importpolicies"]);
     assert!(out.contains("cluster.x-k8s.io/clusters on mgmt"), "{out}");
+    wait_for("describe: listed on mgmt", &logs, || {
+        let out = cli_ok(&hub.grpc, &["describe", "importpolicy", "capi"]);
+        (out.contains("Listed on:          mgmt") && out.contains("SourcesListed True"))
+            .then_some(())
+    });
 }
 
 /// Deleting the work removes the CAPI objects: capi-1 goes, capi-hand stays.

@@ -373,7 +373,6 @@ pub fn group_of(o: &Value) -> &str {
 
 /// Whether `query` names `kind`: the kind, its plural resource or a common short name, in any
 /// case (`Deployment`, `deployments`, `deploy`).
-
 pub fn kind_matches(query: &str, kind: &str) -> bool {
     let q = query.to_ascii_lowercase();
     let k = kind.to_ascii_lowercase();

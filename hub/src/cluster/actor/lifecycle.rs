@@ -36,19 +36,9 @@ impl Actor {
                     .map_err(|e| ClusterError::Precondition(e.to_string()))?;
                 // A revoked key (denied, or replaced) comes back only when the admin names it:
                 // accepting a denied cluster must not quietly readmit a compromised agent.
-                let bound = next
-                    .hub
-                    .as_ref()
-                    .map(|h| h.agent_public_key.clone())
-                    .unwrap_or_default();
                 if key.is_none()
-                    && self
-                        .shared
-                        .security
-                        .as_ref()
-                        .is_some_and(|s| !bound.is_empty() && s.is_revoked(&bound))
+                    && let Some(fp) = self.revoked_bound_key(&next)
                 {
-                    let fp = flotilla_api::fingerprint::of(&bound);
                     return Err(ClusterError::Precondition(format!(
                         "the agent key of {:?} (fingerprint {fp}) was revoked; accept it again only \
                          by naming it (flotilla accept {} --key {fp}), or give a rebuilt spoke a join \
@@ -134,6 +124,15 @@ impl Actor {
         }
     }
 
+    /// Secure mode: the fingerprint of the cluster's bound agent key when that key was revoked
+    /// (denied, replaced, or its cluster deleted): only an admin naming it accepts it again.
+    fn revoked_bound_key(&self, c: &ManagedCluster) -> Option<String> {
+        let bound = c.hub.as_ref().map(|h| h.agent_public_key.as_str())?;
+        let security = self.shared.security.as_ref()?;
+        (!bound.is_empty() && security.is_revoked(bound))
+            .then(|| flotilla_api::fingerprint::of(bound))
+    }
+
     /// A ClusterImportPolicy's write, in one persist: a cluster not known yet is created ahead
     /// of its agent (origin IMPORT; the first agent key that registers under its name is
     /// recorded, as for a document); a known one gets the labels, the template's taints and
@@ -205,14 +204,7 @@ impl Actor {
                     self.name, self.name
                 )));
             }
-            let bound = hub.agent_public_key;
-            if self
-                .shared
-                .security
-                .as_ref()
-                .is_some_and(|s| !bound.is_empty() && s.is_revoked(&bound))
-            {
-                let fp = flotilla_api::fingerprint::of(&bound);
+            if let Some(fp) = self.revoked_bound_key(&next) {
                 return Err(ClusterError::Precondition(format!(
                     "the agent key of {:?} (fingerprint {fp}) was revoked; only the hub cluster \
                      admin can accept it again (flotilla accept {} --key {fp})",
