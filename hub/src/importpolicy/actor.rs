@@ -360,12 +360,22 @@ impl Actor {
             .iter()
             .map(|(k, r)| (k.clone(), r.policy.clone()))
             .collect();
-        futures::stream::iter(edits)
-            .for_each_concurrent(self.deps.config.concurrency.max(1), |e| {
+        let refused: Vec<(String, String)> = futures::stream::iter(edits)
+            .map(|e| {
                 let policy = policies.get(&e.cluster).cloned().unwrap_or_default();
                 edit(clusters, policy, e)
             })
+            .buffer_unordered(self.deps.config.concurrency.max(1))
+            .filter_map(|r| async move { r })
+            .collect()
             .await;
+        let mut statuses = statuses;
+        // A refused write (a revoked key, another key waiting) is the policy's to show.
+        for (policy, why) in refused {
+            if let Some(t) = statuses.get_mut(&policy) {
+                t.error(why);
+            }
+        }
         for cluster in deletes {
             if self.delete_cluster(&cluster).await {
                 match self.buckets.records.purge(&cluster).await {
@@ -489,24 +499,25 @@ fn set_status(p: &mut ClusterImportPolicy, t: &Tally, generation: i64) -> bool {
 }
 
 /// One cluster's write: created, or labelled, tainted, leased and accepted (the actor refuses
-/// a revoked key and never binds one).
-async fn edit(clusters: &crate::cluster::Clusters, policy: String, e: Edit) {
+/// a revoked key and never binds one). A refusal comes back as `(policy, why)`.
+async fn edit(
+    clusters: &crate::cluster::Clusters,
+    policy: String,
+    e: Edit,
+) -> Option<(String, String)> {
     let handle = if e.create {
         match clusters.get_or_spawn(&e.cluster) {
             Ok(h) => h,
             Err(err) => {
                 tracing::debug!(cluster = %e.cluster, error = %err, "import: no actor for the new cluster");
-                return;
+                return None;
             }
         }
     } else {
-        let Some(handle) = clusters.get(&e.cluster) else {
-            return;
-        };
-        handle
+        clusters.get(&e.cluster)?
     };
     let import = ImportEdit {
-        policy,
+        policy: policy.clone(),
         create: e.create,
         set_labels: e.set_labels,
         remove_labels: e.remove_labels,
@@ -517,12 +528,21 @@ async fn edit(clusters: &crate::cluster::Clusters, policy: String, e: Edit) {
     };
     match handle.edit(AdminEdit::Import(Box::new(import))).await {
         Ok(_) if e.create => {
-            tracing::info!(cluster = %e.cluster, "created by its ClusterImportPolicy")
+            tracing::info!(cluster = %e.cluster, "created by its ClusterImportPolicy");
+            None
         }
         Ok(_) if e.accept => {
-            tracing::info!(cluster = %e.cluster, "accepted by its ClusterImportPolicy")
+            tracing::info!(cluster = %e.cluster, "accepted by its ClusterImportPolicy");
+            None
         }
-        Ok(_) => {}
-        Err(err) => tracing::debug!(cluster = %e.cluster, error = %err, "import edit refused"),
+        Ok(_) => None,
+        Err(err @ (ClusterError::Precondition(_) | ClusterError::Invalid(_))) => {
+            tracing::debug!(cluster = %e.cluster, error = %err, "import write refused");
+            Some((policy, format!("cluster {}: {err}", e.cluster)))
+        }
+        Err(err) => {
+            tracing::debug!(cluster = %e.cluster, error = %err, "import write failed; retried");
+            None
+        }
     }
 }

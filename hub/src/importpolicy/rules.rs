@@ -135,7 +135,8 @@ pub struct Tally {
 }
 
 impl Tally {
-    fn error(&mut self, e: String) {
+    /// Keeps an error, up to [`MAX_STATUS_ERRORS`].
+    pub fn error(&mut self, e: String) {
         if self.errors.len() < MAX_STATUS_ERRORS {
             self.errors.push(e);
         }
