@@ -3,7 +3,8 @@
 //! matching ones with no admin step, leaves the others pending, adopts a hand-accepted cluster
 //! (access fields only), follows template edits on its own clusters only, refuses a second
 //! policy for its source naming itself, and orphans its clusters when deleted. An object source
-//! lists Cluster API `Cluster`s on a "mgmt" agent's simulated cluster: the clusters are created
+//! lists Cluster API `Cluster`s on a "mgmt" agent's simulated cluster (each with a ConfigMap it
+//! references): the clusters are created
 //! ahead of their agents (which then register and are accepted), deleted with their source, a
 //! cluster made before the policy is kept, and an unreachable mgmt changes nothing and is named.
 
@@ -235,9 +236,11 @@ spec:
     resource: clusters
     versions: [v1beta1]
     clusters: [mgmt]
+  references:
+  - {resource: configmaps, namespace: source.metadata.namespace, name: 'source.metadata.name + "-info"', key: info}
   nameTemplate: source.metadata.name
-  creationCondition: 'source.spec.paused == false'
-  template: '{"labels": {"provider": "capi", "capi-namespace": source.metadata.namespace}, "leaseDurationSeconds": 2}'
+  creationCondition: 'source.spec.paused == false && references.info.data.ready == "yes"'
+  template: '{"labels": {"provider": "capi", "capi-namespace": source.metadata.namespace, "region": references.info.data.region}, "leaseDurationSeconds": 2}'
 "#;
     match flotilla_api::ocm::parse_documents(yaml).remove(0) {
         Ok(flotilla_api::ocm::Document::ImportPolicy(p)) => p,
@@ -279,6 +282,13 @@ async fn object_source_creates_clusters_and_deletes_them_with_their_source() {
     for o in [&one, &two, &kept, &other] {
         put(&mgmt, o).await;
     }
+    // Each source's reference: a core-group ConfigMap next to it.
+    for n in ["capi-1", "capi-2", "capi-kept"] {
+        let info = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("{n}-info"), "namespace": "default"},
+            "data": {"region": "eu-west", "ready": "yes"}});
+        put(&mgmt, &info).await;
+    }
     let mut watch = policies
         .watch_import_policies(flotilla_api::v1::ListImportPoliciesRequest {})
         .await
@@ -310,6 +320,7 @@ async fn object_source_creates_clusters_and_deletes_them_with_their_source() {
     .await;
     assert_eq!(origin(&c), ClusterOrigin::Import as i32);
     assert_eq!(labels(&c)["capi-namespace"], "default");
+    assert_eq!(labels(&c)["region"], "eu-west", "read from its reference");
     assert_eq!(c.spec.as_ref().unwrap().lease_duration_seconds, 2);
     let hub_accepted = c
         .status

@@ -79,56 +79,60 @@ async fn list_one(
 /// One listed object, with its references read when the selector admits it (the rules
 /// evaluate the selector again: this only saves reads).
 async fn resolve(agents: &Publisher, p: &CompiledPolicy, spoke: &str, o: Value) -> SourceObject {
-    let meta = &o["metadata"];
     let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
-    let mut out = SourceObject {
-        namespace: text(&meta["namespace"]),
-        name: text(&meta["name"]),
-        uid: text(&meta["uid"]),
-        object: Value::Null,
-        references: Ok(Vec::new()),
+    let meta = &o["metadata"];
+    let (namespace, name, uid) = (
+        text(&meta["namespace"]),
+        text(&meta["name"]),
+        text(&meta["uid"]),
+    );
+    let vars = Vars::of(json_value(&o));
+    let references = if p.references.is_empty() || !p.selects(&vars).unwrap_or(false) {
+        Ok(Vec::new())
+    } else {
+        references(agents, p, spoke, vars).await
     };
-    let mut vars = Vars::of(json_value(&o));
-    if p.references.is_empty() || !p.selects(&vars).unwrap_or(false) {
-        out.object = o;
-        return out;
+    SourceObject {
+        namespace,
+        name,
+        uid,
+        object: o,
+        references,
     }
-    let mut read_refs = Vec::new();
+}
+
+/// The references of one source object, in order (each one's target may use the ones before).
+async fn references(
+    agents: &Publisher,
+    p: &CompiledPolicy,
+    spoke: &str,
+    mut vars: Vars,
+) -> Result<Vec<(String, Value)>, String> {
+    let mut read_refs = Vec::with_capacity(p.references.len());
     for (i, r) in p.references.iter().enumerate() {
-        let got = async {
-            let (namespace, name) = p.reference_target(i, &vars)?;
-            let query = Query {
-                spoke,
-                group: &r.group,
-                resource: &r.resource,
-                versions: &r.versions,
-                namespace: &namespace,
-                name: &name,
-            };
-            let found = read(agents, &query).await?;
-            found.into_iter().next().ok_or_else(|| {
+        let (namespace, name) = p.reference_target(i, &vars).map_err(cut)?;
+        let query = Query {
+            spoke,
+            group: &r.group,
+            resource: &r.resource,
+            versions: &r.versions,
+            namespace: &namespace,
+            name: &name,
+        };
+        let object = read(agents, &query)
+            .await?
+            .into_iter()
+            .next()
+            .ok_or_else(|| {
                 format!(
                     "spec.references[{i}] ({}): {} {namespace}/{name} not found",
                     r.key, r.resource
                 )
-            })
-        }
-        .await;
-        match got {
-            Ok(object) => {
-                vars = with_reference(&vars, &r.key, json_value(&object));
-                read_refs.push((r.key.clone(), object));
-            }
-            Err(e) => {
-                out.references = Err(cut(e));
-                out.object = o;
-                return out;
-            }
-        }
+            })?;
+        vars = with_reference(&vars, &r.key, json_value(&object));
+        read_refs.push((r.key.clone(), object));
     }
-    out.references = Ok(read_refs);
-    out.object = o;
-    out
+    Ok(read_refs)
 }
 
 /// Asks the spoke's agent; the objects, checked.
