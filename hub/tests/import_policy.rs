@@ -240,7 +240,7 @@ spec:
   - {resource: configmaps, namespace: source.metadata.namespace, name: 'source.metadata.name + "-info"', key: info}
   nameTemplate: source.metadata.name
   creationCondition: 'source.spec.paused == false && references.info.data.ready == "yes"'
-  template: '{"labels": {"provider": "capi", "capi-namespace": source.metadata.namespace, "region": references.info.data.region}, "leaseDurationSeconds": 2}'
+  template: '{"labels": {"provider": "capi", "capi-namespace": source.metadata.namespace, "region": references.info.data.region}, "taints": [{"key": "capi.io/imported", "value": "true", "effect": "PreferNoSelect"}], "leaseDurationSeconds": 2}'
 "#;
     match flotilla_api::ocm::parse_documents(yaml).remove(0) {
         Ok(flotilla_api::ocm::Document::ImportPolicy(p)) => p,
@@ -321,6 +321,11 @@ async fn object_source_creates_clusters_and_deletes_them_with_their_source() {
     assert_eq!(origin(&c), ClusterOrigin::Import as i32);
     assert_eq!(labels(&c)["capi-namespace"], "default");
     assert_eq!(labels(&c)["region"], "eu-west", "read from its reference");
+    assert!(
+        taints(&c).iter().any(|t| t.contains("capi.io/imported")),
+        "{:?}",
+        taints(&c)
+    );
     assert_eq!(c.spec.as_ref().unwrap().lease_duration_seconds, 2);
     let hub_accepted = c
         .status
@@ -356,7 +361,13 @@ async fn object_source_creates_clusters_and_deletes_them_with_their_source() {
 
     // The created cluster's agent registers and is accepted with no admin step.
     let _capi1 = start_agent(agent_config("capi-1", &nats.url()));
-    wait_available(&mut api, "capi-1").await;
+    wait_cluster(
+        &mut api,
+        "capi-1",
+        "Available (with the policy's taint)",
+        |c| available(c).as_deref() == Some("True"),
+    )
+    .await;
 
     // The sources go: the created cluster after two complete lists without it, the adopted
     // one stays.
