@@ -343,6 +343,16 @@ spec:
 "#;
 
     #[test]
+    fn the_capi_example_parses() {
+        let o: ClusterImportPolicy =
+            serde_yaml::from_str(include_str!("../../../examples/importpolicy-capi.yaml")).unwrap();
+        let p = o.to_proto().expect("the example is valid");
+        let spec = p.spec.unwrap();
+        assert_eq!(spec.source.unwrap().clusters, ["mgmt-1"]);
+        assert_eq!(spec.references[0].key, "kubeconfig");
+    }
+
+    #[test]
     fn object_source_round_trips_and_its_references_are_checked() {
         let o: ClusterImportPolicy = serde_yaml::from_str(CAPI).unwrap();
         let p = o.to_proto().unwrap();

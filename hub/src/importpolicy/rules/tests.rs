@@ -703,3 +703,38 @@ fn template_taints_and_lease_follow_on_own_clusters_only() {
         assert!(e.contains(field), "{e}");
     }
 }
+
+#[test]
+fn the_capi_example_creates_a_provisioned_cluster_with_its_kubeconfig() {
+    let yaml = include_str!("../../../../examples/importpolicy-capi.yaml");
+    let Ok(flotilla_api::ocm::Document::ImportPolicy(p)) =
+        flotilla_api::ocm::parse_documents(yaml).remove(0)
+    else {
+        panic!("the example is a ClusterImportPolicy");
+    };
+    let p = [CompiledPolicy::new(&p).expect("the example compiles")];
+    let secret = serde_json::json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "a-kubeconfig", "namespace": "default"}});
+    let mut a = object("a", "Provisioned");
+    a.references = Ok(vec![("kubeconfig".into(), secret)]);
+    let mut skipped = object("b", "Provisioned");
+    skipped.object["metadata"]["labels"] = serde_json::json!({"flotilla.io/skip": "yes"});
+    let lists = BTreeMap::from([(
+        "capi".to_string(),
+        BTreeMap::from([(
+            "mgmt-1".to_string(),
+            Listing {
+                fresh: true,
+                result: Ok(vec![a, skipped, object("c", "Provisioning")]),
+            },
+        )]),
+    )]);
+    let plan = run_objects(&p, &[], &BTreeMap::new(), &lists);
+    assert!(plan.statuses["capi"].errors.is_empty(), "{plan:?}");
+    assert_eq!(plan.edits.len(), 1, "{plan:?}");
+    let e = &plan.edits[0];
+    assert_eq!(e.cluster, "a");
+    assert_eq!(e.set_labels[CLUSTERSET_LABEL], "capi");
+    assert_eq!(e.taints.as_ref().unwrap()[0].key, "capi.flotilla.io/new");
+    assert_eq!(e.lease_seconds, Some(60));
+}
