@@ -2,8 +2,9 @@
 //! management cluster ("mgmt") holds Cluster API `Cluster`s that a ManifestWork created; a
 //! policy applied with `flotilla apply -f` lists them through mgmt's agent and creates their
 //! clusters ahead of their agents; deleting the work deletes the created cluster (a cluster an
-//! admin made before the policy stays). In secure mode over TLS the deleted cluster's agent,
-//! which had come back over credentials of its own, is refused by NATS after the revocation.
+//! admin made before the policy stays), and `flotilla watch importpolicies` follows the policy.
+//! In secure mode over TLS the deleted cluster's agent, which had come back over credentials of
+//! its own, is refused by NATS after the revocation.
 
 mod common;
 
@@ -108,6 +109,15 @@ fn capi_clusters_on_a_mgmt_agent_are_created_and_deleted_with_their_work() {
         .start();
     let mgmt = AgentBuilder::new(&nats, dir.path(), "mgmt").start();
     import_capi_from_mgmt(&hub, dir.path(), &mgmt);
+    let mut cmd = std::process::Command::new(flotilla_testkit::binary("flotilla"));
+    cmd.args(["--hub", &hub.grpc, "watch", "importpolicies"]);
+    let watch = Proc::spawn("flotilla watch", cmd, dir.path().join("watch.log"));
+    wait_for("watch shows the policy and its counts", &[&watch], || {
+        let out = watch.output();
+        out.lines()
+            .any(|l| l.starts_with("ADDED") && l.contains("capi") && l.contains("True"))
+            .then_some(())
+    });
     // The created cluster's agent registers and is accepted with no admin step.
     let capi1 = AgentBuilder::new(&nats, dir.path(), "capi-1").start();
     let logs = [&hub.proc, &mgmt, &capi1];
