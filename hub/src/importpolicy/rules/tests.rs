@@ -1,5 +1,6 @@
 use super::*;
 use crate::importpolicy::compiled::CompiledPolicy;
+use crate::importpolicy::compiled::{json_value, with_reference};
 use flotilla_api::meta::{COND_HUB_DENIED, status};
 use flotilla_api::v1::ClusterOrigin;
 use flotilla_api::v1::{
