@@ -153,7 +153,7 @@ pub(super) fn matches(
             };
             let held = match record {
                 Some(r) if same(r) => {
-                    // Its own record (possibly just written by object_records).
+                    // Its own record (possibly just written by records).
                     let r = plan
                         .records_put
                         .iter()
