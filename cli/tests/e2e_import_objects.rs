@@ -74,6 +74,11 @@ fn import_capi_from_mgmt(hub: &Hub, dir: &Path, mgmt: &Proc) {
             c["metadata"]["labels"]["provider"] == "capi" && c["spec"]["hubAcceptsClient"] == true
         })
     });
+    let described = cli_ok(&hub.grpc, &["describe", "cluster", "capi-1"]);
+    assert!(
+        described.contains("Created from:      a ClusterImportPolicy"),
+        "{described}"
+    );
     let hand = cluster(hub, "capi-hand").unwrap();
     assert!(
         hand["metadata"]["labels"]["provider"].is_null(),
