@@ -385,6 +385,7 @@ impl Controllers {
                 inventory: deps.inventory.clone(),
                 clusters: deps.clusters.clone(),
                 secure: deps.security.is_some(),
+                agents: deps.clusters.shared().publisher.clone(),
                 config: deps.import_policies.clone(),
             },
             stop_rx.clone(),

@@ -133,6 +133,14 @@ struct Args {
         default_value_t = flotilla_hub::limits::DEFAULT_BOOTSTRAP_REGISTER_RATE
     )]
     bootstrap_register_rate: f64,
+    /// How often ClusterImportPolicies with an object source list it on their spokes.
+    #[arg(
+        long,
+        env = "FLOTILLA_IMPORT_POLL_SECONDS",
+        default_value_t = flotilla_hub::importpolicy::DEFAULT_POLL_SECONDS,
+        value_parser = clap::value_parser!(u64).range(1..=3600)
+    )]
+    import_poll_seconds: u64,
     /// New clusters being registered at once, at most: past it an agent is answered busy with
     /// the time to ask again, spread by the rate registrations complete (a fleet installed at
     /// once, or a site's uplink returning, does not flood the store with retries).
@@ -604,6 +612,7 @@ fn config(args: &Args, checked: Checked) -> Result<flotilla_hub::Config, String>
     config.placement.addon_resync = Duration::from_secs(args.placement_addon_resync_seconds);
     config.addons.lease_grace = Duration::from_secs(args.addon_lease_grace_seconds.max(1));
     config.addons.hub_url = args.addon_hub_url.clone().unwrap_or_default();
+    config.import_policies.poll = Duration::from_secs(args.import_poll_seconds);
     config.ha.hub_id = args.hub_id.clone();
     config.ha.ttl = Duration::from_secs(args.shard_lease_ttl_seconds);
     config.ha.renew = Duration::from_secs(args.shard_lease_renew_seconds);

@@ -2,7 +2,11 @@
 //! simulated clusters register themselves; a policy accepts, labels and puts in a set the
 //! matching ones with no admin step, leaves the others pending, adopts a hand-accepted cluster
 //! (access fields only), follows template edits on its own clusters only, refuses a second
-//! policy for its source naming itself, and orphans its clusters when deleted.
+//! policy for its source naming itself, and orphans its clusters when deleted. An object source
+//! lists Cluster API `Cluster`s on a "mgmt" agent's simulated cluster (each with a ConfigMap it
+//! references): the clusters are created
+//! ahead of their agents (which then register and are accepted), deleted with their source, a
+//! cluster made before the policy is kept, and an unreachable mgmt changes nothing and is named.
 
 mod common;
 
@@ -106,6 +110,24 @@ async fn import_policy_accepts_labels_and_sets_matching_registrations_only() {
         let c = get(&mut api, n).await.unwrap();
         assert!(!accepted(&c), "{n} does not match and stays pending");
     }
+    // One write, and an honest message naming the policy.
+    let c = get(&mut api, &edge[0]).await.unwrap();
+    let why = c
+        .status
+        .as_ref()
+        .unwrap()
+        .conditions
+        .iter()
+        .find(|x| x.r#type == "HubAcceptedManagedCluster")
+        .map(|x| (x.reason.clone(), x.message.clone()))
+        .unwrap();
+    assert_eq!(
+        why,
+        (
+            "ClusterImportPolicyAccepted".to_string(),
+            "Accepted by ClusterImportPolicy edge".to_string()
+        )
+    );
     let hand = get(&mut api, "hand").await.unwrap();
     assert!(
         !labels(&hand).contains_key("tier"),
@@ -179,6 +201,230 @@ async fn import_policy_accepts_labels_and_sets_matching_registrations_only() {
     assert!(
         accepted(&c) && labels(&c).contains_key("zone"),
         "its clusters stay"
+    );
+    hub.stop().await;
+}
+
+/// A Cluster API `Cluster` (or another group's `Cluster`) on the mgmt cluster; `ready`:
+/// not paused (the simulated cluster keeps no status of a kind it does not know).
+fn capi_cluster(group: &str, name: &str, ready: bool) -> serde_json::Value {
+    serde_json::json!({"apiVersion": format!("{group}/v1beta1"), "kind": "Cluster",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"paused": !ready}})
+}
+
+async fn put(mgmt: &TestAgent, o: &serde_json::Value) {
+    use flotilla_agent::backend::{Backend, Strategy};
+    let id = flotilla_api::work::manifest_id(o).unwrap();
+    mgmt.backend.apply(&id, o, &Strategy::Update).await.unwrap();
+}
+
+async fn remove(mgmt: &TestAgent, o: &serde_json::Value) {
+    use flotilla_agent::backend::Backend;
+    let id = flotilla_api::work::manifest_id(o).unwrap();
+    assert!(mgmt.backend.delete(&id).await.unwrap());
+}
+
+fn capi_policy() -> ClusterImportPolicy {
+    let yaml = r#"
+apiVersion: cluster.flotilla.io/v1alpha1
+kind: ClusterImportPolicy
+metadata: {name: capi}
+spec:
+  source:
+    group: cluster.x-k8s.io
+    resource: clusters
+    versions: [v1beta1]
+    clusters: [mgmt]
+  references:
+  - {resource: configmaps, namespace: source.metadata.namespace, name: 'source.metadata.name + "-info"', key: info}
+  nameTemplate: source.metadata.name
+  creationCondition: 'source.spec.paused == false && references.info.data.ready == "yes"'
+  template: '{"labels": {"provider": "capi", "capi-namespace": source.metadata.namespace, "region": references.info.data.region}, "taints": [{"key": "capi.io/imported", "value": "true", "effect": "PreferNoSelect"}], "leaseDurationSeconds": 2}'
+"#;
+    match flotilla_api::ocm::parse_documents(yaml).remove(0) {
+        Ok(flotilla_api::ocm::Document::ImportPolicy(p)) => p,
+        other => panic!("not a ClusterImportPolicy: {other:?}"),
+    }
+}
+
+fn origin(c: &ManagedCluster) -> i32 {
+    c.hub.as_ref().map_or(0, |h| h.origin)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn object_source_creates_clusters_and_deletes_them_with_their_source() {
+    use flotilla_api::v1::ClusterOrigin;
+    let nats = NatsServer::start();
+    let mut config = hub_config(&nats.url());
+    config.import_policies.poll = std::time::Duration::from_millis(300);
+    let hub = start_hub(config).await;
+    let mut api = clusters_client(&hub).await;
+    let mut policies = ImportPolicyServiceClient::connect(format!("http://{}", hub.grpc_addr))
+        .await
+        .unwrap();
+    let mgmt = accepted_agent(&mut api, agent_config("mgmt", &nats.url())).await;
+    // Made by the admin before any policy: adopted, kept when its source goes.
+    api.apply_cluster(ManagedCluster {
+        metadata: Some(flotilla_api::v1::ObjectMeta {
+            name: "capi-kept".into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .await
+    .expect("pre-create capi-kept");
+    let one = capi_cluster("cluster.x-k8s.io", "capi-1", true);
+    let two = capi_cluster("cluster.x-k8s.io", "capi-2", false);
+    let kept = capi_cluster("cluster.x-k8s.io", "capi-kept", true);
+    // Another group's kind of the same name is never a source.
+    let other = capi_cluster("example.com", "other-1", true);
+    for o in [&one, &two, &kept, &other] {
+        put(&mgmt, o).await;
+    }
+    // Each source's reference: a core-group ConfigMap next to it.
+    for n in ["capi-1", "capi-2", "capi-kept"] {
+        let info = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("{n}-info"), "namespace": "default"},
+            "data": {"region": "eu-west", "ready": "yes"}});
+        put(&mgmt, &info).await;
+    }
+    let mut watch = policies
+        .watch_import_policies(flotilla_api::v1::ListImportPoliciesRequest {})
+        .await
+        .expect("watch")
+        .into_inner();
+    policies
+        .apply_import_policy(capi_policy())
+        .await
+        .expect("apply the CAPI policy");
+    // The watch sees the policy, then its status.
+    let mut seen_status = false;
+    while !seen_status {
+        let ev = tokio::time::timeout(SOON, watch.message())
+            .await
+            .expect("a watch event in time")
+            .expect("the stream")
+            .expect("not closed");
+        let p = ev.policy.unwrap();
+        assert_eq!(p.metadata.as_ref().unwrap().name, "capi");
+        seen_status = p.status.is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.r#type == "SourcesListed" && c.status == "True")
+        });
+    }
+    let c = wait_cluster(&mut api, "capi-1", "created, labelled and accepted", |c| {
+        accepted(c) && labels(c).get("provider").map(String::as_str) == Some("capi")
+    })
+    .await;
+    assert_eq!(origin(&c), ClusterOrigin::Import as i32);
+    assert_eq!(labels(&c)["capi-namespace"], "default");
+    assert_eq!(labels(&c)["region"], "eu-west", "read from its reference");
+    assert!(
+        taints(&c).iter().any(|t| t.contains("capi.io/imported")),
+        "{:?}",
+        taints(&c)
+    );
+    assert_eq!(c.spec.as_ref().unwrap().lease_duration_seconds, 2);
+    let hub_accepted = c
+        .status
+        .as_ref()
+        .unwrap()
+        .conditions
+        .iter()
+        .find(|x| x.r#type == "HubAcceptedManagedCluster")
+        .unwrap()
+        .message
+        .clone();
+    assert!(
+        hub_accepted.contains("ClusterImportPolicy capi"),
+        "{hub_accepted}"
+    );
+    let kept_c = wait_cluster(&mut api, "capi-kept", "adopted (accepted)", accepted).await;
+    assert!(
+        !labels(&kept_c).contains_key("provider"),
+        "adopted: access fields only"
+    );
+    assert!(
+        get(&mut api, "capi-2").await.is_none(),
+        "paused: not created yet"
+    );
+    assert!(
+        get(&mut api, "other-1").await.is_none(),
+        "another group's Cluster"
+    );
+
+    // Unpaused later: created then.
+    put(&mgmt, &capi_cluster("cluster.x-k8s.io", "capi-2", true)).await;
+    wait_cluster(&mut api, "capi-2", "created", accepted).await;
+
+    // The created cluster's agent registers and is accepted with no admin step.
+    let _capi1 = start_agent(agent_config("capi-1", &nats.url()));
+    wait_cluster(
+        &mut api,
+        "capi-1",
+        "Available (with the policy's taint)",
+        |c| available(c).as_deref() == Some("True"),
+    )
+    .await;
+
+    // The sources go: the created cluster after two complete lists without it, the adopted
+    // one stays.
+    remove(&mgmt, &one).await;
+    remove(&mgmt, &kept).await;
+    eventually(SOON, "capi-1 deleted with its source", || {
+        let mut api = api.clone();
+        async move { get(&mut api, "capi-1").await.is_none().then_some(()) }
+    })
+    .await;
+    assert!(
+        get(&mut api, "capi-kept").await.is_some(),
+        "made before the policy: kept"
+    );
+    let status = eventually(SOON, "the policy's counts", || {
+        let mut p = policies.clone();
+        async move {
+            let s = p
+                .get_import_policy(GetImportPolicyRequest {
+                    name: "capi".into(),
+                })
+                .await
+                .ok()?
+                .into_inner()
+                .status?;
+            (s.imported == 1 && s.adopted == 0 && s.sources == 1).then_some(s)
+        }
+    })
+    .await;
+    assert!(status.errors.is_empty(), "{status:?}");
+
+    // mgmt unreachable: named in SourcesListed, and nothing is deleted.
+    mgmt.stop().await;
+    let status = eventually(SOON, "SourcesListed=False naming mgmt", || {
+        let mut p = policies.clone();
+        async move {
+            let s = p
+                .get_import_policy(GetImportPolicyRequest {
+                    name: "capi".into(),
+                })
+                .await
+                .ok()?
+                .into_inner()
+                .status?;
+            s.conditions
+                .iter()
+                .any(|c| {
+                    c.r#type == "SourcesListed" && c.status == "False" && c.message.contains("mgmt")
+                })
+                .then_some(s)
+        }
+    })
+    .await;
+    assert_eq!(status.imported, 1, "{status:?}");
+    assert!(
+        get(&mut api, "capi-2").await.is_some(),
+        "a failed list deletes nothing"
     );
     hub.stop().await;
 }

@@ -812,3 +812,56 @@ async fn kubectl_reaches_a_secure_spoke_through_the_hub_over_the_clusters_own_cr
     agent.stop().await;
     hub.stop().await;
 }
+
+#[tokio::test]
+async fn an_import_policy_never_readmits_a_revoked_agent_key() {
+    use flotilla_api::v1::import_policy_service_client::ImportPolicyServiceClient;
+    let s = secure_nats();
+    let hub = start_hub(secure_hub_config(&s, Duration::from_secs(3600))).await;
+    let mut api = clusters_client(&hub).await;
+    let mut policies = ImportPolicyServiceClient::connect(format!("http://{}", hub.grpc_addr))
+        .await
+        .unwrap();
+    let yaml = "apiVersion: cluster.flotilla.io/v1alpha1\nkind: ClusterImportPolicy\n\
+                metadata: {name: edge}\nspec:\n  source: {group: registration.flotilla.io, \
+                resource: registrations}\n  template: '{\"labels\": {\"tier\": \"edge\"}}'\n";
+    let Ok(flotilla_api::ocm::Document::ImportPolicy(p)) =
+        flotilla_api::ocm::parse_documents(yaml).remove(0)
+    else {
+        panic!("not a policy");
+    };
+    policies.apply_import_policy(p).await.expect("apply");
+    let state = tempfile::tempdir().unwrap();
+    let agent = start_agent(secure_agent(&s, "edge-1", state.path()));
+    // Accepted by the policy alone (its key was bound at registration).
+    wait_available(&mut api, "edge-1").await;
+    // Deleted by the admin: its keys are revoked. The agent comes back through the shared
+    // bootstrap credential with the same key; the policy matches the new pending cluster but
+    // the import write is refused, and the status says why.
+    api.delete_cluster(flotilla_api::v1::DeleteClusterRequest {
+        name: "edge-1".into(),
+    })
+    .await
+    .expect("delete");
+    wait_for("the refusal in the policy's status", async || {
+        let Ok(p) = policies
+            .get_import_policy(flotilla_api::v1::GetImportPolicyRequest {
+                name: "edge".into(),
+            })
+            .await
+        else {
+            return false;
+        };
+        p.into_inner()
+            .status
+            .is_some_and(|s| s.errors.iter().any(|e| e.contains("was revoked")))
+    })
+    .await;
+    let c = get(&mut api, "edge-1").await.expect("registered again");
+    assert!(
+        !accepted(&c),
+        "a revoked key is never readmitted by a policy"
+    );
+    agent.stop().await;
+    hub.stop().await;
+}

@@ -286,6 +286,22 @@ pub trait Backend: Send + Sync + 'static {
     /// Lists objects of a kind (matched case-insensitively against kind, plural resource or
     /// short name), optionally in one namespace.
     async fn list(&self, kind: &str, namespace: Option<&str>) -> Result<Vec<Value>, BackendError>;
+    /// Lists objects of a kind served by one API group only (`""`: the core group), so that
+    /// two groups' kinds of one name (`cluster.x-k8s.io` Clusters and another group's) are
+    /// never confused. The default filters [`Backend::list`] by each object's `apiVersion`.
+    async fn list_in_group(
+        &self,
+        group: &str,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> Result<Vec<Value>, BackendError> {
+        Ok(self
+            .list(kind, namespace)
+            .await?
+            .into_iter()
+            .filter(|o| group_of(o) == group)
+            .collect())
+    }
     /// The anchor of a work's resources on the cluster, created if missing: an owner reference
     /// the agent adds to every resource the work would delete. `None` when the backend has no
     /// garbage collector (the simulated cluster).
@@ -345,6 +361,14 @@ impl WeakDriftSignal {
     pub fn same(&self, other: &WeakDriftSignal) -> bool {
         std::sync::Weak::ptr_eq(&self.0, &other.0)
     }
+}
+
+/// The API group of an object's `apiVersion` (`""` for the core group's `v1`).
+pub fn group_of(o: &Value) -> &str {
+    o["apiVersion"]
+        .as_str()
+        .and_then(|v| v.rsplit_once('/'))
+        .map_or("", |(g, _)| g)
 }
 
 /// Whether `query` names `kind`: the kind, its plural resource or a common short name, in any

@@ -340,7 +340,12 @@ impl WorkManager {
     /// Answers a proxy query from the hub.
     pub async fn proxy(&self, req: &ProxyRequest) -> ProxyResponse {
         let ns = (!req.namespace.is_empty()).then_some(req.namespace.as_str());
-        match self.backend.list(&req.kind, ns).await {
+        let listed = if req.group_given || !req.group.is_empty() {
+            self.backend.list_in_group(&req.group, &req.kind, ns).await
+        } else {
+            self.backend.list(&req.kind, ns).await
+        };
+        match listed {
             Ok(objects) => {
                 let objects: Vec<Vec<u8>> = objects
                     .into_iter()

@@ -13,8 +13,29 @@
 //!   template: '{"labels": {"tier": "edge"}, "clusterSet": "edge"}'
 //! ```
 //!
-//! Unlike Clusterpedia's `policy.clusterpedia.io` policy, the expressions are CEL (variable
-//! `source`), not Go templates.
+//!
+//! or Kubernetes objects listed through the agents of management clusters (Cluster API):
+//!
+//! ```yaml
+//! apiVersion: cluster.flotilla.io/v1alpha1
+//! kind: ClusterImportPolicy
+//! metadata: {name: capi}
+//! spec:
+//!   source:
+//!     group: cluster.x-k8s.io
+//!     resource: clusters
+//!     versions: [v1beta1]
+//!     clusters: [mgmt-1]
+//!   references:
+//!   - {resource: secrets, namespace: source.metadata.namespace,
+//!      name: 'source.metadata.name + "-kubeconfig"', key: kubeconfig}
+//!   nameTemplate: source.metadata.name
+//!   creationCondition: 'source.status.phase == "Provisioned"'
+//!   template: '{"labels": {"provider": "capi"}}'
+//! ```
+//!
+//! Unlike Clusterpedia's `policy.clusterpedia.io` policy, the expressions are CEL (variables
+//! `source` and `references`), not Go templates.
 
 use super::meta::{Condition, Metadata, conditions};
 use crate::importpolicy::{CLUSTER_FLOTILLA_V1ALPHA1, KIND};
@@ -55,6 +76,33 @@ pub struct ClusterImportPolicySpec {
     /// CEL: import only when true.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub creation_condition: String,
+    /// Objects read on the source's spoke (object sources).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub references: Vec<ImportReference>,
+}
+
+/// `spec.references[]`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ImportReference {
+    /// API group (empty: the core group).
+    #[serde(default)]
+    pub group: String,
+    /// Resource (plural).
+    #[serde(default)]
+    pub resource: String,
+    /// Versions (empty: any).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub versions: Vec<String>,
+    /// CEL: the namespace (empty: cluster-scoped).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    /// CEL: the name.
+    #[serde(default)]
+    pub name: String,
+    /// Later expressions read it as `references.<key>`.
+    #[serde(default)]
+    pub key: String,
 }
 
 /// `spec.source`.
@@ -97,6 +145,13 @@ pub struct ClusterImportPolicyStatus {
     /// The generation the counts are for.
     #[serde(default)]
     pub observed_generation: i64,
+    /// Source objects in the last complete lists (object sources).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub sources: i32,
+}
+
+fn is_zero(n: &i32) -> bool {
+    *n == 0
 }
 
 impl ClusterImportPolicy {
@@ -130,6 +185,18 @@ impl ClusterImportPolicy {
                 name_template: s.name_template.clone(),
                 template: s.template.clone(),
                 creation_condition: s.creation_condition.clone(),
+                references: s
+                    .references
+                    .iter()
+                    .map(|r| v1::ImportReference {
+                        group: r.group.clone(),
+                        resource: r.resource.clone(),
+                        versions: r.versions.clone(),
+                        namespace: r.namespace.clone(),
+                        name: r.name.clone(),
+                        key: r.key.clone(),
+                    })
+                    .collect(),
             }),
             status: None,
         };
@@ -160,6 +227,18 @@ impl From<&v1::ClusterImportPolicy> for ClusterImportPolicy {
                 name_template: spec.name_template,
                 template: spec.template,
                 creation_condition: spec.creation_condition,
+                references: spec
+                    .references
+                    .into_iter()
+                    .map(|r| ImportReference {
+                        group: r.group,
+                        resource: r.resource,
+                        versions: r.versions,
+                        namespace: r.namespace,
+                        name: r.name,
+                        key: r.key,
+                    })
+                    .collect(),
             },
             status: p.status.as_ref().map(|s| ClusterImportPolicyStatus {
                 conditions: conditions(&s.conditions),
@@ -167,6 +246,7 @@ impl From<&v1::ClusterImportPolicy> for ClusterImportPolicy {
                 adopted: s.adopted,
                 errors: s.errors.clone(),
                 observed_generation: s.observed_generation,
+                sources: s.sources,
             }),
         }
     }
@@ -224,8 +304,77 @@ spec:
             resource: "clusters".into(),
             ..Default::default()
         });
+        o.spec.name_template.clear();
+        let e = o.to_proto().unwrap_err().join("\n");
+        for field in [
+            "spec.source.clusters: required",
+            "spec.nameTemplate: required",
+        ] {
+            assert!(e.contains(field), "{field} missing in {e}");
+        }
+        o.spec.source = Some(ImportSource {
+            group: "registration.flotilla.io".into(),
+            resource: "clusters".into(),
+            ..Default::default()
+        });
         let e = o.to_proto().unwrap_err().join("");
-        assert!(e.contains("cluster.x-k8s.io/clusters is not served"), "{e}");
+        assert!(
+            e.contains("registration.flotilla.io/clusters is not served"),
+            "{e}"
+        );
+    }
+
+    const CAPI: &str = r#"
+apiVersion: cluster.flotilla.io/v1alpha1
+kind: ClusterImportPolicy
+metadata: {name: capi}
+spec:
+  source:
+    group: cluster.x-k8s.io
+    resource: clusters
+    versions: [v1beta1]
+    clusters: [mgmt-1]
+  references:
+  - {resource: secrets, namespace: source.metadata.namespace, name: 'source.metadata.name + "-kubeconfig"', key: kubeconfig}
+  - {resource: configmaps, namespace: source.metadata.namespace, name: 'references.kubeconfig.metadata.name', key: extra}
+  nameTemplate: source.metadata.name
+  creationCondition: 'source.status.phase == "Provisioned"'
+  template: '{"labels": {"provider": "capi"}, "taints": [], "leaseDurationSeconds": 60}'
+"#;
+
+    #[test]
+    fn the_capi_example_parses() {
+        let o: ClusterImportPolicy =
+            serde_yaml::from_str(include_str!("../../../examples/importpolicy-capi.yaml")).unwrap();
+        let p = o.to_proto().expect("the example is valid");
+        let spec = p.spec.unwrap();
+        assert_eq!(spec.source.unwrap().clusters, ["mgmt-1"]);
+        assert_eq!(spec.references[0].key, "kubeconfig");
+    }
+
+    #[test]
+    fn object_source_round_trips_and_its_references_are_checked() {
+        let o: ClusterImportPolicy = serde_yaml::from_str(CAPI).unwrap();
+        let p = o.to_proto().unwrap();
+        assert_eq!(p.spec.as_ref().unwrap().references.len(), 2);
+        assert_eq!(ClusterImportPolicy::from(&p), o);
+
+        let mut bad = o.clone();
+        bad.spec.references[1].key = "kubeconfig".into();
+        bad.spec.references[0].name.clear();
+        bad.spec.source.as_mut().unwrap().clusters = vec!["Mgmt_1".into()];
+        let e = bad.to_proto().unwrap_err().join("\n");
+        for field in [
+            "spec.references[1].key: \"kubeconfig\" is used twice",
+            "spec.references[0].name: required",
+            "spec.source.clusters[0]",
+        ] {
+            assert!(e.contains(field), "{field} missing in {e}");
+        }
+        let mut reg: ClusterImportPolicy = serde_yaml::from_str(YAML).unwrap();
+        reg.spec.references = o.spec.references.clone();
+        let e = reg.to_proto().unwrap_err().join("");
+        assert!(e.contains("spec.references: a registration"), "{e}");
     }
 
     #[test]

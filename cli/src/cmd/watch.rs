@@ -34,6 +34,9 @@ pub enum WatchWhat {
         #[arg(short = 'n', long)]
         namespace: Option<String>,
     },
+    /// ClusterImportPolicies: current state, then every change including status.
+    #[command(alias = "importpolicy", alias = "clusterimportpolicies")]
+    Importpolicies,
 }
 
 /// Runs `watch`.
@@ -75,6 +78,15 @@ pub async fn run(hub: &Hub, format: Format, what: WatchWhat) -> Result<()> {
                 })
             })
             .await
+        }
+        WatchWhat::Importpolicies => {
+            let r = flotilla_api::v1::ListImportPoliciesRequest {};
+            let stream = hub
+                .call(hub.import_policies().watch_import_policies(r))
+                .await?;
+            let change =
+                |ev: flotilla_api::v1::ImportPolicyEvent| Some(Change::of(ev.r#type, ev.policy?));
+            follow(hub, format, stream, &[], &[], change).await
         }
     }
 }

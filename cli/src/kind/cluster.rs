@@ -123,7 +123,7 @@ pub fn describe(c: &ManagedCluster) -> String {
 }
 
 /// The agent identity part of `describe cluster`: the bound and waiting keys by fingerprint, an
-/// outstanding join credential, the last refused registration.
+/// outstanding join credential, the last refused registration, and what created the cluster.
 fn identity_block(c: &ManagedCluster) -> String {
     let hub = c.hub.clone().unwrap_or_default();
     let shown = |k: &str| {
@@ -169,5 +169,14 @@ fn identity_block(c: &ManagedCluster) -> String {
     if !hub.last_refusal.is_empty() {
         s.push_str(&format!("  Last refusal:      {}\n", hub.last_refusal));
     }
+    use flotilla_api::v1::ClusterOrigin;
+    let origin = match ClusterOrigin::try_from(hub.origin).unwrap_or_default() {
+        ClusterOrigin::Registration => "its agent's registration",
+        ClusterOrigin::Document => "a ManagedCluster document",
+        ClusterOrigin::Join => "a join credential",
+        ClusterOrigin::Import => "a ClusterImportPolicy (deleted with its source)",
+        ClusterOrigin::Unspecified => "unknown (by hand, or before origins were recorded)",
+    };
+    s.push_str(&format!("  Created from:      {origin}\n"));
     s
 }

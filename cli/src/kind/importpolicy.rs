@@ -22,7 +22,13 @@ impl Kind for ClusterImportPolicy {
             .spec
             .source
             .as_ref()
-            .map(|s| format!("{}/{}", s.group, s.resource))
+            .map(|s| {
+                if s.clusters.is_empty() {
+                    format!("{}/{}", s.group, s.resource)
+                } else {
+                    format!("{}/{} on {}", s.group, s.resource, s.clusters.join(","))
+                }
+            })
             .unwrap_or_default();
         let ready = status
             .conditions
@@ -56,6 +62,37 @@ pub fn describe(p: &ClusterImportPolicy) -> String {
         "Source:             {}/{}",
         source.group, source.resource
     );
+    if !source.clusters.is_empty() {
+        let versions = if source.versions.is_empty() {
+            "any".to_string()
+        } else {
+            source.versions.join(", ")
+        };
+        let _ = writeln!(
+            out,
+            "Listed on:          {} (versions: {versions}; {} objects in the last lists)",
+            source.clusters.join(", "),
+            status.sources
+        );
+    }
+    if !o.spec.name_template.is_empty() {
+        let _ = writeln!(out, "Name template:      {}", o.spec.name_template);
+    }
+    for r in &o.spec.references {
+        let group = if r.group.is_empty() { "core" } else { &r.group };
+        let _ = writeln!(
+            out,
+            "Reference {}:       {group}/{} namespace {} name {}",
+            r.key,
+            r.resource,
+            if r.namespace.is_empty() {
+                "(none)"
+            } else {
+                &r.namespace
+            },
+            r.name
+        );
+    }
     let or_all = |s: &str| {
         if s.is_empty() {
             "(every one)".to_string()
@@ -82,7 +119,7 @@ pub fn describe(p: &ClusterImportPolicy) -> String {
     for c in &status.conditions {
         let _ = writeln!(
             out,
-            "  {:<8} {:<6} {:<16} {}",
+            "  {:<13} {:<6} {:<17} {}",
             c.type_, c.status, c.reason, c.message
         );
     }

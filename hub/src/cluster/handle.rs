@@ -108,6 +108,10 @@ pub enum AdminEdit {
     SetLease(i32),
     /// An OCM ManagedCluster document: creates the cluster ahead of its agent, or edits it.
     Apply(Box<ManagedCluster>),
+    /// A ClusterImportPolicy's one write: creates the cluster ahead of its agent (origin
+    /// IMPORT) or relabels, taints, sets the lease of and accepts it, in one persist, with the
+    /// checks of [`AdminEdit::Accept`]`(None)`.
+    Import(Box<flotilla_api::v1::ImportEdit>),
 }
 
 /// Messages a cluster actor handles.

@@ -235,6 +235,7 @@ fn encode_edit(cluster: &str, edit: AdminEdit) -> cluster_edit::Edit {
         }),
         AdminEdit::SetLease(seconds) => Edit::SetLease(seconds),
         AdminEdit::Apply(c) => Edit::Apply(*c),
+        AdminEdit::Import(i) => Edit::Import(*i),
     }
 }
 
@@ -278,6 +279,7 @@ fn decode_edit(edit: cluster_edit::Edit) -> AdminEdit {
         },
         Edit::SetLease(s) => AdminEdit::SetLease(s),
         Edit::Apply(c) => AdminEdit::Apply(Box::new(c)),
+        Edit::Import(i) => AdminEdit::Import(Box::new(i)),
     }
 }
 
@@ -333,6 +335,13 @@ mod tests {
                 remove: vec!["old".into()],
             }),
             Call::Edit(AdminEdit::SetLease(90)),
+            Call::Edit(AdminEdit::Import(Box::new(flotilla_api::v1::ImportEdit {
+                policy: "capi".into(),
+                create: true,
+                accept: true,
+                lease_duration_seconds: 60,
+                ..Default::default()
+            }))),
             Call::Join {
                 ttl: Duration::from_secs(600),
                 accept: true,

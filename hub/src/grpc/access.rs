@@ -18,7 +18,7 @@
 //! | `flotilla.v1.PolicyService` | | `GetPolicy`, `ListPolicies`, `GetPolicyDetails`, `WatchPolicies`, `ListPlacementBindings`, `ListPolicySets`, `ListPlacementRules` | | `ApplyPolicy`, `DeletePolicy`, `ApplyPlacementBinding`, `DeletePlacementBinding`, `ApplyPolicySet`, `DeletePolicySet`, `ApplyPlacementRule`, `DeletePlacementRule` |
 //! | `flotilla.v1.ReplicaSetService` | | `GetReplicaSet`, `ListReplicaSets`, `WatchReplicaSets` | | `ApplyReplicaSet`, `DeleteReplicaSet`, `Rollout` |
 //! | `flotilla.v1.ServiceAccountService` | | `GetManagedServiceAccount`, `ListManagedServiceAccounts` | `GetManagedServiceAccountToken` | `ApplyManagedServiceAccount`, `DeleteManagedServiceAccount` |
-//! | `flotilla.v1.ImportPolicyService` | | `GetImportPolicy`, `ListImportPolicies` | | `ApplyImportPolicy`, `DeleteImportPolicy` |
+//! | `flotilla.v1.ImportPolicyService` | | `GetImportPolicy`, `ListImportPolicies`, `WatchImportPolicies` | | `ApplyImportPolicy`, `DeleteImportPolicy` |
 //! | `flotilla.v1.MirrorPeerService` | | `GetMirrorPeer`, `ListMirrorPeers` | | `ApplyMirrorPeer`, `DeleteMirrorPeer` |
 //! | `flotilla.v1.AddOnService` | | `GetClusterManagementAddOn`, `ListClusterManagementAddOns`, `GetManagedClusterAddOn`, `ListManagedClusterAddOns`, `WatchManagedClusterAddOns`, `GetAddOnTemplate`, `ListAddOnTemplates`, `GetAddOnDeploymentConfig`, `ListAddOnDeploymentConfigs` | | `ApplyClusterManagementAddOn`, `DeleteClusterManagementAddOn`, `ApplyManagedClusterAddOn`, `DeleteManagedClusterAddOn`, `ApplyAddOnTemplate`, `DeleteAddOnTemplate`, `ApplyAddOnDeploymentConfig`, `DeleteAddOnDeploymentConfig`, `EnableAddOn`, `DisableAddOn` |
 //!
@@ -169,6 +169,7 @@ pub const TABLE: &[(&str, &[(&str, Access)])] = &[
             ("GetImportPolicy", Read),
             ("ListImportPolicies", Read),
             ("DeleteImportPolicy", Write),
+            ("WatchImportPolicies", Read),
         ],
     ),
     (

@@ -5,7 +5,7 @@ use crate::grpc::guard;
 use crate::importpolicy::{ImportError, ImportPolicies};
 use flotilla_api::v1::import_policy_service_server::ImportPolicyService;
 use flotilla_api::v1::{
-    ClusterImportPolicy, DeleteImportPolicyResponse, GetImportPolicyRequest,
+    ClusterImportPolicy, DeleteImportPolicyResponse, GetImportPolicyRequest, ImportPolicyEvent,
     ListImportPoliciesRequest, ListImportPoliciesResponse,
 };
 use tonic::{Request, Response, Status};
@@ -73,5 +73,21 @@ impl ImportPolicyService for ImportPolicyApi {
         guard::object("name", &r.name)?;
         self.policies.delete(&r.name).await?;
         Ok(Response::new(DeleteImportPolicyResponse {}))
+    }
+
+    type WatchImportPoliciesStream = super::WatchStream<ImportPolicyEvent>;
+
+    async fn watch_import_policies(
+        &self,
+        _request: Request<ListImportPoliciesRequest>,
+    ) -> Result<Response<Self::WatchImportPoliciesStream>, Status> {
+        Ok(Response::new(super::watch(
+            self.policies.views(),
+            |_, _| true,
+            |ty, p: &ClusterImportPolicy| ImportPolicyEvent {
+                r#type: ty as i32,
+                policy: Some(p.clone()),
+            },
+        )))
     }
 }

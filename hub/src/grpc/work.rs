@@ -409,6 +409,7 @@ impl WorkService for WorkApi {
             kind: r.kind,
             namespace: r.namespace,
             name: r.name,
+            ..Default::default()
         };
         let ev = Event::new(
             types::proxy_request(),

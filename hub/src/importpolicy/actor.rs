@@ -1,19 +1,29 @@
 //! The import policies' task: the only writer of both buckets. It answers applies and deletes,
 //! follows the cluster inventory (changes gathered for [`ImportConfig::debounce`], and a pass at
-//! least every [`ImportConfig::resync`] to retry what failed), and carries each
-//! [`rules::Plan`] out: records first (a crash re-applies the edit), then the clusters' edits
-//! through their actors — labels, then acceptance, which keeps the actor's revoked-key checks.
+//! least every [`ImportConfig::resync`] to retry what failed), lists object sources through
+//! their spokes' agents every [`ImportConfig::poll`] (in tasks it owns, so an agent that does
+//! not answer never holds an apply up), and carries each [`rules::Plan`] out: records first (a
+//! crash re-applies the edit), then one write per cluster through its actor
+//! ([`AdminEdit::Import`], which keeps the actor's revoked-key checks), then deletions through
+//! the cluster's delete path (which revokes its keys in secure mode), each record dropped once
+//! its cluster is gone.
+//!
+//! [`ImportConfig::debounce`]: super::ImportConfig::debounce
+//! [`ImportConfig::resync`]: super::ImportConfig::resync
+//! [`ImportConfig::poll`]: super::ImportConfig::poll
 
 use super::compiled::CompiledPolicy;
-use super::rules::{self, Edit, Plan, Tally};
-use super::{Buckets, Deps, ImportError, Views};
-use crate::cluster::AdminEdit;
-use flotilla_api::importpolicy::CONDITION_READY;
-use flotilla_api::meta::{set_condition, status};
-use flotilla_api::v1::{ClusterImportPolicy, ClusterImportPolicyStatus, ImportRecord};
+use super::rules::{self, Edit, Listing, Plan, Tally};
+use super::{Buckets, Deps, ImportError, Views, source};
+use crate::cluster::{AdminEdit, ClusterError};
+use flotilla_api::importpolicy::{CONDITION_READY, CONDITION_SOURCES_LISTED};
+use flotilla_api::meta::{remove_condition, set_condition, status};
+use flotilla_api::v1::{ClusterImportPolicy, ClusterImportPolicyStatus, ImportEdit, ImportRecord};
 use futures::StreamExt;
 use std::collections::BTreeMap;
+use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -28,6 +38,13 @@ pub enum Msg {
     Delete(String, Reply<()>),
 }
 
+/// One policy's lists, as a poll brings them back.
+struct Polled {
+    policy: String,
+    generation: i64,
+    lists: BTreeMap<String, Listing>,
+}
+
 struct Actor {
     buckets: Buckets,
     deps: Deps,
@@ -35,6 +52,12 @@ struct Actor {
     policies: BTreeMap<String, ClusterImportPolicy>,
     compiled: BTreeMap<String, CompiledPolicy>,
     records: BTreeMap<String, ImportRecord>,
+    /// Object sources: the latest list of each spoke, by policy.
+    lists: BTreeMap<String, BTreeMap<String, Listing>>,
+    /// Polls in flight (at most one per policy), stopped with the task.
+    polls: JoinSet<Polled>,
+    /// The policy each poll in flight is for.
+    polling: std::collections::HashMap<tokio::task::Id, String>,
 }
 
 /// Spawns the task.
@@ -54,6 +77,9 @@ pub(super) fn spawn(
         policies: BTreeMap::new(),
         compiled: BTreeMap::new(),
         records: records.into_iter().map(|(k, r, _)| (k, r)).collect(),
+        lists: BTreeMap::new(),
+        polls: JoinSet::new(),
+        polling: Default::default(),
     };
     for (_, p, rev) in policies {
         actor.adopt(p, rev);
@@ -66,6 +92,8 @@ impl Actor {
     async fn run(mut self, mut rx: mpsc::Receiver<Msg>, mut shutdown: watch::Receiver<bool>) {
         let mut changes = self.deps.inventory.subscribe();
         let mut resync = tokio::time::interval(self.deps.config.resync);
+        let mut poll = tokio::time::interval(self.deps.config.poll.max(Duration::from_millis(10)));
+        poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut due: Option<Instant> = Some(Instant::now());
         loop {
             let wake = due.unwrap_or_else(|| Instant::now() + self.deps.config.resync);
@@ -87,6 +115,20 @@ impl Actor {
                 _ = resync.tick() => {
                     due.get_or_insert(Instant::now());
                 }
+                _ = poll.tick() => self.poll(),
+                Some(done) = self.polls.join_next_with_id(), if !self.polls.is_empty() => {
+                    match done {
+                        Ok((id, polled)) => {
+                            self.polling.remove(&id);
+                            self.listed(polled);
+                            due = Some(Instant::now());
+                        }
+                        Err(e) => {
+                            let policy = self.polling.remove(&e.id());
+                            tracing::warn!(?policy, error = %e, "import source poll failed");
+                        }
+                    }
+                }
                 _ = tokio::time::sleep_until(wake), if due.is_some() => {
                     due = None;
                     if !self.policies.is_empty() || !self.records.is_empty() {
@@ -101,7 +143,18 @@ impl Actor {
     async fn handle(&mut self, msg: Msg) {
         match msg {
             Msg::Apply(p, reply) => {
-                let _ = reply.send(self.apply(*p).await);
+                let applied = self.apply(*p).await;
+                if let Ok(p) = &applied {
+                    let name = p
+                        .metadata
+                        .as_ref()
+                        .map(|m| m.name.clone())
+                        .unwrap_or_default();
+                    // The source may have changed: its lists are made again, now.
+                    self.lists.remove(&name);
+                    self.poll_one(&name);
+                }
+                let _ = reply.send(applied);
             }
             Msg::Delete(name, reply) => {
                 let _ = reply.send(self.delete(&name).await);
@@ -129,10 +182,7 @@ impl Actor {
                 self.compiled.remove(&name);
             }
         }
-        self.views
-            .write()
-            .expect("views lock")
-            .insert(name.clone(), p.clone());
+        self.views.upsert(&name, p.clone());
         self.policies.insert(name, p);
     }
 
@@ -179,7 +229,8 @@ impl Actor {
         self.buckets.policies.purge(name).await?;
         self.policies.remove(name);
         self.compiled.remove(name);
-        self.views.write().expect("views lock").remove(name);
+        self.lists.remove(name);
+        self.views.remove(name);
         tracing::info!(policy = %name, "ClusterImportPolicy deleted; its clusters stay");
         Ok(())
     }
@@ -195,8 +246,71 @@ impl Actor {
             clusters: &clusters,
             records: &self.records,
             secure: self.deps.secure,
+            lists: &self.lists,
         });
+        // Every list counts once.
+        for listing in self.lists.values_mut().flat_map(|l| l.values_mut()) {
+            listing.fresh = false;
+        }
         self.execute(plan).await;
+    }
+
+    /// Starts a poll of every object source not being polled.
+    fn poll(&mut self) {
+        let names: Vec<String> = self
+            .compiled
+            .values()
+            .filter(|p| p.is_object_source())
+            .map(|p| p.name.clone())
+            .collect();
+        for name in names {
+            self.poll_one(&name);
+        }
+    }
+
+    fn poll_one(&mut self, name: &str) {
+        let Some(p) = self.compiled.get(name).filter(|p| p.is_object_source()) else {
+            return;
+        };
+        if self.polling.values().any(|n| n == name) {
+            return;
+        }
+        let p = p.clone();
+        let agents = self.deps.agents.clone();
+        let span = tracing::debug_span!("import_poll", policy = %p.name);
+        let task = self.polls.spawn(
+            async move {
+                let lists = source::list_all(&agents, &p).await;
+                Polled {
+                    policy: p.name,
+                    generation: p.generation,
+                    lists,
+                }
+            }
+            .instrument(span),
+        );
+        self.polling.insert(task.id(), name.to_string());
+    }
+
+    /// Keeps a poll's lists, unless the policy changed meanwhile.
+    fn listed(&mut self, polled: Polled) {
+        for (spoke, l) in &polled.lists {
+            match &l.result {
+                Ok(objects) => {
+                    tracing::debug!(policy = %polled.policy, %spoke, objects = objects.len(), "import source listed")
+                }
+                Err(e) => {
+                    tracing::debug!(policy = %polled.policy, %spoke, error = %e, "import source not listed")
+                }
+            }
+        }
+        let current = self
+            .compiled
+            .get(&polled.policy)
+            .is_some_and(|p| p.generation == polled.generation);
+        if current {
+            self.lists.insert(polled.policy, polled.lists);
+        }
     }
 
     async fn execute(&mut self, plan: Plan) {
@@ -204,6 +318,7 @@ impl Actor {
             records_put,
             records_delete,
             edits,
+            deletes,
             statuses,
         } = plan;
         for key in records_delete {
@@ -240,10 +355,58 @@ impl Actor {
             .filter(|e| self.records.contains_key(&e.cluster))
             .collect();
         let clusters = &self.deps.clusters;
-        futures::stream::iter(edits)
-            .for_each_concurrent(self.deps.config.concurrency.max(1), |e| edit(clusters, e))
+        let policies: BTreeMap<String, String> = self
+            .records
+            .iter()
+            .map(|(k, r)| (k.clone(), r.policy.clone()))
+            .collect();
+        let refused: Vec<(String, String)> = futures::stream::iter(edits)
+            .map(|e| {
+                let policy = policies.get(&e.cluster).cloned().unwrap_or_default();
+                edit(clusters, policy, e)
+            })
+            .buffer_unordered(self.deps.config.concurrency.max(1))
+            .filter_map(|r| async move { r })
+            .collect()
             .await;
+        let mut statuses = statuses;
+        // A refused write (a revoked key, another key waiting) is the policy's to show.
+        for (policy, why) in refused {
+            if let Some(t) = statuses.get_mut(&policy) {
+                t.error(why);
+            }
+        }
+        for cluster in deletes {
+            if self.delete_cluster(&cluster).await {
+                match self.buckets.records.purge(&cluster).await {
+                    Ok(()) => {
+                        self.records.remove(&cluster);
+                    }
+                    Err(e) => {
+                        tracing::warn!(%cluster, error = %e, "import record not removed")
+                    }
+                }
+            }
+        }
         self.publish(statuses).await;
+    }
+
+    /// Deletes a cluster the policy created, through its actor (which revokes its keys in
+    /// secure mode and fails closed); whether it is gone.
+    async fn delete_cluster(&self, cluster: &str) -> bool {
+        let Some(handle) = self.deps.clusters.get(cluster) else {
+            return true;
+        };
+        match handle.delete().await {
+            Ok(()) | Err(ClusterError::NotFound(_)) => {
+                tracing::info!(%cluster, "cluster deleted: its import source is gone");
+                true
+            }
+            Err(e) => {
+                tracing::warn!(%cluster, error = %e, "cluster of a gone import source not deleted; retried");
+                false
+            }
+        }
     }
 
     /// Stores the counts of every policy whose status changed.
@@ -277,6 +440,7 @@ fn set_status(p: &mut ClusterImportPolicy, t: &Tally, generation: i64) -> bool {
         .get_or_insert_with(ClusterImportPolicyStatus::default);
     s.imported = t.imported;
     s.adopted = t.adopted;
+    s.sources = t.sources;
     s.errors.clone_from(&t.errors);
     s.observed_generation = generation;
     let (state, reason, message) = if t.errors.is_empty() {
@@ -298,30 +462,87 @@ fn set_status(p: &mut ClusterImportPolicy, t: &Tally, generation: i64) -> bool {
         )
     };
     set_condition(&mut s.conditions, CONDITION_READY, state, reason, &message);
+    if t.object_source {
+        let (state, reason, message) = if t.unlisted.is_empty() {
+            (
+                status::TRUE,
+                "Listed",
+                format!("{} source objects listed", t.sources),
+            )
+        } else {
+            let which: Vec<String> = t
+                .unlisted
+                .iter()
+                .take(flotilla_api::importpolicy::MAX_STATUS_ERRORS)
+                .map(|(spoke, why)| format!("{spoke}: {why}"))
+                .collect();
+            (
+                status::FALSE,
+                "SourceUnreachable",
+                format!(
+                    "not listed (nothing created or deleted from them): {}",
+                    which.join("; ")
+                ),
+            )
+        };
+        set_condition(
+            &mut s.conditions,
+            CONDITION_SOURCES_LISTED,
+            state,
+            reason,
+            &message,
+        );
+    } else {
+        remove_condition(&mut s.conditions, CONDITION_SOURCES_LISTED);
+    }
     p.status != before
 }
 
-/// One cluster's edit: labels, then acceptance (the actor refuses a revoked key).
-async fn edit(clusters: &crate::cluster::Clusters, e: Edit) {
-    let Some(handle) = clusters.get(&e.cluster) else {
-        return;
-    };
-    if !e.set_labels.is_empty() || !e.remove_labels.is_empty() {
-        let label = AdminEdit::Label {
-            set: e.set_labels,
-            remove: e.remove_labels,
-        };
-        if let Err(err) = handle.edit(label).await {
-            tracing::debug!(cluster = %e.cluster, error = %err, "import labels not set");
-            return;
-        }
-    }
-    if e.accept {
-        match handle.edit(AdminEdit::Accept(None)).await {
-            Ok(_) => tracing::info!(cluster = %e.cluster, "accepted by its ClusterImportPolicy"),
+/// One cluster's write: created, or labelled, tainted, leased and accepted (the actor refuses
+/// a revoked key and never binds one). A refusal comes back as `(policy, why)`.
+async fn edit(
+    clusters: &crate::cluster::Clusters,
+    policy: String,
+    e: Edit,
+) -> Option<(String, String)> {
+    let handle = if e.create {
+        match clusters.get_or_spawn(&e.cluster) {
+            Ok(h) => h,
             Err(err) => {
-                tracing::debug!(cluster = %e.cluster, error = %err, "import acceptance refused")
+                tracing::debug!(cluster = %e.cluster, error = %err, "import: no actor for the new cluster");
+                return None;
             }
+        }
+    } else {
+        clusters.get(&e.cluster)?
+    };
+    let import = ImportEdit {
+        policy: policy.clone(),
+        create: e.create,
+        set_labels: e.set_labels,
+        remove_labels: e.remove_labels,
+        accept: e.accept,
+        has_taints: e.taints.is_some(),
+        taints: e.taints.unwrap_or_default(),
+        lease_duration_seconds: e.lease_seconds.unwrap_or(0),
+    };
+    match handle.edit(AdminEdit::Import(Box::new(import))).await {
+        Ok(_) if e.create => {
+            tracing::info!(cluster = %e.cluster, "created by its ClusterImportPolicy");
+            None
+        }
+        Ok(_) if e.accept => {
+            tracing::info!(cluster = %e.cluster, "accepted by its ClusterImportPolicy");
+            None
+        }
+        Ok(_) => None,
+        Err(err @ (ClusterError::Precondition(_) | ClusterError::Invalid(_))) => {
+            tracing::debug!(cluster = %e.cluster, error = %err, "import write refused");
+            Some((policy, format!("cluster {}: {err}", e.cluster)))
+        }
+        Err(err) => {
+            tracing::debug!(cluster = %e.cluster, error = %err, "import write failed; retried");
+            None
         }
     }
 }

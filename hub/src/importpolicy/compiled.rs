@@ -1,17 +1,36 @@
 //! A policy's CEL, compiled once per generation with the checks every Flotilla CEL goes through
-//! (`flotilla_placement::cel::compile_checked`: size, cost, free identifiers — only `source`),
-//! and the values the expressions see.
+//! (`flotilla_placement::cel::compile_checked`: size, cost, free identifiers), and the values
+//! the expressions see. The selector and the name template see `source` only; reference
+//! targets, the creation condition and the template see `source` and `references` (a map
+//! from each reference's key to the object read; a reference sees only the earlier ones).
 
 use cel::objects::{Key, Map};
 use cel::{Context, Program, Value};
-use flotilla_api::importpolicy::TEMPLATE_KEYS;
-use flotilla_api::v1::{ClusterImportPolicy, ManagedCluster};
+use flotilla_api::importpolicy::{TEMPLATE_KEYS, is_registrations};
+use flotilla_api::v1::{ClusterImportPolicy, ImportSource, ManagedCluster, Taint};
 use flotilla_placement::cel::{compile_checked, env};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-/// The one variable every expression sees.
+/// The source object (or registration) every expression sees.
 pub const SOURCE: &str = "source";
+/// The references read so far, by key.
+pub const REFERENCES: &str = "references";
+
+/// One reference, compiled.
+#[derive(Clone)]
+pub struct CompiledReference {
+    /// API group (`""`: core).
+    pub group: String,
+    /// Resource (plural).
+    pub resource: String,
+    /// Versions accepted (empty: any).
+    pub versions: Vec<String>,
+    /// The key later expressions read it under.
+    pub key: String,
+    namespace: Option<Arc<Program>>,
+    name: Arc<Program>,
+}
 
 /// A policy ready to evaluate.
 #[derive(Clone)]
@@ -22,8 +41,13 @@ pub struct CompiledPolicy {
     pub generation: i64,
     /// `group/resource` of its source.
     pub source_kind: String,
+    /// Its source (object sources: the spokes, group, resource and versions to list).
+    pub source: ImportSource,
+    /// Object sources: the references, in order.
+    pub references: Vec<CompiledReference>,
     selector: Option<Arc<Program>>,
     condition: Option<Arc<Program>>,
+    name_template: Option<Arc<Program>>,
     template: Arc<Program>,
 }
 
@@ -45,16 +69,46 @@ pub struct Template {
     pub cluster_set: Option<String>,
     /// Accept the cluster (default true).
     pub accept: bool,
+    /// Taints (the admin's taints of its own clusters), when the template has the key.
+    pub taints: Option<Vec<Taint>>,
+    /// The lease duration, when the template has the key.
+    pub lease_seconds: Option<i32>,
 }
 
-fn compile(field: &str, source: &str, errors: &mut Vec<String>) -> Option<Arc<Program>> {
+fn compile(
+    field: &str,
+    source: &str,
+    variables: &[&str],
+    errors: &mut Vec<String>,
+) -> Option<Arc<Program>> {
     if source.trim().is_empty() {
         return None;
     }
-    compile_checked(source, &[SOURCE])
+    compile_checked(source, variables)
         .map(Arc::new)
         .map_err(|e| errors.push(format!("{field}: {e}")))
         .ok()
+}
+
+/// What the expressions of one source object see.
+#[derive(Clone)]
+pub struct Vars {
+    /// `source`.
+    pub source: Value,
+    /// `references` (a map by key).
+    pub references: Value,
+}
+
+impl Vars {
+    /// A registration's or object's variables, no references yet.
+    pub fn of(source: Value) -> Self {
+        Self {
+            source,
+            references: Value::Map(Map {
+                map: Arc::new(HashMap::new()),
+            }),
+        }
+    }
 }
 
 impl CompiledPolicy {
@@ -63,13 +117,47 @@ impl CompiledPolicy {
         let mut errors = flotilla_api::importpolicy::validate(p);
         let spec = p.spec.clone().unwrap_or_default();
         let source = spec.source.clone().unwrap_or_default();
-        let selector = compile("spec.source.selector", &source.selector, &mut errors);
+        let both = [SOURCE, REFERENCES];
+        let selector = compile(
+            "spec.source.selector",
+            &source.selector,
+            &[SOURCE],
+            &mut errors,
+        );
         let condition = compile(
             "spec.creationCondition",
             &spec.creation_condition,
+            &both,
             &mut errors,
         );
-        let template = compile("spec.template", &spec.template, &mut errors);
+        let name_template = compile(
+            "spec.nameTemplate",
+            &spec.name_template,
+            &[SOURCE],
+            &mut errors,
+        );
+        let template = compile("spec.template", &spec.template, &both, &mut errors);
+        let mut references = Vec::new();
+        for (i, r) in spec.references.iter().enumerate() {
+            let field = format!("spec.references[{i}]");
+            let namespace = compile(
+                &format!("{field}.namespace"),
+                &r.namespace,
+                &both,
+                &mut errors,
+            );
+            let name = compile(&format!("{field}.name"), &r.name, &both, &mut errors);
+            if let Some(name) = name {
+                references.push(CompiledReference {
+                    group: r.group.clone(),
+                    resource: r.resource.clone(),
+                    versions: r.versions.clone(),
+                    key: r.key.clone(),
+                    namespace,
+                    name,
+                });
+            }
+        }
         match template {
             Some(template) if errors.is_empty() => Ok(Self {
                 name: p
@@ -79,38 +167,144 @@ impl CompiledPolicy {
                     .unwrap_or_default(),
                 generation: p.metadata.as_ref().map_or(0, |m| m.generation),
                 source_kind: flotilla_api::importpolicy::source_kind(&source),
+                source,
+                references,
                 selector,
                 condition,
+                name_template,
                 template,
             }),
             _ => Err(errors),
         }
     }
 
-    /// Whether the selector and the creation condition admit `source`.
-    pub fn admits(&self, source: &Value) -> Result<bool, String> {
-        let selected = match &self.selector {
-            Some(p) => truthy("spec.source.selector", run(p, source)?)?,
-            None => true,
-        };
-        if !selected {
-            return Ok(false);
-        }
-        match &self.condition {
-            Some(p) => truthy("spec.creationCondition", run(p, source)?),
+    /// Whether the source is objects listed on spokes (not registrations).
+    pub fn is_object_source(&self) -> bool {
+        !is_registrations(&self.source)
+    }
+
+    /// Whether the selector admits `source`.
+    pub fn selects(&self, vars: &Vars) -> Result<bool, String> {
+        match &self.selector {
+            Some(p) => truthy("spec.source.selector", run(p, vars)?),
             None => Ok(true),
         }
     }
 
-    /// What the template makes of `source`.
+    /// Whether the creation condition holds.
+    pub fn condition_holds(&self, vars: &Vars) -> Result<bool, String> {
+        match &self.condition {
+            Some(p) => truthy("spec.creationCondition", run(p, vars)?),
+            None => Ok(true),
+        }
+    }
+
+    /// Whether the selector and the creation condition admit `source`.
+    pub fn admits(&self, source: &Value) -> Result<bool, String> {
+        let vars = Vars::of(source.clone());
+        Ok(self.selects(&vars)? && self.condition_holds(&vars)?)
+    }
+
+    /// The cluster name `nameTemplate` renders (a DNS-1123 label).
+    pub fn cluster_name(&self, vars: &Vars) -> Result<String, String> {
+        let Some(p) = &self.name_template else {
+            return Err("spec.nameTemplate: none".into());
+        };
+        let name = string(
+            "spec.nameTemplate",
+            &run(p, vars).map_err(|e| format!("spec.nameTemplate: {e}"))?,
+        )?;
+        flotilla_api::names::validate_dns1123_label("spec.nameTemplate", &name)
+            .map_err(|e| e.to_string())?;
+        Ok(name)
+    }
+
+    /// Where reference `i` is: `(namespace, name)` (namespace empty: cluster-scoped), from
+    /// `vars` holding the references before it.
+    pub fn reference_target(&self, i: usize, vars: &Vars) -> Result<(String, String), String> {
+        let r = &self.references[i];
+        let field = format!("spec.references[{i}]");
+        let namespace = match &r.namespace {
+            Some(p) => string(
+                &format!("{field}.namespace"),
+                &run(p, vars).map_err(|e| format!("{field}.namespace: {e}"))?,
+            )?,
+            None => String::new(),
+        };
+        let name = string(
+            &format!("{field}.name"),
+            &run(&r.name, vars).map_err(|e| format!("{field}.name: {e}"))?,
+        )?;
+        if name.is_empty() || name.len() > 253 || namespace.len() > 63 {
+            return Err(format!(
+                "{field}: {namespace:?}/{name:?} is not an object's name"
+            ));
+        }
+        Ok((namespace, name))
+    }
+
+    /// What the template makes of `source` (and the references).
     pub fn template(&self, source: &Value) -> Result<Template, String> {
-        template_of(run(&self.template, source).map_err(|e| format!("spec.template: {e}"))?)
+        self.template_with(&Vars::of(source.clone()))
+    }
+
+    /// What the template makes of the variables.
+    pub fn template_with(&self, vars: &Vars) -> Result<Template, String> {
+        template_of(run(&self.template, vars).map_err(|e| format!("spec.template: {e}"))?)
     }
 }
 
-fn run(program: &Program, source: &Value) -> Result<Value, String> {
+/// Adds a reference's object under its key.
+pub fn with_reference(vars: &Vars, key: &str, object: Value) -> Vars {
+    let mut map = match &vars.references {
+        Value::Map(m) => (*m.map).clone(),
+        _ => HashMap::new(),
+    };
+    map.insert(Key::String(Arc::new(key.to_owned())), object);
+    Vars {
+        source: vars.source.clone(),
+        references: Value::Map(Map { map: Arc::new(map) }),
+    }
+}
+
+/// A JSON object as a CEL value, at most `MAX_DEPTH` deep (deeper parts become null: a
+/// spoke's objects are untrusted).
+pub fn json_value(v: &serde_json::Value) -> Value {
+    json_at(v, 0)
+}
+
+const MAX_DEPTH: usize = 32;
+
+fn json_at(v: &serde_json::Value, depth: usize) -> Value {
+    use serde_json::Value as J;
+    if depth > MAX_DEPTH {
+        return Value::Null;
+    }
+    match v {
+        J::Null => Value::Null,
+        J::Bool(b) => Value::Bool(*b),
+        J::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => Value::Int(i),
+            (None, Some(u), _) => Value::UInt(u),
+            (_, _, Some(f)) => Value::Float(f),
+            _ => Value::Null,
+        },
+        J::String(s) => text(s),
+        J::Array(a) => Value::List(Arc::new(a.iter().map(|x| json_at(x, depth + 1)).collect())),
+        J::Object(m) => Value::Map(Map {
+            map: Arc::new(
+                m.iter()
+                    .map(|(k, x)| (Key::String(Arc::new(k.clone())), json_at(x, depth + 1)))
+                    .collect(),
+            ),
+        }),
+    }
+}
+
+fn run(program: &Program, vars: &Vars) -> Result<Value, String> {
     let mut context = Context::with_env(env().clone());
-    context.add_variable_from_value(SOURCE, source.clone());
+    context.add_variable_from_value(SOURCE, vars.source.clone());
+    context.add_variable_from_value(REFERENCES, vars.references.clone());
     program.execute(&context).map_err(|e| e.to_string())
 }
 
@@ -152,6 +346,25 @@ fn template_of(v: Value) -> Result<Template, String> {
         match k.as_str() {
             "labels" => t.labels = labels(v)?,
             "clusterSet" => t.cluster_set = Some(string("spec.template.clusterSet", v)?),
+            "taints" => t.taints = Some(taints(v)?),
+            "leaseDurationSeconds" => {
+                let n = match v {
+                    Value::Int(n) => *n,
+                    Value::UInt(n) => i64::try_from(*n).unwrap_or(i64::MAX),
+                    other => {
+                        return Err(format!(
+                            "spec.template.leaseDurationSeconds: {:?} is not an int",
+                            other.type_of()
+                        ));
+                    }
+                };
+                if !(1..=3600).contains(&n) {
+                    return Err(format!(
+                        "spec.template.leaseDurationSeconds: {n} is outside 1..=3600"
+                    ));
+                }
+                t.lease_seconds = Some(n as i32);
+            }
             "hubAcceptsClient" => match v {
                 Value::Bool(b) => t.accept = *b,
                 other => {
@@ -189,6 +402,43 @@ fn labels(v: &Value) -> Result<BTreeMap<String, String>, String> {
             ))
         })
         .collect()
+}
+
+fn taints(v: &Value) -> Result<Vec<Taint>, String> {
+    let Value::List(items) = v else {
+        return Err("spec.template.taints: not a list of {key, value, effect}".into());
+    };
+    let mut out = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let field = format!("spec.template.taints[{i}]");
+        let Value::Map(m) = item else {
+            return Err(format!("{field}: not a map with key, value, effect"));
+        };
+        let mut t = Taint::default();
+        for (k, v) in m.map.iter() {
+            let Key::String(k) = k else {
+                return Err(format!("{field}: keys must be strings"));
+            };
+            match k.as_str() {
+                "key" => t.key = string(&format!("{field}.key"), v)?,
+                "value" => t.value = string(&format!("{field}.value"), v)?,
+                "effect" => t.effect = string(&format!("{field}.effect"), v)?,
+                other => {
+                    return Err(format!(
+                        "{field}: unknown key {other:?} (known: key, value, effect)"
+                    ));
+                }
+            }
+        }
+        if flotilla_api::taints::is_hub_taint(&t.key) {
+            return Err(format!("{field}.key: {:?} is maintained by the hub", t.key));
+        }
+        out.push(t);
+    }
+    // The cluster actor's own check, on a scratch cluster: the same errors as a document's.
+    crate::cluster::rules::apply_document_taints(&mut ManagedCluster::default(), &out)
+        .map_err(|e| format!("spec.template.{e}"))?;
+    Ok(out)
 }
 
 fn check_labels(t: &Template) -> Result<(), String> {

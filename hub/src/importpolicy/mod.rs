@@ -1,26 +1,32 @@
 //! ClusterImportPolicies (`cluster.flotilla.io/v1alpha1`): clusters that import themselves.
-//! A policy names a source kind — today the registration source, agents that registered and
-//! wait for acceptance — and every source its CEL selector and creation condition admit is
-//! accepted, labelled and put in its cluster set by the policy's CEL template, with no admin
-//! step. At most one policy holds a source kind.
+//! A policy names a source kind — the registration source (agents that registered and wait
+//! for acceptance), or Kubernetes objects listed through the agents of some spokes (Cluster
+//! API `Cluster`s on a management cluster) — and every source its CEL selector and creation
+//! condition admit becomes an accepted cluster, labelled, tainted and put in its cluster set
+//! by the policy's CEL template, with no admin step. An object source's cluster is created
+//! ahead of its agent and deleted with its source. At most one policy holds a source kind.
 //!
-//! - [`compiled`]: a policy's CEL, compiled once (variable `source`), and the source values.
-//! - [`rules`]: pure — the plan (records, cluster edits, counts) from a snapshot.
-//! - [`actor`]: the one task that owns the policies and records: applies, deletes, and carries
-//!   plans out (records first, then the clusters' edits through their actors).
+//! - [`compiled`]: a policy's CEL, compiled once (variables `source`, `references`), and the
+//!   source values.
+//! - [`source`]: object sources listed (and their references read) through the spokes' agents.
+//! - [`rules`]: pure — the plan (records, cluster creations, edits and deletions, counts) from
+//!   a snapshot.
+//! - [`actor`]: the one task that owns the policies and records: applies, deletes, polls the
+//!   object sources, and carries plans out (records first, then the clusters' writes through
+//!   their actors).
 //!
 //! KV buckets: `importpolicies` (`<name>`) and `importedclusters` (`<cluster>`: which policy
-//! holds the cluster, whether it made or adopted it, the labels it set).
+//! holds the cluster and from which source, whether it made or adopted it, the labels it set,
+//! how many complete lists in a row missed its source).
 
 pub mod actor;
 pub mod compiled;
 pub mod rules;
+pub mod source;
 
 use crate::store::{Bucket, StoreError};
 use flotilla_api::v1::{ClusterImportPolicy, ImportRecord};
 use flotilla_bus::jetstream::StreamOptions;
-use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use thiserror::Error;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -29,6 +35,11 @@ use tokio::sync::{mpsc, oneshot, watch};
 pub const POLICIES: &str = "importpolicies";
 /// KV bucket of the import records.
 pub const RECORDS: &str = "importedclusters";
+
+/// The default of [`ImportConfig::poll`], in seconds.
+pub const DEFAULT_POLL_SECONDS: u64 = 10;
+/// How long a spoke's agent has to answer a list.
+pub const LIST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Settings.
 #[derive(Debug, Clone)]
@@ -41,6 +52,9 @@ pub struct ImportConfig {
     pub concurrency: usize,
     /// The task's mailbox (default 256).
     pub mailbox: usize,
+    /// How often object sources are listed on their spokes (default 10 s,
+    /// `--import-poll-seconds`).
+    pub poll: Duration,
 }
 
 impl Default for ImportConfig {
@@ -50,6 +64,7 @@ impl Default for ImportConfig {
             resync: Duration::from_secs(5),
             concurrency: 64,
             mailbox: 256,
+            poll: Duration::from_secs(DEFAULT_POLL_SECONDS),
         }
     }
 }
@@ -113,12 +128,14 @@ pub struct Deps {
     pub clusters: crate::cluster::Clusters,
     /// Secure mode: acceptance needs a bound agent key.
     pub secure: bool,
+    /// Asks the spokes' agents (object sources), bounded by [`LIST_TIMEOUT`].
+    pub agents: flotilla_bus::publish::Publisher,
     /// Settings.
     pub config: ImportConfig,
 }
 
-/// The published policies, by name.
-type Views = Arc<RwLock<BTreeMap<String, ClusterImportPolicy>>>;
+/// The published policies, by name (followed by `WatchImportPolicies`).
+pub type Views = crate::inventory::Inventory<ClusterImportPolicy>;
 
 /// The hub's ClusterImportPolicies (cheap to clone).
 #[derive(Clone)]
@@ -143,7 +160,9 @@ impl ImportPolicies {
     ) -> Result<(Self, tokio::task::JoinHandle<()>), ImportError> {
         let policies = buckets.policies.load_all().await?;
         let records = buckets.records.load_all().await?;
-        let views: Views = Arc::default();
+        let views = Views::new(256);
+        let mut deps = deps;
+        deps.agents = deps.agents.with_timeout(LIST_TIMEOUT);
         let (tx, task) = actor::spawn(buckets, deps, views.clone(), policies, records, shutdown);
         Ok((Self { tx, views }, task))
     }
@@ -171,17 +190,20 @@ impl ImportPolicies {
 
     /// One policy.
     pub fn get(&self, name: &str) -> Option<ClusterImportPolicy> {
-        self.views.read().expect("views lock").get(name).cloned()
+        self.views.get(name).map(|p| (*p).clone())
     }
 
-    /// Every policy.
+    /// Every policy, by name.
     pub fn list(&self) -> Vec<ClusterImportPolicy> {
-        self.views
-            .read()
-            .expect("views lock")
-            .values()
-            .cloned()
-            .collect()
+        let mut all: Vec<(std::sync::Arc<str>, std::sync::Arc<ClusterImportPolicy>)> =
+            self.views.with_prefix("");
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all.into_iter().map(|(_, p)| (*p).clone()).collect()
+    }
+
+    /// The policies as they change (for watches).
+    pub fn views(&self) -> &Views {
+        &self.views
     }
 
     /// Deletes a policy; its clusters stay (their records go).

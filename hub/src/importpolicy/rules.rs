@@ -1,18 +1,28 @@
-//! The pure plan of import policies: from the compiled policies, the clusters and the import
-//! records, which records to write or drop and which clusters to label and accept. No I/O;
-//! [`super::actor`] carries a [`Plan`] out.
+//! The pure plan of import policies: from the compiled policies, the clusters, the import
+//! records and the object sources' latest lists, which records to write or drop, which clusters
+//! to create, edit or delete. No I/O; [`super::actor`] carries a [`Plan`] out.
 //!
 //! Rules:
 //! - A cluster without a record is matched against the registration policies: the selector
 //!   and the creation condition must both hold. A match makes a record: **created** when the
 //!   cluster was pending (the policy imports it), **adopted** when it was already accepted
 //!   (a hand-made or admin-accepted cluster: access fields only).
-//! - Own (created) clusters carry the template's labels and cluster set; labels the policy set
-//!   before and no longer wants are removed, nobody else's. Adopted ones are only accepted.
+//! - An object source's object that the selector admits names a cluster (`nameTemplate`); when
+//!   its references were read and the creation condition holds, a cluster of that name that
+//!   does not exist is **created** (ahead of its agent, origin IMPORT) and one that exists is
+//!   **adopted**. A name another source or policy holds is an error, never a takeover.
+//! - Own (created) clusters carry the template's labels, cluster set, taints and lease; labels
+//!   the policy set before and no longer wants are removed, nobody else's. Adopted ones are
+//!   only accepted.
 //! - Acceptance: never a denied cluster, never one with a second agent key waiting, and in
 //!   secure mode only one whose agent key is bound (a policy never binds keys).
+//! - An object source absent from **two consecutive complete** lists of its spoke: the cluster
+//!   is deleted when the policy created it (record `created` and origin IMPORT — a hand-made
+//!   or adopted cluster never is), else only its record goes. A failed list changes nothing;
+//!   a list counts once (only the first pass after it, `fresh`, moves the counters).
 //! - A record whose cluster or policy is gone is dropped (deleting a policy orphans its
-//!   clusters); a stored policy that does not compile keeps its records and changes nothing.
+//!   clusters), and so is one whose spoke left the policy's `source.clusters`; a stored
+//!   policy that does not compile keeps its records and changes nothing.
 
 use super::compiled::{CompiledPolicy, Template, registration_value};
 use crate::cluster::rules::{accepted, denied};
@@ -20,12 +30,19 @@ use flotilla_api::importpolicy::{
     MAX_STATUS_ERRORS, REGISTRATION_GROUP, REGISTRATIONS, source_kind,
 };
 use flotilla_api::meta::CLUSTERSET_LABEL;
-use flotilla_api::v1::{ImportRecord, ImportSourceRef, ManagedCluster};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use flotilla_api::taints::is_hub_taint;
+use flotilla_api::v1::{ImportRecord, ImportSourceRef, ManagedCluster, Taint};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
+/// A source absent from this many consecutive complete lists is gone.
+pub const MISSING_LISTS_TO_DELETE: u32 = 2;
+
+mod objects;
 #[cfg(test)]
 mod tests;
+
+pub use objects::origin;
 
 /// What a plan is computed from.
 pub struct Snapshot<'a> {
@@ -40,9 +57,37 @@ pub struct Snapshot<'a> {
     pub records: &'a BTreeMap<String, ImportRecord>,
     /// Secure mode: acceptance needs a bound agent key.
     pub secure: bool,
+    /// Object sources: the latest list of each spoke, by policy then spoke (none yet: the
+    /// spoke was not polled since the policy changed or the hub started).
+    pub lists: &'a BTreeMap<String, BTreeMap<String, Listing>>,
 }
 
-/// One cluster's change (labels first, then acceptance).
+/// One spoke's latest list of a policy's source.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listing {
+    /// Not seen by a plan yet: absences count only once per list.
+    pub fresh: bool,
+    /// The objects (every object of the kind and versions, checked), or why the list failed.
+    pub result: Result<Vec<SourceObject>, String>,
+}
+
+/// A source object as listed, with the references read for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceObject {
+    /// Namespace (empty: cluster-scoped).
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// `metadata.uid`.
+    pub uid: String,
+    /// The object.
+    pub object: serde_json::Value,
+    /// The references by key (empty when the selector does not admit the object), or why one
+    /// could not be read.
+    pub references: Result<Vec<(String, serde_json::Value)>, String>,
+}
+
+/// One cluster's change, one write: created, or labelled, tainted, leased and accepted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Edit {
     /// The cluster.
@@ -53,6 +98,22 @@ pub struct Edit {
     pub remove_labels: Vec<String>,
     /// Accept it.
     pub accept: bool,
+    /// Create it ahead of its agent (an object source's new cluster).
+    pub create: bool,
+    /// The template's taints replace the cluster's admin taints.
+    pub taints: Option<Vec<Taint>>,
+    /// The template's lease duration.
+    pub lease_seconds: Option<i32>,
+}
+
+impl Edit {
+    fn is_noop(&self) -> bool {
+        *self
+            == Edit {
+                cluster: self.cluster.clone(),
+                ..Default::default()
+            }
+    }
 }
 
 /// A policy's counts and errors.
@@ -66,10 +127,17 @@ pub struct Tally {
     pub waiting: i32,
     /// Evaluation errors (at most [`MAX_STATUS_ERRORS`]).
     pub errors: Vec<String>,
+    /// An object source: whether it has [`Tally::unlisted`] and [`Tally::sources`].
+    pub object_source: bool,
+    /// Objects in the spokes' last complete lists.
+    pub sources: i32,
+    /// Spokes whose last list failed (or was not made yet), with why.
+    pub unlisted: Vec<(String, String)>,
 }
 
 impl Tally {
-    fn error(&mut self, e: String) {
+    /// Keeps an error, up to [`MAX_STATUS_ERRORS`].
+    pub fn error(&mut self, e: String) {
         if self.errors.len() < MAX_STATUS_ERRORS {
             self.errors.push(e);
         }
@@ -83,8 +151,10 @@ pub struct Plan {
     pub records_put: Vec<(String, ImportRecord)>,
     /// Records to drop.
     pub records_delete: Vec<String>,
-    /// Cluster edits.
+    /// Cluster edits (and creations).
     pub edits: Vec<Edit>,
+    /// Clusters to delete (their records go once they are gone).
+    pub deletes: Vec<String>,
     /// Per policy.
     pub statuses: BTreeMap<String, Tally>,
 }
@@ -95,7 +165,13 @@ pub fn plan(s: &Snapshot) -> Plan {
         statuses: s
             .policies
             .iter()
-            .map(|p| (p.name.clone(), Tally::default()))
+            .map(|p| {
+                let tally = Tally {
+                    object_source: p.is_object_source(),
+                    ..Default::default()
+                };
+                (p.name.clone(), tally)
+            })
             .collect(),
         ..Default::default()
     };
@@ -116,6 +192,8 @@ pub fn plan(s: &Snapshot) -> Plan {
         let held = match record {
             // Held by a stored policy that does not compile: left alone.
             Some(r) => match policy(&r.policy) {
+                // Object sources are planned from their lists below.
+                Some(p) if p.is_object_source() => continue,
                 Some(p) => Some((p, r.clone())),
                 None => continue,
             },
@@ -125,21 +203,46 @@ pub fn plan(s: &Snapshot) -> Plan {
             continue;
         };
         let tally = plan.statuses.entry(p.name.clone()).or_default();
-        if let Some((edit, next)) = shape(p, c, &record, s.secure, tally) {
-            if s.records.get(name) != Some(&next) {
-                plan.records_put.push((name.to_string(), next));
+        let template = match p.template(&registration_value(c)) {
+            Ok(t) => t,
+            Err(e) => {
+                tally.error(format!("cluster {name}: {e}"));
+                continue;
             }
-            if edit
-                != (Edit {
-                    cluster: name.to_string(),
-                    ..Default::default()
-                })
-            {
-                plan.edits.push(edit);
-            }
+        };
+        count(tally, &record);
+        let (edit, next) = shape(p, c, &record, &template, s.secure, tally);
+        if s.records.get(name) != Some(&next) {
+            plan.records_put.push((name.to_string(), next));
+        }
+        if !edit.is_noop() {
+            plan.edits.push(edit);
         }
     }
+    let mut claimed: HashSet<String> = s
+        .records
+        .iter()
+        .filter(|(k, _)| live.contains_key(k.as_str()))
+        .map(|(k, _)| k.clone())
+        .collect();
+    for p in s.policies.iter().filter(|p| p.is_object_source()) {
+        let lists = s.lists.get(&p.name);
+        objects::records(s, p, lists, &live, &mut plan);
+        objects::matches(s, p, lists, &live, &mut claimed, &mut plan);
+    }
     plan
+}
+
+fn count(tally: &mut Tally, record: &ImportRecord) {
+    if record.created {
+        tally.imported += 1;
+    } else {
+        tally.adopted += 1;
+    }
+}
+
+fn source_ref(r: &ImportRecord) -> ImportSourceRef {
+    r.source_ref.clone().unwrap_or_default()
 }
 
 fn deleting(c: &ManagedCluster) -> bool {
@@ -188,23 +291,16 @@ fn matched<'p>(
     None
 }
 
-/// The edit the policy makes of a cluster it holds, and the record after it (`None`: the
-/// template failed, reported in `tally`).
+/// The edit the policy makes of a cluster it holds, and the record after it.
 fn shape(
     p: &CompiledPolicy,
     c: &ManagedCluster,
     record: &ImportRecord,
+    template: &Template,
     secure: bool,
     tally: &mut Tally,
-) -> Option<(Edit, ImportRecord)> {
+) -> (Edit, ImportRecord) {
     let name = crate::inventory::name(c);
-    let template = match p.template(&registration_value(c)) {
-        Ok(t) => t,
-        Err(e) => {
-            tally.error(format!("cluster {name}: {e}"));
-            return None;
-        }
-    };
     let mut next = record.clone();
     next.policy_generation = p.generation;
     let mut edit = Edit {
@@ -212,12 +308,16 @@ fn shape(
         ..Default::default()
     };
     if record.created {
-        tally.imported += 1;
-        let desired = desired_labels(&template);
+        let desired = desired_labels(template);
         (edit.set_labels, edit.remove_labels) = relabel(c, &record.applied_labels, &desired);
         next.applied_labels = desired;
-    } else {
-        tally.adopted += 1;
+        if let Some(wanted) = &template.taints
+            && !same_taints(c, wanted)
+        {
+            edit.taints = Some(wanted.clone());
+        }
+        let lease = c.spec.as_ref().map_or(0, |s| s.lease_duration_seconds);
+        edit.lease_seconds = template.lease_seconds.filter(|l| *l != lease);
     }
     if template.accept && !accepted(c) && !denied(c) {
         if key_ready(c, secure) {
@@ -226,7 +326,22 @@ fn shape(
             tally.waiting += 1;
         }
     }
-    Some((edit, next))
+    (edit, next)
+}
+
+/// Whether the cluster's admin taints are `wanted` (by key, value and effect).
+fn same_taints(c: &ManagedCluster, wanted: &[Taint]) -> bool {
+    let key = |t: &Taint| (t.key.clone(), t.value.clone(), t.effect.clone());
+    let have: BTreeSet<_> = c
+        .spec
+        .as_ref()
+        .map(|s| s.taints.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .filter(|t| !is_hub_taint(&t.key))
+        .map(key)
+        .collect();
+    have == wanted.iter().map(key).collect()
 }
 
 /// The labels a template puts on its own clusters (its cluster set as the set label).

@@ -212,8 +212,15 @@ impl KubeBackend {
     /// The cluster-wide watch cache of the kind `query` names (started on first use: kind
     /// resolved by discovery, then listed and watched), or `NotFound` when the cluster serves
     /// no such kind. Its events bump [`KubeBackend::changed`].
-    async fn list_cache(&self, query: &str) -> Result<ListCache, BackendError> {
-        let name = query.to_ascii_lowercase();
+    async fn list_cache(
+        &self,
+        group: Option<&str>,
+        query: &str,
+    ) -> Result<ListCache, BackendError> {
+        let name = match group {
+            Some(g) => format!("{g}/{}", query.to_ascii_lowercase()),
+            None => query.to_ascii_lowercase(),
+        };
         if let Some(found) = self.lists.lock().expect("lists lock").get(&name) {
             return Ok(found.clone());
         }
@@ -221,15 +228,21 @@ impl KubeBackend {
             .run()
             .await
             .map_err(unavailable)?;
-        let found = discovery.groups().find_map(|g| {
-            g.recommended_resources().into_iter().find(|(ar, _)| {
-                super::kind_matches(query, &ar.kind) || ar.plural.eq_ignore_ascii_case(query)
-            })
-        });
+        let found = discovery
+            .groups()
+            .filter(|g| group.is_none_or(|want| g.name() == want))
+            .find_map(|g| {
+                g.recommended_resources().into_iter().find(|(ar, _)| {
+                    super::kind_matches(query, &ar.kind) || ar.plural.eq_ignore_ascii_case(query)
+                })
+            });
         let Some((ar, caps)) = found else {
-            return Err(BackendError::NotFound(format!(
-                "the cluster serves no kind or resource named {query:?}"
-            )));
+            return Err(BackendError::NotFound(match group {
+                Some(g) => {
+                    format!("the cluster serves no kind or resource named {query:?} in group {g:?}")
+                }
+                None => format!("the cluster serves no kind or resource named {query:?}"),
+            }));
         };
         let mut lists = self.lists.lock().expect("lists lock");
         let entry = lists.entry(name).or_insert_with(|| {
@@ -962,7 +975,28 @@ impl Backend for KubeBackend {
     }
 
     async fn list(&self, kind: &str, namespace: Option<&str>) -> Result<Vec<Value>, BackendError> {
-        let (ar, scope, cache) = self.list_cache(kind).await?;
+        self.list_from(None, kind, namespace).await
+    }
+
+    async fn list_in_group(
+        &self,
+        group: &str,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> Result<Vec<Value>, BackendError> {
+        self.list_from(Some(group), kind, namespace).await
+    }
+}
+
+impl KubeBackend {
+    /// Lists a kind from the first group serving it, or from `group` only.
+    async fn list_from(
+        &self,
+        group: Option<&str>,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> Result<Vec<Value>, BackendError> {
+        let (ar, scope, cache) = self.list_cache(group, kind).await?;
         // A cluster-scoped kind has no namespaces to choose from.
         let namespace = namespace.filter(|_| scope == Scope::Namespaced);
         let typed = |mut v: Value| {

@@ -246,3 +246,35 @@ async fn persisted_clusters_survive_a_restart_and_list_by_kind() {
     assert_eq!(b.list("deploy", None).await.unwrap().len(), 1);
     assert_eq!(b.list("Deployment", Some("other")).await.unwrap().len(), 0);
 }
+
+#[tokio::test]
+async fn sim_list_in_group_never_confuses_two_groups_kinds_of_one_name() {
+    let b = sim();
+    for (group, name) in [("example.com", "other"), ("cluster.x-k8s.io", "capi-1")] {
+        let o = serde_json::json!({"apiVersion": format!("{group}/v1beta1"), "kind": "Cluster",
+            "metadata": {"name": name, "namespace": "default"}});
+        b.apply(&manifest_id(&o).unwrap(), &o, &Strategy::Update)
+            .await
+            .unwrap();
+    }
+    let capi = b
+        .list_in_group("cluster.x-k8s.io", "clusters", None)
+        .await
+        .unwrap();
+    assert_eq!(capi.len(), 1, "{capi:?}");
+    assert_eq!(capi[0]["metadata"]["name"], "capi-1");
+    let other = b
+        .list_in_group("example.com", "Cluster", Some("default"))
+        .await
+        .unwrap();
+    assert_eq!(other.len(), 1, "{other:?}");
+    assert_eq!(other[0]["metadata"]["name"], "other");
+    assert_eq!(b.list("clusters", None).await.unwrap().len(), 2);
+    assert!(
+        b.list_in_group("", "namespaces", None)
+            .await
+            .unwrap()
+            .iter()
+            .any(|n| n["metadata"]["name"] == "default")
+    );
+}

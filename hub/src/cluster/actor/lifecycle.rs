@@ -6,7 +6,7 @@ use crate::cluster::handle::{AdminEdit, ClusterError, LeaseEvent, SOURCE, Status
 use crate::cluster::rules;
 use crate::cluster::rules::registration::{Credential, Decision};
 use flotilla_api::meta::{self, COND_CLOCK_SYNCED, status};
-use flotilla_api::v1::JoinToken;
+use flotilla_api::v1::{ClusterOrigin, ImportEdit, JoinToken};
 use flotilla_api::v1::{
     ClusterSetManagedNamespaceConfig, LeaseRenewal, ManagedCluster, RegistrationRequest,
     RegistrationResponse, RegistrationState,
@@ -36,19 +36,9 @@ impl Actor {
                     .map_err(|e| ClusterError::Precondition(e.to_string()))?;
                 // A revoked key (denied, or replaced) comes back only when the admin names it:
                 // accepting a denied cluster must not quietly readmit a compromised agent.
-                let bound = next
-                    .hub
-                    .as_ref()
-                    .map(|h| h.agent_public_key.clone())
-                    .unwrap_or_default();
                 if key.is_none()
-                    && self
-                        .shared
-                        .security
-                        .as_ref()
-                        .is_some_and(|s| !bound.is_empty() && s.is_revoked(&bound))
+                    && let Some(fp) = self.revoked_bound_key(&next)
                 {
-                    let fp = flotilla_api::fingerprint::of(&bound);
                     return Err(ClusterError::Precondition(format!(
                         "the agent key of {:?} (fingerprint {fp}) was revoked; accept it again only \
                          by naming it (flotilla accept {} --key {fp}), or give a rebuilt spoke a join \
@@ -130,7 +120,116 @@ impl Actor {
                 Ok(c)
             }
             AdminEdit::Apply(doc) => Box::pin(self.apply_document(*doc)).await,
+            AdminEdit::Import(edit) => self.import(*edit).await,
         }
+    }
+
+    /// Secure mode: the fingerprint of the cluster's bound agent key when that key was revoked
+    /// (denied, replaced, or its cluster deleted): only an admin naming it accepts it again.
+    fn revoked_bound_key(&self, c: &ManagedCluster) -> Option<String> {
+        let bound = c.hub.as_ref().map(|h| h.agent_public_key.as_str())?;
+        let security = self.shared.security.as_ref()?;
+        (!bound.is_empty() && security.is_revoked(bound))
+            .then(|| flotilla_api::fingerprint::of(bound))
+    }
+
+    /// A ClusterImportPolicy's write, in one persist: a cluster not known yet is created ahead
+    /// of its agent (origin IMPORT; the first agent key that registers under its name is
+    /// recorded, as for a document); a known one gets the labels, the template's taints and
+    /// lease, and acceptance — never of a denied cluster, and of a revoked key only when an
+    /// admin names it, as [`AdminEdit::Accept`]`(None)`. The policy never binds keys.
+    async fn import(&mut self, edit: ImportEdit) -> Result<ManagedCluster, ClusterError> {
+        let why = format!("Accepted by ClusterImportPolicy {}", edit.policy);
+        if self.cluster.is_none() {
+            if !edit.create {
+                return Err(ClusterError::NotFound(format!(
+                    "managed cluster {:?}",
+                    self.name
+                )));
+            }
+            let spec = flotilla_api::v1::ManagedClusterSpec {
+                taints: edit.taints.clone(),
+                lease_duration_seconds: edit.lease_duration_seconds,
+                ..Default::default()
+            };
+            let mut c = rules::precreated(
+                &self.name,
+                edit.set_labels.clone(),
+                &spec,
+                self.shared.config.default_lease_duration_seconds,
+            )
+            .map_err(ClusterError::Invalid)?;
+            c.hub.get_or_insert_with(Default::default).origin = ClusterOrigin::Import as i32;
+            if edit.accept {
+                rules::accept(&mut c, "ClusterImportPolicyAccepted", &why);
+            }
+            self.persist(c)
+                .await
+                .map_err(|e| ClusterError::Unavailable(e.to_string()))?;
+            tracing::info!(policy = %edit.policy, accepted = edit.accept, "cluster created by its ClusterImportPolicy");
+            return self.current();
+        }
+        let mut next = self.current()?;
+        let was_accepted = rules::accepted(&next);
+        let mut changed = rules::apply_labels(&mut next, &edit.set_labels, &edit.remove_labels)
+            .map_err(ClusterError::Invalid)?;
+        if edit.has_taints {
+            changed |= rules::apply_document_taints(&mut next, &edit.taints)
+                .map_err(|e| ClusterError::Invalid(format!("taints: {e}")))?;
+        }
+        let lease = edit.lease_duration_seconds;
+        if lease != 0 {
+            if !(1..=3600).contains(&lease) {
+                return Err(ClusterError::Invalid(format!(
+                    "leaseDurationSeconds: {lease} is outside 1..=3600"
+                )));
+            }
+            let spec = next.spec.get_or_insert_with(Default::default);
+            if spec.lease_duration_seconds != lease {
+                spec.lease_duration_seconds = lease;
+                if let Some(m) = next.metadata.as_mut() {
+                    m.generation += 1;
+                }
+                changed = true;
+            }
+        }
+        let accept = edit.accept && !was_accepted && !rules::denied(&next);
+        if accept {
+            let hub = next.hub.clone().unwrap_or_default();
+            // The policy never binds or replaces a key: a waiting one is the admin's call.
+            if !hub.requested_public_key.is_empty() {
+                return Err(ClusterError::Precondition(format!(
+                    "another agent key waits under {:?}: the hub cluster admin decides (flotilla \
+                     accept {} --key …)",
+                    self.name, self.name
+                )));
+            }
+            if let Some(fp) = self.revoked_bound_key(&next) {
+                return Err(ClusterError::Precondition(format!(
+                    "the agent key of {:?} (fingerprint {fp}) was revoked; only the hub cluster \
+                     admin can accept it again (flotilla accept {} --key {fp})",
+                    self.name, self.name
+                )));
+            }
+            changed |= rules::accept(&mut next, "ClusterImportPolicyAccepted", &why);
+        }
+        if changed {
+            self.persist(next)
+                .await
+                .map_err(|e| ClusterError::Unavailable(e.to_string()))?;
+        }
+        let c = self.current()?;
+        if rules::accepted(&c) && (accept || lease != 0) {
+            self.lease_deadline = Some(Instant::now() + self.grace(&c));
+        }
+        if accept {
+            self.notify(
+                RegistrationState::Accepted,
+                &format!("accepted by ClusterImportPolicy {}", edit.policy),
+            )
+            .await;
+        }
+        Ok(c)
     }
 
     /// An OCM ManagedCluster document. A cluster not known yet is created ahead of its agent
@@ -359,13 +458,17 @@ impl Actor {
                 c
             }
             Some(c) => c,
-            None => rules::precreated(
-                &self.name,
-                Default::default(),
-                &Default::default(),
-                self.shared.config.default_lease_duration_seconds,
-            )
-            .map_err(ClusterError::Invalid)?,
+            None => {
+                let mut c = rules::precreated(
+                    &self.name,
+                    Default::default(),
+                    &Default::default(),
+                    self.shared.config.default_lease_duration_seconds,
+                )
+                .map_err(ClusterError::Invalid)?;
+                c.hub.get_or_insert_with(Default::default).origin = ClusterOrigin::Join as i32;
+                c
+            }
         };
         let (creds, issued) = security
             .mint_join(&self.name, ttl)

@@ -13,7 +13,7 @@ use flotilla_api::selector;
 use flotilla_api::taints::is_hub_taint;
 pub use flotilla_api::taints::split_hub_taints;
 use flotilla_api::v1::{
-    ClusterClaim, ClusterSetManagedNamespaceConfig, LabelSelector, ManagedCluster,
+    ClusterClaim, ClusterOrigin, ClusterSetManagedNamespaceConfig, LabelSelector, ManagedCluster,
     ManagedClusterSpec, ManagedClusterStatus, ManagedClusterVersion, ObjectMeta,
     RegistrationRequest, Taint, TaintKey,
 };
@@ -162,7 +162,9 @@ pub fn new_cluster(
         &req.kubernetes_version,
         &req.claims,
     );
-    c.hub.get_or_insert_with(Default::default).agent_public_key = req.agent_public_key.clone();
+    let hub = c.hub.get_or_insert_with(Default::default);
+    hub.agent_public_key = req.agent_public_key.clone();
+    hub.origin = ClusterOrigin::Registration as i32;
     if auto.admits(&req.labels, &req.claims) {
         accept(
             &mut c,
@@ -196,6 +198,7 @@ pub fn precreated(
         default_lease_seconds
     };
     let mut c = fresh(name, labels, lease);
+    c.hub.get_or_insert_with(Default::default).origin = ClusterOrigin::Document as i32;
     apply_document_taints(&mut c, &spec.taints).map_err(|e| format!("spec.{e}"))?;
     if spec.hub_accepts_client {
         accept(

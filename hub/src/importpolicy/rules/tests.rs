@@ -1,6 +1,8 @@
 use super::*;
 use crate::importpolicy::compiled::CompiledPolicy;
+use crate::importpolicy::compiled::{json_value, with_reference};
 use flotilla_api::meta::{COND_HUB_DENIED, status};
+use flotilla_api::v1::ClusterOrigin;
 use flotilla_api::v1::{
     ClusterImportPolicy, ClusterImportPolicySpec, Condition, HubClusterState, ImportSource,
     ManagedClusterSpec, ManagedClusterStatus, ObjectMeta,
@@ -114,6 +116,7 @@ fn run(
         clusters,
         records,
         secure,
+        lists: &BTreeMap::new(),
     })
 }
 
@@ -142,6 +145,7 @@ fn a_matching_pending_cluster_is_recorded_labelled_and_accepted() {
             set_labels: labels(&[("tier", "edge"), (CLUSTERSET_LABEL, "edge")]),
             remove_labels: vec![],
             accept: true,
+            ..Default::default()
         }]
     );
     assert_eq!(plan.statuses["edge"].imported, 1);
@@ -210,6 +214,7 @@ fn a_template_edit_relabels_only_own_clusters_and_only_its_own_labels() {
             set_labels: labels(&[("zone", "z1"), (CLUSTERSET_LABEL, "edge2")]),
             remove_labels: vec!["tier".into()],
             accept: false,
+            ..Default::default()
         }],
         "the adopted cluster and the admin's label are untouched"
     );
@@ -354,4 +359,383 @@ fn bad_expressions_are_refused_naming_their_field() {
         e.contains("spec.source.selector") && e.contains("undeclared"),
         "{e}"
     );
+}
+
+// ---- Object sources (Cluster API `Cluster`s listed on a management cluster) ----
+
+impl C {
+    fn origin(mut self, o: ClusterOrigin) -> Self {
+        self.0.hub.as_mut().unwrap().origin = o as i32;
+        self
+    }
+}
+
+/// An object policy fixture: CAPI clusters on `mgmt`, created once Provisioned.
+fn capi(name: &str) -> P {
+    P(ClusterImportPolicy {
+        metadata: Some(ObjectMeta {
+            name: name.into(),
+            generation: 1,
+            ..Default::default()
+        }),
+        spec: Some(ClusterImportPolicySpec {
+            source: Some(ImportSource {
+                group: "cluster.x-k8s.io".into(),
+                resource: "clusters".into(),
+                versions: vec!["v1beta1".into()],
+                clusters: vec!["mgmt".into()],
+                ..Default::default()
+            }),
+            name_template: "source.metadata.name".into(),
+            creation_condition: r#"source.status.phase == "Provisioned""#.into(),
+            template: r#"{"labels": {"provider": "capi"}, "leaseDurationSeconds": 90}"#.into(),
+            ..Default::default()
+        }),
+        status: None,
+    })
+}
+
+fn object(name: &str, phase: &str) -> SourceObject {
+    SourceObject {
+        namespace: "default".into(),
+        name: name.into(),
+        uid: format!("uid-{name}"),
+        object: serde_json::json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster",
+            "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
+            "status": {"phase": phase}}),
+        references: Ok(vec![]),
+    }
+}
+
+fn listed(
+    fresh: bool,
+    result: Result<Vec<SourceObject>, String>,
+) -> BTreeMap<String, BTreeMap<String, Listing>> {
+    BTreeMap::from([(
+        "capi".to_string(),
+        BTreeMap::from([("mgmt".to_string(), Listing { fresh, result })]),
+    )])
+}
+
+fn run_objects(
+    policies: &[CompiledPolicy],
+    clusters: &[Arc<ManagedCluster>],
+    records: &BTreeMap<String, ImportRecord>,
+    lists: &BTreeMap<String, BTreeMap<String, Listing>>,
+) -> Plan {
+    let stored = policies.iter().map(|p| p.name.clone()).collect();
+    plan(&Snapshot {
+        policies,
+        stored: &stored,
+        clusters,
+        records,
+        secure: false,
+        lists,
+    })
+}
+
+fn own_record(name: &str, created: bool, missing: u32) -> ImportRecord {
+    ImportRecord {
+        policy: "capi".into(),
+        source_ref: Some(ImportSourceRef {
+            cluster: "mgmt".into(),
+            group: "cluster.x-k8s.io".into(),
+            resource: "clusters".into(),
+            namespace: "default".into(),
+            name: name.into(),
+            uid: format!("uid-{name}"),
+        }),
+        created,
+        applied_labels: labels(&[("provider", "capi")]),
+        policy_generation: 1,
+        missing_lists: missing,
+    }
+}
+
+#[test]
+fn a_provisioned_object_creates_its_cluster_ahead_of_its_agent() {
+    let p = [capi("capi").build()];
+    let lists = listed(
+        true,
+        Ok(vec![
+            object("a", "Provisioned"),
+            object("b", "Provisioning"),
+        ]),
+    );
+    let plan = run_objects(&p, &[], &BTreeMap::new(), &lists);
+    assert_eq!(plan.records_put.len(), 1, "{plan:?}");
+    let (name, r) = &plan.records_put[0];
+    assert_eq!((name.as_str(), r.created), ("a", true));
+    assert_eq!(r.source_ref.as_ref().unwrap().cluster, "mgmt");
+    assert_eq!(
+        plan.edits,
+        [Edit {
+            cluster: "a".into(),
+            set_labels: labels(&[("provider", "capi")]),
+            accept: true,
+            create: true,
+            lease_seconds: Some(90),
+            ..Default::default()
+        }]
+    );
+    let t = &plan.statuses["capi"];
+    assert_eq!((t.imported, t.sources), (1, 2));
+    assert!(t.unlisted.is_empty());
+}
+
+#[test]
+fn one_missing_list_never_deletes_two_do() {
+    let p = [capi("capi").build()];
+    let c = [cluster("a")
+        .accepted()
+        .origin(ClusterOrigin::Import)
+        .label("provider", "capi")
+        .build()];
+    let empty = listed(true, Ok(vec![]));
+    let records = BTreeMap::from([("a".to_string(), own_record("a", true, 0))]);
+    let plan = run_objects(&p, &c, &records, &empty);
+    assert!(plan.deletes.is_empty(), "one list without it: {plan:?}");
+    assert_eq!(plan.records_put[0].1.missing_lists, 1);
+    // The same list seen again (a pass on a cluster change) counts nothing.
+    let records = BTreeMap::from([("a".to_string(), own_record("a", true, 1))]);
+    let stale = listed(false, Ok(vec![]));
+    let plan = run_objects(&p, &c, &records, &stale);
+    assert!(
+        plan.deletes.is_empty() && plan.records_put.is_empty(),
+        "{plan:?}"
+    );
+    // Back in the next list: the count starts over.
+    let back = listed(true, Ok(vec![object("a", "Provisioned")]));
+    let plan = run_objects(&p, &c, &records, &back);
+    assert!(plan.deletes.is_empty());
+    assert_eq!(plan.records_put[0].1.missing_lists, 0, "{plan:?}");
+    // A second complete list without it: deleted.
+    let plan = run_objects(&p, &c, &records, &empty);
+    assert_eq!(plan.deletes, ["a"]);
+    assert!(
+        plan.records_delete.is_empty(),
+        "the record goes once the cluster is gone"
+    );
+    assert_eq!(plan.statuses["capi"].imported, 0);
+}
+
+#[test]
+fn a_failed_list_deletes_nothing_and_names_the_spoke() {
+    let p = [capi("capi").build()];
+    let c = [cluster("a")
+        .accepted()
+        .origin(ClusterOrigin::Import)
+        .build()];
+    let records = BTreeMap::from([("a".to_string(), own_record("a", true, 1))]);
+    let failed = listed(true, Err("the agent of \"mgmt\" did not answer".into()));
+    let plan = run_objects(&p, &c, &records, &failed);
+    assert!(
+        plan.deletes.is_empty() && plan.records_put.is_empty() && plan.records_delete.is_empty(),
+        "{plan:?}"
+    );
+    let t = &plan.statuses["capi"];
+    assert_eq!(t.unlisted[0].0, "mgmt");
+    assert!(t.unlisted[0].1.contains("did not answer"));
+    assert_eq!(t.imported, 1, "still counted");
+    // Not polled yet: the same.
+    let plan = run_objects(&p, &c, &records, &BTreeMap::new());
+    assert!(plan.deletes.is_empty() && plan.records_put.is_empty());
+    assert_eq!(plan.statuses["capi"].unlisted[0].1, "not listed yet");
+}
+
+#[test]
+fn hand_made_and_adopted_clusters_are_never_deleted() {
+    let p = [capi("capi").build()];
+    // A cluster made by hand before the policy matched its name: adopted (access only).
+    let c = [cluster("a").build()];
+    let lists = listed(true, Ok(vec![object("a", "Provisioned")]));
+    let plan = run_objects(&p, &c, &BTreeMap::new(), &lists);
+    let (_, r) = &plan.records_put[0];
+    assert!(!r.created, "{r:?}");
+    assert_eq!(
+        plan.edits,
+        [Edit {
+            cluster: "a".into(),
+            accept: true,
+            ..Default::default()
+        }],
+        "no labels, no lease: access fields only"
+    );
+    assert_eq!(plan.statuses["capi"].adopted, 1);
+    // Its source gone twice: only the record goes.
+    let records = BTreeMap::from([("a".to_string(), own_record("a", false, 1))]);
+    let empty = listed(true, Ok(vec![]));
+    let plan = run_objects(&p, &c, &records, &empty);
+    assert!(plan.deletes.is_empty());
+    assert_eq!(plan.records_delete, ["a"]);
+    // A record that says "created" for a cluster without the IMPORT origin (hand-made, or a
+    // record older than the marker): never deleted either.
+    let records = BTreeMap::from([("a".to_string(), own_record("a", true, 1))]);
+    for o in [
+        ClusterOrigin::Unspecified,
+        ClusterOrigin::Document,
+        ClusterOrigin::Registration,
+    ] {
+        let c = [cluster("a").accepted().origin(o).build()];
+        let plan = run_objects(&p, &c, &records, &empty);
+        assert!(plan.deletes.is_empty(), "{o:?}");
+        assert_eq!(plan.records_delete, ["a"]);
+    }
+}
+
+#[test]
+fn references_chain_and_feed_the_condition_and_the_template() {
+    let mut p = capi("capi");
+    let spec = p.0.spec.as_mut().unwrap();
+    spec.references = vec![
+        flotilla_api::v1::ImportReference {
+            resource: "secrets".into(),
+            namespace: "source.metadata.namespace".into(),
+            name: r#"source.metadata.name + "-kubeconfig""#.into(),
+            key: "kubeconfig".into(),
+            ..Default::default()
+        },
+        flotilla_api::v1::ImportReference {
+            resource: "configmaps".into(),
+            namespace: "references.kubeconfig.metadata.namespace".into(),
+            name: r#"references.kubeconfig.metadata.labels["site"]"#.into(),
+            key: "site".into(),
+            ..Default::default()
+        },
+    ];
+    spec.creation_condition = r#"references.site.data.ready == "yes""#.into();
+    spec.template = r#"{"labels": {"site": references.site.metadata.name}}"#.into();
+    let p = p.build();
+    // The second reference's target comes from the first one's object.
+    let vars = super::super::compiled::Vars::of(json_value(&object("a", "Provisioned").object));
+    assert_eq!(
+        p.reference_target(0, &vars).unwrap(),
+        ("default".to_string(), "a-kubeconfig".to_string())
+    );
+    let secret = serde_json::json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "a-kubeconfig", "namespace": "default", "labels": {"site": "lyon"}}});
+    let vars = with_reference(&vars, "kubeconfig", json_value(&secret));
+    assert_eq!(
+        p.reference_target(1, &vars).unwrap(),
+        ("default".to_string(), "lyon".to_string())
+    );
+    let site = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "lyon", "namespace": "default"}, "data": {"ready": "yes"}});
+    let mut a = object("a", "Provisioned");
+    a.references = Ok(vec![("kubeconfig".into(), secret), ("site".into(), site)]);
+    let mut b = object("b", "Provisioned");
+    b.references =
+        Err("spec.references[0] (kubeconfig): secrets default/b-kubeconfig not found".into());
+    let ps = [p];
+    let plan = run_objects(&ps, &[], &BTreeMap::new(), &listed(true, Ok(vec![a, b])));
+    assert_eq!(plan.edits.len(), 1, "{plan:?}");
+    assert_eq!(plan.edits[0].set_labels, labels(&[("site", "lyon")]));
+    let errors = &plan.statuses["capi"].errors;
+    assert!(
+        errors[0].contains("mgmt: default/b") && errors[0].contains("not found"),
+        "{errors:?}"
+    );
+}
+
+#[test]
+fn a_name_held_by_another_source_is_an_error_not_a_takeover() {
+    let p = [capi("capi").build(), policy("edge").build()];
+    let c = [cluster("a").accepted().build()];
+    let records = BTreeMap::from([(
+        "a".to_string(),
+        ImportRecord {
+            policy: "edge".into(),
+            created: true,
+            ..Default::default()
+        },
+    )]);
+    let lists = listed(true, Ok(vec![object("a", "Provisioned")]));
+    let plan = run_objects(&p, &c, &records, &lists);
+    assert!(plan.edits.iter().all(|e| !e.create), "{plan:?}");
+    assert!(
+        plan.records_put.iter().all(|(_, r)| r.policy == "edge"),
+        "{plan:?}"
+    );
+    assert!(plan.statuses["capi"].errors[0].contains("held by ClusterImportPolicy \"edge\""));
+    // Two objects (in two namespaces) naming one cluster: the first one wins.
+    let mut other = object("a", "Provisioned");
+    other.namespace = "team-b".into();
+    let lists = listed(true, Ok(vec![object("a", "Provisioned"), other]));
+    let plan = run_objects(&p[..1], &[], &BTreeMap::new(), &lists);
+    assert_eq!(plan.edits.len(), 1);
+    assert!(plan.statuses["capi"].errors[0].contains("named by another source object"));
+}
+
+#[test]
+fn template_taints_and_lease_follow_on_own_clusters_only() {
+    let mut p = capi("capi");
+    p.0.spec.as_mut().unwrap().template =
+        r#"{"labels": {"provider": "capi"}, "taints": [{"key": "capi.io/new", "effect": "NoSelect"}], "leaseDurationSeconds": 90}"#.into();
+    let p = [p.build()];
+    let own = cluster("a")
+        .accepted()
+        .origin(ClusterOrigin::Import)
+        .label("provider", "capi")
+        .build();
+    let records = BTreeMap::from([("a".to_string(), own_record("a", true, 0))]);
+    let lists = listed(true, Ok(vec![object("a", "Provisioned")]));
+    let plan = run_objects(&p, &[own], &records, &lists);
+    let e = &plan.edits[0];
+    assert_eq!(e.lease_seconds, Some(90));
+    assert_eq!(e.taints.as_ref().unwrap()[0].key, "capi.io/new");
+    assert!(!e.create && !e.accept);
+    // Adopted: none of it.
+    let hand = cluster("a").accepted().build();
+    let records = BTreeMap::from([("a".to_string(), own_record("a", false, 0))]);
+    let plan = run_objects(&p, &[hand], &records, &lists);
+    assert!(plan.edits.is_empty(), "{plan:?}");
+    // A bad taint or lease is an error naming the template key.
+    for (t, field) in [
+        (
+            r#"{"taints": [{"key": "x", "effect": "Sometimes"}]}"#,
+            "effect",
+        ),
+        (r#"{"leaseDurationSeconds": 0}"#, "leaseDurationSeconds"),
+    ] {
+        let p = [capi("capi").template(t).build()];
+        let plan = run_objects(&p, &[], &BTreeMap::new(), &lists);
+        assert!(plan.edits.is_empty());
+        let e = &plan.statuses["capi"].errors[0];
+        assert!(e.contains(field), "{e}");
+    }
+}
+
+#[test]
+fn the_capi_example_creates_a_provisioned_cluster_with_its_kubeconfig() {
+    let yaml = include_str!("../../../../examples/importpolicy-capi.yaml");
+    let Ok(flotilla_api::ocm::Document::ImportPolicy(p)) =
+        flotilla_api::ocm::parse_documents(yaml).remove(0)
+    else {
+        panic!("the example is a ClusterImportPolicy");
+    };
+    let p = [CompiledPolicy::new(&p).expect("the example compiles")];
+    let secret = serde_json::json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "a-kubeconfig", "namespace": "default"}});
+    let mut a = object("a", "Provisioned");
+    a.references = Ok(vec![("kubeconfig".into(), secret)]);
+    let mut skipped = object("b", "Provisioned");
+    skipped.object["metadata"]["labels"] = serde_json::json!({"flotilla.io/skip": "yes"});
+    let lists = BTreeMap::from([(
+        "capi".to_string(),
+        BTreeMap::from([(
+            "mgmt-1".to_string(),
+            Listing {
+                fresh: true,
+                result: Ok(vec![a, skipped, object("c", "Provisioning")]),
+            },
+        )]),
+    )]);
+    let plan = run_objects(&p, &[], &BTreeMap::new(), &lists);
+    assert!(plan.statuses["capi"].errors.is_empty(), "{plan:?}");
+    assert_eq!(plan.edits.len(), 1, "{plan:?}");
+    let e = &plan.edits[0];
+    assert_eq!(e.cluster, "a");
+    assert_eq!(e.set_labels[CLUSTERSET_LABEL], "capi");
+    assert_eq!(e.taints.as_ref().unwrap()[0].key, "capi.flotilla.io/new");
+    assert_eq!(e.lease_seconds, Some(60));
 }
