@@ -253,6 +253,7 @@ fn cluster_credentials_are_scoped_signed_and_expire() {
     );
     let mut publish = subjects::agent_publish("edge-a").to_vec();
     publish.push(flotilla_bus::addons::credentials("edge-a"));
+    publish.push(flotilla_bus::peersecrets::subject("edge-a"));
     publish.push(subjects::kubeapi_back_of("edge-a"));
     assert_eq!(user.nats.publish.allow, publish);
     assert!(user.nats.resp.is_some(), "proxy replies allowed");

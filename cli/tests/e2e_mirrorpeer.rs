@@ -1,8 +1,9 @@
 //! MirrorPeers with the real binaries: a hub and two `flotilla-agent` processes on simulated
 //! clusters; east's source Secret written with the real kubectl through the hub's cluster proxy
 //! (core NATS, never JetStream), `flotilla apply -f` of ODF's YAML, each peer's GREEN copy of
-//! the other's Secret, `get`/`describe mirrorpeers`, no plaintext in the nats-server's store,
-//! and `flotilla delete mirrorpeer` removing the copies on both sides.
+//! the other's Secret, `get`/`describe mirrorpeers`, no plaintext in the nats-server's store, a
+//! rotation reaching the other side, an offline peer named in the status and served the latest
+//! Secret when it is back, and `flotilla delete mirrorpeer` removing the copies on both sides.
 
 mod common;
 
@@ -144,6 +145,46 @@ fn two_agent_processes_exchange_sealed_secrets_and_delete_them() {
             );
         }
     }
+
+    // A rotation on east reaches west.
+    let patch = |k: &Kubectl, value: &str| {
+        let data = data_encoding::BASE64.encode(value.as_bytes());
+        k.ok(&[
+            "patch",
+            "secret",
+            "ocs-storagecluster-peer-secret",
+            "-n",
+            "openshift-storage",
+            "-p",
+            &format!(r#"{{"data":{{"token":"{data}"}}}}"#),
+        ]);
+    };
+    let rotated = format!("{marker}-ROTATED");
+    patch(&kube_east, &rotated);
+    wait_for("west holds east's rotated secret", &logs, || {
+        (green_value(&kube_west, "dr-east", "token")? == rotated.as_bytes()).then_some(())
+    });
+
+    // West goes away: the MirrorPeer names it; east rotates meanwhile, and west, back (same
+    // state directory), gets the latest.
+    let mut west = west;
+    west.kill();
+    let logs = [&hub.proc, &east];
+    wait_for("the MirrorPeer names west offline", &logs, || {
+        let out = cli_ok(&hub.grpc, &["describe", "mirrorpeer", "dr"]);
+        (out.contains("PeerOffline") && out.contains("not Available: west")).then_some(())
+    });
+    let latest = format!("{marker}-LATEST");
+    patch(&kube_east, &latest);
+    let west = AgentBuilder::new(&nats, dir.path(), "west").start();
+    let logs = [&hub.proc, &east, &west];
+    wait_for("west, back, holds east's latest secret", &logs, || {
+        (green_value(&kube_west, "dr-east", "token")? == latest.as_bytes()).then_some(())
+    });
+    wait_for("the MirrorPeer exchanged again", &logs, || {
+        let out = cli_ok(&hub.grpc, &["describe", "mirrorpeer", "dr"]);
+        (!out.contains("PeerOffline") && out.contains("ExchangedSecret")).then_some(())
+    });
 
     let deleted = cli_ok(&hub.grpc, &["delete", "mirrorpeer", "dr"]);
     assert!(deleted.contains("mirrorpeer/dr deleted"), "{deleted}");

@@ -326,13 +326,23 @@ async fn a_read_only_token_is_refused_every_write_rpc_in_the_table() {
         assert_mentions(&err, &["bob (read-only) may not call", path]);
         // A deployer is refused every admin-only one, and reaches the work service's own
         // checks for the rest (an empty work is invalid there, not forbidden).
-        let by_deployer = call(&channel, DEPLOYER, path).await.unwrap_err();
+        let by_deployer = call(&channel, DEPLOYER, path).await;
         match need {
             Access::Write => {
-                assert_eq!(by_deployer.code(), Code::PermissionDenied, "{path}");
-                assert_mentions(&by_deployer, &["ci (deployer) may not call"]);
+                let err = by_deployer.unwrap_err();
+                assert_eq!(err.code(), Code::PermissionDenied, "{path}");
+                assert_mentions(&err, &["ci (deployer) may not call"]);
             }
-            _ => assert_eq!(by_deployer.code(), Code::InvalidArgument, "{path}"),
+            // A stream of works answers each work on its own (the empty one refused in its
+            // answer, tests/apply_works.rs): the call itself is let through.
+            _ if path.ends_with("/ApplyWorks") => {
+                assert!(by_deployer.is_ok(), "{path}: {by_deployer:?}")
+            }
+            _ => assert_eq!(
+                by_deployer.unwrap_err().code(),
+                Code::InvalidArgument,
+                "{path}"
+            ),
         }
     }
     // Nothing was written: the read-only token still reads, and sees no work.
