@@ -25,6 +25,8 @@
 //!   status stream's bounds); [`janitor`] purges refused status messages.
 //! - [`store`]: typed JetStream KV buckets.
 //! - [`grpc`]: the `flotilla.v1` gRPC services.
+//! - [`handle`]: the handle of a controller task owning one kind's objects: its mailbox and
+//!   published views (ManagedServiceAccounts, MirrorPeers).
 //! - [`kubeproxy`]: the cluster proxy — every cluster's Kubernetes API under
 //!   `/clusters/<cluster>/…`, streamed through its agent.
 //! - [`serviceaccount`]: ManagedServiceAccounts — delivered to their cluster, tokens reported
@@ -47,6 +49,7 @@ pub mod controllers;
 pub mod dashboard;
 pub mod grpc;
 pub mod ha;
+pub mod handle;
 pub mod identity;
 pub mod importpolicy;
 pub mod inventory;
