@@ -10,6 +10,8 @@ use crate::metrics::Metrics;
 use crate::router::RouterConfig;
 use crate::store::{self, Bucket, StoreError};
 use crate::{Config, HubError, controllers, grpc, ha, janitor, limits, units, views};
+use flotilla_api::v1::cluster_service_server::ClusterServiceServer;
+use flotilla_api::v1::work_service_server::WorkServiceServer;
 use flotilla_bus::connect;
 use flotilla_bus::jetstream::{self as js, StreamOptions};
 use std::convert::Infallible;
@@ -74,6 +76,120 @@ impl Listeners {
             dashboard_addr,
         })
     }
+}
+
+/// The addresses the listeners are bound to.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Addrs {
+    pub grpc: SocketAddr,
+    pub metrics: SocketAddr,
+    pub cluster_proxy: Option<SocketAddr>,
+    pub dashboard: Option<SocketAddr>,
+}
+
+impl Addrs {
+    /// The addresses of `listeners`.
+    pub fn of(listeners: &Listeners) -> Self {
+        Self {
+            grpc: listeners.grpc_addr,
+            metrics: listeners.metrics_addr,
+            cluster_proxy: listeners.cluster_proxy_addr,
+            dashboard: listeners.dashboard_addr,
+        }
+    }
+}
+
+/// This hub's id: the configured one, else one made from the API port.
+pub(crate) fn hub_id(config: &Config, listeners: &Listeners) -> String {
+    match &config.ha.hub_id {
+        Some(id) => id.clone(),
+        None => crate::default_hub_id(listeners.grpc_addr.port()),
+    }
+}
+
+/// This hub as its shard leases name it: a fresh incarnation, its API and metrics addresses.
+pub(crate) fn hub_info(hub_id: &str, listeners: &Listeners) -> ha::lease::HubInfo {
+    ha::lease::HubInfo {
+        hub: hub_id.to_string(),
+        incarnation: uuid::Uuid::new_v4().to_string(),
+        grpc: listeners.grpc_addr.to_string(),
+        metrics: listeners.metrics_addr.to_string(),
+        draining: false,
+    }
+}
+
+/// What [`serve`] needs besides the listeners.
+pub(crate) struct ServeDeps<'a> {
+    pub config: &'a Config,
+    pub nats: &'a async_nats::Client,
+    pub metrics: &'a Arc<Metrics>,
+    pub inventory: &'a ClusterInventory,
+    pub works: &'a WorkInventory,
+    pub units: &'a Arc<units::Units>,
+    pub shards: &'a ha::shards::Shards,
+}
+
+/// Serves gRPC, the cluster proxy and the dashboard (when their listeners are bound) and
+/// metrics, their tasks pushed on `tasks`; the cluster proxy's tunnels when it serves.
+pub(crate) async fn serve(
+    listeners: Listeners,
+    deps: ServeDeps<'_>,
+    routes: tonic::service::Routes,
+    shutdown: watch::Receiver<bool>,
+    tasks: &mut Vec<JoinHandle<()>>,
+) -> Result<Option<crate::kubeproxy::tunnel::Tunnels>, HubError> {
+    let ServeDeps {
+        config,
+        nats,
+        metrics,
+        inventory,
+        works,
+        units,
+        shards,
+    } = deps;
+    tasks.push(serve_grpc(
+        config,
+        nats,
+        metrics,
+        units,
+        routes,
+        listeners.grpc,
+        shutdown.clone(),
+    )?);
+    let cluster_proxy = match listeners.cluster_proxy {
+        Some(listener) => Some(
+            serve_cluster_proxy(
+                config,
+                nats,
+                inventory,
+                metrics,
+                listener,
+                shutdown.clone(),
+                tasks,
+            )
+            .await?,
+        ),
+        None => None,
+    };
+    if let Some(listener) = listeners.dashboard {
+        tasks.extend(serve_dashboard(
+            config,
+            inventory,
+            works,
+            units,
+            listener,
+            shutdown.clone(),
+        )?);
+    }
+    tasks.push(serve_metrics(
+        listeners.metrics,
+        metrics.clone(),
+        inventory.clone(),
+        shards.clone(),
+        shutdown,
+    ));
+    tracing::info!(grpc = %listeners.grpc_addr, metrics = %listeners.metrics_addr, nats = %config.nats.url, "hub started");
+    Ok(cluster_proxy)
 }
 
 /// The hub's buckets and the status stream.
@@ -369,6 +485,94 @@ impl<S> GrpcService for S where
         + Sync
         + 'static
 {
+}
+
+/// The hub's security (`--security-dir`) and its task pushing accounts to NATS; neither
+/// without it.
+pub(crate) async fn start_security(
+    config: &Config,
+    jetstream: &async_nats::jetstream::Context,
+    shutdown: &watch::Receiver<bool>,
+) -> Result<(Option<crate::security::Security>, Option<JoinHandle<()>>), HubError> {
+    let Some(sc) = &config.security else {
+        return Ok((None, None));
+    };
+    let (security, pusher) = crate::security::Security::start(
+        sc,
+        &config.nats,
+        jetstream,
+        config.stream,
+        shutdown.clone(),
+    )
+    .await?;
+    Ok((Some(security), Some(pusher)))
+}
+
+/// The router's configuration: the configured one with the controllers' report sinks
+/// (scores, policies, ManagedServiceAccounts), the janitor, the agents' NATS account, and the
+/// limits on new names and registrations in flight.
+pub(crate) fn router_config(
+    config: &Config,
+    state: &State,
+    agents_account: Option<String>,
+    (scores, policies, service_accounts): (
+        crate::placement::score_route::ScoreSink,
+        crate::policy::route::PolicySink,
+        crate::serviceaccount::route::MsaSink,
+    ),
+) -> RouterConfig {
+    let mut router_config = config.router.clone();
+    router_config.scores = Some(scores);
+    router_config.policies = Some(policies);
+    router_config.service_accounts = Some(service_accounts);
+    router_config.janitor = Some(state.janitor.clone());
+    router_config.agents_account = agents_account;
+    router_config.new_names = Some(Arc::new(limits::NewNames::new(
+        config.limits.clone(),
+        config.cluster.auto_accept.enabled,
+    )));
+    router_config.admission = Some(crate::admission::Admission::new(
+        config.limits.registrations_in_flight,
+    ));
+    router_config
+}
+
+/// The API's services, built once: the routes served here, and the same routes behind
+/// authentication for the hubs that forward to this one while it holds the controllers (whose
+/// services sit in `served`'s late slots).
+pub(crate) async fn api_routes(
+    config: &Config,
+    state: &State,
+    served: controllers::Served,
+) -> Result<
+    (
+        tonic::service::Routes,
+        grpc::auth::Authenticated<tonic::service::Routes>,
+    ),
+    HubError,
+> {
+    let clusters = &state.clusters;
+    let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    let api = Api::new(health_service)?
+        .add(ClusterServiceServer::new(grpc::cluster::ClusterApi::new(
+            clusters.clone(),
+            state.inventory.clone(),
+        )))
+        .add(
+            WorkServiceServer::new(grpc::work::WorkApi::new(
+                clusters.clone(),
+                state.works.clone(),
+                &clusters.shared().publisher,
+            ))
+            .max_decoding_message_size(8 * 1024 * 1024)
+            .max_encoding_message_size(8 * 1024 * 1024),
+        );
+    let routes = served.add_to(api).serving(&health_reporter).await;
+    let forwarded = tower::Layer::layer(
+        &grpc::auth::Authenticate::new(config.api.tokens.clone()),
+        routes.clone().prepare(),
+    );
+    Ok((routes, forwarded))
 }
 
 /// The gRPC API: every service once, by name — what the server routes and what its health

@@ -25,6 +25,8 @@
 //!   status stream's bounds); [`janitor`] purges refused status messages.
 //! - [`store`]: typed JetStream KV buckets.
 //! - [`grpc`]: the `flotilla.v1` gRPC services.
+//! - [`handle`]: the handle of a controller task owning one kind's objects: its mailbox and
+//!   published views (ManagedServiceAccounts, MirrorPeers).
 //! - [`kubeproxy`]: the cluster proxy — every cluster's Kubernetes API under
 //!   `/clusters/<cluster>/…`, streamed through its agent.
 //! - [`serviceaccount`]: ManagedServiceAccounts — delivered to their cluster, tokens reported
@@ -47,6 +49,7 @@ pub mod controllers;
 pub mod dashboard;
 pub mod grpc;
 pub mod ha;
+pub mod handle;
 pub mod identity;
 pub mod importpolicy;
 pub mod inventory;
@@ -76,8 +79,6 @@ use crate::inventory::ClusterInventory;
 use crate::metrics::Metrics;
 use crate::router::RouterConfig;
 use crate::store::StoreError;
-use flotilla_api::v1::cluster_service_server::ClusterServiceServer;
-use flotilla_api::v1::work_service_server::WorkServiceServer;
 use flotilla_bus::connect::{self, NatsConfig};
 use flotilla_bus::jetstream::StreamOptions;
 use std::net::SocketAddr;
@@ -393,33 +394,14 @@ impl Hub {
 /// [`boot`]).
 pub async fn start(config: Config) -> Result<Hub, HubError> {
     let listeners = boot::Listeners::bind(&config).await?;
-    let hub_id = match &config.ha.hub_id {
-        Some(id) => id.clone(),
-        None => default_hub_id(listeners.grpc_addr.port()),
-    };
+    let hub_id = boot::hub_id(&config, &listeners);
     config.ha.validate().map_err(HubError::Ha)?;
     let (nats, jetstream, opened) = boot::connect(&config).await?;
     let (shutdown, shutdown_rx) = watch::channel(false);
-    let security = match &config.security {
-        Some(sc) => Some(
-            security::Security::start(
-                sc,
-                &config.nats,
-                &jetstream,
-                config.stream,
-                shutdown_rx.clone(),
-            )
-            .await?,
-        ),
-        None => None,
-    };
+    let (security_handle, pusher) = boot::start_security(&config, &jetstream, &shutdown_rx).await?;
     let metrics = Arc::new(Metrics::new());
-    let mut tasks = Vec::new();
-    let security_handle = security.as_ref().map(|(s, _)| s.clone());
-    let agents_account = security
-        .as_ref()
-        .map(|(s, _)| s.agents_account().to_string());
-    tasks.extend(security.map(|(_, pusher)| pusher));
+    let mut tasks = Vec::from_iter(pusher);
+    let agents_account = (security_handle.as_ref()).map(|s| s.agents_account().to_string());
     let state = boot::State::load(
         boot::StateDeps {
             config: &config,
@@ -438,44 +420,14 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
     // The controllers' services exist only on the hub holding them: each sits in a late slot,
     // filled while this hub runs the controllers.
     let (services, served, score_sink, policy_sink, msa_sink) = controllers::Services::new(&nats);
-    let mut router_config = config.router.clone();
-    router_config.scores = Some(score_sink);
-    router_config.policies = Some(policy_sink);
-    router_config.service_accounts = Some(msa_sink);
-    router_config.janitor = Some(state.janitor.clone());
-    router_config.agents_account = agents_account;
-    router_config.new_names = Some(Arc::new(limits::NewNames::new(
-        config.limits.clone(),
-        config.cluster.auto_accept.enabled,
-    )));
-    router_config.admission = Some(admission::Admission::new(
-        config.limits.registrations_in_flight,
-    ));
+    let sinks = (score_sink, policy_sink, msa_sink);
+    let router_config = boot::router_config(&config, &state, agents_account, sinks);
     tasks
         .extend(boot::serve_spokes(&nats, &clusters, &metrics, &router_config, &shutdown_rx).await);
 
     // The API's services, built once: served here, and (the controllers' ones) to the hubs
     // that forward to this one while it holds the controllers.
-    let (health_reporter, health_service) = tonic_health::server::health_reporter();
-    let api = boot::Api::new(health_service)?
-        .add(ClusterServiceServer::new(grpc::cluster::ClusterApi::new(
-            clusters.clone(),
-            state.inventory.clone(),
-        )))
-        .add(
-            WorkServiceServer::new(grpc::work::WorkApi::new(
-                clusters.clone(),
-                state.works.clone(),
-                &clusters.shared().publisher,
-            ))
-            .max_decoding_message_size(8 * 1024 * 1024)
-            .max_encoding_message_size(8 * 1024 * 1024),
-        );
-    let routes = served.add_to(api).serving(&health_reporter).await;
-    let forwarded = tower::Layer::layer(
-        &grpc::auth::Authenticate::new(config.api.tokens.clone()),
-        routes.clone().prepare(),
-    );
+    let (routes, forwarded) = boot::api_routes(&config, &state, served).await?;
 
     // Shard leases last: everything a shard's owner needs is in place.
     let units = Arc::new(units::Units::new(
@@ -508,65 +460,28 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
     let (shards, shards_task) = boot::take_shards(
         &config,
         boot::ShardDeps {
-            me: ha::lease::HubInfo {
-                hub: hub_id.clone(),
-                incarnation: uuid::Uuid::new_v4().to_string(),
-                grpc: listeners.grpc_addr.to_string(),
-                metrics: listeners.metrics_addr.to_string(),
-                draining: false,
-            },
+            me: boot::hub_info(&hub_id, &listeners),
             units: units.clone(),
         },
     )
     .await?;
 
-    tasks.push(boot::serve_grpc(
-        &config,
-        &nats,
-        &metrics,
-        &units,
-        routes,
-        listeners.grpc,
-        shutdown_rx.clone(),
-    )?);
-    let cluster_proxy = match listeners.cluster_proxy {
-        Some(listener) => Some(
-            boot::serve_cluster_proxy(
-                &config,
-                &nats,
-                &state.inventory,
-                &metrics,
-                listener,
-                shutdown_rx.clone(),
-                &mut tasks,
-            )
-            .await?,
-        ),
-        None => None,
+    let addrs = boot::Addrs::of(&listeners);
+    let serve = boot::ServeDeps {
+        config: &config,
+        nats: &nats,
+        metrics: &metrics,
+        inventory: &state.inventory,
+        works: &state.works,
+        units: &units,
+        shards: &shards,
     };
-    if let Some(listener) = listeners.dashboard {
-        tasks.extend(boot::serve_dashboard(
-            &config,
-            &state.inventory,
-            &state.works,
-            &units,
-            listener,
-            shutdown_rx.clone(),
-        )?);
-    }
-    tasks.push(boot::serve_metrics(
-        listeners.metrics,
-        metrics.clone(),
-        state.inventory.clone(),
-        shards.clone(),
-        shutdown_rx,
-    ));
-    tracing::info!(grpc = %listeners.grpc_addr, metrics = %listeners.metrics_addr, nats = %config.nats.url, "hub started");
+    let cluster_proxy = boot::serve(listeners, serve, routes, shutdown_rx, &mut tasks).await?;
     Ok(Hub {
-        grpc_addr: listeners.grpc_addr,
-        metrics_addr: listeners.metrics_addr,
-        cluster_proxy_addr: listeners.cluster_proxy_addr,
-        dashboard_addr: listeners.dashboard_addr,
+        grpc_addr: addrs.grpc,
+        metrics_addr: addrs.metrics,
+        cluster_proxy_addr: addrs.cluster_proxy,
+        dashboard_addr: addrs.dashboard,
         cluster_proxy,
         inventory: state.inventory,
         works: state.works,

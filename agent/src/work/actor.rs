@@ -444,25 +444,71 @@ impl WorkActor {
     /// Applies every manifest; returns how many resources it wrote (created or changed).
     async fn apply(&mut self) -> usize {
         let mut writes = 0;
+        let order = self.apply_order();
+        let mut results =
+            vec![apply_result(false, "NotApplied", String::new()); self.manifests.len()];
+        let mut declared = Vec::new();
+        let run = ApplyRun {
+            anchor: self.anchor().await,
+            policy: self.work().spec.and_then(|s| s.delete_option),
+            // OCM's executor: every manifest is checked against its rights before it is
+            // applied, and is written as the executor.
+            executor: flotilla_api::work::Executor::of_work(&self.work()),
+        };
+        let complete = self.complete_manifests();
+        for i in order {
+            let m = &self.manifests[i];
+            if complete.contains(&i) {
+                // OCM: a manifest whose Complete rule holds is no longer updated (until the
+                // work's next generation clears its rule conditions).
+                results[i] = apply_result(
+                    true,
+                    "AppliedManifestComplete",
+                    "Manifest is Complete; it is no longer updated".into(),
+                );
+                if let Ok(id) = &m.id {
+                    declared.push(id.clone());
+                }
+                continue;
+            }
+            let id = match &m.id {
+                Ok(id) => id.clone(),
+                Err(e) => {
+                    results[i] = apply_result(false, "InvalidManifest", e.clone());
+                    continue;
+                }
+            };
+            if m.strategy != Strategy::ReadOnly {
+                declared.push(id.clone());
+            }
+            let (result, wrote) = self.apply_manifest(i, &id, &run).await;
+            writes += usize::from(wrote);
+            results[i] = result;
+        }
+        for r in &results {
+            self.config.metrics.apply(r.applied);
+        }
+        self.apply_results = results;
+        self.collect_garbage(declared).await;
+        writes
+    }
+
+    /// The order manifests are applied in: Namespaces and CustomResourceDefinitions first (what
+    /// the others may need), then the rest in manifest order.
+    fn apply_order(&self) -> Vec<usize> {
         let mut order: Vec<usize> = (0..self.manifests.len()).collect();
         order.sort_by_key(|i| match &self.manifests[*i].id {
             Ok(id) if id.kind == "Namespace" || id.kind == "CustomResourceDefinition" => 0,
             _ => 1,
         });
-        let mut results = vec![
-            ApplyResult {
-                applied: false,
-                reason: "NotApplied".into(),
-                message: String::new(),
-            };
-            self.manifests.len()
-        ];
-        let mut declared = Vec::new();
-        // The work's anchor on the cluster (Kubernetes: an AppliedManifestWork), owner of every
-        // resource the delete option would delete, so the cluster's garbage collector removes
-        // what is left of the work when the anchor goes.
-        let policy = self.work().spec.and_then(|s| s.delete_option);
-        let anchor = match self
+        order
+    }
+
+    /// The work's anchor on the cluster (Kubernetes: an AppliedManifestWork), owner of every
+    /// resource the delete option would delete, so the cluster's garbage collector removes what
+    /// is left of the work when the anchor goes. `None` without one.
+    async fn anchor(&self) -> Option<Value> {
+        match self
             .backend
             .ensure_anchor(&self.anchor_key(), &self.name)
             .await
@@ -472,123 +518,82 @@ impl WorkActor {
                 tracing::debug!(error = %e, "no anchor for the work's resources");
                 None
             }
+        }
+    }
+
+    /// Applies manifest `i` (its `id`) as the work's executor, when the executor may: owned by
+    /// the anchor unless the delete option orphans it or it is read-only, its ignored fields
+    /// shaped from what the cluster holds. Its result, and whether it wrote.
+    async fn apply_manifest(
+        &mut self,
+        i: usize,
+        id: &ManifestId,
+        run: &ApplyRun,
+    ) -> (ApplyResult, bool) {
+        let m = &self.manifests[i];
+        let executor = run.executor.as_ref();
+        let orphan = orphaned(id, run.policy.as_ref());
+        let verbs = crate::backend::executor_verbs(&m.strategy, !orphan);
+        if let Err(e) = self
+            .backend
+            .authorize(executor, id, &m.object, &verbs)
+            .await
+        {
+            tracing::info!(resource = %id.describe(), error = %e, "not applied: the executor may not");
+            let message = format!("{}: {e}", id.describe());
+            return (apply_result(false, "AppliedManifestFailed", message), false);
+        }
+        let owned = match &run.anchor {
+            Some(owner) if !orphan && m.strategy != Strategy::ReadOnly => {
+                Some(with_owner(&m.object, owner))
+            }
+            _ => None,
         };
-        let complete = self.complete_manifests();
-        // OCM's executor: every manifest is checked against its rights before it is applied,
-        // and is written as the executor.
-        let executor = flotilla_api::work::Executor::of_work(&self.work());
-        for i in order {
-            let m = &self.manifests[i];
-            if complete.contains(&i) {
-                // OCM: a manifest whose Complete rule holds is no longer updated (until the
-                // work's next generation clears its rule conditions).
-                results[i] = ApplyResult {
-                    applied: true,
-                    reason: "AppliedManifestComplete".into(),
-                    message: "Manifest is Complete; it is no longer updated".into(),
-                };
-                if let Ok(id) = &m.id {
-                    declared.push(id.clone());
-                }
-                continue;
+        let object = owned.as_ref().unwrap_or(&m.object);
+        let shaped;
+        let object = match &m.ignore {
+            Some(ignore) => {
+                let live = self.backend.get_as(executor, id).await.ok().flatten();
+                let last = self.last_applied.entry(i).or_default();
+                shaped = ignore.shape(object, live.as_ref(), last);
+                &shaped
             }
-            let id = match &m.id {
-                Ok(id) => id,
-                Err(e) => {
-                    results[i] = ApplyResult {
-                        applied: false,
-                        reason: "InvalidManifest".into(),
-                        message: e.clone(),
-                    };
-                    continue;
+            None => object,
+        };
+        match self
+            .backend
+            .apply_as(executor, id, object, &m.strategy)
+            .await
+        {
+            Ok(outcome) => {
+                let wrote = matches!(outcome, ApplyOutcome::Created | ApplyOutcome::Updated);
+                if wrote {
+                    tracing::debug!(resource = %id.describe(), ?outcome, "applied");
                 }
-            };
-            if m.strategy != Strategy::ReadOnly {
-                declared.push(id.clone());
+                if m.strategy == Strategy::ReadOnly {
+                    let message = "the resource is only observed".into();
+                    return (apply_result(true, "ReadOnly", message), wrote);
+                }
+                self.backend.follow(executor, id, &self.drift_signal).await;
+                let message = "Apply manifest complete".into();
+                (
+                    apply_result(true, "AppliedManifestComplete", message),
+                    wrote,
+                )
             }
-            let verbs = crate::backend::executor_verbs(&m.strategy, !orphaned(id, policy.as_ref()));
-            if let Err(e) = self
-                .backend
-                .authorize(executor.as_ref(), id, &m.object, &verbs)
-                .await
-            {
-                tracing::info!(resource = %id.describe(), error = %e, "not applied: the executor may not");
-                results[i] = ApplyResult {
-                    applied: false,
-                    reason: "AppliedManifestFailed".into(),
-                    message: format!("{}: {e}", id.describe()),
-                };
-                continue;
+            Err(e @ BackendError::Conflict { .. }) => {
+                (apply_result(false, "ApplyConflict", e.to_string()), false)
             }
-            let owned = match &anchor {
-                Some(owner)
-                    if !orphaned(id, policy.as_ref()) && m.strategy != Strategy::ReadOnly =>
-                {
-                    Some(with_owner(&m.object, owner))
-                }
-                _ => None,
-            };
-            let object = owned.as_ref().unwrap_or(&m.object);
-            let shaped;
-            let object = match &m.ignore {
-                Some(ignore) => {
-                    let live = self
-                        .backend
-                        .get_as(executor.as_ref(), id)
-                        .await
-                        .ok()
-                        .flatten();
-                    let last = self.last_applied.entry(i).or_default();
-                    shaped = ignore.shape(object, live.as_ref(), last);
-                    &shaped
-                }
-                None => object,
-            };
-            results[i] = match self
-                .backend
-                .apply_as(executor.as_ref(), id, object, &m.strategy)
-                .await
-            {
-                Ok(outcome) => {
-                    if matches!(outcome, ApplyOutcome::Created | ApplyOutcome::Updated) {
-                        tracing::debug!(resource = %id.describe(), ?outcome, "applied");
-                        writes += 1;
-                    }
-                    if m.strategy != Strategy::ReadOnly {
-                        self.backend
-                            .follow(executor.as_ref(), id, &self.drift_signal)
-                            .await;
-                    }
-                    ApplyResult {
-                        applied: true,
-                        reason: if m.strategy == Strategy::ReadOnly {
-                            "ReadOnly".into()
-                        } else {
-                            "AppliedManifestComplete".into()
-                        },
-                        message: if m.strategy == Strategy::ReadOnly {
-                            "the resource is only observed".into()
-                        } else {
-                            "Apply manifest complete".into()
-                        },
-                    }
-                }
-                Err(e @ BackendError::Conflict { .. }) => ApplyResult {
-                    applied: false,
-                    reason: "ApplyConflict".into(),
-                    message: e.to_string(),
-                },
-                Err(e) => ApplyResult {
-                    applied: false,
-                    reason: "AppliedManifestFailed".into(),
-                    message: format!("{}: {e}", id.describe()),
-                },
-            };
+            Err(e) => {
+                let message = format!("{}: {e}", id.describe());
+                (apply_result(false, "AppliedManifestFailed", message), false)
+            }
         }
-        for r in &results {
-            self.config.metrics.apply(r.applied);
-        }
-        self.apply_results = results;
+    }
+
+    /// Claims what the work declares, removes what it applied before and no longer declares
+    /// ([`Self::remove_resource`]), and saves the work's record.
+    async fn collect_garbage(&mut self, declared: Vec<ManifestId>) {
         // Garbage: what this work applied before and no longer declares.
         let removed: Vec<ManifestId> = self
             .record
@@ -611,7 +616,6 @@ impl WorkActor {
         if let Err(e) = self.store.save_work(&self.record) {
             tracing::error!(error = %e, "saving the work record failed");
         }
-        writes
     }
 
     /// Releases this work's claim on a resource and deletes it (as the work's executor) unless
@@ -963,4 +967,22 @@ fn apply_span(cluster: &str, work: &str, traceparent: Option<&str>) -> tracing::
     let span = tracing::info_span!("work.apply", cluster.name = %cluster, work.name = %work);
     flotilla_bus::trace::follow(&span, traceparent);
     span
+}
+
+/// What every manifest of one apply shares.
+struct ApplyRun {
+    /// The work's anchor on the cluster ([`WorkActor::anchor`]).
+    anchor: Option<Value>,
+    /// The work's delete option.
+    policy: Option<flotilla_api::v1::DeleteOption>,
+    /// The work's executor (`None`: the agent itself).
+    executor: Option<flotilla_api::work::Executor>,
+}
+
+fn apply_result(applied: bool, reason: &str, message: String) -> ApplyResult {
+    ApplyResult {
+        applied,
+        reason: reason.into(),
+        message,
+    }
 }

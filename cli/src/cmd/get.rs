@@ -10,11 +10,13 @@ use crate::pager;
 use anyhow::{Result, bail};
 use clap::Subcommand;
 use flotilla_api::v1::{
-    AddOnDeploymentConfig, GetAddOnRequest, GetClusterRequest, GetClusterSetRequest,
-    GetWorkRequest, ListAddOnsRequest, ListBindingsRequest, ListClusterSetsRequest,
-    ListClustersRequest, ListPlacementsRequest, ListPoliciesRequest, ListScoresRequest,
-    ListWorksRequest, ManagedCluster, ManagedClusterAddOn, ManagedClusterSetView, ManifestWork,
-    Placement, PlacementRef,
+    AddOnDeploymentConfig, AddOnPlacementScore, AddOnTemplate, ClusterManagementAddOn,
+    GetAddOnRequest, GetClusterRequest, GetClusterSetRequest, GetWorkRequest, ListAddOnsRequest,
+    ListBindingsRequest, ListClusterSetsRequest, ListClustersRequest, ListImportPoliciesRequest,
+    ListManagedServiceAccountsRequest, ListMirrorPeersRequest, ListPlacementsRequest,
+    ListPoliciesRequest, ListReplicaSetsRequest, ListScoresRequest, ListWorksRequest,
+    ManagedCluster, ManagedClusterAddOn, ManagedClusterSetBinding, ManagedClusterSetView,
+    ManifestWork, ManifestWorkReplicaSet, Placement, PlacementDecision, PlacementRef,
 };
 
 /// Clusters asked for per page.
@@ -206,14 +208,16 @@ pub enum GetWhat {
 pub async fn run(hub: &Hub, format: Format, what: GetWhat) -> Result<()> {
     match what {
         GetWhat::Clusters { names, selector } => {
-            let mut items = clusters(hub, &names, selector.unwrap_or_default()).await?;
-            items.sort_by_key(Kind::name);
+            let items = clusters(hub, &names, selector.unwrap_or_default()).await?;
             let none = format!("No clusters found on {}.", hub.endpoint());
             show(format, &items, names.len() == 1, Some(&none))
         }
         GetWhat::Clustersets { names } => {
             let views = sets(hub, &names).await?;
             show(format, &views, names.len() == 1, None)
+        }
+        GetWhat::Clustersetbindings { namespace } => {
+            show(format, &bindings(hub, namespace).await?, false, None)
         }
         GetWhat::Works {
             name,
@@ -226,264 +230,86 @@ pub async fn run(hub: &Hub, format: Format, what: GetWhat) -> Result<()> {
         }
         GetWhat::Placements { names, namespace } => {
             let items = placements(hub, &names, namespace.as_deref()).await?;
-            if format.is_table() && namespace.is_none() && !items.is_empty() {
-                return print(Ok(output::namespaced_table(&items)));
-            }
-            show(
-                format,
-                &items,
-                names.len() == 1,
-                Some("No placements found."),
-            )
+            let none = Some("No placements found.");
+            namespaced(format, &items, &names, namespace, none)
         }
         GetWhat::Decisions {
             placement,
             namespace,
-        } => {
-            let r = PlacementRef {
-                namespace,
-                name: placement,
-            };
-            let items = hub.call(hub.placements().list_decisions(r)).await?.items;
-            show(format, &items, false, None)
-        }
-        GetWhat::Addonplacementscores { cluster } => {
-            let r = ListScoresRequest {
-                cluster: cluster.unwrap_or_default(),
-            };
-            let items = hub.call(hub.placements().list_scores(r)).await?.items;
-            show(format, &items, false, None)
-        }
+        } => show(
+            format,
+            &decisions(hub, namespace, placement).await?,
+            false,
+            None,
+        ),
+        GetWhat::Addonplacementscores { cluster } => show(
+            format,
+            &scores(hub, cluster.unwrap_or_default()).await?,
+            false,
+            None,
+        ),
         GetWhat::Replicasets { names, namespace } => {
-            let r = flotilla_api::v1::ListReplicaSetsRequest {
-                namespace: namespace.clone().unwrap_or_default(),
-            };
-            let mut items = hub
-                .call(hub.replica_sets().list_replica_sets(r))
-                .await?
-                .items;
-            if !names.is_empty() {
-                items.retain(|i| {
-                    names
-                        .iter()
-                        .any(|n| i.metadata.as_ref().is_some_and(|m| &m.name == n))
-                });
-                if items.is_empty() {
-                    anyhow::bail!("ManifestWorkReplicaSet {} not found", names.join(", "));
-                }
-            }
-            if format.is_table() && namespace.is_none() && !items.is_empty() {
-                return print(Ok(output::namespaced_table(&items)));
-            }
-            show(format, &items, names.len() == 1, None)
+            let items = replica_sets(hub, &names, namespace.as_deref()).await?;
+            namespaced(format, &items, &names, namespace, None)
         }
         GetWhat::Addons { clusters, addon } => {
             let single = clusters.len() == 1 && addon.is_some();
-            let mut items = managed_cluster_addons(hub, &clusters, addon).await?;
-            items.sort_by_key(|a| (a.namespace(), a.name()));
+            let items = managed_cluster_addons(hub, &clusters, addon).await?;
             show(format, &items, single, Some("No add-ons found."))
         }
         GetWhat::Clustermanagementaddons { names } => {
-            let mut items = if names.is_empty() {
-                let r = ListAddOnsRequest::default();
-                hub.call(hub.addons().list_cluster_management_add_ons(r))
-                    .await?
-                    .items
-            } else {
-                let mut items = Vec::new();
-                for name in &names {
-                    let r = GetAddOnRequest {
-                        namespace: String::new(),
-                        name: name.clone(),
-                    };
-                    items.push(
-                        hub.call(hub.addons().get_cluster_management_add_on(r))
-                            .await?,
-                    );
-                }
-                items
-            };
-            if names.is_empty() {
-                items.sort_by_key(Kind::name);
-            }
-            show(
-                format,
-                &items,
-                names.len() == 1,
-                Some("No ClusterManagementAddOns found."),
-            )
+            get_cluster_management_addons(hub, format, &names).await
         }
-        GetWhat::Addontemplates { names } => {
-            let mut items = if names.is_empty() {
-                let r = ListAddOnsRequest::default();
-                hub.call(hub.addons().list_add_on_templates(r)).await?.items
-            } else {
-                let mut items = Vec::new();
-                for name in &names {
-                    let r = GetAddOnRequest {
-                        namespace: String::new(),
-                        name: name.clone(),
-                    };
-                    items.push(hub.call(hub.addons().get_add_on_template(r)).await?);
-                }
-                items
-            };
-            if names.is_empty() {
-                items.sort_by_key(Kind::name);
-            }
-            show(
-                format,
-                &items,
-                names.len() == 1,
-                Some("No AddOnTemplates found."),
-            )
-        }
+        GetWhat::Addontemplates { names } => get_addon_templates(hub, format, &names).await,
         GetWhat::Addondeploymentconfigs { names, namespace } => {
-            let items = deployment_configs(hub, &names, namespace.as_deref()).await?;
-            if format.is_table() && namespace.is_none() && !items.is_empty() {
-                return print(Ok(output::namespaced_table(&items)));
-            }
-            show(
-                format,
-                &items,
-                names.len() == 1,
-                Some("No AddOnDeploymentConfigs found."),
-            )
+            get_deployment_configs(hub, format, &names, namespace).await
         }
-        GetWhat::Importpolicies { names } => {
-            let r = flotilla_api::v1::ListImportPoliciesRequest {};
-            let items = named(
-                hub.call(hub.import_policies().list_import_policies(r))
-                    .await?
-                    .items,
-                &names,
-                "ClusterImportPolicy",
-            )?;
-            show(
-                format,
-                &items,
-                names.len() == 1,
-                Some("No ClusterImportPolicies found."),
-            )
-        }
-        GetWhat::Mirrorpeers { names } => {
-            let r = flotilla_api::v1::ListMirrorPeersRequest {};
-            let items = named(
-                hub.call(hub.mirror_peers().list_mirror_peers(r))
-                    .await?
-                    .items,
-                &names,
-                "MirrorPeer",
-            )?;
-            show(
-                format,
-                &items,
-                names.len() == 1,
-                Some("No MirrorPeers found."),
-            )
-        }
+        GetWhat::Importpolicies { names } => get_import_policies(hub, format, &names).await,
+        GetWhat::Mirrorpeers { names } => get_mirror_peers(hub, format, &names).await,
         GetWhat::Managedserviceaccounts { names, cluster } => {
-            let r = flotilla_api::v1::ListManagedServiceAccountsRequest {
-                namespace: cluster.unwrap_or_default(),
-            };
-            let items = named(
-                hub.call(hub.service_accounts().list_managed_service_accounts(r))
-                    .await?
-                    .items,
-                &names,
-                "ManagedServiceAccount",
-            )?;
-            show(
-                format,
-                &items,
-                names.len() == 1,
-                Some("No ManagedServiceAccounts found."),
-            )
+            get_service_accounts(hub, format, &names, cluster).await
         }
         GetWhat::Policies { names, namespace } => {
-            let r = ListPoliciesRequest {
-                namespace: namespace.clone().unwrap_or_default(),
-            };
-            let items = named(
-                hub.call(hub.policies().list_policies(r)).await?.items,
-                &names,
-                "Policy",
-            )?;
-            governance(
-                format,
-                &items,
-                &names,
-                namespace.is_none(),
-                "No policies found.",
-            )
+            get_policies(hub, format, &names, namespace).await
         }
         GetWhat::Placementbindings { names, namespace } => {
-            let r = ListPoliciesRequest {
-                namespace: namespace.clone().unwrap_or_default(),
-            };
-            let items = named(
-                hub.call(hub.policies().list_placement_bindings(r))
-                    .await?
-                    .items,
-                &names,
-                "PlacementBinding",
-            )?;
-            governance(
-                format,
-                &items,
-                &names,
-                namespace.is_none(),
-                "No PlacementBindings found.",
-            )
+            get_placement_bindings(hub, format, &names, namespace).await
         }
         GetWhat::Policysets { names, namespace } => {
-            let r = ListPoliciesRequest {
-                namespace: namespace.clone().unwrap_or_default(),
-            };
-            let items = named(
-                hub.call(hub.policies().list_policy_sets(r)).await?.items,
-                &names,
-                "PolicySet",
-            )?;
-            governance(
-                format,
-                &items,
-                &names,
-                namespace.is_none(),
-                "No PolicySets found.",
-            )
+            get_policy_sets(hub, format, &names, namespace).await
         }
         GetWhat::Placementrules { names, namespace } => {
-            let r = ListPoliciesRequest {
-                namespace: namespace.clone().unwrap_or_default(),
-            };
-            let items = named(
-                hub.call(hub.policies().list_placement_rules(r))
-                    .await?
-                    .items,
-                &names,
-                "PlacementRule",
-            )?;
-            governance(
-                format,
-                &items,
-                &names,
-                namespace.is_none(),
-                "No PlacementRules found.",
-            )
-        }
-        GetWhat::Clustersetbindings { namespace } => {
-            let r = ListBindingsRequest {
-                namespace: namespace.unwrap_or_default(),
-            };
-            let items = hub.call(hub.sets().list_bindings(r)).await?.items;
-            show(format, &items, false, None)
+            get_placement_rules(hub, format, &names, namespace).await
         }
     }
 }
 
-/// Prints what `get` found. An empty table prints `none` on stderr instead of a bare header
-/// for the kinds that have one.
+/// `get clustermanagementaddons`.
+async fn get_cluster_management_addons(hub: &Hub, format: Format, names: &[String]) -> Result<()> {
+    let items = cluster_management_addons(hub, names).await?;
+    let none = Some("No ClusterManagementAddOns found.");
+    show(format, &items, names.len() == 1, none)
+}
+
+/// `get addontemplates`.
+async fn get_addon_templates(hub: &Hub, format: Format, names: &[String]) -> Result<()> {
+    let items = addon_templates(hub, names).await?;
+    let none = Some("No AddOnTemplates found.");
+    show(format, &items, names.len() == 1, none)
+}
+
+/// `get addondeploymentconfigs`.
+async fn get_deployment_configs(
+    hub: &Hub,
+    format: Format,
+    names: &[String],
+    namespace: Option<String>,
+) -> Result<()> {
+    let items = deployment_configs(hub, names, namespace.as_deref()).await?;
+    let none = Some("No AddOnDeploymentConfigs found.");
+    namespaced(format, &items, names, namespace, none)
+}
+
 /// Only the objects named (all when `names` is empty); naming one that is not there fails.
 fn named<K: Kind>(mut items: Vec<K>, names: &[String], kind: &str) -> Result<Vec<K>> {
     if names.is_empty() {
@@ -498,20 +324,23 @@ fn named<K: Kind>(mut items: Vec<K>, names: &[String], kind: &str) -> Result<Vec
     Ok(items)
 }
 
-/// A governance list: with a NAMESPACE column when it spans namespaces.
-fn governance<K: Kind>(
+/// A list that may span namespaces: a table with a NAMESPACE column when no `namespace` was
+/// asked for.
+fn namespaced<K: Kind>(
     format: Format,
     items: &[K],
     names: &[String],
-    every_namespace: bool,
-    none: &str,
+    namespace: Option<String>,
+    none: Option<&str>,
 ) -> Result<()> {
-    if format.is_table() && every_namespace && !items.is_empty() {
+    if format.is_table() && namespace.is_none() && !items.is_empty() {
         return print(Ok(output::namespaced_table(items)));
     }
-    show(format, items, names.len() == 1, Some(none))
+    show(format, items, names.len() == 1, none)
 }
 
+/// Prints what `get` found. An empty table prints `none` on stderr instead of a bare header
+/// for the kinds that have one.
 fn show<K: Kind>(format: Format, items: &[K], single: bool, none: Option<&str>) -> Result<()> {
     if let Some(none) = none.filter(|_| format.is_table() && items.is_empty()) {
         eprintln!("{none}");
@@ -520,10 +349,10 @@ fn show<K: Kind>(format: Format, items: &[K], single: bool, none: Option<&str>) 
     print(output::render(format, items, single))
 }
 
-/// The named clusters, or every cluster matching `selector`.
+/// The named clusters, or every cluster matching `selector`, sorted by name.
 async fn clusters(hub: &Hub, names: &[String], selector: String) -> Result<Vec<ManagedCluster>> {
-    if names.is_empty() {
-        return pager::all(|page_token| {
+    let mut items = if names.is_empty() {
+        pager::all(|page_token| {
             let r = ListClustersRequest {
                 label_selector: selector.clone(),
                 page_size: CLUSTER_PAGE_SIZE,
@@ -531,13 +360,16 @@ async fn clusters(hub: &Hub, names: &[String], selector: String) -> Result<Vec<M
             };
             async move { hub.call(hub.clusters().list_clusters(r)).await }
         })
-        .await;
-    }
-    let mut items = Vec::new();
-    for name in names {
-        let r = GetClusterRequest { name: name.clone() };
-        items.push(hub.call(hub.clusters().get_cluster(r)).await?);
-    }
+        .await?
+    } else {
+        let mut items = Vec::new();
+        for name in names {
+            let r = GetClusterRequest { name: name.clone() };
+            items.push(hub.call(hub.clusters().get_cluster(r)).await?);
+        }
+        items
+    };
+    items.sort_by_key(Kind::name);
     Ok(items)
 }
 
@@ -620,7 +452,7 @@ async fn placements(
 }
 
 /// The ManagedClusterAddOns of `clusters` (every cluster when empty), only of `addon` when
-/// given.
+/// given, sorted by cluster and name.
 async fn managed_cluster_addons(
     hub: &Hub,
     clusters: &[String],
@@ -653,6 +485,7 @@ async fn managed_cluster_addons(
                 .items,
         );
     }
+    items.sort_by_key(|a| (a.namespace(), a.name()));
     Ok(items)
 }
 
@@ -690,4 +523,221 @@ async fn deployment_configs(
         );
     }
     Ok(items)
+}
+
+/// The ManagedClusterSetBindings of `namespace` (of every namespace when `None`).
+async fn bindings(hub: &Hub, namespace: Option<String>) -> Result<Vec<ManagedClusterSetBinding>> {
+    let r = ListBindingsRequest {
+        namespace: namespace.unwrap_or_default(),
+    };
+    Ok(hub.call(hub.sets().list_bindings(r)).await?.items)
+}
+
+/// The PlacementDecisions of placement `namespace/name`.
+async fn decisions(hub: &Hub, namespace: String, name: String) -> Result<Vec<PlacementDecision>> {
+    let r = PlacementRef { namespace, name };
+    Ok(hub.call(hub.placements().list_decisions(r)).await?.items)
+}
+
+/// The AddOnPlacementScores of `cluster` (of every cluster when empty).
+async fn scores(hub: &Hub, cluster: String) -> Result<Vec<AddOnPlacementScore>> {
+    let r = ListScoresRequest { cluster };
+    Ok(hub.call(hub.placements().list_scores(r)).await?.items)
+}
+
+/// The ManifestWorkReplicaSets (of `namespace` when given), only the named ones when `names`
+/// is not empty (an error when none of them is there).
+async fn replica_sets(
+    hub: &Hub,
+    names: &[String],
+    namespace: Option<&str>,
+) -> Result<Vec<ManifestWorkReplicaSet>> {
+    let r = ListReplicaSetsRequest {
+        namespace: namespace.unwrap_or_default().to_string(),
+    };
+    let mut items = hub
+        .call(hub.replica_sets().list_replica_sets(r))
+        .await?
+        .items;
+    if !names.is_empty() {
+        items.retain(|i| {
+            names
+                .iter()
+                .any(|n| i.metadata.as_ref().is_some_and(|m| &m.name == n))
+        });
+        if items.is_empty() {
+            bail!("ManifestWorkReplicaSet {} not found", names.join(", "));
+        }
+    }
+    Ok(items)
+}
+
+/// The named ClusterManagementAddOns (each must exist), or every one sorted by name.
+async fn cluster_management_addons(
+    hub: &Hub,
+    names: &[String],
+) -> Result<Vec<ClusterManagementAddOn>> {
+    if names.is_empty() {
+        let r = ListAddOnsRequest::default();
+        let mut items = hub
+            .call(hub.addons().list_cluster_management_add_ons(r))
+            .await?
+            .items;
+        items.sort_by_key(Kind::name);
+        return Ok(items);
+    }
+    let mut items = Vec::new();
+    for name in names {
+        let r = GetAddOnRequest {
+            namespace: String::new(),
+            name: name.clone(),
+        };
+        items.push(
+            hub.call(hub.addons().get_cluster_management_add_on(r))
+                .await?,
+        );
+    }
+    Ok(items)
+}
+
+/// The named AddOnTemplates (each must exist), or every one sorted by name.
+async fn addon_templates(hub: &Hub, names: &[String]) -> Result<Vec<AddOnTemplate>> {
+    if names.is_empty() {
+        let r = ListAddOnsRequest::default();
+        let mut items = hub.call(hub.addons().list_add_on_templates(r)).await?.items;
+        items.sort_by_key(Kind::name);
+        return Ok(items);
+    }
+    let mut items = Vec::new();
+    for name in names {
+        let r = GetAddOnRequest {
+            namespace: String::new(),
+            name: name.clone(),
+        };
+        items.push(hub.call(hub.addons().get_add_on_template(r)).await?);
+    }
+    Ok(items)
+}
+
+/// `get importpolicies`: the ClusterImportPolicies, only the named ones when `names` is not
+/// empty.
+async fn get_import_policies(hub: &Hub, format: Format, names: &[String]) -> Result<()> {
+    let r = ListImportPoliciesRequest {};
+    let items = hub
+        .call(hub.import_policies().list_import_policies(r))
+        .await?
+        .items;
+    let items = named(items, names, "ClusterImportPolicy")?;
+    let none = Some("No ClusterImportPolicies found.");
+    show(format, &items, names.len() == 1, none)
+}
+
+/// `get mirrorpeers`: the MirrorPeers, only the named ones when `names` is not empty.
+async fn get_mirror_peers(hub: &Hub, format: Format, names: &[String]) -> Result<()> {
+    let r = ListMirrorPeersRequest {};
+    let items = hub
+        .call(hub.mirror_peers().list_mirror_peers(r))
+        .await?
+        .items;
+    let items = named(items, names, "MirrorPeer")?;
+    show(
+        format,
+        &items,
+        names.len() == 1,
+        Some("No MirrorPeers found."),
+    )
+}
+
+/// `get managedserviceaccounts`: those of `cluster` (of every cluster when `None`), only the
+/// named ones when `names` is not empty.
+async fn get_service_accounts(
+    hub: &Hub,
+    format: Format,
+    names: &[String],
+    cluster: Option<String>,
+) -> Result<()> {
+    let r = ListManagedServiceAccountsRequest {
+        namespace: cluster.unwrap_or_default(),
+    };
+    let items = hub
+        .call(hub.service_accounts().list_managed_service_accounts(r))
+        .await?
+        .items;
+    let items = named(items, names, "ManagedServiceAccount")?;
+    let none = Some("No ManagedServiceAccounts found.");
+    show(format, &items, names.len() == 1, none)
+}
+
+/// The request for a governance list of `namespace` (every namespace when `None`).
+fn governance_request(namespace: Option<&str>) -> ListPoliciesRequest {
+    ListPoliciesRequest {
+        namespace: namespace.unwrap_or_default().to_string(),
+    }
+}
+
+/// `get policies`: those of `namespace` (of every namespace when `None`), only the named ones
+/// when `names` is not empty.
+async fn get_policies(
+    hub: &Hub,
+    format: Format,
+    names: &[String],
+    namespace: Option<String>,
+) -> Result<()> {
+    let r = governance_request(namespace.as_deref());
+    let items = hub.call(hub.policies().list_policies(r)).await?.items;
+    let items = named(items, names, "Policy")?;
+    namespaced(format, &items, names, namespace, Some("No policies found."))
+}
+
+/// `get placementbindings`, as [`get_policies`].
+async fn get_placement_bindings(
+    hub: &Hub,
+    format: Format,
+    names: &[String],
+    namespace: Option<String>,
+) -> Result<()> {
+    let r = governance_request(namespace.as_deref());
+    let items = hub
+        .call(hub.policies().list_placement_bindings(r))
+        .await?
+        .items;
+    let items = named(items, names, "PlacementBinding")?;
+    let none = Some("No PlacementBindings found.");
+    namespaced(format, &items, names, namespace, none)
+}
+
+/// `get policysets`, as [`get_policies`].
+async fn get_policy_sets(
+    hub: &Hub,
+    format: Format,
+    names: &[String],
+    namespace: Option<String>,
+) -> Result<()> {
+    let r = governance_request(namespace.as_deref());
+    let items = hub.call(hub.policies().list_policy_sets(r)).await?.items;
+    let items = named(items, names, "PolicySet")?;
+    namespaced(
+        format,
+        &items,
+        names,
+        namespace,
+        Some("No PolicySets found."),
+    )
+}
+
+/// `get placementrules`, as [`get_policies`].
+async fn get_placement_rules(
+    hub: &Hub,
+    format: Format,
+    names: &[String],
+    namespace: Option<String>,
+) -> Result<()> {
+    let r = governance_request(namespace.as_deref());
+    let items = hub
+        .call(hub.policies().list_placement_rules(r))
+        .await?
+        .items;
+    let items = named(items, names, "PlacementRule")?;
+    let none = Some("No PlacementRules found.");
+    namespaced(format, &items, names, namespace, none)
 }

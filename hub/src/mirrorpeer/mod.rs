@@ -22,16 +22,16 @@ pub mod actor;
 pub mod route;
 pub mod rules;
 
+use crate::handle::{Gone, Handle};
 use crate::store::{Bucket, StoreError};
 use flotilla_api::v1::{
     MirrorPeer, PeerKeyRecord, PeerSyncRequest, PeerSyncResponse, SealedPeerSecret,
 };
 use flotilla_bus::jetstream::StreamOptions;
-use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 use thiserror::Error;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{oneshot, watch};
 
 /// KV bucket of the MirrorPeers.
 pub const PEERS: &str = "mirrorpeers";
@@ -122,13 +122,18 @@ pub struct Deps {
 }
 
 /// The published MirrorPeers, by name.
-type Views = Arc<RwLock<BTreeMap<String, MirrorPeer>>>;
+type Views = crate::handle::Views<MirrorPeer>;
 
 /// The hub's MirrorPeers (cheap to clone).
 #[derive(Clone)]
 pub struct MirrorPeers {
-    tx: mpsc::Sender<actor::Msg>,
-    views: Views,
+    handle: Handle<actor::Msg, MirrorPeer>,
+}
+
+impl From<Gone> for MirrorPeerError {
+    fn from(_: Gone) -> Self {
+        Self::Gone
+    }
 }
 
 impl std::fmt::Debug for MirrorPeers {
@@ -152,19 +157,8 @@ impl MirrorPeers {
         };
         let views: Views = Arc::default();
         let (tx, task) = actor::spawn(buckets, deps, views.clone(), stored, shutdown);
-        Ok((Self { tx, views }, task))
-    }
-
-    async fn ask<T>(
-        &self,
-        make: impl FnOnce(oneshot::Sender<T>) -> actor::Msg,
-    ) -> Result<T, MirrorPeerError> {
-        let (reply, rx) = oneshot::channel();
-        self.tx
-            .send(make(reply))
-            .await
-            .map_err(|_| MirrorPeerError::Gone)?;
-        rx.await.map_err(|_| MirrorPeerError::Gone)
+        let handle = Handle::new(tx, views);
+        Ok((Self { handle }, task))
     }
 
     /// Creates or updates a MirrorPeer (ODF's webhook rules); answered once stored.
@@ -174,28 +168,25 @@ impl MirrorPeers {
         if !errors.is_empty() {
             return Err(MirrorPeerError::Invalid(errors));
         }
-        self.ask(|r| actor::Msg::Apply(Box::new(peer), r)).await?
+        self.handle
+            .ask(|r| actor::Msg::Apply(Box::new(peer), r))
+            .await?
     }
 
     /// One MirrorPeer.
     pub fn get(&self, name: &str) -> Option<MirrorPeer> {
-        self.views.read().expect("views lock").get(name).cloned()
+        self.handle.get(name)
     }
 
     /// Every MirrorPeer.
     pub fn list(&self) -> Vec<MirrorPeer> {
-        self.views
-            .read()
-            .expect("views lock")
-            .values()
-            .cloned()
-            .collect()
+        self.handle.list("")
     }
 
     /// Deletes a MirrorPeer and its boxes; its peers are poked to remove their GREEN Secrets.
     pub async fn delete(&self, name: &str) -> Result<(), MirrorPeerError> {
         let name = name.to_string();
-        self.ask(|r| actor::Msg::Delete(name, r)).await?
+        self.handle.ask(|r| actor::Msg::Delete(name, r)).await?
     }
 
     /// Answers `cluster`'s request (its subject, envelope and acceptance checked); a full
@@ -203,7 +194,7 @@ impl MirrorPeers {
     pub async fn sync(&self, cluster: &str, request: PeerSyncRequest) -> PeerSyncResponse {
         let (reply, rx) = oneshot::channel();
         let msg = actor::Msg::Sync(cluster.to_string(), Box::new(request), reply);
-        if self.tx.try_send(msg).is_err() {
+        if self.handle.try_send(msg).is_err() {
             return PeerSyncResponse {
                 error: "the hub is busy; ask again".into(),
                 ..Default::default()

@@ -25,17 +25,16 @@ pub mod key;
 pub mod route;
 pub mod rules;
 
+use crate::handle::{Gone, Handle};
 use crate::keys::ObjectRef;
 use crate::store::{Bucket, StoreError};
 use flotilla_api::v1::{
     ManagedServiceAccount, ManagedServiceAccountToken, ServiceAccountTokenRecord,
 };
 use flotilla_bus::jetstream::StreamOptions;
-use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use thiserror::Error;
-use tokio::sync::{mpsc, oneshot};
 
 /// KV bucket of ManagedServiceAccounts.
 pub const ACCOUNTS: &str = "managedserviceaccounts";
@@ -99,6 +98,12 @@ impl From<StoreError> for MsaError {
     }
 }
 
+impl From<Gone> for MsaError {
+    fn from(_: Gone) -> Self {
+        Self::Gone
+    }
+}
+
 /// The buckets.
 #[derive(Clone)]
 pub struct Buckets {
@@ -135,13 +140,12 @@ pub struct Deps {
 }
 
 /// The published accounts, by `<cluster>/<name>`.
-type Views = Arc<RwLock<BTreeMap<String, ManagedServiceAccount>>>;
+type Views = crate::handle::Views<ManagedServiceAccount>;
 
 /// The hub's ManagedServiceAccounts (cheap to clone).
 #[derive(Clone)]
 pub struct ServiceAccounts {
-    tx: mpsc::Sender<actor::Msg>,
-    views: Views,
+    handle: Handle<actor::Msg, ManagedServiceAccount>,
     task: Arc<std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>>,
 }
 
@@ -168,31 +172,18 @@ impl ServiceAccounts {
         let views: Views = Arc::default();
         let (tx, task) = actor::spawn(buckets, deps, views.clone(), accounts, tokens);
         Ok(Self {
-            tx,
-            views,
+            handle: Handle::new(tx, views),
             task: Arc::new(std::sync::Mutex::new(Some(task))),
         })
     }
 
     /// Stops the task (this hub gave the controllers up), awaited (bounded).
     pub async fn stop(&self) {
-        let _ = self.tx.send(actor::Msg::Stop).await;
+        let _ = self.handle.send(actor::Msg::Stop).await;
         let task = self.task.lock().expect("task lock").take();
         if let Some(t) = task {
             let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
         }
-    }
-
-    async fn ask<T>(
-        &self,
-        make: impl FnOnce(oneshot::Sender<T>) -> actor::Msg,
-    ) -> Result<T, MsaError> {
-        let (reply, rx) = oneshot::channel();
-        self.tx
-            .send(make(reply))
-            .await
-            .map_err(|_| MsaError::Gone)?;
-        rx.await.map_err(|_| MsaError::Gone)
     }
 
     /// Creates or updates an account; answered once stored.
@@ -202,36 +193,27 @@ impl ServiceAccounts {
     ) -> Result<ManagedServiceAccount, MsaError> {
         let ocm = flotilla_api::ocm::ManagedServiceAccount::from(&account);
         ocm.to_proto().map_err(MsaError::Invalid)?;
-        self.ask(|r| actor::Msg::Apply(Box::new(account), r))
+        self.handle
+            .ask(|r| actor::Msg::Apply(Box::new(account), r))
             .await?
     }
 
     /// One account.
     pub fn get(&self, cluster: &str, name: &str) -> Option<ManagedServiceAccount> {
-        self.views
-            .read()
-            .expect("views lock")
+        self.handle
             .get(&ObjectRef::new(cluster, name).inventory_key())
-            .cloned()
     }
 
     /// The accounts of a cluster (every cluster when empty).
     pub fn list(&self, cluster: &str) -> Vec<ManagedServiceAccount> {
-        let prefix = ObjectRef::prefix(cluster);
-        self.views
-            .read()
-            .expect("views lock")
-            .iter()
-            .filter(|(k, _)| k.starts_with(&prefix))
-            .map(|(_, v)| v.clone())
-            .collect()
+        self.handle.list(&ObjectRef::prefix(cluster))
     }
 
     /// Deletes an account: its token is refused at once, its cluster deletes the
     /// ServiceAccount, and it goes once the cluster confirms.
     pub async fn delete(&self, cluster: &str, name: &str) -> Result<(), MsaError> {
         let key = ObjectRef::new(cluster, name);
-        self.ask(|r| actor::Msg::Delete(key, r)).await?
+        self.handle.ask(|r| actor::Msg::Delete(key, r)).await?
     }
 
     /// The current token, opened, for `caller`: admins, and deployers that may act as the
@@ -244,7 +226,7 @@ impl ServiceAccounts {
         caller: Caller<'_>,
     ) -> Result<ManagedServiceAccountToken, MsaError> {
         let key = ObjectRef::new(cluster, name);
-        let token = self.ask(|r| actor::Msg::Token(key, r)).await??;
+        let token = self.handle.ask(|r| actor::Msg::Token(key, r)).await??;
         if let Some(who) = caller {
             let executor = flotilla_api::work::Executor {
                 namespace: token.service_account_namespace.clone(),
@@ -270,7 +252,7 @@ impl ServiceAccounts {
     /// report comes back when the mailbox is full or the task has ended, for its source to be
     /// told [`actor::Outcome::Retry`].
     pub fn try_report(&self, report: actor::ReportIn) -> Result<(), Box<actor::ReportIn>> {
-        match self.tx.try_send(actor::Msg::Report(Box::new(report))) {
+        match self.handle.try_send(actor::Msg::Report(Box::new(report))) {
             Ok(()) => Ok(()),
             Err(e) => match e.into_inner() {
                 actor::Msg::Report(back) => Err(back),

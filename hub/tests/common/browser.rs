@@ -180,7 +180,7 @@ impl Browser {
 
     /// Saves a screenshot as `<dir>/<name>.png` when `FLOTILLA_SCREENSHOTS` names a directory
     /// (how docs/dashboard/ is made: `FLOTILLA_SCREENSHOTS=$PWD/docs/dashboard cargo test -p
-    /// flotilla-hub --test dashboard`).
+    /// flotilla-hub --test dashboard_browser`).
     pub async fn screenshot(&self, name: &str) {
         let Some(dir) = std::env::var_os("FLOTILLA_SCREENSHOTS") else {
             return;

@@ -140,6 +140,18 @@ fn set(st: &mut ManagedClusterAddOnStatus, t: &str, s: &str, reason: &str, messa
 pub fn status(input: &StatusInput<'_>) -> ManagedClusterAddOnStatus {
     let (_, name) = key_of(input.mca);
     let mut st = input.mca.status.clone().unwrap_or_default();
+    describe(&mut st, input);
+    configured(&mut st, input);
+    progressing(&mut st, input);
+    manifest_applied(&mut st, input);
+    registration_applied(&mut st, input, &name);
+    available(&mut st, input, &name);
+    st
+}
+
+/// What the add-on is: its metadata and supported configs (from the ClusterManagementAddOn),
+/// install namespace, registrations and health check mode.
+fn describe(st: &mut ManagedClusterAddOnStatus, input: &StatusInput<'_>) {
     let spec = input.cma.spec.clone().unwrap_or_default();
     st.add_on_meta = spec.add_on_meta.clone();
     st.supported_configs = spec
@@ -158,14 +170,16 @@ pub fn status(input: &StatusInput<'_>) -> ManagedClusterAddOnStatus {
             Err(_) => "Customized".to_string(),
         },
     });
+}
 
-    // Configured, and the config references: desired = what the work was rendered from (what
-    // the rollout released to this cluster), last applied = the same once the work is applied
-    // and available (OCM's meaning of both).
+/// Configured, and the config references: desired = what the work was rendered from (what
+/// the rollout released to this cluster), last applied = the same once the work is applied
+/// and available (OCM's meaning of both).
+fn configured(st: &mut ManagedClusterAddOnStatus, input: &StatusInput<'_>) {
     match input.configs {
         Ok(resolved) => {
             set(
-                &mut st,
+                st,
                 cond::CONFIGURED,
                 status::TRUE,
                 "ConfigurationsConfigured",
@@ -206,49 +220,52 @@ pub fn status(input: &StatusInput<'_>) -> ManagedClusterAddOnStatus {
                 .collect();
         }
         Err(errors) => set(
-            &mut st,
+            st,
             cond::CONFIGURED,
             status::FALSE,
             "ConfigurationsNotConfigured",
             &errors.join("; "),
         ),
     }
+}
 
-    // Progressing.
+/// Progressing: the configs, the render and the health check must be right, then where the
+/// cluster stands in the rollout.
+fn progressing(st: &mut ManagedClusterAddOnStatus, input: &StatusInput<'_>) {
     match (input.configs, input.render_error, input.mode) {
         (Err(errors), _, _) => set(
-            &mut st,
+            st,
             cond::PROGRESSING,
             status::FALSE,
             "ConfigurationUnsupported",
             &errors.join("; "),
         ),
-        (_, Some(e), _) => set(&mut st, cond::PROGRESSING, status::FALSE, "Failed", e),
-        (_, _, Err(e)) => set(&mut st, cond::PROGRESSING, status::FALSE, "Failed", e),
+        (_, Some(e), _) => set(st, cond::PROGRESSING, status::FALSE, "Failed", e),
+        (_, _, Err(e)) => set(st, cond::PROGRESSING, status::FALSE, "Failed", e),
         _ => match input.rollout {
             Status::Succeeded => set(
-                &mut st,
+                st,
                 cond::PROGRESSING,
                 status::FALSE,
                 "Completed",
                 "completed with no errors.",
             ),
             Status::Failed => set(
-                &mut st,
+                st,
                 cond::PROGRESSING,
                 status::FALSE,
                 "Failed",
                 "the add-on's work failed to apply or is degraded",
             ),
             Status::ToApply if input.waiting => set(
-                &mut st,
+                st,
                 cond::PROGRESSING,
                 status::FALSE,
                 "WaitingForRollout",
                 "waiting for its turn in the rollout",
             ),
             _ => set(
-                &mut st,
+                st,
                 cond::PROGRESSING,
                 status::TRUE,
                 "Progressing",
@@ -256,11 +273,13 @@ pub fn status(input: &StatusInput<'_>) -> ManagedClusterAddOnStatus {
             ),
         },
     }
+}
 
-    // ManifestApplied: the works' Applied conditions.
+/// ManifestApplied: the works' Applied conditions.
+fn manifest_applied(st: &mut ManagedClusterAddOnStatus, input: &StatusInput<'_>) {
     if let Some(e) = input.render_error {
         set(
-            &mut st,
+            st,
             cond::MANIFEST_APPLIED,
             status::FALSE,
             "ManifestWorkApplyFailed",
@@ -268,7 +287,7 @@ pub fn status(input: &StatusInput<'_>) -> ManagedClusterAddOnStatus {
         );
     } else if let Some(failed) = not_applied(&input.works) {
         set(
-            &mut st,
+            st,
             cond::MANIFEST_APPLIED,
             status::FALSE,
             "AddonManifestAppliedFailed",
@@ -277,52 +296,56 @@ pub fn status(input: &StatusInput<'_>) -> ManagedClusterAddOnStatus {
     } else if !input.works.is_empty() && input.works.iter().all(|w| applied_condition(w).is_some())
     {
         set(
-            &mut st,
+            st,
             cond::MANIFEST_APPLIED,
             status::TRUE,
             "AddonManifestApplied",
             "the add-on's manifests are applied",
         );
     }
+}
 
-    // RegistrationApplied: Flotilla issues NATS credentials to the add-on agent on request, so
-    // the permission is set as soon as the add-on is installed.
+/// RegistrationApplied: Flotilla issues NATS credentials to the add-on agent on request, so
+/// the permission is set as soon as the add-on is installed.
+fn registration_applied(st: &mut ManagedClusterAddOnStatus, input: &StatusInput<'_>, name: &str) {
     if input.registrations.is_empty() {
         st.conditions
             .retain(|c| c.r#type != cond::REGISTRATION_APPLIED);
     } else {
         set(
-            &mut st,
+            st,
             cond::REGISTRATION_APPLIED,
             status::TRUE,
             "SetPermissionApplied",
             &format!(
                 "the add-on agent may use {}",
-                flotilla_bus::addons::all_of(&name, &key_of(input.mca).0)
+                flotilla_bus::addons::all_of(name, &key_of(input.mca).0)
             ),
         );
     }
+}
 
-    // Available: the cluster's own Unknown wins; otherwise the health check.
+/// Available: the cluster's own Unknown wins; otherwise the health check. Degraded: the works'
+/// workloads.
+fn available(st: &mut ManagedClusterAddOnStatus, input: &StatusInput<'_>, name: &str) {
     let verdict = if let Some((reason, message)) = cluster_unknown(input.cluster) {
         Some(health::cluster_unknown(&reason, &message))
     } else {
         match input.mode {
             Ok(health::Mode::Lease) => {
-                Some(health::lease(input.lease, input.now, input.grace, &name))
+                Some(health::lease(input.lease, input.now, input.grace, name))
             }
-            Ok(mode) => Some(health::work(&input.works, mode, &name)),
+            Ok(mode) => Some(health::work(&input.works, mode, name)),
             Err(_) => None,
         }
     };
     if let Some(v) = verdict {
-        set(&mut st, cond::AVAILABLE, v.status, v.reason, &v.message);
+        set(st, cond::AVAILABLE, v.status, v.reason, &v.message);
     }
     match health::degraded(&input.works) {
-        Some(v) => set(&mut st, cond::DEGRADED, v.status, v.reason, &v.message),
+        Some(v) => set(st, cond::DEGRADED, v.status, v.reason, &v.message),
         None => st.conditions.retain(|c| c.r#type != cond::DEGRADED),
     }
-    st
 }
 
 fn applied_condition(w: &ManifestWork) -> Option<&flotilla_api::v1::Condition> {

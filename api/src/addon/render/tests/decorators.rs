@@ -1,4 +1,4 @@
-//! The AddOnDeploymentConfig decorators: namespace, node placement, images, resources.
+//! The AddOnDeploymentConfig decorators: namespace, node placement, images, proxy, resources.
 
 use super::*;
 
@@ -190,4 +190,59 @@ fn resource_requirements_match_container_ids_last_wins() {
         "AddOnDeploymentConfig default/hello-config spec.resourceRequirements[1].containerID: \
          \"deployments:agent\" is not <kind>:<name>:<container>"
     );
+}
+
+#[test]
+fn proxy_settings_add_env_a_ca_volume_and_a_config_map() {
+    let t = template_from_yaml(TEMPLATE);
+    let mut spec = ocm_config();
+    spec.proxy_config = Some(ProxyConfig {
+        http_proxy: "http://proxy.example.com:8080".into(),
+        https_proxy: "http://proxy.example.com:8080".into(),
+        no_proxy: "localhost".into(),
+        ca_bundle: b"fake-ca-bundle".to_vec(),
+    });
+    let config = adc(spec);
+    let hashes = no_hashes();
+    let work = render_one(&input(&t, Some(&config), &hashes)).unwrap();
+    let objs = objects(&work);
+    assert_eq!(objs.len(), 5);
+    for workload in &objs[..2] {
+        assert_eq!(
+            env_of(workload),
+            pairs(&[
+                ("LOG_LEVEL", "4"),
+                ("HUB_KUBECONFIG", "/managed/hub-kubeconfig/kubeconfig"),
+                ("CLUSTER_NAME", "cluster1"),
+                ("INSTALL_NAMESPACE", "test-install-namespace"),
+                ("HTTP_PROXY", "http://proxy.example.com:8080"),
+                ("http_proxy", "http://proxy.example.com:8080"),
+                ("HTTPS_PROXY", "http://proxy.example.com:8080"),
+                ("https_proxy", "http://proxy.example.com:8080"),
+                ("NO_PROXY", "localhost"),
+                ("no_proxy", "localhost"),
+                ("CA_BUNDLE_FILE_PATH", "/managed/proxy-ca/ca-bundle.crt"),
+            ])
+        );
+        let pod = &workload["spec"]["template"]["spec"];
+        assert_eq!(
+            pod["volumes"],
+            json!([{"name": "proxy-ca-bundle", "configMap": {"name": "hello-template-proxy-ca"}}])
+        );
+        assert_eq!(
+            pod["containers"][0]["volumeMounts"],
+            json!([{"name": "proxy-ca-bundle", "mountPath": "/managed/proxy-ca"}])
+        );
+    }
+    assert_eq!(
+        objs[4],
+        json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "hello-template-proxy-ca", "namespace": "test-install-namespace"},
+            "data": {"ca-bundle.crt": "fake-ca-bundle"},
+        })
+    );
+    // No annotation without configs (as OCM).
+    assert!(work.metadata.as_ref().unwrap().annotations.is_empty());
 }
