@@ -76,10 +76,12 @@ pub fn outbound(
             _ => false,
         };
         if !current {
+            // Saturating: a revision the hub holds at the top (a previous, compromised key's
+            // box) must not wrap to 0 or panic the task.
             let revision = stored
                 .map_or(0, |s| s.revision)
                 .max(last.map_or(0, |s| s.revision))
-                + 1;
+                .saturating_add(1);
             out.push((peer.cluster.clone(), peer.xkey.clone(), revision));
         }
     }

@@ -137,9 +137,11 @@ pub struct Tally {
 
 impl Tally {
     /// Keeps an error, up to [`MAX_STATUS_ERRORS`].
+    /// Each is cut to [`super::source::MAX_ERROR_LEN`] bytes: CEL errors print the values
+    /// they failed on, which a spoke chooses.
     pub fn error(&mut self, e: String) {
         if self.errors.len() < MAX_STATUS_ERRORS {
-            self.errors.push(e);
+            self.errors.push(super::source::cut(e));
         }
     }
 }
@@ -319,8 +321,13 @@ fn shape(
         let lease = c.spec.as_ref().map_or(0, |s| s.lease_duration_seconds);
         edit.lease_seconds = template.lease_seconds.filter(|l| *l != lease);
     }
+    // In secure mode an object source's policy accepts only a cluster it created ahead of any
+    // agent: a bound key there came from a join credential or an admin. A pending cluster it
+    // adopts may hold the key of whoever registered the name first with the bootstrap
+    // credential; the admin (or a join credential) decides that one.
+    let vouched = !(secure && p.is_object_source() && !record.created);
     if template.accept && !accepted(c) && !denied(c) {
-        if key_ready(c, secure) {
+        if key_ready(c, secure) && vouched {
             edit.accept = true;
         } else {
             tally.waiting += 1;

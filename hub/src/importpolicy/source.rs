@@ -172,6 +172,7 @@ fn checked(q: &Query<'_>, raw: Vec<Vec<u8>>) -> Result<Vec<Value>, String> {
         ));
     }
     let mut out = Vec::with_capacity(raw.len());
+    let mut other_versions = std::collections::BTreeSet::new();
     for (i, bytes) in raw.iter().enumerate() {
         let bad = |why: &str| cut(format!("{:?} answered a bad object {i}: {why}", q.spoke));
         let o: Value = serde_json::from_slice(bytes).map_err(|e| bad(&e.to_string()))?;
@@ -206,13 +207,25 @@ fn checked(q: &Query<'_>, raw: Vec<Vec<u8>>) -> Result<Vec<Value>, String> {
         }
         if q.versions.is_empty() || q.versions.iter().any(|v| v == version) {
             out.push(o);
+        } else {
+            other_versions.insert(version.to_string());
         }
+    }
+    // Objects served only in versions the policy does not take (the spoke's preferred version
+    // moved on, or it answers so on purpose) are not an empty list: read as one, two polls
+    // would delete every cluster the policy created from this spoke.
+    if out.is_empty() && !other_versions.is_empty() {
+        return Err(cut(format!(
+            "{}: {}.{} is served in version(s) {:?}, none of the policy's {:?}; the list is not \
+             taken (nothing is deleted)",
+            q.spoke, q.resource, q.group, other_versions, q.versions
+        )));
     }
     Ok(out)
 }
 
 /// An error cut to [`MAX_ERROR_LEN`] bytes (on a character boundary).
-fn cut(mut s: String) -> String {
+pub fn cut(mut s: String) -> String {
     if s.len() > MAX_ERROR_LEN {
         let mut end = MAX_ERROR_LEN;
         while !s.is_char_boundary(end) {
@@ -253,8 +266,19 @@ mod tests {
             serde_json::json!({"apiVersion": "cluster.x-k8s.io/v1alpha4",
             "kind": "Cluster", "metadata": {"name": "b"}}),
         );
-        let listed = checked(&q, vec![good.clone(), old]).unwrap();
+        let listed = checked(&q, vec![good.clone(), old.clone()]).unwrap();
         assert_eq!(listed.len(), 1, "another version is left out");
+        // Objects only in versions the policy does not take are a failed list, not an empty
+        // one (an empty one, twice, would delete the policy's clusters).
+        let e = checked(&q, vec![old]).unwrap_err();
+        assert!(
+            e.contains("v1alpha4") && e.contains("nothing is deleted"),
+            "{e}"
+        );
+        assert!(
+            checked(&q, vec![]).unwrap().is_empty(),
+            "an empty list stays empty"
+        );
 
         let other_group = raw(serde_json::json!({"apiVersion": "example.com/v1beta1",
             "kind": "Cluster", "metadata": {"name": "c"}}));

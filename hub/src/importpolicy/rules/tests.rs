@@ -739,3 +739,40 @@ fn the_capi_example_creates_a_provisioned_cluster_with_its_kubeconfig() {
     assert_eq!(e.taints.as_ref().unwrap()[0].key, "capi.flotilla.io/new");
     assert_eq!(e.lease_seconds, Some(60));
 }
+
+#[test]
+fn in_secure_mode_an_object_source_never_accepts_a_pending_cluster_it_adopts() {
+    let p = [capi("capi").build()];
+    let lists = listed(true, Ok(vec![object("a", "Provisioned")]));
+    let stored = p.iter().map(|p| p.name.clone()).collect();
+    let run = |c: &[Arc<ManagedCluster>], records: &BTreeMap<String, ImportRecord>| {
+        plan(&Snapshot {
+            policies: &p,
+            stored: &stored,
+            clusters: c,
+            records,
+            secure: true,
+            lists: &lists,
+        })
+    };
+    // "a" registered first with the bootstrap credential (its key bound), then a CAPI object
+    // of that name appeared: adopted, but its key is the admin's to accept, not the policy's.
+    let c = [cluster("a").build()];
+    let plan = run(&c, &BTreeMap::new());
+    assert!(plan.edits.iter().all(|e| !e.accept), "{:?}", plan.edits);
+    assert_eq!(plan.statuses["capi"].adopted, 1);
+    assert_eq!(plan.statuses["capi"].waiting, 1);
+    // A cluster the policy created ahead of its agent, whose agent joined with a join
+    // credential (key bound): accepted.
+    let records = BTreeMap::from([("a".to_string(), own_record("a", true, 0))]);
+    let c = [cluster("a").origin(ClusterOrigin::Import).build()];
+    let plan = run(&c, &records);
+    assert!(plan.edits.iter().any(|e| e.accept), "{:?}", plan.edits);
+}
+
+#[test]
+fn status_errors_are_cut_however_long_what_failed_is() {
+    let mut t = Tally::default();
+    t.error("x".repeat(1 << 20));
+    assert!(t.errors[0].len() <= super::super::source::MAX_ERROR_LEN + 3);
+}
