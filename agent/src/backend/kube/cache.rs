@@ -24,13 +24,38 @@ use std::time::Duration;
 /// One kind in one namespace (or cluster-wide).
 #[derive(Debug, Default)]
 pub struct Cache {
+    /// By name; by `namespace/name` when [`Cache::across_namespaces`].
     objects: RwLock<HashMap<String, Value>>,
     synced: std::sync::atomic::AtomicBool,
     /// Drift signals of the works that applied each object, by name.
     followers: std::sync::Mutex<HashMap<String, Vec<WeakDriftSignal>>>,
+    /// A cluster-wide cache of a namespaced kind: two objects of one name in two namespaces are
+    /// two objects (by name alone, the one seen last would hide the other from every list).
+    qualified: bool,
 }
 
 impl Cache {
+    /// A cluster-wide cache: objects kept by `namespace/name`.
+    pub fn across_namespaces() -> Self {
+        Self {
+            qualified: true,
+            ..Self::default()
+        }
+    }
+
+    /// The key `object` is kept by.
+    fn key_of(&self, name: &str, namespace: Option<&str>) -> String {
+        match namespace {
+            Some(ns) if self.qualified && !ns.is_empty() => format!("{ns}/{name}"),
+            _ => name.to_string(),
+        }
+    }
+
+    fn key(&self, object: &Value) -> Option<String> {
+        let name = object["metadata"]["name"].as_str()?;
+        Some(self.key_of(name, object["metadata"]["namespace"].as_str()))
+    }
+
     /// `Some(the object named name, or None when absent)` once the cache is synced; `None`
     /// before (the caller asks the API server).
     pub fn get(&self, name: &str) -> Option<Option<Value>> {
@@ -91,7 +116,7 @@ impl Cache {
 
     /// Records an object the agent just wrote (if it is newer than what the cache holds).
     pub fn put(&self, object: Value) {
-        let Some(name) = object["metadata"]["name"].as_str().map(str::to_string) else {
+        let Some(name) = self.key(&object) else {
             return;
         };
         let mut objects = self.objects.write().unwrap_or_else(|p| p.into_inner());
@@ -108,8 +133,8 @@ impl Cache {
         let mut objects = self.objects.write().unwrap_or_else(|p| p.into_inner());
         objects.clear();
         for o in items {
-            if let Some(name) = o["metadata"]["name"].as_str() {
-                objects.insert(name.to_string(), o);
+            if let Some(key) = self.key(&o) {
+                objects.insert(key, o);
             }
         }
         self.synced
@@ -127,7 +152,10 @@ impl Cache {
             WatchEvent::Error(_) => return (None, None),
         };
         let rv = object.metadata.resource_version.clone();
-        let name = object.metadata.name.clone().unwrap_or_default();
+        let name = self.key_of(
+            object.metadata.name.as_deref().unwrap_or_default(),
+            object.metadata.namespace.as_deref(),
+        );
         let mut objects = self.objects.write().unwrap_or_else(|p| p.into_inner());
         let news = if deleted {
             objects.remove(&name).is_some()
@@ -269,8 +297,38 @@ pub fn spawn(
 
 #[cfg(test)]
 mod tests {
-    use super::status_only;
+    use super::{Cache, status_only};
+    use kube::api::{DynamicObject, WatchEvent};
     use serde_json::json;
+
+    fn object(namespace: &str, name: &str, rv: &str) -> serde_json::Value {
+        json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster",
+            "metadata": {"name": name, "namespace": namespace, "resourceVersion": rv}})
+    }
+
+    #[test]
+    fn a_cluster_wide_cache_keeps_same_named_objects_of_two_namespaces_apart() {
+        let cache = Cache::across_namespaces();
+        cache.replace_all(vec![
+            object("team-a", "dev", "1"),
+            object("team-b", "dev", "2"),
+        ]);
+        assert_eq!(cache.list().unwrap().len(), 2);
+        // A change to one, then its deletion, leaves the other alone.
+        let o: DynamicObject = serde_json::from_value(object("team-a", "dev", "3")).unwrap();
+        cache.apply(WatchEvent::Modified(o.clone()));
+        assert_eq!(cache.list().unwrap().len(), 2);
+        cache.apply(WatchEvent::Deleted(o));
+        let left = cache.list().unwrap();
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0]["metadata"]["namespace"], "team-b");
+        cache.put(object("team-a", "dev", "4"));
+        assert_eq!(cache.list().unwrap().len(), 2);
+        // A namespace's own cache keeps objects by name, as its readers ask.
+        let one = Cache::default();
+        one.replace_all(vec![object("team-a", "dev", "1")]);
+        assert!(one.get("dev").unwrap().is_some());
+    }
 
     #[test]
     fn a_controllers_status_report_is_not_news_but_a_spec_or_label_change_is() {

@@ -246,7 +246,7 @@ impl KubeBackend {
         };
         let mut lists = self.lists.lock().expect("lists lock");
         let entry = lists.entry(name).or_insert_with(|| {
-            let cache = Arc::new(Cache::default());
+            let cache = Arc::new(Cache::across_namespaces());
             let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &ar);
             cache::spawn(api, &cache, Some(self.changed.clone()));
             (ar, caps.scope, cache)
