@@ -227,6 +227,8 @@ pub fn plan(s: &Snapshot) -> Plan {
         .filter(|(k, _)| live.contains_key(k.as_str()))
         .map(|(k, _)| k.clone())
         .collect();
+    // And the clusters a registration policy took in this very pass (not stored yet).
+    claimed.extend(plan.records_put.iter().map(|(k, _)| k.clone()));
     for p in s.policies.iter().filter(|p| p.is_object_source()) {
         let lists = s.lists.get(&p.name);
         objects::records(s, p, lists, &live, &mut plan);

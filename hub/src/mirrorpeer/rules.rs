@@ -10,6 +10,9 @@ use flotilla_api::v1::{
 };
 use std::collections::{BTreeMap, BTreeSet};
 
+/// How far past the stored revision a box's revision may be.
+pub const MAX_REVISION_STEP: u64 = 1024;
+
 /// Boxes one request may carry at most.
 pub const MAX_OUTBOUND: usize = 4 * mp::MAX_PEERS;
 /// Applied revisions one request may carry at most.
@@ -209,14 +212,26 @@ fn check_box(
             b.sealed.len()
         ));
     }
-    if let Some(r) = view
+    let stored = view
         .records
         .get(&record_key(&b.mirror_peer, &b.from, &b.to))
-        && b.revision <= r.revision
+        .map(|r| r.revision);
+    if let Some(stored) = stored
+        && b.revision <= stored
     {
         return Err(format!(
-            "revision {} is not newer than the stored revision {}",
-            b.revision, r.revision
+            "revision {} is not newer than the stored revision {stored}",
+            b.revision
+        ));
+    }
+    // A sender moves one revision at a time; a jump to the top of the range would leave the
+    // pair's next revision nowhere to go (a compromised key blocking its successor).
+    let ceiling = stored.unwrap_or(0).saturating_add(MAX_REVISION_STEP);
+    if b.revision > ceiling {
+        return Err(format!(
+            "revision {} is more than {MAX_REVISION_STEP} past the stored revision {}",
+            b.revision,
+            stored.unwrap_or(0)
         ));
     }
     if b.revision == 0 {
@@ -237,6 +252,9 @@ pub fn deliveries(cluster: &str, view: View<'_>, budget: usize) -> (Vec<MirrorPe
     let mut out = Vec::new();
     let mut left = budget;
     let mut more = false;
+    // The first box of the whole answer always goes (one box never exceeds the budget); any
+    // other only within what is left.
+    let mut delivered = false;
     for p in of_cluster(view, cluster) {
         let name = name(p);
         let own = items(p).iter().find(|i| i.cluster_name == cluster).cloned();
@@ -262,10 +280,11 @@ pub fn deliveries(cluster: &str, view: View<'_>, budget: usize) -> (Vec<MirrorPe
                 && current(r, view)
                 && r.applied_revision < r.revision
             {
-                if r.sealed.len() > left && !d.inbound.is_empty() {
+                if r.sealed.len() > left && delivered {
                     more = true;
                     continue;
                 }
+                delivered = true;
                 left = left.saturating_sub(r.sealed.len());
                 d.inbound.push(SealedPeerSecret {
                     applied_revision: 0,

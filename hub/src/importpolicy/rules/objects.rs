@@ -176,7 +176,7 @@ pub(super) fn matches(
                 }
                 None if claimed.contains(&name) => {
                     tally.error(format!(
-                        "{what}: cluster {name:?} is named by another source object too"
+                        "{what}: cluster {name:?} is named by another source too"
                     ));
                     continue;
                 }

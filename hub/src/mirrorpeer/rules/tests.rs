@@ -170,6 +170,18 @@ fn older_revisions_and_unknown_applied_revisions_are_refused() {
     )
     .unwrap();
     assert!(c.boxes.is_empty() && c.refused[0].contains("not newer than the stored revision 3"));
+    // A jump to the top of the range is refused: the pair's next revision must have room.
+    let c = check(
+        "a",
+        &w.request("a", vec![w.sealed("dr", "a", "b", u64::MAX)]),
+        w.view(),
+    )
+    .unwrap();
+    assert!(
+        c.boxes.is_empty() && c.refused[0].contains("more than 1024 past"),
+        "{:?}",
+        c.refused
+    );
     let mut r = w.request("b", vec![]);
     r.applied = vec![
         AppliedPeerSecret {
