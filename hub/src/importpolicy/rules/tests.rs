@@ -663,7 +663,7 @@ fn a_name_held_by_another_source_is_an_error_not_a_takeover() {
     let lists = listed(true, Ok(vec![object("a", "Provisioned"), other]));
     let plan = run_objects(&p[..1], &[], &BTreeMap::new(), &lists);
     assert_eq!(plan.edits.len(), 1);
-    assert!(plan.statuses["capi"].errors[0].contains("named by another source object"));
+    assert!(plan.statuses["capi"].errors[0].contains("named by another source"));
 }
 
 #[test]
