@@ -398,6 +398,21 @@ impl Task {
         .map_err(|e| e.to_string())?;
         let green = rules::green_secret(namespace, &payload);
         let id = secret_id(namespace, &mp::green_name(&d.mirror_peer, &b.from));
+        if let Some(existing) = self
+            .deps
+            .backend
+            .get(&id)
+            .await
+            .map_err(|e| format!("reading {} failed: {e}", id.describe()))?
+            && !rules::is_green_copy(&existing, &d.mirror_peer, &b.from)
+        {
+            return Err(format!(
+                "{} exists and is not {}'s GREEN copy from {}: not overwritten",
+                id.describe(),
+                d.mirror_peer,
+                b.from
+            ));
+        }
         self.deps
             .backend
             .apply(&id, &green, &Strategy::Update)

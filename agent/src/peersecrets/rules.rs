@@ -88,6 +88,16 @@ pub fn outbound(
     out
 }
 
+/// Whether `secret` is the GREEN copy this agent writes for `mirror_peer`'s box from `from`
+/// (by its labels): anything else of that name — a Secret someone else made, or another
+/// MirrorPeer's copy whose name collides — is never overwritten.
+pub fn is_green_copy(secret: &Value, mirror_peer: &str, from: &str) -> bool {
+    let labels = &secret["metadata"]["labels"];
+    labels[mp::SECRET_TYPE_LABEL] == mp::SECRET_TYPE_GREEN
+        && labels[mp::MIRROR_PEER_LABEL] == mirror_peer
+        && labels[mp::FROM_LABEL] == from
+}
+
 /// The GREEN Secret holding an opened box, in `namespace` (the destination's item's), with
 /// ODF's labels and data keys; Flotilla's label names the MirrorPeer and the annotation the
 /// revision (read back after a restart by [`applied_revision`]).
@@ -245,6 +255,22 @@ mod tests {
             outbound(&delivery(stored(5, "XB")), 7, &BTreeMap::new())[0].2,
             6
         );
+    }
+
+    #[test]
+    fn only_a_green_copy_of_the_same_mirror_peer_and_sender_is_overwritten() {
+        let p = PeerSecretPayload {
+            mirror_peer: "x".into(),
+            from: "y-z".into(),
+            revision: 1,
+            ..Default::default()
+        };
+        let green = green_secret("ns", &p);
+        assert!(is_green_copy(&green, "x", "y-z"));
+        // MirrorPeer "x-y" with peer "z" names its copy "x-y-z" too: not the same copy.
+        assert!(!is_green_copy(&green, "x-y", "z"));
+        let someone_elses = serde_json::json!({"metadata": {"name": "x-y-z", "labels": {}}});
+        assert!(!is_green_copy(&someone_elses, "x", "y-z"));
     }
 
     #[test]
