@@ -106,13 +106,42 @@ struct GateState {
     /// admitted since.
     pending: usize,
     counted_at: Option<Instant>,
-    buckets: HashMap<String, Bucket>,
+    buckets: HashMap<String, TokenBucket>,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Bucket {
+/// A token bucket: `rate` tokens a second, at most `burst` saved. Pure: the caller's clock.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TokenBucket {
     tokens: f64,
     at: Instant,
+}
+
+impl TokenBucket {
+    /// A full bucket.
+    pub fn full(burst: f64, now: Instant) -> Self {
+        Self {
+            tokens: burst,
+            at: now,
+        }
+    }
+
+    /// The whole tokens available at `now` (refilled at `rate` a second, at most `burst`).
+    pub fn available(&mut self, now: Instant, rate: f64, burst: f64) -> u64 {
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * rate.max(0.0)).min(burst);
+        self.at = self.at.max(now);
+        self.tokens.max(0.0).floor() as u64
+    }
+
+    /// Spends `n` tokens (as many as were available at most).
+    pub fn spend(&mut self, n: u64) {
+        self.tokens = (self.tokens - n as f64).max(0.0);
+    }
+
+    /// When it last counted.
+    pub fn at(&self) -> Instant {
+        self.at
+    }
 }
 
 impl NewNames {
@@ -197,16 +226,13 @@ impl NewNames {
         // Forget idle credentials so the map stays small.
         if st.buckets.len() > 10_000 {
             st.buckets
-                .retain(|_, b| now.duration_since(b.at) < Duration::from_secs(60));
+                .retain(|_, b| now.saturating_duration_since(b.at()) < Duration::from_secs(60));
         }
-        let bucket = st.buckets.entry(who.to_string()).or_insert(Bucket {
-            tokens: burst,
-            at: now,
-        });
-        bucket.tokens =
-            (bucket.tokens + now.duration_since(bucket.at).as_secs_f64() * rate).min(burst);
-        bucket.at = now;
-        if bucket.tokens < 1.0 {
+        let bucket = st
+            .buckets
+            .entry(who.to_string())
+            .or_insert(TokenBucket::full(burst, now));
+        if bucket.available(now, rate, burst) < 1 {
             metrics.limit_refused("bootstrap_rate");
             return Err(Refusal {
                 limit: "bootstrap_rate",
@@ -216,7 +242,7 @@ impl NewNames {
                 ),
             });
         }
-        bucket.tokens -= 1.0;
+        bucket.spend(1);
         Ok(())
     }
 }
@@ -268,5 +294,20 @@ mod tests {
         // Half a second later one more token is there.
         g.admit(Some("UA"), &inv, &m, now + Duration::from_millis(500))
             .unwrap();
+    }
+
+    #[test]
+    fn a_token_bucket_refills_at_its_rate_up_to_its_burst() {
+        let t0 = Instant::now();
+        let mut b = TokenBucket::full(5.0, t0);
+        assert_eq!(b.available(t0, 2.0, 5.0), 5);
+        b.spend(5);
+        assert_eq!(b.available(t0, 2.0, 5.0), 0);
+        assert_eq!(b.available(t0 + Duration::from_millis(1500), 2.0, 5.0), 3);
+        b.spend(10);
+        assert_eq!(b.available(t0 + Duration::from_millis(1500), 2.0, 5.0), 0);
+        // Never past the burst, and a clock that goes back changes nothing.
+        assert_eq!(b.available(t0 + Duration::from_secs(60), 2.0, 5.0), 5);
+        assert_eq!(b.available(t0, 2.0, 5.0), 5);
     }
 }

@@ -141,6 +141,24 @@ struct Args {
         value_parser = clap::value_parser!(u64).range(1..=3600)
     )]
     import_poll_seconds: u64,
+    /// Live clusters one ClusterImportPolicy with an object source may have created, at most:
+    /// its source spokes' lists decide what exists, so a hostile or broken spoke stops here
+    /// (the objects past it are named in the policy's status).
+    #[arg(
+        long,
+        env = "FLOTILLA_IMPORT_MAX_CLUSTERS",
+        default_value_t = flotilla_hub::importpolicy::DEFAULT_MAX_CREATED,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000)
+    )]
+    import_max_clusters: usize,
+    /// Clusters one ClusterImportPolicy with an object source creates per second, at most
+    /// (bursts of 100); the rest are created in later passes.
+    #[arg(
+        long,
+        env = "FLOTILLA_IMPORT_CREATE_RATE",
+        default_value_t = flotilla_hub::importpolicy::DEFAULT_CREATE_RATE
+    )]
+    import_create_rate: f64,
     /// New clusters being registered at once, at most: past it an agent is answered busy with
     /// the time to ask again, spread by the rate registrations complete (a fleet installed at
     /// once, or a site's uplink returning, does not flood the store with retries).
@@ -496,6 +514,12 @@ fn check_numbers(args: &Args, errors: &mut Vec<String>) {
     if args.placement_addon_resync_seconds == 0 {
         errors.push("--placement-addon-resync-seconds: must be at least 1".into());
     }
+    if !(args.import_create_rate.is_finite() && args.import_create_rate > 0.0) {
+        errors.push(format!(
+            "--import-create-rate: {} is not a positive number",
+            args.import_create_rate
+        ));
+    }
     if !(args.bootstrap_register_rate.is_finite() && args.bootstrap_register_rate > 0.0) {
         errors.push(format!(
             "--bootstrap-register-rate: {} is not a positive number",
@@ -613,6 +637,8 @@ fn config(args: &Args, checked: Checked) -> Result<flotilla_hub::Config, String>
     config.addons.lease_grace = Duration::from_secs(args.addon_lease_grace_seconds.max(1));
     config.addons.hub_url = args.addon_hub_url.clone().unwrap_or_default();
     config.import_policies.poll = Duration::from_secs(args.import_poll_seconds);
+    config.import_policies.max_created = args.import_max_clusters;
+    config.import_policies.create_rate = args.import_create_rate;
     config.ha.hub_id = args.hub_id.clone();
     config.ha.ttl = Duration::from_secs(args.shard_lease_ttl_seconds);
     config.ha.renew = Duration::from_secs(args.shard_lease_renew_seconds);

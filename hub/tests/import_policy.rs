@@ -6,7 +6,9 @@
 //! lists Cluster API `Cluster`s on a "mgmt" agent's simulated cluster (each with a ConfigMap it
 //! references): the clusters are created
 //! ahead of their agents (which then register and are accepted), deleted with their source, a
-//! cluster made before the policy is kept, and an unreachable mgmt changes nothing and is named.
+//! cluster made before the policy is kept, and an unreachable mgmt changes nothing and is named;
+//! a mgmt listing more objects than the policy may create makes no more clusters than its rate
+//! and cap allow.
 
 mod common;
 
@@ -248,6 +250,29 @@ spec:
     }
 }
 
+/// The CAPI policy's status once `want` holds.
+async fn policy_status(
+    policies: &ImportPolicyServiceClient<tonic::transport::Channel>,
+    what: &str,
+    want: impl Fn(&flotilla_api::v1::ClusterImportPolicyStatus) -> bool + Copy,
+) -> flotilla_api::v1::ClusterImportPolicyStatus {
+    eventually(SOON, what, || {
+        let mut p = policies.clone();
+        async move {
+            let s = p
+                .get_import_policy(GetImportPolicyRequest {
+                    name: "capi".into(),
+                })
+                .await
+                .ok()?
+                .into_inner()
+                .status?;
+            want(&s).then_some(s)
+        }
+    })
+    .await
+}
+
 fn origin(c: &ManagedCluster) -> i32 {
     c.hub.as_ref().map_or(0, |h| h.origin)
 }
@@ -382,43 +407,18 @@ async fn object_source_creates_clusters_and_deletes_them_with_their_source() {
         get(&mut api, "capi-kept").await.is_some(),
         "made before the policy: kept"
     );
-    let status = eventually(SOON, "the policy's counts", || {
-        let mut p = policies.clone();
-        async move {
-            let s = p
-                .get_import_policy(GetImportPolicyRequest {
-                    name: "capi".into(),
-                })
-                .await
-                .ok()?
-                .into_inner()
-                .status?;
-            (s.imported == 1 && s.adopted == 0 && s.sources == 1).then_some(s)
-        }
+    let status = policy_status(&policies, "the policy's counts", |s| {
+        s.imported == 1 && s.adopted == 0 && s.sources == 1
     })
     .await;
     assert!(status.errors.is_empty(), "{status:?}");
 
     // mgmt unreachable: named in SourcesListed, and nothing is deleted.
     mgmt.stop().await;
-    let status = eventually(SOON, "SourcesListed=False naming mgmt", || {
-        let mut p = policies.clone();
-        async move {
-            let s = p
-                .get_import_policy(GetImportPolicyRequest {
-                    name: "capi".into(),
-                })
-                .await
-                .ok()?
-                .into_inner()
-                .status?;
-            s.conditions
-                .iter()
-                .any(|c| {
-                    c.r#type == "SourcesListed" && c.status == "False" && c.message.contains("mgmt")
-                })
-                .then_some(s)
-        }
+    let status = policy_status(&policies, "SourcesListed=False naming mgmt", |s| {
+        s.conditions.iter().any(|c| {
+            c.r#type == "SourcesListed" && c.status == "False" && c.message.contains("mgmt")
+        })
     })
     .await;
     assert_eq!(status.imported, 1, "{status:?}");
@@ -426,5 +426,54 @@ async fn object_source_creates_clusters_and_deletes_them_with_their_source() {
         get(&mut api, "capi-2").await.is_some(),
         "a failed list deletes nothing"
     );
+    hub.stop().await;
+}
+
+/// A source spoke decides how many clusters its policy creates: at most `--import-create-rate`
+/// a second, and never past `--import-max-clusters` live ones, whatever it lists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_spoke_creates_no_more_clusters_than_the_policy_may() {
+    let nats = NatsServer::start();
+    let mut config = hub_config(&nats.url());
+    config.import_policies.poll = std::time::Duration::from_millis(300);
+    config.import_policies.max_created = 3;
+    config.import_policies.create_rate = 1.0;
+    config.import_policies.create_burst = 1.0;
+    let hub = start_hub(config).await;
+    let mut api = clusters_client(&hub).await;
+    let mut policies = ImportPolicyServiceClient::connect(format!("http://{}", hub.grpc_addr))
+        .await
+        .unwrap();
+    let mgmt = accepted_agent(&mut api, agent_config("mgmt", &nats.url())).await;
+    let names: Vec<String> = (0..6).map(|i| format!("flood-{i}")).collect();
+    for n in &names {
+        put(&mgmt, &capi_cluster("cluster.x-k8s.io", n, true)).await;
+    }
+    let mut p = capi_policy();
+    let spec = p.spec.as_mut().unwrap();
+    spec.references.clear();
+    spec.creation_condition = "source.spec.paused == false".into();
+    spec.template = r#"{"labels": {"provider": "capi"}}"#.into();
+    policies.apply_import_policy(p).await.expect("apply");
+    // One a second: the others are shown waiting, not as errors.
+    let waiting = policy_status(&policies, "creations shown waiting for the rate", |s| {
+        s.conditions
+            .iter()
+            .any(|c| c.r#type == "Ready" && c.message.contains("wait to be created"))
+    })
+    .await;
+    assert!(waiting.imported < 3, "{waiting:?}");
+    // The cap: three, then an error naming the flag.
+    let capped = policy_status(&policies, "the cap named in the status", |s| {
+        s.errors.iter().any(|e| e.contains("--import-max-clusters"))
+    })
+    .await;
+    assert_eq!(capped.imported, 3, "{capped:?}");
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let mut live = 0;
+    for n in &names {
+        live += usize::from(get(&mut api, n).await.is_some());
+    }
+    assert_eq!(live, 3, "no more than the cap, however many polls");
     hub.stop().await;
 }

@@ -16,6 +16,7 @@ use super::compiled::CompiledPolicy;
 use super::rules::{self, Edit, Listing, Plan, Tally};
 use super::{Buckets, Deps, ImportError, Views, source};
 use crate::cluster::{AdminEdit, ClusterError};
+use crate::limits::TokenBucket;
 use flotilla_api::importpolicy::{CONDITION_READY, CONDITION_SOURCES_LISTED};
 use flotilla_api::meta::{remove_condition, set_condition, status};
 use flotilla_api::v1::{ClusterImportPolicy, ClusterImportPolicyStatus, ImportEdit, ImportRecord};
@@ -58,6 +59,8 @@ struct Actor {
     polls: JoinSet<Polled>,
     /// The policy each poll in flight is for.
     polling: std::collections::HashMap<tokio::task::Id, String>,
+    /// Each object-source policy's creation rate.
+    budgets: std::collections::HashMap<String, TokenBucket>,
 }
 
 /// Spawns the task.
@@ -80,6 +83,7 @@ pub(super) fn spawn(
         lists: BTreeMap::new(),
         polls: JoinSet::new(),
         polling: Default::default(),
+        budgets: Default::default(),
     };
     for (_, p, rev) in policies {
         actor.adopt(p, rev);
@@ -230,6 +234,7 @@ impl Actor {
         self.policies.remove(name);
         self.compiled.remove(name);
         self.lists.remove(name);
+        self.budgets.remove(name);
         self.views.remove(name);
         tracing::info!(policy = %name, "ClusterImportPolicy deleted; its clusters stay");
         Ok(())
@@ -240,6 +245,7 @@ impl Actor {
         let clusters = self.deps.inventory.snapshot();
         let policies: Vec<CompiledPolicy> = self.compiled.values().cloned().collect();
         let stored = self.policies.keys().cloned().collect();
+        let budget = self.budget(&policies);
         let plan = rules::plan(&rules::Snapshot {
             policies: &policies,
             stored: &stored,
@@ -247,12 +253,38 @@ impl Actor {
             records: &self.records,
             secure: self.deps.secure,
             lists: &self.lists,
+            budget: &budget,
+            max_created: self.deps.config.max_created,
         });
+        for (policy, n) in &plan.created {
+            if let Some(b) = self.budgets.get_mut(policy) {
+                b.spend(*n as u64);
+            }
+        }
         // Every list counts once.
         for listing in self.lists.values_mut().flat_map(|l| l.values_mut()) {
             listing.fresh = false;
         }
         self.execute(plan).await;
+    }
+
+    /// The creations each object-source policy's rate allows now.
+    fn budget(&mut self, policies: &[CompiledPolicy]) -> BTreeMap<String, usize> {
+        let now = std::time::Instant::now();
+        let config = &self.deps.config;
+        let burst = config.create_burst.max(1.0);
+        policies
+            .iter()
+            .filter(|p| p.is_object_source())
+            .map(|p| {
+                let bucket = self
+                    .budgets
+                    .entry(p.name.clone())
+                    .or_insert_with(|| TokenBucket::full(burst, now));
+                let n = bucket.available(now, config.create_rate, burst);
+                (p.name.clone(), usize::try_from(n).unwrap_or(usize::MAX))
+            })
+            .collect()
     }
 
     /// Starts a poll of every object source not being polled.
@@ -320,6 +352,7 @@ impl Actor {
             edits,
             deletes,
             statuses,
+            created: _,
         } = plan;
         for key in records_delete {
             match self.buckets.records.purge(&key).await {
@@ -444,11 +477,16 @@ fn set_status(p: &mut ClusterImportPolicy, t: &Tally, generation: i64) -> bool {
     s.errors.clone_from(&t.errors);
     s.observed_generation = generation;
     let (state, reason, message) = if t.errors.is_empty() {
-        let waiting = if t.waiting > 0 {
-            format!("; {} wait for their agent key to be bound", t.waiting)
-        } else {
-            String::new()
-        };
+        let mut waiting = String::new();
+        if t.waiting > 0 {
+            waiting += &format!("; {} wait for their agent key to be bound", t.waiting);
+        }
+        if t.deferred > 0 {
+            waiting += &format!(
+                "; {} wait to be created (at most --import-create-rate a second)",
+                t.deferred
+            );
+        }
         (
             status::TRUE,
             "Evaluated",

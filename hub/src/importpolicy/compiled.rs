@@ -386,10 +386,21 @@ fn template_of(v: Value) -> Result<Template, String> {
     Ok(t)
 }
 
+/// Labels a template may set, at most (it may read them from a spoke's object).
+pub const MAX_TEMPLATE_LABELS: usize = 64;
+/// Taints a template may set, at most.
+pub const MAX_TEMPLATE_TAINTS: usize = 32;
+
 fn labels(v: &Value) -> Result<BTreeMap<String, String>, String> {
     let Value::Map(m) = v else {
         return Err("spec.template.labels: not a map".into());
     };
+    if m.map.len() > MAX_TEMPLATE_LABELS {
+        return Err(format!(
+            "spec.template.labels: {} labels, at most {MAX_TEMPLATE_LABELS}",
+            m.map.len()
+        ));
+    }
     m.map
         .iter()
         .map(|(k, v)| {
@@ -408,6 +419,12 @@ fn taints(v: &Value) -> Result<Vec<Taint>, String> {
     let Value::List(items) = v else {
         return Err("spec.template.taints: not a list of {key, value, effect}".into());
     };
+    if items.len() > MAX_TEMPLATE_TAINTS {
+        return Err(format!(
+            "spec.template.taints: {} taints, at most {MAX_TEMPLATE_TAINTS}",
+            items.len()
+        ));
+    }
     let mut out = Vec::new();
     for (i, item) in items.iter().enumerate() {
         let field = format!("spec.template.taints[{i}]");

@@ -38,6 +38,10 @@ pub const RECORDS: &str = "importedclusters";
 
 /// The default of [`ImportConfig::poll`], in seconds.
 pub const DEFAULT_POLL_SECONDS: u64 = 10;
+/// Default [`ImportConfig::max_created`].
+pub const DEFAULT_MAX_CREATED: usize = 1_000;
+/// Default [`ImportConfig::create_rate`].
+pub const DEFAULT_CREATE_RATE: f64 = 10.0;
 /// How long a spoke's agent has to answer a list.
 pub const LIST_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -55,6 +59,14 @@ pub struct ImportConfig {
     /// How often object sources are listed on their spokes (default 10 s,
     /// `--import-poll-seconds`).
     pub poll: Duration,
+    /// Live clusters one object-source policy may have created, at most (default 1,000,
+    /// `--import-max-clusters`): a source spoke's lists decide how many clusters exist.
+    pub max_created: usize,
+    /// Clusters one object-source policy creates per second, at most (default 10, bursts of
+    /// [`ImportConfig::create_burst`], `--import-create-rate`); the rest wait for later passes.
+    pub create_rate: f64,
+    /// Creations one policy may save up (default 100).
+    pub create_burst: f64,
 }
 
 impl Default for ImportConfig {
@@ -65,6 +77,9 @@ impl Default for ImportConfig {
             concurrency: 64,
             mailbox: 256,
             poll: Duration::from_secs(DEFAULT_POLL_SECONDS),
+            max_created: DEFAULT_MAX_CREATED,
+            create_rate: DEFAULT_CREATE_RATE,
+            create_burst: 100.0,
         }
     }
 }

@@ -42,7 +42,7 @@ mod objects;
 #[cfg(test)]
 mod tests;
 
-pub use objects::origin;
+pub use objects::{judge, origin};
 
 /// What a plan is computed from.
 pub struct Snapshot<'a> {
@@ -60,18 +60,25 @@ pub struct Snapshot<'a> {
     /// Object sources: the latest list of each spoke, by policy then spoke (none yet: the
     /// spoke was not polled since the policy changed or the hub started).
     pub lists: &'a BTreeMap<String, BTreeMap<String, Listing>>,
+    /// Clusters each object-source policy may create in this pass (its creation rate's tokens;
+    /// a policy not named creates none).
+    pub budget: &'a BTreeMap<String, usize>,
+    /// Live clusters one policy may have created and hold, at most (`--import-max-clusters`).
+    pub max_created: usize,
 }
 
-/// One spoke's latest list of a policy's source.
+/// One spoke's latest list of a policy's source: the objects as judged when listed (the plan
+/// reads only these), or, in [`source`](super::source) before judging, as read.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Listing {
+pub struct Listing<T = Judged> {
     /// Not seen by a plan yet: absences count only once per list.
     pub fresh: bool,
     /// The objects (every object of the kind and versions, checked), or why the list failed.
-    pub result: Result<Vec<SourceObject>, String>,
+    pub result: Result<Vec<T>, String>,
 }
 
-/// A source object as listed, with the references read for it.
+/// A source object as read from its spoke, with the references read for it. Judged at once
+/// ([`judge`]) and dropped: the hub keeps no spoke's objects, only what it made of them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SourceObject {
     /// Namespace (empty: cluster-scoped).
@@ -85,6 +92,73 @@ pub struct SourceObject {
     /// The references by key (empty when the selector does not admit the object), or why one
     /// could not be read.
     pub references: Result<Vec<(String, serde_json::Value)>, String>,
+}
+
+/// A listed source object as the policy judged it: its identity and the verdict — all the plan
+/// needs, a few hundred bytes however large the object and its references were.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judged {
+    /// Namespace (empty: cluster-scoped).
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// `metadata.uid`.
+    pub uid: String,
+    /// What the policy makes of it.
+    pub verdict: Verdict,
+}
+
+impl Judged {
+    /// About how many bytes the hub keeps for it (bounded per list by
+    /// [`super::source::MAX_LIST_WEIGHT`]).
+    pub fn weight(&self) -> usize {
+        fn text<T>(r: &Result<T, String>) -> usize {
+            r.as_ref().err().map_or(0, String::len)
+        }
+        let verdict = match &self.verdict {
+            Verdict::Skipped => 0,
+            Verdict::Failed(e) => e.len(),
+            Verdict::Selected(s) => {
+                let template = s.template.as_ref().map_or(0, |t| {
+                    t.labels
+                        .iter()
+                        .map(|(k, v)| 48 + k.len() + v.len())
+                        .sum::<usize>()
+                        + t.taints
+                            .iter()
+                            .flatten()
+                            .map(|t| 64 + t.key.len() + t.value.len() + t.effect.len())
+                            .sum::<usize>()
+                        + t.cluster_set.as_ref().map_or(0, String::len)
+                });
+                64 + s.cluster.len() + text(&s.condition) + text(&s.template) + template
+            }
+        };
+        96 + self.namespace.len() + self.name.len() + self.uid.len() + verdict
+    }
+}
+
+/// What a policy makes of one source object.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// The selector does not admit it.
+    Skipped,
+    /// It could not be judged (the selector, the name template or a reference failed): why,
+    /// cut to [`super::source::MAX_ERROR_LEN`] bytes.
+    Failed(String),
+    /// It names a cluster.
+    Selected(Box<Selected>),
+}
+
+/// A selected object's cluster, creation condition and template.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Selected {
+    /// The cluster it names (`nameTemplate`).
+    pub cluster: String,
+    /// Whether the creation condition holds, or why it could not be evaluated.
+    pub condition: Result<bool, String>,
+    /// The template for its cluster, or why it could not be evaluated.
+    pub template: Result<Template, String>,
 }
 
 /// One cluster's change, one write: created, or labelled, tainted, leased and accepted.
@@ -133,6 +207,10 @@ pub struct Tally {
     pub sources: i32,
     /// Spokes whose last list failed (or was not made yet), with why.
     pub unlisted: Vec<(String, String)>,
+    /// Clusters not created in this pass for the creation rate (created in the next ones).
+    pub deferred: i32,
+    /// Clusters not created because the policy holds [`Snapshot::max_created`].
+    pub over_cap: i32,
 }
 
 impl Tally {
@@ -159,6 +237,8 @@ pub struct Plan {
     pub deletes: Vec<String>,
     /// Per policy.
     pub statuses: BTreeMap<String, Tally>,
+    /// Clusters each object-source policy creates in this plan (spent from its budget).
+    pub created: BTreeMap<String, usize>,
 }
 
 /// The plan.

@@ -7,9 +7,16 @@
 //! of the asked group (and versions) with a name; anything else fails the whole list, and a
 //! failed list changes nothing ([`super::rules`]). Errors kept for the status are cut to
 //! [`MAX_ERROR_LEN`] bytes.
+//!
+//! Memory: each object is judged as soon as its references are read ([`judge`]) and only the
+//! verdict is kept — a few hundred bytes — never the object or its references. What is kept
+//! is bounded too: [`MAX_LIST_WEIGHT`] per spoke's list and [`MAX_POLICY_WEIGHT`] per policy
+//! (a heavier list fails, and changes nothing). What is read at once is bounded by the NATS
+//! server's `max_payload` per answer, [`MAX_REFERENCE_BYTES`] per reference, and
+//! [`REFERENCE_CONCURRENCY`] objects' references in flight.
 
 use super::compiled::{CompiledPolicy, Vars, json_value, with_reference};
-use super::rules::{Listing, SourceObject};
+use super::rules::{Judged, Listing, SourceObject, judge};
 use flotilla_api::importpolicy::MAX_SOURCE_OBJECTS;
 use flotilla_api::v1::{ProxyRequest, ProxyResponse};
 use flotilla_bus::envelope::{Event, types};
@@ -22,7 +29,15 @@ use std::collections::BTreeMap;
 /// An error kept for a status is at most this long.
 pub const MAX_ERROR_LEN: usize = 300;
 /// Source objects whose references are read at once, per spoke.
-const REFERENCE_CONCURRENCY: usize = 8;
+pub const REFERENCE_CONCURRENCY: usize = 8;
+/// A reference's object is at most this large (a Kubernetes object is at most about 1.5 MiB).
+pub const MAX_REFERENCE_BYTES: usize = 1 << 20;
+/// What the hub keeps of one spoke's list ([`Judged::weight`]), at most: a heavier list fails.
+pub const MAX_LIST_WEIGHT: usize = 8 << 20;
+/// What the hub keeps of one policy's lists, at most: the lists past it fail.
+pub const MAX_POLICY_WEIGHT: usize = 32 << 20;
+/// A `metadata.uid` is at most this long (Kubernetes makes 36-character UUIDs).
+const MAX_UID_LEN: usize = 128;
 
 /// What to read on a spoke.
 struct Query<'a> {
@@ -36,29 +51,58 @@ struct Query<'a> {
 
 /// Every spoke's list of `p`'s source (spokes asked at once).
 pub async fn list_all(agents: &Publisher, p: &CompiledPolicy) -> BTreeMap<String, Listing> {
-    futures::future::join_all(p.source.clusters.iter().map(|spoke| async move {
+    let lists = futures::future::join_all(p.source.clusters.iter().map(|spoke| async move {
         let result = list_one(agents, p, spoke).await;
         if let Err(e) = &result {
             tracing::debug!(%spoke, error = %e, "import source not listed");
         }
-        (
-            spoke.clone(),
-            Listing {
-                fresh: true,
-                result,
-            },
-        )
+        (spoke.clone(), result)
     }))
-    .await
-    .into_iter()
-    .collect()
+    .await;
+    weighed(lists)
+}
+
+/// The lists as kept: each within [`MAX_LIST_WEIGHT`], all within [`MAX_POLICY_WEIGHT`] (in
+/// `source.clusters` order; the lists past it fail).
+fn weighed(lists: Vec<(String, Result<Vec<Judged>, String>)>) -> BTreeMap<String, Listing> {
+    let mut total = 0usize;
+    lists
+        .into_iter()
+        .map(|(spoke, result)| {
+            let result = result.and_then(|objects| {
+                let weight: usize = objects.iter().map(Judged::weight).sum();
+                if weight > MAX_LIST_WEIGHT {
+                    return Err(format!(
+                        "{spoke:?} answered {} objects whose verdicts weigh {weight} bytes, more \
+                         than the {MAX_LIST_WEIGHT} one list may",
+                        objects.len()
+                    ));
+                }
+                total += weight;
+                if total > MAX_POLICY_WEIGHT {
+                    return Err(format!(
+                        "the policy's lists weigh more than the {MAX_POLICY_WEIGHT} bytes one \
+                         policy may; {spoke:?}'s is not taken"
+                    ));
+                }
+                Ok(objects)
+            });
+            (
+                spoke,
+                Listing {
+                    fresh: true,
+                    result,
+                },
+            )
+        })
+        .collect()
 }
 
 async fn list_one(
     agents: &Publisher,
     p: &CompiledPolicy,
     spoke: &str,
-) -> Result<Vec<SourceObject>, String> {
+) -> Result<Vec<Judged>, String> {
     let query = Query {
         spoke,
         group: &p.source.group,
@@ -77,8 +121,9 @@ async fn list_one(
 }
 
 /// One listed object, with its references read when the selector admits it (the rules
-/// evaluate the selector again: this only saves reads).
-async fn resolve(agents: &Publisher, p: &CompiledPolicy, spoke: &str, o: Value) -> SourceObject {
+/// evaluate the selector again: this only saves reads), judged at once: the object and its
+/// references are dropped here.
+async fn resolve(agents: &Publisher, p: &CompiledPolicy, spoke: &str, o: Value) -> Judged {
     let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
     let meta = &o["metadata"];
     let (namespace, name, uid) = (
@@ -92,13 +137,16 @@ async fn resolve(agents: &Publisher, p: &CompiledPolicy, spoke: &str, o: Value) 
     } else {
         references(agents, p, spoke, vars).await
     };
-    SourceObject {
-        namespace,
-        name,
-        uid,
-        object: o,
-        references,
-    }
+    judge(
+        p,
+        SourceObject {
+            namespace,
+            name,
+            uid,
+            object: o,
+            references,
+        },
+    )
 }
 
 /// The references of one source object, in order (each one's target may use the ones before).
@@ -161,9 +209,19 @@ async fn read(agents: &Publisher, q: &Query<'_>) -> Result<Vec<Value>, String> {
     checked(q, answer.objects)
 }
 
-/// A spoke's answer as objects: bounded, each a JSON object of the asked group and versions
+/// A spoke's answer as objects: bounded (a reference's in bytes too), each a JSON object of the asked group and versions
 /// with a name (and the asked name, when one was asked).
 fn checked(q: &Query<'_>, raw: Vec<Vec<u8>>) -> Result<Vec<Value>, String> {
+    if !q.name.is_empty() {
+        let bytes: usize = raw.iter().map(Vec::len).sum();
+        if bytes > MAX_REFERENCE_BYTES {
+            return Err(format!(
+                "{:?} answered {bytes} bytes for {} {}/{}, more than the {MAX_REFERENCE_BYTES} \
+                 a reference may be",
+                q.spoke, q.resource, q.namespace, q.name
+            ));
+        }
+    }
     if raw.len() > MAX_SOURCE_OBJECTS {
         return Err(format!(
             "{:?} answered {} objects, more than the {MAX_SOURCE_OBJECTS} a source may have",
@@ -186,8 +244,9 @@ fn checked(q: &Query<'_>, raw: Vec<Vec<u8>>) -> Result<Vec<Value>, String> {
         {
             return Err(bad("metadata.namespace is not a namespace"));
         }
-        if !(meta["uid"].is_null() || meta["uid"].is_string()) {
-            return Err(bad("metadata.uid is not a string"));
+        if !(meta["uid"].is_null() || meta["uid"].as_str().is_some_and(|u| u.len() <= MAX_UID_LEN))
+        {
+            return Err(bad("metadata.uid is not a string of at most 128 bytes"));
         }
         let api_version = o["apiVersion"].as_str().unwrap_or_default();
         let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
@@ -294,5 +353,65 @@ mod tests {
         let many = vec![good; MAX_SOURCE_OBJECTS + 1];
         assert!(checked(&q, many).unwrap_err().contains("more than"));
         assert!(cut("é".repeat(400)).len() <= MAX_ERROR_LEN + 3);
+        let uid = raw(serde_json::json!({"apiVersion": "cluster.x-k8s.io/v1beta1",
+            "metadata": {"name": "d", "uid": "u".repeat(200)}}));
+        assert!(checked(&q, vec![uid]).unwrap_err().contains("metadata.uid"));
+    }
+
+    #[test]
+    fn a_reference_is_bounded_in_bytes() {
+        let versions = [];
+        let q = Query {
+            namespace: "default",
+            name: "a-kubeconfig",
+            ..query(&versions)
+        };
+        let big = raw(serde_json::json!({"apiVersion": "cluster.x-k8s.io/v1beta1",
+            "metadata": {"name": "a-kubeconfig", "namespace": "default"},
+            "data": {"value": "x".repeat(MAX_REFERENCE_BYTES)}}));
+        let e = checked(&q, vec![big]).unwrap_err();
+        assert!(
+            e.contains("a reference may be") && e.contains("a-kubeconfig"),
+            "{e}"
+        );
+    }
+
+    fn heavy(spoke: &str, bytes: usize) -> (String, Result<Vec<Judged>, String>) {
+        let j = Judged {
+            namespace: String::new(),
+            name: "a".into(),
+            uid: String::new(),
+            verdict: super::super::rules::Verdict::Failed("x".repeat(bytes)),
+        };
+        (spoke.to_string(), Ok(vec![j]))
+    }
+
+    #[test]
+    fn what_is_kept_of_a_policys_lists_is_bounded() {
+        let lists = weighed(vec![heavy("huge", MAX_LIST_WEIGHT + 1), heavy("small", 10)]);
+        let e = lists["huge"].result.as_ref().unwrap_err();
+        assert!(
+            e.contains("more than the") && e.contains("one list may"),
+            "{e}"
+        );
+        assert!(lists["small"].result.is_ok());
+        assert!(lists.values().all(|l| l.fresh));
+        // Lists within their own bound, past the policy's: the later ones fail.
+        let each = MAX_LIST_WEIGHT - 1024;
+        let n = MAX_POLICY_WEIGHT / each + 1;
+        let lists = weighed((0..n).map(|i| heavy(&format!("s{i}"), each)).collect());
+        let failed: Vec<&String> = lists
+            .iter()
+            .filter(|(_, l)| l.result.is_err())
+            .map(|(s, _)| s)
+            .collect();
+        assert_eq!(failed, [&format!("s{}", n - 1)], "only the last one fails");
+        assert!(
+            lists[failed[0]]
+                .result
+                .as_ref()
+                .unwrap_err()
+                .contains("one policy may")
+        );
     }
 }

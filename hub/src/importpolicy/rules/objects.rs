@@ -3,10 +3,11 @@
 //! [`MISSING_LISTS_TO_DELETE`]), and the listed objects (clusters created, adopted, shaped).
 
 use super::{
-    Edit, Listing, MISSING_LISTS_TO_DELETE, Plan, Snapshot, SourceObject, count, deleting,
-    desired_labels, shape, source_ref,
+    Edit, Judged, Listing, MISSING_LISTS_TO_DELETE, Plan, Selected, Snapshot, SourceObject,
+    Verdict, count, deleting, desired_labels, shape, source_ref,
 };
 use crate::importpolicy::compiled::{CompiledPolicy, Vars, json_value, with_reference};
+use crate::importpolicy::source::cut;
 use flotilla_api::v1::{ClusterOrigin, ImportRecord, ImportSourceRef, ManagedCluster};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -94,6 +95,12 @@ pub(super) fn matches(
     let Some(lists) = lists else {
         return;
     };
+    let mut budget = s.budget.get(&p.name).copied().unwrap_or(0);
+    let mut created = s
+        .records
+        .iter()
+        .filter(|(k, r)| r.policy == p.name && r.created && live.contains_key(k.as_str()))
+        .count();
     for spoke in &p.source.clusters {
         let Some(Listing {
             result: Ok(objects),
@@ -105,33 +112,15 @@ pub(super) fn matches(
         for o in objects {
             let tally = plan.statuses.entry(p.name.clone()).or_default();
             let what = format!("{spoke}: {}", shown(o));
-            let mut vars = Vars::of(json_value(&o.object));
-            match p.selects(&vars) {
-                Ok(true) => {}
-                Ok(false) => continue,
-                Err(e) => {
+            let selected = match &o.verdict {
+                Verdict::Skipped => continue,
+                Verdict::Failed(e) => {
                     tally.error(format!("{what}: {e}"));
                     continue;
                 }
-            }
-            let name = match p.cluster_name(&vars) {
-                Ok(n) => n,
-                Err(e) => {
-                    tally.error(format!("{what}: {e}"));
-                    continue;
-                }
+                Verdict::Selected(selected) => selected,
             };
-            match &o.references {
-                Ok(refs) => {
-                    for (key, object) in refs {
-                        vars = with_reference(&vars, key, json_value(object));
-                    }
-                }
-                Err(e) => {
-                    tally.error(format!("{what}: {e}"));
-                    continue;
-                }
-            }
+            let name = selected.cluster.clone();
             let record = s
                 .records
                 .get(&name)
@@ -181,7 +170,7 @@ pub(super) fn matches(
                     continue;
                 }
                 None => {
-                    match p.condition_holds(&vars) {
+                    match &selected.condition {
                         Ok(true) => {}
                         Ok(false) => continue,
                         Err(e) => {
@@ -189,11 +178,30 @@ pub(super) fn matches(
                             continue;
                         }
                     }
-                    claimed.insert(name.clone());
                     let existing = live.get(name.as_str()).filter(|c| !deleting(c));
                     if live.contains_key(name.as_str()) && existing.is_none() {
+                        claimed.insert(name.clone());
                         continue; // being deleted: created again once it is gone
                     }
+                    if existing.is_none() {
+                        // A creation: the policy's cap, then its rate (a hostile source spoke
+                        // lists at most 5,000 objects per list, and can change them every poll).
+                        if let Err(e) = &selected.template {
+                            tally.error(format!("{what}: {e}"));
+                            continue;
+                        }
+                        if created >= s.max_created {
+                            tally.over_cap += 1;
+                            continue;
+                        }
+                        if budget == 0 {
+                            tally.deferred += 1;
+                            continue;
+                        }
+                        budget -= 1;
+                        created += 1;
+                    }
+                    claimed.insert(name.clone());
                     ImportRecord {
                         policy: p.name.clone(),
                         source_ref: Some(this.clone()),
@@ -202,7 +210,7 @@ pub(super) fn matches(
                     }
                 }
             };
-            let template = match p.template_with(&vars) {
+            let template = match &selected.template {
                 Ok(t) => t,
                 Err(e) => {
                     tally.error(format!("{what}: {e}"));
@@ -214,13 +222,13 @@ pub(super) fn matches(
                     if record.is_none() {
                         count(tally, &held);
                     }
-                    shape(p, c, &held, &template, s.secure, tally)
+                    shape(p, c, &held, template, s.secure, tally)
                 }
                 None => {
                     tally.imported += 1;
                     let mut next = held.clone();
                     next.policy_generation = p.generation;
-                    let desired = desired_labels(&template);
+                    let desired = desired_labels(template);
                     next.applied_labels = desired.clone();
                     let edit = Edit {
                         cluster: name.clone(),
@@ -256,9 +264,69 @@ pub(super) fn matches(
             }
         }
     }
+    let spent = s.budget.get(&p.name).copied().unwrap_or(0) - budget;
+    if spent > 0 {
+        plan.created.insert(p.name.clone(), spent);
+    }
+    let tally = plan.statuses.entry(p.name.clone()).or_default();
+    if tally.over_cap > 0 {
+        tally.error(format!(
+            "{} source objects name clusters not created: the policy holds {created} clusters \
+             it created, the most one policy may (--import-max-clusters)",
+            tally.over_cap
+        ));
+    }
 }
 
-fn shown(o: &SourceObject) -> String {
+/// Judges one object as read — its selector, cluster name, references, creation condition and
+/// template, evaluated once when listed — so that nothing of the object is kept.
+pub fn judge(p: &CompiledPolicy, o: SourceObject) -> Judged {
+    let SourceObject {
+        namespace,
+        name,
+        uid,
+        object,
+        references,
+    } = o;
+    Judged {
+        verdict: verdict(p, &object, references),
+        namespace,
+        name,
+        uid,
+    }
+}
+
+fn verdict(
+    p: &CompiledPolicy,
+    object: &serde_json::Value,
+    references: Result<Vec<(String, serde_json::Value)>, String>,
+) -> Verdict {
+    let mut vars = Vars::of(json_value(object));
+    match p.selects(&vars) {
+        Ok(true) => {}
+        Ok(false) => return Verdict::Skipped,
+        Err(e) => return Verdict::Failed(cut(e)),
+    }
+    let cluster = match p.cluster_name(&vars) {
+        Ok(n) => n,
+        Err(e) => return Verdict::Failed(cut(e)),
+    };
+    match references {
+        Ok(refs) => {
+            for (key, object) in refs {
+                vars = with_reference(&vars, &key, json_value(&object));
+            }
+        }
+        Err(e) => return Verdict::Failed(cut(e)),
+    }
+    Verdict::Selected(Box::new(Selected {
+        cluster,
+        condition: p.condition_holds(&vars).map_err(cut),
+        template: p.template_with(&vars).map_err(cut),
+    }))
+}
+
+fn shown(o: &Judged) -> String {
     if o.namespace.is_empty() {
         o.name.clone()
     } else {

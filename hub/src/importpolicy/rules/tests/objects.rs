@@ -1,367 +1,6 @@
+//! Object sources: lists judged, absences counted, clusters created within their limits.
+
 use super::*;
-use crate::importpolicy::compiled::CompiledPolicy;
-use crate::importpolicy::compiled::{json_value, with_reference};
-use flotilla_api::meta::{COND_HUB_DENIED, status};
-use flotilla_api::v1::ClusterOrigin;
-use flotilla_api::v1::{
-    ClusterImportPolicy, ClusterImportPolicySpec, Condition, HubClusterState, ImportSource,
-    ManagedClusterSpec, ManagedClusterStatus, ObjectMeta,
-};
-
-/// A cluster fixture: pending, no labels, an agent key bound.
-struct C(ManagedCluster);
-
-fn cluster(name: &str) -> C {
-    C(ManagedCluster {
-        metadata: Some(ObjectMeta {
-            name: name.into(),
-            uid: format!("uid-{name}"),
-            ..Default::default()
-        }),
-        spec: Some(ManagedClusterSpec::default()),
-        status: Some(ManagedClusterStatus::default()),
-        hub: Some(HubClusterState {
-            agent_public_key: format!("U{name}"),
-            ..Default::default()
-        }),
-    })
-}
-
-impl C {
-    fn label(mut self, k: &str, v: &str) -> Self {
-        let m = self.0.metadata.as_mut().unwrap();
-        m.labels.insert(k.into(), v.into());
-        self
-    }
-    fn accepted(mut self) -> Self {
-        self.0.spec.as_mut().unwrap().hub_accepts_client = true;
-        self
-    }
-    fn denied(mut self) -> Self {
-        self.0.status.as_mut().unwrap().conditions.push(Condition {
-            r#type: COND_HUB_DENIED.into(),
-            status: status::TRUE.into(),
-            ..Default::default()
-        });
-        self
-    }
-    fn no_key(mut self) -> Self {
-        self.0.hub.as_mut().unwrap().agent_public_key.clear();
-        self
-    }
-    fn waiting_key(mut self) -> Self {
-        self.0.hub.as_mut().unwrap().requested_public_key = "Uother".into();
-        self
-    }
-    fn build(self) -> Arc<ManagedCluster> {
-        Arc::new(self.0)
-    }
-}
-
-/// A registration policy fixture: selects `site=edge`, labels `tier=edge`, set `edge`.
-struct P(ClusterImportPolicy);
-
-fn policy(name: &str) -> P {
-    P(ClusterImportPolicy {
-        metadata: Some(ObjectMeta {
-            name: name.into(),
-            generation: 1,
-            ..Default::default()
-        }),
-        spec: Some(ClusterImportPolicySpec {
-            source: Some(ImportSource {
-                group: REGISTRATION_GROUP.into(),
-                resource: REGISTRATIONS.into(),
-                selector: r#"source.metadata.labels["site"] == "edge""#.into(),
-                ..Default::default()
-            }),
-            template: r#"{"labels": {"tier": "edge"}, "clusterSet": "edge"}"#.into(),
-            ..Default::default()
-        }),
-        status: None,
-    })
-}
-
-impl P {
-    fn template(mut self, t: &str) -> Self {
-        let m = self.0.metadata.as_mut().unwrap();
-        m.generation += 1;
-        self.0.spec.as_mut().unwrap().template = t.into();
-        self
-    }
-    fn condition(mut self, c: &str) -> Self {
-        self.0.spec.as_mut().unwrap().creation_condition = c.into();
-        self
-    }
-    fn build(self) -> CompiledPolicy {
-        CompiledPolicy::new(&self.0).expect("the fixture compiles")
-    }
-}
-
-fn run(
-    policies: &[CompiledPolicy],
-    clusters: &[Arc<ManagedCluster>],
-    records: &BTreeMap<String, ImportRecord>,
-    secure: bool,
-) -> Plan {
-    // A stored policy that does not compile: its records stay.
-    let stored = policies
-        .iter()
-        .map(|p| p.name.clone())
-        .chain(["broken".to_string()])
-        .collect();
-    plan(&Snapshot {
-        policies,
-        stored: &stored,
-        clusters,
-        records,
-        secure,
-        lists: &BTreeMap::new(),
-    })
-}
-
-fn labels(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| ((*k).into(), (*v).into()))
-        .collect()
-}
-
-#[test]
-fn a_matching_pending_cluster_is_recorded_labelled_and_accepted() {
-    let p = [policy("edge").build()];
-    let c = [cluster("c1").label("site", "edge").build()];
-    let plan = run(&p, &c, &BTreeMap::new(), false);
-    assert_eq!(plan.records_put.len(), 1);
-    let (name, r) = &plan.records_put[0];
-    assert_eq!(
-        (name.as_str(), r.policy.as_str(), r.created),
-        ("c1", "edge", true)
-    );
-    assert_eq!(
-        plan.edits,
-        [Edit {
-            cluster: "c1".into(),
-            set_labels: labels(&[("tier", "edge"), (CLUSTERSET_LABEL, "edge")]),
-            remove_labels: vec![],
-            accept: true,
-            ..Default::default()
-        }]
-    );
-    assert_eq!(plan.statuses["edge"].imported, 1);
-}
-
-#[test]
-fn non_matching_and_condition_false_clusters_stay_pending() {
-    let p = [policy("edge")
-        .condition(r#"source.metadata.labels["ready"] == "yes""#)
-        .build()];
-    let c = [
-        cluster("other").label("site", "core").build(),
-        cluster("unready").label("site", "edge").build(),
-    ];
-    let plan = run(&p, &c, &BTreeMap::new(), false);
-    assert_eq!(
-        plan,
-        Plan {
-            statuses: plan.statuses.clone(),
-            ..Default::default()
-        }
-    );
-    // A string "TRUE" counts as true, as Clusterpedia's templates.
-    let p = [policy("edge").condition(r#""TRUE""#).build()];
-    assert_eq!(run(&p, &c[1..], &BTreeMap::new(), false).edits.len(), 1);
-}
-
-#[test]
-fn a_template_edit_relabels_only_own_clusters_and_only_its_own_labels() {
-    let first = [policy("edge").build()];
-    let own = cluster("own")
-        .label("site", "edge")
-        .label("tier", "edge")
-        .label("admin", "x")
-        .label(CLUSTERSET_LABEL, "edge")
-        .accepted()
-        .build();
-    let adopted = cluster("hand")
-        .label("site", "edge")
-        .label("tier", "old")
-        .accepted()
-        .build();
-    // Records as the first plan left them.
-    let mut records = BTreeMap::new();
-    let created = ImportRecord {
-        policy: "edge".into(),
-        created: true,
-        applied_labels: labels(&[("tier", "edge"), (CLUSTERSET_LABEL, "edge")]),
-        policy_generation: 1,
-        ..Default::default()
-    };
-    records.insert("own".to_string(), created);
-    let plan = run(&first, std::slice::from_ref(&own), &records, false);
-    assert!(
-        plan.edits.is_empty() && plan.records_put.is_empty(),
-        "{plan:?}"
-    );
-    let edited = [policy("edge")
-        .template(r#"{"labels": {"zone": "z1"}, "clusterSet": "edge2"}"#)
-        .build()];
-    let plan = run(&edited, &[own, adopted], &records, false);
-    assert_eq!(
-        plan.edits,
-        [Edit {
-            cluster: "own".into(),
-            set_labels: labels(&[("zone", "z1"), (CLUSTERSET_LABEL, "edge2")]),
-            remove_labels: vec!["tier".into()],
-            accept: false,
-            ..Default::default()
-        }],
-        "the adopted cluster and the admin's label are untouched"
-    );
-    let hand = &plan
-        .records_put
-        .iter()
-        .find(|(n, _)| n == "hand")
-        .unwrap()
-        .1;
-    assert!(!hand.created && hand.applied_labels.is_empty());
-    assert_eq!(
-        (
-            plan.statuses["edge"].imported,
-            plan.statuses["edge"].adopted
-        ),
-        (1, 1)
-    );
-}
-
-#[test]
-fn an_adopted_pending_cluster_gets_access_fields_only() {
-    let p = [policy("edge").build()];
-    let c = [cluster("c1").label("site", "edge").build()];
-    let mut records = BTreeMap::new();
-    records.insert(
-        "c1".to_string(),
-        ImportRecord {
-            policy: "edge".into(),
-            created: false,
-            policy_generation: 1,
-            ..Default::default()
-        },
-    );
-    let plan = run(&p, &c, &records, false);
-    assert_eq!(
-        plan.edits,
-        [Edit {
-            cluster: "c1".into(),
-            accept: true,
-            ..Default::default()
-        }]
-    );
-}
-
-#[test]
-fn secure_mode_accepts_only_a_bound_key_with_none_waiting() {
-    let p = [policy("edge").build()];
-    let c = [
-        cluster("unbound").label("site", "edge").no_key().build(),
-        cluster("waiting")
-            .label("site", "edge")
-            .waiting_key()
-            .build(),
-        cluster("denied").label("site", "edge").denied().build(),
-        cluster("ok").label("site", "edge").build(),
-    ];
-    let plan = run(&p, &c, &BTreeMap::new(), true);
-    let accepted: Vec<&str> = plan
-        .edits
-        .iter()
-        .filter(|e| e.accept)
-        .map(|e| e.cluster.as_str())
-        .collect();
-    assert_eq!(accepted, ["ok"]);
-    assert_eq!(
-        plan.statuses["edge"].waiting, 2,
-        "the denied one does not wait"
-    );
-    // Outside secure mode an unbound key is fine, a waiting one still is not.
-    let plan = run(&p, &c, &BTreeMap::new(), false);
-    assert_eq!(plan.edits.iter().filter(|e| e.accept).count(), 2);
-}
-
-#[test]
-fn records_of_gone_clusters_or_policies_are_dropped() {
-    let p = [policy("edge").build()];
-    let mut records = BTreeMap::new();
-    for (cluster, owner) in [
-        ("gone", "edge"),
-        ("orphan", "deleted-policy"),
-        ("kept", "broken"),
-    ] {
-        records.insert(
-            cluster.to_string(),
-            ImportRecord {
-                policy: owner.into(),
-                ..Default::default()
-            },
-        );
-    }
-    let c = [
-        cluster("orphan").accepted().build(),
-        cluster("kept").accepted().build(),
-    ];
-    let plan = run(&p, &c, &records, false);
-    assert_eq!(plan.records_delete, ["gone", "orphan"]);
-    assert!(plan.edits.is_empty());
-    // A cluster held by a policy that does not compile is not taken by another one.
-    let c = [cluster("kept").label("site", "edge").build()];
-    let plan = run(&p, &c, &records, false);
-    assert!(
-        plan.edits.is_empty() && plan.records_put.is_empty(),
-        "{plan:?}"
-    );
-}
-
-#[test]
-fn template_errors_are_reported_bounded_and_touch_nothing() {
-    let p = [policy("edge")
-        .template(r#"{"labels": {"tier": 1}, "bogus": true}"#)
-        .build()];
-    let c: Vec<_> = (0..20)
-        .map(|i| cluster(&format!("c{i}")).label("site", "edge").build())
-        .collect();
-    let plan = run(&p, &c, &BTreeMap::new(), false);
-    assert!(plan.edits.is_empty() && plan.records_put.is_empty());
-    let errors = &plan.statuses["edge"].errors;
-    assert_eq!(errors.len(), MAX_STATUS_ERRORS);
-    assert!(errors[0].contains("spec.template"), "{errors:?}");
-}
-
-#[test]
-fn a_second_policy_for_the_same_source_names_the_owner() {
-    let held = [policy("first").0];
-    assert_eq!(
-        owner_of("registration.flotilla.io/registrations", "second", &held),
-        Some("first".into())
-    );
-    assert_eq!(
-        owner_of("registration.flotilla.io/registrations", "first", &held),
-        None
-    );
-}
-
-#[test]
-fn bad_expressions_are_refused_naming_their_field() {
-    let mut p = policy("edge").condition("nope(").0;
-    p.spec.as_mut().unwrap().source.as_mut().unwrap().selector = "managedCluster.x".into();
-    let e = CompiledPolicy::new(&p).unwrap_err().join("\n");
-    assert!(e.contains("spec.creationCondition"), "{e}");
-    assert!(
-        e.contains("spec.source.selector") && e.contains("undeclared"),
-        "{e}"
-    );
-}
-
-// ---- Object sources (Cluster API `Cluster`s listed on a management cluster) ----
 
 impl C {
     fn origin(mut self, o: ClusterOrigin) -> Self {
@@ -407,21 +46,55 @@ fn object(name: &str, phase: &str) -> SourceObject {
     }
 }
 
-fn listed(
-    fresh: bool,
-    result: Result<Vec<SourceObject>, String>,
-) -> BTreeMap<String, BTreeMap<String, Listing>> {
+/// Lists as read, by policy then spoke.
+type Raw = BTreeMap<String, BTreeMap<String, Listing<SourceObject>>>;
+
+fn listed(fresh: bool, result: Result<Vec<SourceObject>, String>) -> Raw {
     BTreeMap::from([(
         "capi".to_string(),
         BTreeMap::from([("mgmt".to_string(), Listing { fresh, result })]),
     )])
 }
 
+/// The lists as the hub keeps them: each object judged by its policy.
+fn judged(policies: &[CompiledPolicy], raw: &Raw) -> BTreeMap<String, BTreeMap<String, Listing>> {
+    raw.iter()
+        .map(|(name, spokes)| {
+            let p = policies
+                .iter()
+                .find(|p| p.name == *name)
+                .expect("listed policy");
+            let spokes = spokes
+                .iter()
+                .map(|(spoke, l)| {
+                    let result = l.result.clone().map(|objects| {
+                        objects.into_iter().map(|o| judge(p, o)).collect::<Vec<_>>()
+                    });
+                    let listing = Listing {
+                        fresh: l.fresh,
+                        result,
+                    };
+                    (spoke.clone(), listing)
+                })
+                .collect();
+            (name.clone(), spokes)
+        })
+        .collect()
+}
+
+/// No creation limits.
+fn unlimited(policies: &[CompiledPolicy]) -> BTreeMap<String, usize> {
+    policies
+        .iter()
+        .map(|p| (p.name.clone(), usize::MAX))
+        .collect()
+}
+
 fn run_objects(
     policies: &[CompiledPolicy],
     clusters: &[Arc<ManagedCluster>],
     records: &BTreeMap<String, ImportRecord>,
-    lists: &BTreeMap<String, BTreeMap<String, Listing>>,
+    lists: &Raw,
 ) -> Plan {
     let stored = policies.iter().map(|p| p.name.clone()).collect();
     plan(&Snapshot {
@@ -430,7 +103,9 @@ fn run_objects(
         clusters,
         records,
         secure: false,
-        lists,
+        lists: &judged(policies, lists),
+        budget: &unlimited(policies),
+        max_created: usize::MAX,
     })
 }
 
@@ -607,7 +282,8 @@ fn references_chain_and_feed_the_condition_and_the_template() {
     spec.template = r#"{"labels": {"site": references.site.metadata.name}}"#.into();
     let p = p.build();
     // The second reference's target comes from the first one's object.
-    let vars = super::super::compiled::Vars::of(json_value(&object("a", "Provisioned").object));
+    let vars =
+        crate::importpolicy::compiled::Vars::of(json_value(&object("a", "Provisioned").object));
     assert_eq!(
         p.reference_target(0, &vars).unwrap(),
         ("default".to_string(), "a-kubeconfig".to_string())
@@ -707,7 +383,7 @@ fn template_taints_and_lease_follow_on_own_clusters_only() {
 
 #[test]
 fn the_capi_example_creates_a_provisioned_cluster_with_its_kubeconfig() {
-    let yaml = include_str!("../../../../examples/importpolicy-capi.yaml");
+    let yaml = include_str!("../../../../../examples/importpolicy-capi.yaml");
     let Ok(flotilla_api::ocm::Document::ImportPolicy(p)) =
         flotilla_api::ocm::parse_documents(yaml).remove(0)
     else {
@@ -752,7 +428,9 @@ fn in_secure_mode_an_object_source_never_accepts_a_pending_cluster_it_adopts() {
             clusters: c,
             records,
             secure: true,
-            lists: &lists,
+            lists: &judged(&p, &lists),
+            budget: &unlimited(&p),
+            max_created: usize::MAX,
         })
     };
     // "a" registered first with the bootstrap credential (its key bound), then a CAPI object
@@ -774,5 +452,123 @@ fn in_secure_mode_an_object_source_never_accepts_a_pending_cluster_it_adopts() {
 fn status_errors_are_cut_however_long_what_failed_is() {
     let mut t = Tally::default();
     t.error("x".repeat(1 << 20));
-    assert!(t.errors[0].len() <= super::super::source::MAX_ERROR_LEN + 3);
+    assert!(t.errors[0].len() <= crate::importpolicy::source::MAX_ERROR_LEN + 3);
+}
+
+fn creations(plan: &Plan) -> Vec<&str> {
+    plan.edits
+        .iter()
+        .filter(|e| e.create)
+        .map(|e| e.cluster.as_str())
+        .collect()
+}
+
+#[test]
+fn creations_wait_for_the_policys_rate_and_stop_at_its_cap() {
+    let p = [capi("capi").build()];
+    let objects = (0..6)
+        .map(|i| object(&format!("c{i}"), "Provisioned"))
+        .collect();
+    let lists = judged(&p, &listed(true, Ok(objects)));
+    let stored = p.iter().map(|p| p.name.clone()).collect();
+    let run = |clusters: &[Arc<ManagedCluster>],
+               records: &BTreeMap<String, ImportRecord>,
+               budget: usize,
+               max_created: usize| {
+        plan(&Snapshot {
+            policies: &p,
+            stored: &stored,
+            clusters,
+            records,
+            secure: false,
+            lists: &lists,
+            budget: &BTreeMap::from([("capi".to_string(), budget)]),
+            max_created,
+        })
+    };
+    // The rate: two now, the other four in later passes (no error: they only wait).
+    let first = run(&[], &BTreeMap::new(), 2, 100);
+    assert_eq!(creations(&first), ["c0", "c1"]);
+    assert_eq!(first.created["capi"], 2);
+    assert_eq!(first.records_put.len(), 2, "no record for what waits");
+    let t = &first.statuses["capi"];
+    assert_eq!((t.deferred, t.over_cap), (4, 0));
+    assert!(t.errors.is_empty(), "{:?}", t.errors);
+    // The cap: holding two, the policy may create one more, whatever its rate allows.
+    let live: Vec<Arc<ManagedCluster>> = ["c0", "c1"]
+        .iter()
+        .map(|n| {
+            cluster(n)
+                .accepted()
+                .origin(ClusterOrigin::Import)
+                .label("provider", "capi")
+                .build()
+        })
+        .collect();
+    let records = BTreeMap::from([
+        ("c0".to_string(), own_record("c0", true, 0)),
+        ("c1".to_string(), own_record("c1", true, 0)),
+    ]);
+    let capped = run(&live, &records, 10, 3);
+    assert_eq!(creations(&capped), ["c2"]);
+    let t = &capped.statuses["capi"];
+    assert_eq!((t.deferred, t.over_cap, t.imported), (0, 3, 3));
+    assert!(
+        t.errors[0].contains("3 source objects") && t.errors[0].contains("--import-max-clusters"),
+        "{:?}",
+        t.errors
+    );
+    // Adopting a cluster that exists creates nothing: neither limit applies.
+    let hand = [cluster("c0").build()];
+    let adopted = run(&hand, &BTreeMap::new(), 0, 0);
+    assert!(
+        adopted
+            .records_put
+            .iter()
+            .any(|(k, r)| k == "c0" && !r.created),
+        "{adopted:?}"
+    );
+    assert!(creations(&adopted).is_empty());
+}
+
+#[test]
+fn a_verdict_keeps_nothing_of_the_object_or_its_references() {
+    let p = capi("capi").build();
+    let mut o = object("a", "Provisioned");
+    o.object["metadata"]["annotations"] = serde_json::json!({"big": "x".repeat(1 << 20)});
+    o.references = Ok(vec![(
+        "kubeconfig".into(),
+        serde_json::json!({"data": {"value": "y".repeat(1 << 20)}}),
+    )]);
+    let j = judge(&p, o);
+    assert!(matches!(j.verdict, Verdict::Selected(_)), "{j:?}");
+    assert!(j.weight() < 1024, "{} bytes kept", j.weight());
+    // A template copying a spoke's labels is bounded.
+    let p = capi("capi")
+        .template(r#"{"labels": source.metadata.labels}"#)
+        .build();
+    let mut o = object("b", "Provisioned");
+    o.object["metadata"]["labels"] = (0..100)
+        .map(|i| (format!("k{i}"), serde_json::json!("v")))
+        .collect::<serde_json::Map<_, _>>()
+        .into();
+    let Verdict::Selected(s) = judge(&p, o).verdict else {
+        panic!("selected");
+    };
+    let e = s.template.unwrap_err();
+    assert!(e.contains("100 labels, at most 64"), "{e}");
+    // An error is cut: a spoke chooses the values CEL errors print.
+    let p = capi("capi")
+        .template(r#"{"labels": {"x": source.metadata.name + 1}}"#)
+        .build();
+    let mut o = object("c", "Provisioned");
+    o.name = "c".repeat(5000);
+    o.object["metadata"]["name"] = serde_json::json!("c".repeat(5000));
+    match judge(&p, o).verdict {
+        Verdict::Failed(e) => assert!(e.len() <= 303, "{} bytes", e.len()),
+        Verdict::Selected(s) => {
+            assert!(s.template.unwrap_err().len() <= 303)
+        }
+        Verdict::Skipped => panic!("selected"),
+    }
 }
