@@ -322,9 +322,11 @@ async fn rotate(which: Rotated, dir: &std::path::Path, nats: &NatsArgs) -> ExitC
                 }
             }
         };
-        tokio::time::timeout(std::time::Duration::from_secs(10), pushed)
+        // Generous: an operator rotating a leaked credential would rather wait than retry, and
+        // a busy server (a fleet reconnecting) answers account updates late.
+        tokio::time::timeout(std::time::Duration::from_secs(30), pushed)
             .await
-            .map_err(|_| "the NATS server did not answer within 10 s".to_string())??;
+            .map_err(|_| "the NATS server did not answer within 30 s".to_string())??;
         println!("Pushed to the NATS server: the old key is refused from now on.");
         Ok::<_, String>(())
     }
