@@ -7,6 +7,14 @@ use flotilla_hub::cluster::rules::AutoAccept;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
+/// mimalloc instead of glibc's malloc: the hub allocates on every message from every thread,
+/// and glibc's malloc and free were a third of its CPU samples, with lock waits, at 8,000 works
+/// a second (BENCHMARKS.md, "allocator"). Without the `mimalloc` feature: the system allocator
+/// (for heap profilers that see only malloc).
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The Flotilla hub: registers and tracks managed clusters over NATS and serves the gRPC API.
 #[derive(Parser, Debug)]
 #[command(name = "flotilla-hub", version)]
