@@ -182,3 +182,11 @@ pub const QUANTITIES: &[&str] = &[
     "0.25Ki",
     "12345678901234567890",
 ];
+
+/// Manifests (the `manifest-id` target): namespaced and cluster-scoped, escapes, extra fields.
+pub const MANIFESTS: &[&str] = &[
+    r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"x"},"data":{"k":"v"}}"#,
+    r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web","labels":{"app":"web"}},"spec":{"replicas":2,"template":{"spec":{"containers":[{"name":"c","image":"nginx:1.27"}]}}}}"#,
+    r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"n"}}"#,
+    r#"{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"r\u0031"},"rules":[]}"#,
+];

@@ -189,6 +189,26 @@ fn grpc_score(bytes: &[u8]) -> Outcome {
     }
 }
 
+/// A manifest's identity read from its bytes, as the hub reads every manifest it is given (a
+/// fast path that skips the object's tree): it must be exactly what the parsed tree gives.
+fn manifest_id(bytes: &[u8]) -> Outcome {
+    use flotilla_api::work::{ManifestIdError, manifest_id, read_manifest_id};
+    let fast = read_manifest_id(bytes).map_err(|e| match e {
+        ManifestIdError::Json(e) => e.to_string(),
+        ManifestIdError::Id(e) => e,
+    });
+    let slow = serde_json::from_slice::<serde_json::Value>(bytes)
+        .map_err(|e| e.to_string())
+        .and_then(|v| manifest_id(&v));
+    assert_eq!(
+        fast,
+        slow,
+        "read_manifest_id disagrees on {:?}",
+        text(bytes)
+    );
+    fast.map(|_| ()).into()
+}
+
 fn strings(items: &[&str]) -> Vec<Vec<u8>> {
     items.iter().map(|s| s.as_bytes().to_vec()).collect()
 }
@@ -229,6 +249,11 @@ pub const TARGETS: &[Target] = &[
         name: "quantity",
         run: quantity,
         seeds: || strings(crate::seeds::QUANTITIES),
+    },
+    Target {
+        name: "manifest-id",
+        run: manifest_id,
+        seeds: || strings(crate::seeds::MANIFESTS),
     },
     Target {
         name: "grpc.ManifestWork",

@@ -2,7 +2,7 @@
 //! the OCM limits, and validation with errors that name the manifest index and field.
 
 use crate::feedback::FeedbackRuleType;
-use crate::v1::{ManifestWork, ResourceIdentifier};
+use crate::v1::{ManifestWork, ManifestWorkSpec, ObjectMeta, ResourceIdentifier};
 use serde_json::Value;
 use std::collections::HashMap;
 
@@ -190,6 +190,102 @@ pub fn kind_to_resource(kind: &str) -> String {
     }
 }
 
+/// A manifest's identity read from its JSON bytes: the same answer as parsing them and calling
+/// [`manifest_id`], without building the object's tree when the manifest is well formed (the
+/// hub checks every manifest of every work it is given). Anything unusual — a syntax error, a
+/// field of another type, a key given twice — is read the slow way, for the same message.
+pub fn read_manifest_id(raw: &[u8]) -> Result<ManifestId, ManifestIdError> {
+    if let Some(id) = head::read(raw) {
+        return Ok(id);
+    }
+    let obj: Value = serde_json::from_slice(raw).map_err(ManifestIdError::Json)?;
+    manifest_id(&obj).map_err(ManifestIdError::Id)
+}
+
+/// Why [`read_manifest_id`] failed.
+#[derive(Debug)]
+pub enum ManifestIdError {
+    /// Not JSON.
+    Json(serde_json::Error),
+    /// JSON, but no Kubernetes object's identity: the field, and what is wrong with it.
+    Id(String),
+}
+
+/// The fast path of [`read_manifest_id`]: only `apiVersion`, `kind` and `metadata.name` /
+/// `namespace` are read (as raw JSON, then as strings); the rest is checked as JSON and skipped.
+mod head {
+    use super::ManifestId;
+    use serde::Deserialize;
+    use serde_json::value::RawValue;
+
+    // Each field as given, `null` included (`Option` alone would read a `null` as absent).
+    #[derive(Deserialize)]
+    struct Head<'a> {
+        #[serde(rename = "apiVersion", borrow, default, deserialize_with = "given")]
+        api_version: Option<&'a RawValue>,
+        #[serde(borrow, default, deserialize_with = "given")]
+        kind: Option<&'a RawValue>,
+        #[serde(borrow, default, deserialize_with = "given")]
+        metadata: Option<&'a RawValue>,
+    }
+
+    #[derive(Deserialize)]
+    struct Meta<'a> {
+        #[serde(borrow, default, deserialize_with = "given")]
+        name: Option<&'a RawValue>,
+        #[serde(borrow, default, deserialize_with = "given")]
+        namespace: Option<&'a RawValue>,
+    }
+
+    fn given<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+        <&RawValue>::deserialize(d).map(Some)
+    }
+
+    /// A non-empty JSON string.
+    fn text(raw: Option<&RawValue>) -> Option<String> {
+        serde_json::from_str::<String>(raw?.get())
+            .ok()
+            .filter(|s| !s.is_empty())
+    }
+
+    /// The identity of a well-formed manifest; `None` for anything else.
+    pub(super) fn read(raw: &[u8]) -> Option<ManifestId> {
+        // From a `str`: the parts skipped are then UTF-8 too (`from_slice` does not check the
+        // bytes of what it skips, and the tree would refuse them).
+        let head: Head = serde_json::from_str(std::str::from_utf8(raw).ok()?).ok()?;
+        let meta: Meta = serde_json::from_str(head.metadata?.get()).ok()?;
+        let api_version = text(head.api_version)?;
+        let kind = text(head.kind)?;
+        let name = text(meta.name)?;
+        let (group, version) = match api_version.split_once('/') {
+            Some((g, v)) => (g.to_string(), v.to_string()),
+            None => (String::new(), api_version),
+        };
+        let namespace = if super::is_cluster_scoped(&group, &kind) {
+            String::new()
+        } else {
+            match meta.namespace {
+                None => "default".to_string(),
+                Some(ns) => {
+                    let ns: String = serde_json::from_str(ns.get()).ok()?;
+                    if ns.is_empty() {
+                        "default".to_string()
+                    } else {
+                        ns
+                    }
+                }
+            }
+        };
+        Some(ManifestId {
+            group,
+            version,
+            kind,
+            namespace,
+            name,
+        })
+    }
+}
+
 /// Reads a manifest's identity, naming the missing field.
 pub fn manifest_id(obj: &Value) -> Result<ManifestId, String> {
     let Some(map) = obj.as_object() else {
@@ -320,7 +416,8 @@ pub fn validate_unsized(work: &ManifestWork) -> Vec<String> {
 
 fn checks(work: &ManifestWork, limit: Option<usize>) -> Vec<String> {
     let mut errors = Vec::new();
-    let meta = work.metadata.clone().unwrap_or_default();
+    let no_meta = ObjectMeta::default();
+    let meta = work.metadata.as_ref().unwrap_or(&no_meta);
     if let Err(e) = crate::names::validate_dns1123_label("metadata.namespace", &meta.namespace) {
         errors.push(format!(
             "{e} (the namespace of a ManifestWork is its cluster's name)"
@@ -329,8 +426,13 @@ fn checks(work: &ManifestWork, limit: Option<usize>) -> Vec<String> {
     if let Err(e) = crate::names::validate_dns1123_subdomain("metadata.name", &meta.name) {
         errors.push(e.to_string());
     }
-    let spec = work.spec.clone().unwrap_or_default();
-    let manifests = spec.workload.map(|w| w.manifests).unwrap_or_default();
+    let no_spec = ManifestWorkSpec::default();
+    let spec = work.spec.as_ref().unwrap_or(&no_spec);
+    let manifests = spec
+        .workload
+        .as_ref()
+        .map(|w| w.manifests.as_slice())
+        .unwrap_or_default();
     if manifests.is_empty() {
         errors.push("spec.workload.manifests: at least one manifest is required".into());
     }
@@ -345,23 +447,19 @@ fn checks(work: &ManifestWork, limit: Option<usize>) -> Vec<String> {
     let mut seen: HashMap<ManifestId, usize> = HashMap::new();
     for (i, m) in manifests.iter().enumerate() {
         let field = format!("spec.workload.manifests[{i}]");
-        let obj: Value = match serde_json::from_slice(&m.raw) {
-            Ok(v) => v,
-            Err(e) => {
-                errors.push(format!("{field}: not valid JSON: {e}"));
-                continue;
-            }
-        };
-        match manifest_id(&obj) {
-            Ok(id) => {
-                if let Some(first) = seen.insert(id.clone(), i) {
-                    errors.push(format!(
-                        "{field}: duplicate resource {} (also manifests[{first}])",
-                        id.describe()
-                    ));
+        match read_manifest_id(&m.raw) {
+            Ok(id) => match seen.entry(id) {
+                std::collections::hash_map::Entry::Occupied(first) => errors.push(format!(
+                    "{field}: duplicate resource {} (also manifests[{}])",
+                    first.key().describe(),
+                    first.get()
+                )),
+                std::collections::hash_map::Entry::Vacant(slot) => {
+                    slot.insert(i);
                 }
-            }
-            Err(e) => errors.push(format!("{field}.{e}")),
+            },
+            Err(ManifestIdError::Json(e)) => errors.push(format!("{field}: not valid JSON: {e}")),
+            Err(ManifestIdError::Id(e)) => errors.push(format!("{field}.{e}")),
         }
     }
     for (i, c) in spec.manifest_configs.iter().enumerate() {

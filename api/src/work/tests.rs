@@ -240,3 +240,46 @@ fn every_bad_path_is_reported_not_just_the_first() {
     assert!(errors[0].contains("jsonPaths[0].path") && errors[0].contains("position 3"));
     assert!(errors[1].contains("jsonPaths[2].path"));
 }
+
+#[test]
+fn a_manifests_identity_read_from_bytes_is_the_one_its_tree_gives() {
+    let cases: &[&str] = &[
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"x"},"data":{"k":"v"}}"#,
+        r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d"},"spec":{"replicas":1}}"#,
+        r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"n","namespace":"ignored"}}"#,
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":""}}"#,
+        r#"{"apiVersion":"v1","kind":"Config\u004dap","metadata":{"name":"\u0061"}}"#,
+        r#"{"apiVersion":null,"kind":"ConfigMap","metadata":{"name":"a"}}"#,
+        r#"{"apiVersion":"","kind":"ConfigMap","metadata":{"name":"a"}}"#,
+        r#"{"kind":"ConfigMap","metadata":{"name":"a"}}"#,
+        r#"{"apiVersion":"v1","kind":7,"metadata":{"name":"a"}}"#,
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":[]}"#,
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":5}}"#,
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":null}}"#,
+        r#"{"apiVersion":"v1","kind":"ConfigMap"}"#,
+        r#"{"apiVersion":"v1","kind":"ConfigMap","kind":"Secret","metadata":{"name":"a"}}"#,
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","name":"b"}}"#,
+        r#"[{"apiVersion":"v1"}]"#,
+        r#""a string""#,
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}"#,
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}} trailing"#,
+    ];
+    // Bytes that are not UTF-8 in a part the fast path skips (found by the fuzzer).
+    let mut not_utf8 =
+        br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"k":"#.to_vec();
+    not_utf8.extend([b'"', 0xff, 0xfe, b'"', b'}', b'}']);
+    let cases = cases
+        .iter()
+        .map(|c| c.as_bytes().to_vec())
+        .chain([not_utf8]);
+    for case in cases {
+        let slow = serde_json::from_slice::<serde_json::Value>(&case)
+            .map_err(|e| e.to_string())
+            .and_then(|v| manifest_id(&v));
+        let fast = read_manifest_id(&case).map_err(|e| match e {
+            ManifestIdError::Json(e) => e.to_string(),
+            ManifestIdError::Id(e) => e,
+        });
+        assert_eq!(fast, slow, "{}", String::from_utf8_lossy(&case));
+    }
+}

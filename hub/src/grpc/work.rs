@@ -59,16 +59,13 @@ impl WorkApi {
         }
     }
 
-    /// A non-admin's apply over a stored work: allowed only when the caller may act as the
+    /// A non-admin's apply (an admin's goes as it is) over a stored work: allowed only when the caller may act as the
     /// stored work's executor ([`may_act_on_stored`]), and then pinned to the revision checked
     /// unless the caller pinned one, so that a work replaced meanwhile by someone else is never
     /// overwritten unchecked. Answers the work pinned here, `None` when it is to be applied as
     /// it is. (A work someone else creates between this check and the write is not caught: the
     /// cluster actor has no create-only precondition.)
     fn may_replace(&self, caller: Option<&Identity>, work: &ManifestWork) -> Result<Write, Status> {
-        if caller.is_none_or(|c| c.role == Role::Admin) {
-            return Ok(Write::Any(work.clone()));
-        }
         let Some(meta) = work.metadata.as_ref() else {
             return Ok(Write::Any(work.clone()));
         };
@@ -112,6 +109,11 @@ impl WorkApi {
             refuse_reserved_keys(&work)?;
             may_execute_as(caller, &work)?;
             let handle = self.cluster(&cluster)?;
+            if caller.is_none_or(|c| c.role == Role::Admin) {
+                // Nothing checked against what is stored, so nothing to check again: the work
+                // goes as it came (no copy; a caller's own stale pin fails as it is).
+                return Ok(handle.apply_work(work).await?);
+            }
             // A pin of our own that loses to another write (an agent's status report, most
             // likely) is checked and tried again against what is stored then.
             let mut tries = 0;
