@@ -83,8 +83,9 @@ pub fn manifest_ids(w: &ManifestWork) -> Vec<(usize, flotilla_api::work::Manifes
         .flat_map(|s| s.workload.iter().flat_map(|l| l.manifests.iter()))
         .enumerate()
         .filter_map(|(i, m)| {
-            let v: serde_json::Value = serde_json::from_slice(&m.raw).ok()?;
-            flotilla_api::work::manifest_id(&v).ok().map(|id| (i, id))
+            flotilla_api::work::read_manifest_id(&m.raw)
+                .ok()
+                .map(|id| (i, id))
         })
         .collect()
 }

@@ -212,8 +212,7 @@ fn ids_of(w: &ManifestWork) -> HashSet<ManifestId> {
 }
 
 fn id_of(m: &flotilla_api::v1::Manifest) -> Option<ManifestId> {
-    let v: serde_json::Value = serde_json::from_slice(&m.raw).ok()?;
-    flotilla_api::work::manifest_id(&v).ok()
+    flotilla_api::work::read_manifest_id(&m.raw).ok()
 }
 
 fn meta_of(w: &ManifestWork) -> &flotilla_api::v1::ObjectMeta {
