@@ -4,9 +4,11 @@
 //! change.
 
 use dashmap::DashMap;
+use dashmap::mapref::entry::Entry;
 use flotilla_api::v1::{ManagedCluster, ManifestWork};
 use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::ops::Bound;
+use std::sync::{Arc, RwLock};
 use tokio::sync::broadcast;
 
 /// What happened to an object.
@@ -44,9 +46,14 @@ impl<T> Clone for Change<T> {
 /// Objects by key plus a change broadcast, with the keys of `<namespace>/<name>` objects
 /// indexed by namespace: a namespace's objects (a cluster's works, add-ons, scores) are found
 /// without scanning every object, which made per-cluster lookups quadratic at 10,000 clusters.
+/// The namespaces are kept in order too, so that a page of every object ([`Inventory::scan`])
+/// costs its length, not a sort of every key.
 pub struct Inventory<T> {
     objects: Arc<DashMap<Arc<str>, Arc<T>>>,
     namespaces: Arc<DashMap<Arc<str>, BTreeSet<Arc<str>>>>,
+    /// The keys of `namespaces`, in order: changed only under the namespace's map entry (a
+    /// namespace's first object and last one), read without holding any entry.
+    order: Arc<RwLock<BTreeSet<Arc<str>>>>,
     changes: broadcast::Sender<Change<T>>,
 }
 
@@ -55,10 +62,14 @@ impl<T> Clone for Inventory<T> {
         Self {
             objects: self.objects.clone(),
             namespaces: self.namespaces.clone(),
+            order: self.order.clone(),
             changes: self.changes.clone(),
         }
     }
 }
+
+/// Namespaces read from the order at once by [`Inventory::scan`].
+const SCAN_BATCH: usize = 64;
 
 /// The namespace of a `<namespace>/<name>` key.
 fn namespace_of(key: &str) -> Option<&str> {
@@ -77,6 +88,7 @@ impl<T: Send + Sync + 'static> Inventory<T> {
         Self {
             objects: Arc::new(DashMap::new()),
             namespaces: Arc::new(DashMap::new()),
+            order: Arc::new(RwLock::new(BTreeSet::new())),
             changes,
         }
     }
@@ -93,10 +105,15 @@ impl<T: Send + Sync + 'static> Inventory<T> {
             Some(_) => ChangeKind::Modified,
             None => {
                 if let Some(ns) = namespace_of(&key) {
-                    self.namespaces
-                        .entry(ns.into())
-                        .or_default()
-                        .insert(key.clone());
+                    match self.namespaces.entry(ns.into()) {
+                        Entry::Occupied(mut keys) => {
+                            keys.get_mut().insert(key.clone());
+                        }
+                        Entry::Vacant(slot) => {
+                            self.order_mut().insert(slot.key().clone());
+                            slot.insert(BTreeSet::from([key.clone()]));
+                        }
+                    }
                 }
                 ChangeKind::Added
             }
@@ -108,8 +125,11 @@ impl<T: Send + Sync + 'static> Inventory<T> {
     pub fn remove(&self, key: &str) {
         if let Some((key, object)) = self.objects.remove(key) {
             if let Some(ns) = namespace_of(&key) {
-                self.namespaces.remove_if_mut(ns, |_, keys| {
+                self.namespaces.remove_if_mut(ns, |ns, keys| {
                     keys.remove(&key);
+                    if keys.is_empty() {
+                        self.order_mut().remove(ns);
+                    }
                     keys.is_empty()
                 });
             }
@@ -164,6 +184,76 @@ impl<T: Send + Sync + 'static> Inventory<T> {
             .collect();
         all.sort_by(|a, b| a.0.cmp(&b.0));
         all
+    }
+
+    /// The `<namespace>/<name>` objects of `namespace` (or of every namespace) after the key
+    /// `after` (empty: from the first), in (namespace, name) order, given to `visit` until it
+    /// answers false. A page costs its length plus a lookup, however many objects there are.
+    /// Objects whose key has no namespace are not scanned.
+    pub fn scan(
+        &self,
+        namespace: Option<&str>,
+        after: &str,
+        mut visit: impl FnMut(&Arc<str>, &Arc<T>) -> bool,
+    ) {
+        let after_ns = namespace_of(after).unwrap_or(after);
+        let mut from: Bound<Arc<str>> = match (namespace, after_ns) {
+            (Some(ns), _) => Bound::Included(ns.into()),
+            (None, "") => Bound::Unbounded,
+            (None, ns) => Bound::Included(ns.into()),
+        };
+        loop {
+            // The order is read, then let go before any namespace's entry is (their writers
+            // take the entry, then the order).
+            let batch: Vec<Arc<str>> = match namespace {
+                Some(ns) if matches!(&from, Bound::Included(_)) && *ns >= *after_ns => {
+                    vec![ns.into()]
+                }
+                Some(_) => Vec::new(),
+                None => self
+                    .order()
+                    .range::<str, _>((from.as_ref().map(|n| &**n), Bound::Unbounded))
+                    .take(SCAN_BATCH)
+                    .cloned()
+                    .collect(),
+            };
+            let Some(last) = batch.last().cloned() else {
+                return;
+            };
+            for ns in &batch {
+                let start = if **ns == *after_ns && after.len() > ns.len() {
+                    Bound::Excluded(after)
+                } else {
+                    Bound::Unbounded
+                };
+                let keys: Vec<Arc<str>> = self
+                    .namespaces
+                    .get(ns)
+                    .map(|keys| {
+                        keys.range::<str, _>((start, Bound::Unbounded))
+                            .cloned()
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                for key in keys {
+                    let Some(object) = self.objects.get(&key).map(|o| o.clone()) else {
+                        continue;
+                    };
+                    if !visit(&key, &object) {
+                        return;
+                    }
+                }
+            }
+            from = Bound::Excluded(last);
+        }
+    }
+
+    fn order(&self) -> std::sync::RwLockReadGuard<'_, BTreeSet<Arc<str>>> {
+        self.order.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn order_mut(&self) -> std::sync::RwLockWriteGuard<'_, BTreeSet<Arc<str>>> {
+        self.order.write().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Number of objects.
@@ -234,5 +324,78 @@ mod tests {
         assert!(keys("c1/").is_empty());
         assert!(inv.namespaces.get("c1").is_none());
         assert_eq!(keys("c2/"), ["c2/a"]);
+    }
+
+    /// Pages of `size` keys from `scan`, as `ListWorks` makes them.
+    fn pages(inv: &Inventory<String>, namespace: Option<&str>, size: usize) -> Vec<Vec<String>> {
+        let mut out = Vec::new();
+        let mut after = String::new();
+        loop {
+            let mut page = Vec::new();
+            inv.scan(namespace, &after, |k, _| {
+                page.push(k.to_string());
+                page.len() < size
+            });
+            match page.last() {
+                Some(last) => after = last.clone(),
+                None => return out,
+            }
+            let full = page.len() == size;
+            out.push(page);
+            if !full {
+                return out;
+            }
+        }
+    }
+
+    #[test]
+    fn a_scan_pages_through_namespaces_in_order_from_any_key() {
+        let inv: Inventory<String> = Inventory::new(16);
+        // `edge-1/…` sorts before `edge/…` as bytes: the scan goes by namespace, then name.
+        for key in [
+            "edge/b", "edge-1/a", "edge/a", "c2/a", "c10/a", "c1/a", "c1/b", "top",
+        ] {
+            inv.upsert(key, key.to_string());
+        }
+        let all: Vec<String> = pages(&inv, None, 100).concat();
+        assert_eq!(
+            all,
+            [
+                "c1/a", "c1/b", "c10/a", "c2/a", "edge/a", "edge/b", "edge-1/a"
+            ],
+            "no namespace: not scanned"
+        );
+        for size in 1..=8 {
+            assert_eq!(pages(&inv, None, size).concat(), all, "pages of {size}");
+        }
+        assert_eq!(pages(&inv, Some("edge"), 1).concat(), ["edge/a", "edge/b"]);
+        assert!(pages(&inv, Some("nowhere"), 2).is_empty());
+        // From a key that is gone, and past the last one.
+        let mut after_gone = Vec::new();
+        inv.scan(None, "c1/aa", |k, _| {
+            after_gone.push(k.to_string());
+            true
+        });
+        assert_eq!(after_gone[0], "c1/b");
+        let mut past = 0;
+        inv.scan(None, "zzz/z", |_, _| {
+            past += 1;
+            true
+        });
+        assert_eq!(past, 0);
+        // A namespace emptied leaves the order; filled again, it is back.
+        inv.remove("c10/a");
+        assert!(!pages(&inv, None, 3).concat().contains(&"c10/a".to_string()));
+        assert!(!inv.order().contains("c10"));
+        inv.upsert("c10/z", "z".into());
+        assert!(pages(&inv, None, 3).concat().contains(&"c10/z".to_string()));
+        // Many namespaces: more than one batch of the order.
+        let big: Inventory<String> = Inventory::new(16);
+        for i in 0..(SCAN_BATCH * 3 + 5) {
+            big.upsert(&format!("ns{i:04}/w"), String::new());
+        }
+        let listed = pages(&big, None, 50).concat();
+        assert_eq!(listed.len(), SCAN_BATCH * 3 + 5);
+        assert!(listed.windows(2).all(|w| w[0] < w[1]));
     }
 }

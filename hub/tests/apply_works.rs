@@ -209,3 +209,97 @@ async fn a_stream_checks_the_callers_executor_grants_for_every_work() {
         Code::NotFound
     );
 }
+
+/// Every page of `ListWorks` at `page_size` for `cluster` (empty: all), as a client pages.
+async fn list_pages(
+    channel: &tonic::transport::Channel,
+    cluster: &str,
+    selector: &str,
+    page_size: u32,
+) -> Vec<Vec<(String, String)>> {
+    let mut api = WorkServiceClient::with_interceptor(channel.clone(), Bearer(ADMIN));
+    let mut pages = Vec::new();
+    let mut token = String::new();
+    loop {
+        let page = api
+            .list_works(flotilla_api::v1::ListWorksRequest {
+                cluster: cluster.into(),
+                label_selector: selector.into(),
+                page_size,
+                page_token: token.clone(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        pages.push(
+            page.items
+                .iter()
+                .map(|w| {
+                    let m = w.metadata.as_ref().unwrap();
+                    (m.namespace.clone(), m.name.clone())
+                })
+                .collect(),
+        );
+        if page.next_page_token.is_empty() {
+            return pages;
+        }
+        token = page.next_page_token;
+    }
+}
+
+#[tokio::test]
+async fn list_works_pages_every_work_once_in_cluster_then_name_order() {
+    let nats = NatsServer::start();
+    let (_hub, channel) = hub_with_tokens(&nats).await;
+    // `edge-1/…` sorts before `edge/…` as bytes; pages go by cluster, then name.
+    let clusters = ["edge", "edge-1", "c2"];
+    create_clusters(&channel, &clusters).await;
+    let mut works: Vec<ManifestWork> = (0..40)
+        .map(|i| config_work(clusters[i % 3], &format!("w-{i:02}"), None))
+        .collect();
+    for w in works.iter_mut().step_by(4) {
+        w.metadata
+            .as_mut()
+            .unwrap()
+            .labels
+            .insert("tier".into(), "gold".into());
+    }
+    let answers = stream(&channel, ADMIN, works.clone()).await;
+    assert!(answers.values().all(|a| a.code == 0), "{answers:?}");
+
+    let mut expected: Vec<(String, String)> = works
+        .iter()
+        .map(|w| {
+            let m = w.metadata.as_ref().unwrap();
+            (m.namespace.clone(), m.name.clone())
+        })
+        .collect();
+    expected.sort();
+    let one = list_pages(&channel, "", "", 0).await;
+    assert_eq!(one, [expected.clone()], "no page size: one page, in order");
+    for size in [1, 7, 40] {
+        let pages = list_pages(&channel, "", "", size).await;
+        assert!(pages.iter().all(|p| p.len() <= size as usize));
+        assert_eq!(pages.concat(), expected, "pages of {size}");
+    }
+    let edge: Vec<_> = expected
+        .iter()
+        .filter(|(c, _)| c == "edge")
+        .cloned()
+        .collect();
+    assert_eq!(list_pages(&channel, "edge", "", 3).await.concat(), edge);
+    let gold = list_pages(&channel, "", "tier=gold", 4).await.concat();
+    assert_eq!(gold.len(), 10, "{gold:?}");
+    assert!(gold.windows(2).all(|w| w[0] < w[1]));
+
+    let mut api = WorkServiceClient::with_interceptor(channel.clone(), Bearer(ADMIN));
+    let refused = api
+        .list_works(flotilla_api::v1::ListWorksRequest {
+            page_token: "no-slash".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::InvalidArgument);
+    assert!(refused.message().contains("page_token"), "{refused:?}");
+}

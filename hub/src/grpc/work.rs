@@ -333,24 +333,28 @@ impl WorkService for WorkApi {
         let r = req.into_inner();
         let sel = parse_selector(&r.label_selector)?;
         guard::cluster("cluster", &r.cluster, true)?;
-        let prefix = ObjectRef::prefix(&r.cluster);
+        if !r.page_token.is_empty() && !r.page_token.contains('/') {
+            return Err(Status::invalid_argument(format!(
+                "page_token: {:?} is not a token this API gave (<cluster>/<work>); start without one",
+                r.page_token
+            )));
+        }
+        let namespace = (!r.cluster.is_empty()).then_some(r.cluster.as_str());
         let mut items = Vec::new();
         let mut next_page_token = String::new();
         let mut last_key = String::new();
-        for (key, w) in self.works.with_prefix(&prefix) {
-            if !r.page_token.is_empty() && &*key <= r.page_token.as_str() {
-                continue;
-            }
+        self.works.scan(namespace, &r.page_token, |key, w| {
             if !selects(&sel, w.metadata.as_ref()) {
-                continue;
+                return true;
             }
             if r.page_size > 0 && items.len() == r.page_size as usize {
-                next_page_token = last_key;
-                break;
+                next_page_token = std::mem::take(&mut last_key);
+                return false;
             }
             last_key = key.to_string();
-            items.push((*w).clone());
-        }
+            items.push((**w).clone());
+            true
+        });
         Ok(Response::new(ListWorksResponse {
             items,
             next_page_token,
