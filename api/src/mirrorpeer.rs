@@ -63,6 +63,9 @@ pub mod exchange {
 pub const CONDITION_PEERS_REACHABLE: &str = "PeersReachable";
 /// Condition: S3 profiles (`manageS3`).
 pub const CONDITION_S3: &str = "S3ProfileSynced";
+/// Condition: the peers' curve keys are authenticated (False, reason `InsecureMode`, when the
+/// hub is not in secure mode and MirrorPeers were allowed anyway).
+pub const CONDITION_KEYS_AUTHENTICATED: &str = "PeerKeysAuthenticated";
 
 /// The source Secret's name of an item: `secretName`, or `<storageClusterRef.name>-peer-secret`.
 pub fn secret_name(item: &v1::PeerRef) -> String {

@@ -402,6 +402,7 @@ impl Controllers {
                 inventory: deps.inventory.clone(),
                 publisher: deps.clusters.shared().publisher.clone(),
                 config: deps.mirror_peers.clone(),
+                secure: deps.security.is_some(),
             },
             stop_rx.clone(),
         )

@@ -141,6 +141,12 @@ struct Args {
         value_parser = clap::value_parser!(u64).range(1..=3600)
     )]
     import_poll_seconds: u64,
+    /// Serve MirrorPeers although the hub is not in secure mode (--secure-dir). Without secure
+    /// mode any NATS client can present a curve key under a cluster's name and be sent its
+    /// peers' Secrets, so applying a MirrorPeer is refused unless this is given; with it, each
+    /// MirrorPeer's status carries PeerKeysAuthenticated=False. For demos and tests only.
+    #[arg(long, env = "FLOTILLA_ALLOW_INSECURE_MIRRORPEERS")]
+    allow_insecure_mirrorpeers: bool,
     /// New clusters being registered at once, at most: past it an agent is answered busy with
     /// the time to ask again, spread by the rate registrations complete (a fleet installed at
     /// once, or a site's uplink returning, does not flood the store with retries).
@@ -613,6 +619,7 @@ fn config(args: &Args, checked: Checked) -> Result<flotilla_hub::Config, String>
     config.addons.lease_grace = Duration::from_secs(args.addon_lease_grace_seconds.max(1));
     config.addons.hub_url = args.addon_hub_url.clone().unwrap_or_default();
     config.import_policies.poll = Duration::from_secs(args.import_poll_seconds);
+    config.mirror_peers.allow_insecure = args.allow_insecure_mirrorpeers;
     config.ha.hub_id = args.hub_id.clone();
     config.ha.ttl = Duration::from_secs(args.shard_lease_ttl_seconds);
     config.ha.renew = Duration::from_secs(args.shard_lease_renew_seconds);

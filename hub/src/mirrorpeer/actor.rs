@@ -325,6 +325,9 @@ impl Actor {
 
     async fn apply(&mut self, mut p: MirrorPeer) -> Result<MirrorPeer, MirrorPeerError> {
         let name = name_of(&p);
+        if !self.deps.secure && !self.deps.config.allow_insecure {
+            return Err(MirrorPeerError::Insecure(name));
+        }
         let asked = p.metadata.as_ref().map_or(0, |m| m.resource_version);
         match self.peers.get(&name) {
             Some(old) => {
@@ -519,6 +522,7 @@ impl Actor {
             available,
             delivered: &self.delivered,
             source_errors: &self.source_errors,
+            insecure: !self.deps.secure,
         };
         let status = rules::status(p, self.view(), &seen);
         if p.status.as_ref() == Some(&status) {

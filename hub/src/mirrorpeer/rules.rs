@@ -337,24 +337,28 @@ pub struct Observed<'a> {
     pub delivered: &'a BTreeSet<String>,
     /// Sources' errors: `(mirror peer, cluster)` → error.
     pub source_errors: &'a BTreeMap<(String, String), String>,
+    /// The hub is not in secure mode: the keys the peers present are not authenticated.
+    pub insecure: bool,
 }
 
 static NOTHING_DELIVERED: BTreeSet<String> = BTreeSet::new();
 static NO_SOURCE_ERRORS: BTreeMap<(String, String), String> = BTreeMap::new();
 
 impl Default for Observed<'_> {
-    /// Nobody Available, nothing delivered, no source errors.
+    /// Nobody Available, nothing delivered, no source errors, secure mode.
     fn default() -> Self {
         Self {
             available: BTreeSet::new(),
             delivered: &NOTHING_DELIVERED,
             source_errors: &NO_SOURCE_ERRORS,
+            insecure: false,
         }
     }
 }
 
 /// The status of `p`: one exchange per ordered pair, ODF's phase, `PeersReachable` naming the
-/// peers not Available, `S3ProfileSynced` Unsupported when `manageS3` asks for it.
+/// peers not Available, `S3ProfileSynced` Unsupported when `manageS3` asks for it,
+/// `PeerKeysAuthenticated` False outside secure mode.
 pub fn status(p: &MirrorPeer, view: View<'_>, seen: &Observed<'_>) -> MirrorPeerStatus {
     let name = name(p);
     let peers = members(p);
@@ -403,6 +407,19 @@ pub fn status(p: &MirrorPeer, view: View<'_>, seen: &Observed<'_>) -> MirrorPeer
         );
     } else {
         remove_condition(&mut s.conditions, mp::CONDITION_S3);
+    }
+    if seen.insecure {
+        set_condition(
+            &mut s.conditions,
+            mp::CONDITION_KEYS_AUTHENTICATED,
+            cstatus::FALSE,
+            "InsecureMode",
+            "the hub is not in secure mode (allowed by --allow-insecure-mirrorpeers): any NATS \
+             client can present a curve key under a peer's name, and the peers seal their \
+             Secrets to whatever key was presented; run the hub with --secure-dir",
+        );
+    } else {
+        remove_condition(&mut s.conditions, mp::CONDITION_KEYS_AUTHENTICATED);
     }
     s.observed_generation = p.metadata.as_ref().map_or(0, |m| m.generation);
     s

@@ -268,6 +268,7 @@ fn the_phase_table() {
         available: ["a", "b"].into(),
         delivered: &delivered,
         source_errors: &errors,
+        insecure: false,
     };
     let phase = |w: &World, seen: &Observed<'_>, from: &str| {
         let s = status(&w.peers["dr"], w.view(), seen);
@@ -347,6 +348,32 @@ fn manage_s3_is_reported_unsupported() {
         (c.status.as_str(), c.reason.as_str()),
         ("False", "Unsupported")
     );
+}
+
+#[test]
+fn outside_secure_mode_the_status_says_the_keys_are_not_authenticated() {
+    let w = World::new();
+    let keys_condition = |insecure| {
+        let seen = Observed {
+            insecure,
+            ..Observed::default()
+        };
+        status(&w.peers["dr"], w.view(), &seen)
+            .conditions
+            .into_iter()
+            .find(|c| c.r#type == mp::CONDITION_KEYS_AUTHENTICATED)
+    };
+    let c = keys_condition(true).expect("the condition is set");
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("False", "InsecureMode")
+    );
+    assert!(
+        c.message.contains("not in secure mode") && c.message.contains("--secure-dir"),
+        "{}",
+        c.message
+    );
+    assert!(keys_condition(false).is_none());
 }
 
 #[test]
