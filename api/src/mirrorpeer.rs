@@ -20,6 +20,11 @@ pub const MIRROR_PEER_LABEL: &str = "flotilla.io/mirror-peer";
 pub const FROM_LABEL: &str = "flotilla.io/mirror-peer-from";
 /// Flotilla's annotation on a GREEN Secret: the revision of the source it holds.
 pub const REVISION_ANNOTATION: &str = "flotilla.io/mirror-peer-revision";
+/// Flotilla's annotation on a GREEN Secret: the curve key the box was sealed with. Revisions
+/// count per pair of keys (sender's, recipient's): the revision binds only boxes under both.
+pub const SENDER_XKEY_ANNOTATION: &str = "flotilla.io/mirror-peer-sender-xkey";
+/// Flotilla's annotation on a GREEN Secret: the destination's curve key the box was sealed to.
+pub const RECIPIENT_XKEY_ANNOTATION: &str = "flotilla.io/mirror-peer-recipient-xkey";
 /// ODF's data keys of an exchanged Secret.
 pub const KEY_NAMESPACE: &str = "namespace";
 /// The source's storage cluster.

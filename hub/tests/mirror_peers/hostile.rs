@@ -1,7 +1,166 @@
-//! MirrorPeers outside secure mode, on a real nats-server: a plain-mode hub refuses
-//! MirrorPeers unless allowed, and then says the keys are not authenticated.
+//! MirrorPeers against hostile spokes and outside secure mode, on a real nats-server: a deleted
+//! cluster's boxes and key are purged; a new curve key drops the boxes sealed with or to the
+//! old one and the pair waits for a fresh box; a plain-mode hub refuses MirrorPeers unless
+//! allowed, and then says the keys are not authenticated.
 
 use super::*;
+use flotilla_api::v1::{PeerSyncRequest, SealedPeerSecret};
+use prost::Message;
+
+/// The boxes the hub stores, by key.
+async fn boxes(nats: &NatsServer) -> BTreeMap<String, SealedPeerSecret> {
+    raw_values(nats, flotilla_hub::mirrorpeer::SECRETS)
+        .await
+        .into_iter()
+        .map(|(k, v)| (k, SealedPeerSecret::decode(v.as_slice()).unwrap()))
+        .collect()
+}
+
+/// East and west, accepted, have exchanged their Secrets under MirrorPeer dr.
+async fn exchanged(
+    nats: &NatsServer,
+    hub: &flotilla_hub::Hub,
+) -> (common::TestAgent, common::TestAgent) {
+    let mut api = clusters_client(hub).await;
+    let (east_b, west_b) = (sim_backend(), sim_backend());
+    namespace(&east_b).await;
+    namespace(&west_b).await;
+    source(&east_b, "east-secret").await;
+    let east = accepted_agent_on(&mut api, peer_config("east", nats), east_b).await;
+    let west = accepted_agent_on(&mut api, peer_config("west", nats), west_b).await;
+    hub.mirror_peers().apply(mirror_peer(DR)).await.unwrap();
+    wait_status(hub, "exchanged", |s| s.phase == phase::EXCHANGED).await;
+    let held = boxes(nats).await;
+    assert!(
+        held.contains_key("dr.east.west") && held.contains_key("dr.west.east"),
+        "{:?}",
+        held.keys()
+    );
+    (east, west)
+}
+
+fn exchange_of<'a>(
+    s: &'a flotilla_api::v1::MirrorPeerStatus,
+    from: &str,
+) -> &'a flotilla_api::v1::PeerExchange {
+    s.exchanges.iter().find(|e| e.from == from).unwrap()
+}
+
+#[tokio::test]
+async fn a_deleted_clusters_boxes_and_key_are_purged_and_its_peer_waits_for_a_fresh_box() {
+    let nats = NatsServer::start();
+    let hub = start_hub(peers_hub_config(&nats)).await;
+    let (east, _west) = exchanged(&nats, &hub).await;
+    east.stop().await;
+    let mut api = clusters_client(&hub).await;
+    api.delete_cluster(flotilla_api::v1::DeleteClusterRequest {
+        name: "east".into(),
+    })
+    .await
+    .unwrap();
+    let deadline = Instant::now() + SOON;
+    loop {
+        let held = boxes(&nats).await;
+        if held.is_empty() && stored_key(&nats, "east").await.is_none() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the deleted cluster's boxes or key are still held: {:?}",
+            held.keys()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        stored_key(&nats, "west").await.is_some(),
+        "west's key stays"
+    );
+    // Each way the pair waits for a fresh box: no revision, nothing stale.
+    let s = wait_status(&hub, "waiting for east", |s| {
+        s.exchanges
+            .iter()
+            .all(|e| e.phase == exchange::PENDING && e.revision == 0)
+    })
+    .await;
+    assert!(
+        exchange_of(&s, "west")
+            .message
+            .contains("waiting for east's agent to present its key"),
+        "{s:#?}"
+    );
+    assert!(
+        exchange_of(&s, "east")
+            .message
+            .contains("waiting for east's agent to ask"),
+        "{s:#?}"
+    );
+}
+
+#[tokio::test]
+async fn a_new_key_drops_the_boxes_sealed_with_or_to_the_old_one() {
+    let nats = NatsServer::start();
+    let hub = start_hub(peers_hub_config(&nats)).await;
+    let (_east, west) = exchanged(&nats, &hub).await;
+    let old = stored_key(&nats, "west").await.unwrap();
+    let east_key = stored_key(&nats, "east").await.unwrap();
+    west.stop().await;
+    // West's name presents a new key (its agent's state lost — or, in plain mode, anyone).
+    let new = nkeys::XKey::new().public_key();
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let request = PeerSyncRequest {
+        cluster_name: "west".into(),
+        xkey: new.clone(),
+        ..Default::default()
+    };
+    let r = ask(&client, "west", "west", &request).await;
+    assert!(r.error.is_empty() && r.refused.is_empty(), "{r:?}");
+    let d = &r.deliveries[0];
+    assert!(d.stored.is_empty(), "west's boxes under its old key: {d:?}");
+    assert!(
+        d.inbound.is_empty(),
+        "boxes sealed to west's old key: {d:?}"
+    );
+    for (k, b) in boxes(&nats).await {
+        assert!(
+            b.sender_xkey != old && b.recipient_xkey != old,
+            "{k} is sealed with or to west's old key"
+        );
+    }
+    let s = wait_status(&hub, "waiting for west's fresh box", |s| {
+        let e = exchange_of(s, "west");
+        e.phase == exchange::PENDING && e.revision == 0
+    })
+    .await;
+    assert!(
+        exchange_of(&s, "west")
+            .message
+            .contains("waiting for west to seal its Secret"),
+        "{s:#?}"
+    );
+    // The new key counts its revisions afresh: revision 1 is newer than nothing.
+    let fresh = SealedPeerSecret {
+        mirror_peer: "dr".into(),
+        from: "west".into(),
+        to: "east".into(),
+        sender_xkey: new.clone(),
+        recipient_xkey: east_key,
+        revision: 1,
+        sealed: vec![9; 64],
+        ..Default::default()
+    };
+    let r = ask(
+        &client,
+        "west",
+        "west",
+        &PeerSyncRequest {
+            outbound: vec![fresh],
+            ..request
+        },
+    )
+    .await;
+    assert!(r.error.is_empty() && r.refused.is_empty(), "{r:?}");
+    assert_eq!(boxes(&nats).await["dr.west.east"].revision, 1);
+}
 
 #[tokio::test]
 async fn a_plain_mode_hub_refuses_mirror_peers_unless_allowed_and_then_says_so() {

@@ -189,12 +189,14 @@ fn older_revisions_and_unknown_applied_revisions_are_refused() {
             from: "a".into(),
             revision: 9,
             error: String::new(),
+            sender_xkey: w.keys["a"].clone(),
         },
         AppliedPeerSecret {
             mirror_peer: "other".into(),
             from: "c".into(),
             revision: 1,
             error: String::new(),
+            sender_xkey: w.keys["c"].clone(),
         },
     ];
     r.source_errors = vec![PeerSourceError {
@@ -383,4 +385,133 @@ fn a_cluster_without_a_key_or_with_a_box_to_apply_has_work() {
     w.keys.remove("a");
     assert!(has_work("a", w.view()));
     assert!(!has_work("b", w.view()), "b cannot seal for a keyless a");
+}
+
+#[test]
+fn a_new_key_drops_the_boxes_sealed_with_or_to_the_old_one() {
+    let mut w = World::new();
+    w.peers.insert("tri".into(), peer("tri", &["a", "b", "c"]));
+    for (mp, from, to) in [
+        ("dr", "a", "b"),
+        ("dr", "b", "a"),
+        ("tri", "a", "c"),
+        ("tri", "c", "b"),
+    ] {
+        w.records
+            .insert(record_key(mp, from, to), w.sealed(mp, from, to, 3));
+    }
+    // a comes back with a new key: what it sealed with the old one and what was sealed to the
+    // old one go; c → b, not a's, stays.
+    let new = key();
+    let mut dropped = replaced_boxes("a", &new, w.view());
+    dropped.sort();
+    assert_eq!(
+        dropped,
+        [
+            record_key("dr", "a", "b"),
+            record_key("dr", "b", "a"),
+            record_key("tri", "a", "c"),
+        ]
+    );
+    assert!(
+        replaced_boxes("a", &w.keys["a"], w.view()).is_empty(),
+        "same key: nothing goes"
+    );
+    for k in &dropped {
+        w.records.remove(k);
+    }
+    w.keys.insert("a".into(), new);
+    // The status waits for a fresh box each way, and says so (not an old key's box).
+    let s = status(&w.peers["dr"], w.view(), &Observed::default());
+    for e in &s.exchanges {
+        assert_eq!(
+            (e.phase.as_str(), e.revision),
+            (exchange::PENDING, 0),
+            "{e:?}"
+        );
+        assert!(e.message.contains("to seal its Secret"), "{}", e.message);
+    }
+    assert!(has_work("a", w.view()) && has_work("b", w.view()));
+}
+
+#[test]
+fn a_deleted_clusters_boxes_are_every_box_from_or_to_it() {
+    let mut w = World::new();
+    w.peers.insert("tri".into(), peer("tri", &["a", "b", "c"]));
+    for (mp, from, to) in [("dr", "a", "b"), ("dr", "b", "a"), ("tri", "c", "b")] {
+        w.records
+            .insert(record_key(mp, from, to), w.sealed(mp, from, to, 1));
+    }
+    let mut of_a = boxes_of("a", w.view());
+    of_a.sort();
+    assert_eq!(
+        of_a,
+        [record_key("dr", "a", "b"), record_key("dr", "b", "a")]
+    );
+    assert_eq!(boxes_of("c", w.view()), [record_key("tri", "c", "b")]);
+    assert!(boxes_of("d", w.view()).is_empty());
+}
+
+#[test]
+fn revisions_count_per_sender_key() {
+    let mut w = World::new();
+    // A box of a's old key is still held (its drop failed) at a high revision.
+    let old_key = key();
+    w.records.insert(
+        record_key("dr", "a", "b"),
+        SealedPeerSecret {
+            sender_xkey: old_key.clone(),
+            ..w.sealed("dr", "a", "b", 2000)
+        },
+    );
+    // a's current key starts again at 1, and its ceiling is counted from there.
+    let c = check(
+        "a",
+        &w.request("a", vec![w.sealed("dr", "a", "b", 1)]),
+        w.view(),
+    )
+    .unwrap();
+    assert_eq!(c.boxes.len(), 1, "{:?}", c.refused);
+    let c = check(
+        "a",
+        &w.request("a", vec![w.sealed("dr", "a", "b", 1 + MAX_REVISION_STEP)]),
+        w.view(),
+    )
+    .unwrap();
+    assert!(
+        c.refused[0].contains("more than 1024 past the stored revision 0"),
+        "{:?}",
+        c.refused
+    );
+    // The old key's box is neither delivered nor shown as applied or current.
+    assert!(deliveries("b", w.view(), 1 << 20).0[0].inbound.is_empty());
+    let s = status(&w.peers["dr"], w.view(), &Observed::default());
+    let e = s.exchanges.iter().find(|e| e.from == "a").unwrap();
+    assert_eq!(e.phase, exchange::PENDING);
+    assert!(e.message.contains("old key of a"), "{}", e.message);
+    // b reports having applied revision 1 of the old key's box: it says nothing of a box of
+    // the new key at revision 1, which stays to deliver.
+    w.records
+        .insert(record_key("dr", "a", "b"), w.sealed("dr", "a", "b", 1));
+    let mut r = w.request("b", vec![]);
+    r.applied = vec![AppliedPeerSecret {
+        mirror_peer: "dr".into(),
+        from: "a".into(),
+        revision: 1,
+        error: String::new(),
+        sender_xkey: old_key,
+    }];
+    let c = check("b", &r, w.view()).unwrap();
+    assert!(c.applied.is_empty() && c.refused.is_empty(), "{c:?}");
+    r.applied[0].sender_xkey = w.keys["a"].clone();
+    assert_eq!(
+        check("b", &r, w.view()).unwrap().applied,
+        vec![(record_key("dr", "a", "b"), 1, String::new())]
+    );
+    r.applied[0].sender_xkey = String::new();
+    let c = check("b", &r, w.view()).unwrap();
+    assert!(
+        c.applied.is_empty() && c.refused[0].contains("senderXkey"),
+        "{c:?}"
+    );
 }
