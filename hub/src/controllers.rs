@@ -419,9 +419,12 @@ impl Controllers {
             tokio::spawn(crate::mirrorpeer::route::run(
                 deps.nats.clone(),
                 mirror_peers.clone(),
-                deps.inventory.clone(),
-                deps.metrics.clone(),
-                router.clone(),
+                crate::mirrorpeer::route::Deps {
+                    inventory: deps.inventory.clone(),
+                    metrics: deps.metrics.clone(),
+                    router: router.clone(),
+                    limits: deps.mirror_peers.requests,
+                },
                 stop_rx.clone(),
             )),
             tokio::spawn(addon::router::run(

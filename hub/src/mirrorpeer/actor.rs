@@ -483,7 +483,8 @@ impl Actor {
         let checked = match rules::check(cluster, &req, self.view()) {
             Ok(c) => c,
             Err(why) => {
-                tracing::warn!(cluster, error = %why, "MirrorPeer request refused");
+                // Logged by the route, within the cluster's warning budget.
+                tracing::debug!(cluster, error = %why, "MirrorPeer request refused");
                 return PeerSyncResponse {
                     error: why,
                     ..Default::default()

@@ -52,6 +52,9 @@ pub struct MirrorPeerConfig {
     pub answer_budget: usize,
     /// The task's mailbox (default 1024): a request finding it full is refused, and asked again.
     pub mailbox: usize,
+    /// Per-cluster limits on `flotilla.peers.<cluster>` requests and on the warnings they
+    /// cause (flags `--mirrorpeer-request-rate`, `--mirrorpeer-request-burst`).
+    pub requests: rules::limit::RequestLimits,
     /// Serve MirrorPeers although the hub is not in secure mode
     /// (`--allow-insecure-mirrorpeers`): there any NATS client can present a curve key under a
     /// cluster's name, so applies are refused unless this is set, and then each MirrorPeer's
@@ -66,6 +69,7 @@ impl Default for MirrorPeerConfig {
             repoke_max: Duration::from_secs(60),
             answer_budget: 512 * 1024,
             mailbox: 1024,
+            requests: rules::limit::RequestLimits::default(),
             allow_insecure: false,
         }
     }

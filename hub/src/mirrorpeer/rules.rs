@@ -10,6 +10,8 @@ use flotilla_api::v1::{
 };
 use std::collections::{BTreeMap, BTreeSet};
 
+pub mod limit;
+
 /// How far past the stored revision a box's revision may be.
 pub const MAX_REVISION_STEP: u64 = 1024;
 

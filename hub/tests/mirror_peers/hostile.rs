@@ -1,7 +1,9 @@
 //! MirrorPeers against hostile spokes and outside secure mode, on a real nats-server: a deleted
 //! cluster's boxes and key are purged; a new curve key drops the boxes sealed with or to the
-//! old one and the pair waits for a fresh box; a plain-mode hub refuses MirrorPeers unless
-//! allowed, and then says the keys are not authenticated.
+//! old one and the pair waits for a fresh box; a cluster asking past its rate is told to ask
+//! again later while the others are served (and agents under a tight limit still complete
+//! their exchange); a plain-mode hub refuses MirrorPeers unless allowed, and then says the keys
+//! are not authenticated.
 
 use super::*;
 use flotilla_api::v1::{PeerSyncRequest, SealedPeerSecret};
@@ -160,6 +162,67 @@ async fn a_new_key_drops_the_boxes_sealed_with_or_to_the_old_one() {
     .await;
     assert!(r.error.is_empty() && r.refused.is_empty(), "{r:?}");
     assert_eq!(boxes(&nats).await["dr.west.east"].revision, 1);
+}
+
+#[tokio::test]
+async fn requests_past_a_clusters_rate_are_told_to_ask_again_later() {
+    let nats = NatsServer::start();
+    let mut config = peers_hub_config(&nats);
+    config.mirror_peers.requests.per_second = 2.0;
+    config.mirror_peers.requests.burst = 3;
+    let hub = start_hub(config).await;
+    let mut api = clusters_client(&hub).await;
+    let (east_b, west_b) = (sim_backend(), sim_backend());
+    namespace(&east_b).await;
+    namespace(&west_b).await;
+    source(&east_b, "east-secret").await;
+    // In no MirrorPeer yet: the agents do not ask.
+    let _east = accepted_agent_on(&mut api, peer_config("east", &nats), east_b.clone()).await;
+    let _west = accepted_agent_on(&mut api, peer_config("west", &nats), west_b.clone()).await;
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let request = |cluster: &str| PeerSyncRequest {
+        cluster_name: cluster.into(),
+        xkey: nkeys::XKey::new().public_key(),
+        ..Default::default()
+    };
+    let started = Instant::now();
+    for _ in 0..3 {
+        let r = ask(&client, "east", "east", &request("east")).await;
+        assert!(r.error.is_empty(), "{r:?}");
+    }
+    let r = ask(&client, "east", "east", &request("east")).await;
+    assert!(
+        r.error
+            .contains("\"east\" is over the hub's MirrorPeer request limit")
+            && r.error.contains("ask again later"),
+        "{r:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(400),
+        "the bucket refilled meanwhile"
+    );
+    // Garbage counts too, and west is served on its own bucket.
+    let r = ask(&client, "west", "east", &request("west")).await;
+    assert!(r.error.contains("clustername \"east\""), "{r:?}");
+    let r = ask(&client, "west", "west", &request("west")).await;
+    assert!(r.error.is_empty(), "{r:?}");
+    // Half a second later east may ask once more.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let r = ask(&client, "east", "east", &request("east")).await;
+    assert!(r.error.is_empty(), "{r:?}");
+    let metrics = hub.metrics.render(&hub.inventory);
+    assert!(
+        metrics.contains("limit=\"mirrorpeer_requests\""),
+        "the refusal is counted"
+    );
+    // Agents refused at this tight limit back off, ask again, and complete the exchange.
+    hub.mirror_peers().apply(mirror_peer(DR)).await.unwrap();
+    wait_secret(&west_b, "dr-east", SOON, |_| true).await;
+    wait_secret(&east_b, "dr-west", SOON, |_| true).await;
+    wait_status(&hub, "exchanged under the limit", |s| {
+        s.phase == phase::EXCHANGED
+    })
+    .await;
 }
 
 #[tokio::test]

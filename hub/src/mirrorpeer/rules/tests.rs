@@ -515,3 +515,91 @@ fn revisions_count_per_sender_key() {
         "{c:?}"
     );
 }
+
+mod limits {
+    use super::limit::{Limiter, RequestLimits};
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    fn limiter(per_second: f64, burst: u32) -> Limiter {
+        Limiter::new(RequestLimits {
+            per_second,
+            burst,
+            warn_interval: Duration::from_secs(60),
+            max_clusters: 3,
+        })
+    }
+
+    #[test]
+    fn each_cluster_has_its_own_bucket_refilled_at_its_rate() {
+        let mut l = limiter(2.0, 3);
+        let t0 = Instant::now();
+        for _ in 0..3 {
+            l.admit("a", t0).unwrap();
+        }
+        let e = l.admit("a", t0).unwrap_err();
+        assert!(
+            e.contains(
+                "\"a\" is over the hub's MirrorPeer request limit (2 a second, bursts of 3)"
+            ) && e.ends_with("ask again later"),
+            "{e}"
+        );
+        l.admit("b", t0).expect("b has its own bucket");
+        // Half a second refills one request, not more.
+        let t1 = t0 + Duration::from_millis(500);
+        l.admit("a", t1).unwrap();
+        assert!(l.admit("a", t1).is_err());
+        // Idle for long, the bucket holds its burst, never more.
+        let t2 = t1 + Duration::from_secs(3600);
+        for _ in 0..3 {
+            l.admit("a", t2).unwrap();
+        }
+        assert!(l.admit("a", t2).is_err());
+    }
+
+    #[test]
+    fn one_warning_per_cluster_per_interval_with_the_count_left_out() {
+        let mut l = limiter(5.0, 20);
+        let t0 = Instant::now();
+        assert_eq!(l.warn("a", t0), Some(0));
+        for i in 1..=4 {
+            assert_eq!(l.warn("a", t0 + Duration::from_secs(i)), None);
+        }
+        assert_eq!(l.warn("b", t0), Some(0), "b's warnings are its own");
+        assert_eq!(l.warn("a", t0 + Duration::from_secs(60)), Some(4));
+        assert_eq!(l.warn("a", t0 + Duration::from_secs(61)), None);
+    }
+
+    #[test]
+    fn entries_forget_themselves_when_idle_and_stay_under_the_cap() {
+        let mut l = limiter(5.0, 20);
+        let t0 = Instant::now();
+        l.admit("a", t0).unwrap();
+        l.warn("b", t0);
+        assert_eq!(l.warn("b", t0), None);
+        assert_eq!(l.len(), 2);
+        // Not yet idle: nothing goes.
+        assert!(l.sweep(t0 + Duration::from_secs(30), false).is_empty());
+        assert_eq!(l.len(), 2);
+        // Idle (and a sweep due, one idle period after the last): both go, and what b's left
+        // out is reported.
+        assert!(
+            l.sweep(t0 + Duration::from_secs(61), false).is_empty(),
+            "not due"
+        );
+        let later = t0 + Duration::from_secs(91);
+        assert_eq!(l.sweep(later, false), [("b".to_string(), 1)]);
+        assert!(l.is_empty());
+        // A flood of names never holds more than the cap; the one used longest ago goes.
+        for (i, c) in ["c", "d", "e", "f", "g"].iter().enumerate() {
+            l.admit(c, later + Duration::from_millis(i as u64)).unwrap();
+            assert!(l.len() <= 3);
+        }
+        assert_eq!(l.len(), 3);
+        // The entries kept go on counting: g has its burst less the request it made.
+        for _ in 0..19 {
+            l.admit("g", later + Duration::from_millis(4)).unwrap();
+        }
+        assert!(l.admit("g", later + Duration::from_millis(4)).is_err());
+    }
+}
