@@ -20,6 +20,11 @@ pub const MIRROR_PEER_LABEL: &str = "flotilla.io/mirror-peer";
 pub const FROM_LABEL: &str = "flotilla.io/mirror-peer-from";
 /// Flotilla's annotation on a GREEN Secret: the revision of the source it holds.
 pub const REVISION_ANNOTATION: &str = "flotilla.io/mirror-peer-revision";
+/// Flotilla's annotation on a GREEN Secret: the curve key the box was sealed with. Revisions
+/// count per pair of keys (sender's, recipient's): the revision binds only boxes under both.
+pub const SENDER_XKEY_ANNOTATION: &str = "flotilla.io/mirror-peer-sender-xkey";
+/// Flotilla's annotation on a GREEN Secret: the destination's curve key the box was sealed to.
+pub const RECIPIENT_XKEY_ANNOTATION: &str = "flotilla.io/mirror-peer-recipient-xkey";
 /// ODF's data keys of an exchanged Secret.
 pub const KEY_NAMESPACE: &str = "namespace";
 /// The source's storage cluster.
@@ -63,6 +68,9 @@ pub mod exchange {
 pub const CONDITION_PEERS_REACHABLE: &str = "PeersReachable";
 /// Condition: S3 profiles (`manageS3`).
 pub const CONDITION_S3: &str = "S3ProfileSynced";
+/// Condition: the peers' curve keys are authenticated (False, reason `InsecureMode`, when the
+/// hub is not in secure mode and MirrorPeers were allowed anyway).
+pub const CONDITION_KEYS_AUTHENTICATED: &str = "PeerKeysAuthenticated";
 
 /// The source Secret's name of an item: `secretName`, or `<storageClusterRef.name>-peer-secret`.
 pub fn secret_name(item: &v1::PeerRef) -> String {

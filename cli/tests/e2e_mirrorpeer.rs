@@ -65,9 +65,11 @@ fn two_agent_processes_exchange_sealed_secrets_and_delete_them() {
     let nats = NatsServer::start();
     let dir = tempfile::tempdir().unwrap();
     let proxy = format!("127.0.0.1:{}", free_port());
+    // Plain mode: MirrorPeers only with the explicit opt-in (the keys are unauthenticated).
     let hub = HubBuilder::new(&nats, dir.path())
         .auto_accept()
         .flag("--cluster-proxy-listen", &proxy)
+        .switch("--allow-insecure-mirrorpeers")
         .start();
     let east = AgentBuilder::new(&nats, dir.path(), "east").start();
     let west = AgentBuilder::new(&nats, dir.path(), "west").start();

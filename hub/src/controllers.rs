@@ -402,6 +402,7 @@ impl Controllers {
                 inventory: deps.inventory.clone(),
                 publisher: deps.clusters.shared().publisher.clone(),
                 config: deps.mirror_peers.clone(),
+                secure: deps.security.is_some(),
             },
             stop_rx.clone(),
         )
@@ -418,9 +419,12 @@ impl Controllers {
             tokio::spawn(crate::mirrorpeer::route::run(
                 deps.nats.clone(),
                 mirror_peers.clone(),
-                deps.inventory.clone(),
-                deps.metrics.clone(),
-                router.clone(),
+                crate::mirrorpeer::route::Deps {
+                    inventory: deps.inventory.clone(),
+                    metrics: deps.metrics.clone(),
+                    router: router.clone(),
+                    limits: deps.mirror_peers.requests,
+                },
                 stop_rx.clone(),
             )),
             tokio::spawn(addon::router::run(

@@ -164,9 +164,33 @@ struct Args {
     #[arg(
         long,
         env = "FLOTILLA_IMPORT_CREATE_RATE",
-        default_value_t = flotilla_hub::importpolicy::DEFAULT_CREATE_RATE
+        default_value_t = flotilla_hub::importpolicy::DEFAULT_CREATE_RATE,
+        value_parser = positive_rate
     )]
     import_create_rate: f64,
+    /// Serve MirrorPeers although the hub is not in secure mode (--secure-dir). Without secure
+    /// mode any NATS client can present a curve key under a cluster's name and be sent its
+    /// peers' Secrets, so applying a MirrorPeer is refused unless this is given; with it, each
+    /// MirrorPeer's status carries PeerKeysAuthenticated=False. For demos and tests only.
+    #[arg(long, env = "FLOTILLA_ALLOW_INSECURE_MIRRORPEERS")]
+    allow_insecure_mirrorpeers: bool,
+    /// MirrorPeer requests (`flotilla.peers.<cluster>`) one cluster may make per second,
+    /// sustained; past it (and its burst) the cluster is told to ask again later.
+    #[arg(
+        long,
+        env = "FLOTILLA_MIRRORPEER_REQUEST_RATE",
+        default_value_t = flotilla_hub::mirrorpeer::rules::limit::DEFAULT_PER_SECOND,
+        value_parser = positive_rate
+    )]
+    mirrorpeer_request_rate: f64,
+    /// MirrorPeer requests one cluster may make at once (an agent's round asks up to 8 times).
+    #[arg(
+        long,
+        env = "FLOTILLA_MIRRORPEER_REQUEST_BURST",
+        default_value_t = flotilla_hub::mirrorpeer::rules::limit::DEFAULT_BURST,
+        value_parser = clap::value_parser!(u32).range(1..=100_000)
+    )]
+    mirrorpeer_request_burst: u32,
     /// New clusters being registered at once, at most: past it an agent is answered busy with
     /// the time to ask again, spread by the rate registrations complete (a fleet installed at
     /// once, or a site's uplink returning, does not flood the store with retries).
@@ -524,12 +548,6 @@ fn check_numbers(args: &Args, errors: &mut Vec<String>) {
     if args.placement_addon_resync_seconds == 0 {
         errors.push("--placement-addon-resync-seconds: must be at least 1".into());
     }
-    if !(args.import_create_rate.is_finite() && args.import_create_rate > 0.0) {
-        errors.push(format!(
-            "--import-create-rate: {} is not a positive number",
-            args.import_create_rate
-        ));
-    }
     if !(args.bootstrap_register_rate.is_finite() && args.bootstrap_register_rate > 0.0) {
         errors.push(format!(
             "--bootstrap-register-rate: {} is not a positive number",
@@ -649,6 +667,9 @@ fn config(args: &Args, checked: Checked) -> Result<flotilla_hub::Config, String>
     config.import_policies.poll = Duration::from_secs(args.import_poll_seconds);
     config.import_policies.max_created = args.import_max_clusters;
     config.import_policies.create_rate = args.import_create_rate;
+    config.mirror_peers.allow_insecure = args.allow_insecure_mirrorpeers;
+    config.mirror_peers.requests.per_second = args.mirrorpeer_request_rate;
+    config.mirror_peers.requests.burst = args.mirrorpeer_request_burst;
     config.ha.hub_id = args.hub_id.clone();
     config.ha.ttl = Duration::from_secs(args.shard_lease_ttl_seconds);
     config.ha.renew = Duration::from_secs(args.shard_lease_renew_seconds);
@@ -664,6 +685,18 @@ fn config(args: &Args, checked: Checked) -> Result<flotilla_hub::Config, String>
         registrations_in_flight: args.registrations_in_flight,
     };
     Ok(config)
+}
+
+/// A rate per second: a finite number above 0, at most 1,000,000.
+fn positive_rate(s: &str) -> Result<f64, String> {
+    let rate: f64 = s.parse().map_err(|e| format!("{s:?}: {e}"))?;
+    if rate.is_finite() && rate > 0.0 && rate <= 1e6 {
+        Ok(rate)
+    } else {
+        Err(format!(
+            "{s:?}: a rate above 0 and at most 1000000 per second"
+        ))
+    }
 }
 
 fn main() -> ExitCode {

@@ -2,9 +2,12 @@
 //! exchange their Secrets sealed from agent to agent; neither the KV buckets nor the
 //! nats-server's store on disk ever hold the plaintext; a rotation reaches the other side; an
 //! agent stopped is named offline and completes the exchange when it comes back; a deletion
-//! removes the GREEN copies on both sides and the records.
+//! removes the GREEN copies on both sides and the records. Hostile spokes and plain mode:
+//! `mirror_peers/hostile.rs`.
 
 mod common;
+#[path = "mirror_peers/hostile.rs"]
+mod hostile;
 
 use common::*;
 use flotilla_agent::backend::sim::SimBackend;
@@ -354,10 +357,18 @@ fn peer_config(name: &str, nats: &NatsServer) -> flotilla_agent::AgentConfig {
     agent_config(name, &nats.url())
 }
 
+/// A plain-mode hub that serves MirrorPeers (`--allow-insecure-mirrorpeers`): these tests
+/// run without secure mode.
+fn peers_hub_config(nats: &NatsServer) -> flotilla_hub::Config {
+    let mut c = hub_config(&nats.url());
+    c.mirror_peers.allow_insecure = true;
+    c
+}
+
 #[tokio::test]
 async fn two_peers_exchange_sealed_secrets_rotate_survive_an_outage_and_clean_up() {
     let nats = NatsServer::start();
-    let hub = start_hub(hub_config(&nats.url())).await;
+    let hub = start_hub(peers_hub_config(&nats)).await;
     let mut api = clusters_client(&hub).await;
     let (east_b, west_b): (Arc<SimBackend>, Arc<SimBackend>) = (sim_backend(), sim_backend());
     namespace(&east_b).await;
@@ -475,7 +486,7 @@ async fn two_peers_exchange_sealed_secrets_rotate_survive_an_outage_and_clean_up
 #[tokio::test]
 async fn odfs_webhook_rules_are_kept_on_update() {
     let nats = NatsServer::start();
-    let hub = start_hub(hub_config(&nats.url())).await;
+    let hub = start_hub(peers_hub_config(&nats)).await;
     let peers = hub.mirror_peers();
     let first = peers.apply(mirror_peer(DR)).await.unwrap();
     assert_eq!(first.metadata.as_ref().unwrap().generation, 1);
@@ -547,7 +558,7 @@ async fn stored_key(nats: &NatsServer, cluster: &str) -> Option<String> {
 #[tokio::test]
 async fn a_peer_away_when_its_mirror_peer_is_deleted_removes_its_copy_when_it_returns() {
     let nats = NatsServer::start();
-    let hub = start_hub(hub_config(&nats.url())).await;
+    let hub = start_hub(peers_hub_config(&nats)).await;
     let mut api = clusters_client(&hub).await;
     let (east_b, west_b) = (sim_backend(), sim_backend());
     namespace(&east_b).await;

@@ -33,7 +33,7 @@ use flotilla_bus::envelope::Event;
 use flotilla_bus::peersecrets as wire;
 use flotilla_bus::publish::Publisher;
 use nkeys::XKey;
-use rules::Sent;
+use rules::{Applied, Sent};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -114,10 +114,11 @@ struct Task {
     requests: Publisher,
     /// What was sealed last, by `(mirror peer, to)`.
     sent: BTreeMap<(String, String), Sent>,
-    /// Revisions applied, by `(mirror peer, from)`.
-    applied: BTreeMap<(String, String), u64>,
-    /// Boxes that did not open or apply: `(mirror peer, from)` → `(revision, error)`.
-    failed: BTreeMap<(String, String), (u64, String)>,
+    /// Revisions applied (and the sender's key they count under), by `(mirror peer, from)`.
+    applied: BTreeMap<(String, String), Applied>,
+    /// Boxes that did not open or apply: `(mirror peer, from)` → `(revision, sender's key,
+    /// error)`.
+    failed: BTreeMap<(String, String), (u64, String, String)>,
     /// Source errors by MirrorPeer.
     source_errors: BTreeMap<String, String>,
     /// Boxes waiting for a request with room.
@@ -305,22 +306,26 @@ impl Task {
         let mut out: Vec<AppliedPeerSecret> = self
             .applied
             .iter()
-            .map(|((m, from), revision)| AppliedPeerSecret {
+            .map(|((m, from), a)| AppliedPeerSecret {
                 mirror_peer: m.clone(),
                 from: from.clone(),
-                revision: *revision,
+                revision: a.revision,
                 error: String::new(),
+                sender_xkey: a.sender_xkey.clone(),
             })
             .collect();
         out.extend(
             self.failed
                 .iter()
-                .map(|((m, from), (revision, error))| AppliedPeerSecret {
-                    mirror_peer: m.clone(),
-                    from: from.clone(),
-                    revision: *revision,
-                    error: error.clone(),
-                }),
+                .map(
+                    |((m, from), (revision, sender_xkey, error))| AppliedPeerSecret {
+                        mirror_peer: m.clone(),
+                        from: from.clone(),
+                        revision: *revision,
+                        error: error.clone(),
+                        sender_xkey: sender_xkey.clone(),
+                    },
+                ),
         );
         out
     }
@@ -333,27 +338,35 @@ impl Task {
             let namespace = mp::namespace(item);
             for b in &d.inbound {
                 let key = (d.mirror_peer.clone(), b.from.clone());
-                let applied = match self.applied.get(&key) {
-                    Some(r) => *r,
+                let known = match self.applied.get(&key) {
+                    Some(a) => Some(a.clone()),
                     None => {
                         self.applied_on_cluster(&namespace, &d.mirror_peer, &b.from)
                             .await
                     }
                 };
-                let result = self.apply_box(d, b, &namespace, applied).await;
+                // Only a box under the same keys must be newer: a sender with a new key (or
+                // this agent with a new one) counts its revisions afresh.
+                let floor = Applied::floor(known.as_ref(), &b.sender_xkey);
+                let result = self.apply_box(d, b, &namespace, floor).await;
                 changed = true;
                 match result {
                     Ok(revision) => {
                         tracing::info!(mirror_peer = %d.mirror_peer, from = %b.from, revision, "peer secret applied");
-                        self.applied.insert(key.clone(), revision);
+                        let applied = Applied {
+                            revision,
+                            sender_xkey: b.sender_xkey.clone(),
+                        };
+                        self.applied.insert(key.clone(), applied);
                         self.failed.remove(&key);
                     }
                     Err(e) => {
                         tracing::warn!(mirror_peer = %d.mirror_peer, from = %b.from, revision = b.revision, error = %e, "peer secret refused");
-                        if applied > 0 {
-                            self.applied.insert(key.clone(), applied);
+                        if let Some(a) = known {
+                            self.applied.insert(key.clone(), a);
                         }
-                        self.failed.insert(key, (b.revision, e));
+                        self.failed
+                            .insert(key, (b.revision, b.sender_xkey.clone(), e));
                     }
                 }
             }
@@ -361,12 +374,20 @@ impl Task {
         changed
     }
 
-    /// The revision of the GREEN Secret already on the cluster (after a restart).
-    async fn applied_on_cluster(&self, namespace: &str, mirror_peer: &str, from: &str) -> u64 {
+    /// What the GREEN Secret already on the cluster holds (after a restart), when it was
+    /// sealed to this agent's key.
+    async fn applied_on_cluster(
+        &self,
+        namespace: &str,
+        mirror_peer: &str,
+        from: &str,
+    ) -> Option<Applied> {
         let id = secret_id(namespace, &mp::green_name(mirror_peer, from));
         match self.deps.backend.get(&id).await {
-            Ok(Some(v)) if rules::is_green_of(&v, mirror_peer) => rules::applied_revision(&v),
-            _ => 0,
+            Ok(Some(v)) if rules::is_green_copy(&v, mirror_peer, from) => {
+                rules::applied_of(&v, &self.xkey.public_key())
+            }
+            _ => None,
         }
     }
 
@@ -396,7 +417,7 @@ impl Task {
             },
         )
         .map_err(|e| e.to_string())?;
-        let green = rules::green_secret(namespace, &payload);
+        let green = rules::green_secret(namespace, &payload, &b.sender_xkey, &b.recipient_xkey);
         let id = secret_id(namespace, &mp::green_name(&d.mirror_peer, &b.from));
         if let Some(existing) = self
             .deps

@@ -20,6 +20,26 @@ pub struct Sent {
     pub recipient: String,
 }
 
+/// The revision this agent applied from one peer, and the key that box was sealed with:
+/// revisions count per pair of keys, so it binds only boxes under the same sender key (and,
+/// read back from a GREEN Secret, only while this agent has the key it was sealed to).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    /// The box's revision.
+    pub revision: u64,
+    /// The sender's key it was sealed with.
+    pub sender_xkey: String,
+}
+
+impl Applied {
+    /// The revision a box sealed with `sender_xkey` must be newer than (0: a new count).
+    pub fn floor(applied: Option<&Self>, sender_xkey: &str) -> u64 {
+        applied
+            .filter(|a| a.sender_xkey == sender_xkey)
+            .map_or(0, |a| a.revision)
+    }
+}
+
 /// A source Secret's data (`data`, plus `stringData` as the API server would merge it), or
 /// why it cannot be exchanged.
 pub fn source_data(secret: &Value) -> Result<BTreeMap<String, Vec<u8>>, String> {
@@ -66,6 +86,12 @@ pub fn outbound(
     for peer in d.peers.iter().filter(|p| !p.xkey.is_empty()) {
         let stored = d.stored.iter().find(|s| s.to == peer.cluster);
         let last = sent.get(&(d.mirror_peer.clone(), peer.cluster.clone()));
+        // Revisions count per pair of keys: a box to another key of the peer starts no count
+        // (the hub dropped it when the peer presented its new key).
+        let to_this_key = (
+            stored.filter(|s| s.recipient_xkey == peer.xkey),
+            last.filter(|s| s.recipient == peer.xkey),
+        );
         let current = match (last, stored) {
             (Some(s), Some(st)) => {
                 s.hash == hash
@@ -78,9 +104,10 @@ pub fn outbound(
         if !current {
             // Saturating: a revision the hub holds at the top (a previous, compromised key's
             // box) must not wrap to 0 or panic the task.
-            let revision = stored
+            let revision = to_this_key
+                .0
                 .map_or(0, |s| s.revision)
-                .max(last.map_or(0, |s| s.revision))
+                .max(to_this_key.1.map_or(0, |s| s.revision))
                 .saturating_add(1);
             out.push((peer.cluster.clone(), peer.xkey.clone(), revision));
         }
@@ -99,9 +126,15 @@ pub fn is_green_copy(secret: &Value, mirror_peer: &str, from: &str) -> bool {
 }
 
 /// The GREEN Secret holding an opened box, in `namespace` (the destination's item's), with
-/// ODF's labels and data keys; Flotilla's label names the MirrorPeer and the annotation the
-/// revision (read back after a restart by [`applied_revision`]).
-pub fn green_secret(namespace: &str, p: &PeerSecretPayload) -> Value {
+/// ODF's labels and data keys; Flotilla's label names the MirrorPeer and the annotations the
+/// revision and the keys the box was sealed with and to (read back after a restart by
+/// [`applied_of`]).
+pub fn green_secret(
+    namespace: &str,
+    p: &PeerSecretPayload,
+    sender_xkey: &str,
+    recipient_xkey: &str,
+) -> Value {
     let inner: BTreeMap<&String, ByteString> = p
         .data
         .iter()
@@ -125,9 +158,14 @@ pub fn green_secret(namespace: &str, p: &PeerSecretPayload) -> Value {
         .collect(),
     );
     s.metadata.annotations = Some(
-        [(mp::REVISION_ANNOTATION.to_string(), p.revision.to_string())]
-            .into_iter()
-            .collect(),
+        [
+            (mp::REVISION_ANNOTATION, p.revision.to_string()),
+            (mp::SENDER_XKEY_ANNOTATION, sender_xkey.to_string()),
+            (mp::RECIPIENT_XKEY_ANNOTATION, recipient_xkey.to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect(),
     );
     s.data = Some(
         [
@@ -170,6 +208,21 @@ pub fn applied_revision(secret: &Value) -> u64 {
         .as_str()
         .and_then(|s| s.parse().ok())
         .unwrap_or(0)
+}
+
+/// What a GREEN Secret says was applied, when it was sealed to `own_xkey` (this agent's key):
+/// one sealed to another key of this agent (its state was lost), or naming no keys, binds no
+/// box of the current pair of keys.
+pub fn applied_of(secret: &Value, own_xkey: &str) -> Option<Applied> {
+    let annotations = &secret["metadata"]["annotations"];
+    let sender_xkey = annotations[mp::SENDER_XKEY_ANNOTATION].as_str()?;
+    if sender_xkey.is_empty() || annotations[mp::RECIPIENT_XKEY_ANNOTATION] != own_xkey {
+        return None;
+    }
+    Some(Applied {
+        revision: applied_revision(secret),
+        sender_xkey: sender_xkey.to_string(),
+    })
 }
 
 /// A generated source Secret: 32 random bytes under [`mp::GENERATED_KEY`], labelled BLUE.
@@ -258,6 +311,51 @@ mod tests {
     }
 
     #[test]
+    fn a_box_to_a_new_key_of_the_peer_starts_a_new_count() {
+        let mut sent = BTreeMap::new();
+        sent.insert(
+            ("dr".to_string(), "b".to_string()),
+            Sent {
+                revision: 1500,
+                hash: 7,
+                recipient: "XBOLD".into(),
+            },
+        );
+        // b presented a new key: the box to its old key was dropped (or is still listed).
+        let old_box = vec![StoredPeerSecret {
+            to: "b".into(),
+            revision: 1500,
+            recipient_xkey: "XBOLD".into(),
+        }];
+        assert_eq!(
+            outbound(&delivery(vec![]), 7, &sent),
+            [("b".into(), "XB".into(), 1)]
+        );
+        assert_eq!(outbound(&delivery(old_box), 7, &sent)[0].2, 1);
+    }
+
+    #[test]
+    fn an_applied_revision_binds_only_boxes_under_the_same_keys() {
+        let p = PeerSecretPayload {
+            mirror_peer: "dr".into(),
+            from: "a".into(),
+            revision: 9,
+            ..Default::default()
+        };
+        let green = green_secret("ns", &p, "XA", "XB");
+        let applied = applied_of(&green, "XB");
+        assert_eq!(Applied::floor(applied.as_ref(), "XA"), 9);
+        // a's new key starts a new count; so does this agent's own new key (state lost).
+        assert_eq!(Applied::floor(applied.as_ref(), "XANEW"), 0);
+        assert_eq!(applied_of(&green, "XBNEW"), None);
+        // A GREEN Secret naming no keys binds nothing.
+        let mut bare = green.clone();
+        bare["metadata"]["annotations"] = serde_json::json!({});
+        bare["metadata"]["annotations"][mp::REVISION_ANNOTATION] = "9".into();
+        assert_eq!(applied_of(&bare, "XB"), None);
+    }
+
+    #[test]
     fn only_a_green_copy_of_the_same_mirror_peer_and_sender_is_overwritten() {
         let p = PeerSecretPayload {
             mirror_peer: "x".into(),
@@ -265,7 +363,7 @@ mod tests {
             revision: 1,
             ..Default::default()
         };
-        let green = green_secret("ns", &p);
+        let green = green_secret("ns", &p, "XA", "XB");
         assert!(is_green_copy(&green, "x", "y-z"));
         // MirrorPeer "x-y" with peer "z" names its copy "x-y-z" too: not the same copy.
         assert!(!is_green_copy(&green, "x-y", "z"));
@@ -284,10 +382,17 @@ mod tests {
             namespace: "openshift-storage".into(),
             storage_cluster_name: "ocs".into(),
         };
-        let g = green_secret("openshift-storage", &p);
+        let g = green_secret("openshift-storage", &p, "XA", "XB");
         assert_eq!(g["metadata"]["name"], "dr-a");
         assert!(is_green_of(&g, "dr") && !is_green_of(&g, "other"));
         assert_eq!(applied_revision(&g), 3);
+        assert_eq!(
+            applied_of(&g, "XB"),
+            Some(Applied {
+                revision: 3,
+                sender_xkey: "XA".into()
+            })
+        );
         assert_eq!(green_data(&g).unwrap()["token"], b"s3cr3t");
         for key in [
             "namespace",

@@ -83,6 +83,12 @@ impl<'a> HubBuilder<'a> {
         self
     }
 
+    /// Passes the switch `--flag` (no value) to the hub.
+    pub fn switch(mut self, flag: &str) -> Self {
+        self.flags.push(flag.to_string());
+        self
+    }
+
     /// Serves the API over TLS with `cert` and `key` (PEM files); its URL is `https://localhost`.
     pub fn tls(self, cert: &Path, key: &Path) -> Self {
         let mut this = self

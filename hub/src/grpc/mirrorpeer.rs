@@ -16,6 +16,7 @@ impl From<MirrorPeerError> for Status {
             MirrorPeerError::Invalid(_) => Status::invalid_argument(e.to_string()),
             MirrorPeerError::NotFound(_) => Status::not_found(e.to_string()),
             MirrorPeerError::Conflict(_) => Status::aborted(e.to_string()),
+            MirrorPeerError::Insecure(_) => Status::failed_precondition(e.to_string()),
             MirrorPeerError::Unavailable(_) | MirrorPeerError::Gone => {
                 Status::unavailable(e.to_string())
             }

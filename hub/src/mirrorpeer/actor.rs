@@ -129,6 +129,16 @@ impl Actor {
         let mut clusters = self.deps.inventory.subscribe();
         let mut clusters_open = true;
         self.purge_strays().await;
+        // Clusters deleted while no hub ran this task (their keys and boxes stay otherwise).
+        let mut known: BTreeSet<String> = self.keys.keys().cloned().collect();
+        known.extend(
+            self.records
+                .values()
+                .flat_map(|r| [r.from.clone(), r.to.clone()]),
+        );
+        for c in known {
+            self.forget_if_deleted(&c).await;
+        }
         self.available = self
             .members()
             .into_iter()
@@ -215,22 +225,64 @@ impl Actor {
         }
     }
 
-    /// A cluster changed in the inventory: a deleted one's key is forgotten, a member whose
-    /// availability flipped changes its MirrorPeers' status, and one that came back is poked.
-    async fn cluster_changed(&mut self, cluster: &str) {
-        if self.keys.contains_key(cluster) && self.deps.inventory.get(cluster).is_none() {
-            // Deleted: its key is forgotten, so no peer seals to an agent that may be gone
-            // (a cluster registering again under the name presents its own).
+    /// Drops the boxes `keys` (a failure is logged and left for the next chance: a box left
+    /// behind is never delivered, its keys being no longer current). Whether all went.
+    async fn drop_boxes(&mut self, keys: Vec<String>, why: &str) -> bool {
+        let mut all = true;
+        for key in keys {
+            match self.buckets.secrets.purge(&key).await {
+                Ok(()) => {
+                    tracing::info!(record = %key, why, "sealed peer secret dropped");
+                    self.records.remove(&key);
+                    self.delivered.remove(&key);
+                }
+                Err(e) => {
+                    tracing::warn!(record = %key, why, error = %e, "dropping a sealed peer secret failed");
+                    all = false;
+                }
+            }
+        }
+        all
+    }
+
+    /// When `cluster` is gone from the inventory: its boxes (from it and to it) and then its
+    /// key are dropped, so no peer seals to an agent that may be gone, and a cluster
+    /// registering again under the name starts afresh with the key it presents. Whether
+    /// anything was dropped.
+    async fn forget_if_deleted(&mut self, cluster: &str) -> bool {
+        if self.deps.inventory.get(cluster).is_some() {
+            return false;
+        }
+        let boxes = rules::boxes_of(cluster, self.view());
+        if boxes.is_empty() && !self.keys.contains_key(cluster) {
+            return false;
+        }
+        // The key goes last: while a box is left, the key says there is more to forget.
+        if !self.drop_boxes(boxes, "its cluster was deleted").await {
+            return true;
+        }
+        if self.keys.contains_key(cluster) {
             match self.buckets.keys.purge(cluster).await {
                 Ok(()) => {
                     self.keys.remove(cluster);
-                    tracing::info!(cluster, "cluster deleted: its curve key forgotten");
+                    tracing::info!(
+                        cluster,
+                        "cluster deleted: its curve key and boxes forgotten"
+                    );
                 }
                 Err(e) => {
                     tracing::warn!(cluster, error = %e, "forgetting a deleted cluster's key failed")
                 }
             }
         }
+        true
+    }
+
+    /// A cluster changed in the inventory: a deleted one's key and boxes are forgotten, a
+    /// member whose availability flipped changes its MirrorPeers' status, and one that came
+    /// back is poked.
+    async fn cluster_changed(&mut self, cluster: &str) {
+        let forgotten = self.forget_if_deleted(cluster).await;
         let names: Vec<String> = self
             .peers
             .iter()
@@ -242,6 +294,11 @@ impl Actor {
         }
         let now_online = self.online(cluster);
         if now_online == self.available.contains(cluster) {
+            if forgotten {
+                for n in names {
+                    self.refresh(&n).await;
+                }
+            }
             return;
         }
         if now_online {
@@ -325,6 +382,9 @@ impl Actor {
 
     async fn apply(&mut self, mut p: MirrorPeer) -> Result<MirrorPeer, MirrorPeerError> {
         let name = name_of(&p);
+        if !self.deps.secure && !self.deps.config.allow_insecure {
+            return Err(MirrorPeerError::Insecure(name));
+        }
         let asked = p.metadata.as_ref().map_or(0, |m| m.resource_version);
         match self.peers.get(&name) {
             Some(old) => {
@@ -423,7 +483,8 @@ impl Actor {
         let checked = match rules::check(cluster, &req, self.view()) {
             Ok(c) => c,
             Err(why) => {
-                tracing::warn!(cluster, error = %why, "MirrorPeer request refused");
+                // Logged by the route, within the cluster's warning budget.
+                tracing::debug!(cluster, error = %why, "MirrorPeer request refused");
                 return PeerSyncResponse {
                     error: why,
                     ..Default::default()
@@ -444,7 +505,12 @@ impl Actor {
                 cluster,
                 "a peer presented a new curve key: its peers seal again"
             );
+            // Its boxes under the old key can no longer be taken as its, and the boxes to its
+            // old key can no longer be opened: dropped before the new key's boxes are stored.
+            let replaced = rules::replaced_boxes(cluster, &key, self.view());
             self.keys.insert(cluster.to_string(), key);
+            self.drop_boxes(replaced, "sealed with or to a replaced key")
+                .await;
             let peers: BTreeSet<String> = mine
                 .iter()
                 .filter_map(|n| self.peers.get(n))
@@ -519,6 +585,7 @@ impl Actor {
             available,
             delivered: &self.delivered,
             source_errors: &self.source_errors,
+            insecure: !self.deps.secure,
         };
         let status = rules::status(p, self.view(), &seen);
         if p.status.as_ref() == Some(&status) {

@@ -52,6 +52,14 @@ pub struct MirrorPeerConfig {
     pub answer_budget: usize,
     /// The task's mailbox (default 1024): a request finding it full is refused, and asked again.
     pub mailbox: usize,
+    /// Per-cluster limits on `flotilla.peers.<cluster>` requests and on the warnings they
+    /// cause (flags `--mirrorpeer-request-rate`, `--mirrorpeer-request-burst`).
+    pub requests: rules::limit::RequestLimits,
+    /// Serve MirrorPeers although the hub is not in secure mode
+    /// (`--allow-insecure-mirrorpeers`): there any NATS client can present a curve key under a
+    /// cluster's name, so applies are refused unless this is set, and then each MirrorPeer's
+    /// status says its keys are not authenticated (default false).
+    pub allow_insecure: bool,
 }
 
 impl Default for MirrorPeerConfig {
@@ -61,6 +69,8 @@ impl Default for MirrorPeerConfig {
             repoke_max: Duration::from_secs(60),
             answer_budget: 512 * 1024,
             mailbox: 1024,
+            requests: rules::limit::RequestLimits::default(),
+            allow_insecure: false,
         }
     }
 }
@@ -83,6 +93,14 @@ pub enum MirrorPeerError {
     /// The task ended (hub shutting down or the controllers moved).
     #[error("MirrorPeers are not being served")]
     Gone,
+    /// The hub is not in secure mode and insecure MirrorPeers were not allowed.
+    #[error(
+        "MirrorPeer {0}: refused because the hub is not in secure mode (--secure-dir): without \
+         it any NATS client can present a curve key under a peer's name and be sent that \
+         peer's Secrets; run the hub in secure mode, or pass --allow-insecure-mirrorpeers to \
+         apply MirrorPeers with unauthenticated keys"
+    )]
+    Insecure(String),
 }
 
 /// The buckets.
@@ -119,6 +137,9 @@ pub struct Deps {
     pub publisher: flotilla_bus::publish::Publisher,
     /// Settings.
     pub config: MirrorPeerConfig,
+    /// Whether the hub is in secure mode (only a cluster's own credentials may publish on
+    /// `flotilla.peers.<cluster>`, so the key a request presents is the cluster's).
+    pub secure: bool,
 }
 
 /// The published MirrorPeers, by name.

@@ -10,6 +10,8 @@ use flotilla_api::v1::{
 };
 use std::collections::{BTreeMap, BTreeSet};
 
+pub mod limit;
+
 /// How far past the stored revision a box's revision may be.
 pub const MAX_REVISION_STEP: u64 = 1024;
 
@@ -142,9 +144,21 @@ pub fn check(cluster: &str, req: &PeerSyncRequest, view: View<'_>) -> Result<Che
                 .push(format!("{at}: not an exchange of this MirrorPeer"));
             continue;
         }
+        if !is_xkey(&a.sender_xkey) {
+            out.refused.push(format!(
+                "{at}: senderXkey (the key the applied box was sealed with) is not a public \
+                 curve key"
+            ));
+            continue;
+        }
         let Some(r) = view.records.get(&key) else {
             continue; // Deleted or replaced meanwhile: nothing to record.
         };
+        if a.sender_xkey != r.sender_xkey {
+            // About a box its sender replaced under a new key: revisions count per sender key,
+            // so its revision says nothing about the box held now.
+            continue;
+        }
         if a.revision > r.revision {
             out.refused.push(format!(
                 "{at}: revision {} was never handed out (the hub holds {})",
@@ -212,9 +226,13 @@ fn check_box(
             b.sealed.len()
         ));
     }
+    // Revisions count per pair of keys (the sender's, the recipient's): a box stored under a
+    // key either side replaced neither blocks nor bounds the new pair's revisions — the
+    // destination counts the same way, and cannot open a box of the old pair with its key.
     let stored = view
         .records
         .get(&record_key(&b.mirror_peer, &b.from, &b.to))
+        .filter(|r| r.sender_xkey == b.sender_xkey && r.recipient_xkey == b.recipient_xkey)
         .map(|r| r.revision);
     if let Some(stored) = stored
         && b.revision <= stored
@@ -240,9 +258,35 @@ fn check_box(
     Ok(())
 }
 
-/// Whether the box is sealed to `to`'s current key.
+/// Whether the box is sealed with `from`'s current key to `to`'s current key (any other is
+/// one its destination cannot open, or cannot take as `from`'s).
 fn current(r: &SealedPeerSecret, view: View<'_>) -> bool {
     view.keys.get(&r.to) == Some(&r.recipient_xkey)
+        && view.keys.get(&r.from) == Some(&r.sender_xkey)
+}
+
+/// The boxes to drop when `cluster` presents `key`: those it sealed with another key (no peer
+/// can take them as its any more) and those sealed to another key of its (it cannot open
+/// them). Its peers seal again to the new key; its own next boxes start a new count of
+/// revisions under the new key.
+pub fn replaced_boxes(cluster: &str, key: &str, view: View<'_>) -> Vec<String> {
+    view.records
+        .iter()
+        .filter(|(_, r)| {
+            (r.from == cluster && r.sender_xkey != key)
+                || (r.to == cluster && r.recipient_xkey != key)
+        })
+        .map(|(k, _)| k.clone())
+        .collect()
+}
+
+/// Every box from or to `cluster` (dropped with its key when the cluster is deleted).
+pub fn boxes_of(cluster: &str, view: View<'_>) -> Vec<String> {
+    view.records
+        .iter()
+        .filter(|(_, r)| r.from == cluster || r.to == cluster)
+        .map(|(k, _)| k.clone())
+        .collect()
 }
 
 /// The answer to `cluster`: each of its MirrorPeers with its own item, the other peers' keys,
@@ -337,24 +381,28 @@ pub struct Observed<'a> {
     pub delivered: &'a BTreeSet<String>,
     /// Sources' errors: `(mirror peer, cluster)` → error.
     pub source_errors: &'a BTreeMap<(String, String), String>,
+    /// The hub is not in secure mode: the keys the peers present are not authenticated.
+    pub insecure: bool,
 }
 
 static NOTHING_DELIVERED: BTreeSet<String> = BTreeSet::new();
 static NO_SOURCE_ERRORS: BTreeMap<(String, String), String> = BTreeMap::new();
 
 impl Default for Observed<'_> {
-    /// Nobody Available, nothing delivered, no source errors.
+    /// Nobody Available, nothing delivered, no source errors, secure mode.
     fn default() -> Self {
         Self {
             available: BTreeSet::new(),
             delivered: &NOTHING_DELIVERED,
             source_errors: &NO_SOURCE_ERRORS,
+            insecure: false,
         }
     }
 }
 
 /// The status of `p`: one exchange per ordered pair, ODF's phase, `PeersReachable` naming the
-/// peers not Available, `S3ProfileSynced` Unsupported when `manageS3` asks for it.
+/// peers not Available, `S3ProfileSynced` Unsupported when `manageS3` asks for it,
+/// `PeerKeysAuthenticated` False outside secure mode.
 pub fn status(p: &MirrorPeer, view: View<'_>, seen: &Observed<'_>) -> MirrorPeerStatus {
     let name = name(p);
     let peers = members(p);
@@ -404,6 +452,19 @@ pub fn status(p: &MirrorPeer, view: View<'_>, seen: &Observed<'_>) -> MirrorPeer
     } else {
         remove_condition(&mut s.conditions, mp::CONDITION_S3);
     }
+    if seen.insecure {
+        set_condition(
+            &mut s.conditions,
+            mp::CONDITION_KEYS_AUTHENTICATED,
+            cstatus::FALSE,
+            "InsecureMode",
+            "the hub is not in secure mode (allowed by --allow-insecure-mirrorpeers): any NATS \
+             client can present a curve key under a peer's name, and the peers seal their \
+             Secrets to whatever key was presented; run the hub with --secure-dir",
+        );
+    } else {
+        remove_condition(&mut s.conditions, mp::CONDITION_KEYS_AUTHENTICATED);
+    }
     s.observed_generation = p.metadata.as_ref().map_or(0, |m| m.generation);
     s
 }
@@ -439,11 +500,18 @@ fn exchange_of(
         };
         return e(exchange::PENDING, 0, why);
     };
-    if !current(r, view) {
+    if view.keys.get(to) != Some(&r.recipient_xkey) {
         return e(
             exchange::PENDING,
             r.revision,
             format!("sealed to an old key of {to}; waiting for {from} to seal again"),
+        );
+    }
+    if view.keys.get(from) != Some(&r.sender_xkey) {
+        return e(
+            exchange::PENDING,
+            r.revision,
+            format!("sealed with an old key of {from}; waiting for {from} to seal again"),
         );
     }
     if r.applied_revision >= r.revision {

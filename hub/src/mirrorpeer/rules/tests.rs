@@ -189,12 +189,14 @@ fn older_revisions_and_unknown_applied_revisions_are_refused() {
             from: "a".into(),
             revision: 9,
             error: String::new(),
+            sender_xkey: w.keys["a"].clone(),
         },
         AppliedPeerSecret {
             mirror_peer: "other".into(),
             from: "c".into(),
             revision: 1,
             error: String::new(),
+            sender_xkey: w.keys["c"].clone(),
         },
     ];
     r.source_errors = vec![PeerSourceError {
@@ -268,6 +270,7 @@ fn the_phase_table() {
         available: ["a", "b"].into(),
         delivered: &delivered,
         source_errors: &errors,
+        insecure: false,
     };
     let phase = |w: &World, seen: &Observed<'_>, from: &str| {
         let s = status(&w.peers["dr"], w.view(), seen);
@@ -350,10 +353,253 @@ fn manage_s3_is_reported_unsupported() {
 }
 
 #[test]
+fn outside_secure_mode_the_status_says_the_keys_are_not_authenticated() {
+    let w = World::new();
+    let keys_condition = |insecure| {
+        let seen = Observed {
+            insecure,
+            ..Observed::default()
+        };
+        status(&w.peers["dr"], w.view(), &seen)
+            .conditions
+            .into_iter()
+            .find(|c| c.r#type == mp::CONDITION_KEYS_AUTHENTICATED)
+    };
+    let c = keys_condition(true).expect("the condition is set");
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("False", "InsecureMode")
+    );
+    assert!(
+        c.message.contains("not in secure mode") && c.message.contains("--secure-dir"),
+        "{}",
+        c.message
+    );
+    assert!(keys_condition(false).is_none());
+}
+
+#[test]
 fn a_cluster_without_a_key_or_with_a_box_to_apply_has_work() {
     let mut w = World::new();
     assert!(!has_work("x", w.view()), "in no MirrorPeer");
     w.keys.remove("a");
     assert!(has_work("a", w.view()));
     assert!(!has_work("b", w.view()), "b cannot seal for a keyless a");
+}
+
+#[test]
+fn a_new_key_drops_the_boxes_sealed_with_or_to_the_old_one() {
+    let mut w = World::new();
+    w.peers.insert("tri".into(), peer("tri", &["a", "b", "c"]));
+    for (mp, from, to) in [
+        ("dr", "a", "b"),
+        ("dr", "b", "a"),
+        ("tri", "a", "c"),
+        ("tri", "c", "b"),
+    ] {
+        w.records
+            .insert(record_key(mp, from, to), w.sealed(mp, from, to, 3));
+    }
+    // a comes back with a new key: what it sealed with the old one and what was sealed to the
+    // old one go; c → b, not a's, stays.
+    let new = key();
+    let mut dropped = replaced_boxes("a", &new, w.view());
+    dropped.sort();
+    assert_eq!(
+        dropped,
+        [
+            record_key("dr", "a", "b"),
+            record_key("dr", "b", "a"),
+            record_key("tri", "a", "c"),
+        ]
+    );
+    assert!(
+        replaced_boxes("a", &w.keys["a"], w.view()).is_empty(),
+        "same key: nothing goes"
+    );
+    for k in &dropped {
+        w.records.remove(k);
+    }
+    w.keys.insert("a".into(), new);
+    // The status waits for a fresh box each way, and says so (not an old key's box).
+    let s = status(&w.peers["dr"], w.view(), &Observed::default());
+    for e in &s.exchanges {
+        assert_eq!(
+            (e.phase.as_str(), e.revision),
+            (exchange::PENDING, 0),
+            "{e:?}"
+        );
+        assert!(e.message.contains("to seal its Secret"), "{}", e.message);
+    }
+    assert!(has_work("a", w.view()) && has_work("b", w.view()));
+}
+
+#[test]
+fn a_deleted_clusters_boxes_are_every_box_from_or_to_it() {
+    let mut w = World::new();
+    w.peers.insert("tri".into(), peer("tri", &["a", "b", "c"]));
+    for (mp, from, to) in [("dr", "a", "b"), ("dr", "b", "a"), ("tri", "c", "b")] {
+        w.records
+            .insert(record_key(mp, from, to), w.sealed(mp, from, to, 1));
+    }
+    let mut of_a = boxes_of("a", w.view());
+    of_a.sort();
+    assert_eq!(
+        of_a,
+        [record_key("dr", "a", "b"), record_key("dr", "b", "a")]
+    );
+    assert_eq!(boxes_of("c", w.view()), [record_key("tri", "c", "b")]);
+    assert!(boxes_of("d", w.view()).is_empty());
+}
+
+#[test]
+fn revisions_count_per_sender_key() {
+    let mut w = World::new();
+    // A box of a's old key is still held (its drop failed) at a high revision.
+    let old_key = key();
+    w.records.insert(
+        record_key("dr", "a", "b"),
+        SealedPeerSecret {
+            sender_xkey: old_key.clone(),
+            ..w.sealed("dr", "a", "b", 2000)
+        },
+    );
+    // a's current key starts again at 1, and its ceiling is counted from there.
+    let c = check(
+        "a",
+        &w.request("a", vec![w.sealed("dr", "a", "b", 1)]),
+        w.view(),
+    )
+    .unwrap();
+    assert_eq!(c.boxes.len(), 1, "{:?}", c.refused);
+    let c = check(
+        "a",
+        &w.request("a", vec![w.sealed("dr", "a", "b", 1 + MAX_REVISION_STEP)]),
+        w.view(),
+    )
+    .unwrap();
+    assert!(
+        c.refused[0].contains("more than 1024 past the stored revision 0"),
+        "{:?}",
+        c.refused
+    );
+    // The old key's box is neither delivered nor shown as applied or current.
+    assert!(deliveries("b", w.view(), 1 << 20).0[0].inbound.is_empty());
+    let s = status(&w.peers["dr"], w.view(), &Observed::default());
+    let e = s.exchanges.iter().find(|e| e.from == "a").unwrap();
+    assert_eq!(e.phase, exchange::PENDING);
+    assert!(e.message.contains("old key of a"), "{}", e.message);
+    // b reports having applied revision 1 of the old key's box: it says nothing of a box of
+    // the new key at revision 1, which stays to deliver.
+    w.records
+        .insert(record_key("dr", "a", "b"), w.sealed("dr", "a", "b", 1));
+    let mut r = w.request("b", vec![]);
+    r.applied = vec![AppliedPeerSecret {
+        mirror_peer: "dr".into(),
+        from: "a".into(),
+        revision: 1,
+        error: String::new(),
+        sender_xkey: old_key,
+    }];
+    let c = check("b", &r, w.view()).unwrap();
+    assert!(c.applied.is_empty() && c.refused.is_empty(), "{c:?}");
+    r.applied[0].sender_xkey = w.keys["a"].clone();
+    assert_eq!(
+        check("b", &r, w.view()).unwrap().applied,
+        vec![(record_key("dr", "a", "b"), 1, String::new())]
+    );
+    r.applied[0].sender_xkey = String::new();
+    let c = check("b", &r, w.view()).unwrap();
+    assert!(
+        c.applied.is_empty() && c.refused[0].contains("senderXkey"),
+        "{c:?}"
+    );
+}
+
+mod limits {
+    use super::limit::{Limiter, RequestLimits};
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    fn limiter(per_second: f64, burst: u32) -> Limiter {
+        Limiter::new(RequestLimits {
+            per_second,
+            burst,
+            warn_interval: Duration::from_secs(60),
+            max_clusters: 3,
+        })
+    }
+
+    #[test]
+    fn each_cluster_has_its_own_bucket_refilled_at_its_rate() {
+        let mut l = limiter(2.0, 3);
+        let t0 = Instant::now();
+        for _ in 0..3 {
+            l.admit("a", t0).unwrap();
+        }
+        let e = l.admit("a", t0).unwrap_err();
+        assert!(
+            e.contains(
+                "\"a\" is over the hub's MirrorPeer request limit (2 a second, bursts of 3)"
+            ) && e.ends_with("ask again later"),
+            "{e}"
+        );
+        l.admit("b", t0).expect("b has its own bucket");
+        // Half a second refills one request, not more.
+        let t1 = t0 + Duration::from_millis(500);
+        l.admit("a", t1).unwrap();
+        assert!(l.admit("a", t1).is_err());
+        // Idle for long, the bucket holds its burst, never more.
+        let t2 = t1 + Duration::from_secs(3600);
+        for _ in 0..3 {
+            l.admit("a", t2).unwrap();
+        }
+        assert!(l.admit("a", t2).is_err());
+    }
+
+    #[test]
+    fn one_warning_per_cluster_per_interval_with_the_count_left_out() {
+        let mut l = limiter(5.0, 20);
+        let t0 = Instant::now();
+        assert_eq!(l.warn("a", t0), Some(0));
+        for i in 1..=4 {
+            assert_eq!(l.warn("a", t0 + Duration::from_secs(i)), None);
+        }
+        assert_eq!(l.warn("b", t0), Some(0), "b's warnings are its own");
+        assert_eq!(l.warn("a", t0 + Duration::from_secs(60)), Some(4));
+        assert_eq!(l.warn("a", t0 + Duration::from_secs(61)), None);
+    }
+
+    #[test]
+    fn entries_forget_themselves_when_idle_and_stay_under_the_cap() {
+        let mut l = limiter(5.0, 20);
+        let t0 = Instant::now();
+        l.admit("a", t0).unwrap();
+        l.warn("b", t0);
+        assert_eq!(l.warn("b", t0), None);
+        assert_eq!(l.len(), 2);
+        // Not yet idle: nothing goes.
+        assert!(l.sweep(t0 + Duration::from_secs(30), false).is_empty());
+        assert_eq!(l.len(), 2);
+        // Idle (and a sweep due, one idle period after the last): both go, and what b's left
+        // out is reported.
+        assert!(
+            l.sweep(t0 + Duration::from_secs(61), false).is_empty(),
+            "not due"
+        );
+        let later = t0 + Duration::from_secs(91);
+        assert_eq!(l.sweep(later, false), [("b".to_string(), 1)]);
+        assert!(l.is_empty());
+        // A flood of names never holds more than the cap; the one used longest ago goes.
+        for (i, c) in ["c", "d", "e", "f", "g"].iter().enumerate() {
+            l.admit(c, later + Duration::from_millis(i as u64)).unwrap();
+            assert!(l.len() <= 3);
+        }
+        assert_eq!(l.len(), 3);
+        // The entries kept go on counting: g has its burst less the request it made.
+        for _ in 0..19 {
+            l.admit("g", later + Duration::from_millis(4)).unwrap();
+        }
+        assert!(l.admit("g", later + Duration::from_millis(4)).is_err());
+    }
 }
