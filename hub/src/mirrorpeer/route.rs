@@ -16,8 +16,8 @@ use flotilla_api::v1::{PeerSyncRequest, PeerSyncResponse};
 use flotilla_bus::envelope::Event;
 use flotilla_bus::{peersecrets, subjects};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 use tokio::sync::watch;
-use tokio::time::Instant;
 
 /// What the route works with.
 pub struct Deps {

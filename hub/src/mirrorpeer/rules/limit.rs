@@ -4,9 +4,10 @@
 //! an entry forgets itself once idle (its bucket full again and its warning interval over),
 //! and at most [`RequestLimits::max_clusters`] are held (the longest idle goes first).
 
+use crate::limits::TokenBucket;
 use std::collections::HashMap;
 use std::time::Duration;
-use tokio::time::Instant;
+use std::time::Instant;
 
 /// Default sustained requests per second of one cluster.
 pub const DEFAULT_PER_SECOND: f64 = 5.0;
@@ -45,9 +46,7 @@ impl Default for RequestLimits {
 /// One cluster's bucket and warning budget.
 #[derive(Debug, Clone)]
 struct Entry {
-    tokens: f64,
-    /// When `tokens` was counted.
-    at: Instant,
+    bucket: TokenBucket,
     /// When a warning about it was last logged.
     warned: Option<Instant>,
     /// Warnings left out since.
@@ -102,9 +101,7 @@ impl Limiter {
     pub fn admit(&mut self, cluster: &str, now: Instant) -> Result<(), String> {
         let (rate, burst) = (self.rate(), self.burst());
         let e = self.entry(cluster, now);
-        e.tokens = (e.tokens + now.saturating_duration_since(e.at).as_secs_f64() * rate).min(burst);
-        e.at = now;
-        if e.tokens < 1.0 {
+        if e.bucket.available(now, rate, burst) < 1 {
             return Err(format!(
                 "cluster {cluster:?} is over the hub's MirrorPeer request limit ({} a second, \
                  bursts of {}); ask again later",
@@ -112,7 +109,7 @@ impl Limiter {
                 self.limits.burst.max(1)
             ));
         }
-        e.tokens -= 1.0;
+        e.bucket.spend(1);
         Ok(())
     }
 
@@ -146,7 +143,7 @@ impl Limiter {
         self.swept = Some(now);
         let mut left_out = Vec::new();
         self.clusters.retain(|cluster, e| {
-            let last = e.warned.map_or(e.at, |w| w.max(e.at));
+            let last = e.warned.map_or(e.bucket.at(), |w| w.max(e.bucket.at()));
             let keep = now.saturating_duration_since(last) < idle;
             if !keep && e.suppressed > 0 {
                 left_out.push((cluster.clone(), e.suppressed));
@@ -170,7 +167,7 @@ impl Limiter {
                 && let Some(oldest) = self
                     .clusters
                     .iter()
-                    .min_by_key(|(_, e)| e.warned.map_or(e.at, |w| w.max(e.at)))
+                    .min_by_key(|(_, e)| e.warned.map_or(e.bucket.at(), |w| w.max(e.bucket.at())))
                     .map(|(c, _)| c.clone())
             {
                 self.clusters.remove(&oldest);
@@ -180,8 +177,7 @@ impl Limiter {
         self.clusters
             .entry(cluster.to_string())
             .or_insert_with(|| Entry {
-                tokens: burst,
-                at: now,
+                bucket: TokenBucket::full(burst, now),
                 warned: None,
                 suppressed: 0,
             })

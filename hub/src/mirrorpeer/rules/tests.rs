@@ -519,7 +519,7 @@ fn revisions_count_per_sender_key() {
 mod limits {
     use super::limit::{Limiter, RequestLimits};
     use std::time::Duration;
-    use tokio::time::Instant;
+    use std::time::Instant;
 
     fn limiter(per_second: f64, burst: u32) -> Limiter {
         Limiter::new(RequestLimits {
