@@ -103,9 +103,15 @@ pub async fn run(run: Run, works_per_cluster: usize) -> Result<(Summary, Run)> {
     lat.sort_by(f64::total_cmp);
     summary.latencies(&lat);
     summary.errors = errors.load(std::sync::atomic::Ordering::Relaxed);
+    let listing = Instant::now();
     let listed = count_works(&works, &run.prefix()).await?;
     summary.set("works", total);
     summary.set("works_listed", listed);
+    // Every work listed back, 1,000 a page: the cost of paging through the whole inventory.
+    summary.set(
+        "list_seconds",
+        (listing.elapsed().as_secs_f64() * 1000.0).round() / 1000.0,
+    );
     summary.set(
         "works_per_second",
         (total as f64 / summary.seconds.max(1e-3)).round(),
