@@ -536,6 +536,23 @@ impl Actor {
                 )),
             }
         }
+        for floor in checked.floors {
+            let key = record_key(&floor.mirror_peer, &floor.from, &floor.to);
+            if self
+                .records
+                .get(&key)
+                .is_some_and(|r| r.revision >= floor.revision)
+            {
+                continue; // A newer box arrived meanwhile: it counts.
+            }
+            match self.buckets.secrets.put(&key, &floor).await {
+                Ok(_) => {
+                    tracing::debug!(record = %key, revision = floor.revision, "a peer's applied revision kept as the pair's floor");
+                    self.records.insert(key, floor);
+                }
+                Err(e) => tracing::debug!(record = %key, error = %e, "floor not stored"),
+            }
+        }
         for (key, revision, error) in checked.applied {
             let Some(mut r) = self.records.get(&key).cloned() else {
                 continue;

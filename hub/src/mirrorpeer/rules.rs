@@ -72,6 +72,11 @@ pub struct Checked {
     pub boxes: Vec<SealedPeerSecret>,
     /// Records whose applied revision or error changes: `(key, revision, error)`.
     pub applied: Vec<(String, u64, String)>,
+    /// What the cluster holds from a peer when the hub holds no box for the pair, or an older
+    /// one (the pair's boxes purged while the cluster was deleted, the sender restarted): kept
+    /// as a record with no box, applied, so that the peer's next box counts on from it (the
+    /// cluster refuses anything older).
+    pub floors: Vec<SealedPeerSecret>,
     /// The cluster's source errors by MirrorPeer (replacing what it said before).
     pub source_errors: BTreeMap<String, String>,
     /// What was refused.
@@ -151,7 +156,35 @@ pub fn check(cluster: &str, req: &PeerSyncRequest, view: View<'_>) -> Result<Che
             ));
             continue;
         }
-        let Some(r) = view.records.get(&key) else {
+        // The cluster holds a newer box of the pair than the hub (none, when the hub purged
+        // the pair's boxes while the cluster was deleted; an older one, when the sender
+        // restarted and counted again from what the hub held): what it holds is the floor the
+        // sender must count on from, or every box is refused as stale. Kept as a record with
+        // no box, applied — only under the sender's current key (an older key's count is
+        // over), and only from a cluster hurting nobody but itself if it lies.
+        let held = view.records.get(&key);
+        let floor = a.error.is_empty()
+            && a.revision > 0
+            && view.keys.get(&a.from) == Some(&a.sender_xkey)
+            && held.is_none_or(|r| {
+                r.sender_xkey == a.sender_xkey
+                    && r.recipient_xkey == req.xkey
+                    && a.revision > r.revision
+            });
+        if floor {
+            out.floors.push(SealedPeerSecret {
+                mirror_peer: a.mirror_peer.clone(),
+                from: a.from.clone(),
+                to: cluster.to_string(),
+                sender_xkey: a.sender_xkey.clone(),
+                recipient_xkey: req.xkey.clone(),
+                revision: a.revision,
+                applied_revision: a.revision,
+                ..Default::default()
+            });
+            continue;
+        }
+        let Some(r) = held else {
             continue; // Deleted or replaced meanwhile: nothing to record.
         };
         if a.sender_xkey != r.sender_xkey {

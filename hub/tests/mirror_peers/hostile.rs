@@ -2,7 +2,8 @@
 //! cluster's boxes and key are purged; a new curve key drops the boxes sealed with or to the
 //! old one and the pair waits for a fresh box; a cluster asking past its rate is told to ask
 //! again later while the others are served (and agents under a tight limit still complete
-//! their exchange); a plain-mode hub refuses MirrorPeers unless allowed, and then says the keys
+//! their exchange); a cluster deleted and accepted again with its agent's state takes its
+//! restarted peer's next box; a plain-mode hub refuses MirrorPeers unless allowed, and then says the keys
 //! are not authenticated.
 
 use super::*;
@@ -96,6 +97,73 @@ async fn a_deleted_clusters_boxes_and_key_are_purged_and_its_peer_waits_for_a_fr
             .contains("waiting for east's agent to ask"),
         "{s:#?}"
     );
+}
+
+/// A cluster deleted and accepted again with its agent's state — so with its curve key — takes
+/// its peer's next box even though the peer restarted meanwhile: what the cluster reports
+/// applied is kept as the pair's floor, and the peer counts on from it. (Without it the peer,
+/// holding no count after its restart and finding no box at the hub, starts again at 1, and the
+/// cluster refuses every box as older than the copy it holds.)
+#[tokio::test]
+async fn a_cluster_accepted_again_takes_its_restarted_peers_next_box() {
+    use flotilla_agent::store::LocalStore;
+    let nats = NatsServer::start();
+    let hub = start_hub(peers_hub_config(&nats)).await;
+    let mut api = clusters_client(&hub).await;
+    let (east_b, west_b) = (sim_backend(), sim_backend());
+    namespace(&east_b).await;
+    namespace(&west_b).await;
+    let (east_store, west_store) = (
+        Arc::new(LocalStore::memory("east")),
+        Arc::new(LocalStore::memory("west")),
+    );
+    let config = |name: &str, store: &Arc<LocalStore>| {
+        let mut c = peer_config(name, &nats);
+        c.state = flotilla_agent::StateConfig::Shared(store.clone());
+        c
+    };
+    let token = |marker: &'static str| {
+        move |d: &BTreeMap<String, Vec<u8>>| {
+            d.get("token").map(Vec::as_slice) == Some(marker.as_bytes())
+        }
+    };
+    source(&east_b, "first").await;
+    let east = accepted_agent_on(&mut api, config("east", &east_store), east_b.clone()).await;
+    let west = accepted_agent_on(&mut api, config("west", &west_store), west_b.clone()).await;
+    hub.mirror_peers().apply(mirror_peer(DR)).await.unwrap();
+    wait_secret(&west_b, "dr-east", SOON, token("first")).await;
+    for marker in ["second", "third"] {
+        source(&east_b, marker).await;
+        wait_secret(&west_b, "dr-east", SOON, token(marker)).await;
+    }
+    let held = boxes(&nats).await["dr.east.west"].revision;
+    assert!(held >= 3, "west holds east's revision {held}");
+
+    // West is deleted while its agent is away (its boxes and key purged); east restarts, its
+    // count of what it sent gone with its process.
+    west.stop().await;
+    api.delete_cluster(flotilla_api::v1::DeleteClusterRequest {
+        name: "west".into(),
+    })
+    .await
+    .unwrap();
+    let deadline = Instant::now() + SOON;
+    while boxes(&nats).await.keys().any(|k| k.contains("west")) {
+        assert!(Instant::now() < deadline, "west's boxes are still held");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    east.stop().await;
+    let _east = start_agent_on(config("east", &east_store), east_b.clone());
+    // West comes back with its state and is accepted again; east's next Secret reaches it.
+    let _west = accepted_agent_on(&mut api, config("west", &west_store), west_b.clone()).await;
+    source(&east_b, "fourth").await;
+    wait_secret(&west_b, "dr-east", SOON, token("fourth")).await;
+    let now = boxes(&nats).await["dr.east.west"].revision;
+    assert!(
+        now > held,
+        "east counted on from west's floor: {now} after {held}"
+    );
+    wait_status(&hub, "exchanged again", |s| s.phase == phase::EXCHANGED).await;
 }
 
 #[tokio::test]

@@ -159,7 +159,7 @@ fn a_request_under_another_name_or_without_a_key_is_refused_whole() {
 }
 
 #[test]
-fn older_revisions_and_unknown_applied_revisions_are_refused() {
+fn older_revisions_are_refused_and_a_newer_applied_revision_is_the_pairs_floor() {
     let mut w = World::new();
     let stored = w.sealed("dr", "a", "b", 3);
     w.records.insert(record_key("dr", "a", "b"), stored);
@@ -206,15 +206,44 @@ fn older_revisions_and_unknown_applied_revisions_are_refused() {
     let c = check("b", &r, w.view()).unwrap();
     let refused = c.refused.join("\n");
     assert!(
-        refused.contains("revision 9 was never handed out"),
-        "{refused}"
-    );
-    assert!(
         refused.contains("applied[1] (other: c → b): not an exchange"),
         "{refused}"
     );
     assert!(refused.contains("sourceErrors[0] (other)"), "{refused}");
     assert!(c.applied.is_empty());
+    // b holds revision 9 of a's, newer than the hub's 3 (a restarted and counted again from
+    // what the hub held): the pair's floor, a record with no box, applied, that a counts on
+    // from.
+    assert_eq!(c.floors.len(), 1, "{c:?}");
+    let f = &c.floors[0];
+    assert_eq!((f.revision, f.applied_revision), (9, 9));
+    assert!(f.sealed.is_empty());
+    assert_eq!(
+        (&f.sender_xkey, &f.recipient_xkey),
+        (&w.keys["a"], &w.keys["b"])
+    );
+    // Not from a report of a failure, nor under a key of a's it replaced; a failure's
+    // revision must still be one the hub handed out.
+    let mut failed = r.clone();
+    failed.applied[0].error = "could not write".into();
+    let c = check("b", &failed, w.view()).unwrap();
+    assert!(c.floors.is_empty());
+    assert!(
+        c.refused
+            .join("\n")
+            .contains("revision 9 was never handed out"),
+        "{:?}",
+        c.refused
+    );
+    let mut old_key = r.clone();
+    old_key.applied[0].sender_xkey = nkeys::XKey::new().public_key();
+    let c = check("b", &old_key, w.view()).unwrap();
+    assert!(c.floors.is_empty() && c.applied.is_empty(), "{c:?}");
+    // No box held at all (purged while b was deleted): the same floor.
+    let held = std::mem::take(&mut w.records);
+    let c = check("b", &r, w.view()).unwrap();
+    assert_eq!(c.floors.len(), 1, "{c:?}");
+    w.records = held;
     r.applied[0].revision = 3;
     let c = check("b", &r, w.view()).unwrap();
     assert_eq!(
