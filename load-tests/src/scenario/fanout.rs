@@ -9,6 +9,9 @@ use crate::watch::WorkWatch;
 use anyhow::Result;
 use prost::Message;
 
+const WORK_RESENDS: &str = "flotilla_hub_work_resends_total";
+const RESYNCS: &str = "flotilla_hub_resyncs_total";
+
 /// Runs the scenario.
 pub async fn run(mut run: Run) -> Result<(Summary, Run)> {
     let mut summary = Summary::new("fanout", run.fleet.clusters);
@@ -23,6 +26,10 @@ pub async fn run(mut run: Run) -> Result<(Summary, Run)> {
     phase.end(&run.topology, &mut summary).await;
     run.plot(&mut summary, &works, sampler)?;
     summary.set("status_events", works.events());
+    // Specs the hub sent again because no status came back in time, and resyncs it answered
+    // (self-started hub only): how much of a slow tail is the hub repeating itself.
+    summary.set("work_resends", run.topology.hub_metric(WORK_RESENDS).await);
+    summary.set("resyncs", run.topology.hub_metric(RESYNCS).await);
     let request = super::load_work(&run.fleet.name(0), 1).encoded_len();
     let reply = transport::status_size(&run, &run.fleet.name(0)).await;
     let limit = transport::measure(&run.topology, run.fleet.clusters, request, reply).await;
