@@ -95,6 +95,17 @@ struct Args {
     /// Mailbox capacity of each cluster actor.
     #[arg(long, default_value_t = 256)]
     mailbox_capacity: usize,
+    /// A work spec whose status has not come back after this many seconds is sent again,
+    /// doubling up to 16 times this: a spec lost on the way (core NATS drops what an agent
+    /// that falls behind cannot take) waits this long. Longer for links that take long to
+    /// apply and answer; shorter resends more under load.
+    #[arg(
+        long,
+        env = "FLOTILLA_WORK_RESEND_SECONDS",
+        default_value_t = 30,
+        value_parser = clap::value_parser!(u64).range(1..=3600)
+    )]
+    work_resend_seconds: u64,
     /// JetStream replicas of every stream and bucket (3 on a NATS cluster, at most 5). Existing
     /// ones with fewer replicas are scaled up, never down.
     #[arg(
@@ -659,6 +670,7 @@ fn config(args: &Args, checked: Checked) -> Result<flotilla_hub::Config, String>
     config.cluster.default_lease_duration_seconds = args.default_lease_duration_seconds;
     config.cluster.lease_grace_multiplier = args.lease_grace_multiplier;
     config.cluster.mailbox_capacity = args.mailbox_capacity;
+    config.cluster.work_resend_after = Duration::from_secs(args.work_resend_seconds);
     config.stream.replicas = args.replicas;
     config.placement.debounce = Duration::from_millis(args.placement_debounce_ms);
     config.placement.addon_resync = Duration::from_secs(args.placement_addon_resync_seconds);
