@@ -168,19 +168,8 @@ async fn import_policy_accepts_labels_and_sets_matching_registrations_only() {
         !labels(&hand).contains_key("zone"),
         "the adopted cluster is not relabelled"
     );
-    let status = eventually(SOON, "the policy's counts", || {
-        let mut p = policies.clone();
-        async move {
-            let got = p
-                .get_import_policy(GetImportPolicyRequest {
-                    name: "edge".into(),
-                })
-                .await
-                .ok()?
-                .into_inner();
-            let s = got.status?;
-            (s.imported == 8 && s.adopted == 1 && s.observed_generation == 2).then_some(s)
-        }
+    let status = policy_status(&policies, "edge", "the policy's counts", |s| {
+        s.imported == 8 && s.adopted == 1 && s.observed_generation == 2
     })
     .await;
     assert!(status.errors.is_empty(), "{status:?}");
@@ -250,9 +239,10 @@ spec:
     }
 }
 
-/// The CAPI policy's status once `want` holds.
+/// Policy `name`'s status once `want` holds.
 async fn policy_status(
     policies: &ImportPolicyServiceClient<tonic::transport::Channel>,
+    name: &str,
     what: &str,
     want: impl Fn(&flotilla_api::v1::ClusterImportPolicyStatus) -> bool + Copy,
 ) -> flotilla_api::v1::ClusterImportPolicyStatus {
@@ -260,9 +250,7 @@ async fn policy_status(
         let mut p = policies.clone();
         async move {
             let s = p
-                .get_import_policy(GetImportPolicyRequest {
-                    name: "capi".into(),
-                })
+                .get_import_policy(GetImportPolicyRequest { name: name.into() })
                 .await
                 .ok()?
                 .into_inner()
@@ -407,7 +395,7 @@ async fn object_source_creates_clusters_and_deletes_them_with_their_source() {
         get(&mut api, "capi-kept").await.is_some(),
         "made before the policy: kept"
     );
-    let status = policy_status(&policies, "the policy's counts", |s| {
+    let status = policy_status(&policies, "capi", "the policy's counts", |s| {
         s.imported == 1 && s.adopted == 0 && s.sources == 1
     })
     .await;
@@ -415,7 +403,7 @@ async fn object_source_creates_clusters_and_deletes_them_with_their_source() {
 
     // mgmt unreachable: named in SourcesListed, and nothing is deleted.
     mgmt.stop().await;
-    let status = policy_status(&policies, "SourcesListed=False naming mgmt", |s| {
+    let status = policy_status(&policies, "capi", "SourcesListed=False naming mgmt", |s| {
         s.conditions.iter().any(|c| {
             c.r#type == "SourcesListed" && c.status == "False" && c.message.contains("mgmt")
         })
@@ -456,15 +444,20 @@ async fn a_source_spoke_creates_no_more_clusters_than_the_policy_may() {
     spec.template = r#"{"labels": {"provider": "capi"}}"#.into();
     policies.apply_import_policy(p).await.expect("apply");
     // One a second: the others are shown waiting, not as errors.
-    let waiting = policy_status(&policies, "creations shown waiting for the rate", |s| {
-        s.conditions
-            .iter()
-            .any(|c| c.r#type == "Ready" && c.message.contains("wait to be created"))
-    })
+    let waiting = policy_status(
+        &policies,
+        "capi",
+        "creations shown waiting for the rate",
+        |s| {
+            s.conditions
+                .iter()
+                .any(|c| c.r#type == "Ready" && c.message.contains("wait to be created"))
+        },
+    )
     .await;
     assert!(waiting.imported < 3, "{waiting:?}");
     // The cap: three, then an error naming the flag.
-    let capped = policy_status(&policies, "the cap named in the status", |s| {
+    let capped = policy_status(&policies, "capi", "the cap named in the status", |s| {
         s.errors.iter().any(|e| e.contains("--import-max-clusters"))
     })
     .await;

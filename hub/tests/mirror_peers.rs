@@ -67,6 +67,25 @@ async fn namespace(b: &SimBackend) {
     b.apply(&id, &ns, &Strategy::Update).await.unwrap();
 }
 
+/// East's and west's simulated clusters, each with the MirrorPeer namespace.
+async fn spokes() -> (Arc<SimBackend>, Arc<SimBackend>) {
+    let (east, west) = (sim_backend(), sim_backend());
+    namespace(&east).await;
+    namespace(&west).await;
+    (east, west)
+}
+
+/// A peer's agent keeping its state in `store` across restarts, as one with a state directory.
+fn stateful(
+    name: &str,
+    nats: &NatsServer,
+    store: &Arc<flotilla_agent::store::LocalStore>,
+) -> flotilla_agent::AgentConfig {
+    let mut c = peer_config(name, nats);
+    c.state = flotilla_agent::StateConfig::Shared(store.clone());
+    c
+}
+
 /// Writes east's source Secret holding `marker`.
 async fn source(b: &SimBackend, marker: &str) {
     let s = serde_json::json!({
@@ -560,17 +579,11 @@ async fn a_peer_away_when_its_mirror_peer_is_deleted_removes_its_copy_when_it_re
     let nats = NatsServer::start();
     let hub = start_hub(peers_hub_config(&nats)).await;
     let mut api = clusters_client(&hub).await;
-    let (east_b, west_b) = (sim_backend(), sim_backend());
-    namespace(&east_b).await;
-    namespace(&west_b).await;
+    let (east_b, west_b) = spokes().await;
     source(&east_b, "kept-on-the-spoke").await;
     // West keeps its state across the restart, as an agent with a state directory does.
     let west_store = Arc::new(flotilla_agent::store::LocalStore::memory("west"));
-    let west_config = || {
-        let mut c = peer_config("west", &nats);
-        c.state = flotilla_agent::StateConfig::Shared(west_store.clone());
-        c
-    };
+    let west_config = || stateful("west", &nats, &west_store);
     let _east = accepted_agent_on(&mut api, peer_config("east", &nats), east_b.clone()).await;
     let west = accepted_agent_on(&mut api, west_config(), west_b.clone()).await;
     hub.mirror_peers().apply(mirror_peer(DR)).await.unwrap();

@@ -25,9 +25,7 @@ async fn exchanged(
     hub: &flotilla_hub::Hub,
 ) -> (common::TestAgent, common::TestAgent) {
     let mut api = clusters_client(hub).await;
-    let (east_b, west_b) = (sim_backend(), sim_backend());
-    namespace(&east_b).await;
-    namespace(&west_b).await;
+    let (east_b, west_b) = spokes().await;
     source(&east_b, "east-secret").await;
     let east = accepted_agent_on(&mut api, peer_config("east", nats), east_b).await;
     let west = accepted_agent_on(&mut api, peer_config("west", nats), west_b).await;
@@ -110,18 +108,12 @@ async fn a_cluster_accepted_again_takes_its_restarted_peers_next_box() {
     let nats = NatsServer::start();
     let hub = start_hub(peers_hub_config(&nats)).await;
     let mut api = clusters_client(&hub).await;
-    let (east_b, west_b) = (sim_backend(), sim_backend());
-    namespace(&east_b).await;
-    namespace(&west_b).await;
+    let (east_b, west_b) = spokes().await;
     let (east_store, west_store) = (
         Arc::new(LocalStore::memory("east")),
         Arc::new(LocalStore::memory("west")),
     );
-    let config = |name: &str, store: &Arc<LocalStore>| {
-        let mut c = peer_config(name, &nats);
-        c.state = flotilla_agent::StateConfig::Shared(store.clone());
-        c
-    };
+    let config = |name: &str, store: &Arc<LocalStore>| stateful(name, &nats, store);
     let token = |marker: &'static str| {
         move |d: &BTreeMap<String, Vec<u8>>| {
             d.get("token").map(Vec::as_slice) == Some(marker.as_bytes())
@@ -240,9 +232,7 @@ async fn requests_past_a_clusters_rate_are_told_to_ask_again_later() {
     config.mirror_peers.requests.burst = 3;
     let hub = start_hub(config).await;
     let mut api = clusters_client(&hub).await;
-    let (east_b, west_b) = (sim_backend(), sim_backend());
-    namespace(&east_b).await;
-    namespace(&west_b).await;
+    let (east_b, west_b) = spokes().await;
     source(&east_b, "east-secret").await;
     // In no MirrorPeer yet: the agents do not ask.
     let _east = accepted_agent_on(&mut api, peer_config("east", &nats), east_b.clone()).await;
