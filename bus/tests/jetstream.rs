@@ -186,7 +186,14 @@ async fn replicas_3_creates_r3_streams_and_upgrades_r1_buckets_keeping_their_dat
         .await;
 
         let old = ensure_kv(&js, "old", 1, replicated(1)).await.unwrap();
-        for i in 0..20 {
+        // A stream just made on a cluster takes a moment to be known to the server the client
+        // publishes through: until then a put is answered "no responders" (StreamNotFound) —
+        // seen on a busy machine. The first put is tried until it lands; the rest follow it.
+        eventually(LONG, "the new R1 bucket takes a put", || async {
+            old.put("k0", Bytes::from("v0")).await.ok()
+        })
+        .await;
+        for i in 1..20 {
             old.put(format!("k{i}"), Bytes::from(format!("v{i}")))
                 .await
                 .unwrap();
