@@ -391,14 +391,43 @@ async fn balanced(hubs: &[&HubProc]) {
 
 /// The controllers run on one hub; a set applied through the other is forwarded there, and
 /// both list it. A watch of sets through the other hub is refused, naming why.
+///
+/// The hubs may still be moving units between them (`balanced` asks only that each holds
+/// some), so the controllers may change hands during a check: a check whose holder was not the
+/// same before and after it is made again.
 async fn controllers_answer_through_any_hub(a: &HubProc, b: &HubProc) {
-    use flotilla_api::v1::cluster_set_service_client::ClusterSetServiceClient;
-    let holds = |held: Vec<u64>| held.contains(&32);
-    let (holder, other) = if holds(a.held().await.unwrap()) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let before = controllers_holder(a, b).await;
+        let checked = check_controllers_through(before.0, before.1).await;
+        let after = controllers_holder(a, b).await;
+        if before.0.id == after.0.id {
+            if let Err(e) = checked {
+                panic!("controllers held by hub {} throughout: {e}", before.0.id);
+            }
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the controllers kept changing hands for {PATIENCE:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The hub holding the controllers' unit and the other one.
+async fn controllers_holder<'h>(a: &'h HubProc, b: &'h HubProc) -> (&'h HubProc, &'h HubProc) {
+    if a.held().await.unwrap().contains(&32) {
         (a, b)
     } else {
         (b, a)
-    };
+    }
+}
+
+/// Applies a set through `other` and reads it through both, then watches placements through
+/// `other`: what went wrong, if anything.
+async fn check_controllers_through(holder: &HubProc, other: &HubProc) -> Result<(), String> {
+    use flotilla_api::v1::cluster_set_service_client::ClusterSetServiceClient;
     let set = flotilla_api::v1::ManagedClusterSet {
         metadata: Some(flotilla_api::v1::ObjectMeta {
             name: "forwarded".into(),
@@ -410,36 +439,43 @@ async fn controllers_answer_through_any_hub(a: &HubProc, b: &HubProc) {
     through_other
         .apply_cluster_set(set)
         .await
-        .expect("a set applied through the hub without the controllers");
+        .map_err(|e| format!("a set applied through the hub without the controllers: {e}"))?;
     for hub in [holder, other] {
         let mut api = ClusterSetServiceClient::new(hub.channel().await.unwrap());
         let listed = api
             .list_cluster_sets(flotilla_api::v1::ListClusterSetsRequest {})
             .await
-            .unwrap()
+            .map_err(|e| format!("listing sets through hub {}: {e}", hub.id))?
             .into_inner();
-        assert!(
-            listed.items.iter().any(|v| v
-                .set
+        let lists = listed.items.iter().any(|v| {
+            v.set
                 .as_ref()
                 .and_then(|s| s.metadata.as_ref())
-                .is_some_and(|m| m.name == "forwarded")),
-            "hub {} lists the set",
-            hub.id
-        );
+                .is_some_and(|m| m.name == "forwarded")
+        });
+        if !lists {
+            return Err(format!("hub {} does not list the set", hub.id));
+        }
     }
     let mut placements = flotilla_api::v1::placement_service_client::PlacementServiceClient::new(
         other.channel().await.unwrap(),
     );
-    let refused = placements
+    match placements
         .watch_placements(flotilla_api::v1::WatchPlacementsRequest::default())
         .await
-        .expect_err("a watch of placements through the other hub");
-    assert_eq!(refused.code(), tonic::Code::Unavailable);
-    assert!(
-        refused.message().contains("holding the controllers"),
-        "{refused:?}"
-    );
+    {
+        Ok(_) => Err(format!(
+            "a watch of placements through hub {} was served",
+            other.id
+        )),
+        Err(refused)
+            if refused.code() == tonic::Code::Unavailable
+                && refused.message().contains("holding the controllers") =>
+        {
+            Ok(())
+        }
+        Err(refused) => Err(format!("the watch was refused otherwise: {refused:?}")),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
