@@ -293,35 +293,32 @@ pub async fn run(
     else {
         return Ok(());
     };
-    // The add-ons and their credentials run as long as the agent does, and stop with it.
-    let addons = async move {
-        match addons {
-            Some(a) => a.run().await,
-            None => std::future::pending().await,
-        }
-    };
-    let keeper = async move {
-        match keeper {
-            Some(k) => k.run().await,
-            None => std::future::pending().await,
-        }
-    };
-    let proxy = async move {
-        match proxy {
-            Some(p) => p.run().await,
-            None => std::future::pending().await,
-        }
-    };
+    // The add-ons and their credentials run as long as the agent does, and stop with it. Each
+    // is boxed only when there is one: an absent part costs nothing (a box of `pending` does
+    // not allocate), where an `async` block choosing between the two would hold the largest.
+    let addons = boxed_or_pending(addons.map(addons::Supervisor::run));
+    let keeper = boxed_or_pending(keeper.map(addons::credentials::SecretKeeper::run));
+    let proxy = boxed_or_pending(proxy.map(kubeproxy::Server::run));
     tokio::select! {
         () = actor.run(events_rx, shutdown) => {}
-        () = Box::pin(addons) => {}
-        () = Box::pin(keeper) => {}
-        () = Box::pin(proxy) => {}
+        () = addons => {}
+        () = keeper => {}
+        () = proxy => {}
     }
     if let Some(own) = client {
         let _ = tokio::time::timeout(Duration::from_secs(2), Box::pin(own.drain())).await;
     }
     Ok(())
+}
+
+/// `part`, boxed, or a future that never resolves (and allocates nothing) without one.
+fn boxed_or_pending(
+    part: Option<impl std::future::Future<Output = ()> + Send + 'static>,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+    match part {
+        Some(f) => Box::pin(f),
+        None => Box::pin(std::future::pending()),
+    }
 }
 
 /// The actor, its connection events, its own client (to drain at the end; `None` for a

@@ -51,14 +51,83 @@ impl Default for SimConfig {
     }
 }
 
+/// A stored object, kept compact: a simulator holds tens of thousands of clusters, each with
+/// its works' objects, so an object is its JSON text (parsed when it is read or written, as an
+/// API server decodes from its store) rather than a tree of maps, and its field ownership is one
+/// name while one manager owns every field.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct SimObject {
     /// The object as written (no status).
-    object: Value,
+    object: Box<serde_json::value::RawValue>,
     /// When the spec last changed (unix ms).
     changed_at_ms: u64,
-    /// Field path → owning manager.
-    managers: BTreeMap<String, String>,
+    /// Who owns each field.
+    managers: Managers,
+}
+
+impl SimObject {
+    fn new(object: &Value, changed_at_ms: u64, managers: Managers) -> Self {
+        Self {
+            object: raw(object),
+            changed_at_ms,
+            managers,
+        }
+    }
+
+    /// The object as written.
+    fn value(&self) -> Value {
+        serde_json::from_str(self.object.get()).unwrap_or(Value::Null)
+    }
+
+    fn set_value(&mut self, object: &Value) {
+        self.object = raw(object);
+    }
+}
+
+fn raw(object: &Value) -> Box<serde_json::value::RawValue> {
+    serde_json::value::to_raw_value(object).expect("a JSON value serializes")
+}
+
+/// Who owns each leaf field of a stored object (server-side apply's field ownership).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+enum Managers {
+    /// One manager owns every leaf of the object's content: what a create or an `Update`
+    /// leaves, and what a server-side apply by that same manager keeps.
+    Sole(String),
+    /// Leaf path → its manager, once a second manager applied.
+    Fields(BTreeMap<String, String>),
+}
+
+impl Managers {
+    /// The manager of `path`, a leaf of `content` (the stored object's [`content`]).
+    fn owner<'a>(&'a self, path: &str, content: &BTreeMap<String, Value>) -> Option<&'a str> {
+        match self {
+            Self::Sole(m) => content.contains_key(path).then_some(m.as_str()),
+            Self::Fields(fields) => fields.get(path).map(String::as_str),
+        }
+    }
+
+    /// `manager` takes `paths`; `content` is the stored object's before the write.
+    fn take<'p>(
+        &mut self,
+        manager: &str,
+        paths: impl Iterator<Item = &'p String>,
+        content: &BTreeMap<String, Value>,
+    ) {
+        if let Self::Sole(m) = self {
+            if m == manager {
+                return;
+            }
+            let sole = std::mem::take(m);
+            *self = Self::Fields(content.keys().map(|p| (p.clone(), sole.clone())).collect());
+        }
+        if let Self::Fields(fields) = self {
+            for p in paths {
+                fields.insert(p.clone(), manager.to_string());
+            }
+        }
+    }
 }
 
 #[derive(Default, Serialize, Deserialize)]
@@ -391,7 +460,7 @@ impl SimBackend {
     }
 
     fn with_status(&self, id_group: &str, kind: &str, o: &SimObject) -> Value {
-        let mut v = o.object.clone();
+        let mut v = o.value();
         let age = Duration::from_millis(now_ms().saturating_sub(o.changed_at_ms));
         let ready = age >= self.config.ready_delay;
         let generation = v["metadata"]["generation"].as_i64().unwrap_or(1);

@@ -108,9 +108,11 @@ fn applied_resource(id: &ManifestId) -> AppliedResource {
 }
 
 /// One manifest, parsed once per generation.
+/// A manifest's identity and options, for the held generation. The manifest itself is parsed
+/// again from the work's bytes when it is applied ([`WorkActor::manifest_object`]): an idle
+/// work keeps no JSON trees.
 struct Parsed {
     ordinal: usize,
-    object: Value,
     id: Result<ManifestId, String>,
     strategy: Strategy,
     rules: Option<CompiledRules>,
@@ -233,21 +235,26 @@ impl WorkActor {
         metrics.works.dec();
     }
 
+    /// The actor's loop. Every handler runs boxed, so the task of an idle work keeps only the
+    /// loop's state, not the largest handler's (a fleet's agents hold thousands of idle works;
+    /// a simulator, a work per agent).
     async fn serve(&mut self) {
         if self.record.deleting {
-            self.delete(None).await;
+            Box::pin(self.delete(None)).await;
         } else {
             let span = apply_span(
                 &self.cluster,
                 &self.name,
                 self.traceparent.take().as_deref(),
             );
-            async {
-                self.parse();
-                self.apply().await;
-                self.refresh_and_publish(false).await;
-            }
-            .instrument(span)
+            Box::pin(
+                async {
+                    self.parse();
+                    self.apply().await;
+                    self.refresh_and_publish(false).await;
+                }
+                .instrument(span),
+            )
             .await;
         }
         let mut period = self.observe_period();
@@ -265,46 +272,55 @@ impl WorkActor {
                     if let Some(at) = repair_due {
                         tokio::time::sleep_until(at.into()).await;
                     }
-                }, if repair_due.is_some() => self.repair().await,
+                }, if repair_due.is_some() => Box::pin(self.repair()).await,
                 msg = self.rx.recv() => match msg {
                     None => break,
                     Some(WorkMsg::Update(work, traceparent)) => {
                         let span = apply_span(&self.cluster, &self.name, traceparent.as_deref());
-                        self.update(*work).instrument(span).await;
+                        Box::pin(self.update(*work).instrument(span)).await;
                         // A new spec may start or stop watching its feedback.
                         if self.observe_period() != period {
                             period = self.observe_period();
                             tick = observer(period).await;
                         }
                     }
-                    Some(WorkMsg::Delete(work)) => self.delete(work.map(|w| *w)).await,
-                    Some(WorkMsg::Republish) => {
-                        if self.record.deleting {
-                            self.delete(None).await;
-                        } else {
-                            self.refresh_and_publish(true).await;
-                        }
-                    }
+                    Some(WorkMsg::Delete(work)) => Box::pin(self.delete(work.map(|w| *w))).await,
+                    Some(WorkMsg::Republish) => Box::pin(self.republish()).await,
                 },
                 _ = tick.tick() => {
                     ticks = ticks.wrapping_add(1);
-                    if self.record.deleting {
-                        self.delete(None).await;
-                    } else {
-                        let failed = self.apply_results.iter().any(|r| !r.applied);
-                        if failed || ticks.is_multiple_of(self.reapply_every(period)) {
-                            let writes = self.apply().await;
-                            if !failed && writes > 0 {
-                                // Drift no watch reported, found by the periodic pass.
-                                self.config.metrics.drift_repairs.inc_by(writes as u64);
-                            }
-                        }
-                        self.drift.forget(std::time::Instant::now());
-                        self.refresh_and_publish(false).await;
-                    }
+                    Box::pin(self.observe(ticks, period)).await;
                 }
             }
         }
+    }
+
+    /// The hub asked for the work's status again.
+    async fn republish(&mut self) {
+        if self.record.deleting {
+            self.delete(None).await;
+        } else {
+            self.refresh_and_publish(true).await;
+        }
+    }
+
+    /// A status tick: the status refreshed and published, and the manifests applied again when
+    /// one failed or every [`Self::reapply_every`] ticks (the backstop of drift repair).
+    async fn observe(&mut self, ticks: u32, period: Duration) {
+        if self.record.deleting {
+            self.delete(None).await;
+            return;
+        }
+        let failed = self.apply_results.iter().any(|r| !r.applied);
+        if failed || ticks.is_multiple_of(self.reapply_every(period)) {
+            let writes = self.apply().await;
+            if !failed && writes > 0 {
+                // Drift no watch reported, found by the periodic pass.
+                self.config.metrics.drift_repairs.inc_by(writes as u64);
+            }
+        }
+        self.drift.forget(std::time::Instant::now());
+        self.refresh_and_publish(false).await;
     }
 
     fn work(&self) -> ManifestWork {
@@ -427,7 +443,6 @@ impl WorkActor {
                     .unwrap_or_default();
                 Parsed {
                     ordinal,
-                    object,
                     id,
                     strategy,
                     rules: (!rules.is_empty())
@@ -493,6 +508,19 @@ impl WorkActor {
         writes
     }
 
+    /// Manifest `i` of the held generation, parsed from the work's bytes (`null` when it is not
+    /// JSON: its identity then failed in [`Self::parse`] and it is never applied).
+    fn manifest_object(&self, i: usize) -> Value {
+        self.record
+            .work
+            .as_ref()
+            .and_then(|w| w.spec.as_ref())
+            .and_then(|s| s.workload.as_ref())
+            .and_then(|w| w.manifests.get(i))
+            .and_then(|m| serde_json::from_slice(&m.raw).ok())
+            .unwrap_or(Value::Null)
+    }
+
     /// The order manifests are applied in: Namespaces and CustomResourceDefinitions first (what
     /// the others may need), then the rest in manifest order.
     fn apply_order(&self) -> Vec<usize> {
@@ -530,13 +558,14 @@ impl WorkActor {
         id: &ManifestId,
         run: &ApplyRun,
     ) -> (ApplyResult, bool) {
+        let manifest = self.manifest_object(i);
         let m = &self.manifests[i];
         let executor = run.executor.as_ref();
         let orphan = orphaned(id, run.policy.as_ref());
         let verbs = crate::backend::executor_verbs(&m.strategy, !orphan);
         if let Err(e) = self
             .backend
-            .authorize(executor, id, &m.object, &verbs)
+            .authorize(executor, id, &manifest, &verbs)
             .await
         {
             tracing::info!(resource = %id.describe(), error = %e, "not applied: the executor may not");
@@ -545,11 +574,11 @@ impl WorkActor {
         }
         let owned = match &run.anchor {
             Some(owner) if !orphan && m.strategy != Strategy::ReadOnly => {
-                Some(with_owner(&m.object, owner))
+                Some(with_owner(&manifest, owner))
             }
             _ => None,
         };
-        let object = owned.as_ref().unwrap_or(&m.object);
+        let object = owned.as_ref().unwrap_or(&manifest);
         let shaped;
         let object = match &m.ignore {
             Some(ignore) => {

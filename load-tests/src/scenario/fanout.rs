@@ -25,6 +25,8 @@ pub async fn run(mut run: Run) -> Result<(Summary, Run)> {
     run.wait_works(&mut works, &mut summary).await;
     phase.end(&run.topology, &mut summary).await;
     run.plot(&mut summary, &works, sampler)?;
+    // With every agent holding its work (the simulators' memory with one work per agent).
+    run.record_fleet_rss(&fleet, &mut summary);
     summary.set("status_events", works.events());
     // Specs the hub sent again because no status came back in time, and resyncs it answered
     // (self-started hub only): how much of a slow tail is the hub repeating itself.

@@ -164,6 +164,21 @@ impl Run {
         })
     }
 
+    /// The fleet's resident memory now, in all and per agent (the simulator processes', or this
+    /// process's for an in-process fleet).
+    pub fn record_fleet_rss(&self, fleet: &LoadFleet, summary: &mut Summary) {
+        let rss: u64 = fleet
+            .pids()
+            .iter()
+            .filter_map(|p| crate::report::rss_bytes(*p))
+            .sum();
+        summary.set("fleet_rss_bytes", rss);
+        summary.set(
+            "fleet_rss_per_agent_bytes",
+            rss / self.fleet.clusters.max(1) as u64,
+        );
+    }
+
     /// Records the hub's current RSS divided by the fleet's size (`hub_rss_per_cluster_bytes`).
     pub fn record_hub_rss_per_cluster(&self, summary: &mut Summary) {
         if let Some(rss) = self.topology.hub_pid().and_then(crate::report::rss_bytes) {

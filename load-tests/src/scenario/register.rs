@@ -13,16 +13,7 @@ pub async fn run(mut run: Run) -> Result<(Summary, Run)> {
     phase.end(&run.topology, &mut summary).await;
     summary.latencies(&clusters.first_available_ms(phase.started()));
     summary.converged = clusters.available() >= run.fleet.clusters;
-    let pids = fleet.pids();
-    let fleet_rss: u64 = pids
-        .iter()
-        .filter_map(|p| crate::report::rss_bytes(*p))
-        .sum();
-    summary.set("fleet_rss_bytes", fleet_rss);
-    summary.set(
-        "fleet_rss_per_agent_bytes",
-        fleet_rss / run.fleet.clusters.max(1) as u64,
-    );
+    run.record_fleet_rss(&fleet, &mut summary);
     run.record_hub_rss_per_cluster(&mut summary);
     fleet.stop().await;
     Ok((summary, run))

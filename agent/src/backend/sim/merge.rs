@@ -1,7 +1,7 @@
 //! How the simulated API server writes an object under each update strategy: functions of the
 //! stored object, the desired one, the writing field manager and the new resourceVersion.
 
-use super::{SimObject, content, now_ms, set_path};
+use super::{Managers, SimObject, content, now_ms, set_path};
 use crate::backend::{ApplyOutcome, BackendError};
 use serde_json::{Value, json};
 
@@ -13,13 +13,13 @@ pub(super) fn update(
     manager: &str,
     rv: u64,
 ) -> ApplyOutcome {
-    let after = content(&desired);
-    if content(&existing.object) == after {
+    let stored = existing.value();
+    if content(&stored) == content(&desired) {
         return ApplyOutcome::Unchanged;
     }
-    let meta = existing.object["metadata"].clone();
+    let meta = &stored["metadata"];
     let generation = meta["generation"].as_i64().unwrap_or(1);
-    let spec_changed = existing.object.get("spec") != desired.get("spec");
+    let spec_changed = stored.get("spec") != desired.get("spec");
     for f in ["uid", "creationTimestamp"] {
         set_path(&mut desired, &format!("metadata.{f}"), meta[f].clone());
     }
@@ -34,11 +34,8 @@ pub(super) fn update(
         "metadata.resourceVersion",
         json!(rv.to_string()),
     );
-    existing.managers = after
-        .into_keys()
-        .map(|p| (p, manager.to_string()))
-        .collect();
-    existing.object = desired;
+    existing.managers = Managers::Sole(manager.to_string());
+    existing.set_value(&desired);
     if spec_changed {
         existing.changed_at_ms = now_ms();
     }
@@ -54,14 +51,15 @@ pub(super) fn server_side_apply(
     force: bool,
     rv: u64,
 ) -> Result<ApplyOutcome, BackendError> {
-    let current = content(&existing.object);
+    let mut merged = existing.value();
+    let current = content(&merged);
     let applied = content(desired);
     let conflicts: Vec<String> = applied
         .iter()
         .filter(|(path, value)| {
             existing
                 .managers
-                .get(*path)
+                .owner(path, &current)
                 .is_some_and(|owner| owner != manager)
                 && current.get(*path) != Some(*value)
         })
@@ -70,19 +68,18 @@ pub(super) fn server_side_apply(
     if !conflicts.is_empty() && !force {
         let owner = existing
             .managers
-            .get(&conflicts[0])
-            .cloned()
-            .unwrap_or_default();
+            .owner(&conflicts[0], &current)
+            .unwrap_or_default()
+            .to_string();
         return Err(BackendError::Conflict {
             fields: conflicts,
             manager: owner,
         });
     }
-    let mut merged = existing.object.clone();
     let spec_before = merged.get("spec").cloned();
+    existing.managers.take(manager, applied.keys(), &current);
     for (path, value) in applied {
         set_path(&mut merged, &path, value);
-        existing.managers.insert(path, manager.to_string());
     }
     if content(&merged) == current {
         return Ok(ApplyOutcome::Unchanged);
@@ -97,16 +94,12 @@ pub(super) fn server_side_apply(
         "metadata.resourceVersion",
         json!(rv.to_string()),
     );
-    existing.object = merged;
+    existing.set_value(&merged);
     Ok(ApplyOutcome::Updated)
 }
 
 /// A new object: a uid, the creation time, generation 1; every field `manager`'s.
 pub(super) fn create(mut desired: Value, manager: &str, rv: u64) -> SimObject {
-    let managers = content(&desired)
-        .into_keys()
-        .map(|p| (p, manager.to_string()))
-        .collect();
     set_path(
         &mut desired,
         "metadata.uid",
@@ -123,9 +116,5 @@ pub(super) fn create(mut desired: Value, manager: &str, rv: u64) -> SimObject {
         "metadata.resourceVersion",
         json!(rv.to_string()),
     );
-    SimObject {
-        object: desired,
-        changed_at_ms: now_ms(),
-        managers,
-    }
+    SimObject::new(&desired, now_ms(), Managers::Sole(manager.to_string()))
 }

@@ -278,3 +278,84 @@ async fn sim_list_in_group_never_confuses_two_groups_kinds_of_one_name() {
             .any(|n| n["metadata"]["name"] == "default")
     );
 }
+
+#[tokio::test]
+async fn ownership_is_kept_field_by_field_once_a_second_manager_applies_and_persists() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cluster.json");
+    let b = sim().persisted(file.clone()).unwrap();
+    let d = deploy("web", "default", 1);
+    let id = manifest_id(&d).unwrap();
+    b.apply(&id, &d, &Strategy::Update).await.unwrap();
+    let ssa = |manager: &str, force| Strategy::ServerSideApply {
+        force,
+        field_manager: manager.into(),
+    };
+    // "other" applies only the replicas (and the identity): the rest stays the Update
+    // manager's.
+    let replicas = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "default"}, "spec": {"replicas": 5}});
+    b.apply(&id, &replicas, &ssa("other", true)).await.unwrap();
+    let b = sim().persisted(file).unwrap();
+    let conflict = |err: BackendError| match err {
+        BackendError::Conflict { fields, manager } => (fields, manager),
+        other => panic!("{other:?}"),
+    };
+    let err = b
+        .apply(
+            &id,
+            &deploy("web", "default", 7),
+            &ssa(UPDATE_MANAGER, false),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        conflict(err),
+        (vec!["spec.replicas".to_string()], "other".to_string())
+    );
+    let mut image = deploy("web", "default", 5);
+    image["spec"]["template"]["spec"]["containers"] = json!([{"name": "c", "image": "y"}]);
+    let err = b
+        .apply(&id, &image, &ssa("other", false))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        conflict(err),
+        (
+            vec!["spec.template.spec.containers".to_string()],
+            UPDATE_MANAGER.to_string()
+        )
+    );
+    // An Update makes every field its manager's again.
+    b.apply(&id, &deploy("web", "default", 2), &Strategy::Update)
+        .await
+        .unwrap();
+    let err = b
+        .apply(&id, &deploy("web", "default", 3), &ssa("other", false))
+        .await
+        .unwrap_err();
+    assert_eq!(conflict(err).1, UPDATE_MANAGER);
+}
+
+#[test]
+fn a_sole_manager_owns_exactly_the_objects_leaves_until_another_takes_some() {
+    let object = deploy("web", "default", 1);
+    let current = content(&object);
+    let mut m = Managers::Sole("a".into());
+    assert_eq!(m.owner("spec.replicas", &current), Some("a"));
+    assert_eq!(m.owner("spec.paused", &current), None);
+    let replicas = "spec.replicas".to_string();
+    m.take("a", std::iter::once(&replicas), &current);
+    assert_eq!(
+        m,
+        Managers::Sole("a".into()),
+        "the same manager keeps it whole"
+    );
+    m.take("b", std::iter::once(&replicas), &current);
+    assert_eq!(m.owner("spec.replicas", &current), Some("b"));
+    assert_eq!(m.owner("metadata.name", &current), Some("a"));
+    let Managers::Fields(fields) = &m else {
+        panic!("{m:?}")
+    };
+    assert_eq!(fields.len(), current.len());
+}
