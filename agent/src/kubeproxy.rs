@@ -32,6 +32,7 @@ pub const MAX_REQUEST_BODY: usize = 3 * 1024 * 1024;
 
 /// The agent's cluster-proxy server.
 pub struct Server {
+    js: async_nats::jetstream::Context,
     client: async_nats::Client,
     cluster: String,
     backend: Arc<dyn Backend>,
@@ -47,15 +48,16 @@ struct Shared {
 }
 
 impl Server {
-    /// A server for `cluster` over `client`.
+    /// A server for `cluster` over the connection of `js`.
     pub fn new(
-        client: async_nats::Client,
+        js: &async_nats::jetstream::Context,
         cluster: &str,
         backend: Arc<dyn Backend>,
         max_event_bytes: usize,
     ) -> Self {
         Self {
-            client,
+            js: js.clone(),
+            client: js.client(),
             cluster: cluster.to_string(),
             backend,
             max_event_bytes,
@@ -70,11 +72,7 @@ impl Server {
 
     async fn serve(self) {
         let shared = Arc::new(Shared {
-            publisher: Publisher::new(
-                self.client.clone(),
-                self.max_event_bytes,
-                Duration::from_secs(5),
-            ),
+            publisher: Publisher::over(&self.js, self.max_event_bytes, Duration::from_secs(5)),
             cluster: self.cluster.clone(),
             source: format!("flotilla-agent/{}", self.cluster),
             backend: self.backend.clone(),

@@ -143,6 +143,9 @@ pub struct AgentConfig {
 pub struct SharedConnection {
     /// The connected client.
     pub client: async_nats::Client,
+    /// The connection's JetStream context, shared by every agent on it (one acknowledgement
+    /// task per connection).
+    pub js: async_nats::jetstream::Context,
     /// The connection's events, for every agent on it.
     pub events: tokio::sync::broadcast::Sender<connect::ConnectionEvent>,
 }
@@ -160,7 +163,8 @@ impl SharedConnection {
                 let _ = fan_out.send(ev);
             }
         });
-        Ok(Self { client, events })
+        let js = async_nats::jetstream::new(client.clone());
+        Ok(Self { client, js, events })
     }
 
     /// This agent's view of the events: a channel fed until the agent drops it. An agent that
@@ -372,16 +376,23 @@ async fn prepare(
             () = &mut shutdown => return Ok(None),
         }
     }
-    let (client, events_rx, own) = match &config.connection {
-        Some(shared) => (shared.client.clone(), shared.subscribe(), None),
+    // One JetStream context per connection: every publisher below derives from it.
+    let (client, js, events_rx, own) = match &config.connection {
+        Some(shared) => (
+            shared.client.clone(),
+            shared.js.clone(),
+            shared.subscribe(),
+            None,
+        ),
         None => {
             let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
             let client = connect::connect(&config.nats, Some(events_tx)).await?;
-            (client.clone(), events_rx, Some(client))
+            let js = async_nats::jetstream::new(client.clone());
+            (client.clone(), js, events_rx, Some(client))
         }
     };
     let publisher = work::Publisher::new(
-        client.clone(),
+        &js,
         store.clone(),
         &config.cluster_name,
         config.max_event_bytes,
@@ -451,7 +462,7 @@ async fn prepare(
         backend.clone(),
         store.clone(),
         Arc::new(policy::StreamSink::new(
-            client.clone(),
+            js.clone(),
             store.clone(),
             &config.cluster_name,
             config.max_event_bytes,
@@ -460,15 +471,14 @@ async fn prepare(
     )?;
     let proxy = config.cluster_proxy.then(|| {
         kubeproxy::Server::new(
-            client.clone(),
+            &js,
             &config.cluster_name,
             backend.clone(),
             config.max_event_bytes,
         )
     });
-    let mut actor =
-        registration::RegistrationActor::new(config, client.clone(), backend, store, works)
-            .with_policies(policies);
+    let mut actor = registration::RegistrationActor::new(config, &js, backend, store, works)
+        .with_policies(policies);
     if let Some(creds) = credentials {
         actor = actor.with_credentials(creds);
     }

@@ -105,16 +105,13 @@ impl RegistrationActor {
     /// A new actor over a (possibly not yet connected) client.
     pub fn new(
         config: AgentConfig,
-        client: async_nats::Client,
+        js: &async_nats::jetstream::Context,
         backend: Arc<dyn Backend>,
         store: Arc<LocalStore>,
         works: WorkManager,
     ) -> Self {
-        let requests = Publisher::new(
-            client.clone(),
-            config.max_event_bytes,
-            config.nats.request_timeout,
-        );
+        let client = js.client();
+        let requests = Publisher::over(js, config.max_event_bytes, config.nats.request_timeout);
         let events = requests.with_timeout(PUBLISH_TIMEOUT);
         let source = format!("flotilla-agent/{}", config.cluster_name);
         let namespaces = ManagedNamespaces::new(backend.clone(), &hub_hash(&config.nats.url));

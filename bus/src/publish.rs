@@ -134,6 +134,13 @@ impl Publisher {
         Self::with_context(client, js, max_event_bytes, timeout)
     }
 
+    /// As [`Publisher::new`], over a JetStream context already made for the connection: its
+    /// clones share one acknowledgement task, where each new context starts its own (an agent
+    /// makes one per connection and derives every publisher from it).
+    pub fn over(js: &jetstream::Context, max_event_bytes: usize, timeout: Duration) -> Self {
+        Self::with_context(js.client(), js.clone(), max_event_bytes, timeout)
+    }
+
     /// As [`Publisher::new`], with a JetStream context of the caller's (a domain or API
     /// prefix).
     pub fn with_context(

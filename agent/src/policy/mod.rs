@@ -70,13 +70,13 @@ pub struct StreamSink {
 impl StreamSink {
     /// A sink for `cluster`.
     pub fn new(
-        client: async_nats::Client,
+        js: async_nats::jetstream::Context,
         store: Arc<LocalStore>,
         cluster: &str,
         max_event_bytes: usize,
     ) -> Self {
         Self {
-            js: async_nats::jetstream::new(client),
+            js,
             store,
             cluster: cluster.to_string(),
             source: format!("flotilla-agent/{cluster}"),

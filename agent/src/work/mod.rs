@@ -120,7 +120,7 @@ pub struct Publisher {
 impl Publisher {
     /// A publisher for `cluster`.
     pub fn new(
-        client: async_nats::Client,
+        js: &async_nats::jetstream::Context,
         store: Arc<LocalStore>,
         cluster: &str,
         max_event_bytes: usize,
@@ -128,7 +128,7 @@ impl Publisher {
     ) -> Self {
         Self {
             metrics,
-            events: EventPublisher::new(client, max_event_bytes, STATUS_PUBLISH_TIMEOUT),
+            events: EventPublisher::over(js, max_event_bytes, STATUS_PUBLISH_TIMEOUT),
             store,
             cluster: cluster.to_string(),
             source: format!("flotilla-agent/{cluster}"),
