@@ -279,172 +279,222 @@ pub struct Controllers {
     tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
 }
 
-fn fenced<T: prost::Message + Default>(b: Bucket<T>, fence: &Fence, hub: &str) -> Bucket<T> {
-    b.fenced(fence.clone(), hub)
+/// What starting the controllers shares: their dependencies, the unit's fence (stamped on
+/// every bucket they write) and their tasks' stop signal. One method per controller.
+struct Starter<'a> {
+    deps: &'a Deps,
+    fence: &'a Fence,
+    stop: watch::Receiver<bool>,
 }
 
-impl Controllers {
-    /// Loads the controllers' state and starts them under `fence`; fills `services`.
-    pub async fn start(deps: &Deps, fence: Fence, services: &Services) -> Result<Self, HubError> {
-        let (js, opts, hub) = (&deps.jetstream, deps.stream, deps.hub_id.as_str());
-        let (stop, stop_rx) = watch::channel(false);
-        let sets = ClusterSets::load(
-            fenced(
-                Bucket::open(js, store::CLUSTERSETS, opts).await?,
-                &fence,
-                hub,
-            ),
-            fenced(Bucket::open(js, store::BINDINGS, opts).await?, &fence, hub),
-            deps.inventory.clone(),
+impl Starter<'_> {
+    /// `bucket`, its writes stamped with the unit's epoch.
+    fn fenced<T: prost::Message + Default>(&self, bucket: Bucket<T>) -> Bucket<T> {
+        bucket.fenced(self.fence.clone(), &self.deps.hub_id)
+    }
+
+    /// Opens the bucket `name`, fenced.
+    async fn open<T: prost::Message + Default>(
+        &self,
+        name: &'static str,
+    ) -> Result<Bucket<T>, HubError> {
+        let bucket = Bucket::open(&self.deps.jetstream, name, self.deps.stream).await?;
+        Ok(self.fenced(bucket))
+    }
+
+    async fn sets(&self) -> Result<ClusterSets, HubError> {
+        ClusterSets::load(
+            self.open(store::CLUSTERSETS).await?,
+            self.open(store::BINDINGS).await?,
+            self.deps.inventory.clone(),
         )
-        .await?;
-        let mut buckets = placement::Buckets::open(js, opts).await?;
-        buckets.placements = fenced(buckets.placements, &fence, hub);
-        buckets.decisions = fenced(buckets.decisions, &fence, hub);
-        buckets.scores = fenced(buckets.scores, &fence, hub);
-        let (placements, dispatcher) = placement::Placements::start(
+        .await
+        .map_err(HubError::from)
+    }
+
+    /// The placements and their dispatcher's task.
+    async fn placements(
+        &self,
+        sets: &ClusterSets,
+    ) -> Result<(placement::Placements, JoinHandle<()>), HubError> {
+        let mut buckets = placement::Buckets::open(&self.deps.jetstream, self.deps.stream).await?;
+        buckets.placements = self.fenced(buckets.placements);
+        buckets.decisions = self.fenced(buckets.decisions);
+        buckets.scores = self.fenced(buckets.scores);
+        placement::Placements::start(
             placement::Deps {
                 buckets,
-                clusters: deps.inventory.clone(),
+                clusters: self.deps.inventory.clone(),
                 sets: sets.clone(),
-                metrics: deps.metrics.clone(),
+                metrics: self.deps.metrics.clone(),
             },
-            deps.placement.clone(),
-            stop_rx.clone(),
+            self.deps.placement.clone(),
+            self.stop.clone(),
         )
-        .await?;
-        let replicasets = replicaset::ReplicaSets::start(
-            fenced(
-                Bucket::open(js, replicaset::BUCKET, opts).await?,
-                &fence,
-                hub,
-            ),
+        .await
+        .map_err(HubError::from)
+    }
+
+    async fn replicasets(
+        &self,
+        placements: &placement::Placements,
+    ) -> Result<replicaset::ReplicaSets, HubError> {
+        replicaset::ReplicaSets::start(
+            self.open(replicaset::BUCKET).await?,
             replicaset::Deps {
-                clusters: deps.clusters.clone(),
-                works: deps.works.clone(),
+                clusters: self.deps.clusters.clone(),
+                works: self.deps.works.clone(),
                 placements: placements.clone(),
             },
         )
         .await
-        .map_err(|e| HubError::ReplicaSets(e.to_string()))?;
-        let mut addon_store = addon::Store::open(js, opts).await?;
-        addon_store.addons = fenced(addon_store.addons, &fence, hub);
-        addon_store.cluster_addons = fenced(addon_store.cluster_addons, &fence, hub);
-        addon_store.templates = fenced(addon_store.templates, &fence, hub);
-        addon_store.configs = fenced(addon_store.configs, &fence, hub);
-        let addons = addon::AddOns::start(
-            addon_store,
+        .map_err(|e| HubError::ReplicaSets(e.to_string()))
+    }
+
+    async fn addons(&self, placements: &placement::Placements) -> Result<addon::AddOns, HubError> {
+        let mut store = addon::Store::open(&self.deps.jetstream, self.deps.stream).await?;
+        store.addons = self.fenced(store.addons);
+        store.cluster_addons = self.fenced(store.cluster_addons);
+        store.templates = self.fenced(store.templates);
+        store.configs = self.fenced(store.configs);
+        addon::AddOns::start(
+            store,
             addon::Deps {
-                clusters: deps.clusters.clone(),
-                inventory: deps.inventory.clone(),
-                works: deps.works.clone(),
+                clusters: self.deps.clusters.clone(),
+                inventory: self.deps.inventory.clone(),
+                works: self.deps.works.clone(),
                 placements: placements.clone(),
-                security: deps.security.clone(),
-                config: deps.addons.clone(),
+                security: self.deps.security.clone(),
+                config: self.deps.addons.clone(),
             },
         )
         .await
-        .map_err(|e| HubError::AddOns(e.to_string()))?;
-        let mut policy_buckets = crate::policy::Buckets::open(js, opts).await?;
-        policy_buckets.policies = fenced(policy_buckets.policies, &fence, hub);
-        policy_buckets.bindings = fenced(policy_buckets.bindings, &fence, hub);
-        policy_buckets.sets = fenced(policy_buckets.sets, &fence, hub);
-        policy_buckets.rules = fenced(policy_buckets.rules, &fence, hub);
-        policy_buckets.status = fenced(policy_buckets.status, &fence, hub);
-        let policies = crate::policy::Policies::start(
-            policy_buckets,
+        .map_err(|e| HubError::AddOns(e.to_string()))
+    }
+
+    async fn policies(
+        &self,
+        placements: &placement::Placements,
+    ) -> Result<crate::policy::Policies, HubError> {
+        let mut buckets =
+            crate::policy::Buckets::open(&self.deps.jetstream, self.deps.stream).await?;
+        buckets.policies = self.fenced(buckets.policies);
+        buckets.bindings = self.fenced(buckets.bindings);
+        buckets.sets = self.fenced(buckets.sets);
+        buckets.rules = self.fenced(buckets.rules);
+        buckets.status = self.fenced(buckets.status);
+        crate::policy::Policies::start(
+            buckets,
             crate::policy::Deps {
                 placements: placements.clone(),
-                clusters: deps.inventory.clone(),
-                publisher: deps.clusters.shared().publisher.clone(),
-                metrics: deps.metrics.clone(),
+                clusters: self.deps.inventory.clone(),
+                publisher: self.deps.clusters.shared().publisher.clone(),
+                metrics: self.deps.metrics.clone(),
             },
         )
         .await
-        .map_err(HubError::Policies)?;
-        let mut msa_buckets = crate::serviceaccount::Buckets::open(js, opts).await?;
-        msa_buckets.accounts = fenced(msa_buckets.accounts, &fence, hub);
-        msa_buckets.tokens = fenced(msa_buckets.tokens, &fence, hub);
-        let service_accounts = crate::serviceaccount::ServiceAccounts::start(
-            msa_buckets,
+        .map_err(HubError::Policies)
+    }
+
+    async fn service_accounts(&self) -> Result<crate::serviceaccount::ServiceAccounts, HubError> {
+        let mut buckets =
+            crate::serviceaccount::Buckets::open(&self.deps.jetstream, self.deps.stream).await?;
+        buckets.accounts = self.fenced(buckets.accounts);
+        buckets.tokens = self.fenced(buckets.tokens);
+        crate::serviceaccount::ServiceAccounts::start(
+            buckets,
             crate::serviceaccount::Deps {
-                clusters: deps.inventory.clone(),
-                publisher: deps.clusters.shared().publisher.clone(),
-                metrics: deps.metrics.clone(),
-                config: deps.service_accounts.clone(),
+                clusters: self.deps.inventory.clone(),
+                publisher: self.deps.clusters.shared().publisher.clone(),
+                metrics: self.deps.metrics.clone(),
+                config: self.deps.service_accounts.clone(),
             },
         )
         .await
-        .map_err(HubError::ServiceAccounts)?;
-        let mut import_buckets = crate::importpolicy::Buckets::open(js, opts).await?;
-        import_buckets.policies = fenced(import_buckets.policies, &fence, hub);
-        import_buckets.records = fenced(import_buckets.records, &fence, hub);
-        let (import_policies, import_task) = crate::importpolicy::ImportPolicies::spawn(
-            import_buckets,
+        .map_err(HubError::ServiceAccounts)
+    }
+
+    /// The import policies and their task.
+    async fn import_policies(
+        &self,
+    ) -> Result<(crate::importpolicy::ImportPolicies, JoinHandle<()>), HubError> {
+        let mut buckets =
+            crate::importpolicy::Buckets::open(&self.deps.jetstream, self.deps.stream).await?;
+        buckets.policies = self.fenced(buckets.policies);
+        buckets.records = self.fenced(buckets.records);
+        crate::importpolicy::ImportPolicies::spawn(
+            buckets,
             crate::importpolicy::Deps {
-                inventory: deps.inventory.clone(),
-                clusters: deps.clusters.clone(),
-                secure: deps.security.is_some(),
-                agents: deps.clusters.shared().publisher.clone(),
-                config: deps.import_policies.clone(),
+                inventory: self.deps.inventory.clone(),
+                clusters: self.deps.clusters.clone(),
+                secure: self.deps.security.is_some(),
+                agents: self.deps.clusters.shared().publisher.clone(),
+                config: self.deps.import_policies.clone(),
             },
-            stop_rx.clone(),
+            self.stop.clone(),
         )
         .await
-        .map_err(HubError::ImportPolicies)?;
-        let mut peer_buckets = crate::mirrorpeer::Buckets::open(js, opts).await?;
-        peer_buckets.peers = fenced(peer_buckets.peers, &fence, hub);
-        peer_buckets.secrets = fenced(peer_buckets.secrets, &fence, hub);
-        peer_buckets.keys = fenced(peer_buckets.keys, &fence, hub);
-        let (mirror_peers, mirror_task) = crate::mirrorpeer::MirrorPeers::spawn(
-            peer_buckets,
+        .map_err(HubError::ImportPolicies)
+    }
+
+    /// The MirrorPeers and their task.
+    async fn mirror_peers(
+        &self,
+    ) -> Result<(crate::mirrorpeer::MirrorPeers, JoinHandle<()>), HubError> {
+        let mut buckets =
+            crate::mirrorpeer::Buckets::open(&self.deps.jetstream, self.deps.stream).await?;
+        buckets.peers = self.fenced(buckets.peers);
+        buckets.secrets = self.fenced(buckets.secrets);
+        buckets.keys = self.fenced(buckets.keys);
+        crate::mirrorpeer::MirrorPeers::spawn(
+            buckets,
             crate::mirrorpeer::Deps {
-                inventory: deps.inventory.clone(),
-                publisher: deps.clusters.shared().publisher.clone(),
-                config: deps.mirror_peers.clone(),
-                secure: deps.security.is_some(),
+                inventory: self.deps.inventory.clone(),
+                publisher: self.deps.clusters.shared().publisher.clone(),
+                config: self.deps.mirror_peers.clone(),
+                secure: self.deps.security.is_some(),
             },
-            stop_rx.clone(),
+            self.stop.clone(),
         )
         .await
-        .map_err(HubError::MirrorPeers)?;
-        // The add-on agents' subjects are served once subscribed at the server.
-        let (ready_tx, mut ready_rx) = tokio::sync::mpsc::unbounded_channel();
-        let mut router = deps.router.clone();
-        router.ready = Some(ready_tx);
-        let tasks = vec![
-            dispatcher,
-            import_task,
-            mirror_task,
+        .map_err(HubError::MirrorPeers)
+    }
+
+    /// The tasks serving the controllers' NATS subjects (add-on agents, MirrorPeer requests,
+    /// policy reports, ManagedServiceAccount tokens, scores, forwarded gRPC calls) and the sets'
+    /// own tasks. The add-on agents' routers report on `router.ready` once subscribed.
+    fn routes(&self, c: &Controllers, router: RouterConfig) -> Vec<JoinHandle<()>> {
+        let (deps, stop) = (self.deps, &self.stop);
+        vec![
             tokio::spawn(crate::mirrorpeer::route::run(
                 deps.nats.clone(),
-                mirror_peers.clone(),
+                c.mirror_peers.clone(),
                 crate::mirrorpeer::route::Deps {
                     inventory: deps.inventory.clone(),
                     metrics: deps.metrics.clone(),
                     router: router.clone(),
                     limits: deps.mirror_peers.requests,
                 },
-                stop_rx.clone(),
+                stop.clone(),
             )),
             tokio::spawn(addon::router::run(
                 deps.nats.clone(),
-                addons.clone(),
-                placements.scores().clone(),
+                c.addons.clone(),
+                c.placements.scores().clone(),
                 deps.metrics.clone(),
                 router.clone(),
-                stop_rx.clone(),
+                stop.clone(),
             )),
             tokio::spawn(addon::router::run_credentials(
                 deps.nats.clone(),
-                addons.clone(),
+                c.addons.clone(),
                 deps.metrics.clone(),
                 router,
-                stop_rx.clone(),
+                stop.clone(),
             )),
             tokio::spawn({
                 let (nats, service, stop) =
-                    (deps.nats.clone(), deps.forwarded.clone(), stop_rx.clone());
+                    (deps.nats.clone(), deps.forwarded.clone(), stop.clone());
                 async move {
                     if let Err(e) = grpc::forward::serve(nats, FORWARD_SUBJECT, service, stop).await
                     {
@@ -454,29 +504,71 @@ impl Controllers {
             }),
             tokio::spawn(crate::policy::route::serve(
                 deps.nats.clone(),
-                policies.clone(),
+                c.policies.clone(),
                 deps.max_event_bytes,
-                stop_rx.clone(),
+                stop.clone(),
             )),
             tokio::spawn(crate::serviceaccount::route::serve(
                 deps.nats.clone(),
-                service_accounts.clone(),
+                c.service_accounts.clone(),
                 deps.max_event_bytes,
-                stop_rx.clone(),
+                stop.clone(),
             )),
             tokio::spawn(placement::score_route::serve(
                 deps.nats.clone(),
-                placements.scores().clone(),
-                stop_rx.clone(),
+                c.placements.scores().clone(),
+                stop.clone(),
             )),
-            tokio::spawn(sets.clone().settle(stop_rx.clone())),
+            tokio::spawn(c.sets.clone().settle(stop.clone())),
             clusterset::namespaces::spawn(
-                sets.clone(),
+                c.sets.clone(),
                 deps.inventory.clone(),
                 deps.clusters.clone(),
-                stop_rx.clone(),
+                stop.clone(),
             ),
-        ];
+        ]
+    }
+}
+
+impl Controllers {
+    /// Loads the controllers' state and starts them under `fence`; fills `services`.
+    pub async fn start(deps: &Deps, fence: Fence, services: &Services) -> Result<Self, HubError> {
+        let (stop, stop_rx) = watch::channel(false);
+        let starter = Starter {
+            deps,
+            fence: &fence,
+            stop: stop_rx,
+        };
+        let sets = starter.sets().await?;
+        let (placements, dispatcher) = starter.placements(&sets).await?;
+        let replicasets = starter.replicasets(&placements).await?;
+        let addons = starter.addons(&placements).await?;
+        let policies = starter.policies(&placements).await?;
+        let service_accounts = starter.service_accounts().await?;
+        let (import_policies, import_task) = starter.import_policies().await?;
+        let (mirror_peers, mirror_task) = starter.mirror_peers().await?;
+        let controllers = Self {
+            sets,
+            placements,
+            replicasets,
+            addons,
+            policies,
+            service_accounts,
+            import_policies,
+            mirror_peers,
+            stop,
+            tasks: std::sync::Mutex::new(vec![dispatcher, import_task, mirror_task]),
+        };
+        // The add-on agents' subjects are served once subscribed at the server.
+        let (ready_tx, mut ready_rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut router = deps.router.clone();
+        router.ready = Some(ready_tx);
+        let routes = starter.routes(&controllers, router);
+        controllers
+            .tasks
+            .lock()
+            .expect("controller tasks lock")
+            .extend(routes);
         let subscribed = tokio::time::timeout(Duration::from_secs(10), async {
             for _ in 0..3 {
                 if ready_rx.recv().await.is_none() {
@@ -488,18 +580,6 @@ impl Controllers {
         if subscribed.is_err() {
             tracing::warn!("add-on subscriptions not confirmed within 10 s; serving anyway");
         }
-        let controllers = Self {
-            sets,
-            placements,
-            replicasets,
-            addons,
-            policies,
-            service_accounts,
-            import_policies,
-            mirror_peers,
-            stop,
-            tasks: std::sync::Mutex::new(tasks),
-        };
         services.fill(&controllers);
         tracing::info!(epoch = fence.epoch(), "controllers started");
         Ok(controllers)
