@@ -44,6 +44,35 @@ pub struct ManifestId {
 }
 
 impl ManifestId {
+    /// The identity of a `kind` object of `api_version` named `name`, as the API server places
+    /// it: the group split from the version, a namespaced kind without a namespace (or with an
+    /// empty one) in `default`, a cluster-scoped kind in none (whatever `namespace` says).
+    pub fn from_parts(
+        api_version: &str,
+        kind: String,
+        name: String,
+        namespace: Option<String>,
+    ) -> Self {
+        let (group, version) = match api_version.split_once('/') {
+            Some((g, v)) => (g.to_string(), v.to_string()),
+            None => (String::new(), api_version.to_string()),
+        };
+        let namespace = if is_cluster_scoped(&group, &kind) {
+            String::new()
+        } else {
+            namespace
+                .filter(|ns| !ns.is_empty())
+                .unwrap_or_else(|| "default".to_string())
+        };
+        Self {
+            group,
+            version,
+            kind,
+            namespace,
+            name,
+        }
+    }
+
     /// `group/version Kind namespace/name`, for messages.
     pub fn describe(&self) -> String {
         let gv = if self.group.is_empty() {
@@ -157,6 +186,11 @@ fn validate_executor(executor: &crate::v1::ManifestWorkExecutor, errors: &mut Ve
     }
 }
 
+/// The group of an `apiVersion` ("" for the core group's `v1`).
+fn group_of(api_version: &str) -> &str {
+    api_version.split_once('/').map_or("", |(g, _)| g)
+}
+
 /// Kinds that are cluster-scoped (everything else is namespaced; its namespace defaults to
 /// `default`).
 pub fn is_cluster_scoped(group: &str, kind: &str) -> bool {
@@ -257,32 +291,13 @@ mod head {
         let api_version = text(head.api_version)?;
         let kind = text(head.kind)?;
         let name = text(meta.name)?;
-        let (group, version) = match api_version.split_once('/') {
-            Some((g, v)) => (g.to_string(), v.to_string()),
-            None => (String::new(), api_version),
+        // A namespace that is not a string leaves the slow path to decide (it is an error
+        // only for a namespaced kind).
+        let namespace = match meta.namespace {
+            None => None,
+            Some(ns) => Some(serde_json::from_str::<String>(ns.get()).ok()?),
         };
-        let namespace = if super::is_cluster_scoped(&group, &kind) {
-            String::new()
-        } else {
-            match meta.namespace {
-                None => "default".to_string(),
-                Some(ns) => {
-                    let ns: String = serde_json::from_str(ns.get()).ok()?;
-                    if ns.is_empty() {
-                        "default".to_string()
-                    } else {
-                        ns
-                    }
-                }
-            }
-        };
-        Some(ManifestId {
-            group,
-            version,
-            kind,
-            namespace,
-            name,
-        })
+        Some(ManifestId::from_parts(&api_version, kind, name, namespace))
     }
 }
 
@@ -307,26 +322,13 @@ pub fn manifest_id(obj: &Value) -> Result<ManifestId, String> {
         Some(_) => return Err("metadata.name: must be a non-empty string".into()),
         None => return Err("metadata.name: required".into()),
     };
-    let (group, version) = match api_version.split_once('/') {
-        Some((g, v)) => (g.to_string(), v.to_string()),
-        None => (String::new(), api_version.clone()),
+    let namespace = match meta.and_then(|m| m.get("namespace")) {
+        Some(Value::String(s)) => Some(s.clone()),
+        None => None,
+        Some(_) if is_cluster_scoped(group_of(&api_version), &kind) => None,
+        Some(_) => return Err("metadata.namespace: must be a string".into()),
     };
-    let namespace = if is_cluster_scoped(&group, &kind) {
-        String::new()
-    } else {
-        match meta.and_then(|m| m.get("namespace")) {
-            Some(Value::String(s)) if !s.is_empty() => s.clone(),
-            Some(Value::String(_)) | None => "default".to_string(),
-            Some(_) => return Err("metadata.namespace: must be a string".into()),
-        }
-    };
-    Ok(ManifestId {
-        group,
-        version,
-        kind,
-        namespace,
-        name,
-    })
+    Ok(ManifestId::from_parts(&api_version, kind, name, namespace))
 }
 
 /// Checks one manifest's `feedbackRules[]`: known types, at most one `WellKnownStatus`, named
