@@ -20,6 +20,7 @@
 //! `addontemplates`, `addonconfigs`); the rollout position is never stored (see [`rules`]).
 
 pub mod actor;
+mod dirty;
 pub mod effects;
 pub mod router;
 pub mod rules;

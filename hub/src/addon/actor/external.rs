@@ -6,6 +6,7 @@ use super::{Actor, Recheck};
 use crate::addon::effects::{remove_works, watch_lease};
 use crate::addon::rules::{self, ExternalInput};
 use flotilla_api::v1::{ManagedCluster, ManagedClusterAddOn, ManagedClusterAddOnStatus};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 impl Actor {
@@ -45,10 +46,10 @@ impl Actor {
 
     /// A template add-on's agent is deployed by the hub, whose work status tells its health: no
     /// agent watches a spoke Lease for it (left from when it had no template).
-    pub(super) async fn unwatch_leases(&self) {
-        for mca in self.store.installed(&self.name) {
-            let (cluster, _) = rules::key_of(&mca);
-            if let Err(e) = watch_lease(&self.deps, &cluster, &self.name, None).await {
+    pub(super) async fn unwatch_leases(&self, installed: &[Arc<ManagedClusterAddOn>]) {
+        for mca in installed {
+            let cluster = rules::cluster_of(mca);
+            if let Err(e) = watch_lease(&self.deps, cluster, &self.name, None).await {
                 tracing::warn!(cluster = %cluster, error = %e, "telling the agent to stop watching the add-on's lease failed");
             }
         }

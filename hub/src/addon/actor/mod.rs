@@ -15,6 +15,12 @@
 //! 4. every ManagedClusterAddOn's status (from its works, its lease, its cluster) and the add-on's
 //!    install progressions are written when they changed (`actor/status.rs`).
 //!
+//! A round is incremental: each installation's entry (its configs resolved, its works and their
+//! rollout status) is kept from the last round unless something it was gathered from changed
+//! ([`Dirty`], from the change feeds), and a kept entry whose status needed no write is not
+//! computed again while its rollout verdict and lease are the same ([`Settled`]). The plan
+//! still sees every installation, from the kept entries.
+//!
 //! An add-on managed by someone else has a round of its own (`actor/external.rs`): no work, its
 //! agents' leases (over NATS and on the spoke) for health.
 //!
@@ -28,13 +34,14 @@ mod status;
 
 use removal::is_deleting;
 
+use super::dirty::{self, Dirty, Read};
 use super::effects::{Removal, manifest_ids, sync_works};
 use super::rules::plan::{self, Installation};
 use super::rules::{self, AddOnKind, Lifecycle, Resolved};
-use super::settled::StatusKey;
+use super::settled::Settled;
 use super::{AddOnError, Deps, Store};
 use crate::keys::ObjectRef;
-use flotilla_api::addon::{self, configs, render};
+use flotilla_api::addon::{self, configs, health, render};
 use flotilla_api::ocm;
 use flotilla_api::v1::{
     AddOnConfig, AddOnDeploymentConfig, AddOnHubState, AddOnTemplate, ClusterManagementAddOn,
@@ -69,6 +76,10 @@ pub enum Msg {
 
 /// How often the actor reconciles without any event.
 const RESYNC: Duration = Duration::from_secs(30);
+/// How often a round gathers every installation again, whatever changed. Every input of an
+/// entry has a change signal ([`super::dirty`]): this only bounds how long a signal missed by
+/// mistake could leave an installation behind.
+const FULL_ROUND: Duration = Duration::from_secs(300);
 /// Works applied (and statuses written) at once.
 const PARALLEL: usize = 32;
 
@@ -94,7 +105,9 @@ pub fn spawn(
         available: HashMap::new(),
         hashes: HashMap::new(),
         render_failed: HashMap::new(),
-        settled: HashMap::new(),
+        entries: HashMap::new(),
+        dirty: Dirty::default(),
+        full_round: tokio::time::Instant::now() + FULL_ROUND,
         deleting,
         gone: false,
     };
@@ -115,21 +128,25 @@ struct Actor {
     /// Clusters whose work could not be rendered at these targets: since when, and why. They
     /// count as failed in the rollout (so `maxFailures` stops it) until the targets change.
     render_failed: HashMap<String, (rules::Hashes, SystemTime, String)>,
-    /// Per cluster: what its stored status was last computed from, when that status needed
-    /// no write. A round whose inputs for the cluster are the same objects skips computing it
-    /// again: during a 10,000-cluster upgrade each wave changes a tenth of the works, and
-    /// recomputing every installation on every change was most of the actor's work.
-    settled: HashMap<String, StatusKey>,
+    /// Per cluster: its installation's entry as the last round left it, kept by the next one
+    /// unless something it was gathered from changed. During a 10,000-cluster upgrade each wave
+    /// changes a tenth of the works, and gathering every installation on every change was most
+    /// of the hub's work.
+    entries: HashMap<Arc<str>, Entry>,
+    /// What changed since the last round, from the change feeds.
+    dirty: Dirty,
+    /// When a round gathers everything again ([`FULL_ROUND`]).
+    full_round: tokio::time::Instant,
     /// The add-on is being deleted: its installations are removed, nothing is installed.
     deleting: bool,
     /// Everything of the add-on is gone: the actor ends.
     gone: bool,
 }
 
-/// One installed add-on as this round sees it.
+/// One installed add-on as this round sees it (kept for the next while its inputs stay).
 struct Entry {
     mca: Arc<ManagedClusterAddOn>,
-    cluster: String,
+    cluster: Arc<str>,
     /// Its agent works, by index.
     works: Vec<Arc<ManifestWork>>,
     /// Started at its target and not done moving to it ([`rules::works::unfinished`]).
@@ -138,11 +155,36 @@ struct Entry {
     placement: Option<usize>,
     group: GroupKey,
     resolved: Result<Vec<Resolved>, Vec<String>>,
+    /// The configs resolving read, found or not: a change to one gathers the entry again.
+    reads: Vec<Read>,
+    /// Its AddOnTemplate and AddOnDeploymentConfig among the resolved configs.
+    template: Option<Arc<AddOnTemplate>>,
+    config: Option<Arc<AddOnDeploymentConfig>>,
+    /// Its template's health check, or why the template's annotation is wrong.
+    mode: Result<health::Mode, String>,
     target: rules::Hashes,
     status: Status,
     since: Option<SystemTime>,
     render_error: Option<String>,
     waiting: bool,
+    /// What its status was last computed from, when that status needed no write.
+    settled: Option<Settled>,
+}
+
+impl Entry {
+    /// Whether the entry was gathered from this ManagedClusterAddOn (the same object) and
+    /// placement decision.
+    fn gathered_from(
+        &self,
+        mca: &Arc<ManagedClusterAddOn>,
+        owner: Option<(usize, &GroupKey)>,
+    ) -> bool {
+        Arc::ptr_eq(&self.mca, mca)
+            && match owner {
+                Some((i, group)) => self.placement == Some(i) && self.group == *group,
+                None => self.placement.is_none() && self.group == GroupKey::default(),
+            }
+    }
 }
 
 impl Actor {
@@ -161,9 +203,13 @@ impl Actor {
                 msg = rx.recv() => match msg {
                     Some(Msg::Spec(cma)) => {
                         self.cma = *cma;
+                        self.dirty.everything();
                         next = Some(tokio::time::Instant::now());
                     }
-                    Some(Msg::Lease(_)) => poke = true,
+                    Some(Msg::Lease(cluster)) => {
+                        self.dirty.cluster(&cluster);
+                        poke = true;
+                    }
                     Some(Msg::Uninstall { cluster, done }) => {
                         let _ = done.send(self.uninstall(&cluster).await);
                         poke = true;
@@ -182,8 +228,11 @@ impl Actor {
                 }
                 change = works.recv() => {
                     poke = match &change {
-                        Ok(c) => self.owns(&c.object),
-                        Err(_) => true,
+                        Ok(c) => self.dirty.work(&self.name, &c.key, &c.object),
+                        Err(_) => {
+                            self.dirty.everything();
+                            true
+                        }
                     };
                 }
                 change = installed.recv() => {
@@ -194,12 +243,34 @@ impl Actor {
                 }
                 change = clusters.recv() => {
                     poke = match &change {
-                        Ok(c) => self.availability_changed(&c.object),
-                        Err(_) => true,
+                        Ok(c) => {
+                            let changed = self.availability_changed(&c.object);
+                            let name = crate::inventory::name(&c.object);
+                            self.dirty.cluster_changed(c.kind, name, changed);
+                            changed
+                        }
+                        Err(_) => {
+                            // What was seen of each cluster may be stale now.
+                            self.available.clear();
+                            self.dirty.everything();
+                            true
+                        }
                     };
                 }
-                _ = templates.recv() => poke = true,
-                _ = configs.recv() => poke = true,
+                change = templates.recv() => {
+                    match &change {
+                        Ok(c) => self.dirty.template(&c.key),
+                        Err(_) => self.dirty.everything(),
+                    }
+                    poke = true;
+                }
+                change = configs.recv() => {
+                    match &change {
+                        Ok(c) => self.dirty.config(&c.key),
+                        Err(_) => self.dirty.everything(),
+                    }
+                    poke = true;
+                }
                 () = tokio::time::sleep_until(wake) => {
                     next = self
                         .reconcile()
@@ -235,15 +306,9 @@ impl Actor {
             .map(|p| ObjectRef::new(p.namespace, p.name).inventory_key())
     }
 
-    fn owns(&self, w: &ManifestWork) -> bool {
-        w.metadata
-            .as_ref()
-            .and_then(|m| m.labels.get(addon::ADDON_NAME_LABEL))
-            .is_some_and(|n| *n == self.name)
-    }
-
-    /// Whether a cluster with this add-on changed its Available status or what its agent
-    /// reports of the add-on's spoke Lease.
+    /// Whether a cluster with this add-on changed what its installation reads of it
+    /// ([`dirty::cluster_view`]: its Available status, and the reason and message when it is
+    /// Unknown) or what its agent reports of the add-on's spoke Lease.
     fn availability_changed(&mut self, c: &flotilla_api::v1::ManagedCluster) -> bool {
         let name = crate::inventory::name(c).to_string();
         if self
@@ -252,22 +317,11 @@ impl Actor {
             .get(&ObjectRef::new(&name, &self.name).inventory_key())
             .is_none()
         {
+            // Not followed while not installed: the next change after an installation counts.
+            self.available.remove(&name);
             return false;
         }
-        let available = c
-            .status
-            .as_ref()
-            .and_then(|s| {
-                s.conditions
-                    .iter()
-                    .find(|x| x.r#type == flotilla_api::meta::COND_AVAILABLE)
-            })
-            .map(|x| x.status.as_str())
-            .unwrap_or_default();
-        let spoke = crate::cluster::rules::addons::addon_health(c, &self.name)
-            .map(|h| format!("{}/{}", h.status, h.message))
-            .unwrap_or_default();
-        let now = format!("{available} {spoke}");
+        let now = dirty::cluster_view(c, &self.name);
         self.available.insert(name, now.clone()).as_deref() != Some(now.as_str())
     }
 
@@ -314,13 +368,25 @@ impl Actor {
         mca: &ManagedClusterAddOn,
         placement: Option<usize>,
     ) -> Result<Vec<Resolved>, Vec<String>> {
-        let spec = self.spec();
+        self.resolved_reading(mca, placement, &mut Vec::new())
+    }
+
+    /// [`Self::resolved`], adding to `reads` every config it looked for, found or not.
+    fn resolved_reading(
+        &mut self,
+        mca: &ManagedClusterAddOn,
+        placement: Option<usize>,
+        reads: &mut Vec<Read>,
+    ) -> Result<Vec<Resolved>, Vec<String>> {
         let strategy = placement.and_then(|i| {
-            spec.install_strategy
+            self.cma
+                .spec
                 .as_ref()
+                .and_then(|s| s.install_strategy.as_ref())
                 .and_then(|s| s.placements.get(i))
         });
         let effective = configs::effective(&self.cma, strategy, mca)?;
+        reads.extend(effective.iter().filter_map(Read::of));
         let mut errors = Vec::new();
         let mut out = Vec::new();
         for c in effective {
@@ -466,89 +532,146 @@ impl Actor {
     /// One reconciliation; returns when to look again.
     async fn reconcile(&mut self) -> Option<Duration> {
         let now = SystemTime::now();
+        let mut dirty = std::mem::take(&mut self.dirty);
+        if tokio::time::Instant::now() >= self.full_round {
+            dirty.everything();
+            self.full_round = tokio::time::Instant::now() + FULL_ROUND;
+        }
         if self.deleting {
+            self.entries.clear();
             return self.reconcile_deleting().await;
         }
         let owner = self.follow_placements().await;
         let mut recheck = Recheck::default();
         self.finish_removals(&mut recheck).await;
         if rules::kind_of(&self.cma) == AddOnKind::External {
+            self.entries.clear();
             return self.reconcile_external(now, recheck).await;
         }
-        self.unwatch_leases().await;
+        let installed = self.store.installed(&self.name);
+        self.unwatch_leases(&installed).await;
         let placements = self
             .spec()
             .install_strategy
             .map(|s| s.placements)
             .unwrap_or_default();
-        let mut entries = self.gather(&owner).await;
+        let mut entries = self.gather(&installed, &owner, &dirty).await;
         let (mut starts, progressions) = self.plan(&placements, &mut entries, now, &mut recheck);
         // Started before and not done: carried on with, whatever the rollout decides now.
         starts.extend((0..entries.len()).filter(|&i| entries[i].unfinished));
         self.start(&mut entries, &starts, now, &mut recheck).await;
-        let writes = self.statuses(&entries, now, &mut recheck);
+        let writes = self.statuses(&mut entries, now, &mut recheck);
         self.write_statuses(writes, &mut recheck).await;
         self.write_own_status(progressions).await;
+        self.entries = entries
+            .into_iter()
+            .map(|e| (e.cluster.clone(), e))
+            .collect();
         recheck.0
     }
 
-    /// Every installed add-on, its configs resolved and its work's rollout status; the add-ons
-    /// of deleted clusters are removed.
-    async fn gather(&mut self, owner: &BTreeMap<String, (usize, GroupKey)>) -> Vec<Entry> {
-        let mut entries = Vec::new();
-        for mca in self.store.installed(&self.name) {
-            let (cluster, _) = rules::key_of(&mca);
-            if is_deleting(&mca) {
+    /// Every installed add-on, its configs resolved and its work's rollout status: the entry
+    /// the last round left when nothing it was gathered from changed since (`dirty`), gathered
+    /// again otherwise. The add-ons of deleted clusters are removed.
+    async fn gather(
+        &mut self,
+        installed: &[Arc<ManagedClusterAddOn>],
+        owner: &BTreeMap<String, (usize, GroupKey)>,
+        dirty: &Dirty,
+    ) -> Vec<Entry> {
+        let mut kept = std::mem::take(&mut self.entries);
+        let mut entries = Vec::with_capacity(installed.len());
+        for mca in installed {
+            if is_deleting(mca) {
                 continue; // being removed: `finish_removals`
             }
-            if self.deps.inventory.get(&cluster).is_none() {
+            let cluster = rules::cluster_of(mca);
+            let decided = owner.get(cluster).map(|(i, g)| (*i, g));
+            if let Some(e) = kept.remove(cluster)
+                && e.gathered_from(mca, decided)
+                && !dirty.touches(cluster, &e.reads)
+            {
+                entries.push(e);
+                continue;
+            }
+            if self.deps.inventory.get(cluster).is_none() {
                 // The cluster was deleted: its works went with it.
-                if let Err(e) = self.uninstall(&cluster).await {
+                if let Err(e) = self.uninstall(cluster).await {
                     tracing::warn!(cluster = %cluster, error = %e, "removing the add-on of a deleted cluster failed");
                 }
                 continue;
             }
-            let (placement, group) = match owner.get(&cluster) {
-                Some((i, g)) => (Some(*i), g.clone()),
-                None => (None, GroupKey::default()),
-            };
-            let works = self.works_of(&cluster);
-            let refs: Vec<&ManifestWork> = works.iter().map(|w| &**w).collect();
-            let resolved = self.resolved(&mca, placement);
-            let target = resolved
-                .as_ref()
-                .map(|r| rules::hashes(r))
-                .unwrap_or_default();
-            let (mut status, mut since) = match &resolved {
-                Ok(_) => rules::rollout_status(&refs, &target),
-                Err(_) => (Status::Skip, None),
-            };
-            let unfinished = resolved.is_ok() && rules::works::unfinished(&refs, &target);
-            let mut render_error = None;
-            if (status == Status::ToApply || unfinished)
-                && let Some((t, at, why)) = self.render_failed.get(&cluster)
-                && *t == target
-            {
-                (status, since) = (Status::Failed, Some(*at));
-                render_error = Some(why.clone());
-            }
-            entries.push(Entry {
-                mca,
-                cluster,
-                works,
-                unfinished,
-                placement,
-                group,
-                resolved,
-                target,
-                status,
-                since,
-                render_error,
-                waiting: false,
-            });
+            let entry = self.entry(mca.clone(), cluster, decided);
+            entries.push(entry);
         }
-
+        tracing::debug!(
+            installations = entries.len(),
+            everything = dirty.is_everything(),
+            "gathered"
+        );
         entries
+    }
+
+    /// One installation gathered: its configs resolved, its works and their rollout status.
+    fn entry(
+        &mut self,
+        mca: Arc<ManagedClusterAddOn>,
+        cluster: &str,
+        decided: Option<(usize, &GroupKey)>,
+    ) -> Entry {
+        let (placement, group) = match decided {
+            Some((i, g)) => (Some(i), g.clone()),
+            None => (None, GroupKey::default()),
+        };
+        let works = self.works_of(cluster);
+        let refs: Vec<&ManifestWork> = works.iter().map(|w| &**w).collect();
+        let mut reads = Vec::new();
+        let resolved = self.resolved_reading(&mca, placement, &mut reads);
+        let target = resolved
+            .as_ref()
+            .map(|r| rules::hashes(r))
+            .unwrap_or_default();
+        let (mut status, mut since) = match &resolved {
+            Ok(_) => rules::rollout_status(&refs, &target),
+            Err(_) => (Status::Skip, None),
+        };
+        let unfinished = resolved.is_ok() && rules::works::unfinished(&refs, &target);
+        let mut render_error = None;
+        if (status == Status::ToApply || unfinished)
+            && let Some((t, at, why)) = self.render_failed.get(cluster)
+            && *t == target
+        {
+            (status, since) = (Status::Failed, Some(*at));
+            render_error = Some(why.clone());
+        }
+        let template = resolved.as_ref().ok().and_then(|r| self.template_of(r));
+        let config = resolved
+            .as_ref()
+            .ok()
+            .and_then(|r| self.deployment_config_of(r));
+        let mode = match &template {
+            Some(t) => health::mode_of(t),
+            None => Ok(health::Mode::WorkStatus),
+        };
+        Entry {
+            mca,
+            cluster: cluster.into(),
+            works,
+            unfinished,
+            placement,
+            group,
+            resolved,
+            reads,
+            template,
+            config,
+            mode,
+            target,
+            status,
+            since,
+            render_error,
+            waiting: false,
+            settled: None,
+        }
     }
 
     /// The add-on's agent works on `cluster`, by index.
@@ -569,7 +692,7 @@ impl Actor {
         let installations: Vec<Installation> = entries
             .iter()
             .map(|e| Installation {
-                cluster: e.cluster.clone(),
+                cluster: e.cluster.to_string(),
                 placement: e.placement,
                 group: e.group.clone(),
                 status: e.status,
@@ -622,16 +745,19 @@ impl Actor {
         let mut jobs = Vec::new();
         for &i in starts {
             let e = &entries[i];
+            // Its render failure, its works, its rollout status change: gathered again next
+            // round.
+            self.dirty.cluster(&e.cluster);
             let Ok(resolved) = &e.resolved else { continue };
             match self.render(e, resolved) {
                 Ok(works) => {
-                    self.render_failed.remove(&e.cluster);
+                    self.render_failed.remove(&*e.cluster);
                     jobs.push((i, works));
                 }
                 Err(msg) => {
                     tracing::warn!(cluster = %e.cluster, error = %msg, "the add-on's works cannot be rendered");
                     self.render_failed
-                        .insert(e.cluster.clone(), (e.target.clone(), now, msg.clone()));
+                        .insert(e.cluster.to_string(), (e.target.clone(), now, msg.clone()));
                     let e = &mut entries[i];
                     e.render_error = Some(msg);
                     e.status = Status::Failed;

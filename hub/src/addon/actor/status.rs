@@ -4,7 +4,7 @@
 use super::{Actor, Entry, PARALLEL, Recheck};
 use crate::addon::effects::{registrations, write_status};
 use crate::addon::rules::{self, StatusInput};
-use crate::addon::settled::StatusKey;
+use crate::addon::settled::Settled;
 use flotilla_api::addon::{self, health, render};
 use flotilla_api::v1::{
     AddOnConfig, ClusterManagementAddOnStatus, ConfigSpecHash, DefaultConfigReference,
@@ -29,91 +29,67 @@ impl Actor {
         })
     }
 
-    /// The statuses that need writing: each installation's, computed unless its inputs are the
-    /// ones its stored status was settled from.
+    /// The statuses that need writing: each installation's, computed unless its entry was
+    /// kept and its status was settled from the same rollout verdict and lease.
     pub(super) fn statuses(
-        &mut self,
-        entries: &[Entry],
+        &self,
+        entries: &mut [Entry],
         now: SystemTime,
         recheck: &mut Recheck,
     ) -> Vec<(String, flotilla_api::v1::ManagedClusterAddOnStatus)> {
-        let installed: std::collections::HashSet<&str> =
-            entries.iter().map(|e| e.cluster.as_str()).collect();
-        self.settled
-            .retain(|cluster, _| installed.contains(cluster.as_str()));
+        let grace = self.deps.config.lease_grace;
         let mut writes = Vec::new();
         for e in entries {
-            let Some((key, st)) = self.status_of(e, now, recheck) else {
+            let rollout = (e.status, e.since, e.waiting);
+            // Time makes a lease stale: read at every round, kept entry or not.
+            let lease = matches!(e.mode, Ok(health::Mode::Lease)).then(|| {
+                let lease = self.lease_of(&e.cluster, &e.mca);
+                let fresh = rules::lease_recheck(lease, now, grace);
+                recheck.merge(fresh);
+                (lease, fresh.is_some())
+            });
+            if e.settled
+                .as_ref()
+                .is_some_and(|s| s.holds(rollout, e.render_error.as_deref(), lease))
+            {
                 continue;
-            };
+            }
+            let st = self.status_of(e, now);
             if e.mca.status.as_ref() != Some(&st) {
                 // Written (or retried) until the stored add-on carries it; then settled.
-                self.settled.remove(&e.cluster);
-                writes.push((e.cluster.clone(), st));
+                e.settled = None;
+                writes.push((e.cluster.to_string(), st));
             } else {
-                self.settled.insert(e.cluster.clone(), key);
+                e.settled = Some(Settled {
+                    rollout,
+                    render_error: e.render_error.clone(),
+                    lease,
+                });
             }
         }
         writes
     }
 
-    /// An installation's status and what it was computed from; `None` when its inputs are
-    /// the ones its stored status was settled from.
+    /// An installation's status.
     pub(super) fn status_of(
         &self,
         e: &Entry,
         now: SystemTime,
-        recheck: &mut Recheck,
-    ) -> Option<(StatusKey, flotilla_api::v1::ManagedClusterAddOnStatus)> {
+    ) -> flotilla_api::v1::ManagedClusterAddOnStatus {
         let grace = self.deps.config.lease_grace;
-        let cma_version = self
-            .cma
-            .metadata
-            .as_ref()
-            .map_or((0, 0), |m| (m.resource_version, m.generation));
-        let template = e.resolved.as_ref().ok().and_then(|r| self.template_of(r));
-        let config = e
-            .resolved
-            .as_ref()
-            .ok()
-            .and_then(|r| self.deployment_config_of(r));
-        let mode = match &template {
-            Some(t) => health::mode_of(t),
-            None => Ok(health::Mode::WorkStatus),
-        };
+        let template = &e.template;
         let lease = self.lease_of(&e.cluster, &e.mca);
-        let fresh = rules::lease_recheck(lease, now, grace);
-        if matches!(mode, Ok(health::Mode::Lease))
-            && let Some(d) = fresh
-        {
-            recheck.at(d);
-        }
         let cluster = self.deps.inventory.get(&e.cluster);
-        let key = StatusKey {
-            cma: cma_version,
-            mca: e.mca.clone(),
-            works: e.works.clone(),
-            cluster: cluster.clone(),
-            template: template.clone(),
-            config: config.clone(),
-            target: e.target.clone(),
-            rollout: (e.status, e.since, e.waiting),
-            render_error: e.render_error.clone(),
-            lease: (lease, fresh.is_some()),
-        };
-        if self.settled.get(&e.cluster) == Some(&key) {
-            return None;
-        }
         let registrations = template
             .as_ref()
             .map(|t| registrations(t, &e.cluster, &self.name))
             .unwrap_or_default();
-        let install_namespace = match (&e.resolved, &template) {
+        let install_namespace = match (&e.resolved, template) {
             (Ok(_), Some(t)) => render::install_namespace(&self.render_input(
                 &e.cluster,
                 &e.mca,
                 t,
-                config.as_deref(),
+                e.config.as_deref(),
                 &Default::default(),
             )),
             _ => e
@@ -124,13 +100,13 @@ impl Actor {
                 .filter(|s| !s.is_empty())
                 .unwrap_or_else(|| addon::DEFAULT_INSTALL_NAMESPACE.to_string()),
         };
-        let st = rules::status(&StatusInput {
+        rules::status(&StatusInput {
             cma: &self.cma,
             mca: &e.mca,
             works: e.works.iter().map(|w| &**w).collect(),
             cluster: cluster.as_deref(),
             configs: &e.resolved,
-            mode: &mode,
+            mode: &e.mode,
             render_error: e.render_error.as_deref(),
             rollout: e.status,
             waiting: e.waiting,
@@ -139,8 +115,7 @@ impl Actor {
             install_namespace,
             registrations,
             now,
-        });
-        Some((key, st))
+        })
     }
 
     /// Writes the statuses, [`PARALLEL`] at once.

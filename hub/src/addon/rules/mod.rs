@@ -88,6 +88,11 @@ pub fn key_of(mca: &ManagedClusterAddOn) -> (String, String) {
     (m.namespace, m.name)
 }
 
+/// The cluster a ManagedClusterAddOn lives on (borrowed: [`key_of`] copies).
+pub fn cluster_of(mca: &ManagedClusterAddOn) -> &str {
+    mca.metadata.as_ref().map_or("", |m| m.namespace.as_str())
+}
+
 /// Whether the cluster's Available condition is Unknown, with its reason and message.
 pub fn cluster_unknown(cluster: Option<&ManagedCluster>) -> Option<(String, String)> {
     let c = cluster?
