@@ -59,6 +59,8 @@ pub struct RegistrationActor {
     register_call: Option<Call<Result<RegistrationResponse, AskError>>>,
     /// The spec resync in flight.
     resync_call: Option<Call<Result<SpecResyncResponse, ResyncFailed>>>,
+    /// Spec resyncs in a row the hub did not answer in time ([`resync_wait`]).
+    resync_failures: u32,
     next_lease: Option<Instant>,
     /// Hash of the last status the stream acknowledged.
     last_status_hash: Option<String>,
@@ -94,6 +96,15 @@ fn jitter(d: Duration, low: f64) -> Duration {
     d.mul_f64(rand::rng().random_range(low..=1.0))
 }
 
+/// The wait before asking again after `failures` spec resyncs in a row went unanswered (before
+/// jitter): 5 s, doubling, at most 30 s. A hub slow to answer a whole fleet reconnecting at
+/// once then sees fewer repeats each round instead of every agent again every 5 s.
+fn resync_wait(failures: u32) -> Duration {
+    Duration::from_secs(5)
+        .saturating_mul(1u32 << failures.saturating_sub(1).min(4))
+        .min(Duration::from_secs(30))
+}
+
 async fn sleep_until_opt(t: Option<Instant>) {
     match t {
         Some(t) => tokio::time::sleep_until(t).await,
@@ -125,6 +136,7 @@ impl RegistrationActor {
             source,
             next_register: Some(Instant::now()),
             register_failures: 0,
+            resync_failures: 0,
             register_call: None,
             resync_call: None,
             next_lease: None,
@@ -708,6 +720,7 @@ impl RegistrationActor {
         }
         match answer {
             Ok(resp) => {
+                self.resync_failures = 0;
                 tracing::debug!(
                     resent = resp.resent,
                     deleted = resp.deleted.len(),
@@ -715,10 +728,13 @@ impl RegistrationActor {
                 );
                 self.works.delete_unknown(&resp.deleted).await;
             }
-            Err(ResyncFailed::Refused) => {}
-            // Soon again rather than a whole resync interval later.
+            Err(ResyncFailed::Refused) => self.resync_failures = 0,
+            // Sooner than a whole resync interval later, but later each time the hub does not
+            // answer: a fleet that came back at once must not ask again at once.
             Err(ResyncFailed::Unanswered) => {
-                self.next_resync = Some(Instant::now() + jitter(Duration::from_secs(5), 0.5));
+                self.resync_failures = self.resync_failures.saturating_add(1);
+                let wait = jitter(resync_wait(self.resync_failures), 0.5);
+                self.next_resync = Some(Instant::now() + wait);
             }
         }
     }
@@ -828,8 +844,15 @@ pub(crate) fn busy_wait(retry_after_ms: u32) -> Duration {
 
 #[cfg(test)]
 mod tests {
-    use super::busy_wait;
+    use super::{busy_wait, resync_wait};
     use std::time::Duration;
+
+    #[test]
+    fn unanswered_resyncs_wait_longer_each_time_up_to_a_bound() {
+        let waits: Vec<u64> = (1..=7).map(|n| resync_wait(n).as_secs()).collect();
+        assert_eq!(waits, [5, 10, 20, 30, 30, 30, 30]);
+        assert_eq!(resync_wait(u32::MAX), Duration::from_secs(30));
+    }
 
     #[test]
     fn a_busy_hub_is_waited_for_as_long_as_it_says_within_bounds() {
