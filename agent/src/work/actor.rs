@@ -2,16 +2,17 @@
 
 use super::conditions::{self, ApplyResult, Health};
 use super::drift::{self, Drift};
+use super::parsed::Parsed;
 use super::{Ownership, Publisher, WorkConfig};
 use crate::backend::{ApplyOutcome, Backend, BackendError, DriftSignal, Strategy};
 use crate::store::LocalStore;
-use flotilla_api::feedback::{CompiledRules, FeedbackRule, FieldValue as Fv, JsonPathRule};
+use flotilla_api::feedback::FieldValue as Fv;
 use flotilla_api::v1::{
     AppliedManifestWork, AppliedResource, Condition, FeedbackValue, FieldValue, ManifestCondition,
     ManifestResourceStatus, ManifestWork, ManifestWorkStatus, ResourceMeta, StatusFeedbackResult,
     WorkStatusReport,
 };
-use flotilla_api::work::{ManifestId, manifest_id};
+use flotilla_api::work::ManifestId;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -31,8 +32,7 @@ async fn observer(period: Duration) -> tokio::time::Interval {
     tick
 }
 
-/// Field manager used for ServerSideApply when the work names none (OCM's prefix).
-pub const DEFAULT_FIELD_MANAGER: &str = "work-agent";
+pub use super::parsed::DEFAULT_FIELD_MANAGER;
 /// Every this many status ticks, manifests are applied again to repair drift.
 const REAPPLY_EVERY: u32 = 30;
 
@@ -107,22 +107,6 @@ fn applied_resource(id: &ManifestId) -> AppliedResource {
     }
 }
 
-/// One manifest, parsed once per generation.
-/// A manifest's identity and options, for the held generation. The manifest itself is parsed
-/// again from the work's bytes when it is applied ([`WorkActor::manifest_object`]): an idle
-/// work keeps no JSON trees.
-struct Parsed {
-    ordinal: usize,
-    id: Result<ManifestId, String>,
-    strategy: Strategy,
-    rules: Option<CompiledRules>,
-    /// `conditionRules`, compiled.
-    condition_rules: Option<super::condition_rules::ConditionRules>,
-    /// `serverSideApply.ignoreFields`.
-    ignore: Option<super::ignore::IgnoreRules>,
-}
-
-/// Spawns the actor of a work.
 /// What a work actor starts from: its record, and the hub's trace of the spec when one just
 /// arrived (none for works resumed from local state).
 pub(super) struct Start {
@@ -130,6 +114,7 @@ pub(super) struct Start {
     pub(super) traceparent: Option<String>,
 }
 
+/// Spawns the actor of a work.
 pub(super) fn spawn(
     Start {
         record,
@@ -370,88 +355,10 @@ impl WorkActor {
         self.refresh_and_publish(false).await;
     }
 
-    /// Parses manifests and their options for the held generation.
+    /// Reads the held generation's manifests into their identities and options.
     fn parse(&mut self) {
         let spec = self.work().spec.unwrap_or_default();
-        let manifests = spec.workload.map(|w| w.manifests).unwrap_or_default();
-        let raw_json = self.config.raw_json;
-        self.manifests = manifests
-            .iter()
-            .enumerate()
-            .map(|(ordinal, m)| {
-                let object: Value = serde_json::from_slice(&m.raw).unwrap_or(Value::Null);
-                let id = manifest_id(&object);
-                let config = id
-                    .as_ref()
-                    .ok()
-                    .and_then(|id| {
-                        spec.manifest_configs.iter().find(|c| {
-                            c.resource_identifier
-                                .as_ref()
-                                .is_some_and(|r| id.matches(r))
-                        })
-                    })
-                    .cloned();
-                let ignore = config
-                    .as_ref()
-                    .and_then(|c| c.update_strategy.as_ref())
-                    .filter(|u| u.r#type == "ServerSideApply")
-                    .and_then(|u| u.server_side_apply.as_ref())
-                    .and_then(super::ignore::IgnoreRules::new);
-                let strategy = match config.as_ref().and_then(|c| c.update_strategy.clone()) {
-                    None => Strategy::Update,
-                    Some(us) => match us.r#type.as_str() {
-                        "CreateOnly" => Strategy::CreateOnly,
-                        "ReadOnly" => Strategy::ReadOnly,
-                        "ServerSideApply" => {
-                            let ssa = us.server_side_apply.unwrap_or_default();
-                            Strategy::ServerSideApply {
-                                force: ssa.force,
-                                field_manager: if ssa.field_manager.is_empty() {
-                                    DEFAULT_FIELD_MANAGER.to_string()
-                                } else {
-                                    ssa.field_manager
-                                },
-                            }
-                        }
-                        _ => Strategy::Update,
-                    },
-                };
-                let condition_rules = config
-                    .as_ref()
-                    .and_then(|c| super::condition_rules::ConditionRules::new(&c.condition_rules));
-                let rules: Vec<FeedbackRule> = config
-                    .map(|c| {
-                        c.feedback_rules
-                            .iter()
-                            .filter_map(|r| match r.r#type.as_str() {
-                                "WellKnownStatus" => Some(FeedbackRule::WellKnownStatus),
-                                "JSONPaths" => Some(FeedbackRule::JsonPaths(
-                                    r.json_paths
-                                        .iter()
-                                        .map(|p| JsonPathRule {
-                                            name: p.name.clone(),
-                                            path: p.path.clone(),
-                                            version: p.version.clone(),
-                                        })
-                                        .collect(),
-                                )),
-                                _ => None,
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                Parsed {
-                    ordinal,
-                    id,
-                    strategy,
-                    rules: (!rules.is_empty())
-                        .then(|| CompiledRules::new(&rules).with_raw_json(raw_json)),
-                    condition_rules,
-                    ignore,
-                }
-            })
-            .collect();
+        self.manifests = super::parsed::parse(&spec, self.config.raw_json);
     }
 
     /// Applies every manifest (Namespaces and CRDs first), then removes what the work no longer

@@ -16,6 +16,7 @@ pub mod condition_rules;
 pub mod conditions;
 pub mod drift;
 pub mod ignore;
+mod parsed;
 
 use crate::backend::Backend;
 use crate::store::LocalStore;
