@@ -269,6 +269,58 @@ async fn a_link_down_past_the_grace_turns_unknown_then_available_when_it_returns
     hub.stop().await;
 }
 
+/// A cluster back from an outage longer than its lease is sent what it missed once, through
+/// its agent's resync as it reconnects — not also, at the same moment, by the hub's check for
+/// specs the agent has not confirmed (a fleet returning at once otherwise got every missed
+/// spec twice). The spec is overdue by then: it was sent into the outage longer ago than the
+/// resend back-off.
+#[tokio::test]
+async fn a_cluster_back_from_an_outage_gets_what_it_missed_once() {
+    let nats = NatsServer::start();
+    let link = flotilla_testkit::LinkProxy::start(nats.port()).await;
+    let mut config = hub_config(&nats.url());
+    config.cluster.default_lease_duration_seconds = 1;
+    config.cluster.lease_grace_multiplier = 3;
+    let backoff = Duration::from_secs(12);
+    config.cluster.work_resend_after = backoff;
+    let hub = start_hub(config).await;
+    let mut api = clusters_client(&hub).await;
+    let mut works = works_client(&hub).await;
+    let agent = accepted_cluster(&mut api, &link.url(), "away").await;
+
+    link.cut();
+    wait_cluster(&mut api, "away", "Unknown", |c| {
+        available(c).as_deref() == Some("Unknown")
+    })
+    .await;
+    works
+        .apply_work(config_map_work("away", "missed"))
+        .await
+        .expect("a work for a cluster that is away is accepted");
+    tokio::time::sleep(backoff + Duration::from_secs(1)).await;
+
+    link.restore();
+    wait_available(&mut api, "away").await;
+    let back = tokio::time::Instant::now();
+    wait_work(&mut works, "away", "missed", "applied", |w| {
+        converged_at(w, 1)
+    })
+    .await;
+    let took = back.elapsed();
+    assert!(
+        took < backoff,
+        "the resync took {took:?} to deliver the missed spec, longer than the back-off"
+    );
+    let text = metrics_text(&hub).await;
+    let resends = text
+        .lines()
+        .find_map(|l| l.strip_prefix("flotilla_hub_work_resends_total "))
+        .expect("the resend counter is exported");
+    assert_eq!(resends.trim(), "0", "specs re-sent on return:\n{text}");
+    agent.stop().await;
+    hub.stop().await;
+}
+
 /// One write of the mixed batch: what it does and to which object.
 #[derive(Debug, Clone)]
 enum Write {

@@ -26,6 +26,8 @@ pub struct FleetArgs {
     pub profile: Option<PathBuf>,
     /// Time for simulated workloads to become ready (a profile's `readyDelayMs` overrides it).
     pub ready_delay: Duration,
+    /// How often each agent observes its works' resources (`--work-status-interval-ms`).
+    pub work_status_interval: Duration,
     /// AddOnPlacementScore interval (None = no reports).
     pub score_interval: Option<Duration>,
     /// Secure mode: bootstrap credentials of the agents.
@@ -70,7 +72,7 @@ impl FleetArgs {
         c.first_index = first + 1;
         c.start_rate = self.start_rate;
         c.pending_poll = Duration::from_secs(2);
-        c.work_status_interval = Duration::from_millis(500);
+        c.work_status_interval = self.work_status_interval;
         c.ready_delay = self.ready_delay;
         c.scores = self
             .score_interval
@@ -137,7 +139,10 @@ impl LoadFleet {
                 .arg("--start-rate")
                 .arg(rate.to_string())
                 .arg("--pending-poll-seconds=2")
-                .arg("--work-status-interval-ms=500")
+                .arg(format!(
+                    "--work-status-interval-ms={}",
+                    args.work_status_interval.as_millis()
+                ))
                 .arg(format!("--ready-delay-ms={}", args.ready_delay.as_millis()))
                 .arg("--score-interval-seconds")
                 .arg(

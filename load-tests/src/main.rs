@@ -81,6 +81,12 @@ struct Common {
     /// measured; a profile's readyDelayMs overrides it).
     #[arg(long, default_value_t = 0)]
     ready_delay_ms: u64,
+    /// Milliseconds between each simulated agent's observations of its works' resources. The
+    /// default is the agent's own (10 s); the harness used 500 ms until 2026-11-28, which made
+    /// every simulated agent observe 20 times as often as a real one and the simulators, not
+    /// the hub, the bottleneck of the shared two cores (BENCHMARKS.md).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(100..))]
+    work_status_interval_ms: u64,
     /// Fleet profile (YAML) for the simulated clusters.
     #[arg(long)]
     profile: Option<PathBuf>,
@@ -119,7 +125,15 @@ enum Scenario {
     /// limit of the same round trips for `efficiency`.
     Fanout(Common),
     /// Every agent cut off, the work changed, all reconnect at once.
-    ReconnectStorm(Common),
+    ReconnectStorm {
+        #[command(flatten)]
+        common: Common,
+        /// Seconds the fleet stays cut off, at least (0: only as long as applying the change
+        /// takes). Longer than the lease grace (5 × 60 s by default) has the hub mark every
+        /// cluster Unknown first, as a site's long outage does.
+        #[arg(long, default_value_t = 0)]
+        outage_seconds: u64,
+    },
     /// `kill -9` of the hub mid-fanout, restart, nothing lost (starts its own hub).
     HubRestart(Common),
     /// N hubs share the fleet: fanout through the first, then the last killed (`kill -9`):
@@ -316,11 +330,11 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
     let (common, kind) = match &scenario {
         Scenario::Register(c)
         | Scenario::Fanout(c)
-        | Scenario::ReconnectStorm(c)
         | Scenario::HubRestart(c)
         | Scenario::TransportLimit(c)
         | Scenario::Policy(c) => (c.clone(), &scenario),
         Scenario::Flapping { common, .. }
+        | Scenario::ReconnectStorm { common, .. }
         | Scenario::Ha { common, .. }
         | Scenario::Steady { common, .. }
         | Scenario::Apply { common, .. }
@@ -369,6 +383,7 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
             sim_processes: common.sim_processes,
             profile: common.profile.clone(),
             ready_delay: Duration::from_millis(common.ready_delay_ms),
+            work_status_interval: Duration::from_millis(common.work_status_interval_ms),
             score_interval: (common.score_interval_seconds > 0)
                 .then(|| Duration::from_secs(common.score_interval_seconds)),
             bootstrap_creds: common.bootstrap_creds.clone(),
@@ -385,7 +400,9 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
         match kind {
             Scenario::Register(_) => scenario::register::run(run).await,
             Scenario::Fanout(_) => scenario::fanout::run(run).await,
-            Scenario::ReconnectStorm(_) => scenario::storm::run(run).await,
+            Scenario::ReconnectStorm { outage_seconds, .. } => {
+                scenario::storm::run(run, Duration::from_secs(*outage_seconds)).await
+            }
             Scenario::HubRestart(_) => scenario::hub_restart::run(run).await,
             Scenario::Ha { hubs, .. } => scenario::ha::run(run, *hubs).await,
             Scenario::TransportLimit(_) => scenario::transport::run(run).await,

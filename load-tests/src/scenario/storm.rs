@@ -10,7 +10,25 @@ use anyhow::Result;
 use std::time::{Duration, Instant};
 
 /// Runs the scenario.
-pub async fn run(mut run: Run) -> Result<(Summary, Run)> {
+/// The hub's counters reported for the storm, as summary key and metric.
+const COUNTERS: [(&str, &str); 5] = [
+    ("resyncs", "flotilla_hub_resyncs_total"),
+    ("work_resends", "flotilla_hub_work_resends_total"),
+    ("events_received", "flotilla_hub_events_received_total"),
+    ("mailbox_dropped", "flotilla_hub_mailbox_dropped_total"),
+    ("leases_expired", "flotilla_hub_lease_expired_total"),
+];
+
+async fn counters(run: &Run) -> Vec<Option<f64>> {
+    let mut values = Vec::with_capacity(COUNTERS.len());
+    for (_, metric) in COUNTERS {
+        values.push(run.topology.hub_metric(metric).await);
+    }
+    values
+}
+
+/// `outage`: how long the fleet stays cut off, at least.
+pub async fn run(mut run: Run, outage: Duration) -> Result<(Summary, Run)> {
     let mut summary = Summary::new("reconnect-storm", run.fleet.clusters);
     let (fleet, clusters, register) = run.start_fleet().await?;
     summary.set("register_seconds", register.as_secs_f64());
@@ -41,12 +59,21 @@ pub async fn run(mut run: Run) -> Result<(Summary, Run)> {
     } else {
         fleet.all_links_down().await?;
     }
+    let cut = Instant::now();
     summary.errors += run.apply_all(2, &works).await?;
-    // Let the hub notice the silence the way it would in the field (nothing to wait for: the
-    // agents come back before their leases run out).
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    summary.set("apply_while_cut_seconds", cut.elapsed().as_secs_f64());
+    // Let the hub notice the silence the way it would in the field: a second at least, the
+    // whole outage asked for when it is longer.
+    tokio::time::sleep_until(
+        (cut + outage)
+            .max(Instant::now() + Duration::from_secs(1))
+            .into(),
+    )
+    .await;
+    summary.set("outage_seconds", cut.elapsed().as_secs_f64());
     let w = works.clone();
     let sampler = Sampler::start(run.topology.hub_pid_cell(), move || w.done());
+    let before = counters(&run).await;
     let phase = Phase::begin(&run.topology).await;
     let reconnect = Instant::now();
     for name in run.fleet.names() {
@@ -59,6 +86,15 @@ pub async fn run(mut run: Run) -> Result<(Summary, Run)> {
     }
     run.wait_works(&mut works, &mut summary).await;
     phase.end(&run.topology, &mut summary).await;
+    // What the hub did for the storm (self-started hub only): how much of it was repeats.
+    for ((key, _), (after, before)) in COUNTERS
+        .iter()
+        .zip(counters(&run).await.into_iter().zip(before))
+    {
+        if let (Some(after), Some(before)) = (after, before) {
+            summary.set(key, after - before);
+        }
+    }
     let lost = clusters.lost();
     summary.set("clusters_marked_unavailable", lost.len());
     run.plot(&mut summary, &works, sampler)?;

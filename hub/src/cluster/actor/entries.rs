@@ -77,6 +77,10 @@ impl<V> Entries<V> {
         self.0.iter().map(|(_, e)| e)
     }
 
+    pub(super) fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
+        self.0.iter_mut().map(|(_, v)| v)
+    }
+
     pub(super) fn iter(&self) -> impl Iterator<Item = (&String, &V)> {
         self.0.iter().map(|(n, e)| (n, e))
     }

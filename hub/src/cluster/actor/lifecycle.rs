@@ -631,6 +631,9 @@ impl Actor {
             return;
         }
         self.lease_deadline = Some(Instant::now() + (grace - age));
+        if rules::available(&c) != Some(status::TRUE) {
+            self.defer_resends();
+        }
         let mut next = c;
         let mut changed = rules::join(&mut next);
         let healthy = next.hub.as_ref().is_none_or(|h| h.agent_healthy);
