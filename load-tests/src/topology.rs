@@ -16,6 +16,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+/// How long a server waits on a blocked write before it drops the connection as a slow
+/// consumer (nats-server's default is 10 s). A fleet of 100,000 on two shared cores stalls the
+/// hub's server for longer than that; the leaves then dropped their uplinks, every reconnect
+/// sent the site's whole interest again, and registration never finished (BENCHMARKS.md). The
+/// same setting docs/edge-sites.md gives operators for a site's uplink.
+const WRITE_DEADLINE: &str = "write_deadline: \"60s\"";
+
 /// Where to run.
 #[derive(Debug, Clone)]
 pub struct TopologyArgs {
@@ -91,10 +98,12 @@ impl Topology {
         let server = NatsServer::start_with(NatsOptions {
             jetstream: true,
             leaf_listen: args.leaf_nodes > 0,
-            extra: format!("http: 127.0.0.1:{monitor_port}\nmax_payload: 8MB\n"),
+            extra: format!("http: 127.0.0.1:{monitor_port}\nmax_payload: 8MB\n{WRITE_DEADLINE}\n"),
             ..NatsOptions::default()
         });
-        let leaves = (0..args.leaf_nodes).map(|_| server.start_leaf()).collect();
+        let leaves = (0..args.leaf_nodes)
+            .map(|_| server.start_leaf_with(format!("{WRITE_DEADLINE}\n")))
+            .collect();
         let grpc = free_port();
         let metrics = format!("127.0.0.1:{}", free_port());
         let dir = tempfile::tempdir().context("creating a directory for the hub's log")?;

@@ -202,11 +202,17 @@ impl NatsServer {
     /// (through the hub server's JetStream API) in the same account. Waits until the leaf
     /// connection is up.
     pub fn start_leaf(&self) -> Self {
+        self.start_leaf_with(String::new())
+    }
+
+    /// [`Self::start_leaf`] with `extra` lines in the leaf server's configuration.
+    pub fn start_leaf_with(&self, extra: String) -> Self {
         let leaf = Self::start_with(NatsOptions {
             leaf_remote: Some(
                 self.leaf_port
                     .expect("start the hub server with start_leaf_hub()"),
             ),
+            extra,
             ..NatsOptions::default()
         });
         let deadline = Instant::now() + Duration::from_secs(15);
