@@ -376,7 +376,45 @@ pub fn is_removal(headers: Option<&async_nats::HeaderMap>) -> bool {
 
 /// Reads the latest value of every live key in one pass (an ordered consumer delivering the last
 /// message per subject), instead of one request per key: loading 10,000 clusters is one stream.
+///
+/// A server that delivers nothing for [`ENTRY_WAIT`] (a consumer on a stream whose replicas are
+/// moving, a server busy for seconds under a burst) has the read started again on a fresh
+/// consumer, [`LOAD_ATTEMPTS`] times in all, before the read fails: a hub loading its state
+/// rides out a stall instead of failing its start.
 pub async fn load_all(store: &kv::Store) -> Result<Vec<KvItem>, JetStreamError> {
+    let mut attempt = 1;
+    loop {
+        match read_all(store).await {
+            Err(JetStreamError::Read { message, .. })
+                if message == STALLED && attempt < LOAD_ATTEMPTS =>
+            {
+                tracing::warn!(
+                    bucket = %store.name,
+                    attempt,
+                    "reading the bucket stalled; starting over on a new consumer"
+                );
+                attempt += 1;
+            }
+            Err(JetStreamError::Read { bucket, message }) if message == STALLED => {
+                return Err(JetStreamError::Read {
+                    bucket,
+                    message: format!("{STALLED} ({LOAD_ATTEMPTS} attempts)"),
+                });
+            }
+            other => return other,
+        }
+    }
+}
+
+/// How long [`load_all`] waits for the next entry of the bucket.
+pub const ENTRY_WAIT: Duration = Duration::from_secs(10);
+
+/// Full reads [`load_all`] makes before giving up on a stalled server.
+pub const LOAD_ATTEMPTS: u32 = 3;
+
+const STALLED: &str = "timed out reading the bucket";
+
+async fn read_all(store: &kv::Store) -> Result<Vec<KvItem>, JetStreamError> {
     let err = |message: String| JetStreamError::Read {
         bucket: store.name.clone(),
         message,
@@ -398,9 +436,9 @@ pub async fn load_all(store: &kv::Store) -> Result<Vec<KvItem>, JetStreamError> 
         .map_err(|e| err(e.to_string()))?;
     let mut items = Vec::with_capacity(messages as usize);
     loop {
-        let next = tokio::time::timeout(Duration::from_secs(10), watch.next())
+        let next = tokio::time::timeout(ENTRY_WAIT, watch.next())
             .await
-            .map_err(|_| err("timed out reading the bucket".into()))?;
+            .map_err(|_| err(STALLED.into()))?;
         let Some(entry) = next else { break };
         let entry = entry.map_err(|e| err(e.to_string()))?;
         if entry.operation == kv::Operation::Put {

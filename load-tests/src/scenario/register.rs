@@ -5,6 +5,8 @@ use super::Run;
 use crate::report::{Phase, Summary};
 use anyhow::Result;
 
+const KV_WRITES: &str = "flotilla_hub_kv_write_seconds_count";
+
 /// Runs the scenario.
 pub async fn run(mut run: Run) -> Result<(Summary, Run)> {
     let mut summary = Summary::new("register", run.fleet.clusters);
@@ -15,6 +17,15 @@ pub async fn run(mut run: Run) -> Result<(Summary, Run)> {
     summary.converged = clusters.available() >= run.fleet.clusters;
     run.record_fleet_rss(&fleet, &mut summary);
     run.record_hub_rss_per_cluster(&mut summary);
+    // The hub's acknowledged writes to its store (self-started hub only): what each joining
+    // cluster costs the JetStream server, which is what bounds a large registration.
+    if let Some(writes) = run.topology.hub_metric(KV_WRITES).await {
+        summary.set("kv_writes", writes);
+        summary.set(
+            "kv_writes_per_cluster",
+            (writes / run.fleet.clusters.max(1) as f64 * 100.0).round() / 100.0,
+        );
+    }
     fleet.stop().await;
     Ok((summary, run))
 }

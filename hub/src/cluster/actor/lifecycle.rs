@@ -679,7 +679,7 @@ impl Actor {
         }
         let behind = rules::agent_namespaces_behind(&next);
         if changed {
-            self.persist_or_retry(next).await;
+            self.persist_soon(next).await;
         }
         if behind {
             // The agent missed the last managed-namespace update (core NATS is at most once):
@@ -787,7 +787,15 @@ impl Actor {
                 );
             }
         }
-        self.persist_or_retry(next).await;
+        if self
+            .cluster
+            .as_deref()
+            .is_some_and(|c| rules::only_report_notes_changed(c, &next))
+        {
+            self.adopt_cluster(next);
+        } else {
+            self.persist_soon(next).await;
+        }
         ack_message(ack).await;
         if behind {
             self.notify(RegistrationState::Accepted, "accepted").await;

@@ -58,6 +58,7 @@ pub(super) fn spawn(
         lease_sequence: 0,
         unread: false,
         dirty: false,
+        coalesced: false,
         unsettled_works: crate::settle::Unsettled::default(),
         refusal_written: None,
         works: entries::WorkEntries::default(),
@@ -99,6 +100,9 @@ struct Actor {
     unread: bool,
     /// The in-memory state is newer than the store (a write failed); retried on a timer.
     dirty: bool,
+    /// A renewal or status report was taken in memory only, because more messages were already
+    /// waiting: written once the mailbox is empty ([`Actor::persist_soon`]).
+    coalesced: bool,
     /// The cluster's works by name.
     works: entries::WorkEntries,
     /// Works whose last write had an unknown outcome: read again until the store answers.
@@ -134,11 +138,17 @@ impl Actor {
             tokio::select! {
                 // Only clusters with unconfirmed specs tick: 10,000 idle actors cost nothing.
                 _ = resend.tick(), if self.resend_wanted() => Box::pin(self.resend_unconfirmed()).await,
-                _ = self.stop.changed() => break,
+                _ = self.stop.changed() => {
+                    Box::pin(self.write_coalesced()).await;
+                    break;
+                }
                 msg = self.rx.recv() => {
                     let Some(msg) = msg else { break };
                     if let Flow::Stop = Box::pin(self.handle(msg)).await {
                         break;
+                    }
+                    if self.rx.is_empty() {
+                        Box::pin(self.write_coalesced()).await;
                     }
                 }
                 () = sleep_until_opt(deadline), if deadline.is_some() => Box::pin(self.lease_expired()).await,
@@ -439,6 +449,31 @@ impl Actor {
                 self.adopt_cluster(next);
                 self.dirty = true;
             }
+        }
+    }
+
+    /// [`Self::persist_or_retry`] for a lease renewal or a status report — unless more messages
+    /// are already waiting, in which case `next` is taken in memory and written once the
+    /// mailbox is empty: one write for a burst. A cluster just accepted sends its first lease
+    /// and status at once, and a fleet coming back sends its renewal, status and the reports it
+    /// missed together; each was a write of the whole cluster, on the store every registering
+    /// cluster waits for. Their messages are acknowledged before the write, as they are when a
+    /// write fails (the state is kept and written again).
+    async fn persist_soon(&mut self, next: ManagedCluster) {
+        if self.rx.is_empty() {
+            self.persist_or_retry(next).await;
+        } else {
+            self.adopt_cluster(next);
+            self.coalesced = true;
+        }
+    }
+
+    /// Writes what [`Self::persist_soon`] took in memory only.
+    async fn write_coalesced(&mut self) {
+        if std::mem::take(&mut self.coalesced)
+            && let Some(c) = self.cluster.as_deref().cloned()
+        {
+            self.persist_or_retry(c).await;
         }
     }
 

@@ -374,6 +374,24 @@ pub fn namespaces_for_agent(c: &ManagedCluster) -> Vec<ClusterSetManagedNamespac
         .unwrap_or_default()
 }
 
+/// Whether `after` differs from `before` only in what the hub notes about the agent's reports
+/// (the last sequence and status hash it took): a status report that changed nothing anyone
+/// reads. Such a report is kept in memory and not written — an agent re-sends its status on
+/// every reconnect, and a fleet coming back at once would otherwise rewrite every cluster
+/// unchanged. The notes only keep a replayed report from being taken twice, and taking the
+/// same report twice changes nothing.
+pub fn only_report_notes_changed(before: &ManagedCluster, after: &ManagedCluster) -> bool {
+    let strip = |c: &ManagedCluster| {
+        let mut c = c.clone();
+        if let Some(h) = c.hub.as_mut() {
+            h.last_sequence.clear();
+            h.last_status_hash.clear();
+        }
+        c
+    };
+    strip(before) == strip(after)
+}
+
 fn bump_generation(c: &mut ManagedCluster) {
     if let Some(m) = c.metadata.as_mut() {
         m.generation += 1;

@@ -457,3 +457,32 @@ fn an_explicit_edit_of_a_hub_taint_is_still_refused() {
     let e = apply_taints(&mut c, &[hub], &[]).unwrap_err();
     assert!(e.contains("is maintained by the hub"), "{e}");
 }
+
+#[test]
+fn a_report_that_changes_only_the_hubs_notes_is_told_apart_from_one_that_changes_the_cluster() {
+    let mut before = new_cluster(&req("edge-1"), &AutoAccept::default(), 60);
+    let mut noted = before.clone();
+    let hub = noted.hub.get_or_insert_with(Default::default);
+    hub.last_sequence.insert("cluster".into(), 7);
+    hub.last_status_hash = "abc".into();
+    assert!(only_report_notes_changed(&before, &noted));
+    let mut capacity = noted.clone();
+    apply_report(
+        &mut capacity,
+        &HashMap::from([("cpu".to_string(), "64".to_string())]),
+        &HashMap::new(),
+        "v1.31.0",
+        &[],
+    );
+    assert!(!only_report_notes_changed(&before, &capacity));
+    let mut unhealthy = noted.clone();
+    unhealthy
+        .hub
+        .get_or_insert_with(Default::default)
+        .agent_healthy = false;
+    before
+        .hub
+        .get_or_insert_with(Default::default)
+        .agent_healthy = true;
+    assert!(!only_report_notes_changed(&before, &unhealthy));
+}
