@@ -381,15 +381,20 @@ pub fn namespaces_for_agent(c: &ManagedCluster) -> Vec<ClusterSetManagedNamespac
 /// unchanged. The notes only keep a replayed report from being taken twice, and taking the
 /// same report twice changes nothing.
 pub fn only_report_notes_changed(before: &ManagedCluster, after: &ManagedCluster) -> bool {
-    let strip = |c: &ManagedCluster| {
-        let mut c = c.clone();
-        if let Some(h) = c.hub.as_mut() {
-            h.last_sequence.clear();
-            h.last_status_hash.clear();
-        }
-        c
+    // Compared in place: a report arrives for every cluster of a fleet coming back, and a copy
+    // of each cluster to compare would cost more than the comparison.
+    let without_notes = |h: &flotilla_api::v1::HubClusterState| flotilla_api::v1::HubClusterState {
+        last_sequence: Default::default(),
+        last_status_hash: String::new(),
+        ..h.clone()
     };
-    strip(before) == strip(after)
+    before.metadata == after.metadata
+        && before.spec == after.spec
+        && before.status == after.status
+        && match (&before.hub, &after.hub) {
+            (Some(b), Some(a)) => without_notes(b) == without_notes(a),
+            (b, a) => b == a,
+        }
 }
 
 fn bump_generation(c: &mut ManagedCluster) {
