@@ -787,10 +787,13 @@ impl Actor {
                 );
             }
         }
+        // A report that changes only the hub's notes is not written; nor is the first report of
+        // a cluster just accepted: its first renewal follows at once and writes both (it adds
+        // Joined and ClockSynced), one write instead of two for every joining cluster.
         if self
             .cluster
             .as_deref()
-            .is_some_and(|c| rules::only_report_notes_changed(c, &next))
+            .is_some_and(|c| rules::only_report_notes_changed(c, &next) || !rules::joined(c))
         {
             self.adopt_cluster(next);
         } else {

@@ -458,6 +458,14 @@ pub fn deny(c: &mut ManagedCluster) -> bool {
     changed
 }
 
+/// Whether the agent has renewed its lease since the cluster was accepted (`Joined`).
+pub fn joined(c: &ManagedCluster) -> bool {
+    c.status
+        .as_ref()
+        .and_then(|s| meta::condition_status(&s.conditions, COND_JOINED))
+        == Some(status::TRUE)
+}
+
 /// Marks the agent joined (first renewal after acceptance).
 pub fn join(c: &mut ManagedCluster) -> bool {
     let st = c.status.get_or_insert_with(Default::default);

@@ -486,3 +486,12 @@ fn a_report_that_changes_only_the_hubs_notes_is_told_apart_from_one_that_changes
         .agent_healthy = true;
     assert!(!only_report_notes_changed(&before, &unhealthy));
 }
+
+#[test]
+fn a_cluster_has_joined_once_its_first_renewal_is_taken() {
+    let mut c = new_cluster(&req("edge-1"), &AutoAccept::default(), 60);
+    assert!(!joined(&c));
+    assert!(join(&mut c));
+    assert!(joined(&c));
+    assert!(!join(&mut c), "joining again changes nothing");
+}
