@@ -3,14 +3,12 @@
 //! the same payload sizes over the same NATS topology ([`super::transport`]): `efficiency` is
 //! that limit's time over the fanout's.
 
+use super::hub_metrics::{RESYNCS, WORK_RESENDS};
 use super::{Run, WORK, transport};
 use crate::report::{Phase, Sampler, Summary};
 use crate::watch::WorkWatch;
 use anyhow::Result;
 use prost::Message;
-
-const WORK_RESENDS: &str = "flotilla_hub_work_resends_total";
-const RESYNCS: &str = "flotilla_hub_resyncs_total";
 
 /// Runs the scenario.
 pub async fn run(mut run: Run) -> Result<(Summary, Run)> {

@@ -21,6 +21,7 @@ pub mod apply;
 pub mod fanout;
 pub mod flapping;
 pub mod ha;
+pub mod hub_metrics;
 pub mod hub_restart;
 pub mod policy;
 pub mod proxy;

@@ -17,6 +17,7 @@
 //! self-started hub gets `--cluster-proxy-listen`; an attached hub's proxy is `--proxy-url`.
 
 use super::Run;
+use super::hub_metrics::OPEN_CALLS;
 use crate::report::{Phase, Summary, percentile, rss_bytes};
 use anyhow::{Context, Result, bail};
 use bytes::Bytes;
@@ -35,8 +36,6 @@ const WATCHES_PER_AGENT: usize = 250;
 const LISTED: &str = "listed";
 /// The namespace the watches watch.
 const WATCHED: &str = "watched";
-/// The hub's gauge of calls open to agents.
-const OPEN_CALLS: &str = "flotilla_hub_cluster_proxy_open_calls";
 
 /// What to measure.
 #[derive(Debug, Clone)]

@@ -2,10 +2,9 @@
 //! hub shows every one Available. Latencies are per cluster from the fleet's start.
 
 use super::Run;
+use super::hub_metrics::KV_WRITES;
 use crate::report::{Phase, Summary};
 use anyhow::Result;
-
-const KV_WRITES: &str = "flotilla_hub_kv_write_seconds_count";
 
 /// Runs the scenario.
 pub async fn run(mut run: Run) -> Result<(Summary, Run)> {

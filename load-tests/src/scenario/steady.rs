@@ -3,15 +3,11 @@
 //! means no cluster stopped being Available meanwhile.
 
 use super::Run;
+use super::hub_metrics::{MAILBOX_DROPPED, SCORES_WRITTEN};
 use crate::report::{Phase, Summary};
 use crate::topology::Topology;
 use anyhow::Result;
 use std::time::Duration;
-
-/// The hub's counter of AddOnPlacementScores written.
-const SCORES_WRITTEN: &str = "flotilla_hub_placement_score_updates_total";
-/// The hub's counter of messages dropped at a full actor mailbox (redelivered by JetStream).
-const DROPPED: &str = "flotilla_hub_mailbox_dropped_total";
 
 /// Runs the scenario for `seconds` of idle time.
 pub async fn run(mut run: Run, seconds: u64) -> Result<(Summary, Run)> {
@@ -47,6 +43,6 @@ pub async fn run(mut run: Run, seconds: u64) -> Result<(Summary, Run)> {
 async fn counters(t: &Topology) -> (Option<f64>, Option<f64>) {
     (
         t.hub_metric(SCORES_WRITTEN).await,
-        t.hub_metric(DROPPED).await,
+        t.hub_metric(MAILBOX_DROPPED).await,
     )
 }

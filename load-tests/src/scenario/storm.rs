@@ -3,20 +3,19 @@
 //! changed for every cluster while they are away, and all reconnect at once. Measured from the
 //! reconnect until every cluster reports the new generation Applied and Available.
 
-use super::{Run, WORK};
+use super::{Run, WORK, hub_metrics};
 use crate::report::{Phase, Sampler, Summary};
 use crate::watch::WorkWatch;
 use anyhow::Result;
 use std::time::{Duration, Instant};
 
-/// Runs the scenario.
 /// The hub's counters reported for the storm, as summary key and metric.
 const COUNTERS: [(&str, &str); 5] = [
-    ("resyncs", "flotilla_hub_resyncs_total"),
-    ("work_resends", "flotilla_hub_work_resends_total"),
-    ("events_received", "flotilla_hub_events_received_total"),
-    ("mailbox_dropped", "flotilla_hub_mailbox_dropped_total"),
-    ("leases_expired", "flotilla_hub_lease_expired_total"),
+    ("resyncs", hub_metrics::RESYNCS),
+    ("work_resends", hub_metrics::WORK_RESENDS),
+    ("events_received", hub_metrics::EVENTS_RECEIVED),
+    ("mailbox_dropped", hub_metrics::MAILBOX_DROPPED),
+    ("leases_expired", hub_metrics::LEASES_EXPIRED),
 ];
 
 async fn counters(run: &Run) -> Vec<Option<f64>> {
@@ -27,7 +26,7 @@ async fn counters(run: &Run) -> Vec<Option<f64>> {
     values
 }
 
-/// `outage`: how long the fleet stays cut off, at least.
+/// Runs the scenario; `outage`: how long the fleet stays cut off, at least.
 pub async fn run(mut run: Run, outage: Duration) -> Result<(Summary, Run)> {
     let mut summary = Summary::new("reconnect-storm", run.fleet.clusters);
     let (fleet, clusters, register) = run.start_fleet().await?;
