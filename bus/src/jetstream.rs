@@ -382,28 +382,21 @@ pub fn is_removal(headers: Option<&async_nats::HeaderMap>) -> bool {
 /// consumer, [`LOAD_ATTEMPTS`] times in all, before the read fails: a hub loading its state
 /// rides out a stall instead of failing its start.
 pub async fn load_all(store: &kv::Store) -> Result<Vec<KvItem>, JetStreamError> {
-    let mut attempt = 1;
-    loop {
-        match read_all(store).await {
-            Err(JetStreamError::Read { message, .. })
-                if message == STALLED && attempt < LOAD_ATTEMPTS =>
-            {
-                tracing::warn!(
-                    bucket = %store.name,
-                    attempt,
-                    "reading the bucket stalled; starting over on a new consumer"
-                );
-                attempt += 1;
-            }
-            Err(JetStreamError::Read { bucket, message }) if message == STALLED => {
-                return Err(JetStreamError::Read {
-                    bucket,
-                    message: format!("{STALLED} ({LOAD_ATTEMPTS} attempts)"),
-                });
-            }
-            other => return other,
+    for attempt in 1..=LOAD_ATTEMPTS {
+        match read_all(store).await? {
+            Some(items) => return Ok(items),
+            None if attempt < LOAD_ATTEMPTS => tracing::warn!(
+                bucket = %store.name,
+                attempt,
+                "reading the bucket stalled; starting over on a new consumer"
+            ),
+            None => {}
         }
     }
+    Err(JetStreamError::Read {
+        bucket: store.name.clone(),
+        message: format!("timed out reading the bucket ({LOAD_ATTEMPTS} attempts)"),
+    })
 }
 
 /// How long [`load_all`] waits for the next entry of the bucket.
@@ -412,9 +405,8 @@ pub const ENTRY_WAIT: Duration = Duration::from_secs(10);
 /// Full reads [`load_all`] makes before giving up on a stalled server.
 pub const LOAD_ATTEMPTS: u32 = 3;
 
-const STALLED: &str = "timed out reading the bucket";
-
-async fn read_all(store: &kv::Store) -> Result<Vec<KvItem>, JetStreamError> {
+/// One full read; `None` when the server delivered nothing for [`ENTRY_WAIT`].
+async fn read_all(store: &kv::Store) -> Result<Option<Vec<KvItem>>, JetStreamError> {
     let err = |message: String| JetStreamError::Read {
         bucket: store.name.clone(),
         message,
@@ -428,7 +420,7 @@ async fn read_all(store: &kv::Store) -> Result<Vec<KvItem>, JetStreamError> {
         .state
         .messages;
     if messages == 0 {
-        return Ok(Vec::new());
+        return Ok(Some(Vec::new()));
     }
     let mut watch = store
         .watch_with_history(">")
@@ -436,9 +428,9 @@ async fn read_all(store: &kv::Store) -> Result<Vec<KvItem>, JetStreamError> {
         .map_err(|e| err(e.to_string()))?;
     let mut items = Vec::with_capacity(messages as usize);
     loop {
-        let next = tokio::time::timeout(ENTRY_WAIT, watch.next())
-            .await
-            .map_err(|_| err(STALLED.into()))?;
+        let Ok(next) = tokio::time::timeout(ENTRY_WAIT, watch.next()).await else {
+            return Ok(None);
+        };
         let Some(entry) = next else { break };
         let entry = entry.map_err(|e| err(e.to_string()))?;
         if entry.operation == kv::Operation::Put {
@@ -452,7 +444,7 @@ async fn read_all(store: &kv::Store) -> Result<Vec<KvItem>, JetStreamError> {
             break;
         }
     }
-    Ok(items)
+    Ok(Some(items))
 }
 
 #[cfg(test)]
