@@ -234,6 +234,15 @@ async fn a_nats_restart_while_idle_marks_no_cluster_unknown() {
     hub.stop().await;
 }
 
+/// A hub whose clusters turn Unknown 3 s after their last renewal (1 s leases, a grace of
+/// three), for links cut longer than that.
+fn short_grace(nats: &NatsServer) -> flotilla_hub::Config {
+    let mut config = hub_config(&nats.url());
+    config.cluster.default_lease_duration_seconds = 1;
+    config.cluster.lease_grace_multiplier = 3;
+    config
+}
+
 /// An edge link that drops for longer than the lease grace: the cluster turns Unknown (with
 /// the `unreachable` taint) no earlier than the grace allows, and Available again once the
 /// link returns — with no operator action.
@@ -241,10 +250,7 @@ async fn a_nats_restart_while_idle_marks_no_cluster_unknown() {
 async fn a_link_down_past_the_grace_turns_unknown_then_available_when_it_returns() {
     let nats = NatsServer::start();
     let link = flotilla_testkit::LinkProxy::start(nats.port()).await;
-    let mut config = hub_config(&nats.url());
-    config.cluster.default_lease_duration_seconds = 1;
-    config.cluster.lease_grace_multiplier = 3;
-    let hub = start_hub(config).await;
+    let hub = start_hub(short_grace(&nats)).await;
     let mut api = clusters_client(&hub).await;
     let agent = accepted_cluster(&mut api, &link.url(), "flaky").await;
 
@@ -278,9 +284,7 @@ async fn a_link_down_past_the_grace_turns_unknown_then_available_when_it_returns
 async fn a_cluster_back_from_an_outage_gets_what_it_missed_once() {
     let nats = NatsServer::start();
     let link = flotilla_testkit::LinkProxy::start(nats.port()).await;
-    let mut config = hub_config(&nats.url());
-    config.cluster.default_lease_duration_seconds = 1;
-    config.cluster.lease_grace_multiplier = 3;
+    let mut config = short_grace(&nats);
     let backoff = Duration::from_secs(12);
     config.cluster.work_resend_after = backoff;
     let hub = start_hub(config).await;

@@ -521,10 +521,11 @@ impl Actor {
             && self.works.values().any(WorkEntry::unconfirmed)
     }
 
-    /// The cluster came back after its lease ran out: its agent resyncs as it reconnects and
-    /// is sent what it missed then, so the unconfirmed specs wait a whole back-off from now
-    /// before being re-sent here too. A fleet returning from an outage otherwise got every
-    /// missed spec twice at once — the resync's copy and this check's.
+    /// The cluster turned Available from another state — back after its lease ran out, or
+    /// joining: its agent resyncs as it (re)connects or is accepted and is sent what it missed
+    /// then, so the unconfirmed specs wait a whole back-off from now before being re-sent here
+    /// too. A fleet returning from an outage otherwise got every missed spec twice at once —
+    /// the resync's copy and this check's.
     pub(super) fn defer_resends(&mut self) {
         let now = Instant::now();
         for e in self.works.values_mut().filter(|e| e.unconfirmed()) {
