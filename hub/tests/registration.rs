@@ -125,7 +125,7 @@ async fn stopped_agent_turns_unknown_and_unreachable_within_the_grace_and_recove
         .status
         .as_ref()
         .and_then(|s| {
-            flotilla_api::meta::find_condition(&s.conditions, "ManagedClusterConditionAvailable")
+            flotilla_api::meta::find_condition(&s.conditions, flotilla_api::meta::COND_AVAILABLE)
         })
         .map(|c| c.reason.clone());
     assert_eq!(reason.as_deref(), Some("ManagedClusterLeaseUpdateStopped"));
@@ -497,6 +497,63 @@ async fn hub_restart_keeps_state_and_does_not_flap_live_clusters() {
         );
     }
     agent.stop().await;
+    hub.stop().await;
+}
+
+/// A joining cluster's first status report is held in memory and written with its first renewal.
+/// A hub stopped between the two loses nothing: the next owner of the shard reads the latest
+/// message of every subject of it again (a new epoch's consumer), the held report with them, and
+/// what it said (here: unhealthy, and why) reaches the cluster.
+#[tokio::test]
+async fn a_first_report_held_for_the_first_renewal_survives_a_hub_restart() {
+    use common::raw_agent::RawAgent;
+    use flotilla_api::v1::ClusterStatusReport;
+    let nats = NatsServer::start();
+    let mut config = hub_config(&nats.url());
+    // Renewals come only from this test.
+    config.cluster.default_lease_duration_seconds = 60;
+    let hub = start_hub(config.clone()).await;
+    let mut api = clusters_client(&hub).await;
+    let mut agent = RawAgent::register(&nats, "raw-held").await;
+    accept(&mut api, "raw-held").await;
+    let report = ClusterStatusReport {
+        cluster_name: "raw-held".into(),
+        healthy: false,
+        health_message: "disk pressure on every node".into(),
+        ..Default::default()
+    };
+    let ev = Event::new(types::cluster_status(), "raw", "raw-held", &report);
+    agent.publish("raw-held", subjects::KIND_CLUSTER, ev).await;
+    // The hub took the report (the accepted cluster's lease runs from the acceptance) ...
+    wait_cluster(&mut api, "raw-held", "the report taken", |c| {
+        available(c).as_deref() == Some("False")
+    })
+    .await;
+    // ... and stops before the first renewal, which would have written it.
+    hub.stop().await;
+
+    let hub = start_hub(config).await;
+    let mut api = clusters_client(&hub).await;
+    agent.renew("raw-held").await;
+    let c = wait_cluster(&mut api, "raw-held", "joined, unhealthy as reported", |c| {
+        condition(c, COND_JOINED).as_deref() == Some("True")
+            && available(c).as_deref() == Some("False")
+    })
+    .await;
+    let why = c
+        .status
+        .as_ref()
+        .and_then(|s| {
+            flotilla_api::meta::find_condition(&s.conditions, flotilla_api::meta::COND_AVAILABLE)
+        })
+        .map(|c| (c.reason.clone(), c.message.clone()));
+    assert_eq!(
+        why,
+        Some((
+            "ManagedClusterUnhealthy".to_string(),
+            "disk pressure on every node".to_string()
+        ))
+    );
     hub.stop().await;
 }
 

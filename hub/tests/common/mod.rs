@@ -7,6 +7,7 @@ pub mod addon;
 pub mod addon_fleet;
 pub mod kubectl;
 pub mod policy;
+pub mod raw_agent;
 pub mod tokens;
 pub mod work;
 
