@@ -36,6 +36,8 @@ pub struct FleetArgs {
     pub nats_ca: Option<PathBuf>,
     /// Agents per NATS connection (1: one each).
     pub share_connections: usize,
+    /// Niceness of the `flotilla-sim` processes (0: as this process).
+    pub sim_nice: u8,
 }
 
 /// A running fleet.
@@ -127,7 +129,15 @@ impl LoadFleet {
         let bin = sibling_binary("flotilla-sim");
         let mut children = Vec::new();
         for (k, (first, count)) in parts.into_iter().enumerate() {
-            let mut cmd = Command::new(&bin);
+            // `nice` executes the simulator in its own process: the child's pid is the
+            // simulator's.
+            let mut cmd = if args.sim_nice > 0 {
+                let mut cmd = Command::new("nice");
+                cmd.arg("-n").arg(args.sim_nice.to_string()).arg(&bin);
+                cmd
+            } else {
+                Command::new(&bin)
+            };
             cmd.arg("--nats-url")
                 .arg(&urls[k % urls.len()])
                 .arg("--clusters")

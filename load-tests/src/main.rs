@@ -93,6 +93,12 @@ struct Common {
     /// Seconds between AddOnPlacementScore reports of each agent (0 = none).
     #[arg(long, default_value_t = 0)]
     score_interval_seconds: u64,
+    /// Niceness of the flotilla-sim processes (0–19). A real fleet does not share the hub's
+    /// cores; on one machine the simulators of 100,000 agents took more of the two cores than
+    /// the hub and its JetStream server together, and starved the store the scenario measures.
+    /// A positive value lets the hub's side run first and the fleet take what is left.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=19))]
+    sim_nice: u8,
     /// Simulated agents per NATS connection (1: one each, like real clusters).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1000))]
     share_connections: u64,
@@ -389,6 +395,7 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
             bootstrap_creds: common.bootstrap_creds.clone(),
             nats_ca: common.nats_ca.clone(),
             share_connections: common.share_connections as usize,
+            sim_nice: common.sim_nice,
         },
         timeout: Duration::from_secs(common.timeout_seconds),
         concurrency: common.concurrency,
