@@ -40,6 +40,9 @@ pub struct AgentMetrics {
     /// Messages on the spec subject dropped: unreadable, or an answer to someone's request
     /// (a reply subject anyone may name).
     pub spec_dropped: Counter,
+    /// Times the NATS client dropped messages because a subscription's buffer was full (each
+    /// makes the agent resync: a dropped message may have been a spec).
+    pub slow_consumer: Counter,
     /// Manifest applies, by result.
     pub applies: Family<Outcome, Counter>,
     /// Work status events, by whether the hub's stream took them.
@@ -73,6 +76,7 @@ impl Default for AgentMetrics {
             disconnections: Counter::default(),
             spec_events: Counter::default(),
             spec_dropped: Counter::default(),
+            slow_consumer: Counter::default(),
             applies: Family::default(),
             status_events: Family::default(),
             works: Gauge::default(),
@@ -104,6 +108,11 @@ impl Default for AgentMetrics {
             "spec_dropped",
             "Messages on the spec subject dropped (unreadable, or not the hub's notification)",
             m.spec_dropped.clone(),
+        );
+        registry.register(
+            "slow_consumer",
+            "Times the NATS client dropped messages of a full subscription (each makes the agent resync)",
+            m.slow_consumer.clone(),
         );
         registry.register("applies", "Manifest applies by result", m.applies.clone());
         registry.register(

@@ -40,6 +40,8 @@ use calls::{Call, ResyncCall, ResyncFailed, answer_of};
 
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(5);
 const ACCEPTED_REFRESH: Duration = Duration::from_secs(600);
+/// The least time between two resyncs made because the client dropped messages.
+const DROP_RESYNC_SPACING: Duration = Duration::from_secs(5);
 
 /// The agent's registration and health loop.
 pub struct RegistrationActor {
@@ -61,6 +63,8 @@ pub struct RegistrationActor {
     resync_call: Option<Call<Result<SpecResyncResponse, ResyncFailed>>>,
     /// Spec resyncs in a row the hub did not answer in time ([`resync_wait`]).
     resync_failures: u32,
+    /// When the last resync made because the client dropped messages was due.
+    drop_resync: Option<Instant>,
     next_lease: Option<Instant>,
     /// Hash of the last status the stream acknowledged.
     last_status_hash: Option<String>,
@@ -137,6 +141,7 @@ impl RegistrationActor {
             next_register: Some(Instant::now()),
             register_failures: 0,
             resync_failures: 0,
+            drop_resync: None,
             register_call: None,
             resync_call: None,
             next_lease: None,
@@ -354,7 +359,10 @@ impl RegistrationActor {
                             self.next_register = Some(Instant::now());
                         }
                         Some(ConnectionEvent::Disconnected) => link.disconnected(),
-                        Some(_) => {}
+                        // The client dropped messages of a full subscription: one may have been
+                        // a spec, sent once over core NATS. A resync asks the hub for anything
+                        // this agent lacks, now rather than at the next periodic one.
+                        Some(ConnectionEvent::SlowConsumer) => self.messages_dropped(),
                         None => {
                             // The client's event channel closed: only at drain/shutdown.
                             std::future::pending::<()>().await;
@@ -691,6 +699,7 @@ impl RegistrationActor {
             cluster_name: self.name().to_string(),
             versions: Default::default(),
             digest,
+            takes_specs: true,
         };
         let call = ResyncCall {
             requests: self.requests.clone(),
@@ -712,6 +721,51 @@ impl RegistrationActor {
         }));
     }
 
+    /// A spec the hub put in its resync answer: handled as if it had come on the spec subject.
+    async fn on_resynced_spec(&mut self, bytes: &[u8]) {
+        self.config.metrics.spec_events.inc();
+        let event = match Event::decode(bytes, self.config.max_event_bytes) {
+            Ok(e) => e,
+            Err(e) => {
+                self.config.metrics.spec_dropped.inc();
+                tracing::warn!(error = %e, "unreadable spec in the hub's resync answer dropped");
+                return;
+            }
+        };
+        let is_work =
+            event.event_type.group == "work" && event.event_type.resource == "manifestwork";
+        if event.cluster != self.name() || !is_work || !self.accepted() {
+            self.config.metrics.spec_dropped.inc();
+            tracing::warn!(
+                clustername = %event.cluster,
+                event_type = %event.event_type,
+                "a resync answer's spec that is not a work of this accepted cluster dropped"
+            );
+            return;
+        }
+        self.works.on_spec(&event).await;
+    }
+
+    /// The NATS client dropped a message of a full subscription (one event per message). It may
+    /// have been a spec, sent once over core NATS: a resync asks the hub for anything this agent
+    /// lacks — now rather than at the next periodic one, and at most once every
+    /// [`DROP_RESYNC_SPACING`] however many were dropped. A resync in flight keeps going; the
+    /// one scheduled here follows its answer.
+    fn messages_dropped(&mut self) {
+        self.config.metrics.slow_consumer.inc();
+        if !self.accepted() {
+            return;
+        }
+        let now = Instant::now();
+        let at = self
+            .drop_resync
+            .map_or(now, |t| (t + DROP_RESYNC_SPACING).max(now));
+        if self.next_resync.is_none_or(|n| at < n) {
+            self.next_resync = Some(at);
+            self.drop_resync = Some(at);
+        }
+    }
+
     async fn on_resync_answer(&mut self, answer: Result<SpecResyncResponse, ResyncFailed>) {
         if let (Some(session), Ok(_) | Err(ResyncFailed::Refused)) =
             (&self.config.hub_session, &answer)
@@ -727,6 +781,9 @@ impl RegistrationActor {
                     "spec resync done"
                 );
                 self.works.delete_unknown(&resp.deleted).await;
+                for spec in &resp.specs {
+                    Box::pin(self.on_resynced_spec(spec)).await;
+                }
             }
             Err(ResyncFailed::Refused) => self.resync_failures = 0,
             // Sooner than a whole resync interval later, but later each time the hub does not

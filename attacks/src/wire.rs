@@ -282,6 +282,7 @@ pub fn spec_resync(cluster: &str) -> Bytes {
             cluster_name: cluster.into(),
             versions: HashMap::new(),
             digest: String::new(),
+            takes_specs: true,
         },
         &[],
     )

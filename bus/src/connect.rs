@@ -313,6 +313,31 @@ pub enum ConnectionEvent {
     Refused,
 }
 
+/// How often a connection logs the messages its client dropped (slow consumers).
+const DROP_LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Messages a connection's client dropped since it last logged them.
+#[derive(Debug, Default)]
+struct DropLog {
+    logged: Option<std::time::Instant>,
+    dropped: u64,
+}
+
+impl DropLog {
+    /// Counts one dropped message at `now`; the count to log, when it is time to (else 0).
+    fn note(&mut self, now: std::time::Instant) -> u64 {
+        self.dropped += 1;
+        if self
+            .logged
+            .is_some_and(|t| now.duration_since(t) < DROP_LOG_EVERY)
+        {
+            return 0;
+        }
+        self.logged = Some(now);
+        std::mem::take(&mut self.dropped)
+    }
+}
+
 /// Whether a client or server error says the credentials were refused.
 fn is_refusal(text: &str) -> bool {
     let t = text.to_ascii_lowercase();
@@ -413,10 +438,12 @@ pub async fn connect(
         });
     let name = cfg.name.clone();
     let auth = cfg.auth.clone();
+    let drops = Arc::new(std::sync::Mutex::new(DropLog::default()));
     opts = opts.event_callback(move |event| {
         let events = events.clone();
         let name = name.clone();
         let auth = auth.clone();
+        let drops = drops.clone();
         async move {
             let mapped = match &event {
                 async_nats::Event::Connected => Some(ConnectionEvent::Connected),
@@ -438,6 +465,20 @@ pub async fn connect(
                 async_nats::Event::Disconnected => {
                     tracing::warn!(conn = %name, "nats disconnected")
                 }
+                // Messages were lost: the owner of a subscription did not keep up. One event per
+                // dropped message: logged at most every DROP_LOG_EVERY, with the count.
+                async_nats::Event::SlowConsumer(_) => {
+                    let dropped = drops
+                        .lock()
+                        .map_or(0, |mut d| d.note(std::time::Instant::now()));
+                    if dropped > 0 {
+                        tracing::warn!(
+                            conn = %name,
+                            dropped,
+                            "subscriptions' buffers were full: the client dropped messages"
+                        );
+                    }
+                }
                 other => tracing::debug!(conn = %name, event = %other, "nats event"),
             }
             if let (Some(tx), Some(ev)) = (events, mapped) {
@@ -456,6 +497,26 @@ pub async fn connect(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dropped_messages_are_logged_at_most_every_ten_seconds_with_their_count() {
+        let t0 = std::time::Instant::now();
+        let mut log = DropLog::default();
+        assert_eq!(log.note(t0), 1, "the first drop is logged at once");
+        for k in 1..=4 {
+            assert_eq!(
+                log.note(t0 + Duration::from_secs(k)),
+                0,
+                "within ten seconds"
+            );
+        }
+        assert_eq!(
+            log.note(t0 + DROP_LOG_EVERY),
+            5,
+            "then every drop since, counted"
+        );
+        assert_eq!(log.note(t0 + DROP_LOG_EVERY + Duration::from_secs(1)), 0);
+    }
 
     #[test]
     fn transport_needs_tls_with_a_ca_and_for_credentials_off_loopback() {

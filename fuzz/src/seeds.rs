@@ -98,6 +98,7 @@ pub fn events() -> Vec<Vec<u8>> {
         cluster_name: "edge-1".into(),
         versions: [("id".to_string(), 3)].into(),
         digest: String::new(),
+        takes_specs: true,
     };
     vec![
         event(types::registration_request(), "edge-1", &registration),

@@ -646,3 +646,53 @@ async fn agents_behind_a_leaf_node_register_get_works_and_survive_a_leaf_restart
     agent.stop().await;
     hub.stop().await;
 }
+
+/// The NATS client drops messages of a subscription whose owner does not keep up (a slow
+/// consumer); a spec is sent once over core NATS, so a dropped one would wait for the next
+/// periodic resync (5 minutes by default). An agent told of a drop resyncs at once.
+#[tokio::test]
+async fn an_agent_whose_client_dropped_messages_resyncs_at_once() {
+    use futures::StreamExt;
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut api = clusters_client(&hub).await;
+    let mut config = agent_config("slow-1", &nats.url());
+    // No periodic resync during the test: any resync after the flood is the drop's.
+    config.resync_interval = Duration::from_secs(3600);
+    config.nats.subscription_capacity = 8;
+    let metrics = config.metrics.clone();
+    let agent = accepted_agent(&mut api, config).await;
+
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let mut resyncs = client
+        .subscribe(flotilla_bus::subjects::sync("slow-1"))
+        .await
+        .unwrap();
+    client.flush().await.unwrap();
+    // Whatever the agent asked while joining is not what this test waits for.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    while let Ok(Some(_)) = tokio::time::timeout(Duration::from_millis(50), resyncs.next()).await {}
+    // Far more than the agent's 8-message buffer, faster than it reads them.
+    for _ in 0..50_000 {
+        client
+            .publish(
+                flotilla_bus::subjects::spec("slow-1"),
+                bytes::Bytes::from_static(b"noise"),
+            )
+            .await
+            .unwrap();
+    }
+    client.flush().await.unwrap();
+    flotilla_testkit::eventually(SOON, "the client's drop counted", || {
+        let n = metrics.slow_consumer.get();
+        async move { (n > 0).then_some(()) }
+    })
+    .await;
+    let asked = tokio::time::timeout(SOON, resyncs.next()).await;
+    assert!(
+        matches!(asked, Ok(Some(_))),
+        "no resync after the client dropped messages"
+    );
+    agent.stop().await;
+    hub.stop().await;
+}

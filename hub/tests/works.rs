@@ -705,14 +705,9 @@ async fn spec_resync_is_one_digest_message_when_nothing_changed() {
     })
     .await;
     let client = async_nats::connect(nats.url()).await.unwrap();
-    let ask = |digest: String| {
+    let ask = |req: SpecResyncRequest| {
         let client = client.clone();
         async move {
-            let req = SpecResyncRequest {
-                cluster_name: "cluster1".into(),
-                digest,
-                ..Default::default()
-            };
             let ev = Event::new(
                 flotilla_bus::works::resync_request_type(),
                 "test",
@@ -729,12 +724,62 @@ async fn spec_resync_is_one_digest_message_when_nothing_changed() {
                 .unwrap()
         }
     };
+    let digest = |digest: String| SpecResyncRequest {
+        cluster_name: "cluster1".into(),
+        digest,
+        ..Default::default()
+    };
     let rid = flotilla_bus::works::resource_id("cluster1", "hello-work-demo");
     let same = flotilla_bus::works::versions_digest([(rid.as_str(), 1)]);
-    let r = ask(same).await;
+    let r = ask(digest(same)).await;
     assert!(!r.send_versions && r.error.is_empty(), "{r:?}");
     let stale = flotilla_bus::works::versions_digest([(rid.as_str(), 0)]);
-    assert!(ask(stale).await.send_versions);
+    assert!(ask(digest(stale)).await.send_versions);
+
+    // The full map of an agent holding nothing: the spec comes in the answer when the agent
+    // takes it there, as a spec event for an agent from before (which leaves the flag unset).
+    let full = |takes_specs: bool| SpecResyncRequest {
+        cluster_name: "cluster1".into(),
+        takes_specs,
+        ..Default::default()
+    };
+    let r = ask(full(true)).await;
+    assert_eq!((r.resent, r.specs.len()), (1, 1), "{r:?}");
+    let spec = Event::decode(&r.specs[0], 1 << 20).unwrap();
+    assert_eq!(spec.resource_id.as_deref(), Some(rid.as_str()));
+    let r = ask(full(false)).await;
+    assert_eq!((r.resent, r.specs.len()), (1, 0), "{r:?}");
+    agent.stop().await;
+    hub.stop().await;
+}
+
+/// An agent whose spec subject delivers nothing — its edge site's leaf server is configured to
+/// drop it, as a full subscription buffer or a lossy link drops a spec sent once over core NATS —
+/// still gets its work: the resync answer carries the spec.
+#[tokio::test]
+async fn a_spec_the_spec_subject_never_delivers_comes_in_the_resync_answer() {
+    let nats = NatsServer::start_leaf_hub();
+    let site = NatsServer::start_with(flotilla_testkit::NatsOptions {
+        extra: format!(
+            "leafnodes {{ reconnect: 1, remotes [ {{ url: \"nats-leaf://127.0.0.1:{}\", deny_imports: [\"flotilla.spec.lossy-1\"] }} ] }}\n",
+            nats.leaf_port().unwrap()
+        ),
+        ..Default::default()
+    });
+    flotilla_testkit::eventually(SOON, "the site's leaf connection", || {
+        let up = site.log().contains("Leafnode connection created");
+        async move { up.then_some(()) }
+    })
+    .await;
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut clusters = clusters_client(&hub).await;
+    let agent = accepted_agent(&mut clusters, agent_config("lossy-1", &site.url())).await;
+    let mut api = works_client(&hub).await;
+    api.apply_work(hello("lossy-1", 1)).await.unwrap();
+    wait_work(&mut api, "lossy-1", "hello-work-demo", "converged", |w| {
+        converged_at(w, 1)
+    })
+    .await;
     agent.stop().await;
     hub.stop().await;
 }

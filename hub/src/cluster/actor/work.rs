@@ -304,17 +304,30 @@ impl Actor {
         }
     }
 
-    /// Publishes a work's spec (or deletion) to the agent.
-    pub(super) async fn publish_work(&mut self, name: &str) {
-        let Some(entry) = self.works.get_mut(name) else {
-            return;
-        };
+    /// A work's spec (or deletion) event, noted as sent now.
+    fn spec_event_to_send(&mut self, name: &str) -> Option<flotilla_bus::Event> {
+        let entry = self.works.get_mut(name)?;
         entry.last_sent = Some(Instant::now());
         if let Some(tp) = flotilla_bus::trace::traceparent() {
             entry.traceparent = Some(tp);
         }
         let mut ev = work_rules::spec_event(&self.name, &entry.work, SOURCE);
         ev.traceparent = entry.traceparent.clone();
+        Some(ev)
+    }
+
+    /// A work's spec event encoded for a resync answer, noted as sent now; None when the work is
+    /// gone or its event exceeds the event limit (then it goes, and fails, as a spec event).
+    fn spec_bytes(&mut self, name: &str) -> Option<bytes::Bytes> {
+        let max = self.shared.config.max_event_bytes;
+        self.spec_event_to_send(name)?.encode(max).ok()
+    }
+
+    /// Publishes a work's spec (or deletion) to the agent.
+    pub(super) async fn publish_work(&mut self, name: &str) {
+        let Some(ev) = self.spec_event_to_send(name) else {
+            return;
+        };
         match self
             .shared
             .publisher
@@ -479,19 +492,37 @@ impl Actor {
             .iter()
             .map(|(n, e)| (work_rules::resource_id(&e.work), n.clone()))
             .collect();
+        // An agent that takes them gets the specs in the answer, up to a budget that keeps the
+        // answer well inside its event limit; the rest (and every spec of an older agent) go as
+        // spec events.
+        let mut budget = if request.takes_specs {
+            self.shared.config.max_event_bytes / 2
+        } else {
+            0
+        };
+        let mut specs = Vec::new();
         for id in &resend {
-            if let Some(name) = by_id.get(id).cloned() {
-                self.publish_work(&name).await;
+            let Some(name) = by_id.get(id).cloned() else {
+                continue;
+            };
+            match self.spec_bytes(&name) {
+                Some(bytes) if bytes.len() <= budget => {
+                    budget -= bytes.len();
+                    specs.push(bytes.to_vec());
+                }
+                _ => self.publish_work(&name).await,
             }
         }
         tracing::debug!(
             resent = resend.len(),
+            in_answer = specs.len(),
             deleted = deleted.len(),
             "spec resync answered"
         );
         let resp = SpecResyncResponse {
             deleted,
             resent: resend.len() as u32,
+            specs,
             ..Default::default()
         };
         self.answer_resync(reply, &resp).await;
