@@ -569,25 +569,32 @@ impl RegistrationActor {
         }
     }
 
-    async fn on_spec(&mut self, msg: async_nats::Message) {
+    /// A message of the spec subject (or a spec of a resync answer) as an event for this cluster;
+    /// None, counted as dropped, when it is unreadable or for another cluster. Logged at debug:
+    /// anyone who can name the spec subject as a reply could otherwise flood the agent's log.
+    fn read_spec(&self, bytes: &[u8]) -> Option<Event> {
         self.config.metrics.spec_events.inc();
-        let event = match Event::decode(&msg.payload, self.config.max_event_bytes) {
+        let event = match Event::decode(bytes, self.config.max_event_bytes) {
             Ok(e) => e,
             Err(e) => {
-                // Counted; logged at debug: anyone who can name this subject as a reply could
-                // otherwise flood the agent's log.
                 self.config.metrics.spec_dropped.inc();
                 tracing::debug!(error = %e, "malformed spec event dropped");
-                return;
+                return None;
             }
         };
         if event.cluster != self.name() {
-            // Debug only: anyone who can name this subject as a reply could flood the log.
             self.config.metrics.spec_dropped.inc();
             tracing::debug!(clustername = %event.cluster, "spec event for another cluster dropped");
-            return;
+            return None;
         }
-        if event.event_type.group == "work" && event.event_type.resource == "manifestwork" {
+        Some(event)
+    }
+
+    async fn on_spec(&mut self, msg: async_nats::Message) {
+        let Some(event) = self.read_spec(&msg.payload) else {
+            return;
+        };
+        if flotilla_bus::works::is_work(&event.event_type) {
             if self.accepted() {
                 self.works.on_spec(&event).await;
             } else {
@@ -721,23 +728,14 @@ impl RegistrationActor {
         }));
     }
 
-    /// A spec the hub put in its resync answer: handled as if it had come on the spec subject.
+    /// A spec the hub put in its resync answer: handled as a work spec of the spec subject is.
     async fn on_resynced_spec(&mut self, bytes: &[u8]) {
-        self.config.metrics.spec_events.inc();
-        let event = match Event::decode(bytes, self.config.max_event_bytes) {
-            Ok(e) => e,
-            Err(e) => {
-                self.config.metrics.spec_dropped.inc();
-                tracing::warn!(error = %e, "unreadable spec in the hub's resync answer dropped");
-                return;
-            }
+        let Some(event) = self.read_spec(bytes) else {
+            return;
         };
-        let is_work =
-            event.event_type.group == "work" && event.event_type.resource == "manifestwork";
-        if event.cluster != self.name() || !is_work || !self.accepted() {
+        if !flotilla_bus::works::is_work(&event.event_type) || !self.accepted() {
             self.config.metrics.spec_dropped.inc();
             tracing::warn!(
-                clustername = %event.cluster,
                 event_type = %event.event_type,
                 "a resync answer's spec that is not a work of this accepted cluster dropped"
             );

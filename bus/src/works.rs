@@ -18,6 +18,11 @@ fn work_type(direction: Direction, action: Action) -> EventType {
     EventType::new("work", "v1", "manifestwork", direction, action)
 }
 
+/// Whether `ty` is a ManifestWork event (any direction and action).
+pub fn is_work(ty: &EventType) -> bool {
+    ty.group == "work" && ty.resource == "manifestwork"
+}
+
 /// Event type of work specs with the given action (create, update, delete).
 pub fn spec_type(action: Action) -> EventType {
     work_type(Direction::Spec, action)
