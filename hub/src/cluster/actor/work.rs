@@ -493,24 +493,30 @@ impl Actor {
             .map(|(n, e)| (work_rules::resource_id(&e.work), n.clone()))
             .collect();
         // An agent that takes them gets the specs in the answer, up to a budget that keeps the
-        // answer well inside its event limit; the rest (and every spec of an older agent) go as
-        // spec events.
-        let mut budget = if request.takes_specs {
-            self.shared.config.max_event_bytes / 2
-        } else {
-            0
-        };
+        // answer well inside the event limit of both sides (agents read answers up to the
+        // default); the rest (and every spec of an older agent) go as spec events.
+        let mut budget = self
+            .shared
+            .config
+            .max_event_bytes
+            .min(flotilla_bus::envelope::DEFAULT_MAX_EVENT_BYTES)
+            / 2;
         let mut specs = Vec::new();
         for id in &resend {
             let Some(name) = by_id.get(id).cloned() else {
                 continue;
             };
-            match self.spec_bytes(&name) {
-                Some(bytes) if bytes.len() <= budget => {
+            let in_answer = request
+                .takes_specs
+                .then(|| self.spec_bytes(&name))
+                .flatten()
+                .filter(|bytes| bytes.len() <= budget);
+            match in_answer {
+                Some(bytes) => {
                     budget -= bytes.len();
                     specs.push(bytes.to_vec());
                 }
-                _ => self.publish_work(&name).await,
+                None => self.publish_work(&name).await,
             }
         }
         tracing::debug!(
