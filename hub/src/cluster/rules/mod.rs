@@ -388,10 +388,17 @@ pub fn only_report_notes_changed(before: &ManagedCluster, after: &ManagedCluster
         last_status_hash: String::new(),
         ..h.clone()
     };
-    before.metadata == after.metadata
-        && before.spec == after.spec
-        && before.status == after.status
-        && match (&before.hub, &after.hub) {
+    // Every field named: a field added to ManagedCluster must be added here too.
+    let ManagedCluster {
+        metadata,
+        spec,
+        status,
+        hub,
+    } = before;
+    *metadata == after.metadata
+        && *spec == after.spec
+        && *status == after.status
+        && match (hub, &after.hub) {
             (Some(b), Some(a)) => without_notes(b) == without_notes(a),
             (b, a) => b == a,
         }
