@@ -413,6 +413,7 @@ async fn prepare(
                 .hub_session
                 .as_ref()
                 .map(|s| Arc::from(s.hub.as_str())),
+            stall_after: work::DEFAULT_STALL_AFTER,
         },
     )?;
     if let Some(session) = &config.hub_session {

@@ -55,6 +55,10 @@ pub struct AgentMetrics {
     pub drift_fights: Counter,
     /// Switches from one hub to another (MultipleHubs), by why.
     pub hub_switches: Family<SwitchReason, Counter>,
+    /// Work actors whose task ended without finishing their work, started again.
+    pub work_actor_restarts: Counter,
+    /// Work actors found running one handler for longer than the stall bound.
+    pub work_actor_stalls: Counter,
 }
 
 impl std::fmt::Debug for AgentMetrics {
@@ -83,6 +87,8 @@ impl Default for AgentMetrics {
             drift_repairs: Counter::default(),
             drift_fights: Counter::default(),
             hub_switches: Family::default(),
+            work_actor_restarts: Counter::default(),
+            work_actor_stalls: Counter::default(),
         };
         registry.register(
             "connected",
@@ -135,6 +141,16 @@ impl Default for AgentMetrics {
             "hub_switches",
             "Switches from one hub to another (MultipleHubs) by reason: unanswered for the connection timeout, or denied",
             m.hub_switches.clone(),
+        );
+        registry.register(
+            "work_actor_restarts",
+            "Work actors whose task ended without finishing their work, started again from their record",
+            m.work_actor_restarts.clone(),
+        );
+        registry.register(
+            "work_actor_stalls",
+            "Work actors found running one handler (apply, observe, publish...) for over a minute",
+            m.work_actor_stalls.clone(),
         );
         *m.registry.lock().expect("registry lock") = registry;
         m

@@ -316,7 +316,10 @@ impl RegistrationActor {
                             }
                         }
                     },
-                    _ = status_tick.tick(), if self.accepted() => Box::pin(self.report_status(false)).await,
+                    _ = status_tick.tick(), if self.accepted() => {
+                        self.works.check_actors();
+                        Box::pin(self.report_status(false)).await;
+                    }
                     // Spec events wait while a request to the hub is in flight: its answer was
                     // made before them, and applied after them it would undo them (an
                     // acceptance, a work the resync's answer calls unknown).

@@ -337,6 +337,36 @@ impl LocalStore {
         }
     }
 
+    /// The saved record of one work, if there is one.
+    pub fn load_work(
+        &self,
+        resource_id: &str,
+    ) -> Result<Option<flotilla_api::v1::AppliedManifestWork>, StoreError> {
+        let (path, bytes) = match &self.backing {
+            Backing::Memory(m) => {
+                let works = m.lock().expect("works lock");
+                let Some(bytes) = works.get(resource_id) else {
+                    return Ok(None);
+                };
+                (PathBuf::from(resource_id), bytes.clone())
+            }
+            Backing::Dir(dir) => {
+                let path = dir.join(WORKS_DIR).join(format!("{resource_id}.pb"));
+                match std::fs::read(&path) {
+                    Ok(bytes) => (path, bytes),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                    Err(source) => return Err(StoreError::Io { path, source }),
+                }
+            }
+        };
+        <flotilla_api::v1::AppliedManifestWork as prost::Message>::decode(bytes.as_slice())
+            .map(Some)
+            .map_err(|e| StoreError::Corrupt {
+                path,
+                message: e.to_string(),
+            })
+    }
+
     /// Every saved work record (an unreadable record is an error, never skipped silently).
     pub fn load_works(&self) -> Result<Vec<flotilla_api::v1::AppliedManifestWork>, StoreError> {
         let decode = |path: PathBuf, bytes: &[u8]| {

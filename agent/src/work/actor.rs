@@ -17,7 +17,7 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
@@ -35,6 +35,10 @@ async fn observer(period: Duration) -> tokio::time::Interval {
 pub use super::parsed::DEFAULT_FIELD_MANAGER;
 /// Every this many status ticks, manifests are applied again to repair drift.
 const REAPPLY_EVERY: u32 = 30;
+/// Status publishes in a row that fail before the work says so.
+const UNSENT_WARN_AFTER: u32 = 3;
+/// Then it says so again every this many failures.
+const UNSENT_WARN_EVERY: u32 = 30;
 
 enum WorkMsg {
     /// A new spec, with the hub's trace of it.
@@ -43,23 +47,89 @@ enum WorkMsg {
     Republish,
 }
 
+/// What a work's actor and its handle share: the generation held, whether the work is gone,
+/// and what the actor is busy with (for the manager's health check).
+#[derive(Default)]
+struct Shared {
+    generation: AtomicI64,
+    finished: AtomicBool,
+    busy: Mutex<Busy>,
+}
+
+/// The handler a work's actor is running, and since when.
+#[derive(Default)]
+struct Busy {
+    doing: Option<(&'static str, Instant)>,
+    /// Whether this stall was reported already (once per stall).
+    reported: bool,
+}
+
+impl Shared {
+    fn enter(&self, doing: &'static str) {
+        *self.busy.lock().expect("busy lock") = Busy {
+            doing: Some((doing, Instant::now())),
+            reported: false,
+        };
+    }
+
+    fn leave(&self) {
+        self.busy.lock().expect("busy lock").doing = None;
+    }
+}
+
 /// A handle to one work's actor.
 #[derive(Clone)]
 pub struct WorkHandle {
     tx: mpsc::Sender<WorkMsg>,
-    generation: Arc<AtomicI64>,
-    finished: Arc<AtomicBool>,
+    shared: Arc<Shared>,
+    task: tokio::task::AbortHandle,
+}
+
+/// A handler of a work's actor that has run for `for_`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stall {
+    /// The handler: `apply`, `update`, `observe`, `repair`, `republish` or `delete`.
+    pub doing: &'static str,
+    /// How long it has run.
+    pub for_: Duration,
+    /// Whether this is the first time this stall is looked at (it is reported once).
+    pub first: bool,
 }
 
 impl WorkHandle {
     /// The spec generation the actor holds.
     pub fn generation(&self) -> i64 {
-        self.generation.load(Ordering::Relaxed)
+        self.shared.generation.load(Ordering::Relaxed)
     }
 
     /// Whether the work is gone (deleted and confirmed to the hub).
     pub fn is_finished(&self) -> bool {
-        self.finished.load(Ordering::Relaxed)
+        self.shared.finished.load(Ordering::Relaxed)
+    }
+
+    /// Whether the actor's task ended without finishing the work (a panic): its messages go
+    /// nowhere, so the manager starts it again from its record.
+    pub fn is_dead(&self) -> bool {
+        self.tx.is_closed() && !self.is_finished()
+    }
+
+    /// The handler that has been running for at least `after`, if one has (a backend call that
+    /// never returns stops the work's every later apply and status).
+    pub fn stall(&self, after: Duration) -> Option<Stall> {
+        let mut busy = self.shared.busy.lock().expect("busy lock");
+        let (doing, since) = busy.doing?;
+        let for_ = since.elapsed();
+        if for_ < after {
+            return None;
+        }
+        let first = !busy.reported;
+        busy.reported = true;
+        Some(Stall { doing, for_, first })
+    }
+
+    /// Stops the actor's task where it waits (a stalled actor, before it is started again).
+    pub fn abort(&self) {
+        self.task.abort();
     }
 
     /// Delivers a new spec.
@@ -128,8 +198,10 @@ pub(super) fn spawn(
     config: WorkConfig,
 ) -> WorkHandle {
     let (tx, rx) = mpsc::channel(16);
-    let generation = Arc::new(AtomicI64::new(generation_of(record.work.as_ref())));
-    let finished = Arc::new(AtomicBool::new(false));
+    let shared = Arc::new(Shared::default());
+    shared
+        .generation
+        .store(generation_of(record.work.as_ref()), Ordering::Relaxed);
     let name = record
         .work
         .as_ref()
@@ -157,21 +229,34 @@ pub(super) fn spawn(
         apply_results: Vec::new(),
         status: ManifestWorkStatus::default(),
         published_hash: None,
-        generation: generation.clone(),
-        finished: finished.clone(),
+        unsent: 0,
+        shared: shared.clone(),
         rx,
     };
-    tokio::spawn(actor.run().instrument(span));
-    WorkHandle {
-        tx,
-        generation,
-        finished,
-    }
+    let task = tokio::spawn(actor.run().instrument(span)).abort_handle();
+    WorkHandle { tx, shared, task }
 }
 
 fn generation_of(w: Option<&ManifestWork>) -> i64 {
     w.and_then(|w| w.metadata.as_ref())
         .map_or(0, |m| m.generation)
+}
+
+/// One work in the agent's `works` gauge while its actor's task lives (also when the task is
+/// aborted).
+struct Held(Arc<crate::metrics::AgentMetrics>);
+
+impl Held {
+    fn count(metrics: &Arc<crate::metrics::AgentMetrics>) -> Self {
+        metrics.works.inc();
+        Self(metrics.clone())
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.works.dec();
+    }
 }
 
 struct WorkActor {
@@ -198,8 +283,9 @@ struct WorkActor {
     status: ManifestWorkStatus,
     /// Hash of the last report the stream acknowledged.
     published_hash: Option<String>,
-    generation: Arc<AtomicI64>,
-    finished: Arc<AtomicBool>,
+    /// Status publishes in a row the stream did not take.
+    unsent: u32,
+    shared: Arc<Shared>,
     rx: mpsc::Receiver<WorkMsg>,
 }
 
@@ -214,19 +300,20 @@ impl WorkActor {
     }
 
     async fn run(mut self) {
-        let metrics = self.config.metrics.clone();
-        metrics.works.inc();
+        let _held = Held::count(&self.config.metrics);
         self.serve().await;
-        metrics.works.dec();
     }
 
     /// The actor's loop. Every handler runs boxed, so the task of an idle work keeps only the
     /// loop's state, not the largest handler's (a fleet's agents hold thousands of idle works;
     /// a simulator, a work per agent).
     async fn serve(&mut self) {
+        let shared = self.shared.clone();
         if self.record.deleting {
+            shared.enter("delete");
             Box::pin(self.delete(None)).await;
         } else {
+            shared.enter("apply");
             let span = apply_span(
                 &self.cluster,
                 &self.name,
@@ -242,10 +329,11 @@ impl WorkActor {
             )
             .await;
         }
+        shared.leave();
         let mut period = self.observe_period();
         let mut tick = observer(period).await;
         let mut ticks: u32 = 0;
-        while !self.finished.load(Ordering::Relaxed) {
+        while !shared.finished.load(Ordering::Relaxed) {
             let repair_due = self.drift.due();
             tokio::select! {
                 Ok(()) = self.drift_rx.changed() => {
@@ -257,10 +345,14 @@ impl WorkActor {
                     if let Some(at) = repair_due {
                         tokio::time::sleep_until(at.into()).await;
                     }
-                }, if repair_due.is_some() => Box::pin(self.repair()).await,
+                }, if repair_due.is_some() => {
+                    shared.enter("repair");
+                    Box::pin(self.repair()).await;
+                }
                 msg = self.rx.recv() => match msg {
                     None => break,
                     Some(WorkMsg::Update(work, traceparent)) => {
+                        shared.enter("update");
                         let span = apply_span(&self.cluster, &self.name, traceparent.as_deref());
                         Box::pin(self.update(*work).instrument(span)).await;
                         // A new spec may start or stop watching its feedback.
@@ -269,14 +361,22 @@ impl WorkActor {
                             tick = observer(period).await;
                         }
                     }
-                    Some(WorkMsg::Delete(work)) => Box::pin(self.delete(work.map(|w| *w))).await,
-                    Some(WorkMsg::Republish) => Box::pin(self.republish()).await,
+                    Some(WorkMsg::Delete(work)) => {
+                        shared.enter("delete");
+                        Box::pin(self.delete(work.map(|w| *w))).await;
+                    }
+                    Some(WorkMsg::Republish) => {
+                        shared.enter("republish");
+                        Box::pin(self.republish()).await;
+                    }
                 },
                 _ = tick.tick() => {
+                    shared.enter("observe");
                     ticks = ticks.wrapping_add(1);
                     Box::pin(self.observe(ticks, period)).await;
                 }
             }
+            shared.leave();
         }
     }
 
@@ -349,7 +449,7 @@ impl WorkActor {
         tracing::info!(generation = incoming, "applying a new generation");
         super::condition_rules::clear(&mut self.status);
         self.record.work = Some(work);
-        self.generation.store(incoming, Ordering::Relaxed);
+        self.shared.generation.store(incoming, Ordering::Relaxed);
         self.parse();
         self.apply().await;
         self.refresh_and_publish(false).await;
@@ -762,8 +862,38 @@ impl WorkActor {
         if !force && self.published_hash.as_deref() == Some(hash.as_str()) {
             return;
         }
-        if self.publisher.publish(&report).await {
+        let sent = self.publisher.publish(&report).await;
+        self.note_sent(&sent);
+        if sent.is_ok() {
             self.published_hash = Some(hash);
+        }
+    }
+
+    /// Says when the work's status has not reached the hub's stream for a while (at the third
+    /// failure in a row, then every [`UNSENT_WARN_EVERY`]th), and when it gets through again:
+    /// retries are silent otherwise, and a work the hub never hears of looks applied here.
+    fn note_sent(&mut self, sent: &Result<(), super::StatusNotSent>) {
+        match sent {
+            Ok(()) => {
+                if self.unsent >= UNSENT_WARN_AFTER {
+                    tracing::info!(
+                        attempts = self.unsent + 1,
+                        "work status taken by the hub's stream again"
+                    );
+                }
+                self.unsent = 0;
+            }
+            Err(e) => {
+                self.unsent = self.unsent.saturating_add(1);
+                if self.unsent == UNSENT_WARN_AFTER || self.unsent.is_multiple_of(UNSENT_WARN_EVERY)
+                {
+                    tracing::warn!(
+                        error = %e,
+                        failures = self.unsent,
+                        "work status not taken by the hub's stream; retrying on every status tick"
+                    );
+                }
+            }
         }
     }
 
@@ -840,12 +970,14 @@ impl WorkActor {
             status: None,
             deleted: true,
         };
-        if self.publisher.publish(&report).await {
+        let sent = self.publisher.publish(&report).await;
+        self.note_sent(&sent);
+        if sent.is_ok() {
             if let Err(e) = self.store.remove_work(&self.rid) {
                 tracing::error!(error = %e, "removing the work record failed");
             }
             tracing::info!("work deleted and confirmed to the hub");
-            self.finished.store(true, Ordering::Relaxed);
+            self.shared.finished.store(true, Ordering::Relaxed);
         }
     }
 }

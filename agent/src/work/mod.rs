@@ -89,6 +89,9 @@ pub struct WorkConfig {
     /// cluster and the work's name, so two hubs' same-named works would otherwise share one
     /// anchor, and one hub deleting its work would collect the other's resources.
     pub anchor_scope: Option<Arc<str>>,
+    /// How long one handler of a work's actor (an apply, an observation, a publish) may run
+    /// before it is reported stalled; [`STALL_RESTART_FACTOR`] times that, it is restarted.
+    pub stall_after: Duration,
 }
 
 impl Default for WorkConfig {
@@ -100,9 +103,16 @@ impl Default for WorkConfig {
             metrics: Arc::default(),
             anchor_scope: None,
             drift: drift::DriftRules::default(),
+            stall_after: DEFAULT_STALL_AFTER,
         }
     }
 }
+
+/// How long one handler of a work's actor may run before the manager reports it stalled.
+pub const DEFAULT_STALL_AFTER: Duration = Duration::from_secs(60);
+/// A stalled actor is stopped and started again after this many times
+/// [`WorkConfig::stall_after`].
+pub const STALL_RESTART_FACTOR: u32 = 5;
 
 /// How long a status publish waits for the stream's acknowledgement (and a proxy answer for
 /// the client to take it).
@@ -141,13 +151,14 @@ impl Publisher {
         flotilla_bus::ids::status_hash(&prost::Message::encode_to_vec(report))
     }
 
-    /// Publishes a report; false when it could not be (offline): the caller retries.
-    pub async fn publish(&self, report: &WorkStatusReport) -> bool {
+    /// Publishes a report into the hub's stream; an error when the stream did not take it
+    /// (offline, or no acknowledgement in time): the caller retries.
+    pub async fn publish(&self, report: &WorkStatusReport) -> Result<(), StatusNotSent> {
         let seq = match self.store.next_sequence() {
             Ok(s) => s,
             Err(e) => {
                 tracing::error!(error = %e, "saving the sequence counter failed");
-                return false;
+                return Err(e.into());
             }
         };
         let mut ev = Event::new(
@@ -164,20 +175,31 @@ impl Publisher {
             .with_resource_id(report.resource_id.clone())
             .with_resource_version(report.observed_generation);
         let subject = works::status_subject(&self.cluster, &report.resource_id);
-        let ok = match self.events.publish_acked(subject, &ev).await {
-            Ok(_) => true,
+        let sent = match self.events.publish_acked(subject, &ev).await {
+            Ok(_) => Ok(()),
             Err(e) if e.is_permanent() => {
                 tracing::error!(error = %e, work = %report.work_name, "work status cannot be sent");
-                return false;
+                return Err(e.into());
             }
             Err(e) => {
                 tracing::debug!(error = %e, "work status publish failed; will retry");
-                false
+                Err(e.into())
             }
         };
-        self.metrics.status(ok);
-        ok
+        self.metrics.status(sent.is_ok());
+        sent
     }
+}
+
+/// Why a work status did not reach the hub's stream.
+#[derive(Debug, thiserror::Error)]
+pub enum StatusNotSent {
+    /// The local store could not save the next sequence number.
+    #[error("saving the sequence counter failed: {0}")]
+    Sequence(#[from] crate::store::StoreError),
+    /// The publish failed or was not acknowledged in time.
+    #[error(transparent)]
+    Publish(#[from] PublishError),
 }
 
 /// All works on this cluster.
@@ -253,13 +275,82 @@ impl WorkManager {
         )
     }
 
-    /// `{resourceid: generation}` of every work held (for the spec resync).
+    /// `{resourceid: generation}` of every work held (for the spec resync). A work whose actor
+    /// died is not held: the hub then re-sends it.
     pub fn versions(&self) -> HashMap<String, i64> {
         self.actors
             .iter()
-            .filter(|(_, h)| !h.is_finished())
+            .filter(|(_, h)| !h.is_finished() && !h.is_dead())
             .map(|(rid, h)| (rid.clone(), h.generation()))
             .collect()
+    }
+
+    /// The health check of the works' actors (on the agent's status tick): an actor whose task
+    /// ended without finishing its work (a panic) is started again from its saved record; one
+    /// running a handler for over [`WorkConfig::stall_after`] is reported (once per stall),
+    /// and stopped and started again from its record after [`STALL_RESTART_FACTOR`] times
+    /// that. Either would otherwise leave a work whose status the hub never hears, with
+    /// nothing said: the hub's re-sends and the resyncs reach the same actor.
+    pub fn check_actors(&mut self) {
+        let dead: Vec<String> = self
+            .actors
+            .iter()
+            .filter(|(_, h)| h.is_dead())
+            .map(|(rid, _)| rid.clone())
+            .collect();
+        for rid in dead {
+            self.restart_dead(&rid);
+        }
+        let after = self.config.stall_after;
+        let mut stuck = Vec::new();
+        for (rid, h) in &self.actors {
+            let Some(stall) = h.stall(after) else {
+                continue;
+            };
+            if stall.first {
+                self.config.metrics.work_actor_stalls.inc();
+                tracing::warn!(
+                    resource_id = %rid,
+                    doing = stall.doing,
+                    seconds = stall.for_.as_secs(),
+                    "a work's actor has been busy with one step for too long; its status waits"
+                );
+            }
+            if stall.for_ >= after * STALL_RESTART_FACTOR {
+                tracing::error!(
+                    resource_id = %rid,
+                    doing = stall.doing,
+                    seconds = stall.for_.as_secs(),
+                    "a work's actor is still stuck: stopping it and starting it again from its record"
+                );
+                h.abort();
+                stuck.push(rid.clone());
+            }
+        }
+        for rid in stuck {
+            self.restart_dead(&rid);
+        }
+    }
+
+    /// Starts the actor of `rid` again from its saved record after its task ended without
+    /// finishing; without a record (it died before its first apply saved one) the work is
+    /// forgotten, and the next resync asks the hub for it.
+    fn restart_dead(&mut self, rid: &str) {
+        self.actors.remove(rid);
+        self.config.metrics.work_actor_restarts.inc();
+        match self.store.load_work(rid) {
+            Ok(Some(record)) => {
+                tracing::error!(resource_id = %rid, "a work's actor stopped without finishing its work; starting it again from its record");
+                let handle = self.spawn(record, None);
+                self.actors.insert(rid.to_string(), handle);
+            }
+            Ok(None) => {
+                tracing::error!(resource_id = %rid, "a work's actor stopped before saving its record; the next resync asks the hub for the work");
+            }
+            Err(e) => {
+                tracing::error!(resource_id = %rid, error = %e, "a work's actor stopped and its record cannot be read; the next resync asks the hub for the work");
+            }
+        }
     }
 
     /// Handles a work spec event from the hub.
@@ -296,7 +387,9 @@ impl WorkManager {
                         status: None,
                         deleted: true,
                     };
-                    self.publisher.publish(&report).await;
+                    if let Err(e) = self.publisher.publish(&report).await {
+                        tracing::debug!(error = %e, work = %meta.name, "confirming an unknown work's deletion failed; the hub asks again");
+                    }
                 }
             }
             return;
@@ -305,6 +398,13 @@ impl WorkManager {
         if !errors.is_empty() {
             tracing::warn!(work = %meta.name, errors = ?errors, "invalid work spec rejected");
             return;
+        }
+        if self
+            .actors
+            .get(&rid)
+            .is_some_and(actor::WorkHandle::is_dead)
+        {
+            self.restart_dead(&rid);
         }
         match self.actors.get(&rid) {
             Some(h) => h.update(work, event.traceparent.clone()).await,
