@@ -56,7 +56,7 @@ struct Shared {
     busy: Mutex<Busy>,
 }
 
-/// The handler a work's actor is running, and since when.
+/// The handler a work's actor is running, and since its last step finished.
 #[derive(Default)]
 struct Busy {
     doing: Option<(&'static str, Instant)>,
@@ -75,6 +75,18 @@ impl Shared {
     fn leave(&self) {
         self.busy.lock().expect("busy lock").doing = None;
     }
+
+    /// A step of the running handler finished (one resource applied, observed or deleted): a
+    /// work of many resources on a slow API server is busy for long, yet not stalled.
+    fn progress(&self) {
+        let mut busy = self.busy.lock().expect("busy lock");
+        if let Some((doing, _)) = busy.doing {
+            *busy = Busy {
+                doing: Some((doing, Instant::now())),
+                reported: false,
+            };
+        }
+    }
 }
 
 /// A handle to one work's actor.
@@ -90,7 +102,7 @@ pub struct WorkHandle {
 pub struct Stall {
     /// The handler: `apply`, `update`, `observe`, `repair`, `republish` or `delete`.
     pub doing: &'static str,
-    /// How long it has run.
+    /// How long its current step has run.
     pub for_: Duration,
     /// Whether this is the first time this stall is looked at (it is reported once).
     pub first: bool,
@@ -113,8 +125,8 @@ impl WorkHandle {
         self.tx.is_closed() && !self.is_finished()
     }
 
-    /// The handler that has been running for at least `after`, if one has (a backend call that
-    /// never returns stops the work's every later apply and status).
+    /// The handler whose current step has been running for at least `after`, if one has (a
+    /// backend call that never returns stops the work's every later apply and status).
     pub fn stall(&self, after: Duration) -> Option<Stall> {
         let mut busy = self.shared.busy.lock().expect("busy lock");
         let (doing, since) = busy.doing?;
@@ -479,6 +491,7 @@ impl WorkActor {
         };
         let complete = self.complete_manifests();
         for i in order {
+            self.shared.progress();
             let m = &self.manifests[i];
             if complete.contains(&i) {
                 // OCM: a manifest whose Complete rule holds is no longer updated (until the
@@ -646,6 +659,7 @@ impl WorkActor {
         }
         let policy = self.work().spec.and_then(|s| s.delete_option);
         for id in removed {
+            self.shared.progress();
             self.remove_resource(&id, policy.as_ref()).await;
         }
         self.record.applied = declared.iter().map(applied_resource).collect();
@@ -745,6 +759,7 @@ impl WorkActor {
             .map(|r| r.manifests)
             .unwrap_or_default();
         for (i, m) in self.manifests.iter().enumerate() {
+            self.shared.progress();
             let mut conds: Vec<Condition> = previous
                 .iter()
                 .find(|p| {
@@ -926,6 +941,7 @@ impl WorkActor {
         let mut waiting = Vec::new();
         // In reverse order of application: contents before their Namespace (applied first).
         for id in self.record.applied.iter().rev().map(applied_id) {
+            self.shared.progress();
             if self
                 .backend
                 .get_as(executor, &id)

@@ -89,8 +89,10 @@ pub struct WorkConfig {
     /// cluster and the work's name, so two hubs' same-named works would otherwise share one
     /// anchor, and one hub deleting its work would collect the other's resources.
     pub anchor_scope: Option<Arc<str>>,
-    /// How long one handler of a work's actor (an apply, an observation, a publish) may run
-    /// before it is reported stalled; [`STALL_RESTART_FACTOR`] times that, it is restarted.
+    /// How long one step of a work's actor (applying, observing or deleting one resource, a
+    /// publish) may run before it is reported stalled; [`STALL_RESTART_FACTOR`] times that,
+    /// it is restarted. Each finished step starts the clock again, so a work of many resources
+    /// on a slow API server is not taken for a stalled one.
     pub stall_after: Duration,
 }
 
@@ -108,7 +110,7 @@ impl Default for WorkConfig {
     }
 }
 
-/// How long one handler of a work's actor may run before the manager reports it stalled.
+/// How long one step of a work's actor may run before the manager reports it stalled.
 pub const DEFAULT_STALL_AFTER: Duration = Duration::from_secs(60);
 /// A stalled actor is stopped and started again after this many times
 /// [`WorkConfig::stall_after`].
@@ -287,7 +289,7 @@ impl WorkManager {
 
     /// The health check of the works' actors (on the agent's status tick): an actor whose task
     /// ended without finishing its work (a panic) is started again from its saved record; one
-    /// running a handler for over [`WorkConfig::stall_after`] is reported (once per stall),
+    /// whose current step has run for over [`WorkConfig::stall_after`] is reported (once per stall),
     /// and stopped and started again from its record after [`STALL_RESTART_FACTOR`] times
     /// that. Either would otherwise leave a work whose status the hub never hears, with
     /// nothing said: the hub's re-sends and the resyncs reach the same actor.
