@@ -15,6 +15,8 @@ use flotilla_api::work::{Executor, ManifestId, manifest_id};
 use flotilla_bus::envelope::{Action, Event};
 use flotilla_bus::works;
 use flotilla_testkit::NatsServer;
+
+mod common;
 use flotilla_testkit::kube::{AccessRule, FakeKube, ObjectKey};
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -302,31 +304,12 @@ impl Spoke {
     }
 
     async fn start_with(config: WorkConfig) -> Self {
-        let nats = NatsServer::start();
-        let client = async_nats::connect(nats.url()).await.expect("connect");
-        let js = async_nats::jetstream::new(client.clone());
-        js.get_or_create_stream(async_nats::jetstream::stream::Config {
-            name: "FLOTILLA_STATUS".into(),
-            subjects: vec![flotilla_bus::subjects::STATUS_ALL.into()],
-            ..Default::default()
-        })
-        .await
-        .expect("status stream");
-        let reports = client
-            .subscribe(flotilla_bus::subjects::STATUS_ALL)
-            .await
-            .expect("subscribe");
+        let common::StatusFeed { nats, js, reports } = common::status_feed().await;
         let (fake, kube) = cluster().await;
         let state = tempfile::tempdir().expect("state dir");
         let store = Arc::new(LocalStore::open(state.path(), CLUSTER).expect("local store"));
         let metrics = config.metrics.clone();
-        let publisher = Publisher::new(
-            &async_nats::jetstream::new(client),
-            store.clone(),
-            CLUSTER,
-            MAX,
-            config.metrics.clone(),
-        );
+        let publisher = Publisher::new(&js, store.clone(), CLUSTER, MAX, config.metrics.clone());
         let manager = WorkManager::start(CLUSTER, Arc::new(kube), store, publisher, config)
             .expect("work manager");
         Self {

@@ -18,6 +18,8 @@ use flotilla_api::work::ManifestId;
 use flotilla_bus::envelope::{Action, Event};
 use flotilla_bus::works;
 use flotilla_testkit::NatsServer;
+
+mod common;
 use futures::StreamExt;
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
@@ -92,20 +94,7 @@ struct Spoke {
 
 impl Spoke {
     async fn start(stall_after: Duration) -> Self {
-        let nats = NatsServer::start();
-        let client = async_nats::connect(nats.url()).await.expect("connect");
-        let js = async_nats::jetstream::new(client.clone());
-        js.get_or_create_stream(async_nats::jetstream::stream::Config {
-            name: "FLOTILLA_STATUS".into(),
-            subjects: vec![flotilla_bus::subjects::STATUS_ALL.into()],
-            ..Default::default()
-        })
-        .await
-        .expect("status stream");
-        let reports = client
-            .subscribe(flotilla_bus::subjects::STATUS_ALL)
-            .await
-            .expect("subscribe");
+        let common::StatusFeed { nats, js, reports } = common::status_feed().await;
         let backend = Arc::new(Trapped {
             inner: SimBackend::new(4, 16, "v1.32.0"),
             trap: Mutex::new(Trap::None),
