@@ -2,6 +2,7 @@
 
 use super::conditions::{self, ApplyResult, Health};
 use super::drift::{self, Drift};
+use super::health::{Held, Shared, Stall};
 use super::parsed::Parsed;
 use super::{Ownership, Publisher, WorkConfig};
 use crate::backend::{ApplyOutcome, Backend, BackendError, DriftSignal, Strategy};
@@ -15,9 +16,9 @@ use flotilla_api::v1::{
 use flotilla_api::work::ManifestId;
 use serde_json::Value;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
@@ -47,65 +48,12 @@ enum WorkMsg {
     Republish,
 }
 
-/// What a work's actor and its handle share: the generation held, whether the work is gone,
-/// and what the actor is busy with (for the manager's health check).
-#[derive(Default)]
-struct Shared {
-    generation: AtomicI64,
-    finished: AtomicBool,
-    busy: Mutex<Busy>,
-}
-
-/// The handler a work's actor is running, and since its last step finished.
-#[derive(Default)]
-struct Busy {
-    doing: Option<(&'static str, Instant)>,
-    /// Whether this stall was reported already (once per stall).
-    reported: bool,
-}
-
-impl Shared {
-    fn enter(&self, doing: &'static str) {
-        *self.busy.lock().expect("busy lock") = Busy {
-            doing: Some((doing, Instant::now())),
-            reported: false,
-        };
-    }
-
-    fn leave(&self) {
-        self.busy.lock().expect("busy lock").doing = None;
-    }
-
-    /// A step of the running handler finished (one resource applied, observed or deleted): a
-    /// work of many resources on a slow API server is busy for long, yet not stalled.
-    fn progress(&self) {
-        let mut busy = self.busy.lock().expect("busy lock");
-        if let Some((doing, _)) = busy.doing {
-            *busy = Busy {
-                doing: Some((doing, Instant::now())),
-                reported: false,
-            };
-        }
-    }
-}
-
 /// A handle to one work's actor.
 #[derive(Clone)]
 pub struct WorkHandle {
     tx: mpsc::Sender<WorkMsg>,
     shared: Arc<Shared>,
     task: tokio::task::AbortHandle,
-}
-
-/// A handler of a work's actor that has run for `for_`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stall {
-    /// The handler: `apply`, `update`, `observe`, `repair`, `republish` or `delete`.
-    pub doing: &'static str,
-    /// How long its current step has run.
-    pub for_: Duration,
-    /// Whether this is the first time this stall is looked at (it is reported once).
-    pub first: bool,
 }
 
 impl WorkHandle {
@@ -128,15 +76,7 @@ impl WorkHandle {
     /// The handler whose current step has been running for at least `after`, if one has (a
     /// backend call that never returns stops the work's every later apply and status).
     pub fn stall(&self, after: Duration) -> Option<Stall> {
-        let mut busy = self.shared.busy.lock().expect("busy lock");
-        let (doing, since) = busy.doing?;
-        let for_ = since.elapsed();
-        if for_ < after {
-            return None;
-        }
-        let first = !busy.reported;
-        busy.reported = true;
-        Some(Stall { doing, for_, first })
+        self.shared.stall(after)
     }
 
     /// Stops the actor's task where it waits (a stalled actor, before it is started again).
@@ -252,23 +192,6 @@ pub(super) fn spawn(
 fn generation_of(w: Option<&ManifestWork>) -> i64 {
     w.and_then(|w| w.metadata.as_ref())
         .map_or(0, |m| m.generation)
-}
-
-/// One work in the agent's `works` gauge while its actor's task lives (also when the task is
-/// aborted).
-struct Held(Arc<crate::metrics::AgentMetrics>);
-
-impl Held {
-    fn count(metrics: &Arc<crate::metrics::AgentMetrics>) -> Self {
-        metrics.works.inc();
-        Self(metrics.clone())
-    }
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        self.0.works.dec();
-    }
 }
 
 struct WorkActor {

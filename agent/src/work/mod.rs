@@ -7,6 +7,8 @@
 //!   still declares), observes resources and their feedback, publishes status when it changes,
 //!   and deletes per the delete option.
 //! - [`conditions`]: manifest and work conditions with OCM's aggregation.
+//! - `health`: what an actor shares with its handle for the manager's health check
+//!   ([`WorkManager::check_actors`]): the step it runs and since when.
 //!
 //! Feedback rules and the JSONPath engine they use live in [`flotilla_api::feedback`], so the hub
 //! checks rules with the same code the agent evaluates them with.
@@ -15,8 +17,11 @@ pub mod actor;
 pub mod condition_rules;
 pub mod conditions;
 pub mod drift;
+mod health;
 pub mod ignore;
 mod parsed;
+
+pub use health::Stall;
 
 use crate::backend::Backend;
 use crate::store::LocalStore;
