@@ -55,7 +55,8 @@ pub struct AgentMetrics {
     pub drift_fights: Counter,
     /// Switches from one hub to another (MultipleHubs), by why.
     pub hub_switches: Family<SwitchReason, Counter>,
-    /// Work actors whose task ended without finishing their work, started again.
+    /// Work actors whose task ended without finishing their work, or that stayed stuck: started
+    /// again from their record (forgotten, for the next resync, when they had none).
     pub work_actor_restarts: Counter,
     /// Work actors found running one handler for longer than the stall bound.
     pub work_actor_stalls: Counter,
@@ -144,7 +145,7 @@ impl Default for AgentMetrics {
         );
         registry.register(
             "work_actor_restarts",
-            "Work actors whose task ended without finishing their work, started again from their record",
+            "Work actors that died or stayed stuck, started again from their record (or forgotten for the next resync without one)",
             m.work_actor_restarts.clone(),
         );
         registry.register(

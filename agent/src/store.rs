@@ -144,6 +144,18 @@ const POLICIES_DIR: &str = "policies";
 
 const FILE: &str = "agent-state.json";
 
+/// A saved record (a work's or a policy's) read from `bytes`; unreadable bytes are
+/// [`StoreError::Corrupt`] naming `path`.
+fn decode_record<T: prost::Message + Default>(
+    path: PathBuf,
+    bytes: &[u8],
+) -> Result<T, StoreError> {
+    T::decode(bytes).map_err(|e| StoreError::Corrupt {
+        path,
+        message: e.to_string(),
+    })
+}
+
 impl LocalStore {
     fn fresh(cluster_name: &str) -> State {
         State {
@@ -359,24 +371,12 @@ impl LocalStore {
                 }
             }
         };
-        <flotilla_api::v1::AppliedManifestWork as prost::Message>::decode(bytes.as_slice())
-            .map(Some)
-            .map_err(|e| StoreError::Corrupt {
-                path,
-                message: e.to_string(),
-            })
+        decode_record(path, &bytes).map(Some)
     }
 
     /// Every saved work record (an unreadable record is an error, never skipped silently).
     pub fn load_works(&self) -> Result<Vec<flotilla_api::v1::AppliedManifestWork>, StoreError> {
-        let decode = |path: PathBuf, bytes: &[u8]| {
-            <flotilla_api::v1::AppliedManifestWork as prost::Message>::decode(bytes).map_err(|e| {
-                StoreError::Corrupt {
-                    path,
-                    message: e.to_string(),
-                }
-            })
-        };
+        let decode = decode_record::<flotilla_api::v1::AppliedManifestWork>;
         match &self.backing {
             Backing::Memory(m) => m
                 .lock()
@@ -478,14 +478,7 @@ impl LocalStore {
 
     /// Every saved replicated policy record (an unreadable one is an error, never skipped).
     pub fn load_policies(&self) -> Result<Vec<flotilla_api::v1::AppliedPolicy>, StoreError> {
-        let decode = |path: PathBuf, bytes: &[u8]| {
-            <flotilla_api::v1::AppliedPolicy as prost::Message>::decode(bytes).map_err(|e| {
-                StoreError::Corrupt {
-                    path,
-                    message: e.to_string(),
-                }
-            })
-        };
+        let decode = decode_record::<flotilla_api::v1::AppliedPolicy>;
         match &self.backing {
             Backing::Memory(_) => self
                 .policies
