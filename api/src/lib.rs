@@ -21,6 +21,7 @@
 //! - [`ocm`]: conversion between the protobuf types and the YAML/JSON shapes OCM users write.
 //! - [`selector`]: kubectl-style label selector strings and matching.
 //! - [`taints`]: the taints the hub maintains, and a ManagedCluster document that lists them.
+//! - [`transport`]: which NATS URLs a configuration may use (TLS, a pinned CA, secure mode).
 //! - [`work`]: ManifestWork identity, limits and validation.
 
 #![deny(missing_docs)]
@@ -57,4 +58,5 @@ pub mod redacted;
 pub mod selector;
 pub mod serviceaccount;
 pub mod taints;
+pub mod transport;
 pub mod work;

@@ -100,6 +100,10 @@ pub struct AgentOptions {
     pub creds: Option<PathBuf>,
     /// More flags.
     pub flags: Vec<String>,
+    /// Leave out `--nats-ca`, even on a TLS fleet.
+    pub without_ca: bool,
+    /// More environment variables (`SSL_CERT_FILE`: the system's roots as the agent sees them).
+    pub env: Vec<(String, String)>,
 }
 
 impl AgentOptions {
@@ -485,10 +489,11 @@ impl Fleet {
             .args(["--sim-ready-delay-ms", "100"])
             .env("RUST_LOG", "info")
             .env("NO_COLOR", "1");
-        if let Some(ca) = self.ca() {
+        if let Some(ca) = self.ca().filter(|_| !options.without_ca) {
             cmd.arg("--nats-ca").arg(ca);
         }
         cmd.args(&options.flags);
+        cmd.envs(options.env.iter().map(|(k, v)| (k, v)));
         cmd
     }
 
@@ -499,7 +504,14 @@ impl Fleet {
 
     /// Starts the agent of cluster `name` with `options`.
     pub fn agent_with(&mut self, name: &str, options: AgentOptions) {
-        let cmd = self.agent_command(name, &self.nats_url(), &options);
+        let url = self.nats_url();
+        self.agent_at(name, &url, options);
+    }
+
+    /// Starts the agent of cluster `name` with `options`, reaching NATS at `nats_url` (a relay
+    /// on the path, say).
+    pub fn agent_at(&mut self, name: &str, nats_url: &str, options: AgentOptions) {
+        let cmd = self.agent_command(name, nats_url, &options);
         let log = self.dir.path().join(format!("agent-{name}.log"));
         self.agents.insert(
             name.to_string(),

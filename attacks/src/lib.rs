@@ -10,6 +10,8 @@
 //!   drop.
 //! - [`attacker`]: the attacker's client.
 //! - [`wire`]: events and subjects as the attacker writes them.
+//! - [`onpath`]: a man in the middle of the NATS link — a relay that rewrites the server's
+//!   plaintext `INFO` line — and the TLS material an attacker holds.
 //! - [`store`]: the read-only view of the hub's JetStream state.
 //!
 //! Every attack runs against each server of [`flotilla_testkit::nats_server_binaries`]
@@ -23,6 +25,7 @@
 
 pub mod attacker;
 pub mod fleet;
+pub mod onpath;
 pub mod store;
 pub mod wire;
 

@@ -39,6 +39,10 @@ pub struct InitOptions {
     /// Extra names the server certificate is valid for (besides localhost, 127.0.0.1 and the
     /// listen host).
     pub tls_hosts: Vec<String>,
+    /// Make the server start TLS before its INFO line (`handshake_first`, nats-server 2.10.4
+    /// and later), so nothing crosses the link in plaintext; clients then need
+    /// `--nats-tls-first`. Needs `tls`.
+    pub tls_first: bool,
     /// Replace an existing secure directory's files.
     pub force: bool,
     /// JetStream file storage the hub's account may use, in bytes (-1: unlimited).
@@ -62,6 +66,7 @@ impl Default for InitOptions {
             nats_listen: "127.0.0.1:4222".into(),
             tls: false,
             tls_hosts: Vec::new(),
+            tls_first: false,
             force: false,
             jetstream_max_bytes: DEFAULT_JETSTREAM_MAX_BYTES,
             jetstream_max_memory: DEFAULT_JETSTREAM_MAX_MEMORY,
@@ -130,7 +135,12 @@ pub struct TlsFiles {
     pub client_cert: PathBuf,
     /// Its key.
     pub client_key: PathBuf,
+    /// The server starts TLS before its INFO line (`init --tls-first`): clients must too.
+    pub handshake_first: bool,
 }
+
+/// The line of `nats-server.conf`'s `tls` block that makes the server start TLS first.
+const HANDSHAKE_FIRST: &str = "handshake_first: true";
 
 impl TlsFiles {
     fn in_dir(dir: &Path) -> Self {
@@ -142,6 +152,7 @@ impl TlsFiles {
             server_key: tls.join("server-key.pem"),
             client_cert: tls.join("client.pem"),
             client_key: tls.join("client-key.pem"),
+            handshake_first: false,
         }
     }
 }
@@ -300,8 +311,15 @@ impl SecureDir {
             let path = dir.join(file);
             write_private(&path, creds.format().expose().as_bytes()).map_err(io(&path))?;
         }
+        if options.tls_first && !options.tls {
+            return Err(SetupError::Invalid {
+                path: dir.to_path_buf(),
+                message: "--tls-first needs --tls".into(),
+            });
+        }
         let tls = if options.tls {
-            let files = TlsFiles::in_dir(dir);
+            let mut files = TlsFiles::in_dir(dir);
+            files.handshake_first = options.tls_first;
             write_tls(&files, &options.nats_listen, &options.tls_hosts)?;
             Some(files)
         } else {
@@ -370,7 +388,10 @@ impl SecureDir {
                 })
             }
         };
-        let tls = TlsFiles::in_dir(dir);
+        let mut tls = TlsFiles::in_dir(dir);
+        // The server's configuration says whether it starts TLS first (`init --tls-first`).
+        tls.handshake_first = std::fs::read_to_string(dir.join("nats-server.conf"))
+            .is_ok_and(|conf| conf.lines().any(|l| l.trim() == HANDSHAKE_FIRST));
         Ok(Self {
             dir: dir.to_path_buf(),
             operator_signing,
@@ -566,11 +587,16 @@ fn server_conf(
     ));
     if let Some(t) = tls {
         out.push_str(&format!(
-            "tls: {{\n  cert_file: {}\n  key_file: {}\n  ca_file: {}\n  timeout: 5\n}}\n",
+            "tls: {{\n  cert_file: {}\n  key_file: {}\n  ca_file: {}\n  timeout: 5\n",
             quote(&t.server_cert),
             quote(&t.server_key),
             quote(&t.ca)
         ));
+        if t.handshake_first {
+            // nats-server 2.10.4 and later; 2.9 refuses the setting at start.
+            out.push_str(&format!("  {HANDSHAKE_FIRST}\n"));
+        }
+        out.push_str("}\n");
     }
     out
 }
@@ -581,7 +607,10 @@ pub const CERT_DAYS: i64 = 397;
 pub const CA_DAYS: i64 = 3650;
 
 fn write_tls(files: &TlsFiles, listen: &str, extra: &[String]) -> Result<(), SetupError> {
-    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair as TlsKey};
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa,
+        KeyPair as TlsKey,
+    };
     let dir = files.ca.parent().unwrap_or(Path::new("."));
     create_private_dir(dir).map_err(io(dir))?;
     let crypto = |e: rcgen::Error| SetupError::Crypto(format!("TLS: {e}"));
@@ -614,6 +643,9 @@ fn write_tls(files: &TlsFiles, listen: &str, extra: &[String]) -> Result<(), Set
     }
     let server_key = TlsKey::generate().map_err(crypto)?;
     let mut server_params = CertificateParams::new(names).map_err(crypto)?;
+    // Each certificate is good for its one role: the server's cannot act as a client, the
+    // client's cannot serve.
+    server_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     valid(&mut server_params, CERT_DAYS);
     let server = server_params
         .signed_by(&server_key, &issuer)
@@ -624,6 +656,7 @@ fn write_tls(files: &TlsFiles, listen: &str, extra: &[String]) -> Result<(), Set
     client_params
         .distinguished_name
         .push(DnType::CommonName, "flotilla-client");
+    client_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
     valid(&mut client_params, CERT_DAYS);
     let client = client_params
         .signed_by(&client_key, &issuer)

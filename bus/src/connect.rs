@@ -26,15 +26,24 @@ pub const DEFAULT_PING_INTERVAL: Duration = Duration::from_secs(60);
 #[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
 pub struct NatsArgs {
     /// NATS server URL(s), comma-separated (`nats://a:4222,nats://b:4222`): the client connects
-    /// to any of them and fails over between them and the cluster peers the servers advertise.
+    /// to any of them and fails over between them (and, with `--nats-ca`, the cluster peers
+    /// the servers advertise: list every server of a cluster without it).
     #[arg(long = "nats-url", env = "FLOTILLA_NATS_URL", default_value = DEFAULT_NATS_URL)]
     pub url: String,
     /// NATS credentials file (.creds: user JWT and NKey seed).
     #[arg(long = "nats-creds", env = "FLOTILLA_NATS_CREDS")]
     pub creds: Option<PathBuf>,
-    /// CA bundle to verify the NATS server's TLS certificate.
+    /// CA bundle to verify the NATS server's TLS certificate. Pinning it is what authenticates
+    /// the server: without it TLS trusts the system's roots (any public certificate for the
+    /// host), so secure mode over TLS requires it, and the servers a server advertises are
+    /// followed only with it (docs/security.md, "The transport").
     #[arg(long = "nats-ca", env = "FLOTILLA_NATS_CA")]
     pub ca: Option<PathBuf>,
+    /// Start TLS before the server's first line (`handshake_first` on nats-server 2.10.4+;
+    /// `flotilla-hub init --tls-first` writes it): nothing, not even the server's INFO, then
+    /// crosses the link in plaintext.
+    #[arg(long = "nats-tls-first", env = "FLOTILLA_NATS_TLS_FIRST")]
+    pub tls_first: bool,
 }
 
 impl NatsArgs {
@@ -44,6 +53,7 @@ impl NatsArgs {
             url: url.into(),
             creds: None,
             ca: None,
+            tls_first: false,
         }
     }
 
@@ -59,6 +69,7 @@ impl NatsArgs {
         cfg.url = self.url.clone();
         cfg.credentials_file = self.creds.clone();
         cfg.tls_ca_file = self.ca.clone();
+        cfg.tls_first = self.tls_first;
     }
 }
 
@@ -104,6 +115,8 @@ pub struct NatsConfig {
     pub tls_client_cert: Option<(PathBuf, PathBuf)>,
     /// Refuse plaintext connections.
     pub require_tls: bool,
+    /// TLS before the server's INFO line (the server must have `handshake_first`).
+    pub tls_first: bool,
     /// Upper bound of the reconnect backoff.
     pub max_reconnect_delay: Duration,
     /// Timeout of request/reply calls.
@@ -131,6 +144,7 @@ impl NatsConfig {
             tls_ca_file: None,
             tls_client_cert: None,
             require_tls: false,
+            tls_first: false,
             max_reconnect_delay: Duration::from_secs(8),
             request_timeout: Duration::from_secs(5),
             client_capacity: 2048,
@@ -206,72 +220,9 @@ pub enum UrlError {
     },
 }
 
-/// Whether a host is this machine (loopback addresses and `localhost`).
-pub fn is_loopback_host(host: &str) -> bool {
-    let host = host.trim_matches(['[', ']']);
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
-}
-
-/// What the transport of a NATS URL list must be, given what is configured:
-///
-/// - a CA (`--nats-ca`, or the secure directory's `tls/ca.pem`) means TLS is required on every
-///   URL: a `nats://` URL is refused rather than silently allowed to fall back to plaintext that
-///   a man in the middle could force;
-/// - credentials (secure mode) off loopback need TLS too: refused over `nats://`;
-/// - plaintext off loopback without credentials works, with a loud warning.
-///
-/// Returns the warnings to log, or what is wrong. `Ok` means the caller must also set
-/// [`NatsConfig::require_tls`] when [`tls_required`] says so.
-pub fn check_transport(urls: &str, ca: bool, secure: bool) -> Result<Vec<String>, String> {
-    let mut warnings = Vec::new();
-    for url in urls.split(',').map(str::trim).filter(|u| !u.is_empty()) {
-        let (scheme, rest) = url.split_once("://").unwrap_or(("nats", url));
-        let hostport = rest.rsplit('@').next().unwrap_or(rest);
-        let host = match hostport.rsplit_once(':') {
-            Some((h, port)) if port.chars().all(|c| c.is_ascii_digit()) => h,
-            _ => hostport,
-        };
-        let tls = matches!(scheme, "tls" | "wss");
-        let loopback = is_loopback_host(host);
-        if tls {
-            continue;
-        }
-        if ca {
-            return Err(format!(
-                "{url}: a CA is configured, so TLS is required; use tls://{hostport} \
-                 (a nats:// URL could be downgraded to plaintext by anyone on the path)"
-            ));
-        }
-        if secure && !loopback {
-            return Err(format!(
-                "{url}: secure mode sends credentials and workloads over this link, so TLS is \
-                 required off loopback; use tls://{hostport} with the CA (--nats-ca)"
-            ));
-        }
-        if !loopback {
-            warnings.push(format!(
-                "{url}: PLAINTEXT NATS off loopback — every message, workload and status can be \
-                 read and changed on the path; use secure mode with TLS (docs/security.md)"
-            ));
-        } else if secure {
-            warnings.push(format!(
-                "{url}: secure mode without TLS, acceptable on loopback only"
-            ));
-        }
-    }
-    Ok(warnings)
-}
-
-/// Whether connections must refuse a server that does not speak TLS.
-pub fn tls_required(ca: bool, urls: &str) -> bool {
-    ca || urls.split(',').any(|u| {
-        let u = u.trim();
-        u.starts_with("tls://") || u.starts_with("wss://")
-    })
-}
+// The transport rules are pure and the CLI (which links no NATS client) checks them too
+// (`flotilla join`): they live in `flotilla_api::transport`.
+pub use flotilla_api::transport::{check_transport, is_loopback_host, tls_required};
 
 /// A connection problem that no retry can fix (bad credentials file, bad URL).
 #[derive(Debug, Error)]
@@ -347,6 +298,13 @@ fn is_refusal(text: &str) -> bool {
         || t.contains("authentication timeout")
 }
 
+/// Whether a client adds the servers its servers advertise to its list: only when their
+/// certificates are checked against a pinned CA (see [`connect`]). Without one, operators list
+/// every server of the cluster in the URL list (docs/ha.md).
+pub fn follows_discovered_servers(cfg: &NatsConfig) -> bool {
+    cfg.tls_ca_file.is_some()
+}
+
 /// Reconnect delay: exponential from 100 ms, capped, with full jitter in [50 %, 100 %] so that
 /// thousands of agents cut off together do not come back in lock-step.
 pub fn backoff(attempt: usize, max: Duration) -> Duration {
@@ -360,7 +318,8 @@ pub fn backoff(attempt: usize, max: Duration) -> Duration {
 ///
 /// `cfg.url` may be a comma-separated list: every entry is validated first (a bad one is a
 /// [`ConnectError::Url`] naming it), then the client connects to any of them and fails over
-/// between them, and to the cluster peers the servers advertise.
+/// between them, and — with a pinned CA only ([`follows_discovered_servers`]) — to the cluster
+/// peers the servers advertise.
 pub async fn connect(
     cfg: &NatsConfig,
     events: Option<mpsc::UnboundedSender<ConnectionEvent>>,
@@ -411,6 +370,16 @@ pub async fn connect(
     }
     if let Some(prefix) = &cfg.inbox_prefix {
         opts = opts.custom_inbox_prefix(prefix);
+    }
+    if !follows_discovered_servers(cfg) {
+        // A server's INFO line, which lists the cluster's other servers, crosses the link in
+        // plaintext before TLS starts: whoever is on the path can add their own server to it.
+        // Only a pinned CA makes such a server useless to them (it holds no certificate of
+        // that CA); without one the client keeps to the URLs it was given.
+        opts = opts.ignore_discovered_servers();
+    }
+    if cfg.tls_first {
+        opts = opts.tls_first();
     }
     let max_delay = cfg.max_reconnect_delay;
     let waiting_for = cfg.auth.clone();
@@ -519,43 +488,11 @@ mod tests {
     }
 
     #[test]
-    fn transport_needs_tls_with_a_ca_and_for_credentials_off_loopback() {
-        assert!(
-            check_transport("nats://127.0.0.1:4222", false, false)
-                .unwrap()
-                .is_empty()
-        );
-        assert_eq!(
-            check_transport("nats://localhost:4222", false, true)
-                .unwrap()
-                .len(),
-            1,
-            "secure on loopback: allowed, with a note"
-        );
-        let e = check_transport("nats://hub.example.com:4222", true, true).unwrap_err();
-        assert!(
-            e.contains("TLS is required") && e.contains("tls://hub.example.com:4222"),
-            "{e}"
-        );
-        let e = check_transport("tls://a:4222,nats://127.0.0.1:4222", true, false).unwrap_err();
-        assert!(e.contains("nats://127.0.0.1:4222"), "{e}");
-        let e = check_transport("nats://10.0.0.5:4222", false, true).unwrap_err();
-        assert!(e.contains("secure mode"), "{e}");
-        let w = check_transport("nats://10.0.0.5:4222", false, false).unwrap();
-        assert!(w[0].contains("PLAINTEXT"), "{w:?}");
-        assert!(
-            check_transport("tls://hub:4222", true, true)
-                .unwrap()
-                .is_empty()
-        );
-        assert!(
-            check_transport("nats://[::1]:4222", false, false)
-                .unwrap()
-                .is_empty()
-        );
-        assert!(tls_required(true, "nats://x"));
-        assert!(tls_required(false, "tls://x"));
-        assert!(!tls_required(false, "nats://x"));
+    fn discovered_servers_are_followed_only_with_a_pinned_ca() {
+        let mut cfg = NatsConfig::new("tls://hub:4222", "t");
+        assert!(!follows_discovered_servers(&cfg));
+        cfg.tls_ca_file = Some("ca.pem".into());
+        assert!(follows_discovered_servers(&cfg));
     }
 
     #[test]

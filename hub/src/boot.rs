@@ -764,10 +764,23 @@ pub(crate) async fn serve_cluster_proxy(
             .await
             .map_err(HubError::ClusterProxy)?;
     tasks.push(dispatcher);
+    let hosts = match (&config.api.tokens, listener.local_addr()) {
+        (None, Ok(listen)) => {
+            tracing::warn!(
+                %listen,
+                "the cluster proxy is open (no API tokens): every caller is an anonymous admin \
+                 on every cluster, Secrets included; it answers only requests addressed to this \
+                 machine"
+            );
+            Some(crate::hosts::AllowedHosts::open_server(listen))
+        }
+        _ => None,
+    };
     let deps = std::sync::Arc::new(server::Deps {
         tunnels: tunnels.clone(),
         inventory: inventory.clone(),
         tokens: config.api.tokens.clone(),
+        hosts,
         lease: offline::LeaseRule {
             default_lease_seconds: config.cluster.default_lease_duration_seconds,
             grace_multiplier: config.cluster.lease_grace_multiplier,

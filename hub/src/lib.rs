@@ -8,6 +8,7 @@
 //! - [`placement`]: one actor per Placement over the shared inventory, the dispatcher that
 //!   reschedules only affected placements, AddOnPlacementScores.
 //! - [`inventory`]: the shared read view of all clusters plus a change broadcast.
+//! - [`hosts`]: which `Host` an open server (no API tokens) answers — DNS rebinding (pure).
 //! - [`identity`]: uid, creationTimestamp and generation of stored objects.
 //! - [`importpolicy`]: ClusterImportPolicies — pending registrations accepted, labelled and put
 //!   in a cluster set by a CEL template, with no admin step.
@@ -50,6 +51,7 @@ pub mod dashboard;
 pub mod grpc;
 pub mod ha;
 pub mod handle;
+pub mod hosts;
 pub mod identity;
 pub mod importpolicy;
 pub mod inventory;

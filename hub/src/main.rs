@@ -264,6 +264,12 @@ enum Command {
         /// More names or addresses for the server certificate (repeatable).
         #[arg(long = "tls-host")]
         tls_hosts: Vec<String>,
+        /// Make the server start TLS before its first line (`handshake_first`; nats-server
+        /// 2.10.4 or later — 2.9 refuses the setting): nothing crosses the link in plaintext.
+        /// Agents then need `--nats-tls-first` (`flotilla join --nats-tls-first`); the hub
+        /// reads it from this directory. Needs `--tls`.
+        #[arg(long = "tls-first", requires = "tls")]
+        tls_first: bool,
         /// Replace the keys of an existing secure directory (every issued credential stops
         /// working).
         #[arg(long)]
@@ -317,6 +323,9 @@ async fn rotate(which: Rotated, dir: &std::path::Path, nats: &NatsArgs) -> ExitC
         let tls_ca = |c: &mut flotilla_bus::connect::NatsConfig| {
             if let (None, Some(tls)) = (&c.tls_ca_file, &secure.tls) {
                 c.tls_ca_file = Some(tls.ca.clone());
+            }
+            if secure.tls.as_ref().is_some_and(|t| t.handshake_first) {
+                c.tls_first = true;
             }
             c.require_tls = flotilla_bus::connect::tls_required(c.tls_ca_file.is_some(), &c.url);
         };
@@ -424,6 +433,7 @@ fn subcommand(args: &Args, runtime: &tokio::runtime::Runtime) -> Option<ExitCode
             nats_listen,
             tls,
             tls_hosts,
+            tls_first,
             force,
             jetstream_max_bytes,
             jetstream_max_memory,
@@ -434,6 +444,7 @@ fn subcommand(args: &Args, runtime: &tokio::runtime::Runtime) -> Option<ExitCode
                 nats_listen: nats_listen.clone(),
                 tls: *tls,
                 tls_hosts: tls_hosts.clone(),
+                tls_first: *tls_first,
                 force: *force,
                 jetstream_max_bytes: *jetstream_max_bytes,
                 jetstream_max_memory: *jetstream_max_memory,
@@ -625,6 +636,9 @@ fn nats_config(
         }
         if let (None, Some(tls)) = (&nats.tls_ca_file, &secure.tls) {
             nats.tls_ca_file = Some(tls.ca.clone());
+        }
+        if secure.tls.as_ref().is_some_and(|t| t.handshake_first) {
+            nats.tls_first = true;
         }
     }
     let ca = nats.tls_ca_file.is_some();

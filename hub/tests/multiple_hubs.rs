@@ -23,6 +23,7 @@ fn hub_endpoint(name: &str, nats: &NatsServer) -> HubEndpoint {
         nats_url: nats.url(),
         ca: None,
         bootstrap_creds: None,
+        tls_first: false,
     }
 }
 

@@ -156,6 +156,10 @@ pub fn wanted(works: &[flotilla_api::v1::AppliedManifestWork]) -> BTreeMap<Strin
             tracing::warn!(work = %meta.name, addon = %addon, secret = %name, namespace = %namespace, "unusable add-on credentials annotations ignored");
             continue;
         }
+        if !rendered_by_hub(&meta.name, addon, name) {
+            tracing::warn!(work = %meta.name, addon = %addon, secret = %name, "add-on credentials annotations on a work the hub did not render for that add-on ignored");
+            continue;
+        }
         out.insert(
             addon.clone(),
             Wanted {
@@ -171,6 +175,15 @@ pub fn wanted(works: &[flotilla_api::v1::AppliedManifestWork]) -> BTreeMap<Strin
         );
     }
     out
+}
+
+/// Whether a work carrying the reserved add-on keys has the shape of one the hub renders for
+/// add-on `addon`: named as its agent's works (`addon-<addon>-deploy-<n>`) and naming the
+/// Secret the hub names (`<addon>-hub-credentials`). The hub refuses the reserved keys on every
+/// work it did not render; this keeps a work that slipped past it (a hub bug, a new path) from
+/// steering an add-on's credentials into a Secret of its choosing.
+fn rendered_by_hub(work: &str, addon: &str, secret: &str) -> bool {
+    addon::work_index(addon, work).is_some() && secret == addon::hub_credentials_secret_name(addon)
 }
 
 /// The Secret holding an add-on's credentials file.
@@ -455,6 +468,33 @@ mod tests {
             applied: Vec::new(),
             deleting,
         }
+    }
+
+    #[test]
+    fn reserved_keys_count_only_on_works_shaped_as_the_hub_renders_them() {
+        let mut renamed = work("a", true, false);
+        renamed
+            .work
+            .as_mut()
+            .unwrap()
+            .metadata
+            .as_mut()
+            .unwrap()
+            .name = "my-work".into();
+        let mut elsewhere = work("b", true, false);
+        elsewhere
+            .work
+            .as_mut()
+            .unwrap()
+            .metadata
+            .as_mut()
+            .unwrap()
+            .annotations
+            .insert(
+                addon::HUB_CREDENTIALS_SECRET_ANNOTATION.into(),
+                "attackers-secret".into(),
+            );
+        assert!(wanted(&[renamed, elsewhere]).is_empty());
     }
 
     #[test]

@@ -41,9 +41,13 @@ struct Args {
     /// the template mounts). Without this flag a missing `--creds` file is an error.
     #[arg(long, env = "FLOTILLA_ADDON_CREDS_IF_PRESENT")]
     creds_if_present: bool,
-    /// CA bundle to verify the NATS server's TLS certificate.
+    /// CA bundle to verify the NATS server's TLS certificate (required with credentials over
+    /// TLS: it is what authenticates the server).
     #[arg(long, env = "FLOTILLA_NATS_CA")]
     nats_ca: Option<PathBuf>,
+    /// Start TLS before the server's first line (a server with `handshake_first`).
+    #[arg(long, env = "FLOTILLA_NATS_TLS_FIRST")]
+    nats_tls_first: bool,
     /// Kubeconfig of the cluster (default: KUBECONFIG, ~/.kube/config, then in-cluster).
     #[arg(long, env = "FLOTILLA_KUBECONFIG")]
     kubeconfig: Option<PathBuf>,
@@ -108,6 +112,18 @@ fn validate(args: &Args) -> Vec<String> {
     {
         errors.push(format!("--creds {}: {e}", f.display()));
     }
+    let secure = args
+        .creds
+        .as_ref()
+        .is_some_and(|f| !args.creds_if_present || f.exists());
+    match flotilla_bus::connect::check_transport(&args.nats_url, args.nats_ca.is_some(), secure) {
+        Ok(warnings) => {
+            for w in warnings {
+                tracing::warn!("{w}");
+            }
+        }
+        Err(e) => errors.push(format!("--nats-url {e}")),
+    }
     errors
 }
 
@@ -158,6 +174,8 @@ fn main() -> ExitCode {
         None => {}
     }
     nats.tls_ca_file = args.nats_ca.clone();
+    nats.tls_first = args.nats_tls_first;
+    nats.require_tls = flotilla_bus::connect::tls_required(args.nats_ca.is_some(), &args.nats_url);
     // The add-on's credentials allow replies only in its own inbox space.
     nats.inbox_prefix = Some(format!(
         "{}.addon.{}",

@@ -5,8 +5,9 @@
 //! hubs:
 //!   - name: hub-a                       # DNS-1123 label; the hub's state is STATE_DIR/hubs/hub-a
 //!     natsUrl: tls://hub-a.example:4222
-//!     ca: hub-a/ca.pem                  # optional: the CA of hub A's NATS server
+//!     ca: hub-a/ca.pem                  # the CA of hub A's NATS server (required in secure mode over TLS)
 //!     bootstrapCreds: hub-a/bootstrap.creds   # optional: secure mode on hub A
+//!     tlsFirst: true                    # optional: hub A's server starts TLS first
 //!   - name: hub-b
 //!     natsUrl: tls://hub-b.example:4222
 //! ```
@@ -34,6 +35,8 @@ struct Entry {
     ca: Option<PathBuf>,
     #[serde(default)]
     bootstrap_creds: Option<PathBuf>,
+    #[serde(default)]
+    tls_first: bool,
 }
 
 /// Reads and checks the hubs file at `path`.
@@ -95,6 +98,7 @@ pub fn parse(text: &str, base: &Path) -> Result<Vec<HubEndpoint>, Vec<String>> {
             nats_url: e.nats_url,
             ca,
             bootstrap_creds: e.bootstrap_creds.map(|p| base.join(p)),
+            tls_first: e.tls_first,
         });
     }
     if errors.is_empty() {

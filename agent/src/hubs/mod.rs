@@ -44,6 +44,8 @@ pub struct HubEndpoint {
     pub ca: Option<PathBuf>,
     /// Secure mode on this hub: the bootstrap credentials its admin handed out.
     pub bootstrap_creds: Option<PathBuf>,
+    /// Its server starts TLS before its first line (`handshake_first`).
+    pub tls_first: bool,
 }
 
 /// The hubs and how long one may stay silent.
@@ -354,6 +356,7 @@ impl Supervisor {
         let mut c = self.config.clone();
         c.nats.url = hub.nats_url.clone();
         c.nats.tls_ca_file = hub.ca.clone();
+        c.nats.tls_first = hub.tls_first;
         c.nats.require_tls = flotilla_bus::connect::tls_required(hub.ca.is_some(), &hub.nats_url);
         c.bootstrap_creds = hub.bootstrap_creds.clone();
         c.state = StateConfig::Dir(dirs::hub_dir(&self.root, &hub.name));

@@ -86,7 +86,13 @@ pub fn start(
         config.live.clone(),
         shutdown.clone(),
     );
+    // An open dashboard (no tokens) answers only requests addressed to this machine.
+    let hosts = match (&sources.tokens, listener.local_addr()) {
+        (None, Ok(listen)) => Some(crate::hosts::AllowedHosts::open_server(listen)),
+        _ => None,
+    };
     let deps = Arc::new(server::Deps {
+        hosts,
         inventory: sources.inventory,
         works: sources.works,
         units: sources.units,

@@ -39,6 +39,8 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self' 'unsa
 
 /// What the server reads and whom it lets in.
 pub struct Deps {
+    /// On an open hub (no tokens), the hosts it answers ([`crate::hosts`]): DNS rebinding.
+    pub hosts: Option<crate::hosts::AllowedHosts>,
     /// Every cluster.
     pub inventory: ClusterInventory,
     /// Every work.
@@ -65,7 +67,18 @@ impl crate::webserver::Handler for Deps {
         req: http::Request<Incoming>,
         _peer: std::net::SocketAddr,
     ) -> http::Response<Body> {
-        let mut resp = handle(&self, req).await;
+        let host = self.hosts.map(|h| h.check(crate::hosts::of_request(&req)));
+        let mut resp = match host {
+            Some(Err(refusal)) => {
+                tracing::info!(%refusal, "dashboard request refused");
+                full(
+                    StatusCode::FORBIDDEN,
+                    "text/plain; charset=utf-8",
+                    refusal.to_string(),
+                )
+            }
+            _ => handle(&self, req).await,
+        };
         let h = resp.headers_mut();
         h.insert("content-security-policy", HeaderValue::from_static(CSP));
         h.insert(

@@ -60,6 +60,8 @@ pub struct Deps {
     pub inventory: ClusterInventory,
     /// The API's tokens (`None`: open, every caller an admin — loopback only).
     pub tokens: Option<Tokens>,
+    /// On an open hub, the hosts it answers ([`crate::hosts`]): DNS rebinding.
+    pub hosts: Option<crate::hosts::AllowedHosts>,
     /// How leases are judged (for the offline message).
     pub lease: LeaseRule,
     /// Requests counted.
@@ -82,11 +84,31 @@ impl crate::webserver::Handler for Deps {
         _peer: std::net::SocketAddr,
     ) -> http::Response<Body> {
         let verb = verb_of(&req);
-        let resp = handle(&self, req).await;
+        let host = self.hosts.map(|h| h.check(crate::hosts::of_request(&req)));
+        let resp = match host {
+            Some(Err(refusal)) => {
+                tracing::info!(%refusal, "cluster proxy request refused");
+                status::response(StatusCode::FORBIDDEN, &refusal.to_string())
+            }
+            _ => handle(&self, req).await,
+        };
+        let mut resp = resp;
+        if self.hosts.is_some() {
+            // kubectl prints a `Warning` header to its user: an open proxy says what it grants.
+            resp.headers_mut().insert(
+                http::header::WARNING,
+                http::HeaderValue::from_static(OPEN_PROXY_WARNING),
+            );
+        }
         self.metrics.answered(&verb, resp.status());
         resp
     }
 }
+
+/// What every answer of an open hub's proxy says (kubectl shows it as `Warning: …`).
+const OPEN_PROXY_WARNING: &str = "299 - \"open hub (no API tokens): this cluster proxy grants \
+every caller admin on every cluster, Secrets included; it answers only requests addressed to \
+this machine\"";
 
 /// Serves until `shutdown` ([`crate::webserver::serve`]).
 pub fn serve(

@@ -45,8 +45,11 @@ pub struct Install {
     pub cluster: String,
     /// NATS URL the agent reaches the hub at.
     pub nats_url: String,
-    /// The NATS server's CA (PEM text), when its TLS needs one.
+    /// The NATS server's CA (PEM text): required with a credential over TLS, since it is what
+    /// authenticates the server.
     pub nats_ca: Option<String>,
+    /// The NATS server starts TLS before its first line (`handshake_first`).
+    pub nats_tls_first: bool,
     /// Agent image.
     pub image: String,
     /// The agent's RBAC.
@@ -65,6 +68,7 @@ impl Install {
             cluster: cluster.to_string(),
             nats_url: nats_url.to_string(),
             nats_ca: None,
+            nats_tls_first: false,
             image: DEFAULT_IMAGE.to_string(),
             rbac: Rbac::default(),
             labels: Vec::new(),
@@ -115,7 +119,14 @@ fn indent(text: &str, spaces: usize) -> String {
 
 /// The manifests that install the agent with `bootstrap`, or what is wrong with `install`.
 pub fn manifests(install: &Install, bootstrap: &Bootstrap) -> Result<String, String> {
-    let errors = install.check();
+    let mut errors = install.check();
+    if let Err(e) = flotilla_api::transport::check_transport(
+        &install.nats_url,
+        install.nats_ca.is_some(),
+        bootstrap.creds().is_some(),
+    ) {
+        errors.push(format!("--nats-url {e}"));
+    }
     if !errors.is_empty() {
         return Err(errors.join("; "));
     }
@@ -135,6 +146,9 @@ pub fn manifests(install: &Install, bootstrap: &Bootstrap) -> Result<String, Str
     if let Some(ca) = &install.nats_ca {
         secret_data.push_str(&format!("  ca.pem: |\n{}", indent(ca, 4)));
         agent_args.push("--nats-ca=/etc/flotilla/ca.pem".to_string());
+    }
+    if install.nats_tls_first {
+        agent_args.push("--nats-tls-first".to_string());
     }
     for l in &install.labels {
         agent_args.push(format!("--label={l}"));
@@ -290,13 +304,26 @@ mod tests {
 
     #[test]
     fn shared_credentials_are_marked_as_the_fleet_wide_ones() {
-        let install = Install::new("edge-1", "tls://hub:4222");
+        let install = Install::new("edge-1", "tls://hub:4222").nats_ca("PEM\n");
         let yaml = manifests(&install, &Bootstrap::Shared(CREDS.into())).unwrap();
         assert!(yaml.contains("# bootstrap.creds: the fleet-wide bootstrap credentials\n"));
         assert_eq!(
             find(&documents(&yaml), "Secret").unwrap()["stringData"]["bootstrap.creds"],
             CREDS
         );
+    }
+
+    #[test]
+    fn a_credential_is_never_rendered_for_a_server_the_agent_cannot_authenticate() {
+        let creds = Bootstrap::JoinToken(CREDS.into());
+        let e = manifests(&Install::new("edge-1", "tls://hub:4222"), &creds).unwrap_err();
+        assert!(e.contains("CA pinned") && e.contains("--nats-ca"), "{e}");
+        let e = manifests(&Install::new("edge-1", "nats://hub:4222"), &creds).unwrap_err();
+        assert!(e.contains("TLS is required"), "{e}");
+        let mut first = Install::new("edge-1", "tls://hub:4222").nats_ca("PEM\n");
+        first.nats_tls_first = true;
+        let yaml = manifests(&first, &creds).unwrap();
+        assert!(yaml.contains("\"--nats-tls-first\""), "{yaml}");
     }
 
     #[test]

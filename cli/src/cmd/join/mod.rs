@@ -99,9 +99,13 @@ pub struct JoinArgs {
     /// Ask the hub nothing: no credential in the manifest (a hub without secure mode).
     #[arg(long)]
     pub offline: bool,
-    /// CA certificate of the NATS server's TLS (`secure/tls/ca.pem`).
+    /// CA certificate of the NATS server's TLS (`secure/tls/ca.pem`). Required over TLS with
+    /// a credential in the manifest: it is what authenticates the hub's server to the agent.
     #[arg(long, value_name = "FILE")]
     pub nats_ca: Option<PathBuf>,
+    /// The NATS server starts TLS before its first line (`flotilla-hub init --tls-first`).
+    #[arg(long)]
+    pub nats_tls_first: bool,
     /// Agent image.
     #[arg(long, default_value = manifest::DEFAULT_IMAGE)]
     pub image: String,
@@ -212,10 +216,26 @@ pub fn prepare(args: &JoinArgs) -> Result<Join, String> {
             Err(e) => errors.push(e),
         }
     }
+    // Checked before the hub is asked for a credential: a manifest whose agent could not
+    // authenticate the server must not cost one. (The rest of the transport rules are checked
+    // with the manifest, once it is known whether it holds a credential.)
+    if !args.offline
+        && nats_ca.is_none()
+        && flotilla_api::transport::tls_required(false, &args.nats_url)
+    {
+        errors.push(format!(
+            "--nats-url {}: a manifest with a credential over TLS needs the server's CA \
+             (--nats-ca secure/tls/ca.pem): it is what authenticates the hub's server to the \
+             agent; with the system's roots any public certificate for a host on the path would \
+             be trusted",
+            args.nats_url
+        ));
+    }
     let install = Install {
         cluster: args.cluster.clone(),
         nats_url: args.nats_url.clone(),
         nats_ca,
+        nats_tls_first: args.nats_tls_first,
         image: args.image.clone(),
         rbac: rbac::Rbac {
             mode: args.rbac,
@@ -365,7 +385,12 @@ mod tests {
     }
 
     fn args(extra: &[&str]) -> Result<JoinArgs, clap::Error> {
-        let base = ["flotilla-join", "edge-1", "--nats-url", "tls://hub:4222"];
+        let base = [
+            "flotilla-join",
+            "edge-1",
+            "--nats-url",
+            "nats://127.0.0.1:4222",
+        ];
         Cli::try_parse_from(base.iter().chain(extra)).map(|c| c.join)
     }
 
