@@ -242,6 +242,8 @@ pub struct Fleet {
     /// The secure directory `flotilla-hub init` wrote.
     pub secure: PathBuf,
     tls: bool,
+    /// The server starts TLS before its first line (`init --tls-first`).
+    tls_first: bool,
     hub_options: HubOptions,
     hub_starts: u32,
     grpc_port: u16,
@@ -252,15 +254,21 @@ pub struct Fleet {
 impl Fleet {
     /// `flotilla-hub init` (plain NATS on loopback) and the server under test.
     pub async fn secure(server: Server) -> Self {
-        Self::init(server, false).await
+        Self::init(server, false, false).await
     }
 
     /// `flotilla-hub init --tls` and the server under test, serving TLS.
     pub async fn secure_tls(server: Server) -> Self {
-        Self::init(server, true).await
+        Self::init(server, true, false).await
     }
 
-    async fn init(server: Server, tls: bool) -> Self {
+    /// `flotilla-hub init --tls --tls-first` (nats-server 2.10.4 and later): the server starts
+    /// TLS before its first line, and the agents take `--nats-tls-first`.
+    pub async fn secure_tls_first(server: Server) -> Self {
+        Self::init(server, true, true).await
+    }
+
+    async fn init(server: Server, tls: bool, tls_first: bool) -> Self {
         let dir = tempfile::tempdir().expect("a temp dir for the fleet");
         let secure = dir.path().join("secure");
         let port = free_port();
@@ -270,6 +278,9 @@ impl Fleet {
             .args(["--nats-listen", &format!("127.0.0.1:{port}")]);
         if tls {
             cmd.arg("--tls");
+        }
+        if tls_first {
+            cmd.arg("--tls-first");
         }
         let out = run(cmd, None, SOON).await;
         assert!(
@@ -292,6 +303,7 @@ impl Fleet {
             server,
             secure,
             tls,
+            tls_first,
             hub_options: HubOptions::default(),
             hub_starts: 0,
             grpc_port: free_port(),
@@ -491,6 +503,9 @@ impl Fleet {
             .env("NO_COLOR", "1");
         if let Some(ca) = self.ca().filter(|_| !options.without_ca) {
             cmd.arg("--nats-ca").arg(ca);
+        }
+        if self.tls_first {
+            cmd.arg("--nats-tls-first");
         }
         cmd.args(&options.flags);
         cmd.envs(options.env.iter().map(|(k, v)| (k, v)));

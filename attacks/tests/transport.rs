@@ -174,3 +174,32 @@ async fn secure_mode_over_tls_refuses_to_start_without_a_pinned_ca(server: Serve
     .collect();
     fleet.check(problems.is_empty(), || problems.join("\n"));
 }
+
+/// With `init --tls-first` on a server that supports it (2.10.4 and later: the current one),
+/// nothing crosses the link before TLS — there is no `INFO` line for anyone on the path to
+/// rewrite — and the hub and an agent with `--nats-tls-first` work as before. (Debian's 2.9
+/// refuses `handshake_first` at start; docs/security.md says which guarantee holds there.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_tls_first_the_server_says_nothing_before_tls_and_the_fleet_works() {
+    let server = Server::get("current");
+    let mut fleet = Fleet::secure_tls_first(server).await;
+    let mut raw = tokio::net::TcpStream::connect(("127.0.0.1", fleet.nats.port()))
+        .await
+        .expect("connect to the server");
+    let mut first = [0u8; 64];
+    let said = tokio::time::timeout(
+        Duration::from_secs(2),
+        tokio::io::AsyncReadExt::read(&mut raw, &mut first),
+    )
+    .await;
+    let plaintext = match said {
+        Ok(Ok(n)) => String::from_utf8_lossy(&first[..n]).into_owned(),
+        _ => String::new(),
+    };
+    fleet.check(!plaintext.starts_with("INFO"), || {
+        format!("a server made with init --tls-first sent a plaintext line first: {plaintext:?}")
+    });
+    drop(raw);
+    fleet.hub(Default::default()).await;
+    fleet.accepted_agent("edge-1").await;
+}
