@@ -69,6 +69,8 @@ pub struct Sources {
     pub units: Arc<crate::units::Units>,
     /// The API's tokens (`None`: open — loopback only).
     pub tokens: Option<crate::grpc::auth::Tokens>,
+    /// Where refused live streams are counted.
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// Starts the live feed and the server on `listener` (TLS when `tls`); both tasks end on
@@ -86,6 +88,7 @@ pub fn start(
         config.live.clone(),
         shutdown.clone(),
     );
+    let live = live.count_refusals_in(sources.metrics.clone());
     let deps = Arc::new(server::Deps {
         inventory: sources.inventory,
         works: sources.works,
