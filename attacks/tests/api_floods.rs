@@ -6,6 +6,7 @@
 //! 1.7 GiB. Now the hub's memory stays bounded, the watches past the identity's share are
 //! refused with a status naming the limit and its flag, another identity still gets its own
 //! watch, and watchers that read nothing are dropped after the deadline with a clear status.
+//! Connections past `--grpc-max-connections` are closed, counted, and their places come back.
 
 use bytes::Bytes;
 use flotilla_attacks::fleet::{SOON, metric_samples_text, samples};
@@ -377,4 +378,92 @@ async fn unread_watches_from_a_read_only_token_keep_the_hub_memory_bounded_and_p
     fleet.check(fleet.clusters().await.is_some(), || {
         "`get clusters` fails after the flood".into()
     });
+}
+
+/// The connection limit the hub is started with in the connection flood.
+const MAX_CONNECTIONS: usize = 8;
+/// Connections in the connection flood.
+const CONNECTION_FLOOD: usize = 24;
+
+on_every_server!(connections_past_the_limit_are_closed_counted_and_given_back);
+
+/// 24 HTTP/2 connections held open against `--grpc-max-connections 8`.
+async fn connections_past_the_limit_are_closed_counted_and_given_back(server: Server) {
+    let mut fleet = Fleet::secure(server).await;
+    let tokens = fleet.dir().join("tokens.csv");
+    if let Err(e) = std::fs::write(&tokens, format!("{ADMIN},admin,admin\n")) {
+        fleet.fail(&format!("writing {}: {e}", tokens.display()));
+    }
+    fleet.use_token(ADMIN);
+    fleet
+        .hub(
+            HubOptions::new()
+                .flag("--api-token-file", &tokens.display().to_string())
+                .flag("--grpc-max-connections", &MAX_CONNECTIONS.to_string()),
+        )
+        .await;
+    let addr = fleet.grpc_addr();
+    // A connection the hub closed at once fails its handshake or answers nothing; one it kept
+    // serves a watch.
+    let (mut conns, mut served, mut closed) = (Vec::new(), Vec::new(), 0);
+    for _ in 0..CONNECTION_FLOOD {
+        match connect(addr, 1 << 16).await {
+            Ok(c) => conns.push(c),
+            Err(_) => closed += 1,
+        }
+    }
+    for c in &conns {
+        match tokio::time::timeout(SOON, watch_clusters(c, ADMIN)).await {
+            Ok(Ok(Head::Open(body))) => served.push(body),
+            Ok(Ok(Head::Refused(code, message))) => {
+                fleet.fail(&format!("a watch was refused: {code} {message}"))
+            }
+            Ok(Err(_)) => closed += 1,
+            Err(_) => fleet.fail("a call on a flooding connection hung for 30 s"),
+        }
+    }
+    fleet.check(
+        (1..=MAX_CONNECTIONS).contains(&served.len())
+            && closed >= CONNECTION_FLOOD - MAX_CONNECTIONS,
+        || {
+            format!(
+                "{} of {CONNECTION_FLOOD} connections served with --grpc-max-connections \
+             {MAX_CONNECTIONS} ({closed} closed)",
+                served.len()
+            )
+        },
+    );
+    let metrics = fleet.metrics().await;
+    let counted = refusals(&metrics, "grpc_connections");
+    fleet.check(counted >= closed as f64, || {
+        format!(
+            "{closed} connections closed, {LIMIT_REFUSALS}{{limit=\"grpc_connections\"}} \
+             counts {counted}: {}",
+            metric_samples_text(&metrics, LIMIT_REFUSALS)
+        )
+    });
+    // Closed connections give their places back: as many new ones are served.
+    drop(served);
+    drop(conns);
+    let again = wait_for!(
+        fleet,
+        format!("{MAX_CONNECTIONS} new connections served after the flood"),
+        SOON,
+        {
+            let mut conns = Vec::new();
+            let mut served = 0;
+            for _ in 0..MAX_CONNECTIONS {
+                if let Ok(c) = connect(addr, 1 << 16).await {
+                    if let Ok(Ok(Head::Open(_))) =
+                        tokio::time::timeout(SOON, watch_clusters(&c, ADMIN)).await
+                    {
+                        served += 1;
+                    }
+                    conns.push(c);
+                }
+            }
+            (served == MAX_CONNECTIONS).then_some(served)
+        }
+    );
+    fleet.check(again == MAX_CONNECTIONS, || format!("{again} served"));
 }
