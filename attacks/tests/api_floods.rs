@@ -108,13 +108,14 @@ async fn watch_clusters(h2: &H2, token: &str) -> Result<Head, String> {
     let (response, mut body) = send
         .send_request(request, false)
         .map_err(|e| format!("sending the request: {e}"))?;
-    // One gRPC message: not compressed, 0 bytes (an empty WatchClustersRequest).
-    body.send_data(Bytes::from_static(&[0, 0, 0, 0, 0]), true)
-        .map_err(|e| format!("sending the request body: {e}"))?;
+    // One gRPC message: not compressed, 0 bytes (an empty WatchClustersRequest). A call the
+    // hub refuses at once may be answered and closed before the body is sent: the answer
+    // decides.
+    let sent = body.send_data(Bytes::from_static(&[0, 0, 0, 0, 0]), true);
     let response = tokio::time::timeout(SOON, response)
         .await
         .map_err(|_| "no response head within 30 s".to_string())?
-        .map_err(|e| format!("response: {e}"))?;
+        .map_err(|e| format!("response: {e} (request body: {sent:?})"))?;
     let header = |name: &str| {
         response
             .headers()
@@ -333,29 +334,36 @@ async fn unread_watches_from_a_read_only_token_keep_the_hub_memory_bounded_and_p
     fleet.check(dropped >= open.len() as f64, || {
         format!("{dropped} dropped")
     });
-    // A dropped watcher that reads at last is told why: its stream ends with the status.
-    let (conn, mut body) = open.swap_remove(0);
-    let _ = conns[conn].window.send(1 << 20);
-    let ended = tokio::time::timeout(SOON, async {
-        while let Some(frame) = body.data().await {
-            match frame {
-                Ok(data) => {
-                    let _ = body.flow_control().release_capacity(data.len());
+    // A dropped watcher that reads at last is told why: its stream ends with the status. Every
+    // connection's windows open (SETTINGS); the first stream to end says what it ended with.
+    for c in &conns {
+        let _ = c.window.send(1 << 20);
+    }
+    let mut reads = tokio::task::JoinSet::new();
+    for (_, mut body) in open.drain(..) {
+        reads.spawn(async move {
+            while let Some(frame) = body.data().await {
+                match frame {
+                    Ok(data) => {
+                        let _ = body.flow_control().release_capacity(data.len());
+                    }
+                    Err(e) => return Err(format!("stream: {e}")),
                 }
-                Err(e) => return Err(format!("stream: {e}")),
             }
-        }
-        body.trailers()
-            .await
-            .map_err(|e| format!("trailers: {e}"))
-            .map(|t| t.unwrap_or_default())
-    })
-    .await;
-    let trailers = match ended {
-        Ok(Ok(t)) => t,
-        Ok(Err(e)) => fleet.fail(&format!("the dropped watch: {e}")),
-        Err(_) => fleet.fail("the dropped watch did not end within 30 s of being read"),
+            body.trailers()
+                .await
+                .map_err(|e| format!("trailers: {e}"))
+                .map(|t| t.unwrap_or_default())
+        });
+    }
+    let trailers = match tokio::time::timeout(SOON, reads.join_next()).await {
+        Ok(Some(Ok(Ok(t)))) => t,
+        Ok(Some(Ok(Err(e)))) => fleet.fail(&format!("a dropped watch: {e}")),
+        Ok(Some(Err(e))) => fleet.fail(&format!("reading a dropped watch: {e}")),
+        Ok(None) => fleet.fail("no watch was open"),
+        Err(_) => fleet.fail("no dropped watch ended within 30 s of being read"),
     };
+    reads.abort_all();
     let status = |name: &str| {
         trailers
             .get(name)
