@@ -248,6 +248,8 @@ pub struct Fleet {
     hub_starts: u32,
     grpc_port: u16,
     metrics_port: u16,
+    /// The bearer token the fleet's CLI runs pass (`--token`), for a hub with a token file.
+    cli_token: Option<String>,
     dir: tempfile::TempDir,
 }
 
@@ -308,6 +310,7 @@ impl Fleet {
             hub_starts: 0,
             grpc_port: free_port(),
             metrics_port: free_port(),
+            cli_token: None,
             dir,
         }
     }
@@ -452,6 +455,22 @@ impl Fleet {
         }
     }
 
+    /// Makes every CLI run of the fleet pass `--token TOKEN` (a hub started with
+    /// `--api-token-file`; set it before [`Fleet::hub`], which waits for `get clusters`).
+    pub fn use_token(&mut self, token: &str) {
+        self.cli_token = Some(token.to_string());
+    }
+
+    /// The hub's process id, while it runs.
+    pub fn hub_pid(&self) -> Option<u32> {
+        self.hub.as_ref().and_then(|h| h.pid())
+    }
+
+    /// The `--grpc-listen` address of the hub.
+    pub fn grpc_addr(&self) -> std::net::SocketAddr {
+        std::net::SocketAddr::from(([127, 0, 0, 1], self.grpc_port))
+    }
+
     /// Kills the hub with SIGKILL (like `kill -9`).
     pub fn kill_hub(&mut self) {
         if let Some(mut hub) = self.hub.take() {
@@ -575,14 +594,22 @@ impl Fleet {
     /// Runs `flotilla --hub <hub> ARGS` with `stdin`.
     pub async fn cli_with_stdin(&self, args: &[&str], stdin: Option<&str>) -> Output {
         let mut cmd = tokio::process::Command::new(binary("flotilla"));
-        cmd.args(["--hub", &self.hub_url()]).args(args);
+        cmd.args(["--hub", &self.hub_url()]);
+        if let Some(token) = &self.cli_token {
+            cmd.args(["--token", token]);
+        }
+        cmd.args(args);
         run(cmd, stdin, SOON).await
     }
 
     /// Runs `flotilla --hub <api> ARGS` against another hub ([`Fleet::other_hub`]).
     pub async fn cli_at(&self, api: &str, args: &[&str]) -> Output {
         let mut cmd = tokio::process::Command::new(binary("flotilla"));
-        cmd.args(["--hub", api]).args(args);
+        cmd.args(["--hub", api]);
+        if let Some(token) = &self.cli_token {
+            cmd.args(["--token", token]);
+        }
+        cmd.args(args);
         run(cmd, None, SOON).await
     }
 

@@ -174,6 +174,7 @@ pub(crate) async fn serve(
     if let Some(listener) = listeners.dashboard {
         tasks.extend(serve_dashboard(
             config,
+            metrics,
             inventory,
             works,
             units,
@@ -683,7 +684,11 @@ pub(crate) fn serve_grpc(
     listener: TcpListener,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<JoinHandle<()>, HubError> {
-    let mut builder = tonic::transport::Server::builder();
+    let capacity = &config.api.capacity;
+    let mut builder = tonic::transport::Server::builder()
+        .max_concurrent_streams(capacity.max_concurrent_streams)
+        .http2_keepalive_interval(Some(capacity.keepalive))
+        .http2_keepalive_timeout(Some(capacity.keepalive_timeout));
     if let Some(tls) = &config.api.tls {
         let read = |p: &std::path::Path| {
             std::fs::read(p).map_err(|e| HubError::Tls(format!("{}: {e}", p.display())))
@@ -712,24 +717,33 @@ pub(crate) fn serve_grpc(
     let server = builder
         .layer(grpc::guard::CountRejections::new(metrics.clone()))
         .layer(grpc::auth::Authenticate::new(config.api.tokens.clone()))
+        .layer(grpc::capacity::Admit::new(
+            capacity.clone(),
+            metrics.clone(),
+        ))
         .layer(grpc::forward::Forward::new(
             nats.clone(),
             controllers::FORWARD_SUBJECT,
             route,
         ))
         .add_routes(routes);
+    let connections = grpc::capacity::Connections::new(capacity.max_connections, metrics.clone());
     Ok(tokio::spawn(async move {
         // Nagle off on every API connection: `serve_with_incoming` ignores the builder's
         // `tcp_nodelay`, and with Nagle on, small responses waited for the client's delayed
         // ACK — ApplyWork calls took 5 ms or 45 ms, nothing in between.
-        let incoming = tokio_stream::StreamExt::map(
+        // Past --grpc-max-connections a connection is closed as soon as it is accepted.
+        let incoming = tokio_stream::StreamExt::filter_map(
             tokio_stream::wrappers::TcpListenerStream::new(listener),
-            |conn| {
-                conn.inspect(|s| {
+            move |conn| match conn {
+                Ok(s) => {
                     if let Err(e) = s.set_nodelay(true) {
                         tracing::debug!(error = %e, "TCP_NODELAY not set on an API connection");
                     }
-                })
+                    let peer = s.peer_addr().ok();
+                    connections.admit(s, peer).map(Ok)
+                }
+                Err(e) => Some(Err(e)),
             },
         );
         let stop = async move {
@@ -802,6 +816,7 @@ pub(crate) async fn serve_cluster_proxy(
 /// The dashboard: its live feed and its server, with the API's tokens and TLS.
 pub(crate) fn serve_dashboard(
     config: &Config,
+    metrics: &Arc<Metrics>,
     inventory: &ClusterInventory,
     works: &crate::inventory::WorkInventory,
     units: &Arc<units::Units>,
@@ -821,6 +836,7 @@ pub(crate) fn serve_dashboard(
             works: works.clone(),
             units: units.clone(),
             tokens: config.api.tokens.clone(),
+            metrics: metrics.clone(),
         },
         listener,
         tls,

@@ -157,6 +157,14 @@ impl<T: Send + Sync + 'static> Inventory<T> {
         all.into_iter().map(|(_, v)| v).collect()
     }
 
+    /// Every key, sorted: what a watch lists lazily, looking each object up when its client
+    /// has room for it (a key is shared, not copied).
+    pub fn keys(&self) -> Vec<Arc<str>> {
+        let mut keys: Vec<Arc<str>> = self.objects.iter().map(|e| e.key().clone()).collect();
+        keys.sort();
+        keys
+    }
+
     /// Keys and objects whose key starts with `prefix`, sorted by key. A namespace's prefix
     /// (`<namespace>/`) is answered from the index; any other prefix scans every object.
     pub fn with_prefix(&self, prefix: &str) -> Vec<(Arc<str>, Arc<T>)> {

@@ -141,6 +141,8 @@ pub struct ApiConfig {
     pub tokens: Option<grpc::auth::Tokens>,
     /// PEM certificate chain and private key: serve TLS.
     pub tls: Option<TlsFiles>,
+    /// How much of the server one caller may hold: connections, streams, calls and watches.
+    pub capacity: grpc::capacity::CapacityConfig,
 }
 
 /// A PEM certificate chain and its private key.

@@ -53,6 +53,12 @@ struct Args {
     /// Serve an open API (no tokens) on a non-loopback address anyway.
     #[arg(long)]
     api_allow_unauthenticated: bool,
+    /// How much of the gRPC server one caller may hold (connections, streams, calls, watches).
+    #[command(flatten)]
+    grpc_capacity: flotilla_hub::grpc::capacity::CapacityArgs,
+    /// How many live dashboard pages may be open, in all and per identity.
+    #[command(flatten)]
+    dashboard_live: flotilla_hub::dashboard::live::LiveArgs,
     /// Serve the gRPC API over TLS with this PEM certificate chain (with --grpc-tls-key).
     #[arg(long, env = "FLOTILLA_GRPC_TLS_CERT", requires = "grpc_tls_key")]
     grpc_tls_cert: Option<std::path::PathBuf>,
@@ -673,8 +679,10 @@ fn config(args: &Args, checked: Checked) -> Result<flotilla_hub::Config, String>
     config.grpc_listen = args.grpc_listen;
     config.cluster_proxy.listen = args.cluster_proxy_listen;
     config.dashboard.listen = args.dashboard_listen;
+    args.dashboard_live.apply(&mut config.dashboard.live);
     config.metrics_listen = args.metrics_listen;
     config.api.tokens = checked.tokens;
+    config.api.capacity = args.grpc_capacity.config();
     config.api.tls = args
         .grpc_tls_cert
         .clone()

@@ -206,6 +206,85 @@ async fn live_streams_are_bounded_and_end_with_the_hub() {
     tokio::time::timeout(SOON, stop).await.unwrap().unwrap();
 }
 
+/// Opens `/events` with `token` on a raw connection and reads the response head (the stream
+/// stays open while the connection does).
+async fn open_live_stream(
+    addr: std::net::SocketAddr,
+    token: &str,
+) -> (tokio::net::TcpStream, String) {
+    let mut stream = tokio::time::timeout(SOON, tokio::net::TcpStream::connect(addr))
+        .await
+        .unwrap()
+        .unwrap();
+    stream
+        .write_all(
+            format!(
+                "GET /events HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(SOON, stream.read(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
+    (stream, String::from_utf8_lossy(&buf[..n]).to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_identity_has_its_own_share_of_live_streams() {
+    let nats = NatsServer::start();
+    let hub = hub(&nats, |c| {
+        c.dashboard.live.max_clients = 8;
+        c.dashboard.live.max_per_identity = 2;
+    })
+    .await;
+    let addr = hub.dashboard_addr.unwrap();
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let (stream, head) = open_live_stream(addr, VIEWER).await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        held.push(stream);
+    }
+    let viewer = format!("Bearer {VIEWER}");
+    let a = http(&hub, "GET", "/events", &[("Authorization", &viewer)], "").await;
+    assert_eq!(a.status, 503, "a third stream of one identity is refused");
+    assert!(
+        a.body.contains("--dashboard-live-streams-per-identity"),
+        "{}",
+        a.body
+    );
+    // Another identity still gets one.
+    let (admin, head) = open_live_stream(addr, ADMIN).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let metrics = metrics_text(&hub).await;
+    assert!(
+        metrics.lines().any(|l| l.starts_with(
+            "flotilla_hub_limit_refusals_total{limit=\"dashboard_live_per_identity\"} 1"
+        )),
+        "{metrics}"
+    );
+    // A stream closed gives its place back.
+    drop(held.pop());
+    let deadline = Instant::now() + SOON;
+    loop {
+        let (stream, head) = open_live_stream(addr, VIEWER).await;
+        if head.starts_with("HTTP/1.1 200") {
+            held.push(stream);
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the place never came back: {head}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop((held, admin));
+    hub.stop().await;
+}
+
 #[test]
 fn plain_http_or_an_open_dashboard_off_loopback_is_refused_at_start() {
     let dir = tempfile::tempdir().unwrap();

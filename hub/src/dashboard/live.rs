@@ -8,7 +8,10 @@
 //! [`MAX_DIRTY`] keys in one period a single "every object of the kind" event. Replica sets'
 //! and add-ons' progress is remembered as it changes ([`Progress`]) for the progress plots.
 //!
-//! Bounds: at most [`LiveConfig::max_clients`] streams at once (more are answered 503); all
+//! Bounds: at most [`LiveConfig::max_clients`] streams at once and
+//! [`LiveConfig::max_per_identity`] of one identity (a token's name: one viewer cannot take the
+//! others' pages; more are answered 503 naming the flag, counted in
+//! `flotilla_hub_limit_refusals_total{limit="dashboard_live"|"dashboard_live_per_identity"}`); all
 //! streams share one broadcast ring of [`LiveConfig::buffer`] events, so a page that does not
 //! read is at most that far behind — further and it is dropped (`event: reset`, its script
 //! reloads the page), never buffered without limit. Shutdown ends every stream.
@@ -17,14 +20,15 @@ use super::history::{Availability, Counts, History, HistoryLimits, Transition};
 use super::progress::{Progress, ProgressLimits};
 use crate::controllers::Controllers;
 use crate::inventory::{Change, ChangeKind, ClusterInventory, Inventory};
+use crate::metrics::Metrics;
 use bytes::Bytes;
 use futures::stream::{BoxStream, SelectAll};
 use futures::{Stream, StreamExt};
 use hyper::body::Frame;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
 use std::pin::Pin;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast, watch};
@@ -34,8 +38,11 @@ use tracing::Instrument;
 /// How the live feed is bounded.
 #[derive(Debug, Clone)]
 pub struct LiveConfig {
-    /// Streams open at once (default 64).
+    /// Streams open at once (default 64, `--dashboard-live-streams`).
     pub max_clients: usize,
+    /// Streams one identity may have open at once (default 16,
+    /// `--dashboard-live-streams-per-identity`).
+    pub max_per_identity: usize,
     /// Events a stream may fall behind before it is dropped (default 1024).
     pub buffer: usize,
     /// A comment line this often keeps proxies from closing a quiet stream (default 15 s).
@@ -53,7 +60,8 @@ pub struct LiveConfig {
 impl Default for LiveConfig {
     fn default() -> Self {
         Self {
-            max_clients: 64,
+            max_clients: DEFAULT_LIVE_STREAMS,
+            max_per_identity: DEFAULT_LIVE_STREAMS_PER_IDENTITY,
             buffer: 1024,
             heartbeat: Duration::from_secs(15),
             summary_every: Duration::from_millis(500),
@@ -61,6 +69,40 @@ impl Default for LiveConfig {
             history: HistoryLimits::default(),
             progress: ProgressLimits::default(),
         }
+    }
+}
+
+/// Default [`LiveConfig::max_clients`].
+pub const DEFAULT_LIVE_STREAMS: usize = 64;
+/// Default [`LiveConfig::max_per_identity`].
+pub const DEFAULT_LIVE_STREAMS_PER_IDENTITY: usize = 16;
+
+/// The flags of the live feed's bounds (flattened into the hub's).
+#[derive(clap::Args, Debug, Clone)]
+pub struct LiveArgs {
+    /// Live dashboard pages (Server-Sent Events streams) open at once; more are answered 503.
+    #[arg(
+        long,
+        env = "FLOTILLA_DASHBOARD_LIVE_STREAMS",
+        default_value_t = DEFAULT_LIVE_STREAMS,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000)
+    )]
+    pub dashboard_live_streams: usize,
+    /// Live dashboard pages one identity (a token's name) may have open at once.
+    #[arg(
+        long,
+        env = "FLOTILLA_DASHBOARD_LIVE_STREAMS_PER_IDENTITY",
+        default_value_t = DEFAULT_LIVE_STREAMS_PER_IDENTITY,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000)
+    )]
+    pub dashboard_live_streams_per_identity: usize,
+}
+
+impl LiveArgs {
+    /// Sets the bounds the flags give in `config`.
+    pub fn apply(&self, config: &mut LiveConfig) {
+        config.max_clients = self.dashboard_live_streams;
+        config.max_per_identity = self.dashboard_live_streams_per_identity;
     }
 }
 
@@ -248,13 +290,60 @@ pub struct Live {
     progress: Arc<RwLock<Progress>>,
     events: broadcast::Sender<Arc<LiveEvent>>,
     clients: Arc<Semaphore>,
+    /// Streams open per identity.
+    shares: Arc<Mutex<HashMap<String, usize>>>,
+    metrics: Option<Arc<Metrics>>,
     config: LiveConfig,
 }
 
-/// Too many streams are open.
+/// A live stream refused: too many are open.
 #[derive(Debug, thiserror::Error)]
-#[error("too many live pages are open ({0}); try again later")]
-pub struct Busy(pub usize);
+pub enum Busy {
+    /// The dashboard's limit.
+    #[error(
+        "too many live pages are open ({0}, --dashboard-live-streams); close some or try again later"
+    )]
+    Full(usize),
+    /// The identity's share.
+    #[error(
+        "{who} has {max} live pages open, its share (--dashboard-live-streams-per-identity); \
+         close some"
+    )]
+    Share {
+        /// The identity.
+        who: String,
+        /// Its share.
+        max: usize,
+    },
+}
+
+impl Busy {
+    /// The limit's metric label.
+    pub fn limit(&self) -> &'static str {
+        match self {
+            Busy::Full(_) => "dashboard_live",
+            Busy::Share { .. } => "dashboard_live_per_identity",
+        }
+    }
+}
+
+/// One identity's place among the open streams, given back when the stream ends.
+struct Share {
+    shares: Arc<Mutex<HashMap<String, usize>>>,
+    who: String,
+}
+
+impl Drop for Share {
+    fn drop(&mut self) {
+        let mut shares = self.shares.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = shares.get_mut(&self.who) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                shares.remove(&self.who);
+            }
+        }
+    }
+}
 
 impl Live {
     /// Starts following `inventory`, and the controllers' views while `controllers` holds
@@ -271,6 +360,8 @@ impl Live {
             progress: Arc::new(RwLock::new(Progress::new(config.progress))),
             events,
             clients: Arc::new(Semaphore::new(config.max_clients)),
+            shares: Arc::default(),
+            metrics: None,
             config,
         };
         // Subscribe before the first catch-up so that nothing falls between them.
@@ -282,6 +373,12 @@ impl Live {
                 .instrument(tracing::info_span!("dashboard_live")),
         );
         (live, task)
+    }
+
+    /// Counts refused streams in `metrics` (`flotilla_hub_limit_refusals_total`).
+    pub fn count_refusals_in(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// The progress seen of a rollout (`rollout:<ns>/<name>`, `addon:<name>`), oldest first.
@@ -453,20 +550,21 @@ impl Live {
         }
     }
 
-    /// A stream for a page that shows `clusters` (`None`: every cluster's transitions) and
-    /// `follows` controllers' objects, ended by `shutdown`; refused when
-    /// [`LiveConfig::max_clients`] are open.
+    /// A stream for `who`'s page that shows `clusters` (`None`: every cluster's transitions)
+    /// and `follows` controllers' objects, ended by `shutdown`; refused (counted) when
+    /// [`LiveConfig::max_clients`] are open, or [`LiveConfig::max_per_identity`] of `who`'s.
     pub fn stream(
         &self,
+        who: &str,
         clusters: Option<HashSet<String>>,
         follows: Follows,
         shutdown: watch::Receiver<bool>,
     ) -> Result<Events, Busy> {
-        let permit = self
-            .clients
-            .clone()
-            .try_acquire_owned()
-            .map_err(|_| Busy(self.config.max_clients))?;
+        let (share, permit) = self.admit(who).inspect_err(|busy| {
+            if let Some(m) = &self.metrics {
+                m.limit_refused(busy.limit());
+            }
+        })?;
         // Subscribe before reading the state sent first, so that nothing falls between.
         let rx = self.events.subscribe();
         let mut first = String::from("retry: 2000\n\n");
@@ -490,8 +588,34 @@ impl Live {
             pending: Some(first),
             ended: false,
             _permit: permit,
+            _share: share,
         };
         Ok(Box::pin(futures::stream::unfold(state, next)))
+    }
+
+    /// A place for one more stream of `who`: its share first, then the dashboard's.
+    fn admit(&self, who: &str) -> Result<(Share, OwnedSemaphorePermit), Busy> {
+        let share = {
+            let mut shares = self.shares.lock().unwrap_or_else(|p| p.into_inner());
+            let n = shares.entry(who.to_string()).or_default();
+            if *n >= self.config.max_per_identity {
+                return Err(Busy::Share {
+                    who: who.to_string(),
+                    max: self.config.max_per_identity,
+                });
+            }
+            *n += 1;
+            Share {
+                shares: self.shares.clone(),
+                who: who.to_string(),
+            }
+        };
+        let permit = self
+            .clients
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| Busy::Full(self.config.max_clients))?;
+        Ok((share, permit))
     }
 }
 
@@ -505,6 +629,7 @@ struct Streaming {
     pending: Option<String>,
     ended: bool,
     _permit: OwnedSemaphorePermit,
+    _share: Share,
 }
 
 async fn next(mut s: Streaming) -> Option<(Result<Frame<Bytes>, Infallible>, Streaming)> {

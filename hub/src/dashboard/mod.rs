@@ -69,6 +69,8 @@ pub struct Sources {
     pub units: Arc<crate::units::Units>,
     /// The API's tokens (`None`: open — loopback only).
     pub tokens: Option<crate::grpc::auth::Tokens>,
+    /// Where refused live streams are counted.
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// Starts the live feed and the server on `listener` (TLS when `tls`); both tasks end on
@@ -91,6 +93,7 @@ pub fn start(
         (None, Ok(listen)) => Some(crate::hosts::AllowedHosts::open_server(listen)),
         _ => None,
     };
+    let live = live.count_refusals_in(sources.metrics.clone());
     let deps = Arc::new(server::Deps {
         hosts,
         inventory: sources.inventory,

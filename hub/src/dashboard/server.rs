@@ -488,7 +488,10 @@ async fn handle(d: &Deps, req: http::Request<Incoming>) -> http::Response<Body> 
             let follows = route::param(&query, "follow")
                 .map(|f| super::live::Follows::parse(f, MAX_FOLLOWED))
                 .unwrap_or_default();
-            match d.live.stream(followed, follows, d.shutdown.clone()) {
+            match d
+                .live
+                .stream(&viewer.identity.name, followed, follows, d.shutdown.clone())
+            {
                 Ok(events) => {
                     let mut resp = http::Response::new(StreamBody::new(events).boxed_unsync());
                     let h = resp.headers_mut();

@@ -165,10 +165,12 @@ impl AddOnService for AddOnApi {
         &self,
         request: Request<ListAddOnsRequest>,
     ) -> Result<Response<Self::WatchManagedClusterAddOnsStream>, Status> {
+        let watching = super::WatchSettings::of(&request);
         let r = request.into_inner();
         guard::cluster("namespace", &r.namespace, true)?;
         let (cluster, name) = (r.namespace, r.name);
         Ok(Response::new(super::watch(
+            &watching,
             &self.addons.store().cluster_addon_views,
             move |_, m: &ManagedClusterAddOn| {
                 m.metadata.as_ref().is_some_and(|m| {

@@ -108,8 +108,10 @@ impl ClusterService for ClusterApi {
         &self,
         req: Request<WatchClustersRequest>,
     ) -> Result<Response<WatchStream>, Status> {
+        let watching = super::WatchSettings::of(&req);
         let sel = parse_selector(&req.into_inner().label_selector)?;
         Ok(Response::new(super::watch(
+            &watching,
             &self.inventory,
             move |_, c| selects(&sel, c.metadata.as_ref()),
             |ty, c| ClusterEvent {

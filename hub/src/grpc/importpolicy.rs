@@ -79,9 +79,10 @@ impl ImportPolicyService for ImportPolicyApi {
 
     async fn watch_import_policies(
         &self,
-        _request: Request<ListImportPoliciesRequest>,
+        request: Request<ListImportPoliciesRequest>,
     ) -> Result<Response<Self::WatchImportPoliciesStream>, Status> {
         Ok(Response::new(super::watch(
+            &super::WatchSettings::of(&request),
             self.policies.views(),
             |_, _| true,
             |ty, p: &ClusterImportPolicy| ImportPolicyEvent {

@@ -137,13 +137,14 @@ impl PlacementService for PlacementApi {
         &self,
         req: Request<WatchPlacementsRequest>,
     ) -> Result<Response<WatchStream>, Status> {
+        let watching = super::WatchSettings::of(&req);
         let r = req.into_inner();
         let mut rx = self.placements.subscribe();
         let initial = self.placements.list(&r.namespace);
-        let stream = super::async_stream(move |tx| async move {
+        let stream = super::watch_stream(&watching, move |tx| async move {
             for v in initial {
                 if matches(&v, &r.namespace, &r.name)
-                    && tx.send(Ok(event(EventType::Added, &v))).await.is_err()
+                    && !tx.send(Ok(event(EventType::Added, &v))).await
                 {
                     return;
                 }
@@ -159,16 +160,15 @@ impl PlacementService for PlacementApi {
                             ChangeKind::Modified => EventType::Modified,
                             ChangeKind::Deleted => EventType::Deleted,
                         };
-                        if tx.send(Ok(event(ty, &change.object))).await.is_err() {
+                        if !tx.send(Ok(event(ty, &change.object))).await {
                             return;
                         }
                     }
                     Err(RecvError::Lagged(n)) => {
-                        let _ = tx
-                            .send(Err(Status::aborted(format!(
-                                "watch fell {n} changes behind; list and watch again"
-                            ))))
-                            .await;
+                        tx.send(Err(Status::aborted(format!(
+                            "watch fell {n} changes behind; list and watch again"
+                        ))))
+                        .await;
                         return;
                     }
                     Err(RecvError::Closed) => return,

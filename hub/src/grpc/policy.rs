@@ -119,9 +119,11 @@ impl PolicyService for PolicyApi {
         &self,
         request: Request<ListPoliciesRequest>,
     ) -> Result<Response<Self::WatchPoliciesStream>, Status> {
+        let watching = super::WatchSettings::of(&request);
         let r = request.into_inner();
         let namespace = list_ns(&r)?.to_string();
         Ok(Response::new(super::watch(
+            &watching,
             self.policies.views(),
             move |_, p: &Policy| {
                 namespace.is_empty()

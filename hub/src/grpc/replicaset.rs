@@ -108,10 +108,12 @@ impl ReplicaSetService for ReplicaSetApi {
         &self,
         request: Request<ListReplicaSetsRequest>,
     ) -> Result<Response<Self::WatchReplicaSetsStream>, Status> {
+        let watching = super::WatchSettings::of(&request);
         let r = request.into_inner();
         guard::namespace("namespace", &r.namespace, true)?;
         let namespace = r.namespace;
         Ok(Response::new(super::watch(
+            &watching,
             self.sets.views(),
             move |_, rs: &ManifestWorkReplicaSet| {
                 namespace.is_empty()

@@ -1,4 +1,4 @@
-use super::watch;
+use super::{WatchSettings, watch};
 use crate::inventory::Inventory;
 use flotilla_api::v1::EventType;
 use futures::StreamExt;
@@ -7,7 +7,19 @@ type Event = (EventType, String);
 
 /// A watch over an inventory of strings whose events carry the object.
 fn watch_all(inventory: &Inventory<String>) -> super::WatchStream<Event> {
-    watch(inventory, |_, _| true, |kind, v: &String| (kind, v.clone()))
+    watch_with(&WatchSettings::default(), inventory)
+}
+
+fn watch_with(
+    settings: &WatchSettings,
+    inventory: &Inventory<String>,
+) -> super::WatchStream<Event> {
+    watch(
+        settings,
+        inventory,
+        |_, _| true,
+        |kind, v: &String| (kind, v.clone()),
+    )
 }
 
 async fn next(stream: &mut super::WatchStream<Event>) -> Event {
@@ -92,5 +104,101 @@ async fn a_watcher_that_fell_behind_is_sent_objects_it_has_not_seen() {
     assert!(
         !seen.contains("a-0"),
         "a did not change and was not sent again"
+    );
+}
+
+#[tokio::test]
+async fn a_watch_makes_its_initial_events_only_as_its_client_takes_them() {
+    let inventory = Inventory::new(16);
+    for i in 0..1000 {
+        inventory.upsert(&format!("k{i:04}"), format!("v{i:04}"));
+    }
+    let made = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = made.clone();
+    let settings = WatchSettings {
+        queue: 4,
+        ..WatchSettings::default()
+    };
+    let mut stream = watch(
+        &settings,
+        &inventory,
+        |_, _| true,
+        move |kind, v: &String| {
+            counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            (kind, v.clone())
+        },
+    );
+    assert_eq!(next(&mut stream).await, (EventType::Added, "v0000".into()));
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let n = made.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        n <= 1 + 4 + 1,
+        "{n} events made for a client that took one (queue of 4)"
+    );
+    // The rest follow, in key order, as the client reads.
+    for i in 1..1000 {
+        assert_eq!(
+            next(&mut stream).await,
+            (EventType::Added, format!("v{i:04}"))
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watcher_that_takes_nothing_is_dropped_after_the_deadline_with_a_clear_status() {
+    let inventory = Inventory::new(16);
+    for i in 0..100 {
+        inventory.upsert(&format!("k{i:03}"), format!("v{i:03}"));
+    }
+    let settings = WatchSettings {
+        queue: 4,
+        slow_after: std::time::Duration::from_secs(30),
+        metrics: None,
+    };
+    let mut stream = watch_with(&settings, &inventory);
+    // Nothing read for longer than the deadline: the task gives up.
+    tokio::time::sleep(std::time::Duration::from_secs(31)).await;
+    let status = tokio::time::timeout(std::time::Duration::from_secs(5), stream.next())
+        .await
+        .expect("an answer")
+        .expect("the stream is open")
+        .expect_err("the status comes before what was queued");
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+    assert!(
+        status.message().contains("--grpc-slow-watcher-seconds"),
+        "{}",
+        status.message()
+    );
+    assert!(
+        tokio::time::timeout(std::time::Duration::from_secs(5), stream.next())
+            .await
+            .expect("an answer")
+            .is_none(),
+        "the stream ends after the status"
+    );
+}
+
+#[tokio::test]
+async fn a_change_made_while_a_watch_lists_is_not_sent_twice() {
+    let inventory = Inventory::new(64);
+    inventory.upsert("a", "a-0".to_string());
+    let settings = WatchSettings {
+        queue: 1,
+        ..WatchSettings::default()
+    };
+    let mut stream = watch_with(&settings, &inventory);
+    // Changed after the watch subscribed, before it listed "b": listed in its new state, and
+    // the broadcast's copy of the same state is not sent again.
+    inventory.upsert("b", "b-1".to_string());
+    let mut events = Vec::new();
+    while let Ok(Some(ev)) =
+        tokio::time::timeout(std::time::Duration::from_millis(300), stream.next()).await
+    {
+        events.push(ev.expect("not an error"));
+    }
+    assert_eq!(
+        events.iter().filter(|(_, v)| v == "b-1").count(),
+        1,
+        "{events:?}"
     );
 }

@@ -385,11 +385,13 @@ impl WorkService for WorkApi {
         &self,
         req: Request<WatchWorksRequest>,
     ) -> Result<Response<WatchStream>, Status> {
+        let watching = super::WatchSettings::of(&req);
         let r = req.into_inner();
         let sel = parse_selector(&r.label_selector)?;
         guard::cluster("cluster", &r.cluster, true)?;
         let prefix = ObjectRef::prefix(&r.cluster);
         Ok(Response::new(super::watch(
+            &watching,
             &self.works,
             move |key, w| key.starts_with(&prefix) && selects(&sel, w.metadata.as_ref()),
             |ty, w| WorkEvent {
