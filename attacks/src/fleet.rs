@@ -242,6 +242,8 @@ pub struct Fleet {
     hub_starts: u32,
     grpc_port: u16,
     metrics_port: u16,
+    /// The API token the CLI sends (`FLOTILLA_TOKEN`), for a hub started with tokens.
+    cli_token: Option<String>,
     dir: tempfile::TempDir,
 }
 
@@ -292,6 +294,7 @@ impl Fleet {
             hub_starts: 0,
             grpc_port: free_port(),
             metrics_port: free_port(),
+            cli_token: None,
             dir,
         }
     }
@@ -549,6 +552,9 @@ impl Fleet {
     pub async fn cli_with_stdin(&self, args: &[&str], stdin: Option<&str>) -> Output {
         let mut cmd = tokio::process::Command::new(binary("flotilla"));
         cmd.args(["--hub", &self.hub_url()]).args(args);
+        if let Some(token) = &self.cli_token {
+            cmd.env("FLOTILLA_TOKEN", token);
+        }
         run(cmd, stdin, SOON).await
     }
 
@@ -726,6 +732,22 @@ impl Fleet {
         }
     }
 
+    /// Has the CLI send `token` (`FLOTILLA_TOKEN`) from now on, for a hub started with
+    /// `--api-token-file`.
+    pub fn use_token(&mut self, token: &str) {
+        self.cli_token = Some(token.to_string());
+    }
+
+    /// The hub's process id (while it runs).
+    pub fn hub_pid(&self) -> Option<u32> {
+        self.hub.as_ref().and_then(Proc::pid)
+    }
+
+    /// Agent `name`'s process id (while it runs).
+    pub fn agent_pid(&self, name: &str) -> Option<u32> {
+        self.agents.get(name).and_then(Proc::pid)
+    }
+
     /// Whether the server refuses (or cuts within a second) a connection with `creds`.
     pub async fn connect_outcome(&self, creds: &Path) -> Outcome {
         attacker::try_connect(
@@ -736,6 +758,19 @@ impl Fleet {
         )
         .await
     }
+}
+
+/// Memory of process `pid` from `/proc/<pid>/status`, in KiB: `(VmRSS, VmHWM)` — resident now
+/// and its peak so far.
+pub fn memory_kib(pid: u32) -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+    };
+    Some((field("VmRSS:")?, field("VmHWM:")?))
 }
 
 /// The NATS credentials file (user JWT and seed blocks) inside `text`.
