@@ -17,6 +17,9 @@ async fn a_call_over_the_agents_cap_is_answered_with_a_retryable_503() {
         cluster: "edge-1".into(),
         source: "flotilla-agent/edge-1".into(),
         backend: Arc::new(SimBackend::new(8, 32, "v1.30.2")),
+        budget: Arc::new(Semaphore::new(DEFAULT_BODY_BYTES)),
+        body_bytes: DEFAULT_BODY_BYTES,
+        metrics: Arc::default(),
     });
     let request = TunnelRequest {
         method: "GET".into(),
@@ -25,8 +28,10 @@ async fn a_call_over_the_agents_cap_is_answered_with_a_retryable_503() {
         ..Default::default()
     };
     let call = Call::new(shared, StreamId::random(), &request);
-    call.refuse(format!("the agent already serves {MAX_CALLS} calls"))
-        .await;
+    call.refuse(Refusal::busy(format!(
+        "the agent already serves {MAX_CALLS} calls; try again later"
+    )))
+    .await;
     client.flush().await.unwrap();
     let mut frames = Vec::new();
     while frames.len() < 3 {
