@@ -196,7 +196,10 @@ impl Server {
                     tracing::debug!(%stream, "malformed cluster-proxy call dropped");
                     continue;
                 }
-                let caller = request.caller.as_ref().map_or_else(String::new, |c| c.name.clone());
+                let caller = request
+                    .caller
+                    .as_ref()
+                    .map_or_else(String::new, |c| c.name.clone());
                 if calls.len() >= MAX_CALLS {
                     self.metrics.proxy_refused("calls");
                     let call = Call::new(shared.clone(), stream, &request);

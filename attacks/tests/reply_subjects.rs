@@ -257,7 +257,12 @@ async fn proxy_frames_a_cluster_sends_with_a_reply_subject_are_dropped_unanswere
     let request = loop {
         let msg = match tokio::time::timeout(SOON, futures::StreamExt::next(&mut calls)).await {
             Ok(Some(m)) => m,
-            _ => fleet.fail("no cluster-proxy call reached mallory's subject"),
+            _ => {
+                let answer = tokio::time::timeout(Duration::from_secs(1), get).await;
+                fleet.fail(&format!(
+                    "no cluster-proxy call reached mallory's subject; the proxy answered {answer:?}"
+                ))
+            }
         };
         let frame = CloudEvent::decode(msg.payload.as_ref())
             .ok()
@@ -318,7 +323,11 @@ async fn proxy_frames_a_cluster_sends_with_a_reply_subject_are_dropped_unanswere
         )
     });
     tokio::time::sleep(WATCH).await;
-    let answered = tokio::time::timeout(Duration::from_millis(200), futures::StreamExt::next(&mut inbox)).await;
+    let answered = tokio::time::timeout(
+        Duration::from_millis(200),
+        futures::StreamExt::next(&mut inbox),
+    )
+    .await;
     fleet.check(answered.is_err(), || {
         format!("something answered on the spoke's reply subject: {answered:?}")
     });

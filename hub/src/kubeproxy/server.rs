@@ -224,8 +224,8 @@ fn has_body(req: &http::Request<Incoming>) -> bool {
 /// A read (`GET`, `HEAD`, a watch) that carries a body, refused before anything reaches the
 /// agent: Kubernetes reads none, and the agent would keep one that never ends.
 fn body_on_read(req: &http::Request<Incoming>, info: &RequestInfo) -> Option<BodyError> {
-    let read = matches!(*req.method(), http::Method::GET | http::Method::HEAD)
-        || info.verb == Verb::Watch;
+    let read =
+        matches!(*req.method(), http::Method::GET | http::Method::HEAD) || info.verb == Verb::Watch;
     (read && (has_body(req) || !req.body().is_end_stream()))
         .then(|| BodyError::OnRead(req.method().clone()))
 }

@@ -382,8 +382,7 @@ impl IdentitySlot {
 
 impl Drop for IdentitySlot {
     fn drop(&mut self) {
-        if let dashmap::Entry::Occupied(mut open) = self.inner.identities.entry(self.who.clone())
-        {
+        if let dashmap::Entry::Occupied(mut open) = self.inner.identities.entry(self.who.clone()) {
             *open.get_mut() -= 1;
             if *open.get() == 0 {
                 open.remove();
