@@ -5,6 +5,12 @@
 //! the hub's credit — so a large list or a long watch never sits whole in the agent's memory.
 //! A call ends when its body is done, the hub cancels it (its client went away: the upstream
 //! request is dropped with it) or the hub falls silent for [`tunnel::idle_timeout`].
+//!
+//! What callers may take of the agent is bounded (issue 42): [`MAX_CALLS`] calls at once, at
+//! most [`Limits::calls_per_caller`] of them for one caller (the identity the hub names), and
+//! at most [`Limits::body_bytes`] of request bodies held at once over every call and hub; past
+//! any of them a call is answered 429 (503 for the agent's own cap) saying which. A `GET` or
+//! `HEAD` with a body is answered 400 before its body is asked for.
 
 use crate::backend::Backend;
 use crate::backend::api::{ApiRequest, ApiResponse, Bearer, Impersonation};
@@ -19,7 +25,7 @@ use futures::StreamExt;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tracing::Instrument;
@@ -29,6 +35,29 @@ use tracing::Instrument;
 pub const MAX_CALLS: usize = 256;
 /// Largest request body the agent gathers (what a Kubernetes API server accepts).
 pub const MAX_REQUEST_BODY: usize = 3 * 1024 * 1024;
+/// Default [`Limits::calls_per_caller`]: a quarter of [`MAX_CALLS`].
+pub const DEFAULT_CALLS_PER_CALLER: usize = MAX_CALLS / 4;
+/// Default [`Limits::body_bytes`]: 32 MiB, ten bodies of the largest size.
+pub const DEFAULT_BODY_BYTES: usize = 32 << 20;
+
+/// What the cluster proxy's callers may take of the agent.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Calls served at once for one caller (the name the hub gives), of [`MAX_CALLS`].
+    pub calls_per_caller: usize,
+    /// Request-body bytes held at once, over every call and hub (at least
+    /// [`MAX_REQUEST_BODY`]): a body is gathered whole before the backend gets it.
+    pub body_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            calls_per_caller: DEFAULT_CALLS_PER_CALLER,
+            body_bytes: DEFAULT_BODY_BYTES,
+        }
+    }
+}
 
 /// The agent's cluster-proxy server.
 pub struct Server {
@@ -37,6 +66,8 @@ pub struct Server {
     cluster: String,
     backend: Arc<dyn Backend>,
     max_event_bytes: usize,
+    limits: Limits,
+    metrics: Arc<crate::metrics::AgentMetrics>,
 }
 
 /// What each call needs.
@@ -45,6 +76,17 @@ struct Shared {
     cluster: String,
     source: String,
     backend: Arc<dyn Backend>,
+    /// The request-body bytes the agent may hold, over every call.
+    budget: Arc<Semaphore>,
+    /// Its size.
+    body_bytes: usize,
+    metrics: Arc<crate::metrics::AgentMetrics>,
+}
+
+/// An open call as the server loop sees it: its mailbox and its caller.
+struct Open {
+    tx: mpsc::Sender<Received>,
+    caller: String,
 }
 
 impl Server {
@@ -61,7 +103,20 @@ impl Server {
             cluster: cluster.to_string(),
             backend,
             max_event_bytes,
+            limits: Limits::default(),
+            metrics: Arc::default(),
         }
+    }
+
+    /// With `limits`, counting refusals in `metrics`.
+    pub fn with_limits(
+        mut self,
+        limits: Limits,
+        metrics: Arc<crate::metrics::AgentMetrics>,
+    ) -> Self {
+        self.limits = limits;
+        self.metrics = metrics;
+        self
     }
 
     /// Serves calls until the task is dropped (its calls end with it).
@@ -76,9 +131,14 @@ impl Server {
             cluster: self.cluster.clone(),
             source: format!("flotilla-agent/{}", self.cluster),
             backend: self.backend.clone(),
+            budget: Arc::new(Semaphore::new(
+                self.limits.body_bytes.min(Semaphore::MAX_PERMITS),
+            )),
+            body_bytes: self.limits.body_bytes,
+            metrics: self.metrics.clone(),
         });
         let max_chunk = tunnel::max_chunk_for(self.max_event_bytes) as usize;
-        let mut calls: HashMap<StreamId, mpsc::Sender<Received>> = HashMap::new();
+        let mut calls: HashMap<StreamId, Open> = HashMap::new();
         // Every call's task (and every refusal's) is owned here: dropping the server ends them.
         let mut tasks: JoinSet<()> = JoinSet::new();
         loop {
@@ -102,7 +162,7 @@ impl Server {
                     },
                     Some(_) = tasks.join_next(), if !tasks.is_empty() => {
                         // A call that ended (or panicked) dropped its mailbox.
-                        calls.retain(|_, tx| !tx.is_closed());
+                        calls.retain(|_, open| !open.tx.is_closed());
                         continue;
                     }
                 };
@@ -119,9 +179,9 @@ impl Server {
                         continue;
                     }
                 };
-                if let Some(tx) = calls.get(&received.stream) {
+                if let Some(open) = calls.get(&received.stream) {
                     let stream = received.stream.clone();
-                    if tx.try_send(received).is_err() {
+                    if open.tx.try_send(received).is_err() {
                         // Over its credit: the call sees its mailbox closed and ends.
                         calls.remove(&stream);
                     }
@@ -136,19 +196,83 @@ impl Server {
                     tracing::debug!(%stream, "malformed cluster-proxy call dropped");
                     continue;
                 }
+                let caller = request
+                    .caller
+                    .as_ref()
+                    .map_or_else(String::new, |c| c.name.clone());
                 if calls.len() >= MAX_CALLS {
+                    self.metrics.proxy_refused("calls");
                     let call = Call::new(shared.clone(), stream, &request);
-                    tasks.spawn(call.refuse(format!("the agent already serves {MAX_CALLS} calls")));
+                    tasks.spawn(call.refuse(Refusal::busy(format!(
+                        "the agent already serves {MAX_CALLS} calls; try again later"
+                    ))));
+                    continue;
+                }
+                let share = self.limits.calls_per_caller;
+                if calls.values().filter(|o| o.caller == caller).count() >= share {
+                    self.metrics.proxy_refused("caller_calls");
+                    let call = Call::new(shared.clone(), stream, &request);
+                    tasks.spawn(call.refuse(Refusal::too_many(format!(
+                        "the agent of cluster {} already serves {share} calls of {caller:?}, its \
+                         share per caller (--cluster-proxy-calls-per-caller); close some \
+                         (watches, log follows) or try again later",
+                        self.cluster
+                    ))));
                     continue;
                 }
                 let (tx, rx) = mpsc::channel(tunnel::MAX_WINDOW as usize + 16);
-                calls.insert(stream.clone(), tx);
+                calls.insert(stream.clone(), Open { tx, caller });
                 let call = Call::new(shared.clone(), stream.clone(), &request);
                 let span = tracing::debug_span!("call", %stream);
                 tasks.spawn(call.run(*request, rx).instrument(span));
             }
             tracing::debug!("cluster-proxy subscription ended; subscribing again");
         }
+    }
+}
+
+/// A call the agent will not serve now, and why.
+struct Refusal {
+    status: http::StatusCode,
+    reason: &'static str,
+    message: String,
+}
+
+impl Refusal {
+    /// The agent's own cap (503).
+    fn busy(message: String) -> Self {
+        Self {
+            status: http::StatusCode::SERVICE_UNAVAILABLE,
+            reason: "ServiceUnavailable",
+            message,
+        }
+    }
+
+    /// A share or bound of the caller's (429).
+    fn too_many(message: String) -> Self {
+        Self {
+            status: http::StatusCode::TOO_MANY_REQUESTS,
+            reason: "TooManyRequests",
+            message,
+        }
+    }
+
+    fn response(&self) -> ApiResponse {
+        ApiResponse::status(self.status, self.reason, &self.message)
+    }
+}
+
+/// Request-body bytes a call holds of the agent's budget (and shows in the gauge) until the
+/// backend answered.
+struct Held {
+    permit: OwnedSemaphorePermit,
+    gauge: prometheus_client::metrics::gauge::Gauge,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.gauge
+            .dec_by(i64::try_from(self.permit.num_permits()).unwrap_or(i64::MAX));
     }
 }
 
@@ -199,16 +323,11 @@ impl Call {
             .map_err(Stop::Send)
     }
 
-    /// Answers a call the agent will not serve now with a 503 `Status`: a retryable answer
-    /// (kubectl and client-go retry 503s), where a cancel would reach the client as a 502.
-    async fn refuse(mut self, reason: String) {
-        let _ = self
-            .answer_whole(ApiResponse::status(
-                http::StatusCode::SERVICE_UNAVAILABLE,
-                "ServiceUnavailable",
-                &format!("{reason}; try again later"),
-            ))
-            .await;
+    /// Answers a call the agent will not serve now with a `Status` (503 or 429): a retryable
+    /// answer (kubectl and client-go retry both), where a cancel would reach the client as a
+    /// 502.
+    async fn refuse(mut self, refusal: Refusal) {
+        let _ = self.answer_whole(refusal.response()).await;
     }
 
     async fn run(mut self, request: TunnelRequest, mut rx: mpsc::Receiver<Received>) {
@@ -277,10 +396,25 @@ impl Call {
         seq_in: &mut SeqCheck,
     ) -> Result<(), Stop> {
         let mut deadline = Instant::now() + tunnel::idle_timeout();
+        if request.has_body && matches!(request.method.as_str(), "GET" | "HEAD") {
+            // Before any credit: the body is never asked for.
+            self.shared.metrics.proxy_refused("body_on_read");
+            return self
+                .answer_whole(ApiResponse::status(
+                    http::StatusCode::BAD_REQUEST,
+                    "BadRequest",
+                    &format!(
+                        "a {} request carries no body: the Kubernetes API reads none",
+                        request.method
+                    ),
+                ))
+                .await;
+        }
         let mut recv = RecvWindow::new(tunnel::DEFAULT_WINDOW);
         // Frame 0: the agent has the call, and allows the request body's first window.
         self.send(Frame::Credit(recv.granted())).await?;
         let mut body = BytesMut::new();
+        let mut held: Option<Held> = None;
         if request.has_body {
             loop {
                 match Self::next(rx, seq_in, &mut deadline).await? {
@@ -294,6 +428,9 @@ impl Call {
                                     &format!("the request body is over {MAX_REQUEST_BODY} bytes"),
                                 ))
                                 .await;
+                        }
+                        if let Err(refusal) = self.hold(&mut held, chunk.len()) {
+                            return self.answer_whole(refusal.response()).await;
                         }
                         body.extend_from_slice(&chunk);
                         if let Some(credit) = recv.consumed() {
@@ -339,6 +476,8 @@ impl Call {
                 _ = keepalive.tick() => self.send(Frame::Ping).await?,
             }
         };
+        // The backend is done with the body.
+        drop(held);
         self.send(Frame::Response(TunnelResponse {
             status: u32::from(response.status.as_u16()),
             headers: response
@@ -380,6 +519,40 @@ impl Call {
                 _ = keepalive.tick() => self.send(Frame::Ping).await?,
             }
         }
+    }
+
+    /// Takes `n` more bytes of the agent's request-body budget into `held`, or says it is
+    /// spent.
+    fn hold(&self, held: &mut Option<Held>, n: usize) -> Result<(), Refusal> {
+        let refused = || {
+            self.shared.metrics.proxy_refused("body_bytes");
+            Refusal::too_many(format!(
+                "the agent of cluster {} already holds {} bytes of request bodies in flight \
+                 (--cluster-proxy-body-bytes); try again later",
+                self.shared.cluster, self.shared.body_bytes
+            ))
+        };
+        let wanted = u32::try_from(n).map_err(|_| refused())?;
+        let permit = self
+            .shared
+            .budget
+            .clone()
+            .try_acquire_many_owned(wanted)
+            .map_err(|_| refused())?;
+        self.shared
+            .metrics
+            .proxy_body_bytes
+            .inc_by(i64::from(wanted));
+        match held {
+            Some(h) => h.permit.merge(permit),
+            None => {
+                *held = Some(Held {
+                    permit,
+                    gauge: self.shared.metrics.proxy_body_bytes.clone(),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Answers with a whole (small) response, ignoring the window: a `Status` fits one chunk.

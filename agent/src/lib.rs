@@ -109,6 +109,9 @@ pub struct AgentConfig {
     /// Serve the hub's cluster-proxy calls (`kubectl` through the hub); off saves one
     /// subscription per agent in very large simulated fleets.
     pub cluster_proxy: bool,
+    /// What the cluster proxy's callers may take of the agent: calls per caller, request-body
+    /// bytes held.
+    pub proxy_limits: kubeproxy::Limits,
     /// Secure mode: the bootstrap credentials file (`--bootstrap-creds`).
     pub bootstrap_creds: Option<PathBuf>,
     /// Feature gates (`--feature-gates`); all off by default, as in OCM.
@@ -211,6 +214,7 @@ impl AgentConfig {
             score_interval: Some(Duration::from_secs(60)),
             max_event_bytes: flotilla_bus::envelope::DEFAULT_MAX_EVENT_BYTES,
             cluster_proxy: true,
+            proxy_limits: kubeproxy::Limits::default(),
             bootstrap_creds: None,
             feature_gates: features::FeatureGates::default(),
             metrics: Arc::default(),
@@ -477,6 +481,7 @@ async fn prepare(
             backend.clone(),
             config.max_event_bytes,
         )
+        .with_limits(config.proxy_limits.clone(), config.metrics.clone())
     });
     let mut actor = registration::RegistrationActor::new(config, &js, backend, store, works)
         .with_policies(policies);

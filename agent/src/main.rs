@@ -113,6 +113,25 @@ struct Args {
     /// Tests only: a connection timeout below OCM's minimum of 180 s.
     #[arg(long, hide = true)]
     unsafe_hub_connection_timeout_seconds: Option<u64>,
+    /// Cluster-proxy calls the agent serves at once for one caller (the identity the hub
+    /// names), of its 256; more are answered 429, so one token cannot take every slot.
+    #[arg(
+        long,
+        env = "FLOTILLA_CLUSTER_PROXY_CALLS_PER_CALLER",
+        default_value_t = flotilla_agent::kubeproxy::DEFAULT_CALLS_PER_CALLER,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
+    )]
+    cluster_proxy_calls_per_caller: usize,
+    /// Request-body bytes of cluster-proxy calls the agent holds at once, over every call and
+    /// hub (at least 3 MiB, the largest body); a call past it is answered 429.
+    #[arg(
+        long,
+        env = "FLOTILLA_CLUSTER_PROXY_BODY_BYTES",
+        default_value_t = flotilla_agent::kubeproxy::DEFAULT_BODY_BYTES,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new()
+            .range(flotilla_agent::kubeproxy::MAX_REQUEST_BODY as u64..)
+    )]
+    cluster_proxy_body_bytes: usize,
 }
 
 /// The hubs of `--hubs`, checked (`None` without it).
@@ -187,6 +206,10 @@ fn main() -> ExitCode {
         .into_iter()
         .map(|(name, value)| ClusterClaim { name, value })
         .collect();
+    config.proxy_limits = flotilla_agent::kubeproxy::Limits {
+        calls_per_caller: args.cluster_proxy_calls_per_caller,
+        body_bytes: args.cluster_proxy_body_bytes,
+    };
     config.pending_poll = Duration::from_secs(args.pending_poll_seconds.max(1));
     config.status_interval = Duration::from_secs(args.status_interval_seconds.max(1));
     config.work_status_interval = Duration::from_secs(args.work_status_interval_seconds.max(1));

@@ -19,6 +19,14 @@ pub struct Outcome {
 const OK: Outcome = Outcome { result: "ok" };
 const ERROR: Outcome = Outcome { result: "error" };
 
+/// Which limit refused a cluster-proxy call.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProxyRefusal {
+    /// `calls` (the agent's 256), `caller_calls` (one caller's share), `body_bytes` (the
+    /// request-body bytes held), `body_on_read` (a body on a GET or HEAD).
+    pub reason: &'static str,
+}
+
 /// Why an agent left a hub (MultipleHubs).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SwitchReason {
@@ -60,6 +68,10 @@ pub struct AgentMetrics {
     pub work_actor_restarts: Counter,
     /// Work actors found running one handler for longer than the stall bound.
     pub work_actor_stalls: Counter,
+    /// Cluster-proxy calls refused at a limit, by limit.
+    pub proxy_refusals: Family<ProxyRefusal, Counter>,
+    /// Request-body bytes of cluster-proxy calls held now.
+    pub proxy_body_bytes: Gauge,
 }
 
 impl std::fmt::Debug for AgentMetrics {
@@ -90,6 +102,8 @@ impl Default for AgentMetrics {
             hub_switches: Family::default(),
             work_actor_restarts: Counter::default(),
             work_actor_stalls: Counter::default(),
+            proxy_refusals: Family::default(),
+            proxy_body_bytes: Gauge::default(),
         };
         registry.register(
             "connected",
@@ -153,6 +167,16 @@ impl Default for AgentMetrics {
             "Work actors found running one handler (apply, observe, publish...) for over a minute",
             m.work_actor_stalls.clone(),
         );
+        registry.register(
+            "proxy_refusals",
+            "Cluster-proxy calls refused at a limit, by limit",
+            m.proxy_refusals.clone(),
+        );
+        registry.register(
+            "proxy_body_bytes",
+            "Request-body bytes of cluster-proxy calls held now",
+            m.proxy_body_bytes.clone(),
+        );
         *m.registry.lock().expect("registry lock") = registry;
         m
     }
@@ -170,6 +194,13 @@ impl AgentMetrics {
     pub fn status(&self, ok: bool) {
         self.status_events
             .get_or_create(if ok { &OK } else { &ERROR })
+            .inc();
+    }
+
+    /// Counts a cluster-proxy call refused at limit `reason`.
+    pub fn proxy_refused(&self, reason: &'static str) {
+        self.proxy_refusals
+            .get_or_create(&ProxyRefusal { reason })
             .inc();
     }
 

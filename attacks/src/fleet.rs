@@ -780,6 +780,11 @@ impl Fleet {
         }
     }
 
+    /// Agent `name`'s process id (while it runs).
+    pub fn agent_pid(&self, name: &str) -> Option<u32> {
+        self.agents.get(name).and_then(Proc::pid)
+    }
+
     /// Whether the server refuses (or cuts within a second) a connection with `creds`.
     pub async fn connect_outcome(&self, creds: &Path) -> Outcome {
         attacker::try_connect(
@@ -790,6 +795,19 @@ impl Fleet {
         )
         .await
     }
+}
+
+/// Memory of process `pid` from `/proc/<pid>/status`, in KiB: `(VmRSS, VmHWM)` — resident now
+/// and its peak so far.
+pub fn memory_kib(pid: u32) -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+    };
+    Some((field("VmRSS:")?, field("VmHWM:")?))
 }
 
 /// The NATS credentials file (user JWT and seed blocks) inside `text`.

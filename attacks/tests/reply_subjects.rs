@@ -212,3 +212,124 @@ async fn bootstrap_credentials_cannot_make_the_hub_write_to_a_reply_subject_they
     check_untouched(&mut fleet, &before, "after the attack").await;
     check_restart(&mut fleet, &before, &["victim"]).await;
 }
+
+on_every_server!(proxy_frames_a_cluster_sends_with_a_reply_subject_are_dropped_unanswered);
+
+/// Issue 42: the cluster proxy's frames from a spoke (`flotilla.kubeapiback.<cluster>.<hub>`,
+/// stream-imported into the hub's account) keep the reply subject the spoke chose. An accepted
+/// cluster learns the hub's token from a call, then sends junk and a well-formed frame of that
+/// call with the JetStream API, a KV key and its own inbox as reply subjects: the hub drops
+/// every one unread (counted by reason `reply_subject`), nothing answers on the inbox, and the
+/// store keeps every key.
+async fn proxy_frames_a_cluster_sends_with_a_reply_subject_are_dropped_unanswered(server: Server) {
+    use flotilla_api::cloudevents::CloudEvent;
+    use flotilla_api::cloudevents::cloud_event::Data;
+    use flotilla_api::v1;
+    use prost::Message;
+
+    let mut fleet = Fleet::secure(server).await;
+    let port = flotilla_testkit::free_port();
+    fleet
+        .hub(HubOptions::new().flag("--cluster-proxy-listen", &format!("127.0.0.1:{port}")))
+        .await;
+    fleet.accepted_agent("victim").await;
+    fleet.apply_work("victim", "hello", "one").await;
+    fleet.accepted_agent("mallory").await;
+    let attacker = fleet.attacker_as("mallory").await;
+    let before = match fleet.store().await.snapshot().await {
+        Ok(s) => s,
+        Err(e) => fleet.fail(&format!("reading the store before the attack: {e}")),
+    };
+    let mut calls = match attacker.subscribe("flotilla.kubeapi.mallory").await {
+        Ok(s) => s,
+        Err(e) => fleet.fail(&e),
+    };
+    let mut inbox = match attacker.subscribe("_INBOX.mallory.proxy.>").await {
+        Ok(s) => s,
+        Err(e) => fleet.fail(&e),
+    };
+    attacker.flush().await;
+    // A call to mallory through the proxy (an open loopback hub: the anonymous admin).
+    let get = tokio::spawn(flotilla_attacks::fleet::http_get(
+        port,
+        "/clusters/mallory/api/v1/namespaces/default/configmaps",
+    ));
+    let request = loop {
+        let msg = match tokio::time::timeout(SOON, futures::StreamExt::next(&mut calls)).await {
+            Ok(Some(m)) => m,
+            _ => {
+                let answer = tokio::time::timeout(Duration::from_secs(1), get).await;
+                fleet.fail(&format!(
+                    "no cluster-proxy call reached mallory's subject; the proxy answered {answer:?}"
+                ))
+            }
+        };
+        let frame = CloudEvent::decode(msg.payload.as_ref())
+            .ok()
+            .and_then(|ce| match ce.data {
+                Some(Data::BinaryData(b)) => v1::TunnelFrame::decode(b.as_slice()).ok(),
+                _ => None,
+            });
+        if let Some(frame) = frame
+            && let Some(v1::tunnel_frame::Frame::Request(r)) = frame.frame
+        {
+            break (frame.stream, r.hub);
+        }
+    };
+    let (stream, hub) = request;
+    let _ = tokio::time::timeout(Duration::from_secs(10), get).await;
+    let back = format!("flotilla.kubeapiback.mallory.{hub}");
+    let ping = wire::event(
+        "io.flotilla.cluster.v1.kubeapi.status.update_request",
+        "mallory",
+        &v1::TunnelFrame {
+            stream: stream.clone(),
+            seq: 1,
+            frame: Some(v1::tunnel_frame::Frame::Ping(v1::TunnelPing {})),
+        },
+        &[],
+    );
+    let replies = [
+        "$JS.API.STREAM.PURGE.KV_works".to_string(),
+        "$JS.API.STREAM.DELETE.KV_clusters".to_string(),
+        "$KV.clusters.victim".to_string(),
+        "_INBOX.mallory.proxy.answer".to_string(),
+    ];
+    let mut sent = 0;
+    for reply in &replies {
+        for payload in [wire::junk(), ping.clone()] {
+            attacker.publish(&back, Some(reply), payload).await;
+            sent += 1;
+        }
+    }
+    attacker.flush().await;
+    let counted = || async {
+        let text = fleet.metrics().await;
+        flotilla_attacks::fleet::samples(&text, "flotilla_hub_cluster_proxy_frames_dropped_total")
+            .into_iter()
+            .filter(|(labels, _)| labels.contains("reply_subject"))
+            .map(|(_, v)| v)
+            .sum::<f64>()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while counted().await < f64::from(sent) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let dropped = counted().await;
+    fleet.check(dropped >= f64::from(sent), || {
+        format!(
+            "{sent} proxy frames with a reply subject were sent, {dropped} dropped for it \
+             (frames_dropped{{reason=\"reply_subject\"}})"
+        )
+    });
+    tokio::time::sleep(WATCH).await;
+    let answered = tokio::time::timeout(
+        Duration::from_millis(200),
+        futures::StreamExt::next(&mut inbox),
+    )
+    .await;
+    fleet.check(answered.is_err(), || {
+        format!("something answered on the spoke's reply subject: {answered:?}")
+    });
+    check_untouched(&mut fleet, &before, "after the proxy frames").await;
+}

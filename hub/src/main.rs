@@ -71,6 +71,26 @@ struct Args {
     /// only on loopback.
     #[arg(long, env = "FLOTILLA_CLUSTER_PROXY_LISTEN")]
     cluster_proxy_listen: Option<SocketAddr>,
+    /// Cluster-proxy calls one identity (API token, ManagedServiceAccount) may have open at
+    /// once over every cluster; more are refused with 429, so one token cannot take every slot.
+    #[arg(
+        long,
+        env = "FLOTILLA_CLUSTER_PROXY_CALLS_PER_IDENTITY",
+        default_value_t = flotilla_hub::kubeproxy::tunnel::DEFAULT_CALLS_PER_IDENTITY,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
+    )]
+    cluster_proxy_calls_per_identity: usize,
+    /// Request-body bytes on their way through the cluster proxy to one cluster's agent at
+    /// once, over every caller (at least 3 MiB, the largest body); a call past it is refused
+    /// with 429.
+    #[arg(
+        long,
+        env = "FLOTILLA_CLUSTER_PROXY_BODY_BYTES_PER_CLUSTER",
+        default_value_t = flotilla_hub::kubeproxy::tunnel::DEFAULT_BODY_BYTES_PER_CLUSTER,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new()
+            .range(flotilla_hub::kubeproxy::MAX_REQUEST_BODY as u64..)
+    )]
+    cluster_proxy_body_bytes_per_cluster: usize,
     /// Serve the web dashboard on this address (e.g. 127.0.0.1:8080). Same tokens as the API
     /// (a read-only token is enough to look; sign in with it or send it as a bearer token);
     /// TLS with --grpc-tls-cert/--grpc-tls-key, plain HTTP only on loopback.
@@ -678,6 +698,8 @@ fn config(args: &Args, checked: Checked) -> Result<flotilla_hub::Config, String>
     }
     config.grpc_listen = args.grpc_listen;
     config.cluster_proxy.listen = args.cluster_proxy_listen;
+    config.cluster_proxy.tunnel.calls_per_identity = args.cluster_proxy_calls_per_identity;
+    config.cluster_proxy.tunnel.body_bytes_per_cluster = args.cluster_proxy_body_bytes_per_cluster;
     config.dashboard.listen = args.dashboard_listen;
     args.dashboard_live.apply(&mut config.dashboard.live);
     config.metrics_listen = args.metrics_listen;

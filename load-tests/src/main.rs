@@ -365,6 +365,12 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
                 let port = flotilla_testkit::free_port();
                 common.hub_args.push("--cluster-proxy-listen".into());
                 common.hub_args.push(format!("127.0.0.1:{port}"));
+                // Every watch is the same anonymous caller: lift its share of the hub's calls
+                // (the simulated agents keep theirs, 64 of a cluster's 256).
+                common
+                    .hub_args
+                    .push("--cluster-proxy-calls-per-identity".into());
+                common.hub_args.push("4096".into());
                 Some(format!("http://127.0.0.1:{port}"))
             }
         },

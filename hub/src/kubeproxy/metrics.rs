@@ -1,5 +1,6 @@
 //! The cluster proxy's metrics (`flotilla_hub_cluster_proxy_…`): requests by verb and status
-//! code class, calls open now, and frames from spokes that were dropped, by reason.
+//! code class, calls open now, frames from spokes that were dropped, by reason, requests
+//! refused at a limit, by limit, and the request-body bytes in flight to agents.
 
 use crate::metrics::Metrics;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -19,8 +20,18 @@ pub struct RequestLabels {
 /// Labels of the dropped-frame counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DropLabels {
-    /// Why (`subject`, `no_call` — its cluster has no open call, dropped undecoded —,
-    /// `decode`, `unknown_stream`, `other_cluster`, `over_credit`).
+    /// Why (`reply_subject` — it carried one, which the spoke chose —, `subject`, `no_call` —
+    /// its cluster has no open call, dropped undecoded —, `decode`, `unknown_stream`,
+    /// `other_cluster`, `over_credit`).
+    pub reason: &'static str,
+}
+
+/// Labels of the refusal counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusalLabels {
+    /// Which limit (`body_on_read` — a body on a GET, HEAD or watch —, `body_bytes` — the
+    /// cluster's request-body bytes in flight —, `identity_calls` — the caller's share of
+    /// calls —, `calls` — the hub's calls).
     pub reason: &'static str,
 }
 
@@ -33,6 +44,10 @@ pub struct ProxyMetrics {
     pub open_calls: Gauge,
     /// Frames from spokes dropped, by reason.
     pub frames_dropped: Family<DropLabels, Counter>,
+    /// Requests refused at a limit, by limit.
+    pub refusals: Family<RefusalLabels, Counter>,
+    /// Request-body bytes read from clients and on their way to agents, not yet answered.
+    pub body_bytes_in_flight: Gauge,
 }
 
 impl ProxyMetrics {
@@ -56,6 +71,16 @@ impl ProxyMetrics {
                     "Cluster proxy frames from spokes dropped, by reason",
                     m.frames_dropped.clone(),
                 );
+                r.register(
+                    "refusals",
+                    "Cluster proxy requests refused at a limit, by limit",
+                    m.refusals.clone(),
+                );
+                r.register(
+                    "body_bytes_in_flight",
+                    "Cluster proxy request-body bytes on their way to agents, not yet answered",
+                    m.body_bytes_in_flight.clone(),
+                );
             });
             m
         })
@@ -69,6 +94,11 @@ impl ProxyMetrics {
                 code: format!("{}xx", status.as_u16() / 100),
             })
             .inc();
+    }
+
+    /// Counts a request refused at limit `reason`.
+    pub fn refused(&self, reason: &'static str) {
+        self.refusals.get_or_create(&RefusalLabels { reason }).inc();
     }
 
     /// Counts a dropped frame.

@@ -44,6 +44,13 @@ pub enum BodyError {
     /// The call broke off while the response was streaming.
     #[error("the call broke off: {0}")]
     Call(#[source] Box<tunnel::CallError>),
+    /// A read (`GET`, `HEAD`, a watch) carries a body: Kubernetes reads none, and one that
+    /// never ends would hold a slot and memory at the agent (issue 42).
+    #[error(
+        "a {0} request carries no body: the cluster proxy refuses a body on GET, HEAD and watch \
+         requests (the Kubernetes API reads none); send the request without one"
+    )]
+    OnRead(http::Method),
 }
 
 /// Settings of the cluster proxy.

@@ -9,7 +9,7 @@
 
 use super::access::{self, Act, Asked};
 use super::offline::{self, LeaseRule};
-use super::request::{self, RequestInfo};
+use super::request::{self, RequestInfo, Verb};
 use super::status::{self, Body};
 use super::tunnel::{CallError, Outgoing, Tunnels};
 use super::{BodyError, MAX_REQUEST_BODY};
@@ -20,7 +20,7 @@ use flotilla_api::v1::{TunnelCaller, TunnelHeader, TunnelImpersonation, TunnelRe
 use futures::StreamExt;
 use http::{HeaderMap, StatusCode};
 use http_body_util::{BodyExt, BodyStream, StreamBody};
-use hyper::body::Incoming;
+use hyper::body::{Body as _, Incoming};
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -243,6 +243,15 @@ fn has_body(req: &http::Request<Incoming>) -> bool {
         || req.headers().contains_key(http::header::TRANSFER_ENCODING)
 }
 
+/// A read (`GET`, `HEAD`, a watch) that carries a body, refused before anything reaches the
+/// agent: Kubernetes reads none, and the agent would keep one that never ends.
+fn body_on_read(req: &http::Request<Incoming>, info: &RequestInfo) -> Option<BodyError> {
+    let read =
+        matches!(*req.method(), http::Method::GET | http::Method::HEAD) || info.verb == Verb::Watch;
+    (read && (has_body(req) || !req.body().is_end_stream()))
+        .then(|| BodyError::OnRead(req.method().clone()))
+}
+
 async fn handle(deps: &Deps, req: http::Request<Incoming>) -> http::Response<Body> {
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or_default().to_string();
@@ -271,6 +280,10 @@ async fn handle(deps: &Deps, req: http::Request<Incoming>) -> http::Response<Bod
             "exec, attach and port-forward (connection upgrades) are not supported by the \
              cluster proxy yet",
         );
+    }
+    if let Some(refusal) = body_on_read(&req, &info) {
+        deps.metrics.refused("body_on_read");
+        return status::response(StatusCode::BAD_REQUEST, &refusal.to_string());
     }
     // Who it is, as what it acts on the spoke, and the credential forwarded (if any).
     let (who, role, act, bearer) = match caller {
@@ -372,10 +385,21 @@ async fn handle(deps: &Deps, req: http::Request<Incoming>) -> http::Response<Bod
         }
         Err(e) => {
             let code = match &e {
-                CallError::Timeout { .. }
-                | CallError::Send { .. }
-                | CallError::Shutdown
-                | CallError::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
+                CallError::Timeout { .. } | CallError::Send { .. } | CallError::Shutdown => {
+                    StatusCode::SERVICE_UNAVAILABLE
+                }
+                CallError::Busy(_) => {
+                    deps.metrics.refused("calls");
+                    StatusCode::SERVICE_UNAVAILABLE
+                }
+                CallError::IdentityBusy { .. } => {
+                    deps.metrics.refused("identity_calls");
+                    StatusCode::TOO_MANY_REQUESTS
+                }
+                CallError::BodyBytes { .. } => {
+                    deps.metrics.refused("body_bytes");
+                    StatusCode::TOO_MANY_REQUESTS
+                }
                 CallError::RequestBody(BodyError::TooLarge(_)) => StatusCode::PAYLOAD_TOO_LARGE,
                 CallError::RequestBody(_) => StatusCode::BAD_REQUEST,
                 CallError::Cancelled { .. } | CallError::Protocol { .. } => StatusCode::BAD_GATEWAY,

@@ -9,7 +9,15 @@
 //! names, by `try_send` into the call's bounded mailbox — a spoke flooding a call gets it
 //! cancelled, never a blocked dispatcher. A frame whose subject names a cluster with no open
 //! call is dropped before it is decoded (one map lookup), so a spoke without calls costs the
-//! dispatcher next to nothing however much it sends.
+//! dispatcher next to nothing however much it sends. A frame that carries a reply subject
+//! (the spoke's own choice, kept by the stream import into the hub's account) is dropped before
+//! anything else: nothing of the hub ever answers or acts on one.
+//!
+//! What one caller and one agent may take is bounded (issue 42): each identity holds at most
+//! [`TunnelConfig::calls_per_identity`] calls at once, and the request-body bytes on their way
+//! to one cluster's agent (read from clients, not yet answered) at most
+//! [`TunnelConfig::body_bytes_per_cluster`]; past either the call is refused with a 429 saying
+//! which.
 
 use bytes::Bytes;
 use dashmap::DashMap;
@@ -24,7 +32,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use thiserror::Error;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 use tracing::Instrument;
@@ -46,7 +54,20 @@ pub struct TunnelConfig {
     pub send_timeout: Duration,
     /// Calls open at once, over every cluster; more are refused (503).
     pub max_calls: usize,
+    /// Calls one identity (API token or ManagedServiceAccount) may have open at once, over
+    /// every cluster; more are refused (429), so one token cannot take every slot.
+    pub calls_per_identity: usize,
+    /// Request-body bytes on their way to one cluster's agent at once (read from clients and
+    /// sent, the call not yet answered), over every caller; a call whose body would go past it
+    /// is refused (429). At least [`super::MAX_REQUEST_BODY`].
+    pub body_bytes_per_cluster: usize,
 }
+
+/// Default [`TunnelConfig::calls_per_identity`]: what one agent serves at once.
+pub const DEFAULT_CALLS_PER_IDENTITY: usize = 256;
+/// Default [`TunnelConfig::body_bytes_per_cluster`]: 32 MiB, ten bodies of the largest size
+/// Kubernetes takes.
+pub const DEFAULT_BODY_BYTES_PER_CLUSTER: usize = 32 << 20;
 
 impl Default for TunnelConfig {
     fn default() -> Self {
@@ -56,6 +77,8 @@ impl Default for TunnelConfig {
             max_event_bytes: flotilla_bus::envelope::DEFAULT_MAX_EVENT_BYTES,
             send_timeout: Duration::from_secs(5),
             max_calls: 4096,
+            calls_per_identity: DEFAULT_CALLS_PER_IDENTITY,
+            body_bytes_per_cluster: DEFAULT_BODY_BYTES_PER_CLUSTER,
         }
     }
 }
@@ -106,6 +129,28 @@ pub enum CallError {
     /// Too many calls are open.
     #[error("the hub already has {0} cluster-proxy calls open; try again later")]
     Busy(usize),
+    /// The caller's share of calls is taken.
+    #[error(
+        "{caller:?} already has {limit} cluster-proxy calls open at this hub, its share \
+         (--cluster-proxy-calls-per-identity); close some (watches, log follows) or try again later"
+    )]
+    IdentityBusy {
+        /// Who.
+        caller: String,
+        /// The share.
+        limit: usize,
+    },
+    /// The request-body bytes in flight to the cluster's agent are at their bound.
+    #[error(
+        "cluster {cluster} already has {limit} bytes of request bodies in flight through this \
+         hub (--cluster-proxy-body-bytes-per-cluster); try again later"
+    )]
+    BodyBytes {
+        /// The cluster.
+        cluster: String,
+        /// The bound.
+        limit: usize,
+    },
 }
 
 /// A body the hub streams (the client's request body).
@@ -136,6 +181,10 @@ struct Entry {
 
 struct Inner {
     publisher: Publisher,
+    /// Open calls by identity (only identities with at least one).
+    identities: DashMap<String, usize>,
+    /// Each cluster's request-body budget, in bytes (made at its first call with a body).
+    budgets: DashMap<Arc<str>, Arc<Semaphore>>,
     metrics: super::metrics::ProxyMetrics,
     token: String,
     calls: DashMap<StreamId, Entry>,
@@ -173,6 +222,8 @@ impl Tunnels {
         let sub = nats.subscribe(subjects::kubeapi_back_to(&token)).await?;
         let inner = Arc::new(Inner {
             publisher: Publisher::new(nats.clone(), config.max_event_bytes, config.send_timeout),
+            identities: DashMap::new(),
+            budgets: DashMap::new(),
             metrics,
             token,
             calls: DashMap::new(),
@@ -199,6 +250,13 @@ impl Tunnels {
         if self.inner.calls.len() >= self.inner.config.max_calls {
             return Err(CallError::Busy(self.inner.config.max_calls));
         }
+        let who = out
+            .request
+            .caller
+            .as_ref()
+            .map_or_else(String::new, |c| c.name.clone());
+        let slot = IdentitySlot::take(&self.inner, who)?;
+        let budget = out.body.as_ref().map(|_| self.inner.budget(&out.cluster));
         let stream = StreamId::random();
         let capacity = self.inner.config.window as usize + 16;
         let (tx, rx) = mpsc::channel(capacity);
@@ -225,6 +283,9 @@ impl Tunnels {
             head: Some(head_tx),
             body: body_tx,
             consumed: consumed_rx,
+            _slot: slot,
+            budget,
+            body_bytes: None,
         };
         {
             let mut tasks = self.inner.tasks.lock().expect("call tasks lock");
@@ -273,9 +334,74 @@ impl Inner {
         }
     }
 
+    /// `cluster`'s request-body budget.
+    fn budget(&self, cluster: &str) -> Arc<Semaphore> {
+        if let Some(b) = self.budgets.get(cluster) {
+            return b.clone();
+        }
+        self.budgets
+            .entry(cluster.into())
+            .or_insert_with(|| {
+                Arc::new(Semaphore::new(
+                    self.config
+                        .body_bytes_per_cluster
+                        .min(Semaphore::MAX_PERMITS),
+                ))
+            })
+            .clone()
+    }
+
     /// Whether `cluster` has an open call (a frame for it may be wanted).
     fn wants(&self, cluster: &str) -> bool {
         self.clusters.contains_key(cluster)
+    }
+}
+
+/// One open call of an identity, given back when dropped.
+struct IdentitySlot {
+    inner: Arc<Inner>,
+    who: String,
+}
+
+impl IdentitySlot {
+    /// Takes a slot of `who`'s share, or says it is taken.
+    fn take(inner: &Arc<Inner>, who: String) -> Result<Self, CallError> {
+        let limit = inner.config.calls_per_identity;
+        let mut open = inner.identities.entry(who.clone()).or_insert(0);
+        if *open >= limit {
+            return Err(CallError::IdentityBusy { caller: who, limit });
+        }
+        *open += 1;
+        drop(open);
+        Ok(Self {
+            inner: inner.clone(),
+            who,
+        })
+    }
+}
+
+impl Drop for IdentitySlot {
+    fn drop(&mut self) {
+        if let dashmap::Entry::Occupied(mut open) = self.inner.identities.entry(self.who.clone()) {
+            *open.get_mut() -= 1;
+            if *open.get() == 0 {
+                open.remove();
+            }
+        }
+    }
+}
+
+/// Request-body bytes a call holds of its cluster's budget (and shows in the gauge) until the
+/// agent answers.
+struct BodyBytes {
+    permit: OwnedSemaphorePermit,
+    gauge: prometheus_client::metrics::gauge::Gauge,
+}
+
+impl Drop for BodyBytes {
+    fn drop(&mut self) {
+        self.gauge
+            .dec_by(i64::try_from(self.permit.num_permits()).unwrap_or(i64::MAX));
     }
 }
 
@@ -293,6 +419,11 @@ async fn dispatch(
             },
             _ = shutdown.changed() => break,
         };
+        // The spoke chose it (a stream import keeps it): never answered, never read further.
+        if msg.reply.is_some() {
+            inner.metrics.dropped("reply_subject");
+            continue;
+        }
         let Some(cluster) = subjects::kubeapi_back_cluster(msg.subject.as_str(), &inner.token)
         else {
             inner.metrics.dropped("subject");
@@ -362,6 +493,12 @@ struct Call {
     head: Option<oneshot::Sender<Result<TunnelResponse, CallError>>>,
     body: mpsc::Sender<Result<Bytes, super::BodyError>>,
     consumed: mpsc::UnboundedReceiver<()>,
+    /// The caller's slot, given back when the call ends.
+    _slot: IdentitySlot,
+    /// The cluster's request-body budget (calls with a body).
+    budget: Option<Arc<Semaphore>>,
+    /// What the call holds of it: from the body's first byte until the agent answers.
+    body_bytes: Option<BodyBytes>,
 }
 
 /// How a call ended.
@@ -432,6 +569,36 @@ impl Call {
             })
     }
 
+    /// Takes `n` more bytes of the cluster's request-body budget, or says it is spent.
+    fn hold(&mut self, n: usize) -> Result<(), CallError> {
+        let Some(budget) = &self.budget else {
+            return Ok(());
+        };
+        let refused = || CallError::BodyBytes {
+            cluster: self.cluster.clone(),
+            limit: self.inner.config.body_bytes_per_cluster,
+        };
+        let wanted = u32::try_from(n).map_err(|_| refused())?;
+        let permit = budget
+            .clone()
+            .try_acquire_many_owned(wanted)
+            .map_err(|_| refused())?;
+        self.inner
+            .metrics
+            .body_bytes_in_flight
+            .inc_by(i64::from(wanted));
+        match &mut self.body_bytes {
+            Some(held) => held.permit.merge(permit),
+            None => {
+                self.body_bytes = Some(BodyBytes {
+                    permit,
+                    gauge: self.inner.metrics.body_bytes_in_flight.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+
     fn protocol(&self, source: ProtocolError) -> End {
         End::Failed(CallError::Protocol {
             cluster: self.cluster.clone(),
@@ -484,6 +651,8 @@ impl Call {
                         }
                         Frame::Response(head) => match self.head.take() {
                             Some(tx) => {
+                                // The agent is done with the body.
+                                self.body_bytes = None;
                                 if tx.send(Ok(head)).is_err() {
                                     return End::ClientGone;
                                 }
@@ -546,7 +715,12 @@ impl Call {
                     }
                 }
                 chunk = next(&mut body), if want_body => match chunk {
-                    Some(Ok(bytes)) => pending = bytes,
+                    Some(Ok(bytes)) => {
+                        if let Err(e) = self.hold(bytes.len()) {
+                            return End::Failed(e);
+                        }
+                        pending = bytes;
+                    }
                     Some(Err(e)) => return End::Failed(CallError::RequestBody(e)),
                     None => {
                         body = None;
