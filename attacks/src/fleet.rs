@@ -238,6 +238,8 @@ pub struct Fleet {
     /// The secure directory `flotilla-hub init` wrote.
     pub secure: PathBuf,
     tls: bool,
+    /// The API token every CLI run passes (`FLOTILLA_TOKEN`), for hubs with `--api-token-file`.
+    token: Option<String>,
     hub_options: HubOptions,
     hub_starts: u32,
     grpc_port: u16,
@@ -288,6 +290,7 @@ impl Fleet {
             server,
             secure,
             tls,
+            token: None,
             hub_options: HubOptions::default(),
             hub_starts: 0,
             grpc_port: free_port(),
@@ -549,6 +552,9 @@ impl Fleet {
     pub async fn cli_with_stdin(&self, args: &[&str], stdin: Option<&str>) -> Output {
         let mut cmd = tokio::process::Command::new(binary("flotilla"));
         cmd.args(["--hub", &self.hub_url()]).args(args);
+        if let Some(token) = &self.token {
+            cmd.env("FLOTILLA_TOKEN", token);
+        }
         run(cmd, stdin, SOON).await
     }
 
@@ -556,7 +562,16 @@ impl Fleet {
     pub async fn cli_at(&self, api: &str, args: &[&str]) -> Output {
         let mut cmd = tokio::process::Command::new(binary("flotilla"));
         cmd.args(["--hub", api]).args(args);
+        if let Some(token) = &self.token {
+            cmd.env("FLOTILLA_TOKEN", token);
+        }
         run(cmd, None, SOON).await
+    }
+
+    /// Every CLI run from now on passes `token` (`FLOTILLA_TOKEN`): for hubs started with
+    /// `--api-token-file`.
+    pub fn use_token(&mut self, token: &str) {
+        self.token = Some(token.to_string());
     }
 
     /// Runs the CLI, which must succeed; its stdout.
