@@ -238,12 +238,12 @@ pub struct Fleet {
     /// The secure directory `flotilla-hub init` wrote.
     pub secure: PathBuf,
     tls: bool,
-    /// The API token every CLI run passes (`FLOTILLA_TOKEN`), for hubs with `--api-token-file`.
-    token: Option<String>,
     hub_options: HubOptions,
     hub_starts: u32,
     grpc_port: u16,
     metrics_port: u16,
+    /// The API token the CLI sends (`FLOTILLA_TOKEN`), for a hub started with tokens.
+    cli_token: Option<String>,
     dir: tempfile::TempDir,
 }
 
@@ -290,11 +290,11 @@ impl Fleet {
             server,
             secure,
             tls,
-            token: None,
             hub_options: HubOptions::default(),
             hub_starts: 0,
             grpc_port: free_port(),
             metrics_port: free_port(),
+            cli_token: None,
             dir,
         }
     }
@@ -552,7 +552,7 @@ impl Fleet {
     pub async fn cli_with_stdin(&self, args: &[&str], stdin: Option<&str>) -> Output {
         let mut cmd = tokio::process::Command::new(binary("flotilla"));
         cmd.args(["--hub", &self.hub_url()]).args(args);
-        if let Some(token) = &self.token {
+        if let Some(token) = &self.cli_token {
             cmd.env("FLOTILLA_TOKEN", token);
         }
         run(cmd, stdin, SOON).await
@@ -562,16 +562,10 @@ impl Fleet {
     pub async fn cli_at(&self, api: &str, args: &[&str]) -> Output {
         let mut cmd = tokio::process::Command::new(binary("flotilla"));
         cmd.args(["--hub", api]).args(args);
-        if let Some(token) = &self.token {
+        if let Some(token) = &self.cli_token {
             cmd.env("FLOTILLA_TOKEN", token);
         }
         run(cmd, None, SOON).await
-    }
-
-    /// Every CLI run from now on passes `token` (`FLOTILLA_TOKEN`): for hubs started with
-    /// `--api-token-file`.
-    pub fn use_token(&mut self, token: &str) {
-        self.token = Some(token.to_string());
     }
 
     /// Runs the CLI, which must succeed; its stdout.
@@ -739,6 +733,12 @@ impl Fleet {
             Ok(a) => a,
             Err(e) => self.fail(&format!("the attacker cannot connect: {e}")),
         }
+    }
+
+    /// Has the CLI send `token` (`FLOTILLA_TOKEN`) from now on, for a hub started with
+    /// `--api-token-file`.
+    pub fn use_token(&mut self, token: &str) {
+        self.cli_token = Some(token.to_string());
     }
 
     /// Whether the server refuses (or cuts within a second) a connection with `creds`.

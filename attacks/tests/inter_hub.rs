@@ -67,7 +67,7 @@ impl Capture {
                 if let Some(headers) = &msg.headers {
                     for (name, values) in headers.iter() {
                         for value in values {
-                            bytes.extend_from_slice(name.as_ref().as_bytes());
+                            bytes.extend_from_slice(name.to_string().as_bytes());
                             bytes.extend_from_slice(value.as_str().as_bytes());
                         }
                     }

@@ -11,7 +11,7 @@ use flotilla_api::v1::cluster_set_service_server::{ClusterSetService, ClusterSet
 use flotilla_api::v1::placement_service_client::PlacementServiceClient;
 use flotilla_api::v1::{
     DeleteBindingRequest, DeleteBindingResponse, DeleteClusterSetResponse, ForwardedHeader,
-    ForwardedReply, GetClusterSetRequest, InnerCall, ListBindingsRequest,
+    ForwardedIdentity, ForwardedReply, GetClusterSetRequest, InnerCall, ListBindingsRequest,
     ListBindingsResponse, ListClusterSetsRequest, ListClusterSetsResponse, ManagedClusterSet,
     ManagedClusterSetBinding, ManagedClusterSetView, ObjectMeta, WatchPlacementsRequest,
 };
@@ -296,7 +296,7 @@ async fn a_unary_call_through_a_hub_without_the_controllers_gets_the_holders_ans
     // A call the route keeps local never leaves the edge.
     let local = within(
         "a local list",
-        client.list_cluster_sets(ListClusterSetsRequest {}),
+        client.list_cluster_sets(authorized(ListClusterSetsRequest {}, ADMIN)),
     )
     .await
     .unwrap()
@@ -543,7 +543,12 @@ async fn the_holder_answers_only_on_inboxes() {
             .unwrap()
             .as_millis() as i64,
         reply_xkey: reply_key.public().to_string(),
-        caller: None,
+        // What a hub of the control plane vouches for (the box is made with the shared key).
+        caller: Some(ForwardedIdentity {
+            name: "alice".into(),
+            role: "admin".into(),
+            execute_as: Vec::new(),
+        }),
         path: "/flotilla.v1.ClusterSetService/ListClusterSets".into(),
         headers: vec![ForwardedHeader {
             name: "content-type".into(),
@@ -588,6 +593,20 @@ async fn the_holder_answers_only_on_inboxes() {
             .name,
         "holder"
     );
+    // The same call id again (a replay of a captured call) is refused, in clear.
+    let again = within("a replayed forwarded call", client.request(SUBJECT, sealed(2)))
+        .await
+        .unwrap();
+    let refusal = ForwardedReply::decode(again.payload).unwrap();
+    assert!(refusal.sealed.is_none() && refusal.body.is_empty());
+    let status: Vec<_> = refusal
+        .headers
+        .iter()
+        .filter(|h| h.name == "grpc-status" || h.name == "grpc-message")
+        .map(|h| String::from_utf8_lossy(&h.value).to_string())
+        .collect();
+    assert_eq!(status[0], "9", "FAILED_PRECONDITION: {status:?}");
+    assert!(status[1].contains("replay"), "{status:?}");
     within("flushing", client.flush()).await.unwrap();
     let leaked = tokio::time::timeout(
         Duration::from_millis(300),
