@@ -160,8 +160,12 @@ async fn nothing_secret_crosses_nats_between_hubs(server: Server) {
     fleet.apply(ACCOUNT).await;
     wait_for!(fleet, "edge-1/ops's token reported", SOON, {
         let out = fleet.cli(&["get", "managedserviceaccounts"]).await;
-        (out.ok() && out.stdout.lines().any(|l| l.contains("ops") && l.contains("True")))
-            .then_some(())
+        (out.ok()
+            && out
+                .stdout
+                .lines()
+                .any(|l| l.contains("ops") && l.contains("True")))
+        .then_some(())
     });
 
     // The second machine: its own copy of the secure directory (the sealing key among it).

@@ -496,9 +496,11 @@ impl Starter<'_> {
                 let (nats, service, stop) =
                     (deps.nats.clone(), deps.forwarded.clone(), stop.clone());
                 let seal = crate::sealed::HubSeal::new(deps.service_accounts.key.clone());
+                let metrics = grpc::forward::ForwardMetrics::new(&deps.metrics);
                 async move {
                     if let Err(e) =
-                        grpc::forward::serve(nats, FORWARD_SUBJECT, service, seal, stop).await
+                        grpc::forward::serve(nats, FORWARD_SUBJECT, service, seal, metrics, stop)
+                            .await
                     {
                         tracing::error!(error = %e, "serving forwarded controller calls failed");
                     }

@@ -405,7 +405,9 @@ mod tests {
         // A box sealed to the shared key by someone else (an agent's sealed token) is no call.
         let stranger = XKey::new();
         let own = XKey::from_public_key(seal.public()).unwrap();
-        let forged = stranger.seal(b"flotilla/forwarded-call/2\nx", &own).unwrap();
+        let forged = stranger
+            .seal(b"flotilla/forwarded-call/2\nx", &own)
+            .unwrap();
         assert_eq!(seal.open_call(&forged), Err(SealedError::Open));
     }
 
@@ -468,7 +470,9 @@ mod tests {
         let mut guard = ReplayGuard::new(16);
         let deadline = Duration::from_secs(10);
         let now = at(Duration::from_secs(5));
-        guard.admit([1; 16], at(Duration::ZERO), deadline, now).unwrap();
+        guard
+            .admit([1; 16], at(Duration::ZERO), deadline, now)
+            .unwrap();
         assert_eq!(
             guard.admit([1; 16], at(Duration::ZERO), deadline, now),
             Err(Refusal::Replayed)
@@ -489,9 +493,7 @@ mod tests {
             .admit([4; 16], now + SLACK / 2, deadline, now)
             .unwrap();
         // Expired ids are forgotten as time passes.
-        guard
-            .admit([5; 16], late, deadline, late)
-            .unwrap();
+        guard.admit([5; 16], late, deadline, late).unwrap();
         assert_eq!(guard.len(), 2, "id 1 expired; 4 and 5 remain");
     }
 

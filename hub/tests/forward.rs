@@ -193,7 +193,14 @@ impl Holder {
         let tokens = Tokens::parse("tokens.csv", TOKENS).unwrap();
         let service = Authenticate::new(Some(tokens)).layer(routes);
         let (stop, stop_rx) = watch::channel(false);
-        let task = tokio::spawn(serve(nats, SUBJECT, service, seal, stop_rx));
+        let task = tokio::spawn(serve(
+            nats,
+            SUBJECT,
+            service,
+            seal,
+            forward::ForwardMetrics::default(),
+            stop_rx,
+        ));
         Self { stop, task }
     }
 
@@ -557,13 +564,8 @@ async fn the_holder_answers_only_on_inboxes() {
         // One empty, uncompressed gRPC message.
         body: vec![0, 0, 0, 0, 0],
     };
-    let sealed = |id| {
-        bytes::Bytes::from(
-            forward::seal_call(&SEAL, call(id))
-                .unwrap()
-                .encode_to_vec(),
-        )
-    };
+    let sealed =
+        |id| bytes::Bytes::from(forward::seal_call(&SEAL, call(id)).unwrap().encode_to_vec());
     within(
         "publishing with a non-inbox reply subject",
         client.publish_with_reply(SUBJECT, "flotilla.test.victim", sealed(1)),
@@ -594,9 +596,12 @@ async fn the_holder_answers_only_on_inboxes() {
         "holder"
     );
     // The same call id again (a replay of a captured call) is refused, in clear.
-    let again = within("a replayed forwarded call", client.request(SUBJECT, sealed(2)))
-        .await
-        .unwrap();
+    let again = within(
+        "a replayed forwarded call",
+        client.request(SUBJECT, sealed(2)),
+    )
+    .await
+    .unwrap();
     let refusal = ForwardedReply::decode(again.payload).unwrap();
     assert!(refusal.sealed.is_none() && refusal.body.is_empty());
     let status: Vec<_> = refusal
@@ -706,8 +711,8 @@ async fn hubs_without_a_shared_key_forward_an_open_apis_calls() {
     let nats_client = within("connecting the holder", async_nats::connect(nats.url()))
         .await
         .unwrap();
-    let routes = tonic::service::Routes::new(ClusterSetServiceServer::new(Sets { hub: "holder" }))
-        .prepare();
+    let routes =
+        tonic::service::Routes::new(ClusterSetServiceServer::new(Sets { hub: "holder" })).prepare();
     let service = Authenticate::new(None).layer(routes);
     let (stop, stop_rx) = watch::channel(false);
     let task = tokio::spawn(serve(
@@ -715,6 +720,7 @@ async fn hubs_without_a_shared_key_forward_an_open_apis_calls() {
         SUBJECT,
         service,
         HubSeal::new(SealingKey::ephemeral()),
+        forward::ForwardMetrics::default(),
         stop_rx,
     ));
     let edge = Edge::start_with(

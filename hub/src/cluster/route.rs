@@ -378,7 +378,12 @@ fn decode_reply(
                 ))
             })?;
             let plain = key
-                .open(seal, Purpose::JoinToken, &sealed.sealed, &sealed.sender_xkey)
+                .open(
+                    seal,
+                    Purpose::JoinToken,
+                    &sealed.sealed,
+                    &sealed.sender_xkey,
+                )
                 .map_err(|e| {
                     ClusterError::Unavailable(format!(
                         "the join token from the hub holding shard {shard} does not open ({e}); \
@@ -501,8 +506,8 @@ mod tests {
     #[test]
     fn a_join_token_crosses_only_sealed_to_the_asking_call() {
         let dir = tempfile::tempdir().unwrap();
-        let key = crate::serviceaccount::key::SealingKey::from_file(&dir.path().join("s.xk"))
-            .unwrap();
+        let key =
+            crate::serviceaccount::key::SealingKey::from_file(&dir.path().join("s.xk")).unwrap();
         let seal = HubSeal::new(key);
         let asker = ReplyKey::new();
         let result = sealed_join_token(&seal, &token(), Some(asker.public()));

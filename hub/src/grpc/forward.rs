@@ -378,6 +378,53 @@ where
     }
 }
 
+/// Labels of the refused-call counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+pub struct RefusedLabels {
+    /// Why: `unopened` (sealed with another key, or in clear where the hubs share one),
+    /// `replayed_or_stale`, `version`, `invalid`.
+    pub reason: &'static str,
+}
+
+/// The holder's metrics of forwarded calls (`flotilla_hub_forwarded_calls_…`).
+#[derive(Clone, Default)]
+pub struct ForwardMetrics {
+    /// Forwarded calls refused before running, by reason
+    /// (`flotilla_hub_forwarded_calls_refused_total`).
+    pub refused: prometheus_client::metrics::family::Family<
+        RefusedLabels,
+        prometheus_client::metrics::counter::Counter,
+    >,
+}
+
+impl ForwardMetrics {
+    /// The forwarded-call metrics of `hub` (created and registered once).
+    pub fn new(hub: &crate::metrics::Metrics) -> Self {
+        hub.component("forwarded_calls", |hub| {
+            let m = Self::default();
+            hub.register_component("forwarded_calls", |r| {
+                r.register(
+                    "refused",
+                    "Calls forwarded from another hub refused before running, by reason \
+                     (unopened, replayed_or_stale, version, invalid)",
+                    m.refused.clone(),
+                );
+            });
+            m
+        })
+    }
+
+    fn count_refusal(&self, status: &Status) {
+        let reason = match status.code() {
+            tonic::Code::Unauthenticated => "unopened",
+            tonic::Code::FailedPrecondition => "replayed_or_stale",
+            tonic::Code::Unimplemented => "version",
+            _ => "invalid",
+        };
+        self.refused.get_or_create(&RefusedLabels { reason }).inc();
+    }
+}
+
 /// A subscription to the forwarding subject could not be made.
 #[derive(Debug, Error)]
 pub enum ServeError {
@@ -411,14 +458,15 @@ pub enum ServeError {
 /// call. `service` sees each call as a plain HTTP/2 gRPC request rebuilt from the wire, with only
 /// [`FORWARDED_HEADERS`] and, from a call sealed with `seal`'s shared key, the caller the edge
 /// vouches for ([`Vouched`]); pass the same authentication layer the gRPC server has, so the
-/// caller is held to its role here too. Each call id runs once ([`ReplayGuard`]). Up to
-/// [`MAX_IN_FLIGHT`] calls run at once; a request whose reply subject is not an inbox is
-/// ignored.
+/// caller is held to its role here too. Each call id runs once ([`ReplayGuard`]); calls refused
+/// before running are counted in `metrics`. Up to [`MAX_IN_FLIGHT`] calls run at once; a
+/// request whose reply subject is not an inbox is ignored.
 pub async fn serve<S, B>(
     nats: async_nats::Client,
     subject: impl Into<String>,
     service: S,
     seal: HubSeal,
+    metrics: ForwardMetrics,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), ServeError>
 where
@@ -475,11 +523,16 @@ where
                 .acquire_owned()
                 .await
                 .expect("the semaphore is never closed");
-            let (nats, service, seal, guard) =
-                (nats.clone(), service.clone(), seal.clone(), guard.clone());
+            let (nats, service, seal, guard, metrics) = (
+                nats.clone(),
+                service.clone(),
+                seal.clone(),
+                guard.clone(),
+                metrics.clone(),
+            );
             running.spawn(
                 async move {
-                    let answer = answer(service, &seal, &guard, msg.payload).await;
+                    let answer = answer(service, &seal, &guard, &metrics, msg.payload).await;
                     send(&nats, reply, answer).await;
                     drop(permit);
                 }
@@ -541,6 +594,7 @@ async fn answer<S, B>(
     mut service: S,
     seal: &HubSeal,
     guard: &std::sync::Mutex<ReplayGuard>,
+    metrics: &ForwardMetrics,
     payload: Bytes,
 ) -> ForwardedReply
 where
@@ -558,6 +612,7 @@ where
         Ok(r) => r,
         Err(status) => {
             tracing::warn!(code = ?status.code(), message = status.message(), "forwarded call refused");
+            metrics.count_refusal(&status);
             return status_reply(status);
         }
     };
@@ -670,7 +725,11 @@ fn call_deadline(headers: &[ForwardedHeader]) -> Duration {
     headers
         .iter()
         .filter(|h| h.name == "grpc-timeout")
-        .filter_map(|h| std::str::from_utf8(&h.value).ok().and_then(parse_grpc_timeout))
+        .filter_map(|h| {
+            std::str::from_utf8(&h.value)
+                .ok()
+                .and_then(parse_grpc_timeout)
+        })
         .fold(MAX_CALL_TIME, Duration::min)
 }
 
@@ -749,7 +808,11 @@ fn identity_to_wire(identity: &Identity) -> ForwardedIdentity {
     ForwardedIdentity {
         name: identity.name.clone(),
         role: identity.role.to_string(),
-        execute_as: identity.execute_as.iter().map(ToString::to_string).collect(),
+        execute_as: identity
+            .execute_as
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
     }
 }
 
@@ -1069,8 +1132,8 @@ mod tests {
 
     fn shared_seal() -> HubSeal {
         let dir = tempfile::tempdir().unwrap();
-        let key = crate::serviceaccount::key::SealingKey::from_file(&dir.path().join("s.xk"))
-            .unwrap();
+        let key =
+            crate::serviceaccount::key::SealingKey::from_file(&dir.path().join("s.xk")).unwrap();
         HubSeal::new(key)
     }
 
@@ -1322,6 +1385,25 @@ mod tests {
             .map(|d| d.as_millis() as u64)
             .collect();
         assert_eq!(delays, [100, 200, 400, 800, 1000, 1000, 1000]);
+    }
+
+    #[test]
+    fn refusals_are_counted_by_reason() {
+        let m = ForwardMetrics::default();
+        for status in [
+            Status::unauthenticated("does not open"),
+            Status::failed_precondition("replay"),
+            Status::failed_precondition("stale"),
+            Status::unimplemented("version 1"),
+            Status::invalid_argument("no call"),
+        ] {
+            m.count_refusal(&status);
+        }
+        let count = |reason| m.refused.get_or_create(&RefusedLabels { reason }).get();
+        assert_eq!(count("unopened"), 1);
+        assert_eq!(count("replayed_or_stale"), 2);
+        assert_eq!(count("version"), 1);
+        assert_eq!(count("invalid"), 1);
     }
 
     #[test]
