@@ -32,10 +32,13 @@ spec:
     validity: 8640h0m0s
 ";
 
+/// Captured messages: subject, then payload and headers.
+type Messages = Vec<(String, Vec<u8>)>;
+
 /// Every message of the hub account, as `hub.creds` sees it.
 #[derive(Clone, Default)]
 struct Capture {
-    messages: Arc<Mutex<Vec<(String, Vec<u8>)>>>,
+    messages: Arc<Mutex<Messages>>,
 }
 
 impl Capture {
@@ -80,7 +83,7 @@ impl Capture {
         (capture, listener)
     }
 
-    fn snapshot(&self) -> Vec<(String, Vec<u8>)> {
+    fn snapshot(&self) -> Messages {
         self.messages.lock().expect("capture lock").clone()
     }
 

@@ -33,8 +33,8 @@ const IN_FLIGHT: usize = 64;
 #[derive(Clone, Debug)]
 pub struct Remote {
     nats: async_nats::Client,
-    /// Opens join tokens sealed to this hub's calls.
-    seal: HubSeal,
+    /// Opens join tokens sealed to this hub's calls (shared: a handle stays small).
+    seal: std::sync::Arc<HubSeal>,
     /// One attempt's timeout.
     timeout: Duration,
     /// How long to keep trying while nobody holds the shard.
@@ -51,7 +51,7 @@ impl Remote {
     ) -> Self {
         Self {
             nats,
-            seal,
+            seal: std::sync::Arc::new(seal),
             timeout,
             patience,
         }
