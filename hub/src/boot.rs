@@ -380,6 +380,7 @@ impl State {
             hub_id: hub_id.to_string(),
             security,
             janitor: janitor.clone(),
+            seal: crate::sealed::HubSeal::new(config.service_accounts.key.clone()),
         });
         let holder: Arc<dyn views::Holder> = Arc::new(clusters.clone());
         let (cluster_view, cluster_progress) = views::View::load(
@@ -674,7 +675,7 @@ pub(crate) async fn take_shards(
 }
 
 /// The gRPC server: tokens checked, the controllers' calls forwarded to the hub holding them
-/// when it is not this one (the holder checks the token again).
+/// when it is not this one (sealed, vouching for the caller this hub authenticated).
 pub(crate) fn serve_grpc(
     config: &Config,
     nats: &async_nats::Client,
@@ -725,6 +726,7 @@ pub(crate) fn serve_grpc(
             nats.clone(),
             controllers::FORWARD_SUBJECT,
             route,
+            crate::sealed::HubSeal::new(config.service_accounts.key.clone()),
         ))
         .add_routes(routes);
     let connections = grpc::capacity::Connections::new(capacity.max_connections, metrics.clone());

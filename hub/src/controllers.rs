@@ -226,7 +226,7 @@ pub struct Deps {
     pub hub_id: String,
     /// Largest event (policy specs).
     pub max_event_bytes: usize,
-    /// The API as forwarded calls reach it (the token checked again).
+    /// The API as forwarded calls reach it (the vouched caller held to its role again).
     pub forwarded: grpc::auth::Authenticated<tonic::service::Routes>,
     /// ManagedServiceAccount settings (the sealing key).
     pub service_accounts: crate::serviceaccount::MsaConfig,
@@ -495,8 +495,12 @@ impl Starter<'_> {
             tokio::spawn({
                 let (nats, service, stop) =
                     (deps.nats.clone(), deps.forwarded.clone(), stop.clone());
+                let seal = crate::sealed::HubSeal::new(deps.service_accounts.key.clone());
+                let metrics = grpc::forward::ForwardMetrics::new(&deps.metrics);
                 async move {
-                    if let Err(e) = grpc::forward::serve(nats, FORWARD_SUBJECT, service, stop).await
+                    if let Err(e) =
+                        grpc::forward::serve(nats, FORWARD_SUBJECT, service, seal, metrics, stop)
+                            .await
                     {
                         tracing::error!(error = %e, "serving forwarded controller calls failed");
                     }

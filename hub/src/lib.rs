@@ -20,6 +20,8 @@
 //! - [`rollout`]: one placement's rollout round, shared by replica sets and add-on upgrades.
 //! - [`router`]: NATS subscriptions (registrations, the status stream) → actors; the one way
 //!   the hub answers a spoke ([`flotilla_bus::reply`]).
+//! - [`sealed`]: boxes between hubs — forwarded calls sealed with the shared sealing key (the
+//!   forwarding hub vouching for its caller), answers and join tokens sealed to the asker.
 //! - [`security`]: secure mode — cluster credentials with registration replies, join
 //!   credentials, revocations.
 //! - [`limits`]: what spokes may make the hub keep (pending clusters, new names per second, the
@@ -67,6 +69,7 @@ pub mod policy;
 pub mod replicaset;
 pub mod rollout;
 pub mod router;
+pub mod sealed;
 pub mod security;
 pub mod serviceaccount;
 pub mod settle;

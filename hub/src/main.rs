@@ -696,6 +696,14 @@ fn config(args: &Args, checked: Checked) -> Result<flotilla_hub::Config, String>
              to a key made now; after a restart, or on another hub, clusters issue them again"
         ),
     }
+    if config.service_accounts.key.source.is_none() && checked.tokens.is_some() {
+        tracing::warn!(
+            "--api-token-file without a shared sealing key (--sealing-key-file or --secure-dir): \
+             with several hubs, a call made with a token through a hub not holding the \
+             controllers is refused (FAILED_PRECONDITION) rather than forwarded in clear; give \
+             every hub the same --sealing-key-file"
+        );
+    }
     config.grpc_listen = args.grpc_listen;
     config.cluster_proxy.listen = args.cluster_proxy_listen;
     config.cluster_proxy.tunnel.calls_per_identity = args.cluster_proxy_calls_per_identity;

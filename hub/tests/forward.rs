@@ -1,21 +1,24 @@
 //! Unary calls forwarded over NATS from a hub that does not hold the controllers to the one that
 //! does (`grpc::forward`): real tonic servers and clients in-process, a real nats-server.
 //!
-//! The "edge" hub serves `ClusterSetService` behind [`Forward`] (open: no token check of its
-//! own); the "holder" runs [`serve`] with its routes behind the hub's real [`Authenticate`]
-//! layer, so every token in these tests is checked by the holder alone.
+//! The "edge" hub serves `ClusterSetService` behind the hub's real [`Authenticate`] layer and
+//! [`Forward`]; the "holder" runs [`serve`] with its routes behind the same layer. Both share a
+//! sealing key: the edge checks the caller's token and vouches for the identity it found, the
+//! token itself never crosses NATS, and the holder holds that identity to its role again.
 
 use flotilla_api::v1::cluster_set_service_client::ClusterSetServiceClient;
 use flotilla_api::v1::cluster_set_service_server::{ClusterSetService, ClusterSetServiceServer};
 use flotilla_api::v1::placement_service_client::PlacementServiceClient;
 use flotilla_api::v1::{
-    DeleteBindingRequest, DeleteBindingResponse, DeleteClusterSetResponse, ForwardedCall,
-    ForwardedHeader, ForwardedReply, GetClusterSetRequest, ListBindingsRequest,
+    DeleteBindingRequest, DeleteBindingResponse, DeleteClusterSetResponse, ForwardedHeader,
+    ForwardedIdentity, ForwardedReply, GetClusterSetRequest, InnerCall, ListBindingsRequest,
     ListBindingsResponse, ListClusterSetsRequest, ListClusterSetsResponse, ManagedClusterSet,
     ManagedClusterSetBinding, ManagedClusterSetView, ObjectMeta, WatchPlacementsRequest,
 };
 use flotilla_hub::grpc::auth::{Authenticate, Identity, Tokens};
 use flotilla_hub::grpc::forward::{self, Decision, Forward, ServeError, is_watch, serve};
+use flotilla_hub::sealed::{HubSeal, ReplyKey};
+use flotilla_hub::serviceaccount::key::SealingKey;
 use flotilla_testkit::NatsServer;
 use prost::Message as _;
 use std::future::Future;
@@ -31,6 +34,16 @@ const SUBJECT: &str = "flotilla.test.forward";
 const ADMIN: &str = "0123456789abcdef-admin";
 const TOKENS: &str = "0123456789abcdef-admin,alice,admin\n0123456789abcdef-view,bob,read-only\n";
 const NOT_FOUND: &str = "managedclusterset \"missing\" not found";
+
+/// The sealing key the hubs of these tests share (as every hub of a control plane does).
+static SEAL: std::sync::LazyLock<HubSeal> = std::sync::LazyLock::new(another_control_plane);
+
+/// A sealing key of its own, read from a file as a shared key is.
+fn another_control_plane() -> HubSeal {
+    let dir = tempfile::tempdir().unwrap();
+    let key = SealingKey::from_file(&dir.path().join("sealing.xk")).unwrap();
+    HubSeal::new(key)
+}
 
 /// Every await in these tests is bounded.
 async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
@@ -167,6 +180,10 @@ struct Holder {
 
 impl Holder {
     async fn start(url: &str) -> Self {
+        Self::start_with(url, SEAL.clone()).await
+    }
+
+    async fn start_with(url: &str, seal: HubSeal) -> Self {
         let nats = within("connecting the holder", async_nats::connect(url))
             .await
             .unwrap();
@@ -176,7 +193,14 @@ impl Holder {
         let tokens = Tokens::parse("tokens.csv", TOKENS).unwrap();
         let service = Authenticate::new(Some(tokens)).layer(routes);
         let (stop, stop_rx) = watch::channel(false);
-        let task = tokio::spawn(serve(nats, SUBJECT, service, stop_rx));
+        let task = tokio::spawn(serve(
+            nats,
+            SUBJECT,
+            service,
+            seal,
+            forward::ForwardMetrics::default(),
+            stop_rx,
+        ));
         Self { stop, task }
     }
 
@@ -190,7 +214,8 @@ impl Holder {
     }
 }
 
-/// A hub without the controllers: its gRPC server forwards through `forward`.
+/// A hub without the controllers: its gRPC server checks tokens and forwards through
+/// `forward`.
 struct Edge {
     addr: SocketAddr,
     _stop: watch::Sender<bool>,
@@ -198,14 +223,25 @@ struct Edge {
 
 impl Edge {
     async fn start(url: &str, configure: impl FnOnce(Forward) -> Forward) -> Self {
+        let tokens = Tokens::parse("tokens.csv", TOKENS).unwrap();
+        Self::start_with(url, Some(tokens), SEAL.clone(), configure).await
+    }
+
+    async fn start_with(
+        url: &str,
+        tokens: Option<Tokens>,
+        seal: HubSeal,
+        configure: impl FnOnce(Forward) -> Forward,
+    ) -> Self {
         let nats = within("connecting the edge", async_nats::connect(url))
             .await
             .unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let layer = configure(Forward::new(nats, SUBJECT, route));
+        let layer = configure(Forward::new(nats, SUBJECT, route, seal));
         let (stop, mut stop_rx) = watch::channel(false);
         let server = tonic::transport::Server::builder()
+            .layer(Authenticate::new(tokens))
             .layer(layer)
             .add_service(ClusterSetServiceServer::new(Sets { hub: "edge" }));
         tokio::spawn(async move {
@@ -259,15 +295,15 @@ async fn a_unary_call_through_a_hub_without_the_controllers_gets_the_holders_ans
     assert_eq!(response.metadata().get("x-served-by").unwrap(), "holder");
     let view = response.into_inner();
     assert_eq!(view.set.unwrap().metadata.unwrap().name, "prod");
-    // The holder's own authentication layer identified the caller by the forwarded token; the
-    // request id travelled, the unlisted header did not.
+    // The holder's authentication layer took the caller the edge vouched for; the request id
+    // travelled, the unlisted header did not.
     assert_eq!(view.bound_namespaces, ["alice"]);
     assert_eq!(view.members, ["holder", "req-42"]);
 
     // A call the route keeps local never leaves the edge.
     let local = within(
         "a local list",
-        client.list_cluster_sets(ListClusterSetsRequest {}),
+        client.list_cluster_sets(authorized(ListClusterSetsRequest {}, ADMIN)),
     )
     .await
     .unwrap()
@@ -302,7 +338,7 @@ async fn error_statuses_come_back_unchanged() {
     assert_eq!(e.code(), Code::NotFound);
     assert_eq!(e.message(), NOT_FOUND);
 
-    // Refusals of the holder's authentication layer, as the caller would get them there.
+    // Refusals of the authentication layer, as the caller would get them on the holder.
     let e = within(
         "a forwarded get without a token",
         client.get_cluster_set(get("prod")),
@@ -506,34 +542,42 @@ async fn the_holder_answers_only_on_inboxes() {
     let mut victim = within("subscribing", client.subscribe("flotilla.test.victim"))
         .await
         .unwrap();
-    let call = ForwardedCall {
-        version: forward::FORWARD_VERSION,
+    let reply_key = ReplyKey::new();
+    let call = |id: u8| InnerCall {
+        call_id: vec![id; 16],
+        issued_unix_millis: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64,
+        reply_xkey: reply_key.public().to_string(),
+        // What a hub of the control plane vouches for (the box is made with the shared key).
+        caller: Some(ForwardedIdentity {
+            name: "alice".into(),
+            role: "admin".into(),
+            execute_as: Vec::new(),
+        }),
         path: "/flotilla.v1.ClusterSetService/ListClusterSets".into(),
-        headers: vec![
-            ForwardedHeader {
-                name: "authorization".into(),
-                value: format!("Bearer {ADMIN}").into_bytes(),
-            },
-            ForwardedHeader {
-                name: "content-type".into(),
-                value: b"application/grpc".to_vec(),
-            },
-        ],
+        headers: vec![ForwardedHeader {
+            name: "content-type".into(),
+            value: b"application/grpc".to_vec(),
+        }],
         // One empty, uncompressed gRPC message.
         body: vec![0, 0, 0, 0, 0],
     };
-    let payload = bytes::Bytes::from(call.encode_to_vec());
+    let sealed =
+        |id| bytes::Bytes::from(forward::seal_call(&SEAL, call(id)).unwrap().encode_to_vec());
     within(
         "publishing with a non-inbox reply subject",
-        client.publish_with_reply(SUBJECT, "flotilla.test.victim", payload.clone()),
+        client.publish_with_reply(SUBJECT, "flotilla.test.victim", sealed(1)),
     )
     .await
     .unwrap();
-    // The same call with an inbox is answered; by then the first one was looked at.
-    let answer = within("a raw forwarded call", client.request(SUBJECT, payload))
+    // A call with an inbox is answered; by then the first one was looked at.
+    let answer = within("a raw forwarded call", client.request(SUBJECT, sealed(2)))
         .await
         .unwrap();
     let reply = ForwardedReply::decode(answer.payload).unwrap();
+    let reply = forward::open_reply(&SEAL, &reply_key, reply).unwrap();
     assert_eq!(reply.http_status, 200);
     let trailers: Vec<_> = reply.trailers.iter().map(|h| h.name.as_str()).collect();
     assert!(trailers.contains(&"grpc-status"), "{trailers:?}");
@@ -551,6 +595,23 @@ async fn the_holder_answers_only_on_inboxes() {
             .name,
         "holder"
     );
+    // The same call id again (a replay of a captured call) is refused, in clear.
+    let again = within(
+        "a replayed forwarded call",
+        client.request(SUBJECT, sealed(2)),
+    )
+    .await
+    .unwrap();
+    let refusal = ForwardedReply::decode(again.payload).unwrap();
+    assert!(refusal.sealed.is_none() && refusal.body.is_empty());
+    let status: Vec<_> = refusal
+        .headers
+        .iter()
+        .filter(|h| h.name == "grpc-status" || h.name == "grpc-message")
+        .map(|h| String::from_utf8_lossy(&h.value).to_string())
+        .collect();
+    assert_eq!(status[0], "9", "FAILED_PRECONDITION: {status:?}");
+    assert!(status[1].contains("replay"), "{status:?}");
     within("flushing", client.flush()).await.unwrap();
     let leaked = tokio::time::timeout(
         Duration::from_millis(300),
@@ -585,4 +646,99 @@ async fn a_holder_that_stopped_serving_takes_no_more_calls() {
     .unwrap_err();
     assert_eq!(e.code(), Code::Unavailable);
     assert!(e.message().contains("no hub holds"), "{}", e.message());
+}
+
+#[tokio::test]
+async fn a_holder_never_takes_a_token_from_the_wire_nor_a_call_of_another_key() {
+    let nats = NatsServer::start();
+    let holder = Holder::start(&nats.url()).await;
+    // An edge that checks no token vouches for nobody: the caller's token stays behind, and
+    // the holder, which requires one, refuses the call.
+    let open = Edge::start_with(&nats.url(), None, SEAL.clone(), |f| f).await;
+    let e = within(
+        "a forwarded get through an edge that vouches for nobody",
+        open.client()
+            .await
+            .get_cluster_set(authorized(get("prod"), ADMIN)),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.code(), Code::Unauthenticated, "{e:?}");
+    // An edge of another control plane (another sealing key): its calls do not open.
+    let stranger = Edge::start_with(
+        &nats.url(),
+        Some(Tokens::parse("tokens.csv", TOKENS).unwrap()),
+        another_control_plane(),
+        |f| f,
+    )
+    .await;
+    let e = within(
+        "a forwarded get sealed with another key",
+        stranger
+            .client()
+            .await
+            .get_cluster_set(authorized(get("prod"), ADMIN)),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.code(), Code::Unauthenticated, "{e:?}");
+    assert!(e.message().contains("do not share"), "{}", e.message());
+    // An edge without a shared key refuses to send a caller's identity in clear.
+    let alone = Edge::start_with(
+        &nats.url(),
+        Some(Tokens::parse("tokens.csv", TOKENS).unwrap()),
+        HubSeal::new(SealingKey::ephemeral()),
+        |f| f,
+    )
+    .await;
+    let e = within(
+        "a forwarded get through an edge without a shared key",
+        alone
+            .client()
+            .await
+            .get_cluster_set(authorized(get("prod"), ADMIN)),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    assert!(e.message().contains("sealing key"), "{}", e.message());
+    holder.stop().await;
+}
+
+#[tokio::test]
+async fn hubs_without_a_shared_key_forward_an_open_apis_calls() {
+    let nats = NatsServer::start();
+    let nats_client = within("connecting the holder", async_nats::connect(nats.url()))
+        .await
+        .unwrap();
+    let routes =
+        tonic::service::Routes::new(ClusterSetServiceServer::new(Sets { hub: "holder" })).prepare();
+    let service = Authenticate::new(None).layer(routes);
+    let (stop, stop_rx) = watch::channel(false);
+    let task = tokio::spawn(serve(
+        nats_client,
+        SUBJECT,
+        service,
+        HubSeal::new(SealingKey::ephemeral()),
+        forward::ForwardMetrics::default(),
+        stop_rx,
+    ));
+    let edge = Edge::start_with(
+        &nats.url(),
+        None,
+        HubSeal::new(SealingKey::ephemeral()),
+        |f| f,
+    )
+    .await;
+    let view = within(
+        "a forwarded get between open hubs",
+        edge.client().await.get_cluster_set(get("prod")),
+    )
+    .await
+    .unwrap()
+    .into_inner();
+    assert_eq!(view.members[0], "holder");
+    assert_eq!(view.bound_namespaces, ["nobody"]);
+    stop.send(true).unwrap();
+    within("the holder stopping", task).await.unwrap().unwrap();
 }

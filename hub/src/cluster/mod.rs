@@ -93,6 +93,8 @@ pub struct Shared {
     pub security: Option<crate::security::Security>,
     /// Purges status messages the actors refuse (unknown works).
     pub janitor: crate::janitor::Janitor,
+    /// Seals join tokens to the hub that asked for them, and opens them there.
+    pub seal: crate::sealed::HubSeal,
 }
 
 /// Whether this hub can read a shard's status: while its status consumer is down (a NATS node
@@ -172,7 +174,12 @@ impl Clusters {
         Self {
             actors: Arc::new(DashMap::new()),
             shards: Arc::new(Mutex::new(HashMap::new())),
-            remote: route::Remote::new(shared.nats.clone(), REMOTE_TIMEOUT, REMOTE_PATIENCE),
+            remote: route::Remote::new(
+                shared.nats.clone(),
+                shared.seal.clone(),
+                REMOTE_TIMEOUT,
+                REMOTE_PATIENCE,
+            ),
             shared: Arc::new(shared),
         }
     }

@@ -4,14 +4,21 @@
 //!
 //! A call finding no responder (the shard is changing hands) is retried until `patience` runs
 //! out; a call that timed out is not (its outcome is unknown: the caller is told so).
+//!
+//! A join token (a NATS credentials file, its seed included) never crosses NATS in clear: the
+//! asking hub makes a reply key for the call ([`crate::sealed::ReplyKey`]) and the holder seals
+//! the token to it with the control plane's sealing key; an answer in clear or that does not
+//! open is an error. The rest of a call and its answer (clusters, works — what the store keeps
+//! in clear anyway) travel in clear.
 
 use super::Clusters;
 use super::handle::{AdminEdit, Answer, Call, ClusterError};
 use crate::ha::Fence;
+use crate::sealed::{HubSeal, Purpose, ReplyKey};
 use flotilla_api::v1::{
     AcceptEdit, CallError, ClusterCall, ClusterEdit, ClusterReply, ExternalAddOnCall, JoinCall,
-    LabelClusterRequest, ManagedNamespacesCall, TaintClusterRequest, WorkApply, cluster_call,
-    cluster_edit, cluster_reply,
+    JoinToken, LabelClusterRequest, ManagedNamespacesCall, SealedAnswer, TaintClusterRequest,
+    WorkApply, cluster_call, cluster_edit, cluster_reply,
 };
 use flotilla_bus::subjects;
 use futures::StreamExt;
@@ -26,6 +33,8 @@ const IN_FLIGHT: usize = 64;
 #[derive(Clone, Debug)]
 pub struct Remote {
     nats: async_nats::Client,
+    /// Opens join tokens sealed to this hub's calls (shared: a handle stays small).
+    seal: std::sync::Arc<HubSeal>,
     /// One attempt's timeout.
     timeout: Duration,
     /// How long to keep trying while nobody holds the shard.
@@ -33,10 +42,16 @@ pub struct Remote {
 }
 
 impl Remote {
-    /// Calls over `nats`.
-    pub fn new(nats: async_nats::Client, timeout: Duration, patience: Duration) -> Self {
+    /// Calls over `nats`, opening sealed answers with `seal`.
+    pub fn new(
+        nats: async_nats::Client,
+        seal: HubSeal,
+        timeout: Duration,
+        patience: Duration,
+    ) -> Self {
         Self {
             nats,
+            seal: std::sync::Arc::new(seal),
             timeout,
             patience,
         }
@@ -50,7 +65,12 @@ impl Remote {
         call: Call,
     ) -> Result<Answer, ClusterError> {
         let shard = subjects::shard(cluster);
-        let payload = bytes::Bytes::from(encode_call(cluster, spawn, call).encode_to_vec());
+        let reply_key = matches!(call, Call::Join { .. }).then(ReplyKey::new);
+        let mut wire = encode_call(cluster, spawn, call);
+        if let (Some(key), Some(cluster_call::Op::Join(join))) = (&reply_key, wire.op.as_mut()) {
+            join.reply_xkey = key.public().to_string();
+        }
+        let payload = bytes::Bytes::from(wire.encode_to_vec());
         let subject = subjects::hub_route(shard);
         let give_up = tokio::time::Instant::now() + self.patience;
         let mut wait = Duration::from_millis(100);
@@ -65,7 +85,7 @@ impl Remote {
                             "the hub holding shard {shard} answered something undecodable: {e}"
                         ))
                     })?;
-                    return decode_reply(reply);
+                    return decode_reply(reply, &self.seal, reply_key.as_ref(), shard);
                 }
                 Err(e)
                     if e.kind() == async_nats::client::RequestErrorKind::NoResponders
@@ -98,7 +118,7 @@ impl Remote {
 }
 
 /// Answers the calls on `shard`'s clusters while this hub holds it (until `stop` flips or the
-/// fence ends).
+/// fence ends); join tokens sealed with the hub's sealing key (`clusters`' [`HubSeal`]).
 pub async fn serve_shard(
     nats: async_nats::Client,
     shard: u32,
@@ -147,9 +167,18 @@ pub async fn serve_shard(
 }
 
 async fn answer(clusters: &Clusters, payload: &[u8]) -> ClusterReply {
+    let mut reply_xkey = None;
     let result = match ClusterCall::decode(payload) {
         Err(e) => Err(ClusterError::Invalid(format!("undecodable hub call: {e}"))),
+        Ok(call) if join_without_reply_key(&call) => Err(ClusterError::Invalid(
+            "a join call carries the key its token is sealed to, and this one has none (or not \
+             a curve public key): upgrade the hubs to one version"
+                .into(),
+        )),
         Ok(call) => {
+            if let Some(cluster_call::Op::Join(join)) = &call.op {
+                reply_xkey = Some(join.reply_xkey.clone());
+            }
             let handle = if call.spawn {
                 clusters.local_or_spawn(&call.cluster)
             } else {
@@ -167,10 +196,38 @@ async fn answer(clusters: &Clusters, payload: &[u8]) -> ClusterReply {
         result: Some(match result {
             Ok(Answer::Cluster(c)) => cluster_reply::Result::Cluster(*c),
             Ok(Answer::Work(w)) => cluster_reply::Result::Work(*w),
-            Ok(Answer::JoinToken(t)) => cluster_reply::Result::JoinToken(t),
+            Ok(Answer::JoinToken(t)) => {
+                sealed_join_token(&clusters.shared().seal, &t, reply_xkey.as_deref())
+            }
             Ok(Answer::Done) => cluster_reply::Result::Done(true),
             Err(e) => cluster_reply::Result::Error(encode_error(&e)),
         }),
+    }
+}
+
+/// Whether `call` is a join call without a reply key its token can be sealed to.
+fn join_without_reply_key(call: &ClusterCall) -> bool {
+    matches!(&call.op, Some(cluster_call::Op::Join(join))
+        if nkeys::XKey::from_public_key(&join.reply_xkey).is_err())
+}
+
+/// A join token sealed to the asking hub's reply key (never in clear).
+fn sealed_join_token(
+    seal: &HubSeal,
+    token: &JoinToken,
+    reply_xkey: Option<&str>,
+) -> cluster_reply::Result {
+    let sealed = reply_xkey
+        .ok_or(crate::sealed::SealedError::Seal)
+        .and_then(|key| seal.seal_answer(Purpose::JoinToken, &token.encode_to_vec(), key));
+    match sealed {
+        Ok(sealed) => cluster_reply::Result::SealedJoinToken(SealedAnswer {
+            sealed,
+            sender_xkey: seal.public().to_string(),
+        }),
+        Err(e) => cluster_reply::Result::Error(encode_error(&ClusterError::Unavailable(format!(
+            "sealing the join token to the asking hub: {e}"
+        )))),
     }
 }
 
@@ -184,6 +241,8 @@ fn encode_call(cluster: &str, spawn: bool, call: Call) -> ClusterCall {
         Call::Join { ttl, accept } => Op::Join(JoinCall {
             ttl_seconds: ttl.as_secs(),
             accept,
+            // Set by the caller, which keeps the key's private half.
+            reply_xkey: String::new(),
         }),
         Call::Delete => Op::Delete(true),
         Call::ApplyWork {
@@ -298,11 +357,47 @@ fn encode_error(e: &ClusterError) -> CallError {
     }
 }
 
-fn decode_reply(reply: ClusterReply) -> Result<Answer, ClusterError> {
+/// The answer of the hub holding `shard`; a join token only sealed to `reply_key`.
+fn decode_reply(
+    reply: ClusterReply,
+    seal: &HubSeal,
+    reply_key: Option<&ReplyKey>,
+    shard: u32,
+) -> Result<Answer, ClusterError> {
     match reply.result {
         Some(cluster_reply::Result::Cluster(c)) => Ok(Answer::Cluster(Box::new(c))),
         Some(cluster_reply::Result::Work(w)) => Ok(Answer::Work(Box::new(w))),
-        Some(cluster_reply::Result::JoinToken(t)) => Ok(Answer::JoinToken(t)),
+        Some(cluster_reply::Result::JoinToken(_)) => Err(ClusterError::Unavailable(format!(
+            "the hub holding shard {shard} sent a join token in clear (a hub of an older \
+             version?): refused; upgrade the hubs to one version"
+        ))),
+        Some(cluster_reply::Result::SealedJoinToken(sealed)) => {
+            let key = reply_key.ok_or_else(|| {
+                ClusterError::Unavailable(format!(
+                    "the hub holding shard {shard} sent a join token this hub did not ask for"
+                ))
+            })?;
+            let plain = key
+                .open(
+                    seal,
+                    Purpose::JoinToken,
+                    &sealed.sealed,
+                    &sealed.sender_xkey,
+                )
+                .map_err(|e| {
+                    ClusterError::Unavailable(format!(
+                        "the join token from the hub holding shard {shard} does not open ({e}); \
+                         the credential was issued but cannot be shown: ask for another"
+                    ))
+                })?;
+            JoinToken::decode(plain.as_slice())
+                .map(Answer::JoinToken)
+                .map_err(|e| {
+                    ClusterError::Unavailable(format!(
+                        "the hub holding shard {shard} sealed something that is no join token: {e}"
+                    ))
+                })
+        }
         Some(cluster_reply::Result::Done(_)) => Ok(Answer::Done),
         Some(cluster_reply::Result::Error(e)) => Err(match e.code.as_str() {
             "not_found" => ClusterError::NotFound(e.message),
@@ -376,6 +471,7 @@ mod tests {
 
     #[test]
     fn errors_keep_their_kind_across_hubs() {
+        let seal = HubSeal::new(crate::serviceaccount::key::SealingKey::ephemeral());
         for e in [
             ClusterError::NotFound("managed cluster \"x\"".into()),
             ClusterError::Invalid("spec.taints[0]".into()),
@@ -387,7 +483,7 @@ mod tests {
             let reply = ClusterReply {
                 result: Some(cluster_reply::Result::Error(encode_error(&e))),
             };
-            let back = decode_reply(reply).unwrap_err();
+            let back = decode_reply(reply, &seal, None, 3).unwrap_err();
             assert_eq!(format!("{e:?}"), format!("{back:?}"));
         }
         let call = ClusterCall {
@@ -396,5 +492,57 @@ mod tests {
             op: None,
         };
         assert!(matches!(decode_call(call), Err(ClusterError::Invalid(_))));
+    }
+
+    fn token() -> JoinToken {
+        JoinToken {
+            cluster_name: "edge-1".into(),
+            creds: "-----BEGIN USER NKEY SEED-----\nSUAEXAMPLESEED\n".into(),
+            public_key: "UABC".into(),
+            expires: None,
+        }
+    }
+
+    #[test]
+    fn a_join_token_crosses_only_sealed_to_the_asking_call() {
+        let dir = tempfile::tempdir().unwrap();
+        let key =
+            crate::serviceaccount::key::SealingKey::from_file(&dir.path().join("s.xk")).unwrap();
+        let seal = HubSeal::new(key);
+        let asker = ReplyKey::new();
+        let result = sealed_join_token(&seal, &token(), Some(asker.public()));
+        let reply = ClusterReply {
+            result: Some(result),
+        };
+        let wire = reply.encode_to_vec();
+        assert!(!wire.windows(3).any(|w| w == b"SUA"), "the seed is sealed");
+        let Ok(Answer::JoinToken(t)) = decode_reply(reply.clone(), &seal, Some(&asker), 3) else {
+            panic!("the asker opens its token");
+        };
+        assert_eq!(t, token());
+        // Another call's key, or none, does not open it.
+        let e = decode_reply(reply.clone(), &seal, Some(&ReplyKey::new()), 3).unwrap_err();
+        assert!(matches!(e, ClusterError::Unavailable(m) if m.contains("does not open")));
+        assert!(decode_reply(reply, &seal, None, 3).is_err());
+        // A token in clear is refused.
+        let clear = ClusterReply {
+            result: Some(cluster_reply::Result::JoinToken(token())),
+        };
+        let e = decode_reply(clear, &seal, Some(&asker), 3).unwrap_err();
+        assert!(matches!(e, ClusterError::Unavailable(m) if m.contains("in clear")));
+        // A holder refuses a join call without a key to seal to, before issuing anything.
+        let mut call = encode_call(
+            "edge-1",
+            true,
+            Call::Join {
+                ttl: Duration::from_secs(60),
+                accept: false,
+            },
+        );
+        assert!(join_without_reply_key(&call));
+        if let Some(cluster_call::Op::Join(j)) = call.op.as_mut() {
+            j.reply_xkey = asker.public().to_string();
+        }
+        assert!(!join_without_reply_key(&call));
     }
 }

@@ -187,6 +187,14 @@ impl Identity {
     }
 }
 
+/// A caller another hub of the control plane authenticated and vouches for: put in a
+/// forwarded call's extensions by [`super::forward::serve`], and only from a call box sealed
+/// with the shared sealing key ([`crate::sealed`]). Extensions never come from the wire, so no
+/// client can claim one. [`Authenticated`] takes it instead of a bearer token, and still checks
+/// that the identity may call the method.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Vouched(pub Identity);
+
 /// A token file that cannot be used.
 #[derive(Debug, Error)]
 pub enum TokenFileError {
@@ -409,12 +417,19 @@ where
     }
 
     fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
+        let vouched = req.extensions_mut().remove::<Vouched>();
         if let Some(tokens) = &self.tokens {
-            let header = req
-                .headers()
-                .get(http::header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok());
-            match tokens.authorize(req.uri().path(), header) {
+            let decision = match vouched {
+                Some(Vouched(identity)) => vouch(req.uri().path(), identity),
+                None => {
+                    let header = req
+                        .headers()
+                        .get(http::header::AUTHORIZATION)
+                        .and_then(|v| v.to_str().ok());
+                    tokens.authorize(req.uri().path(), header)
+                }
+            };
+            match decision {
                 Ok(Some(identity)) => {
                     if matches!(access(req.uri().path()), Access::Write | Access::WriteWork) {
                         tracing::info!(caller = %identity.name, method = %req.uri().path(), "api call");
@@ -430,6 +445,18 @@ where
         }
         Box::pin(self.inner.call(req))
     }
+}
+
+/// The decision for a call to `path` by a caller another hub vouches for: the same access
+/// table as for a token.
+fn vouch(path: &str, identity: Identity) -> Result<Option<Identity>, tonic::Status> {
+    if access(path) == Access::Open {
+        return Ok(None);
+    }
+    identity
+        .may_call(path)
+        .map_err(tonic::Status::permission_denied)?;
+    Ok(Some(identity))
 }
 
 #[cfg(test)]
@@ -550,6 +577,21 @@ mod tests {
                 .may_execute_as(Some(&executor("default", "root")))
                 .is_ok()
         );
+    }
+
+    #[test]
+    fn a_vouched_caller_needs_no_token_but_is_held_to_its_role() {
+        let view = Identity {
+            name: "bob".into(),
+            role: Role::ReadOnly,
+            execute_as: Vec::new(),
+        };
+        let read = "/flotilla.v1.PlacementService/ListPlacements";
+        let write = "/flotilla.v1.PlacementService/ApplyPlacement";
+        assert_eq!(vouch(read, view.clone()).unwrap(), Some(view.clone()));
+        let e = vouch(write, view).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::PermissionDenied);
+        assert!(e.message().contains("bob (read-only)"), "{}", e.message());
     }
 
     #[test]

@@ -6,23 +6,45 @@
 //! function says whether the call is served here ([`Decision::Local`]), sent to the holder
 //! ([`Decision::Forward`]) or refused ([`Decision::Refuse`], for server streams, which one NATS
 //! request cannot carry). The holder runs [`serve`] on the same subject while it holds the lease,
-//! with its own routes behind the same authentication layer, so the caller's bearer token is
-//! checked again where the call runs: a forwarded call carries no identity of its own.
+//! with its own routes behind the same authentication layer.
+//!
+//! # Nothing secret in clear (version 2)
+//!
+//! The forwarding hub authenticates the caller (its bearer token, on the edge's own
+//! authentication layer) and vouches for the identity it found; the token itself never leaves
+//! the edge. Where the hubs share the sealing key ([`crate::sealed`]) the call is sealed with it
+//! to itself, so only a hub of the control plane can read it or make one that opens — the
+//! holder runs the call as the vouched identity ([`super::auth::Vouched`], still held to its
+//! role by the access table), once per call id and not after its deadline. The answer is sealed
+//! to a reply key the edge made for that call: a ManagedServiceAccount token handed out through
+//! another hub crosses NATS in a box only the asking hub opens. Hubs without a shared sealing key
+//! forward calls in clear, and only calls of an open API: a call made with a token is refused
+//! with `FAILED_PRECONDITION` rather than sent in clear (docs/security.md "Between hubs").
 //!
 //! # Wire format (version [`FORWARD_VERSION`])
 //!
 //! A core NATS request on the forwarding subject whose payload is a protobuf
-//! `flotilla.v1.ForwardedCall` (`proto/flotilla/v1/forward.proto`): the version, the request path
+//! `flotilla.v1.ForwardedCall` (`proto/flotilla/v1/forward.proto`): the version and an
+//! `InnerCall`, sealed or (hubs without a shared key) clear — a random call id, the issue time,
+//! the reply key, the vouched caller, the request path
 //! (`/flotilla.v1.PlacementService/ApplyPlacement`), the request headers in
 //! [`FORWARDED_HEADERS`] — `grpc-timeout` always set, to the edge's deadline for the call — and
 //! the whole HTTP/2 request body (the length-prefixed gRPC message, not decoded). The reply, on
-//! the requester's inbox, is a `flotilla.v1.ForwardedReply`: version, HTTP status, response
-//! headers (a trailers-only answer carries `grpc-status` there), the whole response body and the
-//! trailers. Either side refuses a version it does not know; fields are only ever added.
+//! the requester's inbox, is a `flotilla.v1.ForwardedReply` whose `sealed` field holds, sealed
+//! to the reply key, the answer: HTTP status, response headers (a trailers-only answer carries
+//! `grpc-status` there), the whole response body and the trailers. A holder that could not open
+//! the call answers with a trailers-only error in clear; the edge takes nothing else in clear.
+//! Either side refuses a version it does not know: a hub of version 1 (which sent the caller's
+//! token in clear) and one of version 2 fail each other's calls with a message naming both
+//! versions.
 //!
 //! # What a caller sees
 //!
 //! - The holder's answer, status and metadata unchanged.
+//! - `FAILED_PRECONDITION` for a call made with a token on a hub without a shared sealing key.
+//! - `UNAUTHENTICATED` from the holder for a call that does not open with its sealing key (the
+//!   hubs do not share one), `FAILED_PRECONDITION` for a call replayed or older than its
+//!   deadline plus [`crate::sealed::SLACK`] (the hubs' clocks disagree).
 //! - `RESOURCE_EXHAUSTED` for a request body over [`MAX_BODY`], or a call or answer larger than
 //!   the NATS server's `max_payload`.
 //! - `UNAVAILABLE` "no hub holds the controllers (takeover in progress?)" when nobody serves the
@@ -34,8 +56,13 @@
 //!   at all (it died, or NATS lost the answer): it may have been carried out, so it is never
 //!   retried here.
 
+use super::auth::{ExecuteAs, Identity, Role, Vouched};
+use crate::sealed::{HubSeal, Purpose, ReplayGuard, ReplyKey};
 use bytes::{Bytes, BytesMut};
-use flotilla_api::v1::{ForwardedCall, ForwardedHeader, ForwardedReply};
+use flotilla_api::v1::{
+    ForwardedCall, ForwardedHeader, ForwardedIdentity, ForwardedReply, InnerCall, SealedAnswer,
+    forwarded_call,
+};
 use http::{HeaderMap, HeaderName, HeaderValue};
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use prost::Message as _;
@@ -43,7 +70,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 use thiserror::Error;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
@@ -53,7 +80,7 @@ use tonic::body::Body;
 use tracing::Instrument;
 
 /// The wire version this hub speaks (`ForwardedCall.version`, `ForwardedReply.version`).
-pub const FORWARD_VERSION: u32 = 1;
+pub const FORWARD_VERSION: u32 = 2;
 
 /// Largest request body forwarded (the largest message the hub's services decode), and
 /// largest response body a holder sends back.
@@ -73,10 +100,10 @@ pub const MAX_IN_FLIGHT: usize = 64;
 pub const MAX_CALL_TIME: Duration = Duration::from_secs(300);
 
 /// The request headers a forwarded call carries, and the only ones a holder takes from the
-/// wire: what gRPC needs, the caller's credentials and tracing. Anything else (in particular
-/// any header that could claim an identity) stays behind.
-pub const FORWARDED_HEADERS: [&str; 9] = [
-    "authorization",
+/// wire: what gRPC needs and tracing. Anything else — the caller's `authorization` above all,
+/// and any header that could claim an identity — stays behind: the caller travels as the
+/// identity the edge verified.
+pub const FORWARDED_HEADERS: [&str; 8] = [
     "content-type",
     "te",
     "grpc-timeout",
@@ -144,6 +171,7 @@ pub struct Forward {
     nats: async_nats::Client,
     subject: async_nats::Subject,
     route: Route,
+    seal: HubSeal,
     timeout: Duration,
     patience: Duration,
 }
@@ -152,6 +180,7 @@ impl std::fmt::Debug for Forward {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Forward")
             .field("subject", &self.subject)
+            .field("sealed", &self.seal.shared())
             .field("timeout", &self.timeout)
             .field("patience", &self.patience)
             .finish_non_exhaustive()
@@ -159,17 +188,20 @@ impl std::fmt::Debug for Forward {
 }
 
 impl Forward {
-    /// Forwards over `nats` to `subject` the calls `route` says to, with [`DEFAULT_TIMEOUT`]
-    /// and [`DEFAULT_PATIENCE`].
+    /// Forwards over `nats` to `subject` the calls `route` says to, sealed with `seal`, with
+    /// [`DEFAULT_TIMEOUT`] and [`DEFAULT_PATIENCE`]. Put it inside the authentication layer:
+    /// the caller's [`Identity`] it finds is what the call vouches for.
     pub fn new(
         nats: async_nats::Client,
         subject: impl Into<String>,
         route: impl Fn(&str) -> Decision + Send + Sync + 'static,
+        seal: HubSeal,
     ) -> Self {
         Self {
             nats,
             subject: async_nats::Subject::from(subject.into()),
             route: Arc::new(route),
+            seal,
             timeout: DEFAULT_TIMEOUT,
             patience: DEFAULT_PATIENCE,
         }
@@ -212,12 +244,17 @@ impl Forward {
             .and_then(|v| v.to_str().ok())
             .and_then(parse_grpc_timeout)
             .map_or(self.timeout, |caller| caller.min(self.timeout));
-        let call = ForwardedCall {
-            version: FORWARD_VERSION,
+        let reply_key = ReplyKey::new();
+        let inner = InnerCall {
+            call_id: uuid::Uuid::new_v4().into_bytes().to_vec(),
+            issued_unix_millis: unix_millis(SystemTime::now()),
+            reply_xkey: reply_key.public().to_string(),
+            caller: parts.extensions.get::<Identity>().map(identity_to_wire),
             path: parts.uri.path().to_string(),
             headers: forwarded_headers(&parts.headers, deadline),
             body: body.into(),
         };
+        let call = seal_call(&self.seal, inner)?;
         let reply = self
             .request(Bytes::from(call.encode_to_vec()), deadline)
             .await?;
@@ -226,7 +263,7 @@ impl Forward {
                 "the hub holding the controllers sent an answer that is not a ForwardedReply: {e}"
             ))
         })?;
-        response(reply)
+        response(open_reply(&self.seal, &reply_key, reply)?)
     }
 
     /// One NATS request, sent again while nobody serves the subject, for at most the patience.
@@ -341,6 +378,53 @@ where
     }
 }
 
+/// Labels of the refused-call counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+pub struct RefusedLabels {
+    /// Why: `unopened` (sealed with another key, or in clear where the hubs share one),
+    /// `replayed_or_stale`, `version`, `invalid`.
+    pub reason: &'static str,
+}
+
+/// The holder's metrics of forwarded calls (`flotilla_hub_forwarded_calls_…`).
+#[derive(Clone, Default)]
+pub struct ForwardMetrics {
+    /// Forwarded calls refused before running, by reason
+    /// (`flotilla_hub_forwarded_calls_refused_total`).
+    pub refused: prometheus_client::metrics::family::Family<
+        RefusedLabels,
+        prometheus_client::metrics::counter::Counter,
+    >,
+}
+
+impl ForwardMetrics {
+    /// The forwarded-call metrics of `hub` (created and registered once).
+    pub fn new(hub: &crate::metrics::Metrics) -> Self {
+        hub.component("forwarded_calls", |hub| {
+            let m = Self::default();
+            hub.register_component("forwarded_calls", |r| {
+                r.register(
+                    "refused",
+                    "Calls forwarded from another hub refused before running, by reason \
+                     (unopened, replayed_or_stale, version, invalid)",
+                    m.refused.clone(),
+                );
+            });
+            m
+        })
+    }
+
+    fn count_refusal(&self, status: &Status) {
+        let reason = match status.code() {
+            tonic::Code::Unauthenticated => "unopened",
+            tonic::Code::FailedPrecondition => "replayed_or_stale",
+            tonic::Code::Unimplemented => "version",
+            _ => "invalid",
+        };
+        self.refused.get_or_create(&RefusedLabels { reason }).inc();
+    }
+}
+
 /// A subscription to the forwarding subject could not be made.
 #[derive(Debug, Error)]
 pub enum ServeError {
@@ -372,13 +456,17 @@ pub enum ServeError {
 ///
 /// Run it only while holding what the forwarders forward for: every hub subscribed gets every
 /// call. `service` sees each call as a plain HTTP/2 gRPC request rebuilt from the wire, with only
-/// [`FORWARDED_HEADERS`]; pass the same authentication layer the gRPC server has, so the
-/// caller's bearer token is checked here too. Up to [`MAX_IN_FLIGHT`] calls run at once; a
+/// [`FORWARDED_HEADERS`] and, from a call sealed with `seal`'s shared key, the caller the edge
+/// vouches for ([`Vouched`]); pass the same authentication layer the gRPC server has, so the
+/// caller is held to its role here too. Each call id runs once ([`ReplayGuard`]); calls refused
+/// before running are counted in `metrics`. Up to [`MAX_IN_FLIGHT`] calls run at once; a
 /// request whose reply subject is not an inbox is ignored.
 pub async fn serve<S, B>(
     nats: async_nats::Client,
     subject: impl Into<String>,
     service: S,
+    seal: HubSeal,
+    metrics: ForwardMetrics,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), ServeError>
 where
@@ -402,7 +490,8 @@ where
         source,
     })?;
     async move {
-        tracing::info!("serving forwarded calls");
+        tracing::info!(sealed = seal.shared(), "serving forwarded calls");
+        let guard = Arc::new(std::sync::Mutex::new(ReplayGuard::default()));
         let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
         let mut running = JoinSet::new();
         let mut draining = false;
@@ -434,10 +523,16 @@ where
                 .acquire_owned()
                 .await
                 .expect("the semaphore is never closed");
-            let (nats, service) = (nats.clone(), service.clone());
+            let (nats, service, seal, guard, metrics) = (
+                nats.clone(),
+                service.clone(),
+                seal.clone(),
+                guard.clone(),
+                metrics.clone(),
+            );
             running.spawn(
                 async move {
-                    let answer = answer(service, msg.payload).await;
+                    let answer = answer(service, &seal, &guard, &metrics, msg.payload).await;
                     send(&nats, reply, answer).await;
                     drop(permit);
                 }
@@ -493,17 +588,33 @@ async fn send(nats: &async_nats::Client, reply: async_nats::Subject, answer: For
     }
 }
 
-/// Runs one forwarded call through `service` and collects its whole answer.
-async fn answer<S, B>(mut service: S, payload: Bytes) -> ForwardedReply
+/// Opens one forwarded call, runs it through `service` and collects its whole answer, sealed to
+/// the call's reply key (a call that does not open is answered in clear, with the error alone).
+async fn answer<S, B>(
+    mut service: S,
+    seal: &HubSeal,
+    guard: &std::sync::Mutex<ReplayGuard>,
+    metrics: &ForwardMetrics,
+    payload: Bytes,
+) -> ForwardedReply
 where
     S: tower::Service<http::Request<Body>, Response = http::Response<B>>,
     S::Error: Into<BoxError>,
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
-    let (req, deadline) = match request(payload) {
+    let opened = open_call(seal, guard, payload, SystemTime::now()).and_then(|inner| {
+        let reply_xkey = inner.reply_xkey.clone();
+        let (req, deadline) = request(inner, seal.shared())?;
+        Ok((req, deadline, reply_xkey))
+    });
+    let (req, deadline, reply_xkey) = match opened {
         Ok(r) => r,
-        Err(status) => return status_reply(status),
+        Err(status) => {
+            tracing::warn!(code = ?status.code(), message = status.message(), "forwarded call refused");
+            metrics.count_refusal(&status);
+            return status_reply(status);
+        }
     };
     let path = req.uri().path().to_string();
     let run = async {
@@ -524,11 +635,42 @@ where
         ))),
     };
     tracing::debug!(method = %path, "forwarded call served");
-    reply
+    seal_reply(seal, &reply, &reply_xkey)
 }
 
-/// The HTTP request a forwarded call stands for, and how long it may run.
-fn request(payload: Bytes) -> Result<(http::Request<Body>, Duration), Status> {
+/// The forwarded call `inner` on the wire: sealed where the hubs share the sealing key; in
+/// clear only without a caller (never a token's identity in clear).
+pub fn seal_call(seal: &HubSeal, inner: InnerCall) -> Result<ForwardedCall, Status> {
+    let inner = if seal.shared() {
+        let sealed = seal
+            .seal_call(&inner.encode_to_vec())
+            .map_err(|e| Status::internal(format!("sealing the forwarded call: {e}")))?;
+        forwarded_call::Inner::Sealed(sealed)
+    } else if inner.caller.is_some() {
+        return Err(Status::failed_precondition(
+            "this call belongs to the hub holding the controllers, and this hub has no sealing key \
+             shared with it (the secure directory's keys/sealing.xk or --sealing-key-file): it \
+             does not send a caller's identity between hubs in clear; give every hub the same \
+             sealing key, or make the call on the hub holding the controllers",
+        ));
+    } else {
+        forwarded_call::Inner::Clear(inner)
+    };
+    Ok(ForwardedCall {
+        version: FORWARD_VERSION,
+        inner: Some(inner),
+        ..ForwardedCall::default()
+    })
+}
+
+/// The call inside a forwarded call's payload, opened with `seal` and admitted by `guard` at
+/// `now` (each call id once, none past its deadline).
+pub fn open_call(
+    seal: &HubSeal,
+    guard: &std::sync::Mutex<ReplayGuard>,
+    payload: Bytes,
+    now: SystemTime,
+) -> Result<InnerCall, Status> {
     let call = ForwardedCall::decode(payload)
         .map_err(|e| Status::invalid_argument(format!("not a forwarded call: {e}")))?;
     if call.version != FORWARD_VERSION {
@@ -538,6 +680,175 @@ fn request(payload: Bytes) -> Result<(http::Request<Body>, Duration), Status> {
             call.version
         )));
     }
+    let inner = match call.inner {
+        Some(forwarded_call::Inner::Sealed(sealed)) => {
+            let plain = seal.open_call(&sealed).map_err(|e| {
+                Status::unauthenticated(format!("the forwarded call does not open: {e}"))
+            })?;
+            InnerCall::decode(plain.as_slice()).map_err(|e| {
+                Status::invalid_argument(format!("the sealed forwarded call is no InnerCall: {e}"))
+            })?
+        }
+        Some(forwarded_call::Inner::Clear(_)) if seal.shared() => {
+            return Err(Status::unauthenticated(
+                "this hub takes forwarded calls only sealed with the sealing key the hubs share, \
+                 and this one came in clear: give the forwarding hub the same keys/sealing.xk or \
+                 --sealing-key-file",
+            ));
+        }
+        Some(forwarded_call::Inner::Clear(inner)) => inner,
+        None => {
+            return Err(Status::invalid_argument(
+                "the forwarded call carries no call, sealed or clear",
+            ));
+        }
+    };
+    let id: [u8; 16] = inner.call_id.as_slice().try_into().map_err(|_| {
+        Status::invalid_argument(format!(
+            "the forwarded call's id is {} bytes, not 16",
+            inner.call_id.len()
+        ))
+    })?;
+    let issued = SystemTime::UNIX_EPOCH
+        + Duration::from_millis(u64::try_from(inner.issued_unix_millis).unwrap_or_default());
+    let deadline = call_deadline(&inner.headers);
+    guard
+        .lock()
+        .expect("replay guard lock")
+        .admit(id, issued, deadline, now)
+        .map_err(|r| Status::failed_precondition(format!("forwarded call refused: {r}")))?;
+    Ok(inner)
+}
+
+/// A call's deadline: its `grpc-timeout`, at most [`MAX_CALL_TIME`].
+fn call_deadline(headers: &[ForwardedHeader]) -> Duration {
+    headers
+        .iter()
+        .filter(|h| h.name == "grpc-timeout")
+        .filter_map(|h| {
+            std::str::from_utf8(&h.value)
+                .ok()
+                .and_then(parse_grpc_timeout)
+        })
+        .fold(MAX_CALL_TIME, Duration::min)
+}
+
+/// `reply` sealed to `reply_xkey` by this hub.
+fn seal_reply(seal: &HubSeal, reply: &ForwardedReply, reply_xkey: &str) -> ForwardedReply {
+    match seal.seal_answer(Purpose::Answer, &reply.encode_to_vec(), reply_xkey) {
+        Ok(sealed) => ForwardedReply {
+            version: FORWARD_VERSION,
+            sealed: Some(SealedAnswer {
+                sealed,
+                sender_xkey: seal.public().to_string(),
+            }),
+            ..ForwardedReply::default()
+        },
+        Err(e) => status_reply(Status::internal(format!(
+            "sealing the answer to the forwarded call: {e}"
+        ))),
+    }
+}
+
+/// The answer inside a forwarded reply, opened with the call's `reply_key`. In clear only a
+/// holder's refusal to open the call is taken (a trailers-only error, nothing else).
+pub fn open_reply(
+    seal: &HubSeal,
+    reply_key: &ReplyKey,
+    reply: ForwardedReply,
+) -> Result<ForwardedReply, Status> {
+    if reply.version != FORWARD_VERSION {
+        return Err(Status::unavailable(format!(
+            "the hub holding the controllers answered in forwarding version {} (this hub speaks \
+             {FORWARD_VERSION}); upgrade the hubs to one version",
+            reply.version
+        )));
+    }
+    let Some(sealed) = reply.sealed else {
+        let refusal = reply.body.is_empty()
+            && reply.trailers.is_empty()
+            && reply
+                .headers
+                .iter()
+                .any(|h| h.name == "grpc-status" && h.value != b"0");
+        if refusal {
+            return Ok(reply);
+        }
+        return Err(Status::unavailable(
+            "the hub holding the controllers answered in clear, not sealed to this call: refused; \
+             the outcome is unknown",
+        ));
+    };
+    let plain = reply_key
+        .open(seal, Purpose::Answer, &sealed.sealed, &sealed.sender_xkey)
+        .map_err(|e| {
+            Status::unavailable(format!(
+                "the answer of the hub holding the controllers does not open ({e}): the outcome \
+                 is unknown"
+            ))
+        })?;
+    let inner = ForwardedReply::decode(plain.as_slice()).map_err(|e| {
+        Status::internal(format!(
+            "the hub holding the controllers sealed an answer that is not a ForwardedReply: {e}"
+        ))
+    })?;
+    if inner.sealed.is_some() {
+        return Err(Status::internal(
+            "the hub holding the controllers sealed an answer inside its answer",
+        ));
+    }
+    Ok(ForwardedReply {
+        version: FORWARD_VERSION,
+        ..inner
+    })
+}
+
+/// `identity` on the wire.
+fn identity_to_wire(identity: &Identity) -> ForwardedIdentity {
+    ForwardedIdentity {
+        name: identity.name.clone(),
+        role: identity.role.to_string(),
+        execute_as: identity
+            .execute_as
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
+    }
+}
+
+/// The identity a forwarded call vouches for.
+fn identity_from_wire(wire: ForwardedIdentity) -> Result<Identity, Status> {
+    let role = match wire.role.as_str() {
+        "admin" => Role::Admin,
+        "deployer" => Role::Deployer,
+        "read-only" => Role::ReadOnly,
+        other => {
+            return Err(Status::invalid_argument(format!(
+                "the forwarded caller's role {other:?} is not admin, deployer or read-only"
+            )));
+        }
+    };
+    let execute_as = wire
+        .execute_as
+        .iter()
+        .map(|g| ExecuteAs::parse(g))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| Status::invalid_argument(format!("the forwarded caller's {e}")))?;
+    Ok(Identity {
+        name: wire.name,
+        role,
+        execute_as,
+    })
+}
+
+fn unix_millis(t: SystemTime) -> i64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// The HTTP request a forwarded call stands for, and how long it may run; with `vouch`, the
+/// caller it names is the request's [`Vouched`] identity (only for a call that was sealed).
+fn request(call: InnerCall, vouch: bool) -> Result<(http::Request<Body>, Duration), Status> {
     if !call.path.starts_with('/') {
         return Err(Status::invalid_argument(format!(
             "forwarded call path {:?} does not start with '/'",
@@ -551,6 +862,10 @@ fn request(payload: Bytes) -> Result<(http::Request<Body>, Duration), Status> {
     *req.method_mut() = http::Method::POST;
     *req.uri_mut() = uri;
     *req.version_mut() = http::Version::HTTP_2;
+    if vouch && let Some(caller) = call.caller {
+        req.extensions_mut()
+            .insert(Vouched(identity_from_wire(caller)?));
+    }
     let mut deadline = MAX_CALL_TIME;
     for header in call.headers {
         if !FORWARDED_HEADERS.contains(&header.name.as_str()) {
@@ -591,6 +906,7 @@ where
         headers: wire_headers(&parts.headers),
         body: collected.to_bytes().into(),
         trailers,
+        sealed: None,
     })
 }
 
@@ -603,6 +919,7 @@ fn status_reply(status: Status) -> ForwardedReply {
         headers: wire_headers(response.headers()),
         body: Vec::new(),
         trailers: Vec::new(),
+        sealed: None,
     }
 }
 
@@ -803,10 +1120,8 @@ mod tests {
             ("cookie", "a=b"),
         ]);
         let wire = forwarded_headers(&incoming, Duration::from_secs(2));
-        assert_eq!(
-            value(&wire, "authorization"),
-            Some(&b"Bearer secret-token-0123"[..])
-        );
+        // The caller's token never leaves the edge: the call vouches for its identity instead.
+        assert_eq!(value(&wire, "authorization"), None);
         assert_eq!(value(&wire, "x-request-id"), Some(&b"req-1"[..]));
         assert_eq!(value(&wire, "grpc-timeout"), Some(&b"2000m"[..]));
         assert_eq!(wire.iter().filter(|h| h.name == "grpc-timeout").count(), 1);
@@ -815,10 +1130,27 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_holder_takes_only_the_forwarded_headers_and_honours_the_deadline() {
-        let call = ForwardedCall {
-            version: FORWARD_VERSION,
+    fn shared_seal() -> HubSeal {
+        let dir = tempfile::tempdir().unwrap();
+        let key =
+            crate::serviceaccount::key::SealingKey::from_file(&dir.path().join("s.xk")).unwrap();
+        HubSeal::new(key)
+    }
+
+    fn alice() -> Identity {
+        Identity {
+            name: "alice".into(),
+            role: Role::Deployer,
+            execute_as: vec![ExecuteAs::parse("apps/*").unwrap()],
+        }
+    }
+
+    fn inner(caller: Option<&Identity>) -> InnerCall {
+        InnerCall {
+            call_id: uuid::Uuid::new_v4().into_bytes().to_vec(),
+            issued_unix_millis: unix_millis(SystemTime::now()),
+            reply_xkey: ReplyKey::new().public().to_string(),
+            caller: caller.map(identity_to_wire),
             path: "/flotilla.v1.PlacementService/ApplyPlacement".into(),
             headers: vec![
                 ForwardedHeader {
@@ -835,29 +1167,115 @@ mod tests {
                 },
             ],
             body: vec![0, 0, 0, 0, 0],
-        };
-        let (req, deadline) = request(Bytes::from(call.encode_to_vec())).unwrap();
+        }
+    }
+
+    fn wire(call: &ForwardedCall) -> Bytes {
+        Bytes::from(call.encode_to_vec())
+    }
+
+    #[test]
+    fn a_holder_takes_only_the_forwarded_headers_and_honours_the_deadline() {
+        let call = inner(Some(&alice()));
+        let (req, deadline) = request(call.clone(), true).unwrap();
         assert_eq!(req.uri().path(), call.path);
         assert_eq!(req.method(), http::Method::POST);
-        assert_eq!(req.headers()["authorization"], "Bearer t");
+        // Neither a token nor a forged header from the wire reaches the service.
+        assert!(req.headers().get("authorization").is_none());
         assert!(req.headers().get("x-forged-identity").is_none());
         assert_eq!(deadline, Duration::from_millis(1500));
+        assert_eq!(req.extensions().get::<Vouched>(), Some(&Vouched(alice())));
+        // A call that was not sealed vouches for nobody.
+        let (req, _) = request(call.clone(), false).unwrap();
+        assert!(req.extensions().get::<Vouched>().is_none());
 
-        let newer = ForwardedCall {
-            version: FORWARD_VERSION + 1,
+        let relative = InnerCall {
+            path: "flotilla.v1.X/Y".into(),
             ..call.clone()
         };
-        let e = request(Bytes::from(newer.encode_to_vec())).unwrap_err();
+        let e = request(relative, true).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        let mut bad_role = call;
+        bad_role.caller.as_mut().unwrap().role = "root".into();
+        let e = request(bad_role, true).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+    }
+
+    #[test]
+    fn a_sealed_call_opens_once_on_a_hub_sharing_the_key_and_nowhere_else() {
+        let seal = shared_seal();
+        let guard = std::sync::Mutex::new(ReplayGuard::default());
+        let call = inner(Some(&alice()));
+        let sealed = wire(&seal_call(&seal, call.clone()).unwrap());
+        // Nothing of the call is readable on the wire.
+        for secret in [&b"alice"[..], b"apps/*", b"ApplyPlacement"] {
+            assert!(!sealed.windows(secret.len()).any(|w| w == secret));
+        }
+        let opened = open_call(&seal, &guard, sealed.clone(), SystemTime::now()).unwrap();
+        assert_eq!(opened, call);
+        // The same box again is a replay.
+        let e = open_call(&seal, &guard, sealed.clone(), SystemTime::now()).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::FailedPrecondition);
+        assert!(e.message().contains("replay"), "{}", e.message());
+        // A fresh guard (another holder after a takeover) still refuses it once stale.
+        let later = SystemTime::now() + Duration::from_millis(1500) + crate::sealed::SLACK * 2;
+        let fresh = std::sync::Mutex::new(ReplayGuard::default());
+        let e = open_call(&seal, &fresh, sealed.clone(), later).unwrap_err();
+        assert!(e.message().contains("stale"), "{}", e.message());
+        // Another control plane's key does not open it.
+        let e = open_call(&shared_seal(), &fresh, sealed, SystemTime::now()).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Unauthenticated);
+        assert!(e.message().contains("do not share"), "{}", e.message());
+        // A call in clear is refused where the hubs share a key.
+        let alone = HubSeal::new(crate::serviceaccount::key::SealingKey::ephemeral());
+        let clear = wire(&seal_call(&alone, inner(None)).unwrap());
+        let e = open_call(&seal, &fresh, clear.clone(), SystemTime::now()).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Unauthenticated);
+        // ... and taken between hubs without one.
+        assert!(open_call(&alone, &fresh, clear, SystemTime::now()).is_ok());
+        // Without a shared key, a caller's identity is never sent.
+        let e = seal_call(&alone, inner(Some(&alice()))).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::FailedPrecondition);
+
+        // Versions: the other version fails clearly.
+        let mut older = seal_call(&seal, inner(None)).unwrap();
+        older.version = 1;
+        let e = open_call(&seal, &fresh, wire(&older), SystemTime::now()).unwrap_err();
         assert_eq!(e.code(), tonic::Code::Unimplemented);
-        assert!(e.message().contains("version 2"), "{}", e.message());
-        let e = request(Bytes::from_static(b"\xff\xff not protobuf")).unwrap_err();
+        assert!(e.message().contains("version 1"), "{}", e.message());
+        let e = open_call(
+            &seal,
+            &fresh,
+            Bytes::from_static(b"\xff\xff not protobuf"),
+            SystemTime::now(),
+        )
+        .unwrap_err();
         assert_eq!(e.code(), tonic::Code::InvalidArgument);
-        let relative = ForwardedCall {
-            path: "flotilla.v1.X/Y".into(),
-            ..call
+    }
+
+    #[test]
+    fn an_answer_is_taken_only_sealed_to_the_call_except_a_refusal() {
+        let seal = shared_seal();
+        let key = ReplyKey::new();
+        let answer = ForwardedReply {
+            version: FORWARD_VERSION,
+            http_status: 200,
+            body: b"a ServiceAccount token".to_vec(),
+            ..ForwardedReply::default()
         };
-        let e = request(Bytes::from(relative.encode_to_vec())).unwrap_err();
-        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        let sealed = seal_reply(&seal, &answer, key.public());
+        assert!(sealed.body.is_empty() && sealed.sealed.is_some());
+        let wire_bytes = sealed.encode_to_vec();
+        assert!(!wire_bytes.windows(5).any(|w| w == b"token"));
+        assert_eq!(open_reply(&seal, &key, sealed.clone()).unwrap(), answer);
+        // Another call's key does not open it.
+        let e = open_reply(&seal, &ReplyKey::new(), sealed).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Unavailable);
+        // An answer in clear is refused, unless it is a bare refusal.
+        let e = open_reply(&seal, &key, answer).unwrap_err();
+        assert!(e.message().contains("in clear"), "{}", e.message());
+        let refusal = status_reply(Status::unauthenticated("does not open"));
+        assert!(open_reply(&seal, &key, refusal).is_ok());
     }
 
     #[tokio::test]
@@ -872,6 +1290,7 @@ mod tests {
             ])),
             body: vec![0, 0, 0, 0, 1, 42],
             trailers: wire_headers(&headers(&[("grpc-status", "0"), ("x-count", "3")])),
+            sealed: None,
         };
         let response = response(reply).unwrap();
         assert_eq!(response.status(), http::StatusCode::OK);
@@ -966,6 +1385,25 @@ mod tests {
             .map(|d| d.as_millis() as u64)
             .collect();
         assert_eq!(delays, [100, 200, 400, 800, 1000, 1000, 1000]);
+    }
+
+    #[test]
+    fn refusals_are_counted_by_reason() {
+        let m = ForwardMetrics::default();
+        for status in [
+            Status::unauthenticated("does not open"),
+            Status::failed_precondition("replay"),
+            Status::failed_precondition("stale"),
+            Status::unimplemented("version 1"),
+            Status::invalid_argument("no call"),
+        ] {
+            m.count_refusal(&status);
+        }
+        let count = |reason| m.refused.get_or_create(&RefusedLabels { reason }).get();
+        assert_eq!(count("unopened"), 1);
+        assert_eq!(count("replayed_or_stale"), 2);
+        assert_eq!(count("version"), 1);
+        assert_eq!(count("invalid"), 1);
     }
 
     #[test]
