@@ -155,7 +155,15 @@ async fn check_not_in_prod(fleet: &Fleet, name: &str) {
         format!("{name} is not in the default set: {cluster}")
     });
     let decisions = fleet
-        .cli_ok(&["get", "decisions", "prod-apps", "-n", "default", "-o", "json"])
+        .cli_ok(&[
+            "get",
+            "decisions",
+            "prod-apps",
+            "-n",
+            "default",
+            "-o",
+            "json",
+        ])
         .await;
     fleet.check(!decisions.contains(name), || {
         format!("the prod placement decided {name}: {decisions}")
@@ -163,9 +171,10 @@ async fn check_not_in_prod(fleet: &Fleet, name: &str) {
     let works = fleet.works(name).await.unwrap_or_default();
     for w in &control {
         let work = &w["metadata"]["name"];
-        fleet.check(!works.iter().any(|x| x["metadata"]["name"] == *work), || {
-            format!("{name} received the prod set's work {work}")
-        });
+        fleet.check(
+            !works.iter().any(|x| x["metadata"]["name"] == *work),
+            || format!("{name} received the prod set's work {work}"),
+        );
     }
 }
 
@@ -229,10 +238,9 @@ async fn a_join_credential_naming_a_set_puts_its_cluster_in_that_set(server: Ser
         .join_token("edge-1", &["--accept", "--set", "edge"])
         .await;
     let before = fleet.cluster("edge-1").await;
-    fleet.check(
-        before.as_ref().is_some_and(|c| set_of(c) != "edge"),
-        || format!("the set was applied before any agent registered: {before:?}"),
-    );
+    fleet.check(before.as_ref().is_some_and(|c| set_of(c) != "edge"), || {
+        format!("the set was applied before any agent registered: {before:?}")
+    });
     fleet.agent_with(
         "edge-1",
         AgentOptions::default()

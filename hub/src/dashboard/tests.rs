@@ -759,7 +759,10 @@ fn pending_registrations_show_the_set_and_labels_accepting_admits_and_what_was_d
         csrf: "tok",
     };
     let html = overview::render(&o, &admin, None);
-    assert!(html.contains("<th>Cluster set</th><th>Labels</th>"), "{html}");
+    assert!(
+        html.contains("<th>Cluster set</th><th>Labels</th>"),
+        "{html}"
+    );
     assert!(html.contains("<td class=\"set\">default</td>"), "{html}");
     assert!(html.contains("<td class=\"labels\">env=lab"), "{html}");
     assert!(

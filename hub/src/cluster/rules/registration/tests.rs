@@ -420,7 +420,10 @@ fn registrant_labels_drop_the_set_and_every_reserved_key_and_keep_the_rest() {
 #[test]
 fn a_new_cluster_naming_a_set_stays_in_default_and_remembers_what_it_asked_for() {
     let auto = AutoAccept::default();
-    let r = labelled(req("c1", "UA"), &[(CLUSTERSET_LABEL, "prod"), ("env", "lab")]);
+    let r = labelled(
+        req("c1", "UA"),
+        &[(CLUSTERSET_LABEL, "prod"), ("env", "lab")],
+    );
     let c = stored(decide(None, &r, Credential::User("UBOOT"), &ctx(&auto)));
     assert_eq!(labels(&c).get(CLUSTERSET_LABEL).unwrap(), "default");
     assert_eq!(labels(&c).get("env").unwrap(), "lab");
@@ -460,23 +463,13 @@ fn a_join_credential_naming_a_set_puts_its_cluster_there_when_it_registers() {
     assert_eq!(labels(&c).get(CLUSTERSET_LABEL).unwrap(), "default");
     // Not through the shared bootstrap credential, whatever the request's labels say.
     let r = labelled(req("edge-1", "UA"), &[(CLUSTERSET_LABEL, "prod")]);
-    let through_bootstrap = stored(decide(
-        Some(&c),
-        &r,
-        Credential::User("UBOOT"),
-        &ctx(&auto),
-    ));
+    let through_bootstrap = stored(decide(Some(&c), &r, Credential::User("UBOOT"), &ctx(&auto)));
     assert_eq!(
         labels(&through_bootstrap).get(CLUSTERSET_LABEL).unwrap(),
         "default"
     );
     // Through the join credential: the set it names, not the one the request names.
-    let joined = stored(decide(
-        Some(&c),
-        &r,
-        Credential::User("UJOIN"),
-        &ctx(&auto),
-    ));
+    let joined = stored(decide(Some(&c), &r, Credential::User("UJOIN"), &ctx(&auto)));
     assert_eq!(labels(&joined).get(CLUSTERSET_LABEL).unwrap(), "edge");
     assert!(accepted(&joined));
     // A credential naming no set leaves the set alone.
