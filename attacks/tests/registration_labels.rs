@@ -112,11 +112,10 @@ async fn register_asking_for_prod(fleet: &Fleet, name: &str) -> RegistrationResp
         (CLUSTERSET_LABEL.into(), "prod".into()),
         ("site".into(), "edge".into()),
     ];
-    let answer = match attacker.register(&reg).await {
+    match attacker.register(&reg).await {
         Ok(a) => a,
         Err(e) => fleet.fail(&format!("the registration of {name} was not answered: {e}")),
-    };
-    answer
+    }
 }
 
 /// The answer names the set label as dropped, and so does `describe cluster`.
