@@ -57,6 +57,8 @@ pub struct RegistrationActor {
     /// When to send the next registration request (None = not scheduled).
     next_register: Option<Instant>,
     register_failures: usize,
+    /// The labels the hub last said it dropped (reserved for it), logged when they change.
+    dropped_labels: Vec<String>,
     /// The registration request in flight.
     register_call: Option<Call<Result<RegistrationResponse, AskError>>>,
     /// The spec resync in flight.
@@ -140,6 +142,7 @@ impl RegistrationActor {
             source,
             next_register: Some(Instant::now()),
             register_failures: 0,
+            dropped_labels: Vec::new(),
             resync_failures: 0,
             drop_resync: None,
             register_call: None,
@@ -443,6 +446,15 @@ impl RegistrationActor {
 
     async fn apply_response(&mut self, resp: RegistrationResponse) {
         self.take_credentials(&resp).await;
+        if !resp.in_reply_to.is_empty() && resp.dropped_labels != self.dropped_labels {
+            if !resp.dropped_labels.is_empty() {
+                tracing::warn!(
+                    labels = %resp.dropped_labels.join(","),
+                    "the hub dropped labels it reserves (the cluster set comes from the hub admin, a join credential naming it, or an import policy); remove them from --label"
+                );
+            }
+            self.dropped_labels = resp.dropped_labels.clone();
+        }
         let state =
             RegistrationState::try_from(resp.state).unwrap_or(RegistrationState::Unspecified);
         // With several hubs: an answer is the hub's sign of life; a denial makes the agent

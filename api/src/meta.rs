@@ -7,6 +7,37 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub const CLUSTERSET_LABEL: &str = "cluster.open-cluster-management.io/clusterset";
 /// The built-in set every new cluster joins.
 pub const DEFAULT_CLUSTERSET: &str = "default";
+
+/// DNS domains whose label keys (`<domain>/<name>` and `<sub>.<domain>/<name>`) belong to the
+/// hub and its admin, never to a registering agent: Open Cluster Management's (the cluster set
+/// label, `feature.open-cluster-management.io/addon-*`, …), Flotilla's own, and Kubernetes'
+/// (reserved for its core components).
+pub const RESERVED_LABEL_DOMAINS: [&str; 4] = [
+    "open-cluster-management.io",
+    "flotilla.io",
+    "kubernetes.io",
+    "k8s.io",
+];
+/// Label keys without a domain a registering agent may not set: `name` is the cluster's name
+/// by Red Hat ACM's convention, and placements select clusters by it.
+pub const RESERVED_LABEL_NAMES: [&str; 1] = ["name"];
+
+/// Whether a registering agent may not set the label `key` ([`RESERVED_LABEL_DOMAINS`],
+/// [`RESERVED_LABEL_NAMES`]): only the hub admin (label edits, accept, ManagedCluster
+/// documents), a join credential naming the set, and import policy templates set these.
+pub fn is_reserved_label(key: &str) -> bool {
+    match key.rsplit_once('/') {
+        Some((domain, _)) => {
+            let domain = domain.to_ascii_lowercase();
+            RESERVED_LABEL_DOMAINS
+                .iter()
+                .any(|d| domain == *d || domain.ends_with(&format!(".{d}")))
+        }
+        None => RESERVED_LABEL_NAMES
+            .iter()
+            .any(|n| key.eq_ignore_ascii_case(n)),
+    }
+}
 /// The built-in set that selects every cluster.
 pub const GLOBAL_CLUSTERSET: &str = "global";
 
@@ -186,6 +217,36 @@ pub fn object_key(meta: &ObjectMeta) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reserved_labels_are_the_hubs_domains_and_their_subdomains_and_name() {
+        for key in [
+            CLUSTERSET_LABEL,
+            "feature.open-cluster-management.io/addon-foo",
+            "open-cluster-management.io/anything",
+            "Cluster.Open-Cluster-Management.IO/clusterset",
+            "flotilla.io/mirror-peer",
+            "cluster.flotilla.io/env",
+            "node-role.kubernetes.io/control-plane",
+            "k8s.io/x",
+            "name",
+            "Name",
+        ] {
+            assert!(is_reserved_label(key), "{key} must be reserved");
+        }
+        for key in [
+            "env",
+            "region",
+            "names",
+            "example.com/name",
+            "notopen-cluster-management.io/x",
+            "flotilla.io.example.com/x",
+            "myk8s.io/x",
+            "clusterset",
+        ] {
+            assert!(!is_reserved_label(key), "{key} must not be reserved");
+        }
+    }
 
     #[test]
     fn set_condition_keeps_transition_time_when_status_is_unchanged() {

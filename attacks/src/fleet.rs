@@ -91,6 +91,12 @@ impl HubOptions {
         self.flags.extend([flag.to_string(), value.to_string()]);
         self
     }
+
+    /// `--switch` (a flag without a value, such as `--auto-accept`).
+    pub fn switch(mut self, flag: &str) -> Self {
+        self.flags.push(flag.to_string());
+        self
+    }
 }
 
 /// How an agent is started.

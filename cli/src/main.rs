@@ -88,6 +88,10 @@ enum Command {
         /// Accept the first agent that registers with it (you have already said yes).
         #[arg(long)]
         accept: bool,
+        /// Put the cluster in this cluster set when an agent registers with the credential (the
+        /// set may be created later). A registering agent's own labels never choose its set.
+        #[arg(long = "set", value_name = "SET")]
+        cluster_set: Option<String>,
     },
     /// Deny clusters: they can no longer join or report.
     Deny {
@@ -227,7 +231,8 @@ async fn run(cli: Cli) -> Result<()> {
             cluster,
             ttl,
             accept,
-        } => cmd::cluster_edits::join_token(&hub, cluster, ttl, accept).await,
+            cluster_set,
+        } => cmd::cluster_edits::join_token(&hub, cluster, ttl, accept, cluster_set).await,
         Command::Deny { clusters } => cmd::cluster_edits::deny(&hub, clusters).await,
         Command::Label { cluster, labels } => {
             cmd::cluster_edits::label(&hub, cluster, labels).await

@@ -102,10 +102,13 @@ struct Args {
     /// Accept new clusters without an admin (for large simulated fleets).
     #[arg(long, env = "FLOTILLA_AUTO_ACCEPT")]
     auto_accept: bool,
-    /// Only auto-accept clusters whose labels match this selector (e.g. "env=lab,!prod").
+    /// Only auto-accept clusters whose labels match this selector (e.g. "env=lab,!prod"). The
+    /// labels are the registrant's own (reserved ones, the cluster set's among them, dropped):
+    /// a filter, not an authentication.
     #[arg(long, env = "FLOTILLA_AUTO_ACCEPT_LABELS", requires = "auto_accept")]
     auto_accept_labels: Option<String>,
-    /// Only auto-accept clusters whose claims match this selector.
+    /// Only auto-accept clusters whose claims match this selector (claims the registrant
+    /// reports: a filter, not an authentication).
     #[arg(long, env = "FLOTILLA_AUTO_ACCEPT_CLAIMS", requires = "auto_accept")]
     auto_accept_claims: Option<String>,
     /// Lease duration for clusters that do not set spec.leaseDurationSeconds.

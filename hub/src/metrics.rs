@@ -135,6 +135,9 @@ pub struct Metrics {
     /// (the admission gate is full), `mailbox` (the cluster actor's mailbox is full), `store`
     /// (the cluster could not be written).
     pub registration_busy: Family<ReasonLabels, Counter>,
+    /// Labels of first registrations the hub dropped because it reserves them, by kind
+    /// (`clusterset`: the cluster set label; `reserved`: another hub-owned key).
+    pub registration_labels_dropped: Family<ReasonLabels, Counter>,
 }
 
 /// Labels of a refusal counter.
@@ -184,6 +187,7 @@ impl Metrics {
             registration_refusals: Family::default(),
             limit_refusals: Family::default(),
             registration_busy: Family::default(),
+            registration_labels_dropped: Family::default(),
         };
         registry.register(
             "events_received",
@@ -254,6 +258,11 @@ impl Metrics {
             "registration_busy",
             "Registrations answered busy (nothing stored, the agent told when to ask again), by reason",
             m.registration_busy.clone(),
+        );
+        registry.register(
+            "registration_labels_dropped",
+            "Labels a new cluster's registrant asked for that the hub reserves (dropped), by kind: clusterset or reserved",
+            m.registration_labels_dropped.clone(),
         );
         *m.registry.lock().expect("metrics registry lock") = registry;
         m
@@ -339,6 +348,22 @@ impl Metrics {
             })
             .inc();
         self.reject_logs.allow(unix_seconds())
+    }
+
+    /// Counts the reserved labels dropped from a new cluster's registration.
+    pub fn registration_labels_dropped<'a>(&self, keys: impl IntoIterator<Item = &'a String>) {
+        for key in keys {
+            let kind = if key == flotilla_api::meta::CLUSTERSET_LABEL {
+                "clusterset"
+            } else {
+                "reserved"
+            };
+            self.registration_labels_dropped
+                .get_or_create(&ReasonLabels {
+                    reason: kind.to_string(),
+                })
+                .inc();
+        }
     }
 
     /// Counts a registration answered busy.

@@ -202,6 +202,7 @@ async fn an_impostor_key_changes_nothing_and_a_rebuilt_spoke_rejoins_by_join_cre
             cluster_name: "edge-1".into(),
             ttl_seconds: 600,
             accept: true,
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -299,6 +300,7 @@ async fn a_name_created_ahead_of_its_agent_is_taken_only_with_its_join_credentia
             cluster_name: "edge-9".into(),
             ttl_seconds: 0,
             accept: false,
+            ..Default::default()
         })
         .await
         .unwrap()

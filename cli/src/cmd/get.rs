@@ -35,6 +35,10 @@ pub enum GetWhat {
         /// Label selector (env=prod,tier!=db,gpu).
         #[arg(short = 'l', long)]
         selector: Option<String>,
+        /// Only registrations waiting for an admin (neither accepted nor denied); with
+        /// `-o wide`, the labels and agent key that `flotilla accept` would accept.
+        #[arg(long)]
+        pending: bool,
     },
     /// ManagedClusterSets.
     #[command(alias = "clusterset", alias = "managedclustersets")]
@@ -207,9 +211,20 @@ pub enum GetWhat {
 /// Runs `get`.
 pub async fn run(hub: &Hub, format: Format, what: GetWhat) -> Result<()> {
     match what {
-        GetWhat::Clusters { names, selector } => {
-            let items = clusters(hub, &names, selector.unwrap_or_default()).await?;
-            let none = format!("No clusters found on {}.", hub.endpoint());
+        GetWhat::Clusters {
+            names,
+            selector,
+            pending,
+        } => {
+            let mut items = clusters(hub, &names, selector.unwrap_or_default()).await?;
+            if pending {
+                items.retain(crate::kind::cluster::pending);
+            }
+            let none = if pending {
+                format!("No registrations waiting on {}.", hub.endpoint())
+            } else {
+                format!("No clusters found on {}.", hub.endpoint())
+            };
             show(format, &items, names.len() == 1, Some(&none))
         }
         GetWhat::Clustersets { names } => {

@@ -41,7 +41,7 @@ impl Kind for ManagedCluster {
         ]
     }
 
-    const WIDE_COLUMNS: &'static [&'static str] = &["KEY", "WAITING KEY"];
+    const WIDE_COLUMNS: &'static [&'static str] = &["KEY", "WAITING KEY", "LABELS"];
 
     fn wide_row(&self) -> Vec<String> {
         let hub = self.hub.clone().unwrap_or_default();
@@ -49,12 +49,45 @@ impl Kind for ManagedCluster {
             fp if fp.is_empty() => "-".to_string(),
             fp => fp,
         };
-        vec![show(&hub.agent_public_key), show(&hub.requested_public_key)]
+        vec![
+            show(&hub.agent_public_key),
+            show(&hub.requested_public_key),
+            other_labels(self),
+        ]
     }
 
     fn to_ocm(&self) -> ocm::ManagedCluster {
         ocm::ManagedCluster::from(self)
     }
+}
+
+/// Whether the cluster waits for an admin: neither accepted nor denied.
+pub fn pending(c: &ManagedCluster) -> bool {
+    let accepted = c.spec.as_ref().is_some_and(|s| s.hub_accepts_client);
+    let denied = c
+        .status
+        .as_ref()
+        .and_then(|s| meta::condition_status(&s.conditions, meta::COND_HUB_DENIED))
+        == Some(meta::status::TRUE);
+    !accepted && !denied
+}
+
+/// The labels but the set's (`CLUSTERSET` shows that one) as `k=v,…`, sorted; `-` for none.
+pub fn other_labels(c: &ManagedCluster) -> String {
+    let mut labels: Vec<String> = c
+        .metadata
+        .as_ref()
+        .map(|m| &m.labels)
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| k.as_str() != CLUSTERSET_LABEL)
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    if labels.is_empty() {
+        return "-".into();
+    }
+    labels.sort();
+    labels.join(",")
 }
 
 /// A human description of one cluster (`describe cluster`).
@@ -164,6 +197,24 @@ fn identity_block(c: &ManagedCluster) -> String {
             } else {
                 ""
             }
+        ));
+    }
+    if !hub.join_cluster_set.is_empty() {
+        s.push_str(&format!(
+            "  Join cluster set:  {} (when an agent registers with the join credential)\n",
+            hub.join_cluster_set
+        ));
+    }
+    if !hub.dropped_labels.is_empty() {
+        let mut dropped: Vec<String> = hub
+            .dropped_labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        dropped.sort();
+        s.push_str(&format!(
+            "  Dropped labels:    {} (asked for at registration; reserved for the hub)\n",
+            dropped.join(", ")
         ));
     }
     if !hub.last_refusal.is_empty() {

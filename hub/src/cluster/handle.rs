@@ -135,6 +135,8 @@ pub enum Msg {
         ttl: std::time::Duration,
         /// Pre-approve the first agent registering with it.
         accept: bool,
+        /// The set the cluster joins when an agent registers with it (empty: none).
+        cluster_set: String,
         /// Answer.
         respond_to: Reply<flotilla_api::v1::JoinToken>,
     },
@@ -227,6 +229,8 @@ pub enum Call {
         ttl: std::time::Duration,
         /// Pre-approve the first agent registering with it.
         accept: bool,
+        /// The set the cluster joins when an agent registers with it (empty: none).
+        cluster_set: String,
     },
     /// Delete the cluster.
     Delete,
@@ -353,10 +357,15 @@ impl ClusterHandle {
                 })
                 .await?,
             )),
-            Call::Join { ttl, accept } => Answer::JoinToken(
+            Call::Join {
+                ttl,
+                accept,
+                cluster_set,
+            } => Answer::JoinToken(
                 self.ask(tx, |respond_to| Msg::Join {
                     ttl,
                     accept,
+                    cluster_set,
                     respond_to,
                 })
                 .await?,
@@ -436,13 +445,22 @@ impl ClusterHandle {
         self.cluster(Call::Edit(edit)).await
     }
 
-    /// Mints a join credential for the cluster (secure mode).
+    /// Mints a join credential for the cluster (secure mode); `cluster_set` (empty: none) is
+    /// the set the cluster joins when an agent registers with it.
     pub async fn join(
         &self,
         ttl: std::time::Duration,
         accept: bool,
+        cluster_set: String,
     ) -> Result<flotilla_api::v1::JoinToken, ClusterError> {
-        match self.call(Call::Join { ttl, accept }).await? {
+        match self
+            .call(Call::Join {
+                ttl,
+                accept,
+                cluster_set,
+            })
+            .await?
+        {
             Answer::JoinToken(t) => Ok(t),
             other => Err(other.unexpected("a join token")),
         }

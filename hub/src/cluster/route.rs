@@ -238,11 +238,16 @@ fn encode_call(cluster: &str, spawn: bool, call: Call) -> ClusterCall {
         Call::Edit(edit) => Op::Edit(ClusterEdit {
             edit: Some(encode_edit(cluster, edit)),
         }),
-        Call::Join { ttl, accept } => Op::Join(JoinCall {
+        Call::Join {
+            ttl,
+            accept,
+            cluster_set,
+        } => Op::Join(JoinCall {
             ttl_seconds: ttl.as_secs(),
             accept,
             // Set by the caller, which keeps the key's private half.
             reply_xkey: String::new(),
+            cluster_set,
         }),
         Call::Delete => Op::Delete(true),
         Call::ApplyWork {
@@ -307,6 +312,7 @@ fn decode_call(call: ClusterCall) -> Result<Call, ClusterError> {
         Op::Join(j) => Call::Join {
             ttl: Duration::from_secs(j.ttl_seconds),
             accept: j.accept,
+            cluster_set: j.cluster_set,
         },
         Op::Delete(_) => Call::Delete,
         Op::ApplyWork(w) => Call::ApplyWork {
@@ -440,6 +446,7 @@ mod tests {
             Call::Join {
                 ttl: Duration::from_secs(600),
                 accept: true,
+                cluster_set: "edge".into(),
             },
             Call::Delete,
             Call::ApplyWork {

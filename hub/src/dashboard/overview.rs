@@ -42,6 +42,12 @@ pub struct Pending {
     /// the Accept form sends, so that the admin accepts the key they saw and not one that
     /// registered after the page was drawn.
     pub key: String,
+    /// The cluster set it would be accepted into (`""`: none).
+    pub set: String,
+    /// Its other labels, `key=value`, sorted — what accepting it admits along with the set.
+    pub labels: Vec<String>,
+    /// The reserved labels its registrant asked for and the hub dropped, `key=value`, sorted.
+    pub dropped: Vec<String>,
 }
 
 /// What the overview shows.
@@ -73,7 +79,7 @@ pub fn build(clusters: &[Arc<ManagedCluster>], history: &History) -> Overview {
             .and_then(|m| m.labels.get(CLUSTERSET_LABEL))
             .cloned()
             .unwrap_or_default();
-        by_set.entry(set).or_default().0[a as usize] += 1;
+        by_set.entry(set.clone()).or_default().0[a as usize] += 1;
         if a == Availability::Pending && pending.len() < PENDING_SHOWN {
             let m = c.metadata.clone().unwrap_or_default();
             let key = c.hub.as_ref().map_or("", |h| {
@@ -83,10 +89,15 @@ pub fn build(clusters: &[Arc<ManagedCluster>], history: &History) -> Overview {
                     h.requested_public_key.as_str()
                 }
             });
+            let labels = pairs(m.labels.iter().filter(|(k, _)| *k != CLUSTERSET_LABEL));
+            let dropped = pairs(c.hub.iter().flat_map(|h| h.dropped_labels.iter()));
             pending.push(Pending {
-                name: m.name,
                 since: timestamp(m.creation_timestamp.as_ref()),
                 key: flotilla_api::fingerprint::of(key),
+                set,
+                labels,
+                dropped,
+                name: m.name,
             });
         }
     }
@@ -97,6 +108,13 @@ pub fn build(clusters: &[Arc<ManagedCluster>], history: &History) -> Overview {
         transitions: history.recent(TRANSITIONS_SHOWN),
         samples: history.samples(),
     }
+}
+
+/// Labels as `key=value`, sorted.
+fn pairs<'a>(labels: impl Iterator<Item = (&'a String, &'a String)>) -> Vec<String> {
+    let mut out: Vec<String> = labels.map(|(k, v)| format!("{k}={v}")).collect();
+    out.sort();
+    out
 }
 
 /// One transition as a list item (the live script adds the same shape).
@@ -170,7 +188,8 @@ pub fn render(o: &Overview, may: &Registrations<'_>, notice: Option<&str>) -> St
     } else {
         let acts = may.accept.is_ok() || may.deny.is_ok();
         out.push_str(
-            "<table id=\"pending\"><thead><tr><th>Cluster</th><th>Registered</th><th>Agent key</th>",
+            "<table id=\"pending\"><thead><tr><th>Cluster</th><th>Registered</th><th>Agent key</th>\
+             <th>Cluster set</th><th>Labels</th>",
         );
         if acts {
             out.push_str("<th></th>");
@@ -190,6 +209,28 @@ pub fn render(o: &Overview, may: &Registrations<'_>, notice: Option<&str>) -> St
                     p.key.as_str()
                 })
             );
+            let _ = write!(
+                out,
+                "<td class=\"set\">{}</td><td class=\"labels\">{}",
+                if p.set.is_empty() {
+                    "<span class=\"muted\">(none)</span>".to_string()
+                } else {
+                    E(&p.set).to_string()
+                },
+                if p.labels.is_empty() {
+                    "<span class=\"muted\">none</span>".to_string()
+                } else {
+                    E(&p.labels.join(", ")).to_string()
+                }
+            );
+            if !p.dropped.is_empty() {
+                let _ = write!(
+                    out,
+                    "<br><span class=\"muted dropped\">dropped (reserved for the hub): {}</span>",
+                    E(&p.dropped.join(", "))
+                );
+            }
+            out.push_str("</td>");
             if acts {
                 let _ = write!(
                     out,
@@ -226,7 +267,7 @@ pub fn render(o: &Overview, may: &Registrations<'_>, notice: Option<&str>) -> St
                 E(why)
             );
         } else {
-            out.push_str("<p class=\"muted\">Accept sends the key fingerprint shown: a key that registered after this page was drawn is not accepted.</p>");
+            out.push_str("<p class=\"muted\">Accept sends the key fingerprint shown: a key that registered after this page was drawn is not accepted. It accepts the cluster into the set and with the labels shown; a registrant never chooses its set.</p>");
         }
     }
     out.push_str(

@@ -734,6 +734,46 @@ fn pending_registrations_have_buttons_only_for_those_allowed_and_send_the_key_se
 }
 
 #[test]
+fn pending_registrations_show_the_set_and_labels_accepting_admits_and_what_was_dropped() {
+    use super::overview::{self, Registrations};
+    let mut c = Cluster::test("edge-new")
+        .pending()
+        .label(flotilla_api::meta::CLUSTERSET_LABEL, "default")
+        .label("env", "lab")
+        .build();
+    Arc::make_mut(&mut c).hub = Some(flotilla_api::v1::HubClusterState {
+        agent_public_key: "UAGENTKEY".into(),
+        dropped_labels: [(
+            flotilla_api::meta::CLUSTERSET_LABEL.to_string(),
+            "prod".to_string(),
+        )]
+        .into(),
+        ..Default::default()
+    });
+    let o = overview::build(&[c], &History::new(HistoryLimits::default()));
+    assert_eq!(o.pending[0].set, "default");
+    assert_eq!(o.pending[0].labels, vec!["env=lab".to_string()]);
+    let admin = Registrations {
+        accept: Ok(()),
+        deny: Ok(()),
+        csrf: "tok",
+    };
+    let html = overview::render(&o, &admin, None);
+    assert!(
+        html.contains("<th>Cluster set</th><th>Labels</th>"),
+        "{html}"
+    );
+    assert!(html.contains("<td class=\"set\">default</td>"), "{html}");
+    assert!(html.contains("<td class=\"labels\">env=lab"), "{html}");
+    assert!(
+        html.contains(
+            "dropped (reserved for the hub): cluster.open-cluster-management.io/clusterset=prod"
+        ),
+        "{html}"
+    );
+}
+
+#[test]
 fn a_placement_shows_the_distribution_of_each_prioritizers_scores() {
     use flotilla_api::v1::{ClusterDebug, PlacementDebug, PrioritizerWeight, ScoreDetail};
     let cluster = |name: &str, steady: i64, cpu: i64, feasible: bool| ClusterDebug {

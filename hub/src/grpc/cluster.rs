@@ -219,10 +219,15 @@ impl ClusterService for ClusterApi {
             0 => DEFAULT_JOIN_TTL_SECONDS,
             n => n,
         };
+        guard::cluster("cluster_set", &r.cluster_set, true)?;
         let handle = self.clusters.get_or_spawn(&r.cluster_name)?;
         Ok(Response::new(
             handle
-                .join(std::time::Duration::from_secs(ttl as u64), r.accept)
+                .join(
+                    std::time::Duration::from_secs(ttl as u64),
+                    r.accept,
+                    r.cluster_set,
+                )
                 .await?,
         ))
     }

@@ -6,6 +6,14 @@
 //! by the policy's CEL template, with no admin step. An object source's cluster is created
 //! ahead of its agent and deleted with its source. At most one policy holds a source kind.
 //!
+//! Whose word a policy decides on: a registration source's values (name, labels, claims,
+//! capacity, version) are what the registrant sent — whoever holds `bootstrap.creds` chooses
+//! them — minus the labels the hub reserves, which registration drops; an object source's are
+//! what its spokes list, so a compromised source spoke decides which clusters its policy
+//! creates and deletes (within the creation rate and cap; never a cluster the policy did not
+//! create). A registrant's labels never name its set: the cluster is in `default` or in the
+//! set the template names (docs/security.md, "Registration labels").
+//!
 //! - [`compiled`]: a policy's CEL, compiled once (variables `source`, `references`), and the
 //!   source values.
 //! - [`source`]: object sources listed (and their references read) through the spokes' agents.

@@ -44,7 +44,8 @@ pub const HELP: &str = "\
 Credentials:
   By default the hub (--hub, with an admin --token) is asked for a join credential for CLUSTER
   alone: it may only ask to register that name, expires after --join-ttl, and is spent by the
-  first agent that registers with it (--accept pre-approves that agent). A hub without secure
+  first agent that registers with it (--accept pre-approves that agent; --set SET puts its
+  cluster in that cluster set — a --label cannot, the hub drops reserved labels). A hub without secure
   mode issues none; the manifest then carries no credential. --bootstrap-creds FILE puts the
   fleet-wide bootstrap credentials in instead: weaker, the same secret on every spoke, valid
   until the hub's keys are rotated, and whoever copies it from any spoke may ask to register any
@@ -91,6 +92,10 @@ pub struct JoinArgs {
     /// Pre-approve: the hub accepts the first agent that registers with the join credential.
     #[arg(long, conflicts_with_all = ["bootstrap_creds", "offline"])]
     pub accept: bool,
+    /// The cluster set the cluster joins when its agent registers with the join credential
+    /// (`--label` cannot choose it: the hub drops the set label from a registration).
+    #[arg(long = "set", value_name = "SET", conflicts_with_all = ["bootstrap_creds", "offline"])]
+    pub cluster_set: Option<String>,
     /// Put these fleet-wide bootstrap credentials (`flotilla-hub init` wrote them) in the
     /// Secret instead of a join credential for this cluster: the weaker choice, the same secret
     /// on every spoke.
@@ -172,6 +177,8 @@ pub enum Source {
         ttl: Duration,
         /// Pre-approve the agent that registers with it.
         accept: bool,
+        /// The set its cluster joins.
+        cluster_set: Option<String>,
     },
     /// Given locally: the shared bootstrap credentials, or none (`--offline`).
     Given(Bootstrap),
@@ -256,6 +263,7 @@ pub fn prepare(args: &JoinArgs) -> Result<Join, String> {
         (None, false) => Source::Hub {
             ttl: args.join_ttl,
             accept: args.accept,
+            cluster_set: args.cluster_set.clone(),
         },
     };
     Ok(Join { install, source })
@@ -271,8 +279,8 @@ pub enum Issued {
     NotSecure(String),
 }
 
-/// What to tell the admin about a join credential: its key (fingerprint and whole), expiry and
-/// whether it pre-approves.
+/// What to tell the admin about a join credential: its key (fingerprint and whole), expiry,
+/// whether it pre-approves, and the cluster set it puts its cluster in.
 pub fn token_summary(token: &JoinToken, accept: bool) -> String {
     let expires = token
         .expires
@@ -280,24 +288,32 @@ pub fn token_summary(token: &JoinToken, accept: bool) -> String {
         .map(flotilla_api::meta::rfc3339)
         .unwrap_or_default();
     format!(
-        "key {} ({}), valid until {expires}{}",
+        "key {} ({}), valid until {expires}{}{}",
         flotilla_api::fingerprint::of(&token.public_key),
         token.public_key,
-        if accept { ", pre-approved" } else { "" }
+        if accept { ", pre-approved" } else { "" },
+        if token.cluster_set.is_empty() {
+            String::new()
+        } else {
+            format!(", cluster set {}", token.cluster_set)
+        }
     )
 }
 
-/// Asks the hub for a join credential for `cluster` (`CreateJoinToken`; admin only).
+/// Asks the hub for a join credential for `cluster` (`CreateJoinToken`; admin only); with
+/// `cluster_set`, the cluster joins that set when an agent registers with it.
 pub async fn request_join_token(
     hub: &Hub,
     cluster: &str,
     ttl: Duration,
     accept: bool,
+    cluster_set: Option<&str>,
 ) -> anyhow::Result<Issued> {
     let request = CreateJoinTokenRequest {
         cluster_name: cluster.to_string(),
         ttl_seconds: i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX),
         accept,
+        cluster_set: cluster_set.unwrap_or_default().to_string(),
     };
     let token = match hub.clusters().create_join_token(request).await {
         Ok(answer) => answer.into_inner(),
@@ -332,10 +348,14 @@ pub async fn run(join: Join, hub: Option<&Hub>) -> anyhow::Result<()> {
     let cluster = &join.install.cluster;
     let bootstrap = match join.source {
         Source::Given(bootstrap) => bootstrap,
-        Source::Hub { ttl, accept } => {
+        Source::Hub {
+            ttl,
+            accept,
+            cluster_set,
+        } => {
             let hub =
                 hub.ok_or_else(|| anyhow!("flotilla join: no hub to ask for a join credential"))?;
-            match request_join_token(hub, cluster, ttl, accept).await? {
+            match request_join_token(hub, cluster, ttl, accept, cluster_set.as_deref()).await? {
                 Issued::Token(token) => {
                     eprintln!(
                         "note: the manifest holds a join credential for {cluster} ({}); the first \
@@ -421,16 +441,19 @@ mod tests {
             join.source,
             Source::Hub {
                 ttl: Duration::from_secs(86_400),
-                accept: false
+                accept: false,
+                cluster_set: None,
             }
         );
         assert_eq!(join.install.rbac.mode, rbac::Mode::LeastPrivilege);
-        let join = prepare(&args(&["--join-ttl", "2h", "--accept"]).unwrap()).unwrap();
+        let join =
+            prepare(&args(&["--join-ttl", "2h", "--accept", "--set", "edge"]).unwrap()).unwrap();
         assert_eq!(
             join.source,
             Source::Hub {
                 ttl: Duration::from_secs(7_200),
-                accept: true
+                accept: true,
+                cluster_set: Some("edge".into()),
             }
         );
     }

@@ -330,13 +330,27 @@ impl Actor {
                     self.answer_registration(reply, busy).await;
                     return;
                 }
+                let labels = rules::registration::registrant_labels(&request.labels);
                 if new {
-                    tracing::info!(accepted = rules::accepted(&c), "new cluster registered");
+                    self.shared
+                        .metrics
+                        .registration_labels_dropped(labels.dropped.keys());
+                    tracing::info!(
+                        accepted = rules::accepted(&c),
+                        dropped_labels = %labels.dropped_text(),
+                        "new cluster registered"
+                    );
                 }
                 if rules::accepted(&c) && (new || !was_accepted) {
                     self.lease_deadline = Some(Instant::now() + self.grace(&c));
                 }
-                self.registration_response(&c, &request.agent_public_key)
+                let mut answer = self.registration_response(&c, &request.agent_public_key);
+                // Said on every answer: the agent keeps asking for them, and they never count.
+                answer
+                    .message
+                    .push_str(&rules::registration::dropped_note(&labels));
+                answer.dropped_labels = labels.dropped.into_keys().collect();
+                answer
             }
         };
         response = self.with_credentials(response, &request);
@@ -434,17 +448,25 @@ impl Actor {
         hub.join_expires = None;
         hub.join_accept = false;
         hub.join_bound_key.clear();
+        hub.join_cluster_set.clear();
         tracing::info!("join credential spent");
         self.persist_or_retry(next).await;
     }
 
     /// Mints a join credential for this cluster, creating the cluster ahead of its agent when
-    /// it does not exist yet. A previous, unspent join credential is revoked.
+    /// it does not exist yet. A previous, unspent join credential is revoked. `cluster_set`
+    /// (empty: none) is recorded with the credential and becomes the cluster's set when an
+    /// agent registers with it ([`rules::registration::join_set`]).
     pub(super) async fn join(
         &mut self,
         ttl: std::time::Duration,
         accept: bool,
+        cluster_set: String,
     ) -> Result<JoinToken, ClusterError> {
+        if !cluster_set.is_empty() {
+            flotilla_api::names::validate_dns1123_label("cluster_set", &cluster_set)
+                .map_err(|e| ClusterError::Invalid(e.to_string()))?;
+        }
         let Some(security) = self.shared.security.clone() else {
             return Err(ClusterError::Precondition(
                 "join credentials need a hub in secure mode (--secure-dir)".into(),
@@ -494,11 +516,13 @@ impl Actor {
         hub.join_expires = Some(expires);
         hub.join_accept = accept;
         hub.join_bound_key.clear();
+        hub.join_cluster_set = cluster_set.clone();
         self.persist(next)
             .await
             .map_err(|e| ClusterError::Unavailable(e.to_string()))?;
         tracing::info!(
             accept,
+            cluster_set = %cluster_set,
             expires = issued.expires_at,
             "join credential minted"
         );
@@ -507,6 +531,7 @@ impl Actor {
             creds: creds.format().expose().to_string(),
             public_key,
             expires: Some(expires),
+            cluster_set,
         })
     }
 

@@ -295,9 +295,10 @@ impl Actor {
             Msg::Join {
                 ttl,
                 accept,
+                cluster_set,
                 respond_to,
             } => {
-                let _ = respond_to.send(self.join(ttl, accept).await);
+                let _ = respond_to.send(self.join(ttl, accept, cluster_set).await);
             }
             Msg::Lease(ev) => self.lease(*ev).await,
             Msg::Status(ev) => self.status(*ev).await,

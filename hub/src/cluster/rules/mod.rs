@@ -22,7 +22,10 @@ use std::collections::HashMap;
 pub mod addons;
 pub mod registration;
 
-/// Which new clusters the hub accepts without an admin.
+/// Which new clusters the hub accepts without an admin. Both selectors read what the
+/// registrant sends (its unreserved labels and its claims): they sort honest agents and
+/// authenticate nobody. An auto-accepted cluster is in `default`: the registrant's labels never
+/// name its set ([`registration::registrant_labels`]).
 #[derive(Debug, Clone, Default)]
 pub struct AutoAccept {
     /// Auto-accept is on.
@@ -148,13 +151,16 @@ fn fresh(name: &str, mut labels: HashMap<String, String>, lease_seconds: i32) ->
 }
 
 /// Builds a new cluster from its first registration request: the request's key is bound to the
-/// name (first key wins), and the auto-accept policy may accept it.
+/// name (first key wins), its labels are taken but for the reserved ones (dropped and kept
+/// aside in `hub.dropped_labels`: [`registration::registrant_labels`]), so it is in the
+/// `default` set, and the auto-accept policy may accept it.
 pub fn new_cluster(
     req: &RegistrationRequest,
     auto: &AutoAccept,
     default_lease_seconds: i32,
 ) -> ManagedCluster {
-    let mut c = fresh(&req.cluster_name, req.labels.clone(), default_lease_seconds);
+    let labels = registration::registrant_labels(&req.labels);
+    let mut c = fresh(&req.cluster_name, labels.kept, default_lease_seconds);
     apply_report(
         &mut c,
         &req.capacity,
@@ -165,7 +171,14 @@ pub fn new_cluster(
     let hub = c.hub.get_or_insert_with(Default::default);
     hub.agent_public_key = req.agent_public_key.clone();
     hub.origin = ClusterOrigin::Registration as i32;
-    if auto.admits(&req.labels, &req.claims) {
+    hub.dropped_labels = labels.dropped.into_iter().collect();
+    // On the labels the cluster has: the reserved ones the registrant asked for admit nothing.
+    let kept = c
+        .metadata
+        .as_ref()
+        .map(|m| m.labels.clone())
+        .unwrap_or_default();
+    if auto.admits(&kept, &req.claims) {
         accept(
             &mut c,
             "AutoAccepted",

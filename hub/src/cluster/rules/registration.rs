@@ -14,15 +14,73 @@
 //!
 //! In plain mode ([`KeyPolicy::Record`]) keys mean nothing on the wire and the latest one is
 //! recorded, as before.
+//!
+//! A registrant never chooses its privileges: of the labels a first registration asks for, the
+//! ones the hub reserves ([`flotilla_api::meta::is_reserved_label`]: the cluster set label,
+//! every `*.open-cluster-management.io/`, `*.flotilla.io/`, `*.kubernetes.io/`, `*.k8s.io/`
+//! key, and `name`) are dropped ([`registrant_labels`]) — kept aside for `describe cluster`,
+//! said in the answer, counted — so a new cluster is in the `default` set until the admin, a
+//! ManagedCluster document, an import policy's template or the join credential it registered
+//! with ([`join_set`]) puts it elsewhere. Later registrations change no label at all.
 
 use super::{
     AutoAccept, KeyPolicy, accept, accepted, apply_report, denied, new_cluster, reconcile_taints,
 };
 use flotilla_api::fingerprint;
+use flotilla_api::meta::{CLUSTERSET_LABEL, is_reserved_label};
 use flotilla_api::v1::{
     ManagedCluster, RegistrationRequest, RegistrationResponse, RegistrationState,
 };
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
+
+/// A registrant's labels, split by [`registrant_labels`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RegistrantLabels {
+    /// The labels a new cluster takes.
+    pub kept: HashMap<String, String>,
+    /// The labels the hub reserves, dropped (sorted by key, for messages).
+    pub dropped: BTreeMap<String, String>,
+}
+
+impl RegistrantLabels {
+    /// The dropped labels as `key=value, …` (for the answer and logs).
+    pub fn dropped_text(&self) -> String {
+        self.dropped
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// Splits the labels a registration asks for into the ones a cluster may take from its
+/// registrant and the ones only the hub and its admin set
+/// ([`flotilla_api::meta::is_reserved_label`]), which are dropped: whoever holds the shared
+/// bootstrap credential must not name its own cluster set, add-on features or name.
+pub fn registrant_labels(labels: &HashMap<String, String>) -> RegistrantLabels {
+    let mut out = RegistrantLabels::default();
+    for (k, v) in labels {
+        if is_reserved_label(k) {
+            out.dropped.insert(k.clone(), v.clone());
+        } else {
+            out.kept.insert(k.clone(), v.clone());
+        }
+    }
+    out
+}
+
+/// The answer's note on labels the hub dropped (empty when none were).
+pub fn dropped_note(dropped: &RegistrantLabels) -> String {
+    if dropped.dropped.is_empty() {
+        return String::new();
+    }
+    format!(
+        "; labels reserved for the hub were dropped: {} (a cluster's set comes from the hub \
+         admin, a join credential naming it, or an import policy)",
+        dropped.dropped_text()
+    )
+}
 
 /// The NATS user a request came from, as the server attests it (`Nats-Request-Info`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,6 +177,7 @@ pub fn decide(
         // through the shared bootstrap credential while the name was pending.
         changed = bind(&mut c, key);
         changed |= joined(&mut c, key);
+        changed |= join_set(&mut c);
         changed |= report(&mut c);
         changed |= clear_refusal(&mut c);
         changed |= accept_if_asked(&mut c, req, true, ctx, false);
@@ -135,6 +194,7 @@ pub fn decide(
         changed = wait(&mut c, key);
         if via_join {
             changed |= joined(&mut c, key);
+            changed |= join_set(&mut c);
         }
     } else {
         return refuse_other_key(stored, &hub.agent_public_key, key, "is bound");
@@ -210,6 +270,25 @@ fn joined(c: &mut ManagedCluster, key: &str) -> bool {
         return false;
     }
     hub.join_bound_key = key.to_string();
+    true
+}
+
+/// Puts the cluster in the set its join credential names (the admin's choice when minting it,
+/// `flotilla join-token NAME --set SET`), when an agent registers with that credential.
+pub fn join_set(c: &mut ManagedCluster) -> bool {
+    let set = c
+        .hub
+        .as_ref()
+        .map(|h| h.join_cluster_set.clone())
+        .unwrap_or_default();
+    if set.is_empty() {
+        return false;
+    }
+    let m = c.metadata.get_or_insert_with(Default::default);
+    if m.labels.get(CLUSTERSET_LABEL) == Some(&set) {
+        return false;
+    }
+    m.labels.insert(CLUSTERSET_LABEL.to_string(), set);
     true
 }
 

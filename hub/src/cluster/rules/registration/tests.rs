@@ -370,3 +370,115 @@ fn a_busy_answer_names_the_request_and_the_wait() {
     };
     assert_eq!(in_reply_to(&long).len(), 64);
 }
+
+fn labelled(mut r: RegistrationRequest, labels: &[(&str, &str)]) -> RegistrationRequest {
+    r.labels = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    r
+}
+
+fn labels(c: &ManagedCluster) -> &HashMap<String, String> {
+    &c.metadata.as_ref().unwrap().labels
+}
+
+#[test]
+fn registrant_labels_drop_the_set_and_every_reserved_key_and_keep_the_rest() {
+    let asked: HashMap<String, String> = [
+        (CLUSTERSET_LABEL, "prod"),
+        ("feature.open-cluster-management.io/addon-x", "available"),
+        ("cluster.flotilla.io/tier", "gold"),
+        ("name", "prod-1"),
+        ("env", "lab"),
+        ("example.com/team", "a"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let split = registrant_labels(&asked);
+    assert_eq!(
+        split.kept,
+        [("env", "lab"), ("example.com/team", "a")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<HashMap<_, _>>()
+    );
+    assert_eq!(
+        split.dropped.keys().map(String::as_str).collect::<Vec<_>>(),
+        vec![
+            "cluster.flotilla.io/tier",
+            CLUSTERSET_LABEL,
+            "feature.open-cluster-management.io/addon-x",
+            "name"
+        ]
+    );
+    assert!(dropped_note(&split).contains("cluster.open-cluster-management.io/clusterset=prod"));
+    assert_eq!(dropped_note(&registrant_labels(&HashMap::new())), "");
+}
+
+#[test]
+fn a_new_cluster_naming_a_set_stays_in_default_and_remembers_what_it_asked_for() {
+    let auto = AutoAccept::default();
+    let r = labelled(
+        req("c1", "UA"),
+        &[(CLUSTERSET_LABEL, "prod"), ("env", "lab")],
+    );
+    let c = stored(decide(None, &r, Credential::User("UBOOT"), &ctx(&auto)));
+    assert_eq!(labels(&c).get(CLUSTERSET_LABEL).unwrap(), "default");
+    assert_eq!(labels(&c).get("env").unwrap(), "lab");
+    let hub = c.hub.as_ref().unwrap();
+    assert_eq!(hub.dropped_labels.get(CLUSTERSET_LABEL).unwrap(), "prod");
+    assert!(!hub.dropped_labels.contains_key("env"));
+}
+
+#[test]
+fn auto_accept_on_a_set_the_registrant_names_admits_nothing() {
+    // An auto-accept selector on the set label: a registrant naming the set in its labels
+    // is not admitted by it, and never lands in that set either.
+    let auto = AutoAccept {
+        enabled: true,
+        labels: Some(flotilla_api::selector::parse(&format!("{CLUSTERSET_LABEL}=prod")).unwrap()),
+        claims: None,
+    };
+    let r = labelled(req("c1", "UA"), &[(CLUSTERSET_LABEL, "prod")]);
+    let c = stored(decide(None, &r, Credential::User("UBOOT"), &ctx(&auto)));
+    assert!(!accepted(&c));
+    assert_eq!(labels(&c).get(CLUSTERSET_LABEL).unwrap(), "default");
+    // Plain auto-accept admits it, in `default`.
+    let any = AutoAccept {
+        enabled: true,
+        ..Default::default()
+    };
+    let c = stored(decide(None, &r, Credential::User("UBOOT"), &ctx(&any)));
+    assert!(accepted(&c));
+    assert_eq!(labels(&c).get(CLUSTERSET_LABEL).unwrap(), "default");
+}
+
+#[test]
+fn a_join_credential_naming_a_set_puts_its_cluster_there_when_it_registers() {
+    let auto = AutoAccept::default();
+    let mut c = with_join(ahead_of_agent("edge-1", false), "UJOIN", true, NOW + 60);
+    c.hub.as_mut().unwrap().join_cluster_set = "edge".into();
+    assert_eq!(labels(&c).get(CLUSTERSET_LABEL).unwrap(), "default");
+    // Not through the shared bootstrap credential, whatever the request's labels say.
+    let r = labelled(req("edge-1", "UA"), &[(CLUSTERSET_LABEL, "prod")]);
+    let through_bootstrap = stored(decide(Some(&c), &r, Credential::User("UBOOT"), &ctx(&auto)));
+    assert_eq!(
+        labels(&through_bootstrap).get(CLUSTERSET_LABEL).unwrap(),
+        "default"
+    );
+    // Through the join credential: the set it names, not the one the request names.
+    let joined = stored(decide(Some(&c), &r, Credential::User("UJOIN"), &ctx(&auto)));
+    assert_eq!(labels(&joined).get(CLUSTERSET_LABEL).unwrap(), "edge");
+    assert!(accepted(&joined));
+    // A credential naming no set leaves the set alone.
+    let plain = with_join(ahead_of_agent("edge-2", false), "UJOIN", false, NOW + 60);
+    let joined = stored(decide(
+        Some(&plain),
+        &req("edge-2", "UA"),
+        Credential::User("UJOIN"),
+        &ctx(&auto),
+    ));
+    assert_eq!(labels(&joined).get(CLUSTERSET_LABEL).unwrap(), "default");
+}
