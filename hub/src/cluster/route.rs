@@ -507,6 +507,7 @@ mod tests {
             creds: "-----BEGIN USER NKEY SEED-----\nSUAEXAMPLESEED\n".into(),
             public_key: "UABC".into(),
             expires: None,
+            cluster_set: "edge".into(),
         }
     }
 
@@ -544,6 +545,7 @@ mod tests {
             Call::Join {
                 ttl: Duration::from_secs(60),
                 accept: false,
+                cluster_set: String::new(),
             },
         );
         assert!(join_without_reply_key(&call));
