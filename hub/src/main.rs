@@ -91,6 +91,15 @@ struct Args {
             .range(flotilla_hub::kubeproxy::MAX_REQUEST_BODY as u64..)
     )]
     cluster_proxy_body_bytes_per_cluster: usize,
+    /// Seconds a client has to send its whole request body through the cluster proxy; a body
+    /// still coming then is cut (408), so it holds its cluster's body budget no longer.
+    #[arg(
+        long,
+        env = "FLOTILLA_CLUSTER_PROXY_BODY_SECONDS",
+        default_value_t = flotilla_hub::kubeproxy::tunnel::DEFAULT_BODY_DEADLINE.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..=3600)
+    )]
+    cluster_proxy_body_seconds: u64,
     /// Serve the web dashboard on this address (e.g. 127.0.0.1:8080). Same tokens as the API
     /// (a read-only token is enough to look; sign in with it or send it as a bearer token);
     /// TLS with --grpc-tls-cert/--grpc-tls-key, plain HTTP only on loopback.
@@ -711,6 +720,8 @@ fn config(args: &Args, checked: Checked) -> Result<flotilla_hub::Config, String>
     config.cluster_proxy.listen = args.cluster_proxy_listen;
     config.cluster_proxy.tunnel.calls_per_identity = args.cluster_proxy_calls_per_identity;
     config.cluster_proxy.tunnel.body_bytes_per_cluster = args.cluster_proxy_body_bytes_per_cluster;
+    config.cluster_proxy.tunnel.body_deadline =
+        std::time::Duration::from_secs(args.cluster_proxy_body_seconds);
     config.dashboard.listen = args.dashboard_listen;
     args.dashboard_live.apply(&mut config.dashboard.live);
     config.metrics_listen = args.metrics_listen;

@@ -51,6 +51,12 @@ pub enum BodyError {
          requests (the Kubernetes API reads none); send the request without one"
     )]
     OnRead(http::Method),
+    /// The client did not send its whole body within the deadline.
+    #[error(
+        "the request body did not arrive within {0:?} (--cluster-proxy-body-seconds): the \
+         cluster proxy cuts a body that is still coming then"
+    )]
+    TooSlow(std::time::Duration),
 }
 
 /// Settings of the cluster proxy.

@@ -354,7 +354,8 @@ async fn handle(deps: &Deps, req: http::Request<Incoming>) -> http::Response<Bod
         bearer,
         ..Default::default()
     };
-    let body = with_body.then(|| limited(req.into_body()));
+    let deadline = deps.tunnels.body_deadline();
+    let body = with_body.then(|| within(deadline, limited(req.into_body())));
     match deps
         .tunnels
         .call(Outgoing {
@@ -401,6 +402,10 @@ async fn handle(deps: &Deps, req: http::Request<Incoming>) -> http::Response<Bod
                     StatusCode::TOO_MANY_REQUESTS
                 }
                 CallError::RequestBody(BodyError::TooLarge(_)) => StatusCode::PAYLOAD_TOO_LARGE,
+                CallError::RequestBody(BodyError::TooSlow(_)) => {
+                    deps.metrics.refused("body_deadline");
+                    StatusCode::REQUEST_TIMEOUT
+                }
                 CallError::RequestBody(_) => StatusCode::BAD_REQUEST,
                 CallError::Cancelled { .. } | CallError::Protocol { .. } => StatusCode::BAD_GATEWAY,
             };
@@ -433,9 +438,51 @@ fn limited(body: Incoming) -> super::tunnel::ByteStream {
     }))
 }
 
+/// `body`, cut with [`BodyError::TooSlow`] when it has not ended within `deadline` of now.
+fn within<S>(deadline: std::time::Duration, body: S) -> super::tunnel::ByteStream
+where
+    S: futures::Stream<Item = Result<Bytes, BodyError>> + Send + 'static,
+{
+    let until = tokio::time::Instant::now() + deadline;
+    Box::pin(futures::stream::unfold(
+        Some(Box::pin(body)),
+        move |body| async move {
+            let mut body = body?;
+            match tokio::time::timeout_at(until, body.next()).await {
+                Ok(Some(item)) => Some((item, Some(body))),
+                Ok(None) => None,
+                // The error ends the body: nothing is read after it.
+                Err(_) => Some((Err(BodyError::TooSlow(deadline)), None)),
+            }
+        },
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_still_coming_at_the_deadline_is_cut() {
+        let deadline = std::time::Duration::from_secs(60);
+        let slow = futures::stream::iter([Ok(Bytes::from_static(b"first"))])
+            .chain(futures::stream::pending());
+        let mut body = within(deadline, slow);
+        assert_eq!(body.next().await.unwrap().unwrap(), "first");
+        let started = tokio::time::Instant::now();
+        let cut = body.next().await.unwrap().unwrap_err();
+        assert!(
+            matches!(cut, BodyError::TooSlow(d) if d == deadline),
+            "{cut}"
+        );
+        assert_eq!(started.elapsed(), deadline);
+        assert!(body.next().await.is_none(), "nothing after the cut");
+        // A body that ends in time is passed through whole.
+        let quick =
+            futures::stream::iter([Ok(Bytes::from_static(b"a")), Ok(Bytes::from_static(b"b"))]);
+        let got: Vec<_> = within(deadline, quick).collect().await;
+        assert_eq!(got.len(), 2);
+    }
 
     #[test]
     fn credentials_impersonation_hop_by_hop_and_expect_do_not_reach_the_spoke() {

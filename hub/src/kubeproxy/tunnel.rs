@@ -61,6 +61,9 @@ pub struct TunnelConfig {
     /// sent, the call not yet answered), over every caller; a call whose body would go past it
     /// is refused (429). At least [`super::MAX_REQUEST_BODY`].
     pub body_bytes_per_cluster: usize,
+    /// How long a client has to send its whole request body; a body still coming then is cut
+    /// (408), so a writer that never ends its bodies holds its cluster's body budget no longer.
+    pub body_deadline: Duration,
 }
 
 /// Default [`TunnelConfig::calls_per_identity`]: what one agent serves at once.
@@ -68,6 +71,8 @@ pub const DEFAULT_CALLS_PER_IDENTITY: usize = 256;
 /// Default [`TunnelConfig::body_bytes_per_cluster`]: 32 MiB, ten bodies of the largest size
 /// Kubernetes takes.
 pub const DEFAULT_BODY_BYTES_PER_CLUSTER: usize = 32 << 20;
+/// Default [`TunnelConfig::body_deadline`]: a 3 MiB body at 50 KiB/s.
+pub const DEFAULT_BODY_DEADLINE: Duration = Duration::from_secs(60);
 
 impl Default for TunnelConfig {
     fn default() -> Self {
@@ -79,6 +84,7 @@ impl Default for TunnelConfig {
             max_calls: 4096,
             calls_per_identity: DEFAULT_CALLS_PER_IDENTITY,
             body_bytes_per_cluster: DEFAULT_BODY_BYTES_PER_CLUSTER,
+            body_deadline: DEFAULT_BODY_DEADLINE,
         }
     }
 }
@@ -210,6 +216,11 @@ pub struct Tunnels {
 }
 
 impl Tunnels {
+    /// How long a client has to send its whole request body ([`TunnelConfig::body_deadline`]).
+    pub fn body_deadline(&self) -> Duration {
+        self.inner.config.body_deadline
+    }
+
     /// Subscribes to this hub's frames and starts dispatching them; the task ends at
     /// `shutdown`.
     pub async fn start(
