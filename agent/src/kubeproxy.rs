@@ -1,20 +1,23 @@
 //! The agent's side of the cluster proxy ([`flotilla_bus::tunnel`]): takes the hub's calls on
-//! `flotilla.kubeapi.<cluster>`, one task per call, each of which gathers the request body
-//! within its credit, hands the request to the backend ([`Backend::serve_api`]) and streams the
-//! answer back to the hub that made the call (`flotilla.kubeapiback.<cluster>.<hub>`) within
-//! the hub's credit — so a large list or a long watch never sits whole in the agent's memory.
+//! `flotilla.kubeapi.<cluster>`, one task per call, each of which hands the request to the
+//! backend ([`Backend::serve_api`]) at once, streams the request body to it as the hub sends
+//! it (granting the hub more only as the backend takes it: [`upload`]), and streams the answer
+//! back to the hub that made the call (`flotilla.kubeapiback.<cluster>.<hub>`) within the hub's
+//! credit — so neither a large body nor a large list or a long watch ever sits whole in the
+//! agent's memory.
 //! A call ends when its body is done, the hub cancels it (its client went away: the upstream
 //! request is dropped with it) or the hub falls silent for [`tunnel::idle_timeout`].
 //!
 //! What callers may take of the agent is bounded (issue 42): [`MAX_CALLS`] calls at once, at
 //! most [`Limits::calls_per_caller`] of them for one caller (the identity the hub names), and
-//! at most [`Limits::body_bytes`] of request bodies held at once over every call and hub; past
+//! at most [`Limits::body_bytes`] of request bodies waiting for the backend over every call
+//! and hub; past
 //! any of them a call is answered 429 (503 for the agent's own cap) saying which. A `GET` or
 //! `HEAD` with a body is answered 400 before its body is asked for.
 
 use crate::backend::Backend;
-use crate::backend::api::{ApiRequest, ApiResponse, Bearer, Impersonation};
-use bytes::{Bytes, BytesMut};
+use crate::backend::api::{ApiRequest, ApiResponse, Bearer, Impersonation, RequestBody};
+use bytes::Bytes;
 use flotilla_api::v1::{TunnelHeader, TunnelRequest, TunnelResponse};
 use flotilla_bus::publish::Publisher;
 use flotilla_bus::subjects;
@@ -33,8 +36,9 @@ use tracing::Instrument;
 /// Calls one agent serves at once; more are answered at once with a 503 `Status` (the client
 /// may retry).
 pub const MAX_CALLS: usize = 256;
-/// Largest request body the agent gathers (what a Kubernetes API server accepts).
-pub const MAX_REQUEST_BODY: usize = 3 * 1024 * 1024;
+/// Smallest [`Limits::body_bytes`]: three windows of the largest chunks, and the largest
+/// body a Kubernetes API server reads by default.
+pub const MIN_BODY_BYTES: usize = 3 * 1024 * 1024;
 /// Default [`Limits::calls_per_caller`]: a quarter of [`MAX_CALLS`].
 pub const DEFAULT_CALLS_PER_CALLER: usize = MAX_CALLS / 4;
 /// Default [`Limits::body_bytes`]: 32 MiB, ten bodies of the largest size.
@@ -46,7 +50,8 @@ pub struct Limits {
     /// Calls served at once for one caller (the name the hub gives), of [`MAX_CALLS`].
     pub calls_per_caller: usize,
     /// Request-body bytes held at once, over every call and hub (at least
-    /// [`MAX_REQUEST_BODY`]): a body is gathered whole before the backend gets it.
+    /// [`MIN_BODY_BYTES`]): what hubs sent that the backend has not yet taken (a call holds
+    /// at most its window of chunks: bodies stream to the backend).
     pub body_bytes: usize,
 }
 
@@ -413,41 +418,15 @@ impl Call {
         let mut recv = RecvWindow::new(tunnel::DEFAULT_WINDOW);
         // Frame 0: the agent has the call, and allows the request body's first window.
         self.send(Frame::Credit(recv.granted())).await?;
-        let mut body = BytesMut::new();
-        let mut held: Option<Held> = None;
-        if request.has_body {
-            loop {
-                match Self::next(rx, seq_in, &mut deadline).await? {
-                    Frame::Data(chunk) => {
-                        recv.received().map_err(Stop::Protocol)?;
-                        if body.len() + chunk.len() > MAX_REQUEST_BODY {
-                            return self
-                                .answer_whole(ApiResponse::status(
-                                    http::StatusCode::PAYLOAD_TOO_LARGE,
-                                    "RequestEntityTooLarge",
-                                    &format!("the request body is over {MAX_REQUEST_BODY} bytes"),
-                                ))
-                                .await;
-                        }
-                        if let Err(refusal) = self.hold(&mut held, chunk.len()) {
-                            return self.answer_whole(refusal.response()).await;
-                        }
-                        body.extend_from_slice(&chunk);
-                        if let Some(credit) = recv.consumed() {
-                            self.send(Frame::Credit(credit)).await?;
-                        }
-                    }
-                    Frame::End => break,
-                    other => {
-                        return Err(Stop::Protocol(ProtocolError::Unexpected {
-                            frame: other.name(),
-                            detail: "while the request body was expected",
-                        }));
-                    }
-                }
-            }
-        }
-        let api_request = match to_api_request(&request, body.freeze()) {
+        // The body streams to the backend as it comes: the hub is granted more only as the
+        // backend takes it.
+        let (mut feed, body) = if request.has_body {
+            let (feed, body) = upload::open(tunnel::DEFAULT_WINDOW as usize);
+            (Some(feed), body)
+        } else {
+            (None, RequestBody::empty())
+        };
+        let api_request = match to_api_request(&request, body) {
             Ok(r) => r,
             Err(why) => {
                 return self
@@ -459,7 +438,8 @@ impl Call {
                     .await;
             }
         };
-        // The backend's answer, while the hub may cancel (and pings keep it open).
+        // The backend's answer, while the body streams to it, the hub may cancel (and pings
+        // keep it open).
         let answer = self.shared.backend.clone().serve_api(api_request);
         tokio::pin!(answer);
         let mut keepalive =
@@ -469,15 +449,40 @@ impl Call {
             (request.max_chunk as usize).clamp(1024, tunnel::DEFAULT_MAX_CHUNK as usize);
         let response = loop {
             tokio::select! {
+                // The backend first: it takes what waits of the body before more is let in.
+                biased;
                 response = &mut answer => break response,
-                frame = Self::next(rx, seq_in, &mut deadline) => {
-                    take_credit(&mut send, frame?, "while the backend answers")?;
+                Some(()) = taken(&mut feed) => {
+                    if let Some(credit) = recv.consumed() {
+                        self.send(Frame::Credit(credit)).await?;
+                    }
                 }
+                frame = Self::next(rx, seq_in, &mut deadline) => match frame? {
+                    Frame::Data(chunk) if feed.is_some() => {
+                        recv.received().map_err(Stop::Protocol)?;
+                        let held = match self.hold(chunk.len()) {
+                            Ok(held) => held,
+                            // Dropping the backend's call breaks its body off.
+                            Err(refusal) => return self.answer_whole(refusal.response()).await,
+                        };
+                        if let Some(f) = feed.as_mut() {
+                            self.pushed(f.push(chunk, held), &mut recv).await?;
+                        }
+                    }
+                    Frame::End if feed.is_some() => {
+                        if let Some(mut f) = feed.take() {
+                            f.end();
+                        }
+                    }
+                    other => take_credit(&mut send, other, "while the backend answers")?,
+                },
                 _ = keepalive.tick() => self.send(Frame::Ping).await?,
             }
         };
-        // The backend is done with the body.
-        drop(held);
+        // The backend is done with the body. Answered before the body ended, what the hub still
+        // sends of it is dropped (the hub stops sending when the answer reaches it).
+        let mut body_coming = feed.is_some();
+        drop(feed);
         self.send(Frame::Response(TunnelResponse {
             status: u32::from(response.status.as_u16()),
             headers: response
@@ -513,22 +518,27 @@ impl Call {
                     }
                     None => done = true,
                 },
-                frame = Self::next(rx, seq_in, &mut deadline) => {
-                    take_credit(&mut send, frame?, "while the response streams")?;
-                }
+                frame = Self::next(rx, seq_in, &mut deadline) => match frame? {
+                    Frame::Data(_) if body_coming => recv.received().map_err(Stop::Protocol)?,
+                    Frame::End if body_coming => body_coming = false,
+                    other => take_credit(&mut send, other, "while the response streams")?,
+                },
                 _ = keepalive.tick() => self.send(Frame::Ping).await?,
             }
         }
     }
 
-    /// Takes `n` more bytes of the agent's request-body budget into `held`, or says it is
-    /// spent.
-    fn hold(&self, held: &mut Option<Held>, n: usize) -> Result<(), Refusal> {
+    /// Takes `n` bytes of the agent's request-body budget for a chunk on its way to the
+    /// backend (given back as the backend takes it), or says the budget is spent.
+    fn hold(&self, n: usize) -> Result<Option<Held>, Refusal> {
+        if n == 0 {
+            return Ok(None);
+        }
         let refused = || {
             self.shared.metrics.proxy_refused("body_bytes");
             Refusal::too_many(format!(
-                "the agent of cluster {} already holds {} bytes of request bodies in flight \
-                 (--cluster-proxy-body-bytes); try again later",
+                "the agent of cluster {} already holds {} bytes of request bodies its cluster \
+                 has not yet read (--cluster-proxy-body-bytes); try again later",
                 self.shared.cluster, self.shared.body_bytes
             ))
         };
@@ -543,16 +553,27 @@ impl Call {
             .metrics
             .proxy_body_bytes
             .inc_by(i64::from(wanted));
-        match held {
-            Some(h) => h.permit.merge(permit),
-            None => {
-                *held = Some(Held {
-                    permit,
-                    gauge: self.shared.metrics.proxy_body_bytes.clone(),
-                });
-            }
+        Ok(Some(Held {
+            permit,
+            gauge: self.shared.metrics.proxy_body_bytes.clone(),
+        }))
+    }
+
+    /// Acts on what became of a chunk passed to the backend.
+    async fn pushed(&mut self, pushed: upload::Pushed, recv: &mut RecvWindow) -> Result<(), Stop> {
+        match pushed {
+            upload::Pushed::Queued => Ok(()),
+            // The backend reads no more: the chunk counts as consumed, so the hub is not kept
+            // waiting for credit until the answer comes.
+            upload::Pushed::Unread => match recv.consumed() {
+                Some(credit) => self.send(Frame::Credit(credit)).await,
+                None => Ok(()),
+            },
+            upload::Pushed::OverWindow => Err(Stop::Protocol(ProtocolError::Unexpected {
+                frame: "data",
+                detail: "beyond the request body's window",
+            })),
         }
-        Ok(())
     }
 
     /// Answers with a whole (small) response, ignoring the window: a `Status` fits one chunk.
@@ -573,6 +594,14 @@ impl Call {
     }
 }
 
+/// The next chunk the backend took of the body on its way (never, without one).
+async fn taken(feed: &mut Option<upload::Feed>) -> Option<()> {
+    match feed {
+        Some(f) => f.taken.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Takes a credit frame, the only frame the hub sends once the request is complete (pings and
 /// cancels are handled by [`Call::next`]).
 fn take_credit(send: &mut SendWindow, frame: Frame, when: &'static str) -> Result<(), Stop> {
@@ -586,7 +615,7 @@ fn take_credit(send: &mut SendWindow, frame: Frame, when: &'static str) -> Resul
 }
 
 /// The backend's request from the hub's, refusing what cannot be a Kubernetes request.
-fn to_api_request(request: &TunnelRequest, body: Bytes) -> Result<ApiRequest, String> {
+fn to_api_request(request: &TunnelRequest, body: RequestBody) -> Result<ApiRequest, String> {
     let method = http::Method::from_bytes(request.method.as_bytes())
         .map_err(|_| format!("method {:?} is not an HTTP method", request.method))?;
     if !request.path.starts_with('/')
@@ -633,3 +662,4 @@ fn to_api_request(request: &TunnelRequest, body: Bytes) -> Result<ApiRequest, St
 
 #[cfg(test)]
 mod tests;
+mod upload;

@@ -123,13 +123,14 @@ struct Args {
     )]
     cluster_proxy_calls_per_caller: usize,
     /// Request-body bytes of cluster-proxy calls the agent holds at once, over every call and
-    /// hub (at least 3 MiB, the largest body); a call past it is answered 429.
+    /// hub: what hubs sent that the cluster has not yet read (bodies stream to the API server;
+    /// at least 3 MiB); a call past it is answered 429.
     #[arg(
         long,
         env = "FLOTILLA_CLUSTER_PROXY_BODY_BYTES",
         default_value_t = flotilla_agent::kubeproxy::DEFAULT_BODY_BYTES,
         value_parser = clap::builder::RangedU64ValueParser::<usize>::new()
-            .range(flotilla_agent::kubeproxy::MAX_REQUEST_BODY as u64..)
+            .range(flotilla_agent::kubeproxy::MIN_BODY_BYTES as u64..)
     )]
     cluster_proxy_body_bytes: usize,
 }

@@ -5,7 +5,7 @@
 //! ServiceAccount deleted.
 
 use flotilla_agent::backend::Backend;
-use flotilla_agent::backend::api::{ApiRequest, Bearer};
+use flotilla_agent::backend::api::{ApiRequest, Bearer, RequestBody};
 use flotilla_agent::backend::kube::KubeBackend;
 use flotilla_testkit::kube::{FakeKube, FakeOptions, ObjectKey};
 use std::sync::Arc;
@@ -34,7 +34,7 @@ fn get(path: &str, bearer: Option<&str>) -> ApiRequest {
         headers: http::HeaderMap::new(),
         impersonate: None,
         bearer: bearer.map(|t| Bearer(t.into())),
-        body: bytes::Bytes::new(),
+        body: RequestBody::empty(),
     }
 }
 

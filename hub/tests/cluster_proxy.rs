@@ -550,7 +550,11 @@ async fn kubectl_reaches_the_kubernetes_api_as_the_callers_identity_and_sees_its
     let nats = NatsServer::start();
     let cluster = kube_fixture::Cluster::start().await;
     let hub = proxy_hub(&nats).await;
-    let _agent = kube_fixture::kube_agent(&nats, &cluster, "edge-1").await;
+    // Request bodies stream to the API server: the agent holds a window of one at a time, far
+    // less than a large body.
+    let mut config = agent_config("edge-1", &nats.url());
+    config.proxy_limits.body_bytes = 256 * 1024;
+    let _agent = kube_fixture::kube_agent_with(config, &cluster).await;
     wait_inventory(&hub, "edge-1", true).await;
     let admin = kubectl(&hub, "edge-1", ADMIN);
     let ns = kube_fixture::unique("proxy");
@@ -654,6 +658,32 @@ async fn kubectl_reaches_the_kubernetes_api_as_the_callers_identity_and_sees_its
         .await;
     assert_eq!(watch.line().await, "DELETED second");
     watch.kill().await;
+
+    // A 2 MiB body reaches the API server through an agent that may hold 256 KiB of bodies.
+    let big = "x".repeat(2 * 1024 * 1024);
+    let manifest = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "big", "namespace": ns}, "data": {"blob": big}});
+    admin
+        .ok(
+            &["create", "--validate=false", "-f", "-"],
+            Some(&manifest.to_string()),
+        )
+        .await;
+    let size = admin
+        .ok(
+            &[
+                "-n",
+                &ns,
+                "get",
+                "configmap",
+                "big",
+                "-o",
+                "go-template={{len .data.blob}}",
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(size, big.len().to_string());
 
     // A deployer acts as its ServiceAccount: the spoke's RBAC decides, and its 403 comes back
     // verbatim.
@@ -812,7 +842,10 @@ async fn large_bodies_stream_through_the_hub_in_chunks_both_ways() {
     use flotilla_agent::backend::{Backend, Strategy};
     let nats = NatsServer::start();
     let hub = proxy_hub(&nats).await;
-    let agent = start_agent(agent_config("edge-1", &nats.url()));
+    // The body streams: the agent may hold far less of it than its size.
+    let mut config = agent_config("edge-1", &nats.url());
+    config.proxy_limits.body_bytes = 256 * 1024;
+    let agent = start_agent(config);
     wait_inventory(&hub, "edge-1", true).await;
     let admin = kubectl(&hub, "edge-1", ADMIN);
 

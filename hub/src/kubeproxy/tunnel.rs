@@ -662,8 +662,12 @@ impl Call {
                         }
                         Frame::Response(head) => match self.head.take() {
                             Some(tx) => {
-                                // The agent is done with the body.
+                                // The agent is done with the body: what is left of it is not
+                                // sent (an API server that answered before the body ended reads
+                                // no more of it).
                                 self.body_bytes = None;
+                                body = None;
+                                pending = Bytes::new();
                                 if tx.send(Ok(head)).is_err() {
                                     return End::ClientGone;
                                 }

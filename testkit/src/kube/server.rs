@@ -22,10 +22,14 @@ use std::time::Duration;
 
 type Shared = (Arc<Mutex<Store>>, Arc<FakeOptions>);
 
+/// Largest request body the fake reads, as a Kubernetes API server's default (`3 MiB`).
+pub const MAX_BODY: usize = 3 * 1024 * 1024;
+
 /// The router of a fake server over `state`.
 pub fn router(state: Arc<Mutex<Store>>, options: FakeOptions) -> Router {
     Router::new()
         .fallback(handle)
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
         .with_state((state, Arc::new(options)))
 }
 

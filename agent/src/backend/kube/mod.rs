@@ -156,6 +156,8 @@ pub struct KubeBackend {
     allowed: Mutex<HashMap<AccessKey, Instant>>,
     /// How the agent reaches the cluster, to impersonate executors.
     config: Config,
+    /// The cluster proxy's client (request bodies stream through it).
+    upstream: proxy::Upstream,
     /// Clients impersonating executors, by user name, with the use that last took each (of
     /// [`KubeBackend::uses`]).
     impersonating: Mutex<HashMap<String, (Client, u64)>>,
@@ -200,9 +202,12 @@ impl KubeBackend {
         let config = client_config(kubeconfig).await?;
         let client =
             Client::try_from(config.clone()).map_err(|e| format!("Kubernetes client: {e}"))?;
+        let upstream =
+            proxy::Upstream::new(&config).map_err(|e| format!("Kubernetes client: {e}"))?;
         Ok(Self {
             client,
             config,
+            upstream,
             impersonating: Mutex::new(HashMap::new()),
             uses: AtomicU64::new(0),
             kinds: Mutex::new(HashMap::new()),
@@ -502,7 +507,7 @@ impl Backend for KubeBackend {
         self: Arc<Self>,
         request: super::api::ApiRequest,
     ) -> super::api::ApiResponse {
-        proxy::serve(&self.client, &self.config, request).await
+        proxy::serve(&self.upstream, &self.config, request).await
     }
 
     async fn info(&self) -> ClusterInfo {

@@ -24,7 +24,7 @@ pub mod patch;
 pub mod resources;
 pub mod watch;
 
-use super::api::{ApiRequest, ApiResponse, status_object};
+use super::api::{ApiRequest, ApiResponse, GatherError, RequestBody, status_object};
 use super::{Backend, BackendError, Strategy};
 use flotilla_api::work::ManifestId;
 use http::{Method, StatusCode};
@@ -124,8 +124,25 @@ async fn resources(backend: &dyn Backend) -> Vec<Resource> {
     all
 }
 
-/// Serves one request.
-pub async fn serve(backend: Arc<dyn Backend>, request: ApiRequest) -> ApiResponse {
+/// Largest request body the simulated API server reads (a Kubernetes API server's default).
+pub const MAX_BODY: usize = 3 * 1024 * 1024;
+
+/// Serves one request, reading its body whole first (as an API server does, up to
+/// [`MAX_BODY`]).
+pub async fn serve(backend: Arc<dyn Backend>, mut request: ApiRequest) -> ApiResponse {
+    let body = std::mem::replace(&mut request.body, RequestBody::empty());
+    request.body = match body.gather(MAX_BODY).await {
+        Ok(whole) => RequestBody::whole(whole),
+        Err(e @ GatherError::TooLarge(_)) => {
+            return failure(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "RequestEntityTooLarge",
+                &e.to_string(),
+                None,
+            );
+        }
+        Err(e @ GatherError::BrokeOff(_)) => return bad_request(&e.to_string()),
+    };
     let parts: Vec<&str> = request.path.split('/').filter(|p| !p.is_empty()).collect();
     match (request.method.clone(), parts.as_slice()) {
         (Method::GET, ["version"]) => {
@@ -436,9 +453,9 @@ fn scale_of(o: &Value) -> Value {
 
 /// The request body as a JSON object (YAML for apply patches).
 fn body_object(request: &ApiRequest) -> Result<Value, ApiResponse> {
-    let value: Value = match serde_json::from_slice(&request.body) {
+    let value: Value = match serde_json::from_slice(request.body.bytes()) {
         Ok(v) => v,
-        Err(json_error) => serde_yaml::from_slice(&request.body).map_err(|_| {
+        Err(json_error) => serde_yaml::from_slice(request.body.bytes()).map_err(|_| {
             bad_request(&format!(
                 "the request body is not JSON (or YAML): {json_error}"
             ))

@@ -1,6 +1,5 @@
 use super::*;
 use crate::backend::sim::{SimBackend, SimConfig};
-use bytes::Bytes;
 use futures::StreamExt;
 use std::time::Duration;
 
@@ -26,9 +25,9 @@ fn req(method: Method, path: &str, query: &str, content_type: &str, body: Value)
         impersonate: None,
         bearer: None,
         body: if body.is_null() {
-            Bytes::new()
+            RequestBody::empty()
         } else {
-            Bytes::from(body.to_string())
+            RequestBody::whole(body.to_string())
         },
     }
 }
