@@ -5,6 +5,7 @@
 //! plain streams following the KV conventions (`KV_<bucket>`, subjects `$KV.<bucket>.>`, rollup
 //! allowed, deletes denied, direct get, discard new) and then opened with `get_key_value`.
 
+use crate::election::{self, Why};
 use async_nats::jetstream::{self, kv, stream};
 use bytes::Bytes;
 use futures::StreamExt;
@@ -51,7 +52,22 @@ pub enum JetStreamError {
         bucket: String,
         /// What failed.
         message: String,
+        /// Whether a JetStream election explains it ([`crate::election`]).
+        election: Option<Why>,
     },
+}
+
+/// A read's failure, told whether an election explains it.
+fn read_err(
+    bucket: &str,
+    message: String,
+    error: &(dyn std::error::Error + 'static),
+) -> JetStreamError {
+    JetStreamError::Read {
+        bucket: bucket.to_string(),
+        message,
+        election: election::explains(error),
+    }
 }
 
 impl JetStreamError {
@@ -74,6 +90,15 @@ impl JetStreamError {
                 ]
                 .contains(&e.error_code())
         )
+    }
+
+    /// Whether a JetStream election explains the failure (worth trying again), and how.
+    pub fn election(&self) -> Option<Why> {
+        match self {
+            Self::Stream { source, .. } | Self::Update { source, .. } => election::explains(source),
+            Self::Open { source, .. } => election::explains(source),
+            Self::Read { election, .. } => *election,
+        }
     }
 
     /// The stream or bucket the error is about.
@@ -165,10 +190,7 @@ async fn ensure_stream(
         })?;
     js.get_stream(&name)
         .await
-        .map_err(|e| JetStreamError::Read {
-            bucket: name.clone(),
-            message: e.to_string(),
-        })
+        .map_err(|e| read_err(&name, e.to_string(), &e))
 }
 
 /// Bounds of the status stream (DESIGN.md §5: every input has a limit).
@@ -303,9 +325,8 @@ pub struct KvItem {
 /// cluster's works, say. An ordered consumer filtered to those subjects, so the read costs what
 /// the prefix holds, not what the bucket holds; a prefix with no key answers at once.
 pub async fn load_prefix(store: &kv::Store, prefix: &str) -> Result<Vec<KvItem>, JetStreamError> {
-    let err = |message: String| JetStreamError::Read {
-        bucket: store.name.clone(),
-        message: format!("keys {prefix}.*: {message}"),
+    let err = |e: &(dyn std::error::Error + 'static)| {
+        read_err(&store.name, format!("keys {prefix}.*: {e}"), e)
     };
     let filter = format!("{}{prefix}.>", store.prefix);
     let consumer = store
@@ -317,19 +338,23 @@ pub async fn load_prefix(store: &kv::Store, prefix: &str) -> Result<Vec<KvItem>,
             ..Default::default()
         })
         .await
-        .map_err(|e| err(e.to_string()))?;
+        .map_err(|e| err(&e))?;
     if consumer.cached_info().num_pending == 0 {
         return Ok(Vec::new());
     }
-    let mut messages = consumer.messages().await.map_err(|e| err(e.to_string()))?;
+    let mut messages = consumer.messages().await.map_err(|e| err(&e))?;
     let mut items = Vec::new();
     loop {
         let next = tokio::time::timeout(Duration::from_secs(10), messages.next())
             .await
-            .map_err(|_| err("timed out reading the keys".into()))?;
+            .map_err(|_| JetStreamError::Read {
+                bucket: store.name.clone(),
+                message: format!("keys {prefix}.*: timed out reading the keys"),
+                election: Some(Why::TimedOut),
+            })?;
         let Some(message) = next else { break };
-        let message = message.map_err(|e| err(e.to_string()))?;
-        let info = message.info().map_err(|e| err(e.to_string()))?;
+        let message = message.map_err(|e| err(&e))?;
+        let info = message.info().map_err(|e| err(&*e))?;
         let (revision, pending) = (info.stream_sequence, info.pending);
         let removed = is_removal(message.headers.as_ref());
         if !removed && let Some(key) = message.subject.as_str().strip_prefix(&store.prefix) {
@@ -360,10 +385,7 @@ pub async fn get_latest(
         Err(e) if e.kind() == jetstream::stream::LastRawMessageErrorKind::NoMessageFound => {
             Ok(None)
         }
-        Err(e) => Err(JetStreamError::Read {
-            bucket: store.name.clone(),
-            message: format!("key {key}: {e}"),
-        }),
+        Err(e) => Err(read_err(&store.name, format!("key {key}: {e}"), &e)),
     }
 }
 
@@ -396,6 +418,7 @@ pub async fn load_all(store: &kv::Store) -> Result<Vec<KvItem>, JetStreamError> 
     Err(JetStreamError::Read {
         bucket: store.name.clone(),
         message: format!("timed out reading the bucket ({LOAD_ATTEMPTS} attempts)"),
+        election: Some(Why::TimedOut),
     })
 }
 
@@ -407,32 +430,21 @@ pub const LOAD_ATTEMPTS: u32 = 3;
 
 /// One full read; `None` when the server delivered nothing for [`ENTRY_WAIT`].
 async fn read_all(store: &kv::Store) -> Result<Option<Vec<KvItem>>, JetStreamError> {
-    let err = |message: String| JetStreamError::Read {
-        bucket: store.name.clone(),
-        message,
-    };
+    let err = |e: &(dyn std::error::Error + 'static)| read_err(&store.name, e.to_string(), e);
     // `Store::status` returns stream info cached at open time: ask the server.
     let mut stream = store.stream.clone();
-    let messages = stream
-        .info()
-        .await
-        .map_err(|e| err(e.to_string()))?
-        .state
-        .messages;
+    let messages = stream.info().await.map_err(|e| err(&e))?.state.messages;
     if messages == 0 {
         return Ok(Some(Vec::new()));
     }
-    let mut watch = store
-        .watch_with_history(">")
-        .await
-        .map_err(|e| err(e.to_string()))?;
+    let mut watch = store.watch_with_history(">").await.map_err(|e| err(&e))?;
     let mut items = Vec::with_capacity(messages as usize);
     loop {
         let Ok(next) = tokio::time::timeout(ENTRY_WAIT, watch.next()).await else {
             return Ok(None);
         };
         let Some(entry) = next else { break };
-        let entry = entry.map_err(|e| err(e.to_string()))?;
+        let entry = entry.map_err(|e| err(&e))?;
         if entry.operation == kv::Operation::Put {
             items.push(KvItem {
                 key: entry.key,

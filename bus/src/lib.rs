@@ -30,6 +30,7 @@
 
 pub mod addons;
 pub mod connect;
+pub mod election;
 pub mod envelope;
 pub mod ids;
 pub mod jetstream;

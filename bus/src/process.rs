@@ -34,6 +34,29 @@ pub async fn serve_metrics(
     serve_metrics_with(listener, render, Vec::new(), shutdown).await
 }
 
+/// Serves a process still starting on an already-bound listener until `shutdown` resolves:
+/// `GET /healthz` answers 200 with what `health` says (alive: a liveness probe leaves it be),
+/// everything else 503 `starting` (`/readyz` included).
+pub async fn serve_starting(
+    listener: tokio::net::TcpListener,
+    health: impl Fn() -> String + Clone + Send + Sync + 'static,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    use axum::{Router, http::StatusCode, routing::get};
+    let app = Router::new()
+        .route(
+            "/healthz",
+            get(move || {
+                let body = health();
+                async move { body }
+            }),
+        )
+        .fallback(|| async { (StatusCode::SERVICE_UNAVAILABLE, "starting") });
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
 /// A JSON document served next to `/metrics` (e.g. `/debug/shards`).
 pub type JsonRoute = (
     &'static str,
@@ -75,7 +98,8 @@ pub async fn serve_metrics_with(
                 }
             }),
         )
-        .route("/healthz", get(|| async { "ok" }));
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(|| async { "ok" }));
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await

@@ -255,23 +255,35 @@ fn nats_config(config: &Config, purpose: &str) -> connect::NatsConfig {
     nats
 }
 
-/// Runs a JetStream request until it succeeds, for up to about four minutes: a NATS that is
-/// still starting, or a cluster still electing its stream leaders (a new R3 stream can take
-/// longer than one request's timeout on a busy machine), is waited for instead of failing.
+/// Runs a JetStream request of the start until it succeeds: a NATS that is still starting, or
+/// a cluster still electing its stream leaders (a new R3 stream can take longer than one
+/// request's timeout on a busy machine), is waited for instead of failing — as long as the
+/// start may wait for its store (`--store-wait-seconds`, without bound by default), saying
+/// what for ([`store::ride::waiting_for`]).
 async fn patiently<T, E, F, Fut>(what: &str, mut request: F) -> Result<T, E>
 where
     E: Retryable,
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, E>>,
 {
+    let started = tokio::time::Instant::now();
     let mut attempt = 0;
     loop {
         match request().await {
-            Ok(v) => return Ok(v),
-            Err(e) if attempt < 120 && e.retryable() => {
-                if attempt % 10 == 0 {
-                    tracing::warn!(error = %e, what, "waiting for NATS JetStream");
+            Ok(v) => {
+                if attempt > 0 {
+                    store::ride::waiting_for(None);
                 }
+                return Ok(v);
+            }
+            Err(e) if e.retryable() && !store::ride::start_expired() => {
+                if attempt % 10 == 0 {
+                    tracing::warn!(error = %e, what, waited_s = started.elapsed().as_secs(), "waiting for NATS JetStream");
+                }
+                store::ride::waiting_for(Some(format!(
+                    "{what}: {e} (for {} s)",
+                    started.elapsed().as_secs()
+                )));
                 attempt += 1;
                 tokio::time::sleep(connect::backoff(attempt.min(4), Duration::from_secs(2))).await;
             }

@@ -73,6 +73,7 @@ pub mod sealed;
 pub mod security;
 pub mod serviceaccount;
 pub mod settle;
+pub mod starting;
 pub mod store;
 pub mod tasks;
 pub mod units;
@@ -113,6 +114,8 @@ pub struct Config {
     pub router: RouterConfig,
     /// JetStream storage and replication.
     pub stream: StreamOptions,
+    /// How long store calls wait for JetStream elections, and a start for the store.
+    pub store: store::StoreConfig,
     /// Placement settings.
     pub placement: placement::PlacementConfig,
     /// Who may call the API, and its TLS.
@@ -171,6 +174,7 @@ impl Config {
             cluster: ClusterConfig::default(),
             router: RouterConfig::default(),
             stream: StreamOptions::default(),
+            store: store::StoreConfig::default(),
             placement: placement::PlacementConfig::default(),
             api: ApiConfig::default(),
             security: None,
@@ -398,9 +402,27 @@ impl Hub {
 }
 
 /// Connects, loads all state, spawns the actors and starts serving (the steps are in
-/// [`boot`]).
+/// [`boot`]). While the store does not answer (NATS starting, JetStream electing leaders) the
+/// start waits for it — as long as it takes, or `config.store.wait` — and its metrics address
+/// says so ([`starting`]).
 pub async fn start(config: Config) -> Result<Hub, HubError> {
+    store::ride::set_patience(config.store.patience);
     let listeners = boot::Listeners::bind(&config).await?;
+    let start = store::ride::Start::new(config.store.wait);
+    let health =
+        starting::Starting::serve(&listeners.metrics, start.waiting()).map_err(|source| {
+            HubError::Bind {
+                addr: listeners.metrics_addr,
+                source,
+            }
+        })?;
+    let hub = store::ride::starting(start, start_on(config, listeners)).await;
+    health.stop().await;
+    hub
+}
+
+/// [`start`]'s steps, on bound listeners.
+async fn start_on(config: Config, listeners: boot::Listeners) -> Result<Hub, HubError> {
     let hub_id = boot::hub_id(&config, &listeners);
     config.ha.validate().map_err(HubError::Ha)?;
     let (nats, jetstream, opened) = boot::connect(&config).await?;

@@ -273,6 +273,16 @@ struct Args {
         default_value_t = flotilla_hub::limits::DEFAULT_STATUS_STREAM_MAX_AGE.as_secs()
     )]
     status_stream_max_age_seconds: u64,
+    /// Seconds a store call waits for a JetStream election (a NATS node lost) before the
+    /// caller is answered "unavailable: retry"; API writes wait this long at most.
+    #[arg(long, env = "FLOTILLA_STORE_PATIENCE_SECONDS", default_value_t = 20,
+        value_parser = clap::value_parser!(u64).range(1..))]
+    store_patience_seconds: u64,
+    /// Seconds a starting hub waits for its store (NATS starting, JetStream electing its
+    /// leaders, a quorum not yet there) before it gives up and exits; without it, it waits as
+    /// long as it takes, saying what for in its log and on `/healthz`.
+    #[arg(long, env = "FLOTILLA_STORE_WAIT_SECONDS")]
+    store_wait_seconds: Option<u64>,
     /// This hub's id among the hubs sharing one NATS (default `<hostname>-<grpc port>`).
     #[arg(long, env = "FLOTILLA_HUB_ID")]
     hub_id: Option<String>,
@@ -748,6 +758,10 @@ fn config(args: &Args, checked: Checked) -> Result<flotilla_hub::Config, String>
     config.mirror_peers.allow_insecure = args.allow_insecure_mirrorpeers;
     config.mirror_peers.requests.per_second = args.mirrorpeer_request_rate;
     config.mirror_peers.requests.burst = args.mirrorpeer_request_burst;
+    config.store = flotilla_hub::store::StoreConfig {
+        patience: Duration::from_secs(args.store_patience_seconds),
+        wait: args.store_wait_seconds.map(Duration::from_secs),
+    };
     config.ha.hub_id = args.hub_id.clone();
     config.ha.ttl = Duration::from_secs(args.shard_lease_ttl_seconds);
     config.ha.renew = Duration::from_secs(args.shard_lease_renew_seconds);

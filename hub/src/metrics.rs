@@ -264,6 +264,7 @@ impl Metrics {
             "Labels a new cluster's registrant asked for that the hub reserves (dropped), by kind: clusterset or reserved",
             m.registration_labels_dropped.clone(),
         );
+        crate::store::ride::METRICS.register(registry.sub_registry_with_prefix("store"));
         *m.registry.lock().expect("metrics registry lock") = registry;
         m
     }

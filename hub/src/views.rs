@@ -117,7 +117,7 @@ impl<T: Versioned> View<T> {
     ) -> Result<(Self, Progress), StoreError> {
         // The stream's last sequence before the load: following from there re-reads a few
         // objects at worst, and revisions make that harmless.
-        let last = last_sequence(&bucket).await?;
+        let last = bucket.last_sequence().await?;
         for (key, mut object, revision) in bucket.load_all().await? {
             if let Some((ikey, _)) = keys.map(&key) {
                 object.set_revision(revision);
@@ -161,7 +161,7 @@ impl<T: Versioned> View<T> {
                     _ = stop.changed() => return,
                     _ = check.tick() => {
                         if heard.elapsed() >= STALL_CHECK
-                            && last_sequence(&self.bucket).await.is_ok_and(|l| l > *self.seen.borrow())
+                            && self.bucket.last_sequence().await.is_ok_and(|l| l > *self.seen.borrow())
                         {
                             tracing::warn!(bucket = self.bucket.name(), "bucket watch stalled; re-watching");
                             break;
@@ -230,20 +230,6 @@ impl<T: Versioned> View<T> {
             ),
         }
     }
-}
-
-/// The last sequence of a bucket's stream, as the server says now.
-pub async fn last_sequence<T: Versioned>(bucket: &Bucket<T>) -> Result<u64, StoreError> {
-    let mut stream = bucket.kv().stream.clone();
-    stream
-        .info()
-        .await
-        .map(|i| i.state.last_sequence)
-        .map_err(|e| StoreError::Read {
-            bucket: bucket.name().into(),
-            key: String::new(),
-            message: e.to_string(),
-        })
 }
 
 #[cfg(test)]

@@ -1,11 +1,15 @@
 //! Hub state in JetStream KV: one bucket per kind, protobuf values, the KV revision as the
-//! object's `resourceVersion`.
+//! object's `resourceVersion`. Every call rides through JetStream elections ([`ride`]).
+
+pub mod ride;
 
 use crate::ha::fence::{self, EPOCH_HEADER, Fence, HUB_HEADER};
 use async_nats::jetstream::kv::Operation;
 use bytes::Bytes;
+use flotilla_bus::election::{self, Why};
 use flotilla_bus::jetstream::{self as js, KvItem, StreamOptions};
 use prost::Message;
+use ride::{Call, ride};
 use std::marker::PhantomData;
 use std::sync::Arc;
 use thiserror::Error;
@@ -18,6 +22,24 @@ pub const WORKS: &str = "works";
 pub const CLUSTERSETS: &str = "clustersets";
 /// Bucket of ManagedClusterSetBindings, key `<namespace>.<set>`.
 pub const BINDINGS: &str = "bindings";
+
+/// How long store calls wait for the store.
+#[derive(Debug, Clone, Copy)]
+pub struct StoreConfig {
+    /// How long a call waits for a JetStream election ([`ride::patience`]).
+    pub patience: std::time::Duration,
+    /// How long a starting hub waits for its store (`None`: as long as it takes).
+    pub wait: Option<std::time::Duration>,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            patience: ride::DEFAULT_PATIENCE,
+            wait: None,
+        }
+    }
+}
 
 /// A storage failure.
 #[derive(Debug, Error)]
@@ -36,6 +58,8 @@ pub enum StoreError {
         message: String,
         /// Whether the failure is a revision mismatch (someone else wrote first).
         conflict: bool,
+        /// Whether a JetStream election explains it.
+        election: Option<Why>,
     },
     /// A read failed.
     #[error("kv {bucket}/{key}: {message}")]
@@ -46,6 +70,27 @@ pub enum StoreError {
         key: String,
         /// What failed.
         message: String,
+        /// Whether a JetStream election explains it.
+        election: Option<Why>,
+    },
+    /// The store did not answer within the caller's patience: an election that outlasted it,
+    /// or a store that lost its quorum. Trying again later is safe.
+    #[error(
+        "kv {bucket}/{key}: the store did not answer for {} s ({why}: {last}); it may be \
+         electing a leader or short of a quorum of NATS nodes — retry",
+        waited.as_secs()
+    )]
+    Unavailable {
+        /// Bucket.
+        bucket: String,
+        /// Key (empty: the whole bucket).
+        key: String,
+        /// How long the call waited.
+        waited: std::time::Duration,
+        /// Why the last attempt failed.
+        why: Why,
+        /// The last attempt's error.
+        last: String,
     },
     /// The writer no longer owns the key's shard: its fence ran out or was revoked, or a later
     /// owner (a newer epoch) wrote the key.
@@ -85,8 +130,22 @@ impl StoreError {
             Self::Write {
                 conflict: false,
                 ..
-            }
+            } | Self::Unavailable { .. }
         )
+    }
+
+    /// Whether the store did not answer within the caller's patience.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Self::Unavailable { .. })
+    }
+
+    /// Whether a JetStream election explains the failure (worth trying again), and how.
+    pub fn election(&self) -> Option<Why> {
+        match self {
+            Self::JetStream(e) => e.election(),
+            Self::Write { election, .. } | Self::Read { election, .. } => *election,
+            Self::Fenced { .. } | Self::Corrupt { .. } | Self::Unavailable { .. } => None,
+        }
     }
 }
 
@@ -116,8 +175,17 @@ impl<T: Message + Default> Bucket<T> {
         name: &'static str,
         opts: StreamOptions,
     ) -> Result<Self> {
+        let what = Call {
+            op: "open",
+            bucket: name,
+            key: "",
+        };
+        let kv = ride(what, || async {
+            Ok(js::ensure_kv(js, name, 1, opts).await?)
+        })
+        .await?;
         Ok(Self {
-            kv: Arc::new(js::ensure_kv(js, name, 1, opts).await?),
+            kv: Arc::new(kv),
             js: Arc::new(js.clone()),
             name,
             fence: None,
@@ -225,36 +293,84 @@ impl<T: Message + Default> Bucket<T> {
             .js
             .publish_with_headers(subject, headers, bytes)
             .await
-            .map_err(|e| self.write_err(key, e.to_string(), false))?
+            .map_err(|e| self.write_err(key, &e, false))?
             .await;
         match ack {
             Ok(a) => Ok(a.sequence),
             Err(e) => {
                 let conflict =
                     e.kind() == async_nats::jetstream::context::PublishErrorKind::WrongLastSequence;
-                Err(self.write_err(key, e.to_string(), conflict))
+                Err(self.write_err(key, &e, conflict))
             }
         }
     }
 
-    fn write_err(&self, key: &str, message: String, conflict: bool) -> StoreError {
+    fn write_err(
+        &self,
+        key: &str,
+        error: &(dyn std::error::Error + 'static),
+        conflict: bool,
+    ) -> StoreError {
         StoreError::Write {
             bucket: self.name.into(),
             key: key.into(),
-            message,
+            message: error.to_string(),
             conflict,
+            election: if conflict {
+                None
+            } else {
+                election::explains(error)
+            },
         }
+    }
+
+    fn read_err(&self, key: &str, error: &(dyn std::error::Error + 'static)) -> StoreError {
+        StoreError::Read {
+            bucket: self.name.into(),
+            key: key.into(),
+            message: error.to_string(),
+            election: election::explains(error),
+        }
+    }
+
+    fn call<'a>(&'a self, op: &'static str, key: &'a str) -> Call<'a> {
+        Call {
+            op,
+            bucket: self.name,
+            key,
+        }
+    }
+
+    /// The last sequence of the bucket's stream, as the server says now.
+    pub async fn last_sequence(&self) -> Result<u64> {
+        ride(self.call("read", ""), || async {
+            let mut stream = self.kv.stream.clone();
+            stream
+                .info()
+                .await
+                .map(|i| i.state.last_sequence)
+                .map_err(|e| self.read_err("", &e))
+        })
+        .await
     }
 
     /// Every live object with its revision.
     pub async fn load_all(&self) -> Result<Vec<(String, T, u64)>> {
-        self.decode_all(js::load_all(&self.kv).await?)
+        let items = ride(self.call("load", ""), || async {
+            Ok(js::load_all(&self.kv).await?)
+        })
+        .await?;
+        self.decode_all(items)
     }
 
     /// Every live object whose key is `<prefix>.<rest>` (one cluster's works), with its
     /// revision.
     pub async fn load_prefix(&self, prefix: &str) -> Result<Vec<(String, T, u64)>> {
-        self.decode_all(js::load_prefix(&self.kv, prefix).await?)
+        let items = ride(self.call("load", prefix), || async {
+            Ok(js::load_prefix(&self.kv, prefix).await?)
+        })
+        .await?;
+        self.decode_all(items)
     }
 
     fn decode_all(&self, items: Vec<KvItem>) -> Result<Vec<(String, T, u64)>> {
@@ -279,11 +395,10 @@ impl<T: Message + Default> Bucket<T> {
 
     /// One object and its revision.
     pub async fn get(&self, key: &str) -> Result<Option<(T, u64)>> {
-        let entry = self.kv.entry(key).await.map_err(|e| StoreError::Read {
-            bucket: self.name.into(),
-            key: key.into(),
-            message: e.to_string(),
-        })?;
+        let entry = ride(self.call("read", key), || async {
+            self.kv.entry(key).await.map_err(|e| self.read_err(key, &e))
+        })
+        .await?;
         match entry {
             Some(e) if e.operation == async_nats::jetstream::kv::Operation::Put => {
                 let v = T::decode(e.value.as_ref()).map_err(|source| StoreError::Corrupt {
@@ -301,14 +416,10 @@ impl<T: Message + Default> Bucket<T> {
     /// may be answered by any replica (direct get), which can lag; a hub taking over a
     /// previous holder's objects must not start from an older one.
     pub async fn get_latest(&self, key: &str) -> Result<Option<(T, u64)>> {
-        let Some((payload, revision)) =
-            js::get_latest(&self.kv, key)
-                .await
-                .map_err(|e| StoreError::Read {
-                    bucket: self.name.into(),
-                    key: key.into(),
-                    message: e.to_string(),
-                })?
+        let Some((payload, revision)) = ride(self.call("read", key), || async {
+            Ok(js::get_latest(&self.kv, key).await?)
+        })
+        .await?
         else {
             return Ok(None);
         };
@@ -331,8 +442,16 @@ impl<T: Message + Default> Bucket<T> {
     /// re-read and adopt what is stored) or an outage (the outcome is unknown until a later
     /// read).
     pub async fn write(&self, key: &str, value: &T, expected: u64) -> Result<u64> {
-        self.check_fence(key)?;
         let bytes = Bytes::from(value.encode_to_vec());
+        ride(self.call("write", key), || {
+            Box::pin(self.write_once(key, bytes.clone(), expected))
+        })
+        .await
+    }
+
+    /// One attempt of [`Self::write`].
+    async fn write_once(&self, key: &str, bytes: Bytes, expected: u64) -> Result<u64> {
+        self.check_fence(key)?;
         // Only the fenced publish, every cluster actor's path, runs inline: the other paths
         // (unfenced buckets, a create over a delete marker, a failure's read-back) are boxed,
         // so that the thousands of actors awaiting a write at once each hold a small future.
@@ -375,7 +494,7 @@ impl<T: Message + Default> Bucket<T> {
                     e.kind(),
                     async_nats::jetstream::kv::CreateErrorKind::AlreadyExists
                 );
-                self.write_err(key, e.to_string(), conflict)
+                self.write_err(key, &e, conflict)
             })
         } else {
             self.kv.update(key, bytes, expected).await.map_err(|e| {
@@ -383,7 +502,7 @@ impl<T: Message + Default> Bucket<T> {
                     e.kind(),
                     async_nats::jetstream::kv::UpdateErrorKind::WrongLastRevision
                 );
-                self.write_err(key, e.to_string(), conflict)
+                self.write_err(key, &e, conflict)
             })
         }
     }
@@ -397,7 +516,12 @@ impl<T: Message + Default> Bucket<T> {
         expected: u64,
         error: StoreError,
     ) -> Result<u64> {
-        tracing::warn!(bucket = self.name, key, expected, %error, "KV write failed");
+        if error.election().is_some() {
+            // Said once per wait by the ride.
+            tracing::debug!(bucket = self.name, key, expected, %error, "KV write failed");
+        } else {
+            tracing::warn!(bucket = self.name, key, expected, %error, "KV write failed");
+        }
         match self.kv.entry(key).await {
             Ok(Some(e))
                 if e.operation == async_nats::jetstream::kv::Operation::Put
@@ -419,6 +543,15 @@ impl<T: Message + Default> Bucket<T> {
 
     /// Writes unconditionally (under the fence, if any); returns the new revision.
     pub async fn put(&self, key: &str, value: &T) -> Result<u64> {
+        let bytes = Bytes::from(value.encode_to_vec());
+        ride(self.call("write", key), || {
+            Box::pin(self.put_once(key, bytes.clone()))
+        })
+        .await
+    }
+
+    /// One attempt of [`Self::put`].
+    async fn put_once(&self, key: &str, bytes: Bytes) -> Result<u64> {
         self.check_fence(key)?;
         if let Some((f, hub)) = &self.fence {
             let subject = format!(
@@ -430,25 +563,28 @@ impl<T: Message + Default> Bucket<T> {
             headers.insert(HUB_HEADER, hub.as_ref());
             return self
                 .js
-                .publish_with_headers(subject, headers, Bytes::from(value.encode_to_vec()))
+                .publish_with_headers(subject, headers, bytes)
                 .await
-                .map_err(|e| self.write_err(key, e.to_string(), false))?
+                .map_err(|e| self.write_err(key, &e, false))?
                 .await
                 .map(|ack| ack.sequence)
-                .map_err(|e| self.write_err(key, e.to_string(), false));
+                .map_err(|e| self.write_err(key, &e, false));
         }
         self.kv
-            .put(key, Bytes::from(value.encode_to_vec()))
+            .put(key, bytes)
             .await
-            .map_err(|e| self.write_err(key, e.to_string(), false))
+            .map_err(|e| self.write_err(key, &e, false))
     }
 
     /// Removes a key and its history.
     pub async fn purge(&self, key: &str) -> Result<()> {
-        self.check_fence(key)?;
-        self.kv
-            .purge(key)
-            .await
-            .map_err(|e| self.write_err(key, e.to_string(), false))
+        ride(self.call("write", key), || async {
+            self.check_fence(key)?;
+            self.kv
+                .purge(key)
+                .await
+                .map_err(|e| self.write_err(key, &e, false))
+        })
+        .await
     }
 }
