@@ -50,6 +50,7 @@ pub mod cluster;
 pub mod clusterset;
 pub mod controllers;
 pub mod dashboard;
+pub mod doctor;
 pub mod grpc;
 pub mod ha;
 pub mod handle;

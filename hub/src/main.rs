@@ -344,6 +344,28 @@ enum Command {
         #[arg(long, env = "FLOTILLA_SECURE_DIR")]
         secure_dir: std::path::PathBuf,
     },
+    /// Lists every stored record that does not decode as its bucket holds (a downgrade, a bug
+    /// or a restored backup left it; running hubs skip it), and removes one on request. Exits
+    /// 0 when there is none, 1 when there are.
+    Doctor {
+        /// Removes this record (`BUCKET/KEY@REVISION`, as listed; repeatable): only while that
+        /// revision is the key's latest and still does not decode.
+        #[arg(long = "remove", value_name = "BUCKET/KEY@REVISION")]
+        remove: Vec<flotilla_hub::doctor::Removal>,
+        /// The secure directory (connect as the hub, with its TLS).
+        #[arg(long, env = "FLOTILLA_SECURE_DIR")]
+        secure_dir: Option<std::path::PathBuf>,
+        /// `json` for one JSON document.
+        #[arg(short = 'o', long = "output")]
+        output: Option<DoctorOutput>,
+    },
+}
+
+/// What `doctor -o` prints.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum DoctorOutput {
+    /// One JSON document: `{"records": [...]}`.
+    Json,
 }
 
 /// Credentials `rotate` replaces.
@@ -357,6 +379,77 @@ enum Rotated {
 
 /// `flotilla-hub rotate`: new credentials on disk, the old key revoked — in the revocations
 /// bucket the hubs share when it exists — and pushed.
+/// `flotilla-hub doctor`: lists (and removes) stored records that do not decode.
+async fn doctor(
+    removals: &[flotilla_hub::doctor::Removal],
+    dir: Option<&std::path::Path>,
+    output: Option<DoctorOutput>,
+    nats: &NatsArgs,
+) -> ExitCode {
+    let result = async {
+        let mut config = nats.config("flotilla-hub-doctor");
+        if let Some(dir) = dir {
+            let secure = flotilla_auth::SecureDir::load(dir).map_err(|e| e.to_string())?;
+            config.credentials_file = Some(secure.hub_creds.clone());
+            if let (None, Some(tls)) = (&config.tls_ca_file, &secure.tls) {
+                config.tls_ca_file = Some(tls.ca.clone());
+            }
+            if secure.tls.as_ref().is_some_and(|t| t.handshake_first) {
+                config.tls_first = true;
+            }
+            config.require_tls =
+                flotilla_bus::connect::tls_required(config.tls_ca_file.is_some(), &config.url);
+        }
+        let client = flotilla_bus::connect::connect(&config, None)
+            .await
+            .map_err(|e| e.to_string())?;
+        let jetstream = async_nats::jetstream::new(client);
+        for removal in removals {
+            flotilla_hub::doctor::remove(&jetstream, removal).await?;
+            eprintln!(
+                "removed {}/{}@{}",
+                removal.bucket, removal.key, removal.revision
+            );
+        }
+        flotilla_hub::doctor::examine(&jetstream).await
+    }
+    .await;
+    match result {
+        Ok(records) => {
+            match output {
+                Some(DoctorOutput::Json) => {
+                    println!("{}", serde_json::json!({ "records": records }))
+                }
+                None if records.is_empty() => println!("Every stored record decodes."),
+                None => {
+                    println!("BUCKET\tKEY\tREVISION\tBYTES\tERROR");
+                    for r in &records {
+                        println!(
+                            "{}\t{}\t{}\t{}\t{}",
+                            r.bucket, r.key, r.revision, r.bytes, r.error
+                        );
+                    }
+                    eprintln!(
+                        "{} record(s) do not decode; hubs skip them. Remove one with \
+                         `flotilla-hub doctor --remove BUCKET/KEY@REVISION`, or write a good \
+                         value over it.",
+                        records.len()
+                    );
+                }
+            }
+            if records.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            eprintln!("flotilla-hub doctor: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
 async fn rotate(which: Rotated, dir: &std::path::Path, nats: &NatsArgs) -> ExitCode {
     let result = async {
         let secure = flotilla_auth::SecureDir::load(dir).map_err(|e| e.to_string())?;
@@ -502,6 +595,11 @@ fn subcommand(args: &Args, runtime: &tokio::runtime::Runtime) -> Option<ExitCode
         Some(Command::Rotate { which, secure_dir }) => {
             Some(runtime.block_on(rotate(*which, secure_dir, &args.nats)))
         }
+        Some(Command::Doctor {
+            remove,
+            secure_dir,
+            output,
+        }) => Some(runtime.block_on(doctor(remove, secure_dir.as_deref(), *output, &args.nats))),
         None => None,
     }
 }

@@ -264,7 +264,9 @@ impl Metrics {
             "Labels a new cluster's registrant asked for that the hub reserves (dropped), by kind: clusterset or reserved",
             m.registration_labels_dropped.clone(),
         );
-        crate::store::ride::METRICS.register(registry.sub_registry_with_prefix("store"));
+        let store = registry.sub_registry_with_prefix("store");
+        crate::store::ride::METRICS.register(store);
+        crate::store::quarantine::METRICS.register(store);
         *m.registry.lock().expect("metrics registry lock") = registry;
         m
     }
@@ -461,10 +463,22 @@ pub async fn serve(
             .to_string()
         }),
     );
+    let store: flotilla_bus::process::JsonRoute = (
+        "/debug/store",
+        Arc::new(|| {
+            let ride = &crate::store::ride::METRICS;
+            serde_json::json!({
+                "quarantined": crate::store::quarantine::list(),
+                "election_retries": ride.retries(),
+                "longest_election_wait_ms": ride.longest().as_millis() as u64,
+            })
+            .to_string()
+        }),
+    );
     flotilla_bus::process::serve_metrics_with(
         listener,
         move || metrics.render(&inventory),
-        vec![debug],
+        vec![debug, store],
         shutdown,
     )
     .await

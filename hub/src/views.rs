@@ -203,6 +203,7 @@ impl<T: Versioned> View<T> {
                     }
                 }
                 Operation::Delete | Operation::Purge => {
+                    crate::store::quarantine::clear(self.bucket.name(), &entry.key);
                     if current.is_some_and(|c| c.revision() < revision) {
                         if held {
                             self.holder.stored(self.keys, &ikey, revision, true);
@@ -216,18 +217,12 @@ impl<T: Versioned> View<T> {
         self.seen.send_modify(|s| *s = (*s).max(revision));
     }
 
+    /// A value that does not decode is quarantined (said once) and the view keeps what it
+    /// had.
     fn put(&self, entry: &async_nats::jetstream::kv::Entry, ikey: &str) {
-        match T::decode(entry.value.as_ref()) {
-            Ok(mut object) => {
-                object.set_revision(entry.revision);
-                self.inventory.upsert(ikey, object);
-            }
-            Err(e) => tracing::warn!(
-                bucket = self.bucket.name(),
-                key = %entry.key,
-                error = %e,
-                "stored value does not decode; view not updated"
-            ),
+        if let Ok(mut object) = self.bucket.decode(&entry.key, &entry.value, entry.revision) {
+            object.set_revision(entry.revision);
+            self.inventory.upsert(ikey, object);
         }
     }
 }

@@ -635,3 +635,27 @@ impl Drop for LinkProxy {
         self.task.abort();
     }
 }
+
+/// A plain HTTP/1.0 `GET` of `path` on `addr` (`host:port`): the status and the body, within
+/// five seconds — for the hubs' and agents' `/healthz`, `/readyz` and `/debug/*` documents.
+pub async fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let exchange = async {
+        let mut s = tokio::net::TcpStream::connect(addr).await?;
+        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+            .await?;
+        let mut text = String::new();
+        s.read_to_string(&mut text).await?;
+        Ok::<_, std::io::Error>(text)
+    };
+    let text = tokio::time::timeout(Duration::from_secs(5), exchange)
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer in 5 s"))??;
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("not an HTTP answer: {head:?}")))?;
+    Ok((status, body.to_string()))
+}

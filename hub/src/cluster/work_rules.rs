@@ -5,7 +5,7 @@ use flotilla_api::meta::{self, status};
 use flotilla_api::v1::{ManifestWork, WorkStatusReport};
 use flotilla_api::work::conditions::{APPLIED, AVAILABLE};
 use flotilla_bus::envelope::{Action, Event};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// What the hub knows of one work, for the resync diff.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,11 +17,13 @@ pub struct HubVersion {
 }
 
 /// The answer to an agent's `{resourceid: version}`: ids whose spec must be re-sent (newer on the
-/// hub, unknown to the agent, or deleting) and ids the agent must delete (unknown to the hub).
-/// Both sorted.
+/// hub, unknown to the agent, or deleting) and ids the agent must delete (unknown to the hub,
+/// and not `held_back`: works whose stored record does not decode — unreadable is not absent,
+/// and their resources stay). Both sorted.
 pub fn resync_diff(
     hub: &BTreeMap<String, HubVersion>,
     agent: &HashMap<String, i64>,
+    held_back: &BTreeSet<String>,
 ) -> (Vec<String>, Vec<String>) {
     let resend = hub
         .iter()
@@ -30,7 +32,7 @@ pub fn resync_diff(
         .collect();
     let mut deletes: Vec<String> = agent
         .keys()
-        .filter(|id| !hub.contains_key(*id))
+        .filter(|id| !hub.contains_key(*id) && !held_back.contains(*id))
         .cloned()
         .collect();
     deletes.sort();
@@ -169,9 +171,13 @@ mod tests {
             ("x".to_string(), 9),
         ]
         .into();
-        let (resend, deletes) = resync_diff(&hub, &agent);
+        let (resend, deletes) = resync_diff(&hub, &agent, &BTreeSet::new());
         assert_eq!(resend, vec!["a", "c", "d"]);
         assert_eq!(deletes, vec!["x"]);
+        // A work whose record does not decode is held back: its resources stay.
+        let held_back: BTreeSet<String> = ["x".to_string()].into();
+        let (_, deletes) = resync_diff(&hub, &agent, &held_back);
+        assert!(deletes.is_empty(), "{deletes:?}");
     }
 
     proptest! {
@@ -181,7 +187,7 @@ mod tests {
             agent in proptest::collection::hash_map("[a-h]", 0i64..6, 0..8),
         ) {
             let hub: BTreeMap<String, HubVersion> = hub.into_iter().map(|(k, (g, d))| (k, v(g, d))).collect();
-            let (resend, deletes) = resync_diff(&hub, &agent);
+            let (resend, deletes) = resync_diff(&hub, &agent, &BTreeSet::new());
             for (id, hv) in &hub {
                 let up_to_date = !hv.deleting && agent.get(id).is_some_and(|a| *a >= hv.generation);
                 prop_assert_eq!(resend.contains(id), !up_to_date, "id {}", id);

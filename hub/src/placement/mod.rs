@@ -311,8 +311,15 @@ impl Placements {
             );
             to_spawn.push((ns, name, p, rev, ps));
         }
-        // Pages whose placement is gone (a crash during a delete).
+        // Pages whose placement is gone (a crash during a delete). A placement whose record
+        // does not decode is unreadable, not gone: its decisions stay.
         for ((ns, name), orphans) in pages {
+            if crate::store::quarantine::holds(
+                deps.buckets.placements.name(),
+                &ObjectRef::new(ns.as_str(), name.as_str()).store_key(),
+            ) {
+                continue;
+            }
             for (n, _, _) in orphans {
                 tracing::warn!(namespace = %ns, placement = %name, page = n, "removing a decision of a deleted placement");
                 deps.buckets

@@ -515,7 +515,10 @@ impl Actor {
             .filter_map(|s| s.metadata.as_ref().map(|m| (m.namespace.clone(), ())))
             .collect();
         for cluster in clusters.keys() {
-            if self.clusters.get(cluster).is_none() {
+            // A cluster whose record does not decode is unreadable, not gone.
+            if self.clusters.get(cluster).is_none()
+                && !crate::store::quarantine::holds(crate::store::CLUSTERS, cluster)
+            {
                 self.purge_cluster(cluster).await;
             }
         }

@@ -251,8 +251,17 @@ impl Policies {
             let mine = records.remove(&k).unwrap_or_default();
             this.spawn(Some((p, rev)), mine, &k);
         }
-        // Records of policies that are gone (a crash mid-delete): their clusters are told.
+        // Records of policies that are gone (a crash mid-delete): their clusters are told. A
+        // policy whose record does not decode is unreadable, not gone: its copies stay.
         for (k, orphans) in records {
+            if let Some((r, _)) = orphans.first()
+                && crate::store::quarantine::holds(
+                    b.policies.name(),
+                    &ObjectRef::new(&r.policy_namespace, &r.policy_name).store_key(),
+                )
+            {
+                continue;
+            }
             tracing::warn!(policy = %k, clusters = orphans.len(), "records of a deleted policy; removing its copies");
             for (r, _) in orphans {
                 actor::send_delete(&this.inner, &r).await;

@@ -77,8 +77,15 @@ impl Security {
     ) -> Result<(Self, JoinHandle<()>), StartError> {
         let dir = SecureDir::load(&config.dir)?;
         let issuer = Arc::new(Issuer::new(&dir, config.credentials_ttl)?);
-        let shared = Shared::open(jetstream, stream, issuer.clone()).await?;
-        let watched_from = shared.sync().await? + 1;
+        let what = crate::store::ride::Call {
+            op: "load",
+            bucket: "revocations",
+            key: "",
+        };
+        let shared =
+            crate::store::ride::ride(what, || Shared::open(jetstream, stream, issuer.clone()))
+                .await?;
+        let watched_from = crate::store::ride::ride(what, || shared.sync()).await? + 1;
         let mut sys_config = nats.clone();
         sys_config.name = "flotilla-hub-sys".into();
         sys_config.credentials_file = Some(dir.sys_creds.clone());

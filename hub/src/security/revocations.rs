@@ -39,11 +39,40 @@ pub enum RevocationError {
     /// The shared bucket failed.
     #[error("revocations bucket: {0}")]
     Store(String),
+    /// The shared bucket could not be opened or read.
+    #[error("revocations bucket: {0}")]
+    JetStream(#[from] JetStreamError),
+    /// The store did not answer within the caller's patience.
+    #[error("revocations bucket: the store did not answer for {} s ({why}: {last}); retry", waited.as_secs())]
+    Unavailable {
+        /// How long the call waited.
+        waited: std::time::Duration,
+        /// Why the last attempt failed.
+        why: flotilla_bus::election::Why,
+        /// The last attempt's error.
+        last: String,
+    },
 }
 
-impl From<JetStreamError> for RevocationError {
-    fn from(e: JetStreamError) -> Self {
-        Self::Store(e.to_string())
+impl crate::store::ride::Ridden for RevocationError {
+    fn election(&self) -> Option<flotilla_bus::election::Why> {
+        match self {
+            Self::JetStream(e) => e.election(),
+            _ => None,
+        }
+    }
+
+    fn unavailable(
+        _what: crate::store::ride::Call<'_>,
+        waited: std::time::Duration,
+        why: flotilla_bus::election::Why,
+        last: &Self,
+    ) -> Self {
+        Self::Unavailable {
+            waited,
+            why,
+            last: last.to_string(),
+        }
     }
 }
 

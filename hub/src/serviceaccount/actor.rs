@@ -530,7 +530,11 @@ impl Actor {
             .entries
             .keys()
             .map(|k| key_cluster(k))
-            .filter(|c| self.deps.clusters.get(c).is_none())
+            .filter(|c| {
+                // A cluster whose record does not decode is unreadable, not gone.
+                self.deps.clusters.get(c).is_none()
+                    && !crate::store::quarantine::holds(crate::store::CLUSTERS, c)
+            })
             .collect();
         for cluster in gone {
             self.cluster_deleted(&cluster).await;

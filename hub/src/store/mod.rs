@@ -1,6 +1,8 @@
 //! Hub state in JetStream KV: one bucket per kind, protobuf values, the KV revision as the
 //! object's `resourceVersion`. Every call rides through JetStream elections ([`ride`]).
 
+pub mod catalog;
+pub mod quarantine;
 pub mod ride;
 
 use crate::ha::fence::{self, EPOCH_HEADER, Fence, HUB_HEADER};
@@ -103,8 +105,11 @@ pub enum StoreError {
         /// What showed it.
         why: String,
     },
-    /// A stored value does not decode.
-    #[error("kv {bucket}/{key}: stored value does not decode: {source}")]
+    /// A stored value does not decode ([`quarantine`]d).
+    #[error(
+        "kv {bucket}/{key}: stored value does not decode ({source}): quarantined — \
+         `flotilla-hub doctor` lists it, `flotilla-hub doctor --remove {bucket}/{key}` removes it"
+    )]
     Corrupt {
         /// Bucket.
         bucket: String,
@@ -132,6 +137,11 @@ impl StoreError {
                 ..
             } | Self::Unavailable { .. }
         )
+    }
+
+    /// Whether a stored value does not decode (trying again does not help).
+    pub fn is_corrupt(&self) -> bool {
+        matches!(self, Self::Corrupt { .. })
     }
 
     /// Whether the store did not answer within the caller's patience.
@@ -181,7 +191,7 @@ impl<T: Message + Default> Bucket<T> {
             key: "",
         };
         let kv = ride(what, || async {
-            Ok(js::ensure_kv(js, name, 1, opts).await?)
+            Ok::<_, StoreError>(js::ensure_kv(js, name, 1, opts).await?)
         })
         .await?;
         Ok(Self {
@@ -357,7 +367,7 @@ impl<T: Message + Default> Bucket<T> {
     /// Every live object with its revision.
     pub async fn load_all(&self) -> Result<Vec<(String, T, u64)>> {
         let items = ride(self.call("load", ""), || async {
-            Ok(js::load_all(&self.kv).await?)
+            Ok::<_, StoreError>(js::load_all(&self.kv).await?)
         })
         .await?;
         self.decode_all(items)
@@ -367,30 +377,48 @@ impl<T: Message + Default> Bucket<T> {
     /// revision.
     pub async fn load_prefix(&self, prefix: &str) -> Result<Vec<(String, T, u64)>> {
         let items = ride(self.call("load", prefix), || async {
-            Ok(js::load_prefix(&self.kv, prefix).await?)
+            Ok::<_, StoreError>(js::load_prefix(&self.kv, prefix).await?)
         })
         .await?;
         self.decode_all(items)
     }
 
+    /// The items that decode; the others are quarantined and skipped.
     fn decode_all(&self, items: Vec<KvItem>) -> Result<Vec<(String, T, u64)>> {
-        items
+        Ok(items
             .into_iter()
-            .map(
+            .filter_map(
                 |KvItem {
                      key,
                      value,
                      revision,
                  }| {
-                    let v = T::decode(value.as_ref()).map_err(|source| StoreError::Corrupt {
-                        bucket: self.name.into(),
-                        key: key.clone(),
-                        source,
-                    })?;
-                    Ok((key, v, revision))
+                    match self.decode(&key, &value, revision) {
+                        Ok(v) => Some((key, v, revision)),
+                        Err(_) => None,
+                    }
                 },
             )
-            .collect()
+            .collect())
+    }
+
+    /// Decodes the value of `key` at `revision`: quarantined when it does not decode, cleared
+    /// from the quarantine when it does.
+    pub fn decode(&self, key: &str, value: &[u8], revision: u64) -> Result<T> {
+        match T::decode(value) {
+            Ok(v) => {
+                quarantine::clear(self.name, key);
+                Ok(v)
+            }
+            Err(source) => {
+                quarantine::note(self.name, key, revision, value.len(), &source.to_string());
+                Err(StoreError::Corrupt {
+                    bucket: self.name.into(),
+                    key: key.into(),
+                    source,
+                })
+            }
+        }
     }
 
     /// One object and its revision.
@@ -401,14 +429,13 @@ impl<T: Message + Default> Bucket<T> {
         .await?;
         match entry {
             Some(e) if e.operation == async_nats::jetstream::kv::Operation::Put => {
-                let v = T::decode(e.value.as_ref()).map_err(|source| StoreError::Corrupt {
-                    bucket: self.name.into(),
-                    key: key.into(),
-                    source,
-                })?;
+                let v = self.decode(key, &e.value, e.revision)?;
                 Ok(Some((v, e.revision)))
             }
-            _ => Ok(None),
+            _ => {
+                quarantine::clear(self.name, key);
+                Ok(None)
+            }
         }
     }
 
@@ -417,17 +444,13 @@ impl<T: Message + Default> Bucket<T> {
     /// previous holder's objects must not start from an older one.
     pub async fn get_latest(&self, key: &str) -> Result<Option<(T, u64)>> {
         let Some((payload, revision)) = ride(self.call("read", key), || async {
-            Ok(js::get_latest(&self.kv, key).await?)
+            Ok::<_, StoreError>(js::get_latest(&self.kv, key).await?)
         })
         .await?
         else {
             return Ok(None);
         };
-        let v = T::decode(payload.as_ref()).map_err(|source| StoreError::Corrupt {
-            bucket: self.name.into(),
-            key: key.into(),
-            source,
-        })?;
+        let v = self.decode(key, &payload, revision)?;
         Ok(Some((v, revision)))
     }
 
@@ -443,10 +466,12 @@ impl<T: Message + Default> Bucket<T> {
     /// read).
     pub async fn write(&self, key: &str, value: &T, expected: u64) -> Result<u64> {
         let bytes = Bytes::from(value.encode_to_vec());
-        ride(self.call("write", key), || {
+        let revision = ride(self.call("write", key), || {
             Box::pin(self.write_once(key, bytes.clone(), expected))
         })
-        .await
+        .await?;
+        quarantine::clear(self.name, key);
+        Ok(revision)
     }
 
     /// One attempt of [`Self::write`].
@@ -544,10 +569,12 @@ impl<T: Message + Default> Bucket<T> {
     /// Writes unconditionally (under the fence, if any); returns the new revision.
     pub async fn put(&self, key: &str, value: &T) -> Result<u64> {
         let bytes = Bytes::from(value.encode_to_vec());
-        ride(self.call("write", key), || {
+        let revision = ride(self.call("write", key), || {
             Box::pin(self.put_once(key, bytes.clone()))
         })
-        .await
+        .await?;
+        quarantine::clear(self.name, key);
+        Ok(revision)
     }
 
     /// One attempt of [`Self::put`].

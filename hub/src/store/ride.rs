@@ -195,6 +195,31 @@ pub struct Call<'a> {
     pub key: &'a str,
 }
 
+/// An error a ridden call may fail with: it says whether an election explains it, and how a
+/// call that waited out its patience is answered.
+pub trait Ridden: std::fmt::Display + Sized {
+    /// Whether a JetStream election explains it.
+    fn election(&self) -> Option<Why>;
+    /// The answer of a call that waited `waited` and last failed with `last`.
+    fn unavailable(what: Call<'_>, waited: Duration, why: Why, last: &Self) -> Self;
+}
+
+impl Ridden for StoreError {
+    fn election(&self) -> Option<Why> {
+        StoreError::election(self)
+    }
+
+    fn unavailable(what: Call<'_>, waited: Duration, why: Why, last: &Self) -> Self {
+        StoreError::Unavailable {
+            bucket: what.bucket.to_string(),
+            key: what.key.to_string(),
+            waited,
+            why,
+            last: last.to_string(),
+        }
+    }
+}
+
 /// The pause before attempt `attempt + 1`.
 fn pause(attempt: u32) -> Duration {
     flotilla_bus::connect::backoff(attempt as usize, MAX_PAUSE)
@@ -202,10 +227,11 @@ fn pause(attempt: u32) -> Duration {
 
 /// Makes `call` until it succeeds, fails in a way no election explains, or the patience
 /// runs out.
-pub async fn ride<T, F, Fut>(what: Call<'_>, mut call: F) -> Result<T, StoreError>
+pub async fn ride<T, E, F, Fut>(what: Call<'_>, mut call: F) -> Result<T, E>
 where
+    E: Ridden,
     F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, StoreError>>,
+    Fut: Future<Output = Result<T, E>>,
 {
     let started = Instant::now();
     let start = START.try_with(Clone::clone).ok();
@@ -249,13 +275,7 @@ where
             METRICS.unavailable.inc();
             let waited = started.elapsed();
             METRICS.waited_ms.inc_by(millis(waited));
-            return Err(StoreError::Unavailable {
-                bucket: what.bucket.to_string(),
-                key: what.key.to_string(),
-                waited,
-                why,
-                last: error.to_string(),
-            });
+            return Err(E::unavailable(what, waited, why, &error));
         }
         METRICS
             .retries

@@ -184,6 +184,12 @@ impl Actor {
                     self.unread = false;
                     return true;
                 }
+                Err(e) if e.is_corrupt() => {
+                    // Quarantined (and said once): reading again would only find it again.
+                    // The actor goes on with what it has; a good write replaces the record.
+                    self.unread = false;
+                    return true;
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "reading the stored cluster failed; retrying");
                     tokio::select! {

@@ -220,7 +220,9 @@ impl Actor {
             Ok(rev) => rev,
             Err(e) if e.is_conflict() => {
                 // Boxed, as every rare path: actors awaiting a write keep a small future.
-                if let Err(e) = Box::pin(self.adopt_stored_work(name)).await {
+                if let Err(e) = Box::pin(self.adopt_stored_work(name)).await
+                    && !e.is_corrupt()
+                {
                     tracing::warn!(error = %e, work = %name, "re-reading a work after a lost race failed");
                     self.unsettled_works.note(name.to_string());
                 }
@@ -297,9 +299,14 @@ impl Actor {
     /// Reads again every work whose last write had an unknown outcome, once the store answers.
     pub(super) async fn verify_works(&mut self) {
         for name in self.unsettled_works.take() {
-            if let Err(e) = self.adopt_stored_work(&name).await {
-                tracing::debug!(error = %e, work = %name, "store still unavailable; will read the work again");
-                self.unsettled_works.note(name);
+            match self.adopt_stored_work(&name).await {
+                Ok(()) => {}
+                // Quarantined (said once): reading it again every second would find it again.
+                Err(e) if e.is_corrupt() => {}
+                Err(e) => {
+                    tracing::debug!(error = %e, work = %name, "store still unavailable; will read the work again");
+                    self.unsettled_works.note(name);
+                }
             }
         }
     }
@@ -486,7 +493,13 @@ impl Actor {
             self.answer_resync(reply, &resp).await;
             return;
         }
-        let (resend, deleted) = work_rules::resync_diff(&hub, &request.versions);
+        // Works whose stored record does not decode are unknown here, not gone.
+        let held_back: std::collections::BTreeSet<String> =
+            crate::store::quarantine::under(self.work_bucket.name(), &self.name)
+                .iter()
+                .map(|work| flotilla_bus::works::resource_id(&self.name, work))
+                .collect();
+        let (resend, deleted) = work_rules::resync_diff(&hub, &request.versions, &held_back);
         let by_id: HashMap<String, String> = self
             .works
             .iter()
