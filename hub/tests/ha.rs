@@ -12,141 +12,38 @@
 
 mod common;
 
+use common::hubproc::HubProc;
 use common::work::*;
 use common::*;
 use flotilla_api::v1::cluster_service_client::ClusterServiceClient;
 use flotilla_api::v1::work_service_client::WorkServiceClient;
 use flotilla_api::v1::{ManifestWork, WatchClustersRequest};
-use flotilla_testkit::{NatsCluster, NatsClusterOptions, Proc, binary, free_port};
+use flotilla_testkit::{NatsCluster, NatsClusterOptions};
 use futures::StreamExt;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tonic::transport::Channel;
 
 /// Shard lease TTL of the test hubs (renewed every second).
 const TTL: Duration = Duration::from_secs(6);
-/// Long enough for a takeover after a kill or a pause, and the work after it.
-const PATIENCE: Duration = Duration::from_secs(90);
+use common::hubproc::PATIENCE;
 
-/// A `flotilla-hub` process.
-struct HubProc {
-    id: String,
-    proc: Proc,
-    grpc: String,
-    metrics: u16,
-}
-
+/// A hub of these tests: a 6 s shard lease renewed every second.
 fn start_hub(urls: &str, dir: &Path, id: &str) -> HubProc {
-    let (grpc, metrics) = (free_port(), free_port());
-    let mut cmd = Command::new(binary("flotilla-hub"));
-    cmd.args(["--nats-url", urls, "--replicas", "3", "--hub-id", id])
-        .args(["--grpc-listen", &format!("127.0.0.1:{grpc}")])
-        .args(["--metrics-listen", &format!("127.0.0.1:{metrics}")])
-        .args(["--shard-lease-ttl-seconds", &TTL.as_secs().to_string()])
-        .args(["--shard-lease-renew-seconds", "1"])
-        .args([
-            "--status-stream-max-bytes",
-            &flotilla_testkit::STATUS_STREAM_MAX_BYTES.to_string(),
-        ])
-        // Grace 10 s: far shorter than the default, far longer than a takeover.
-        .args(["--default-lease-duration-seconds", "2"])
-        .args(["--lease-grace-multiplier", "5"])
-        .arg("--auto-accept")
-        .env("RUST_LOG", "info,flotilla_hub::ha=debug");
-    HubProc {
-        id: id.to_string(),
-        proc: Proc::spawn("flotilla-hub", cmd, dir.join(format!("hub-{id}.log"))),
-        grpc: format!("http://127.0.0.1:{grpc}"),
-        metrics,
-    }
-}
-
-impl Drop for HubProc {
-    fn drop(&mut self) {
-        // A failing test shows what each hub did.
-        if std::thread::panicking() {
-            let out = self.proc.output();
-            let tail: Vec<&str> = out.lines().rev().take(60).collect();
-            eprintln!(
-                "---- hub {} (last lines) ----\n{}",
-                self.id,
-                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-            );
-        }
-    }
-}
-
-impl HubProc {
-    async fn channel(&self) -> Option<Channel> {
-        Channel::from_shared(self.grpc.clone())
-            .ok()?
-            .connect_timeout(Duration::from_secs(2))
-            .timeout(Duration::from_secs(15))
-            .connect()
-            .await
-            .ok()
-    }
-
-    async fn works(&self) -> WorkServiceClient<Channel> {
-        let ch =
-            flotilla_testkit::eventually(PATIENCE, &format!("hub {} serving", self.id), || {
-                self.channel()
-            })
-            .await;
-        WorkServiceClient::new(ch)
-    }
-
-    async fn clusters(&self) -> ClusterServiceClient<Channel> {
-        let ch =
-            flotilla_testkit::eventually(PATIENCE, &format!("hub {} serving", self.id), || {
-                self.channel()
-            })
-            .await;
-        ClusterServiceClient::new(ch)
-    }
-
-    /// `/debug/shards` of the hub.
-    async fn shards(&self) -> Option<Value> {
-        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", self.metrics))
-            .await
-            .ok()?;
-        s.write_all(b"GET /debug/shards HTTP/1.0\r\nHost: x\r\n\r\n")
-            .await
-            .ok()?;
-        let mut body = String::new();
-        tokio::time::timeout(Duration::from_secs(5), s.read_to_string(&mut body))
-            .await
-            .ok()?
-            .ok()?;
-        let json = body.split("\r\n\r\n").nth(1)?;
-        serde_json::from_str(json).ok()
-    }
-
-    async fn held(&self) -> Option<Vec<u64>> {
-        let v = self.shards().await?;
-        Some(
-            v["held"]
-                .as_array()?
-                .iter()
-                .filter_map(Value::as_u64)
-                .collect(),
-        )
-    }
-
-    fn signal(&self, sig: &str) {
-        let pid = self.proc.pid().expect("running").to_string();
-        let ok = Command::new("kill")
-            .args([sig, &pid])
-            .status()
-            .expect("kill runs")
-            .success();
-        assert!(ok, "kill {sig} {pid}");
-    }
+    HubProc::start(
+        urls,
+        dir,
+        id,
+        &[
+            "--shard-lease-ttl-seconds",
+            &TTL.as_secs().to_string(),
+            "--shard-lease-renew-seconds",
+            "1",
+        ],
+    )
 }
 
 /// A ConfigMap work.

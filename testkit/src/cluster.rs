@@ -361,6 +361,57 @@ impl NatsCluster {
         })
     }
 
+    /// How many streams each node leads (by index), from the running nodes' `/jsz?streams=true`.
+    pub fn stream_leaders(&self) -> std::collections::BTreeMap<usize, usize> {
+        let mut leaders: std::collections::BTreeMap<String, usize> = Default::default();
+        for node in self.running() {
+            let Some(jsz) = node.monitor("/jsz?streams=true") else {
+                continue;
+            };
+            for stream in jsz
+                .get("account_details")
+                .and_then(|a| a.as_array())
+                .into_iter()
+                .flatten()
+                .filter_map(|a| a.get("stream_detail")?.as_array())
+                .flatten()
+            {
+                let (Some(name), Some(leader)) = (
+                    stream.get("name").and_then(|n| n.as_str()),
+                    stream.pointer("/cluster/leader").and_then(|l| l.as_str()),
+                ) else {
+                    continue;
+                };
+                if let Some(index) = self.index_of(leader) {
+                    leaders.insert(name.to_string(), index);
+                }
+            }
+        }
+        let mut counts = std::collections::BTreeMap::new();
+        for index in leaders.values() {
+            *counts.entry(*index).or_insert(0) += 1;
+        }
+        counts
+    }
+
+    /// The node that leads the most streams (the meta leader among equals): the one whose
+    /// loss makes the most elections.
+    pub fn busiest(&self) -> Option<usize> {
+        let meta = self.meta_leader();
+        self.stream_leaders()
+            .into_iter()
+            .max_by_key(|(index, count)| (*count, Some(*index) == meta))
+            .map(|(index, _)| index)
+    }
+
+    /// Whether every stream has a leader on a running node, as the running nodes report it.
+    pub fn every_stream_led(&self, streams: &[&str]) -> bool {
+        streams.iter().all(|s| {
+            self.leader_of(s)
+                .is_some_and(|i| self.nodes[i].child.is_some())
+        })
+    }
+
     /// Waits until every running node is healthy and JetStream has a meta leader that every
     /// running node names and that reports every other running node as a current peer.
     pub fn wait_formed(&mut self) {

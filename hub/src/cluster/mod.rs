@@ -151,7 +151,8 @@ pub(crate) struct ShardRun {
     pub(crate) sight: Arc<Sight>,
 }
 
-/// One call to another hub's cluster actor, at most.
+/// One call to another hub's cluster actor, at most, beyond the store's patience (the holder
+/// may wait that long for a JetStream election before it answers).
 const REMOTE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a call waits for a shard changing hands to get a holder again.
 const REMOTE_PATIENCE: Duration = Duration::from_secs(30);
@@ -177,7 +178,7 @@ impl Clusters {
             remote: route::Remote::new(
                 shared.nats.clone(),
                 shared.seal.clone(),
-                REMOTE_TIMEOUT,
+                REMOTE_TIMEOUT + crate::store::ride::patience(),
                 REMOTE_PATIENCE,
             ),
             shared: Arc::new(shared),

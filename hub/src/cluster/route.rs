@@ -96,13 +96,13 @@ impl Remote {
                 }
                 Err(e) if e.kind() == async_nats::client::RequestErrorKind::NoResponders => {
                     return Err(ClusterError::Unavailable(format!(
-                        "no hub holds shard {shard} of managed cluster {cluster:?} (a takeover is \\
+                        "no hub holds shard {shard} of managed cluster {cluster:?} (a takeover is \
                          in progress or no hub is running); retry"
                     )));
                 }
                 Err(e) if e.kind() == async_nats::client::RequestErrorKind::TimedOut => {
                     return Err(ClusterError::Unavailable(format!(
-                        "the hub holding shard {shard} did not answer within {:?}; the outcome is \\
+                        "the hub holding shard {shard} did not answer within {:?}; the outcome is \
                          unknown",
                         self.timeout
                     )));

@@ -5,6 +5,7 @@
 
 pub mod addon;
 pub mod addon_fleet;
+pub mod hubproc;
 pub mod kubectl;
 pub mod policy;
 pub mod raw_agent;
