@@ -459,6 +459,8 @@ pub async fn serve(
                 "held": shards.ownership().held(),
                 "live": shards.live().into_iter().map(|h| h.hub).collect::<Vec<_>>(),
                 "events": shards.log().events(),
+                "longest_renewal_gap_ms":
+                    crate::ha::keeper::longest_renewal_gap().as_millis() as u64,
             })
             .to_string()
         }),

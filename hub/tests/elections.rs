@@ -66,6 +66,8 @@ struct Measured {
     new_hub_serving: Duration,
     /// What the third hub's `/healthz` said while it started, when it said more than "ok".
     said: Option<String>,
+    /// The longest time between two acknowledged renewals of a lease on the running hubs.
+    renewal_gap: Duration,
 }
 
 /// One apply per cluster through `hub`, all at once, no retry: how long the longest took.
@@ -144,7 +146,12 @@ async fn lost_leases(hub: &HubProc, since_ms: u64) -> Vec<String> {
 
 async fn one_run(binary: &std::path::Path, run: usize) -> Measured {
     let mut nats = NatsCluster::start(binary, NatsClusterOptions::default());
-    let dir = tempfile::tempdir().unwrap();
+    let mut dir = tempfile::tempdir().unwrap();
+    // FLOTILLA_ELECTION_LOGS keeps the hubs' logs.
+    if std::env::var_os("FLOTILLA_ELECTION_LOGS").is_some() {
+        dir.disable_cleanup(true);
+        println!("logs in {}", dir.path().display());
+    }
     let urls = nats.urls();
     let a = HubProc::start(&urls, dir.path(), "a", &[]);
     let b = HubProc::start(&urls, dir.path(), "b", &[]);
@@ -200,12 +207,14 @@ async fn one_run(binary: &std::path::Path, run: usize) -> Measured {
     let through_b = through_b.unwrap_or_else(|e| panic!("through hub b after the loss: {e}"));
 
     // No running hub lost a lease.
+    let mut renewal_gap = Duration::ZERO;
     for hub in [&a, &b] {
         let lost = lost_leases(hub, killed_at).await;
         assert!(lost.is_empty(), "hub {} lost leases: {lost:?}", hub.id);
-    }
-    if std::env::var_os("FLOTILLA_ELECTION_LOGS").is_some() {
-        println!("---- hub c ----\n{}", c.proc.output());
+        let gap = hub.shards().await.expect("the hub's shards")["longest_renewal_gap_ms"]
+            .as_u64()
+            .expect("longest_renewal_gap_ms");
+        renewal_gap = renewal_gap.max(Duration::from_millis(gap));
     }
     drop(c);
     Measured {
@@ -213,6 +222,7 @@ async fn one_run(binary: &std::path::Path, run: usize) -> Measured {
         longest_apply: through_a.max(through_b),
         new_hub_serving,
         said,
+        renewal_gap,
     }
 }
 
@@ -223,10 +233,11 @@ async fn losing_the_busiest_nats_node_costs_no_write_no_start_and_no_lease() {
             let m = one_run(&binary, run).await;
             println!(
                 "ELECTION server={version} run={run} election_ms={} longest_apply_ms={} \
-                 new_hub_serving_ms={} healthz={:?}",
+                 new_hub_serving_ms={} renewal_gap_ms={} healthz={:?}",
                 m.election.as_millis(),
                 m.longest_apply.as_millis(),
                 m.new_hub_serving.as_millis(),
+                m.renewal_gap.as_millis(),
                 m.said.unwrap_or_default()
             );
         }

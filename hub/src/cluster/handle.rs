@@ -338,8 +338,15 @@ impl ClusterHandle {
         tx.send(make(reply))
             .await
             .map_err(|_| ClusterError::Gone(self.name.to_string()))?;
-        rx.await
-            .map_err(|_| ClusterError::Gone(self.name.to_string()))?
+        // Taken but never answered: the actor was stopped mid-call — its shard changed hands
+        // or the cluster went. The call may have been carried out; every call is safe to retry.
+        rx.await.map_err(|_| {
+            ClusterError::Unavailable(format!(
+                "managed cluster {:?}: the call was cut off before its answer (the cluster's \
+                 shard changed hands, or the cluster is being deleted); retry",
+                self.name
+            ))
+        })?
     }
 
     /// Carries a call out, here or on the cluster's hub.

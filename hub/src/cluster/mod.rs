@@ -157,7 +157,10 @@ const REMOTE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a call waits for a shard changing hands to get a holder again.
 const REMOTE_PATIENCE: Duration = Duration::from_secs(30);
 
-/// How long a shard's actors get to finish what they are doing when it is handed over.
+/// How long a shard's actors get to finish what they are doing when it is handed over, beyond
+/// the store's patience: a write riding through a JetStream election (a NATS node lost while
+/// a hub joins and the shards rebalance) finishes, rather than being cut off unanswered. A
+/// fenced actor stops sooner: its writes are refused at once.
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
 /// The registry of cluster actors: one per cluster of every shard this hub holds.
@@ -286,7 +289,7 @@ impl Clusters {
         let _ = run.stop.send(true);
         self.actors
             .retain(|name, _| flotilla_bus::subjects::shard(name) != shard);
-        let drained = tokio::time::timeout(STOP_GRACE, async {
+        let drained = tokio::time::timeout(STOP_GRACE + crate::store::ride::patience(), async {
             while run.tasks.join_next().await.is_some() {}
         })
         .await;

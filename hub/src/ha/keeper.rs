@@ -9,10 +9,23 @@
 
 use super::fence::Fence;
 use super::lease::{HubInfo, LeaseError, Leases};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+
+/// The longest time between two acknowledged renewals of one unit seen in this process, in
+/// milliseconds (a process runs one hub): the renew interval when all is well, more while a
+/// JetStream election stalls the lease bucket. The fence holds while it stays under the TTL
+/// minus the margin; `/debug/shards` shows it (`longest_renewal_gap_ms`), and the election
+/// test reads it to check the default lease margins against real elections.
+static LONGEST_GAP_MS: AtomicU64 = AtomicU64::new(0);
+
+/// [`LONGEST_GAP_MS`].
+pub fn longest_renewal_gap() -> Duration {
+    Duration::from_millis(LONGEST_GAP_MS.load(Ordering::Relaxed))
+}
 
 /// The timers a keeper follows.
 #[derive(Debug, Clone, Copy)]
@@ -141,6 +154,7 @@ async fn keep(
         timing,
     } = lease;
     let mut next = sent + timing.renew;
+    let mut last_acked = sent;
     loop {
         tokio::select! {
             _ = stop.changed() => return,
@@ -162,6 +176,9 @@ async fn keep(
                 revision.send_replace(rev);
                 fence.extend(timing.deadline(sent));
                 next = sent + timing.renew;
+                let gap = u64::try_from((sent - last_acked).as_millis()).unwrap_or(u64::MAX);
+                LONGEST_GAP_MS.fetch_max(gap, Ordering::Relaxed);
+                last_acked = sent;
             }
             // The revision moved: a renewal that timed out may have landed. Read it.
             Err(LeaseError::Taken) => match leases.read(unit).await {
