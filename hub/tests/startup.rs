@@ -45,3 +45,42 @@ async fn a_server_without_room_for_the_status_stream_is_refused_at_once_with_wha
     let hub = start_hub(config).await;
     hub.stop().await;
 }
+
+#[tokio::test]
+async fn a_hub_waits_for_jetstream_saying_so_and_gives_up_after_its_store_wait() {
+    // A server without JetStream: as a cluster without a quorum, it never answers the store.
+    let nats = NatsServer::start_with(NatsOptions {
+        jetstream: false,
+        ..NatsOptions::default()
+    });
+    let port = flotilla_testkit::free_port();
+    let mut config = hub_config(&nats.url());
+    config.metrics_listen = format!("127.0.0.1:{port}").parse().unwrap();
+    config.store.wait = Some(Duration::from_secs(6));
+    let started = Instant::now();
+    let start = tokio::spawn(flotilla_hub::start(config));
+
+    // Meanwhile it is alive, says what it waits for, and is not ready.
+    let addr = format!("127.0.0.1:{port}");
+    let said = flotilla_testkit::eventually(SOON, "/healthz saying what the hub waits for", || {
+        let addr = addr.clone();
+        async move {
+            let (status, body) = flotilla_testkit::http_get(&addr, "/healthz").await.ok()?;
+            assert_eq!(status, 200, "{body}");
+            body.contains("waiting for the store").then_some(body)
+        }
+    })
+    .await;
+    assert!(said.starts_with("starting: waiting for the store ("), "{said}");
+    let (status, _) = flotilla_testkit::http_get(&addr, "/readyz").await.unwrap();
+    assert_eq!(status, 503);
+
+    // It gives up once it has waited --store-wait-seconds, not before.
+    let err = match tokio::time::timeout(SOON, start).await {
+        Ok(Ok(Err(e))) => e,
+        Ok(Ok(Ok(_))) => panic!("a hub started without JetStream"),
+        Ok(Err(e)) => panic!("the start panicked: {e}"),
+        Err(_) => panic!("the hub waited past its --store-wait-seconds"),
+    };
+    assert!(started.elapsed() >= Duration::from_secs(6), "{err}");
+}
