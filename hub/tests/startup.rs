@@ -71,7 +71,10 @@ async fn a_hub_waits_for_jetstream_saying_so_and_gives_up_after_its_store_wait()
         }
     })
     .await;
-    assert!(said.starts_with("starting: waiting for the store ("), "{said}");
+    assert!(
+        said.starts_with("starting: waiting for the store ("),
+        "{said}"
+    );
     let (status, _) = flotilla_testkit::http_get(&addr, "/readyz").await.unwrap();
     assert_eq!(status, 503);
 
