@@ -26,8 +26,10 @@ END {
     v, n[v], max[v, "election_ms"], max[v, "longest_apply_ms"], max[v, "new_hub_serving_ms"], max[v, "renewal_gap_ms"]
 }' "$log"
 if [ "$status" -ne 0 ]; then
-  echo "FAILED (exit $status); the test's output:" >&2
-  tail -80 "$log" >&2
+  echo "FAILED (exit $status):" >&2
+  sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -A4 'panicked at' >&2 || true
+  echo "the test's last lines:" >&2
+  tail -40 "$log" >&2
 fi
 rm -f "$log"
 exit "$status"

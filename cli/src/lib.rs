@@ -6,8 +6,9 @@
 //!   table and its `run`.
 //! - [`kind`]: per resource kind, its table columns, rows and OCM shape (and `describe` texts);
 //!   a new kind is one module there plus its rows in the verbs' tables.
-//! - [`hub`]: the gRPC connection, the refusal to send a token in the clear off loopback, and the
-//!   wording of failed calls (one line each).
+//! - [`hub`]: the gRPC connection, the refusal to send a token in the clear off loopback, the
+//!   wording of failed calls (one line each), and the retry of calls safe to repeat while the hub
+//!   answers UNAVAILABLE (`--retry-seconds`).
 //! - [`pager`]: the one loop over paged lists.
 //! - [`output`]: table layout and OCM-shaped JSON/YAML (`kind: List` for lists).
 //! - [`edits`]: parsing `key=value` / `key-` label edits and `key=value:Effect` / `key:Effect-`

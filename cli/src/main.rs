@@ -45,6 +45,18 @@ struct Cli {
         value_parser = clap::builder::BoolishValueParser::new()
     )]
     insecure: bool,
+    /// How long to retry a call the hub answers "unavailable" (its store is electing a leader
+    /// after a NATS node was lost), in seconds from the call's first attempt; waits double from
+    /// 0.5 s, each retry said on stderr. Only calls safe to repeat are retried (reads, apply,
+    /// delete, accept/deny/label/taint); 0: never.
+    #[arg(
+        long,
+        global = true,
+        env = "FLOTILLA_RETRY_SECONDS",
+        value_name = "SECONDS",
+        default_value_t = flotilla_cli::hub::DEFAULT_RETRY_SECONDS
+    )]
+    retry_seconds: u64,
     /// Output format.
     #[arg(short, long, global = true, value_enum, default_value_t = Format::Table)]
     output: Format,
@@ -187,12 +199,15 @@ async fn run(cli: Cli) -> Result<()> {
         ca: cli.ca.clone(),
         insecure: cli.insecure,
     };
+    let retry = std::time::Duration::from_secs(cli.retry_seconds);
     if let Command::Kubeconfig(args) = &cli.command {
         let token = match &args.service_account {
             Some(flag) => {
                 // Checked before the hub is asked anything.
                 cmd::kubeconfig::service_account_name(&args.cluster, flag)?;
-                let hub = Hub::connect(&cli.hub, &credentials).await?;
+                let hub = Hub::connect(&cli.hub, &credentials)
+                    .await?
+                    .retrying_for(retry);
                 Some(cmd::kubeconfig::service_account_token(&hub, args, flag).await?)
             }
             None => credentials.token.clone(),
@@ -221,7 +236,9 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Addon { what } => Some(cmd::addon::prepare(what.clone())?),
         _ => None,
     };
-    let hub = Hub::connect(&cli.hub, &credentials).await?;
+    let hub = Hub::connect(&cli.hub, &credentials)
+        .await?
+        .retrying_for(retry);
     let format = cli.output;
     match cli.command {
         Command::Get { what } => cmd::get::run(&hub, format, what).await,

@@ -111,12 +111,16 @@ pub fn prepare(what: AddonWhat) -> Result<Action> {
 pub async fn run(hub: &Hub, action: Action) -> Result<()> {
     match action {
         Action::Enable(r) => {
-            let answer = hub.call(hub.addons().enable_add_on(r.clone())).await?;
+            let answer = hub
+                .idempotent(async || hub.addons().enable_add_on(r.clone()).await)
+                .await?;
             print!("{}", enabled(&r, &answer.created, answer.addon.as_ref()));
             Ok(())
         }
         Action::Disable(r) => {
-            let answer = hub.call(hub.addons().disable_add_on(r.clone())).await?;
+            let answer = hub
+                .idempotent(async || hub.addons().disable_add_on(r.clone()).await)
+                .await?;
             print!("{}", disabled(&r, &answer.removed));
             Ok(())
         }
@@ -295,10 +299,18 @@ async fn status(hub: &Hub, name: String, watch: bool) -> Result<()> {
         };
         async move {
             let cma = hub
-                .call(hub.addons().get_cluster_management_add_on(get))
+                .idempotent(async || {
+                    hub.addons()
+                        .get_cluster_management_add_on(get.clone())
+                        .await
+                })
                 .await?;
             let mcas = hub
-                .call(hub.addons().list_managed_cluster_add_ons(list))
+                .idempotent(async || {
+                    hub.addons()
+                        .list_managed_cluster_add_ons(list.clone())
+                        .await
+                })
                 .await?
                 .items;
             Ok(render(&cma, &mcas))

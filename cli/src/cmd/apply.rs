@@ -7,6 +7,10 @@
 //! every other document alone after what precedes it; their lines are printed in document order,
 //! and a refused one is reported while the rest still go. When the hub goes away mid-way, nothing more is sent, and the command says exactly
 //! which documents were applied and which were not.
+//!
+//! Applying sets desired state, so it is safe to repeat: a document the hub answers UNAVAILABLE
+//! (its store did not answer in time) is sent again after a back-off for at most
+//! `--retry-seconds` ([`Hub::idempotent`]; for a run of works, the works answered so).
 
 mod one;
 mod works;

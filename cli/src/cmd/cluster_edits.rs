@@ -25,7 +25,9 @@ pub async fn accept(hub: &Hub, clusters: Vec<String>, key: Option<String>) -> Re
         names: clusters,
         key: key.unwrap_or_default(),
     };
-    let accepted = hub.call(hub.clusters().accept_clusters(r.clone())).await?;
+    let accepted = hub
+        .idempotent(async || hub.clusters().accept_clusters(r.clone()).await)
+        .await?;
     for c in &accepted.items {
         println!("{}", accepted_line(c));
     }
@@ -112,7 +114,8 @@ pub async fn deny(hub: &Hub, clusters: Vec<String>) -> Result<()> {
         names: clusters,
         ..ClusterNamesRequest::default()
     };
-    hub.call(hub.clusters().deny_clusters(r.clone())).await?;
+    hub.idempotent(async || hub.clusters().deny_clusters(r.clone()).await)
+        .await?;
     confirm(&r.names, "denied")
 }
 
@@ -121,7 +124,8 @@ pub async fn label(hub: &Hub, cluster: String, labels: Vec<String>) -> Result<()
     let e = edits::parse_labels(&labels).map_err(|e| anyhow!(e))?;
     let (name, set, remove) = (cluster, e.set, e.remove);
     let r = LabelClusterRequest { name, set, remove };
-    hub.call(hub.clusters().label_cluster(r.clone())).await?;
+    hub.idempotent(async || hub.clusters().label_cluster(r.clone()).await)
+        .await?;
     confirm(&[r.name], "labeled")
 }
 
@@ -130,7 +134,8 @@ pub async fn taint(hub: &Hub, cluster: String, taints: Vec<String>) -> Result<()
     let e = edits::parse_taints(&taints).map_err(|e| anyhow!(e))?;
     let (name, add, remove) = (cluster, e.add, e.remove);
     let r = TaintClusterRequest { name, add, remove };
-    hub.call(hub.clusters().taint_cluster(r.clone())).await?;
+    hub.idempotent(async || hub.clusters().taint_cluster(r.clone()).await)
+        .await?;
     confirm(&[r.name], "tainted")
 }
 

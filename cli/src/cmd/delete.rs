@@ -1,6 +1,6 @@
 //! `delete`: one resource, with a line saying what went.
 
-use crate::hub::Hub;
+use crate::hub::{Deleted, Hub};
 use anyhow::Result;
 use clap::Subcommand;
 use flotilla_api::v1::{
@@ -143,154 +143,215 @@ pub enum DeleteWhat {
     },
 }
 
-/// Runs `delete`.
+/// Runs `delete`. A delete the hub answers UNAVAILABLE is retried ([`Hub::delete`]); a retry
+/// that finds the object gone is success — an earlier attempt had landed, or it was already
+/// gone — and the line says so.
 pub async fn run(hub: &Hub, what: DeleteWhat) -> Result<()> {
-    let done = match what {
+    let (done, deleted) = match what {
         DeleteWhat::Cluster { name } => {
             let r = DeleteClusterRequest { name };
-            hub.call(hub.clusters().delete_cluster(r.clone())).await?;
-            format!("managedcluster/{} deleted", r.name)
+            let d = hub
+                .delete(async || hub.clusters().delete_cluster(r.clone()).await)
+                .await?;
+            (format!("managedcluster/{} deleted", r.name), d.map(drop))
         }
         DeleteWhat::Work { name, cluster } => {
             let r = DeleteWorkRequest { cluster, name };
-            let w = hub.call(hub.works().delete_work(r.clone())).await?;
-            // The hub answers with the work as it goes; its delete option says how.
-            let policy = w
-                .spec
-                .and_then(|s| s.delete_option)
-                .map(|d| d.propagation_policy)
-                .filter(|p| !p.is_empty())
-                .unwrap_or_else(|| "Foreground".into());
+            let d = hub
+                .delete(async || hub.works().delete_work(r.clone()).await)
+                .await?;
             let (name, cluster) = (r.name, r.cluster);
-            format!("manifestwork/{name} deleting on cluster {cluster} (propagation {policy})")
+            // The hub answers with the work as it goes; its delete option says how.
+            let policy = match &d {
+                Deleted::Now(w) => w
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.delete_option.as_ref())
+                    .map(|d| d.propagation_policy.clone())
+                    .filter(|p| !p.is_empty())
+                    .unwrap_or_else(|| "Foreground".into()),
+                Deleted::Earlier => String::new(),
+            };
+            let line = if policy.is_empty() {
+                format!("manifestwork/{name} deleting on cluster {cluster}")
+            } else {
+                format!("manifestwork/{name} deleting on cluster {cluster} (propagation {policy})")
+            };
+            (line, d.map(drop))
         }
         DeleteWhat::Clusterset { name } => {
             let r = GetClusterSetRequest { name };
-            hub.call(hub.sets().delete_cluster_set(r.clone())).await?;
-            format!("managedclusterset/{} deleted", r.name)
+            let d = hub
+                .delete(async || hub.sets().delete_cluster_set(r.clone()).await)
+                .await?;
+            (format!("managedclusterset/{} deleted", r.name), d.map(drop))
         }
         DeleteWhat::Placement { name, namespace } => {
             let r = PlacementRef { namespace, name };
-            hub.call(hub.placements().delete_placement(r.clone()))
+            let d = hub
+                .delete(async || hub.placements().delete_placement(r.clone()).await)
                 .await?;
-            format!("placement/{} deleted (namespace {})", r.name, r.namespace)
+            let line = format!("placement/{} deleted (namespace {})", r.name, r.namespace);
+            (line, d.map(drop))
         }
         DeleteWhat::Managedserviceaccount { name, cluster } => {
             let r = flotilla_api::v1::GetManagedServiceAccountRequest {
                 namespace: cluster,
                 name,
             };
-            hub.call(
-                hub.service_accounts()
-                    .delete_managed_service_account(r.clone()),
-            )
-            .await?;
-            format!(
+            let d = hub
+                .delete(async || {
+                    hub.service_accounts()
+                        .delete_managed_service_account(r.clone())
+                        .await
+                })
+                .await?;
+            let line = format!(
                 "managedserviceaccount/{} deleting on cluster {} (its ServiceAccount goes)",
                 r.name, r.namespace
-            )
+            );
+            (line, d.map(drop))
         }
         DeleteWhat::Importpolicy { name } => {
             let r = flotilla_api::v1::GetImportPolicyRequest { name };
-            hub.call(hub.import_policies().delete_import_policy(r.clone()))
+            let d = hub
+                .delete(async || hub.import_policies().delete_import_policy(r.clone()).await)
                 .await?;
-            format!("clusterimportpolicy/{} deleted (its clusters stay)", r.name)
+            let line = format!("clusterimportpolicy/{} deleted (its clusters stay)", r.name);
+            (line, d.map(drop))
         }
         DeleteWhat::Mirrorpeer { name } => {
             let r = flotilla_api::v1::GetMirrorPeerRequest { name };
-            hub.call(hub.mirror_peers().delete_mirror_peer(r.clone()))
+            let d = hub
+                .delete(async || hub.mirror_peers().delete_mirror_peer(r.clone()).await)
                 .await?;
-            format!(
+            let line = format!(
                 "mirrorpeer/{} deleted (its peers remove their GREEN Secrets)",
                 r.name
-            )
+            );
+            (line, d.map(drop))
         }
         DeleteWhat::Policy { name, namespace } => {
             let r = GetPolicyRequest { namespace, name };
-            hub.call(hub.policies().delete_policy(r.clone())).await?;
-            format!("policy/{} deleted (namespace {})", r.name, r.namespace)
+            let d = hub
+                .delete(async || hub.policies().delete_policy(r.clone()).await)
+                .await?;
+            let line = format!("policy/{} deleted (namespace {})", r.name, r.namespace);
+            (line, d.map(drop))
         }
         DeleteWhat::Placementbinding { name, namespace } => {
             let r = GetPolicyRequest { namespace, name };
-            hub.call(hub.policies().delete_placement_binding(r.clone()))
+            let d = hub
+                .delete(async || hub.policies().delete_placement_binding(r.clone()).await)
                 .await?;
-            format!(
+            let line = format!(
                 "placementbinding/{} deleted (namespace {})",
                 r.name, r.namespace
-            )
+            );
+            (line, d.map(drop))
         }
         DeleteWhat::Policyset { name, namespace } => {
             let r = GetPolicyRequest { namespace, name };
-            hub.call(hub.policies().delete_policy_set(r.clone()))
+            let d = hub
+                .delete(async || hub.policies().delete_policy_set(r.clone()).await)
                 .await?;
-            format!("policyset/{} deleted (namespace {})", r.name, r.namespace)
+            let line = format!("policyset/{} deleted (namespace {})", r.name, r.namespace);
+            (line, d.map(drop))
         }
         DeleteWhat::Placementrule { name, namespace } => {
             let r = GetPolicyRequest { namespace, name };
-            hub.call(hub.policies().delete_placement_rule(r.clone()))
+            let d = hub
+                .delete(async || hub.policies().delete_placement_rule(r.clone()).await)
                 .await?;
-            format!(
+            let line = format!(
                 "placementrule/{} deleted (namespace {})",
                 r.name, r.namespace
-            )
+            );
+            (line, d.map(drop))
         }
         DeleteWhat::Addonplacementscore { name, cluster } => {
             let r = ScoreRef { cluster, name };
-            hub.call(hub.placements().delete_score(r.clone())).await?;
-            format!(
+            let d = hub
+                .delete(async || hub.placements().delete_score(r.clone()).await)
+                .await?;
+            let line = format!(
                 "addonplacementscore/{} deleted (cluster {})",
                 r.name, r.cluster
-            )
+            );
+            (line, d.map(drop))
         }
         DeleteWhat::Clustersetbinding { name, namespace } => {
             let r = DeleteBindingRequest { namespace, name };
-            hub.call(hub.sets().delete_binding(r.clone())).await?;
+            let d = hub
+                .delete(async || hub.sets().delete_binding(r.clone()).await)
+                .await?;
             let (name, namespace) = (r.name, r.namespace);
-            format!("managedclustersetbinding/{name} deleted (namespace {namespace})")
+            let line = format!("managedclustersetbinding/{name} deleted (namespace {namespace})");
+            (line, d.map(drop))
         }
         DeleteWhat::Clustermanagementaddon { name } => {
             let r = GetAddOnRequest {
                 namespace: String::new(),
                 name,
             };
-            hub.call(hub.addons().delete_cluster_management_add_on(r.clone()))
+            let d = hub
+                .delete(async || {
+                    hub.addons()
+                        .delete_cluster_management_add_on(r.clone())
+                        .await
+                })
                 .await?;
-            format!(
+            let line = format!(
                 "clustermanagementaddon/{} deleted (with its ManagedClusterAddOns)",
                 r.name
-            )
+            );
+            (line, d.map(drop))
         }
         DeleteWhat::Managedclusteraddon { name, cluster } => {
             let r = GetAddOnRequest {
                 namespace: cluster,
                 name,
             };
-            hub.call(hub.addons().delete_managed_cluster_add_on(r.clone()))
+            let d = hub
+                .delete(async || hub.addons().delete_managed_cluster_add_on(r.clone()).await)
                 .await?;
-            format!(
+            let line = format!(
                 "managedclusteraddon/{} deleted (cluster {})",
                 r.name, r.namespace
-            )
+            );
+            (line, d.map(drop))
         }
         DeleteWhat::Addontemplate { name } => {
             let r = GetAddOnRequest {
                 namespace: String::new(),
                 name,
             };
-            hub.call(hub.addons().delete_add_on_template(r.clone()))
+            let d = hub
+                .delete(async || hub.addons().delete_add_on_template(r.clone()).await)
                 .await?;
-            format!("addontemplate/{} deleted", r.name)
+            (format!("addontemplate/{} deleted", r.name), d.map(drop))
         }
         DeleteWhat::Addondeploymentconfig { name, namespace } => {
             let r = GetAddOnRequest { namespace, name };
-            hub.call(hub.addons().delete_add_on_deployment_config(r.clone()))
+            let d = hub
+                .delete(async || {
+                    hub.addons()
+                        .delete_add_on_deployment_config(r.clone())
+                        .await
+                })
                 .await?;
-            format!(
+            let line = format!(
                 "addondeploymentconfig/{} deleted (namespace {})",
                 r.name, r.namespace
-            )
+            );
+            (line, d.map(drop))
         }
     };
-    println!("{done}");
+    match deleted {
+        Deleted::Now(()) => println!("{done}"),
+        Deleted::Earlier => println!(
+            "{done}; not found when retried: an earlier attempt had landed, or it was already gone"
+        ),
+    }
     Ok(())
 }

@@ -81,32 +81,39 @@ pub enum DescribeWhat {
 pub async fn run(hub: &Hub, format: Format, what: DescribeWhat) -> Result<()> {
     match what {
         DescribeWhat::Cluster { name } => {
+            let r = GetClusterRequest { name };
             let c = hub
-                .call(hub.clusters().get_cluster(GetClusterRequest { name }))
+                .idempotent(async || hub.clusters().get_cluster(r.clone()).await)
                 .await?;
             show(format, || cluster::describe(&c), c.to_ocm())
         }
         DescribeWhat::Work { name, cluster } => {
+            let r = GetWorkRequest { cluster, name };
             let w = hub
-                .call(hub.works().get_work(GetWorkRequest { cluster, name }))
+                .idempotent(async || hub.works().get_work(r.clone()).await)
                 .await?;
             show(format, || work::describe(&w), w.to_ocm())
         }
         DescribeWhat::Placement { name, namespace } => {
             let r = PlacementRef { namespace, name };
             let debug = hub
-                .call(hub.placements().debug_placement(r.clone()))
+                .idempotent(async || hub.placements().debug_placement(r.clone()).await)
                 .await?;
             if !format.is_table() {
                 return show(format, String::new, placement::described(&debug));
             }
             // Only the text shows the decisions; the structured form has the placement's status.
-            let decisions = hub.call(hub.placements().list_decisions(r)).await?.items;
+            let decisions = hub
+                .idempotent(async || hub.placements().list_decisions(r.clone()).await)
+                .await?
+                .items;
             print(Ok(placement::describe(&debug, &decisions)))
         }
         DescribeWhat::Policy { name, namespace } => {
             let r = flotilla_api::v1::GetPolicyRequest { namespace, name };
-            let d = hub.call(hub.policies().get_policy_details(r)).await?;
+            let d = hub
+                .idempotent(async || hub.policies().get_policy_details(r.clone()).await)
+                .await?;
             let p = d.policy.unwrap_or_default();
             show(
                 format,
@@ -115,13 +122,16 @@ pub async fn run(hub: &Hub, format: Format, what: DescribeWhat) -> Result<()> {
             )
         }
         DescribeWhat::Managedserviceaccount { name, cluster } => {
+            let r = flotilla_api::v1::GetManagedServiceAccountRequest {
+                namespace: cluster,
+                name,
+            };
             let m = hub
-                .call(hub.service_accounts().get_managed_service_account(
-                    flotilla_api::v1::GetManagedServiceAccountRequest {
-                        namespace: cluster,
-                        name,
-                    },
-                ))
+                .idempotent(async || {
+                    hub.service_accounts()
+                        .get_managed_service_account(r.clone())
+                        .await
+                })
                 .await?;
             show(
                 format,
@@ -130,11 +140,9 @@ pub async fn run(hub: &Hub, format: Format, what: DescribeWhat) -> Result<()> {
             )
         }
         DescribeWhat::Importpolicy { name } => {
+            let r = flotilla_api::v1::GetImportPolicyRequest { name };
             let p = hub
-                .call(
-                    hub.import_policies()
-                        .get_import_policy(flotilla_api::v1::GetImportPolicyRequest { name }),
-                )
+                .idempotent(async || hub.import_policies().get_import_policy(r.clone()).await)
                 .await?;
             show(
                 format,
@@ -143,23 +151,16 @@ pub async fn run(hub: &Hub, format: Format, what: DescribeWhat) -> Result<()> {
             )
         }
         DescribeWhat::Mirrorpeer { name } => {
+            let r = flotilla_api::v1::GetMirrorPeerRequest { name };
             let p = hub
-                .call(
-                    hub.mirror_peers()
-                        .get_mirror_peer(flotilla_api::v1::GetMirrorPeerRequest { name }),
-                )
+                .idempotent(async || hub.mirror_peers().get_mirror_peer(r.clone()).await)
                 .await?;
             show(format, || crate::kind::mirrorpeer::describe(&p), p.to_ocm())
         }
         DescribeWhat::Replicaset { name, namespace } => {
+            let r = flotilla_api::v1::GetReplicaSetRequest { namespace, name };
             let rs = hub
-                .call(
-                    hub.replica_sets()
-                        .get_replica_set(flotilla_api::v1::GetReplicaSetRequest {
-                            namespace,
-                            name,
-                        }),
-                )
+                .idempotent(async || hub.replica_sets().get_replica_set(r.clone()).await)
                 .await?;
             let ocm = flotilla_api::ocm::ManifestWorkReplicaSet::from(&rs);
             show(format, || describe_replica_set(&rs), ocm)

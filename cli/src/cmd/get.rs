@@ -373,14 +373,20 @@ async fn clusters(hub: &Hub, names: &[String], selector: String) -> Result<Vec<M
                 page_size: CLUSTER_PAGE_SIZE,
                 page_token,
             };
-            async move { hub.call(hub.clusters().list_clusters(r)).await }
+            async move {
+                hub.idempotent(async || hub.clusters().list_clusters(r.clone()).await)
+                    .await
+            }
         })
         .await?
     } else {
         let mut items = Vec::new();
         for name in names {
             let r = GetClusterRequest { name: name.clone() };
-            items.push(hub.call(hub.clusters().get_cluster(r)).await?);
+            items.push(
+                hub.idempotent(async || hub.clusters().get_cluster(r.clone()).await)
+                    .await?,
+            );
         }
         items
     };
@@ -391,7 +397,11 @@ async fn clusters(hub: &Hub, names: &[String], selector: String) -> Result<Vec<M
 /// The named sets (each must exist), or every set.
 async fn sets(hub: &Hub, names: &[String]) -> Result<Vec<ManagedClusterSetView>> {
     let mut views = hub
-        .call(hub.sets().list_cluster_sets(ListClusterSetsRequest {}))
+        .idempotent(async || {
+            hub.sets()
+                .list_cluster_sets(ListClusterSetsRequest {})
+                .await
+        })
         .await?
         .items;
     if names.is_empty() {
@@ -404,7 +414,8 @@ async fn sets(hub: &Hub, names: &[String]) -> Result<Vec<ManagedClusterSetView>>
         {
             // Ask for it to get the hub's NotFound message.
             let r = GetClusterSetRequest { name: name.clone() };
-            hub.call(hub.sets().get_cluster_set(r)).await?;
+            hub.idempotent(async || hub.sets().get_cluster_set(r.clone()).await)
+                .await?;
         }
     }
     views.retain(|v| v.metadata().is_some_and(|m| names.contains(&m.name)));
@@ -421,7 +432,10 @@ async fn works(
     match (name, cluster) {
         (Some(name), Some(cluster)) => {
             let r = GetWorkRequest { cluster, name };
-            Ok(vec![hub.call(hub.works().get_work(r)).await?])
+            Ok(vec![
+                hub.idempotent(async || hub.works().get_work(r.clone()).await)
+                    .await?,
+            ])
         }
         (Some(_), None) => bail!("get works NAME needs --cluster CLUSTER"),
         (None, cluster) => {
@@ -433,7 +447,10 @@ async fn works(
                     page_size: WORK_PAGE_SIZE,
                     page_token,
                 };
-                async move { hub.call(hub.works().list_works(r)).await }
+                async move {
+                    hub.idempotent(async || hub.works().list_works(r.clone()).await)
+                        .await
+                }
             })
             .await
         }
@@ -450,7 +467,10 @@ async fn placements(
         let r = ListPlacementsRequest {
             namespace: namespace.unwrap_or_default().to_string(),
         };
-        return Ok(hub.call(hub.placements().list_placements(r)).await?.items);
+        return Ok(hub
+            .idempotent(async || hub.placements().list_placements(r.clone()).await)
+            .await?
+            .items);
     }
     let Some(namespace) = namespace else {
         bail!("get placements NAME needs --namespace NS");
@@ -461,7 +481,10 @@ async fn placements(
             namespace: namespace.to_string(),
             name: name.clone(),
         };
-        items.push(hub.call(hub.placements().get_placement(r)).await?);
+        items.push(
+            hub.idempotent(async || hub.placements().get_placement(r.clone()).await)
+                .await?,
+        );
     }
     Ok(items)
 }
@@ -480,7 +503,8 @@ async fn managed_cluster_addons(
             name,
         };
         return Ok(vec![
-            hub.call(hub.addons().get_managed_cluster_add_on(r)).await?,
+            hub.idempotent(async || hub.addons().get_managed_cluster_add_on(r.clone()).await)
+                .await?,
         ]);
     }
     let namespaces = if clusters.is_empty() {
@@ -495,7 +519,7 @@ async fn managed_cluster_addons(
             name: name.clone(),
         };
         items.extend(
-            hub.call(hub.addons().list_managed_cluster_add_ons(r))
+            hub.idempotent(async || hub.addons().list_managed_cluster_add_ons(r.clone()).await)
                 .await?
                 .items,
         );
@@ -517,7 +541,7 @@ async fn deployment_configs(
             name: String::new(),
         };
         let mut items = hub
-            .call(hub.addons().list_add_on_deployment_configs(r))
+            .idempotent(async || hub.addons().list_add_on_deployment_configs(r.clone()).await)
             .await?
             .items;
         items.sort_by_key(|c| (c.namespace(), c.name()));
@@ -533,7 +557,7 @@ async fn deployment_configs(
             name: name.clone(),
         };
         items.push(
-            hub.call(hub.addons().get_add_on_deployment_config(r))
+            hub.idempotent(async || hub.addons().get_add_on_deployment_config(r.clone()).await)
                 .await?,
         );
     }
@@ -545,19 +569,28 @@ async fn bindings(hub: &Hub, namespace: Option<String>) -> Result<Vec<ManagedClu
     let r = ListBindingsRequest {
         namespace: namespace.unwrap_or_default(),
     };
-    Ok(hub.call(hub.sets().list_bindings(r)).await?.items)
+    Ok(hub
+        .idempotent(async || hub.sets().list_bindings(r.clone()).await)
+        .await?
+        .items)
 }
 
 /// The PlacementDecisions of placement `namespace/name`.
 async fn decisions(hub: &Hub, namespace: String, name: String) -> Result<Vec<PlacementDecision>> {
     let r = PlacementRef { namespace, name };
-    Ok(hub.call(hub.placements().list_decisions(r)).await?.items)
+    Ok(hub
+        .idempotent(async || hub.placements().list_decisions(r.clone()).await)
+        .await?
+        .items)
 }
 
 /// The AddOnPlacementScores of `cluster` (of every cluster when empty).
 async fn scores(hub: &Hub, cluster: String) -> Result<Vec<AddOnPlacementScore>> {
     let r = ListScoresRequest { cluster };
-    Ok(hub.call(hub.placements().list_scores(r)).await?.items)
+    Ok(hub
+        .idempotent(async || hub.placements().list_scores(r.clone()).await)
+        .await?
+        .items)
 }
 
 /// The ManifestWorkReplicaSets (of `namespace` when given), only the named ones when `names`
@@ -571,7 +604,7 @@ async fn replica_sets(
         namespace: namespace.unwrap_or_default().to_string(),
     };
     let mut items = hub
-        .call(hub.replica_sets().list_replica_sets(r))
+        .idempotent(async || hub.replica_sets().list_replica_sets(r.clone()).await)
         .await?
         .items;
     if !names.is_empty() {
@@ -595,7 +628,11 @@ async fn cluster_management_addons(
     if names.is_empty() {
         let r = ListAddOnsRequest::default();
         let mut items = hub
-            .call(hub.addons().list_cluster_management_add_ons(r))
+            .idempotent(async || {
+                hub.addons()
+                    .list_cluster_management_add_ons(r.clone())
+                    .await
+            })
             .await?
             .items;
         items.sort_by_key(Kind::name);
@@ -608,7 +645,7 @@ async fn cluster_management_addons(
             name: name.clone(),
         };
         items.push(
-            hub.call(hub.addons().get_cluster_management_add_on(r))
+            hub.idempotent(async || hub.addons().get_cluster_management_add_on(r.clone()).await)
                 .await?,
         );
     }
@@ -619,7 +656,10 @@ async fn cluster_management_addons(
 async fn addon_templates(hub: &Hub, names: &[String]) -> Result<Vec<AddOnTemplate>> {
     if names.is_empty() {
         let r = ListAddOnsRequest::default();
-        let mut items = hub.call(hub.addons().list_add_on_templates(r)).await?.items;
+        let mut items = hub
+            .idempotent(async || hub.addons().list_add_on_templates(r.clone()).await)
+            .await?
+            .items;
         items.sort_by_key(Kind::name);
         return Ok(items);
     }
@@ -629,7 +669,10 @@ async fn addon_templates(hub: &Hub, names: &[String]) -> Result<Vec<AddOnTemplat
             namespace: String::new(),
             name: name.clone(),
         };
-        items.push(hub.call(hub.addons().get_add_on_template(r)).await?);
+        items.push(
+            hub.idempotent(async || hub.addons().get_add_on_template(r.clone()).await)
+                .await?,
+        );
     }
     Ok(items)
 }
@@ -639,7 +682,7 @@ async fn addon_templates(hub: &Hub, names: &[String]) -> Result<Vec<AddOnTemplat
 async fn get_import_policies(hub: &Hub, format: Format, names: &[String]) -> Result<()> {
     let r = ListImportPoliciesRequest {};
     let items = hub
-        .call(hub.import_policies().list_import_policies(r))
+        .idempotent(async || hub.import_policies().list_import_policies(r).await)
         .await?
         .items;
     let items = named(items, names, "ClusterImportPolicy")?;
@@ -651,7 +694,7 @@ async fn get_import_policies(hub: &Hub, format: Format, names: &[String]) -> Res
 async fn get_mirror_peers(hub: &Hub, format: Format, names: &[String]) -> Result<()> {
     let r = ListMirrorPeersRequest {};
     let items = hub
-        .call(hub.mirror_peers().list_mirror_peers(r))
+        .idempotent(async || hub.mirror_peers().list_mirror_peers(r).await)
         .await?
         .items;
     let items = named(items, names, "MirrorPeer")?;
@@ -675,7 +718,11 @@ async fn get_service_accounts(
         namespace: cluster.unwrap_or_default(),
     };
     let items = hub
-        .call(hub.service_accounts().list_managed_service_accounts(r))
+        .idempotent(async || {
+            hub.service_accounts()
+                .list_managed_service_accounts(r.clone())
+                .await
+        })
         .await?
         .items;
     let items = named(items, names, "ManagedServiceAccount")?;
@@ -699,7 +746,10 @@ async fn get_policies(
     namespace: Option<String>,
 ) -> Result<()> {
     let r = governance_request(namespace.as_deref());
-    let items = hub.call(hub.policies().list_policies(r)).await?.items;
+    let items = hub
+        .idempotent(async || hub.policies().list_policies(r.clone()).await)
+        .await?
+        .items;
     let items = named(items, names, "Policy")?;
     namespaced(format, &items, names, namespace, Some("No policies found."))
 }
@@ -713,7 +763,7 @@ async fn get_placement_bindings(
 ) -> Result<()> {
     let r = governance_request(namespace.as_deref());
     let items = hub
-        .call(hub.policies().list_placement_bindings(r))
+        .idempotent(async || hub.policies().list_placement_bindings(r.clone()).await)
         .await?
         .items;
     let items = named(items, names, "PlacementBinding")?;
@@ -729,7 +779,10 @@ async fn get_policy_sets(
     namespace: Option<String>,
 ) -> Result<()> {
     let r = governance_request(namespace.as_deref());
-    let items = hub.call(hub.policies().list_policy_sets(r)).await?.items;
+    let items = hub
+        .idempotent(async || hub.policies().list_policy_sets(r.clone()).await)
+        .await?
+        .items;
     let items = named(items, names, "PolicySet")?;
     namespaced(
         format,
@@ -749,7 +802,7 @@ async fn get_placement_rules(
 ) -> Result<()> {
     let r = governance_request(namespace.as_deref());
     let items = hub
-        .call(hub.policies().list_placement_rules(r))
+        .idempotent(async || hub.policies().list_placement_rules(r.clone()).await)
         .await?
         .items;
     let items = named(items, names, "PlacementRule")?;

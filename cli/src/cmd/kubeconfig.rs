@@ -116,12 +116,16 @@ pub async fn service_account_token(
 ) -> Result<String> {
     let name = service_account_name(&args.cluster, flag)?;
     let answer = hub
-        .call(hub.service_accounts().get_managed_service_account_token(
-            flotilla_api::v1::GetManagedServiceAccountRequest {
-                namespace: args.cluster.clone(),
-                name: name.clone(),
-            },
-        ))
+        .idempotent(async || {
+            hub.service_accounts()
+                .get_managed_service_account_token(
+                    flotilla_api::v1::GetManagedServiceAccountRequest {
+                        namespace: args.cluster.clone(),
+                        name: name.clone(),
+                    },
+                )
+                .await
+        })
         .await
         .with_context(|| format!("the token of ManagedServiceAccount {}/{name}", args.cluster))?;
     Ok(answer.token)

@@ -38,7 +38,9 @@ pub async fn run(hub: &Hub, what: PolicyWhat) -> Result<()> {
             name: name.clone(),
         };
         async move {
-            let p = hub.call(hub.policies().get_policy(r)).await?;
+            let p = hub
+                .idempotent(async || hub.policies().get_policy(r.clone()).await)
+                .await?;
             Ok(render(&p))
         }
     })

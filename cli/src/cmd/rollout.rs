@@ -136,15 +136,20 @@ pub async fn run(hub: &Hub, what: RolloutWhat) -> Result<()> {
         RolloutWhat::Resume { name, namespace } => ("resume", name, namespace),
         RolloutWhat::Undo { name, namespace } => ("undo", name, namespace),
     };
-    hub.call(
-        hub.replica_sets()
-            .rollout(flotilla_api::v1::RolloutRequest {
-                namespace: namespace.clone(),
-                name: name.clone(),
-                action: action.into(),
-            }),
-    )
-    .await?;
+    let r = flotilla_api::v1::RolloutRequest {
+        namespace: namespace.clone(),
+        name: name.clone(),
+        action: action.into(),
+    };
+    if action == "undo" {
+        // Not repeated: each undo swaps the template with the previous one, so an undo that
+        // landed and is sent again would undo itself.
+        hub.call(hub.replica_sets().rollout(r)).await?;
+    } else {
+        // Pausing or resuming twice is pausing or resuming once.
+        hub.idempotent(async || hub.replica_sets().rollout(r.clone()).await)
+            .await?;
+    }
     let done = match action {
         "pause" => "paused",
         "resume" => "resumed",
@@ -164,7 +169,9 @@ async fn status(hub: &Hub, name: String, namespace: String, watch: bool) -> Resu
         };
         let stopped = format!("the rollout of {namespace}/{name} stopped");
         async move {
-            let rs = hub.call(hub.replica_sets().get_replica_set(r)).await?;
+            let rs = hub
+                .idempotent(async || hub.replica_sets().get_replica_set(r.clone()).await)
+                .await?;
             let (text, outcome) = render(&rs);
             let step = match outcome {
                 Outcome::Stopped => Step::Failed(stopped),

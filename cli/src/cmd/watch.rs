@@ -1,6 +1,9 @@
 //! `watch`: the current state as ADDED events, then every change, until the hub ends the
 //! stream. A table prints its header once and one unaligned row per event (rows are printed as
 //! they come, so widths follow the header); `-o yaml` separates the objects with `---`.
+//!
+//! Opening the stream is retried while the hub answers UNAVAILABLE ([`Hub::idempotent`]); a
+//! stream the hub breaks later ends the command.
 
 use crate::hub::Hub;
 use crate::kind::{Kind, decision};
@@ -45,7 +48,9 @@ pub async fn run(hub: &Hub, format: Format, what: WatchWhat) -> Result<()> {
         WatchWhat::Clusters { selector } => {
             let label_selector = selector.unwrap_or_default();
             let r = WatchClustersRequest { label_selector };
-            let stream = hub.call(hub.clusters().watch_clusters(r)).await?;
+            let stream = hub
+                .idempotent(async || hub.clusters().watch_clusters(r.clone()).await)
+                .await?;
             let change = |ev: ClusterEvent| Some(Change::of(ev.r#type, ev.cluster?));
             follow(hub, format, stream, &[], &[], change).await
         }
@@ -56,7 +61,9 @@ pub async fn run(hub: &Hub, format: Format, what: WatchWhat) -> Result<()> {
                 cluster,
                 label_selector,
             };
-            let stream = hub.call(hub.works().watch_works(r)).await?;
+            let stream = hub
+                .idempotent(async || hub.works().watch_works(r.clone()).await)
+                .await?;
             let change = |ev: WorkEvent| Some(Change::of(ev.r#type, ev.work?));
             follow(hub, format, stream, &[], &[], change).await
         }
@@ -65,7 +72,9 @@ pub async fn run(hub: &Hub, format: Format, what: WatchWhat) -> Result<()> {
                 namespace: namespace.unwrap_or_default(),
                 name: String::new(),
             };
-            let stream = hub.call(hub.placements().watch_placements(r)).await?;
+            let stream = hub
+                .idempotent(async || hub.placements().watch_placements(r.clone()).await)
+                .await?;
             follow(hub, format, stream, &["NAMESPACE"], &["DECISIONS"], |ev| {
                 let placement = ev.placement?;
                 let clusters: Vec<&str> =
@@ -82,7 +91,7 @@ pub async fn run(hub: &Hub, format: Format, what: WatchWhat) -> Result<()> {
         WatchWhat::Importpolicies => {
             let r = flotilla_api::v1::ListImportPoliciesRequest {};
             let stream = hub
-                .call(hub.import_policies().watch_import_policies(r))
+                .idempotent(async || hub.import_policies().watch_import_policies(r).await)
                 .await?;
             let change =
                 |ev: flotilla_api::v1::ImportPolicyEvent| Some(Change::of(ev.r#type, ev.policy?));

@@ -39,7 +39,8 @@ async fn cluster_set(hub: &Hub, s: v1::ManagedClusterSet) -> Result<String> {
         .as_ref()
         .map(|m| m.name.clone())
         .unwrap_or_default();
-    hub.call(hub.sets().apply_cluster_set(s)).await?;
+    hub.idempotent(async || hub.sets().apply_cluster_set(s.clone()).await)
+        .await?;
     Ok(format!(
         "managedclusterset.cluster.open-cluster-management.io/{name} applied"
     ))
@@ -48,14 +49,18 @@ async fn cluster_set(hub: &Hub, s: v1::ManagedClusterSet) -> Result<String> {
 /// Applies a ManifestWork.
 async fn work(hub: &Hub, w: v1::ManifestWork) -> Result<String> {
     let m = w.metadata.clone().unwrap_or_default();
-    let applied = hub.call(hub.works().apply_work(w)).await?;
+    let applied = hub
+        .idempotent(async || hub.works().apply_work(w.clone()).await)
+        .await?;
     Ok(work_line(&m, applied.metadata.map_or(0, |m| m.generation)))
 }
 
 /// Applies a Placement.
 async fn placement(hub: &Hub, p: v1::Placement) -> Result<String> {
     let m = p.metadata.clone().unwrap_or_default();
-    let applied = hub.call(hub.placements().apply_placement(p)).await?;
+    let applied = hub
+        .idempotent(async || hub.placements().apply_placement(p.clone()).await)
+        .await?;
     let st = applied.status.unwrap_or_default();
     let mut line = format!(
         "placement.cluster.open-cluster-management.io/{} applied (namespace {}, {} clusters selected)",
@@ -73,7 +78,8 @@ async fn placement(hub: &Hub, p: v1::Placement) -> Result<String> {
 /// Applies an AddOnPlacementScore.
 async fn score(hub: &Hub, sc: v1::AddOnPlacementScore) -> Result<String> {
     let m = sc.metadata.clone().unwrap_or_default();
-    hub.call(hub.placements().apply_score(sc)).await?;
+    hub.idempotent(async || hub.placements().apply_score(sc.clone()).await)
+        .await?;
     Ok(format!(
         "addonplacementscore.cluster.open-cluster-management.io/{} applied (cluster {})",
         m.name, m.namespace
@@ -83,7 +89,8 @@ async fn score(hub: &Hub, sc: v1::AddOnPlacementScore) -> Result<String> {
 /// Applies a ManifestWorkReplicaSet.
 async fn replica_set(hub: &Hub, r: v1::ManifestWorkReplicaSet) -> Result<String> {
     let m = r.metadata.clone().unwrap_or_default();
-    hub.call(hub.replica_sets().apply_replica_set(r)).await?;
+    hub.idempotent(async || hub.replica_sets().apply_replica_set(r.clone()).await)
+        .await?;
     Ok(format!(
         "manifestworkreplicaset.work.open-cluster-management.io/{} applied (namespace {})",
         m.name, m.namespace
@@ -107,7 +114,9 @@ async fn cluster(hub: &Hub, c: v1::ManagedCluster) -> Result<String> {
     for warning in flotilla_api::taints::split_hub_taints(taints).1 {
         eprintln!("warning: managedcluster.cluster.open-cluster-management.io/{name}: {warning}");
     }
-    let applied = hub.call(hub.clusters().apply_cluster(c)).await?;
+    let applied = hub
+        .idempotent(async || hub.clusters().apply_cluster(c.clone()).await)
+        .await?;
     let accepted = applied.spec.is_some_and(|s| s.hub_accepts_client);
     Ok(format!(
         "managedcluster.cluster.open-cluster-management.io/{name} applied ({})",
@@ -122,7 +131,8 @@ async fn cluster(hub: &Hub, c: v1::ManagedCluster) -> Result<String> {
 /// Applies a ManagedClusterSetBinding.
 async fn binding(hub: &Hub, b: v1::ManagedClusterSetBinding) -> Result<String> {
     let m = b.metadata.clone().unwrap_or_default();
-    hub.call(hub.sets().apply_binding(b)).await?;
+    hub.idempotent(async || hub.sets().apply_binding(b.clone()).await)
+        .await?;
     Ok(format!(
         "managedclustersetbinding.cluster.open-cluster-management.io/{} applied (namespace {})",
         m.name, m.namespace
@@ -133,7 +143,11 @@ async fn binding(hub: &Hub, b: v1::ManagedClusterSetBinding) -> Result<String> {
 async fn cluster_management_add_on(hub: &Hub, a: v1::ClusterManagementAddOn) -> Result<String> {
     let m = a.metadata.clone().unwrap_or_default();
     let applied = hub
-        .call(hub.addons().apply_cluster_management_add_on(a))
+        .idempotent(async || {
+            hub.addons()
+                .apply_cluster_management_add_on(a.clone())
+                .await
+        })
         .await?;
     let strategy = applied
         .spec
@@ -160,7 +174,7 @@ async fn cluster_management_add_on(hub: &Hub, a: v1::ClusterManagementAddOn) -> 
 /// Applies a ManagedClusterAddOn.
 async fn managed_cluster_add_on(hub: &Hub, a: v1::ManagedClusterAddOn) -> Result<String> {
     let m = a.metadata.clone().unwrap_or_default();
-    hub.call(hub.addons().apply_managed_cluster_add_on(a))
+    hub.idempotent(async || hub.addons().apply_managed_cluster_add_on(a.clone()).await)
         .await?;
     Ok(format!(
         "managedclusteraddon.addon.open-cluster-management.io/{} applied (cluster {})",
@@ -176,7 +190,8 @@ async fn add_on_template(hub: &Hub, t: v1::AddOnTemplate) -> Result<String> {
         .as_ref()
         .map(|s| s.addon_name.clone())
         .unwrap_or_default();
-    hub.call(hub.addons().apply_add_on_template(t)).await?;
+    hub.idempotent(async || hub.addons().apply_add_on_template(t.clone()).await)
+        .await?;
     Ok(format!(
         "addontemplate.addon.open-cluster-management.io/{} applied (add-on {addon})",
         m.name
@@ -186,7 +201,7 @@ async fn add_on_template(hub: &Hub, t: v1::AddOnTemplate) -> Result<String> {
 /// Applies an AddOnDeploymentConfig.
 async fn add_on_deployment_config(hub: &Hub, c: v1::AddOnDeploymentConfig) -> Result<String> {
     let m = c.metadata.clone().unwrap_or_default();
-    hub.call(hub.addons().apply_add_on_deployment_config(c))
+    hub.idempotent(async || hub.addons().apply_add_on_deployment_config(c.clone()).await)
         .await?;
     Ok(format!(
         "addondeploymentconfig.addon.open-cluster-management.io/{} applied (namespace {})",
@@ -196,7 +211,9 @@ async fn add_on_deployment_config(hub: &Hub, c: v1::AddOnDeploymentConfig) -> Re
 
 /// Applies a Policy.
 async fn policy(hub: &Hub, p: v1::Policy) -> Result<String> {
-    let applied = hub.call(hub.policies().apply_policy(p)).await?;
+    let applied = hub
+        .idempotent(async || hub.policies().apply_policy(p.clone()).await)
+        .await?;
     let m = applied.metadata.unwrap_or_default();
     let remediation = applied
         .spec
@@ -212,7 +229,8 @@ async fn policy(hub: &Hub, p: v1::Policy) -> Result<String> {
 /// Applies a PlacementBinding.
 async fn placement_binding(hub: &Hub, b: v1::PlacementBinding) -> Result<String> {
     let m = b.metadata.clone().unwrap_or_default();
-    hub.call(hub.policies().apply_placement_binding(b)).await?;
+    hub.idempotent(async || hub.policies().apply_placement_binding(b.clone()).await)
+        .await?;
     Ok(format!(
         "placementbinding.policy.open-cluster-management.io/{} applied (namespace {})",
         m.name, m.namespace
@@ -222,7 +240,8 @@ async fn placement_binding(hub: &Hub, b: v1::PlacementBinding) -> Result<String>
 /// Applies a PolicySet.
 async fn policy_set(hub: &Hub, s: v1::PolicySet) -> Result<String> {
     let m = s.metadata.clone().unwrap_or_default();
-    hub.call(hub.policies().apply_policy_set(s)).await?;
+    hub.idempotent(async || hub.policies().apply_policy_set(s.clone()).await)
+        .await?;
     Ok(format!(
         "policyset.policy.open-cluster-management.io/{} applied (namespace {})",
         m.name, m.namespace
@@ -232,7 +251,9 @@ async fn policy_set(hub: &Hub, s: v1::PolicySet) -> Result<String> {
 /// Applies a PlacementRule.
 async fn placement_rule(hub: &Hub, r: v1::PlacementRule) -> Result<String> {
     let m = r.metadata.clone().unwrap_or_default();
-    let applied = hub.call(hub.policies().apply_placement_rule(r)).await?;
+    let applied = hub
+        .idempotent(async || hub.policies().apply_placement_rule(r.clone()).await)
+        .await?;
     let decided = applied.status.map_or(0, |s| s.decisions.len());
     Ok(format!(
         "placementrule.apps.open-cluster-management.io/{} applied (namespace {}, {decided} clusters decided)",
@@ -243,8 +264,12 @@ async fn placement_rule(hub: &Hub, r: v1::PlacementRule) -> Result<String> {
 /// Applies a ManagedServiceAccount.
 async fn managed_service_account(hub: &Hub, a: v1::ManagedServiceAccount) -> Result<String> {
     let m = a.metadata.clone().unwrap_or_default();
-    hub.call(hub.service_accounts().apply_managed_service_account(a))
-        .await?;
+    hub.idempotent(async || {
+        hub.service_accounts()
+            .apply_managed_service_account(a.clone())
+            .await
+    })
+    .await?;
     Ok(format!(
         "managedserviceaccount.authentication.open-cluster-management.io/{} applied (cluster {})",
         m.name, m.namespace
@@ -255,7 +280,7 @@ async fn managed_service_account(hub: &Hub, a: v1::ManagedServiceAccount) -> Res
 async fn import_policy(hub: &Hub, p: v1::ClusterImportPolicy) -> Result<String> {
     let m = p.metadata.clone().unwrap_or_default();
     let applied = hub
-        .call(hub.import_policies().apply_import_policy(p))
+        .idempotent(async || hub.import_policies().apply_import_policy(p.clone()).await)
         .await?;
     let generation = applied.metadata.map_or(0, |m| m.generation);
     Ok(format!(
@@ -267,7 +292,9 @@ async fn import_policy(hub: &Hub, p: v1::ClusterImportPolicy) -> Result<String> 
 /// Applies a MirrorPeer.
 async fn mirror_peer(hub: &Hub, p: v1::MirrorPeer) -> Result<String> {
     let m = p.metadata.clone().unwrap_or_default();
-    let applied = hub.call(hub.mirror_peers().apply_mirror_peer(p)).await?;
+    let applied = hub
+        .idempotent(async || hub.mirror_peers().apply_mirror_peer(p.clone()).await)
+        .await?;
     let generation = applied.metadata.map_or(0, |m| m.generation);
     Ok(format!(
         "mirrorpeer.multicluster.odf.openshift.io/{} applied (generation {generation})",
