@@ -197,6 +197,7 @@ async fn keep(
                 }
             },
             Err(LeaseError::Unknown(e)) => {
+                crate::store::ride::saw_election();
                 tracing::warn!(unit, error = %e, "lease renewal failed; retrying");
                 next = Instant::now() + timing.retry();
             }

@@ -132,6 +132,22 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn without_releases_allowed_only_a_leaving_hub_hands_over() {
+        let now = Instant::now();
+        let units = vec![Unit::Mine { releasing: false }; 4];
+        let hubs = live(&["a", "b"], now - Duration::from_secs(60));
+        let calm = Timing {
+            max_releases: 0,
+            ..T
+        };
+        assert!(plan("a", false, &units, &hubs, now, calm).is_empty());
+        let leaving = plan("a", true, &units, &hubs, now, calm);
+        assert_eq!(leaving.len(), 4);
+        assert!(leaving.iter().all(|a| matches!(a, Action::Release(_))));
+        assert!(!plan("a", false, &units, &hubs, now, T).is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_lone_hub_takes_every_free_unit_at_once() {
         let now = Instant::now();
         let units = vec![Unit::Free { since: now }; 33];

@@ -347,7 +347,14 @@ impl Runner {
         let timing = rules::Timing {
             stagger: self.config.stagger,
             settle: self.config.renew * 2,
-            max_releases: RELEASES_PER_ROUND,
+            // No voluntary hand-over while the store elects leaders (or did within a TTL): it
+            // would cut calls off and start shards on a store that does not answer. A hub
+            // leaving still hands everything over.
+            max_releases: if crate::store::ride::electing_within(self.config.ttl) {
+                0
+            } else {
+                RELEASES_PER_ROUND
+            },
         };
         let actions = rules::plan(
             &self.me.hub,

@@ -37,6 +37,29 @@ const MAX_PAUSE: Duration = Duration::from_secs(1);
 
 static PATIENCE_MS: AtomicU64 = AtomicU64::new(DEFAULT_PATIENCE.as_millis() as u64);
 
+/// When this process last saw a failure an election explains (milliseconds since the Unix
+/// epoch; 0: never).
+static LAST_ELECTION_MS: AtomicU64 = AtomicU64::new(0);
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Notes that a store call (or a lease renewal) just failed in a way an election explains.
+pub fn saw_election() {
+    LAST_ELECTION_MS.fetch_max(unix_ms(), Ordering::Relaxed);
+}
+
+/// Whether this process saw an election's failure within `within`: shards are not handed over
+/// meanwhile (a hand-over in the middle of an election cuts calls off and starts the shard
+/// again on a store that does not answer).
+pub fn electing_within(within: Duration) -> bool {
+    let last = LAST_ELECTION_MS.load(Ordering::Relaxed);
+    last != 0 && unix_ms().saturating_sub(last) < u64::try_from(within.as_millis()).unwrap_or(0)
+}
+
 /// How long a store call outside the start waits for an election.
 pub fn patience() -> Duration {
     Duration::from_millis(PATIENCE_MS.load(Ordering::Relaxed))
@@ -270,6 +293,7 @@ where
         let Some(why) = error.election() else {
             return Err(error);
         };
+        saw_election();
         let next = pause(attempt);
         if until.is_some_and(|u| Instant::now() + next > u) {
             METRICS.unavailable.inc();
