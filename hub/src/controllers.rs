@@ -228,6 +228,8 @@ pub struct Deps {
     pub max_event_bytes: usize,
     /// The API as forwarded calls reach it (the vouched caller held to its role again).
     pub forwarded: grpc::auth::Authenticated<tonic::service::Routes>,
+    /// What the holder remembers to run each forwarded call once.
+    pub inter_hub: crate::sealed::ReplayLimits,
     /// ManagedServiceAccount settings (the sealing key).
     pub service_accounts: crate::serviceaccount::MsaConfig,
     /// ClusterImportPolicy settings.
@@ -497,10 +499,18 @@ impl Starter<'_> {
                     (deps.nats.clone(), deps.forwarded.clone(), stop.clone());
                 let seal = crate::sealed::HubSeal::new(deps.service_accounts.key.clone());
                 let metrics = grpc::forward::ForwardMetrics::new(&deps.metrics);
+                let replay = deps.inter_hub;
                 async move {
-                    if let Err(e) =
-                        grpc::forward::serve(nats, FORWARD_SUBJECT, service, seal, metrics, stop)
-                            .await
+                    if let Err(e) = grpc::forward::serve(
+                        nats,
+                        FORWARD_SUBJECT,
+                        service,
+                        seal,
+                        replay,
+                        metrics,
+                        stop,
+                    )
+                    .await
                     {
                         tracing::error!(error = %e, "serving forwarded controller calls failed");
                     }

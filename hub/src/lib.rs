@@ -117,6 +117,8 @@ pub struct Config {
     pub stream: StreamOptions,
     /// How long store calls wait for JetStream elections, and a start for the store.
     pub store: store::StoreConfig,
+    /// What the holder of the controllers remembers of forwarded calls (replays, clock slack).
+    pub inter_hub: sealed::ReplayLimits,
     /// Placement settings.
     pub placement: placement::PlacementConfig,
     /// Who may call the API, and its TLS.
@@ -176,6 +178,7 @@ impl Config {
             router: RouterConfig::default(),
             stream: StreamOptions::default(),
             store: store::StoreConfig::default(),
+            inter_hub: sealed::ReplayLimits::default(),
             placement: placement::PlacementConfig::default(),
             api: ApiConfig::default(),
             security: None,
@@ -482,6 +485,7 @@ async fn start_on(config: Config, listeners: boot::Listeners) -> Result<Hub, Hub
             max_event_bytes: config.cluster.max_event_bytes,
             forwarded,
             service_accounts: config.service_accounts.clone(),
+            inter_hub: config.inter_hub,
             import_policies: config.import_policies.clone(),
             mirror_peers: config.mirror_peers.clone(),
         },

@@ -273,6 +273,17 @@ struct Args {
         default_value_t = flotilla_hub::limits::DEFAULT_STATUS_STREAM_MAX_AGE.as_secs()
     )]
     status_stream_max_age_seconds: u64,
+    /// Forwarded calls between hubs remembered by the hub holding the controllers, so that
+    /// none runs twice; past it the call expiring first is forgotten and older ones refused.
+    #[arg(long, env = "FLOTILLA_INTER_HUB_REPLAY_CAPACITY",
+        default_value_t = flotilla_hub::sealed::REPLAY_CAPACITY,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    inter_hub_replay_capacity: usize,
+    /// Seconds the hubs' clocks may disagree (a forwarded call older than its deadline plus
+    /// this, or issued this far in the future, is refused): run NTP.
+    #[arg(long, env = "FLOTILLA_INTER_HUB_CLOCK_SLACK_SECONDS", default_value_t = 30,
+        value_parser = clap::value_parser!(u64).range(1..))]
+    inter_hub_clock_slack_seconds: u64,
     /// Seconds a store call waits for a JetStream election (a NATS node lost) before the
     /// caller is answered "unavailable: retry"; API writes wait this long at most.
     #[arg(long, env = "FLOTILLA_STORE_PATIENCE_SECONDS", default_value_t = 20,
@@ -856,6 +867,10 @@ fn config(args: &Args, checked: Checked) -> Result<flotilla_hub::Config, String>
     config.mirror_peers.allow_insecure = args.allow_insecure_mirrorpeers;
     config.mirror_peers.requests.per_second = args.mirrorpeer_request_rate;
     config.mirror_peers.requests.burst = args.mirrorpeer_request_burst;
+    config.inter_hub = flotilla_hub::sealed::ReplayLimits {
+        capacity: args.inter_hub_replay_capacity,
+        slack: Duration::from_secs(args.inter_hub_clock_slack_seconds),
+    };
     config.store = flotilla_hub::store::StoreConfig {
         patience: Duration::from_secs(args.store_patience_seconds),
         wait: args.store_wait_seconds.map(Duration::from_secs),

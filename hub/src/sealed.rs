@@ -17,7 +17,7 @@
 //!
 //! Each plaintext starts with its purpose ([`Purpose`]): a box made for one use never opens as
 //! another. A call box also carries a random id and its issue time; the holder runs each id
-//! once, and no call older than its deadline plus [`SLACK`] ([`ReplayGuard`]).
+//! once, and no call older than its deadline plus the clock slack ([`ReplayGuard`]).
 //!
 //! A hub without a sealing key file has a key of its own that no other hub shares
 //! ([`HubSeal::shared`] is false). It cannot make a call box another hub opens, so it forwards
@@ -31,13 +31,31 @@ use std::collections::{BTreeSet, HashSet};
 use std::time::{Duration, SystemTime};
 use thiserror::Error;
 
-/// How much older than its deadline a call may be when it arrives, and how far the sender's
-/// clock may be ahead: the hubs' clocks must agree within this (NTP).
+/// Default [`ReplayLimits::slack`] (`--inter-hub-clock-slack-seconds`).
 pub const SLACK: Duration = Duration::from_secs(30);
 
-/// Call ids remembered at most; when full, the call expiring first is forgotten and every
-/// call expiring no later is refused as stale from then on (no id is ever run twice).
+/// Default [`ReplayLimits::capacity`] (`--inter-hub-replay-capacity`).
 pub const REPLAY_CAPACITY: usize = 65_536;
+
+/// What a holder of forwarded calls remembers to run each call once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplayLimits {
+    /// Call ids remembered at most; when full, the call expiring first is forgotten and every
+    /// call expiring no later is refused as stale from then on (no id is ever run twice).
+    pub capacity: usize,
+    /// How much older than its deadline a call may be when it arrives, and how far the
+    /// sender's clock may be ahead: the hubs' clocks must agree within this (NTP).
+    pub slack: Duration,
+}
+
+impl Default for ReplayLimits {
+    fn default() -> Self {
+        Self {
+            capacity: REPLAY_CAPACITY,
+            slack: SLACK,
+        }
+    }
+}
 
 /// What a box is for: the first bytes of its plaintext.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -249,25 +267,29 @@ fn untag(want: Purpose, mut plain: Vec<u8>) -> Result<Vec<u8>, SealedError> {
 /// Why a call is not run.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum Refusal {
-    /// It was issued more than [`SLACK`] in the future: the hubs' clocks disagree.
+    /// It was issued more than the slack in the future: the hubs' clocks disagree.
     #[error(
         "the call was issued {ahead:?} in this hub's future: the hubs' clocks disagree by more \
-         than {SLACK:?} (run NTP)"
+         than {slack:?} (run NTP, or raise --inter-hub-clock-slack-seconds)"
     )]
     Future {
         /// By how much.
         ahead: Duration,
+        /// The slack allowed.
+        slack: Duration,
     },
-    /// Its deadline (plus [`SLACK`]) has passed: a replay, or the hubs' clocks disagree.
+    /// Its deadline (plus the slack) has passed: a replay, or the hubs' clocks disagree.
     #[error(
         "the call is stale: issued {age:?} ago with a deadline of {deadline:?} (replayed, or the \
-         hubs' clocks disagree by more than {SLACK:?})"
+         hubs' clocks disagree by more than {slack:?})"
     )]
     Stale {
         /// How long ago it was issued.
         age: Duration,
         /// Its deadline.
         deadline: Duration,
+        /// The slack allowed.
+        slack: Duration,
     },
     /// Its id was run already.
     #[error("the call was run already (a replay)")]
@@ -283,22 +305,32 @@ pub struct ReplayGuard {
     /// `capacity` expired no later.
     floor: SystemTime,
     capacity: usize,
+    slack: Duration,
 }
 
 impl Default for ReplayGuard {
     fn default() -> Self {
-        Self::new(REPLAY_CAPACITY)
+        Self::within(ReplayLimits::default())
     }
 }
 
 impl ReplayGuard {
-    /// Remembers at most `capacity` ids (at least one).
+    /// Remembers at most `capacity` ids (at least one), with the default slack.
     pub fn new(capacity: usize) -> Self {
+        Self::within(ReplayLimits {
+            capacity,
+            slack: SLACK,
+        })
+    }
+
+    /// A guard within `limits`.
+    pub fn within(limits: ReplayLimits) -> Self {
         Self {
             seen: HashSet::new(),
             by_expiry: BTreeSet::new(),
             floor: SystemTime::UNIX_EPOCH,
-            capacity: capacity.max(1),
+            capacity: limits.capacity.max(1),
+            slack: limits.slack,
         }
     }
 
@@ -311,15 +343,20 @@ impl ReplayGuard {
         deadline: Duration,
         now: SystemTime,
     ) -> Result<(), Refusal> {
+        let slack = self.slack;
         if let Ok(ahead) = issued.duration_since(now)
-            && ahead > SLACK
+            && ahead > slack
         {
-            return Err(Refusal::Future { ahead });
+            return Err(Refusal::Future { ahead, slack });
         }
-        let expiry = issued + deadline + SLACK;
+        let expiry = issued + deadline + slack;
         let age = now.duration_since(issued).unwrap_or_default();
         if now > expiry || expiry <= self.floor {
-            return Err(Refusal::Stale { age, deadline });
+            return Err(Refusal::Stale {
+                age,
+                deadline,
+                slack,
+            });
         }
         while let Some(first) = self.by_expiry.first().copied()
             && first.0 < now
@@ -523,6 +560,30 @@ mod tests {
         assert_eq!(
             guard.admit([3; 16], now, Duration::from_secs(30), now),
             Err(Refusal::Replayed)
+        );
+    }
+
+    #[test]
+    fn a_configured_slack_is_the_one_judged_and_named() {
+        let now = SystemTime::now();
+        let deadline = Duration::from_secs(10);
+        let mut guard = ReplayGuard::within(ReplayLimits {
+            capacity: 8,
+            slack: Duration::from_secs(120),
+        });
+        // Sixty seconds ahead: within two minutes of slack.
+        assert!(
+            guard
+                .admit([1; 16], now + Duration::from_secs(60), deadline, now)
+                .is_ok()
+        );
+        let e = guard
+            .admit([2; 16], now + Duration::from_secs(180), deadline, now)
+            .unwrap_err();
+        assert!(e.to_string().contains("120s"), "{e}");
+        assert!(
+            e.to_string().contains("--inter-hub-clock-slack-seconds"),
+            "{e}"
         );
     }
 }

@@ -198,6 +198,7 @@ impl Holder {
             SUBJECT,
             service,
             seal,
+            flotilla_hub::sealed::ReplayLimits::default(),
             forward::ForwardMetrics::default(),
             stop_rx,
         ));
@@ -720,6 +721,7 @@ async fn hubs_without_a_shared_key_forward_an_open_apis_calls() {
         SUBJECT,
         service,
         HubSeal::new(SealingKey::ephemeral()),
+        flotilla_hub::sealed::ReplayLimits::default(),
         forward::ForwardMetrics::default(),
         stop_rx,
     ));

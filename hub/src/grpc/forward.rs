@@ -44,7 +44,8 @@
 //! - `FAILED_PRECONDITION` for a call made with a token on a hub without a shared sealing key.
 //! - `UNAUTHENTICATED` from the holder for a call that does not open with its sealing key (the
 //!   hubs do not share one), `FAILED_PRECONDITION` for a call replayed or older than its
-//!   deadline plus [`crate::sealed::SLACK`] (the hubs' clocks disagree).
+//!   deadline plus the clock slack (`--inter-hub-clock-slack-seconds`: the hubs' clocks
+//!   disagree).
 //! - `RESOURCE_EXHAUSTED` for a request body over [`MAX_BODY`], or a call or answer larger than
 //!   the NATS server's `max_payload`.
 //! - `UNAVAILABLE` "no hub holds the controllers (takeover in progress?)" when nobody serves the
@@ -466,6 +467,7 @@ pub async fn serve<S, B>(
     subject: impl Into<String>,
     service: S,
     seal: HubSeal,
+    replay: crate::sealed::ReplayLimits,
     metrics: ForwardMetrics,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), ServeError>
@@ -491,7 +493,7 @@ where
     })?;
     async move {
         tracing::info!(sealed = seal.shared(), "serving forwarded calls");
-        let guard = Arc::new(std::sync::Mutex::new(ReplayGuard::default()));
+        let guard = Arc::new(std::sync::Mutex::new(ReplayGuard::within(replay)));
         let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
         let mut running = JoinSet::new();
         let mut draining = false;
