@@ -458,17 +458,15 @@ impl Call {
                     }
                 }
                 frame = Self::next(rx, seq_in, &mut deadline) => match frame? {
-                    Frame::Data(chunk) if feed.is_some() => {
+                    Frame::Data(chunk) => if let Some(f) = feed.as_mut() {
                         recv.received().map_err(Stop::Protocol)?;
-                        let held = match self.hold(chunk.len()) {
-                            Ok(held) => held,
+                        if let Err(refusal) = self.feed(f, chunk, &mut recv).await? {
                             // Dropping the backend's call breaks its body off.
-                            Err(refusal) => return self.answer_whole(refusal.response()).await,
-                        };
-                        if let Some(f) = feed.as_mut() {
-                            self.pushed(f.push(chunk, held), &mut recv).await?;
+                            return self.answer_whole(refusal.response()).await;
                         }
-                    }
+                    } else {
+                        take_credit(&mut send, Frame::Data(chunk), "while the backend answers")?;
+                    },
                     Frame::End if feed.is_some() => {
                         if let Some(mut f) = feed.take() {
                             f.end();
@@ -483,20 +481,7 @@ impl Call {
         // sends of it is dropped (the hub stops sending when the answer reaches it).
         let mut body_coming = feed.is_some();
         drop(feed);
-        self.send(Frame::Response(TunnelResponse {
-            status: u32::from(response.status.as_u16()),
-            headers: response
-                .headers
-                .iter()
-                .filter_map(|(n, v)| {
-                    Some(TunnelHeader {
-                        name: n.as_str().to_string(),
-                        value: v.to_str().ok()?.to_string(),
-                    })
-                })
-                .collect(),
-        }))
-        .await?;
+        self.send(Frame::Response(response_head(&response))).await?;
         let mut body = response.body;
         let mut pending = Bytes::new();
         let mut done = false;
@@ -559,6 +544,22 @@ impl Call {
         }))
     }
 
+    /// Passes a chunk of the body on to the backend, holding its bytes of the budget until the
+    /// backend takes it; a spent budget is the call's refusal.
+    async fn feed(
+        &mut self,
+        feed: &mut upload::Feed,
+        chunk: Bytes,
+        recv: &mut RecvWindow,
+    ) -> Result<Result<(), Refusal>, Stop> {
+        let held = match self.hold(chunk.len()) {
+            Ok(held) => held,
+            Err(refusal) => return Ok(Err(refusal)),
+        };
+        self.pushed(feed.push(chunk, held), recv).await?;
+        Ok(Ok(()))
+    }
+
     /// Acts on what became of a chunk passed to the backend.
     async fn pushed(&mut self, pushed: upload::Pushed, recv: &mut RecvWindow) -> Result<(), Stop> {
         match pushed {
@@ -591,6 +592,23 @@ impl Call {
             self.send(Frame::Data(chunk)).await?;
         }
         self.send(Frame::End).await
+    }
+}
+
+/// The response head as the tunnel carries it (headers that are not text are left out).
+fn response_head(response: &ApiResponse) -> TunnelResponse {
+    TunnelResponse {
+        status: u32::from(response.status.as_u16()),
+        headers: response
+            .headers
+            .iter()
+            .filter_map(|(n, v)| {
+                Some(TunnelHeader {
+                    name: n.as_str().to_string(),
+                    value: v.to_str().ok()?.to_string(),
+                })
+            })
+            .collect(),
     }
 }
 
