@@ -17,26 +17,6 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 use tonic::transport::Channel;
 
-/// A ConfigMap work `name` on `cluster`.
-fn config_map_work(cluster: &str, name: &str) -> ManifestWork {
-    config_map_work_with(cluster, name, "v")
-}
-
-/// A ConfigMap work whose data holds `value`.
-fn config_map_work_with(cluster: &str, name: &str, value: &str) -> ManifestWork {
-    work(&format!(
-        r#"
-apiVersion: work.open-cluster-management.io/v1
-kind: ManifestWork
-metadata: {{namespace: {cluster}, name: {name}}}
-spec:
-  workload:
-    manifests:
-      - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: {name}, namespace: default}}, data: {{k: {value}}}}}
-"#
-    ))
-}
-
 /// The works bucket as the hub stores it, opened on a connection of the test's own.
 async fn works_bucket(nats: &NatsServer) -> Bucket<ManifestWork> {
     let client = connect(&NatsConfig::new(nats.url(), "chaos-test"), None)

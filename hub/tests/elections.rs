@@ -15,9 +15,8 @@
 mod common;
 
 use common::hubproc::{HubProc, PATIENCE};
-use common::work::work;
+use common::work::config_map_work;
 use common::*;
-use flotilla_api::v1::ManifestWork;
 use flotilla_testkit::{NatsCluster, NatsClusterOptions};
 use std::time::{Duration, Instant};
 
@@ -26,20 +25,6 @@ const CLUSTERS: usize = 6;
 
 /// The streams whose leaders the hubs need for (a) and (b).
 const STREAMS: [&str; 4] = ["KV_clusters", "KV_works", "KV_hubleases", "FLOTILLA_STATUS"];
-
-fn config_map_work(cluster: &str, name: &str) -> ManifestWork {
-    work(&format!(
-        r#"
-apiVersion: work.open-cluster-management.io/v1
-kind: ManifestWork
-metadata: {{namespace: {cluster}, name: {name}}}
-spec:
-  workload:
-    manifests:
-      - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: {name}, namespace: default}}, data: {{k: v}}}}
-"#
-    ))
-}
 
 fn runs() -> usize {
     std::env::var("FLOTILLA_ELECTION_RUNS")

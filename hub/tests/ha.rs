@@ -46,21 +46,6 @@ fn start_hub(urls: &str, dir: &Path, id: &str) -> HubProc {
     )
 }
 
-/// A ConfigMap work.
-fn config_map_work(cluster: &str, name: &str) -> ManifestWork {
-    work(&format!(
-        r#"
-apiVersion: work.open-cluster-management.io/v1
-kind: ManifestWork
-metadata: {{namespace: {cluster}, name: {name}}}
-spec:
-  workload:
-    manifests:
-      - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: {name}, namespace: default}}, data: {{k: v}}}}
-"#
-    ))
-}
-
 /// Watches `hub`'s clusters and records every event showing a cluster not Available=True
 /// after it first was.
 fn watch_for_unknown(mut api: ClusterServiceClient<Channel>) -> Arc<Mutex<Vec<String>>> {

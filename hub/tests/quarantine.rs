@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::work::{cond, get_work, work, works_client};
+use common::work::{cond, config_map_work, get_work, works_client};
 use common::*;
 use flotilla_api::work::conditions::APPLIED;
 use flotilla_bus::jetstream::{self as js, StreamOptions};
@@ -15,27 +15,6 @@ use std::time::Duration;
 
 /// Field 1 with wire type 7: no protobuf message decodes it.
 const UNDECODABLE: &[u8] = b"\x0f";
-
-fn config_work(name: &str) -> flotilla_api::v1::ManifestWork {
-    work(&format!(
-        "apiVersion: work.open-cluster-management.io/v1
-kind: ManifestWork
-metadata:
-  namespace: edge-1
-  name: {name}
-spec:
-  workload:
-    manifests:
-      - apiVersion: v1
-        kind: ConfigMap
-        metadata:
-          namespace: default
-          name: {name}
-        data:
-          k: v
-"
-    ))
-}
 
 fn configmap(name: &str) -> flotilla_api::work::ManifestId {
     flotilla_api::work::manifest_id(&serde_json::json!({
@@ -82,7 +61,10 @@ async fn a_hub_starts_over_records_that_do_not_decode_skips_them_and_says_which(
     )
     .await;
     for name in ["good", "bad"] {
-        works.apply_work(config_work(name)).await.unwrap();
+        works
+            .apply_work(config_map_work("edge-1", name))
+            .await
+            .unwrap();
         common::work::wait_work(&mut works, "edge-1", name, "applied", |w| {
             cond(w, APPLIED).as_deref() == Some("True")
         })

@@ -20,6 +20,26 @@ pub fn work(yaml: &str) -> ManifestWork {
     }
 }
 
+/// A ConfigMap work `name` on `cluster` (ConfigMap `default/<name>`, data `k: v`).
+pub fn config_map_work(cluster: &str, name: &str) -> ManifestWork {
+    config_map_work_with(cluster, name, "v")
+}
+
+/// A ConfigMap work whose data holds `value`.
+pub fn config_map_work_with(cluster: &str, name: &str, value: &str) -> ManifestWork {
+    work(&format!(
+        r#"
+apiVersion: work.open-cluster-management.io/v1
+kind: ManifestWork
+metadata: {{namespace: {cluster}, name: {name}}}
+spec:
+  workload:
+    manifests:
+      - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: {name}, namespace: default}}, data: {{k: {value}}}}}
+"#
+    ))
+}
+
 pub fn hello(cluster: &str, replicas: i64) -> ManifestWork {
     let spec = "        spec:\n          selector:";
     assert!(
