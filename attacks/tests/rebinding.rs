@@ -62,6 +62,12 @@ async fn a_rebound_host_reaches_neither_the_dashboard_nor_the_proxy_of_an_open_h
         .args(["--metrics-listen", &format!("127.0.0.1:{}", free_port())])
         .args(["--dashboard-listen", &format!("127.0.0.1:{dashboard}")])
         .args(["--cluster-proxy-listen", &format!("127.0.0.1:{proxy}")])
+        // The hub's 8 GiB default is refused by a server with less free disk (a CI runner
+        // after a clean build): the status stream's bound every test hub takes.
+        .args([
+            "--status-stream-max-bytes",
+            &flotilla_testkit::STATUS_STREAM_MAX_BYTES.to_string(),
+        ])
         .env_remove("FLOTILLA_API_TOKEN_FILE")
         .env("RUST_LOG", "info")
         .env("NO_COLOR", "1");
@@ -72,8 +78,10 @@ async fn a_rebound_host_reaches_neither_the_dashboard_nor_the_proxy_of_an_open_h
         assert!(
             hub.is_running() && Instant::now() < deadline,
             "[{}] the open hub's dashboard did not answer its own address within \
-             {START_WITHIN:?}",
-            server.version
+             {START_WITHIN:?} (hub running: {}); {}",
+            server.version,
+            hub.is_running(),
+            hub.output()
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
