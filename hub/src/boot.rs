@@ -9,12 +9,11 @@ use crate::inventory::{ClusterInventory, WorkInventory};
 use crate::metrics::Metrics;
 use crate::router::RouterConfig;
 use crate::store::{self, Bucket, StoreError};
-use crate::{Config, HubError, controllers, grpc, ha, janitor, limits, units, views};
+use crate::{Config, HubError, grpc, ha, janitor, limits, units, views};
 use flotilla_api::v1::cluster_service_server::ClusterServiceServer;
 use flotilla_api::v1::work_service_server::WorkServiceServer;
 use flotilla_bus::connect;
 use flotilla_bus::jetstream::{self as js, StreamOptions};
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -471,36 +470,6 @@ pub(crate) async fn serve_spokes(
     tasks
 }
 
-/// A gRPC service the API can route (what tonic's generated servers and [`grpc::late::Late`]
-/// are).
-pub(crate) trait GrpcService:
-    tower::Service<
-        http::Request<tonic::body::Body>,
-        Response = http::Response<tonic::body::Body>,
-        Error = Infallible,
-        Future: Send + 'static,
-    > + tonic::server::NamedService
-    + Clone
-    + Send
-    + Sync
-    + 'static
-{
-}
-
-impl<S> GrpcService for S where
-    S: tower::Service<
-            http::Request<tonic::body::Body>,
-            Response = http::Response<tonic::body::Body>,
-            Error = Infallible,
-            Future: Send + 'static,
-        > + tonic::server::NamedService
-        + Clone
-        + Send
-        + Sync
-        + 'static
-{
-}
-
 /// The hub's security (`--security-dir`) and its task pushing accounts to NATS; neither
 /// without it.
 pub(crate) async fn start_security(
@@ -522,23 +491,17 @@ pub(crate) async fn start_security(
     Ok((Some(security), Some(pusher)))
 }
 
-/// The router's configuration: the configured one with the controllers' report sinks
-/// (scores, policies, ManagedServiceAccounts), the janitor, the agents' NATS account, and the
-/// limits on new names and registrations in flight.
+/// The router's configuration: the configured one with the controller families' report
+/// sinks, the janitor, the agents' NATS account, and the limits on new names and registrations
+/// in flight.
 pub(crate) fn router_config(
     config: &Config,
     state: &State,
     agents_account: Option<String>,
-    (scores, policies, service_accounts): (
-        crate::placement::score_route::ScoreSink,
-        crate::policy::route::PolicySink,
-        crate::serviceaccount::route::MsaSink,
-    ),
+    reports: crate::report::Sinks,
 ) -> RouterConfig {
     let mut router_config = config.router.clone();
-    router_config.scores = Some(scores);
-    router_config.policies = Some(policies);
-    router_config.service_accounts = Some(service_accounts);
+    router_config.reports = reports;
     router_config.janitor = Some(state.janitor.clone());
     router_config.agents_account = agents_account;
     router_config.new_names = Some(Arc::new(limits::NewNames::new(
@@ -551,28 +514,29 @@ pub(crate) fn router_config(
     router_config
 }
 
-/// The API's services, built once: the routes served here, and the same routes behind
-/// authentication for the hubs that forward to this one while it holds the controllers (whose
-/// services sit in `served`'s late slots).
+/// The API's services, built once: the routes served here, the same routes behind
+/// authentication for the hubs that forward to this one while it holds the controllers, and
+/// the families (whose services sit in late slots they fill while they run here).
 pub(crate) async fn api_routes(
     config: &Config,
     state: &State,
-    served: controllers::Served,
+    families: Vec<Box<dyn crate::controller::Family>>,
 ) -> Result<
     (
         tonic::service::Routes,
         grpc::auth::Authenticated<tonic::service::Routes>,
+        crate::controller::Families,
     ),
     HubError,
 > {
     let clusters = &state.clusters;
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
-    let api = Api::new(health_service)?
-        .add(ClusterServiceServer::new(grpc::cluster::ClusterApi::new(
+    let api = grpc::api::Api::new(health_service)?
+        .with(ClusterServiceServer::new(grpc::cluster::ClusterApi::new(
             clusters.clone(),
             state.inventory.clone(),
         )))
-        .add(
+        .with(
             WorkServiceServer::new(grpc::work::WorkApi::new(
                 clusters.clone(),
                 state.works.clone(),
@@ -581,54 +545,13 @@ pub(crate) async fn api_routes(
             .max_decoding_message_size(8 * 1024 * 1024)
             .max_encoding_message_size(8 * 1024 * 1024),
         );
-    let routes = served.add_to(api).serving(&health_reporter).await;
+    let (families, api) = crate::controller::Families::new(families, api);
+    let routes = api.serving(&health_reporter).await;
     let forwarded = tower::Layer::layer(
         &grpc::auth::Authenticate::new(config.api.tokens.clone()),
         routes.clone().prepare(),
     );
-    Ok((routes, forwarded))
-}
-
-/// The gRPC API: every service once, by name — what the server routes and what its health
-/// reports, from one list.
-pub(crate) struct Api {
-    routes: tonic::service::Routes,
-    names: Vec<&'static str>,
-}
-
-impl Api {
-    /// The API with reflection and health (health reports each service added).
-    pub fn new(health: impl GrpcService) -> Result<Self, HubError> {
-        let reflection = tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(flotilla_api::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-            .build_v1()
-            .map_err(|e| HubError::Reflection(e.to_string()))?;
-        Ok(Self {
-            routes: tonic::service::Routes::new(health).add_service(reflection),
-            names: Vec::new(),
-        })
-    }
-
-    /// Adds a service.
-    pub fn add<S: GrpcService>(mut self, service: S) -> Self {
-        self.names.push(S::NAME);
-        self.routes = self.routes.add_service(service);
-        self
-    }
-
-    /// Reports every added service serving, and returns the routes.
-    pub async fn serving(
-        self,
-        health: &tonic_health::server::HealthReporter,
-    ) -> tonic::service::Routes {
-        for name in &self.names {
-            health
-                .set_service_status(*name, tonic_health::ServingStatus::Serving)
-                .await;
-        }
-        self.routes
-    }
+    Ok((routes, forwarded, families))
 }
 
 /// What [`take_shards`] needs.
@@ -714,7 +637,7 @@ pub(crate) fn serve_grpc(
     let route = {
         let units = units.clone();
         move |path: &str| {
-            if !controllers::serves(path) || units.controllers().is_some() {
+            if !units.families().serves(path) || units.controllers().is_some() {
                 grpc::forward::Decision::Local
             } else if grpc::forward::is_watch(path) {
                 grpc::forward::Decision::Refuse(
@@ -736,7 +659,7 @@ pub(crate) fn serve_grpc(
         ))
         .layer(grpc::forward::Forward::new(
             nats.clone(),
-            controllers::FORWARD_SUBJECT,
+            crate::controller::FORWARD_SUBJECT,
             route,
             crate::sealed::HubSeal::new(config.service_accounts.key.clone()),
         ))

@@ -48,6 +48,7 @@ pub mod admission;
 mod boot;
 pub mod cluster;
 pub mod clusterset;
+pub mod controller;
 pub mod controllers;
 pub mod dashboard;
 pub mod doctor;
@@ -68,6 +69,7 @@ pub mod mirrorpeer;
 pub mod placement;
 pub mod policy;
 pub mod replicaset;
+pub mod report;
 pub mod rollout;
 pub mod router;
 pub mod sealed;
@@ -226,10 +228,18 @@ pub enum HubError {
     Security(#[from] security::StartError),
     /// The replica sets could not be loaded.
     #[error("loading replica sets: {0}")]
-    ReplicaSets(String),
+    ReplicaSets(#[source] replicaset::ReplicaSetError),
     /// The add-ons could not be loaded.
     #[error("loading add-ons: {0}")]
-    AddOns(String),
+    AddOns(#[source] addon::AddOnError),
+    /// A controller family could not start for a reason of its own.
+    #[error("controller family {family}: {message}")]
+    Controller {
+        /// The family.
+        family: &'static str,
+        /// What went wrong.
+        message: String,
+    },
     /// The shard lease settings are unusable.
     #[error("shard leases: {0}")]
     Ha(String),
@@ -316,7 +326,7 @@ pub struct Hub {
 
 impl Hub {
     /// The controllers, while this hub holds them (a hub alone on its NATS always does).
-    pub fn controllers(&self) -> Option<Arc<controllers::Controllers>> {
+    pub fn controllers(&self) -> Option<Arc<controller::Controllers>> {
         self.units.controllers()
     }
 
@@ -327,8 +337,7 @@ impl Hub {
     pub fn placements(&self) -> placement::Placements {
         self.controllers()
             .expect("this hub holds the controllers")
-            .placements
-            .clone()
+            .get::<placement::Placements>()
     }
 
     /// ManifestWorkReplicaSets.
@@ -338,8 +347,7 @@ impl Hub {
     pub fn replicasets(&self) -> replicaset::ReplicaSets {
         self.controllers()
             .expect("this hub holds the controllers")
-            .replicasets
-            .clone()
+            .get::<replicaset::ReplicaSets>()
     }
 
     /// Add-ons.
@@ -349,8 +357,7 @@ impl Hub {
     pub fn addons(&self) -> addon::AddOns {
         self.controllers()
             .expect("this hub holds the controllers")
-            .addons
-            .clone()
+            .get::<addon::AddOns>()
     }
 
     /// Governance: policies, bindings, policy sets, placement rules.
@@ -360,8 +367,7 @@ impl Hub {
     pub fn policies(&self) -> policy::Policies {
         self.controllers()
             .expect("this hub holds the controllers")
-            .policies
-            .clone()
+            .get::<policy::Policies>()
     }
 
     /// ManagedServiceAccounts.
@@ -371,8 +377,7 @@ impl Hub {
     pub fn service_accounts(&self) -> serviceaccount::ServiceAccounts {
         self.controllers()
             .expect("this hub holds the controllers")
-            .service_accounts
-            .clone()
+            .get::<serviceaccount::ServiceAccounts>()
     }
 
     /// The hub's MirrorPeers.
@@ -382,8 +387,7 @@ impl Hub {
     pub fn mirror_peers(&self) -> mirrorpeer::MirrorPeers {
         self.controllers()
             .expect("this hub holds the controllers")
-            .mirror_peers
-            .clone()
+            .get::<mirrorpeer::MirrorPeers>()
     }
 
     /// Hands every shard over (drained, then released, so the other hubs take them at once),
@@ -450,17 +454,18 @@ async fn start_on(config: Config, listeners: boot::Listeners) -> Result<Hub, Hub
     .await?;
     let clusters = state.clusters.clone();
 
-    // The controllers' services exist only on the hub holding them: each sits in a late slot,
-    // filled while this hub runs the controllers.
-    let (services, served, score_sink, policy_sink, msa_sink) = controllers::Services::new(&nats);
-    let sinks = (score_sink, policy_sink, msa_sink);
-    let router_config = boot::router_config(&config, &state, agents_account, sinks);
+    // The controller families: their services exist only on the hub holding them (each sits
+    // in a late slot, filled while this hub runs the controllers), their report sinks hand
+    // reports to them here or forward them to the hub that holds them.
+    let families = controllers::families(&config);
+    let reports = report::Sinks::new(&nats, controller::Families::report_kinds(&families));
+    let router_config = boot::router_config(&config, &state, agents_account, reports.clone());
     tasks
         .extend(boot::serve_spokes(&nats, &clusters, &metrics, &router_config, &shutdown_rx).await);
 
     // The API's services, built once: served here, and (the controllers' ones) to the hubs
     // that forward to this one while it holds the controllers.
-    let (routes, forwarded) = boot::api_routes(&config, &state, served).await?;
+    let (routes, forwarded, families) = boot::api_routes(&config, &state, families).await?;
 
     // Shard leases last: everything a shard's owner needs is in place.
     let units = Arc::new(units::Units::new(
@@ -469,7 +474,8 @@ async fn start_on(config: Config, listeners: boot::Listeners) -> Result<Hub, Hub
         metrics.clone(),
         router_config.clone(),
         state.progress,
-        controllers::Deps {
+        families,
+        controller::Deps {
             jetstream: jetstream.clone(),
             stream: config.stream,
             nats: nats.clone(),
@@ -478,18 +484,14 @@ async fn start_on(config: Config, listeners: boot::Listeners) -> Result<Hub, Hub
             clusters: clusters.clone(),
             metrics: metrics.clone(),
             security: security_handle,
-            placement: config.placement.clone(),
-            addons: config.addons.clone(),
             router: router_config,
             hub_id: hub_id.clone(),
             max_event_bytes: config.cluster.max_event_bytes,
             forwarded,
-            service_accounts: config.service_accounts.clone(),
+            seal: sealed::HubSeal::new(config.service_accounts.key.clone()),
             inter_hub: config.inter_hub,
-            import_policies: config.import_policies.clone(),
-            mirror_peers: config.mirror_peers.clone(),
+            reports,
         },
-        services,
     ));
     let (shards, shards_task) = boot::take_shards(
         &config,

@@ -3,7 +3,7 @@
 //! its clusters; for the controllers' unit, the [`Controllers`].
 
 use crate::cluster::Clusters;
-use crate::controllers::{self, Controllers};
+use crate::controller::{self, Controllers, Families};
 use crate::ha::shards::Host;
 use crate::ha::{CONTROLLERS, Fence};
 use crate::metrics::Metrics;
@@ -40,8 +40,8 @@ pub struct Units {
     /// The views a new owner starts actors from, and their buckets' streams.
     pub views: Vec<(Progress, async_nats::jetstream::stream::Stream)>,
     feeds: Mutex<HashMap<u32, Feed>>,
-    controller_deps: controllers::Deps,
-    services: controllers::Services,
+    families: Families,
+    controller_deps: controller::Deps,
     controllers: watch::Sender<Option<Arc<Controllers>>>,
 }
 
@@ -53,8 +53,8 @@ impl Units {
         metrics: Arc<Metrics>,
         router: RouterConfig,
         views: Vec<(Progress, async_nats::jetstream::stream::Stream)>,
-        controller_deps: controllers::Deps,
-        services: controllers::Services,
+        families: Families,
+        controller_deps: controller::Deps,
     ) -> Self {
         Self {
             clusters,
@@ -63,8 +63,8 @@ impl Units {
             router,
             views,
             feeds: Mutex::new(HashMap::new()),
+            families,
             controller_deps,
-            services,
             controllers: watch::channel(None).0,
         }
     }
@@ -98,6 +98,17 @@ impl Units {
         self.controllers.borrow().clone()
     }
 
+    /// What the controller families are built from.
+    #[cfg(test)]
+    pub(crate) fn controller_deps(&self) -> &controller::Deps {
+        &self.controller_deps
+    }
+
+    /// The controller families (whose gRPC paths are the controllers').
+    pub fn families(&self) -> &Families {
+        &self.families
+    }
+
     /// Follows the controllers starting and stopping on this hub (the dashboard's live feed
     /// subscribes to their views while they run here).
     pub fn watch_controllers(&self) -> watch::Receiver<Option<Arc<Controllers>>> {
@@ -109,7 +120,7 @@ impl Units {
         // is held.
         let mut wait = Duration::from_millis(200);
         while fence.is_valid() {
-            match Controllers::start(&self.controller_deps, fence.clone(), &self.services).await {
+            match Controllers::start(&self.families, &self.controller_deps, fence.clone()).await {
                 Ok(c) => {
                     self.controllers.send_replace(Some(Arc::new(c)));
                     return;
@@ -126,7 +137,7 @@ impl Units {
     async fn stop_controllers(self: Arc<Self>) {
         let running = self.controllers.send_replace(None);
         if let Some(c) = running {
-            c.stop(&self.services).await;
+            c.stop().await;
         }
     }
 

@@ -567,7 +567,7 @@ async fn works_addons_registrations_and_controller_changes_over_http() {
             .unwrap();
     }
     let ctl = hub.controllers().unwrap();
-    ctl.sets
+    ctl.get::<flotilla_hub::clusterset::ClusterSets>()
         .apply_binding(ManagedClusterSetBinding {
             metadata: Some(ObjectMeta {
                 name: "default".into(),

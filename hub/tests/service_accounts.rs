@@ -496,20 +496,21 @@ async fn forward_start(
     client: &async_nats::Client,
     report: &ServiceAccountTokenReport,
 ) -> async_nats::Subscriber {
-    use flotilla_hub::serviceaccount::route;
+    use prost::Message;
     let ev = Event::new(msa::status_type(), "agent", &report.cluster_name, report)
         .with_resource_id(report.resource_id.clone());
-    let mut headers = async_nats::HeaderMap::new();
-    headers.insert(route::RESOURCE_HEADER, report.resource_id.as_str());
-    headers.insert(route::ACCEPTED_HEADER, "1");
+    let forwarded = flotilla_api::v1::ForwardedReport {
+        event: ev.encode(1 << 20).unwrap().to_vec(),
+        resource_id: report.resource_id.clone(),
+        accepted: true,
+    };
     let inbox = client.new_inbox();
     let answers = client.subscribe(inbox.clone()).await.unwrap();
     client
-        .publish_with_reply_and_headers(
-            route::FORWARD_SUBJECT,
+        .publish_with_reply(
+            format!("{}.{}", flotilla_hub::report::SUBJECT_PREFIX, msa::KIND_MSA),
             inbox,
-            headers,
-            ev.encode(1 << 20).unwrap(),
+            forwarded.encode_to_vec().into(),
         )
         .await
         .unwrap();
@@ -517,14 +518,23 @@ async fn forward_start(
     answers
 }
 
-/// The answer to a forwarded report, waited for at most `within`.
+/// The answer to a forwarded report (`taken`, `busy` or `refused:<reason>`), waited for at
+/// most `within`.
 async fn answer(mut answers: async_nats::Subscriber, within: Duration) -> String {
+    use flotilla_api::v1::report_answer::Outcome;
     use futures::StreamExt;
+    use prost::Message;
     let m = tokio::time::timeout(within, answers.next())
         .await
         .expect("an answer from the controllers' hub in time")
         .unwrap();
-    String::from_utf8_lossy(&m.payload).to_string()
+    let answer = flotilla_api::v1::ReportAnswer::decode(m.payload.as_ref()).unwrap();
+    match answer.outcome {
+        Some(Outcome::Taken(_)) => "taken".into(),
+        Some(Outcome::Busy(_)) => "busy".into(),
+        Some(Outcome::Refused(r)) => format!("refused:{}", r.reason),
+        None => "none".into(),
+    }
 }
 
 #[tokio::test]

@@ -22,6 +22,7 @@
 pub mod actor;
 mod dirty;
 pub mod effects;
+pub mod family;
 pub mod router;
 pub mod rules;
 mod settled;

@@ -2,6 +2,7 @@
 //! membership and status derived from the inventory on read; [`namespaces`] keeps every
 //! cluster's `status.managedNamespaces` in step with the sets it belongs to.
 
+pub mod family;
 pub mod namespaces;
 
 use crate::inventory::ClusterInventory;

@@ -18,7 +18,7 @@
 
 use super::history::{Availability, Counts, History, HistoryLimits, Transition};
 use super::progress::{Progress, ProgressLimits};
-use crate::controllers::Controllers;
+use crate::controller::Controllers;
 use crate::inventory::{Change, ChangeKind, ClusterInventory, Inventory};
 use crate::metrics::Metrics;
 use bytes::Bytes;
@@ -397,18 +397,26 @@ impl Live {
             return views;
         };
         // Subscribe before reading so that nothing falls between.
-        views.push(follow_view(ctl.placements.views(), Kind::Placement, None));
         views.push(follow_view(
-            ctl.replicasets.views(),
+            ctl.get::<crate::placement::Placements>().views(),
+            Kind::Placement,
+            None,
+        ));
+        views.push(follow_view(
+            ctl.get::<crate::replicaset::ReplicaSets>().views(),
             Kind::Rollout,
             Some(super::progress::of_replica_set),
         ));
         views.push(follow_view(
-            &ctl.addons.store().addon_views,
+            &ctl.get::<crate::addon::AddOns>().store().addon_views,
             Kind::AddOn,
             Some(super::progress::of_addon),
         ));
-        views.push(follow_view(ctl.policies.views(), Kind::Policy, None));
+        views.push(follow_view(
+            ctl.get::<crate::policy::Policies>().views(),
+            Kind::Policy,
+            None,
+        ));
         self.record_all(&ctl, None);
         views
     }
@@ -418,7 +426,11 @@ impl Live {
         let now = SystemTime::now();
         let mut p = self.progress.write().expect("progress lock");
         if only.is_none_or(|k| k == Kind::Rollout) {
-            for (key, rs) in ctl.replicasets.views().with_prefix("") {
+            for (key, rs) in ctl
+                .get::<crate::replicaset::ReplicaSets>()
+                .views()
+                .with_prefix("")
+            {
                 p.record(
                     &format!("rollout:{key}"),
                     now,
@@ -427,7 +439,12 @@ impl Live {
             }
         }
         if only.is_none_or(|k| k == Kind::AddOn) {
-            for (key, a) in ctl.addons.store().addon_views.with_prefix("") {
+            for (key, a) in ctl
+                .get::<crate::addon::AddOns>()
+                .store()
+                .addon_views
+                .with_prefix("")
+            {
                 p.record(&format!("addon:{key}"), now, super::progress::of_addon(&a));
             }
         }

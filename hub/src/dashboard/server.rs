@@ -306,14 +306,16 @@ async fn handle(d: &Deps, req: http::Request<Incoming>) -> http::Response<Body> 
             let Some(ctl) = d.units.controllers() else {
                 return not_here(&viewer);
             };
-            let Some(cma) = ctl.addons.get_addon(&name) else {
+            let Some(cma) = ctl.get::<crate::addon::AddOns>().get_addon(&name) else {
                 return problem(
                     StatusCode::NOT_FOUND,
                     Some(&viewer),
                     &format!("No ClusterManagementAddOn {name:?}."),
                 );
             };
-            let installed = ctl.addons.list_cluster_addons("", &name);
+            let installed = ctl
+                .get::<crate::addon::AddOns>()
+                .list_cluster_addons("", &name);
             let history = d.live.progress(&format!("addon:{name}"));
             page(
                 StatusCode::OK,
@@ -384,7 +386,7 @@ async fn handle(d: &Deps, req: http::Request<Incoming>) -> http::Response<Body> 
                 "Placements",
                 Nav::Placements,
                 &viewer,
-                &placements::render_list(&ctl.placements.list("")),
+                &placements::render_list(&ctl.get::<crate::placement::Placements>().list("")),
             ),
             None => not_here(&viewer),
         },
@@ -392,14 +394,20 @@ async fn handle(d: &Deps, req: http::Request<Incoming>) -> http::Response<Body> 
             let Some(ctl) = d.units.controllers() else {
                 return not_here(&viewer);
             };
-            let Some(view) = ctl.placements.get(&namespace, &name) else {
+            let Some(view) = ctl
+                .get::<crate::placement::Placements>()
+                .get(&namespace, &name)
+            else {
                 return problem(
                     StatusCode::NOT_FOUND,
                     Some(&viewer),
                     &format!("No Placement {namespace}/{name}."),
                 );
             };
-            let debug = ctl.placements.debug(&namespace, &name).await;
+            let debug = ctl
+                .get::<crate::placement::Placements>()
+                .debug(&namespace, &name)
+                .await;
             let debug = debug.map_err(|e| e.to_string());
             page(
                 StatusCode::OK,
@@ -414,7 +422,7 @@ async fn handle(d: &Deps, req: http::Request<Incoming>) -> http::Response<Body> 
                 return not_here(&viewer);
             };
             let addons: Vec<_> = ctl
-                .addons
+                .get::<crate::addon::AddOns>()
                 .list_addons()
                 .into_iter()
                 .map(|a| {
@@ -423,7 +431,9 @@ async fn handle(d: &Deps, req: http::Request<Incoming>) -> http::Response<Body> 
                         .as_ref()
                         .map(|m| m.name.clone())
                         .unwrap_or_default();
-                    let installed = ctl.addons.list_cluster_addons("", &name);
+                    let installed = ctl
+                        .get::<crate::addon::AddOns>()
+                        .list_cluster_addons("", &name);
                     (a, installed)
                 })
                 .collect();
@@ -432,14 +442,20 @@ async fn handle(d: &Deps, req: http::Request<Incoming>) -> http::Response<Body> 
                 "Rollouts",
                 Nav::Rollouts,
                 &viewer,
-                &rollouts::render_list(&ctl.replicasets.list(""), &addons),
+                &rollouts::render_list(
+                    &ctl.get::<crate::replicaset::ReplicaSets>().list(""),
+                    &addons,
+                ),
             )
         }
         Route::Rollout { namespace, name } => {
             let Some(ctl) = d.units.controllers() else {
                 return not_here(&viewer);
             };
-            let Some(rs) = ctl.replicasets.get(&namespace, &name) else {
+            let Some(rs) = ctl
+                .get::<crate::replicaset::ReplicaSets>()
+                .get(&namespace, &name)
+            else {
                 return problem(
                     StatusCode::NOT_FOUND,
                     Some(&viewer),
@@ -473,7 +489,7 @@ async fn handle(d: &Deps, req: http::Request<Incoming>) -> http::Response<Body> 
                 "Policies",
                 Nav::Policies,
                 &viewer,
-                &policies::render(&ctl.policies.list_policies("")),
+                &policies::render(&ctl.get::<crate::policy::Policies>().list_policies("")),
             ),
             None => not_here(&viewer),
         },
@@ -547,9 +563,9 @@ fn not_here(viewer: &Viewer) -> http::Response<Body> {
 }
 
 /// What the controllers know of cluster `name`.
-fn controlled(ctl: &crate::controllers::Controllers, name: &str) -> cluster::Controlled {
+fn controlled(ctl: &crate::controller::Controllers, name: &str) -> cluster::Controlled {
     let policies = ctl
-        .policies
+        .get::<crate::policy::Policies>()
         .list_policies("")
         .iter()
         .filter_map(|p| {
@@ -564,7 +580,7 @@ fn controlled(ctl: &crate::controllers::Controllers, name: &str) -> cluster::Con
         })
         .collect();
     let placements = ctl
-        .placements
+        .get::<crate::placement::Placements>()
         .list("")
         .iter()
         .filter(|v| v.clusters().contains(name))
@@ -576,7 +592,9 @@ fn controlled(ctl: &crate::controllers::Controllers, name: &str) -> cluster::Con
         })
         .collect();
     cluster::Controlled {
-        addons: ctl.addons.list_cluster_addons(name, ""),
+        addons: ctl
+            .get::<crate::addon::AddOns>()
+            .list_cluster_addons(name, ""),
         policies,
         placements,
     }
@@ -724,7 +742,11 @@ async fn rollout_action(
         return not_here(viewer);
     };
     tracing::info!(caller = %viewer.identity.name, %namespace, %name, action, "dashboard rollout action");
-    match ctl.replicasets.rollout(namespace, name, action).await {
+    match ctl
+        .get::<crate::replicaset::ReplicaSets>()
+        .rollout(namespace, name, action)
+        .await
+    {
         Ok(_) => redirect(&format!(
             "/rollouts/{}/{}?done={action}",
             U(namespace),

@@ -10,6 +10,7 @@
 
 pub mod access;
 pub mod addon;
+pub mod api;
 pub mod auth;
 pub mod capacity;
 pub mod cluster;

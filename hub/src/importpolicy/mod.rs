@@ -29,6 +29,7 @@
 
 pub mod actor;
 pub mod compiled;
+pub mod family;
 pub mod rules;
 pub mod source;
 

@@ -19,6 +19,7 @@
 //! `peerkeys` (`<cluster>`: the curve key its agent last presented).
 
 pub mod actor;
+pub mod family;
 pub mod route;
 pub mod rules;
 

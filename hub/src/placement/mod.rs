@@ -20,6 +20,7 @@
 pub mod actor;
 pub mod convert;
 pub mod dispatch;
+pub mod family;
 pub mod metrics;
 pub mod score_route;
 pub mod scores;

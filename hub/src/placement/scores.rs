@@ -99,8 +99,8 @@ pub struct ScoreReport {
     pub report: AddOnPlacementScoreReport,
     /// The event's `sequenceid`: older reports for the same score are dropped.
     pub sequence: Option<u64>,
-    /// Acknowledged after the score is stored (or found unchanged).
-    pub ack: Option<async_nats::jetstream::Message>,
+    /// Settled once the score is stored (or found unchanged).
+    pub ack: Option<crate::report::Ack>,
 }
 
 type Reply<T> = oneshot::Sender<Result<T, ScoreError>>;
@@ -214,7 +214,7 @@ impl Scores {
     }
 
     /// Hands an agent's report to the actor without waiting; a full mailbox gives it back (the
-    /// router counts the drop and leaves the message unacknowledged for redelivery).
+    /// taker counts the drop and hands the report back for redelivery).
     pub fn try_report(&self, report: ScoreReport) -> Result<(), Box<ScoreReport>> {
         self.tx
             .try_send(Msg::Report(Box::new(report)))
@@ -316,10 +316,11 @@ impl Actor {
                 self.metrics.score_updates.inc();
                 ack_message(ack).await;
             }
-            // Left unacknowledged: JetStream redelivers the report after ack_wait.
+            // Handed back: delivered again after a back-off.
             Err(e) => {
                 self.sequences.remove(&key);
                 tracing::warn!(error = %e, score = %key, "storing a reported score failed");
+                crate::report::settle(ack, crate::report::Outcome::Retry).await;
             }
         }
         if let Some(Some(next)) = self.in_flight.remove(&key) {
@@ -530,7 +531,7 @@ struct Written {
     key: String,
     score: AddOnPlacementScore,
     result: Result<u64, StoreError>,
-    ack: Option<async_nats::jetstream::Message>,
+    ack: Option<crate::report::Ack>,
 }
 
 /// Compare-and-set at `expected`; on a conflict (written by someone else, such as another hub)
@@ -550,12 +551,8 @@ async fn write_or_take_over(
     }
 }
 
-async fn ack_message(ack: Option<async_nats::jetstream::Message>) {
-    if let Some(m) = ack
-        && let Err(e) = m.ack().await
-    {
-        tracing::debug!(error = %e, "acknowledging a score report failed");
-    }
+async fn ack_message(ack: Option<crate::report::Ack>) {
+    crate::report::settle(ack, crate::report::Outcome::Taken).await;
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 use super::rules::{self, Bound, PlacementKind};
 use super::{Inner, PolicyError};
 use crate::keys::ObjectRef;
+use crate::report::Outcome;
 use flotilla_api::policy::Compliance;
 use flotilla_api::v1::{Policy, PolicyClusterRecord, PolicyStatusReport};
 use flotilla_bus::envelope::{Action, Event};
@@ -23,8 +24,8 @@ pub struct ReportIn {
     pub report: PolicyStatusReport,
     /// Its `sequenceid`.
     pub sequence: Option<u64>,
-    /// Acknowledged after the record is written.
-    pub ack: Option<async_nats::jetstream::Message>,
+    /// Settled once the record is written.
+    pub ack: Option<crate::report::Ack>,
 }
 
 /// Messages to a policy actor.
@@ -72,7 +73,7 @@ enum Taken {
 struct Write {
     key: String,
     record: PolicyClusterRecord,
-    acks: Vec<async_nats::jetstream::Message>,
+    acks: Vec<crate::report::Ack>,
     /// The cluster is ahead of the generation delivered: send it the spec again.
     behind: bool,
 }
@@ -345,11 +346,14 @@ impl Actor {
             match r {
                 Ok(_) => {
                     for a in w.acks {
-                        ack_msg(Some(a)).await;
+                        a.settle(Outcome::Taken).await;
                     }
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, key = %w.key, "writing a policy report failed")
+                    tracing::warn!(error = %e, key = %w.key, "writing a policy report failed");
+                    for a in w.acks {
+                        a.settle(Outcome::Retry).await;
+                    }
                 }
             }
         }
@@ -718,10 +722,8 @@ impl Actor {
     }
 }
 
-async fn ack_msg(ack: Option<async_nats::jetstream::Message>) {
-    if let Some(m) = ack {
-        let _ = m.ack().await;
-    }
+async fn ack_msg(ack: Option<crate::report::Ack>) {
+    crate::report::settle(ack, Outcome::Taken).await;
 }
 
 fn soonest(a: Option<Instant>, b: Instant) -> Option<Instant> {

@@ -17,6 +17,7 @@
 //! through. A PolicySet's status and a PlacementRule's decisions are derived on read.
 
 pub mod actor;
+pub mod family;
 pub mod metrics;
 pub mod route;
 pub mod rules;
@@ -381,7 +382,10 @@ impl Policies {
             None => Err(TryReport::Unknown(Box::new(report))),
             Some(tx) => tx
                 .try_send(actor::Msg::Report(Box::new(report)))
-                .map_err(|_| TryReport::Full),
+                .map_err(|e| match e.into_inner() {
+                    actor::Msg::Report(r) => TryReport::Full(r),
+                    _ => unreachable!("only reports are try_sent"),
+                }),
         }
     }
 
@@ -645,8 +649,8 @@ impl Policies {
 pub enum TryReport {
     /// No such policy here (deleted): the report comes back to be answered.
     Unknown(Box<actor::ReportIn>),
-    /// The policy's mailbox is full: left for redelivery.
-    Full,
+    /// The policy's mailbox is full: the report comes back, to be delivered again.
+    Full(Box<actor::ReportIn>),
 }
 
 /// Stamps identity on an applied object, refusing a stale resourceVersion.

@@ -13,6 +13,7 @@
 //! resumes where it was.
 
 pub mod actor;
+pub mod family;
 pub mod rules;
 
 use crate::cluster::Clusters;

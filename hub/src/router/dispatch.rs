@@ -1,5 +1,5 @@
 //! One status message from a spoke: decoded, checked, and routed to its cluster actor or to the
-//! score, policy and service-account sinks. Every message is hostile until checked: its subject
+//! report sink of the controller family that takes its kind ([`crate::report`]). Every message is hostile until checked: its subject
 //! names the cluster, the event must name the same one (and the same resource), the cluster must
 //! be known, the payload must decode and validate. Everything refused is counted, logged (rate
 //! limited by the metric), acknowledged — redelivering bad input would not make it better — and
@@ -138,34 +138,8 @@ pub(super) async fn handle_status(
                 Err(r) => return refuser.refuse(&ty, r, msg).await,
             }
         }
-        (flotilla_bus::policies::KIND_POLICY, Some(rid))
-            if event.event_type == flotilla_bus::policies::status_type() =>
-        {
-            return match &config.policies {
-                Some(sink) => {
-                    let (raw, accepted) = sink_input(clusters, &event, &msg);
-                    let routed = sink.route(&event, &raw, rid, accepted, msg).await;
-                    refused_by_sink(&refuser, &ty, routed).await
-                }
-                None => refuser.refuse(&ty, unknown_type(&ty, &parsed), msg).await,
-            };
-        }
-        (flotilla_bus::serviceaccounts::KIND_MSA, Some(rid))
-            if event.event_type == flotilla_bus::serviceaccounts::status_type() =>
-        {
-            return match &config.service_accounts {
-                Some(sink) => {
-                    let (raw, accepted) = sink_input(clusters, &event, &msg);
-                    let routed = sink.route(&event, &raw, rid, accepted, msg).await;
-                    refused_by_sink(&refuser, &ty, routed).await
-                }
-                None => refuser.refuse(&ty, unknown_type(&ty, &parsed), msg).await,
-            };
-        }
-        (flotilla_bus::scores::KIND_SCORE, Some(rid))
-            if event.event_type == flotilla_bus::scores::report_type() =>
-        {
-            return route_score(clusters, metrics, config, &refuser, event, rid, msg).await;
+        (kind, Some(rid)) if config.reports.get(kind).is_some() => {
+            return route_report(clusters, config, &refuser, (&ty, &parsed), event, rid, msg).await;
         }
         _ => return refuser.refuse(&ty, unknown_type(&ty, &parsed), msg).await,
     };
@@ -258,101 +232,39 @@ fn work_report(
     Ok(report)
 }
 
-/// What a controller's sink (policies, ManagedServiceAccounts: here or on their hub) needs
-/// besides the event: the raw message and whether its cluster is accepted.
-fn sink_input(
+/// A report of a kind a controller family takes: of the kind's event type, handed to its
+/// sink (the family here, or the hub holding the controllers) with whether its cluster is
+/// accepted; a refusal is counted and acknowledged.
+async fn route_report(
     clusters: &Clusters,
-    event: &Event,
-    msg: &jetstream::Message,
-) -> (bytes::Bytes, bool) {
+    config: &RouterConfig,
+    refuser: &Refuser<'_>,
+    (ty, parsed): (&str, &StatusSubject<'_>),
+    event: Event,
+    rid: &str,
+    msg: jetstream::Message,
+) {
+    let Some(sink) = config.reports.get(parsed.kind) else {
+        return refuser.refuse(ty, unknown_type(ty, parsed), msg).await;
+    };
+    if event.event_type != (sink.kind().event_type)() {
+        return refuser.refuse(ty, unknown_type(ty, parsed), msg).await;
+    }
     let accepted = clusters
         .shared()
         .inventory
         .get(&event.cluster)
         .is_some_and(|c| rules::accepted(&c));
-    (msg.payload.clone(), accepted)
-}
-
-/// Counts a sink's refusal, and acknowledges the message if the sink gave it back.
-async fn refused_by_sink(
-    refuser: &Refuser<'_>,
-    ty: &str,
-    routed: Result<(), ((&'static str, String), Option<jetstream::Message>)>,
-) {
-    if let Err((refusal, msg)) = routed {
-        let r = Refused::from(refusal);
-        match msg {
-            Some(msg) => refuser.refuse(ty, r, msg).await,
-            None => refuser.count(ty, &r),
-        }
-    }
-}
-
-/// An AddOnPlacementScore report: checked (its own cluster and resource, valid, an accepted
-/// cluster) and handed to the score sink.
-async fn route_score(
-    clusters: &Clusters,
-    metrics: &Metrics,
-    config: &RouterConfig,
-    refuser: &Refuser<'_>,
-    event: Event,
-    rid: &str,
-    msg: jetstream::Message,
-) {
-    use crate::placement::scores::ScoreReport;
-    let ty = event.event_type.to_string();
-    let Some(sink) = &config.scores else {
-        let r = Refused::new("unknown_type", "this hub does not take score reports");
-        return refuser.refuse(&ty, r, msg).await;
+    let report = crate::report::Report {
+        raw: msg.payload.clone(),
+        event,
+        resource_id: rid.to_string(),
+        accepted,
     };
-    let report = match score_report(clusters, &event, rid) {
-        Ok(r) => r,
-        Err(r) => return refuser.refuse(&ty, r, msg).await,
-    };
-    let sequence = event.sequence_id;
-    if sink
-        .try_report(ScoreReport {
-            report,
-            sequence,
-            ack: Some(msg),
-        })
-        .is_err()
-    {
-        // Not acknowledged: JetStream redelivers it after ack_wait.
-        metrics.dropped("scores");
+    let ack = crate::report::Ack::Stream(Box::new(msg));
+    if let Err((refusal, ack)) = sink.route(report, ack).await {
+        let r = Refused::new(refusal.reason, refusal.why);
+        refuser.count(ty, &r);
+        ack.settle(crate::report::Outcome::Taken).await;
     }
-}
-
-fn score_report(
-    clusters: &Clusters,
-    event: &Event,
-    rid: &str,
-) -> Result<flotilla_api::v1::AddOnPlacementScoreReport, Refused> {
-    use flotilla_api::v1::AddOnPlacementScoreReport;
-    let report = event.decode_data::<AddOnPlacementScoreReport>("AddOnPlacementScoreReport")?;
-    if report.cluster_name != event.cluster
-        || flotilla_bus::scores::resource_id(&report.cluster_name, &report.resource_name) != rid
-    {
-        return Err(Refused::new(
-            "clustername_mismatch",
-            format!(
-                "clusterName {:?} / resourceName {:?} do not match the subject ({:?}, {rid:?})",
-                report.cluster_name, report.resource_name, event.cluster
-            ),
-        ));
-    }
-    crate::placement::scores::validate_report(&report)
-        .map_err(|why| Refused::new("invalid_status", why))?;
-    let accepted = clusters
-        .shared()
-        .inventory
-        .get(&report.cluster_name)
-        .is_some_and(|c| rules::accepted(&c));
-    if !accepted {
-        return Err(Refused::new(
-            "not_accepted",
-            format!("cluster {:?} is not accepted", report.cluster_name),
-        ));
-    }
-    Ok(report)
 }

@@ -32,15 +32,10 @@ pub struct RouterConfig {
     pub max_ack_pending: i64,
     /// Redelivery delay for unacknowledged status.
     pub ack_wait: Duration,
-    /// Where AddOnPlacementScore reports go (set by the hub at start; without it they are
-    /// rejected as an unknown type).
-    pub scores: Option<crate::placement::score_route::ScoreSink>,
-    /// Where policy status reports go (set by the hub at start; without it they are rejected
-    /// as an unknown type): the controllers' policies, here or on their hub.
-    pub policies: Option<crate::policy::route::PolicySink>,
-    /// Where ManagedServiceAccount reports go (set by the hub at start; without it they are
-    /// rejected as an unknown type): the controllers' accounts, here or on their hub.
-    pub service_accounts: Option<crate::serviceaccount::route::MsaSink>,
+    /// Where the reports a controller family takes go, by status kind (set by the hub at
+    /// start; a kind without a sink is rejected as an unknown type): the family here, or the
+    /// hub holding the controllers.
+    pub reports: crate::report::Sinks,
     /// Secure mode: the agents' account, whose users' identities registration requests carry
     /// (`Nats-Request-Info`, set by the server on the service import). Set by the hub at start.
     pub agents_account: Option<String>,
@@ -61,9 +56,7 @@ impl Default for RouterConfig {
             max_event_bytes: flotilla_bus::envelope::DEFAULT_MAX_EVENT_BYTES,
             max_ack_pending: 20_000,
             ack_wait: Duration::from_secs(30),
-            scores: None,
-            policies: None,
-            service_accounts: None,
+            reports: crate::report::Sinks::default(),
             agents_account: None,
             new_names: None,
             admission: None,

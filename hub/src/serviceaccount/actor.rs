@@ -27,51 +27,7 @@ pub struct ReportIn {
     pub reply: Reply,
 }
 
-/// What became of a report.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// Dealt with for good: stored, refused, or changing nothing. Acknowledged.
-    Done,
-    /// Not stored (a store write failed, the mailbox was full, the cluster is over its rate):
-    /// to be delivered again.
-    Retry,
-}
-
-/// Where a report came from, to be told its [`Outcome`].
-pub enum Reply {
-    /// The status stream's message (this hub consumes the cluster's shard): acknowledged when
-    /// done, handed back to JetStream for a delayed redelivery otherwise.
-    Stream(Box<async_nats::jetstream::Message>),
-    /// A report forwarded by the hub consuming the cluster's shard: it is answered.
-    Forwarded(oneshot::Sender<Outcome>),
-}
-
-impl Reply {
-    /// Tells the report's source what became of it.
-    pub async fn settle(self, outcome: Outcome) {
-        match (self, outcome) {
-            (Self::Stream(m), Outcome::Done) => {
-                if let Err(e) = m.ack().await {
-                    tracing::debug!(error = %e, "acknowledging a ManagedServiceAccount report failed");
-                }
-            }
-            (Self::Stream(m), Outcome::Retry) => {
-                let delivered = m.info().map_or(1, |i| i.delivered);
-                let delay = rules::retry_after(delivered);
-                if let Err(e) = m
-                    .ack_with(async_nats::jetstream::AckKind::Nak(Some(delay)))
-                    .await
-                {
-                    // Redelivered after ack_wait instead.
-                    tracing::debug!(error = %e, "handing a ManagedServiceAccount report back failed");
-                }
-            }
-            (Self::Forwarded(tx), outcome) => {
-                let _ = tx.send(outcome);
-            }
-        }
-    }
-}
+pub use crate::report::{Ack as Reply, Outcome};
 
 /// Messages to the task.
 pub enum Msg {
@@ -612,7 +568,7 @@ impl Actor {
     ) -> Outcome {
         self.refuse(report, refusal.clone());
         let Some(e) = self.entries.get(ikey) else {
-            return Outcome::Done;
+            return Outcome::Taken;
         };
         let generation = report.observed_generation.min(e.generation());
         let status = rules::report_refused(e.account.status.as_ref(), &refusal, generation);
@@ -625,7 +581,7 @@ impl Actor {
         reply.settle(outcome).await;
     }
 
-    /// Takes one report: [`Outcome::Done`] once it is stored (the token record, then the
+    /// Takes one report: [`Outcome::Taken`] once it is stored (the token record, then the
     /// status that makes it current), refused or found to change nothing;
     /// [`Outcome::Retry`] when a write failed.
     async fn take(&mut self, report: ServiceAccountTokenReport) -> Outcome {
@@ -641,13 +597,13 @@ impl Actor {
                     ),
                 ),
             );
-            return Outcome::Done;
+            return Outcome::Taken;
         };
         if e.deleting() {
             if report.deleted {
                 self.purge(&ikey).await;
             }
-            return Outcome::Done;
+            return Outcome::Taken;
         }
         if report.deleted {
             // The cluster says the ServiceAccount is gone while the account is not: deliver
@@ -656,7 +612,7 @@ impl Actor {
                 e.next_send = Instant::now();
                 e.sends = 0;
             }
-            return Outcome::Done;
+            return Outcome::Taken;
         }
         let rate = self.deps.config.report_rate;
         let now = std::time::Instant::now();
@@ -758,7 +714,7 @@ impl Actor {
                     .write_status(&ikey, status, report.observed_generation)
                     .await;
             }
-            return Outcome::Done;
+            return Outcome::Taken;
         }
         let hash = match self
             .deps
@@ -885,12 +841,12 @@ impl Actor {
         observed: i64,
     ) -> Outcome {
         let Some(e) = self.entries.get_mut(ikey) else {
-            return Outcome::Done;
+            return Outcome::Taken;
         };
         e.confirmed = e.confirmed.max(observed);
         if e.account.status.as_ref() == Some(&status) {
             // Nothing changes: nothing to write (a cluster repeating itself costs no write).
-            return Outcome::Done;
+            return Outcome::Taken;
         }
         let mut account = e.account.clone();
         account.status = Some(status);
@@ -900,7 +856,7 @@ impl Actor {
                 e.account = account.clone();
                 e.rev = rev;
                 self.publish_view(ikey, &account, rev);
-                Outcome::Done
+                Outcome::Taken
             }
             Err(err) => {
                 tracing::warn!(account = %ikey, error = %err, "writing a ManagedServiceAccount's status failed; the report is delivered again");

@@ -21,6 +21,7 @@
 //! whose it is — never the token).
 
 pub mod actor;
+pub mod family;
 pub mod key;
 pub mod route;
 pub mod rules;

@@ -245,13 +245,6 @@ pub fn refreshed_at(status: Option<&ManagedServiceAccountStatus>) -> Option<Syst
         .map(system_time)
 }
 
-/// How long JetStream waits before delivering again a report the hub could not take or store,
-/// after its `delivered`-th delivery: 1 s doubling to 30 s.
-pub fn retry_after(delivered: i64) -> Duration {
-    let n = u32::try_from(delivered.clamp(1, 6) - 1).unwrap_or(0);
-    Duration::from_secs(2u64.pow(n).min(30))
-}
-
 /// When a failed removal of a token record is tried again, after `attempts` failures: 1 s
 /// doubling to 60 s.
 pub fn purge_after(attempts: u32) -> Duration {
@@ -434,13 +427,7 @@ mod tests {
     }
 
     #[test]
-    fn reports_not_taken_come_back_after_a_growing_delay() {
-        assert_eq!(retry_after(0), Duration::from_secs(1));
-        assert_eq!(retry_after(1), Duration::from_secs(1));
-        assert_eq!(retry_after(2), Duration::from_secs(2));
-        assert_eq!(retry_after(5), Duration::from_secs(16));
-        assert_eq!(retry_after(6), Duration::from_secs(30));
-        assert_eq!(retry_after(1_000), Duration::from_secs(30));
+    fn token_record_removals_are_tried_again_after_a_growing_delay() {
         assert_eq!(purge_after(1), Duration::from_secs(1));
         assert_eq!(purge_after(3), Duration::from_secs(4));
         assert_eq!(purge_after(40), Duration::from_secs(60));

@@ -196,10 +196,16 @@ pub async fn apply_addon(hub: &Hub) {
     for doc in parse_documents(ADDON) {
         match doc.unwrap() {
             Document::AddOnTemplate(t) => {
-                ctl.addons.apply_template(t).await.unwrap();
+                ctl.get::<flotilla_hub::addon::AddOns>()
+                    .apply_template(t)
+                    .await
+                    .unwrap();
             }
             Document::ClusterManagementAddOn(a) => {
-                ctl.addons.apply_addon(a).await.unwrap();
+                ctl.get::<flotilla_hub::addon::AddOns>()
+                    .apply_addon(a)
+                    .await
+                    .unwrap();
             }
             other => panic!("unexpected fixture {other:?}"),
         }
