@@ -22,6 +22,10 @@ use std::time::{Duration, Instant};
 
 /// How long formation, a restart or a health check may take before the fixture panics.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How many times a cluster is started, at most, when ports it was given are taken meanwhile.
+const BIND_ATTEMPTS: usize = 4;
+/// How long a node that lost a port takes to say so and exit.
+const BIND_WITHIN: Duration = Duration::from_millis(500);
 
 /// How a test cluster is set up.
 #[derive(Debug, Clone)]
@@ -200,6 +204,38 @@ impl NatsCluster {
             "{} is not a file. {INSTALL_HINT}",
             binary.display()
         );
+        // A port `free_port` found free can be taken by another process before the server
+        // binds it (two test binaries run side by side): such a start is made again on other
+        // ports.
+        for _ in 1..BIND_ATTEMPTS {
+            let mut cluster = Self::spawn_all(&binary, &options);
+            if !cluster.lost_a_port() {
+                cluster.wait_formed();
+                return cluster;
+            }
+        }
+        let mut cluster = Self::spawn_all(&binary, &options);
+        cluster.wait_formed();
+        cluster
+    }
+
+    /// Whether a node exited at once because one of its ports was taken.
+    fn lost_a_port(&mut self) -> bool {
+        let deadline = Instant::now() + BIND_WITHIN;
+        while Instant::now() < deadline {
+            for node in &mut self.nodes {
+                if !node.is_running() {
+                    return node.log().contains("address already in use");
+                }
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        false
+    }
+
+    /// Every node started on ports of its own (not yet waited for).
+    fn spawn_all(binary: &Path, options: &NatsClusterOptions) -> Self {
+        let binary = binary.to_path_buf();
         let dir = tempfile::tempdir().expect("create a temp dir for the cluster");
         let ports: Vec<(u16, u16, u16)> = (0..options.nodes)
             .map(|_| (free_port(), free_port(), free_port()))
@@ -253,14 +289,13 @@ impl NatsCluster {
             .collect();
         let mut cluster = Self {
             binary,
-            name: options.name,
+            name: options.name.clone(),
             nodes,
             _dir: dir,
         };
         for node in &mut cluster.nodes {
             node.spawn();
         }
-        cluster.wait_formed();
         cluster
     }
 
