@@ -26,6 +26,8 @@
 //! - [`features`]: feature gates (`--feature-gates`), as OCM's work agent names them.
 //! - [`hubs`]: several hubs (OCM's MultipleHubs) — one session at a time, failover when the
 //!   current hub stops answering or denies the cluster, one state directory per hub.
+//! - [`metrics`]: the agent's Prometheus metrics, one set per process (a simulator's agents
+//!   share it; no per-cluster labels).
 //!
 //! [`run`] is what the `flotilla-agent` binary and the simulator call.
 

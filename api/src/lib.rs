@@ -19,7 +19,11 @@
 //! - [`policy`]: governance rules (ConfigurationPolicy reading, object matching, namespace
 //!   selection, evaluation into enforce actions, compliance history and aggregation).
 //! - [`ocm`]: conversion between the protobuf types and the YAML/JSON shapes OCM users write.
+//! - [`redacted`]: `Debug` of the generated messages that carry credentials, the secret printed
+//!   as `<redacted>`.
 //! - [`selector`]: kubectl-style label selector strings and matching.
+//! - [`serviceaccount`]: ManagedServiceAccount facts: OCM's defaults, condition types, Go
+//!   durations, when a token is due for rotation.
 //! - [`taints`]: the taints the hub maintains, and a ManagedCluster document that lists them.
 //! - [`transport`]: which NATS URLs a configuration may use (TLS, a pinned CA, secure mode).
 //! - [`work`]: ManifestWork identity, limits and validation.

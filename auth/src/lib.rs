@@ -12,6 +12,8 @@
 //! - [`setup`]: `flotilla-hub init`: the keys, JWTs, credentials, TLS certificates and the
 //!   operator-mode `nats-server.conf` of a secure directory, and reading them back.
 //! - [`issuer`]: the hub's issuer — cluster credentials, revocations, account pushes.
+//! - [`sealing`]: the hub's sealing key (`keys/sealing.xk` or `--sealing-key-file`), which
+//!   ManagedServiceAccount tokens are sealed to and calls between hubs are sealed with.
 
 #![deny(missing_docs)]
 

@@ -10,6 +10,8 @@
 //!   headers, wait (bounded) for JetStream's acknowledgement or a request's typed answer.
 //! - [`jetstream`]: the `FLOTILLA_STATUS` stream and KV buckets created in a way that works on
 //!   nats-server 2.9 and newer, and a bulk loader for KV state.
+//! - [`election`]: which JetStream failures a leader election explains (no stream leader, no
+//!   responders, timeouts, "not leader"), so callers try again only those (pure).
 //! - [`ids`]: resource ids (UUIDv5) and status hashes.
 //! - [`reply`]: the only subjects the hub answers a spoke's request on (inboxes), and the one
 //!   way it answers.

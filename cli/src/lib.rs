@@ -2,8 +2,8 @@
 //! top-level flags and dispatches to [`cmd`].
 //!
 //! - [`cmd`]: one module per verb (`get`, `describe`, `apply`, `delete`, `watch`, `proxy`,
-//!   `rollout`, `addon`, and the cluster edits `accept`/`deny`/`label`/`taint`): its subcommand
-//!   table and its `run`.
+//!   `rollout`, `addon`, `policy`, `kubeconfig`, `join`, and the cluster edits
+//!   `accept`/`deny`/`label`/`taint`): its subcommand table and its `run`.
 //! - [`kind`]: per resource kind, its table columns, rows and OCM shape (and `describe` texts);
 //!   a new kind is one module there plus its rows in the verbs' tables.
 //! - [`hub`]: the gRPC connection, the refusal to send a token in the clear off loopback, the

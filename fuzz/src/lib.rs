@@ -2,10 +2,10 @@
 //! on stable Rust: each target is a plain function of arbitrary bytes that must never panic and
 //! must answer a clear accept or reject, never allocate in proportion to what the input claims.
 //!
-//! - [`TARGETS`]: the targets, by name — CloudEvent envelopes and every payload the hub or the
-//!   agent decodes from NATS (with the validation the receiver applies), multi-document OCM
-//!   YAML, feedback JSONPaths, label and claim selectors, quantities, and the protobuf bodies of gRPC requests with
-//!   the API's validation;
+//! - [`TARGETS`] (from the private `targets` module): the targets, by name — CloudEvent
+//!   envelopes and every payload the hub or the agent decodes from NATS (with the validation
+//!   the receiver applies), multi-document OCM YAML, feedback JSONPaths, label and claim
+//!   selectors, quantities, and the protobuf bodies of gRPC requests with the API's validation;
 //! - [`seeds`]: valid inputs per target, the starting points of structure-aware mutation;
 //! - [`mutate`]: byte-level mutations (flips, inserts, deletes, splices, truncation) that keep
 //!   most of an input's structure, so that decoders are driven past their first check.

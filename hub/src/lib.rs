@@ -1,42 +1,74 @@
 //! The Flotilla hub: decides what every managed cluster should run and tracks what it reports.
 //!
-//! - [`addon`]: add-ons — one actor per ClusterManagementAddOn installing its template on the
-//!   clusters placements select, rolling config changes out, watching health.
+//! Starting, state and views:
+//! - `boot` (private): the steps of [`start`], one concern each — listeners, store, state and
+//!   views, the spokes' subscriptions, the API, shard leases, servers.
+//! - [`starting`]: what a starting hub's metrics address answers while the start waits.
+//! - [`store`]: typed JetStream KV buckets; calls ride through elections, records that do not
+//!   decode are quarantined.
+//! - [`doctor`]: `flotilla-hub doctor` — the stored records that do not decode, and their
+//!   removal.
+//! - [`identity`]: uid, creationTimestamp and generation of stored objects.
+//! - [`keys`]: typed keys of namespaced objects (inventory and KV spellings).
+//! - [`settle`]: keys whose write had an unknown outcome, read again by their owner.
+//! - [`inventory`]: the shared read view of all clusters and works plus a change broadcast.
+//! - [`views`]: every hub's views of every cluster and work, fed by one KV watch per bucket.
+//!
+//! Clusters and spokes:
 //! - [`cluster`]: one actor per ManagedCluster (registration, acceptance, leases, status, admin
 //!   edits) and the registry that spawns them; pure OCM rules in [`cluster::rules`].
-//! - [`clusterset`]: ManagedClusterSets and bindings.
+//! - [`router`]: NATS subscriptions (registrations, the status stream) → cluster actors and
+//!   report sinks; the one way the hub answers a spoke ([`flotilla_bus::reply`]).
+//! - [`admission`]: how many new clusters are created at once under a registration burst, and
+//!   when a busy agent asks again.
+//! - [`limits`]: what spokes may make the hub keep (pending clusters, new names per second, the
+//!   status stream's bounds).
+//! - [`janitor`]: purges the subjects of refused status messages from the status stream.
+//! - [`mailbox`]: a bounded mailbox that holds no buffer while empty (one per cluster actor).
+//! - [`security`]: secure mode — cluster credentials with registration replies, join
+//!   credentials, revocations.
+//!
+//! Controllers (run by the hub holding the controllers' unit):
+//! - [`controller`]: a controller family's shape ([`controller::Family`]) and the running set
+//!   ([`controller::Controllers`]).
+//! - [`controllers`]: the one list of controller families, in start order.
+//! - [`report`]: status reports a family takes — handed to it on the controllers' hub, forwarded
+//!   there from the others.
+//! - [`tasks`]: a registry's per-object actors, awaited when the controllers stop.
+//! - [`handle`]: the handle of a controller task that owns one kind's objects: its mailbox and
+//!   published views (ManagedServiceAccounts, MirrorPeers).
+//! - [`clusterset`]: ManagedClusterSets and bindings, and the managed-namespace task.
 //! - [`placement`]: one actor per Placement over the shared inventory, the dispatcher that
 //!   reschedules only affected placements, AddOnPlacementScores.
-//! - [`inventory`]: the shared read view of all clusters plus a change broadcast.
-//! - [`hosts`]: which `Host` an open server (no API tokens) answers — DNS rebinding (pure).
-//! - [`identity`]: uid, creationTimestamp and generation of stored objects.
+//! - [`replicaset`]: ManifestWorkReplicaSets — one actor per replica set rolling a template
+//!   out over its placements' decisions.
+//! - [`rollout`]: one placement's rollout round, shared by replica sets and add-on upgrades.
+//! - [`addon`]: add-ons — one actor per ClusterManagementAddOn installing its template on the
+//!   clusters placements select, rolling config changes out, watching health.
+//! - [`policy`]: governance — Policies, PlacementBindings, PolicySets and PlacementRules; one
+//!   actor per Policy, its root status from the clusters' reports.
+//! - [`serviceaccount`]: ManagedServiceAccounts — delivered to their cluster, tokens reported
+//!   sealed to the hub's key, handed out over the API and recognised by the cluster proxy.
 //! - [`importpolicy`]: ClusterImportPolicies — pending registrations accepted, labelled and put
 //!   in a cluster set by a CEL template, with no admin step.
 //! - [`mirrorpeer`]: MirrorPeers — peers' Secrets sealed end to end between their agents; the
 //!   hub holds and forwards boxes only.
-//! - [`keys`]: typed keys of namespaced objects (inventory and KV spellings).
-//! - [`replicaset`]: ManifestWorkReplicaSets — one actor per replica set rolling a template
-//!   out over its placements' decisions.
-//! - [`rollout`]: one placement's rollout round, shared by replica sets and add-on upgrades.
-//! - [`router`]: NATS subscriptions (registrations, the status stream) → actors; the one way
-//!   the hub answers a spoke ([`flotilla_bus::reply`]).
+//!
+//! Several hubs:
+//! - [`ha`]: unit leases, fences, membership, and the shard-lease loop.
+//! - [`units`]: what this hub does for each unit it holds — a shard's actors and status
+//!   consumer, or the controllers.
 //! - [`sealed`]: boxes between hubs — forwarded calls sealed with the shared sealing key (the
 //!   forwarding hub vouching for its caller), answers and join tokens sealed to the asker.
-//! - [`security`]: secure mode — cluster credentials with registration replies, join
-//!   credentials, revocations.
-//! - [`limits`]: what spokes may make the hub keep (pending clusters, new names per second, the
-//!   status stream's bounds); [`janitor`] purges refused status messages.
-//! - [`store`]: typed JetStream KV buckets.
+//!
+//! Serving:
 //! - [`grpc`]: the `flotilla.v1` gRPC services.
-//! - [`handle`]: the handle of a controller task owning one kind's objects: its mailbox and
-//!   published views (ManagedServiceAccounts, MirrorPeers).
 //! - [`kubeproxy`]: the cluster proxy — every cluster's Kubernetes API under
 //!   `/clusters/<cluster>/…`, streamed through its agent.
-//! - [`serviceaccount`]: ManagedServiceAccounts — delivered to their cluster, tokens reported
-//!   sealed to the hub's key, handed out over the API and recognised by the cluster proxy.
 //! - [`dashboard`]: the web dashboard (`--dashboard-listen`): server-rendered views of the
 //!   fleet, live over Server-Sent Events.
 //! - [`webserver`]: how the cluster proxy and the dashboard accept and serve HTTP(S).
+//! - [`hosts`]: which `Host` an open server (no API tokens) answers — DNS rebinding (pure).
 //! - [`metrics`]: Prometheus metrics and the `/metrics` endpoint.
 //!
 //! [`start`] wires them together; the `flotilla-hub` binary only parses flags and calls [`run`].

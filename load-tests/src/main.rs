@@ -8,8 +8,8 @@
 //! with both it attaches ([`topology`]). The fleet runs in this process or in `flotilla-sim`
 //! processes ([`fleet`]); the hub is followed through its watch APIs ([`watch`]).
 //!
-//! - [`scenario`]: register, fanout, reconnect-storm, hub-restart, flapping, steady,
-//!   transport-limit.
+//! - [`scenario`]: register, apply, fanout, reconnect-storm, hub-restart, ha, flapping, policy,
+//!   steady, proxy, transport-limit.
 //! - [`rollout`]: one ManifestWorkReplicaSet rolled out over decision groups.
 //! - [`addons`]: one add-on installed by placement on every cluster, then a config change
 //!   rolled out progressively.
