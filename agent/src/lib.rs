@@ -16,6 +16,8 @@
 //!   static curve key, peers' boxes opened into GREEN Secrets, removed when the MirrorPeer goes.
 //! - [`serviceaccount`]: ManagedServiceAccounts — the ServiceAccount created, tokens requested,
 //!   sealed to the hub and rotated at a fraction of the lifetime the cluster granted.
+//! - [`spec`]: the spec handlers the registration actor routes the hub's spec events to
+//!   (policies, ManagedServiceAccounts, MirrorPeers), in one list; works stay its own part.
 //! - [`namespaces`]: the namespaces the cluster's sets manage (ManagedClusterSet
 //!   `managedNamespaces`), created and labelled as OCM's registration agent does.
 //! - [`scores`]: AddOnPlacementScores the agent reports (resource usage).
@@ -47,6 +49,7 @@ pub mod policy;
 pub mod registration;
 pub mod scores;
 pub mod serviceaccount;
+pub mod spec;
 pub mod store;
 pub mod work;
 

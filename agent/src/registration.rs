@@ -10,6 +10,7 @@ use crate::AgentConfig;
 use crate::backend::{Backend, ClusterInfo};
 use crate::credentials::AgentCredentials;
 use crate::namespaces::{ManagedNamespaces, hub_hash};
+use crate::spec;
 use crate::store::{HubState, LocalStore, ManagedNamespace};
 use crate::work::WorkManager;
 use flotilla_api::meta::{self, CLAIM_ID, CLAIM_KUBEVERSION, CLAIM_PLATFORM, CLAIM_PRODUCT};
@@ -70,18 +71,12 @@ pub struct RegistrationActor {
     next_lease: Option<Instant>,
     /// Hash of the last status the stream acknowledged.
     last_status_hash: Option<String>,
-    /// The works on this cluster.
+    /// The works on this cluster. Not one of the spec handlers: besides its specs, the work
+    /// manager serves the cluster proxy's queries, the status tick's check of its actors and
+    /// the spec resync (versions, deletions, the specs of the answer).
     works: WorkManager,
-    /// The replicated policies on this cluster (None: governance off).
-    policies: Option<crate::policy::PolicyManager>,
-    /// The ManagedServiceAccounts' task, started by the first one the hub sends.
-    service_accounts: Option<(
-        crate::serviceaccount::ServiceAccounts,
-        tokio::task::JoinHandle<()>,
-    )>,
-    /// The MirrorPeers' task, started by the first poke (or at start when the store names
-    /// MirrorPeers).
-    peers: Option<(crate::peersecrets::PeerSecrets, tokio::task::JoinHandle<()>)>,
+    /// Every other kind of spec (policies, ManagedServiceAccounts, MirrorPeers), in one list.
+    specs: spec::Handlers,
     /// When to ask the hub for a spec resync (None = not scheduled).
     next_resync: Option<Instant>,
     /// When to report AddOnPlacementScores next (None = not scheduled).
@@ -150,9 +145,7 @@ impl RegistrationActor {
             next_lease: None,
             last_status_hash: None,
             works,
-            policies: None,
-            service_accounts: None,
-            peers: None,
+            specs: spec::handlers(None),
             next_resync: None,
             next_score: None,
             credentials: None,
@@ -163,9 +156,10 @@ impl RegistrationActor {
         }
     }
 
-    /// Evaluates and enforces the policies the hub sends (governance).
+    /// Evaluates and enforces the policies the hub sends (governance). Before [`Self::run`]:
+    /// the spec handlers are made again with them (none has started anything yet).
     pub fn with_policies(mut self, policies: crate::policy::PolicyManager) -> Self {
-        self.policies = Some(policies);
+        self.specs = spec::handlers(Some(policies));
         self
     }
 
@@ -285,9 +279,12 @@ impl RegistrationActor {
                 self.next_lease = Some(Instant::now());
                 self.next_resync = Some(Instant::now());
                 self.next_score = Some(Instant::now());
-                if !self.store.get().mirror_peers.is_empty() {
-                    self.peers();
-                }
+                self.specs.resume(&spec::Parts {
+                    config: &self.config,
+                    backend: &self.backend,
+                    store: &self.store,
+                    client: &self.client,
+                });
             }
             let mut status_tick = tokio::time::interval(self.config.status_interval);
             status_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -350,15 +347,7 @@ impl RegistrationActor {
                                 self.next_resync = Some(Instant::now());
                                 self.next_score = Some(Instant::now());
                                 Box::pin(self.works.republish_all()).await;
-                                if let Some(p) = self.policies.as_mut() {
-                                    p.republish_all();
-                                }
-                                if let Some((sa, _)) = &self.service_accounts {
-                                    sa.republish();
-                                }
-                                if let Some((peers, _)) = &self.peers {
-                                    peers.poke();
-                                }
+                                self.specs.on_reconnect();
                             }
                         }
                         Some(ConnectionEvent::Refused) => {
@@ -376,18 +365,7 @@ impl RegistrationActor {
                     },
                 }
             }
-            if let Some(p) = self.policies.take() {
-                p.shutdown().await;
-            }
-            if let Some((handle, task)) = self.service_accounts.take() {
-                // Its last handle: the task ends once it has finished what it is doing.
-                drop(handle);
-                let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
-            }
-            if let Some((handle, task)) = self.peers.take() {
-                drop(handle);
-                let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
-            }
+            self.specs.shutdown().await;
             tracing::info!("agent stopped");
         }
     }
@@ -617,41 +595,14 @@ impl RegistrationActor {
             }
             return;
         }
-        if crate::policy::PolicyManager::handles(&event) {
-            let accepted = self.accepted();
-            match self.policies.as_mut() {
-                Some(p) if accepted => p.on_spec(&event).await,
-                Some(_) => tracing::warn!("policy spec ignored: this cluster is not accepted"),
-                None => tracing::debug!("policy spec ignored: governance is off on this agent"),
-            }
-            return;
-        }
-        if crate::serviceaccount::ServiceAccounts::handles(&event) {
-            if !self.accepted() {
-                tracing::warn!("ManagedServiceAccount spec ignored: this cluster is not accepted");
-                return;
-            }
-            let (handle, _) = self.service_accounts.get_or_insert_with(|| {
-                crate::serviceaccount::ServiceAccounts::spawn(crate::serviceaccount::Deps {
-                    cluster: self.config.cluster_name.clone(),
-                    backend: self.backend.clone(),
-                    store: self.store.clone(),
-                    client: self.client.clone(),
-                    config: crate::serviceaccount::ServiceAccountConfig {
-                        namespace: self.config.service_account_namespace.clone(),
-                        max_event_bytes: self.config.max_event_bytes,
-                    },
-                })
-            });
-            handle.on_spec(event);
-            return;
-        }
-        if crate::peersecrets::PeerSecrets::handles(&event) {
-            if self.accepted() {
-                self.peers().poke();
-            } else {
-                tracing::warn!("MirrorPeer poke ignored: this cluster is not accepted");
-            }
+        let accepted = self.accepted();
+        let parts = spec::Parts {
+            config: &self.config,
+            backend: &self.backend,
+            store: &self.store,
+            client: &self.client,
+        };
+        if self.specs.on_spec(&event, accepted, &parts).await {
             return;
         }
         if event.event_type == types::registration_response()
@@ -681,24 +632,6 @@ impl RegistrationActor {
         } else {
             tracing::debug!(r#type = %event.event_type, "spec event type not handled by this agent");
         }
-    }
-
-    /// The MirrorPeers' task, started (asking at once) if it is not running.
-    fn peers(&mut self) -> &crate::peersecrets::PeerSecrets {
-        let (handle, _) = self.peers.get_or_insert_with(|| {
-            crate::peersecrets::PeerSecrets::spawn(crate::peersecrets::Deps {
-                cluster: self.config.cluster_name.clone(),
-                backend: self.backend.clone(),
-                store: self.store.clone(),
-                client: self.client.clone(),
-                config: crate::peersecrets::PeerConfig {
-                    max_event_bytes: self.config.max_event_bytes,
-                    request_timeout: self.config.nats.request_timeout,
-                    ..Default::default()
-                },
-            })
-        });
-        handle
     }
 
     /// Spec resync: first the digest of the works this agent holds (one small message when
