@@ -7,6 +7,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub const CLUSTERSET_LABEL: &str = "cluster.open-cluster-management.io/clusterset";
 /// The built-in set every new cluster joins.
 pub const DEFAULT_CLUSTERSET: &str = "default";
+/// Label naming the ManifestWorkReplicaSet a work belongs to (`<namespace>.<name>`, as OCM
+/// writes it): the hub's replica sets set it, and the cluster actors read it.
+pub const REPLICASET_LABEL: &str = "work.open-cluster-management.io/manifestworkreplicaset";
 
 /// DNS domains whose label keys (`<domain>/<name>` and `<sub>.<domain>/<name>`) belong to the
 /// hub and its admin, never to a registering agent: Open Cluster Management's (the cluster set

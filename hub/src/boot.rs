@@ -531,7 +531,8 @@ pub(crate) async fn api_routes(
 > {
     let clusters = &state.clusters;
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
-    let api = grpc::api::Api::new(health_service)?
+    let api = grpc::api::Api::new(health_service)
+        .map_err(|e| HubError::Reflection(e.to_string()))?
         .with(ClusterServiceServer::new(grpc::cluster::ClusterApi::new(
             clusters.clone(),
             state.inventory.clone(),

@@ -1,9 +1,9 @@
 //! `flotilla-hub doctor` (I/O: reads the store): every stored record that does not decode as
-//! its bucket holds ([`crate::store::catalog`]), read straight from JetStream — what a running
+//! its bucket holds ([`crate::catalog`]), read straight from JetStream — what a running
 //! hub quarantines and skips ([`crate::store::quarantine`]) — and the removal of one, by its
 //! revision, only while that revision is still there and still does not decode.
 
-use crate::store::catalog;
+use crate::catalog;
 use crate::store::quarantine::Record;
 use flotilla_bus::jetstream as js;
 

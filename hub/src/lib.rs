@@ -1,5 +1,10 @@
 //! The Flotilla hub: decides what every managed cluster should run and tracks what it reports.
 //!
+//! The hub's core — cluster actors and shards, the router, the store, several hubs, views, the
+//! forwarding layer, report sinks and the controller shape — is the crate `flotilla-hub-core`,
+//! re-exported here under the modules' old names; this crate adds the controller families, their
+//! gRPC services, the cluster proxy and the dashboard. The core cannot import from here.
+//!
 //! Starting, state and views:
 //! - `boot` (private): the steps of [`start`], one concern each — listeners, store, state and
 //!   views, the spokes' subscriptions, the API, shard leases, servers.
@@ -7,7 +12,7 @@
 //! - [`store`]: typed JetStream KV buckets; calls ride through elections, records that do not
 //!   decode are quarantined.
 //! - [`doctor`]: `flotilla-hub doctor` — the stored records that do not decode, and their
-//!   removal.
+//!   removal; [`catalog`], every bucket and what it decodes as.
 //! - [`identity`]: uid, creationTimestamp and generation of stored objects.
 //! - [`keys`]: typed keys of namespaced objects (inventory and KV spellings).
 //! - [`settle`]: keys whose write had an unknown outcome, read again by their owner.
@@ -75,44 +80,31 @@
 
 #![deny(missing_docs)]
 
+// The core, under the names the hub's modules have always used (`crate::cluster`, …):
+// families and tests import them from here or from `flotilla_hub_core`.
+pub use flotilla_hub_core::{
+    admission, cluster, controller, ha, handle, identity, inventory, janitor, keys, limits,
+    mailbox, metrics, report, router, sealed, security, settle, store, tasks, units, views,
+};
+
 pub mod addon;
-pub mod admission;
 mod boot;
-pub mod cluster;
+pub mod catalog;
 pub mod clusterset;
-pub mod controller;
 pub mod controllers;
 pub mod dashboard;
 pub mod doctor;
 pub mod grpc;
-pub mod ha;
-pub mod handle;
 pub mod hosts;
-pub mod identity;
 pub mod importpolicy;
-pub mod inventory;
-pub mod janitor;
-pub mod keys;
 pub mod kubeproxy;
-pub mod limits;
-pub mod mailbox;
-pub mod metrics;
 pub mod mirrorpeer;
 pub mod placement;
 pub mod policy;
 pub mod replicaset;
-pub mod report;
 pub mod rollout;
-pub mod router;
-pub mod sealed;
-pub mod security;
 pub mod serviceaccount;
-pub mod settle;
 pub mod starting;
-pub mod store;
-pub mod tasks;
-pub mod units;
-pub mod views;
 pub mod webserver;
 
 use crate::cluster::{ClusterConfig, Clusters};
@@ -258,20 +250,6 @@ pub enum HubError {
     /// The secure directory is unusable.
     #[error("--secure-dir: {0}")]
     Security(#[from] security::StartError),
-    /// The replica sets could not be loaded.
-    #[error("loading replica sets: {0}")]
-    ReplicaSets(#[source] replicaset::ReplicaSetError),
-    /// The add-ons could not be loaded.
-    #[error("loading add-ons: {0}")]
-    AddOns(#[source] addon::AddOnError),
-    /// A controller family could not start for a reason of its own.
-    #[error("controller family {family}: {message}")]
-    Controller {
-        /// The family.
-        family: &'static str,
-        /// What went wrong.
-        message: String,
-    },
     /// The shard lease settings are unusable.
     #[error("shard leases: {0}")]
     Ha(String),
@@ -292,18 +270,6 @@ pub enum HubError {
         #[source]
         source: flotilla_bus::jetstream::JetStreamError,
     },
-    /// Governance state could not be loaded.
-    #[error("policies: {0}")]
-    Policies(#[source] policy::PolicyError),
-    /// ClusterImportPolicies could not be loaded.
-    #[error("ClusterImportPolicies: {0}")]
-    ImportPolicies(#[source] importpolicy::ImportError),
-    /// MirrorPeers could not be loaded.
-    #[error("MirrorPeers: {0}")]
-    MirrorPeers(#[source] mirrorpeer::MirrorPeerError),
-    /// ManagedServiceAccounts could not be loaded.
-    #[error("ManagedServiceAccounts: {0}")]
-    ServiceAccounts(#[source] serviceaccount::MsaError),
 }
 
 /// `<hostname>-<grpc port>`: unique per hub on a host, stable across restarts.

@@ -9,7 +9,7 @@ use common::work::{cond, config_map_work, get_work, works_client};
 use common::*;
 use flotilla_api::work::conditions::APPLIED;
 use flotilla_bus::jetstream::{self as js, StreamOptions};
-use flotilla_hub::store::catalog;
+use flotilla_hub::catalog;
 use flotilla_testkit::NatsServer;
 use std::time::Duration;
 

@@ -2,8 +2,7 @@
 //! and the add-on agents' subjects (leases, health, credentials); provides [`AddOns`].
 
 use super::{AddOnConfig, AddOns, Deps, Store};
-use crate::HubError;
-use crate::controller::{Family, Slot, Start};
+use crate::controller::{Family, Slot, Start, StartError};
 use crate::grpc::addon::AddOnApi;
 use crate::grpc::api::Api;
 use crate::placement::Placements;
@@ -38,7 +37,7 @@ impl Family for AddOnFamily {
         api.with(self.service.served())
     }
 
-    fn start<'a>(&'a self, cx: &'a mut Start<'_>) -> BoxFuture<'a, Result<(), HubError>> {
+    fn start<'a>(&'a self, cx: &'a mut Start<'_>) -> BoxFuture<'a, Result<(), StartError>> {
         Box::pin(async move {
             let placements = cx.need::<Placements>()?;
             let mut store = Store::open(&cx.deps().jetstream, cx.deps().stream).await?;
@@ -54,7 +53,7 @@ impl Family for AddOnFamily {
                 security: cx.deps().security.clone(),
                 config: self.config.clone(),
             };
-            let addons = AddOns::start(store, deps).await.map_err(HubError::AddOns)?;
+            let addons = AddOns::start(store, deps).await.map_err(|e| cx.failed(e))?;
             let stopped = addons.clone();
             cx.on_stop(move || async move { stopped.stop().await });
             let (nats, metrics) = (cx.deps().nats.clone(), cx.deps().metrics.clone());

@@ -2,8 +2,7 @@
 //! their status, keeping the clusters' managed namespaces in step; provides [`ClusterSets`].
 
 use super::ClusterSets;
-use crate::HubError;
-use crate::controller::{Family, Slot, Start};
+use crate::controller::{Family, Slot, Start, StartError};
 use crate::grpc::api::Api;
 use crate::grpc::clusterset::ClusterSetApi;
 use crate::store;
@@ -25,7 +24,7 @@ impl Family for Sets {
         api.with(self.service.served())
     }
 
-    fn start<'a>(&'a self, cx: &'a mut Start<'_>) -> BoxFuture<'a, Result<(), HubError>> {
+    fn start<'a>(&'a self, cx: &'a mut Start<'_>) -> BoxFuture<'a, Result<(), StartError>> {
         Box::pin(async move {
             let sets = ClusterSets::load(
                 cx.open(store::CLUSTERSETS).await?,

@@ -8,17 +8,13 @@
 //! the table of what each method needs. Watches stream through [`watch`]: lazily, and a
 //! watcher that reads nothing is dropped after a deadline.
 
-pub mod access;
+// What every service passes through, from the core (`crate::grpc::auth`, … as before).
+pub use flotilla_hub_core::grpc::{access, api, auth, capacity, forward, guard, late};
+
 pub mod addon;
-pub mod api;
-pub mod auth;
-pub mod capacity;
 pub mod cluster;
 pub mod clusterset;
-pub mod forward;
-pub mod guard;
 pub mod importpolicy;
-pub mod late;
 pub mod mirrorpeer;
 pub mod placement;
 pub mod policy;
@@ -26,7 +22,6 @@ pub mod replicaset;
 pub mod serviceaccount;
 pub mod work;
 
-use crate::cluster::ClusterError;
 use crate::clusterset::SetError;
 use crate::inventory::{ChangeKind, Inventory};
 pub use capacity::WatchSettings;
@@ -265,18 +260,6 @@ where
             }
         }
         true
-    }
-}
-
-impl From<ClusterError> for Status {
-    fn from(e: ClusterError) -> Self {
-        match &e {
-            ClusterError::NotFound(_) | ClusterError::Gone(_) => Status::not_found(e.to_string()),
-            ClusterError::Invalid(_) => Status::invalid_argument(e.to_string()),
-            ClusterError::Unavailable(_) => Status::unavailable(e.to_string()),
-            ClusterError::Conflict(_) => Status::aborted(e.to_string()),
-            ClusterError::Precondition(_) => Status::failed_precondition(e.to_string()),
-        }
     }
 }
 

@@ -2,8 +2,7 @@
 //! provides [`ImportPolicies`].
 
 use super::{Buckets, Deps, ImportConfig, ImportPolicies};
-use crate::HubError;
-use crate::controller::{Family, Slot, Start};
+use crate::controller::{Family, Slot, Start, StartError};
 use crate::grpc::api::Api;
 use crate::grpc::importpolicy::ImportPolicyApi;
 use flotilla_api::v1::import_policy_service_server::ImportPolicyServiceServer;
@@ -34,7 +33,7 @@ impl Family for ImportFamily {
         api.with(self.service.served())
     }
 
-    fn start<'a>(&'a self, cx: &'a mut Start<'_>) -> BoxFuture<'a, Result<(), HubError>> {
+    fn start<'a>(&'a self, cx: &'a mut Start<'_>) -> BoxFuture<'a, Result<(), StartError>> {
         Box::pin(async move {
             let mut buckets = Buckets::open(&cx.deps().jetstream, cx.deps().stream).await?;
             buckets.policies = cx.fenced(buckets.policies);
@@ -49,7 +48,7 @@ impl Family for ImportFamily {
             };
             let (policies, task) = ImportPolicies::spawn(buckets, deps, cx.stop_signal())
                 .await
-                .map_err(HubError::ImportPolicies)?;
+                .map_err(|e| cx.failed(e))?;
             cx.adopt(task);
             let server = ImportPolicyServiceServer::new(ImportPolicyApi::new(policies.clone()));
             cx.serve_from(self.service.slot(), server);

@@ -2,8 +2,7 @@
 //! (`flotilla.peers.<cluster>`); provides [`MirrorPeers`].
 
 use super::{Buckets, Deps, MirrorPeerConfig, MirrorPeers};
-use crate::HubError;
-use crate::controller::{Family, Slot, Start};
+use crate::controller::{Family, Slot, Start, StartError};
 use crate::grpc::api::Api;
 use crate::grpc::mirrorpeer::MirrorPeerApi;
 use flotilla_api::v1::mirror_peer_service_server::MirrorPeerServiceServer;
@@ -34,7 +33,7 @@ impl Family for PeerFamily {
         api.with(self.service.served())
     }
 
-    fn start<'a>(&'a self, cx: &'a mut Start<'_>) -> BoxFuture<'a, Result<(), HubError>> {
+    fn start<'a>(&'a self, cx: &'a mut Start<'_>) -> BoxFuture<'a, Result<(), StartError>> {
         Box::pin(async move {
             let mut buckets = Buckets::open(&cx.deps().jetstream, cx.deps().stream).await?;
             buckets.peers = cx.fenced(buckets.peers);
@@ -49,7 +48,7 @@ impl Family for PeerFamily {
             };
             let (peers, task) = MirrorPeers::spawn(buckets, deps, cx.stop_signal())
                 .await
-                .map_err(HubError::MirrorPeers)?;
+                .map_err(|e| cx.failed(e))?;
             cx.adopt(task);
             let route = super::route::Deps {
                 inventory: cx.deps().inventory.clone(),

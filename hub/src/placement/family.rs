@@ -3,9 +3,8 @@
 
 use super::score_route::{KIND, ScoreTaker};
 use super::{Buckets, Deps, PlacementConfig, Placements};
-use crate::HubError;
 use crate::clusterset::ClusterSets;
-use crate::controller::{Family, Slot, Start};
+use crate::controller::{Family, Slot, Start, StartError};
 use crate::grpc::api::Api;
 use crate::grpc::placement::PlacementApi;
 use crate::report::Kind;
@@ -42,7 +41,7 @@ impl Family for PlacementFamily {
         &[KIND]
     }
 
-    fn start<'a>(&'a self, cx: &'a mut Start<'_>) -> BoxFuture<'a, Result<(), HubError>> {
+    fn start<'a>(&'a self, cx: &'a mut Start<'_>) -> BoxFuture<'a, Result<(), StartError>> {
         Box::pin(async move {
             let sets = cx.need::<ClusterSets>()?;
             let mut buckets = Buckets::open(&cx.deps().jetstream, cx.deps().stream).await?;

@@ -145,3 +145,23 @@ impl Drop for Timer<'_> {
         self.histogram.observe(self.started.elapsed().as_secs_f64());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn components_started_again_register_their_metrics_once() {
+        let hub = crate::metrics::Metrics::new();
+        let first = PlacementMetrics::new(&hub);
+        let again = PlacementMetrics::new(&hub);
+        first.outcome("changed");
+        assert_eq!(again.outcome_count("changed"), 1, "the same counters");
+        let text = hub.render(&crate::inventory::ClusterInventory::new(16));
+        let families = text
+            .lines()
+            .filter(|l| l.starts_with("# TYPE flotilla_hub_placement_schedules "))
+            .count();
+        assert_eq!(families, 1, "{text}");
+    }
+}

@@ -3,8 +3,7 @@
 
 use super::route::{KIND, PolicyTaker};
 use super::{Buckets, Deps, Policies};
-use crate::HubError;
-use crate::controller::{Family, Slot, Start};
+use crate::controller::{Family, Slot, Start, StartError};
 use crate::grpc::api::Api;
 use crate::grpc::policy::PolicyApi;
 use crate::placement::Placements;
@@ -35,7 +34,7 @@ impl Family for PolicyFamily {
         &[KIND]
     }
 
-    fn start<'a>(&'a self, cx: &'a mut Start<'_>) -> BoxFuture<'a, Result<(), HubError>> {
+    fn start<'a>(&'a self, cx: &'a mut Start<'_>) -> BoxFuture<'a, Result<(), StartError>> {
         Box::pin(async move {
             let mut buckets = Buckets::open(&cx.deps().jetstream, cx.deps().stream).await?;
             buckets.policies = cx.fenced(buckets.policies);
@@ -51,7 +50,7 @@ impl Family for PolicyFamily {
             };
             let policies = Policies::start(buckets, deps)
                 .await
-                .map_err(HubError::Policies)?;
+                .map_err(|e| cx.failed(e))?;
             let stopped = policies.clone();
             cx.on_stop(move || async move { stopped.stop().await });
             cx.take_reports(KIND.name, Arc::new(PolicyTaker(policies.clone())));

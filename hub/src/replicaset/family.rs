@@ -2,8 +2,7 @@
 //! placements' decisions; provides [`ReplicaSets`].
 
 use super::{BUCKET, Deps, ReplicaSets};
-use crate::HubError;
-use crate::controller::{Family, Slot, Start};
+use crate::controller::{Family, Slot, Start, StartError};
 use crate::grpc::api::Api;
 use crate::grpc::replicaset::ReplicaSetApi;
 use crate::placement::Placements;
@@ -28,7 +27,7 @@ impl Family for ReplicaSetFamily {
         api.with(self.service.served())
     }
 
-    fn start<'a>(&'a self, cx: &'a mut Start<'_>) -> BoxFuture<'a, Result<(), HubError>> {
+    fn start<'a>(&'a self, cx: &'a mut Start<'_>) -> BoxFuture<'a, Result<(), StartError>> {
         Box::pin(async move {
             let deps = Deps {
                 clusters: cx.deps().clusters.clone(),
@@ -37,7 +36,7 @@ impl Family for ReplicaSetFamily {
             };
             let replicasets = ReplicaSets::start(cx.open(BUCKET).await?, deps)
                 .await
-                .map_err(HubError::ReplicaSets)?;
+                .map_err(|e| cx.failed(e))?;
             let stopped = replicasets.clone();
             cx.on_stop(move || async move { stopped.stop().await });
             let server = ReplicaSetServiceServer::new(ReplicaSetApi::new(replicasets.clone()))

@@ -3,8 +3,7 @@
 
 use super::route::{AccountTaker, KIND};
 use super::{Buckets, Deps, MsaConfig, ServiceAccounts};
-use crate::HubError;
-use crate::controller::{Family, Slot, Start};
+use crate::controller::{Family, Slot, Start, StartError};
 use crate::grpc::api::Api;
 use crate::grpc::serviceaccount::ServiceAccountApi;
 use crate::report::Kind;
@@ -41,7 +40,7 @@ impl Family for AccountFamily {
         &[KIND]
     }
 
-    fn start<'a>(&'a self, cx: &'a mut Start<'_>) -> BoxFuture<'a, Result<(), HubError>> {
+    fn start<'a>(&'a self, cx: &'a mut Start<'_>) -> BoxFuture<'a, Result<(), StartError>> {
         Box::pin(async move {
             let mut buckets = Buckets::open(&cx.deps().jetstream, cx.deps().stream).await?;
             buckets.accounts = cx.fenced(buckets.accounts);
@@ -54,7 +53,7 @@ impl Family for AccountFamily {
             };
             let accounts = ServiceAccounts::start(buckets, deps)
                 .await
-                .map_err(HubError::ServiceAccounts)?;
+                .map_err(|e| cx.failed(e))?;
             let stopped = accounts.clone();
             cx.on_stop(move || async move { stopped.stop().await });
             cx.take_reports(KIND.name, Arc::new(AccountTaker(accounts.clone())));

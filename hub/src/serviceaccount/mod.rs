@@ -22,7 +22,7 @@
 
 pub mod actor;
 pub mod family;
-pub mod key;
+pub use flotilla_hub_core::key;
 pub mod route;
 pub mod rules;
 

@@ -12,8 +12,7 @@ use prost::Message;
 use sha2::{Digest, Sha256};
 use std::time::SystemTime;
 
-/// Label naming the replica set a work belongs to (`<namespace>.<name>`, as OCM writes it).
-pub const REPLICASET_LABEL: &str = "work.open-cluster-management.io/manifestworkreplicaset";
+pub use flotilla_api::meta::REPLICASET_LABEL;
 /// Label naming the placement that put a work on its cluster.
 pub const PLACEMENT_LABEL: &str = "work.open-cluster-management.io/placementname";
 /// Annotation with the hash of the template a work was made from.

@@ -1,7 +1,6 @@
 //! Hub state in JetStream KV: one bucket per kind, protobuf values, the KV revision as the
 //! object's `resourceVersion`. Every call rides through JetStream elections ([`ride`]).
 
-pub mod catalog;
 pub mod quarantine;
 pub mod ride;
 

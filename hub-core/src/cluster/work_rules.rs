@@ -124,9 +124,7 @@ pub fn ttl_deadline(work: &ManifestWork) -> Option<std::time::SystemTime> {
         .as_ref()?
         .ttl_seconds_after_finished?;
     let m = work.metadata.as_ref()?;
-    if m.deletion_timestamp.is_some()
-        || m.labels
-            .contains_key(crate::replicaset::rules::REPLICASET_LABEL)
+    if m.deletion_timestamp.is_some() || m.labels.contains_key(flotilla_api::meta::REPLICASET_LABEL)
     {
         return None;
     }
@@ -243,7 +241,7 @@ mod tests {
         let mut owned = finished(Some(0), 4);
         if let Some(m) = owned.metadata.as_mut() {
             m.labels.insert(
-                crate::replicaset::rules::REPLICASET_LABEL.into(),
+                flotilla_api::meta::REPLICASET_LABEL.into(),
                 "default.rs".into(),
             );
         }

@@ -13,7 +13,7 @@
 //! - `grpc_watches_per_identity` and `grpc_watches`: watches open per identity
 //!   (`--grpc-watches-per-identity`) and on the hub (`--grpc-watches-max`);
 //! - `grpc_slow_watcher`: a watcher whose stream has accepted nothing for
-//!   `--grpc-slow-watcher-seconds` is dropped ([`super::watch`]), its stream ended with
+//!   `--grpc-slow-watcher-seconds` is dropped (the hub's `grpc::watch`), its stream ended with
 //!   `RESOURCE_EXHAUSTED` when the client reads again.
 //!
 //! The identity is the token's name; on an open hub (no token file) every caller from one
@@ -363,7 +363,7 @@ impl Drop for Slot {
 }
 
 /// How a watch is served, put in a watch call's extensions by [`Admit`] for the services
-/// ([`super::watch`]).
+/// (the hub's `grpc::watch`).
 #[derive(Clone)]
 pub struct WatchSettings {
     /// A watcher whose stream accepted nothing for this long is dropped.

@@ -25,7 +25,7 @@
 //! answers are still sealed to the asker's reply key — by its own key, named in the answer —
 //! so a passive listener reads no answer, though nothing proves which hub made it.
 
-use crate::serviceaccount::key::SealingKey;
+use crate::key::SealingKey;
 use nkeys::XKey;
 use std::collections::{BTreeSet, HashSet};
 use std::time::{Duration, SystemTime};

@@ -4,7 +4,7 @@
 //! once every family is up), and what earlier families provide. (I/O: opens buckets, spawns.)
 
 use super::{Controllers, Provided, Stopper};
-use crate::HubError;
+use super::{Missing, StartError};
 use crate::cluster::Clusters;
 use crate::grpc;
 use crate::grpc::late::LateSlot;
@@ -129,7 +129,7 @@ impl<'a> Start<'a> {
     pub async fn open<T: prost::Message + Default>(
         &self,
         name: &'static str,
-    ) -> Result<Bucket<T>, HubError> {
+    ) -> Result<Bucket<T>, StartError> {
         let bucket = Bucket::open(&self.deps.jetstream, name, self.deps.stream).await?;
         Ok(self.fenced(bucket))
     }
@@ -141,16 +141,19 @@ impl<'a> Start<'a> {
 
     /// What an earlier family provided; an error naming both families when none did (the list
     /// is in the wrong order).
-    pub fn need<T: Clone + Send + Sync + 'static>(&self) -> Result<T, HubError> {
-        self.provided
-            .get::<T>()
-            .ok_or_else(|| HubError::Controller {
-                family: self.family,
-                message: format!(
-                    "needs a {}, which no family started before it provides",
-                    std::any::type_name::<T>()
-                ),
-            })
+    pub fn need<T: Clone + Send + Sync + 'static>(&self) -> Result<T, StartError> {
+        self.provided.get::<T>().ok_or_else(|| {
+            let why = format!(
+                "needs a {}, which no family started before it provides",
+                std::any::type_name::<T>()
+            );
+            StartError::new(self.family, Missing(why))
+        })
+    }
+
+    /// `source`, as the starting family's reason.
+    pub fn failed(&self, source: impl std::error::Error + Send + Sync + 'static) -> StartError {
+        StartError::new(self.family, source)
     }
 
     /// Router settings whose subscriptions are waited for before the controllers serve.

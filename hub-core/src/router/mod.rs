@@ -72,7 +72,7 @@ impl Default for RouterConfig {
 /// Every hub subscribes (no queue group: a paused member of a queue group would swallow its
 /// share of the requests until the server noticed), and `mine` keeps only the requests of
 /// clusters whose shard this hub holds: exactly one hub answers each.
-pub(crate) async fn serve<F, Fut>(
+pub async fn serve<F, Fut>(
     nats: async_nats::Client,
     subject: &'static str,
     mut shutdown: watch::Receiver<bool>,
@@ -113,7 +113,7 @@ pub(crate) async fn serve<F, Fut>(
 }
 
 /// Whether a request on `flotilla.<verb>.<cluster>` is this hub's to answer.
-pub(crate) fn owned(clusters: &Clusters, verb: &'static str) -> impl Fn(&str) -> bool + use<> {
+pub fn owned(clusters: &Clusters, verb: &'static str) -> impl Fn(&str) -> bool + use<> {
     let clusters = clusters.clone();
     move |subject| {
         subjects::cluster_token(subject, verb)
@@ -125,7 +125,7 @@ pub(crate) fn owned(clusters: &Clusters, verb: &'static str) -> impl Fn(&str) ->
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What the hub answers spokes' requests with.
-pub(crate) fn answers(nats: &async_nats::Client, config: &RouterConfig) -> Publisher {
+pub fn answers(nats: &async_nats::Client, config: &RouterConfig) -> Publisher {
     Publisher::new(nats.clone(), config.max_event_bytes, ANSWER_TIMEOUT)
 }
 
@@ -368,7 +368,7 @@ async fn reply_busy(
 }
 
 /// A request from a spoke whose reply subject was checked.
-pub(crate) struct Request {
+pub struct Request {
     msg: async_nats::Message,
     reply: Option<ReplyTo>,
 }
@@ -383,7 +383,7 @@ impl std::ops::Deref for Request {
 impl Request {
     /// Checks a request's reply subject; `None` (counted, logged within budget) when the hub
     /// must not answer it — the caller then drops the request.
-    pub(crate) fn check(msg: async_nats::Message, metrics: &Metrics, ty: &str) -> Option<Self> {
+    pub fn check(msg: async_nats::Message, metrics: &Metrics, ty: &str) -> Option<Self> {
         match ReplyTo::check(msg.reply.as_ref()) {
             Ok(reply) => Some(Self { msg, reply }),
             Err(e) => {
@@ -396,7 +396,7 @@ impl Request {
     }
 
     /// Where the answer goes, if anywhere.
-    pub(crate) fn reply(&self) -> Option<&ReplyTo> {
+    pub fn reply(&self) -> Option<&ReplyTo> {
         self.reply.as_ref()
     }
 }
@@ -467,7 +467,7 @@ fn reply_cluster(cluster: &str) -> &str {
 }
 
 /// Answers a request (if it wants an answer) with one event.
-pub(crate) async fn reply(
+pub async fn reply(
     nats: &Publisher,
     msg: &Request,
     ty: flotilla_bus::EventType,

@@ -32,3 +32,6 @@ pub fn families(config: &Config) -> Vec<Box<dyn Family>> {
         )),
     ]
 }
+
+#[cfg(test)]
+mod tests;

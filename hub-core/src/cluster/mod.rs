@@ -141,14 +141,14 @@ impl Sight {
 
 /// The actors of one shard this hub holds: stopped and awaited together when it is handed over
 /// or lost.
-pub(crate) struct ShardRun {
+pub struct ShardRun {
     pub(crate) fence: Fence,
     /// When this hub took the shard.
-    pub(crate) acquired: SystemTime,
+    pub acquired: SystemTime,
     pub(crate) stop: tokio::sync::watch::Sender<bool>,
     pub(crate) tasks: JoinSet<()>,
     /// Whether the shard's status is being read.
-    pub(crate) sight: Arc<Sight>,
+    pub sight: Arc<Sight>,
 }
 
 /// One call to another hub's cluster actor, at most, beyond the store's patience (the holder

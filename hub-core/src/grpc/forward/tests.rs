@@ -69,7 +69,7 @@ fn only_the_forwarded_headers_travel_and_the_deadline_is_the_edges() {
 
 fn shared_seal() -> HubSeal {
     let dir = tempfile::tempdir().unwrap();
-    let key = crate::serviceaccount::key::SealingKey::from_file(&dir.path().join("s.xk")).unwrap();
+    let key = crate::key::SealingKey::from_file(&dir.path().join("s.xk")).unwrap();
     HubSeal::new(key)
 }
 
@@ -163,7 +163,7 @@ fn a_sealed_call_opens_once_on_a_hub_sharing_the_key_and_nowhere_else() {
     assert_eq!(e.code(), tonic::Code::Unauthenticated);
     assert!(e.message().contains("do not share"), "{}", e.message());
     // A call in clear is refused where the hubs share a key.
-    let alone = HubSeal::new(crate::serviceaccount::key::SealingKey::ephemeral());
+    let alone = HubSeal::new(crate::key::SealingKey::ephemeral());
     let clear = wire(&seal_call(&alone, inner(None)).unwrap());
     let e = open_call(&seal, &fresh, clear.clone(), SystemTime::now()).unwrap_err();
     assert_eq!(e.code(), tonic::Code::Unauthenticated);

@@ -478,7 +478,7 @@ mod tests {
 
     #[test]
     fn errors_keep_their_kind_across_hubs() {
-        let seal = HubSeal::new(crate::serviceaccount::key::SealingKey::ephemeral());
+        let seal = HubSeal::new(crate::key::SealingKey::ephemeral());
         for e in [
             ClusterError::NotFound("managed cluster \"x\"".into()),
             ClusterError::Invalid("spec.taints[0]".into()),
@@ -514,8 +514,7 @@ mod tests {
     #[test]
     fn a_join_token_crosses_only_sealed_to_the_asking_call() {
         let dir = tempfile::tempdir().unwrap();
-        let key =
-            crate::serviceaccount::key::SealingKey::from_file(&dir.path().join("s.xk")).unwrap();
+        let key = crate::key::SealingKey::from_file(&dir.path().join("s.xk")).unwrap();
         let seal = HubSeal::new(key);
         let asker = ReplyKey::new();
         let result = sealed_join_token(&seal, &token(), Some(asker.public()));

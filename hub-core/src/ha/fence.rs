@@ -81,7 +81,7 @@ impl Fence {
     /// has run out stays out, even when a late acknowledgement says the lease is still this
     /// hub's: whatever stopped when it ran out (a status consumer, a refused write) is not
     /// resumed by it. The unit is stopped and started again under a new fence and epoch.
-    pub(crate) fn extend(&self, deadline: Instant) {
+    pub fn extend(&self, deadline: Instant) {
         if !self.is_valid() {
             return;
         }
@@ -90,7 +90,7 @@ impl Fence {
     }
 
     /// Ends it now (lost or released).
-    pub(crate) fn revoke(&self) {
+    pub fn revoke(&self) {
         self.0.revoked.store(true, Ordering::Release);
     }
 
@@ -183,7 +183,7 @@ impl Ownership {
     }
 
     /// Records a unit's fence (`None`: released or lost; the old fence is revoked).
-    pub(crate) fn set(&self, unit: u32, fence: Option<Fence>) {
+    pub fn set(&self, unit: u32, fence: Option<Fence>) {
         let mut units = self.units.write().expect("ownership lock");
         if let Some(slot) = units.get_mut(unit as usize) {
             if let Some(old) = slot.take()

@@ -496,21 +496,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn components_started_again_register_their_metrics_once() {
-        let hub = Metrics::new();
-        let first = crate::placement::metrics::PlacementMetrics::new(&hub);
-        let again = crate::placement::metrics::PlacementMetrics::new(&hub);
-        first.outcome("changed");
-        assert_eq!(again.outcome_count("changed"), 1, "the same counters");
-        let text = hub.render(&crate::inventory::ClusterInventory::new(16));
-        let families = text
-            .lines()
-            .filter(|l| l.starts_with("# TYPE flotilla_hub_placement_schedules "))
-            .count();
-        assert_eq!(families, 1, "{text}");
-    }
-
-    #[test]
     fn a_flood_of_rejections_logs_at_most_the_budget_per_second() {
         let budget = LogBudget::default();
         let logged = (0..1000).filter(|_| budget.allow(100)).count();

@@ -526,6 +526,21 @@ impl ClusterHandle {
     }
 }
 
+/// The gRPC status a cluster call's failure answers with.
+impl From<ClusterError> for tonic::Status {
+    fn from(e: ClusterError) -> Self {
+        match &e {
+            ClusterError::NotFound(_) | ClusterError::Gone(_) => {
+                tonic::Status::not_found(e.to_string())
+            }
+            ClusterError::Invalid(_) => tonic::Status::invalid_argument(e.to_string()),
+            ClusterError::Unavailable(_) => tonic::Status::unavailable(e.to_string()),
+            ClusterError::Conflict(_) => tonic::Status::aborted(e.to_string()),
+            ClusterError::Precondition(_) => tonic::Status::failed_precondition(e.to_string()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,6 @@
 //! The gRPC API as the server builds it: every service once, by name — what the server
 //! routes and what its health reports, from one list (pure construction).
 
-use crate::HubError;
 use std::convert::Infallible;
 
 /// A gRPC service the API can route (what tonic's generated servers and [`super::late::Late`]
@@ -43,12 +42,11 @@ pub struct Api {
 
 impl Api {
     /// The API with reflection and health (health reports each service added).
-    pub fn new(health: impl GrpcService) -> Result<Self, HubError> {
+    pub fn new(health: impl GrpcService) -> Result<Self, tonic_reflection::server::Error> {
         let reflection = tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(flotilla_api::FILE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-            .build_v1()
-            .map_err(|e| HubError::Reflection(e.to_string()))?;
+            .build_v1()?;
         Ok(Self {
             routes: tonic::service::Routes::new(health).add_service(reflection),
             names: Vec::new(),

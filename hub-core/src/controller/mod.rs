@@ -6,7 +6,7 @@
 //! report kinds it takes, and starts from a [`Start`] context that opens its buckets under the
 //! controllers' fence, hands out the stop signal, owns its tasks and what stopping it takes,
 //! and carries what earlier families provide. The hub's one list of families is
-//! [`crate::controllers::families`]; from it follow the gRPC services, forwarding (which paths
+//! `controllers::families` in `flotilla-hub`; from it follow the gRPC services, forwarding (which paths
 //! are the controllers'), the report sinks, start, stop and the subscriptions waited for.
 //!
 //! [`Controllers`] is the running set: started in list order, stopped in reverse (dependents
@@ -20,7 +20,6 @@ mod tests;
 pub use provided::Provided;
 pub use start::{Deps, Start};
 
-use crate::HubError;
 use crate::ha::Fence;
 use futures::future::BoxFuture;
 use std::sync::{Arc, Mutex};
@@ -35,6 +34,41 @@ pub const FORWARD_SUBJECT: &str = "flotilla.hub.controllers.grpc";
 const SUBSCRIBED_WITHIN: Duration = Duration::from_secs(10);
 /// How long each stop step and each task gets to end.
 const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// Why a family could not start: the family, and the cause.
+#[derive(Debug, thiserror::Error)]
+#[error("controller family {family}: {source}")]
+pub struct StartError {
+    /// The family (filled in by [`Controllers::start`] when the error did not say).
+    pub family: &'static str,
+    /// What went wrong.
+    #[source]
+    pub source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl StartError {
+    /// `source`, as family `family`'s reason.
+    pub fn new(
+        family: &'static str,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            family,
+            source: Box::new(source),
+        }
+    }
+}
+
+impl From<crate::store::StoreError> for StartError {
+    fn from(e: crate::store::StoreError) -> Self {
+        Self::new("", e)
+    }
+}
+
+/// A family's start failing for a reason of its own, as text (a missing handle).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Missing(pub String);
 
 /// One controller family.
 pub trait Family: Send + Sync + 'static {
@@ -51,7 +85,7 @@ pub trait Family: Send + Sync + 'static {
     }
 
     /// Loads its state under the controllers' fence and starts its tasks.
-    fn start<'a>(&'a self, cx: &'a mut Start<'_>) -> BoxFuture<'a, Result<(), HubError>>;
+    fn start<'a>(&'a self, cx: &'a mut Start<'_>) -> BoxFuture<'a, Result<(), StartError>>;
 }
 
 /// A family's gRPC service: the slot it fills while running here, and the service every hub
@@ -92,7 +126,7 @@ pub struct Families {
 
 impl Families {
     /// Adds every family's services to `api`, and remembers their paths (for forwarding).
-    pub(crate) fn new(
+    pub fn new(
         list: Vec<Box<dyn Family>>,
         mut api: crate::grpc::api::Api,
     ) -> (Self, crate::grpc::api::Api) {
@@ -130,7 +164,7 @@ impl Families {
 }
 
 /// A stop step: what stopping one family takes beyond its tasks (an actor's own stop).
-pub(crate) type Stopper = (
+pub type Stopper = (
     &'static str,
     Box<dyn FnOnce() -> BoxFuture<'static, ()> + Send + Sync>,
 );
@@ -156,12 +190,15 @@ impl Controllers {
     /// Starts every family in order under `fence`, then the forwarded calls' and reports'
     /// servers; waits (bounded) for their subscriptions, then fills their services and report
     /// sinks. A family that fails to start stops the ones started before it.
-    pub async fn start(families: &Families, deps: &Deps, fence: Fence) -> Result<Self, HubError> {
+    pub async fn start(families: &Families, deps: &Deps, fence: Fence) -> Result<Self, StartError> {
         let (stop, stop_rx) = watch::channel(false);
         let mut cx = Start::new(deps, fence.clone(), stop_rx);
         for family in families.list.iter() {
             cx.begin(family.name());
-            if let Err(e) = family.start(&mut cx).await {
+            if let Err(mut e) = family.start(&mut cx).await {
+                if e.family.is_empty() {
+                    e.family = family.name();
+                }
                 let started = cx.finish(stop);
                 started.stop().await;
                 return Err(e);

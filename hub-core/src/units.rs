@@ -99,8 +99,7 @@ impl Units {
     }
 
     /// What the controller families are built from.
-    #[cfg(test)]
-    pub(crate) fn controller_deps(&self) -> &controller::Deps {
+    pub fn controller_deps(&self) -> &controller::Deps {
         &self.controller_deps
     }
 

@@ -63,13 +63,13 @@ impl SealingKey {
 
     /// `plain` sealed by this key to `recipient` (boxes between hubs, [`crate::sealed`]);
     /// `None` when the box library fails (it says nothing more).
-    pub(crate) fn seal_to(&self, plain: &[u8], recipient: &XKey) -> Option<Vec<u8>> {
+    pub fn seal_to(&self, plain: &[u8], recipient: &XKey) -> Option<Vec<u8>> {
         self.key.seal(plain, recipient).ok()
     }
 
     /// Opens a box sealed to this key by `sender` ([`crate::sealed`]); `None` when it does not
     /// open (another key, or tampered with).
-    pub(crate) fn open_from(&self, sealed: &[u8], sender: &XKey) -> Option<Vec<u8>> {
+    pub fn open_from(&self, sealed: &[u8], sender: &XKey) -> Option<Vec<u8>> {
         self.key.open(sealed, sender).ok()
     }
 }

@@ -14,10 +14,13 @@ fn as_type<M: Message + Default>(value: &[u8]) -> Result<(), prost::DecodeError>
 
 /// `(bucket, decoder)` of every protobuf bucket.
 pub const BUCKETS: &[(&str, Decoder)] = &[
-    (super::CLUSTERS, as_type::<v1::ManagedCluster>),
-    (super::WORKS, as_type::<v1::ManifestWork>),
-    (super::CLUSTERSETS, as_type::<v1::ManagedClusterSet>),
-    (super::BINDINGS, as_type::<v1::ManagedClusterSetBinding>),
+    (crate::store::CLUSTERS, as_type::<v1::ManagedCluster>),
+    (crate::store::WORKS, as_type::<v1::ManifestWork>),
+    (crate::store::CLUSTERSETS, as_type::<v1::ManagedClusterSet>),
+    (
+        crate::store::BINDINGS,
+        as_type::<v1::ManagedClusterSetBinding>,
+    ),
     (
         crate::placement::PLACEMENTS_BUCKET,
         as_type::<v1::Placement>,

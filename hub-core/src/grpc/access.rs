@@ -25,9 +25,9 @@
 //! Why: health checks serve load balancers and probes. `Proxy` is admin-only although it only
 //! reads, because it reads any object of a spoke, Secrets included. `CreateJoinToken` answers
 //! with a NATS seed. A deployer reaches only the work service's apply and delete; the service
-//! then checks the work's executor, the stored one too ([`super::work`]), and a
+//! then checks the work's executor, the stored one too (`flotilla-hub`'s `grpc::work`), and a
 //! ManagedServiceAccount's token, which the service gives a deployer only when one of its
-//! execute-as grants covers the ServiceAccount on the cluster ([`super::serviceaccount`]).
+//! execute-as grants covers the ServiceAccount on the cluster (`flotilla-hub`'s `grpc::serviceaccount`).
 
 use std::fmt;
 
