@@ -2,8 +2,8 @@
 //! and the add-on agents' subjects (leases, health, credentials); provides [`AddOns`].
 
 use super::{AddOnConfig, AddOns, Deps, Store};
+use crate::addon::grpc::AddOnApi;
 use crate::controller::{Family, Slot, Start, StartError};
-use crate::grpc::addon::AddOnApi;
 use crate::grpc::api::Api;
 use crate::placement::Placements;
 use flotilla_api::v1::add_on_service_server::AddOnServiceServer;

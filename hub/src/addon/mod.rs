@@ -23,6 +23,7 @@ pub mod actor;
 mod dirty;
 pub mod effects;
 pub mod family;
+pub mod grpc;
 pub mod router;
 pub mod rules;
 mod settled;

@@ -2,9 +2,9 @@
 //! their status, keeping the clusters' managed namespaces in step; provides [`ClusterSets`].
 
 use super::ClusterSets;
+use crate::clusterset::grpc::ClusterSetApi;
 use crate::controller::{Family, Slot, Start, StartError};
 use crate::grpc::api::Api;
-use crate::grpc::clusterset::ClusterSetApi;
 use crate::store;
 use flotilla_api::v1::cluster_set_service_server::ClusterSetServiceServer;
 use futures::future::BoxFuture;

@@ -3,6 +3,7 @@
 //! cluster's `status.managedNamespaces` in step with the sets it belongs to.
 
 pub mod family;
+pub mod grpc;
 pub mod namespaces;
 
 use crate::inventory::ClusterInventory;

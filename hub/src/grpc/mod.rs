@@ -1,5 +1,6 @@
-//! The gRPC API (`flotilla.v1`): cluster, cluster-set, work, placement, replica-set, add-on and
-//! policy services. Errors map to the status codes clients expect: `INVALID_ARGUMENT` naming the field,
+//! The gRPC API (`flotilla.v1`): the cluster and work services here; each controller family's
+//! service in its own folder (`crate::placement::grpc`, `crate::policy::grpc`, …), built on the
+//! helpers below (watch streams, status mapping). Errors map to the status codes clients expect: `INVALID_ARGUMENT` naming the field,
 //! `NOT_FOUND`, `ABORTED` for a stale resourceVersion, `PERMISSION_DENIED` naming the caller,
 //! `UNAVAILABLE` when storage is down.
 //!
@@ -11,15 +12,7 @@
 // What every service passes through, from the core (`crate::grpc::auth`, … as before).
 pub use flotilla_hub_core::grpc::{access, api, auth, capacity, forward, guard, late};
 
-pub mod addon;
 pub mod cluster;
-pub mod clusterset;
-pub mod importpolicy;
-pub mod mirrorpeer;
-pub mod placement;
-pub mod policy;
-pub mod replicaset;
-pub mod serviceaccount;
 pub mod work;
 
 use crate::clusterset::SetError;

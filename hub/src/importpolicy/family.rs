@@ -4,7 +4,7 @@
 use super::{Buckets, Deps, ImportConfig, ImportPolicies};
 use crate::controller::{Family, Slot, Start, StartError};
 use crate::grpc::api::Api;
-use crate::grpc::importpolicy::ImportPolicyApi;
+use crate::importpolicy::grpc::ImportPolicyApi;
 use flotilla_api::v1::import_policy_service_server::ImportPolicyServiceServer;
 use futures::future::BoxFuture;
 

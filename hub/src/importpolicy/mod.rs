@@ -30,6 +30,7 @@
 pub mod actor;
 pub mod compiled;
 pub mod family;
+pub mod grpc;
 pub mod rules;
 pub mod source;
 

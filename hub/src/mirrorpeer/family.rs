@@ -4,7 +4,7 @@
 use super::{Buckets, Deps, MirrorPeerConfig, MirrorPeers};
 use crate::controller::{Family, Slot, Start, StartError};
 use crate::grpc::api::Api;
-use crate::grpc::mirrorpeer::MirrorPeerApi;
+use crate::mirrorpeer::grpc::MirrorPeerApi;
 use flotilla_api::v1::mirror_peer_service_server::MirrorPeerServiceServer;
 use futures::future::BoxFuture;
 

@@ -20,6 +20,7 @@
 
 pub mod actor;
 pub mod family;
+pub mod grpc;
 pub mod route;
 pub mod rules;
 

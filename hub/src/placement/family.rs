@@ -6,7 +6,7 @@ use super::{Buckets, Deps, PlacementConfig, Placements};
 use crate::clusterset::ClusterSets;
 use crate::controller::{Family, Slot, Start, StartError};
 use crate::grpc::api::Api;
-use crate::grpc::placement::PlacementApi;
+use crate::placement::grpc::PlacementApi;
 use crate::report::Kind;
 use flotilla_api::v1::placement_service_server::PlacementServiceServer;
 use futures::future::BoxFuture;

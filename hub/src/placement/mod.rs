@@ -21,6 +21,7 @@ pub mod actor;
 pub mod convert;
 pub mod dispatch;
 pub mod family;
+pub mod grpc;
 pub mod metrics;
 pub mod score_route;
 pub mod scores;

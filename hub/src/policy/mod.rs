@@ -18,6 +18,7 @@
 
 pub mod actor;
 pub mod family;
+pub mod grpc;
 pub mod metrics;
 pub mod route;
 pub mod rules;

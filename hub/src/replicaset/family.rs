@@ -4,8 +4,8 @@
 use super::{BUCKET, Deps, ReplicaSets};
 use crate::controller::{Family, Slot, Start, StartError};
 use crate::grpc::api::Api;
-use crate::grpc::replicaset::ReplicaSetApi;
 use crate::placement::Placements;
+use crate::replicaset::grpc::ReplicaSetApi;
 use flotilla_api::v1::replica_set_service_server::ReplicaSetServiceServer;
 use futures::future::BoxFuture;
 

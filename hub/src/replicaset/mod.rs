@@ -14,6 +14,7 @@
 
 pub mod actor;
 pub mod family;
+pub mod grpc;
 pub mod rules;
 
 use crate::cluster::Clusters;

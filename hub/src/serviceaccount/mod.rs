@@ -22,6 +22,7 @@
 
 pub mod actor;
 pub mod family;
+pub mod grpc;
 pub use flotilla_hub_core::key;
 pub mod route;
 pub mod rules;

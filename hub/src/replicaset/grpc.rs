@@ -102,17 +102,17 @@ impl ReplicaSetService for ReplicaSetApi {
         ))
     }
 
-    type WatchReplicaSetsStream = super::WatchStream<ReplicaSetEvent>;
+    type WatchReplicaSetsStream = crate::grpc::WatchStream<ReplicaSetEvent>;
 
     async fn watch_replica_sets(
         &self,
         request: Request<ListReplicaSetsRequest>,
     ) -> Result<Response<Self::WatchReplicaSetsStream>, Status> {
-        let watching = super::WatchSettings::of(&request);
+        let watching = crate::grpc::WatchSettings::of(&request);
         let r = request.into_inner();
         guard::namespace("namespace", &r.namespace, true)?;
         let namespace = r.namespace;
-        Ok(Response::new(super::watch(
+        Ok(Response::new(crate::grpc::watch(
             &watching,
             self.sets.views(),
             move |_, rs: &ManifestWorkReplicaSet| {

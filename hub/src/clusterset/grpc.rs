@@ -1,7 +1,7 @@
 //! `flotilla.v1.ClusterSetService`.
 
-use super::guard;
 use crate::clusterset::ClusterSets;
+use crate::grpc::guard;
 use flotilla_api::v1::cluster_set_service_server::ClusterSetService;
 use flotilla_api::v1::{
     DeleteBindingRequest, DeleteBindingResponse, DeleteClusterSetResponse, GetClusterSetRequest,

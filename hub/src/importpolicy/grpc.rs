@@ -75,14 +75,14 @@ impl ImportPolicyService for ImportPolicyApi {
         Ok(Response::new(DeleteImportPolicyResponse {}))
     }
 
-    type WatchImportPoliciesStream = super::WatchStream<ImportPolicyEvent>;
+    type WatchImportPoliciesStream = crate::grpc::WatchStream<ImportPolicyEvent>;
 
     async fn watch_import_policies(
         &self,
         request: Request<ListImportPoliciesRequest>,
     ) -> Result<Response<Self::WatchImportPoliciesStream>, Status> {
-        Ok(Response::new(super::watch(
-            &super::WatchSettings::of(&request),
+        Ok(Response::new(crate::grpc::watch(
+            &crate::grpc::WatchSettings::of(&request),
             self.policies.views(),
             |_, _| true,
             |ty, p: &ClusterImportPolicy| ImportPolicyEvent {

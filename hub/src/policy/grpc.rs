@@ -113,16 +113,16 @@ impl PolicyService for PolicyApi {
         }))
     }
 
-    type WatchPoliciesStream = super::WatchStream<PolicyEvent>;
+    type WatchPoliciesStream = crate::grpc::WatchStream<PolicyEvent>;
 
     async fn watch_policies(
         &self,
         request: Request<ListPoliciesRequest>,
     ) -> Result<Response<Self::WatchPoliciesStream>, Status> {
-        let watching = super::WatchSettings::of(&request);
+        let watching = crate::grpc::WatchSettings::of(&request);
         let r = request.into_inner();
         let namespace = list_ns(&r)?.to_string();
-        Ok(Response::new(super::watch(
+        Ok(Response::new(crate::grpc::watch(
             &watching,
             self.policies.views(),
             move |_, p: &Policy| {

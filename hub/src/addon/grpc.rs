@@ -159,17 +159,17 @@ impl AddOnService for AddOnApi {
         Ok(Response::new(DeleteAddOnResponse {}))
     }
 
-    type WatchManagedClusterAddOnsStream = super::WatchStream<ManagedClusterAddOnEvent>;
+    type WatchManagedClusterAddOnsStream = crate::grpc::WatchStream<ManagedClusterAddOnEvent>;
 
     async fn watch_managed_cluster_add_ons(
         &self,
         request: Request<ListAddOnsRequest>,
     ) -> Result<Response<Self::WatchManagedClusterAddOnsStream>, Status> {
-        let watching = super::WatchSettings::of(&request);
+        let watching = crate::grpc::WatchSettings::of(&request);
         let r = request.into_inner();
         guard::cluster("namespace", &r.namespace, true)?;
         let (cluster, name) = (r.namespace, r.name);
-        Ok(Response::new(super::watch(
+        Ok(Response::new(crate::grpc::watch(
             &watching,
             &self.addons.store().cluster_addon_views,
             move |_, m: &ManagedClusterAddOn| {

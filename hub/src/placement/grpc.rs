@@ -1,7 +1,7 @@
 //! `flotilla.v1.PlacementService`: Placements, their PlacementDecisions, the scheduler's debug
 //! view, and AddOnPlacementScores.
 
-use super::guard;
+use crate::grpc::guard;
 use crate::inventory::ChangeKind;
 use crate::placement::scores::ScoreError;
 use crate::placement::{PlacementError, PlacementView, Placements};
@@ -137,11 +137,11 @@ impl PlacementService for PlacementApi {
         &self,
         req: Request<WatchPlacementsRequest>,
     ) -> Result<Response<WatchStream>, Status> {
-        let watching = super::WatchSettings::of(&req);
+        let watching = crate::grpc::WatchSettings::of(&req);
         let r = req.into_inner();
         let mut rx = self.placements.subscribe();
         let initial = self.placements.list(&r.namespace);
-        let stream = super::watch_stream(&watching, move |tx| async move {
+        let stream = crate::grpc::watch_stream(&watching, move |tx| async move {
             for v in initial {
                 if matches(&v, &r.namespace, &r.name)
                     && !tx.send(Ok(event(EventType::Added, &v))).await
