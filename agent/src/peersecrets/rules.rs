@@ -75,8 +75,9 @@ pub fn content_hash(data: &BTreeMap<String, Vec<u8>>) -> u64 {
 }
 
 /// The peers of `d` that need a new box from this agent, with its revision: those whose key
-/// is known and whose stored box is missing, older than what was sent, sealed to another key,
-/// or sealed from other content. After a restart (`sent` empty) every peer gets one.
+/// is known and whose stored box is missing, not the one sent (older, or a floor the peer
+/// reported above it), sealed to another key, or sealed from other content. After a restart
+/// (`sent` empty) every peer gets one.
 pub fn outbound(
     d: &MirrorPeerDelivery,
     hash: u64,
@@ -92,11 +93,14 @@ pub fn outbound(
             stored.filter(|s| s.recipient_xkey == peer.xkey),
             last.filter(|s| s.recipient == peer.xkey),
         );
+        // Only the box sent is current: a stored revision above it is a floor the peer
+        // reported (it holds a newer box from this agent's earlier life), and the peer refuses
+        // every box at or below it — the next box must pass it.
         let current = match (last, stored) {
             (Some(s), Some(st)) => {
                 s.hash == hash
                     && s.recipient == peer.xkey
-                    && st.revision >= s.revision
+                    && st.revision == s.revision
                     && st.recipient_xkey == peer.xkey
             }
             _ => false,
@@ -307,6 +311,12 @@ mod tests {
         assert_eq!(
             outbound(&delivery(stored(5, "XB")), 7, &BTreeMap::new())[0].2,
             6
+        );
+        // A floor above what was sent (the peer holds revision 3 from this agent's earlier
+        // life and refused 1): the same content is sealed again past it.
+        assert_eq!(
+            outbound(&delivery(stored(3, "XB")), 7, &sent),
+            [("b".into(), "XB".into(), 4)]
         );
     }
 

@@ -548,6 +548,9 @@ impl Actor {
             match self.buckets.secrets.put(&key, &floor).await {
                 Ok(_) => {
                     tracing::debug!(record = %key, revision = floor.revision, "a peer's applied revision kept as the pair's floor");
+                    // The sender seals again past it now, not at its next resync: until then
+                    // the peer refuses every box it sends.
+                    self.schedule(&floor.from, now);
                     self.records.insert(key, floor);
                 }
                 Err(e) => tracing::debug!(record = %key, error = %e, "floor not stored"),
