@@ -8,6 +8,7 @@
 //! - [`identity`]: uid, creationTimestamp and generation of stored objects.
 //! - [`keys`]: typed keys of namespaced objects (inventory and KV spellings).
 //! - [`settle`]: keys whose write had an unknown outcome, read again by their owner.
+//! - [`backoff`]: per-key retry times, the wait doubling while attempts go unanswered (pure).
 //! - [`inventory`]: the shared read view of all clusters and works plus a change broadcast.
 //! - [`views`]: every hub's views of every cluster and work, fed by one KV watch per bucket.
 //!
@@ -48,6 +49,7 @@
 #![deny(missing_docs)]
 
 pub mod admission;
+pub mod backoff;
 pub mod cluster;
 pub mod controller;
 pub mod grpc;

@@ -16,6 +16,7 @@
 //! - [`identity`]: uid, creationTimestamp and generation of stored objects.
 //! - [`keys`]: typed keys of namespaced objects (inventory and KV spellings).
 //! - [`settle`]: keys whose write had an unknown outcome, read again by their owner.
+//! - [`backoff`]: per-key retry times, the wait doubling while attempts go unanswered (pure).
 //! - [`inventory`]: the shared read view of all clusters and works plus a change broadcast.
 //! - [`views`]: every hub's views of every cluster and work, fed by one KV watch per bucket.
 //!
@@ -83,8 +84,8 @@
 // The core, under the names the hub's modules have always used (`crate::cluster`, …):
 // families and tests import them from here or from `flotilla_hub_core`.
 pub use flotilla_hub_core::{
-    admission, cluster, controller, ha, handle, identity, inventory, janitor, keys, limits,
-    mailbox, metrics, report, router, sealed, security, settle, store, tasks, units, views,
+    admission, backoff, cluster, controller, ha, handle, identity, inventory, janitor, keys,
+    limits, mailbox, metrics, report, router, sealed, security, settle, store, tasks, units, views,
 };
 
 pub mod addon;
