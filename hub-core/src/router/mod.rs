@@ -4,8 +4,9 @@
 //! agent's retry (registration) or by JetStream redelivery (status, left unacknowledged).
 
 use crate::admission::Permit;
-use crate::cluster::{ClusterHandle, Clusters, Msg, rules};
+use crate::cluster::{ClusterHandle, Clusters, Msg};
 use crate::metrics::Metrics;
+use check::Refused;
 use flotilla_api::v1::{
     RegistrationRequest, RegistrationResponse, RegistrationState, SpecResyncRequest,
     SpecResyncResponse,
@@ -156,7 +157,6 @@ async fn handle_registration(
     config: &RouterConfig,
     msg: async_nats::Message,
 ) {
-    let expected = types::registration_request().to_string();
     // The answer goes only to an inbox: a reply subject the spoke chose is never written to.
     let reply = match ReplyTo::check(msg.reply.as_ref()) {
         Ok(r) => r,
@@ -168,93 +168,30 @@ async fn handle_registration(
         }
     };
     let msg = Request { msg, reply };
-    let reject = |reason: &str, cluster: &str, why: String| {
-        if metrics.rejected(&expected, reason) {
-            tracing::warn!(subject = %msg.subject, cluster, reason, error = %why, "registration rejected");
-        }
-        why
-    };
     let subject_cluster = subjects::cluster_token(&msg.subject, "register").unwrap_or_default();
-    let event = match Event::decode(&msg.payload, config.max_event_bytes) {
-        Ok(e) => e,
-        Err(e) => {
-            let why = reject(&e.reason(), subject_cluster, e.to_string());
-            reply_rejected(nats, &msg, subject_cluster, &why).await;
+    let checked = match Event::decode(&msg.payload, config.max_event_bytes) {
+        Ok(event) => {
+            metrics.received(&event.event_type.to_string());
+            check::registration(
+                &msg.subject,
+                msg.headers.as_ref(),
+                &event,
+                subject_cluster,
+                config.agents_account.as_deref(),
+            )
+        }
+        Err(e) => Err(Refused::Rejected {
+            reason: e.reason(),
+            why: e.to_string(),
+        }),
+    };
+    let (request, credential) = match checked {
+        Ok(checked) => checked,
+        Err(refused) => {
+            refuse_registration(nats, metrics, &msg, subject_cluster, refused).await;
             return;
         }
     };
-    metrics.received(&event.event_type.to_string());
-    if event.event_type.to_string() != expected {
-        let why = reject(
-            "unknown_type",
-            subject_cluster,
-            format!(
-                "type {} is not accepted on {}",
-                event.event_type, msg.subject
-            ),
-        );
-        reply_rejected(nats, &msg, subject_cluster, &why).await;
-        return;
-    }
-    if event.cluster != subject_cluster {
-        let why = reject(
-            "clustername_mismatch",
-            subject_cluster,
-            format!(
-                "clustername {:?} does not match subject cluster {:?}",
-                event.cluster, subject_cluster
-            ),
-        );
-        reply_rejected(nats, &msg, subject_cluster, &why).await;
-        return;
-    }
-    let request: RegistrationRequest = match event.decode_data("RegistrationRequest") {
-        Ok(r) => r,
-        Err(e) => {
-            let why = reject(&e.reason(), subject_cluster, e.to_string());
-            reply_rejected(nats, &msg, subject_cluster, &why).await;
-            return;
-        }
-    };
-    if request.cluster_name != event.cluster {
-        let why = reject(
-            "clustername_mismatch",
-            subject_cluster,
-            format!(
-                "clusterName {:?} does not match the event's clustername {:?}",
-                request.cluster_name, event.cluster
-            ),
-        );
-        reply_rejected(nats, &msg, subject_cluster, &why).await;
-        return;
-    }
-    if let Err(why) = rules::validate_registration(&request) {
-        let why = reject("invalid_request", subject_cluster, why);
-        reply_rejected(nats, &msg, subject_cluster, &why).await;
-        return;
-    }
-    let credential = match requester(&msg, config.agents_account.as_deref()) {
-        Ok(c) => c,
-        Err(why) => {
-            if metrics.registration_refused("identity") {
-                tracing::warn!(subject = %msg.subject, error = %why, "registration refused");
-            }
-            reply_rejected(nats, &msg, subject_cluster, &why).await;
-            return;
-        }
-    };
-    if credential.is_some() && !flotilla_auth::issuer::is_user_key(&request.agent_public_key) {
-        let why = reject(
-            "invalid_request",
-            subject_cluster,
-            format!(
-                "agentPublicKey {:?} is not a NATS user key (U…)",
-                request.agent_public_key
-            ),
-        );
-        reply_rejected(nats, &msg, subject_cluster, &why).await;
-        return;
-    }
     let Some((handle, permit)) = route_registration(
         nats,
         clusters,
@@ -283,6 +220,33 @@ async fn handle_registration(
             reply_busy(nats, &msg, &request, gate.busy(Instant::now())).await;
         }
     }
+}
+
+/// Counts and logs (within budget) a registration refused before any actor saw it, and tells
+/// the agent why.
+async fn refuse_registration(
+    nats: &Publisher,
+    metrics: &Metrics,
+    msg: &Request,
+    subject_cluster: &str,
+    refused: Refused,
+) {
+    let why = match refused {
+        Refused::Rejected { reason, why } => {
+            let expected = types::registration_request().to_string();
+            if metrics.rejected(&expected, &reason) {
+                tracing::warn!(subject = %msg.subject, cluster = subject_cluster, reason, error = %why, "registration rejected");
+            }
+            why
+        }
+        Refused::Identity(why) => {
+            if metrics.registration_refused("identity") {
+                tracing::warn!(subject = %msg.subject, error = %why, "registration refused");
+            }
+            why
+        }
+    };
+    reply_rejected(nats, msg, subject_cluster, &why).await;
 }
 
 /// The actor a checked registration goes to and, for a name the hub has never seen, its
@@ -400,42 +364,6 @@ impl Request {
         self.reply.as_ref()
     }
 }
-
-/// The NATS user that sent a request through the agents' account, as the server attests it in
-/// `Nats-Request-Info` — secure mode only (`Ok(None)` in plain mode, where anyone could write
-/// the header). The server replaces a requester's copy of the header with its own, but servers
-/// before 2.14 replace only the first copy and append theirs: a request carrying the header
-/// more than once is a forgery, and one without it did not come through the import.
-fn requester(
-    msg: &async_nats::Message,
-    agents_account: Option<&str>,
-) -> Result<Option<String>, String> {
-    let Some(agents) = agents_account else {
-        return Ok(None);
-    };
-    let values: Vec<_> = msg
-        .headers
-        .as_ref()
-        .map(|h| h.get_all(REQUEST_INFO).collect())
-        .unwrap_or_default();
-    let [value] = values.as_slice() else {
-        return Err(format!(
-            "the request carries {} {REQUEST_INFO} headers where the server sets exactly one",
-            values.len()
-        ));
-    };
-    let info: serde_json::Value = serde_json::from_str(value.as_str())
-        .map_err(|e| format!("{REQUEST_INFO} is not JSON: {e}"))?;
-    match (info["acc"].as_str(), info["user"].as_str()) {
-        (Some(acc), Some(user)) if acc == agents && !user.is_empty() => Ok(Some(user.to_string())),
-        _ => Err(format!(
-            "{REQUEST_INFO} names no user of the agents' account"
-        )),
-    }
-}
-
-/// The header a service import with `share` adds: the requesting account and user.
-const REQUEST_INFO: &str = "Nats-Request-Info";
 
 async fn reply_rejected(nats: &Publisher, msg: &Request, cluster: &str, why: &str) {
     let response = RegistrationResponse {
@@ -575,6 +503,7 @@ async fn reply_resync_rejected(nats: &Publisher, msg: &Request, cluster: &str, w
     reply(nats, msg, works::resync_response_type(), cluster, &response).await;
 }
 
+mod check;
 mod dispatch;
 mod status;
 
