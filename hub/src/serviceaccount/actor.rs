@@ -2,10 +2,14 @@
 //! applies, deletes, token reads and the clusters' reports from its mailbox (telling each
 //! report's source its [`Outcome`] once stored), follows the cluster inventory (a deleted
 //! cluster's accounts go with it), and wakes for re-deliveries, `ttlSecondsAfterCreation`
-//! deletions and retries of token-record removals.
+//! deletions and retries of token-record removals. What a report does is decided in
+//! [`plan`] (pure); this task gathers, asks it, and writes.
+
+mod plan;
 
 use super::rules::{self, Refusal};
 use super::{Buckets, Deps, MsaError, Views, token_key};
+use crate::backoff::Backoff;
 use crate::keys::ObjectRef;
 use flotilla_api::v1::{
     ManagedServiceAccount, ManagedServiceAccountToken, ServiceAccountDelivery,
@@ -56,8 +60,6 @@ struct Entry {
     token: Option<(String, ServiceAccountTokenRecord)>,
     /// The generation the cluster last answered.
     confirmed: i64,
-    next_send: Instant,
-    sends: u32,
 }
 
 impl Entry {
@@ -73,23 +75,18 @@ impl Entry {
     }
 }
 
-/// A token record to remove: the token of a deleted account, or one a newer token replaced.
-/// The proxy already refuses it (it is not its account's current token); removing it is
-/// tidying, retried until the store takes it.
-struct Purge {
-    /// Failed attempts so far.
-    attempts: u32,
-    /// When to try again.
-    at: Instant,
-}
-
 struct Actor {
     buckets: Buckets,
     deps: Deps,
     views: Views,
     entries: BTreeMap<String, Entry>,
-    /// Token records to remove, by KV key (`<cluster>.<hash>`).
-    purges: BTreeMap<String, Purge>,
+    /// When each account is sent to its cluster next: unconfirmed ones backing off from
+    /// [`rules::RESEND_MIN`] to [`rules::RESEND_MAX`], confirmed ones every `redeliver_every`.
+    sends: Backoff<String>,
+    /// Token records to remove, by KV key (`<cluster>.<hash>`): the token of a deleted account,
+    /// or one a newer token replaced. The proxy already refuses it (it is not its account's
+    /// current token); removing it is tidying, retried until the store takes it.
+    purges: Backoff<String>,
     /// What is left of each cluster's report budget.
     budgets: std::collections::HashMap<String, rules::Budget>,
 }
@@ -108,7 +105,8 @@ pub(super) fn spawn(
         deps,
         views,
         entries: BTreeMap::new(),
-        purges: BTreeMap::new(),
+        sends: Backoff::new(rules::RESEND_MIN, rules::RESEND_MAX),
+        purges: Backoff::new(rules::PURGE_MIN, rules::PURGE_MAX),
         budgets: std::collections::HashMap::new(),
     };
     let now = Instant::now();
@@ -116,6 +114,7 @@ pub(super) fn spawn(
         let key = super::object_key(account.metadata.as_ref()).inventory_key();
         let generation = account.metadata.as_ref().map_or(0, |m| m.generation);
         actor.publish_view(&key, &account, rev);
+        actor.sends.schedule(key.clone(), now);
         actor.entries.insert(
             key,
             Entry {
@@ -123,8 +122,6 @@ pub(super) fn spawn(
                 rev,
                 token: None,
                 confirmed: generation,
-                next_send: now,
-                sends: 0,
             },
         );
     }
@@ -220,12 +217,11 @@ impl Actor {
     fn next_wake(&self) -> Instant {
         let now_sys = SystemTime::now();
         let now = Instant::now();
-        let mut wake = now + Duration::from_secs(3600);
-        for p in self.purges.values() {
-            wake = wake.min(p.at);
-        }
+        let mut wake = [self.purges.deadline(), self.sends.deadline()]
+            .into_iter()
+            .flatten()
+            .fold(now + Duration::from_secs(3600), Instant::min);
         for e in self.entries.values() {
-            wake = wake.min(e.next_send);
             if !e.deleting()
                 && let Some(at) = rules::delete_at(&e.account)
             {
@@ -254,16 +250,11 @@ impl Actor {
             }
         }
         let now = Instant::now();
-        let due: Vec<String> = self
-            .entries
-            .iter()
-            .filter(|(_, e)| e.next_send <= now)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for key in due {
+        for key in self.sends.due(now) {
             let cluster = key_cluster(&key);
             let gone = self.deps.clusters.get(&cluster).is_none();
-            let Some(e) = self.entries.get_mut(&key) else {
+            let Some(e) = self.entries.get(&key) else {
+                self.sends.remove(&key);
                 continue;
             };
             if e.deleting() && gone {
@@ -271,11 +262,16 @@ impl Actor {
                 self.purge(&key).await;
                 continue;
             }
-            e.sends += 1;
+            // A confirmed account is delivered again every `redeliver_every` (a restarted
+            // agent holds nothing); an unconfirmed one backs off until its cluster answers.
             let confirmed = e.confirmed >= e.generation() && !e.deleting();
-            e.next_send =
-                now + rules::resend_after(confirmed, e.sends, self.deps.config.redeliver_every);
             let account = e.account.clone();
+            if confirmed {
+                self.sends
+                    .succeeded(key, now + self.deps.config.redeliver_every);
+            } else {
+                self.sends.attempted(key, now);
+            }
             self.send(&cluster, &account).await;
         }
     }
@@ -375,15 +371,12 @@ impl Actor {
             rev,
             token: None,
             confirmed: 0,
-            next_send: Instant::now(),
-            sends: 0,
         });
         let changed = entry.generation() != generation || entry.confirmed == 0;
         entry.account = account.clone();
         entry.rev = rev;
         if changed {
-            entry.next_send = Instant::now();
-            entry.sends = 0;
+            self.sends.schedule(ikey.clone(), Instant::now());
         }
         tracing::info!(account = %ikey, generation, "ManagedServiceAccount applied");
         if let Some(m) = account.metadata.as_mut() {
@@ -414,8 +407,7 @@ impl Actor {
         let token = e.token.take();
         e.account = account.clone();
         e.rev = rev;
-        e.next_send = Instant::now();
-        e.sends = 0;
+        self.sends.schedule(ikey.to_string(), Instant::now());
         self.publish_view(ikey, &account, rev);
         if let Some((hash, _)) = token {
             self.drop_token(token_key(&key.namespace, &hash)).await;
@@ -438,16 +430,13 @@ impl Actor {
         match self.buckets.accounts.purge(&key.store_key()).await {
             Ok(()) => {
                 self.entries.remove(ikey);
+                self.sends.remove(ikey);
                 self.views.write().expect("views lock").remove(ikey);
                 tracing::info!(account = %ikey, "ManagedServiceAccount deleted");
             }
             Err(err) => {
                 tracing::warn!(account = %ikey, error = %err, "removing a deleted ManagedServiceAccount failed; tried again");
-                if let Some(e) = self.entries.get_mut(ikey) {
-                    e.sends += 1;
-                    e.next_send = Instant::now()
-                        + rules::resend_after(false, e.sends, self.deps.config.redeliver_every);
-                }
+                self.sends.attempted(ikey.to_string(), Instant::now());
             }
         }
     }
@@ -586,136 +575,77 @@ impl Actor {
     /// [`Outcome::Retry`] when a write failed.
     async fn take(&mut self, report: ServiceAccountTokenReport) -> Outcome {
         let ikey = ObjectRef::new(&report.cluster_name, &report.name).inventory_key();
-        let Some(e) = self.entries.get(&ikey) else {
-            self.refuse(
-                &report,
-                Refusal(
-                    "unknown_account",
-                    format!(
-                        "cluster {:?} has no ManagedServiceAccount {:?}",
-                        report.cluster_name, report.name
-                    ),
-                ),
-            );
-            return Outcome::Taken;
-        };
-        if e.deleting() {
-            if report.deleted {
-                self.purge(&ikey).await;
-            }
-            return Outcome::Taken;
-        }
-        if report.deleted {
-            // The cluster says the ServiceAccount is gone while the account is not: deliver
-            // it again.
-            if let Some(e) = self.entries.get_mut(&ikey) {
-                e.next_send = Instant::now();
-                e.sends = 0;
-            }
-            return Outcome::Taken;
-        }
+        let hub_xkey = self.deps.config.key.public().to_string();
         let rate = self.deps.config.report_rate;
-        let now = std::time::Instant::now();
-        let admitted = self
-            .budgets
-            .entry(report.cluster_name.clone())
-            .or_insert_with(|| rules::Budget::new(rate, now))
-            .take(rate, now);
-        if !admitted {
-            // Delivered again later: a busy cluster's reports wait, they are not lost.
-            if self
-                .deps
-                .metrics
-                .rejected(&msa::status_type().to_string(), "rate_limited")
-            {
-                tracing::warn!(cluster.name = %report.cluster_name, account = %report.name, "ManagedServiceAccount reports over the cluster's rate; delivered again later");
-            }
-            return Outcome::Retry;
-        }
-        if report.observed_generation > e.generation() {
-            return self
-                .refuse_report(
-                    &ikey,
-                    &report,
-                    Refusal(
-                        "invalid_status",
-                        format!(
-                            "observedGeneration {} is ahead of the account's {}",
-                            report.observed_generation,
-                            e.generation()
-                        ),
-                    ),
-                )
-                .await;
-        }
-        if !report.error.is_empty() {
-            let status = rules::token_failed(
-                e.account.status.as_ref(),
-                &report.error,
-                report.observed_generation,
-            );
-            return self
-                .write_status(&ikey, status, report.observed_generation)
-                .await;
-        }
-        if report.sealed_token.is_empty() {
-            return self
-                .refuse_report(
-                    &ikey,
-                    &report,
-                    Refusal(
-                        "invalid_status",
-                        "a report with neither a token nor an error".into(),
-                    ),
-                )
-                .await;
-        }
-        if report.hub_xkey != self.deps.config.key.public() {
-            // Sealed to another key (a hub key changed): deliver the current one.
-            if let Some(e) = self.entries.get_mut(&ikey) {
-                e.next_send = Instant::now();
-                e.sends = 0;
-            }
-            return self
-                .refuse_report(
-                    &ikey,
-                    &report,
-                    Refusal(
-                        "stale_key",
-                        "the token is sealed to another hub key; delivering the current one".into(),
-                    ),
-                )
-                .await;
-        }
-        let (issued, expires) = match rules::token_times(&report, SystemTime::now()) {
-            Ok(t) => t,
-            Err(refusal) => return self.refuse_report(&ikey, &report, refusal).await,
+        let budgets = &mut self.budgets;
+        let admit = || {
+            let now = std::time::Instant::now();
+            budgets
+                .entry(report.cluster_name.clone())
+                .or_insert_with(|| rules::Budget::new(rate, now))
+                .take(rate, now)
         };
-        let current_issued = e
-            .token
-            .as_ref()
-            .and_then(|(_, r)| r.issued_at.as_ref())
-            .map(flotilla_api::meta::system_time);
-        if current_issued.is_some_and(|c| c >= issued) {
-            // Not newer than the token held (a redelivery, or a replay). The token held may
-            // have been stored without its status (the status write failed): the status is
-            // what makes it current, so it is written now.
-            if current_issued == Some(issued)
-                && rules::refreshed_at(e.account.status.as_ref()) != Some(issued)
-            {
-                let status = rules::token_kept(
-                    e.account.status.as_ref(),
-                    &report.name,
-                    report.observed_generation,
-                    issued,
-                    expires,
-                );
-                return self
-                    .write_status(&ikey, status, report.observed_generation)
-                    .await;
+        let held = self.entries.get(&ikey).map(|e| plan::Held {
+            generation: e.generation(),
+            deleting: e.deleting(),
+            status: e.account.status.as_ref(),
+            token_issued: e
+                .token
+                .as_ref()
+                .and_then(|(_, r)| r.issued_at.as_ref())
+                .map(flotilla_api::meta::system_time),
+        });
+        let plan = plan::report(&report, held, &hub_xkey, SystemTime::now(), admit);
+        match plan {
+            plan::Plan::Taken => Outcome::Taken,
+            plan::Plan::Unknown(refusal) => {
+                self.refuse(&report, refusal);
+                Outcome::Taken
             }
-            return Outcome::Taken;
+            plan::Plan::Purge => {
+                self.purge(&ikey).await;
+                Outcome::Taken
+            }
+            plan::Plan::Redeliver => {
+                self.sends.schedule(ikey, Instant::now());
+                Outcome::Taken
+            }
+            plan::Plan::RateLimited => {
+                // Delivered again later: a busy cluster's reports wait, they are not lost.
+                if self
+                    .deps
+                    .metrics
+                    .rejected(&msa::status_type().to_string(), "rate_limited")
+                {
+                    tracing::warn!(cluster.name = %report.cluster_name, account = %report.name, "ManagedServiceAccount reports over the cluster's rate; delivered again later");
+                }
+                Outcome::Retry
+            }
+            plan::Plan::Refuse { refusal, redeliver } => {
+                if redeliver {
+                    self.sends.schedule(ikey.clone(), Instant::now());
+                }
+                self.refuse_report(&ikey, &report, refusal).await
+            }
+            plan::Plan::Status(status) => {
+                self.write_status(&ikey, status, report.observed_generation)
+                    .await
+            }
+            plan::Plan::Store { issued, expires } => {
+                self.store_token(&ikey, &report, issued, expires).await
+            }
         }
+    }
+
+    /// Stores a newer token: its record, then the status that makes it current; the token it
+    /// replaces is removed once the status names the new one.
+    async fn store_token(
+        &mut self,
+        ikey: &str,
+        report: &ServiceAccountTokenReport,
+        issued: SystemTime,
+        expires: SystemTime,
+    ) -> Outcome {
         let hash = match self
             .deps
             .config
@@ -725,7 +655,7 @@ impl Actor {
             Ok(token) => msa::token_hash(&token),
             Err(err) => {
                 return self
-                    .refuse_report(&ikey, &report, Refusal("sealed_token", err.to_string()))
+                    .refuse_report(ikey, report, Refusal("sealed_token", err.to_string()))
                     .await;
             }
         };
@@ -751,10 +681,10 @@ impl Actor {
         }
         let old = self
             .entries
-            .get_mut(&ikey)
+            .get_mut(ikey)
             .and_then(|e| e.token.replace((hash.clone(), record)));
         let status = {
-            let e = &self.entries[&ikey];
+            let e = &self.entries[ikey];
             rules::token_kept(
                 e.account.status.as_ref(),
                 &report.name,
@@ -769,7 +699,7 @@ impl Actor {
             "ManagedServiceAccount token reported (sealed)"
         );
         let outcome = self
-            .write_status(&ikey, status, report.observed_generation)
+            .write_status(ikey, status, report.observed_generation)
             .await;
         // The previous token is no longer current once the status names the new one.
         if let Some((old_hash, _)) = old
@@ -782,23 +712,15 @@ impl Actor {
 
     /// Removes a token record now, or keeps it in `purges` to try again.
     async fn drop_token(&mut self, kv_key: String) {
-        self.purges.entry(kv_key.clone()).or_insert(Purge {
-            attempts: 0,
-            at: Instant::now(),
-        });
+        if !self.purges.contains(&kv_key) {
+            self.purges.schedule(kv_key.clone(), Instant::now());
+        }
         self.try_purge(kv_key).await;
     }
 
     /// Tries every removal that is due.
     async fn retry_purges(&mut self) {
-        let now = Instant::now();
-        let due: Vec<String> = self
-            .purges
-            .iter()
-            .filter(|(_, p)| p.at <= now)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for k in due {
+        for k in self.purges.due(Instant::now()) {
             self.try_purge(k).await;
         }
     }
@@ -818,17 +740,16 @@ impl Actor {
             Ok(()) => {
                 self.purges.remove(&kv_key);
             }
-            Err(err) => {
-                if let Some(p) = self.purges.get_mut(&kv_key) {
-                    p.attempts += 1;
-                    p.at = Instant::now() + rules::purge_after(p.attempts);
-                    tracing::warn!(
-                        record = %kv_key, attempts = p.attempts, error = %err,
-                        "removing a token record failed; the proxy refuses the token meanwhile, \
-                         and the removal is tried again"
-                    );
-                }
+            Err(err) if self.purges.contains(&kv_key) => {
+                let now = Instant::now();
+                let at = self.purges.attempted(kv_key.clone(), now);
+                tracing::warn!(
+                    record = %kv_key, retry_in_ms = (at - now).as_millis(), error = %err,
+                    "removing a token record failed; the proxy refuses the token meanwhile, \
+                     and the removal is tried again"
+                );
             }
+            Err(_) => {}
         }
     }
 

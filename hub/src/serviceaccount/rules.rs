@@ -245,11 +245,11 @@ pub fn refreshed_at(status: Option<&ManagedServiceAccountStatus>) -> Option<Syst
         .map(system_time)
 }
 
-/// When a failed removal of a token record is tried again, after `attempts` failures: 1 s
-/// doubling to 60 s.
-pub fn purge_after(attempts: u32) -> Duration {
-    Duration::from_secs(2u64.saturating_pow(attempts.clamp(1, 7) - 1).min(60))
-}
+/// A failed removal of a token record is tried again after 1 s, doubling to
+/// [`PURGE_MAX`] (the actor's [`crate::backoff::Backoff`]).
+pub const PURGE_MIN: Duration = Duration::from_secs(1);
+/// The longest wait between attempts to remove a token record.
+pub const PURGE_MAX: Duration = Duration::from_secs(60);
 
 /// When `ttlSecondsAfterCreation` deletes the account (`None`: never).
 pub fn delete_at(account: &ManagedServiceAccount) -> Option<SystemTime> {
@@ -258,15 +258,12 @@ pub fn delete_at(account: &ManagedServiceAccount) -> Option<SystemTime> {
     Some(system_time(created) + Duration::from_secs(u64::try_from(ttl).unwrap_or(0)))
 }
 
-/// When an unconfirmed spec is sent again after `sends` sends: 2 s doubling to 60 s. A
-/// confirmed one is sent again every `redeliver` (a restarted agent holds nothing).
-pub fn resend_after(confirmed: bool, sends: u32, redeliver: Duration) -> Duration {
-    if confirmed {
-        redeliver
-    } else {
-        Duration::from_secs(2u64.saturating_pow(sends.clamp(1, 6)).min(60))
-    }
-}
+/// An unconfirmed spec is sent again after 2 s, doubling to [`RESEND_MAX`] (the actor's
+/// [`crate::backoff::Backoff`]); a confirmed one every `redeliver_every` (a restarted agent
+/// holds nothing).
+pub const RESEND_MIN: Duration = Duration::from_secs(2);
+/// The longest wait between sends of an unconfirmed spec.
+pub const RESEND_MAX: Duration = Duration::from_secs(60);
 
 #[cfg(test)]
 mod tests {
@@ -355,7 +352,7 @@ mod tests {
     }
 
     #[test]
-    fn ttl_counts_from_creation_and_resends_back_off() {
+    fn ttl_counts_from_creation() {
         let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
         let mut a = ManagedServiceAccount {
             metadata: Some(ObjectMeta {
@@ -371,10 +368,6 @@ mod tests {
         assert_eq!(delete_at(&a), Some(t0 + Duration::from_secs(30)));
         a.spec.as_mut().unwrap().ttl_seconds_after_creation = None;
         assert_eq!(delete_at(&a), None);
-        let r = Duration::from_secs(300);
-        assert_eq!(resend_after(false, 1, r), Duration::from_secs(2));
-        assert_eq!(resend_after(false, 9, r), Duration::from_secs(60));
-        assert_eq!(resend_after(true, 1, r), r);
     }
 
     #[test]
@@ -424,12 +417,5 @@ mod tests {
         let later = t0 + Duration::from_secs(60);
         assert!((0..3).all(|_| b.take(rate, later)));
         assert!(!b.take(rate, later));
-    }
-
-    #[test]
-    fn token_record_removals_are_tried_again_after_a_growing_delay() {
-        assert_eq!(purge_after(1), Duration::from_secs(1));
-        assert_eq!(purge_after(3), Duration::from_secs(4));
-        assert_eq!(purge_after(40), Duration::from_secs(60));
     }
 }
