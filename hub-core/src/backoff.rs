@@ -8,6 +8,7 @@
 //! [`Backoff::deadline`], asks which keys are [`Backoff::due`], tries them, and says how each
 //! went ([`Backoff::attempted`], [`Backoff::schedule`], [`Backoff::remove`]).
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -76,7 +77,10 @@ impl<K: Ord + Clone> Backoff<K> {
     }
 
     /// Forgets `key` (done, or gone); whether it was in the set.
-    pub fn remove(&mut self, key: &K) -> bool {
+    pub fn remove<Q: Ord + ?Sized>(&mut self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+    {
         self.slots.remove(key).is_some()
     }
 
@@ -90,12 +94,18 @@ impl<K: Ord + Clone> Backoff<K> {
     }
 
     /// When `key` is tried next (`None`: it is not in the set).
-    pub fn at(&self, key: &K) -> Option<Instant> {
+    pub fn at<Q: Ord + ?Sized>(&self, key: &Q) -> Option<Instant>
+    where
+        K: Borrow<Q>,
+    {
         self.slots.get(key).map(|s| s.at)
     }
 
     /// Whether `key` is in the set.
-    pub fn contains(&self, key: &K) -> bool {
+    pub fn contains<Q: Ord + ?Sized>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+    {
         self.slots.contains_key(key)
     }
 
