@@ -1,7 +1,9 @@
-//! A small Kubernetes API server for tests: the real wire format (discovery documents, JSON
-//! objects, `Status` errors, server-side apply with field managers and conflicts, merge patches,
-//! optimistic concurrency, delete propagation through owner references, namespaces), over plain
-//! HTTP, holding objects in memory, with watch streams that resume from a resourceVersion.
+//! A small Kubernetes API server for tests: the shared in-memory API ([`flotilla_kubemem`]:
+//! the real wire format — discovery and OpenAPI documents, JSON objects, `Status` errors,
+//! server-side apply with field managers and conflicts, merge, strategic merge and JSON patches,
+//! label and field selectors, optimistic concurrency, delete propagation through owner
+//! references, namespaces, watch streams that resume from a resourceVersion) over plain HTTP,
+//! with this module's [`gate`] in front.
 //!
 //! SubjectAccessReviews are answered from a rule list the test sets ([`FakeKube::allow`],
 //! [`access`]); what no rule allows is denied. The same rules, with RBAC's escalation rules for
@@ -16,8 +18,8 @@
 //! What it does not emulate: authentication (the token is not read: the caller is whom the
 //! test names, and when it names no one any request that impersonates no one may do anything),
 //! RBAC for version, health and discovery paths (open to all), admission and
-//! defaulting, schema validation beyond what the wire format needs, label and field selectors on
-//! lists, strategic merge patch (treated as a JSON merge patch), server-side apply's list merge
+//! defaulting, schema validation beyond what the wire format needs, field selectors beyond
+//! `metadata.name` and `metadata.namespace`, server-side apply's list merge
 //! keys (a list is owned and replaced whole), finalizers and the Terminating phase (a deletion —
 //! Foreground or Background — removes the object and its dependents at once; a dependent with
 //! another live owner only loses the reference), and controllers: its one "controller" marks
@@ -25,19 +27,17 @@
 //! ([`FakeOptions::auto_ready`]). Watch bookmarks are not sent.
 //!
 //! - [`access`]: the SubjectAccessReview authorizer and its rules.
-//! - [`resources`]: the built-in API resources and the ones CRDs add.
-//! - [`store`]: objects, resource versions, field ownership, garbage collection.
-//! - [`server`]: the HTTP routes.
+//! - [`gate`]: the request log, tokens, impersonation and judgement in front of the server.
 //!
 //! Tests start one with [`FakeKube::start`], point a client at [`FakeKube::kubeconfig`], act
 //! on objects behind the client's back ([`FakeKube::merge`], [`FakeKube::remove`]) and read the
 //! request log ([`FakeKube::requests`]) to see which API calls were made.
 
 pub mod access;
-pub mod resources;
-pub mod server;
-pub mod store;
+pub mod gate;
 
+use flotilla_kubemem::{Store, server};
+use gate::TestGate;
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -45,8 +45,8 @@ use std::sync::{Arc, Mutex};
 use tokio::task::JoinHandle;
 
 pub use access::{AccessRule, Impersonation};
-pub use resources::Resource;
-pub use store::ObjectKey;
+pub use flotilla_kubemem::{ObjectKey, Resource};
+pub use gate::IssuedToken;
 
 /// Settings of a fake API server.
 #[derive(Debug, Clone)]
@@ -80,10 +80,23 @@ impl Default for FakeOptions {
     }
 }
 
+impl FakeOptions {
+    /// The shared store's part of these options.
+    fn store(&self) -> flotilla_kubemem::Options {
+        flotilla_kubemem::Options {
+            git_version: self.git_version.clone(),
+            auto_ready: self.auto_ready,
+            nodes: self.nodes.clone(),
+            provider: self.provider.clone(),
+        }
+    }
+}
+
 /// A running fake API server.
 pub struct FakeKube {
     addr: SocketAddr,
-    state: Arc<Mutex<store::Store>>,
+    state: Arc<Mutex<Store>>,
+    gate: Arc<TestGate>,
     task: JoinHandle<()>,
     dir: tempfile::TempDir,
 }
@@ -100,8 +113,10 @@ impl FakeKube {
             .await
             .expect("bind the fake API server");
         let addr = listener.local_addr().expect("local address");
-        let state = Arc::new(Mutex::new(store::Store::new(&options)));
-        let app = server::router(state.clone(), options);
+        let store_options = options.store();
+        let state = Arc::new(Mutex::new(Store::new(&store_options)));
+        let gate = Arc::new(TestGate::new(options.token_max_seconds));
+        let app = server::router(state.clone(), store_options, gate.clone());
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
@@ -109,6 +124,7 @@ impl FakeKube {
         let kube = Self {
             addr,
             state,
+            gate,
             task,
             dir,
         };
@@ -144,7 +160,7 @@ impl FakeKube {
     /// Deletes an object as another client would.
     pub fn remove(&self, key: &ObjectKey) -> bool {
         self.lock()
-            .delete(key, store::Propagation::Background)
+            .delete(key, flotilla_kubemem::store::Propagation::Background)
             .is_ok()
     }
 
@@ -155,19 +171,19 @@ impl FakeKube {
 
     /// Adds a rule to the SubjectAccessReview authorizer (which denies what no rule allows).
     pub fn allow(&self, rule: AccessRule) {
-        self.lock().access.push(rule);
+        self.gate.rules().access.push(rule);
     }
 
     /// Removes every authorizer rule of `subject` (a user or a group).
     pub fn revoke(&self, subject: &str) {
-        self.lock().access.retain(|r| r.subject != subject);
+        self.gate.rules().access.retain(|r| r.subject != subject);
     }
 
     /// Judges requests that impersonate no one as `user` (with a ServiceAccount's groups when
     /// it is one) by the authorizer's rules, and lets `user` impersonate only whom a rule allows
     /// it to; until called, such requests may do anything.
     pub fn authenticate_as(&self, user: &str) {
-        self.lock().caller = Some(user.to_string());
+        self.gate.rules().caller = Some(user.to_string());
     }
 
     /// Pod log streams open now (a `logs -f` whose client went away is closed).
@@ -179,40 +195,36 @@ impl FakeKube {
 
     /// Every request served so far that impersonated someone: the request, the user and the
     /// groups it named.
-    pub fn impersonations(&self) -> Vec<access::Impersonation> {
-        self.lock().impersonations.clone()
+    pub fn impersonations(&self) -> Vec<Impersonation> {
+        self.gate.rules().impersonations.clone()
     }
 
     /// Every SubjectAccessReview answered so far, with its `status`.
     pub fn reviews(&self) -> Vec<Value> {
-        self.lock().reviews.clone()
+        self.gate.rules().reviews.clone()
     }
 
     /// Removes every authorizer rule.
     pub fn revoke_all(&self) {
-        self.lock().access.clear();
+        self.gate.rules().access.clear();
     }
 
     /// Every ServiceAccount token issued (TokenRequest API).
-    pub fn tokens(&self) -> Vec<store::IssuedToken> {
-        self.state
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .tokens
-            .clone()
+    pub fn tokens(&self) -> Vec<IssuedToken> {
+        self.gate.rules().tokens.clone()
     }
 
     /// Every request served so far: `METHOD /path?query`.
     pub fn requests(&self) -> Vec<String> {
-        self.lock().requests.clone()
+        self.gate.rules().requests.clone()
     }
 
     /// Makes the server answer 503 to everything but `/version` (`false` restores it).
     pub fn set_unavailable(&self, down: bool) {
-        self.lock().unavailable = down;
+        self.gate.rules().unavailable = down;
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, store::Store> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Store> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 }

@@ -1,5 +1,7 @@
-//! The Kubernetes API of a simulated cluster, for the cluster proxy: enough of the real wire
-//! format that `kubectl` works against `flotilla-sim` — discovery (legacy `/api`, `/apis`,
+//! The Kubernetes API of a simulated cluster, for the cluster proxy: the sim backend's glue to
+//! the shared in-memory API ([`flotilla_kubemem`]: resource table and discovery documents,
+//! OpenAPI, patch types, selectors, watch events), enough of the real wire format that
+//! `kubectl` works against `flotilla-sim` — discovery (legacy `/api`, `/apis`,
 //! resource lists, `/version`), get and list (label and `metadata.name`/`metadata.namespace`
 //! field selectors), create, update (optimistic concurrency on `resourceVersion`), patch
 //! (JSON, merge, strategic merge [approximated](patch), server-side apply with field managers
@@ -12,21 +14,17 @@
 //! server), tables (kubectl prints what it prints for plain lists), exec, port-forward, and RBAC
 //! (the simulated cluster has none). Pods' logs are the simulated kubelet's ([`logs`]).
 //!
-//! - [`resources`]: the resource table and the discovery documents.
-//! - [`openapi`]: the OpenAPI v3 documents kubectl asks for before it writes.
-//! - [`patch`]: the patch types (pure).
-//! - [`watch`]: watch streams.
+//! - [`watch`]: watch streams, from the cluster's changes.
 //! - [`logs`]: pods' logs, followed.
 
 pub mod logs;
-pub mod openapi;
-pub mod patch;
-pub mod resources;
 pub mod watch;
 
 use super::api::{ApiRequest, ApiResponse, GatherError, RequestBody, status_object};
 use super::{Backend, BackendError, Strategy};
 use flotilla_api::work::ManifestId;
+use flotilla_kubemem::select::Selectors;
+use flotilla_kubemem::{openapi, patch, resources};
 use http::{Method, StatusCode};
 use resources::Resource;
 use serde_json::{Value, json};
@@ -310,69 +308,13 @@ fn list_version(backend: &dyn Backend, items: &[Value]) -> u64 {
         .fold(counter, u64::max)
 }
 
-/// Whether an object passes the request's label and field selectors.
-fn selected(
-    object: &Value,
-    labels: Option<&flotilla_api::v1::LabelSelector>,
-    fields: &[(String, String, bool)],
-) -> bool {
-    let label_map: std::collections::HashMap<String, String> = object["metadata"]["labels"]
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                .collect()
-        })
-        .unwrap_or_default();
-    labels.is_none_or(|sel| flotilla_api::selector::matches_labels(sel, &label_map))
-        && fields.iter().all(|(path, value, equal)| {
-            let actual = match path.as_str() {
-                "metadata.name" => object["metadata"]["name"].as_str(),
-                "metadata.namespace" => object["metadata"]["namespace"].as_str(),
-                _ => None,
-            }
-            .unwrap_or_default();
-            (actual == value) == *equal
-        })
-}
-
 /// The request's selectors, or a 400 naming the bad one.
-type Selectors = (
-    Option<flotilla_api::v1::LabelSelector>,
-    Vec<(String, String, bool)>,
-);
-
 fn selectors(request: &ApiRequest) -> Result<Selectors, ApiResponse> {
-    let labels = match request.param("labelSelector").filter(|s| !s.is_empty()) {
-        Some(s) => Some(
-            flotilla_api::selector::parse(&s)
-                .map_err(|e| bad_request(&format!("labelSelector {s:?}: {e}")))?,
-        ),
-        None => None,
-    };
-    let mut fields = Vec::new();
-    if let Some(s) = request.param("fieldSelector").filter(|s| !s.is_empty()) {
-        for term in s.split(',') {
-            let (path, value, equal) = if let Some((p, v)) = term.split_once("!=") {
-                (p, v, false)
-            } else if let Some((p, v)) = term.split_once("==") {
-                (p, v, true)
-            } else if let Some((p, v)) = term.split_once('=') {
-                (p, v, true)
-            } else {
-                return Err(bad_request(&format!(
-                    "fieldSelector term {term:?} is not FIELD=VALUE"
-                )));
-            };
-            if !matches!(path, "metadata.name" | "metadata.namespace") {
-                return Err(bad_request(&format!(
-                    "fieldSelector {path:?}: the simulated cluster selects only on metadata.name and metadata.namespace"
-                )));
-            }
-            fields.push((path.to_string(), value.to_string(), equal));
-        }
-    }
-    Ok((labels, fields))
+    Selectors::parse(
+        request.param("labelSelector").as_deref(),
+        request.param("fieldSelector").as_deref(),
+    )
+    .map_err(|e| bad_request(&e.to_string()))
 }
 
 /// The objects of the target's collection that the request's selectors select.
@@ -381,14 +323,11 @@ async fn selection(
     target: &Target,
     request: &ApiRequest,
 ) -> Result<Vec<Value>, ApiResponse> {
-    let (labels, fields) = selectors(request)?;
+    let selectors = selectors(request)?;
     let items = objects(backend, target)
         .await
         .map_err(|e| from_backend(target, "", e))?;
-    Ok(items
-        .into_iter()
-        .filter(|o| selected(o, labels.as_ref(), &fields))
-        .collect())
+    Ok(items.into_iter().filter(|o| selectors.matches(o)).collect())
 }
 
 async fn list(backend: &dyn Backend, target: &Target, request: &ApiRequest) -> ApiResponse {

@@ -1,5 +1,5 @@
 //! Patches as a Kubernetes API server applies them (pure): JSON patch (RFC 6902), JSON merge
-//! patch (RFC 7386) and strategic merge patch, approximated — the simulated cluster knows no
+//! patch (RFC 7386) and strategic merge patch, approximated — an in-memory cluster knows no
 //! schemas, so a list whose elements all have a `name` merges by name (what `containers`,
 //! `env`, `volumes` and most built-in lists use as their merge key), honouring `$patch: delete`
 //! elements and `$setElementOrder/<list>`; every other list is replaced, and other directives

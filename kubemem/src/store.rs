@@ -1,9 +1,11 @@
-//! The fake server's objects: resource versions, generations, field ownership per manager
-//! (server-side apply with conflicts), merge patches, and deletion with propagation through
-//! owner references.
+//! The objects of an in-memory API server (pure state, no I/O): resource versions,
+//! generations, field ownership per manager (server-side apply with conflicts), the patch types
+//! ([`crate::patch`]), deletion with propagation through owner references, the watch history,
+//! and the one "controller" that marks workloads ready ([`Options::auto_ready`]).
 
-use super::FakeOptions;
-use super::resources::{self, Resource};
+use crate::Options;
+use crate::patch;
+use crate::resources::{self, Resource};
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use tokio::sync::broadcast;
@@ -44,50 +46,7 @@ pub enum Propagation {
     Orphan,
 }
 
-/// An API error, written as a `Status`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApiError {
-    /// HTTP code.
-    pub code: u16,
-    /// `NotFound`, `AlreadyExists`, `Conflict`, `Invalid`, `BadRequest`.
-    pub reason: &'static str,
-    /// Message.
-    pub message: String,
-    /// `(field, message)` causes (apply conflicts).
-    pub causes: Vec<(String, String)>,
-}
-
-impl ApiError {
-    fn new(code: u16, reason: &'static str, message: String) -> Self {
-        Self {
-            code,
-            reason,
-            message,
-            causes: Vec::new(),
-        }
-    }
-
-    /// The `Status` object.
-    pub fn status(&self) -> Value {
-        let causes: Vec<Value> = self
-            .causes
-            .iter()
-            .map(|(field, message)| {
-                json!({"reason": "FieldManagerConflict", "message": message, "field": field})
-            })
-            .collect();
-        json!({
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": self.message,
-            "reason": self.reason,
-            "details": {"causes": causes},
-            "code": self.code,
-        })
-    }
-}
+pub use crate::status::ApiError;
 
 /// A watch event.
 #[derive(Debug, Clone)]
@@ -120,45 +79,23 @@ pub struct Store {
     revision: u64,
     uids: u64,
     auto_ready: bool,
-    /// Every request served: `METHOD /path?query`.
-    pub requests: Vec<String>,
-    /// Answer 503 to everything but `/version`.
-    pub unavailable: bool,
-    /// What SubjectAccessReviews allow.
-    pub access: Vec<super::access::AccessRule>,
-    /// Who requests that impersonate no one come from, judged by [`Store::access`]; `None`:
-    /// not judged (any token may do anything).
-    pub caller: Option<String>,
-    /// Every request that impersonated someone, as it was asked.
-    pub impersonations: Vec<super::access::Impersonation>,
-    /// Every SubjectAccessReview answered, as answered.
-    pub reviews: Vec<Value>,
     /// Pod log streams open now (`GET …/pods/<name>/log`).
     pub log_streams: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     /// Watch events.
     pub events: broadcast::Sender<WatchEvent>,
-    /// ServiceAccount tokens issued (the TokenRequest API); a bearer token among them acts as
-    /// its ServiceAccount until it expires or the ServiceAccount goes.
-    pub tokens: Vec<IssuedToken>,
     /// The latest events, so a watch from a resourceVersion misses nothing since its list.
     history: std::collections::VecDeque<WatchEvent>,
 }
 
-/// A ServiceAccount token the fake issued.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IssuedToken {
-    /// The ServiceAccount's namespace.
-    pub namespace: String,
-    /// The ServiceAccount's name.
-    pub name: String,
-    /// The token.
-    pub token: String,
-    /// `spec.expirationSeconds` as asked.
-    pub asked_seconds: i64,
-    /// The lifetime granted (the cap applied), in seconds.
-    pub granted_seconds: i64,
-    /// When it expires.
-    pub expires: std::time::SystemTime,
+/// The patch types of `PATCH` other than server-side apply, by their media types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchType {
+    /// `application/merge-patch+json` (RFC 7386).
+    Merge,
+    /// `application/strategic-merge-patch+json` ([approximated](crate::patch::strategic)).
+    Strategic,
+    /// `application/json-patch+json` (RFC 6902).
+    Json,
 }
 
 /// An RFC 3339 time (seconds), as Kubernetes writes timestamps.
@@ -244,22 +181,6 @@ fn remove_at(v: &mut Value, path: &str) {
     }
 }
 
-/// JSON merge patch (RFC 7386): objects merge, `null` removes, everything else replaces.
-fn merge(target: &mut Value, patch: &Value) {
-    match (target, patch) {
-        (Value::Object(t), Value::Object(p)) => {
-            for (k, v) in p {
-                if v.is_null() {
-                    t.remove(k);
-                } else {
-                    merge(t.entry(k.clone()).or_insert(Value::Null), v);
-                }
-            }
-        }
-        (t, p) => *t = p.clone(),
-    }
-}
-
 fn spec_part(v: &Value) -> Value {
     let mut c = v.clone();
     if let Some(m) = c.as_object_mut() {
@@ -286,7 +207,7 @@ fn fields_v1(paths: &BTreeSet<String>) -> Value {
 
 impl Store {
     /// A store with a `default` and a `kube-system` namespace and the configured nodes.
-    pub fn new(options: &FakeOptions) -> Self {
+    pub fn new(options: &Options) -> Self {
         let (events, _) = broadcast::channel(4096);
         let mut s = Self {
             resources: resources::builtin(),
@@ -294,16 +215,9 @@ impl Store {
             revision: 0,
             uids: 0,
             auto_ready: options.auto_ready,
-            requests: Vec::new(),
-            unavailable: false,
-            access: Vec::new(),
-            caller: None,
-            impersonations: Vec::new(),
-            reviews: Vec::new(),
             log_streams: std::sync::Arc::default(),
             events,
             history: std::collections::VecDeque::new(),
-            tokens: Vec::new(),
         };
         for ns in ["default", "kube-system"] {
             let _ = s.create(
@@ -538,11 +452,37 @@ impl Store {
         patch: &Value,
         manager: &str,
     ) -> Result<Value, ApiError> {
+        self.patch(key, PatchType::Merge, patch, manager)
+    }
+
+    /// Patches an object (`PATCH` with a merge, strategic merge or JSON patch); a JSON patch
+    /// that cannot be applied is a 422 `Invalid` naming its operation.
+    pub fn patch(
+        &mut self,
+        key: &ObjectKey,
+        kind: PatchType,
+        body: &Value,
+        manager: &str,
+    ) -> Result<Value, ApiError> {
         let Some(entry) = self.objects.get(key) else {
             return Err(not_found(key));
         };
         let mut next = entry.object.clone();
-        merge(&mut next, patch);
+        match kind {
+            PatchType::Merge => patch::merge(&mut next, body),
+            PatchType::Strategic => patch::strategic(&mut next, body),
+            PatchType::Json => patch::json_patch(&mut next, body).map_err(|e| {
+                ApiError::new(
+                    422,
+                    "Invalid",
+                    format!(
+                        "the patch of {} {:?} cannot be applied: {e}",
+                        qualified(key),
+                        key.name
+                    ),
+                )
+            })?,
+        }
         self.store_update(key, next, manager, "Update")
     }
 
@@ -633,7 +573,7 @@ impl Store {
                 remove_at(&mut next, p);
             }
         }
-        merge(&mut next, &applied);
+        patch::merge(&mut next, &applied);
         let mut e = entry;
         for (m, (_, paths)) in e.owners.iter_mut() {
             if m != manager {
@@ -841,15 +781,19 @@ impl Store {
     }
 }
 
-fn not_found(key: &ObjectKey) -> ApiError {
-    let what = if key.group.is_empty() {
+/// `deployments.apps`, or `pods` in the core group (as Kubernetes names them in errors).
+fn qualified(key: &ObjectKey) -> String {
+    if key.group.is_empty() {
         key.resource.clone()
     } else {
         format!("{}.{}", key.resource, key.group)
-    };
+    }
+}
+
+fn not_found(key: &ObjectKey) -> ApiError {
     ApiError::new(
         404,
         "NotFound",
-        format!("{what} \"{}\" not found", key.name),
+        format!("{} \"{}\" not found", qualified(key), key.name),
     )
 }

@@ -1,5 +1,6 @@
-//! The API resources a simulated cluster serves: a built-in table of the common kinds, plus
-//! those its CustomResourceDefinitions define (as a real API server's discovery does).
+//! The API resources an in-memory cluster serves (pure): a built-in table of the common kinds,
+//! plus those its CustomResourceDefinitions define (as a real API server's discovery does), and
+//! the discovery documents (`/apis`, `/api/v1`, `/apis/<group>/<version>`) built from them.
 
 use serde_json::{Value, json};
 
@@ -72,10 +73,12 @@ impl Resource {
     }
 }
 
-/// The built-in resources.
+/// The built-in resources (served by every in-memory cluster, whether or not it stores
+/// objects of them).
 pub fn builtin() -> Vec<Resource> {
     vec![
         Resource::new("", "namespaces", "Namespace", false, &["ns"]),
+        Resource::new("", "nodes", "Node", false, &["no"]),
         Resource::new("", "configmaps", "ConfigMap", true, &["cm"]),
         Resource::new("", "secrets", "Secret", true, &[]),
         Resource::new("", "services", "Service", true, &["svc"]),

@@ -1,11 +1,11 @@
-//! The least OpenAPI v3 a simulated cluster serves so that `kubectl apply`, `create -f` and
+//! The least OpenAPI v3 an in-memory cluster serves (pure) so that `kubectl apply`, `create -f` and
 //! `replace` work: a root listing every group version, and per group version the PATCH
 //! operations of its kinds with the `fieldValidation` query parameter. kubectl then leaves
-//! validation to the server (which, simulated, accepts what it can store) instead of
+//! validation to the server (which, in memory, accepts what it can store) instead of
 //! downloading schemas; without schemas its client-side apply computes strategic merge
 //! patches from its built-in types (JSON merge patches for other kinds), as against any server.
 
-use super::resources::Resource;
+use crate::resources::Resource;
 use serde_json::{Map, Value, json};
 
 /// The `/openapi/v3` root: `api/v1`, `apis/<group>/<version>` → their documents.
@@ -66,7 +66,7 @@ pub fn group_version(path: &str, resources: &[Resource]) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::sim_api::resources::builtin;
+    use crate::resources::builtin;
 
     #[test]
     fn every_group_version_has_a_document_with_its_patch_operations() {
