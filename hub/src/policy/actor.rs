@@ -2,16 +2,21 @@
 //! reconciles on applies, on its placements' decision changes, on binding / set / rule changes,
 //! on cluster changes when a PlacementRule decides for it, and when a delivered spec is due to be
 //! re-sent; it takes its clusters' reports and writes the root status (coalesced: at most once a
-//! second, the in-memory view at once).
+//! second, the in-memory view at once). A reconcile gathers the clusters decided, asks [`plan`]
+//! (pure) what to deliver, re-send, delete and forget, and carries it out.
+
+mod plan;
 
 use super::rules::{self, Bound, PlacementKind};
 use super::{Inner, PolicyError};
+use crate::backoff::Backoff;
 use crate::keys::ObjectRef;
 use crate::report::Outcome;
 use flotilla_api::policy::Compliance;
-use flotilla_api::v1::{Policy, PolicyClusterRecord, PolicyStatusReport};
+use flotilla_api::v1::{Policy, PolicyClusterRecord, PolicySet, PolicyStatusReport};
 use flotilla_bus::envelope::{Action, Event};
 use flotilla_bus::{policies, subjects};
+use plan::RESEND_AFTER;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,8 +50,6 @@ const MAILBOX: usize = 65_536;
 /// Reports taken from the mailbox at once, their records written concurrently.
 const REPORT_BATCH: usize = 512;
 
-/// First re-send of a spec a cluster has not confirmed; doubles up to 16×.
-const RESEND_AFTER: Duration = Duration::from_secs(30);
 /// How often the root status is written at most.
 const STATUS_EVERY: Duration = Duration::from_secs(1);
 /// How often reports are folded into the published view at most (a fleet reporting at once
@@ -54,12 +57,6 @@ const STATUS_EVERY: Duration = Duration::from_secs(1);
 const VIEW_EVERY: Duration = Duration::from_millis(200);
 /// How long a burst of changes settles before a reconcile.
 const DEBOUNCE: Duration = Duration::from_millis(100);
-
-struct Record {
-    record: PolicyClusterRecord,
-    /// When the spec was last sent and how many times without confirmation.
-    sent: Option<(Instant, u32)>,
-}
 
 /// A report taken into its record.
 enum Taken {
@@ -83,7 +80,10 @@ struct Actor {
     key: String,
     /// The stored policy and its revision (None until the first apply).
     policy: Option<(Policy, u64)>,
-    records: BTreeMap<String, Record>,
+    /// Each cluster's record, by cluster.
+    records: BTreeMap<String, PolicyClusterRecord>,
+    /// When each cluster that has not confirmed its spec is sent it again.
+    resend: Backoff<String>,
     bounds: Vec<Bound>,
     /// The clusters each of `bounds` decides.
     decided: Vec<BTreeSet<String>>,
@@ -113,16 +113,9 @@ pub(crate) fn spawn(
         policy: stored,
         records: records
             .into_iter()
-            .map(|(r, _)| {
-                (
-                    r.cluster_name.clone(),
-                    Record {
-                        record: r,
-                        sent: None,
-                    },
-                )
-            })
+            .map(|(r, _)| (r.cluster_name.clone(), r))
             .collect(),
+        resend: plan::resend_backoff(),
         bounds: Vec::new(),
         decided: Vec::new(),
         targets: BTreeMap::new(),
@@ -415,6 +408,53 @@ impl Actor {
     /// removed; unconfirmed specs re-sent; the status recomputed. Returns when to look again.
     async fn reconcile(&mut self) -> Option<Instant> {
         let (policy, _) = self.policy.clone()?;
+        let sets = self.gather(&policy);
+        let now = Instant::now();
+        // The replicated spec depends only on the override: two hashes, not one per cluster.
+        let hashes = [false, true]
+            .map(|enforce| rules::spec_hash(&rules::replicated(&policy, "", enforce, 0, &sets)));
+        let clusters = &self.inner.deps.clusters;
+        let plan = plan::plan(
+            &self.targets,
+            &self.records,
+            &hashes,
+            &self.resend,
+            |c| clusters.get(c).is_some(),
+            now,
+        );
+        self.deliver(&policy, &sets, plan.deliver, now).await;
+        for send in plan.resend {
+            let copy =
+                rules::replicated(&policy, &send.cluster, send.enforce, send.generation, &sets);
+            if plan.resumed.contains(&send.cluster) {
+                self.resend.resumed(send.cluster.clone(), now);
+            } else {
+                self.resend.attempted(send.cluster.clone(), now);
+            }
+            publish(&self.inner, &send.cluster, &copy, Action::UpdateRequest).await;
+        }
+        for cluster in &plan.confirmed {
+            self.resend.remove(cluster);
+        }
+        // Clusters no longer decided (or deleted): their copies go, forgotten once the cluster
+        // confirms (asked again with the re-sends).
+        for cluster in &plan.delete {
+            send_delete(&self.inner, &self.records[cluster]).await;
+        }
+        for cluster in &plan.forget {
+            self.forget(cluster).await;
+        }
+        self.status_dirty = true;
+        self.update_view();
+        let resend_at = self.targets.keys().filter_map(|c| self.resend.at(c)).min();
+        let ask_again = (!plan.delete.is_empty()).then(|| now + RESEND_AFTER);
+        [resend_at, ask_again].into_iter().flatten().min()
+    }
+
+    /// Reads the bindings, sets, rules and placements the policy follows and decides its
+    /// clusters (`bounds`, `decided`, `targets`; none while it is disabled). Returns the policy
+    /// sets, which the replicated spec names.
+    fn gather(&mut self, policy: &Policy) -> Vec<PolicySet> {
         let (ns, name) = ns_name(&self.key);
         let (ns, name) = (ns.to_string(), name.to_string());
         let bindings: Vec<_> = self
@@ -467,65 +507,42 @@ impl Actor {
         } else {
             rules::targets(&self.bounds, &self.decided)
         };
-        let now = Instant::now();
-        let mut next: Option<Instant> = None;
-        // The replicated spec depends only on the override: two hashes, not one per cluster.
-        let hashes = [false, true]
-            .map(|enforce| rules::spec_hash(&rules::replicated(&policy, "", enforce, 0, &sets)));
-        // Records of new deliveries, written concurrently after the loop.
+        sets
+    }
+
+    /// Delivers new generations: each cluster's record is updated and its spec published (its
+    /// back-off starting over), then the records are written, 256 writes in flight (a
+    /// fleet-wide policy change is one burst); a failed one is written again with the
+    /// cluster's next report.
+    async fn deliver(
+        &mut self,
+        policy: &Policy,
+        sets: &[PolicySet],
+        deliveries: Vec<(plan::Send, String)>,
+        now: Instant,
+    ) {
+        let (ns, name) = ns_name(&self.key);
+        let (ns, name) = (ns.to_string(), name.to_string());
         let mut writes: Vec<PolicyClusterRecord> = Vec::new();
-        for (cluster, enforce) in self.targets.clone() {
-            let entry = self
-                .records
-                .entry(cluster.clone())
-                .or_insert_with(|| Record {
-                    record: PolicyClusterRecord {
-                        cluster_name: cluster.clone(),
+        for (send, hash) in deliveries {
+            let record =
+                self.records
+                    .entry(send.cluster.clone())
+                    .or_insert_with(|| PolicyClusterRecord {
+                        cluster_name: send.cluster.clone(),
                         policy_namespace: ns.clone(),
                         policy_name: name.clone(),
                         ..Default::default()
-                    },
-                    sent: None,
-                });
-            let generation = entry.record.generation;
-            let hash = &hashes[usize::from(enforce)];
-            if *hash != entry.record.spec_hash {
-                entry.record.generation += 1;
-                entry.record.spec_hash.clone_from(hash);
-                entry.sent = Some((now, 0));
-                writes.push(entry.record.clone());
-                let copy = rules::replicated(&policy, &cluster, enforce, generation + 1, &sets);
-                publish(&self.inner, &cluster, &copy, Action::UpdateRequest).await;
-                self.status_dirty = true;
-                next = soonest(next, now + RESEND_AFTER);
-                continue;
-            }
-            // Delivered before: re-send while the cluster has not reported this generation.
-            let confirmed = entry
-                .record
-                .report
-                .as_ref()
-                .is_some_and(|r| r.observed_generation == generation);
-            if confirmed {
-                entry.sent = None;
-                continue;
-            }
-            let (at, tries) = entry.sent.unwrap_or((now - RESEND_AFTER * 16, 4));
-            let wait = RESEND_AFTER * 2u32.pow(tries.min(4));
-            if now >= at + wait || entry.sent.is_none() {
-                let copy = rules::replicated(&policy, &cluster, enforce, generation, &sets);
-                entry.sent = Some((now, tries.saturating_add(1)));
-                publish(&self.inner, &cluster, &copy, Action::UpdateRequest).await;
-                next = soonest(
-                    next,
-                    now + RESEND_AFTER * 2u32.pow(tries.saturating_add(1).min(4)),
-                );
-            } else {
-                next = soonest(next, at + wait);
-            }
+                    });
+            record.generation = send.generation;
+            record.spec_hash = hash;
+            writes.push(record.clone());
+            self.resend.remove(&send.cluster);
+            self.resend.attempted(send.cluster.clone(), now);
+            let copy =
+                rules::replicated(policy, &send.cluster, send.enforce, send.generation, sets);
+            publish(&self.inner, &send.cluster, &copy, Action::UpdateRequest).await;
         }
-        // The records of what was delivered, 256 writes in flight (a fleet-wide policy change
-        // is one burst); a failed one is written again with the cluster's next report.
         let bucket = self.inner.buckets.status.clone();
         for chunk in writes.chunks(256) {
             let keys: Vec<String> = chunk.iter().map(record_key).collect();
@@ -538,38 +555,12 @@ impl Actor {
                 }
             }
         }
-        // Clusters no longer decided (or deleted): their copies go.
-        let gone: Vec<String> = self
-            .records
-            .keys()
-            .filter(|c| !self.targets.contains_key(*c))
-            .cloned()
-            .collect();
-        for cluster in gone {
-            let exists = self.inner.deps.clusters.get(&cluster).is_some();
-            let record = self.records[&cluster].record.clone();
-            if exists {
-                send_delete(&self.inner, &record).await;
-                // Forgotten once the cluster confirms; asked again with the re-sends.
-                next = soonest(next, now + RESEND_AFTER);
-            } else {
-                self.forget(&cluster).await;
-            }
-        }
-        self.status_dirty = true;
-        self.update_view();
-        next
     }
 
     async fn forget(&mut self, cluster: &str) {
+        self.resend.remove(cluster);
         if let Some(r) = self.records.remove(cluster) {
-            if let Err(e) = self
-                .inner
-                .buckets
-                .status
-                .purge(&record_key(&r.record))
-                .await
-            {
+            if let Err(e) = self.inner.buckets.status.purge(&record_key(&r)).await {
                 tracing::warn!(error = %e, cluster, "purging a policy record failed");
             }
             self.status_dirty = true;
@@ -609,23 +600,23 @@ impl Actor {
             return Taken::Done;
         };
         let seq = sequence.unwrap_or(0);
-        if seq != 0 && seq <= entry.record.report_sequence {
+        if seq != 0 && seq <= entry.report_sequence {
             ack_msg(ack).await;
             return Taken::Done;
         }
         // The cluster holds a generation past the one delivered (this hub lost the record, or
         // the policy was deleted and created again while the cluster was away): deliver the
         // current spec above it, or the agent would keep the copy it has.
-        let behind = report.observed_generation > entry.record.generation;
+        let behind = report.observed_generation > entry.generation;
         if behind {
-            entry.record.generation = report.observed_generation;
-            entry.record.spec_hash.clear();
+            entry.generation = report.observed_generation;
+            entry.spec_hash.clear();
         }
-        entry.record.report = Some(report);
-        entry.record.report_sequence = seq;
+        entry.report = Some(report);
+        entry.report_sequence = seq;
         Taken::Write(Box::new(Write {
-            key: record_key(&entry.record),
-            record: entry.record.clone(),
+            key: record_key(entry),
+            record: entry.clone(),
             acks: ack.into_iter().collect(),
             behind,
         }))
@@ -636,7 +627,7 @@ impl Actor {
             .keys()
             .map(|c| {
                 let state = self.records.get(c).map_or(Compliance::Unknown, |r| {
-                    rules::reported(r.record.generation, r.record.report.as_ref())
+                    rules::reported(r.generation, r.report.as_ref())
                 });
                 (c.clone(), state)
             })
@@ -701,7 +692,7 @@ impl Actor {
             .map(|c| {
                 self.records
                     .get(c)
-                    .and_then(|r| r.record.report.clone())
+                    .and_then(|r| r.report.clone())
                     .unwrap_or_else(|| PolicyStatusReport {
                         cluster_name: c.clone(),
                         ..Default::default()
@@ -713,7 +704,7 @@ impl Actor {
     async fn delete(&mut self) {
         let clusters: Vec<String> = self.records.keys().cloned().collect();
         for c in clusters {
-            let record = self.records[&c].record.clone();
+            let record = self.records[&c].clone();
             send_delete(&self.inner, &record).await;
             self.forget(&c).await;
         }
