@@ -29,7 +29,11 @@ use tokio::sync::{oneshot, watch};
 /// The subjects forwarded reports travel on, one per kind (hub account only).
 pub const SUBJECT_PREFIX: &str = "flotilla.hub.controllers.report";
 /// How long a forwarding hub waits for the holder's answer before handing the message back.
-const FORWARD_TIMEOUT: Duration = Duration::from_secs(5);
+pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(5);
+/// Reports one status consumer has on their way to the holder at once; past it the consumer
+/// waits for one to be answered before it reads the next message (at most this many × 5 s of a
+/// dead holder's timeouts overlap, instead of one after another).
+pub const FORWARDS_IN_FLIGHT: usize = 64;
 /// Forwarded reports the holder keeps waiting for their family's word at once; past it a new
 /// one is answered busy at once.
 const WAITING_MAX: usize = 4096;
@@ -188,39 +192,76 @@ impl Sink {
         self.set.send_replace(taker);
     }
 
-    /// Hands `report` to this hub's taker, or forwards it to the controllers' hub. `Err` is a
-    /// refusal to count, with the ack to acknowledge.
-    pub async fn route(&self, report: Report, ack: Ack) -> Result<(), (Refusal, Ack)> {
+    /// Hands `report` to this hub's taker, or starts forwarding it to the controllers' hub.
+    /// A forward is not waited for here: the caller owns it ([`Routed::Forwarding`]) and
+    /// bounds how many are in flight, so a slow holder does not hold a shard's status consumer
+    /// for each report's write.
+    pub async fn route(&self, report: Report, ack: Ack) -> Routed {
         let local = self.local.borrow().clone();
         if let Some(taker) = local {
-            return taker.take(report, ack).await;
+            return match taker.take(report, ack).await {
+                Ok(()) => Routed::Settled,
+                Err((refusal, ack)) => Routed::Refused(refusal, ack),
+            };
         }
-        let forwarded = ForwardedReport {
-            event: report.raw.to_vec(),
-            resource_id: report.resource_id,
-            accepted: report.accepted,
-        };
-        let request = async_nats::Request::new()
-            .payload(forwarded.encode_to_vec().into())
-            .timeout(Some(FORWARD_TIMEOUT));
-        let subject = format!("{SUBJECT_PREFIX}.{}", self.kind.name);
-        let answer = match self.nats.send_request(subject, request).await {
-            Ok(m) => ReportAnswer::decode(m.payload.as_ref()).ok(),
-            Err(e) => {
-                tracing::debug!(kind = self.kind.name, error = %e, "forwarding a report failed");
-                None
-            }
-        };
-        match answer.and_then(|a| a.outcome) {
-            Some(report_answer::Outcome::Taken(_)) => ack.settle(Outcome::Taken).await,
-            Some(report_answer::Outcome::Refused(r)) => {
-                return Err((Refusal::new(known_reason(&r.reason), r.message), ack));
-            }
-            // Busy, an answer this hub does not know, or none: not stored, so delivered again.
-            Some(report_answer::Outcome::Busy(_)) | None => ack.settle(Outcome::Retry).await,
-        }
-        Ok(())
+        Routed::Forwarding(Box::pin(forward(self.nats.clone(), self.kind, report, ack)))
     }
+}
+
+/// What [`Sink::route`] did with a report.
+pub enum Routed {
+    /// Taken or handed back: its ack is settled (or in its family's hands).
+    Settled,
+    /// Refused for good: count it, then acknowledge it.
+    Refused(Refusal, Ack),
+    /// On its way to the controllers' hub: the future settles the ack once the holder answers
+    /// (or [`FORWARD_TIMEOUT`] passes: handed back) and yields a refusal to count and
+    /// acknowledge. Dropped unfinished, the report is delivered again.
+    Forwarding(BoxFuture<'static, Option<(Refusal, Ack)>>),
+}
+
+impl std::fmt::Debug for Routed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Settled => f.write_str("Settled"),
+            Self::Refused(r, _) => f.debug_tuple("Refused").field(r).finish(),
+            Self::Forwarding(_) => f.write_str("Forwarding"),
+        }
+    }
+}
+
+/// Forwards `report` to the holder of the controllers and settles `ack` with its answer.
+async fn forward(
+    nats: async_nats::Client,
+    kind: Kind,
+    report: Report,
+    ack: Ack,
+) -> Option<(Refusal, Ack)> {
+    let forwarded = ForwardedReport {
+        event: report.raw.to_vec(),
+        resource_id: report.resource_id,
+        accepted: report.accepted,
+    };
+    let request = async_nats::Request::new()
+        .payload(forwarded.encode_to_vec().into())
+        .timeout(Some(FORWARD_TIMEOUT));
+    let subject = format!("{SUBJECT_PREFIX}.{}", kind.name);
+    let answer = match nats.send_request(subject, request).await {
+        Ok(m) => ReportAnswer::decode(m.payload.as_ref()).ok(),
+        Err(e) => {
+            tracing::debug!(kind = kind.name, error = %e, "forwarding a report failed");
+            None
+        }
+    };
+    match answer.and_then(|a| a.outcome) {
+        Some(report_answer::Outcome::Taken(_)) => ack.settle(Outcome::Taken).await,
+        Some(report_answer::Outcome::Refused(r)) => {
+            return Some((Refusal::new(known_reason(&r.reason), r.message), ack));
+        }
+        // Busy, an answer this hub does not know, or none: not stored, so delivered again.
+        Some(report_answer::Outcome::Busy(_)) | None => ack.settle(Outcome::Retry).await,
+    }
+    None
 }
 
 /// The sinks of every kind the families take, by kind (the router's).

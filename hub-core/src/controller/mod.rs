@@ -12,6 +12,7 @@
 //! [`Controllers`] is the running set: started in list order, stopped in reverse (dependents
 //! before what they need), with every task bounded on stop. (I/O: spawns and stops tasks.)
 
+mod buckets;
 mod provided;
 mod start;
 #[cfg(test)]

@@ -67,17 +67,23 @@ fn report(cluster: &str) -> Report {
     }
 }
 
-/// Routes one report through `sinks` with an ack whose outcome the test reads.
+/// Routes one report through `sinks` (waiting for a forward) with an ack whose outcome the
+/// test reads.
 async fn route(sinks: &Sinks, r: Report) -> Result<Outcome, (Refusal, Option<Outcome>)> {
     let (tx, rx) = oneshot::channel();
-    match sinks
+    let routed = sinks
         .get(POLICY.name)
         .expect("a policy sink")
         .route(r, Ack::Forwarded(tx))
-        .await
-    {
-        Ok(()) => Ok(rx.await.expect("the ack is settled")),
-        Err((refusal, ack)) => {
+        .await;
+    let refused = match routed {
+        Routed::Settled => None,
+        Routed::Refused(refusal, ack) => Some((refusal, ack)),
+        Routed::Forwarding(f) => f.await,
+    };
+    match refused {
+        None => Ok(rx.await.expect("the ack is settled")),
+        Some((refusal, ack)) => {
             drop(ack);
             Err((refusal, rx.await.ok()))
         }
@@ -232,4 +238,30 @@ async fn a_kind_no_family_takes_is_refused_by_the_holder() {
     .expect("refused");
     assert_eq!(got.0.reason, "unknown_type");
     task.abort();
+}
+
+#[tokio::test]
+async fn a_report_for_another_hub_is_handed_back_to_the_caller_unsent() {
+    // No server at this address: routing must not wait on the holder — the caller owns the
+    // forward and bounds how many are in flight.
+    let nats = async_nats::ConnectOptions::new()
+        .retry_on_initial_connect()
+        .connect("127.0.0.1:1")
+        .await
+        .expect("a lazy client");
+    let sinks = Sinks::new(&nats, [POLICY]);
+    let (tx, mut rx) = oneshot::channel();
+    let routed = tokio::time::timeout(
+        Duration::from_secs(1),
+        sinks
+            .get(POLICY.name)
+            .unwrap()
+            .route(report("c1"), Ack::Forwarded(tx)),
+    )
+    .await
+    .expect("routing returns at once");
+    assert!(matches!(routed, Routed::Forwarding(_)), "{routed:?}");
+    // Dropped unfinished: the ack is dropped unsettled, so the report comes again.
+    drop(routed);
+    assert!(rx.try_recv().is_err());
 }

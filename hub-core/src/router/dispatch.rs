@@ -10,12 +10,16 @@ use crate::cluster::{
     ClusterHandle, Clusters, LeaseEvent, Msg, StatusEvent, WorkStatusEvent, rules,
 };
 use crate::metrics::Metrics;
+use crate::report::Routed;
 use async_nats::jetstream;
 use flotilla_api::v1::{ClusterStatusReport, LeaseRenewal, WorkStatusReport};
 use flotilla_bus::envelope::{EnvelopeError, Event, types};
 use flotilla_bus::subjects::{self, StatusSubject};
 use flotilla_bus::works;
+use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 /// Why a status message is refused: the metric's reason and what is logged.
@@ -47,7 +51,7 @@ impl From<(&'static str, String)> for Refused {
 
 /// Refuses the status messages of one subject: counts, logs, purges and acknowledges.
 struct Refuser<'a> {
-    metrics: &'a Metrics,
+    metrics: &'a Arc<Metrics>,
     config: &'a RouterConfig,
     subject: &'a str,
     sequence: Option<u64>,
@@ -60,22 +64,76 @@ impl Refuser<'_> {
     }
 
     fn count(&self, ty: &str, r: &Refused) {
-        if self.metrics.rejected(ty, &r.reason) {
-            tracing::warn!(subject = %self.subject, reason = %r.reason, error = %r.why, "status event rejected");
-        }
-        if let Some(janitor) = &self.config.janitor {
-            let cluster = StatusSubject::parse(self.subject).map_or("", |p| p.cluster);
-            janitor.purge(cluster, self.subject, self.sequence);
+        count(
+            self.metrics,
+            self.config.janitor.as_ref(),
+            self.subject,
+            self.sequence,
+            ty,
+            r,
+        );
+    }
+
+    /// The same counting, for a refusal that comes back later (a forwarded report's).
+    fn owned(&self) -> OwnedRefuser {
+        OwnedRefuser {
+            metrics: self.metrics.clone(),
+            janitor: self.config.janitor.clone(),
+            subject: self.subject.to_string(),
+            sequence: self.sequence,
         }
     }
 }
 
+struct OwnedRefuser {
+    metrics: Arc<Metrics>,
+    janitor: Option<crate::janitor::Janitor>,
+    subject: String,
+    sequence: Option<u64>,
+}
+
+impl OwnedRefuser {
+    fn count(&self, ty: &str, r: &Refused) {
+        count(
+            &self.metrics,
+            self.janitor.as_ref(),
+            &self.subject,
+            self.sequence,
+            ty,
+            r,
+        );
+    }
+}
+
+/// Counts a refused status message and has the janitor purge it.
+fn count(
+    metrics: &Metrics,
+    janitor: Option<&crate::janitor::Janitor>,
+    subject: &str,
+    sequence: Option<u64>,
+    ty: &str,
+    r: &Refused,
+) {
+    if metrics.rejected(ty, &r.reason) {
+        tracing::warn!(subject = %subject, reason = %r.reason, error = %r.why, "status event rejected");
+    }
+    if let Some(janitor) = janitor {
+        let cluster = StatusSubject::parse(subject).map_or("", |p| p.cluster);
+        janitor.purge(cluster, subject, sequence);
+    }
+}
+
+/// Reports one shard's status consumer has on their way to the controllers' hub (it owns them
+/// and keeps at most [`crate::report::FORWARDS_IN_FLIGHT`]).
+pub(super) type InFlight = FuturesUnordered<BoxFuture<'static, ()>>;
+
 /// Decodes, checks and routes one status message.
 pub(super) async fn handle_status(
     clusters: &Clusters,
-    metrics: &Metrics,
+    metrics: &Arc<Metrics>,
     config: &RouterConfig,
     msg: jetstream::Message,
+    in_flight: &mut InFlight,
 ) {
     let info = msg.info().ok();
     let server_time = info
@@ -139,7 +197,8 @@ pub(super) async fn handle_status(
             }
         }
         (kind, Some(rid)) if config.reports.get(kind).is_some() => {
-            return route_report(clusters, config, &refuser, (&ty, &parsed), event, rid, msg).await;
+            let at = (ty.as_str(), &parsed);
+            return route_report(clusters, config, &refuser, at, event, rid, msg, in_flight).await;
         }
         _ => return refuser.refuse(&ty, unknown_type(&ty, &parsed), msg).await,
     };
@@ -243,6 +302,7 @@ async fn route_report(
     event: Event,
     rid: &str,
     msg: jetstream::Message,
+    in_flight: &mut InFlight,
 ) {
     let Some(sink) = config.reports.get(parsed.kind) else {
         return refuser.refuse(ty, unknown_type(ty, parsed), msg).await;
@@ -262,9 +322,21 @@ async fn route_report(
         accepted,
     };
     let ack = crate::report::Ack::Stream(Box::new(msg));
-    if let Err((refusal, ack)) = sink.route(report, ack).await {
-        let r = Refused::new(refusal.reason, refusal.why);
-        refuser.count(ty, &r);
-        ack.settle(crate::report::Outcome::Taken).await;
+    match sink.route(report, ack).await {
+        Routed::Settled => {}
+        Routed::Refused(refusal, ack) => {
+            refuser.count(ty, &Refused::new(refusal.reason, refusal.why));
+            ack.settle(crate::report::Outcome::Taken).await;
+        }
+        Routed::Forwarding(forward) => {
+            let counter = refuser.owned();
+            let ty = ty.to_string();
+            in_flight.push(Box::pin(async move {
+                if let Some((refusal, ack)) = forward.await {
+                    counter.count(&ty, &Refused::new(refusal.reason, refusal.why));
+                    ack.settle(crate::report::Outcome::Taken).await;
+                }
+            }));
+        }
     }
 }

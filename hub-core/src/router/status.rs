@@ -179,10 +179,16 @@ pub async fn run_status(
         // blindness.
         let mut missed = 0;
         let mut blind_since: Option<tokio::time::Instant> = None;
+        // Reports on their way to the controllers' hub: the next message is read only while
+        // fewer than FORWARDS_IN_FLIGHT wait for the holder (dropped with the loop: delivered
+        // again).
+        let mut in_flight = super::dispatch::InFlight::new();
         loop {
             let settled = blind_since.map(|t| t + HEARTBEAT_SETTLE);
+            let room = in_flight.len() < crate::report::FORWARDS_IN_FLIGHT;
             tokio::select! {
                 _ = shutdown.changed() => return,
+                Some(()) = in_flight.next(), if !in_flight.is_empty() => {}
                 () = sleep_until_some(settled) => {
                     blind_since = None;
                     missed = 0;
@@ -190,7 +196,7 @@ pub async fn run_status(
                         s.regained();
                     }
                 }
-                next = messages.next() => match next {
+                next = messages.next(), if room => match next {
                     // Left unacknowledged once the fence is gone: the next owner reads it.
                     Some(Ok(_)) if !fence.is_valid() => return,
                     Some(Ok(msg)) => {
@@ -201,7 +207,8 @@ pub async fn run_status(
                         {
                             s.regained();
                         }
-                        super::dispatch::handle_status(&clusters, &metrics, &config, msg).await;
+                        super::dispatch::handle_status(&clusters, &metrics, &config, msg, &mut in_flight)
+                            .await;
                     }
                     Some(Err(e))
                         if e.kind() == consumer::pull::MessagesErrorKind::MissingHeartbeat

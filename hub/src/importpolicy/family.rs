@@ -35,9 +35,7 @@ impl Family for ImportFamily {
 
     fn start<'a>(&'a self, cx: &'a mut Start<'_>) -> BoxFuture<'a, Result<(), StartError>> {
         Box::pin(async move {
-            let mut buckets = Buckets::open(&cx.deps().jetstream, cx.deps().stream).await?;
-            buckets.policies = cx.fenced(buckets.policies);
-            buckets.records = cx.fenced(buckets.records);
+            let buckets = Buckets::open(cx).await?;
             let d = cx.deps();
             let deps = Deps {
                 inventory: d.inventory.clone(),

@@ -34,9 +34,8 @@ pub mod grpc;
 pub mod rules;
 pub mod source;
 
-use crate::store::{Bucket, StoreError};
+use crate::store::StoreError;
 use flotilla_api::v1::{ClusterImportPolicy, ImportRecord};
-use flotilla_bus::jetstream::StreamOptions;
 use std::time::Duration;
 use thiserror::Error;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -122,25 +121,13 @@ pub enum ImportError {
     Gone,
 }
 
-/// The buckets.
-#[derive(Clone)]
-pub struct Buckets {
-    /// The policies.
-    pub policies: Bucket<ClusterImportPolicy>,
-    /// The records.
-    pub records: Bucket<ImportRecord>,
-}
-
-impl Buckets {
-    /// Creates (if needed) and opens both.
-    pub async fn open(
-        js: &async_nats::jetstream::Context,
-        opts: StreamOptions,
-    ) -> Result<Self, StoreError> {
-        Ok(Self {
-            policies: Bucket::open(js, POLICIES, opts).await?,
-            records: Bucket::open(js, RECORDS, opts).await?,
-        })
+flotilla_hub_core::buckets! {
+    /// The buckets.
+    pub struct Buckets {
+        /// The policies.
+        policies: ClusterImportPolicy = POLICIES,
+        /// The records.
+        records: ImportRecord = RECORDS,
     }
 }
 

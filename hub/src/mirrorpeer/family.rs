@@ -35,10 +35,7 @@ impl Family for PeerFamily {
 
     fn start<'a>(&'a self, cx: &'a mut Start<'_>) -> BoxFuture<'a, Result<(), StartError>> {
         Box::pin(async move {
-            let mut buckets = Buckets::open(&cx.deps().jetstream, cx.deps().stream).await?;
-            buckets.peers = cx.fenced(buckets.peers);
-            buckets.secrets = cx.fenced(buckets.secrets);
-            buckets.keys = cx.fenced(buckets.keys);
+            let buckets = Buckets::open(cx).await?;
             let d = cx.deps();
             let deps = Deps {
                 inventory: d.inventory.clone(),

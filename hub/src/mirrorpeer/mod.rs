@@ -25,11 +25,10 @@ pub mod route;
 pub mod rules;
 
 use crate::handle::{Gone, Handle};
-use crate::store::{Bucket, StoreError};
+use crate::store::StoreError;
 use flotilla_api::v1::{
     MirrorPeer, PeerKeyRecord, PeerSyncRequest, PeerSyncResponse, SealedPeerSecret,
 };
-use flotilla_bus::jetstream::StreamOptions;
 use std::sync::Arc;
 use std::time::Duration;
 use thiserror::Error;
@@ -105,28 +104,15 @@ pub enum MirrorPeerError {
     Insecure(String),
 }
 
-/// The buckets.
-#[derive(Clone)]
-pub struct Buckets {
-    /// The MirrorPeers.
-    pub peers: Bucket<MirrorPeer>,
-    /// The sealed boxes.
-    pub secrets: Bucket<SealedPeerSecret>,
-    /// The agents' curve keys.
-    pub keys: Bucket<PeerKeyRecord>,
-}
-
-impl Buckets {
-    /// Creates (if needed) and opens the three.
-    pub async fn open(
-        js: &async_nats::jetstream::Context,
-        opts: StreamOptions,
-    ) -> Result<Self, StoreError> {
-        Ok(Self {
-            peers: Bucket::open(js, PEERS, opts).await?,
-            secrets: Bucket::open(js, SECRETS, opts).await?,
-            keys: Bucket::open(js, KEYS, opts).await?,
-        })
+flotilla_hub_core::buckets! {
+    /// The buckets.
+    pub struct Buckets {
+        /// The MirrorPeers.
+        peers: MirrorPeer = PEERS,
+        /// The sealed boxes.
+        secrets: SealedPeerSecret = SECRETS,
+        /// The agents' curve keys.
+        keys: PeerKeyRecord = KEYS,
     }
 }
 

@@ -44,10 +44,7 @@ impl Family for PlacementFamily {
     fn start<'a>(&'a self, cx: &'a mut Start<'_>) -> BoxFuture<'a, Result<(), StartError>> {
         Box::pin(async move {
             let sets = cx.need::<ClusterSets>()?;
-            let mut buckets = Buckets::open(&cx.deps().jetstream, cx.deps().stream).await?;
-            buckets.placements = cx.fenced(buckets.placements);
-            buckets.decisions = cx.fenced(buckets.decisions);
-            buckets.scores = cx.fenced(buckets.scores);
+            let buckets = Buckets::open(cx).await?;
             let deps = Deps {
                 buckets,
                 clusters: cx.deps().inventory.clone(),

@@ -36,7 +36,6 @@ use dashmap::DashMap;
 use dispatch::{Dispatcher, Sources};
 use flotilla_api::names;
 use flotilla_api::v1::{self, Placement, PlacementDecision};
-use flotilla_bus::jetstream::StreamOptions;
 use flotilla_placement::{self as sched, ErrorKind, PlacementInput};
 use metrics::PlacementMetrics;
 use scores::Scores;
@@ -175,28 +174,15 @@ pub(crate) struct Shared {
     pub(crate) tasks: crate::tasks::TaskGroup,
 }
 
-/// The opened placement buckets.
-#[derive(Clone)]
-pub struct Buckets {
-    /// `placements`.
-    pub placements: Bucket<Placement>,
-    /// `decisions`.
-    pub decisions: Bucket<PlacementDecision>,
-    /// `scores`.
-    pub scores: Bucket<v1::AddOnPlacementScore>,
-}
-
-impl Buckets {
-    /// Creates (if needed) and opens the three buckets.
-    pub async fn open(
-        js: &async_nats::jetstream::Context,
-        opts: StreamOptions,
-    ) -> Result<Self, StoreError> {
-        Ok(Self {
-            placements: Bucket::open(js, PLACEMENTS_BUCKET, opts).await?,
-            decisions: Bucket::open(js, DECISIONS_BUCKET, opts).await?,
-            scores: Bucket::open(js, SCORES_BUCKET, opts).await?,
-        })
+flotilla_hub_core::buckets! {
+    /// The opened placement buckets.
+    pub struct Buckets {
+        /// `placements`.
+        placements: Placement = PLACEMENTS_BUCKET,
+        /// `decisions`.
+        decisions: PlacementDecision = DECISIONS_BUCKET,
+        /// `scores`.
+        scores: v1::AddOnPlacementScore = SCORES_BUCKET,
     }
 }
 

@@ -36,12 +36,7 @@ impl Family for PolicyFamily {
 
     fn start<'a>(&'a self, cx: &'a mut Start<'_>) -> BoxFuture<'a, Result<(), StartError>> {
         Box::pin(async move {
-            let mut buckets = Buckets::open(&cx.deps().jetstream, cx.deps().stream).await?;
-            buckets.policies = cx.fenced(buckets.policies);
-            buckets.bindings = cx.fenced(buckets.bindings);
-            buckets.sets = cx.fenced(buckets.sets);
-            buckets.rules = cx.fenced(buckets.rules);
-            buckets.status = cx.fenced(buckets.status);
+            let buckets = Buckets::open(cx).await?;
             let deps = Deps {
                 placements: cx.need::<Placements>()?,
                 clusters: cx.deps().inventory.clone(),

@@ -26,13 +26,12 @@ pub mod rules;
 use crate::inventory::{ClusterInventory, Inventory};
 use crate::keys::ObjectRef;
 use crate::placement::Placements;
-use crate::store::{Bucket, StoreError};
+use crate::store::StoreError;
 use dashmap::DashMap;
 use flotilla_api::v1::{
     ObjectMeta, PlacementBinding, PlacementRule, PlacementRuleDecision, PlacementRuleStatus,
     Policy, PolicyClusterRecord, PolicySet,
 };
-use flotilla_bus::jetstream::StreamOptions;
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 use thiserror::Error;
@@ -78,34 +77,19 @@ impl From<StoreError> for PolicyError {
     }
 }
 
-/// The buckets of governance state.
-#[derive(Clone)]
-pub struct Buckets {
-    /// Policies (spec and root status).
-    pub policies: Bucket<Policy>,
-    /// PlacementBindings.
-    pub bindings: Bucket<PlacementBinding>,
-    /// PolicySets.
-    pub sets: Bucket<PolicySet>,
-    /// PlacementRules.
-    pub rules: Bucket<PlacementRule>,
-    /// Per-cluster records.
-    pub status: Bucket<PolicyClusterRecord>,
-}
-
-impl Buckets {
-    /// Creates (if needed) and opens every bucket.
-    pub async fn open(
-        js: &async_nats::jetstream::Context,
-        opts: StreamOptions,
-    ) -> Result<Self, StoreError> {
-        Ok(Self {
-            policies: Bucket::open(js, POLICIES, opts).await?,
-            bindings: Bucket::open(js, BINDINGS, opts).await?,
-            sets: Bucket::open(js, SETS, opts).await?,
-            rules: Bucket::open(js, RULES, opts).await?,
-            status: Bucket::open(js, STATUS, opts).await?,
-        })
+flotilla_hub_core::buckets! {
+    /// The buckets of governance state.
+    pub struct Buckets {
+        /// Policies (spec and root status).
+        policies: Policy = POLICIES,
+        /// PlacementBindings.
+        bindings: PlacementBinding = BINDINGS,
+        /// PolicySets.
+        sets: PolicySet = SETS,
+        /// PlacementRules.
+        rules: PlacementRule = RULES,
+        /// Per-cluster records.
+        status: PolicyClusterRecord = STATUS,
     }
 }
 

@@ -42,9 +42,7 @@ impl Family for AccountFamily {
 
     fn start<'a>(&'a self, cx: &'a mut Start<'_>) -> BoxFuture<'a, Result<(), StartError>> {
         Box::pin(async move {
-            let mut buckets = Buckets::open(&cx.deps().jetstream, cx.deps().stream).await?;
-            buckets.accounts = cx.fenced(buckets.accounts);
-            buckets.tokens = cx.fenced(buckets.tokens);
+            let buckets = Buckets::open(cx).await?;
             let deps = Deps {
                 clusters: cx.deps().inventory.clone(),
                 publisher: cx.deps().clusters.shared().publisher.clone(),

@@ -106,25 +106,13 @@ impl From<Gone> for MsaError {
     }
 }
 
-/// The buckets.
-#[derive(Clone)]
-pub struct Buckets {
-    /// The accounts.
-    pub accounts: Bucket<ManagedServiceAccount>,
-    /// Their sealed tokens.
-    pub tokens: Bucket<ServiceAccountTokenRecord>,
-}
-
-impl Buckets {
-    /// Creates (if needed) and opens both.
-    pub async fn open(
-        js: &async_nats::jetstream::Context,
-        opts: StreamOptions,
-    ) -> Result<Self, StoreError> {
-        Ok(Self {
-            accounts: Bucket::open(js, ACCOUNTS, opts).await?,
-            tokens: Bucket::open(js, TOKENS, opts).await?,
-        })
+flotilla_hub_core::buckets! {
+    /// The buckets.
+    pub struct Buckets {
+        /// The accounts.
+        accounts: ManagedServiceAccount = ACCOUNTS,
+        /// Their sealed tokens.
+        tokens: ServiceAccountTokenRecord = TOKENS,
     }
 }
 
