@@ -60,6 +60,9 @@ pub fn taint_effect(s: &str) -> Option<sched::TaintEffect> {
 }
 
 /// The scheduler's Placement, or every enumerated field that OCM would reject.
+///
+/// Each part of the spec converts on its own (below); the errors come back in the order of the
+/// spec's fields, which is the order the API reports them in.
 pub fn placement(p: &v1::Placement) -> Result<sched::Placement, Vec<FieldError>> {
     let m = p.metadata.clone().unwrap_or_default();
     let spec = p.spec.clone().unwrap_or_default();
@@ -67,8 +70,70 @@ pub fn placement(p: &v1::Placement) -> Result<sched::Placement, Vec<FieldError>>
     let mut out = sched::Placement::new(m.namespace, m.name);
     out.cluster_sets = spec.cluster_sets.clone();
     out.number_of_clusters = spec.number_of_clusters;
-    out.predicates = spec
-        .predicates
+    out.predicates = predicates(&spec, &mut errors);
+    out.prioritizer_policy = prioritizer_policy(
+        &spec.prioritizer_policy.clone().unwrap_or_default(),
+        &mut errors,
+    );
+    out.tolerations = spec
+        .tolerations
+        .iter()
+        .enumerate()
+        .map(|(i, t)| toleration(i, t, &mut errors))
+        .collect();
+    out.decision_strategy.group_strategy = group_strategy(
+        &spec
+            .decision_strategy
+            .clone()
+            .and_then(|d| d.group_strategy)
+            .unwrap_or_default(),
+    );
+    out.spread_policy.spread_constraints = spec
+        .spread_policy
+        .clone()
+        .unwrap_or_default()
+        .spread_constraints
+        .iter()
+        .enumerate()
+        .map(|(i, c)| spread_constraint(i, c, &mut errors))
+        .collect();
+    match sched::SortBy::parse(&spec.sort_by) {
+        Some(sort_by) => out.sort_by = sort_by,
+        None => errors.push(invalid(
+            "spec.sortBy",
+            format!(
+                "unknown value {:?} (want ClusterName or Score)",
+                spec.sort_by
+            ),
+        )),
+    }
+    // The pattern is checked by the scheduler's validation (also an apply-time error).
+    out.score_rate_limit =
+        (!spec.score_rate_limit.is_empty()).then(|| spec.score_rate_limit.clone());
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(errors)
+    }
+}
+
+/// `spec.predicates`, each with the CEL expressions of the `celSelectors` entry at its index;
+/// a `celSelectors` entry without a predicate is an error.
+fn predicates(
+    spec: &v1::PlacementSpec,
+    errors: &mut Vec<FieldError>,
+) -> Vec<sched::ClusterPredicate> {
+    if spec.predicate_cel_selectors.len() > spec.predicates.len() {
+        errors.push(invalid(
+            "spec.predicates",
+            format!(
+                "{} celSelectors for {} predicates: every celSelector belongs to a predicate",
+                spec.predicate_cel_selectors.len(),
+                spec.predicates.len()
+            ),
+        ));
+    }
+    spec.predicates
         .iter()
         .enumerate()
         .map(|(i, pr)| {
@@ -82,42 +147,40 @@ pub fn placement(p: &v1::Placement) -> Result<sched::Placement, Vec<FieldError>>
                 required_cluster_selector,
             }
         })
-        .collect();
-    if spec.predicate_cel_selectors.len() > spec.predicates.len() {
-        errors.push(invalid(
-            "spec.predicates",
-            format!(
-                "{} celSelectors for {} predicates: every celSelector belongs to a predicate",
-                spec.predicate_cel_selectors.len(),
-                spec.predicates.len()
-            ),
-        ));
-    }
+        .collect()
+}
 
-    let policy = spec.prioritizer_policy.clone().unwrap_or_default();
+/// `spec.prioritizerPolicy`: the mode as written, each configuration's score coordinate with
+/// an unknown type an error, and a weight of 1 when unset.
+fn prioritizer_policy(
+    policy: &v1::PrioritizerPolicy,
+    errors: &mut Vec<FieldError>,
+) -> sched::PrioritizerPolicy {
     // OCM's CRD has no enum for the mode: an unknown one is accepted and reported as
     // PlacementMisconfigured by the scheduler's validation.
-    out.prioritizer_policy.mode = match policy.mode.as_str() {
+    let mode = match policy.mode.as_str() {
         "" | "Additive" => sched::PrioritizerMode::Additive,
         "Exact" => sched::PrioritizerMode::Exact,
         other => sched::PrioritizerMode::Other(other.to_owned()),
     };
-    for (i, c) in policy.configurations.iter().enumerate() {
-        let sc = c.score_coordinate.clone().unwrap_or_default();
-        let type_ = match sc.r#type.as_str() {
-            "" | "BuiltIn" => sched::ScoreCoordinateType::BuiltIn,
-            "AddOn" => sched::ScoreCoordinateType::AddOn,
-            other => {
-                errors.push(invalid(
-                    format!("spec.prioritizerPolicy.configurations[{i}].scoreCoordinate.type"),
-                    format!("unknown type {other:?} (want BuiltIn or AddOn)"),
-                ));
-                sched::ScoreCoordinateType::BuiltIn
-            }
-        };
-        out.prioritizer_policy
-            .configurations
-            .push(sched::PrioritizerConfig {
+    let configurations = policy
+        .configurations
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let sc = c.score_coordinate.clone().unwrap_or_default();
+            let type_ = match sc.r#type.as_str() {
+                "" | "BuiltIn" => sched::ScoreCoordinateType::BuiltIn,
+                "AddOn" => sched::ScoreCoordinateType::AddOn,
+                other => {
+                    errors.push(invalid(
+                        format!("spec.prioritizerPolicy.configurations[{i}].scoreCoordinate.type"),
+                        format!("unknown type {other:?} (want BuiltIn or AddOn)"),
+                    ));
+                    sched::ScoreCoordinateType::BuiltIn
+                }
+            };
+            sched::PrioritizerConfig {
                 score_coordinate: sched::ScoreCoordinate {
                     type_,
                     built_in: sc.built_in.clone(),
@@ -127,46 +190,52 @@ pub fn placement(p: &v1::Placement) -> Result<sched::Placement, Vec<FieldError>>
                     }),
                 },
                 weight: c.weight.unwrap_or(1),
-            });
-    }
-
-    for (i, t) in spec.tolerations.iter().enumerate() {
-        // No enum in OCM's CRD either: an unknown operator is accepted and tolerates nothing.
-        let operator = match t.operator.as_str() {
-            "" | "Equal" => sched::TolerationOperator::Equal,
-            "Exists" => sched::TolerationOperator::Exists,
-            other => sched::TolerationOperator::Other(other.to_owned()),
-        };
-        let effect = if t.effect.is_empty() {
-            None
-        } else {
-            let e = taint_effect(&t.effect);
-            if e.is_none() {
-                errors.push(invalid(
-                    format!("spec.tolerations[{i}].effect"),
-                    format!(
-                        "unknown effect {:?} (want NoSelect, PreferNoSelect or NoSelectIfNew, or leave it empty for every effect)",
-                        t.effect
-                    ),
-                ));
             }
-            e
-        };
-        out.tolerations.push(sched::Toleration {
-            key: t.key.clone(),
-            operator,
-            value: t.value.clone(),
-            effect,
-            toleration_seconds: t.toleration_seconds,
-        });
+        })
+        .collect();
+    sched::PrioritizerPolicy {
+        mode,
+        configurations,
     }
+}
 
-    let groups = spec
-        .decision_strategy
-        .clone()
-        .and_then(|d| d.group_strategy)
-        .unwrap_or_default();
-    out.decision_strategy.group_strategy = sched::GroupStrategy {
+/// `spec.tolerations[i]`: the operator as written, an unknown effect an error (empty means
+/// every effect).
+fn toleration(i: usize, t: &v1::Toleration, errors: &mut Vec<FieldError>) -> sched::Toleration {
+    // No enum in OCM's CRD either: an unknown operator is accepted and tolerates nothing.
+    let operator = match t.operator.as_str() {
+        "" | "Equal" => sched::TolerationOperator::Equal,
+        "Exists" => sched::TolerationOperator::Exists,
+        other => sched::TolerationOperator::Other(other.to_owned()),
+    };
+    let effect = if t.effect.is_empty() {
+        None
+    } else {
+        let e = taint_effect(&t.effect);
+        if e.is_none() {
+            errors.push(invalid(
+                format!("spec.tolerations[{i}].effect"),
+                format!(
+                    "unknown effect {:?} (want NoSelect, PreferNoSelect or NoSelectIfNew, or leave it empty for every effect)",
+                    t.effect
+                ),
+            ));
+        }
+        e
+    };
+    sched::Toleration {
+        key: t.key.clone(),
+        operator,
+        value: t.value.clone(),
+        effect,
+        toleration_seconds: t.toleration_seconds,
+    }
+}
+
+/// `spec.decisionStrategy.groupStrategy`: the groups, and `clustersPerDecisionGroup` as an int
+/// or a string as the wire says (100% when empty; the scheduler validates the string).
+fn group_strategy(groups: &v1::GroupStrategy) -> sched::GroupStrategy {
+    sched::GroupStrategy {
         decision_groups: groups
             .decision_groups
             .iter()
@@ -185,65 +254,44 @@ pub fn placement(p: &v1::Placement) -> Result<sched::Placement, Vec<FieldError>>
                 _ => sched::IntOrString::String(groups.clusters_per_decision_group.clone()),
             }
         },
-    };
+    }
+}
 
-    for (i, c) in spec
-        .spread_policy
-        .clone()
-        .unwrap_or_default()
-        .spread_constraints
-        .iter()
-        .enumerate()
-    {
-        let at = format!("spec.spreadPolicy.spreadConstraints[{i}]");
-        let topology_key_type = match c.topology_key_type.as_str() {
-            "" | "Label" => sched::TopologyKeyType::Label,
-            "Claim" => sched::TopologyKeyType::Claim,
-            other => {
-                errors.push(invalid(
-                    format!("{at}.topologyKeyType"),
-                    format!("unknown type {other:?} (want Label or Claim)"),
-                ));
-                sched::TopologyKeyType::Label
-            }
-        };
-        let when_unsatisfiable = match c.when_unsatisfiable.as_str() {
-            "" | "DoNotSchedule" => sched::WhenUnsatisfiable::DoNotSchedule,
-            "ScheduleAnyway" => sched::WhenUnsatisfiable::ScheduleAnyway,
-            other => {
-                errors.push(invalid(
-                    format!("{at}.whenUnsatisfiable"),
-                    format!("unknown value {other:?} (want DoNotSchedule or ScheduleAnyway)"),
-                ));
-                sched::WhenUnsatisfiable::DoNotSchedule
-            }
-        };
-        out.spread_policy
-            .spread_constraints
-            .push(sched::SpreadConstraint {
-                topology_key: c.topology_key.clone(),
-                topology_key_type,
-                max_skew: c.max_skew.unwrap_or(1),
-                when_unsatisfiable,
-            });
-    }
-    match sched::SortBy::parse(&spec.sort_by) {
-        Some(sort_by) => out.sort_by = sort_by,
-        None => errors.push(invalid(
-            "spec.sortBy",
-            format!(
-                "unknown value {:?} (want ClusterName or Score)",
-                spec.sort_by
-            ),
-        )),
-    }
-    // The pattern is checked by the scheduler's validation (also an apply-time error).
-    out.score_rate_limit =
-        (!spec.score_rate_limit.is_empty()).then(|| spec.score_rate_limit.clone());
-    if errors.is_empty() {
-        Ok(out)
-    } else {
-        Err(errors)
+/// `spec.spreadPolicy.spreadConstraints[i]`: an unknown topology key type or
+/// `whenUnsatisfiable` is an error; `maxSkew` defaults to 1.
+fn spread_constraint(
+    i: usize,
+    c: &v1::SpreadConstraint,
+    errors: &mut Vec<FieldError>,
+) -> sched::SpreadConstraint {
+    let at = format!("spec.spreadPolicy.spreadConstraints[{i}]");
+    let topology_key_type = match c.topology_key_type.as_str() {
+        "" | "Label" => sched::TopologyKeyType::Label,
+        "Claim" => sched::TopologyKeyType::Claim,
+        other => {
+            errors.push(invalid(
+                format!("{at}.topologyKeyType"),
+                format!("unknown type {other:?} (want Label or Claim)"),
+            ));
+            sched::TopologyKeyType::Label
+        }
+    };
+    let when_unsatisfiable = match c.when_unsatisfiable.as_str() {
+        "" | "DoNotSchedule" => sched::WhenUnsatisfiable::DoNotSchedule,
+        "ScheduleAnyway" => sched::WhenUnsatisfiable::ScheduleAnyway,
+        other => {
+            errors.push(invalid(
+                format!("{at}.whenUnsatisfiable"),
+                format!("unknown value {other:?} (want DoNotSchedule or ScheduleAnyway)"),
+            ));
+            sched::WhenUnsatisfiable::DoNotSchedule
+        }
+    };
+    sched::SpreadConstraint {
+        topology_key: c.topology_key.clone(),
+        topology_key_type,
+        max_skew: c.max_skew.unwrap_or(1),
+        when_unsatisfiable,
     }
 }
 
@@ -626,6 +674,62 @@ mod tests {
         );
         let kinds: Vec<_> = sched::validate(&s).into_iter().map(|e| e.kind).collect();
         assert_eq!(kinds, [ErrorKind::Misconfigured, ErrorKind::Misconfigured]);
+    }
+
+    #[test]
+    fn spread_constraints_name_unknown_types_and_default_max_skew() {
+        let mut errors = Vec::new();
+        let c = spread_constraint(
+            2,
+            &v1::SpreadConstraint {
+                topology_key: "zone".into(),
+                topology_key_type: "Annotation".into(),
+                when_unsatisfiable: "Sometimes".into(),
+                ..Default::default()
+            },
+            &mut errors,
+        );
+        assert_eq!(c.max_skew, 1);
+        assert_eq!(c.topology_key_type, sched::TopologyKeyType::Label);
+        let paths: Vec<_> = errors.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "spec.spreadPolicy.spreadConstraints[2].topologyKeyType",
+                "spec.spreadPolicy.spreadConstraints[2].whenUnsatisfiable",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_cel_selector_without_its_predicate_is_invalid() {
+        let spec = v1::PlacementSpec {
+            predicate_cel_selectors: vec![v1::CelSelector::default()],
+            ..Default::default()
+        };
+        let mut errors = Vec::new();
+        assert!(predicates(&spec, &mut errors).is_empty());
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].path, "spec.predicates");
+    }
+
+    #[test]
+    fn clusters_per_group_is_an_int_only_when_the_wire_says_so() {
+        let strategy = |value: &str, is_string| {
+            group_strategy(&v1::GroupStrategy {
+                clusters_per_decision_group: value.into(),
+                clusters_per_decision_group_is_string: is_string,
+                ..Default::default()
+            })
+            .clusters_per_decision_group
+        };
+        assert_eq!(strategy("3", false), sched::IntOrString::Int(3));
+        assert_eq!(strategy("3", true), sched::IntOrString::String("3".into()));
+        assert_eq!(
+            strategy("25%", false),
+            sched::IntOrString::String("25%".into())
+        );
+        assert_eq!(strategy("", false), sched::IntOrString::hundred_percent());
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub mod convert;
 pub mod dispatch;
 pub mod family;
 pub mod grpc;
+mod load;
 pub mod metrics;
 pub mod score_route;
 pub mod scores;
@@ -40,7 +41,7 @@ use flotilla_placement::{self as sched, ErrorKind, PlacementInput};
 use metrics::PlacementMetrics;
 use scores::Scores;
 use snapshot::Snapshot;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use thiserror::Error;
@@ -154,9 +155,6 @@ impl PlacementView {
 /// Every placement's view, keyed `<ns>/<name>`, with a change broadcast.
 pub type PlacementInventory = Inventory<PlacementView>;
 
-/// A stored decision page: its number, the object and its revision.
-type StoredPage = (usize, PlacementDecision, u64);
-
 /// What every placement actor shares.
 pub(crate) struct Shared {
     pub(crate) config: PlacementConfig,
@@ -237,25 +235,7 @@ impl Placements {
             shutdown.clone(),
         )
         .await?;
-        let mut pages: BTreeMap<(String, String), Vec<StoredPage>> = BTreeMap::new();
-        for (key, mut d, rev) in deps.buckets.decisions.load_all().await? {
-            // `<ns>.<placement>.<n>`: namespaces have no dots, n is the last token.
-            let (Some((ns, rest)), Some((_, n))) = (key.split_once('.'), key.rsplit_once('.'))
-            else {
-                continue;
-            };
-            let Some(placement) = rest.rsplit_once('.').map(|(p, _)| p) else {
-                continue;
-            };
-            let Ok(n) = n.parse::<usize>() else { continue };
-            if let Some(m) = d.metadata.as_mut() {
-                m.resource_version = rev;
-            }
-            pages
-                .entry((ns.to_string(), placement.to_string()))
-                .or_default()
-                .push((n, d, rev));
-        }
+        let mut pages = load::group_pages(deps.buckets.decisions.load_all().await?);
         let views = PlacementInventory::new(16_384);
         let actors: Arc<DashMap<String, PlacementHandle>> = Arc::new(DashMap::new());
         let (snapshot_tx, snapshot_rx) = watch::channel(Arc::new(Snapshot {
@@ -279,43 +259,17 @@ impl Placements {
         });
         // Publish every stored placement's view first (so the dispatcher's first snapshot counts
         // every decision for Balance), then spawn the actors' tasks.
-        let loaded = deps.buckets.placements.load_all().await?;
-        let mut to_spawn = Vec::with_capacity(loaded.len());
-        for (_, mut p, rev) in loaded {
-            let m = p.metadata.get_or_insert_with(Default::default);
-            m.resource_version = rev;
-            let (ns, name) = (m.namespace.clone(), m.name.clone());
-            let mut ps = pages
-                .remove(&(ns.clone(), name.clone()))
-                .unwrap_or_default();
-            ps.sort_by_key(|(n, _, _)| *n);
-            let ps: Vec<PlacementDecision> = ps.into_iter().map(|(_, d, _)| d).collect();
+        let stored = load::pair(deps.buckets.placements.load_all().await?, &mut pages);
+        for s in &stored {
             views.upsert(
-                &ObjectRef::new(ns.as_str(), name.as_str()).inventory_key(),
+                &s.key.inventory_key(),
                 PlacementView {
-                    placement: p.clone(),
-                    decisions: ps.clone(),
+                    placement: s.placement.clone(),
+                    decisions: s.pages.clone(),
                 },
             );
-            to_spawn.push((ns, name, p, rev, ps));
         }
-        // Pages whose placement is gone (a crash during a delete). A placement whose record
-        // does not decode is unreadable, not gone: its decisions stay.
-        for ((ns, name), orphans) in pages {
-            if crate::store::quarantine::holds(
-                deps.buckets.placements.name(),
-                &ObjectRef::new(ns.as_str(), name.as_str()).store_key(),
-            ) {
-                continue;
-            }
-            for (n, _, _) in orphans {
-                tracing::warn!(namespace = %ns, placement = %name, page = n, "removing a decision of a deleted placement");
-                deps.buckets
-                    .decisions
-                    .purge(&ObjectRef::new(ns.as_str(), name.as_str()).page_store_key(n))
-                    .await?;
-            }
-        }
+        purge_orphans(&deps.buckets.placements, &deps.buckets.decisions, pages).await?;
         let sources = Sources {
             clusters: deps.clusters.clone(),
             sets: deps.sets.clone(),
@@ -332,21 +286,18 @@ impl Placements {
             .await
             .expect("building the first fleet snapshot panicked")
         };
-        for (ns, name, p, rev, ps) in to_spawn {
+        for s in stored {
             let handle = actor::spawn(
-                &ns,
-                &name,
+                &s.key.namespace,
+                &s.key.name,
                 Some(Loaded {
-                    placement: p,
-                    revision: rev,
-                    pages: ps,
+                    placement: s.placement,
+                    revision: s.revision,
+                    pages: s.pages,
                 }),
                 shared.clone(),
             );
-            actors.insert(
-                ObjectRef::new(ns.as_str(), name.as_str()).inventory_key(),
-                handle,
-            );
+            actors.insert(s.key.inventory_key(), handle);
         }
         tracing::info!(placements = actors.len(), "placements loaded");
         let task = tokio::spawn(
@@ -527,4 +478,23 @@ impl Placements {
     pub fn sets(&self) -> &ClusterSets {
         &self.sets
     }
+}
+
+/// Purges the decision pages whose placement is gone (a crash during a delete). A placement
+/// whose record does not decode is unreadable, not gone: its decisions stay.
+async fn purge_orphans(
+    placements: &Bucket<Placement>,
+    decisions: &Bucket<PlacementDecision>,
+    orphans: load::Pages,
+) -> Result<(), StoreError> {
+    for (key, pages) in orphans {
+        if crate::store::quarantine::holds(placements.name(), &key.store_key()) {
+            continue;
+        }
+        for (n, _, _) in pages {
+            tracing::warn!(namespace = %key.namespace, placement = %key.name, page = n, "removing a decision of a deleted placement");
+            decisions.purge(&key.page_store_key(n)).await?;
+        }
+    }
+    Ok(())
 }
