@@ -96,27 +96,7 @@ fn clip(s: &str) -> String {
 /// whole request is refused, nothing in it is taken. Otherwise each part is taken or refused on
 /// its own: a bad box never undoes a good one, and nothing already stored is lost.
 pub fn check(cluster: &str, req: &PeerSyncRequest, view: View<'_>) -> Result<Checked, String> {
-    if req.cluster_name != cluster {
-        return Err(format!(
-            "clusterName {:?} does not match the subject's cluster {cluster:?}",
-            req.cluster_name
-        ));
-    }
-    if !is_xkey(&req.xkey) {
-        return Err(format!(
-            "xkey {:?}: not a public curve key (an NKeys xkey starting with X)",
-            req.xkey.chars().take(64).collect::<String>()
-        ));
-    }
-    for (what, n, max) in [
-        ("outbound", req.outbound.len(), MAX_OUTBOUND),
-        ("applied", req.applied.len(), MAX_APPLIED),
-        ("sourceErrors", req.source_errors.len(), MAX_SOURCE_ERRORS),
-    ] {
-        if n > max {
-            return Err(format!("{what}: {n} entries, at most {max}"));
-        }
-    }
+    check_whole(cluster, req)?;
     let mut out = Checked::default();
     if view.keys.get(cluster) != Some(&req.xkey) {
         out.new_key = Some(req.xkey.clone());
@@ -138,75 +118,18 @@ pub fn check(cluster: &str, req: &PeerSyncRequest, view: View<'_>) -> Result<Che
         }
     }
     for (i, a) in req.applied.iter().enumerate() {
-        let at = format!("applied[{i}] ({}: {} → {cluster})", a.mirror_peer, a.from);
-        let key = record_key(&a.mirror_peer, &a.from, cluster);
-        let Some(p) = view.peers.get(&a.mirror_peer) else {
-            out.refused.push(format!("{at}: no such MirrorPeer"));
-            continue;
-        };
-        if !members(p).contains(&cluster) || !members(p).contains(&a.from.as_str()) {
-            out.refused
-                .push(format!("{at}: not an exchange of this MirrorPeer"));
-            continue;
-        }
-        if !is_xkey(&a.sender_xkey) {
-            out.refused.push(format!(
-                "{at}: senderXkey (the key the applied box was sealed with) is not a public \
-                 curve key"
-            ));
-            continue;
-        }
-        // The cluster holds a newer box of the pair than the hub (none, when the hub purged
-        // the pair's boxes while the cluster was deleted; an older one, when the sender
-        // restarted and counted again from what the hub held): what it holds is the floor the
-        // sender must count on from, or every box is refused as stale. Kept as a record with
-        // no box, applied — only under the sender's current key (an older key's count is
-        // over), and only from a cluster hurting nobody but itself if it lies.
-        let held = view.records.get(&key);
-        let floor = a.error.is_empty()
-            && a.revision > 0
-            && view.keys.get(&a.from) == Some(&a.sender_xkey)
-            && held.is_none_or(|r| {
-                r.sender_xkey == a.sender_xkey
-                    && r.recipient_xkey == req.xkey
-                    && a.revision > r.revision
-            });
-        if floor {
-            out.floors.push(SealedPeerSecret {
-                mirror_peer: a.mirror_peer.clone(),
-                from: a.from.clone(),
-                to: cluster.to_string(),
-                sender_xkey: a.sender_xkey.clone(),
-                recipient_xkey: req.xkey.clone(),
-                revision: a.revision,
-                applied_revision: a.revision,
-                ..Default::default()
-            });
-            continue;
-        }
-        let Some(r) = held else {
-            continue; // Deleted or replaced meanwhile: nothing to record.
-        };
-        if a.sender_xkey != r.sender_xkey {
-            // About a box its sender replaced under a new key: revisions count per sender key,
-            // so its revision says nothing about the box held now.
-            continue;
-        }
-        if a.revision > r.revision {
-            out.refused.push(format!(
-                "{at}: revision {} was never handed out (the hub holds {})",
-                a.revision, r.revision
-            ));
-            continue;
-        }
-        let error = clip(&a.error);
-        let applied = if error.is_empty() {
-            a.revision.max(r.applied_revision)
-        } else {
-            r.applied_revision
-        };
-        if applied != r.applied_revision || error != r.applied_error {
-            out.applied.push((key, applied, error));
+        match check_applied(cluster, &req.xkey, a, view) {
+            Applied::Floor(floor) => out.floors.push(floor),
+            Applied::Record {
+                key,
+                revision,
+                error,
+            } => out.applied.push((key, revision, error)),
+            Applied::Unchanged => {}
+            Applied::Refused(why) => out.refused.push(format!(
+                "applied[{i}] ({}: {} → {cluster}): {why}",
+                a.mirror_peer, a.from
+            )),
         }
     }
     for (i, e) in req.source_errors.iter().enumerate() {
@@ -222,6 +145,129 @@ pub fn check(cluster: &str, req: &PeerSyncRequest, view: View<'_>) -> Result<Che
         }
     }
     Ok(out)
+}
+
+/// What refuses a request whole: another cluster's name, a key that is no curve key, or more
+/// entries than a request may carry.
+fn check_whole(cluster: &str, req: &PeerSyncRequest) -> Result<(), String> {
+    if req.cluster_name != cluster {
+        return Err(format!(
+            "clusterName {:?} does not match the subject's cluster {cluster:?}",
+            req.cluster_name
+        ));
+    }
+    if !is_xkey(&req.xkey) {
+        return Err(format!(
+            "xkey {:?}: not a public curve key (an NKeys xkey starting with X)",
+            req.xkey.chars().take(64).collect::<String>()
+        ));
+    }
+    for (what, n, max) in [
+        ("outbound", req.outbound.len(), MAX_OUTBOUND),
+        ("applied", req.applied.len(), MAX_APPLIED),
+        ("sourceErrors", req.source_errors.len(), MAX_SOURCE_ERRORS),
+    ] {
+        if n > max {
+            return Err(format!("{what}: {n} entries, at most {max}"));
+        }
+    }
+    Ok(())
+}
+
+/// What one applied revision a cluster reports comes to.
+#[derive(Debug, PartialEq)]
+enum Applied {
+    /// The cluster holds a newer box of the pair than the hub: the floor its sender counts on
+    /// from, kept as a record with no box.
+    Floor(SealedPeerSecret),
+    /// The held record's applied revision or error changes.
+    Record {
+        /// The record's [`record_key`].
+        key: String,
+        /// Its applied revision now.
+        revision: u64,
+        /// Its applied error now (clipped).
+        error: String,
+    },
+    /// Nothing to record (no record, another sender key, nothing new).
+    Unchanged,
+    /// Refused, saying why.
+    Refused(String),
+}
+
+/// `cluster`'s report `a` of what it applied from a peer, `xkey` being the key it presents.
+fn check_applied(
+    cluster: &str,
+    xkey: &str,
+    a: &flotilla_api::v1::AppliedPeerSecret,
+    view: View<'_>,
+) -> Applied {
+    let key = record_key(&a.mirror_peer, &a.from, cluster);
+    let Some(p) = view.peers.get(&a.mirror_peer) else {
+        return Applied::Refused("no such MirrorPeer".into());
+    };
+    if !members(p).contains(&cluster) || !members(p).contains(&a.from.as_str()) {
+        return Applied::Refused("not an exchange of this MirrorPeer".into());
+    }
+    if !is_xkey(&a.sender_xkey) {
+        return Applied::Refused(
+            "senderXkey (the key the applied box was sealed with) is not a public curve key".into(),
+        );
+    }
+    // The cluster holds a newer box of the pair than the hub (none, when the hub purged
+    // the pair's boxes while the cluster was deleted; an older one, when the sender
+    // restarted and counted again from what the hub held): what it holds is the floor the
+    // sender must count on from, or every box is refused as stale. Kept as a record with
+    // no box, applied — only under the sender's current key (an older key's count is
+    // over), and only from a cluster hurting nobody but itself if it lies.
+    let held = view.records.get(&key);
+    let floor = a.error.is_empty()
+        && a.revision > 0
+        && view.keys.get(&a.from) == Some(&a.sender_xkey)
+        && held.is_none_or(|r| {
+            r.sender_xkey == a.sender_xkey && r.recipient_xkey == xkey && a.revision > r.revision
+        });
+    if floor {
+        return Applied::Floor(SealedPeerSecret {
+            mirror_peer: a.mirror_peer.clone(),
+            from: a.from.clone(),
+            to: cluster.to_string(),
+            sender_xkey: a.sender_xkey.clone(),
+            recipient_xkey: xkey.to_string(),
+            revision: a.revision,
+            applied_revision: a.revision,
+            ..Default::default()
+        });
+    }
+    let Some(r) = held else {
+        return Applied::Unchanged; // Deleted or replaced meanwhile: nothing to record.
+    };
+    if a.sender_xkey != r.sender_xkey {
+        // About a box its sender replaced under a new key: revisions count per sender key,
+        // so its revision says nothing about the box held now.
+        return Applied::Unchanged;
+    }
+    if a.revision > r.revision {
+        return Applied::Refused(format!(
+            "revision {} was never handed out (the hub holds {})",
+            a.revision, r.revision
+        ));
+    }
+    let error = clip(&a.error);
+    let revision = if error.is_empty() {
+        a.revision.max(r.applied_revision)
+    } else {
+        r.applied_revision
+    };
+    if revision != r.applied_revision || error != r.applied_error {
+        Applied::Record {
+            key,
+            revision,
+            error,
+        }
+    } else {
+        Applied::Unchanged
+    }
 }
 
 /// One box from `cluster`: sealed by it with the key it presents, to a peer of that

@@ -632,3 +632,41 @@ mod limits {
         assert!(l.admit("g", later + Duration::from_millis(4)).is_err());
     }
 }
+
+#[test]
+fn an_applied_failure_keeps_the_applied_revision_and_records_the_error_once() {
+    let mut w = World::new();
+    let mut stored = w.sealed("dr", "a", "b", 4);
+    stored.applied_revision = 2;
+    w.records.insert(record_key("dr", "a", "b"), stored);
+    let report = |revision: u64, error: &str| AppliedPeerSecret {
+        mirror_peer: "dr".into(),
+        from: "a".into(),
+        revision,
+        error: error.into(),
+        sender_xkey: w.keys["a"].clone(),
+    };
+    let xkey = w.keys["b"].clone();
+    assert_eq!(
+        check_applied("b", &xkey, &report(4, "no room"), w.view()),
+        Applied::Record {
+            key: record_key("dr", "a", "b"),
+            revision: 2,
+            error: "no room".into(),
+        }
+    );
+    assert_eq!(
+        check_applied("b", &xkey, &report(2, ""), w.view()),
+        Applied::Unchanged,
+        "what the hub already holds changes nothing"
+    );
+    assert_eq!(
+        check_applied("b", &xkey, &report(1, ""), w.view()),
+        Applied::Unchanged,
+        "an older applied revision never lowers the record's"
+    );
+    assert!(matches!(
+        check_applied("c", &w.keys["c"].clone(), &report(1, ""), w.view()),
+        Applied::Refused(why) if why.contains("not an exchange")
+    ));
+}
