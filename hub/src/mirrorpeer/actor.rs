@@ -493,82 +493,17 @@ impl Actor {
         };
         let mut refused = checked.refused;
         let now = Instant::now();
-        if let Some(key) = checked.new_key {
-            let record = PeerKeyRecord { xkey: key.clone() };
-            if let Err(e) = self.buckets.keys.put(cluster, &record).await {
-                return PeerSyncResponse {
-                    error: format!("storage unavailable: {e}; ask again"),
-                    ..Default::default()
-                };
-            }
-            tracing::info!(
-                cluster,
-                "a peer presented a new curve key: its peers seal again"
-            );
-            // Its boxes under the old key can no longer be taken as its, and the boxes to its
-            // old key can no longer be opened: dropped before the new key's boxes are stored.
-            let replaced = rules::replaced_boxes(cluster, &key, self.view());
-            self.keys.insert(cluster.to_string(), key);
-            self.drop_boxes(replaced, "sealed with or to a replaced key")
-                .await;
-            let peers: BTreeSet<String> = mine
-                .iter()
-                .filter_map(|n| self.peers.get(n))
-                .flat_map(|p| rules::members(p).into_iter().map(str::to_string))
-                .filter(|c| c != cluster)
-                .collect();
-            for p in peers {
-                self.schedule(&p, now);
-            }
-        }
-        for b in checked.boxes {
-            let key = record_key(&b.mirror_peer, &b.from, &b.to);
-            match self.buckets.secrets.put(&key, &b).await {
-                Ok(_) => {
-                    tracing::debug!(record = %key, revision = b.revision, "sealed peer secret stored");
-                    self.delivered.remove(&key);
-                    self.schedule(&b.to, now);
-                    self.records.insert(key, b);
-                }
-                Err(e) => refused.push(format!(
-                    "{} → {} of {}: not stored ({e}); send it again",
-                    b.from, b.to, b.mirror_peer
-                )),
-            }
-        }
-        for floor in checked.floors {
-            let key = record_key(&floor.mirror_peer, &floor.from, &floor.to);
-            if self
-                .records
-                .get(&key)
-                .is_some_and(|r| r.revision >= floor.revision)
-            {
-                continue; // A newer box arrived meanwhile: it counts.
-            }
-            match self.buckets.secrets.put(&key, &floor).await {
-                Ok(_) => {
-                    tracing::debug!(record = %key, revision = floor.revision, "a peer's applied revision kept as the pair's floor");
-                    // The sender seals again past it now, not at its next resync: until then
-                    // the peer refuses every box it sends.
-                    self.schedule(&floor.from, now);
-                    self.records.insert(key, floor);
-                }
-                Err(e) => tracing::debug!(record = %key, error = %e, "floor not stored"),
-            }
-        }
-        for (key, revision, error) in checked.applied {
-            let Some(mut r) = self.records.get(&key).cloned() else {
-                continue;
+        if let Some(key) = checked.new_key
+            && let Err(e) = self.adopt_key(cluster, key, &mine, now).await
+        {
+            return PeerSyncResponse {
+                error: format!("storage unavailable: {e}; ask again"),
+                ..Default::default()
             };
-            r.applied_revision = revision;
-            r.applied_error = error;
-            match self.buckets.secrets.put(&key, &r).await {
-                Ok(_) => {
-                    self.records.insert(key, r);
-                }
-                Err(e) => tracing::debug!(record = %key, error = %e, "applied revision not stored"),
-            }
         }
+        self.store_boxes(checked.boxes, now, &mut refused).await;
+        self.store_floors(checked.floors, now).await;
+        self.store_applied(checked.applied).await;
         self.source_errors.retain(|(_, c), _| c != cluster);
         for (mp, e) in checked.source_errors {
             self.source_errors.insert((mp, cluster.to_string()), e);
@@ -592,6 +527,106 @@ impl Actor {
             error: String::new(),
             refused,
             more,
+        }
+    }
+
+    /// Stores the new curve key `cluster` presented (a peer of the MirrorPeers `mine`): its
+    /// boxes sealed with or to the old key are dropped, and its peers are poked to seal again.
+    async fn adopt_key(
+        &mut self,
+        cluster: &str,
+        key: String,
+        mine: &[String],
+        now: Instant,
+    ) -> Result<(), crate::store::StoreError> {
+        let record = PeerKeyRecord { xkey: key.clone() };
+        self.buckets.keys.put(cluster, &record).await?;
+        tracing::info!(
+            cluster,
+            "a peer presented a new curve key: its peers seal again"
+        );
+        // Its boxes under the old key can no longer be taken as its, and the boxes to its
+        // old key can no longer be opened: dropped before the new key's boxes are stored.
+        let replaced = rules::replaced_boxes(cluster, &key, self.view());
+        self.keys.insert(cluster.to_string(), key);
+        self.drop_boxes(replaced, "sealed with or to a replaced key")
+            .await;
+        let peers: BTreeSet<String> = mine
+            .iter()
+            .filter_map(|n| self.peers.get(n))
+            .flat_map(|p| rules::members(p).into_iter().map(str::to_string))
+            .filter(|c| c != cluster)
+            .collect();
+        for p in peers {
+            self.schedule(&p, now);
+        }
+        Ok(())
+    }
+
+    /// Stores checked boxes, poking each recipient; a box not stored is added to `refused`
+    /// (the sender sends it again).
+    async fn store_boxes(
+        &mut self,
+        boxes: Vec<SealedPeerSecret>,
+        now: Instant,
+        refused: &mut Vec<String>,
+    ) {
+        for b in boxes {
+            let key = record_key(&b.mirror_peer, &b.from, &b.to);
+            match self.buckets.secrets.put(&key, &b).await {
+                Ok(_) => {
+                    tracing::debug!(record = %key, revision = b.revision, "sealed peer secret stored");
+                    self.delivered.remove(&key);
+                    self.schedule(&b.to, now);
+                    self.records.insert(key, b);
+                }
+                Err(e) => refused.push(format!(
+                    "{} → {} of {}: not stored ({e}); send it again",
+                    b.from, b.to, b.mirror_peer
+                )),
+            }
+        }
+    }
+
+    /// Stores the pairs' floors a recipient reported, unless a newer box arrived meanwhile,
+    /// poking each sender to seal again past its floor.
+    async fn store_floors(&mut self, floors: Vec<SealedPeerSecret>, now: Instant) {
+        for floor in floors {
+            let key = record_key(&floor.mirror_peer, &floor.from, &floor.to);
+            if self
+                .records
+                .get(&key)
+                .is_some_and(|r| r.revision >= floor.revision)
+            {
+                continue; // A newer box arrived meanwhile: it counts.
+            }
+            match self.buckets.secrets.put(&key, &floor).await {
+                Ok(_) => {
+                    tracing::debug!(record = %key, revision = floor.revision, "a peer's applied revision kept as the pair's floor");
+                    // The sender seals again past it now, not at its next resync: until then
+                    // the peer refuses every box it sends.
+                    self.schedule(&floor.from, now);
+                    self.records.insert(key, floor);
+                }
+                Err(e) => tracing::debug!(record = %key, error = %e, "floor not stored"),
+            }
+        }
+    }
+
+    /// Stores the applied revisions and errors a recipient reported on the records held.
+    async fn store_applied(&mut self, applied: Vec<(String, u64, String)>) {
+        for (key, revision, error) in applied {
+            let Some(mut r) = self.records.get(&key).cloned() else {
+                continue;
+            };
+            r.applied_revision = revision;
+            r.applied_error = error;
+            match self.buckets.secrets.put(&key, &r).await {
+                Ok(_) => {
+                    self.records.insert(key, r);
+                }
+                Err(e) => tracing::debug!(record = %key, error = %e, "applied revision not stored"),
+            }
         }
     }
 
