@@ -14,6 +14,7 @@ use futures::StreamExt;
 use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 /// Subjects queued for purging, at most.
 pub const QUEUE: usize = 4096;
@@ -106,7 +107,8 @@ impl Janitor {
                 _ = shutdown.changed() => {}
                 () = work => {}
             }
-        });
+        }
+        .instrument(tracing::info_span!("janitor")));
         let budget = Arc::new(Budget {
             max: status_unknown_max,
             counts: Default::default(),

@@ -5,6 +5,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::task::JoinSet;
+use tracing::Instrument;
 
 /// A set of tasks owned together. Cheap to clone (the clones share the set).
 #[derive(Clone, Default)]
@@ -15,7 +16,8 @@ impl TaskGroup {
     pub fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
         let mut set = self.0.lock().expect("task group lock");
         while set.try_join_next().is_some() {}
-        set.spawn(task);
+        // The spawner's span, unless the task brings its own (the registries' actors do).
+        set.spawn(task.in_current_span());
     }
 
     /// Tasks not finished yet.

@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 /// How long a new owner waits for its views to catch up with the store before starting a
 /// shard's actors from them.
@@ -164,22 +165,28 @@ impl Units {
             epoch: fence.epoch(),
         };
         let (stop, stop_rx) = watch::channel(false);
-        let calls = tokio::spawn(crate::cluster::route::serve_shard(
-            self.clusters.shared().nats.clone(),
-            shard,
-            fence.clone(),
-            self.clusters.clone(),
-            stop_rx.clone(),
-        ));
-        let task = tokio::spawn(router::run_status(
-            self.status_stream.clone(),
-            feed.clone(),
-            fence,
-            self.clusters.clone(),
-            self.metrics.clone(),
-            self.router.clone(),
-            stop_rx,
-        ));
+        let calls = tokio::spawn(
+            crate::cluster::route::serve_shard(
+                self.clusters.shared().nats.clone(),
+                shard,
+                fence.clone(),
+                self.clusters.clone(),
+                stop_rx.clone(),
+            )
+            .instrument(tracing::info_span!("shard_calls", shard)),
+        );
+        let task = tokio::spawn(
+            router::run_status(
+                self.status_stream.clone(),
+                feed.clone(),
+                fence,
+                self.clusters.clone(),
+                self.metrics.clone(),
+                self.router.clone(),
+                stop_rx,
+            )
+            .instrument(tracing::info_span!("status_feed", shard)),
+        );
         if let Some(old) = self.feeds.lock().expect("feeds lock").insert(
             shard,
             Feed {

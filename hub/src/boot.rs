@@ -20,6 +20,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 /// How long one event to an agent may take to be handed to the NATS client (a client whose
 /// buffer is full during an outage must not stall an actor for longer).
@@ -413,8 +414,16 @@ impl State {
             works = works.len(),
             "hub state loaded"
         );
-        tasks.push(tokio::spawn(cluster_view.follow(shutdown.clone())));
-        tasks.push(tokio::spawn(work_view.follow(shutdown.clone())));
+        tasks.push(tokio::spawn(
+            cluster_view
+                .follow(shutdown.clone())
+                .instrument(tracing::info_span!("view", bucket = "clusters")),
+        ));
+        tasks.push(tokio::spawn(
+            work_view
+                .follow(shutdown.clone())
+                .instrument(tracing::info_span!("view", bucket = "works")),
+        ));
         Ok(Self {
             inventory,
             works,
@@ -441,20 +450,26 @@ pub(crate) async fn serve_spokes(
     let mut router = router.clone();
     router.ready = Some(ready_tx);
     let tasks = vec![
-        tokio::spawn(crate::router::run_registrations(
-            nats.clone(),
-            clusters.clone(),
-            metrics.clone(),
-            router.clone(),
-            shutdown.clone(),
-        )),
-        tokio::spawn(crate::router::run_resyncs(
-            nats.clone(),
-            clusters.clone(),
-            metrics.clone(),
-            router,
-            shutdown.clone(),
-        )),
+        tokio::spawn(
+            crate::router::run_registrations(
+                nats.clone(),
+                clusters.clone(),
+                metrics.clone(),
+                router.clone(),
+                shutdown.clone(),
+            )
+            .instrument(tracing::info_span!("router", serves = "registrations")),
+        ),
+        tokio::spawn(
+            crate::router::run_resyncs(
+                nats.clone(),
+                clusters.clone(),
+                metrics.clone(),
+                router,
+                shutdown.clone(),
+            )
+            .instrument(tracing::info_span!("router", serves = "resyncs")),
+        ),
     ];
     let subscribed = tokio::time::timeout(Duration::from_secs(10), async {
         for _ in 0..tasks.len() {
@@ -666,31 +681,34 @@ pub(crate) fn serve_grpc(
         ))
         .add_routes(routes);
     let connections = grpc::capacity::Connections::new(capacity.max_connections, metrics.clone());
-    Ok(tokio::spawn(async move {
-        // Nagle off on every API connection: `serve_with_incoming` ignores the builder's
-        // `tcp_nodelay`, and with Nagle on, small responses waited for the client's delayed
-        // ACK — ApplyWork calls took 5 ms or 45 ms, nothing in between.
-        // Past --grpc-max-connections a connection is closed as soon as it is accepted.
-        let incoming = tokio_stream::StreamExt::filter_map(
-            tokio_stream::wrappers::TcpListenerStream::new(listener),
-            move |conn| match conn {
-                Ok(s) => {
-                    if let Err(e) = s.set_nodelay(true) {
-                        tracing::debug!(error = %e, "TCP_NODELAY not set on an API connection");
+    Ok(tokio::spawn(
+        async move {
+            // Nagle off on every API connection: `serve_with_incoming` ignores the builder's
+            // `tcp_nodelay`, and with Nagle on, small responses waited for the client's delayed
+            // ACK — ApplyWork calls took 5 ms or 45 ms, nothing in between.
+            // Past --grpc-max-connections a connection is closed as soon as it is accepted.
+            let incoming = tokio_stream::StreamExt::filter_map(
+                tokio_stream::wrappers::TcpListenerStream::new(listener),
+                move |conn| match conn {
+                    Ok(s) => {
+                        if let Err(e) = s.set_nodelay(true) {
+                            tracing::debug!(error = %e, "TCP_NODELAY not set on an API connection");
+                        }
+                        let peer = s.peer_addr().ok();
+                        connections.admit(s, peer).map(Ok)
                     }
-                    let peer = s.peer_addr().ok();
-                    connections.admit(s, peer).map(Ok)
-                }
-                Err(e) => Some(Err(e)),
-            },
-        );
-        let stop = async move {
-            let _ = shutdown.changed().await;
-        };
-        if let Err(e) = server.serve_with_incoming_shutdown(incoming, stop).await {
-            tracing::error!(error = %e, "gRPC server failed");
+                    Err(e) => Some(Err(e)),
+                },
+            );
+            let stop = async move {
+                let _ = shutdown.changed().await;
+            };
+            if let Err(e) = server.serve_with_incoming_shutdown(incoming, stop).await {
+                tracing::error!(error = %e, "gRPC server failed");
+            }
         }
-    }))
+        .instrument(tracing::info_span!("grpc_server")),
+    ))
 }
 
 /// The cluster proxy: its calls' dispatcher and its server, with the API's tokens and TLS.
@@ -790,12 +808,16 @@ pub(crate) fn serve_metrics(
     shards: ha::shards::Shards,
     mut shutdown: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        let stop = async move {
-            let _ = shutdown.changed().await;
-        };
-        if let Err(e) = crate::metrics::serve(listener, metrics, inventory, shards, stop).await {
-            tracing::error!(error = %e, "metrics server failed");
+    tokio::spawn(
+        async move {
+            let stop = async move {
+                let _ = shutdown.changed().await;
+            };
+            if let Err(e) = crate::metrics::serve(listener, metrics, inventory, shards, stop).await
+            {
+                tracing::error!(error = %e, "metrics server failed");
+            }
         }
-    })
+        .instrument(tracing::info_span!("metrics_server")),
+    )
 }

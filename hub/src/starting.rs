@@ -9,6 +9,7 @@ use std::os::fd::AsFd;
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 /// The starting server; [`Starting::stop`] ends it.
 pub struct Starting {
@@ -34,15 +35,18 @@ impl Starting {
         copy.set_nonblocking(true)?;
         let copy = TcpListener::from_std(copy)?;
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let shutdown = async {
-                let _ = stopped.await;
-            };
-            let said = move || health(waiting.borrow().as_deref());
-            if let Err(e) = flotilla_bus::process::serve_starting(copy, said, shutdown).await {
-                tracing::warn!(error = %e, "the starting health server failed");
+        let task = tokio::spawn(
+            async move {
+                let shutdown = async {
+                    let _ = stopped.await;
+                };
+                let said = move || health(waiting.borrow().as_deref());
+                if let Err(e) = flotilla_bus::process::serve_starting(copy, said, shutdown).await {
+                    tracing::warn!(error = %e, "the starting health server failed");
+                }
             }
-        });
+            .instrument(tracing::info_span!("starting_health")),
+        );
         Ok(Self { stop, task })
     }
 

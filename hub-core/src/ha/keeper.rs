@@ -14,6 +14,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 /// The longest time between two acknowledged renewals of one unit seen in this process, in
 /// milliseconds (a process runs one hub): the renew interval when all is well, more while a
@@ -88,18 +89,21 @@ impl Keeper {
     ) -> Self {
         let (revision_tx, revision_rx) = watch::channel(revision);
         let (stop, stop_rx) = watch::channel(false);
-        let task = tokio::spawn(keep(
-            Lease {
-                leases,
-                me,
-                unit,
-                fence,
-                timing,
-            },
-            sent,
-            revision_tx,
-            stop_rx,
-        ));
+        let task = tokio::spawn(
+            keep(
+                Lease {
+                    leases,
+                    me,
+                    unit,
+                    fence,
+                    timing,
+                },
+                sent,
+                revision_tx,
+                stop_rx,
+            )
+            .instrument(tracing::info_span!("lease_keeper", unit)),
+        );
         Self {
             revision: revision_rx,
             stop,

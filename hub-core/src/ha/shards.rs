@@ -8,6 +8,7 @@ use super::lease::{HubInfo, LeaseError, Leases};
 use super::members::Members;
 use super::rules::{self, Action, Unit};
 use super::{HaConfig, UNITS};
+use tracing::Instrument;
 
 use futures::future::BoxFuture;
 use serde::Serialize;
@@ -199,15 +200,23 @@ pub fn spawn(
         beaten: None,
         born: now,
     };
-    let task = tokio::spawn(async move {
-        let (watch_stop_tx, watch_stop) = watch::channel(false);
-        let watcher = tokio::spawn(members.watch(watch_stop));
-        let host_task = tokio::spawn(run_host(host, host_rx));
-        runner.run(stop_rx, first_tx).await;
-        let _ = watch_stop_tx.send(true);
-        let _ = watcher.await;
-        let _ = host_task.await;
-    });
+    let task = tokio::spawn(
+        async move {
+            let (watch_stop_tx, watch_stop) = watch::channel(false);
+            let watcher = tokio::spawn(
+                members
+                    .watch(watch_stop)
+                    .instrument(tracing::info_span!("members_watch")),
+            );
+            let host_task =
+                tokio::spawn(run_host(host, host_rx).instrument(tracing::info_span!("shard_host")));
+            runner.run(stop_rx, first_tx).await;
+            let _ = watch_stop_tx.send(true);
+            let _ = watcher.await;
+            let _ = host_task.await;
+        }
+        .instrument(tracing::info_span!("shards")),
+    );
     (handle, task)
 }
 
@@ -216,22 +225,26 @@ pub fn spawn(
 async fn run_host(host: Arc<dyn Host>, mut rx: mpsc::UnboundedReceiver<HostCmd>) {
     let mut queues: Vec<mpsc::UnboundedSender<HostCmd>> = Vec::new();
     let mut workers = tokio::task::JoinSet::new();
-    for _ in 0..UNITS {
+    for queue in 0..UNITS {
         let (tx, mut unit_rx) = mpsc::unbounded_channel::<HostCmd>();
         let host = host.clone();
-        workers.spawn(async move {
-            while let Some(cmd) = unit_rx.recv().await {
-                match cmd {
-                    HostCmd::Start(unit, fence) => host.start(unit, fence).await,
-                    HostCmd::Stop(unit, done) => {
-                        host.stop(unit).await;
-                        if let Some(done) = done {
-                            let _ = done.send(());
+        let span = tracing::info_span!("shard_host_queue", queue);
+        workers.spawn(
+            async move {
+                while let Some(cmd) = unit_rx.recv().await {
+                    match cmd {
+                        HostCmd::Start(unit, fence) => host.start(unit, fence).await,
+                        HostCmd::Stop(unit, done) => {
+                            host.stop(unit).await;
+                            if let Some(done) = done {
+                                let _ = done.send(());
+                            }
                         }
                     }
                 }
             }
-        });
+            .instrument(span),
+        );
         queues.push(tx);
     }
     while let Some(cmd) = rx.recv().await {

@@ -27,6 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 /// Secure-mode settings.
 #[derive(Debug, Clone)]
@@ -92,7 +93,10 @@ impl Security {
         sys_config.auth = None;
         let sys = connect::connect(&sys_config, None).await?;
         let (push, wanted) = watch::channel(0u64);
-        let task = tokio::spawn(run(shared.clone(), sys, wanted, watched_from, stop));
+        let task = tokio::spawn(
+            run(shared.clone(), sys, wanted, watched_from, stop)
+                .instrument(tracing::info_span!("account_pusher")),
+        );
         Ok((
             Self {
                 issuer,

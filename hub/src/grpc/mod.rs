@@ -26,6 +26,7 @@ use std::sync::{Arc, OnceLock};
 use tokio::sync::broadcast::error::RecvError;
 use tokio_stream::Stream;
 use tonic::Status;
+use tracing::Instrument;
 
 /// Parses the `labelSelector` field of a list or watch request.
 pub(crate) fn parse_selector(s: &str) -> Result<LabelSelector, Status> {
@@ -81,11 +82,15 @@ where
 {
     let (tx, rx) = tokio::sync::mpsc::channel(settings.queue.max(1));
     let dropped = Arc::new(OnceLock::new());
-    tokio::spawn(f(WatchSink {
-        tx,
-        settings: settings.clone(),
-        dropped: dropped.clone(),
-    }));
+    let span = tracing::info_span!("watch", events = std::any::type_name::<E>());
+    tokio::spawn(
+        f(WatchSink {
+            tx,
+            settings: settings.clone(),
+            dropped: dropped.clone(),
+        })
+        .instrument(span),
+    );
     Box::pin(Watched {
         rx,
         dropped,

@@ -305,7 +305,11 @@ impl WorkService for WorkApi {
         let caller = req.extensions().get::<Identity>().cloned();
         let input = req.into_inner();
         let (tx, rx) = tokio::sync::mpsc::channel(STREAM_IN_FLIGHT);
-        tokio::spawn(self.clone().apply_stream(caller, input, tx));
+        tokio::spawn(
+            self.clone()
+                .apply_stream(caller, input, tx)
+                .instrument(tracing::info_span!("ApplyWorks")),
+        );
         Ok(Response::new(Box::pin(
             tokio_stream::wrappers::ReceiverStream::new(rx),
         )))

@@ -4,13 +4,132 @@
 //! targets, the creation condition and the template see `source` and `references` (a map
 //! from each reference's key to the object read; a reference sees only the earlier ones).
 
-use cel::objects::{Key, Map};
-use cel::{Context, Program, Value};
+use cel::objects::{Key, Map, ValueType};
+use cel::{Context, ExecutionError, Program, Value};
 use flotilla_api::importpolicy::{TEMPLATE_KEYS, is_registrations};
 use flotilla_api::v1::{ClusterImportPolicy, ImportSource, ManagedCluster, Taint};
 use flotilla_placement::cel::{compile_checked, env};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+
+/// Why a policy's expression could not be evaluated for one source object, or why what it
+/// yielded is not what its field takes. Every variant names the policy's field
+/// (`spec.template`, `spec.references[0].name`): the message tells the author where to look.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum EvalError {
+    /// The expression failed at run time (a missing key, a type error).
+    #[error("{field}: {source}")]
+    Run {
+        /// The policy's field.
+        field: String,
+        /// What CEL said.
+        #[source]
+        source: ExecutionError,
+    },
+    /// The expression yielded a value of another type than the field takes.
+    #[error("{field}: {found:?} is not {want}")]
+    Type {
+        /// The policy's field.
+        field: String,
+        /// The type yielded.
+        found: ValueType,
+        /// What the field takes (`a string`, `an int`).
+        want: &'static str,
+    },
+    /// A condition yielded something that is neither a bool nor a string.
+    #[error("{field}: yields a {found:?}, not a bool")]
+    NotBool {
+        /// The policy's field.
+        field: &'static str,
+        /// The type yielded.
+        found: ValueType,
+    },
+    /// A value is not of the shape the field takes (a map, a list of taints).
+    #[error("{field}: not {want}")]
+    Shape {
+        /// The policy's field.
+        field: String,
+        /// What the field takes.
+        want: &'static str,
+    },
+    /// The template yielded something other than a map.
+    #[error(
+        "spec.template: yields a {found:?}, not a map with keys among {}",
+        TEMPLATE_KEYS.join(", ")
+    )]
+    TemplateNotMap {
+        /// The type yielded.
+        found: ValueType,
+    },
+    /// A map's key is not a string.
+    #[error("{field}: keys must be strings")]
+    KeyNotString {
+        /// The policy's field.
+        field: String,
+    },
+    /// A map has a key the field does not know.
+    #[error("{field}: unknown key {key:?} (known: {known})")]
+    UnknownKey {
+        /// The policy's field.
+        field: String,
+        /// The key.
+        key: String,
+        /// The keys the field knows.
+        known: String,
+    },
+    /// More entries than a template may set.
+    #[error("{field}: {count} {what}, at most {max}")]
+    TooMany {
+        /// The policy's field.
+        field: &'static str,
+        /// How many it yielded.
+        count: usize,
+        /// What they are (`labels`, `taints`).
+        what: &'static str,
+        /// How many it may.
+        max: usize,
+    },
+    /// The lease duration is out of range.
+    #[error("spec.template.leaseDurationSeconds: {0} is outside 1..=3600")]
+    LeaseOutOfRange(i64),
+    /// The policy has no name template (a registration policy names no cluster).
+    #[error("spec.nameTemplate: none")]
+    NoNameTemplate,
+    /// A reference's target is not an object's name.
+    #[error("{field}: {namespace:?}/{name:?} is not an object's name")]
+    NotAnObjectName {
+        /// The reference's field (`spec.references[0]`).
+        field: String,
+        /// The namespace it rendered.
+        namespace: String,
+        /// The name it rendered.
+        name: String,
+    },
+    /// A taint the hub maintains (a template sets only the admin's taints).
+    #[error("{field}.key: {key:?} is maintained by the hub")]
+    HubTaint {
+        /// The taint's field (`spec.template.taints[0]`).
+        field: String,
+        /// Its key.
+        key: String,
+    },
+    /// The taints break the rules a ManagedCluster document's taints follow.
+    #[error("spec.template.{0}")]
+    Taints(#[source] crate::cluster::rules::RuleError),
+    /// A name or label breaks the Kubernetes rules.
+    #[error(transparent)]
+    Name(#[from] flotilla_api::names::NameError),
+}
+
+impl EvalError {
+    /// The run-time failure of `field`'s expression.
+    fn run(field: &str) -> impl FnOnce(ExecutionError) -> Self + '_ {
+        move |source| Self::Run {
+            field: field.into(),
+            source,
+        }
+    }
+}
 
 /// The source object (or registration) every expression sees.
 pub const SOURCE: &str = "source";
@@ -184,73 +303,77 @@ impl CompiledPolicy {
     }
 
     /// Whether the selector admits `source`.
-    pub fn selects(&self, vars: &Vars) -> Result<bool, String> {
+    pub fn selects(&self, vars: &Vars) -> Result<bool, EvalError> {
         match &self.selector {
-            Some(p) => truthy("spec.source.selector", run(p, vars)?),
+            Some(p) => truthy(
+                "spec.source.selector",
+                run("spec.source.selector", p, vars)?,
+            ),
             None => Ok(true),
         }
     }
 
     /// Whether the creation condition holds.
-    pub fn condition_holds(&self, vars: &Vars) -> Result<bool, String> {
+    pub fn condition_holds(&self, vars: &Vars) -> Result<bool, EvalError> {
         match &self.condition {
-            Some(p) => truthy("spec.creationCondition", run(p, vars)?),
+            Some(p) => truthy(
+                "spec.creationCondition",
+                run("spec.creationCondition", p, vars)?,
+            ),
             None => Ok(true),
         }
     }
 
     /// Whether the selector and the creation condition admit `source`.
-    pub fn admits(&self, source: &Value) -> Result<bool, String> {
+    pub fn admits(&self, source: &Value) -> Result<bool, EvalError> {
         let vars = Vars::of(source.clone());
         Ok(self.selects(&vars)? && self.condition_holds(&vars)?)
     }
 
     /// The cluster name `nameTemplate` renders (a DNS-1123 label).
-    pub fn cluster_name(&self, vars: &Vars) -> Result<String, String> {
+    pub fn cluster_name(&self, vars: &Vars) -> Result<String, EvalError> {
         let Some(p) = &self.name_template else {
-            return Err("spec.nameTemplate: none".into());
+            return Err(EvalError::NoNameTemplate);
         };
-        let name = string(
-            "spec.nameTemplate",
-            &run(p, vars).map_err(|e| format!("spec.nameTemplate: {e}"))?,
-        )?;
-        flotilla_api::names::validate_dns1123_label("spec.nameTemplate", &name)
-            .map_err(|e| e.to_string())?;
+        let name = string("spec.nameTemplate", &run("spec.nameTemplate", p, vars)?)?;
+        flotilla_api::names::validate_dns1123_label("spec.nameTemplate", &name)?;
         Ok(name)
     }
 
     /// Where reference `i` is: `(namespace, name)` (namespace empty: cluster-scoped), from
     /// `vars` holding the references before it.
-    pub fn reference_target(&self, i: usize, vars: &Vars) -> Result<(String, String), String> {
+    pub fn reference_target(&self, i: usize, vars: &Vars) -> Result<(String, String), EvalError> {
         let r = &self.references[i];
         let field = format!("spec.references[{i}]");
         let namespace = match &r.namespace {
-            Some(p) => string(
-                &format!("{field}.namespace"),
-                &run(p, vars).map_err(|e| format!("{field}.namespace: {e}"))?,
-            )?,
+            Some(p) => {
+                let field = format!("{field}.namespace");
+                string(&field, &run(&field, p, vars)?)?
+            }
             None => String::new(),
         };
-        let name = string(
-            &format!("{field}.name"),
-            &run(&r.name, vars).map_err(|e| format!("{field}.name: {e}"))?,
-        )?;
+        let name = {
+            let field = format!("{field}.name");
+            string(&field, &run(&field, &r.name, vars)?)?
+        };
         if name.is_empty() || name.len() > 253 || namespace.len() > 63 {
-            return Err(format!(
-                "{field}: {namespace:?}/{name:?} is not an object's name"
-            ));
+            return Err(EvalError::NotAnObjectName {
+                field,
+                namespace,
+                name,
+            });
         }
         Ok((namespace, name))
     }
 
     /// What the template makes of `source` (and the references).
-    pub fn template(&self, source: &Value) -> Result<Template, String> {
+    pub fn template(&self, source: &Value) -> Result<Template, EvalError> {
         self.template_with(&Vars::of(source.clone()))
     }
 
     /// What the template makes of the variables.
-    pub fn template_with(&self, vars: &Vars) -> Result<Template, String> {
-        template_of(run(&self.template, vars).map_err(|e| format!("spec.template: {e}"))?)
+    pub fn template_with(&self, vars: &Vars) -> Result<Template, EvalError> {
+        template_of(run("spec.template", &self.template, vars)?)
     }
 }
 
@@ -301,39 +424,40 @@ fn json_at(v: &serde_json::Value, depth: usize) -> Value {
     }
 }
 
-fn run(program: &Program, vars: &Vars) -> Result<Value, String> {
+/// Runs `program` (the expression of `field`) on `vars`.
+fn run(field: &str, program: &Program, vars: &Vars) -> Result<Value, EvalError> {
     let mut context = Context::with_env(env().clone());
     context.add_variable_from_value(SOURCE, vars.source.clone());
     context.add_variable_from_value(REFERENCES, vars.references.clone());
-    program.execute(&context).map_err(|e| e.to_string())
+    program.execute(&context).map_err(EvalError::run(field))
 }
 
 /// `true`, or a string equal to "true" in any case (Clusterpedia's rule for its templates).
-fn truthy(field: &str, v: Value) -> Result<bool, String> {
+fn truthy(field: &'static str, v: Value) -> Result<bool, EvalError> {
     match v {
         Value::Bool(b) => Ok(b),
         Value::String(s) => Ok(s.eq_ignore_ascii_case("true")),
-        other => Err(format!(
-            "{field}: yields a {:?}, not a bool",
-            other.type_of()
-        )),
+        other => Err(EvalError::NotBool {
+            field,
+            found: other.type_of(),
+        }),
     }
 }
 
-fn string(field: &str, v: &Value) -> Result<String, String> {
+fn string(field: &str, v: &Value) -> Result<String, EvalError> {
     match v {
         Value::String(s) => Ok(s.to_string()),
-        other => Err(format!("{field}: {:?} is not a string", other.type_of())),
+        other => Err(EvalError::Type {
+            field: field.into(),
+            found: other.type_of(),
+            want: "a string",
+        }),
     }
 }
 
-fn template_of(v: Value) -> Result<Template, String> {
+fn template_of(v: Value) -> Result<Template, EvalError> {
     let Value::Map(map) = v else {
-        return Err(format!(
-            "spec.template: yields a {:?}, not a map with keys among {}",
-            v.type_of(),
-            TEMPLATE_KEYS.join(", ")
-        ));
+        return Err(EvalError::TemplateNotMap { found: v.type_of() });
     };
     let mut t = Template {
         accept: true,
@@ -341,7 +465,9 @@ fn template_of(v: Value) -> Result<Template, String> {
     };
     for (k, v) in map.map.iter() {
         let Key::String(k) = k else {
-            return Err("spec.template: keys must be strings".into());
+            return Err(EvalError::KeyNotString {
+                field: "spec.template".into(),
+            });
         };
         match k.as_str() {
             "labels" => t.labels = labels(v)?,
@@ -352,33 +478,34 @@ fn template_of(v: Value) -> Result<Template, String> {
                     Value::Int(n) => *n,
                     Value::UInt(n) => i64::try_from(*n).unwrap_or(i64::MAX),
                     other => {
-                        return Err(format!(
-                            "spec.template.leaseDurationSeconds: {:?} is not an int",
-                            other.type_of()
-                        ));
+                        return Err(EvalError::Type {
+                            field: "spec.template.leaseDurationSeconds".into(),
+                            found: other.type_of(),
+                            want: "an int",
+                        });
                     }
                 };
                 if !(1..=3600).contains(&n) {
-                    return Err(format!(
-                        "spec.template.leaseDurationSeconds: {n} is outside 1..=3600"
-                    ));
+                    return Err(EvalError::LeaseOutOfRange(n));
                 }
                 t.lease_seconds = Some(n as i32);
             }
             "hubAcceptsClient" => match v {
                 Value::Bool(b) => t.accept = *b,
                 other => {
-                    return Err(format!(
-                        "spec.template.hubAcceptsClient: {:?} is not a bool",
-                        other.type_of()
-                    ));
+                    return Err(EvalError::Type {
+                        field: "spec.template.hubAcceptsClient".into(),
+                        found: other.type_of(),
+                        want: "a bool",
+                    });
                 }
             },
             other => {
-                return Err(format!(
-                    "spec.template: unknown key {other:?} (known: {})",
-                    TEMPLATE_KEYS.join(", ")
-                ));
+                return Err(EvalError::UnknownKey {
+                    field: "spec.template".into(),
+                    key: other.into(),
+                    known: TEMPLATE_KEYS.join(", "),
+                });
             }
         }
     }
@@ -391,21 +518,28 @@ pub const MAX_TEMPLATE_LABELS: usize = 64;
 /// Taints a template may set, at most.
 pub const MAX_TEMPLATE_TAINTS: usize = 32;
 
-fn labels(v: &Value) -> Result<BTreeMap<String, String>, String> {
+fn labels(v: &Value) -> Result<BTreeMap<String, String>, EvalError> {
     let Value::Map(m) = v else {
-        return Err("spec.template.labels: not a map".into());
+        return Err(EvalError::Shape {
+            field: "spec.template.labels".into(),
+            want: "a map",
+        });
     };
     if m.map.len() > MAX_TEMPLATE_LABELS {
-        return Err(format!(
-            "spec.template.labels: {} labels, at most {MAX_TEMPLATE_LABELS}",
-            m.map.len()
-        ));
+        return Err(EvalError::TooMany {
+            field: "spec.template.labels",
+            count: m.map.len(),
+            what: "labels",
+            max: MAX_TEMPLATE_LABELS,
+        });
     }
     m.map
         .iter()
         .map(|(k, v)| {
             let Key::String(k) = k else {
-                return Err("spec.template.labels: keys must be strings".to_string());
+                return Err(EvalError::KeyNotString {
+                    field: "spec.template.labels".into(),
+                });
             };
             Ok((
                 k.to_string(),
@@ -415,61 +549,70 @@ fn labels(v: &Value) -> Result<BTreeMap<String, String>, String> {
         .collect()
 }
 
-fn taints(v: &Value) -> Result<Vec<Taint>, String> {
+fn taints(v: &Value) -> Result<Vec<Taint>, EvalError> {
     let Value::List(items) = v else {
-        return Err("spec.template.taints: not a list of {key, value, effect}".into());
+        return Err(EvalError::Shape {
+            field: "spec.template.taints".into(),
+            want: "a list of {key, value, effect}",
+        });
     };
     if items.len() > MAX_TEMPLATE_TAINTS {
-        return Err(format!(
-            "spec.template.taints: {} taints, at most {MAX_TEMPLATE_TAINTS}",
-            items.len()
-        ));
+        return Err(EvalError::TooMany {
+            field: "spec.template.taints",
+            count: items.len(),
+            what: "taints",
+            max: MAX_TEMPLATE_TAINTS,
+        });
     }
     let mut out = Vec::new();
     for (i, item) in items.iter().enumerate() {
         let field = format!("spec.template.taints[{i}]");
         let Value::Map(m) = item else {
-            return Err(format!("{field}: not a map with key, value, effect"));
+            return Err(EvalError::Shape {
+                field,
+                want: "a map with key, value, effect",
+            });
         };
         let mut t = Taint::default();
         for (k, v) in m.map.iter() {
             let Key::String(k) = k else {
-                return Err(format!("{field}: keys must be strings"));
+                return Err(EvalError::KeyNotString { field });
             };
             match k.as_str() {
                 "key" => t.key = string(&format!("{field}.key"), v)?,
                 "value" => t.value = string(&format!("{field}.value"), v)?,
                 "effect" => t.effect = string(&format!("{field}.effect"), v)?,
                 other => {
-                    return Err(format!(
-                        "{field}: unknown key {other:?} (known: key, value, effect)"
-                    ));
+                    return Err(EvalError::UnknownKey {
+                        field,
+                        key: other.into(),
+                        known: "key, value, effect".into(),
+                    });
                 }
             }
         }
         if flotilla_api::taints::is_hub_taint(&t.key) {
-            return Err(format!("{field}.key: {:?} is maintained by the hub", t.key));
+            return Err(EvalError::HubTaint { field, key: t.key });
         }
         out.push(t);
     }
     // The cluster actor's own check, on a scratch cluster: the same errors as a document's.
     crate::cluster::rules::apply_document_taints(&mut ManagedCluster::default(), &out)
-        .map_err(|e| format!("spec.template.{e}"))?;
+        .map_err(EvalError::Taints)?;
     Ok(out)
 }
 
-fn check_labels(t: &Template) -> Result<(), String> {
+fn check_labels(t: &Template) -> Result<(), EvalError> {
     let mut all: HashMap<String, String> = t.labels.clone().into_iter().collect();
     if let Some(set) = &t.cluster_set {
-        flotilla_api::names::validate_dns1123_label("spec.template.clusterSet", set)
-            .map_err(|e| e.to_string())?;
+        flotilla_api::names::validate_dns1123_label("spec.template.clusterSet", set)?;
         all.insert(flotilla_api::meta::CLUSTERSET_LABEL.into(), set.clone());
     }
     match flotilla_api::names::validate_labels("spec.template.labels", &all)
         .into_iter()
         .next()
     {
-        Some(e) => Err(e.to_string()),
+        Some(e) => Err(e.into()),
         None => Ok(()),
     }
 }

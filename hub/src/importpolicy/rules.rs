@@ -25,6 +25,7 @@
 //!   policy that does not compile keeps its records and changes nothing.
 
 use super::compiled::{CompiledPolicy, Template, registration_value};
+use super::source::Reason;
 use crate::cluster::rules::{accepted, denied};
 use flotilla_api::importpolicy::{
     MAX_STATUS_ERRORS, REGISTRATION_GROUP, REGISTRATIONS, source_kind,
@@ -74,7 +75,7 @@ pub struct Listing<T = Judged> {
     /// Not seen by a plan yet: absences count only once per list.
     pub fresh: bool,
     /// The objects (every object of the kind and versions, checked), or why the list failed.
-    pub result: Result<Vec<T>, String>,
+    pub result: Result<Vec<T>, Reason>,
 }
 
 /// A source object as read from its spoke, with the references read for it. Judged at once
@@ -91,7 +92,7 @@ pub struct SourceObject {
     pub object: serde_json::Value,
     /// The references by key (empty when the selector does not admit the object), or why one
     /// could not be read.
-    pub references: Result<Vec<(String, serde_json::Value)>, String>,
+    pub references: Result<Vec<(String, serde_json::Value)>, Reason>,
 }
 
 /// A listed source object as the policy judged it: its identity and the verdict — all the plan
@@ -112,8 +113,8 @@ impl Judged {
     /// About how many bytes the hub keeps for it (bounded per list by
     /// [`super::source::MAX_LIST_WEIGHT`]).
     pub fn weight(&self) -> usize {
-        fn text<T>(r: &Result<T, String>) -> usize {
-            r.as_ref().err().map_or(0, String::len)
+        fn text<T>(r: &Result<T, Reason>) -> usize {
+            r.as_ref().err().map_or(0, |e| e.len())
         }
         let verdict = match &self.verdict {
             Verdict::Skipped => 0,
@@ -143,9 +144,8 @@ impl Judged {
 pub enum Verdict {
     /// The selector does not admit it.
     Skipped,
-    /// It could not be judged (the selector, the name template or a reference failed): why,
-    /// cut to [`super::source::MAX_ERROR_LEN`] bytes.
-    Failed(String),
+    /// It could not be judged (the selector, the name template or a reference failed): why.
+    Failed(Reason),
     /// It names a cluster.
     Selected(Box<Selected>),
 }
@@ -156,9 +156,9 @@ pub struct Selected {
     /// The cluster it names (`nameTemplate`).
     pub cluster: String,
     /// Whether the creation condition holds, or why it could not be evaluated.
-    pub condition: Result<bool, String>,
+    pub condition: Result<bool, Reason>,
     /// The template for its cluster, or why it could not be evaluated.
-    pub template: Result<Template, String>,
+    pub template: Result<Template, Reason>,
 }
 
 /// One cluster's change, one write: created, or labelled, tainted, leased and accepted.

@@ -15,16 +15,17 @@
 //! server's `max_payload` per answer, [`MAX_REFERENCE_BYTES`] per reference, and
 //! [`REFERENCE_CONCURRENCY`] objects' references in flight.
 
-use super::compiled::{CompiledPolicy, Vars, json_value, with_reference};
+use super::compiled::{CompiledPolicy, EvalError, Vars, json_value, with_reference};
 use super::rules::{Judged, Listing, SourceObject, judge};
 use flotilla_api::importpolicy::MAX_SOURCE_OBJECTS;
 use flotilla_api::v1::{ProxyRequest, ProxyResponse};
 use flotilla_bus::envelope::{Event, types};
-use flotilla_bus::publish::Publisher;
+use flotilla_bus::publish::{PublishError, Publisher};
 use flotilla_bus::subjects;
 use futures::StreamExt;
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 
 /// An error kept for a status is at most this long.
 pub const MAX_ERROR_LEN: usize = 300;
@@ -38,6 +39,207 @@ pub const MAX_LIST_WEIGHT: usize = 8 << 20;
 pub const MAX_POLICY_WEIGHT: usize = 32 << 20;
 /// A `metadata.uid` is at most this long (Kubernetes makes 36-character UUIDs).
 const MAX_UID_LEN: usize = 128;
+
+/// Why a spoke's list (or a source object's references) could not be read or taken.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// The request to the spoke's agent failed (no agent, a timeout, an undecodable answer).
+    #[error("the agent of {spoke:?} did not answer: {source}")]
+    NoAnswer {
+        /// The spoke.
+        spoke: String,
+        /// Why.
+        #[source]
+        source: PublishError,
+    },
+    /// The agent answered with an error of its own (its text, from the wire).
+    #[error("the agent of {spoke:?}: {error}")]
+    Agent {
+        /// The spoke.
+        spoke: String,
+        /// What the agent said.
+        error: String,
+    },
+    /// A reference's object is larger than [`MAX_REFERENCE_BYTES`].
+    #[error(
+        "{spoke:?} answered {bytes} bytes for {resource} {namespace}/{name}, more than the \
+         {MAX_REFERENCE_BYTES} a reference may be"
+    )]
+    ReferenceTooLarge {
+        /// The spoke.
+        spoke: String,
+        /// The answer's size.
+        bytes: usize,
+        /// The reference's resource.
+        resource: String,
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+    /// More objects than a source may have.
+    #[error(
+        "{spoke:?} answered {count} objects, more than the {MAX_SOURCE_OBJECTS} a source may have"
+    )]
+    TooManyObjects {
+        /// The spoke.
+        spoke: String,
+        /// How many it answered.
+        count: usize,
+    },
+    /// An object of the answer is not what was asked for.
+    #[error("{spoke:?} answered a bad object {index}: {why}")]
+    BadObject {
+        /// The spoke.
+        spoke: String,
+        /// The object's index in the answer.
+        index: usize,
+        /// What is wrong with it.
+        #[source]
+        why: BadObject,
+    },
+    /// Every object is in versions the policy does not take: not an empty list.
+    #[error(
+        "{spoke}: {resource}.{group} is served in version(s) {served:?}, none of the policy's \
+         {wanted:?}; the list is not taken (nothing is deleted)"
+    )]
+    OtherVersions {
+        /// The spoke.
+        spoke: String,
+        /// The source's resource.
+        resource: String,
+        /// Its group.
+        group: String,
+        /// The versions the spoke served.
+        served: BTreeSet<String>,
+        /// The versions the policy takes.
+        wanted: Vec<String>,
+    },
+    /// A reference's target could not be evaluated.
+    #[error(transparent)]
+    Target(#[from] EvalError),
+    /// A reference's object does not exist on the spoke.
+    #[error("spec.references[{index}] ({key}): {resource} {namespace}/{name} not found")]
+    ReferenceNotFound {
+        /// The reference's index.
+        index: usize,
+        /// Its key.
+        key: String,
+        /// Its resource.
+        resource: String,
+        /// The namespace looked in.
+        namespace: String,
+        /// The name looked for.
+        name: String,
+    },
+    /// The verdicts of one list weigh more than [`MAX_LIST_WEIGHT`].
+    #[error(
+        "{spoke:?} answered {count} objects whose verdicts weigh {weight} bytes, more than the \
+         {MAX_LIST_WEIGHT} one list may"
+    )]
+    ListTooHeavy {
+        /// The spoke.
+        spoke: String,
+        /// How many objects it answered.
+        count: usize,
+        /// What their verdicts weigh.
+        weight: usize,
+    },
+    /// The policy's lists together weigh more than [`MAX_POLICY_WEIGHT`].
+    #[error(
+        "the policy's lists weigh more than the {MAX_POLICY_WEIGHT} bytes one policy may; \
+         {spoke:?}'s is not taken"
+    )]
+    PolicyTooHeavy {
+        /// The spoke whose list is not taken.
+        spoke: String,
+    },
+}
+
+/// What is wrong with one object of a spoke's answer.
+#[derive(Debug, thiserror::Error)]
+pub enum BadObject {
+    /// Not JSON.
+    #[error("{0}")]
+    Json(#[source] serde_json::Error),
+    /// No name, or a name too long for Kubernetes.
+    #[error("metadata.name is missing or too long")]
+    Name,
+    /// A namespace that is not a string of at most 63 bytes.
+    #[error("metadata.namespace is not a namespace")]
+    Namespace,
+    /// A uid that is not a string of at most [`MAX_UID_LEN`] bytes.
+    #[error("metadata.uid is not a string of at most 128 bytes")]
+    Uid,
+    /// An object of another API group.
+    #[error("apiVersion {api_version:?} is not of group {group:?}")]
+    Group {
+        /// Its apiVersion.
+        api_version: String,
+        /// The group asked for.
+        group: String,
+    },
+    /// Not the object whose name was asked for.
+    #[error("not the object asked for ({namespace}/{name})")]
+    NotAsked {
+        /// The namespace asked for.
+        namespace: String,
+        /// The name asked for.
+        name: String,
+    },
+}
+
+/// Why something failed, as the hub keeps it for a status: the message, cut to
+/// [`MAX_ERROR_LEN`] bytes (errors print values a spoke chooses, and lists and verdicts are
+/// kept between polls). The cause's type is gone by design: only its text is shown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reason(String);
+
+impl Reason {
+    /// The message of `e`, cut.
+    pub fn new(e: impl fmt::Display) -> Self {
+        Self(cut(e.to_string()))
+    }
+}
+
+impl std::ops::Deref for Reason {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Reason {}
+
+impl From<&str> for Reason {
+    fn from(s: &str) -> Self {
+        Self(cut(s.to_string()))
+    }
+}
+
+impl From<String> for Reason {
+    fn from(s: String) -> Self {
+        Self(cut(s))
+    }
+}
+
+impl From<SourceError> for Reason {
+    fn from(e: SourceError) -> Self {
+        Self::new(e)
+    }
+}
+
+impl From<EvalError> for Reason {
+    fn from(e: EvalError) -> Self {
+        Self::new(e)
+    }
+}
 
 /// What to read on a spoke.
 struct Query<'a> {
@@ -64,7 +266,7 @@ pub async fn list_all(agents: &Publisher, p: &CompiledPolicy) -> BTreeMap<String
 
 /// The lists as kept: each within [`MAX_LIST_WEIGHT`], all within [`MAX_POLICY_WEIGHT`] (in
 /// `source.clusters` order; the lists past it fail).
-fn weighed(lists: Vec<(String, Result<Vec<Judged>, String>)>) -> BTreeMap<String, Listing> {
+fn weighed(lists: Vec<(String, Result<Vec<Judged>, SourceError>)>) -> BTreeMap<String, Listing> {
     let mut total = 0usize;
     lists
         .into_iter()
@@ -72,21 +274,21 @@ fn weighed(lists: Vec<(String, Result<Vec<Judged>, String>)>) -> BTreeMap<String
             let result = result.and_then(|objects| {
                 let weight: usize = objects.iter().map(Judged::weight).sum();
                 if weight > MAX_LIST_WEIGHT {
-                    return Err(format!(
-                        "{spoke:?} answered {} objects whose verdicts weigh {weight} bytes, more \
-                         than the {MAX_LIST_WEIGHT} one list may",
-                        objects.len()
-                    ));
+                    return Err(SourceError::ListTooHeavy {
+                        spoke: spoke.clone(),
+                        count: objects.len(),
+                        weight,
+                    });
                 }
                 total += weight;
                 if total > MAX_POLICY_WEIGHT {
-                    return Err(format!(
-                        "the policy's lists weigh more than the {MAX_POLICY_WEIGHT} bytes one \
-                         policy may; {spoke:?}'s is not taken"
-                    ));
+                    return Err(SourceError::PolicyTooHeavy {
+                        spoke: spoke.clone(),
+                    });
                 }
                 Ok(objects)
             });
+            let result = result.map_err(Reason::from);
             (
                 spoke,
                 Listing {
@@ -102,7 +304,7 @@ async fn list_one(
     agents: &Publisher,
     p: &CompiledPolicy,
     spoke: &str,
-) -> Result<Vec<Judged>, String> {
+) -> Result<Vec<Judged>, SourceError> {
     let query = Query {
         spoke,
         group: &p.source.group,
@@ -135,7 +337,9 @@ async fn resolve(agents: &Publisher, p: &CompiledPolicy, spoke: &str, o: Value) 
     let references = if p.references.is_empty() || !p.selects(&vars).unwrap_or(false) {
         Ok(Vec::new())
     } else {
-        references(agents, p, spoke, vars).await
+        references(agents, p, spoke, vars)
+            .await
+            .map_err(Reason::from)
     };
     judge(
         p,
@@ -155,10 +359,10 @@ async fn references(
     p: &CompiledPolicy,
     spoke: &str,
     mut vars: Vars,
-) -> Result<Vec<(String, Value)>, String> {
+) -> Result<Vec<(String, Value)>, SourceError> {
     let mut read_refs = Vec::with_capacity(p.references.len());
     for (i, r) in p.references.iter().enumerate() {
-        let (namespace, name) = p.reference_target(i, &vars).map_err(cut)?;
+        let (namespace, name) = p.reference_target(i, &vars)?;
         let query = Query {
             spoke,
             group: &r.group,
@@ -171,11 +375,12 @@ async fn references(
             .await?
             .into_iter()
             .next()
-            .ok_or_else(|| {
-                format!(
-                    "spec.references[{i}] ({}): {} {namespace}/{name} not found",
-                    r.key, r.resource
-                )
+            .ok_or_else(|| SourceError::ReferenceNotFound {
+                index: i,
+                key: r.key.clone(),
+                resource: r.resource.clone(),
+                namespace: namespace.clone(),
+                name: name.clone(),
             })?;
         vars = with_reference(&vars, &r.key, json_value(&object));
         read_refs.push((r.key.clone(), object));
@@ -184,7 +389,7 @@ async fn references(
 }
 
 /// Asks the spoke's agent; the objects, checked.
-async fn read(agents: &Publisher, q: &Query<'_>) -> Result<Vec<Value>, String> {
+async fn read(agents: &Publisher, q: &Query<'_>) -> Result<Vec<Value>, SourceError> {
     let request = ProxyRequest {
         cluster_name: q.spoke.to_string(),
         kind: q.resource.to_string(),
@@ -202,67 +407,78 @@ async fn read(agents: &Publisher, q: &Query<'_>) -> Result<Vec<Value>, String> {
     let answer: ProxyResponse = agents
         .request(subjects::proxy(q.spoke), &ev, "ProxyResponse")
         .await
-        .map_err(|e| cut(format!("the agent of {:?} did not answer: {e}", q.spoke)))?;
+        .map_err(|source| SourceError::NoAnswer {
+            spoke: q.spoke.into(),
+            source,
+        })?;
     if !answer.error.is_empty() {
-        return Err(cut(format!("the agent of {:?}: {}", q.spoke, answer.error)));
+        return Err(SourceError::Agent {
+            spoke: q.spoke.into(),
+            error: answer.error,
+        });
     }
     checked(q, answer.objects)
 }
 
 /// A spoke's answer as objects: bounded (a reference's in bytes too), each a JSON object of the asked group and versions
 /// with a name (and the asked name, when one was asked).
-fn checked(q: &Query<'_>, raw: Vec<Vec<u8>>) -> Result<Vec<Value>, String> {
+fn checked(q: &Query<'_>, raw: Vec<Vec<u8>>) -> Result<Vec<Value>, SourceError> {
     if !q.name.is_empty() {
         let bytes: usize = raw.iter().map(Vec::len).sum();
         if bytes > MAX_REFERENCE_BYTES {
-            return Err(format!(
-                "{:?} answered {bytes} bytes for {} {}/{}, more than the {MAX_REFERENCE_BYTES} \
-                 a reference may be",
-                q.spoke, q.resource, q.namespace, q.name
-            ));
+            return Err(SourceError::ReferenceTooLarge {
+                spoke: q.spoke.into(),
+                bytes,
+                resource: q.resource.into(),
+                namespace: q.namespace.into(),
+                name: q.name.into(),
+            });
         }
     }
     if raw.len() > MAX_SOURCE_OBJECTS {
-        return Err(format!(
-            "{:?} answered {} objects, more than the {MAX_SOURCE_OBJECTS} a source may have",
-            q.spoke,
-            raw.len()
-        ));
+        return Err(SourceError::TooManyObjects {
+            spoke: q.spoke.into(),
+            count: raw.len(),
+        });
     }
     let mut out = Vec::with_capacity(raw.len());
-    let mut other_versions = std::collections::BTreeSet::new();
+    let mut other_versions = BTreeSet::new();
     for (i, bytes) in raw.iter().enumerate() {
-        let bad = |why: &str| cut(format!("{:?} answered a bad object {i}: {why}", q.spoke));
-        let o: Value = serde_json::from_slice(bytes).map_err(|e| bad(&e.to_string()))?;
+        let bad = |why: BadObject| SourceError::BadObject {
+            spoke: q.spoke.into(),
+            index: i,
+            why,
+        };
+        let o: Value = serde_json::from_slice(bytes).map_err(|e| bad(BadObject::Json(e)))?;
         let meta = &o["metadata"];
         let name = meta["name"].as_str().unwrap_or_default();
         if name.is_empty() || name.len() > 253 {
-            return Err(bad("metadata.name is missing or too long"));
+            return Err(bad(BadObject::Name));
         }
         if !(meta["namespace"].is_null()
             || meta["namespace"].as_str().is_some_and(|n| n.len() <= 63))
         {
-            return Err(bad("metadata.namespace is not a namespace"));
+            return Err(bad(BadObject::Namespace));
         }
         if !(meta["uid"].is_null() || meta["uid"].as_str().is_some_and(|u| u.len() <= MAX_UID_LEN))
         {
-            return Err(bad("metadata.uid is not a string of at most 128 bytes"));
+            return Err(bad(BadObject::Uid));
         }
         let api_version = o["apiVersion"].as_str().unwrap_or_default();
         let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
         if group != q.group {
-            return Err(bad(&format!(
-                "apiVersion {api_version:?} is not of group {:?}",
-                q.group
-            )));
+            return Err(bad(BadObject::Group {
+                api_version: api_version.into(),
+                group: q.group.into(),
+            }));
         }
         if !q.name.is_empty()
             && (name != q.name || meta["namespace"].as_str().unwrap_or("") != q.namespace)
         {
-            return Err(bad(&format!(
-                "not the object asked for ({}/{})",
-                q.namespace, q.name
-            )));
+            return Err(bad(BadObject::NotAsked {
+                namespace: q.namespace.into(),
+                name: q.name.into(),
+            }));
         }
         if q.versions.is_empty() || q.versions.iter().any(|v| v == version) {
             out.push(o);
@@ -274,11 +490,13 @@ fn checked(q: &Query<'_>, raw: Vec<Vec<u8>>) -> Result<Vec<Value>, String> {
     // moved on, or it answers so on purpose) are not an empty list: read as one, two polls
     // would delete every cluster the policy created from this spoke.
     if out.is_empty() && !other_versions.is_empty() {
-        return Err(cut(format!(
-            "{}: {}.{} is served in version(s) {:?}, none of the policy's {:?}; the list is not \
-             taken (nothing is deleted)",
-            q.spoke, q.resource, q.group, other_versions, q.versions
-        )));
+        return Err(SourceError::OtherVersions {
+            spoke: q.spoke.into(),
+            resource: q.resource.into(),
+            group: q.group.into(),
+            served: other_versions,
+            wanted: q.versions.to_vec(),
+        });
     }
     Ok(out)
 }
@@ -329,7 +547,7 @@ mod tests {
         assert_eq!(listed.len(), 1, "another version is left out");
         // Objects only in versions the policy does not take are a failed list, not an empty
         // one (an empty one, twice, would delete the policy's clusters).
-        let e = checked(&q, vec![old]).unwrap_err();
+        let e = checked(&q, vec![old]).unwrap_err().to_string();
         assert!(
             e.contains("v1alpha4") && e.contains("nothing is deleted"),
             "{e}"
@@ -341,21 +559,34 @@ mod tests {
 
         let other_group = raw(serde_json::json!({"apiVersion": "example.com/v1beta1",
             "kind": "Cluster", "metadata": {"name": "c"}}));
-        let e = checked(&q, vec![good.clone(), other_group]).unwrap_err();
+        let e = checked(&q, vec![good.clone(), other_group])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not of group"), "{e}");
         let nameless = raw(serde_json::json!({"apiVersion": "cluster.x-k8s.io/v1beta1"}));
         assert!(
             checked(&q, vec![nameless])
                 .unwrap_err()
+                .to_string()
                 .contains("metadata.name")
         );
         assert!(checked(&q, vec![b"{not json".to_vec()]).is_err());
         let many = vec![good; MAX_SOURCE_OBJECTS + 1];
-        assert!(checked(&q, many).unwrap_err().contains("more than"));
+        assert!(
+            checked(&q, many)
+                .unwrap_err()
+                .to_string()
+                .contains("more than")
+        );
         assert!(cut("é".repeat(400)).len() <= MAX_ERROR_LEN + 3);
         let uid = raw(serde_json::json!({"apiVersion": "cluster.x-k8s.io/v1beta1",
             "metadata": {"name": "d", "uid": "u".repeat(200)}}));
-        assert!(checked(&q, vec![uid]).unwrap_err().contains("metadata.uid"));
+        assert!(
+            checked(&q, vec![uid])
+                .unwrap_err()
+                .to_string()
+                .contains("metadata.uid")
+        );
     }
 
     #[test]
@@ -369,19 +600,19 @@ mod tests {
         let big = raw(serde_json::json!({"apiVersion": "cluster.x-k8s.io/v1beta1",
             "metadata": {"name": "a-kubeconfig", "namespace": "default"},
             "data": {"value": "x".repeat(MAX_REFERENCE_BYTES)}}));
-        let e = checked(&q, vec![big]).unwrap_err();
+        let e = checked(&q, vec![big]).unwrap_err().to_string();
         assert!(
             e.contains("a reference may be") && e.contains("a-kubeconfig"),
             "{e}"
         );
     }
 
-    fn heavy(spoke: &str, bytes: usize) -> (String, Result<Vec<Judged>, String>) {
+    fn heavy(spoke: &str, bytes: usize) -> (String, Result<Vec<Judged>, SourceError>) {
         let j = Judged {
             namespace: String::new(),
             name: "a".into(),
             uid: String::new(),
-            verdict: super::super::rules::Verdict::Failed("x".repeat(bytes)),
+            verdict: super::super::rules::Verdict::Failed(Reason("x".repeat(bytes))),
         };
         (spoke.to_string(), Ok(vec![j]))
     }

@@ -473,15 +473,19 @@ impl Actor {
         let expected = self.revisions.get(&key).copied().unwrap_or(0);
         let bucket = self.bucket.clone();
         self.in_flight.insert(key.clone(), None);
-        self.writes.spawn(async move {
-            let result = write_or_take_over(&bucket, &store_key, &next, expected).await;
-            Written {
-                key,
-                score: next,
-                result,
-                ack,
+        let span = tracing::info_span!("score_write", score = %store_key);
+        self.writes.spawn(
+            async move {
+                let result = write_or_take_over(&bucket, &store_key, &next, expected).await;
+                Written {
+                    key,
+                    score: next,
+                    result,
+                    ack,
+                }
             }
-        });
+            .instrument(span),
+        );
     }
 
     async fn purge_cluster(&mut self, cluster: &str) {

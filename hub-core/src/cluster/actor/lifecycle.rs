@@ -158,7 +158,7 @@ impl Actor {
                 &spec,
                 self.shared.config.default_lease_duration_seconds,
             )
-            .map_err(ClusterError::Invalid)?;
+            .map_err(|e| ClusterError::Invalid(e.to_string()))?;
             c.hub.get_or_insert_with(Default::default).origin = ClusterOrigin::Import as i32;
             if edit.accept {
                 rules::accept(&mut c, "ClusterImportPolicyAccepted", &why);
@@ -172,7 +172,7 @@ impl Actor {
         let mut next = self.current()?;
         let was_accepted = rules::accepted(&next);
         let mut changed = rules::apply_labels(&mut next, &edit.set_labels, &edit.remove_labels)
-            .map_err(ClusterError::Invalid)?;
+            .map_err(|e| ClusterError::Invalid(e.to_string()))?;
         if edit.has_taints {
             changed |= rules::apply_document_taints(&mut next, &edit.taints)
                 .map_err(|e| ClusterError::Invalid(format!("taints: {e}")))?;
@@ -259,7 +259,7 @@ impl Actor {
                 &spec,
                 self.shared.config.default_lease_duration_seconds,
             )
-            .map_err(ClusterError::Invalid)?;
+            .map_err(|e| ClusterError::Invalid(e.to_string()))?;
             self.persist(c)
                 .await
                 .map_err(|e| ClusterError::Unavailable(e.to_string()))?;
@@ -272,8 +272,8 @@ impl Actor {
         let mut c = self
             .edit(|c| {
                 let labelled = rules::apply_labels(c, &labels, &[])?;
-                let tainted = rules::apply_document_taints(c, &spec.taints)
-                    .map_err(|e| format!("spec.{e}"))?;
+                let tainted =
+                    rules::apply_document_taints(c, &spec.taints).map_err(|e| e.within("spec."))?;
                 Ok(labelled || tainted)
             })
             .await?;
@@ -487,7 +487,7 @@ impl Actor {
                     &Default::default(),
                     self.shared.config.default_lease_duration_seconds,
                 )
-                .map_err(ClusterError::Invalid)?;
+                .map_err(|e| ClusterError::Invalid(e.to_string()))?;
                 c.hub.get_or_insert_with(Default::default).origin = ClusterOrigin::Join as i32;
                 c
             }

@@ -384,10 +384,11 @@ impl Actor {
     /// Applies an admin edit to a copy, persists it, and only then adopts it.
     async fn edit(
         &mut self,
-        f: impl FnOnce(&mut ManagedCluster) -> Result<bool, String>,
+        f: impl FnOnce(&mut ManagedCluster) -> Result<bool, rules::RuleError>,
     ) -> Result<ManagedCluster, ClusterError> {
         let mut next = self.current()?;
-        let changed = f(&mut next).map_err(ClusterError::Invalid)?;
+        // The message crosses the hub-to-hub wire as `ClusterError::Invalid`'s text.
+        let changed = f(&mut next).map_err(|e| ClusterError::Invalid(e.to_string()))?;
         if changed {
             self.persist(next)
                 .await

@@ -19,50 +19,103 @@ pub const MAX_ADDON_HEALTH: usize = 256;
 /// At most this many bytes in one entry's message.
 pub const MAX_ADDON_HEALTH_MESSAGE: usize = 1024;
 
+/// What is wrong with the add-on health an agent reports; every message names the entry and
+/// the field (`addonHealth[1].reason`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HealthError {
+    /// More entries than [`MAX_ADDON_HEALTH`].
+    #[error("addonHealth: {0} entries, at most {MAX_ADDON_HEALTH} allowed")]
+    TooMany(usize),
+    /// An add-on or namespace name that is not a DNS-1123 label.
+    #[error(transparent)]
+    Name(#[from] names::NameError),
+    /// A status other than True, False or Unknown.
+    #[error("addonHealth[{index}].status: {status:?} is not True, False or Unknown")]
+    Status {
+        /// The entry.
+        index: usize,
+        /// The status reported.
+        status: String,
+    },
+    /// A reason that is not OCM's for the status.
+    #[error("addonHealth[{index}].reason: {reason:?} with status {status}; expected {expected}")]
+    Reason {
+        /// The entry.
+        index: usize,
+        /// The reason reported.
+        reason: String,
+        /// The status reported.
+        status: String,
+        /// OCM's reason for that status.
+        expected: &'static str,
+    },
+    /// A message longer than [`MAX_ADDON_HEALTH_MESSAGE`].
+    #[error(
+        "addonHealth[{index}].message: {bytes} bytes, at most {MAX_ADDON_HEALTH_MESSAGE} allowed"
+    )]
+    MessageTooLong {
+        /// The entry.
+        index: usize,
+        /// The message's length.
+        bytes: usize,
+    },
+    /// An add-on reported in two entries.
+    #[error("addonHealth[{index}].addon: {addon:?} reported twice")]
+    Twice {
+        /// The second entry.
+        index: usize,
+        /// The add-on.
+        addon: String,
+    },
+}
+
 /// Validates the add-on health an agent reports: DNS-1123 names, OCM's lease statuses and
-/// reasons, bounded sizes, one entry per add-on. The error names the entry and the field.
-pub fn validate_addon_health(list: &[AddOnHealth]) -> Result<(), String> {
+/// reasons, bounded sizes, one entry per add-on. The error ([`HealthError`]) names the entry and
+/// the field; it is a [`RuleError`](super::RuleError) as the status report's other checks are.
+pub fn validate_addon_health(list: &[AddOnHealth]) -> Result<(), super::RuleError> {
+    Ok(check_addon_health(list)?)
+}
+
+fn check_addon_health(list: &[AddOnHealth]) -> Result<(), HealthError> {
     if list.len() > MAX_ADDON_HEALTH {
-        return Err(format!(
-            "addonHealth: {} entries, at most {MAX_ADDON_HEALTH} allowed",
-            list.len()
-        ));
+        return Err(HealthError::TooMany(list.len()));
     }
     for (i, h) in list.iter().enumerate() {
-        names::validate_dns1123_label(&format!("addonHealth[{i}].addon"), &h.addon)
-            .map_err(|e| e.to_string())?;
+        names::validate_dns1123_label(&format!("addonHealth[{i}].addon"), &h.addon)?;
         names::validate_dns1123_label(
             &format!("addonHealth[{i}].installNamespace"),
             &h.install_namespace,
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         let expected = match h.status.as_str() {
             status::TRUE => reasons::LEASE_UPDATED,
             status::FALSE => reasons::LEASE_UPDATE_STOPPED,
             status::UNKNOWN => reasons::LEASE_NOT_FOUND,
             other => {
-                return Err(format!(
-                    "addonHealth[{i}].status: {other:?} is not True, False or Unknown"
-                ));
+                return Err(HealthError::Status {
+                    index: i,
+                    status: other.into(),
+                });
             }
         };
         if h.reason != expected {
-            return Err(format!(
-                "addonHealth[{i}].reason: {:?} with status {}; expected {expected}",
-                h.reason, h.status
-            ));
+            return Err(HealthError::Reason {
+                index: i,
+                reason: h.reason.clone(),
+                status: h.status.clone(),
+                expected,
+            });
         }
         if h.message.len() > MAX_ADDON_HEALTH_MESSAGE {
-            return Err(format!(
-                "addonHealth[{i}].message: {} bytes, at most {MAX_ADDON_HEALTH_MESSAGE} allowed",
-                h.message.len()
-            ));
+            return Err(HealthError::MessageTooLong {
+                index: i,
+                bytes: h.message.len(),
+            });
         }
         if list[..i].iter().any(|o| o.addon == h.addon) {
-            return Err(format!(
-                "addonHealth[{i}].addon: {:?} reported twice",
-                h.addon
-            ));
+            return Err(HealthError::Twice {
+                index: i,
+                addon: h.addon.clone(),
+            });
         }
     }
     Ok(())

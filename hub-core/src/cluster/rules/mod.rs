@@ -22,6 +22,86 @@ use std::collections::HashMap;
 pub mod addons;
 pub mod registration;
 
+/// What is wrong with a registration, a report or an edit of a cluster; every message starts
+/// with the field it names (`claims[1].value`, `taints[0].effect`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RuleError {
+    /// A name, label, claim or taint key breaks the Kubernetes rules.
+    #[error(transparent)]
+    Name(#[from] names::NameError),
+    /// A claim reported twice.
+    #[error("claims[{index}].name: duplicate claim {name:?}")]
+    DuplicateClaim {
+        /// Its index in the report.
+        index: usize,
+        /// Its name.
+        name: String,
+    },
+    /// More custom claims than [`MAX_CUSTOM_CLAIMS`].
+    #[error("claims: {0} custom claims reported, at most {MAX_CUSTOM_CLAIMS} allowed")]
+    TooManyClaims(usize),
+    /// A label both set and removed by one edit.
+    #[error("labels[{0:?}]: both set and removed in one request")]
+    SetAndRemoved(String),
+    /// A taint's effect is not one of [`TAINT_EFFECTS`].
+    #[error(
+        "{field}.effect: {effect:?} is not a taint effect (want NoSelect, PreferNoSelect or \
+         NoSelectIfNew)"
+    )]
+    NotAnEffect {
+        /// The taint's field (`taints[2]`).
+        field: String,
+        /// The effect given.
+        effect: String,
+    },
+    /// A removal names an effect that is not one of [`TAINT_EFFECTS`].
+    #[error("remove[{index}].effect: {effect:?} is not a taint effect")]
+    NotAnEffectToRemove {
+        /// The removal's index.
+        index: usize,
+        /// The effect given.
+        effect: String,
+    },
+    /// An edit of a taint only the hub sets and clears.
+    #[error("{field}.key: {key:?} is maintained by the hub")]
+    HubTaint {
+        /// The taint's field (`taints[0]`, `remove[1]`).
+        field: String,
+        /// Its key.
+        key: String,
+    },
+    /// The external add-ons' health in a status report.
+    #[error(transparent)]
+    AddOnHealth(#[from] addons::HealthError),
+    /// An error in a part of a larger document: the part's path comes first (`spec.`).
+    #[error("{prefix}{source}")]
+    In {
+        /// What comes before the part's own field (`spec.`).
+        prefix: &'static str,
+        /// What is wrong in the part.
+        #[source]
+        source: Box<RuleError>,
+    },
+}
+
+/// The text of a refusal: the router's refusals (a registration's reply, a refused status
+/// report's log and metric) carry the message only.
+impl From<RuleError> for String {
+    fn from(e: RuleError) -> Self {
+        e.to_string()
+    }
+}
+
+impl RuleError {
+    /// `self`, in the part of a document that `prefix` names (`spec.`).
+    pub fn within(self, prefix: &'static str) -> Self {
+        Self::In {
+            prefix,
+            source: Box::new(self),
+        }
+    }
+}
+
 /// Which new clusters the hub accepts without an admin. Both selectors read what the
 /// registrant sends (its unreserved labels and its claims): they sort honest agents and
 /// authenticate nobody. An auto-accepted cluster is in `default`: the registrant's labels never
@@ -53,51 +133,59 @@ impl AutoAccept {
 }
 
 /// Validates a registration request; the error names the field.
+///
+/// The text is what the registration's reply carries (the router's refusal takes a message):
+/// [`check_registration`] is the typed check.
 pub fn validate_registration(req: &RegistrationRequest) -> Result<(), String> {
-    names::validate_cluster_name(&req.cluster_name).map_err(|e| e.to_string())?;
+    check_registration(req).map_err(|e| e.to_string())
+}
+
+/// Checks a registration request: its cluster name, labels and claims.
+pub fn check_registration(req: &RegistrationRequest) -> Result<(), RuleError> {
+    names::validate_cluster_name(&req.cluster_name)?;
     if let Some(e) = names::validate_labels("labels", &req.labels)
         .into_iter()
         .next()
     {
-        return Err(e.to_string());
+        return Err(e.into());
     }
     validate_claims(&req.claims)
 }
 
 /// Validates the managed namespaces an agent reports: set and namespace names are DNS-1123
 /// labels (the hub only ever sends such names).
-pub fn validate_namespace_report(list: &[ClusterSetManagedNamespaceConfig]) -> Result<(), String> {
+pub fn validate_namespace_report(
+    list: &[ClusterSetManagedNamespaceConfig],
+) -> Result<(), RuleError> {
     for (i, n) in list.iter().enumerate() {
-        names::validate_dns1123_label(&format!("managedNamespaces[{i}].name"), &n.name)
-            .map_err(|e| e.to_string())?;
+        names::validate_dns1123_label(&format!("managedNamespaces[{i}].name"), &n.name)?;
         names::validate_dns1123_label(
             &format!("managedNamespaces[{i}].clusterSet"),
             &n.cluster_set,
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
     }
     Ok(())
 }
 
 /// Validates reported claims: names and values, no duplicates, at most
 /// [`MAX_CUSTOM_CLAIMS`] custom claims.
-pub fn validate_claims(claims: &[ClusterClaim]) -> Result<(), String> {
+pub fn validate_claims(claims: &[ClusterClaim]) -> Result<(), RuleError> {
     let mut seen = std::collections::HashSet::new();
     let mut custom = 0;
     for (i, c) in claims.iter().enumerate() {
-        names::validate_claim(&format!("claims[{i}]"), &c.name, &c.value)
-            .map_err(|e| e.to_string())?;
+        names::validate_claim(&format!("claims[{i}]"), &c.name, &c.value)?;
         if !seen.insert(c.name.as_str()) {
-            return Err(format!("claims[{i}].name: duplicate claim {:?}", c.name));
+            return Err(RuleError::DuplicateClaim {
+                index: i,
+                name: c.name.clone(),
+            });
         }
         if !RESERVED_CLAIMS.contains(&c.name.as_str()) {
             custom += 1;
         }
     }
     if custom > MAX_CUSTOM_CLAIMS {
-        return Err(format!(
-            "claims: {custom} custom claims reported, at most {MAX_CUSTOM_CLAIMS} allowed"
-        ));
+        return Err(RuleError::TooManyClaims(custom));
     }
     Ok(())
 }
@@ -198,12 +286,12 @@ pub fn precreated(
     labels: HashMap<String, String>,
     spec: &ManagedClusterSpec,
     default_lease_seconds: i32,
-) -> Result<ManagedCluster, String> {
+) -> Result<ManagedCluster, RuleError> {
     if let Some(e) = names::validate_labels("metadata.labels", &labels)
         .into_iter()
         .next()
     {
-        return Err(e.to_string());
+        return Err(e.into());
     }
     let lease = if spec.lease_duration_seconds > 0 {
         spec.lease_duration_seconds
@@ -212,7 +300,7 @@ pub fn precreated(
     };
     let mut c = fresh(name, labels, lease);
     c.hub.get_or_insert_with(Default::default).origin = ClusterOrigin::Document as i32;
-    apply_document_taints(&mut c, &spec.taints).map_err(|e| format!("spec.{e}"))?;
+    apply_document_taints(&mut c, &spec.taints).map_err(|e| e.within("spec."))?;
     if spec.hub_accepts_client {
         accept(
             &mut c,
@@ -544,15 +632,13 @@ pub fn apply_labels(
     c: &mut ManagedCluster,
     set: &HashMap<String, String>,
     remove: &[String],
-) -> Result<bool, String> {
+) -> Result<bool, RuleError> {
     if let Some(e) = names::validate_labels("labels", set).into_iter().next() {
-        return Err(e.to_string());
+        return Err(e.into());
     }
     for k in remove {
         if set.contains_key(k) {
-            return Err(format!(
-                "labels[{k:?}]: both set and removed in one request"
-            ));
+            return Err(RuleError::SetAndRemoved(k.clone()));
         }
     }
     let m = c.metadata.get_or_insert_with(Default::default);
@@ -570,17 +656,16 @@ pub fn apply_labels(
 }
 
 /// Checks one taint's key, value and effect; errors start with `field` (`taints[2]`).
-fn validate_taint(field: &str, t: &Taint) -> Result<(), String> {
-    names::validate_label_key(&format!("{field}.key"), &t.key).map_err(|e| e.to_string())?;
+fn validate_taint(field: &str, t: &Taint) -> Result<(), RuleError> {
+    names::validate_label_key(&format!("{field}.key"), &t.key)?;
     if !t.value.is_empty() {
-        names::validate_label_value(&format!("{field}.value"), &t.value)
-            .map_err(|e| e.to_string())?;
+        names::validate_label_value(&format!("{field}.value"), &t.value)?;
     }
     if !TAINT_EFFECTS.contains(&t.effect.as_str()) {
-        return Err(format!(
-            "{field}.effect: {:?} is not a taint effect (want NoSelect, PreferNoSelect or NoSelectIfNew)",
-            t.effect
-        ));
+        return Err(RuleError::NotAnEffect {
+            field: field.into(),
+            effect: t.effect.clone(),
+        });
     }
     Ok(())
 }
@@ -590,7 +675,7 @@ fn validate_taint(field: &str, t: &Taint) -> Result<(), String> {
 /// lists are left out ([`split_hub_taints`]: the hub sets and clears them from the lease, as
 /// OCM's hub does), and the hub's current ones stay. Errors name the document's field
 /// (`taints[2].effect`). Returns whether anything changed.
-pub fn apply_document_taints(c: &mut ManagedCluster, taints: &[Taint]) -> Result<bool, String> {
+pub fn apply_document_taints(c: &mut ManagedCluster, taints: &[Taint]) -> Result<bool, RuleError> {
     for (i, t) in taints.iter().enumerate() {
         validate_taint(&format!("taints[{i}]"), t)?;
     }
@@ -607,28 +692,28 @@ pub fn apply_taints(
     c: &mut ManagedCluster,
     add: &[Taint],
     remove: &[TaintKey],
-) -> Result<bool, String> {
+) -> Result<bool, RuleError> {
     for (i, t) in add.iter().enumerate() {
         validate_taint(&format!("taints[{i}]"), t)?;
         if is_hub_taint(&t.key) {
-            return Err(format!(
-                "taints[{i}].key: {:?} is maintained by the hub",
-                t.key
-            ));
+            return Err(RuleError::HubTaint {
+                field: format!("taints[{i}]"),
+                key: t.key.clone(),
+            });
         }
     }
     for (i, r) in remove.iter().enumerate() {
         if is_hub_taint(&r.key) {
-            return Err(format!(
-                "remove[{i}].key: {:?} is maintained by the hub",
-                r.key
-            ));
+            return Err(RuleError::HubTaint {
+                field: format!("remove[{i}]"),
+                key: r.key.clone(),
+            });
         }
         if !r.effect.is_empty() && !TAINT_EFFECTS.contains(&r.effect.as_str()) {
-            return Err(format!(
-                "remove[{i}].effect: {:?} is not a taint effect",
-                r.effect
-            ));
+            return Err(RuleError::NotAnEffectToRemove {
+                index: i,
+                effect: r.effect.clone(),
+            });
         }
     }
     let spec = c.spec.get_or_insert_with(Default::default);

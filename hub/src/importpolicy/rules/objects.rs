@@ -7,7 +7,7 @@ use super::{
     Verdict, count, deleting, desired_labels, shape, source_ref,
 };
 use crate::importpolicy::compiled::{CompiledPolicy, Template, Vars, json_value, with_reference};
-use crate::importpolicy::source::cut;
+use crate::importpolicy::source::Reason;
 use flotilla_api::v1::{ClusterOrigin, ImportRecord, ImportSourceRef, ManagedCluster};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -26,7 +26,9 @@ pub(super) fn records(
             None => tally
                 .unlisted
                 .push((spoke.clone(), "not listed yet".into())),
-            Some(Listing { result: Err(e), .. }) => tally.unlisted.push((spoke.clone(), e.clone())),
+            Some(Listing { result: Err(e), .. }) => {
+                tally.unlisted.push((spoke.clone(), e.to_string()))
+            }
             Some(Listing {
                 result: Ok(objects),
                 ..
@@ -364,17 +366,17 @@ pub fn judge(p: &CompiledPolicy, o: SourceObject) -> Judged {
 fn verdict(
     p: &CompiledPolicy,
     object: &serde_json::Value,
-    references: Result<Vec<(String, serde_json::Value)>, String>,
+    references: Result<Vec<(String, serde_json::Value)>, Reason>,
 ) -> Verdict {
     let mut vars = Vars::of(json_value(object));
     match p.selects(&vars) {
         Ok(true) => {}
         Ok(false) => return Verdict::Skipped,
-        Err(e) => return Verdict::Failed(cut(e)),
+        Err(e) => return Verdict::Failed(e.into()),
     }
     let cluster = match p.cluster_name(&vars) {
         Ok(n) => n,
-        Err(e) => return Verdict::Failed(cut(e)),
+        Err(e) => return Verdict::Failed(e.into()),
     };
     match references {
         Ok(refs) => {
@@ -382,12 +384,12 @@ fn verdict(
                 vars = with_reference(&vars, &key, json_value(&object));
             }
         }
-        Err(e) => return Verdict::Failed(cut(e)),
+        Err(e) => return Verdict::Failed(e.into()),
     }
     Verdict::Selected(Box::new(Selected {
         cluster,
-        condition: p.condition_holds(&vars).map_err(cut),
-        template: p.template_with(&vars).map_err(cut),
+        condition: p.condition_holds(&vars).map_err(Reason::from),
+        template: p.template_with(&vars).map_err(Reason::from),
     }))
 }
 

@@ -93,7 +93,11 @@ fn an_add_on_no_longer_watched_loses_its_reported_health() {
 #[test]
 fn a_report_is_checked_entry_by_entry_and_the_error_names_the_field() {
     assert!(validate_addon_health(&[health("helloworld", "addons", status::TRUE)]).is_ok());
-    let bad = |h: AddOnHealth| validate_addon_health(&[health("ok", "ns", "True"), h]).unwrap_err();
+    let bad = |h: AddOnHealth| {
+        validate_addon_health(&[health("ok", "ns", "True"), h])
+            .unwrap_err()
+            .to_string()
+    };
     assert!(bad(health("Bad_Name", "ns", status::TRUE)).starts_with("addonHealth[1].addon"));
     assert!(bad(health("a", "ns/x", status::TRUE)).starts_with("addonHealth[1].installNamespace"));
     assert!(bad(health("a", "ns", "Maybe")).starts_with("addonHealth[1].status"));
@@ -110,6 +114,7 @@ fn a_report_is_checked_entry_by_entry_and_the_error_names_the_field() {
     assert!(
         validate_addon_health(&many)
             .unwrap_err()
+            .to_string()
             .contains("at most")
     );
 }

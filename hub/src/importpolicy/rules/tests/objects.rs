@@ -1,6 +1,7 @@
 //! Object sources: lists judged, absences counted, clusters created within their limits.
 
 use super::*;
+use crate::importpolicy::source::Reason;
 
 impl C {
     fn origin(mut self, o: ClusterOrigin) -> Self {
@@ -49,7 +50,7 @@ fn object(name: &str, phase: &str) -> SourceObject {
 /// Lists as read, by policy then spoke.
 type Raw = BTreeMap<String, BTreeMap<String, Listing<SourceObject>>>;
 
-fn listed(fresh: bool, result: Result<Vec<SourceObject>, String>) -> Raw {
+fn listed(fresh: bool, result: Result<Vec<SourceObject>, Reason>) -> Raw {
     BTreeMap::from([(
         "capi".to_string(),
         BTreeMap::from([("mgmt".to_string(), Listing { fresh, result })]),
