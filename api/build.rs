@@ -5,33 +5,22 @@ use std::path::PathBuf;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("../proto");
-    let files = [
-        "io/cloudevents/v1/cloudevents.proto",
-        "flotilla/v1/meta.proto",
-        "flotilla/v1/cluster.proto",
-        "flotilla/v1/work.proto",
-        "flotilla/v1/events.proto",
-        "flotilla/v1/cluster_service.proto",
-        "flotilla/v1/clusterset_service.proto",
-        "flotilla/v1/work_service.proto",
-        "flotilla/v1/placement.proto",
-        "flotilla/v1/placement_service.proto",
-        "flotilla/v1/replicaset.proto",
-        "flotilla/v1/replicaset_service.proto",
-        "flotilla/v1/addon.proto",
-        "flotilla/v1/addon_service.proto",
-        "flotilla/v1/route.proto",
-        "flotilla/v1/forward.proto",
-        "flotilla/v1/policy.proto",
-        "flotilla/v1/policy_service.proto",
-        "flotilla/v1/tunnel.proto",
-        "flotilla/v1/serviceaccount.proto",
-        "flotilla/v1/serviceaccount_service.proto",
-        "flotilla/v1/importpolicy.proto",
-        "flotilla/v1/importpolicy_service.proto",
-        "flotilla/v1/mirrorpeer.proto",
-        "flotilla/v1/mirrorpeer_service.proto",
-    ];
+    // Every .proto under these folders: a new family's messages and service are compiled by
+    // adding their files, with no list to keep here.
+    let mut files = Vec::new();
+    for dir in ["io/cloudevents/v1", "flotilla/v1"] {
+        println!("cargo:rerun-if-changed={}", root.join(dir).display());
+        for entry in std::fs::read_dir(root.join(dir))? {
+            let name = entry?
+                .file_name()
+                .into_string()
+                .map_err(|n| format!("{n:?}: not UTF-8"))?;
+            if name.ends_with(".proto") {
+                files.push(format!("{dir}/{name}"));
+            }
+        }
+    }
+    files.sort();
     for file in &files {
         println!("cargo:rerun-if-changed={}", root.join(file).display());
     }
