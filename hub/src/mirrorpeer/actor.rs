@@ -5,6 +5,7 @@
 
 use super::rules::{self, Observed, View, record_key};
 use super::{Buckets, Deps, MirrorPeerError, Views};
+use crate::backoff::Backoff;
 use flotilla_api::meta::status as cstatus;
 use flotilla_api::v1::{
     MirrorPeer, PeerKeyRecord, PeerSyncRequest, PeerSyncResponse, SealedPeerSecret,
@@ -44,12 +45,6 @@ pub struct Stored {
     pub keys: Vec<(String, PeerKeyRecord, u64)>,
 }
 
-/// When to poke a cluster next, and the wait after that.
-struct Poke {
-    at: Instant,
-    wait: Duration,
-}
-
 struct Actor {
     buckets: Buckets,
     deps: Deps,
@@ -62,7 +57,8 @@ struct Actor {
     delivered: BTreeSet<String>,
     /// `(mirror peer, cluster)` → the source error the cluster reported.
     source_errors: BTreeMap<(String, String), String>,
-    pokes: BTreeMap<String, Poke>,
+    /// Clusters with work left: when each is poked next (the wait doubling while it stays).
+    pokes: Backoff<String>,
     /// Members last seen Available.
     available: BTreeSet<String>,
 }
@@ -76,6 +72,7 @@ pub(super) fn spawn(
     shutdown: watch::Receiver<bool>,
 ) -> (mpsc::Sender<Msg>, tokio::task::JoinHandle<()>) {
     let (tx, rx) = mpsc::channel(deps.config.mailbox.max(1));
+    let pokes = Backoff::new(deps.config.repoke_min, deps.config.repoke_max);
     let mut actor = Actor {
         buckets,
         deps,
@@ -90,7 +87,7 @@ pub(super) fn spawn(
             .collect(),
         delivered: BTreeSet::new(),
         source_errors: BTreeMap::new(),
-        pokes: BTreeMap::new(),
+        pokes,
         available: BTreeSet::new(),
     };
     for (_, p, rev) in stored.peers {
@@ -157,9 +154,7 @@ impl Actor {
         loop {
             let wake = self
                 .pokes
-                .values()
-                .map(|p| p.at)
-                .min()
+                .deadline()
                 .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
             tokio::select! {
                 _ = shutdown.changed() => {
@@ -316,35 +311,17 @@ impl Actor {
 
     /// Pokes `cluster` at `at` (or sooner), with the shortest back-off.
     fn schedule(&mut self, cluster: &str, at: Instant) {
-        let min = self.deps.config.repoke_min;
-        let p = self
-            .pokes
-            .entry(cluster.to_string())
-            .or_insert(Poke { at, wait: min });
-        p.at = p.at.min(at);
-        p.wait = min;
+        self.pokes.schedule(cluster.to_string(), at);
     }
 
     async fn poke_due(&mut self) {
         let now = Instant::now();
-        let due: Vec<String> = self
-            .pokes
-            .iter()
-            .filter(|(_, p)| p.at <= now)
-            .map(|(c, _)| c.clone())
-            .collect();
-        for cluster in due {
+        for cluster in self.pokes.due(now) {
             self.poke(&cluster).await;
-            let work = rules::has_work(&cluster, self.view());
-            let max = self.deps.config.repoke_max;
-            match self.pokes.get_mut(&cluster) {
-                Some(p) if work => {
-                    p.at = now + p.wait;
-                    p.wait = (p.wait * 2).min(max);
-                }
-                _ => {
-                    self.pokes.remove(&cluster);
-                }
+            if rules::has_work(&cluster, self.view()) {
+                self.pokes.attempted(cluster, now);
+            } else {
+                self.pokes.remove(&cluster);
             }
         }
     }
