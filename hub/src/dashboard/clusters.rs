@@ -4,10 +4,10 @@
 //! filter and a sort of references.
 
 use super::history::Availability;
-use super::html::{E, U, badge};
+use super::html::{U, badge};
 use flotilla_api::meta::CLUSTERSET_LABEL;
 use flotilla_api::v1::{LabelSelector, ManagedCluster};
-use std::fmt::Write;
+use maud::{Markup, html};
 use std::sync::Arc;
 
 /// Rows per page unless the query says otherwise.
@@ -277,48 +277,61 @@ pub fn build(snapshot: &[Arc<ManagedCluster>], q: &ListQuery) -> ListPage {
 }
 
 /// The page's body.
-pub fn render(list: &ListPage, q: &ListQuery, errors: &[String]) -> String {
-    let mut out = String::from("<h1>Clusters</h1>");
-    for e in errors {
-        let _ = write!(out, "<p class=\"error\">{}</p>", E(e));
+pub fn render(list: &ListPage, q: &ListQuery, errors: &[String]) -> Markup {
+    html! {
+        h1 { "Clusters" }
+        @for e in errors { p.error { (e) } }
+        (filters(q))
+        p.count #count {
+            (list.matching) " of " (list.fleet) " clusters · page " (list.page) " of " (list.pages)
+        }
+        table #clusters {
+            thead { tr { (sort_headers(q)) } }
+            tbody { @for r in &list.rows { (row(r)) } }
+        }
+        @if list.rows.is_empty() { p.muted { "No cluster matches." } }
+        nav.pages {
+            @if list.page > 1 {
+                a href=(q.url(list.page - 1, q.sort, q.descending)) rel="prev" { "← Previous" } " "
+            }
+            @if list.page < list.pages {
+                a href=(q.url(list.page + 1, q.sort, q.descending)) rel="next" { "Next →" }
+            }
+        }
     }
-    let _ = write!(
-        out,
-        "<form method=\"get\" action=\"/clusters\" class=\"filters\">\
-         <label>Name <input type=\"search\" name=\"q\" value=\"{}\" placeholder=\"part of a name\"></label>\
-         <label>Label selector <input type=\"text\" name=\"selector\" value=\"{}\" \
-         placeholder=\"env=prod,tier in (a,b)\" size=\"32\"></label>\
-         <label>Availability <select name=\"availability\"><option value=\"\">any</option>",
-        E(&q.search),
-        E(&q.selector)
-    );
-    for a in Availability::ALL {
-        let selected = if q.availability == Some(a) {
-            " selected"
-        } else {
-            ""
-        };
-        let _ = write!(out, "<option{selected}>{}</option>", a.as_str());
+}
+
+/// The filter form: name search, label selector, availability (sort and order kept).
+fn filters(q: &ListQuery) -> Markup {
+    html! {
+        form method="get" action="/clusters" class="filters" {
+            label { "Name " input type="search" name="q" value=(q.search) placeholder="part of a name"; }
+            label {
+                "Label selector "
+                input type="text" name="selector" value=(q.selector)
+                    placeholder="env=prod,tier in (a,b)" size="32";
+            }
+            label {
+                "Availability "
+                select name="availability" {
+                    option value="" { "any" }
+                    @for a in Availability::ALL {
+                        option selected[q.availability == Some(a)] { (a.as_str()) }
+                    }
+                }
+            }
+            @if q.sort != Sort::Name {
+                input type="hidden" name="sort" value=(q.sort.as_str());
+            }
+            @if q.descending { input type="hidden" name="order" value="desc"; }
+            button type="submit" { "Filter" }
+        }
     }
-    out.push_str("</select></label>");
-    if q.sort != Sort::Name {
-        let _ = write!(
-            out,
-            "<input type=\"hidden\" name=\"sort\" value=\"{}\">",
-            q.sort.as_str()
-        );
-    }
-    if q.descending {
-        out.push_str("<input type=\"hidden\" name=\"order\" value=\"desc\">");
-    }
-    out.push_str("<button type=\"submit\">Filter</button></form>");
-    let _ = write!(
-        out,
-        "<p class=\"count\" id=\"count\">{} of {} clusters · page {} of {}</p>",
-        list.matching, list.fleet, list.page, list.pages
-    );
-    out.push_str("<table id=\"clusters\"><thead><tr>");
-    for (label, sort) in [
+}
+
+/// The column headers, sortable ones as links that sort by them (again: the other way).
+fn sort_headers(q: &ListQuery) -> Markup {
+    let columns = [
         ("Name", Some(Sort::Name)),
         ("Availability", Some(Sort::Availability)),
         ("Set", Some(Sort::Set)),
@@ -326,63 +339,35 @@ pub fn render(list: &ListPage, q: &ListQuery, errors: &[String]) -> String {
         ("CPU", None),
         ("Memory", None),
         ("Taints", None),
-    ] {
-        match sort {
-            Some(s) => {
-                let desc = q.sort == s && !q.descending;
-                let arrow = match (q.sort == s, q.descending) {
-                    (true, false) => " ▲",
-                    (true, true) => " ▼",
-                    _ => "",
-                };
-                let _ = write!(
-                    out,
-                    "<th><a href=\"{}\">{label}{arrow}</a></th>",
-                    E(&q.url(1, s, desc))
-                );
-            }
-            None => {
-                let _ = write!(out, "<th>{label}</th>");
+    ];
+    html! {
+        @for (label, sort) in columns {
+            @match sort {
+                Some(s) => {
+                    @let arrow = match (q.sort == s, q.descending) {
+                        (true, false) => " ▲",
+                        (true, true) => " ▼",
+                        _ => "",
+                    };
+                    th { a href=(q.url(1, s, q.sort == s && !q.descending)) { (label) (arrow) } }
+                }
+                None => th { (label) },
             }
         }
     }
-    out.push_str("</tr></thead><tbody>");
-    for r in &list.rows {
-        let _ = write!(
-            out,
-            "<tr data-cluster=\"{}\"><td><a href=\"/clusters/{}\">{}</a></td>\
-             <td data-field=\"availability\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
-             <td>{}</td></tr>",
-            E(&r.name),
-            U(&r.name),
-            E(&r.name),
-            badge(r.availability.as_str()),
-            E(&r.set),
-            E(&r.version),
-            E(&r.cpu),
-            E(&r.memory),
-            E(&r.taints.join(", "))
-        );
+}
+
+/// One cluster's row.
+fn row(r: &Row) -> Markup {
+    html! {
+        tr data-cluster=(r.name) {
+            td { a href={ "/clusters/" (U(&r.name)) } { (r.name) } }
+            td data-field="availability" { (badge(r.availability.as_str())) }
+            td { (r.set) }
+            td { (r.version) }
+            td { (r.cpu) }
+            td { (r.memory) }
+            td { (r.taints.join(", ")) }
+        }
     }
-    out.push_str("</tbody></table>");
-    if list.rows.is_empty() {
-        out.push_str("<p class=\"muted\">No cluster matches.</p>");
-    }
-    out.push_str("<nav class=\"pages\">");
-    if list.page > 1 {
-        let _ = write!(
-            out,
-            "<a href=\"{}\" rel=\"prev\">← Previous</a> ",
-            E(&q.url(list.page - 1, q.sort, q.descending))
-        );
-    }
-    if list.page < list.pages {
-        let _ = write!(
-            out,
-            "<a href=\"{}\" rel=\"next\">Next →</a>",
-            E(&q.url(list.page + 1, q.sort, q.descending))
-        );
-    }
-    out.push_str("</nav>");
-    out
 }

@@ -1,31 +1,12 @@
-//! HTML building blocks: every value from the fleet is escaped on its way into a page
-//! (cluster names, labels and messages come from spokes — hostile until proven otherwise), and
-//! the page frame every view shares.
+//! HTML building blocks (pure): the page frame every view shares and the small components
+//! views repeat (badges, condition tables, `key=value` tables). Pages are written with
+//! [`maud`]: every `(value)` spliced into a page is escaped at compile-time-generated call
+//! sites, so a value from the fleet (cluster names, labels and messages come from spokes —
+//! hostile until proven otherwise) cannot be written unescaped by accident. `PreEscaped`
+//! appears only for markup this crate builds itself (the SVG plots).
 
+use maud::{DOCTYPE, Markup, html};
 use std::fmt;
-
-/// A value written into HTML text or a quoted attribute, escaped (`& < > " '`).
-pub struct E<'a>(pub &'a str);
-
-impl fmt::Display for E<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut last = 0;
-        for (i, c) in self.0.char_indices() {
-            let rep = match c {
-                '&' => "&amp;",
-                '<' => "&lt;",
-                '>' => "&gt;",
-                '"' => "&quot;",
-                '\'' => "&#39;",
-                _ => continue,
-            };
-            f.write_str(&self.0[last..i])?;
-            f.write_str(rep)?;
-            last = i + c.len_utf8();
-        }
-        f.write_str(&self.0[last..])
-    }
-}
 
 /// A value written into a URL path segment or query value, percent-encoded (everything but
 /// unreserved characters), so a hostile name can neither leave its segment nor its attribute.
@@ -63,6 +44,16 @@ pub enum Nav {
     None,
 }
 
+/// The navigation bar's links, in order.
+const NAV: [(Nav, &str, &str); 6] = [
+    (Nav::Overview, "/", "Overview"),
+    (Nav::Clusters, "/clusters", "Clusters"),
+    (Nav::Works, "/works", "Works"),
+    (Nav::Placements, "/placements", "Placements"),
+    (Nav::Rollouts, "/rollouts", "Rollouts"),
+    (Nav::Policies, "/policies", "Policies"),
+];
+
 /// Who is looking, as the frame shows it.
 pub struct Frame<'a> {
     /// The identity's name and role (`None`: not signed in).
@@ -73,58 +64,55 @@ pub struct Frame<'a> {
     pub session: bool,
 }
 
-/// A whole page: the frame around `body` (already HTML), with the live feed's script.
-pub fn page(title: &str, nav: Nav, frame: &Frame<'_>, body: &str) -> String {
-    let link = |n: Nav, href: &str, label: &str| {
-        let class = if n == nav { " class=\"active\"" } else { "" };
-        format!("<a href=\"{href}\"{class}>{label}</a>")
-    };
-    let who = match frame.who {
-        Some((name, role)) => {
-            let out = if frame.session {
-                format!(
-                    "<form method=\"post\" action=\"/logout\" class=\"inline\">\
-                     <input type=\"hidden\" name=\"csrf\" value=\"{}\">\
-                     <button type=\"submit\">Sign out</button></form>",
-                    E(frame.csrf)
-                )
-            } else {
-                String::new()
-            };
-            format!(
-                "<span class=\"who\" id=\"who\">{} ({})</span>{out}",
-                E(name),
-                E(role)
-            )
+/// The frame's viewer: name, role, and the sign-out form of a session.
+fn who(frame: &Frame<'_>) -> Markup {
+    html! {
+        @if let Some((name, role)) = frame.who {
+            span class="who" id="who" { (name) " (" (role) ")" }
+            @if frame.session {
+                form method="post" action="/logout" class="inline" {
+                    input type="hidden" name="csrf" value=(frame.csrf);
+                    button type="submit" { "Sign out" }
+                }
+            }
         }
-        None => String::new(),
-    };
-    format!(
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <title>{} · Flotilla</title><link rel=\"stylesheet\" href=\"/assets/style.css\">\
-         <script src=\"/assets/app.js\" defer></script></head><body>\
-         <header><a class=\"brand\" href=\"/\">Flotilla</a><nav>{}{}{}{}{}{}</nav>\
-         <span class=\"live\" id=\"live\" title=\"live updates\">●</span>{who}</header>\
-         <main>{body}</main></body></html>\n",
-        E(title),
-        link(Nav::Overview, "/", "Overview"),
-        link(Nav::Clusters, "/clusters", "Clusters"),
-        link(Nav::Works, "/works", "Works"),
-        link(Nav::Placements, "/placements", "Placements"),
-        link(Nav::Rollouts, "/rollouts", "Rollouts"),
-        link(Nav::Policies, "/policies", "Policies"),
-    )
+    }
+}
+
+/// A whole page: the frame around `body`, with the live feed's script.
+pub fn page(title: &str, nav: Nav, frame: &Frame<'_>, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE) "\n"
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · Flotilla" }
+                link rel="stylesheet" href="/assets/style.css";
+                script src="/assets/app.js" defer {}
+            }
+            body {
+                header {
+                    a class="brand" href="/" { "Flotilla" }
+                    nav {
+                        @for (n, href, label) in NAV {
+                            a href=(href) class=[(n == nav).then_some("active")] { (label) }
+                        }
+                    }
+                    span class="live" id="live" title="live updates" { "●" }
+                    (who(frame))
+                }
+                main { (body) }
+            }
+        }
+        "\n"
+    }
 }
 
 /// A status word as a badge whose class the stylesheet colours (`True` green, …); the
 /// class is chosen from a fixed list, never taken from the value.
-pub fn badge(status: &str) -> String {
-    format!(
-        "<span class=\"badge {}\">{}</span>",
-        badge_class(status),
-        E(status)
-    )
+pub fn badge(status: &str) -> Markup {
+    html! { span class={ "badge " (badge_class(status)) } { (status) } }
 }
 
 /// The badge class of a status word.
@@ -150,7 +138,7 @@ pub fn timestamp(t: Option<&prost_types::Timestamp>) -> String {
 
 /// A condition's status as a badge coloured by what it means for that type: `True` is bad for
 /// Degraded, …Misconfigured, …Denied, Contested; Progressing is neither good nor bad.
-pub fn condition_badge(ty: &str, status: &str) -> String {
+pub fn condition_badge(ty: &str, status: &str) -> Markup {
     let negative = ["Degraded", "Misconfigured", "Denied", "Contested"]
         .iter()
         .any(|w| ty.contains(w));
@@ -160,45 +148,49 @@ pub fn condition_badge(ty: &str, status: &str) -> String {
         (true, "False") => "ok",
         _ => badge_class(status),
     };
-    format!("<span class=\"badge {class}\">{}</span>", E(status))
+    html! { span class={ "badge " (class) } { (status) } }
 }
 
 /// A table of conditions (type, status, reason, message, since).
-pub fn conditions(conds: &[flotilla_api::v1::Condition]) -> String {
-    if conds.is_empty() {
-        return "<p class=\"muted\">No conditions.</p>".into();
+pub fn conditions(conds: &[flotilla_api::v1::Condition]) -> Markup {
+    html! {
+        @if conds.is_empty() {
+            p.muted { "No conditions." }
+        } @else {
+            table.conditions {
+                thead { tr { th { "Type" } th { "Status" } th { "Reason" } th { "Message" } th { "Since" } } }
+                tbody {
+                    @for c in conds {
+                        tr {
+                            td { (c.r#type) }
+                            td { (condition_badge(&c.r#type, &c.status)) }
+                            td { (c.reason) }
+                            td { (c.message) }
+                            td { (timestamp(c.last_transition_time.as_ref())) }
+                        }
+                    }
+                }
+            }
+        }
     }
-    let mut out = String::from(
-        "<table class=\"conditions\"><thead><tr><th>Type</th><th>Status</th><th>Reason</th>\
-         <th>Message</th><th>Since</th></tr></thead><tbody>",
-    );
-    for c in conds {
-        out.push_str(&format!(
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            E(&c.r#type),
-            condition_badge(&c.r#type, &c.status),
-            E(&c.reason),
-            E(&c.message),
-            E(&timestamp(c.last_transition_time.as_ref()))
-        ));
-    }
-    out.push_str("</tbody></table>");
-    out
 }
 
 /// `key=value` pairs as a definition-like table (sorted).
-pub fn pairs<'a>(items: impl IntoIterator<Item = (&'a String, &'a String)>) -> String {
+pub fn pairs<'a>(items: impl IntoIterator<Item = (&'a String, &'a String)>) -> Markup {
     let mut items: Vec<_> = items.into_iter().collect();
-    if items.is_empty() {
-        return "<p class=\"muted\">None.</p>".into();
-    }
     items.sort();
-    let mut out = String::from("<table class=\"pairs\"><tbody>");
-    for (k, v) in items {
-        out.push_str(&format!("<tr><th>{}</th><td>{}</td></tr>", E(k), E(v)));
+    html! {
+        @if items.is_empty() {
+            p.muted { "None." }
+        } @else {
+            table.pairs { tbody { @for (k, v) in items { tr { th { (k) } td { (v) } } } } }
+        }
     }
-    out.push_str("</tbody></table>");
-    out
+}
+
+/// "None." in the muted style: what an empty section says.
+pub fn none() -> Markup {
+    html! { p.muted { "None." } }
 }
 
 /// A system time as RFC 3339 (UTC, seconds).

@@ -104,6 +104,13 @@ pub fn start(
         tls: tls.is_some(),
         shutdown: shutdown.clone(),
     });
-    let server = crate::webserver::serve(listener, tls, config.connections.clone(), deps, shutdown);
+    let dashboard = Arc::new(server::Dashboard::new(deps));
+    let server = crate::webserver::serve(
+        listener,
+        tls,
+        config.connections.clone(),
+        dashboard,
+        shutdown,
+    );
     vec![feed, server]
 }

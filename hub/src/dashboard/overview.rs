@@ -3,11 +3,11 @@
 //! `AcceptClusters` / `DenyClusters`), the latest transitions, availability over time.
 
 use super::history::{Availability, Counts, History, Sample, Transition};
-use super::html::{E, U, badge, system_time, timestamp};
+use super::html::{U, badge, badge_class, system_time, timestamp};
 use flotilla_api::meta::CLUSTERSET_LABEL;
 use flotilla_api::v1::ManagedCluster;
+use maud::{Markup, html};
 use std::collections::BTreeMap;
-use std::fmt::Write;
 use std::sync::Arc;
 
 /// Pending registrations listed on the page (all are counted).
@@ -118,167 +118,141 @@ fn pairs<'a>(labels: impl Iterator<Item = (&'a String, &'a String)>) -> Vec<Stri
 }
 
 /// One transition as a list item (the live script adds the same shape).
-pub fn transition_item(t: &Transition) -> String {
-    let word =
-        |a: Option<Availability>, none: &str| a.map_or(none.to_string(), |a| badge(a.as_str()));
-    format!(
-        "<li><time>{}</time> <a href=\"/clusters/{}\">{}</a> {} → {}</li>",
-        E(&system_time(t.at)),
-        U(&t.cluster),
-        E(&t.cluster),
-        word(t.from, "new"),
-        word(t.to, "deleted")
-    )
+pub fn transition_item(t: &Transition) -> Markup {
+    let word = |a: Option<Availability>, none: &'static str| {
+        html! { @match a { Some(a) => (badge(a.as_str())), None => (none) } }
+    };
+    html! {
+        li {
+            time { (system_time(t.at)) } " "
+            a href={ "/clusters/" (U(&t.cluster)) } { (t.cluster) } " "
+            (word(t.from, "new")) " → " (word(t.to, "deleted"))
+        }
+    }
 }
 
 /// The page's body; `notice` is the outcome of an accept or deny just made.
-pub fn render(o: &Overview, may: &Registrations<'_>, notice: Option<&str>) -> String {
-    let mut out = String::from("<h1>Fleet overview</h1>");
-    if let Some(n) = notice {
-        let _ = write!(out, "<p class=\"notice\" id=\"notice\">{}</p>", E(n));
-    }
-    out.push_str("<section class=\"cards\">");
-    let _ = write!(
-        out,
-        "<a class=\"card\" href=\"/clusters\"><span class=\"n\" data-count=\"total\">{}</span>\
-         <span>clusters</span></a>",
-        o.counts.total()
-    );
-    for a in Availability::ALL {
-        let _ = write!(
-            out,
-            "<a class=\"card {}\" href=\"/clusters?availability={}\"><span class=\"n\" \
-             data-count=\"{}\">{}</span><span>{}</span></a>",
-            super::html::badge_class(a.as_str()),
-            a.as_str(),
-            a.as_str(),
-            o.counts.get(a),
-            a.as_str()
-        );
-    }
-    out.push_str("</section><h2>Availability over time</h2>");
-    out.push_str(&super::plot::availability(&o.samples));
-    out.push_str("<div class=\"columns\"><section><h2>By cluster set</h2>");
-    out.push_str("<table><thead><tr><th>Set</th><th>Clusters</th>");
-    for a in Availability::ALL {
-        let _ = write!(out, "<th>{}</th>", a.as_str());
-    }
-    out.push_str("</tr></thead><tbody>");
-    for (set, c) in &o.by_set {
-        let link = if set.is_empty() {
-            "<span class=\"muted\">(no set)</span>".to_string()
-        } else {
-            format!(
-                "<a href=\"/clusters?selector={}\">{}</a>",
-                U(&format!("{CLUSTERSET_LABEL}={set}")),
-                E(set)
-            )
-        };
-        let _ = write!(out, "<tr><td>{link}</td><td>{}</td>", c.total());
-        for a in Availability::ALL {
-            let _ = write!(out, "<td>{}</td>", c.get(a));
+pub fn render(o: &Overview, may: &Registrations<'_>, notice: Option<&str>) -> Markup {
+    html! {
+        h1 { "Fleet overview" }
+        @if let Some(n) = notice { p.notice #notice { (n) } }
+        (cards(&o.counts))
+        h2 { "Availability over time" }
+        (super::plot::availability(&o.samples))
+        div.columns {
+            section { h2 { "By cluster set" } (by_set(&o.by_set)) }
+            section { h2 { "Pending registrations" } (pending(o, may)) }
         }
-        out.push_str("</tr>");
+        h2 { "Recent transitions" }
+        ul #transitions .transitions { @for t in &o.transitions { (transition_item(t)) } }
+        @if o.transitions.is_empty() {
+            p.muted #no-transitions { "No cluster has changed state since this hub started." }
+        }
     }
-    out.push_str("</tbody></table></section><section><h2>Pending registrations</h2>");
+}
+
+/// The counts as cards linking to the clusters in each state.
+fn cards(counts: &Counts) -> Markup {
+    html! {
+        section.cards {
+            a.card href="/clusters" { span.n data-count="total" { (counts.total()) } span { "clusters" } }
+            @for a in Availability::ALL {
+                a class={ "card " (badge_class(a.as_str())) } href={ "/clusters?availability=" (a.as_str()) } {
+                    span.n data-count=(a.as_str()) { (counts.get(a)) }
+                    span { (a.as_str()) }
+                }
+            }
+        }
+    }
+}
+
+/// The counts per cluster set.
+fn by_set(sets: &[(String, Counts)]) -> Markup {
+    html! {
+        table {
+            thead { tr {
+                th { "Set" } th { "Clusters" }
+                @for a in Availability::ALL { th { (a.as_str()) } }
+            } }
+            tbody {
+                @for (set, c) in sets {
+                    tr {
+                        td {
+                            @if set.is_empty() {
+                                span.muted { "(no set)" }
+                            } @else {
+                                a href={ "/clusters?selector=" (U(&format!("{CLUSTERSET_LABEL}={set}"))) } { (set) }
+                            }
+                        }
+                        td { (c.total()) }
+                        @for a in Availability::ALL { td { (c.get(a)) } }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The registrations waiting, with the buttons the viewer may use.
+fn pending(o: &Overview, may: &Registrations<'_>) -> Markup {
     if o.pending.is_empty() {
-        out.push_str(
-            "<p class=\"muted\">None: every registered cluster is accepted or denied.</p>",
-        );
-    } else {
-        let acts = may.accept.is_ok() || may.deny.is_ok();
-        out.push_str(
-            "<table id=\"pending\"><thead><tr><th>Cluster</th><th>Registered</th><th>Agent key</th>\
-             <th>Cluster set</th><th>Labels</th>",
-        );
-        if acts {
-            out.push_str("<th></th>");
+        return html! { p.muted { "None: every registered cluster is accepted or denied." } };
+    }
+    let acts = may.accept.is_ok() || may.deny.is_ok();
+    let total = o.counts.get(Availability::Pending);
+    html! {
+        table #pending {
+            thead { tr {
+                th { "Cluster" } th { "Registered" } th { "Agent key" } th { "Cluster set" } th { "Labels" }
+                @if acts { th {} }
+            } }
+            tbody { @for p in &o.pending { (pending_row(p, may, acts)) } }
         }
-        out.push_str("</tr></thead><tbody>");
-        for p in &o.pending {
-            let _ = write!(
-                out,
-                "<tr data-pending=\"{}\"><td><a href=\"/clusters/{}\">{}</a></td><td>{}</td><td><code>{}</code></td>",
-                E(&p.name),
-                U(&p.name),
-                E(&p.name),
-                E(&p.since),
-                E(if p.key.is_empty() {
-                    "-"
-                } else {
-                    p.key.as_str()
-                })
-            );
-            let _ = write!(
-                out,
-                "<td class=\"set\">{}</td><td class=\"labels\">{}",
-                if p.set.is_empty() {
-                    "<span class=\"muted\">(none)</span>".to_string()
-                } else {
-                    E(&p.set).to_string()
-                },
-                if p.labels.is_empty() {
-                    "<span class=\"muted\">none</span>".to_string()
-                } else {
-                    E(&p.labels.join(", ")).to_string()
+        @if total > o.pending.len() {
+            p { a href="/clusters?availability=Pending" { "All " (total) " pending" } }
+        }
+        @match &may.accept {
+            Err(why) => p.muted #may-not-accept {
+                (why) "; an admin accepts here or with " code { "flotilla accept NAME --key …" } "."
+            },
+            Ok(()) => p.muted {
+                "Accept sends the key fingerprint shown: a key that registered after this page was \
+                 drawn is not accepted. It accepts the cluster into the set and with the labels \
+                 shown; a registrant never chooses its set."
+            },
+        }
+    }
+}
+
+/// One waiting registration; `acts`: whether the viewer may accept or deny.
+fn pending_row(p: &Pending, may: &Registrations<'_>, acts: bool) -> Markup {
+    html! {
+        tr data-pending=(p.name) {
+            td { a href={ "/clusters/" (U(&p.name)) } { (p.name) } }
+            td { (p.since) }
+            td { code { (if p.key.is_empty() { "-" } else { p.key.as_str() }) } }
+            td.set { @if p.set.is_empty() { span.muted { "(none)" } } @else { (p.set) } }
+            td.labels {
+                @if p.labels.is_empty() { span.muted { "none" } } @else { (p.labels.join(", ")) }
+                @if !p.dropped.is_empty() {
+                    br;
+                    span class="muted dropped" { "dropped (reserved for the hub): " (p.dropped.join(", ")) }
                 }
-            );
-            if !p.dropped.is_empty() {
-                let _ = write!(
-                    out,
-                    "<br><span class=\"muted dropped\">dropped (reserved for the hub): {}</span>",
-                    E(&p.dropped.join(", "))
-                );
             }
-            out.push_str("</td>");
-            if acts {
-                let _ = write!(
-                    out,
-                    "<td><form method=\"post\" action=\"/clusters/{}/registration\" class=\"inline actions\">\
-                     <input type=\"hidden\" name=\"csrf\" value=\"{}\">\
-                     <input type=\"hidden\" name=\"key\" value=\"{}\">",
-                    U(&p.name),
-                    E(may.csrf),
-                    E(&p.key)
-                );
-                if may.accept.is_ok() {
-                    out.push_str("<button type=\"submit\" name=\"action\" value=\"accept\" class=\"accept\">Accept</button>");
+            @if acts {
+                td {
+                    form method="post" action={ "/clusters/" (U(&p.name)) "/registration" } class="inline actions" {
+                        input type="hidden" name="csrf" value=(may.csrf);
+                        input type="hidden" name="key" value=(p.key);
+                        @if may.accept.is_ok() {
+                            button type="submit" name="action" value="accept" class="accept" { "Accept" }
+                        }
+                        @if may.deny.is_ok() {
+                            button type="submit" name="action" value="deny" class="deny" { "Deny" }
+                        }
+                    }
                 }
-                if may.deny.is_ok() {
-                    out.push_str("<button type=\"submit\" name=\"action\" value=\"deny\" class=\"deny\">Deny</button>");
-                }
-                out.push_str("</form></td>");
             }
-            out.push_str("</tr>");
-        }
-        out.push_str("</tbody></table>");
-        let total = o.counts.get(Availability::Pending);
-        if total > o.pending.len() {
-            let _ = write!(
-                out,
-                "<p><a href=\"/clusters?availability=Pending\">All {total} pending</a></p>"
-            );
-        }
-        if let Err(why) = &may.accept {
-            let _ = write!(
-                out,
-                "<p class=\"muted\" id=\"may-not-accept\">{}; an admin accepts here or with \
-                 <code>flotilla accept NAME --key …</code>.</p>",
-                E(why)
-            );
-        } else {
-            out.push_str("<p class=\"muted\">Accept sends the key fingerprint shown: a key that registered after this page was drawn is not accepted. It accepts the cluster into the set and with the labels shown; a registrant never chooses its set.</p>");
         }
     }
-    out.push_str(
-        "</section></div><h2>Recent transitions</h2><ul id=\"transitions\" class=\"transitions\">",
-    );
-    for t in &o.transitions {
-        out.push_str(&transition_item(t));
-    }
-    out.push_str("</ul>");
-    if o.transitions.is_empty() {
-        out.push_str("<p class=\"muted\" id=\"no-transitions\">No cluster has changed state since this hub started.</p>");
-    }
-    out
 }

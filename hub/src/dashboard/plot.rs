@@ -2,6 +2,7 @@
 //! distribution, progress bars. Only numbers and fixed words reach the markup.
 
 use super::history::{Availability, Sample};
+use maud::{Markup, PreEscaped, html};
 use std::fmt::Write;
 
 const W: f64 = 640.0;
@@ -20,7 +21,13 @@ fn series_class(a: Availability) -> &'static str {
 }
 
 /// Clusters per state over time: one line per state that was ever non-zero.
-pub fn availability(samples: &[Sample]) -> String {
+/// (Only numbers and fixed words: written by hand, and marked pre-escaped here.)
+pub fn availability(samples: &[Sample]) -> Markup {
+    PreEscaped(availability_svg(samples))
+}
+
+/// The markup of [`availability`].
+fn availability_svg(samples: &[Sample]) -> String {
     if samples.len() < 2 {
         return "<p class=\"muted\">The plot fills in as the hub runs (a sample every few \
                 seconds).</p>"
@@ -100,7 +107,13 @@ fn span_text(secs: u64) -> String {
 }
 
 /// A histogram of `values` in at most `bins` equal bins.
-pub fn histogram(values: &[i64], bins: usize) -> String {
+/// (Only numbers and fixed words: written by hand, and marked pre-escaped here.)
+pub fn histogram(values: &[i64], bins: usize) -> Markup {
+    PreEscaped(histogram_svg(values, bins))
+}
+
+/// The markup of [`histogram`].
+fn histogram_svg(values: &[i64], bins: usize) -> String {
     let (Some(&lo), Some(&hi)) = (values.iter().min(), values.iter().max()) else {
         return "<p class=\"muted\">No scores.</p>".into();
     };
@@ -143,7 +156,13 @@ pub fn histogram(values: &[i64], bins: usize) -> String {
 }
 
 /// A progress bar: `done` of `total`, with `bad` in the failure colour.
-pub fn progress(done: i64, bad: i64, total: i64) -> String {
+/// (Only numbers and fixed words: written by hand, and marked pre-escaped here.)
+pub fn progress(done: i64, bad: i64, total: i64) -> Markup {
+    PreEscaped(progress_svg(done, bad, total))
+}
+
+/// The markup of [`progress`].
+fn progress_svg(done: i64, bad: i64, total: i64) -> String {
     let total = total.max(0);
     let pct = |v: i64| {
         if total == 0 {
@@ -174,60 +193,46 @@ pub struct GroupBar<'a> {
 }
 
 /// A rollout's decision groups as horizontal bars, each as long as the group is large (the
-/// largest group spans the plot), filled by what is done and what failed.
-pub fn groups(bars: &[GroupBar<'_>]) -> String {
+/// largest group spans the plot), filled by what is done and what failed. The groups' names
+/// come from the fleet, so this picture is written with maud (escaped), not by hand.
+pub fn groups(bars: &[GroupBar<'_>]) -> Markup {
     if bars.is_empty() {
-        return String::new();
+        return html! {};
     }
     const ROW: f64 = 22.0;
     const LABEL: f64 = 150.0;
     let h = ROW * bars.len() as f64 + 8.0;
     let max = bars.iter().map(|b| b.total).max().unwrap_or(1).max(1) as f64;
     let span = W - LABEL - 90.0;
-    let mut svg = format!(
-        "<svg class=\"plot groups-plot\" viewBox=\"0 0 {W} {h}\" role=\"img\" \
-         aria-label=\"progress per decision group\">"
-    );
-    for (i, b) in bars.iter().enumerate() {
-        let y = 4.0 + ROW * i as f64;
-        let len = |v: i64| span * v.clamp(0, b.total.max(0)) as f64 / max;
-        let _ = write!(
-            svg,
-            "<g class=\"group-bar\" data-done=\"{}\" data-total=\"{}\">\
-             <title>{}/{} done, {} failed</title>\
-             <rect class=\"track\" x=\"{LABEL}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{:.1}\"/>\
-             <rect class=\"bar\" x=\"{LABEL}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{:.1}\"/>\
-             <rect class=\"bar-bad\" x=\"{:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{:.1}\"/>\
-             <text class=\"tick\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>\
-             <text class=\"tick\" x=\"{:.1}\" y=\"{:.1}\">{}/{}</text></g>",
-            b.done,
-            b.total,
-            b.done,
-            b.total,
-            b.failed,
-            len(b.total).max(1.0),
-            ROW - 6.0,
-            len(b.done),
-            ROW - 6.0,
-            LABEL + len(b.done),
-            len(b.failed),
-            ROW - 6.0,
-            LABEL - 6.0,
-            y + ROW - 10.0,
-            super::html::E(b.label),
-            LABEL + len(b.total) + 6.0,
-            y + ROW - 10.0,
-            b.done,
-            b.total,
-        );
+    let f = |v: f64| format!("{v:.1}");
+    html! {
+        svg class="plot groups-plot" viewBox={ "0 0 " (W) " " (h) } role="img"
+            aria-label="progress per decision group" {
+            @for (i, b) in bars.iter().enumerate() {
+                @let y = 4.0 + ROW * i as f64;
+                @let len = |v: i64| span * v.clamp(0, b.total.max(0)) as f64 / max;
+                g class="group-bar" data-done=(b.done) data-total=(b.total) {
+                    title { (b.done) "/" (b.total) " done, " (b.failed) " failed" }
+                    rect class="track" x=(LABEL) y=(f(y)) width=(f(len(b.total).max(1.0))) height=(f(ROW - 6.0)) {}
+                    rect class="bar" x=(LABEL) y=(f(y)) width=(f(len(b.done))) height=(f(ROW - 6.0)) {}
+                    rect class="bar-bad" x=(f(LABEL + len(b.done))) y=(f(y)) width=(f(len(b.failed))) height=(f(ROW - 6.0)) {}
+                    text class="tick" x=(f(LABEL - 6.0)) y=(f(y + ROW - 10.0)) text-anchor="end" { (b.label) }
+                    text class="tick" x=(f(LABEL + len(b.total) + 6.0)) y=(f(y + ROW - 10.0)) { (b.done) "/" (b.total) }
+                }
+            }
+        }
     }
-    svg.push_str("</svg>");
-    svg
 }
 
 /// A rollout's progress over time: the share of its clusters done (and failed) at each point
 /// the dashboard saw, drawn as steps (the value holds until the next change).
-pub fn over_time(points: &[super::progress::Point]) -> String {
+/// (Only numbers and fixed words: written by hand, and marked pre-escaped here.)
+pub fn over_time(points: &[super::progress::Point]) -> Markup {
+    PreEscaped(over_time_svg(points))
+}
+
+/// The markup of [`over_time`].
+fn over_time_svg(points: &[super::progress::Point]) -> String {
     let Some(first) = points.first() else {
         return "<p class=\"muted\">No progress seen yet.</p>".into();
     };

@@ -6,14 +6,14 @@
 //! the API would let call `Rollout`; the API has no such operation for add-ons (their rollout
 //! is changed by applying the add-on), so an add-on's page is read-only and says so.
 
-use super::html::{E, U, badge, conditions};
+use super::html::{U, badge, conditions};
 use super::plot::{GroupBar, groups, over_time, progress};
 use super::progress::Point;
 use flotilla_api::v1::{
     ClusterManagementAddOn, DecisionGroupSummary, ManagedClusterAddOn, ManifestWorkReplicaSet,
     RolloutStrategy,
 };
-use std::fmt::Write;
+use maud::{Markup, html};
 use std::sync::Arc;
 
 /// The API method a rollout action is (the access table decides who may).
@@ -37,95 +37,89 @@ fn paused(rs: &ManifestWorkReplicaSet) -> bool {
 pub fn render_list(
     sets: &[Arc<ManifestWorkReplicaSet>],
     addons: &[(Arc<ClusterManagementAddOn>, Vec<Arc<ManagedClusterAddOn>>)],
-) -> String {
-    let mut out =
-        String::from("<h1 data-follow=\"rollout:* addon:*\">Rollouts</h1><h2>Replica sets</h2>");
-    if sets.is_empty() {
-        out.push_str("<p class=\"muted\">No ManifestWorkReplicaSet.</p>");
-    } else {
-        out.push_str("<table id=\"replicasets\"><thead><tr><th>Namespace</th><th>Name</th><th>Available</th><th>Degraded</th><th>State</th></tr></thead><tbody>");
-        for rs in sets {
-            let (ns, name) = ns_name(rs);
-            let s = rs
-                .status
-                .as_ref()
-                .and_then(|s| s.summary)
-                .unwrap_or_default();
-            let state = if paused(rs) { "Paused" } else { "" };
-            let _ = write!(
-                out,
-                "<tr><td>{}</td><td><a href=\"/rollouts/{}/{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                E(&ns),
-                U(&ns),
-                U(&name),
-                E(&name),
-                progress(s.available.into(), s.degraded.into(), s.total.into()),
-                s.degraded,
-                if state.is_empty() {
-                    String::new()
-                } else {
-                    badge(state)
-                }
-            );
+) -> Markup {
+    html! {
+        h1 data-follow="rollout:* addon:*" { "Rollouts" }
+        h2 { "Replica sets" }
+        @if sets.is_empty() {
+            p.muted { "No ManifestWorkReplicaSet." }
+        } @else {
+            table #replicasets {
+                thead { tr { th { "Namespace" } th { "Name" } th { "Available" } th { "Degraded" } th { "State" } } }
+                tbody { @for rs in sets { (set_row(rs)) } }
+            }
         }
-        out.push_str("</tbody></table>");
+        h2 { "Add-ons" }
+        @if addons.is_empty() {
+            p.muted { "No ClusterManagementAddOn." }
+        } @else {
+            table #addons {
+                thead { tr {
+                    th { "Add-on" } th { "Install strategy" } th { "Rolled out" } th { "Installed on" }
+                    th { "Available" } th { "Stopped" }
+                } }
+                tbody { @for (cma, installed) in addons { (addon_row(cma, installed)) } }
+            }
+        }
     }
-    out.push_str("<h2>Add-ons</h2>");
-    if addons.is_empty() {
-        out.push_str("<p class=\"muted\">No ClusterManagementAddOn.</p>");
-        return out;
+}
+
+/// One replica set in the list.
+fn set_row(rs: &ManifestWorkReplicaSet) -> Markup {
+    let (ns, name) = ns_name(rs);
+    let s = rs
+        .status
+        .as_ref()
+        .and_then(|s| s.summary)
+        .unwrap_or_default();
+    html! {
+        tr {
+            td { (ns) }
+            td { a href={ "/rollouts/" (U(&ns)) "/" (U(&name)) } { (name) } }
+            td { (progress(s.available.into(), s.degraded.into(), s.total.into())) }
+            td { (s.degraded) }
+            td { @if paused(rs) { (badge("Paused")) } }
+        }
     }
-    out.push_str(
-        "<table id=\"addons\"><thead><tr><th>Add-on</th><th>Install strategy</th>\
-         <th>Rolled out</th><th>Installed on</th><th>Available</th><th>Stopped</th></tr></thead><tbody>",
-    );
-    for (cma, installed) in addons {
-        let name = addon_name(cma);
-        let available = installed.iter().filter(|a| addon_available(a)).count();
-        let (done, failed, total) = super::progress::of_addon(cma);
-        let strategy = cma
-            .spec
-            .as_ref()
-            .and_then(|s| s.install_strategy.as_ref())
-            .map_or("Manual", |s| {
-                if s.r#type.is_empty() {
-                    "Manual"
-                } else {
-                    s.r#type.as_str()
-                }
-            });
-        let stopped: Vec<String> = progressions(cma)
-            .iter()
-            .filter(|p| !p.stopped_reason.is_empty())
-            .map(|p| {
-                format!(
-                    "{}/{}: {}",
-                    E(&p.namespace),
-                    E(&p.name),
-                    E(&p.stopped_reason)
-                )
-            })
-            .collect();
-        let _ = write!(
-            out,
-            "<tr data-addon=\"{}\"><td><a href=\"/addons/{}\">{}</a></td><td>{}</td><td>{}</td>\
-             <td>{}</td><td>{}</td><td class=\"error\">{}</td></tr>",
-            E(name),
-            U(name),
-            E(name),
-            E(strategy),
-            if total == 0 && progressions(cma).is_empty() {
-                "-".to_string()
+}
+
+/// One add-on in the list: its strategy, its rollout and where it stopped.
+fn addon_row(cma: &ClusterManagementAddOn, installed: &[Arc<ManagedClusterAddOn>]) -> Markup {
+    let name = addon_name(cma);
+    let available = installed.iter().filter(|a| addon_available(a)).count();
+    let (done, failed, total) = super::progress::of_addon(cma);
+    let strategy = cma
+        .spec
+        .as_ref()
+        .and_then(|s| s.install_strategy.as_ref())
+        .map_or("Manual", |s| {
+            if s.r#type.is_empty() {
+                "Manual"
             } else {
-                progress(done, failed, total)
-            },
-            installed.len(),
-            progress(available as i64, 0, installed.len() as i64),
-            stopped.join("<br>")
-        );
+                s.r#type.as_str()
+            }
+        });
+    let stopped = progressions(cma)
+        .iter()
+        .filter(|p| !p.stopped_reason.is_empty());
+    html! {
+        tr data-addon=(name) {
+            td { a href={ "/addons/" (U(name)) } { (name) } }
+            td { (strategy) }
+            td {
+                @if total == 0 && progressions(cma).is_empty() { "-" }
+                @else { (progress(done, failed, total)) }
+            }
+            td { (installed.len()) }
+            td { (progress(available as i64, 0, installed.len() as i64)) }
+            td.error {
+                @for (i, p) in stopped.enumerate() {
+                    @if i > 0 { br; }
+                    (p.namespace) "/" (p.name) ": " (p.stopped_reason)
+                }
+            }
+        }
     }
-    out.push_str("</tbody></table>");
-    out
 }
 
 fn addon_name(cma: &ClusterManagementAddOn) -> &str {
@@ -196,9 +190,9 @@ fn strategy_text(s: Option<&RolloutStrategy>) -> String {
 }
 
 /// Decision groups as bars (`done` per group: available, or updated for add-ons).
-fn group_bars(gs: &[DecisionGroupSummary]) -> String {
+fn group_bars(gs: &[DecisionGroupSummary]) -> Markup {
     if gs.is_empty() {
-        return String::new();
+        return html! {};
     }
     let labels: Vec<String> = gs
         .iter()
@@ -232,154 +226,134 @@ pub fn render_addon(
     cma: &ClusterManagementAddOn,
     installed: &[std::sync::Arc<ManagedClusterAddOn>],
     history: &[Point],
-) -> String {
+) -> Markup {
     let name = addon_name(cma);
     let spec = cma.spec.clone().unwrap_or_default();
     let meta = spec.add_on_meta.clone().unwrap_or_default();
-    let mut out = format!(
-        "<p class=\"crumbs\"><a href=\"/rollouts\">Rollouts</a> / add-ons</p>\
-         <h1 data-follow=\"addon:{}\">{}</h1>",
-        E(name),
-        E(name)
-    );
-    if !meta.display_name.is_empty() || !meta.description.is_empty() {
-        let _ = write!(
-            out,
-            "<p>{}{}{}</p>",
-            E(&meta.display_name),
-            if meta.display_name.is_empty() || meta.description.is_empty() {
-                ""
-            } else {
-                " — "
-            },
-            E(&meta.description)
-        );
-    }
     let (done, failed, total) = super::progress::of_addon(cma);
     let strategy = spec.install_strategy.clone().unwrap_or_default();
-    let _ = write!(
-        out,
-        "<p id=\"addon-summary\">Install strategy <b>{}</b> · rolled out {} · failed {failed}</p>\
-         <p class=\"muted\" id=\"read-only\">Read-only: the API has no pause, resume or undo for \
-         add-ons; change the rollout by applying the ClusterManagementAddOn \
-         (<code>flotilla apply -f</code>) with another <code>installStrategy</code>.</p>",
-        E(if strategy.r#type.is_empty() {
-            "Manual"
-        } else {
-            strategy.r#type.as_str()
-        }),
-        progress(done, failed, total)
-    );
-    out.push_str("<h2>Progress over time</h2>");
-    out.push_str(&over_time(history));
-    out.push_str("<h2>Placements</h2>");
-    if strategy.placements.is_empty() {
-        out.push_str(
-            "<p class=\"muted\">No placement: installed only where a ManagedClusterAddOn is \
-             made by hand (<code>flotilla addon enable</code>).</p>",
-        );
+    let kind = if strategy.r#type.is_empty() {
+        "Manual"
+    } else {
+        strategy.r#type.as_str()
+    };
+    html! {
+        p.crumbs { a href="/rollouts" { "Rollouts" } " / add-ons" }
+        h1 data-follow={ "addon:" (name) } { (name) }
+        @if !meta.display_name.is_empty() || !meta.description.is_empty() {
+            p {
+                (meta.display_name)
+                @if !meta.display_name.is_empty() && !meta.description.is_empty() { " — " }
+                (meta.description)
+            }
+        }
+        p #addon-summary {
+            "Install strategy " b { (kind) } " · rolled out " (progress(done, failed, total))
+            " · failed " (failed)
+        }
+        p.muted #read-only {
+            "Read-only: the API has no pause, resume or undo for add-ons; change the rollout by \
+             applying the ClusterManagementAddOn (" code { "flotilla apply -f" } ") with another "
+            code { "installStrategy" } "."
+        }
+        h2 { "Progress over time" }
+        (over_time(history))
+        h2 { "Placements" }
+        @if strategy.placements.is_empty() {
+            p.muted {
+                "No placement: installed only where a ManagedClusterAddOn is made by hand ("
+                code { "flotilla addon enable" } ")."
+            }
+        }
+        div #progressions {
+            @for ps in &strategy.placements { (addon_placement(cma, ps)) }
+        }
+        (addon_installed(installed))
     }
-    out.push_str("<div id=\"progressions\">");
-    for ps in &strategy.placements {
-        let p = progressions(cma)
-            .iter()
-            .find(|p| p.namespace == ps.namespace && p.name == ps.name);
-        let _ = write!(
-            out,
-            "<section class=\"progression\" data-placement=\"{}/{}\"><h3>\
-             <a href=\"/placements/{}/{}\">{}/{}</a></h3><p class=\"strategy\">{}</p>",
-            E(&ps.namespace),
-            E(&ps.name),
-            U(&ps.namespace),
-            U(&ps.name),
-            E(&ps.namespace),
-            E(&ps.name),
-            E(&strategy_text(ps.rollout_strategy.as_ref()))
-        );
-        let Some(p) = p else {
-            out.push_str("<p class=\"muted\">Not rolled out yet.</p></section>");
-            continue;
-        };
-        let _ = write!(
-            out,
-            "<p>Updated {} · failed {}</p>",
-            progress(p.updated.into(), p.failed.into(), p.total.into()),
-            p.failed
-        );
-        if !p.stopped_reason.is_empty() {
-            let _ = write!(
-                out,
-                "<p class=\"error stopped\">Stopped: {}</p>",
-                E(&p.stopped_reason)
-            );
+}
+
+/// One placement of an add-on's install strategy and how far the rollout got on it.
+fn addon_placement(
+    cma: &ClusterManagementAddOn,
+    ps: &flotilla_api::v1::PlacementStrategy,
+) -> Markup {
+    let p = progressions(cma)
+        .iter()
+        .find(|p| p.namespace == ps.namespace && p.name == ps.name);
+    html! {
+        section.progression data-placement={ (ps.namespace) "/" (ps.name) } {
+            h3 { a href={ "/placements/" (U(&ps.namespace)) "/" (U(&ps.name)) } { (ps.namespace) "/" (ps.name) } }
+            p.strategy { (strategy_text(ps.rollout_strategy.as_ref())) }
+            @match p {
+                None => p.muted { "Not rolled out yet." },
+                Some(p) => (addon_progression(p)),
+            }
         }
-        for n in &p.notes {
-            let _ = write!(out, "<p class=\"muted\">{}</p>", E(n));
-        }
-        out.push_str(&group_bars(&p.decision_groups));
-        if !p.conditions.is_empty() {
-            out.push_str(&conditions(&p.conditions));
-        }
-        for c in &p.config_references {
-            let hash = |h: &Option<flotilla_api::v1::ConfigSpecHash>| {
-                h.as_ref().map_or("-".to_string(), |h| {
-                    let short: String = h.spec_hash.chars().take(12).collect();
-                    format!("{}/{} {short}", h.namespace, h.name)
-                })
-            };
-            let _ = write!(
-                out,
-                "<p class=\"strategy\">{}.{}: desired {} · last known good {} · last applied {}</p>",
-                E(&c.resource),
-                E(&c.group),
-                E(&hash(&c.desired_config)),
-                E(&hash(&c.last_known_good_config)),
-                E(&hash(&c.last_applied_config))
-            );
-        }
-        out.push_str("</section>");
     }
-    out.push_str("</div>");
+}
+
+/// What an add-on's rollout did on one placement: progress, why it stopped, notes, groups,
+/// conditions, and the configurations it rolls.
+fn addon_progression(p: &flotilla_api::v1::InstallProgression) -> Markup {
+    let hash = |h: &Option<flotilla_api::v1::ConfigSpecHash>| {
+        h.as_ref().map_or("-".to_string(), |h| {
+            let short: String = h.spec_hash.chars().take(12).collect();
+            format!("{}/{} {short}", h.namespace, h.name)
+        })
+    };
+    html! {
+        p { "Updated " (progress(p.updated.into(), p.failed.into(), p.total.into())) " · failed " (p.failed) }
+        @if !p.stopped_reason.is_empty() { p class="error stopped" { "Stopped: " (p.stopped_reason) } }
+        @for n in &p.notes { p.muted { (n) } }
+        (group_bars(&p.decision_groups))
+        @if !p.conditions.is_empty() { (conditions(&p.conditions)) }
+        @for c in &p.config_references {
+            p.strategy {
+                (c.resource) "." (c.group) ": desired " (hash(&c.desired_config))
+                " · last known good " (hash(&c.last_known_good_config))
+                " · last applied " (hash(&c.last_applied_config))
+            }
+        }
+    }
+}
+
+/// Where an add-on is installed (the first [`ADDON_CLUSTERS_SHOWN`]) and whether available.
+fn addon_installed(installed: &[Arc<ManagedClusterAddOn>]) -> Markup {
     let available = installed.iter().filter(|a| addon_available(a)).count();
-    let _ = write!(
-        out,
-        "<h2>Installed on ({})</h2><p>Available {}</p>",
-        installed.len(),
-        progress(available as i64, 0, installed.len() as i64)
-    );
-    if !installed.is_empty() {
-        out.push_str("<table id=\"installed\"><thead><tr><th>Cluster</th><th>Available</th><th>Placement</th></tr></thead><tbody>");
-        for a in installed.iter().take(ADDON_CLUSTERS_SHOWN) {
-            let cluster = a
-                .metadata
-                .as_ref()
-                .map(|m| m.namespace.as_str())
-                .unwrap_or_default();
-            let status = a
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.iter().find(|c| c.r#type == "Available"))
-                .map_or("-", |c| c.status.as_str());
-            let _ = write!(
-                out,
-                "<tr data-cluster=\"{}\"><td><a href=\"/clusters/{}\">{}</a></td><td>{}</td><td>{}</td></tr>",
-                E(cluster),
-                U(cluster),
-                E(cluster),
-                badge(status),
-                E(a.hub.as_ref().map_or("", |h| h.placement.as_str()))
-            );
-        }
-        out.push_str("</tbody></table>");
-        if installed.len() > ADDON_CLUSTERS_SHOWN {
-            let _ = write!(
-                out,
-                "<p class=\"muted\">The first {ADDON_CLUSTERS_SHOWN} of {} clusters.</p>",
-                installed.len()
-            );
+    html! {
+        h2 { "Installed on (" (installed.len()) ")" }
+        p { "Available " (progress(available as i64, 0, installed.len() as i64)) }
+        @if !installed.is_empty() {
+            table #installed {
+                thead { tr { th { "Cluster" } th { "Available" } th { "Placement" } } }
+                tbody { @for a in installed.iter().take(ADDON_CLUSTERS_SHOWN) { (installed_row(a)) } }
+            }
+            @if installed.len() > ADDON_CLUSTERS_SHOWN {
+                p.muted { "The first " (ADDON_CLUSTERS_SHOWN) " of " (installed.len()) " clusters." }
+            }
         }
     }
-    out
+}
+
+/// One cluster an add-on is installed on.
+fn installed_row(a: &ManagedClusterAddOn) -> Markup {
+    let cluster = a
+        .metadata
+        .as_ref()
+        .map(|m| m.namespace.as_str())
+        .unwrap_or_default();
+    let status = a
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.r#type == "Available"))
+        .map_or("-", |c| c.status.as_str());
+    html! {
+        tr data-cluster=(cluster) {
+            td { a href={ "/clusters/" (U(cluster)) } { (cluster) } }
+            td { (badge(status)) }
+            td { (a.hub.as_ref().map_or("", |h| h.placement.as_str())) }
+        }
+    }
 }
 
 /// Clusters an add-on's page lists (all are counted).
@@ -394,104 +368,70 @@ pub fn render(
     csrf: &str,
     notice: Option<&str>,
     history: &[Point],
-) -> String {
+) -> Markup {
     let (ns, name) = ns_name(rs);
     let st = rs.status.clone().unwrap_or_default();
     let s = st.summary.unwrap_or_default();
-    let mut out = format!(
-        "<p class=\"crumbs\"><a href=\"/rollouts\">Rollouts</a> / {}</p>\
-         <h1 data-follow=\"rollout:{}/{}\">{} {}</h1>",
-        E(&ns),
-        E(&ns),
-        E(&name),
-        E(&name),
-        if paused(rs) {
-            "<span id=\"state\">".to_string() + &badge("Paused") + "</span>"
-        } else {
-            "<span id=\"state\"></span>".to_string()
+    html! {
+        p.crumbs { a href="/rollouts" { "Rollouts" } " / " (ns) }
+        h1 data-follow={ "rollout:" (ns) "/" (name) } {
+            (name) " " span #state { @if paused(rs) { (badge("Paused")) } }
         }
-    );
-    if let Some(n) = notice {
-        let _ = write!(out, "<p class=\"notice\" id=\"notice\">{}</p>", E(n));
+        @if let Some(n) = notice { p.notice #notice { (n) } }
+        p {
+            "Available " (progress(s.available.into(), s.degraded.into(), s.total.into()))
+            " · applied " (s.applied) " · progressing " (s.progressing) " · degraded " (s.degraded)
+        }
+        (actions(&ns, &name, &may_act, csrf))
+        h2 { "Progress over time" }
+        (over_time(history))
+        h2 { "Conditions" }
+        (conditions(&st.conditions))
+        h2 { "Placements" }
+        div #placement-summaries {
+            @for p in &st.placement_summaries { (placement_summary(p)) }
+        }
+        @if st.placement_summaries.is_empty() { p.muted { "No placement has decided yet." } }
     }
-    let _ = write!(
-        out,
-        "<p>Available {} · applied {} · progressing {} · degraded {}</p>",
-        progress(s.available.into(), s.degraded.into(), s.total.into()),
-        s.applied,
-        s.progressing,
-        s.degraded
-    );
-    let _ = write!(
-        out,
-        "<form method=\"post\" action=\"/rollouts/{}/{}\" class=\"actions\">\
-         <input type=\"hidden\" name=\"csrf\" value=\"{}\">",
-        U(&ns),
-        U(&name),
-        E(csrf)
-    );
-    let disabled = if may_act.is_err() { " disabled" } else { "" };
-    for a in ACTIONS {
-        let _ = write!(
-            out,
-            "<button type=\"submit\" name=\"action\" value=\"{a}\" id=\"action-{a}\"{disabled}>{}</button> ",
-            match a {
-                "pause" => "Pause",
-                "resume" => "Resume",
-                _ => "Undo",
+}
+
+/// Pause, resume and undo (disabled, with why, for a viewer who may not).
+fn actions(ns: &str, name: &str, may_act: &Result<(), String>, csrf: &str) -> Markup {
+    html! {
+        form method="post" action={ "/rollouts/" (U(ns)) "/" (U(name)) } class="actions" {
+            input type="hidden" name="csrf" value=(csrf);
+            @for a in ACTIONS {
+                button type="submit" name="action" value=(a) id={ "action-" (a) } disabled[may_act.is_err()] {
+                    (match a { "pause" => "Pause", "resume" => "Resume", _ => "Undo" })
+                }
+                " "
             }
-        );
-    }
-    if let Err(why) = &may_act {
-        let _ = write!(
-            out,
-            "<span class=\"muted\" id=\"may-not\">{}</span>",
-            E(why)
-        );
-    }
-    out.push_str("</form><h2>Progress over time</h2>");
-    out.push_str(&over_time(history));
-    out.push_str("<h2>Conditions</h2>");
-    out.push_str(&conditions(&st.conditions));
-    out.push_str("<h2>Placements</h2><div id=\"placement-summaries\">");
-    for p in &st.placement_summaries {
-        let ps = p.summary.unwrap_or_default();
-        let _ = write!(
-            out,
-            "<h3>{}</h3><p>{} · waiting {}</p>",
-            E(&p.name),
-            progress(ps.available.into(), ps.degraded.into(), ps.total.into()),
-            p.waiting
-        );
-        if !p.stopped_reason.is_empty() {
-            let _ = write!(
-                out,
-                "<p class=\"error\">Stopped: {}</p>",
-                E(&p.stopped_reason)
-            );
+            @if let Err(why) = may_act { span.muted #may-not { (why) } }
         }
-        for n in &p.notes {
-            let _ = write!(out, "<p class=\"muted\">{}</p>", E(n));
-        }
-        out.push_str(&group_bars(&p.decision_groups));
-        if !p.decision_groups.is_empty() {
-            out.push_str("<table class=\"groups\"><thead><tr><th>Group</th><th>Available</th></tr></thead><tbody>");
-            for g in &p.decision_groups {
-                let _ = write!(
-                    out,
-                    "<tr><td>{}{}{}</td><td>{}</td></tr>",
-                    g.index,
-                    if g.name.is_empty() { "" } else { ": " },
-                    E(&g.name),
-                    progress(g.available.into(), 0, g.total.into())
-                );
+    }
+}
+
+/// One placement of a replica set: its progress, why it stopped, its groups.
+fn placement_summary(p: &flotilla_api::v1::PlacementSummary) -> Markup {
+    let ps = p.summary.unwrap_or_default();
+    html! {
+        h3 { (p.name) }
+        p { (progress(ps.available.into(), ps.degraded.into(), ps.total.into())) " · waiting " (p.waiting) }
+        @if !p.stopped_reason.is_empty() { p.error { "Stopped: " (p.stopped_reason) } }
+        @for n in &p.notes { p.muted { (n) } }
+        (group_bars(&p.decision_groups))
+        @if !p.decision_groups.is_empty() {
+            table.groups {
+                thead { tr { th { "Group" } th { "Available" } } }
+                tbody {
+                    @for g in &p.decision_groups {
+                        tr {
+                            td { (g.index) @if !g.name.is_empty() { ": " } (g.name) }
+                            td { (progress(g.available.into(), 0, g.total.into())) }
+                        }
+                    }
+                }
             }
-            out.push_str("</tbody></table>");
         }
     }
-    out.push_str("</div>");
-    if st.placement_summaries.is_empty() {
-        out.push_str("<p class=\"muted\">No placement has decided yet.</p>");
-    }
-    out
 }

@@ -1,26 +1,31 @@
-//! The dashboard's HTTP(S) server: route, authenticate ([`super::auth`]), read the hub's
-//! in-memory views, render ([`super::overview`], [`super::clusters`], …) — nothing here reads
-//! the store. Served by [`crate::webserver`] like the cluster proxy.
+//! The dashboard's HTTP(S) server (I/O): an [`axum::Router`] with one handler per page or
+//! action, authentication ([`super::auth`]'s pure rules) as an extractor, the host check and
+//! the security headers as a middleware layer; each handler reads the hub's in-memory views
+//! and renders ([`super::overview`], [`super::clusters`], …) — nothing here reads the store.
+//! Connections are accepted, bounded and served by [`crate::webserver`] like the cluster proxy.
 
 use super::auth::{self, Refusal, Sessions, Via, Viewer};
-use super::html::{self, E, Frame, Nav, U};
+use super::html::{self, Frame, Nav, U};
 use super::live::Live;
-use super::route::{self, Asset, NoRoute, Route};
+use super::route::{self, NoRoute};
 use super::{cluster, clusters, overview, placements, policies, rollouts, work, works};
 use crate::inventory::{ClusterInventory, WorkInventory};
 use crate::keys::ObjectRef;
-use bytes::Bytes;
-use http::{HeaderValue, Method, StatusCode, header};
-use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt, Full, Limited, StreamBody};
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{FromRequestParts, RawPathParams, Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use axum::routing::{get, post};
+use http::request::Parts;
+use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use http_body_util::StreamBody;
 use hyper::body::Incoming;
+use maud::{Markup, html};
 use std::collections::HashSet;
-use std::convert::Infallible;
 use std::sync::Arc;
 use tokio::sync::watch;
-
-/// A response body: a page, or the live stream.
-pub type Body = UnsyncBoxBody<Bytes, Infallible>;
+use tower::ServiceExt;
 
 /// The largest form the dashboard reads (sign-in, actions).
 const MAX_FORM: usize = 16 * 1024;
@@ -57,42 +62,198 @@ pub struct Deps {
     pub shutdown: watch::Receiver<bool>,
 }
 
-impl crate::webserver::Handler for Deps {
+/// The handlers' shared state.
+type D = State<Arc<Deps>>;
+
+/// The dashboard as [`crate::webserver`] serves it: the router over [`Deps`].
+pub struct Dashboard {
+    router: Router,
+}
+
+impl Dashboard {
+    /// The dashboard reading and authenticating with `deps`.
+    pub fn new(deps: Arc<Deps>) -> Self {
+        Self {
+            router: router(deps),
+        }
+    }
+}
+
+impl crate::webserver::Handler for Dashboard {
     type Body = Body;
-    type BodyError = Infallible;
+    type BodyError = axum::Error;
     const NAME: &'static str = "dashboard";
 
     async fn handle(
         self: Arc<Self>,
         req: http::Request<Incoming>,
         _peer: std::net::SocketAddr,
-    ) -> http::Response<Body> {
-        let host = self.hosts.map(|h| h.check(crate::hosts::of_request(&req)));
-        let mut resp = match host {
-            Some(Err(refusal)) => {
-                tracing::info!(%refusal, "dashboard request refused");
-                full(
-                    StatusCode::FORBIDDEN,
-                    "text/plain; charset=utf-8",
-                    refusal.to_string(),
-                )
-            }
-            _ => handle(&self, req).await,
-        };
-        let h = resp.headers_mut();
-        h.insert("content-security-policy", HeaderValue::from_static(CSP));
-        h.insert(
-            "x-content-type-options",
-            HeaderValue::from_static("nosniff"),
-        );
-        h.insert("referrer-policy", HeaderValue::from_static("same-origin"));
-        h.insert("x-frame-options", HeaderValue::from_static("DENY"));
-        resp
+    ) -> Response {
+        let mut req = req.map(Body::new);
+        if let Some(uri) = without_trailing_slash(req.uri()) {
+            *req.uri_mut() = uri;
+        }
+        match self.router.clone().oneshot(req).await {
+            Ok(resp) => resp,
+            Err(never) => match never {},
+        }
     }
 }
 
-fn full(status: StatusCode, content_type: &'static str, body: String) -> http::Response<Body> {
-    let mut resp = http::Response::new(Full::new(Bytes::from(body)).boxed_unsync());
+/// `uri` without the slashes that end its path (`/clusters/` is `/clusters`), when it has any.
+fn without_trailing_slash(uri: &Uri) -> Option<Uri> {
+    let path = uri.path();
+    let trimmed = path.trim_end_matches('/');
+    if trimmed.len() == path.len() || trimmed.is_empty() {
+        return None;
+    }
+    let pq = match uri.query() {
+        Some(q) => format!("{trimmed}?{q}"),
+        None => trimmed.to_string(),
+    };
+    pq.parse().ok()
+}
+
+/// Every page and action, one handler each; what matches no route or no method gets the
+/// dashboard's own 404 / 405 page ([`route::route`] knows which methods a path takes).
+pub fn router(deps: Arc<Deps>) -> Router {
+    Router::new()
+        .route("/", get(overview_page))
+        .route("/clusters", get(clusters_page))
+        .route("/clusters/{name}", get(cluster_page))
+        .route("/clusters/{name}/registration", post(registration))
+        .route("/clusters/{cluster}/works/{name}", get(work_page))
+        .route("/works", get(works_page))
+        .route("/placements", get(placements_page))
+        .route("/placements/{namespace}/{name}", get(placement_page))
+        .route("/rollouts", get(rollouts_page))
+        .route(
+            "/rollouts/{namespace}/{name}",
+            get(rollout_page).post(rollout_action),
+        )
+        .route("/addons/{name}", get(addon_page))
+        .route("/policies", get(policies_page))
+        .route("/events", get(events))
+        .route("/login", get(login_form).post(login))
+        .route("/logout", post(logout))
+        .route("/assets/app.js", get(script))
+        .route("/assets/style.css", get(style))
+        .fallback(no_route)
+        .method_not_allowed_fallback(no_route)
+        .layer(axum::middleware::from_fn_with_state(deps.clone(), guard))
+        .with_state(deps)
+}
+
+/// Around every request: an open hub answers only requests addressed to this machine, and
+/// every answer carries the security headers.
+async fn guard(State(d): D, req: Request, next: Next) -> Response {
+    let mut resp = match d.hosts.map(|h| h.check(crate::hosts::of_request(&req))) {
+        Some(Err(refusal)) => {
+            tracing::info!(%refusal, "dashboard request refused");
+            full(
+                StatusCode::FORBIDDEN,
+                "text/plain; charset=utf-8",
+                refusal.to_string(),
+            )
+        }
+        _ => next.run(req).await,
+    };
+    let h = resp.headers_mut();
+    h.insert("content-security-policy", HeaderValue::from_static(CSP));
+    h.insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert("referrer-policy", HeaderValue::from_static("same-origin"));
+    h.insert("x-frame-options", HeaderValue::from_static("DENY"));
+    resp
+}
+
+/// No page here, or not with this method.
+async fn no_route(method: Method, uri: Uri) -> Response {
+    match route::route(&method, uri.path()) {
+        Err(NoRoute::Method(allowed)) => {
+            let mut resp = problem(StatusCode::METHOD_NOT_ALLOWED, None, "Method not allowed.");
+            resp.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static(allowed));
+            resp
+        }
+        _ => problem(StatusCode::NOT_FOUND, None, "No such page."),
+    }
+}
+
+/// The path's `N` segments, percent-decoded: a segment that is not UTF-8, hides a `/` or is
+/// empty names no page (404, before anyone is authenticated).
+struct Segments<const N: usize>([String; N]);
+
+impl<const N: usize> FromRequestParts<Arc<Deps>> for Segments<N> {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &Arc<Deps>) -> Result<Self, Response> {
+        let not_found = || problem(StatusCode::NOT_FOUND, None, "No such page.");
+        let raw = RawPathParams::from_request_parts(parts, state)
+            .await
+            .map_err(|_| not_found())?;
+        let decoded: Option<Vec<String>> = raw
+            .iter()
+            .map(|(_, v)| route::decode(v).filter(|s| !s.is_empty()))
+            .collect();
+        let segments: [String; N] = decoded
+            .and_then(|d| d.try_into().ok())
+            .ok_or_else(not_found)?;
+        Ok(Self(segments))
+    }
+}
+
+/// The query's pairs, decoded.
+struct Params(Vec<(String, String)>);
+
+impl<S: Send + Sync> FromRequestParts<S> for Params {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(Self(route::query(parts.uri.query())))
+    }
+}
+
+impl Params {
+    fn get(&self, key: &str) -> Option<&str> {
+        route::param(&self.0, key)
+    }
+}
+
+/// Who is asking ([`Sessions::authenticate`]): a browser opening a page without a session
+/// is sent to sign in and back; anything else refused gets 401.
+impl FromRequestParts<Arc<Deps>> for Viewer {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, d: &Arc<Deps>) -> Result<Self, Response> {
+        let refusal = match d.sessions.authenticate(&parts.headers) {
+            Ok(v) => return Ok(v),
+            Err(refusal) => refusal,
+        };
+        let path = parts.uri.path();
+        tracing::debug!(%path, %refusal, "dashboard request refused");
+        let browser_page =
+            parts.method == Method::GET && path != "/events" && refusal != Refusal::UnknownToken;
+        if browser_page {
+            let here = match parts.uri.query() {
+                Some(q) => format!("{path}?{q}"),
+                None => path.to_string(),
+            };
+            return Err(redirect(&format!("/login?next={}", U(&here))));
+        }
+        let mut resp = problem(StatusCode::UNAUTHORIZED, None, &refusal.to_string());
+        resp.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"flotilla\""),
+        );
+        Err(resp)
+    }
+}
+
+fn full(status: StatusCode, content_type: &'static str, body: impl Into<Body>) -> Response {
+    let mut resp = Response::new(body.into());
     *resp.status_mut() = status;
     resp.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
@@ -101,7 +262,7 @@ fn full(status: StatusCode, content_type: &'static str, body: String) -> http::R
     resp
 }
 
-fn redirect(to: &str) -> http::Response<Body> {
+fn redirect(to: &str) -> Response {
     let mut resp = full(
         StatusCode::SEE_OTHER,
         "text/plain; charset=utf-8",
@@ -109,6 +270,15 @@ fn redirect(to: &str) -> http::Response<Body> {
     );
     if let Ok(v) = HeaderValue::from_str(to) {
         resp.headers_mut().insert(header::LOCATION, v);
+    }
+    resp
+}
+
+/// A redirect that also sets (or, with `None`, clears) the session cookie.
+fn redirect_with_cookie(to: &str, d: &Deps, session: Option<&str>) -> Response {
+    let mut resp = redirect(to);
+    if let Ok(v) = HeaderValue::from_str(&auth::set_cookie(session, d.tls, d.sessions.ttl())) {
+        resp.headers_mut().insert(header::SET_COOKIE, v);
     }
     resp
 }
@@ -121,6 +291,13 @@ fn frame(viewer: &Viewer) -> Frame<'_> {
     }
 }
 
+/// The frame of someone not signed in.
+const ANONYMOUS: Frame<'static> = Frame {
+    who: None,
+    csrf: "",
+    session: false,
+};
+
 fn role_name(viewer: &Viewer) -> &'static str {
     match viewer.identity.role {
         crate::grpc::auth::Role::Admin => "admin",
@@ -129,437 +306,334 @@ fn role_name(viewer: &Viewer) -> &'static str {
     }
 }
 
-fn page(
-    status: StatusCode,
-    title: &str,
-    nav: Nav,
-    viewer: &Viewer,
-    body: &str,
-) -> http::Response<Body> {
-    full(
-        status,
-        "text/html; charset=utf-8",
-        html::page(title, nav, &frame(viewer), body),
-    )
+/// A whole page as an answer.
+fn html_response(status: StatusCode, page: Markup) -> Response {
+    full(status, "text/html; charset=utf-8", page.into_string())
 }
 
-fn problem(status: StatusCode, viewer: Option<&Viewer>, message: &str) -> http::Response<Body> {
-    let body = format!("<h1>{}</h1><p class=\"error\">{}</p>", status, E(message));
-    let anonymous = Frame {
-        who: None,
-        csrf: "",
-        session: false,
-    };
-    let f = viewer.map_or(anonymous, frame);
-    full(
-        status,
-        "text/html; charset=utf-8",
-        html::page(
-            status.canonical_reason().unwrap_or("Error"),
-            Nav::None,
-            &f,
-            &body,
-        ),
-    )
+fn page(status: StatusCode, title: &str, nav: Nav, viewer: &Viewer, body: Markup) -> Response {
+    html_response(status, html::page(title, nav, &frame(viewer), body))
 }
 
-fn login_page(status: StatusCode, next: &str, error: Option<&str>) -> http::Response<Body> {
-    let error = error.map_or(String::new(), |e| {
-        format!("<p class=\"error\">{}</p>", E(e))
-    });
-    let body = format!(
-        "<form class=\"login\" method=\"post\" action=\"/login\"><h1>Sign in</h1>{error}\
-         <label for=\"token\">API token</label>\
-         <input type=\"password\" id=\"token\" name=\"token\" autocomplete=\"current-password\" autofocus>\
-         <input type=\"hidden\" name=\"next\" value=\"{}\">\
-         <button type=\"submit\" id=\"sign-in\">Sign in</button>\
-         <p class=\"muted\">The token is one of the hub's <code>--api-token-file</code>; a \
-         read-only token is enough to look.</p></form>",
-        E(next)
-    );
-    let anonymous = Frame {
-        who: None,
-        csrf: "",
-        session: false,
+/// 200, or 400 when the query had mistakes (the page shows them).
+fn ok_unless(errors: &[String]) -> StatusCode {
+    if errors.is_empty() {
+        StatusCode::OK
+    } else {
+        StatusCode::BAD_REQUEST
+    }
+}
+
+fn problem(status: StatusCode, viewer: Option<&Viewer>, message: &str) -> Response {
+    let body = html! { h1 { (status) } p.error { (message) } };
+    let f = viewer.map_or(ANONYMOUS, frame);
+    let title = status.canonical_reason().unwrap_or("Error");
+    html_response(status, html::page(title, Nav::None, &f, body))
+}
+
+fn login_page(status: StatusCode, next: &str, error: Option<&str>) -> Response {
+    let body = html! {
+        form class="login" method="post" action="/login" {
+            h1 { "Sign in" }
+            @if let Some(e) = error { p.error { (e) } }
+            label for="token" { "API token" }
+            input type="password" id="token" name="token" autocomplete="current-password" autofocus;
+            input type="hidden" name="next" value=(next);
+            button type="submit" id="sign-in" { "Sign in" }
+            p.muted {
+                "The token is one of the hub's " code { "--api-token-file" }
+                "; a read-only token is enough to look."
+            }
+        }
     };
-    full(
-        status,
-        "text/html; charset=utf-8",
-        html::page("Sign in", Nav::None, &anonymous, &body),
-    )
+    html_response(status, html::page("Sign in", Nav::None, &ANONYMOUS, body))
 }
 
 /// A form's fields (at most [`MAX_FORM`] bytes).
-async fn form(body: Incoming) -> Result<Vec<(String, String)>, String> {
-    let bytes = Limited::new(body, MAX_FORM)
-        .collect()
+async fn form(body: Body) -> Result<Vec<(String, String)>, String> {
+    let bytes = axum::body::to_bytes(body, MAX_FORM)
         .await
-        .map_err(|e| format!("reading the form: {e}"))?
-        .to_bytes();
+        .map_err(|e| format!("reading the form: {e}"))?;
     Ok(form_urlencoded::parse(&bytes)
         .map(|(k, v)| (k.into_owned(), v.into_owned()))
         .collect())
 }
 
-async fn handle(d: &Deps, req: http::Request<Incoming>) -> http::Response<Body> {
-    let path = req.uri().path().to_string();
-    let query = route::query(req.uri().query());
-    let route = match route::route(req.method(), &path) {
-        Ok(r) => r,
-        Err(NoRoute::NotFound) => return problem(StatusCode::NOT_FOUND, None, "No such page."),
-        Err(NoRoute::Method(allowed)) => {
-            let mut resp = problem(StatusCode::METHOD_NOT_ALLOWED, None, "Method not allowed.");
-            resp.headers_mut()
-                .insert(header::ALLOW, HeaderValue::from_static(allowed));
-            return resp;
-        }
-    };
-    match route {
-        Route::Asset(a) => {
-            let (ct, text) = match a {
-                Asset::Script => ("text/javascript; charset=utf-8", SCRIPT),
-                Asset::Style => ("text/css; charset=utf-8", STYLE),
-            };
-            let mut resp = full(StatusCode::OK, ct, text.to_string());
-            resp.headers_mut().insert(
-                header::CACHE_CONTROL,
-                HeaderValue::from_static("max-age=300"),
-            );
-            return resp;
-        }
-        Route::LoginForm => {
-            if !d.sessions.guarded() {
-                return redirect("/");
-            }
-            return login_page(
-                StatusCode::OK,
-                auth::safe_next(route::param(&query, "next")),
-                None,
-            );
-        }
-        Route::Login => return login(d, req).await,
-        _ => {}
-    }
-    let viewer = match d.sessions.authenticate(req.headers()) {
-        Ok(v) => v,
-        Err(refusal) => {
-            tracing::debug!(%path, %refusal, "dashboard request refused");
-            let browser_page = req.method() == Method::GET
-                && route != Route::Events
-                && refusal != Refusal::UnknownToken;
-            if browser_page {
-                let here = match req.uri().query() {
-                    Some(q) => format!("{path}?{q}"),
-                    None => path.clone(),
-                };
-                return redirect(&format!("/login?next={}", U(&here)));
-            }
-            let mut resp = problem(StatusCode::UNAUTHORIZED, None, &refusal.to_string());
-            resp.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                HeaderValue::from_static("Bearer realm=\"flotilla\""),
-            );
-            return resp;
-        }
-    };
-    match route {
-        Route::Overview => {
-            let snapshot = d.inventory.snapshot();
-            let o = d.live.read(|h| overview::build(&snapshot, h));
-            let may = overview::Registrations {
-                accept: viewer.may(overview::ACCEPT_METHOD),
-                deny: viewer.may(overview::DENY_METHOD),
-                csrf: &viewer.csrf,
-            };
-            let notice = match (
-                route::param(&query, "done"),
-                route::param(&query, "cluster"),
-            ) {
-                (Some(a @ ("accepted" | "denied")), Some(c)) => Some(format!("Cluster {c} {a}.")),
-                _ => None,
-            };
-            page(
-                StatusCode::OK,
-                "Overview",
-                Nav::Overview,
-                &viewer,
-                &overview::render(&o, &may, notice.as_deref()),
-            )
-        }
-        Route::Registration(name) => registration(d, &viewer, req, &name).await,
-        Route::Works => {
-            let (q, errors) = works::WorksQuery::parse(&query);
-            let list = works::build(&d.works.with_prefix(""), &q);
-            page(
-                if errors.is_empty() {
-                    StatusCode::OK
-                } else {
-                    StatusCode::BAD_REQUEST
-                },
-                "Works",
-                Nav::Works,
-                &viewer,
-                &works::render(&list, &q, &errors),
-            )
-        }
-        Route::AddOn(name) => {
-            let Some(ctl) = d.units.controllers() else {
-                return not_here(&viewer);
-            };
-            let Some(cma) = ctl.get::<crate::addon::AddOns>().get_addon(&name) else {
-                return problem(
-                    StatusCode::NOT_FOUND,
-                    Some(&viewer),
-                    &format!("No ClusterManagementAddOn {name:?}."),
-                );
-            };
-            let installed = ctl
-                .get::<crate::addon::AddOns>()
-                .list_cluster_addons("", &name);
-            let history = d.live.progress(&format!("addon:{name}"));
-            page(
-                StatusCode::OK,
-                &name,
-                Nav::Rollouts,
-                &viewer,
-                &rollouts::render_addon(&cma, &installed, &history),
-            )
-        }
-        Route::Clusters => {
-            let (q, errors) = clusters::ListQuery::parse(&query);
-            let list = clusters::build(&d.inventory.snapshot(), &q);
-            page(
-                if errors.is_empty() {
-                    StatusCode::OK
-                } else {
-                    StatusCode::BAD_REQUEST
-                },
-                "Clusters",
-                Nav::Clusters,
-                &viewer,
-                &clusters::render(&list, &q, &errors),
-            )
-        }
-        Route::Cluster(name) => {
-            let Some(c) = d.inventory.get(&name) else {
-                return problem(
-                    StatusCode::NOT_FOUND,
-                    Some(&viewer),
-                    &format!("No managed cluster {name:?}."),
-                );
-            };
-            let works: Vec<_> = d
-                .works
-                .with_prefix(&ObjectRef::prefix(&name))
-                .into_iter()
-                .map(|(_, w)| w)
-                .collect();
-            let controlled = d.units.controllers().map(|ctl| controlled(&ctl, &name));
-            page(
-                StatusCode::OK,
-                &name,
-                Nav::Clusters,
-                &viewer,
-                &cluster::render(&c, &works, controlled.as_ref()),
-            )
-        }
-        Route::Work { cluster, name } => match d
-            .works
-            .get(&ObjectRef::new(cluster.as_str(), name.as_str()).inventory_key())
-        {
-            Some(w) => page(
-                StatusCode::OK,
-                &format!("{cluster}/{name}"),
-                Nav::Clusters,
-                &viewer,
-                &work::render(&cluster, &w),
-            ),
-            None => problem(
-                StatusCode::NOT_FOUND,
-                Some(&viewer),
-                &format!("No ManifestWork {name:?} on cluster {cluster:?}."),
-            ),
-        },
-        Route::Placements => match d.units.controllers() {
-            Some(ctl) => page(
-                StatusCode::OK,
-                "Placements",
-                Nav::Placements,
-                &viewer,
-                &placements::render_list(&ctl.get::<crate::placement::Placements>().list("")),
-            ),
-            None => not_here(&viewer),
-        },
-        Route::Placement { namespace, name } => {
-            let Some(ctl) = d.units.controllers() else {
-                return not_here(&viewer);
-            };
-            let Some(view) = ctl
-                .get::<crate::placement::Placements>()
-                .get(&namespace, &name)
-            else {
-                return problem(
-                    StatusCode::NOT_FOUND,
-                    Some(&viewer),
-                    &format!("No Placement {namespace}/{name}."),
-                );
-            };
-            let debug = ctl
-                .get::<crate::placement::Placements>()
-                .debug(&namespace, &name)
-                .await;
-            let debug = debug.map_err(|e| e.to_string());
-            page(
-                StatusCode::OK,
-                &format!("{namespace}/{name}"),
-                Nav::Placements,
-                &viewer,
-                &placements::render(&view, debug.as_ref().map_err(String::as_str)),
-            )
-        }
-        Route::Rollouts => {
-            let Some(ctl) = d.units.controllers() else {
-                return not_here(&viewer);
-            };
-            let addons: Vec<_> = ctl
-                .get::<crate::addon::AddOns>()
-                .list_addons()
-                .into_iter()
-                .map(|a| {
-                    let name = a
-                        .metadata
-                        .as_ref()
-                        .map(|m| m.name.clone())
-                        .unwrap_or_default();
-                    let installed = ctl
-                        .get::<crate::addon::AddOns>()
-                        .list_cluster_addons("", &name);
-                    (a, installed)
-                })
-                .collect();
-            page(
-                StatusCode::OK,
-                "Rollouts",
-                Nav::Rollouts,
-                &viewer,
-                &rollouts::render_list(
-                    &ctl.get::<crate::replicaset::ReplicaSets>().list(""),
-                    &addons,
-                ),
-            )
-        }
-        Route::Rollout { namespace, name } => {
-            let Some(ctl) = d.units.controllers() else {
-                return not_here(&viewer);
-            };
-            let Some(rs) = ctl
-                .get::<crate::replicaset::ReplicaSets>()
-                .get(&namespace, &name)
-            else {
-                return problem(
-                    StatusCode::NOT_FOUND,
-                    Some(&viewer),
-                    &format!("No ManifestWorkReplicaSet {namespace}/{name}."),
-                );
-            };
-            let notice = route::param(&query, "done")
-                .filter(|a| rollouts::ACTIONS.contains(a))
-                .map(|a| format!("Rollout {a}: done."));
-            let history = d.live.progress(&format!("rollout:{namespace}/{name}"));
-            page(
-                StatusCode::OK,
-                &format!("{namespace}/{name}"),
-                Nav::Rollouts,
-                &viewer,
-                &rollouts::render(
-                    &rs,
-                    viewer.may(rollouts::ROLLOUT_METHOD),
-                    &viewer.csrf,
-                    notice.as_deref(),
-                    &history,
-                ),
-            )
-        }
-        Route::RolloutAction { namespace, name } => {
-            rollout_action(d, &viewer, req, &namespace, &name).await
-        }
-        Route::Policies => match d.units.controllers() {
-            Some(ctl) => page(
-                StatusCode::OK,
-                "Policies",
-                Nav::Policies,
-                &viewer,
-                &policies::render(&ctl.get::<crate::policy::Policies>().list_policies("")),
-            ),
-            None => not_here(&viewer),
-        },
-        Route::Events => {
-            let followed: Option<HashSet<String>> = route::param(&query, "clusters").map(|s| {
-                s.split(',')
-                    .filter(|n| !n.is_empty())
-                    .take(MAX_FOLLOWED)
-                    .map(str::to_string)
-                    .collect()
-            });
-            let follows = route::param(&query, "follow")
-                .map(|f| super::live::Follows::parse(f, MAX_FOLLOWED))
-                .unwrap_or_default();
-            match d
-                .live
-                .stream(&viewer.identity.name, followed, follows, d.shutdown.clone())
-            {
-                Ok(events) => {
-                    let mut resp = http::Response::new(StreamBody::new(events).boxed_unsync());
-                    let h = resp.headers_mut();
-                    h.insert(
-                        header::CONTENT_TYPE,
-                        HeaderValue::from_static("text/event-stream"),
-                    );
-                    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-                    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
-                    resp
-                }
-                Err(busy) => problem(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    Some(&viewer),
-                    &busy.to_string(),
-                ),
-            }
-        }
-        Route::Logout => {
-            let headers = req.headers().clone();
-            let fields = match form(req.into_body()).await {
-                Ok(f) => f,
-                Err(e) => return problem(StatusCode::BAD_REQUEST, Some(&viewer), &e),
-            };
-            if let Err(why) = auth::check_post(&viewer, route::param(&fields, "csrf"), &headers) {
-                return problem(StatusCode::FORBIDDEN, Some(&viewer), &why);
-            }
-            if let Via::Session(id) = &viewer.via {
-                d.sessions.sign_out(id);
-            }
-            let mut resp = redirect("/login");
-            if let Ok(v) = HeaderValue::from_str(&auth::set_cookie(None, d.tls, d.sessions.ttl())) {
-                resp.headers_mut().insert(header::SET_COOKIE, v);
-            }
-            resp
-        }
-        Route::LoginForm | Route::Login | Route::Asset(_) => unreachable_route(),
-    }
+/// A browser's form to act on: its fields, once its CSRF token and origin are checked.
+async fn checked_form(
+    viewer: &Viewer,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Vec<(String, String)>, Response> {
+    let fields = form(body)
+        .await
+        .map_err(|e| problem(StatusCode::BAD_REQUEST, Some(viewer), &e))?;
+    auth::check_post(viewer, route::param(&fields, "csrf"), headers)
+        .map_err(|why| problem(StatusCode::FORBIDDEN, Some(viewer), &why))?;
+    Ok(fields)
 }
 
-/// Routes answered before authentication never reach the second match.
-fn unreachable_route() -> http::Response<Body> {
-    problem(StatusCode::NOT_FOUND, None, "No such page.")
-}
-
-fn not_here(viewer: &Viewer) -> http::Response<Body> {
+fn not_here(viewer: &Viewer) -> Response {
     problem(
         StatusCode::SERVICE_UNAVAILABLE,
         Some(viewer),
         "This hub does not hold the controllers (placements, rollouts, policies) right now; \
          open the dashboard of the hub that does (see /debug/shards on the hubs' metrics port).",
     )
+}
+
+/// `GET /assets/app.js`.
+async fn script() -> Response {
+    asset("text/javascript; charset=utf-8", SCRIPT)
+}
+
+/// `GET /assets/style.css`.
+async fn style() -> Response {
+    asset("text/css; charset=utf-8", STYLE)
+}
+
+fn asset(content_type: &'static str, text: &'static str) -> Response {
+    let mut resp = full(StatusCode::OK, content_type, text);
+    resp.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("max-age=300"),
+    );
+    resp
+}
+
+/// `GET /`.
+async fn overview_page(State(d): D, viewer: Viewer, q: Params) -> Response {
+    let snapshot = d.inventory.snapshot();
+    let o = d.live.read(|h| overview::build(&snapshot, h));
+    let may = overview::Registrations {
+        accept: viewer.may(overview::ACCEPT_METHOD),
+        deny: viewer.may(overview::DENY_METHOD),
+        csrf: &viewer.csrf,
+    };
+    let notice = match (q.get("done"), q.get("cluster")) {
+        (Some(a @ ("accepted" | "denied")), Some(c)) => Some(format!("Cluster {c} {a}.")),
+        _ => None,
+    };
+    let body = overview::render(&o, &may, notice.as_deref());
+    page(StatusCode::OK, "Overview", Nav::Overview, &viewer, body)
+}
+
+/// `GET /works`.
+async fn works_page(State(d): D, viewer: Viewer, q: Params) -> Response {
+    let (q, errors) = works::WorksQuery::parse(&q.0);
+    let list = works::build(&d.works.with_prefix(""), &q);
+    let body = works::render(&list, &q, &errors);
+    page(ok_unless(&errors), "Works", Nav::Works, &viewer, body)
+}
+
+/// `GET /clusters`.
+async fn clusters_page(State(d): D, viewer: Viewer, q: Params) -> Response {
+    let (q, errors) = clusters::ListQuery::parse(&q.0);
+    let list = clusters::build(&d.inventory.snapshot(), &q);
+    let body = clusters::render(&list, &q, &errors);
+    page(ok_unless(&errors), "Clusters", Nav::Clusters, &viewer, body)
+}
+
+/// `GET /clusters/<name>`.
+async fn cluster_page(State(d): D, Segments([name]): Segments<1>, viewer: Viewer) -> Response {
+    let Some(c) = d.inventory.get(&name) else {
+        let why = format!("No managed cluster {name:?}.");
+        return problem(StatusCode::NOT_FOUND, Some(&viewer), &why);
+    };
+    let works: Vec<_> = d
+        .works
+        .with_prefix(&ObjectRef::prefix(&name))
+        .into_iter()
+        .map(|(_, w)| w)
+        .collect();
+    let controlled = d.units.controllers().map(|ctl| controlled(&ctl, &name));
+    let body = cluster::render(&c, &works, controlled.as_ref());
+    page(StatusCode::OK, &name, Nav::Clusters, &viewer, body)
+}
+
+/// `GET /clusters/<cluster>/works/<name>`.
+async fn work_page(
+    State(d): D,
+    Segments([cluster, name]): Segments<2>,
+    viewer: Viewer,
+) -> Response {
+    let key = ObjectRef::new(cluster.as_str(), name.as_str()).inventory_key();
+    let Some(w) = d.works.get(&key) else {
+        let why = format!("No ManifestWork {name:?} on cluster {cluster:?}.");
+        return problem(StatusCode::NOT_FOUND, Some(&viewer), &why);
+    };
+    let title = format!("{cluster}/{name}");
+    page(
+        StatusCode::OK,
+        &title,
+        Nav::Clusters,
+        &viewer,
+        work::render(&cluster, &w),
+    )
+}
+
+/// `GET /addons/<name>`.
+async fn addon_page(State(d): D, Segments([name]): Segments<1>, viewer: Viewer) -> Response {
+    let Some(ctl) = d.units.controllers() else {
+        return not_here(&viewer);
+    };
+    let addons = ctl.get::<crate::addon::AddOns>();
+    let Some(cma) = addons.get_addon(&name) else {
+        let why = format!("No ClusterManagementAddOn {name:?}.");
+        return problem(StatusCode::NOT_FOUND, Some(&viewer), &why);
+    };
+    let installed = addons.list_cluster_addons("", &name);
+    let history = d.live.progress(&format!("addon:{name}"));
+    let body = rollouts::render_addon(&cma, &installed, &history);
+    page(StatusCode::OK, &name, Nav::Rollouts, &viewer, body)
+}
+
+/// `GET /placements`.
+async fn placements_page(State(d): D, viewer: Viewer) -> Response {
+    let Some(ctl) = d.units.controllers() else {
+        return not_here(&viewer);
+    };
+    let body = placements::render_list(&ctl.get::<crate::placement::Placements>().list(""));
+    page(StatusCode::OK, "Placements", Nav::Placements, &viewer, body)
+}
+
+/// `GET /placements/<namespace>/<name>`: the placement and the scheduler's reasons.
+async fn placement_page(
+    State(d): D,
+    Segments([namespace, name]): Segments<2>,
+    viewer: Viewer,
+) -> Response {
+    let Some(ctl) = d.units.controllers() else {
+        return not_here(&viewer);
+    };
+    let placements = ctl.get::<crate::placement::Placements>();
+    let Some(view) = placements.get(&namespace, &name) else {
+        let why = format!("No Placement {namespace}/{name}.");
+        return problem(StatusCode::NOT_FOUND, Some(&viewer), &why);
+    };
+    let debug = placements.debug(&namespace, &name).await;
+    let debug = debug.map_err(|e| e.to_string());
+    let body = placements::render(&view, debug.as_ref().map_err(String::as_str));
+    let title = format!("{namespace}/{name}");
+    page(StatusCode::OK, &title, Nav::Placements, &viewer, body)
+}
+
+/// `GET /rollouts`: replica sets and add-ons.
+async fn rollouts_page(State(d): D, viewer: Viewer) -> Response {
+    let Some(ctl) = d.units.controllers() else {
+        return not_here(&viewer);
+    };
+    let addons = ctl.get::<crate::addon::AddOns>();
+    let with_installed: Vec<_> = addons
+        .list_addons()
+        .into_iter()
+        .map(|a| {
+            let name = a
+                .metadata
+                .as_ref()
+                .map(|m| m.name.clone())
+                .unwrap_or_default();
+            let installed = addons.list_cluster_addons("", &name);
+            (a, installed)
+        })
+        .collect();
+    let sets = ctl.get::<crate::replicaset::ReplicaSets>().list("");
+    let body = rollouts::render_list(&sets, &with_installed);
+    page(StatusCode::OK, "Rollouts", Nav::Rollouts, &viewer, body)
+}
+
+/// `GET /rollouts/<namespace>/<name>`: a replica set's rollout, with its controls.
+async fn rollout_page(
+    State(d): D,
+    Segments([namespace, name]): Segments<2>,
+    viewer: Viewer,
+    q: Params,
+) -> Response {
+    let Some(ctl) = d.units.controllers() else {
+        return not_here(&viewer);
+    };
+    let Some(rs) = ctl
+        .get::<crate::replicaset::ReplicaSets>()
+        .get(&namespace, &name)
+    else {
+        let why = format!("No ManifestWorkReplicaSet {namespace}/{name}.");
+        return problem(StatusCode::NOT_FOUND, Some(&viewer), &why);
+    };
+    let notice = q
+        .get("done")
+        .filter(|a| rollouts::ACTIONS.contains(a))
+        .map(|a| format!("Rollout {a}: done."));
+    let history = d.live.progress(&format!("rollout:{namespace}/{name}"));
+    let may = viewer.may(rollouts::ROLLOUT_METHOD);
+    let body = rollouts::render(&rs, may, &viewer.csrf, notice.as_deref(), &history);
+    let title = format!("{namespace}/{name}");
+    page(StatusCode::OK, &title, Nav::Rollouts, &viewer, body)
+}
+
+/// `GET /policies`.
+async fn policies_page(State(d): D, viewer: Viewer) -> Response {
+    let Some(ctl) = d.units.controllers() else {
+        return not_here(&viewer);
+    };
+    let body = policies::render(&ctl.get::<crate::policy::Policies>().list_policies(""));
+    page(StatusCode::OK, "Policies", Nav::Policies, &viewer, body)
+}
+
+/// `GET /events`: the live feed (Server-Sent Events) for the clusters and objects the page
+/// follows.
+async fn events(State(d): D, viewer: Viewer, q: Params) -> Response {
+    let followed: Option<HashSet<String>> = q.get("clusters").map(|s| {
+        s.split(',')
+            .filter(|n| !n.is_empty())
+            .take(MAX_FOLLOWED)
+            .map(str::to_string)
+            .collect()
+    });
+    let follows = q
+        .get("follow")
+        .map(|f| super::live::Follows::parse(f, MAX_FOLLOWED))
+        .unwrap_or_default();
+    let shutdown = d.shutdown.clone();
+    match d
+        .live
+        .stream(&viewer.identity.name, followed, follows, shutdown)
+    {
+        Ok(events) => {
+            let mut resp = Response::new(Body::new(StreamBody::new(events)));
+            let h = resp.headers_mut();
+            h.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/event-stream"),
+            );
+            h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+            resp
+        }
+        Err(busy) => problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            Some(&viewer),
+            &busy.to_string(),
+        ),
+    }
+}
+
+/// `GET /login`: the sign-in form (a hub without tokens has nothing to sign in to).
+async fn login_form(State(d): D, q: Params) -> Response {
+    if !d.sessions.guarded() {
+        return redirect("/");
+    }
+    login_page(StatusCode::OK, auth::safe_next(q.get("next")), None)
+}
+
+/// `POST /logout`.
+async fn logout(State(d): D, viewer: Viewer, headers: HeaderMap, body: Body) -> Response {
+    if let Err(refused) = checked_form(&viewer, &headers, body).await {
+        return refused;
+    }
+    if let Via::Session(id) = &viewer.via {
+        d.sessions.sign_out(id);
+    }
+    redirect_with_cookie("/login", &d, None)
 }
 
 /// What the controllers know of cluster `name`.
@@ -600,18 +674,19 @@ fn controlled(ctl: &crate::controller::Controllers, name: &str) -> cluster::Cont
     }
 }
 
-async fn login(d: &Deps, req: http::Request<Incoming>) -> http::Response<Body> {
+/// `POST /login`: signs in with a token and goes back to the page asked for.
+async fn login(State(d): D, headers: HeaderMap, body: Body) -> Response {
     if !d.sessions.guarded() {
         return redirect("/");
     }
-    if auth::cross_site(req.headers()) {
+    if auth::cross_site(&headers) {
         return login_page(
             StatusCode::FORBIDDEN,
             "/",
             Some("Refused: the form was sent from another site."),
         );
     }
-    let fields = match form(req.into_body()).await {
+    let fields = match form(body).await {
         Ok(f) => f,
         Err(e) => return login_page(StatusCode::BAD_REQUEST, "/", Some(&e)),
     };
@@ -620,15 +695,7 @@ async fn login(d: &Deps, req: http::Request<Incoming>) -> http::Response<Body> {
         .sessions
         .sign_in(route::param(&fields, "token").unwrap_or_default())
     {
-        Some(id) => {
-            let mut resp = redirect(&next);
-            if let Ok(v) =
-                HeaderValue::from_str(&auth::set_cookie(Some(&id), d.tls, d.sessions.ttl()))
-            {
-                resp.headers_mut().insert(header::SET_COOKIE, v);
-            }
-            resp
-        }
+        Some(id) => redirect_with_cookie(&next, &d, Some(&id)),
         None => login_page(
             StatusCode::UNAUTHORIZED,
             &next,
@@ -637,22 +704,21 @@ async fn login(d: &Deps, req: http::Request<Incoming>) -> http::Response<Body> {
     }
 }
 
-/// Accepts or denies a pending registration (the overview's buttons): the same CSRF rules as
-/// every form, and what the API's `AcceptClusters` / `DenyClusters` need.
+/// `POST /clusters/<name>/registration`: accepts or denies a pending registration (the
+/// overview's buttons): the same CSRF rules as every form, and what the API's
+/// `AcceptClusters` / `DenyClusters` need.
 async fn registration(
-    d: &Deps,
-    viewer: &Viewer,
-    req: http::Request<Incoming>,
-    name: &str,
-) -> http::Response<Body> {
-    let headers = req.headers().clone();
-    let fields = match form(req.into_body()).await {
+    State(d): D,
+    Segments([name]): Segments<1>,
+    viewer: Viewer,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let (viewer, name) = (&viewer, name.as_str());
+    let fields = match checked_form(viewer, &headers, body).await {
         Ok(f) => f,
-        Err(e) => return problem(StatusCode::BAD_REQUEST, Some(viewer), &e),
+        Err(refused) => return refused,
     };
-    if let Err(why) = auth::check_post(viewer, route::param(&fields, "csrf"), &headers) {
-        return problem(StatusCode::FORBIDDEN, Some(viewer), &why);
-    }
     let action = route::param(&fields, "action").unwrap_or_default();
     let (method, edit, done) = match action {
         "accept" => {
@@ -711,21 +777,19 @@ async fn registration(
     }
 }
 
+/// `POST /rollouts/<namespace>/<name>`: pause, resume or undo.
 async fn rollout_action(
-    d: &Deps,
-    viewer: &Viewer,
-    req: http::Request<Incoming>,
-    namespace: &str,
-    name: &str,
-) -> http::Response<Body> {
-    let headers = req.headers().clone();
-    let fields = match form(req.into_body()).await {
+    State(d): D,
+    Segments([namespace, name]): Segments<2>,
+    viewer: Viewer,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let (viewer, namespace, name) = (&viewer, namespace.as_str(), name.as_str());
+    let fields = match checked_form(viewer, &headers, body).await {
         Ok(f) => f,
-        Err(e) => return problem(StatusCode::BAD_REQUEST, Some(viewer), &e),
+        Err(refused) => return refused,
     };
-    if let Err(why) = auth::check_post(viewer, route::param(&fields, "csrf"), &headers) {
-        return problem(StatusCode::FORBIDDEN, Some(viewer), &why);
-    }
     if let Err(why) = viewer.may(rollouts::ROLLOUT_METHOD) {
         tracing::info!(caller = %viewer.identity.name, %namespace, %name, "dashboard rollout action refused");
         return problem(StatusCode::FORBIDDEN, Some(viewer), &why);

@@ -4,7 +4,7 @@
 use super::auth::{self, Sessions, Via};
 use super::clusters::{self, ListQuery, Sort};
 use super::history::{Availability, History, HistoryLimits};
-use super::html::{E, U};
+use super::html::U;
 use super::route::{self, Route};
 use flotilla_api::meta::{CLUSTERSET_LABEL, COND_AVAILABLE};
 use flotilla_api::v1::{
@@ -60,10 +60,16 @@ impl Cluster {
 
 #[test]
 fn hostile_values_are_escaped_in_text_attributes_and_urls() {
+    // maud escapes every spliced value (`& < > "`); a `'` is inert, as every attribute maud
+    // writes is double-quoted.
     let evil = "<script>alert(1)</script>\"'&";
     assert_eq!(
-        E(evil).to_string(),
-        "&lt;script&gt;alert(1)&lt;/script&gt;&quot;&#39;&amp;"
+        maud::html! { (evil) }.into_string(),
+        "&lt;script&gt;alert(1)&lt;/script&gt;&quot;'&amp;"
+    );
+    assert_eq!(
+        maud::html! { a title=(evil) {} }.into_string(),
+        "<a title=\"&lt;script&gt;alert(1)&lt;/script&gt;&quot;'&amp;\"></a>"
     );
     assert_eq!(U("a/b?c=d e").to_string(), "a%2Fb%3Fc%3Dd%20e");
 }
@@ -73,11 +79,11 @@ fn a_label_value_with_a_script_is_rendered_inert_on_the_cluster_page() {
     let c = Cluster::test("edge-1")
         .label("note", "<script>alert('x')</script>")
         .build();
-    let page = super::cluster::render(&c, &[], None);
+    let page = super::cluster::render(&c, &[], None).into_string();
     assert!(!page.contains("<script>"), "{page}");
-    assert!(page.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"));
+    assert!(page.contains("&lt;script&gt;alert('x')&lt;/script&gt;"));
     let list = clusters::build(&[c], &ListQuery::default());
-    let page = clusters::render(&list, &ListQuery::default(), &[]);
+    let page = clusters::render(&list, &ListQuery::default(), &[]).into_string();
     assert!(!page.contains("<script>"));
 }
 
@@ -386,22 +392,46 @@ fn plots_are_svg_of_numbers() {
     h.observe(&"a".into(), Some(Availability::Available), now, true);
     h.sample(now);
     h.sample(now + Duration::from_secs(90));
-    let svg = super::plot::availability(&h.samples());
+    let svg = super::plot::availability(&h.samples()).into_string();
     assert!(svg.starts_with("<svg") && svg.contains("<polyline class=\"s-ok\""));
     assert!(svg.contains("last 1m30s"));
-    let hist = super::plot::histogram(&[0, 50, 100, 100], 4);
+    let hist = super::plot::histogram(&[0, 50, 100, 100], 4).into_string();
     assert_eq!(hist.matches("<rect").count(), 4);
 }
 
 #[test]
 fn conditions_are_coloured_by_what_they_mean_for_their_type() {
     use super::html::condition_badge;
-    assert!(condition_badge("Available", "True").contains("badge ok"));
-    assert!(condition_badge("Degraded", "False").contains("badge ok"));
-    assert!(condition_badge("Degraded", "True").contains("badge bad"));
-    assert!(condition_badge("PlacementMisconfigured", "False").contains("badge ok"));
-    assert!(condition_badge("Progressing", "False").contains("badge neutral"));
-    assert!(condition_badge("Available", "<b>").contains("&lt;b&gt;"));
+    assert!(
+        condition_badge("Available", "True")
+            .into_string()
+            .contains("badge ok")
+    );
+    assert!(
+        condition_badge("Degraded", "False")
+            .into_string()
+            .contains("badge ok")
+    );
+    assert!(
+        condition_badge("Degraded", "True")
+            .into_string()
+            .contains("badge bad")
+    );
+    assert!(
+        condition_badge("PlacementMisconfigured", "False")
+            .into_string()
+            .contains("badge ok")
+    );
+    assert!(
+        condition_badge("Progressing", "False")
+            .into_string()
+            .contains("badge neutral")
+    );
+    assert!(
+        condition_badge("Available", "<b>")
+            .into_string()
+            .contains("&lt;b&gt;")
+    );
 }
 
 /// A work fixture on `cluster` with conditions `(type, status)`.
@@ -481,7 +511,7 @@ fn the_works_list_filters_by_cluster_name_and_state_counts_states_and_pages() {
     assert_eq!(page.by_state[3], 1, "the counts ignore the state filter");
     let page = works::build(&all, &q("per=20&page=4"));
     assert_eq!((page.page, page.rows.len()), (4, 11));
-    let html = works::render(&page, &q("per=20&page=4"), &[]);
+    let html = works::render(&page, &q("per=20&page=4"), &[]).into_string();
     assert!(
         html.contains("href=\"/clusters/edge-27/works/zz-new\""),
         "{html}"
@@ -503,7 +533,8 @@ fn a_hostile_work_name_is_inert_in_the_works_list() {
         &works::build(&all, &WorksQuery::default()),
         &WorksQuery::default(),
         &[],
-    );
+    )
+    .into_string();
     assert!(!html.contains("<img"), "{html}");
     assert!(html.contains("/clusters/c%3C1%3E/works/%3Cimg%20src%3Dx"));
 }
@@ -590,7 +621,7 @@ fn rollout_progress_keeps_changes_only_and_is_bounded() {
     );
     p.forget("addon:y");
     assert!(p.points("addon:y").is_empty());
-    let svg = super::plot::over_time(&pts);
+    let svg = super::plot::over_time(&pts).into_string();
     assert!(
         svg.starts_with("<svg") && svg.contains("class=\"s-ok\""),
         "{svg}"
@@ -665,7 +696,7 @@ fn addon_fixture() -> flotilla_api::v1::ClusterManagementAddOn {
 fn an_addons_rollout_shows_progress_per_placement_and_group_why_it_stopped_and_no_controls() {
     let cma = addon_fixture();
     assert_eq!(super::progress::of_addon(&cma), (3, 1, 10));
-    let html = super::rollouts::render_addon(&cma, &[], &[]);
+    let html = super::rollouts::render_addon(&cma, &[], &[]).into_string();
     assert!(html.contains("data-follow=\"addon:observability\""));
     assert!(
         html.contains("Progressive, maxConcurrency 25%, maxFailures 1"),
@@ -686,7 +717,7 @@ fn an_addons_rollout_shows_progress_per_placement_and_group_why_it_stopped_and_n
         !html.contains("<button"),
         "the API has no pause, resume or undo for add-ons"
     );
-    let list = super::rollouts::render_list(&[], &[(Arc::new(cma), vec![])]);
+    let list = super::rollouts::render_list(&[], &[(Arc::new(cma), vec![])]).into_string();
     assert!(list.contains("href=\"/addons/observability\""));
     assert!(list.contains("3/10"), "{list}");
     assert!(list.contains("default/edge: maxFailures 1 reached"));
@@ -709,7 +740,7 @@ fn pending_registrations_have_buttons_only_for_those_allowed_and_send_the_key_se
         deny: Ok(()),
         csrf: "tok",
     };
-    let html = overview::render(&o, &admin, Some("Cluster x accepted."));
+    let html = overview::render(&o, &admin, Some("Cluster x accepted.")).into_string();
     assert!(html.contains("action=\"/clusters/edge-new/registration\""));
     assert!(html.contains(&format!("name=\"key\" value=\"{fp}\"")));
     assert!(html.contains("value=\"accept\"") && html.contains("value=\"deny\""));
@@ -720,7 +751,7 @@ fn pending_registrations_have_buttons_only_for_those_allowed_and_send_the_key_se
         deny: viewer.may_call(overview::DENY_METHOD),
         csrf: "",
     };
-    let html = overview::render(&o, &read_only, None);
+    let html = overview::render(&o, &read_only, None).into_string();
     assert!(
         html.contains("data-pending=\"edge-new\""),
         "the list is shown"
@@ -758,7 +789,7 @@ fn pending_registrations_show_the_set_and_labels_accepting_admits_and_what_was_d
         deny: Ok(()),
         csrf: "tok",
     };
-    let html = overview::render(&o, &admin, None);
+    let html = overview::render(&o, &admin, None).into_string();
     assert!(
         html.contains("<th>Cluster set</th><th>Labels</th>"),
         "{html}"
@@ -811,11 +842,166 @@ fn a_placement_shows_the_distribution_of_each_prioritizers_scores() {
         ],
         ..Default::default()
     };
-    let html = super::placements::distributions(&debug);
+    let html = super::placements::distributions(&debug).into_string();
     assert_eq!(html.matches("<figure").count(), 3, "{html}");
     assert!(html.contains("ResourceAllocatableCPU (weight 2)"));
     assert!(
         html.contains("Total (2 clusters)"),
         "only feasible clusters count"
+    );
+}
+
+/// A name as a hostile spoke would choose it: a script, and quotes to leave an attribute.
+const EVIL: &str = "<script>alert(\"x\")</script>'";
+
+/// `page` has every [`EVIL`] escaped: no script element, no quote that ends an attribute.
+fn inert(what: &str, page: maud::Markup) {
+    let page = page.into_string();
+    assert!(!page.contains("<script>"), "{what}: {page}");
+    assert!(!page.contains("alert(\"x\")"), "{what}: {page}");
+    assert!(
+        page.contains("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;"),
+        "{what} shows the name: {page}"
+    );
+}
+
+fn evil_meta() -> Option<ObjectMeta> {
+    Some(ObjectMeta {
+        name: EVIL.into(),
+        namespace: EVIL.into(),
+        ..Default::default()
+    })
+}
+
+#[test]
+fn a_hostile_name_or_label_is_escaped_on_every_kind_of_page() {
+    use flotilla_api::v1::*;
+    let c = Cluster::test(EVIL)
+        .label("note", EVIL)
+        .label(EVIL, "v")
+        .build();
+    let works = vec![work(EVIL, EVIL, &[("Applied", "False")]).1];
+    let controlled = super::cluster::Controlled {
+        addons: vec![],
+        policies: vec![(EVIL.into(), EVIL.into(), EVIL.into())],
+        placements: vec![(EVIL.into(), EVIL.into())],
+    };
+    inert(
+        "cluster",
+        super::cluster::render(&c, &works, Some(&controlled)),
+    );
+    let list = clusters::build(std::slice::from_ref(&c), &ListQuery::default());
+    inert(
+        "clusters",
+        clusters::render(&list, &ListQuery::default(), &[EVIL.into()]),
+    );
+    let pending = Cluster::test(EVIL).label("note", EVIL).pending().build();
+    let o = super::overview::build(&[pending], &History::new(HistoryLimits::default()));
+    let may = super::overview::Registrations {
+        accept: Err(EVIL.into()),
+        deny: Ok(()),
+        csrf: EVIL,
+    };
+    inert("overview", super::overview::render(&o, &may, Some(EVIL)));
+    inert("work", super::work::render(EVIL, &works[0]));
+    let all = vec![work(EVIL, EVIL, &[])];
+    let (q, _) = super::works::WorksQuery::parse(&route::query(Some("q=<script>")));
+    inert(
+        "works",
+        super::works::render(&super::works::build(&all, &Default::default()), &q, &[]),
+    );
+
+    let view = crate::placement::PlacementView {
+        placement: Placement {
+            metadata: evil_meta(),
+            ..Default::default()
+        },
+        decisions: vec![],
+    };
+    inert(
+        "placements",
+        super::placements::render_list(&[Arc::new(view.clone())]),
+    );
+    let debug = PlacementDebug {
+        prioritizers: vec![PrioritizerWeight {
+            prioritizer: EVIL.into(),
+            weight: 1,
+        }],
+        clusters: vec![ClusterDebug {
+            name: EVIL.into(),
+            filters: vec![FilterResult {
+                filter: EVIL.into(),
+                passed: false,
+                reason: EVIL.into(),
+            }],
+            not_selected_reason: EVIL.into(),
+            total: Some(1),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    inert("placement", super::placements::render(&view, Ok(&debug)));
+    inert(
+        "placement error",
+        super::placements::render(&view, Err(EVIL)),
+    );
+
+    let rs = ManifestWorkReplicaSet {
+        metadata: evil_meta(),
+        status: Some(ManifestWorkReplicaSetStatus {
+            placement_summaries: vec![PlacementSummary {
+                name: EVIL.into(),
+                stopped_reason: EVIL.into(),
+                notes: vec![EVIL.into()],
+                decision_groups: vec![DecisionGroupSummary {
+                    name: EVIL.into(),
+                    total: 1,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    inert(
+        "rollouts",
+        super::rollouts::render_list(&[Arc::new(rs.clone())], &[]),
+    );
+    inert(
+        "rollout",
+        super::rollouts::render(&rs, Err(EVIL.into()), EVIL, Some(EVIL), &[]),
+    );
+    let mut cma = addon_fixture();
+    cma.metadata = evil_meta();
+    inert("addon", super::rollouts::render_addon(&cma, &[], &[]));
+    inert(
+        "addons",
+        super::rollouts::render_list(&[], &[(Arc::new(cma), vec![])]),
+    );
+
+    let policy = Policy {
+        metadata: evil_meta(),
+        status: Some(PolicyStatus {
+            compliant: EVIL.into(),
+            status: vec![ClusterCompliance {
+                cluster_name: EVIL.into(),
+                compliant: EVIL.into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    inert("policies", super::policies::render(&[Arc::new(policy)]));
+
+    let frame = super::html::Frame {
+        who: Some((EVIL, "admin")),
+        csrf: EVIL,
+        session: true,
+    };
+    inert(
+        "frame",
+        super::html::page(EVIL, super::html::Nav::None, &frame, maud::html! {}),
     );
 }

@@ -2,9 +2,9 @@
 //! the resource, its conditions and the status feedback the agent reported (what `flotilla
 //! describe work` shows).
 
-use super::html::{E, U, condition_badge, conditions};
+use super::html::{U, condition_badge, conditions};
 use flotilla_api::v1::{FieldValue, ManifestWork};
-use std::fmt::Write;
+use maud::{Markup, html};
 
 /// A feedback value as text.
 fn value(v: Option<&FieldValue>) -> String {
@@ -25,69 +25,56 @@ fn value(v: Option<&FieldValue>) -> String {
 }
 
 /// The page's body.
-pub fn render(cluster: &str, w: &ManifestWork) -> String {
+pub fn render(cluster: &str, w: &ManifestWork) -> Markup {
     let name = w
         .metadata
         .as_ref()
         .map(|m| m.name.as_str())
         .unwrap_or_default();
     let st = w.status.clone().unwrap_or_default();
-    let mut out = format!(
-        "<p class=\"crumbs\"><a href=\"/clusters\">Clusters</a> / \
-         <a href=\"/clusters/{}\">{}</a> / works</p><h1>{}</h1><h2>Conditions</h2>",
-        U(cluster),
-        E(cluster),
-        E(name)
-    );
-    out.push_str(&conditions(&st.conditions));
     let manifests = st.resource_status.map(|r| r.manifests).unwrap_or_default();
-    let _ = write!(out, "<h2>Manifests ({})</h2>", manifests.len());
-    if manifests.is_empty() {
-        out.push_str("<p class=\"muted\">No manifest status reported yet.</p>");
+    html! {
+        p.crumbs {
+            a href="/clusters" { "Clusters" } " / "
+            a href={ "/clusters/" (U(cluster)) } { (cluster) } " / works"
+        }
+        h1 { (name) }
+        h2 { "Conditions" }
+        (conditions(&st.conditions))
+        h2 { "Manifests (" (manifests.len()) ")" }
+        @if manifests.is_empty() { p.muted { "No manifest status reported yet." } }
+        @for m in &manifests { (manifest(m)) }
     }
-    for m in &manifests {
-        let r = m.resource_meta.clone().unwrap_or_default();
-        let gv = if r.group.is_empty() {
-            r.version.clone()
-        } else {
-            format!("{}/{}", r.group, r.version)
-        };
-        let _ = write!(
-            out,
-            "<h3>{} · {} {} {}{}</h3>",
-            r.ordinal,
-            E(&gv),
-            E(&r.kind),
-            E(&r.namespace),
-            if r.namespace.is_empty() {
-                E(&r.name).to_string()
-            } else {
-                format!("/{}", E(&r.name))
+}
+
+/// One manifest: its resource, conditions and feedback.
+fn manifest(m: &flotilla_api::v1::ManifestCondition) -> Markup {
+    let r = m.resource_meta.clone().unwrap_or_default();
+    let gv = if r.group.is_empty() {
+        r.version.clone()
+    } else {
+        format!("{}/{}", r.group, r.version)
+    };
+    let values = m
+        .status_feedback
+        .as_ref()
+        .map(|f| f.values.as_slice())
+        .unwrap_or_default();
+    html! {
+        h3 {
+            (r.ordinal) " · " (gv) " " (r.kind) " " (r.namespace)
+            @if !r.namespace.is_empty() { "/" } (r.name)
+        }
+        p {
+            @for (i, c) in m.conditions.iter().enumerate() {
+                @if i > 0 { " · " }
+                (c.r#type) " " (condition_badge(&c.r#type, &c.status))
             }
-        );
-        let states: Vec<String> = m
-            .conditions
-            .iter()
-            .map(|c| format!("{} {}", E(&c.r#type), condition_badge(&c.r#type, &c.status)))
-            .collect();
-        let _ = write!(out, "<p>{}</p>", states.join(" · "));
-        let values = m
-            .status_feedback
-            .as_ref()
-            .map(|f| f.values.as_slice())
-            .unwrap_or_default();
-        if !values.is_empty() {
-            out.push_str("<table class=\"pairs\"><tbody>");
-            for v in values {
-                let _ = write!(
-                    out,
-                    "<tr><th>{}</th><td>{}</td></tr>",
-                    E(&v.name),
-                    E(&value(v.field_value.as_ref()))
-                );
-            }
-            out.push_str("</tbody></table>");
+        }
+        @if !values.is_empty() {
+            table.pairs { tbody {
+                @for v in values { tr { th { (v.name) } td { (value(v.field_value.as_ref())) } } }
+            } }
         }
     }
-    out
 }

@@ -3,10 +3,10 @@
 //! the matching works are in each state; each links to its work page. Read from the work
 //! inventory's snapshot, like `/clusters`: a filter of references, only the page rendered.
 
-use super::html::{E, U, badge, condition_badge};
+use super::html::{U, badge, condition_badge};
 use flotilla_api::meta;
 use flotilla_api::v1::ManifestWork;
-use std::fmt::Write;
+use maud::{Markup, html};
 use std::sync::Arc;
 
 /// Rows per page unless the query says otherwise.
@@ -72,14 +72,14 @@ impl WorkState {
     }
 
     /// Its badge (the stylesheet's colour classes).
-    fn badge(self) -> String {
+    fn badge(self) -> Markup {
         let class = match self {
             WorkState::Available => "ok",
             WorkState::Applied => "neutral",
             WorkState::Pending => "pending",
             WorkState::Failed | WorkState::Degraded => "bad",
         };
-        format!("<span class=\"badge {class}\">{}</span>", self.as_str())
+        html! { span class={ "badge " (class) } { (self.as_str()) } }
     }
 }
 
@@ -292,84 +292,67 @@ pub fn build(works: &[(Arc<str>, Arc<ManifestWork>)], q: &WorksQuery) -> WorksPa
 }
 
 /// The page's body.
-pub fn render(list: &WorksPage, q: &WorksQuery, errors: &[String]) -> String {
-    let mut out = String::from("<h1>Works</h1>");
-    for e in errors {
-        let _ = write!(out, "<p class=\"error\">{}</p>", E(e));
+pub fn render(list: &WorksPage, q: &WorksQuery, errors: &[String]) -> Markup {
+    html! {
+        h1 { "Works" }
+        @for e in errors { p.error { (e) } }
+        (filters(q))
+        p.summary #by-state {
+            @for (s, n) in WorkState::ALL.iter().zip(list.by_state) {
+                a href=(q.url(1, Some(Some(*s)))) data-state=(s.as_str()) { (s.badge()) " " (n) } " "
+            }
+        }
+        p.count #count {
+            (list.matching) " of " (list.fleet) " works · page " (list.page) " of " (list.pages)
+        }
+        table #works {
+            thead { tr {
+                th { "Cluster" } th { "Work" } th { "Manifests" } th { "Applied" }
+                th { "Available" } th { "Degraded" } th { "Message" }
+            } }
+            tbody { @for r in &list.rows { (row(r)) } }
+        }
+        @if list.rows.is_empty() { p.muted { "No work matches." } }
+        nav.pages {
+            @if list.page > 1 {
+                a href=(q.url(list.page - 1, None)) rel="prev" { "← Previous" } " "
+            }
+            @if list.page < list.pages {
+                a href=(q.url(list.page + 1, None)) rel="next" { "Next →" }
+            }
+        }
     }
-    let _ = write!(
-        out,
-        "<form method=\"get\" action=\"/works\" class=\"filters\">\
-         <label>Cluster <input type=\"search\" name=\"cluster\" value=\"{}\" placeholder=\"part of a cluster name\"></label>\
-         <label>Work <input type=\"search\" name=\"q\" value=\"{}\" placeholder=\"part of a work name\"></label>\
-         <label>State <select name=\"state\"><option value=\"\">any</option>",
-        E(&q.cluster),
-        E(&q.search)
-    );
-    for s in WorkState::ALL {
-        let selected = if q.state == Some(s) { " selected" } else { "" };
-        let _ = write!(out, "<option{selected}>{}</option>", s.as_str());
+}
+
+/// The filter form: cluster and work name, state.
+fn filters(q: &WorksQuery) -> Markup {
+    html! {
+        form method="get" action="/works" class="filters" {
+            label { "Cluster " input type="search" name="cluster" value=(q.cluster) placeholder="part of a cluster name"; }
+            label { "Work " input type="search" name="q" value=(q.search) placeholder="part of a work name"; }
+            label {
+                "State "
+                select name="state" {
+                    option value="" { "any" }
+                    @for s in WorkState::ALL { option selected[q.state == Some(s)] { (s.as_str()) } }
+                }
+            }
+            button type="submit" { "Filter" }
+        }
     }
-    out.push_str("</select></label><button type=\"submit\">Filter</button></form>");
-    out.push_str("<p class=\"summary\" id=\"by-state\">");
-    for (s, n) in WorkState::ALL.iter().zip(list.by_state) {
-        let _ = write!(
-            out,
-            "<a href=\"{}\" data-state=\"{}\">{} {n}</a> ",
-            E(&q.url(1, Some(Some(*s)))),
-            s.as_str(),
-            s.badge(),
-        );
+}
+
+/// One work's row.
+fn row(r: &Row) -> Markup {
+    html! {
+        tr data-work={ (r.cluster) "/" (r.name) } {
+            td { a href={ "/clusters/" (U(&r.cluster)) } { (r.cluster) } }
+            td { a href={ "/clusters/" (U(&r.cluster)) "/works/" (U(&r.name)) } { (r.name) } }
+            td { (r.manifests) }
+            td { (badge(&r.applied)) }
+            td { (badge(&r.available)) }
+            td { (condition_badge("Degraded", &r.degraded)) }
+            td { (r.message) }
+        }
     }
-    out.push_str("</p>");
-    let _ = write!(
-        out,
-        "<p class=\"count\" id=\"count\">{} of {} works · page {} of {}</p>",
-        list.matching, list.fleet, list.page, list.pages
-    );
-    out.push_str(
-        "<table id=\"works\"><thead><tr><th>Cluster</th><th>Work</th><th>Manifests</th>\
-         <th>Applied</th><th>Available</th><th>Degraded</th><th>Message</th></tr></thead><tbody>",
-    );
-    for r in &list.rows {
-        let _ = write!(
-            out,
-            "<tr data-work=\"{}/{}\"><td><a href=\"/clusters/{}\">{}</a></td>\
-             <td><a href=\"/clusters/{}/works/{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td>\
-             <td>{}</td><td>{}</td></tr>",
-            E(&r.cluster),
-            E(&r.name),
-            U(&r.cluster),
-            E(&r.cluster),
-            U(&r.cluster),
-            U(&r.name),
-            E(&r.name),
-            r.manifests,
-            badge(&r.applied),
-            badge(&r.available),
-            condition_badge("Degraded", &r.degraded),
-            E(&r.message)
-        );
-    }
-    out.push_str("</tbody></table>");
-    if list.rows.is_empty() {
-        out.push_str("<p class=\"muted\">No work matches.</p>");
-    }
-    out.push_str("<nav class=\"pages\">");
-    if list.page > 1 {
-        let _ = write!(
-            out,
-            "<a href=\"{}\" rel=\"prev\">← Previous</a> ",
-            E(&q.url(list.page - 1, None))
-        );
-    }
-    if list.page < list.pages {
-        let _ = write!(
-            out,
-            "<a href=\"{}\" rel=\"next\">Next →</a>",
-            E(&q.url(list.page + 1, None))
-        );
-    }
-    out.push_str("</nav>");
-    out
 }
