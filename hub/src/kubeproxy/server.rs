@@ -272,52 +272,28 @@ async fn handle(deps: &Deps, req: http::Request<Incoming>) -> http::Response<Bod
         }
     };
     let info = RequestInfo::parse(req.method(), &spoke_path, &query);
-    if req.headers().contains_key(http::header::UPGRADE)
-        || matches!(info.subresource.as_str(), "exec" | "attach" | "portforward")
-    {
-        return status::response(
-            StatusCode::NOT_IMPLEMENTED,
-            "exec, attach and port-forward (connection upgrades) are not supported by the \
-             cluster proxy yet",
-        );
+    if is_upgrade(&req, &info) {
+        return status::response(StatusCode::NOT_IMPLEMENTED, UPGRADES_UNSUPPORTED);
     }
     if let Some(refusal) = body_on_read(&req, &info) {
         deps.metrics.refused("body_on_read");
         return status::response(StatusCode::BAD_REQUEST, &refusal.to_string());
     }
-    // Who it is, as what it acts on the spoke, and the credential forwarded (if any).
-    let (who, role, act, bearer) = match caller {
-        Caller::Api(identity) => match access::decide(&identity, &info, &asked(req.headers())) {
-            Ok(act) => (identity.name, identity.role.to_string(), act, String::new()),
-            Err(refusal) => {
-                tracing::info!(
-                    caller = %identity.name, role = %identity.role, cluster.name = %cluster,
-                    verb = %info.verb, resource = %info.resource_label(), namespace = %info.namespace,
-                    name = %info.name, reason = %refusal.0, "cluster proxy request refused"
-                );
-                return status::response(StatusCode::FORBIDDEN, &refusal.0);
-            }
-        },
-        // The spoke authenticates the token and its RBAC decides; the client's impersonation
-        // headers are dropped like everyone's.
-        Caller::ServiceAccount(owner, token) => (
-            format!("managedserviceaccount:{}/{}", owner.cluster, owner.name),
-            SERVICE_ACCOUNT_ROLE.to_string(),
-            Act::Impersonate {
-                user: format!("system:serviceaccount:{}:{}", owner.namespace, owner.name),
-                groups: Vec::new(),
-            },
-            token,
-        ),
-    };
-    let as_user = match &act {
-        Act::AsAgent => "agent",
-        Act::Impersonate { user, .. } => user.as_str(),
+    let grant = match grant(caller, &info, req.headers()) {
+        Ok(grant) => grant,
+        Err((identity, refusal)) => {
+            tracing::info!(
+                caller = %identity.name, role = %identity.role, cluster.name = %cluster,
+                verb = %info.verb, resource = %info.resource_label(), namespace = %info.namespace,
+                name = %info.name, reason = %refusal.0, "cluster proxy request refused"
+            );
+            return status::response(StatusCode::FORBIDDEN, &refusal.0);
+        }
     };
     tracing::info!(
-        caller = %who, role = %role, cluster.name = %cluster,
+        caller = %grant.who, role = %grant.role, cluster.name = %cluster,
         verb = %info.verb, resource = %info.resource_label(), namespace = %info.namespace,
-        name = %info.name, path = %spoke_path, as_user, "cluster proxy request"
+        name = %info.name, path = %spoke_path, as_user = grant.as_user(), "cluster proxy request"
     );
     if let Some(why) = offline::refusal(
         &cluster,
@@ -326,92 +302,173 @@ async fn handle(deps: &Deps, req: http::Request<Incoming>) -> http::Response<Bod
     ) {
         return status::response(StatusCode::SERVICE_UNAVAILABLE, &why);
     }
-    let declared = req
-        .headers()
-        .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > MAX_REQUEST_BODY) {
+    if declared_length(req.headers()).is_some_and(|n| n > MAX_REQUEST_BODY) {
         return status::response(
             StatusCode::PAYLOAD_TOO_LARGE,
             &BodyError::TooLarge(MAX_REQUEST_BODY).to_string(),
         );
     }
     let with_body = has_body(&req);
-    let request = TunnelRequest {
-        method: req.method().as_str().to_string(),
-        path: spoke_path,
-        query,
-        headers: forwarded(req.headers()),
-        caller: Some(TunnelCaller { name: who, role }),
-        // With a ServiceAccount's token, its own credential says who it is.
-        impersonate: match act {
-            Act::Impersonate { user, groups } if bearer.is_empty() => {
-                Some(TunnelImpersonation { user, groups })
-            }
-            _ => None,
-        },
-        bearer,
-        ..Default::default()
-    };
+    let request = grant.request(req.method(), spoke_path, query, req.headers());
     let deadline = deps.tunnels.body_deadline();
     let body = with_body.then(|| within(deadline, limited(req.into_body())));
-    match deps
-        .tunnels
-        .call(Outgoing {
-            cluster: cluster.clone(),
-            request,
-            body,
-        })
-        .await
-    {
-        Ok(answer) => {
-            let code = match super::answer::status(answer.head.status) {
-                Ok(code) => code,
-                Err(refused) => {
-                    tracing::warn!(
-                        cluster.name = %cluster, status = answer.head.status,
-                        "cluster proxy: the spoke's answer refused: {refused}"
-                    );
-                    // Dropping the answer's body ends the call (the spoke is told).
-                    return status::response(StatusCode::BAD_GATEWAY, &refused.to_string());
-                }
-            };
-            let body =
-                StreamBody::new(answer.body.map(|chunk| chunk.map(hyper::body::Frame::data)));
-            let mut resp = http::Response::new(BodyExt::boxed_unsync(body));
-            *resp.status_mut() = code;
-            *resp.headers_mut() = super::answer::headers(answer.head.headers, &DROPPED);
-            resp
-        }
+    let call = deps.tunnels.call(Outgoing {
+        cluster: cluster.clone(),
+        request,
+        body,
+    });
+    match call.await {
+        Ok(answer) => answered(&cluster, answer),
         Err(e) => {
-            let code = match &e {
-                CallError::Timeout { .. } | CallError::Send { .. } | CallError::Shutdown => {
-                    StatusCode::SERVICE_UNAVAILABLE
-                }
-                CallError::Busy(_) => {
-                    deps.metrics.refused("calls");
-                    StatusCode::SERVICE_UNAVAILABLE
-                }
-                CallError::IdentityBusy { .. } => {
-                    deps.metrics.refused("identity_calls");
-                    StatusCode::TOO_MANY_REQUESTS
-                }
-                CallError::BodyBytes { .. } => {
-                    deps.metrics.refused("body_bytes");
-                    StatusCode::TOO_MANY_REQUESTS
-                }
-                CallError::RequestBody(BodyError::TooLarge(_)) => StatusCode::PAYLOAD_TOO_LARGE,
-                CallError::RequestBody(BodyError::TooSlow(_)) => {
-                    deps.metrics.refused("body_deadline");
-                    StatusCode::REQUEST_TIMEOUT
-                }
-                CallError::RequestBody(_) => StatusCode::BAD_REQUEST,
-                CallError::Cancelled { .. } | CallError::Protocol { .. } => StatusCode::BAD_GATEWAY,
-            };
+            let (code, refused) = call_failed(&e);
+            if let Some(limit) = refused {
+                deps.metrics.refused(limit);
+            }
             tracing::info!(cluster.name = %cluster, error = %e, "cluster proxy call failed");
             status::response(code, &e.to_string())
         }
+    }
+}
+
+/// What a request for a connection upgrade is answered (with 501).
+const UPGRADES_UNSUPPORTED: &str = "exec, attach and port-forward (connection upgrades) are not \
+supported by the cluster proxy yet";
+
+/// Whether the request asks for a connection upgrade (exec, attach, port-forward), which the
+/// proxy does not make.
+fn is_upgrade(req: &http::Request<Incoming>, info: &RequestInfo) -> bool {
+    req.headers().contains_key(http::header::UPGRADE)
+        || matches!(info.subresource.as_str(), "exec" | "attach" | "portforward")
+}
+
+/// Who a request is logged as, what it acts as on the spoke and the credential forwarded.
+#[derive(Debug, PartialEq)]
+struct Grant {
+    /// The caller's name in the log and on the tunnel.
+    who: String,
+    /// Its role, likewise.
+    role: String,
+    /// As whom the agent makes the call.
+    act: Act,
+    /// A ManagedServiceAccount's token, forwarded for the spoke to authenticate (else empty).
+    bearer: String,
+}
+
+/// What `caller` may do with the request `info` (impersonating as the client asked in
+/// `headers`), or the API caller and why it is refused. A ManagedServiceAccount's request is
+/// always granted: the spoke authenticates its token and its RBAC decides (the client's
+/// impersonation headers are dropped like everyone's).
+fn grant(
+    caller: Caller,
+    info: &RequestInfo,
+    headers: &HeaderMap,
+) -> Result<Grant, (Identity, access::Refusal)> {
+    match caller {
+        Caller::Api(identity) => match access::decide(&identity, info, &asked(headers)) {
+            Ok(act) => Ok(Grant {
+                who: identity.name,
+                role: identity.role.to_string(),
+                act,
+                bearer: String::new(),
+            }),
+            Err(refusal) => Err((identity, refusal)),
+        },
+        Caller::ServiceAccount(owner, token) => Ok(Grant {
+            who: format!("managedserviceaccount:{}/{}", owner.cluster, owner.name),
+            role: SERVICE_ACCOUNT_ROLE.to_string(),
+            act: Act::Impersonate {
+                user: format!("system:serviceaccount:{}:{}", owner.namespace, owner.name),
+                groups: Vec::new(),
+            },
+            bearer: token,
+        }),
+    }
+}
+
+impl Grant {
+    /// The user the spoke sees, for the log.
+    fn as_user(&self) -> &str {
+        match &self.act {
+            Act::AsAgent => "agent",
+            Act::Impersonate { user, .. } => user.as_str(),
+        }
+    }
+
+    /// The request the agent makes: the client's method, path, query and end-to-end headers,
+    /// as this grant says.
+    fn request(
+        self,
+        method: &http::Method,
+        path: String,
+        query: String,
+        headers: &HeaderMap,
+    ) -> TunnelRequest {
+        TunnelRequest {
+            method: method.as_str().to_string(),
+            path,
+            query,
+            headers: forwarded(headers),
+            caller: Some(TunnelCaller {
+                name: self.who,
+                role: self.role,
+            }),
+            // With a ServiceAccount's token, its own credential says who it is.
+            impersonate: match self.act {
+                Act::Impersonate { user, groups } if self.bearer.is_empty() => {
+                    Some(TunnelImpersonation { user, groups })
+                }
+                _ => None,
+            },
+            bearer: self.bearer,
+            ..Default::default()
+        }
+    }
+}
+
+/// The request's `Content-Length`, when it declares one.
+fn declared_length(headers: &HeaderMap) -> Option<usize> {
+    headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+}
+
+/// The spoke's answer as the client's response (its body streamed), or a 502 when the answer
+/// is refused (dropping it ends the call; the spoke is told).
+fn answered(cluster: &str, answer: super::tunnel::Answer) -> http::Response<Body> {
+    let code = match super::answer::status(answer.head.status) {
+        Ok(code) => code,
+        Err(refused) => {
+            tracing::warn!(
+                cluster.name = %cluster, status = answer.head.status,
+                "cluster proxy: the spoke's answer refused: {refused}"
+            );
+            return status::response(StatusCode::BAD_GATEWAY, &refused.to_string());
+        }
+    };
+    let body = StreamBody::new(answer.body.map(|chunk| chunk.map(hyper::body::Frame::data)));
+    let mut resp = http::Response::new(BodyExt::boxed_unsync(body));
+    *resp.status_mut() = code;
+    *resp.headers_mut() = super::answer::headers(answer.head.headers, &DROPPED);
+    resp
+}
+
+/// The status a failed call is answered with and, for a limit that refused it, the limit's
+/// name in the `refused` metric.
+fn call_failed(e: &CallError) -> (StatusCode, Option<&'static str>) {
+    match e {
+        CallError::Timeout { .. } | CallError::Send { .. } | CallError::Shutdown => {
+            (StatusCode::SERVICE_UNAVAILABLE, None)
+        }
+        CallError::Busy(_) => (StatusCode::SERVICE_UNAVAILABLE, Some("calls")),
+        CallError::IdentityBusy { .. } => (StatusCode::TOO_MANY_REQUESTS, Some("identity_calls")),
+        CallError::BodyBytes { .. } => (StatusCode::TOO_MANY_REQUESTS, Some("body_bytes")),
+        CallError::RequestBody(BodyError::TooLarge(_)) => (StatusCode::PAYLOAD_TOO_LARGE, None),
+        CallError::RequestBody(BodyError::TooSlow(_)) => {
+            (StatusCode::REQUEST_TIMEOUT, Some("body_deadline"))
+        }
+        CallError::RequestBody(_) => (StatusCode::BAD_REQUEST, None),
+        CallError::Cancelled { .. } | CallError::Protocol { .. } => (StatusCode::BAD_GATEWAY, None),
     }
 }
 
@@ -482,6 +539,94 @@ mod tests {
             futures::stream::iter([Ok(Bytes::from_static(b"a")), Ok(Bytes::from_static(b"b"))]);
         let got: Vec<_> = within(deadline, quick).collect().await;
         assert_eq!(got.len(), 2);
+    }
+
+    #[test]
+    fn a_service_accounts_token_is_forwarded_and_never_impersonated() {
+        let info = RequestInfo::parse(&http::Method::GET, "/api/v1/namespaces/ns/pods", "");
+        let mut headers = HeaderMap::new();
+        headers.insert("impersonate-user", http::HeaderValue::from_static("root"));
+        let owner = crate::serviceaccount::TokenOwner {
+            cluster: "c1".into(),
+            name: "reader".into(),
+            namespace: "open-cluster-management-agent-addon".into(),
+        };
+        let grant = grant(
+            Caller::ServiceAccount(owner, "sa-token".into()),
+            &info,
+            &headers,
+        )
+        .expect("the spoke decides");
+        assert_eq!(grant.who, "managedserviceaccount:c1/reader");
+        assert_eq!(
+            grant.as_user(),
+            "system:serviceaccount:open-cluster-management-agent-addon:reader"
+        );
+        let request = grant.request(&http::Method::GET, "/api".into(), String::new(), &headers);
+        assert_eq!(request.bearer, "sa-token");
+        assert_eq!(
+            request.impersonate, None,
+            "its own credential says who it is"
+        );
+        assert!(
+            request.headers.is_empty(),
+            "the client's impersonation is dropped"
+        );
+    }
+
+    #[test]
+    fn an_admin_impersonates_whom_it_asked_for_and_a_reader_is_refused_it() {
+        let info = RequestInfo::parse(&http::Method::GET, "/api/v1/namespaces/ns/pods", "");
+        let mut headers = HeaderMap::new();
+        headers.insert("impersonate-user", http::HeaderValue::from_static("jane"));
+        headers.insert("impersonate-group", http::HeaderValue::from_static("devs"));
+        let identity = |role| Identity {
+            name: "ops".into(),
+            role,
+            execute_as: Vec::new(),
+        };
+        let grant = grant(Caller::Api(identity(Role::Admin)), &info, &headers).expect("an admin");
+        assert_eq!(grant.as_user(), "jane");
+        let request = grant.request(&http::Method::GET, "/api".into(), String::new(), &headers);
+        assert!(request.bearer.is_empty());
+        assert_eq!(
+            request.impersonate,
+            Some(TunnelImpersonation {
+                user: "jane".into(),
+                groups: vec!["devs".into()],
+            })
+        );
+        assert_eq!(request.caller.unwrap().name, "ops");
+        let (who, refusal) = super::grant(Caller::Api(identity(Role::ReadOnly)), &info, &headers)
+            .expect_err("a reader may not impersonate");
+        assert_eq!(who.name, "ops");
+        assert!(refusal.0.contains("may not impersonate"), "{}", refusal.0);
+    }
+
+    #[test]
+    fn failed_calls_answer_by_cause_and_count_the_limit_that_refused() {
+        let cluster = "c1".to_string();
+        assert_eq!(
+            call_failed(&CallError::Shutdown),
+            (StatusCode::SERVICE_UNAVAILABLE, None)
+        );
+        assert_eq!(
+            call_failed(&CallError::BodyBytes {
+                cluster: cluster.clone(),
+                limit: 1,
+            }),
+            (StatusCode::TOO_MANY_REQUESTS, Some("body_bytes"))
+        );
+        assert_eq!(
+            call_failed(&CallError::RequestBody(BodyError::TooSlow(
+                std::time::Duration::from_secs(1)
+            ))),
+            (StatusCode::REQUEST_TIMEOUT, Some("body_deadline"))
+        );
+        assert_eq!(
+            call_failed(&CallError::RequestBody(BodyError::TooLarge(1))),
+            (StatusCode::PAYLOAD_TOO_LARGE, None)
+        );
     }
 
     #[test]

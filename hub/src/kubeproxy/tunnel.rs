@@ -617,13 +617,16 @@ impl Call {
         })
     }
 
-    async fn serve(&mut self, mut body: Option<ByteStream>) -> End {
+    async fn serve(&mut self, body: Option<ByteStream>) -> End {
         let mut shutdown = self.inner.shutdown.clone();
-        let mut seq_in = SeqCheck::default();
-        let mut recv = RecvWindow::new(self.inner.config.window);
-        // Nothing may be sent before the agent's first credit.
-        let mut send = SendWindow::new(0);
-        let mut pending = Bytes::new();
+        let mut flow = Flow {
+            seq_in: SeqCheck::default(),
+            recv: RecvWindow::new(self.inner.config.window),
+            // Nothing may be sent before the agent's first credit.
+            send: SendWindow::new(0),
+            body,
+            pending: Bytes::new(),
+        };
         let mut heard = false;
         let mut deadline = Instant::now() + self.inner.config.open_timeout;
         let mut keepalive =
@@ -631,15 +634,15 @@ impl Call {
         let max_chunk = self.inner.max_chunk as usize;
         loop {
             // The request body, within the agent's credit.
-            while !pending.is_empty() && send.may_send() {
-                let piece = pending.split_to(pending.len().min(max_chunk));
-                send.sent();
+            while !flow.pending.is_empty() && flow.send.may_send() {
+                let piece = flow.pending.split_to(flow.pending.len().min(max_chunk));
+                flow.send.sent();
                 if let Err(e) = self.send(Frame::Data(piece)).await {
                     return End::Failed(e);
                 }
             }
-            let want_body = pending.is_empty() && send.may_send() && body.is_some();
-            tokio::select! {
+            let want_body = flow.pending.is_empty() && flow.send.may_send() && flow.body.is_some();
+            let ended = tokio::select! {
                 frame = self.frames.recv() => {
                     let Some(r) = frame else {
                         return self.protocol(ProtocolError::Unexpected {
@@ -647,126 +650,120 @@ impl Call {
                             detail: "beyond the call's mailbox (the agent ignored its credit)",
                         });
                     };
-                    if !heard {
-                        heard = true;
-                    }
+                    heard = true;
                     deadline = Instant::now() + tunnel::idle_timeout();
-                    if let Err(e) = seq_in.check(r.seq) {
-                        return self.protocol(e);
-                    }
-                    match r.frame {
-                        Frame::Credit(n) => {
-                            if let Err(e) = send.credit(n) {
-                                return self.protocol(e);
-                            }
-                        }
-                        Frame::Response(head) => match self.head.take() {
-                            Some(tx) => {
-                                // The agent is done with the body: what is left of it is not
-                                // sent (an API server that answered before the body ended reads
-                                // no more of it).
-                                self.body_bytes = None;
-                                body = None;
-                                pending = Bytes::new();
-                                if tx.send(Ok(head)).is_err() {
-                                    return End::ClientGone;
-                                }
-                            }
-                            None => {
-                                return self.protocol(ProtocolError::Unexpected {
-                                    frame: "response",
-                                    detail: "after the response head",
-                                });
-                            }
-                        },
-                        Frame::Data(chunk) => {
-                            if self.head.is_some() {
-                                return self.protocol(ProtocolError::Unexpected {
-                                    frame: "data",
-                                    detail: "before the response head",
-                                });
-                            }
-                            if let Err(e) = recv.received() {
-                                return self.protocol(e);
-                            }
-                            match self.body.try_send(Ok(chunk)) {
-                                Ok(()) => {}
-                                Err(mpsc::error::TrySendError::Closed(_)) => return End::ClientGone,
-                                Err(mpsc::error::TrySendError::Full(_)) => {
-                                    return self.protocol(ProtocolError::Unexpected {
-                                        frame: "data",
-                                        detail: "beyond the window",
-                                    });
-                                }
-                            }
-                        }
-                        Frame::End if self.head.is_none() => return End::Done,
-                        Frame::End => {
-                            return self.protocol(ProtocolError::Unexpected {
-                                frame: "end",
-                                detail: "before the response head",
-                            });
-                        }
-                        Frame::Cancel(reason) => {
-                            return End::Failed(CallError::Cancelled {
-                                cluster: self.cluster.clone(),
-                                reason,
-                            });
-                        }
-                        Frame::Ping => {}
-                        Frame::Request(_) => {
-                            return self.protocol(ProtocolError::Unexpected {
-                                frame: "request",
-                                detail: "from an agent",
-                            });
-                        }
-                    }
+                    self.on_frame(r, &mut flow)
                 }
-                Some(()) = self.consumed.recv() => {
-                    if let Some(credit) = recv.consumed()
-                        && let Err(e) = self.send(Frame::Credit(credit)).await
-                    {
-                        return End::Failed(e);
-                    }
-                }
-                chunk = next(&mut body), if want_body => match chunk {
-                    Some(Ok(bytes)) => {
-                        if let Err(e) = self.hold(bytes.len()) {
-                            return End::Failed(e);
-                        }
-                        pending = bytes;
-                    }
-                    Some(Err(e)) => return End::Failed(CallError::RequestBody(e)),
-                    None => {
-                        body = None;
-                        if let Err(e) = self.send(Frame::End).await {
-                            return End::Failed(e);
-                        }
-                    }
+                Some(()) = self.consumed.recv() => match flow.recv.consumed() {
+                    Some(credit) => self.send(Frame::Credit(credit)).await.err().map(End::Failed),
+                    None => None,
                 },
-                _ = keepalive.tick() => {
-                    if let Err(e) = self.send(Frame::Ping).await {
-                        return End::Failed(e);
-                    }
-                }
+                chunk = next(&mut flow.body), if want_body => self.on_body(chunk, &mut flow).await,
+                _ = keepalive.tick() => self.send(Frame::Ping).await.err().map(End::Failed),
                 () = tokio::time::sleep_until(deadline) => {
                     let after = if heard {
                         tunnel::idle_timeout()
                     } else {
                         self.inner.config.open_timeout
                     };
-                    return End::Failed(CallError::Timeout {
+                    Some(End::Failed(CallError::Timeout {
                         cluster: self.cluster.clone(),
                         after,
-                    });
+                    }))
                 }
-                () = self.body.closed(), if self.head.is_none() => return End::ClientGone,
+                () = self.body.closed(), if self.head.is_none() => Some(End::ClientGone),
                 // The client gave up before the spoke answered (a slow API server).
-                () = head_closed(&mut self.head), if self.head.is_some() => return End::ClientGone,
-                _ = shutdown.changed() => return End::Failed(CallError::Shutdown),
+                () = head_closed(&mut self.head), if self.head.is_some() => Some(End::ClientGone),
+                _ = shutdown.changed() => Some(End::Failed(CallError::Shutdown)),
+            };
+            if let Some(end) = ended {
+                return end;
             }
         }
     }
+
+    /// Takes one frame from the agent (in sequence): credit for the request body, the response
+    /// head, response data within the window, the end, a cancel. `Some` when the call ends.
+    fn on_frame(&mut self, r: Received, flow: &mut Flow) -> Option<End> {
+        if let Err(e) = flow.seq_in.check(r.seq) {
+            return Some(self.protocol(e));
+        }
+        let unexpected = |frame, detail| ProtocolError::Unexpected { frame, detail };
+        match r.frame {
+            Frame::Credit(n) => flow.send.credit(n).err().map(|e| self.protocol(e)),
+            Frame::Response(head) => {
+                let Some(tx) = self.head.take() else {
+                    return Some(self.protocol(unexpected("response", "after the response head")));
+                };
+                // The agent is done with the body: what is left of it is not sent (an API
+                // server that answered before the body ended reads no more of it).
+                self.body_bytes = None;
+                flow.body = None;
+                flow.pending = Bytes::new();
+                tx.send(Ok(head)).is_err().then_some(End::ClientGone)
+            }
+            Frame::Data(_) if self.head.is_some() => {
+                Some(self.protocol(unexpected("data", "before the response head")))
+            }
+            Frame::Data(chunk) => {
+                if let Err(e) = flow.recv.received() {
+                    return Some(self.protocol(e));
+                }
+                match self.body.try_send(Ok(chunk)) {
+                    Ok(()) => None,
+                    Err(mpsc::error::TrySendError::Closed(_)) => Some(End::ClientGone),
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        Some(self.protocol(unexpected("data", "beyond the window")))
+                    }
+                }
+            }
+            Frame::End if self.head.is_none() => Some(End::Done),
+            Frame::End => Some(self.protocol(unexpected("end", "before the response head"))),
+            Frame::Cancel(reason) => Some(End::Failed(CallError::Cancelled {
+                cluster: self.cluster.clone(),
+                reason,
+            })),
+            Frame::Ping => None,
+            Frame::Request(_) => Some(self.protocol(unexpected("request", "from an agent"))),
+        }
+    }
+
+    /// Takes what the client's body gave: a chunk to send (held against the cluster's budget),
+    /// its error, or its end (told to the agent). `Some` when the call ends.
+    async fn on_body(
+        &mut self,
+        chunk: Option<Result<Bytes, super::BodyError>>,
+        flow: &mut Flow,
+    ) -> Option<End> {
+        match chunk {
+            Some(Ok(bytes)) => {
+                if let Err(e) = self.hold(bytes.len()) {
+                    return Some(End::Failed(e));
+                }
+                flow.pending = bytes;
+                None
+            }
+            Some(Err(e)) => Some(End::Failed(CallError::RequestBody(e))),
+            None => {
+                flow.body = None;
+                self.send(Frame::End).await.err().map(End::Failed)
+            }
+        }
+    }
+}
+
+/// A call's two directions while it is served.
+struct Flow {
+    /// The agent's frames come in sequence.
+    seq_in: SeqCheck,
+    /// Response data received and consumed: the credit the agent is given.
+    recv: RecvWindow,
+    /// Request data sent within the agent's credit.
+    send: SendWindow,
+    /// The client's body, until it ended or the agent answered.
+    body: Option<ByteStream>,
+    /// Read from the body, not yet sent.
+    pending: Bytes,
 }
 
 /// Resolves when the HTTP handler stopped waiting for the response head.
