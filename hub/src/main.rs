@@ -397,10 +397,10 @@ async fn doctor(
     output: Option<DoctorOutput>,
     nats: &NatsArgs,
 ) -> ExitCode {
-    let result = async {
+    let result: anyhow::Result<_> = async {
         let mut config = nats.config("flotilla-hub-doctor");
         if let Some(dir) = dir {
-            let secure = flotilla_auth::SecureDir::load(dir).map_err(|e| e.to_string())?;
+            let secure = flotilla_auth::SecureDir::load(dir)?;
             config.credentials_file = Some(secure.hub_creds.clone());
             if let (None, Some(tls)) = (&config.tls_ca_file, &secure.tls) {
                 config.tls_ca_file = Some(tls.ca.clone());
@@ -411,9 +411,7 @@ async fn doctor(
             config.require_tls =
                 flotilla_bus::connect::tls_required(config.tls_ca_file.is_some(), &config.url);
         }
-        let client = flotilla_bus::connect::connect(&config, None)
-            .await
-            .map_err(|e| e.to_string())?;
+        let client = flotilla_bus::connect::connect(&config, None).await?;
         let jetstream = async_nats::jetstream::new(client);
         for removal in removals {
             flotilla_hub::doctor::remove(&jetstream, removal).await?;
@@ -422,7 +420,7 @@ async fn doctor(
                 removal.bucket, removal.key, removal.revision
             );
         }
-        flotilla_hub::doctor::examine(&jetstream).await
+        Ok(flotilla_hub::doctor::examine(&jetstream).await?)
     }
     .await;
     match result {

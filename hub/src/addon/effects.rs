@@ -9,6 +9,7 @@ use super::rules::works as rules;
 use super::{AddOnError, Deps, Store};
 use crate::keys::ObjectRef;
 use flotilla_api::addon;
+use flotilla_api::addon::render::RenderError;
 use flotilla_api::meta::{self, status};
 use flotilla_api::v1::{
     AddOnTemplate, ManagedClusterAddOn, ManifestWork, RegistrationConfig, Subject,
@@ -228,7 +229,7 @@ pub async fn uninstall(
     deps: &Deps,
     cluster: &str,
     name: &str,
-    hook: Result<Option<ManifestWork>, String>,
+    hook: Result<Option<ManifestWork>, RenderError>,
 ) -> Result<Removal, AddOnError> {
     let key = ObjectRef::new(cluster, name);
     let Some(mca) = store.cluster_addon_views.get(&key.inventory_key()) else {
@@ -236,9 +237,14 @@ pub async fn uninstall(
     };
     let hook_ref = ObjectRef::new(cluster, addon::pre_delete_work_name(name));
     let applied_hook = deps.works.get(&hook_ref.inventory_key());
+    // The pure step reads why the hook cannot be rendered as text (its status message).
+    let unrendered = hook.as_ref().err().map(ToString::to_string);
     let step = uninstall::step(&UninstallView {
         cluster_exists: deps.inventory.get(cluster).is_some(),
-        hook: hook.as_ref().map(Option::as_ref).map_err(String::as_str),
+        hook: hook
+            .as_ref()
+            .map(Option::as_ref)
+            .map_err(|_| unrendered.as_deref().unwrap_or_default()),
         applied_hook: applied_hook.as_deref(),
         hook_completed: hook_recorded(&mca),
         works_left: !owned_works(deps, cluster, name).is_empty(),

@@ -143,7 +143,7 @@ async fn handle(
                 );
             }
             if let Err(why) = crate::placement::scores::validate_report(&report) {
-                return reject(&ty, "invalid_status", why);
+                return reject(&ty, "invalid_status", why.to_string());
             }
             let report = crate::placement::scores::ScoreReport {
                 report,

@@ -37,8 +37,8 @@ pub type ScoreInventory = Inventory<AddOnPlacementScore>;
 #[derive(Debug, Error)]
 pub enum ScoreError {
     /// Invalid input; names the field.
-    #[error("{0}")]
-    Invalid(String),
+    #[error(transparent)]
+    Invalid(#[from] InvalidScore),
     /// No such score or cluster.
     #[error("{0} not found")]
     NotFound(String),
@@ -50,45 +50,90 @@ pub enum ScoreError {
     Gone,
 }
 
+/// What is wrong with a score (an object or an agent's report); every message starts with the
+/// field (`status.scores[1].name`).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum InvalidScore {
+    /// A resource name that breaks the Kubernetes rules.
+    #[error(transparent)]
+    Name(#[from] names::NameError),
+    /// A namespace that is not a cluster's name.
+    #[error("{0} (the namespace of an AddOnPlacementScore is its cluster)")]
+    Namespace(#[source] names::NameError),
+    /// A score's name is empty or too long.
+    #[error("status.scores[{index}].name: must be 1 to 253 characters (got {name:?})")]
+    ScoreName {
+        /// The score's index.
+        index: usize,
+        /// Its name.
+        name: String,
+    },
+    /// A score named twice.
+    #[error("status.scores[{index}].name: {name:?} appears twice")]
+    Twice {
+        /// The second score's index.
+        index: usize,
+        /// Its name.
+        name: String,
+    },
+    /// A value out of [-100, 100].
+    #[error(
+        "status.scores[{index}].value: must be in [-100, 100] (got {value}); normalise raw \
+         values as 200 × (x − min)/(max − min) − 100"
+    )]
+    Value {
+        /// The score's index.
+        index: usize,
+        /// Its value.
+        value: i32,
+    },
+}
+
+/// The text of a refusal: a refused report's reply and log carry the message only.
+impl From<InvalidScore> for String {
+    fn from(e: InvalidScore) -> Self {
+        e.to_string()
+    }
+}
+
 /// Checks a score object: cluster and resource names, score names, values in [-100, 100].
-pub fn validate(s: &AddOnPlacementScore) -> Result<(), String> {
+pub fn validate(s: &AddOnPlacementScore) -> Result<(), InvalidScore> {
     let m = s.metadata.clone().unwrap_or_default();
     names::validate_dns1123_label("metadata.namespace", &m.namespace)
-        .map_err(|e| format!("{e} (the namespace of an AddOnPlacementScore is its cluster)"))?;
-    names::validate_dns1123_subdomain("metadata.name", &m.name).map_err(|e| e.to_string())?;
+        .map_err(InvalidScore::Namespace)?;
+    names::validate_dns1123_subdomain("metadata.name", &m.name)?;
     let st = s.status.clone().unwrap_or_default();
     validate_items(&st.scores)
 }
 
-fn validate_items(items: &[flotilla_api::v1::AddOnPlacementScoreItem]) -> Result<(), String> {
+fn validate_items(items: &[flotilla_api::v1::AddOnPlacementScoreItem]) -> Result<(), InvalidScore> {
     let mut seen = HashSet::new();
-    for (i, item) in items.iter().enumerate() {
+    for (index, item) in items.iter().enumerate() {
         if item.name.is_empty() || item.name.len() > 253 {
-            return Err(format!(
-                "status.scores[{i}].name: must be 1 to 253 characters (got {:?})",
-                item.name
-            ));
+            return Err(InvalidScore::ScoreName {
+                index,
+                name: item.name.clone(),
+            });
         }
         if !seen.insert(item.name.as_str()) {
-            return Err(format!(
-                "status.scores[{i}].name: {:?} appears twice",
-                item.name
-            ));
+            return Err(InvalidScore::Twice {
+                index,
+                name: item.name.clone(),
+            });
         }
         if !(-100..=100).contains(&item.value) {
-            return Err(format!(
-                "status.scores[{i}].value: must be in [-100, 100] (got {}); normalise raw values as 200 × (x − min)/(max − min) − 100",
-                item.value
-            ));
+            return Err(InvalidScore::Value {
+                index,
+                value: item.value,
+            });
         }
     }
     Ok(())
 }
 
 /// Checks an agent's report against the cluster it came from.
-pub fn validate_report(r: &AddOnPlacementScoreReport) -> Result<(), String> {
-    names::validate_dns1123_subdomain("resourceName", &r.resource_name)
-        .map_err(|e| e.to_string())?;
+pub fn validate_report(r: &AddOnPlacementScoreReport) -> Result<(), InvalidScore> {
+    names::validate_dns1123_subdomain("resourceName", &r.resource_name)?;
     validate_items(&r.scores)
 }
 
@@ -195,7 +240,7 @@ impl Scores {
         &self,
         score: AddOnPlacementScore,
     ) -> Result<AddOnPlacementScore, ScoreError> {
-        validate(&score).map_err(ScoreError::Invalid)?;
+        validate(&score)?;
         self.call(|respond_to| Msg::Apply {
             score: Box::new(score),
             respond_to,
@@ -669,13 +714,19 @@ mod tests {
             ))
             .is_ok()
         );
-        let e = validate(&score("c1", "s", &[("cpu", 101)])).unwrap_err();
+        let e = validate(&score("c1", "s", &[("cpu", 101)]))
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("status.scores[0].value"), "{e}");
-        let e = validate(&score("c1", "s", &[("a", 1), ("a", 2)])).unwrap_err();
+        let e = validate(&score("c1", "s", &[("a", 1), ("a", 2)]))
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("status.scores[1].name"), "{e}");
-        let e = validate(&score("Bad_NS", "s", &[])).unwrap_err();
+        let e = validate(&score("Bad_NS", "s", &[]))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("metadata.namespace"), "{e}");
-        let e = validate(&score("c1", "", &[])).unwrap_err();
+        let e = validate(&score("c1", "", &[])).unwrap_err().to_string();
         assert!(e.contains("metadata.name"), "{e}");
     }
 }

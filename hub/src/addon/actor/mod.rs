@@ -54,6 +54,32 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tokio::sync::{mpsc, oneshot};
 
+/// Why an add-on's works cannot be rendered for a cluster (its installation's status says it).
+#[derive(Debug, thiserror::Error)]
+enum RenderFailure {
+    /// The template the configs resolved to is no longer stored.
+    #[error("the AddOnTemplate is gone")]
+    TemplateGone,
+    /// The template does not render with this cluster's values.
+    #[error(transparent)]
+    Render(#[from] render::RenderError),
+    /// A manifest another add-on's work on the cluster declares too.
+    #[error(
+        "{what} (manifests[{index}] of work {work}) is already managed by add-on {owner} on this \
+         cluster: declare it in one add-on only"
+    )]
+    Conflict {
+        /// The manifest (kind, namespace, name).
+        what: String,
+        /// Its index in the work.
+        index: usize,
+        /// The work declaring it.
+        work: String,
+        /// The add-on whose work declares it already.
+        owner: String,
+    },
+}
+
 /// Messages to an add-on actor.
 pub enum Msg {
     /// A new spec (or the same with new metadata).
@@ -754,8 +780,10 @@ impl Actor {
                     self.render_failed.remove(&*e.cluster);
                     jobs.push((i, works));
                 }
-                Err(msg) => {
-                    tracing::warn!(cluster = %e.cluster, error = %msg, "the add-on's works cannot be rendered");
+                Err(failure) => {
+                    tracing::warn!(cluster = %e.cluster, error = %failure, "the add-on's works cannot be rendered");
+                    // Kept as the installation's status message.
+                    let msg = failure.to_string();
                     self.render_failed
                         .insert(e.cluster.to_string(), (e.target.clone(), now, msg.clone()));
                     let e = &mut entries[i];
@@ -822,13 +850,13 @@ impl Actor {
 
     /// The works of one cluster at its effective configs, checked against the works of other
     /// add-ons on the cluster.
-    fn render(&self, e: &Entry, resolved: &[Resolved]) -> Result<Vec<ManifestWork>, String> {
+    fn render(&self, e: &Entry, resolved: &[Resolved]) -> Result<Vec<ManifestWork>, RenderFailure> {
         let template = self
             .template_of(resolved)
-            .ok_or_else(|| "the AddOnTemplate is gone".to_string())?;
+            .ok_or(RenderFailure::TemplateGone)?;
         let config = self.deployment_config_of(resolved);
         let input = self.render_input(&e.cluster, &e.mca, &template, config.as_deref(), &e.target);
-        let mut works = render::render(&input).map_err(|e| e.to_string())?;
+        let mut works = render::render(&input)?;
         let hub_access = template
             .spec
             .as_ref()
@@ -857,7 +885,7 @@ impl Actor {
     }
 
     /// Refuses works declaring a resource another add-on's work on the cluster declares.
-    fn check_conflicts(&self, cluster: &str, works: &[ManifestWork]) -> Result<(), String> {
+    fn check_conflicts(&self, cluster: &str, works: &[ManifestWork]) -> Result<(), RenderFailure> {
         let mine: Vec<(String, usize, flotilla_api::work::ManifestId)> = works
             .iter()
             .flat_map(|w| {
@@ -890,10 +918,12 @@ impl Actor {
             let theirs = manifest_ids(&other);
             for (work, i, id) in &mine {
                 if theirs.iter().any(|(_, t)| t == id) {
-                    return Err(format!(
-                        "{} (manifests[{i}] of work {work}) is already managed by add-on {owner} on this cluster: declare it in one add-on only",
-                        id.describe()
-                    ));
+                    return Err(RenderFailure::Conflict {
+                        what: id.describe(),
+                        index: *i,
+                        work: work.clone(),
+                        owner: owner.clone(),
+                    });
                 }
             }
         }

@@ -124,7 +124,10 @@ impl Actor {
     /// The pre-delete hook work the add-on's template renders on the installation's cluster
     /// (`Ok(None)`: no hooks, or no template to render them from), or why it cannot be rendered
     /// when the template may have hooks.
-    fn hook_of(&mut self, mca: &ManagedClusterAddOn) -> Result<Option<ManifestWork>, String> {
+    fn hook_of(
+        &mut self,
+        mca: &ManagedClusterAddOn,
+    ) -> Result<Option<ManifestWork>, render::RenderError> {
         if rules::kind_of(&self.cma) == AddOnKind::External {
             return Ok(None);
         }
@@ -141,7 +144,7 @@ impl Actor {
         let input = self.render_input(&cluster, mca, &template, config.as_deref(), &no_hashes);
         match render::pre_delete(&input) {
             Ok(hook) => Ok(hook),
-            Err(e) if render::may_have_pre_delete_hooks(&template) => Err(e.to_string()),
+            Err(e) if render::may_have_pre_delete_hooks(&template) => Err(e),
             Err(_) => Ok(None),
         }
     }
