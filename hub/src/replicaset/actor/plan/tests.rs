@@ -194,17 +194,25 @@ fn a_bad_strategy_stops_its_placement() {
         r#type: "Sideways".into(),
         ..Default::default()
     };
-    let r = rs(&[("a", Some(bad))]);
-    let mut p = decide(&r, &BTreeMap::new(), &[decided(&["c1"])]);
-    assert!(p.start.is_empty() && !p.rolled_out);
+    let r = rs(&[("a", None), ("b", Some(bad.clone()))]);
+    let mut p = decide(&r, &BTreeMap::new(), &[decided(&["c1"]), decided(&["c2"])]);
+    let start: Vec<&str> = p.start.iter().map(|(c, _)| c.as_str()).collect();
+    assert_eq!(start, vec!["c1"]);
+    assert!(!p.rolled_out);
     assert_eq!(p.stopped.len(), 1);
     assert!(
-        p.stopped[0].contains("spec.placementRefs[0].rolloutStrategy.type"),
+        p.stopped[0].contains("spec.placementRefs[1].rolloutStrategy.type"),
         "{:?}",
         p.stopped
     );
     let st = status(&r, &mut p, &BTreeMap::new());
     assert_eq!(condition(&st, COND_PLACEMENT_ROLLED_OUT).1, "Stopped");
+    // Alone, it decides no cluster at all: that is what the status says first.
+    let alone = rs(&[("b", Some(bad))]);
+    let mut p = decide(&alone, &BTreeMap::new(), &[decided(&["c2"])]);
+    assert!(p.start.is_empty() && p.empty);
+    let st = status(&alone, &mut p, &BTreeMap::new());
+    assert_eq!(condition(&st, COND_PLACEMENT_ROLLED_OUT).1, "NoDecisions");
 }
 
 #[test]
