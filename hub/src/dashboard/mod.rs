@@ -3,9 +3,13 @@
 //! that follows the hub's changes live. Same rules as the API and the cluster proxy: the API's
 //! tokens and TLS certificate, plain HTTP and an open server on loopback only.
 //!
-//! - [`route`]: which view a request asks for (pure).
+//! - [`server`]: the HTTP layer (I/O) — an axum `Router` with one handler per page or action,
+//!   authentication as an extractor, the host check and security headers as a middleware layer.
+//! - [`route`]: which paths and methods exist, for the 404/405 answers; path segments decoded
+//!   (pure).
 //! - [`auth`]: bearer tokens, the sign-in form's sessions, CSRF (pure rules + the session map).
-//! - [`html`]: escaping and the page frame (pure).
+//! - [`html`]: the page frame and shared components, in maud — every spliced value escaped
+//!   (pure).
 //! - [`history`]: availability per cluster, transitions, counts over time (pure).
 //! - [`live`]: the task that follows the inventory and the controllers' views, and the
 //!   Server-Sent Events streams.
@@ -15,7 +19,6 @@
 //!   work of the fleet, filtered and paged (pure).
 //! - [`progress`]: rollouts' progress as the dashboard saw it change (pure).
 //! - [`plot`]: inline SVG pictures (pure).
-//! - [`server`]: the thin HTTP layer over all of them.
 //!
 //! Reads come from the inventories and the controllers' views, never from the store: a page of
 //! 10,000 clusters is a filter and a sort in memory.

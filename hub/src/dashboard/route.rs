@@ -1,5 +1,7 @@
-//! Which view a request asks for: every view has its own URL, so an operator can link and
-//! bookmark it and the back button works.
+//! Which view a request asks for (pure): every view has its own URL, so an operator can link and
+//! bookmark it and the back button works. The server's axum `Router` routes; [`route`] is the
+//! same table as data, which the router's fallbacks ask whether a path that did not match
+//! exists with another method (405 and `Allow`) or not at all (404).
 
 use http::Method;
 

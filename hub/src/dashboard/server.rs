@@ -26,6 +26,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use tokio::sync::watch;
 use tower::ServiceExt;
+use tracing::Instrument;
 
 /// The largest form the dashboard reads (sign-in, actions).
 const MAX_FORM: usize = 16 * 1024;
@@ -93,7 +94,12 @@ impl crate::webserver::Handler for Dashboard {
         if let Some(uri) = without_trailing_slash(req.uri()) {
             *req.uri_mut() = uri;
         }
-        match self.router.clone().oneshot(req).await {
+        let span = tracing::debug_span!(
+            "dashboard",
+            http.method = %req.method(),
+            http.path = %req.uri().path()
+        );
+        match self.router.clone().oneshot(req).instrument(span).await {
             Ok(resp) => resp,
             Err(never) => match never {},
         }
