@@ -735,8 +735,8 @@ fn response(reply: ForwardedReply) -> Result<http::Response<Body>, Status> {
         .ok()
         .and_then(|s| http::StatusCode::from_u16(s).ok())
         .ok_or_else(|| bad(format!("HTTP status {}", reply.http_status)))?;
-    let headers = header_map(reply.headers).map_err(bad)?;
-    let trailers = header_map(reply.trailers).map_err(bad)?;
+    let headers = header_map(reply.headers).map_err(|e| bad(e.to_string()))?;
+    let trailers = header_map(reply.trailers).map_err(|e| bad(e.to_string()))?;
     let body = Full::new(Bytes::from(reply.body));
     let body = if trailers.is_empty() {
         Body::new(body)
@@ -799,8 +799,31 @@ fn wire_headers(headers: &HeaderMap) -> Vec<ForwardedHeader> {
         .collect()
 }
 
+/// A forwarded header that is not an HTTP header.
+#[derive(Debug, Error)]
+enum HeaderError {
+    /// Its name is not a header name.
+    #[error("header name {name:?}: {source}")]
+    Name {
+        /// The name as sent.
+        name: String,
+        /// Why.
+        #[source]
+        source: http::header::InvalidHeaderName,
+    },
+    /// Its value is not a header value.
+    #[error("value of header {name}: {source}")]
+    Value {
+        /// The header.
+        name: HeaderName,
+        /// Why.
+        #[source]
+        source: http::header::InvalidHeaderValue,
+    },
+}
+
 /// Headers from the wire, hop-by-hop ones dropped.
-fn header_map(headers: Vec<ForwardedHeader>) -> Result<HeaderMap, String> {
+fn header_map(headers: Vec<ForwardedHeader>) -> Result<HeaderMap, HeaderError> {
     let mut map = HeaderMap::with_capacity(headers.len());
     for header in headers {
         if HOP_BY_HOP.contains(&header.name.as_str()) {
@@ -812,12 +835,20 @@ fn header_map(headers: Vec<ForwardedHeader>) -> Result<HeaderMap, String> {
     Ok(map)
 }
 
-fn header_pair(header: ForwardedHeader) -> Result<(HeaderName, HeaderValue), String> {
-    let name = HeaderName::from_bytes(header.name.as_bytes())
-        .map_err(|e| format!("header name {:?}: {e}", header.name))?;
-    let value = HeaderValue::from_bytes(&header.value)
-        .map_err(|e| format!("value of header {name}: {e}"))?;
-    Ok((name, value))
+fn header_pair(header: ForwardedHeader) -> Result<(HeaderName, HeaderValue), HeaderError> {
+    let name = match HeaderName::from_bytes(header.name.as_bytes()) {
+        Ok(name) => name,
+        Err(source) => {
+            return Err(HeaderError::Name {
+                name: header.name,
+                source,
+            });
+        }
+    };
+    match HeaderValue::from_bytes(&header.value) {
+        Ok(value) => Ok((name, value)),
+        Err(source) => Err(HeaderError::Value { name, source }),
+    }
 }
 
 /// The waits between attempts while nobody serves the subject: 100 ms doubling to 1 s.

@@ -55,12 +55,44 @@ pub fn key(unit: u32) -> String {
 }
 
 /// Why a lease operation failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error)]
 pub enum LeaseError {
     /// Someone else holds it (create refused, or the revision moved).
+    #[error("the lease is held by another hub")]
     Taken,
     /// The store did not answer; the write may still land.
-    Unknown(String),
+    #[error(transparent)]
+    Unknown(#[from] CallError),
+}
+
+/// Why a call to a bucket of the hubs (leases, heartbeats) did not complete.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// No answer within the call's bound.
+    #[error("timed out")]
+    TimedOut,
+    /// The store's error.
+    #[error(transparent)]
+    Store(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl CallError {
+    /// The store's error `e`.
+    pub fn store(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self::Store(Box::new(e))
+    }
+}
+
+/// `f`, bounded by `timeout`.
+pub async fn within<T, E: std::error::Error + Send + Sync + 'static>(
+    timeout: Duration,
+    f: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, CallError> {
+    match tokio::time::timeout(timeout, f).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(CallError::store(e)),
+        Err(_) => Err(CallError::TimedOut),
+    }
 }
 
 /// Opens (creating if needed) a bucket whose keys expire `ttl` after their last write. An
@@ -88,20 +120,9 @@ impl Leases {
         Self { kv, timeout }
     }
 
-    async fn bounded<T, E: std::fmt::Display>(
-        &self,
-        f: impl std::future::Future<Output = Result<T, E>>,
-    ) -> Result<T, String> {
-        match tokio::time::timeout(self.timeout, f).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err("timed out".into()),
-        }
-    }
-
     /// The holder of `unit` and the lease's revision (`None`: free).
-    pub async fn read(&self, unit: u32) -> Result<Option<(HubInfo, u64)>, String> {
-        let entry = self.bounded(self.kv.entry(key(unit))).await?;
+    pub async fn read(&self, unit: u32) -> Result<Option<(HubInfo, u64)>, CallError> {
+        let entry = within(self.timeout, self.kv.entry(key(unit))).await?;
         Ok(entry.and_then(|e| {
             (e.operation == kv::Operation::Put)
                 .then(|| HubInfo::decode(&e.value).map(|h| (h, e.revision)))
@@ -114,8 +135,8 @@ impl Leases {
         match tokio::time::timeout(self.timeout, self.kv.create(key(unit), me.encode())).await {
             Ok(Ok(rev)) => Ok(rev),
             Ok(Err(e)) if e.kind() == kv::CreateErrorKind::AlreadyExists => Err(LeaseError::Taken),
-            Ok(Err(e)) => Err(LeaseError::Unknown(e.to_string())),
-            Err(_) => Err(LeaseError::Unknown("timed out".into())),
+            Ok(Err(e)) => Err(CallError::store(e).into()),
+            Err(_) => Err(CallError::TimedOut.into()),
         }
     }
 
@@ -138,8 +159,8 @@ impl Leases {
             Ok(Err(e)) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
                 Err(LeaseError::Taken)
             }
-            Ok(Err(e)) => Err(LeaseError::Unknown(e.to_string())),
-            Err(_) => Err(LeaseError::Unknown("timed out".into())),
+            Ok(Err(e)) => Err(CallError::store(e).into()),
+            Err(_) => Err(CallError::TimedOut.into()),
         }
     }
 
@@ -152,8 +173,8 @@ impl Leases {
         .await
         {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(LeaseError::Unknown(e.to_string())),
-            Err(_) => Err(LeaseError::Unknown("timed out".into())),
+            Ok(Err(e)) => Err(CallError::store(e).into()),
+            Err(_) => Err(CallError::TimedOut.into()),
         }
     }
 }

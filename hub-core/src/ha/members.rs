@@ -3,7 +3,7 @@
 //! while its last heartbeat arrived less than a TTL ago by the watcher's own monotonic clock
 //! (nats-server 2.9 tells nobody when a key ages out) and it has not deleted its key.
 
-use super::lease::HubInfo;
+use super::lease::{CallError, HubInfo, within};
 use async_nats::jetstream::kv;
 use futures::StreamExt;
 use std::collections::HashMap;
@@ -83,13 +83,9 @@ impl Members {
     }
 
     /// Puts this hub's heartbeat.
-    pub async fn beat(&self, me: &HubInfo, timeout: Duration) -> Result<(), String> {
+    pub async fn beat(&self, me: &HubInfo, timeout: Duration) -> Result<(), CallError> {
         let value = bytes::Bytes::from(serde_json::to_vec(me).expect("plain struct"));
-        match tokio::time::timeout(timeout, self.kv.put(&me.hub, value)).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err("timed out".into()),
-        }
+        within(timeout, self.kv.put(&me.hub, value)).await.map(drop)
     }
 
     /// Removes this hub's heartbeat (a graceful stop).
