@@ -4,8 +4,9 @@
 //! - [`cmd`]: one module per verb (`get`, `describe`, `apply`, `delete`, `watch`, `proxy`,
 //!   `rollout`, `addon`, `policy`, `kubeconfig`, `join`, and the cluster edits
 //!   `accept`/`deny`/`label`/`taint`): its subcommand table and its `run`.
-//! - [`kind`]: per resource kind, its table columns, rows and OCM shape (and `describe` texts);
-//!   a new kind is one module there plus its rows in the verbs' tables.
+//! - [`kind`]: per resource kind, its table columns, rows and OCM shape (and `describe` texts),
+//!   and how `get` fetches it; a new kind is one module there plus its rows in the verbs'
+//!   tables.
 //! - [`hub`]: the gRPC connection, the refusal to send a token in the clear off loopback, the
 //!   wording of failed calls (one line each), and the retry of calls safe to repeat while the hub
 //!   answers UNAVAILABLE (`--retry-seconds`).

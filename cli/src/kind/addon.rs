@@ -52,6 +52,51 @@ impl Kind for ManagedClusterAddOn {
     fn to_ocm(&self) -> ocm::ManagedClusterAddOn {
         ocm::ManagedClusterAddOn::from(self)
     }
+
+    fn none(_: &super::Query, _: &str) -> Option<String> {
+        Some("No add-ons found.".into())
+    }
+
+    /// One add-on of one cluster is shown as that object.
+    fn single(query: &super::Query) -> bool {
+        query.clusters.len() == 1 && !query.names.is_empty()
+    }
+
+    /// The add-ons of the clusters (every cluster when none), only the named add-on when
+    /// given, sorted by cluster and name.
+    async fn fetch(hub: &crate::hub::Hub, query: &super::Query) -> anyhow::Result<Vec<Self>> {
+        let clusters = &query.clusters;
+        let name = query.names.first().cloned().unwrap_or_default();
+        if clusters.len() == 1 && !name.is_empty() {
+            let r = flotilla_api::v1::GetAddOnRequest {
+                namespace: clusters[0].clone(),
+                name,
+            };
+            return Ok(vec![
+                hub.idempotent(async || hub.addons().get_managed_cluster_add_on(r.clone()).await)
+                    .await?,
+            ]);
+        }
+        let namespaces = if clusters.is_empty() {
+            vec![String::new()]
+        } else {
+            clusters.to_vec()
+        };
+        let mut items = Vec::new();
+        for namespace in namespaces {
+            let r = flotilla_api::v1::ListAddOnsRequest {
+                namespace,
+                name: name.clone(),
+            };
+            items.extend(
+                hub.idempotent(async || hub.addons().list_managed_cluster_add_ons(r.clone()).await)
+                    .await?
+                    .items,
+            );
+        }
+        items.sort_by_key(|a| (a.namespace(), a.name()));
+        Ok(items)
+    }
 }
 
 impl Kind for ClusterManagementAddOn {
@@ -114,6 +159,41 @@ impl Kind for ClusterManagementAddOn {
     fn to_ocm(&self) -> ocm::ClusterManagementAddOn {
         ocm::ClusterManagementAddOn::from(self)
     }
+
+    fn none(_: &super::Query, _: &str) -> Option<String> {
+        Some("No ClusterManagementAddOns found.".into())
+    }
+
+    /// The named add-ons (each must exist), or every one sorted by name.
+    async fn fetch(hub: &crate::hub::Hub, query: &super::Query) -> anyhow::Result<Vec<Self>> {
+        if query.names.is_empty() {
+            let r = flotilla_api::v1::ListAddOnsRequest::default();
+            let mut items = hub
+                .idempotent(async || {
+                    hub.addons()
+                        .list_cluster_management_add_ons(r.clone())
+                        .await
+                })
+                .await?
+                .items;
+            items.sort_by_key(Kind::name);
+            return Ok(items);
+        }
+        let mut items = Vec::new();
+        for name in &query.names {
+            let r = flotilla_api::v1::GetAddOnRequest {
+                namespace: String::new(),
+                name: name.clone(),
+            };
+            items.push(
+                hub.idempotent(async || {
+                    hub.addons().get_cluster_management_add_on(r.clone()).await
+                })
+                .await?,
+            );
+        }
+        Ok(items)
+    }
 }
 
 impl Kind for AddOnTemplate {
@@ -135,6 +215,35 @@ impl Kind for AddOnTemplate {
 
     fn to_ocm(&self) -> ocm::AddOnTemplate {
         ocm::AddOnTemplate::from(self)
+    }
+
+    fn none(_: &super::Query, _: &str) -> Option<String> {
+        Some("No AddOnTemplates found.".into())
+    }
+
+    /// The named templates (each must exist), or every one sorted by name.
+    async fn fetch(hub: &crate::hub::Hub, query: &super::Query) -> anyhow::Result<Vec<Self>> {
+        if query.names.is_empty() {
+            let r = flotilla_api::v1::ListAddOnsRequest::default();
+            let mut items = hub
+                .idempotent(async || hub.addons().list_add_on_templates(r.clone()).await)
+                .await?
+                .items;
+            items.sort_by_key(Kind::name);
+            return Ok(items);
+        }
+        let mut items = Vec::new();
+        for name in &query.names {
+            let r = flotilla_api::v1::GetAddOnRequest {
+                namespace: String::new(),
+                name: name.clone(),
+            };
+            items.push(
+                hub.idempotent(async || hub.addons().get_add_on_template(r.clone()).await)
+                    .await?,
+            );
+        }
+        Ok(items)
     }
 }
 
@@ -159,6 +268,44 @@ impl Kind for AddOnDeploymentConfig {
 
     fn to_ocm(&self) -> ocm::AddOnDeploymentConfig {
         ocm::AddOnDeploymentConfig::from(self)
+    }
+
+    const ACROSS_NAMESPACES: bool = true;
+
+    fn none(_: &super::Query, _: &str) -> Option<String> {
+        Some("No AddOnDeploymentConfigs found.".into())
+    }
+
+    /// The named configs of the namespace, or every one (of the namespace when given), sorted
+    /// by namespace and name.
+    async fn fetch(hub: &crate::hub::Hub, query: &super::Query) -> anyhow::Result<Vec<Self>> {
+        if query.names.is_empty() {
+            let r = flotilla_api::v1::ListAddOnsRequest {
+                namespace: query.namespace.clone().unwrap_or_default(),
+                name: String::new(),
+            };
+            let mut items = hub
+                .idempotent(async || hub.addons().list_add_on_deployment_configs(r.clone()).await)
+                .await?
+                .items;
+            items.sort_by_key(|c| (c.namespace(), c.name()));
+            return Ok(items);
+        }
+        let Some(namespace) = &query.namespace else {
+            anyhow::bail!("get addondeploymentconfigs NAME needs --namespace NS");
+        };
+        let mut items = Vec::new();
+        for name in &query.names {
+            let r = flotilla_api::v1::GetAddOnRequest {
+                namespace: namespace.clone(),
+                name: name.clone(),
+            };
+            items.push(
+                hub.idempotent(async || hub.addons().get_add_on_deployment_config(r.clone()).await)
+                    .await?,
+            );
+        }
+        Ok(items)
     }
 }
 

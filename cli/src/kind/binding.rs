@@ -34,4 +34,15 @@ impl Kind for ManagedClusterSetBinding {
     fn to_ocm(&self) -> ocm::ManagedClusterSetBinding {
         ocm::ManagedClusterSetBinding::from(self)
     }
+
+    /// The bindings of the namespace (of every namespace when none is given).
+    async fn fetch(hub: &crate::hub::Hub, query: &super::Query) -> anyhow::Result<Vec<Self>> {
+        let r = flotilla_api::v1::ListBindingsRequest {
+            namespace: query.namespace.clone().unwrap_or_default(),
+        };
+        Ok(hub
+            .idempotent(async || hub.sets().list_bindings(r.clone()).await)
+            .await?
+            .items)
+    }
 }

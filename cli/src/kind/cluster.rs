@@ -6,6 +6,9 @@ use flotilla_api::meta::{self, CLUSTERSET_LABEL, COND_AVAILABLE};
 use flotilla_api::v1::{ManagedCluster, ObjectMeta};
 use flotilla_api::{fingerprint, ocm};
 
+/// Clusters asked for per page.
+const CLUSTER_PAGE_SIZE: u32 = 1000;
+
 impl Kind for ManagedCluster {
     type Ocm = ocm::ManagedCluster;
     const COLUMNS: &'static [&'static str] = &[
@@ -58,6 +61,48 @@ impl Kind for ManagedCluster {
 
     fn to_ocm(&self) -> ocm::ManagedCluster {
         ocm::ManagedCluster::from(self)
+    }
+
+    fn none(query: &super::Query, endpoint: &str) -> Option<String> {
+        Some(if query.pending {
+            format!("No registrations waiting on {endpoint}.")
+        } else {
+            format!("No clusters found on {endpoint}.")
+        })
+    }
+
+    /// The named clusters, or every cluster matching the selector, sorted by name; only the
+    /// pending ones with `--pending`.
+    async fn fetch(hub: &crate::hub::Hub, query: &super::Query) -> anyhow::Result<Vec<Self>> {
+        let mut items = if query.names.is_empty() {
+            crate::pager::all(|page_token| {
+                let r = flotilla_api::v1::ListClustersRequest {
+                    label_selector: query.selector.clone(),
+                    page_size: CLUSTER_PAGE_SIZE,
+                    page_token,
+                };
+                async move {
+                    hub.idempotent(async || hub.clusters().list_clusters(r.clone()).await)
+                        .await
+                }
+            })
+            .await?
+        } else {
+            let mut items = Vec::new();
+            for name in &query.names {
+                let r = flotilla_api::v1::GetClusterRequest { name: name.clone() };
+                items.push(
+                    hub.idempotent(async || hub.clusters().get_cluster(r.clone()).await)
+                        .await?,
+                );
+            }
+            items
+        };
+        items.sort_by_key(Kind::name);
+        if query.pending {
+            items.retain(pending);
+        }
+        Ok(items)
     }
 }
 

@@ -30,4 +30,33 @@ impl Kind for ManagedClusterSetView {
     fn to_ocm(&self) -> ocm::ManagedClusterSet {
         ocm::ManagedClusterSet::from(&self.set.clone().unwrap_or_default())
     }
+
+    /// The named sets (each must exist), or every set.
+    async fn fetch(hub: &crate::hub::Hub, query: &super::Query) -> anyhow::Result<Vec<Self>> {
+        let names = &query.names;
+        let mut views = hub
+            .idempotent(async || {
+                hub.sets()
+                    .list_cluster_sets(flotilla_api::v1::ListClusterSetsRequest {})
+                    .await
+            })
+            .await?
+            .items;
+        if names.is_empty() {
+            return Ok(views);
+        }
+        for name in names {
+            if !views
+                .iter()
+                .any(|v| v.metadata().is_some_and(|m| &m.name == name))
+            {
+                // Ask for it to get the hub's NotFound message.
+                let r = flotilla_api::v1::GetClusterSetRequest { name: name.clone() };
+                hub.idempotent(async || hub.sets().get_cluster_set(r.clone()).await)
+                    .await?;
+            }
+        }
+        views.retain(|v| v.metadata().is_some_and(|m| names.contains(&m.name)));
+        Ok(views)
+    }
 }

@@ -33,6 +33,23 @@ impl Kind for PlacementDecision {
     fn to_ocm(&self) -> ocm::PlacementDecision {
         ocm::PlacementDecision::from(self)
     }
+
+    /// The decisions of one placement are a list, whatever it names.
+    fn single(_: &super::Query) -> bool {
+        false
+    }
+
+    /// The PlacementDecisions of the placement the query names, in its namespace.
+    async fn fetch(hub: &crate::hub::Hub, query: &super::Query) -> anyhow::Result<Vec<Self>> {
+        let r = flotilla_api::v1::PlacementRef {
+            namespace: query.namespace.clone().unwrap_or_default(),
+            name: query.names.first().cloned().unwrap_or_default(),
+        };
+        Ok(hub
+            .idempotent(async || hub.placements().list_decisions(r.clone()).await)
+            .await?
+            .items)
+    }
 }
 
 /// The clusters a decision names, in its order.

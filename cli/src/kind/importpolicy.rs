@@ -47,6 +47,20 @@ impl Kind for ClusterImportPolicy {
     fn to_ocm(&self) -> shapes::ClusterImportPolicy {
         shapes::ClusterImportPolicy::from(self)
     }
+
+    fn none(_: &super::Query, _: &str) -> Option<String> {
+        Some("No ClusterImportPolicies found.".into())
+    }
+
+    /// The import policies, only the named ones when the query names some.
+    async fn fetch(hub: &crate::hub::Hub, query: &super::Query) -> anyhow::Result<Vec<Self>> {
+        let r = flotilla_api::v1::ListImportPoliciesRequest {};
+        let items = hub
+            .idempotent(async || hub.import_policies().list_import_policies(r).await)
+            .await?
+            .items;
+        super::named(items, &query.names, "ClusterImportPolicy")
+    }
 }
 
 /// `describe importpolicy`: source, expressions, counts, conditions and errors.

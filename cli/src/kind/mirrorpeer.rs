@@ -44,6 +44,20 @@ impl Kind for MirrorPeer {
     fn to_ocm(&self) -> shapes::MirrorPeer {
         shapes::MirrorPeer::from(self)
     }
+
+    fn none(_: &super::Query, _: &str) -> Option<String> {
+        Some("No MirrorPeers found.".into())
+    }
+
+    /// The MirrorPeers, only the named ones when the query names some.
+    async fn fetch(hub: &crate::hub::Hub, query: &super::Query) -> anyhow::Result<Vec<Self>> {
+        let r = flotilla_api::v1::ListMirrorPeersRequest {};
+        let items = hub
+            .idempotent(async || hub.mirror_peers().list_mirror_peers(r).await)
+            .await?
+            .items;
+        super::named(items, &query.names, "MirrorPeer")
+    }
 }
 
 /// `describe mirrorpeer`: peers, phase, every exchange, conditions.

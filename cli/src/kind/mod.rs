@@ -1,5 +1,7 @@
-//! What the CLI knows about each resource kind: its table columns, one row per object, and its
-//! OCM shape for `-o json|yaml`, behind one trait so every verb renders every kind the same way.
+//! What the CLI knows about each resource kind: its table columns, one row per object, its
+//! OCM shape for `-o json|yaml`, and how `get` fetches it from the hub ([`Kind::fetch`] for a
+//! [`Query`]), behind one trait so every verb renders every kind the same way and `get` is one
+//! generic path.
 //!
 //! A new kind is one module here implementing [`Kind`] for the hub's type, plus its rows in the
 //! subcommand tables of the verbs that take it (`cmd::get::GetWhat`, `cmd::delete::DeleteWhat`).
@@ -22,8 +24,11 @@
 //!   rollout progress), ManagedClusterAddOns (per cluster, in kubectl's columns), AddOnTemplates
 //!   and AddOnDeploymentConfigs. `cmd::addon` renders an add-on's rollout.
 
+use crate::hub::Hub;
+use anyhow::{Result, bail};
 use flotilla_api::v1::ObjectMeta;
 use serde::Serialize;
+use std::future::Future;
 
 pub mod addon;
 pub mod binding;
@@ -73,4 +78,53 @@ pub trait Kind {
             .map(|m| m.namespace.clone())
             .unwrap_or_default()
     }
+
+    /// Whether a table of every namespace (no `--namespace`) gets a NAMESPACE column.
+    const ACROSS_NAMESPACES: bool = false;
+
+    /// The objects `get` shows for `query`, as the hub has them.
+    fn fetch(hub: &Hub, query: &Query) -> impl Future<Output = Result<Vec<Self>>>
+    where
+        Self: Sized;
+
+    /// What an empty table prints on stderr instead of a bare header (`None`: the header);
+    /// `endpoint` is the hub's.
+    fn none(_query: &Query, _endpoint: &str) -> Option<String> {
+        None
+    }
+
+    /// Whether `query` names one object (printed as that object, not as a list).
+    fn single(query: &Query) -> bool {
+        query.names.len() == 1
+    }
+}
+
+/// What `get` asks for, from its arguments.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Query {
+    /// Only these objects (every one when empty); a placement's name for its decisions, an
+    /// add-on's for ManagedClusterAddOns.
+    pub names: Vec<String>,
+    /// Only this namespace (every namespace when `None`): a cluster's for per-cluster kinds.
+    pub namespace: Option<String>,
+    /// Label selector (`""`: none).
+    pub selector: String,
+    /// Only registrations waiting for an admin (`get clusters --pending`).
+    pub pending: bool,
+    /// Only objects of these clusters (ManagedClusterAddOns; every cluster when empty).
+    pub clusters: Vec<String>,
+}
+
+/// Only the objects named (all when `names` is empty); naming one that is not there fails.
+pub fn named<K: Kind>(mut items: Vec<K>, names: &[String], kind: &str) -> Result<Vec<K>> {
+    if names.is_empty() {
+        return Ok(items);
+    }
+    items.retain(|i| names.contains(&i.name()));
+    for n in names {
+        if !items.iter().any(|i| &i.name() == n) {
+            bail!("{kind} {n} not found");
+        }
+    }
+    Ok(items)
 }

@@ -45,6 +45,41 @@ impl Kind for Placement {
     fn to_ocm(&self) -> ocm::Placement {
         ocm::Placement::from(self)
     }
+
+    const ACROSS_NAMESPACES: bool = true;
+
+    fn none(_: &super::Query, _: &str) -> Option<String> {
+        Some("No placements found.".into())
+    }
+
+    /// The named placements of the namespace, or every placement (of the namespace when
+    /// given).
+    async fn fetch(hub: &crate::hub::Hub, query: &super::Query) -> anyhow::Result<Vec<Self>> {
+        if query.names.is_empty() {
+            let r = flotilla_api::v1::ListPlacementsRequest {
+                namespace: query.namespace.clone().unwrap_or_default(),
+            };
+            return Ok(hub
+                .idempotent(async || hub.placements().list_placements(r.clone()).await)
+                .await?
+                .items);
+        }
+        let Some(namespace) = &query.namespace else {
+            anyhow::bail!("get placements NAME needs --namespace NS");
+        };
+        let mut items = Vec::new();
+        for name in &query.names {
+            let r = flotilla_api::v1::PlacementRef {
+                namespace: namespace.clone(),
+                name: name.clone(),
+            };
+            items.push(
+                hub.idempotent(async || hub.placements().get_placement(r.clone()).await)
+                    .await?,
+            );
+        }
+        Ok(items)
+    }
 }
 
 /// `describe placement` as JSON/YAML: the placement in its OCM shape plus the debug view.

@@ -16,6 +16,13 @@ fn or_dash(s: &str) -> String {
     if s.is_empty() { "-".into() } else { s.into() }
 }
 
+/// The request for a governance list of the query's namespace (every namespace when `None`).
+fn governance_request(query: &super::Query) -> flotilla_api::v1::ListPoliciesRequest {
+    flotilla_api::v1::ListPoliciesRequest {
+        namespace: query.namespace.clone().unwrap_or_default(),
+    }
+}
+
 impl Kind for Policy {
     type Ocm = shapes::Policy;
     const COLUMNS: &'static [&'static str] = &["NAME", "REMEDIATION ACTION", "COMPLIANCE STATE"];
@@ -55,6 +62,23 @@ impl Kind for Policy {
     fn to_ocm(&self) -> shapes::Policy {
         shapes::Policy::from(self)
     }
+
+    const ACROSS_NAMESPACES: bool = true;
+
+    fn none(_: &super::Query, _: &str) -> Option<String> {
+        Some("No policies found.".into())
+    }
+
+    /// Those of the namespace (of every namespace when none is given), only the named ones
+    /// when the query names some.
+    async fn fetch(hub: &crate::hub::Hub, query: &super::Query) -> anyhow::Result<Vec<Self>> {
+        let r = governance_request(query);
+        let items = hub
+            .idempotent(async || hub.policies().list_policies(r.clone()).await)
+            .await?
+            .items;
+        super::named(items, &query.names, "Policy")
+    }
 }
 
 impl Kind for PlacementBinding {
@@ -88,6 +112,23 @@ impl Kind for PlacementBinding {
     fn to_ocm(&self) -> shapes::PlacementBinding {
         shapes::PlacementBinding::from(self)
     }
+
+    const ACROSS_NAMESPACES: bool = true;
+
+    fn none(_: &super::Query, _: &str) -> Option<String> {
+        Some("No PlacementBindings found.".into())
+    }
+
+    /// Those of the namespace (of every namespace when none is given), only the named ones
+    /// when the query names some.
+    async fn fetch(hub: &crate::hub::Hub, query: &super::Query) -> anyhow::Result<Vec<Self>> {
+        let r = governance_request(query);
+        let items = hub
+            .idempotent(async || hub.policies().list_placement_bindings(r.clone()).await)
+            .await?
+            .items;
+        super::named(items, &query.names, "PlacementBinding")
+    }
 }
 
 impl Kind for PolicySet {
@@ -114,6 +155,23 @@ impl Kind for PolicySet {
 
     fn to_ocm(&self) -> shapes::PolicySet {
         shapes::PolicySet::from(self)
+    }
+
+    const ACROSS_NAMESPACES: bool = true;
+
+    fn none(_: &super::Query, _: &str) -> Option<String> {
+        Some("No PolicySets found.".into())
+    }
+
+    /// Those of the namespace (of every namespace when none is given), only the named ones
+    /// when the query names some.
+    async fn fetch(hub: &crate::hub::Hub, query: &super::Query) -> anyhow::Result<Vec<Self>> {
+        let r = governance_request(query);
+        let items = hub
+            .idempotent(async || hub.policies().list_policy_sets(r.clone()).await)
+            .await?
+            .items;
+        super::named(items, &query.names, "PolicySet")
     }
 }
 
@@ -147,6 +205,23 @@ impl Kind for PlacementRule {
 
     fn to_ocm(&self) -> shapes::PlacementRule {
         shapes::PlacementRule::from(self)
+    }
+
+    const ACROSS_NAMESPACES: bool = true;
+
+    fn none(_: &super::Query, _: &str) -> Option<String> {
+        Some("No PlacementRules found.".into())
+    }
+
+    /// Those of the namespace (of every namespace when none is given), only the named ones
+    /// when the query names some.
+    async fn fetch(hub: &crate::hub::Hub, query: &super::Query) -> anyhow::Result<Vec<Self>> {
+        let r = governance_request(query);
+        let items = hub
+            .idempotent(async || hub.policies().list_placement_rules(r.clone()).await)
+            .await?
+            .items;
+        super::named(items, &query.names, "PlacementRule")
     }
 }
 

@@ -62,4 +62,30 @@ impl Kind for ManifestWorkReplicaSet {
     fn to_ocm(&self) -> ocm::ManifestWorkReplicaSet {
         ocm::ManifestWorkReplicaSet::from(self)
     }
+
+    const ACROSS_NAMESPACES: bool = true;
+
+    /// The replica sets (of the namespace when given), only the named ones when it names some
+    /// (an error when none of them is there).
+    async fn fetch(hub: &crate::hub::Hub, query: &super::Query) -> anyhow::Result<Vec<Self>> {
+        let names = &query.names;
+        let r = flotilla_api::v1::ListReplicaSetsRequest {
+            namespace: query.namespace.clone().unwrap_or_default(),
+        };
+        let mut items = hub
+            .idempotent(async || hub.replica_sets().list_replica_sets(r.clone()).await)
+            .await?
+            .items;
+        if !names.is_empty() {
+            items.retain(|i| {
+                names
+                    .iter()
+                    .any(|n| i.metadata.as_ref().is_some_and(|m| &m.name == n))
+            });
+            if items.is_empty() {
+                anyhow::bail!("ManifestWorkReplicaSet {} not found", names.join(", "));
+            }
+        }
+        Ok(items)
+    }
 }

@@ -36,4 +36,15 @@ impl Kind for AddOnPlacementScore {
     fn to_ocm(&self) -> ocm::AddOnPlacementScore {
         ocm::AddOnPlacementScore::from(self)
     }
+
+    /// The scores of the cluster (the namespace; of every cluster when none is given).
+    async fn fetch(hub: &crate::hub::Hub, query: &super::Query) -> anyhow::Result<Vec<Self>> {
+        let r = flotilla_api::v1::ListScoresRequest {
+            cluster: query.namespace.clone().unwrap_or_default(),
+        };
+        Ok(hub
+            .idempotent(async || hub.placements().list_scores(r.clone()).await)
+            .await?
+            .items)
+    }
 }

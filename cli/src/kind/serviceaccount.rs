@@ -49,6 +49,27 @@ impl Kind for ManagedServiceAccount {
     fn to_ocm(&self) -> shapes::ManagedServiceAccount {
         shapes::ManagedServiceAccount::from(self)
     }
+
+    fn none(_: &super::Query, _: &str) -> Option<String> {
+        Some("No ManagedServiceAccounts found.".into())
+    }
+
+    /// The accounts of the cluster (the namespace; of every cluster when none is given), only
+    /// the named ones when the query names some.
+    async fn fetch(hub: &crate::hub::Hub, query: &super::Query) -> anyhow::Result<Vec<Self>> {
+        let r = flotilla_api::v1::ListManagedServiceAccountsRequest {
+            namespace: query.namespace.clone().unwrap_or_default(),
+        };
+        let items = hub
+            .idempotent(async || {
+                hub.service_accounts()
+                    .list_managed_service_accounts(r.clone())
+                    .await
+            })
+            .await?
+            .items;
+        super::named(items, &query.names, "ManagedServiceAccount")
+    }
 }
 
 /// `describe managedserviceaccount`: spec, token and conditions.

@@ -7,6 +7,9 @@ use flotilla_api::ocm;
 use flotilla_api::v1::{ManifestWork, ObjectMeta};
 use flotilla_api::work::conditions::{APPLIED, AVAILABLE};
 
+/// Works asked for per page (a work carries up to 500 KiB of manifests).
+const WORK_PAGE_SIZE: u32 = 500;
+
 impl Kind for ManifestWork {
     type Ocm = ocm::ManifestWork;
     const COLUMNS: &'static [&'static str] = &[
@@ -53,6 +56,44 @@ impl Kind for ManifestWork {
 
     fn to_ocm(&self) -> ocm::ManifestWork {
         ocm::ManifestWork::from(self)
+    }
+
+    fn none(_: &super::Query, _: &str) -> Option<String> {
+        Some("No works found.".into())
+    }
+
+    /// The named work of a cluster, or every work (of the cluster when given) matching the
+    /// selector.
+    async fn fetch(hub: &crate::hub::Hub, query: &super::Query) -> anyhow::Result<Vec<Self>> {
+        match (query.names.first(), &query.namespace) {
+            (Some(name), Some(cluster)) => {
+                let r = flotilla_api::v1::GetWorkRequest {
+                    cluster: cluster.clone(),
+                    name: name.clone(),
+                };
+                Ok(vec![
+                    hub.idempotent(async || hub.works().get_work(r.clone()).await)
+                        .await?,
+                ])
+            }
+            (Some(_), None) => anyhow::bail!("get works NAME needs --cluster CLUSTER"),
+            (None, cluster) => {
+                let cluster = cluster.clone().unwrap_or_default();
+                crate::pager::all(|page_token| {
+                    let r = flotilla_api::v1::ListWorksRequest {
+                        cluster: cluster.clone(),
+                        label_selector: query.selector.clone(),
+                        page_size: WORK_PAGE_SIZE,
+                        page_token,
+                    };
+                    async move {
+                        hub.idempotent(async || hub.works().list_works(r.clone()).await)
+                            .await
+                    }
+                })
+                .await
+            }
+        }
     }
 }
 
