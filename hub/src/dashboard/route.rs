@@ -150,7 +150,7 @@ pub fn route(method: &Method, path: &str) -> Result<Route, NoRoute> {
 }
 
 /// A percent-decoded path segment (`None`: not UTF-8, or it hides a `/`).
-pub fn decode(segment: &str) -> Option<String> {
+fn decode(segment: &str) -> Option<String> {
     let bytes = segment.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

@@ -200,9 +200,10 @@ impl<const N: usize> FromRequestParts<Arc<Deps>> for Segments<N> {
         let raw = RawPathParams::from_request_parts(parts, state)
             .await
             .map_err(|_| not_found())?;
+        // axum has percent-decoded them (and refused what is not UTF-8).
         let decoded: Option<Vec<String>> = raw
             .iter()
-            .map(|(_, v)| route::decode(v).filter(|s| !s.is_empty()))
+            .map(|(_, v)| (!v.is_empty() && !v.contains('/')).then(|| v.to_string()))
             .collect();
         let segments: [String; N] = decoded
             .and_then(|d| d.try_into().ok())
@@ -832,5 +833,29 @@ async fn rollout_action(
             };
             problem(status, Some(viewer), &e.to_string())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn what_matches_no_route_is_404_or_405_with_the_method_allowed() {
+        let resp = no_route(Method::GET, Uri::from_static("/logout")).await;
+        assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED);
+        assert_eq!(resp.headers()[header::ALLOW], "POST");
+        let resp = no_route(Method::POST, Uri::from_static("/clusters")).await;
+        assert_eq!(resp.headers()[header::ALLOW], "GET");
+        let resp = no_route(Method::GET, Uri::from_static("/nope")).await;
+        assert_eq!(resp.status(), StatusCode::NOT_FOUND);
+    }
+
+    #[test]
+    fn a_trailing_slash_names_the_same_page() {
+        let trimmed = without_trailing_slash(&Uri::from_static("/clusters/?q=a"));
+        assert_eq!(trimmed, Some(Uri::from_static("/clusters?q=a")));
+        assert_eq!(without_trailing_slash(&Uri::from_static("/")), None);
+        assert_eq!(without_trailing_slash(&Uri::from_static("/works")), None);
     }
 }
