@@ -797,3 +797,6 @@ fn not_found(key: &ObjectKey) -> ApiError {
         format!("{} \"{}\" not found", qualified(key), key.name),
     )
 }
+
+#[cfg(test)]
+mod tests;
