@@ -43,6 +43,31 @@ use std::time::{Duration, SystemTime};
 use thiserror::Error;
 use tokio::sync::mpsc;
 
+/// Why an add-on agent's key gets no NATS credentials; the agent is told this text.
+#[derive(Debug, Error)]
+pub enum CredentialsError {
+    /// The add-on is not installed on the cluster.
+    #[error("add-on {addon:?} is not installed on cluster {cluster:?}")]
+    NotInstalled {
+        /// The add-on.
+        addon: String,
+        /// The cluster.
+        cluster: String,
+    },
+    /// The add-on's template asks for no hub access.
+    #[error("add-on {0:?}'s template asks for no hub access (spec.registration is empty)")]
+    NoHubAccess(String),
+    /// The hub is not in secure mode.
+    #[error("this hub runs without --secure-dir: add-on agents connect without credentials")]
+    NotSecure,
+    /// The credentials could not be issued.
+    #[error(transparent)]
+    Issue(#[from] flotilla_auth::issuer::IssueError),
+    /// The key issued before could not be revoked (nothing new is issued).
+    #[error("revoking the add-on's previous key failed: {0}")]
+    Revoke(#[source] crate::security::revocations::RevocationError),
+}
+
 /// KV bucket of ClusterManagementAddOns (`<name>`).
 pub const BUCKET_ADDONS: &str = "addons";
 /// KV bucket of ManagedClusterAddOns (`<cluster>.<name>`).
@@ -871,26 +896,21 @@ impl AddOns {
         cluster: &str,
         addon: &str,
         public_key: &str,
-    ) -> Result<flotilla_api::v1::AddOnCredentialsResponse, String> {
+    ) -> Result<flotilla_api::v1::AddOnCredentialsResponse, CredentialsError> {
         let Some(mca) = self.get_cluster_addon(cluster, addon) else {
-            return Err(format!(
-                "add-on {addon:?} is not installed on cluster {cluster:?}"
-            ));
+            return Err(CredentialsError::NotInstalled {
+                addon: addon.into(),
+                cluster: cluster.into(),
+            });
         };
         if !self.needs_hub_access(&mca) {
-            return Err(format!(
-                "add-on {addon:?}'s template asks for no hub access (spec.registration is empty)"
-            ));
+            return Err(CredentialsError::NoHubAccess(addon.into()));
         }
         let Some(security) = &self.inner.deps.security else {
-            return Err(
-                "this hub runs without --secure-dir: add-on agents connect without credentials"
-                    .into(),
-            );
+            return Err(CredentialsError::NotSecure);
         };
-        let issued = security
-            .issue(flotilla_auth::Subject::AddOn { addon, cluster }, public_key)
-            .map_err(|e| e.to_string())?;
+        let issued =
+            security.issue(flotilla_auth::Subject::AddOn { addon, cluster }, public_key)?;
         let previous = mca
             .hub
             .as_ref()
@@ -900,7 +920,7 @@ impl AddOns {
             security
                 .revoke(&[previous.as_str()])
                 .await
-                .map_err(|e| format!("revoking the add-on's previous key failed: {e}"))?;
+                .map_err(CredentialsError::Revoke)?;
         }
         if previous != public_key {
             // Recorded (before answering) for the revocation when the add-on leaves; a status

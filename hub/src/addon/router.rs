@@ -14,7 +14,7 @@ use flotilla_api::v1::{
     AddOnCredentialsRequest, AddOnCredentialsResponse, AddOnLeaseRenewal, AddOnPlacementScoreReport,
 };
 use flotilla_bus::addons::{self, AddOnSubject};
-use flotilla_bus::envelope::Event;
+use flotilla_bus::envelope::{EnvelopeError, Event};
 use std::sync::Arc;
 use tokio::sync::watch;
 
@@ -183,7 +183,7 @@ async fn credentials(
                 tracing::warn!(subject = %msg.subject, error = %why, "add-on credentials refused");
             }
             AddOnCredentialsResponse {
-                message: why,
+                message: why.to_string(),
                 ..Default::default()
             }
         }
@@ -203,24 +203,41 @@ async fn credentials_for(
     cluster: &str,
     msg: &async_nats::Message,
     config: &RouterConfig,
-) -> Result<AddOnCredentialsResponse, String> {
-    let event = Event::decode(&msg.payload, config.max_event_bytes).map_err(|e| e.to_string())?;
+) -> Result<AddOnCredentialsResponse, RequestError> {
+    let event = Event::decode(&msg.payload, config.max_event_bytes)?;
     if event.event_type != addons::credentials_request_type() {
-        return Err(format!(
-            "event type {} is not a credentials request",
-            event.event_type
-        ));
+        return Err(RequestError::NotARequest(event.event_type.to_string()));
     }
-    let req: AddOnCredentialsRequest = event
-        .decode_data("AddOnCredentialsRequest")
-        .map_err(|e| e.to_string())?;
+    let req: AddOnCredentialsRequest = event.decode_data("AddOnCredentialsRequest")?;
     if req.cluster_name != cluster {
-        return Err(format!(
-            "clusterName {:?} does not match the subject's cluster {cluster:?}",
-            req.cluster_name
-        ));
+        return Err(RequestError::OtherCluster {
+            given: req.cluster_name,
+            cluster: cluster.into(),
+        });
     }
-    addons
+    Ok(addons
         .issue_credentials(cluster, &req.addon_name, &req.public_key)
-        .await
+        .await?)
+}
+
+/// Why a credentials request is refused (the agent is told this text).
+#[derive(Debug, thiserror::Error)]
+enum RequestError {
+    /// Not an envelope.
+    #[error(transparent)]
+    Envelope(#[from] EnvelopeError),
+    /// An event of another type.
+    #[error("event type {0} is not a credentials request")]
+    NotARequest(String),
+    /// A request naming another cluster than its subject.
+    #[error("clusterName {given:?} does not match the subject's cluster {cluster:?}")]
+    OtherCluster {
+        /// The cluster the request names.
+        given: String,
+        /// The subject's.
+        cluster: String,
+    },
+    /// The add-on's key gets no credentials.
+    #[error(transparent)]
+    Refused(#[from] super::CredentialsError),
 }
