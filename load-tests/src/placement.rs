@@ -310,7 +310,7 @@ async fn start(settings: &Settings, clusters: usize) -> Result<Hub> {
         replicas: settings.replicas,
         ..StreamOptions::default()
     };
-    let buckets = Buckets::open(&js, opts).await?;
+    let buckets = Buckets::open_unfenced(&js, opts).await?;
     // Fresh state for every fleet size: this is a dedicated server (checked in `run`).
     for (key, p, _) in buckets.placements.load_all().await? {
         let m = p.metadata.unwrap_or_default();

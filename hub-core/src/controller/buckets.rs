@@ -50,6 +50,17 @@ macro_rules! buckets {
                     $($field: cx.open($bucket).await?,)+
                 })
             }
+
+            /// Creates (if needed) and opens every bucket unfenced: for tools and benchmarks
+            /// that run a family's parts outside the controllers (their writes carry no epoch).
+            pub async fn open_unfenced(
+                js: &async_nats::jetstream::Context,
+                opts: flotilla_bus::jetstream::StreamOptions,
+            ) -> ::std::result::Result<Self, $crate::store::StoreError> {
+                Ok(Self {
+                    $($field: $crate::store::Bucket::open(js, $bucket, opts).await?,)+
+                })
+            }
         }
     };
 }

@@ -197,8 +197,8 @@ pub(super) async fn handle_status(
             }
         }
         (kind, Some(rid)) if config.reports.get(kind).is_some() => {
-            let at = (ty.as_str(), &parsed);
-            return route_report(clusters, config, &refuser, at, event, rid, msg, in_flight).await;
+            let at = (ty.as_str(), &parsed, rid);
+            return route_report(clusters, config, &refuser, at, event, msg, in_flight).await;
         }
         _ => return refuser.refuse(&ty, unknown_type(&ty, &parsed), msg).await,
     };
@@ -298,9 +298,8 @@ async fn route_report(
     clusters: &Clusters,
     config: &RouterConfig,
     refuser: &Refuser<'_>,
-    (ty, parsed): (&str, &StatusSubject<'_>),
+    (ty, parsed, rid): (&str, &StatusSubject<'_>, &str),
     event: Event,
-    rid: &str,
     msg: jetstream::Message,
     in_flight: &mut InFlight,
 ) {
