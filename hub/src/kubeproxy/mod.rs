@@ -12,8 +12,9 @@
 //! - [`status`]: the hub's own answers as Kubernetes `Status` objects.
 //! - [`tunnel`]: calls streamed to agents over NATS ([`flotilla_bus::tunnel`]) with flow control,
 //!   cancellation and timeouts.
-//! - [`server`]: the HTTP(S) server: authenticate, decide, log, check the cluster, call, stream
-//!   the answer back.
+//! - [`server`]: the HTTP(S) server, an axum `Router` with one fallback handler and layers for
+//!   the count and an open hub's host check: authenticate, decide, log, check the cluster, call,
+//!   stream the answer back.
 //!
 //! The agent forwards each call to its cluster's API server (or the simulated cluster answers
 //! it) and streams the answer back; errors from the spoke come back verbatim.
@@ -40,7 +41,7 @@ pub enum BodyError {
     TooLarge(usize),
     /// The client's body could not be read.
     #[error("reading the request body: {0}")]
-    Read(#[source] hyper::Error),
+    Read(#[source] axum::Error),
     /// The call broke off while the response was streaming.
     #[error("the call broke off: {0}")]
     Call(#[source] Box<tunnel::CallError>),

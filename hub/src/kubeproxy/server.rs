@@ -1,4 +1,7 @@
-//! The cluster proxy's HTTP(S) server: each request is authenticated with the API's tokens,
+//! The cluster proxy's HTTP(S) server (I/O): an [`axum::Router`] whose one handler (the
+//! fallback: the Kubernetes path space is forwarded whole) makes every call, inside layers for
+//! what every answer shares — the count by verb and status, and an open hub's host check and
+//! warning. Each request is authenticated with the API's tokens,
 //! decided ([`super::access`]), logged (who, cluster, verb, resource), checked against the
 //! cluster's availability ([`super::offline`]) and made as a call through the cluster's agent
 //! ([`super::tunnel`]); the spoke's answer streams back as it comes.
@@ -8,13 +11,19 @@
 //! over TLS), as kubectl speaks either.
 
 use super::access::{self, Act, Asked};
+use super::metrics::ProxyMetrics;
 use super::offline::{self, LeaseRule};
 use super::request::{self, RequestInfo, Verb};
 use super::status::{self, Body};
 use super::tunnel::{CallError, Outgoing, Tunnels};
 use super::{BodyError, MAX_REQUEST_BODY};
 use crate::grpc::auth::{Identity, Role, Tokens};
+use crate::hosts::AllowedHosts;
 use crate::inventory::ClusterInventory;
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use flotilla_api::v1::{TunnelCaller, TunnelHeader, TunnelImpersonation, TunnelRequest};
 use futures::StreamExt;
@@ -25,6 +34,7 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tower::ServiceExt;
 
 /// The role a ManagedServiceAccount caller is logged with.
 const SERVICE_ACCOUNT_ROLE: &str = "service-account";
@@ -61,11 +71,11 @@ pub struct Deps {
     /// The API's tokens (`None`: open, every caller an admin — loopback only).
     pub tokens: Option<Tokens>,
     /// On an open hub, the hosts it answers ([`crate::hosts`]): DNS rebinding.
-    pub hosts: Option<crate::hosts::AllowedHosts>,
+    pub hosts: Option<AllowedHosts>,
     /// How leases are judged (for the offline message).
     pub lease: LeaseRule,
     /// Requests counted.
-    pub metrics: super::metrics::ProxyMetrics,
+    pub metrics: ProxyMetrics,
     /// How connections are bounded.
     pub limits: Limits,
     /// ManagedServiceAccount tokens: a bearer that is no API token but a current token of the
@@ -73,36 +83,90 @@ pub struct Deps {
     pub service_account_tokens: Option<crate::serviceaccount::TokenLookup>,
 }
 
-impl crate::webserver::Handler for Deps {
-    type Body = Body;
-    type BodyError = BodyError;
+/// The cluster proxy as [`crate::webserver`] serves it: [`router`] over [`Deps`].
+pub struct Proxy {
+    router: Router,
+}
+
+impl Proxy {
+    /// The proxy over `deps`.
+    pub fn new(deps: Arc<Deps>) -> Self {
+        Self {
+            router: router(deps),
+        }
+    }
+}
+
+impl crate::webserver::Handler for Proxy {
+    type Body = axum::body::Body;
+    type BodyError = axum::Error;
     const NAME: &'static str = "cluster proxy";
 
     async fn handle(
         self: Arc<Self>,
         req: http::Request<Incoming>,
         _peer: std::net::SocketAddr,
-    ) -> http::Response<Body> {
-        let verb = verb_of(&req);
-        let host = self.hosts.map(|h| h.check(crate::hosts::of_request(&req)));
-        let resp = match host {
-            Some(Err(refusal)) => {
-                tracing::info!(%refusal, "cluster proxy request refused");
-                status::response(StatusCode::FORBIDDEN, &refusal.to_string())
-            }
-            _ => handle(&self, req).await,
-        };
-        let mut resp = resp;
-        if self.hosts.is_some() {
-            // kubectl prints a `Warning` header to its user: an open proxy says what it grants.
-            resp.headers_mut().insert(
-                http::header::WARNING,
-                http::HeaderValue::from_static(OPEN_PROXY_WARNING),
-            );
+    ) -> Response {
+        match self.router.clone().oneshot(req).await {
+            Ok(resp) => resp,
+            Err(never) => match never {},
         }
-        self.metrics.answered(&verb, resp.status());
-        resp
     }
+}
+
+/// The proxy's routes. Every path goes to [`proxy`], the router's fallback: the Kubernetes API's
+/// path space is forwarded whole, and `/clusters/<cluster>/…` is taken apart by
+/// [`request::split`] on the raw path — percent-encoding and dot segments are refused there, which
+/// a route's decoded parameters would hide.
+pub fn router(deps: Arc<Deps>) -> Router {
+    let (hosts, metrics) = (deps.hosts, deps.metrics.clone());
+    layered(
+        Router::new().fallback(proxy).with_state(deps),
+        hosts,
+        metrics,
+    )
+}
+
+/// `routes` inside the layers every answer goes through: the count by verb and status
+/// (outermost: it counts the host refusals too), then an open hub's host check and warning.
+fn layered(routes: Router, hosts: Option<AllowedHosts>, metrics: ProxyMetrics) -> Router {
+    routes
+        .layer(middleware::from_fn_with_state(hosts, open_hub))
+        .layer(middleware::from_fn_with_state(metrics, count))
+}
+
+/// Counts each answer by the request's Kubernetes verb and the answer's status.
+async fn count(State(metrics): State<ProxyMetrics>, req: Request, next: Next) -> Response {
+    let verb = verb_of(&req);
+    let resp = next.run(req).await;
+    metrics.answered(&verb, resp.status());
+    resp
+}
+
+/// On an open hub (no API tokens, `hosts` set): refuses a request addressed to another host
+/// (DNS rebinding), and says in every answer what the proxy grants.
+async fn open_hub(State(hosts): State<Option<AllowedHosts>>, req: Request, next: Next) -> Response {
+    let Some(hosts) = hosts else {
+        return next.run(req).await;
+    };
+    let mut resp = match hosts.check(crate::hosts::of_request(&req)) {
+        Err(refusal) => {
+            tracing::info!(%refusal, "cluster proxy request refused");
+            status::response(StatusCode::FORBIDDEN, &refusal.to_string()).into_response()
+        }
+        Ok(()) => next.run(req).await,
+    };
+    // kubectl prints a `Warning` header to its user: an open proxy says what it grants.
+    resp.headers_mut().insert(
+        http::header::WARNING,
+        http::HeaderValue::from_static(OPEN_PROXY_WARNING),
+    );
+    resp
+}
+
+/// Makes one request's call: every path (the router's fallback).
+async fn proxy(State(deps): State<Arc<Deps>>, req: Request) -> http::Response<Body> {
+    handle(&deps, req).await
 }
 
 /// What every answer of an open hub's proxy says (kubectl shows it as `Warning: …`).
@@ -118,11 +182,11 @@ pub fn serve(
     shutdown: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
     let limits = deps.limits.clone();
-    crate::webserver::serve(listener, tls, limits, deps, shutdown)
+    crate::webserver::serve(listener, tls, limits, Arc::new(Proxy::new(deps)), shutdown)
 }
 
 /// The request's Kubernetes verb, for metrics (`other` off the `/clusters/` paths).
-fn verb_of(req: &http::Request<Incoming>) -> String {
+fn verb_of<B>(req: &http::Request<B>) -> String {
     match request::split(req.uri().path()) {
         Ok((_, spoke)) => {
             RequestInfo::parse(req.method(), spoke, req.uri().query().unwrap_or_default())
@@ -230,7 +294,7 @@ fn forwarded(headers: &HeaderMap) -> Vec<TunnelHeader> {
 
 /// Whether the request carries a body: writes always do (possibly empty), other methods when
 /// they say so (a DELETE with its options).
-fn has_body(req: &http::Request<Incoming>) -> bool {
+fn has_body(req: &Request) -> bool {
     let length = req
         .headers()
         .get(http::header::CONTENT_LENGTH)
@@ -245,14 +309,14 @@ fn has_body(req: &http::Request<Incoming>) -> bool {
 
 /// A read (`GET`, `HEAD`, a watch) that carries a body, refused before anything reaches the
 /// agent: Kubernetes reads none, and the agent would keep one that never ends.
-fn body_on_read(req: &http::Request<Incoming>, info: &RequestInfo) -> Option<BodyError> {
+fn body_on_read(req: &Request, info: &RequestInfo) -> Option<BodyError> {
     let read =
         matches!(*req.method(), http::Method::GET | http::Method::HEAD) || info.verb == Verb::Watch;
     (read && (has_body(req) || !req.body().is_end_stream()))
         .then(|| BodyError::OnRead(req.method().clone()))
 }
 
-async fn handle(deps: &Deps, req: http::Request<Incoming>) -> http::Response<Body> {
+async fn handle(deps: &Deps, req: Request) -> http::Response<Body> {
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or_default().to_string();
     let (cluster, spoke_path) = match request::split(&path) {
@@ -336,7 +400,7 @@ supported by the cluster proxy yet";
 
 /// Whether the request asks for a connection upgrade (exec, attach, port-forward), which the
 /// proxy does not make.
-fn is_upgrade(req: &http::Request<Incoming>, info: &RequestInfo) -> bool {
+fn is_upgrade(req: &Request, info: &RequestInfo) -> bool {
     req.headers().contains_key(http::header::UPGRADE)
         || matches!(info.subresource.as_str(), "exec" | "attach" | "portforward")
 }
@@ -473,7 +537,7 @@ fn call_failed(e: &CallError) -> (StatusCode, Option<&'static str>) {
 }
 
 /// The client's body as chunks, cut off with an error past [`MAX_REQUEST_BODY`].
-fn limited(body: Incoming) -> super::tunnel::ByteStream {
+fn limited(body: axum::body::Body) -> super::tunnel::ByteStream {
     let mut total = 0usize;
     Box::pin(BodyStream::new(body).filter_map(move |frame| {
         let item = match frame {
@@ -627,6 +691,52 @@ mod tests {
             call_failed(&CallError::RequestBody(BodyError::TooLarge(1))),
             (StatusCode::PAYLOAD_TOO_LARGE, None)
         );
+    }
+
+    /// The layers around a fallback that answers 200, as [`router`] puts them around [`proxy`].
+    async fn through_layers(hosts: Option<AllowedHosts>, host: &str) -> (Response, ProxyMetrics) {
+        let metrics = ProxyMetrics::default();
+        let routes = Router::new().fallback(|| async { "called" });
+        let req = http::Request::get("/clusters/c1/api/v1/namespaces/ns/pods")
+            .header(http::header::HOST, host)
+            .body(axum::body::Body::empty())
+            .unwrap();
+        let resp = layered(routes, hosts, metrics.clone())
+            .oneshot(req)
+            .await
+            .unwrap();
+        (resp, metrics)
+    }
+
+    fn counted(metrics: &ProxyMetrics, verb: &str, code: &str) -> u64 {
+        metrics
+            .requests
+            .get_or_create(&super::super::metrics::RequestLabels {
+                verb: verb.into(),
+                code: code.into(),
+            })
+            .get()
+    }
+
+    #[tokio::test]
+    async fn an_open_hub_refuses_other_hosts_and_warns_in_every_answer_and_both_are_counted() {
+        let open = Some(AllowedHosts::open_server("127.0.0.1:6443".parse().unwrap()));
+        let (resp, metrics) = through_layers(open, "evil.example:6443").await;
+        assert_eq!(resp.status(), StatusCode::FORBIDDEN);
+        assert!(resp.headers().contains_key(http::header::WARNING));
+        assert_eq!(counted(&metrics, "list", "4xx"), 1);
+        let (resp, metrics) = through_layers(open, "localhost:6443").await;
+        assert_eq!(resp.status(), StatusCode::OK);
+        assert_eq!(
+            resp.headers()[http::header::WARNING],
+            OPEN_PROXY_WARNING,
+            "an open proxy says what it grants"
+        );
+        assert_eq!(counted(&metrics, "list", "2xx"), 1);
+        // With API tokens there is no host check and no warning.
+        let (resp, _) = through_layers(None, "evil.example:6443").await;
+        assert_eq!(resp.status(), StatusCode::OK);
+        assert!(!resp.headers().contains_key(http::header::WARNING));
     }
 
     #[test]
