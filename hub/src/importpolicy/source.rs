@@ -590,6 +590,29 @@ mod tests {
     }
 
     #[test]
+    fn a_reason_keeps_the_message_cut_whatever_failed() {
+        let long = SourceError::Agent {
+            spoke: "mgmt".into(),
+            error: "x".repeat(4 * MAX_ERROR_LEN),
+        };
+        let reason = Reason::from(long);
+        assert!(reason.starts_with("the agent of \"mgmt\": xxx"), "{reason}");
+        assert!(reason.len() <= MAX_ERROR_LEN + 3, "{} bytes", reason.len());
+        let short = SourceError::TooManyObjects {
+            spoke: "mgmt".into(),
+            count: MAX_SOURCE_OBJECTS + 1,
+        };
+        assert_eq!(
+            Reason::from(short).to_string(),
+            format!(
+                "\"mgmt\" answered {} objects, more than the {MAX_SOURCE_OBJECTS} a source may have",
+                MAX_SOURCE_OBJECTS + 1
+            )
+        );
+        assert_eq!(&*Reason::from("not listed yet"), "not listed yet");
+    }
+
+    #[test]
     fn a_reference_is_bounded_in_bytes() {
         let versions = [];
         let q = Query {

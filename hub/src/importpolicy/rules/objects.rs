@@ -384,7 +384,7 @@ fn verdict(
                 vars = with_reference(&vars, &key, json_value(&object));
             }
         }
-        Err(e) => return Verdict::Failed(e.into()),
+        Err(e) => return Verdict::Failed(e),
     }
     Verdict::Selected(Box::new(Selected {
         cluster,
