@@ -53,6 +53,53 @@ impl fmt::Display for Role {
     }
 }
 
+/// Why a caller may not do what it asked, or a grant does not parse; the text is the
+/// `PERMISSION_DENIED` (or token file) message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AccessError {
+    /// An `execute-as` grant that is not `NAMESPACE/NAME` or `NAMESPACE/*`.
+    #[error("execute-as grant {0:?} is not NAMESPACE/NAME or NAMESPACE/*")]
+    GrantShape(String),
+    /// A grant whose namespace or name breaks the Kubernetes rules.
+    #[error("execute-as grant {grant:?}: {source}")]
+    GrantName {
+        /// The grant.
+        grant: String,
+        /// Why.
+        #[source]
+        source: flotilla_api::names::NameError,
+    },
+    /// A read-only identity writing works.
+    #[error("{0} (read-only) may not write ManifestWorks")]
+    ReadOnly(String),
+    /// A deployer applying with the agent's own identity.
+    #[error(
+        "spec.executor: {name} (deployer) must name an executor it may act as ({grants}); only \
+         an admin may apply with the agent's own identity"
+    )]
+    NoExecutor {
+        /// The identity.
+        name: String,
+        /// Its grants.
+        grants: String,
+    },
+    /// A deployer naming an executor outside its grants.
+    #[error(
+        "spec.executor: {name} (deployer) may not execute as {username} ({executor}); its \
+         execute-as grants are {grants}"
+    )]
+    NotGranted {
+        /// The identity.
+        name: String,
+        /// The executor's user name.
+        username: String,
+        /// The executor.
+        executor: String,
+        /// The identity's grants.
+        grants: String,
+    },
+}
+
 /// One `execute-as` grant: a ServiceAccount, or every ServiceAccount of a namespace.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecuteAs {
@@ -64,22 +111,22 @@ pub struct ExecuteAs {
 
 impl ExecuteAs {
     /// Parses `NAMESPACE/NAME` or `NAMESPACE/*`.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, AccessError> {
         let Some((namespace, name)) = s.split_once('/') else {
-            return Err(format!(
-                "execute-as grant {s:?} is not NAMESPACE/NAME or NAMESPACE/*"
-            ));
+            return Err(AccessError::GrantShape(s.into()));
         };
-        flotilla_api::names::validate_dns1123_subdomain("namespace", namespace)
-            .map_err(|e| format!("execute-as grant {s:?}: {e}"))?;
+        let named = |source| AccessError::GrantName {
+            grant: s.into(),
+            source,
+        };
+        flotilla_api::names::validate_dns1123_subdomain("namespace", namespace).map_err(named)?;
         if name == "*" {
             return Ok(Self {
                 namespace: namespace.into(),
                 name: None,
             });
         }
-        flotilla_api::names::validate_dns1123_subdomain("name", name)
-            .map_err(|e| format!("execute-as grant {s:?}: {e}"))?;
+        flotilla_api::names::validate_dns1123_subdomain("name", name).map_err(named)?;
         Ok(Self {
             namespace: namespace.into(),
             name: Some(name.into()),
@@ -122,28 +169,21 @@ impl Identity {
     pub fn may_execute_as(
         &self,
         executor: Option<&flotilla_api::work::Executor>,
-    ) -> Result<(), String> {
+    ) -> Result<(), AccessError> {
         match (self.role, executor) {
             (Role::Admin, _) => Ok(()),
-            (Role::ReadOnly, _) => Err(format!(
-                "{} (read-only) may not write ManifestWorks",
-                self.name
-            )),
-            (Role::Deployer, None) => Err(format!(
-                "spec.executor: {} (deployer) must name an executor it may act as ({}); \
-                 only an admin may apply with the agent's own identity",
-                self.name,
-                self.grants()
-            )),
+            (Role::ReadOnly, _) => Err(AccessError::ReadOnly(self.name.clone())),
+            (Role::Deployer, None) => Err(AccessError::NoExecutor {
+                name: self.name.clone(),
+                grants: self.grants(),
+            }),
             (Role::Deployer, Some(e)) if self.execute_as.iter().any(|g| g.covers(e)) => Ok(()),
-            (Role::Deployer, Some(e)) => Err(format!(
-                "spec.executor: {} (deployer) may not execute as {} ({}); its execute-as grants \
-                 are {}",
-                self.name,
-                e.username(),
-                e,
-                self.grants()
-            )),
+            (Role::Deployer, Some(e)) => Err(AccessError::NotGranted {
+                name: self.name.clone(),
+                username: e.username(),
+                executor: e.to_string(),
+                grants: self.grants(),
+            }),
         }
     }
 
@@ -298,7 +338,7 @@ impl Tokens {
                 .split_whitespace()
                 .map(ExecuteAs::parse)
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(bad)?;
+                .map_err(|e| bad(e.to_string()))?;
             match role {
                 Role::Deployer if execute_as.is_empty() => {
                     return Err(bad(format!(
@@ -560,7 +600,8 @@ mod tests {
         );
         let denied = deployer
             .may_execute_as(Some(&executor("default", "root")))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(denied.starts_with("spec.executor:"), "{denied}");
         assert!(denied.contains("ci (deployer)"), "{denied}");
         assert!(
@@ -568,7 +609,7 @@ mod tests {
             "{denied}"
         );
         // Without an executor the agent's own identity would apply: admins only.
-        let nil = deployer.may_execute_as(None).unwrap_err();
+        let nil = deployer.may_execute_as(None).unwrap_err().to_string();
         assert!(nil.starts_with("spec.executor:"), "{nil}");
         let alice = t.identify("0123456789abcdef-admin").unwrap();
         assert!(alice.may_execute_as(None).is_ok());
