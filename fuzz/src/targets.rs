@@ -60,11 +60,15 @@ fn envelope(bytes: &[u8]) -> Outcome {
         t if t == flotilla_bus::envelope::types::cluster_status().to_string() => event
             .decode_data::<v1::ClusterStatusReport>("ClusterStatusReport")
             .map_err(|e| e.to_string())
-            .and_then(|r| flotilla_hub::cluster::rules::validate_claims(&r.claims)),
+            .and_then(|r| {
+                flotilla_hub::cluster::rules::validate_claims(&r.claims).map_err(|e| e.to_string())
+            }),
         t if t == flotilla_bus::scores::report_type().to_string() => event
             .decode_data::<v1::AddOnPlacementScoreReport>("AddOnPlacementScoreReport")
             .map_err(|e| e.to_string())
-            .and_then(|r| flotilla_hub::placement::scores::validate_report(&r)),
+            .and_then(|r| {
+                flotilla_hub::placement::scores::validate_report(&r).map_err(|e| e.to_string())
+            }),
         t if t == flotilla_bus::works::resync_request_type().to_string() => event
             .decode_data::<v1::SpecResyncRequest>("SpecResyncRequest")
             .map(drop)
