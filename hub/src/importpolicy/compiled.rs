@@ -672,3 +672,9 @@ pub fn registration_value(c: &ManagedCluster) -> Value {
         ),
     ])
 }
+
+impl From<EvalError> for super::reason::Reason {
+    fn from(e: EvalError) -> Self {
+        Self::new(e)
+    }
+}

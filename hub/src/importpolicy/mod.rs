@@ -17,6 +17,7 @@
 //! - [`compiled`]: a policy's CEL, compiled once (variables `source`, `references`), and the
 //!   source values.
 //! - [`source`]: object sources listed (and their references read) through the spokes' agents.
+//! - [`reason`]: pure — why something failed, as a status keeps it (cut to a bound).
 //! - [`rules`]: pure — the plan (records, cluster creations, edits and deletions, counts) from
 //!   a snapshot.
 //! - [`actor`]: the one task that owns the policies and records: applies, deletes, polls the
@@ -31,6 +32,7 @@ pub mod actor;
 pub mod compiled;
 pub mod family;
 pub mod grpc;
+pub mod reason;
 pub mod rules;
 pub mod source;
 

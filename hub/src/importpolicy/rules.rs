@@ -25,7 +25,7 @@
 //!   policy that does not compile keeps its records and changes nothing.
 
 use super::compiled::{CompiledPolicy, Template, registration_value};
-use super::source::Reason;
+use super::reason::Reason;
 use crate::cluster::rules::{accepted, denied};
 use flotilla_api::importpolicy::{
     MAX_STATUS_ERRORS, REGISTRATION_GROUP, REGISTRATIONS, source_kind,
@@ -215,11 +215,11 @@ pub struct Tally {
 
 impl Tally {
     /// Keeps an error, up to [`MAX_STATUS_ERRORS`].
-    /// Each is cut to [`super::source::MAX_ERROR_LEN`] bytes: CEL errors print the values
+    /// Each is cut to [`super::reason::MAX_ERROR_LEN`] bytes: CEL errors print the values
     /// they failed on, which a spoke chooses.
     pub fn error(&mut self, e: String) {
         if self.errors.len() < MAX_STATUS_ERRORS {
-            self.errors.push(super::source::cut(e));
+            self.errors.push(super::reason::cut(e));
         }
     }
 }

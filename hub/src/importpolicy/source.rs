@@ -25,10 +25,8 @@ use flotilla_bus::subjects;
 use futures::StreamExt;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 
-/// An error kept for a status is at most this long.
-pub const MAX_ERROR_LEN: usize = 300;
+pub use super::reason::{MAX_ERROR_LEN, Reason, cut};
 /// Source objects whose references are read at once, per spoke.
 pub const REFERENCE_CONCURRENCY: usize = 8;
 /// A reference's object is at most this large (a Kubernetes object is at most about 1.5 MiB).
@@ -189,54 +187,8 @@ pub enum BadObject {
     },
 }
 
-/// Why something failed, as the hub keeps it for a status: the message, cut to
-/// [`MAX_ERROR_LEN`] bytes (errors print values a spoke chooses, and lists and verdicts are
-/// kept between polls). The cause's type is gone by design: only its text is shown.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reason(String);
-
-impl Reason {
-    /// The message of `e`, cut.
-    pub fn new(e: impl fmt::Display) -> Self {
-        Self(cut(e.to_string()))
-    }
-}
-
-impl std::ops::Deref for Reason {
-    type Target = str;
-    fn deref(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for Reason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Reason {}
-
-impl From<&str> for Reason {
-    fn from(s: &str) -> Self {
-        Self(cut(s.to_string()))
-    }
-}
-
-impl From<String> for Reason {
-    fn from(s: String) -> Self {
-        Self(cut(s))
-    }
-}
-
 impl From<SourceError> for Reason {
     fn from(e: SourceError) -> Self {
-        Self::new(e)
-    }
-}
-
-impl From<EvalError> for Reason {
-    fn from(e: EvalError) -> Self {
         Self::new(e)
     }
 }
@@ -501,19 +453,6 @@ fn checked(q: &Query<'_>, raw: Vec<Vec<u8>>) -> Result<Vec<Value>, SourceError> 
     Ok(out)
 }
 
-/// An error cut to [`MAX_ERROR_LEN`] bytes (on a character boundary).
-pub fn cut(mut s: String) -> String {
-    if s.len() > MAX_ERROR_LEN {
-        let mut end = MAX_ERROR_LEN;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        s.truncate(end);
-        s.push('…');
-    }
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -635,7 +574,7 @@ mod tests {
             namespace: String::new(),
             name: "a".into(),
             uid: String::new(),
-            verdict: super::super::rules::Verdict::Failed(Reason("x".repeat(bytes))),
+            verdict: super::super::rules::Verdict::Failed(Reason::uncut("x".repeat(bytes))),
         };
         (spoke.to_string(), Ok(vec![j]))
     }

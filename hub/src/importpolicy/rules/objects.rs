@@ -7,7 +7,7 @@ use super::{
     Verdict, count, deleting, desired_labels, shape, source_ref,
 };
 use crate::importpolicy::compiled::{CompiledPolicy, Template, Vars, json_value, with_reference};
-use crate::importpolicy::source::Reason;
+use crate::importpolicy::reason::Reason;
 use flotilla_api::v1::{ClusterOrigin, ImportRecord, ImportSourceRef, ManagedCluster};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
