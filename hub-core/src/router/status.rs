@@ -130,10 +130,20 @@ pub async fn run_status(
     // Failures in a row: the waits before asking the server again double (to
     // RESUBSCRIBE_MAX), so 32 shards do not each ask an overloaded server every second.
     let mut failures = 0;
+    // Reports on their way to the controllers' hub: the next message is read only while fewer
+    // than FORWARDS_IN_FLIGHT wait for the holder. They outlive a pull: before a new one is
+    // made they are answered (at most report::FORWARD_TIMEOUT), so their messages are
+    // acknowledged or handed back rather than left for ack_wait; on shutdown or a lost fence
+    // they are dropped (delivered again).
+    let mut in_flight = super::dispatch::InFlight::new();
     loop {
         blind();
         if *shutdown.borrow() || !fence.is_valid() {
             return;
+        }
+        tokio::select! {
+            _ = shutdown.changed() => return,
+            () = async { while in_flight.next().await.is_some() {} } => {}
         }
         let consumer = match status_consumer(&stream, &feed, &config).await {
             Ok(c) => c,
@@ -179,14 +189,12 @@ pub async fn run_status(
         // blindness.
         let mut missed = 0;
         let mut blind_since: Option<tokio::time::Instant> = None;
-        // Reports on their way to the controllers' hub: the next message is read only while
-        // fewer than FORWARDS_IN_FLIGHT wait for the holder (dropped with the loop: delivered
-        // again).
-        let mut in_flight = super::dispatch::InFlight::new();
         loop {
             let settled = blind_since.map(|t| t + HEARTBEAT_SETTLE);
             let room = in_flight.len() < crate::report::FORWARDS_IN_FLIGHT;
             tokio::select! {
+                // Forwards first: a backlog of messages must not keep them from being sent.
+                biased;
                 _ = shutdown.changed() => return,
                 Some(()) = in_flight.next(), if !in_flight.is_empty() => {}
                 () = sleep_until_some(settled) => {
