@@ -257,6 +257,13 @@ pub fn describe(d: &PlacementDebug, decisions: &[PlacementDecision]) -> String {
         .collect();
     s.push_str(&format!("Prioritizers (weight): {}\n", weights.join(", ")));
     s.push_str("Candidates (filters: + passed, - failed, . not reached; scores are raw, in [-100, 100]):\n");
+    s.push_str(&candidates(d));
+    s.push_str(&why(d));
+    s
+}
+
+/// The candidates table: each cluster's selection, rank, filters and raw scores.
+fn candidates(d: &PlacementDebug) -> String {
     let mut header: Vec<String> = vec!["CLUSTER".into(), "SELECTED".into(), "RANK".into()];
     header.extend(FILTERS.iter().map(|f| f.to_uppercase()));
     header.extend(d.prioritizers.iter().map(|w| w.prioritizer.clone()));
@@ -294,7 +301,12 @@ pub fn describe(d: &PlacementDebug, decisions: &[PlacementDecision]) -> String {
         })
         .collect();
     let header_refs: Vec<&str> = header.iter().map(String::as_str).collect();
-    s.push_str(&indented(&table(&header_refs, &rows)));
+    indented(&table(&header_refs, &rows))
+}
+
+/// Why each cluster was filtered, ranked after others or not selected (empty when nothing is
+/// to say).
+fn why(d: &PlacementDebug) -> String {
     let notes: Vec<String> = d
         .clusters
         .iter()
@@ -320,11 +332,12 @@ pub fn describe(d: &PlacementDebug, decisions: &[PlacementDecision]) -> String {
             v
         })
         .collect();
-    if !notes.is_empty() {
-        s.push_str("Why:\n");
-        for n in notes {
-            s.push_str(&format!("  {n}\n"));
-        }
+    if notes.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from("Why:\n");
+    for n in notes {
+        s.push_str(&format!("  {n}\n"));
     }
     s
 }
