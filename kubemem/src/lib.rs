@@ -8,7 +8,8 @@
 //! cluster read again after a change). The testkit serves a [`store::Store`] of objects
 //! (resource versions, server-side apply with field managers and conflicts, garbage collection,
 //! watch history) over HTTP ([`server`], with a [`server::Gate`] in front for its access rules);
-//! the agent's simulated cluster keeps its own compact store and answers through the pure pieces.
+//! the agent's simulated cluster keeps its own compact store. Both answer requests through one
+//! [`engine`]: paths, verbs, patches, apply, watch and errors over a store's [`engine::Objects`].
 //!
 //! - [`resources`]: built-in API resources, those CRDs add, discovery documents (pure).
 //! - [`openapi`]: the OpenAPI v3 root and per group version documents (pure).
@@ -17,10 +18,12 @@
 //! - [`status`]: API errors and their `Status` objects (pure).
 //! - [`store`]: the objects of an in-memory server (pure state).
 //! - [`watch`]: watch events and streams.
-//! - [`server`]: the HTTP routes over a store (I/O).
+//! - [`engine`]: the request engine over a store's objects (no I/O of its own).
+//! - [`server`]: the HTTP serving of a [`Store`] (I/O).
 
 #![deny(missing_docs)]
 
+pub mod engine;
 pub mod openapi;
 pub mod patch;
 pub mod resources;

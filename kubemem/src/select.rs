@@ -25,17 +25,49 @@ pub struct Selectors {
 
 /// A selector the API server would refuse, worded for a 400 `BadRequest`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct SelectorError(pub String);
+pub enum SelectorError {
+    /// A `labelSelector` that does not parse.
+    #[error("labelSelector {selector:?}: {why}")]
+    Labels {
+        /// The selector as sent.
+        selector: String,
+        /// Why it does not parse.
+        why: String,
+    },
+    /// A `fieldSelector` term that is not `FIELD=VALUE`.
+    #[error("fieldSelector term {0:?} is not FIELD=VALUE")]
+    Term(String),
+    /// A field the cluster does not select on (its path).
+    #[error(
+        "fieldSelector {0:?}: an in-memory cluster selects only on metadata.name and metadata.namespace"
+    )]
+    Field(String),
+}
+
+impl SelectorError {
+    /// The refusal as `cluster` says it ("the simulated cluster selects only on …").
+    pub fn worded_for(&self, cluster: &str) -> String {
+        match self {
+            Self::Field(path) => format!(
+                "fieldSelector {path:?}: {cluster} selects only on metadata.name and metadata.namespace"
+            ),
+            other => other.to_string(),
+        }
+    }
+}
 
 impl Selectors {
     /// Parses the `labelSelector` and `fieldSelector` parameters (absent or empty: everything).
     pub fn parse(labels: Option<&str>, fields: Option<&str>) -> Result<Self, SelectorError> {
         let labels = match labels.filter(|s| !s.is_empty()) {
-            Some(s) => Some(
-                flotilla_api::selector::parse(s)
-                    .map_err(|e| SelectorError(format!("labelSelector {s:?}: {e}")))?,
-            ),
+            Some(s) => {
+                Some(
+                    flotilla_api::selector::parse(s).map_err(|e| SelectorError::Labels {
+                        selector: s.to_string(),
+                        why: e.to_string(),
+                    })?,
+                )
+            }
             None => None,
         };
         let mut terms = Vec::new();
@@ -51,14 +83,10 @@ impl Selectors {
             } else if let Some((p, v)) = term.split_once('=') {
                 (p, v, true)
             } else {
-                return Err(SelectorError(format!(
-                    "fieldSelector term {term:?} is not FIELD=VALUE"
-                )));
+                return Err(SelectorError::Term(term.to_string()));
             };
             if !matches!(path, "metadata.name" | "metadata.namespace") {
-                return Err(SelectorError(format!(
-                    "fieldSelector {path:?}: an in-memory cluster selects only on metadata.name and metadata.namespace"
-                )));
+                return Err(SelectorError::Field(path.to_string()));
             }
             terms.push(FieldTerm {
                 path: path.to_string(),
@@ -124,7 +152,11 @@ mod tests {
     #[test]
     fn unsupported_selectors_are_refused_by_name() {
         let e = Selectors::parse(None, Some("spec.nodeName=n1")).unwrap_err();
-        assert!(e.0.contains("spec.nodeName"), "{e}");
+        assert!(e.to_string().contains("spec.nodeName"), "{e}");
+        assert_eq!(
+            e.worded_for("the simulated cluster"),
+            "fieldSelector \"spec.nodeName\": the simulated cluster selects only on metadata.name and metadata.namespace"
+        );
         assert!(Selectors::parse(None, Some("nonsense")).is_err());
         assert!(Selectors::parse(Some("app in ("), None).is_err());
     }

@@ -1,7 +1,10 @@
 //! Errors as the API server answers them (pure): an [`ApiError`] is written as a Kubernetes
-//! `Status` ([`flotilla_api::kubestatus`]), with the field causes of apply conflicts.
+//! `Status` ([`flotilla_api::kubestatus`]), with the object it is about and the field causes of
+//! apply conflicts.
 
-use serde_json::{Value, json};
+use crate::resources::Resource;
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
 
 /// An API error, written as a `Status`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -15,6 +18,8 @@ pub struct ApiError {
     pub message: String,
     /// `(field, message)` causes (apply conflicts).
     pub causes: Vec<(String, String)>,
+    /// What the error is about (`name`, `group`, `kind`), as the `Status`'s `details` say it.
+    pub details: Map<String, Value>,
 }
 
 impl ApiError {
@@ -25,12 +30,60 @@ impl ApiError {
             reason,
             message,
             causes: Vec::new(),
+            details: Map::new(),
         }
     }
 
     /// A 400 `BadRequest`.
     pub fn bad_request(message: String) -> Self {
         Self::new(400, "BadRequest", message)
+    }
+
+    /// This error about object `name` of `resource` (the `Status`'s `details`: its name, group
+    /// and plural, as the API server writes them).
+    pub fn about(mut self, resource: &Resource, name: &str) -> Self {
+        self.details.insert("name".into(), json!(name));
+        self.details.insert("group".into(), json!(resource.group));
+        self.details.insert("kind".into(), json!(resource.plural));
+        self
+    }
+
+    /// A 404 `NotFound` of object `name` of `resource` (`deployments.apps "web" not found`).
+    pub fn not_found(resource: &Resource, name: &str) -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            format!("{} {name:?} not found", resource.qualified()),
+        )
+        .about(resource, name)
+    }
+
+    /// The 409 `Conflict` of a server-side apply that would change fields other managers own:
+    /// `(manager, field)` pairs, worded as the API server words them (one conflict on one line,
+    /// several grouped per manager with one `- field` line each), each a cause.
+    pub fn apply_conflict(api_version: &str, conflicts: &[(String, String)]) -> Self {
+        let message = if let [(m, p)] = conflicts {
+            format!("Apply failed with 1 conflict: conflict with \"{m}\" using {api_version}: {p}")
+        } else {
+            let mut by_manager: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+            for (m, p) in conflicts {
+                by_manager.entry(m).or_default().push(p);
+            }
+            let mut text = format!("Apply failed with {} conflicts:", conflicts.len());
+            for (m, fields) in by_manager {
+                text.push_str(&format!(" conflicts with \"{m}\" using {api_version}:"));
+                for f in fields {
+                    text.push_str(&format!("\n- {f}"));
+                }
+            }
+            text
+        };
+        let mut err = Self::new(409, "Conflict", message);
+        err.causes = conflicts
+            .iter()
+            .map(|(m, p)| (p.clone(), format!("conflict with \"{m}\"")))
+            .collect();
+        err
     }
 
     /// The `Status` object.
@@ -42,11 +95,13 @@ impl ApiError {
                 json!({"reason": "FieldManagerConflict", "message": message, "field": field})
             })
             .collect();
+        let mut details = self.details.clone();
+        details.insert("causes".into(), Value::Array(causes));
         flotilla_api::kubestatus::failure(
             self.code,
             self.reason,
             &self.message,
-            Some(json!({"causes": causes})),
+            Some(Value::Object(details)),
         )
     }
 }

@@ -527,36 +527,8 @@ impl Store {
             }
         }
         if !conflicts.is_empty() && !force {
-            // The API server's wording: one conflict on one line, several grouped per manager
-            // with one `- field` line each.
-            let api_version = applied["apiVersion"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            let message = if let [(m, p)] = conflicts.as_slice() {
-                format!(
-                    "Apply failed with 1 conflict: conflict with \"{m}\" using {api_version}: {p}"
-                )
-            } else {
-                let mut by_manager: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-                for (m, p) in &conflicts {
-                    by_manager.entry(m).or_default().push(p);
-                }
-                let mut text = format!("Apply failed with {} conflicts:", conflicts.len());
-                for (m, fields) in by_manager {
-                    text.push_str(&format!(" conflicts with \"{m}\" using {api_version}:"));
-                    for f in fields {
-                        text.push_str(&format!("\n- {f}"));
-                    }
-                }
-                text
-            };
-            let mut err = ApiError::new(409, "Conflict", message);
-            err.causes = conflicts
-                .iter()
-                .map(|(m, p)| (p.clone(), format!("conflict with \"{m}\"")))
-                .collect();
-            return Err(err);
+            let api_version = applied["apiVersion"].as_str().unwrap_or_default();
+            return Err(ApiError::apply_conflict(api_version, &conflicts));
         }
         let mut next = entry.object.clone();
         let previously = entry

@@ -274,6 +274,7 @@ fn token_request(
                 reason: "BadRequest",
                 message: format!("the TokenRequest is not JSON: {e}"),
                 causes: Vec::new(),
+                details: Default::default(),
             });
         }
     };
@@ -286,6 +287,7 @@ fn token_request(
             reason: "BadRequest",
             message: format!("expected a TokenRequest, got {}", request["kind"]),
             causes: Vec::new(),
+            details: Default::default(),
         });
     }
     let asked = request["spec"]["expirationSeconds"]
@@ -297,6 +299,7 @@ fn token_request(
             reason: "Invalid",
             message: "spec.expirationSeconds: Invalid value: may not specify a duration less than 10 minutes".into(),
             causes: vec![("spec.expirationSeconds".into(), "may not specify a duration less than 10 minutes".into())],
+            details: Default::default(),
         });
     }
     let granted = token_max_seconds.map_or(asked, |cap| asked.min(cap));
@@ -345,6 +348,7 @@ fn forbidden(group: &str, plural: &str, name: &str, why: String) -> ApiError {
             }
         ),
         causes: Vec::new(),
+        details: Default::default(),
     }
 }
 

@@ -9,14 +9,13 @@
 //! `timestamps`, `tailLines`, `limitBytes`; `previous` is refused (a simulated container never
 //! restarts). The stream is a plain value (no task): it ends the moment the proxy drops it.
 
-use super::{Target, bad_request, current, from_backend};
-use crate::backend::Backend;
+use super::{SimObjects, bad_request, failure};
 use crate::backend::api::{ApiRequest, ApiResponse};
 use bytes::Bytes;
+use flotilla_kubemem::engine::{Objects, Target};
 use http::StatusCode;
 use serde_json::Value;
 use std::collections::VecDeque;
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 /// How often a followed log says the container is still running.
@@ -111,7 +110,7 @@ impl Format {
 
 /// A followed log.
 struct Follow {
-    backend: Arc<dyn Backend>,
+    objects: SimObjects,
     target: Target,
     container: Container,
     format: Format,
@@ -156,7 +155,7 @@ impl Follow {
 
     /// Reads the pod again after a change of the cluster.
     async fn look(&mut self) {
-        let Ok(pod) = current(self.backend.as_ref(), &self.target, &self.target.name).await else {
+        let Ok(pod) = self.objects.get(&self.target).await else {
             return;
         };
         let Some(pod) = pod else {
@@ -206,14 +205,14 @@ impl Follow {
 
 /// Serves a pod's log.
 pub(super) async fn serve(
-    backend: Arc<dyn Backend>,
+    objects: SimObjects,
     target: Target,
     request: &ApiRequest,
 ) -> ApiResponse {
-    let pod = match current(backend.as_ref(), &target, &target.name).await {
+    let pod = match objects.get(&target).await {
         Ok(Some(p)) => p,
-        Ok(None) => return target.not_found(&target.name),
-        Err(e) => return from_backend(&target, &target.name, e),
+        Ok(None) => return failure(&target.not_found(&target.name)),
+        Err(e) => return failure(&e),
     };
     if matches!(request.param("previous").as_deref(), Some("true" | "1")) {
         return bad_request(&format!(
@@ -248,7 +247,11 @@ pub(super) async fn serve(
         lines.drain(..lines.len() - keep);
     }
     let follow = matches!(request.param("follow").as_deref(), Some("true" | "1"));
-    let mut follower = if follow { backend.follow_api() } else { None };
+    let mut follower = if follow {
+        objects.backend.follow_api()
+    } else {
+        None
+    };
     if let Some(f) = follower.as_mut() {
         f.changes.mark_unchanged();
     }
@@ -256,7 +259,7 @@ pub(super) async fn serve(
         pending: lines.iter().map(|l| format.line(l)).collect(),
         version: version(&pod).to_string(),
         ready: ready(&pod),
-        backend,
+        objects,
         target,
         container,
         format,

@@ -1,16 +1,13 @@
-//! The Kubernetes API of a simulated cluster, for the cluster proxy: the sim backend's glue to
-//! the shared in-memory API ([`flotilla_kubemem`]: resource table and discovery documents,
-//! OpenAPI, patch types, selectors, watch events), enough of the real wire format that
-//! `kubectl` works against `flotilla-sim` — discovery (legacy `/api`, `/apis`,
-//! resource lists, `/version`), get and list (label and `metadata.name`/`metadata.namespace`
-//! field selectors), create, update (optimistic concurrency on `resourceVersion`), patch
-//! (JSON, merge, strategic merge [approximated](patch), server-side apply with field managers
-//! and conflicts), delete, `deletecollection`, the `scale` subresource, and watch (streamed
-//! events). Served from any [`Backend`]'s object calls ([`Backend::get`], [`Backend::list`],
-//! [`Backend::apply`], [`Backend::delete`], [`Backend::changes`]); errors are Kubernetes
-//! `Status` objects as a real API server words them.
+//! The Kubernetes API of a simulated cluster, for the cluster proxy: the shared in-memory API's
+//! request engine ([`flotilla_kubemem::engine`]: paths, discovery and OpenAPI documents, get,
+//! list with selectors, create, update with optimistic concurrency, every patch type,
+//! server-side apply with field managers and conflicts, delete, `deletecollection`, the `status`
+//! and `scale` subresources, watch, `Status` errors) over the sim's compact store through any
+//! [`Backend`]'s object calls ([`SimObjects`]: [`Backend::get`], [`Backend::list`],
+//! [`Backend::apply`], [`Backend::delete`], [`Backend::changes`]) — enough of the real wire
+//! format that `kubectl` works against `flotilla-sim`.
 //!
-//! Not served: OpenAPI schemas (only the [`openapi`] kubectl needs to leave validation to the
+//! Not served: OpenAPI schemas (only the least kubectl needs to leave validation to the
 //! server), tables (kubectl prints what it prints for plain lists), exec, port-forward, and RBAC
 //! (the simulated cluster has none). Pods' logs are the simulated kubelet's ([`logs`]).
 //!
@@ -20,255 +17,83 @@
 pub mod logs;
 pub mod watch;
 
-use super::api::{ApiRequest, ApiResponse, GatherError, RequestBody, status_object};
+use super::api::{ApiRequest, ApiResponse, GatherError, RequestBody};
 use super::{Backend, BackendError, Strategy};
 use flotilla_api::work::ManifestId;
-use flotilla_kubemem::select::Selectors;
-use flotilla_kubemem::{openapi, patch, resources};
-use http::{Method, StatusCode};
-use resources::Resource;
+use flotilla_kubemem::engine::{self, Answer, Lines, Objects, Route, Target, Watch};
+use flotilla_kubemem::store::Propagation;
+use flotilla_kubemem::{ApiError, Resource, resources};
+use http::StatusCode;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
-/// What a resource path names.
-#[derive(Debug, Clone)]
-struct Target {
-    resource: Resource,
-    namespace: String,
-    name: String,
-    subresource: String,
-}
+/// Largest request body the simulated API server reads (a Kubernetes API server's default).
+pub const MAX_BODY: usize = 3 * 1024 * 1024;
 
-impl Target {
-    fn id(&self, name: &str) -> ManifestId {
-        ManifestId {
-            group: self.resource.group.clone(),
-            version: self.resource.version.clone(),
-            kind: self.resource.kind.clone(),
-            namespace: if self.resource.namespaced {
-                self.namespace.clone()
-            } else {
-                String::new()
-            },
-            name: name.to_string(),
-        }
-    }
-
-    fn not_found(&self, name: &str) -> ApiResponse {
-        let r = &self.resource;
-        failure(
-            StatusCode::NOT_FOUND,
-            "NotFound",
-            &format!("{} {name:?} not found", r.qualified()),
-            Some(json!({"name": name, "group": r.group, "kind": r.plural})),
-        )
-    }
-}
-
-fn failure(code: StatusCode, reason: &str, message: &str, details: Option<Value>) -> ApiResponse {
-    ApiResponse::json(code, &status_object(code, reason, message, details))
+/// The response of an error: its `Status`.
+fn failure(e: &ApiError) -> ApiResponse {
+    respond(Answer::error(e))
 }
 
 fn bad_request(message: &str) -> ApiResponse {
-    ApiResponse::status(StatusCode::BAD_REQUEST, "BadRequest", message)
+    failure(&ApiError::bad_request(message.to_string()))
 }
 
-/// A backend error as the API server would word it.
-fn from_backend(target: &Target, name: &str, e: BackendError) -> ApiResponse {
-    match e {
-        BackendError::NotFound(m) => failure(StatusCode::NOT_FOUND, "NotFound", &m, None),
-        BackendError::Conflict { fields, manager } => {
-            let list: Vec<String> = fields.iter().map(|f| format!(".{f}")).collect();
-            failure(
-                StatusCode::CONFLICT,
-                "Conflict",
-                &format!(
-                    "Apply failed with {} conflict{}: conflict with {manager:?}: {}",
-                    fields.len(),
-                    if fields.len() == 1 { "" } else { "s" },
-                    list.join(", ")
-                ),
-                Some(
-                    json!({"name": name, "group": target.resource.group, "kind": target.resource.plural}),
-                ),
-            )
-        }
-        BackendError::Invalid(m) => failure(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "Invalid",
-            &format!("{} {name:?} is invalid: {m}", target.resource.kind),
-            Some(
-                json!({"name": name, "group": target.resource.group, "kind": target.resource.kind}),
-            ),
+/// The response of an engine's answer.
+fn respond(answer: Answer) -> ApiResponse {
+    match answer {
+        Answer::Json(code, v) => ApiResponse::json(
+            StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            &v,
         ),
-        BackendError::Forbidden(m) => failure(StatusCode::FORBIDDEN, "Forbidden", &m, None),
-        BackendError::Unavailable(m) => failure(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "ServiceUnavailable",
-            &m,
-            None,
-        ),
-    }
-}
-
-/// Every resource the cluster serves now: the built-ins and its CRDs'.
-async fn resources(backend: &dyn Backend) -> Vec<Resource> {
-    let mut all = resources::builtin();
-    if let Ok(crds) = backend.list("CustomResourceDefinition", None).await {
-        for crd in &crds {
-            all.extend(resources::from_crd(crd));
+        Answer::Text(text) => ApiResponse::bytes(StatusCode::OK, "text/plain", text.into()),
+        Answer::Lines(lines) => {
+            let mut headers = http::HeaderMap::new();
+            headers.insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("application/json"),
+            );
+            ApiResponse {
+                status: StatusCode::OK,
+                headers,
+                body: Box::pin(futures::StreamExt::map(lines, Ok::<_, std::io::Error>)),
+            }
         }
     }
-    all
 }
-
-/// Largest request body the simulated API server reads (a Kubernetes API server's default).
-pub const MAX_BODY: usize = 3 * 1024 * 1024;
 
 /// Serves one request, reading its body whole first (as an API server does, up to
 /// [`MAX_BODY`]).
 pub async fn serve(backend: Arc<dyn Backend>, mut request: ApiRequest) -> ApiResponse {
     let body = std::mem::replace(&mut request.body, RequestBody::empty());
-    request.body = match body.gather(MAX_BODY).await {
-        Ok(whole) => RequestBody::whole(whole),
+    let body = match body.gather(MAX_BODY).await {
+        Ok(whole) => whole,
         Err(e @ GatherError::TooLarge(_)) => {
-            return failure(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "RequestEntityTooLarge",
-                &e.to_string(),
-                None,
-            );
+            return failure(&ApiError::new(413, "RequestEntityTooLarge", e.to_string()));
         }
         Err(e @ GatherError::BrokeOff(_)) => return bad_request(&e.to_string()),
     };
-    let parts: Vec<&str> = request.path.split('/').filter(|p| !p.is_empty()).collect();
-    match (request.method.clone(), parts.as_slice()) {
-        (Method::GET, ["version"]) => {
-            let info = backend.info().await;
-            let v = info.kubernetes_version.trim_start_matches('v').to_string();
-            let mut it = v.split('.');
-            let (major, minor) = (it.next().unwrap_or("1"), it.next().unwrap_or("0"));
-            ApiResponse::json(
-                StatusCode::OK,
-                &json!({"major": major, "minor": minor, "gitVersion": info.kubernetes_version,
-                    "platform": "linux/amd64", "compiler": "gc", "goVersion": "go1.23",
-                    "gitCommit": "0000000000000000000000000000000000000000", "gitTreeState": "clean",
-                    "buildDate": "2026-01-01T00:00:00Z"}),
-            )
-        }
-        (Method::GET, ["healthz" | "readyz" | "livez"]) => {
-            ApiResponse::bytes(StatusCode::OK, "text/plain", "ok".into())
-        }
-        (Method::GET, ["api"]) => ApiResponse::json(
-            StatusCode::OK,
-            &json!({"kind": "APIVersions", "versions": ["v1"],
-                "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "simulated:443"}]}),
-        ),
-        (Method::GET, ["apis"]) => ApiResponse::json(
-            StatusCode::OK,
-            &resources::group_list(&resources(backend.as_ref()).await),
-        ),
-        (Method::GET, ["openapi", "v3"]) => ApiResponse::json(
-            StatusCode::OK,
-            &openapi::root(&resources(backend.as_ref()).await),
-        ),
-        (Method::GET, ["openapi", "v3", rest @ ..]) => {
-            match openapi::group_version(&rest.join("/"), &resources(backend.as_ref()).await) {
-                Some(doc) => ApiResponse::json(StatusCode::OK, &doc),
-                None => failure(
-                    StatusCode::NOT_FOUND,
-                    "NotFound",
-                    "no such OpenAPI document",
-                    None,
-                ),
+    let call = engine::Request::new(
+        request.method.clone(),
+        &request.path,
+        &request.query,
+        request.header("content-type").unwrap_or_default(),
+        body,
+    );
+    let objects = SimObjects { backend };
+    let resources = objects.resources().await;
+    match engine::route(&call.segments(), &resources) {
+        Route::Resource(t) if t.subresource == "log" && is_pods(&t) && !t.name.is_empty() => {
+            if call.method != http::Method::GET {
+                return respond(engine::resource(&objects, &call, t).await);
             }
+            logs::serve(objects, t, &request).await
         }
-        (Method::GET, ["api", version]) => discovery(backend.as_ref(), version).await,
-        (Method::GET, ["apis", group, version]) => {
-            discovery(backend.as_ref(), &format!("{group}/{version}")).await
-        }
-        (_, ["api", version, rest @ ..]) => {
-            resource_request(backend, &request, "", version, rest).await
-        }
-        (_, ["apis", group, version, rest @ ..]) => {
-            resource_request(backend, &request, group, version, rest).await
-        }
-        _ => failure(
-            StatusCode::NOT_FOUND,
-            "NotFound",
-            "the server could not find the requested resource",
-            None,
-        ),
-    }
-}
-
-async fn discovery(backend: &dyn Backend, api_version: &str) -> ApiResponse {
-    match resources::resource_list(api_version, &resources(backend).await) {
-        Some(list) => ApiResponse::json(StatusCode::OK, &list),
-        None => failure(
-            StatusCode::NOT_FOUND,
-            "NotFound",
-            &format!("the server could not find the requested resource ({api_version})"),
-            None,
-        ),
-    }
-}
-
-async fn resource_request(
-    backend: Arc<dyn Backend>,
-    request: &ApiRequest,
-    group: &str,
-    version: &str,
-    rest: &[&str],
-) -> ApiResponse {
-    let (namespace, rest) = match rest {
-        ["namespaces", ns, tail @ ..] if !tail.is_empty() => ((*ns).to_string(), tail),
-        _ => (String::new(), rest),
-    };
-    let (plural, name, subresource) = match rest {
-        [plural] => (*plural, "", ""),
-        [plural, name] => (*plural, *name, ""),
-        [plural, name, sub] => (*plural, *name, *sub),
-        _ => return bad_request(&format!("path {:?} is not a resource path", request.path)),
-    };
-    let all = resources(backend.as_ref()).await;
-    let Some(resource) = all
-        .into_iter()
-        .find(|r| r.group == group && r.version == version && r.plural == plural)
-    else {
-        return failure(
-            StatusCode::NOT_FOUND,
-            "NotFound",
-            &format!(
-                "the server could not find the requested resource ({plural} in {group}/{version})"
-            ),
-            None,
-        );
-    };
-    let target = Target {
-        resource,
-        namespace,
-        name: name.to_string(),
-        subresource: subresource.to_string(),
-    };
-    let watching = matches!(request.param("watch").as_deref(), Some("true" | "1"));
-    match (&request.method, target.name.is_empty()) {
-        (&Method::GET, false) if target.subresource == "log" && is_pods(&target) => {
-            logs::serve(backend, target, request).await
-        }
-        (&Method::GET, true) if watching => watch::serve(backend, target.clone(), request).await,
-        (&Method::GET, true) => list(backend.as_ref(), &target, request).await,
-        (&Method::GET, false) => get(backend.as_ref(), &target).await,
-        (&Method::POST, true) => create(backend.as_ref(), &target, request).await,
-        (&Method::PUT, false) => update(backend.as_ref(), &target, request).await,
-        (&Method::PATCH, false) => patch_object(backend.as_ref(), &target, request).await,
-        (&Method::DELETE, false) => delete(backend.as_ref(), &target).await,
-        (&Method::DELETE, true) => delete_collection(backend.as_ref(), &target, request).await,
-        (method, _) => failure(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "MethodNotAllowed",
-            &format!("{method} is not supported on {}", request.path),
-            None,
+        Route::Resource(t) => respond(engine::resource(&objects, &call, t).await),
+        Route::Version => respond(engine::version(&objects.git_version().await)),
+        other => engine::document(&other, &resources).map_or_else(
+            || failure(&ApiError::new(404, "NotFound", "not served".into())),
+            respond,
         ),
     }
 }
@@ -277,487 +102,188 @@ fn is_pods(target: &Target) -> bool {
     target.resource.group.is_empty() && target.resource.plural == "pods"
 }
 
-/// The objects of a resource, in its namespace (all when the path names none).
-async fn objects(backend: &dyn Backend, target: &Target) -> Result<Vec<Value>, BackendError> {
-    let ns = (!target.namespace.is_empty()).then_some(target.namespace.as_str());
-    let items = backend.list(&target.resource.kind, ns).await?;
-    let api_version = target.resource.api_version();
-    Ok(items
-        .into_iter()
-        .filter(|o| {
-            let group = o["apiVersion"]
-                .as_str()
-                .and_then(|v| v.rsplit_once('/'))
-                .map_or("", |(g, _)| g);
-            group == target.resource.group && o["kind"] == target.resource.kind.as_str()
-        })
-        .map(|mut o| {
-            // Served at the version asked for (the simulated cluster stores one shape).
-            o["apiVersion"] = Value::String(api_version.clone());
-            o
-        })
-        .collect())
+/// The simulated cluster's objects as the request engine reads and writes them: through a
+/// [`Backend`]'s object calls, so the sim's compact store stays as it is.
+#[derive(Clone)]
+pub struct SimObjects {
+    /// The cluster.
+    pub backend: Arc<dyn Backend>,
 }
 
-/// The collection's resourceVersion: the highest of its objects' and the cluster's counter.
-fn list_version(backend: &dyn Backend, items: &[Value]) -> u64 {
-    let counter = backend.changes().map_or(0, |rx| *rx.borrow());
-    items
-        .iter()
-        .filter_map(|o| o["metadata"]["resourceVersion"].as_str()?.parse().ok())
-        .fold(counter, u64::max)
-}
-
-/// The request's selectors, or a 400 naming the bad one.
-fn selectors(request: &ApiRequest) -> Result<Selectors, ApiResponse> {
-    Selectors::parse(
-        request.param("labelSelector").as_deref(),
-        request.param("fieldSelector").as_deref(),
-    )
-    .map_err(|e| bad_request(&e.to_string()))
-}
-
-/// The objects of the target's collection that the request's selectors select.
-async fn selection(
-    backend: &dyn Backend,
-    target: &Target,
-    request: &ApiRequest,
-) -> Result<Vec<Value>, ApiResponse> {
-    let selectors = selectors(request)?;
-    let items = objects(backend, target)
-        .await
-        .map_err(|e| from_backend(target, "", e))?;
-    Ok(items.into_iter().filter(|o| selectors.matches(o)).collect())
-}
-
-async fn list(backend: &dyn Backend, target: &Target, request: &ApiRequest) -> ApiResponse {
-    let items = match selection(backend, target, request).await {
-        Ok(items) => items,
-        Err(resp) => return resp,
-    };
-    let version = list_version(backend, &items);
-    ApiResponse::json(
-        StatusCode::OK,
-        &json!({
-            "apiVersion": target.resource.api_version(),
-            "kind": format!("{}List", target.resource.kind),
-            "metadata": {"resourceVersion": version.to_string()},
-            "items": items,
-        }),
-    )
-}
-
-/// The current object, when it exists.
-async fn current(
-    backend: &dyn Backend,
-    target: &Target,
-    name: &str,
-) -> Result<Option<Value>, BackendError> {
-    if let Some(mut o) = backend.get(&target.id(name)).await? {
-        o["apiVersion"] = Value::String(target.resource.api_version());
-        return Ok(Some(o));
-    }
-    // The namespaces every cluster has are listed although never stored.
-    if target.resource.group.is_empty() && target.resource.kind == "Namespace" {
-        return Ok(objects(backend, target)
-            .await?
-            .into_iter()
-            .find(|o| o["metadata"]["name"] == name));
-    }
-    Ok(None)
-}
-
-async fn get(backend: &dyn Backend, target: &Target) -> ApiResponse {
-    match current(backend, target, &target.name).await {
-        Ok(Some(o)) if target.subresource == "scale" => {
-            ApiResponse::json(StatusCode::OK, &scale_of(&o))
-        }
-        Ok(Some(o)) => ApiResponse::json(StatusCode::OK, &o),
-        Ok(None) => target.not_found(&target.name),
-        Err(e) => from_backend(target, &target.name, e),
-    }
-}
-
-fn scale_of(o: &Value) -> Value {
-    let replicas = o["spec"]["replicas"].as_i64().unwrap_or(1);
-    json!({
-        "apiVersion": "autoscaling/v1",
-        "kind": "Scale",
-        "metadata": {"name": o["metadata"]["name"], "namespace": o["metadata"]["namespace"],
-            "resourceVersion": o["metadata"]["resourceVersion"]},
-        "spec": {"replicas": replicas},
-        "status": {"replicas": o["status"]["replicas"].as_i64().unwrap_or(0)},
-    })
-}
-
-/// The request body as a JSON object (YAML for apply patches).
-fn body_object(request: &ApiRequest) -> Result<Value, ApiResponse> {
-    let value: Value = match serde_json::from_slice(request.body.bytes()) {
-        Ok(v) => v,
-        Err(json_error) => serde_yaml::from_slice(request.body.bytes()).map_err(|_| {
-            bad_request(&format!(
-                "the request body is not JSON (or YAML): {json_error}"
-            ))
-        })?,
-    };
-    if value.is_object() || value.is_array() {
-        Ok(value)
-    } else {
-        Err(bad_request("the request body must be an object"))
-    }
-}
-
-/// Checks that a written object's identity matches the path, filling what the path implies.
-fn identity(target: &Target, object: &mut Value, name: &str) -> Result<String, ApiResponse> {
-    if !object.is_object() {
-        return Err(bad_request("the request body must be an object"));
-    }
-    let r = &target.resource;
-    if object["kind"].as_str().is_some_and(|k| k != r.kind) {
-        return Err(bad_request(&format!(
-            "the object's kind {} does not match the path's {}",
-            object["kind"], r.kind
-        )));
-    }
-    object["kind"] = Value::String(r.kind.clone());
-    object["apiVersion"] = Value::String(r.api_version());
-    if !object["metadata"].is_object() {
-        object["metadata"] = json!({});
-    }
-    let body_name = object["metadata"]["name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let name = match (name, body_name.as_str()) {
-        ("", "") => {
-            let prefix = object["metadata"]["generateName"]
-                .as_str()
-                .unwrap_or_default();
-            if prefix.is_empty() {
-                return Err(failure(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "Invalid",
-                    &format!(
-                        "{} is invalid: metadata.name: Required value: name or generateName is required",
-                        r.kind
-                    ),
-                    None,
-                ));
-            }
-            format!(
-                "{prefix}{}",
-                &uuid::Uuid::new_v4().simple().to_string()[..5]
-            )
-        }
-        ("", n) => n.to_string(),
-        (p, "") => p.to_string(),
-        (p, n) if p == n => p.to_string(),
-        (p, n) => {
-            return Err(bad_request(&format!(
-                "the name of the object ({n}) does not match the name on the URL ({p})"
-            )));
-        }
-    };
-    object["metadata"]["name"] = Value::String(name.clone());
-    if r.namespaced {
-        let ns = match (
-            target.namespace.as_str(),
-            object["metadata"]["namespace"].as_str().unwrap_or_default(),
-        ) {
-            ("", "") => "default".to_string(),
-            ("", n) => n.to_string(),
-            (p, "") => p.to_string(),
-            (p, n) if p == n => p.to_string(),
-            (p, n) => {
-                return Err(bad_request(&format!(
-                    "the namespace of the object ({n}) does not match the namespace on the request ({p})"
-                )));
-            }
-        };
-        object["metadata"]["namespace"] = Value::String(ns);
-    } else if let Some(m) = object["metadata"].as_object_mut() {
-        m.remove("namespace");
-    }
-    Ok(name)
-}
-
-async fn write(
-    backend: &dyn Backend,
-    target: &Target,
-    name: &str,
-    object: &Value,
-    strategy: Strategy,
-    created: bool,
-) -> ApiResponse {
-    match backend.apply(&target.id(name), object, &strategy).await {
-        Ok(_) => match current(backend, target, name).await {
-            Ok(Some(o)) => ApiResponse::json(
-                if created {
-                    StatusCode::CREATED
-                } else {
-                    StatusCode::OK
-                },
-                &o,
-            ),
-            Ok(None) => target.not_found(name),
-            Err(e) => from_backend(target, name, e),
+/// The backend's identity of the target's object.
+fn id(t: &Target) -> ManifestId {
+    ManifestId {
+        group: t.resource.group.clone(),
+        version: t.resource.version.clone(),
+        kind: t.resource.kind.clone(),
+        namespace: if t.resource.namespaced {
+            t.namespace.clone()
+        } else {
+            String::new()
         },
-        Err(e) => from_backend(target, name, e),
+        name: t.name.clone(),
     }
 }
 
-/// Whether the request is a dry run (`dryRun=All`): answered, never stored.
-fn dry_run(request: &ApiRequest) -> bool {
-    request.param("dryRun").is_some_and(|d| d == "All")
-}
-
-async fn create(backend: &dyn Backend, target: &Target, request: &ApiRequest) -> ApiResponse {
-    let mut object = match body_object(request) {
-        Ok(o) => o,
-        Err(resp) => return resp,
-    };
-    let name = match identity(target, &mut object, "") {
-        Ok(n) => n,
-        Err(resp) => return resp,
-    };
-    let mut target = target.clone();
-    if let Some(ns) = object["metadata"]["namespace"].as_str() {
-        target.namespace = ns.to_string();
-    }
-    match current(backend, &target, &name).await {
-        Ok(Some(_)) => {
-            let r = &target.resource;
-            return failure(
-                StatusCode::CONFLICT,
-                "AlreadyExists",
-                &format!("{} {name:?} already exists", r.qualified()),
-                Some(json!({"name": name, "group": r.group, "kind": r.plural})),
-            );
+/// A backend error as the API server would word it.
+fn from_backend(t: &Target, e: BackendError) -> ApiError {
+    let r = &t.resource;
+    match e {
+        BackendError::NotFound(m) => ApiError::new(404, "NotFound", m),
+        BackendError::Conflict { fields, manager } => {
+            let conflicts: Vec<(String, String)> = fields
+                .iter()
+                .map(|f| (manager.clone(), format!(".{f}")))
+                .collect();
+            ApiError::apply_conflict(&r.api_version(), &conflicts).about(r, &t.name)
         }
-        Ok(None) => {}
-        Err(e) => return from_backend(&target, &name, e),
-    }
-    if dry_run(request) {
-        return ApiResponse::json(StatusCode::CREATED, &object);
-    }
-    write(backend, &target, &name, &object, Strategy::Update, true).await
-}
-
-async fn update(backend: &dyn Backend, target: &Target, request: &ApiRequest) -> ApiResponse {
-    let body = match body_object(request) {
-        Ok(o) => o,
-        Err(resp) => return resp,
-    };
-    let existing = match current(backend, target, &target.name).await {
-        Ok(Some(o)) => o,
-        Ok(None) => return target.not_found(&target.name),
-        Err(e) => return from_backend(target, &target.name, e),
-    };
-    let mut object = if target.subresource == "scale" {
-        let mut o = existing.clone();
-        o["spec"]["replicas"] = body["spec"]["replicas"].clone();
-        o
-    } else {
-        body
-    };
-    let name = match identity(target, &mut object, &target.name) {
-        Ok(n) => n,
-        Err(resp) => return resp,
-    };
-    if let Some(rv) = object["metadata"]["resourceVersion"].as_str()
-        && Some(rv) != existing["metadata"]["resourceVersion"].as_str()
-    {
-        let r = &target.resource;
-        return failure(
-            StatusCode::CONFLICT,
-            "Conflict",
-            &format!(
-                "Operation cannot be fulfilled on {} {name:?}: the object has been modified; please apply your changes to the latest version and try again",
-                r.qualified()
-            ),
-            Some(json!({"name": name, "group": r.group, "kind": r.plural})),
-        );
-    }
-    if dry_run(request) {
-        return ApiResponse::json(StatusCode::OK, &object);
-    }
-    let resp = write(backend, target, &name, &object, Strategy::Update, false).await;
-    scaled(target, resp).await
-}
-
-/// The scale subresource answers with a Scale.
-async fn scaled(target: &Target, resp: ApiResponse) -> ApiResponse {
-    if target.subresource != "scale" || !resp.status.is_success() {
-        return resp;
-    }
-    let mut body = resp.body;
-    let mut bytes = Vec::new();
-    while let Some(Ok(chunk)) = futures::StreamExt::next(&mut body).await {
-        bytes.extend_from_slice(&chunk);
-    }
-    match serde_json::from_slice::<Value>(&bytes) {
-        Ok(o) => ApiResponse::json(StatusCode::OK, &scale_of(&o)),
-        Err(e) => ApiResponse::status(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "InternalError",
-            &format!("the scaled object: {e}"),
-        ),
-    }
-}
-
-async fn patch_object(backend: &dyn Backend, target: &Target, request: &ApiRequest) -> ApiResponse {
-    let content_type = request
-        .header("content-type")
-        .unwrap_or_default()
-        .split(';')
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_string();
-    let body = match body_object(request) {
-        Ok(o) => o,
-        Err(resp) => return resp,
-    };
-    let existing = match current(backend, target, &target.name).await {
-        Ok(o) => o,
-        Err(e) => return from_backend(target, &target.name, e),
-    };
-    if content_type == "application/apply-patch+yaml" {
-        let mut object = body;
-        let name = match identity(target, &mut object, &target.name) {
-            Ok(n) => n,
-            Err(resp) => return resp,
-        };
-        let manager = match request.param("fieldManager").filter(|m| !m.is_empty()) {
-            Some(m) => m,
-            None => {
-                return bad_request(
-                    "PATCH of type application/apply-patch+yaml needs a fieldManager parameter",
-                );
-            }
-        };
-        let force = request.param("force").as_deref() == Some("true");
-        if dry_run(request) {
-            return ApiResponse::json(StatusCode::OK, &object);
-        }
-        let created = existing.is_none();
-        return write(
-            backend,
-            target,
-            &name,
-            &object,
-            Strategy::ServerSideApply {
-                force,
-                field_manager: manager,
-            },
-            created,
-        )
-        .await;
-    }
-    let Some(existing) = existing else {
-        return target.not_found(&target.name);
-    };
-    let mut object = if target.subresource == "scale" {
-        scale_of(&existing)
-    } else {
-        existing.clone()
-    };
-    let patched = match content_type.as_str() {
-        "application/json-patch+json" => {
-            patch::json_patch(&mut object, &body).map_err(|e| e.to_string())
-        }
-        "application/merge-patch+json" => {
-            patch::merge(&mut object, &body);
-            Ok(())
-        }
-        "application/strategic-merge-patch+json" => {
-            patch::strategic(&mut object, &body);
-            Ok(())
-        }
-        other => {
-            return failure(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "UnsupportedMediaType",
-                &format!(
-                    "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (not {other:?})"
-                ),
-                None,
-            );
-        }
-    };
-    if let Err(e) = patched {
-        return failure(
-            StatusCode::UNPROCESSABLE_ENTITY,
+        BackendError::Invalid(m) => ApiError::new(
+            422,
             "Invalid",
-            &format!(
-                "the patch of {} {:?} cannot be applied: {e}",
-                target.resource.qualified(),
-                target.name
-            ),
-            None,
-        );
-    }
-    if target.subresource == "scale" {
-        let replicas = object["spec"]["replicas"].clone();
-        object = existing;
-        object["spec"]["replicas"] = replicas;
-    }
-    let name = match identity(target, &mut object, &target.name) {
-        Ok(n) => n,
-        Err(resp) => return resp,
-    };
-    if dry_run(request) {
-        return ApiResponse::json(StatusCode::OK, &object);
-    }
-    let resp = write(backend, target, &name, &object, Strategy::Update, false).await;
-    scaled(target, resp).await
-}
-
-async fn delete(backend: &dyn Backend, target: &Target) -> ApiResponse {
-    match backend.delete(&target.id(&target.name)).await {
-        Ok(true) => {
-            let r = &target.resource;
-            ApiResponse::json(
-                StatusCode::OK,
-                &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                    "details": {"name": target.name, "group": r.group, "kind": r.plural, "uid": ""}}),
-            )
-        }
-        Ok(false) => target.not_found(&target.name),
-        Err(e) => from_backend(target, &target.name, e),
+            format!("{} {:?} is invalid: {m}", r.kind, t.name),
+        )
+        .about(r, &t.name),
+        BackendError::Forbidden(m) => ApiError::new(403, "Forbidden", m),
+        BackendError::Unavailable(m) => ApiError::new(503, "ServiceUnavailable", m),
     }
 }
 
-async fn delete_collection(
-    backend: &dyn Backend,
-    target: &Target,
-    request: &ApiRequest,
-) -> ApiResponse {
-    let items = match selection(backend, target, request).await {
-        Ok(items) => items,
-        Err(resp) => return resp,
-    };
-    let mut deleted = Vec::new();
-    for o in items {
-        let name = o["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        let mut one = target.clone();
-        one.namespace = o["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        if let Err(e) = backend.delete(&one.id(&name)).await {
-            return from_backend(&one, &name, e);
-        }
-        deleted.push(o);
+impl SimObjects {
+    /// The objects of the target's resource in its namespace (all when the path names none),
+    /// served at the version asked for (the simulated cluster stores one shape).
+    async fn objects(&self, t: &Target) -> Result<Vec<Value>, ApiError> {
+        let ns = (!t.namespace.is_empty()).then_some(t.namespace.as_str());
+        let items = self
+            .backend
+            .list(&t.resource.kind, ns)
+            .await
+            .map_err(|e| from_backend(t, e))?;
+        let api_version = t.resource.api_version();
+        Ok(items
+            .into_iter()
+            .filter(|o| {
+                super::group_of(o) == t.resource.group && o["kind"] == t.resource.kind.as_str()
+            })
+            .map(|mut o| {
+                o["apiVersion"] = Value::String(api_version.clone());
+                o
+            })
+            .collect())
     }
-    ApiResponse::json(
-        StatusCode::OK,
-        &json!({"apiVersion": target.resource.api_version(), "kind": format!("{}List", target.resource.kind),
-            "metadata": {}, "items": deleted}),
-    )
+
+    async fn write(
+        &self,
+        t: &Target,
+        object: Value,
+        strategy: Strategy,
+    ) -> Result<Value, ApiError> {
+        self.backend
+            .apply(&id(t), &object, &strategy)
+            .await
+            .map_err(|e| from_backend(t, e))?;
+        self.get(t).await?.ok_or_else(|| t.not_found(&t.name))
+    }
+}
+
+#[async_trait::async_trait]
+impl Objects for SimObjects {
+    fn cluster(&self) -> &str {
+        "the simulated cluster"
+    }
+
+    async fn git_version(&self) -> String {
+        self.backend.info().await.kubernetes_version
+    }
+
+    /// The built-ins and the CRDs'.
+    async fn resources(&self) -> Vec<Resource> {
+        let mut all = resources::builtin();
+        if let Ok(crds) = self.backend.list("CustomResourceDefinition", None).await {
+            for crd in &crds {
+                all.extend(resources::from_crd(crd));
+            }
+        }
+        all
+    }
+
+    async fn get(&self, t: &Target) -> Result<Option<Value>, ApiError> {
+        if let Some(mut o) = self
+            .backend
+            .get(&id(t))
+            .await
+            .map_err(|e| from_backend(t, e))?
+        {
+            o["apiVersion"] = Value::String(t.resource.api_version());
+            return Ok(Some(o));
+        }
+        // The namespaces every cluster has are listed although never stored.
+        if t.resource.group.is_empty() && t.resource.kind == "Namespace" {
+            return Ok(self
+                .objects(t)
+                .await?
+                .into_iter()
+                .find(|o| o["metadata"]["name"] == t.name.as_str()));
+        }
+        Ok(None)
+    }
+
+    /// The list's resourceVersion: the highest of its objects' and the cluster's counter.
+    async fn list(&self, t: &Target) -> Result<(Vec<Value>, String), ApiError> {
+        let items = self.objects(t).await?;
+        let counter = self.backend.changes().map_or(0, |rx| *rx.borrow());
+        let version = items
+            .iter()
+            .filter_map(|o| o["metadata"]["resourceVersion"].as_str()?.parse().ok())
+            .fold(counter, u64::max);
+        Ok((items, version.to_string()))
+    }
+
+    async fn create(&self, t: &Target, object: Value, _: &str) -> Result<Value, ApiError> {
+        self.write(t, object, Strategy::Update).await
+    }
+
+    async fn update(&self, t: &Target, object: Value, _: &str) -> Result<Value, ApiError> {
+        self.write(t, object, Strategy::Update).await
+    }
+
+    /// The simulated cluster computes its objects' status: a write through `status` is a
+    /// write of the object.
+    async fn update_status(&self, t: &Target, object: Value) -> Result<Value, ApiError> {
+        self.write(t, object, Strategy::Update).await
+    }
+
+    async fn apply(
+        &self,
+        t: &Target,
+        object: Value,
+        manager: &str,
+        force: bool,
+    ) -> Result<Value, ApiError> {
+        let strategy = Strategy::ServerSideApply {
+            force,
+            field_manager: manager.to_string(),
+        };
+        self.write(t, object, strategy).await
+    }
+
+    /// Answered with a `Status` of success (the sim keeps no copy of what it deleted); the
+    /// simulated cluster has no garbage collector, so `propagation` changes nothing.
+    async fn delete(&self, t: &Target, _: Propagation) -> Result<Option<Value>, ApiError> {
+        let gone = self
+            .backend
+            .delete(&id(t))
+            .await
+            .map_err(|e| from_backend(t, e))?;
+        let r = &t.resource;
+        Ok(gone.then(|| {
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                "details": {"name": t.name, "group": r.group, "kind": r.plural, "uid": ""}})
+        }))
+    }
+
+    async fn watch(&self, t: &Target, w: Watch) -> Result<Lines, ApiError> {
+        watch::lines(self.clone(), t.clone(), w).await
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 use super::*;
 use crate::backend::sim::{SimBackend, SimConfig};
 use futures::StreamExt;
+use http::Method;
 use std::time::Duration;
 
 fn sim() -> Arc<dyn Backend> {
@@ -640,4 +641,25 @@ async fn a_watch_sees_an_object_become_ready_as_an_api_servers_status_update() {
     assert_eq!(next().await, "ADDED Pending");
     // No write: the simulated kubelet's readiness (after ready_delay) is the event.
     assert_eq!(next().await, "MODIFIED Running");
+}
+
+#[tokio::test]
+async fn a_refused_field_selector_says_the_simulated_cluster_refuses_it() {
+    let b = sim();
+    let (code, v) = call(
+        &b,
+        req(
+            Method::GET,
+            CMS,
+            "fieldSelector=spec.x%3D1",
+            "",
+            Value::Null,
+        ),
+    )
+    .await;
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        v["message"],
+        "fieldSelector \"spec.x\": the simulated cluster selects only on metadata.name and metadata.namespace"
+    );
 }

@@ -1,6 +1,6 @@
 //! Watch streams of the simulated cluster: the objects of a resource (after the selectors) as
 //! `ADDED`, `MODIFIED` and `DELETED` events, one JSON object per line as the API server streams
-//! them. Each change of the cluster ([`Backend::changes`]) is compared with what the watcher
+//! them. Each change of the cluster ([`crate::backend::Backend::changes`]) is compared with what the watcher
 //! last saw, by `resourceVersion`; the stream is a plain value (no task), so it ends the moment
 //! the proxy drops it — when the client goes away.
 //!
@@ -9,20 +9,18 @@
 //! `MODIFIED`, and nothing else. `timeoutSeconds` ends the stream. The events and their diff
 //! are the shared in-memory API's ([`flotilla_kubemem::watch`]).
 
-use super::{Target, objects, selectors};
-use crate::backend::Backend;
-use crate::backend::api::{ApiRequest, ApiResponse};
+use super::SimObjects;
 use bytes::Bytes;
+use flotilla_kubemem::ApiError;
+use flotilla_kubemem::engine::{Lines, Objects, Target, Watch};
 use flotilla_kubemem::select::Selectors;
 use flotilla_kubemem::watch::{Seen, deadline, diff, event, key, version};
-use http::StatusCode;
 use serde_json::Value;
 use std::collections::VecDeque;
-use std::sync::Arc;
 use tokio::time::Instant;
 
 struct State {
-    backend: Arc<dyn Backend>,
+    objects: SimObjects,
     target: Target,
     selectors: Selectors,
     changes: tokio::sync::watch::Receiver<u64>,
@@ -35,7 +33,7 @@ struct State {
 
 impl State {
     async fn current(&self) -> Option<Vec<Value>> {
-        let items = objects(self.backend.as_ref(), &self.target).await.ok()?;
+        let (items, _) = self.objects.list(&self.target).await.ok()?;
         Some(
             items
                 .into_iter()
@@ -61,37 +59,27 @@ impl State {
     }
 }
 
-/// Serves a watch.
-pub(super) async fn serve(
-    backend: Arc<dyn Backend>,
+/// The events of a watch of the target's collection.
+pub(super) async fn lines(
+    objects: SimObjects,
     target: Target,
-    request: &ApiRequest,
-) -> ApiResponse {
-    let selectors = match selectors(request) {
-        Ok(s) => s,
-        Err(resp) => return resp,
-    };
-    let Some(follow) = backend.follow_api() else {
-        return ApiResponse::status(
-            StatusCode::METHOD_NOT_ALLOWED,
+    w: Watch,
+) -> Result<Lines, ApiError> {
+    let Some(follow) = objects.backend.follow_api() else {
+        return Err(ApiError::new(
+            405,
             "MethodNotAllowed",
-            "this cluster cannot watch",
-        );
+            "this cluster cannot watch".into(),
+        ));
     };
     let mut changes = follow.changes.clone();
     changes.mark_unchanged();
-    let since: Option<u64> = request
-        .param("resourceVersion")
-        .and_then(|v| v.parse().ok())
-        .filter(|v| *v > 0);
-    let until = request
-        .param("timeoutSeconds")
-        .and_then(|t| t.parse::<u64>().ok())
-        .map(|t| deadline(Instant::now(), t));
+    let since = w.since.filter(|v| *v > 0);
+    let until = w.timeout.map(|t| deadline(Instant::now(), t));
     let mut state = State {
-        backend,
+        objects,
         target,
-        selectors,
+        selectors: w.selectors,
         changes,
         _follow: follow,
         seen: Seen::new(),
@@ -112,18 +100,11 @@ pub(super) async fn serve(
             }
         }
     }
-    let stream = futures::stream::unfold(state, |mut state| async move {
-        let e = state.next().await?;
-        Some((Ok(e), state))
-    });
-    let mut headers = http::HeaderMap::new();
-    headers.insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/json"),
-    );
-    ApiResponse {
-        status: StatusCode::OK,
-        headers,
-        body: Box::pin(stream),
-    }
+    Ok(Box::pin(futures::stream::unfold(
+        state,
+        |mut state| async move {
+            let e = state.next().await?;
+            Some((e, state))
+        },
+    )))
 }
