@@ -3,7 +3,8 @@
 //!
 //! async-nats' `create_key_value` needs 2.10 account-info fields, so buckets are created here as
 //! plain streams following the KV conventions (`KV_<bucket>`, subjects `$KV.<bucket>.>`, rollup
-//! allowed, deletes denied, direct get, discard new) and then opened with `get_key_value`.
+//! allowed, deletes denied, direct get, discard new) and then opened with `get_key_value`,
+//! asked again for a bounded time while a new stream is not known yet ([`OPEN_WAIT`]).
 
 use crate::election::{self, Why};
 use async_nats::jetstream::{self, kv, stream};
@@ -261,12 +262,58 @@ pub async fn ensure_kv(
         ..Default::default()
     };
     ensure_stream(js, config, false).await?;
-    js.get_key_value(bucket)
-        .await
-        .map_err(|source| JetStreamError::Open {
-            bucket: bucket.into(),
-            source,
-        })
+    open_kv(js, bucket).await
+}
+
+/// How long opening a bucket waits for its just-made stream to be known ([`open_kv`]).
+pub const OPEN_WAIT: Duration = Duration::from_secs(10);
+
+/// Opens the bucket whose stream was just created or found. On a NATS cluster a stream the
+/// meta leader has just created takes a moment to be known to the server that answers the
+/// stream-info request, which until then says "stream not found" (seen once in a full suite on
+/// a busy machine); an election answers "no leader" or nothing at all. Those are asked again,
+/// backing off from 25 ms to 500 ms, for [`OPEN_WAIT`] — as the first write to a new stream is
+/// (an election explains its "no stream", [`crate::election`]); any other answer is final.
+async fn open_kv(js: &jetstream::Context, bucket: &str) -> Result<kv::Store, JetStreamError> {
+    let deadline = tokio::time::Instant::now() + OPEN_WAIT;
+    let mut pause = Duration::from_millis(25);
+    loop {
+        match js.get_key_value(bucket).await {
+            Ok(store) => return Ok(store),
+            Err(source)
+                if stream_not_known_yet(&source)
+                    && tokio::time::Instant::now() + pause < deadline =>
+            {
+                tracing::debug!(bucket, error = %source, "the bucket's stream is not known yet; opening again");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(500));
+            }
+            Err(source) => {
+                return Err(JetStreamError::Open {
+                    bucket: bucket.into(),
+                    source,
+                });
+            }
+        }
+    }
+}
+
+/// Whether opening a bucket whose stream exists failed only because the stream is not known
+/// yet where the request was answered ("stream not found"), or because an election is under
+/// way ([`election::code`], [`election::explains`]): worth asking again.
+pub fn stream_not_known_yet(error: &jetstream::context::KeyValueError) -> bool {
+    use jetstream::context::{GetStreamError, GetStreamErrorKind};
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = next {
+        // The server's answer is the error's kind, not one of its sources.
+        if let Some(GetStreamErrorKind::JetStream(answer)) =
+            e.downcast_ref::<GetStreamError>().map(GetStreamError::kind)
+        {
+            return election::code(answer.error_code()).is_some();
+        }
+        next = e.source();
+    }
+    election::explains(error).is_some()
 }
 
 /// Creates (or opens) a bucket whose keys expire `ttl` after their last write (leases,
@@ -300,13 +347,7 @@ pub async fn ensure_expiring_kv(
     };
     let stream = ensure_stream(js, config, false).await?;
     let ttl = stream.cached_info().config.max_age;
-    let kv = js
-        .get_key_value(bucket)
-        .await
-        .map_err(|source| JetStreamError::Open {
-            bucket: bucket.into(),
-            source,
-        })?;
+    let kv = open_kv(js, bucket).await?;
     Ok((kv, ttl))
 }
 
@@ -462,6 +503,50 @@ async fn read_all(store: &kv::Store) -> Result<Option<Vec<KvItem>>, JetStreamErr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use jetstream::context::{
+        GetStreamError, GetStreamErrorKind, KeyValueError, KeyValueErrorKind,
+    };
+
+    fn server(code: u64) -> jetstream::Error {
+        serde_json::from_value(serde_json::json!({
+            "code": 404, "err_code": code, "description": "from the server"
+        }))
+        .expect("a JetStream error")
+    }
+
+    fn open_answered(code: u64) -> KeyValueError {
+        KeyValueError::with_source(
+            KeyValueErrorKind::GetBucket,
+            GetStreamError::new(GetStreamErrorKind::JetStream(server(code))),
+        )
+    }
+
+    #[test]
+    fn a_stream_not_found_yet_or_an_election_is_asked_again_when_opening() {
+        assert!(
+            stream_not_known_yet(&open_answered(10059)),
+            "stream not found"
+        );
+        assert!(stream_not_known_yet(&open_answered(10009)), "not leader");
+        let nobody = KeyValueError::with_source(
+            KeyValueErrorKind::GetBucket,
+            GetStreamError::with_source(
+                GetStreamErrorKind::Request,
+                jetstream::context::RequestError::new(
+                    jetstream::context::RequestErrorKind::NoResponders,
+                ),
+            ),
+        );
+        assert!(stream_not_known_yet(&nobody));
+    }
+
+    #[test]
+    fn other_answers_to_an_open_are_final() {
+        assert!(!stream_not_known_yet(&open_answered(10047)), "no storage");
+        assert!(!stream_not_known_yet(&KeyValueError::new(
+            KeyValueErrorKind::InvalidStoreName
+        )));
+    }
 
     fn config(replicas: usize) -> stream::Config {
         stream::Config {

@@ -3,7 +3,7 @@
 use async_nats::jetstream;
 use bytes::Bytes;
 use flotilla_bus::jetstream::{
-    STATUS_STREAM, StreamOptions, ensure_kv, ensure_status_stream, load_all,
+    STATUS_STREAM, StreamOptions, ensure_expiring_kv, ensure_kv, ensure_status_stream, load_all,
 };
 use flotilla_bus::{connect, subjects};
 use flotilla_testkit::{NatsCluster, NatsClusterOptions, NatsServer, eventually};
@@ -237,5 +237,53 @@ async fn replicas_3_creates_r3_streams_and_upgrades_r1_buckets_keeping_their_dat
             kv.put("after", Bytes::from_static(b"x")).await.ok()
         })
         .await;
+    }
+}
+
+/// A bucket is opened right after its stream is created, through every node of a 3-node
+/// cluster in turn (the node answering the stream-info request may not know a stream the meta
+/// leader has just made): every create-and-open must succeed at its first call, never
+/// "stream not found" — the helpers wait for the new stream to be known.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bucket_opens_right_after_its_stream_is_created_through_any_node_of_a_cluster() {
+    const LONG: Duration = Duration::from_secs(30);
+    let (label, binary) = flotilla_testkit::nats_server_binaries().remove(0);
+    let cluster = NatsCluster::start(binary, NatsClusterOptions::default());
+    let mut contexts = Vec::new();
+    for i in 0..cluster.len() {
+        let url = cluster.node(i).url();
+        let client = connect::connect(&connect::NatsConfig::new(url, "test"), None)
+            .await
+            .unwrap();
+        contexts.push(jetstream::new(client));
+    }
+    // JetStream answers at all: the first call after formation may time out on a busy machine.
+    eventually(LONG, "the cluster's JetStream answers", || async {
+        ensure_kv(&contexts[0], "ready", 1, replicated(3))
+            .await
+            .ok()
+    })
+    .await;
+    for round in 0..4 {
+        for (node, js) in contexts.iter().enumerate() {
+            let bucket = format!("fresh_{round}_{node}");
+            let replicas = if round % 2 == 0 { 1 } else { 3 };
+            let kv = tokio::time::timeout(LONG, ensure_kv(js, &bucket, 1, replicated(replicas)))
+                .await
+                .unwrap_or_else(|_| panic!("{label}: opening {bucket} timed out"))
+                .unwrap_or_else(|e| panic!("{label}: {bucket} through node {node}: {e}"));
+            assert_eq!(kv.name, bucket);
+            let lease = format!("lease_{round}_{node}");
+            let opened =
+                ensure_expiring_kv(js, &lease, Duration::from_secs(30), replicated(replicas));
+            let (kv, ttl) = tokio::time::timeout(LONG, opened)
+                .await
+                .unwrap_or_else(|_| panic!("{label}: opening {lease} timed out"))
+                .unwrap_or_else(|e| panic!("{label}: {lease} through node {node}: {e}"));
+            assert_eq!(
+                (kv.name.as_str(), ttl),
+                (lease.as_str(), Duration::from_secs(30))
+            );
+        }
     }
 }
