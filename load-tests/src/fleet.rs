@@ -178,6 +178,9 @@ impl LoadFleet {
                 .stderr(Stdio::inherit())
                 .spawn()
                 .with_context(|| format!("starting {}", bin.display()))?;
+            topology
+                .cpu()
+                .track(crate::cpu::Role::Simulator, child.id());
             children.push(child);
         }
         Ok(Self::Processes(children))

@@ -1,7 +1,9 @@
 //! `flotilla-load`: load scenarios for Flotilla. Each prints a short human summary and, as the
 //! last line of stdout, one JSON object (`scenario`, `clusters`, `converged`, `seconds`,
 //! `p50_ms`, `p90_ms`, `p99_ms`, `hub_cpu_seconds`, `hub_peak_rss_bytes`, `msgs_per_second`,
-//! `errors`, and the scenario's own fields).
+//! `errors`, the measured phase's CPU per role — `cpu_hub_s`, `cpu_jetstream_s`,
+//! `cpu_leaves_s`, `cpu_control_plane_s` and `cpu_control_plane_ms_per_cluster`,
+//! `cpu_simulators_s`, `cpu_driver_s` — and the scenario's own fields).
 //!
 //! Without `--nats-url`/`--hub` a scenario starts its own nats-server (and `--leaf-nodes K`
 //! leaf servers the agents connect to), a hub and the simulated fleet, and stops them all;
@@ -16,8 +18,12 @@
 //! - [`placement`]: the hub's placement machinery in-process over a synthetic inventory of
 //!   10,000 and 100,000 clusters, against a real nats-server.
 //! - [`report`], [`plots`]: the summary line and the PNG plots (`--out DIR`).
+//! - [`cpu`], [`cpu_ledger`]: the CPU of every process of the run per role (the arithmetic,
+//!   pure; the `/proc` readings).
 
 mod addons;
+mod cpu;
+mod cpu_ledger;
 mod fleet;
 mod placement;
 mod plots;

@@ -1,7 +1,11 @@
 //! What a scenario reports: a short human summary on stdout and, as the last line, one JSON
 //! object with the fields every scenario shares (plus its own), and the samples behind the
-//! plots (hub RSS and convergence over time, latencies).
+//! plots (hub RSS and convergence over time, latencies). A measured phase's CPU per role
+//! (hub, its JetStream server, leaf servers, simulators, this driver) comes from the run's
+//! [`crate::cpu_ledger`]; the control plane's per converged cluster is the headline figure.
 
+use crate::cpu::{CpuUsage, Totals};
+use crate::cpu_ledger::ticks_per_second;
 use crate::topology::Topology;
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -25,8 +29,14 @@ pub struct Summary {
     pub p90_ms: f64,
     /// 99th percentile.
     pub p99_ms: f64,
-    /// Hub CPU seconds during the measured phase.
+    /// Hub CPU seconds during the measured phase (every hub process: `cpu_hub_s`).
     pub hub_cpu_seconds: Option<f64>,
+    /// Clusters that converged in the measured phase, when the scenario counts them (else the
+    /// control plane's CPU is divided over the whole fleet).
+    pub clusters_converged: Option<usize>,
+    /// CPU of the measured phase per role (`cpu_*` fields).
+    #[serde(flatten)]
+    pub cpu: CpuUsage,
     /// Peak RSS of the hub process.
     pub hub_peak_rss_bytes: Option<u64>,
     /// Messages per second through the hub's NATS server during the measured phase.
@@ -50,6 +60,8 @@ impl Summary {
             p90_ms: 0.0,
             p99_ms: 0.0,
             hub_cpu_seconds: None,
+            clusters_converged: None,
+            cpu: CpuUsage::default(),
             hub_peak_rss_bytes: None,
             msgs_per_second: None,
             errors: 0,
@@ -94,6 +106,7 @@ impl Summary {
         if let Some(cpu) = self.hub_cpu_seconds {
             println!("hub CPU    {cpu:.2} s");
         }
+        self.print_cpu();
         if let Some(rss) = self.hub_peak_rss_bytes {
             println!("hub RSS    {:.1} MiB peak", rss as f64 / 1_048_576.0);
         }
@@ -106,6 +119,30 @@ impl Summary {
         println!(
             "{}",
             serde_json::to_string(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+        );
+    }
+}
+
+impl Summary {
+    /// The CPU lines of the human summary: the control plane first.
+    fn print_cpu(&self) {
+        let c = &self.cpu;
+        let s = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.2} s"));
+        if c.cpu_control_plane_s.is_some() {
+            println!(
+                "CPU        control plane {} (hub {} + JetStream {}), {} per converged cluster",
+                s(c.cpu_control_plane_s),
+                s(c.cpu_hub_s),
+                s(c.cpu_jetstream_s),
+                c.cpu_control_plane_ms_per_cluster
+                    .map_or_else(|| "-".to_string(), |v| format!("{v:.3} ms")),
+            );
+        }
+        println!(
+            "CPU        leaves {}, simulators {}, driver {}",
+            s(c.cpu_leaves_s),
+            s(c.cpu_simulators_s),
+            s(c.cpu_driver_s)
         );
     }
 }
@@ -129,7 +166,10 @@ pub fn proc_stats(pid: u32) -> Option<(f64, u64)> {
     let after = stat.rsplit_once(')')?.1;
     let fields: Vec<&str> = after.split_whitespace().collect();
     let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
-    Some((ticks / 100.0, status_kib(pid, "VmHWM:")? * 1024))
+    Some((
+        ticks / ticks_per_second() as f64,
+        status_kib(pid, "VmHWM:")? * 1024,
+    ))
 }
 
 /// Current RSS of a process.
@@ -200,10 +240,10 @@ impl Sampler {
     }
 }
 
-/// Hub CPU, NATS message count and the clock at the start of a measured phase.
+/// CPU per role, NATS message count and the clock at the start of a measured phase.
 pub struct Phase {
     started: Instant,
-    cpu: Option<f64>,
+    cpu: Totals,
     msgs: Option<u64>,
 }
 
@@ -212,7 +252,7 @@ impl Phase {
     pub async fn begin(topology: &Topology) -> Self {
         Self {
             started: Instant::now(),
-            cpu: topology.hub_pid().and_then(proc_stats).map(|s| s.0),
+            cpu: topology.cpu().totals(),
             msgs: topology.nats_messages().await,
         }
     }
@@ -222,16 +262,22 @@ impl Phase {
         self.started
     }
 
-    /// Fills the summary's time, hub CPU and RSS and message rate. A hub restarted during the
-    /// phase counts from its start (its CPU before the kill is not known any more).
+    /// Fills the summary's time, CPU per role, hub RSS and message rate. Every hub process
+    /// counts (a hub killed during the phase up to its kill, its restart from its start); the
+    /// control plane's CPU is divided over `summary.clusters_converged`, or the whole fleet
+    /// when the scenario does not count them.
     pub async fn end(&self, topology: &Topology, summary: &mut Summary) {
         let seconds = self.started.elapsed().as_secs_f64();
         summary.seconds = (seconds * 100.0).round() / 100.0;
+        let clusters = summary.clusters_converged.unwrap_or(summary.clusters);
+        summary.cpu = crate::cpu::usage(
+            &self.cpu,
+            &topology.cpu().totals(),
+            ticks_per_second(),
+            clusters,
+        );
+        summary.hub_cpu_seconds = summary.cpu.cpu_hub_s;
         let now = topology.hub_pid().and_then(proc_stats);
-        summary.hub_cpu_seconds = now.map(|(cpu, _)| {
-            let before = self.cpu.filter(|b| *b <= cpu).unwrap_or(0.0);
-            ((cpu - before) * 100.0).round() / 100.0
-        });
         summary.hub_peak_rss_bytes = now.map(|(_, rss)| rss);
         if let (Some(a), Some(b)) = (self.msgs, topology.nats_messages().await) {
             summary.msgs_per_second =
@@ -259,6 +305,14 @@ mod tests {
             "p90_ms",
             "p99_ms",
             "hub_cpu_seconds",
+            "clusters_converged",
+            "cpu_hub_s",
+            "cpu_jetstream_s",
+            "cpu_leaves_s",
+            "cpu_control_plane_s",
+            "cpu_control_plane_ms_per_cluster",
+            "cpu_simulators_s",
+            "cpu_driver_s",
             "hub_peak_rss_bytes",
             "msgs_per_second",
             "errors",

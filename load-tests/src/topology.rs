@@ -7,7 +7,13 @@
 //! the same subjects, request/reply and the hub's JetStream API, which works on nats-server 2.9
 //! without extra configuration (docs/edge-sites.md shows the configuration an operator writes
 //! for a site).
+//!
+//! Every process the topology starts is registered with the run's [`CpuLedger`] under its role,
+//! and every hub it kills is read after the kill, before it is reaped, so a phase's CPU per
+//! role counts restarts and extra hubs exactly ([`crate::cpu_ledger`]).
 
+use crate::cpu::Role;
+use crate::cpu_ledger::CpuLedger;
 use anyhow::{Context, Result, bail};
 use flotilla_testkit::{NatsOptions, NatsServer, free_port};
 use std::path::PathBuf;
@@ -56,6 +62,9 @@ pub struct Topology {
     hub: Option<HubProcess>,
     /// More hubs of the same control plane (`ha`), with their metrics addresses.
     extra_hubs: Vec<(HubProcess, String)>,
+    /// The CPU of every process of the run, and the task that samples it.
+    cpu: Arc<CpuLedger>,
+    cpu_sampler: tokio::task::JoinHandle<()>,
 }
 
 struct HubProcess {
@@ -76,6 +85,11 @@ impl Topology {
                          {nats_url}, give the agents' servers with --nats-url instead"
                     );
                 }
+                let cpu = CpuLedger::new();
+                cpu.track(Role::Driver, std::process::id());
+                if let Some(pid) = args.hub_pid {
+                    cpu.track(Role::Hub, pid);
+                }
                 Ok(Self {
                     nats_url: nats_url.clone(),
                     hub_endpoint: hub.clone(),
@@ -86,6 +100,8 @@ impl Topology {
                     leaves: Vec::new(),
                     hub: None,
                     extra_hubs: Vec::new(),
+                    cpu_sampler: cpu.spawn_sampler(),
+                    cpu,
                 })
             }
             (None, None) => Self::self_started(args).await,
@@ -101,9 +117,17 @@ impl Topology {
             extra: format!("http: 127.0.0.1:{monitor_port}\nmax_payload: 8MB\n{WRITE_DEADLINE}\n"),
             ..NatsOptions::default()
         });
-        let leaves = (0..args.leaf_nodes)
+        let leaves: Vec<NatsServer> = (0..args.leaf_nodes)
             .map(|_| server.start_leaf_with(format!("{WRITE_DEADLINE}\n")))
             .collect();
+        let cpu = CpuLedger::new();
+        cpu.track(Role::Driver, std::process::id());
+        if let Some(pid) = server.pid() {
+            cpu.track(Role::JetStream, pid);
+        }
+        for pid in leaves.iter().filter_map(NatsServer::pid) {
+            cpu.track(Role::Leaf, pid);
+        }
         let grpc = free_port();
         let metrics = format!("127.0.0.1:{}", free_port());
         let dir = tempfile::tempdir().context("creating a directory for the hub's log")?;
@@ -119,6 +143,7 @@ impl Topology {
         hub_args.extend(args.hub_args.iter().cloned());
         let log = hub_log(dir.path(), "hub-0.log");
         let child = spawn_hub(&hub_args, &log)?;
+        cpu.track(Role::Hub, child.id());
         let mut topology = Self {
             nats_url: server.url(),
             hub_endpoint: format!("http://127.0.0.1:{grpc}"),
@@ -134,6 +159,8 @@ impl Topology {
                 _dir: dir,
             }),
             extra_hubs: Vec::new(),
+            cpu_sampler: cpu.spawn_sampler(),
+            cpu,
         };
         topology.wait_for_hub(Duration::from_secs(60)).await?;
         Ok(topology)
@@ -177,6 +204,11 @@ impl Topology {
         self.hub_pid.clone()
     }
 
+    /// The CPU of every process of the run (the fleet registers its simulator processes).
+    pub fn cpu(&self) -> &CpuLedger {
+        &self.cpu
+    }
+
     /// Whether this run started the hub (and may kill it).
     pub fn owns_hub(&self) -> bool {
         self.hub.is_some()
@@ -186,6 +218,8 @@ impl Topology {
     pub async fn wait_for_hub(&mut self, timeout: Duration) -> Result<()> {
         let deadline = Instant::now() + timeout;
         loop {
+            // A hub that died on its own is read as a zombie before `try_wait` reaps it.
+            self.cpu.refresh();
             if let Some(hub) = self.hub.as_mut()
                 && let Ok(Some(status)) = hub.child.try_wait()
             {
@@ -220,6 +254,7 @@ impl Topology {
 
     /// Whether the self-started hub is still running (true when attached: not ours to watch).
     pub fn hub_alive(&mut self) -> bool {
+        self.cpu.refresh();
         self.hub
             .as_mut()
             .is_none_or(|h| matches!(h.child.try_wait(), Ok(None)))
@@ -232,6 +267,7 @@ impl Topology {
             .as_mut()
             .context("the hub was not started by this run; it is not killed")?;
         hub.child.kill().context("killing the hub")?;
+        self.cpu.read_killed(hub.child.id());
         hub.child.wait().context("waiting for the killed hub")?;
         Ok(())
     }
@@ -243,6 +279,7 @@ impl Topology {
             .as_mut()
             .context("the hub was not started by this run")?;
         hub.child = spawn_hub(&hub.args, &hub.log)?;
+        self.cpu.track(Role::Hub, hub.child.id());
         self.hub_pid.store(hub.child.id(), Ordering::Relaxed);
         self.wait_for_hub(Duration::from_secs(120)).await
     }
@@ -277,6 +314,7 @@ impl Topology {
         let dir = tempfile::tempdir().context("creating a directory for the hub's log")?;
         let log = hub_log(dir.path(), &format!("hub-{index}.log"));
         let child = spawn_hub(&args, &log)?;
+        self.cpu.track(Role::Hub, child.id());
         self.extra_hubs.push((
             HubProcess {
                 child,
@@ -296,6 +334,7 @@ impl Topology {
             .get_mut(index.wrapping_sub(1))
             .with_context(|| format!("no extra hub {index}"))?;
         hub.child.kill().context("killing the hub")?;
+        self.cpu.read_killed(hub.child.id());
         hub.child.wait().context("waiting for the killed hub")?;
         Ok(())
     }
@@ -321,6 +360,8 @@ impl Topology {
 
     /// Kills every leaf server: every agent behind them loses its link at once.
     pub fn cut_leaves(&mut self) {
+        // Their last readings: the testkit kills and reaps them at once.
+        self.cpu.refresh();
         for leaf in &mut self.leaves {
             leaf.stop();
         }
@@ -330,6 +371,9 @@ impl Topology {
     pub fn restore_leaves(&mut self) {
         for leaf in &mut self.leaves {
             leaf.start_again();
+            if let Some(pid) = leaf.pid() {
+                self.cpu.track(Role::Leaf, pid);
+            }
         }
     }
 
@@ -370,6 +414,7 @@ impl Topology {
 
 impl Drop for Topology {
     fn drop(&mut self) {
+        self.cpu_sampler.abort();
         let extra = self.extra_hubs.iter_mut().map(|(h, _)| h);
         for hub in self.hub.iter_mut().chain(extra) {
             let _ = hub.child.kill();

@@ -50,6 +50,13 @@ fn scenario(args: &[&str]) -> Value {
         "hub_peak_rss_bytes",
         "msgs_per_second",
         "errors",
+        "cpu_hub_s",
+        "cpu_jetstream_s",
+        "cpu_leaves_s",
+        "cpu_control_plane_s",
+        "cpu_control_plane_ms_per_cluster",
+        "cpu_simulators_s",
+        "cpu_driver_s",
     ] {
         assert!(v.get(key).is_some(), "{key} missing from {v}");
     }
@@ -111,6 +118,13 @@ fn fanout_converges_and_reports_its_efficiency_and_plots() {
     let efficiency = v["efficiency"].as_f64().expect("efficiency");
     assert!(efficiency > 0.0, "{v}");
     assert!(v["status_events"].as_u64().unwrap() >= 25, "{v}");
+    // The control plane's cost is known for a self-started topology, the leaves' apart.
+    assert_eq!(v["clusters_converged"], 25, "{v}");
+    assert!(
+        v["cpu_control_plane_ms_per_cluster"].as_f64().is_some(),
+        "{v}"
+    );
+    assert!(v["cpu_leaves_s"].as_f64().is_some(), "{v}");
     for plot in [
         "fanout-latency-cdf.png",
         "fanout-convergence.png",
@@ -157,6 +171,8 @@ fn a_hub_killed_mid_fanout_loses_nothing() {
         "120",
     ]);
     let at_kill = v["converged_at_kill"].as_u64().unwrap();
+    // The killed hub up to its kill and the restarted one both count.
+    assert!(v["cpu_hub_s"].as_f64().unwrap() > 0.0, "{v}");
     assert!(
         at_kill <= 15,
         "the kill came before the second half was applied: {v}"

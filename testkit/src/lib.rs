@@ -353,6 +353,11 @@ impl NatsServer {
         self.leaf_port
     }
 
+    /// The server's process id while it runs (for its CPU and memory).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Kills the server (SIGKILL) and waits for it to exit; the store is kept.
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {

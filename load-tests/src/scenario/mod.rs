@@ -209,6 +209,7 @@ impl Run {
     pub async fn wait_works(&self, works: &mut WorkWatch, summary: &mut Summary) {
         let want = self.fleet.clusters;
         let got = works.wait_done(want, self.deadline()).await;
+        summary.clusters_converged = Some(works.done());
         summary.latencies(&works.latencies_ms());
         match got {
             Ok(()) => summary.converged = summary.errors == 0,

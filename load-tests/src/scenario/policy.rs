@@ -178,9 +178,10 @@ pub async fn run(mut run: Run) -> Result<(Summary, Run)> {
         },
     )
     .await?;
+    let reported = latencies.len();
+    summary.clusters_converged = Some(reported);
     phase.end(&run.topology, &mut summary).await;
     summary.latencies(&latencies);
-    let reported = latencies.len();
     summary.set("inform_reported", reported);
     if !informed {
         summary.errors += (want - reported.min(want)) as u64;
@@ -210,6 +211,7 @@ pub async fn run(mut run: Run) -> Result<(Summary, Run)> {
         },
     )
     .await?;
+    enforce.clusters_converged = Some(latencies.len());
     phase.end(&run.topology, &mut enforce).await;
     enforce.latencies(&latencies);
     summary.set("enforce_seconds", enforce.seconds);
@@ -217,6 +219,14 @@ pub async fn run(mut run: Run) -> Result<(Summary, Run)> {
     summary.set("enforce_p99_ms", enforce.p99_ms);
     summary.set("enforce_compliant", latencies.len());
     summary.set("enforce_hub_cpu_seconds", enforce.hub_cpu_seconds);
+    summary.set(
+        "enforce_cpu_control_plane_s",
+        enforce.cpu.cpu_control_plane_s,
+    );
+    summary.set(
+        "enforce_cpu_control_plane_ms_per_cluster",
+        enforce.cpu.cpu_control_plane_ms_per_cluster,
+    );
     if !enforced {
         summary.errors += (want - latencies.len().min(want)) as u64;
     }

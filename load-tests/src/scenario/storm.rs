@@ -10,8 +10,10 @@ use anyhow::Result;
 use std::time::{Duration, Instant};
 
 /// The hub's counters reported for the storm, as summary key and metric.
-const COUNTERS: [(&str, &str); 5] = [
+const COUNTERS: [(&str, &str); 6] = [
     ("resyncs", hub_metrics::RESYNCS),
+    // Every resync request, admitted or answered busy (issue 45): busy = this − resyncs.
+    ("resync_requests", "flotilla_hub_resync_requests_total"),
     ("work_resends", hub_metrics::WORK_RESENDS),
     ("events_received", hub_metrics::EVENTS_RECEIVED),
     ("mailbox_dropped", hub_metrics::MAILBOX_DROPPED),
@@ -53,6 +55,8 @@ pub async fn run(mut run: Run, outage: Duration) -> Result<(Summary, Run)> {
             "agent links down"
         },
     );
+    // Re-sends into the cut (issue 45): the hub re-sends only to clusters heard from since.
+    let resends_before_cut = run.topology.hub_metric(hub_metrics::WORK_RESENDS).await;
     if via_leaves {
         run.topology.cut_leaves();
     } else {
@@ -73,6 +77,10 @@ pub async fn run(mut run: Run, outage: Duration) -> Result<(Summary, Run)> {
     let w = works.clone();
     let sampler = Sampler::start(run.topology.hub_pid_cell(), move || w.done());
     let before = counters(&run).await;
+    let resends_while_cut = run.topology.hub_metric(hub_metrics::WORK_RESENDS).await;
+    if let (Some(after), Some(before)) = (resends_while_cut, resends_before_cut) {
+        summary.set("work_resends_during_cut", after - before);
+    }
     let phase = Phase::begin(&run.topology).await;
     let reconnect = Instant::now();
     for name in run.fleet.names() {
