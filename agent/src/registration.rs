@@ -31,18 +31,23 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+mod bounds;
 mod calls;
 mod reports;
 
 use reports::claims;
 
+use bounds::AnswerTimes;
 pub use calls::{AskError, ask_hub};
-use calls::{Call, ResyncCall, ResyncFailed, answer_of};
+use calls::{Call, ResyncCall, ResyncFailed, Timed, answer_of, ask_hub_within};
 
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(5);
 const ACCEPTED_REFRESH: Duration = Duration::from_secs(600);
 /// The least time between two resyncs made because the client dropped messages.
 const DROP_RESYNC_SPACING: Duration = Duration::from_secs(5);
+/// A resync sends the full version map in its first request when it has at most this many
+/// entries (one round trip; a few works' map is smaller than two), else the digest first.
+const FULL_MAP_AT_MOST: usize = 16;
 
 /// The agent's registration and health loop.
 pub struct RegistrationActor {
@@ -61,9 +66,14 @@ pub struct RegistrationActor {
     /// The labels the hub last said it dropped (reserved for it), logged when they change.
     dropped_labels: Vec<String>,
     /// The registration request in flight.
-    register_call: Option<Call<Result<RegistrationResponse, AskError>>>,
+    register_call: Option<Call<Timed<Result<RegistrationResponse, AskError>>>>,
+    /// A registration notification came on the spec subject while the registration request
+    /// was in flight: its answer, made before, is stale (asked again instead of applied).
+    notified_while_registering: bool,
     /// The spec resync in flight.
-    resync_call: Option<Call<Result<SpecResyncResponse, ResyncFailed>>>,
+    resync_call: Option<Call<Timed<Result<SpecResyncResponse, ResyncFailed>>>>,
+    /// The hub's answer times, which bound the next request's wait.
+    answer_times: AnswerTimes,
     /// Spec resyncs in a row the hub did not answer in time ([`resync_wait`]).
     resync_failures: u32,
     /// When the last resync made because the client dropped messages was due.
@@ -79,6 +89,8 @@ pub struct RegistrationActor {
     specs: spec::Handlers,
     /// When to ask the hub for a spec resync (None = not scheduled).
     next_resync: Option<Instant>,
+    /// When to publish every work's status again after a reconnect (None = not scheduled).
+    next_republish: Option<Instant>,
     /// When to report AddOnPlacementScores next (None = not scheduled).
     next_score: Option<Instant>,
     /// Secure mode: the agent's credentials.
@@ -127,6 +139,7 @@ impl RegistrationActor {
         let events = requests.with_timeout(PUBLISH_TIMEOUT);
         let source = format!("flotilla-agent/{}", config.cluster_name);
         let namespaces = ManagedNamespaces::new(backend.clone(), &hub_hash(&config.nats.url));
+        let answer_times = AnswerTimes::new(config.nats.request_timeout);
         Self {
             config,
             client,
@@ -141,12 +154,15 @@ impl RegistrationActor {
             resync_failures: 0,
             drop_resync: None,
             register_call: None,
+            notified_while_registering: false,
             resync_call: None,
+            answer_times,
             next_lease: None,
             last_status_hash: None,
             works,
             specs: spec::handlers(None),
             next_resync: None,
+            next_republish: None,
             next_score: None,
             credentials: None,
             bootstrap: None,
@@ -302,6 +318,12 @@ impl RegistrationActor {
                     }
                     () = sleep_until_opt(self.next_lease) => Box::pin(self.renew()).await,
                     () = sleep_until_opt(self.next_resync), if self.resync_call.is_none() => self.resync(),
+                    () = sleep_until_opt(self.next_republish) => {
+                        self.next_republish = None;
+                        if self.accepted() {
+                            Box::pin(self.works.republish_all()).await;
+                        }
+                    }
                     answer = answer_of(&mut self.resync_call) => {
                         self.resync_call = None;
                         Box::pin(self.on_resync_answer(answer)).await;
@@ -320,10 +342,12 @@ impl RegistrationActor {
                         self.works.check_actors();
                         Box::pin(self.report_status(false)).await;
                     }
-                    // Spec events wait while a request to the hub is in flight: its answer was
-                    // made before them, and applied after them it would undo them (an
-                    // acceptance, a work the resync's answer calls unknown).
-                    msg = spec.next(), if self.register_call.is_none() && self.resync_call.is_none() => match msg {
+                    // Spec events wait while a request to the hub is in flight whose answer,
+                    // made before them, would undo them applied after them: a resync's (a work
+                    // it calls unknown), a registration's of an agent not yet accepted (its
+                    // acceptance). An accepted agent's re-registration holds nothing: a
+                    // notification that comes meanwhile makes its answer stale, asked again.
+                    msg = spec.next(), if self.reads_specs() => match msg {
                         Some(msg) => Box::pin(self.on_spec(msg)).await,
                         None => {
                             tracing::warn!("spec subscription closed; resubscribing");
@@ -335,20 +359,7 @@ impl RegistrationActor {
                     ev = conn_events.recv() => match ev {
                         Some(ConnectionEvent::Connected) => {
                             link.connected();
-                            tracing::info!("connected: re-registering and resending lease and status");
-                            self.next_register = Some(Instant::now());
-                            self.register_failures = 0;
-                            // Calls sent over the old connection are moot: ask again now.
-                            self.register_call = None;
-                            self.resync_call = None;
-                            if self.accepted() {
-                                self.next_lease = Some(Instant::now());
-                                self.last_status_hash = None;
-                                self.next_resync = Some(Instant::now());
-                                self.next_score = Some(Instant::now());
-                                Box::pin(self.works.republish_all()).await;
-                                self.specs.on_reconnect();
-                            }
+                            self.on_connected();
                         }
                         Some(ConnectionEvent::Refused) => {
                             self.next_register = Some(Instant::now());
@@ -368,6 +379,36 @@ impl RegistrationActor {
             self.specs.shutdown().await;
             tracing::info!("agent stopped");
         }
+    }
+
+    /// Whether spec events are read now (see the loop).
+    fn reads_specs(&self) -> bool {
+        self.resync_call.is_none() && (self.register_call.is_none() || self.accepted())
+    }
+
+    /// The link is back: calls sent over the old connection are moot. An accepted agent renews
+    /// its lease now (its proof of life) and spreads the rest — registration, resync, the
+    /// republish of every work's status — over [`bounds::reconnect_spread`]: a site's whole
+    /// fleet reconnects at the same instant, and the hub would otherwise get it all at once.
+    fn on_connected(&mut self) {
+        tracing::info!("connected: re-registering and resending lease and status");
+        self.register_failures = 0;
+        self.register_call = None;
+        self.resync_call = None;
+        let now = Instant::now();
+        if !self.accepted() {
+            self.next_register = Some(now);
+            return;
+        }
+        let spread = bounds::reconnect_spread(self.config.resync_interval);
+        let later = || now + bounds::spread_delay(spread, rand::rng().random::<f64>());
+        self.next_register = Some(later());
+        self.next_resync = Some(later());
+        self.next_republish = Some(later());
+        self.next_lease = Some(now);
+        self.last_status_hash = None;
+        self.next_score = Some(now);
+        self.specs.on_reconnect();
     }
 
     async fn registration_request(&self) -> RegistrationRequest {
@@ -390,13 +431,25 @@ impl RegistrationActor {
         };
         let config = self.config.clone();
         let source = self.source.clone();
-        self.register_call = Some(Call::new(async move {
-            ask_hub(&client, &config, &source, &request).await
-        }));
+        let bound = self.answer_times.bound();
+        self.notified_while_registering = false;
+        self.register_call = Some(Call::new(Timed::of(async move {
+            ask_hub_within(&client, &config, &source, &request, bound).await
+        })));
     }
 
-    async fn on_register_answer(&mut self, answer: Result<RegistrationResponse, AskError>) {
+    async fn on_register_answer(&mut self, answer: Timed<Result<RegistrationResponse, AskError>>) {
+        let Timed { answer, took } = answer;
+        match &answer {
+            Err(AskError::Unanswered(_)) => self.answer_times.unanswered(took),
+            Err(AskError::Encode(_)) => {}
+            _ => self.answer_times.answered(took),
+        }
         match answer {
+            Ok(_) if self.notified_while_registering => {
+                tracing::debug!("registration answer older than a notification; asking again");
+                self.next_register = Some(Instant::now());
+            }
             Ok(resp) => {
                 self.register_failures = 0;
                 self.apply_response(resp).await;
@@ -623,7 +676,10 @@ impl RegistrationActor {
                     self.config.metrics.spec_dropped.inc();
                     tracing::debug!("an answer to someone's request on the spec subject dropped");
                 }
-                Ok(resp) => self.apply_response(resp).await,
+                Ok(resp) => {
+                    self.notified_while_registering |= self.register_call.is_some();
+                    self.apply_response(resp).await;
+                }
                 Err(e) => {
                     self.config.metrics.spec_dropped.inc();
                     tracing::debug!(error = %e, "malformed registration event dropped");
@@ -634,10 +690,11 @@ impl RegistrationActor {
         }
     }
 
-    /// Spec resync: first the digest of the works this agent holds (one small message when
-    /// nothing changed, which is the common case after a reconnect), then — only when the hub's
-    /// digest differs — the full `{resourceid: generation}` map. The hub re-sends what is newer
-    /// and names what it no longer has, which is deleted here when the answer comes.
+    /// Spec resync: the full `{resourceid: generation}` map when it is small (one request),
+    /// else first the digest of the works this agent holds (one small message when nothing
+    /// changed, which is the common case after a reconnect), then — only when the hub's digest
+    /// differs — the full map. The hub re-sends what is newer and names what it no longer has,
+    /// which is deleted here when the answer comes; or, busy with others, says when to ask again.
     fn resync(&mut self) {
         self.next_resync = Some(Instant::now() + jitter(self.config.resync_interval, 0.5));
         if !self.accepted() {
@@ -645,35 +702,13 @@ impl RegistrationActor {
             return;
         }
         let versions = self.works.versions();
-        let digest = flotilla_bus::works::versions_digest(
-            versions
-                .iter()
-                .map(|(id, generation)| (id.as_str(), *generation)),
-        );
-        let first = SpecResyncRequest {
-            cluster_name: self.name().to_string(),
-            versions: Default::default(),
-            digest,
-            takes_specs: true,
-        };
+        let first = first_resync_request(self.name(), &versions);
         let call = ResyncCall {
-            requests: self.requests.clone(),
+            requests: self.requests.with_timeout(self.answer_times.bound()),
             source: self.source.clone(),
             cluster: self.name().to_string(),
         };
-        self.resync_call = Some(Call::new(async move {
-            match call.send(&first).await {
-                Ok(r) if r.send_versions => {
-                    let full = SpecResyncRequest {
-                        versions,
-                        digest: String::new(),
-                        ..first
-                    };
-                    call.send(&full).await
-                }
-                other => other,
-            }
-        }));
+        self.resync_call = Some(Call::new(call.run(first, versions)));
     }
 
     /// A spec the hub put in its resync answer: handled as a work spec of the spec subject is.
@@ -712,8 +747,14 @@ impl RegistrationActor {
         }
     }
 
-    async fn on_resync_answer(&mut self, answer: Result<SpecResyncResponse, ResyncFailed>) {
-        if let (Some(session), Ok(_) | Err(ResyncFailed::Refused)) =
+    async fn on_resync_answer(&mut self, answer: Timed<Result<SpecResyncResponse, ResyncFailed>>) {
+        let Timed { answer, took } = answer;
+        if let Err(ResyncFailed::Unanswered) = answer {
+            self.answer_times.unanswered(took);
+        } else {
+            self.answer_times.answered(took);
+        }
+        if let (Some(session), Ok(_) | Err(ResyncFailed::Refused | ResyncFailed::Busy(_))) =
             (&self.config.hub_session, &answer)
         {
             session.signal(crate::hubs::Signal::Alive);
@@ -732,6 +773,11 @@ impl RegistrationActor {
                 }
             }
             Err(ResyncFailed::Refused) => self.resync_failures = 0,
+            // A place in the hub's queue, not a failure: asked again when it is due.
+            Err(ResyncFailed::Busy(wait)) => {
+                self.resync_failures = 0;
+                self.next_resync = Some(Instant::now() + wait);
+            }
             // Sooner than a whole resync interval later, but later each time the hub does not
             // answer: a fleet that came back at once must not ask again at once.
             Err(ResyncFailed::Unanswered) => {
@@ -787,6 +833,34 @@ pub async fn registration_request(
         agent_public_key: public_key,
         credentials_wanted: credentials.is_some_and(|c| c.wanted()),
         request_id: uuid::Uuid::new_v4().simple().to_string(),
+    }
+}
+
+/// The first request of a resync of `versions`: the whole map when it has at most
+/// [`FULL_MAP_AT_MOST`] entries, else only its digest.
+fn first_resync_request(
+    cluster: &str,
+    versions: &std::collections::HashMap<String, i64>,
+) -> SpecResyncRequest {
+    let small = versions.len() <= FULL_MAP_AT_MOST;
+    SpecResyncRequest {
+        cluster_name: cluster.to_string(),
+        versions: if small {
+            versions.clone()
+        } else {
+            Default::default()
+        },
+        digest: if small {
+            String::new()
+        } else {
+            flotilla_bus::works::versions_digest(
+                versions
+                    .iter()
+                    .map(|(id, generation)| (id.as_str(), *generation)),
+            )
+        },
+        takes_specs: true,
+        takes_busy: true,
     }
 }
 
@@ -847,8 +921,21 @@ pub(crate) fn busy_wait(retry_after_ms: u32) -> Duration {
 
 #[cfg(test)]
 mod tests {
-    use super::{busy_wait, resync_wait};
+    use super::{FULL_MAP_AT_MOST, busy_wait, first_resync_request, resync_wait};
     use std::time::Duration;
+
+    #[test]
+    fn a_resync_of_a_few_works_sends_the_map_at_once_and_of_many_the_digest_first() {
+        let map = |n: usize| (0..n).map(|i| (format!("w{i}"), 1)).collect();
+        let few = first_resync_request("c1", &map(FULL_MAP_AT_MOST));
+        assert_eq!(few.versions.len(), FULL_MAP_AT_MOST);
+        assert!(few.digest.is_empty() && few.takes_busy && few.takes_specs);
+        let none = first_resync_request("c1", &map(0));
+        assert!(none.versions.is_empty() && none.digest.is_empty());
+        let many = first_resync_request("c1", &map(FULL_MAP_AT_MOST + 1));
+        assert!(many.versions.is_empty() && !many.digest.is_empty());
+        assert!(many.takes_busy && many.takes_specs);
+    }
 
     #[test]
     fn unanswered_resyncs_wait_longer_each_time_up_to_a_bound() {

@@ -284,6 +284,7 @@ pub fn spec_resync(cluster: &str) -> Bytes {
             digest: String::new(),
             takes_specs: true,
         },
+            takes_busy: true,
         &[],
     )
 }

@@ -99,6 +99,7 @@ pub fn events() -> Vec<Vec<u8>> {
         versions: [("id".to_string(), 3)].into(),
         digest: String::new(),
         takes_specs: true,
+        takes_busy: true,
     };
     vec![
         event(types::registration_request(), "edge-1", &registration),

@@ -12,6 +12,10 @@
 //! are slots of a virtual queue ([`Pace`], pure): each busy answer takes the next slot, spaced
 //! by the rate at which registrations complete, so a burst of N is spread over about N ÷ rate
 //! seconds instead of all coming back at once.
+//!
+//! Spec resyncs are admitted by a gate of their own (the router's): a reconnecting site's fleet
+//! asks at once, and past the bound an agent that reads busy answers gets its slot of the same
+//! kind of queue, spaced by the rate at which resyncs are answered.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

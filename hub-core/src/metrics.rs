@@ -126,6 +126,10 @@ pub struct Metrics {
     pub work_resends: Counter,
     /// Spec resync requests answered.
     pub resyncs: Counter,
+    /// Spec resync requests by kind of request (`digest`: the digest only; `full`: the version
+    /// map) and outcome (`admitted`: handed to the cluster actor; `busy`: answered with a time
+    /// to ask again; `dropped`: an agent of the previous wire at a full mailbox).
+    pub resync_requests: Family<ResyncLabels, Counter>,
     /// Registration requests refused without a change, by reason (another key for a known
     /// name, a denied cluster, a bad reply subject).
     pub registration_refusals: Family<ReasonLabels, Counter>,
@@ -145,6 +149,15 @@ pub struct Metrics {
 pub struct ReasonLabels {
     /// Why.
     pub reason: String,
+}
+
+/// Labels of the resync request counter.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResyncLabels {
+    /// `digest` or `full`.
+    pub request: String,
+    /// `admitted`, `busy` or `dropped`.
+    pub outcome: String,
 }
 
 /// Labels of a limit counter.
@@ -184,6 +197,7 @@ impl Metrics {
             ]),
             work_resends: Counter::default(),
             resyncs: Counter::default(),
+            resync_requests: Family::default(),
             registration_refusals: Family::default(),
             limit_refusals: Family::default(),
             registration_busy: Family::default(),
@@ -233,6 +247,11 @@ impl Metrics {
             "resyncs",
             "Spec resync requests answered",
             m.resyncs.clone(),
+        );
+        registry.register(
+            "resync_requests",
+            "Spec resync requests by request (digest, full) and outcome (admitted, busy, dropped)",
+            m.resync_requests.clone(),
         );
         registry.register(
             "lease_expired",
@@ -367,6 +386,16 @@ impl Metrics {
                 })
                 .inc();
         }
+    }
+
+    /// Counts a spec resync request of `request` kind by `outcome`.
+    pub fn resync_request(&self, request: &str, outcome: &str) {
+        self.resync_requests
+            .get_or_create(&ResyncLabels {
+                request: request.to_string(),
+                outcome: outcome.to_string(),
+            })
+            .inc();
     }
 
     /// Counts a registration answered busy.

@@ -10,6 +10,8 @@ use flotilla_bus::publish::{PublishError, Publisher};
 use flotilla_bus::subjects;
 use std::future::Future;
 use std::pin::Pin;
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// A request to the hub in flight: polled by the loop beside everything else, so a hub slow to
 /// answer (restarting, not yet holding this cluster's shard, on the far side of a bad link)
@@ -71,8 +73,30 @@ impl From<PublishError> for AskError {
 pub(super) enum ResyncFailed {
     /// Refused or unreadable: the next resync interval tries again.
     Refused,
+    /// The hub is busy answering others and did nothing: ask again after this long (its slot
+    /// in the hub's queue).
+    Busy(Duration),
     /// Not answered (hub or NATS away): tried again soon.
     Unanswered,
+}
+
+/// An answer and how long its request waited: the answer time when answered, the bound it had
+/// when not.
+pub(super) struct Timed<T> {
+    pub(super) answer: T,
+    pub(super) took: Duration,
+}
+
+impl<T> Timed<T> {
+    /// Runs `call`, timing it.
+    pub(super) async fn of(call: impl Future<Output = T>) -> Self {
+        let start = Instant::now();
+        let answer = call.await;
+        Self {
+            answer,
+            took: start.elapsed(),
+        }
+    }
 }
 
 /// What a spec resync request needs, owned by the call in flight.
@@ -83,6 +107,27 @@ pub(super) struct ResyncCall {
 }
 
 impl ResyncCall {
+    /// The resync: `first`, and when the hub asks for it (its digest differs) the full map
+    /// `versions`. The time is the last request's.
+    pub(super) async fn run(
+        self,
+        first: SpecResyncRequest,
+        versions: std::collections::HashMap<String, i64>,
+    ) -> Timed<Result<SpecResyncResponse, ResyncFailed>> {
+        let answer = Timed::of(self.send(&first)).await;
+        match answer.answer {
+            Ok(r) if r.send_versions => {
+                let full = SpecResyncRequest {
+                    versions,
+                    digest: String::new(),
+                    ..first
+                };
+                Timed::of(self.send(&full)).await
+            }
+            _ => answer,
+        }
+    }
+
     /// Sends one resync request and reads the answer.
     pub(super) async fn send(
         &self,
@@ -102,6 +147,13 @@ impl ResyncCall {
             Ok(resp) if !resp.error.is_empty() => {
                 tracing::warn!(error = %resp.error, "the hub rejected the spec resync request");
                 Err(ResyncFailed::Refused)
+            }
+            Ok(resp) if resp.retry_after_ms > 0 => {
+                tracing::debug!(
+                    retry_after_ms = resp.retry_after_ms,
+                    "the hub is busy with other resyncs; asking again then"
+                );
+                Err(ResyncFailed::Busy(super::busy_wait(resp.retry_after_ms)))
             }
             Ok(resp) => Ok(resp),
             Err(e @ PublishError::Decode { .. }) => {
@@ -127,6 +179,17 @@ pub async fn ask_hub(
     source: &str,
     request: &RegistrationRequest,
 ) -> Result<RegistrationResponse, AskError> {
+    ask_hub_within(client, config, source, request, config.nats.request_timeout).await
+}
+
+/// [`ask_hub`], waiting at most `bound` for the answer.
+pub(super) async fn ask_hub_within(
+    client: &async_nats::Client,
+    config: &AgentConfig,
+    source: &str,
+    request: &RegistrationRequest,
+    bound: Duration,
+) -> Result<RegistrationResponse, AskError> {
     let request_id = request.request_id.clone();
     let ev = Event::new(
         types::registration_request(),
@@ -134,11 +197,7 @@ pub async fn ask_hub(
         &config.cluster_name,
         request,
     );
-    let publisher = Publisher::new(
-        client.clone(),
-        config.max_event_bytes,
-        config.nats.request_timeout,
-    );
+    let publisher = Publisher::new(client.clone(), config.max_event_bytes, bound);
     let response = publisher
         .request::<RegistrationResponse>(
             subjects::register(&config.cluster_name),

@@ -211,6 +211,8 @@ pub enum Msg {
         request: Box<SpecResyncRequest>,
         /// Where the answer goes (an inbox).
         reply: Option<flotilla_bus::reply::ReplyTo>,
+        /// The request's slot of the router's resync admission, freed once answered.
+        permit: Option<crate::admission::Permit>,
     },
 }
 

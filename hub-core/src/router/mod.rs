@@ -2,8 +2,10 @@
 //! cluster actor. It validates envelopes (bad input is rejected, logged and counted, never
 //! stored) and never blocks on a slow actor: a full mailbox is a counted drop, repaired by the
 //! agent's retry (registration) or by JetStream redelivery (status, left unacknowledged).
+//! Registrations of new names and spec resyncs are admitted ([`crate::admission`]): past a
+//! bound, or at a full mailbox, the agent is answered busy with its slot in a queue.
 
-use crate::admission::Permit;
+use crate::admission::{Admission, Permit};
 use crate::cluster::{ClusterHandle, Clusters, Msg};
 use crate::metrics::Metrics;
 use check::Refused;
@@ -407,6 +409,12 @@ pub async fn reply(
     reply.answer(nats, &ev).await;
 }
 
+/// Spec resyncs being answered at once, at most, before an agent that reads busy answers is
+/// told when to ask again. A reconnecting site's fleet asks at once; past this the mailboxes
+/// only lengthen the wait of everyone behind, and an answer later than the agent's bound is
+/// asked again (a reconnect storm of 100,000 clusters answered 6.9 resyncs per agent).
+const RESYNCS_IN_FLIGHT: usize = 512;
+
 /// Runs the spec resync subscription until `shutdown` flips.
 pub async fn run_resyncs(
     nats: async_nats::Client,
@@ -419,36 +427,70 @@ pub async fn run_resyncs(
     let ty = works::resync_request_type().to_string();
     let ready = config.ready.clone();
     let mine = owned(&clusters, "sync");
+    let gate = Admission::new(RESYNCS_IN_FLIGHT);
     serve(nats, subjects::SYNC_ALL, shutdown, ready, mine, |msg| {
         let msg = Request::check(msg, &metrics, &ty);
-        let rejected = msg
+        let routed = msg
             .as_ref()
-            .and_then(|m| check_resync(&clusters, &metrics, &config, m).err());
+            .map(|m| check_resync(&clusters, &metrics, &config, &gate, m));
         let replies = replies.clone();
         async move {
-            if let (Some(msg), Some((cluster, why))) = (msg, rejected) {
-                reply_resync_rejected(&replies, &msg, &cluster, why).await;
+            let Some(msg) = msg else { return };
+            match routed {
+                Some(Routed::Rejected { cluster, why }) => {
+                    reply_resync_rejected(&replies, &msg, &cluster, why).await;
+                }
+                Some(Routed::Busy { cluster, busy }) => {
+                    reply_resync_busy(&replies, &msg, &cluster, busy).await;
+                }
+                Some(Routed::Sent) | None => {}
             }
         }
     })
     .await;
 }
 
-/// Validates a resync request and hands it to its cluster actor, or says why it was rejected
-/// (the cluster to answer as, and the reason).
+/// What became of a resync request.
+enum Routed {
+    /// Handed to its cluster actor, which answers it (or dropped at a full mailbox for an
+    /// agent of the previous wire, which asks again after its timeout).
+    Sent,
+    /// The agent reads busy answers and the hub is busy: answered with its slot.
+    Busy {
+        /// The cluster to answer as.
+        cluster: String,
+        /// When to ask again.
+        busy: crate::admission::Busy,
+    },
+    /// Rejected: answered with the reason.
+    Rejected {
+        /// The cluster to answer as.
+        cluster: String,
+        /// What was wrong.
+        why: String,
+    },
+}
+
+/// Validates a resync request and hands it to its cluster actor — within the `gate`'s bound,
+/// or past it (and at a full mailbox) answered busy when the agent reads busy answers — or
+/// says why it was rejected.
 fn check_resync(
     clusters: &Clusters,
     metrics: &Metrics,
     config: &RouterConfig,
+    gate: &Admission,
     msg: &Request,
-) -> Result<(), (String, String)> {
+) -> Routed {
     let expected = works::resync_request_type().to_string();
     let subject_cluster = subjects::cluster_token(&msg.subject, "sync").unwrap_or_default();
     let reject = |reason: &str, why: String| {
         if metrics.rejected(&expected, reason) {
             tracing::warn!(subject = %msg.subject, reason, error = %why, "resync request rejected");
         }
-        Err((subject_cluster.to_string(), why))
+        Routed::Rejected {
+            cluster: subject_cluster.to_string(),
+            why,
+        }
     };
     let event = match Event::decode(&msg.payload, config.max_event_bytes) {
         Ok(e) => e,
@@ -480,18 +522,73 @@ fn check_resync(
             format!("cluster {subject_cluster:?} is not registered"),
         );
     };
+    admit_resync(&handle, metrics, gate, msg, request, subject_cluster)
+}
+
+/// Hands a checked resync request to its cluster actor with a slot of the `gate` (freed when
+/// the actor has answered), or answers busy. An agent of the previous wire (no `takes_busy`)
+/// would read a busy answer as "in sync": it is never answered busy, and goes past the bound.
+fn admit_resync(
+    handle: &ClusterHandle,
+    metrics: &Metrics,
+    gate: &Admission,
+    msg: &Request,
+    request: SpecResyncRequest,
+    cluster: &str,
+) -> Routed {
+    let kind = if request.versions.is_empty() && !request.digest.is_empty() {
+        "digest"
+    } else {
+        "full"
+    };
+    let takes_busy = request.takes_busy;
+    let busy = |busy| {
+        metrics.resync_request(kind, "busy");
+        Routed::Busy {
+            cluster: cluster.to_string(),
+            busy,
+        }
+    };
+    let now = Instant::now();
+    let permit = match gate.try_admit(now) {
+        Ok(permit) => Some(permit),
+        Err(b) if takes_busy => return busy(b),
+        Err(_) => None,
+    };
     metrics.resyncs.inc();
-    if handle
-        .try_send(Msg::Resync {
-            request: Box::new(request),
-            reply: msg.reply().cloned(),
-        })
-        .is_err()
-    {
-        // The agent retries after its request timeout.
-        metrics.dropped("cluster");
+    let sent = handle.try_send(Msg::Resync {
+        request: Box::new(request),
+        reply: msg.reply().cloned(),
+        permit,
+    });
+    match sent {
+        Ok(()) => metrics.resync_request(kind, "admitted"),
+        Err(_) => {
+            metrics.dropped("cluster");
+            if takes_busy {
+                return busy(gate.busy(now));
+            }
+            // The agent asks again after its request timeout.
+            metrics.resync_request(kind, "dropped");
+        }
     }
-    Ok(())
+    Routed::Sent
+}
+
+/// Answers a resync the hub did nothing for: ask again after `busy.retry_after`.
+async fn reply_resync_busy(
+    nats: &Publisher,
+    msg: &Request,
+    cluster: &str,
+    busy: crate::admission::Busy,
+) {
+    let response = SpecResyncResponse {
+        retry_after_ms: u32::try_from(busy.retry_after.as_millis())
+            .unwrap_or(u32::MAX)
+            .max(1),
+        ..Default::default()
+    };
+    reply(nats, msg, works::resync_response_type(), cluster, &response).await;
 }
 
 /// Answers a rejected resync request at once, saying why.

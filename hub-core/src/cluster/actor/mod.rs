@@ -356,7 +356,14 @@ impl Actor {
                     .await;
                 let _ = respond_to.send(r);
             }
-            Msg::Resync { request, reply } => self.resync(*request, reply).await,
+            Msg::Resync {
+                request,
+                reply,
+                permit,
+            } => {
+                self.resync(*request, reply).await;
+                drop(permit);
+            }
             Msg::Stored {
                 work,
                 revision,
