@@ -46,6 +46,9 @@ pub struct RouterConfig {
     pub new_names: Option<Arc<crate::limits::NewNames>>,
     /// Paces the creation of new clusters (set by the hub at start; without it, no limit).
     pub admission: Option<crate::admission::Admission>,
+    /// Spec resyncs answered at once, at most, before an agent that reads busy answers is told
+    /// when to ask again ([`RESYNCS_IN_FLIGHT`] by default).
+    pub resyncs_in_flight: usize,
     /// Purges refused status messages (set by the hub at start).
     pub janitor: Option<crate::janitor::Janitor>,
     /// Told each subject once its subscription is in place at the server (set by the hub at
@@ -63,6 +66,7 @@ impl Default for RouterConfig {
             agents_account: None,
             new_names: None,
             admission: None,
+            resyncs_in_flight: RESYNCS_IN_FLIGHT,
             janitor: None,
             ready: None,
         }
@@ -413,7 +417,7 @@ pub async fn reply(
 /// told when to ask again. A reconnecting site's fleet asks at once; past this the mailboxes
 /// only lengthen the wait of everyone behind, and an answer later than the agent's bound is
 /// asked again (a reconnect storm of 100,000 clusters answered 6.9 resyncs per agent).
-const RESYNCS_IN_FLIGHT: usize = 512;
+pub const RESYNCS_IN_FLIGHT: usize = 512;
 
 /// Runs the spec resync subscription until `shutdown` flips.
 pub async fn run_resyncs(
@@ -427,7 +431,7 @@ pub async fn run_resyncs(
     let ty = works::resync_request_type().to_string();
     let ready = config.ready.clone();
     let mine = owned(&clusters, "sync");
-    let gate = Admission::new(RESYNCS_IN_FLIGHT);
+    let gate = Admission::new(config.resyncs_in_flight);
     serve(nats, subjects::SYNC_ALL, shutdown, ready, mine, |msg| {
         let msg = Request::check(msg, &metrics, &ty);
         let routed = msg
