@@ -392,7 +392,7 @@ impl State {
             hub_id: hub_id.to_string(),
             security,
             janitor: janitor.clone(),
-            seal: crate::sealed::HubSeal::new(config.service_accounts.key.clone()),
+            seal: crate::sealed::HubSeal::new(config.families.service_accounts.key.clone()),
         });
         let holder: Arc<dyn views::Holder> = Arc::new(clusters.clone());
         let (cluster_view, cluster_progress) = views::View::load(
@@ -527,6 +527,19 @@ pub(crate) fn router_config(
         config.limits.registrations_in_flight,
     ));
     router_config
+}
+
+/// Gives the API's tokens the hub's access table — the core's rows and those of every family
+/// in `families` — so every server that decides calls by them (the API, forwarded calls, the
+/// cluster proxy, the dashboard) decides by the same table. A method two parts declare is
+/// refused at start.
+pub(crate) fn decide_access(
+    config: &mut Config,
+    families: &[Box<dyn crate::controller::Family>],
+) -> Result<(), HubError> {
+    let table = Arc::new(crate::controller::Families::access(families)?);
+    config.api.tokens = config.api.tokens.take().map(|t| t.with_access(table));
+    Ok(())
 }
 
 /// The API's services, built once: the routes served here, the same routes behind
@@ -677,7 +690,7 @@ pub(crate) fn serve_grpc(
             nats.clone(),
             crate::controller::FORWARD_SUBJECT,
             route,
-            crate::sealed::HubSeal::new(config.service_accounts.key.clone()),
+            crate::sealed::HubSeal::new(config.families.service_accounts.key.clone()),
         ))
         .add_routes(routes);
     let connections = grpc::capacity::Connections::new(capacity.max_connections, metrics.clone());

@@ -37,7 +37,8 @@
 //! Controllers (run by the hub holding the controllers' unit):
 //! - [`controller`]: a controller family's shape ([`controller::Family`]) and the running set
 //!   ([`controller::Controllers`]).
-//! - [`controllers`]: the one list of controller families, in start order.
+//! - [`controllers`]: the one list of controller families, in start order, with their settings
+//!   and flags; the hub's access table follows from it.
 //! - [`report`]: status reports a family takes — handed to it on the controllers' hub, forwarded
 //!   there from the others.
 //! - [`tasks`]: a registry's per-object actors, awaited when the controllers stop.
@@ -146,26 +147,18 @@ pub struct Config {
     pub store: store::StoreConfig,
     /// What the holder of the controllers remembers of forwarded calls (replays, clock slack).
     pub inter_hub: sealed::ReplayLimits,
-    /// Placement settings.
-    pub placement: placement::PlacementConfig,
+    /// The controller families' settings, one field a family with settings.
+    pub families: controllers::Settings,
     /// Who may call the API, and its TLS.
     pub api: ApiConfig,
     /// Secure mode (`--secure-dir`): cluster credentials and revocations.
     pub security: Option<security::SecurityConfig>,
-    /// Add-on settings.
-    pub addons: addon::AddOnConfig,
     /// Limits on what spokes may make the hub keep.
     pub limits: limits::LimitsConfig,
     /// Shard leases: how this hub shares the work with the others on the same NATS.
     pub ha: ha::HaConfig,
     /// The cluster proxy (`--cluster-proxy-listen`), served with the API's tokens and TLS.
     pub cluster_proxy: kubeproxy::ProxyConfig,
-    /// ManagedServiceAccounts: the sealing key of their tokens.
-    pub service_accounts: serviceaccount::MsaConfig,
-    /// ClusterImportPolicies: how their task paces itself.
-    pub import_policies: importpolicy::ImportConfig,
-    /// MirrorPeers: how their task pokes peers.
-    pub mirror_peers: mirrorpeer::MirrorPeerConfig,
     /// The web dashboard (`--dashboard-listen`), served with the API's tokens and TLS.
     pub dashboard: dashboard::DashboardConfig,
 }
@@ -206,16 +199,12 @@ impl Config {
             stream: StreamOptions::default(),
             store: store::StoreConfig::default(),
             inter_hub: sealed::ReplayLimits::default(),
-            placement: placement::PlacementConfig::default(),
+            families: controllers::Settings::default(),
             api: ApiConfig::default(),
             security: None,
-            addons: addon::AddOnConfig::default(),
             limits: limits::LimitsConfig::default(),
             ha: ha::HaConfig::default(),
             cluster_proxy: kubeproxy::ProxyConfig::default(),
-            service_accounts: serviceaccount::MsaConfig::default(),
-            import_policies: importpolicy::ImportConfig::default(),
-            mirror_peers: mirrorpeer::MirrorPeerConfig::default(),
             dashboard: dashboard::DashboardConfig::default(),
         }
     }
@@ -242,6 +231,9 @@ pub enum HubError {
         #[source]
         source: std::io::Error,
     },
+    /// Two parts of the hub declare who may call the same method.
+    #[error("{0}")]
+    Access(#[from] grpc::access::Twice),
     /// Reflection could not be built.
     #[error("gRPC reflection: {0}")]
     Reflection(String),
@@ -429,7 +421,11 @@ pub async fn start(config: Config) -> Result<Hub, HubError> {
 }
 
 /// [`start`]'s steps, on bound listeners.
-async fn start_on(config: Config, listeners: boot::Listeners) -> Result<Hub, HubError> {
+async fn start_on(mut config: Config, listeners: boot::Listeners) -> Result<Hub, HubError> {
+    // The controller families, and the access table every call to the API is decided by (the
+    // core's rows and each family's), handed to the API's tokens before anything serves.
+    let families = controllers::families(&config);
+    boot::decide_access(&mut config, &families)?;
     let hub_id = boot::hub_id(&config, &listeners);
     config.ha.validate().map_err(HubError::Ha)?;
     let (nats, jetstream, opened) = boot::connect(&config).await?;
@@ -456,7 +452,6 @@ async fn start_on(config: Config, listeners: boot::Listeners) -> Result<Hub, Hub
     // The controller families: their services exist only on the hub holding them (each sits
     // in a late slot, filled while this hub runs the controllers), their report sinks hand
     // reports to them here or forward them to the hub that holds them.
-    let families = controllers::families(&config);
     let reports = report::Sinks::new(&nats, controller::Families::report_kinds(&families));
     let router_config = boot::router_config(&config, &state, agents_account, reports.clone());
     tasks
@@ -487,7 +482,7 @@ async fn start_on(config: Config, listeners: boot::Listeners) -> Result<Hub, Hub
             hub_id: hub_id.clone(),
             max_event_bytes: config.cluster.max_event_bytes,
             forwarded,
-            seal: sealed::HubSeal::new(config.service_accounts.key.clone()),
+            seal: sealed::HubSeal::new(config.families.service_accounts.key.clone()),
             inter_hub: config.inter_hub,
             reports,
         },

@@ -153,28 +153,9 @@ struct Args {
         value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=5)
     )]
     replicas: usize,
-    /// Milliseconds cluster, set, binding and score changes are collected before the affected
-    /// placements are rescheduled (one fleet index rebuild per window).
-    #[arg(long, env = "FLOTILLA_PLACEMENT_DEBOUNCE_MS", default_value_t = 100)]
-    placement_debounce_ms: u64,
-    /// Placements using AddOn scores are rescheduled at least this often (OCM: 300).
-    #[arg(
-        long,
-        env = "FLOTILLA_PLACEMENT_ADDON_RESYNC_SECONDS",
-        default_value_t = 300
-    )]
-    placement_addon_resync_seconds: u64,
-    /// Seconds an add-on agent's lease stays fresh after its last renewal (OCM: 300).
-    #[arg(
-        long,
-        env = "FLOTILLA_ADDON_LEASE_GRACE_SECONDS",
-        default_value_t = 300
-    )]
-    addon_lease_grace_seconds: u64,
-    /// The NATS URL add-on agents reach the hub at: the `HUB_URL` variable of add-on templates
-    /// (unset: templates naming it are refused).
-    #[arg(long, env = "FLOTILLA_ADDON_HUB_URL")]
-    addon_hub_url: Option<String>,
+    /// The controller families' flags (each family's in its folder's `family.rs`).
+    #[command(flatten)]
+    families: flotilla_hub::controllers::Flags,
     /// Pending clusters (neither accepted nor denied) registrations may create, at most; more
     /// are refused until the admin accepts or denies some (join credentials are not limited).
     #[arg(
@@ -190,56 +171,6 @@ struct Args {
         default_value_t = flotilla_hub::limits::DEFAULT_BOOTSTRAP_REGISTER_RATE
     )]
     bootstrap_register_rate: f64,
-    /// How often ClusterImportPolicies with an object source list it on their spokes.
-    #[arg(
-        long,
-        env = "FLOTILLA_IMPORT_POLL_SECONDS",
-        default_value_t = flotilla_hub::importpolicy::DEFAULT_POLL_SECONDS,
-        value_parser = clap::value_parser!(u64).range(1..=3600)
-    )]
-    import_poll_seconds: u64,
-    /// Live clusters one ClusterImportPolicy with an object source may have created, at most:
-    /// its source spokes' lists decide what exists, so a hostile or broken spoke stops here
-    /// (the objects past it are named in the policy's status).
-    #[arg(
-        long,
-        env = "FLOTILLA_IMPORT_MAX_CLUSTERS",
-        default_value_t = flotilla_hub::importpolicy::DEFAULT_MAX_CREATED,
-        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000)
-    )]
-    import_max_clusters: usize,
-    /// Clusters one ClusterImportPolicy with an object source creates per second, at most
-    /// (bursts of 100); the rest are created in later passes.
-    #[arg(
-        long,
-        env = "FLOTILLA_IMPORT_CREATE_RATE",
-        default_value_t = flotilla_hub::importpolicy::DEFAULT_CREATE_RATE,
-        value_parser = positive_rate
-    )]
-    import_create_rate: f64,
-    /// Serve MirrorPeers although the hub is not in secure mode (--secure-dir). Without secure
-    /// mode any NATS client can present a curve key under a cluster's name and be sent its
-    /// peers' Secrets, so applying a MirrorPeer is refused unless this is given; with it, each
-    /// MirrorPeer's status carries PeerKeysAuthenticated=False. For demos and tests only.
-    #[arg(long, env = "FLOTILLA_ALLOW_INSECURE_MIRRORPEERS")]
-    allow_insecure_mirrorpeers: bool,
-    /// MirrorPeer requests (`flotilla.peers.<cluster>`) one cluster may make per second,
-    /// sustained; past it (and its burst) the cluster is told to ask again later.
-    #[arg(
-        long,
-        env = "FLOTILLA_MIRRORPEER_REQUEST_RATE",
-        default_value_t = flotilla_hub::mirrorpeer::rules::limit::DEFAULT_PER_SECOND,
-        value_parser = positive_rate
-    )]
-    mirrorpeer_request_rate: f64,
-    /// MirrorPeer requests one cluster may make at once (an agent's round asks up to 8 times).
-    #[arg(
-        long,
-        env = "FLOTILLA_MIRRORPEER_REQUEST_BURST",
-        default_value_t = flotilla_hub::mirrorpeer::rules::limit::DEFAULT_BURST,
-        value_parser = clap::value_parser!(u32).range(1..=100_000)
-    )]
-    mirrorpeer_request_burst: u32,
     /// New clusters being registered at once, at most: past it an agent is answered busy with
     /// the time to ask again, spread by the rate registrations complete (a fleet installed at
     /// once, or a site's uplink returning, does not flood the store with retries).
@@ -619,12 +550,14 @@ struct Checked {
     auto_accept: AutoAccept,
     tokens: Option<flotilla_hub::grpc::auth::Tokens>,
     sealing_key: Option<flotilla_hub::serviceaccount::key::SealingKey>,
+    families: flotilla_hub::controllers::Settings,
 }
 
 /// Checks every flag; every problem is reported at once.
 fn check(args: &Args) -> Result<Checked, Vec<String>> {
     let mut errors = Vec::new();
     check_numbers(args, &mut errors);
+    let families = args.families.settings(&mut errors);
     check_listeners(args, &mut errors);
     let secure = load(
         args.secure_dir.as_deref(),
@@ -670,6 +603,7 @@ fn check(args: &Args) -> Result<Checked, Vec<String>> {
             auto_accept,
             tokens,
             sealing_key,
+            families,
         })
     } else {
         Err(errors)
@@ -715,15 +649,6 @@ fn check_numbers(args: &Args, errors: &mut Vec<String>) {
             "--default-lease-duration-seconds: {} is outside 1..=3600",
             args.default_lease_duration_seconds
         ));
-    }
-    if args.placement_debounce_ms > 60_000 {
-        errors.push(format!(
-            "--placement-debounce-ms: {} is above 60000",
-            args.placement_debounce_ms
-        ));
-    }
-    if args.placement_addon_resync_seconds == 0 {
-        errors.push("--placement-addon-resync-seconds: must be at least 1".into());
     }
     if !(args.bootstrap_register_rate.is_finite() && args.bootstrap_register_rate > 0.0) {
         errors.push(format!(
@@ -818,14 +743,15 @@ fn config(args: &Args, checked: Checked) -> Result<flotilla_hub::Config, String>
             credentials_ttl: Duration::from_secs(args.credentials_ttl_seconds),
         });
     }
+    config.families = checked.families;
     match checked.sealing_key {
-        Some(key) => config.service_accounts.key = key,
+        Some(key) => config.families.service_accounts.key = key,
         None => tracing::warn!(
             "no --sealing-key-file (nor --secure-dir): ManagedServiceAccount tokens are sealed \
              to a key made now; after a restart, or on another hub, clusters issue them again"
         ),
     }
-    if config.service_accounts.key.source.is_none() && checked.tokens.is_some() {
+    if config.families.service_accounts.key.source.is_none() && checked.tokens.is_some() {
         tracing::warn!(
             "--api-token-file without a shared sealing key (--sealing-key-file or --secure-dir): \
              with several hubs, a call made with a token through a hub not holding the \
@@ -855,16 +781,6 @@ fn config(args: &Args, checked: Checked) -> Result<flotilla_hub::Config, String>
     config.cluster.mailbox_capacity = args.mailbox_capacity;
     config.cluster.work_resend_after = Duration::from_secs(args.work_resend_seconds);
     config.stream.replicas = args.replicas;
-    config.placement.debounce = Duration::from_millis(args.placement_debounce_ms);
-    config.placement.addon_resync = Duration::from_secs(args.placement_addon_resync_seconds);
-    config.addons.lease_grace = Duration::from_secs(args.addon_lease_grace_seconds.max(1));
-    config.addons.hub_url = args.addon_hub_url.clone().unwrap_or_default();
-    config.import_policies.poll = Duration::from_secs(args.import_poll_seconds);
-    config.import_policies.max_created = args.import_max_clusters;
-    config.import_policies.create_rate = args.import_create_rate;
-    config.mirror_peers.allow_insecure = args.allow_insecure_mirrorpeers;
-    config.mirror_peers.requests.per_second = args.mirrorpeer_request_rate;
-    config.mirror_peers.requests.burst = args.mirrorpeer_request_burst;
     config.inter_hub = flotilla_hub::sealed::ReplayLimits {
         capacity: args.inter_hub_replay_capacity,
         slack: Duration::from_secs(args.inter_hub_clock_slack_seconds),
@@ -888,18 +804,6 @@ fn config(args: &Args, checked: Checked) -> Result<flotilla_hub::Config, String>
         registrations_in_flight: args.registrations_in_flight,
     };
     Ok(config)
-}
-
-/// A rate per second: a finite number above 0, at most 1,000,000.
-fn positive_rate(s: &str) -> Result<f64, String> {
-    let rate: f64 = s.parse().map_err(|e| format!("{s:?}: {e}"))?;
-    if rate.is_finite() && rate > 0.0 && rate <= 1e6 {
-        Ok(rate)
-    } else {
-        Err(format!(
-            "{s:?}: a rate above 0 and at most 1000000 per second"
-        ))
-    }
 }
 
 fn main() -> ExitCode {

@@ -279,7 +279,7 @@ spec:
 async fn lease_health_goes_false_after_the_grace_and_comes_back() {
     let nats = NatsServer::start();
     let mut config = hub_config(&nats.url());
-    config.addons.lease_grace = Duration::from_secs(2);
+    config.families.addons.lease_grace = Duration::from_secs(2);
     let hub = start_hub(config).await;
     let mut clusters = clusters_client(&hub).await;
     let agents = accepted_fleet(&mut clusters, &nats.url(), &["edge-1"]).await;

@@ -16,7 +16,7 @@ use flotilla_api::v1::work_service_client::WorkServiceClient;
 use flotilla_api::v1::{
     DeleteWorkRequest, GetWorkRequest, ManagedCluster, ManifestWork, ObjectMeta,
 };
-use flotilla_hub::grpc::access::{self, Access};
+use flotilla_hub::grpc::access::Access;
 use flotilla_testkit::NatsServer;
 use tonic::Code;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
@@ -307,8 +307,13 @@ async fn call(channel: &Channel, token: &str, path: &str) -> Result<(), tonic::S
 async fn a_read_only_token_is_refused_every_write_rpc_in_the_table() {
     let nats = NatsServer::start();
     let (hub, channel) = hub_with_cluster(&nats).await;
-    let writes: Vec<(String, Access)> = access::methods()
-        .filter(|(_, a)| matches!(a, Access::Write | Access::WriteWork))
+    // The hub's table: the core's rows and every family's.
+    let table = flotilla_hub::controllers::access(&flotilla_hub::Config::new(&nats.url()))
+        .expect("the hub's access table");
+    let writes: Vec<(String, Access)> = table
+        .methods()
+        .filter(|(_, a, _)| matches!(a, Access::Write | Access::WriteWork))
+        .map(|(path, a, _)| (path.to_string(), a))
         .collect();
     for (expected, need) in [
         ("/flotilla.v1.WorkService/ApplyWork", Access::WriteWork),

@@ -270,7 +270,7 @@ async fn object_source_creates_clusters_and_deletes_them_with_their_source() {
     use flotilla_api::v1::ClusterOrigin;
     let nats = NatsServer::start();
     let mut config = hub_config(&nats.url());
-    config.import_policies.poll = std::time::Duration::from_millis(300);
+    config.families.import_policies.poll = std::time::Duration::from_millis(300);
     let hub = start_hub(config).await;
     let mut api = clusters_client(&hub).await;
     let mut policies = ImportPolicyServiceClient::connect(format!("http://{}", hub.grpc_addr))
@@ -423,10 +423,10 @@ async fn object_source_creates_clusters_and_deletes_them_with_their_source() {
 async fn a_source_spoke_creates_no_more_clusters_than_the_policy_may() {
     let nats = NatsServer::start();
     let mut config = hub_config(&nats.url());
-    config.import_policies.poll = std::time::Duration::from_millis(300);
-    config.import_policies.max_created = 3;
-    config.import_policies.create_rate = 1.0;
-    config.import_policies.create_burst = 1.0;
+    config.families.import_policies.poll = std::time::Duration::from_millis(300);
+    config.families.import_policies.max_created = 3;
+    config.families.import_policies.create_rate = 1.0;
+    config.families.import_policies.create_burst = 1.0;
     let hub = start_hub(config).await;
     let mut api = clusters_client(&hub).await;
     let mut policies = ImportPolicyServiceClient::connect(format!("http://{}", hub.grpc_addr))

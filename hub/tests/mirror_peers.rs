@@ -380,7 +380,7 @@ fn peer_config(name: &str, nats: &NatsServer) -> flotilla_agent::AgentConfig {
 /// run without secure mode.
 fn peers_hub_config(nats: &NatsServer) -> flotilla_hub::Config {
     let mut c = hub_config(&nats.url());
-    c.mirror_peers.allow_insecure = true;
+    c.families.mirror_peers.allow_insecure = true;
     c
 }
 

@@ -25,7 +25,7 @@ const NS: &str = "apps";
 
 fn config(nats: &NatsServer) -> flotilla_hub::Config {
     let mut c = hub_config(&nats.url());
-    c.placement.debounce = Duration::from_millis(20);
+    c.families.placement.debounce = Duration::from_millis(20);
     c
 }
 

@@ -70,7 +70,7 @@ async fn decided(client: &mut PlacementServiceClient<Channel>, name: &str) -> BT
 async fn invalid_specs_are_rejected_naming_the_field_and_misconfigured_ones_keep_decisions() {
     let nats = NatsServer::start();
     let mut config = hub_config(&nats.url());
-    config.placement.debounce = Duration::from_millis(20);
+    config.families.placement.debounce = Duration::from_millis(20);
     let hub = start_hub(config).await;
     let mut api = PlacementServiceClient::connect(format!("http://{}", hub.grpc_addr))
         .await

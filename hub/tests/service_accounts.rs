@@ -318,7 +318,7 @@ async fn hostile_reports_are_refused_counted_and_store_nothing() {
     let nats = NatsServer::start();
     let key = SealingKey::ephemeral();
     let mut config = hub_config(&nats.url());
-    config.service_accounts.key = key.clone();
+    config.families.service_accounts.key = key.clone();
     let hub = start_hub(config).await;
     let mut api = clusters_client(&hub).await;
     let _agents = accepted_fleet(&mut api, &nats.url(), &["c1", "c2"]).await;
@@ -543,8 +543,8 @@ async fn a_forwarded_report_is_answered_taken_only_once_stored_and_busy_when_the
     let nats = NatsServer::start();
     let key = SealingKey::ephemeral();
     let mut config = hub_config(&nats.url());
-    config.service_accounts.key = key.clone();
-    config.service_accounts.mailbox = 1;
+    config.families.service_accounts.key = key.clone();
+    config.families.service_accounts.mailbox = 1;
     let hub = start_hub(config).await;
     let mut api = clusters_client(&hub).await;
     let _agent = accepted_agent_on(
@@ -821,11 +821,12 @@ async fn a_refused_report_says_so_in_the_status_a_repeat_writes_nothing_and_clus
     let nats = NatsServer::start();
     let key = SealingKey::ephemeral();
     let mut config = hub_config(&nats.url());
-    config.service_accounts.key = key.clone();
-    config.service_accounts.report_rate = flotilla_hub::serviceaccount::rules::ReportRate {
-        per_second: 0.001,
-        burst: 6,
-    };
+    config.families.service_accounts.key = key.clone();
+    config.families.service_accounts.report_rate =
+        flotilla_hub::serviceaccount::rules::ReportRate {
+            per_second: 0.001,
+            burst: 6,
+        };
     let hub = start_hub(config).await;
     let mut api = clusters_client(&hub).await;
     let _agent = accepted_agent_on(

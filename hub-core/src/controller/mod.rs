@@ -2,23 +2,29 @@
 //!
 //! A family (cluster sets, placements, replica sets, add-ons, policies, ManagedServiceAccounts,
 //! import policies, MirrorPeers) is a [`Family`]: it names itself, adds its gRPC services to the
-//! API once at boot (each behind a late slot it fills while it runs), declares the status
-//! report kinds it takes, and starts from a [`Start`] context that opens its buckets under the
+//! API once at boot (each behind a late slot it fills while it runs), declares who may call
+//! them and the status report kinds it takes, and starts from a [`Start`] context that opens its buckets under the
 //! controllers' fence, hands out the stop signal, owns its tasks and what stopping it takes,
 //! and carries what earlier families provide. The hub's one list of families is
-//! `controllers::families` in `flotilla-hub`; from it follow the gRPC services, forwarding (which paths
-//! are the controllers'), the report sinks, start, stop and the subscriptions waited for.
+//! `controllers::families` in `flotilla-hub`; from it follow the gRPC services, the access
+//! table, forwarding (which paths are the controllers'), the report sinks, start, stop and the
+//! subscriptions waited for. A family writes only what is its own, as a [`Recipe`]; [`Served`]
+//! makes it a `Family` (the slots, the serving, the filling).
 //!
 //! [`Controllers`] is the running set: started in list order, stopped in reverse (dependents
 //! before what they need), with every task bounded on stop. (I/O: spawns and stops tasks.)
 
 mod buckets;
+mod flags;
 mod provided;
+mod recipe;
 mod start;
 #[cfg(test)]
 mod tests;
 
+pub use flags::positive_rate;
 pub use provided::Provided;
+pub use recipe::{Recipe, Served, Services};
 pub use start::{Deps, Start};
 
 use crate::ha::Fence;
@@ -79,6 +85,10 @@ pub trait Family: Send + Sync + 'static {
     /// Adds its gRPC services to the API: each answers from a late slot the family fills while
     /// it runs here ([`Start::serve_from`]), and `UNAVAILABLE` otherwise.
     fn serve(&self, api: crate::grpc::api::Api) -> crate::grpc::api::Api;
+
+    /// Who may call each method of the services it serves, one row per service (the hub's
+    /// access table is the core's rows and every family's, [`Families::access`]).
+    fn access(&self) -> &'static [crate::grpc::access::Rows];
 
     /// The status report kinds it takes from the router ([`Start::take_reports`]).
     fn reports(&self) -> &'static [crate::report::Kind] {
@@ -151,6 +161,19 @@ impl Families {
         list.iter()
             .flat_map(|f| f.reports().iter().copied())
             .collect()
+    }
+
+    /// The hub's access table: the core's rows and every family's in `list`; a method declared
+    /// twice is refused.
+    pub fn access(
+        list: &[Box<dyn Family>],
+    ) -> Result<crate::grpc::access::Table, crate::grpc::access::Twice> {
+        let families = list.iter().map(|f| (f.name(), f.access()));
+        crate::grpc::access::Table::new(
+            [("core", crate::grpc::access::CORE)]
+                .into_iter()
+                .chain(families),
+        )
     }
 
     /// Whether the call at `path` is one of the controllers'.

@@ -2,7 +2,8 @@
 //!
 //! Tokens come from a file (`--api-token-file`), one per line, `TOKEN,NAME,ROLE[,EXECUTE_AS]`, in
 //! the manner of Kubernetes' static token file: the hub keeps only each token's SHA-256 and
-//! never logs one. What each method needs is decided one by one in [`super::access`]'s table: a
+//! never logs one. What each method needs is decided one by one in the hub's access table
+//! ([`super::access::Table`]: the core's rows and each family's, given to [`Tokens`] at boot): a
 //! read-only identity may call the methods it marks `Read` (gets, lists, watches, placement
 //! debugging, reflection) and nothing that changes state; the read-only proxy to spokes is
 //! admin-only (it can read any object of a spoke, Secrets included), and so is any method the
@@ -21,7 +22,7 @@
 //! to serve it open on any other address unless told to (`--api-allow-unauthenticated`) — and
 //! every caller may name any executor.
 
-use super::access::{Access, access};
+use super::access::{Access, Table};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::fmt;
@@ -188,10 +189,10 @@ impl Identity {
     }
 
     /// Whether this identity may call the gRPC method `path` (`/package.Service/Method`) by
-    /// the access table ([`super::access`]); the error names the caller and why, for a
-    /// `PERMISSION_DENIED` status. The dashboard asks the same of its actions.
-    pub fn may_call(&self, path: &str) -> Result<(), String> {
-        let need = access(path);
+    /// the hub's access table; the error names the caller and why, for a `PERMISSION_DENIED`
+    /// status. The dashboard asks the same of its actions.
+    pub fn may_call(&self, table: &Table, path: &str) -> Result<(), String> {
+        let need = table.access(path);
         let allowed = match need {
             Access::Open | Access::Read => true,
             Access::WriteWork => self.role != Role::ReadOnly,
@@ -200,7 +201,7 @@ impl Identity {
         if allowed {
             return Ok(());
         }
-        let why = match (need, super::access::lookup(path)) {
+        let why = match (need, table.lookup(path)) {
             (_, None) => "only an admin may call a method the hub's access table does not know",
             (Access::WriteWork, _) => {
                 "only an admin or a deployer (within its execute-as grants) may: it applies or \
@@ -262,10 +263,11 @@ pub enum TokenFileError {
 /// Shortest accepted token: guessing one must be hopeless.
 pub const MIN_TOKEN_LEN: usize = 16;
 
-/// The known tokens, by SHA-256.
+/// The known tokens, by SHA-256, and the access table calls are decided by.
 #[derive(Clone, Default)]
 pub struct Tokens {
     by_hash: HashMap<[u8; 32], Identity>,
+    access: Arc<Table>,
 }
 
 impl fmt::Debug for Tokens {
@@ -373,6 +375,20 @@ impl Tokens {
         Ok(tokens)
     }
 
+    /// The same tokens deciding by `table` (the hub's: the core's rows and every family's);
+    /// until given one, tokens decide by the core's rows alone (a family's method admin-only).
+    pub fn with_access(self, table: Arc<Table>) -> Self {
+        Self {
+            access: table,
+            ..self
+        }
+    }
+
+    /// The access table calls are decided by.
+    pub fn access(&self) -> &Arc<Table> {
+        &self.access
+    }
+
     /// The identity a bearer token belongs to.
     pub fn identify(&self, token: &str) -> Option<&Identity> {
         self.by_hash.get(&hash(token))
@@ -384,7 +400,7 @@ impl Tokens {
         path: &str,
         header: Option<&str>,
     ) -> Result<Option<Identity>, tonic::Status> {
-        let need = access(path);
+        let need = self.access.access(path);
         if need == Access::Open {
             return Ok(None);
         }
@@ -401,7 +417,7 @@ impl Tokens {
             tonic::Status::unauthenticated("the bearer token is not known to this hub")
         })?;
         identity
-            .may_call(path)
+            .may_call(&self.access, path)
             .map_err(tonic::Status::permission_denied)?;
         Ok(Some(identity.clone()))
     }
@@ -460,7 +476,7 @@ where
         let vouched = req.extensions_mut().remove::<Vouched>();
         if let Some(tokens) = &self.tokens {
             let decision = match vouched {
-                Some(Vouched(identity)) => vouch(req.uri().path(), identity),
+                Some(Vouched(identity)) => vouch(&tokens.access, req.uri().path(), identity),
                 None => {
                     let header = req
                         .headers()
@@ -471,7 +487,8 @@ where
             };
             match decision {
                 Ok(Some(identity)) => {
-                    if matches!(access(req.uri().path()), Access::Write | Access::WriteWork) {
+                    let need = tokens.access.access(req.uri().path());
+                    if matches!(need, Access::Write | Access::WriteWork) {
                         tracing::info!(caller = %identity.name, method = %req.uri().path(), "api call");
                     }
                     req.extensions_mut().insert(identity);
@@ -489,12 +506,12 @@ where
 
 /// The decision for a call to `path` by a caller another hub vouches for: the same access
 /// table as for a token.
-fn vouch(path: &str, identity: Identity) -> Result<Option<Identity>, tonic::Status> {
-    if access(path) == Access::Open {
+fn vouch(table: &Table, path: &str, identity: Identity) -> Result<Option<Identity>, tonic::Status> {
+    if table.access(path) == Access::Open {
         return Ok(None);
     }
     identity
-        .may_call(path)
+        .may_call(table, path)
         .map_err(tonic::Status::permission_denied)?;
     Ok(Some(identity))
 }
@@ -627,10 +644,14 @@ mod tests {
             role: Role::ReadOnly,
             execute_as: Vec::new(),
         };
-        let read = "/flotilla.v1.PlacementService/ListPlacements";
-        let write = "/flotilla.v1.PlacementService/ApplyPlacement";
-        assert_eq!(vouch(read, view.clone()).unwrap(), Some(view.clone()));
-        let e = vouch(write, view).unwrap_err();
+        let table = Table::default();
+        let read = "/flotilla.v1.ClusterService/ListClusters";
+        let write = "/flotilla.v1.ClusterService/AcceptClusters";
+        assert_eq!(
+            vouch(&table, read, view.clone()).unwrap(),
+            Some(view.clone())
+        );
+        let e = vouch(&table, write, view).unwrap_err();
         assert_eq!(e.code(), tonic::Code::PermissionDenied);
         assert!(e.message().contains("bob (read-only)"), "{}", e.message());
     }

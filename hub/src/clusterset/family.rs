@@ -1,51 +1,56 @@
 //! Cluster sets and bindings as a controller family: loaded from their buckets, settling
 //! their status, keeping the clusters' managed namespaces in step; provides [`ClusterSets`].
+//!
+//! Who may call its service ([`Recipe::ACCESS`]; a unit test holds this table equal to it):
+//!
+//! | Service | Open (no token) | Read (any identity) | WriteWork (admin, deployer) | Write (admin) |
+//! |---|---|---|---|---|
+//! | `flotilla.v1.ClusterSetService` | | `GetClusterSet`, `ListClusterSets`, `ListBindings` | | `ApplyClusterSet`, `DeleteClusterSet`, `ApplyBinding`, `DeleteBinding` |
 
 use super::ClusterSets;
 use crate::clusterset::grpc::ClusterSetApi;
-use crate::controller::{Family, Slot, Start, StartError};
-use crate::grpc::api::Api;
+use crate::controller::{Recipe, Start, StartError};
+use crate::grpc::access::Access::{Read, Write};
+use crate::grpc::access::Rows;
 use crate::store;
 use flotilla_api::v1::cluster_set_service_server::ClusterSetServiceServer;
-use futures::future::BoxFuture;
 
 /// The family.
-#[derive(Default)]
-pub struct Sets {
-    service: Slot<ClusterSetServiceServer<ClusterSetApi>>,
-}
+pub struct Sets;
 
-impl Family for Sets {
-    fn name(&self) -> &'static str {
-        "clustersets"
-    }
+impl Recipe for Sets {
+    const NAME: &'static str = "clustersets";
+    const ACCESS: &'static [Rows] = &[(
+        "flotilla.v1.ClusterSetService",
+        &[
+            ("ApplyClusterSet", Write),
+            ("GetClusterSet", Read),
+            ("ListClusterSets", Read),
+            ("DeleteClusterSet", Write),
+            ("ApplyBinding", Write),
+            ("ListBindings", Read),
+            ("DeleteBinding", Write),
+        ],
+    )];
+    type Settings = ();
+    type Services = (ClusterSetServiceServer<ClusterSetApi>,);
 
-    fn serve(&self, api: Api) -> Api {
-        api.with(self.service.served())
-    }
-
-    fn start<'a>(&'a self, cx: &'a mut Start<'_>) -> BoxFuture<'a, Result<(), StartError>> {
-        Box::pin(async move {
-            let sets = ClusterSets::load(
-                cx.open(store::CLUSTERSETS).await?,
-                cx.open(store::BINDINGS).await?,
-                cx.deps().inventory.clone(),
-            )
-            .await?;
-            cx.spawn("settle", sets.clone().settle(cx.stop_signal()));
-            let (inventory, clusters) = (cx.deps().inventory.clone(), cx.deps().clusters.clone());
-            cx.adopt(super::namespaces::spawn(
-                sets.clone(),
-                inventory,
-                clusters,
-                cx.stop_signal(),
-            ));
-            cx.serve_from(
-                self.service.slot(),
-                ClusterSetServiceServer::new(ClusterSetApi::new(sets.clone())),
-            );
-            cx.provide(sets);
-            Ok(())
-        })
+    async fn start(_: &(), cx: &mut Start<'_>) -> Result<Self::Services, StartError> {
+        let sets = ClusterSets::load(
+            cx.open(store::CLUSTERSETS).await?,
+            cx.open(store::BINDINGS).await?,
+            cx.deps().inventory.clone(),
+        )
+        .await?;
+        cx.spawn("settle", sets.clone().settle(cx.stop_signal()));
+        let (inventory, clusters) = (cx.deps().inventory.clone(), cx.deps().clusters.clone());
+        cx.adopt(super::namespaces::spawn(
+            sets.clone(),
+            inventory,
+            clusters,
+            cx.stop_signal(),
+        ));
+        cx.provide(sets.clone());
+        Ok((ClusterSetServiceServer::new(ClusterSetApi::new(sets)),))
     }
 }

@@ -69,12 +69,14 @@ pub struct Viewer {
     pub csrf: String,
     /// How it was authenticated.
     pub via: Via,
+    /// The API's access table (the tokens').
+    pub access: std::sync::Arc<crate::grpc::access::Table>,
 }
 
 impl Viewer {
     /// Whether this viewer may call the API method `path` (the API's access table).
     pub fn may(&self, path: &str) -> Result<(), String> {
-        self.identity.may_call(path)
+        self.identity.may_call(&self.access, path)
     }
 }
 
@@ -136,6 +138,7 @@ impl Sessions {
                 },
                 csrf: self.open_csrf.clone(),
                 via: Via::Open,
+                access: Default::default(),
             });
         };
         if let Some(h) = headers
@@ -148,6 +151,7 @@ impl Sessions {
                 identity: identity.clone(),
                 csrf: String::new(),
                 via: Via::Bearer,
+                access: tokens.access().clone(),
             });
         }
         let id = cookie(headers, COOKIE).ok_or(Refusal::NoCredentials)?;
@@ -158,6 +162,7 @@ impl Sessions {
                 identity: s.identity.clone(),
                 csrf: s.csrf.clone(),
                 via: Via::Session(id),
+                access: tokens.access().clone(),
             }),
             Some(_) => {
                 sessions.remove(&id);

@@ -228,8 +228,8 @@ async fn a_new_key_drops_the_boxes_sealed_with_or_to_the_old_one() {
 async fn requests_past_a_clusters_rate_are_told_to_ask_again_later() {
     let nats = NatsServer::start();
     let mut config = peers_hub_config(&nats);
-    config.mirror_peers.requests.per_second = 2.0;
-    config.mirror_peers.requests.burst = 3;
+    config.families.mirror_peers.requests.per_second = 2.0;
+    config.families.mirror_peers.requests.burst = 3;
     let hub = start_hub(config).await;
     let mut api = clusters_client(&hub).await;
     let (east_b, west_b) = spokes().await;

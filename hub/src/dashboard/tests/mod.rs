@@ -747,8 +747,8 @@ fn pending_registrations_have_buttons_only_for_those_allowed_and_send_the_key_se
     assert!(html.contains("name=\"csrf\" value=\"tok\""));
     let viewer = tokens().identify("view-token-01234567890").unwrap().clone();
     let read_only = Registrations {
-        accept: viewer.may_call(overview::ACCEPT_METHOD),
-        deny: viewer.may_call(overview::DENY_METHOD),
+        accept: viewer.may_call(tokens().access(), overview::ACCEPT_METHOD),
+        deny: viewer.may_call(tokens().access(), overview::DENY_METHOD),
         csrf: "",
     };
     let html = overview::render(&o, &read_only, None).into_string();

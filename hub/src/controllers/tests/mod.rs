@@ -1,3 +1,9 @@
+//! The hub's list, the controller shape, and the access table built from the list.
+
+mod access;
+mod before;
+mod probe;
+
 use flotilla_hub_core::controller::{Controllers, Families, Family, Start, StartError};
 use flotilla_hub_core::ha::Fence;
 use futures::future::BoxFuture;
@@ -29,6 +35,10 @@ impl Family for Fake {
 
     fn serve(&self, api: flotilla_hub_core::grpc::api::Api) -> flotilla_hub_core::grpc::api::Api {
         api
+    }
+
+    fn access(&self) -> &'static [flotilla_hub_core::grpc::access::Rows] {
+        &[]
     }
 
     fn start<'a>(&'a self, cx: &'a mut Start<'_>) -> BoxFuture<'a, Result<(), StartError>> {
