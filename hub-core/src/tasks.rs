@@ -7,6 +7,15 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
+/// Runs `work` on the blocking pool inside the caller's span (a bare `spawn_blocking` would
+/// log outside it: which placement, which snapshot).
+pub fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> tokio::task::JoinHandle<T> {
+    let span = tracing::Span::current();
+    tokio::task::spawn_blocking(move || span.in_scope(work))
+}
+
 /// A set of tasks owned together. Cheap to clone (the clones share the set).
 #[derive(Clone, Default)]
 pub struct TaskGroup(Arc<Mutex<JoinSet<()>>>);

@@ -15,6 +15,7 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::{JoinHandle, JoinSet};
+use tracing::Instrument;
 
 /// How a connection is bounded before and while it is served: no client, authenticated or
 /// not, holds a connection or the accept loop without limit.
@@ -77,6 +78,7 @@ pub fn serve<H: Handler>(
     handler: Arc<H>,
     mut shutdown: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
+    let span = tracing::info_span!("webserver", server = H::NAME);
     tokio::spawn(async move {
         let mut connections = JoinSet::new();
         let permits = Arc::new(Semaphore::new(limits.max_connections));
@@ -105,17 +107,15 @@ pub fn serve<H: Handler>(
                 }
             };
             let _ = tcp.set_nodelay(true);
-            connections.spawn(connection(
-                handler.clone(),
-                limits.clone(),
-                tls.clone(),
-                tcp,
-                peer,
-                permit,
-            ));
+            let span = tracing::debug_span!("connection", %peer);
+            connections.spawn(
+                connection(handler.clone(), limits.clone(), tls.clone(), tcp, peer, permit)
+                    .instrument(span),
+            );
         }
         connections.shutdown().await;
-    })
+    }
+    .instrument(span))
 }
 
 /// The next connection, once there is room for one (the permit is held while it is served).

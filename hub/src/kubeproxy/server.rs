@@ -373,6 +373,7 @@ async fn handle(deps: &Deps, req: Request) -> http::Response<Body> {
         );
     }
     let with_body = has_body(&req);
+    let head_only = req.method() == http::Method::HEAD;
     let request = grant.request(req.method(), spoke_path, query, req.headers());
     let deadline = deps.tunnels.body_deadline();
     let body = with_body.then(|| within(deadline, limited(req.into_body())));
@@ -382,6 +383,7 @@ async fn handle(deps: &Deps, req: Request) -> http::Response<Body> {
         body,
     });
     match call.await {
+        Ok(answer) if head_only => answered_head(&cluster, answer).await,
         Ok(answer) => answered(&cluster, answer),
         Err(e) => {
             let (code, refused) = call_failed(&e);
@@ -517,6 +519,28 @@ fn answered(cluster: &str, answer: super::tunnel::Answer) -> http::Response<Body
     resp
 }
 
+/// How long a HEAD's answer may take to end after its head (the spoke sends no body).
+const HEAD_END: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A HEAD's answer: its head, with the spoke's (empty) body read to its end first. The server
+/// sends no body for HEAD and would drop the stream unread, so the call would end as given up
+/// by the client instead of answered; a spoke that streams a body anyway is cut at [`HEAD_END`].
+async fn answered_head(cluster: &str, mut answer: super::tunnel::Answer) -> http::Response<Body> {
+    let drained = tokio::time::timeout(HEAD_END, async {
+        while let Some(chunk) = answer.body.next().await {
+            if chunk.is_err() {
+                break;
+            }
+        }
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(cluster.name = %cluster, "cluster proxy: a HEAD answer's body did not end; cut");
+    }
+    answer.body = Box::pin(futures::stream::empty());
+    answered(cluster, answer)
+}
+
 /// The status a failed call is answered with and, for a limit that refused it, the limit's
 /// name in the `refused` metric.
 fn call_failed(e: &CallError) -> (StatusCode, Option<&'static str>) {
@@ -582,6 +606,51 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn answer_of(body: super::super::tunnel::ByteStream) -> super::super::tunnel::Answer {
+        super::super::tunnel::Answer {
+            head: flotilla_api::v1::TunnelResponse {
+                status: 200,
+                headers: vec![],
+            },
+            body,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_head_answer_is_read_to_its_end_before_it_is_answered_and_cut_if_it_never_ends() {
+        // The spoke's (empty) body ends: read to its end, so the call ends answered.
+        let read = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let seen = read.clone();
+        let ending = futures::stream::once(async move {
+            seen.store(true, std::sync::atomic::Ordering::SeqCst);
+            Ok(Bytes::new())
+        });
+        let resp = answered_head("c1", answer_of(Box::pin(ending))).await;
+        assert_eq!(resp.status(), StatusCode::OK);
+        assert!(
+            read.load(std::sync::atomic::Ordering::SeqCst),
+            "the body was read"
+        );
+        let body = resp.into_body().collect().await.expect("a body").to_bytes();
+        assert!(body.is_empty());
+        // A spoke that streams a body on HEAD forever is cut after HEAD_END.
+        let started = tokio::time::Instant::now();
+        let endless = futures::stream::repeat_with(|| Ok(Bytes::from_static(b"x"))).then(
+            |chunk| async move {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                chunk
+            },
+        );
+        let resp = answered_head("c1", answer_of(Box::pin(endless))).await;
+        assert_eq!(resp.status(), StatusCode::OK);
+        assert_eq!(started.elapsed(), HEAD_END);
+        let body = resp.into_body().collect().await.expect("a body").to_bytes();
+        assert!(
+            body.is_empty(),
+            "nothing of a HEAD's body reaches the client"
+        );
+    }
 
     #[tokio::test(start_paused = true)]
     async fn a_body_still_coming_at_the_deadline_is_cut() {

@@ -377,7 +377,7 @@ impl Actor {
         let result = {
             // Bounded parallelism: at most `max_concurrent_schedules` runs use the blocking pool.
             let _slot = self.shared.schedule_slots.acquire().await;
-            tokio::task::spawn_blocking(move || {
+            flotilla_hub_core::tasks::blocking(move || {
                 let _t = Timer::start(&metrics.schedule_seconds);
                 let input = PlacementInput::new(&spec, now)
                     .current_decisions(&decided)

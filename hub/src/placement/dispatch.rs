@@ -387,7 +387,7 @@ impl Dispatcher {
             let mut index = std::mem::take(&mut self.index);
             let old = self.snapshot.borrow().clone();
             let metrics = self.metrics.clone();
-            let (index, snap) = tokio::task::spawn_blocking(move || {
+            let (index, snap) = flotilla_hub_core::tasks::blocking(move || {
                 let snap = index.build(&old, &metrics);
                 (index, snap)
             })

@@ -280,7 +280,7 @@ impl Placements {
         let (dispatcher, receivers) = {
             let actors = actors.clone();
             let m = metrics.clone();
-            tokio::task::spawn_blocking(move || {
+            flotilla_hub_core::tasks::blocking(move || {
                 Dispatcher::new(sources, actors, m, debounce, snapshot_tx)
             })
             .await
@@ -460,7 +460,7 @@ impl Placements {
         let decided = view.clusters();
         self.sync().await;
         let snapshot = self.snapshot();
-        let explained = tokio::task::spawn_blocking(move || {
+        let explained = flotilla_hub_core::tasks::blocking(move || {
             let input = PlacementInput::new(&spec, SystemTime::now())
                 .current_decisions(&decided)
                 .all_decision_counts(&snapshot.counts);
