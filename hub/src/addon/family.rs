@@ -95,6 +95,7 @@ impl Recipe for AddOnFamily {
 /// The family's flags (flattened into the `flotilla-hub` binary's through
 /// [`crate::controllers::Flags`]).
 #[derive(clap::Args, Debug, Clone)]
+#[group(skip)]
 pub struct Flags {
     /// Seconds an add-on agent's lease stays fresh after its last renewal (OCM: 300).
     #[arg(

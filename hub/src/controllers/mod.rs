@@ -49,6 +49,7 @@ pub struct Settings {
 /// The families' flags, each family's from its `family.rs` (the `flotilla-hub` binary
 /// flattens them into its own).
 #[derive(clap::Args, Debug, Clone)]
+#[group(skip)]
 pub struct Flags {
     #[command(flatten)]
     placement: placement::family::Flags,

@@ -61,6 +61,7 @@ impl Recipe for ImportFamily {
 /// The family's flags (flattened into the `flotilla-hub` binary's through
 /// [`crate::controllers::Flags`]).
 #[derive(clap::Args, Debug, Clone)]
+#[group(skip)]
 pub struct Flags {
     /// How often ClusterImportPolicies with an object source list it on their spokes.
     #[arg(

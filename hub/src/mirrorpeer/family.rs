@@ -69,6 +69,7 @@ impl Recipe for PeerFamily {
 /// The family's flags (flattened into the `flotilla-hub` binary's through
 /// [`crate::controllers::Flags`]).
 #[derive(clap::Args, Debug, Clone)]
+#[group(skip)]
 pub struct Flags {
     /// Serve MirrorPeers although the hub is not in secure mode (--secure-dir). Without secure
     /// mode any NATS client can present a curve key under a cluster's name and be sent its

@@ -74,6 +74,7 @@ impl Recipe for PlacementFamily {
 /// The family's flags (flattened into the `flotilla-hub` binary's through
 /// [`crate::controllers::Flags`]).
 #[derive(clap::Args, Debug, Clone)]
+#[group(skip)]
 pub struct Flags {
     /// Milliseconds cluster, set, binding and score changes are collected before the affected
     /// placements are rescheduled (one fleet index rebuild per window).
