@@ -122,7 +122,7 @@ impl HandHub {
         .with_resource_version(generation);
         let bytes = event.encode(MAX).expect("encode");
         self.client
-            .publish(subjects::spec(CLUSTER), bytes.into())
+            .publish(subjects::spec(CLUSTER), bytes)
             .await
             .expect("publish");
         self.client.flush().await.expect("flush");
@@ -144,7 +144,7 @@ async fn reply(
     let event = Event::new(ty, "flotilla-hub", CLUSTER, payload);
     let bytes = event.encode(MAX).expect("encode");
     let to = msg.reply.clone().expect("a reply subject");
-    client.publish(to, bytes.into()).await.expect("answer");
+    client.publish(to, bytes).await.expect("answer");
 }
 
 async fn answer_registration(client: &async_nats::Client, msg: async_nats::Message) {
