@@ -243,3 +243,48 @@ async fn the_controllers_serve_only_once_every_route_handed_out_is_subscribed() 
     running.stop().await;
     hub.stop().await;
 }
+
+/// The families' flags flatten into one command without clashing (clap checks names and
+/// groups: five structs named `Flags` once made the binary panic at start), keep their
+/// defaults, and report every problem.
+#[test]
+fn the_families_flags_flatten_into_one_command_with_their_defaults_and_checks() {
+    use clap::{CommandFactory, Parser};
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        families: crate::controllers::Flags,
+    }
+    Cli::command().debug_assert();
+    let mut errors = Vec::new();
+    let s = Cli::try_parse_from(["hub"])
+        .unwrap()
+        .families
+        .settings(&mut errors);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(s.placement.debounce, Duration::from_millis(100));
+    assert_eq!(s.placement.addon_resync, Duration::from_secs(300));
+    assert_eq!(s.addons.lease_grace, Duration::from_secs(300));
+    assert_eq!(
+        s.import_policies.max_created,
+        crate::importpolicy::DEFAULT_MAX_CREATED
+    );
+    let bad = [
+        "hub",
+        "--placement-debounce-ms",
+        "70000",
+        "--placement-addon-resync-seconds",
+        "0",
+    ];
+    Cli::try_parse_from(bad)
+        .unwrap()
+        .families
+        .settings(&mut errors);
+    assert_eq!(
+        errors,
+        [
+            "--placement-debounce-ms: 70000 is above 60000",
+            "--placement-addon-resync-seconds: must be at least 1"
+        ]
+    );
+}
