@@ -265,6 +265,7 @@ pub fn work_status(cluster: &str, id: &str, sequence: u64) -> Bytes {
             observed_generation: 1,
             status: None,
             deleted: false,
+            received_generation: 0,
         },
         &[
             ("resourceid", id.into()),

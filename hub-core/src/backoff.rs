@@ -13,6 +13,13 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio::time::Instant;
 
+/// The wait after an attempt that waited `wait` went unanswered: doubled, up to `longest`. The
+/// one doubling rule of every back-off here — [`Backoff`]'s keys and a cluster actor's work
+/// re-sends ([`crate::cluster::resend`]), which keep their waits in their own entries.
+pub fn next_wait(wait: Duration, longest: Duration) -> Duration {
+    wait.saturating_mul(2).min(longest)
+}
+
 /// The back-off state of one key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Slot {
@@ -63,7 +70,7 @@ impl<K: Ord + Clone> Backoff<K> {
         let (min, max) = (self.min, self.max);
         let slot = self.slots.entry(key).or_insert(Slot { at: now, wait: min });
         slot.at = now + slot.wait;
-        slot.wait = slot.wait.saturating_mul(2).min(max);
+        slot.wait = next_wait(slot.wait, max);
         slot.at
     }
 

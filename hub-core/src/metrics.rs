@@ -124,6 +124,10 @@ pub struct Metrics {
     pub work_latency_seconds: Histogram,
     /// Work specs re-sent because no status came back in time.
     pub work_resends: Counter,
+    /// The same re-sends by reason (`cluster::resend::Reason::label`).
+    pub work_resends_by_reason: Family<ReasonLabels, Counter>,
+    /// Re-sends due but put off to the actor's next tick: the hub-wide budget was spent.
+    pub work_resends_deferred: Counter,
     /// Spec resync requests answered.
     pub resyncs: Counter,
     /// Spec resync requests by kind of request (`digest`: the digest only; `full`: the version
@@ -196,6 +200,8 @@ impl Metrics {
                 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
             ]),
             work_resends: Counter::default(),
+            work_resends_by_reason: Family::default(),
+            work_resends_deferred: Counter::default(),
             resyncs: Counter::default(),
             resync_requests: Family::default(),
             registration_refusals: Family::default(),
@@ -242,6 +248,16 @@ impl Metrics {
             "work_resends",
             "Work specs re-sent because no status came back in time",
             m.work_resends.clone(),
+        );
+        registry.register(
+            "work_resends_by_reason",
+            "Work specs re-sent, by reason (unconfirmed, received_not_applied, resumed, not_sent_here)",
+            m.work_resends_by_reason.clone(),
+        );
+        registry.register(
+            "work_resends_deferred",
+            "Work spec re-sends put off to a later tick because the hub-wide re-send budget was spent",
+            m.work_resends_deferred.clone(),
         );
         registry.register(
             "resyncs",
@@ -394,6 +410,16 @@ impl Metrics {
             .get_or_create(&ResyncLabels {
                 request: request.to_string(),
                 outcome: outcome.to_string(),
+            })
+            .inc();
+    }
+
+    /// Counts a work spec re-sent for `reason`.
+    pub fn work_resent(&self, reason: &str) {
+        self.work_resends.inc();
+        self.work_resends_by_reason
+            .get_or_create(&ReasonLabels {
+                reason: reason.to_string(),
             })
             .inc();
     }

@@ -144,6 +144,14 @@ struct Args {
         value_parser = clap::value_parser!(u64).range(1..=3600)
     )]
     work_resend_seconds: u64,
+    /// Work spec re-sends per second across all clusters of this hub (0: no limit). Re-sends
+    /// past it wait a second; only clusters heard from since the spec was sent are re-sent to.
+    #[arg(
+        long,
+        env = "FLOTILLA_WORK_RESENDS_PER_SECOND",
+        default_value_t = flotilla_hub::cluster::resend::DEFAULT_RESENDS_PER_SECOND
+    )]
+    work_resends_per_second: u32,
     /// JetStream replicas of every stream and bucket (3 on a NATS cluster, at most 5). Existing
     /// ones with fewer replicas are scaled up, never down.
     #[arg(
@@ -780,6 +788,7 @@ fn config(args: &Args, checked: Checked) -> Result<flotilla_hub::Config, String>
     config.cluster.lease_grace_multiplier = args.lease_grace_multiplier;
     config.cluster.mailbox_capacity = args.mailbox_capacity;
     config.cluster.work_resend_after = Duration::from_secs(args.work_resend_seconds);
+    config.cluster.work_resends_per_second = args.work_resends_per_second;
     config.stream.replicas = args.replicas;
     config.inter_hub = flotilla_hub::sealed::ReplayLimits {
         capacity: args.inter_hub_replay_capacity,

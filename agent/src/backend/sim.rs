@@ -17,6 +17,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub const ANNOTATION_APPLY_ERROR: &str = "sim.flotilla.io/apply-error";
 /// Annotation `fail` makes a Job fail instead of completing.
 pub const ANNOTATION_JOB_OUTCOME: &str = "sim.flotilla.io/job-outcome";
+/// Annotation that makes every apply of its object take this many seconds (a slow API server,
+/// an admission webhook): tests of what the hub does while an agent applies slowly.
+pub const ANNOTATION_APPLY_DELAY: &str = "sim.flotilla.io/apply-delay-seconds";
 /// Annotation the simulated cluster shows on objects a work with an executor applied: the
 /// executor's user name (`system:serviceaccount:<ns>:<name>`), so tests and `flotilla proxy`
 /// see which identity the agent applied them as.
@@ -664,6 +667,13 @@ impl Backend for SimBackend {
         }
         if let Some(msg) = object["metadata"]["annotations"][ANNOTATION_APPLY_ERROR].as_str() {
             return Err(BackendError::Invalid(msg.to_string()));
+        }
+        if let Some(secs) = object["metadata"]["annotations"][ANNOTATION_APPLY_DELAY]
+            .as_str()
+            .and_then(|s| s.parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s > 0.0)
+        {
+            tokio::time::sleep(Duration::from_secs_f64(secs.min(3600.0))).await;
         }
         let mut objects = self.objects.lock().expect("sim lock");
         if !id.namespace.is_empty() && !BUILTIN_NAMESPACES.contains(&id.namespace.as_str()) {

@@ -38,6 +38,11 @@ pub use super::parsed::DEFAULT_FIELD_MANAGER;
 const REAPPLY_EVERY: u32 = 30;
 /// Status publishes in a row that fail before the work says so.
 const UNSENT_WARN_AFTER: u32 = 3;
+/// A new spec whose apply has not finished after this long is acknowledged to the hub
+/// (`WorkStatusReport.received_generation`), so the hub does not take a slow apply for a lost
+/// spec and re-send it. A quicker apply's status is its acknowledgement: the common case sends
+/// nothing more than before.
+const RECEIPT_AFTER: Duration = Duration::from_secs(2);
 /// Then it says so again every this many failures.
 const UNSENT_WARN_EVERY: u32 = 30;
 
@@ -134,6 +139,9 @@ fn applied_resource(id: &ManifestId) -> AppliedResource {
 pub(super) struct Start {
     pub(super) record: AppliedManifestWork,
     pub(super) traceparent: Option<String>,
+    /// The record's spec just arrived from the hub (not resumed from local state): its first
+    /// apply acknowledges it when slow ([`RECEIPT_AFTER`]).
+    pub(super) received: bool,
 }
 
 /// Spawns the actor of a work.
@@ -141,6 +149,7 @@ pub(super) fn spawn(
     Start {
         record,
         traceparent,
+        received,
     }: Start,
     cluster: String,
     backend: Arc<dyn Backend>,
@@ -176,6 +185,7 @@ pub(super) fn spawn(
         ownership,
         config,
         traceparent,
+        received,
         last_applied: HashMap::new(),
         manifests: Vec::new(),
         apply_results: Vec::new(),
@@ -211,6 +221,8 @@ struct WorkActor {
     config: WorkConfig,
     /// The hub's trace of the spec this actor starts with.
     traceparent: Option<String>,
+    /// The spec this actor starts with just arrived from the hub (see [`Start::received`]).
+    received: bool,
     /// Per manifest ordinal: the values of ignoreFields paths this agent last applied.
     last_applied: HashMap<usize, HashMap<Vec<String>, Value>>,
     manifests: Vec<Parsed>,
@@ -257,7 +269,12 @@ impl WorkActor {
             Box::pin(
                 async {
                     self.parse();
-                    self.apply().await;
+                    if std::mem::take(&mut self.received) {
+                        let receipt = self.receipt(generation_of(self.record.work.as_ref()), 0);
+                        self.apply_acknowledged(receipt).await;
+                    } else {
+                        self.apply().await;
+                    }
                     self.refresh_and_publish(false).await;
                 }
                 .instrument(span),
@@ -382,12 +399,51 @@ impl WorkActor {
             return;
         }
         tracing::info!(generation = incoming, "applying a new generation");
+        let receipt = self.receipt(incoming, held);
         super::condition_rules::clear(&mut self.status);
         self.record.work = Some(work);
         self.shared.generation.store(incoming, Ordering::Relaxed);
         self.parse();
-        self.apply().await;
+        self.apply_acknowledged(receipt).await;
         self.refresh_and_publish(false).await;
+    }
+
+    /// The acknowledgement of spec generation `received`: the status last published (of
+    /// generation `held`; none before the first) with `received_generation` set.
+    fn receipt(&self, received: i64, held: i64) -> WorkStatusReport {
+        let status = (held > 0).then(|| self.status.clone());
+        WorkStatusReport {
+            cluster_name: self.cluster.clone(),
+            work_name: self.name.clone(),
+            resource_id: self.rid.clone(),
+            observed_generation: held,
+            status,
+            deleted: false,
+            received_generation: received,
+        }
+    }
+
+    /// Applies the manifests; when that takes longer than [`RECEIPT_AFTER`], `receipt` is
+    /// published meanwhile (once; a failure is left to the hub's re-send, as before).
+    async fn apply_acknowledged(&mut self, receipt: WorkStatusReport) -> usize {
+        let publisher = self.publisher.clone();
+        let acknowledge = async move {
+            tokio::time::sleep(RECEIPT_AFTER).await;
+            publisher.publish(&receipt).await
+        };
+        let apply = self.apply();
+        tokio::pin!(apply);
+        tokio::select! {
+            biased;
+            writes = &mut apply => writes,
+            sent = acknowledge => {
+                match sent {
+                    Ok(()) => tracing::debug!("slow apply: the spec's receipt acknowledged to the hub"),
+                    Err(e) => tracing::debug!(error = %e, "acknowledging the spec's receipt failed"),
+                }
+                apply.await
+            }
+        }
     }
 
     /// Reads the held generation's manifests into their identities and options.
@@ -795,6 +851,7 @@ impl WorkActor {
             observed_generation: generation,
             status: Some(self.status.clone()),
             deleted: false,
+            received_generation: 0,
         };
         let hash = Publisher::hash(&report);
         if !force && self.published_hash.as_deref() == Some(hash.as_str()) {
@@ -908,6 +965,7 @@ impl WorkActor {
             observed_generation: generation_of(self.record.work.as_ref()),
             status: None,
             deleted: true,
+            received_generation: 0,
         };
         let sent = self.publisher.publish(&report).await;
         self.note_sent(&sent);

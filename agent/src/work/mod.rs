@@ -5,7 +5,8 @@
 //! - [`actor`]: one task per work — applies manifests in dependency order with their update
 //!   strategy, garbage-collects what the work no longer declares (never a resource another work
 //!   still declares), observes resources and their feedback, publishes status when it changes,
-//!   and deletes per the delete option.
+//!   acknowledges a new spec whose apply is slow (so the hub does not re-send it), and deletes
+//!   per the delete option.
 //! - [`conditions`]: manifest and work conditions with OCM's aggregation.
 //! - `health`: what an actor shares with its handle for the manager's health check
 //!   ([`WorkManager::check_actors`]): the step it runs and since when.
@@ -252,7 +253,7 @@ impl WorkManager {
         for r in records {
             tracing::info!(work = %r.work.as_ref().and_then(|w| w.metadata.as_ref()).map(|m| m.name.clone()).unwrap_or_default(), "resuming a work from local state");
             let rid = r.resource_id.clone();
-            let handle = this.spawn(r, None);
+            let handle = this.spawn(r);
             this.actors.insert(rid, handle);
         }
         Ok(this)
@@ -267,12 +268,18 @@ impl WorkManager {
         }
     }
 
-    fn spawn(&self, record: AppliedManifestWork, traceparent: Option<String>) -> actor::WorkHandle {
+    /// Starts the actor of a work resumed from its record.
+    fn spawn(&self, record: AppliedManifestWork) -> actor::WorkHandle {
+        self.spawn_from(actor::Start {
+            record,
+            traceparent: None,
+            received: false,
+        })
+    }
+
+    fn spawn_from(&self, start: actor::Start) -> actor::WorkHandle {
         actor::spawn(
-            actor::Start {
-                record,
-                traceparent,
-            },
+            start,
             self.cluster.clone(),
             self.backend.clone(),
             self.store.clone(),
@@ -348,7 +355,7 @@ impl WorkManager {
         match self.store.load_work(rid) {
             Ok(Some(record)) => {
                 tracing::error!(resource_id = %rid, "a work's actor stopped without finishing its work; starting it again from its record");
-                let handle = self.spawn(record, None);
+                let handle = self.spawn(record);
                 self.actors.insert(rid.to_string(), handle);
             }
             Ok(None) => {
@@ -393,6 +400,7 @@ impl WorkManager {
                         observed_generation: meta.generation,
                         status: None,
                         deleted: true,
+                        received_generation: 0,
                     };
                     if let Err(e) = self.publisher.publish(&report).await {
                         tracing::debug!(error = %e, work = %meta.name, "confirming an unknown work's deletion failed; the hub asks again");
@@ -422,7 +430,11 @@ impl WorkManager {
                     applied: Vec::new(),
                     deleting: false,
                 };
-                let handle = self.spawn(record, event.traceparent.clone());
+                let handle = self.spawn_from(actor::Start {
+                    record,
+                    traceparent: event.traceparent.clone(),
+                    received: true,
+                });
                 self.actors.insert(rid, handle);
             }
         }

@@ -6,10 +6,13 @@
 //!   the cluster lifecycle and the work lifecycle in child modules of their own;
 //! - [`rules`]: pure OCM rules for clusters (conditions, taints, registration, validation);
 //! - [`work_rules`]: pure rules for works (spec events, resync diff, status application);
+//! - [`resend`]: when a spec is re-sent (pure: heard from since the send, back-off, receipt)
+//!   and the hub-wide re-send budget;
 //! - [`Clusters`]: the registry that spawns and finds the actors.
 
 mod actor;
 pub mod handle;
+pub mod resend;
 pub mod route;
 pub mod rules;
 pub mod work_rules;
@@ -45,9 +48,12 @@ pub struct ClusterConfig {
     pub max_event_bytes: usize,
     /// Agent/server clock difference above which ClockSynced turns False.
     pub clock_skew_tolerance: Duration,
-    /// A work spec whose status has not come back after this long is sent again (doubling up
-    /// to 16 times this).
+    /// A work spec whose status has not come back this long after the cluster was first heard
+    /// from since the send is sent again (doubling up to 16 times this, the bound of a spec the
+    /// agent acknowledged receiving); see [`resend`].
     pub work_resend_after: Duration,
+    /// Re-sends of work specs per second across every cluster actor of the hub (`0`: no limit).
+    pub work_resends_per_second: u32,
     /// Whether an accepted cluster's agent key is pinned (secure mode) or just recorded.
     pub key_policy: rules::KeyPolicy,
 }
@@ -62,6 +68,7 @@ impl Default for ClusterConfig {
             max_event_bytes: flotilla_bus::envelope::DEFAULT_MAX_EVENT_BYTES,
             clock_skew_tolerance: Duration::from_secs(10),
             work_resend_after: Duration::from_secs(30),
+            work_resends_per_second: resend::DEFAULT_RESENDS_PER_SECOND,
             key_policy: rules::KeyPolicy::Record,
         }
     }
@@ -170,6 +177,8 @@ pub struct Clusters {
     shards: Arc<Mutex<HashMap<u32, ShardRun>>>,
     shared: Arc<Shared>,
     remote: route::Remote,
+    /// The re-sends every actor of this hub draws from.
+    resend_budget: Arc<resend::Budget>,
 }
 
 impl Clusters {
@@ -184,6 +193,9 @@ impl Clusters {
                 REMOTE_TIMEOUT + crate::store::ride::patience(),
                 REMOTE_PATIENCE,
             ),
+            resend_budget: Arc::new(resend::Budget::per_second(
+                shared.config.work_resends_per_second,
+            )),
             shared: Arc::new(shared),
         }
     }
@@ -276,6 +288,7 @@ impl Clusters {
             Some((cluster.clone(), revision)),
             works,
             self.shared.clone(),
+            self.resend_budget.clone(),
             self.actors.clone(),
             run,
         )
@@ -453,6 +466,7 @@ impl Clusters {
                     None,
                     Vec::new(),
                     self.shared.clone(),
+                    self.resend_budget.clone(),
                     self.actors.clone(),
                     run,
                 )

@@ -43,11 +43,17 @@ impl RawAgent {
 
     /// Publishes a status-stream event (lease or cluster status) as the agent would.
     pub async fn publish(&mut self, name: &str, kind: &str, ev: flotilla_bus::envelope::Event) {
+        self.publish_on(flotilla_bus::subjects::status(name, kind, None), ev)
+            .await;
+    }
+
+    /// Publishes a status-stream event on `subject` (a work's status has its resource id in it).
+    pub async fn publish_on(&mut self, subject: String, ev: flotilla_bus::envelope::Event) {
         self.sequence += 1;
         let ev = ev.with_sequence(self.sequence).with_status_hash();
         self.js
             .publish_with_headers(
-                flotilla_bus::subjects::status(name, kind, None),
+                subject,
                 flotilla_bus::envelope::headers(&ev),
                 ev.encode(1 << 20).unwrap(),
             )
@@ -67,6 +73,25 @@ impl RawAgent {
         let ev = Event::new(types::lease_renewal(), "raw", name, &renewal);
         self.publish(name, flotilla_bus::subjects::KIND_LEASE, ev)
             .await;
+    }
+
+    /// The next work spec pushed on the spec subject within `within`, if any.
+    pub async fn next_work(
+        &mut self,
+        within: std::time::Duration,
+    ) -> Option<flotilla_api::v1::ManifestWork> {
+        use futures::StreamExt;
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let msg = tokio::time::timeout_at(deadline, self.spec.next())
+                .await
+                .ok()?
+                .expect("spec subscription open");
+            let ev = flotilla_bus::envelope::Event::decode(&msg.payload, 1 << 20).unwrap();
+            if flotilla_bus::works::is_work(&ev.event_type) {
+                return Some(ev.decode_data("ManifestWork").unwrap());
+            }
+        }
     }
 
     /// The next registration answer pushed on the spec subject that lists `n` namespaces.

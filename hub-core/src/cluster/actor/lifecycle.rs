@@ -293,6 +293,7 @@ impl Actor {
         reply: Option<ReplyTo>,
         credential: Option<String>,
     ) {
+        self.heard_from(Instant::now());
         let ctx = rules::registration::Context {
             policy: self.shared.config.key_policy,
             auto: &self.shared.config.auto_accept,
@@ -656,9 +657,9 @@ impl Actor {
             return;
         }
         self.lease_deadline = Some(Instant::now() + (grace - age));
-        if rules::available(&c) != Some(status::TRUE) {
-            self.defer_resends();
-        }
+        // Also a cluster back after its lease ran out: its unconfirmed specs wait a back-off
+        // from this first renewal, for the resync its agent makes as it reconnects.
+        self.heard_from(super::server_instant(server_time));
         let mut next = c;
         let mut changed = rules::join(&mut next);
         let healthy = next.hub.as_ref().is_none_or(|h| h.agent_healthy);
@@ -763,6 +764,7 @@ impl Actor {
             ack_message(ack).await;
             return;
         };
+        self.heard_from(super::stored_at(ack.as_ref()));
         let hub = next.hub.get_or_insert_with(Default::default);
         let last = hub
             .last_sequence

@@ -6,7 +6,7 @@
 //!   fires exactly at `lastRenew + grace`), status reports (ordered by `sequenceid`,
 //!   de-duplicated by `statushash`) and deletion;
 //! - [`work`]: the ManifestWork lifecycle — apply, delete, status from the agent, spec resync and
-//!   re-sending unconfirmed specs.
+//!   re-sending unconfirmed specs to a cluster heard from since ([`super::resend`]).
 //!
 //! Every change is persisted to KV with the revision it read (compare-and-set), then published
 //! to the inventory.
@@ -36,6 +36,7 @@ pub(super) fn spawn(
     loaded: Option<(ManagedCluster, u64)>,
     works: Vec<(ManifestWork, u64)>,
     shared: Arc<Shared>,
+    resend_budget: Arc<super::resend::Budget>,
     registry: Arc<DashMap<String, ClusterHandle>>,
     shard: &mut super::ShardRun,
 ) -> ClusterHandle {
@@ -53,6 +54,7 @@ pub(super) fn spawn(
         sight: shard.sight.clone(),
         stop: shard.stop.subscribe(),
         shared,
+        resend_budget,
         registry,
         lease_deadline: None,
         lease_sequence: 0,
@@ -93,6 +95,8 @@ struct Actor {
     /// Flips when the shard is handed over or lost.
     stop: tokio::sync::watch::Receiver<bool>,
     shared: Arc<Shared>,
+    /// The hub-wide re-send budget.
+    resend_budget: Arc<super::resend::Budget>,
     registry: Arc<DashMap<String, ClusterHandle>>,
     lease_deadline: Option<Instant>,
     lease_sequence: u64,
@@ -528,6 +532,25 @@ async fn ack_message(ack: Option<async_nats::jetstream::Message>) {
     {
         tracing::debug!(error = %e, "ack failed; the message will be redelivered");
     }
+}
+
+/// When the NATS server stored `at` (its time base), on this process's monotonic clock: a
+/// message replayed from the stream proves only that the agent was heard then.
+fn server_instant(at: std::time::SystemTime) -> Instant {
+    let now = Instant::now();
+    let age = std::time::SystemTime::now()
+        .duration_since(at)
+        .unwrap_or_default();
+    now.checked_sub(age).unwrap_or(now)
+}
+
+/// When the server stored a status message (now, for one without a stream's metadata).
+fn stored_at(message: Option<&async_nats::jetstream::Message>) -> Instant {
+    message
+        .and_then(|m| m.info().ok())
+        .map_or_else(Instant::now, |i| {
+            server_instant(std::time::SystemTime::from(i.published))
+        })
 }
 
 async fn sleep_until_opt(deadline: Option<Instant>) {

@@ -1,14 +1,19 @@
 //! The ManifestWork lifecycle of a cluster actor: apply (generation, resourceVersion), delete
 //! (held until the agent confirms), status from the agent (in `sequenceid` order, de-duplicated
-//! by `statushash`), spec resync, and re-sending specs the agent has not confirmed.
+//! by `statushash`), spec resync, and re-sending specs the agent has not confirmed — once the
+//! cluster has been heard from since the send, under the hub-wide budget, and later for a spec
+//! the agent acknowledged receiving (the rule: [`crate::cluster::resend`]).
 
 use super::{Actor, ack_message};
 use crate::cluster::handle::{ClusterError, SOURCE, WorkStatusEvent};
+use crate::cluster::resend::Delivery;
 use crate::cluster::{rules, work_rules};
 use crate::keys::ObjectRef;
 use crate::store::StoreError;
 use flotilla_api::meta::{self, status};
-use flotilla_api::v1::{HubWorkState, ManifestWork, SpecResyncRequest, SpecResyncResponse};
+use flotilla_api::v1::{
+    HubWorkState, ManifestWork, SpecResyncRequest, SpecResyncResponse, WorkStatusReport,
+};
 use flotilla_bus::subjects;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -24,20 +29,22 @@ pub(super) struct WorkEntry {
     /// The stored work, shared with the works inventory (one copy per work on the hub).
     work: Arc<ManifestWork>,
     pub(super) revision: u64,
-    /// When the spec was last published (None = never since start).
-    last_sent: Option<Instant>,
-    /// Current re-send delay.
-    backoff: Duration,
+    /// When the spec was sent, heard of since and acknowledged, and the re-send back-off.
+    delivery: Delivery,
     /// The trace of the apply that produced the current spec (re-sends carry it too).
     traceparent: Option<String>,
 }
 
 impl WorkEntry {
+    /// The generation of the current spec.
+    fn generation(&self) -> i64 {
+        self.work.metadata.as_ref().map_or(0, |m| m.generation)
+    }
+
     /// Whether the agent has not confirmed the current spec (or the deletion).
     pub(super) fn unconfirmed(&self) -> bool {
-        let generation = self.work.metadata.as_ref().map_or(0, |m| m.generation);
         let observed = self.work.hub.as_ref().map_or(0, |h| h.observed_generation);
-        observed < generation
+        observed < self.generation()
             || self
                 .work
                 .metadata
@@ -75,13 +82,11 @@ impl Actor {
                     // Unconfirmed specs are re-sent soon after a restart: the agent may never
                     // have received a spec published just before the old hub died. Not at once —
                     // statuses already in the stream confirm most of them within moments.
-                    last_sent: Instant::now().checked_sub(
-                        self.shared
-                            .config
-                            .work_resend_after
-                            .saturating_sub(RESEND_AFTER_RESTART),
+                    delivery: Delivery::resumed(
+                        Instant::now(),
+                        self.shared.config.work_resend_after,
+                        RESEND_AFTER_RESTART,
                     ),
-                    backoff: self.shared.config.work_resend_after,
                     traceparent: None,
                 },
             );
@@ -192,7 +197,7 @@ impl Actor {
         };
         let stored = self.persist_work(&name, next, expected).await?;
         if let Some(e) = self.works.get_mut(&name) {
-            e.backoff = self.shared.config.work_resend_after;
+            e.delivery.restart(self.shared.config.work_resend_after);
         }
         self.publish_work(&name).await;
         Ok(Arc::unwrap_or_clone(stored))
@@ -253,16 +258,14 @@ impl Actor {
         let entry = self.works.get_or_insert_with(name, || WorkEntry {
             work: work.clone(),
             revision: rev,
-            last_sent: None,
-            backoff,
+            delivery: Delivery::unsent(backoff),
             traceparent: None,
         });
         let generation = |w: &ManifestWork| w.metadata.as_ref().map_or(0, |m| m.generation);
         if generation(&entry.work) != generation(&work) {
             // A spec this actor has not sent (the shard's previous holder stored it): sent on
             // the re-send timer's next tick. An apply sends at once after adopting.
-            entry.last_sent = None;
-            entry.backoff = backoff;
+            entry.delivery = Delivery::unsent(backoff);
         }
         entry.work = work.clone();
         entry.revision = rev;
@@ -314,7 +317,7 @@ impl Actor {
     /// A work's spec (or deletion) event, noted as sent now.
     fn spec_event_to_send(&mut self, name: &str) -> Option<flotilla_bus::Event> {
         let entry = self.works.get_mut(name)?;
-        entry.last_sent = Some(Instant::now());
+        entry.delivery.sent(Instant::now());
         if let Some(tp) = flotilla_bus::trace::traceparent() {
             entry.traceparent = Some(tp);
         }
@@ -367,7 +370,7 @@ impl Actor {
             next = Arc::unwrap_or_clone(self.persist_work(name, next, expected).await?);
         }
         if let Some(e) = self.works.get_mut(name) {
-            e.backoff = self.shared.config.work_resend_after;
+            e.delivery.restart(self.shared.config.work_resend_after);
         }
         self.publish_work(name).await;
         Ok(next)
@@ -400,6 +403,16 @@ impl Actor {
             self.purge_refused(ack).await;
             return;
         }
+        let at = super::stored_at(ack.as_ref());
+        self.heard_from(at);
+        if self.receipt_only(&name, &report, at) {
+            ack_message(ack).await;
+            return;
+        }
+        let Some(entry) = self.works.get(&name) else {
+            ack_message(ack).await;
+            return;
+        };
         let mut next = (*entry.work).clone();
         let expected = entry.revision;
         let hub = next.hub.get_or_insert_with(Default::default);
@@ -450,7 +463,7 @@ impl Actor {
         match self.persist_work(&name, next, expected).await {
             Ok(_) => {
                 if let Some(e) = self.works.get_mut(&name) {
-                    e.backoff = self.shared.config.work_resend_after;
+                    e.delivery.restart(self.shared.config.work_resend_after);
                 }
                 ack_message(ack).await;
             }
@@ -460,11 +473,29 @@ impl Actor {
         }
     }
 
+    /// Takes the receipt `report` carries, if it is one (`received_generation` newer than the
+    /// status it carries): the agent has the current spec and is applying it. Whether the report
+    /// is only that — the status it carries is the one stored — so nothing is written.
+    fn receipt_only(&mut self, name: &str, report: &WorkStatusReport, at: Instant) -> bool {
+        let Some(e) = self.works.get_mut(name) else {
+            return false;
+        };
+        if report.received_generation <= report.observed_generation {
+            return false;
+        }
+        if report.received_generation >= e.generation() {
+            e.delivery.received(at);
+        }
+        let stored = e.work.hub.as_ref().map_or(0, |h| h.observed_generation);
+        report.observed_generation == stored && report.status == e.work.status
+    }
+
     pub(super) async fn resync(
         &mut self,
         request: SpecResyncRequest,
         reply: Option<flotilla_bus::reply::ReplyTo>,
     ) {
+        self.heard_from(Instant::now());
         let hub: BTreeMap<String, work_rules::HubVersion> = self
             .works
             .values()
@@ -561,7 +592,6 @@ impl Actor {
         reply.answer(&self.shared.publisher, &ev).await;
     }
 
-    /// Re-sends specs the agent has not confirmed within their back-off.
     /// Whether some spec is unconfirmed and the agent is reachable (an unreachable agent resyncs
     /// when it comes back; re-sending into the void is waste, and idle actors must not tick).
     pub(super) fn resend_wanted(&self) -> bool {
@@ -571,35 +601,36 @@ impl Actor {
             && self.works.values().any(WorkEntry::unconfirmed)
     }
 
-    /// The cluster turned Available from another state — back after its lease ran out, or
-    /// joining: its agent resyncs as it (re)connects or is accepted and is sent what it missed
-    /// then, so the unconfirmed specs wait a whole back-off from now before being re-sent here
-    /// too. A fleet returning from an outage otherwise got every missed spec twice at once —
-    /// the resync's copy and this check's.
-    pub(super) fn defer_resends(&mut self) {
-        let now = Instant::now();
+    /// The cluster was heard from at `at` (a renewal, a status, a resync or a registration
+    /// reached the actor): the unconfirmed specs sent before it may be re-sent.
+    pub(super) fn heard_from(&mut self, at: Instant) {
         for e in self.works.values_mut().filter(|e| e.unconfirmed()) {
-            e.last_sent = Some(now);
+            e.delivery.heard(at);
         }
     }
 
+    /// Re-sends the unconfirmed specs whose time has come ([`Delivery::due`]), as far as the
+    /// hub-wide budget allows; the rest wait for the next tick.
     pub(super) async fn resend_unconfirmed(&mut self) {
-        let max = self.shared.config.work_resend_after * 16;
-        let due: Vec<String> = self
+        let longest = self.shared.config.work_resend_after * 16;
+        let now = Instant::now();
+        let due: Vec<(String, &'static str)> = self
             .works
             .iter()
-            .filter(|(_, e)| {
-                e.unconfirmed() && e.last_sent.is_none_or(|t| t.elapsed() >= e.backoff)
-            })
-            .map(|(n, _)| n.clone())
+            .filter(|(_, e)| e.unconfirmed())
+            .filter_map(|(n, e)| Some((n.clone(), e.delivery.due(now, longest)?.label())))
             .collect();
-        for name in due {
-            if let Some(e) = self.works.get_mut(&name) {
-                e.backoff = (e.backoff * 2).min(max);
+        for (name, reason) in due {
+            if !self.resend_budget.take(now) {
+                self.shared.metrics.work_resends_deferred.inc();
+                break;
             }
-            self.shared.metrics.work_resends.inc();
-            tracing::debug!(work = %name, "re-sending an unconfirmed work spec");
+            self.shared.metrics.work_resent(reason);
+            tracing::debug!(work = %name, reason, "re-sending an unconfirmed work spec");
             self.publish_work(&name).await;
+            if let Some(e) = self.works.get_mut(&name) {
+                e.delivery.resent(Instant::now(), longest);
+            }
         }
     }
 }
