@@ -284,8 +284,8 @@ pub fn spec_resync(cluster: &str) -> Bytes {
             versions: HashMap::new(),
             digest: String::new(),
             takes_specs: true,
-        },
             takes_busy: true,
+        },
         &[],
     )
 }
