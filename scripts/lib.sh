@@ -50,7 +50,7 @@ ensure_nats_server_current() {
 }
 
 # Installs Debian's chromium and chromium-driver when missing: the dashboard's tests drive a real
-# browser over WebDriver (hub/tests/dashboard_browser.rs), and fail with an install hint without one.
+# browser over WebDriver (hub/tests/surface/dashboard_browser.rs), and fail with an install hint without one.
 ensure_chromium() {
   if command -v chromedriver >/dev/null 2>&1 && { command -v chromium >/dev/null 2>&1 || [ -x /usr/lib/chromium/chromium ]; }; then
     return 0

@@ -27,6 +27,9 @@ LANES = int(os.environ.get("FLOTILLA_TEST_LANES", "2"))
 # lanes end together; the rest run in build order.
 SLOW = {
     "ha": 84,
+    "controllers": 86,
+    "spokes": 78,
+    "surface": 62,
     "revocation": 48,
     "e2e_addons": 48,
     "e2e_multiple_hubs": 30,

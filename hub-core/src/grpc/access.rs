@@ -135,10 +135,10 @@ impl Table {
             for (service, list) in rows {
                 for (method, access) in *list {
                     let path = format!("/{service}/{method}");
-                    if let Some((_, first)) = methods.get(&path) {
+                    if let Some(&(_, first)) = methods.get(&path) {
                         return Err(Twice {
                             path,
-                            first: *first,
+                            first,
                             second: who,
                         });
                     }

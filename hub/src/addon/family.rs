@@ -116,7 +116,6 @@ impl Flags {
         AddOnConfig {
             lease_grace: Duration::from_secs(self.addon_lease_grace_seconds.max(1)),
             hub_url: self.addon_hub_url.clone().unwrap_or_default(),
-            ..AddOnConfig::default()
         }
     }
 }

@@ -3,7 +3,7 @@
 //! connection per group; an agent whose link goes down leaves the others on its connection
 //! alone.
 
-mod common;
+use crate::common;
 
 use common::work::{converged_at, hello, wait_work, works_client};
 use common::{SOON, clusters_client, hub_config, start_hub, wait_available};

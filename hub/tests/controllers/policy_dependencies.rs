@@ -4,7 +4,7 @@
 //! namespace policy is enforced Compliant; a template with `ignorePending` counts as Compliant
 //! while it waits.
 
-mod common;
+use crate::common;
 
 use common::policy::*;
 use common::*;
@@ -14,7 +14,7 @@ use flotilla_testkit::NatsServer;
 use std::time::Duration;
 
 const NAMESPACE_POLICY: &str =
-    include_str!("../../api/src/ocm/policy/testdata/policy-namespace.yaml");
+    include_str!("../../../api/src/ocm/policy/testdata/policy-namespace.yaml");
 
 /// Both policies bound to every cluster.
 const PLACEMENT_AND_BINDING: &str = r#"

@@ -10,7 +10,7 @@
 //! a mgmt listing more objects than the policy may create makes no more clusters than its rate
 //! and cap allow.
 
-mod common;
+use crate::common;
 
 use common::*;
 use flotilla_api::meta::CLUSTERSET_LABEL;

@@ -3,7 +3,7 @@
 //! for the same stream) breaks only its own call, a call whose client gives up is cancelled on
 //! the spoke, and a flood for a cluster with no open call is dropped before decoding.
 
-mod common;
+use crate::common;
 
 use common::*;
 use flotilla_testkit::NatsServer;

@@ -3,7 +3,7 @@
 //! which records it skipped, keeps the bad work's resources on its cluster through a resync,
 //! and `flotilla-hub doctor` lists and removes them.
 
-mod common;
+use crate::common;
 
 use common::work::{cond, config_map_work, get_work, works_client};
 use common::*;

@@ -1,6 +1,6 @@
 //! The gRPC surface beyond clusters: sets and bindings, health, reflection.
 
-mod common;
+use crate::common;
 
 use common::work::works_client;
 use common::*;

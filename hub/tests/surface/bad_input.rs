@@ -1,7 +1,7 @@
 //! Bad input from the wire is rejected with a reason that names the field, counted, logged, and
 //! changes nothing that was stored.
 
-mod common;
+use crate::common;
 
 use async_nats::jetstream;
 use bytes::Bytes;

@@ -3,7 +3,7 @@
 //! The OCM document shapes (`lifecycle: self`, v1beta1, add-ons managed by someone else) are in
 //! `addon_documents.rs`.
 
-mod common;
+use crate::common;
 
 use common::addon::{apply, renew_lease};
 use common::addon_fleet::*;

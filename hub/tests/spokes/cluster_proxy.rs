@@ -2,8 +2,8 @@
 //! and API tokens on a real nats-server, and an agent on a simulated cluster (the agent's
 //! `sim_api`) or on the testkit's Kubernetes API server (the Kubernetes backend forwarding).
 
-mod common;
-mod kube_fixture;
+use crate::common;
+use crate::kube_fixture;
 
 use common::kubectl::Kubectl;
 use common::tokens::{ADMIN, DEPLOYER, VIEWER, tokens};

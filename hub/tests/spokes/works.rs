@@ -1,7 +1,7 @@
 //! ManifestWork delivery against a real nats-server: API → hub → agent → simulated spoke →
 //! status, feedback, updates, delete options, shared resources, link drops and restarts.
 
-mod common;
+use crate::common;
 
 use common::work::*;
 use common::*;

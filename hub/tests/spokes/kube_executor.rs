@@ -1,8 +1,8 @@
 //! ManifestWork executors on the agent's Kubernetes backend: SubjectAccessReviews before each
 //! manifest, OCM's escalation check for Roles and bindings (same fixture as `kube.rs`).
 
-mod common;
-mod kube_fixture;
+use crate::common;
+use crate::kube_fixture;
 
 use common::work::{cond, wait_work, work};
 use kube_fixture::*;

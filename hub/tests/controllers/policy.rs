@@ -3,7 +3,7 @@
 //! spoke repaired, history), a PlacementRule with a binding override through a PolicySet (set
 //! aggregation, an unsupported template kind), disabling and deleting a policy.
 
-mod common;
+use crate::common;
 
 use common::policy::*;
 use common::*;
@@ -14,9 +14,9 @@ use flotilla_testkit::NatsServer;
 use std::time::Duration;
 
 const NAMESPACE_POLICY: &str =
-    include_str!("../../api/src/ocm/policy/testdata/policy-namespace.yaml");
+    include_str!("../../../api/src/ocm/policy/testdata/policy-namespace.yaml");
 const CERTIFICATE_POLICY: &str =
-    include_str!("../../api/src/ocm/policy/testdata/policy-certificate.yaml");
+    include_str!("../../../api/src/ocm/policy/testdata/policy-certificate.yaml");
 
 const PLACEMENT_AND_BINDING: &str = r#"
 apiVersion: cluster.open-cluster-management.io/v1beta1

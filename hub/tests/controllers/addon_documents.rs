@@ -1,7 +1,7 @@
 //! Add-on documents in every OCM shape over simulated clusters: `lifecycle: self`, v1beta1
 //! documents, add-ons managed by someone else.
 
-mod common;
+use crate::common;
 
 use common::addon::{apply, renew_lease};
 use common::addon_fleet::*;

@@ -3,11 +3,9 @@
 //! without a reload, a placement's decisions and reasons, a rollout followed live, a read-only
 //! token that sees a rollout but cannot pause it.
 
-#[path = "common/browser.rs"]
-mod browser;
-mod common;
-#[path = "common/dashboard.rs"]
-mod dashboard;
+use crate::browser;
+use crate::common;
+use crate::dashboard_fixture as dashboard;
 
 use browser::{Browser, PAGE};
 use common::tokens::{ADMIN, Bearer, VIEWER};

@@ -2,7 +2,7 @@
 //! accepts what OCM accepts and reports `PlacementMisconfigured` naming the field (keeping the
 //! existing decisions); bad score reports from the wire are rejected, counted, and stored nowhere.
 
-mod common;
+use crate::common;
 
 use async_nats::jetstream;
 use bytes::Bytes;

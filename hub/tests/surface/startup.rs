@@ -1,6 +1,6 @@
 //! How the hub starts against a NATS server that cannot hold what it asks for.
 
-mod common;
+use crate::common;
 
 use common::*;
 use flotilla_hub::HubError;

@@ -6,7 +6,7 @@
 //! The cluster is created ahead of its agent (`ApplyCluster`): these are decisions of the API,
 //! and the works need not reach a spoke.
 
-mod common;
+use crate::common;
 
 use common::tokens::*;
 use common::work::work;

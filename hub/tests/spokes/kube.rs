@@ -4,8 +4,8 @@
 //! Everything the tests check on the cluster goes through the Kubernetes API; only the request
 //! log and the fake's node inventory are checked on the fake alone.
 
-mod common;
-mod kube_fixture;
+use crate::common;
+use crate::kube_fixture;
 
 use common::work::{cond, feedback_of, get_work, proxy, wait_work, work, works_client};
 use common::*;

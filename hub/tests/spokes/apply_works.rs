@@ -2,7 +2,7 @@
 //! each answered once by its position, refusals named without stopping the stream, what was
 //! written kept, the caller's executor grants checked per work as `ApplyWork` checks them.
 
-mod common;
+use crate::common;
 
 use common::tokens::*;
 use common::work::work;

@@ -3,9 +3,8 @@
 //! registrations and controller changes it serves and accepts. What an operator sees in a real
 //! Chromium is `dashboard_browser.rs`.
 
-mod common;
-#[path = "common/dashboard.rs"]
-mod dashboard;
+use crate::common;
+use crate::dashboard_fixture as dashboard;
 
 use common::tokens::{ADMIN, Bearer, TOKENS, VIEWER};
 use common::*;

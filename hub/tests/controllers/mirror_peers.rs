@@ -5,7 +5,7 @@
 //! removes the GREEN copies on both sides and the records. Hostile spokes and plain mode:
 //! `mirror_peers/hostile.rs`.
 
-mod common;
+use crate::common;
 #[path = "mirror_peers/hostile.rs"]
 mod hostile;
 

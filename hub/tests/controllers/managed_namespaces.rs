@@ -2,7 +2,7 @@
 //! agents on simulated clusters, driven by the OCM-shaped YAML of
 //! `examples/managed-namespaces.yaml`.
 
-mod common;
+use crate::common;
 
 use common::raw_agent::RawAgent;
 use common::*;
@@ -22,7 +22,7 @@ use flotilla_testkit::{LinkProxy, NatsServer};
 use std::time::Duration;
 use tonic::transport::Channel;
 
-const EXAMPLE: &str = include_str!("../../examples/managed-namespaces.yaml");
+const EXAMPLE: &str = include_str!("../../../examples/managed-namespaces.yaml");
 
 fn example_set() -> ManagedClusterSet {
     match parse_documents(EXAMPLE).remove(0) {

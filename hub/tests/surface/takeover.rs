@@ -3,7 +3,7 @@
 //! The writes are made straight into the buckets here, as a previous holder would have made
 //! them; the hub must take each one from the store, not lose it to a view that lagged.
 
-mod common;
+use crate::common;
 
 use common::work::*;
 use common::*;

@@ -1,7 +1,7 @@
 //! ManifestWorkReplicaSets over simulated clusters: progressive rollout one cluster at a time,
 //! status summary, clusters leaving the decisions, template updates, bad input.
 
-mod common;
+use crate::common;
 
 use common::*;
 use flotilla_api::ocm::{Document, parse_documents};

@@ -3,7 +3,7 @@
 //! toleration runs out), scores steer and expire, a hub restart keeps decisions, simulated
 //! clusters report scores over NATS.
 
-mod common;
+use crate::common;
 
 use common::*;
 use flotilla_api::meta::{self, TAINT_UNREACHABLE};

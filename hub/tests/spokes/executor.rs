@@ -2,7 +2,7 @@
 //! cluster, with OCM's documented example (`examples/executor-work.yaml`): who may name which
 //! executor (OCM's `execute-as`), and the executor reaching the agent.
 
-mod common;
+use crate::common;
 
 use common::tokens::*;
 use common::work::{cond, get_work, work};
@@ -16,7 +16,7 @@ use flotilla_api::v1::{
 use flotilla_testkit::{NatsServer, eventually};
 use tonic::Code;
 
-const EXAMPLE: &str = include_str!("../../examples/executor-work.yaml");
+const EXAMPLE: &str = include_str!("../../../examples/executor-work.yaml");
 /// OCM's example on `cluster` with the executor `namespace/name` (and work `name`).
 fn example(cluster: &str, work_name: &str, executor: Option<(&str, &str)>) -> ManifestWork {
     let mut yaml = EXAMPLE

@@ -1,0 +1,18 @@
+//! The controller families against real processes: placement, policies and their dependencies,
+//! replica sets, import policies, add-ons and their documents, MirrorPeers, managed namespaces.
+//!
+//! One test binary for several files: each `hub/tests` binary links the hub, the agent and
+//! the testkit, and linking was most of its build time (BENCHMARKS.md, "Build times").
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod addon_documents;
+mod addons;
+mod import_policy;
+mod managed_namespaces;
+mod mirror_peers;
+mod placement;
+mod policy;
+mod policy_dependencies;
+mod replicaset;
