@@ -209,6 +209,17 @@ impl Metrics {
             registration_busy: Family::default(),
             registration_labels_dropped: Family::default(),
         };
+        m.register(&mut registry);
+        let store = registry.sub_registry_with_prefix("store");
+        crate::store::ride::METRICS.register(store);
+        crate::store::quarantine::METRICS.register(store);
+        *m.registry.lock().expect("metrics registry lock") = registry;
+        m
+    }
+
+    /// Registers the hub's own metrics (those `new` makes) in `registry`.
+    fn register(&self, registry: &mut Registry) {
+        let m = self;
         registry.register(
             "events_received",
             "Events received from agents, by type",
@@ -299,11 +310,6 @@ impl Metrics {
             "Labels a new cluster's registrant asked for that the hub reserves (dropped), by kind: clusterset or reserved",
             m.registration_labels_dropped.clone(),
         );
-        let store = registry.sub_registry_with_prefix("store");
-        crate::store::ride::METRICS.register(store);
-        crate::store::quarantine::METRICS.register(store);
-        *m.registry.lock().expect("metrics registry lock") = registry;
-        m
     }
 
     /// A component's metrics, made (and registered) the first time and the same ones after: the

@@ -145,8 +145,8 @@ pub async fn run_status(
             _ = shutdown.changed() => return,
             () = async { while in_flight.next().await.is_some() {} } => {}
         }
-        let consumer = match status_consumer(&stream, &feed, &config).await {
-            Ok(c) => c,
+        let mut messages = match pull(&stream, &feed, &config).await {
+            Ok(m) => m,
             Err(e) => {
                 tracing::warn!(shard = feed.shard, error = %e, "status consumer unavailable; retrying");
                 failures += 1;
@@ -154,24 +154,6 @@ pub async fn run_status(
                     _ = shutdown.changed() => return,
                     () = tokio::time::sleep(resubscribe_wait(failures)) => continue,
                 }
-            }
-        };
-        // Short pulls with heartbeats: a consumer lost with its NATS node is noticed within
-        // seconds (after the client's defaults it took 30 s, and clusters of a test fleet with a
-        // 10 s grace went Unknown).
-        let pulled = consumer
-            .stream()
-            .heartbeat(PULL_HEARTBEAT)
-            .expires(PULL_EXPIRES)
-            .messages()
-            .await;
-        let mut messages = match pulled {
-            Ok(m) => m,
-            Err(e) => {
-                tracing::warn!(shard = feed.shard, error = %e, "status stream unavailable; retrying");
-                failures += 1;
-                tokio::time::sleep(resubscribe_wait(failures)).await;
-                continue;
             }
         };
         tracing::debug!(
@@ -238,6 +220,23 @@ pub async fn run_status(
             }
         }
     }
+}
+
+/// The shard's consumer and a pull on it. Short pulls with heartbeats: a consumer lost with its
+/// NATS node is noticed within seconds (after the client's defaults it took 30 s, and clusters
+/// of a test fleet with a 10 s grace went Unknown).
+async fn pull(
+    stream: &jetstream::stream::Stream,
+    feed: &StatusFeed,
+    config: &RouterConfig,
+) -> Result<consumer::pull::Stream, Box<dyn std::error::Error + Send + Sync>> {
+    let consumer = status_consumer(stream, feed, config).await?;
+    Ok(consumer
+        .stream()
+        .heartbeat(PULL_HEARTBEAT)
+        .expires(PULL_EXPIRES)
+        .messages()
+        .await?)
 }
 
 /// Sleeps until `at`; never, without one.
