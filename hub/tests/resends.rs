@@ -159,6 +159,47 @@ async fn a_spec_the_agent_acknowledged_is_not_re_sent_while_it_is_applied() {
     hub.stop().await;
 }
 
+/// A receipt carrying an older status than the one stored (an agent that lost its state
+/// acknowledges a spec with none) is only a receipt: the stored status is not replaced by it.
+#[tokio::test]
+async fn a_receipt_with_an_older_status_does_not_replace_the_stored_one() {
+    let nats = NatsServer::start();
+    let (hub, mut spoke, sent) = spoke_sent_a_work(&nats, "reborn").await;
+    let first = sent.metadata.map_or(0, |m| m.generation);
+    spoke.work_status("w", first, 0).await;
+    let mut api = works_client(&hub).await;
+    let stored = |w: &ManifestWork| w.hub.as_ref().map_or(0, |h| h.observed_generation);
+    wait_work(
+        &mut api,
+        "reborn",
+        "w",
+        "the status of the first generation",
+        |w| stored(w) == first,
+    )
+    .await;
+    api.apply_work(config_map_work_with("reborn", "w", "v2"))
+        .await
+        .expect("applied again");
+    let second = spoke
+        .next_spec(SOON)
+        .await
+        .and_then(|w| w.metadata.map(|m| m.generation))
+        .expect("the new generation is sent");
+    assert!(second > first);
+    // A receipt of the new generation with no status (observed generation 0), then a renewal
+    // whose processing comes after the receipt's.
+    spoke.work_status("w", 0, second).await;
+    spoke.renew().await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let w = wait_work(&mut api, "reborn", "w", "the work", |_| true).await;
+    assert_eq!(
+        stored(&w),
+        first,
+        "a receipt's older (empty) status replaced the stored one"
+    );
+    hub.stop().await;
+}
+
 /// A real agent whose connection is cut while a spec is sent gets no re-sends while cut (its
 /// cluster stays Available: the cut is shorter than the lease grace), and gets the spec once the
 /// link is back.

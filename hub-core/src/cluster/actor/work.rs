@@ -475,7 +475,9 @@ impl Actor {
 
     /// Takes the receipt `report` carries, if it is one (`received_generation` newer than the
     /// status it carries): the agent has the current spec and is applying it. Whether the report
-    /// is only that — the status it carries is the one stored — so nothing is written.
+    /// is only that, so nothing is written: the status it carries is the one stored, or older
+    /// (an agent that lost its state acknowledges with none; storing it would wipe the status
+    /// until the real one comes).
     fn receipt_only(&mut self, name: &str, report: &WorkStatusReport, at: Instant) -> bool {
         let Some(e) = self.works.get_mut(name) else {
             return false;
@@ -487,7 +489,8 @@ impl Actor {
             e.delivery.received(at);
         }
         let stored = e.work.hub.as_ref().map_or(0, |h| h.observed_generation);
-        report.observed_generation == stored && report.status == e.work.status
+        report.observed_generation < stored
+            || (report.observed_generation == stored && report.status == e.work.status)
     }
 
     pub(super) async fn resync(
