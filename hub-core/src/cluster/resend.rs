@@ -178,6 +178,16 @@ impl Budget {
         }
     }
 
+    /// The most one cluster may take in one tick: a 64th of the budget (at least one), so a
+    /// cluster with thousands of due works does not take every token on each tick while the
+    /// others wait for its backlog to drain. `usize::MAX` when unlimited.
+    pub fn share(&self) -> usize {
+        if self.per_second == 0 {
+            return usize::MAX;
+        }
+        (self.per_second as usize / 64).max(1)
+    }
+
     /// Takes one re-send from the budget `now`; false when it is spent (try on the next tick).
     pub fn take(&self, now: Instant) -> bool {
         if self.per_second == 0 {

@@ -623,8 +623,10 @@ impl Actor {
             .filter(|(_, e)| e.unconfirmed())
             .filter_map(|(n, e)| Some((n.clone(), e.delivery.due(now, longest)?.label())))
             .collect();
-        for (name, reason) in due {
-            if !self.resend_budget.take(now) {
+        let share = self.resend_budget.share();
+        for (i, (name, reason)) in due.into_iter().enumerate() {
+            // Past this cluster's share of the tick, or the budget spent: the next tick.
+            if i >= share || !self.resend_budget.take(now) {
                 self.shared.metrics.work_resends_deferred.inc();
                 break;
             }

@@ -125,3 +125,10 @@ fn reasons_have_distinct_labels() {
     let set: std::collections::BTreeSet<_> = labels.iter().collect();
     assert_eq!(set.len(), labels.len());
 }
+
+#[test]
+fn one_cluster_takes_at_most_a_64th_of_the_budget_a_tick() {
+    assert_eq!(Budget::per_second(2_000).share(), 31);
+    assert_eq!(Budget::per_second(10).share(), 1, "at least one");
+    assert_eq!(Budget::per_second(0).share(), usize::MAX, "unlimited");
+}
