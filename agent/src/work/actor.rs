@@ -1,17 +1,15 @@
 //! The WorkActor: one task per ManifestWork on the spoke.
 
 use super::conditions::{self, ApplyResult, Health};
-use super::drift::{self, Drift};
+use super::drift::Drift;
 use super::health::{Held, Shared, Stall};
 use super::parsed::Parsed;
 use super::{Ownership, Publisher, WorkConfig};
 use crate::backend::{ApplyOutcome, Backend, BackendError, DriftSignal, Strategy};
 use crate::store::LocalStore;
-use flotilla_api::feedback::FieldValue as Fv;
 use flotilla_api::v1::{
-    AppliedManifestWork, AppliedResource, Condition, FeedbackValue, FieldValue, ManifestCondition,
-    ManifestResourceStatus, ManifestWork, ManifestWorkStatus, ResourceMeta, StatusFeedbackResult,
-    WorkStatusReport,
+    AppliedManifestWork, AppliedResource, Condition, ManifestCondition, ManifestResourceStatus,
+    ManifestWork, ManifestWorkStatus, StatusFeedbackResult, WorkStatusReport,
 };
 use flotilla_api::work::ManifestId;
 use serde_json::Value;
@@ -776,25 +774,10 @@ impl WorkActor {
                         }),
                         (None, _) => None,
                     };
-                    let meta = ResourceMeta {
-                        ordinal: m.ordinal as i32,
-                        group: id.group.clone(),
-                        version: id.version.clone(),
-                        kind: id.kind.clone(),
-                        resource: id.resource(),
-                        namespace: id.namespace.clone(),
-                        name: id.name.clone(),
-                    };
+                    let meta = super::report::resource_meta(m.ordinal, Some(id));
                     (meta, health, feedback)
                 }
-                Err(_) => (
-                    ResourceMeta {
-                        ordinal: m.ordinal as i32,
-                        ..Default::default()
-                    },
-                    None,
-                    None,
-                ),
+                Err(_) => (super::report::resource_meta(m.ordinal, None), None, None),
             };
             conditions::manifest_conditions(
                 &mut conds,
@@ -803,17 +786,7 @@ impl WorkActor {
                 feedback.as_ref().map(|f| f.errors.as_slice()),
             );
             super::condition_rules::merge(&mut conds, &rule_conditions);
-            let values = feedback
-                .map(|f| {
-                    f.values
-                        .into_iter()
-                        .map(|(name, v)| FeedbackValue {
-                            name,
-                            field_value: Some(field_value(v)),
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
+            let values = super::report::feedback_values(feedback);
             manifests.push(ManifestCondition {
                 resource_meta: Some(meta),
                 status_feedback: Some(StatusFeedbackResult { values }),
@@ -823,26 +796,8 @@ impl WorkActor {
         let refs: Vec<&[Condition]> = manifests.iter().map(|m| m.conditions.as_slice()).collect();
         super::condition_rules::aggregate(&mut self.status.conditions, &refs);
         conditions::work_conditions(&mut self.status.conditions, &refs, generation);
-        match self.drift.fight() {
-            Some(fight) => {
-                flotilla_api::meta::set_condition(
-                    &mut self.status.conditions,
-                    drift::CONTESTED,
-                    flotilla_api::meta::status::TRUE,
-                    "ChangedByOthers",
-                    &format!(
-                        "someone else keeps changing this work's resources on the cluster: \
-                         written back {} times in the last {} s; repairs now wait {} s",
-                        fight.repairs,
-                        self.drift.rules().window.as_secs(),
-                        fight.backoff.as_secs()
-                    ),
-                );
-            }
-            None => {
-                flotilla_api::meta::remove_condition(&mut self.status.conditions, drift::CONTESTED);
-            }
-        }
+        let window = self.drift.rules().window;
+        super::report::contested(&mut self.status.conditions, self.drift.fight(), window);
         self.status.resource_status = Some(ManifestResourceStatus { manifests });
         let report = WorkStatusReport {
             cluster_name: self.cluster.clone(),
@@ -977,20 +932,6 @@ impl WorkActor {
             self.shared.finished.store(true, Ordering::Relaxed);
         }
     }
-}
-
-fn field_value(v: Fv) -> FieldValue {
-    let mut out = FieldValue {
-        r#type: v.type_name().to_string(),
-        ..Default::default()
-    };
-    match v {
-        Fv::Integer(i) => out.integer = Some(i),
-        Fv::String(s) => out.string = Some(s),
-        Fv::Boolean(b) => out.boolean = Some(b),
-        Fv::JsonRaw(s) => out.json_raw = Some(s),
-    }
-    out
 }
 
 /// Whether the delete option keeps `id` on the cluster when the work goes.

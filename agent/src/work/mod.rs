@@ -21,6 +21,7 @@ pub mod drift;
 mod health;
 pub mod ignore;
 mod parsed;
+mod report;
 
 pub use health::Stall;
 
