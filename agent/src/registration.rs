@@ -572,6 +572,18 @@ impl RegistrationActor {
         if (namespaces_changed || addons_changed) && new_state == HubState::Accepted {
             self.report_status(false).await;
         }
+        self.schedule_after(new_state, was_accepted, lease_changed, &resp);
+    }
+
+    /// The timers after a registration answer moved the agent to `new_state`: lease, resync
+    /// and scores at once when newly accepted, the next registration by state.
+    fn schedule_after(
+        &mut self,
+        new_state: HubState,
+        was_accepted: bool,
+        lease_changed: bool,
+        resp: &RegistrationResponse,
+    ) {
         match new_state {
             HubState::Accepted => {
                 if !was_accepted {
