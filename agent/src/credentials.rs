@@ -27,6 +27,14 @@ struct Current {
     issued_at: i64,
     expires_at: i64,
     refused: bool,
+    /// The subjects the JWT lets the agent subscribe to.
+    subscribe: Vec<String>,
+}
+
+/// Whether the JWT in `c` lets the agent subscribe to `subject`: listed (an empty list with
+/// no deny list allows everything, as NATS reads it).
+fn allows(c: &Current, subject: &str) -> bool {
+    c.jwt.is_some() && (c.subscribe.is_empty() || c.subscribe.iter().any(|s| s == subject))
 }
 
 /// The agent's credentials (shared by the NATS client and the registration actor).
@@ -37,6 +45,9 @@ pub struct AgentCredentials {
     bootstrap: PathBuf,
     file: Option<PathBuf>,
     current: Mutex<Current>,
+    /// A subscription the agent needs its credentials to allow (its one subscription,
+    /// `flotilla.to.<cluster>.>`): credentials issued before the hub allowed it are wanted anew.
+    needs: Option<String>,
 }
 
 impl AgentCredentials {
@@ -63,6 +74,7 @@ impl AgentCredentials {
             bootstrap: bootstrap.to_path_buf(),
             file: file.clone(),
             current: Mutex::new(Current::default()),
+            needs: None,
         };
         if let Some(path) = file.filter(|p| p.exists()) {
             match std::fs::read_to_string(&path)
@@ -83,6 +95,20 @@ impl AgentCredentials {
             }
         }
         Ok(creds)
+    }
+
+    /// The same credentials, wanted anew while they do not allow subscribing to `subject`
+    /// (listed as such in their permissions) — credentials issued by a hub before the
+    /// one-subscription wire do not list the agent's prefix.
+    pub fn needing(mut self, subject: String) -> Self {
+        self.needs = Some(subject);
+        self
+    }
+
+    /// Whether the agent's own credentials list `subject` among what it may subscribe to
+    /// (`false` without credentials).
+    pub fn allow_subscribing(&self, subject: &str) -> bool {
+        allows(&self.lock(), subject)
     }
 
     /// Settings of a bootstrap connection for `cluster`, from the agent's NATS settings: the
@@ -115,6 +141,7 @@ impl AgentCredentials {
         c.issued_at = claims.iat;
         c.expires_at = claims.exp.unwrap_or(i64::MAX);
         c.refused = false;
+        c.subscribe = claims.nats.subscribe.allow;
         Ok(())
     }
 
@@ -149,9 +176,15 @@ impl AgentCredentials {
         Some(c.issued_at + life * 2 / 3)
     }
 
-    /// Whether to ask the hub for credentials: none usable, or two thirds of their life gone.
+    /// Whether to ask the hub for credentials: none usable, two thirds of their life gone, or
+    /// they do not allow the subscription the agent needs ([`Self::needing`]).
     pub fn wanted(&self) -> bool {
-        Self::renew_at(&self.lock()).is_none_or(|at| now() >= at)
+        let c = self.lock();
+        let lacking = self
+            .needs
+            .as_ref()
+            .is_some_and(|s| c.jwt.is_some() && !allows(&c, s));
+        lacking || Self::renew_at(&c).is_none_or(|at| now() >= at)
     }
 
     /// Seconds until renewal is due (0 when due now).

@@ -20,6 +20,7 @@ use crate::backend::api::{ApiRequest, ApiResponse, Bearer, Impersonation, Reques
 use bytes::Bytes;
 use flotilla_api::v1::{TunnelHeader, TunnelRequest, TunnelResponse};
 use flotilla_bus::publish::Publisher;
+use flotilla_bus::spoke::Feed;
 use flotilla_bus::subjects;
 use flotilla_bus::tunnel::{
     self, Frame, ProtocolError, Received, RecvWindow, SendWindow, SeqCheck, StreamId,
@@ -73,6 +74,9 @@ pub struct Server {
     max_event_bytes: usize,
     limits: Limits,
     metrics: Arc<crate::metrics::AgentMetrics>,
+    /// Where the hub's frames arrive (the agent's one subscription); without one the server
+    /// subscribes to `flotilla.kubeapi.<cluster>` itself (the previous wire).
+    feed: Option<Feed>,
 }
 
 /// What each call needs.
@@ -110,7 +114,14 @@ impl Server {
             max_event_bytes,
             limits: Limits::default(),
             metrics: Arc::default(),
+            feed: None,
         }
+    }
+
+    /// Reading the hub's frames from `feed` (the agent's wire) when there is one.
+    pub fn with_feed(mut self, feed: Option<Feed>) -> Self {
+        self.feed = feed;
+        self
     }
 
     /// With `limits`, counting refusals in `metrics`.
@@ -130,7 +141,7 @@ impl Server {
         self.serve().instrument(span).await;
     }
 
-    async fn serve(self) {
+    async fn serve(mut self) {
         let shared = Arc::new(Shared {
             publisher: Publisher::over(&self.js, self.max_event_bytes, Duration::from_secs(5)),
             cluster: self.cluster.clone(),
@@ -146,92 +157,78 @@ impl Server {
         let mut calls: HashMap<StreamId, Open> = HashMap::new();
         // Every call's task (and every refusal's) is owned here: dropping the server ends them.
         let mut tasks: JoinSet<()> = JoinSet::new();
+        let mut feed = match self.feed.take() {
+            Some(feed) => feed,
+            None => Feed::subscribe(&self.client, subjects::kubeapi(&self.cluster)).await,
+        };
         loop {
-            let mut sub = match self
-                .client
-                .subscribe(subjects::kubeapi(&self.cluster))
-                .await
-            {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::warn!(error = %e, "subscribing to cluster-proxy calls failed; retrying");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
+            let msg = tokio::select! {
+                msg = feed.next() => msg,
+                Some(_) = tasks.join_next(), if !tasks.is_empty() => {
+                    // A call that ended (or panicked) dropped its mailbox.
+                    calls.retain(|_, open| !open.tx.is_closed());
                     continue;
                 }
             };
-            loop {
-                let msg = tokio::select! {
-                    msg = sub.next() => match msg {
-                        Some(m) => m,
-                        None => break,
-                    },
-                    Some(_) = tasks.join_next(), if !tasks.is_empty() => {
-                        // A call that ended (or panicked) dropped its mailbox.
-                        calls.retain(|_, open| !open.tx.is_closed());
-                        continue;
-                    }
-                };
-                let received = match tunnel::decode(
-                    &msg.payload,
-                    self.max_event_bytes,
-                    &tunnel::down_type(),
-                    &self.cluster,
-                    max_chunk,
-                ) {
-                    Ok(r) => r,
-                    Err(e) => {
-                        tracing::debug!(error = %e, "cluster-proxy frame dropped");
-                        continue;
-                    }
-                };
-                if let Some(open) = calls.get(&received.stream) {
-                    let stream = received.stream.clone();
-                    if open.tx.try_send(received).is_err() {
-                        // Over its credit: the call sees its mailbox closed and ends.
-                        calls.remove(&stream);
-                    }
+            let received = match tunnel::decode(
+                &msg.payload,
+                self.max_event_bytes,
+                &tunnel::down_type(),
+                &self.cluster,
+                max_chunk,
+            ) {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::debug!(error = %e, "cluster-proxy frame dropped");
                     continue;
                 }
-                let Received { stream, seq, frame } = received;
-                let Frame::Request(request) = frame else {
-                    // A frame of a call that already ended.
-                    continue;
-                };
-                if seq != 0 || !subjects::valid_hub_token(&request.hub) {
-                    tracing::debug!(%stream, "malformed cluster-proxy call dropped");
-                    continue;
+            };
+            if let Some(open) = calls.get(&received.stream) {
+                let stream = received.stream.clone();
+                if open.tx.try_send(received).is_err() {
+                    // Over its credit: the call sees its mailbox closed and ends.
+                    calls.remove(&stream);
                 }
-                let caller = request
-                    .caller
-                    .as_ref()
-                    .map_or_else(String::new, |c| c.name.clone());
-                if calls.len() >= MAX_CALLS {
-                    self.metrics.proxy_refused("calls");
-                    let call = Call::new(shared.clone(), stream, &request);
-                    tasks.spawn(call.refuse(Refusal::busy(format!(
-                        "the agent already serves {MAX_CALLS} calls; try again later"
-                    ))));
-                    continue;
-                }
-                let share = self.limits.calls_per_caller;
-                if calls.values().filter(|o| o.caller == caller).count() >= share {
-                    self.metrics.proxy_refused("caller_calls");
-                    let call = Call::new(shared.clone(), stream, &request);
-                    tasks.spawn(call.refuse(Refusal::too_many(format!(
-                        "the agent of cluster {} already serves {share} calls of {caller:?}, its \
+                continue;
+            }
+            let Received { stream, seq, frame } = received;
+            let Frame::Request(request) = frame else {
+                // A frame of a call that already ended.
+                continue;
+            };
+            if seq != 0 || !subjects::valid_hub_token(&request.hub) {
+                tracing::debug!(%stream, "malformed cluster-proxy call dropped");
+                continue;
+            }
+            let caller = request
+                .caller
+                .as_ref()
+                .map_or_else(String::new, |c| c.name.clone());
+            if calls.len() >= MAX_CALLS {
+                self.metrics.proxy_refused("calls");
+                let call = Call::new(shared.clone(), stream, &request);
+                tasks.spawn(call.refuse(Refusal::busy(format!(
+                    "the agent already serves {MAX_CALLS} calls; try again later"
+                ))));
+                continue;
+            }
+            let share = self.limits.calls_per_caller;
+            if calls.values().filter(|o| o.caller == caller).count() >= share {
+                self.metrics.proxy_refused("caller_calls");
+                let call = Call::new(shared.clone(), stream, &request);
+                tasks.spawn(call.refuse(Refusal::too_many(format!(
+                    "the agent of cluster {} already serves {share} calls of {caller:?}, its \
                          share per caller (--cluster-proxy-calls-per-caller); close some \
                          (watches, log follows) or try again later",
-                        self.cluster
-                    ))));
-                    continue;
-                }
-                let (tx, rx) = mpsc::channel(tunnel::MAX_WINDOW as usize + 16);
-                calls.insert(stream.clone(), Open { tx, caller });
-                let call = Call::new(shared.clone(), stream.clone(), &request);
-                let span = tracing::debug_span!("call", %stream);
-                tasks.spawn(call.run(*request, rx).instrument(span));
+                    self.cluster
+                ))));
+                continue;
             }
-            tracing::debug!("cluster-proxy subscription ended; subscribing again");
+            let (tx, rx) = mpsc::channel(tunnel::MAX_WINDOW as usize + 16);
+            calls.insert(stream.clone(), Open { tx, caller });
+            let call = Call::new(shared.clone(), stream.clone(), &request);
+            let span = tracing::debug_span!("call", %stream);
+            tasks.spawn(call.run(*request, rx).instrument(span));
         }
     }
 }

@@ -55,6 +55,7 @@ pub mod work;
 
 use flotilla_api::v1::ClusterClaim;
 use flotilla_bus::connect::{self, NatsConfig};
+use flotilla_bus::spoke::{Demux, Feeds, Spoke};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -111,9 +112,14 @@ pub struct AgentConfig {
     pub score_interval: Option<Duration>,
     /// Largest event sent.
     pub max_event_bytes: usize,
-    /// Serve the hub's cluster-proxy calls (`kubectl` through the hub); off saves one
-    /// subscription per agent in very large simulated fleets.
+    /// Serve the hub's cluster-proxy calls (`kubectl` through the hub); off saves a channel per
+    /// agent (and, on the previous wire, a subscription) in very large simulated fleets.
     pub cluster_proxy: bool,
+    /// Listen on the previous wire — `flotilla.spec.<c>`, `flotilla.proxy.<c>`,
+    /// `flotilla.kubeapi.<c>` and an inbox, three or four subscriptions — instead of the one
+    /// subscription `flotilla.to.<c>.>` ([`flotilla_bus::spoke`]). Only for tests and the
+    /// simulator, which play agents that predate the prefix against a newer hub.
+    pub legacy_wire: bool,
     /// What the cluster proxy's callers may take of the agent: calls per caller, request-body
     /// bytes held.
     pub proxy_limits: kubeproxy::Limits,
@@ -219,6 +225,7 @@ impl AgentConfig {
             score_interval: Some(Duration::from_secs(60)),
             max_event_bytes: flotilla_bus::envelope::DEFAULT_MAX_EVENT_BYTES,
             cluster_proxy: true,
+            legacy_wire: false,
             proxy_limits: kubeproxy::Limits::default(),
             bootstrap_creds: None,
             feature_gates: features::FeatureGates::default(),
@@ -290,6 +297,9 @@ pub enum AgentError {
     /// NATS options are unusable.
     #[error(transparent)]
     Connect(#[from] connect::ConnectError),
+    /// The agent's subscription could not be made (the client closed).
+    #[error("subscribing to the hub's messages failed: {0}")]
+    Subscribe(#[from] async_nats::SubscribeError),
 }
 
 /// Runs an agent until `shutdown` resolves. Survives NATS and hub outages on its own.
@@ -301,8 +311,16 @@ pub async fn run(
     let mut shutdown = Box::pin(shutdown);
     // The one-off steps run boxed, so the task keeps only what the running actor needs (the
     // state of a connect or an enrolment is much larger than an idle agent's).
-    let Some((actor, events_rx, client, addons, keeper, proxy)) =
-        Box::pin(prepare(config, backend, shutdown.as_mut())).await?
+    let Some(Prepared {
+        actor,
+        feeds,
+        events: events_rx,
+        client,
+        demux,
+        addons,
+        keeper,
+        proxy,
+    }) = Box::pin(prepare(config, backend, shutdown.as_mut())).await?
     else {
         return Ok(());
     };
@@ -313,10 +331,13 @@ pub async fn run(
     let keeper = boxed_or_pending(keeper.map(addons::credentials::SecretKeeper::run));
     let proxy = boxed_or_pending(proxy.map(kubeproxy::Server::run));
     tokio::select! {
-        () = actor.run(events_rx, shutdown) => {}
+        () = actor.run(feeds, events_rx, shutdown) => {}
         () = addons => {}
         () = keeper => {}
         () = proxy => {}
+    }
+    if let Some(demux) = demux {
+        demux.stop().await;
     }
     if let Some(own) = client {
         let _ = tokio::time::timeout(Duration::from_secs(2), Box::pin(own.drain())).await;
@@ -334,17 +355,44 @@ fn boxed_or_pending(
     }
 }
 
-/// The actor, its connection events, its own client (to drain at the end; `None` for a
-/// shared connection), the in-process add-ons' supervisor (`simulate_addons`), the keeper of
-/// the add-ons' hub credentials Secrets (secure mode) and the cluster-proxy server.
-type Prepared = (
-    registration::RegistrationActor,
-    tokio::sync::mpsc::UnboundedReceiver<connect::ConnectionEvent>,
-    Option<async_nats::Client>,
-    Option<addons::Supervisor>,
-    Option<addons::credentials::SecretKeeper>,
-    Option<kubeproxy::Server>,
-);
+/// What a running agent is made of.
+struct Prepared {
+    actor: registration::RegistrationActor,
+    /// What the hub sends it (specs, proxied reads; the cluster proxy's frames went to `proxy`).
+    feeds: Feeds,
+    /// Its connection events.
+    events: tokio::sync::mpsc::UnboundedReceiver<connect::ConnectionEvent>,
+    /// Its own client, to drain at the end (`None` for a shared connection).
+    client: Option<async_nats::Client>,
+    /// The demux of its one subscription (prefix wire), stopped at the end.
+    demux: Option<Demux>,
+    /// The in-process add-ons' supervisor (`simulate_addons`).
+    addons: Option<addons::Supervisor>,
+    /// The keeper of the add-ons' hub credentials Secrets (secure mode).
+    keeper: Option<addons::credentials::SecretKeeper>,
+    /// The cluster-proxy server.
+    proxy: Option<kubeproxy::Server>,
+}
+
+/// Where the hub's messages reach the agent: one subscription and its demux (the prefix wire),
+/// or the previous wire's own subscriptions ([`AgentConfig::legacy_wire`]).
+async fn listen(
+    config: &AgentConfig,
+    client: &async_nats::Client,
+) -> Result<(Option<Spoke>, Feeds, Option<Demux>), AgentError> {
+    if config.legacy_wire {
+        let feeds = Feeds::previous(client, &config.cluster_name, config.cluster_proxy).await;
+        return Ok((None, feeds, None));
+    }
+    let (spoke, feeds, demux) = Spoke::start(
+        client,
+        &config.cluster_name,
+        config.cluster_proxy,
+        flotilla_bus::spoke::Capacities::default(),
+    )
+    .await?;
+    Ok((Some(spoke), feeds, Some(demux)))
+}
 
 /// Opens the state, enrols (secure mode), connects and builds the actor; `None` when
 /// `shutdown` resolves first.
@@ -369,8 +417,13 @@ async fn prepare(
                 StateConfig::Dir(d) => Some(d.as_path()),
                 StateConfig::Memory | StateConfig::Shared(_) => None,
             };
+            let prefix = flotilla_bus::subjects::to_all(&config.cluster_name);
             let creds =
                 credentials::AgentCredentials::load(bootstrap, dir, store.get().nkey_seed.expose())
+                    .map(|c| match config.legacy_wire {
+                        true => c,
+                        false => c.needing(prefix),
+                    })
                     .map(Arc::new)
                     .map_err(|e| AgentError::Config(vec![e]))?;
             config.nats.auth = Some(creds.clone());
@@ -386,7 +439,7 @@ async fn prepare(
         }
     }
     // One JetStream context per connection: every publisher below derives from it.
-    let (client, js, events_rx, own) = match &config.connection {
+    let (client, js, events, own) = match &config.connection {
         Some(shared) => (
             shared.client.clone(),
             shared.js.clone(),
@@ -400,8 +453,74 @@ async fn prepare(
             (client.clone(), js, events_rx, Some(client))
         }
     };
+    if !config.legacy_wire
+        && let Some(creds) = &credentials
+        && !creds.allow_subscribing(&flotilla_bus::subjects::to_all(&config.cluster_name))
+    {
+        // Issued by a hub before the one-subscription wire: this run stays on the previous
+        // wire (and says so at registration), and asks for credentials that allow the prefix,
+        // which the next start uses.
+        tracing::warn!(
+            "the cluster's credentials predate the one-subscription wire; listening on the previous wire until the agent restarts with renewed ones"
+        );
+        config.legacy_wire = true;
+    }
+    let (spoke, mut feeds, demux) = listen(&config, &client).await?;
+    let link = Link {
+        client,
+        js,
+        spoke,
+        kubeapi: feeds.kubeapi.take(),
+    };
+    let parts = assemble(config, backend, store, credentials, link)?;
+    Ok(Some(Prepared {
+        actor: parts.actor,
+        feeds,
+        events,
+        client: own,
+        demux,
+        addons: parts.addons,
+        keeper: parts.keeper,
+        proxy: parts.proxy,
+    }))
+}
+
+/// The agent's connection as its parts use it.
+struct Link {
+    client: async_nats::Client,
+    js: async_nats::jetstream::Context,
+    /// Where requests' answers and JetStream acknowledgements come back (prefix wire).
+    spoke: Option<Spoke>,
+    /// The cluster proxy's frames (when it serves them).
+    kubeapi: Option<flotilla_bus::spoke::Feed>,
+}
+
+/// What [`assemble`] builds.
+struct Parts {
+    actor: registration::RegistrationActor,
+    addons: Option<addons::Supervisor>,
+    keeper: Option<addons::credentials::SecretKeeper>,
+    proxy: Option<kubeproxy::Server>,
+}
+
+/// Builds the agent's parts over its connection: the work manager, the add-ons (and their
+/// credentials' keeper), governance, the cluster-proxy server and the registration actor.
+fn assemble(
+    config: AgentConfig,
+    backend: Arc<dyn backend::Backend>,
+    store: Arc<store::LocalStore>,
+    credentials: Option<Arc<credentials::AgentCredentials>>,
+    link: Link,
+) -> Result<Parts, AgentError> {
+    let Link {
+        client,
+        js,
+        spoke,
+        kubeapi,
+    } = link;
     let publisher = work::Publisher::new(
         &js,
+        spoke.clone(),
         store.clone(),
         &config.cluster_name,
         config.max_event_bytes,
@@ -430,9 +549,70 @@ async fn prepare(
         tracing::debug!(hub = %session.hub, parked = parked.len(), "resources of other hubs' parked works kept");
         works.keep_parked(&parked);
     }
+    let (addons, keeper) = addon_parts(
+        &config,
+        &backend,
+        &store,
+        credentials.is_some(),
+        &client,
+        &spoke,
+    );
+    let policies = policy::PolicyManager::start(
+        &config.cluster_name,
+        backend.clone(),
+        store.clone(),
+        Arc::new(policy::StreamSink::new(
+            flotilla_bus::publish::Publisher::over(
+                &js,
+                config.max_event_bytes,
+                policy::STATUS_PUBLISH_TIMEOUT,
+            )
+            .with_spoke(spoke.clone()),
+            store.clone(),
+            &config.cluster_name,
+        )),
+        policy::PolicyConfig::default(),
+    )?;
+    let proxy = config.cluster_proxy.then(|| {
+        kubeproxy::Server::new(
+            &js,
+            &config.cluster_name,
+            backend.clone(),
+            config.max_event_bytes,
+        )
+        .with_limits(config.proxy_limits.clone(), config.metrics.clone())
+        .with_feed(kubeapi)
+    });
+    let mut actor = registration::RegistrationActor::new(config, &js, backend, store, works)
+        .with_spoke(spoke)
+        .with_policies(policies);
+    if let Some(creds) = credentials {
+        actor = actor.with_credentials(creds);
+    }
+    Ok(Parts {
+        actor,
+        addons,
+        keeper,
+        proxy,
+    })
+}
+
+/// The in-process add-ons' supervisor (`simulate_addons`) and, in secure mode, the keeper of the
+/// add-ons' hub credentials Secrets.
+fn addon_parts(
+    config: &AgentConfig,
+    backend: &Arc<dyn backend::Backend>,
+    store: &Arc<store::LocalStore>,
+    secure: bool,
+    client: &async_nats::Client,
+    spoke: &Option<Spoke>,
+) -> (
+    Option<addons::Supervisor>,
+    Option<addons::credentials::SecretKeeper>,
+) {
     // Secure mode: one key per add-on, kept with the agent's state, shared by the Secrets'
     // keeper and the in-process add-ons.
-    let keys = credentials.is_some().then(|| {
+    let keys = secure.then(|| {
         Arc::new(addons::credentials::AddOnKeys::new(match &config.state {
             StateConfig::Dir(d) => Some(d.clone()),
             StateConfig::Memory | StateConfig::Shared(_) => None,
@@ -449,6 +629,7 @@ async fn prepare(
                 client.clone(),
                 keys.clone(),
             )
+            .with_spoke(spoke.clone())
             .with_request_timeout(config.nats.request_timeout)
             .with_max_event_bytes(config.max_event_bytes)
         });
@@ -467,31 +648,5 @@ async fn prepare(
             None => supervisor,
         }
     });
-    let policies = policy::PolicyManager::start(
-        &config.cluster_name,
-        backend.clone(),
-        store.clone(),
-        Arc::new(policy::StreamSink::new(
-            js.clone(),
-            store.clone(),
-            &config.cluster_name,
-            config.max_event_bytes,
-        )),
-        policy::PolicyConfig::default(),
-    )?;
-    let proxy = config.cluster_proxy.then(|| {
-        kubeproxy::Server::new(
-            &js,
-            &config.cluster_name,
-            backend.clone(),
-            config.max_event_bytes,
-        )
-        .with_limits(config.proxy_limits.clone(), config.metrics.clone())
-    });
-    let mut actor = registration::RegistrationActor::new(config, &js, backend, store, works)
-        .with_policies(policies);
-    if let Some(creds) = credentials {
-        actor = actor.with_credentials(creds);
-    }
-    Ok(Some((actor, events_rx, own, addons, keeper, proxy)))
+    (addons, keeper)
 }

@@ -22,8 +22,8 @@ use flotilla_api::v1::{
 use flotilla_bus::connect::ConnectionEvent;
 use flotilla_bus::envelope::{Event, types};
 use flotilla_bus::publish::Publisher;
+use flotilla_bus::spoke::{Feeds, Spoke};
 use flotilla_bus::subjects;
-use futures::StreamExt;
 use rand::Rng;
 use std::sync::Arc;
 use std::time::Duration;
@@ -97,6 +97,9 @@ pub struct RegistrationActor {
     credentials: Option<Arc<AgentCredentials>>,
     /// Secure mode: the bootstrap connection, open while the agent has no usable credentials.
     bootstrap: Option<async_nats::Client>,
+    /// The agent's one subscription (prefix wire): answers to its requests come back through
+    /// it. `None` on the previous wire.
+    spoke: Option<Spoke>,
     /// The namespaces the cluster's sets manage here.
     namespaces: ManagedNamespaces,
     /// Their last reconciliation, with conditions (reported in the cluster status).
@@ -166,10 +169,20 @@ impl RegistrationActor {
             next_score: None,
             credentials: None,
             bootstrap: None,
+            spoke: None,
             namespaces,
             namespace_status: Vec::new(),
             unmanage_pending: false,
         }
+    }
+
+    /// Reads the answers to its requests and the acknowledgements of its status publishes
+    /// through `spoke` (the agent's one subscription, prefix wire; `None`: the previous wire).
+    pub fn with_spoke(mut self, spoke: Option<Spoke>) -> Self {
+        self.requests = self.requests.with_spoke(spoke.clone());
+        self.events = self.events.with_spoke(spoke.clone());
+        self.spoke = spoke;
+        self
     }
 
     /// Evaluates and enforces the policies the hub sends (governance). Before [`Self::run`]:
@@ -188,15 +201,16 @@ impl RegistrationActor {
 
     /// The client registration requests go over: the main one, or in secure mode without
     /// usable credentials a bootstrap connection (opened on first use).
-    async fn registration_client(&mut self) -> Option<async_nats::Client> {
+    async fn registration_client(&mut self) -> Option<(async_nats::Client, Option<Spoke>)> {
+        let own = Some((self.client.clone(), self.spoke.clone()));
         let Some(creds) = &self.credentials else {
-            return Some(self.client.clone());
+            return own;
         };
         if creds.usable() {
             if let Some(boot) = self.bootstrap.take() {
                 let _ = boot.drain().await;
             }
-            return Some(self.client.clone());
+            return own;
         }
         if self.bootstrap.is_none() {
             let cfg = creds.bootstrap_config(&self.config.nats, self.name());
@@ -211,7 +225,8 @@ impl RegistrationActor {
                 }
             }
         }
-        self.bootstrap.clone()
+        // The bootstrap connection keeps its inbox (`_INBOX_bootstrap.<cluster>`): short-lived.
+        self.bootstrap.clone().map(|boot| (boot, None))
     }
 
     /// Secure mode: takes the credentials a reply carries and reconnects with them.
@@ -251,45 +266,36 @@ impl RegistrationActor {
         Duration::from_secs(self.store.get().lease_duration_seconds.max(1) as u64)
     }
 
-    /// Runs until `shutdown` resolves.
+    /// Runs until `shutdown` resolves, reading the hub's specs and proxied reads from `feeds`.
     pub fn run(
         self,
+        feeds: Feeds,
         conn_events: mpsc::UnboundedReceiver<ConnectionEvent>,
         shutdown: impl std::future::Future<Output = ()>,
     ) -> impl std::future::Future<Output = ()> {
         // Not an `async fn` around an `async` block: that would keep the actor twice in the
         // agent's task (the function's moved-from argument and the block's capture).
         let span = tracing::info_span!("agent", cluster.name = %self.config.cluster_name);
-        self.serve(conn_events, shutdown).instrument(span)
+        self.serve(feeds, conn_events, shutdown).instrument(span)
     }
 
     async fn serve(
         mut self,
+        feeds: Feeds,
         mut conn_events: mpsc::UnboundedReceiver<ConnectionEvent>,
         shutdown: impl std::future::Future<Output = ()>,
     ) {
         {
             tokio::pin!(shutdown);
-            // The client connected before the actor started.
+            // The client connected before the actor started, and the feeds' subscriptions are
+            // in place at the server.
             let mut link = Link::up(self.config.metrics.clone());
-            let mut spec = loop {
-                match Box::pin(self.client.subscribe(subjects::spec(self.name()))).await {
-                    Ok(s) => break s,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "subscribing to spec events failed; retrying");
-                        tokio::time::sleep(Duration::from_secs(1)).await;
-                    }
-                }
-            };
-            let mut proxy = loop {
-                match Box::pin(self.client.subscribe(subjects::proxy(self.name()))).await {
-                    Ok(s) => break s,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "subscribing to proxy requests failed; retrying");
-                        tokio::time::sleep(Duration::from_secs(1)).await;
-                    }
-                }
-            };
+            let Feeds {
+                mut spec,
+                mut proxy,
+                dropped,
+                ..
+            } = feeds;
             if self.accepted() {
                 // Edge autonomy: an accepted agent keeps renewing even before the hub answers.
                 self.next_lease = Some(Instant::now());
@@ -300,6 +306,7 @@ impl RegistrationActor {
                     backend: &self.backend,
                     store: &self.store,
                     client: &self.client,
+                    spoke: self.spoke.as_ref(),
                 });
             }
             let mut status_tick = tokio::time::interval(self.config.status_interval);
@@ -329,15 +336,11 @@ impl RegistrationActor {
                         Box::pin(self.on_resync_answer(answer)).await;
                     }
                     () = sleep_until_opt(self.next_score) => Box::pin(self.report_scores()).await,
-                    msg = proxy.next() => match msg {
-                        Some(msg) if self.accepted() => Box::pin(self.works.on_proxy(&self.client, msg)).await,
-                        Some(_) => {}
-                        None => {
-                            if let Ok(s) = self.client.subscribe(subjects::proxy(self.name())).await {
-                                proxy = s;
-                            }
+                    msg = proxy.next() => {
+                        if self.accepted() {
+                            Box::pin(self.works.on_proxy(&self.client, msg)).await;
                         }
-                    },
+                    }
                     _ = status_tick.tick(), if self.accepted() => {
                         self.works.check_actors();
                         Box::pin(self.report_status(false)).await;
@@ -347,15 +350,9 @@ impl RegistrationActor {
                     // it calls unknown), a registration's of an agent not yet accepted (its
                     // acceptance). An accepted agent's re-registration holds nothing: a
                     // notification that comes meanwhile makes its answer stale, asked again.
-                    msg = spec.next(), if self.reads_specs() => match msg {
-                        Some(msg) => Box::pin(self.on_spec(msg)).await,
-                        None => {
-                            tracing::warn!("spec subscription closed; resubscribing");
-                            if let Ok(s) = self.client.subscribe(subjects::spec(self.name())).await {
-                                spec = s;
-                            }
-                        }
-                    },
+                    msg = spec.next(), if self.reads_specs() => Box::pin(self.on_spec(msg)).await,
+                    // The demux dropped a spec at a full channel: as a slow consumer below.
+                    () = dropped.notified() => self.messages_dropped(),
                     ev = conn_events.recv() => match ev {
                         Some(ConnectionEvent::Connected) => {
                             link.connected();
@@ -425,7 +422,7 @@ impl RegistrationActor {
     async fn register(&mut self) {
         self.next_register = None;
         let request = self.registration_request().await;
-        let Some(client) = self.registration_client().await else {
+        let Some((client, spoke)) = self.registration_client().await else {
             self.next_register = Some(Instant::now() + self.config.denied_poll);
             return;
         };
@@ -434,7 +431,7 @@ impl RegistrationActor {
         let bound = self.answer_times.bound();
         self.notified_while_registering = false;
         self.register_call = Some(Call::new(Timed::of(async move {
-            ask_hub_within(&client, &config, &source, &request, bound).await
+            ask_hub_within(&client, spoke, &config, &source, &request, bound).await
         })));
     }
 
@@ -666,6 +663,7 @@ impl RegistrationActor {
             backend: &self.backend,
             store: &self.store,
             client: &self.client,
+            spoke: self.spoke.as_ref(),
         };
         if self.specs.on_spec(&event, accepted, &parts).await {
             return;
@@ -845,6 +843,7 @@ pub async fn registration_request(
         agent_public_key: public_key,
         credentials_wanted: credentials.is_some_and(|c| c.wanted()),
         request_id: uuid::Uuid::new_v4().simple().to_string(),
+        listens_under_prefix: !config.legacy_wire,
     }
 }
 

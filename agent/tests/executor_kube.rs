@@ -309,7 +309,14 @@ impl Spoke {
         let state = tempfile::tempdir().expect("state dir");
         let store = Arc::new(LocalStore::open(state.path(), CLUSTER).expect("local store"));
         let metrics = config.metrics.clone();
-        let publisher = Publisher::new(&js, store.clone(), CLUSTER, MAX, config.metrics.clone());
+        let publisher = Publisher::new(
+            &js,
+            None,
+            store.clone(),
+            CLUSTER,
+            MAX,
+            config.metrics.clone(),
+        );
         let manager = WorkManager::start(CLUSTER, Arc::new(kube), store, publisher, config)
             .expect("work manager");
         Self {

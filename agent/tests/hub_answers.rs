@@ -122,7 +122,7 @@ impl HandHub {
         .with_resource_version(generation);
         let bytes = event.encode(MAX).expect("encode");
         self.client
-            .publish(subjects::spec(CLUSTER), bytes)
+            .publish(subjects::to_spec(CLUSTER), bytes)
             .await
             .expect("publish");
         self.client.flush().await.expect("flush");

@@ -106,7 +106,7 @@ impl Spoke {
             ..WorkConfig::default()
         };
         let metrics = config.metrics.clone();
-        let publisher = Publisher::new(&js, store.clone(), CLUSTER, MAX, metrics.clone());
+        let publisher = Publisher::new(&js, None, store.clone(), CLUSTER, MAX, metrics.clone());
         let manager = WorkManager::start(CLUSTER, backend.clone(), store, publisher, config)
             .expect("work manager");
         Self {

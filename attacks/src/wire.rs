@@ -122,9 +122,20 @@ pub fn addoncreds_subject(cluster: &str) -> String {
     format!("flotilla.addoncreds.{cluster}")
 }
 
-/// `flotilla.spec.<cluster>`.
+/// `flotilla.spec.<cluster>` (the previous wire).
 pub fn spec_subject(cluster: &str) -> String {
     format!("flotilla.spec.{cluster}")
+}
+
+/// `flotilla.to.<cluster>.<kind>`: what the hub sends an agent of the one-subscription wire
+/// (`spec`, `proxy`, `kubeapi`), and `reply.<token>` for the answers to its own requests.
+pub fn to_subject(cluster: &str, kind: &str) -> String {
+    format!("flotilla.to.{cluster}.{kind}")
+}
+
+/// `flotilla.to.<cluster>.>`: the one subscription of an agent of that wire.
+pub fn to_all(cluster: &str) -> String {
+    format!("flotilla.to.{cluster}.>")
 }
 
 /// A protobuf CloudEvent of type `ty` from `cluster` carrying `data`, with extra string
@@ -217,6 +228,9 @@ impl Registration {
             agent_public_key: self.public_key.clone(),
             credentials_wanted: self.credentials_wanted,
             request_id: uuid::Uuid::new_v4().to_string(),
+            // The previous wire: an attacker's registration never moves where a cluster's
+            // specs go (only a registration whose report counts does).
+            listens_under_prefix: false,
         }
     }
 

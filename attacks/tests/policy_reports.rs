@@ -188,7 +188,10 @@ async fn a_spoke_cannot_forge_policy_status_for_another_cluster_or_an_unbound_po
     }
     // Its own report of a policy no binding gives it: well formed, so the hub answers the way
     // it answers a stray copy — it tells the cluster to remove it — and keeps nothing.
-    let mut specs = match attacker.subscribe(&wire::spec_subject("mallory")).await {
+    let mut specs = match attacker
+        .subscribe(&wire::to_subject("mallory", "spec"))
+        .await
+    {
         Ok(s) => s,
         Err(e) => fleet.fail(&format!("subscribing to its own specs: {e}")),
     };

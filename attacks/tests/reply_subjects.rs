@@ -18,7 +18,9 @@ use std::time::Duration;
 const WATCH: Duration = Duration::from_secs(4);
 
 /// The replies an accepted cluster names: the JetStream API, other keys of the KV buckets,
-/// another cluster's spec and status subjects, the broadcast subject.
+/// another cluster's spec and status subjects (on both wires: the victim's agent listens under
+/// `flotilla.to.victim.`, its specs, proxied reads, cluster-proxy frames and the answers to its
+/// own requests), the broadcast subject.
 fn cluster_replies(victim: &str, work_key: &str) -> Vec<String> {
     vec![
         "$JS.API.STREAM.PURGE.KV_works".into(),
@@ -26,6 +28,10 @@ fn cluster_replies(victim: &str, work_key: &str) -> Vec<String> {
         format!("$KV.clusters.{victim}"),
         format!("$KV.works.{work_key}"),
         wire::spec_subject(victim),
+        wire::to_subject(victim, "spec"),
+        wire::to_subject(victim, "proxy"),
+        wire::to_subject(victim, "kubeapi"),
+        wire::to_subject(victim, "reply.0123456789abcdef"),
         "flotilla.broadcast".into(),
         wire::status_subject(victim, "lease", None),
     ]
@@ -198,6 +204,8 @@ async fn bootstrap_credentials_cannot_make_the_hub_write_to_a_reply_subject_they
         "$KV.clusters.victim".to_string(),
         "$JS.API.STREAM.PURGE.KV_works".to_string(),
         wire::spec_subject("victim"),
+        wire::to_subject("victim", "spec"),
+        wire::to_subject("victim", "reply.0123456789abcdef"),
     ] {
         for (subject, payload) in &requests {
             attacker
@@ -240,7 +248,10 @@ async fn proxy_frames_a_cluster_sends_with_a_reply_subject_are_dropped_unanswere
         Ok(s) => s,
         Err(e) => fleet.fail(&format!("reading the store before the attack: {e}")),
     };
-    let mut calls = match attacker.subscribe("flotilla.kubeapi.mallory").await {
+    let mut calls = match attacker
+        .subscribe(&wire::to_subject("mallory", "kubeapi"))
+        .await
+    {
         Ok(s) => s,
         Err(e) => fleet.fail(&e),
     };
@@ -347,4 +358,46 @@ async fn proxy_frames_a_cluster_sends_with_a_reply_subject_are_dropped_unanswere
         format!("something answered on the spoke's reply subject: {answered:?}")
     });
     check_untouched(&mut fleet, &before, "after the proxy frames").await;
+}
+
+on_every_server!(a_cluster_cannot_read_under_another_clusters_prefix);
+
+/// The one-subscription wire puts everything the hub sends a cluster — specs, proxied reads,
+/// cluster-proxy frames, the answers to its own requests — under `flotilla.to.<cluster>.`. A
+/// cluster's credentials may subscribe its own prefix only: the server refuses the victim's
+/// prefix, every prefix and every cluster's specs, and a work applied to the victim reaches none
+/// of the attacker's subscriptions.
+async fn a_cluster_cannot_read_under_another_clusters_prefix(server: Server) {
+    let mut fleet = Fleet::secure(server).await;
+    fleet_with_victim(&mut fleet).await;
+    fleet.accepted_agent("mallory").await;
+    let attacker = fleet.attacker_as("mallory").await;
+    let mut subs = Vec::new();
+    for filter in [
+        wire::to_all("victim"),
+        "flotilla.to.>".to_string(),
+        wire::to_subject("*", "spec"),
+        wire::to_subject("victim", "reply.*"),
+    ] {
+        match attacker.subscribe(&filter).await {
+            Ok(s) => subs.push((filter, s)),
+            Err(e) => fleet.fail(&e),
+        }
+    }
+    attacker.flush().await;
+    fleet.apply_work("victim", "second", "two").await;
+    for (filter, sub) in &mut subs {
+        let got =
+            tokio::time::timeout(Duration::from_millis(500), futures::StreamExt::next(sub)).await;
+        fleet.check(!matches!(got, Ok(Some(_))), || {
+            format!("mallory read under {filter}: {got:?}")
+        });
+    }
+    let events = attacker.events();
+    fleet.check(
+        events
+            .iter()
+            .any(|e| e.to_lowercase().contains("permission")),
+        || format!("the server reported no permission violation: {events:?}"),
+    );
 }

@@ -16,11 +16,21 @@
 //! exported by the agents' account on subjects whose cluster token the agent's permissions fix
 //! (the hub token after it is the hub's own choice, named in each call).
 //!
+//! **Two wires.** An agent of the prefix wire reads everything under `flotilla.to.C.` with one
+//! subscription: specs and cluster-proxy frames (`flotilla.to.*.spec`, `flotilla.to.*.kubeapi`,
+//! streams from the hub's account), proxied reads (`flotilla.to.*.proxy`, the agents'
+//! service), and the answers to its own requests on `flotilla.to.C.reply.<token>`, which cross
+//! back through the service imports as any reply does. During the compatibility window the
+//! previous wire's subjects stay crossed and allowed, so agents that predate the prefix keep
+//! working. A hub whose secure directory was written before the prefix pushes account JWTs with
+//! these crossings at its start (`crate::setup::SecureDir::load` takes the crossings of this
+//! version, not the ones in the files).
+//!
 //! | user (account) | publish | subscribe |
 //! |---|---|---|
 //! | bootstrap (agents; shared by a fleet that chooses it) | `flotilla.register.*` | `_INBOX_bootstrap.>` |
 //! | join credential for `C` (agents; one cluster, expiring, spent once used) | `flotilla.register.C` | `_INBOX_bootstrap.C.>` |
-//! | cluster `C` (agents) | its status subjects, `flotilla.register.C`, `flotilla.sync.C`, `flotilla.peers.C`, `flotilla.addoncreds.C`, `flotilla.kubeapiback.C.*`, replies to requests it received | `flotilla.spec.C`, `flotilla.proxy.C`, `flotilla.kubeapi.C`, `flotilla.broadcast`, `_INBOX.C.>` |
+//! | cluster `C` (agents) | its status subjects, `flotilla.register.C`, `flotilla.sync.C`, `flotilla.peers.C`, `flotilla.addoncreds.C`, `flotilla.kubeapiback.C.*`, replies to requests it received | `flotilla.to.C.>`; the previous wire: `flotilla.spec.C`, `flotilla.proxy.C`, `flotilla.kubeapi.C`, `flotilla.broadcast`, `_INBOX.C.>` |
 //! | add-on `A` on cluster `C` (agents) | `flotilla.addon.A.C.>` | `flotilla.addon.A.C.>`, `_INBOX.C.addon.A.>` |
 //! | hub (hub) | everything in the hub's account | everything in the hub's account |
 //!
@@ -35,8 +45,10 @@ use flotilla_bus::{addons, peersecrets, subjects};
 pub const AGENT_MAX_PAYLOAD: i64 = flotilla_bus::envelope::DEFAULT_MAX_EVENT_BYTES as i64;
 /// Largest registration request (claims, capacity, labels): far below an event's limit.
 pub const REGISTRATION_MAX_PAYLOAD: i64 = 64 * 1024;
-/// Subscriptions a cluster's agent may hold on one connection (it needs six: spec, proxy,
-/// cluster proxy, broadcast, its inbox wildcard, and one spare for reconnect overlap).
+/// Subscriptions a cluster's agent may hold on one connection: it needs one on the prefix wire
+/// (`flotilla.to.C.>`), four on the previous wire (spec, proxy, cluster proxy, its inbox
+/// wildcard), a bootstrap-less add-on's inbox when add-ons run in-process, and spares for
+/// reconnect overlap.
 pub const CLUSTER_MAX_SUBS: i64 = 32;
 /// Subscriptions of a registration-only connection (bootstrap, join) or an add-on agent.
 pub const SMALL_MAX_SUBS: i64 = 8;
@@ -78,16 +90,24 @@ fn hub_offers() -> Vec<Crossing> {
         stream("spec", subjects::SPEC_ALL),
         stream("broadcast", subjects::BROADCAST),
         stream("kubeapi", subjects::KUBEAPI_ALL),
+        stream("to-spec", subjects::TO_SPEC_ALL),
+        stream("to-kubeapi", subjects::TO_KUBEAPI_ALL),
     ]
 }
 
 /// What the agents' account offers the hub's: the proxy service (the hub asks, an agent
-/// answers) and the cluster proxy's frames back to the hub.
+/// answers; on both wires) and the cluster proxy's frames back to the hub.
 fn agents_offer() -> Vec<Crossing> {
     vec![
         Crossing {
             name: "proxy",
             subject: subjects::PROXY_ALL.to_string(),
+            kind: ExportKind::Service,
+            share: false,
+        },
+        Crossing {
+            name: "to-proxy",
+            subject: subjects::TO_PROXY_ALL.to_string(),
             kind: ExportKind::Service,
             share: false,
         },
@@ -187,6 +207,8 @@ pub fn cluster(cluster: &str) -> User {
         User::new(
             allow(publish),
             allow(vec![
+                subjects::to_all(cluster),
+                // The previous wire, for agents that predate the prefix.
                 subjects::spec(cluster),
                 subjects::proxy(cluster),
                 subjects::kubeapi(cluster),

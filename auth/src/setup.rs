@@ -172,10 +172,12 @@ pub struct SecureDir {
     pub agents: String,
     /// Signs the agents account's user JWTs (bootstrap, join, cluster and add-on credentials).
     pub agents_signing: KeyPair,
-    /// The hub account's JWT as `init` wrote it (limits, exports, imports): re-signed with the
-    /// current revocations whenever they change.
+    /// The hub account's JWT as `init` wrote it (limits, signing keys) with the exports and
+    /// imports of this version ([`crate::permissions`]): re-signed with the current
+    /// revocations whenever they change, and pushed by the hub at its start, so a directory
+    /// written by an older version gets the subjects a newer one crosses.
     pub account_jwt: Claims<Account>,
-    /// The agents account's JWT as `init` wrote it.
+    /// The agents account's JWT, likewise.
     pub agents_jwt: Claims<Account>,
     /// The hub's credentials file.
     pub hub_creds: PathBuf,
@@ -375,8 +377,14 @@ impl SecureDir {
         let agents = seed("agents.nk")?.public_key();
         let agents_signing = seed("agents-signing.nk")?;
         let operator = read_operator(dir, &operator_signing)?;
-        let account_jwt = check_account(dir, "account.jwt", &operator, &account, &account_signing)?;
-        let agents_jwt = check_account(dir, "agents.jwt", &operator, &agents, &agents_signing)?;
+        let mut account_jwt =
+            check_account(dir, "account.jwt", &operator, &account, &account_signing)?;
+        let mut agents_jwt = check_account(dir, "agents.jwt", &operator, &agents, &agents_signing)?;
+        // The crossings of this version, whatever version wrote the files.
+        account_jwt.nats.exports = permissions::hub_exports();
+        account_jwt.nats.imports = permissions::hub_imports(&agents);
+        agents_jwt.nats.exports = permissions::agents_exports();
+        agents_jwt.nats.imports = permissions::agents_imports(&account);
         let files = |name: &str| {
             let path = dir.join(name);
             if path.exists() {

@@ -244,6 +244,7 @@ fn cluster_credentials_are_scoped_signed_and_expire() {
     assert_eq!(
         user.nats.subscribe.allow,
         vec![
+            subjects::to_all("edge-a"),
             subjects::spec("edge-a"),
             subjects::proxy("edge-a"),
             subjects::kubeapi("edge-a"),
@@ -594,4 +595,60 @@ fn revocations_stop_at_what_one_account_jwt_can_carry() {
         .unwrap_err();
     assert!(matches!(err, IssueError::TooMany(_)), "{err}");
     assert!(!issuer.is_revoked(&one_more));
+}
+
+/// A directory written before the one-subscription wire: its account JWTs lack the prefix's
+/// crossings. Loaded by this version, the accounts the hub signs and pushes carry them.
+#[test]
+fn accounts_of_a_directory_written_before_the_prefix_are_pushed_with_its_crossings() {
+    let (_d, secure) = init();
+    let crossings = [
+        subjects::TO_SPEC_ALL,
+        subjects::TO_KUBEAPI_ALL,
+        subjects::TO_PROXY_ALL,
+    ];
+    for (file, claims) in [
+        ("account.jwt", account_of(&secure)),
+        ("agents.jwt", agents_of(&secure)),
+    ] {
+        let mut older = claims;
+        older
+            .nats
+            .exports
+            .retain(|e| !e.subject.starts_with("flotilla.to."));
+        older
+            .nats
+            .imports
+            .retain(|i| !i.subject.starts_with("flotilla.to."));
+        let jwt = older.encode(&secure.operator_signing).unwrap();
+        std::fs::write(secure.dir.join(file), jwt).unwrap();
+    }
+    let files = [account_of(&secure), agents_of(&secure)];
+    for c in &files {
+        let prefixed = |s: &str| s.starts_with("flotilla.to.");
+        assert!(
+            !c.nats.exports.iter().any(|e| prefixed(&e.subject))
+                && !c.nats.imports.iter().any(|i| prefixed(&i.subject)),
+            "the files lack the crossings"
+        );
+    }
+    let loaded = SecureDir::load(&secure.dir).unwrap();
+    let issuer = Issuer::new(&loaded, Duration::from_secs(3600)).unwrap();
+    let operator =
+        Claims::<Operator>::decode_operator(&read(&secure.dir.join("operator.jwt"))).unwrap();
+    let pushed: Vec<Claims<Account>> = issuer
+        .account_jwts(NOW)
+        .unwrap()
+        .iter()
+        .map(|j| Claims::<Account>::decode_account(&j.jwt, &operator).unwrap())
+        .collect();
+    for subject in crossings {
+        let exported = pushed
+            .iter()
+            .any(|a| a.nats.exports.iter().any(|e| e.subject == subject));
+        let imported = pushed
+            .iter()
+            .any(|a| a.nats.imports.iter().any(|i| i.subject == subject));
+        assert!(exported && imported, "{subject} crosses after the push");
+    }
 }

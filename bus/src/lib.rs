@@ -13,8 +13,10 @@
 //! - [`election`]: which JetStream failures a leader election explains (no stream leader, no
 //!   responders, timeouts, "not leader"), so callers try again only those (pure).
 //! - [`ids`]: resource ids (UUIDv5) and status hashes.
-//! - [`reply`]: the only subjects the hub answers a spoke's request on (inboxes), and the one
-//!   way it answers.
+//! - [`reply`]: the only subjects the hub answers a spoke's request on (inboxes, the asking
+//!   cluster's own reply subject), and the one way it answers.
+//! - [`spoke`]: an agent's one subscription (`flotilla.to.<cluster>.>`) and its demux — specs,
+//!   proxied reads and cluster-proxy frames to their consumers, answers to the agent's calls.
 //! - [`process`]: signal handling, RSS and the `/metrics` endpoint for the binaries.
 //! - [`trace`]: logging and OpenTelemetry traces (OTLP), `traceparent` across events.
 //! - [`peersecrets`]: MirrorPeer secret exchange — the peer request/reply, the poke, and the
@@ -43,6 +45,7 @@ pub mod publish;
 pub mod reply;
 pub mod scores;
 pub mod serviceaccounts;
+pub mod spoke;
 pub mod subjects;
 pub mod trace;
 pub mod tunnel;

@@ -118,12 +118,17 @@ pub enum SendError {
 /// Sends events over one NATS connection: core publishes, JetStream publishes waiting for the
 /// acknowledgement, and requests waiting for a typed answer, each bounded by `timeout`.
 /// Cheap to clone.
+///
+/// An agent of the prefix wire makes its publishers [`with_spoke`](Self::with_spoke): answers
+/// and acknowledgements then come back through its one subscription ([`crate::spoke`]) instead
+/// of async-nats' muxed inbox.
 #[derive(Clone, Debug)]
 pub struct Publisher {
     client: async_nats::Client,
     js: jetstream::Context,
     max_event_bytes: usize,
     timeout: Duration,
+    spoke: Option<crate::spoke::Spoke>,
 }
 
 impl Publisher {
@@ -154,7 +159,19 @@ impl Publisher {
             js,
             max_event_bytes,
             timeout,
+            spoke: None,
         }
+    }
+
+    /// The same publisher, its requests' answers and its JetStream acknowledgements read
+    /// through `spoke` (an agent of the prefix wire; `None`: through async-nats' inbox).
+    pub fn with_spoke(self, spoke: Option<crate::spoke::Spoke>) -> Self {
+        Self { spoke, ..self }
+    }
+
+    /// The spoke its answers come through, if any.
+    pub fn spoke(&self) -> Option<&crate::spoke::Spoke> {
+        self.spoke.as_ref()
     }
 
     /// The same publisher with another timeout (requests and publishes often differ).
@@ -223,6 +240,29 @@ impl Publisher {
         event: &Event,
     ) -> Result<PublishAck, PublishError> {
         let bytes = self.encode(&subject, event)?;
+        if let Some(spoke) = &self.spoke {
+            let asked = spoke.request(subject.clone(), headers(event), bytes, self.timeout);
+            let limit = self.timeout + Duration::from_millis(100);
+            return match tokio::time::timeout(limit, asked).await {
+                Ok(Ok(answer)) => acknowledgement(subject, &answer),
+                Ok(Err(e)) if e.kind() == async_nats::RequestErrorKind::NoResponders => {
+                    // As async-nats reads it: no stream listens on the subject.
+                    Err(PublishError::Ack {
+                        subject,
+                        source: jetstream::context::PublishError::new(
+                            jetstream::context::PublishErrorKind::StreamNotFound,
+                        ),
+                    })
+                }
+                Ok(Err(e)) if e.kind() != async_nats::RequestErrorKind::TimedOut => {
+                    Err(PublishError::Publish {
+                        subject,
+                        source: e.into(),
+                    })
+                }
+                Ok(Err(_)) | Err(_) => Err(self.timed_out(subject)),
+            };
+        }
         let attempt = async {
             let ack: PublishAckFuture = self
                 .js
@@ -253,12 +293,23 @@ impl Publisher {
         message: &'static str,
     ) -> Result<T, PublishError> {
         let bytes = self.encode(&subject, event)?;
-        let request = async_nats::Request::new()
-            .payload(bytes)
-            .headers(headers(event))
-            .timeout(Some(self.timeout));
         // The client bounds the answer; this bounds a client too busy to send.
-        let sent = self.client.send_request(subject.clone(), request);
+        let sent = async {
+            match &self.spoke {
+                Some(spoke) => {
+                    spoke
+                        .request(subject.clone(), headers(event), bytes, self.timeout)
+                        .await
+                }
+                None => {
+                    let request = async_nats::Request::new()
+                        .payload(bytes)
+                        .headers(headers(event))
+                        .timeout(Some(self.timeout));
+                    self.client.send_request(subject.clone(), request).await
+                }
+            }
+        };
         let reply =
             match tokio::time::timeout(self.timeout + Duration::from_millis(100), sent).await {
                 Ok(Ok(reply)) => reply,
@@ -283,5 +334,34 @@ impl Publisher {
             subject,
             timeout: self.timeout,
         }
+    }
+}
+
+/// Reads JetStream's answer to a publish as async-nats does: an acknowledgement, or the
+/// stream's refusal with its kind (wrong expected sequence or message id, other).
+fn acknowledgement(
+    subject: String,
+    answer: &async_nats::Message,
+) -> Result<PublishAck, PublishError> {
+    use jetstream::context::{PublishError as JsError, PublishErrorKind as Kind};
+    use jetstream::response::Response;
+    let refused = |source: JsError| PublishError::Ack {
+        subject: subject.clone(),
+        source,
+    };
+    match serde_json::from_slice::<Response<PublishAck>>(&answer.payload) {
+        Ok(Response::Ok(ack)) => Ok(ack),
+        Ok(Response::Err { error }) => {
+            let code = error.error_code();
+            let kind = if code == jetstream::ErrorCode::STREAM_WRONG_LAST_MESSAGE_ID {
+                Kind::WrongLastMessageId
+            } else if code == jetstream::ErrorCode::STREAM_WRONG_LAST_SEQUENCE {
+                Kind::WrongLastSequence
+            } else {
+                Kind::Other
+            };
+            Err(refused(JsError::with_source(kind, error)))
+        }
+        Err(e) => Err(refused(JsError::with_source(Kind::Other, e))),
     }
 }

@@ -5,9 +5,11 @@
 //! API subject, another cluster's spec subject. The hub answers only through a [`ReplyTo`],
 //! which can be made only from an inbox-shaped subject: a server-made reply (`_R_.…`: in secure
 //! mode every request reaches the hub through a service import, whose replies the server
-//! remaps), or a client inbox (`_INBOX.…`, `_INBOX_bootstrap.…`, the prefixes agents use in
-//! plain mode). The hub's own inbox prefix is [`HUB_INBOX_PREFIX`], so no spoke can make the
-//! hub answer into the hub's own pending requests.
+//! remaps), or a client inbox (`_INBOX.…`, `_INBOX_bootstrap.…`, the prefixes agents of the
+//! previous wire use in plain mode), or — an agent of the prefix wire — the reply subject of the
+//! cluster that asked, `flotilla.to.<that cluster>.reply.<token>`: never that cluster's spec,
+//! proxy or cluster-proxy subject, never another cluster's prefix. The hub's own inbox prefix is
+//! [`HUB_INBOX_PREFIX`], so no spoke can make the hub answer into the hub's own pending requests.
 
 use thiserror::Error;
 
@@ -27,15 +29,23 @@ pub struct ReplyTo(async_nats::Subject);
 pub struct BadReply(pub String);
 
 impl ReplyTo {
-    /// The reply subject of a request, checked: `Ok(None)` when the request wants no answer.
-    pub fn check(reply: Option<&async_nats::Subject>) -> Result<Option<Self>, BadReply> {
+    /// The reply subject of a request `cluster` made (the cluster its subject names), checked:
+    /// `Ok(None)` when the request wants no answer.
+    pub fn check(
+        reply: Option<&async_nats::Subject>,
+        cluster: &str,
+    ) -> Result<Option<Self>, BadReply> {
         let Some(reply) = reply else { return Ok(None) };
         let s = reply.as_str();
         let inbox = ANSWERABLE
             .iter()
             .any(|p| s.len() > p.len() && s.starts_with(p));
+        let own_reply = matches!(
+            crate::subjects::Inbound::parse(s, cluster),
+            Ok(crate::subjects::Inbound::Reply(_))
+        );
         let plain = !s.contains(['*', '>', ' ', '\t', '\r', '\n']) && !s.contains("..");
-        if inbox && plain {
+        if (inbox || own_reply) && plain {
             Ok(Some(Self(reply.clone())))
         } else {
             Err(BadReply(s.chars().take(200).collect()))
@@ -65,7 +75,7 @@ mod tests {
     use super::*;
 
     fn check(s: &str) -> Result<Option<ReplyTo>, BadReply> {
-        ReplyTo::check(Some(&async_nats::Subject::from(s)))
+        ReplyTo::check(Some(&async_nats::Subject::from(s)), "edge-1")
     }
 
     #[test]
@@ -92,6 +102,29 @@ mod tests {
         ] {
             assert!(check(bad).is_err(), "{bad}");
         }
-        assert_eq!(ReplyTo::check(None), Ok(None));
+        assert_eq!(ReplyTo::check(None, "edge-1"), Ok(None));
+    }
+
+    #[test]
+    fn a_prefix_reply_is_answered_only_for_the_cluster_that_asked() {
+        assert!(check("flotilla.to.edge-1.reply.ab12").unwrap().is_some());
+        for bad in [
+            "flotilla.to.edge-2.reply.ab12",
+            "flotilla.to.edge-1.spec",
+            "flotilla.to.edge-1.proxy",
+            "flotilla.to.edge-1.kubeapi",
+            "flotilla.to.edge-1.reply",
+            "flotilla.to.edge-1.reply.",
+            "flotilla.to.edge-1.reply.a.b",
+            "flotilla.to.edge-1.reply.*",
+            "flotilla.to.edge-1.reply.>",
+            "flotilla.to.edge-1.>",
+            "flotilla.to.edge-11.reply.ab12",
+        ] {
+            assert!(check(bad).is_err(), "{bad}");
+        }
+        let other = async_nats::Subject::from("flotilla.to.edge-1.reply.ab12");
+        assert!(ReplyTo::check(Some(&other), "edge-2").is_err());
+        assert!(ReplyTo::check(Some(&other), "").is_err());
     }
 }

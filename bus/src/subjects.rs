@@ -11,8 +11,19 @@
 //! | `flotilla.proxy.<cluster>` | hub → agent, request/reply |
 //! | `flotilla.kubeapi.<cluster>` | hub → agent, cluster proxy frames ([`crate::tunnel`]) |
 //! | `flotilla.kubeapiback.<cluster>.<hub token>` | agent → hub, cluster proxy frames |
-//! | `flotilla.broadcast` | hub → all agents |
+//! | `flotilla.to.<cluster>.spec` | hub → agent, core NATS (the prefix wire, [`Wire::Prefix`]) |
+//! | `flotilla.to.<cluster>.proxy` | hub → agent, request/reply (the prefix wire) |
+//! | `flotilla.to.<cluster>.kubeapi` | hub → agent, cluster proxy frames (the prefix wire) |
+//! | `flotilla.to.<cluster>.reply.<token>` | answers to the agent's own requests and acknowledgements of its status publishes (the prefix wire) |
 //! | `flotilla.hub.shard.<shard>.cluster` | hub → the hub holding the shard, request/reply |
+//!
+//! **Two wires.** An agent of the prefix wire holds one subscription, `flotilla.to.<cluster>.>`
+//! ([`to_all`]), and reads every hub → agent subject under it ([`Inbound::parse`]); an agent of
+//! the previous wire subscribes `flotilla.spec.<cluster>`, `flotilla.proxy.<cluster>`,
+//! `flotilla.kubeapi.<cluster>` and its inbox `_INBOX.<cluster>.…`. The agent says which in its
+//! registration request and the hub picks each cluster's subjects by it ([`Wire`]). Agent → hub
+//! subjects are the same on both (publishing costs no subscription). `flotilla.broadcast` is
+//! reserved: nothing publishes or subscribes to it.
 
 use thiserror::Error;
 
@@ -34,6 +45,14 @@ pub const KUBEAPI_ALL: &str = "flotilla.kubeapi.*";
 pub const KUBEAPI_BACK_ALL: &str = "flotilla.kubeapiback.*.*";
 /// Broadcast subject.
 pub const BROADCAST: &str = "flotilla.broadcast";
+/// Root of every hub → agent subject of the prefix wire.
+pub const TO_ROOT: &str = "flotilla.to";
+/// Every cluster's specs on the prefix wire.
+pub const TO_SPEC_ALL: &str = "flotilla.to.*.spec";
+/// Every cluster's proxy requests on the prefix wire.
+pub const TO_PROXY_ALL: &str = "flotilla.to.*.proxy";
+/// Every cluster's cluster-proxy frames, hub → agent, on the prefix wire.
+pub const TO_KUBEAPI_ALL: &str = "flotilla.to.*.kubeapi";
 
 /// Status kind of lease renewals.
 pub const KIND_LEASE: &str = "lease";
@@ -144,6 +163,134 @@ pub fn bootstrap_inbox_prefix(cluster: &str) -> String {
 
 /// The root of every bootstrap inbox.
 pub const BOOTSTRAP_INBOX: &str = "_INBOX_bootstrap";
+
+/// The prefix every hub → agent subject of `cluster` has on the prefix wire.
+pub fn to_prefix(cluster: &str) -> String {
+    format!("{TO_ROOT}.{cluster}")
+}
+
+/// The one subscription of a prefix-wire agent: everything sent to `cluster`.
+pub fn to_all(cluster: &str) -> String {
+    format!("{TO_ROOT}.{cluster}.>")
+}
+
+/// Spec subject of a cluster on the prefix wire.
+pub fn to_spec(cluster: &str) -> String {
+    format!("{TO_ROOT}.{cluster}.spec")
+}
+
+/// Proxy (read-only query) subject of a cluster on the prefix wire.
+pub fn to_proxy(cluster: &str) -> String {
+    format!("{TO_ROOT}.{cluster}.proxy")
+}
+
+/// Cluster-proxy frames hub → agent of a cluster on the prefix wire.
+pub fn to_kubeapi(cluster: &str) -> String {
+    format!("{TO_ROOT}.{cluster}.kubeapi")
+}
+
+/// Where the answer to one of `cluster`'s own requests goes on the prefix wire (`token` names
+/// the call: one token, see [`valid_reply_token`]).
+pub fn to_reply(cluster: &str, token: &str) -> String {
+    format!("{TO_ROOT}.{cluster}.reply.{token}")
+}
+
+/// Whether `token` can name a call in [`to_reply`]: 1 to 64 ASCII letters and digits.
+pub fn valid_reply_token(token: &str) -> bool {
+    valid_hub_token(token)
+}
+
+/// Which subjects a cluster's agent listens on: the hub sends each cluster's specs, proxied
+/// reads and cluster-proxy frames on the subjects of its agent's wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Wire {
+    /// `flotilla.spec.<c>`, `flotilla.proxy.<c>`, `flotilla.kubeapi.<c>`: agents that predate
+    /// the prefix (and any cluster whose agent never said otherwise).
+    #[default]
+    Previous,
+    /// Everything under `flotilla.to.<c>.` (one subscription per agent).
+    Prefix,
+}
+
+impl Wire {
+    /// The wire an agent announces in its registration request
+    /// (`RegistrationRequest.listens_under_prefix`).
+    pub fn announced(listens_under_prefix: bool) -> Self {
+        if listens_under_prefix {
+            Self::Prefix
+        } else {
+            Self::Previous
+        }
+    }
+
+    /// `cluster`'s spec subject on this wire.
+    pub fn spec(self, cluster: &str) -> String {
+        match self {
+            Self::Previous => spec(cluster),
+            Self::Prefix => to_spec(cluster),
+        }
+    }
+
+    /// `cluster`'s proxy subject on this wire.
+    pub fn proxy(self, cluster: &str) -> String {
+        match self {
+            Self::Previous => proxy(cluster),
+            Self::Prefix => to_proxy(cluster),
+        }
+    }
+
+    /// `cluster`'s cluster-proxy subject (hub → agent) on this wire.
+    pub fn kubeapi(self, cluster: &str) -> String {
+        match self {
+            Self::Previous => kubeapi(cluster),
+            Self::Prefix => to_kubeapi(cluster),
+        }
+    }
+}
+
+/// What a message under `flotilla.to.<cluster>.` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inbound<'a> {
+    /// A spec event.
+    Spec,
+    /// A proxied read (a request: answer on its reply subject).
+    Proxy,
+    /// A cluster-proxy frame.
+    Kubeapi,
+    /// The answer to the call named by this token.
+    Reply(&'a str),
+}
+
+impl<'a> Inbound<'a> {
+    /// What `subject` is for `cluster`: only `flotilla.to.<cluster>.{spec,proxy,kubeapi}` and
+    /// `flotilla.to.<cluster>.reply.<token>` (one valid token) are; anything else — another
+    /// cluster's prefix, more or fewer tokens, an unknown kind — is an error (pure).
+    pub fn parse(subject: &'a str, cluster: &str) -> Result<Self, SubjectError> {
+        let err = |reason| SubjectError {
+            subject: subject.chars().take(200).collect(),
+            reason,
+        };
+        let rest = subject
+            .strip_prefix(TO_ROOT)
+            .and_then(|r| r.strip_prefix('.'))
+            .ok_or_else(|| err("not under flotilla.to"))?;
+        let rest = rest
+            .strip_prefix(cluster)
+            .and_then(|r| r.strip_prefix('.'))
+            .filter(|_| !cluster.is_empty())
+            .ok_or_else(|| err("not under this cluster's prefix"))?;
+        match rest {
+            "spec" => Ok(Self::Spec),
+            "proxy" => Ok(Self::Proxy),
+            "kubeapi" => Ok(Self::Kubeapi),
+            _ => match rest.strip_prefix("reply.") {
+                Some(token) if valid_reply_token(token) => Ok(Self::Reply(token)),
+                Some(_) => Err(err("not a valid reply token")),
+                None => Err(err("not a subject of the prefix wire")),
+            },
+        }
+    }
+}
 
 /// Every subject carrying a cluster's statuses, registrations or resyncs (for permissions).
 pub fn agent_publish(cluster: &str) -> [String; 3] {
@@ -256,6 +403,51 @@ mod tests {
         );
         assert_eq!(cluster_token("flotilla.register.c1.x", "register"), None);
         assert_eq!(cluster_token("flotilla.spec.c1", "register"), None);
+    }
+
+    #[test]
+    fn the_prefix_wire_parses_only_this_clusters_subjects() {
+        assert_eq!(Inbound::parse(&to_spec("c1"), "c1"), Ok(Inbound::Spec));
+        assert_eq!(Inbound::parse(&to_proxy("c1"), "c1"), Ok(Inbound::Proxy));
+        assert_eq!(
+            Inbound::parse(&to_kubeapi("c1"), "c1"),
+            Ok(Inbound::Kubeapi)
+        );
+        assert_eq!(
+            Inbound::parse(&to_reply("c1", "ab12"), "c1"),
+            Ok(Inbound::Reply("ab12"))
+        );
+        for bad in [
+            "flotilla.to.c2.spec",
+            "flotilla.to.c1",
+            "flotilla.to.c1.",
+            "flotilla.to.c1x.spec",
+            "flotilla.to.c1.spec.x",
+            "flotilla.to.c1.status",
+            "flotilla.to.c1.reply",
+            "flotilla.to.c1.reply.",
+            "flotilla.to.c1.reply.a.b",
+            "flotilla.to.c1.reply.*",
+            "flotilla.spec.c1",
+            "flotilla.toc1.spec",
+            "_INBOX.c1.x",
+            "",
+        ] {
+            assert!(Inbound::parse(bad, "c1").is_err(), "{bad}");
+        }
+        assert!(Inbound::parse("flotilla.to..spec", "").is_err());
+        assert!(to_all("c1").starts_with(&to_prefix("c1")));
+    }
+
+    #[test]
+    fn each_wire_names_its_own_subjects() {
+        assert_eq!(Wire::default(), Wire::Previous);
+        assert_eq!(Wire::announced(false).spec("c1"), "flotilla.spec.c1");
+        assert_eq!(Wire::announced(true).spec("c1"), "flotilla.to.c1.spec");
+        assert_eq!(Wire::Previous.proxy("c1"), "flotilla.proxy.c1");
+        assert_eq!(Wire::Prefix.proxy("c1"), "flotilla.to.c1.proxy");
+        assert_eq!(Wire::Previous.kubeapi("c1"), "flotilla.kubeapi.c1");
+        assert_eq!(Wire::Prefix.kubeapi("c1"), "flotilla.to.c1.kubeapi");
     }
 
     #[test]

@@ -28,6 +28,8 @@
 //! - [`mailbox`]: a bounded mailbox that holds no buffer while empty (one per cluster actor).
 //! - [`security`]: secure mode — cluster credentials with registration replies, join
 //!   credentials, revocations.
+//! - [`wire`]: which subjects each cluster's agent listens on (the previous wire or one
+//!   prefix), from its stored record, for every hub → agent publish.
 //!
 //! Controllers:
 //! - [`controller`]: a controller family's shape ([`controller::Family`]), what it starts from
@@ -72,3 +74,4 @@ pub mod store;
 pub mod tasks;
 pub mod units;
 pub mod views;
+pub mod wire;

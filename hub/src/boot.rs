@@ -742,10 +742,15 @@ pub(crate) async fn serve_cluster_proxy(
     };
     let mut tunnel_config = config.cluster_proxy.tunnel.clone();
     tunnel_config.max_event_bytes = config.cluster.max_event_bytes;
-    let (tunnels, dispatcher) =
-        tunnel::Tunnels::start(nats, tunnel_config, proxy_metrics.clone(), shutdown.clone())
-            .await
-            .map_err(HubError::ClusterProxy)?;
+    let (tunnels, dispatcher) = tunnel::Tunnels::start(
+        nats,
+        inventory.clone(),
+        tunnel_config,
+        proxy_metrics.clone(),
+        shutdown.clone(),
+    )
+    .await
+    .map_err(HubError::ClusterProxy)?;
     tasks.push(dispatcher);
     let hosts = match (&config.api.tokens, listener.local_addr()) {
         (None, Ok(listen)) => {

@@ -656,7 +656,7 @@ async fn an_agent_whose_client_dropped_messages_resyncs_at_once() {
     for _ in 0..50_000 {
         client
             .publish(
-                flotilla_bus::subjects::spec("slow-1"),
+                flotilla_bus::subjects::to_spec("slow-1"),
                 bytes::Bytes::from_static(b"noise"),
             )
             .await

@@ -22,7 +22,8 @@ struct Secure {
     nats: NatsServer,
 }
 
-fn secure_nats() -> Secure {
+/// A secure directory for a server on a free port (not started), and the port.
+fn secure_dir() -> (tempfile::TempDir, SecureDir, u16) {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let secure = SecureDir::init(
@@ -33,6 +34,11 @@ fn secure_nats() -> Secure {
         },
     )
     .unwrap();
+    (dir, secure, port)
+}
+
+fn secure_nats() -> Secure {
+    let (dir, secure, port) = secure_dir();
     let nats = NatsServer::start_from_config(secure.server_conf.clone(), port);
     Secure {
         _dir: dir,
@@ -865,5 +871,106 @@ async fn an_import_policy_never_readmits_a_revoked_agent_key() {
         "a revoked key is never readmitted by a policy"
     );
     agent.stop().await;
+    hub.stop().await;
+}
+
+/// The compatibility window in secure mode: an agent of the previous wire and one of the prefix
+/// wire (`flotilla.to.<c>.>`), each over the credentials the hub issued it, get their works and
+/// answer proxied reads (the proxy crosses as a service of the agents' account on both wires).
+#[tokio::test]
+async fn agents_of_both_wires_work_over_their_own_credentials() {
+    let s = secure_nats();
+    let hub = start_hub(secure_hub_config(&s, Duration::from_secs(3600))).await;
+    both_wires_get_works_and_answer_proxied_reads(&s, &hub, ["old-s", "new-s"]).await;
+    hub.stop().await;
+}
+
+/// Starts an agent of the previous wire named `names[0]` and one of the prefix wire named
+/// `names[1]` on `s`, accepts them, and checks that each applies a work and answers a proxied
+/// read.
+async fn both_wires_get_works_and_answer_proxied_reads(
+    s: &Secure,
+    hub: &flotilla_hub::Hub,
+    names: [&str; 2],
+) {
+    let mut api = clusters_client(hub).await;
+    let states = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let mut previous = secure_agent(s, names[0], states[0].path());
+    previous.legacy_wire = true;
+    let agents = [
+        start_agent(previous),
+        start_agent(secure_agent(s, names[1], states[1].path())),
+    ];
+    for name in names {
+        wait_cluster(&mut api, name, "registered", |_| true).await;
+        accept(&mut api, name).await;
+    }
+    let mut works = works_client(hub).await;
+    for (name, prefix) in names.into_iter().zip([false, true]) {
+        let c = wait_available(&mut api, name).await;
+        assert_eq!(c.hub.unwrap().agent_listens_under_prefix, prefix, "{name}");
+        works
+            .apply_work(common::work::config_map_work(name, "cm"))
+            .await
+            .unwrap();
+    }
+    for name in names {
+        wait_work(&mut works, name, "cm", "applied", |w| {
+            common::work::converged_at(w, 1)
+        })
+        .await;
+        let read = common::work::proxy(&mut works, name, "configmaps", "cm")
+            .await
+            .unwrap();
+        assert_eq!(read.len(), 1, "{name}: {read:?}");
+    }
+    for agent in agents {
+        agent.stop().await;
+    }
+}
+
+/// A secure directory written before the prefix wire has account JWTs without its crossings
+/// (`flotilla.to.*.spec`, `…kubeapi` from the hub's account, `…proxy` from the agents'). The
+/// new hub pushes its accounts with them at start, so a new agent on that directory gets its
+/// works and answers proxied reads, and an old one still does too.
+#[tokio::test]
+async fn a_secure_directory_written_before_the_prefix_gets_its_crossings_from_the_new_hub() {
+    use flotilla_auth::jwt::{Account, Claims};
+    let (dir, written, port) = secure_dir();
+    // As an older `flotilla-hub init` wrote them: the same accounts, without the crossings.
+    let older = |claims: &Claims<Account>| {
+        let mut c = claims.clone();
+        c.iat -= 60;
+        c.nats
+            .exports
+            .retain(|e| !e.subject.starts_with("flotilla.to."));
+        c.nats
+            .imports
+            .retain(|i| !i.subject.starts_with("flotilla.to."));
+        c.encode(&written.operator_signing).unwrap()
+    };
+    let mut conf = std::fs::read_to_string(&written.server_conf).unwrap();
+    for (file, claims) in [
+        ("account.jwt", &written.account_jwt),
+        ("agents.jwt", &written.agents_jwt),
+    ] {
+        let path = written.dir.join(file);
+        let current = std::fs::read_to_string(&path).unwrap().trim().to_string();
+        assert!(
+            current.len() > 100 && conf.contains(&current),
+            "{file} preloaded"
+        );
+        let old = older(claims);
+        conf = conf.replace(&current, &old);
+        std::fs::write(&path, old).unwrap();
+    }
+    std::fs::write(&written.server_conf, conf).unwrap();
+    let s = Secure {
+        secure: SecureDir::load(&written.dir).unwrap(),
+        nats: NatsServer::start_from_config(written.server_conf.clone(), port),
+        _dir: dir,
+    };
+    let hub = start_hub(secure_hub_config(&s, Duration::from_secs(3600))).await;
+    both_wires_get_works_and_answer_proxied_reads(&s, &hub, ["old-d", "new-d"]).await;
     hub.stop().await;
 }

@@ -78,6 +78,10 @@ pub struct FleetConfig {
     /// Serve the hub's cluster-proxy calls from each simulated cluster
     /// ([`AgentConfig::cluster_proxy`]); on by default.
     pub cluster_proxy: bool,
+    /// Play agents that predate the one-subscription wire ([`AgentConfig::legacy_wire`]):
+    /// three or four subscriptions each, against a hub of the compatibility window. Off by
+    /// default (one subscription per agent).
+    pub legacy_wire: bool,
     /// The longest ServiceAccount token a simulated cluster issues (a cloud's cap on token
     /// lifetimes, [`SimConfig::token_max_lifetime`]); `None`: what is asked.
     pub token_max_lifetime: Option<Duration>,
@@ -105,6 +109,7 @@ impl FleetConfig {
             share_connections: 0,
             simulate_addons: true,
             cluster_proxy: true,
+            legacy_wire: false,
             token_max_lifetime: None,
         }
     }
@@ -164,6 +169,7 @@ pub fn cluster(config: &FleetConfig, i: usize) -> (AgentConfig, SimBackend) {
     agent.metrics = config.metrics.clone();
     agent.simulate_addons = config.simulate_addons;
     agent.cluster_proxy = config.cluster_proxy;
+    agent.legacy_wire = config.legacy_wire;
     // Simulated agents share one process: keep per-connection buffers small.
     agent.nats.client_capacity = 64;
     agent.nats.subscription_capacity = 256;

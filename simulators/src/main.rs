@@ -67,10 +67,15 @@ struct Args {
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     simulate_addons: bool,
     /// Answer the hub's cluster-proxy calls (kubectl through `flotilla-hub
-    /// --cluster-proxy-listen`) from each simulated cluster; off saves one subscription per
-    /// agent in very large fleets.
+    /// --cluster-proxy-listen`) from each simulated cluster; off saves a channel per agent (a
+    /// subscription with --legacy-wire) in very large fleets.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     cluster_proxy: bool,
+    /// Play agents of the previous wire (flotilla.spec.<c>, flotilla.proxy.<c>,
+    /// flotilla.kubeapi.<c> and an inbox: three or four subscriptions each) instead of one
+    /// subscription under flotilla.to.<c>. — to test a hub's compatibility window.
+    #[arg(long, env = "FLOTILLA_SIM_LEGACY_WIRE")]
+    legacy_wire: bool,
     /// The longest ServiceAccount token a simulated cluster issues, in seconds (models a
     /// cloud's cap on token lifetimes; default: the validity asked).
     #[arg(long)]
@@ -94,6 +99,7 @@ async fn main() -> anyhow::Result<()> {
     config.share_connections = args.share_connections as usize;
     config.simulate_addons = args.simulate_addons;
     config.cluster_proxy = args.cluster_proxy;
+    config.legacy_wire = args.legacy_wire;
     config.token_max_lifetime = args.token_max_seconds.map(Duration::from_secs);
     config.name_prefix = args.name_prefix;
     config.first_index = args.first_index;

@@ -234,6 +234,8 @@ pub struct SecretKeeper {
     backend: Arc<dyn Backend>,
     store: Arc<LocalStore>,
     client: async_nats::Client,
+    /// Where the hub's answers come back (prefix wire).
+    spoke: Option<flotilla_bus::spoke::Spoke>,
     keys: Arc<AddOnKeys>,
     request_timeout: Duration,
     max_event_bytes: usize,
@@ -267,6 +269,7 @@ impl SecretKeeper {
             backend,
             store,
             client,
+            spoke: None,
             keys,
             request_timeout: Duration::from_secs(5),
             max_event_bytes: flotilla_bus::envelope::DEFAULT_MAX_EVENT_BYTES,
@@ -274,6 +277,12 @@ impl SecretKeeper {
             entries: BTreeMap::new(),
             leaving: BTreeMap::new(),
         }
+    }
+
+    /// Reads the hub's answers through `spoke` (the agent's one subscription, prefix wire).
+    pub fn with_spoke(mut self, spoke: Option<flotilla_bus::spoke::Spoke>) -> Self {
+        self.spoke = spoke;
+        self
     }
 
     /// How long a credentials request waits for the hub.
@@ -371,7 +380,7 @@ impl SecretKeeper {
                 continue;
             }
             match issue(
-                &self.client,
+                (&self.client, self.spoke.as_ref()),
                 &self.cluster_name,
                 &self.keys,
                 &*self.backend,
@@ -404,7 +413,7 @@ impl SecretKeeper {
 
 /// Asks for `w`'s credentials and applies its Secret; returns when to renew them.
 async fn issue(
-    client: &async_nats::Client,
+    (client, spoke): (&async_nats::Client, Option<&flotilla_bus::spoke::Spoke>),
     cluster: &str,
     keys: &AddOnKeys,
     backend: &dyn Backend,
@@ -420,7 +429,8 @@ async fn issue(
         public_key: creds.public_key().to_string(),
     };
     let resp =
-        super::request_credentials(client, cluster, &request, timeout, max_event_bytes).await?;
+        super::request_credentials(client, spoke, cluster, &request, timeout, max_event_bytes)
+            .await?;
     let expires = creds
         .adopt(&resp.user_jwt)?
         .or(resp.expires.map(|t| t.seconds));

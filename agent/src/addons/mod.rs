@@ -248,11 +248,13 @@ impl Authenticator for AddOnCredentials {
     }
 }
 
-/// Asks the hub (over the cluster agent's connection `client`) for credentials of add-on
-/// `addon` on `cluster` for the NKey `public_key`, on `flotilla.addoncreds.<agent_cluster>`.
-/// `Err` when unanswered, unreadable or refused (with the hub's message).
+/// Asks the hub (over the cluster agent's connection `client`, the answer through its `spoke`
+/// on the prefix wire) for credentials of add-on `addon` on `cluster` for the NKey
+/// `public_key`, on `flotilla.addoncreds.<agent_cluster>`. `Err` when unanswered, unreadable or
+/// refused (with the hub's message).
 pub async fn request_credentials(
     client: &async_nats::Client,
+    spoke: Option<&flotilla_bus::spoke::Spoke>,
     agent_cluster: &str,
     request: &AddOnCredentialsRequest,
     timeout: Duration,
@@ -265,6 +267,7 @@ pub async fn request_credentials(
         request,
     );
     let resp: AddOnCredentialsResponse = Publisher::new(client.clone(), max_event_bytes, timeout)
+        .with_spoke(spoke.cloned())
         .request(
             flotilla_bus::addons::credentials(agent_cluster),
             &ev,
@@ -484,6 +487,7 @@ async fn run_with_credentials(
     loop {
         let answer = request_credentials(
             &agent_client,
+            None,
             &agent_cluster,
             &request,
             nats.request_timeout,

@@ -75,6 +75,8 @@ pub struct Deps {
     pub store: Arc<LocalStore>,
     /// NATS (requests to the hub).
     pub client: async_nats::Client,
+    /// Where the hub's answers come back (prefix wire; `None`: the client's inbox).
+    pub spoke: Option<flotilla_bus::spoke::Spoke>,
     /// Settings.
     pub config: PeerConfig,
 }
@@ -164,7 +166,8 @@ impl Task {
             deps.client.clone(),
             deps.config.max_event_bytes,
             deps.config.request_timeout,
-        );
+        )
+        .with_spoke(deps.spoke.clone());
         Self {
             deps,
             xkey,

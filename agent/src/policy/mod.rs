@@ -20,8 +20,9 @@ pub mod rules;
 use crate::backend::Backend;
 use crate::store::LocalStore;
 use flotilla_api::v1::{AppliedPolicy, Policy, PolicyStatusReport};
-use flotilla_bus::envelope::{Action, Event, headers};
+use flotilla_bus::envelope::{Action, Event};
 use flotilla_bus::policies;
+use flotilla_bus::publish::Publisher;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,30 +58,27 @@ pub trait StatusSink: Send + Sync + 'static {
     async fn publish(&self, report: &PolicyStatusReport) -> bool;
 }
 
+/// How long a policy status publish waits for the stream's acknowledgement.
+pub const STATUS_PUBLISH_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Publishes policy status into the `FLOTILLA_STATUS` stream on
 /// `flotilla.status.<shard>.<cluster>.policy.<resourceid>`.
 pub struct StreamSink {
-    js: async_nats::jetstream::Context,
+    publisher: Publisher,
     store: Arc<LocalStore>,
     cluster: String,
     source: String,
-    max_event_bytes: usize,
 }
 
 impl StreamSink {
-    /// A sink for `cluster`.
-    pub fn new(
-        js: async_nats::jetstream::Context,
-        store: Arc<LocalStore>,
-        cluster: &str,
-        max_event_bytes: usize,
-    ) -> Self {
+    /// A sink for `cluster` over `publisher` (the agent's, acknowledged within its timeout,
+    /// [`STATUS_PUBLISH_TIMEOUT`]).
+    pub fn new(publisher: Publisher, store: Arc<LocalStore>, cluster: &str) -> Self {
         Self {
-            js,
+            publisher,
             store,
             cluster: cluster.to_string(),
             source: format!("flotilla-agent/{cluster}"),
-            max_event_bytes,
         }
     }
 }
@@ -105,32 +103,20 @@ impl StatusSink for StreamSink {
         .with_status_hash()
         .with_resource_id(report.resource_id.clone())
         .with_resource_version(report.observed_generation);
-        let bytes = match ev.encode(self.max_event_bytes) {
-            Ok(b) => b,
-            Err(e) => {
-                tracing::error!(error = %e, policy = %report.policy_name, "policy status cannot be encoded");
-                return false;
-            }
-        };
         let subject = policies::status_subject(&self.cluster, &report.resource_id);
-        let attempt = async {
-            self.js
-                .publish_with_headers(subject, headers(&ev), bytes)
-                .await
-                .map_err(|e| e.to_string())?
-                .await
-                .map_err(|e| e.to_string())
-        };
-        match tokio::time::timeout(Duration::from_secs(5), attempt).await {
-            Ok(Ok(_)) => {
+        match self.publisher.publish_acked(subject, &ev).await {
+            Ok(_) => {
                 tracing::debug!(policy = %report.policy_name, compliant = %report.compliant, "policy status published");
                 true
             }
-            Ok(Err(e)) => {
+            Err(e) if e.is_permanent() => {
+                tracing::error!(error = %e, policy = %report.policy_name, "policy status cannot be encoded");
+                false
+            }
+            Err(e) => {
                 tracing::debug!(error = %e, "policy status publish failed; will retry");
                 false
             }
-            Err(_) => false,
         }
     }
 }

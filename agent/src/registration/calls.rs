@@ -179,12 +179,22 @@ pub async fn ask_hub(
     source: &str,
     request: &RegistrationRequest,
 ) -> Result<RegistrationResponse, AskError> {
-    ask_hub_within(client, config, source, request, config.nats.request_timeout).await
+    ask_hub_within(
+        client,
+        None,
+        config,
+        source,
+        request,
+        config.nats.request_timeout,
+    )
+    .await
 }
 
-/// [`ask_hub`], waiting at most `bound` for the answer.
+/// [`ask_hub`], waiting at most `bound` for the answer, which comes through `spoke` when the
+/// agent has one (its own connection on the prefix wire).
 pub(super) async fn ask_hub_within(
     client: &async_nats::Client,
+    spoke: Option<flotilla_bus::spoke::Spoke>,
     config: &AgentConfig,
     source: &str,
     request: &RegistrationRequest,
@@ -197,7 +207,7 @@ pub(super) async fn ask_hub_within(
         &config.cluster_name,
         request,
     );
-    let publisher = Publisher::new(client.clone(), config.max_event_bytes, bound);
+    let publisher = Publisher::new(client.clone(), config.max_event_bytes, bound).with_spoke(spoke);
     let response = publisher
         .request::<RegistrationResponse>(
             subjects::register(&config.cluster_name),

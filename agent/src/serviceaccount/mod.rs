@@ -19,7 +19,7 @@ pub mod rules;
 use crate::backend::Backend;
 use crate::store::LocalStore;
 use flotilla_api::v1::{ServiceAccountDelivery, ServiceAccountTokenReport};
-use flotilla_bus::envelope::{Action, Event, headers};
+use flotilla_bus::envelope::{Action, Event};
 use flotilla_bus::serviceaccounts as msa;
 use rules::{Held, Next, Token};
 use std::collections::HashMap;
@@ -47,6 +47,8 @@ pub struct Deps {
     pub store: Arc<LocalStore>,
     /// NATS (reports go to the status stream).
     pub client: async_nats::Client,
+    /// Where the stream's acknowledgements come back (prefix wire; `None`: the client's inbox).
+    pub spoke: Option<flotilla_bus::spoke::Spoke>,
     /// Settings.
     pub config: ServiceAccountConfig,
 }
@@ -318,29 +320,23 @@ impl Task {
         .with_status_hash()
         .with_resource_id(report.resource_id.clone())
         .with_resource_version(report.observed_generation);
-        let bytes = match ev.encode(self.deps.config.max_event_bytes) {
-            Ok(b) => b,
-            Err(e) => {
-                tracing::error!(error = %e, account = %report.name, "report cannot be encoded");
-                return true;
-            }
-        };
         let subject = msa::status_subject(&self.deps.cluster, &report.resource_id);
-        let js = async_nats::jetstream::new(self.deps.client.clone());
-        let attempt = async {
-            js.publish_with_headers(subject, headers(&ev), bytes)
-                .await
-                .map_err(|e| e.to_string())?
-                .await
-                .map_err(|e| e.to_string())
-        };
-        match tokio::time::timeout(Duration::from_secs(5), attempt).await {
-            Ok(Ok(_)) => true,
-            Ok(Err(e)) => {
+        let publisher = flotilla_bus::publish::Publisher::new(
+            self.deps.client.clone(),
+            self.deps.config.max_event_bytes,
+            Duration::from_secs(5),
+        )
+        .with_spoke(self.deps.spoke.clone());
+        match publisher.publish_acked(subject, &ev).await {
+            Ok(_) => true,
+            Err(e) if e.is_permanent() => {
+                tracing::error!(error = %e, account = %report.name, "report cannot be encoded");
+                true
+            }
+            Err(e) => {
                 tracing::debug!(error = %e, "ManagedServiceAccount report not taken; will retry");
                 false
             }
-            Err(_) => false,
         }
     }
 }

@@ -22,6 +22,7 @@ impl MirrorPeers {
                 backend: parts.backend.clone(),
                 store: parts.store.clone(),
                 client: parts.client.clone(),
+                spoke: parts.spoke.cloned(),
                 config: PeerConfig {
                     max_event_bytes: parts.config.max_event_bytes,
                     request_timeout: parts.config.nats.request_timeout,

@@ -128,6 +128,9 @@ pub struct Parts<'a> {
     pub store: &'a Arc<LocalStore>,
     /// The agent's NATS connection.
     pub client: &'a async_nats::Client,
+    /// Its one subscription, through which answers and acknowledgements come back (prefix
+    /// wire; `None` on the previous wire).
+    pub spoke: Option<&'a flotilla_bus::spoke::Spoke>,
 }
 
 /// The agent's spec handlers, in the order of the `if` chain they replaced; `policies` is None

@@ -20,6 +20,7 @@ fn deps(parts: &Parts<'_>) -> Deps {
         backend: parts.backend.clone(),
         store: parts.store.clone(),
         client: parts.client.clone(),
+        spoke: parts.spoke.cloned(),
         config: ServiceAccountConfig {
             namespace: parts.config.service_account_namespace.clone(),
             max_event_bytes: parts.config.max_event_bytes,

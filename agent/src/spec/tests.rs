@@ -108,6 +108,7 @@ impl Agent {
             backend: &self.backend,
             store: &self.store,
             client: &self.client,
+            spoke: None,
         }
     }
 }

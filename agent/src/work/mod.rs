@@ -138,9 +138,10 @@ pub struct Publisher {
 }
 
 impl Publisher {
-    /// A publisher for `cluster`.
+    /// A publisher for `cluster` (acknowledgements through `spoke` on the prefix wire).
     pub fn new(
         js: &async_nats::jetstream::Context,
+        spoke: Option<flotilla_bus::spoke::Spoke>,
         store: Arc<LocalStore>,
         cluster: &str,
         max_event_bytes: usize,
@@ -148,7 +149,8 @@ impl Publisher {
     ) -> Self {
         Self {
             metrics,
-            events: EventPublisher::over(js, max_event_bytes, STATUS_PUBLISH_TIMEOUT),
+            events: EventPublisher::over(js, max_event_bytes, STATUS_PUBLISH_TIMEOUT)
+                .with_spoke(spoke),
             store,
             cluster: cluster.to_string(),
             source: format!("flotilla-agent/{cluster}"),

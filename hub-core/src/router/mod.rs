@@ -163,8 +163,10 @@ async fn handle_registration(
     config: &RouterConfig,
     msg: async_nats::Message,
 ) {
-    // The answer goes only to an inbox: a reply subject the spoke chose is never written to.
-    let reply = match ReplyTo::check(msg.reply.as_ref()) {
+    // The answer goes only to an inbox (or the asking cluster's reply subject): a reply
+    // subject the spoke chose is never written to.
+    let subject_cluster = subjects::cluster_token(&msg.subject, "register").unwrap_or_default();
+    let reply = match ReplyTo::check(msg.reply.as_ref(), subject_cluster) {
         Ok(r) => r,
         Err(e) => {
             if metrics.registration_refused("bad_reply") {
@@ -351,10 +353,16 @@ impl std::ops::Deref for Request {
 }
 
 impl Request {
-    /// Checks a request's reply subject; `None` (counted, logged within budget) when the hub
-    /// must not answer it — the caller then drops the request.
-    pub fn check(msg: async_nats::Message, metrics: &Metrics, ty: &str) -> Option<Self> {
-        match ReplyTo::check(msg.reply.as_ref()) {
+    /// Checks the reply subject of a request `cluster` made (the cluster its subject names);
+    /// `None` (counted, logged within budget) when the hub must not answer it — the caller then
+    /// drops the request.
+    pub fn check(
+        msg: async_nats::Message,
+        metrics: &Metrics,
+        ty: &str,
+        cluster: &str,
+    ) -> Option<Self> {
+        match ReplyTo::check(msg.reply.as_ref(), cluster) {
             Ok(reply) => Some(Self { msg, reply }),
             Err(e) => {
                 if metrics.rejected(ty, "bad_reply") {
@@ -433,7 +441,10 @@ pub async fn run_resyncs(
     let mine = owned(&clusters, "sync");
     let gate = Admission::new(config.resyncs_in_flight);
     serve(nats, subjects::SYNC_ALL, shutdown, ready, mine, |msg| {
-        let msg = Request::check(msg, &metrics, &ty);
+        let cluster = subjects::cluster_token(&msg.subject, "sync")
+            .unwrap_or_default()
+            .to_string();
+        let msg = Request::check(msg, &metrics, &ty, &cluster);
         let routed = msg
             .as_ref()
             .map(|m| check_resync(&clusters, &metrics, &config, &gate, m));

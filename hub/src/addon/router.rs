@@ -170,12 +170,12 @@ async fn credentials(
     msg: async_nats::Message,
 ) {
     let ty = addons::credentials_request_type().to_string();
-    let Some(msg) = crate::router::Request::check(msg, metrics, &ty) else {
-        return;
-    };
     let cluster = flotilla_bus::subjects::cluster_token(&msg.subject, "addoncreds")
         .unwrap_or_default()
         .to_string();
+    let Some(msg) = crate::router::Request::check(msg, metrics, &ty, &cluster) else {
+        return;
+    };
     let answer = match credentials_for(addons, &cluster, &msg, config).await {
         Ok(r) => r,
         Err(why) => {

@@ -21,7 +21,6 @@ use flotilla_api::v1::{
 };
 use flotilla_bus::envelope::{Event, types};
 use flotilla_bus::publish::{PublishError, Publisher};
-use flotilla_bus::subjects;
 use std::pin::Pin;
 use std::time::Duration;
 use tokio_stream::Stream;
@@ -431,7 +430,15 @@ impl WorkService for WorkApi {
         );
         let resp: ProxyResponse = self
             .agents
-            .request(subjects::proxy(&r.cluster), &ev, "ProxyResponse")
+            .request(
+                self.clusters
+                    .shared()
+                    .inventory
+                    .wire(&r.cluster)
+                    .proxy(&r.cluster),
+                &ev,
+                "ProxyResponse",
+            )
             .await
             .map_err(|e| match e {
                 PublishError::Encode { .. } | PublishError::TooLarge { .. } => {

@@ -309,10 +309,11 @@ impl Actor {
         }
         let p = p.clone();
         let agents = self.deps.agents.clone();
+        let clusters = self.deps.inventory.clone();
         let span = tracing::debug_span!("import_poll", policy = %p.name);
         let task = self.polls.spawn(
             async move {
-                let lists = source::list_all(&agents, &p).await;
+                let lists = source::list_all(&agents, &clusters, &p).await;
                 Polled {
                     policy: p.name,
                     generation: p.generation,

@@ -21,7 +21,7 @@ use flotilla_api::importpolicy::MAX_SOURCE_OBJECTS;
 use flotilla_api::v1::{ProxyRequest, ProxyResponse};
 use flotilla_bus::envelope::{Event, types};
 use flotilla_bus::publish::{PublishError, Publisher};
-use flotilla_bus::subjects;
+use flotilla_bus::subjects::Wire;
 use futures::StreamExt;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -196,6 +196,8 @@ impl From<SourceError> for Reason {
 /// What to read on a spoke.
 struct Query<'a> {
     spoke: &'a str,
+    /// The subjects its agent listens on.
+    wire: Wire,
     group: &'a str,
     resource: &'a str,
     versions: &'a [String],
@@ -203,10 +205,16 @@ struct Query<'a> {
     name: &'a str,
 }
 
-/// Every spoke's list of `p`'s source (spokes asked at once).
-pub async fn list_all(agents: &Publisher, p: &CompiledPolicy) -> BTreeMap<String, Listing> {
+/// Every spoke's list of `p`'s source (spokes asked at once, each on its agent's wire, from
+/// `clusters`).
+pub async fn list_all(
+    agents: &Publisher,
+    clusters: &crate::inventory::ClusterInventory,
+    p: &CompiledPolicy,
+) -> BTreeMap<String, Listing> {
     let lists = futures::future::join_all(p.source.clusters.iter().map(|spoke| async move {
-        let result = list_one(agents, p, spoke).await;
+        let wire = clusters.wire(spoke);
+        let result = list_one(agents, p, spoke, wire).await;
         if let Err(e) = &result {
             tracing::debug!(%spoke, error = %e, "import source not listed");
         }
@@ -256,9 +264,11 @@ async fn list_one(
     agents: &Publisher,
     p: &CompiledPolicy,
     spoke: &str,
+    wire: Wire,
 ) -> Result<Vec<Judged>, SourceError> {
     let query = Query {
         spoke,
+        wire,
         group: &p.source.group,
         resource: &p.source.resource,
         versions: &p.source.versions,
@@ -267,7 +277,7 @@ async fn list_one(
     };
     let objects = read(agents, &query).await?;
     let objects = futures::stream::iter(objects)
-        .map(|o| resolve(agents, p, spoke, o))
+        .map(|o| resolve(agents, p, spoke, wire, o))
         .buffered(REFERENCE_CONCURRENCY)
         .collect::<Vec<_>>()
         .await;
@@ -277,7 +287,13 @@ async fn list_one(
 /// One listed object, with its references read when the selector admits it (the rules
 /// evaluate the selector again: this only saves reads), judged at once: the object and its
 /// references are dropped here.
-async fn resolve(agents: &Publisher, p: &CompiledPolicy, spoke: &str, o: Value) -> Judged {
+async fn resolve(
+    agents: &Publisher,
+    p: &CompiledPolicy,
+    spoke: &str,
+    wire: Wire,
+    o: Value,
+) -> Judged {
     let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
     let meta = &o["metadata"];
     let (namespace, name, uid) = (
@@ -289,7 +305,7 @@ async fn resolve(agents: &Publisher, p: &CompiledPolicy, spoke: &str, o: Value) 
     let references = if p.references.is_empty() || !p.selects(&vars).unwrap_or(false) {
         Ok(Vec::new())
     } else {
-        references(agents, p, spoke, vars)
+        references(agents, p, spoke, wire, vars)
             .await
             .map_err(Reason::from)
     };
@@ -310,6 +326,7 @@ async fn references(
     agents: &Publisher,
     p: &CompiledPolicy,
     spoke: &str,
+    wire: Wire,
     mut vars: Vars,
 ) -> Result<Vec<(String, Value)>, SourceError> {
     let mut read_refs = Vec::with_capacity(p.references.len());
@@ -317,6 +334,7 @@ async fn references(
         let (namespace, name) = p.reference_target(i, &vars)?;
         let query = Query {
             spoke,
+            wire,
             group: &r.group,
             resource: &r.resource,
             versions: &r.versions,
@@ -357,7 +375,7 @@ async fn read(agents: &Publisher, q: &Query<'_>) -> Result<Vec<Value>, SourceErr
         &request,
     );
     let answer: ProxyResponse = agents
-        .request(subjects::proxy(q.spoke), &ev, "ProxyResponse")
+        .request(q.wire.proxy(q.spoke), &ev, "ProxyResponse")
         .await
         .map_err(|source| SourceError::NoAnswer {
             spoke: q.spoke.into(),
@@ -460,6 +478,7 @@ mod tests {
     fn query<'a>(versions: &'a [String]) -> Query<'a> {
         Query {
             spoke: "mgmt",
+            wire: Wire::Previous,
             group: "cluster.x-k8s.io",
             resource: "clusters",
             versions,

@@ -187,6 +187,8 @@ struct Entry {
 
 struct Inner {
     publisher: Publisher,
+    /// Every cluster's record: which subjects its agent listens on.
+    inventory: crate::inventory::ClusterInventory,
     /// Open calls by identity (only identities with at least one).
     identities: DashMap<String, usize>,
     /// Each cluster's request-body budget, in bytes (made at its first call with a body).
@@ -222,9 +224,10 @@ impl Tunnels {
     }
 
     /// Subscribes to this hub's frames and starts dispatching them; the task ends at
-    /// `shutdown`.
+    /// `shutdown`. Each call's frames go on its cluster's wire, from `inventory`.
     pub async fn start(
         nats: &async_nats::Client,
+        inventory: crate::inventory::ClusterInventory,
         config: TunnelConfig,
         metrics: super::metrics::ProxyMetrics,
         shutdown: watch::Receiver<bool>,
@@ -233,6 +236,7 @@ impl Tunnels {
         let sub = nats.subscribe(subjects::kubeapi_back_to(&token)).await?;
         let inner = Arc::new(Inner {
             publisher: Publisher::new(nats.clone(), config.max_event_bytes, config.send_timeout),
+            inventory,
             identities: DashMap::new(),
             budgets: DashMap::new(),
             metrics,
@@ -286,6 +290,7 @@ impl Tunnels {
         let span =
             tracing::debug_span!("kubeproxy_call", cluster.name = %out.cluster, stream = %stream);
         let call = Call {
+            subject: self.inner.inventory.wire(&out.cluster).kubeapi(&out.cluster),
             inner: self.inner.clone(),
             stream,
             cluster: out.cluster,
@@ -498,6 +503,8 @@ struct Call {
     inner: Arc<Inner>,
     stream: StreamId,
     cluster: String,
+    /// Where its frames go (the cluster's wire, when the call began).
+    subject: String,
     seq: u64,
     frames: mpsc::Receiver<Received>,
     /// The response head's receiver, until the head came.
@@ -572,7 +579,7 @@ impl Call {
         self.seq += 1;
         self.inner
             .publisher
-            .publish(subjects::kubeapi(&self.cluster), &event)
+            .publish(self.subject.clone(), &event)
             .await
             .map_err(|source| CallError::Send {
                 cluster: self.cluster.clone(),

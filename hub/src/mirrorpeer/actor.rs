@@ -11,7 +11,7 @@ use flotilla_api::v1::{
     MirrorPeer, PeerKeyRecord, PeerSyncRequest, PeerSyncResponse, SealedPeerSecret,
 };
 use flotilla_bus::envelope::Event;
-use flotilla_bus::{peersecrets, subjects};
+use flotilla_bus::peersecrets;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -336,7 +336,7 @@ impl Actor {
         if let Err(e) = self
             .deps
             .publisher
-            .publish(subjects::spec(cluster), &ev)
+            .publish(self.deps.inventory.wire(cluster).spec(cluster), &ev)
             .await
         {
             tracing::debug!(cluster, error = %e, "poking a peer failed; poked again later");

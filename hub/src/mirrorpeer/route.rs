@@ -54,12 +54,12 @@ pub async fn run(
             let (answers, peers, deps, limiter) = (&answers, &peers, &deps, &limiter);
             async move {
                 let ty = peersecrets::request_type().to_string();
-                let Some(msg) = Request::check(msg, &deps.metrics, &ty) else {
-                    return;
-                };
                 let cluster = subjects::cluster_token(&msg.subject, "peers")
                     .unwrap_or_default()
                     .to_string();
+                let Some(msg) = Request::check(msg, &deps.metrics, &ty, &cluster) else {
+                    return;
+                };
                 let answer = match accepted(&msg, &cluster, &deps.inventory) {
                     Err((reason, why)) => {
                         // Not a cluster the hub serves: the hub-wide log budget only (no

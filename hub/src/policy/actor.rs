@@ -15,7 +15,7 @@ use crate::report::Outcome;
 use flotilla_api::policy::Compliance;
 use flotilla_api::v1::{Policy, PolicyClusterRecord, PolicySet, PolicyStatusReport};
 use flotilla_bus::envelope::{Action, Event};
-use flotilla_bus::{policies, subjects};
+use flotilla_bus::policies;
 use plan::RESEND_AFTER;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -174,7 +174,7 @@ async fn publish(inner: &Inner, cluster: &str, copy: &Policy, action: Action) {
     if let Err(e) = inner
         .deps
         .publisher
-        .publish(subjects::spec(cluster), &ev)
+        .publish(inner.deps.clusters.wire(cluster).spec(cluster), &ev)
         .await
     {
         if e.is_permanent() {

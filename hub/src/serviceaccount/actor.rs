@@ -17,7 +17,6 @@ use flotilla_api::v1::{
 };
 use flotilla_bus::envelope::{Action, Event};
 use flotilla_bus::serviceaccounts as msa;
-use flotilla_bus::subjects;
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 use tokio::sync::{mpsc, oneshot};
@@ -301,7 +300,7 @@ impl Actor {
         if let Err(e) = self
             .deps
             .publisher
-            .publish(subjects::spec(cluster), &ev)
+            .publish(self.deps.clusters.wire(cluster).spec(cluster), &ev)
             .await
         {
             tracing::debug!(error = %e, cluster, account = %meta.name, "sending a ManagedServiceAccount failed; it will be sent again");

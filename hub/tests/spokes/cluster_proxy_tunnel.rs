@@ -149,6 +149,7 @@ async fn tunnels_counted(
     let metrics = flotilla_hub::kubeproxy::metrics::ProxyMetrics::default();
     let (tunnels, _task) = flotilla_hub::kubeproxy::tunnel::Tunnels::start(
         &client,
+        flotilla_hub::inventory::ClusterInventory::new(16),
         flotilla_hub::kubeproxy::tunnel::TunnelConfig::default(),
         metrics.clone(),
         shutdown,

@@ -1,5 +1,6 @@
 //! What reaches a spoke: ManifestWork delivery and its executors, the Kubernetes backend against
-//! the testkit's API server, the cluster proxy and its tunnel, agents sharing a connection.
+//! the testkit's API server, the cluster proxy and its tunnel, agents sharing a connection,
+//! agents of both wires (one subscription, or the previous wire's) served by one hub.
 //!
 //! One test binary for several files: each `hub/tests` binary links the hub, the agent and
 //! the testkit, and linking was most of its build time (BENCHMARKS.md, "Build times").
@@ -16,4 +17,5 @@ mod executor;
 mod kube;
 mod kube_executor;
 mod shared_connections;
+mod wires;
 mod works;

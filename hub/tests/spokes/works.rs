@@ -674,7 +674,7 @@ async fn spec_events_for_another_cluster_are_ignored_by_the_agent() {
     .with_resource_version(1);
     client
         .publish_with_headers(
-            flotilla_bus::subjects::spec("cluster1"),
+            flotilla_bus::subjects::to_spec("cluster1"),
             headers(&ev),
             ev.encode(1 << 20).unwrap(),
         )
@@ -761,7 +761,7 @@ async fn a_spec_the_spec_subject_never_delivers_comes_in_the_resync_answer() {
     let nats = NatsServer::start_leaf_hub();
     let site = NatsServer::start_with(flotilla_testkit::NatsOptions {
         extra: format!(
-            "leafnodes {{ reconnect: 1, remotes [ {{ url: \"nats-leaf://127.0.0.1:{}\", deny_imports: [\"flotilla.spec.lossy-1\"] }} ] }}\n",
+            "leafnodes {{ reconnect: 1, remotes [ {{ url: \"nats-leaf://127.0.0.1:{}\", deny_imports: [\"flotilla.to.lossy-1.spec\"] }} ] }}\n",
             nats.leaf_port().unwrap()
         ),
         ..Default::default()

@@ -592,7 +592,7 @@ impl Actor {
             r.external_addons = rules::addons::external_addons_for_agent(c);
         }
         self.send(
-            subjects::spec(&self.name),
+            crate::wire::of(self.cluster.as_deref()).spec(&self.name),
             types::registration_response(),
             &r,
         )
@@ -920,8 +920,12 @@ impl Actor {
             0,
             "the cluster was deleted on the hub",
         );
-        self.send(subjects::spec(&self.name), types::cluster_deleted(), &r)
-            .await;
+        self.send(
+            crate::wire::of(self.cluster.as_deref()).spec(&self.name),
+            types::cluster_deleted(),
+            &r,
+        )
+        .await;
     }
 }
 

@@ -14,7 +14,6 @@ use flotilla_api::meta::{self, status};
 use flotilla_api::v1::{
     HubWorkState, ManifestWork, SpecResyncRequest, SpecResyncResponse, WorkStatusReport,
 };
-use flotilla_bus::subjects;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
@@ -341,7 +340,10 @@ impl Actor {
         match self
             .shared
             .publisher
-            .publish(subjects::spec(&self.name), &ev)
+            .publish(
+                crate::wire::of(self.cluster.as_deref()).spec(&self.name),
+                &ev,
+            )
             .await
         {
             Ok(()) => {}

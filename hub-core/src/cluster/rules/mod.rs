@@ -258,6 +258,7 @@ pub fn new_cluster(
     );
     let hub = c.hub.get_or_insert_with(Default::default);
     hub.agent_public_key = req.agent_public_key.clone();
+    hub.agent_listens_under_prefix = req.listens_under_prefix;
     hub.origin = ClusterOrigin::Registration as i32;
     hub.dropped_labels = labels.dropped.into_iter().collect();
     // On the labels the cluster has: the reserved ones the registrant asked for admit nothing.

@@ -146,6 +146,8 @@ pub fn decide(
     let mut c = stored.clone();
     let hub = c.hub.clone().unwrap_or_default();
     let via_join = joined_with(stored, credential, ctx.now);
+    // A report that counts also says which wire the agent listens on (never an untrusted one:
+    // it would turn the cluster's specs away from its agent).
     let report = |c: &mut ManagedCluster| {
         apply_report(
             c,
@@ -153,7 +155,7 @@ pub fn decide(
             &req.allocatable,
             &req.kubernetes_version,
             &req.claims,
-        )
+        ) | record_wire(c, req)
     };
     // Whose report counts: the agent over its own credentials (its NATS user is its key), or
     // over the join credential the admin minted for the name. A public key is no secret —
@@ -204,6 +206,15 @@ pub fn decide(
         cluster: Box::new(c),
         changed,
     }
+}
+
+/// Records the wire the agent says it listens on (`RegistrationRequest.listens_under_prefix`);
+/// whether that changed the record.
+fn record_wire(c: &mut ManagedCluster, req: &RegistrationRequest) -> bool {
+    let hub = c.hub.get_or_insert_with(Default::default);
+    let changed = hub.agent_listens_under_prefix != req.listens_under_prefix;
+    hub.agent_listens_under_prefix = req.listens_under_prefix;
+    changed
 }
 
 /// Whether the request came with the join credential recorded for the cluster, still valid.

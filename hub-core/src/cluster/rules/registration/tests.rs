@@ -482,3 +482,55 @@ fn a_join_credential_naming_a_set_puts_its_cluster_there_when_it_registers() {
     ));
     assert_eq!(labels(&joined).get(CLUSTERSET_LABEL).unwrap(), "default");
 }
+
+fn listens_under_prefix(c: &ManagedCluster) -> bool {
+    c.hub.as_ref().is_some_and(|h| h.agent_listens_under_prefix)
+}
+
+#[test]
+fn the_wire_is_recorded_from_registrations_whose_report_counts_only() {
+    let auto = AutoAccept::default();
+    let prefixed = |mut r: RegistrationRequest| {
+        r.listens_under_prefix = true;
+        r
+    };
+    // A new name records what its first registration says.
+    let c = stored(decide(
+        None,
+        &prefixed(req("c1", "UA")),
+        Credential::User("UBOOT"),
+        &ctx(&auto),
+    ));
+    assert!(listens_under_prefix(&c));
+    // The agent over its own credentials (its user is its key) changes it, and that is a
+    // change to store.
+    let d = decide(Some(&c), &req("c1", "UA"), Credential::User("UA"), &ctx(&auto));
+    let Decision::Store { cluster, changed } = d else {
+        panic!("{d:?}")
+    };
+    assert!(changed && !listens_under_prefix(&cluster));
+    // Someone with the shared bootstrap credential naming the bound key changes nothing: the
+    // cluster's specs keep going where its agent listens.
+    let d = decide(
+        Some(&cluster),
+        &prefixed(req("c1", "UA")),
+        Credential::User("UBOOT"),
+        &ctx(&auto),
+    );
+    let Decision::Store { cluster, changed } = d else {
+        panic!("{d:?}")
+    };
+    assert!(!changed && !listens_under_prefix(&cluster));
+    // Plain mode (the key recorded, no credentials): every registration counts.
+    let record = Context {
+        policy: KeyPolicy::Record,
+        ..ctx(&auto)
+    };
+    let c = stored(decide(
+        Some(&cluster),
+        &prefixed(req("c1", "UA")),
+        Credential::Unknown,
+        &record,
+    ));
+    assert!(listens_under_prefix(&c));
+}

@@ -1,0 +1,512 @@
+//! The agent's one subscription (I/O; which subject is what is [`subjects::Inbound`], pure).
+//!
+//! An agent of the prefix wire subscribes once, to `flotilla.to.<cluster>.>`, and one demux
+//! task routes what arrives: specs, proxied reads and cluster-proxy frames to bounded channels
+//! ([`Feeds`]) that their consumers read, and answers to the agent's own calls — registration,
+//! resync, MirrorPeer and add-on credential requests, the JetStream acknowledgements of its
+//! status publishes — to the call waiting for them ([`Spoke::request`], through a
+//! [`crate::publish::Publisher`] made [`with_spoke`](crate::publish::Publisher::with_spoke)).
+//! async-nats then never opens its muxed inbox (one more subscription) on the agent's
+//! connection. An agent of the previous wire reads the same [`Feeds`] over its three
+//! subscriptions ([`Feeds::previous`]) and asks through async-nats as before.
+//!
+//! NATS tells a requester that nobody listens with a status-503 message on the request's reply
+//! subject (the client announces headers and no-responders in its CONNECT): a call reads it as
+//! [`RequestErrorKind::NoResponders`] at once, as async-nats does. An answer that comes after
+//! its call gave up, or names no call, is dropped; the table of calls is bounded
+//! ([`Capacities::calls`]).
+
+use crate::subjects::{self, Inbound};
+use async_nats::{
+    Client, HeaderMap, Message, RequestError, RequestErrorKind, StatusCode, SubscribeError,
+    Subscriber,
+};
+use bytes::Bytes;
+use futures::StreamExt;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tracing::Instrument;
+
+/// How many messages of each kind wait for their consumer, and how many calls wait for their
+/// answer, at most.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capacities {
+    /// Spec events waiting for the agent's registration loop (past it a spec is dropped and the
+    /// agent resyncs, as when the client drops messages of a full subscription).
+    pub spec: usize,
+    /// Proxied reads waiting (past it the hub's call times out and is asked again).
+    pub proxy: usize,
+    /// Cluster-proxy frames waiting for the agent's cluster-proxy server.
+    pub kubeapi: usize,
+    /// The agent's own calls waiting for an answer: past it a call fails at once.
+    pub calls: usize,
+}
+
+impl Default for Capacities {
+    fn default() -> Self {
+        Self {
+            spec: 1024,
+            proxy: 64,
+            kubeapi: 1024,
+            calls: 1024,
+        }
+    }
+}
+
+/// The agent's side of its one subscription: makes calls whose answers the demux routes back.
+/// Cheap to clone; the demux runs until its [`Demux`] is stopped or dropped.
+#[derive(Clone, Debug)]
+pub struct Spoke {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    client: Client,
+    cluster: String,
+    /// 128 random bits at the head of every token: a late answer to an earlier spoke of the
+    /// cluster never completes a new call, and nobody who cannot read this prefix can guess a
+    /// waiting call's token (in secure mode anyone may name any reply subject in a request,
+    /// and the server delivers the hub's answer there).
+    salt: String,
+    next: AtomicU64,
+    calls: Mutex<HashMap<String, oneshot::Sender<Message>>>,
+    max_calls: usize,
+    /// Answers that came when no call waited for them (late, or made up).
+    unclaimed: AtomicU64,
+}
+
+/// The messages of one kind the hub sends an agent, in order.
+#[derive(Debug)]
+pub struct Feed(Source);
+
+#[derive(Debug)]
+enum Source {
+    /// Routed by the demux (prefix wire). Boxed: an idle agent's channel then holds a block of
+    /// pointers, not of messages.
+    Routed(mpsc::Receiver<Box<Message>>),
+    /// A subscription of its own (previous wire), made again if it ends.
+    Subscribed {
+        client: Client,
+        subject: String,
+        sub: Subscriber,
+    },
+}
+
+impl Feed {
+    /// A subscription of its own to `subject` (the previous wire), sent to the server before
+    /// anything the agent sends after this returns; tried again every second until the client
+    /// takes it.
+    pub async fn subscribe(client: &Client, subject: String) -> Self {
+        let sub = subscribe(client, &subject).await;
+        Self(Source::Subscribed {
+            client: client.clone(),
+            subject,
+            sub,
+        })
+    }
+
+    /// The next message. Never resolves once the demux has stopped (the agent is stopping); a
+    /// subscription of its own that ends is made again.
+    pub async fn next(&mut self) -> Message {
+        match &mut self.0 {
+            Source::Routed(rx) => match rx.recv().await {
+                Some(m) => *m,
+                None => std::future::pending().await,
+            },
+            Source::Subscribed {
+                client,
+                subject,
+                sub,
+            } => loop {
+                if let Some(m) = sub.next().await {
+                    return m;
+                }
+                tracing::warn!(subject = %subject, "subscription closed; subscribing again");
+                *sub = subscribe(client, subject).await;
+            },
+        }
+    }
+}
+
+/// What the hub sends an agent, by kind.
+#[derive(Debug)]
+pub struct Feeds {
+    /// Spec events.
+    pub spec: Feed,
+    /// Proxied reads (requests).
+    pub proxy: Feed,
+    /// Cluster-proxy frames (`None`: the agent serves no cluster proxy).
+    pub kubeapi: Option<Feed>,
+    /// Told when the demux dropped a spec at a full channel.
+    pub dropped: Dropped,
+}
+
+/// Says when the demux dropped a spec event at a full channel (the agent then resyncs, as when
+/// the client drops messages of a full subscription).
+#[derive(Debug)]
+pub struct Dropped(Option<Arc<Notify>>);
+
+impl Dropped {
+    /// Resolves when a spec was dropped since the last time (never on the previous wire,
+    /// where the client's slow-consumer event says it).
+    pub async fn notified(&self) {
+        match &self.0 {
+            Some(n) => n.notified().await,
+            None => std::future::pending().await,
+        }
+    }
+}
+
+impl Feeds {
+    /// The previous wire's three subscriptions (`flotilla.spec.<c>`, `flotilla.proxy.<c>`, and
+    /// `flotilla.kubeapi.<c>` when `kubeapi`), each sent to the server before the agent's first
+    /// request (a notification sent right after it must not be missed). Each is tried again
+    /// every second until the client takes it.
+    pub async fn previous(client: &Client, cluster: &str, kubeapi: bool) -> Self {
+        let kubeapi = match kubeapi {
+            true => Some(Feed::subscribe(client, subjects::kubeapi(cluster)).await),
+            false => None,
+        };
+        Self {
+            spec: Feed::subscribe(client, subjects::spec(cluster)).await,
+            proxy: Feed::subscribe(client, subjects::proxy(cluster)).await,
+            kubeapi,
+            dropped: Dropped(None),
+        }
+    }
+}
+
+/// Subscribes to `subject`, trying again every second until the client takes it.
+async fn subscribe(client: &Client, subject: &str) -> Subscriber {
+    loop {
+        match client.subscribe(subject.to_string()).await {
+            Ok(s) => return s,
+            Err(e) => {
+                tracing::warn!(error = %e, subject, "subscribing failed; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+}
+
+/// The demux task: its owner stops it ([`Demux::stop`]) or drops it (which stops it too); the
+/// subscription ends with it.
+#[derive(Debug)]
+pub struct Demux {
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<()>,
+}
+
+impl Demux {
+    /// Stops the task and waits for it.
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.task.await;
+    }
+}
+
+/// Where the demux sends each kind.
+struct Routes {
+    spec: mpsc::Sender<Box<Message>>,
+    proxy: mpsc::Sender<Box<Message>>,
+    kubeapi: mpsc::Sender<Box<Message>>,
+    dropped: Arc<Notify>,
+}
+
+impl Spoke {
+    /// Subscribes to `flotilla.to.<cluster>.>` (the subscription goes to the server before
+    /// anything the agent sends after this returns, so no answer to its first request is lost)
+    /// and starts the demux in a `spoke` span. `kubeapi`: whether cluster-proxy frames have a
+    /// consumer (without one they are dropped).
+    pub async fn start(
+        client: &Client,
+        cluster: &str,
+        kubeapi: bool,
+        capacities: Capacities,
+    ) -> Result<(Self, Feeds, Demux), SubscribeError> {
+        let sub = client.subscribe(subjects::to_all(cluster)).await?;
+        let inner = Arc::new(Inner {
+            client: client.clone(),
+            cluster: cluster.to_string(),
+            salt: uuid::Uuid::new_v4().simple().to_string(),
+            next: AtomicU64::new(0),
+            calls: Mutex::new(HashMap::new()),
+            max_calls: capacities.calls,
+            unclaimed: AtomicU64::new(0),
+        });
+        let (spec_tx, spec_rx) = mpsc::channel(capacities.spec.max(1));
+        let (proxy_tx, proxy_rx) = mpsc::channel(capacities.proxy.max(1));
+        let (kubeapi_tx, kubeapi_rx) = mpsc::channel(capacities.kubeapi.max(1));
+        let dropped = Arc::new(Notify::new());
+        let routes = Routes {
+            spec: spec_tx,
+            proxy: proxy_tx,
+            kubeapi: kubeapi_tx,
+            dropped: dropped.clone(),
+        };
+        let feeds = Feeds {
+            spec: Feed(Source::Routed(spec_rx)),
+            proxy: Feed(Source::Routed(proxy_rx)),
+            kubeapi: kubeapi.then_some(Feed(Source::Routed(kubeapi_rx))),
+            dropped: Dropped(Some(dropped)),
+        };
+        let (stop, stopped) = oneshot::channel();
+        let span = tracing::info_span!("spoke", cluster.name = %cluster);
+        let task = tokio::spawn(demux(inner.clone(), sub, routes, stopped).instrument(span));
+        Ok((Self { inner }, feeds, Demux { stop, task }))
+    }
+
+    /// The cluster whose prefix this is.
+    pub fn cluster(&self) -> &str {
+        &self.inner.cluster
+    }
+
+    /// Calls waiting for their answer now.
+    pub fn calls_waiting(&self) -> usize {
+        self.inner.lock().len()
+    }
+
+    /// Answers that came when no call waited for them, so far.
+    pub fn unclaimed_answers(&self) -> u64 {
+        self.inner.unclaimed.load(Ordering::Relaxed)
+    }
+
+    /// Publishes a request on `subject` whose answer comes back on this cluster's reply subject,
+    /// and waits at most `timeout` for it. Fails at once when the table of calls is full or the
+    /// server says nobody listens on `subject` ([`RequestErrorKind::NoResponders`]); no answer in
+    /// time is [`RequestErrorKind::TimedOut`]. The errors are async-nats' own, so a caller reads
+    /// them as it reads `Client::send_request`'s.
+    pub async fn request(
+        &self,
+        subject: String,
+        headers: HeaderMap,
+        payload: Bytes,
+        timeout: Duration,
+    ) -> Result<Message, RequestError> {
+        let (token, answer) = self.inner.open()?;
+        // Whatever ends the wait (answer, timeout, a dropped caller), the call leaves the table.
+        let _forget = Forget {
+            inner: &self.inner,
+            token: &token,
+        };
+        let reply = subjects::to_reply(&self.inner.cluster, &token);
+        self.inner
+            .client
+            .publish_with_reply_and_headers(subject, reply, headers, payload)
+            .await
+            .map_err(|e| RequestError::with_source(RequestErrorKind::Other, e))?;
+        let answer = match tokio::time::timeout(timeout, answer).await {
+            Err(_) => return Err(RequestError::new(RequestErrorKind::TimedOut)),
+            Ok(Err(_)) => {
+                return Err(RequestError::with_source(
+                    RequestErrorKind::Other,
+                    "the agent's subscription stopped",
+                ));
+            }
+            Ok(Ok(m)) => m,
+        };
+        if answer.status == Some(StatusCode::NO_RESPONDERS) {
+            return Err(RequestError::with_source(
+                RequestErrorKind::NoResponders,
+                "no responders",
+            ));
+        }
+        Ok(answer)
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<Message>>> {
+        self.calls.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A new call's token and where its answer comes.
+    fn open(&self) -> Result<(String, oneshot::Receiver<Message>), RequestError> {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let token = format!("{}{n:x}", self.salt);
+        let (tx, rx) = oneshot::channel();
+        let mut calls = self.lock();
+        if calls.len() >= self.max_calls {
+            return Err(RequestError::with_source(
+                RequestErrorKind::Other,
+                format!("{} calls already wait for an answer", self.max_calls),
+            ));
+        }
+        calls.insert(token.clone(), tx);
+        Ok((token, rx))
+    }
+
+    /// Hands an answer to its call; one no call waits for is dropped.
+    fn answer(&self, token: &str, msg: Message) {
+        let waiting = self.lock().remove(token);
+        let taken = waiting.is_some_and(|call| call.send(msg).is_ok());
+        if !taken {
+            self.unclaimed.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(token, "an answer no call waits for dropped");
+        }
+    }
+}
+
+/// Removes a call from the table when its wait ends.
+struct Forget<'a> {
+    inner: &'a Inner,
+    token: &'a str,
+}
+
+impl Drop for Forget<'_> {
+    fn drop(&mut self) {
+        self.inner.lock().remove(self.token);
+    }
+}
+
+/// Routes every message of the subscription until stopped; makes the subscription again if it
+/// ends while the client lives.
+async fn demux(
+    inner: Arc<Inner>,
+    mut sub: Subscriber,
+    routes: Routes,
+    mut stopped: oneshot::Receiver<()>,
+) {
+    let all = subjects::to_all(&inner.cluster);
+    loop {
+        let msg = tokio::select! {
+            _ = &mut stopped => break,
+            m = sub.next() => m,
+        };
+        match msg {
+            Some(msg) => route(&inner, &routes, msg),
+            None => {
+                tracing::warn!("subscription closed; subscribing again");
+                tokio::select! {
+                    _ = &mut stopped => break,
+                    s = subscribe(&inner.client, &all) => sub = s,
+                }
+            }
+        }
+    }
+    // Every call still waiting ends now rather than at its timeout.
+    inner.lock().clear();
+}
+
+fn route(inner: &Inner, routes: &Routes, msg: Message) {
+    let parsed = Inbound::parse(msg.subject.as_str(), &inner.cluster);
+    let (to, what) = match parsed {
+        Ok(Inbound::Reply(token)) => {
+            let token = token.to_string();
+            inner.answer(&token, msg);
+            return;
+        }
+        Ok(Inbound::Spec) => (&routes.spec, "spec"),
+        Ok(Inbound::Proxy) => (&routes.proxy, "proxy"),
+        Ok(Inbound::Kubeapi) => (&routes.kubeapi, "kubeapi"),
+        Err(e) => {
+            tracing::debug!(error = %e, "message outside the agent's wire dropped");
+            return;
+        }
+    };
+    match to.try_send(Box::new(msg)) {
+        Ok(()) => {}
+        // Nobody reads this kind (no cluster proxy, or the agent stopping).
+        Err(mpsc::error::TrySendError::Closed(_)) => {}
+        Err(mpsc::error::TrySendError::Full(_)) => {
+            tracing::debug!(kind = what, "a full channel dropped a message");
+            if what == "spec" {
+                routes.dropped.notify_one();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client that never connects (nothing here sends).
+    async fn idle_client() -> Client {
+        async_nats::ConnectOptions::new()
+            .retry_on_initial_connect()
+            .connect("127.0.0.1:1")
+            .await
+            .expect("a client that connects later")
+    }
+
+    fn inner(client: Client, max_calls: usize) -> Inner {
+        Inner {
+            client,
+            cluster: "edge-1".into(),
+            salt: "5a17".into(),
+            next: AtomicU64::new(0),
+            calls: Mutex::new(HashMap::new()),
+            max_calls,
+            unclaimed: AtomicU64::new(0),
+        }
+    }
+
+    fn answer_on(subject: &str) -> Message {
+        Message {
+            subject: subject.into(),
+            reply: None,
+            payload: Bytes::from_static(b"ok"),
+            headers: None,
+            status: None,
+            description: None,
+            length: 2,
+        }
+    }
+
+    #[tokio::test]
+    async fn calls_are_bounded_and_answered_once_by_token() {
+        let inner = inner(idle_client().await, 2);
+        let (a, rx_a) = inner.open().unwrap();
+        let (b, _rx_b) = inner.open().unwrap();
+        assert!(subjects::valid_reply_token(&a) && a != b && a.starts_with("5a17"));
+        assert!(inner.open().is_err(), "a third call past the bound of two");
+        inner.answer(&a, answer_on(&subjects::to_reply("edge-1", &a)));
+        assert_eq!(rx_a.await.unwrap().payload, Bytes::from_static(b"ok"));
+        // Late (its call is gone) or made up: dropped and counted.
+        inner.answer(&a, answer_on("x"));
+        inner.answer("nobody", answer_on("x"));
+        assert_eq!(inner.unclaimed.load(Ordering::Relaxed), 2);
+        assert!(inner.open().is_ok(), "a slot freed by the answer");
+    }
+
+    #[tokio::test]
+    async fn the_demux_routes_by_kind_and_drops_the_rest() {
+        let inner = inner(idle_client().await, 4);
+        let (spec, mut spec_rx) = mpsc::channel(1);
+        let (proxy, mut proxy_rx) = mpsc::channel(1);
+        let (kubeapi, kubeapi_rx) = mpsc::channel(1);
+        drop(kubeapi_rx);
+        let dropped = Arc::new(Notify::new());
+        let routes = Routes {
+            spec,
+            proxy,
+            kubeapi,
+            dropped: dropped.clone(),
+        };
+        let (token, answer) = inner.open().unwrap();
+        route(&inner, &routes, answer_on(&subjects::to_spec("edge-1")));
+        route(&inner, &routes, answer_on(&subjects::to_proxy("edge-1")));
+        route(&inner, &routes, answer_on(&subjects::to_kubeapi("edge-1")));
+        route(&inner, &routes, answer_on(&subjects::to_spec("edge-2")));
+        route(
+            &inner,
+            &routes,
+            answer_on(&subjects::to_reply("edge-1", &token)),
+        );
+        assert!(spec_rx.try_recv().is_ok() && spec_rx.try_recv().is_err());
+        assert!(proxy_rx.try_recv().is_ok());
+        assert!(answer.await.is_ok());
+        // A full spec channel drops and says so.
+        route(&inner, &routes, answer_on(&subjects::to_spec("edge-1")));
+        route(&inner, &routes, answer_on(&subjects::to_spec("edge-1")));
+        tokio::time::timeout(Duration::from_secs(1), dropped.notified())
+            .await
+            .expect("told of the dropped spec");
+    }
+}
