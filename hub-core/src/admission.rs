@@ -47,6 +47,10 @@ struct Inner {
 #[derive(Debug)]
 pub struct Permit {
     inner: Arc<Inner>,
+    /// When the request was admitted.
+    admitted: Instant,
+    /// Whether dropping it counts as a completion (not for an abandoned request).
+    completes: bool,
 }
 
 /// The gate is full: ask again after `retry_after`.
@@ -81,6 +85,8 @@ impl Admission {
         match taken {
             Ok(_) => Ok(Permit {
                 inner: self.inner.clone(),
+                admitted: now,
+                completes: true,
             }),
             Err(_) => Err(self.busy(now)),
         }
@@ -106,10 +112,26 @@ impl Inner {
     }
 }
 
+impl Permit {
+    /// Whether the request waited past `bound` since it was admitted: its asker has given up
+    /// on the answer and asked again, so answering it now is wasted work.
+    pub fn outlived(&self, now: Instant, bound: Duration) -> bool {
+        now.saturating_duration_since(self.admitted) > bound
+    }
+
+    /// Frees the slot of a request that is dropped unanswered: it is not a completion, so the
+    /// queue's measured rate (and the waits it hands out) stays that of answered requests.
+    pub fn abandon(mut self) {
+        self.completes = false;
+    }
+}
+
 impl Drop for Permit {
     fn drop(&mut self) {
         self.inner.in_flight.fetch_sub(1, Ordering::AcqRel);
-        self.inner.pace().completed(Instant::now());
+        if self.completes {
+            self.inner.pace().completed(Instant::now());
+        }
     }
 }
 
@@ -201,6 +223,20 @@ mod tests {
         drop(a);
         assert_eq!(gate.in_flight(), 1);
         let _c = gate.try_admit(now).unwrap();
+    }
+
+    #[test]
+    fn an_abandoned_request_frees_its_slot_without_counting_as_answered() {
+        let gate = Admission::new(1);
+        let start = Instant::now();
+        let permit = gate.try_admit(start).unwrap();
+        assert!(!permit.outlived(start + Duration::from_secs(60), Duration::from_secs(60)));
+        assert!(permit.outlived(start + Duration::from_secs(61), Duration::from_secs(60)));
+        let rate = gate.inner.pace().rate();
+        permit.abandon();
+        assert_eq!(gate.in_flight(), 0, "the slot is free");
+        assert_eq!(gate.inner.pace().completed, 0, "nothing was answered");
+        assert_eq!(gate.inner.pace().rate(), rate);
     }
 
     #[test]

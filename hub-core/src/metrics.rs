@@ -132,7 +132,8 @@ pub struct Metrics {
     pub resyncs: Counter,
     /// Spec resync requests by kind of request (`digest`: the digest only; `full`: the version
     /// map) and outcome (`admitted`: handed to the cluster actor; `busy`: answered with a time
-    /// to ask again; `dropped`: an agent of the previous wire at a full mailbox).
+    /// to ask again; `dropped`: an agent of the previous wire at a full mailbox; `outlived`:
+    /// admitted but still unanswered after the agents' longest wait, dropped by its actor).
     pub resync_requests: Family<ResyncLabels, Counter>,
     /// Registration requests refused without a change, by reason (another key for a known
     /// name, a denied cluster, a bad reply subject).
@@ -160,7 +161,7 @@ pub struct ReasonLabels {
 pub struct ResyncLabels {
     /// `digest` or `full`.
     pub request: String,
-    /// `admitted`, `busy` or `dropped`.
+    /// `admitted`, `busy`, `dropped` or `outlived`.
     pub outcome: String,
 }
 
@@ -277,7 +278,7 @@ impl Metrics {
         );
         registry.register(
             "resync_requests",
-            "Spec resync requests by request (digest, full) and outcome (admitted, busy, dropped)",
+            "Spec resync requests by request (digest, full) and outcome (admitted, busy, dropped, outlived)",
             m.resync_requests.clone(),
         );
         registry.register(

@@ -44,7 +44,8 @@ pub struct LeaseEvent {
     pub renewal: LeaseRenewal,
     /// `sequenceid`.
     pub sequence: Option<u64>,
-    /// When the NATS server stored it (the hub's time base, not the agent's clock).
+    /// When the NATS server stored it, on this hub's clock (the stream's stamp corrected by
+    /// `router::clock`; not the agent's clock).
     pub server_time: SystemTime,
     /// The JetStream message, acknowledged once handled.
     pub ack: Option<async_nats::jetstream::Message>,
@@ -59,6 +60,8 @@ pub struct StatusEvent {
     pub sequence: Option<u64>,
     /// `statushash`.
     pub hash: Option<String>,
+    /// When the NATS server stored it, on this hub's clock.
+    pub server_time: SystemTime,
     /// The JetStream message, acknowledged once handled (persisted or discarded).
     pub ack: Option<async_nats::jetstream::Message>,
 }
@@ -74,6 +77,8 @@ pub struct WorkStatusEvent {
     pub sequence: Option<u64>,
     /// `statushash`.
     pub hash: Option<String>,
+    /// When the NATS server stored it, on this hub's clock.
+    pub server_time: SystemTime,
     /// The JetStream message, acknowledged once handled.
     pub ack: Option<async_nats::jetstream::Message>,
     /// The agent's trace of this status (W3C `traceparent`).

@@ -6,6 +6,7 @@
 //! its subject purged, so refused input never accumulates in the stream.
 
 use super::RouterConfig;
+use super::clock::ServerClock;
 use crate::cluster::{
     ClusterHandle, Clusters, LeaseEvent, Msg, StatusEvent, WorkStatusEvent, rules,
 };
@@ -20,7 +21,7 @@ use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use std::borrow::Cow;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 /// Why a status message is refused: the metric's reason and what is logged.
 pub(super) struct Refused {
@@ -134,12 +135,15 @@ pub(super) async fn handle_status(
     config: &RouterConfig,
     msg: jetstream::Message,
     in_flight: &mut InFlight,
+    clock: &mut ServerClock,
 ) {
     let info = msg.info().ok();
-    let server_time = info
-        .as_ref()
-        .map(|i| SystemTime::from(i.published))
-        .unwrap_or_else(SystemTime::now);
+    // When the server stored it, on this hub's clock (now, without a stream's metadata).
+    let server_time = info.as_ref().map_or_else(SystemTime::now, |i| {
+        let stored = SystemTime::from(i.published);
+        clock.observe(Instant::now(), SystemTime::now(), stored, i.pending);
+        clock.local(stored)
+    });
     let subject = msg.subject.to_string();
     let refuser = Refuser {
         metrics,
@@ -178,6 +182,7 @@ pub(super) async fn handle_status(
                     report,
                     sequence: event.sequence_id,
                     hash: event.status_hash.clone(),
+                    server_time,
                     ack: Some(msg),
                 }))),
                 Err(r) => return refuser.refuse(&ty, r, msg).await,
@@ -190,6 +195,7 @@ pub(super) async fn handle_status(
                     report,
                     sequence: event.sequence_id,
                     hash: event.status_hash.clone(),
+                    server_time,
                     ack: Some(msg),
                     traceparent: event.traceparent.clone(),
                 }))),

@@ -540,6 +540,19 @@ fn check_resync(
     admit_resync(&handle, metrics, gate, msg, request, subject_cluster)
 }
 
+/// The longest an agent waits for a resync's answer (`agent/src/registration/bounds.rs`
+/// `MAX_BOUND`): an admitted request still unanswered after it is dropped by its actor.
+pub(crate) const LONGEST_RESYNC_WAIT: Duration = Duration::from_secs(60);
+
+/// A resync request's kind in metrics: the digest first, or the full version map.
+pub(crate) fn resync_kind(request: &SpecResyncRequest) -> &'static str {
+    if request.versions.is_empty() && !request.digest.is_empty() {
+        "digest"
+    } else {
+        "full"
+    }
+}
+
 /// Hands a checked resync request to its cluster actor with a slot of the `gate` (freed when
 /// the actor has answered), or answers busy. An agent of the previous wire (no `takes_busy`)
 /// would read a busy answer as "in sync": it is never answered busy, and goes past the bound.
@@ -551,11 +564,7 @@ fn admit_resync(
     request: SpecResyncRequest,
     cluster: &str,
 ) -> Routed {
-    let kind = if request.versions.is_empty() && !request.digest.is_empty() {
-        "digest"
-    } else {
-        "full"
-    };
+    let kind = resync_kind(&request);
     let takes_busy = request.takes_busy;
     let busy = |busy| {
         metrics.resync_request(kind, "busy");
@@ -616,6 +625,7 @@ async fn reply_resync_rejected(nats: &Publisher, msg: &Request, cluster: &str, w
 }
 
 mod check;
+pub mod clock;
 mod dispatch;
 mod status;
 

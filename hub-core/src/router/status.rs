@@ -136,6 +136,8 @@ pub async fn run_status(
     // acknowledged or handed back rather than left for ack_wait; on shutdown or a lost fence
     // they are dropped (delivered again).
     let mut in_flight = super::dispatch::InFlight::new();
+    // The stream leader's clock as this shard's messages show it (kept across re-subscriptions).
+    let mut clock = super::clock::ServerClock::default();
     loop {
         blind();
         if *shutdown.borrow() || !fence.is_valid() {
@@ -197,7 +199,7 @@ pub async fn run_status(
                         {
                             s.regained();
                         }
-                        super::dispatch::handle_status(&clusters, &metrics, &config, msg, &mut in_flight)
+                        super::dispatch::handle_status(&clusters, &metrics, &config, msg, &mut in_flight, &mut clock)
                             .await;
                     }
                     Some(Err(e))

@@ -756,6 +756,7 @@ impl Actor {
             report,
             sequence,
             hash,
+            server_time,
             ack,
         } = ev;
         let ty = types::cluster_status().to_string();
@@ -764,7 +765,7 @@ impl Actor {
             ack_message(ack).await;
             return;
         };
-        self.heard_from(super::stored_at(ack.as_ref()));
+        self.heard_from(super::server_instant(server_time));
         let hub = next.hub.get_or_insert_with(Default::default);
         let last = hub
             .last_sequence

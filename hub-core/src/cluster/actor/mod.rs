@@ -364,10 +364,24 @@ impl Actor {
                 request,
                 reply,
                 permit,
-            } => {
-                self.resync(*request, reply).await;
-                drop(permit);
-            }
+            } => match permit {
+                // Its agent stopped waiting and asked again: answering it is wasted work.
+                Some(p)
+                    if p.outlived(
+                        std::time::Instant::now(),
+                        crate::router::LONGEST_RESYNC_WAIT,
+                    ) =>
+                {
+                    self.shared
+                        .metrics
+                        .resync_request(crate::router::resync_kind(&request), "outlived");
+                    p.abandon();
+                }
+                permit => {
+                    self.resync(*request, reply).await;
+                    drop(permit);
+                }
+            },
             Msg::Stored {
                 work,
                 revision,
@@ -534,23 +548,15 @@ async fn ack_message(ack: Option<async_nats::jetstream::Message>) {
     }
 }
 
-/// When the NATS server stored `at` (its time base), on this process's monotonic clock: a
-/// message replayed from the stream proves only that the agent was heard then.
+/// When the NATS server stored a message (`at`, on this hub's wall clock: see
+/// `router::clock`), on this process's monotonic clock: a message replayed from the stream
+/// proves only that the agent was heard then.
 fn server_instant(at: std::time::SystemTime) -> Instant {
     let now = Instant::now();
     let age = std::time::SystemTime::now()
         .duration_since(at)
         .unwrap_or_default();
     now.checked_sub(age).unwrap_or(now)
-}
-
-/// When the server stored a status message (now, for one without a stream's metadata).
-fn stored_at(message: Option<&async_nats::jetstream::Message>) -> Instant {
-    message
-        .and_then(|m| m.info().ok())
-        .map_or_else(Instant::now, |i| {
-            server_instant(std::time::SystemTime::from(i.published))
-        })
 }
 
 async fn sleep_until_opt(deadline: Option<Instant>) {

@@ -384,6 +384,7 @@ impl Actor {
             resource_id,
             sequence,
             hash,
+            server_time,
             ack,
             traceparent: _,
         } = ev;
@@ -405,7 +406,7 @@ impl Actor {
             self.purge_refused(ack).await;
             return;
         }
-        let at = super::stored_at(ack.as_ref());
+        let at = super::server_instant(server_time);
         self.heard_from(at);
         if self.receipt_only(&name, &report, at) {
             ack_message(ack).await;
