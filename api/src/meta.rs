@@ -188,6 +188,10 @@ pub fn set_condition(
             changed
         }
         None => {
+            // One slot more, not double: a condition list is short and long-lived (the hub
+            // keeps one per cluster and object), and doubling left up to three slots of 128
+            // bytes unused in each.
+            conditions.reserve_exact(1);
             conditions.push(Condition {
                 r#type: type_.to_string(),
                 status: status.to_string(),
@@ -278,6 +282,15 @@ mod tests {
         ));
         assert_eq!(conds[0].last_transition_time, first);
         assert_eq!(conds[0].reason, "B");
+    }
+
+    #[test]
+    fn set_condition_grows_a_list_by_exactly_the_condition_it_adds() {
+        let mut conds = Vec::new();
+        for (i, ty) in ["A", "B", "C", "D", "E"].into_iter().enumerate() {
+            set_condition(&mut conds, ty, status::TRUE, "R", "");
+            assert_eq!(conds.capacity(), i + 1, "after {ty}");
+        }
     }
 
     #[test]

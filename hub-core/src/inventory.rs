@@ -3,9 +3,10 @@
 //! change broadcast. Actors are the only writers: they publish a new `Arc` after every persisted
 //! change.
 
+use crate::cluster::StoredWork;
 use dashmap::DashMap;
 use dashmap::mapref::entry::Entry;
-use flotilla_api::v1::{ManagedCluster, ManifestWork};
+use flotilla_api::v1::ManagedCluster;
 use std::collections::BTreeSet;
 use std::ops::Bound;
 use std::sync::{Arc, RwLock};
@@ -78,8 +79,9 @@ fn namespace_of(key: &str) -> Option<&str> {
 
 /// Every cluster, keyed by name.
 pub type ClusterInventory = Inventory<ManagedCluster>;
-/// Every work, keyed by `<cluster>/<work>`.
-pub type WorkInventory = Inventory<ManifestWork>;
+/// Every work, keyed by `<cluster>/<work>`, its status held encoded (decoded by the readers
+/// that want it: [`StoredWork::status`], [`StoredWork::to_work`]).
+pub type WorkInventory = Inventory<StoredWork>;
 
 impl<T: Send + Sync + 'static> Inventory<T> {
     /// An empty inventory whose broadcast keeps `capacity` changes for slow subscribers.

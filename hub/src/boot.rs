@@ -196,7 +196,7 @@ pub(crate) async fn serve(
 /// The hub's buckets and the status stream.
 pub(crate) struct Opened {
     pub clusters: Bucket<flotilla_api::v1::ManagedCluster>,
-    pub works: Bucket<flotilla_api::v1::ManifestWork>,
+    pub works: Bucket<crate::cluster::StoredWork>,
     pub status_stream: async_nats::jetstream::stream::Stream,
 }
 

@@ -8,6 +8,7 @@
 //! - [`work_rules`]: pure rules for works (spec events, resync diff, status application);
 //! - [`resend`]: when a spec is re-sent (pure: heard from since the send, back-off, receipt)
 //!   and the hub-wide re-send budget;
+//! - [`stored_work`]: [`StoredWork`], a work as the hub holds it (the status encoded; pure);
 //! - [`Clusters`]: the registry that spawns and finds the actors.
 
 mod actor;
@@ -15,19 +16,21 @@ pub mod handle;
 pub mod resend;
 pub mod route;
 pub mod rules;
+pub mod stored_work;
 pub mod work_rules;
 
 pub use handle::{
     AdminEdit, Answer, Call, ClusterError, ClusterHandle, LeaseEvent, Msg, SOURCE, StatusEvent,
     WorkStatusEvent,
 };
+pub use stored_work::StoredWork;
 
 use crate::ha::Fence;
 use crate::inventory::ClusterInventory;
 use crate::metrics::Metrics;
 use crate::store::Bucket;
 use dashmap::DashMap;
-use flotilla_api::v1::{ManagedCluster, ManifestWork};
+use flotilla_api::v1::ManagedCluster;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -83,7 +86,7 @@ pub struct Shared {
     /// The shared read view.
     pub inventory: ClusterInventory,
     /// The works bucket (`<cluster>.<work>`).
-    pub work_bucket: Bucket<flotilla_api::v1::ManifestWork>,
+    pub work_bucket: Bucket<StoredWork>,
     /// The shared read view of works.
     pub works: crate::inventory::WorkInventory,
     /// Metrics.
@@ -234,8 +237,8 @@ impl Clusters {
 
     /// The works of every cluster of `shard` in the view, by cluster name (keys
     /// `<cluster>/<work>`), in one pass.
-    fn works_of_shard(&self, shard: u32) -> HashMap<String, Vec<Arc<ManifestWork>>> {
-        let mut by_cluster: HashMap<String, Vec<Arc<ManifestWork>>> = HashMap::new();
+    fn works_of_shard(&self, shard: u32) -> HashMap<String, Vec<Arc<StoredWork>>> {
+        let mut by_cluster: HashMap<String, Vec<Arc<StoredWork>>> = HashMap::new();
         for (key, work) in self.shared.works.with_prefix("") {
             let Some((cluster, _)) = key.split_once('/') else {
                 continue;
@@ -272,7 +275,7 @@ impl Clusters {
         &self,
         name: &str,
         cluster: &ManagedCluster,
-        works: Vec<Arc<ManifestWork>>,
+        works: Vec<Arc<StoredWork>>,
         run: &mut ShardRun,
     ) -> ClusterHandle {
         let revision = cluster.metadata.as_ref().map_or(0, |m| m.resource_version);

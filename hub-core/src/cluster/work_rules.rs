@@ -1,8 +1,9 @@
 //! Pure parts of a cluster's ManifestWork handling: the spec resync diff, spec events, status
 //! application and the end-to-end latency condition.
 
+use super::StoredWork;
 use flotilla_api::meta::{self, status};
-use flotilla_api::v1::{ManifestWork, WorkStatusReport};
+use flotilla_api::v1::{Condition, ManifestWork, ObjectMeta, WorkStatusReport};
 use flotilla_api::work::conditions::{APPLIED, AVAILABLE};
 use flotilla_bus::envelope::{Action, Event};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -40,7 +41,7 @@ pub fn resync_diff(
 }
 
 /// The spec event of a work (metadata and spec only; status stays on the hub).
-pub fn spec_event(cluster: &str, work: &ManifestWork, source: &str) -> Event {
+pub fn spec_event(cluster: &str, work: &StoredWork, source: &str) -> Event {
     let meta = work.metadata.clone().unwrap_or_default();
     let deleting = meta.deletion_timestamp.is_some();
     let action = if deleting {
@@ -62,7 +63,7 @@ pub fn spec_event(cluster: &str, work: &ManifestWork, source: &str) -> Event {
         cluster,
         &payload,
     )
-    .with_resource_id(resource_id(work))
+    .with_resource_id(resource_id_of(work.metadata.as_ref()))
     .with_resource_version(meta.generation);
     ev.deletion_timestamp = meta.deletion_timestamp;
     ev
@@ -70,20 +71,24 @@ pub fn spec_event(cluster: &str, work: &ManifestWork, source: &str) -> Event {
 
 /// The stable resourceid of a work.
 pub fn resource_id(work: &ManifestWork) -> String {
-    let m = work.metadata.as_ref();
+    resource_id_of(work.metadata.as_ref())
+}
+
+/// The stable resourceid of the work with metadata `m`.
+pub fn resource_id_of(m: Option<&ObjectMeta>) -> String {
     let (cluster, name) = m.map_or(("", ""), |m| (m.namespace.as_str(), m.name.as_str()));
     flotilla_bus::works::resource_id(cluster, name)
 }
 
-/// Whether the work is Applied and Available at its current generation.
-pub fn converged(work: &ManifestWork) -> bool {
-    let generation = work.metadata.as_ref().map_or(0, |m| m.generation);
-    let observed = work.hub.as_ref().map_or(0, |h| h.observed_generation);
-    let conds = work
-        .status
-        .as_ref()
-        .map(|s| s.conditions.as_slice())
-        .unwrap_or_default();
+/// Whether a work (its metadata, its hub state and its status conditions) is Applied and
+/// Available at its current generation.
+fn converged(
+    m: Option<&ObjectMeta>,
+    hub: Option<&flotilla_api::v1::HubWorkState>,
+    conds: &[Condition],
+) -> bool {
+    let generation = m.map_or(0, |m| m.generation);
+    let observed = hub.map_or(0, |h| h.observed_generation);
     observed >= generation
         && meta::condition_status(conds, APPLIED) == Some(status::TRUE)
         && meta::condition_status(conds, AVAILABLE) == Some(status::TRUE)
@@ -92,13 +97,18 @@ pub fn converged(work: &ManifestWork) -> bool {
 /// Applies a status report to a work; returns the end-to-end latency to record when this
 /// report is the first to show the current generation Applied and Available.
 pub fn apply_status(
-    work: &mut ManifestWork,
+    work: &mut StoredWork,
     report: &WorkStatusReport,
 ) -> Option<std::time::Duration> {
-    work.status = report.status.clone();
+    work.set_status(report.status.as_ref());
     let hub = work.hub.get_or_insert_with(Default::default);
     hub.observed_generation = report.observed_generation;
-    if !hub.latency_recorded && converged(work) {
+    let conds = report
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or_default();
+    if !hub.latency_recorded && converged(work.metadata.as_ref(), Some(hub), conds) {
         let hub = work.hub.get_or_insert_with(Default::default);
         hub.latency_recorded = true;
         return hub.accepted_at.as_ref().and_then(|t| {
@@ -115,7 +125,7 @@ pub fn apply_status(
 /// some instant; the work goes `ttl` seconds later. `None`: no TTL, not Complete, already being
 /// deleted, or owned by a ManifestWorkReplicaSet (whose works the replica set manages, as OCM's
 /// garbage collector skips them).
-pub fn ttl_deadline(work: &ManifestWork) -> Option<std::time::SystemTime> {
+pub fn ttl_deadline(work: &StoredWork) -> Option<std::time::SystemTime> {
     // Most works have no TTL: that is checked first (the cluster actor asks on every message).
     let ttl = work
         .spec
@@ -128,9 +138,9 @@ pub fn ttl_deadline(work: &ManifestWork) -> Option<std::time::SystemTime> {
     {
         return None;
     }
-    let complete = work
-        .status
-        .as_ref()?
+    // Decoded only for a work with a TTL.
+    let status = work.status()?;
+    let complete = status
         .conditions
         .iter()
         .find(|c| c.r#type == "Complete" && c.status == flotilla_api::meta::status::TRUE)?;
@@ -197,9 +207,9 @@ mod tests {
         }
     }
 
-    fn finished(ttl: Option<i64>, completed_secs_ago: u64) -> ManifestWork {
+    fn finished(ttl: Option<i64>, completed_secs_ago: u64) -> StoredWork {
         let at = std::time::SystemTime::now() - std::time::Duration::from_secs(completed_secs_ago);
-        ManifestWork {
+        StoredWork::from(ManifestWork {
             metadata: Some(flotilla_api::v1::ObjectMeta {
                 name: "job".into(),
                 namespace: "c1".into(),
@@ -222,7 +232,7 @@ mod tests {
                 ..Default::default()
             }),
             ..Default::default()
-        }
+        })
     }
 
     #[test]
@@ -251,9 +261,9 @@ mod tests {
             "replica sets manage their own works"
         );
         let mut running = finished(Some(0), 4);
-        if let Some(s) = running.status.as_mut() {
-            s.conditions[0].status = "False".into();
-        }
+        let mut status = running.status().unwrap();
+        status.conditions[0].status = "False".into();
+        running.set_status(Some(&status));
         assert_eq!(ttl_deadline(&running), None);
     }
 }

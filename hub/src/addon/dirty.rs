@@ -26,7 +26,7 @@
 use crate::inventory::ChangeKind;
 use crate::keys::ObjectRef;
 use flotilla_api::addon;
-use flotilla_api::v1::{AddOnConfig, ManagedCluster, ManifestWork};
+use flotilla_api::v1::{AddOnConfig, ManagedCluster, ObjectMeta};
 use std::collections::HashSet;
 
 /// A config an installation's entry read (found or not), by its key in the add-on store's views.
@@ -90,15 +90,13 @@ impl Dirty {
         stale
     }
 
-    /// A work changed (`key`: `<cluster>/<work>`): one of add-on `addon`'s, by its label or its
-    /// name, makes its cluster's installation stale. Whether it did.
-    pub fn work(&mut self, addon: &str, key: &str, w: &ManifestWork) -> bool {
+    /// A work changed (`key`: `<cluster>/<work>`, `meta`: its metadata): one of add-on
+    /// `addon`'s, by its label or its name, makes its cluster's installation stale. Whether it did.
+    pub fn work(&mut self, addon: &str, key: &str, meta: Option<&ObjectMeta>) -> bool {
         let Some((cluster, name)) = key.split_once('/') else {
             return false;
         };
-        let labelled = w
-            .metadata
-            .as_ref()
+        let labelled = meta
             .and_then(|m| m.labels.get(addon::ADDON_NAME_LABEL))
             .is_some_and(|n| n == addon);
         let ours = labelled || addon::work_index(addon, name).is_some();

@@ -236,7 +236,10 @@ pub async fn uninstall(
         return Ok(Removal::Removed);
     };
     let hook_ref = ObjectRef::new(cluster, addon::pre_delete_work_name(name));
-    let applied_hook = deps.works.get(&hook_ref.inventory_key());
+    let applied_hook = deps
+        .works
+        .get(&hook_ref.inventory_key())
+        .map(|w| w.to_work());
     // The pure step reads why the hook cannot be rendered as text (its status message).
     let unrendered = hook.as_ref().err().map(ToString::to_string);
     let step = uninstall::step(&UninstallView {
@@ -245,7 +248,7 @@ pub async fn uninstall(
             .as_ref()
             .map(Option::as_ref)
             .map_err(|_| unrendered.as_deref().unwrap_or_default()),
-        applied_hook: applied_hook.as_deref(),
+        applied_hook: applied_hook.as_ref(),
         hook_completed: hook_recorded(&mca),
         works_left: !owned_works(deps, cluster, name).is_empty(),
     });

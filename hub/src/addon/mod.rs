@@ -952,10 +952,15 @@ impl AddOns {
             return true;
         }
         let (cluster, name) = rules::key_of(mca);
-        let work = self.inner.deps.works.get(
-            &ObjectRef::new(&cluster, flotilla_api::addon::work_name(&name, 0)).inventory_key(),
-        );
-        rules::released(work.as_deref())
+        let work = self
+            .inner
+            .deps
+            .works
+            .get(
+                &ObjectRef::new(&cluster, flotilla_api::addon::work_name(&name, 0)).inventory_key(),
+            )
+            .map(|w| w.to_work());
+        rules::released(work.as_ref())
             .unwrap_or_default()
             .keys()
             .filter_map(|k| rules::parse_config_key(k))

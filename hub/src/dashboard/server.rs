@@ -428,7 +428,14 @@ async fn overview_page(State(d): D, viewer: Viewer, q: Params) -> Response {
 /// `GET /works`.
 async fn works_page(State(d): D, viewer: Viewer, q: Params) -> Response {
     let (q, errors) = works::WorksQuery::parse(&q.0);
-    let list = works::build(&d.works.with_prefix(""), &q);
+    // Statuses are held encoded: the page decodes each work's.
+    let all: Vec<_> = d
+        .works
+        .with_prefix("")
+        .into_iter()
+        .map(|(key, w)| (key, Arc::new(w.to_work())))
+        .collect();
+    let list = works::build(&all, &q);
     let body = works::render(&list, &q, &errors);
     page(ok_unless(&errors), "Works", Nav::Works, &viewer, body)
 }
@@ -451,7 +458,7 @@ async fn cluster_page(State(d): D, Segments([name]): Segments<1>, viewer: Viewer
         .works
         .with_prefix(&ObjectRef::prefix(&name))
         .into_iter()
-        .map(|(_, w)| w)
+        .map(|(_, w)| Arc::new(w.to_work()))
         .collect();
     let controlled = d.units.controllers().map(|ctl| controlled(&ctl, &name));
     let body = cluster::render(&c, &works, controlled.as_ref());
@@ -475,7 +482,7 @@ async fn work_page(
         &title,
         Nav::Clusters,
         &viewer,
-        work::render(&cluster, &w),
+        work::render(&cluster, &w.to_work()),
     )
 }
 

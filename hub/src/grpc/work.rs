@@ -73,7 +73,7 @@ impl WorkApi {
             // Nothing stored, so no stored executor was checked: only a create may follow.
             return Ok(Write::Create(work.clone()));
         };
-        may_act_on_stored(caller, &held, "replace")?;
+        may_act_on_stored(caller, &held.to_work(), "replace")?;
         if meta.resource_version != 0 {
             // The caller's own pin: a stale one fails in the cluster actor.
             return Ok(Write::Any(work.clone()));
@@ -323,7 +323,7 @@ impl WorkService for WorkApi {
         guard::object("name", &r.name)?;
         self.works
             .get(&ObjectRef::new(r.cluster.as_str(), r.name.as_str()).inventory_key())
-            .map(|w| Response::new((*w).clone()))
+            .map(|w| Response::new(w.to_work()))
             .ok_or_else(|| {
                 Status::not_found(format!("ManifestWork {}/{} not found", r.cluster, r.name))
             })
@@ -355,7 +355,7 @@ impl WorkService for WorkApi {
                 return false;
             }
             last_key = key.to_string();
-            items.push((**w).clone());
+            items.push(w.to_work());
             true
         });
         Ok(Response::new(ListWorksResponse {
@@ -376,7 +376,7 @@ impl WorkService for WorkApi {
             // A deployer deletes only works it could have applied.
             let key = ObjectRef::new(r.cluster.as_str(), r.name.as_str()).inventory_key();
             if let Some(held) = self.works.get(&key) {
-                may_act_on_stored(caller.as_ref(), &held, "delete")?;
+                may_act_on_stored(caller.as_ref(), &held.to_work(), "delete")?;
             }
         }
         Ok(Response::new(handle.delete_work(r.name).await?))
@@ -399,7 +399,7 @@ impl WorkService for WorkApi {
             move |key, w| key.starts_with(&prefix) && selects(&sel, w.metadata.as_ref()),
             |ty, w| WorkEvent {
                 r#type: ty as i32,
-                work: Some(w.clone()),
+                work: Some(w.to_work()),
             },
         )))
     }

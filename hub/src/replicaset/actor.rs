@@ -127,7 +127,7 @@ impl Actor {
             .flat_map(|s| s.placement_refs.iter().map(|p| p.name.as_str()))
     }
 
-    fn owns(&self, w: &ManifestWork) -> bool {
+    fn owns(&self, w: &crate::cluster::StoredWork) -> bool {
         w.metadata
             .as_ref()
             .and_then(|m| m.labels.get(REPLICASET_LABEL))
@@ -143,7 +143,8 @@ impl Actor {
             .filter(|w| self.owns(w))
             .filter_map(|w| {
                 let cluster = w.metadata.as_ref()?.namespace.clone();
-                Some((cluster, w))
+                // Statuses are held encoded: decoded for this set's works only.
+                Some((cluster, std::sync::Arc::new(w.to_work())))
             })
             .collect()
     }

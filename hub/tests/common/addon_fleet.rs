@@ -187,10 +187,12 @@ pub fn installed(hub: &Hub) -> Vec<String> {
 }
 
 pub fn work_of(hub: &Hub, cluster: &str) -> Option<std::sync::Arc<ManifestWork>> {
-    hub.works.get(&format!(
-        "{cluster}/{}",
-        flotilla_api::addon::work_name("probe", 0)
-    ))
+    hub.works
+        .get(&format!(
+            "{cluster}/{}",
+            flotilla_api::addon::work_name("probe", 0)
+        ))
+        .map(|w| std::sync::Arc::new(w.to_work()))
 }
 
 /// The ConfigMap of a cluster's add-on work.

@@ -139,6 +139,7 @@ fn my_works(hub: &Hub) -> Vec<std::sync::Arc<ManifestWork>> {
                 m.labels.get(REPLICASET_LABEL).map(String::as_str) == Some("default.settings")
             })
         })
+        .map(|w| std::sync::Arc::new(w.to_work()))
         .collect()
 }
 

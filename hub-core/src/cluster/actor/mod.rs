@@ -15,12 +15,12 @@ mod entries;
 mod lifecycle;
 mod work;
 
-use super::Shared;
 use super::handle::{ClusterError, ClusterHandle, Msg};
 use super::rules;
+use super::{Shared, StoredWork};
 use crate::store::StoreError;
 use dashmap::DashMap;
-use flotilla_api::v1::{ManagedCluster, ManifestWork};
+use flotilla_api::v1::ManagedCluster;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -34,7 +34,7 @@ const RESEND_CHECK: Duration = Duration::from_secs(1);
 pub(super) fn spawn(
     name: String,
     loaded: Option<(ManagedCluster, u64)>,
-    works: Vec<(ManifestWork, u64)>,
+    works: Vec<(StoredWork, u64)>,
     shared: Arc<Shared>,
     resend_budget: Arc<super::resend::Budget>,
     registry: Arc<DashMap<String, ClusterHandle>>,
@@ -86,7 +86,7 @@ struct Actor {
     /// The clusters bucket, writing under the shard's fence.
     bucket: crate::store::Bucket<ManagedCluster>,
     /// The works bucket, writing under the shard's fence.
-    work_bucket: crate::store::Bucket<ManifestWork>,
+    work_bucket: crate::store::Bucket<StoredWork>,
     /// When this hub took the cluster's shard: leases are never judged older than this, so a
     /// restart or a failover does not make live clusters flap to Unknown.
     acquired: std::time::SystemTime,

@@ -7,7 +7,7 @@
 use super::{Actor, ack_message};
 use crate::cluster::handle::{ClusterError, SOURCE, WorkStatusEvent};
 use crate::cluster::resend::Delivery;
-use crate::cluster::{rules, work_rules};
+use crate::cluster::{StoredWork, rules, work_rules};
 use crate::keys::ObjectRef;
 use crate::store::StoreError;
 use flotilla_api::meta::{self, status};
@@ -25,8 +25,9 @@ const RESEND_AFTER_RESTART: Duration = Duration::from_secs(3);
 
 /// A work and its delivery bookkeeping.
 pub(super) struct WorkEntry {
-    /// The stored work, shared with the works inventory (one copy per work on the hub).
-    work: Arc<ManifestWork>,
+    /// The stored work, shared with the works inventory (one copy per work on the hub; its
+    /// status held encoded).
+    work: Arc<StoredWork>,
     pub(super) revision: u64,
     /// When the spec was sent, heard of since and acknowledged, and the re-send back-off.
     delivery: Delivery,
@@ -59,7 +60,7 @@ impl Actor {
     }
 
     /// Adopts the works loaded from the store at start.
-    pub(super) fn load_works(&mut self, works: Vec<(ManifestWork, u64)>) {
+    pub(super) fn load_works(&mut self, works: Vec<(StoredWork, u64)>) {
         for (mut w, rev) in works {
             if let Some(m) = w.metadata.as_mut() {
                 m.resource_version = rev;
@@ -154,7 +155,7 @@ impl Actor {
                 let spec_changed = e.work.spec != work.spec;
                 if !spec_changed && old.labels == meta.labels && old.annotations == meta.annotations
                 {
-                    return Ok((*e.work).clone());
+                    return Ok(e.work.to_work());
                 }
                 crate::identity::keep(&mut meta, &old, spec_changed);
                 let mut hub = e.work.hub.clone().unwrap_or_default();
@@ -164,12 +165,13 @@ impl Actor {
                 }
                 (
                     e.revision,
-                    ManifestWork {
+                    StoredWork::from(ManifestWork {
                         metadata: Some(meta),
                         spec: work.spec,
-                        status: e.work.status.clone(),
+                        status: None,
                         hub: Some(hub),
-                    },
+                    })
+                    .with_status_of(&e.work),
                 )
             }
             None => {
@@ -191,7 +193,7 @@ impl Actor {
                     resource_id: work_rules::resource_id(&w),
                     ..Default::default()
                 });
-                (0, w)
+                (0, StoredWork::from(w))
             }
         };
         let stored = self.persist_work(&name, next, expected).await?;
@@ -199,7 +201,7 @@ impl Actor {
             e.delivery.restart(self.shared.config.work_resend_after);
         }
         self.publish_work(&name).await;
-        Ok(Arc::unwrap_or_clone(stored))
+        Ok(stored.to_work())
     }
 
     /// Writes a work with compare-and-set and publishes it to the works inventory.
@@ -210,9 +212,9 @@ impl Actor {
     pub(super) async fn persist_work(
         &mut self,
         name: &str,
-        mut work: ManifestWork,
+        mut work: StoredWork,
         expected: u64,
-    ) -> Result<Arc<ManifestWork>, ClusterError> {
+    ) -> Result<Arc<StoredWork>, ClusterError> {
         if let Some(m) = work.metadata.as_mut() {
             m.resource_version = 0;
         }
@@ -248,7 +250,7 @@ impl Actor {
 
     /// Takes `work` at revision `rev` as this cluster's work `name`, in the actor and the
     /// inventory. A work new to the actor has never been sent: the re-send timer sends it.
-    fn adopt(&mut self, name: &str, work: ManifestWork, rev: u64) -> Arc<ManifestWork> {
+    fn adopt(&mut self, name: &str, work: StoredWork, rev: u64) -> Arc<StoredWork> {
         let work = Arc::new(work);
         self.shared
             .works
@@ -260,7 +262,7 @@ impl Actor {
             delivery: Delivery::unsent(backoff),
             traceparent: None,
         });
-        let generation = |w: &ManifestWork| w.metadata.as_ref().map_or(0, |m| m.generation);
+        let generation = |w: &StoredWork| w.metadata.as_ref().map_or(0, |m| m.generation);
         if generation(&entry.work) != generation(&work) {
             // A spec this actor has not sent (the shard's previous holder stored it): sent on
             // the re-send timer's next tick. An apply sends at once after adopting.
@@ -375,7 +377,7 @@ impl Actor {
             e.delivery.restart(self.shared.config.work_resend_after);
         }
         self.publish_work(name).await;
-        Ok(next)
+        Ok(next.into_work())
     }
 
     pub(super) async fn work_status(&mut self, ev: WorkStatusEvent) {
@@ -401,7 +403,7 @@ impl Actor {
             self.purge_refused(ack).await;
             return;
         };
-        if work_rules::resource_id(&entry.work) != resource_id {
+        if work_rules::resource_id_of(entry.work.metadata.as_ref()) != resource_id {
             self.shared.metrics.rejected(&ty, "resourceid_mismatch");
             self.purge_refused(ack).await;
             return;
@@ -493,7 +495,7 @@ impl Actor {
         }
         let stored = e.work.hub.as_ref().map_or(0, |h| h.observed_generation);
         report.observed_generation < stored
-            || (report.observed_generation == stored && report.status == e.work.status)
+            || (report.observed_generation == stored && e.work.status_is(report.status.as_ref()))
     }
 
     pub(super) async fn resync(
@@ -508,7 +510,7 @@ impl Actor {
             .map(|e| {
                 let m = e.work.metadata.clone().unwrap_or_default();
                 (
-                    work_rules::resource_id(&e.work),
+                    work_rules::resource_id_of(e.work.metadata.as_ref()),
                     work_rules::HubVersion {
                         generation: m.generation,
                         deleting: m.deletion_timestamp.is_some(),
@@ -540,7 +542,12 @@ impl Actor {
         let by_id: HashMap<String, String> = self
             .works
             .iter()
-            .map(|(n, e)| (work_rules::resource_id(&e.work), n.clone()))
+            .map(|(n, e)| {
+                (
+                    work_rules::resource_id_of(e.work.metadata.as_ref()),
+                    n.clone(),
+                )
+            })
             .collect();
         // An agent that takes them gets the specs in the answer, up to a budget that keeps the
         // answer well inside the event limit of both sides (agents read answers up to the
@@ -675,8 +682,8 @@ impl Actor {
     }
 }
 
-fn mark_deleting(work: &mut ManifestWork) {
-    let st = work.status.get_or_insert_with(Default::default);
+fn mark_deleting(work: &mut StoredWork) {
+    let mut st = work.status().unwrap_or_default();
     meta::set_condition(
         &mut st.conditions,
         flotilla_api::work::conditions::DELETING,
@@ -684,4 +691,5 @@ fn mark_deleting(work: &mut ManifestWork) {
         "Deleting",
         "Waiting for the agent to remove the work's resources",
     );
+    work.set_status(Some(&st));
 }

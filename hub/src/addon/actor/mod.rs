@@ -254,7 +254,7 @@ impl Actor {
                 }
                 change = works.recv() => {
                     poke = match &change {
-                        Ok(c) => self.dirty.work(&self.name, &c.key, &c.object),
+                        Ok(c) => self.dirty.work(&self.name, &c.key, c.object.metadata.as_ref()),
                         Err(_) => {
                             self.dirty.everything();
                             true
@@ -703,7 +703,15 @@ impl Actor {
     /// The add-on's agent works on `cluster`, by index.
     fn works_of(&self, cluster: &str) -> Vec<Arc<ManifestWork>> {
         let all = self.deps.works.with_prefix(&ObjectRef::prefix(cluster));
-        rules::works::deploy_works(&self.name, all.into_iter().map(|(_, w)| w))
+        // Statuses are held encoded: only this add-on's works (by name) are decoded.
+        let mine = all
+            .into_iter()
+            .filter(|(key, _)| {
+                key.split_once('/')
+                    .is_some_and(|(_, n)| addon::work_index(&self.name, n).is_some())
+            })
+            .map(|(_, w)| Arc::new(w.to_work()));
+        rules::works::deploy_works(&self.name, mine)
     }
 
     /// The rollout plan ([`plan::plan`]): marks who waits, returns who starts now and each
@@ -915,7 +923,7 @@ impl Actor {
             if *owner == self.name {
                 continue;
             }
-            let theirs = manifest_ids(&other);
+            let theirs = manifest_ids(&other.to_work());
             for (work, i, id) in &mine {
                 if theirs.iter().any(|(_, t)| t == id) {
                     return Err(RenderFailure::Conflict {

@@ -1,6 +1,8 @@
 use super::*;
 use flotilla_api::meta;
-use flotilla_api::v1::{AddOnHealth, HubClusterState, ManagedClusterStatus, ObjectMeta};
+use flotilla_api::v1::{
+    AddOnHealth, HubClusterState, ManagedClusterStatus, ManifestWork, ObjectMeta,
+};
 
 /// A work of `addon`'s naming on `cluster`, labelled as the add-on's unless told otherwise.
 struct Work(ManifestWork);
@@ -108,7 +110,7 @@ fn nothing_changed_keeps_every_installation() {
 fn a_work_of_the_add_on_makes_its_clusters_installation_stale_and_no_other() {
     let mut dirty = Dirty::default();
     let w = Work::test("c1", &addon::work_name("a", 1)).label("a");
-    assert!(dirty.work("a", &w.key(), &w.0));
+    assert!(dirty.work("a", &w.key(), w.0.metadata.as_ref()));
     assert!(dirty.touches("c1", &[]));
     assert!(!dirty.touches("c2", &[]));
 }
@@ -118,7 +120,7 @@ fn an_agent_work_is_the_add_ons_by_its_name_even_without_the_label() {
     // The round finds the works by name (`addon-<name>-deploy-<i>`): so does the change.
     let mut dirty = Dirty::default();
     let w = Work::test("c1", &addon::work_name("a", 0));
-    assert!(dirty.work("a", &w.key(), &w.0));
+    assert!(dirty.work("a", &w.key(), w.0.metadata.as_ref()));
     assert!(dirty.touches("c1", &[]));
 }
 
@@ -130,7 +132,7 @@ fn another_add_ons_works_and_unrelated_works_change_nothing() {
     // "a" is a prefix of "ab": its works are not "a"'s.
     let prefixed = Work::test("c1", &addon::work_name("ab", 0));
     for w in [&theirs, &app, &prefixed] {
-        assert!(!dirty.work("a", &w.key(), &w.0));
+        assert!(!dirty.work("a", &w.key(), w.0.metadata.as_ref()));
     }
     assert!(!dirty.touches("c1", &[]));
 }
