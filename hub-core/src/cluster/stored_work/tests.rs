@@ -266,8 +266,7 @@ fn condition_heap(c: &Condition) -> usize {
 }
 
 fn conditions_heap(cs: &[Condition]) -> usize {
-    chunk(cs.len() * std::mem::size_of::<Condition>())
-        + cs.iter().map(condition_heap).sum::<usize>()
+    chunk(std::mem::size_of_val(cs)) + cs.iter().map(condition_heap).sum::<usize>()
 }
 
 /// The heap a status takes as prost's types (vectors exactly as long as they are, as a clone
