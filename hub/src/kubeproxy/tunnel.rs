@@ -290,7 +290,11 @@ impl Tunnels {
         let span =
             tracing::debug_span!("kubeproxy_call", cluster.name = %out.cluster, stream = %stream);
         let call = Call {
-            subject: self.inner.inventory.wire(&out.cluster).kubeapi(&out.cluster),
+            subject: self
+                .inner
+                .inventory
+                .wire(&out.cluster)
+                .kubeapi(&out.cluster),
             inner: self.inner.clone(),
             stream,
             cluster: out.cluster,

@@ -504,7 +504,12 @@ fn the_wire_is_recorded_from_registrations_whose_report_counts_only() {
     assert!(listens_under_prefix(&c));
     // The agent over its own credentials (its user is its key) changes it, and that is a
     // change to store.
-    let d = decide(Some(&c), &req("c1", "UA"), Credential::User("UA"), &ctx(&auto));
+    let d = decide(
+        Some(&c),
+        &req("c1", "UA"),
+        Credential::User("UA"),
+        &ctx(&auto),
+    );
     let Decision::Store { cluster, changed } = d else {
         panic!("{d:?}")
     };
