@@ -203,12 +203,18 @@ impl SecureDir {
         if (conf.exists() || dir.join("keys").exists()) && !options.force {
             return Err(SetupError::Exists(dir.to_path_buf()));
         }
+        // Checked before anything is written.
+        if options.tls_first && !options.tls {
+            return Err(SetupError::Invalid {
+                path: dir.to_path_buf(),
+                message: "--tls-first needs --tls".into(),
+            });
+        }
         create_private_dir(dir).map_err(io(dir))?;
         remove_stale(dir)?;
         let keys = dir.join("keys");
         create_private_dir(&keys).map_err(io(&keys))?;
         let now = unix_now();
-        let crypto = |e: nkeys::error::Error| SetupError::Crypto(e.to_string());
 
         let operator = KeyPair::new_operator();
         let operator_signing = KeyPair::new_operator();
@@ -254,19 +260,18 @@ impl SecureDir {
         .encode(&operator_signing)
         .map_err(jwt_err)?;
 
-        for (name, key) in [
-            ("operator.nk", &operator),
-            ("operator-signing.nk", &operator_signing),
-            ("system.nk", &system),
-            ("account.nk", &account),
-            ("account-signing.nk", &account_signing),
-            ("agents.nk", &agents),
-            ("agents-signing.nk", &agents_signing),
-        ] {
-            let path = keys.join(name);
-            let seed = key.seed().map_err(crypto)?;
-            write_private(&path, format!("{seed}\n").as_bytes()).map_err(io(&path))?;
-        }
+        write_seeds(
+            &keys,
+            &[
+                ("operator.nk", &operator),
+                ("operator-signing.nk", &operator_signing),
+                ("system.nk", &system),
+                ("account.nk", &account),
+                ("account-signing.nk", &account_signing),
+                ("agents.nk", &agents),
+                ("agents-signing.nk", &agents_signing),
+            ],
+        )?;
         for (name, jwt) in [
             ("operator.jwt", &operator_jwt),
             ("system.jwt", &system_jwt),
@@ -276,49 +281,15 @@ impl SecureDir {
             let path = dir.join(name);
             write_public(&path, jwt.as_bytes()).map_err(io(&path))?;
         }
-        let user_creds = |name: &str, nats: User, signer: &KeyPair, issuer_account: &str| {
-            user_creds(name, nats, signer, issuer_account, now)
-        };
         let account_pub = account.public_key();
         let agents_pub = agents.public_key();
-        for (file, creds) in [
-            (
-                "hub.creds",
-                user_creds(
-                    "flotilla-hub",
-                    permissions::hub(),
-                    &account_signing,
-                    &account_pub,
-                )?,
-            ),
-            (
-                "bootstrap.creds",
-                user_creds(
-                    "flotilla-bootstrap",
-                    permissions::bootstrap(),
-                    &agents_signing,
-                    &agents_pub,
-                )?,
-            ),
-            (
-                "sys.creds",
-                user_creds(
-                    "flotilla-sys",
-                    permissions::hub(),
-                    &system,
-                    &system.public_key(),
-                )?,
-            ),
-        ] {
-            let path = dir.join(file);
-            write_private(&path, creds.format().expose().as_bytes()).map_err(io(&path))?;
-        }
-        if options.tls_first && !options.tls {
-            return Err(SetupError::Invalid {
-                path: dir.to_path_buf(),
-                message: "--tls-first needs --tls".into(),
-            });
-        }
+        write_first_creds(
+            dir,
+            now,
+            (&account_signing, &account_pub),
+            (&agents_signing, &agents_pub),
+            &system,
+        )?;
         let tls = if options.tls {
             let mut files = TlsFiles::in_dir(dir);
             files.handshake_first = options.tls_first;
@@ -341,13 +312,7 @@ impl SecureDir {
             tls.as_ref(),
         );
         write_public(&conf, text.as_bytes()).map_err(io(&conf))?;
-        // The sealing key of ManagedServiceAccount tokens: kept when there is one (`--force`
-        // starts the accounts over, but the stored tokens stay readable).
-        let sealing = dir.join(crate::sealing::SEALING_KEY_FILE);
-        crate::sealing::load_or_create(&sealing).map_err(|e| SetupError::Invalid {
-            path: sealing.clone(),
-            message: e.to_string(),
-        })?;
+        keep_sealing_key(dir)?;
         Self::load(dir)
     }
 
@@ -416,6 +381,75 @@ impl SecureDir {
             tls: tls.ca.exists().then_some(tls),
         })
     }
+}
+
+/// The sealing key of ManagedServiceAccount tokens: kept when there is one (`--force` starts
+/// the accounts over, but the stored tokens stay readable), made otherwise.
+fn keep_sealing_key(dir: &Path) -> Result<(), SetupError> {
+    let sealing = dir.join(crate::sealing::SEALING_KEY_FILE);
+    crate::sealing::load_or_create(&sealing).map_err(|e| SetupError::Invalid {
+        path: sealing.clone(),
+        message: e.to_string(),
+    })?;
+    Ok(())
+}
+
+/// Writes each account's and the operator's seed, private, as `keys/<name>`.
+fn write_seeds(keys: &Path, seeds: &[(&str, &KeyPair)]) -> Result<(), SetupError> {
+    for (name, key) in seeds {
+        let path = keys.join(name);
+        let seed = key.seed().map_err(|e| SetupError::Crypto(e.to_string()))?;
+        write_private(&path, format!("{seed}\n").as_bytes()).map_err(io(&path))?;
+    }
+    Ok(())
+}
+
+/// Writes the first users' credentials of a new directory: the hub's, the fleet's bootstrap user
+/// and the system user the hub pushes account updates with. the two pairs are each
+/// account's signing key and public key.
+fn write_first_creds(
+    dir: &Path,
+    now: i64,
+    (account_signing, account_pub): (&KeyPair, &str),
+    (agents_signing, agents_pub): (&KeyPair, &str),
+    system: &KeyPair,
+) -> Result<(), SetupError> {
+    let user_creds = |name: &str, nats: User, signer: &KeyPair, issuer_account: &str| {
+        user_creds(name, nats, signer, issuer_account, now)
+    };
+    for (file, creds) in [
+        (
+            "hub.creds",
+            user_creds(
+                "flotilla-hub",
+                permissions::hub(),
+                account_signing,
+                account_pub,
+            )?,
+        ),
+        (
+            "bootstrap.creds",
+            user_creds(
+                "flotilla-bootstrap",
+                permissions::bootstrap(),
+                agents_signing,
+                agents_pub,
+            )?,
+        ),
+        (
+            "sys.creds",
+            user_creds(
+                "flotilla-sys",
+                permissions::hub(),
+                system,
+                &system.public_key(),
+            )?,
+        ),
+    ] {
+        let path = dir.join(file);
+        write_private(&path, creds.format().expose().as_bytes()).map_err(io(&path))?;
+    }
+    Ok(())
 }
 
 /// Replacing a setup: the old revocations and resolver store belong to the old keys.
