@@ -512,8 +512,7 @@ impl Policies {
                 (n, (*p).clone())
             })
             .collect();
-        let bindings = self.list_bindings(&ns);
-        s.status = Some(rules::policy_set_status(&s, &policies, &bindings));
+        s.status = Some(rules::policy_set_status(&s, &policies));
         s
     }
 

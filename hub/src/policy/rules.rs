@@ -300,18 +300,22 @@ pub fn root_status(
     }
 }
 
-/// A PolicySet's status from its policies (`None`: missing) and its bindings.
-pub fn policy_set_status(
-    set: &PolicySet,
-    policies: &BTreeMap<String, Policy>,
-    bindings: &[PlacementBinding],
-) -> PolicySetStatus {
-    let (ns, set_name) = name(set.metadata.as_ref());
-    let members: Vec<(String, status::Member)> = set
+/// A PolicySet's status from its members (`policies`, by name; absent = missing), as OCM's
+/// policyset controller builds it: no members → an empty status; `placement` gathers, from
+/// every member that exists (disabled ones too), the entries of its `status.placement` bound
+/// through this set, one per binding (sorted by binding). A binding naming the set whose
+/// members do not exist lists nothing.
+pub fn policy_set_status(set: &PolicySet, policies: &BTreeMap<String, Policy>) -> PolicySetStatus {
+    let (_, set_name) = name(set.metadata.as_ref());
+    let listed = set
         .spec
         .as_ref()
         .map(|s| s.policies.clone())
-        .unwrap_or_default()
+        .unwrap_or_default();
+    if listed.is_empty() {
+        return PolicySetStatus::default();
+    }
+    let members: Vec<(String, status::Member)> = listed
         .into_iter()
         .map(|p| {
             let member = match policies.get(&p) {
@@ -330,33 +334,37 @@ pub fn policy_set_status(
         })
         .collect();
     let (compliance, message) = status::policy_set(&members);
-    let placement = bindings
-        .iter()
-        .filter(|b| name(b.metadata.as_ref()).0 == ns)
-        .filter(|b| {
-            b.subjects
-                .iter()
-                .any(|s| s.kind == "PolicySet" && s.name == set_name)
-        })
-        .map(|b| {
-            let r = b.placement_ref.clone().unwrap_or_default();
-            let (placement, placement_rule) = if r.kind == "PlacementRule" {
-                (String::new(), r.name)
-            } else {
-                (r.name, String::new())
-            };
-            PolicySetPlacement {
-                placement_binding: name(b.metadata.as_ref()).1.to_string(),
-                placement,
-                placement_rule,
-            }
-        })
-        .collect();
     PolicySetStatus {
         compliant: compliance.as_str().to_string(),
         status_message: message,
-        placement,
+        placement: set_placement(set_name, &members, policies),
     }
+}
+
+/// The placements a set's existing members were bound through by this set, one per binding.
+fn set_placement(
+    set_name: &str,
+    members: &[(String, status::Member)],
+    policies: &BTreeMap<String, Policy>,
+) -> Vec<PolicySetPlacement> {
+    let mut by_binding: BTreeMap<&str, PolicySetPlacement> = BTreeMap::new();
+    let existing = members
+        .iter()
+        .filter_map(|(p, _)| policies.get(p))
+        .filter_map(|p| p.status.as_ref());
+    for st in existing {
+        for entry in st.placement.iter().filter(|e| e.policy_set == set_name) {
+            by_binding.insert(
+                &entry.placement_binding,
+                PolicySetPlacement {
+                    placement_binding: entry.placement_binding.clone(),
+                    placement: entry.placement.clone(),
+                    placement_rule: entry.placement_rule.clone(),
+                },
+            );
+        }
+    }
+    by_binding.into_values().collect()
 }
 
 /// Checks a spoke's report before anything of it is kept: its cluster and resource id match the

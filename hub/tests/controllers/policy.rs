@@ -1,7 +1,8 @@
 //! Governance end to end: a real nats-server, the hub, simulated agents. policy-collection's
 //! namespace policy over a Placement (inform → NonCompliant, enforce → Compliant, drift on the
 //! spoke repaired, history), a PlacementRule with a binding override through a PolicySet (set
-//! aggregation, an unsupported template kind), disabling and deleting a policy.
+//! aggregation, an unsupported template kind), disabling and deleting a policy, a PolicySet's
+//! placement built from the members that exist (none: no placement, as OCM).
 
 use crate::common;
 
@@ -361,6 +362,95 @@ async fn placement_rules_policy_sets_overrides_unsupported_kinds_disable_and_del
     assert!(
         msg.contains("Deleted policies: policy-certificate"),
         "{msg}"
+    );
+    drop(agents);
+}
+
+/// The `default` PolicySet's status, once `pred` holds (the set's status is derived on read, its
+/// placement from its members' status, which their actors write).
+async fn wait_set(
+    api: &mut flotilla_api::v1::policy_service_client::PolicyServiceClient<
+        tonic::transport::Channel,
+    >,
+    what: &str,
+    pred: impl Fn(&flotilla_api::v1::PolicySetStatus) -> bool,
+) -> flotilla_api::v1::PolicySetStatus {
+    let deadline = tokio::time::Instant::now() + SOON;
+    loop {
+        let sets = api
+            .list_policy_sets(ListPoliciesRequest {
+                namespace: "default".into(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .items;
+        let st = sets[0].status.clone().unwrap_or_default();
+        if pred(&st) {
+            return st;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "set never {what}: {st:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_policy_set_lists_placement_only_from_members_that_exist() {
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut clusters = clusters_client(&hub).await;
+    let agents = accepted_fleet(&mut clusters, &nats.url(), &["dev-1"]).await;
+    clusters
+        .label_cluster(LabelClusterRequest {
+            name: "dev-1".into(),
+            set: [("environment".to_string(), "dev".to_string())].into(),
+            remove: vec![],
+        })
+        .await
+        .unwrap();
+    let mut api = api(&hub).await;
+
+    // A binding names the set, but none of its members exists: OCM lists no placement.
+    apply(&hub, RULE_SET_AND_BINDING).await;
+    let st = wait_set(&mut api, "reported its missing members", |st| {
+        st.status_message == "Deleted policies: policy-namespace, policy-certificate"
+    })
+    .await;
+    assert!(st.placement.is_empty(), "{st:#?}");
+    assert_eq!(st.compliant, "");
+
+    // One member appears and is bound through the set: the set lists that binding.
+    apply(&hub, NAMESPACE_POLICY).await;
+    let st = wait_set(
+        &mut api,
+        "listed the member's binding and its compliance",
+        |st| {
+            !st.placement.is_empty() && st.status_message == "Deleted policies: policy-certificate"
+        },
+    )
+    .await;
+    assert_eq!(st.placement.len(), 1, "{st:#?}");
+    assert_eq!(st.placement[0].placement_binding, "baseline-dev");
+    assert_eq!(st.placement[0].placement_rule, "dev");
+    assert_eq!(st.placement[0].placement, "");
+
+    // The member goes away again: so does the set's placement.
+    api.delete_policy(GetPolicyRequest {
+        namespace: "default".into(),
+        name: "policy-namespace".into(),
+    })
+    .await
+    .unwrap();
+    let st = wait_set(&mut api, "dropped the deleted member's binding", |st| {
+        st.placement.is_empty()
+    })
+    .await;
+    assert_eq!(
+        st.status_message,
+        "Deleted policies: policy-namespace, policy-certificate"
     );
     drop(agents);
 }

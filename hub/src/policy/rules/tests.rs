@@ -1,7 +1,7 @@
 use super::*;
 use flotilla_api::v1::{
-    BindingOverrides, BindingSubject, Condition, ManagedClusterSpec, ManagedClusterStatus,
-    ObjectMeta, PlacementRuleSpec, PlacementSubject, PolicySetSpec, PolicySpec,
+    BindingSubject, Condition, ManagedClusterSpec, ManagedClusterStatus, ObjectMeta,
+    PlacementRuleSpec, PlacementSubject, PolicySetSpec, PolicySpec,
 };
 use std::sync::Arc;
 
@@ -267,10 +267,10 @@ fn reports_that_do_not_match_their_subject_are_refused() {
     assert!(check_report(&long, "edge-1", &rid).is_err());
 }
 
-#[test]
-fn policy_set_status_counts_missing_and_disabled_policies() {
-    let s = set("p", "set", &["a", "b", "c"]);
-    let pol = |compliant: &str, disabled: bool| Policy {
+/// A member policy: its compliance, whether it is disabled, and the `(binding, set)` pairs of
+/// its `status.placement` (set empty: bound directly).
+fn member(compliant: &str, disabled: bool, placed: &[(&str, &str)]) -> Policy {
+    Policy {
         metadata: None,
         spec: Some(PolicySpec {
             disabled,
@@ -278,22 +278,104 @@ fn policy_set_status_counts_missing_and_disabled_policies() {
         }),
         status: Some(PolicyStatus {
             compliant: compliant.into(),
-            ..Default::default()
+            placement: placed
+                .iter()
+                .map(|(binding, set)| PolicyPlacementStatus {
+                    placement_binding: binding.to_string(),
+                    placement: format!("{binding}-placement"),
+                    placement_rule: String::new(),
+                    policy_set: set.to_string(),
+                    clusters: vec!["c1".into()],
+                })
+                .collect(),
+            status: Vec::new(),
         }),
-    };
-    let policies = BTreeMap::from([
-        ("a".to_string(), pol("NonCompliant", false)),
-        ("b".to_string(), pol("", true)),
+    }
+}
+
+fn policies_of(members: &[(&str, Policy)]) -> BTreeMap<String, Policy> {
+    members
+        .iter()
+        .map(|(n, p)| (n.to_string(), p.clone()))
+        .collect()
+}
+
+#[test]
+fn policy_set_status_counts_missing_and_disabled_policies() {
+    let s = set("p", "set", &["a", "b", "c"]);
+    let policies = policies_of(&[
+        ("a", member("NonCompliant", false, &[("bind", "set")])),
+        ("b", member("", true, &[])),
     ]);
-    let mut b = subject(binding("p", "bind", "Placement", "all"), "PolicySet", "set");
-    b.binding_overrides = Some(BindingOverrides::default());
-    let st = policy_set_status(&s, &policies, &[b]);
+    let st = policy_set_status(&s, &policies);
     assert_eq!(st.compliant, "NonCompliant");
     assert_eq!(
         st.status_message,
         "Disabled policies: b; Deleted policies: c"
     );
     assert_eq!(st.placement[0].placement_binding, "bind");
+}
+
+#[test]
+fn a_policy_set_whose_members_do_not_exist_lists_no_placement() {
+    let st = policy_set_status(&set("p", "set", &["a", "b"]), &BTreeMap::new());
+    assert!(st.placement.is_empty(), "{st:#?}");
+    assert_eq!(st.status_message, "Deleted policies: a, b");
+    assert_eq!(st.compliant, "");
+}
+
+#[test]
+fn a_policy_set_lists_the_bindings_its_existing_members_were_bound_through_by_it() {
+    let s = set("p", "set", &["a", "gone"]);
+    let policies = policies_of(&[(
+        "a",
+        member(
+            "Compliant",
+            false,
+            &[
+                ("through-set", "set"),
+                ("direct", ""),
+                ("other", "other-set"),
+            ],
+        ),
+    )]);
+    let st = policy_set_status(&s, &policies);
+    assert_eq!(
+        st.placement,
+        vec![PolicySetPlacement {
+            placement_binding: "through-set".into(),
+            placement: "through-set-placement".into(),
+            placement_rule: String::new(),
+        }]
+    );
+    assert_eq!(st.status_message, "Deleted policies: gone");
+}
+
+#[test]
+fn a_disabled_member_still_gives_the_set_its_placement_once_per_binding() {
+    let s = set("p", "set", &["a", "b"]);
+    let policies = policies_of(&[
+        (
+            "a",
+            member("", true, &[("z-bind", "set"), ("a-bind", "set")]),
+        ),
+        ("b", member("Compliant", false, &[("z-bind", "set")])),
+    ]);
+    let st = policy_set_status(&s, &policies);
+    let bindings: Vec<&str> = st
+        .placement
+        .iter()
+        .map(|p| p.placement_binding.as_str())
+        .collect();
+    assert_eq!(bindings, ["a-bind", "z-bind"]);
+    assert_eq!(st.status_message, "Disabled policies: a");
+    assert_eq!(st.compliant, "Compliant");
+}
+
+#[test]
+fn a_policy_set_without_members_has_an_empty_status() {
+    let st = policy_set_status(&set("p", "set", &[]), &BTreeMap::new());
+    assert_eq!(st, PolicySetStatus::default());
 }
 
 #[test]
