@@ -33,6 +33,7 @@ use tracing::Instrument;
 
 mod bounds;
 mod calls;
+mod health;
 mod reports;
 
 use reports::claims;
@@ -40,6 +41,7 @@ use reports::claims;
 use bounds::AnswerTimes;
 pub use calls::{AskError, ask_hub};
 use calls::{Call, ResyncCall, ResyncFailed, Timed, answer_of, ask_hub_within};
+use health::{Finding, LoopHealth, Outcome, Report};
 
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(5);
 const ACCEPTED_REFRESH: Duration = Duration::from_secs(600);
@@ -74,6 +76,8 @@ pub struct RegistrationActor {
     resync_call: Option<Call<Timed<Result<SpecResyncResponse, ResyncFailed>>>>,
     /// The hub's answer times, which bound the next request's wait.
     answer_times: AnswerTimes,
+    /// The loop's own health report (resyncs unanswered, calls stuck).
+    health: LoopHealth,
     /// Spec resyncs in a row the hub did not answer in time ([`resync_wait`]).
     resync_failures: u32,
     /// When the last resync made because the client dropped messages was due.
@@ -144,6 +148,7 @@ impl RegistrationActor {
         let namespaces = ManagedNamespaces::new(backend.clone(), &hub_hash(&config.nats.url));
         let answer_times = AnswerTimes::new(config.nats.request_timeout);
         Self {
+            health: LoopHealth::default(),
             config,
             client,
             events,
@@ -343,6 +348,7 @@ impl RegistrationActor {
                     }
                     _ = status_tick.tick(), if self.accepted() => {
                         self.works.check_actors();
+                        self.report_health();
                         Box::pin(self.report_status(false)).await;
                     }
                     // Spec events wait while a request to the hub is in flight whose answer,
@@ -392,6 +398,7 @@ impl RegistrationActor {
         self.register_failures = 0;
         self.register_call = None;
         self.resync_call = None;
+        self.health.calls_dropped();
         let now = Instant::now();
         if !self.accepted() {
             self.next_register = Some(now);
@@ -429,6 +436,7 @@ impl RegistrationActor {
         let config = self.config.clone();
         let source = self.source.clone();
         let bound = self.answer_times.bound();
+        self.health.register_sent(Instant::now(), bound);
         self.notified_while_registering = false;
         self.register_call = Some(Call::new(Timed::of(async move {
             ask_hub_within(&client, spoke, &config, &source, &request, bound).await
@@ -437,6 +445,7 @@ impl RegistrationActor {
 
     async fn on_register_answer(&mut self, answer: Timed<Result<RegistrationResponse, AskError>>) {
         let Timed { answer, took } = answer;
+        self.health.register_ended();
         match &answer {
             Err(AskError::Unanswered(_)) => self.answer_times.unanswered(took),
             Err(AskError::Encode(_)) => {}
@@ -713,8 +722,11 @@ impl RegistrationActor {
         }
         let versions = self.works.versions();
         let first = first_resync_request(self.name(), &versions);
+        let bound = self.answer_times.bound();
+        // A resync is up to two requests (the digest, then the versions), each within `bound`.
+        self.health.resync_sent(Instant::now(), bound * 2);
         let call = ResyncCall {
-            requests: self.requests.with_timeout(self.answer_times.bound()),
+            requests: self.requests.with_timeout(bound),
             source: self.source.clone(),
             cluster: self.name().to_string(),
         };
@@ -759,6 +771,12 @@ impl RegistrationActor {
 
     async fn on_resync_answer(&mut self, answer: Timed<Result<SpecResyncResponse, ResyncFailed>>) {
         let Timed { answer, took } = answer;
+        self.health.resync_ended(match &answer {
+            Ok(_) => Outcome::Answered,
+            Err(ResyncFailed::Busy(_)) => Outcome::Busy,
+            Err(ResyncFailed::Refused) => Outcome::Refused,
+            Err(ResyncFailed::Unanswered) => Outcome::Unanswered,
+        });
         if let Err(ResyncFailed::Unanswered) = answer {
             self.answer_times.unanswered(took);
         } else {
@@ -794,6 +812,50 @@ impl RegistrationActor {
                 self.resync_failures = self.resync_failures.saturating_add(1);
                 let wait = jitter(resync_wait(self.resync_failures), 0.5);
                 self.next_resync = Some(Instant::now() + wait);
+            }
+        }
+    }
+
+    /// Says on the status tick what keeps this agent from hearing the hub, if anything does
+    /// ([`LoopHealth`]): a starved agent whose resyncs all come to nothing, or a stuck call,
+    /// would otherwise keep its leases going while works the hub sent never arrive, silently.
+    fn report_health(&mut self) {
+        let Some(report) = self.health.report(Instant::now()) else {
+            return;
+        };
+        let (calls_waiting, unclaimed_answers, routed) =
+            self.spoke.as_ref().map_or((0, 0, 0), |s| {
+                (s.calls_waiting(), s.unclaimed_answers(), s.routed())
+            });
+        let found = match report {
+            Report::Recovered => {
+                tracing::info!("the hub answers this agent's calls again");
+                return;
+            }
+            Report::Unwell(found) => found,
+        };
+        for finding in found {
+            match finding {
+                Finding::Unanswered { for_, misses } => tracing::warn!(
+                    seconds = for_.as_secs(),
+                    busy = misses.busy,
+                    refused = misses.refused,
+                    unanswered = misses.unanswered,
+                    bound_ms = self.answer_times.bound().as_millis() as u64,
+                    works = self.works.versions().len(),
+                    spec_events = self.config.metrics.spec_events.get(),
+                    calls_waiting,
+                    unclaimed_answers,
+                    routed,
+                    "no spec resync answered for minutes: works the hub sent meanwhile may be missing here"
+                ),
+                Finding::Stuck { what, for_, bound } => tracing::warn!(
+                    call = what,
+                    seconds = for_.as_secs(),
+                    bound_ms = bound.as_millis() as u64,
+                    calls_waiting,
+                    "a call to the hub is outstanding far past its bound; spec events wait behind a resync call"
+                ),
             }
         }
     }

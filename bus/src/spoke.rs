@@ -24,7 +24,7 @@ use async_nats::{
 use bytes::Bytes;
 use futures::StreamExt;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::sync::{Notify, mpsc, oneshot};
@@ -78,7 +78,24 @@ struct Inner {
     max_calls: usize,
     /// Answers that came when no call waited for them (late, or made up).
     unclaimed: AtomicU64,
+    /// Messages the demux has routed (or answered) so far.
+    routed: AtomicU64,
+    /// Calls timed out in a row with nothing routed meanwhile ([`DEAF_AFTER`]).
+    timeouts: AtomicU32,
+    /// Wakes the demux to make the subscription again (a deaf one).
+    resubscribe: Notify,
 }
+
+/// Calls timed out in a row, with not one message of any kind routed meanwhile, after which
+/// the subscription is taken for deaf and made again. Acknowledgements of the JetStream server
+/// come on it too, so a slow or stopped hub alone never makes it look deaf; a lost interest on
+/// the way does (a leaf node that did not send it upstream again after a reconnect is a known
+/// class of nats-server defect): the agent's publishes still reach the hub — its leases keep
+/// the cluster Available — while nothing the hub sends reaches it, silently.
+pub const DEAF_AFTER: u32 = 6;
+
+/// A deaf subscription is made again at most this often.
+pub const RESUBSCRIBE_SPACING: Duration = Duration::from_secs(300);
 
 /// The messages of one kind the hub sends an agent, in order.
 #[derive(Debug)]
@@ -238,6 +255,9 @@ impl Spoke {
             calls: Mutex::new(HashMap::new()),
             max_calls: capacities.calls,
             unclaimed: AtomicU64::new(0),
+            routed: AtomicU64::new(0),
+            timeouts: AtomicU32::new(0),
+            resubscribe: Notify::new(),
         });
         let (spec_tx, spec_rx) = mpsc::channel(capacities.spec.max(1));
         let (proxy_tx, proxy_rx) = mpsc::channel(capacities.proxy.max(1));
@@ -276,6 +296,11 @@ impl Spoke {
         self.inner.unclaimed.load(Ordering::Relaxed)
     }
 
+    /// Messages routed to the agent so far (specs, reads, frames, answers).
+    pub fn routed(&self) -> u64 {
+        self.inner.routed.load(Ordering::Relaxed)
+    }
+
     /// Publishes a request on `subject` whose answer comes back on this cluster's reply subject,
     /// and waits at most `timeout` for it. Fails at once when the table of calls is full or the
     /// server says nobody listens on `subject` ([`RequestErrorKind::NoResponders`]); no answer in
@@ -301,7 +326,10 @@ impl Spoke {
             .await
             .map_err(|e| RequestError::with_source(RequestErrorKind::Other, e))?;
         let answer = match tokio::time::timeout(timeout, answer).await {
-            Err(_) => return Err(RequestError::new(RequestErrorKind::TimedOut)),
+            Err(_) => {
+                self.inner.timed_out();
+                return Err(RequestError::new(RequestErrorKind::TimedOut));
+            }
             Ok(Err(_)) => {
                 return Err(RequestError::with_source(
                     RequestErrorKind::Other,
@@ -341,6 +369,21 @@ impl Inner {
         Ok((token, rx))
     }
 
+    /// A message came through the subscription: it is not deaf.
+    fn heard(&self) {
+        self.routed.fetch_add(1, Ordering::Relaxed);
+        self.timeouts.store(0, Ordering::Relaxed);
+    }
+
+    /// A call timed out; the [`DEAF_AFTER`]th in a row with nothing heard wakes the demux to
+    /// make the subscription again.
+    fn timed_out(&self) {
+        if self.timeouts.fetch_add(1, Ordering::Relaxed) + 1 >= DEAF_AFTER {
+            self.timeouts.store(0, Ordering::Relaxed);
+            self.resubscribe.notify_one();
+        }
+    }
+
     /// Hands an answer to its call; one no call waits for is dropped.
     fn answer(&self, token: &str, msg: Message) {
         let waiting = self.lock().remove(token);
@@ -373,10 +416,33 @@ async fn demux(
     mut stopped: oneshot::Receiver<()>,
 ) {
     let all = subjects::to_all(&inner.cluster);
+    let mut last_resubscribe: Option<tokio::time::Instant> = None;
     loop {
         let msg = tokio::select! {
             _ = &mut stopped => break,
             m = sub.next() => m,
+            () = inner.resubscribe.notified() => {
+                let now = tokio::time::Instant::now();
+                if last_resubscribe.is_some_and(|at| now < at + RESUBSCRIBE_SPACING) {
+                    continue;
+                }
+                last_resubscribe = Some(now);
+                tracing::warn!(
+                    timeouts = DEAF_AFTER,
+                    routed = inner.routed.load(Ordering::Relaxed),
+                    "calls time out and nothing reaches this agent's subscription: subscribing again"
+                );
+                // Unsubscribed first: a new subscription beside the old one would not make the
+                // servers send the interest on again.
+                if let Err(e) = sub.unsubscribe().await {
+                    tracing::debug!(error = %e, "unsubscribing the deaf subscription failed");
+                }
+                tokio::select! {
+                    _ = &mut stopped => break,
+                    s = subscribe(&inner.client, &all) => sub = s,
+                }
+                continue;
+            }
         };
         match msg {
             Some(msg) => route(&inner, &routes, msg),
@@ -394,6 +460,7 @@ async fn demux(
 }
 
 fn route(inner: &Inner, routes: &Routes, msg: Message) {
+    inner.heard();
     let parsed = Inbound::parse(msg.subject.as_str(), &inner.cluster);
     let (to, what) = match parsed {
         Ok(Inbound::Reply(token)) => {
@@ -444,7 +511,31 @@ mod tests {
             calls: Mutex::new(HashMap::new()),
             max_calls,
             unclaimed: AtomicU64::new(0),
+            routed: AtomicU64::new(0),
+            timeouts: AtomicU32::new(0),
+            resubscribe: Notify::new(),
         }
+    }
+
+    #[tokio::test]
+    async fn only_timeouts_in_a_row_with_nothing_heard_wake_the_resubscription() {
+        let inner = inner(idle_client().await, 4);
+        let woken = || {
+            let notified = inner.resubscribe.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable()
+        };
+        for _ in 0..DEAF_AFTER - 1 {
+            inner.timed_out();
+        }
+        inner.heard();
+        for _ in 0..DEAF_AFTER - 1 {
+            inner.timed_out();
+        }
+        assert!(!woken(), "a message heard in between starts the count over");
+        inner.timed_out();
+        assert!(woken(), "the sixth in a row with nothing heard");
+        assert_eq!(inner.routed.load(Ordering::Relaxed), 1);
     }
 
     fn answer_on(subject: &str) -> Message {

@@ -25,6 +25,9 @@ use tokio::time::Instant;
 /// well below what a hub answering a reconnecting fleet's resyncs can spare.
 pub const DEFAULT_RESENDS_PER_SECOND: u32 = 2000;
 
+/// Re-sends in a row after which a spec's delivery is reported ([`Delivery::suspect`]).
+pub const SUSPECT_AFTER: u16 = 5;
+
 /// Why a spec is (re-)sent by the re-send timer; the label of `flotilla_hub_work_resends_by_reason`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reason {
@@ -64,6 +67,8 @@ pub struct Delivery {
     received: bool,
     /// Loaded at start ([`Delivery::resumed`]).
     resumed: bool,
+    /// Re-sends by the timer since the last new spec or status.
+    resends: u16,
 }
 
 impl Delivery {
@@ -75,6 +80,7 @@ impl Delivery {
             wait,
             received: false,
             resumed: false,
+            resends: 0,
         }
     }
 
@@ -89,6 +95,7 @@ impl Delivery {
             wait,
             received: false,
             resumed: true,
+            resends: 0,
         }
     }
 
@@ -105,11 +112,27 @@ impl Delivery {
     pub fn resent(&mut self, now: Instant, longest: Duration) {
         self.sent(now);
         self.wait = crate::backoff::next_wait(self.wait, longest);
+        self.resends = self.resends.saturating_add(1);
     }
 
     /// A new spec or a status: the back-off starts over from `least`.
     pub fn restart(&mut self, least: Duration) {
         self.wait = least;
+        self.resends = 0;
+    }
+
+    /// Re-sends by the timer since the last new spec or status.
+    pub fn resends(&self) -> u16 {
+        self.resends
+    }
+
+    /// Whether the re-send just made is one to say out loud: the [`SUSPECT_AFTER`]th in a row
+    /// to a cluster that is heard from, then every [`SUSPECT_AFTER`]th. Each went out after
+    /// the cluster was heard, so its agent is alive but has not reported the spec — the spec
+    /// does not reach it (a wrong subject, a dead subscription) or its reports do not reach
+    /// the hub — and the logs should say which cluster and work, once in a while.
+    pub fn suspect(&self) -> bool {
+        self.resends > 0 && self.resends.is_multiple_of(SUSPECT_AFTER)
     }
 
     /// The cluster was heard from at `at` (only the first message after a send counts).

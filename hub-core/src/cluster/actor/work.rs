@@ -645,6 +645,15 @@ impl Actor {
             self.publish_work(&name).await;
             if let Some(e) = self.works.get_mut(&name) {
                 e.delivery.resent(Instant::now(), longest);
+                if e.delivery.suspect() {
+                    tracing::warn!(
+                        work = %name,
+                        resends = e.delivery.resends(),
+                        received = e.delivery.is_received(),
+                        wire = ?crate::wire::of(self.cluster.as_deref()),
+                        "a work's spec was re-sent again and again to a cluster that is heard from, with no status back; its agent does not get it, or its reports do not reach the hub"
+                    );
+                }
             }
         }
     }

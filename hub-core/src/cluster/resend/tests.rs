@@ -132,3 +132,22 @@ fn one_cluster_takes_at_most_a_64th_of_the_budget_a_tick() {
     assert_eq!(Budget::per_second(10).share(), 1, "at least one");
     assert_eq!(Budget::per_second(0).share(), usize::MAX, "unlimited");
 }
+
+#[tokio::test(start_paused = true)]
+async fn every_fifth_re_send_in_a_row_is_suspect_until_a_status_restarts_the_count() {
+    let t0 = Instant::now();
+    let mut d = Delivery::unsent(LEAST);
+    d.sent(t0);
+    let suspect: Vec<bool> = (1..=10)
+        .map(|i| {
+            d.resent(t0 + i * S, LONGEST);
+            d.suspect()
+        })
+        .collect();
+    let expected: Vec<bool> = (1..=10).map(|i| i % 5 == 0).collect();
+    assert_eq!(suspect, expected);
+    assert_eq!(d.resends(), 10);
+    d.restart(LEAST);
+    assert_eq!(d.resends(), 0);
+    assert!(!d.suspect());
+}
