@@ -8,9 +8,15 @@
 //!   choice and its refusal, the accept key, the `101` head (pure).
 //! - [`status`]: how a session ends — `SessionStatus` ⇄ the kubelet's `Status` JSON, and the
 //!   validation of an exit an agent sends (pure).
+//! - [`spdy`]: SPDY/3.1 — `frame` (codec, incremental decoder, bounds), `headers` (header
+//!   blocks, one zlib context per direction with the SPDY dictionary) (pure).
+//! - [`portforward`]: port-forward's streams — header validation, pairing `error` and `data`
+//!   by `requestid`, the pair timeout as a rule over a given clock (pure).
 
 #![deny(missing_docs)]
 
 pub mod channel;
 pub mod negotiate;
+pub mod portforward;
+pub mod spdy;
 pub mod status;
