@@ -9,6 +9,8 @@
 //! - [`feedback`]: ManifestWork status feedback rules: validation, the WellKnownStatus table,
 //!   evaluation and OCM value typing.
 //! - [`fingerprint`]: fingerprints of agent keys, as shown to admins and taken by `accept --key`.
+//! - [`go_duration`]: Go's `time.Duration` as OCM's CRDs carry it: `ParseDuration` with Go's
+//!   errors, `Duration.String`.
 //! - [`importpolicy`]: ClusterImportPolicy facts: its group, the sources served, shape checks.
 //! - [`jsonpath`]: the kubectl JSONPath dialect feedback rules are written in.
 //! - [`kubestatus`]: Kubernetes `Status` objects, as the cluster proxy answers errors.
@@ -50,6 +52,7 @@ pub mod addon;
 pub mod clusterset;
 pub mod feedback;
 pub mod fingerprint;
+pub mod go_duration;
 pub mod importpolicy;
 pub mod jsonpath;
 pub mod kubestatus;

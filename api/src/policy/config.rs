@@ -404,7 +404,7 @@ impl ConfigurationPolicy {
     }
 }
 
-fn opt_str<'a>(
+pub(crate) fn opt_str<'a>(
     map: &'a Map<String, Value>,
     key: &str,
     path: &str,
@@ -421,7 +421,7 @@ fn opt_str<'a>(
     }
 }
 
-fn opt_enum<T>(
+pub(crate) fn opt_enum<T>(
     map: &Map<String, Value>,
     key: &str,
     path: &str,
@@ -551,7 +551,7 @@ pub fn label_selector(
     given.then_some(sel)
 }
 
-fn namespace_selector(v: Option<&Value>, errors: &mut Vec<FieldError>) -> NamespaceSelector {
+pub(crate) fn namespace_selector(v: Option<&Value>, errors: &mut Vec<FieldError>) -> NamespaceSelector {
     const PATH: &str = "spec.namespaceSelector";
     let Some(v) = v.filter(|v| !v.is_null()) else {
         return NamespaceSelector::default();

@@ -12,7 +12,10 @@
 //!   messages and the writes enforce would make (a decision, not side effects).
 //! - [`history`]: per-template compliance history, newest first, bounded.
 //! - [`status`]: root compliance over clusters, PolicySet compliance over policies.
+//! - [`certificate`]: a CertificatePolicy read from a template, judged against the cluster's
+//!   Secrets (expiry, lifetime, SAN patterns) with cert-policy-controller's message.
 
+pub mod certificate;
 pub mod compare;
 pub mod config;
 pub mod dependency;

@@ -1,5 +1,6 @@
 //! Unit tests of the governance rules, one file per module.
 
+mod certificate;
 mod compare;
 mod config;
 mod dependency;
