@@ -120,17 +120,7 @@ impl CertificatePolicy {
     /// each with its path (`spec.minimumDuration`).
     pub fn from_value(object: &Value) -> Result<Self, Vec<FieldError>> {
         let mut errors = Vec::new();
-        let name = object
-            .get("metadata")
-            .and_then(|m| m.get("name"))
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        if name.is_empty() {
-            errors.push(FieldError::new("metadata.name", "required"));
-        } else if let Err(e) = crate::names::validate_dns1123_subdomain("metadata.name", &name) {
-            errors.push(FieldError::new("metadata.name", e.to_string()));
-        }
+        let name = config::template_name(object, &mut errors);
         let empty = Map::new();
         let spec = match object.get("spec") {
             None | Some(Value::Null) => &empty,

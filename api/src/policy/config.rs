@@ -336,17 +336,7 @@ impl ConfigurationPolicy {
     /// returned, each with its path inside the object (`spec.object-templates[0].complianceType`).
     pub fn from_value(object: &Value) -> Result<Self, Vec<FieldError>> {
         let mut errors = Vec::new();
-        let name = object
-            .get("metadata")
-            .and_then(|m| m.get("name"))
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        if name.is_empty() {
-            errors.push(FieldError::new("metadata.name", "required"));
-        } else if let Err(e) = crate::names::validate_dns1123_subdomain("metadata.name", &name) {
-            errors.push(FieldError::new("metadata.name", e.to_string()));
-        }
+        let name = template_name(object, &mut errors);
         let empty = Map::new();
         let spec = match object.get("spec") {
             Some(Value::Object(m)) => m,
@@ -402,6 +392,22 @@ impl ConfigurationPolicy {
             Err(errors)
         }
     }
+}
+
+/// A policy template's `metadata.name`: required, a DNS subdomain.
+pub(crate) fn template_name(object: &Value, errors: &mut Vec<FieldError>) -> String {
+    let name = object
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    if name.is_empty() {
+        errors.push(FieldError::new("metadata.name", "required"));
+    } else if let Err(e) = crate::names::validate_dns1123_subdomain("metadata.name", &name) {
+        errors.push(FieldError::new("metadata.name", e.to_string()));
+    }
+    name
 }
 
 pub(crate) fn opt_str<'a>(
@@ -551,7 +557,10 @@ pub fn label_selector(
     given.then_some(sel)
 }
 
-pub(crate) fn namespace_selector(v: Option<&Value>, errors: &mut Vec<FieldError>) -> NamespaceSelector {
+pub(crate) fn namespace_selector(
+    v: Option<&Value>,
+    errors: &mut Vec<FieldError>,
+) -> NamespaceSelector {
     const PATH: &str = "spec.namespaceSelector";
     let Some(v) = v.filter(|v| !v.is_null()) else {
         return NamespaceSelector::default();
