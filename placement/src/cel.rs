@@ -356,7 +356,7 @@ pub fn cluster_value(cluster: &Cluster) -> Value {
     let labels: HashMap<String, Value> = cluster
         .labels
         .iter()
-        .map(|(k, v)| (k.clone(), text(v)))
+        .map(|(k, v)| (k.to_owned(), text(v)))
         .collect();
     let claims: Vec<Value> = cluster
         .claims

@@ -22,13 +22,14 @@
 //!    candidate (joins or leaves an eligible set, starts being deleted, is added or removed)
 //!    matters even when it fails the predicates.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use crate::cel::ScoreUse;
 use crate::cluster::Cluster;
 use crate::clusterset::{
     ManagedClusterSet, ManagedClusterSetBinding, SetMatcher, eligible_cluster_sets,
 };
+use crate::pairs::Pairs;
 use crate::placement::{ClusterSelector, Placement, ScoreCoordinateType, TopologyKeyType};
 use crate::score::{BuiltIn, Prioritizer, effective_weights};
 use crate::selector::{CompiledSelector, LabelSelector};
@@ -91,7 +92,7 @@ fn add_selector(reads: &mut Reads, sel: &ClusterSelector) {
     add_keys(&mut reads.claims, &sel.claim_selector);
 }
 
-fn differ_on(a: &BTreeMap<String, String>, b: &BTreeMap<String, String>, keys: &Keys) -> bool {
+fn differ_on(a: &Pairs, b: &Pairs, keys: &Keys) -> bool {
     match keys {
         None => a != b,
         Some(keys) => keys.iter().any(|k| a.get(k) != b.get(k)),

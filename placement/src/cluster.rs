@@ -1,10 +1,10 @@
 //! The scheduler's view of a ManagedCluster: only what placement reads.
 
-use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
+use crate::pairs::Pairs;
 use crate::quantity::{QuantityError, parse_quantity};
 
 /// What a taint does to placements that do not tolerate it.
@@ -89,12 +89,13 @@ impl Allocatable {
 pub struct Cluster {
     /// Cluster name; unique in the fleet.
     pub name: String,
-    /// `metadata.labels`.
+    /// `metadata.labels`. A fleet's clusters share its interned strings
+    /// ([`Fleet::upsert_cluster`](crate::Fleet::upsert_cluster)).
     #[serde(default)]
-    pub labels: BTreeMap<String, String>,
+    pub labels: Pairs,
     /// `status.clusterClaims` as name → value.
     #[serde(default)]
-    pub claims: BTreeMap<String, String>,
+    pub claims: Pairs,
     /// `spec.taints`.
     #[serde(default)]
     pub taints: Vec<Taint>,
@@ -114,8 +115,8 @@ impl Cluster {
     pub fn new(name: impl Into<String>) -> Self {
         Cluster {
             name: name.into(),
-            labels: BTreeMap::new(),
-            claims: BTreeMap::new(),
+            labels: Pairs::new(),
+            claims: Pairs::new(),
             taints: Vec::new(),
             allocatable: Allocatable::default(),
             deleting: false,
@@ -125,13 +126,15 @@ impl Cluster {
 
     /// Adds a label.
     pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
-        self.labels.insert(key.into(), value.into());
+        let (key, value): (String, String) = (key.into(), value.into());
+        self.labels.insert(key, value);
         self
     }
 
     /// Adds a cluster claim.
     pub fn claim(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
-        self.claims.insert(name.into(), value.into());
+        let (name, value): (String, String) = (name.into(), value.into());
+        self.claims.insert(name, value);
         self
     }
 

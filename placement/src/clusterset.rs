@@ -85,7 +85,7 @@ impl SetMatcher {
     pub(crate) fn matches(&self, cluster: &Cluster) -> bool {
         match self {
             SetMatcher::Exclusive(name) => {
-                cluster.labels.get(CLUSTERSET_LABEL).map(String::as_str) == Some(name.as_str())
+                cluster.labels.get(CLUSTERSET_LABEL) == Some(name.as_str())
             }
             SetMatcher::Selector(sel) => sel.matches(&cluster.labels),
             SetMatcher::Nothing => false,

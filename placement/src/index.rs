@@ -5,10 +5,15 @@
 //! slice of `(key, value)` id pairs sorted by key. A selector is compiled against the ids once
 //! per scheduling run: a key or value that no cluster has is resolved right away (`In` of an
 //! unknown value can never match, `NotIn` of it always does).
+//!
+//! The table's strings are the ones the fleet's clusters hold: adding a cluster's pairs returns
+//! them pointing at the interned `Arc<str>`s ([`Pairs`]), and a string the table does not have
+//! yet joins it without a copy. A label value carried by every cluster is held once.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::pairs::{Pairs, Text};
 use crate::selector::{LabelSelector, Operator, SelectorError};
 
 /// String ↔ id table shared by label and claim keys and values. Append-only: ids stay valid
@@ -20,15 +25,16 @@ pub(crate) struct Strings {
 }
 
 impl Strings {
-    fn intern(&mut self, s: &str) -> u32 {
-        if let Some(&id) = self.ids.get(s) {
-            return id;
+    /// The id of `s` and the table's shared copy of it; a string the table does not have yet
+    /// is added as `s` itself (no copy).
+    fn intern(&mut self, s: &Arc<str>) -> (u32, Arc<str>) {
+        if let Some(&id) = self.ids.get(&**s) {
+            return (id, self.names[id as usize].clone());
         }
         let id = u32::try_from(self.names.len()).expect("more than u32::MAX distinct strings");
-        let s: Arc<str> = s.into();
         self.ids.insert(s.clone(), id);
-        self.names.push(s);
-        id
+        self.names.push(s.clone());
+        (id, s.clone())
     }
 
     pub(crate) fn get(&self, s: &str) -> Option<u32> {
@@ -50,40 +56,44 @@ pub(crate) struct PairTable {
 }
 
 impl PairTable {
-    fn append(&mut self, strings: &mut Strings, map: &BTreeMap<String, String>) -> (u32, u32) {
+    /// Appends `given`'s pairs as ids; returns their span and `given` pointing at the interned
+    /// strings (what the fleet's copy of the cluster keeps).
+    fn append(&mut self, strings: &mut Strings, given: &Pairs) -> ((u32, u32), Pairs) {
         let start = self.pairs.len();
-        self.pairs.extend(
-            map.iter()
-                .map(|(k, v)| (strings.intern(k), strings.intern(v))),
-        );
+        let mut shared = Vec::with_capacity(given.len());
+        for (k, v) in given.entries() {
+            let (k_id, k) = strings.intern(k);
+            let (v_id, v) = strings.intern(v.arc());
+            self.pairs.push((k_id, v_id));
+            shared.push((k, Text::from(v)));
+        }
         self.pairs[start..].sort_unstable();
         let len = self.pairs.len() - start;
-        (
+        let span = (
             u32::try_from(start).expect("label table overflow"),
             u32::try_from(len).expect("label table overflow"),
-        )
+        );
+        (span, Pairs::from_sorted(shared))
     }
 
-    pub(crate) fn push(&mut self, strings: &mut Strings, map: &BTreeMap<String, String>) {
-        let span = self.append(strings, map);
+    /// Adds the next cluster's pairs; returns them pointing at the interned strings.
+    pub(crate) fn push(&mut self, strings: &mut Strings, given: &Pairs) -> Pairs {
+        let (span, shared) = self.append(strings, given);
         self.spans.push(span);
+        shared
     }
 
-    /// Replaces cluster `idx`'s pairs. The old ones become garbage, compacted away once they
-    /// outnumber the live ones.
-    pub(crate) fn replace(
-        &mut self,
-        idx: u32,
-        strings: &mut Strings,
-        map: &BTreeMap<String, String>,
-    ) {
+    /// Replaces cluster `idx`'s pairs; returns them pointing at the interned strings. The old
+    /// ones become garbage, compacted away once they outnumber the live ones.
+    pub(crate) fn replace(&mut self, idx: u32, strings: &mut Strings, given: &Pairs) -> Pairs {
         let old = self.spans[idx as usize];
         self.garbage += old.1 as usize;
-        let span = self.append(strings, map);
+        let (span, shared) = self.append(strings, given);
         self.spans[idx as usize] = span;
         if self.garbage > 1024 && self.garbage * 2 > self.pairs.len() {
             self.compact();
         }
+        shared
     }
 
     fn compact(&mut self) {
@@ -183,6 +193,8 @@ impl IdSelector {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
     use crate::selector::Requirement;
 
@@ -190,11 +202,8 @@ mod tests {
         let mut strings = Strings::default();
         let mut t = PairTable::default();
         for m in maps {
-            let map: BTreeMap<String, String> = m
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect();
-            t.push(&mut strings, &map);
+            let pairs: Pairs = m.iter().copied().collect();
+            t.push(&mut strings, &pairs);
         }
         (strings, t)
     }
@@ -237,6 +246,33 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn pushed_pairs_share_the_tables_strings() {
+        let mut strings = Strings::default();
+        let mut t = PairTable::default();
+        let a: Pairs = [("env", "prod"), ("zone", "a")].into_iter().collect();
+        let b: Pairs = [("env", "prod"), ("site", "prod")].into_iter().collect();
+        let a_key = a.entries()[0].0.clone();
+        let a = t.push(&mut strings, &a);
+        let b = t.replace(0, &mut strings, &b);
+        assert_eq!(
+            b.iter().collect::<Vec<_>>(),
+            [("env", "prod"), ("site", "prod")]
+        );
+        assert!(
+            Arc::ptr_eq(&a.entries()[0].0, &a_key),
+            "a new string joins as given"
+        );
+        assert!(Arc::ptr_eq(&a.entries()[0].0, &b.entries()[0].0), "env");
+        let prod = a.entries()[0].1.arc();
+        assert!(Arc::ptr_eq(prod, b.entries()[0].1.arc()));
+        assert!(
+            Arc::ptr_eq(prod, b.entries()[1].1.arc()),
+            "one string for every pair that carries it"
+        );
+        assert_eq!(t.get(0, strings.get("site").unwrap()), strings.get("prod"));
     }
 
     #[test]

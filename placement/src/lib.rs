@@ -46,6 +46,8 @@
 //! - [`selector`]: label selectors — matching, validation, the `a=b,c in (d)` string form.
 //! - [`cel`]: CEL selectors (`celSelector.celExpressions`), compiled once per spec.
 //! - [`quantity`]: Kubernetes quantities (`500m`, `16Gi`) → `f64`.
+//! - [`pairs`]: a cluster's labels or claims as one sorted slice of shared strings, and the
+//!   [`Labels`] trait selectors read (also implemented by `BTreeMap<String, String>`).
 //! - [`cluster`]: the scheduler's view of a ManagedCluster (labels, claims, taints, allocatable).
 //! - [`clusterset`]: ManagedClusterSets, bindings, and which sets a placement may use.
 //! - [`placement`]: the Placement spec.
@@ -74,6 +76,7 @@ pub mod fleet;
 pub mod groups;
 mod index;
 pub mod labels;
+pub mod pairs;
 pub mod placement;
 pub mod quantity;
 mod rate_limit;
@@ -103,6 +106,7 @@ pub use groups::{
     group_decisions,
 };
 pub use labels::CLUSTERSET_LABEL;
+pub use pairs::{Labels, Pairs, Text};
 pub use placement::{
     AddOnScoreRef, ClusterPredicate, ClusterSelector, DEFAULT_SCORE_RATE_LIMIT, DecisionGroup,
     DecisionStrategy, GroupStrategy, IntOrString, Placement, PrioritizerConfig, PrioritizerMode,

@@ -14,6 +14,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{ErrorKind, FieldError};
+use crate::pairs::Labels;
 
 /// A selector operator. Unknown operators are kept (not rejected at deserialisation) so that
 /// validation can name them and the field they sit in.
@@ -263,7 +264,7 @@ impl LabelSelector {
 
     /// Evaluates the selector against `labels` without compiling it first. An invalid selector
     /// matches nothing. Prefer [`CompiledSelector`] in loops.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    pub fn matches<L: Labels + ?Sized>(&self, labels: &L) -> bool {
         self.compile().is_ok_and(|c| c.matches(labels))
     }
 }
@@ -305,15 +306,12 @@ impl CompiledSelector {
     }
 
     /// Whether `labels` (or claims) satisfy every requirement.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    pub fn matches<L: Labels + ?Sized>(&self, labels: &L) -> bool {
+        let among = |vs: &[String], v: &str| vs.binary_search_by(|x| x.as_str().cmp(v)).is_ok();
         self.reqs.iter().all(|req| match req {
-            Compiled::Equals(k, v) => labels.get(k.as_str()) == Some(v),
-            Compiled::In(k, vs) => labels
-                .get(k.as_str())
-                .is_some_and(|v| vs.binary_search(v).is_ok()),
-            Compiled::NotIn(k, vs) => labels
-                .get(k.as_str())
-                .is_none_or(|v| vs.binary_search(v).is_err()),
+            Compiled::Equals(k, v) => labels.get(k) == Some(v.as_str()),
+            Compiled::In(k, vs) => labels.get(k).is_some_and(|v| among(vs, v)),
+            Compiled::NotIn(k, vs) => labels.get(k).is_none_or(|v| !among(vs, v)),
             Compiled::Exists(k) => labels.contains_key(k.as_str()),
             Compiled::DoesNotExist(k) => !labels.contains_key(k.as_str()),
         })

@@ -293,8 +293,8 @@ mod tests {
                             TopologyKeyType::Claim => &c.claims,
                         };
                         map.get(&sc.topology_key).map(|v| {
-                            *ids.entry(v.clone()).or_insert_with(|| {
-                                names.push(v.clone());
+                            *ids.entry(v.to_owned()).or_insert_with(|| {
+                                names.push(v.to_owned());
                                 names.len() as u32 - 1
                             })
                         })

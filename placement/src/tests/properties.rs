@@ -245,15 +245,14 @@ fn mutation() -> impl Strategy<Value = Mutation> {
 
 fn mutate(c: &Cluster, m: &Mutation) -> Cluster {
     let mut c = c.clone();
-    let set =
-        |map: &mut std::collections::BTreeMap<String, String>, k: &str, v: Option<&str>| match v {
-            Some(v) => {
-                map.insert(k.to_owned(), v.to_owned());
-            }
-            None => {
-                map.remove(k);
-            }
-        };
+    let set = |map: &mut crate::Pairs, k: &str, v: Option<&str>| match v {
+        Some(v) => {
+            map.insert(k.to_owned(), v.to_owned());
+        }
+        None => {
+            map.remove(k);
+        }
+    };
     match m {
         Mutation::Label(k, v) => set(&mut c.labels, k, *v),
         Mutation::Claim(k, v) => set(&mut c.claims, k, *v),
