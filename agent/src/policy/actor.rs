@@ -12,6 +12,7 @@ use super::rules::{self, Compliances, Gate, Held, Template};
 use super::{PolicyConfig, StatusSink};
 use crate::backend::Backend;
 use crate::store::LocalStore;
+use flotilla_api::policy::certificate::{self, CertificatePolicy};
 use flotilla_api::policy::dependency::{Dependency, Observed};
 use flotilla_api::policy::evaluate::{Action, ObjectKey, evaluate, kinds, prune};
 use flotilla_api::policy::{Compliance, history};
@@ -250,7 +251,11 @@ impl PolicyActor {
     /// for a template that is never evaluated anyway.
     async fn waiting(&self, i: usize) -> Option<String> {
         let slot = &self.slots[i];
-        if slot.gate.dependencies.is_empty() || !matches!(slot.template, Template::Config(_)) {
+        let evaluated = matches!(
+            slot.template,
+            Template::Config(_) | Template::Certificate(_)
+        );
+        if slot.gate.dependencies.is_empty() || !evaluated {
             return None;
         }
         // Policies are known here; other kinds are read from the cluster first.
@@ -397,6 +402,8 @@ impl PolicyActor {
                     timer_due || rules::reevaluate_on_change(c, slot.last)
                 }
                 (Template::Config(_), Trigger::Timer) => timer_due,
+                (Template::Certificate(_), Trigger::Change) => true,
+                (Template::Certificate(_), Trigger::Timer) => timer_due,
                 // Templates that are never evaluated keep their one result.
                 _ => false,
             };
@@ -426,6 +433,14 @@ impl PolicyActor {
                     let next = rules::next_after(c, compliance, signals, poll);
                     (compliance, message, next, !actions.is_empty())
                 }
+                Template::Certificate(c) => match self.judge_certificates(c).await {
+                    Ok((compliance, message, next)) => (compliance, message, Some(next), false),
+                    Err(e) => {
+                        tracing::debug!(error = %e, "reading Secrets failed; retrying");
+                        self.slots[i].next = Some(now + Duration::from_secs(5));
+                        continue;
+                    }
+                },
                 t => (
                     Compliance::NonCompliant,
                     t.fixed_message().unwrap_or_default(),
@@ -447,6 +462,26 @@ impl PolicyActor {
         }
         self.share();
         self.report().await;
+    }
+
+    /// Judges a CertificatePolicy against the cluster's namespaces and Secrets: its compliance,
+    /// cert-policy-controller's message, and when to judge it again (a certificate crossing
+    /// its minimum duration changes the verdict with no change on the cluster).
+    async fn judge_certificates(
+        &self,
+        policy: &CertificatePolicy,
+    ) -> Result<(Compliance, String, Duration), crate::backend::BackendError> {
+        let secrets = [("v1".to_string(), "Secret".to_string())];
+        let snap = snapshot(self.deps.backend.as_ref(), &secrets).await?;
+        let now = time::OffsetDateTime::from(SystemTime::now());
+        let verdict = certificate::judge(policy, &snap.namespaces, &snap.objects, now);
+        let next = rules::certificate_next(
+            verdict.next_check,
+            now,
+            self.deps.backend.changes().is_some(),
+            self.deps.config.poll_interval,
+        );
+        Ok((verdict.compliance, verdict.message, next))
     }
 
     /// Records slot `i`'s result: its compliance, when to look again, the history event;

@@ -8,6 +8,8 @@
 //!   enforce, bounded history, status when it changes. Templates whose `dependencies` /
 //!   `extraDependencies` are not met on this cluster wait, Pending; the actors share their
 //!   compliance ([`rules::Compliances`]) so a dependency met wakes the policies waiting on it.
+//!   CertificatePolicies are judged against the cluster's Secrets on changes and when a
+//!   certificate crosses its minimum duration.
 //! - [`rules`]: pure decisions (templates, dependencies, cluster compliance, next evaluation).
 //! - [`executor`]: reads the cluster into a snapshot, carries out enforce's writes.
 //!

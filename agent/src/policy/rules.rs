@@ -2,6 +2,7 @@
 //! judged, what each waits for (its dependencies) and what it reports meanwhile, the cluster's
 //! compliance over them, and when to evaluate again.
 
+use flotilla_api::policy::certificate::{CERTIFICATE_POLICY, CertificatePolicy};
 use flotilla_api::policy::config::{ConfigurationPolicy, Interval, Remediation, TemplateMeta};
 use flotilla_api::policy::dependency::{self, Dependency, Observed};
 use flotilla_api::policy::{Compliance, GROUP};
@@ -14,6 +15,8 @@ use std::time::Duration;
 pub enum Template {
     /// A ConfigurationPolicy: evaluated and enforced here.
     Config(Box<ConfigurationPolicy>),
+    /// A CertificatePolicy: the cluster's Secrets judged here (enforce is inform).
+    Certificate(Box<CertificatePolicy>),
     /// A kind Flotilla does not evaluate: always NonCompliant, naming the kind.
     Unsupported(TemplateMeta),
     /// A template that cannot be read (the hub checks templates, but nothing it sends is
@@ -31,19 +34,20 @@ impl Template {
     pub fn id(&self) -> (String, String) {
         match self {
             Template::Config(c) => (c.name.clone(), "ConfigurationPolicy".into()),
+            Template::Certificate(c) => (c.name.clone(), CERTIFICATE_POLICY.into()),
             Template::Unsupported(m) | Template::Invalid { meta: m, .. } => {
                 (m.name.clone(), m.kind.clone())
             }
         }
     }
 
-    /// The message of a template that is never evaluated (`None` for a ConfigurationPolicy).
+    /// The message of a template that is never evaluated (`None` for the kinds that are).
     pub fn fixed_message(&self) -> Option<String> {
         match self {
-            Template::Config(_) => None,
+            Template::Config(_) | Template::Certificate(_) => None,
             Template::Unsupported(m) => Some(format!(
                 "NonCompliant; violation - template kind {} ({}) is not evaluated by Flotilla; \
-                 only ConfigurationPolicy is",
+                 only ConfigurationPolicy and CertificatePolicy are",
                 m.kind, m.api_version
             )),
             Template::Invalid { reason, .. } => Some(format!(
@@ -86,18 +90,28 @@ pub fn templates(policy: &Policy) -> Vec<Template> {
                     };
                 }
             };
-            if !meta.is_configuration_policy() {
+            let read = if meta.is_configuration_policy() {
+                ConfigurationPolicy::from_value(&value).map(|c| Template::Config(Box::new(c)))
+            } else if is_certificate_policy(&meta) {
+                CertificatePolicy::from_value(&value).map(|c| Template::Certificate(Box::new(c)))
+            } else {
                 return Template::Unsupported(meta);
-            }
-            match ConfigurationPolicy::from_value(&value) {
-                Ok(c) => Template::Config(Box::new(c)),
-                Err(errors) => Template::Invalid {
-                    meta,
-                    reason: join(&errors),
-                },
-            }
+            };
+            read.unwrap_or_else(|errors| Template::Invalid {
+                meta,
+                reason: join(&errors),
+            })
         })
         .collect()
+}
+
+/// A CertificatePolicy of the policy group.
+fn is_certificate_policy(meta: &TemplateMeta) -> bool {
+    meta.kind == CERTIFICATE_POLICY
+        && meta
+            .api_version
+            .split_once('/')
+            .is_some_and(|(g, _)| g == GROUP)
 }
 
 fn join(errors: &[flotilla_api::policy::FieldError]) -> String {
@@ -268,6 +282,30 @@ pub fn next_after(
         Interval::Watch if !backend_signals_changes => Some(poll),
         Interval::Watch | Interval::Never => None,
     }
+}
+
+/// The longest a CertificatePolicy goes without being judged again (OCM polls every 10 s;
+/// here changes and certificates' crossings wake it, this is the floor).
+pub const CERTIFICATE_FLOOR: Duration = Duration::from_secs(600);
+
+/// When a CertificatePolicy is judged again, besides on every change the backend signals: at
+/// the next instant a certificate crosses its minimum duration, and at least every
+/// [`CERTIFICATE_FLOOR`] (every `poll` when the backend signals no changes).
+pub fn certificate_next(
+    next_check: Option<time::OffsetDateTime>,
+    now: time::OffsetDateTime,
+    backend_signals_changes: bool,
+    poll: Duration,
+) -> Duration {
+    let floor = if backend_signals_changes {
+        CERTIFICATE_FLOOR
+    } else {
+        poll.min(CERTIFICATE_FLOOR)
+    };
+    let until_crossing = next_check
+        .map(|at| Duration::try_from(at - now).unwrap_or_default())
+        .unwrap_or(floor);
+    until_crossing.clamp(Duration::from_millis(100), floor)
 }
 
 /// Whether a change on the cluster makes the template be evaluated again: not for `never`

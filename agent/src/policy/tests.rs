@@ -299,14 +299,104 @@ async fn a_namespace_the_policy_did_not_create_is_kept_by_delete_if_created() {
 #[tokio::test]
 async fn unsupported_template_kinds_are_noncompliant_naming_the_kind() {
     let mut f = Fixture::new();
-    let cert = json!({"apiVersion": "policy.open-cluster-management.io/v1", "kind": "CertificatePolicy",
-        "metadata": {"name": "policy-certificate-example"}, "spec": {"minimumDuration": "300h"}});
-    let p = replicated("cert", 1, "inform", &[cert]);
+    let op = json!({"apiVersion": "policy.open-cluster-management.io/v1beta1", "kind": "OperatorPolicy",
+        "metadata": {"name": "install-operator"}, "spec": {"remediationAction": "inform"}});
+    let p = replicated("op", 1, "inform", &[op]);
+    f.send(&p, Action::CreateRequest).await;
+    let r = f.report(|r| !r.compliant.is_empty()).await;
+    assert_eq!(r.compliant, "NonCompliant");
+    assert_eq!(r.details[0].template_kind, "OperatorPolicy");
+    assert!(newest(&r).contains("OperatorPolicy"), "{}", newest(&r));
+}
+
+/// A `kubernetes.io/tls` Secret in `default` whose certificate expires `left` from now.
+fn tls_secret(name: &str, left: time::Duration) -> Value {
+    let now = time::OffsetDateTime::now_utc();
+    let mut params = rcgen::CertificateParams::new(vec!["web.example.com".to_string()]).unwrap();
+    params.not_before = now - time::Duration::days(1);
+    params.not_after = now + left;
+    let key = rcgen::KeyPair::generate().unwrap();
+    let pem = params.self_signed(&key).unwrap().pem();
+    json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+        "metadata": {"namespace": "default", "name": name},
+        "data": {"tls.crt": data_encoding::BASE64.encode(pem.as_bytes())}})
+}
+
+async fn put(sim: &SimBackend, object: &Value) {
+    let m = &object["metadata"];
+    let (group, version) = match object["apiVersion"].as_str().unwrap().split_once('/') {
+        Some((g, v)) => (g.to_string(), v.to_string()),
+        None => (
+            String::new(),
+            object["apiVersion"].as_str().unwrap().to_string(),
+        ),
+    };
+    let id = ManifestId {
+        group,
+        version,
+        kind: object["kind"].as_str().unwrap().into(),
+        namespace: m["namespace"].as_str().unwrap_or_default().into(),
+        name: m["name"].as_str().unwrap().into(),
+    };
+    sim.apply(&id, object, &Strategy::Update).await.unwrap();
+}
+
+/// policy-collection's CertificatePolicy (`minimumDuration: 300h` in `default`).
+fn certificate_template() -> Value {
+    json!({"apiVersion": "policy.open-cluster-management.io/v1", "kind": "CertificatePolicy",
+        "metadata": {"name": "policy-certificate-example"},
+        "spec": {"namespaceSelector": {"include": ["default"]}, "remediationAction": "inform",
+                 "severity": "low", "minimumDuration": "300h"}})
+}
+
+#[tokio::test]
+async fn a_certificate_policy_flags_a_certificate_that_expires_in_ten_days() {
+    let mut f = Fixture::new();
+    put(
+        &f.sim,
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}),
+    )
+    .await;
+    put(&f.sim, &tls_secret("web-tls", time::Duration::days(10))).await;
+    // Enforce is inform for this kind: nothing is written.
+    let p = replicated("cert", 1, "enforce", &[certificate_template()]);
     f.send(&p, Action::CreateRequest).await;
     let r = f.report(|r| !r.compliant.is_empty()).await;
     assert_eq!(r.compliant, "NonCompliant");
     assert_eq!(r.details[0].template_kind, "CertificatePolicy");
-    assert!(newest(&r).contains("CertificatePolicy"), "{}", newest(&r));
+    assert_eq!(
+        newest(&r),
+        "NonCompliant; 1 certificates expire in less than 300h0m0s: default:web-tls\n"
+    );
+
+    // The certificate is renewed: judged again on the change, Compliant.
+    put(&f.sim, &tls_secret("web-tls", time::Duration::days(90))).await;
+    let r = f.report(|r| r.compliant == "Compliant").await;
+    assert_eq!(
+        newest(&r),
+        "Compliant; All evaluated certificates are compliant"
+    );
+}
+
+#[tokio::test]
+async fn a_certificate_crossing_its_minimum_duration_turns_noncompliant_with_no_change() {
+    let mut f = Fixture::new();
+    put(
+        &f.sim,
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}),
+    )
+    .await;
+    // 300h and four seconds left: compliant now, not in four seconds.
+    let left = time::Duration::hours(300) + time::Duration::seconds(4);
+    put(&f.sim, &tls_secret("web-tls", left)).await;
+    let p = replicated("cert", 1, "inform", &[certificate_template()]);
+    f.send(&p, Action::CreateRequest).await;
+    f.report(|r| r.compliant == "Compliant").await;
+    let r = f.report(|r| r.compliant == "NonCompliant").await;
+    assert_eq!(
+        newest(&r),
+        "NonCompliant; 1 certificates expire in less than 300h0m0s: default:web-tls\n"
+    );
 }
 
 #[tokio::test]

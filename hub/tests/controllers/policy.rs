@@ -1,7 +1,8 @@
 //! Governance end to end: a real nats-server, the hub, simulated agents. policy-collection's
 //! namespace policy over a Placement (inform → NonCompliant, enforce → Compliant, drift on the
 //! spoke repaired, history), a PlacementRule with a binding override through a PolicySet (set
-//! aggregation, an unsupported template kind), disabling and deleting a policy, a PolicySet's
+//! aggregation, policy-collection's CertificatePolicy flagging a certificate that expires in 10
+//! days on the spoke), disabling and deleting a policy, a PolicySet's
 //! placement built from the members that exist (none: no placement, as OCM).
 
 use crate::common;
@@ -59,6 +60,35 @@ subjects:
 bindingOverrides:
   remediationAction: enforce
 "#;
+
+/// Puts a `kubernetes.io/tls` Secret in `default` on the agent's cluster, its certificate
+/// expiring `left` from now.
+async fn put_tls_secret(agent: &TestAgent, name: &str, left: time::Duration) {
+    use flotilla_agent::backend::{Backend, Strategy};
+    let now = time::OffsetDateTime::now_utc();
+    let mut params = rcgen::CertificateParams::new(vec!["web.example.com".to_string()]).unwrap();
+    params.not_before = now - time::Duration::days(1);
+    params.not_after = now + left;
+    let pem = params
+        .self_signed(&rcgen::KeyPair::generate().unwrap())
+        .unwrap()
+        .pem();
+    let id = ManifestId {
+        group: String::new(),
+        version: "v1".into(),
+        kind: "Secret".into(),
+        namespace: "default".into(),
+        name: name.into(),
+    };
+    let secret = serde_json::json!({"apiVersion": "v1", "kind": "Secret",
+        "type": "kubernetes.io/tls", "metadata": {"namespace": "default", "name": name},
+        "data": {"tls.crt": data_encoding::BASE64.encode(pem.as_bytes())}});
+    agent
+        .backend
+        .apply(&id, &secret, &Strategy::Update)
+        .await
+        .unwrap();
+}
 
 fn ns_id(name: &str) -> ManifestId {
     ManifestId {
@@ -236,7 +266,7 @@ async fn namespace_policy_flow(nats: NatsServer) {
 }
 
 #[tokio::test]
-async fn placement_rules_policy_sets_overrides_unsupported_kinds_disable_and_delete() {
+async fn placement_rules_policy_sets_overrides_certificates_disable_and_delete() {
     let nats = NatsServer::start();
     let hub = start_hub(hub_config(&nats.url())).await;
     let mut clusters = clusters_client(&hub).await;
@@ -249,6 +279,8 @@ async fn placement_rules_policy_sets_overrides_unsupported_kinds_disable_and_del
         })
         .await
         .unwrap();
+    // dev-1 holds a certificate in `default` that expires in 10 days.
+    put_tls_secret(&agents[0], "web-tls", time::Duration::days(10)).await;
     apply(&hub, RULE_SET_AND_BINDING).await;
     apply(&hub, NAMESPACE_POLICY).await;
     apply(&hub, CERTIFICATE_POLICY).await;
@@ -266,7 +298,7 @@ async fn placement_rules_policy_sets_overrides_unsupported_kinds_disable_and_del
     wait_namespace(&agents[0], "prod", true).await;
     wait_namespace(&agents[1], "prod", false).await;
 
-    // A template kind Flotilla does not evaluate is NonCompliant, naming the kind.
+    // policy-certificate (minimumDuration 300h) flags it on the spoke, in OCM's words.
     wait_policy(&mut api, "policy-certificate", "NonCompliant", |p| {
         compliant(p) == "NonCompliant"
     })
@@ -279,33 +311,23 @@ async fn placement_rules_policy_sets_overrides_unsupported_kinds_disable_and_del
         .await
         .unwrap()
         .into_inner();
-    assert!(
-        details.clusters[0].details[0].history[0]
-            .message
-            .contains("CertificatePolicy"),
+    assert_eq!(
+        details.clusters[0].details[0].history[0].message,
+        "NonCompliant; 1 certificates expire in less than 300h0m0s: default:web-tls\n",
         "{details:#?}"
+    );
+    assert_eq!(
+        details.clusters[0].details[0].template_kind,
+        "CertificatePolicy"
     );
 
     // The set aggregates: NonCompliant over Compliant.
-    let deadline = tokio::time::Instant::now() + SOON;
-    loop {
-        let sets = api
-            .list_policy_sets(ListPoliciesRequest {
-                namespace: "default".into(),
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .items;
-        let st = sets[0].status.clone().unwrap_or_default();
-        if st.compliant == "NonCompliant" {
-            assert_eq!(st.status_message, "All policies are reporting status");
-            assert_eq!(st.placement[0].placement_rule, "dev");
-            break;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "set: {st:#?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let st = wait_set(&mut api, "NonCompliant", |st| {
+        st.compliant == "NonCompliant"
+    })
+    .await;
+    assert_eq!(st.status_message, "All policies are reporting status");
+    assert_eq!(st.placement[0].placement_rule, "dev");
 
     // The rule follows labels: prod-1 joins, gets the policy and enforces it.
     clusters

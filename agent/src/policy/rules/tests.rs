@@ -30,17 +30,29 @@ fn config(interval: serde_json::Value) -> serde_json::Value {
 fn templates_are_evaluated_refused_or_reported_unsupported() {
     let p = replicated(&[
         config(json!({})),
-        json!({"apiVersion": "policy.open-cluster-management.io/v1", "kind": "CertificatePolicy", "metadata": {"name": "cert"}}),
+        json!({"apiVersion": "policy.open-cluster-management.io/v1beta1", "kind": "OperatorPolicy", "metadata": {"name": "op"}}),
         json!({"apiVersion": "policy.open-cluster-management.io/v1", "kind": "ConfigurationPolicy", "metadata": {"name": "bad"}, "spec": {"severity": "extreme"}}),
+        json!({"apiVersion": "policy.open-cluster-management.io/v1", "kind": "CertificatePolicy", "metadata": {"name": "cert"}, "spec": {"minimumDuration": "300h"}}),
+        json!({"apiVersion": "policy.open-cluster-management.io/v1", "kind": "CertificatePolicy", "metadata": {"name": "bad-cert"}, "spec": {"minimumDuration": "10d"}}),
     ]);
     let t = templates(&p);
     assert!(matches!(&t[0], Template::Config(c) if c.name == "c"));
     assert_eq!(
         t[1].fixed_message().unwrap(),
-        "NonCompliant; violation - template kind CertificatePolicy (policy.open-cluster-management.io/v1) is not evaluated by Flotilla; only ConfigurationPolicy is"
+        "NonCompliant; violation - template kind OperatorPolicy (policy.open-cluster-management.io/v1beta1) is not evaluated by Flotilla; only ConfigurationPolicy and CertificatePolicy are"
     );
     assert_eq!(t[2].id(), ("bad".into(), "ConfigurationPolicy".into()));
     assert!(t[2].fixed_message().unwrap().contains("spec.severity"));
+    assert!(matches!(&t[3], Template::Certificate(c) if c.name == "cert"));
+    assert_eq!(t[3].fixed_message(), None);
+    assert_eq!(t[4].id(), ("bad-cert".into(), "CertificatePolicy".into()));
+    assert!(
+        t[4].fixed_message()
+            .unwrap()
+            .contains("spec.minimumDuration: Invalid value: \"10d\""),
+        "{:?}",
+        t[4].fixed_message()
+    );
     assert_eq!(root_remediation(&p), Some(Remediation::Enforce));
 }
 
@@ -259,4 +271,25 @@ fn other_kinds_are_judged_by_their_status_compliant() {
     )
     .unwrap();
     assert_eq!(c.observe(&other[0]), None, "read from the cluster");
+}
+
+#[test]
+fn certificates_are_judged_again_when_one_crosses_its_minimum_and_at_least_every_ten_minutes() {
+    let now = time::OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap();
+    let poll = Duration::from_secs(30);
+    let soon = Some(now + time::Duration::seconds(90));
+    assert_eq!(
+        certificate_next(soon, now, true, poll),
+        Duration::from_secs(90)
+    );
+    assert_eq!(certificate_next(None, now, true, poll), CERTIFICATE_FLOOR);
+    let late = Some(now + time::Duration::days(30));
+    assert_eq!(certificate_next(late, now, true, poll), CERTIFICATE_FLOOR);
+    // A backend that signals no changes is polled.
+    assert_eq!(certificate_next(late, now, false, poll), poll);
+    // A crossing already due is looked at shortly, never in a busy loop.
+    assert_eq!(
+        certificate_next(Some(now), now, true, poll),
+        Duration::from_millis(100)
+    );
 }

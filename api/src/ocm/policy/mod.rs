@@ -4,9 +4,9 @@
 //!
 //! Conversion checks what OCM's CRDs and webhooks check and reports every problem with its
 //! path (`spec.policy-templates[0].objectDefinition.spec.object-templates[1].complianceType`).
-//! A template of a kind Flotilla does not evaluate (CertificatePolicy, OperatorPolicy,
-//! Gatekeeper, Kyverno…) is accepted as written: the agent reports it NonCompliant, naming the
-//! kind.
+//! A template of a kind Flotilla does not evaluate (OperatorPolicy, Gatekeeper, Kyverno…) is
+//! accepted as written: the agent reports it NonCompliant, naming the kind. A CertificatePolicy
+//! is accepted as written too and judged by the agent.
 
 use super::meta::{LabelSelector, Metadata};
 use crate::policy::config::{ConfigurationPolicy, Remediation, TemplateMeta};
