@@ -2,6 +2,7 @@
 //! condition types, Go durations (`spec.rotation.validity` is one), and when a token is due
 //! for rotation.
 
+use crate::go_duration::GoDuration;
 use std::time::{Duration, SystemTime};
 
 /// API group/version of ManagedServiceAccounts.
@@ -24,69 +25,21 @@ pub const CONDITION_SECRET_CREATED: &str = "SecretCreated";
 /// A token is rotated once this share of the lifetime the spoke actually granted has passed.
 pub const ROTATE_AT: f64 = 0.8;
 
-/// A Go duration (`time.ParseDuration`): a sequence of decimal numbers with units `ns`, `us`,
-/// `µs`, `ms`, `s`, `m`, `h` (`"8640h0m0s"`, `"1h30m"`, `"1.5h"`). Negative durations are
-/// refused. The error says what was wrong.
+/// A Go duration (`time.ParseDuration`, see [`crate::go_duration`]): `"8640h0m0s"`, `"1h30m"`,
+/// `"1.5h"`. Negative durations are refused. The error says what was wrong.
 pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
-    let text = s.trim();
-    if text.is_empty() {
-        return Err("empty duration".into());
-    }
-    if text == "0" {
-        return Ok(Duration::ZERO);
-    }
-    if text.starts_with('-') {
-        return Err(format!("{s:?} is negative"));
-    }
-    let text = text.strip_prefix('+').unwrap_or(text);
-    let mut total = 0f64;
-    let mut rest = text;
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(|| format!("{s:?}: a number needs a unit (ns, us, ms, s, m, h)"))?;
-        if digits == 0 {
-            return Err(format!("{s:?} is not a Go duration (like \"8640h0m0s\")"));
-        }
-        let value: f64 = rest[..digits]
-            .parse()
-            .map_err(|_| format!("{s:?}: {:?} is not a number", &rest[..digits]))?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let seconds = match &rest[..unit_len] {
-            "ns" => 1e-9,
-            "us" | "µs" | "μs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            unit => {
-                return Err(format!(
-                    "{s:?}: unknown unit {unit:?} (ns, us, ms, s, m, h)"
-                ));
-            }
-        };
-        total += value * seconds;
-        rest = &rest[unit_len..];
-    }
-    if !total.is_finite() || total > MAX_VALIDITY.as_secs_f64() * 10.0 {
+    let d = GoDuration::parse(s.trim())
+        .map_err(|e| format!("{s:?} is not a Go duration (like \"8640h0m0s\"): {e}"))?;
+    let d = d.to_std().ok_or_else(|| format!("{s:?} is negative"))?;
+    if d > MAX_VALIDITY * 10 {
         return Err(format!("{s:?} is too long"));
     }
-    Ok(Duration::from_secs_f64(total))
+    Ok(d)
 }
 
 /// A whole number of seconds as Go prints a duration (`8640h0m0s`, `1m30s`, `5s`, `0s`).
 pub fn format_go_duration(seconds: u64) -> String {
-    let (h, m, s) = (seconds / 3600, (seconds % 3600) / 60, seconds % 60);
-    if h > 0 {
-        format!("{h}h{m}m{s}s")
-    } else if m > 0 {
-        format!("{m}m{s}s")
-    } else {
-        format!("{s}s")
-    }
+    GoDuration::saturating_from_nanos(i128::from(seconds) * 1_000_000_000).to_string()
 }
 
 /// When a token issued at `issued` and expiring at `expires` (as the spoke answered: clouds cap

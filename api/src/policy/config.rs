@@ -179,42 +179,16 @@ impl Interval {
     }
 }
 
-/// Parses a Go duration: one or more `<number><unit>` with units `h`, `m`, `s`, `ms`, `us`, `ns`.
+/// Parses a Go duration (`time.ParseDuration`, see [`crate::go_duration`]): one or more
+/// `<number><unit>` with units `h`, `m`, `s`, `ms`, `us`, `ns`; not negative, at most 10 years.
 pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
+    const TEN_YEARS: Duration = Duration::from_secs(10 * 365 * 86400);
     let bad = || format!("{s:?} is not a duration (10s, 1h30m, 500ms), \"watch\" or \"never\"");
-    if s.is_empty() {
-        return Err(bad());
-    }
-    let mut rest = s;
-    let mut total = 0f64;
-    while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(bad)?;
-        if num_len == 0 {
-            return Err(bad());
-        }
-        let n: f64 = rest[..num_len].parse().map_err(|_| bad())?;
-        rest = &rest[num_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let scale = match &rest[..unit_len] {
-            "h" => 3600.0,
-            "m" => 60.0,
-            "s" => 1.0,
-            "ms" => 1e-3,
-            "us" | "µs" => 1e-6,
-            "ns" => 1e-9,
-            _ => return Err(bad()),
-        };
-        total += n * scale;
-        rest = &rest[unit_len..];
-    }
-    if !total.is_finite() || total > 10.0 * 365.0 * 86400.0 {
-        return Err(bad());
-    }
-    Ok(Duration::from_secs_f64(total))
+    crate::go_duration::GoDuration::parse(s)
+        .ok()
+        .and_then(|d| d.to_std())
+        .filter(|d| *d <= TEN_YEARS)
+        .ok_or_else(bad)
 }
 
 /// `evaluationInterval`.
