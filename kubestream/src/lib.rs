@@ -9,7 +9,10 @@
 //! - [`status`]: how a session ends — `SessionStatus` ⇄ the kubelet's `Status` JSON, and the
 //!   validation of an exit an agent sends (pure).
 //! - [`spdy`]: SPDY/3.1 — `frame` (codec, incremental decoder, bounds), `headers` (header
-//!   blocks, one zlib context per direction with the SPDY dictionary) (pure).
+//!   blocks, one zlib context per direction with the SPDY dictionary) (pure); `conn`, a
+//!   server connection over `AsyncRead + AsyncWrite` (I/O).
+//! - [`wsio`]: `AsyncRead + AsyncWrite` over a WebSocket of binary messages, for SPDY
+//!   tunnelled in a WebSocket (I/O).
 //! - [`portforward`]: port-forward's streams — header validation, pairing `error` and `data`
 //!   by `requestid`, the pair timeout as a rule over a given clock (pure).
 
@@ -20,3 +23,4 @@ pub mod negotiate;
 pub mod portforward;
 pub mod spdy;
 pub mod status;
+pub mod wsio;

@@ -6,7 +6,10 @@
 //! - [`headers`]: header blocks — lower-case unique names, one zlib context per direction
 //!   with the SPDY dictionary, bounds against zip bombs (pure).
 //! - [`dictionary`]: the SPDY/3 zlib dictionary (pure data).
+//! - [`conn`]: a server connection over `AsyncRead + AsyncWrite` — accepted streams as
+//!   handles with bounded buffers, one writer, pings echoed, GOAWAY (I/O).
 
+pub mod conn;
 pub mod dictionary;
 pub mod frame;
 pub mod headers;
