@@ -837,6 +837,7 @@ impl RegistrationActor {
         for finding in found {
             match finding {
                 Finding::Unanswered { for_, misses } => tracing::warn!(
+                    cluster = %self.config.cluster_name,
                     seconds = for_.as_secs(),
                     busy = misses.busy,
                     refused = misses.refused,
@@ -850,6 +851,7 @@ impl RegistrationActor {
                     "no spec resync answered for minutes: works the hub sent meanwhile may be missing here"
                 ),
                 Finding::Stuck { what, for_, bound } => tracing::warn!(
+                    cluster = %self.config.cluster_name,
                     call = what,
                     seconds = for_.as_secs(),
                     bound_ms = bound.as_millis() as u64,

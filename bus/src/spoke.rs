@@ -82,6 +82,9 @@ struct Inner {
     routed: AtomicU64,
     /// Calls timed out in a row with nothing routed meanwhile ([`DEAF_AFTER`]).
     timeouts: AtomicU32,
+    /// `routed` when the subscription was last taken for deaf (the demux checks that nothing
+    /// came since before making it again).
+    routed_when_deaf: AtomicU64,
     /// Wakes the demux to make the subscription again (a deaf one).
     resubscribe: Notify,
 }
@@ -257,6 +260,7 @@ impl Spoke {
             unclaimed: AtomicU64::new(0),
             routed: AtomicU64::new(0),
             timeouts: AtomicU32::new(0),
+            routed_when_deaf: AtomicU64::new(0),
             resubscribe: Notify::new(),
         });
         let (spec_tx, spec_rx) = mpsc::channel(capacities.spec.max(1));
@@ -380,6 +384,8 @@ impl Inner {
     fn timed_out(&self) {
         if self.timeouts.fetch_add(1, Ordering::Relaxed) + 1 >= DEAF_AFTER {
             self.timeouts.store(0, Ordering::Relaxed);
+            self.routed_when_deaf
+                .store(self.routed.load(Ordering::Relaxed), Ordering::Relaxed);
             self.resubscribe.notify_one();
         }
     }
@@ -418,16 +424,22 @@ async fn demux(
     let all = subjects::to_all(&inner.cluster);
     let mut last_resubscribe: Option<tokio::time::Instant> = None;
     loop {
+        // Messages first: a process too busy to run the demux for a while has its messages
+        // waiting here, and routing them shows the subscription is not deaf.
         let msg = tokio::select! {
+            biased;
             _ = &mut stopped => break,
             m = sub.next() => m,
             () = inner.resubscribe.notified() => {
                 let now = tokio::time::Instant::now();
-                if last_resubscribe.is_some_and(|at| now < at + RESUBSCRIBE_SPACING) {
+                let heard_since = inner.routed.load(Ordering::Relaxed)
+                    != inner.routed_when_deaf.load(Ordering::Relaxed);
+                if heard_since || last_resubscribe.is_some_and(|at| now < at + RESUBSCRIBE_SPACING) {
                     continue;
                 }
                 last_resubscribe = Some(now);
                 tracing::warn!(
+                    cluster = %inner.cluster,
                     timeouts = DEAF_AFTER,
                     routed = inner.routed.load(Ordering::Relaxed),
                     "calls time out and nothing reaches this agent's subscription: subscribing again"
@@ -436,6 +448,10 @@ async fn demux(
                 // servers send the interest on again.
                 if let Err(e) = sub.unsubscribe().await {
                     tracing::debug!(error = %e, "unsubscribing the deaf subscription failed");
+                }
+                // What it still holds is routed (the client closed it: this ends).
+                while let Some(msg) = sub.next().await {
+                    route(&inner, &routes, msg);
                 }
                 tokio::select! {
                     _ = &mut stopped => break,
@@ -513,6 +529,7 @@ mod tests {
             unclaimed: AtomicU64::new(0),
             routed: AtomicU64::new(0),
             timeouts: AtomicU32::new(0),
+            routed_when_deaf: AtomicU64::new(0),
             resubscribe: Notify::new(),
         }
     }

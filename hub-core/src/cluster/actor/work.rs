@@ -647,6 +647,7 @@ impl Actor {
                 e.delivery.resent(Instant::now(), longest);
                 if e.delivery.suspect() {
                     tracing::warn!(
+                        cluster = %self.name,
                         work = %name,
                         resends = e.delivery.resends(),
                         received = e.delivery.is_received(),
