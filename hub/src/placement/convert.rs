@@ -298,22 +298,34 @@ fn spread_constraint(
 /// The scheduler's view of a ManagedCluster: labels, claims, taints, allocatable cpu/memory
 /// and whether it is being deleted. Quantities that do not parse count as not reported.
 pub fn cluster(c: &v1::ManagedCluster) -> sched::Cluster {
-    let m = c.metadata.clone().unwrap_or_default();
-    let status = c.status.clone().unwrap_or_default();
+    // Borrowed, not cloned: every change of a cluster comes here (a lease renewal too), and
+    // the scheduler reads only a few of its fields (the profile of a 10,000 fanout had this
+    // function at 3.9 % of the hub, most of it copying the metadata and status it drops).
+    let m = c.metadata.as_ref();
+    let status = c.status.as_ref();
     let quantity = |k: &str| {
         status
-            .allocatable
-            .get(k)
+            .and_then(|s| s.allocatable.get(k))
             .and_then(|q| sched::parse_quantity(q).ok())
     };
     sched::Cluster {
-        name: m.name,
-        labels: m.labels.into_iter().collect(),
+        name: m.map(|m| m.name.clone()).unwrap_or_default(),
+        labels: m
+            .map(|m| {
+                m.labels
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            })
+            .unwrap_or_default(),
         claims: status
-            .cluster_claims
-            .iter()
-            .map(|c| (c.name.clone(), c.value.clone()))
-            .collect(),
+            .map(|s| {
+                s.cluster_claims
+                    .iter()
+                    .map(|c| (c.name.clone(), c.value.clone()))
+                    .collect()
+            })
+            .unwrap_or_default(),
         taints: c
             .spec
             .as_ref()
@@ -337,10 +349,9 @@ pub fn cluster(c: &v1::ManagedCluster) -> sched::Cluster {
             cpu: quantity("cpu"),
             memory: quantity("memory"),
         },
-        deleting: m.deletion_timestamp.is_some(),
+        deleting: m.is_some_and(|m| m.deletion_timestamp.is_some()),
         kubernetes_version: status
-            .version
-            .as_ref()
+            .and_then(|s| s.version.as_ref())
             .map(|v| v.kubernetes.clone())
             .filter(|v| !v.is_empty()),
     }
