@@ -34,6 +34,7 @@ use tracing::Instrument;
 mod bounds;
 mod calls;
 mod health;
+mod link;
 mod reports;
 
 use reports::claims;
@@ -42,6 +43,7 @@ use bounds::AnswerTimes;
 pub use calls::{AskError, ask_hub};
 use calls::{Call, ResyncCall, ResyncFailed, Timed, answer_of, ask_hub_within};
 use health::{Finding, LoopHealth, Outcome, Report};
+use link::Link;
 
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(5);
 const ACCEPTED_REFRESH: Duration = Duration::from_secs(600);
@@ -936,44 +938,6 @@ fn first_resync_request(
         },
         takes_specs: true,
         takes_busy: true,
-    }
-}
-
-/// Whether this agent's link is up, kept in the shared connected gauge (released on drop).
-struct Link {
-    metrics: Arc<crate::metrics::AgentMetrics>,
-    up: bool,
-}
-
-impl Link {
-    fn up(metrics: Arc<crate::metrics::AgentMetrics>) -> Self {
-        metrics.connected.inc();
-        metrics.connections.inc();
-        Self { metrics, up: true }
-    }
-
-    fn connected(&mut self) {
-        if !self.up {
-            self.up = true;
-            self.metrics.connected.inc();
-            self.metrics.connections.inc();
-        }
-    }
-
-    fn disconnected(&mut self) {
-        if self.up {
-            self.up = false;
-            self.metrics.connected.dec();
-            self.metrics.disconnections.inc();
-        }
-    }
-}
-
-impl Drop for Link {
-    fn drop(&mut self) {
-        if self.up {
-            self.metrics.connected.dec();
-        }
     }
 }
 

@@ -109,15 +109,7 @@ async fn a_subscription_that_hears_nothing_while_calls_time_out_is_made_again() 
         .await
         .expect("the spec arrives on the new subscription");
     assert_eq!(spec.payload, Bytes::from_static(b"spec"));
-    let mut answering = other.subscribe("hub.answers").await.unwrap();
-    let responder = other.clone();
-    tokio::spawn(async move {
-        while let Some(m) = answering.next().await {
-            if let Some(reply) = m.reply {
-                let _ = responder.publish(reply, Bytes::from_static(b"ok")).await;
-            }
-        }
-    });
+    answer_ok(&other, "hub.answers").await;
     other.flush().await.unwrap();
     let answer = ask_within(&spoke, "hub.answers", Duration::from_secs(5)).await;
     assert_eq!(answer.payload, Bytes::from_static(b"ok"));
@@ -128,6 +120,19 @@ async fn a_subscription_that_hears_nothing_while_calls_time_out_is_made_again() 
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(sids_on(&monitor, &all).await, after);
     demux.stop().await;
+}
+
+/// Answers every request on `subject` with `ok`, from a task of its own.
+async fn answer_ok(client: &async_nats::Client, subject: &str) {
+    let mut answering = client.subscribe(subject.to_string()).await.unwrap();
+    let responder = client.clone();
+    tokio::spawn(async move {
+        while let Some(m) = answering.next().await {
+            if let Some(reply) = m.reply {
+                let _ = responder.publish(reply, Bytes::from_static(b"ok")).await;
+            }
+        }
+    });
 }
 
 async fn ask_within(spoke: &Spoke, subject: &str, timeout: Duration) -> async_nats::Message {
@@ -153,15 +158,7 @@ async fn timeouts_with_answers_in_between_leave_the_subscription_alone() {
     let before = wait_for_sids(&monitor, &all, |s| s.len() == 1).await;
     let other = client.clone();
     let _silent = other.subscribe("hub.silent").await.unwrap();
-    let mut answering = other.subscribe("hub.answers").await.unwrap();
-    let responder = other.clone();
-    tokio::spawn(async move {
-        while let Some(m) = answering.next().await {
-            if let Some(reply) = m.reply {
-                let _ = responder.publish(reply, Bytes::from_static(b"ok")).await;
-            }
-        }
-    });
+    answer_ok(&other, "hub.answers").await;
     other.flush().await.unwrap();
     // A slow hub: most calls time out, but something gets through now and then.
     for _ in 0..3 {
