@@ -159,14 +159,6 @@ async fn api_server() -> (u16, tokio::task::JoinHandle<()>) {
     (port, task)
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 async fn port_forward_echoes(minor: &str, env: &[(&str, &str)]) {
     let (api, server) = api_server().await;
     let dir = tempfile_dir();
@@ -178,7 +170,7 @@ async fn port_forward_echoes(minor: &str, env: &[(&str, &str)]) {
         ),
     )
     .unwrap();
-    let local = free_port();
+    let local = flotilla_testkit::free_port();
     let mut child = tokio::process::Command::new(kubectl(minor))
         .args(["port-forward", "pod/p", &format!("{local}:8080")])
         .env("KUBECONFIG", &kubeconfig)
@@ -227,7 +219,7 @@ fn tempfile_dir() -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
         "kubestream-live-{}-{}",
         std::process::id(),
-        free_port()
+        flotilla_testkit::free_port()
     ));
     std::fs::create_dir_all(&dir).unwrap();
     dir

@@ -40,6 +40,11 @@ pub const STATUS_STREAM_MAX_BYTES: i64 = 64 << 20;
 /// kernel's ephemeral range (32768–60999 on Linux): a port the kernel handed out as ephemeral
 /// can be taken by any outgoing connection before the server that asked for it binds it, which
 /// made tests fail with "Address already in use" under load.
+///
+/// A port is handed out once per process, and claimed across processes by a lock on a file in
+/// the temp dir held until the process exits (see [`claim`]): two tests running at once drew
+/// the same port from the hash, and the second server to bind it failed (CI, 2026-11-30:
+/// `binding 127.0.0.1:28106: Address already in use`).
 pub fn free_port() -> u16 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -54,14 +59,49 @@ pub fn free_port() -> u16 {
         let mut z = seed.wrapping_add(n.wrapping_mul(0x9e37_79b9_7f4a_7c15));
         z = (z ^ (z >> 31)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         let port = (LOW + (z ^ (z >> 29)) % SPAN) as u16;
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() && claim(port) {
             return port;
         }
     }
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("bind a port on 127.0.0.1")
+    panic!(
+        "no free port on 127.0.0.1 between {LOW} and {} in 1,000 draws",
+        LOW + SPAN
+    )
+}
+
+/// Claims `port` for this process: false when this process handed it out already or another
+/// live process holds its lock file (`$TMPDIR/flotilla-test-ports/PORT`). The lock is an
+/// advisory file lock kept open until the process exits, so the kernel releases it however
+/// the process ends; a port whose file is left behind is free again once nobody holds it.
+fn claim(port: u16) -> bool {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    static HELD: Mutex<Option<HashMap<u16, Option<std::fs::File>>>> = Mutex::new(None);
+    let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
+    let held = held.get_or_insert_with(HashMap::new);
+    if held.contains_key(&port) {
+        return false;
+    }
+    let dir = std::env::temp_dir().join("flotilla-test-ports");
+    // Without a writable temp dir the claim is this process's alone, as it was before locks.
+    let file = std::fs::create_dir_all(&dir)
+        .and_then(|()| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(dir.join(port.to_string()))
+        })
+        .ok();
+    if let Some(f) = &file {
+        match f.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => return false,
+            Err(std::fs::TryLockError::Error(_)) => {}
+        }
+    }
+    held.insert(port, file);
+    true
 }
 
 /// Path of the `nats-server` binary, or a panic with [`INSTALL_HINT`].
@@ -663,4 +703,38 @@ pub async fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, String)> 
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| std::io::Error::other(format!("not an HTTP answer: {head:?}")))?;
     Ok((status, body.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{claim, free_port};
+
+    #[test]
+    fn a_port_is_handed_out_once_per_process() {
+        let ports: std::collections::HashSet<u16> = (0..200).map(|_| free_port()).collect();
+        assert_eq!(ports.len(), 200, "free_port handed out a port twice");
+        let taken = *ports.iter().next().expect("a port");
+        assert!(!claim(taken), "a port handed out already was claimed again");
+    }
+
+    #[test]
+    fn a_port_another_process_holds_is_not_claimed() {
+        // Another process's claim is a lock on the port's file; a second open file description
+        // in this process conflicts with it the same way (flock locks are per description).
+        let port = 9_999; // below the range free_port draws from, so no other test takes it
+        let dir = std::env::temp_dir().join("flotilla-test-ports");
+        std::fs::create_dir_all(&dir).expect("the lock dir");
+        let other = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join(port.to_string()))
+            .expect("the port's lock file");
+        other
+            .lock()
+            .expect("lock the port as another process would");
+        assert!(!claim(port), "a port locked elsewhere was claimed");
+        other.unlock().expect("unlock");
+        assert!(claim(port), "a port nobody holds was refused");
+    }
 }
