@@ -121,7 +121,8 @@ struct Common {
     /// each (0: calls, --concurrency at a time).
     #[arg(long, default_value_t = 0)]
     streams: usize,
-    /// Bound of the whole run, in seconds.
+    /// Bound of each phase of the run, in seconds (a storm's fleet start, its first version and
+    /// the storm each get this much).
     #[arg(long, default_value_t = 900)]
     timeout_seconds: u64,
     /// Write PNG plots (latency CDF, convergence, hub RSS) into this directory.
@@ -473,7 +474,7 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
     };
     // Bounded in time, and Ctrl-C stops everything this run started (the topology and the
     // fleet are dropped, which kills their processes).
-    let bound = Duration::from_secs(common.timeout_seconds + 120);
+    let bound = Duration::from_secs(common.timeout_seconds * u64::from(scenario::PHASES) + 120);
     let (summary, run) = tokio::select! {
         r = tokio::time::timeout(bound, work) => r
             .with_context(|| format!("the run exceeded {} s", bound.as_secs()))??,

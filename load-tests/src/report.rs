@@ -262,6 +262,16 @@ impl Phase {
         self.started
     }
 
+    /// The CPU per role since the phase began, the control plane's divided over `clusters`.
+    pub fn cpu_so_far(&self, topology: &Topology, clusters: usize) -> crate::cpu::CpuUsage {
+        crate::cpu::usage(
+            &self.cpu,
+            &topology.cpu().totals(),
+            ticks_per_second(),
+            clusters,
+        )
+    }
+
     /// Fills the summary's time, CPU per role, hub RSS and message rate. Every hub process
     /// counts (a hub killed during the phase up to its kill, its restart from its start); the
     /// control plane's CPU is divided over `summary.clusters_converged`, or the whole fleet

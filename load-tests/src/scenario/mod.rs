@@ -53,7 +53,8 @@ pub struct Run {
     pub topology: Topology,
     /// The fleet.
     pub fleet: FleetArgs,
-    /// Bound of the whole run.
+    /// Bound of each phase of the run (the fleet's start, a first version, the measured phase):
+    /// a scenario that has several calls [`Run::next_phase`] between them.
     pub timeout: Duration,
     /// Concurrent ApplyWork calls.
     pub concurrency: usize,
@@ -61,14 +62,25 @@ pub struct Run {
     pub streams: usize,
     /// Where plots go.
     pub out: Option<PathBuf>,
-    /// When the run began.
+    /// When the run (or its current phase) began.
     pub started: Instant,
 }
 
+/// Phases a scenario may bound one by one ([`Run::next_phase`]); the whole run is bounded by
+/// this many timeouts (and two minutes to stop its processes).
+pub const PHASES: u32 = 3;
+
 impl Run {
-    /// The run's deadline.
+    /// The current phase's deadline.
     pub fn deadline(&self) -> Instant {
         self.started + self.timeout
+    }
+
+    /// Starts the next phase's timeout: at 100,000 clusters the fleet's start (11 min) and a
+    /// first version (25 min) left the reconnect storm under 5 minutes of a 40-minute budget
+    /// counted from the run's start.
+    pub fn next_phase(&mut self) {
+        self.started = Instant::now();
     }
 
     /// A gRPC channel to the hub (connects lazily, so it survives a hub restart).

@@ -33,7 +33,11 @@ pub async fn run(mut run: Run, outage: Duration) -> Result<(Summary, Run)> {
     let mut summary = Summary::new("reconnect-storm", run.fleet.clusters);
     let (fleet, clusters, register) = run.start_fleet().await?;
     summary.set("register_seconds", register.as_secs_f64());
+    run.next_phase();
     let mut works = WorkWatch::start(run.topology.hub_endpoint.clone(), run.prefix(), WORK.into());
+    // The first version is a fanout to the whole fleet: its time and control-plane CPU are
+    // reported too (`first_version_*`), as the fanout scenario reports them.
+    let first = Phase::begin(&run.topology).await;
     summary.errors += run.apply_all(1, &works).await?;
     if works
         .wait_done(run.fleet.clusters, run.deadline())
@@ -46,6 +50,18 @@ pub async fn run(mut run: Run, outage: Duration) -> Result<(Summary, Run)> {
             run.fleet.clusters
         );
     }
+    summary.set(
+        "first_version_seconds",
+        (first.started().elapsed().as_secs_f64() * 100.0).round() / 100.0,
+    );
+    let cpu = first.cpu_so_far(&run.topology, run.fleet.clusters);
+    summary.set("first_version_cpu_hub_s", cpu.cpu_hub_s);
+    summary.set("first_version_cpu_jetstream_s", cpu.cpu_jetstream_s);
+    summary.set(
+        "first_version_cpu_control_plane_ms_per_cluster",
+        cpu.cpu_control_plane_ms_per_cluster,
+    );
+    run.next_phase();
     let via_leaves = run.topology.leaf_count() > 0;
     summary.set(
         "cut",
