@@ -11,7 +11,8 @@
 //! the agent's simulated cluster keeps its own compact store. Both answer requests through one
 //! [`engine`]: paths, verbs, patches, apply, watch and errors over a store's [`engine::Objects`].
 //!
-//! - [`resources`]: built-in API resources, those CRDs add, discovery documents (pure).
+//! - [`resources`]: built-in API resources by Kubernetes version, those CRDs add, discovery
+//!   documents (pure).
 //! - [`openapi`]: the OpenAPI v3 root and per group version documents (pure).
 //! - [`patch`]: JSON patch, JSON merge patch, strategic merge patch (pure).
 //! - [`select`]: label and field selectors (pure).
@@ -40,7 +41,8 @@ pub use store::{ObjectKey, Store};
 /// Settings of an in-memory server's store.
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// `gitVersion` of `/version` (and the nodes' kubelet version).
+    /// `gitVersion` of `/version` (and the nodes' kubelet version); its minor version decides
+    /// which built-in group versions are served ([`resources::builtin_of`]).
     pub git_version: String,
     /// Mark Deployments, StatefulSets, ReplicaSets, DaemonSets, Jobs and Pods ready (status as
     /// their controllers would write it) when they are written.

@@ -1,6 +1,8 @@
-//! The API resources an in-memory cluster serves (pure): a built-in table of the common kinds,
-//! plus those its CustomResourceDefinitions define (as a real API server's discovery does), and
-//! the discovery documents (`/apis`, `/api/v1`, `/apis/<group>/<version>`) built from them.
+//! The API resources an in-memory cluster serves (pure): a built-in table of the common kinds
+//! with the Kubernetes versions serving each group version (`batch/v1beta1` CronJob until 1.24,
+//! `batch/v1` from 1.21: [`builtin_for`]), plus those its CustomResourceDefinitions define (as a
+//! real API server's discovery does), and the discovery documents (`/apis`, `/api/v1`,
+//! `/apis/<group>/<version>`) built from them.
 
 use serde_json::{Value, json};
 
@@ -22,17 +24,6 @@ pub struct Resource {
 }
 
 impl Resource {
-    fn new(group: &str, plural: &str, kind: &str, namespaced: bool, short: &[&str]) -> Self {
-        Self {
-            group: group.into(),
-            version: "v1".into(),
-            plural: plural.into(),
-            kind: kind.into(),
-            namespaced,
-            short_names: short.iter().map(|s| s.to_string()).collect(),
-        }
-    }
-
     /// `apps/v1`, or `v1` for the core group.
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {
@@ -73,76 +64,191 @@ impl Resource {
     }
 }
 
-/// The built-in resources (served by every in-memory cluster, whether or not it stores
-/// objects of them).
+/// The Kubernetes minor versions (`30` for 1.30) in which a built-in resource is served, both
+/// ends inclusive: the deprecated API migration guide's removals (`batch/v1beta1` CronJob until
+/// 1.24) and GA arrivals (`batch/v1` CronJob from 1.21).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServedIn {
+    /// The first minor serving it (`0`: every version simulated).
+    pub since: u32,
+    /// The last minor serving it (`None`: still served).
+    pub until: Option<u32>,
+}
+
+impl ServedIn {
+    /// Served in every version simulated.
+    pub const ALWAYS: Self = Self {
+        since: 0,
+        until: None,
+    };
+
+    /// Served from minor `since` on.
+    const fn starting(since: u32) -> Self {
+        Self { since, until: None }
+    }
+
+    /// Served up to minor `until`, then removed.
+    const fn until(until: u32) -> Self {
+        Self {
+            since: 0,
+            until: Some(until),
+        }
+    }
+
+    /// Whether minor `minor` serves it.
+    pub fn contains(self, minor: u32) -> bool {
+        minor >= self.since && self.until.is_none_or(|u| minor <= u)
+    }
+}
+
+/// The newest Kubernetes minor the built-in table describes (the simulated range is 1.20–1.34);
+/// a version that cannot be read is taken as this one.
+pub const NEWEST_MINOR: u32 = 34;
+
+/// One row of the built-in table.
+struct Builtin {
+    group: &'static str,
+    version: &'static str,
+    plural: &'static str,
+    kind: &'static str,
+    namespaced: bool,
+    short: &'static [&'static str],
+    served: ServedIn,
+}
+
+const fn row(
+    group: &'static str,
+    version: &'static str,
+    plural: &'static str,
+    kind: &'static str,
+    namespaced: bool,
+    short: &'static [&'static str],
+    served: ServedIn,
+) -> Builtin {
+    Builtin {
+        group,
+        version,
+        plural,
+        kind,
+        namespaced,
+        short,
+        served,
+    }
+}
+
+const RBAC: &str = "rbac.authorization.k8s.io";
+const ALWAYS: ServedIn = ServedIn::ALWAYS;
+
+/// The built-in resources by Kubernetes version. Within a group the preferred (GA) version
+/// comes first: discovery names the first version of a group its preferred one.
+#[rustfmt::skip]
+const BUILTIN: &[Builtin] = &[
+    row("", "v1", "namespaces", "Namespace", false, &["ns"], ALWAYS),
+    row("", "v1", "nodes", "Node", false, &["no"], ALWAYS),
+    row("", "v1", "configmaps", "ConfigMap", true, &["cm"], ALWAYS),
+    row("", "v1", "secrets", "Secret", true, &[], ALWAYS),
+    row("", "v1", "services", "Service", true, &["svc"], ALWAYS),
+    row("", "v1", "serviceaccounts", "ServiceAccount", true, &["sa"], ALWAYS),
+    row("", "v1", "pods", "Pod", true, &["po"], ALWAYS),
+    row("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", true, &["pvc"], ALWAYS),
+    row("", "v1", "persistentvolumes", "PersistentVolume", false, &["pv"], ALWAYS),
+    row("", "v1", "limitranges", "LimitRange", true, &["limits"], ALWAYS),
+    row("", "v1", "resourcequotas", "ResourceQuota", true, &["quota"], ALWAYS),
+    row("", "v1", "endpoints", "Endpoints", true, &["ep"], ALWAYS),
+    row("", "v1", "events", "Event", true, &["ev"], ALWAYS),
+    row("apps", "v1", "deployments", "Deployment", true, &["deploy"], ALWAYS),
+    row("apps", "v1", "statefulsets", "StatefulSet", true, &["sts"], ALWAYS),
+    row("apps", "v1", "daemonsets", "DaemonSet", true, &["ds"], ALWAYS),
+    row("apps", "v1", "replicasets", "ReplicaSet", true, &["rs"], ALWAYS),
+    row("batch", "v1", "jobs", "Job", true, &[], ALWAYS),
+    row("batch", "v1", "cronjobs", "CronJob", true, &["cj"], ServedIn::starting(21)),
+    row("batch", "v1beta1", "cronjobs", "CronJob", true, &["cj"], ServedIn::until(24)),
+    row("coordination.k8s.io", "v1", "leases", "Lease", true, &[], ALWAYS),
+    row("coordination.k8s.io", "v1beta1", "leases", "Lease", true, &[], ServedIn::until(21)),
+    row(RBAC, "v1", "roles", "Role", true, &[], ALWAYS),
+    row(RBAC, "v1", "rolebindings", "RoleBinding", true, &[], ALWAYS),
+    row(RBAC, "v1", "clusterroles", "ClusterRole", false, &[], ALWAYS),
+    row(RBAC, "v1", "clusterrolebindings", "ClusterRoleBinding", false, &[], ALWAYS),
+    row(RBAC, "v1beta1", "roles", "Role", true, &[], ServedIn::until(21)),
+    row(RBAC, "v1beta1", "rolebindings", "RoleBinding", true, &[], ServedIn::until(21)),
+    row(RBAC, "v1beta1", "clusterroles", "ClusterRole", false, &[], ServedIn::until(21)),
+    row(RBAC, "v1beta1", "clusterrolebindings", "ClusterRoleBinding", false, &[], ServedIn::until(21)),
+    row("networking.k8s.io", "v1", "ingresses", "Ingress", true, &["ing"], ALWAYS),
+    row("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", true, &["netpol"], ALWAYS),
+    row("networking.k8s.io", "v1beta1", "ingresses", "Ingress", true, &["ing"], ServedIn::until(21)),
+    row("extensions", "v1beta1", "ingresses", "Ingress", true, &["ing"], ServedIn::until(21)),
+    row("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", true, &["pdb"], ServedIn::starting(21)),
+    row("policy", "v1beta1", "poddisruptionbudgets", "PodDisruptionBudget", true, &["pdb"], ServedIn::until(24)),
+    row("policy", "v1beta1", "podsecuritypolicies", "PodSecurityPolicy", false, &["psp"], ServedIn::until(24)),
+    row("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", true, &["hpa"], ServedIn::starting(23)),
+    row("autoscaling", "v1", "horizontalpodautoscalers", "HorizontalPodAutoscaler", true, &["hpa"], ALWAYS),
+    row("autoscaling", "v2beta2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", true, &["hpa"], ServedIn::until(25)),
+    row("autoscaling", "v2beta1", "horizontalpodautoscalers", "HorizontalPodAutoscaler", true, &["hpa"], ServedIn::until(24)),
+    row("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", true, &[], ServedIn::starting(21)),
+    row("discovery.k8s.io", "v1beta1", "endpointslices", "EndpointSlice", true, &[], ServedIn::until(24)),
+    row("events.k8s.io", "v1", "events", "Event", true, &["ev"], ALWAYS),
+    row("events.k8s.io", "v1beta1", "events", "Event", true, &["ev"], ServedIn::until(24)),
+    row("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", false, &["crd", "crds"], ALWAYS),
+    row("apiextensions.k8s.io", "v1beta1", "customresourcedefinitions", "CustomResourceDefinition", false, &["crd", "crds"], ServedIn::until(21)),
+];
+
+/// The built-in resources a cluster of Kubernetes minor version `minor` serves (whether or not
+/// it stores objects of them).
+pub fn builtin_for(minor: u32) -> Vec<Resource> {
+    BUILTIN
+        .iter()
+        .filter(|b| b.served.contains(minor))
+        .map(|b| Resource {
+            group: b.group.into(),
+            version: b.version.into(),
+            plural: b.plural.into(),
+            kind: b.kind.into(),
+            namespaced: b.namespaced,
+            short_names: b.short.iter().map(|s| s.to_string()).collect(),
+        })
+        .collect()
+}
+
+/// The built-in resources of the newest version described ([`NEWEST_MINOR`]).
 pub fn builtin() -> Vec<Resource> {
-    vec![
-        Resource::new("", "namespaces", "Namespace", false, &["ns"]),
-        Resource::new("", "nodes", "Node", false, &["no"]),
-        Resource::new("", "configmaps", "ConfigMap", true, &["cm"]),
-        Resource::new("", "secrets", "Secret", true, &[]),
-        Resource::new("", "services", "Service", true, &["svc"]),
-        Resource::new("", "serviceaccounts", "ServiceAccount", true, &["sa"]),
-        Resource::new("", "pods", "Pod", true, &["po"]),
-        Resource::new(
-            "",
-            "persistentvolumeclaims",
-            "PersistentVolumeClaim",
-            true,
-            &["pvc"],
-        ),
-        Resource::new("apps", "deployments", "Deployment", true, &["deploy"]),
-        Resource::new("apps", "statefulsets", "StatefulSet", true, &["sts"]),
-        Resource::new("apps", "daemonsets", "DaemonSet", true, &["ds"]),
-        Resource::new("apps", "replicasets", "ReplicaSet", true, &["rs"]),
-        Resource::new("batch", "jobs", "Job", true, &[]),
-        Resource::new("batch", "cronjobs", "CronJob", true, &["cj"]),
-        Resource::new("coordination.k8s.io", "leases", "Lease", true, &[]),
-        Resource::new("rbac.authorization.k8s.io", "roles", "Role", true, &[]),
-        Resource::new(
-            "rbac.authorization.k8s.io",
-            "rolebindings",
-            "RoleBinding",
-            true,
-            &[],
-        ),
-        Resource::new(
-            "rbac.authorization.k8s.io",
-            "clusterroles",
-            "ClusterRole",
-            false,
-            &[],
-        ),
-        Resource::new(
-            "rbac.authorization.k8s.io",
-            "clusterrolebindings",
-            "ClusterRoleBinding",
-            false,
-            &[],
-        ),
-        Resource::new("networking.k8s.io", "ingresses", "Ingress", true, &["ing"]),
-        Resource::new(
-            "networking.k8s.io",
-            "networkpolicies",
-            "NetworkPolicy",
-            true,
-            &["netpol"],
-        ),
-        Resource::new(
-            "policy",
-            "poddisruptionbudgets",
-            "PodDisruptionBudget",
-            true,
-            &["pdb"],
-        ),
-        Resource::new(
-            "apiextensions.k8s.io",
-            "customresourcedefinitions",
-            "CustomResourceDefinition",
-            false,
-            &["crd", "crds"],
-        ),
-    ]
+    builtin_for(NEWEST_MINOR)
+}
+
+/// The versions in which the built-in `kind` of `api_version` (`batch/v1beta1`) is served;
+/// `None` when it is no built-in resource at all.
+pub fn builtin_served(api_version: &str, kind: &str) -> Option<ServedIn> {
+    BUILTIN
+        .iter()
+        .find(|b| {
+            b.kind == kind
+                && match api_version.split_once('/') {
+                    Some((g, v)) => b.group == g && b.version == v,
+                    None => b.group.is_empty() && b.version == api_version,
+                }
+        })
+        .map(|b| b.served)
+}
+
+/// The minor version of a Kubernetes `gitVersion` (`v1.30.2+k3s1` → 30, `v1.24.17-eks-…` →
+/// 24); `None` when it is not a 1.x version.
+pub fn minor_of(git_version: &str) -> Option<u32> {
+    let mut parts = git_version.trim().trim_start_matches('v').split('.');
+    if parts.next()? != "1" {
+        return None;
+    }
+    let minor = parts.next()?;
+    let digits = minor.bytes().take_while(u8::is_ascii_digit).count();
+    minor[..digits].parse().ok()
+}
+
+/// [`minor_of`], or [`NEWEST_MINOR`] for a version that cannot be read.
+pub fn minor_or_newest(git_version: &str) -> u32 {
+    minor_of(git_version).unwrap_or(NEWEST_MINOR)
+}
+
+/// The built-in resources of a cluster reporting `git_version` ([`minor_or_newest`]).
+pub fn builtin_of(git_version: &str) -> Vec<Resource> {
+    builtin_for(minor_or_newest(git_version))
 }
 
 /// The resources a CustomResourceDefinition object defines (one per served version).
@@ -246,5 +352,86 @@ mod tests {
         assert_eq!(list["resources"][0]["name"], "widgets");
         assert!(resource_list("example.io/v0", &all).is_none());
         assert!(resource_list("v1", &all).is_some());
+    }
+
+    fn serves(resources: &[Resource], api_version: &str, kind: &str) -> bool {
+        resources
+            .iter()
+            .any(|r| r.api_version() == api_version && r.kind == kind)
+    }
+
+    #[test]
+    fn served_kinds_follow_the_kubernetes_version() {
+        let v130 = builtin_of("v1.30.2+k3s1");
+        assert!(serves(&v130, "batch/v1", "CronJob"));
+        assert!(!serves(&v130, "batch/v1beta1", "CronJob"));
+        assert!(!serves(&v130, "policy/v1beta1", "PodDisruptionBudget"));
+        assert!(serves(&v130, "autoscaling/v2", "HorizontalPodAutoscaler"));
+        let v124 = builtin_of("v1.24.17");
+        assert!(serves(&v124, "batch/v1", "CronJob"));
+        assert!(serves(&v124, "batch/v1beta1", "CronJob"));
+        assert!(serves(&v124, "policy/v1beta1", "PodSecurityPolicy"));
+        assert!(!serves(&v124, "networking.k8s.io/v1beta1", "Ingress"));
+        let v120 = builtin_for(20);
+        assert!(!serves(&v120, "batch/v1", "CronJob"));
+        assert!(serves(&v120, "extensions/v1beta1", "Ingress"));
+        assert!(serves(&v120, "rbac.authorization.k8s.io/v1beta1", "Role"));
+        // 1.25 removed batch/v1beta1 but still served autoscaling/v2beta2; 1.26 removed it.
+        assert!(!serves(&builtin_for(25), "batch/v1beta1", "CronJob"));
+        assert!(serves(
+            &builtin_for(25),
+            "autoscaling/v2beta2",
+            "HorizontalPodAutoscaler"
+        ));
+        assert!(!serves(
+            &builtin_for(26),
+            "autoscaling/v2beta2",
+            "HorizontalPodAutoscaler"
+        ));
+        assert_eq!(
+            builtin_served("batch/v1beta1", "CronJob"),
+            Some(ServedIn {
+                since: 0,
+                until: Some(24)
+            })
+        );
+        assert_eq!(builtin_served("v1", "ConfigMap"), Some(ServedIn::ALWAYS));
+        assert_eq!(builtin_served("example.io/v1", "Widget"), None);
+    }
+
+    #[test]
+    fn discovery_prefers_the_ga_version_and_lists_the_old_one_where_served() {
+        let groups = group_list(&builtin_for(24));
+        let batch = groups["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["name"] == "batch")
+            .unwrap()
+            .clone();
+        assert_eq!(batch["preferredVersion"]["version"], "v1");
+        assert_eq!(batch["versions"].as_array().unwrap().len(), 2);
+        assert!(resource_list("batch/v1beta1", &builtin_for(24)).is_some());
+        assert!(resource_list("batch/v1beta1", &builtin_for(30)).is_none());
+        let groups = group_list(&builtin_for(30));
+        let autoscaling = groups["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["name"] == "autoscaling")
+            .unwrap()
+            .clone();
+        assert_eq!(autoscaling["preferredVersion"]["version"], "v2");
+    }
+
+    #[test]
+    fn versions_are_read_from_git_versions() {
+        assert_eq!(minor_of("v1.30.2+k3s1"), Some(30));
+        assert_eq!(minor_of("v1.24.17-eks-5e0fdde"), Some(24));
+        assert_eq!(minor_of("1.28"), Some(28));
+        assert_eq!(minor_of("v1.29+"), Some(29));
+        assert_eq!(minor_of("v2.0.0"), None);
+        assert_eq!(minor_of("unknown"), None);
+        assert_eq!(minor_or_newest("nonsense"), NEWEST_MINOR);
     }
 }

@@ -210,7 +210,7 @@ impl Store {
     pub fn new(options: &Options) -> Self {
         let (events, _) = broadcast::channel(4096);
         let mut s = Self {
-            resources: resources::builtin(),
+            resources: resources::builtin_of(&options.git_version),
             objects: BTreeMap::new(),
             revision: 0,
             uids: 0,

@@ -378,3 +378,53 @@ fn identity_fills_what_the_path_implies_and_refuses_what_contradicts_it() {
         Route::Unknown(_)
     ));
 }
+
+#[tokio::test]
+async fn discovery_openapi_and_writes_follow_the_kubernetes_version() {
+    let at = |git: &str| {
+        let options = Options {
+            git_version: git.into(),
+            ..Options::default()
+        };
+        Served {
+            store: Arc::new(Mutex::new(Store::new(&options))),
+            options,
+        }
+    };
+    let cronjob = json!({"apiVersion": "batch/v1beta1", "kind": "CronJob",
+        "metadata": {"name": "c", "namespace": "default"}, "spec": {"schedule": "* * * * *"}});
+    let path = "/apis/batch/v1beta1/namespaces/default/cronjobs";
+
+    // 1.24 still serves batch/v1beta1: discovery, OpenAPI and writes.
+    let old = at("v1.24.17");
+    let list = call(&old, &req(Method::GET, "/apis/batch/v1beta1", "", Value::Null))
+        .await
+        .unwrap();
+    assert_eq!(list["resources"][0]["kind"], "CronJob");
+    let root = call(&old, &req(Method::GET, "/openapi/v3", "", Value::Null))
+        .await
+        .unwrap();
+    assert!(root["paths"]["apis/batch/v1beta1"].is_object(), "{root}");
+    call(
+        &old,
+        &req(Method::POST, path, "application/json", cronjob.clone()),
+    )
+    .await
+    .unwrap();
+
+    // 1.30 does not: 404 everywhere, as from a real API server.
+    let new = at("v1.30.2+k3s1");
+    let e = call(&new, &req(Method::GET, "/apis/batch/v1beta1", "", Value::Null))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, 404);
+    let root = call(&new, &req(Method::GET, "/openapi/v3", "", Value::Null))
+        .await
+        .unwrap();
+    assert!(root["paths"].get("apis/batch/v1beta1").is_none());
+    assert!(root["paths"]["apis/batch/v1"].is_object());
+    let e = call(&new, &req(Method::POST, path, "application/json", cronjob))
+        .await
+        .unwrap_err();
+    assert_eq!((e.code, e.reason.as_str()), (404, "NotFound"), "{e:?}");
+}

@@ -195,9 +195,9 @@ impl Objects for SimObjects {
         self.backend.info().await.kubernetes_version
     }
 
-    /// The built-ins and the CRDs'.
+    /// The built-ins of the cluster's Kubernetes version and the CRDs'.
     async fn resources(&self) -> Vec<Resource> {
-        let mut all = resources::builtin();
+        let mut all = resources::builtin_of(&self.git_version().await);
         if let Ok(crds) = self.backend.list("CustomResourceDefinition", None).await {
             for crd in &crds {
                 all.extend(resources::from_crd(crd));
