@@ -47,6 +47,10 @@
 //! - [`grpc`]: what every gRPC service passes through — the API builder, the method access
 //!   table, tokens and roles, capacity, guards, late services and their forwarding.
 //! - [`metrics`]: Prometheus metrics and the `/metrics` endpoint.
+//!
+//! Teams:
+//! - [`grants`]: who holds which role on the fleet, each cluster set and each namespace (the
+//!   grants file), and the pure decisions and list filters every surface asks (issue 48).
 
 #![deny(missing_docs)]
 
@@ -54,6 +58,7 @@ pub mod admission;
 pub mod backoff;
 pub mod cluster;
 pub mod controller;
+pub mod grants;
 pub mod grpc;
 pub mod ha;
 pub mod handle;
