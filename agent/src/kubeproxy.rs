@@ -398,6 +398,16 @@ impl Call {
         seq_in: &mut SeqCheck,
     ) -> Result<(), Stop> {
         let mut deadline = Instant::now() + tunnel::idle_timeout();
+        if request.session.is_some() {
+            // Before any credit: no session frame is ever asked for.
+            return self
+                .answer_whole(ApiResponse::status(
+                    http::StatusCode::NOT_IMPLEMENTED,
+                    "NotImplemented",
+                    "this agent does not serve exec, attach or port-forward yet",
+                ))
+                .await;
+        }
         if request.has_body && matches!(request.method.as_str(), "GET" | "HEAD") {
             // Before any credit: the body is never asked for.
             self.shared.metrics.proxy_refused("body_on_read");

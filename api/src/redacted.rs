@@ -35,6 +35,7 @@ impl fmt::Debug for TunnelRequest {
             .field("has_body", &self.has_body)
             .field("hub", &self.hub)
             .field("bearer", &redacted(&self.bearer))
+            .field("session", &self.session)
             .finish()
     }
 }

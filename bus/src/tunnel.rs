@@ -12,21 +12,28 @@
 //!  ◀── end ────────────────────────────
 //! ```
 //!
+//! A *session* (exec, attach, port-forward: [`TunnelRequest::session`] set) is full duplex
+//! after the response head: the agent answers `101` once its backend opened the session, then
+//! [`Frame::Chunk`]s flow both ways, each within its receiver's credit exactly as `data`,
+//! [`Frame::Close`] half-closes a channel, [`Frame::Resize`] goes to a tty, and exec/attach end
+//! with [`Frame::Exit`] then `end`. [`session`] says what each side may send when (pure).
+//!
 //! Either side may `cancel` (the HTTP client went away, a timeout, a protocol violation); both
 //! `ping` every open call at [`KEEPALIVE`], and a side that hears nothing on a call for
 //! [`idle_timeout`] ends it — so a watch or `logs -f` whose client or agent vanished does not
 //! stay open on the other side.
 //!
 //! Everything from a spoke is hostile: [`decode`] checks the event type, the cluster, the
-//! stream id's shape and each data frame's size; [`SeqCheck`] ends a call whose frames skip or
-//! repeat; [`RecvWindow`] ends one whose sender ignores its credit. Frames go hub → agent on
+//! stream id's shape and the size of each data frame, chunk, exit and resize; [`SeqCheck`]
+//! ends a call whose frames skip or repeat; [`RecvWindow`] ends one whose sender ignores its
+//! credit. Frames go hub → agent on
 //! [`crate::subjects::kubeapi`] and agent → hub on [`crate::subjects::kubeapi_back`], a
 //! subject built from the hub's own token: the spoke never names where the hub reads.
 
 use crate::envelope::{Action, Direction, EnvelopeError, Event, EventType};
 use flotilla_api::v1::{
-    TunnelCancel, TunnelCredit, TunnelEnd, TunnelFrame, TunnelPing, TunnelRequest, TunnelResponse,
-    tunnel_frame,
+    TunnelCancel, TunnelChunk, TunnelClose, TunnelCredit, TunnelEnd, TunnelExit, TunnelFrame,
+    TunnelPing, TunnelRequest, TunnelResize, TunnelResponse, tunnel_frame,
 };
 use std::fmt;
 use std::time::Duration;
@@ -45,6 +52,10 @@ pub const MAX_WINDOW: u32 = 64;
 /// Largest request head (method, path, query, headers): Kubernetes API servers refuse far
 /// smaller ones.
 pub const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// Largest exit `Status` (JSON) an agent may send: what the hub parses of it is bounded.
+pub const MAX_EXIT_BYTES: usize = 16 * 1024;
+
+pub mod session;
 
 /// A side that hears nothing on a call for this long ends it (three keepalives).
 pub fn idle_timeout() -> Duration {
@@ -129,6 +140,25 @@ pub enum Frame {
     Cancel(String),
     /// Keepalive.
     Ping,
+    /// Session bytes on a channel (Kubernetes' numbers: 0 stdin or port-forward data, 1
+    /// stdout, 2 stderr); counts against the receiver's credit as [`Frame::Data`] does.
+    Chunk {
+        /// The channel.
+        channel: u32,
+        /// The bytes, at most the receiver's `max_chunk`.
+        data: bytes::Bytes,
+    },
+    /// The sender sends no more on this channel (half-close).
+    Close(u32),
+    /// The terminal's new size (hub → agent, tty sessions).
+    Resize {
+        /// Columns.
+        width: u16,
+        /// Rows.
+        height: u16,
+    },
+    /// How the session ended: a `metav1.Status` as JSON, at most [`MAX_EXIT_BYTES`].
+    Exit(bytes::Bytes),
 }
 
 impl Frame {
@@ -142,7 +172,17 @@ impl Frame {
             Frame::Credit(_) => "credit",
             Frame::Cancel(_) => "cancel",
             Frame::Ping => "ping",
+            Frame::Chunk { .. } => "chunk",
+            Frame::Close(_) => "close",
+            Frame::Resize { .. } => "resize",
+            Frame::Exit(_) => "exit",
         }
+    }
+
+    /// Whether the frame counts against the receiver's credit (data and chunks; every other
+    /// frame is control).
+    pub fn is_counted(&self) -> bool {
+        matches!(self, Frame::Data(_) | Frame::Chunk { .. })
     }
 }
 
@@ -230,6 +270,36 @@ pub enum ProtocolError {
         /// When.
         detail: &'static str,
     },
+    /// An exit `Status` larger than [`MAX_EXIT_BYTES`].
+    #[error("exit status of {size} bytes, over the {MAX_EXIT_BYTES}-byte limit")]
+    ExitTooLarge {
+        /// Its size.
+        size: usize,
+    },
+    /// A terminal size no terminal has.
+    #[error("resize to {width}x{height}: a size is at most 65535")]
+    BadResize {
+        /// Columns asked for.
+        width: u32,
+        /// Rows asked for.
+        height: u32,
+    },
+    /// A session frame its sender may not send now ([`session::Rules`]).
+    #[error(transparent)]
+    Session(#[from] session::Violation),
+}
+
+/// Whom a call acts as on the spoke, for the logs of both ends: the user the hub names, the
+/// caller's ManagedServiceAccount token, or the agent itself.
+pub fn as_user(request: &TunnelRequest) -> &str {
+    if !request.bearer.is_empty() {
+        "its ManagedServiceAccount token"
+    } else {
+        request
+            .impersonate
+            .as_ref()
+            .map_or("agent", |i| i.user.as_str())
+    }
 }
 
 /// Builds the event carrying one frame.
@@ -249,6 +319,18 @@ pub fn encode(
         Frame::Credit(allowed) => tunnel_frame::Frame::Credit(TunnelCredit { allowed }),
         Frame::Cancel(reason) => tunnel_frame::Frame::Cancel(TunnelCancel { reason }),
         Frame::Ping => tunnel_frame::Frame::Ping(TunnelPing {}),
+        Frame::Chunk { channel, data } => tunnel_frame::Frame::Chunk(TunnelChunk {
+            channel,
+            data: data.to_vec(),
+        }),
+        Frame::Close(channel) => tunnel_frame::Frame::Close(TunnelClose { channel }),
+        Frame::Resize { width, height } => tunnel_frame::Frame::Resize(TunnelResize {
+            width: u32::from(width),
+            height: u32::from(height),
+        }),
+        Frame::Exit(status) => tunnel_frame::Frame::Exit(TunnelExit {
+            status: status.to_vec(),
+        }),
     };
     let mut event = Event::new(
         event_type,
@@ -266,7 +348,8 @@ pub fn encode(
 }
 
 /// Decodes and checks a frame received on `cluster`'s subject: the event type must be `want`,
-/// the event must name `cluster`, and a data frame must be at most `max_chunk` bytes.
+/// the event must name `cluster`, a data frame or chunk must be at most `max_chunk` bytes, an
+/// exit at most [`MAX_EXIT_BYTES`], a resize a size a terminal can have.
 pub fn decode(
     bytes: &[u8],
     max_event_bytes: usize,
@@ -290,28 +373,56 @@ pub fn decode(
     let frame: TunnelFrame = event.decode_data("TunnelFrame")?;
     let stream = StreamId::parse(&frame.stream)?;
     let seq = frame.seq;
-    let frame = match frame.frame {
-        None => {
-            return Err(ProtocolError::Empty {
-                stream: stream.to_string(),
-                seq,
-            });
-        }
-        Some(tunnel_frame::Frame::Request(r)) => Frame::Request(Box::new(r)),
-        Some(tunnel_frame::Frame::Response(r)) => Frame::Response(r),
-        Some(tunnel_frame::Frame::Data(d)) if d.len() > max_chunk => {
-            return Err(ProtocolError::ChunkTooLarge {
-                size: d.len(),
-                max: max_chunk,
-            });
-        }
-        Some(tunnel_frame::Frame::Data(d)) => Frame::Data(d.into()),
-        Some(tunnel_frame::Frame::End(_)) => Frame::End,
-        Some(tunnel_frame::Frame::Credit(c)) => Frame::Credit(c.allowed),
-        Some(tunnel_frame::Frame::Cancel(c)) => Frame::Cancel(c.reason.chars().take(512).collect()),
-        Some(tunnel_frame::Frame::Ping(_)) => Frame::Ping,
+    let Some(frame) = frame.frame else {
+        return Err(ProtocolError::Empty {
+            stream: stream.to_string(),
+            seq,
+        });
     };
+    let frame = from_wire(frame, max_chunk)?;
     Ok(Received { stream, seq, frame })
+}
+
+/// A frame from its wire form, checking its sizes.
+fn from_wire(frame: tunnel_frame::Frame, max_chunk: usize) -> Result<Frame, ProtocolError> {
+    let too_large = |size: usize| ProtocolError::ChunkTooLarge {
+        size,
+        max: max_chunk,
+    };
+    Ok(match frame {
+        tunnel_frame::Frame::Request(r) => Frame::Request(Box::new(r)),
+        tunnel_frame::Frame::Response(r) => Frame::Response(r),
+        tunnel_frame::Frame::Data(d) if d.len() > max_chunk => return Err(too_large(d.len())),
+        tunnel_frame::Frame::Data(d) => Frame::Data(d.into()),
+        tunnel_frame::Frame::End(_) => Frame::End,
+        tunnel_frame::Frame::Credit(c) => Frame::Credit(c.allowed),
+        tunnel_frame::Frame::Cancel(c) => Frame::Cancel(c.reason.chars().take(512).collect()),
+        tunnel_frame::Frame::Ping(_) => Frame::Ping,
+        tunnel_frame::Frame::Chunk(c) if c.data.len() > max_chunk => {
+            return Err(too_large(c.data.len()));
+        }
+        tunnel_frame::Frame::Chunk(c) => Frame::Chunk {
+            channel: c.channel,
+            data: c.data.into(),
+        },
+        tunnel_frame::Frame::Close(c) => Frame::Close(c.channel),
+        tunnel_frame::Frame::Resize(r) => {
+            let bad = || ProtocolError::BadResize {
+                width: r.width,
+                height: r.height,
+            };
+            Frame::Resize {
+                width: u16::try_from(r.width).map_err(|_| bad())?,
+                height: u16::try_from(r.height).map_err(|_| bad())?,
+            }
+        }
+        tunnel_frame::Frame::Exit(e) if e.status.len() > MAX_EXIT_BYTES => {
+            return Err(ProtocolError::ExitTooLarge {
+                size: e.status.len(),
+            });
+        }
+        tunnel_frame::Frame::Exit(e) => Frame::Exit(e.status.into()),
+    })
 }
 
 /// The sender's counter as the receiver follows it: each frame must be the next.

@@ -700,6 +700,7 @@ impl Call {
             return Some(self.protocol(e));
         }
         let unexpected = |frame, detail| ProtocolError::Unexpected { frame, detail };
+        let name = r.frame.name();
         match r.frame {
             Frame::Credit(n) => flow.send.credit(n).err().map(|e| self.protocol(e)),
             Frame::Response(head) => {
@@ -736,6 +737,9 @@ impl Call {
             })),
             Frame::Ping => None,
             Frame::Request(_) => Some(self.protocol(unexpected("request", "from an agent"))),
+            Frame::Chunk { .. } | Frame::Close(_) | Frame::Resize { .. } | Frame::Exit(_) => {
+                Some(self.protocol(unexpected(name, "in a call that is not a session")))
+            }
         }
     }
 
