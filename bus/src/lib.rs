@@ -24,6 +24,8 @@
 //! - [`policies`]: governance policy spec, status and resync events (types, resource id,
 //!   subject).
 //! - [`scores`]: AddOnPlacementScore reports (event type, status subject).
+//! - [`snapshot`]: backups of streams through JetStream's own snapshot and restore API — the
+//!   chunk frames, which streams a backup takes, its manifest, the client.
 //! - [`serviceaccounts`]: ManagedServiceAccount specs and token reports (types, resource id,
 //!   subject), the sealing of tokens to the hub's curve key and their hash.
 //! - [`tunnel`]: the cluster proxy's frames — one Kubernetes API call streamed between hub
@@ -45,6 +47,7 @@ pub mod publish;
 pub mod reply;
 pub mod scores;
 pub mod serviceaccounts;
+pub mod snapshot;
 pub mod spoke;
 pub mod subjects;
 pub mod trace;
