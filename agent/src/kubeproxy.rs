@@ -14,6 +14,11 @@
 //! and hub; past
 //! any of them a call is answered 429 (503 for the agent's own cap) saying which. A `GET` or
 //! `HEAD` with a body is answered 400 before its body is asked for.
+//!
+//! A call that is an exec, attach or port-forward *session* ([`TunnelRequest::session`]) goes
+//! to [`session`]: the backend opens it ([`Backend::open_session`]) and the call turns full
+//! duplex, within [`session::MAX_SESSIONS`] sessions at once and
+//! [`session::SESSIONS_PER_CALLER`] per caller.
 
 use crate::backend::Backend;
 use crate::backend::api::{ApiRequest, ApiResponse, Bearer, Impersonation, RequestBody};
@@ -96,6 +101,8 @@ struct Shared {
 struct Open {
     tx: mpsc::Sender<Received>,
     caller: String,
+    /// An exec, attach or port-forward session.
+    session: bool,
 }
 
 impl Server {
@@ -204,32 +211,71 @@ impl Server {
                 .caller
                 .as_ref()
                 .map_or_else(String::new, |c| c.name.clone());
-            if calls.len() >= MAX_CALLS {
-                self.metrics.proxy_refused("calls");
+            let is_session = request.session.is_some();
+            if let Err((reason, refusal)) = self.admit(&calls, &caller, is_session) {
+                self.metrics.proxy_refused(reason);
                 let call = Call::new(shared.clone(), stream, &request);
-                tasks.spawn(call.refuse(Refusal::busy(format!(
-                    "the agent already serves {MAX_CALLS} calls; try again later"
-                ))));
-                continue;
-            }
-            let share = self.limits.calls_per_caller;
-            if calls.values().filter(|o| o.caller == caller).count() >= share {
-                self.metrics.proxy_refused("caller_calls");
-                let call = Call::new(shared.clone(), stream, &request);
-                tasks.spawn(call.refuse(Refusal::too_many(format!(
-                    "the agent of cluster {} already serves {share} calls of {caller:?}, its \
-                         share per caller (--cluster-proxy-calls-per-caller); close some \
-                         (watches, log follows) or try again later",
-                    self.cluster
-                ))));
+                tasks.spawn(call.refuse(refusal));
                 continue;
             }
             let (tx, rx) = mpsc::channel(tunnel::MAX_WINDOW as usize + 16);
-            calls.insert(stream.clone(), Open { tx, caller });
+            calls.insert(
+                stream.clone(),
+                Open {
+                    tx,
+                    caller,
+                    session: is_session,
+                },
+            );
             let call = Call::new(shared.clone(), stream.clone(), &request);
-            let span = tracing::debug_span!("call", %stream);
-            tasks.spawn(call.run(*request, rx).instrument(span));
+            if is_session {
+                let span = tracing::info_span!("kubeproxy_session", %stream);
+                tasks.spawn(session::run(call, *request, rx).instrument(span));
+            } else {
+                let span = tracing::debug_span!("call", %stream);
+                tasks.spawn(call.run(*request, rx).instrument(span));
+            }
         }
+    }
+}
+
+impl Server {
+    /// Whether one more call of `caller` may open now (a session counts against the sessions'
+    /// bounds too): the refusal, and its metric's reason, when not.
+    fn admit(
+        &self,
+        calls: &HashMap<StreamId, Open>,
+        caller: &str,
+        is_session: bool,
+    ) -> Result<(), (&'static str, Refusal)> {
+        if calls.len() >= MAX_CALLS {
+            return Err((
+                "calls",
+                Refusal::busy(format!(
+                    "the agent already serves {MAX_CALLS} calls; try again later"
+                )),
+            ));
+        }
+        let share = self.limits.calls_per_caller;
+        if calls.values().filter(|o| o.caller == caller).count() >= share {
+            return Err((
+                "caller_calls",
+                Refusal::too_many(format!(
+                    "the agent of cluster {} already serves {share} calls of {caller:?}, its \
+                     share per caller (--cluster-proxy-calls-per-caller); close some \
+                     (watches, log follows) or try again later",
+                    self.cluster
+                )),
+            ));
+        }
+        if is_session {
+            let open = calls
+                .values()
+                .filter(|o| o.session)
+                .map(|o| o.caller.as_str());
+            session::admit(open, caller, &self.cluster)?;
+        }
+        Ok(())
     }
 }
 
@@ -336,21 +382,18 @@ impl Call {
         let caller = request.caller.clone().unwrap_or_default();
         tracing::info!(
             caller = %caller.name, role = %caller.role, method = %request.method,
-            path = %request.path,
-            as_user = if request.bearer.is_empty() {
-                request.impersonate.as_ref().map_or("agent", |i| i.user.as_str())
-            } else {
-                "its ManagedServiceAccount token"
-            },
-            "cluster proxy call"
+            path = %request.path, as_user = tunnel::as_user(&request), "cluster proxy call"
         );
         let mut seq_in = SeqCheck::default();
         // The request itself was frame 0.
         let _ = seq_in.check(0);
-        let stop = match self.serve(request, &mut rx, &mut seq_in).await {
-            Ok(()) => return,
-            Err(stop) => stop,
-        };
+        if let Err(stop) = self.serve(request, &mut rx, &mut seq_in).await {
+            self.stopped(stop).await;
+        }
+    }
+
+    /// Ends a call that stopped early: logs why, and tells the hub when it did not know.
+    async fn stopped(&mut self, stop: Stop) {
         match stop {
             Stop::Hub(reason) => tracing::debug!(%reason, "call ended by the hub"),
             Stop::Protocol(e) => {
@@ -398,16 +441,6 @@ impl Call {
         seq_in: &mut SeqCheck,
     ) -> Result<(), Stop> {
         let mut deadline = Instant::now() + tunnel::idle_timeout();
-        if request.session.is_some() {
-            // Before any credit: no session frame is ever asked for.
-            return self
-                .answer_whole(ApiResponse::status(
-                    http::StatusCode::NOT_IMPLEMENTED,
-                    "NotImplemented",
-                    "this agent does not serve exec, attach or port-forward yet",
-                ))
-                .await;
-        }
         if request.has_body && matches!(request.method.as_str(), "GET" | "HEAD") {
             // Before any credit: the body is never asked for.
             self.shared.metrics.proxy_refused("body_on_read");
@@ -665,26 +698,34 @@ fn to_api_request(request: &TunnelRequest, body: RequestBody) -> Result<ApiReque
             headers.append(n, v);
         }
     }
+    let (impersonate, bearer) = acting_as(request);
     Ok(ApiRequest {
         method,
         path: request.path.clone(),
         query: request.query.clone(),
         headers,
-        // A caller with a ManagedServiceAccount token acts as that ServiceAccount, never as
-        // someone it names.
-        impersonate: if request.bearer.is_empty() {
-            request.impersonate.as_ref().map(|i| Impersonation {
-                user: i.user.clone(),
-                groups: i.groups.clone(),
-            })
-        } else {
-            None
-        },
-        bearer: (!request.bearer.is_empty()).then(|| Bearer(request.bearer.clone())),
+        impersonate,
+        bearer,
         body,
     })
 }
 
+/// Whom the agent acts as for a call: the user the hub names, or the caller's
+/// ManagedServiceAccount token — a caller with a token acts as that ServiceAccount, never as
+/// someone it names.
+fn acting_as(request: &TunnelRequest) -> (Option<Impersonation>, Option<Bearer>) {
+    if request.bearer.is_empty() {
+        let impersonate = request.impersonate.as_ref().map(|i| Impersonation {
+            user: i.user.clone(),
+            groups: i.groups.clone(),
+        });
+        (impersonate, None)
+    } else {
+        (None, Some(Bearer(request.bearer.clone())))
+    }
+}
+
+mod session;
 #[cfg(test)]
 mod tests;
 mod upload;

@@ -13,10 +13,12 @@
 //!
 //! The cluster proxy hands whole Kubernetes API requests to [`Backend::serve_api`] ([`api`]):
 //! the Kubernetes backend makes them on its API server, the simulated cluster answers them
-//! from its objects ([`sim_api`]).
+//! from its objects ([`sim_api`]). Its exec, attach and port-forward sessions go to
+//! [`Backend::open_session`] ([`session`]).
 
 pub mod api;
 pub mod kube;
+pub mod session;
 pub mod sim;
 pub mod sim_api;
 
@@ -249,6 +251,15 @@ pub trait Backend: Send + Sync + 'static {
             "NotImplemented",
             "this cluster's backend does not serve the Kubernetes API",
         )
+    }
+
+    /// Opens an exec, attach or port-forward session of the cluster proxy; a refusal is the
+    /// answer to the client's upgrade (a `Status`). A backend that cannot answers 501.
+    async fn open_session(
+        self: std::sync::Arc<Self>,
+        _request: session::SessionRequest,
+    ) -> Result<session::Session, api::ApiResponse> {
+        Err(session::not_served())
     }
 
     /// Creates the ServiceAccount `namespace/name` of a ManagedServiceAccount (and its

@@ -77,14 +77,16 @@ impl Backend for Reader {
 }
 
 /// A hub's end of an agent's cluster-proxy server: sends frames, reads the answers.
-struct FakeHub {
+pub(super) struct FakeHub {
     client: async_nats::Client,
-    hub: String,
-    back: async_nats::Subscriber,
+    /// The hub's token.
+    pub(super) hub: String,
+    /// Where the agent's frames come back.
+    pub(super) back: async_nats::Subscriber,
 }
 
 impl FakeHub {
-    async fn new(client: &async_nats::Client) -> Self {
+    pub(super) async fn new(client: &async_nats::Client) -> Self {
         let hub = uuid::Uuid::new_v4().simple().to_string();
         let back = client
             .subscribe(subjects::kubeapi_back("edge-1", &hub))
@@ -98,7 +100,7 @@ impl FakeHub {
         }
     }
 
-    async fn send(&self, stream: &StreamId, seq: u64, frame: Frame) {
+    pub(super) async fn send(&self, stream: &StreamId, seq: u64, frame: Frame) {
         let event = tunnel::encode(
             tunnel::down_type(),
             "flotilla-hub",
@@ -128,7 +130,7 @@ impl FakeHub {
     }
 
     /// Opens a call, asking again until the agent's subscription is up; its first frame.
-    async fn open(&mut self, request: TunnelRequest) -> (StreamId, Frame) {
+    pub(super) async fn open(&mut self, request: TunnelRequest) -> (StreamId, Frame) {
         loop {
             let stream = StreamId::random();
             self.send(&stream, 0, Frame::Request(Box::new(request.clone())))
@@ -150,12 +152,12 @@ impl FakeHub {
     }
 }
 
-fn decode_up(payload: &[u8]) -> Received {
+pub(super) fn decode_up(payload: &[u8]) -> Received {
     tunnel::decode(payload, 1 << 20, &tunnel::up_type(), "edge-1", 1 << 20).unwrap()
 }
 
 /// An agent's proxy server over `backend` with `limits`.
-fn serve(
+pub(super) fn serve(
     js: &async_nats::jetstream::Context,
     backend: Arc<dyn Backend>,
     limits: Limits,
