@@ -85,8 +85,9 @@
 // The core, under the names the hub's modules have always used (`crate::cluster`, …):
 // families and tests import them from here or from `flotilla_hub_core`.
 pub use flotilla_hub_core::{
-    admission, backoff, cluster, controller, ha, handle, identity, inventory, janitor, keys,
-    limits, mailbox, metrics, report, router, sealed, security, settle, store, tasks, units, views,
+    admission, backoff, cluster, controller, grants, ha, handle, identity, inventory, janitor,
+    keys, limits, mailbox, metrics, report, router, sealed, security, settle, store, tasks, units,
+    views,
 };
 
 pub mod addon;

@@ -53,6 +53,12 @@ struct Args {
     /// Serve an open API (no tokens) on a non-loopback address anyway.
     #[arg(long)]
     api_allow_unauthenticated: bool,
+    /// Teams: a grants file (YAML, `kind: Grants`) giving users and groups roles on the fleet
+    /// (`admin`, `view`), on cluster sets (`admin`, `bind`, `view`) and on namespaces (`admin`,
+    /// `edit`, `view`); a token's NAME is a user. Needs --api-token-file. Read at start (a file
+    /// that does not parse stops the hub); not yet re-read when it changes.
+    #[arg(long, env = "FLOTILLA_GRANTS_FILE")]
+    grants_file: Option<std::path::PathBuf>,
     /// How much of the gRPC server one caller may hold (connections, streams, calls, watches).
     #[command(flatten)]
     grpc_capacity: flotilla_hub::grpc::capacity::CapacityArgs,
@@ -722,6 +728,23 @@ fn nats_config(
                 secure.hub_creds.clone(),
             )));
         }
+    let grants = load(
+        args.grants_file.as_deref(),
+        "--grants-file",
+        flotilla_hub::grants::file::load,
+        &mut errors,
+    );
+    if args.grants_file.is_some() && args.api_token_file.is_none() {
+        errors.push(
+            "--grants-file: grants need identities to grant to; give --api-token-file (a token's \
+             NAME is a user in the grants file)"
+                .into(),
+        );
+    }
+    let tokens = match grants {
+        Some(grants) => tokens.map(|t| t.with_grants(std::sync::Arc::new(grants))),
+        None => tokens,
+    };
         if let (None, Some(tls)) = (&nats.tls_ca_file, &secure.tls) {
             nats.tls_ca_file = Some(tls.ca.clone());
         }

@@ -18,11 +18,19 @@
 //! on the cluster. The checks are the work service's (they need the works); this layer only lets
 //! deployers reach it.
 //!
+//! Teams (issue 48): every [`Identity`] carries its [`Principal`] and its [`Scope`] — its CSV role
+//! as a fleet-wide role (`admin` → fleet admin, `read-only` and `deployer` → fleet view) plus
+//! what the grants file (`--grants-file`, [`crate::grants`]) gives its name on cluster sets and
+//! namespaces. The gate below still decides by the CSV role ([`Identity::role`]; a fleet admin
+//! by the grants file counts as `admin`); per-object decisions by the scope come with the
+//! access table's object rules.
+//!
 //! Without a token file the API is open — the default for the demo on loopback; the binary refuses
 //! to serve it open on any other address unless told to (`--api-allow-unauthenticated`) — and
 //! every caller may name any executor.
 
 use super::access::{Access, Table};
+use crate::grants::{FleetRole, Grants, Principal, Scope, SetIds, Via};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::fmt;
@@ -152,18 +160,94 @@ impl fmt::Display for ExecuteAs {
     }
 }
 
-/// Who is calling (put in the request's extensions for the services).
+/// What the CSV token file says of an identity: its role and a deployer's execute-as grants.
+/// The role is its fleet-wide grant (`admin` → fleet admin, `read-only` and `deployer` → fleet
+/// view); the execute-as grants stay a rule of their own on works and ServiceAccount tokens.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Identity {
-    /// The name the token file gives it.
-    pub name: String,
+pub struct Legacy {
     /// Its role.
     pub role: Role,
     /// The executors a deployer may name (empty for other roles).
     pub execute_as: Vec<ExecuteAs>,
 }
 
+impl Role {
+    /// The fleet-wide role a CSV role stands for.
+    pub fn fleet(self) -> FleetRole {
+        match self {
+            Role::Admin => FleetRole::Admin,
+            Role::Deployer | Role::ReadOnly => FleetRole::View,
+        }
+    }
+}
+
+/// Who is calling (put in the request's extensions for the services): the principal
+/// authentication found, what the token file says of it, and its scope under the hub's grants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// Who it is.
+    pub principal: Principal,
+    /// Its CSV role and execute-as grants; `None` for an identity that is not a CSV token's.
+    pub legacy: Option<Legacy>,
+    /// What it holds: its CSV role as a fleet role, and the grants file's roles for its name.
+    pub scope: Arc<Scope>,
+}
+
 impl Identity {
+    /// A CSV token's identity, before the grants file is consulted: its role as its fleet role.
+    pub fn token(name: &str, role: Role, execute_as: Vec<ExecuteAs>) -> Self {
+        Self {
+            principal: Principal::user(name, Via::Token),
+            legacy: Some(Legacy { role, execute_as }),
+            scope: Arc::new(Scope::fleet(role.fleet())),
+        }
+    }
+
+    /// The caller of an open hub (no token file): anonymous, fleet admin, any executor.
+    pub fn open() -> Self {
+        Self {
+            principal: Principal::open(),
+            legacy: Some(Legacy {
+                role: Role::Admin,
+                execute_as: Vec::new(),
+            }),
+            scope: Arc::new(Scope::all()),
+        }
+    }
+
+    /// The same identity with its scope computed under `grants` (its CSV role stays the base:
+    /// grants add to it, never take from it).
+    pub fn under(self, grants: &Grants) -> Self {
+        let base = self.legacy.as_ref().map(|l| l.role.fleet());
+        let scope = Scope::of(grants, &self.principal, base, &SetIds::default());
+        Self {
+            scope: Arc::new(scope),
+            ..self
+        }
+    }
+
+    /// Its name (the user of its principal).
+    pub fn name(&self) -> &str {
+        &self.principal.user
+    }
+
+    /// The role the surfaces that still decide by role see: `admin` for a fleet admin (by its
+    /// CSV role or the grants file), else its CSV role, else `read-only`.
+    pub fn role(&self) -> Role {
+        match (self.scope.fleet, &self.legacy) {
+            (Some(FleetRole::Admin), _) => Role::Admin,
+            (_, Some(legacy)) => legacy.role,
+            (_, None) => Role::ReadOnly,
+        }
+    }
+
+    /// A deployer's execute-as grants (empty for everyone else).
+    pub fn execute_as(&self) -> &[ExecuteAs] {
+        self.legacy
+            .as_ref()
+            .map_or(&[], |l| l.execute_as.as_slice())
+    }
+
     /// Whether this identity may write a work naming `executor` (`None`: the agent's own
     /// identity, which only an admin may use — OCM's `NilExecutorValidating` for deployers).
     /// The error names `spec.executor` and the identity, for a `PERMISSION_DENIED` status.
@@ -171,16 +255,16 @@ impl Identity {
         &self,
         executor: Option<&flotilla_api::work::Executor>,
     ) -> Result<(), AccessError> {
-        match (self.role, executor) {
+        match (self.role(), executor) {
             (Role::Admin, _) => Ok(()),
-            (Role::ReadOnly, _) => Err(AccessError::ReadOnly(self.name.clone())),
+            (Role::ReadOnly, _) => Err(AccessError::ReadOnly(self.name().to_string())),
             (Role::Deployer, None) => Err(AccessError::NoExecutor {
-                name: self.name.clone(),
+                name: self.name().to_string(),
                 grants: self.grants(),
             }),
-            (Role::Deployer, Some(e)) if self.execute_as.iter().any(|g| g.covers(e)) => Ok(()),
+            (Role::Deployer, Some(e)) if self.execute_as().iter().any(|g| g.covers(e)) => Ok(()),
             (Role::Deployer, Some(e)) => Err(AccessError::NotGranted {
-                name: self.name.clone(),
+                name: self.name().to_string(),
                 username: e.username(),
                 executor: e.to_string(),
                 grants: self.grants(),
@@ -195,8 +279,8 @@ impl Identity {
         let need = table.access(path);
         let allowed = match need {
             Access::Open | Access::Read => true,
-            Access::WriteWork => self.role != Role::ReadOnly,
-            Access::Write => self.role == Role::Admin,
+            Access::WriteWork => self.role() != Role::ReadOnly,
+            Access::Write => self.role() == Role::Admin,
         };
         if allowed {
             return Ok(());
@@ -214,13 +298,14 @@ impl Identity {
         };
         Err(format!(
             "{} ({}) may not call {path}: {why}",
-            self.name, self.role
+            self.name(),
+            self.role()
         ))
     }
 
     /// Its execute-as grants, space-separated (for messages).
     pub fn grants(&self) -> String {
-        self.execute_as
+        self.execute_as()
             .iter()
             .map(ToString::to_string)
             .collect::<Vec<_>>()
@@ -263,11 +348,13 @@ pub enum TokenFileError {
 /// Shortest accepted token: guessing one must be hopeless.
 pub const MIN_TOKEN_LEN: usize = 16;
 
-/// The known tokens, by SHA-256, and the access table calls are decided by.
+/// The known tokens, by SHA-256, the access table calls are decided by, and the grants that
+/// give identities roles beyond their CSV role.
 #[derive(Clone, Default)]
 pub struct Tokens {
     by_hash: HashMap<[u8; 32], Identity>,
     access: Arc<Table>,
+    grants: Arc<Grants>,
 }
 
 impl fmt::Debug for Tokens {
@@ -356,11 +443,7 @@ impl Tokens {
                 }
                 _ => {}
             }
-            let identity = Identity {
-                name: name.to_string(),
-                role,
-                execute_as,
-            };
+            let identity = Identity::token(name, role, execute_as);
             if tokens.by_hash.insert(hash(token), identity).is_some() {
                 return Err(bad(format!("the token of {name:?} is used twice")));
             }
@@ -387,6 +470,27 @@ impl Tokens {
     /// The access table calls are decided by.
     pub fn access(&self) -> &Arc<Table> {
         &self.access
+    }
+
+    /// The same tokens with `grants` (the grants file, `--grants-file`): each identity's scope
+    /// is its CSV role as a fleet role plus what the file gives its name. Read once at start
+    /// for now; reloading the file is a later step of issue 48.
+    pub fn with_grants(self, grants: Arc<Grants>) -> Self {
+        let by_hash = self
+            .by_hash
+            .into_iter()
+            .map(|(hash, identity)| (hash, identity.under(&grants)))
+            .collect();
+        Self {
+            by_hash,
+            grants,
+            ..self
+        }
+    }
+
+    /// The grants identities are scoped by.
+    pub fn grants(&self) -> &Arc<Grants> {
+        &self.grants
     }
 
     /// The identity a bearer token belongs to.
@@ -476,7 +580,12 @@ where
         let vouched = req.extensions_mut().remove::<Vouched>();
         if let Some(tokens) = &self.tokens {
             let decision = match vouched {
-                Some(Vouched(identity)) => vouch(&tokens.access, req.uri().path(), identity),
+                // Scoped by this hub's grants, whatever the forwarding hub's were.
+                Some(Vouched(identity)) => vouch(
+                    &tokens.access,
+                    req.uri().path(),
+                    identity.under(&tokens.grants),
+                ),
                 None => {
                     let header = req
                         .headers()
@@ -489,7 +598,7 @@ where
                 Ok(Some(identity)) => {
                     let need = tokens.access.access(req.uri().path());
                     if matches!(need, Access::Write | Access::WriteWork) {
-                        tracing::info!(caller = %identity.name, method = %req.uri().path(), "api call");
+                        tracing::info!(caller = %identity.name(), method = %req.uri().path(), "api call");
                     }
                     req.extensions_mut().insert(identity);
                 }
@@ -534,7 +643,7 @@ mod tests {
             t.authorize(write, Some("Bearer 0123456789abcdef-admin"))
                 .unwrap()
                 .unwrap()
-                .name,
+                .name(),
             "alice"
         );
         assert!(
@@ -578,7 +687,7 @@ mod tests {
             .authorize("/flotilla.v1.WorkService/ApplyWork", Some(ci))
             .unwrap()
             .unwrap();
-        assert_eq!(deployer.role, Role::Deployer);
+        assert_eq!(deployer.role(), Role::Deployer);
         assert!(
             t.authorize("/flotilla.v1.WorkService/DeleteWork", Some(ci))
                 .is_ok()
@@ -639,11 +748,7 @@ mod tests {
 
     #[test]
     fn a_vouched_caller_needs_no_token_but_is_held_to_its_role() {
-        let view = Identity {
-            name: "bob".into(),
-            role: Role::ReadOnly,
-            execute_as: Vec::new(),
-        };
+        let view = Identity::token("bob", Role::ReadOnly, Vec::new());
         let table = Table::default();
         let read = "/flotilla.v1.ClusterService/ListClusters";
         let write = "/flotilla.v1.ClusterService/AcceptClusters";
@@ -654,6 +759,58 @@ mod tests {
         let e = vouch(&table, write, view).unwrap_err();
         assert_eq!(e.code(), tonic::Code::PermissionDenied);
         assert!(e.message().contains("bob (read-only)"), "{}", e.message());
+    }
+
+    #[test]
+    fn csv_tokens_keep_their_role_as_a_fleet_role_and_gain_their_names_grants() {
+        use crate::grants::file::{Builder, user};
+        use crate::grants::{SetRole, Via};
+        let t = Tokens::parse("tokens.csv", FILE).unwrap();
+        // Without a grants file: the CSV role alone, as a fleet role.
+        let alice = t.identify("0123456789abcdef-admin").unwrap();
+        assert_eq!(alice.scope.fleet, Some(FleetRole::Admin));
+        assert_eq!(alice.principal.via, Via::Token);
+        let bob = t.identify("0123456789abcdef-view").unwrap();
+        assert_eq!(bob.scope.fleet, Some(FleetRole::View));
+        assert_eq!((bob.name(), bob.role()), ("bob", Role::ReadOnly));
+
+        let grants = Builder::default()
+            .set("team-a", SetRole::Admin, user("bob"))
+            .build();
+        let t = t.with_grants(Arc::new(grants));
+        let bob = t.identify("0123456789abcdef-view").unwrap();
+        assert_eq!(
+            bob.scope.fleet,
+            Some(FleetRole::View),
+            "grants never take away"
+        );
+        assert_eq!(bob.scope.set_role("team-a"), Some(SetRole::Admin));
+        assert_eq!(
+            bob.role(),
+            Role::ReadOnly,
+            "the gate still decides by the CSV role"
+        );
+        let write = "/flotilla.v1.ClusterService/AcceptClusters";
+        assert!(
+            t.authorize(write, Some("Bearer 0123456789abcdef-view"))
+                .is_err()
+        );
+
+        // A fleet admin by the file is an admin on every surface.
+        let grants = Builder::default()
+            .fleet(FleetRole::Admin, user("bob"))
+            .build();
+        let t = t.with_grants(Arc::new(grants));
+        let bob = t
+            .authorize(write, Some("Bearer 0123456789abcdef-view"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(bob.role(), Role::Admin);
+        // A caller another hub vouches for is scoped by this hub's grants.
+        let vouched = Identity::token("bob", Role::ReadOnly, Vec::new()).under(t.grants());
+        assert_eq!(vouched.role(), Role::Admin);
+        assert_eq!(Identity::open().role(), Role::Admin);
+        assert!(Identity::open().may_execute_as(None).is_ok());
     }
 
     #[test]

@@ -411,7 +411,7 @@ impl WatchSettings {
 /// The identity a call is counted under: the token's name, else the caller's address.
 fn identity_of<B>(req: &http::Request<B>) -> String {
     if let Some(id) = req.extensions().get::<Identity>() {
-        return id.name.clone();
+        return id.name().to_string();
     }
     let ext = req.extensions();
     let addr = ext

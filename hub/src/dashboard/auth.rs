@@ -14,7 +14,7 @@
 //! - What an identity may do is the API's access table ([`crate::grpc::auth::Identity::may_call`]):
 //!   a read-only token sees every view and changes nothing.
 
-use crate::grpc::auth::{Identity, Role, Tokens};
+use crate::grpc::auth::{Identity, Tokens};
 use http::HeaderMap;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -131,11 +131,7 @@ impl Sessions {
     pub fn authenticate(&self, headers: &HeaderMap) -> Result<Viewer, Refusal> {
         let Some(tokens) = &self.tokens else {
             return Ok(Viewer {
-                identity: Identity {
-                    name: "anonymous".into(),
-                    role: Role::Admin,
-                    execute_as: Vec::new(),
-                },
+                identity: Identity::open(),
                 csrf: self.open_csrf.clone(),
                 via: Via::Open,
                 access: Default::default(),
@@ -189,7 +185,7 @@ impl Sessions {
                 None => break,
             };
         }
-        tracing::info!(caller = %identity.name, role = %identity.role, "dashboard sign-in");
+        tracing::info!(caller = %identity.name(), role = %identity.role(), "dashboard sign-in");
         sessions.insert(
             id.clone(),
             Session {

@@ -292,7 +292,7 @@ fn redirect_with_cookie(to: &str, d: &Deps, session: Option<&str>) -> Response {
 
 fn frame(viewer: &Viewer) -> Frame<'_> {
     Frame {
-        who: Some((viewer.identity.name.as_str(), role_name(viewer))),
+        who: Some((viewer.identity.name(), role_name(viewer))),
         csrf: &viewer.csrf,
         session: matches!(viewer.via, Via::Session(_)),
     }
@@ -306,7 +306,7 @@ const ANONYMOUS: Frame<'static> = Frame {
 };
 
 fn role_name(viewer: &Viewer) -> &'static str {
-    match viewer.identity.role {
+    match viewer.identity.role() {
         crate::grpc::auth::Role::Admin => "admin",
         crate::grpc::auth::Role::Deployer => "deployer",
         crate::grpc::auth::Role::ReadOnly => "read-only",
@@ -610,7 +610,7 @@ async fn events(State(d): D, viewer: Viewer, q: Params) -> Response {
     let shutdown = d.shutdown.clone();
     match d
         .live
-        .stream(&viewer.identity.name, followed, follows, shutdown)
+        .stream(viewer.identity.name(), followed, follows, shutdown)
     {
         Ok(events) => {
             let mut resp = Response::new(Body::new(StreamBody::new(events)));
@@ -760,7 +760,7 @@ async fn registration(
         }
     };
     if let Err(why) = viewer.may(method) {
-        tracing::info!(caller = %viewer.identity.name, cluster = %name, action, "dashboard registration action refused");
+        tracing::info!(caller = %viewer.identity.name(), cluster = %name, action, "dashboard registration action refused");
         return problem(StatusCode::FORBIDDEN, Some(viewer), &why);
     }
     let Some(handle) = d
@@ -775,7 +775,7 @@ async fn registration(
             &format!("No managed cluster {name:?}."),
         );
     };
-    tracing::info!(caller = %viewer.identity.name, cluster = %name, action, "dashboard registration action");
+    tracing::info!(caller = %viewer.identity.name(), cluster = %name, action, "dashboard registration action");
     match handle.edit(edit).await {
         Ok(_) => redirect(&format!("/?done={done}&cluster={}", U(name))),
         Err(e) => {
@@ -805,7 +805,7 @@ async fn rollout_action(
         Err(refused) => return refused,
     };
     if let Err(why) = viewer.may(rollouts::ROLLOUT_METHOD) {
-        tracing::info!(caller = %viewer.identity.name, %namespace, %name, "dashboard rollout action refused");
+        tracing::info!(caller = %viewer.identity.name(), %namespace, %name, "dashboard rollout action refused");
         return problem(StatusCode::FORBIDDEN, Some(viewer), &why);
     }
     let action = route::param(&fields, "action").unwrap_or_default();
@@ -819,7 +819,7 @@ async fn rollout_action(
     let Some(ctl) = d.units.controllers() else {
         return not_here(viewer);
     };
-    tracing::info!(caller = %viewer.identity.name, %namespace, %name, action, "dashboard rollout action");
+    tracing::info!(caller = %viewer.identity.name(), %namespace, %name, action, "dashboard rollout action");
     match ctl
         .get::<crate::replicaset::ReplicaSets>()
         .rollout(namespace, name, action)

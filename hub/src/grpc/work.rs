@@ -108,7 +108,7 @@ impl WorkApi {
             refuse_reserved_keys(&work)?;
             may_execute_as(caller, &work)?;
             let handle = self.cluster(&cluster)?;
-            if caller.is_none_or(|c| c.role == Role::Admin) {
+            if caller.is_none_or(|c| c.role() == Role::Admin) {
                 // Nothing checked against what is stored, so nothing to check again: the work
                 // goes as it came (no copy; a caller's own stale pin fails as it is).
                 return Ok(handle.apply_work(work).await?);
@@ -203,7 +203,7 @@ fn may_execute_as(caller: Option<&Identity>, work: &ManifestWork) -> Result<(), 
         .may_execute_as(flotilla_api::work::Executor::of_work(work).as_ref())
         .map_err(|message| {
             let name = work_name(work);
-            tracing::info!(caller = %caller.name, work = %name, "executor refused");
+            tracing::info!(caller = %caller.name(), work = %name, "executor refused");
             Status::permission_denied(format!("ManifestWork {name}: {message}"))
         })
 }
@@ -217,7 +217,7 @@ fn may_act_on_stored(
     held: &ManifestWork,
     verb: &str,
 ) -> Result<(), Status> {
-    let Some(caller) = caller.filter(|c| c.role != Role::Admin) else {
+    let Some(caller) = caller.filter(|c| c.role() != Role::Admin) else {
         return Ok(());
     };
     let executor = flotilla_api::work::Executor::of_work(held);
@@ -229,12 +229,12 @@ fn may_act_on_stored(
         Some(e) => format!("{} ({e}), which it is not granted", e.username()),
         None => "unset (the agent's own identity), which only an admin may act as".into(),
     };
-    tracing::info!(caller = %caller.name, work = %name, verb, "stored executor refused");
+    tracing::info!(caller = %caller.name(), work = %name, verb, "stored executor refused");
     Err(Status::permission_denied(format!(
         "ManifestWork {name}: {} ({}) may not {verb} it: its stored spec.executor is {stored}, \
          and what that executor applied would be removed; its execute-as grants are {}",
-        caller.name,
-        caller.role,
+        caller.name(),
+        caller.role(),
         caller.grants()
     )))
 }
@@ -372,7 +372,7 @@ impl WorkService for WorkApi {
         let r = req.into_inner();
         let handle = self.cluster(&r.cluster)?;
         guard::object("name", &r.name)?;
-        if caller.as_ref().is_some_and(|c| c.role != Role::Admin) {
+        if caller.as_ref().is_some_and(|c| c.role() != Role::Admin) {
             // A deployer deletes only works it could have applied.
             let key = ObjectRef::new(r.cluster.as_str(), r.name.as_str()).inventory_key();
             if let Some(held) = self.works.get(&key) {

@@ -47,7 +47,7 @@ pub struct Refusal(pub String);
 
 /// Decides whether `identity` may make the request `info`, and as whom.
 pub fn decide(identity: &Identity, info: &RequestInfo, asked: &Asked) -> Result<Act, Refusal> {
-    let who = format!("{} ({})", identity.name, identity.role);
+    let who = format!("{} ({})", identity.name(), identity.role());
     let what = || {
         if info.resource_request {
             format!("{} {}", info.verb, info.resource_label())
@@ -55,7 +55,7 @@ pub fn decide(identity: &Identity, info: &RequestInfo, asked: &Asked) -> Result<
             format!("{} on a non-resource path", info.verb)
         }
     };
-    match identity.role {
+    match identity.role() {
         Role::Admin => Ok(match &asked.user {
             Some(user) => Act::Impersonate {
                 user: user.clone(),
@@ -112,7 +112,7 @@ pub fn decide(identity: &Identity, info: &RequestInfo, asked: &Asked) -> Result<
                             identity.grants()
                         ))
                     })?;
-                    if !identity.execute_as.iter().any(|g| g.covers(&executor)) {
+                    if !identity.execute_as().iter().any(|g| g.covers(&executor)) {
                         return Err(Refusal(format!(
                             "{who} may not act as {user}; its execute-as grants are {}",
                             identity.grants()
@@ -120,7 +120,7 @@ pub fn decide(identity: &Identity, info: &RequestInfo, asked: &Asked) -> Result<
                     }
                     executor
                 }
-                None => match identity.execute_as.as_slice() {
+                None => match identity.execute_as() {
                     [only] if only.name.is_some() => Executor {
                         namespace: only.namespace.clone(),
                         name: only.name.clone().unwrap_or_default(),
@@ -159,14 +159,14 @@ mod tests {
     use http::Method;
 
     fn identity(role: Role, grants: &[&str]) -> Identity {
-        Identity {
-            name: "someone".into(),
+        Identity::token(
+            "someone",
             role,
-            execute_as: grants
+            grants
                 .iter()
                 .map(|g| ExecuteAs::parse(g).unwrap())
                 .collect(),
-        }
+        )
     }
 
     fn info(m: Method, path: &str) -> RequestInfo {

@@ -17,7 +17,7 @@ use super::request::{self, RequestInfo, Verb};
 use super::status::{self, Body};
 use super::tunnel::{CallError, Outgoing, Tunnels};
 use super::{BodyError, MAX_REQUEST_BODY};
-use crate::grpc::auth::{Identity, Role, Tokens};
+use crate::grpc::auth::{Identity, Tokens};
 use crate::hosts::AllowedHosts;
 use crate::inventory::ClusterInventory;
 use axum::Router;
@@ -239,11 +239,7 @@ async fn authenticate(
         }
     }
     match (deps.tokens.as_ref(), bearer) {
-        (None, None) => Ok(Caller::Api(Identity {
-            name: "anonymous".into(),
-            role: Role::Admin,
-            execute_as: Vec::new(),
-        })),
+        (None, None) => Ok(Caller::Api(Identity::open())),
         (Some(_), None) => Err((
             StatusCode::UNAUTHORIZED,
             "no bearer token: use the kubeconfig `flotilla kubeconfig` prints (it carries FLOTILLA_TOKEN)"
@@ -347,7 +343,7 @@ async fn handle(deps: &Deps, req: Request) -> http::Response<Body> {
         Ok(grant) => grant,
         Err((identity, refusal)) => {
             tracing::info!(
-                caller = %identity.name, role = %identity.role, cluster.name = %cluster,
+                caller = %identity.name(), role = %identity.role(), cluster.name = %cluster,
                 verb = %info.verb, resource = %info.resource_label(), namespace = %info.namespace,
                 name = %info.name, reason = %refusal.0, "cluster proxy request refused"
             );
@@ -432,8 +428,8 @@ fn grant(
     match caller {
         Caller::Api(identity) => match access::decide(&identity, info, &asked(headers)) {
             Ok(act) => Ok(Grant {
-                who: identity.name,
-                role: identity.role.to_string(),
+                who: identity.name().to_string(),
+                role: identity.role().to_string(),
                 act,
                 bearer: String::new(),
             }),
@@ -606,6 +602,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::grpc::auth::Role;
 
     fn answer_of(body: super::super::tunnel::ByteStream) -> super::super::tunnel::Answer {
         super::super::tunnel::Answer {
@@ -713,11 +710,7 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.insert("impersonate-user", http::HeaderValue::from_static("jane"));
         headers.insert("impersonate-group", http::HeaderValue::from_static("devs"));
-        let identity = |role| Identity {
-            name: "ops".into(),
-            role,
-            execute_as: Vec::new(),
-        };
+        let identity = |role| Identity::token("ops", role, Vec::new());
         let grant = grant(Caller::Api(identity(Role::Admin)), &info, &headers).expect("an admin");
         assert_eq!(grant.as_user(), "jane");
         let request = grant.request(&http::Method::GET, "/api".into(), String::new(), &headers);
@@ -732,7 +725,7 @@ mod tests {
         assert_eq!(request.caller.unwrap().name, "ops");
         let (who, refusal) = super::grant(Caller::Api(identity(Role::ReadOnly)), &info, &headers)
             .expect_err("a reader may not impersonate");
-        assert_eq!(who.name, "ops");
+        assert_eq!(who.name(), "ops");
         assert!(refusal.0.contains("may not impersonate"), "{}", refusal.0);
     }
 

@@ -222,18 +222,19 @@ impl ServiceAccounts {
                 namespace: token.service_account_namespace.clone(),
                 name: token.name.clone(),
             };
-            if who.role == crate::grpc::auth::Role::ReadOnly
+            if who.role() == crate::grpc::auth::Role::ReadOnly
                 || who.may_execute_as(Some(&executor)).is_err()
             {
-                tracing::info!(caller = %who.name, role = %who.role, cluster.name = %cluster, account = %name, "ManagedServiceAccount token refused");
+                tracing::info!(caller = %who.name(), role = %who.role(), cluster.name = %cluster, account = %name, "ManagedServiceAccount token refused");
                 return Err(MsaError::Denied(format!(
                     "{} ({}) may not fetch the token of ManagedServiceAccount {cluster}/{name}: \
                      only admins, and deployers with an execute-as grant covering {executor} \
                      (the ServiceAccount on the cluster), may",
-                    who.name, who.role
+                    who.name(),
+                    who.role()
                 )));
             }
-            tracing::info!(caller = %who.name, role = %who.role, cluster.name = %cluster, account = %name, "ManagedServiceAccount token fetched");
+            tracing::info!(caller = %who.name(), role = %who.role(), cluster.name = %cluster, account = %name, "ManagedServiceAccount token fetched");
         }
         Ok(token)
     }

@@ -82,7 +82,7 @@ impl ClusterSetService for Sets {
         let caller = req
             .extensions()
             .get::<Identity>()
-            .map_or("nobody".to_string(), |i| i.name.clone());
+            .map_or("nobody".to_string(), |i| i.name().to_string());
         let request_id = req
             .metadata()
             .get("x-request-id")

@@ -23,3 +23,4 @@ mod placement_bad_input;
 mod quarantine;
 mod startup;
 mod takeover;
+mod teams;

@@ -175,10 +175,10 @@ pub fn open_reply(
 /// `identity` on the wire.
 pub(super) fn identity_to_wire(identity: &Identity) -> ForwardedIdentity {
     ForwardedIdentity {
-        name: identity.name.clone(),
-        role: identity.role.to_string(),
+        name: identity.name().to_string(),
+        role: identity.role().to_string(),
         execute_as: identity
-            .execute_as
+            .execute_as()
             .iter()
             .map(ToString::to_string)
             .collect(),
@@ -203,11 +203,7 @@ pub(super) fn identity_from_wire(wire: ForwardedIdentity) -> Result<Identity, St
         .map(|g| ExecuteAs::parse(g))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| Status::invalid_argument(format!("the forwarded caller's {e}")))?;
-    Ok(Identity {
-        name: wire.name,
-        role,
-        execute_as,
-    })
+    Ok(Identity::token(&wire.name, role, execute_as))
 }
 
 pub(super) fn unix_millis(t: SystemTime) -> i64 {

@@ -74,11 +74,11 @@ fn shared_seal() -> HubSeal {
 }
 
 fn alice() -> Identity {
-    Identity {
-        name: "alice".into(),
-        role: Role::Deployer,
-        execute_as: vec![ExecuteAs::parse("apps/*").unwrap()],
-    }
+    Identity::token(
+        "alice",
+        Role::Deployer,
+        vec![ExecuteAs::parse("apps/*").unwrap()],
+    )
 }
 
 fn inner(caller: Option<&Identity>) -> InnerCall {

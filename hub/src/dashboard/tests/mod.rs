@@ -166,7 +166,7 @@ fn sessions_take_a_known_token_and_end_on_sign_out() {
         HeaderValue::from_str(&format!("other=1; {}={id}", auth::COOKIE)).unwrap(),
     );
     let v = sessions.authenticate(&h).unwrap();
-    assert_eq!(v.identity.name, "bob");
+    assert_eq!(v.identity.name(), "bob");
     assert_eq!(v.via, Via::Session(id.clone()));
     assert!(v.may(super::rollouts::ROLLOUT_METHOD).is_err());
     sessions.sign_out(&id);
