@@ -8,6 +8,7 @@
 //!   the bootstrap connection until the hub issues them.
 //! - [`backend`]: the local cluster ([`backend::sim::SimBackend`] for simulators and tests).
 //! - [`work`]: ManifestWork execution — one actor per work, status feedback, proxy queries.
+//! - [`warn_budget`]: process-wide budgets for warnings every agent of a simulator gives at once.
 //! - [`kubeproxy`]: the cluster proxy's calls from the hub (`kubectl` through the hub), served
 //!   by the backend ([`backend::Backend::serve_api`]) and streamed back with flow control.
 //! - [`policy`]: governance — replicated policies evaluated and enforced on the spoke (one
@@ -51,6 +52,7 @@ pub mod scores;
 pub mod serviceaccount;
 pub mod spec;
 pub mod store;
+pub mod warn_budget;
 pub mod work;
 
 use flotilla_api::v1::ClusterClaim;

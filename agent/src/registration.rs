@@ -12,6 +12,7 @@ use crate::credentials::AgentCredentials;
 use crate::namespaces::{ManagedNamespaces, hub_hash};
 use crate::spec;
 use crate::store::{HubState, LocalStore, ManagedNamespace};
+use crate::warn_budget::{Allow, WarnBudget};
 use crate::work::WorkManager;
 use flotilla_api::meta::{self, CLAIM_ID, CLAIM_KUBEVERSION, CLAIM_PLATFORM, CLAIM_PRODUCT};
 use flotilla_api::v1::{
@@ -836,7 +837,17 @@ impl RegistrationActor {
             }
             Report::Unwell(found) => found,
         };
+        // Every agent of a starved simulator finds the same at once: process-wide budgets.
+        static UNANSWERED: WarnBudget = WarnBudget::new();
+        static STUCK: WarnBudget = WarnBudget::new();
         for finding in found {
+            let budget = match finding {
+                Finding::Unanswered { .. } => &UNANSWERED,
+                Finding::Stuck { .. } => &STUCK,
+            };
+            let Allow::Say { left_out } = budget.allow() else {
+                continue;
+            };
             match finding {
                 Finding::Unanswered { for_, misses } => tracing::warn!(
                     cluster = %self.config.cluster_name,
@@ -850,6 +861,7 @@ impl RegistrationActor {
                     calls_waiting,
                     unclaimed_answers,
                     routed,
+                    left_out,
                     "no spec resync answered for minutes: works the hub sent meanwhile may be missing here"
                 ),
                 Finding::Stuck { what, for_, bound } => tracing::warn!(
@@ -858,6 +870,7 @@ impl RegistrationActor {
                     seconds = for_.as_secs(),
                     bound_ms = bound.as_millis() as u64,
                     calls_waiting,
+                    left_out,
                     "a call to the hub is outstanding far past its bound; spec events wait behind a resync call"
                 ),
             }

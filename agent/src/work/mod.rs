@@ -27,6 +27,7 @@ pub use health::Stall;
 
 use crate::backend::Backend;
 use crate::store::LocalStore;
+use crate::warn_budget::{Allow, WarnBudget};
 use flotilla_api::feedback::RawJson;
 use flotilla_api::v1::{
     AppliedManifestWork, ManifestWork, ProxyRequest, ProxyResponse, WorkStatusReport,
@@ -326,12 +327,17 @@ impl WorkManager {
             };
             if stall.first {
                 self.config.metrics.work_actor_stalls.inc();
-                tracing::warn!(
-                    resource_id = %rid,
-                    doing = stall.doing,
-                    seconds = stall.for_.as_secs(),
-                    "a work's actor has been busy with one step for too long; its status waits"
-                );
+                // Every agent of a starved simulator says it at once: a process-wide budget.
+                static STALLS: WarnBudget = WarnBudget::new();
+                if let Allow::Say { left_out } = STALLS.allow() {
+                    tracing::warn!(
+                        resource_id = %rid,
+                        doing = stall.doing,
+                        seconds = stall.for_.as_secs(),
+                        left_out,
+                        "a work's actor has been busy with one step for too long; its status waits"
+                    );
+                }
             }
             if stall.for_ >= after * STALL_RESTART_FACTOR {
                 tracing::error!(
