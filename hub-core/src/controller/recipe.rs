@@ -9,7 +9,7 @@
 //!
 //! impl Recipe for ReplicaSetFamily {
 //!     const NAME: &'static str = "replicasets";
-//!     const ACCESS: &'static [Rows] = &[("flotilla.v1.ReplicaSetService", &[("GetReplicaSet", Read), …])];
+//!     const ACCESS: &'static [Rows] = &[("flotilla.v1.ReplicaSetService", &[("GetReplicaSet", Read, FILTERED), …])];
 //!     type Settings = ();
 //!     type Services = (ReplicaSetServiceServer<ReplicaSetApi>,);
 //!

@@ -18,6 +18,23 @@
 //! | `flotilla.v1.ClusterService` | | `ListClusters`, `GetCluster`, `WatchClusters` | | `AcceptClusters`, `DenyClusters`, `LabelCluster`, `TaintCluster`, `SetLeaseDuration`, `DeleteCluster`, `ApplyCluster`, `CreateJoinToken` |
 //! | `flotilla.v1.WorkService` | | `GetWork`, `ListWorks`, `WatchWorks` | `ApplyWork`, `ApplyWorks`, `DeleteWork` | `Proxy` |
 //!
+//! Each row also says what the method needs of the caller's grants beyond this coarse column
+//! ([`Need`], issue 48): the object whose cluster, set or namespace decides
+//! (`ClusterOf`, `Set`, `Namespace`, `Binding`, `ClusterIntoSet`), a fleet role alone
+//! (`Fleet`), or items filtered one by one (`Filtered`). Services check it with
+//! [`super::guard::allow`]; [`Need::could`] says whether any grant of a scope could allow a
+//! method at all (the gate, once the services check their objects). The object rules of the
+//! core's services:
+//!
+//! - filtered by the cluster's sets: `ListClusters`, `GetCluster`, `WatchClusters`, `GetWork`,
+//!   `ListWorks`, `WatchWorks`;
+//! - `admin` on one of the cluster's sets: `AcceptClusters`, `DenyClusters`, `LabelCluster`,
+//!   `TaintCluster`, `SetLeaseDuration`, `DeleteCluster`, `ApplyWork`, `ApplyWorks`,
+//!   `DeleteWork`;
+//! - `admin` on the set it goes into (and on one of those it leaves): `ApplyCluster`;
+//! - `admin` on the set it names: `CreateJoinToken`;
+//! - `view` on one of the cluster's sets: `Proxy`.
+//!
 //! Why: health checks serve load balancers and probes. `Proxy` is admin-only although it only
 //! reads, because it reads any object of a spoke, Secrets included. `CreateJoinToken` answers
 //! with a NATS seed. A deployer reaches only the work service's apply and delete; the service
@@ -26,6 +43,7 @@
 //! execute-as grants covers the ServiceAccount on the cluster (`flotilla-hub`'s
 //! `serviceaccount::grpc`).
 
+use crate::grants::{Scope, Verb};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
@@ -55,45 +73,147 @@ impl fmt::Display for Access {
 
 use Access::{Open, Read, Write, WriteWork};
 
-/// One service's rows: `("package.Service", &[("Method", access), …])`.
-pub type Rows = (&'static str, &'static [(&'static str, Access)]);
+/// What a method needs of the caller's grants (docs/notes/issue-48-design.md §5.1): which
+/// object of the request decides, and with which verb. A method whose object the service does
+/// not check yet is decided by the coarse column alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// Nothing beyond the coarse column: health checks, reflection, the add-on catalogue.
+    Any,
+    /// A fleet role alone (cluster-scoped kinds of no set: import policies, mirror peers, the
+    /// add-on catalogue's writes, deleting a set).
+    Fleet(Verb),
+    /// The cluster the request names: a role on one of its sets.
+    ClusterOf(Verb),
+    /// A cluster created in or moved into a set: `admin` on that set and on one it leaves.
+    ClusterIntoSet,
+    /// The set the request names.
+    Set(Verb),
+    /// The namespace the request names.
+    Namespace(Verb),
+    /// Binding a set into a namespace: `bind` on the set and `edit` on the namespace.
+    Binding,
+    /// A read whose items are each shown only to who sees them (lists, watches, gets).
+    Filtered,
+}
+
+impl Need {
+    /// Whether any grant of `scope` could allow a call needing this, before its object is
+    /// known: a fleet role that covers it, or the needed role on some set or namespace.
+    pub fn could(self, scope: &Scope) -> bool {
+        let fleet = |verb: Verb| scope.fleet.is_some_and(|f| f >= verb.fleet_role());
+        let set =
+            |verb: Verb| fleet(verb) || scope.best_set_role().is_some_and(|r| r >= verb.set_role());
+        let namespace = |verb: Verb| {
+            fleet(verb)
+                || scope
+                    .best_namespace_role()
+                    .is_some_and(|r| r >= verb.namespace_role())
+        };
+        match self {
+            Need::Any | Need::Filtered => true,
+            Need::Fleet(verb) => fleet(verb),
+            Need::ClusterOf(verb) | Need::Set(verb) => set(verb),
+            Need::ClusterIntoSet => set(Verb::Write),
+            Need::Namespace(verb) => namespace(verb),
+            Need::Binding => fleet(Verb::Bind) || (set(Verb::Bind) && namespace(Verb::Bind)),
+        }
+    }
+}
+
+impl Need {
+    /// Whether this rule fits a row's coarse column: reads are filtered or need a read role
+    /// (or nothing, when open), writes name the object that decides.
+    pub fn fits(self, access: Access) -> bool {
+        let reads = matches!(
+            self,
+            Need::Any | Need::Filtered | Need::Fleet(Verb::Read) | Need::Namespace(Verb::Read)
+        );
+        match access {
+            Open => self == Need::Any,
+            Read => reads,
+            Write | WriteWork => !reads,
+        }
+    }
+}
+
+/// Short names for the rows' [`Need`]s.
+pub mod need {
+    use super::Need;
+    use crate::grants::Verb;
+
+    /// [`Need::Any`].
+    pub const ANY: Need = Need::Any;
+    /// [`Need::Filtered`].
+    pub const FILTERED: Need = Need::Filtered;
+    /// A fleet `view`.
+    pub const FLEET_READ: Need = Need::Fleet(Verb::Read);
+    /// A fleet `admin`.
+    pub const FLEET_WRITE: Need = Need::Fleet(Verb::Write);
+    /// `admin` on one of the cluster's sets.
+    pub const CLUSTER_WRITE: Need = Need::ClusterOf(Verb::Write);
+    /// `admin` on one of the cluster's sets, handing out a credential.
+    pub const CLUSTER_CREDENTIALS: Need = Need::ClusterOf(Verb::Credentials);
+    /// `view` on one of the cluster's sets, through a read of the spoke.
+    pub const CLUSTER_PROXY_READ: Need = Need::ClusterOf(Verb::ProxyRead);
+    /// [`Need::ClusterIntoSet`].
+    pub const INTO_SET: Need = Need::ClusterIntoSet;
+    /// `admin` on the set.
+    pub const SET_WRITE: Need = Need::Set(Verb::Write);
+    /// `admin` on the set, handing out a credential.
+    pub const SET_CREDENTIALS: Need = Need::Set(Verb::Credentials);
+    /// `view` on the namespace.
+    pub const NAMESPACE_READ: Need = Need::Namespace(Verb::Read);
+    /// `edit` on the namespace.
+    pub const NAMESPACE_WRITE: Need = Need::Namespace(Verb::Write);
+    /// [`Need::Binding`].
+    pub const BINDING: Need = Need::Binding;
+}
+
+use need::*;
+
+/// One service's rows: `("package.Service", &[("Method", access, need), …])`.
+pub type Rows = (&'static str, &'static [(&'static str, Access, Need)]);
 
 /// The core's services (health, reflection, clusters, works), with the access each method
 /// needs; the families' services have their rows in their folders.
 pub const CORE: &[Rows] = &[
-    ("grpc.health.v1.Health", &[("Check", Open), ("Watch", Open)]),
+    (
+        "grpc.health.v1.Health",
+        &[("Check", Open, ANY), ("Watch", Open, ANY)],
+    ),
     (
         "grpc.reflection.v1.ServerReflection",
-        &[("ServerReflectionInfo", Read)],
+        &[("ServerReflectionInfo", Read, ANY)],
     ),
     (
         "flotilla.v1.ClusterService",
         &[
-            ("ListClusters", Read),
-            ("GetCluster", Read),
-            ("WatchClusters", Read),
-            ("AcceptClusters", Write),
-            ("DenyClusters", Write),
-            ("LabelCluster", Write),
-            ("TaintCluster", Write),
-            ("SetLeaseDuration", Write),
-            ("DeleteCluster", Write),
-            ("ApplyCluster", Write),
+            ("ListClusters", Read, FILTERED),
+            ("GetCluster", Read, FILTERED),
+            ("WatchClusters", Read, FILTERED),
+            ("AcceptClusters", Write, CLUSTER_WRITE),
+            ("DenyClusters", Write, CLUSTER_WRITE),
+            ("LabelCluster", Write, CLUSTER_WRITE),
+            ("TaintCluster", Write, CLUSTER_WRITE),
+            ("SetLeaseDuration", Write, CLUSTER_WRITE),
+            ("DeleteCluster", Write, CLUSTER_WRITE),
+            ("ApplyCluster", Write, INTO_SET),
             // Its answer holds a NATS seed.
-            ("CreateJoinToken", Write),
+            ("CreateJoinToken", Write, SET_CREDENTIALS),
         ],
     ),
     (
         "flotilla.v1.WorkService",
         &[
-            ("ApplyWork", WriteWork),
-            ("ApplyWorks", WriteWork),
-            ("GetWork", Read),
-            ("ListWorks", Read),
-            ("DeleteWork", WriteWork),
-            ("WatchWorks", Read),
+            ("ApplyWork", WriteWork, CLUSTER_WRITE),
+            ("ApplyWorks", WriteWork, CLUSTER_WRITE),
+            ("GetWork", Read, FILTERED),
+            ("ListWorks", Read, FILTERED),
+            ("DeleteWork", WriteWork, CLUSTER_WRITE),
+            ("WatchWorks", Read, FILTERED),
             // Reads any object of a spoke, Secrets included.
-            ("Proxy", Write),
+            ("Proxy", Write, CLUSTER_PROXY_READ),
         ],
     ),
 ];
@@ -114,7 +234,7 @@ pub struct Twice {
 /// declared it: the core's rows and each family's, built once at boot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Table {
-    methods: BTreeMap<String, (Access, &'static str)>,
+    methods: BTreeMap<String, (Access, Need, &'static str)>,
 }
 
 impl Default for Table {
@@ -133,16 +253,16 @@ impl Table {
         let mut methods = BTreeMap::new();
         for (who, rows) in parts {
             for (service, list) in rows {
-                for (method, access) in *list {
+                for (method, access, need) in *list {
                     let path = format!("/{service}/{method}");
-                    if let Some(&(_, first)) = methods.get(&path) {
+                    if let Some(&(_, _, first)) = methods.get(&path) {
                         return Err(Twice {
                             path,
                             first,
                             second: who,
                         });
                     }
-                    methods.insert(path, (*access, who));
+                    methods.insert(path, (*access, *need, who));
                 }
             }
         }
@@ -152,7 +272,13 @@ impl Table {
     /// The entry for a gRPC method path (`/package.Service/Method`), `None` when the method is
     /// not in the table.
     pub fn lookup(&self, path: &str) -> Option<Access> {
-        self.methods.get(path).map(|(access, _)| *access)
+        self.methods.get(path).map(|(access, _, _)| *access)
+    }
+
+    /// What a gRPC method path needs of the caller's grants; `None` when the method is not in
+    /// the table (then only a fleet admin may call it).
+    pub fn need(&self, path: &str) -> Option<Need> {
+        self.methods.get(path).map(|(_, need, _)| *need)
     }
 
     /// The access a gRPC method path needs: its entry, and admin for a method missing from the
@@ -165,7 +291,7 @@ impl Table {
     pub fn methods(&self) -> impl Iterator<Item = (&str, Access, &'static str)> {
         self.methods
             .iter()
-            .map(|(path, (access, who))| (path.as_str(), *access, *who))
+            .map(|(path, (access, _, who))| (path.as_str(), *access, *who))
     }
 }
 

@@ -1,7 +1,11 @@
 //! What every gRPC call passes before it reaches a service: names checked by their rules (a
-//! name that cannot exist is `INVALID_ARGUMENT` naming the rule, never `NOT_FOUND`), and a
-//! count of every rejected call by method and status code, as rejected NATS input is counted.
+//! name that cannot exist is `INVALID_ARGUMENT` naming the rule, never `NOT_FOUND`), the
+//! caller's grants checked on the object it acts on ([`allow`], issue 48: `PERMISSION_DENIED`
+//! naming every missing grant), and a count of every rejected call by method and status code,
+//! as rejected NATS input is counted.
 
+use super::auth::Identity;
+use crate::grants::{self, Decision, Grant, SetIndexView, Target, Verb};
 use crate::metrics::Metrics;
 use flotilla_api::names;
 use std::future::Future;
@@ -27,6 +31,31 @@ pub fn namespace(field: &str, name: &str, optional: bool) -> Result<(), Status> 
 pub fn object(field: &str, name: &str) -> Result<(), Status> {
     names::validate_dns1123_subdomain(field, name)
         .map_err(|e| Status::invalid_argument(e.to_string()))
+}
+
+/// Whether `caller` may do `verb` to `target` under its grants, with `index` saying which sets
+/// each cluster is in: the grant that allows it (`None` on an open hub, where every caller
+/// may), or `PERMISSION_DENIED` naming the caller, `action` ("apply ManifestWork c1/web") and
+/// every grant it lacks — the same words the CLI prints.
+pub fn allow(
+    caller: Option<&Identity>,
+    index: &SetIndexView,
+    verb: Verb,
+    target: Target<'_>,
+    action: &str,
+) -> Result<Option<Grant>, Status> {
+    let Some(caller) = caller else {
+        return Ok(None);
+    };
+    match grants::decide(&caller.scope, index, verb, &target) {
+        Decision::Allowed(grant) => Ok(Some(grant)),
+        Decision::Missing(missing) => {
+            tracing::info!(caller = %caller.name(), action, %missing, "refused by the grants");
+            Err(Status::permission_denied(
+                missing.refusal(&caller.principal, action),
+            ))
+        }
+    }
 }
 
 /// A tower layer counting calls answered with a non-OK status in
@@ -130,6 +159,66 @@ mod tests {
             method_label(&format!("/flotilla.v1.{}", "a".repeat(200))),
             "other"
         );
+    }
+
+    #[test]
+    fn objects_outside_the_callers_grants_are_permission_denied_naming_the_grant() {
+        use crate::grants::file::{Builder, group};
+        use crate::grants::{SetRole, Via};
+        use crate::grpc::auth::Role;
+        let grants = Builder::default()
+            .set("team-a", SetRole::Admin, group("team-a-sre"))
+            .build();
+        let index =
+            SetIndexView::build(1, 1, ["team-a", "team-b"], [("c1", vec!["team-b"])]).unwrap();
+        let mut ana = Identity::token("ana", Role::ReadOnly, Vec::new());
+        ana.principal = ana.principal.with_groups(["team-a-sre"]);
+        let ana = ana.under(&grants);
+        let e = allow(
+            Some(&ana),
+            &index,
+            Verb::Write,
+            Target::Cluster { name: "c1" },
+            "apply ManifestWork c1/web",
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::PermissionDenied);
+        assert_eq!(
+            e.message(),
+            "ana (groups team-a-sre) may not apply ManifestWork c1/web: it needs admin on \
+             cluster set \"team-b\" (cluster c1 is in team-b); ana holds view on the fleet, admin \
+             on cluster set \"team-a\""
+        );
+        let granted = allow(
+            Some(&ana),
+            &index,
+            Verb::Credentials,
+            Target::Set { name: "team-a" },
+            "create a join credential for cluster set \"team-a\"",
+        )
+        .unwrap();
+        assert_eq!(
+            granted,
+            Some(Grant::Set {
+                name: "team-a".into(),
+                role: SetRole::Admin
+            })
+        );
+        // Reads are allowed by the CSV role's fleet view.
+        assert!(
+            allow(
+                Some(&ana),
+                &index,
+                Verb::Read,
+                Target::Cluster { name: "c1" },
+                "get"
+            )
+            .is_ok()
+        );
+        // An open hub: everyone may.
+        let open = allow(None, &index, Verb::Write, Target::Fleet, "delete").unwrap();
+        assert_eq!(open, None);
+        assert_eq!(ana.principal.via, Via::Token);
     }
 
     #[test]

@@ -13,6 +13,7 @@ use crate::addon::grpc::AddOnApi;
 use crate::controller::{Recipe, Start, StartError};
 use crate::grpc::access::Access::{Read, Write};
 use crate::grpc::access::Rows;
+use crate::grpc::access::need::*;
 use crate::placement::Placements;
 use flotilla_api::v1::add_on_service_server::AddOnServiceServer;
 use std::time::Duration;
@@ -28,25 +29,25 @@ impl Recipe for AddOnFamily {
     const ACCESS: &'static [Rows] = &[(
         "flotilla.v1.AddOnService",
         &[
-            ("ApplyClusterManagementAddOn", Write),
-            ("GetClusterManagementAddOn", Read),
-            ("ListClusterManagementAddOns", Read),
-            ("DeleteClusterManagementAddOn", Write),
-            ("ApplyManagedClusterAddOn", Write),
-            ("GetManagedClusterAddOn", Read),
-            ("ListManagedClusterAddOns", Read),
-            ("DeleteManagedClusterAddOn", Write),
-            ("WatchManagedClusterAddOns", Read),
-            ("ApplyAddOnTemplate", Write),
-            ("GetAddOnTemplate", Read),
-            ("ListAddOnTemplates", Read),
-            ("DeleteAddOnTemplate", Write),
-            ("ApplyAddOnDeploymentConfig", Write),
-            ("GetAddOnDeploymentConfig", Read),
-            ("ListAddOnDeploymentConfigs", Read),
-            ("DeleteAddOnDeploymentConfig", Write),
-            ("EnableAddOn", Write),
-            ("DisableAddOn", Write),
+            ("ApplyClusterManagementAddOn", Write, FLEET_WRITE),
+            ("GetClusterManagementAddOn", Read, ANY),
+            ("ListClusterManagementAddOns", Read, ANY),
+            ("DeleteClusterManagementAddOn", Write, FLEET_WRITE),
+            ("ApplyManagedClusterAddOn", Write, CLUSTER_WRITE),
+            ("GetManagedClusterAddOn", Read, FILTERED),
+            ("ListManagedClusterAddOns", Read, FILTERED),
+            ("DeleteManagedClusterAddOn", Write, CLUSTER_WRITE),
+            ("WatchManagedClusterAddOns", Read, FILTERED),
+            ("ApplyAddOnTemplate", Write, FLEET_WRITE),
+            ("GetAddOnTemplate", Read, ANY),
+            ("ListAddOnTemplates", Read, ANY),
+            ("DeleteAddOnTemplate", Write, FLEET_WRITE),
+            ("ApplyAddOnDeploymentConfig", Write, NAMESPACE_WRITE),
+            ("GetAddOnDeploymentConfig", Read, FILTERED),
+            ("ListAddOnDeploymentConfigs", Read, FILTERED),
+            ("DeleteAddOnDeploymentConfig", Write, NAMESPACE_WRITE),
+            ("EnableAddOn", Write, CLUSTER_WRITE),
+            ("DisableAddOn", Write, CLUSTER_WRITE),
         ],
     )];
     type Settings = AddOnConfig;

@@ -12,6 +12,7 @@ use crate::clusterset::grpc::ClusterSetApi;
 use crate::controller::{Recipe, Start, StartError};
 use crate::grpc::access::Access::{Read, Write};
 use crate::grpc::access::Rows;
+use crate::grpc::access::need::*;
 use crate::store;
 use flotilla_api::v1::cluster_set_service_server::ClusterSetServiceServer;
 
@@ -23,13 +24,13 @@ impl Recipe for Sets {
     const ACCESS: &'static [Rows] = &[(
         "flotilla.v1.ClusterSetService",
         &[
-            ("ApplyClusterSet", Write),
-            ("GetClusterSet", Read),
-            ("ListClusterSets", Read),
-            ("DeleteClusterSet", Write),
-            ("ApplyBinding", Write),
-            ("ListBindings", Read),
-            ("DeleteBinding", Write),
+            ("ApplyClusterSet", Write, SET_WRITE),
+            ("GetClusterSet", Read, FILTERED),
+            ("ListClusterSets", Read, FILTERED),
+            ("DeleteClusterSet", Write, FLEET_WRITE),
+            ("ApplyBinding", Write, BINDING),
+            ("ListBindings", Read, FILTERED),
+            ("DeleteBinding", Write, NAMESPACE_WRITE),
         ],
     )];
     type Settings = ();

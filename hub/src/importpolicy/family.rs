@@ -12,6 +12,7 @@ use crate::controller::positive_rate;
 use crate::controller::{Recipe, Start, StartError};
 use crate::grpc::access::Access::{Read, Write};
 use crate::grpc::access::Rows;
+use crate::grpc::access::need::*;
 use crate::importpolicy::grpc::ImportPolicyApi;
 use flotilla_api::v1::import_policy_service_server::ImportPolicyServiceServer;
 use std::time::Duration;
@@ -24,11 +25,11 @@ impl Recipe for ImportFamily {
     const ACCESS: &'static [Rows] = &[(
         "flotilla.v1.ImportPolicyService",
         &[
-            ("ApplyImportPolicy", Write),
-            ("GetImportPolicy", Read),
-            ("ListImportPolicies", Read),
-            ("DeleteImportPolicy", Write),
-            ("WatchImportPolicies", Read),
+            ("ApplyImportPolicy", Write, FLEET_WRITE),
+            ("GetImportPolicy", Read, FLEET_READ),
+            ("ListImportPolicies", Read, FLEET_READ),
+            ("DeleteImportPolicy", Write, FLEET_WRITE),
+            ("WatchImportPolicies", Read, FLEET_READ),
         ],
     )];
     type Settings = ImportConfig;

@@ -12,6 +12,7 @@ use crate::controller::positive_rate;
 use crate::controller::{Recipe, Start, StartError};
 use crate::grpc::access::Access::{Read, Write};
 use crate::grpc::access::Rows;
+use crate::grpc::access::need::*;
 use crate::mirrorpeer::grpc::MirrorPeerApi;
 use flotilla_api::v1::mirror_peer_service_server::MirrorPeerServiceServer;
 
@@ -23,10 +24,10 @@ impl Recipe for PeerFamily {
     const ACCESS: &'static [Rows] = &[(
         "flotilla.v1.MirrorPeerService",
         &[
-            ("ApplyMirrorPeer", Write),
-            ("GetMirrorPeer", Read),
-            ("ListMirrorPeers", Read),
-            ("DeleteMirrorPeer", Write),
+            ("ApplyMirrorPeer", Write, FLEET_WRITE),
+            ("GetMirrorPeer", Read, FLEET_READ),
+            ("ListMirrorPeers", Read, FLEET_READ),
+            ("DeleteMirrorPeer", Write, FLEET_WRITE),
         ],
     )];
     type Settings = MirrorPeerConfig;

@@ -14,6 +14,7 @@ use crate::clusterset::ClusterSets;
 use crate::controller::{Recipe, Start, StartError};
 use crate::grpc::access::Access::{Read, Write};
 use crate::grpc::access::Rows;
+use crate::grpc::access::need::*;
 use crate::placement::grpc::PlacementApi;
 use crate::report::Kind;
 use flotilla_api::v1::placement_service_server::PlacementServiceServer;
@@ -28,16 +29,16 @@ impl Recipe for PlacementFamily {
     const ACCESS: &'static [Rows] = &[(
         "flotilla.v1.PlacementService",
         &[
-            ("ApplyPlacement", Write),
-            ("GetPlacement", Read),
-            ("ListPlacements", Read),
-            ("DeletePlacement", Write),
-            ("ListDecisions", Read),
-            ("WatchPlacements", Read),
-            ("DebugPlacement", Read),
-            ("ApplyScore", Write),
-            ("ListScores", Read),
-            ("DeleteScore", Write),
+            ("ApplyPlacement", Write, NAMESPACE_WRITE),
+            ("GetPlacement", Read, FILTERED),
+            ("ListPlacements", Read, FILTERED),
+            ("DeletePlacement", Write, NAMESPACE_WRITE),
+            ("ListDecisions", Read, NAMESPACE_READ),
+            ("WatchPlacements", Read, FILTERED),
+            ("DebugPlacement", Read, NAMESPACE_READ),
+            ("ApplyScore", Write, CLUSTER_WRITE),
+            ("ListScores", Read, FILTERED),
+            ("DeleteScore", Write, CLUSTER_WRITE),
         ],
     )];
     const REPORTS: &'static [Kind] = &[KIND];

@@ -12,6 +12,7 @@ use super::{Buckets, Deps, Policies};
 use crate::controller::{Recipe, Start, StartError};
 use crate::grpc::access::Access::{Read, Write};
 use crate::grpc::access::Rows;
+use crate::grpc::access::need::*;
 use crate::placement::Placements;
 use crate::policy::grpc::PolicyApi;
 use crate::report::Kind;
@@ -29,21 +30,21 @@ impl Recipe for PolicyFamily {
     const ACCESS: &'static [Rows] = &[(
         "flotilla.v1.PolicyService",
         &[
-            ("ApplyPolicy", Write),
-            ("GetPolicy", Read),
-            ("ListPolicies", Read),
-            ("DeletePolicy", Write),
-            ("GetPolicyDetails", Read),
-            ("WatchPolicies", Read),
-            ("ApplyPlacementBinding", Write),
-            ("ListPlacementBindings", Read),
-            ("DeletePlacementBinding", Write),
-            ("ApplyPolicySet", Write),
-            ("ListPolicySets", Read),
-            ("DeletePolicySet", Write),
-            ("ApplyPlacementRule", Write),
-            ("ListPlacementRules", Read),
-            ("DeletePlacementRule", Write),
+            ("ApplyPolicy", Write, NAMESPACE_WRITE),
+            ("GetPolicy", Read, FILTERED),
+            ("ListPolicies", Read, FILTERED),
+            ("DeletePolicy", Write, NAMESPACE_WRITE),
+            ("GetPolicyDetails", Read, FILTERED),
+            ("WatchPolicies", Read, FILTERED),
+            ("ApplyPlacementBinding", Write, NAMESPACE_WRITE),
+            ("ListPlacementBindings", Read, FILTERED),
+            ("DeletePlacementBinding", Write, NAMESPACE_WRITE),
+            ("ApplyPolicySet", Write, NAMESPACE_WRITE),
+            ("ListPolicySets", Read, FILTERED),
+            ("DeletePolicySet", Write, NAMESPACE_WRITE),
+            ("ApplyPlacementRule", Write, NAMESPACE_WRITE),
+            ("ListPlacementRules", Read, FILTERED),
+            ("DeletePlacementRule", Write, NAMESPACE_WRITE),
         ],
     )];
     const REPORTS: &'static [Kind] = &[KIND];

@@ -11,6 +11,7 @@ use super::{BUCKET, Deps, ReplicaSets};
 use crate::controller::{Recipe, Start, StartError};
 use crate::grpc::access::Access::{Read, Write};
 use crate::grpc::access::Rows;
+use crate::grpc::access::need::*;
 use crate::placement::Placements;
 use crate::replicaset::grpc::ReplicaSetApi;
 use flotilla_api::v1::replica_set_service_server::ReplicaSetServiceServer;
@@ -26,12 +27,12 @@ impl Recipe for ReplicaSetFamily {
     const ACCESS: &'static [Rows] = &[(
         "flotilla.v1.ReplicaSetService",
         &[
-            ("ApplyReplicaSet", Write),
-            ("GetReplicaSet", Read),
-            ("ListReplicaSets", Read),
-            ("DeleteReplicaSet", Write),
-            ("Rollout", Write),
-            ("WatchReplicaSets", Read),
+            ("ApplyReplicaSet", Write, NAMESPACE_WRITE),
+            ("GetReplicaSet", Read, FILTERED),
+            ("ListReplicaSets", Read, FILTERED),
+            ("DeleteReplicaSet", Write, NAMESPACE_WRITE),
+            ("Rollout", Write, NAMESPACE_WRITE),
+            ("WatchReplicaSets", Read, FILTERED),
         ],
     )];
     type Settings = ();

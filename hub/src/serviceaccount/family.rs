@@ -14,6 +14,7 @@ use super::{Buckets, Deps, MsaConfig, ServiceAccounts};
 use crate::controller::{Recipe, Start, StartError};
 use crate::grpc::access::Access::{Read, Write, WriteWork};
 use crate::grpc::access::Rows;
+use crate::grpc::access::need::*;
 use crate::report::Kind;
 use crate::serviceaccount::grpc::ServiceAccountApi;
 use flotilla_api::v1::service_account_service_server::ServiceAccountServiceServer;
@@ -27,11 +28,15 @@ impl Recipe for AccountFamily {
     const ACCESS: &'static [Rows] = &[(
         "flotilla.v1.ServiceAccountService",
         &[
-            ("ApplyManagedServiceAccount", Write),
-            ("GetManagedServiceAccount", Read),
-            ("ListManagedServiceAccounts", Read),
-            ("DeleteManagedServiceAccount", Write),
-            ("GetManagedServiceAccountToken", WriteWork),
+            ("ApplyManagedServiceAccount", Write, CLUSTER_WRITE),
+            ("GetManagedServiceAccount", Read, FILTERED),
+            ("ListManagedServiceAccounts", Read, FILTERED),
+            ("DeleteManagedServiceAccount", Write, CLUSTER_WRITE),
+            (
+                "GetManagedServiceAccountToken",
+                WriteWork,
+                CLUSTER_CREDENTIALS,
+            ),
         ],
     )];
     const REPORTS: &'static [Kind] = &[KIND];

@@ -34,7 +34,7 @@ fn the_core_rows_name_only_methods_its_services_have() {
 
 #[test]
 fn a_method_declared_twice_refuses_the_table_naming_both() {
-    const AGAIN: &[Rows] = &[("flotilla.v1.WorkService", &[("Proxy", Read)])];
+    const AGAIN: &[Rows] = &[("flotilla.v1.WorkService", &[("Proxy", Read, ANY)])];
     let twice = Table::new([("core", CORE), ("sneaky", AGAIN)]).unwrap_err();
     assert_eq!(
         twice,
@@ -48,6 +48,75 @@ fn a_method_declared_twice_refuses_the_table_naming_both() {
         twice.to_string().contains("by core and by sneaky"),
         "{twice}"
     );
+}
+
+#[test]
+fn every_core_row_declares_an_object_rule_that_agrees_with_its_column() {
+    let table = Table::default();
+    for (path, access, _) in table.methods() {
+        let need = table.need(path).expect("every row has a need");
+        assert!(need.fits(access), "{path}: {access} with {need:?}");
+    }
+    assert_eq!(
+        table.need("/flotilla.v1.ClusterService/CreateJoinToken"),
+        Some(SET_CREDENTIALS)
+    );
+    assert_eq!(
+        table.need("/flotilla.v1.WorkService/ApplyWork"),
+        Some(CLUSTER_WRITE)
+    );
+    assert_eq!(
+        table.need("/flotilla.v1.WorkService/ListWorks"),
+        Some(FILTERED)
+    );
+    assert_eq!(
+        table.need("/flotilla.v1.PlacementService/ListPlacements"),
+        None
+    );
+}
+
+#[test]
+fn could_says_whether_any_grant_of_a_scope_might_allow_a_method() {
+    use crate::grants::file::{Builder, user};
+    use crate::grants::{FleetRole, NamespaceRole, Principal, SetIds, SetRole, Via};
+    let grants = Builder::default()
+        .set("team-a", SetRole::Admin, user("ana"))
+        .set("team-b", SetRole::Bind, user("dev"))
+        .namespace("apps", NamespaceRole::View, user("dev"))
+        .build();
+    let scope = |name: &str| {
+        Scope::of(
+            &grants,
+            &Principal::user(name, Via::Token),
+            None,
+            &SetIds::default(),
+        )
+    };
+    let (ana, dev, nobody) = (scope("ana"), scope("dev"), scope("nobody"));
+    assert!(CLUSTER_WRITE.could(&ana) && SET_CREDENTIALS.could(&ana) && INTO_SET.could(&ana));
+    assert!(!CLUSTER_WRITE.could(&dev) && CLUSTER_PROXY_READ.could(&dev));
+    assert!(!NAMESPACE_WRITE.could(&ana) && !NAMESPACE_WRITE.could(&dev));
+    assert!(NAMESPACE_READ.could(&dev) && !NAMESPACE_READ.could(&ana));
+    assert!(!BINDING.could(&dev), "bind without edit anywhere");
+    assert!(!FLEET_READ.could(&ana) && !FLEET_WRITE.could(&ana));
+    for need in [ANY, FILTERED] {
+        assert!(need.could(&nobody));
+    }
+    assert!(!CLUSTER_PROXY_READ.could(&nobody));
+    // Fleet roles: a viewer could read everything and write nothing; an admin anything.
+    let view = Scope::fleet(FleetRole::View);
+    assert!(FLEET_READ.could(&view) && NAMESPACE_READ.could(&view));
+    assert!(!FLEET_WRITE.could(&view) && !CLUSTER_WRITE.could(&view) && !BINDING.could(&view));
+    for need in [
+        FLEET_WRITE,
+        CLUSTER_WRITE,
+        INTO_SET,
+        SET_CREDENTIALS,
+        NAMESPACE_WRITE,
+        BINDING,
+    ] {
+        assert!(need.could(&Scope::all()), "{need:?}");
+    }
 }
 
 #[test]

@@ -44,6 +44,21 @@ fn every_served_method_has_one_row_from_the_core_or_a_family() {
 }
 
 #[test]
+fn every_method_declares_an_object_rule_that_fits_its_access() {
+    // Issue 48: each row says which object of the request decides (or that its items are
+    // filtered); nothing that writes is left to the coarse column alone.
+    let table = table();
+    let unfit: Vec<_> = table
+        .methods()
+        .filter_map(|(path, a, who)| {
+            let need = table.need(path).expect("every row has a need");
+            (!need.fits(a)).then(|| format!("{path} ({who}): {a} with {need:?}"))
+        })
+        .collect();
+    assert!(unfit.is_empty(), "{unfit:#?}");
+}
+
+#[test]
 fn moving_the_rows_into_the_families_changed_no_ones_access() {
     // Every method of the table before the move needs the same access now. With the test
     // above (no served method without a row, no row without a method) and the table before

@@ -2,8 +2,11 @@
 //! whole table of `hub-core/src/grpc/access.rs` at that commit, literally, so a reviewer sees
 //! that moving the rows changed no one's access to any method ([`super::access`]).
 
+use flotilla_hub_core::grpc::access::Access;
 use flotilla_hub_core::grpc::access::Access::{Open, Read, Write, WriteWork};
-use flotilla_hub_core::grpc::access::Rows;
+
+/// The rows as they were: methods and their access (before the object rules of issue 48).
+type Rows = (&'static str, &'static [(&'static str, Access)]);
 
 /// Every method the hub served, by service, with the access it needed.
 pub(super) const BEFORE: &[Rows] = &[

@@ -6,6 +6,7 @@ use super::hub;
 use crate::controller::{Controllers, Families, Recipe, Served, Start, StartError};
 use crate::grpc::access::Access::{Read, Write};
 use crate::grpc::access::Rows;
+use crate::grpc::access::need::*;
 use crate::grpc::auth::{Authenticate, Tokens};
 use flotilla_hub_core::ha::Fence;
 use std::convert::Infallible;
@@ -46,7 +47,10 @@ struct ProbeFamily;
 
 impl Recipe for ProbeFamily {
     const NAME: &'static str = "probes";
-    const ACCESS: &'static [Rows] = &[("flotilla.test.Probe", &[("Look", Read), ("Poke", Write)])];
+    const ACCESS: &'static [Rows] = &[(
+        "flotilla.test.Probe",
+        &[("Look", Read, FILTERED), ("Poke", Write, FLEET_WRITE)],
+    )];
     type Settings = ();
     type Services = (Probe,);
 
@@ -141,7 +145,7 @@ fn a_family_declaring_a_method_another_part_declares_is_refused() {
     struct Sneaky;
     impl Recipe for Sneaky {
         const NAME: &'static str = "sneaky";
-        const ACCESS: &'static [Rows] = &[("flotilla.v1.WorkService", &[("Proxy", Read)])];
+        const ACCESS: &'static [Rows] = &[("flotilla.v1.WorkService", &[("Proxy", Read, ANY)])];
         type Settings = ();
         type Services = ();
 
