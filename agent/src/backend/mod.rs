@@ -141,6 +141,15 @@ pub fn executor_verbs(strategy: &Strategy, owned: bool) -> Vec<&'static str> {
     verbs
 }
 
+/// Whether a kind's objects live in namespaces ([`Backend::served`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Objects live in a namespace.
+    Namespaced,
+    /// Objects are cluster-wide.
+    Cluster,
+}
+
 /// A client of the cluster's API following its changes ([`Backend::follow_api`]); dropping it
 /// ends the following.
 pub struct ApiFollow {
@@ -292,6 +301,23 @@ pub trait Backend: Send + Sync + 'static {
         _name: &str,
     ) -> Result<bool, BackendError> {
         Ok(false)
+    }
+
+    /// Whether the cluster serves `kind` in exactly `api_version` (`batch/v1beta1`), and its
+    /// scope; `Ok(None)` when it does not — a version its Kubernetes release removed, a CRD not
+    /// installed — which OCM reports as `couldn't find mapping resource …`. The simulated
+    /// cluster answers from `flotilla-kubemem`'s table for the version it reports plus its
+    /// CRDs, the Kubernetes backend from discovery. By default every kind is served (scope as
+    /// [`flotilla_api::work::is_cluster_scoped`] guesses it).
+    async fn served(&self, api_version: &str, kind: &str) -> Result<Option<Scope>, BackendError> {
+        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        Ok(Some(
+            if flotilla_api::work::is_cluster_scoped(group, kind) {
+                Scope::Cluster
+            } else {
+                Scope::Namespaced
+            },
+        ))
     }
 
     /// Lists objects of a kind (matched case-insensitively against kind, plural resource or

@@ -3,9 +3,12 @@
 //! Namespace, server-side apply tracks field ownership and reports conflicts, and status evolves
 //! like the controllers would — Deployments and DaemonSets become ready, Jobs complete (or fail),
 //! Pods run — after a configurable delay. Failures can be injected per object or by annotation.
+//! The kinds it serves ([`Backend::served`], its API's discovery) are those of the Kubernetes
+//! version it reports, plus its CRDs'.
 
 use super::{ApplyOutcome, Backend, BackendError, ClusterInfo, Strategy, kind_matches};
 use flotilla_api::work::ManifestId;
+use flotilla_kubemem::resources;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, HashMap};
@@ -286,8 +289,16 @@ impl SimBackend {
         }
     }
 
-    /// A healthy cluster with `cpu` cores and `memory_gib` GiB, default controller timings.
+    /// A healthy cluster with `cpu` cores and `memory_gib` GiB, default controller timings,
+    /// serving the built-in kinds of `kubernetes_version` (`v1.30.2`; one it cannot read is
+    /// taken as the newest it knows).
     pub fn new(cpu: u32, memory_gib: u32, kubernetes_version: &str) -> Self {
+        if resources::minor_of(kubernetes_version).is_none() {
+            tracing::warn!(
+                %kubernetes_version,
+                "not a Kubernetes 1.x version; the simulated cluster serves the newest kinds it knows"
+            );
+        }
         let capacity: HashMap<String, String> = [
             ("cpu".to_string(), cpu.to_string()),
             ("memory".to_string(), format!("{memory_gib}Gi")),
@@ -782,6 +793,35 @@ impl Backend for SimBackend {
             self.changed.send_replace(objects.resource_version);
         }
         Ok(existed)
+    }
+
+    /// From `flotilla-kubemem`'s table for the Kubernetes version the cluster reports, plus
+    /// the CustomResourceDefinitions stored.
+    async fn served(
+        &self,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<Option<super::Scope>, BackendError> {
+        let version = self
+            .info
+            .lock()
+            .expect("sim lock")
+            .kubernetes_version
+            .clone();
+        let is = |r: &flotilla_kubemem::Resource| r.api_version() == api_version && r.kind == kind;
+        let mut found = resources::builtin_of(&version).into_iter().find(is);
+        if found.is_none() {
+            for crd in self.list("CustomResourceDefinition", None).await? {
+                found = found.or_else(|| resources::from_crd(&crd).into_iter().find(is));
+            }
+        }
+        Ok(found.map(|r| {
+            if r.namespaced {
+                super::Scope::Namespaced
+            } else {
+                super::Scope::Cluster
+            }
+        }))
     }
 
     async fn list(&self, kind: &str, namespace: Option<&str>) -> Result<Vec<Value>, BackendError> {

@@ -5,7 +5,7 @@ use crate::backend::{Backend, BackendError, Strategy};
 use flotilla_api::policy::evaluate::{Action, ActionResult, ObjectKey, Snapshot};
 use flotilla_api::policy::namespaces::Namespace;
 use flotilla_api::work::ManifestId;
-use serde_json::Value;
+use std::collections::BTreeSet;
 
 /// The backend's id of an object.
 pub fn manifest_id(key: &ObjectKey) -> ManifestId {
@@ -23,8 +23,11 @@ pub fn manifest_id(key: &ObjectKey) -> ManifestId {
 }
 
 /// Reads every namespace and every object of `kinds` (`(apiVersion, kind)`). A kind the
-/// cluster does not serve has no objects; any other failure is returned (the evaluation is
-/// retried, never judged on a partial view).
+/// cluster does not serve in exactly that apiVersion is recorded in [`Snapshot::unserved`] (OCM's
+/// mapping error) and never judged against another version's objects. A served kind is listed
+/// in its API group: an API server keeps one set of objects per group and kind, whichever
+/// served version reads them. Any other failure is returned (the evaluation is retried, never
+/// judged on a partial view).
 pub async fn snapshot(
     backend: &dyn Backend,
     kinds: &[(String, String)],
@@ -42,10 +45,15 @@ pub async fn snapshot(
         })
         .collect();
     let mut objects = Vec::new();
+    let mut unserved = BTreeSet::new();
     for (api_version, kind) in kinds {
-        let group = api_version.split_once('/').map(|(g, _)| g).unwrap_or("");
-        match backend.list(kind, None).await {
-            Ok(list) => objects.extend(list.into_iter().filter(|o| same_group(o, group))),
+        if backend.served(api_version, kind).await?.is_none() {
+            unserved.insert((api_version.clone(), kind.clone()));
+            continue;
+        }
+        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        match backend.list_in_group(group, kind, None).await {
+            Ok(list) => objects.extend(list),
             Err(BackendError::NotFound(_)) => {}
             Err(e) => return Err(e),
         }
@@ -53,12 +61,8 @@ pub async fn snapshot(
     Ok(Snapshot {
         namespaces,
         objects,
+        unserved,
     })
-}
-
-fn same_group(o: &Value, group: &str) -> bool {
-    let api = o["apiVersion"].as_str().unwrap_or("");
-    api.split_once('/').map(|(g, _)| g).unwrap_or("") == group
 }
 
 /// Carries out `actions` in order; one result per action. Writes replace the object with the

@@ -1,10 +1,12 @@
 //! Pure decisions of a replicated policy on the spoke: which templates it holds and how each is
-//! judged, what each waits for (its dependencies) and what it reports meanwhile, the cluster's
+//! judged (a template with fields its CRD does not define is refused, as OCM's spoke refuses
+//! it), what each waits for (its dependencies) and what it reports meanwhile, the cluster's
 //! compliance over them, and when to evaluate again.
 
 use flotilla_api::policy::certificate::{CERTIFICATE_POLICY, CertificatePolicy};
 use flotilla_api::policy::config::{ConfigurationPolicy, Interval, Remediation, TemplateMeta};
 use flotilla_api::policy::dependency::{self, Dependency, Observed};
+use flotilla_api::policy::strict;
 use flotilla_api::policy::{Compliance, GROUP};
 use flotilla_api::v1::Policy;
 use std::collections::BTreeMap;
@@ -19,6 +21,15 @@ pub enum Template {
     Certificate(Box<CertificatePolicy>),
     /// A kind Flotilla does not evaluate: always NonCompliant, naming the kind.
     Unsupported(TemplateMeta),
+    /// A template OCM's spoke would not create (its CRD does not define some of its fields:
+    /// the API server's strict field validation refuses it): never evaluated, reported as the
+    /// framework add-on reports it, `NonCompliant; template-error; <message>`.
+    Refused {
+        /// Its name and kind.
+        meta: TemplateMeta,
+        /// The add-on's message (`Failed to create policy template: …`).
+        message: String,
+    },
     /// A template that cannot be read (the hub checks templates, but nothing it sends is
     /// trusted blindly): NonCompliant with the reason.
     Invalid {
@@ -35,9 +46,9 @@ impl Template {
         match self {
             Template::Config(c) => (c.name.clone(), "ConfigurationPolicy".into()),
             Template::Certificate(c) => (c.name.clone(), CERTIFICATE_POLICY.into()),
-            Template::Unsupported(m) | Template::Invalid { meta: m, .. } => {
-                (m.name.clone(), m.kind.clone())
-            }
+            Template::Unsupported(m)
+            | Template::Invalid { meta: m, .. }
+            | Template::Refused { meta: m, .. } => (m.name.clone(), m.kind.clone()),
         }
     }
 
@@ -53,6 +64,9 @@ impl Template {
             Template::Invalid { reason, .. } => Some(format!(
                 "NonCompliant; violation - the template cannot be read: {reason}"
             )),
+            Template::Refused { message, .. } => {
+                Some(format!("NonCompliant; template-error; {message}"))
+            }
         }
     }
 }
@@ -90,6 +104,14 @@ pub fn templates(policy: &Policy) -> Vec<Template> {
                     };
                 }
             };
+            // The API server's strict decoding comes before any validation of the values.
+            if meta.is_configuration_policy() || is_certificate_policy(&meta) {
+                let unknown = strict::unknown_fields(&meta.kind, &value).unwrap_or_default();
+                if !unknown.is_empty() {
+                    let message = strict::refusal(&meta.kind, &meta.api_version, &unknown);
+                    return Template::Refused { meta, message };
+                }
+            }
             let read = if meta.is_configuration_policy() {
                 ConfigurationPolicy::from_value(&value).map(|c| Template::Config(Box::new(c)))
             } else if is_certificate_policy(&meta) {

@@ -1,5 +1,6 @@
 //! The policy actor against the simulated cluster: inform, enforce, drift, offline, restart,
-//! removal with pruning, unsupported kinds, hostile specs.
+//! removal with pruning, unsupported kinds, kinds the cluster's Kubernetes version does not
+//! serve, hostile specs.
 
 use super::*;
 use crate::backend::sim::SimBackend;
@@ -307,6 +308,116 @@ async fn unsupported_template_kinds_are_noncompliant_naming_the_kind() {
     assert_eq!(r.compliant, "NonCompliant");
     assert_eq!(r.details[0].template_kind, "OperatorPolicy");
     assert!(newest(&r).contains("OperatorPolicy"), "{}", newest(&r));
+}
+
+/// The policy templates (`objectDefinition`s) of a policy-collection fixture.
+fn fixture_templates(yaml: &str) -> Vec<Value> {
+    let policy: Value = serde_yaml::from_str(yaml).unwrap();
+    policy["spec"]["policy-templates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["objectDefinition"].clone())
+        .collect()
+}
+
+const OC_CLIENT_CRONJOB: &str =
+    include_str!("../../../api/src/ocm/policy/testdata/policy-oc-client-cronjob.yaml");
+
+const UNSERVED_CRONJOB: &str = "NonCompliant; violation - couldn't find mapping resource with \
+    kind CronJob in API version batch/v1beta1, please check if you have CRD deployed";
+
+fn cronjob_id(version: &str) -> ManifestId {
+    ManifestId {
+        group: "batch".into(),
+        version: version.into(),
+        kind: "CronJob".into(),
+        namespace: "jobnamespace".into(),
+        name: "basic-oc-client".into(),
+    }
+}
+
+#[tokio::test]
+async fn a_batch_v1beta1_cronjob_is_unserved_on_1_30_and_enforced_on_1_24() {
+    // 1.30 removed batch/v1beta1: the CronJob template is OCM's mapping error and nothing of
+    // it is written; the other templates are enforced.
+    let mut f = Fixture::with(
+        Arc::new(SimBackend::new(4, 16, "v1.30.2")),
+        Arc::new(LocalStore::memory(CLUSTER)),
+    );
+    let p = replicated("oc", 1, "enforce", &fixture_templates(OC_CLIENT_CRONJOB));
+    f.send(&p, Action::CreateRequest).await;
+    let r = f
+        .report(|r| !r.compliant.is_empty() && newest(r) == UNSERVED_CRONJOB)
+        .await;
+    assert_eq!(r.compliant, "NonCompliant");
+    assert!(f.namespace("jobnamespace").await.is_some());
+    assert!(f.sim.get(&cronjob_id("v1beta1")).await.unwrap().is_none());
+    assert!(f.sim.get(&cronjob_id("v1")).await.unwrap().is_none());
+
+    // 1.24 still serves it: created like any kind, then Compliant.
+    let mut f = Fixture::with(
+        Arc::new(SimBackend::new(4, 16, "v1.24.17")),
+        Arc::new(LocalStore::memory(CLUSTER)),
+    );
+    f.send(&p, Action::CreateRequest).await;
+    let r = f.report(|r| r.compliant == "Compliant").await;
+    assert!(
+        r.details[0].history.iter().any(|e| e.message.contains(
+            "cronjobs [basic-oc-client] in namespace jobnamespace was created successfully"
+        )),
+        "{:?}",
+        r.details[0].history
+    );
+    let created = f.sim.get(&cronjob_id("v1beta1")).await.unwrap().unwrap();
+    assert_eq!(created["apiVersion"], "batch/v1beta1");
+}
+
+const NETWORK_POLICY_SAMPLES: &str =
+    include_str!("../../../api/src/ocm/policy/testdata/policy-network-policy-samples.yaml");
+
+#[tokio::test]
+async fn a_template_with_fields_its_crd_does_not_define_is_a_template_error_never_evaluated() {
+    let mut f = Fixture::new();
+    let p = replicated(
+        "net",
+        1,
+        "enforce",
+        &fixture_templates(NETWORK_POLICY_SAMPLES),
+    );
+    f.send(&p, Action::CreateRequest).await;
+    let r = f
+        .report(|r| r.details.len() == 4 && r.details.iter().all(|d| !d.compliant.is_empty()))
+        .await;
+    let compliant: Vec<&str> = r.details.iter().map(|d| d.compliant.as_str()).collect();
+    assert_eq!(
+        compliant,
+        ["Compliant", "Compliant", "Compliant", "NonCompliant"]
+    );
+    assert_eq!(r.compliant, "NonCompliant");
+    assert_eq!(
+        r.details[3].history[0].message,
+        "NonCompliant; template-error; Failed to create policy template: ConfigurationPolicy in \
+         version \"v1\" cannot be handled as a ConfigurationPolicy: strict decoding error: \
+         unknown field \"spec.object-templates[0].remediationAction\", unknown field \
+         \"spec.object-templates[0].severity\""
+    );
+    // Never evaluated, so never enforced.
+    let id = |name: &str| ManifestId {
+        group: "networking.k8s.io".into(),
+        version: "v1".into(),
+        kind: "NetworkPolicy".into(),
+        namespace: "default".into(),
+        name: name.into(),
+    };
+    assert!(f.sim.get(&id("deny-all")).await.unwrap().is_some());
+    assert!(
+        f.sim
+            .get(&id("allow-pod-and-namespace-both"))
+            .await
+            .unwrap()
+            .is_none()
+    );
 }
 
 /// A `kubernetes.io/tls` Secret in `default` whose certificate expires `left` from now.

@@ -39,20 +39,6 @@ pub const DEFAULT_KEY: &str = "tls.crt";
 /// Labels naming the certificate (else the Secret's name), in the order they are tried.
 pub const NAME_LABELS: [&str; 2] = ["certificate-name", "certmanager.k8s.io/certificate-name"];
 
-/// The fields of `spec` the CRD defines.
-const SPEC_FIELDS: [&str; 10] = [
-    "remediationAction",
-    "namespaceSelector",
-    "labelSelector",
-    "severity",
-    "minimumDuration",
-    "maximumDuration",
-    "minimumCADuration",
-    "maximumCADuration",
-    "allowedSANPattern",
-    "disallowedSANPattern",
-];
-
 /// A SAN pattern: Go regexp syntax, matched anywhere in the name (Go's `MatchString`).
 #[derive(Debug, Clone)]
 pub struct SanPattern {
@@ -111,7 +97,8 @@ pub struct CertificatePolicy {
     pub allowed_san_pattern: Option<SanPattern>,
     /// `disallowedSANPattern`.
     pub disallowed_san_pattern: Option<SanPattern>,
-    /// Paths of `spec` fields the CRD does not define (the strict check reports them).
+    /// Paths of fields the CRD does not define ([`super::strict::unknown_fields`]): the agent
+    /// reports the template as the API server's strict refusal, not evaluated.
     pub unknown_fields: Vec<String>,
 }
 
@@ -169,11 +156,8 @@ impl CertificatePolicy {
             maximum_ca_duration,
             allowed_san_pattern: pattern(spec, "allowedSANPattern", &mut errors),
             disallowed_san_pattern: pattern(spec, "disallowedSANPattern", &mut errors),
-            unknown_fields: spec
-                .keys()
-                .filter(|k| !SPEC_FIELDS.contains(&k.as_str()))
-                .map(|k| format!("spec.{k}"))
-                .collect(),
+            unknown_fields: super::strict::unknown_fields(CERTIFICATE_POLICY, object)
+                .unwrap_or_default(),
         };
         if errors.is_empty() {
             Ok(policy)

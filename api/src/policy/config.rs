@@ -1,8 +1,9 @@
 //! A ConfigurationPolicy (`policy.open-cluster-management.io/v1`) read from a policy template's
 //! `objectDefinition`, with every problem named by its field. The spellings OCM's CRD accepts
-//! are accepted (`musthave`, `MustHave`, `Musthave`; `inform`, `Inform`); unknown fields are
-//! ignored as the API server's structural pruning would, but a required field missing or a value
-//! outside an enum is an error.
+//! are accepted (`musthave`, `MustHave`, `Musthave`; `inform`, `Inform`); a required field missing
+//! or a value outside an enum is an error. Fields the CRD does not define are not read here:
+//! [`super::strict`] finds them, and the agent reports such a template as OCM does (the API
+//! server's strict refusal, a `template-error`) before reading it.
 
 use super::FieldError;
 use crate::v1::{LabelSelector, LabelSelectorRequirement};

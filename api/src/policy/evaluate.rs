@@ -1,5 +1,6 @@
-//! One ConfigurationPolicy against a snapshot of the cluster: compliance, OCM's messages, and
-//! the writes enforce would make — returned as [`Action`]s, never carried out here. The agent
+//! One ConfigurationPolicy against a snapshot of the cluster: compliance, OCM's messages (a
+//! template whose kind the cluster does not serve gets OCM's mapping error), and the writes
+//! enforce would make — returned as [`Action`]s, never carried out here. The agent
 //! reads a [`Snapshot`], calls [`evaluate`], performs the actions and settles the outcome with
 //! [`Evaluation::settle`].
 
@@ -10,7 +11,7 @@ use super::config::{
 };
 use super::namespaces::{Namespace, select};
 use serde_json::{Map, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 /// The objects of the cluster a policy is judged against.
@@ -20,6 +21,10 @@ pub struct Snapshot {
     pub namespaces: Vec<Namespace>,
     /// Every object of the kinds the policy's templates name (see [`kinds`]).
     pub objects: Vec<Value>,
+    /// The `(apiVersion, kind)`s of [`kinds`] the cluster does not serve (a version its
+    /// Kubernetes release removed, a CRD not installed): their templates are NonCompliant with
+    /// OCM's mapping error, never matched against another version's objects.
+    pub unserved: BTreeSet<(String, String)>,
 }
 
 /// Identity of one object on the cluster.
@@ -84,7 +89,8 @@ impl Action {
 pub struct Finding {
     /// Whether this part is compliant before any enforce.
     pub compliant: bool,
-    /// Plural resource (`namespaces`, `roles`).
+    /// Plural resource (`namespaces`, `roles`); empty for a finding about the template as a
+    /// whole (its kind not served), whose message is [`Finding::what`] alone.
     pub resource: String,
     /// Names of the objects concerned (sorted), empty when the template names none.
     pub names: Vec<String>,
@@ -107,7 +113,9 @@ impl Finding {
             s.push_str(&format!(" in namespace {}", self.namespace));
         }
         if !what.is_empty() {
-            s.push(' ');
+            if !s.is_empty() {
+                s.push(' ');
+            }
             s.push_str(what);
         }
         s
@@ -241,6 +249,13 @@ pub fn evaluate(
     let selected = select(&policy.namespace_selector, &snapshot.namespaces);
     let mut findings = Vec::new();
     for t in templates {
+        if snapshot
+            .unserved
+            .contains(&(t.api_version().to_string(), t.kind().to_string()))
+        {
+            findings.push(unserved(t));
+            continue;
+        }
         findings.extend(evaluate_template(
             t,
             remediation,
@@ -253,6 +268,29 @@ pub fn evaluate(
         findings,
         error: None,
     }
+}
+
+/// The finding of a template whose kind the cluster does not serve in its apiVersion, in
+/// config-policy-controller's words (`getMapping`): NonCompliant, nothing enforce can do.
+fn unserved(t: &ObjectTemplate) -> Finding {
+    Finding {
+        compliant: false,
+        resource: String::new(),
+        names: Vec::new(),
+        namespace: String::new(),
+        what: unserved_message(t.api_version(), t.kind()),
+        actions: Vec::new(),
+    }
+}
+
+/// OCM's message for a kind not served: `couldn't find mapping resource with kind CronJob in
+/// API version batch/v1beta1, please check if you have CRD deployed`
+/// (config-policy-controller@ecf24b4 `controllers/configurationpolicy_controller.go` l. 2567).
+pub fn unserved_message(api_version: &str, kind: &str) -> String {
+    format!(
+        "couldn't find mapping resource with kind {kind} in API version {api_version}, please \
+         check if you have CRD deployed"
+    )
 }
 
 fn evaluate_template(

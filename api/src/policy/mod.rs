@@ -14,6 +14,8 @@
 //! - [`status`]: root compliance over clusters, PolicySet compliance over policies.
 //! - [`certificate`]: a CertificatePolicy read from a template, judged against the cluster's
 //!   Secrets (expiry, lifetime, SAN patterns) with cert-policy-controller's message.
+//! - [`strict`]: fields of a policy template its CRD does not define (the API server's strict
+//!   field validation on OCM's spoke) and the template-error OCM reports for them.
 
 pub mod certificate;
 pub mod compare;
@@ -23,6 +25,7 @@ pub mod evaluate;
 pub mod history;
 pub mod namespaces;
 pub mod status;
+pub mod strict;
 
 use std::fmt;
 

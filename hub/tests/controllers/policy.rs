@@ -3,7 +3,10 @@
 //! spoke repaired, history), a PlacementRule with a binding override through a PolicySet (set
 //! aggregation, policy-collection's CertificatePolicy flagging a certificate that expires in 10
 //! days on the spoke), disabling and deleting a policy, a PolicySet's
-//! placement built from the members that exist (none: no placement, as OCM).
+//! placement built from the members that exist (none: no placement, as OCM), a kind served by
+//! one cluster's Kubernetes version and not by another's (policy-collection's oc-client-cronjob
+//! on 1.24 and 1.30), a template with fields its CRD does not define (policy-collection's
+//! network-policy-samples) reported as OCM's template-error.
 
 use crate::common;
 
@@ -19,6 +22,44 @@ const NAMESPACE_POLICY: &str =
     include_str!("../../../api/src/ocm/policy/testdata/policy-namespace.yaml");
 const CERTIFICATE_POLICY: &str =
     include_str!("../../../api/src/ocm/policy/testdata/policy-certificate.yaml");
+
+const OC_CLIENT_CRONJOB: &str =
+    include_str!("../../../api/src/ocm/policy/testdata/policy-oc-client-cronjob.yaml");
+
+const NETWORK_POLICY_SAMPLES: &str =
+    include_str!("../../../api/src/ocm/policy/testdata/policy-network-policy-samples.yaml");
+
+/// sample-network-policy-99 on every cluster of the default set.
+const NETWORK_POLICY_BINDING: &str = r#"
+apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata: {name: all, namespace: default}
+spec:
+  clusterSets: [default]
+---
+apiVersion: policy.open-cluster-management.io/v1
+kind: PlacementBinding
+metadata: {name: binding-network-policy-samples, namespace: default}
+placementRef: {name: all, kind: Placement, apiGroup: cluster.open-cluster-management.io}
+subjects:
+  - {name: sample-network-policy-99, kind: Policy, apiGroup: policy.open-cluster-management.io}
+"#;
+
+/// policy-oc-client on every cluster of the default set.
+const OC_CLIENT_BINDING: &str = r#"
+apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata: {name: all, namespace: default}
+spec:
+  clusterSets: [default]
+---
+apiVersion: policy.open-cluster-management.io/v1
+kind: PlacementBinding
+metadata: {name: binding-policy-oc-client, namespace: default}
+placementRef: {name: all, kind: Placement, apiGroup: cluster.open-cluster-management.io}
+subjects:
+  - {name: policy-oc-client, kind: Policy, apiGroup: policy.open-cluster-management.io}
+"#;
 
 const PLACEMENT_AND_BINDING: &str = r#"
 apiVersion: cluster.open-cluster-management.io/v1beta1
@@ -540,5 +581,128 @@ async fn an_offline_spoke_repairs_drift_alone_and_a_restarted_hub_shows_its_hist
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    drop(agents);
+}
+
+/// The newest history message of `cluster`'s first template.
+async fn newest_message(
+    api: &mut flotilla_api::v1::policy_service_client::PolicyServiceClient<
+        tonic::transport::Channel,
+    >,
+    policy: &str,
+    cluster: &str,
+) -> String {
+    let details = api
+        .get_policy_details(GetPolicyRequest {
+            namespace: "default".into(),
+            name: policy.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    details
+        .clusters
+        .iter()
+        .find(|c| c.cluster_name == cluster)
+        .and_then(|c| c.details.first())
+        .and_then(|d| d.history.first())
+        .map(|e| e.message.clone())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_batch_v1beta1_cronjob_is_noncompliant_on_kubernetes_1_30_and_enforced_on_1_24() {
+    use flotilla_agent::backend::sim::SimBackend;
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut clusters = clusters_client(&hub).await;
+    let new = accepted_agent_on(
+        &mut clusters,
+        agent_config("k8s-130", &nats.url()),
+        std::sync::Arc::new(SimBackend::new(8, 32, "v1.30.2")),
+    )
+    .await;
+    let old = accepted_agent_on(
+        &mut clusters,
+        agent_config("k8s-124", &nats.url()),
+        std::sync::Arc::new(SimBackend::new(8, 32, "v1.24.17")),
+    )
+    .await;
+    bind_default_set(&hub).await;
+    let mut api = api(&hub).await;
+    apply(&hub, OC_CLIENT_BINDING).await;
+    apply(&hub, &with_remediation(OC_CLIENT_CRONJOB, "enforce")).await;
+
+    // 1.30 no longer serves batch/v1beta1: OCM's mapping error, the rest enforced; 1.24 runs it.
+    wait_policy(&mut api, "policy-oc-client", "judged per version", |p| {
+        clusters_in(p)
+            == [
+                ("k8s-124".to_string(), "Compliant".to_string()),
+                ("k8s-130".to_string(), "NonCompliant".to_string()),
+            ]
+    })
+    .await;
+    assert_eq!(
+        newest_message(&mut api, "policy-oc-client", "k8s-130").await,
+        "NonCompliant; violation - couldn't find mapping resource with kind CronJob in API \
+         version batch/v1beta1, please check if you have CRD deployed"
+    );
+    use flotilla_agent::backend::Backend;
+    let cronjob = ManifestId {
+        group: "batch".into(),
+        version: "v1beta1".into(),
+        kind: "CronJob".into(),
+        namespace: "jobnamespace".into(),
+        name: "basic-oc-client".into(),
+    };
+    assert!(new.backend.get(&cronjob).await.unwrap().is_none());
+    wait_namespace(&new, "jobnamespace", true).await;
+    assert!(old.backend.get(&cronjob).await.unwrap().is_some());
+    drop((new, old));
+}
+
+#[tokio::test]
+async fn network_policy_samples_reports_its_misplaced_fields_as_ocms_template_error() {
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut clusters = clusters_client(&hub).await;
+    let agents = accepted_fleet(&mut clusters, &nats.url(), &["edge-1"]).await;
+    bind_default_set(&hub).await;
+    let mut api = api(&hub).await;
+    apply(&hub, NETWORK_POLICY_BINDING).await;
+    // Enforced: the three well-formed templates are created and Compliant; the fourth puts
+    // `severity` and `remediationAction` inside its object-template, which OCM's spoke refuses.
+    let enforced = NETWORK_POLICY_SAMPLES.replace(
+        "\n  remediationAction: inform",
+        "\n  remediationAction: enforce",
+    );
+    apply(&hub, &enforced).await;
+    wait_policy(&mut api, "sample-network-policy-99", "NonCompliant", |p| {
+        compliant(p) == "NonCompliant"
+    })
+    .await;
+    let details = api
+        .get_policy_details(GetPolicyRequest {
+            namespace: "default".into(),
+            name: "sample-network-policy-99".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let templates = &details.clusters[0].details;
+    let compliant: Vec<&str> = templates.iter().map(|d| d.compliant.as_str()).collect();
+    assert_eq!(
+        compliant,
+        ["Compliant", "Compliant", "Compliant", "NonCompliant"],
+        "{templates:#?}"
+    );
+    assert_eq!(templates[3].template_name, "allow-pod-and-namespace-both");
+    assert_eq!(
+        templates[3].history[0].message,
+        "NonCompliant; template-error; Failed to create policy template: ConfigurationPolicy in \
+         version \"v1\" cannot be handled as a ConfigurationPolicy: strict decoding error: \
+         unknown field \"spec.object-templates[0].remediationAction\", unknown field \
+         \"spec.object-templates[0].severity\""
+    );
     drop(agents);
 }

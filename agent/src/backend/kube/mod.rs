@@ -270,9 +270,30 @@ impl KubeBackend {
         version: &str,
         kind: &str,
     ) -> Result<(ApiResource, ApiCapabilities), BackendError> {
+        self.discover(group, version, kind).await?.ok_or_else(|| {
+            BackendError::Invalid(format!(
+                "the cluster serves no {kind} in {}",
+                if group.is_empty() {
+                    version.to_string()
+                } else {
+                    format!("{group}/{version}")
+                }
+            ))
+        })
+    }
+
+    /// [`KubeBackend::resolve`], `None` when the API server does not serve the group version
+    /// (404) or the group version has no such kind. Found kinds are cached; a kind not served
+    /// is asked again next time (its CRD may have been installed since).
+    async fn discover(
+        &self,
+        group: &str,
+        version: &str,
+        kind: &str,
+    ) -> Result<Option<(ApiResource, ApiCapabilities)>, BackendError> {
         let key = (group.to_string(), version.to_string(), kind.to_string());
         if let Some(found) = self.kinds.lock().expect("kinds lock").get(&key) {
-            return Ok(found.clone());
+            return Ok(Some(found.clone()));
         }
         let gvk = GroupVersionKind::gvk(group, version, kind);
         match discovery::pinned_kind(&self.client, &gvk).await {
@@ -281,24 +302,13 @@ impl KubeBackend {
                     .lock()
                     .expect("kinds lock")
                     .insert(key, found.clone());
-                Ok(found)
+                Ok(Some(found))
             }
-            Err(kube::Error::Api(e)) if e.code == 404 => Err(BackendError::Invalid(format!(
-                "the cluster serves no {kind} in {}",
-                if group.is_empty() {
-                    version.to_string()
-                } else {
-                    format!("{group}/{version}")
-                }
-            ))),
-            Err(kube::Error::Discovery(e)) => Err(BackendError::Invalid(format!(
-                "the cluster serves no {kind} in {}: {e}",
-                if group.is_empty() {
-                    version.to_string()
-                } else {
-                    format!("{group}/{version}")
-                }
-            ))),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
+            Err(kube::Error::Discovery(e)) => {
+                tracing::debug!(%kind, %group, %version, error = %e, "kind not served");
+                Ok(None)
+            }
             Err(e) => Err(unavailable(e)),
         }
     }
@@ -894,6 +904,22 @@ impl Backend for KubeBackend {
         name: &str,
     ) -> Result<bool, BackendError> {
         serviceaccount::delete(&self.client, namespace, name).await
+    }
+
+    /// From discovery ([`KubeBackend::discover`]).
+    async fn served(
+        &self,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<Option<super::Scope>, BackendError> {
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        Ok(self
+            .discover(group, version, kind)
+            .await?
+            .map(|(_, caps)| match caps.scope {
+                Scope::Namespaced => super::Scope::Namespaced,
+                Scope::Cluster => super::Scope::Cluster,
+            }))
     }
 
     async fn list(&self, kind: &str, namespace: Option<&str>) -> Result<Vec<Value>, BackendError> {

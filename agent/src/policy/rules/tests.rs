@@ -57,6 +57,43 @@ fn templates_are_evaluated_refused_or_reported_unsupported() {
 }
 
 #[test]
+fn templates_with_fields_their_crd_does_not_define_are_refused_as_ocms_spoke_refuses_them() {
+    let p = replicated(&[
+        json!({"apiVersion": "policy.open-cluster-management.io/v1", "kind": "ConfigurationPolicy",
+            "metadata": {"name": "allow-pod-and-namespace-both"},
+            "spec": {"namespaceSelector": {"include": ["default"]}, "object-templates": [{
+                "complianceType": "musthave",
+                "objectDefinition": {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+                    "metadata": {"name": "x"}, "spec": {"anything": "goes"}},
+                "severity": "low", "remediationAction": "inform"}]}}),
+        // Unknown fields win over invalid values: decoding comes before validation.
+        json!({"apiVersion": "policy.open-cluster-management.io/v1", "kind": "CertificatePolicy",
+            "metadata": {"name": "cert"}, "spec": {"minimumDuration": "10d", "namespaceSelector": {"includes": ["a"]}}}),
+    ]);
+    let t = templates(&p);
+    assert_eq!(
+        t[0].id(),
+        (
+            "allow-pod-and-namespace-both".into(),
+            "ConfigurationPolicy".into()
+        )
+    );
+    assert_eq!(
+        t[0].fixed_message().unwrap(),
+        "NonCompliant; template-error; Failed to create policy template: ConfigurationPolicy in \
+         version \"v1\" cannot be handled as a ConfigurationPolicy: strict decoding error: unknown \
+         field \"spec.object-templates[0].remediationAction\", unknown field \
+         \"spec.object-templates[0].severity\""
+    );
+    assert_eq!(
+        t[1].fixed_message().unwrap(),
+        "NonCompliant; template-error; Failed to create policy template: CertificatePolicy in \
+         version \"v1\" cannot be handled as a CertificatePolicy: strict decoding error: unknown \
+         field \"spec.namespaceSelector.includes\""
+    );
+}
+
+#[test]
 fn a_template_not_evaluated_yet_keeps_the_cluster_from_compliance() {
     use Compliance::*;
     assert_eq!(cluster_compliance(&[Compliant, Unknown]), Unknown);

@@ -275,3 +275,66 @@ fn kinds_lists_what_a_snapshot_must_hold() {
         )]
     );
 }
+
+/// policy-collection's oc-client-cronjob templates, cut to the namespace and the CronJob.
+fn cronjob_policy(api_version: &str) -> crate::policy::config::ConfigurationPolicy {
+    policy(json!({
+        "remediationAction": "inform",
+        "object-templates": [
+            {"complianceType": "musthave", "objectDefinition":
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "jobnamespace"}}},
+            {"complianceType": "musthave", "objectDefinition":
+                {"apiVersion": api_version, "kind": "CronJob",
+                 "metadata": {"name": "basic-oc-client", "namespace": "jobnamespace"},
+                 "spec": {"schedule": "* * * * *"}}},
+        ],
+    }))
+}
+
+#[test]
+fn a_kind_the_cluster_does_not_serve_is_ocms_mapping_error_and_never_enforced() {
+    let mut snap = Cluster::default().0;
+    snap.unserved
+        .insert(("batch/v1beta1".to_string(), "CronJob".to_string()));
+    // A batch/v1 CronJob of that name exists: it is not what a batch/v1beta1 template names
+    // on a cluster that no longer serves batch/v1beta1.
+    snap.objects
+        .push(json!({"apiVersion": "batch/v1", "kind": "CronJob",
+        "metadata": {"name": "basic-oc-client", "namespace": "jobnamespace"},
+        "spec": {"schedule": "* * * * *"}}));
+    let e = evaluate(
+        &cronjob_policy("batch/v1beta1"),
+        Some(Remediation::Enforce),
+        &snap,
+    );
+    assert_eq!(e.compliance(), Compliance::NonCompliant);
+    let actions = e.actions();
+    let [Action::Create(key, _)] = actions.as_slice() else {
+        panic!("only the namespace is created: {actions:?}")
+    };
+    assert_eq!(key.kind, "Namespace");
+    assert_eq!(
+        e.settle(&[Ok(())]),
+        (
+            Compliance::NonCompliant,
+            "NonCompliant; violation - couldn't find mapping resource with kind CronJob in API \
+             version batch/v1beta1, please check if you have CRD deployed"
+                .into()
+        )
+    );
+    // Served (a 1.24 cluster): judged like any kind, against the group's objects.
+    snap.unserved.clear();
+    let e = evaluate(&cronjob_policy("batch/v1beta1"), None, &snap);
+    assert_eq!(
+        e.settle(&[]),
+        (
+            Compliance::NonCompliant,
+            "NonCompliant; violation - namespaces [jobnamespace] not found".into()
+        )
+    );
+    assert_eq!(
+        crate::policy::evaluate::unserved_message("example.io/v1", "Widget"),
+        "couldn't find mapping resource with kind Widget in API version example.io/v1, please \
+         check if you have CRD deployed"
+    );
+}

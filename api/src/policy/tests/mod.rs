@@ -5,6 +5,7 @@ mod compare;
 mod config;
 mod dependency;
 mod evaluate;
+mod strict;
 
 use super::config::ConfigurationPolicy;
 use serde_json::{Value, json};
