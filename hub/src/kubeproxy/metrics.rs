@@ -48,6 +48,8 @@ pub struct ProxyMetrics {
     pub refusals: Family<RefusalLabels, Counter>,
     /// Request-body bytes read from clients and on their way to agents, not yet answered.
     pub body_bytes_in_flight: Gauge,
+    /// Exec, attach and port-forward sessions ([`super::streams`]).
+    pub sessions: super::streams::SessionMetrics,
 }
 
 impl ProxyMetrics {
@@ -81,6 +83,7 @@ impl ProxyMetrics {
                     "Cluster proxy request-body bytes on their way to agents, not yet answered",
                     m.body_bytes_in_flight.clone(),
                 );
+                m.sessions.register(r);
             });
             m
         })

@@ -11,7 +11,9 @@
 //! - [`offline`]: whether a cluster can take calls, and since when it cannot (pure).
 //! - [`status`]: the hub's own answers as Kubernetes `Status` objects.
 //! - [`tunnel`]: calls streamed to agents over NATS ([`flotilla_bus::tunnel`]) with flow control,
-//!   cancellation and timeouts.
+//!   cancellation and timeouts; exec, attach and port-forward sessions, full duplex.
+//! - [`streams`]: what sessions may take (slots, byte reservations per identity), their log
+//!   lines and metrics.
 //! - [`server`]: the HTTP(S) server, an axum `Router` with one fallback handler and layers for
 //!   the count and an open hub's host check: authenticate, decide, log, check the cluster, call,
 //!   stream the answer back.
@@ -26,6 +28,7 @@ pub mod offline;
 pub mod request;
 pub mod server;
 pub mod status;
+pub mod streams;
 pub mod tunnel;
 
 use thiserror::Error;

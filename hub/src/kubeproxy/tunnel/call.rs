@@ -3,7 +3,7 @@
 //! data, pings, and cancels the call when the client goes away, the agent falls silent or
 //! breaks the protocol.
 
-use super::{ByteStream, CallError, IdentitySlot, Inner, SOURCE};
+use super::{ByteStream, CallError, IdentitySlot, Inner};
 use crate::kubeproxy::BodyError;
 use bytes::Bytes;
 use flotilla_api::v1::{TunnelRequest, TunnelResponse};
@@ -99,23 +99,15 @@ impl Call {
     }
 
     async fn send(&mut self, frame: Frame) -> Result<(), CallError> {
-        let event = tunnel::encode(
-            tunnel::down_type(),
-            SOURCE,
-            &self.cluster,
-            &self.stream,
-            self.seq,
-            frame,
-        );
-        self.seq += 1;
         self.inner
-            .publisher
-            .publish(self.subject.clone(), &event)
+            .send(
+                &self.cluster,
+                &self.subject,
+                &self.stream,
+                &mut self.seq,
+                frame,
+            )
             .await
-            .map_err(|source| CallError::Send {
-                cluster: self.cluster.clone(),
-                source,
-            })
     }
 
     /// Takes `n` more bytes of the cluster's request-body budget, or says it is spent.

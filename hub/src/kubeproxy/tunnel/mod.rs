@@ -19,10 +19,12 @@
 //! [`TunnelConfig::body_bytes_per_cluster`]; past either the call is refused with a 429 saying
 //! which.
 //!
-//! [`call`] runs one call (its task); this module opens calls, dispatches frames and bounds
-//! what callers take.
+//! [`call`] runs one call (its task); [`session`] one exec, attach or port-forward session
+//! (full duplex once the agent answered 101, bounded and logged by [`super::streams`]); this
+//! module opens calls, dispatches frames and bounds what callers take.
 
 mod call;
+pub mod session;
 
 use bytes::Bytes;
 use call::Call;
@@ -30,7 +32,7 @@ use dashmap::DashMap;
 use flotilla_api::v1::{TunnelRequest, TunnelResponse};
 use flotilla_bus::publish::{PublishError, Publisher};
 use flotilla_bus::subjects;
-use flotilla_bus::tunnel::{self, ProtocolError, Received, StreamId};
+use flotilla_bus::tunnel::{self, Frame, ProtocolError, Received, StreamId};
 use futures::{Stream, StreamExt};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -67,6 +69,8 @@ pub struct TunnelConfig {
     /// How long a client has to send its whole request body; a body still coming then is cut
     /// (408), so a writer that never ends its bodies holds its cluster's body budget no longer.
     pub body_deadline: Duration,
+    /// What exec, attach and port-forward sessions may take (they also count as calls).
+    pub sessions: super::streams::Limits,
 }
 
 /// Default [`TunnelConfig::calls_per_identity`]: what one agent serves at once.
@@ -88,6 +92,7 @@ impl Default for TunnelConfig {
             calls_per_identity: DEFAULT_CALLS_PER_IDENTITY,
             body_bytes_per_cluster: DEFAULT_BODY_BYTES_PER_CLUSTER,
             body_deadline: DEFAULT_BODY_DEADLINE,
+            sessions: super::streams::Limits::default(),
         }
     }
 }
@@ -208,6 +213,8 @@ struct Inner {
     /// Every call's task: owned here, reaped as calls are made, and awaited (bounded) when the
     /// dispatcher stops.
     tasks: std::sync::Mutex<JoinSet<()>>,
+    /// The open sessions and what each identity holds of them.
+    sessions: Arc<super::streams::Ledger>,
 }
 
 /// How long the dispatcher, stopping, waits for the calls' tasks (which end at `shutdown`)
@@ -250,6 +257,7 @@ impl Tunnels {
             config,
             shutdown: shutdown.clone(),
             tasks: std::sync::Mutex::new(JoinSet::new()),
+            sessions: Arc::default(),
         });
         let task = tokio::spawn(
             dispatch(inner.clone(), sub, shutdown)
@@ -258,33 +266,21 @@ impl Tunnels {
         Ok((Self { inner }, task))
     }
 
-    /// Calls open now.
+    /// Calls open now (sessions included).
     pub fn open_calls(&self) -> usize {
         self.inner.calls.len()
     }
 
+    /// Sessions open now.
+    pub fn open_sessions(&self) -> usize {
+        self.inner.sessions.open()
+    }
+
     /// Makes a call: returns once the agent has sent the response head.
     pub async fn call(&self, out: Outgoing) -> Result<Answer, CallError> {
-        if self.inner.calls.len() >= self.inner.config.max_calls {
-            return Err(CallError::Busy(self.inner.config.max_calls));
-        }
-        let who = out
-            .request
-            .caller
-            .as_ref()
-            .map_or_else(String::new, |c| c.name.clone());
-        let slot = IdentitySlot::take(&self.inner, who)?;
+        let slot = self.inner.admit(caller_name(&out.request))?;
         let budget = out.body.as_ref().map(|_| self.inner.budget(&out.cluster));
-        let stream = StreamId::random();
-        let capacity = self.inner.config.window as usize + 16;
-        let (tx, rx) = mpsc::channel(capacity);
-        self.inner.open(
-            stream.clone(),
-            Entry {
-                cluster: out.cluster.as_str().into(),
-                tx,
-            },
-        );
+        let (stream, rx) = self.inner.register(&out.cluster);
         let (head_tx, head_rx) = oneshot::channel();
         // The window's data, and room for the error that breaks a body off (the client must
         // see a cut response, never a complete-looking short one).
@@ -293,11 +289,7 @@ impl Tunnels {
         let span =
             tracing::debug_span!("kubeproxy_call", cluster.name = %out.cluster, stream = %stream);
         let call = Call {
-            subject: self
-                .inner
-                .inventory
-                .wire(&out.cluster)
-                .kubeapi(&out.cluster),
+            subject: self.inner.subject(&out.cluster),
             inner: self.inner.clone(),
             stream,
             cluster: out.cluster,
@@ -310,28 +302,97 @@ impl Tunnels {
             budget,
             body_bytes: None,
         };
-        {
-            let mut tasks = self.inner.tasks.lock().expect("call tasks lock");
-            while tasks.try_join_next().is_some() {}
-            tasks.spawn(call.run(out.request, out.body).instrument(span));
-        }
+        self.inner
+            .spawn(call.run(out.request, out.body).instrument(span));
         let head = head_rx.await.map_err(|_| CallError::Shutdown)??;
-        let body =
-            futures::stream::unfold((body_rx, consumed_tx), |(mut rx, consumed)| async move {
-                let item = rx.recv().await?;
-                if item.is_ok() {
-                    let _ = consumed.send(());
-                }
-                Some((item, (rx, consumed)))
-            });
         Ok(Answer {
             head,
-            body: Box::pin(body),
+            body: answer_body(body_rx, consumed_tx),
         })
     }
 }
 
+/// Who makes a call (the name the hub authenticated; empty on an open hub's anonymous call).
+fn caller_name(request: &TunnelRequest) -> String {
+    request
+        .caller
+        .as_ref()
+        .map_or_else(String::new, |c| c.name.clone())
+}
+
+/// A response body as the HTTP server streams it: the call's items, each one taken telling
+/// the call (which credits the agent for it).
+fn answer_body(
+    body: mpsc::Receiver<Result<Bytes, super::BodyError>>,
+    consumed: mpsc::UnboundedSender<()>,
+) -> ByteStream {
+    Box::pin(futures::stream::unfold(
+        (body, consumed),
+        |(mut rx, consumed)| async move {
+            let item = rx.recv().await?;
+            if item.is_ok() {
+                let _ = consumed.send(());
+            }
+            Some((item, (rx, consumed)))
+        },
+    ))
+}
+
 impl Inner {
+    /// Takes one more call of `who`: within the hub's calls and the identity's share.
+    fn admit(self: &Arc<Self>, who: String) -> Result<IdentitySlot, CallError> {
+        if self.calls.len() >= self.config.max_calls {
+            return Err(CallError::Busy(self.config.max_calls));
+        }
+        IdentitySlot::take(self, who)
+    }
+
+    /// A new call of `cluster`, registered for the dispatcher: its id and its mailbox.
+    fn register(&self, cluster: &str) -> (StreamId, mpsc::Receiver<Received>) {
+        let stream = StreamId::random();
+        let (tx, rx) = mpsc::channel(self.config.window as usize + 16);
+        self.open(
+            stream.clone(),
+            Entry {
+                cluster: cluster.into(),
+                tx,
+            },
+        );
+        (stream, rx)
+    }
+
+    /// Where a call of `cluster` sends its frames (its agent's wire, when the call begins).
+    fn subject(&self, cluster: &str) -> String {
+        self.inventory.wire(cluster).kubeapi(cluster)
+    }
+
+    /// Spawns a call's task into the set the dispatcher owns (reaping those that ended).
+    fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        let mut tasks = self.tasks.lock().expect("call tasks lock");
+        while tasks.try_join_next().is_some() {}
+        tasks.spawn(task);
+    }
+
+    /// Sends frame `seq` of `stream` to `cluster`'s agent on `subject`, and counts it.
+    async fn send(
+        &self,
+        cluster: &str,
+        subject: &str,
+        stream: &StreamId,
+        seq: &mut u64,
+        frame: Frame,
+    ) -> Result<(), CallError> {
+        let event = tunnel::encode(tunnel::down_type(), SOURCE, cluster, stream, *seq, frame);
+        *seq += 1;
+        self.publisher
+            .publish(subject.to_string(), &event)
+            .await
+            .map_err(|source| CallError::Send {
+                cluster: cluster.to_string(),
+                source,
+            })
+    }
+
     /// Registers a call.
     fn open(&self, stream: StreamId, entry: Entry) {
         *self.clusters.entry(entry.cluster.clone()).or_insert(0) += 1;
