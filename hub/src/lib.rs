@@ -13,6 +13,8 @@
 //!   decode are quarantined.
 //! - [`doctor`]: `flotilla-hub doctor` — the stored records that do not decode, and their
 //!   removal; [`catalog`], every bucket and what it decodes as.
+//! - [`backup`] and [`restore`]: `flotilla-hub backup` and `restore` — every stream through
+//!   JetStream's own snapshot API into a directory, and back into an empty server.
 //! - [`identity`]: uid, creationTimestamp and generation of stored objects.
 //! - [`keys`]: typed keys of namespaced objects (inventory and KV spellings).
 //! - [`settle`]: keys whose write had an unknown outcome, read again by their owner.
@@ -91,6 +93,7 @@ pub use flotilla_hub_core::{
 };
 
 pub mod addon;
+pub mod backup;
 mod boot;
 pub mod catalog;
 pub mod clusterset;
@@ -105,6 +108,7 @@ pub mod mirrorpeer;
 pub mod placement;
 pub mod policy;
 pub mod replicaset;
+pub mod restore;
 pub mod rollout;
 pub mod serviceaccount;
 pub mod starting;

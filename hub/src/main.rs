@@ -315,6 +315,39 @@ enum Command {
         #[arg(short = 'o', long = "output")]
         output: Option<DoctorOutput>,
     },
+    /// Backs up every Flotilla stream and bucket through JetStream's own snapshot API, while
+    /// the hubs run: one directory per stream (the `nats` CLI's layout) and a manifest.json
+    /// with each file's SHA-256, written last (docs/operations.md, "Backup and restore").
+    Backup {
+        /// A new (or empty) directory to write the backup to (created 0700).
+        #[arg(long)]
+        out: std::path::PathBuf,
+        /// Also the status stream (agents republish every status when they reconnect).
+        #[arg(long)]
+        with_status: bool,
+        /// Have the server verify every message's checksum before its snapshot.
+        #[arg(long)]
+        check: bool,
+        /// The secure directory (connect as the hub, with its TLS).
+        #[arg(long, env = "FLOTILLA_SECURE_DIR")]
+        secure_dir: Option<std::path::PathBuf>,
+    },
+    /// Restores a backup into a server whose account has none of Flotilla's streams (stop the
+    /// hubs first), after checking every file against the manifest; then start the hubs.
+    Restore {
+        /// The backup's directory.
+        #[arg(long)]
+        from: std::path::PathBuf,
+        /// Replicas of every restored stream (the backup's when not given).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=5))]
+        replicas: Option<u64>,
+        /// Check the backup and the server, print what would be restored, restore nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// The secure directory (connect as the hub, with its TLS).
+        #[arg(long, env = "FLOTILLA_SECURE_DIR")]
+        secure_dir: Option<std::path::PathBuf>,
+    },
 }
 
 /// What `doctor -o` prints.
@@ -333,6 +366,89 @@ enum Rotated {
     Hub,
 }
 
+/// A connection as the hub for a one-off command (`doctor`, `backup`, `restore`): with the
+/// secure directory's hub.creds and TLS when one is given; fails when the server does not
+/// answer within 10 s.
+async fn hub_client(
+    nats: &NatsArgs,
+    dir: Option<&std::path::Path>,
+    name: &str,
+) -> anyhow::Result<async_nats::Client> {
+    let mut config = nats.config(name);
+    if let Some(dir) = dir {
+        let secure = flotilla_auth::SecureDir::load(dir)?;
+        config.credentials_file = Some(secure.hub_creds.clone());
+        if let (None, Some(tls)) = (&config.tls_ca_file, &secure.tls) {
+            config.tls_ca_file = Some(tls.ca.clone());
+        }
+        if secure.tls.as_ref().is_some_and(|t| t.handshake_first) {
+            config.tls_first = true;
+        }
+        config.require_tls =
+            flotilla_bus::connect::tls_required(config.tls_ca_file.is_some(), &config.url);
+    }
+    let client = flotilla_bus::connect::connect(&config, None).await?;
+    tokio::time::timeout(std::time::Duration::from_secs(10), client.flush())
+        .await
+        .map_err(|_| anyhow::anyhow!("NATS at {} did not answer within 10 s", config.url))??;
+    Ok(client)
+}
+
+/// `flotilla-hub backup`.
+async fn backup(
+    options: flotilla_hub::backup::Options,
+    dir: Option<&std::path::Path>,
+    nats: &NatsArgs,
+) -> ExitCode {
+    let result: anyhow::Result<_> = async {
+        let client = hub_client(nats, dir, "flotilla-hub-backup").await?;
+        Ok(flotilla_hub::backup::backup(&client, &options).await?)
+    }
+    .await;
+    match result {
+        Ok(manifest) => {
+            println!("{}", flotilla_hub::backup::summary(&options.out, &manifest));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("flotilla-hub backup: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `flotilla-hub restore`: the backup is checked before the server is reached.
+async fn restore(
+    from: &std::path::Path,
+    replicas: Option<u64>,
+    dry_run: bool,
+    dir: Option<&std::path::Path>,
+    nats: &NatsArgs,
+) -> ExitCode {
+    use flotilla_hub::restore as r;
+    let result: anyhow::Result<_> = async {
+        let checked = r::check(from).await?;
+        let client = hub_client(nats, dir, "flotilla-hub-restore").await?;
+        if dry_run {
+            r::check_server(&client, &checked).await?;
+            return Ok(r::dry_run(&checked));
+        }
+        let restored = r::restore(&client, &checked, replicas.map(|n| n as usize)).await?;
+        Ok(r::summary(&checked, &restored))
+    }
+    .await;
+    match result {
+        Ok(text) => {
+            println!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("flotilla-hub restore: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// `flotilla-hub rotate`: new credentials on disk, the old key revoked — in the revocations
 /// bucket the hubs share when it exists — and pushed.
 /// `flotilla-hub doctor`: lists (and removes) stored records that do not decode.
@@ -343,20 +459,7 @@ async fn doctor(
     nats: &NatsArgs,
 ) -> ExitCode {
     let result: anyhow::Result<_> = async {
-        let mut config = nats.config("flotilla-hub-doctor");
-        if let Some(dir) = dir {
-            let secure = flotilla_auth::SecureDir::load(dir)?;
-            config.credentials_file = Some(secure.hub_creds.clone());
-            if let (None, Some(tls)) = (&config.tls_ca_file, &secure.tls) {
-                config.tls_ca_file = Some(tls.ca.clone());
-            }
-            if secure.tls.as_ref().is_some_and(|t| t.handshake_first) {
-                config.tls_first = true;
-            }
-            config.require_tls =
-                flotilla_bus::connect::tls_required(config.tls_ca_file.is_some(), &config.url);
-        }
-        let client = flotilla_bus::connect::connect(&config, None).await?;
+        let client = hub_client(nats, dir, "flotilla-hub-doctor").await?;
         let jetstream = async_nats::jetstream::new(client);
         for removal in removals {
             flotilla_hub::doctor::remove(&jetstream, removal).await?;
@@ -554,6 +657,31 @@ fn subcommand(args: &Args, runtime: &tokio::runtime::Runtime) -> Option<ExitCode
             secure_dir,
             output,
         }) => Some(runtime.block_on(doctor(remove, secure_dir.as_deref(), *output, &args.nats))),
+        Some(Command::Backup {
+            out,
+            with_status,
+            check,
+            secure_dir,
+        }) => {
+            let options = flotilla_hub::backup::Options {
+                out: out.clone(),
+                with_status: *with_status,
+                check: *check,
+            };
+            Some(runtime.block_on(backup(options, secure_dir.as_deref(), &args.nats)))
+        }
+        Some(Command::Restore {
+            from,
+            replicas,
+            dry_run,
+            secure_dir,
+        }) => Some(runtime.block_on(restore(
+            from,
+            *replicas,
+            *dry_run,
+            secure_dir.as_deref(),
+            &args.nats,
+        ))),
         None => None,
     }
 }

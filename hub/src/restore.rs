@@ -1,0 +1,385 @@
+//! `flotilla-hub restore` (I/O, thin): a backup ([`crate::backup`]) put back into an empty
+//! JetStream account through the server's own restore API.
+//!
+//! Everything is checked before a byte is sent: the manifest, every stream's restore request
+//! against the stream it claims to be (name, exactly its subjects, nothing that mirrors,
+//! sources or republishes), every data file's size and SHA-256; then the server — its version
+//! must be the backup's or later, and it must hold none of Flotilla's streams. Streams are
+//! restored in the manifest's order; the shard leases are purged once back (their sequence
+//! numbers stay, so every lease epoch taken afterwards is above every epoch stamped in the
+//! restored records). A failure part-way lists the streams already restored.
+
+use crate::backup::stream_names;
+use async_nats::jetstream::{
+    self, context::GetStreamError, context::StreamsError, stream::PurgeError,
+};
+use flotilla_bus::snapshot::manifest::{
+    self, DATA_FILE, MANIFEST_FILE, Manifest, ManifestError, REQUEST_FILE,
+};
+use flotilla_bus::snapshot::plan::{OnRestore, kind_of};
+use flotilla_bus::snapshot::{self, SnapshotError};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use tokio::io::AsyncReadExt;
+
+/// Why a restore was refused or failed; each names the file or stream.
+#[derive(Debug, thiserror::Error)]
+pub enum RestoreError {
+    /// No manifest in the directory.
+    #[error(
+        "{}: missing — not a backup, or a backup that did not finish (manifest.json is \
+         written last)",
+        .0.display()
+    )]
+    NoManifest(PathBuf),
+    /// The manifest, or a stream's restore request, is wrong.
+    #[error("{}: {source}", path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        #[source]
+        source: ManifestError,
+    },
+    /// A file could not be read.
+    #[error("{}: {source}", path.display())]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A stream's restore request is not JSON.
+    #[error("{}: not JSON: {source}", path.display())]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// The parser's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A data file's size differs from the manifest's.
+    #[error(
+        "{}: {found} bytes, manifest.json says {expected} (truncated or damaged)",
+        path.display()
+    )]
+    Size {
+        /// The file.
+        path: PathBuf,
+        /// Its size.
+        found: u64,
+        /// The manifest's.
+        expected: u64,
+    },
+    /// A data file's digest differs from the manifest's.
+    #[error("{}: sha256 differs from manifest.json (file damaged or edited)", .0.display())]
+    Digest(PathBuf),
+    /// The server is older than the one the backup came from.
+    #[error(
+        "the backup was taken from nats-server {backup}; this server is {server} — restore \
+         into {backup} or later"
+    )]
+    ServerTooOld {
+        /// The backup's server version.
+        backup: String,
+        /// This server's.
+        server: String,
+    },
+    /// Listing the server's streams failed.
+    #[error("listing the server's streams: {0}")]
+    List(#[source] StreamsError),
+    /// The server holds Flotilla streams already.
+    #[error(
+        "the server already has {}; restore needs an empty JetStream account (delete the \
+         streams first, or use a new server)",
+        .0.join(", ")
+    )]
+    NotEmpty(Vec<String>),
+    /// A stream's restore failed.
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
+    /// Purging a restored stream failed.
+    #[error("{stream}: purging it after the restore: {source}")]
+    Purge {
+        /// The stream.
+        stream: String,
+        /// The client's error.
+        #[source]
+        source: PurgeError,
+    },
+    /// Looking a restored stream up failed.
+    #[error("{stream}: looking it up after the restore: {source}")]
+    Lookup {
+        /// The stream.
+        stream: String,
+        /// The client's error.
+        #[source]
+        source: GetStreamError,
+    },
+    /// A stream failed after others were restored.
+    #[error(
+        "{source}\nRestored before it: {} — delete them (`nats stream rm NAME`) and run restore \
+         again",
+        restored.join(", ")
+    )]
+    Partial {
+        /// Streams restored before the failure.
+        restored: Vec<String>,
+        /// The failure.
+        #[source]
+        source: Box<RestoreError>,
+    },
+}
+
+/// A backup read and checked, ready to send.
+#[derive(Debug)]
+pub struct Checked {
+    /// The backup's directory.
+    pub dir: PathBuf,
+    /// Its manifest.
+    pub manifest: Manifest,
+    /// Each stream's restore request, in the manifest's order.
+    pub requests: Vec<Value>,
+}
+
+/// What a restore did.
+#[derive(Debug, Clone)]
+pub struct Restored {
+    /// Streams restored.
+    pub streams: usize,
+    /// Bytes sent.
+    pub bytes: u64,
+    /// Keys in the revocations bucket (revocations made after the backup are missing).
+    pub revocations: u64,
+}
+
+/// Reads and checks the backup in `dir` without touching NATS.
+pub async fn check(dir: &Path) -> Result<Checked, RestoreError> {
+    let path = dir.join(MANIFEST_FILE);
+    let bytes = match tokio::fs::read(&path).await {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(RestoreError::NoManifest(path));
+        }
+        Err(source) => return Err(RestoreError::File { path, source }),
+    };
+    let manifest =
+        Manifest::parse(&bytes).map_err(|source| RestoreError::Invalid { path, source })?;
+    let mut requests = Vec::with_capacity(manifest.streams.len());
+    for record in &manifest.streams {
+        let stream_dir = dir.join(&record.name);
+        let path = stream_dir.join(REQUEST_FILE);
+        let text = tokio::fs::read(&path)
+            .await
+            .map_err(|source| RestoreError::File {
+                path: path.clone(),
+                source,
+            })?;
+        let request: Value =
+            serde_json::from_slice(&text).map_err(|source| RestoreError::Json {
+                path: path.clone(),
+                source,
+            })?;
+        manifest::check_request(&record.name, &request)
+            .map_err(|source| RestoreError::Invalid { path, source })?;
+        requests.push(request);
+        let data = stream_dir.join(DATA_FILE);
+        let (found, sha256) = digest(&data).await?;
+        if found != record.bytes {
+            return Err(RestoreError::Size {
+                path: data,
+                found,
+                expected: record.bytes,
+            });
+        }
+        if sha256 != record.sha256 {
+            return Err(RestoreError::Digest(data));
+        }
+    }
+    Ok(Checked {
+        dir: dir.to_path_buf(),
+        manifest,
+        requests,
+    })
+}
+
+/// Size and SHA-256 of a file.
+async fn digest(path: &Path) -> Result<(u64, String), RestoreError> {
+    let err = |source| RestoreError::File {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = tokio::fs::File::open(path).await.map_err(err)?;
+    let (mut hasher, mut size, mut buf) = (Sha256::new(), 0u64, vec![0u8; 256 << 10]);
+    loop {
+        let n = file.read(&mut buf).await.map_err(err)?;
+        if n == 0 {
+            return Ok((size, manifest::hex(&hasher.finalize())));
+        }
+        hasher.update(&buf[..n]);
+        size += n as u64;
+    }
+}
+
+/// Checks the server can take `checked`: its version, and that it holds none of Flotilla's
+/// streams.
+pub async fn check_server(
+    client: &async_nats::Client,
+    checked: &Checked,
+) -> Result<(), RestoreError> {
+    let server = client.server_info().version;
+    if !manifest::server_can_restore(&server, &checked.manifest.nats_server) {
+        return Err(RestoreError::ServerTooOld {
+            backup: checked.manifest.nats_server.clone(),
+            server,
+        });
+    }
+    let js = jetstream::new(client.clone());
+    let mut present: Vec<String> = stream_names(&js)
+        .await
+        .map_err(RestoreError::List)?
+        .into_iter()
+        .filter(|name| {
+            kind_of(name).is_some() || checked.manifest.streams.iter().any(|s| &s.name == name)
+        })
+        .collect();
+    present.sort();
+    if present.is_empty() {
+        Ok(())
+    } else {
+        Err(RestoreError::NotEmpty(present))
+    }
+}
+
+/// Restores every stream of `checked` (replicas rewritten to `replicas` when given), after
+/// [`check_server`].
+pub async fn restore(
+    client: &async_nats::Client,
+    checked: &Checked,
+    replicas: Option<usize>,
+) -> Result<Restored, RestoreError> {
+    check_server(client, checked).await?;
+    let js = jetstream::new(client.clone());
+    let mut done = Restored {
+        streams: 0,
+        bytes: 0,
+        revocations: 0,
+    };
+    let mut restored = Vec::new();
+    for (record, request) in checked.manifest.streams.iter().zip(&checked.requests) {
+        let request = match replicas {
+            Some(n) => manifest::with_replicas(request, n),
+            None => request.clone(),
+        };
+        let one = restore_one(
+            client,
+            &js,
+            &checked.dir,
+            &record.name,
+            &request,
+            record.restore,
+        );
+        match one.await {
+            Ok(stream) => {
+                done.streams += 1;
+                done.bytes += stream.bytes;
+                if record.name == format!("KV_{}", crate::security::revocations::BUCKET) {
+                    done.revocations = stream.messages;
+                }
+                restored.push(record.name.clone());
+            }
+            Err(e) if restored.is_empty() => return Err(e),
+            Err(e) => {
+                return Err(RestoreError::Partial {
+                    restored,
+                    source: Box::new(e),
+                });
+            }
+        }
+    }
+    Ok(done)
+}
+
+/// Restores one stream and purges it when the manifest says so.
+async fn restore_one(
+    client: &async_nats::Client,
+    js: &jetstream::Context,
+    dir: &Path,
+    stream: &str,
+    request: &Value,
+    then: OnRestore,
+) -> Result<snapshot::Restored, RestoreError> {
+    let path = dir.join(stream).join(DATA_FILE);
+    let mut data = tokio::fs::File::open(&path)
+        .await
+        .map_err(|source| RestoreError::File { path, source })?;
+    let restored = snapshot::restore(client, stream, request, &mut data).await?;
+    if then == OnRestore::Purge {
+        let found = js
+            .get_stream(stream)
+            .await
+            .map_err(|source| RestoreError::Lookup {
+                stream: stream.into(),
+                source,
+            })?;
+        found.purge().await.map_err(|source| RestoreError::Purge {
+            stream: stream.into(),
+            source,
+        })?;
+    }
+    tracing::info!(
+        stream,
+        bytes = restored.bytes,
+        messages = restored.messages,
+        "stream restored"
+    );
+    Ok(restored)
+}
+
+/// What `flotilla-hub restore` prints when done.
+pub fn summary(checked: &Checked, restored: &Restored) -> String {
+    format!(
+        "Restored {} streams ({} bytes) from a backup taken {} by flotilla {}.\n\
+         The shard leases were emptied: hubs started on this server take every unit afresh.\n\
+         {} revocation record(s) came back; any made after the backup are missing — rotate the \
+         bootstrap credentials and review clusters denied or deleted since then \
+         (docs/operations.md, \"After a restore\").\n\
+         Spokes holding works this backup lacks are told to delete them at their next resync: \
+         the recovery window that would hold such deletions back is not built yet.",
+        restored.streams,
+        restored.bytes,
+        checked.manifest.taken_at,
+        checked.manifest.flotilla,
+        restored.revocations,
+    )
+}
+
+/// What `flotilla-hub restore --dry-run` prints: what would be restored and the room needed.
+pub fn dry_run(checked: &Checked) -> String {
+    let mut text = format!(
+        "The backup in {} (taken {} from nats-server {}) is whole; the server can take it.\n\
+         STREAM\tBYTES\tMESSAGES\tLAST SEQ\tTHEN",
+        checked.dir.display(),
+        checked.manifest.taken_at,
+        checked.manifest.nats_server
+    );
+    let mut total = 0;
+    for s in &checked.manifest.streams {
+        total += s.bytes;
+        let then = match s.restore {
+            OnRestore::AsIs => "as is",
+            OnRestore::Purge => "purged",
+        };
+        text += &format!(
+            "\n{}\t{}\t{}\t{}\t{then}",
+            s.name, s.bytes, s.messages, s.last_seq
+        );
+    }
+    text += &format!(
+        "\nJetStream needs room for about {} bytes while it unpacks (twice the snapshots).",
+        total * 2
+    );
+    text
+}
