@@ -29,37 +29,25 @@ const OC_CLIENT_CRONJOB: &str =
 const NETWORK_POLICY_SAMPLES: &str =
     include_str!("../../../api/src/ocm/policy/testdata/policy-network-policy-samples.yaml");
 
-/// sample-network-policy-99 on every cluster of the default set.
-const NETWORK_POLICY_BINDING: &str = r#"
+/// A Placement `all` over the default set and a binding of `policy` to it.
+fn bound_to_all(policy: &str) -> String {
+    format!(
+        r#"
 apiVersion: cluster.open-cluster-management.io/v1beta1
 kind: Placement
-metadata: {name: all, namespace: default}
+metadata: {{name: all, namespace: default}}
 spec:
   clusterSets: [default]
 ---
 apiVersion: policy.open-cluster-management.io/v1
 kind: PlacementBinding
-metadata: {name: binding-network-policy-samples, namespace: default}
-placementRef: {name: all, kind: Placement, apiGroup: cluster.open-cluster-management.io}
+metadata: {{name: binding-{policy}, namespace: default}}
+placementRef: {{name: all, kind: Placement, apiGroup: cluster.open-cluster-management.io}}
 subjects:
-  - {name: sample-network-policy-99, kind: Policy, apiGroup: policy.open-cluster-management.io}
-"#;
-
-/// policy-oc-client on every cluster of the default set.
-const OC_CLIENT_BINDING: &str = r#"
-apiVersion: cluster.open-cluster-management.io/v1beta1
-kind: Placement
-metadata: {name: all, namespace: default}
-spec:
-  clusterSets: [default]
----
-apiVersion: policy.open-cluster-management.io/v1
-kind: PlacementBinding
-metadata: {name: binding-policy-oc-client, namespace: default}
-placementRef: {name: all, kind: Placement, apiGroup: cluster.open-cluster-management.io}
-subjects:
-  - {name: policy-oc-client, kind: Policy, apiGroup: policy.open-cluster-management.io}
-"#;
+  - {{name: {policy}, kind: Policy, apiGroup: policy.open-cluster-management.io}}
+"#
+    )
+}
 
 const PLACEMENT_AND_BINDING: &str = r#"
 apiVersion: cluster.open-cluster-management.io/v1beta1
@@ -630,7 +618,7 @@ async fn a_batch_v1beta1_cronjob_is_noncompliant_on_kubernetes_1_30_and_enforced
     .await;
     bind_default_set(&hub).await;
     let mut api = api(&hub).await;
-    apply(&hub, OC_CLIENT_BINDING).await;
+    apply(&hub, &bound_to_all("policy-oc-client")).await;
     apply(&hub, &with_remediation(OC_CLIENT_CRONJOB, "enforce")).await;
 
     // 1.30 no longer serves batch/v1beta1: OCM's mapping error, the rest enforced; 1.24 runs it.
@@ -669,7 +657,7 @@ async fn network_policy_samples_reports_its_misplaced_fields_as_ocms_template_er
     let agents = accepted_fleet(&mut clusters, &nats.url(), &["edge-1"]).await;
     bind_default_set(&hub).await;
     let mut api = api(&hub).await;
-    apply(&hub, NETWORK_POLICY_BINDING).await;
+    apply(&hub, &bound_to_all("sample-network-policy-99")).await;
     // Enforced: the three well-formed templates are created and Compliant; the fourth puts
     // `severity` and `remediationAction` inside its object-template, which OCM's spoke refuses.
     let enforced = NETWORK_POLICY_SAMPLES.replace(
