@@ -346,7 +346,7 @@ impl Duplex {
             let ended = tokio::select! {
                 biased;
                 frame = Call::next(rx, seq_in, &mut timers.deadline) => {
-                    self.from_hub(call, frame?, tally).await?;
+                    self.on_hub_frame(call, frame?, tally).await?;
                     false
                 }
                 permit = input.reserve(), if want_input => {
@@ -356,7 +356,7 @@ impl Duplex {
                     }
                     false
                 }
-                out = output.next(), if want_output => self.from_backend(call, out, tally).await?,
+                out = output.next(), if want_output => self.on_output(call, out, tally).await?,
                 _ = timers.keepalive.tick() => {
                     call.send(Frame::Ping).await?;
                     false
@@ -399,7 +399,7 @@ impl Duplex {
     }
 
     /// One frame of the hub (after its sequence check).
-    async fn from_hub(
+    async fn on_hub_frame(
         &mut self,
         call: &mut Call,
         frame: Frame,
@@ -473,7 +473,7 @@ impl Duplex {
     }
 
     /// One output of the backend; `true` when the session ended (its end sent).
-    async fn from_backend(
+    async fn on_output(
         &mut self,
         call: &mut Call,
         out: Option<Output>,
