@@ -8,7 +8,7 @@
 //! - [`work_rules`]: pure rules for works (spec events, resync diff, status application);
 //! - [`resend`]: when a spec is re-sent (pure: heard from since the send, back-off, receipt)
 //!   and the hub-wide re-send budget;
-//! - [`stored_work`]: [`StoredWork`], a work as the hub holds it (the status encoded; pure);
+//! - [`stored_work`]: [`StoredWork`], a work as the hub holds it (the spec and status encoded, equal specs shared; pure);
 //! - [`Clusters`]: the registry that spawns and finds the actors.
 
 mod actor;

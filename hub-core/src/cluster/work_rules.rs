@@ -51,12 +51,8 @@ pub fn spec_event(cluster: &str, work: &StoredWork, source: &str) -> Event {
     } else {
         Action::UpdateRequest
     };
-    let payload = ManifestWork {
-        metadata: work.metadata.clone(),
-        spec: work.spec.clone(),
-        status: None,
-        hub: None,
-    };
+    // A ManifestWork's bytes, the spec copied from its held encoding.
+    let payload = work.metadata_and_spec();
     let mut ev = Event::new(
         flotilla_bus::works::spec_type(action),
         source,
@@ -127,12 +123,7 @@ pub fn apply_status(
 /// garbage collector skips them).
 pub fn ttl_deadline(work: &StoredWork) -> Option<std::time::SystemTime> {
     // Most works have no TTL: that is checked first (the cluster actor asks on every message).
-    let ttl = work
-        .spec
-        .as_ref()?
-        .delete_option
-        .as_ref()?
-        .ttl_seconds_after_finished?;
+    let ttl = work.ttl_seconds_after_finished()?;
     let m = work.metadata.as_ref()?;
     if m.deletion_timestamp.is_some() || m.labels.contains_key(flotilla_api::meta::REPLICASET_LABEL)
     {

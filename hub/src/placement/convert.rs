@@ -357,6 +357,77 @@ pub fn cluster(c: &v1::ManagedCluster) -> sched::Cluster {
     }
 }
 
+/// Whether `c` converts to `held` ([`cluster`]), checked on the borrowed fields without
+/// building the scheduler's copy: every change of a cluster comes to placement, lease renewals
+/// too, and those change none of the fields it reads. Conservative: `false` when unsure (claims
+/// named twice, very many of them), which only costs the conversion.
+pub fn unchanged(c: &v1::ManagedCluster, held: &sched::Cluster) -> bool {
+    let m = c.metadata.as_ref();
+    let status = c.status.as_ref();
+    if m.map_or("", |m| m.name.as_str()) != held.name
+        || m.is_some_and(|m| m.deletion_timestamp.is_some()) != held.deleting
+    {
+        return false;
+    }
+    let labels_same = match m {
+        Some(m) => {
+            m.labels.len() == held.labels.len()
+                && m.labels
+                    .iter()
+                    .all(|(k, v)| held.labels.get(k) == Some(v.as_str()))
+        }
+        None => held.labels.is_empty(),
+    };
+    let claims = status.map_or(&[][..], |s| s.cluster_claims.as_slice());
+    // Named once each (checked pairwise, so only for a short list): then equal lengths and
+    // every claim held mean the same claims.
+    let claims_same = claims.len() == held.claims.len()
+        && claims.len() <= 32
+        && claims
+            .iter()
+            .enumerate()
+            .all(|(i, c)| claims[..i].iter().all(|o| o.name != c.name))
+        && claims
+            .iter()
+            .all(|c| held.claims.get(&c.name) == Some(c.value.as_str()));
+    if !labels_same || !claims_same {
+        return false;
+    }
+    let mut taints = c
+        .spec
+        .as_ref()
+        .map_or(&[][..], |s| s.taints.as_slice())
+        .iter()
+        .filter_map(|t| Some((t, taint_effect(&t.effect)?)));
+    let mut held_taints = held.taints.iter();
+    loop {
+        match (taints.next(), held_taints.next()) {
+            (None, None) => break,
+            (Some((t, effect)), Some(h))
+                if t.key == h.key
+                    && t.value == h.value
+                    && effect == h.effect
+                    && t.time_added
+                        .as_ref()
+                        .map_or(SystemTime::UNIX_EPOCH, meta::system_time)
+                        == h.time_added => {}
+            _ => return false,
+        }
+    }
+    let quantity = |k: &str| {
+        status
+            .and_then(|s| s.allocatable.get(k))
+            .and_then(|q| sched::parse_quantity(q).ok())
+    };
+    let version = status
+        .and_then(|s| s.version.as_ref())
+        .map(|v| v.kubernetes.as_str())
+        .filter(|v| !v.is_empty());
+    quantity("cpu") == held.allocatable.cpu
+        && quantity("memory") == held.allocatable.memory
+        && version == held.kubernetes_version.as_deref()
+}
+
 /// The scheduler's view of a ManagedClusterSet.
 pub fn cluster_set(s: &v1::ManagedClusterSet) -> sched::ManagedClusterSet {
     let name = s
@@ -741,6 +812,166 @@ mod tests {
             sched::IntOrString::String("25%".into())
         );
         assert_eq!(strategy("", false), sched::IntOrString::hundred_percent());
+    }
+
+    /// A cluster with every field placement reads, and some it does not.
+    fn full_cluster() -> v1::ManagedCluster {
+        v1::ManagedCluster {
+            metadata: Some(v1::ObjectMeta {
+                name: "edge-1".into(),
+                labels: [("env", "prod"), ("region", "eu")]
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .into(),
+                resource_version: 7,
+                ..Default::default()
+            }),
+            spec: Some(v1::ManagedClusterSpec {
+                hub_accepts_client: true,
+                taints: vec![
+                    v1::Taint {
+                        key: "gpu".into(),
+                        value: "none".into(),
+                        effect: "NoSelect".into(),
+                        time_added: Some(prost_types::Timestamp {
+                            seconds: 1_700_000_000,
+                            nanos: 0,
+                        }),
+                    },
+                    v1::Taint {
+                        key: "ignored".into(),
+                        effect: "NotAnEffect".into(),
+                        ..Default::default()
+                    },
+                ],
+                ..Default::default()
+            }),
+            status: Some(v1::ManagedClusterStatus {
+                cluster_claims: vec![
+                    v1::ClusterClaim {
+                        name: "id.k8s.io".into(),
+                        value: "edge-1".into(),
+                    },
+                    v1::ClusterClaim {
+                        name: "platform".into(),
+                        value: "k3s".into(),
+                    },
+                ],
+                allocatable: [("cpu", "4"), ("memory", "8Gi")]
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .into(),
+                version: Some(v1::ManagedClusterVersion {
+                    kubernetes: "v1.30.2".into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_cluster_is_unchanged_from_its_own_conversion_and_a_lease_changes_nothing() {
+        let c = full_cluster();
+        let held = cluster(&c);
+        assert!(unchanged(&c, &held));
+        let mut renewed = c.clone();
+        let st = renewed.status.as_mut().unwrap();
+        st.conditions.push(v1::Condition {
+            r#type: "ManagedClusterConditionAvailable".into(),
+            status: "True".into(),
+            ..Default::default()
+        });
+        renewed.metadata.as_mut().unwrap().resource_version = 8;
+        assert!(unchanged(&renewed, &held));
+        assert!(unchanged(
+            &v1::ManagedCluster::default(),
+            &cluster(&v1::ManagedCluster::default())
+        ));
+    }
+
+    #[test]
+    fn every_field_placement_reads_is_a_change() {
+        let held = cluster(&full_cluster());
+        let edits: Vec<(&str, fn(&mut v1::ManagedCluster))> = vec![
+            ("name", |c| {
+                c.metadata.as_mut().unwrap().name = "edge-2".into()
+            }),
+            ("label value", |c| {
+                c.metadata
+                    .as_mut()
+                    .unwrap()
+                    .labels
+                    .insert("env".into(), "dev".into());
+            }),
+            ("label added", |c| {
+                c.metadata
+                    .as_mut()
+                    .unwrap()
+                    .labels
+                    .insert("tier".into(), "x".into());
+            }),
+            ("label removed", |c| {
+                c.metadata.as_mut().unwrap().labels.remove("env");
+            }),
+            ("claim value", |c| {
+                c.status.as_mut().unwrap().cluster_claims[1].value = "eks".into()
+            }),
+            ("claim removed", |c| {
+                c.status.as_mut().unwrap().cluster_claims.pop();
+            }),
+            ("claim named twice", |c| {
+                let st = c.status.as_mut().unwrap();
+                st.cluster_claims[1] = st.cluster_claims[0].clone();
+            }),
+            ("taint effect", |c| {
+                c.spec.as_mut().unwrap().taints[0].effect = "PreferNoSelect".into();
+            }),
+            ("taint time", |c| {
+                c.spec.as_mut().unwrap().taints[0].time_added = None
+            }),
+            ("taint added", |c| {
+                c.spec.as_mut().unwrap().taints.push(v1::Taint {
+                    key: "k".into(),
+                    effect: "NoSelectIfNew".into(),
+                    ..Default::default()
+                });
+            }),
+            ("cpu", |c| {
+                c.status
+                    .as_mut()
+                    .unwrap()
+                    .allocatable
+                    .insert("cpu".into(), "3".into());
+            }),
+            ("memory gone", |c| {
+                c.status.as_mut().unwrap().allocatable.remove("memory");
+            }),
+            ("version", |c| {
+                c.status
+                    .as_mut()
+                    .unwrap()
+                    .version
+                    .as_mut()
+                    .unwrap()
+                    .kubernetes = "v1.31.0".into();
+            }),
+            ("deleting", |c| {
+                c.metadata.as_mut().unwrap().deletion_timestamp = Some(Default::default());
+            }),
+        ];
+        for (what, edit) in edits {
+            let mut c = full_cluster();
+            edit(&mut c);
+            assert!(!unchanged(&c, &held), "{what}: taken for unchanged");
+        }
+        // An unknown taint effect is not placement's: adding one changes nothing.
+        let mut c = full_cluster();
+        c.spec.as_mut().unwrap().taints.push(v1::Taint {
+            key: "other".into(),
+            effect: "Unknown".into(),
+            ..Default::default()
+        });
+        assert!(unchanged(&c, &held));
     }
 
     #[test]

@@ -284,6 +284,16 @@ impl Dispatcher {
 
     fn on_cluster(&mut self, change: Change<ManagedCluster>) {
         let name = change.key.to_string();
+        // Most changes (lease renewals, conditions) touch no field placement reads: checked
+        // on the borrowed cluster, before building its scheduler copy.
+        if !matches!(change.kind, ChangeKind::Deleted)
+            && self
+                .index
+                .cluster(&name)
+                .is_some_and(|held| convert::unchanged(&change.object, held))
+        {
+            return;
+        }
         let new = match change.kind {
             ChangeKind::Deleted => None,
             _ => Some(convert::cluster(&change.object)),

@@ -616,8 +616,7 @@ fn big_works_settled(hub: &Hub) -> Option<Vec<Vec<String>>> {
             continue;
         };
         let maps: Vec<String> = w
-            .spec
-            .as_ref()?
+            .spec()?
             .workload
             .as_ref()?
             .manifests

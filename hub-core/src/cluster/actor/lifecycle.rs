@@ -635,7 +635,12 @@ impl Actor {
         server_time: SystemTime,
     ) {
         let ty = types::lease_renewal().to_string();
-        let Some(c) = self.cluster.as_deref().cloned().filter(rules::accepted) else {
+        let Some(c) = self
+            .cluster
+            .as_deref()
+            .filter(|c| rules::accepted(c))
+            .cloned()
+        else {
             self.shared.metrics.rejected(&ty, "not_accepted");
             tracing::debug!("lease renewal from a cluster that is not accepted ignored");
             return;
@@ -760,7 +765,12 @@ impl Actor {
             ack,
         } = ev;
         let ty = types::cluster_status().to_string();
-        let Some(mut next) = self.cluster.as_deref().cloned().filter(rules::accepted) else {
+        let Some(mut next) = self
+            .cluster
+            .as_deref()
+            .filter(|c| rules::accepted(c))
+            .cloned()
+        else {
             self.shared.metrics.rejected(&ty, "not_accepted");
             ack_message(ack).await;
             return;
@@ -843,7 +853,12 @@ impl Actor {
             return;
         }
         self.lease_deadline = None;
-        let Some(mut next) = self.cluster.as_deref().cloned().filter(rules::accepted) else {
+        let Some(mut next) = self
+            .cluster
+            .as_deref()
+            .filter(|c| rules::accepted(c))
+            .cloned()
+        else {
             return;
         };
         if rules::set_available(

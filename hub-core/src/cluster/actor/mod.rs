@@ -7,12 +7,15 @@
 //!   de-duplicated by `statushash`) and deletion;
 //! - [`work`]: the ManifestWork lifecycle — apply, delete, status from the agent, spec resync and
 //!   re-sending unconfirmed specs to a cluster heard from since ([`super::resend`]).
+//! - [`timers`]: the actor's five timers as one deadline (pure): an idle actor's task holds one
+//!   `Sleep`.
 //!
 //! Every change is persisted to KV with the revision it read (compare-and-set), then published
 //! to the inventory.
 
 mod entries;
 mod lifecycle;
+mod timers;
 mod work;
 
 use super::handle::{ClusterError, ClusterHandle, Msg};
@@ -23,6 +26,7 @@ use dashmap::DashMap;
 use flotilla_api::v1::ManagedCluster;
 use std::sync::Arc;
 use std::time::Duration;
+use timers::Timer;
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -130,18 +134,33 @@ impl Actor {
         if self.unread && !Box::pin(self.read_store()).await {
             return;
         }
-        let mut resend = tokio::time::interval(RESEND_CHECK);
-        resend.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The re-send tick, due at once as an interval's first tick is.
+        let mut resend_at = Instant::now();
+        // One timer entry for all of the actor's timers, reset to the earliest armed one
+        // (timers.rs): the task of an idle actor holds one `Sleep`, not five.
+        let sleep = tokio::time::sleep_until(Instant::now());
+        tokio::pin!(sleep);
         loop {
-            let deadline = self.lease_deadline;
-            let expiry = self.next_expiry();
-            let unsettled = self.unsettled_works.deadline();
+            let wake = timers::earliest([
+                (Timer::Resend, self.resend_wanted().then_some(resend_at)),
+                (Timer::Lease, self.lease_deadline),
+                (Timer::Expiry, self.next_expiry()),
+                // From the last turn of the loop, as a fresh sleep in each turn was.
+                (
+                    Timer::Persist,
+                    self.dirty.then(|| Instant::now() + PERSIST_RETRY),
+                ),
+                (Timer::Verify, self.unsettled_works.deadline()),
+            ]);
+            if let Some((_, at)) = wake
+                && sleep.deadline() != at
+            {
+                sleep.as_mut().reset(at);
+            }
             // Each handler runs boxed: the task of an idle actor then holds only this loop's
             // state (a few hundred bytes) instead of the deepest handler's (about 9 KB), which
             // is what 10,000 mostly idle actors would otherwise each keep allocated.
             tokio::select! {
-                // Only clusters with unconfirmed specs tick: 10,000 idle actors cost nothing.
-                _ = resend.tick(), if self.resend_wanted() => Box::pin(self.resend_unconfirmed()).await,
                 _ = self.stop.changed() => {
                     Box::pin(self.write_coalesced()).await;
                     break;
@@ -155,10 +174,18 @@ impl Actor {
                         Box::pin(self.write_coalesced()).await;
                     }
                 }
-                () = sleep_until_opt(deadline), if deadline.is_some() => Box::pin(self.lease_expired()).await,
-                () = sleep_until_opt(expiry), if expiry.is_some() => Box::pin(self.expire_works()).await,
-                () = tokio::time::sleep(PERSIST_RETRY), if self.dirty => Box::pin(self.flush()).await,
-                () = sleep_until_opt(unsettled), if unsettled.is_some() => Box::pin(self.verify_works()).await,
+                () = &mut sleep, if wake.is_some() => match wake.map(|(t, _)| t) {
+                    // Only clusters with unconfirmed specs tick: 10,000 idle actors cost nothing.
+                    Some(Timer::Resend) => {
+                        Box::pin(self.resend_unconfirmed()).await;
+                        resend_at = Instant::now() + RESEND_CHECK;
+                    }
+                    Some(Timer::Lease) => Box::pin(self.lease_expired()).await,
+                    Some(Timer::Expiry) => Box::pin(self.expire_works()).await,
+                    Some(Timer::Persist) => Box::pin(self.flush()).await,
+                    Some(Timer::Verify) => Box::pin(self.verify_works()).await,
+                    None => {}
+                },
             }
         }
         tracing::debug!("cluster actor stopped");
@@ -557,11 +584,4 @@ fn server_instant(at: std::time::SystemTime) -> Instant {
         .duration_since(at)
         .unwrap_or_default();
     now.checked_sub(age).unwrap_or(now)
-}
-
-async fn sleep_until_opt(deadline: Option<Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(d).await,
-        None => std::future::pending().await,
-    }
 }

@@ -152,27 +152,22 @@ impl Actor {
                         self.name, meta.resource_version, e.revision
                     )));
                 }
-                let spec_changed = e.work.spec != work.spec;
+                // The stored work with the new spec (its status kept); an equal spec keeps the
+                // shared one.
+                let mut next = (*e.work).clone();
+                let spec_changed = next.replace_spec(work.spec.as_ref());
                 if !spec_changed && old.labels == meta.labels && old.annotations == meta.annotations
                 {
                     return Ok(e.work.to_work());
                 }
                 crate::identity::keep(&mut meta, &old, spec_changed);
-                let mut hub = e.work.hub.clone().unwrap_or_default();
+                let hub = next.hub.get_or_insert_with(Default::default);
                 if spec_changed {
                     hub.accepted_at = Some(meta::now());
                     hub.latency_recorded = false;
                 }
-                (
-                    e.revision,
-                    StoredWork::from(ManifestWork {
-                        metadata: Some(meta),
-                        spec: work.spec,
-                        status: None,
-                        hub: Some(hub),
-                    })
-                    .with_status_of(&e.work),
-                )
+                next.metadata = Some(meta);
+                (e.revision, next)
             }
             None => {
                 if meta.resource_version != 0 {
@@ -418,7 +413,8 @@ impl Actor {
             ack_message(ack).await;
             return;
         };
-        let mut next = (*entry.work).clone();
+        // Its status is replaced below (or nothing is written).
+        let mut next = entry.work.without_status();
         let expected = entry.revision;
         let hub = next.hub.get_or_insert_with(Default::default);
         if let Some(seq) = sequence {

@@ -316,3 +316,115 @@ fn a_typical_status_held_encoded_takes_under_a_third_of_its_decoded_heap() {
         "{after} B encoded vs {before} B decoded"
     );
 }
+
+/// The fanout's spec: a Deployment, a Service and a ConfigMap, as raw JSON.
+fn fanout_spec(ttl: Option<i64>) -> ManifestWorkSpec {
+    let raw = |kind: &str| {
+        format!(
+            r#"{{"apiVersion":"v1","kind":"{kind}","metadata":{{"name":"fanout","namespace":"default"}},"data":{{"k":"{}"}}}}"#,
+            "v".repeat(300)
+        )
+        .into_bytes()
+    };
+    ManifestWorkSpec {
+        workload: Some(flotilla_api::v1::ManifestsTemplate {
+            manifests: ["Deployment", "Service", "ConfigMap"]
+                .iter()
+                .map(|k| flotilla_api::v1::Manifest { raw: raw(k) })
+                .collect(),
+        }),
+        delete_option: ttl.map(|t| flotilla_api::v1::DeleteOption {
+            ttl_seconds_after_finished: Some(t),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn fanout_work(cluster: &str) -> ManifestWork {
+    let mut w = typical_work();
+    w.spec = Some(fanout_spec(None));
+    if let Some(m) = w.metadata.as_mut() {
+        m.namespace = cluster.into();
+    }
+    w
+}
+
+#[test]
+fn a_spec_is_held_encoded_and_equal_specs_share_one_allocation() {
+    let a = StoredWork::from(fanout_work("edge-1"));
+    let b = StoredWork::from(fanout_work("edge-2"));
+    assert!(a.shares_spec_with(&b), "equal specs of two clusters' works");
+    assert_eq!(a.spec(), Some(fanout_spec(None)));
+    assert_eq!(a.encode_to_vec(), fanout_work("edge-1").encode_to_vec());
+    // Read back from the bucket, the spec joins the allocation already held.
+    let read = StoredWork::decode(&*a.encode_to_vec()).unwrap();
+    assert!(read.shares_spec_with(&a));
+    assert_eq!(read.to_work(), fanout_work("edge-1"));
+    // A copy (what every status report makes) shares it too.
+    assert!(a.clone().shares_spec_with(&a));
+    let other = StoredWork::from(ManifestWork {
+        spec: Some(fanout_spec(Some(60))),
+        ..fanout_work("edge-3")
+    });
+    assert!(!other.shares_spec_with(&a));
+}
+
+#[test]
+fn replacing_a_spec_by_an_equal_one_is_no_change_and_keeps_it_shared() {
+    let held = StoredWork::from(fanout_work("edge-1"));
+    let mut next = held.clone();
+    assert!(!next.replace_spec(Some(&fanout_spec(None))));
+    assert!(next.shares_spec_with(&held));
+    assert!(next.replace_spec(Some(&fanout_spec(Some(30)))));
+    assert_eq!(next.ttl_seconds_after_finished(), Some(30));
+    assert_eq!(held.ttl_seconds_after_finished(), None);
+    assert!(next.replace_spec(None));
+    assert_eq!(next.spec(), None);
+    assert_eq!(next.spec_len(), 0);
+}
+
+#[test]
+fn a_spec_given_twice_merges_and_a_malformed_one_fails_the_decoding() {
+    let first = fanout_work("edge-1");
+    let second = ManifestWork {
+        spec: Some(ManifestWorkSpec {
+            delete_option: Some(flotilla_api::v1::DeleteOption {
+                ttl_seconds_after_finished: Some(9),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut bytes = first.encode_to_vec();
+    bytes.extend(second.encode_to_vec());
+    let plain = ManifestWork::decode(&*bytes).unwrap();
+    let stored = StoredWork::decode(&*bytes).unwrap();
+    assert_eq!(stored.to_work(), plain);
+    assert_eq!(stored.ttl_seconds_after_finished(), Some(9));
+    let mut bad = ManifestWork {
+        spec: None,
+        ..typical_work()
+    }
+    .encode_to_vec();
+    bad.extend([(2 << 3) | 2, 3, (1 << 3) | 2, 9, b'x']);
+    let err = StoredWork::decode(&*bad).unwrap_err();
+    assert!(err.to_string().contains("ManifestWork.spec"), "{err}");
+}
+
+#[test]
+fn a_spec_event_carries_the_work_without_status_or_bookkeeping() {
+    let held = StoredWork::from(fanout_work("edge-1"));
+    let payload = held.metadata_and_spec();
+    let decoded = ManifestWork::decode(&*payload.encode_to_vec()).unwrap();
+    assert_eq!(
+        decoded,
+        ManifestWork {
+            metadata: fanout_work("edge-1").metadata,
+            spec: Some(fanout_spec(None)),
+            status: None,
+            hub: None,
+        }
+    );
+}
