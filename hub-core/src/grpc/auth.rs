@@ -188,7 +188,8 @@ pub struct Identity {
     /// Who it is.
     pub principal: Principal,
     /// Its CSV role and execute-as grants; `None` for an identity that is not a CSV token's.
-    pub legacy: Option<Legacy>,
+    /// (Shared: identities are cloned into every call's extensions and kept small.)
+    pub legacy: Option<Arc<Legacy>>,
     /// What it holds: its CSV role as a fleet role, and the grants file's roles for its name.
     pub scope: Arc<Scope>,
 }
@@ -198,7 +199,7 @@ impl Identity {
     pub fn token(name: &str, role: Role, execute_as: Vec<ExecuteAs>) -> Self {
         Self {
             principal: Principal::user(name, Via::Token),
-            legacy: Some(Legacy { role, execute_as }),
+            legacy: Some(Arc::new(Legacy { role, execute_as })),
             scope: Arc::new(Scope::fleet(role.fleet())),
         }
     }
@@ -207,10 +208,10 @@ impl Identity {
     pub fn open() -> Self {
         Self {
             principal: Principal::open(),
-            legacy: Some(Legacy {
+            legacy: Some(Arc::new(Legacy {
                 role: Role::Admin,
                 execute_as: Vec::new(),
-            }),
+            })),
             scope: Arc::new(Scope::all()),
         }
     }
