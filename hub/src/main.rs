@@ -728,6 +728,23 @@ fn check(args: &Args) -> Result<Checked, Vec<String>> {
         flotilla_hub::grpc::auth::Tokens::load,
         &mut errors,
     );
+    let grants = load(
+        args.grants_file.as_deref(),
+        "--grants-file",
+        flotilla_hub::grants::file::load,
+        &mut errors,
+    );
+    if args.grants_file.is_some() && args.api_token_file.is_none() {
+        errors.push(
+            "--grants-file: grants need identities to grant to; give --api-token-file (a token's \
+             NAME is a user in the grants file)"
+                .into(),
+        );
+    }
+    let tokens = match grants {
+        Some(grants) => tokens.map(|t| t.with_grants(std::sync::Arc::new(grants))),
+        None => tokens,
+    };
     let sealing_path = args.sealing_key_file.clone().or_else(|| {
         secure
             .as_ref()
@@ -856,23 +873,6 @@ fn nats_config(
                 secure.hub_creds.clone(),
             )));
         }
-    let grants = load(
-        args.grants_file.as_deref(),
-        "--grants-file",
-        flotilla_hub::grants::file::load,
-        &mut errors,
-    );
-    if args.grants_file.is_some() && args.api_token_file.is_none() {
-        errors.push(
-            "--grants-file: grants need identities to grant to; give --api-token-file (a token's \
-             NAME is a user in the grants file)"
-                .into(),
-        );
-    }
-    let tokens = match grants {
-        Some(grants) => tokens.map(|t| t.with_grants(std::sync::Arc::new(grants))),
-        None => tokens,
-    };
         if let (None, Some(tls)) = (&nats.tls_ca_file, &secure.tls) {
             nats.tls_ca_file = Some(tls.ca.clone());
         }
