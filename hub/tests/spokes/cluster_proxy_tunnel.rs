@@ -665,10 +665,12 @@ async fn a_refused_session_is_an_answer_and_sessions_past_an_identitys_share_are
     use flotilla_hub::kubeproxy::tunnel::session::{Opened, SessionError};
     use futures::StreamExt;
     let nats = NatsServer::start();
-    let mut config = flotilla_hub::kubeproxy::tunnel::TunnelConfig::default();
-    config.sessions = Limits {
-        per_identity: 1,
-        ..Limits::default()
+    let config = flotilla_hub::kubeproxy::tunnel::TunnelConfig {
+        sessions: Limits {
+            per_identity: 1,
+            ..Limits::default()
+        },
+        ..Default::default()
     };
     let (tunnels, _stop, metrics) = tunnels_with(&nats, config).await;
 
@@ -716,8 +718,13 @@ async fn a_refused_session_is_an_answer_and_sessions_past_an_identitys_share_are
     no_sessions(&tunnels).await;
 
     // Each session reserves both its windows (2 MiB by default): a budget of 1 MiB holds none.
-    let mut config = flotilla_hub::kubeproxy::tunnel::TunnelConfig::default();
-    config.sessions.bytes_per_identity = 1 << 20;
+    let config = flotilla_hub::kubeproxy::tunnel::TunnelConfig {
+        sessions: Limits {
+            bytes_per_identity: 1 << 20,
+            ..Limits::default()
+        },
+        ..Default::default()
+    };
     let (tunnels, _stop2, _) = tunnels_with(&nats, config).await;
     let refused = tunnels
         .open_session(exec_session("edge-1"))
