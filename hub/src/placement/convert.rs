@@ -861,7 +861,6 @@ mod tests {
                     .into(),
                 version: Some(v1::ManagedClusterVersion {
                     kubernetes: "v1.30.2".into(),
-                    ..Default::default()
                 }),
                 ..Default::default()
             }),
@@ -892,7 +891,8 @@ mod tests {
     #[test]
     fn every_field_placement_reads_is_a_change() {
         let held = cluster(&full_cluster());
-        let edits: Vec<(&str, fn(&mut v1::ManagedCluster))> = vec![
+        type Edit = fn(&mut v1::ManagedCluster);
+        let edits: Vec<(&str, Edit)> = vec![
             ("name", |c| {
                 c.metadata.as_mut().unwrap().name = "edge-2".into()
             }),
