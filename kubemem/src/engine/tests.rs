@@ -397,9 +397,12 @@ async fn discovery_openapi_and_writes_follow_the_kubernetes_version() {
 
     // 1.24 still serves batch/v1beta1: discovery, OpenAPI and writes.
     let old = at("v1.24.17");
-    let list = call(&old, &req(Method::GET, "/apis/batch/v1beta1", "", Value::Null))
-        .await
-        .unwrap();
+    let list = call(
+        &old,
+        &req(Method::GET, "/apis/batch/v1beta1", "", Value::Null),
+    )
+    .await
+    .unwrap();
     assert_eq!(list["resources"][0]["kind"], "CronJob");
     let root = call(&old, &req(Method::GET, "/openapi/v3", "", Value::Null))
         .await
@@ -414,9 +417,12 @@ async fn discovery_openapi_and_writes_follow_the_kubernetes_version() {
 
     // 1.30 does not: 404 everywhere, as from a real API server.
     let new = at("v1.30.2+k3s1");
-    let e = call(&new, &req(Method::GET, "/apis/batch/v1beta1", "", Value::Null))
-        .await
-        .unwrap_err();
+    let e = call(
+        &new,
+        &req(Method::GET, "/apis/batch/v1beta1", "", Value::Null),
+    )
+    .await
+    .unwrap_err();
     assert_eq!(e.code, 404);
     let root = call(&new, &req(Method::GET, "/openapi/v3", "", Value::Null))
         .await
