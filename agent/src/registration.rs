@@ -96,6 +96,12 @@ pub struct RegistrationActor {
     specs: spec::Handlers,
     /// When to ask the hub for a spec resync (None = not scheduled).
     next_resync: Option<Instant>,
+    /// The periodic resync the last resync scheduled when it was sent: its answer moves it by
+    /// the period the hub asks, unless something else scheduled one since.
+    periodic_resync: Option<Instant>,
+    /// The period of periodic resyncs the hub asks (`resync_period_seconds` of its last
+    /// answer): the fleet's size over its budget. The agent waits the longer of it and its own.
+    hub_resync_period: Duration,
     /// When to publish every work's status again after a reconnect (None = not scheduled).
     next_republish: Option<Instant>,
     /// When to report AddOnPlacementScores next (None = not scheduled).
@@ -173,6 +179,8 @@ impl RegistrationActor {
             works,
             specs: spec::handlers(None),
             next_resync: None,
+            periodic_resync: None,
+            hub_resync_period: Duration::ZERO,
             next_republish: None,
             next_score: None,
             credentials: None,
@@ -718,7 +726,8 @@ impl RegistrationActor {
     /// differs — the full map. The hub re-sends what is newer and names what it no longer has,
     /// which is deleted here when the answer comes; or, busy with others, says when to ask again.
     fn resync(&mut self) {
-        self.next_resync = Some(Instant::now() + jitter(self.config.resync_interval, 0.5));
+        self.next_resync = Some(Instant::now() + jitter(self.resync_interval(), 0.5));
+        self.periodic_resync = self.next_resync;
         if !self.accepted() {
             self.next_resync = None;
             return;
@@ -734,6 +743,30 @@ impl RegistrationActor {
             cluster: self.name().to_string(),
         };
         self.resync_call = Some(Call::new(call.run(first, versions)));
+    }
+
+    /// The period of periodic resyncs: the agent's own, or the hub's when it asks for longer.
+    /// With several hubs the answers are the hub's sign of life, so the session keeps its own
+    /// (capped) interval.
+    fn resync_interval(&self) -> Duration {
+        if self.config.hub_session.is_some() {
+            return self.config.resync_interval;
+        }
+        self.config.resync_interval.max(self.hub_resync_period)
+    }
+
+    /// A full answer says the period the hub asks of periodic resyncs: the one scheduled when
+    /// the request went out follows it (not one something else scheduled since).
+    fn follow_hub_resync_period(&mut self, seconds: u32) {
+        let period = Duration::from_secs(u64::from(seconds));
+        if period == self.hub_resync_period {
+            return;
+        }
+        self.hub_resync_period = period;
+        if self.next_resync.is_some() && self.next_resync == self.periodic_resync {
+            self.next_resync = Some(Instant::now() + jitter(self.resync_interval(), 0.5));
+            self.periodic_resync = self.next_resync;
+        }
     }
 
     /// A spec the hub put in its resync answer: handled as a work spec of the spec subject is.
@@ -793,6 +826,7 @@ impl RegistrationActor {
         match answer {
             Ok(resp) => {
                 self.resync_failures = 0;
+                self.follow_hub_resync_period(resp.resync_period_seconds);
                 tracing::debug!(
                     resent = resp.resent,
                     deleted = resp.deleted.len(),

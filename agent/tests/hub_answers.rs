@@ -31,6 +31,8 @@ const MAX: usize = 1 << 20;
 struct Script {
     /// The first resync is answered busy with this wait (ms); the others in sync.
     first_resync_busy_ms: Option<u32>,
+    /// The period of periodic resyncs every answer that is not busy asks (0: none).
+    resync_period_seconds: u32,
 }
 
 /// What the hand-driven hub saw.
@@ -86,6 +88,11 @@ impl HandHub {
                         let busy = script.first_resync_busy_ms.filter(|_| n == 1);
                         let answer = SpecResyncResponse {
                             retry_after_ms: busy.unwrap_or(0),
+                            resync_period_seconds: if busy.is_some() {
+                                0
+                            } else {
+                                script.resync_period_seconds
+                            },
                             ..Default::default()
                         };
                         reply(&c, &msg, works::resync_response_type(), &answer).await;
@@ -264,6 +271,7 @@ async fn an_accepted_agent_applies_specs_while_its_re_registration_goes_unanswer
         &url,
         Script {
             first_resync_busy_ms: None,
+            resync_period_seconds: 0,
         },
     )
     .await;
@@ -302,6 +310,7 @@ async fn a_resync_of_a_few_works_is_one_request_with_the_map() {
         &url,
         Script {
             first_resync_busy_ms: None,
+            resync_period_seconds: 0,
         },
     )
     .await;
@@ -359,6 +368,7 @@ async fn a_busy_resync_answer_is_asked_again_when_it_says() {
         &url,
         Script {
             first_resync_busy_ms: Some(4_000),
+            resync_period_seconds: 0,
         },
     )
     .await;
@@ -387,4 +397,35 @@ async fn a_busy_resync_answer_is_asked_again_when_it_says() {
         gap <= Duration::from_millis(2_500),
         "periodic resync {gap:?} later"
     );
+}
+
+/// The hub asks a longer period of periodic resyncs than the agent's own (its fleet's size over
+/// its budget, issue 45): the agent waits that long between them, jittered, instead of its own
+/// 2 s.
+#[tokio::test]
+async fn the_agent_resyncs_as_rarely_as_the_hub_asks_when_that_is_longer() {
+    let feed = common::status_feed().await;
+    let url = feed.nats.url();
+    let hub = HandHub::start(
+        &url,
+        Script {
+            first_resync_busy_ms: None,
+            resync_period_seconds: 6,
+        },
+    )
+    .await;
+    let _agent = Agent::start(&url);
+    until("three resyncs", Duration::from_secs(30), || {
+        hub.resyncs().len() >= 3
+    })
+    .await;
+    let resyncs = hub.resyncs();
+    for pair in resyncs.windows(2).skip(1) {
+        let gap = pair[1].0 - pair[0].0;
+        // The hub's 6 s, jittered to 3-6 s; the agent's own would be 1-2 s.
+        assert!(
+            gap >= Duration::from_millis(2_900) && gap <= Duration::from_millis(6_500),
+            "periodic resync {gap:?} after the previous one, the hub asking 6 s"
+        );
+    }
 }

@@ -158,6 +158,15 @@ struct Args {
         default_value_t = flotilla_hub::cluster::resend::DEFAULT_RESENDS_PER_SECOND
     )]
     work_resends_per_second: u32,
+    /// Periodic spec resyncs per second the hub asks of its whole fleet at most: each resync
+    /// answer tells the agent the period that keeps them under it (the agent waits the longer
+    /// of that and its own --resync-interval-seconds). 0: the agents' own intervals.
+    #[arg(
+        long,
+        env = "FLOTILLA_PERIODIC_RESYNCS_PER_SECOND",
+        default_value_t = flotilla_hub::cluster::resync_period::DEFAULT_PERIODIC_RESYNCS_PER_SECOND
+    )]
+    periodic_resyncs_per_second: u32,
     /// JetStream replicas of every stream and bucket (3 on a NATS cluster, at most 5). Existing
     /// ones with fewer replicas are scaled up, never down.
     #[arg(
@@ -940,6 +949,7 @@ fn config(args: &Args, checked: Checked) -> Result<flotilla_hub::Config, String>
     config.cluster.mailbox_capacity = args.mailbox_capacity;
     config.cluster.work_resend_after = Duration::from_secs(args.work_resend_seconds);
     config.cluster.work_resends_per_second = args.work_resends_per_second;
+    config.cluster.periodic_resyncs_per_second = args.periodic_resyncs_per_second;
     config.stream.replicas = args.replicas;
     config.inter_hub = flotilla_hub::sealed::ReplayLimits {
         capacity: args.inter_hub_replay_capacity,

@@ -14,6 +14,7 @@
 mod actor;
 pub mod handle;
 pub mod resend;
+pub mod resync_period;
 pub mod route;
 pub mod rules;
 pub mod stored_work;
@@ -57,6 +58,10 @@ pub struct ClusterConfig {
     pub work_resend_after: Duration,
     /// Re-sends of work specs per second across every cluster actor of the hub (`0`: no limit).
     pub work_resends_per_second: u32,
+    /// The fleet's periodic resyncs per second the hub asks for at most: every resync answer
+    /// tells the agent the period that keeps them under it ([`resync_period`]; `0`: none, the
+    /// agents' own interval).
+    pub periodic_resyncs_per_second: u32,
     /// Whether an accepted cluster's agent key is pinned (secure mode) or just recorded.
     pub key_policy: rules::KeyPolicy,
 }
@@ -72,6 +77,7 @@ impl Default for ClusterConfig {
             clock_skew_tolerance: Duration::from_secs(10),
             work_resend_after: Duration::from_secs(30),
             work_resends_per_second: resend::DEFAULT_RESENDS_PER_SECOND,
+            periodic_resyncs_per_second: resync_period::DEFAULT_PERIODIC_RESYNCS_PER_SECOND,
             key_policy: rules::KeyPolicy::Record,
         }
     }

@@ -523,6 +523,7 @@ impl Actor {
             let in_sync = !deleting && ours == request.digest;
             let resp = SpecResyncResponse {
                 send_versions: !in_sync,
+                resync_period_seconds: self.resync_period_seconds(),
                 ..Default::default()
             };
             self.answer_resync(reply, &resp).await;
@@ -582,10 +583,19 @@ impl Actor {
             deleted,
             resent: resend.len() as u32,
             specs,
+            resync_period_seconds: self.resync_period_seconds(),
             ..Default::default()
         };
         self.answer_resync(reply, &resp).await;
     }
+    /// The periodic resync period this hub asks of the agent, from the fleet's size.
+    fn resync_period_seconds(&self) -> u32 {
+        crate::cluster::resync_period::answer_seconds(
+            self.shared.inventory.len(),
+            self.shared.config.periodic_resyncs_per_second,
+        )
+    }
+
     async fn answer_resync(
         &self,
         reply: Option<flotilla_bus::reply::ReplyTo>,
