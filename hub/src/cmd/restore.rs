@@ -1,0 +1,53 @@
+//! `flotilla-hub restore`.
+
+use flotilla_bus::connect::NatsArgs;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Restores a backup into a server whose account has none of Flotilla's streams (stop the
+/// hubs first), after checking every file against the manifest; then start the hubs.
+#[derive(clap::Args, Debug)]
+pub struct Restore {
+    /// The backup's directory.
+    #[arg(long)]
+    from: PathBuf,
+    /// Replicas of every restored stream (the backup's when not given).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=5))]
+    replicas: Option<u64>,
+    /// Check the backup and the server, print what would be restored, restore nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// The secure directory (connect as the hub, with its TLS).
+    #[arg(long, env = "FLOTILLA_SECURE_DIR")]
+    secure_dir: Option<PathBuf>,
+}
+
+impl Restore {
+    /// The backup is checked before the server is reached.
+    pub async fn run(self, nats: &NatsArgs) -> ExitCode {
+        use flotilla_hub::restore as r;
+        let result: anyhow::Result<_> = async {
+            let checked = r::check(&self.from).await?;
+            let client =
+                super::hub_client(nats, self.secure_dir.as_deref(), "flotilla-hub-restore").await?;
+            if self.dry_run {
+                r::check_server(&client, &checked).await?;
+                return Ok(r::dry_run(&checked));
+            }
+            let replicas = self.replicas.map(|n| n as usize);
+            let restored = r::restore(&client, &checked, replicas).await?;
+            Ok(r::summary(&checked, &restored))
+        }
+        .await;
+        match result {
+            Ok(text) => {
+                println!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("flotilla-hub restore: {e}");
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
