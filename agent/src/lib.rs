@@ -573,7 +573,10 @@ fn assemble(
             store.clone(),
             &config.cluster_name,
         )),
-        policy::PolicyConfig::default(),
+        policy::PolicyConfig {
+            claims: config.claims.clone(),
+            ..policy::PolicyConfig::default()
+        },
     )?;
     let proxy = config.cluster_proxy.then(|| {
         kubeproxy::Server::new(

@@ -39,6 +39,7 @@ mod link;
 mod reports;
 
 use reports::claims;
+pub(crate) use reports::reserved_claims;
 
 use bounds::AnswerTimes;
 pub use calls::{AskError, ask_hub};

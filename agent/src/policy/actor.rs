@@ -9,12 +9,15 @@
 
 use super::executor::{perform, snapshot};
 use super::rules::{self, Compliances, Gate, Held, Template};
+use super::templates;
 use super::{PolicyConfig, StatusSink};
 use crate::backend::Backend;
 use crate::store::LocalStore;
 use flotilla_api::policy::certificate::{self, CertificatePolicy};
+use flotilla_api::policy::config::ConfigurationPolicy;
 use flotilla_api::policy::dependency::{Dependency, Observed};
 use flotilla_api::policy::evaluate::{Action, ObjectKey, evaluate, kinds, prune};
+use flotilla_api::policy::template::policy::{ResolvedPolicy, is_templated};
 use flotilla_api::policy::{Compliance, history};
 use flotilla_api::v1::{
     AppliedPolicy, Policy, PolicyObjectRef, PolicyStatusReport, TemplateDetails,
@@ -412,6 +415,15 @@ impl PolicyActor {
             }
             let (compliance, message, next, acted) = match &slot.template {
                 Template::Config(c) => {
+                    let resolved = match self.resolve_templates(c).await {
+                        Ok(r) => r,
+                        Err(e) => {
+                            tracing::debug!(error = %e, "reading template inputs failed; retrying");
+                            self.slots[i].next = Some(now + Duration::from_secs(5));
+                            continue;
+                        }
+                    };
+                    let c = &resolved.policy;
                     let snap = match snapshot(self.deps.backend.as_ref(), &kinds(c)).await {
                         Ok(s) => s,
                         Err(e) => {
@@ -421,7 +433,9 @@ impl PolicyActor {
                             continue;
                         }
                     };
-                    let evaluation = evaluate(c, root, &snap);
+                    let mut evaluation = evaluate(c, root, &snap);
+                    // Templates that failed to resolve come first, as their own findings.
+                    evaluation.findings.splice(0..0, resolved.errors);
                     let actions = evaluation.actions();
                     let results = perform(self.deps.backend.as_ref(), &actions).await;
                     for (a, r) in actions.iter().zip(&results) {
@@ -462,6 +476,29 @@ impl PolicyActor {
         }
         self.share();
         self.report().await;
+    }
+
+    /// The policy with its managed-cluster templates resolved on this cluster (the policy
+    /// itself when it has none).
+    async fn resolve_templates(
+        &self,
+        c: &ConfigurationPolicy,
+    ) -> Result<ResolvedPolicy, crate::backend::BackendError> {
+        if !is_templated(c) {
+            return Ok(ResolvedPolicy {
+                policy: c.clone(),
+                errors: Vec::new(),
+                reads: Default::default(),
+                sensitive: false,
+            });
+        }
+        templates::resolve(
+            self.deps.backend.as_ref(),
+            &self.deps.store,
+            &self.deps.config.claims,
+            c,
+        )
+        .await
     }
 
     /// Judges a CertificatePolicy against the cluster's namespaces and Secrets: its compliance,

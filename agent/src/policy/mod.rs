@@ -12,12 +12,15 @@
 //!   certificate crosses its minimum duration.
 //! - [`rules`]: pure decisions (templates, dependencies, cluster compliance, next evaluation).
 //! - [`executor`]: reads the cluster into a snapshot, carries out enforce's writes.
+//! - [`templates`]: managed-cluster templates (`{{ lookup … }}`, `fromConfigMap`,
+//!   `fromClusterClaim`, …) resolved through the backend before each evaluation.
 //!
 //! Matching and evaluation are `flotilla_api::policy`, shared with the hub's validation.
 
 pub mod actor;
 pub mod executor;
 pub mod rules;
+pub mod templates;
 
 use crate::backend::Backend;
 use crate::store::LocalStore;
@@ -40,6 +43,9 @@ pub struct PolicyConfig {
     pub retry_interval: Duration,
     /// History events kept per template.
     pub history_limit: usize,
+    /// The claims configured on the agent (`--claim`), which templates read with
+    /// `fromClusterClaim` besides the reserved ones the cluster gives.
+    pub claims: Vec<flotilla_api::v1::ClusterClaim>,
 }
 
 impl Default for PolicyConfig {
@@ -49,6 +55,7 @@ impl Default for PolicyConfig {
             debounce: Duration::from_millis(100),
             retry_interval: Duration::from_secs(5),
             history_limit: flotilla_api::policy::HISTORY_LIMIT,
+            claims: Vec::new(),
         }
     }
 }

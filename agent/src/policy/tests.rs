@@ -1,6 +1,6 @@
 //! The policy actor against the simulated cluster: inform, enforce, drift, offline, restart,
 //! removal with pruning, unsupported kinds, kinds the cluster's Kubernetes version does not
-//! serve, hostile specs.
+//! serve, hostile specs; managed-cluster templates in [`templates`].
 
 use super::*;
 use crate::backend::sim::SimBackend;
@@ -46,6 +46,15 @@ impl Fixture {
     }
 
     fn with(sim: Arc<SimBackend>, store: Arc<LocalStore>) -> Self {
+        Self::with_claims(sim, store, Vec::new())
+    }
+
+    /// A fixture whose agent was configured with `claims` (`--claim`).
+    fn with_claims(
+        sim: Arc<SimBackend>,
+        store: Arc<LocalStore>,
+        claims: Vec<flotilla_api::v1::ClusterClaim>,
+    ) -> Self {
         let (tx, reports) = mpsc::unbounded_channel();
         let sink = Arc::new(ChannelSink {
             tx,
@@ -54,6 +63,7 @@ impl Fixture {
         let config = PolicyConfig {
             debounce: Duration::from_millis(10),
             retry_interval: Duration::from_millis(50),
+            claims,
             ..PolicyConfig::default()
         };
         let manager = PolicyManager::start(
@@ -549,3 +559,5 @@ async fn specs_for_another_cluster_or_with_a_forged_id_are_rejected() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(f.namespace("prod").await.is_none());
 }
+
+mod templates;

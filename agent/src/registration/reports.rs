@@ -156,7 +156,15 @@ pub(super) fn claims(
     store: &LocalStore,
     info: &ClusterInfo,
 ) -> Vec<ClusterClaim> {
-    let mut claims: Vec<ClusterClaim> = [
+    let mut claims = reserved_claims(store, info);
+    claims.extend(config.claims.iter().cloned());
+    claims
+}
+
+/// The reserved claims (`id.k8s.io`, `kubeversion.open-cluster-management.io`, …) from what the
+/// cluster reports; policy templates read them too (`fromClusterClaim`).
+pub(crate) fn reserved_claims(store: &LocalStore, info: &ClusterInfo) -> Vec<ClusterClaim> {
+    [
         (
             CLAIM_ID,
             if info.cluster_id.is_empty() {
@@ -179,7 +187,5 @@ pub(super) fn claims(
         name: n.to_string(),
         value: v,
     })
-    .collect();
-    claims.extend(config.claims.iter().cloned());
-    claims
+    .collect()
 }

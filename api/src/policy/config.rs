@@ -593,7 +593,11 @@ fn templates(spec: &Map<String, Value>, errors: &mut Vec<FieldError>) -> Templat
     }
 }
 
-fn object_templates(v: &Value, path: &str, errors: &mut Vec<FieldError>) -> Vec<ObjectTemplate> {
+pub(crate) fn object_templates(
+    v: &Value,
+    path: &str,
+    errors: &mut Vec<FieldError>,
+) -> Vec<ObjectTemplate> {
     let Some(items) = v.as_array() else {
         errors.push(FieldError::new(path, "must be a list"));
         return Vec::new();

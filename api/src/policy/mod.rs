@@ -16,6 +16,8 @@
 //!   Secrets (expiry, lifetime, SAN patterns) with cert-policy-controller's message.
 //! - [`strict`]: fields of a policy template its CRD does not define (the API server's strict
 //!   field validation on OCM's spoke) and the template-error OCM reports for them.
+//! - [`template`]: OCM's Go templates (hub and managed-cluster), resolved from a source of
+//!   objects, with OCM's functions, a sprig subset and OCM's error texts.
 
 pub mod certificate;
 pub mod compare;
@@ -26,6 +28,7 @@ pub mod history;
 pub mod namespaces;
 pub mod status;
 pub mod strict;
+pub mod template;
 
 use std::fmt;
 

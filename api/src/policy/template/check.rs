@@ -1,0 +1,196 @@
+//! What Go's `text/template` checks or prints from the parse tree and `gotmpl` does not: a
+//! function not defined is a *parse* error in Go (even in a branch never taken), and an
+//! execution error names the command where it happened (`tmpl:4:20: executing "tmpl" at
+//! <env "HOME">`). Both are computed here from `gotmpl`'s public tree.
+
+use gotmpl::parse::{CommandNode, Expr, ListNode, Node, Number, PipeNode};
+
+/// Go's built-in functions (`text/template` `builtins()`).
+pub const GO_BUILTINS: &[&str] = &[
+    "and", "call", "html", "index", "slice", "js", "len", "not", "or", "print", "printf",
+    "println", "urlquery", "eq", "ge", "gt", "le", "lt", "ne",
+];
+
+/// The first function (by position) that is neither a Go built-in nor `defined`, with its
+/// 1-based line: Go's `template: tmpl:<line>: function "<f>" not defined`.
+pub fn undefined_function(
+    body: &ListNode,
+    defines: &[gotmpl::parse::DefineNode],
+    defined: &dyn Fn(&str) -> bool,
+) -> Option<(String, usize)> {
+    let mut found: Option<(String, usize, usize)> = None;
+    let mut visit = |cmd: &CommandNode| {
+        for e in &cmd.args {
+            each_identifier(e, &mut |name, pos| {
+                if GO_BUILTINS.contains(&name) || defined(name) {
+                    return;
+                }
+                if found.as_ref().is_none_or(|(_, off, _)| pos.offset < *off) {
+                    found = Some((name.to_string(), pos.offset, pos.line));
+                }
+            });
+        }
+    };
+    walk_list_ref(body, &mut visit);
+    for d in defines {
+        walk_list_ref(&d.body, &mut visit);
+    }
+    found.map(|(name, _, line)| (name, line))
+}
+
+/// The first command (by position) that calls `function`, as Go's error context gives it:
+/// `(line, column, text)`, the column counted in bytes from 0 as Go's `ErrorContext` does.
+pub fn call_site(body: &ListNode, source: &str, function: &str) -> Option<(usize, usize, String)> {
+    let mut all: Vec<&CommandNode> = Vec::new();
+    walk_list_ref(body, &mut |cmd| all.push(cmd));
+    let cmd = all
+        .into_iter()
+        .filter(|c| calls(c, function))
+        .min_by_key(|c| c.pos.offset)?;
+    let offset = cmd.pos.offset.min(source.len());
+    let before = &source[..offset];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rfind('\n').map_or(offset, |nl| offset - nl - 1);
+    Some((line, col, command_text(cmd)))
+}
+
+fn calls(cmd: &CommandNode, function: &str) -> bool {
+    match cmd.args.first() {
+        Some(Expr::Identifier(_, name)) => name.as_str() == function,
+        Some(Expr::Chain(_, inner, _)) => {
+            matches!(inner.as_ref(), Expr::Identifier(_, name) if name.as_str() == function)
+        }
+        _ => false,
+    }
+}
+
+fn each_identifier(e: &Expr, f: &mut dyn FnMut(&str, gotmpl::parse::Pos)) {
+    match e {
+        Expr::Identifier(pos, name) => f(name, *pos),
+        Expr::Chain(_, inner, _) => each_identifier(inner, f),
+        Expr::Pipe(_, pipe) => {
+            for c in &pipe.commands {
+                for a in &c.args {
+                    each_identifier(a, f);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+// The walk hands out references that live as long as the tree.
+fn walk_list_ref<'a>(list: &'a ListNode, f: &mut dyn FnMut(&'a CommandNode)) {
+    for n in &list.nodes {
+        match n {
+            Node::List(l) => walk_list_ref(l, f),
+            Node::Action(a) => walk_pipe_ref(&a.pipe, f),
+            Node::If(b) | Node::Range(b) | Node::With(b) => {
+                walk_pipe_ref(&b.pipe, f);
+                walk_list_ref(&b.body, f);
+                if let Some(e) = &b.else_body {
+                    walk_list_ref(e, f);
+                }
+            }
+            Node::Template(t) => {
+                if let Some(p) = &t.pipe {
+                    walk_pipe_ref(p, f);
+                }
+            }
+            Node::Define(d) => walk_list_ref(&d.body, f),
+            Node::Text(_) | Node::Break(_) | Node::Continue(_) => {}
+        }
+    }
+}
+
+fn walk_pipe_ref<'a>(p: &'a PipeNode, f: &mut dyn FnMut(&'a CommandNode)) {
+    for c in &p.commands {
+        f(c);
+        for a in &c.args {
+            walk_expr_ref(a, f);
+        }
+    }
+}
+
+fn walk_expr_ref<'a>(e: &'a Expr, f: &mut dyn FnMut(&'a CommandNode)) {
+    match e {
+        Expr::Pipe(_, p) => walk_pipe_ref(p, f),
+        Expr::Chain(_, inner, _) => walk_expr_ref(inner, f),
+        _ => {}
+    }
+}
+
+/// A command as Go's `CommandNode.String()` prints it: arguments separated by spaces, a
+/// pipeline argument in parentheses, strings Go-quoted.
+pub fn command_text(cmd: &CommandNode) -> String {
+    cmd.args.iter().map(expr_text).collect::<Vec<_>>().join(" ")
+}
+
+fn pipe_text(p: &PipeNode) -> String {
+    let mut out = String::new();
+    if !p.decl.is_empty() {
+        let vars: Vec<&str> = p.decl.iter().map(|d| d.as_str()).collect();
+        out.push_str(&vars.join(", "));
+        out.push_str(if p.is_assign { " = " } else { " := " });
+    }
+    let cmds: Vec<String> = p.commands.iter().map(command_text).collect();
+    out.push_str(&cmds.join(" | "));
+    out
+}
+
+fn expr_text(e: &Expr) -> String {
+    match e {
+        Expr::Dot(_) => ".".into(),
+        Expr::Field(_, fields) => fields.iter().map(|f| format!(".{f}")).collect(),
+        Expr::Variable(_, name, fields) => {
+            let mut s = name.to_string();
+            for f in fields {
+                s.push('.');
+                s.push_str(f);
+            }
+            s
+        }
+        Expr::Identifier(_, name) => name.to_string(),
+        Expr::String(_, s) => go_quote(s),
+        Expr::Number(_, n) => match n {
+            Number::Int(i) => i.to_string(),
+            Number::Uint(u) => u.to_string(),
+            Number::Float(f) => f.to_string(),
+        },
+        Expr::Bool(_, b) => b.to_string(),
+        Expr::Nil(_) => "nil".into(),
+        Expr::Pipe(_, p) => format!("({})", pipe_text(p)),
+        Expr::Chain(_, inner, fields) => {
+            let mut s = match inner.as_ref() {
+                Expr::Pipe(_, p) => format!("({})", pipe_text(p)),
+                other => expr_text(other),
+            };
+            for f in fields {
+                s.push('.');
+                s.push_str(f);
+            }
+            s
+        }
+    }
+}
+
+/// Go's `strconv.Quote` for the printable text templates hold.
+pub fn go_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}

@@ -1,0 +1,141 @@
+//! A ConfigurationPolicy's managed-cluster templates resolved, as config-policy-controller
+//! resolves them: each templated `object-templates[i].objectDefinition` on its own, or
+//! `object-templates-raw` once, then read as the list of object templates. A template that
+//! fails becomes a NonCompliant finding with OCM's error text; the others are evaluated.
+
+use super::funcs::Mode;
+use super::preprocess::{SPOKE, has_template};
+use super::source::{Query, Source};
+use super::{Outcome, Resolver, TemplateError};
+use crate::policy::FieldError;
+use crate::policy::config::{ConfigurationPolicy, ObjectTemplate, Templates, object_templates};
+use crate::policy::evaluate::Finding;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+/// A ConfigurationPolicy after its templates were resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedPolicy {
+    /// The policy with every template that resolved in place, and the ones that failed left out.
+    pub policy: ConfigurationPolicy,
+    /// One NonCompliant finding per template that failed, with OCM's text.
+    pub errors: Vec<Finding>,
+    /// What the resolution read.
+    pub reads: BTreeSet<Query>,
+    /// Whether a Secret was read.
+    pub sensitive: bool,
+}
+
+/// The outcome of one round.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PolicyOutcome {
+    /// Every template resolved or failed.
+    Done(Box<ResolvedPolicy>),
+    /// Reads to fetch before the next round.
+    Pending(BTreeSet<Query>),
+}
+
+/// Whether the policy holds managed-cluster templates.
+pub fn is_templated(policy: &ConfigurationPolicy) -> bool {
+    match &policy.templates {
+        Templates::Templated(_) => true,
+        Templates::Objects(list) => list.iter().any(object_is_templated),
+    }
+}
+
+fn object_is_templated(t: &ObjectTemplate) -> bool {
+    has_template(&Value::Object(t.object.clone()).to_string(), SPOKE)
+}
+
+/// A template failure as a finding: NonCompliant, its message alone, nothing to enforce.
+pub fn error_finding(message: String) -> Finding {
+    Finding {
+        compliant: false,
+        resource: String::new(),
+        names: Vec::new(),
+        namespace: String::new(),
+        what: message,
+        actions: Vec::new(),
+    }
+}
+
+/// Resolves the policy's templates against `source` (one round).
+pub fn resolve_policy(policy: &ConfigurationPolicy, source: Arc<dyn Source>) -> PolicyOutcome {
+    let resolver = Resolver {
+        mode: Mode::Spoke,
+        context: super::value::map_of([]),
+        source,
+    };
+    let mut out = ResolvedPolicy {
+        policy: policy.clone(),
+        errors: Vec::new(),
+        reads: BTreeSet::new(),
+        sensitive: false,
+    };
+    let mut pending = BTreeSet::new();
+    match &policy.templates {
+        Templates::Templated(raw) => match resolver.resolve_yaml(raw) {
+            Ok(Outcome::Pending(p)) => pending.extend(p),
+            Ok(Outcome::Resolved(r)) => {
+                out.reads.extend(r.reads);
+                out.sensitive |= r.sensitive;
+                let mut errors: Vec<FieldError> = Vec::new();
+                let list = object_templates(&r.value, "spec.object-templates-raw", &mut errors);
+                if errors.is_empty() {
+                    out.policy.templates = Templates::Objects(list);
+                } else {
+                    out.policy.templates = Templates::Objects(Vec::new());
+                    let what: Vec<String> = errors
+                        .iter()
+                        .map(|e| format!("{}: {}", e.path, e.message))
+                        .collect();
+                    out.errors.push(error_finding(format!(
+                        "the resolved object-templates-raw is not a list of object templates: {}",
+                        what.join("; ")
+                    )));
+                }
+            }
+            Err(e) => {
+                out.policy.templates = Templates::Objects(Vec::new());
+                out.errors.push(error_finding(e.to_string()));
+            }
+        },
+        Templates::Objects(list) => {
+            let mut kept = Vec::with_capacity(list.len());
+            for t in list {
+                if !object_is_templated(t) {
+                    kept.push(t.clone());
+                    continue;
+                }
+                match resolve_object(&resolver, t) {
+                    Ok(Outcome::Pending(p)) => pending.extend(p),
+                    Ok(Outcome::Resolved(r)) => {
+                        out.reads.extend(r.reads);
+                        out.sensitive |= r.sensitive;
+                        match r.value {
+                            Value::Object(object) => kept.push(ObjectTemplate {
+                                object,
+                                ..t.clone()
+                            }),
+                            other => out.errors.push(error_finding(format!(
+                                "the resolved objectDefinition is not an object: {other}"
+                            ))),
+                        }
+                    }
+                    Err(e) => out.errors.push(error_finding(e.to_string())),
+                }
+            }
+            out.policy.templates = Templates::Objects(kept);
+        }
+    }
+    if pending.is_empty() {
+        PolicyOutcome::Done(Box::new(out))
+    } else {
+        PolicyOutcome::Pending(pending)
+    }
+}
+
+fn resolve_object(resolver: &Resolver, t: &ObjectTemplate) -> Result<Outcome, TemplateError> {
+    resolver.resolve_json(&Value::Object(t.object.clone()))
+}

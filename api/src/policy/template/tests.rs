@@ -1,0 +1,108 @@
+use super::funcs::Mode;
+use super::source::{Answer, Fetched, Query};
+use super::*;
+use serde_json::json;
+
+fn spoke(fetched: Fetched) -> Resolver {
+    Resolver {
+        mode: Mode::Spoke,
+        context: gotmpl::Value::Nil,
+        source: Arc::new(fetched),
+    }
+}
+
+fn resolved(o: Outcome) -> serde_json::Value {
+    match o {
+        Outcome::Resolved(r) => r.value,
+        Outcome::Pending(p) => panic!("pending: {p:?}"),
+    }
+}
+
+#[test]
+fn a_template_without_reads_resolves_and_keeps_types() {
+    let raw = json!({"data": {"a": "{{ \"6\" | toInt }}", "b": "{{ printf \"%s-%d\" \"x\" 3 }}"}});
+    let out = resolved(spoke(Fetched::default()).resolve_json(&raw).unwrap());
+    assert_eq!(out, json!({"data": {"a": 6, "b": "x-3"}}));
+}
+
+#[test]
+fn an_unknown_function_is_gos_parse_error() {
+    let raw = json!({"data": {"a": "{{ nosuch \"x\" }}"}});
+    let err = spoke(Fetched::default()).resolve_json(&raw).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "failed to parse the template JSON string {raw}: template: tmpl:2: function \
+             \"nosuch\" not defined"
+        )
+    );
+}
+
+#[test]
+fn a_lookup_not_fetched_is_pending_then_resolves() {
+    let raw = json!({"v": "{{ fromConfigMap \"default\" \"site\" \"vlan\" }}"});
+    let query = Query::Get {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        namespace: "default".into(),
+        name: "site".into(),
+    };
+    let Outcome::Pending(p) = spoke(Fetched::default()).resolve_json(&raw).unwrap() else {
+        panic!("expected pending");
+    };
+    assert_eq!(p.into_iter().collect::<Vec<_>>(), vec![query.clone()]);
+    let mut f = Fetched::default();
+    f.insert(
+        query,
+        Answer::Object(Some(json!({"data": {"vlan": "3620"}}))),
+    );
+    assert_eq!(
+        resolved(spoke(f).resolve_json(&raw).unwrap()),
+        json!({"v": "3620"})
+    );
+}
+
+#[test]
+fn a_missing_config_map_is_ocms_error_at_the_call() {
+    let raw = json!({"v": "{{ fromConfigMap \"default\" \"site\" \"vlan\" }}"});
+    let mut f = Fetched::default();
+    f.insert(
+        Query::Get {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: "default".into(),
+            name: "site".into(),
+        },
+        Answer::Object(None),
+    );
+    let err = spoke(f).resolve_json(&raw).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "failed to resolve the template {raw}: template: tmpl:1:7: executing \"tmpl\" at \
+             <fromConfigMap \"default\" \"site\" \"vlan\">: error calling fromConfigMap: failed \
+             getting the ConfigMap site from default: configmaps \"site\" not found"
+        )
+    );
+}
+
+/// config-policy-controller's e2e `case13_templatization_test.go` l. 505–511, the text OCM
+/// asserts for a denied function.
+#[test]
+fn env_is_denied_with_ocms_text_and_position() {
+    let raw = json!({
+        "apiVersion": "v1",
+        "data": {"home-env": "{{ printf \"%s\" (env \"HOME\") }}\n"},
+        "kind": "ConfigMap",
+        "metadata": {"name": "case13-denylist-test-configmap", "namespace": "default"}
+    });
+    let err = spoke(Fetched::default()).resolve_json(&raw).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "failed to resolve the template {raw}: template: tmpl:4:20: executing \"tmpl\" at \
+             <env \"HOME\">: error calling env: use of denylisted template function: function \
+             'env' is considered a security risk"
+        )
+    );
+}
