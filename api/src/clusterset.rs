@@ -6,10 +6,75 @@
 //! `status.managedNamespaces` lists `{name, clusterSet, conditions}` for every set it belongs
 //! to, sorted by set then name.
 
-use crate::meta::MANAGED_NAMESPACE_LABEL_PREFIX;
+use crate::meta::{CLUSTERSET_LABEL, GLOBAL_CLUSTERSET, MANAGED_NAMESPACE_LABEL_PREFIX};
 use crate::names::{self, NameError};
-use crate::v1::{ClusterSetManagedNamespaceConfig, ManagedNamespaceConfig};
+use crate::v1::{
+    ClusterSetManagedNamespaceConfig, LabelSelector, ManagedCluster, ManagedClusterSelector,
+    ManagedClusterSet, ManagedClusterSetSpec, ManagedNamespaceConfig,
+};
 use std::collections::HashMap;
+
+/// Selector type: membership by the clusterset label (OCM's default).
+pub const EXCLUSIVE: &str = "ExclusiveClusterSetLabel";
+/// Selector type: membership by a label selector.
+pub const LABEL_SELECTOR: &str = "LabelSelector";
+
+/// Whether `cluster` is a member of `set`, as OCM decides it: a `LabelSelector` set holds the
+/// clusters its selector matches (the `global` set's empty selector: every cluster); any other
+/// set holds the clusters whose `cluster.open-cluster-management.io/clusterset` label names it.
+/// The one rule the set family and every hub's set index use.
+pub fn is_member(set: &ManagedClusterSet, cluster: &ManagedCluster) -> bool {
+    let name = set.metadata.as_ref().map_or("", |m| m.name.as_str());
+    is_member_by(name, set.spec.as_ref(), cluster)
+}
+
+/// [`is_member`] for a set named `name` with `spec`.
+pub fn is_member_by(
+    name: &str,
+    spec: Option<&ManagedClusterSetSpec>,
+    cluster: &ManagedCluster,
+) -> bool {
+    let labels = cluster.metadata.as_ref().map(|m| &m.labels);
+    let sel = spec.and_then(|s| s.cluster_selector.as_ref());
+    match sel.map(|s| s.selector_type.as_str()) {
+        Some(LABEL_SELECTOR) => {
+            let empty = LabelSelector::default();
+            let ls = sel
+                .and_then(|s| s.label_selector.as_ref())
+                .unwrap_or(&empty);
+            match labels {
+                Some(l) => crate::selector::matches_labels(ls, l),
+                None => crate::selector::matches_labels(ls, &HashMap::new()),
+            }
+        }
+        _ => {
+            labels
+                .and_then(|l| l.get(CLUSTERSET_LABEL))
+                .map(String::as_str)
+                == Some(name)
+        }
+    }
+}
+
+/// The spec of a set the hub makes itself: `global` selects every cluster (an empty label
+/// selector), `default` (and any other) by the exclusive label.
+pub fn builtin_spec(name: &str) -> ManagedClusterSetSpec {
+    let cluster_selector = if name == GLOBAL_CLUSTERSET {
+        ManagedClusterSelector {
+            selector_type: LABEL_SELECTOR.into(),
+            label_selector: Some(LabelSelector::default()),
+        }
+    } else {
+        ManagedClusterSelector {
+            selector_type: EXCLUSIVE.into(),
+            label_selector: None,
+        }
+    };
+    ManagedClusterSetSpec {
+        cluster_selector: Some(cluster_selector),
+        managed_namespaces: Vec::new(),
+    }
+}
 
 /// Checks `spec.managedNamespaces` as OCM's CRD does (name required, a DNS-1123 label of at most
 /// 63 characters) plus its list-map key (names unique). Every problem is returned, each naming

@@ -53,6 +53,8 @@
 //!   grants file), and the pure decisions and list filters every surface asks (issue 48).
 
 #![deny(missing_docs)]
+//! - [`setindex`]: every hub's set index (which sets each cluster is in), kept from the cluster
+//!   view and the `clustersets` bucket, for the grants' filters and decisions.
 
 pub mod admission;
 pub mod backoff;
@@ -77,6 +79,7 @@ pub mod security;
 pub mod settle;
 pub mod store;
 pub mod tasks;
+pub mod setindex;
 pub mod units;
 pub mod views;
 pub mod wire;

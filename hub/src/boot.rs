@@ -344,6 +344,8 @@ pub(crate) struct State {
 /// What [`State::load`] needs.
 pub(crate) struct StateDeps<'a> {
     pub config: &'a Config,
+    /// Which sets each cluster is in (every hub keeps it: the grants' filters and decisions).
+    pub set_index: flotilla_hub_core::setindex::SetIndex,
     pub nats: &'a async_nats::Client,
     pub opened: &'a Opened,
     pub metrics: &'a Arc<Metrics>,
@@ -437,6 +439,18 @@ impl State {
     }
 }
 
+        let set_index = flotilla_hub_core::setindex::SetIndex::new();
+        let sets = Bucket::open(
+            &async_nats::jetstream::new(nats.clone()),
+            crate::store::CLUSTERSETS,
+            config.stream,
+        )
+        .await?;
+        tasks.extend(
+            set_index
+                .spawn(sets, inventory.clone(), shutdown.clone())
+                .await?,
+        );
 /// Serves the spokes' registration and resync requests; returns once both subscriptions are
 /// in place at the server (a request sent right after `start` returns is answered, not lost).
 pub(crate) async fn serve_spokes(
@@ -446,6 +460,7 @@ pub(crate) async fn serve_spokes(
     router: &RouterConfig,
     shutdown: &watch::Receiver<bool>,
 ) -> Vec<JoinHandle<()>> {
+            set_index,
     let (ready_tx, mut ready_rx) = tokio::sync::mpsc::unbounded_channel();
     let mut router = router.clone();
     router.ready = Some(ready_tx);
@@ -572,17 +587,20 @@ pub(crate) async fn api_routes(
                 &clusters.shared().publisher,
             ))
             .max_decoding_message_size(8 * 1024 * 1024)
+    let teams = grpc::guard::Teams::new(config.api.tokens.as_ref().map(|t| t.live().clone()));
             .max_encoding_message_size(8 * 1024 * 1024),
         );
     let (families, api) = crate::controller::Families::new(families, api);
     let routes = api.serving(&health_reporter).await;
     let forwarded = tower::Layer::layer(
+            teams.clone(),
         &grpc::auth::Authenticate::new(config.api.tokens.clone()),
         routes.clone().prepare(),
     );
     Ok((routes, forwarded, families))
 }
 
+                teams,
 /// What [`take_shards`] needs.
 pub(crate) struct ShardDeps {
     pub me: ha::lease::HubInfo,

@@ -318,7 +318,13 @@ fn check(args: &Args) -> Result<Checked, Vec<String>> {
         );
     }
     let tokens = match grants {
-        Some(grants) => tokens.map(|t| t.with_grants(std::sync::Arc::new(grants))),
+        Some(grants) => tokens.map(|t| {
+            let t = t.with_grants(std::sync::Arc::new(grants));
+            match args.grants_file.as_deref() {
+                Some(path) => t.with_grants_file(path),
+                None => t,
+            }
+        }),
         None => tokens,
     };
     let sealing_path = args.sealing_key_file.clone().or_else(|| {

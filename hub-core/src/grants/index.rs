@@ -181,6 +181,19 @@ impl SetIndexView {
         })
     }
 
+    /// A view of `members` against `ids` (the set index's [`super::members::Membership`]).
+    pub(super) fn from_parts(
+        generation: u64,
+        ids: Arc<SetIds>,
+        members: HashMap<Arc<str>, SetMask>,
+    ) -> Self {
+        Self {
+            generation,
+            ids,
+            members,
+        }
+    }
+
     /// The view's generation.
     pub fn generation(&self) -> u64 {
         self.generation

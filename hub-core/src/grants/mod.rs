@@ -13,6 +13,9 @@
 //! - [`file`]: the grants file (`--grants-file`, YAML `kind: Grants`) → [`Grants`], every error
 //!   at once with its YAML path, and the digest hubs compare.
 //! - [`index`]: set ids, set masks and the set index's view (cluster → its sets).
+//! - [`members`]: the set index's state, changed a cluster or a set at a time.
+//! - [`live`]: the grants in force (reloadable), the set index and each principal's scope.
+//! - [`source`]: the grants file followed while the hub runs (a bad file keeps the last good).
 //! - [`scope`]: what one principal holds under the current grants ([`scope::Scope`]).
 //! - [`decide`]: [`decide::decide`] (allowed by which grant, or which grants are missing) and
 //!   [`decide::sees`] (the filter of every list and watch).
@@ -20,7 +23,10 @@
 pub mod decide;
 pub mod file;
 pub mod index;
+pub mod live;
+pub mod members;
 pub mod scope;
+pub mod source;
 
 pub use decide::{Decision, Missing, Target, Verb, decide, sees};
 pub use file::{FileError, Invalid};

@@ -33,7 +33,9 @@
 //!   `DeleteWork`;
 //! - `admin` on the set it goes into (and on one of those it leaves): `ApplyCluster`;
 //! - `admin` on the set it names: `CreateJoinToken`;
-//! - `view` on one of the cluster's sets: `Proxy`.
+//! - `admin` on one of the cluster's sets: `Proxy` (it reads any object of the spoke as the
+//!   agent, Secrets included; a set's viewers read through the cluster proxy, which tells
+//!   Secrets apart).
 //!
 //! Why: health checks serve load balancers and probes. `Proxy` is admin-only although it only
 //! reads, because it reads any object of a spoke, Secrets included. `CreateJoinToken` answers
@@ -122,6 +124,20 @@ impl Need {
 }
 
 impl Need {
+    /// What a caller must hold somewhere for [`Need::could`] to hold: `admin on a cluster set`.
+    pub fn wants(self) -> String {
+        let set = |v: Verb| format!("{} on a cluster set", v.set_role());
+        let namespace = |v: Verb| format!("{} on a namespace", v.namespace_role());
+        match self {
+            Need::Any | Need::Filtered => "nothing".into(),
+            Need::Fleet(v) => format!("{} on the fleet", v.fleet_role()),
+            Need::ClusterOf(v) | Need::Set(v) => set(v),
+            Need::ClusterIntoSet => set(Verb::Write),
+            Need::Namespace(v) => namespace(v),
+            Need::Binding => format!("{} and {}", set(Verb::Bind), namespace(Verb::Bind)),
+        }
+    }
+
     /// Whether this rule fits a row's coarse column: reads are filtered or need a read role
     /// (or nothing, when open), writes name the object that decides.
     pub fn fits(self, access: Access) -> bool {
@@ -156,6 +172,8 @@ pub mod need {
     pub const CLUSTER_CREDENTIALS: Need = Need::ClusterOf(Verb::Credentials);
     /// `view` on one of the cluster's sets, through a read of the spoke.
     pub const CLUSTER_PROXY_READ: Need = Need::ClusterOf(Verb::ProxyRead);
+    /// `admin` on one of the cluster's sets, through the spoke (any object, Secrets too).
+    pub const CLUSTER_PROXY_WRITE: Need = Need::ClusterOf(Verb::ProxyWrite);
     /// [`Need::ClusterIntoSet`].
     pub const INTO_SET: Need = Need::ClusterIntoSet;
     /// `admin` on the set.
@@ -171,6 +189,16 @@ pub mod need {
 }
 
 use need::*;
+
+/// The services that check each object against the caller's grants ([`super::guard::allow`])
+/// and filter what they list: for their methods the gate lets through a caller whose grants
+/// could allow the call ([`Need::could`]) even when its CSV role would not. A service not
+/// listed is decided by the CSV roles alone, and refused to identities without a fleet role.
+pub const ENFORCED: &[&str] = &[
+    "flotilla.v1.ClusterService",
+    "flotilla.v1.WorkService",
+    "flotilla.v1.ClusterSetService",
+];
 
 /// One service's rows: `("package.Service", &[("Method", access, need), …])`.
 pub type Rows = (&'static str, &'static [(&'static str, Access, Need)]);
@@ -213,7 +241,7 @@ pub const CORE: &[Rows] = &[
             ("DeleteWork", WriteWork, CLUSTER_WRITE),
             ("WatchWorks", Read, FILTERED),
             // Reads any object of a spoke, Secrets included.
-            ("Proxy", Write, CLUSTER_PROXY_READ),
+            ("Proxy", Write, CLUSTER_PROXY_WRITE),
         ],
     ),
 ];
@@ -279,6 +307,13 @@ impl Table {
     /// the table (then only a fleet admin may call it).
     pub fn need(&self, path: &str) -> Option<Need> {
         self.methods.get(path).map(|(_, need, _)| *need)
+    }
+
+    /// Whether the service serving `path` checks each object against the grants
+    /// ([`ENFORCED`]), or the method needs nothing of them ([`Need::Any`]).
+    pub fn enforced(&self, path: &str) -> bool {
+        let service = path.trim_start_matches('/').split('/').next().unwrap_or("");
+        self.need(path) == Some(Need::Any) || ENFORCED.contains(&service)
     }
 
     /// The access a gRPC method path needs: its entry, and admin for a method missing from the

@@ -19,18 +19,24 @@
 //! deployers reach it.
 //!
 //! Teams (issue 48): every [`Identity`] carries its [`Principal`] and its [`Scope`] — its CSV role
-//! as a fleet-wide role (`admin` → fleet admin, `read-only` and `deployer` → fleet view) plus
-//! what the grants file (`--grants-file`, [`crate::grants`]) gives its name on cluster sets and
-//! namespaces. The gate below still decides by the CSV role ([`Identity::role`]; a fleet admin
-//! by the grants file counts as `admin`); per-object decisions by the scope come with the
-//! access table's object rules.
+//! as a fleet-wide role (`admin` → fleet admin, `read-only` and `deployer` → fleet view,
+//! `member` → none) plus what the grants file (`--grants-file`, [`crate::grants`]) gives its
+//! name and groups (a `member`'s 4th field: space-separated groups) on cluster sets and
+//! namespaces, computed per call from the grants in force ([`Live`]). The gate lets a call
+//! through when the CSV role allows it, or — for the services that check each object against
+//! the grants ([`super::access::ENFORCED`]) — when some grant of the caller could
+//! ([`super::access::Need::could`]); the service then decides on the object
+//! ([`super::guard::allow`]) and filters what it lists. A `member` may call nothing else: the
+//! services that do not check the grants would show it the whole fleet.
 //!
 //! Without a token file the API is open — the default for the demo on loopback; the binary refuses
 //! to serve it open on any other address unless told to (`--api-allow-unauthenticated`) — and
 //! every caller may name any executor.
 
 use super::access::{Access, Table};
+use crate::grants::live::Live;
 use crate::grants::{FleetRole, Grants, Principal, Scope, SetIds, Via};
+use crate::setindex::SetIndex;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::fmt;
@@ -50,6 +56,8 @@ pub enum Role {
     Deployer,
     /// Everything, as any executor.
     Admin,
+    /// No fleet-wide role: only what the grants file gives its name and groups.
+    Member,
 }
 
 impl fmt::Display for Role {
@@ -58,6 +66,7 @@ impl fmt::Display for Role {
             Role::ReadOnly => "read-only",
             Role::Deployer => "deployer",
             Role::Admin => "admin",
+            Role::Member => "member",
         })
     }
 }
@@ -172,12 +181,24 @@ pub struct Legacy {
 }
 
 impl Role {
-    /// The fleet-wide role a CSV role stands for.
-    pub fn fleet(self) -> FleetRole {
+    /// The fleet-wide role a CSV role stands for (none for a `member`).
+    pub fn fleet(self) -> Option<FleetRole> {
         match self {
-            Role::Admin => FleetRole::Admin,
-            Role::Deployer | Role::ReadOnly => FleetRole::View,
+            Role::Admin => Some(FleetRole::Admin),
+            Role::Deployer | Role::ReadOnly => Some(FleetRole::View),
+            Role::Member => None,
         }
+    }
+
+    /// Its name in a token file or a forwarded call.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "admin" => Role::Admin,
+            "deployer" => Role::Deployer,
+            "read-only" => Role::ReadOnly,
+            "member" => Role::Member,
+            _ => return None,
+        })
     }
 }
 
@@ -200,8 +221,22 @@ impl Identity {
         Self {
             principal: Principal::user(name, Via::Token),
             legacy: Some(Arc::new(Legacy { role, execute_as })),
-            scope: Arc::new(Scope::fleet(role.fleet())),
+            scope: Arc::new(match role.fleet() {
+                Some(fleet) => Scope::fleet(fleet),
+                None => Scope::default(),
+            }),
         }
+    }
+
+    /// The fleet role its authentication gave it (a CSV token's role).
+    pub fn base(&self) -> Option<FleetRole> {
+        self.legacy.as_ref().and_then(|l| l.role.fleet())
+    }
+
+    /// The same identity with its scope under the grants in force.
+    pub fn scoped(self, live: &Live) -> Self {
+        let scope = live.scope(&self.principal, self.base());
+        Self { scope, ..self }
     }
 
     /// The caller of an open hub (no token file): anonymous, fleet admin, any executor.
@@ -219,7 +254,7 @@ impl Identity {
     /// The same identity with its scope computed under `grants` (its CSV role stays the base:
     /// grants add to it, never take from it).
     pub fn under(self, grants: &Grants) -> Self {
-        let base = self.legacy.as_ref().map(|l| l.role.fleet());
+        let base = self.base();
         let scope = Scope::of(grants, &self.principal, base, &SetIds::default());
         Self {
             scope: Arc::new(scope),
@@ -233,12 +268,14 @@ impl Identity {
     }
 
     /// The role the surfaces that still decide by role see: `admin` for a fleet admin (by its
-    /// CSV role or the grants file), else its CSV role, else `read-only`.
+    /// CSV role or the grants file), `read-only` for a fleet viewer by the grants file, else
+    /// its CSV role, else `member`.
     pub fn role(&self) -> Role {
         match (self.scope.fleet, &self.legacy) {
             (Some(FleetRole::Admin), _) => Role::Admin,
-            (_, Some(legacy)) => legacy.role,
-            (_, None) => Role::ReadOnly,
+            (_, Some(legacy)) if legacy.role != Role::Member => legacy.role,
+            (Some(FleetRole::View), _) => Role::ReadOnly,
+            (None, _) => Role::Member,
         }
     }
 
@@ -258,7 +295,9 @@ impl Identity {
     ) -> Result<(), AccessError> {
         match (self.role(), executor) {
             (Role::Admin, _) => Ok(()),
-            (Role::ReadOnly, _) => Err(AccessError::ReadOnly(self.name().to_string())),
+            (Role::ReadOnly | Role::Member, _) => {
+                Err(AccessError::ReadOnly(self.name().to_string()))
+            }
             (Role::Deployer, None) => Err(AccessError::NoExecutor {
                 name: self.name().to_string(),
                 grants: self.grants(),
@@ -275,19 +314,52 @@ impl Identity {
 
     /// Whether this identity may call the gRPC method `path` (`/package.Service/Method`) by
     /// the hub's access table; the error names the caller and why, for a `PERMISSION_DENIED`
-    /// status. The dashboard asks the same of its actions.
+    /// status. For the services that check each object ([`Table::enforced`]) a grant that could
+    /// allow the call lets it through (the service decides on the object).
     pub fn may_call(&self, table: &Table, path: &str) -> Result<(), String> {
+        self.gate(table, path, true)
+    }
+
+    /// [`Identity::may_call`] by its fleet-wide role alone: for surfaces that do not check
+    /// each object against the grants (the dashboard's actions).
+    pub fn may_call_by_role(&self, table: &Table, path: &str) -> Result<(), String> {
+        self.gate(table, path, false)
+    }
+
+    fn gate(&self, table: &Table, path: &str, objects_checked: bool) -> Result<(), String> {
         let need = table.access(path);
-        let allowed = match need {
-            Access::Open | Access::Read => true,
-            Access::WriteWork => self.role() != Role::ReadOnly,
-            Access::Write => self.role() == Role::Admin,
-        };
+        let role = self.role();
+        // Past the gate the service checks the object; here: could any grant allow it?
+        let could = objects_checked
+            && table.enforced(path)
+            && table.need(path).is_some_and(|n| n.could(&self.scope));
+        let allowed = could
+            || match need {
+                Access::Open => true,
+                Access::Read => role != Role::Member,
+                Access::WriteWork => matches!(role, Role::Admin | Role::Deployer),
+                Access::Write => role == Role::Admin,
+            };
         if allowed {
             return Ok(());
         }
+        if let Some(rule) = table
+            .need(path)
+            .filter(|_| objects_checked && table.enforced(path))
+        {
+            return Err(format!(
+                "{} ({role}) may not call {path}: it needs {} (holds {})",
+                self.name(),
+                rule.wants(),
+                held(&self.scope)
+            ));
+        }
         let why = match (need, table.lookup(path)) {
             (_, None) => "only an admin may call a method the hub's access table does not know",
+            (Access::Read, _) => {
+                "this service does not check the grants file yet (it would show the whole \
+                 fleet): it needs a fleet role"
+            }
             (Access::WriteWork, _) => {
                 "only an admin or a deployer (within its execute-as grants) may: it applies or \
                  deletes works, or hands out a ServiceAccount's token"
@@ -311,6 +383,16 @@ impl Identity {
             .map(ToString::to_string)
             .collect::<Vec<_>>()
             .join(" ")
+    }
+}
+
+/// What a scope holds, for messages: `view on cluster set "team-a"`, or `none`.
+fn held(scope: &Scope) -> String {
+    let grants: Vec<String> = scope.grants().iter().map(ToString::to_string).collect();
+    if grants.is_empty() {
+        "none".into()
+    } else {
+        grants.join(", ")
     }
 }
 
@@ -349,13 +431,17 @@ pub enum TokenFileError {
 /// Shortest accepted token: guessing one must be hopeless.
 pub const MIN_TOKEN_LEN: usize = 16;
 
-/// The known tokens, by SHA-256, the access table calls are decided by, and the grants that
-/// give identities roles beyond their CSV role.
+/// The known tokens, by SHA-256, the access table calls are decided by, and the grants in
+/// force that give identities roles beyond their CSV role.
 #[derive(Clone, Default)]
 pub struct Tokens {
+    /// Each token's identity before the grants (its CSV role as its scope).
     by_hash: HashMap<[u8; 32], Identity>,
+    /// The same identities by name: a caller another hub vouches for is known by its name
+    /// (`None`: several tokens share the name, so it says nothing).
+    by_name: HashMap<Arc<str>, Option<Identity>>,
     access: Arc<Table>,
-    grants: Arc<Grants>,
+    live: Live,
 }
 
 impl fmt::Debug for Tokens {
@@ -400,8 +486,8 @@ impl Tokens {
                 [token, name, role, grants] => (token, name, role, grants),
                 _ => {
                     return Err(bad(format!(
-                        "want TOKEN,NAME,ROLE or TOKEN,NAME,deployer,EXECUTE_AS (3 or 4 fields), \
-                         found {}",
+                        "want TOKEN,NAME,ROLE, TOKEN,NAME,deployer,EXECUTE_AS or \
+                         TOKEN,NAME,member,GROUPS (3 or 4 fields), found {}",
                         fields.len()
                     )));
                 }
@@ -414,16 +500,25 @@ impl Tokens {
             if name.is_empty() {
                 return Err(bad("NAME is empty".into()));
             }
-            let role = match role {
-                "admin" => Role::Admin,
-                "deployer" => Role::Deployer,
-                "read-only" => Role::ReadOnly,
-                other => {
-                    return Err(bad(format!(
-                        "ROLE {other:?} is not admin, deployer or read-only"
-                    )));
-                }
+            let Some(role) = Role::parse(role) else {
+                return Err(bad(format!(
+                    "ROLE {role:?} is not admin, deployer, read-only or member"
+                )));
             };
+            // A member's 4th field lists its groups (the grants file gives groups roles).
+            let (grants, groups) = match role {
+                Role::Member => ("", grants),
+                _ => (grants, ""),
+            };
+            if let Some(bad_group) = groups
+                .split_whitespace()
+                .find(|g| g.len() > 256 || g.chars().any(char::is_control))
+            {
+                return Err(bad(format!(
+                    "group {bad_group:?} of {name:?} is longer than 256 bytes or has control \
+                     characters"
+                )));
+            }
             let execute_as = grants
                 .split_whitespace()
                 .map(ExecuteAs::parse)
@@ -444,10 +539,20 @@ impl Tokens {
                 }
                 _ => {}
             }
-            let identity = Identity::token(name, role, execute_as);
-            if tokens.by_hash.insert(hash(token), identity).is_some() {
+            let mut identity = Identity::token(name, role, execute_as);
+            identity.principal = identity.principal.with_groups(groups.split_whitespace());
+            if tokens
+                .by_hash
+                .insert(hash(token), identity.clone())
+                .is_some()
+            {
                 return Err(bad(format!("the token of {name:?} is used twice")));
             }
+            tokens
+                .by_name
+                .entry(name.into())
+                .and_modify(|known| *known = None)
+                .or_insert(Some(identity));
         }
         if tokens.by_hash.is_empty() {
             return Err(TokenFileError::Line {
@@ -473,30 +578,49 @@ impl Tokens {
         &self.access
     }
 
-    /// The same tokens with `grants` (the grants file, `--grants-file`): each identity's scope
-    /// is its CSV role as a fleet role plus what the file gives its name. Read once at start
-    /// for now; reloading the file is a later step of issue 48.
+    /// The same tokens with `grants` in force (the grants file, `--grants-file`): each
+    /// identity's scope is its CSV role as a fleet role plus what the file gives its name and
+    /// groups. [`Live::replace`] on [`Tokens::live`] puts a reloaded file in force.
     pub fn with_grants(self, grants: Arc<Grants>) -> Self {
-        let by_hash = self
-            .by_hash
-            .into_iter()
-            .map(|(hash, identity)| (hash, identity.under(&grants)))
-            .collect();
-        Self {
-            by_hash,
-            grants,
-            ..self
-        }
+        let live = Live::new(Arc::unwrap_or_clone(grants)).with_index(self.live.index().clone());
+        Self { live, ..self }
     }
 
-    /// The grants identities are scoped by.
-    pub fn grants(&self) -> &Arc<Grants> {
-        &self.grants
+    /// The same tokens with the grants in force read from `path`, followed while the hub runs.
+    pub fn with_grants_file(self, path: &Path) -> Self {
+        let live = self.live.clone().from_file(path);
+        Self { live, ..self }
     }
 
-    /// The identity a bearer token belongs to.
-    pub fn identify(&self, token: &str) -> Option<&Identity> {
-        self.by_hash.get(&hash(token))
+    /// The same tokens deciding with `index` (the hub's set index).
+    pub fn with_index(self, index: SetIndex) -> Self {
+        let live = self.live.with_index(index);
+        Self { live, ..self }
+    }
+
+    /// The grants in force and the set index, which every surface decides by.
+    pub fn live(&self) -> &Live {
+        &self.live
+    }
+
+    /// The grants in force.
+    pub fn grants(&self) -> Arc<Grants> {
+        self.live.current().grants.clone()
+    }
+
+    /// The identity a bearer token belongs to, scoped by the grants in force.
+    pub fn identify(&self, token: &str) -> Option<Identity> {
+        let identity = self.by_hash.get(&hash(token))?;
+        Some(identity.clone().scoped(&self.live))
+    }
+
+    /// A caller another hub vouches for, as this hub knows it: the identity of its token file
+    /// by that name (its role and groups here), else as forwarded; scoped by this hub's grants.
+    pub fn vouched(&self, identity: Identity) -> Identity {
+        let known = matches!(identity.principal.via, Via::Token)
+            .then(|| self.by_name.get(identity.name()).cloned().flatten())
+            .flatten();
+        known.unwrap_or(identity).scoped(&self.live)
     }
 
     /// The decision for a call to `path` with the `authorization` header value `header`.
@@ -524,7 +648,7 @@ impl Tokens {
         identity
             .may_call(&self.access, path)
             .map_err(tonic::Status::permission_denied)?;
-        Ok(Some(identity.clone()))
+        Ok(Some(identity))
     }
 }
 
@@ -582,11 +706,9 @@ where
         if let Some(tokens) = &self.tokens {
             let decision = match vouched {
                 // Scoped by this hub's grants, whatever the forwarding hub's were.
-                Some(Vouched(identity)) => vouch(
-                    &tokens.access,
-                    req.uri().path(),
-                    identity.under(&tokens.grants),
-                ),
+                Some(Vouched(identity)) => {
+                    vouch(&tokens.access, req.uri().path(), tokens.vouched(identity))
+                }
                 None => {
                     let header = req
                         .headers()
@@ -602,6 +724,9 @@ where
                         tracing::info!(caller = %identity.name(), method = %req.uri().path(), "api call");
                     }
                     req.extensions_mut().insert(identity);
+                    // What the services check objects by (family services read it here).
+                    req.extensions_mut()
+                        .insert(super::guard::Teams::new(Some(tokens.live.clone())));
                 }
                 Ok(None) => {}
                 Err(status) => {
@@ -786,14 +911,17 @@ mod tests {
             "grants never take away"
         );
         assert_eq!(bob.scope.set_role("team-a"), Some(SetRole::Admin));
-        assert_eq!(
-            bob.role(),
-            Role::ReadOnly,
-            "the gate still decides by the CSV role"
-        );
+        assert_eq!(bob.role(), Role::ReadOnly);
+        // The gate lets through what some grant could allow (the service checks the cluster)
+        // on the services that check; the others still decide by the CSV role.
         let write = "/flotilla.v1.ClusterService/AcceptClusters";
         assert!(
             t.authorize(write, Some("Bearer 0123456789abcdef-view"))
+                .is_ok()
+        );
+        let unchecked = "/flotilla.v1.ReplicaSetService/ApplyReplicaSet";
+        assert!(
+            t.authorize(unchecked, Some("Bearer 0123456789abcdef-view"))
                 .is_err()
         );
 
@@ -808,7 +936,7 @@ mod tests {
             .unwrap();
         assert_eq!(bob.role(), Role::Admin);
         // A caller another hub vouches for is scoped by this hub's grants.
-        let vouched = Identity::token("bob", Role::ReadOnly, Vec::new()).under(t.grants());
+        let vouched = Identity::token("bob", Role::ReadOnly, Vec::new()).under(&t.grants());
         assert_eq!(vouched.role(), Role::Admin);
         assert_eq!(Identity::open().role(), Role::Admin);
         assert!(Identity::open().may_execute_as(None).is_ok());

@@ -5,7 +5,8 @@
 //! as rejected NATS input is counted.
 
 use super::auth::Identity;
-use crate::grants::{self, Decision, Grant, SetIndexView, Target, Verb};
+use crate::grants::live::Live;
+use crate::grants::{self, Decision, Grant, Scope, SetIndexView, Target, Verb};
 use crate::metrics::Metrics;
 use flotilla_api::names;
 use std::future::Future;
@@ -47,13 +48,156 @@ pub fn allow(
     let Some(caller) = caller else {
         return Ok(None);
     };
-    match grants::decide(&caller.scope, index, verb, &target) {
+    let decision = grants::decide(&caller.scope, index, verb, &target);
+    audit(caller, verb, action, &decision);
+    match decision {
         Decision::Allowed(grant) => Ok(Some(grant)),
-        Decision::Missing(missing) => {
-            tracing::info!(caller = %caller.name(), action, %missing, "refused by the grants");
-            Err(Status::permission_denied(
-                missing.refusal(&caller.principal, action),
-            ))
+        Decision::Missing(missing) => Err(Status::permission_denied(
+            missing.refusal(&caller.principal, action),
+        )),
+    }
+}
+
+/// The audit line of a decision (docs/notes/issue-48-design.md §8.5), on the `flotilla::audit`
+/// tracing target: every write and every refusal — who (user, groups, how authenticated), what,
+/// and the grant that allowed it or the grants missing. Allowed reads are not logged (volume).
+fn audit(caller: &Identity, verb: Verb, action: &str, decision: &Decision) {
+    let who = &caller.principal;
+    let groups: Vec<&str> = who.groups.iter().map(|g| &**g).collect();
+    let groups = groups.join(",");
+    match decision {
+        Decision::Allowed(_) if verb == Verb::Read || verb == Verb::ProxyRead => {}
+        Decision::Allowed(grant) => tracing::info!(
+            target: "flotilla::audit",
+            user = %who.user, groups, via = %who.via, action, %grant, outcome = "allowed",
+            "audit"
+        ),
+        Decision::Missing(missing) => tracing::info!(
+            target: "flotilla::audit",
+            user = %who.user, groups, via = %who.via, action, %missing, outcome = "refused",
+            "audit"
+        ),
+    }
+}
+
+/// The grants a service checks its objects against: the hub's [`Live`] grants and set index,
+/// or none on an open hub (every caller may do everything).
+#[derive(Clone, Debug, Default)]
+pub struct Teams(Option<Live>);
+
+impl Teams {
+    /// The grants a call is checked by and its caller, as the authentication layer put them in
+    /// its extensions (none: an open hub, where every caller may do everything).
+    pub fn of<T>(req: &tonic::Request<T>) -> (Self, Option<Identity>) {
+        let teams = req.extensions().get::<Teams>().cloned().unwrap_or_default();
+        (teams, req.extensions().get::<Identity>().cloned())
+    }
+
+    /// Checks by `live`; `None` for an open hub.
+    pub fn new(live: Option<Live>) -> Self {
+        Self(live)
+    }
+
+    /// The grants in force, if any.
+    pub fn live(&self) -> Option<&Live> {
+        self.0.as_ref()
+    }
+
+    /// [`allow`] against the current set index: the grant that allows `caller` to do `verb` to
+    /// `target`, or `PERMISSION_DENIED` naming `action` and every grant missing.
+    pub fn allow(
+        &self,
+        caller: Option<&Identity>,
+        verb: Verb,
+        target: Target<'_>,
+        action: &str,
+    ) -> Result<Option<Grant>, Status> {
+        let Some(live) = &self.0 else {
+            return Ok(None);
+        };
+        allow(caller, &live.index().current(), verb, target, action)
+    }
+
+    /// What `caller` may see now: lists test each item against it.
+    pub fn visibility(&self, caller: Option<&Identity>) -> Visibility {
+        let (Some(live), Some(caller)) = (&self.0, caller) else {
+            return Visibility::All;
+        };
+        if caller.scope.fleet.is_some() {
+            return Visibility::All;
+        }
+        let index = live.index().current();
+        // The scope's masks against this view's set table (cached per table).
+        let scope = live.scope_in(&caller.principal, caller.base(), &index);
+        if scope.fleet.is_some() {
+            return Visibility::All;
+        }
+        Visibility::Scoped { scope, index }
+    }
+}
+
+/// [`Teams::allow`] for the caller of `req`, by the grants its extensions carry.
+pub fn check<T>(
+    req: &tonic::Request<T>,
+    verb: Verb,
+    target: Target<'_>,
+    action: &str,
+) -> Result<(), Status> {
+    let (teams, caller) = Teams::of(req);
+    teams.allow(caller.as_ref(), verb, target, action).map(drop)
+}
+
+/// [`Teams::visibility`] for the caller of `req`.
+pub fn visibility<T>(req: &tonic::Request<T>) -> Visibility {
+    let (teams, caller) = Teams::of(req);
+    teams.visibility(caller.as_ref())
+}
+
+/// What one caller may see, fixed for a list or until a watch's next change of the grants or
+/// the set index (docs/notes/issue-48-design.md §6.2): a cluster costs a hash lookup and a few
+/// word ANDs, a namespace one lookup.
+#[derive(Clone, Debug)]
+pub enum Visibility {
+    /// Everything: an open hub, or a fleet role.
+    All,
+    /// What the scope sees, by the set index's view.
+    Scoped {
+        /// The caller's scope, its masks built against `index`'s sets.
+        scope: Arc<Scope>,
+        /// The set index's view.
+        index: Arc<SetIndexView>,
+    },
+}
+
+impl Visibility {
+    /// Whether the caller sees `target`.
+    pub fn sees(&self, target: &Target<'_>) -> bool {
+        match self {
+            Visibility::All => true,
+            Visibility::Scoped { scope, index } => grants::sees(scope, index, target),
+        }
+    }
+
+    /// Whether the caller sees cluster `name` (and the objects of its namespace).
+    pub fn cluster(&self, name: &str) -> bool {
+        self.sees(&Target::Cluster { name })
+    }
+
+    /// Whether the caller sees namespace `name`'s objects.
+    pub fn namespace(&self, name: &str) -> bool {
+        self.sees(&Target::Namespace { name })
+    }
+
+    /// Whether it sees everything (a list need not test its items).
+    pub fn is_all(&self) -> bool {
+        matches!(self, Visibility::All)
+    }
+
+    /// The generation of the set index's view it decides by (0 for everything).
+    pub fn index_generation(&self) -> u64 {
+        match self {
+            Visibility::All => 0,
+            Visibility::Scoped { index, .. } => index.generation(),
         }
     }
 }

@@ -1,7 +1,13 @@
 //! `flotilla.v1.ClusterSetService`.
+//!
+//! Fenced by the caller's grants (issue 48): a set is seen by its viewers (and listed only to
+//! them), updated by its admins, created and deleted by fleet admins; a binding of set S into
+//! namespace N is created by who holds `bind` on S and `edit` on N (OCM checks `bind` on
+//! create only: an update needs `edit` on N), listed to N's viewers and deleted by N's editors.
 
 use crate::clusterset::ClusterSets;
-use crate::grpc::guard;
+use crate::grants::{Target, Verb};
+use crate::grpc::guard::{self, Teams};
 use flotilla_api::v1::cluster_set_service_server::ClusterSetService;
 use flotilla_api::v1::{
     DeleteBindingRequest, DeleteBindingResponse, DeleteClusterSetResponse, GetClusterSetRequest,
@@ -28,33 +34,66 @@ impl ClusterSetService for ClusterSetApi {
         &self,
         req: Request<ManagedClusterSet>,
     ) -> Result<Response<ManagedClusterSet>, Status> {
-        Ok(Response::new(self.sets.apply_set(req.into_inner()).await?))
+        let (teams, caller) = Teams::of(&req);
+        let set = req.into_inner();
+        let name = set.metadata.as_ref().map_or("", |m| m.name.as_str());
+        guard::object("metadata.name", name)?;
+        let action = format!("apply ManagedClusterSet {name}");
+        if self.sets.get_set(name).is_ok() {
+            teams.allow(caller.as_ref(), Verb::Write, Target::Set { name }, &action)?;
+        } else {
+            teams.allow(caller.as_ref(), Verb::Write, Target::Fleet, &action)?;
+        }
+        Ok(Response::new(self.sets.apply_set(set).await?))
     }
 
     async fn get_cluster_set(
         &self,
         req: Request<GetClusterSetRequest>,
     ) -> Result<Response<ManagedClusterSetView>, Status> {
+        let (teams, caller) = Teams::of(&req);
         let name = req.into_inner().name;
         guard::object("name", &name)?;
+        teams.allow(
+            caller.as_ref(),
+            Verb::Read,
+            Target::Set { name: &name },
+            &format!("get ManagedClusterSet {name}"),
+        )?;
         Ok(Response::new(self.sets.get_set(&name)?))
     }
 
     async fn list_cluster_sets(
         &self,
-        _req: Request<ListClusterSetsRequest>,
+        req: Request<ListClusterSetsRequest>,
     ) -> Result<Response<ListClusterSetsResponse>, Status> {
-        Ok(Response::new(ListClusterSetsResponse {
-            items: self.sets.list_sets(),
-        }))
+        let (teams, caller) = Teams::of(&req);
+        let vis = teams.visibility(caller.as_ref());
+        let mut items = self.sets.list_sets();
+        items.retain(|v| {
+            let name = v
+                .set
+                .as_ref()
+                .and_then(|s| s.metadata.as_ref())
+                .map_or("", |m| m.name.as_str());
+            vis.sees(&Target::Set { name })
+        });
+        Ok(Response::new(ListClusterSetsResponse { items }))
     }
 
     async fn delete_cluster_set(
         &self,
         req: Request<GetClusterSetRequest>,
     ) -> Result<Response<DeleteClusterSetResponse>, Status> {
+        let (teams, caller) = Teams::of(&req);
         let name = req.into_inner().name;
         guard::object("name", &name)?;
+        teams.allow(
+            caller.as_ref(),
+            Verb::Write,
+            Target::Fleet,
+            &format!("delete ManagedClusterSet {name}"),
+        )?;
         self.sets.delete_set(&name).await?;
         Ok(Response::new(DeleteClusterSetResponse {}))
     }
@@ -63,27 +102,62 @@ impl ClusterSetService for ClusterSetApi {
         &self,
         req: Request<ManagedClusterSetBinding>,
     ) -> Result<Response<ManagedClusterSetBinding>, Status> {
-        Ok(Response::new(
-            self.sets.apply_binding(req.into_inner()).await?,
-        ))
+        let (teams, caller) = Teams::of(&req);
+        let binding = req.into_inner();
+        let (namespace, name) = binding
+            .metadata
+            .as_ref()
+            .map_or(("", ""), |m| (m.namespace.as_str(), m.name.as_str()));
+        let set = binding.spec.as_ref().map_or("", |s| s.cluster_set.as_str());
+        guard::namespace("metadata.namespace", namespace, false)?;
+        let exists = self
+            .sets
+            .list_bindings(namespace)
+            .iter()
+            .any(|b| b.metadata.as_ref().is_some_and(|m| m.name == name));
+        if exists {
+            teams.allow(
+                caller.as_ref(),
+                Verb::Write,
+                Target::Namespace { name: namespace },
+                &format!("update ManagedClusterSetBinding {namespace}/{name}"),
+            )?;
+        } else {
+            teams.allow(
+                caller.as_ref(),
+                Verb::Bind,
+                Target::Binding { namespace, set },
+                &format!("bind cluster set {set:?} into namespace {namespace:?}"),
+            )?;
+        }
+        Ok(Response::new(self.sets.apply_binding(binding).await?))
     }
 
     async fn list_bindings(
         &self,
         req: Request<ListBindingsRequest>,
     ) -> Result<Response<ListBindingsResponse>, Status> {
-        Ok(Response::new(ListBindingsResponse {
-            items: self.sets.list_bindings(&req.into_inner().namespace),
-        }))
+        let (teams, caller) = Teams::of(&req);
+        let vis = teams.visibility(caller.as_ref());
+        let mut items = self.sets.list_bindings(&req.into_inner().namespace);
+        items.retain(|b| vis.namespace(b.metadata.as_ref().map_or("", |m| m.namespace.as_str())));
+        Ok(Response::new(ListBindingsResponse { items }))
     }
 
     async fn delete_binding(
         &self,
         req: Request<DeleteBindingRequest>,
     ) -> Result<Response<DeleteBindingResponse>, Status> {
+        let (teams, caller) = Teams::of(&req);
         let r = req.into_inner();
         guard::namespace("namespace", &r.namespace, false)?;
         guard::object("name", &r.name)?;
+        teams.allow(
+            caller.as_ref(),
+            Verb::Write,
+            Target::Namespace { name: &r.namespace },
+            &format!("delete ManagedClusterSetBinding {}/{}", r.namespace, r.name),
+        )?;
         self.sets.delete_binding(&r.namespace, &r.name).await?;
         Ok(Response::new(DeleteBindingResponse {}))
     }

@@ -14,9 +14,8 @@ use flotilla_api::meta::{
     GLOBAL_CLUSTERSET, status,
 };
 use flotilla_api::v1::{
-    LabelSelector, ManagedCluster, ManagedClusterSelector, ManagedClusterSet,
-    ManagedClusterSetBinding, ManagedClusterSetBindingStatus, ManagedClusterSetSpec,
-    ManagedClusterSetStatus, ManagedClusterSetView, ObjectMeta,
+    LabelSelector, ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding,
+    ManagedClusterSetBindingStatus, ManagedClusterSetStatus, ManagedClusterSetView, ObjectMeta,
 };
 use flotilla_api::{names, selector};
 use std::collections::BTreeMap;
@@ -24,10 +23,7 @@ use std::sync::{Arc, RwLock};
 use thiserror::Error;
 use tokio::sync::broadcast;
 
-/// Selector type: membership by the clusterset label.
-pub const EXCLUSIVE: &str = "ExclusiveClusterSetLabel";
-/// Selector type: membership by a label selector.
-pub const LABEL_SELECTOR: &str = "LabelSelector";
+pub use flotilla_api::clusterset::{EXCLUSIVE, LABEL_SELECTOR};
 
 /// Why a set or binding operation failed.
 #[derive(Debug, Error)]
@@ -136,17 +132,6 @@ impl ClusterSets {
     }
 
     fn builtin(name: &str) -> ManagedClusterSet {
-        let selector = if name == GLOBAL_CLUSTERSET {
-            ManagedClusterSelector {
-                selector_type: LABEL_SELECTOR.into(),
-                label_selector: Some(LabelSelector::default()),
-            }
-        } else {
-            ManagedClusterSelector {
-                selector_type: EXCLUSIVE.into(),
-                label_selector: None,
-            }
-        };
         ManagedClusterSet {
             metadata: Some(ObjectMeta {
                 name: name.into(),
@@ -155,10 +140,7 @@ impl ClusterSets {
                 creation_timestamp: Some(meta::now()),
                 ..Default::default()
             }),
-            spec: Some(ManagedClusterSetSpec {
-                cluster_selector: Some(selector),
-                managed_namespaces: Vec::new(),
-            }),
+            spec: Some(flotilla_api::clusterset::builtin_spec(name)),
             status: None,
         }
     }
@@ -381,24 +363,10 @@ impl ClusterSets {
         Ok(())
     }
 
-    /// Whether a cluster is a member of a set.
+    /// Whether a cluster is a member of a set ([`flotilla_api::clusterset::is_member`], the
+    /// rule every hub's set index uses too).
     pub fn is_member(set: &ManagedClusterSet, cluster: &ManagedCluster) -> bool {
-        let labels = cluster.metadata.as_ref().map(|m| &m.labels);
-        let sel = set.spec.as_ref().and_then(|s| s.cluster_selector.as_ref());
-        match sel.map(|s| s.selector_type.as_str()) {
-            Some(LABEL_SELECTOR) => {
-                let ls = sel
-                    .and_then(|s| s.label_selector.clone())
-                    .unwrap_or_default();
-                labels.is_some_and(|l| selector::matches_labels(&ls, l))
-            }
-            _ => {
-                labels
-                    .and_then(|l| l.get(CLUSTERSET_LABEL))
-                    .map(String::as_str)
-                    == Some(name_of(&set.metadata))
-            }
-        }
+        flotilla_api::clusterset::is_member(set, cluster)
     }
 
     /// A set with its derived status, over one snapshot of the inventory (taken once per call,

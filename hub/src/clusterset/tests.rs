@@ -1,4 +1,5 @@
 use super::*;
+use flotilla_api::v1::{ManagedClusterSelector, ManagedClusterSetSpec};
 
 fn set(name: &str, ty: &str, sel: Option<LabelSelector>) -> ManagedClusterSet {
     ManagedClusterSet {

@@ -76,7 +76,8 @@ pub struct Viewer {
 impl Viewer {
     /// Whether this viewer may call the API method `path` (the API's access table).
     pub fn may(&self, path: &str) -> Result<(), String> {
-        self.identity.may_call(&self.access, path)
+        // By its fleet role: the dashboard's actions do not check each object's grants yet.
+        self.identity.may_call_by_role(&self.access, path)
     }
 }
 
@@ -92,6 +93,22 @@ pub enum Refusal {
     /// A session cookie the hub does not know (expired, signed out, hub restarted).
     #[error("the session has ended; sign in again")]
     SessionEnded,
+    /// An identity without a fleet role (a team member by the grants file): the dashboard's
+    /// pages show the whole fleet, so it is not served to them yet (issue 48).
+    #[error(
+        "{0} has no fleet role: the dashboard shows the whole fleet and serves only identities \
+         with view or admin on the fleet; use the CLI, whose lists show what its grants allow"
+    )]
+    NoFleetRole(String),
+}
+
+/// `identity` under the grants in force now, if it may see the dashboard.
+fn current(identity: &Identity, tokens: &Tokens) -> Result<Identity, Refusal> {
+    let identity = identity.clone().scoped(tokens.live());
+    if identity.scope.fleet.is_none() {
+        return Err(Refusal::NoFleetRole(identity.name().to_string()));
+    }
+    Ok(identity)
 }
 
 /// The sessions and the open hub's CSRF token.
@@ -144,7 +161,7 @@ impl Sessions {
             let token = h.strip_prefix("Bearer ").map(str::trim).unwrap_or_default();
             let identity = tokens.identify(token).ok_or(Refusal::UnknownToken)?;
             return Ok(Viewer {
-                identity: identity.clone(),
+                identity: current(&identity, tokens)?,
                 csrf: String::new(),
                 via: Via::Bearer,
                 access: tokens.access().clone(),
@@ -155,7 +172,8 @@ impl Sessions {
         let now = Instant::now();
         match sessions.get(&id) {
             Some(s) if s.expires > now => Ok(Viewer {
-                identity: s.identity.clone(),
+                // Its grants as they are now (a reloaded file applies to the next page).
+                identity: current(&s.identity, tokens)?,
                 csrf: s.csrf.clone(),
                 via: Via::Session(id),
                 access: tokens.access().clone(),
@@ -170,7 +188,12 @@ impl Sessions {
 
     /// Signs in with `token`: a new session's id, or `None` for a token the hub does not know.
     pub fn sign_in(&self, token: &str) -> Option<String> {
-        let identity = self.tokens.as_ref()?.identify(token.trim())?.clone();
+        let tokens = self.tokens.as_ref()?;
+        let identity = tokens.identify(token.trim())?;
+        if let Err(refusal) = current(&identity, tokens) {
+            tracing::info!(caller = %identity.name(), %refusal, "dashboard sign-in refused");
+            return None;
+        }
         let id = random();
         let now = Instant::now();
         let mut sessions = self.sessions.lock().expect("sessions lock");

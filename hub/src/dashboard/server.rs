@@ -310,6 +310,7 @@ fn role_name(viewer: &Viewer) -> &'static str {
         crate::grpc::auth::Role::Admin => "admin",
         crate::grpc::auth::Role::Deployer => "deployer",
         crate::grpc::auth::Role::ReadOnly => "read-only",
+        crate::grpc::auth::Role::Member => "member",
     }
 }
 

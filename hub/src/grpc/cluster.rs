@@ -1,8 +1,17 @@
 //! `flotilla.v1.ClusterService`.
+//!
+//! Fenced by the caller's grants (issue 48): lists and watches show only the clusters of the
+//! sets the caller sees; a get of another cluster, and every write, is checked on the cluster
+//! ([`guard::Teams::allow`]): `admin` on one of its sets to accept, deny, label, taint, set
+//! its lease or delete it; `admin` on the set a cluster goes into (and one it leaves) to
+//! create it, move it by its set label, or mint its join credential.
 
+use super::auth::Identity;
 use super::{guard, parse_selector, selects};
 use crate::cluster::{AdminEdit, ClusterHandle, Clusters};
+use crate::grants::{Target, Verb};
 use crate::inventory::ClusterInventory;
+use flotilla_api::meta::{CLUSTERSET_LABEL, DEFAULT_CLUSTERSET};
 use flotilla_api::v1::cluster_service_server::ClusterService;
 use flotilla_api::v1::{
     ClusterEvent, ClusterNamesRequest, ClustersResponse, CreateJoinTokenRequest,
@@ -18,15 +27,35 @@ use tonic::{Request, Response, Status};
 pub struct ClusterApi {
     clusters: Clusters,
     inventory: ClusterInventory,
+    teams: guard::Teams,
 }
 
 impl ClusterApi {
-    /// A service over the cluster registry and inventory.
-    pub fn new(clusters: Clusters, inventory: ClusterInventory) -> Self {
+    /// A service over the cluster registry and inventory, checking callers by `teams`.
+    pub fn new(clusters: Clusters, inventory: ClusterInventory, teams: guard::Teams) -> Self {
         Self {
             clusters,
             inventory,
+            teams,
         }
+    }
+
+    /// Whether `caller` may `verb` cluster `name` (`what`: "accept", "label", …).
+    fn allow(
+        &self,
+        caller: Option<&Identity>,
+        verb: Verb,
+        name: &str,
+        what: &str,
+    ) -> Result<(), Status> {
+        self.teams
+            .allow(
+                caller,
+                verb,
+                Target::Cluster { name },
+                &format!("{what} ManagedCluster {name}"),
+            )
+            .map(drop)
     }
 
     fn handle(&self, name: &str) -> Result<ClusterHandle, Status> {
@@ -40,9 +69,15 @@ impl ClusterApi {
     /// Applies the same edit to each named cluster; every name must exist before any changes.
     async fn edit_each(
         &self,
+        caller: Option<&Identity>,
+        what: &str,
         names: Vec<String>,
         edit: impl Fn() -> AdminEdit,
     ) -> Result<Response<ClustersResponse>, Status> {
+        for n in &names {
+            guard::cluster("names", n, false)?;
+            self.allow(caller, Verb::Write, n, what)?;
+        }
         let handles = names
             .iter()
             .map(|n| self.handle(n))
@@ -63,6 +98,7 @@ impl ClusterService for ClusterApi {
         &self,
         req: Request<ListClustersRequest>,
     ) -> Result<Response<ListClustersResponse>, Status> {
+        let vis = self.teams.visibility(req.extensions().get::<Identity>());
         let req = req.into_inner();
         let sel = parse_selector(&req.label_selector)?;
         let mut items = Vec::new();
@@ -70,6 +106,9 @@ impl ClusterService for ClusterApi {
         for c in self.inventory.snapshot() {
             let name = crate::inventory::name(&c);
             if !req.page_token.is_empty() && name <= req.page_token.as_str() {
+                continue;
+            }
+            if !vis.cluster(name) {
                 continue;
             }
             if !selects(&sel, c.metadata.as_ref()) {
@@ -94,8 +133,10 @@ impl ClusterService for ClusterApi {
         &self,
         req: Request<GetClusterRequest>,
     ) -> Result<Response<ManagedCluster>, Status> {
+        let caller = req.extensions().get::<Identity>().cloned();
         let name = req.into_inner().name;
         guard::cluster("name", &name, false)?;
+        self.allow(caller.as_ref(), Verb::Read, &name, "get")?;
         self.inventory
             .get(&name)
             .map(|c| Response::new((*c).clone()))
@@ -109,10 +150,16 @@ impl ClusterService for ClusterApi {
         req: Request<WatchClustersRequest>,
     ) -> Result<Response<WatchStream>, Status> {
         let watching = super::WatchSettings::of(&req);
+        let fence = super::WatchFence::new(
+            &self.teams,
+            req.extensions().get::<Identity>(),
+            super::By::Cluster,
+        );
         let sel = parse_selector(&req.into_inner().label_selector)?;
-        Ok(Response::new(super::watch(
+        Ok(Response::new(super::watch_fenced(
             &watching,
             &self.inventory,
+            fence,
             move |_, c| selects(&sel, c.metadata.as_ref()),
             |ty, c| ClusterEvent {
                 r#type: ty as i32,
@@ -125,6 +172,7 @@ impl ClusterService for ClusterApi {
         &self,
         req: Request<ClusterNamesRequest>,
     ) -> Result<Response<ClustersResponse>, Status> {
+        let caller = req.extensions().get::<Identity>().cloned();
         let r = req.into_inner();
         let key = (!r.key.is_empty()).then_some(r.key);
         if key.is_some() && r.names.len() != 1 {
@@ -132,22 +180,28 @@ impl ClusterService for ClusterApi {
                 "key: an agent key names one cluster; accept one name with it",
             ));
         }
-        self.edit_each(r.names, || AdminEdit::Accept(key.clone()))
-            .await
+        self.edit_each(caller.as_ref(), "accept", r.names, || {
+            AdminEdit::Accept(key.clone())
+        })
+        .await
     }
 
     async fn deny_clusters(
         &self,
         req: Request<ClusterNamesRequest>,
     ) -> Result<Response<ClustersResponse>, Status> {
-        self.edit_each(req.into_inner().names, || AdminEdit::Deny)
-            .await
+        let caller = req.extensions().get::<Identity>().cloned();
+        self.edit_each(caller.as_ref(), "deny", req.into_inner().names, || {
+            AdminEdit::Deny
+        })
+        .await
     }
 
     async fn apply_cluster(
         &self,
         req: Request<ManagedCluster>,
     ) -> Result<Response<ManagedCluster>, Status> {
+        let caller = req.extensions().get::<Identity>().cloned();
         let c = req.into_inner();
         let name = c
             .metadata
@@ -155,6 +209,17 @@ impl ClusterService for ClusterApi {
             .map(|m| m.name.clone())
             .unwrap_or_default();
         guard::cluster("metadata.name", &name, false)?;
+        let set = c
+            .metadata
+            .as_ref()
+            .and_then(|m| m.labels.get(CLUSTERSET_LABEL))
+            .map_or(DEFAULT_CLUSTERSET, String::as_str);
+        self.teams.allow(
+            caller.as_ref(),
+            Verb::Write,
+            Target::ClusterIntoSet { name: &name, set },
+            &format!("apply ManagedCluster {name} in cluster set {set:?}"),
+        )?;
         let handle = self.clusters.get_or_spawn(&name)?;
         Ok(Response::new(
             handle.edit(AdminEdit::Apply(Box::new(c))).await?,
@@ -165,7 +230,18 @@ impl ClusterService for ClusterApi {
         &self,
         req: Request<LabelClusterRequest>,
     ) -> Result<Response<ManagedCluster>, Status> {
+        let caller = req.extensions().get::<Identity>().cloned();
         let r = req.into_inner();
+        guard::cluster("name", &r.name, false)?;
+        self.allow(caller.as_ref(), Verb::Write, &r.name, "label")?;
+        if let Some(set) = r.set.get(CLUSTERSET_LABEL) {
+            self.teams.allow(
+                caller.as_ref(),
+                Verb::Write,
+                Target::ClusterIntoSet { name: &r.name, set },
+                &format!("move ManagedCluster {} into cluster set {set:?}", r.name),
+            )?;
+        }
         let edit = AdminEdit::Label {
             set: r.set,
             remove: r.remove,
@@ -177,7 +253,10 @@ impl ClusterService for ClusterApi {
         &self,
         req: Request<TaintClusterRequest>,
     ) -> Result<Response<ManagedCluster>, Status> {
+        let caller = req.extensions().get::<Identity>().cloned();
         let r = req.into_inner();
+        guard::cluster("name", &r.name, false)?;
+        self.allow(caller.as_ref(), Verb::Write, &r.name, "taint")?;
         let edit = AdminEdit::Taint {
             add: r.add,
             remove: r.remove,
@@ -189,7 +268,10 @@ impl ClusterService for ClusterApi {
         &self,
         req: Request<SetLeaseDurationRequest>,
     ) -> Result<Response<ManagedCluster>, Status> {
+        let caller = req.extensions().get::<Identity>().cloned();
         let r = req.into_inner();
+        guard::cluster("name", &r.name, false)?;
+        self.allow(caller.as_ref(), Verb::Write, &r.name, "set the lease of")?;
         let edit = AdminEdit::SetLease(r.lease_duration_seconds);
         Ok(Response::new(self.handle(&r.name)?.edit(edit).await?))
     }
@@ -198,7 +280,10 @@ impl ClusterService for ClusterApi {
         &self,
         req: Request<DeleteClusterRequest>,
     ) -> Result<Response<DeleteClusterResponse>, Status> {
+        let caller = req.extensions().get::<Identity>().cloned();
         let r = req.into_inner();
+        guard::cluster("name", &r.name, false)?;
+        self.allow(caller.as_ref(), Verb::Write, &r.name, "delete")?;
         self.handle(&r.name)?.delete().await?;
         Ok(Response::new(DeleteClusterResponse {}))
     }
@@ -207,6 +292,7 @@ impl ClusterService for ClusterApi {
         &self,
         req: Request<CreateJoinTokenRequest>,
     ) -> Result<Response<JoinToken>, Status> {
+        let caller = req.extensions().get::<Identity>().cloned();
         let r = req.into_inner();
         guard::cluster("cluster_name", &r.cluster_name, false)?;
         if !(0..=MAX_JOIN_TTL_SECONDS).contains(&r.ttl_seconds) {
@@ -220,6 +306,22 @@ impl ClusterService for ClusterApi {
             n => n,
         };
         guard::cluster("cluster_set", &r.cluster_set, true)?;
+        let set = match r.cluster_set.as_str() {
+            "" => DEFAULT_CLUSTERSET,
+            set => set,
+        };
+        self.teams.allow(
+            caller.as_ref(),
+            Verb::Credentials,
+            Target::ClusterIntoSet {
+                name: &r.cluster_name,
+                set,
+            },
+            &format!(
+                "create a join credential for cluster {} in cluster set {set:?}",
+                r.cluster_name
+            ),
+        )?;
         let handle = self.clusters.get_or_spawn(&r.cluster_name)?;
         Ok(Response::new(
             handle

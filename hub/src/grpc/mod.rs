@@ -16,6 +16,7 @@ pub mod cluster;
 pub mod work;
 
 use crate::clusterset::SetError;
+use crate::grants::index::Changed;
 use crate::inventory::{ChangeKind, Inventory};
 pub use capacity::WatchSettings;
 use flotilla_api::selector;
@@ -150,8 +151,113 @@ where
     F: Fn(&str, &T) -> bool + Send + Sync + 'static,
     M: Fn(EventType, &T) -> E + Send + Sync + 'static,
 {
+    watch_fenced(settings, inventory, WatchFence::open(), filter, make)
+}
+
+/// How a watch's objects are fenced by the caller's grants (issue 48): which part of a key
+/// names what the caller must see, and the grants and set index it follows.
+pub struct WatchFence {
+    teams: guard::Teams,
+    caller: Option<auth::Identity>,
+    by: By,
+}
+
+/// What decides whether a watcher sees an object, by its inventory key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum By {
+    /// The key is a cluster's name.
+    Cluster,
+    /// The key is `<cluster>/<name>`: an object of a cluster's namespace.
+    InCluster,
+    /// The key is `<namespace>/<name>`: an object of a workspace namespace.
+    InNamespace,
+}
+
+impl WatchFence {
+    /// No fence: the watcher sees what its filter passes.
+    pub fn open() -> Self {
+        Self {
+            teams: guard::Teams::default(),
+            caller: None,
+            by: By::Cluster,
+        }
+    }
+
+    /// `caller`'s grants in `teams` fence the objects, each by its key as `by` says.
+    pub fn new(teams: &guard::Teams, caller: Option<&auth::Identity>, by: By) -> Self {
+        Self {
+            teams: teams.clone(),
+            caller: caller.cloned(),
+            by,
+        }
+    }
+
+    fn visibility(&self) -> guard::Visibility {
+        self.teams.visibility(self.caller.as_ref())
+    }
+
+    fn sees(&self, vis: &guard::Visibility, key: &str) -> bool {
+        if vis.is_all() {
+            return true;
+        }
+        match self.by {
+            By::Cluster => vis.cluster(key),
+            By::InCluster => key.split_once('/').is_some_and(|(c, _)| vis.cluster(c)),
+            By::InNamespace => key.split_once('/').is_some_and(|(n, _)| vis.namespace(n)),
+        }
+    }
+
+    /// The keys of `inventory` a move of `cluster` between sets may show or hide.
+    fn keys_of<T: Send + Sync + 'static>(
+        &self,
+        inventory: &Inventory<T>,
+        cluster: &str,
+    ) -> Vec<Arc<str>> {
+        match self.by {
+            By::Cluster => vec![Arc::from(cluster)],
+            By::InCluster => inventory
+                .with_prefix(&format!("{cluster}/"))
+                .into_iter()
+                .map(|(k, _)| k)
+                .collect(),
+            By::InNamespace => Vec::new(),
+        }
+    }
+}
+
+/// Waits for a change of `rx`; never, without one (or once its sender is gone).
+async fn changed<V>(rx: &mut Option<tokio::sync::watch::Receiver<V>>) {
+    if let Some(r) = rx
+        && r.changed().await.is_ok()
+    {
+        return;
+    }
+    std::future::pending().await
+}
+
+/// [`watch`], fenced by the caller's grants: the watcher sees only what `fence` lets it, and
+/// when the fence moves — a cluster changes sets, the grants are reloaded — it gets DELETED
+/// for what it may no longer see and ADDED for what it now may (docs/notes/issue-48-design.md
+/// §6.2). A cluster moving re-checks that cluster's keys only; a set's rule changing or a
+/// reload re-checks every key.
+pub fn watch_fenced<T, E, F, M>(
+    settings: &WatchSettings,
+    inventory: &Inventory<T>,
+    fence: WatchFence,
+    filter: F,
+    make: M,
+) -> WatchStream<E>
+where
+    T: Send + Sync + 'static,
+    E: Send + 'static,
+    F: Fn(&str, &T) -> bool + Send + Sync + 'static,
+    M: Fn(EventType, &T) -> E + Send + Sync + 'static,
+{
     // Subscribe before the snapshot so that no change falls between them.
     let mut rx = inventory.subscribe();
+    let live = fence.teams.live().filter(|_| fence.caller.is_some());
+    let mut index_rx = live.map(|l| l.index().subscribe());
+    let mut grants_rx = live.map(|l| l.subscribe());
     let inventory = inventory.clone();
     watch_stream(settings, move |sink| async move {
         let mut seen: HashMap<Arc<str>, Arc<T>> = HashMap::new();
@@ -159,14 +265,47 @@ where
             inventory: &inventory,
             filter: &filter,
             make: &make,
+            fence: &fence,
         };
-        if !view.sync(EventType::Added, &mut seen, &sink).await {
+        let mut vis = fence.visibility();
+        if let Some(rx) = index_rx.as_mut() {
+            rx.borrow_and_update();
+        }
+        if let Some(rx) = grants_rx.as_mut() {
+            rx.borrow_and_update();
+        }
+        if !view.sync(&vis, EventType::Added, &mut seen, &sink).await {
             return;
         }
         loop {
-            let event = match rx.recv().await {
+            let next = tokio::select! {
+                next = rx.recv() => next,
+                () = changed(&mut index_rx) => {
+                    let published = index_rx.as_mut().map(|r| r.borrow_and_update().clone());
+                    let moved = published.map_or(Changed::All, |p| p.since(vis.index_generation()));
+                    let was_all = vis.is_all();
+                    vis = fence.visibility();
+                    let done = match moved {
+                        _ if was_all && vis.is_all() => true,
+                        Changed::Some(clusters) => view.recheck(&vis, &clusters, &mut seen, &sink).await,
+                        Changed::All => view.sync(&vis, EventType::Added, &mut seen, &sink).await,
+                    };
+                    if !done {
+                        return;
+                    }
+                    continue;
+                }
+                () = changed(&mut grants_rx) => {
+                    vis = fence.visibility();
+                    if !view.sync(&vis, EventType::Added, &mut seen, &sink).await {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            let event = match next {
                 Ok(change) => {
-                    let visible = filter(&change.key, &change.object);
+                    let visible = view.visible(&vis, &change.key, &change.object);
                     let known = seen.get(&change.key);
                     let kind = match change.kind {
                         ChangeKind::Deleted if known.is_some() => EventType::Deleted,
@@ -188,7 +327,7 @@ where
                 }
                 Err(RecvError::Lagged(n)) => {
                     tracing::debug!(missed = n, "watcher fell behind; catching it up");
-                    if !view.sync(EventType::Modified, &mut seen, &sink).await {
+                    if !view.sync(&vis, EventType::Modified, &mut seen, &sink).await {
                         return;
                     }
                     continue;
@@ -207,6 +346,7 @@ struct View<'a, T, F, M> {
     inventory: &'a Inventory<T>,
     filter: &'a F,
     make: &'a M,
+    fence: &'a WatchFence,
 }
 
 impl<T, E, F, M> View<'_, T, F, M>
@@ -216,21 +356,29 @@ where
     F: Fn(&str, &T) -> bool,
     M: Fn(EventType, &T) -> E,
 {
+    fn visible(&self, vis: &guard::Visibility, key: &str, object: &T) -> bool {
+        self.fence.sees(vis, key) && (self.filter)(key, object)
+    }
+
     /// Brings a watcher that saw `seen` to the inventory's current state: `kind` for each
-    /// visible object it has not seen in this state, DELETED for each it saw that is gone or no
-    /// longer visible. Objects are looked up and their events made one at a time, as the client
-    /// takes them. False when the watch is over.
+    /// visible object it has not seen, MODIFIED for each it saw in another state, DELETED for
+    /// each it saw that is gone or no longer visible. Objects are looked up and their events
+    /// made one at a time, as the client takes them. False when the watch is over.
     async fn sync(
         &self,
+        vis: &guard::Visibility,
         kind: EventType,
         seen: &mut HashMap<Arc<str>, Arc<T>>,
         sink: &WatchSink<E>,
     ) -> bool {
         for key in self.inventory.keys() {
             let event = match self.inventory.get(&key) {
-                Some(object) if (self.filter)(&key, &object) => {
-                    let fresh = !seen.get(&key).is_some_and(|old| Arc::ptr_eq(old, &object));
-                    let event = fresh.then(|| (self.make)(kind, &object));
+                Some(object) if self.visible(vis, &key, &object) => {
+                    let event = match seen.get(&key) {
+                        Some(old) if Arc::ptr_eq(old, &object) => None,
+                        Some(_) => Some((self.make)(EventType::Modified, &object)),
+                        None => Some((self.make)(kind, &object)),
+                    };
                     seen.insert(key, object);
                     event
                 }
@@ -255,6 +403,41 @@ where
                 && !sink.send(Ok((self.make)(EventType::Deleted, &old))).await
             {
                 return false;
+            }
+        }
+        true
+    }
+
+    /// Checks again the keys of `clusters`, which moved between sets: ADDED for what the
+    /// watcher now sees, DELETED for what it no longer does. False when the watch is over.
+    async fn recheck(
+        &self,
+        vis: &guard::Visibility,
+        clusters: &[Arc<str>],
+        seen: &mut HashMap<Arc<str>, Arc<T>>,
+        sink: &WatchSink<E>,
+    ) -> bool {
+        for cluster in clusters {
+            for key in self.fence.keys_of(self.inventory, cluster) {
+                let now = self
+                    .inventory
+                    .get(&key)
+                    .filter(|o| self.visible(vis, &key, o));
+                let event = match (now, seen.contains_key(&key)) {
+                    (Some(object), false) => {
+                        let event = (self.make)(EventType::Added, &object);
+                        seen.insert(key, object);
+                        event
+                    }
+                    (None, true) => match seen.remove(&key) {
+                        Some(old) => (self.make)(EventType::Deleted, &old),
+                        None => continue,
+                    },
+                    _ => continue,
+                };
+                if !sink.send(Ok(event)).await {
+                    return false;
+                }
             }
         }
         true

@@ -7,10 +7,17 @@
 //! labels and annotations reserved for the works the hub renders for add-ons
 //! ([`flotilla_api::addon::RESERVED_WORK_KEYS`]), which the agent trusts to hand an add-on its hub
 //! credentials.
+//!
+//! Fenced by the caller's grants (issue 48): gets, lists and watches show only the works of the
+//! clusters the caller sees; `admin` on one of a cluster's sets writes its works as an admin
+//! does (any executor — OCM's set admins own their spokes); a CSV deployer keeps its
+//! execute-as rule fleet-wide. The read-only proxy reads any kind, Secrets too: `admin` on one
+//! of the cluster's sets.
 
 use super::auth::{Identity, Role};
 use super::{guard, parse_selector, selects};
 use crate::cluster::{ClusterError, Clusters};
+use crate::grants::{Target, Verb};
 use crate::inventory::WorkInventory;
 use crate::keys::ObjectRef;
 use flotilla_api::v1::work_service_server::WorkService;
@@ -46,15 +53,54 @@ pub struct WorkApi {
     works: WorkInventory,
     /// Asks agents (the proxy's reads), bounded by [`PROXY_TIMEOUT`].
     agents: Publisher,
+    teams: guard::Teams,
 }
 
 impl WorkApi {
-    /// A service over the cluster actors (which own works) and the work inventory.
-    pub fn new(clusters: Clusters, works: WorkInventory, agents: &Publisher) -> Self {
+    /// A service over the cluster actors (which own works) and the work inventory, checking
+    /// callers by `teams`.
+    pub fn new(
+        clusters: Clusters,
+        works: WorkInventory,
+        agents: &Publisher,
+        teams: guard::Teams,
+    ) -> Self {
         Self {
             clusters,
             works,
             agents: agents.with_timeout(PROXY_TIMEOUT),
+            teams,
+        }
+    }
+
+    /// Whether `caller` writes the works of `cluster` as an admin does (an open hub, a fleet
+    /// admin, or `admin` on one of the cluster's sets): true; false for a CSV deployer, whose
+    /// execute-as grants decide next; else `PERMISSION_DENIED` naming the missing grant
+    /// (`action`: "apply ManifestWork c1/web").
+    fn writes_as_admin(
+        &self,
+        caller: Option<&Identity>,
+        cluster: &str,
+        action: &str,
+    ) -> Result<bool, Status> {
+        let Some(caller) = caller else {
+            return Ok(true);
+        };
+        if caller.role() == Role::Admin {
+            return Ok(true);
+        }
+        if self.teams.live().is_none() {
+            return Ok(false);
+        }
+        match self.teams.allow(
+            Some(caller),
+            Verb::Write,
+            Target::Cluster { name: cluster },
+            action,
+        ) {
+            Ok(_) => Ok(true),
+            Err(_) if caller.role() == Role::Deployer => Ok(false),
+            Err(refused) => Err(refused),
         }
     }
 
@@ -106,9 +152,14 @@ impl WorkApi {
                 return Err(Status::invalid_argument(errors.join("; ")));
             }
             refuse_reserved_keys(&work)?;
-            may_execute_as(caller, &work)?;
+            guard::cluster("metadata.namespace", &cluster, false)?;
+            let action = format!("apply ManifestWork {cluster}/{name}");
+            let as_admin = self.writes_as_admin(caller, &cluster, &action)?;
+            if !as_admin {
+                may_execute_as(caller, &work)?;
+            }
             let handle = self.cluster(&cluster)?;
-            if caller.is_none_or(|c| c.role() == Role::Admin) {
+            if as_admin {
                 // Nothing checked against what is stored, so nothing to check again: the work
                 // goes as it came (no copy; a caller's own stale pin fails as it is).
                 return Ok(handle.apply_work(work).await?);
@@ -318,9 +369,16 @@ impl WorkService for WorkApi {
         &self,
         req: Request<GetWorkRequest>,
     ) -> Result<Response<ManifestWork>, Status> {
+        let caller = req.extensions().get::<Identity>().cloned();
         let r = req.into_inner();
         guard::cluster("cluster", &r.cluster, false)?;
         guard::object("name", &r.name)?;
+        self.teams.allow(
+            caller.as_ref(),
+            Verb::Read,
+            Target::Cluster { name: &r.cluster },
+            &format!("get ManifestWork {}/{}", r.cluster, r.name),
+        )?;
         self.works
             .get(&ObjectRef::new(r.cluster.as_str(), r.name.as_str()).inventory_key())
             .map(|w| Response::new(w.to_work()))
@@ -333,6 +391,7 @@ impl WorkService for WorkApi {
         &self,
         req: Request<ListWorksRequest>,
     ) -> Result<Response<ListWorksResponse>, Status> {
+        let vis = self.teams.visibility(req.extensions().get::<Identity>());
         let r = req.into_inner();
         let sel = parse_selector(&r.label_selector)?;
         guard::cluster("cluster", &r.cluster, true)?;
@@ -346,8 +405,21 @@ impl WorkService for WorkApi {
         let mut items = Vec::new();
         let mut next_page_token = String::new();
         let mut last_key = String::new();
+        // The cluster of the namespace last tested, and whether the caller sees it: a scan
+        // goes namespace by namespace, so the test costs one lookup per cluster, not per work.
+        let mut last_cluster: Option<(String, bool)> = None;
         self.works.scan(namespace, &r.page_token, |key, w| {
-            if !selects(&sel, w.metadata.as_ref()) {
+            let key: &str = key;
+            let cluster = key.split_once('/').map_or(key, |(c, _)| c);
+            let visible = match &last_cluster {
+                Some((c, v)) if c == cluster => *v,
+                _ => {
+                    let v = vis.cluster(cluster);
+                    last_cluster = Some((cluster.to_string(), v));
+                    v
+                }
+            };
+            if !visible || !selects(&sel, w.metadata.as_ref()) {
                 return true;
             }
             if r.page_size > 0 && items.len() == r.page_size as usize {
@@ -370,9 +442,12 @@ impl WorkService for WorkApi {
     ) -> Result<Response<ManifestWork>, Status> {
         let caller = req.extensions().get::<Identity>().cloned();
         let r = req.into_inner();
-        let handle = self.cluster(&r.cluster)?;
+        guard::cluster("cluster", &r.cluster, false)?;
         guard::object("name", &r.name)?;
-        if caller.as_ref().is_some_and(|c| c.role() != Role::Admin) {
+        let action = format!("delete ManifestWork {}/{}", r.cluster, r.name);
+        let as_admin = self.writes_as_admin(caller.as_ref(), &r.cluster, &action)?;
+        let handle = self.cluster(&r.cluster)?;
+        if !as_admin {
             // A deployer deletes only works it could have applied.
             let key = ObjectRef::new(r.cluster.as_str(), r.name.as_str()).inventory_key();
             if let Some(held) = self.works.get(&key) {
@@ -389,13 +464,19 @@ impl WorkService for WorkApi {
         req: Request<WatchWorksRequest>,
     ) -> Result<Response<WatchStream>, Status> {
         let watching = super::WatchSettings::of(&req);
+        let fence = super::WatchFence::new(
+            &self.teams,
+            req.extensions().get::<Identity>(),
+            super::By::InCluster,
+        );
         let r = req.into_inner();
         let sel = parse_selector(&r.label_selector)?;
         guard::cluster("cluster", &r.cluster, true)?;
         let prefix = ObjectRef::prefix(&r.cluster);
-        Ok(Response::new(super::watch(
+        Ok(Response::new(super::watch_fenced(
             &watching,
             &self.works,
+            fence,
             move |key, w| key.starts_with(&prefix) && selects(&sel, w.metadata.as_ref()),
             |ty, w| WorkEvent {
                 r#type: ty as i32,
@@ -408,13 +489,22 @@ impl WorkService for WorkApi {
         &self,
         req: Request<ProxyGetRequest>,
     ) -> Result<Response<ProxyGetResponse>, Status> {
+        let caller = req.extensions().get::<Identity>().cloned();
         let r = req.into_inner();
-        self.cluster(&r.cluster)?;
+        guard::cluster("cluster", &r.cluster, false)?;
         if r.kind.is_empty() {
             return Err(Status::invalid_argument(
                 "kind: required (for example deployments or Deployment)",
             ));
         }
+        // Any kind, Secrets too (the agent resolves the kind): the cluster's set admins only.
+        self.teams.allow(
+            caller.as_ref(),
+            Verb::ProxyWrite,
+            Target::Cluster { name: &r.cluster },
+            &format!("read {} of cluster {} through the proxy", r.kind, r.cluster),
+        )?;
+        self.cluster(&r.cluster)?;
         let query = ProxyRequest {
             cluster_name: r.cluster.clone(),
             kind: r.kind,

@@ -5,6 +5,7 @@
 //! | read-only | get, list, watch and discovery; not Secrets; of subresources only `log`, `status`, `scale` | the agent |
 //! | deployer | any verb | one of its execute-as ServiceAccounts (impersonated): the one it names with `kubectl --as=system:serviceaccount:NS:NAME`, or its only named grant |
 //! | admin | any verb | the agent, or whom it names with `--as`/`--as-group` (the agent then impersonates, if the spoke lets it) |
+//! | member (grants only, issue 48) | nothing yet: the proxy does not check the grants of each cluster | — |
 //!
 //! A deployer's reach is what its ServiceAccount may do on the spoke (the spoke's RBAC decides,
 //! as for its works); a read-only caller cannot read Secrets, which the agent usually may.
@@ -97,6 +98,10 @@ pub fn decide(identity: &Identity, info: &RequestInfo, asked: &Asked) -> Result<
             }
             Ok(Act::AsAgent)
         }
+        Role::Member => Err(Refusal(format!(
+            "{who} may not use the cluster proxy: it serves identities with a fleet role \
+             (read-only, deployer or admin) until it checks the grants of each cluster"
+        ))),
         Role::Deployer => {
             if !asked.groups.is_empty() {
                 return Err(Refusal(format!(

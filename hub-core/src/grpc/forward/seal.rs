@@ -187,15 +187,11 @@ pub(super) fn identity_to_wire(identity: &Identity) -> ForwardedIdentity {
 
 /// The identity a forwarded call vouches for.
 pub(super) fn identity_from_wire(wire: ForwardedIdentity) -> Result<Identity, Status> {
-    let role = match wire.role.as_str() {
-        "admin" => Role::Admin,
-        "deployer" => Role::Deployer,
-        "read-only" => Role::ReadOnly,
-        other => {
-            return Err(Status::invalid_argument(format!(
-                "the forwarded caller's role {other:?} is not admin, deployer or read-only"
-            )));
-        }
+    let Some(role) = Role::parse(&wire.role) else {
+        return Err(Status::invalid_argument(format!(
+            "the forwarded caller's role {:?} is not admin, deployer, read-only or member",
+            wire.role
+        )));
     };
     let execute_as = wire
         .execute_as
