@@ -198,6 +198,7 @@ pub const ENFORCED: &[&str] = &[
     "flotilla.v1.ClusterService",
     "flotilla.v1.WorkService",
     "flotilla.v1.ClusterSetService",
+    "flotilla.v1.PlacementService",
 ];
 
 /// One service's rows: `("package.Service", &[("Method", access, need), …])`.

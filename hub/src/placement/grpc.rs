@@ -1,7 +1,13 @@
 //! `flotilla.v1.PlacementService`: Placements, their PlacementDecisions, the scheduler's debug
 //! view, and AddOnPlacementScores.
+//!
+//! Fenced by the caller's grants (issue 48): a Placement is an object of its namespace (read by
+//! the namespace's viewers, written by its editors — what it selects is still bounded by the
+//! sets bound there); an AddOnPlacementScore is an object of a cluster's namespace (read by
+//! the viewers of the cluster's sets, written by their admins).
 
-use crate::grpc::guard;
+use crate::grants::{Target, Verb};
+use crate::grpc::guard::{self, Teams};
 use crate::inventory::ChangeKind;
 use crate::placement::scores::ScoreError;
 use crate::placement::{PlacementError, PlacementView, Placements};
@@ -51,8 +57,13 @@ impl PlacementApi {
         Self { placements }
     }
 
-    fn view(&self, r: &PlacementRef) -> Result<std::sync::Arc<PlacementView>, Status> {
+    fn view<T>(
+        &self,
+        req: &Request<T>,
+        r: &PlacementRef,
+    ) -> Result<std::sync::Arc<PlacementView>, Status> {
         check_ref(r)?;
+        allow(req, Verb::Read, r, "get")?;
         self.placements.get(&r.namespace, &r.name).ok_or_else(|| {
             Status::not_found(format!("Placement {}/{} not found", r.namespace, r.name))
         })
@@ -65,6 +76,42 @@ type WatchStream = Pin<Box<dyn Stream<Item = Result<PlacementEvent, Status>> + S
 fn check_ref(r: &PlacementRef) -> Result<(), Status> {
     guard::namespace("namespace", &r.namespace, false)?;
     guard::object("name", &r.name)
+}
+
+/// Whether the caller of `req` may `verb` placement `r` (`what`: "get", "apply", …).
+fn allow<T>(req: &Request<T>, verb: Verb, r: &PlacementRef, what: &str) -> Result<(), Status> {
+    let (teams, caller) = Teams::of(req);
+    teams
+        .allow(
+            caller.as_ref(),
+            verb,
+            Target::Namespace { name: &r.namespace },
+            &format!("{what} Placement {}/{}", r.namespace, r.name),
+        )
+        .map(drop)
+}
+
+/// Whether the caller of `req` may `verb` the objects of cluster `cluster`'s namespace.
+fn allow_cluster<T>(
+    req: &Request<T>,
+    verb: Verb,
+    cluster: &str,
+    action: &str,
+) -> Result<(), Status> {
+    let (teams, caller) = Teams::of(req);
+    teams
+        .allow(
+            caller.as_ref(),
+            verb,
+            Target::Cluster { name: cluster },
+            action,
+        )
+        .map(drop)
+}
+
+fn visibility<T>(req: &Request<T>) -> guard::Visibility {
+    let (teams, caller) = Teams::of(req);
+    teams.visibility(caller.as_ref())
 }
 
 fn matches(view: &PlacementView, namespace: &str, name: &str) -> bool {
@@ -87,6 +134,17 @@ impl PlacementService for PlacementApi {
         &self,
         req: Request<Placement>,
     ) -> Result<Response<Placement>, Status> {
+        let r = req
+            .get_ref()
+            .metadata
+            .as_ref()
+            .map(|m| PlacementRef {
+                namespace: m.namespace.clone(),
+                name: m.name.clone(),
+            })
+            .unwrap_or_default();
+        guard::namespace("metadata.namespace", &r.namespace, false)?;
+        allow(&req, Verb::Write, &r, "apply")?;
         Ok(Response::new(
             self.placements.apply(req.into_inner()).await?,
         ))
@@ -96,17 +154,28 @@ impl PlacementService for PlacementApi {
         &self,
         req: Request<PlacementRef>,
     ) -> Result<Response<Placement>, Status> {
-        Ok(Response::new(self.view(req.get_ref())?.placement.clone()))
+        Ok(Response::new(
+            self.view(&req, req.get_ref())?.placement.clone(),
+        ))
     }
 
     async fn list_placements(
         &self,
         req: Request<ListPlacementsRequest>,
     ) -> Result<Response<ListPlacementsResponse>, Status> {
+        let vis = visibility(&req);
         let items = self
             .placements
             .list(&req.get_ref().namespace)
             .iter()
+            .filter(|v| {
+                let ns = v
+                    .placement
+                    .metadata
+                    .as_ref()
+                    .map_or("", |m| m.namespace.as_str());
+                vis.namespace(ns)
+            })
             .map(|v| v.placement.clone())
             .collect();
         Ok(Response::new(ListPlacementsResponse { items }))
@@ -116,8 +185,9 @@ impl PlacementService for PlacementApi {
         &self,
         req: Request<PlacementRef>,
     ) -> Result<Response<DeletePlacementResponse>, Status> {
+        check_ref(req.get_ref())?;
+        allow(&req, Verb::Write, req.get_ref(), "delete")?;
         let r = req.into_inner();
-        check_ref(&r)?;
         self.placements.delete(&r.namespace, &r.name).await?;
         Ok(Response::new(DeletePlacementResponse {}))
     }
@@ -127,7 +197,7 @@ impl PlacementService for PlacementApi {
         req: Request<PlacementRef>,
     ) -> Result<Response<ListDecisionsResponse>, Status> {
         Ok(Response::new(ListDecisionsResponse {
-            items: self.view(req.get_ref())?.decisions.clone(),
+            items: self.view(&req, req.get_ref())?.decisions.clone(),
         }))
     }
 
@@ -138,7 +208,18 @@ impl PlacementService for PlacementApi {
         req: Request<WatchPlacementsRequest>,
     ) -> Result<Response<WatchStream>, Status> {
         let watching = crate::grpc::WatchSettings::of(&req);
+        // The namespaces it may see when the watch starts (a reload of the grants applies to
+        // the next watch).
+        let vis = visibility(&req);
         let r = req.into_inner();
+        let matches = move |v: &PlacementView, namespace: &str, name: &str| {
+            let ns = v
+                .placement
+                .metadata
+                .as_ref()
+                .map_or("", |m| m.namespace.as_str());
+            vis.namespace(ns) && matches(v, namespace, name)
+        };
         let mut rx = self.placements.subscribe();
         let initial = self.placements.list(&r.namespace);
         let stream = crate::grpc::watch_stream(&watching, move |tx| async move {
@@ -182,8 +263,9 @@ impl PlacementService for PlacementApi {
         &self,
         req: Request<PlacementRef>,
     ) -> Result<Response<PlacementDebug>, Status> {
+        check_ref(req.get_ref())?;
+        allow(&req, Verb::Read, req.get_ref(), "debug")?;
         let r = req.into_inner();
-        check_ref(&r)?;
         Ok(Response::new(
             self.placements.debug(&r.namespace, &r.name).await?,
         ))
@@ -193,6 +275,15 @@ impl PlacementService for PlacementApi {
         &self,
         req: Request<AddOnPlacementScore>,
     ) -> Result<Response<AddOnPlacementScore>, Status> {
+        let (cluster, name) = req
+            .get_ref()
+            .metadata
+            .as_ref()
+            .map(|m| (m.namespace.clone(), m.name.clone()))
+            .unwrap_or_default();
+        guard::cluster("metadata.namespace", &cluster, false)?;
+        let action = format!("apply AddOnPlacementScore {cluster}/{name}");
+        allow_cluster(&req, Verb::Write, &cluster, &action)?;
         Ok(Response::new(
             self.placements.scores().apply(req.into_inner()).await?,
         ))
@@ -202,18 +293,22 @@ impl PlacementService for PlacementApi {
         &self,
         req: Request<ListScoresRequest>,
     ) -> Result<Response<ListScoresResponse>, Status> {
-        Ok(Response::new(ListScoresResponse {
-            items: self.placements.scores().list(&req.get_ref().cluster),
-        }))
+        let vis = visibility(&req);
+        let mut items = self.placements.scores().list(&req.get_ref().cluster);
+        items.retain(|s| vis.cluster(s.metadata.as_ref().map_or("", |m| m.namespace.as_str())));
+        Ok(Response::new(ListScoresResponse { items }))
     }
 
     async fn delete_score(
         &self,
         req: Request<ScoreRef>,
     ) -> Result<Response<DeleteScoreResponse>, Status> {
+        let (cluster, name) = (req.get_ref().cluster.clone(), req.get_ref().name.clone());
+        guard::cluster("cluster", &cluster, false)?;
+        guard::object("name", &name)?;
+        let action = format!("delete AddOnPlacementScore {cluster}/{name}");
+        allow_cluster(&req, Verb::Write, &cluster, &action)?;
         let r = req.into_inner();
-        guard::cluster("cluster", &r.cluster, false)?;
-        guard::object("name", &r.name)?;
         self.placements.scores().delete(&r.cluster, &r.name).await?;
         Ok(Response::new(DeleteScoreResponse {}))
     }
