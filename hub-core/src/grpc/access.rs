@@ -199,6 +199,7 @@ pub const ENFORCED: &[&str] = &[
     "flotilla.v1.WorkService",
     "flotilla.v1.ClusterSetService",
     "flotilla.v1.PlacementService",
+    "flotilla.v1.ServiceAccountService",
 ];
 
 /// One service's rows: `("package.Service", &[("Method", access, need), …])`.

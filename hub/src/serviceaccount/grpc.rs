@@ -1,9 +1,15 @@
 //! `flotilla.v1.ServiceAccountService`: ManagedServiceAccounts, and their current token for
 //! `flotilla kubeconfig --service-account` (the hub opens the sealed box; the token leaves only
 //! over the API's TLS, to admins and to deployers that may act as the ServiceAccount).
+//!
+//! Fenced by the caller's grants (issue 48): a ManagedServiceAccount is an object of its
+//! cluster's namespace — read by the viewers of the cluster's sets, written by their admins,
+//! and its token handed to their admins (or, as before, to a CSV deployer whose execute-as
+//! grants cover it).
 
-use crate::grpc::auth::Identity;
-use crate::grpc::guard;
+use crate::grants::{Target, Verb};
+use crate::grpc::auth::{Identity, Role};
+use crate::grpc::guard::{self, Teams};
 use crate::serviceaccount::{MsaError, ServiceAccounts};
 use flotilla_api::v1::service_account_service_server::ServiceAccountService;
 use flotilla_api::v1::{
@@ -43,12 +49,35 @@ fn check(r: &GetManagedServiceAccountRequest) -> Result<(), Status> {
     guard::object("name", &r.name)
 }
 
+/// Whether the caller of `req` may `verb` the accounts of cluster `cluster` (`action` for the
+/// refusal).
+fn allow<T>(req: &Request<T>, verb: Verb, cluster: &str, action: &str) -> Result<(), Status> {
+    let (teams, caller) = Teams::of(req);
+    teams
+        .allow(
+            caller.as_ref(),
+            verb,
+            Target::Cluster { name: cluster },
+            action,
+        )
+        .map(drop)
+}
+
 #[tonic::async_trait]
 impl ServiceAccountService for ServiceAccountApi {
     async fn apply_managed_service_account(
         &self,
         request: Request<ManagedServiceAccount>,
     ) -> Result<Response<ManagedServiceAccount>, Status> {
+        let (cluster, name) = request
+            .get_ref()
+            .metadata
+            .as_ref()
+            .map(|m| (m.namespace.clone(), m.name.clone()))
+            .unwrap_or_default();
+        guard::cluster("metadata.namespace", &cluster, false)?;
+        let action = format!("apply ManagedServiceAccount {cluster}/{name}");
+        allow(&request, Verb::Write, &cluster, &action)?;
         Ok(Response::new(
             self.accounts.apply(request.into_inner()).await?,
         ))
@@ -58,8 +87,11 @@ impl ServiceAccountService for ServiceAccountApi {
         &self,
         request: Request<GetManagedServiceAccountRequest>,
     ) -> Result<Response<ManagedServiceAccount>, Status> {
+        check(request.get_ref())?;
+        let r = request.get_ref();
+        let action = format!("get ManagedServiceAccount {}/{}", r.namespace, r.name);
+        allow(&request, Verb::Read, &r.namespace, &action)?;
         let r = request.into_inner();
-        check(&r)?;
         self.accounts
             .get(&r.namespace, &r.name)
             .map(Response::new)
@@ -75,19 +107,24 @@ impl ServiceAccountService for ServiceAccountApi {
         &self,
         request: Request<ListManagedServiceAccountsRequest>,
     ) -> Result<Response<ListManagedServiceAccountsResponse>, Status> {
+        let (teams, caller) = Teams::of(&request);
+        let vis = teams.visibility(caller.as_ref());
         let r = request.into_inner();
         guard::namespace("namespace", &r.namespace, true)?;
-        Ok(Response::new(ListManagedServiceAccountsResponse {
-            items: self.accounts.list(&r.namespace),
-        }))
+        let mut items = self.accounts.list(&r.namespace);
+        items.retain(|a| vis.cluster(a.metadata.as_ref().map_or("", |m| m.namespace.as_str())));
+        Ok(Response::new(ListManagedServiceAccountsResponse { items }))
     }
 
     async fn delete_managed_service_account(
         &self,
         request: Request<GetManagedServiceAccountRequest>,
     ) -> Result<Response<DeleteManagedServiceAccountResponse>, Status> {
+        check(request.get_ref())?;
+        let r = request.get_ref();
+        let action = format!("delete ManagedServiceAccount {}/{}", r.namespace, r.name);
+        allow(&request, Verb::Write, &r.namespace, &action)?;
         let r = request.into_inner();
-        check(&r)?;
         self.accounts.delete(&r.namespace, &r.name).await?;
         Ok(Response::new(DeleteManagedServiceAccountResponse {}))
     }
@@ -97,12 +134,26 @@ impl ServiceAccountService for ServiceAccountApi {
         request: Request<GetManagedServiceAccountRequest>,
     ) -> Result<Response<ManagedServiceAccountToken>, Status> {
         let caller = request.extensions().get::<Identity>().cloned();
+        check(request.get_ref())?;
+        let r = request.get_ref();
+        let action = format!(
+            "fetch the token of ManagedServiceAccount {}/{}",
+            r.namespace, r.name
+        );
+        // A set admin of the cluster gets it as an admin does; a CSV deployer by its
+        // execute-as grants, checked on the token's ServiceAccount.
+        let by_grants = match allow(&request, Verb::Credentials, &r.namespace, &action) {
+            Ok(()) => true,
+            Err(_) if caller.as_ref().is_some_and(|c| c.role() == Role::Deployer) => false,
+            Err(refused) => return Err(refused),
+        };
         let r = request.into_inner();
-        check(&r)?;
+        let checked = if by_grants { None } else { caller.as_ref() };
+        if by_grants && let Some(who) = caller.as_ref() {
+            tracing::info!(caller = %who.name(), cluster.name = %r.namespace, account = %r.name, "ManagedServiceAccount token fetched by the grants");
+        }
         Ok(Response::new(
-            self.accounts
-                .token(&r.namespace, &r.name, caller.as_ref())
-                .await?,
+            self.accounts.token(&r.namespace, &r.name, checked).await?,
         ))
     }
 }
