@@ -200,6 +200,7 @@ pub const ENFORCED: &[&str] = &[
     "flotilla.v1.ClusterSetService",
     "flotilla.v1.PlacementService",
     "flotilla.v1.ServiceAccountService",
+    "flotilla.v1.ReplicaSetService",
 ];
 
 /// One service's rows: `("package.Service", &[("Method", access, need), …])`.

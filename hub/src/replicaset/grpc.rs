@@ -1,5 +1,10 @@
 //! `flotilla.v1.ReplicaSetService`: ManifestWorkReplicaSets.
+//!
+//! Fenced by the caller's grants (issue 48): a replica set is an object of its namespace, read
+//! by the namespace's viewers and written (and rolled out) by its editors; the works it makes
+//! in the clusters' namespaces are the hub's, bounded by the sets bound in its namespace.
 
+use crate::grants::{Target, Verb};
 use crate::grpc::guard;
 use crate::replicaset::{ReplicaSetError, ReplicaSets};
 use flotilla_api::v1::replica_set_service_server::ReplicaSetService;
@@ -36,12 +41,36 @@ fn check(r: &GetReplicaSetRequest) -> Result<(), Status> {
     guard::object("name", &r.name)
 }
 
+/// Whether the caller of `req` may `verb` replica set `namespace/name` (`what`: "get", …).
+fn allow<T>(
+    req: &Request<T>,
+    verb: Verb,
+    namespace: &str,
+    name: &str,
+    what: &str,
+) -> Result<(), Status> {
+    guard::check(
+        req,
+        verb,
+        Target::Namespace { name: namespace },
+        &format!("{what} ManifestWorkReplicaSet {namespace}/{name}"),
+    )
+}
+
 #[tonic::async_trait]
 impl ReplicaSetService for ReplicaSetApi {
     async fn apply_replica_set(
         &self,
         request: Request<ManifestWorkReplicaSet>,
     ) -> Result<Response<ManifestWorkReplicaSet>, Status> {
+        let (namespace, name) = request
+            .get_ref()
+            .metadata
+            .as_ref()
+            .map(|m| (m.namespace.clone(), m.name.clone()))
+            .unwrap_or_default();
+        guard::namespace("metadata.namespace", &namespace, false)?;
+        allow(&request, Verb::Write, &namespace, &name, "apply")?;
         Ok(Response::new(self.sets.apply(request.into_inner()).await?))
     }
 
@@ -49,8 +78,10 @@ impl ReplicaSetService for ReplicaSetApi {
         &self,
         request: Request<GetReplicaSetRequest>,
     ) -> Result<Response<ManifestWorkReplicaSet>, Status> {
+        check(request.get_ref())?;
+        let r = request.get_ref();
+        allow(&request, Verb::Read, &r.namespace, &r.name, "get")?;
         let r = request.into_inner();
-        check(&r)?;
         self.sets
             .get(&r.namespace, &r.name)
             .map(|rs| Response::new((*rs).clone()))
@@ -66,6 +97,7 @@ impl ReplicaSetService for ReplicaSetApi {
         &self,
         request: Request<ListReplicaSetsRequest>,
     ) -> Result<Response<ListReplicaSetsResponse>, Status> {
+        let vis = guard::visibility(&request);
         let r = request.into_inner();
         guard::namespace("namespace", &r.namespace, true)?;
         Ok(Response::new(ListReplicaSetsResponse {
@@ -73,6 +105,7 @@ impl ReplicaSetService for ReplicaSetApi {
                 .sets
                 .list(&r.namespace)
                 .into_iter()
+                .filter(|rs| vis.namespace(rs.metadata.as_ref().map_or("", |m| &m.namespace)))
                 .map(|rs| (*rs).clone())
                 .collect(),
         }))
@@ -82,8 +115,10 @@ impl ReplicaSetService for ReplicaSetApi {
         &self,
         request: Request<GetReplicaSetRequest>,
     ) -> Result<Response<DeleteReplicaSetResponse>, Status> {
+        check(request.get_ref())?;
+        let r = request.get_ref();
+        allow(&request, Verb::Write, &r.namespace, &r.name, "delete")?;
         let r = request.into_inner();
-        check(&r)?;
         self.sets.delete(&r.namespace, &r.name).await?;
         Ok(Response::new(DeleteReplicaSetResponse {}))
     }
@@ -92,11 +127,13 @@ impl ReplicaSetService for ReplicaSetApi {
         &self,
         request: Request<RolloutRequest>,
     ) -> Result<Response<ManifestWorkReplicaSet>, Status> {
-        let r = request.into_inner();
+        let r = request.get_ref();
         check(&GetReplicaSetRequest {
             namespace: r.namespace.clone(),
             name: r.name.clone(),
         })?;
+        allow(&request, Verb::Write, &r.namespace, &r.name, "roll out")?;
+        let r = request.into_inner();
         Ok(Response::new(
             self.sets.rollout(&r.namespace, &r.name, &r.action).await?,
         ))
@@ -109,12 +146,16 @@ impl ReplicaSetService for ReplicaSetApi {
         request: Request<ListReplicaSetsRequest>,
     ) -> Result<Response<Self::WatchReplicaSetsStream>, Status> {
         let watching = crate::grpc::WatchSettings::of(&request);
+        let (teams, caller) = guard::Teams::of(&request);
+        let fence =
+            crate::grpc::WatchFence::new(&teams, caller.as_ref(), crate::grpc::By::InNamespace);
         let r = request.into_inner();
         guard::namespace("namespace", &r.namespace, true)?;
         let namespace = r.namespace;
-        Ok(Response::new(crate::grpc::watch(
+        Ok(Response::new(crate::grpc::watch_fenced(
             &watching,
             self.sets.views(),
+            fence,
             move |_, rs: &ManifestWorkReplicaSet| {
                 namespace.is_empty()
                     || rs
