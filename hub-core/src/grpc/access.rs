@@ -201,6 +201,7 @@ pub const ENFORCED: &[&str] = &[
     "flotilla.v1.PlacementService",
     "flotilla.v1.ServiceAccountService",
     "flotilla.v1.ReplicaSetService",
+    "flotilla.v1.PolicyService",
 ];
 
 /// One service's rows: `("package.Service", &[("Method", access, need), …])`.

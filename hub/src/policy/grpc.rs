@@ -1,5 +1,10 @@
 //! `flotilla.v1.PolicyService`: Policies, PlacementBindings, PolicySets and PlacementRules.
+//!
+//! Fenced by the caller's grants (issue 48): each object is an object of its namespace, read by
+//! the namespace's viewers and written by its editors; a replicated policy, in a cluster's
+//! namespace, is read by the viewers of the cluster's sets too.
 
+use crate::grants::{Target, Verb};
 use crate::grpc::guard;
 use crate::policy::{Policies, PolicyError};
 use flotilla_api::v1::policy_service_server::PolicyService;
@@ -40,6 +45,40 @@ fn check(r: &GetPolicyRequest) -> Result<(), Status> {
     guard::object("name", &r.name)
 }
 
+/// Whether the caller of `req` may `verb` `kind` `namespace/name`: `view` or `edit` on the
+/// namespace — or, to read, `view` on the sets of the cluster whose namespace it is.
+fn allow<T>(
+    req: &Request<T>,
+    verb: Verb,
+    kind: &str,
+    namespace: &str,
+    name: &str,
+) -> Result<(), Status> {
+    if verb == Verb::Read && guard::visibility(req).cluster(namespace) {
+        return Ok(());
+    }
+    guard::check(
+        req,
+        verb,
+        Target::Namespace { name: namespace },
+        &format!(
+            "{} {kind} {namespace}/{name}",
+            if verb == Verb::Read { "get" } else { "write" }
+        ),
+    )
+}
+
+/// The namespace and name of an object's metadata.
+fn key_of(meta: Option<&flotilla_api::v1::ObjectMeta>) -> (String, String) {
+    meta.map(|m| (m.namespace.clone(), m.name.clone()))
+        .unwrap_or_default()
+}
+
+/// Whether `vis` shows an object of namespace `namespace` (a workspace it sees, or a cluster's).
+fn shows(vis: &guard::Visibility, namespace: &str) -> bool {
+    vis.namespace(namespace) || vis.cluster(namespace)
+}
+
 fn list_ns(r: &ListPoliciesRequest) -> Result<&str, Status> {
     guard::namespace("namespace", &r.namespace, true)?;
     Ok(&r.namespace)
@@ -48,6 +87,9 @@ fn list_ns(r: &ListPoliciesRequest) -> Result<&str, Status> {
 #[tonic::async_trait]
 impl PolicyService for PolicyApi {
     async fn apply_policy(&self, request: Request<Policy>) -> Result<Response<Policy>, Status> {
+        let (namespace, name) = key_of(request.get_ref().metadata.as_ref());
+        guard::namespace("metadata.namespace", &namespace, false)?;
+        allow(&request, Verb::Write, "Policy", &namespace, &name)?;
         Ok(Response::new(
             self.policies.apply_policy(request.into_inner()).await?,
         ))
@@ -57,8 +99,10 @@ impl PolicyService for PolicyApi {
         &self,
         request: Request<GetPolicyRequest>,
     ) -> Result<Response<Policy>, Status> {
+        check(request.get_ref())?;
+        let r = request.get_ref();
+        allow(&request, Verb::Read, "Policy", &r.namespace, &r.name)?;
         let r = request.into_inner();
-        check(&r)?;
         self.policies
             .get_policy(&r.namespace, &r.name)
             .map(|p| Response::new((*p).clone()))
@@ -71,6 +115,7 @@ impl PolicyService for PolicyApi {
         &self,
         request: Request<ListPoliciesRequest>,
     ) -> Result<Response<ListPoliciesResponse>, Status> {
+        let vis = guard::visibility(&request);
         let r = request.into_inner();
         let ns = list_ns(&r)?;
         Ok(Response::new(ListPoliciesResponse {
@@ -78,6 +123,7 @@ impl PolicyService for PolicyApi {
                 .policies
                 .list_policies(ns)
                 .into_iter()
+                .filter(|p| shows(&vis, &key_of(p.metadata.as_ref()).0))
                 .map(|p| (*p).clone())
                 .collect(),
         }))
@@ -87,8 +133,10 @@ impl PolicyService for PolicyApi {
         &self,
         request: Request<GetPolicyRequest>,
     ) -> Result<Response<DeletePolicyResponse>, Status> {
+        check(request.get_ref())?;
+        let r = request.get_ref();
+        allow(&request, Verb::Write, "Policy", &r.namespace, &r.name)?;
         let r = request.into_inner();
-        check(&r)?;
         self.policies.delete_policy(&r.namespace, &r.name).await?;
         Ok(Response::new(DeletePolicyResponse {}))
     }
@@ -97,8 +145,10 @@ impl PolicyService for PolicyApi {
         &self,
         request: Request<GetPolicyRequest>,
     ) -> Result<Response<PolicyDetails>, Status> {
+        check(request.get_ref())?;
+        let r = request.get_ref();
+        allow(&request, Verb::Read, "Policy", &r.namespace, &r.name)?;
         let r = request.into_inner();
-        check(&r)?;
         let policy = self
             .policies
             .get_policy(&r.namespace, &r.name)
@@ -120,16 +170,19 @@ impl PolicyService for PolicyApi {
         request: Request<ListPoliciesRequest>,
     ) -> Result<Response<Self::WatchPoliciesStream>, Status> {
         let watching = crate::grpc::WatchSettings::of(&request);
+        // What it may see when the watch starts (a reload applies to the next watch).
+        let vis = guard::visibility(&request);
         let r = request.into_inner();
         let namespace = list_ns(&r)?.to_string();
         Ok(Response::new(crate::grpc::watch(
             &watching,
             self.policies.views(),
             move |_, p: &Policy| {
-                namespace.is_empty()
-                    || p.metadata
-                        .as_ref()
-                        .is_some_and(|m| m.namespace == namespace)
+                shows(&vis, &key_of(p.metadata.as_ref()).0)
+                    && (namespace.is_empty()
+                        || p.metadata
+                            .as_ref()
+                            .is_some_and(|m| m.namespace == namespace))
             },
             |ty, p: &Policy| PolicyEvent {
                 r#type: ty as i32,
@@ -142,6 +195,9 @@ impl PolicyService for PolicyApi {
         &self,
         request: Request<PlacementBinding>,
     ) -> Result<Response<PlacementBinding>, Status> {
+        let (namespace, name) = key_of(request.get_ref().metadata.as_ref());
+        guard::namespace("metadata.namespace", &namespace, false)?;
+        allow(&request, Verb::Write, "PlacementBinding", &namespace, &name)?;
         Ok(Response::new(
             self.policies.apply_binding(request.into_inner()).await?,
         ))
@@ -151,18 +207,27 @@ impl PolicyService for PolicyApi {
         &self,
         request: Request<ListPoliciesRequest>,
     ) -> Result<Response<ListPlacementBindingsResponse>, Status> {
+        let vis = guard::visibility(&request);
         let r = request.into_inner();
-        Ok(Response::new(ListPlacementBindingsResponse {
-            items: self.policies.list_bindings(list_ns(&r)?),
-        }))
+        let mut items = self.policies.list_bindings(list_ns(&r)?);
+        items.retain(|o| shows(&vis, &key_of(o.metadata.as_ref()).0));
+        Ok(Response::new(ListPlacementBindingsResponse { items }))
     }
 
     async fn delete_placement_binding(
         &self,
         request: Request<GetPolicyRequest>,
     ) -> Result<Response<DeletePolicyResponse>, Status> {
+        check(request.get_ref())?;
+        let r = request.get_ref();
+        allow(
+            &request,
+            Verb::Write,
+            "PlacementBinding",
+            &r.namespace,
+            &r.name,
+        )?;
         let r = request.into_inner();
-        check(&r)?;
         self.policies.delete_binding(&r.namespace, &r.name).await?;
         Ok(Response::new(DeletePolicyResponse {}))
     }
@@ -171,6 +236,9 @@ impl PolicyService for PolicyApi {
         &self,
         request: Request<PolicySet>,
     ) -> Result<Response<PolicySet>, Status> {
+        let (namespace, name) = key_of(request.get_ref().metadata.as_ref());
+        guard::namespace("metadata.namespace", &namespace, false)?;
+        allow(&request, Verb::Write, "PolicySet", &namespace, &name)?;
         Ok(Response::new(
             self.policies.apply_set(request.into_inner()).await?,
         ))
@@ -180,18 +248,21 @@ impl PolicyService for PolicyApi {
         &self,
         request: Request<ListPoliciesRequest>,
     ) -> Result<Response<ListPolicySetsResponse>, Status> {
+        let vis = guard::visibility(&request);
         let r = request.into_inner();
-        Ok(Response::new(ListPolicySetsResponse {
-            items: self.policies.list_sets(list_ns(&r)?),
-        }))
+        let mut items = self.policies.list_sets(list_ns(&r)?);
+        items.retain(|o| shows(&vis, &key_of(o.metadata.as_ref()).0));
+        Ok(Response::new(ListPolicySetsResponse { items }))
     }
 
     async fn delete_policy_set(
         &self,
         request: Request<GetPolicyRequest>,
     ) -> Result<Response<DeletePolicyResponse>, Status> {
+        check(request.get_ref())?;
+        let r = request.get_ref();
+        allow(&request, Verb::Write, "PolicySet", &r.namespace, &r.name)?;
         let r = request.into_inner();
-        check(&r)?;
         self.policies.delete_set(&r.namespace, &r.name).await?;
         Ok(Response::new(DeletePolicyResponse {}))
     }
@@ -200,6 +271,9 @@ impl PolicyService for PolicyApi {
         &self,
         request: Request<PlacementRule>,
     ) -> Result<Response<PlacementRule>, Status> {
+        let (namespace, name) = key_of(request.get_ref().metadata.as_ref());
+        guard::namespace("metadata.namespace", &namespace, false)?;
+        allow(&request, Verb::Write, "PlacementRule", &namespace, &name)?;
         Ok(Response::new(
             self.policies.apply_rule(request.into_inner()).await?,
         ))
@@ -209,18 +283,27 @@ impl PolicyService for PolicyApi {
         &self,
         request: Request<ListPoliciesRequest>,
     ) -> Result<Response<ListPlacementRulesResponse>, Status> {
+        let vis = guard::visibility(&request);
         let r = request.into_inner();
-        Ok(Response::new(ListPlacementRulesResponse {
-            items: self.policies.list_rules(list_ns(&r)?),
-        }))
+        let mut items = self.policies.list_rules(list_ns(&r)?);
+        items.retain(|o| shows(&vis, &key_of(o.metadata.as_ref()).0));
+        Ok(Response::new(ListPlacementRulesResponse { items }))
     }
 
     async fn delete_placement_rule(
         &self,
         request: Request<GetPolicyRequest>,
     ) -> Result<Response<DeletePolicyResponse>, Status> {
+        check(request.get_ref())?;
+        let r = request.get_ref();
+        allow(
+            &request,
+            Verb::Write,
+            "PlacementRule",
+            &r.namespace,
+            &r.name,
+        )?;
         let r = request.into_inner();
-        check(&r)?;
         self.policies.delete_rule(&r.namespace, &r.name).await?;
         Ok(Response::new(DeletePolicyResponse {}))
     }
