@@ -202,6 +202,7 @@ pub const ENFORCED: &[&str] = &[
     "flotilla.v1.ServiceAccountService",
     "flotilla.v1.ReplicaSetService",
     "flotilla.v1.PolicyService",
+    "flotilla.v1.AddOnService",
 ];
 
 /// One service's rows: `("package.Service", &[("Method", access, need), …])`.

@@ -2,6 +2,7 @@
 //! clusteradm's `addon enable` / `addon disable`.
 
 use crate::addon::{AddOnError, AddOns};
+use crate::grants::{Target, Verb};
 use crate::grpc::guard;
 use flotilla_api::v1::add_on_service_server::AddOnService;
 use flotilla_api::v1::{
@@ -49,6 +50,32 @@ fn cluster_scoped(r: &GetAddOnRequest) -> Result<(), Status> {
 fn namespaced(r: &GetAddOnRequest) -> Result<(), Status> {
     guard::namespace("namespace", &r.namespace, false)?;
     guard::object("name", &r.name)
+}
+
+/// Whether the caller of `req` may `verb` the objects of cluster `cluster`'s namespace.
+fn allow_cluster<T>(
+    req: &Request<T>,
+    verb: Verb,
+    cluster: &str,
+    action: &str,
+) -> Result<(), Status> {
+    guard::check(req, verb, Target::Cluster { name: cluster }, action)
+}
+
+/// Whether the caller of `req` may `verb` the objects of namespace `namespace`.
+fn allow_namespace<T>(
+    req: &Request<T>,
+    verb: Verb,
+    namespace: &str,
+    action: &str,
+) -> Result<(), Status> {
+    guard::check(req, verb, Target::Namespace { name: namespace }, action)
+}
+
+/// The namespace and name of an object's metadata.
+fn key_of(meta: Option<&flotilla_api::v1::ObjectMeta>) -> (String, String) {
+    meta.map(|m| (m.namespace.clone(), m.name.clone()))
+        .unwrap_or_default()
 }
 
 fn found<T: Clone>(x: Option<std::sync::Arc<T>>, what: String) -> Result<Response<T>, Status> {
@@ -112,6 +139,10 @@ impl AddOnService for AddOnApi {
         &self,
         request: Request<ManagedClusterAddOn>,
     ) -> Result<Response<ManagedClusterAddOn>, Status> {
+        let (cluster, name) = key_of(request.get_ref().metadata.as_ref());
+        guard::cluster("metadata.namespace", &cluster, false)?;
+        let action = format!("apply ManagedClusterAddOn {cluster}/{name}");
+        allow_cluster(&request, Verb::Write, &cluster, &action)?;
         Ok(Response::new(
             self.addons
                 .apply_cluster_addon(request.into_inner())
@@ -123,8 +154,11 @@ impl AddOnService for AddOnApi {
         &self,
         request: Request<GetAddOnRequest>,
     ) -> Result<Response<ManagedClusterAddOn>, Status> {
+        namespaced(request.get_ref())?;
+        let r = request.get_ref();
+        let action = format!("get ManagedClusterAddOn {}/{}", r.namespace, r.name);
+        allow_cluster(&request, Verb::Read, &r.namespace, &action)?;
         let r = request.into_inner();
-        namespaced(&r)?;
         found(
             self.addons.get_cluster_addon(&r.namespace, &r.name),
             format!("ManagedClusterAddOn {}/{}", r.namespace, r.name),
@@ -135,6 +169,7 @@ impl AddOnService for AddOnApi {
         &self,
         request: Request<ListAddOnsRequest>,
     ) -> Result<Response<ListManagedClusterAddOnsResponse>, Status> {
+        let vis = guard::visibility(&request);
         let r = request.into_inner();
         guard::cluster("namespace", &r.namespace, true)?;
         Ok(Response::new(ListManagedClusterAddOnsResponse {
@@ -142,6 +177,7 @@ impl AddOnService for AddOnApi {
                 .addons
                 .list_cluster_addons(&r.namespace, &r.name)
                 .into_iter()
+                .filter(|x| vis.cluster(&key_of(x.metadata.as_ref()).0))
                 .map(|x| (*x).clone())
                 .collect(),
         }))
@@ -151,8 +187,11 @@ impl AddOnService for AddOnApi {
         &self,
         request: Request<GetAddOnRequest>,
     ) -> Result<Response<DeleteAddOnResponse>, Status> {
+        namespaced(request.get_ref())?;
+        let r = request.get_ref();
+        let action = format!("delete ManagedClusterAddOn {}/{}", r.namespace, r.name);
+        allow_cluster(&request, Verb::Write, &r.namespace, &action)?;
         let r = request.into_inner();
-        namespaced(&r)?;
         self.addons
             .delete_cluster_addon(&r.namespace, &r.name)
             .await?;
@@ -166,12 +205,16 @@ impl AddOnService for AddOnApi {
         request: Request<ListAddOnsRequest>,
     ) -> Result<Response<Self::WatchManagedClusterAddOnsStream>, Status> {
         let watching = crate::grpc::WatchSettings::of(&request);
+        let (teams, caller) = guard::Teams::of(&request);
+        let fence =
+            crate::grpc::WatchFence::new(&teams, caller.as_ref(), crate::grpc::By::InCluster);
         let r = request.into_inner();
         guard::cluster("namespace", &r.namespace, true)?;
         let (cluster, name) = (r.namespace, r.name);
-        Ok(Response::new(crate::grpc::watch(
+        Ok(Response::new(crate::grpc::watch_fenced(
             &watching,
             &self.addons.store().cluster_addon_views,
+            fence,
             move |_, m: &ManagedClusterAddOn| {
                 m.metadata.as_ref().is_some_and(|m| {
                     (cluster.is_empty() || m.namespace == cluster)
@@ -234,6 +277,10 @@ impl AddOnService for AddOnApi {
         &self,
         request: Request<AddOnDeploymentConfig>,
     ) -> Result<Response<AddOnDeploymentConfig>, Status> {
+        let (namespace, name) = key_of(request.get_ref().metadata.as_ref());
+        guard::namespace("metadata.namespace", &namespace, false)?;
+        let action = format!("apply AddOnDeploymentConfig {namespace}/{name}");
+        allow_namespace(&request, Verb::Write, &namespace, &action)?;
         Ok(Response::new(
             self.addons.apply_config(request.into_inner()).await?,
         ))
@@ -243,8 +290,11 @@ impl AddOnService for AddOnApi {
         &self,
         request: Request<GetAddOnRequest>,
     ) -> Result<Response<AddOnDeploymentConfig>, Status> {
+        namespaced(request.get_ref())?;
+        let r = request.get_ref();
+        let action = format!("get AddOnDeploymentConfig {}/{}", r.namespace, r.name);
+        allow_namespace(&request, Verb::Read, &r.namespace, &action)?;
         let r = request.into_inner();
-        namespaced(&r)?;
         found(
             self.addons.get_config(&r.namespace, &r.name),
             format!("AddOnDeploymentConfig {}/{}", r.namespace, r.name),
@@ -255,6 +305,7 @@ impl AddOnService for AddOnApi {
         &self,
         request: Request<ListAddOnsRequest>,
     ) -> Result<Response<ListAddOnDeploymentConfigsResponse>, Status> {
+        let vis = guard::visibility(&request);
         let r = request.into_inner();
         guard::namespace("namespace", &r.namespace, true)?;
         Ok(Response::new(ListAddOnDeploymentConfigsResponse {
@@ -262,6 +313,7 @@ impl AddOnService for AddOnApi {
                 .addons
                 .list_configs(&r.namespace)
                 .into_iter()
+                .filter(|x| vis.namespace(&key_of(x.metadata.as_ref()).0))
                 .map(|x| (*x).clone())
                 .collect(),
         }))
@@ -271,8 +323,11 @@ impl AddOnService for AddOnApi {
         &self,
         request: Request<GetAddOnRequest>,
     ) -> Result<Response<DeleteAddOnResponse>, Status> {
+        namespaced(request.get_ref())?;
+        let r = request.get_ref();
+        let action = format!("delete AddOnDeploymentConfig {}/{}", r.namespace, r.name);
+        allow_namespace(&request, Verb::Write, &r.namespace, &action)?;
         let r = request.into_inner();
-        namespaced(&r)?;
         self.addons.delete_config(&r.namespace, &r.name).await?;
         Ok(Response::new(DeleteAddOnResponse {}))
     }
@@ -281,11 +336,19 @@ impl AddOnService for AddOnApi {
         &self,
         request: Request<EnableAddOnRequest>,
     ) -> Result<Response<EnableAddOnResponse>, Status> {
-        let r = request.into_inner();
+        let r = request.get_ref();
         guard::object("name", &r.name)?;
         for (i, c) in r.clusters.iter().enumerate() {
             guard::cluster(&format!("clusters[{i}]"), c, false)?;
+            let action = format!("enable add-on {} on cluster {c}", r.name);
+            allow_cluster(&request, Verb::Write, c, &action)?;
         }
+        if !r.placement.is_empty() {
+            // The clusters a placement decides are not known here: fleet admins only.
+            let action = format!("enable add-on {} by a placement", r.name);
+            guard::check(&request, Verb::Write, Target::Fleet, &action)?;
+        }
+        let r = request.into_inner();
         let (created, addon) = self
             .addons
             .enable(&r.name, &r.clusters, &r.placement, &r.install_namespace)
@@ -297,11 +360,18 @@ impl AddOnService for AddOnApi {
         &self,
         request: Request<DisableAddOnRequest>,
     ) -> Result<Response<DisableAddOnResponse>, Status> {
-        let r = request.into_inner();
+        let r = request.get_ref();
         guard::object("name", &r.name)?;
         for (i, c) in r.clusters.iter().enumerate() {
             guard::cluster(&format!("clusters[{i}]"), c, false)?;
+            let action = format!("disable add-on {} on cluster {c}", r.name);
+            allow_cluster(&request, Verb::Write, c, &action)?;
         }
+        if r.all {
+            let action = format!("disable add-on {} on every cluster", r.name);
+            guard::check(&request, Verb::Write, Target::Fleet, &action)?;
+        }
+        let r = request.into_inner();
         let removed = self.addons.disable(&r.name, &r.clusters, r.all).await?;
         Ok(Response::new(DisableAddOnResponse { removed }))
     }
