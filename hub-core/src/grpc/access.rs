@@ -203,6 +203,9 @@ pub const ENFORCED: &[&str] = &[
     "flotilla.v1.ReplicaSetService",
     "flotilla.v1.PolicyService",
     "flotilla.v1.AddOnService",
+    // Fleet-wide objects only: the gate's fleet rule is the whole check.
+    "flotilla.v1.ImportPolicyService",
+    "flotilla.v1.MirrorPeerService",
 ];
 
 /// One service's rows: `("package.Service", &[("Method", access, need), …])`.
