@@ -135,7 +135,9 @@ async fn accept(
 }
 
 /// Serves one connection: the TLS handshake within [`Limits::tls_handshake`], a first request
-/// within [`Limits::header_read`], then HTTP/1.1 or HTTP/2 until the client leaves.
+/// within [`Limits::header_read`], then HTTP/1.1 or HTTP/2 until the client leaves — or until
+/// an HTTP/1.1 connection is upgraded (the cluster proxy's exec, attach and port-forward), when
+/// hyper hands it to the handler's task and this connection's permit is given back.
 async fn connection<H: Handler>(
     handler: Arc<H>,
     limits: Limits,
@@ -179,7 +181,8 @@ async fn connection<H: Handler>(
                     return;
                 }
             };
-            let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            let conn = builder
+                .serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(stream), service);
             tokio::select! {
                 served = conn => served,
                 () = silent(&requested, limits.header_read) => {
@@ -189,7 +192,8 @@ async fn connection<H: Handler>(
             }
         }
         None => {
-            let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
+            let conn =
+                builder.serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(tcp), service);
             tokio::select! {
                 served = conn => served,
                 () = silent(&requested, limits.header_read) => {

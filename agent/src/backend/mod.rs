@@ -21,6 +21,7 @@ pub mod kube;
 pub mod session;
 pub mod sim;
 pub mod sim_api;
+pub mod sim_container;
 
 use flotilla_api::work::{Executor, ManifestId};
 use serde_json::Value;

@@ -161,6 +161,8 @@ pub struct SimBackend {
     /// ServiceAccount tokens issued, by SHA-256: `(namespace, name, expiry)`. The simulated
     /// API accepts them as bearer tokens until they expire or their ServiceAccount goes.
     tokens: Mutex<HashMap<String, (String, String, SystemTime)>>,
+    /// The simulated containers' writable layers ([`super::sim_container`]).
+    layers: super::sim_container::Layers,
 }
 
 /// Counts a client of the simulated API following it, while it lives.
@@ -339,6 +341,7 @@ impl SimBackend {
             changed: tokio::sync::watch::Sender::new(0),
             api_followers: Arc::default(),
             tokens: Mutex::new(HashMap::new()),
+            layers: Default::default(),
         }
     }
 
@@ -582,6 +585,24 @@ impl Backend for SimBackend {
             );
         }
         super::sim_api::serve(self, request).await
+    }
+
+    /// A simulated container ([`super::sim_container`]); a ManagedServiceAccount's token is
+    /// checked as the simulated API checks it.
+    async fn open_session(
+        self: std::sync::Arc<Self>,
+        request: super::session::SessionRequest,
+    ) -> Result<super::session::Session, super::api::ApiResponse> {
+        if let Some(bearer) = &request.bearer
+            && let Err(why) = self.authenticate(&bearer.0)
+        {
+            return Err(super::api::ApiResponse::status(
+                http::StatusCode::UNAUTHORIZED,
+                "Unauthorized",
+                &why,
+            ));
+        }
+        super::sim_container::open(self.as_ref(), &self.layers, request).await
     }
 
     async fn ensure_service_account(

@@ -14,6 +14,11 @@
 //!   cancellation and timeouts; exec, attach and port-forward sessions, full duplex.
 //! - [`streams`]: what sessions may take (slots, byte reservations per identity), their log
 //!   lines and metrics.
+//! - [`session`]: what an exec, attach or port-forward request asks for, from its path and
+//!   query (pure).
+//! - [`upgrade`]: a session request's upgrade checked, its session opened, `101` answered and
+//!   the connection handed to [`exec`] (WebSocket channel protocols) or [`portforward`] (SPDY,
+//!   raw or in a WebSocket; a session per forwarded connection).
 //! - [`server`]: the HTTP(S) server, an axum `Router` with one fallback handler and layers for
 //!   the count and an open hub's host check: authenticate, decide, log, check the cluster, call,
 //!   stream the answer back.
@@ -23,13 +28,17 @@
 
 pub mod access;
 pub mod answer;
+pub mod exec;
 pub mod metrics;
 pub mod offline;
+pub mod portforward;
 pub mod request;
 pub mod server;
+pub mod session;
 pub mod status;
 pub mod streams;
 pub mod tunnel;
+pub mod upgrade;
 
 use thiserror::Error;
 

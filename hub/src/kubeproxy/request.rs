@@ -229,6 +229,15 @@ impl RequestInfo {
             http::Method::DELETE => Verb::Delete,
             _ => Verb::Other,
         };
+        // A pod's exec, attach and port-forward are `create` whatever the method (GET for a
+        // WebSocket, POST for SPDY), as Kubernetes authorizes them
+        // (`AuthorizePodWebsocketUpgradeCreatePermission`): never a read.
+        if info.group.is_empty()
+            && info.resource == "pods"
+            && matches!(info.subresource.as_str(), "exec" | "attach" | "portforward")
+        {
+            info.verb = Verb::Create;
+        }
         info
     }
 

@@ -332,8 +332,10 @@ async fn handle(deps: &Deps, req: Request) -> http::Response<Body> {
         }
     };
     let info = RequestInfo::parse(req.method(), &spoke_path, &query);
-    if is_upgrade(&req, &info) {
-        return status::response(StatusCode::NOT_IMPLEMENTED, UPGRADES_UNSUPPORTED);
+    let session = session_kind(&info);
+    if session.is_none() && req.headers().contains_key(http::header::UPGRADE) {
+        deps.metrics.refused("protocol");
+        return status::response(StatusCode::BAD_REQUEST, UPGRADE_ELSEWHERE);
     }
     if let Some(refusal) = body_on_read(&req, &info) {
         deps.metrics.refused("body_on_read");
@@ -361,6 +363,10 @@ async fn handle(deps: &Deps, req: Request) -> http::Response<Body> {
         deps.lease,
     ) {
         return status::response(StatusCode::SERVICE_UNAVAILABLE, &why);
+    }
+    if let Some(kind) = session {
+        let request = grant.request(req.method(), spoke_path, query.clone(), req.headers());
+        return super::upgrade::serve(deps, req, kind, cluster, &query, request).await;
     }
     if declared_length(req.headers()).is_some_and(|n| n > MAX_REQUEST_BODY) {
         return status::response(
@@ -392,15 +398,15 @@ async fn handle(deps: &Deps, req: Request) -> http::Response<Body> {
     }
 }
 
-/// What a request for a connection upgrade is answered (with 501).
-const UPGRADES_UNSUPPORTED: &str = "exec, attach and port-forward (connection upgrades) are not \
-supported by the cluster proxy yet";
+/// What an upgrade on any path but a pod's exec, attach or port-forward is answered (400).
+const UPGRADE_ELSEWHERE: &str = "the cluster proxy upgrades connections only for a pod's exec, \
+attach and portforward subresources";
 
-/// Whether the request asks for a connection upgrade (exec, attach, port-forward), which the
-/// proxy does not make.
-fn is_upgrade(req: &Request, info: &RequestInfo) -> bool {
-    req.headers().contains_key(http::header::UPGRADE)
-        || matches!(info.subresource.as_str(), "exec" | "attach" | "portforward")
+/// The session a request asks for: a pod's exec, attach or port-forward subresource.
+fn session_kind(info: &RequestInfo) -> Option<flotilla_bus::tunnel::session::Kind> {
+    (info.resource_request && info.group.is_empty() && info.resource == "pods")
+        .then(|| super::session::kind_of(&info.subresource))
+        .flatten()
 }
 
 /// Who a request is logged as, what it acts as on the spoke and the credential forwarded.
@@ -497,7 +503,7 @@ fn declared_length(headers: &HeaderMap) -> Option<usize> {
 
 /// The spoke's answer as the client's response (its body streamed), or a 502 when the answer
 /// is refused (dropping it ends the call; the spoke is told).
-fn answered(cluster: &str, answer: super::tunnel::Answer) -> http::Response<Body> {
+pub(super) fn answered(cluster: &str, answer: super::tunnel::Answer) -> http::Response<Body> {
     let code = match super::answer::status(answer.head.status) {
         Ok(code) => code,
         Err(refused) => {
@@ -539,7 +545,7 @@ async fn answered_head(cluster: &str, mut answer: super::tunnel::Answer) -> http
 
 /// The status a failed call is answered with and, for a limit that refused it, the limit's
 /// name in the `refused` metric.
-fn call_failed(e: &CallError) -> (StatusCode, Option<&'static str>) {
+pub(super) fn call_failed(e: &CallError) -> (StatusCode, Option<&'static str>) {
     match e {
         CallError::Timeout { .. } | CallError::Send { .. } | CallError::Shutdown => {
             (StatusCode::SERVICE_UNAVAILABLE, None)

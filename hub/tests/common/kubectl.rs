@@ -24,6 +24,34 @@ pub struct Output {
 pub struct Kubectl {
     dir: tempfile::TempDir,
     kubeconfig: PathBuf,
+    /// The binary run: `kubectl` (the Cloud SDK's dispatcher, which picks the kubectl matching
+    /// the server's version), or a pinned `kubectl.1.X` ([`Kubectl::pinned`]).
+    binary: PathBuf,
+    /// Environment variables set for every run.
+    env: Vec<(String, String)>,
+}
+
+/// `kubectl.1.X` beside the `kubectl` on `PATH` (the Cloud SDK's versioned binaries): the
+/// streaming tests must say which kubectl they test, since the dispatcher picks by the
+/// spoke's version (kubectl 1.30 for our spokes, whose port-forward speaks another protocol).
+pub fn pinned(minor: &str) -> PathBuf {
+    let path = std::env::var_os("PATH").expect("PATH");
+    let dispatcher = std::env::split_paths(&path)
+        .map(|d| d.join("kubectl"))
+        .find(|p| p.exists())
+        .expect("kubectl on PATH");
+    let dir = std::fs::canonicalize(&dispatcher)
+        .expect("kubectl resolves")
+        .parent()
+        .expect("a folder")
+        .to_owned();
+    let versioned = dir.join(format!("kubectl.{minor}"));
+    assert!(
+        versioned.exists(),
+        "{} is missing: the streaming tests need the Cloud SDK's versioned kubectl",
+        versioned.display()
+    );
+    versioned
 }
 
 impl Kubectl {
@@ -52,11 +80,34 @@ impl Kubectl {
         );
         let kubeconfig = dir.path().join("kubeconfig");
         std::fs::write(&kubeconfig, text).expect("write the kubeconfig");
-        Self { dir, kubeconfig }
+        Self {
+            dir,
+            kubeconfig,
+            binary: PathBuf::from("kubectl"),
+            env: Vec::new(),
+        }
     }
 
-    fn command(&self, args: &[&str]) -> tokio::process::Command {
-        let mut cmd = tokio::process::Command::new("kubectl");
+    /// The same kubeconfig, run with `kubectl.1.<minor>` ([`pinned`]).
+    pub fn pinned(mut self, minor: &str) -> Self {
+        self.binary = pinned(minor);
+        self
+    }
+
+    /// The same, with `name=value` in kubectl's environment.
+    pub fn with_env(mut self, name: &str, value: &str) -> Self {
+        self.env.push((name.into(), value.into()));
+        self
+    }
+
+    /// The kubeconfig file.
+    pub fn kubeconfig(&self) -> &std::path::Path {
+        &self.kubeconfig
+    }
+
+    /// The command for `args`: stdin, stdout and stderr piped, killed when dropped.
+    pub fn command(&self, args: &[&str]) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(&self.binary);
         cmd.arg("--kubeconfig")
             .arg(&self.kubeconfig)
             .arg("--cache-dir")
@@ -64,6 +115,7 @@ impl Kubectl {
             .arg("--request-timeout=30s")
             .args(args)
             .env_remove("KUBECONFIG")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -91,6 +143,26 @@ impl Kubectl {
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         }
+    }
+
+    /// Runs kubectl with `args`, `stdin` as bytes: its exit code, stdout and stderr.
+    pub async fn run_bytes(&self, args: &[&str], stdin: &[u8]) -> (Option<i32>, Vec<u8>, String) {
+        let mut child = self.command(args).spawn().expect("kubectl is installed");
+        let mut input = child.stdin.take().expect("stdin piped");
+        let data = stdin.to_vec();
+        let writing = tokio::spawn(async move {
+            let _ = input.write_all(&data).await;
+        });
+        let out = tokio::time::timeout(COMMAND_TIMEOUT, child.wait_with_output())
+            .await
+            .unwrap_or_else(|_| panic!("kubectl {args:?} did not finish in {COMMAND_TIMEOUT:?}"))
+            .expect("kubectl ran");
+        let _ = writing.await;
+        (
+            out.status.code(),
+            out.stdout,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
     }
 
     /// Runs kubectl, which must succeed; returns its output.

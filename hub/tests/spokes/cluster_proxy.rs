@@ -14,7 +14,7 @@ use std::time::Duration;
 
 /// A hub with the test tokens, auto-accepting clusters, serving the cluster proxy over TLS
 /// (kubectl sends tokens over TLS only) with a self-signed certificate for `localhost`.
-struct ProxyHub {
+pub(crate) struct ProxyHub {
     hub: flotilla_hub::Hub,
     ca: String,
     _dir: tempfile::TempDir,
@@ -28,12 +28,12 @@ impl std::ops::Deref for ProxyHub {
     }
 }
 
-async fn proxy_hub(nats: &NatsServer) -> ProxyHub {
+pub(crate) async fn proxy_hub(nats: &NatsServer) -> ProxyHub {
     proxy_hub_with(nats, |_| {}).await
 }
 
 /// [`proxy_hub`], with `adjust` applied to its configuration.
-async fn proxy_hub_with(
+pub(crate) async fn proxy_hub_with(
     nats: &NatsServer,
     adjust: impl FnOnce(&mut flotilla_hub::Config),
 ) -> ProxyHub {
@@ -60,7 +60,7 @@ async fn proxy_hub_with(
 }
 
 /// Waits until the hub's inventory has `name` Available (or, with `false`, not Available).
-async fn wait_inventory(hub: &flotilla_hub::Hub, name: &str, want_available: bool) {
+pub(crate) async fn wait_inventory(hub: &flotilla_hub::Hub, name: &str, want_available: bool) {
     let deadline = tokio::time::Instant::now() + SOON;
     loop {
         let is = hub
@@ -83,7 +83,7 @@ async fn wait_inventory(hub: &flotilla_hub::Hub, name: &str, want_available: boo
     }
 }
 
-fn kubectl(hub: &ProxyHub, cluster: &str, token: &str) -> Kubectl {
+pub(crate) fn kubectl(hub: &ProxyHub, cluster: &str, token: &str) -> Kubectl {
     let port = hub
         .cluster_proxy_addr
         .expect("the hub serves the cluster proxy")

@@ -23,9 +23,11 @@ pub const HEARTBEAT: Duration = Duration::from_secs(5);
 
 /// One simulated container of a pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Container {
-    name: String,
-    image: String,
+pub(crate) struct Container {
+    /// Its name.
+    pub(crate) name: String,
+    /// Its image.
+    pub(crate) image: String,
 }
 
 /// The containers of a pod object.
@@ -53,8 +55,9 @@ fn version(pod: &Value) -> &str {
         .unwrap_or_default()
 }
 
-/// Which container of `pod` the request names, or the API server's answer to a bad choice.
-fn choose(pod: &Value, name: &str, asked: Option<&str>) -> Result<Container, String> {
+/// Which container of `pod` the request names, or the API server's answer to a bad choice
+/// (also the simulated container's, for exec and attach).
+pub(crate) fn choose(pod: &Value, name: &str, asked: Option<&str>) -> Result<Container, String> {
     let all = containers(pod);
     let names = || {
         all.iter()

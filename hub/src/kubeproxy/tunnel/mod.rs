@@ -26,6 +26,10 @@
 mod call;
 pub mod session;
 
+pub use session::{
+    Opened, SessionError, SessionInput, SessionIo, SessionOutgoing, SessionOutput, SessionOutputs,
+};
+
 use bytes::Bytes;
 use call::Call;
 use dashmap::DashMap;
@@ -274,6 +278,17 @@ impl Tunnels {
     /// Sessions open now.
     pub fn open_sessions(&self) -> usize {
         self.inner.sessions.open()
+    }
+
+    /// Runs a session's protocol task (a kubectl WebSocket or SPDY connection) in the set the
+    /// dispatcher owns, so it is waited for (and aborted past the grace) when the hub stops.
+    pub fn spawn_task(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.inner.spawn(task);
+    }
+
+    /// Turns `true` when the hub stops: a protocol task with no session open ends then.
+    pub fn shutdown(&self) -> watch::Receiver<bool> {
+        self.inner.shutdown.clone()
     }
 
     /// Makes a call: returns once the agent has sent the response head.

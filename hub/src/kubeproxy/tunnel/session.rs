@@ -125,7 +125,36 @@ impl std::fmt::Debug for SessionIo {
     }
 }
 
+/// The client's side of an open session's input: its bytes, the end of them, terminal sizes.
+/// Dropping it says the client sends nothing more.
+pub struct SessionInput {
+    input: mpsc::Sender<Input>,
+    resize: watch::Sender<Option<(u16, u16)>>,
+}
+
+/// The client's side of an open session's outputs: dropping it cancels the session at the
+/// agent.
+pub struct SessionOutputs {
+    output: mpsc::Receiver<SessionOutput>,
+    consumed: mpsc::UnboundedSender<()>,
+}
+
 impl SessionIo {
+    /// Its two halves, for a protocol that reads the client and writes to it at once (a pod
+    /// that writes while its stdin waits must not stall the client's reading).
+    pub fn split(self) -> (SessionInput, SessionOutputs) {
+        (
+            SessionInput {
+                input: self.input,
+                resize: self.resize,
+            },
+            SessionOutputs {
+                output: self.output,
+                consumed: self.consumed,
+            },
+        )
+    }
+
     /// Sends bytes of the client's stdin (a port-forward's bytes to the pod); waits while the
     /// agent has no room for the last ones.
     pub async fn send(&self, data: Bytes) -> Result<(), Ended> {
@@ -146,6 +175,37 @@ impl SessionIo {
     }
 
     /// The session's next output; `None` after its end (or its failure) was taken.
+    pub async fn next(&mut self) -> Option<SessionOutput> {
+        let item = self.output.recv().await?;
+        if matches!(item, SessionOutput::Data { .. }) {
+            let _ = self.consumed.send(());
+        }
+        Some(item)
+    }
+}
+
+impl SessionInput {
+    /// As [`SessionIo::send`].
+    pub async fn send(&self, data: Bytes) -> Result<(), Ended> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        self.input.send(Input::Data(data)).await.map_err(|_| Ended)
+    }
+
+    /// As [`SessionIo::close`].
+    pub async fn close(&self) -> Result<(), Ended> {
+        self.input.send(Input::Close).await.map_err(|_| Ended)
+    }
+
+    /// As [`SessionIo::resize`].
+    pub fn resize(&self, width: u16, height: u16) {
+        let _ = self.resize.send(Some((width, height)));
+    }
+}
+
+impl SessionOutputs {
+    /// As [`SessionIo::next`].
     pub async fn next(&mut self) -> Option<SessionOutput> {
         let item = self.output.recv().await?;
         if matches!(item, SessionOutput::Data { .. }) {

@@ -1,0 +1,198 @@
+//! exec, attach and port-forward requests (I/O): the client's connection upgrade checked
+//! ([`flotilla_kubestream::negotiate`]), the session opened through the cluster's agent, the
+//! `101` answered, and the upgraded connection handed to its protocol's task
+//! ([`super::exec`], [`super::portforward`]), owned by the tunnels' task set.
+//!
+//! Reached only after the request was authenticated, decided (exec, attach and port-forward
+//! are `create` on the pod's subresource: read-only tokens are refused), logged and its
+//! cluster found available, so a refusal is the same whichever transport kubectl tries first
+//! (it retries a refused WebSocket over SPDY and prints the second answer).
+//!
+//! | request | answer |
+//! |---|---|
+//! | exec/attach, WebSocket `v5.channel.k8s.io` / `v4.channel.k8s.io` | `101` once the agent opened the session, else the agent's refusal |
+//! | exec/attach, SPDY/3.1 (kubectl ≤ 1.29, `KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false`) | `501`, saying to use the WebSocket |
+//! | port-forward, WebSocket `SPDY/3.1+portforward.k8s.io`, or SPDY/3.1 `portforward.k8s.io` | `101` at once; a session per forwarded connection |
+//! | HTTP/2, no upgrade, an `Origin`, unknown protocols | `400`/`403` with what is served |
+
+use super::server::{Deps, answered, call_failed};
+use super::status::{self, Body};
+use super::tunnel::{Opened, SessionError, SessionOutgoing};
+use super::{exec, portforward, session};
+use flotilla_api::v1::TunnelRequest;
+use flotilla_bus::tunnel::session::Kind;
+use flotilla_kubestream::negotiate::{self, Purpose, SpdyUpgrade, Upgrade, WsProtocol};
+use flotilla_kubestream::wsio::WsIo;
+use http::StatusCode;
+use hyper::upgrade::OnUpgrade;
+use hyper_util::rt::TokioIo;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
+use tracing::Instrument;
+
+/// What a SPDY exec or attach is answered.
+const SPDY_EXEC: &str = "the cluster proxy serves exec, attach and cp over WebSocket \
+(v5.channel.k8s.io, kubectl 1.30 or later); SPDY is served for port-forward only: use kubectl \
+1.30 or later and leave KUBECTL_REMOTE_COMMAND_WEBSOCKETS unset";
+
+/// Serves a session request for `kind` on `cluster`: `request` is what the caller's grant
+/// makes of it (path, caller, impersonation, credential).
+pub async fn serve(
+    deps: &Deps,
+    mut req: axum::extract::Request,
+    kind: Kind,
+    cluster: String,
+    query: &str,
+    mut request: TunnelRequest,
+) -> http::Response<Body> {
+    let purpose = match kind {
+        Kind::PortForward => Purpose::PortForward,
+        Kind::Exec | Kind::Attach => Purpose::Channels,
+    };
+    let upgrade = match negotiate::upgrade(&req, purpose) {
+        Ok(upgrade) => upgrade,
+        Err(e) => {
+            deps.metrics.refused(match e {
+                negotiate::Error::Origin => "origin",
+                _ => "protocol",
+            });
+            let mut resp = status::response(e.status(), &e.to_string());
+            resp.headers_mut().extend(e.headers());
+            return resp;
+        }
+    };
+    if carries_body(req.headers()) {
+        return status::response(
+            StatusCode::BAD_REQUEST,
+            "an exec, attach or port-forward upgrade carries no body",
+        );
+    }
+    // The upgrade's headers are for the hub; the agent gets the parsed session.
+    request.headers.clear();
+    let on_upgrade = hyper::upgrade::on(&mut req);
+    let tunnels = &deps.tunnels;
+    match (kind, upgrade) {
+        (Kind::PortForward, upgrade) => {
+            if let Err(e) = session::port_forward(&request.path, 1) {
+                return status::response(StatusCode::BAD_REQUEST, &e.to_string());
+            }
+            let (resp, tunnelled) = match &upgrade {
+                Upgrade::WebSocket(ws) => (ws.response(), true),
+                Upgrade::Spdy(spdy) => (spdy.response(), false),
+            };
+            let target = portforward::Target {
+                tunnels: tunnels.clone(),
+                cluster: cluster.clone(),
+                request,
+                protocol: if tunnelled {
+                    negotiate::SPDY_PORT_FORWARD_TUNNEL
+                } else {
+                    negotiate::SPDY_31
+                },
+            };
+            let span = tracing::info_span!("kubeproxy_portforward", cluster.name = %cluster);
+            tunnels.spawn_task(port_forward(on_upgrade, tunnelled, target).instrument(span));
+            switching(resp)
+        }
+        (_, Upgrade::Spdy(SpdyUpgrade { .. })) => {
+            deps.metrics.refused("protocol");
+            status::response(StatusCode::NOT_IMPLEMENTED, SPDY_EXEC)
+        }
+        (_, Upgrade::WebSocket(ws)) => {
+            let WsProtocol::Channel(protocol) = ws.protocol else {
+                // negotiate offers only the channel protocols for exec and attach.
+                return status::response(StatusCode::BAD_REQUEST, "not a channel protocol");
+            };
+            let spec = match session::exec_or_attach(kind, &request.path, query) {
+                Ok(spec) => spec,
+                Err(e) => return status::response(StatusCode::BAD_REQUEST, &e.to_string()),
+            };
+            request.session = Some(spec.to_wire());
+            let opened = tunnels
+                .open_session(SessionOutgoing {
+                    cluster: cluster.clone(),
+                    request,
+                    protocol: protocol.name(),
+                })
+                .await;
+            let io = match opened {
+                Ok(Opened::Session(io)) => io,
+                Ok(Opened::Refused(answer)) => return answered(&cluster, answer),
+                Err(e) => return session_failed(deps, &cluster, &e),
+            };
+            let span = tracing::info_span!(
+                "kubeproxy_exec", cluster.name = %cluster, kind = %kind
+            );
+            tunnels.spawn_task(
+                async move {
+                    match on_upgrade.await {
+                        Ok(upgraded) => exec::serve(TokioIo::new(upgraded), protocol, io).await,
+                        Err(e) => tracing::debug!(error = %e, "the client's upgrade failed"),
+                    }
+                }
+                .instrument(span),
+            );
+            switching(ws.response())
+        }
+    }
+}
+
+/// The port-forward connection's task: the upgraded connection, unwrapped from its WebSocket
+/// when tunnelled.
+async fn port_forward(on_upgrade: OnUpgrade, tunnelled: bool, target: portforward::Target) {
+    let upgraded = match on_upgrade.await {
+        Ok(upgraded) => TokioIo::new(upgraded),
+        Err(e) => {
+            tracing::debug!(error = %e, "the client's upgrade failed");
+            return;
+        }
+    };
+    if tunnelled {
+        let config = WebSocketConfig::default()
+            .max_message_size(Some(1024 * 1024))
+            .max_frame_size(Some(1024 * 1024))
+            .write_buffer_size(0);
+        let ws = WebSocketStream::from_raw_socket(upgraded, Role::Server, Some(config)).await;
+        portforward::serve(WsIo::new(ws), target).await;
+    } else {
+        portforward::serve(upgraded, target).await;
+    }
+}
+
+/// A `101` head as the proxy's response.
+fn switching(resp: http::Response<()>) -> http::Response<Body> {
+    resp.map(|()| {
+        use http_body_util::BodyExt;
+        http_body_util::Empty::new()
+            .map_err(|never| match never {})
+            .boxed_unsync()
+    })
+}
+
+/// Whether an upgrade request carries a body (a SPDY `POST` says `Content-Length: 0`).
+fn carries_body(headers: &http::HeaderMap) -> bool {
+    let length = headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim() != "0");
+    length.unwrap_or(false) || headers.contains_key(http::header::TRANSFER_ENCODING)
+}
+
+/// The answer to a session that could not open.
+fn session_failed(deps: &Deps, cluster: &str, e: &SessionError) -> http::Response<Body> {
+    let code = match e {
+        // Counted by the tunnels.
+        SessionError::Refused(r) => r.status(),
+        SessionError::Call(call) => {
+            let (code, limit) = call_failed(call);
+            if let Some(limit) = limit {
+                deps.metrics.refused(limit);
+            }
+            code
+        }
+        SessionError::Invalid(_) => StatusCode::BAD_REQUEST,
+        SessionError::BadExit { .. } => StatusCode::BAD_GATEWAY,
+    };
+    tracing::info!(cluster.name = %cluster, error = %e, "cluster proxy session failed");
+    status::response(code, &e.to_string())
+}
