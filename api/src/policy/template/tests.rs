@@ -106,3 +106,5 @@ fn env_is_denied_with_ocms_text_and_position() {
         )
     );
 }
+
+mod funcs;
