@@ -108,6 +108,34 @@ struct Args {
         value_parser = clap::value_parser!(u64).range(1..=3600)
     )]
     cluster_proxy_body_seconds: u64,
+    /// exec, attach and port-forward sessions the cluster proxy has open at once, over every
+    /// caller and cluster (each forwarded connection of a port-forward is one); more are
+    /// refused with 503.
+    #[arg(
+        long,
+        env = "FLOTILLA_CLUSTER_PROXY_SESSIONS",
+        default_value_t = flotilla_hub::kubeproxy::streams::DEFAULT_SESSIONS,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
+    )]
+    cluster_proxy_sessions: usize,
+    /// Sessions one identity may have open at once; more are refused with 429.
+    #[arg(
+        long,
+        env = "FLOTILLA_CLUSTER_PROXY_SESSIONS_PER_IDENTITY",
+        default_value_t = flotilla_hub::kubeproxy::streams::DEFAULT_SESSIONS_PER_IDENTITY,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
+    )]
+    cluster_proxy_sessions_per_identity: usize,
+    /// Bytes one identity's open sessions may reserve at the hub and its agents (each session
+    /// reserves its two flow-control windows when it opens); past it a session is refused with
+    /// 429.
+    #[arg(
+        long,
+        env = "FLOTILLA_CLUSTER_PROXY_SESSION_BYTES_PER_IDENTITY",
+        default_value_t = flotilla_hub::kubeproxy::streams::DEFAULT_SESSION_BYTES_PER_IDENTITY,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    cluster_proxy_session_bytes_per_identity: u64,
     /// Serve the web dashboard on this address (e.g. 127.0.0.1:8080). Same tokens as the API
     /// (a read-only token is enough to look; sign in with it or send it as a bearer token);
     /// TLS with --grpc-tls-cert/--grpc-tls-key, plain HTTP only on loopback.
@@ -506,6 +534,11 @@ fn config(args: &Args, checked: Checked) -> Result<flotilla_hub::Config, String>
     config.cluster_proxy.tunnel.body_bytes_per_cluster = args.cluster_proxy_body_bytes_per_cluster;
     config.cluster_proxy.tunnel.body_deadline =
         std::time::Duration::from_secs(args.cluster_proxy_body_seconds);
+    config.cluster_proxy.tunnel.sessions = flotilla_hub::kubeproxy::streams::Limits {
+        sessions: args.cluster_proxy_sessions,
+        per_identity: args.cluster_proxy_sessions_per_identity,
+        bytes_per_identity: args.cluster_proxy_session_bytes_per_identity,
+    };
     config.dashboard.listen = args.dashboard_listen;
     args.dashboard_live.apply(&mut config.dashboard.live);
     config.metrics_listen = args.metrics_listen;

@@ -62,12 +62,15 @@ impl Default for Limits {
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum Refusal {
     /// The hub's sessions are all taken.
-    #[error("the hub already has {0} exec, attach and port-forward sessions open; try again later")]
+    #[error(
+        "the hub already has {0} exec, attach and port-forward sessions open \
+         (--cluster-proxy-sessions); try again later"
+    )]
     Sessions(usize),
     /// The caller's share of sessions is taken.
     #[error(
         "{caller:?} already has {limit} exec, attach and port-forward sessions open at this hub, \
-         its share; close some or try again later"
+         its share (--cluster-proxy-sessions-per-identity); close some or try again later"
     )]
     Identity {
         /// Who.
@@ -78,7 +81,8 @@ pub enum Refusal {
     /// The caller's sessions reserve all the bytes it may have in flight.
     #[error(
         "{caller:?} already has {limit} bytes reserved by its open sessions at this hub (each \
-         reserves {each} bytes for its two windows); close some or try again later"
+         reserves {each} bytes for its two windows; --cluster-proxy-session-bytes-per-identity); \
+         close some or try again later"
     )]
     Bytes {
         /// Who.
