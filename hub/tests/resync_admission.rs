@@ -147,3 +147,24 @@ async fn a_full_mailbox_answers_busy_instead_of_dropping_silently() {
     agent.stop().await;
     hub.stop().await;
 }
+
+/// Every answer that is not busy asks the agent for the period of its periodic resyncs: the
+/// fleet's size over the hub's budget (issue 45) — two clusters at one a second, two seconds.
+#[tokio::test]
+async fn a_resync_answer_asks_the_fleets_size_over_the_budget_as_the_period() {
+    let nats = NatsServer::start();
+    let mut config = hub_config(&nats.url());
+    config.cluster.periodic_resyncs_per_second = 1;
+    let hub = start_hub(config).await;
+    let mut api = clusters_client(&hub).await;
+    let agent = accepted_cluster(&mut api, &nats.url(), CLUSTER).await;
+    let other = accepted_cluster(&mut api, &nats.url(), "edge-r2").await;
+
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let answer = ask(&client, true).await.expect("answered");
+    assert_eq!(answer.retry_after_ms, 0, "{answer:?}");
+    assert_eq!(answer.resync_period_seconds, 2, "{answer:?}");
+    other.stop().await;
+    agent.stop().await;
+    hub.stop().await;
+}
