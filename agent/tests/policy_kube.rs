@@ -197,3 +197,115 @@ async fn the_role_policy_informs_enforces_and_repairs_a_widened_role_on_kubernet
     report(&mut rx, "deleted", |r| r.deleted).await;
     assert!(fake.get(&role_key()).is_none(), "pruned");
 }
+
+const PDB_TEMPLATIZED: &str =
+    include_str!("../../api/src/ocm/policy/testdata/policy-pod-disruption-budget-templatized.yaml");
+
+/// A policy of the given `objectDefinition`s.
+fn replicated_of(name: &str, generation: i64, templates: &[Value]) -> Policy {
+    Policy {
+        metadata: Some(ObjectMeta {
+            name: format!("policies.{name}"),
+            namespace: CLUSTER.into(),
+            generation,
+            ..Default::default()
+        }),
+        spec: Some(PolicySpec {
+            remediation_action: "enforce".into(),
+            policy_templates: templates
+                .iter()
+                .map(|t| PolicyTemplate {
+                    object_definition: serde_json::to_vec(t).unwrap(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+#[tokio::test]
+async fn managed_cluster_templates_read_claims_and_config_maps_on_kubernetes() {
+    let fake = FakeKube::start().await;
+    let kube = Arc::new(
+        tokio::time::timeout(SOON, KubeBackend::connect(Some(&fake.kubeconfig())))
+            .await
+            .expect("connected in time")
+            .expect("connect to the fake API server"),
+    );
+    let site = |vlan: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"namespace": "default", "name": "site"}, "data": {"vlan": vlan}})
+    };
+    for object in [
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}),
+        site("3620"),
+    ] {
+        kube.apply(&manifest_id(&object).unwrap(), &object, &Strategy::Update)
+            .await
+            .expect("set up through the API server");
+    }
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut manager = PolicyManager::start(
+        CLUSTER,
+        kube.clone(),
+        Arc::new(LocalStore::memory(CLUSTER)),
+        Arc::new(Reports(tx)),
+        PolicyConfig {
+            poll_interval: Duration::from_secs(3600),
+            claims: vec![flotilla_api::v1::ClusterClaim {
+                name: "environment".into(),
+                value: "prod".into(),
+            }],
+            ..PolicyConfig::default()
+        },
+    )
+    .unwrap();
+    // policy-collection's templatized PDB (a lookup of a ClusterClaim), verbatim, and a
+    // ConfigMap whose value comes from another ConfigMap.
+    let pdb: Value = serde_yaml::from_str::<Value>(PDB_TEMPLATIZED).unwrap()["spec"]
+        ["policy-templates"][0]["objectDefinition"]
+        .clone();
+    let net = json!({"apiVersion": "policy.open-cluster-management.io/v1",
+        "kind": "ConfigurationPolicy", "metadata": {"name": "net"},
+        "spec": {"object-templates": [{"complianceType": "musthave", "objectDefinition": {
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"namespace": "default", "name": "net"},
+            "data": {"vlan": "{{ fromConfigMap \"default\" \"site\" \"vlan\" }}"}}}]}});
+    manager
+        .on_spec(&event(
+            &replicated_of("templated", 1, &[pdb, net]),
+            Action::CreateRequest,
+        ))
+        .await;
+    report(&mut rx, "Compliant", |r| r.compliant == "Compliant").await;
+    let pdb = fake
+        .get(&ObjectKey::new(
+            "policy",
+            "poddisruptionbudgets",
+            "default",
+            "nginx-pdb",
+        ))
+        .expect("the PodDisruptionBudget was created");
+    assert_eq!(pdb["spec"]["maxUnavailable"], "25%");
+    let net_key = ObjectKey::new("", "configmaps", "default", "net");
+    assert_eq!(fake.get(&net_key).unwrap()["data"]["vlan"], "3620");
+
+    // The input changes through the API server: the watch re-evaluates and enforce follows.
+    let mut changed = site("3700");
+    changed["metadata"]["resourceVersion"] = json!(null);
+    kube.apply(&manifest_id(&changed).unwrap(), &changed, &Strategy::Update)
+        .await
+        .expect("the input changed");
+    tokio::time::timeout(REPAIRED_WITHIN, async {
+        loop {
+            if fake.get(&net_key).unwrap()["data"]["vlan"] == "3700" {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the changed input was enforced within seconds");
+}

@@ -7,6 +7,7 @@ use flotilla_api::policy::certificate::{CERTIFICATE_POLICY, CertificatePolicy};
 use flotilla_api::policy::config::{ConfigurationPolicy, Interval, Remediation, TemplateMeta};
 use flotilla_api::policy::dependency::{self, Dependency, Observed};
 use flotilla_api::policy::strict;
+use flotilla_api::policy::template::preprocess::{self, HUB};
 use flotilla_api::policy::{Compliance, GROUP};
 use flotilla_api::v1::Policy;
 use std::collections::BTreeMap;
@@ -71,6 +72,11 @@ impl Template {
     }
 }
 
+/// What a template with hub templates (`{{hub … hub}}`) reports: Flotilla's hub does not
+/// resolve them yet (OCM's propagator does, per cluster).
+pub const HUB_TEMPLATES_UNRESOLVED: &str = "the policy's hub templates ({{hub ... hub}}) were \
+    not resolved: Flotilla's hub does not resolve hub templates yet";
+
 /// The templates of a replicated policy, in order.
 pub fn templates(policy: &Policy) -> Vec<Template> {
     let Some(spec) = &policy.spec else {
@@ -104,6 +110,14 @@ pub fn templates(policy: &Policy) -> Vec<Template> {
                     };
                 }
             };
+            // Hub templates are the hub's to resolve before delivery, and Flotilla's hub does
+            // not yet: a template still holding one is reported, never evaluated literally.
+            if preprocess::has_template(&String::from_utf8_lossy(&t.object_definition), HUB) {
+                return Template::Refused {
+                    meta,
+                    message: HUB_TEMPLATES_UNRESOLVED.into(),
+                };
+            }
             // The API server's strict decoding comes before any validation of the values.
             if meta.is_configuration_policy() || is_certificate_policy(&meta) {
                 let unknown = strict::unknown_fields(&meta.kind, &value).unwrap_or_default();

@@ -330,3 +330,24 @@ fn certificates_are_judged_again_when_one_crosses_its_minimum_and_at_least_every
         Duration::from_millis(100)
     );
 }
+
+#[test]
+fn a_template_still_holding_hub_templates_is_a_template_error_not_evaluated() {
+    // policy-collection's terminating-configpolicies names the cluster with a hub template.
+    let hub = json!({"apiVersion": "policy.open-cluster-management.io/v1",
+        "kind": "ConfigurationPolicy", "metadata": {"name": "ns"},
+        "spec": {"remediationAction": "inform", "object-templates": [{"complianceType": "musthave",
+            "objectDefinition": {"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": "{{hub .ManagedClusterName hub}}"}}}]}});
+    let spoke = json!({"apiVersion": "policy.open-cluster-management.io/v1",
+        "kind": "ConfigurationPolicy", "metadata": {"name": "claims"},
+        "spec": {"remediationAction": "inform", "object-templates": [{"complianceType": "musthave",
+            "objectDefinition": {"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": "{{ fromClusterClaim \"id.k8s.io\" }}"}}}]}});
+    let t = templates(&replicated(&[hub, spoke]));
+    assert_eq!(
+        t[0].fixed_message().unwrap(),
+        format!("NonCompliant; template-error; {HUB_TEMPLATES_UNRESOLVED}")
+    );
+    assert!(matches!(&t[1], Template::Config(c) if c.name == "claims"));
+}
