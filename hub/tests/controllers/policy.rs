@@ -26,6 +26,10 @@ const CERTIFICATE_POLICY: &str =
 const OC_CLIENT_CRONJOB: &str =
     include_str!("../../../api/src/ocm/policy/testdata/policy-oc-client-cronjob.yaml");
 
+const PDB_TEMPLATIZED: &str = include_str!(
+    "../../../api/src/ocm/policy/testdata/policy-pod-disruption-budget-templatized.yaml"
+);
+
 const NETWORK_POLICY_SAMPLES: &str =
     include_str!("../../../api/src/ocm/policy/testdata/policy-network-policy-samples.yaml");
 
@@ -692,5 +696,64 @@ async fn network_policy_samples_reports_its_misplaced_fields_as_ocms_template_er
          unknown field \"spec.object-templates[0].remediationAction\", unknown field \
          \"spec.object-templates[0].severity\""
     );
+    drop(agents);
+}
+
+#[tokio::test]
+async fn a_templatized_policy_gives_each_cluster_its_own_value_through_a_claim_lookup() {
+    use flotilla_agent::backend::sim::SimBackend;
+    use flotilla_agent::backend::{Backend, Strategy};
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut clusters = clusters_client(&hub).await;
+    let mut prod_config = agent_config("edge-prod", &nats.url());
+    prod_config.claims = vec![flotilla_api::v1::ClusterClaim {
+        name: "environment".into(),
+        value: "prod".into(),
+    }];
+    let mut agents = Vec::new();
+    for config in [prod_config, agent_config("edge-lab", &nats.url())] {
+        let sim = std::sync::Arc::new(SimBackend::new(8, 32, "v1.30.2"));
+        let default = serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "default"}});
+        sim.apply(&ns_id("default"), &default, &Strategy::Update)
+            .await
+            .unwrap();
+        agents.push(accepted_agent_on(&mut clusters, config, sim).await);
+    }
+    bind_default_set(&hub).await;
+    let mut api = api(&hub).await;
+    // policy-collection's templatized PDB, verbatim: a managed-cluster `lookup` of the
+    // ClusterClaim `environment` decides maxUnavailable on each cluster.
+    apply(
+        &hub,
+        &bound_to_all("policy-pod-disruption-budget-templatized"),
+    )
+    .await;
+    apply(&hub, PDB_TEMPLATIZED).await;
+    wait_policy(
+        &mut api,
+        "policy-pod-disruption-budget-templatized",
+        "both clusters compliant",
+        |p| {
+            clusters_in(p)
+                == [
+                    ("edge-lab".to_string(), "Compliant".to_string()),
+                    ("edge-prod".to_string(), "Compliant".to_string()),
+                ]
+        },
+    )
+    .await;
+    let pdb = ManifestId {
+        group: "policy".into(),
+        version: "v1".into(),
+        kind: "PodDisruptionBudget".into(),
+        namespace: "default".into(),
+        name: "nginx-pdb".into(),
+    };
+    for (agent, want) in agents.iter().zip(["25%", "50%"]) {
+        let created = agent.backend.get(&pdb).await.unwrap().expect("created");
+        assert_eq!(created["spec"]["maxUnavailable"], want);
+    }
     drop(agents);
 }
