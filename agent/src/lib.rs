@@ -76,6 +76,16 @@ pub enum StateConfig {
     Shared(Arc<store::LocalStore>),
 }
 
+impl StateConfig {
+    /// The state directory, for a durable state.
+    fn dir(&self) -> Option<&std::path::Path> {
+        match self {
+            Self::Dir(dir) => Some(dir),
+            Self::Memory | Self::Shared(_) => None,
+        }
+    }
+}
+
 impl std::fmt::Debug for StateConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -399,7 +409,7 @@ async fn listen(
 /// Opens the state, enrols (secure mode), connects and builds the actor; `None` when
 /// `shutdown` resolves first.
 async fn prepare(
-    config: AgentConfig,
+    mut config: AgentConfig,
     backend: Arc<dyn backend::Backend>,
     mut shutdown: std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
 ) -> Result<Option<Prepared>, AgentError> {
@@ -407,70 +417,20 @@ async fn prepare(
     if !errors.is_empty() {
         return Err(AgentError::Config(errors));
     }
-    let store = match &config.state {
-        StateConfig::Dir(dir) => Arc::new(store::LocalStore::open(dir, &config.cluster_name)?),
-        StateConfig::Memory => Arc::new(store::LocalStore::memory(&config.cluster_name)),
-        StateConfig::Shared(store) => store.clone(),
-    };
-    let mut config = config;
-    let credentials = match &config.bootstrap_creds {
-        Some(bootstrap) => {
-            let dir = match &config.state {
-                StateConfig::Dir(d) => Some(d.as_path()),
-                StateConfig::Memory | StateConfig::Shared(_) => None,
-            };
-            let prefix = flotilla_bus::subjects::to_all(&config.cluster_name);
-            let creds =
-                credentials::AgentCredentials::load(bootstrap, dir, store.get().nkey_seed.expose())
-                    .map(|c| match config.legacy_wire {
-                        true => c,
-                        false => c.needing(prefix),
-                    })
-                    .map(Arc::new)
-                    .map_err(|e| AgentError::Config(vec![e]))?;
-            config.nats.auth = Some(creds.clone());
-            config.nats.credentials_file = None;
-            Some(creds)
-        }
-        None => None,
-    };
+    let store = open_store(&config)?;
+    let credentials = secure_credentials(&mut config, &store)?;
     if let Some(creds) = credentials.as_ref().filter(|c| !c.usable()) {
         tokio::select! {
             r = enrolment::run(&config, backend.as_ref(), &store, creds) => r?,
             () = &mut shutdown => return Ok(None),
         }
     }
-    // One JetStream context per connection: every publisher below derives from it.
-    let (client, js, events, own) = match &config.connection {
-        Some(shared) => (
-            shared.client.clone(),
-            shared.js.clone(),
-            shared.subscribe(),
-            None,
-        ),
-        None => {
-            let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
-            let client = connect::connect(&config.nats, Some(events_tx)).await?;
-            let js = async_nats::jetstream::new(client.clone());
-            (client.clone(), js, events_rx, Some(client))
-        }
-    };
-    if !config.legacy_wire
-        && let Some(creds) = &credentials
-        && !creds.allow_subscribing(&flotilla_bus::subjects::to_all(&config.cluster_name))
-    {
-        // Issued by a hub before the one-subscription wire: this run stays on the previous
-        // wire (and says so at registration), and asks for credentials that allow the prefix,
-        // which the next start uses.
-        tracing::warn!(
-            "the cluster's credentials predate the one-subscription wire; listening on the previous wire until the agent restarts with renewed ones"
-        );
-        config.legacy_wire = true;
-    }
-    let (spoke, mut feeds, demux) = listen(&config, &client).await?;
+    let connection = Connection::open(&config).await?;
+    settle_wire(&mut config, credentials.as_deref());
+    let (spoke, mut feeds, demux) = listen(&config, &connection.client).await?;
     let link = Link {
-        client,
-        js,
+        client: connection.client,
+        js: connection.js,
         spoke,
         kubeapi: feeds.kubeapi.take(),
     };
@@ -478,13 +438,95 @@ async fn prepare(
     Ok(Some(Prepared {
         actor: parts.actor,
         feeds,
-        events,
-        client: own,
+        events: connection.events,
+        client: connection.own,
         demux,
         addons: parts.addons,
         keeper: parts.keeper,
         proxy: parts.proxy,
     }))
+}
+
+/// The agent's local state: its state directory, memory (simulators), or the caller's store.
+fn open_store(config: &AgentConfig) -> Result<Arc<store::LocalStore>, AgentError> {
+    Ok(match &config.state {
+        StateConfig::Dir(dir) => Arc::new(store::LocalStore::open(dir, &config.cluster_name)?),
+        StateConfig::Memory => Arc::new(store::LocalStore::memory(&config.cluster_name)),
+        StateConfig::Shared(store) => store.clone(),
+    })
+}
+
+/// Secure mode (`bootstrap_creds` set): the cluster's credentials — its own from the state
+/// directory, or the bootstrap ones until the hub issues them — made the connection's
+/// authentication. `None` outside secure mode.
+fn secure_credentials(
+    config: &mut AgentConfig,
+    store: &store::LocalStore,
+) -> Result<Option<Arc<credentials::AgentCredentials>>, AgentError> {
+    let Some(bootstrap) = &config.bootstrap_creds else {
+        return Ok(None);
+    };
+    let creds = credentials::AgentCredentials::load(
+        bootstrap,
+        config.state.dir(),
+        store.get().nkey_seed.expose(),
+    )
+    .map_err(|e| AgentError::Config(vec![e]))?;
+    let creds = Arc::new(match config.legacy_wire {
+        true => creds,
+        false => creds.needing(flotilla_bus::subjects::to_all(&config.cluster_name)),
+    });
+    config.nats.auth = Some(creds.clone());
+    config.nats.credentials_file = None;
+    Ok(Some(creds))
+}
+
+/// The agent's NATS connection: its own, or one the process shares.
+struct Connection {
+    client: async_nats::Client,
+    /// One JetStream context per connection: every publisher derives from it.
+    js: async_nats::jetstream::Context,
+    events: tokio::sync::mpsc::UnboundedReceiver<connect::ConnectionEvent>,
+    /// The agent's own client, to drain at the end (`None` for a shared connection).
+    own: Option<async_nats::Client>,
+}
+
+impl Connection {
+    /// Joins [`AgentConfig::connection`] when there is one, or connects with
+    /// [`AgentConfig::nats`].
+    async fn open(config: &AgentConfig) -> Result<Self, AgentError> {
+        if let Some(shared) = &config.connection {
+            return Ok(Self {
+                client: shared.client.clone(),
+                js: shared.js.clone(),
+                events: shared.subscribe(),
+                own: None,
+            });
+        }
+        let (events_tx, events) = tokio::sync::mpsc::unbounded_channel();
+        let client = connect::connect(&config.nats, Some(events_tx)).await?;
+        Ok(Self {
+            js: async_nats::jetstream::new(client.clone()),
+            own: Some(client.clone()),
+            client,
+            events,
+        })
+    }
+}
+
+/// Credentials issued by a hub before the one-subscription wire do not allow its prefix: this
+/// run stays on the previous wire (and says so at registration), and asks for credentials that
+/// allow the prefix, which the next start uses.
+fn settle_wire(config: &mut AgentConfig, credentials: Option<&credentials::AgentCredentials>) {
+    if !config.legacy_wire
+        && let Some(creds) = credentials
+        && !creds.allow_subscribing(&flotilla_bus::subjects::to_all(&config.cluster_name))
+    {
+        tracing::warn!(
+            "the cluster's credentials predate the one-subscription wire; listening on the previous wire until the agent restarts with renewed ones"
+        );
+        config.legacy_wire = true;
+    }
 }
 
 /// The agent's connection as its parts use it.
@@ -520,8 +562,51 @@ fn assemble(
         spoke,
         kubeapi,
     } = link;
+    let works = work_manager(&config, &backend, &store, &js, &spoke)?;
+    let (addons, keeper) = addon_parts(
+        &config,
+        &backend,
+        &store,
+        credentials.is_some(),
+        &client,
+        &spoke,
+    );
+    let policies = policy_manager(&config, &backend, &store, &js, &spoke)?;
+    let proxy = config.cluster_proxy.then(|| {
+        kubeproxy::Server::new(
+            &js,
+            &config.cluster_name,
+            backend.clone(),
+            config.max_event_bytes,
+        )
+        .with_limits(config.proxy_limits.clone(), config.metrics.clone())
+        .with_feed(kubeapi)
+    });
+    let mut actor = registration::RegistrationActor::new(config, &js, backend, store, works)
+        .with_spoke(spoke)
+        .with_policies(policies);
+    if let Some(creds) = credentials {
+        actor = actor.with_credentials(creds);
+    }
+    Ok(Parts {
+        actor,
+        addons,
+        keeper,
+        proxy,
+    })
+}
+
+/// The work manager, publishing over `js` (and `spoke`), keeping the resources of other hubs'
+/// parked works when the agent serves several hubs.
+fn work_manager(
+    config: &AgentConfig,
+    backend: &Arc<dyn backend::Backend>,
+    store: &Arc<store::LocalStore>,
+    js: &async_nats::jetstream::Context,
+    spoke: &Option<Spoke>,
+) -> Result<work::WorkManager, AgentError> {
     let publisher = work::Publisher::new(
-        &js,
+        js,
         spoke.clone(),
         store.clone(),
         &config.cluster_name,
@@ -551,21 +636,24 @@ fn assemble(
         tracing::debug!(hub = %session.hub, parked = parked.len(), "resources of other hubs' parked works kept");
         works.keep_parked(&parked);
     }
-    let (addons, keeper) = addon_parts(
-        &config,
-        &backend,
-        &store,
-        credentials.is_some(),
-        &client,
-        &spoke,
-    );
+    Ok(works)
+}
+
+/// Governance: the policy manager, reporting status over `js` (and `spoke`).
+fn policy_manager(
+    config: &AgentConfig,
+    backend: &Arc<dyn backend::Backend>,
+    store: &Arc<store::LocalStore>,
+    js: &async_nats::jetstream::Context,
+    spoke: &Option<Spoke>,
+) -> Result<policy::PolicyManager, AgentError> {
     let policies = policy::PolicyManager::start(
         &config.cluster_name,
         backend.clone(),
         store.clone(),
         Arc::new(policy::StreamSink::new(
             flotilla_bus::publish::Publisher::over(
-                &js,
+                js,
                 config.max_event_bytes,
                 policy::STATUS_PUBLISH_TIMEOUT,
             )
@@ -578,28 +666,7 @@ fn assemble(
             ..policy::PolicyConfig::default()
         },
     )?;
-    let proxy = config.cluster_proxy.then(|| {
-        kubeproxy::Server::new(
-            &js,
-            &config.cluster_name,
-            backend.clone(),
-            config.max_event_bytes,
-        )
-        .with_limits(config.proxy_limits.clone(), config.metrics.clone())
-        .with_feed(kubeapi)
-    });
-    let mut actor = registration::RegistrationActor::new(config, &js, backend, store, works)
-        .with_spoke(spoke)
-        .with_policies(policies);
-    if let Some(creds) = credentials {
-        actor = actor.with_credentials(creds);
-    }
-    Ok(Parts {
-        actor,
-        addons,
-        keeper,
-        proxy,
-    })
+    Ok(policies)
 }
 
 /// The in-process add-ons' supervisor (`simulate_addons`) and, in secure mode, the keeper of the
@@ -618,10 +685,9 @@ fn addon_parts(
     // Secure mode: one key per add-on, kept with the agent's state, shared by the Secrets'
     // keeper and the in-process add-ons.
     let keys = secure.then(|| {
-        Arc::new(addons::credentials::AddOnKeys::new(match &config.state {
-            StateConfig::Dir(d) => Some(d.clone()),
-            StateConfig::Memory | StateConfig::Shared(_) => None,
-        }))
+        Arc::new(addons::credentials::AddOnKeys::new(
+            config.state.dir().map(std::path::Path::to_path_buf),
+        ))
     });
     let keeper = keys
         .as_ref()
