@@ -10,7 +10,8 @@
 //! expired while offline) they are marked refused and the agent registers again over a
 //! separate bootstrap connection until the hub issues new ones.
 
-use flotilla_auth::jwt::{Claims, User};
+use flotilla_auth::creds::CredsError;
+use flotilla_auth::jwt::{Claims, JwtError, User};
 use flotilla_auth::secret::write_private;
 use flotilla_auth::setup::unix_now as now;
 use flotilla_auth::{Creds, Secret};
@@ -20,6 +21,47 @@ use std::sync::Mutex;
 
 /// File name of the cluster's own credentials in the state directory.
 pub const CLUSTER_CREDS: &str = "cluster.creds";
+
+/// Why credentials cannot be loaded or taken.
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialsError {
+    /// The bootstrap credentials file cannot be read.
+    #[error("--bootstrap-creds {}: {source}", .path.display())]
+    ReadBootstrap {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The bootstrap credentials file is no credentials file.
+    #[error("--bootstrap-creds {}: {source}", .path.display())]
+    ParseBootstrap {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: CredsError,
+    },
+    /// The agent's seed (from its state) is no NKey seed.
+    #[error("agent key: {0}")]
+    AgentKey(#[source] nkeys::error::Error),
+    /// The JWT the hub issued does not decode.
+    #[error(transparent)]
+    Jwt(#[from] JwtError),
+    /// The JWT the hub issued is for another key.
+    #[error("the JWT is for {0}, not this agent's key")]
+    OtherKey(String),
+    /// `cluster.creds` cannot be written.
+    #[error("{}: {source}", .path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
 
 #[derive(Debug, Default)]
 struct Current {
@@ -53,14 +95,24 @@ pub struct AgentCredentials {
 impl AgentCredentials {
     /// Credentials for the agent whose seed is `seed`: bootstrap from `bootstrap` (checked now),
     /// its own from `state_dir/cluster.creds` when that file exists and is for this seed.
-    pub fn load(bootstrap: &Path, state_dir: Option<&Path>, seed: &str) -> Result<Self, String> {
-        let text = std::fs::read_to_string(bootstrap)
-            .map_err(|e| format!("--bootstrap-creds {}: {e}", bootstrap.display()))?;
-        Creds::parse(&text)
-            .map_err(|e| format!("--bootstrap-creds {}: {e}", bootstrap.display()))?;
+    pub fn load(
+        bootstrap: &Path,
+        state_dir: Option<&Path>,
+        seed: &str,
+    ) -> Result<Self, CredentialsError> {
+        let text = std::fs::read_to_string(bootstrap).map_err(|source| {
+            CredentialsError::ReadBootstrap {
+                path: bootstrap.to_path_buf(),
+                source,
+            }
+        })?;
+        Creds::parse(&text).map_err(|source| CredentialsError::ParseBootstrap {
+            path: bootstrap.to_path_buf(),
+            source,
+        })?;
         let public_key = nkeys::KeyPair::from_seed(seed)
             .map(|k| k.public_key())
-            .map_err(|e| format!("agent key: {e}"))?;
+            .map_err(CredentialsError::AgentKey)?;
         // What the hub admin compares before `flotilla accept NAME --key FINGERPRINT`.
         tracing::info!(
             key = %public_key,
@@ -128,13 +180,10 @@ impl AgentCredentials {
 
     /// Takes a JWT as the cluster's credentials after checking it is a user JWT for this
     /// agent's key with a valid signature.
-    fn adopt(&self, jwt: &str) -> Result<(), String> {
-        let claims = Claims::<User>::decode(jwt).map_err(|e| e.to_string())?;
+    fn adopt(&self, jwt: &str) -> Result<(), CredentialsError> {
+        let claims = Claims::<User>::decode(jwt)?;
         if claims.sub != self.public_key {
-            return Err(format!(
-                "the JWT is for {}, not this agent's key",
-                claims.sub
-            ));
+            return Err(CredentialsError::OtherKey(claims.sub));
         }
         let mut c = self.lock();
         c.jwt = Some(jwt.to_string());
@@ -146,15 +195,19 @@ impl AgentCredentials {
     }
 
     /// Takes credentials the hub issued and writes them to `cluster.creds` (mode 0600).
-    pub fn store(&self, jwt: &str) -> Result<(), String> {
+    pub fn store(&self, jwt: &str) -> Result<(), CredentialsError> {
         self.adopt(jwt)?;
         if let Some(path) = &self.file {
             let creds = Creds {
                 jwt: jwt.to_string(),
                 seed: self.seed.clone(),
             };
-            write_private(path, creds.format().expose().as_bytes())
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+            write_private(path, creds.format().expose().as_bytes()).map_err(|source| {
+                CredentialsError::Write {
+                    path: path.clone(),
+                    source,
+                }
+            })?;
         }
         Ok(())
     }

@@ -303,6 +303,9 @@ pub enum AgentError {
     /// Invalid configuration (every problem listed).
     #[error("invalid configuration: {}", .0.join("; "))]
     Config(Vec<String>),
+    /// The secure mode's credentials are unusable (`--bootstrap-creds`, the agent's key).
+    #[error("invalid configuration: {0}")]
+    Credentials(#[from] credentials::CredentialsError),
     /// Local state is unusable.
     #[error(transparent)]
     Store(#[from] store::StoreError),
@@ -470,8 +473,7 @@ fn secure_credentials(
         bootstrap,
         config.state.dir(),
         store.get().nkey_seed.expose(),
-    )
-    .map_err(|e| AgentError::Config(vec![e]))?;
+    )?;
     let creds = Arc::new(match config.legacy_wire {
         true => creds,
         false => creds.needing(flotilla_bus::subjects::to_all(&config.cluster_name)),

@@ -10,11 +10,65 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// Why the attacker could not do what it tried (its failure, not the hub's refusal: a refused
+/// connection is an [`Outcome`]).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The credentials file cannot be read as one.
+    #[error("reading {}: {source}", .path.display())]
+    Creds {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The server did not complete the connection within [`CONNECT`].
+    #[error("connecting with {} timed out", .path.display())]
+    ConnectTimedOut {
+        /// The credentials file.
+        path: PathBuf,
+    },
+    /// The server refused the connection.
+    #[error("connecting with {}: {source}", .path.display())]
+    Connect {
+        /// The credentials file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: async_nats::ConnectError,
+    },
+    /// A subscription was refused.
+    #[error("subscribing to {subject}: {source}")]
+    Subscribe {
+        /// Its subject.
+        subject: String,
+        /// Why.
+        #[source]
+        source: async_nats::SubscribeError,
+    },
+    /// A registration request could not be published.
+    #[error("publishing the registration: {0}")]
+    Publish(#[source] async_nats::PublishError),
+    /// The reply subscription ended before an answer.
+    #[error("the reply subscription ended")]
+    ReplyEnded,
+    /// Nobody answered a registration in time.
+    #[error("no answer within {0:?}")]
+    NoAnswer(Duration),
+    /// The answer is not a registration response.
+    #[error(transparent)]
+    Answer(#[from] wire::AnswerError),
+}
+
 /// The root of every registration-only inbox (bootstrap and join credentials).
 pub const BOOTSTRAP_INBOX: &str = "_INBOX_bootstrap";
 
 /// How long one connection attempt may take.
 pub const CONNECT: Duration = Duration::from_secs(5);
+
+/// How long a registration request waits for its answer.
+pub const ANSWER: Duration = Duration::from_secs(5);
 
 /// A NATS client with a spoke's credentials.
 pub struct Attacker {
@@ -30,10 +84,13 @@ pub struct Attacker {
 }
 
 /// Connection options for `creds`, trusting `ca` when the server speaks TLS.
-async fn options(creds: &Path, ca: Option<&Path>) -> Result<async_nats::ConnectOptions, String> {
+async fn options(creds: &Path, ca: Option<&Path>) -> Result<async_nats::ConnectOptions, Error> {
     let mut opts = async_nats::ConnectOptions::with_credentials_file(creds)
         .await
-        .map_err(|e| format!("reading {}: {e}", creds.display()))?
+        .map_err(|source| Error::Creds {
+            path: creds.to_path_buf(),
+            source,
+        })?
         .connection_timeout(CONNECT)
         .request_timeout(Some(Duration::from_secs(5)));
     if let Some(ca) = ca {
@@ -75,7 +132,7 @@ pub async fn try_connect(url: &str, creds: &Path, ca: Option<&Path>, watch: Dura
                 sink.lock().unwrap().push(e.to_string());
             }
         }),
-        Err(e) => return Outcome::Refused(e),
+        Err(e) => return Outcome::Refused(e.to_string()),
     };
     let client = match tokio::time::timeout(CONNECT, opts.connect(url)).await {
         Err(_) => return Outcome::Refused("connect timed out".into()),
@@ -111,7 +168,7 @@ impl Attacker {
         creds: &Path,
         inbox: &str,
         ca: Option<&Path>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, Error> {
         let events = Arc::new(Mutex::new(Vec::new()));
         let sink = events.clone();
         let opts = options(creds, ca)
@@ -125,8 +182,13 @@ impl Attacker {
             });
         let client = tokio::time::timeout(CONNECT, opts.connect(url))
             .await
-            .map_err(|_| format!("connecting with {} timed out", creds.display()))?
-            .map_err(|e| format!("connecting with {}: {e}", creds.display()))?;
+            .map_err(|_| Error::ConnectTimedOut {
+                path: creds.to_path_buf(),
+            })?
+            .map_err(|source| Error::Connect {
+                path: creds.to_path_buf(),
+                source,
+            })?;
         Ok(Self {
             client,
             creds: creds.to_path_buf(),
@@ -214,13 +276,9 @@ impl Attacker {
     }
 
     /// Sends `reg` as a request on its registration subject and decodes the answer.
-    pub async fn register(&self, reg: &Registration) -> Result<RegistrationResponse, String> {
+    pub async fn register(&self, reg: &Registration) -> Result<RegistrationResponse, Error> {
         let reply = self.reply_for(&reg.cluster);
-        let mut sub = self
-            .client
-            .subscribe(reply.clone())
-            .await
-            .map_err(|e| format!("subscribing to {reply}: {e}"))?;
+        let mut sub = self.subscribe(&reply).await?;
         self.client
             .publish_with_reply_and_headers(
                 wire::register_subject(&reg.cluster),
@@ -229,14 +287,14 @@ impl Attacker {
                 reg.event(),
             )
             .await
-            .map_err(|e| format!("publishing the registration: {e}"))?;
+            .map_err(Error::Publish)?;
         self.flush().await;
-        let answer = tokio::time::timeout(Duration::from_secs(5), sub.next()).await;
+        let answer = tokio::time::timeout(ANSWER, sub.next()).await;
         let _ = sub.unsubscribe().await;
         match answer {
-            Ok(Some(m)) => wire::registration_response(&m.payload),
-            Ok(None) => Err("the reply subscription ended".into()),
-            Err(_) => Err("no answer within 5 s".into()),
+            Ok(Some(m)) => Ok(wire::registration_response(&m.payload)?),
+            Ok(None) => Err(Error::ReplyEnded),
+            Err(_) => Err(Error::NoAnswer(ANSWER)),
         }
     }
 
@@ -247,7 +305,7 @@ impl Attacker {
         reg: &Registration,
         times: usize,
         every: Duration,
-    ) -> Vec<Result<RegistrationResponse, String>> {
+    ) -> Vec<Result<RegistrationResponse, Error>> {
         let mut out = Vec::new();
         for i in 0..times {
             if i > 0 {
@@ -259,11 +317,14 @@ impl Attacker {
     }
 
     /// Subscribes to `filter` (e.g. every bootstrap inbox, to collect a flood's answers).
-    pub async fn subscribe(&self, filter: &str) -> Result<async_nats::Subscriber, String> {
+    pub async fn subscribe(&self, filter: &str) -> Result<async_nats::Subscriber, Error> {
         self.client
             .subscribe(filter.to_string())
             .await
-            .map_err(|e| format!("subscribing to {filter}: {e}"))
+            .map_err(|source| Error::Subscribe {
+                subject: filter.to_string(),
+                source,
+            })
     }
 
     /// Collects messages from `sub` until `want` arrived, nothing came for `quiet`, or

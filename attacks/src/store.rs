@@ -15,6 +15,94 @@ pub const STATUS_STREAM: &str = "FLOTILLA_STATUS";
 /// Bound of one JetStream read.
 const READ: Duration = Duration::from_secs(10);
 
+/// What is wrong with one stored value: a line of [`Snapshot::damage_since`], after
+/// `bucket/key: `.
+#[derive(Debug, thiserror::Error)]
+pub enum Damage {
+    /// A lease or heartbeat that is no JSON.
+    #[error("holds something other than a hub's record: {0}")]
+    NotHubJson(#[source] serde_json::Error),
+    /// A lease or heartbeat that is JSON, but no `HubInfo`.
+    #[error("holds a JSON document that is no hub's record: {0}")]
+    NotHubRecord(serde_json::Value),
+    /// A hub's record under a key that is not that hub's (heartbeats) or no lease's.
+    #[error("holds hub {0:?}'s record under the wrong key")]
+    HubUnderWrongKey(String),
+    /// `account-iat` that is no number.
+    #[error("holds something other than an account JWT iat")]
+    NotIat,
+    /// A revocation under a key that is no user key.
+    #[error("is not under a user key")]
+    NotUnderUserKey,
+    /// A revocation that is no JSON.
+    #[error("holds something other than a revocation: {0}")]
+    NotRevocationJson(#[source] serde_json::Error),
+    /// A revocation that is JSON, but no `{"at", "account"}`.
+    #[error("holds a JSON document that is no revocation: {0}")]
+    NotRevocation(serde_json::Value),
+    /// A JetStream request, acknowledgement or hub answer ([`crate::wire::foreign`]).
+    #[error("holds {0}")]
+    Foreign(String),
+    /// Bytes that do not decode as the bucket's type.
+    #[error("does not decode: {0}")]
+    Undecodable(#[source] prost::DecodeError),
+    /// An object without metadata.
+    #[error("has no metadata")]
+    NoMetadata,
+    /// An object stored under another object's key.
+    #[error("holds object {0:?}, not the one its key names")]
+    UnderWrongKey(String),
+}
+
+/// Why a read of the hub's JetStream state failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// A read took longer than its bound.
+    #[error("{0} timed out")]
+    TimedOut(String),
+    /// The stream names could not be listed.
+    #[error("listing streams: {0}")]
+    Streams(#[source] jetstream::context::StreamsError),
+    /// A stream could not be looked up.
+    #[error("stream {stream}: {source}")]
+    Stream {
+        /// The stream.
+        stream: String,
+        /// Why.
+        #[source]
+        source: jetstream::context::GetStreamError,
+    },
+    /// A stream's subjects could not be read.
+    #[error("the subjects of stream {stream}: {source}")]
+    Subjects {
+        /// The stream.
+        stream: String,
+        /// Why.
+        #[source]
+        source: jetstream::stream::InfoError,
+    },
+    /// The last message of a subject could not be read (or there is none).
+    #[error("{stream} {subject}: {source}")]
+    Last {
+        /// The stream.
+        stream: String,
+        /// The subject.
+        subject: String,
+        /// Why.
+        #[source]
+        source: jetstream::stream::LastRawMessageError,
+    },
+    /// A stored cluster does not decode.
+    #[error("clusters/{name} does not decode: {source}")]
+    Cluster {
+        /// The cluster.
+        name: String,
+        /// Why.
+        #[source]
+        source: prost::DecodeError,
+    },
+}
+
 /// One key's latest message in a KV stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
@@ -83,14 +171,11 @@ impl Snapshot {
 
 /// Checks a lease or heartbeat: a hub's `HubInfo` (and a heartbeat under that hub's id), not a
 /// JetStream request or acknowledgement aimed at the bucket.
-fn check_hub_info(bucket: &str, key: &str, value: &[u8]) -> Result<(), String> {
-    let v: serde_json::Value = serde_json::from_slice(value)
-        .map_err(|e| format!("holds something other than a hub's record: {e}"))?;
+fn check_hub_info(bucket: &str, key: &str, value: &[u8]) -> Result<(), Damage> {
+    let v: serde_json::Value = serde_json::from_slice(value).map_err(Damage::NotHubJson)?;
     let field = |f: &str| v[f].as_str().map(str::to_string);
     let (Some(hub), Some(_), Some(_)) = (field("hub"), field("incarnation"), field("grpc")) else {
-        return Err(format!(
-            "holds a JSON document that is no hub's record: {v}"
-        ));
+        return Err(Damage::NotHubRecord(v));
     };
     let key_ok = match bucket {
         "hubmembers" => key == hub,
@@ -104,33 +189,32 @@ fn check_hub_info(bucket: &str, key: &str, value: &[u8]) -> Result<(), String> {
     if key_ok {
         Ok(())
     } else {
-        Err(format!("holds hub {hub:?}'s record under the wrong key"))
+        Err(Damage::HubUnderWrongKey(hub))
     }
 }
 
 /// Checks a shared revocation (JSON, written only by hubs): a user key's `{"at", "account"}`
 /// under that key, or `account-iat`, the latest account JWT `iat` (a number).
-fn check_revocation(key: &str, value: &[u8]) -> Result<(), String> {
+fn check_revocation(key: &str, value: &[u8]) -> Result<(), Damage> {
     if key == "account-iat" {
         return std::str::from_utf8(value)
             .ok()
             .and_then(|s| s.trim().parse::<i64>().ok())
             .map(drop)
-            .ok_or_else(|| "holds something other than an account JWT iat".to_string());
+            .ok_or(Damage::NotIat);
     }
     if !(key.starts_with('U') && nkeys::KeyPair::from_public_key(key).is_ok()) {
-        return Err("is not under a user key".into());
+        return Err(Damage::NotUnderUserKey);
     }
-    let v: serde_json::Value = serde_json::from_slice(value)
-        .map_err(|e| format!("holds something other than a revocation: {e}"))?;
+    let v: serde_json::Value = serde_json::from_slice(value).map_err(Damage::NotRevocationJson)?;
     match (v["at"].as_i64(), v["account"].as_str()) {
         (Some(_), Some("hub" | "agents")) => Ok(()),
-        _ => Err(format!("holds a JSON document that is no revocation: {v}")),
+        _ => Err(Damage::NotRevocation(v)),
     }
 }
 
 /// Checks that `value` is an object of `bucket`'s type stored under its own key.
-pub fn check_value(bucket: &str, key: &str, value: &[u8]) -> Result<(), String> {
+pub fn check_value(bucket: &str, key: &str, value: &[u8]) -> Result<(), Damage> {
     // The hubs' own leases and heartbeats are JSON (`HubInfo`), written only by hubs.
     if matches!(bucket, "hubleases" | "hubmembers") {
         return check_hub_info(bucket, key, value);
@@ -140,14 +224,14 @@ pub fn check_value(bucket: &str, key: &str, value: &[u8]) -> Result<(), String> 
         return check_revocation(key, value);
     }
     if let Some(what) = crate::wire::foreign(value) {
-        return Err(format!("holds {what}"));
+        return Err(Damage::Foreign(what));
     }
     fn named<M: Message + Default>(
         value: &[u8],
         meta: impl Fn(&M) -> Option<&v1::ObjectMeta>,
-    ) -> Result<(String, String), String> {
-        let m = M::decode(value).map_err(|e| format!("does not decode: {e}"))?;
-        let meta = meta(&m).ok_or("has no metadata")?;
+    ) -> Result<(String, String), Damage> {
+        let m = M::decode(value).map_err(Damage::Undecodable)?;
+        let meta = meta(&m).ok_or(Damage::NoMetadata)?;
         Ok((meta.namespace.clone(), meta.name.clone()))
     }
     let (namespace, name) = match bucket {
@@ -180,7 +264,7 @@ pub fn check_value(bucket: &str, key: &str, value: &[u8]) -> Result<(), String> 
     if key == own || key == name {
         Ok(())
     } else {
-        Err(format!("holds object {own:?}, not the one its key names"))
+        Err(Damage::UnderWrongKey(own))
     }
 }
 
@@ -198,11 +282,11 @@ impl RawStore {
     }
 
     /// Names of every KV stream (`KV_<bucket>` → `<bucket>`).
-    pub async fn buckets(&self) -> Result<Vec<String>, String> {
+    pub async fn buckets(&self) -> Result<Vec<String>, ReadError> {
         let names: Vec<String> = tokio::time::timeout(READ, self.js.stream_names().try_collect())
             .await
-            .map_err(|_| "listing streams timed out".to_string())?
-            .map_err(|e| format!("listing streams: {e}"))?;
+            .map_err(|_| ReadError::TimedOut("listing streams".into()))?
+            .map_err(ReadError::Streams)?;
         let mut buckets: Vec<String> = names
             .into_iter()
             .filter_map(|n| n.strip_prefix("KV_").map(str::to_string))
@@ -216,39 +300,41 @@ impl RawStore {
         &self,
         stream: &str,
         filter: &str,
-    ) -> Result<BTreeMap<String, u64>, String> {
+    ) -> Result<BTreeMap<String, u64>, ReadError> {
+        let subjects = |source| ReadError::Subjects {
+            stream: stream.to_string(),
+            source,
+        };
         let read = async {
-            let s = self
-                .js
-                .get_stream_no_info(stream)
-                .await
-                .map_err(|e| format!("stream {stream}: {e}"))?;
-            let info = s
+            let info = self
+                .stream(stream)
+                .await?
                 .info_with_subjects(filter)
                 .await
-                .map_err(|e| format!("stream {stream} info: {e}"))?;
+                .map_err(subjects)?;
             info.try_collect::<BTreeMap<String, usize>>()
                 .await
                 .map(|m| m.into_iter().map(|(k, v)| (k, v as u64)).collect())
-                .map_err(|e| format!("stream {stream} subjects: {e}"))
+                .map_err(subjects)
         };
         tokio::time::timeout(READ, read)
             .await
-            .map_err(|_| format!("reading the subjects of {stream} timed out"))?
+            .map_err(|_| ReadError::TimedOut(format!("reading the subjects of {stream}")))?
     }
 
     /// The latest message on `subject` of `stream`.
-    pub async fn last(&self, stream: &str, subject: &str) -> Result<Entry, String> {
+    pub async fn last(&self, stream: &str, subject: &str) -> Result<Entry, ReadError> {
         let read = async {
-            let s = self
-                .js
-                .get_stream_no_info(stream)
-                .await
-                .map_err(|e| format!("stream {stream}: {e}"))?;
-            let m = s
+            let m = self
+                .stream(stream)
+                .await?
                 .get_last_raw_message_by_subject(subject)
                 .await
-                .map_err(|e| format!("{stream} {subject}: {e}"))?;
+                .map_err(|source| ReadError::Last {
+                    stream: stream.to_string(),
+                    subject: subject.to_string(),
+                    source,
+                })?;
             let deleted = m
                 .headers
                 .get("KV-Operation")
@@ -260,11 +346,22 @@ impl RawStore {
         };
         tokio::time::timeout(READ, read)
             .await
-            .map_err(|_| format!("reading {stream} {subject} timed out"))?
+            .map_err(|_| ReadError::TimedOut(format!("reading {stream} {subject}")))?
+    }
+
+    /// Stream `stream`, looked up without its info.
+    async fn stream(&self, stream: &str) -> Result<jetstream::stream::Stream<()>, ReadError> {
+        self.js
+            .get_stream_no_info(stream)
+            .await
+            .map_err(|source| ReadError::Stream {
+                stream: stream.to_string(),
+                source,
+            })
     }
 
     /// Every KV bucket's keys and latest values.
-    pub async fn snapshot(&self) -> Result<Snapshot, String> {
+    pub async fn snapshot(&self) -> Result<Snapshot, ReadError> {
         let mut snapshot = Snapshot::default();
         for bucket in self.buckets().await? {
             let stream = format!("KV_{bucket}");
@@ -288,13 +385,18 @@ impl RawStore {
     }
 
     /// The stored record of cluster `name` (`None` when absent or deleted).
-    pub async fn cluster(&self, name: &str) -> Result<Option<v1::ManagedCluster>, String> {
+    pub async fn cluster(&self, name: &str) -> Result<Option<v1::ManagedCluster>, ReadError> {
+        use jetstream::stream::LastRawMessageErrorKind;
         let entry = match self
             .last("KV_clusters", &format!("$KV.clusters.{name}"))
             .await
         {
             Ok(e) => e,
-            Err(e) if e.contains("no message found") => return Ok(None),
+            Err(ReadError::Last { source, .. })
+                if source.kind() == LastRawMessageErrorKind::NoMessageFound =>
+            {
+                return Ok(None);
+            }
             Err(e) => return Err(e),
         };
         if entry.deleted {
@@ -302,11 +404,14 @@ impl RawStore {
         }
         v1::ManagedCluster::decode(entry.value.as_slice())
             .map(Some)
-            .map_err(|e| format!("clusters/{name} does not decode: {e}"))
+            .map_err(|source| ReadError::Cluster {
+                name: name.to_string(),
+                source,
+            })
     }
 
     /// How many subjects of the status stream match `filter`.
-    pub async fn status_subjects(&self, filter: &str) -> Result<usize, String> {
+    pub async fn status_subjects(&self, filter: &str) -> Result<usize, ReadError> {
         Ok(self.subjects(STATUS_STREAM, filter).await?.len())
     }
 }

@@ -343,13 +343,28 @@ pub fn now() -> prost_types::Timestamp {
     }
 }
 
+/// Why a hub answer to a registration request does not decode.
+#[derive(Debug, thiserror::Error)]
+pub enum AnswerError {
+    /// The payload is no CloudEvent.
+    #[error("not a CloudEvent: {0}")]
+    NotCloudEvent(#[source] prost::DecodeError),
+    /// The event carries no binary data.
+    #[error("event {0} carries no binary data")]
+    NoData(String),
+    /// The event's data is no `RegistrationResponse`.
+    #[error("not a RegistrationResponse: {0}")]
+    NotResponse(#[source] prost::DecodeError),
+}
+
 /// Decodes a hub answer to a registration request.
-pub fn registration_response(payload: &[u8]) -> Result<v1::RegistrationResponse, String> {
-    let ce = CloudEvent::decode(payload).map_err(|e| format!("not a CloudEvent: {e}"))?;
+pub fn registration_response(payload: &[u8]) -> Result<v1::RegistrationResponse, AnswerError> {
+    let ce = CloudEvent::decode(payload).map_err(AnswerError::NotCloudEvent)?;
     match ce.data {
-        Some(Data::BinaryData(bytes)) => v1::RegistrationResponse::decode(bytes.as_slice())
-            .map_err(|e| format!("not a RegistrationResponse: {e}")),
-        _ => Err(format!("event {} carries no binary data", ce.r#type)),
+        Some(Data::BinaryData(bytes)) => {
+            v1::RegistrationResponse::decode(bytes.as_slice()).map_err(AnswerError::NotResponse)
+        }
+        _ => Err(AnswerError::NoData(ce.r#type)),
     }
 }
 

@@ -36,7 +36,7 @@ async fn a_bootstrap_registration_flood_is_capped_refused_and_counted_and_a_join
     // Each answer goes to the inbox a real agent of that name would use.
     let mut replies = match attacker.subscribe("_INBOX_bootstrap.*.flood").await {
         Ok(s) => s,
-        Err(e) => fleet.fail(&e),
+        Err(e) => fleet.fail(&e.to_string()),
     };
     for i in 0..REGISTRATIONS {
         let name = format!("flood-{i:04}");
@@ -72,7 +72,7 @@ async fn a_bootstrap_registration_flood_is_capped_refused_and_counted_and_a_join
             .keys()
             .filter(|k| k.starts_with("$KV.clusters.flood-"))
             .count(),
-        Err(e) => fleet.fail(&e),
+        Err(e) => fleet.fail(&e.to_string()),
     };
     fleet.check(stored <= PENDING_MAX, || {
         format!("{stored} pending clusters stored, over --bootstrap-pending-max {PENDING_MAX}")
@@ -176,7 +176,7 @@ async fn a_cluster_flooding_unknown_work_status_subjects_is_capped_and_other_sta
         // the deadline.
         let n = match store.status_subjects(&filter).await {
             Ok(n) => n,
-            Err(e) if tokio::time::Instant::now() >= deadline => fleet.fail(&e),
+            Err(e) if tokio::time::Instant::now() >= deadline => fleet.fail(&e.to_string()),
             Err(_) => {
                 tokio::time::sleep(Duration::from_millis(500)).await;
                 continue;

@@ -253,11 +253,11 @@ async fn proxy_frames_a_cluster_sends_with_a_reply_subject_are_dropped_unanswere
         .await
     {
         Ok(s) => s,
-        Err(e) => fleet.fail(&e),
+        Err(e) => fleet.fail(&e.to_string()),
     };
     let mut inbox = match attacker.subscribe("_INBOX.mallory.proxy.>").await {
         Ok(s) => s,
-        Err(e) => fleet.fail(&e),
+        Err(e) => fleet.fail(&e.to_string()),
     };
     attacker.flush().await;
     // A call to mallory through the proxy (an open loopback hub: the anonymous admin). The
@@ -381,7 +381,7 @@ async fn a_cluster_cannot_read_under_another_clusters_prefix(server: Server) {
     ] {
         match attacker.subscribe(&filter).await {
             Ok(s) => subs.push((filter, s)),
-            Err(e) => fleet.fail(&e),
+            Err(e) => fleet.fail(&e.to_string()),
         }
     }
     attacker.flush().await;

@@ -5,7 +5,7 @@
 //! accepted cluster moves.
 
 use flotilla_api::v1::{RegistrationResponse, RegistrationState};
-use flotilla_attacks::attacker::Attacker;
+use flotilla_attacks::attacker::{self, Attacker};
 use flotilla_attacks::fleet::{
     SOON, accepted, available, metric_samples_text, precreated_cluster_yaml, table_cell,
 };
@@ -27,7 +27,7 @@ async fn stored_keys(fleet: &Fleet, name: &str) -> (String, String) {
             .map(|h| (h.agent_public_key, h.requested_public_key))
             .unwrap_or_default(),
         Ok(None) => fleet.fail(&format!("{name} is not stored")),
-        Err(e) => fleet.fail(&e),
+        Err(e) => fleet.fail(&e.to_string()),
     }
 }
 
@@ -44,7 +44,7 @@ async fn waiting_key(fleet: &Fleet, name: &str) -> (String, String) {
 /// At least one registration was answered, and no answer carries credentials.
 fn check_no_credentials(
     fleet: &Fleet,
-    answers: &[Result<RegistrationResponse, String>],
+    answers: &[Result<RegistrationResponse, attacker::Error>],
     what: &str,
 ) {
     fleet.check(answers.iter().any(|a| a.is_ok()), || {
@@ -64,7 +64,7 @@ fn check_no_credentials(
 /// accepted) nor Pending (it is not waiting for the admin either), with a message.
 fn check_refused_with_reason(
     fleet: &Fleet,
-    answers: &[Result<RegistrationResponse, String>],
+    answers: &[Result<RegistrationResponse, attacker::Error>],
     what: &str,
 ) {
     for a in answers.iter().flatten() {

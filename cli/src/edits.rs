@@ -4,6 +4,33 @@ use flotilla_api::meta::TAINT_EFFECTS;
 use flotilla_api::v1::{Taint, TaintKey};
 use std::collections::HashMap;
 
+/// What is wrong with one label or taint edit; each names the argument as given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EditError {
+    /// A label edit with nothing before `=` or `-`.
+    #[error("label {0:?}: empty key")]
+    EmptyLabelKey(String),
+    /// A label edit that neither sets nor removes.
+    #[error("label {0:?}: expected key=value to set or key- to remove")]
+    LabelShape(String),
+    /// A taint edit with nothing before `=`, `:` or `-`.
+    #[error("taint {0:?}: empty key")]
+    EmptyTaintKey(String),
+    /// A taint edit that neither adds nor removes.
+    #[error("taint {0:?}: expected key=value:Effect (add) or key:Effect- (remove)")]
+    TaintShape(String),
+    /// A taint effect OCM does not know.
+    #[error(
+        "taint {arg:?}: effect {effect:?} is not one of NoSelect, PreferNoSelect, NoSelectIfNew"
+    )]
+    TaintEffect {
+        /// The edit as given.
+        arg: String,
+        /// Its effect.
+        effect: String,
+    },
+}
+
 /// Label edits: `key=value` sets, `key-` removes.
 #[derive(Debug, Default, PartialEq)]
 pub struct LabelEdits {
@@ -14,23 +41,21 @@ pub struct LabelEdits {
 }
 
 /// Parses label edits, naming the bad argument.
-pub fn parse_labels(args: &[String]) -> Result<LabelEdits, String> {
+pub fn parse_labels(args: &[String]) -> Result<LabelEdits, EditError> {
     let mut edits = LabelEdits::default();
     for a in args {
         if let Some((k, v)) = a.split_once('=') {
             if k.is_empty() {
-                return Err(format!("label {a:?}: empty key"));
+                return Err(EditError::EmptyLabelKey(a.clone()));
             }
             edits.set.insert(k.to_string(), v.to_string());
         } else if let Some(k) = a.strip_suffix('-') {
             if k.is_empty() {
-                return Err(format!("label {a:?}: empty key"));
+                return Err(EditError::EmptyLabelKey(a.clone()));
             }
             edits.remove.push(k.to_string());
         } else {
-            return Err(format!(
-                "label {a:?}: expected key=value to set or key- to remove"
-            ));
+            return Err(EditError::LabelShape(a.clone()));
         }
     }
     Ok(edits)
@@ -45,18 +70,19 @@ pub struct TaintEdits {
     pub remove: Vec<TaintKey>,
 }
 
-fn check_effect(a: &str, effect: &str) -> Result<(), String> {
+fn check_effect(a: &str, effect: &str) -> Result<(), EditError> {
     if TAINT_EFFECTS.contains(&effect) {
         Ok(())
     } else {
-        Err(format!(
-            "taint {a:?}: effect {effect:?} is not one of NoSelect, PreferNoSelect, NoSelectIfNew"
-        ))
+        Err(EditError::TaintEffect {
+            arg: a.to_string(),
+            effect: effect.to_string(),
+        })
     }
 }
 
 /// Parses taint edits: `key=value:Effect` or `key:Effect` adds; `key:Effect-` or `key-` removes.
-pub fn parse_taints(args: &[String]) -> Result<TaintEdits, String> {
+pub fn parse_taints(args: &[String]) -> Result<TaintEdits, EditError> {
     let mut edits = TaintEdits::default();
     for a in args {
         if let Some(rest) = a.strip_suffix('-') {
@@ -69,7 +95,7 @@ pub fn parse_taints(args: &[String]) -> Result<TaintEdits, String> {
             };
             let key = key.split_once('=').map_or(key, |(k, _)| k);
             if key.is_empty() {
-                return Err(format!("taint {a:?}: empty key"));
+                return Err(EditError::EmptyTaintKey(a.clone()));
             }
             edits.remove.push(TaintKey {
                 key: key.to_string(),
@@ -77,13 +103,13 @@ pub fn parse_taints(args: &[String]) -> Result<TaintEdits, String> {
             });
             continue;
         }
-        let (kv, effect) = a.rsplit_once(':').ok_or_else(|| {
-            format!("taint {a:?}: expected key=value:Effect (add) or key:Effect- (remove)")
-        })?;
+        let (kv, effect) = a
+            .rsplit_once(':')
+            .ok_or_else(|| EditError::TaintShape(a.clone()))?;
         check_effect(a, effect)?;
         let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
         if key.is_empty() {
-            return Err(format!("taint {a:?}: empty key"));
+            return Err(EditError::EmptyTaintKey(a.clone()));
         }
         edits.add.push(Taint {
             key: key.to_string(),
@@ -109,12 +135,13 @@ mod tests {
         assert_eq!(e.set["env"], "prod");
         assert_eq!(e.set["empty"], "");
         assert_eq!(e.remove, vec!["old"]);
-        assert!(
-            parse_labels(&s(&["novalue"]))
-                .unwrap_err()
-                .contains("novalue")
+        let e = parse_labels(&s(&["novalue"])).unwrap_err();
+        assert_eq!(e, EditError::LabelShape("novalue".into()));
+        assert!(e.to_string().contains("\"novalue\""), "{e}");
+        assert_eq!(
+            parse_labels(&s(&["=x"])),
+            Err(EditError::EmptyLabelKey("=x".into()))
         );
-        assert!(parse_labels(&s(&["=x"])).is_err());
     }
 
     #[test]
@@ -144,11 +171,12 @@ mod tests {
                 effect: String::new()
             }
         );
-        assert!(
-            parse_taints(&s(&["gpu=true:NoExecute"]))
-                .unwrap_err()
-                .contains("NoExecute")
+        let e = parse_taints(&s(&["gpu=true:NoExecute"])).unwrap_err();
+        assert!(matches!(&e, EditError::TaintEffect { effect, .. } if effect == "NoExecute"));
+        assert!(e.to_string().contains("NoExecute"), "{e}");
+        assert_eq!(
+            parse_taints(&s(&["gpu=true"])),
+            Err(EditError::TaintShape("gpu=true".into()))
         );
-        assert!(parse_taints(&s(&["gpu=true"])).is_err());
     }
 }

@@ -215,7 +215,7 @@ async fn run(cli: Cli) -> Result<()> {
         return cmd::kubeconfig::run(args, token.as_deref(), credentials.ca.as_deref());
     }
     if let Command::Join(args) = &cli.command {
-        let join = cmd::join::prepare(args).map_err(anyhow::Error::msg)?;
+        let join = cmd::join::prepare(args)?;
         let hub = if join.asks_hub() {
             Some(
                 Hub::connect(&cli.hub, &credentials)

@@ -5,6 +5,21 @@ use crate::kind::Kind;
 use flotilla_api::ocm;
 use serde::Serialize;
 
+/// Why objects could not be rendered in the chosen format.
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    /// A table was asked of the structured serialiser (a caller's mistake: tables are laid out
+    /// by [`render`] and [`kind_table`]).
+    #[error("a table is not a structured format")]
+    NotStructured,
+    /// The objects do not serialise as JSON.
+    #[error("serialising as JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    /// The objects do not serialise as YAML.
+    #[error("serialising as YAML: {0}")]
+    Yaml(#[from] serde_yaml::Error),
+}
+
 /// Output format (`-o`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -66,12 +81,12 @@ pub fn structured<T: Serialize>(
     format: Format,
     items: Vec<T>,
     single: bool,
-) -> Result<String, String> {
-    let to = |v: &dyn erased::Ser| -> Result<String, String> {
+) -> Result<String, RenderError> {
+    let to = |v: &dyn erased::Ser| -> Result<String, RenderError> {
         match format {
-            Format::Json => v.json(),
-            Format::Yaml => v.yaml(),
-            Format::Table | Format::Wide => Err("a table is not a structured format".into()),
+            Format::Json => Ok(v.json()?),
+            Format::Yaml => Ok(v.yaml()?),
+            Format::Table | Format::Wide => Err(RenderError::NotStructured),
         }
     };
     if single && items.len() == 1 {
@@ -86,25 +101,23 @@ mod erased {
     use serde::Serialize;
 
     pub trait Ser {
-        fn json(&self) -> Result<String, String>;
-        fn yaml(&self) -> Result<String, String>;
+        fn json(&self) -> Result<String, serde_json::Error>;
+        fn yaml(&self) -> Result<String, serde_yaml::Error>;
     }
 
     impl<T: Serialize> Ser for T {
-        fn json(&self) -> Result<String, String> {
-            serde_json::to_string_pretty(self)
-                .map(|s| s + "\n")
-                .map_err(|e| e.to_string())
+        fn json(&self) -> Result<String, serde_json::Error> {
+            serde_json::to_string_pretty(self).map(|s| s + "\n")
         }
-        fn yaml(&self) -> Result<String, String> {
-            serde_yaml::to_string(self).map_err(|e| e.to_string())
+        fn yaml(&self) -> Result<String, serde_yaml::Error> {
+            serde_yaml::to_string(self)
         }
     }
 }
 
 /// Renders objects of one kind as a table of the kind's columns, or as OCM-shaped JSON/YAML (a
 /// single named object prints alone when `single`, otherwise a `kind: List`).
-pub fn render<K: Kind>(format: Format, items: &[K], single: bool) -> Result<String, String> {
+pub fn render<K: Kind>(format: Format, items: &[K], single: bool) -> Result<String, RenderError> {
     match format {
         Format::Table => Ok(kind_table(items)),
         Format::Wide => Ok(wide_table(items)),

@@ -52,7 +52,7 @@ mod server;
 pub use agents::AgentOptions;
 pub use cli::{creds_block, table_cell};
 pub use hub::HubOptions;
-pub use metrics::{http_get, metric_samples_text, metric_sum, samples};
+pub use metrics::{HTTP_TIMEOUT, HttpError, http_get, metric_samples_text, metric_sum, samples};
 pub use objects::{
     accepted, applied, available, condition, generation, precreated_cluster_yaml, work_yaml,
 };

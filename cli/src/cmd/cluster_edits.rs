@@ -121,7 +121,7 @@ pub async fn deny(hub: &Hub, clusters: Vec<String>) -> Result<()> {
 
 /// Sets (`key=value`) and removes (`key-`) labels of a cluster.
 pub async fn label(hub: &Hub, cluster: String, labels: Vec<String>) -> Result<()> {
-    let e = edits::parse_labels(&labels).map_err(|e| anyhow!(e))?;
+    let e = edits::parse_labels(&labels)?;
     let (name, set, remove) = (cluster, e.set, e.remove);
     let r = LabelClusterRequest { name, set, remove };
     hub.idempotent(async || hub.clusters().label_cluster(r.clone()).await)
@@ -131,7 +131,7 @@ pub async fn label(hub: &Hub, cluster: String, labels: Vec<String>) -> Result<()
 
 /// Adds (`key=value:Effect`) and removes (`key:Effect-`, `key-`) taints of a cluster.
 pub async fn taint(hub: &Hub, cluster: String, taints: Vec<String>) -> Result<()> {
-    let e = edits::parse_taints(&taints).map_err(|e| anyhow!(e))?;
+    let e = edits::parse_taints(&taints)?;
     let (name, add, remove) = (cluster, e.add, e.remove);
     let r = TaintClusterRequest { name, add, remove };
     hub.idempotent(async || hub.clusters().taint_cluster(r.clone()).await)

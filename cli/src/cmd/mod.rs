@@ -34,7 +34,7 @@ pub mod rollout;
 pub mod watch;
 
 /// Prints a rendering of a command's result.
-fn print(rendering: Result<String, String>) -> anyhow::Result<()> {
-    print!("{}", rendering.map_err(anyhow::Error::msg)?);
+fn print(rendering: Result<String, crate::output::RenderError>) -> anyhow::Result<()> {
+    print!("{}", rendering?);
     Ok(())
 }

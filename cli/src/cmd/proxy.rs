@@ -53,7 +53,7 @@ pub async fn run(hub: &Hub, format: Format, cluster: String, what: ProxyWhat) ->
         Format::Table | Format::Wide => {
             output::table(&COLUMNS, &values.iter().map(row).collect::<Vec<_>>())
         }
-        f => output::structured(f, values, single).map_err(anyhow::Error::msg)?,
+        f => output::structured(f, values, single)?,
     };
     print!("{text}");
     Ok(())

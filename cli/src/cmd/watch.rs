@@ -152,8 +152,7 @@ async fn follow<E, K: Kind>(
                 println!("{}", row.join("   "));
             }
             f => {
-                let text = output::structured(f, vec![change.object.to_ocm()], true)
-                    .map_err(anyhow::Error::msg)?;
+                let text = output::structured(f, vec![change.object.to_ocm()], true)?;
                 if f == Format::Yaml {
                     println!("---");
                 }

@@ -5,6 +5,12 @@
 use super::rbac::{self, Rbac};
 use super::{ANCHOR_CRD, NAMESPACE, quoted};
 
+/// Everything wrong with a `flotilla join` before anything is rendered or asked of the hub,
+/// one entry per problem, each naming its flag or argument; shown at once, `; `-separated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .0.join("; "))]
+pub struct Problems(pub Vec<String>);
+
 /// The default agent image: the one of this CLI's version.
 pub const DEFAULT_IMAGE: &str = concat!(
     "ghcr.io/flotilla-io/flotilla-agent:",
@@ -118,7 +124,7 @@ fn indent(text: &str, spaces: usize) -> String {
 }
 
 /// The manifests that install the agent with `bootstrap`, or what is wrong with `install`.
-pub fn manifests(install: &Install, bootstrap: &Bootstrap) -> Result<String, String> {
+pub fn manifests(install: &Install, bootstrap: &Bootstrap) -> Result<String, Problems> {
     let mut errors = install.check();
     if let Err(e) = flotilla_api::transport::check_transport(
         &install.nats_url,
@@ -128,7 +134,7 @@ pub fn manifests(install: &Install, bootstrap: &Bootstrap) -> Result<String, Str
         errors.push(format!("--nats-url {e}"));
     }
     if !errors.is_empty() {
-        return Err(errors.join("; "));
+        return Err(Problems(errors));
     }
     let mut secret_data = String::new();
     let mut secret_comment = String::new();
@@ -316,9 +322,13 @@ mod tests {
     #[test]
     fn a_credential_is_never_rendered_for_a_server_the_agent_cannot_authenticate() {
         let creds = Bootstrap::JoinToken(CREDS.into());
-        let e = manifests(&Install::new("edge-1", "tls://hub:4222"), &creds).unwrap_err();
+        let e = manifests(&Install::new("edge-1", "tls://hub:4222"), &creds)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("CA pinned") && e.contains("--nats-ca"), "{e}");
-        let e = manifests(&Install::new("edge-1", "nats://hub:4222"), &creds).unwrap_err();
+        let e = manifests(&Install::new("edge-1", "nats://hub:4222"), &creds)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("TLS is required"), "{e}");
         let mut first = Install::new("edge-1", "tls://hub:4222").nats_ca("PEM\n");
         first.nats_tls_first = true;
@@ -341,10 +351,14 @@ mod tests {
     #[test]
     fn every_problem_is_named_at_once() {
         let install = Install::new("Bad_Name", "nats://hub:4222").label("novalue");
-        let e = manifests(&install, &Bootstrap::None).unwrap_err();
+        let Problems(e) = manifests(&install, &Bootstrap::None).unwrap_err();
         assert!(
-            e.contains("CLUSTER \"Bad_Name\"") && e.contains("--label \"novalue\""),
-            "{e}"
+            e.iter().any(|p| p.starts_with("CLUSTER \"Bad_Name\"")),
+            "{e:?}"
+        );
+        assert!(
+            e.iter().any(|p| p.starts_with("--label \"novalue\"")),
+            "{e:?}"
         );
     }
 }

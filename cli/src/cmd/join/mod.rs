@@ -202,7 +202,7 @@ impl Join {
 
 /// Checks the arguments and reads the local files, before anything touches the network: every
 /// problem at once.
-pub fn prepare(args: &JoinArgs) -> Result<Join, String> {
+pub fn prepare(args: &JoinArgs) -> Result<Join, manifest::Problems> {
     let mut errors = Vec::new();
     let mut read = |flag: &str, path: &Option<PathBuf>| {
         path.as_ref()
@@ -255,7 +255,7 @@ pub fn prepare(args: &JoinArgs) -> Result<Join, String> {
     };
     errors.extend(install.check());
     if !errors.is_empty() {
-        return Err(errors.join("; "));
+        return Err(manifest::Problems(errors));
     }
     let source = match (shared, args.offline) {
         (Some(text), _) => Source::Given(Bootstrap::Shared(text)),
@@ -380,7 +380,7 @@ pub async fn run(join: Join, hub: Option<&Hub>) -> anyhow::Result<()> {
             }
         }
     };
-    let text = manifests(&join.install, &bootstrap).map_err(anyhow::Error::msg)?;
+    let text = manifests(&join.install, &bootstrap)?;
     for warning in rbac::warnings(&join.install.rbac) {
         eprintln!("{warning}");
     }
@@ -497,7 +497,8 @@ mod tests {
             ])
             .unwrap(),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         for part in [
             "--nats-ca /no/such/ca.pem",
             "--allow \"nogroup\"",
