@@ -196,7 +196,7 @@ async fn an_applied_account_gets_its_token_sealed_with_the_expiry_the_cluster_an
     for who in [viewer, deployer] {
         let e = hub
             .service_accounts()
-            .token("c1", "viewer", Some(who))
+            .token("c1", "viewer", Some(&who))
             .await
             .unwrap_err();
         assert!(e.to_string().contains("may not fetch the token"), "{e}");
