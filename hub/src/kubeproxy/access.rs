@@ -11,6 +11,7 @@
 //! as for its works); a read-only caller cannot read Secrets, which the agent usually may.
 
 use super::request::RequestInfo;
+use crate::grants::{self, Decision, Grant, SetIndexView, Target, Verb};
 use crate::grpc::auth::{Identity, Role};
 use flotilla_api::work::Executor;
 
@@ -144,6 +145,73 @@ pub fn decide(identity: &Identity, info: &RequestInfo, asked: &Asked) -> Result<
                 groups: Vec::new(),
             })
         }
+    }
+}
+
+/// What the caller's grants give it on the one cluster a request is for (issue 48,
+/// docs/notes/issue-48-design.md §5.4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OnCluster {
+    /// `admin` on one of the cluster's sets (or the fleet): today's admin.
+    Admin(Grant),
+    /// `view` on one of its sets (or the fleet): today's read-only.
+    View(Grant),
+    /// Neither: the refusal, naming the grants it needs.
+    Refused(String),
+}
+
+/// What `identity` holds on `cluster`, by the set index's `index`.
+pub fn on_cluster(identity: &Identity, index: &SetIndexView, cluster: &str) -> OnCluster {
+    let target = Target::Cluster { name: cluster };
+    if let Decision::Allowed(grant) =
+        grants::decide(&identity.scope, index, Verb::ProxyWrite, &target)
+    {
+        return OnCluster::Admin(grant);
+    }
+    match grants::decide(&identity.scope, index, Verb::ProxyRead, &target) {
+        Decision::Allowed(grant) => OnCluster::View(grant),
+        Decision::Missing(missing) => OnCluster::Refused(format!(
+            "{} (to read; admin to write)",
+            missing.refusal(
+                &identity.principal,
+                &format!("reach cluster {cluster} through the cluster proxy")
+            )
+        )),
+    }
+}
+
+/// [`decide`] for one cluster: a fleet `admin` and a CSV deployer as before; anyone else by
+/// what its grants give it on the cluster (`on`, from [`on_cluster`]) — `admin` on one of its
+/// sets acts as an admin, `view` as a read-only caller, neither is refused naming the grant.
+pub fn decide_on(
+    identity: &Identity,
+    on: &OnCluster,
+    info: &RequestInfo,
+    asked: &Asked,
+) -> Result<Act, Refusal> {
+    match (identity.role(), on) {
+        (Role::Admin | Role::Deployer, OnCluster::Refused(_) | OnCluster::View(_)) => {
+            decide(identity, info, asked)
+        }
+        (_, OnCluster::Admin(_)) => {
+            let mut admin = identity.clone();
+            admin.legacy = Some(std::sync::Arc::new(crate::grpc::auth::Legacy {
+                role: Role::Admin,
+                execute_as: Vec::new(),
+            }));
+            decide(&admin, info, asked)
+        }
+        (_, OnCluster::View(_)) => {
+            let mut viewer = identity.clone();
+            viewer.legacy = Some(std::sync::Arc::new(crate::grpc::auth::Legacy {
+                role: Role::ReadOnly,
+                execute_as: Vec::new(),
+            }));
+            viewer.scope =
+                std::sync::Arc::new(crate::grants::Scope::fleet(crate::grants::FleetRole::View));
+            decide(&viewer, info, asked)
+        }
+        (_, OnCluster::Refused(why)) => Err(Refusal(why.clone())),
     }
 }
 
@@ -300,5 +368,68 @@ mod tests {
             groups: vec!["devs".into()],
         };
         assert!(decide(&admin, &del, &groups_only).is_err());
+    }
+
+    #[test]
+    fn per_cluster_a_sets_admin_acts_as_admin_its_viewer_reads_and_others_are_refused() {
+        use crate::grants::file::{Builder, group};
+        use crate::grants::{NamespaceRole, SetRole};
+        let grants = Builder::default()
+            .set("team-a", SetRole::Admin, group("team-a-sre"))
+            .set("team-a", SetRole::View, group("team-a-dev"))
+            .namespace("apps", NamespaceRole::Edit, group("team-b-sre"))
+            .build();
+        let index = SetIndexView::build(
+            1,
+            1,
+            ["team-a", "team-b"],
+            [("a1", vec!["team-a"]), ("b1", vec!["team-b"])],
+        )
+        .unwrap();
+        let member = |name: &str, group: &str| {
+            let mut id = Identity::token(name, Role::Member, Vec::new());
+            id.principal = id.principal.with_groups([group]);
+            id.under(&grants)
+        };
+        let (ana, cleo, ben) = (
+            member("ana", "team-a-sre"),
+            member("cleo", "team-a-dev"),
+            member("ben", "team-b-sre"),
+        );
+        let none = Asked::default();
+        let write = info(Method::POST, "/api/v1/namespaces/a/configmaps");
+        let secrets = info(Method::GET, "/api/v1/namespaces/a/secrets");
+        let pods = info(Method::GET, "/api/v1/pods");
+
+        let on = on_cluster(&ana, &index, "a1");
+        assert!(matches!(on, OnCluster::Admin(_)), "{on:?}");
+        assert_eq!(decide_on(&ana, &on, &write, &none), Ok(Act::AsAgent));
+        assert_eq!(decide_on(&ana, &on, &secrets, &none), Ok(Act::AsAgent));
+
+        let on = on_cluster(&cleo, &index, "a1");
+        assert!(matches!(on, OnCluster::View(_)), "{on:?}");
+        assert_eq!(decide_on(&cleo, &on, &pods, &none), Ok(Act::AsAgent));
+        assert!(decide_on(&cleo, &on, &secrets, &none).is_err());
+        assert!(decide_on(&cleo, &on, &write, &none).is_err());
+
+        let on = on_cluster(&ana, &index, "b1");
+        let refused = decide_on(&ana, &on, &pods, &none).unwrap_err();
+        assert_eq!(
+            refused.0,
+            "ana (groups team-a-sre) may not reach cluster b1 through the cluster proxy: it \
+             needs view on cluster set \"team-b\" (cluster b1 is in team-b); ana holds admin on \
+             cluster set \"team-a\" (to read; admin to write)"
+        );
+        // A namespace grant reaches no cluster.
+        let on = on_cluster(&ben, &index, "b1");
+        assert!(matches!(on, OnCluster::Refused(_)), "{on:?}");
+        // CSV roles are unchanged by the cluster's grants.
+        let viewer = identity(Role::ReadOnly, &[]).under(&grants);
+        let on = on_cluster(&viewer, &index, "b1");
+        assert!(matches!(on, OnCluster::View(_)));
+        assert!(decide_on(&viewer, &on, &write, &none).is_err());
+        let admin = identity(Role::Admin, &[]);
+        let on = on_cluster(&admin, &index, "b1");
+        assert_eq!(decide_on(&admin, &on, &write, &none), Ok(Act::AsAgent));
     }
 }
