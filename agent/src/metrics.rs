@@ -27,6 +27,13 @@ pub struct ProxyRefusal {
     pub reason: &'static str,
 }
 
+/// The kind of a cluster-proxy session (`exec`, `attach`, `portforward`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SessionKind {
+    /// The pod subresource.
+    pub kind: &'static str,
+}
+
 /// Why an agent left a hub (MultipleHubs).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SwitchReason {
@@ -72,6 +79,8 @@ pub struct AgentMetrics {
     pub proxy_refusals: Family<ProxyRefusal, Counter>,
     /// Request-body bytes of cluster-proxy calls held now.
     pub proxy_body_bytes: Gauge,
+    /// Cluster-proxy sessions (exec, attach, port-forward) open now, by kind.
+    pub proxy_sessions: Family<SessionKind, Gauge>,
 }
 
 impl std::fmt::Debug for AgentMetrics {
@@ -104,6 +113,7 @@ impl Default for AgentMetrics {
             work_actor_stalls: Counter::default(),
             proxy_refusals: Family::default(),
             proxy_body_bytes: Gauge::default(),
+            proxy_sessions: Family::default(),
         };
         registry.register(
             "connected",
@@ -176,6 +186,11 @@ impl Default for AgentMetrics {
             "proxy_body_bytes",
             "Request-body bytes of cluster-proxy calls held now",
             m.proxy_body_bytes.clone(),
+        );
+        registry.register(
+            "proxy_sessions",
+            "Cluster-proxy sessions (exec, attach, port-forward) open now, by kind",
+            m.proxy_sessions.clone(),
         );
         *m.registry.lock().expect("registry lock") = registry;
         m

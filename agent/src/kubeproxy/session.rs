@@ -160,6 +160,18 @@ pub(super) async fn run(mut call: Call, request: TunnelRequest, mut rx: mpsc::Re
         command = %command_line(&spec.command), port = spec.port,
         as_user = tunnel::as_user(&request), "cluster proxy session"
     );
+    let open = call
+        .shared
+        .metrics
+        .proxy_sessions
+        .get_or_create(&crate::metrics::SessionKind {
+            kind: spec.kind.name(),
+        })
+        .clone();
+    open.inc();
+    let _open = scopeguard(move || {
+        open.dec();
+    });
     let mut tally = Tally {
         bytes_in: 0,
         bytes_out: 0,
@@ -191,6 +203,19 @@ pub(super) async fn run(mut call: Call, request: TunnelRequest, mut rx: mpsc::Re
         bytes_in = tally.bytes_in, bytes_out = tally.bytes_out, exit_code = ?tally.exit_code,
         why = tally.why, "cluster proxy session ended"
     );
+}
+
+/// Runs `f` when dropped (the open-sessions gauge, however the session ends).
+fn scopeguard(f: impl FnOnce()) -> impl Drop {
+    struct Guard<F: FnOnce()>(Option<F>);
+    impl<F: FnOnce()> Drop for Guard<F> {
+        fn drop(&mut self) {
+            if let Some(f) = self.0.take() {
+                f();
+            }
+        }
+    }
+    Guard(Some(f))
 }
 
 /// Opens the session at the backend and runs it.

@@ -191,6 +191,7 @@ fn session_failed(deps: &Deps, cluster: &str, e: &SessionError) -> http::Respons
             code
         }
         SessionError::Invalid(_) => StatusCode::BAD_REQUEST,
+        SessionError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
         SessionError::BadExit { .. } => StatusCode::BAD_GATEWAY,
     };
     tracing::info!(cluster.name = %cluster, error = %e, "cluster proxy session failed");

@@ -356,11 +356,11 @@ async fn a_refused_or_unserved_session_is_an_ordinary_answer() {
     assert!(matches!(s.next().await, Frame::End));
     serving.abort();
 
-    // A backend without sessions (the simulated cluster, for now): 501.
+    // The simulated cluster has no pod `p`: the API server's 404, as an ordinary answer.
     let (_nats, hub, serving) = agent(Arc::new(SimBackend::new(8, 32, "v1.30.2"))).await;
     let request = ask(&hub, &spec, EXEC, 8);
     let (mut s, _credit) = Driver::open(hub, request).await;
-    assert!(is_head(&s.next().await, 501));
+    assert!(is_head(&s.next().await, 404));
     serving.abort();
 
     // A path that names no exec: 400 before any credit.

@@ -37,6 +37,9 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tracing::Instrument;
 
+/// How often an open session looks at its cluster's availability.
+const AVAILABILITY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// A session to open.
 pub struct SessionOutgoing {
     /// The cluster.
@@ -69,6 +72,13 @@ pub enum SessionError {
     /// The session asked for is not one an API server serves (the query parsed wrong).
     #[error("invalid session request: {0}")]
     Invalid(#[source] Violation),
+    /// The hub's inventory marked the cluster unavailable (its lease ran out): the session is
+    /// cut at once rather than when the agent's silence reaches the idle timeout.
+    #[error("cluster {cluster} became unavailable (its agent's lease ran out)")]
+    Unavailable {
+        /// The cluster.
+        cluster: String,
+    },
     /// The agent's exit `Status` is not one kubectl can be given.
     #[error("the agent of cluster {cluster} sent an exit status kubectl cannot read: {source}")]
     BadExit {
@@ -413,6 +423,7 @@ impl SessionCall {
             SessionError::Call(CallError::Cancelled { .. }) => "agent_cancelled",
             SessionError::Call(CallError::Shutdown) => "hub_stopping",
             SessionError::Call(CallError::Send { .. }) => "send_failed",
+            SessionError::Unavailable { .. } => "cluster_unavailable",
             _ => "protocol",
         });
         tracing::debug!(error = %failure, "cluster-proxy session failed");
@@ -457,6 +468,8 @@ impl SessionCall {
         let mut deadline = Instant::now() + self.inner.config.open_timeout;
         let mut keepalive =
             tokio::time::interval_at(Instant::now() + tunnel::KEEPALIVE, tunnel::KEEPALIVE);
+        let mut availability =
+            tokio::time::interval_at(Instant::now() + AVAILABILITY, AVAILABILITY);
         loop {
             if let Err(e) = self.send_pending().await {
                 return failed(e);
@@ -482,6 +495,7 @@ impl SessionCall {
                 Some(size) = next_size(&mut self.resizes) => self.on_resize(Some(size)).await,
                 () = due(&self.flow.gate) => self.on_resize(None).await,
                 _ = keepalive.tick() => self.send(Frame::Ping).await.err().map(failed),
+                _ = availability.tick() => self.unavailable(),
                 () = tokio::time::sleep_until(deadline) => {
                     let after = if heard {
                         tunnel::idle_timeout()
@@ -502,6 +516,18 @@ impl SessionCall {
                 return end;
             }
         }
+    }
+
+    /// `Some` when the inventory no longer has the cluster Available (a cluster that is gone
+    /// from it entirely is left to the idle rule: an inventory being rebuilt says nothing).
+    fn unavailable(&self) -> Option<Stop> {
+        let cluster = self.inner.inventory.get(&self.cluster)?;
+        let available = crate::cluster::rules::available(&cluster);
+        (available != Some(flotilla_api::meta::status::TRUE)).then(|| {
+            Stop::Failed(SessionError::Unavailable {
+                cluster: self.cluster.clone(),
+            })
+        })
     }
 
     /// Sends what waits of the client's input within the agent's credit.
