@@ -27,6 +27,9 @@ pub struct SetId(pub u16);
 /// so masks built against one table are never read against another.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SetIds {
+    /// Unique to this table in the process: masks are keyed by it, never by a generation a
+    /// rebuild could number again.
+    uid: u64,
     generation: u64,
     by_name: HashMap<Arc<str>, SetId>,
     names: Vec<Arc<str>>,
@@ -38,7 +41,9 @@ impl SetIds {
         generation: u64,
         names: impl IntoIterator<Item = S>,
     ) -> Result<Self, TooManySets> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let mut ids = Self {
+            uid: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             generation,
             ..Self::default()
         };
@@ -68,6 +73,12 @@ impl SetIds {
     /// The table's generation (masks carry none: the scope records the generation it used).
     pub fn generation(&self) -> u64 {
         self.generation
+    }
+
+    /// What masks built against this table are keyed by: the table's process-unique id and its
+    /// size (a set appended keeps the ids, not the key).
+    pub fn key(&self) -> (u64, usize) {
+        (self.uid, self.names.len())
     }
 
     /// The id of set `name`.

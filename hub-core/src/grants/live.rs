@@ -133,7 +133,7 @@ impl Live {
     ) -> Arc<Scope> {
         let current = self.current();
         let ids = view.ids();
-        let table = (ids.generation(), ids.len());
+        let table = ids.key();
         let key = (principal.clone(), base);
         if let Some(cached) = self.scopes.get(&key)
             && cached.generation == current.generation

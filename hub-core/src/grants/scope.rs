@@ -80,7 +80,7 @@ impl Scope {
             }
         }
         self.masks = Some(Masks {
-            table: (ids.generation(), ids.len()),
+            table: ids.key(),
             sees,
             admins,
         });
@@ -91,7 +91,7 @@ impl Scope {
     pub fn sees_mask(&self, ids: &SetIds) -> Option<&SetMask> {
         self.masks
             .as_ref()
-            .filter(|m| m.table == (ids.generation(), ids.len()))
+            .filter(|m| m.table == ids.key())
             .map(|m| &m.sees)
     }
 
@@ -99,7 +99,7 @@ impl Scope {
     pub fn admins_mask(&self, ids: &SetIds) -> Option<&SetMask> {
         self.masks
             .as_ref()
-            .filter(|m| m.table == (ids.generation(), ids.len()))
+            .filter(|m| m.table == ids.key())
             .map(|m| &m.admins)
     }
 
