@@ -39,8 +39,18 @@ impl ClusterSetService for ClusterSetApi {
         let name = set.metadata.as_ref().map_or("", |m| m.name.as_str());
         guard::object("metadata.name", name)?;
         let action = format!("apply ManagedClusterSet {name}");
-        if self.sets.get_set(name).is_ok() {
-            teams.allow(caller.as_ref(), Verb::Write, Target::Set { name }, &action)?;
+        let stored = self.sets.get_set(name).ok().and_then(|v| v.set);
+        if let Some(stored) = stored {
+            // Its selector decides which clusters its admins hold: changing it is the fleet's
+            // (a set admin could otherwise take every cluster); the rest is the set's admins'.
+            let selector =
+                |s: &ManagedClusterSet| s.spec.as_ref().and_then(|s| s.cluster_selector.clone());
+            if selector(&stored) == selector(&set) {
+                teams.allow(caller.as_ref(), Verb::Write, Target::Set { name }, &action)?;
+            } else {
+                let action = format!("change the clusterSelector of ManagedClusterSet {name}");
+                teams.allow(caller.as_ref(), Verb::Write, Target::Fleet, &action)?;
+            }
         } else {
             teams.allow(caller.as_ref(), Verb::Write, Target::Fleet, &action)?;
         }
