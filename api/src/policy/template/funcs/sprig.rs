@@ -55,6 +55,9 @@ pub const FUNCS: &[(&str, Func)] = &[
     ("compact", compact),
     ("sortAlpha", sort_alpha),
     ("until", until),
+    ("untilStep", until_step),
+    ("without", without),
+    ("dig", dig),
     ("dict", dict),
     ("get", get),
     ("hasKey", has_key),
@@ -89,6 +92,10 @@ pub const FUNCS: &[(&str, Func)] = &[
     ("regexReplaceAllLiteral", regex_replace_all_literal),
     ("regexSplit", regex_split),
     ("typeOf", type_of),
+    ("typeIs", type_is),
+    ("sha256sum", sha256sum),
+    ("b32enc", b32enc),
+    ("b32dec", b32dec),
     ("kindOf", kind_of),
     ("kindIs", kind_is),
     ("deepEqual", deep_equal),
@@ -722,4 +729,71 @@ fn kind_is(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
 fn deep_equal(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
     arity("deepEqual", a, 2)?;
     Ok(Value::Bool(same(&a[0], &a[1])))
+}
+
+/// sprig's `untilStep start stop step`: integers from `start` towards `stop`, `step` apart.
+fn until_step(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
+    arity("untilStep", a, 3)?;
+    let (start, stop, step) = (cast_to_int(&a[0]), cast_to_int(&a[1]), cast_to_int(&a[2]));
+    let mut out = Vec::new();
+    let mut i = start;
+    while step != 0 && ((step > 0 && i < stop) || (step < 0 && i > stop)) {
+        if out.len() >= 100_000 {
+            return Err(Fail::Calling("untilStep count too large".into()));
+        }
+        out.push(Value::Int(i));
+        i = i.saturating_add(step);
+    }
+    Ok(Value::List(out.into()))
+}
+fn without(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
+    at_least("without", a, 1)?;
+    let drop = &a[1..];
+    Ok(Value::List(
+        items(&a[0])
+            .into_iter()
+            .filter(|v| !drop.iter().any(|d| same(d, v)))
+            .collect::<Vec<_>>()
+            .into(),
+    ))
+}
+/// sprig's `dig key… default dict`: the value at the path of keys, else the default.
+fn dig(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
+    at_least("dig", a, 3)?;
+    let (keys, rest) = a.split_at(a.len() - 2);
+    let (default, dict) = (&rest[0], &rest[1]);
+    let mut at = dict.clone();
+    for k in keys {
+        match map_arg(&at).get(strval(k).as_str()) {
+            Some(v) => at = v.clone(),
+            None => return Ok(default.clone()),
+        }
+    }
+    Ok(at)
+}
+fn type_is(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
+    arity("typeIs", a, 2)?;
+    Ok(Value::Bool(strval(&a[0]) == super::go_type(&a[1])))
+}
+fn sha256sum(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
+    use sha2::Digest;
+    arity("sha256sum", a, 1)?;
+    let digest = sha2::Sha256::digest(strval(&a[0]).as_bytes());
+    Ok(string(data_encoding::HEXLOWER.encode(&digest)))
+}
+fn b32enc(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
+    arity("b32enc", a, 1)?;
+    Ok(string(
+        data_encoding::BASE32.encode(strval(&a[0]).as_bytes()),
+    ))
+}
+/// sprig's `b32dec`: the decoder's error text as the value on bad input, as sprig does.
+fn b32dec(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
+    arity("b32dec", a, 1)?;
+    Ok(string(
+        match data_encoding::BASE32.decode(strval(&a[0]).as_bytes()) {
+            Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+            Err(e) => format!("illegal base32 data at input byte {}", e.position),
+        },
+    ))
 }
