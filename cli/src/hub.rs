@@ -363,6 +363,13 @@ impl Hub {
         flotilla_api::v1::mirror_peer_service_client::MirrorPeerServiceClient::new(self.channel())
     }
 
+    /// The recovery window and its orphans.
+    pub fn recovery(
+        &self,
+    ) -> flotilla_api::v1::recovery_service_client::RecoveryServiceClient<HubChannel> {
+        flotilla_api::v1::recovery_service_client::RecoveryServiceClient::new(self.channel())
+    }
+
     /// ManagedServiceAccounts and their tokens.
     pub fn service_accounts(
         &self,

@@ -175,6 +175,12 @@ enum Command {
         #[command(subcommand)]
         what: cmd::addon::AddonWhat,
     },
+    /// The recovery window after a restore: status, decide orphans (`get orphans` lists them),
+    /// finish.
+    Recovery {
+        #[command(subcommand)]
+        what: cmd::recovery::RecoveryWhat,
+    },
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -264,6 +270,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Join(_) | Command::Kubeconfig(_) => Ok(()),
         Command::Rollout { what } => cmd::rollout::run(&hub, what).await,
         Command::Policy { what } => cmd::policy::run(&hub, what).await,
+        Command::Recovery { what } => cmd::recovery::run(&hub, what).await,
         Command::Addon { .. } => match addon {
             Some(action) => cmd::addon::run(&hub, action).await,
             None => Ok(()),

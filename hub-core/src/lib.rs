@@ -24,6 +24,8 @@
 //!   when a busy agent asks again.
 //! - [`limits`]: what spokes may make the hub keep (pending clusters, new names per second, the
 //!   status stream's bounds).
+//! - [`recovery`]: the recovery window after a restore and its orphans (works spokes hold
+//!   that the restored store lacks), which no spoke is told to delete until an operator decides.
 //! - [`janitor`]: purges the subjects of refused status messages from the status stream.
 //! - [`mailbox`]: a bounded mailbox that holds no buffer while empty (one per cluster actor).
 //! - [`security`]: secure mode — cluster credentials with registration replies, join
@@ -72,6 +74,7 @@ pub mod keys;
 pub mod limits;
 pub mod mailbox;
 pub mod metrics;
+pub mod recovery;
 pub mod report;
 pub mod router;
 pub mod sealed;

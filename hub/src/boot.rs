@@ -14,6 +14,7 @@ use flotilla_api::v1::cluster_service_server::ClusterServiceServer;
 use flotilla_api::v1::work_service_server::WorkServiceServer;
 use flotilla_bus::connect;
 use flotilla_bus::jetstream::{self as js, StreamOptions};
+use flotilla_hub_core::recovery;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -198,6 +199,8 @@ pub(crate) struct Opened {
     pub clusters: Bucket<flotilla_api::v1::ManagedCluster>,
     pub works: Bucket<crate::cluster::StoredWork>,
     pub status_stream: async_nats::jetstream::stream::Stream,
+    pub orphans: Bucket<flotilla_api::v1::Orphan>,
+    pub hubmeta: Bucket<flotilla_api::v1::RecoveryWindow>,
 }
 
 async fn open(
@@ -208,6 +211,8 @@ async fn open(
     Ok(Opened {
         clusters: Bucket::open(jetstream, store::CLUSTERS, opts).await?,
         works: Bucket::open(jetstream, store::WORKS, opts).await?,
+        orphans: Bucket::open(jetstream, recovery::ORPHANS, opts).await?,
+        hubmeta: Bucket::open(jetstream, recovery::HUBMETA, opts).await?,
         status_stream: js::ensure_status_stream(
             jetstream,
             opts,
@@ -375,6 +380,13 @@ impl State {
             shutdown.clone(),
         );
         tasks.push(janitor_task);
+        let (recovery, recovery_task) = recovery::Recovery::start(
+            opened.orphans.clone(),
+            opened.hubmeta.clone(),
+            shutdown.clone(),
+        )
+        .await?;
+        tasks.push(recovery_task);
         let inventory = ClusterInventory::new(4096);
         let works = WorkInventory::new(4096);
         let clusters = Clusters::new(Shared {
@@ -395,6 +407,7 @@ impl State {
             security,
             janitor: janitor.clone(),
             seal: crate::sealed::HubSeal::new(config.families.service_accounts.key.clone()),
+            recovery,
         });
         let holder: Arc<dyn views::Holder> = Arc::new(clusters.clone());
         let (cluster_view, cluster_progress) = views::View::load(

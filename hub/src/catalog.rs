@@ -71,6 +71,8 @@ pub const BUCKETS: &[(&str, Decoder)] = &[
     (crate::mirrorpeer::PEERS, as_type::<v1::MirrorPeer>),
     (crate::mirrorpeer::SECRETS, as_type::<v1::SealedPeerSecret>),
     (crate::mirrorpeer::KEYS, as_type::<v1::PeerKeyRecord>),
+    (crate::recovery::ORPHANS, as_type::<v1::Orphan>),
+    (crate::recovery::HUBMETA, as_type::<v1::RecoveryWindow>),
 ];
 
 /// Buckets the hub keeps that are not protobuf (JSON leases, members, revocations): the doctor

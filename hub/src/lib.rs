@@ -62,6 +62,8 @@
 //!   in a cluster set by a CEL template, with no admin step.
 //! - [`mirrorpeer`]: MirrorPeers — peers' Secrets sealed end to end between their agents; the
 //!   hub holds and forwards boxes only.
+//! - [`recovery`]: the recovery window after a restore — orphans (works spokes hold that the
+//!   restored store lacks) listed and decided over `flotilla.v1.RecoveryService`.
 //!
 //! Several hubs:
 //! - [`ha`]: unit leases, fences, membership, and the shard-lease loop.
@@ -107,6 +109,7 @@ pub mod kubeproxy;
 pub mod mirrorpeer;
 pub mod placement;
 pub mod policy;
+pub mod recovery;
 pub mod replicaset;
 pub mod restore;
 pub mod rollout;

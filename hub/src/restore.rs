@@ -118,6 +118,13 @@ pub enum RestoreError {
         #[source]
         source: GetStreamError,
     },
+    /// Opening the recovery window failed (every stream is restored).
+    #[error(
+        "every stream is restored, but opening the recovery window failed: {0} — do not start \
+         a hub until `flotilla-hub restore` is run again into an empty server (spokes would be \
+         told to delete works the backup lacks)"
+    )]
+    Window(#[source] crate::store::StoreError),
     /// A stream failed after others were restored.
     #[error(
         "{source}\nRestored before it: {} — delete them (`nats stream rm NAME`) and run restore \
@@ -142,6 +149,8 @@ pub struct Checked {
     pub manifest: Manifest,
     /// Each stream's restore request, in the manifest's order.
     pub requests: Vec<Value>,
+    /// The SHA-256 of manifest.json: the backup's id in the recovery window.
+    pub id: String,
 }
 
 /// What a restore did.
@@ -165,6 +174,7 @@ pub async fn check(dir: &Path) -> Result<Checked, RestoreError> {
         }
         Err(source) => return Err(RestoreError::File { path, source }),
     };
+    let id = manifest::hex(&Sha256::digest(&bytes));
     let manifest =
         Manifest::parse(&bytes).map_err(|source| RestoreError::Invalid { path, source })?;
     let mut requests = Vec::with_capacity(manifest.streams.len());
@@ -202,6 +212,7 @@ pub async fn check(dir: &Path) -> Result<Checked, RestoreError> {
         dir: dir.to_path_buf(),
         manifest,
         requests,
+        id,
     })
 }
 
@@ -299,7 +310,35 @@ pub async fn restore(
             }
         }
     }
+    open_window(&js, checked, replicas).await?;
     Ok(done)
+}
+
+/// Opens the recovery window in the restored store: hubs started on it tell no spoke to
+/// delete a work the backup lacks until an operator decides.
+async fn open_window(
+    js: &jetstream::Context,
+    checked: &Checked,
+    replicas: Option<usize>,
+) -> Result<(), RestoreError> {
+    let opts = flotilla_bus::jetstream::StreamOptions {
+        replicas: replicas.unwrap_or(1),
+        ..Default::default()
+    };
+    let meta = crate::store::Bucket::open(js, crate::recovery::HUBMETA, opts)
+        .await
+        .map_err(RestoreError::Window)?;
+    let taken_at = flotilla_api::meta::parse_rfc3339(&checked.manifest.taken_at);
+    let window = flotilla_api::v1::RecoveryWindow {
+        backup_id: checked.id.clone(),
+        backup_taken_at: taken_at,
+        started_at: Some(flotilla_api::meta::now()),
+        started_by: "restore".into(),
+    };
+    crate::recovery::open(&meta, &window)
+        .await
+        .map_err(RestoreError::Window)?;
+    Ok(())
 }
 
 /// Restores one stream and purges it when the manifest says so.
@@ -346,8 +385,9 @@ pub fn summary(checked: &Checked, restored: &Restored) -> String {
          {} revocation record(s) came back; any made after the backup are missing — rotate the \
          bootstrap credentials and review clusters denied or deleted since then \
          (docs/operations.md, \"After a restore\").\n\
-         Spokes holding works this backup lacks are told to delete them at their next resync: \
-         the recovery window that would hold such deletions back is not built yet.",
+         Hubs start in a recovery window: nothing spokes hold that this backup lacks is \
+         deleted until you decide (flotilla get orphans; flotilla recovery delete|keep \
+         CLUSTER NAME; flotilla recovery finish).",
         restored.streams,
         restored.bytes,
         checked.manifest.taken_at,

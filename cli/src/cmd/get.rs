@@ -158,6 +158,14 @@ pub enum GetWhat {
         /// Only these MirrorPeers.
         names: Vec<String>,
     },
+    /// Orphans of a recovery window: works spokes hold that the restored store lacks (CLUSTER,
+    /// NAME, RESOURCE ID, AGENT GEN, DECISION, FIRST SEEN); decide them with `recovery`.
+    #[command(alias = "orphan")]
+    Orphans {
+        /// Only this cluster's.
+        #[arg(short = 'c', long)]
+        cluster: Option<String>,
+    },
     /// AddOnPlacementScores.
     #[command(alias = "addonplacementscore", alias = "scores")]
     Addonplacementscores {
@@ -280,6 +288,9 @@ pub async fn run(hub: &Hub, format: Format, what: GetWhat) -> Result<()> {
             get::<ClusterImportPolicy>(hub, format, names(n, None)).await
         }
         GetWhat::Mirrorpeers { names: n } => get::<MirrorPeer>(hub, format, names(n, None)).await,
+        GetWhat::Orphans { cluster } => {
+            get::<flotilla_api::v1::Orphan>(hub, format, names(Vec::new(), cluster)).await
+        }
         GetWhat::Managedserviceaccounts { names: n, cluster } => {
             get::<ManagedServiceAccount>(hub, format, names(n, cluster)).await
         }

@@ -15,6 +15,7 @@
 //! - [`kubeconfig`]: a kubeconfig for the hub's cluster proxy (`kubectl` to a spoke through the
 //!   hub with the caller's token).
 //! - [`proxy`]: read-only queries of a spoke's resources through its agent.
+//! - [`recovery`]: the recovery window after a restore: status, orphans' decisions, finish.
 //! - [`cluster_edits`]: accept, deny, label and taint clusters.
 //! - [`join`]: the manifests that install the agent on a spoke, with a join credential from a
 //!   secure hub.
@@ -30,6 +31,7 @@ pub mod kubeconfig;
 pub mod policy;
 pub mod progress;
 pub mod proxy;
+pub mod recovery;
 pub mod rollout;
 pub mod watch;
 

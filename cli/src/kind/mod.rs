@@ -16,6 +16,7 @@
 //!   `describe policy`.
 //! - [`importpolicy`]: ClusterImportPolicies (source, imported and adopted counts).
 //! - [`mirrorpeer`]: MirrorPeers (peers, ODF's phase, applied exchanges).
+//! - [`orphan`]: orphans of a recovery window (works spokes hold that a restored store lacks).
 //! - [`decision`]: PlacementDecisions (the pages of clusters a placement selected).
 //! - [`replicaset`]: ManifestWorkReplicaSets (placements, works, rollout state).
 //! - [`score`]: AddOnPlacementScores (a provider's scores for one cluster).
@@ -37,6 +38,7 @@ pub mod clusterset;
 pub mod decision;
 pub mod importpolicy;
 pub mod mirrorpeer;
+pub mod orphan;
 pub mod placement;
 pub mod policy;
 pub mod replicaset;

@@ -111,6 +111,8 @@ pub struct Shared {
     pub janitor: crate::janitor::Janitor,
     /// Seals join tokens to the hub that asked for them, and opens them there.
     pub seal: crate::sealed::HubSeal,
+    /// The recovery window and its orphans: deletions the window withholds.
+    pub recovery: crate::recovery::Recovery,
 }
 
 /// Whether this hub can read a shard's status: while its status consumer is down (a NATS node

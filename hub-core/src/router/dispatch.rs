@@ -286,6 +286,10 @@ fn work_report(
     }
     let work = crate::keys::ObjectRef::new(parsed.cluster, report.work_name.as_str());
     if clusters.shared().works.get(&work.inventory_key()).is_none() {
+        // In a recovery window it names the orphan (the work the restored store lacks).
+        let generation = report.observed_generation;
+        let recovery = &clusters.shared().recovery;
+        recovery.offer(parsed.cluster, rid, &report.work_name, generation);
         return Err(Refused::new(
             "unknown_work",
             format!(

@@ -11,7 +11,7 @@ use crate::Config;
 use crate::controller::{Families, Family, Served};
 use crate::grpc::access::{Table, Twice};
 use crate::serviceaccount;
-use crate::{addon, clusterset, importpolicy, mirrorpeer, placement, policy, replicaset};
+use crate::{addon, clusterset, importpolicy, mirrorpeer, placement, policy, recovery, replicaset};
 
 /// Every family, each after the ones whose handles it needs (stopped in reverse), with its
 /// settings.
@@ -26,6 +26,7 @@ pub fn families(config: &Config) -> Vec<Box<dyn Family>> {
         Served::<serviceaccount::family::AccountFamily>::boxed(s.service_accounts.clone()),
         Served::<importpolicy::family::ImportFamily>::boxed(s.import_policies.clone()),
         Served::<mirrorpeer::family::PeerFamily>::boxed(s.mirror_peers.clone()),
+        Served::<recovery::family::RecoveryFamily>::boxed(()),
     ]
 }
 

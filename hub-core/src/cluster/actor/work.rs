@@ -517,10 +517,7 @@ impl Actor {
         if !request.digest.is_empty() && request.versions.is_empty() {
             // Digest first: with nothing being deleted, equal digests mean equal works.
             let deleting = hub.values().any(|v| v.deleting);
-            let ours = flotilla_bus::works::versions_digest(
-                hub.iter().map(|(id, v)| (id.as_str(), v.generation)),
-            );
-            let in_sync = !deleting && ours == request.digest;
+            let in_sync = !deleting && self.digest_matches(&hub, &request.digest);
             let resp = SpecResyncResponse {
                 send_versions: !in_sync,
                 resync_period_seconds: self.resync_period_seconds(),
@@ -535,7 +532,8 @@ impl Actor {
                 .iter()
                 .map(|work| flotilla_bus::works::resource_id(&self.name, work))
                 .collect();
-        let (resend, deleted) = work_rules::resync_diff(&hub, &request.versions, &held_back);
+        let (resend, strangers) = work_rules::resync_diff(&hub, &request.versions, &held_back);
+        let deleted = self.withhold(strangers, &request.versions).await;
         let by_id: HashMap<String, String> = self
             .works
             .iter()
@@ -588,6 +586,59 @@ impl Actor {
         };
         self.answer_resync(reply, &resp).await;
     }
+    /// Whether the agent's digest is the store's works' — plus the orphans kept on it (never
+    /// resent nor deleted); never while an orphan is undecided or to be deleted, whose fate
+    /// only the agent's full map tells.
+    fn digest_matches(&self, hub: &BTreeMap<String, work_rules::HubVersion>, digest: &str) -> bool {
+        let recovery = &self.shared.recovery;
+        let kept = if recovery.has_orphans(&self.name) {
+            match crate::recovery::rules::digest(&recovery.of_cluster(&self.name)) {
+                crate::recovery::rules::Digest::Full => return false,
+                crate::recovery::rules::Digest::With(kept) => kept,
+            }
+        } else {
+            Vec::new()
+        };
+        let ours = flotilla_bus::works::versions_digest(
+            hub.iter()
+                .map(|(id, v)| (id.as_str(), v.generation))
+                .chain(kept.iter().map(|(id, g)| (id.as_str(), *g))),
+        );
+        ours == digest
+    }
+
+    /// What the agent is told to delete of `strangers` (works it holds that the store lacks):
+    /// all of them, unless a recovery window is open or the operator decided about them
+    /// ([`crate::recovery::rules::answer`]); strangers the window withholds are recorded as
+    /// orphans, and records the agent no longer needs are settled.
+    async fn withhold(
+        &mut self,
+        strangers: Vec<String>,
+        versions: &HashMap<String, i64>,
+    ) -> Vec<String> {
+        let recovery = self.shared.recovery.clone();
+        let open = recovery.is_open();
+        if !open && !recovery.has_orphans(&self.name) {
+            return strangers;
+        }
+        let known = recovery
+            .of_cluster(&self.name)
+            .into_iter()
+            .map(|(id, o)| (id, o.decision()))
+            .collect();
+        let answer = crate::recovery::rules::answer(open, strangers, versions, &known);
+        if !answer.record.is_empty() {
+            tracing::warn!(
+                orphans = answer.record.len(),
+                "the spoke holds works the store lacks; the recovery window keeps them until an \
+                 operator decides"
+            );
+            recovery.record(&self.name, &answer.record).await;
+        }
+        recovery.settle(&self.name, &answer.settle).await;
+        answer.delete
+    }
+
     /// The periodic resync period this hub asks of the agent, from the fleet's size.
     fn resync_period_seconds(&self) -> u32 {
         crate::cluster::resync_period::answer_seconds(

@@ -1,0 +1,487 @@
+//! The recovery window after a restore (I/O): whether it is open (bucket `hubmeta`, key
+//! `recovery`, written by `flotilla-hub restore`), and the orphans — works spokes hold that
+//! the restored store lacks (bucket `orphans`, key `<cluster>.<resource id>`). Every hub
+//! follows both buckets into memory, so a cluster actor asks without a store read whether to
+//! withhold a deletion ([`rules`]), and any hub lists the orphans.
+//!
+//! Orphan records are written unfenced: recording a stranger twice, or from a hub whose shard
+//! lease just ended, writes the same record; decisions are compare-and-set on the record.
+
+pub mod rules;
+
+use crate::keys::ObjectRef;
+use crate::store::{Bucket, StoreError};
+use async_nats::jetstream::kv::Operation;
+use flotilla_api::meta;
+use flotilla_api::v1::{Orphan, OrphanDecision, RecoveryStatus, RecoveryWindow};
+use futures::StreamExt;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+/// Bucket of the hub's own facts about the store (key [`RECOVERY_KEY`]).
+pub const HUBMETA: &str = "hubmeta";
+/// Bucket of orphans, key `<cluster>.<resource id>`.
+pub const ORPHANS: &str = "orphans";
+/// The key of the open window in [`HUBMETA`].
+pub const RECOVERY_KEY: &str = "recovery";
+
+/// Why a recovery call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RecoveryError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Names that match no orphan of the cluster.
+    #[error("cluster {cluster} has no orphan named {}", names.join(", "))]
+    NotFound {
+        /// The cluster.
+        cluster: String,
+        /// The names.
+        names: Vec<String>,
+    },
+    /// Finishing while orphans are undecided.
+    #[error(
+        "{0} orphan(s) are undecided (flotilla get orphans); decide them, or finish with \
+         --delete-orphans or --keep-orphans"
+    )]
+    Undecided(usize),
+    /// No window is open.
+    #[error("no recovery window is open")]
+    NotOpen,
+}
+
+/// One cluster's orphans by resource id, each with its revision.
+type ClusterOrphans = BTreeMap<String, (Orphan, u64)>;
+
+/// The window and the orphans, as every hub follows them. Cheap to clone.
+#[derive(Clone)]
+pub struct Recovery {
+    inner: Arc<Inner>,
+}
+
+/// A work status the router refused as unknown, offered to name an orphan.
+#[derive(Debug)]
+struct Named {
+    cluster: String,
+    resource_id: String,
+    name: String,
+    generation: i64,
+}
+
+/// Statuses of unknown works waiting to name their orphan; more are dropped (the agent
+/// republishes at its next reconnect, and the record is there without its name).
+const NAMES_QUEUE: usize = 1024;
+
+struct Inner {
+    names: mpsc::Sender<Named>,
+    orphans: Bucket<Orphan>,
+    meta: Bucket<RecoveryWindow>,
+    window: watch::Sender<Option<RecoveryWindow>>,
+    index: RwLock<BTreeMap<String, ClusterOrphans>>,
+}
+
+impl Recovery {
+    /// Loads the window and every orphan, and follows both buckets until `shutdown` flips.
+    pub async fn start(
+        orphans: Bucket<Orphan>,
+        meta: Bucket<RecoveryWindow>,
+        shutdown: watch::Receiver<bool>,
+    ) -> Result<(Self, JoinHandle<()>), StoreError> {
+        let window = meta.get(RECOVERY_KEY).await?.map(|(w, _)| w);
+        if window.is_some() {
+            tracing::warn!(
+                "a recovery window is open: no spoke is told to delete a work the store lacks \
+                 until an operator decides (flotilla get orphans; flotilla recovery finish)"
+            );
+        }
+        let (names, named) = mpsc::channel(NAMES_QUEUE);
+        let recovery = Self {
+            inner: Arc::new(Inner {
+                names,
+                orphans,
+                meta,
+                window: watch::channel(window).0,
+                index: RwLock::new(BTreeMap::new()),
+            }),
+        };
+        let from = recovery.load().await?;
+        let follower = recovery.clone();
+        let task = tokio::spawn(async move { follower.follow(from, named, shutdown).await });
+        Ok((recovery, task))
+    }
+
+    /// Replaces the index with the bucket's content; the stream sequence it read up to.
+    async fn load(&self) -> Result<u64, StoreError> {
+        let last = self.inner.orphans.last_sequence().await?;
+        let mut index: BTreeMap<String, ClusterOrphans> = BTreeMap::new();
+        for (key, orphan, revision) in self.inner.orphans.load_all().await? {
+            if let Some(r) = ObjectRef::from_store_key(&key) {
+                index
+                    .entry(r.namespace)
+                    .or_default()
+                    .insert(r.name, (orphan, revision));
+            }
+        }
+        *self.inner.index.write().expect("orphan index") = index;
+        Ok(last)
+    }
+
+    /// Follows both buckets, and names orphans from the statuses offered; a watch that fails
+    /// is opened again after a reload.
+    async fn follow(
+        self,
+        mut from: u64,
+        mut named: mpsc::Receiver<Named>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        loop {
+            let watched = async {
+                let orphans = self
+                    .inner
+                    .orphans
+                    .kv()
+                    .watch_all_from_revision(from + 1)
+                    .await?;
+                let meta = self.inner.meta.kv().watch(RECOVERY_KEY).await?;
+                Ok::<_, async_nats::jetstream::kv::WatchError>((orphans, meta))
+            };
+            match watched.await {
+                Ok((mut orphans, mut meta)) => loop {
+                    tokio::select! {
+                        _ = shutdown.changed() => return,
+                        Some(Ok(entry)) = orphans.next() => self.apply(entry),
+                        Some(n) = named.recv() => {
+                            self.name(&n.cluster, &n.resource_id, &n.name, n.generation).await;
+                        }
+                        Some(Ok(entry)) = meta.next() => {
+                            let window = match entry.operation {
+                                Operation::Put => self.inner.meta.decode(&entry.key, &entry.value, entry.revision).ok(),
+                                _ => None,
+                            };
+                            tracing::info!(open = window.is_some(), "recovery window changed");
+                            self.inner.window.send_replace(window);
+                        }
+                        else => break,
+                    }
+                },
+                Err(e) => {
+                    tracing::warn!(error = %e, "watching the recovery buckets failed; retrying")
+                }
+            }
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+            match self.load().await {
+                Ok(last) => from = last,
+                Err(e) => tracing::warn!(error = %e, "reloading the orphans failed; retrying"),
+            }
+            if let Ok(window) = self.inner.meta.get(RECOVERY_KEY).await {
+                self.inner.window.send_replace(window.map(|(w, _)| w));
+            }
+        }
+    }
+
+    /// One orphan record changed.
+    fn apply(&self, entry: async_nats::jetstream::kv::Entry) {
+        let Some(r) = ObjectRef::from_store_key(&entry.key) else {
+            return;
+        };
+        let mut index = self.inner.index.write().expect("orphan index");
+        match entry.operation {
+            Operation::Put => {
+                let Ok(orphan) =
+                    self.inner
+                        .orphans
+                        .decode(&entry.key, &entry.value, entry.revision)
+                else {
+                    return;
+                };
+                let cluster = index.entry(r.namespace).or_default();
+                if cluster
+                    .get(&r.name)
+                    .is_none_or(|(_, rev)| *rev < entry.revision)
+                {
+                    cluster.insert(r.name, (orphan, entry.revision));
+                }
+            }
+            Operation::Delete | Operation::Purge => {
+                if let Some(cluster) = index.get_mut(&r.namespace) {
+                    cluster.remove(&r.name);
+                    if cluster.is_empty() {
+                        index.remove(&r.namespace);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The open window, if one is.
+    pub fn window(&self) -> Option<RecoveryWindow> {
+        self.inner.window.borrow().clone()
+    }
+
+    /// Whether a window is open.
+    pub fn is_open(&self) -> bool {
+        self.inner.window.borrow().is_some()
+    }
+
+    /// A cluster's orphans by resource id.
+    pub fn of_cluster(&self, cluster: &str) -> BTreeMap<String, Orphan> {
+        let index = self.inner.index.read().expect("orphan index");
+        index.get(cluster).map_or_else(BTreeMap::new, |c| {
+            c.iter()
+                .map(|(id, (o, _))| (id.clone(), o.clone()))
+                .collect()
+        })
+    }
+
+    /// Whether the cluster has any orphan record (a cheap check for every resync).
+    pub fn has_orphans(&self, cluster: &str) -> bool {
+        self.inner
+            .index
+            .read()
+            .expect("orphan index")
+            .contains_key(cluster)
+    }
+
+    /// The orphans of `cluster`, or of every cluster, sorted by cluster and name.
+    pub fn list(&self, cluster: Option<&str>) -> Vec<Orphan> {
+        let index = self.inner.index.read().expect("orphan index");
+        let mut items: Vec<Orphan> = index
+            .iter()
+            .filter(|(c, _)| cluster.is_none_or(|want| want == c.as_str()))
+            .flat_map(|(_, c)| c.values().map(|(o, _)| o.clone()))
+            .collect();
+        items.sort_by(|a, b| {
+            (&a.cluster, &a.name, &a.resource_id).cmp(&(&b.cluster, &b.name, &b.resource_id))
+        });
+        items
+    }
+
+    /// The window and the orphans counted by decision.
+    pub fn status(&self) -> RecoveryStatus {
+        let index = self.inner.index.read().expect("orphan index");
+        let mut status = RecoveryStatus {
+            window: self.window(),
+            clusters: index.len() as u32,
+            ..Default::default()
+        };
+        for (o, _) in index.values().flat_map(|c| c.values()) {
+            match o.decision() {
+                OrphanDecision::Undecided => status.undecided += 1,
+                OrphanDecision::Delete => status.delete += 1,
+                OrphanDecision::Keep => status.keep += 1,
+            }
+        }
+        status
+    }
+
+    /// Writes `orphan` over revision `expected` (0: new) and shows it at once.
+    async fn write(&self, orphan: Orphan, expected: u64) -> Result<u64, StoreError> {
+        let key = ObjectRef::new(&orphan.cluster, &orphan.resource_id);
+        let revision = self
+            .inner
+            .orphans
+            .write(&key.store_key(), &orphan, expected)
+            .await?;
+        let mut index = self.inner.index.write().expect("orphan index");
+        let cluster = index.entry(key.namespace).or_default();
+        if cluster
+            .get(&key.name)
+            .is_none_or(|(_, rev)| *rev < revision)
+        {
+            cluster.insert(key.name, (orphan, revision));
+        }
+        Ok(revision)
+    }
+
+    /// Records strangers of `cluster` (resource id, generation held) as undecided orphans; a
+    /// record another hub made first is left as it is.
+    pub async fn record(&self, cluster: &str, strangers: &[(String, i64)]) {
+        for (id, generation) in strangers {
+            let orphan = Orphan {
+                cluster: cluster.to_string(),
+                resource_id: id.clone(),
+                agent_generation: *generation,
+                first_seen: Some(meta::now()),
+                ..Default::default()
+            };
+            match self.write(orphan, 0).await {
+                Ok(_) => {
+                    tracing::info!(cluster, resource_id = %id, "orphan recorded: the spoke holds a work the store lacks")
+                }
+                Err(e) if e.is_conflict() => {}
+                Err(e) => {
+                    tracing::warn!(cluster, resource_id = %id, error = %e, "recording an orphan failed; the next resync tries again")
+                }
+            }
+        }
+    }
+
+    /// Offers the status of a work the store lacks (the router refuses it) to name its orphan:
+    /// only while a window is open or the cluster has orphans, only when the resource id is
+    /// the one `name` makes on `cluster`, and without waiting (a full queue drops it).
+    pub fn offer(&self, cluster: &str, resource_id: &str, name: &str, generation: i64) {
+        if !(self.is_open() || self.has_orphans(cluster))
+            || flotilla_bus::works::resource_id(cluster, name) != resource_id
+        {
+            return;
+        }
+        let _ = self.inner.names.try_send(Named {
+            cluster: cluster.to_string(),
+            resource_id: resource_id.to_string(),
+            name: name.to_string(),
+            generation,
+        });
+    }
+
+    /// Names an orphan from the status its agent reports (recording it if no resync has yet,
+    /// while the window is open). `name` must be the one `resource_id` was made from.
+    async fn name(&self, cluster: &str, resource_id: &str, name: &str, generation: i64) {
+        let current = self
+            .inner
+            .index
+            .read()
+            .expect("orphan index")
+            .get(cluster)
+            .and_then(|c| c.get(resource_id).cloned());
+        let (mut orphan, expected) = match current {
+            Some((o, _)) if o.name == name => return,
+            Some(found) => found,
+            None if self.is_open() => {
+                if self.of_cluster(cluster).len() >= rules::MAX_ORPHANS_PER_CLUSTER {
+                    return;
+                }
+                let fresh = Orphan {
+                    cluster: cluster.to_string(),
+                    resource_id: resource_id.to_string(),
+                    agent_generation: generation,
+                    first_seen: Some(meta::now()),
+                    ..Default::default()
+                };
+                (fresh, 0)
+            }
+            None => return,
+        };
+        orphan.name = name.to_string();
+        if let Err(e) = self.write(orphan, expected).await
+            && !e.is_conflict()
+        {
+            tracing::warn!(cluster, resource_id, error = %e, "naming an orphan failed");
+        }
+    }
+
+    /// Removes the records of `ids` of `cluster` (settled: gone from the spoke, or back in
+    /// the store).
+    pub async fn settle(&self, cluster: &str, ids: &[String]) {
+        for id in ids {
+            let key = ObjectRef::new(cluster, id);
+            match self.inner.orphans.purge(&key.store_key()).await {
+                Ok(()) => {
+                    let mut index = self.inner.index.write().expect("orphan index");
+                    if let Some(c) = index.get_mut(cluster) {
+                        c.remove(id);
+                        if c.is_empty() {
+                            index.remove(cluster);
+                        }
+                    }
+                    tracing::info!(cluster, resource_id = %id, "orphan settled");
+                }
+                Err(e) => {
+                    tracing::warn!(cluster, resource_id = %id, error = %e, "removing a settled orphan failed")
+                }
+            }
+        }
+    }
+
+    /// Decides orphans of `cluster` chosen by name or resource id (or all of them); the
+    /// orphans as decided. Names matching none are refused before anything is written.
+    pub async fn decide(
+        &self,
+        cluster: &str,
+        names: &[String],
+        all: bool,
+        decision: OrphanDecision,
+        by: &str,
+    ) -> Result<Vec<Orphan>, RecoveryError> {
+        let current: ClusterOrphans = self
+            .inner
+            .index
+            .read()
+            .expect("orphan index")
+            .get(cluster)
+            .cloned()
+            .unwrap_or_default();
+        let plain: BTreeMap<String, Orphan> = current
+            .iter()
+            .map(|(id, (o, _))| (id.clone(), o.clone()))
+            .collect();
+        let (chosen, missing) = rules::choose(&plain, names, all);
+        if !missing.is_empty() {
+            return Err(RecoveryError::NotFound {
+                cluster: cluster.to_string(),
+                names: missing,
+            });
+        }
+        let mut decided = Vec::with_capacity(chosen.len());
+        for orphan in chosen {
+            let expected = current.get(&orphan.resource_id).map_or(0, |(_, rev)| *rev);
+            let mut next = orphan.clone();
+            next.set_decision(decision);
+            next.decided_by = by.to_string();
+            next.decided_at = Some(meta::now());
+            self.write(next.clone(), expected).await?;
+            decided.push(next);
+        }
+        Ok(decided)
+    }
+
+    /// Closes the window: undecided orphans become `undecided` (refused while any is and
+    /// `undecided` is `Undecided`).
+    pub async fn finish(
+        &self,
+        undecided: OrphanDecision,
+        by: &str,
+    ) -> Result<RecoveryStatus, RecoveryError> {
+        if !self.is_open() {
+            return Err(RecoveryError::NotOpen);
+        }
+        let open: BTreeSet<String> = self
+            .list(None)
+            .into_iter()
+            .filter(|o| o.decision() == OrphanDecision::Undecided)
+            .map(|o| o.cluster)
+            .collect();
+        let count = self.status().undecided as usize;
+        if count > 0 {
+            if undecided == OrphanDecision::Undecided {
+                return Err(RecoveryError::Undecided(count));
+            }
+            for cluster in &open {
+                let ids: Vec<String> = self
+                    .of_cluster(cluster)
+                    .into_values()
+                    .filter(|o| o.decision() == OrphanDecision::Undecided)
+                    .map(|o| o.resource_id)
+                    .collect();
+                self.decide(cluster, &ids, false, undecided, by).await?;
+            }
+        }
+        self.inner.meta.purge(RECOVERY_KEY).await?;
+        self.inner.window.send_replace(None);
+        tracing::info!(by, "recovery window closed");
+        Ok(self.status())
+    }
+}
+
+/// Opens the window in a store just restored (`flotilla-hub restore`, before any hub runs).
+pub async fn open(
+    meta: &Bucket<RecoveryWindow>,
+    window: &RecoveryWindow,
+) -> Result<u64, StoreError> {
+    meta.put(RECOVERY_KEY, window).await
+}

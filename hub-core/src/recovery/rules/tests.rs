@@ -1,0 +1,160 @@
+use super::*;
+use proptest::prelude::*;
+
+fn agent(ids: &[(&str, i64)]) -> HashMap<String, i64> {
+    ids.iter().map(|(id, g)| (id.to_string(), *g)).collect()
+}
+
+fn known(ids: &[(&str, OrphanDecision)]) -> BTreeMap<String, OrphanDecision> {
+    ids.iter().map(|(id, d)| (id.to_string(), *d)).collect()
+}
+
+fn ids(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+fn orphan(id: &str, name: &str, generation: i64, decision: OrphanDecision) -> Orphan {
+    let mut o = Orphan {
+        cluster: "c1".into(),
+        resource_id: id.into(),
+        name: name.into(),
+        agent_generation: generation,
+        ..Default::default()
+    };
+    o.set_decision(decision);
+    o
+}
+
+#[test]
+fn in_the_window_strangers_become_orphans_and_nothing_is_deleted() {
+    let a = answer(
+        true,
+        ids(&["r1", "r2"]),
+        &agent(&[("r1", 3), ("r2", 1), ("w", 1)]),
+        &BTreeMap::new(),
+    );
+    assert_eq!(a.delete, Vec::<String>::new());
+    assert_eq!(a.record, vec![("r1".into(), 3), ("r2".into(), 1)]);
+    assert!(a.settle.is_empty());
+}
+
+#[test]
+fn decided_orphans_are_deleted_or_kept_window_or_not() {
+    let k = known(&[
+        ("del", OrphanDecision::Delete),
+        ("keep", OrphanDecision::Keep),
+        ("und", OrphanDecision::Undecided),
+    ]);
+    let held = agent(&[("del", 1), ("keep", 1), ("und", 1)]);
+    for open in [true, false] {
+        let a = answer(open, ids(&["del", "keep", "und"]), &held, &k);
+        assert_eq!(a.delete, ids(&["del"]), "open: {open}");
+        assert!(a.record.is_empty());
+        assert!(a.settle.is_empty());
+    }
+}
+
+#[test]
+fn a_closed_window_deletes_strangers_it_has_no_record_of() {
+    let a = answer(
+        false,
+        ids(&["new", "keep"]),
+        &agent(&[("new", 1), ("keep", 1)]),
+        &known(&[("keep", OrphanDecision::Keep)]),
+    );
+    assert_eq!(a.delete, ids(&["new"]));
+}
+
+#[test]
+fn records_the_agent_no_longer_holds_or_the_store_has_again_are_settled() {
+    // "gone": the agent deleted it; "back": re-applied, so no longer a stranger.
+    let a = answer(
+        true,
+        ids(&["still"]),
+        &agent(&[("still", 1), ("back", 2)]),
+        &known(&[
+            ("gone", OrphanDecision::Delete),
+            ("back", OrphanDecision::Undecided),
+            ("still", OrphanDecision::Keep),
+        ]),
+    );
+    assert_eq!(a.settle, ids(&["back", "gone"]));
+    assert!(a.delete.is_empty());
+}
+
+#[test]
+fn a_spoke_cannot_make_the_hub_record_without_bound() {
+    let strangers: Vec<String> = (0..MAX_ORPHANS_PER_CLUSTER + 50)
+        .map(|i| format!("r{i:05}"))
+        .collect();
+    let held: HashMap<String, i64> = strangers.iter().map(|s| (s.clone(), 1)).collect();
+    let k = known(&[("r00000", OrphanDecision::Undecided)]);
+    let a = answer(true, strangers, &held, &k);
+    assert_eq!(a.record.len(), MAX_ORPHANS_PER_CLUSTER - 1);
+    assert!(
+        a.delete.is_empty(),
+        "past the bound, strangers are withheld still"
+    );
+}
+
+#[test]
+fn the_digest_covers_kept_orphans_and_asks_for_the_map_while_any_is_open() {
+    let mut k = BTreeMap::new();
+    k.insert("a".into(), orphan("a", "w-a", 2, OrphanDecision::Keep));
+    assert_eq!(digest(&k), Digest::With(vec![("a".into(), 2)]));
+    k.insert("b".into(), orphan("b", "", 1, OrphanDecision::Undecided));
+    assert_eq!(digest(&k), Digest::Full);
+    k.insert("b".into(), orphan("b", "", 1, OrphanDecision::Delete));
+    assert_eq!(digest(&k), Digest::Full);
+    assert_eq!(digest(&BTreeMap::new()), Digest::With(vec![]));
+}
+
+#[test]
+fn orphans_are_chosen_by_name_or_resource_id_and_unknown_names_are_said() {
+    let mut k = BTreeMap::new();
+    k.insert(
+        "id-a".into(),
+        orphan("id-a", "w-a", 1, OrphanDecision::Undecided),
+    );
+    k.insert(
+        "id-b".into(),
+        orphan("id-b", "", 1, OrphanDecision::Undecided),
+    );
+    let (chosen, missing) = choose(&k, &ids(&["w-a", "id-b", "w-a", "nope"]), false);
+    let chosen: Vec<&str> = chosen.iter().map(|o| o.resource_id.as_str()).collect();
+    assert_eq!(chosen, ["id-a", "id-b"]);
+    assert_eq!(missing, ids(&["nope"]));
+    assert_eq!(choose(&k, &[], true).0.len(), 2);
+}
+
+proptest! {
+    /// Without a window and without records, the hub deletes exactly what it did before.
+    #[test]
+    fn closed_and_unrecorded_is_the_old_behaviour(
+        held in proptest::collection::hash_map("[a-z]{1,4}", 1i64..5, 0..20),
+        unknown in proptest::collection::btree_set("[a-z]{1,4}", 0..20),
+    ) {
+        let deletes: Vec<String> = unknown.iter().filter(|id| held.contains_key(*id)).cloned().collect();
+        let a = answer(false, deletes.clone(), &held, &BTreeMap::new());
+        prop_assert_eq!(a.delete, deletes);
+        prop_assert!(a.record.is_empty() && a.settle.is_empty());
+    }
+
+    /// In the window, nothing undecided is ever deleted.
+    #[test]
+    fn the_window_deletes_only_what_was_decided(
+        held in proptest::collection::hash_map("[a-z]{1,4}", 1i64..5, 0..20),
+        decided in proptest::collection::btree_map("[a-z]{1,4}", 0u8..3, 0..20),
+    ) {
+        let known: BTreeMap<String, OrphanDecision> = decided
+            .iter()
+            .map(|(id, d)| (id.clone(), match d { 0 => OrphanDecision::Undecided, 1 => OrphanDecision::Delete, _ => OrphanDecision::Keep }))
+            .collect();
+        let mut deletes: Vec<String> = held.keys().cloned().collect();
+        deletes.sort();
+        let a = answer(true, deletes, &held, &known);
+        for id in &a.delete {
+            prop_assert_eq!(known.get(id), Some(&OrphanDecision::Delete));
+        }
+    }
+}

@@ -1,0 +1,104 @@
+//! `flotilla.v1.RecoveryService`: the window and its orphans (served by the hub running the
+//! controllers; others forward).
+
+use super::{Recovery, RecoveryError};
+use crate::grpc::auth::Identity;
+use crate::grpc::guard;
+use flotilla_api::v1::recovery_service_server::RecoveryService;
+use flotilla_api::v1::{
+    DecideOrphansRequest, FinishRecoveryRequest, GetRecoveryRequest, ListOrphansRequest,
+    ListOrphansResponse, OrphanDecision, RecoveryStatus,
+};
+use tonic::{Request, Response, Status};
+
+fn status(e: RecoveryError) -> Status {
+    match e {
+        RecoveryError::NotFound { .. } => Status::not_found(e.to_string()),
+        RecoveryError::Undecided(_) | RecoveryError::NotOpen => {
+            Status::failed_precondition(e.to_string())
+        }
+        RecoveryError::Store(s) if s.is_conflict() => {
+            Status::aborted(format!("{s} (decided meanwhile: list again)"))
+        }
+        RecoveryError::Store(s) => Status::unavailable(s.to_string()),
+    }
+}
+
+/// Who is calling, for `decided_by`.
+fn caller<T>(request: &Request<T>) -> String {
+    request
+        .extensions()
+        .get::<Identity>()
+        .map_or_else(|| "anonymous".to_string(), |i| i.name().to_string())
+}
+
+/// The service implementation.
+pub struct RecoveryApi {
+    recovery: Recovery,
+}
+
+impl RecoveryApi {
+    /// A service over the hub's window and orphans.
+    pub fn new(recovery: Recovery) -> Self {
+        Self { recovery }
+    }
+}
+
+#[tonic::async_trait]
+impl RecoveryService for RecoveryApi {
+    async fn get_recovery(
+        &self,
+        _request: Request<GetRecoveryRequest>,
+    ) -> Result<Response<RecoveryStatus>, Status> {
+        Ok(Response::new(self.recovery.status()))
+    }
+
+    async fn list_orphans(
+        &self,
+        request: Request<ListOrphansRequest>,
+    ) -> Result<Response<ListOrphansResponse>, Status> {
+        let r = request.into_inner();
+        if !r.cluster.is_empty() {
+            guard::object("cluster", &r.cluster)?;
+        }
+        let cluster = Some(r.cluster.as_str()).filter(|c| !c.is_empty());
+        Ok(Response::new(ListOrphansResponse {
+            items: self.recovery.list(cluster),
+        }))
+    }
+
+    async fn decide_orphans(
+        &self,
+        request: Request<DecideOrphansRequest>,
+    ) -> Result<Response<ListOrphansResponse>, Status> {
+        let by = caller(&request);
+        let r = request.into_inner();
+        guard::object("cluster", &r.cluster)?;
+        if r.all != r.names.is_empty() {
+            return Err(Status::invalid_argument(
+                "name the orphans (names or resource ids), or ask for all of them — not both",
+            ));
+        }
+        let decision = OrphanDecision::try_from(r.decision)
+            .map_err(|_| Status::invalid_argument(format!("decision {}: unknown", r.decision)))?;
+        let items = self
+            .recovery
+            .decide(&r.cluster, &r.names, r.all, decision, &by)
+            .await
+            .map_err(status)?;
+        tracing::info!(by, cluster = %r.cluster, orphans = items.len(), ?decision, "orphans decided");
+        Ok(Response::new(ListOrphansResponse { items }))
+    }
+
+    async fn finish_recovery(
+        &self,
+        request: Request<FinishRecoveryRequest>,
+    ) -> Result<Response<RecoveryStatus>, Status> {
+        let by = caller(&request);
+        let r = request.into_inner();
+        let undecided = OrphanDecision::try_from(r.undecided)
+            .map_err(|_| Status::invalid_argument(format!("undecided {}: unknown", r.undecided)))?;
+        let status = self.recovery.finish(undecided, &by).await.map_err(status)?;
+        Ok(Response::new(status))
+    }
+}
