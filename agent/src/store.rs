@@ -156,6 +156,34 @@ fn decode_record<T: prost::Message + Default>(
     })
 }
 
+/// Every saved record (`*.pb`) in `dir`, decoded: none when the directory does not exist; an
+/// unreadable or undecodable record is an error naming it, never skipped silently.
+fn load_records<T: prost::Message + Default>(dir: PathBuf) -> Result<Vec<T>, StoreError> {
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(StoreError::Io { path: dir, source }),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let path = entry
+            .map_err(|source| StoreError::Io {
+                path: dir.clone(),
+                source,
+            })?
+            .path();
+        if path.extension().and_then(|e| e.to_str()) != Some("pb") {
+            continue;
+        }
+        let bytes = std::fs::read(&path).map_err(|source| StoreError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        out.push(decode_record(path, &bytes)?);
+    }
+    Ok(out)
+}
+
 impl LocalStore {
     fn fresh(cluster_name: &str) -> State {
         State {
@@ -384,37 +412,7 @@ impl LocalStore {
                 .iter()
                 .map(|(k, v)| decode(PathBuf::from(k), v))
                 .collect(),
-            Backing::Dir(dir) => {
-                let works = dir.join(WORKS_DIR);
-                let entries = match std::fs::read_dir(&works) {
-                    Ok(e) => e,
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-                    Err(source) => {
-                        return Err(StoreError::Io {
-                            path: works,
-                            source,
-                        });
-                    }
-                };
-                let mut out = Vec::new();
-                for entry in entries {
-                    let path = entry
-                        .map_err(|source| StoreError::Io {
-                            path: works.clone(),
-                            source,
-                        })?
-                        .path();
-                    if path.extension().and_then(|e| e.to_str()) != Some("pb") {
-                        continue;
-                    }
-                    let bytes = std::fs::read(&path).map_err(|source| StoreError::Io {
-                        path: path.clone(),
-                        source,
-                    })?;
-                    out.push(decode(path, &bytes)?);
-                }
-                Ok(out)
-            }
+            Backing::Dir(dir) => load_records(dir.join(WORKS_DIR)),
         }
     }
 
@@ -487,37 +485,7 @@ impl LocalStore {
                 .iter()
                 .map(|(k, v)| decode(PathBuf::from(k), v))
                 .collect(),
-            Backing::Dir(dir) => {
-                let policies = dir.join(POLICIES_DIR);
-                let entries = match std::fs::read_dir(&policies) {
-                    Ok(e) => e,
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-                    Err(source) => {
-                        return Err(StoreError::Io {
-                            path: policies,
-                            source,
-                        });
-                    }
-                };
-                let mut out = Vec::new();
-                for entry in entries {
-                    let path = entry
-                        .map_err(|source| StoreError::Io {
-                            path: policies.clone(),
-                            source,
-                        })?
-                        .path();
-                    if path.extension().and_then(|e| e.to_str()) != Some("pb") {
-                        continue;
-                    }
-                    let bytes = std::fs::read(&path).map_err(|source| StoreError::Io {
-                        path: path.clone(),
-                        source,
-                    })?;
-                    out.push(decode(path, &bytes)?);
-                }
-                Ok(out)
-            }
+            Backing::Dir(dir) => load_records(dir.join(POLICIES_DIR)),
         }
     }
 

@@ -13,7 +13,6 @@ use flotilla_api::v1::{ClusterCall, cluster_call};
 use flotilla_attacks::fleet::SOON;
 use flotilla_attacks::{Attacker, Fleet, HubOptions, Server, on_every_server, wait_for};
 use prost::Message as _;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -101,29 +100,6 @@ impl Capture {
     }
 }
 
-fn copy_dir(fleet: &Fleet, from: &Path, to: &Path) {
-    let copied = (|| -> std::io::Result<()> {
-        std::fs::create_dir_all(to)?;
-        for entry in std::fs::read_dir(from)? {
-            let entry = entry?;
-            let target = to.join(entry.file_name());
-            if entry.file_type()?.is_dir() {
-                copy_dir(fleet, &entry.path(), &target);
-            } else {
-                std::fs::copy(entry.path(), &target)?;
-            }
-        }
-        Ok(())
-    })();
-    if let Err(e) = copied {
-        fleet.fail(&format!(
-            "copying {} to {}: {e}",
-            from.display(),
-            to.display()
-        ));
-    }
-}
-
 /// The seed line of a credentials file the CLI printed.
 fn seed(out: &str) -> Option<String> {
     let mut lines = out.lines();
@@ -172,8 +148,7 @@ async fn nothing_secret_crosses_nats_between_hubs(server: Server) {
     });
 
     // The second machine: its own copy of the secure directory (the sealing key among it).
-    let other_secure = fleet.dir().join("secure-b");
-    copy_dir(&fleet, &fleet.secure.clone(), &other_secure);
+    let other_secure = fleet.secure_copy("secure-b");
     let (capture, _listener) = Capture::start(&fleet).await;
     let b = fleet.other_hub(&other_secure, &options).await;
 

@@ -223,30 +223,6 @@ async fn a_join_credential_is_spent_once_its_agent_has_its_own_credentials(serve
     });
 }
 
-/// Copies directory `from` to `to` (files and subdirectories).
-fn copy_dir(fleet: &Fleet, from: &Path, to: &Path) {
-    let copied = (|| -> std::io::Result<()> {
-        std::fs::create_dir_all(to)?;
-        for entry in std::fs::read_dir(from)? {
-            let entry = entry?;
-            let target = to.join(entry.file_name());
-            if entry.file_type()?.is_dir() {
-                copy_dir(fleet, &entry.path(), &target);
-            } else {
-                std::fs::copy(entry.path(), &target)?;
-            }
-        }
-        Ok(())
-    })();
-    if let Err(e) = copied {
-        fleet.fail(&format!(
-            "copying {} to {}: {e}",
-            from.display(),
-            to.display()
-        ));
-    }
-}
-
 /// The agent key the store holds for `cluster`.
 async fn agent_key(fleet: &Fleet, cluster: &str) -> String {
     match fleet.store().await.cluster(cluster).await {
@@ -280,8 +256,7 @@ async fn a_key_revoked_through_one_hub_is_refused_by_every_hub(server: Server) {
     let edge2_key = agent_key(&fleet, "edge-2").await;
 
     // The second machine's copy of the secure directory, made before any revocation.
-    let other_secure = fleet.dir().join("secure-b");
-    copy_dir(&fleet, &fleet.secure.clone(), &other_secure);
+    let other_secure = fleet.secure_copy("secure-b");
     fleet.cli_ok(&["deny", "edge-1"]).await;
     wait_refused(
         &fleet,

@@ -59,6 +59,21 @@ fn command(
     cmd
 }
 
+/// Copies directory `from` to `to`: files and subdirectories.
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_tree(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}
+
 impl Fleet {
     /// `http://127.0.0.1:<grpc port>`.
     pub fn hub_url(&self) -> String {
@@ -138,6 +153,20 @@ impl Fleet {
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+
+    /// A copy of the secure directory at `name` in the fleet's directory, as an operator copies
+    /// it to another hub's machine (for [`Fleet::other_hub`]).
+    pub fn secure_copy(&self, name: &str) -> PathBuf {
+        let to = self.dir.path().join(name);
+        if let Err(e) = copy_tree(&self.secure, &to) {
+            self.fail(&format!(
+                "copying {} to {}: {e}",
+                self.secure.display(),
+                to.display()
+            ));
+        }
+        to
     }
 
     /// The hub's process id, while it runs.

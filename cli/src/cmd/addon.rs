@@ -13,7 +13,7 @@
 //! Flags are checked before the hub is called: exactly one of the cluster choices (clap), a
 //! placement spelled `NS/NAME`, names that are DNS labels.
 
-use super::progress::{LABEL, Step, bar, follow, labelled_bar};
+use super::progress::{LABEL, Step, bar, follow, group_bars, labelled_bar};
 use crate::hub::Hub;
 use anyhow::{Result, anyhow, bail};
 use flotilla_api::addon::conditions::{AVAILABLE, PROGRESSING};
@@ -365,17 +365,7 @@ pub fn render(cma: &ClusterManagementAddOn, mcas: &[ManagedClusterAddOn]) -> (St
         total += p.total;
         updated += p.updated;
         failed += p.failed;
-        if p.decision_groups.len() > 1 {
-            for g in &p.decision_groups {
-                let label = if g.name.is_empty() {
-                    format!("  group {}", g.index)
-                } else {
-                    format!("  group {} ({})", g.index, g.name)
-                };
-                out.push_str(&labelled_bar(&label, g.available, g.total));
-                out.push('\n');
-            }
-        }
+        out.push_str(&group_bars(&p.decision_groups));
         if let Some(c) = find_condition(&p.conditions, PROGRESSING) {
             let mut why = format!("{:<LABEL$} {PROGRESSING}={} ({})", "", c.status, c.reason);
             if !c.message.is_empty() {

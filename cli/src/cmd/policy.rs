@@ -71,20 +71,7 @@ pub fn render(p: &Policy) -> (String, Step) {
         .map(|c| (c.cluster_name.as_str(), c.compliant.as_str()))
         .collect();
     for pl in &st.placement {
-        let target = if pl.placement_rule.is_empty() {
-            format!("Placement {}", pl.placement)
-        } else {
-            format!("PlacementRule {}", pl.placement_rule)
-        };
-        let via = if pl.policy_set.is_empty() {
-            String::new()
-        } else {
-            format!(" (PolicySet {})", pl.policy_set)
-        };
-        out.push_str(&format!(
-            "  binding {} → {target}{via}\n",
-            pl.placement_binding
-        ));
+        out.push_str(&format!("  binding {}\n", crate::kind::policy::binding(pl)));
         let ok = pl
             .clusters
             .iter()

@@ -2,6 +2,7 @@
 //! print once (for scripts), or with `--watch` redraw until it is over.
 
 use anyhow::{Result, bail};
+use flotilla_api::v1::DecisionGroupSummary;
 use std::future::Future;
 use std::time::Duration;
 
@@ -25,6 +26,25 @@ pub fn bar(done: i32, total: i32) -> String {
 /// `label [bar] done/total`, the label padded to [`LABEL`].
 pub fn labelled_bar(label: &str, done: i32, total: i32) -> String {
     format!("{label:<LABEL$} {} {done}/{total}", bar(done, total))
+}
+
+/// A bar per decision group, indented under its placement's bar — none for a single group,
+/// which the placement's bar already shows.
+pub fn group_bars(groups: &[DecisionGroupSummary]) -> String {
+    if groups.len() < 2 {
+        return String::new();
+    }
+    let mut out = String::new();
+    for g in groups {
+        let label = if g.name.is_empty() {
+            format!("  group {}", g.index)
+        } else {
+            format!("  group {} ({})", g.index, g.name)
+        };
+        out.push_str(&labelled_bar(&label, g.available, g.total));
+        out.push('\n');
+    }
+    out
 }
 
 /// Where a followed rollout is after one look.
@@ -86,5 +106,24 @@ mod tests {
         let line = labelled_bar("  group 0", 1, 2);
         assert!(line.starts_with("  group 0            ["), "{line}");
         assert!(line.ends_with("] 1/2"), "{line}");
+    }
+
+    #[test]
+    fn groups_get_a_bar_each_only_when_there_are_several() {
+        let group = |index, name: &str| DecisionGroupSummary {
+            index,
+            name: name.into(),
+            total: 2,
+            available: 1,
+        };
+        assert_eq!(group_bars(&[group(0, "")]), "");
+        let text = group_bars(&[group(0, "canary"), group(1, "")]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(lines[0].starts_with("  group 0 (canary)"), "{text}");
+        assert!(
+            lines[1].starts_with("  group 1 ") && lines[1].ends_with("1/2"),
+            "{text}"
+        );
     }
 }

@@ -3,7 +3,7 @@
 //! scripts); with it, it redraws until the rollout completes or stops. Exits non-zero when the
 //! rollout stopped on a breach.
 
-use super::progress::{LABEL, Step, follow, labelled_bar};
+use super::progress::{LABEL, Step, follow, group_bars, labelled_bar};
 use crate::hub::Hub;
 use anyhow::Result;
 use flotilla_api::meta;
@@ -76,17 +76,7 @@ pub fn render(rs: &ManifestWorkReplicaSet) -> (String, Outcome) {
         for n in &p.notes {
             out.push_str(&format!("{:<LABEL$} note: {n}\n", ""));
         }
-        if p.decision_groups.len() > 1 {
-            for g in &p.decision_groups {
-                let label = if g.name.is_empty() {
-                    format!("  group {}", g.index)
-                } else {
-                    format!("  group {} ({})", g.index, g.name)
-                };
-                out.push_str(&labelled_bar(&label, g.available, g.total));
-                out.push('\n');
-            }
-        }
+        out.push_str(&group_bars(&p.decision_groups));
     }
     let rolled = st
         .conditions

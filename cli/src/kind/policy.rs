@@ -5,7 +5,8 @@
 use super::Kind;
 use flotilla_api::ocm::policy as shapes;
 use flotilla_api::v1::{
-    ObjectMeta, PlacementBinding, PlacementRule, Policy, PolicySet, PolicyStatusReport,
+    ObjectMeta, PlacementBinding, PlacementRule, Policy, PolicyPlacementStatus, PolicySet,
+    PolicyStatusReport,
 };
 use std::fmt::Write;
 
@@ -273,17 +274,7 @@ pub fn describe(p: &Policy, clusters: &[PolicyStatusReport]) -> String {
         let _ = writeln!(out, "  <none: no PlacementBinding selects this policy>");
     }
     for pl in &st.placement {
-        let target = if pl.placement_rule.is_empty() {
-            format!("Placement {}", pl.placement)
-        } else {
-            format!("PlacementRule {}", pl.placement_rule)
-        };
-        let via = if pl.policy_set.is_empty() {
-            String::new()
-        } else {
-            format!(" (through PolicySet {})", pl.policy_set)
-        };
-        let _ = writeln!(out, "  {} → {target}{via}", pl.placement_binding);
+        let _ = writeln!(out, "  {}", binding(pl));
     }
     let _ = writeln!(out, "Clusters:");
     if clusters.is_empty() {
@@ -315,6 +306,22 @@ pub fn describe(p: &Policy, clusters: &[PolicyStatusReport]) -> String {
         }
     }
     out
+}
+
+/// `BINDING → Placement P` (or `PlacementRule R`), and ` (through PolicySet S)` when the policy
+/// is bound through a set: one of a policy's placements, as `describe` and `policy status` show it.
+pub fn binding(pl: &PolicyPlacementStatus) -> String {
+    let target = if pl.placement_rule.is_empty() {
+        format!("Placement {}", pl.placement)
+    } else {
+        format!("PlacementRule {}", pl.placement_rule)
+    };
+    let via = if pl.policy_set.is_empty() {
+        String::new()
+    } else {
+        format!(" (through PolicySet {})", pl.policy_set)
+    };
+    format!("{} → {target}{via}", pl.placement_binding)
 }
 
 fn capitalise(s: &str) -> String {
