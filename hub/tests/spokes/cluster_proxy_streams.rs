@@ -272,6 +272,35 @@ async fn kubectl_port_forward_reaches_a_simulated_pods_echo_over_each_protocol()
     let pf = port_forward(&old).await;
     echoed(&pf, 4 * 1024 * 1024, 4).await;
     drop(pf);
+    // A port no container declares: the kubelet's words, and kubectl ends the port-forward.
+    let port = flotilla_testkit::free_port();
+    let mut child = admin
+        .command(&["port-forward", "pod/web", &format!("{port}:81")])
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("kubectl runs");
+    let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = tokio::time::timeout(SOON, out.next_line())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(line.is_some_and(|l| l.starts_with("Forwarding from")));
+    let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let mut nothing = Vec::new();
+    let _ = tokio::time::timeout(SOON, tcp.read_to_end(&mut nothing)).await;
+    assert!(nothing.is_empty());
+    let out = tokio::time::timeout(SOON, child.wait_with_output())
+        .await
+        .expect("kubectl ended the port-forward")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("error forwarding port 81 to pod web"),
+        "{stderr}"
+    );
     let metrics = hub_metrics(&hub).await;
     assert!(
         metrics.contains(
