@@ -313,10 +313,7 @@ async fn kubectl_gets_applies_patches_and_deletes_on_a_simulated_cluster_through
             None,
         )
         .await;
-    assert!(
-        err.contains("need an HTTP/1.1 connection upgrade"),
-        "{err}"
-    );
+    assert!(err.contains("need an HTTP/1.1 connection upgrade"), "{err}");
 }
 
 #[tokio::test]
