@@ -53,10 +53,10 @@
 //! Teams:
 //! - [`grants`]: who holds which role on the fleet, each cluster set and each namespace (the
 //!   grants file), and the pure decisions and list filters every surface asks (issue 48).
-
-#![deny(missing_docs)]
 //! - [`setindex`]: every hub's set index (which sets each cluster is in), kept from the cluster
 //!   view and the `clustersets` bucket, for the grants' filters and decisions.
+
+#![deny(missing_docs)]
 
 pub mod admission;
 pub mod backoff;
@@ -79,10 +79,10 @@ pub mod report;
 pub mod router;
 pub mod sealed;
 pub mod security;
+pub mod setindex;
 pub mod settle;
 pub mod store;
 pub mod tasks;
-pub mod setindex;
 pub mod units;
 pub mod views;
 pub mod wire;

@@ -344,13 +344,13 @@ pub(crate) struct State {
     pub clusters: Clusters,
     pub janitor: janitor::Janitor,
     pub progress: Vec<(views::Progress, async_nats::jetstream::stream::Stream)>,
+    /// Which sets each cluster is in (every hub keeps it: the grants' filters and decisions).
+    pub set_index: flotilla_hub_core::setindex::SetIndex,
 }
 
 /// What [`State::load`] needs.
 pub(crate) struct StateDeps<'a> {
     pub config: &'a Config,
-    /// Which sets each cluster is in (every hub keeps it: the grants' filters and decisions).
-    pub set_index: flotilla_hub_core::setindex::SetIndex,
     pub nats: &'a async_nats::Client,
     pub opened: &'a Opened,
     pub metrics: &'a Arc<Metrics>,
@@ -439,19 +439,6 @@ impl State {
                 .follow(shutdown.clone())
                 .instrument(tracing::info_span!("view", bucket = "works")),
         ));
-        Ok(Self {
-            inventory,
-            works,
-            clusters,
-            janitor,
-            progress: vec![
-                (cluster_progress, opened.clusters.kv().stream.clone()),
-                (work_progress, opened.works.kv().stream.clone()),
-            ],
-        })
-    }
-}
-
         let set_index = flotilla_hub_core::setindex::SetIndex::new();
         let sets = Bucket::open(
             &async_nats::jetstream::new(nats.clone()),
@@ -464,6 +451,20 @@ impl State {
                 .spawn(sets, inventory.clone(), shutdown.clone())
                 .await?,
         );
+        Ok(Self {
+            inventory,
+            works,
+            clusters,
+            janitor,
+            progress: vec![
+                (cluster_progress, opened.clusters.kv().stream.clone()),
+                (work_progress, opened.works.kv().stream.clone()),
+            ],
+            set_index,
+        })
+    }
+}
+
 /// Serves the spokes' registration and resync requests; returns once both subscriptions are
 /// in place at the server (a request sent right after `start` returns is answered, not lost).
 pub(crate) async fn serve_spokes(
@@ -473,7 +474,6 @@ pub(crate) async fn serve_spokes(
     router: &RouterConfig,
     shutdown: &watch::Receiver<bool>,
 ) -> Vec<JoinHandle<()>> {
-            set_index,
     let (ready_tx, mut ready_rx) = tokio::sync::mpsc::unbounded_channel();
     let mut router = router.clone();
     router.ready = Some(ready_tx);
@@ -587,33 +587,33 @@ pub(crate) async fn api_routes(
 > {
     let clusters = &state.clusters;
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    let teams = grpc::guard::Teams::new(config.api.tokens.as_ref().map(|t| t.live().clone()));
     let api = grpc::api::Api::new(health_service)
         .map_err(|e| HubError::Reflection(e.to_string()))?
         .with(ClusterServiceServer::new(grpc::cluster::ClusterApi::new(
             clusters.clone(),
             state.inventory.clone(),
+            teams.clone(),
         )))
         .with(
             WorkServiceServer::new(grpc::work::WorkApi::new(
                 clusters.clone(),
                 state.works.clone(),
                 &clusters.shared().publisher,
+                teams,
             ))
             .max_decoding_message_size(8 * 1024 * 1024)
-    let teams = grpc::guard::Teams::new(config.api.tokens.as_ref().map(|t| t.live().clone()));
             .max_encoding_message_size(8 * 1024 * 1024),
         );
     let (families, api) = crate::controller::Families::new(families, api);
     let routes = api.serving(&health_reporter).await;
     let forwarded = tower::Layer::layer(
-            teams.clone(),
         &grpc::auth::Authenticate::new(config.api.tokens.clone()),
         routes.clone().prepare(),
     );
     Ok((routes, forwarded, families))
 }
 
-                teams,
 /// What [`take_shards`] needs.
 pub(crate) struct ShardDeps {
     pub me: ha::lease::HubInfo,

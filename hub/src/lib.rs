@@ -456,9 +456,6 @@ async fn start_on(mut config: Config, listeners: boot::Listeners) -> Result<Hub,
     )
     .await?;
     let clusters = state.clusters.clone();
-
-    // The controller families: their services exist only on the hub holding them (each sits
-    // in a late slot, filled while this hub runs the controllers), their report sinks hand
     // Every surface decides by the grants over this hub's set index; the grants file is
     // followed while the hub runs.
     config.api.tokens = (config.api.tokens.take()).map(|t| t.with_index(state.set_index.clone()));
@@ -468,6 +465,9 @@ async fn start_on(mut config: Config, listeners: boot::Listeners) -> Result<Hub,
         let follower = grants::source::Follower::new(path.to_path_buf(), live.clone());
         tasks.push(follower.spawn(shutdown_rx.clone()));
     }
+
+    // The controller families: their services exist only on the hub holding them (each sits
+    // in a late slot, filled while this hub runs the controllers), their report sinks hand
     // reports to them here or forward them to the hub that holds them.
     let reports = report::Sinks::new(&nats, controller::Families::report_kinds(&families));
     let router_config = boot::router_config(&config, &state, agents_account, reports.clone());
