@@ -17,8 +17,7 @@ use crate::work::WorkManager;
 use flotilla_api::meta::{self, CLAIM_ID, CLAIM_KUBEVERSION, CLAIM_PLATFORM, CLAIM_PRODUCT};
 use flotilla_api::v1::{
     ClusterClaim, ClusterSetManagedNamespaceConfig, ClusterStatusReport, LeaseRenewal,
-    RegistrationRequest, RegistrationResponse, RegistrationState, SpecResyncRequest,
-    SpecResyncResponse,
+    RegistrationRequest, RegistrationResponse, RegistrationState, SpecResyncResponse,
 };
 use flotilla_bus::connect::ConnectionEvent;
 use flotilla_bus::envelope::{Event, types};
@@ -37,6 +36,7 @@ mod calls;
 mod health;
 mod link;
 mod reports;
+mod timing;
 
 use reports::claims;
 pub(crate) use reports::reserved_claims;
@@ -46,14 +46,13 @@ pub use calls::{AskError, ask_hub};
 use calls::{Call, ResyncCall, ResyncFailed, Timed, answer_of, ask_hub_within};
 use health::{Finding, LoopHealth, Outcome, Report};
 use link::Link;
+pub(crate) use timing::busy_wait;
+use timing::{first_resync_request, jitter, resync_wait};
 
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(5);
 const ACCEPTED_REFRESH: Duration = Duration::from_secs(600);
 /// The least time between two resyncs made because the client dropped messages.
 const DROP_RESYNC_SPACING: Duration = Duration::from_secs(5);
-/// A resync sends the full version map in its first request when it has at most this many
-/// entries (one round trip; a few works' map is smaller than two), else the digest first.
-const FULL_MAP_AT_MOST: usize = 16;
 
 /// The agent's registration and health loop.
 pub struct RegistrationActor {
@@ -120,19 +119,6 @@ pub struct RegistrationActor {
     namespace_status: Vec<ClusterSetManagedNamespaceConfig>,
     /// Namespaces no longer managed still wait for their `"false"` label (the last try failed).
     unmanage_pending: bool,
-}
-
-fn jitter(d: Duration, low: f64) -> Duration {
-    d.mul_f64(rand::rng().random_range(low..=1.0))
-}
-
-/// The wait before asking again after `failures` spec resyncs in a row went unanswered (before
-/// jitter): 5 s, doubling, at most 30 s. A hub slow to answer a whole fleet reconnecting at
-/// once then sees fewer repeats each round instead of every agent again every 5 s.
-fn resync_wait(failures: u32) -> Duration {
-    Duration::from_secs(5)
-        .saturating_mul(1u32 << failures.saturating_sub(1).min(4))
-        .min(Duration::from_secs(30))
 }
 
 async fn sleep_until_opt(t: Option<Instant>) {
@@ -961,34 +947,6 @@ pub async fn registration_request(
     }
 }
 
-/// The first request of a resync of `versions`: the whole map when it has at most
-/// [`FULL_MAP_AT_MOST`] entries, else only its digest.
-fn first_resync_request(
-    cluster: &str,
-    versions: &std::collections::HashMap<String, i64>,
-) -> SpecResyncRequest {
-    let small = versions.len() <= FULL_MAP_AT_MOST;
-    SpecResyncRequest {
-        cluster_name: cluster.to_string(),
-        versions: if small {
-            versions.clone()
-        } else {
-            Default::default()
-        },
-        digest: if small {
-            String::new()
-        } else {
-            flotilla_bus::works::versions_digest(
-                versions
-                    .iter()
-                    .map(|(id, generation)| (id.as_str(), *generation)),
-            )
-        },
-        takes_specs: true,
-        takes_busy: true,
-    }
-}
-
 /// The add-ons the hub names in an Accepted answer, as kept in the local store.
 fn watched_addons(list: &[flotilla_api::v1::ExternalAddOn]) -> Vec<crate::store::WatchedAddOn> {
     list.iter()
@@ -997,13 +955,6 @@ fn watched_addons(list: &[flotilla_api::v1::ExternalAddOn]) -> Vec<crate::store:
             install_namespace: a.install_namespace.clone(),
         })
         .collect()
-}
-
-/// How long to wait after a busy answer: the hub's `retry_after_ms`, within [0.1 s, 10 min]
-/// (a hub that names no time, or an absurd one, does not stop the agent asking).
-pub(crate) fn busy_wait(retry_after_ms: u32) -> Duration {
-    Duration::from_millis(u64::from(retry_after_ms))
-        .clamp(Duration::from_millis(100), Duration::from_secs(600))
 }
 
 #[cfg(test)]

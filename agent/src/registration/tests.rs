@@ -1,4 +1,4 @@
-use super::{FULL_MAP_AT_MOST, busy_wait, first_resync_request, resync_wait};
+use super::timing::{FULL_MAP_AT_MOST, busy_wait, first_resync_request, resync_wait};
 use std::time::Duration;
 
 #[test]
