@@ -422,9 +422,10 @@ async fn the_agent_resyncs_as_rarely_as_the_hub_asks_when_that_is_longer() {
     let resyncs = hub.resyncs();
     for pair in resyncs.windows(2).skip(1) {
         let gap = pair[1].0 - pair[0].0;
-        // The hub's 6 s, jittered to 3-6 s; the agent's own would be 1-2 s.
+        // The hub's 6 s, jittered to 3-6 s; the agent's own would be 1-2 s. No upper bound: a
+        // busy machine may run the agent's timer late, and three resyncs in 30 s bound it.
         assert!(
-            gap >= Duration::from_millis(2_900) && gap <= Duration::from_millis(6_500),
+            gap >= Duration::from_millis(2_900),
             "periodic resync {gap:?} after the previous one, the hub asking 6 s"
         );
     }
