@@ -90,6 +90,10 @@ impl Recovery {
         meta: Bucket<RecoveryWindow>,
         shutdown: watch::Receiver<bool>,
     ) -> Result<(Self, JoinHandle<()>), StoreError> {
+        // The whole bucket, so a record that does not decode is quarantined and listed like
+        // every other bucket's; a window that does not decode stops the start (below), since
+        // taking it for closed would let deletions through.
+        meta.load_all().await?;
         let window = meta.get(RECOVERY_KEY).await?.map(|(w, _)| w);
         if window.is_some() {
             tracing::warn!(
