@@ -9,6 +9,7 @@
 use crate::backend::{Backend, BackendError};
 use crate::store::LocalStore;
 use flotilla_api::policy::config::ConfigurationPolicy;
+use flotilla_api::policy::template::budget::MAX_TIME;
 use flotilla_api::policy::template::policy::{
     PolicyOutcome, ResolvedPolicy, error_finding, resolve_policy,
 };
@@ -19,19 +20,44 @@ use flotilla_api::policy::template::{MAX_ROUNDS, TemplateError};
 use flotilla_api::v1::ClusterClaim;
 use serde_json::{Value, json};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// Resolves `policy`'s templates on this cluster. A backend failure other than "not found" is
-/// returned (the evaluation is retried, never judged on a partial view).
+/// returned (the evaluation is retried, never judged on a partial view). Each round runs on a
+/// blocking thread: a template may compute for up to [`MAX_TIME`] over all rounds, which must
+/// not hold an async worker.
 pub async fn resolve(
     backend: &dyn Backend,
     store: &LocalStore,
     configured: &[ClusterClaim],
     policy: &ConfigurationPolicy,
 ) -> Result<ResolvedPolicy, BackendError> {
+    let shared = Arc::new(policy.clone());
     let mut fetched = Fetched::default();
     let mut claims: Option<Vec<ClusterClaim>> = None;
+    let mut left = MAX_TIME;
     for _ in 0..MAX_ROUNDS {
-        let pending = match resolve_policy(policy, Arc::new(fetched.clone())) {
+        let started = Instant::now();
+        let (p, f, deadline) = (shared.clone(), Arc::new(fetched.clone()), started + left);
+        let outcome = match tokio::task::spawn_blocking(move || resolve_policy(&p, f, deadline))
+            .await
+        {
+            Ok(o) => o,
+            Err(e) => {
+                let mut out = ResolvedPolicy {
+                    policy: policy.clone(),
+                    errors: vec![error_finding(format!(
+                        "the template's resolution failed: {e}"
+                    ))],
+                    reads: Default::default(),
+                    sensitive: false,
+                };
+                out.policy.templates = flotilla_api::policy::config::Templates::Objects(Vec::new());
+                return Ok(out);
+            }
+        };
+        left = left.saturating_sub(started.elapsed());
+        let pending = match outcome {
             PolicyOutcome::Done(r) => return Ok(*r),
             PolicyOutcome::Pending(p) => p,
         };

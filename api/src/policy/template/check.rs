@@ -194,3 +194,82 @@ pub fn go_quote(s: &str) -> String {
     out.push('"');
     out
 }
+
+/// The line of the first `{{define}}`, `{{template}}` or `{{block}}`: Flotilla refuses them,
+/// since a template calling itself recurses with no function call to stop it (none of
+/// policy-collection's managed-cluster templates defines one).
+pub fn template_call(body: &ListNode, defines: &[gotmpl::parse::DefineNode]) -> Option<usize> {
+    let mut lines: Vec<(usize, usize)> =
+        defines.iter().map(|d| (d.pos.offset, d.pos.line)).collect();
+    each_node(body, &mut |n| match n {
+        Node::Template(t) => lines.push((t.pos.offset, t.pos.line)),
+        Node::Define(d) => lines.push((d.pos.offset, d.pos.line)),
+        _ => {}
+    });
+    lines.into_iter().min().map(|(_, line)| line)
+}
+
+/// The nodes of the largest `{{range}}` body (its pipeline, body and `else`): what one
+/// iteration may walk at most.
+pub fn largest_loop(body: &ListNode) -> u64 {
+    let mut largest = 0;
+    each_node(body, &mut |n| {
+        if let Node::Range(b) = n {
+            largest = largest.max(branch_size(b));
+        }
+    });
+    largest
+}
+
+fn branch_size(b: &gotmpl::parse::BranchNode) -> u64 {
+    pipe_size(&b.pipe) + list_size(&b.body) + b.else_body.as_ref().map_or(0, list_size)
+}
+
+fn list_size(list: &ListNode) -> u64 {
+    list.nodes
+        .iter()
+        .map(|n| {
+            1 + match n {
+                Node::List(l) => list_size(l),
+                Node::Action(a) => pipe_size(&a.pipe),
+                Node::If(b) | Node::Range(b) | Node::With(b) => branch_size(b),
+                Node::Template(t) => t.pipe.as_ref().map_or(0, pipe_size),
+                Node::Define(d) => list_size(&d.body),
+                Node::Text(_) | Node::Break(_) | Node::Continue(_) => 0,
+            }
+        })
+        .sum()
+}
+
+fn pipe_size(p: &PipeNode) -> u64 {
+    p.commands
+        .iter()
+        .map(|c| 1 + c.args.iter().map(expr_size).sum::<u64>())
+        .sum()
+}
+
+fn expr_size(e: &Expr) -> u64 {
+    1 + match e {
+        Expr::Pipe(_, p) => pipe_size(p),
+        Expr::Chain(_, inner, _) => expr_size(inner),
+        _ => 0,
+    }
+}
+
+/// Every node of the tree, branches' bodies included.
+fn each_node<'a>(list: &'a ListNode, f: &mut dyn FnMut(&'a Node)) {
+    for n in &list.nodes {
+        f(n);
+        match n {
+            Node::List(l) => each_node(l, f),
+            Node::If(b) | Node::Range(b) | Node::With(b) => {
+                each_node(&b.body, f);
+                if let Some(e) = &b.else_body {
+                    each_node(e, f);
+                }
+            }
+            Node::Define(d) => each_node(&d.body, f),
+            _ => {}
+        }
+    }
+}

@@ -18,6 +18,7 @@
 //! as in `gotmpl`. A field of an explicit JSON `null` is an error in Go (`nil pointer
 //! evaluating interface {}.x`) and "no value" here — `gotmpl` has one nil for both.
 
+pub mod budget;
 pub mod check;
 pub mod funcs;
 pub mod policy;
@@ -31,13 +32,13 @@ use preprocess::Delims;
 use source::{Query, Source};
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::Instant;
 
-/// How many `{{range}}` iterations one execution may make.
-pub const MAX_RANGE_ITERS: u64 = 100_000;
-/// The largest output an execution may produce (bytes).
-pub const MAX_OUTPUT: usize = 1 << 20;
+pub use budget::{MAX_OUTPUT, MAX_RANGE_ITERS};
 /// How many rounds of dependent lookups a caller should allow before giving up.
 pub const MAX_ROUNDS: usize = 16;
+/// How many reads one resolution may make, every round together (Flotilla's bound).
+pub const MAX_READS: usize = 1_000;
 
 /// A template that could not be resolved, worded as OCM words it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -67,6 +68,9 @@ pub enum TemplateError {
     /// More dependent lookups than [`MAX_ROUNDS`] (Flotilla's bound).
     #[error("the template needs more than {MAX_ROUNDS} rounds of lookups")]
     Rounds,
+    /// More reads than [`MAX_READS`] (Flotilla's bound).
+    #[error("the template reads more than {MAX_READS} objects (Flotilla's bound)")]
+    Reads,
 }
 
 /// A resolved template.
@@ -97,6 +101,8 @@ pub struct Resolver {
     pub context: gotmpl::Value,
     /// Where reads are answered.
     pub source: Arc<dyn Source>,
+    /// When the resolution must stop (see [`budget::MAX_TIME`]).
+    pub deadline: Instant,
 }
 
 impl Resolver {
@@ -122,7 +128,7 @@ impl Resolver {
         let delims = self.delims();
         let text = preprocess::data_types(text, delims);
         let text = preprocess::autoindent(&text, delims);
-        let cell = Shared::new(self.source.clone(), self.mode.clone());
+        let cell = Shared::new(self.source.clone(), self.mode.clone(), self.deadline);
         let map = funcs::func_map(&cell);
         let parse_error = |go: String| TemplateError::Parse {
             raw: raw.to_string(),
@@ -138,40 +144,44 @@ impl Resolver {
                 "template: tmpl:{line}: function \"{name}\" not defined"
             )));
         }
+        if let Some(line) = check::template_call(&body, &defines) {
+            return Err(parse_error(format!(
+                "template: tmpl:{line}: define, template and block are not supported in \
+                 policy templates (Flotilla's bound: a template calling templates may recurse \
+                 without end)"
+            )));
+        }
+        let iterations = budget::range_budget(check::largest_loop(&body));
         let template = Template::new("tmpl")
             .delims(delims.start, delims.stop)
-            .max_range_iters(MAX_RANGE_ITERS)
+            .max_range_iters(iterations)
             .funcs(map)
             .parse(&text)
             .map_err(|e| parse_error(go_parse_error(&e)))?;
-        let executed = template.execute_to_string(&self.context);
+        let mut out = budget::Output::default();
+        let executed = template.execute_fmt(&mut out, &self.context);
         let mut cell = cell.lock();
         if !cell.pending.is_empty() {
             // Placeholders stood in for what was not fetched: nothing else is meaningful yet.
             return Ok(Outcome::Pending(std::mem::take(&mut cell.pending)));
         }
-        let out = match executed {
-            Ok(out) => out,
-            Err(e) => {
-                let go = match cell.failure.take() {
-                    Some(f) => {
-                        let at = check::call_site(&body, &text, &f.function);
-                        go_exec_error(at, &f)
-                    }
-                    None => format!("template: tmpl: executing \"tmpl\": {e}"),
-                };
-                return Err(TemplateError::Exec {
-                    raw: raw.to_string(),
-                    go,
-                });
-            }
-        };
-        if out.len() > MAX_OUTPUT {
-            return Err(TemplateError::Output(format!(
-                "the output is {} bytes, more than {MAX_OUTPUT}",
-                out.len()
-            )));
+        if let Err(e) = executed {
+            let go = match cell.failure.take() {
+                Some(f) => {
+                    let at = check::call_site(&body, &text, &f.function);
+                    go_exec_error(at, &f)
+                }
+                None => format!(
+                    "template: tmpl: executing \"tmpl\": {}",
+                    bound_error(&e, &out, iterations)
+                ),
+            };
+            return Err(TemplateError::Exec {
+                raw: raw.to_string(),
+                go,
+            });
         }
+        let out = out.text;
         let value =
             value::from_yaml_text(&out).map_err(|e| TemplateError::Output(e.to_string()))?;
         Ok(Outcome::Resolved(Resolved {
@@ -179,6 +189,20 @@ impl Resolver {
             reads: std::mem::take(&mut cell.reads),
             sensitive: cell.sensitive,
         }))
+    }
+}
+
+/// `gotmpl`'s error, or the bound it ran into worded as Flotilla's.
+fn bound_error(e: &gotmpl::TemplateError, out: &budget::Output, iterations: u64) -> String {
+    match e {
+        _ if out.overflowed => {
+            format!("the output is larger than {MAX_OUTPUT} bytes (Flotilla's bound)")
+        }
+        gotmpl::TemplateError::RangeIterLimit => format!(
+            "the template's range loops ran more than {iterations} iterations (Flotilla's \
+             bound for loops of this size)"
+        ),
+        other => other.to_string(),
     }
 }
 

@@ -13,6 +13,7 @@ use crate::policy::evaluate::Finding;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// A ConfigurationPolicy after its templates were resolved.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,12 +61,18 @@ pub fn error_finding(message: String) -> Finding {
     }
 }
 
-/// Resolves the policy's templates against `source` (one round).
-pub fn resolve_policy(policy: &ConfigurationPolicy, source: Arc<dyn Source>) -> PolicyOutcome {
+/// Resolves the policy's templates against `source` (one round), every function failing once
+/// `deadline` has passed (the caller gives every round of one resolution the same one).
+pub fn resolve_policy(
+    policy: &ConfigurationPolicy,
+    source: Arc<dyn Source>,
+    deadline: Instant,
+) -> PolicyOutcome {
     let resolver = Resolver {
         mode: Mode::Spoke,
         context: super::value::map_of([]),
         source,
+        deadline,
     };
     let mut out = ResolvedPolicy {
         policy: policy.clone(),

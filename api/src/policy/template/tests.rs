@@ -8,6 +8,7 @@ fn spoke(fetched: Fetched) -> Resolver {
         mode: Mode::Spoke,
         context: gotmpl::Value::Nil,
         source: Arc::new(fetched),
+        deadline: std::time::Instant::now() + super::budget::MAX_TIME,
     }
 }
 
@@ -107,4 +108,5 @@ fn env_is_denied_with_ocms_text_and_position() {
     );
 }
 
+mod bounds;
 mod funcs;

@@ -6,9 +6,11 @@
 //! [`Source`], the reads and pending queries, and the first failure with the name of the
 //! function that failed (Go's error names the call; `gotmpl`'s does not).
 
+pub mod builtin;
 pub mod ocm;
 pub mod sprig;
 
+use super::budget::{self, Over, Spent};
 use super::source::{Answer, Query, Source};
 use gotmpl::{FuncMap, TemplateError as GoError, Value};
 use std::collections::BTreeSet;
@@ -49,6 +51,8 @@ pub struct Cell {
     pub failure: Option<Failure>,
     /// Whether a Secret was read.
     pub sensitive: bool,
+    /// What the execution's functions have spent.
+    pub spent: Spent,
 }
 
 /// The cell every function of one template captures.
@@ -56,8 +60,8 @@ pub struct Cell {
 pub struct Shared(Arc<Mutex<Cell>>);
 
 impl Shared {
-    /// A cell reading from `source`.
-    pub fn new(source: Arc<dyn Source>, mode: Mode) -> Self {
+    /// A cell reading from `source`, its functions failing once `deadline` has passed.
+    pub fn new(source: Arc<dyn Source>, mode: Mode, deadline: std::time::Instant) -> Self {
         Shared(Arc::new(Mutex::new(Cell {
             source,
             mode,
@@ -65,6 +69,7 @@ impl Shared {
             reads: BTreeSet::new(),
             failure: None,
             sensitive: false,
+            spent: Spent::until(deadline),
         })))
     }
 
@@ -115,6 +120,21 @@ pub enum Fail {
     Args(String),
 }
 
+impl From<Over> for Fail {
+    fn from(o: Over) -> Self {
+        Fail::Calling(o.to_string())
+    }
+}
+
+/// The functions whose result holds all their arguments: refused before they run when the
+/// arguments together are too heavy.
+const JOINING: &[&str] = &[
+    "cat", "quote", "squote", "list", "append", "prepend", "concat", "dict",
+];
+/// The functions whose result is the cluster's (or the hub's) own data, not built by the
+/// template: not weighed.
+const READING: &[&str] = &["lookup"];
+
 /// A function as written here.
 pub type Func = fn(&Call<'_>, &[Value]) -> Result<Value, Fail>;
 
@@ -135,7 +155,7 @@ pub fn names() -> Vec<&'static str> {
 pub fn func_map(cell: &Shared) -> FuncMap {
     let mut map = FuncMap::new();
     // OCM's definitions win over sprig's of the same name (`indent`, `b64enc`, …).
-    for (name, f) in sprig::FUNCS.iter().chain(ocm::FUNCS) {
+    for (name, f) in sprig::FUNCS.iter().chain(ocm::FUNCS).chain(builtin::FUNCS) {
         let cell = cell.clone();
         let name: &'static str = name;
         let f: Func = *f;
@@ -143,7 +163,7 @@ pub fn func_map(cell: &Shared) -> FuncMap {
             name.to_string(),
             Arc::new(move |args: &[Value]| {
                 let call = Call { cell: &cell };
-                f(&call, args).map_err(|fail| {
+                bounded(&call, name, f, args).map_err(|fail| {
                     let (message, calling) = match fail {
                         Fail::Calling(m) => (m, true),
                         Fail::Args(m) => (m, false),
@@ -162,6 +182,20 @@ pub fn func_map(cell: &Shared) -> FuncMap {
         );
     }
     map
+}
+
+/// One call within the execution's budget: the deadline checked first, joining functions'
+/// arguments weighed before they run, every result (but what `lookup` read) weighed after.
+fn bounded(call: &Call<'_>, name: &str, f: Func, args: &[Value]) -> Result<Value, Fail> {
+    call.cell.lock().spent.before()?;
+    if JOINING.contains(&name) {
+        budget::joined(args)?;
+    }
+    let out = f(call, args)?;
+    if !READING.contains(&name) {
+        call.cell.lock().spent.charge(&out)?;
+    }
+    Ok(out)
 }
 
 /// Go's name of a value's dynamic type, as its reflection errors print it.

@@ -328,10 +328,7 @@ fn autoindent(_: &Call<'_>, _: &[Value]) -> Result<Value, Fail> {
 /// where the template is).
 fn indent(_: &Call<'_>, args: &[Value]) -> Result<Value, Fail> {
     arity("indent", args, 2)?;
-    let spaces = int_arg(args, 0)?;
-    let v = str_arg(args, 1)?;
-    let pad = " ".repeat(usize::try_from(spaces).unwrap_or(0));
-    let padded = format!("\n{pad}{}", v.replace('\n', &format!("\n{pad}")));
+    let padded = super::sprig::pad_lines(int_arg(args, 0)?, &str_arg(args, 1)?)?;
     Ok(string(padded.trim()))
 }
 

@@ -5,6 +5,7 @@
 
 use super::ocm::cast_to_int;
 use super::{Call, Fail, Func, arity, at_least, int_arg, str_arg, strval};
+use crate::policy::template::budget;
 use crate::policy::template::value::{map_of, string, to_json, to_template};
 use gotmpl::Value;
 use regex::Regex;
@@ -154,11 +155,9 @@ fn trim_suffix(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
 }
 fn repeat(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
     arity("repeat", a, 2)?;
-    let n = usize::try_from(int_arg(a, 0)?).unwrap_or(0);
+    let n = repeat_count(int_arg(a, 0)?)?;
     let s = strval(&a[1]);
-    if s.len().saturating_mul(n) > super::super::MAX_OUTPUT {
-        return Err(Fail::Calling("repeat count too large".into()));
-    }
+    budget::room(s.len().saturating_mul(n))?;
     Ok(string(s.repeat(n)))
 }
 
@@ -225,21 +224,42 @@ fn cat(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
 }
 fn replace(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
     arity("replace", a, 3)?;
-    Ok(string(
-        strval(&a[2]).replace(&strval(&a[0]), &strval(&a[1])),
-    ))
+    let (old, new, s) = (strval(&a[0]), strval(&a[1]), strval(&a[2]));
+    let count = if old.is_empty() {
+        s.chars().count() + 1
+    } else {
+        s.matches(old.as_str()).count()
+    };
+    budget::room(
+        s.len()
+            .saturating_add(count.saturating_mul(new.len()))
+            .saturating_sub(count.saturating_mul(old.len())),
+    )?;
+    Ok(string(s.replace(&old, &new)))
+}
+
+/// Go's `strings.Repeat` count: a negative one panics, which the template reports.
+pub fn repeat_count(n: i64) -> Result<usize, Fail> {
+    usize::try_from(n).map_err(|_| Fail::Calling("strings: negative Repeat count".into()))
+}
+
+/// `s` with every line after the first padded by `n` spaces, refused before it is built when
+/// it would be too large.
+pub fn pad_lines(n: i64, s: &str) -> Result<String, Fail> {
+    let n = repeat_count(n)?;
+    let lines = s.matches('\n').count() + 1;
+    budget::room(
+        s.len()
+            .saturating_add(lines.saturating_mul(n.saturating_add(1))),
+    )?;
+    let pad = " ".repeat(n);
+    Ok(format!("\n{pad}{}", s.replace('\n', &format!("\n{pad}"))))
 }
 
 /// sprig's `nindent`: a newline, then every line padded.
 fn nindent(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
     arity("nindent", a, 2)?;
-    let n = usize::try_from(int_arg(a, 0)?).unwrap_or(0);
-    let pad = " ".repeat(n);
-    let s = strval(&a[1]);
-    Ok(string(format!(
-        "\n{pad}{}",
-        s.replace('\n', &format!("\n{pad}"))
-    )))
+    Ok(string(pad_lines(int_arg(a, 0)?, &strval(&a[1]))?))
 }
 
 fn indexed(parts: Vec<&str>) -> Value {
@@ -308,6 +328,8 @@ fn join(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
         .filter(|v| !matches!(v, Value::Nil))
         .map(strval)
         .collect();
+    let len = parts.iter().map(String::len).sum::<usize>();
+    budget::room(len.saturating_add(sep.len().saturating_mul(parts.len())))?;
     Ok(string(parts.join(&sep)))
 }
 
@@ -683,12 +705,32 @@ fn regex_find_all(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
 fn regex_replace_all(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
     arity("regexReplaceAll", a, 3)?;
     let (r, s, with) = (re(&strval(&a[0]))?, strval(&a[1]), strval(&a[2]));
-    Ok(string(r.replace_all(&s, with.as_str())))
+    bounded_replace(&r, &s, |caps, out| caps.expand(&with, out))
 }
 fn regex_replace_all_literal(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
     arity("regexReplaceAllLiteral", a, 3)?;
     let (r, s, with) = (re(&strval(&a[0]))?, strval(&a[1]), strval(&a[2]));
-    Ok(string(r.replace_all(&s, regex::NoExpand(&with))))
+    bounded_replace(&r, &s, |_, out| out.push_str(&with))
+}
+/// `Regex::replace_all` built match by match, refused as soon as it grows too large (a
+/// replacement like `$0$0$0…` multiplies its input).
+fn bounded_replace(
+    r: &Regex,
+    s: &str,
+    expand: impl Fn(&regex::Captures<'_>, &mut String),
+) -> Result<Value, Fail> {
+    let mut out = String::new();
+    let mut last = 0;
+    for caps in r.captures_iter(s) {
+        let Some(m) = caps.get(0) else { continue };
+        out.push_str(&s[last..m.start()]);
+        expand(&caps, &mut out);
+        last = m.end();
+        budget::room(out.len())?;
+    }
+    out.push_str(&s[last..]);
+    budget::room(out.len())?;
+    Ok(string(out))
 }
 fn regex_split(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
     arity("regexSplit", a, 3)?;

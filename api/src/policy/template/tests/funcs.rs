@@ -67,6 +67,7 @@ fn resolver() -> Resolver {
         mode: Mode::Spoke,
         context: gotmpl::Value::Nil,
         source: Arc::new(cluster()),
+        deadline: std::time::Instant::now() + super::budget::MAX_TIME,
     }
 }
 
