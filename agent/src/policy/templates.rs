@@ -6,9 +6,9 @@
 //! at most [`MAX_ROUNDS`] times. `ClusterClaim`s are the agent's claims: the reserved ones the
 //! cluster gives and the configured ones.
 
-use crate::backend::{Backend, BackendError};
+use crate::backend::{Backend, BackendError, Scope};
 use crate::store::LocalStore;
-use flotilla_api::policy::config::ConfigurationPolicy;
+use flotilla_api::policy::config::{ConfigurationPolicy, Templates};
 use flotilla_api::policy::template::budget::MAX_TIME;
 use flotilla_api::policy::template::policy::{
     PolicyOutcome, ResolvedPolicy, error_finding, resolve_policy,
@@ -16,16 +16,17 @@ use flotilla_api::policy::template::policy::{
 use flotilla_api::policy::template::source::{
     Answer, CLUSTER_CLAIM, CLUSTER_CLAIM_API_VERSION, Fetched, Query,
 };
-use flotilla_api::policy::template::{MAX_ROUNDS, TemplateError};
+use flotilla_api::policy::template::{MAX_READS, MAX_ROUNDS, TemplateError};
 use flotilla_api::v1::ClusterClaim;
 use serde_json::{Value, json};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
 /// Resolves `policy`'s templates on this cluster. A backend failure other than "not found" is
 /// returned (the evaluation is retried, never judged on a partial view). Each round runs on a
-/// blocking thread: a template may compute for up to [`MAX_TIME`] over all rounds, which must
-/// not hold an async worker.
+/// blocking thread (a template may compute for up to [`MAX_TIME`] in all, which must not hold
+/// an async worker), and the rounds together may read at most [`MAX_READS`] objects.
 pub async fn resolve(
     backend: &dyn Backend,
     store: &LocalStore,
@@ -33,34 +34,32 @@ pub async fn resolve(
     policy: &ConfigurationPolicy,
 ) -> Result<ResolvedPolicy, BackendError> {
     let shared = Arc::new(policy.clone());
-    let mut fetched = Fetched::default();
+    let mut fetched = Arc::new(Fetched::default());
+    let mut reads = Reads::default();
     let mut claims: Option<Vec<ClusterClaim>> = None;
     let mut left = MAX_TIME;
     for _ in 0..MAX_ROUNDS {
         let started = Instant::now();
-        let (p, f, deadline) = (shared.clone(), Arc::new(fetched.clone()), started + left);
-        let outcome = match tokio::task::spawn_blocking(move || resolve_policy(&p, f, deadline))
-            .await
-        {
-            Ok(o) => o,
-            Err(e) => {
-                let mut out = ResolvedPolicy {
-                    policy: policy.clone(),
-                    errors: vec![error_finding(format!(
-                        "the template's resolution failed: {e}"
-                    ))],
-                    reads: Default::default(),
-                    sensitive: false,
-                };
-                out.policy.templates = flotilla_api::policy::config::Templates::Objects(Vec::new());
-                return Ok(out);
-            }
-        };
+        let (p, f, deadline) = (shared.clone(), fetched.clone(), started + left);
+        let outcome =
+            match tokio::task::spawn_blocking(move || resolve_policy(&p, f, deadline)).await {
+                Ok(o) => o,
+                Err(e) => {
+                    return Ok(failed(
+                        policy,
+                        format!("the template's resolution failed: {e}"),
+                    ));
+                }
+            };
         left = left.saturating_sub(started.elapsed());
         let pending = match outcome {
             PolicyOutcome::Done(r) => return Ok(*r),
             PolicyOutcome::Pending(p) => p,
         };
+        if reads.count + pending.len() > MAX_READS {
+            return Ok(failed(policy, TemplateError::Reads.to_string()));
+        }
+        let fetched = Arc::make_mut(&mut fetched);
         for query in pending {
             let answer = if query.kind() == (CLUSTER_CLAIM_API_VERSION, CLUSTER_CLAIM) {
                 if claims.is_none() {
@@ -71,19 +70,132 @@ pub async fn resolve(
                 }
                 claim_answer(&query, claims.as_deref().unwrap_or_default())
             } else {
-                fetch(backend, &query).await?
+                reads.answer(backend, &query).await?
             };
+            reads.count += 1;
             fetched.insert(query, answer);
         }
     }
+    Ok(failed(policy, TemplateError::Rounds.to_string()))
+}
+
+/// The policy with no object template left and `message` as its one finding.
+fn failed(policy: &ConfigurationPolicy, message: String) -> ResolvedPolicy {
     let mut out = ResolvedPolicy {
         policy: policy.clone(),
-        errors: vec![error_finding(TemplateError::Rounds.to_string())],
+        errors: vec![error_finding(message)],
         reads: Default::default(),
         sensitive: false,
     };
-    out.policy.templates = flotilla_api::policy::config::Templates::Objects(Vec::new());
-    Ok(out)
+    out.policy.templates = Templates::Objects(Vec::new());
+    out
+}
+
+/// What one resolution asked the backend: each kind's scope once, each listing once (by name
+/// or by selector, every query of a kind and namespace is answered from one listing).
+#[derive(Default)]
+struct Reads {
+    served: HashMap<(String, String), Option<Scope>>,
+    listed: HashMap<(String, String, String), Arc<Vec<Value>>>,
+    count: usize,
+}
+
+impl Reads {
+    /// One query answered: unserved kinds as such, objects filtered from the listing of their
+    /// group, kind and namespace (none for a cluster-scoped kind, whatever the query names, as
+    /// go-template-utils scopes its client only for namespaced kinds).
+    async fn answer(
+        &mut self,
+        backend: &dyn Backend,
+        query: &Query,
+    ) -> Result<Answer, BackendError> {
+        let (api_version, kind) = query.kind();
+        let key = (api_version.to_string(), kind.to_string());
+        let scope = match self.served.get(&key) {
+            Some(s) => *s,
+            None => {
+                let s = backend.served(api_version, kind).await?;
+                self.served.insert(key, s);
+                s
+            }
+        };
+        let Some(scope) = scope else {
+            return Ok(Answer::Unserved);
+        };
+        let (namespace, selector) = match query {
+            Query::Get { namespace, .. } => (namespace.as_str(), None),
+            Query::List {
+                namespace,
+                selector,
+                ..
+            } => (namespace.as_str(), Some(selector)),
+        };
+        let namespace = if scope == Scope::Cluster {
+            ""
+        } else {
+            namespace
+        };
+        let selector = match selector.filter(|s| !s.is_empty()) {
+            Some(s) => match flotilla_api::selector::parse(s) {
+                Ok(sel) => Some(sel),
+                Err(e) => return Ok(Answer::Failed(e.to_string())),
+            },
+            None => None,
+        };
+        let listed = self.listing(backend, api_version, kind, namespace).await?;
+        Ok(match query {
+            Query::Get { name, .. } => Answer::Object(
+                listed
+                    .iter()
+                    .find(|o| o["metadata"]["name"].as_str() == Some(name))
+                    .cloned(),
+            ),
+            Query::List { .. } => Answer::Objects(
+                listed
+                    .iter()
+                    .filter(|o| {
+                        selector.as_ref().is_none_or(|sel| {
+                            flotilla_api::selector::matches_labels(
+                                sel,
+                                &flotilla_api::policy::config::labels_of(o),
+                            )
+                        })
+                    })
+                    .cloned()
+                    .collect(),
+            ),
+        })
+    }
+
+    /// The objects of a group's kind in `namespace` (`""`: all), sorted by namespace and name,
+    /// listed once per resolution.
+    async fn listing(
+        &mut self,
+        backend: &dyn Backend,
+        api_version: &str,
+        kind: &str,
+        namespace: &str,
+    ) -> Result<Arc<Vec<Value>>, BackendError> {
+        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        let key = (group.to_string(), kind.to_string(), namespace.to_string());
+        if let Some(l) = self.listed.get(&key) {
+            return Ok(l.clone());
+        }
+        let ns = (!namespace.is_empty()).then_some(namespace);
+        let mut listed = match backend.list_in_group(group, kind, ns).await {
+            Ok(l) => l,
+            Err(BackendError::NotFound(_)) => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        listed.retain(|o| {
+            namespace.is_empty() || o["metadata"]["namespace"].as_str() == Some(namespace)
+        });
+        let text = |o: &Value, f: &str| o["metadata"][f].as_str().unwrap_or_default().to_string();
+        listed.sort_by_key(|o| (text(o, "namespace"), text(o, "name")));
+        let listed = Arc::new(listed);
+        self.listed.insert(key, listed.clone());
+        Ok(listed)
+    }
 }
 
 /// The claims as ClusterClaim objects (the last of a name wins, as configured claims come
@@ -116,75 +228,4 @@ fn claim_answer(query: &Query, claims: &[ClusterClaim]) -> Answer {
             Answer::Objects(names.into_iter().map(object).collect())
         }
     }
-}
-
-/// One read from the backend: unserved kinds answered as such, objects filtered from the
-/// group's listing.
-async fn fetch(backend: &dyn Backend, query: &Query) -> Result<Answer, BackendError> {
-    let (api_version, kind) = query.kind();
-    if backend.served(api_version, kind).await?.is_none() {
-        return Ok(Answer::Unserved);
-    }
-    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
-    let (namespace, selector) = match query {
-        Query::Get { namespace, .. } => (namespace, None),
-        Query::List {
-            namespace,
-            selector,
-            ..
-        } => (namespace, Some(selector)),
-    };
-    let selector = match selector.filter(|s| !s.is_empty()) {
-        Some(s) => match flotilla_api::selector::parse(s) {
-            Ok(sel) => Some(sel),
-            Err(e) => return Ok(Answer::Failed(e.to_string())),
-        },
-        None => None,
-    };
-    let ns = (!namespace.is_empty()).then_some(namespace.as_str());
-    let listed = match backend.list_in_group(group, kind, ns).await {
-        Ok(l) => l,
-        Err(BackendError::NotFound(_)) => Vec::new(),
-        Err(e) => return Err(e),
-    };
-    let in_namespace = |o: &Value| {
-        namespace.is_empty() || o["metadata"]["namespace"].as_str() == Some(namespace.as_str())
-    };
-    Ok(match query {
-        Query::Get { name, .. } => Answer::Object(
-            listed
-                .into_iter()
-                .find(|o| in_namespace(o) && o["metadata"]["name"].as_str() == Some(name)),
-        ),
-        Query::List { .. } => {
-            let mut items: Vec<Value> = listed
-                .into_iter()
-                .filter(|o| in_namespace(o))
-                .filter(|o| {
-                    selector.as_ref().is_none_or(|sel| {
-                        flotilla_api::selector::matches_labels(
-                            sel,
-                            &flotilla_api::policy::config::labels_of(o),
-                        )
-                    })
-                })
-                .collect();
-            items.sort_by(|a, b| {
-                let key = |o: &Value| {
-                    (
-                        o["metadata"]["namespace"]
-                            .as_str()
-                            .unwrap_or_default()
-                            .to_string(),
-                        o["metadata"]["name"]
-                            .as_str()
-                            .unwrap_or_default()
-                            .to_string(),
-                    )
-                };
-                key(a).cmp(&key(b))
-            });
-            Answer::Objects(items)
-        }
-    })
 }

@@ -222,3 +222,51 @@ async fn object_templates_raw_ranges_over_a_lookup() {
             .is_none()
     );
 }
+
+#[tokio::test]
+async fn a_template_reading_more_than_a_thousand_objects_is_an_error() {
+    let mut f = Fixture::new();
+    put(&f.sim, &namespace("default", json!({}))).await;
+    let object = config_map(
+        "default",
+        "many",
+        json!({"x": "{{ range $i := until 100000 }}{{ (lookup \"v1\" \"ConfigMap\" \"default\" (printf \"c%d\" $i)).data }}{{ end }}"}),
+    );
+    let p = replicated("many", 1, "enforce", &[config_policy("many", object)]);
+    f.send(&p, Action::CreateRequest).await;
+    let r = f.report(|r| r.compliant == "NonCompliant").await;
+    assert_eq!(
+        newest(&r),
+        "NonCompliant; violation - the template reads more than 1000 objects (Flotilla's bound)"
+    );
+    assert!(
+        f.sim
+            .get(&id("v1", "ConfigMap", "default", "many"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn a_lookup_of_a_cluster_scoped_kind_ignores_its_namespace_argument() {
+    let mut f = Fixture::new();
+    put(&f.sim, &namespace("default", json!({}))).await;
+    put(&f.sim, &namespace("kube-system", json!({"tier": "system"}))).await;
+    // go-template-utils scopes its client to the namespace only for namespaced kinds.
+    let object = config_map(
+        "default",
+        "tier",
+        json!({"tier": "{{ (lookup \"v1\" \"Namespace\" \"default\" \"kube-system\").metadata.labels.tier }}"}),
+    );
+    let p = replicated("tier", 1, "enforce", &[config_policy("tier", object)]);
+    f.send(&p, Action::CreateRequest).await;
+    f.report(|r| r.compliant == "Compliant").await;
+    let cm = f
+        .sim
+        .get(&id("v1", "ConfigMap", "default", "tier"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(cm["data"]["tier"], "system");
+}
