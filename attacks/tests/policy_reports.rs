@@ -17,8 +17,14 @@ use std::time::Duration;
 /// How long the fleet is watched after the forgeries for anything to change.
 const WATCH: Duration = Duration::from_secs(4);
 
-/// policy-collection's namespace policy, enforced on the victim alone.
+/// policy-collection's namespace policy, enforced on the victim alone (a PlacementRule decides
+/// among the clusters of the sets bound in its namespace: `default` is bound into `default`).
 const VICTIM_POLICY: &str = r#"
+apiVersion: cluster.open-cluster-management.io/v1beta2
+kind: ManagedClusterSetBinding
+metadata: {name: default, namespace: default}
+spec: {clusterSet: default}
+---
 apiVersion: apps.open-cluster-management.io/v1
 kind: PlacementRule
 metadata: {name: victim-only, namespace: default}

@@ -664,6 +664,22 @@ impl ClusterSets {
         Ok(())
     }
 
+    /// The sets bound into `namespace` that exist: the only sets a Placement or a PlacementRule
+    /// there decides among (OCM: workloads of a namespace go only to clusters of the sets bound
+    /// in it). Empty for a namespace with no binding.
+    pub fn bound_in(&self, namespace: &str) -> Vec<ManagedClusterSet> {
+        let state = self.state.read().expect("sets lock");
+        state
+            .bindings
+            .range((namespace.to_string(), String::new())..)
+            .take_while(|((ns, _), _)| ns == namespace)
+            .filter_map(|(_, (b, _))| {
+                let set = b.spec.as_ref()?.cluster_set.as_str();
+                state.sets.get(set).map(|(s, _)| s.clone())
+            })
+            .collect()
+    }
+
     /// Bindings in a namespace (all namespaces when empty), with status.
     pub fn list_bindings(&self, namespace: &str) -> Vec<ManagedClusterSetBinding> {
         let state = self.state.read().expect("sets lock");

@@ -191,6 +191,7 @@ impl Actor {
         let mut placements = self.inner.deps.placements.subscribe();
         let mut governance = self.inner.governance.subscribe();
         let mut clusters = self.inner.deps.clusters.subscribe();
+        let mut sets = self.inner.deps.sets.subscribe();
         let mut due: Option<Instant> = Some(Instant::now());
         loop {
             let status_at = self.status_dirty.then(|| {
@@ -231,6 +232,10 @@ impl Actor {
                     }
                 }
                 _ = governance.recv() => due = soonest(due, Instant::now() + DEBOUNCE),
+                // A set or a binding changed: a rule's bound sets may have.
+                _ = sets.recv() => if self.uses_rule() {
+                    due = soonest(due, Instant::now() + DEBOUNCE);
+                },
                 change = clusters.recv() => {
                     let relevant = match &change {
                         // A deleted cluster's records go; rules follow labels and conditions.
@@ -477,10 +482,13 @@ impl Actor {
         let disabled = policy.spec.as_ref().is_some_and(|s| s.disabled);
         self.decided = {
             let uses_rules = self.uses_rule();
-            let cluster_views = if uses_rules {
-                self.inner.deps.clusters.snapshot()
+            let (cluster_views, bound) = if uses_rules {
+                (
+                    self.inner.deps.clusters.snapshot(),
+                    self.inner.deps.sets.bound_in(&ns),
+                )
             } else {
-                Vec::new()
+                (Vec::new(), Vec::new())
             };
             let rules_map = self.inner.rules.read().expect("lock").clone();
             let placements = self.inner.deps.placements.clone();
@@ -494,7 +502,7 @@ impl Actor {
                     PlacementKind::Rule(r) => rules_map
                         .get(&ObjectRef::new(&ns, r).inventory_key())
                         .map(|rule| {
-                            rules::rule_clusters(rule, &cluster_views)
+                            rules::rule_clusters(rule, &cluster_views, &bound)
                                 .into_iter()
                                 .collect::<BTreeSet<_>>()
                         })

@@ -9,6 +9,7 @@
 
 use super::route::{KIND, PolicyTaker};
 use super::{Buckets, Deps, Policies};
+use crate::clusterset::ClusterSets;
 use crate::controller::{Recipe, Start, StartError};
 use crate::grpc::access::Access::{Read, Write};
 use crate::grpc::access::Rows;
@@ -56,6 +57,7 @@ impl Recipe for PolicyFamily {
         let deps = Deps {
             placements: cx.need::<Placements>()?,
             clusters: cx.deps().inventory.clone(),
+            sets: cx.need::<ClusterSets>()?,
             publisher: cx.deps().clusters.shared().publisher.clone(),
             metrics: cx.deps().metrics.clone(),
         };

@@ -100,6 +100,9 @@ pub struct Deps {
     pub placements: Placements,
     /// Every cluster (PlacementRules are scheduled over it).
     pub clusters: ClusterInventory,
+    /// Cluster sets and bindings: a PlacementRule decides only clusters of the sets bound in
+    /// its namespace.
+    pub sets: crate::clusterset::ClusterSets,
     /// Sends spec events (`flotilla.spec.<cluster>`).
     pub publisher: flotilla_bus::publish::Publisher,
     /// The hub's metrics.
@@ -583,8 +586,10 @@ impl Policies {
 
     fn with_rule_status(&self, mut r: PlacementRule) -> PlacementRule {
         let clusters = self.inner.deps.clusters.snapshot();
+        let namespace = r.metadata.as_ref().map_or("", |m| m.namespace.as_str());
+        let bound = self.inner.deps.sets.bound_in(namespace);
         r.status = Some(PlacementRuleStatus {
-            decisions: rules::rule_clusters(&r, &clusters)
+            decisions: rules::rule_clusters(&r, &clusters, &bound)
                 .into_iter()
                 .map(|c| PlacementRuleDecision {
                     cluster_namespace: c.clone(),

@@ -4,7 +4,7 @@
 
 use flotilla_api::policy::{self, Compliance, dependency, status};
 use flotilla_api::v1::{
-    ClusterCompliance, ManagedCluster, PlacementBinding, PlacementRule, Policy,
+    ClusterCompliance, ManagedCluster, ManagedClusterSet, PlacementBinding, PlacementRule, Policy,
     PolicyPlacementStatus, PolicySet, PolicySetPlacement, PolicySetStatus, PolicyStatus,
     PolicyStatusReport,
 };
@@ -98,12 +98,15 @@ pub fn bindings_of(
     out
 }
 
-/// The clusters a PlacementRule decides among `clusters`: those matching its selector (none =
-/// every cluster), in its list of names when it has one, having every condition it asks for
-/// (none asked = Available=True), capped at `clusterReplicas` by name order.
+/// The clusters a PlacementRule decides among `clusters`: members of one of `bound` (the sets
+/// bound into the rule's namespace, as a Placement: a rule never reaches a cluster its
+/// namespace's bindings do not), matching its selector (none = every cluster), in its list of
+/// names when it has one, having every condition it asks for (none asked = Available=True),
+/// capped at `clusterReplicas` by name order.
 pub fn rule_clusters(
     rule: &PlacementRule,
     clusters: &[std::sync::Arc<ManagedCluster>],
+    bound: &[ManagedClusterSet],
 ) -> Vec<String> {
     let spec = rule.spec.clone().unwrap_or_default();
     let mut out: Vec<String> = clusters
@@ -112,6 +115,11 @@ pub fn rule_clusters(
             c.metadata
                 .as_ref()
                 .is_some_and(|m| m.deletion_timestamp.is_none())
+        })
+        .filter(|c| {
+            bound
+                .iter()
+                .any(|s| flotilla_api::clusterset::is_member(s, c))
         })
         .filter(|c| c.spec.as_ref().is_some_and(|s| s.hub_accepts_client))
         .filter(|c| {

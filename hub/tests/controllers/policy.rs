@@ -314,6 +314,8 @@ async fn placement_rules_policy_sets_overrides_certificates_disable_and_delete()
         .unwrap();
     // dev-1 holds a certificate in `default` that expires in 10 days.
     put_tls_secret(&agents[0], "web-tls", time::Duration::days(10)).await;
+    // A rule decides among the clusters of the sets bound in its namespace.
+    bind_default_set(&hub).await;
     apply(&hub, RULE_SET_AND_BINDING).await;
     apply(&hub, NAMESPACE_POLICY).await;
     apply(&hub, CERTIFICATE_POLICY).await;
@@ -469,6 +471,8 @@ async fn a_policy_set_lists_placement_only_from_members_that_exist() {
     let mut api = api(&hub).await;
 
     // A binding names the set, but none of its members exists: OCM lists no placement.
+    // A rule decides among the clusters of the sets bound in its namespace.
+    bind_default_set(&hub).await;
     apply(&hub, RULE_SET_AND_BINDING).await;
     let st = wait_set(&mut api, "reported its missing members", |st| {
         st.status_message == "Deleted policies: policy-namespace, policy-certificate"

@@ -24,3 +24,4 @@ mod quarantine;
 mod startup;
 mod takeover;
 mod teams;
+mod teams_governance;

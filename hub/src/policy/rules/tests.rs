@@ -116,6 +116,53 @@ fn a_policy_is_bound_directly_and_through_its_sets_in_its_namespace_only() {
     assert!(bindings_of("p", "nope", &bindings, &sets).is_empty());
 }
 
+/// A built-in-style set: `global` selects every cluster, any other name by the exclusive label.
+fn cluster_set(name: &str) -> ManagedClusterSet {
+    ManagedClusterSet {
+        metadata: meta("", name),
+        spec: Some(flotilla_api::clusterset::builtin_spec(name)),
+        status: None,
+    }
+}
+
+const GLOBAL: &str = flotilla_api::meta::GLOBAL_CLUSTERSET;
+
+#[test]
+fn a_placement_rule_decides_only_clusters_of_the_sets_bound_in_its_namespace() {
+    let set_label = flotilla_api::meta::CLUSTERSET_LABEL;
+    let clusters = vec![
+        cluster("a1", &[(set_label, "team-a")], "True"),
+        cluster("b1", &[(set_label, "team-b")], "True"),
+        cluster("loose", &[], "True"),
+    ];
+    // Every cluster matches: no selector, no names.
+    let rule = PlacementRule {
+        metadata: meta("team-a-apps", "all"),
+        spec: Some(PlacementRuleSpec::default()),
+        status: None,
+    };
+    assert!(
+        rule_clusters(&rule, &clusters, &[]).is_empty(),
+        "nothing bound"
+    );
+    assert_eq!(
+        rule_clusters(&rule, &clusters, &[cluster_set("team-a")]),
+        ["a1"]
+    );
+    assert_eq!(
+        rule_clusters(
+            &rule,
+            &clusters,
+            &[cluster_set("team-a"), cluster_set("team-b")]
+        ),
+        ["a1", "b1"]
+    );
+    assert_eq!(
+        rule_clusters(&rule, &clusters, &[cluster_set(GLOBAL)]),
+        ["a1", "b1", "loose"]
+    );
+}
+
 #[test]
 fn placement_rules_select_by_labels_conditions_names_and_replicas() {
     let clusters = vec![
@@ -133,7 +180,7 @@ fn placement_rules_select_by_labels_conditions_names_and_replicas() {
         status: None,
     };
     assert_eq!(
-        rule_clusters(&rule, &clusters),
+        rule_clusters(&rule, &clusters, &[cluster_set(GLOBAL)]),
         ["a", "d"],
         "available by default"
     );
@@ -142,16 +189,25 @@ fn placement_rules_select_by_labels_conditions_names_and_replicas() {
         r#type: DEFAULT_RULE_CONDITION.into(),
         status: "Unknown".into(),
     }];
-    assert_eq!(rule_clusters(&rule, &clusters), ["b"]);
+    assert_eq!(
+        rule_clusters(&rule, &clusters, &[cluster_set(GLOBAL)]),
+        ["b"]
+    );
     let spec = rule.spec.as_mut().unwrap();
     spec.cluster_conditions.clear();
     spec.cluster_replicas = Some(1);
-    assert_eq!(rule_clusters(&rule, &clusters), ["a"]);
+    assert_eq!(
+        rule_clusters(&rule, &clusters, &[cluster_set(GLOBAL)]),
+        ["a"]
+    );
     let spec = rule.spec.as_mut().unwrap();
     spec.cluster_replicas = None;
     spec.cluster_selector = None;
     spec.clusters = vec!["c".into(), "zz".into()];
-    assert_eq!(rule_clusters(&rule, &clusters), ["c"]);
+    assert_eq!(
+        rule_clusters(&rule, &clusters, &[cluster_set(GLOBAL)]),
+        ["c"]
+    );
 }
 
 #[test]
