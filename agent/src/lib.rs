@@ -7,6 +7,8 @@
 //! - [`enrolment`]: secure mode before the agent has its own credentials: registration over
 //!   the bootstrap connection until the hub issues them.
 //! - [`backend`]: the local cluster ([`backend::sim::SimBackend`] for simulators and tests).
+//! - [`claims`]: the cluster's reserved claims, reported by registration and read by policy
+//!   templates.
 //! - [`work`]: ManifestWork execution — one actor per work, status feedback, proxy queries.
 //! - [`warn_budget`]: process-wide budgets for warnings every agent of a simulator gives at once.
 //! - [`kubeproxy`]: the cluster proxy's calls from the hub (`kubectl` through the hub), served
@@ -38,6 +40,7 @@
 
 pub mod addons;
 pub mod backend;
+pub mod claims;
 pub mod credentials;
 pub mod enrolment;
 pub mod features;

@@ -14,7 +14,7 @@ use crate::spec;
 use crate::store::{HubState, LocalStore, ManagedNamespace};
 use crate::warn_budget::{Allow, WarnBudget};
 use crate::work::WorkManager;
-use flotilla_api::meta::{self, CLAIM_ID, CLAIM_KUBEVERSION, CLAIM_PLATFORM, CLAIM_PRODUCT};
+use flotilla_api::meta;
 use flotilla_api::v1::{
     ClusterClaim, ClusterSetManagedNamespaceConfig, ClusterStatusReport, LeaseRenewal,
     RegistrationRequest, RegistrationResponse, RegistrationState, SpecResyncResponse,
@@ -39,7 +39,6 @@ mod reports;
 mod timing;
 
 use reports::claims;
-pub(crate) use reports::reserved_claims;
 
 use bounds::AnswerTimes;
 pub use calls::{AskError, ask_hub};
@@ -820,6 +819,7 @@ impl RegistrationActor {
                     "spec resync done"
                 );
                 self.works.delete_unknown(&resp.deleted).await;
+                self.works.republish(&resp.republish).await;
                 for spec in &resp.specs {
                     Box::pin(self.on_resynced_spec(spec)).await;
                 }

@@ -64,7 +64,7 @@ pub async fn resolve(
             let answer = if query.kind() == (CLUSTER_CLAIM_API_VERSION, CLUSTER_CLAIM) {
                 if claims.is_none() {
                     let info = backend.info().await;
-                    let mut all = crate::registration::reserved_claims(store, &info);
+                    let mut all = crate::claims::reserved(store, &info);
                     all.extend(configured.iter().cloned());
                     claims = Some(all);
                 }

@@ -156,36 +156,7 @@ pub(super) fn claims(
     store: &LocalStore,
     info: &ClusterInfo,
 ) -> Vec<ClusterClaim> {
-    let mut claims = reserved_claims(store, info);
+    let mut claims = crate::claims::reserved(store, info);
     claims.extend(config.claims.iter().cloned());
     claims
-}
-
-/// The reserved claims (`id.k8s.io`, `kubeversion.open-cluster-management.io`, …) from what the
-/// cluster reports; policy templates read them too (`fromClusterClaim`).
-pub(crate) fn reserved_claims(store: &LocalStore, info: &ClusterInfo) -> Vec<ClusterClaim> {
-    [
-        (
-            CLAIM_ID,
-            if info.cluster_id.is_empty() {
-                store.get().cluster_id
-            } else {
-                info.cluster_id.clone()
-            },
-        ),
-        (CLAIM_KUBEVERSION, info.kubernetes_version.clone()),
-        (CLAIM_PLATFORM, info.platform.clone()),
-        (CLAIM_PRODUCT, info.product.clone()),
-        (
-            meta::CLAIM_NODES,
-            info.nodes.map(|n| n.to_string()).unwrap_or_default(),
-        ),
-    ]
-    .into_iter()
-    .filter(|(_, v)| !v.is_empty())
-    .map(|(n, v)| ClusterClaim {
-        name: n.to_string(),
-        value: v,
-    })
-    .collect()
 }
