@@ -12,6 +12,12 @@
 //! once every sender is gone and the mailbox is empty, and is cancel-safe (a dropped `recv`
 //! takes nothing). When the receiver goes, what was queued is dropped, so a caller waiting on an
 //! answer carried in a queued message sees its reply channel close.
+//!
+//! A receiver with nothing to do can park in its mailbox instead of waiting in a task
+//! ([`Parker::park`]): the owner of the receiver is kept in the mailbox, and the next message
+//! takes it out and wakes it ([`Parked::wake`]). The check that nothing is queued and the
+//! parking happen under the queue's lock, as does every push, so no message arrives unseen in
+//! between. A parked owner whose last sender leaves is dropped: nothing can reach it any more.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -29,6 +35,7 @@ pub fn channel<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
         queue: Mutex::new(Queue {
             items: VecDeque::new(),
             closed: false,
+            parked: None,
         }),
         room: Semaphore::new(capacity.max(1)),
         ready: Notify::new(),
@@ -55,6 +62,15 @@ struct Queue<T> {
     items: VecDeque<T>,
     /// The receiver is gone.
     closed: bool,
+    /// The receiver's owner, parked until the next message.
+    parked: Option<Box<dyn Parked>>,
+}
+
+/// What parks in a mailbox: the owner of its receiver, with nothing to do until a message.
+pub trait Parked: Send + 'static {
+    /// Called once, by the sender whose message found it parked, outside the mailbox's lock
+    /// and inside the sender's tokio runtime: the owner goes back to work (spawns its task).
+    fn wake(self: Box<Self>);
 }
 
 impl<T> Shared<T> {
@@ -69,8 +85,12 @@ impl<T> Shared<T> {
             return Err(msg);
         }
         q.items.push_back(msg);
+        let parked = q.parked.take();
         drop(q);
         self.ready.notify_one();
+        if let Some(owner) = parked {
+            owner.wake();
+        }
         Ok(())
     }
 }
@@ -93,6 +113,10 @@ impl<T> Drop for Sender<T> {
     fn drop(&mut self) {
         if self.shared.senders.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.shared.ready.notify_one();
+            // Nothing can wake a parked owner now; it holds the receiver, which holds this
+            // mailbox: dropped here (outside the lock), or the two would keep each other.
+            let parked = self.shared.lock().parked.take();
+            drop(parked);
         }
     }
 }
@@ -160,6 +184,13 @@ impl<T> Receiver<T> {
         }
     }
 
+    /// Where the receiver's owner parks (it moves the receiver along with itself).
+    pub fn parker(&self) -> Parker<T> {
+        Parker {
+            shared: self.shared.clone(),
+        }
+    }
+
     /// Messages queued now.
     pub fn len(&self) -> usize {
         self.shared.lock().items.len()
@@ -168,6 +199,24 @@ impl<T> Receiver<T> {
     /// Whether nothing is queued.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// Parks the owner of a mailbox's receiver ([`Receiver::parker`]).
+pub struct Parker<T> {
+    shared: Arc<Shared<T>>,
+}
+
+impl<T> Parker<T> {
+    /// Parks `owner` (which holds the receiver) until the next message, if nothing is queued
+    /// and a sender is left; otherwise gives it back to go on.
+    pub fn park<P: Parked>(self, owner: Box<P>) -> Result<(), Box<P>> {
+        let mut q = self.shared.lock();
+        if !q.items.is_empty() || q.closed || self.shared.senders.load(Ordering::Acquire) == 0 {
+            return Err(owner);
+        }
+        q.parked = Some(owner);
+        Ok(())
     }
 }
 

@@ -117,6 +117,8 @@ pub struct Metrics {
     pub kv_write_seconds: Histogram,
     /// Lease expiries (clusters turned Unknown).
     pub lease_expired: Counter,
+    /// Cluster actors running in a task; the others are parked (idle, no task).
+    pub cluster_actor_tasks: Gauge,
     /// Cluster NATS credentials issued (secure mode).
     pub credentials_issued: Counter,
     /// Seconds from the API accepting a work generation to the agent reporting it Applied and
@@ -196,6 +198,7 @@ impl Metrics {
                 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
             ]),
             lease_expired: Counter::default(),
+            cluster_actor_tasks: Gauge::default(),
             credentials_issued: Counter::default(),
             work_latency_seconds: Histogram::new([
                 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
@@ -285,6 +288,12 @@ impl Metrics {
             "lease_expired",
             "Leases that expired (cluster became Unknown)",
             m.lease_expired.clone(),
+        );
+        registry.register(
+            "cluster_actor_tasks",
+            "Cluster actors running in a task; the others are parked (idle: nothing but a lease \
+             deadline or a TTL ahead) and cost no task",
+            m.cluster_actor_tasks.clone(),
         );
         registry.register(
             "credentials_issued",

@@ -29,6 +29,14 @@ impl TaskGroup {
         set.spawn(task.in_current_span());
     }
 
+    /// Spawns `task` into the group inside `span` alone (a woken actor: not inside whichever
+    /// sender's span woke it).
+    pub fn spawn_in(&self, span: tracing::Span, task: impl Future<Output = ()> + Send + 'static) {
+        let mut set = self.0.lock().expect("task group lock");
+        while set.try_join_next().is_some() {}
+        set.spawn(task.instrument(span));
+    }
+
     /// Tasks not finished yet.
     pub fn len(&self) -> usize {
         let mut set = self.0.lock().expect("task group lock");

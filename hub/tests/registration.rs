@@ -107,6 +107,18 @@ async fn stopped_agent_turns_unknown_and_unreachable_within_the_grace_and_recove
     let hub = start_hub(hub_config(&nats.url())).await;
     let mut api = clusters_client(&hub).await;
     let agent = accepted_cluster(&mut api, &nats.url(), "edge-2").await;
+    // Between renewals the actor is idle: parked, no task (its lease deadline with the shard's
+    // alarm task, which is what turns it Unknown below).
+    let parked = || async {
+        flotilla_testkit::eventually(SOON, "the idle actor parked", || async {
+            metrics_text(&hub)
+                .await
+                .contains("flotilla_hub_cluster_actor_tasks 0\n")
+                .then_some(())
+        })
+        .await
+    };
+    parked().await;
 
     agent.stop().await;
     let stopped = tokio::time::Instant::now();
@@ -134,6 +146,8 @@ async fn stopped_agent_turns_unknown_and_unreachable_within_the_grace_and_recove
             .await
             .contains("flotilla_hub_lease_expired_total 1")
     );
+    // Parked again, with no alarm left: nothing more is due until its agent comes back.
+    parked().await;
 
     let agent = start_agent(agent_config("edge-2", &nats.url()));
     let c = wait_cluster(&mut api, "edge-2", "Available again", |c| {

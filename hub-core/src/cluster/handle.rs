@@ -199,6 +199,9 @@ pub enum Msg {
         /// Answer once persisted (or kept for a retry).
         respond_to: Reply<()>,
     },
+    /// One of the actor's deadlines is due, from its shard's alarm task while it was parked
+    /// ([`super::parking`]): its own timers decide which.
+    Tick,
     /// The store holds a newer version of the cluster (`work: None`) or of one of its works
     /// than this actor (or is without it): written by the shard's previous holder after this
     /// hub's view was read. The view holds the stored object; the actor takes it.

@@ -9,10 +9,12 @@
 //! - [`resend`]: when a spec is re-sent (pure: heard from since the send, back-off, receipt)
 //!   and the hub-wide re-send budget;
 //! - [`stored_work`]: [`StoredWork`], a work as the hub holds it (the spec and status encoded, equal specs shared; pure);
+//! - [`parking`]: idle actors without a task, and each shard's alarm task that wakes them;
 //! - [`Clusters`]: the registry that spawns and finds the actors.
 
 mod actor;
 pub mod handle;
+pub mod parking;
 pub mod resend;
 pub mod resync_period;
 pub mod route;
@@ -35,7 +37,6 @@ use flotilla_api::v1::ManagedCluster;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
-use tokio::task::JoinSet;
 
 /// Settings of cluster actors.
 #[derive(Debug, Clone)]
@@ -158,13 +159,16 @@ impl Sight {
 }
 
 /// The actors of one shard this hub holds: stopped and awaited together when it is handed over
-/// or lost.
+/// or lost. Idle actors are parked, not tasks ([`parking`]).
 pub struct ShardRun {
     pub(crate) fence: Fence,
     /// When this hub took the shard.
     pub acquired: SystemTime,
     pub(crate) stop: tokio::sync::watch::Sender<bool>,
-    pub(crate) tasks: JoinSet<()>,
+    /// The running actors' tasks and the alarm task.
+    pub(crate) tasks: crate::tasks::TaskGroup,
+    /// Wakes parked actors when a deadline of theirs is due.
+    pub(crate) alarms: parking::AlarmClock,
     /// Whether the shard's status is being read.
     pub sight: Arc<Sight>,
 }
@@ -214,13 +218,20 @@ impl Clusters {
     /// Starts acting for `shard`: one actor per cluster of it in the inventory, with its works,
     /// each with a full lease grace from now.
     pub fn start_shard(&self, shard: u32, fence: Fence) {
+        let (alarms, alarm_rx) = parking::AlarmClock::new();
         let mut run = ShardRun {
             fence,
             acquired: SystemTime::now(),
             stop: tokio::sync::watch::channel(false).0,
-            tasks: JoinSet::new(),
+            tasks: crate::tasks::TaskGroup::default(),
+            alarms,
             sight: Arc::new(Sight::new()),
         };
+        run.tasks.spawn(parking::ring(
+            alarm_rx,
+            self.actors.clone(),
+            run.stop.subscribe(),
+        ));
         // One pass over the works for the whole shard: a pass per cluster (10,000 works read
         // for each of 300 clusters, on a runtime thread, under this lock) kept a takeover of 16
         // shards from letting anything else run — lease renewals included — for 20 s.
@@ -305,22 +316,18 @@ impl Clusters {
         )
     }
 
-    /// Stops acting for `shard`: its actors finish their current message and end (bounded).
+    /// Stops acting for `shard`: its actors finish their current message and end (bounded);
+    /// parked ones, idle by rule, are dropped with their registry entries.
     pub async fn stop_shard(&self, shard: u32) {
-        let Some(mut run) = self.shards.lock().expect("shards lock").remove(&shard) else {
+        let Some(run) = self.shards.lock().expect("shards lock").remove(&shard) else {
             return;
         };
         let _ = run.stop.send(true);
         self.actors
             .retain(|name, _| flotilla_bus::subjects::shard(name) != shard);
-        let drained = tokio::time::timeout(STOP_GRACE + crate::store::ride::patience(), async {
-            while run.tasks.join_next().await.is_some() {}
-        })
-        .await;
-        if drained.is_err() {
-            tracing::warn!(shard, "cluster actors did not stop in time; aborting them");
-            run.tasks.abort_all();
-        }
+        run.tasks
+            .join(STOP_GRACE + crate::store::ride::patience())
+            .await;
         self.refresh_views(shard).await;
         tracing::info!(shard, "shard stopped");
     }

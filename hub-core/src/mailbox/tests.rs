@@ -160,3 +160,151 @@ async fn many_senders_lose_nothing() {
         assert!(mine.windows(2).all(|w| w[0] < w[1]));
     }
 }
+
+/// A receiver's owner for the parking tests: each wake spawns a task that takes what is queued
+/// (counting it) and parks again.
+struct Owner {
+    rx: Receiver<u64>,
+    got: std::sync::Arc<std::sync::Mutex<Vec<u64>>>,
+    wakes: std::sync::Arc<AtomicUsize>,
+    dropped: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Owner {
+    async fn run(mut self: Box<Self>) {
+        loop {
+            match self.rx.parker().park(self) {
+                Ok(()) => return,
+                Err(owner) => self = owner,
+            }
+            match self.rx.recv().await {
+                Some(v) => self.got.lock().unwrap().push(v),
+                None => return,
+            }
+        }
+    }
+}
+
+impl Parked for Owner {
+    fn wake(self: Box<Self>) {
+        self.wakes.fetch_add(1, Ordering::SeqCst);
+        tokio::spawn(self.run());
+    }
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        self.dropped.store(true, Ordering::SeqCst);
+    }
+}
+
+fn owner(rx: Receiver<u64>) -> Box<Owner> {
+    Box::new(Owner {
+        rx,
+        got: Default::default(),
+        wakes: Default::default(),
+        dropped: Default::default(),
+    })
+}
+
+#[tokio::test]
+async fn a_parked_owner_is_woken_by_the_next_message_and_takes_it() {
+    let (tx, rx) = channel(4);
+    let o = owner(rx);
+    let (got, wakes) = (o.got.clone(), o.wakes.clone());
+    assert!(o.rx.parker().park(o).is_ok(), "nothing queued: it parks");
+    assert_eq!(wakes.load(Ordering::SeqCst), 0);
+    tx.send(7).await.unwrap();
+    assert_eq!(wakes.load(Ordering::SeqCst), 1, "woken by the send itself");
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while got.lock().unwrap().is_empty() {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the woken owner takes the message");
+    assert_eq!(*got.lock().unwrap(), [7]);
+    // Parked again: the next message wakes it again.
+    tx.try_send(8).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while got.lock().unwrap().len() < 2 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("woken again");
+    assert_eq!(wakes.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn an_owner_with_a_message_waiting_or_no_sender_left_is_not_parked() {
+    let (tx, rx) = channel(4);
+    tx.try_send(1).unwrap();
+    let o = owner(rx);
+    let o = o.rx.parker().park(o).expect_err("a message is waiting");
+    drop(tx);
+    let mut o = o;
+    assert_eq!(o.rx.recv().await, Some(1));
+    o.rx.parker()
+        .park(o)
+        .expect_err("no sender left: nothing could wake it");
+}
+
+#[tokio::test]
+async fn a_parked_owner_is_dropped_when_its_last_sender_leaves() {
+    let (tx, rx) = channel(4);
+    let tx2 = tx.clone();
+    let o = owner(rx);
+    let dropped = o.dropped.clone();
+    assert!(o.rx.parker().park(o).is_ok());
+    drop(tx);
+    assert!(!dropped.load(Ordering::SeqCst), "a sender is left");
+    drop(tx2);
+    assert!(
+        dropped.load(Ordering::SeqCst),
+        "nothing can wake it: the owner (and the mailbox it holds) is freed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn senders_racing_an_owner_that_parks_after_each_message_lose_nothing() {
+    let (tx, rx) = channel(4);
+    let o = owner(rx);
+    let (got, wakes) = (o.got.clone(), o.wakes.clone());
+    assert!(o.rx.parker().park(o).is_ok());
+    let mut tasks = Vec::new();
+    for s in 0..4u64 {
+        let tx = tx.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..2_000u64 {
+                tx.send(s * 10_000 + i).await.unwrap();
+                if i % 7 == 0 {
+                    tokio::task::yield_now().await;
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while got.lock().unwrap().len() < 8_000 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| {
+        panic!(
+            "a wake-up was lost: {} of 8000 taken",
+            got.lock().unwrap().len()
+        )
+    });
+    let got = got.lock().unwrap().clone();
+    assert_eq!(got.len(), 8_000);
+    for s in 0..4u64 {
+        let mine: Vec<u64> = got.iter().copied().filter(|v| v / 10_000 == s).collect();
+        assert!(mine.windows(2).all(|w| w[0] < w[1]), "each sender in order");
+    }
+    assert!(wakes.load(Ordering::SeqCst) >= 1);
+    drop(tx);
+}

@@ -7,8 +7,11 @@
 //!   de-duplicated by `statushash`) and deletion;
 //! - [`work`]: the ManifestWork lifecycle — apply, delete, status from the agent, spec resync and
 //!   re-sending unconfirmed specs to a cluster heard from since ([`super::resend`]).
-//! - [`timers`]: the actor's five timers as one deadline (pure): an idle actor's task holds one
-//!   `Sleep`.
+//! - [`timers`]: the actor's five timers as one deadline (pure), and whether the actor may park.
+//!
+//! An idle actor has no task: it parks in its mailbox with its lease deadline and TTL expiry
+//! left to its shard's alarm task ([`super::parking`]), and its next message or alarm spawns it
+//! again.
 //!
 //! Every change is persisted to KV with the revision it read (compare-and-set), then published
 //! to the inventory.
@@ -45,7 +48,6 @@ pub(super) fn spawn(
     shard: &mut super::ShardRun,
 ) -> ClusterHandle {
     let (tx, rx) = crate::mailbox::channel(shared.config.mailbox_capacity.max(1));
-    let span = tracing::info_span!("cluster", cluster.name = %name);
     let mut actor = Box::new(Actor {
         name: name.clone(),
         cluster: None,
@@ -57,6 +59,10 @@ pub(super) fn spawn(
         acquired: shard.acquired,
         sight: shard.sight.clone(),
         stop: shard.stop.subscribe(),
+        tasks: shard.tasks.clone(),
+        alarms: shard.alarms.clone(),
+        alarm: None,
+        resend_at: Instant::now(),
         shared,
         resend_budget,
         registry,
@@ -77,7 +83,7 @@ pub(super) fn spawn(
         // wrote it after the view was read), and is read before the first message.
         None => actor.unread = true,
     }
-    shard.tasks.spawn(actor.run().instrument(span));
+    crate::mailbox::Parked::wake(actor);
     ClusterHandle::local(tx, &name)
 }
 
@@ -98,6 +104,14 @@ struct Actor {
     sight: Arc<super::Sight>,
     /// Flips when the shard is handed over or lost.
     stop: tokio::sync::watch::Receiver<bool>,
+    /// The shard's tasks, which the actor's task joins each time it is woken.
+    tasks: crate::tasks::TaskGroup,
+    /// The shard's alarm task, which wakes the actor while it is parked.
+    alarms: super::parking::AlarmClock,
+    /// The alarm last set there (it may have rung since).
+    alarm: Option<Instant>,
+    /// When unconfirmed specs are next checked for a re-send.
+    resend_at: Instant,
     shared: Arc<Shared>,
     /// The hub-wide re-send budget.
     resend_budget: Arc<super::resend::Budget>,
@@ -120,38 +134,67 @@ struct Actor {
     rx: crate::mailbox::Receiver<Msg>,
 }
 
+impl crate::mailbox::Parked for Actor {
+    /// Runs the actor in a task of its shard again.
+    fn wake(self: Box<Self>) {
+        let span = tracing::info_span!("cluster", cluster.name = %self.name);
+        let tasks = self.tasks.clone();
+        let running = Running::new(&self.shared.metrics.cluster_actor_tasks);
+        tasks.spawn_in(span, async move {
+            let _running = running;
+            self.run().await;
+        });
+    }
+}
+
+/// Counts an actor's task in the hub's gauge for as long as the task lives (aborted too).
+struct Running(prometheus_client::metrics::gauge::Gauge);
+
+impl Running {
+    fn new(gauge: &prometheus_client::metrics::gauge::Gauge) -> Self {
+        gauge.inc();
+        Self(gauge.clone())
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
 enum Flow {
     Continue,
     Stop,
 }
 
 impl Actor {
-    /// Runs until the shard stops or the cluster is deleted. The actor is boxed: an `async fn`
-    /// keeps its moved-in argument beside the body's binding, which would hold it twice in
-    /// every cluster's task.
+    /// Runs until the actor parks (idle: its next message or alarm runs it again), the shard
+    /// stops or the cluster is deleted. The actor is boxed: an `async fn` keeps its moved-in
+    /// argument beside the body's binding, which would hold it twice in every cluster's task.
     async fn run(mut self: Box<Self>) {
-        tracing::debug!("cluster actor started");
         if self.unread && !Box::pin(self.read_store()).await {
             return;
         }
-        // The re-send tick, due at once as an interval's first tick is.
-        let mut resend_at = Instant::now();
         // One timer entry for all of the actor's timers, reset to the earliest armed one
-        // (timers.rs): the task of an idle actor holds one `Sleep`, not five.
+        // (timers.rs).
         let sleep = tokio::time::sleep_until(Instant::now());
         tokio::pin!(sleep);
         loop {
-            let wake = timers::earliest([
-                (Timer::Resend, self.resend_wanted().then_some(resend_at)),
-                (Timer::Lease, self.lease_deadline),
-                (Timer::Expiry, self.next_expiry()),
-                // From the last turn of the loop, as a fresh sleep in each turn was.
-                (
-                    Timer::Persist,
-                    self.dirty.then(|| Instant::now() + PERSIST_RETRY),
-                ),
-                (Timer::Verify, self.unsettled_works.deadline()),
-            ]);
+            let armed = self.armed();
+            // An actor parks with nothing to do now: no message, nothing to write, no timer
+            // but a lease deadline or TTL in the future.
+            if let Ok(alarm) = timers::park_alarm(armed)
+                && alarm.is_none_or(|at| at > Instant::now())
+                && !self.coalesced
+                && !self.stop.has_changed().unwrap_or(true)
+            {
+                match self.park(alarm) {
+                    Ok(()) => return,
+                    Err(actor) => self = actor,
+                }
+            }
+            let wake = timers::earliest(armed);
             if let Some((_, at)) = wake
                 && sleep.deadline() != at
             {
@@ -178,7 +221,7 @@ impl Actor {
                     // Only clusters with unconfirmed specs tick: 10,000 idle actors cost nothing.
                     Some(Timer::Resend) => {
                         Box::pin(self.resend_unconfirmed()).await;
-                        resend_at = Instant::now() + RESEND_CHECK;
+                        self.resend_at = Instant::now() + RESEND_CHECK;
                     }
                     Some(Timer::Lease) => Box::pin(self.lease_expired()).await,
                     Some(Timer::Expiry) => Box::pin(self.expire_works()).await,
@@ -188,7 +231,39 @@ impl Actor {
                 },
             }
         }
+        // Its alarm rings for nobody now (the actor is deleted, or its shard stopped).
+        self.alarms.set(&self.name, None);
         tracing::debug!("cluster actor stopped");
+    }
+
+    /// The actor's timers, armed or not.
+    fn armed(&self) -> [(Timer, Option<Instant>); 5] {
+        [
+            (
+                Timer::Resend,
+                self.resend_wanted().then_some(self.resend_at),
+            ),
+            (Timer::Lease, self.lease_deadline),
+            (Timer::Expiry, self.next_expiry()),
+            // From the last turn of the loop, as a fresh sleep in each turn was.
+            (
+                Timer::Persist,
+                self.dirty.then(|| Instant::now() + PERSIST_RETRY),
+            ),
+            (Timer::Verify, self.unsettled_works.deadline()),
+        ]
+    }
+
+    /// Parks the actor in its mailbox with its shard's alarm set to `alarm`, ending its task;
+    /// given back when a message is already waiting (or every sender is gone).
+    fn park(mut self: Box<Self>, alarm: Option<Instant>) -> Result<(), Box<Self>> {
+        // An alarm that has rung is set no more.
+        let set = self.alarm.filter(|at| *at > Instant::now());
+        if set != alarm {
+            self.alarms.set(&self.name, alarm);
+            self.alarm = alarm;
+        }
+        self.rx.parker().park(self)
     }
 
     /// Takes `c`, stored at `rev`, as the cluster. An accepted cluster gets a full lease grace
@@ -414,6 +489,7 @@ impl Actor {
                 revision,
                 removed,
             } => return self.stored(work, revision, removed).await,
+            Msg::Tick => {}
             Msg::Delete(tx) => {
                 let r = self.delete().await;
                 let stop = r.is_ok();

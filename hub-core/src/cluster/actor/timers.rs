@@ -6,7 +6,8 @@
 //! or not (`select!` builds every branch's future), and up to five timer registrations on each
 //! turn of the loop. [`earliest`] picks the one that is due first; the loop keeps one `Sleep`,
 //! reset to it, and runs that timer's handler when it fires (timers due at once fire on
-//! consecutive turns).
+//! consecutive turns). An actor with nothing armed but its lease deadline and a TTL parks
+//! ([`park_alarm`]) and leaves those to its shard's alarm task.
 
 use tokio::time::Instant;
 
@@ -39,6 +40,26 @@ pub(super) fn earliest(
         })
 }
 
+/// The alarm an actor with these timers armed parks with ([`super::super::parking`]): the
+/// earlier of its lease deadline and its TTL expiry (`Ok(None)`: none armed). Any other armed
+/// timer — a re-send tick, a persist retry, a re-read — keeps the actor in its task
+/// (`Err` names it): those are for actors in the middle of something.
+pub(super) fn park_alarm(
+    armed: impl IntoIterator<Item = (Timer, Option<Instant>)>,
+) -> Result<Option<Instant>, Timer> {
+    let mut alarm = None;
+    for (timer, at) in armed {
+        let Some(at) = at else { continue };
+        match timer {
+            Timer::Lease | Timer::Expiry => {
+                alarm = Some(alarm.map_or(at, |a: Instant| a.min(at)));
+            }
+            Timer::Resend | Timer::Persist | Timer::Verify => return Err(timer),
+        }
+    }
+    Ok(alarm)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -68,5 +89,31 @@ mod tests {
             ]),
             Some((Timer::Lease, t0 + s(1)))
         );
+    }
+
+    #[test]
+    fn only_an_actor_waiting_for_its_lease_or_a_ttl_parks_and_with_the_earlier_of_the_two() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        assert_eq!(
+            park_alarm([(Timer::Lease, None), (Timer::Expiry, None)]),
+            Ok(None)
+        );
+        assert_eq!(
+            park_alarm([
+                (Timer::Resend, None),
+                (Timer::Lease, Some(t0 + s(300))),
+                (Timer::Expiry, Some(t0 + s(20))),
+                (Timer::Persist, None),
+                (Timer::Verify, None),
+            ]),
+            Ok(Some(t0 + s(20)))
+        );
+        for busy in [Timer::Resend, Timer::Persist, Timer::Verify] {
+            assert_eq!(
+                park_alarm([(Timer::Lease, Some(t0 + s(300))), (busy, Some(t0 + s(1)))]),
+                Err(busy)
+            );
+        }
     }
 }
