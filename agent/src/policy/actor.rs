@@ -151,6 +151,9 @@ struct Slot {
     next: Option<Instant>,
     /// While its dependencies are not met: OCM's message naming them.
     waiting: Option<String>,
+    /// A templated ConfigurationPolicy as its last resolution left it: what pruning deletes
+    /// from (the unresolved text names no object).
+    resolved: Option<Box<ConfigurationPolicy>>,
 }
 
 struct PolicyActor {
@@ -239,6 +242,7 @@ impl PolicyActor {
                     last: Compliance::Unknown,
                     next: None,
                     waiting: None,
+                    resolved: None,
                 }
             })
             .collect();
@@ -423,6 +427,9 @@ impl PolicyActor {
                             continue;
                         }
                     };
+                    if is_templated(c) {
+                        self.slots[i].resolved = Some(Box::new(resolved.policy.clone()));
+                    }
                     let c = &resolved.policy;
                     let snap = match snapshot(self.deps.backend.as_ref(), &kinds(c)).await {
                         Ok(s) => s,
@@ -595,13 +602,34 @@ impl PolicyActor {
         }
     }
 
-    /// Prunes what `pruneObjectBehavior` asks, forgets the record and confirms the removal.
-    async fn remove(&mut self) {
-        let created: Vec<ObjectKey> = self.record.created.iter().map(object_key).collect();
+    /// The ConfigurationPolicies to prune with: templated ones as their last resolution left
+    /// them (resolved now when none has run since the agent started; one that cannot be
+    /// resolved prunes nothing, as OCM leaves a template error's objects).
+    async fn prunable(&self) -> Vec<ConfigurationPolicy> {
+        let mut out = Vec::new();
         for slot in &self.slots {
             let Template::Config(c) = &slot.template else {
                 continue;
             };
+            match &slot.resolved {
+                Some(r) => out.push((**r).clone()),
+                None if is_templated(c) => match self.resolve_templates(c).await {
+                    Ok(r) => out.push(r.policy),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot resolve templates; nothing pruned")
+                    }
+                },
+                None => out.push((**c).clone()),
+            }
+        }
+        out
+    }
+
+    /// Prunes what `pruneObjectBehavior` asks, forgets the record and confirms the removal.
+    async fn remove(&mut self) {
+        let created: Vec<ObjectKey> = self.record.created.iter().map(object_key).collect();
+        for c in self.prunable().await {
+            let c = &c;
             let snap = match snapshot(self.deps.backend.as_ref(), &kinds(c)).await {
                 Ok(s) => s,
                 Err(e) => {

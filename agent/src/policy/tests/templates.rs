@@ -223,6 +223,76 @@ async fn object_templates_raw_ranges_over_a_lookup() {
     );
 }
 
+/// A ConfigurationPolicy of `object-templates-raw` with a prune behaviour.
+fn raw_policy(name: &str, prune: &str, raw: &str) -> Value {
+    json!({"apiVersion": "policy.open-cluster-management.io/v1",
+        "kind": "ConfigurationPolicy", "metadata": {"name": name},
+        "spec": {"remediationAction": "enforce", "pruneObjectBehavior": prune,
+            "object-templates-raw": raw}})
+}
+
+const TEAM_INFO: &str = r#"{{- range (lookup "v1" "Namespace" "" "" "team").items }}
+- complianceType: musthave
+  objectDefinition:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata:
+      name: team-info
+      namespace: {{ .metadata.name }}
+    data:
+      team: '{{ index .metadata.labels "team" }}'
+{{- end }}
+"#;
+
+#[tokio::test]
+async fn deleting_a_templated_policy_prunes_what_its_resolved_templates_created() {
+    for prune in ["DeleteIfCreated", "DeleteAll"] {
+        let mut f = Fixture::new();
+        put(&f.sim, &namespace("team-a", json!({"team": "alpha"}))).await;
+        put(&f.sim, &namespace("team-b", json!({"team": "beta"}))).await;
+        // A templated name too: the key pruning looks for is the resolved one.
+        let named = config_map(
+            "team-a",
+            "{{ fromConfigMap \"team-a\" \"site\" \"name\" }}",
+            json!({"x": "1"}),
+        );
+        put(
+            &f.sim,
+            &config_map("team-a", "site", json!({"name": "named"})),
+        )
+        .await;
+        let mut by_name = config_policy("named", named);
+        by_name["spec"]["pruneObjectBehavior"] = json!(prune);
+        let p = replicated(
+            "teams",
+            1,
+            "enforce",
+            &[raw_policy("teams", prune, TEAM_INFO), by_name],
+        );
+        f.send(&p, Action::CreateRequest).await;
+        f.report(|r| r.compliant == "Compliant").await;
+        let made = [
+            id("v1", "ConfigMap", "team-a", "team-info"),
+            id("v1", "ConfigMap", "team-b", "team-info"),
+            id("v1", "ConfigMap", "team-a", "named"),
+        ];
+        for m in &made {
+            assert!(
+                f.sim.get(m).await.unwrap().is_some(),
+                "{prune}: {m:?} created"
+            );
+        }
+        f.send(&p, Action::DeleteRequest).await;
+        f.report(|r| r.deleted).await;
+        for m in &made {
+            assert!(
+                f.sim.get(m).await.unwrap().is_none(),
+                "{prune}: {m:?} pruned"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_template_reading_more_than_a_thousand_objects_is_an_error() {
     let mut f = Fixture::new();
