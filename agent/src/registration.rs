@@ -819,7 +819,6 @@ impl RegistrationActor {
                     "spec resync done"
                 );
                 self.works.delete_unknown(&resp.deleted).await;
-                self.works.republish(&resp.republish).await;
                 for spec in &resp.specs {
                     Box::pin(self.on_resynced_spec(spec)).await;
                 }
