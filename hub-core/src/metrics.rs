@@ -354,6 +354,13 @@ impl Metrics {
         register(registry.sub_registry_with_prefix(prefix));
     }
 
+    /// Registers a collector whose metrics are computed at each scrape, under
+    /// `flotilla_hub_…` (a gauge over state kept elsewhere costs nothing between scrapes).
+    pub fn register_collector(&self, collector: Box<dyn prometheus_client::collector::Collector>) {
+        let mut registry = self.registry.lock().expect("metrics registry lock");
+        registry.register_collector(collector);
+    }
+
     /// Registers metrics under their own names (no `flotilla_hub` prefix), for names that
     /// dashboards already know from OCM.
     pub fn register_unprefixed(&self, register: impl FnOnce(&mut Registry)) {

@@ -125,6 +125,13 @@ pub enum RestoreError {
          told to delete works the backup lacks)"
     )]
     Window(#[source] crate::store::StoreError),
+    /// Creating the status stream failed (every stream is restored, the window is open).
+    #[error(
+        "every stream is restored and the recovery window is open, but creating the status \
+         stream failed: {0} — a hub creates it when it starts; orphans are then named only \
+         when their agents reconnect again"
+    )]
+    StatusStream(#[source] flotilla_bus::jetstream::JetStreamError),
     /// A stream failed after others were restored.
     #[error(
         "{source}\nRestored before it: {} — delete them (`nats stream rm NAME`) and run restore \
@@ -310,8 +317,45 @@ pub async fn restore(
             }
         }
     }
-    open_window(&js, checked, replicas).await?;
+    let opts = flotilla_bus::jetstream::StreamOptions {
+        replicas: replicas.unwrap_or_else(|| backup_replicas(checked)),
+        ..Default::default()
+    };
+    open_window(&js, checked, opts).await?;
+    open_status_stream(&js, checked, opts).await?;
     Ok(done)
+}
+
+/// The replicas the backup's streams had (its first stream's; 1 when it says none).
+fn backup_replicas(checked: &Checked) -> usize {
+    checked
+        .requests
+        .first()
+        .and_then(|r| r.pointer("/config/num_replicas"))
+        .and_then(Value::as_u64)
+        .map_or(1, |n| {
+            n.clamp(1, flotilla_bus::jetstream::MAX_REPLICAS as u64) as usize
+        })
+}
+
+/// Creates the status stream when the backup did not hold it (taken without `--with-status`):
+/// agents reconnect as soon as the server answers, before any hub runs, and republish every
+/// status; with the stream there, those statuses wait for the first hub, which names the
+/// orphans from them. Unbounded in bytes until a hub applies its own limits (every subject
+/// keeps its latest message only).
+async fn open_status_stream(
+    js: &jetstream::Context,
+    checked: &Checked,
+    opts: flotilla_bus::jetstream::StreamOptions,
+) -> Result<(), RestoreError> {
+    let status = flotilla_bus::jetstream::STATUS_STREAM;
+    if checked.manifest.streams.iter().any(|s| s.name == status) {
+        return Ok(());
+    }
+    flotilla_bus::jetstream::ensure_status_stream(js, opts, Default::default())
+        .await
+        .map_err(RestoreError::StatusStream)?;
+    Ok(())
 }
 
 /// Opens the recovery window in the restored store: hubs started on it tell no spoke to
@@ -319,12 +363,8 @@ pub async fn restore(
 async fn open_window(
     js: &jetstream::Context,
     checked: &Checked,
-    replicas: Option<usize>,
+    opts: flotilla_bus::jetstream::StreamOptions,
 ) -> Result<(), RestoreError> {
-    let opts = flotilla_bus::jetstream::StreamOptions {
-        replicas: replicas.unwrap_or(1),
-        ..Default::default()
-    };
     let meta = crate::store::Bucket::open(js, crate::recovery::HUBMETA, opts)
         .await
         .map_err(RestoreError::Window)?;
@@ -386,8 +426,9 @@ pub fn summary(checked: &Checked, restored: &Restored) -> String {
          bootstrap credentials and review clusters denied or deleted since then \
          (docs/operations.md, \"After a restore\").\n\
          Hubs start in a recovery window: nothing spokes hold that this backup lacks is \
-         deleted until you decide (flotilla get orphans; flotilla recovery delete|keep \
-         CLUSTER NAME; flotilla recovery finish).",
+         deleted, and nothing they hold newer is overwritten, until you decide (flotilla get \
+         orphans; flotilla recovery delete|keep|revert CLUSTER NAME; flotilla recovery \
+         finish).",
         restored.streams,
         restored.bytes,
         checked.manifest.taken_at,

@@ -114,10 +114,19 @@ async fn backup_then_restore(label: &str, binary: &Path) {
         (0, leases.last_seq),
         "{label}: the leases are purged and keep their sequence"
     );
+    // The backup has no status stream (taken without --with-status): restore creates it
+    // empty, so statuses agents republish before a hub starts wait for it.
+    assert_eq!(
+        stream_state(&target, "FLOTILLA_STATUS").await,
+        (0, 0),
+        "{label}: the status stream is created, empty"
+    );
     let twice = flotilla_hub(&["--nats-url", &target.url(), "restore", "--from", path(&out)]).await;
     assert!(!twice.ok, "{label}: a second restore must be refused");
     assert!(
-        twice.stderr.contains("the server already has KV_")
+        twice
+            .stderr
+            .contains("the server already has FLOTILLA_STATUS, KV_")
             && twice
                 .stderr
                 .contains("restore needs an empty JetStream account"),

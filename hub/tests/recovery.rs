@@ -1,9 +1,11 @@
 //! The recovery window (issue 49), with real processes: a nats-server, `flotilla-hub` processes,
-//! simulated agents and the `flotilla` CLI. A backup is taken, a work is applied on two
-//! clusters after it, and the backup is restored into a fresh server on the same address: the
-//! hub started on it tells no spoke to delete the work it lacks; the agents report it as an
-//! orphan, listed by `flotilla get orphans`; it is deleted on one spoke only when the operator
-//! says so and kept on the other, also after the window is closed.
+//! simulated agents and the `flotilla` CLI. A backup is taken; after it a work is applied on two
+//! clusters and another updated; the backup is restored into a fresh server on the same
+//! address: the hub started on it tells no spoke to delete the work it lacks nor sends the
+//! older spec; the agents report them as orphans, listed by `flotilla get orphans`, in the
+//! metrics and on the dashboard; the updated work is reverted to the store's spec, the new one
+//! deleted on one spoke and kept on the other (also after the window is closed), each only
+//! when the operator says so; deleting a cluster deletes its orphans' records.
 
 mod common;
 
@@ -12,8 +14,8 @@ use flotilla_api::v1::cluster_service_client::ClusterServiceClient;
 use flotilla_api::v1::recovery_service_client::RecoveryServiceClient;
 use flotilla_api::v1::work_service_client::WorkServiceClient;
 use flotilla_api::v1::{
-    GetRecoveryRequest, ListClustersRequest, ListOrphansRequest, Orphan, OrphanDecision,
-    ProxyGetRequest,
+    DeleteClusterRequest, GetRecoveryRequest, ListClustersRequest, ListOrphansRequest, Orphan,
+    OrphanDecision, OrphanKind, ProxyGetRequest,
 };
 use flotilla_testkit::{NatsServer, Proc, binary, free_port, nats_server_binary};
 use std::path::Path;
@@ -26,187 +28,324 @@ const SOON: Duration = Duration::from_secs(60);
 const RESYNC: Duration = Duration::from_secs(2);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_restore_older_than_the_spokes_deletes_nothing_on_them_until_the_operator_decides() {
+async fn a_restore_older_than_the_spokes_deletes_and_overwrites_nothing_on_them_until_the_operator_decides()
+ {
     let tmp = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let mut source = server(&tmp.path().join("source"), port);
-    let hub = HubProcess::start(&source.url(), tmp.path(), "source");
-    let channel = hub.channel().await;
-    let mut clusters = ClusterServiceClient::new(channel.clone());
-    let mut works = WorkServiceClient::new(channel.clone());
-    let mut fleet_cfg = flotilla_sim::FleetConfig::new(&source.url(), 2);
-    fleet_cfg.resync_interval = RESYNC;
-    fleet_cfg.pending_poll = Duration::from_millis(200);
-    fleet_cfg.ready_delay = Duration::from_millis(100);
-    fleet_cfg.scores = None;
-    fleet_cfg.simulate_addons = false;
-    let state = tmp.path().join("agents");
-    fleet_cfg.state_dir = Some(state);
-    let fleet = flotilla_sim::Fleet::start(&fleet_cfg).await.unwrap();
-    for c in ["sim-0001", "sim-0002"] {
-        common::wait_available(&mut clusters, c).await;
-    }
-    works
-        .apply_work(config_map_work("sim-0001", "before"))
-        .await
-        .unwrap();
-    wait_work(&mut works, "sim-0001", "before", "applied", |w| {
-        converged_at(w, 1)
-    })
-    .await;
+    let scene = Scene::restored(tmp.path()).await;
+    scene.orphans_are_recorded_named_and_withheld().await;
+    scene
+        .the_window_shows_in_metrics_and_on_the_dashboard()
+        .await;
+    scene.the_operator_decides().await;
+    scene.deleting_a_cluster_forgets_its_orphans().await;
+    scene.fleet.stop().await;
+}
 
-    let out = tmp.path().join("backup");
-    let taken = flotilla_hub(&["--nats-url", &source.url(), "backup", "--out", path(&out)]).await;
-    assert!(taken.ok, "{}", taken.stderr);
-    // Created after the backup: the restored store will not know it.
-    for c in ["sim-0001", "sim-0002"] {
-        works.apply_work(config_map_work(c, "after")).await.unwrap();
-        wait_work(&mut works, c, "after", "applied", |w| converged_at(w, 1)).await;
-    }
+/// After the restore: the hub on the restored server, the agents that outlived the old one.
+struct Scene {
+    hub: HubProcess,
+    fleet: flotilla_sim::Fleet,
+    recovery: RecoveryServiceClient<Channel>,
+    works: WorkServiceClient<Channel>,
+    clusters: ClusterServiceClient<Channel>,
+    _target: NatsServer,
+}
 
-    // The store is lost: a fresh server on the same address, the backup restored into it.
-    drop(hub);
-    source.stop();
-    let target = server(&tmp.path().join("target"), port);
-    let restored =
-        flotilla_hub(&["--nats-url", &target.url(), "restore", "--from", path(&out)]).await;
-    assert!(restored.ok, "{}", restored.stderr);
-    assert!(
-        restored.stdout.contains("Hubs start in a recovery window"),
-        "{}",
-        restored.stdout
-    );
-    let hub = HubProcess::start(&target.url(), tmp.path(), "restored");
-    let channel = hub.channel().await;
-    let mut recovery = RecoveryServiceClient::new(channel.clone());
-    let mut works = WorkServiceClient::new(channel.clone());
-    let status = recovery
-        .get_recovery(GetRecoveryRequest {})
-        .await
-        .unwrap()
-        .into_inner();
-    let window = status.window.expect("the restore opened the window");
-    assert_eq!(window.started_by, "restore");
-    assert!(window.backup_taken_at.is_some());
-
-    // The agents came back while no hub ran and resync once it does: "after" is an orphan on
-    // both, known by its resource id (a resync lists ids and generations only).
-    let ids = |c: &str| flotilla_bus::works::resource_id(c, "after");
-    flotilla_testkit::eventually(SOON, "both orphans recorded", || {
-        let mut recovery = recovery.clone();
-        async move {
-            let items = list(&mut recovery).await;
-            let found: Vec<&str> = items.iter().map(|o| o.resource_id.as_str()).collect();
-            (found.contains(&ids("sim-0001").as_str()) && found.contains(&ids("sim-0002").as_str()))
-                .then_some(())
+impl Scene {
+    /// A backup with work "before" on sim-0001; after it, work "after" on both clusters and
+    /// "before" updated (generation 2); the store lost; the backup restored into a fresh
+    /// server on the same address; a hub on it.
+    async fn restored(tmp: &Path) -> Self {
+        let port = free_port();
+        let mut source = server(&tmp.join("source"), port);
+        let hub = HubProcess::start(&source.url(), tmp, "source");
+        let channel = hub.channel().await;
+        let mut clusters = ClusterServiceClient::new(channel.clone());
+        let mut works = WorkServiceClient::new(channel.clone());
+        let mut fleet_cfg = flotilla_sim::FleetConfig::new(&source.url(), 2);
+        fleet_cfg.resync_interval = RESYNC;
+        fleet_cfg.pending_poll = Duration::from_millis(200);
+        fleet_cfg.ready_delay = Duration::from_millis(100);
+        fleet_cfg.scores = None;
+        fleet_cfg.simulate_addons = false;
+        fleet_cfg.state_dir = Some(tmp.join("agents"));
+        let fleet = flotilla_sim::Fleet::start(&fleet_cfg).await.unwrap();
+        for c in ["sim-0001", "sim-0002"] {
+            common::wait_available(&mut clusters, c).await;
         }
-    })
-    .await;
-    // Agents reconnecting to a running hub republish every status: the orphans get their names.
-    fleet.stop().await;
-    let fleet = flotilla_sim::Fleet::start(&fleet_cfg).await.unwrap();
-    let orphans = flotilla_testkit::eventually(SOON, "both orphans named", || {
-        let mut recovery = recovery.clone();
-        async move {
-            let items = list(&mut recovery).await;
-            (items.len() == 2 && items.iter().all(|o| !o.name.is_empty())).then_some(items)
+        works
+            .apply_work(config_map_work("sim-0001", "before"))
+            .await
+            .unwrap();
+        wait_work(&mut works, "sim-0001", "before", "applied", |w| {
+            converged_at(w, 1)
+        })
+        .await;
+
+        let out = tmp.join("backup");
+        let taken =
+            flotilla_hub(&["--nats-url", &source.url(), "backup", "--out", path(&out)]).await;
+        assert!(taken.ok, "{}", taken.stderr);
+        // After the backup: the restored store will lack "after" and hold "before" older.
+        for c in ["sim-0001", "sim-0002"] {
+            works.apply_work(config_map_work(c, "after")).await.unwrap();
+            wait_work(&mut works, c, "after", "applied", |w| converged_at(w, 1)).await;
         }
-    })
-    .await;
-    assert_eq!(
-        orphans
+        works
+            .apply_work(config_map_work_with("sim-0001", "before", "newer"))
+            .await
+            .unwrap();
+        wait_work(&mut works, "sim-0001", "before", "updated", |w| {
+            converged_at(w, 2)
+        })
+        .await;
+
+        drop(hub);
+        source.stop();
+        let target = server(&tmp.join("target"), port);
+        let restored =
+            flotilla_hub(&["--nats-url", &target.url(), "restore", "--from", path(&out)]).await;
+        assert!(restored.ok, "{}", restored.stderr);
+        assert!(
+            restored.stdout.contains("Hubs start in a recovery window"),
+            "{}",
+            restored.stdout
+        );
+        let hub = HubProcess::start(&target.url(), tmp, "restored");
+        let channel = hub.channel().await;
+        let mut recovery = RecoveryServiceClient::new(channel.clone());
+        let status = recovery
+            .get_recovery(GetRecoveryRequest {})
+            .await
+            .unwrap()
+            .into_inner();
+        let window = status.window.expect("the restore opened the window");
+        assert_eq!(window.started_by, "restore");
+        assert!(window.backup_taken_at.is_some());
+        Self {
+            hub,
+            fleet,
+            recovery,
+            works: WorkServiceClient::new(channel.clone()),
+            clusters: ClusterServiceClient::new(channel),
+            _target: target,
+        }
+    }
+
+    /// "after" is an orphan on both clusters, named without the agents reconnecting (the
+    /// hub asks them to publish its status again); "before" is ahead on sim-0001. Three
+    /// resync periods later the spokes hold both as they were.
+    async fn orphans_are_recorded_named_and_withheld(&self) {
+        let orphans =
+            flotilla_testkit::eventually(SOON, "three orphans recorded and named", || {
+                let mut recovery = self.recovery.clone();
+                async move {
+                    let items = list(&mut recovery).await;
+                    (items.len() == 3 && items.iter().all(|o| !o.name.is_empty())).then_some(items)
+                }
+            })
+            .await;
+        let seen: Vec<_> = orphans
             .iter()
-            .map(|o| (o.cluster.as_str(), o.name.as_str(), o.decision()))
-            .collect::<Vec<_>>(),
-        [
-            ("sim-0001", "after", OrphanDecision::Undecided),
-            ("sim-0002", "after", OrphanDecision::Undecided)
-        ]
-    );
-    assert_eq!(orphans[0].agent_generation, 1);
-    // Two resync rounds later both spokes still hold it.
-    tokio::time::sleep(RESYNC * 3).await;
-    for c in ["sim-0001", "sim-0002"] {
-        assert!(holds(&mut works, c, "after").await, "{c} lost its work");
-    }
-    assert!(holds(&mut works, "sim-0001", "before").await);
-
-    let g = hub.grpc.as_str();
-    let listed = flotilla(g, &["get", "orphans"]).await;
-    assert!(listed.ok, "{}", listed.stderr);
-    let rows: Vec<&str> = listed.stdout.lines().collect();
-    assert!(
-        rows[0].starts_with("CLUSTER") && rows[0].contains("DECISION"),
-        "{}",
-        listed.stdout
-    );
-    assert!(
-        rows[1].starts_with("sim-0001")
-            && rows[1].contains("after")
-            && rows[1].contains("Undecided"),
-        "{}",
-        listed.stdout
-    );
-    let early = flotilla(g, &["recovery", "finish"]).await;
-    assert!(
-        !early.ok && early.stderr.contains("2 orphan(s) are undecided"),
-        "finish must be refused while orphans are undecided: {}",
-        early.stderr
-    );
-    let unknown = flotilla(g, &["recovery", "delete", "sim-0001", "nope"]).await;
-    assert!(
-        !unknown.ok
-            && unknown
-                .stderr
-                .contains("cluster sim-0001 has no orphan named nope"),
-        "{}",
-        unknown.stderr
-    );
-
-    // Deleted on one spoke when the operator says so; kept on the other.
-    let deleted = flotilla(g, &["recovery", "delete", "sim-0001", "after"]).await;
-    assert!(deleted.ok, "{}", deleted.stderr);
-    assert!(
-        deleted
-            .stdout
-            .contains("orphan sim-0001/after: deleted by its spoke"),
-        "{}",
-        deleted.stdout
-    );
-    let kept = flotilla(g, &["recovery", "keep", "sim-0002", "--all"]).await;
-    assert!(kept.ok, "{}", kept.stderr);
-    flotilla_testkit::eventually(SOON, "sim-0001 deletes the orphan", || {
-        let mut works = works.clone();
-        async move { (!holds(&mut works, "sim-0001", "after").await).then_some(()) }
-    })
-    .await;
-    // Once gone, its record is settled; the kept one stays.
-    flotilla_testkit::eventually(SOON, "sim-0001's orphan settled", || {
-        let mut recovery = recovery.clone();
-        async move {
-            let items = list(&mut recovery).await;
-            (items.len() == 1).then_some(())
+            .map(|o| {
+                let g = (o.agent_generation, o.store_generation);
+                (
+                    o.cluster.as_str(),
+                    o.name.as_str(),
+                    o.kind(),
+                    g,
+                    o.decision(),
+                )
+            })
+            .collect();
+        let undecided = OrphanDecision::Undecided;
+        assert_eq!(
+            seen,
+            [
+                ("sim-0001", "after", OrphanKind::Work, (1, 0), undecided),
+                ("sim-0001", "before", OrphanKind::Ahead, (2, 1), undecided),
+                ("sim-0002", "after", OrphanKind::Work, (1, 0), undecided),
+            ]
+        );
+        tokio::time::sleep(RESYNC * 3).await;
+        let mut works = self.works.clone();
+        for c in ["sim-0001", "sim-0002"] {
+            assert_eq!(value(&mut works, c, "after").await.as_deref(), Some("v"));
         }
-    })
-    .await;
-    let finished = flotilla(g, &["recovery", "finish"]).await;
-    assert!(finished.ok, "{}", finished.stderr);
-    assert!(
-        finished.stdout.contains("Recovery window closed")
-            && finished.stdout.contains("No recovery window is open"),
-        "{}",
-        finished.stdout
-    );
-    tokio::time::sleep(RESYNC * 3).await;
-    assert!(
-        holds(&mut works, "sim-0002", "after").await,
-        "a kept orphan stays after the window closes"
-    );
-    assert!(holds(&mut works, "sim-0001", "before").await);
-    let after = list(&mut recovery).await;
-    assert_eq!(after.len(), 1, "{after:?}");
-    assert_eq!(after[0].decision(), OrphanDecision::Keep);
-    fleet.stop().await;
+        assert_eq!(
+            value(&mut works, "sim-0001", "before").await.as_deref(),
+            Some("newer"),
+            "the store's older spec must not reach the spoke while undecided"
+        );
+    }
+
+    /// `flotilla_hub_recovery_open` and `flotilla_hub_orphans`; the dashboard's banner.
+    async fn the_window_shows_in_metrics_and_on_the_dashboard(&self) {
+        let metrics = http_get(&self.hub.metrics, "/metrics").await;
+        for line in [
+            "flotilla_hub_recovery_open 1",
+            "flotilla_hub_orphans{kind=\"work\",decision=\"undecided\"} 2",
+            "flotilla_hub_orphans{kind=\"ahead\",decision=\"undecided\"} 1",
+            "flotilla_hub_orphans{kind=\"work\",decision=\"keep\"} 0",
+        ] {
+            assert!(
+                metrics.lines().any(|l| l == line),
+                "no {line:?} in\n{metrics}"
+            );
+        }
+        let page = http_get(&self.hub.dashboard, "/clusters").await;
+        assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+        assert!(
+            page.contains(
+                r#"<div class="banner" id="banner" role="alert">Recovery window open since"#
+            ) && page.contains("3 orphan(s) undecided, 0 decided, on 2 cluster(s)"),
+            "{page}"
+        );
+    }
+
+    /// Refusals; "before" reverted to the store's spec above the spoke's generation; "after"
+    /// deleted on sim-0001 and kept on sim-0002, also after the window closes.
+    async fn the_operator_decides(&self) {
+        let g = self.hub.grpc.as_str();
+        let listed = flotilla(g, &["get", "orphans"]).await;
+        assert!(listed.ok, "{}", listed.stderr);
+        let rows: Vec<&str> = listed.stdout.lines().collect();
+        assert!(
+            rows[0].starts_with("CLUSTER")
+                && rows[0].contains("KIND")
+                && rows[0].contains("STORE GEN"),
+            "{}",
+            listed.stdout
+        );
+        assert!(
+            rows[2].starts_with("sim-0001")
+                && rows[2].contains("before")
+                && rows[2].contains("Ahead"),
+            "{}",
+            listed.stdout
+        );
+        let early = flotilla(g, &["recovery", "finish"]).await;
+        assert!(
+            !early.ok && early.stderr.contains("3 orphan(s) are undecided"),
+            "finish must be refused while orphans are undecided: {}",
+            early.stderr
+        );
+        let unknown = flotilla(g, &["recovery", "delete", "sim-0001", "nope"]).await;
+        assert!(
+            !unknown.ok
+                && unknown
+                    .stderr
+                    .contains("cluster sim-0001 has no orphan named nope"),
+            "{}",
+            unknown.stderr
+        );
+        let unfit = flotilla(g, &["recovery", "delete", "sim-0001", "before"]).await;
+        assert!(
+            !unfit.ok
+                && unfit
+                    .stderr
+                    .contains("orphan sim-0001/before: the store has this work"),
+            "{}",
+            unfit.stderr
+        );
+
+        let reverted = flotilla(g, &["recovery", "revert", "sim-0001", "before"]).await;
+        assert!(reverted.ok, "{}", reverted.stderr);
+        let mut works = self.works.clone();
+        wait_work(&mut works, "sim-0001", "before", "reverted", |w| {
+            converged_at(w, 3)
+        })
+        .await;
+        assert_eq!(
+            value(&mut works, "sim-0001", "before").await.as_deref(),
+            Some("v")
+        );
+
+        let deleted = flotilla(g, &["recovery", "delete", "sim-0001", "after"]).await;
+        assert!(deleted.ok, "{}", deleted.stderr);
+        assert!(
+            deleted
+                .stdout
+                .contains("orphan sim-0001/after: deleted by its spoke"),
+            "{}",
+            deleted.stdout
+        );
+        let kept = flotilla(g, &["recovery", "keep", "sim-0002", "--all"]).await;
+        assert!(kept.ok, "{}", kept.stderr);
+        flotilla_testkit::eventually(SOON, "sim-0001 deletes the orphan", || {
+            let mut works = works.clone();
+            async move {
+                value(&mut works, "sim-0001", "after")
+                    .await
+                    .is_none()
+                    .then_some(())
+            }
+        })
+        .await;
+        // Once gone or reverted, their records are settled; the kept one stays.
+        flotilla_testkit::eventually(SOON, "sim-0001's orphans settled", || {
+            let mut recovery = self.recovery.clone();
+            async move { (list(&mut recovery).await.len() == 1).then_some(()) }
+        })
+        .await;
+        let finished = flotilla(g, &["recovery", "finish"]).await;
+        assert!(finished.ok, "{}", finished.stderr);
+        assert!(
+            finished.stdout.contains("Recovery window closed")
+                && finished.stdout.contains("No recovery window is open"),
+            "{}",
+            finished.stdout
+        );
+        tokio::time::sleep(RESYNC * 3).await;
+        assert_eq!(
+            value(&mut works, "sim-0002", "after").await.as_deref(),
+            Some("v")
+        );
+        assert_eq!(
+            value(&mut works, "sim-0001", "before").await.as_deref(),
+            Some("v")
+        );
+        let after = list(&mut self.recovery.clone()).await;
+        assert_eq!(after.len(), 1, "{after:?}");
+        assert_eq!(after[0].decision(), OrphanDecision::Keep);
+        let metrics = http_get(&self.hub.metrics, "/metrics").await;
+        assert!(
+            metrics.lines().any(|l| l == "flotilla_hub_recovery_open 0"),
+            "{metrics}"
+        );
+        let page = http_get(&self.hub.dashboard, "/").await;
+        assert!(!page.contains("class=\"banner\""), "{page}");
+    }
+
+    /// Deleting sim-0002 deletes its kept orphan's record.
+    async fn deleting_a_cluster_forgets_its_orphans(&self) {
+        self.clusters
+            .clone()
+            .delete_cluster(DeleteClusterRequest {
+                name: "sim-0002".into(),
+            })
+            .await
+            .unwrap();
+        flotilla_testkit::eventually(SOON, "sim-0002's orphan record deleted", || {
+            let mut recovery = self.recovery.clone();
+            async move { list(&mut recovery).await.is_empty().then_some(()) }
+        })
+        .await;
+    }
+}
+
+/// `GET path` on `addr` over plain HTTP/1.1: the whole answer, head and body.
+async fn http_get(addr: &str, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(SOON, stream.read_to_end(&mut answer))
+        .await
+        .expect("an answer")
+        .unwrap();
+    String::from_utf8_lossy(&answer).into_owned()
 }
 
 async fn list(recovery: &mut RecoveryServiceClient<Channel>) -> Vec<Orphan> {
@@ -217,8 +356,13 @@ async fn list(recovery: &mut RecoveryServiceClient<Channel>) -> Vec<Orphan> {
         .unwrap_or_default()
 }
 
-/// Whether `cluster`'s simulated Kubernetes holds the ConfigMap of work `name`.
-async fn holds(works: &mut WorkServiceClient<Channel>, cluster: &str, name: &str) -> bool {
+/// The value of key `k` of the ConfigMap of work `name` on `cluster`'s simulated Kubernetes
+/// (`None`: no such ConfigMap).
+async fn value(
+    works: &mut WorkServiceClient<Channel>,
+    cluster: &str,
+    name: &str,
+) -> Option<String> {
     let found = works
         .proxy(ProxyGetRequest {
             cluster: cluster.into(),
@@ -227,11 +371,13 @@ async fn holds(works: &mut WorkServiceClient<Channel>, cluster: &str, name: &str
             name: name.into(),
         })
         .await;
-    match found {
-        Ok(found) => !found.into_inner().objects.is_empty(),
-        Err(e) if e.code() == tonic::Code::NotFound => false,
+    let objects = match found {
+        Ok(found) => found.into_inner().objects,
+        Err(e) if e.code() == tonic::Code::NotFound => return None,
         Err(e) => panic!("proxy to {cluster}: {e}"),
-    }
+    };
+    let object: serde_json::Value = serde_json::from_str(objects.first()?).unwrap();
+    Some(object["data"]["k"].as_str().unwrap_or_default().to_string())
 }
 
 /// A JetStream server on `port`, its store under `dir`.
@@ -253,6 +399,10 @@ fn server(dir: &Path, port: u16) -> NatsServer {
 struct HubProcess {
     proc: Proc,
     grpc: String,
+    /// `host:port` of `/metrics`.
+    metrics: String,
+    /// `host:port` of the dashboard (open: loopback, no tokens).
+    dashboard: String,
 }
 
 impl Drop for HubProcess {
@@ -266,10 +416,13 @@ impl Drop for HubProcess {
 impl HubProcess {
     fn start(nats: &str, dir: &Path, name: &str) -> Self {
         let grpc = free_port();
+        let metrics = format!("127.0.0.1:{}", free_port());
+        let dashboard = format!("127.0.0.1:{}", free_port());
         let mut cmd = std::process::Command::new(HUB);
         cmd.args(["--nats-url", nats, "--auto-accept"])
             .args(["--grpc-listen", &format!("127.0.0.1:{grpc}")])
-            .args(["--metrics-listen", &format!("127.0.0.1:{}", free_port())])
+            .args(["--metrics-listen", &metrics])
+            .args(["--dashboard-listen", &dashboard])
             .args([
                 "--status-stream-max-bytes",
                 &flotilla_testkit::STATUS_STREAM_MAX_BYTES.to_string(),
@@ -277,6 +430,8 @@ impl HubProcess {
         Self {
             proc: Proc::spawn("flotilla-hub", cmd, dir.join(format!("hub-{name}.log"))),
             grpc: format!("http://127.0.0.1:{grpc}"),
+            metrics,
+            dashboard,
         }
     }
 

@@ -459,6 +459,16 @@ impl WorkManager {
         }
     }
 
+    /// Asks the works the hub names (by resource id, from a resync answer) to publish their
+    /// status again; ids it does not hold are ignored.
+    pub async fn republish(&self, ids: &[String]) {
+        for rid in ids {
+            if let Some(h) = self.actors.get(rid) {
+                h.republish().await;
+            }
+        }
+    }
+
     /// Asks every work to publish its status again (after a reconnect).
     pub async fn republish_all(&self) {
         for h in self.actors.values() {

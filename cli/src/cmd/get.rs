@@ -158,8 +158,9 @@ pub enum GetWhat {
         /// Only these MirrorPeers.
         names: Vec<String>,
     },
-    /// Orphans of a recovery window: works spokes hold that the restored store lacks (CLUSTER,
-    /// NAME, RESOURCE ID, AGENT GEN, DECISION, FIRST SEEN); decide them with `recovery`.
+    /// Orphans of a recovery window: works spokes hold that the restored store lacks or holds
+    /// older (CLUSTER, NAME, KIND, RESOURCE ID, AGENT GEN, STORE GEN, DECISION, FIRST SEEN);
+    /// decide them with `recovery`.
     #[command(alias = "orphan")]
     Orphans {
         /// Only this cluster's.

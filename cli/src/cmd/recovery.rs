@@ -1,6 +1,6 @@
 //! `flotilla recovery`: the recovery window after a restore — its state, the orphans' decisions
-//! (delete them on their spoke, keep them there), and closing it. `flotilla get orphans` lists
-//! the orphans.
+//! (delete them on their spoke, keep them there, or send the store's spec again over a newer
+//! one), and closing it. `flotilla get orphans` lists the orphans.
 
 use crate::hub::Hub;
 use anyhow::Result;
@@ -14,15 +14,21 @@ use flotilla_api::v1::{
 pub enum RecoveryWhat {
     /// Whether a window is open, since when, and the orphans by decision.
     Status,
-    /// Have the spoke delete these orphans (at its next resync).
+    /// Have the spoke delete these orphans (at its next resync); for works the store lacks
+    /// (kind Work).
     Delete(Choice),
-    /// Have the spoke keep these orphans: the hub never tells it to delete them.
+    /// Have the spoke keep these orphans: the hub never tells it to delete them (kind Work),
+    /// or it keeps its newer spec until the work is next updated (kind Ahead).
     Keep(Choice),
+    /// Send the store's spec again, above the generation the spoke holds; for works the spoke
+    /// holds newer than the store (kind Ahead).
+    Revert(Choice),
     /// Take a decision back (the orphans are undecided again).
     Undecide(Choice),
     /// Close the window; refused while orphans are undecided, unless told what they become.
     Finish {
-        /// Undecided orphans are deleted on their spokes.
+        /// The store wins: undecided orphans are deleted on their spokes (kind Work) or
+        /// reverted to the store's spec (kind Ahead).
         #[arg(long, conflicts_with = "keep_orphans")]
         delete_orphans: bool,
         /// Undecided orphans are kept on their spokes.
@@ -74,6 +80,7 @@ pub async fn run(hub: &Hub, what: RecoveryWhat) -> Result<()> {
         }
         RecoveryWhat::Delete(c) => (c, OrphanDecision::Delete),
         RecoveryWhat::Keep(c) => (c, OrphanDecision::Keep),
+        RecoveryWhat::Revert(c) => (c, OrphanDecision::Revert),
         RecoveryWhat::Undecide(c) => (c, OrphanDecision::Undecided),
     };
     let r = DecideOrphansRequest {
@@ -89,6 +96,7 @@ pub async fn run(hub: &Hub, what: RecoveryWhat) -> Result<()> {
         OrphanDecision::Delete => "deleted by its spoke at its next resync",
         OrphanDecision::Keep => "kept on its spoke",
         OrphanDecision::Undecided => "undecided again",
+        OrphanDecision::Revert => "the store's spec sent again at its next resync",
     };
     for o in &decided.items {
         let name = if o.name.is_empty() {
@@ -117,12 +125,12 @@ pub fn describe(s: &RecoveryStatus) -> String {
         None => "No recovery window is open.\n".to_string(),
     };
     out += &format!(
-        "Orphans: {} undecided, {} to delete, {} kept, on {} cluster(s).\n",
-        s.undecided, s.delete, s.keep, s.clusters
+        "Orphans: {} undecided, {} to delete, {} kept, {} to revert, on {} cluster(s).\n",
+        s.undecided, s.delete, s.keep, s.revert, s.clusters
     );
     if s.window.is_some() && s.undecided > 0 {
-        out += "Decide them (flotilla get orphans; flotilla recovery delete|keep CLUSTER NAME…), \
-                then flotilla recovery finish.\n";
+        out += "Decide them (flotilla get orphans; flotilla recovery delete|keep|revert CLUSTER \
+                NAME…), then flotilla recovery finish.\n";
     }
     out
 }

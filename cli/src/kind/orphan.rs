@@ -1,10 +1,11 @@
-//! Orphans: works a spoke holds that a restored store lacks, seen in a recovery window
-//! (`flotilla get orphans`): CLUSTER, NAME, RESOURCE ID, AGENT GEN, DECISION, FIRST SEEN.
+//! Orphans: works a spoke holds that a restored store lacks (kind `Work`) or holds at an older
+//! generation (kind `Ahead`), seen in a recovery window (`flotilla get orphans`): CLUSTER, NAME,
+//! KIND, RESOURCE ID, AGENT GEN, STORE GEN, DECISION, FIRST SEEN.
 //! `-o json|yaml` print the record as the hub keeps it.
 
 use super::Kind;
 use flotilla_api::meta;
-use flotilla_api::v1::{ObjectMeta, Orphan, OrphanDecision};
+use flotilla_api::v1::{ObjectMeta, Orphan, OrphanDecision, OrphanKind};
 use serde::Serialize;
 
 /// An orphan as `-o json|yaml` print it.
@@ -13,8 +14,11 @@ use serde::Serialize;
 pub struct OrphanDoc {
     cluster: String,
     name: String,
+    kind: &'static str,
     resource_id: String,
     agent_generation: i64,
+    #[serde(skip_serializing_if = "is_zero")]
+    store_generation: i64,
     decision: &'static str,
     #[serde(skip_serializing_if = "String::is_empty")]
     decided_by: String,
@@ -28,7 +32,20 @@ pub fn decision(d: OrphanDecision) -> &'static str {
         OrphanDecision::Undecided => "Undecided",
         OrphanDecision::Delete => "Delete",
         OrphanDecision::Keep => "Keep",
+        OrphanDecision::Revert => "Revert",
     }
+}
+
+/// How a kind is written in tables and documents.
+pub fn kind(k: OrphanKind) -> &'static str {
+    match k {
+        OrphanKind::Work => "Work",
+        OrphanKind::Ahead => "Ahead",
+    }
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
 }
 
 fn first_seen(o: &Orphan) -> String {
@@ -40,8 +57,10 @@ impl Kind for Orphan {
     const COLUMNS: &'static [&'static str] = &[
         "CLUSTER",
         "NAME",
+        "KIND",
         "RESOURCE ID",
         "AGENT GEN",
+        "STORE GEN",
         "DECISION",
         "FIRST SEEN",
     ];
@@ -58,8 +77,13 @@ impl Kind for Orphan {
             } else {
                 self.name.clone()
             },
+            kind(self.kind()).into(),
             self.resource_id.clone(),
             self.agent_generation.to_string(),
+            match self.kind() {
+                OrphanKind::Work => "-".into(),
+                OrphanKind::Ahead => self.store_generation.to_string(),
+            },
             decision(self.decision()).into(),
             first_seen(self),
         ]
@@ -69,8 +93,10 @@ impl Kind for Orphan {
         OrphanDoc {
             cluster: self.cluster.clone(),
             name: self.name.clone(),
+            kind: kind(self.kind()),
             resource_id: self.resource_id.clone(),
             agent_generation: self.agent_generation,
+            store_generation: self.store_generation,
             decision: decision(self.decision()),
             decided_by: self.decided_by.clone(),
             first_seen: first_seen(self),
@@ -78,7 +104,7 @@ impl Kind for Orphan {
     }
 
     fn none(_: &super::Query, _: &str) -> Option<String> {
-        Some("No orphans: no spoke holds a work the store lacks.".into())
+        Some("No orphans: no spoke holds a work the store lacks or holds older.".into())
     }
 
     /// The orphans of the query's cluster (`-c`), or of every cluster.

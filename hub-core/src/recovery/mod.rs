@@ -7,13 +7,14 @@
 //! Orphan records are written unfenced: recording a stranger twice, or from a hub whose shard
 //! lease just ended, writes the same record; decisions are compare-and-set on the record.
 
+mod metrics;
 pub mod rules;
 
 use crate::keys::ObjectRef;
 use crate::store::{Bucket, StoreError};
 use async_nats::jetstream::kv::Operation;
 use flotilla_api::meta;
-use flotilla_api::v1::{Orphan, OrphanDecision, RecoveryStatus, RecoveryWindow};
+use flotilla_api::v1::{Orphan, OrphanDecision, OrphanKind, RecoveryStatus, RecoveryWindow};
 use futures::StreamExt;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, RwLock};
@@ -51,6 +52,16 @@ pub enum RecoveryError {
     /// No window is open.
     #[error("no recovery window is open")]
     NotOpen,
+    /// A decision that does not fit an orphan's kind ([`rules::allowed`]).
+    #[error("orphan {cluster}/{name}: {why}")]
+    Unfit {
+        /// The cluster.
+        cluster: String,
+        /// The orphan's name (or resource id).
+        name: String,
+        /// Why the decision does not fit.
+        why: &'static str,
+    },
 }
 
 /// One cluster's orphans by resource id, each with its revision.
@@ -243,6 +254,40 @@ impl Recovery {
         })
     }
 
+    /// A cluster's orphan records as [`rules::answer`] reads them.
+    pub fn known(&self, cluster: &str) -> rules::Known {
+        let index = self.inner.index.read().expect("orphan index");
+        index.get(cluster).map_or_else(rules::Known::new, |c| {
+            c.iter()
+                .map(|(id, (o, _))| (id.clone(), (o.kind(), o.decision())))
+                .collect()
+        })
+    }
+
+    /// The generation a spoke holds of work `resource_id` ahead of the store (an `Ahead`
+    /// orphan's), for [`rules::next_generation`].
+    pub fn ahead_of(&self, cluster: &str, resource_id: &str) -> Option<i64> {
+        let index = self.inner.index.read().expect("orphan index");
+        index
+            .get(cluster)?
+            .get(resource_id)
+            .filter(|(o, _)| o.kind() == OrphanKind::Ahead)
+            .map(|(o, _)| o.agent_generation)
+    }
+
+    /// Resource ids of a cluster's orphans the store lacks whose names have not come yet (at
+    /// most `limit`): a resync answer asks the agent to publish their status again.
+    pub fn unnamed(&self, cluster: &str, limit: usize) -> Vec<String> {
+        let index = self.inner.index.read().expect("orphan index");
+        index.get(cluster).map_or_else(Vec::new, |c| {
+            c.iter()
+                .filter(|(_, (o, _))| o.name.is_empty() && o.kind() == OrphanKind::Work)
+                .map(|(id, _)| id.clone())
+                .take(limit)
+                .collect()
+        })
+    }
+
     /// Whether the cluster has any orphan record (a cheap check for every resync).
     pub fn has_orphans(&self, cluster: &str) -> bool {
         self.inner
@@ -266,6 +311,22 @@ impl Recovery {
         items
     }
 
+    /// The orphans counted by kind and decision.
+    pub fn counts(&self) -> std::collections::HashMap<(OrphanKind, OrphanDecision), i64> {
+        let index = self.inner.index.read().expect("orphan index");
+        let mut counts = std::collections::HashMap::new();
+        for (o, _) in index.values().flat_map(|c| c.values()) {
+            *counts.entry((o.kind(), o.decision())).or_default() += 1;
+        }
+        counts
+    }
+
+    /// Exports the window and the orphans as gauges computed at each scrape
+    /// (`flotilla_hub_recovery_open`, `flotilla_hub_orphans{kind,decision}`).
+    pub fn export(&self, metrics: &crate::metrics::Metrics) {
+        metrics.register_collector(Box::new(metrics::RecoveryMetrics(self.clone())));
+    }
+
     /// The window and the orphans counted by decision.
     pub fn status(&self) -> RecoveryStatus {
         let index = self.inner.index.read().expect("orphan index");
@@ -279,6 +340,7 @@ impl Recovery {
                 OrphanDecision::Undecided => status.undecided += 1,
                 OrphanDecision::Delete => status.delete += 1,
                 OrphanDecision::Keep => status.keep += 1,
+                OrphanDecision::Revert => status.revert += 1,
             }
         }
         status
@@ -303,20 +365,24 @@ impl Recovery {
         Ok(revision)
     }
 
-    /// Records strangers of `cluster` (resource id, generation held) as undecided orphans; a
-    /// record another hub made first is left as it is.
-    pub async fn record(&self, cluster: &str, strangers: &[(String, i64)]) {
-        for (id, generation) in strangers {
-            let orphan = Orphan {
+    /// Records strangers of `cluster` as undecided orphans, each with its name when the store
+    /// knows it (`Ahead`); a record another hub made first is left as it is.
+    pub async fn record(&self, cluster: &str, strangers: &[(rules::Stranger, String)]) {
+        for (stranger, name) in strangers {
+            let id = &stranger.id;
+            let mut orphan = Orphan {
                 cluster: cluster.to_string(),
                 resource_id: id.clone(),
-                agent_generation: *generation,
+                name: name.clone(),
+                agent_generation: stranger.agent_generation,
+                store_generation: stranger.store_generation,
                 first_seen: Some(meta::now()),
                 ..Default::default()
             };
+            orphan.set_kind(stranger.kind);
             match self.write(orphan, 0).await {
                 Ok(_) => {
-                    tracing::info!(cluster, resource_id = %id, "orphan recorded: the spoke holds a work the store lacks")
+                    tracing::info!(cluster, resource_id = %id, kind = ?stranger.kind, "orphan recorded: the spoke holds a work the store lacks, or holds it newer")
                 }
                 Err(e) if e.is_conflict() => {}
                 Err(e) => {
@@ -379,6 +445,12 @@ impl Recovery {
         }
     }
 
+    /// Removes every orphan record of `cluster` (the cluster was deleted).
+    pub async fn forget_cluster(&self, cluster: &str) {
+        let ids: Vec<String> = self.of_cluster(cluster).into_keys().collect();
+        self.settle(cluster, &ids).await;
+    }
+
     /// Removes the records of `ids` of `cluster` (settled: gone from the spoke, or back in
     /// the store).
     pub async fn settle(&self, cluster: &str, ids: &[String]) {
@@ -431,6 +503,21 @@ impl Recovery {
                 names: missing,
             });
         }
+        if let Some((orphan, why)) = chosen
+            .iter()
+            .find_map(|o| rules::allowed(o.kind(), decision).err().map(|why| (o, why)))
+        {
+            let name = if orphan.name.is_empty() {
+                &orphan.resource_id
+            } else {
+                &orphan.name
+            };
+            return Err(RecoveryError::Unfit {
+                cluster: cluster.to_string(),
+                name: name.clone(),
+                why,
+            });
+        }
         let mut decided = Vec::with_capacity(chosen.len());
         for orphan in chosen {
             let expected = current.get(&orphan.resource_id).map_or(0, |(_, rev)| *rev);
@@ -444,8 +531,9 @@ impl Recovery {
         Ok(decided)
     }
 
-    /// Closes the window: undecided orphans become `undecided` (refused while any is and
-    /// `undecided` is `Undecided`).
+    /// Closes the window: undecided orphans become `undecided` ([`rules::on_finish`]: an
+    /// `Ahead` one is reverted for `Delete`); refused while any is and `undecided` is
+    /// `Undecided`.
     pub async fn finish(
         &self,
         undecided: OrphanDecision,
@@ -466,13 +554,18 @@ impl Recovery {
                 return Err(RecoveryError::Undecided(count));
             }
             for cluster in &open {
-                let ids: Vec<String> = self
-                    .of_cluster(cluster)
-                    .into_values()
-                    .filter(|o| o.decision() == OrphanDecision::Undecided)
-                    .map(|o| o.resource_id)
-                    .collect();
-                self.decide(cluster, &ids, false, undecided, by).await?;
+                for kind in [OrphanKind::Work, OrphanKind::Ahead] {
+                    let ids: Vec<String> = self
+                        .of_cluster(cluster)
+                        .into_values()
+                        .filter(|o| o.decision() == OrphanDecision::Undecided && o.kind() == kind)
+                        .map(|o| o.resource_id)
+                        .collect();
+                    if !ids.is_empty() {
+                        let decision = rules::on_finish(kind, undecided);
+                        self.decide(cluster, &ids, false, decision, by).await?;
+                    }
+                }
             }
         }
         self.inner.meta.purge(RECOVERY_KEY).await?;

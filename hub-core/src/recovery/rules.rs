@@ -1,41 +1,78 @@
-//! The recovery window's rules (pure): what a spoke is told to delete, what becomes an orphan,
-//! which orphan records are settled, and what the resync digest covers.
+//! The recovery window's rules (pure): what a spoke is told to delete or sent again, what
+//! becomes an orphan (a work the store lacks, or holds older than the spoke), which orphan
+//! records are settled, which decisions fit which orphan, and what the resync digest covers.
 
-use flotilla_api::v1::{Orphan, OrphanDecision};
+use flotilla_api::v1::{Orphan, OrphanDecision, OrphanKind};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Orphans one cluster may have recorded; strangers past it are withheld but not recorded (a
 /// spoke cannot make the hub store without bound).
 pub const MAX_ORPHANS_PER_CLUSTER: usize = 1000;
 
-/// What a full resync answer does with the works the agent holds and the store lacks.
+/// Orphans whose status a resync answer asks the agent to publish again (their names come
+/// from it); the rest at the next resync.
+pub const REPUBLISH_PER_ANSWER: usize = 100;
+
+/// A work seen for the first time in the window, to record as an undecided orphan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stranger {
+    /// Its resource id.
+    pub id: String,
+    /// Missing from the store (`Work`) or older there (`Ahead`).
+    pub kind: OrphanKind,
+    /// The generation the agent holds.
+    pub agent_generation: i64,
+    /// The store's generation (`Ahead` only; 0 otherwise).
+    pub store_generation: i64,
+}
+
+/// What a full resync answer does with the works the agent holds and the store lacks or
+/// holds older.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Answer {
     /// Resource ids the agent is told to delete, sorted.
     pub delete: Vec<String>,
-    /// Strangers seen for the first time in the window: recorded as undecided orphans, with
-    /// the generation the agent holds.
-    pub record: Vec<(String, i64)>,
-    /// Orphan records whose work the agent no longer holds or the store has again (OCM's
-    /// cancel on reappearance): removed.
+    /// Works seen for the first time in the window: recorded as undecided orphans.
+    pub record: Vec<Stranger>,
+    /// Orphan records whose case is over (OCM's cancel on reappearance): the agent no longer
+    /// holds the work, the store has it again, or the store's generation caught up. Removed;
+    /// the id is considered afresh at the next resync.
     pub settle: Vec<String>,
+    /// `Ahead` orphans decided `Revert`: the store's spec is sent again above the generation
+    /// the agent holds (`(id, held)`).
+    pub revert: Vec<(String, i64)>,
 }
 
+/// An orphan record as [`answer`] reads it.
+pub type Known = BTreeMap<String, (OrphanKind, OrphanDecision)>;
+
 /// The answer to an agent's full map, from `deletes` (ids it holds that the store lacks, as
-/// `resync_diff` gives them), the generations it holds, whether the window is `open`, and the
-/// cluster's orphan records (`known`). With the window closed and no record this is
-/// `deletes` unchanged: the hub's behaviour without a restore.
+/// `resync_diff` gives them), the generations it holds (`agent`), the store's generations of
+/// the works it is not deleting (`store`), whether the window is `open`, and the cluster's
+/// orphan records (`known`). With the window closed and no record this is `deletes`
+/// unchanged: the hub's behaviour without a restore.
 pub fn answer(
     open: bool,
     deletes: Vec<String>,
     agent: &HashMap<String, i64>,
-    known: &BTreeMap<String, OrphanDecision>,
+    store: &BTreeMap<String, i64>,
+    known: &Known,
 ) -> Answer {
     let strangers: BTreeSet<&str> = deletes.iter().map(String::as_str).collect();
+    let ahead: BTreeMap<&str, (i64, i64)> = agent
+        .iter()
+        .filter_map(|(id, held)| {
+            let stored = *store.get(id)?;
+            (stored < *held).then_some((id.as_str(), (*held, stored)))
+        })
+        .collect();
     let settle = known
-        .keys()
-        .filter(|id| !strangers.contains(id.as_str()))
-        .cloned()
+        .iter()
+        .filter(|(id, (kind, _))| match kind {
+            OrphanKind::Work => !strangers.contains(id.as_str()),
+            OrphanKind::Ahead => !ahead.contains_key(id.as_str()),
+        })
+        .map(|(id, _)| id.clone())
         .collect();
     let mut out = Answer {
         settle,
@@ -44,18 +81,70 @@ pub fn answer(
     let room = MAX_ORPHANS_PER_CLUSTER.saturating_sub(known.len());
     for id in deletes {
         match known.get(&id) {
-            Some(OrphanDecision::Delete) => out.delete.push(id),
+            Some((OrphanKind::Work, OrphanDecision::Delete)) => out.delete.push(id),
+            // Kept, undecided, or a record of the other kind (settled above).
             Some(_) => {}
             None if open => {
                 if out.record.len() < room {
-                    let generation = agent.get(&id).copied().unwrap_or_default();
-                    out.record.push((id, generation));
+                    let agent_generation = agent.get(&id).copied().unwrap_or_default();
+                    out.record.push(Stranger {
+                        id,
+                        kind: OrphanKind::Work,
+                        agent_generation,
+                        store_generation: 0,
+                    });
                 }
             }
             None => out.delete.push(id),
         }
     }
+    for (id, (held, stored)) in ahead {
+        match known.get(id) {
+            Some((OrphanKind::Ahead, OrphanDecision::Revert)) => {
+                out.revert.push((id.to_string(), held));
+            }
+            Some(_) => {}
+            // Outside the window the hub does as it always did: nothing.
+            None if open && out.record.len() < room => out.record.push(Stranger {
+                id: id.to_string(),
+                kind: OrphanKind::Ahead,
+                agent_generation: held,
+                store_generation: stored,
+            }),
+            None => {}
+        }
+    }
     out
+}
+
+/// Whether `decision` fits an orphan of `kind`: a work the store lacks cannot be reverted to
+/// the store's spec, and one the store has is deleted through the API, not as an orphan.
+pub fn allowed(kind: OrphanKind, decision: OrphanDecision) -> Result<(), &'static str> {
+    match (kind, decision) {
+        (OrphanKind::Work, OrphanDecision::Revert) => {
+            Err("the store lacks this work, so there is no spec to revert to (delete or keep it)")
+        }
+        (OrphanKind::Ahead, OrphanDecision::Delete) => Err(
+            "the store has this work at an older generation: revert it or keep it (to remove \
+             it, delete the work through the API)",
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// What an undecided orphan of `kind` becomes when the window is finished with `undecided`
+/// (`--delete-orphans`: the store wins — strangers are deleted, works ahead reverted).
+pub fn on_finish(kind: OrphanKind, undecided: OrphanDecision) -> OrphanDecision {
+    match (kind, undecided) {
+        (OrphanKind::Ahead, OrphanDecision::Delete) => OrphanDecision::Revert,
+        _ => undecided,
+    }
+}
+
+/// The generation of a work's changed spec: one above the stored one, and above what a spoke
+/// holds ahead of the store (`ahead`, an `Ahead` orphan's), which would otherwise ignore it.
+pub fn next_generation(next: i64, ahead: Option<i64>) -> i64 {
+    ahead.map_or(next, |held| next.max(held + 1))
 }
 
 /// What the hub compares an agent's digest against.
@@ -67,6 +156,21 @@ pub enum Digest {
     /// The store's works plus these kept orphans at the generation the agent holds: an agent
     /// holding exactly those is in sync (kept works are never resent nor deleted).
     With(Vec<(String, i64)>),
+}
+
+/// The versions the hub's digest covers: the store's, with each kept orphan at the generation
+/// the agent holds — added when the store lacks it, in place of the store's when the store's
+/// is older (a kept `Ahead` work).
+pub fn digest_versions<'a>(
+    store: impl IntoIterator<Item = (&'a str, i64)>,
+    kept: &'a [(String, i64)],
+) -> BTreeMap<&'a str, i64> {
+    let mut versions: BTreeMap<&str, i64> = store.into_iter().collect();
+    for (id, held) in kept {
+        let entry = versions.entry(id.as_str()).or_insert(*held);
+        *entry = (*entry).max(*held);
+    }
+    versions
 }
 
 /// The digest rule for a cluster with orphan records `known`.

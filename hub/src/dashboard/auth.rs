@@ -71,6 +71,8 @@ pub struct Viewer {
     pub via: Via,
     /// The API's access table (the tokens').
     pub access: std::sync::Arc<crate::grpc::access::Table>,
+    /// What every page says on top while it is so (a recovery window is open).
+    pub banner: Option<String>,
 }
 
 impl Viewer {
@@ -152,6 +154,7 @@ impl Sessions {
                 csrf: self.open_csrf.clone(),
                 via: Via::Open,
                 access: Default::default(),
+                banner: None,
             });
         };
         if let Some(h) = headers
@@ -165,6 +168,7 @@ impl Sessions {
                 csrf: String::new(),
                 via: Via::Bearer,
                 access: tokens.access().clone(),
+                banner: None,
             });
         }
         let id = cookie(headers, COOKIE).ok_or(Refusal::NoCredentials)?;
@@ -177,6 +181,7 @@ impl Sessions {
                 csrf: s.csrf.clone(),
                 via: Via::Session(id),
                 access: tokens.access().clone(),
+                banner: None,
             }),
             Some(_) => {
                 sessions.remove(&id);

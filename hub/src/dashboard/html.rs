@@ -62,6 +62,8 @@ pub struct Frame<'a> {
     pub csrf: &'a str,
     /// Whether the viewer signed in with a session (and can sign out).
     pub session: bool,
+    /// What every page says on top while it is so (a recovery window is open).
+    pub banner: Option<&'a str>,
 }
 
 /// The frame's viewer: name, role, and the sign-out form of a session.
@@ -101,6 +103,9 @@ pub fn page(title: &str, nav: Nav, frame: &Frame<'_>, body: Markup) -> Markup {
                     }
                     span class="live" id="live" title="live updates" { "●" }
                     (who(frame))
+                }
+                @if let Some(banner) = frame.banner {
+                    div class="banner" id="banner" role="alert" { (banner) }
                 }
                 main { (body) }
             }

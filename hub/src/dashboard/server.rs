@@ -236,7 +236,14 @@ impl FromRequestParts<Arc<Deps>> for Viewer {
 
     async fn from_request_parts(parts: &mut Parts, d: &Arc<Deps>) -> Result<Self, Response> {
         let refusal = match d.sessions.authenticate(&parts.headers) {
-            Ok(v) => return Ok(v),
+            Ok(mut v) => {
+                let recovery = &d.units.clusters.shared().recovery;
+                v.banner = recovery
+                    .is_open()
+                    .then(|| crate::recovery::banner::banner(&recovery.status()))
+                    .flatten();
+                return Ok(v);
+            }
             Err(refusal) => refusal,
         };
         let path = parts.uri.path();
@@ -295,6 +302,7 @@ fn frame(viewer: &Viewer) -> Frame<'_> {
         who: Some((viewer.identity.name(), role_name(viewer))),
         csrf: &viewer.csrf,
         session: matches!(viewer.via, Via::Session(_)),
+        banner: viewer.banner.as_deref(),
     }
 }
 
@@ -303,6 +311,7 @@ const ANONYMOUS: Frame<'static> = Frame {
     who: None,
     csrf: "",
     session: false,
+    banner: None,
 };
 
 fn role_name(viewer: &Viewer) -> &'static str {

@@ -14,6 +14,7 @@ use tonic::{Request, Response, Status};
 fn status(e: RecoveryError) -> Status {
     match e {
         RecoveryError::NotFound { .. } => Status::not_found(e.to_string()),
+        RecoveryError::Unfit { .. } => Status::invalid_argument(e.to_string()),
         RecoveryError::Undecided(_) | RecoveryError::NotOpen => {
             Status::failed_precondition(e.to_string())
         }

@@ -908,6 +908,7 @@ impl Actor {
                 .works
                 .remove(&self.work_ref(&wname).inventory_key());
         }
+        self.shared.recovery.forget_cluster(&self.name).await;
         self.notify_deleted().await;
         self.registry.remove(&self.name);
         self.shared.inventory.remove(&self.name);

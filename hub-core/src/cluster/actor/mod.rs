@@ -18,6 +18,7 @@
 
 mod entries;
 mod lifecycle;
+mod recovery;
 mod timers;
 mod work;
 

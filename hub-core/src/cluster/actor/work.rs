@@ -14,7 +14,7 @@ use flotilla_api::meta::{self, status};
 use flotilla_api::v1::{
     HubWorkState, ManifestWork, SpecResyncRequest, SpecResyncResponse, WorkStatusReport,
 };
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -27,10 +27,10 @@ const RESEND_AFTER_RESTART: Duration = Duration::from_secs(3);
 pub(super) struct WorkEntry {
     /// The stored work, shared with the works inventory (one copy per work on the hub; its
     /// status held encoded).
-    work: Arc<StoredWork>,
+    pub(super) work: Arc<StoredWork>,
     pub(super) revision: u64,
     /// When the spec was sent, heard of since and acknowledged, and the re-send back-off.
-    delivery: Delivery,
+    pub(super) delivery: Delivery,
     /// The trace of the apply that produced the current spec (re-sends carry it too).
     traceparent: Option<String>,
 }
@@ -161,6 +161,9 @@ impl Actor {
                     return Ok(e.work.to_work());
                 }
                 crate::identity::keep(&mut meta, &old, spec_changed);
+                if spec_changed {
+                    meta.generation = self.next_generation(&old, meta.generation);
+                }
                 let hub = next.hub.get_or_insert_with(Default::default);
                 if spec_changed {
                     hub.accepted_at = Some(meta::now());
@@ -533,17 +536,8 @@ impl Actor {
                 .map(|work| flotilla_bus::works::resource_id(&self.name, work))
                 .collect();
         let (resend, strangers) = work_rules::resync_diff(&hub, &request.versions, &held_back);
-        let deleted = self.withhold(strangers, &request.versions).await;
-        let by_id: HashMap<String, String> = self
-            .works
-            .iter()
-            .map(|(n, e)| {
-                (
-                    work_rules::resource_id_of(e.work.metadata.as_ref()),
-                    n.clone(),
-                )
-            })
-            .collect();
+        let (deleted, republish) = self.withhold(strangers, &request.versions, &hub).await;
+        let by_id = self.names_by_id();
         // An agent that takes them gets the specs in the answer, up to a budget that keeps the
         // answer well inside the event limit of both sides (agents read answers up to the
         // default); the rest (and every spec of an older agent) go as spec events.
@@ -579,6 +573,7 @@ impl Actor {
         );
         let resp = SpecResyncResponse {
             deleted,
+            republish,
             resent: resend.len() as u32,
             specs,
             resync_period_seconds: self.resync_period_seconds(),
@@ -586,59 +581,6 @@ impl Actor {
         };
         self.answer_resync(reply, &resp).await;
     }
-    /// Whether the agent's digest is the store's works' — plus the orphans kept on it (never
-    /// resent nor deleted); never while an orphan is undecided or to be deleted, whose fate
-    /// only the agent's full map tells.
-    fn digest_matches(&self, hub: &BTreeMap<String, work_rules::HubVersion>, digest: &str) -> bool {
-        let recovery = &self.shared.recovery;
-        let kept = if recovery.has_orphans(&self.name) {
-            match crate::recovery::rules::digest(&recovery.of_cluster(&self.name)) {
-                crate::recovery::rules::Digest::Full => return false,
-                crate::recovery::rules::Digest::With(kept) => kept,
-            }
-        } else {
-            Vec::new()
-        };
-        let ours = flotilla_bus::works::versions_digest(
-            hub.iter()
-                .map(|(id, v)| (id.as_str(), v.generation))
-                .chain(kept.iter().map(|(id, g)| (id.as_str(), *g))),
-        );
-        ours == digest
-    }
-
-    /// What the agent is told to delete of `strangers` (works it holds that the store lacks):
-    /// all of them, unless a recovery window is open or the operator decided about them
-    /// ([`crate::recovery::rules::answer`]); strangers the window withholds are recorded as
-    /// orphans, and records the agent no longer needs are settled.
-    async fn withhold(
-        &mut self,
-        strangers: Vec<String>,
-        versions: &HashMap<String, i64>,
-    ) -> Vec<String> {
-        let recovery = self.shared.recovery.clone();
-        let open = recovery.is_open();
-        if !open && !recovery.has_orphans(&self.name) {
-            return strangers;
-        }
-        let known = recovery
-            .of_cluster(&self.name)
-            .into_iter()
-            .map(|(id, o)| (id, o.decision()))
-            .collect();
-        let answer = crate::recovery::rules::answer(open, strangers, versions, &known);
-        if !answer.record.is_empty() {
-            tracing::warn!(
-                orphans = answer.record.len(),
-                "the spoke holds works the store lacks; the recovery window keeps them until an \
-                 operator decides"
-            );
-            recovery.record(&self.name, &answer.record).await;
-        }
-        recovery.settle(&self.name, &answer.settle).await;
-        answer.delete
-    }
-
     /// The periodic resync period this hub asks of the agent, from the fleet's size.
     fn resync_period_seconds(&self) -> u32 {
         crate::cluster::resync_period::answer_seconds(

@@ -5,8 +5,23 @@ fn agent(ids: &[(&str, i64)]) -> HashMap<String, i64> {
     ids.iter().map(|(id, g)| (id.to_string(), *g)).collect()
 }
 
-fn known(ids: &[(&str, OrphanDecision)]) -> BTreeMap<String, OrphanDecision> {
-    ids.iter().map(|(id, d)| (id.to_string(), *d)).collect()
+fn known(ids: &[(&str, OrphanDecision)]) -> Known {
+    ids.iter()
+        .map(|(id, d)| (id.to_string(), (OrphanKind::Work, *d)))
+        .collect()
+}
+
+fn store(ids: &[(&str, i64)]) -> BTreeMap<String, i64> {
+    ids.iter().map(|(id, g)| (id.to_string(), *g)).collect()
+}
+
+fn work(id: &str, held: i64) -> Stranger {
+    Stranger {
+        id: id.into(),
+        kind: OrphanKind::Work,
+        agent_generation: held,
+        store_generation: 0,
+    }
 }
 
 fn ids(v: &[&str]) -> Vec<String> {
@@ -31,10 +46,11 @@ fn in_the_window_strangers_become_orphans_and_nothing_is_deleted() {
         true,
         ids(&["r1", "r2"]),
         &agent(&[("r1", 3), ("r2", 1), ("w", 1)]),
-        &BTreeMap::new(),
+        &store(&[("w", 1)]),
+        &Known::new(),
     );
     assert_eq!(a.delete, Vec::<String>::new());
-    assert_eq!(a.record, vec![("r1".into(), 3), ("r2".into(), 1)]);
+    assert_eq!(a.record, vec![work("r1", 3), work("r2", 1)]);
     assert!(a.settle.is_empty());
 }
 
@@ -47,7 +63,7 @@ fn decided_orphans_are_deleted_or_kept_window_or_not() {
     ]);
     let held = agent(&[("del", 1), ("keep", 1), ("und", 1)]);
     for open in [true, false] {
-        let a = answer(open, ids(&["del", "keep", "und"]), &held, &k);
+        let a = answer(open, ids(&["del", "keep", "und"]), &held, &store(&[]), &k);
         assert_eq!(a.delete, ids(&["del"]), "open: {open}");
         assert!(a.record.is_empty());
         assert!(a.settle.is_empty());
@@ -60,6 +76,7 @@ fn a_closed_window_deletes_strangers_it_has_no_record_of() {
         false,
         ids(&["new", "keep"]),
         &agent(&[("new", 1), ("keep", 1)]),
+        &store(&[]),
         &known(&[("keep", OrphanDecision::Keep)]),
     );
     assert_eq!(a.delete, ids(&["new"]));
@@ -72,6 +89,7 @@ fn records_the_agent_no_longer_holds_or_the_store_has_again_are_settled() {
         true,
         ids(&["still"]),
         &agent(&[("still", 1), ("back", 2)]),
+        &store(&[("back", 2)]),
         &known(&[
             ("gone", OrphanDecision::Delete),
             ("back", OrphanDecision::Undecided),
@@ -89,7 +107,7 @@ fn a_spoke_cannot_make_the_hub_record_without_bound() {
         .collect();
     let held: HashMap<String, i64> = strangers.iter().map(|s| (s.clone(), 1)).collect();
     let k = known(&[("r00000", OrphanDecision::Undecided)]);
-    let a = answer(true, strangers, &held, &k);
+    let a = answer(true, strangers, &held, &store(&[]), &k);
     assert_eq!(a.record.len(), MAX_ORPHANS_PER_CLUSTER - 1);
     assert!(
         a.delete.is_empty(),
@@ -127,6 +145,94 @@ fn orphans_are_chosen_by_name_or_resource_id_and_unknown_names_are_said() {
     assert_eq!(choose(&k, &[], true).0.len(), 2);
 }
 
+fn ahead(id: &str, held: i64, stored: i64) -> Stranger {
+    Stranger {
+        id: id.into(),
+        kind: OrphanKind::Ahead,
+        agent_generation: held,
+        store_generation: stored,
+    }
+}
+
+#[test]
+fn in_the_window_a_work_the_spoke_holds_newer_is_recorded_ahead_and_nothing_is_resent() {
+    let held = agent(&[("up", 3), ("same", 2), ("behind", 1)]);
+    let stored = store(&[("up", 1), ("same", 2), ("behind", 2)]);
+    let a = answer(true, Vec::new(), &held, &stored, &Known::new());
+    assert_eq!(a.record, vec![ahead("up", 3, 1)]);
+    assert!(a.delete.is_empty() && a.revert.is_empty() && a.settle.is_empty());
+    // Outside the window the hub does as before: nothing.
+    let closed = answer(false, Vec::new(), &held, &stored, &Known::new());
+    assert_eq!(closed, Answer::default());
+}
+
+#[test]
+fn an_ahead_orphan_is_reverted_only_when_decided_and_settles_once_the_store_catches_up() {
+    let held = agent(&[("up", 3)]);
+    let stored = store(&[("up", 1)]);
+    let mut k = Known::new();
+    for d in [OrphanDecision::Undecided, OrphanDecision::Keep] {
+        k.insert("up".into(), (OrphanKind::Ahead, d));
+        let a = answer(true, Vec::new(), &held, &stored, &k);
+        assert_eq!(a, Answer::default(), "{d:?}");
+    }
+    k.insert("up".into(), (OrphanKind::Ahead, OrphanDecision::Revert));
+    let a = answer(false, Vec::new(), &held, &stored, &k);
+    assert_eq!(a.revert, vec![("up".to_string(), 3)]);
+    // Reverted to generation 4: the spoke holds 3, below the store — settled (and re-sent by
+    // the resync diff, not here).
+    let a = answer(true, Vec::new(), &held, &store(&[("up", 4)]), &k);
+    assert_eq!(a.settle, ids(&["up"]));
+    assert!(a.revert.is_empty() && a.record.is_empty());
+    // The store deleted it meanwhile: the record settles, and the id is a stranger again at
+    // the next resync (neither deleted nor recorded in this one).
+    let a = answer(true, ids(&["up"]), &held, &store(&[]), &k);
+    assert_eq!(a.settle, ids(&["up"]));
+    assert!(a.delete.is_empty() && a.record.is_empty());
+}
+
+#[test]
+fn decisions_fit_their_kind_and_finishing_lets_the_store_win() {
+    assert!(allowed(OrphanKind::Work, OrphanDecision::Revert).is_err());
+    assert!(allowed(OrphanKind::Ahead, OrphanDecision::Delete).is_err());
+    for d in [OrphanDecision::Undecided, OrphanDecision::Keep] {
+        assert!(allowed(OrphanKind::Work, d).is_ok() && allowed(OrphanKind::Ahead, d).is_ok());
+    }
+    assert!(allowed(OrphanKind::Work, OrphanDecision::Delete).is_ok());
+    assert!(allowed(OrphanKind::Ahead, OrphanDecision::Revert).is_ok());
+    assert_eq!(
+        on_finish(OrphanKind::Ahead, OrphanDecision::Delete),
+        OrphanDecision::Revert
+    );
+    assert_eq!(
+        on_finish(OrphanKind::Work, OrphanDecision::Delete),
+        OrphanDecision::Delete
+    );
+    assert_eq!(
+        on_finish(OrphanKind::Ahead, OrphanDecision::Keep),
+        OrphanDecision::Keep
+    );
+}
+
+#[test]
+fn a_changed_spec_goes_above_what_a_spoke_holds_ahead() {
+    assert_eq!(next_generation(2, None), 2);
+    assert_eq!(next_generation(2, Some(5)), 6);
+    assert_eq!(next_generation(7, Some(5)), 7);
+}
+
+#[test]
+fn the_digest_takes_a_kept_ahead_work_at_the_spokes_generation_until_the_store_passes_it() {
+    let kept = vec![("up".to_string(), 3), ("gone".to_string(), 1)];
+    let v = digest_versions([("up", 1), ("w", 2)], &kept);
+    assert_eq!(
+        v.into_iter().collect::<Vec<_>>(),
+        [("gone", 1), ("up", 3), ("w", 2)]
+    );
+    let v = digest_versions([("up", 4)], &kept);
+    assert_eq!(v.get("up"), Some(&4));
+}
+
 proptest! {
     /// Without a window and without records, the hub deletes exactly what it did before.
     #[test]
@@ -135,9 +241,15 @@ proptest! {
         unknown in proptest::collection::btree_set("[a-z]{1,4}", 0..20),
     ) {
         let deletes: Vec<String> = unknown.iter().filter(|id| held.contains_key(*id)).cloned().collect();
-        let a = answer(false, deletes.clone(), &held, &BTreeMap::new());
+        // The store holds the other ids, some older than the agent's: ignored as before.
+        let stored: BTreeMap<String, i64> = held
+            .iter()
+            .filter(|(id, _)| !unknown.contains(*id))
+            .map(|(id, g)| (id.clone(), g - 1))
+            .collect();
+        let a = answer(false, deletes.clone(), &held, &stored, &Known::new());
         prop_assert_eq!(a.delete, deletes);
-        prop_assert!(a.record.is_empty() && a.settle.is_empty());
+        prop_assert!(a.record.is_empty() && a.settle.is_empty() && a.revert.is_empty());
     }
 
     /// In the window, nothing undecided is ever deleted.
@@ -146,15 +258,15 @@ proptest! {
         held in proptest::collection::hash_map("[a-z]{1,4}", 1i64..5, 0..20),
         decided in proptest::collection::btree_map("[a-z]{1,4}", 0u8..3, 0..20),
     ) {
-        let known: BTreeMap<String, OrphanDecision> = decided
+        let known: Known = decided
             .iter()
-            .map(|(id, d)| (id.clone(), match d { 0 => OrphanDecision::Undecided, 1 => OrphanDecision::Delete, _ => OrphanDecision::Keep }))
+            .map(|(id, d)| (id.clone(), (OrphanKind::Work, match d { 0 => OrphanDecision::Undecided, 1 => OrphanDecision::Delete, _ => OrphanDecision::Keep })))
             .collect();
         let mut deletes: Vec<String> = held.keys().cloned().collect();
         deletes.sort();
-        let a = answer(true, deletes, &held, &known);
+        let a = answer(true, deletes, &held, &store(&[]), &known);
         for id in &a.delete {
-            prop_assert_eq!(known.get(id), Some(&OrphanDecision::Delete));
+            prop_assert_eq!(known.get(id), Some(&(OrphanKind::Work, OrphanDecision::Delete)));
         }
     }
 }

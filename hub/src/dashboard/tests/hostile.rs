@@ -166,6 +166,7 @@ fn a_hostile_name_or_label_is_escaped_on_every_kind_of_page() {
         who: Some((EVIL, "admin")),
         csrf: EVIL,
         session: true,
+        banner: Some(EVIL),
     };
     inert(
         "frame",
