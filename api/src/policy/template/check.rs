@@ -47,11 +47,92 @@ pub fn call_site(body: &ListNode, source: &str, function: &str) -> Option<(usize
         .into_iter()
         .filter(|c| calls(c, function))
         .min_by_key(|c| c.pos.offset)?;
-    let offset = cmd.pos.offset.min(source.len());
+    let (line, col) = line_col(source, cmd.pos.offset);
+    Some((line, col, command_text(cmd)))
+}
+
+/// Go's line (from 1) and byte column (from 0) of an offset.
+fn line_col(source: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(source.len());
     let before = &source[..offset];
     let line = before.matches('\n').count() + 1;
     let col = before.rfind('\n').map_or(offset, |nl| offset - nl - 1);
-    Some((line, col, command_text(cmd)))
+    (line, col)
+}
+
+/// The first read (by position) of a field of the root context that `known` does not name —
+/// `.X` where dot is still the root (outside `range` and `with` bodies) or `$.X` anywhere —
+/// as `(line, column, node, field)`. Go's context is a struct, so such a read is its execution
+/// error `can't evaluate field X in type …`, never the `<no value>` a map would print.
+pub fn unknown_root_field(
+    body: &ListNode,
+    source: &str,
+    known: &dyn Fn(&str) -> bool,
+) -> Option<(usize, usize, String, String)> {
+    let mut found: Vec<&Expr> = Vec::new();
+    root_list(body, true, &mut |e| found.push(e));
+    let e = found
+        .into_iter()
+        .filter(|e| match e {
+            Expr::Field(_, f) | Expr::Variable(_, _, f) => f.first().is_some_and(|f| !known(f)),
+            _ => false,
+        })
+        .min_by_key(|e| e.pos().offset)?;
+    let field = match e {
+        Expr::Field(_, f) | Expr::Variable(_, _, f) => f.first()?.to_string(),
+        _ => return None,
+    };
+    let (line, col) = line_col(source, e.pos().offset);
+    Some((line, col, expr_text(e), field))
+}
+
+/// Hands `f` every root field read: `.X` while `root`, `$.X` always.
+fn root_list<'a>(list: &'a ListNode, root: bool, f: &mut dyn FnMut(&'a Expr)) {
+    for n in &list.nodes {
+        match n {
+            Node::List(l) => root_list(l, root, f),
+            Node::Action(a) => root_pipe(&a.pipe, root, f),
+            Node::If(b) => {
+                root_pipe(&b.pipe, root, f);
+                root_list(&b.body, root, f);
+                if let Some(e) = &b.else_body {
+                    root_list(e, root, f);
+                }
+            }
+            Node::Range(b) | Node::With(b) => {
+                root_pipe(&b.pipe, root, f);
+                root_list(&b.body, false, f);
+                if let Some(e) = &b.else_body {
+                    root_list(e, root, f);
+                }
+            }
+            Node::Template(t) => {
+                if let Some(p) = &t.pipe {
+                    root_pipe(p, root, f);
+                }
+            }
+            Node::Define(d) => root_list(&d.body, false, f),
+            Node::Text(_) | Node::Break(_) | Node::Continue(_) => {}
+        }
+    }
+}
+
+fn root_pipe<'a>(p: &'a PipeNode, root: bool, f: &mut dyn FnMut(&'a Expr)) {
+    for c in &p.commands {
+        for a in &c.args {
+            root_expr(a, root, f);
+        }
+    }
+}
+
+fn root_expr<'a>(e: &'a Expr, root: bool, f: &mut dyn FnMut(&'a Expr)) {
+    match e {
+        Expr::Field(..) if root => f(e),
+        Expr::Variable(_, name, fields) if name.as_str() == "$" && !fields.is_empty() => f(e),
+        Expr::Pipe(_, p) => root_pipe(p, root, f),
+        Expr::Chain(_, inner, _) => root_expr(inner, root, f),
+        _ => {}
+    }
 }
 
 fn calls(cmd: &CommandNode, function: &str) -> bool {

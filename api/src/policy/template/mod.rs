@@ -106,6 +106,19 @@ pub struct Resolver {
 }
 
 impl Resolver {
+    /// Go's name of the context's type, as its field errors print it: config-policy-controller
+    /// gives templates without an object context `struct{}{}`; the propagator its
+    /// `templateCtx`.
+    fn context_type(&self) -> &'static str {
+        match self.mode {
+            Mode::Hub { .. } => {
+                "struct { ManagedClusterName string; ManagedClusterLabels map[string]string; \
+                 PolicyMetadata map[string]interface {} }"
+            }
+            Mode::Spoke => "struct {}",
+        }
+    }
+
     fn delims(&self) -> Delims {
         match self.mode {
             Mode::Hub { .. } => preprocess::HUB,
@@ -143,6 +156,17 @@ impl Resolver {
             return Err(parse_error(format!(
                 "template: tmpl:{line}: function \"{name}\" not defined"
             )));
+        }
+        let known = |f: &str| matches!(&self.context, gotmpl::Value::Map(m) if m.contains_key(f));
+        if let Some((line, col, node, field)) = check::unknown_root_field(&body, &text, &known) {
+            return Err(TemplateError::Exec {
+                raw: raw.to_string(),
+                go: format!(
+                    "template: tmpl:{line}:{col}: executing \"tmpl\" at <{node}>: can't \
+                     evaluate field {field} in type {}",
+                    self.context_type()
+                ),
+            });
         }
         if let Some(line) = check::template_call(&body, &defines) {
             return Err(parse_error(format!(

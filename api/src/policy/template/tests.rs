@@ -110,3 +110,37 @@ fn env_is_denied_with_ocms_text_and_position() {
 
 mod bounds;
 mod funcs;
+
+#[test]
+fn a_field_of_the_spoke_context_is_gos_error_never_no_value() {
+    // Review finding 4: config-policy-controller's context is a struct; a field it lacks fails.
+    let cases = [
+        (
+            json!({"data": {"cluster": "{{ .ManagedClusterName }}"}}),
+            "template: tmpl:2:15: executing \"tmpl\" at <.ManagedClusterName>: can't evaluate \
+             field ManagedClusterName in type struct {}",
+        ),
+        (
+            json!({"metadata": {"name": "{{ .ObjectName }}-copy"}}),
+            "template: tmpl:2:12: executing \"tmpl\" at <.ObjectName>: can't evaluate field \
+             ObjectName in type struct {}",
+        ),
+        (
+            json!({"v": "{{ range list 1 }}{{ $.Object.kind }}{{ end }}"}),
+            "template: tmpl:1:25: executing \"tmpl\" at <$.Object.kind>: can't evaluate field \
+             Object in type struct {}",
+        ),
+    ];
+    for (raw, go) in cases {
+        match spoke(Fetched::default()).resolve_json(&raw) {
+            Err(TemplateError::Exec { go: got, .. }) => assert_eq!(got, go, "{raw}"),
+            other => panic!("{raw}: {other:?}"),
+        }
+    }
+    // Inside range and with, dot is the element: its fields are read as before.
+    let raw = json!({"v": "{{ range (list (dict \"a\" \"x\")) }}{{ .a }}{{ end }}{{ with dict \"b\" \"y\" }}{{ .b }}{{ end }}"});
+    assert_eq!(
+        resolved(spoke(Fetched::default()).resolve_json(&raw).unwrap()),
+        json!({"v": "xy"})
+    );
+}
