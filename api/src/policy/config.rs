@@ -226,6 +226,9 @@ pub struct ObjectTemplate {
     pub object: Map<String, Value>,
     /// Only objects whose labels match (templates without a name).
     pub object_selector: Option<LabelSelector>,
+    /// Whether `metadata.namespace` came out of a managed-cluster template (its result is
+    /// checked against the namespace selector, as config-policy-controller does).
+    pub namespace_templated: bool,
 }
 
 impl ObjectTemplate {
@@ -690,6 +693,7 @@ fn object_template(v: &Value, p: &str, errors: &mut Vec<FieldError>) -> Option<O
         record_diff,
         object: object?,
         object_selector,
+        namespace_templated: false,
     })
 }
 

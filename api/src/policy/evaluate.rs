@@ -300,6 +300,16 @@ fn evaluate_template(
     objects: &[Value],
 ) -> Vec<Finding> {
     let resource = crate::work::kind_to_resource(t.kind());
+    if let Some(what) = moved_namespace(t, selected) {
+        return vec![Finding {
+            compliant: false,
+            resource,
+            names: t.name().map(str::to_string).into_iter().collect(),
+            namespace: String::new(),
+            what,
+            actions: Vec::new(),
+        }];
+    }
     let namespaces: Vec<String> = if t.is_cluster_scoped() {
         vec![String::new()]
     } else if let Some(ns) = t.namespace() {
@@ -324,6 +334,28 @@ fn evaluate_template(
         .iter()
         .map(|ns| evaluate_in(t, remediation, &resource, ns, objects))
         .collect()
+}
+
+/// config-policy-controller's checks of a namespace a template resolved (`determineDesiredObjects`):
+/// a namespaced object whose templated namespace came out empty is not sent to every selected
+/// namespace, and one outside the namespace selector's choice is not used.
+fn moved_namespace(t: &ObjectTemplate, selected: &[String]) -> Option<String> {
+    if !t.namespace_templated || t.is_cluster_scoped() {
+        return None;
+    }
+    match t.namespace() {
+        None => Some(format!(
+            "namespaced object {} of kind {} has no namespace specified after template resolution",
+            t.name().unwrap_or_default(),
+            t.kind()
+        )),
+        Some(ns) if !selected.is_empty() && !selected.iter().any(|s| s == ns) => Some(
+            "The object definition's namespace must match the result from the namespace \
+             selector after template resolution"
+                .to_string(),
+        ),
+        Some(_) => None,
+    }
 }
 
 fn meta_str<'a>(o: &'a Value, key: &str) -> &'a str {

@@ -90,6 +90,17 @@ pub fn resolve_policy(
                 let mut errors: Vec<FieldError> = Vec::new();
                 let list = object_templates(&r.value, "spec.object-templates-raw", &mut errors);
                 if errors.is_empty() {
+                    let list =
+                        list.into_iter()
+                            .map(|mut t| {
+                                // Every value of a resolved raw text came out of its template.
+                                t.namespace_templated = t.object.get("metadata").is_some_and(|m| {
+                                    m.get("namespace").is_some_and(Value::is_string)
+                                });
+                                trim_identity(&mut t.object);
+                                t
+                            })
+                            .collect();
                     out.policy.templates = Templates::Objects(list);
                 } else {
                     out.policy.templates = Templates::Objects(Vec::new());
@@ -121,10 +132,14 @@ pub fn resolve_policy(
                         out.reads.extend(r.reads);
                         out.sensitive |= r.sensitive;
                         match r.value {
-                            Value::Object(object) => kept.push(ObjectTemplate {
-                                object,
-                                ..t.clone()
-                            }),
+                            Value::Object(mut object) => {
+                                trim_identity(&mut object);
+                                kept.push(ObjectTemplate {
+                                    namespace_templated: namespace_templated(t),
+                                    object,
+                                    ..t.clone()
+                                })
+                            }
                             other => out.errors.push(error_finding(format!(
                                 "the resolved objectDefinition is not an object: {other}"
                             ))),
@@ -140,6 +155,30 @@ pub fn resolve_policy(
         PolicyOutcome::Done(Box::new(out))
     } else {
         PolicyOutcome::Pending(pending)
+    }
+}
+
+/// Whether the unresolved template's `metadata.namespace` holds a template.
+fn namespace_templated(t: &ObjectTemplate) -> bool {
+    t.object
+        .get("metadata")
+        .and_then(|m| m.get("namespace"))
+        .and_then(Value::as_str)
+        .is_some_and(|ns| has_template(ns, SPOKE))
+}
+
+/// config-policy-controller trims the name, namespace and kind a template resolved to
+/// (`strings.TrimSpace`): a ConfigMap value `"prod\n"` names namespace `prod`.
+fn trim_identity(object: &mut serde_json::Map<String, Value>) {
+    if let Some(Value::String(k)) = object.get_mut("kind") {
+        *k = k.trim().to_string();
+    }
+    if let Some(Value::Object(meta)) = object.get_mut("metadata") {
+        for key in ["name", "namespace"] {
+            if let Some(Value::String(v)) = meta.get_mut(key) {
+                *v = v.trim().to_string();
+            }
+        }
     }
 }
 

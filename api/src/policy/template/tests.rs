@@ -144,3 +144,88 @@ fn a_field_of_the_spoke_context_is_gos_error_never_no_value() {
         json!({"v": "xy"})
     );
 }
+
+fn config_policy(
+    selector: serde_json::Value,
+    namespace: &str,
+) -> crate::policy::config::ConfigurationPolicy {
+    let doc = json!({"apiVersion": "policy.open-cluster-management.io/v1",
+        "kind": "ConfigurationPolicy", "metadata": {"name": "p"},
+        "spec": {"remediationAction": "enforce", "namespaceSelector": selector,
+            "object-templates": [{"complianceType": "musthave", "objectDefinition": {
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "cm", "namespace": namespace}, "data": {"a": "b"}}}]}});
+    crate::policy::config::ConfigurationPolicy::from_value(&doc).unwrap()
+}
+
+/// The findings of `policy` resolved against `fetched` and evaluated on a cluster with the
+/// namespaces `prod` and `dev`.
+fn findings(policy: &crate::policy::config::ConfigurationPolicy, fetched: Fetched) -> Vec<String> {
+    use crate::policy::template::policy::{PolicyOutcome, resolve_policy};
+    let deadline = std::time::Instant::now() + super::budget::MAX_TIME;
+    let PolicyOutcome::Done(r) = resolve_policy(policy, Arc::new(fetched), deadline) else {
+        panic!("pending");
+    };
+    let snapshot = crate::policy::evaluate::Snapshot {
+        namespaces: ["prod", "dev"]
+            .iter()
+            .map(|n| crate::policy::namespaces::Namespace {
+                name: n.to_string(),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    };
+    let e = crate::policy::evaluate::evaluate(&r.policy, None, &snapshot);
+    let mut out: Vec<String> = r.errors.iter().map(|f| f.what.clone()).collect();
+    out.extend(
+        e.findings
+            .iter()
+            .map(|f| format!("{} {}", f.namespace, f.what)),
+    );
+    out
+}
+
+fn site(ns: &str) -> Fetched {
+    let mut f = Fetched::default();
+    f.insert(
+        Query::Get {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: "default".into(),
+            name: "site".into(),
+        },
+        Answer::Object(Some(json!({"data": {"ns": ns}}))),
+    );
+    f
+}
+
+#[test]
+fn a_namespace_a_template_empties_or_moves_is_refused_as_ocm_refuses_it() {
+    // Review finding 5: config-policy-controller's checks after template resolution.
+    let templated = "{{ fromConfigMap \"default\" \"site\" \"ns\" }}";
+    let all = json!({"include": ["*"]});
+    // Empty: never sent to every selected namespace.
+    let out = findings(&config_policy(all.clone(), templated), site(""));
+    assert_eq!(
+        out,
+        vec![
+            " namespaced object cm of kind ConfigMap has no namespace specified after template resolution"
+        ]
+    );
+    // Outside the selector's choice.
+    let out = findings(
+        &config_policy(json!({"include": ["dev"]}), templated),
+        site("prod"),
+    );
+    assert_eq!(
+        out,
+        vec![
+            " The object definition's namespace must match the result from the namespace selector after template resolution"
+        ]
+    );
+    // Trimmed as TrimSpace does, and inside the selector: evaluated there.
+    let out = findings(&config_policy(all, templated), site("prod\n"));
+    assert_eq!(out.len(), 1);
+    assert!(out[0].starts_with("prod "), "{out:?}");
+}
