@@ -10,14 +10,16 @@
 //! partitions (blackholes) one client's link.
 //!
 //! [`kube`]: a small Kubernetes API server speaking the real wire format, for the agent's
-//! Kubernetes backend.
+//! Kubernetes backend; [`EchoServer`]: a TCP echo server for port-forwards.
 
 #![deny(missing_docs)]
 
 pub mod cluster;
+pub mod echo;
 pub mod kube;
 
 pub use cluster::{ClusterNode, NatsCluster, NatsClusterOptions};
+pub use echo::EchoServer;
 
 use std::future::Future;
 use std::net::{TcpListener, TcpStream};

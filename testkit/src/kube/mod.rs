@@ -28,13 +28,17 @@
 //!
 //! - [`access`]: the SubjectAccessReview authorizer and its rules.
 //! - [`gate`]: the request log, tokens, impersonation and judgement in front of the server.
+//! - [`streams`]: `pods/exec` and `pods/attach` over WebSocket, as local processes;
+//!   [`forward`]: `pods/portforward` to addresses the test registers.
 //!
 //! Tests start one with [`FakeKube::start`], point a client at [`FakeKube::kubeconfig`], act
 //! on objects behind the client's back ([`FakeKube::merge`], [`FakeKube::remove`]) and read the
 //! request log ([`FakeKube::requests`]) to see which API calls were made.
 
 pub mod access;
+pub mod forward;
 pub mod gate;
+pub mod streams;
 
 use flotilla_kubemem::{Store, server};
 use gate::TestGate;
@@ -98,6 +102,7 @@ pub struct FakeKube {
     state: Arc<Mutex<Store>>,
     gate: Arc<TestGate>,
     task: JoinHandle<()>,
+    streams: Arc<streams::Streams>,
     dir: tempfile::TempDir,
 }
 
@@ -116,16 +121,31 @@ impl FakeKube {
         let store_options = options.store();
         let state = Arc::new(Mutex::new(Store::new(&store_options)));
         let gate = Arc::new(TestGate::new(options.token_max_seconds));
-        let app = server::router(state.clone(), store_options, gate.clone());
+        let dir = tempfile::tempdir().expect("temp dir for the kubeconfig");
+        let streams = Arc::new(streams::Streams {
+            store: state.clone(),
+            options: store_options.clone(),
+            gate: gate.clone(),
+            dir: dir.path().to_owned(),
+            attach: Mutex::default(),
+            forwards: Mutex::default(),
+            open: Arc::default(),
+            tasks: Mutex::default(),
+        });
+        let app = streams::router(streams.clone()).merge(server::router(
+            state.clone(),
+            store_options,
+            gate.clone(),
+        ));
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
-        let dir = tempfile::tempdir().expect("temp dir for the kubeconfig");
         let kube = Self {
             addr,
             state,
             gate,
             task,
+            streams,
             dir,
         };
         std::fs::write(kube.kubeconfig(), kubeconfig(&kube.url())).expect("write the kubeconfig");
@@ -193,6 +213,34 @@ impl FakeKube {
             .load(std::sync::atomic::Ordering::SeqCst)
     }
 
+    /// Runs `command` (on the test machine) for each `kubectl attach` to the pod `ns/pod`
+    /// (`cat` until set).
+    pub fn attach_command(&self, ns: &str, pod: &str, command: &[&str]) {
+        self.streams
+            .attach
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(
+                (ns.into(), pod.into()),
+                command.iter().map(|c| c.to_string()).collect(),
+            );
+    }
+
+    /// Connects port-forwards to `port` of the pod `ns/pod` to `addr` (an unregistered port
+    /// is refused as a kubelet refuses a port nothing listens on).
+    pub fn forward(&self, ns: &str, pod: &str, port: u16, addr: SocketAddr) {
+        self.streams
+            .forwards
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert((ns.into(), pod.into(), port), addr);
+    }
+
+    /// exec, attach and port-forward sessions open now.
+    pub fn open_sessions(&self) -> usize {
+        self.streams.open.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Every request served so far that impersonated someone: the request, the user and the
     /// groups it named.
     pub fn impersonations(&self) -> Vec<Impersonation> {
@@ -232,6 +280,11 @@ impl FakeKube {
 impl Drop for FakeKube {
     fn drop(&mut self) {
         self.task.abort();
+        self.streams
+            .tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .abort_all();
     }
 }
 

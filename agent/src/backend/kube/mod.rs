@@ -49,12 +49,15 @@
 //! - ManagedServiceAccounts ([`serviceaccount`]): the ServiceAccount created, tokens from the
 //!   TokenRequest API (the answered expiry is trusted, never the validity asked), and cluster
 //!   proxy calls with a caller's token made without the agent's credentials ([`proxy`]).
+//! - The cluster proxy's exec, attach and port-forward sessions ([`session`]): the same
+//!   upgrade on the API server through kube-rs, as the caller.
 
 pub mod cache;
 mod errors;
 pub mod facts;
 pub mod proxy;
 pub mod serviceaccount;
+pub mod session;
 
 pub use errors::parse_conflicts;
 use errors::{map_error, write_error};
@@ -163,6 +166,8 @@ pub struct KubeBackend {
     impersonating: Mutex<HashMap<String, (Client, u64)>>,
     /// Uses of impersonating clients so far: the least recently used has the lowest stamp.
     uses: AtomicU64,
+    /// Clients impersonating the cluster proxy's session callers.
+    sessions: session::Clients,
 }
 
 impl std::fmt::Debug for KubeBackend {
@@ -210,6 +215,7 @@ impl KubeBackend {
             upstream,
             impersonating: Mutex::new(HashMap::new()),
             uses: AtomicU64::new(0),
+            sessions: session::Clients::default(),
             kinds: Mutex::new(HashMap::new()),
             caches: Mutex::new(HashMap::new()),
             lists: Mutex::new(HashMap::new()),
@@ -518,6 +524,14 @@ impl Backend for KubeBackend {
         request: super::api::ApiRequest,
     ) -> super::api::ApiResponse {
         proxy::serve(&self.upstream, &self.config, request).await
+    }
+
+    /// Opened on the API server with kube-rs ([`session`]).
+    async fn open_session(
+        self: Arc<Self>,
+        request: super::session::SessionRequest,
+    ) -> Result<super::session::Session, super::api::ApiResponse> {
+        session::open(&self, request).await
     }
 
     async fn info(&self) -> ClusterInfo {
