@@ -77,6 +77,16 @@ pub enum Target<'a> {
         /// The set it goes into.
         set: &'a str,
     },
+    /// A cluster written so that it is in `sets` afterwards: created, relabelled or its
+    /// document applied again (review r1 §3: a label can join a label-selector set as the
+    /// set label joins an exclusive one). Needs `admin` on every set it enters (but a set
+    /// holding every cluster) and, for a cluster the index knows, on one set it is in now.
+    ClusterInto {
+        /// The cluster.
+        name: &'a str,
+        /// Every set it is in after the write ([`SetIndexView::sets_for`]).
+        sets: &'a [Arc<str>],
+    },
     /// A cluster set.
     Set {
         /// The set.
@@ -258,7 +268,9 @@ pub fn decide(scope: &Scope, index: &SetIndexView, verb: Verb, target: &Target) 
         // Reading a binding is reading its namespace; reading a cluster is the same wherever it
         // goes.
         Target::Binding { namespace, .. } if read => Target::Namespace { name: namespace },
-        Target::ClusterIntoSet { name, .. } if read => Target::Cluster { name },
+        Target::ClusterIntoSet { name, .. } | Target::ClusterInto { name, .. } if read => {
+            Target::Cluster { name }
+        }
         other => other,
     };
     let mut wants = Vec::new();
@@ -282,6 +294,9 @@ pub fn decide(scope: &Scope, index: &SetIndexView, verb: Verb, target: &Target) 
                 _ => into.clone(),
             };
             from.and(into)
+        }
+        Target::ClusterInto { name, sets } => {
+            cluster_into(scope, index, name, sets, verb, &mut wants)
         }
         Target::Set { name } => one_set(scope, name, verb.set_role(), &mut wants),
         Target::Namespace { name } => namespace(scope, name, verb.namespace_role(), &mut wants),
@@ -326,6 +341,43 @@ fn cluster(
         role,
     });
     None
+}
+
+/// [`Target::ClusterInto`]: the grant on one of the cluster's sets now (or, for a new one, on a
+/// set it enters), with a want pushed for every set entered without `admin`. A new cluster that
+/// enters no set of its own (only sets that hold every cluster) needs the fleet role.
+fn cluster_into(
+    scope: &Scope,
+    index: &SetIndexView,
+    name: &str,
+    after: &[Arc<str>],
+    verb: Verb,
+    wants: &mut Vec<Want>,
+) -> Option<Grant> {
+    let role = verb.set_role();
+    let now = index.sets_of(name).unwrap_or_default();
+    let from = (!now.is_empty()).then(|| cluster(scope, index, name, role, wants));
+    let mut into = None;
+    let mut entered = false;
+    for set in after {
+        if now.contains(set) || index.holds_every_cluster(set) {
+            continue;
+        }
+        entered = true;
+        let grant = one_set(scope, set, role, wants);
+        into = into.or(grant);
+    }
+    match from {
+        Some(from) => from,
+        None if !entered => {
+            wants.push(Want::Fleet {
+                role: verb.fleet_role(),
+                holds: scope.fleet,
+            });
+            None
+        }
+        None => into,
+    }
 }
 
 fn one_set(scope: &Scope, name: &str, role: SetRole, wants: &mut Vec<Want>) -> Option<Grant> {
@@ -386,14 +438,14 @@ pub fn sees(scope: &Scope, index: &SetIndexView, target: &Target) -> bool {
     }
     match *target {
         Target::Fleet => false,
-        Target::Cluster { name } | Target::ClusterIntoSet { name, .. } => {
-            match scope.sees_mask(index.ids()) {
-                Some(mask) => index.mask(name).is_some_and(|m| m.intersects(mask)),
-                None => index
-                    .sets_of(name)
-                    .is_some_and(|sets| sets.iter().any(|s| scope.set_role(s).is_some())),
-            }
-        }
+        Target::Cluster { name }
+        | Target::ClusterIntoSet { name, .. }
+        | Target::ClusterInto { name, .. } => match scope.sees_mask(index.ids()) {
+            Some(mask) => index.mask(name).is_some_and(|m| m.intersects(mask)),
+            None => index
+                .sets_of(name)
+                .is_some_and(|sets| sets.iter().any(|s| scope.set_role(s).is_some())),
+        },
         Target::Set { name } => scope.set_role(name).is_some(),
         Target::Namespace { name } => scope.namespace_role(name).is_some(),
         // A binding is an object of its namespace.

@@ -5,7 +5,9 @@
 //! (docs/notes/issue-48-design.md §6.1). The task that keeps the view (cluster view + the
 //! `clustersets` bucket) builds it with [`SetIndexView::build`].
 
-use std::collections::HashMap;
+use flotilla_api::clusterset::{LABEL_SELECTOR, is_member_by};
+use flotilla_api::v1::{ManagedCluster, ManagedClusterSetSpec};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// The most sets the index can tell apart (ids are `u16`).
@@ -153,13 +155,29 @@ impl SetMask {
     }
 }
 
-/// The set index as published: which sets each cluster is in, against one [`SetIds`] table.
+/// Every set's membership rule by name (its spec; `None`: a set with no spec), shared between
+/// the index's state and the views it publishes.
+#[derive(Debug, Clone, Default)]
+pub struct SetRules(pub(super) Arc<BTreeMap<Arc<str>, Option<ManagedClusterSetSpec>>>);
+
+impl PartialEq for SetRules {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
+    }
+}
+
+// Specs hold strings and lists of strings only: equality is total.
+impl Eq for SetRules {}
+
+/// The set index as published: which sets each cluster is in, against one [`SetIds`] table,
+/// and the sets' rules (what a cluster with other labels would be in).
 /// Readers hold an `Arc` of it; the task publishes a new one per change.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SetIndexView {
     generation: u64,
     ids: Arc<SetIds>,
     members: HashMap<Arc<str>, SetMask>,
+    rules: SetRules,
 }
 
 impl SetIndexView {
@@ -189,20 +207,51 @@ impl SetIndexView {
             generation,
             ids: Arc::new(ids),
             members: map,
+            rules: SetRules::default(),
         })
     }
 
-    /// A view of `members` against `ids` (the set index's [`super::members::Membership`]).
+    /// A view of `members` against `ids`, by `rules` (the set index's
+    /// [`super::members::Membership`]).
     pub(super) fn from_parts(
         generation: u64,
         ids: Arc<SetIds>,
         members: HashMap<Arc<str>, SetMask>,
+        rules: SetRules,
     ) -> Self {
         Self {
             generation,
             ids,
             members,
+            rules,
         }
+    }
+
+    /// The sets `cluster` would be in with its labels, by the rules of the sets that exist
+    /// (what a relabelled or a new cluster joins), by name. Empty for a view built without
+    /// rules ([`Self::build`]).
+    pub fn sets_for(&self, cluster: &ManagedCluster) -> Vec<Arc<str>> {
+        self.rules
+            .0
+            .iter()
+            .filter(|(name, spec)| is_member_by(name, spec.as_ref(), cluster))
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// Whether set `name` holds every cluster whatever its labels (a label selector that
+    /// selects everything, as `global`'s): joining it changes no one's reach.
+    pub fn holds_every_cluster(&self, name: &str) -> bool {
+        let Some(Some(spec)) = self.rules.0.get(name) else {
+            return false;
+        };
+        spec.cluster_selector.as_ref().is_some_and(|sel| {
+            sel.selector_type == LABEL_SELECTOR
+                && sel
+                    .label_selector
+                    .as_ref()
+                    .is_none_or(|l| l.match_labels.is_empty() && l.match_expressions.is_empty())
+        })
     }
 
     /// The view's generation.

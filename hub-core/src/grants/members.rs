@@ -8,7 +8,7 @@
 //! until the store holds them), so a hub whose controllers have not made them yet still knows
 //! that every cluster is in `global`.
 
-use super::index::{SetIds, SetIndexView, SetMask, TooManySets};
+use super::index::{SetIds, SetIndexView, SetMask, SetRules, TooManySets};
 use flotilla_api::clusterset::{builtin_spec, is_member_by};
 use flotilla_api::meta::{DEFAULT_CLUSTERSET, GLOBAL_CLUSTERSET};
 use flotilla_api::v1::{ManagedCluster, ManagedClusterSet, ManagedClusterSetSpec};
@@ -20,7 +20,8 @@ use std::sync::Arc;
 pub struct Membership {
     generation: u64,
     ids: SetIds,
-    sets: BTreeMap<Arc<str>, Option<ManagedClusterSetSpec>>,
+    /// Shared with the views published (copied on a set's change only).
+    sets: Arc<BTreeMap<Arc<str>, Option<ManagedClusterSetSpec>>>,
     members: HashMap<Arc<str>, SetMask>,
 }
 
@@ -35,13 +36,13 @@ impl Membership {
         clusters: impl IntoIterator<Item = &'a ManagedCluster>,
     ) -> Result<Self, TooManySets> {
         let mut this = Self::default();
+        let rules = Arc::make_mut(&mut this.sets);
         for builtin in [DEFAULT_CLUSTERSET, GLOBAL_CLUSTERSET] {
-            this.sets
-                .insert(builtin.into(), Some(builtin_spec(builtin)));
+            rules.insert(builtin.into(), Some(builtin_spec(builtin)));
         }
         for set in sets {
             let name = name_of(set.metadata.as_ref());
-            this.sets.insert(name.into(), set.spec.clone());
+            rules.insert(name.into(), set.spec.clone());
         }
         this.renumber(0)?;
         for cluster in clusters {
@@ -103,7 +104,7 @@ impl Membership {
         }
         match spec {
             Some(spec) => {
-                self.sets.insert(name.into(), spec);
+                Arc::make_mut(&mut self.sets).insert(name.into(), spec);
                 if self.ids.id(name).is_none() {
                     // Appending keeps every other id: the old masks stay right.
                     let generation = self.ids.generation();
@@ -115,7 +116,7 @@ impl Membership {
                 }
             }
             None => {
-                self.sets.remove(name);
+                Arc::make_mut(&mut self.sets).remove(name);
                 // Ids are never reused within a table: a new table, and every mask again.
                 self.renumber(self.ids.generation() + 1)?;
             }
@@ -142,6 +143,7 @@ impl Membership {
             self.generation,
             Arc::new(self.ids.clone()),
             self.members.clone(),
+            SetRules(self.sets.clone()),
         )
     }
 

@@ -317,6 +317,14 @@ impl Grants {
         self.entries
     }
 
+    /// Whether some grant names namespace `name` (a workspace: no cluster may take its name,
+    /// review r1 §5).
+    pub fn names_namespace(&self, name: &str) -> bool {
+        self.by_subject
+            .values()
+            .any(|h| h.namespaces.contains_key(name))
+    }
+
     /// Every set some grant names (sets may be granted before they exist).
     pub fn set_names(&self) -> std::collections::BTreeSet<Arc<str>> {
         self.by_subject

@@ -118,6 +118,30 @@ impl Teams {
         allow(caller, &live.index().current(), verb, target, action)
     }
 
+    /// The sets `cluster` would be in with its labels, by the current set index (none on an
+    /// open hub): what [`Target::ClusterInto`] checks a write of it against.
+    pub fn sets_for(&self, cluster: &flotilla_api::v1::ManagedCluster) -> Vec<Arc<str>> {
+        self.0
+            .as_ref()
+            .map(|live| live.index().current().sets_for(cluster))
+            .unwrap_or_default()
+    }
+
+    /// `INVALID_ARGUMENT` when a new cluster would take the name of a namespace the grants
+    /// name: a cluster's namespace is read by its sets' viewers, a workspace by its own grants,
+    /// and one name must not be both (review r1 §5).
+    pub fn cluster_name_free(&self, field: &str, name: &str) -> Result<(), Status> {
+        match &self.0 {
+            Some(live) if live.current().grants.names_namespace(name) => {
+                Err(Status::invalid_argument(format!(
+                    "{field}: {name:?} is a workspace namespace in the grants file; a cluster \
+                     may not take a workspace's name"
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// What `caller` may see now: lists test each item against it.
     pub fn visibility(&self, caller: Option<&Identity>) -> Visibility {
         let (Some(live), Some(caller)) = (&self.0, caller) else {

@@ -16,9 +16,10 @@ use flotilla_api::v1::cluster_service_server::ClusterService;
 use flotilla_api::v1::{
     ClusterEvent, ClusterNamesRequest, ClustersResponse, CreateJoinTokenRequest,
     DeleteClusterRequest, DeleteClusterResponse, GetClusterRequest, JoinToken, LabelClusterRequest,
-    ListClustersRequest, ListClustersResponse, ManagedCluster, SetLeaseDurationRequest,
+    ListClustersRequest, ListClustersResponse, ManagedCluster, ObjectMeta, SetLeaseDurationRequest,
     TaintClusterRequest, WatchClustersRequest,
 };
+use std::collections::HashMap;
 use std::pin::Pin;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
@@ -56,6 +57,50 @@ impl ClusterApi {
                 &format!("{what} ManagedCluster {name}"),
             )
             .map(drop)
+    }
+
+    /// Cluster `name` as it would be with `set` labels set and `remove` removed (a new one in
+    /// `default` unless its labels name a set): the sets a write is checked against.
+    fn relabelled(
+        &self,
+        name: &str,
+        set: &HashMap<String, String>,
+        remove: &[String],
+    ) -> ManagedCluster {
+        let mut c = match self.inventory.get(name) {
+            Some(c) => (*c).clone(),
+            None => ManagedCluster {
+                metadata: Some(ObjectMeta {
+                    name: name.into(),
+                    labels: [(CLUSTERSET_LABEL.to_string(), DEFAULT_CLUSTERSET.to_string())].into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        };
+        let labels = &mut c.metadata.get_or_insert_with(Default::default).labels;
+        labels.extend(set.iter().map(|(k, v)| (k.clone(), v.clone())));
+        for k in remove {
+            labels.remove(k);
+        }
+        c
+    }
+
+    /// The sets `after` is in by the set index, and the set its set label names even before
+    /// the index knows that set (made a moment ago, or not yet): a move into it needs its
+    /// `admin` all the same.
+    fn sets_after(&self, after: &ManagedCluster) -> Vec<std::sync::Arc<str>> {
+        let mut sets = self.teams.sets_for(after);
+        let named = after
+            .metadata
+            .as_ref()
+            .and_then(|m| m.labels.get(CLUSTERSET_LABEL));
+        if let Some(set) = named
+            && !sets.iter().any(|s| **s == **set)
+        {
+            sets.push(set.as_str().into());
+        }
+        sets
     }
 
     fn handle(&self, name: &str) -> Result<ClusterHandle, Status> {
@@ -209,15 +254,30 @@ impl ClusterService for ClusterApi {
             .map(|m| m.name.clone())
             .unwrap_or_default();
         guard::cluster("metadata.name", &name, false)?;
-        let set = c
+        if self.inventory.get(&name).is_none() {
+            self.teams.cluster_name_free("metadata.name", &name)?;
+        }
+        let labels = c
+            .metadata
+            .as_ref()
+            .map(|m| m.labels.clone())
+            .unwrap_or_default();
+        // A document's labels are merged into a cluster that exists; a new one is in `default`
+        // unless it names its set.
+        let after = self.relabelled(&name, &labels, &[]);
+        let set = after
             .metadata
             .as_ref()
             .and_then(|m| m.labels.get(CLUSTERSET_LABEL))
             .map_or(DEFAULT_CLUSTERSET, String::as_str);
+        let sets = self.sets_after(&after);
         self.teams.allow(
             caller.as_ref(),
             Verb::Write,
-            Target::ClusterIntoSet { name: &name, set },
+            Target::ClusterInto {
+                name: &name,
+                sets: &sets,
+            },
             &format!("apply ManagedCluster {name} in cluster set {set:?}"),
         )?;
         let handle = self.clusters.get_or_spawn(&name)?;
@@ -233,15 +293,26 @@ impl ClusterService for ClusterApi {
         let caller = req.extensions().get::<Identity>().cloned();
         let r = req.into_inner();
         guard::cluster("name", &r.name, false)?;
-        self.allow(caller.as_ref(), Verb::Write, &r.name, "label")?;
-        if let Some(set) = r.set.get(CLUSTERSET_LABEL) {
-            self.teams.allow(
-                caller.as_ref(),
-                Verb::Write,
-                Target::ClusterIntoSet { name: &r.name, set },
-                &format!("move ManagedCluster {} into cluster set {set:?}", r.name),
-            )?;
+        if self.inventory.get(&r.name).is_none() {
+            // A missing cluster is refused as a hidden one is (then not found to the fleet).
+            self.allow(caller.as_ref(), Verb::Write, &r.name, "label")?;
         }
+        // Checked on the sets it is in after the edit: any label may join a label-selector set.
+        let after = self.relabelled(&r.name, &r.set, &r.remove);
+        let sets = self.sets_after(&after);
+        let action = match r.set.get(CLUSTERSET_LABEL) {
+            Some(set) => format!("move ManagedCluster {} into cluster set {set:?}", r.name),
+            None => format!("label ManagedCluster {}", r.name),
+        };
+        self.teams.allow(
+            caller.as_ref(),
+            Verb::Write,
+            Target::ClusterInto {
+                name: &r.name,
+                sets: &sets,
+            },
+            &action,
+        )?;
         let edit = AdminEdit::Label {
             set: r.set,
             remove: r.remove,
@@ -295,6 +366,10 @@ impl ClusterService for ClusterApi {
         let caller = req.extensions().get::<Identity>().cloned();
         let r = req.into_inner();
         guard::cluster("cluster_name", &r.cluster_name, false)?;
+        if self.inventory.get(&r.cluster_name).is_none() {
+            self.teams
+                .cluster_name_free("cluster_name", &r.cluster_name)?;
+        }
         if !(0..=MAX_JOIN_TTL_SECONDS).contains(&r.ttl_seconds) {
             return Err(Status::invalid_argument(format!(
                 "ttl_seconds: {} is outside 0..={MAX_JOIN_TTL_SECONDS} (0 = {DEFAULT_JOIN_TTL_SECONDS})",

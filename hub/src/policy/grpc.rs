@@ -1,8 +1,10 @@
 //! `flotilla.v1.PolicyService`: Policies, PlacementBindings, PolicySets and PlacementRules.
 //!
 //! Fenced by the caller's grants (issue 48): each object is an object of its namespace, read by
-//! the namespace's viewers and written by its editors; a replicated policy, in a cluster's
-//! namespace, is read by the viewers of the cluster's sets too.
+//! the namespace's viewers and written by its editors. Never by a cluster's viewers because a
+//! cluster has the namespace's name (review r1 §5: cluster names are free, so a team could name
+//! a cluster after another team's workspace); replicated policies are not stored as Policies,
+//! a cluster's compliance is read through its root policy.
 
 use crate::grants::{Target, Verb};
 use crate::grpc::guard;
@@ -46,7 +48,7 @@ fn check(r: &GetPolicyRequest) -> Result<(), Status> {
 }
 
 /// Whether the caller of `req` may `verb` `kind` `namespace/name`: `view` or `edit` on the
-/// namespace — or, to read, `view` on the sets of the cluster whose namespace it is.
+/// namespace.
 fn allow<T>(
     req: &Request<T>,
     verb: Verb,
@@ -54,9 +56,6 @@ fn allow<T>(
     namespace: &str,
     name: &str,
 ) -> Result<(), Status> {
-    if verb == Verb::Read && guard::visibility(req).cluster(namespace) {
-        return Ok(());
-    }
     guard::check(
         req,
         verb,
@@ -74,9 +73,9 @@ fn key_of(meta: Option<&flotilla_api::v1::ObjectMeta>) -> (String, String) {
         .unwrap_or_default()
 }
 
-/// Whether `vis` shows an object of namespace `namespace` (a workspace it sees, or a cluster's).
+/// Whether `vis` shows an object of namespace `namespace` (a workspace it sees).
 fn shows(vis: &guard::Visibility, namespace: &str) -> bool {
-    vis.namespace(namespace) || vis.cluster(namespace)
+    vis.namespace(namespace)
 }
 
 fn list_ns(r: &ListPoliciesRequest) -> Result<&str, Status> {

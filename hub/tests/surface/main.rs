@@ -25,3 +25,4 @@ mod startup;
 mod takeover;
 mod teams;
 mod teams_governance;
+mod teams_review;

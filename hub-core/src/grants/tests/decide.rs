@@ -413,3 +413,86 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_cluster_s_write_needs_admin_on_every_set_its_labels_make_it_join() {
+    use crate::grants::members::Membership;
+    use flotilla_api::v1::{
+        LabelSelector, ManagedCluster, ManagedClusterSelector, ManagedClusterSet,
+        ManagedClusterSetSpec, ObjectMeta,
+    };
+    let labelled = |name: &str, labels: &[(&str, &str)]| ManagedCluster {
+        metadata: Some(ObjectMeta {
+            name: name.into(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let set_of = |name: &str, selector: Option<(&str, &str)>| ManagedClusterSet {
+        metadata: Some(ObjectMeta {
+            name: name.into(),
+            ..Default::default()
+        }),
+        spec: Some(ManagedClusterSetSpec {
+            cluster_selector: selector.map(|(k, v)| ManagedClusterSelector {
+                selector_type: flotilla_api::clusterset::LABEL_SELECTOR.into(),
+                label_selector: Some(LabelSelector {
+                    match_labels: [(k.to_string(), v.to_string())].into(),
+                    ..Default::default()
+                }),
+            }),
+            ..Default::default()
+        }),
+        status: None,
+    };
+    let label = flotilla_api::meta::CLUSTERSET_LABEL;
+    let a1 = labelled("a1", &[(label, "team-a")]);
+    let (team_a, prod) = (
+        set_of("team-a", None),
+        set_of("prod", Some(("env", "prod"))),
+    );
+    let index = Membership::new([&team_a, &prod], [&a1]).unwrap().view();
+    let g = Builder::default()
+        .set("team-a", SetRole::Admin, user("ana"))
+        .build();
+    let ana = Scope::of(&g, &who("ana", &[]), None, index.ids());
+    let write = |c: &ManagedCluster| {
+        let sets = index.sets_for(c);
+        decide(
+            &ana,
+            &index,
+            Verb::Write,
+            &Target::ClusterInto {
+                name: name(c),
+                sets: &sets,
+            },
+        )
+    };
+    fn name(c: &ManagedCluster) -> &str {
+        c.metadata.as_ref().map_or("", |m| m.name.as_str())
+    }
+    // `global` holds every cluster: joining it is no move.
+    assert!(index.holds_every_cluster("global") && !index.holds_every_cluster("prod"));
+    assert_eq!(
+        write(&labelled("a1", &[(label, "team-a"), ("tier", "web")])),
+        Decision::Allowed(set("team-a", SetRole::Admin))
+    );
+    let Decision::Missing(m) = write(&labelled("a1", &[(label, "team-a"), ("env", "prod")])) else {
+        panic!("ana labelled her cluster into prod")
+    };
+    assert_eq!(
+        m.to_string(),
+        "needs admin on cluster set \"prod\" (holds none)"
+    );
+    // A new cluster: the sets it enters; one that enters only `global` needs the fleet.
+    assert!(write(&labelled("a9", &[(label, "team-a")])).allowed());
+    assert!(!write(&labelled("a9", &[(label, "team-a"), ("env", "prod")])).allowed());
+    let Decision::Missing(m) = write(&labelled("a9", &[])) else {
+        panic!("a cluster of no set of ana's")
+    };
+    assert_eq!(m.to_string(), "needs admin on the fleet (holds none)");
+}

@@ -1,0 +1,299 @@
+//! Teams (issue 48): the security review's findings (docs/notes/issue-48-review.md) on a real
+//! hub — a nats-server, the hub in process, the API over gRPC with CSV `member` tokens scoped
+//! by a grants file. Each test names the finding it holds fixed.
+
+use crate::common;
+
+use common::tokens::*;
+use common::*;
+use flotilla_api::clusterset::LABEL_SELECTOR;
+use flotilla_api::meta::CLUSTERSET_LABEL;
+use flotilla_api::ocm::{Document, parse_documents};
+use flotilla_api::v1::cluster_service_client::ClusterServiceClient;
+use flotilla_api::v1::cluster_set_service_client::ClusterSetServiceClient;
+use flotilla_api::v1::policy_service_client::PolicyServiceClient;
+use flotilla_api::v1::{
+    GetClusterRequest, GetPolicyRequest, LabelClusterRequest, LabelSelector, ListPoliciesRequest,
+    ManagedCluster, ManagedClusterSelector, ManagedClusterSet, ManagedClusterSetSpec, ObjectMeta,
+};
+use flotilla_testkit::NatsServer;
+use std::sync::Arc;
+use std::time::Duration;
+use tonic::Code;
+
+/// ana: admin on team-a, edits team-a-apps. ben: admin on team-b and team-b-prod, edits
+/// team-b-apps.
+const ANA: &str = "team-a-sre-token-000011";
+const BEN: &str = "team-b-sre-token-000012";
+
+const GRANTS: &str = "apiVersion: flotilla.io/v1alpha1\nkind: Grants\nclusterSets:\n  \
+    team-a:\n    admin: { groups: [team-a-sre] }\n  team-b:\n    admin: { groups: [team-b-sre] }\n  \
+    team-b-prod:\n    admin: { groups: [team-b-sre] }\nnamespaces:\n  team-a-apps:\n    \
+    edit: { groups: [team-a-sre] }\n  team-b-apps:\n    edit: { groups: [team-b-sre] }\n";
+
+/// A hub with the admin, ana and ben, and a channel to it.
+struct Teams {
+    hub: flotilla_hub::Hub,
+    channel: tonic::transport::Channel,
+    _nats: NatsServer,
+}
+
+impl Teams {
+    async fn start() -> Self {
+        let nats = NatsServer::start();
+        let tokens = flotilla_hub::grpc::auth::Tokens::parse(
+            "tokens.csv",
+            &format!("{TOKENS}{ANA},ana,member,team-a-sre\n{BEN},ben,member,team-b-sre\n"),
+        )
+        .unwrap()
+        .with_grants(Arc::new(
+            flotilla_hub::grants::file::parse("grants.yaml", GRANTS.as_bytes()).unwrap(),
+        ));
+        let mut config = hub_config(&nats.url());
+        config.api.tokens = Some(tokens);
+        let hub = start_hub(config).await;
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", hub.grpc_addr))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        Self {
+            hub,
+            channel,
+            _nats: nats,
+        }
+    }
+
+    fn clusters(&self, token: &'static str) -> ClusterServiceClient<Authed> {
+        ClusterServiceClient::with_interceptor(self.channel.clone(), Bearer(token))
+    }
+
+    fn policies(&self, token: &'static str) -> PolicyServiceClient<Authed> {
+        PolicyServiceClient::with_interceptor(self.channel.clone(), Bearer(token))
+    }
+
+    /// The admin makes `sets` (retried until the controllers serve them).
+    async fn sets(&self, sets: &[ManagedClusterSet]) {
+        let mut admin =
+            ClusterSetServiceClient::with_interceptor(self.channel.clone(), Bearer(ADMIN));
+        for set in sets {
+            let deadline = tokio::time::Instant::now() + SOON;
+            while let Err(e) = admin.apply_cluster_set(set.clone()).await {
+                assert!(tokio::time::Instant::now() < deadline, "{e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+fn set(name: &str, selector: Option<(&str, &str)>) -> ManagedClusterSet {
+    let cluster_selector = selector.map(|(k, v)| ManagedClusterSelector {
+        selector_type: LABEL_SELECTOR.into(),
+        label_selector: Some(LabelSelector {
+            match_labels: [(k.to_string(), v.to_string())].into(),
+            ..Default::default()
+        }),
+    });
+    ManagedClusterSet {
+        metadata: Some(ObjectMeta {
+            name: name.into(),
+            ..Default::default()
+        }),
+        spec: Some(ManagedClusterSetSpec {
+            cluster_selector,
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+fn cluster(name: &str, labels: &[(&str, &str)]) -> ManagedCluster {
+    ManagedCluster {
+        metadata: Some(ObjectMeta {
+            name: name.into(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Waits until the admin reads cluster `name` in the set index's sets (`labels` present).
+async fn labelled(admin: &mut ClusterServiceClient<Authed>, name: &str, key: &str, value: &str) {
+    let deadline = tokio::time::Instant::now() + SOON;
+    loop {
+        let c = admin
+            .get_cluster(GetClusterRequest { name: name.into() })
+            .await
+            .unwrap()
+            .into_inner();
+        if c.metadata
+            .as_ref()
+            .and_then(|m| m.labels.get(key))
+            .is_some_and(|v| v == value)
+        {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{name} never {key}={value}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_label_that_joins_another_team_s_label_selector_set_needs_admin_on_that_set() {
+    // Review r1 §3 (and §8: a team's own cluster document applied again is not a move).
+    let teams = Teams::start().await;
+    teams
+        .sets(&[
+            set("team-a", None),
+            set("team-b", None),
+            set("team-b-prod", Some(("env", "prod"))),
+        ])
+        .await;
+    let mut admin = teams.clusters(ADMIN);
+    admin
+        .apply_cluster(cluster("a1", &[(CLUSTERSET_LABEL, "team-a")]))
+        .await
+        .unwrap();
+    labelled(&mut admin, "a1", CLUSTERSET_LABEL, "team-a").await;
+    // The set index follows within its coalescing window.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let mut ana = teams.clusters(ANA);
+    let refused = ana
+        .label_cluster(LabelClusterRequest {
+            name: "a1".into(),
+            set: [("env".to_string(), "prod".to_string())].into(),
+            remove: Vec::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::PermissionDenied, "{refused}");
+    assert_eq!(
+        refused.message(),
+        "ana (groups team-a-sre) may not label ManagedCluster a1: it needs admin on cluster set \
+         \"team-b-prod\" (holds none)"
+    );
+    // A new cluster with the label: the same.
+    let refused = ana
+        .apply_cluster(cluster(
+            "a9",
+            &[(CLUSTERSET_LABEL, "team-a"), ("env", "prod")],
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::PermissionDenied, "{refused}");
+    assert!(
+        refused
+            .message()
+            .ends_with("it needs admin on cluster set \"team-b-prod\" (holds none)"),
+        "{}",
+        refused.message()
+    );
+
+    // Labels that join no one else's set are ana's to write.
+    ana.label_cluster(LabelClusterRequest {
+        name: "a1".into(),
+        set: [("tier".to_string(), "web".to_string())].into(),
+        remove: Vec::new(),
+    })
+    .await
+    .expect("a label of its own cluster");
+    ana.apply_cluster(cluster(
+        "a2",
+        &[(CLUSTERSET_LABEL, "team-a"), ("env", "dev")],
+    ))
+    .await
+    .expect("a new cluster in its own set");
+    // §8: its cluster's document without the set label is applied to the cluster where it is.
+    labelled(&mut admin, "a1", "tier", "web").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let applied = ana
+        .apply_cluster(cluster("a1", &[("tier", "api")]))
+        .await
+        .expect("re-applying its own cluster's document is no move into default")
+        .into_inner();
+    let labels = &applied.metadata.as_ref().unwrap().labels;
+    assert_eq!(
+        labels.get(CLUSTERSET_LABEL).map(String::as_str),
+        Some("team-a")
+    );
+    assert_eq!(labels.get("tier").map(String::as_str), Some("api"));
+    teams.hub.stop().await;
+}
+
+/// A policy in `namespace`.
+fn policy(namespace: &str) -> flotilla_api::v1::Policy {
+    let yaml = format!(
+        "apiVersion: policy.open-cluster-management.io/v1\nkind: Policy\n\
+         metadata: {{name: secret-config, namespace: {namespace}}}\n\
+         spec:\n  remediationAction: inform\n  policy-templates:\n    - objectDefinition:\n        \
+         apiVersion: policy.open-cluster-management.io/v1\n        kind: ConfigurationPolicy\n        \
+         metadata: {{name: secret-config}}\n        spec:\n          object-templates:\n            \
+         - complianceType: musthave\n              objectDefinition: {{apiVersion: v1, kind: \
+         Namespace, metadata: {{name: ops}}}}\n"
+    );
+    match parse_documents(&yaml).pop() {
+        Some(Ok(Document::Policy(p))) => p,
+        other => panic!("not a policy: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_cluster_named_after_a_namespace_does_not_open_that_namespace_s_policies() {
+    // Review r1 §5.
+    let teams = Teams::start().await;
+    teams.sets(&[set("team-a", None)]).await;
+    // The fleet admin's policies in ops, a namespace no team's grant names.
+    let mut admin_policies = teams.policies(ADMIN);
+    let deadline = tokio::time::Instant::now() + SOON;
+    while let Err(e) = admin_policies.apply_policy(policy("ops")).await {
+        assert!(tokio::time::Instant::now() < deadline, "{e}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // ana names a cluster of her set after it: it reads nothing of ops.
+    let mut ana = teams.clusters(ANA);
+    ana.apply_cluster(cluster("ops", &[(CLUSTERSET_LABEL, "team-a")]))
+        .await
+        .expect("a cluster of ana's set");
+    let mut admin = teams.clusters(ADMIN);
+    labelled(&mut admin, "ops", CLUSTERSET_LABEL, "team-a").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut ana_policies = teams.policies(ANA);
+    let listed = ana_policies
+        .list_policies(ListPoliciesRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(listed.items.is_empty(), "ana lists {:?}", listed.items);
+    let refused = ana_policies
+        .get_policy(GetPolicyRequest {
+            namespace: "ops".into(),
+            name: "secret-config".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::PermissionDenied, "{refused}");
+
+    // A workspace the grants name cannot be a cluster's name at all, not even the admin's.
+    for token in [ANA, ADMIN] {
+        let refused = teams
+            .clusters(token)
+            .apply_cluster(cluster("team-b-apps", &[(CLUSTERSET_LABEL, "team-a")]))
+            .await
+            .unwrap_err();
+        assert_eq!(refused.code(), Code::InvalidArgument, "{refused}");
+        assert_eq!(
+            refused.message(),
+            "metadata.name: \"team-b-apps\" is a workspace namespace in the grants file; a \
+             cluster may not take a workspace's name"
+        );
+    }
+    teams.hub.stop().await;
+}
