@@ -42,6 +42,11 @@ pub fn result(result: &FetchResult, limits: &Limits) -> Result<(), Unacceptable>
             limits.max_entries
         ));
     }
+    for root in &result.roots {
+        if !root.is_empty() {
+            check_path(root)?;
+        }
+    }
     let mut kinds: HashMap<&str, EntryKind> = HashMap::with_capacity(result.entries.len());
     let mut content = 0u64;
     for e in &result.entries {
@@ -76,14 +81,7 @@ pub fn result(result: &FetchResult, limits: &Limits) -> Result<(), Unacceptable>
 
 fn entry(e: &crate::protocol::TreeEntry, limits: &Limits) -> Result<EntryKind, Unacceptable> {
     let fail = |m: String| Err(Unacceptable(m));
-    let mut parent = String::new();
-    let mut depth = 0;
-    for component in e.path.split('/') {
-        paths::check_component(&parent, component.as_bytes())
-            .map_err(|err| Unacceptable(err.to_string()))?;
-        parent = paths::join(&parent, component);
-        depth += 1;
-    }
+    let depth = check_path(&e.path)?;
     let kind = EntryKind::try_from(e.kind).unwrap_or(EntryKind::Unspecified);
     if kind == EntryKind::Dir && depth > limits.max_depth {
         return fail(format!(
@@ -124,6 +122,19 @@ fn entry(e: &crate::protocol::TreeEntry, limits: &Limits) -> Result<EntryKind, U
         }
     }
     Ok(kind)
+}
+
+/// Checks every component of a `/`-separated path; returns its depth.
+fn check_path(path: &str) -> Result<u32, Unacceptable> {
+    let mut parent = String::new();
+    let mut depth = 0;
+    for component in path.split('/') {
+        paths::check_component(&parent, component.as_bytes())
+            .map_err(|err| Unacceptable(err.to_string()))?;
+        parent = paths::join(&parent, component);
+        depth += 1;
+    }
+    Ok(depth)
 }
 
 /// Files whose content an answer carries: `.yaml`, `.yml`, `.json` and `.fleetignore`.

@@ -87,6 +87,10 @@ pub struct FetchResult {
     /// Bytes received from the server (0 for `file://`).
     #[prost(uint64, tag = "5")]
     pub bytes_received: u64,
+    /// The directories the `paths` entries matched, sorted, none inside another (`""` is the
+    /// repository root): where bundle discovery starts.
+    #[prost(string, repeated, tag = "6")]
+    pub roots: Vec<String>,
 }
 
 /// One commit, as status and the dashboard show it.

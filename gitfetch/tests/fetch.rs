@@ -51,6 +51,7 @@ async fn a_shallow_fetch_over_git_daemon_reads_the_paths_at_the_branch_tip() {
     assert_eq!(info.subject, "web: add a deployment");
     assert_eq!(info.author, "Ann Author <ann@example.com>");
     assert!(info.time > 1_700_000_000);
+    assert_eq!(r.roots, ["apps/db", "apps/web"]);
     assert_eq!(
         paths(&r),
         [

@@ -99,12 +99,13 @@ fn answer(request: &FetchRequest, cache: &Path) -> Result<FetchResult, Failure> 
         });
     }
     let info = walk::commit_info(&repo, commit)?;
-    let entries = walk::walk(&repo, commit, &request.paths, &specs, &limits)?;
+    let (roots, entries) = walk::walk(&repo, commit, &request.paths, &specs, &limits)?;
     Ok(FetchResult {
         commit: commit.to_string(),
         info: Some(info),
         entries,
         error: None,
         bytes_received,
+        roots,
     })
 }

@@ -40,14 +40,15 @@ pub fn commit_info(repo: &gix::Repository, commit: ObjectId) -> Result<CommitInf
     })
 }
 
-/// Every entry under the `paths` specs (all of the tree when there are none).
+/// The directories the `paths` specs matched (see [`crate::protocol::FetchResult::roots`]) and
+/// every entry under them (all of the tree when there are no specs).
 pub fn walk(
     repo: &gix::Repository,
     commit: ObjectId,
     raw_specs: &[String],
     specs: &[Vec<SpecPart>],
     limits: &Limits,
-) -> Result<Vec<TreeEntry>, Failure> {
+) -> Result<(Vec<String>, Vec<TreeEntry>), Failure> {
     let bad = |e: gix::Error| Failure::refused(format!("commit {commit}: {}", chain(&e)));
     let root = repo.find_commit(commit).map_err(bad)?.tree().map_err(bad)?;
     let mut roots = Vec::new();
@@ -80,10 +81,10 @@ pub fn walk(
         entries: Vec::new(),
         content_bytes: 0,
     };
-    for (path, tree) in outer {
-        walker.dir(&path, &path, tree)?;
+    for (path, tree) in &outer {
+        walker.dir(path, path, *tree)?;
     }
-    Ok(walker.entries)
+    Ok((outer.into_iter().map(|(p, _)| p).collect(), walker.entries))
 }
 
 /// The directories one spec matches, from `at` (the tree `tree` at path `dir`).
