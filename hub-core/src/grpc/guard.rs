@@ -118,6 +118,27 @@ impl Teams {
         allow(caller, &live.index().current(), verb, target, action)
     }
 
+    /// `caller` under the grants in force now (its scope as a new call would get it): what a
+    /// long stream checks each item by, so that a reload reaches it (review r1 §6).
+    pub fn rescoped(&self, caller: Option<&Identity>) -> Option<Identity> {
+        let caller = caller?.clone();
+        Some(match &self.0 {
+            Some(live) => caller.scoped(live),
+            None => caller,
+        })
+    }
+
+    /// Reloads of the grants, for a stream whose `caller` sees by them (none on an open hub,
+    /// for no caller, and for a CSV role, which no reload changes): a stream that cannot
+    /// re-filter what it sent ends when this changes.
+    pub fn reloads(
+        &self,
+        caller: Option<&Identity>,
+    ) -> Option<tokio::sync::watch::Receiver<Arc<crate::grants::live::Current>>> {
+        let (live, caller) = (self.0.as_ref()?, caller?);
+        caller.base().is_none().then(|| live.subscribe())
+    }
+
     /// The sets `cluster` would be in with its labels, by the current set index (none on an
     /// open hub): what [`Target::ClusterInto`] checks a write of it against.
     pub fn sets_for(&self, cluster: &flotilla_api::v1::ManagedCluster) -> Vec<Arc<str>> {
@@ -147,7 +168,10 @@ impl Teams {
         let (Some(live), Some(caller)) = (&self.0, caller) else {
             return Visibility::All;
         };
-        if caller.scope.fleet.is_some() {
+        // A CSV role no reload changes; a fleet role from the grants file is decided by the
+        // grants in force now, not by the scope of the call's start (a watch outlives reloads:
+        // review r1 §6).
+        if caller.base().is_some() {
             return Visibility::All;
         }
         let index = live.index().current();

@@ -201,9 +201,12 @@ impl WorkApi {
             tokio::select! {
                 next = input.message(), if reading => match next {
                     Ok(Some(work)) => {
-                        let (api, caller, index) = (&self, caller.as_ref(), next_index);
+                        // Each work by the grants in force when it arrives, not those of the
+                        // stream's start (review r1 §6).
+                        let now = self.teams.rescoped(caller.as_ref());
+                        let (api, index) = (&self, next_index);
                         running.push(async move {
-                            result_of(index, api.apply_one(caller, work).await)
+                            result_of(index, api.apply_one(now.as_ref(), work).await)
                         });
                         next_index += 1;
                     }

@@ -208,9 +208,13 @@ impl PlacementService for PlacementApi {
         req: Request<WatchPlacementsRequest>,
     ) -> Result<Response<WatchStream>, Status> {
         let watching = crate::grpc::WatchSettings::of(&req);
-        // The namespaces it may see when the watch starts (a reload of the grants applies to
-        // the next watch).
+        // The namespaces it may see when the watch starts; a reload of the grants ends the
+        // watch (ABORTED: watch again), as it cannot take back what it sent (review r1 §6).
         let vis = visibility(&req);
+        let mut reloads = {
+            let (teams, caller) = crate::grpc::guard::Teams::of(&req);
+            teams.reloads(caller.as_ref())
+        };
         let r = req.into_inner();
         let matches = move |v: &PlacementView, namespace: &str, name: &str| {
             let ns = v
@@ -231,7 +235,15 @@ impl PlacementService for PlacementApi {
                 }
             }
             loop {
-                match rx.recv().await {
+                let next = tokio::select! {
+                    next = rx.recv() => next,
+                    () = reloaded(&mut reloads) => {
+                        tx.send(Err(Status::aborted("the grants changed; list and watch again")))
+                            .await;
+                        return;
+                    }
+                };
+                match next {
                     Ok(change) => {
                         if !matches(&change.object, &r.namespace, &r.name) {
                             continue;
@@ -312,4 +324,14 @@ impl PlacementService for PlacementApi {
         self.placements.scores().delete(&r.cluster, &r.name).await?;
         Ok(Response::new(DeleteScoreResponse {}))
     }
+}
+
+/// Waits for a reload of the grants; never, without a receiver (or once its sender is gone).
+async fn reloaded<V>(rx: &mut Option<tokio::sync::watch::Receiver<V>>) {
+    if let Some(r) = rx
+        && r.changed().await.is_ok()
+    {
+        return;
+    }
+    std::future::pending().await
 }

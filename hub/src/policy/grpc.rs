@@ -169,19 +169,22 @@ impl PolicyService for PolicyApi {
         request: Request<ListPoliciesRequest>,
     ) -> Result<Response<Self::WatchPoliciesStream>, Status> {
         let watching = crate::grpc::WatchSettings::of(&request);
-        // What it may see when the watch starts (a reload applies to the next watch).
-        let vis = guard::visibility(&request);
+        // Fenced by the grants in force: a reload hides (DELETED) or shows (ADDED) policies
+        // (review r1 §6).
+        let (teams, caller) = guard::Teams::of(&request);
+        let fence =
+            crate::grpc::WatchFence::new(&teams, caller.as_ref(), crate::grpc::By::InNamespace);
         let r = request.into_inner();
         let namespace = list_ns(&r)?.to_string();
-        Ok(Response::new(crate::grpc::watch(
+        Ok(Response::new(crate::grpc::watch_fenced(
             &watching,
             self.policies.views(),
+            fence,
             move |_, p: &Policy| {
-                shows(&vis, &key_of(p.metadata.as_ref()).0)
-                    && (namespace.is_empty()
-                        || p.metadata
-                            .as_ref()
-                            .is_some_and(|m| m.namespace == namespace))
+                namespace.is_empty()
+                    || p.metadata
+                        .as_ref()
+                        .is_some_and(|m| m.namespace == namespace)
             },
             |ty, p: &Policy| PolicyEvent {
                 r#type: ty as i32,

@@ -31,24 +31,38 @@ const GRANTS: &str = "apiVersion: flotilla.io/v1alpha1\nkind: Grants\nclusterSet
     team-b-prod:\n    admin: { groups: [team-b-sre] }\nnamespaces:\n  team-a-apps:\n    \
     edit: { groups: [team-a-sre] }\n  team-b-apps:\n    edit: { groups: [team-b-sre] }\n";
 
-/// A hub with the admin, ana and ben, and a channel to it.
+/// vera: no group; a fleet viewer while the grants file says so.
+const VERA: &str = "fleet-view-token-000013";
+
+/// A hub with the admin, ana, ben and vera, its grants file followed, and a channel to it.
 struct Teams {
     hub: flotilla_hub::Hub,
     channel: tonic::transport::Channel,
+    grants: std::path::PathBuf,
+    _dir: tempfile::TempDir,
     _nats: NatsServer,
 }
 
 impl Teams {
     async fn start() -> Self {
+        Self::with_grants(GRANTS).await
+    }
+
+    async fn with_grants(text: &str) -> Self {
         let nats = NatsServer::start();
+        let dir = tempfile::tempdir().unwrap();
+        let grants = dir.path().join("grants.yaml");
+        std::fs::write(&grants, text).unwrap();
         let tokens = flotilla_hub::grpc::auth::Tokens::parse(
             "tokens.csv",
-            &format!("{TOKENS}{ANA},ana,member,team-a-sre\n{BEN},ben,member,team-b-sre\n"),
+            &format!(
+                "{TOKENS}{ANA},ana,member,team-a-sre\n{BEN},ben,member,team-b-sre\n\
+                 {VERA},vera,member\n"
+            ),
         )
         .unwrap()
-        .with_grants(Arc::new(
-            flotilla_hub::grants::file::parse("grants.yaml", GRANTS.as_bytes()).unwrap(),
-        ));
+        .with_grants(Arc::new(flotilla_hub::grants::file::load(&grants).unwrap()))
+        .with_grants_file(&grants);
         let mut config = hub_config(&nats.url());
         config.api.tokens = Some(tokens);
         let hub = start_hub(config).await;
@@ -60,8 +74,15 @@ impl Teams {
         Self {
             hub,
             channel,
+            grants,
+            _dir: dir,
             _nats: nats,
         }
+    }
+
+    /// Replaces the grants file (the hub reads it within its 2 s poll).
+    fn reload(&self, text: &str) {
+        std::fs::write(&self.grants, text).unwrap();
     }
 
     fn clusters(&self, token: &'static str) -> ClusterServiceClient<Authed> {
@@ -295,5 +316,109 @@ async fn a_cluster_named_after_a_namespace_does_not_open_that_namespace_s_polici
              cluster may not take a workspace's name"
         );
     }
+    teams.hub.stop().await;
+}
+
+/// The next event of `stream` within [`SOON`].
+async fn next<T>(stream: &mut tonic::Streaming<T>) -> Result<T, tonic::Status> {
+    tokio::time::timeout(SOON, stream.message())
+        .await
+        .expect("an event in time")
+        .map(|m| m.expect("the stream goes on"))
+}
+
+#[tokio::test]
+async fn a_reload_of_the_grants_reaches_watches_and_streams_opened_before_it() {
+    // Review r1 §6.
+    use flotilla_api::v1::placement_service_client::PlacementServiceClient;
+    use flotilla_api::v1::work_service_client::WorkServiceClient;
+    use flotilla_api::v1::{EventType, WatchClustersRequest, WatchPlacementsRequest};
+    let before = format!("{GRANTS}fleet:\n  view: {{ users: [vera] }}\n");
+    let teams = Teams::with_grants(&before).await;
+    teams.sets(&[set("team-a", None)]).await;
+    let mut admin = teams.clusters(ADMIN);
+    admin
+        .apply_cluster(cluster("a1", &[(CLUSTERSET_LABEL, "team-a")]))
+        .await
+        .unwrap();
+    let mut admin_policies = teams.policies(ADMIN);
+    let deadline = tokio::time::Instant::now() + SOON;
+    while let Err(e) = admin_policies.apply_policy(policy("team-a-apps")).await {
+        assert!(tokio::time::Instant::now() < deadline, "{e}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    labelled(&mut admin, "a1", CLUSTERSET_LABEL, "team-a").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // vera (fleet view by the file) watches clusters; ana watches policies and placements and
+    // holds an ApplyWorks stream open.
+    let mut clusters = teams
+        .clusters(VERA)
+        .watch_clusters(WatchClustersRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        next(&mut clusters).await.unwrap().r#type,
+        EventType::Added as i32
+    );
+    let mut policies = teams
+        .policies(ANA)
+        .watch_policies(ListPoliciesRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        next(&mut policies).await.unwrap().r#type,
+        EventType::Added as i32
+    );
+    let mut placements =
+        PlacementServiceClient::with_interceptor(teams.channel.clone(), Bearer(ANA))
+            .watch_placements(WatchPlacementsRequest::default())
+            .await
+            .unwrap()
+            .into_inner();
+    let (works_tx, works_rx) = tokio::sync::mpsc::channel(4);
+    let mut ana_works = WorkServiceClient::with_interceptor(teams.channel.clone(), Bearer(ANA));
+    let mut results = ana_works
+        .apply_works(tokio_stream::wrappers::ReceiverStream::new(works_rx))
+        .await
+        .unwrap()
+        .into_inner();
+    works_tx
+        .send(common::work::config_map_work("a1", "one"))
+        .await
+        .unwrap();
+    let written = next(&mut results).await.unwrap();
+    assert_eq!(written.code, 0, "{}", written.message);
+
+    // The file takes vera's fleet view and every grant of ana's.
+    teams.reload("apiVersion: flotilla.io/v1alpha1\nkind: Grants\n");
+    let gone = next(&mut clusters).await.unwrap();
+    assert_eq!(
+        gone.r#type,
+        EventType::Deleted as i32,
+        "vera's watch lets a1 go"
+    );
+    let gone = next(&mut policies).await.unwrap();
+    assert_eq!(
+        gone.r#type,
+        EventType::Deleted as i32,
+        "ana's watch lets the policy go"
+    );
+    let ended = next(&mut placements).await.unwrap_err();
+    assert_eq!(ended.code(), Code::Aborted, "{ended}");
+    assert_eq!(ended.message(), "the grants changed; list and watch again");
+    works_tx
+        .send(common::work::config_map_work("a1", "two"))
+        .await
+        .unwrap();
+    let refused = next(&mut results).await.unwrap();
+    assert_eq!(
+        refused.code,
+        Code::PermissionDenied as i32,
+        "{}",
+        refused.message
+    );
     teams.hub.stop().await;
 }
