@@ -6,6 +6,24 @@
 use crate::v1::ComplianceHistoryEvent;
 use prost_types::Timestamp;
 
+/// The longest message an event keeps (bytes): a template error quoting a 500 KiB
+/// objectDefinition, or a `fail` of 1 MiB, would otherwise make one cluster's report larger
+/// than the bus carries, and its compliance would never reach the hub.
+pub const MAX_MESSAGE: usize = 4096;
+
+/// `message` cut to at most [`MAX_MESSAGE`] bytes on a character boundary, ending in `…`
+/// when it was cut.
+pub fn cut(message: &str) -> std::borrow::Cow<'_, str> {
+    if message.len() <= MAX_MESSAGE {
+        return message.into();
+    }
+    let mut end = MAX_MESSAGE - '…'.len_utf8();
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &message[..end]).into()
+}
+
 /// Records `message` at `at` as the newest event, also when it repeats the newest: for events
 /// that happened again (enforce repaired the same drift twice). Keeps at most `limit`.
 pub fn push(
@@ -19,7 +37,7 @@ pub fn push(
         0,
         ComplianceHistoryEvent {
             last_timestamp: Some(at),
-            message: message.to_string(),
+            message: cut(message).into_owned(),
             event_name: event_name.to_string(),
         },
     );
@@ -35,7 +53,7 @@ pub fn record(
     event_name: &str,
     limit: usize,
 ) -> bool {
-    if history.first().is_some_and(|e| e.message == message) {
+    if history.first().is_some_and(|e| e.message == cut(message)) {
         return false;
     }
     push(history, at, message, event_name, limit);

@@ -340,3 +340,25 @@ async fn a_lookup_of_a_cluster_scoped_kind_ignores_its_namespace_argument() {
         .unwrap();
     assert_eq!(cm["data"]["tier"], "system");
 }
+
+#[tokio::test]
+async fn a_template_error_of_a_megabyte_is_reported_cut_to_four_kilobytes() {
+    let mut f = Fixture::new();
+    // The message quotes the whole objectDefinition and fail's 1 MiB argument.
+    let object = config_map(
+        "default",
+        "big",
+        json!({"x": "{{ fail (repeat 500000 \"é\") }}", "pad": "y".repeat(400_000)}),
+    );
+    let p = replicated("big", 1, "inform", &[config_policy("big", object)]);
+    f.send(&p, Action::CreateRequest).await;
+    let r = f.report(|r| r.compliant == "NonCompliant").await;
+    let message = newest(&r);
+    assert!(message.len() <= 4096, "{} bytes", message.len());
+    assert!(
+        message.starts_with("NonCompliant; violation - failed to resolve the template {"),
+        "{}",
+        &message[..100]
+    );
+    assert!(message.ends_with('…'));
+}

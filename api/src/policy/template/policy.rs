@@ -49,14 +49,15 @@ fn object_is_templated(t: &ObjectTemplate) -> bool {
     has_template(&Value::Object(t.object.clone()).to_string(), SPOKE)
 }
 
-/// A template failure as a finding: NonCompliant, its message alone, nothing to enforce.
+/// A template failure as a finding: NonCompliant, its message alone (cut to
+/// [`crate::policy::history::MAX_MESSAGE`]: it may quote the whole template), nothing to enforce.
 pub fn error_finding(message: String) -> Finding {
     Finding {
         compliant: false,
         resource: String::new(),
         names: Vec::new(),
         namespace: String::new(),
-        what: message,
+        what: crate::policy::history::cut(&message).into_owned(),
         actions: Vec::new(),
     }
 }
