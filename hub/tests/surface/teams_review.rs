@@ -49,8 +49,31 @@ impl Teams {
     }
 
     async fn with_grants(text: &str) -> Self {
-        let nats = NatsServer::start();
+        Self::launch(text, false).await
+    }
+
+    /// With `secure`, on a nats-server with accounts and a hub that mints join credentials.
+    async fn launch(text: &str, secure: bool) -> Self {
         let dir = tempfile::tempdir().unwrap();
+        let secured = secure.then(|| {
+            let port = flotilla_testkit::free_port();
+            let sd = flotilla_auth::SecureDir::init(
+                &dir.path().join("secure"),
+                &flotilla_auth::InitOptions {
+                    nats_listen: format!("127.0.0.1:{port}"),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+            (
+                NatsServer::start_from_config(sd.server_conf.clone(), port),
+                sd,
+            )
+        });
+        let (nats, secured) = match secured {
+            Some((nats, sd)) => (nats, Some(sd)),
+            None => (NatsServer::start(), None),
+        };
         let grants = dir.path().join("grants.yaml");
         std::fs::write(&grants, text).unwrap();
         let tokens = flotilla_hub::grpc::auth::Tokens::parse(
@@ -65,6 +88,13 @@ impl Teams {
         .with_grants_file(&grants);
         let mut config = hub_config(&nats.url());
         config.api.tokens = Some(tokens);
+        if let Some(sd) = secured {
+            config.nats.credentials_file = Some(sd.hub_creds.clone());
+            config.security = Some(flotilla_hub::security::SecurityConfig {
+                dir: sd.dir.clone(),
+                credentials_ttl: Duration::from_secs(3600),
+            });
+        }
         let hub = start_hub(config).await;
         let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", hub.grpc_addr))
             .unwrap()
@@ -420,5 +450,45 @@ async fn a_reload_of_the_grants_reaches_watches_and_streams_opened_before_it() {
         "{}",
         refused.message
     );
+    teams.hub.stop().await;
+}
+
+#[tokio::test]
+async fn a_join_credential_s_cluster_waits_in_its_set_not_in_default() {
+    // Review r1 §7: ana also administers `default`, the pool of unassigned clusters.
+    use flotilla_api::v1::{CreateJoinTokenRequest, ListClustersRequest};
+    let grants = GRANTS.replace(
+        "clusterSets:\n",
+        "clusterSets:\n  default:\n    admin: { groups: [team-a-sre] }\n",
+    );
+    let teams = Teams::launch(&grants, true).await;
+    teams.sets(&[set("team-b", None)]).await;
+    let mint = |set: &str| CreateJoinTokenRequest {
+        cluster_name: "edge-7".into(),
+        cluster_set: set.into(),
+        ..Default::default()
+    };
+    let mut ben = teams.clusters(BEN);
+    ben.create_join_token(mint("team-b"))
+        .await
+        .expect("ben mints a credential for a cluster of team-b");
+    let mut admin = teams.clusters(ADMIN);
+    labelled(&mut admin, "edge-7", CLUSTERSET_LABEL, "team-b").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // Pending in team-b: default's admin neither sees it nor takes it over.
+    let mut ana = teams.clusters(ANA);
+    let listed = ana
+        .list_clusters(ListClustersRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(listed.items.is_empty(), "ana lists {:?}", listed.items);
+    let refused = ana.create_join_token(mint("default")).await.unwrap_err();
+    assert_eq!(refused.code(), Code::PermissionDenied, "{refused}");
+    // ben mints again (an expired or lost credential): a call into the set it is in.
+    ben.create_join_token(mint("team-b"))
+        .await
+        .expect("ben mints edge-7's credential again");
     teams.hub.stop().await;
 }

@@ -482,9 +482,15 @@ impl Actor {
             }
             Some(c) => c,
             None => {
+                // In the credential's set from the start, not parked in `default` until the
+                // agent registers (where `default`'s admins could take it: review r1 §7).
+                let mut labels = std::collections::HashMap::new();
+                if !cluster_set.is_empty() {
+                    labels.insert(meta::CLUSTERSET_LABEL.to_string(), cluster_set.clone());
+                }
                 let mut c = rules::precreated(
                     &self.name,
-                    Default::default(),
+                    labels,
                     &Default::default(),
                     self.shared.config.default_lease_duration_seconds,
                 )
