@@ -342,8 +342,9 @@ fn to_int(_: &Call<'_>, args: &[Value]) -> Result<Value, Fail> {
     Ok(Value::Int(cast_to_int(&args[0])))
 }
 
-/// spf13/cast `ToInt`: numbers truncated, booleans 1/0, strings parsed as Go's
-/// `ParseInt(s, 0, 0)` after a zero decimal part is trimmed; anything else 0.
+/// spf13/cast v1.10.0 `ToInt` (the version go-template-utils pins): numbers truncated, booleans
+/// 1/0, strings parsed as Go's `ParseInt(s, 0, 0)` after `trimDecimal` drops a decimal part
+/// (`"3.5"` is 3, `"-2.9"` is -2, `".5"` is 0); anything else 0.
 pub fn cast_to_int(v: &Value) -> i64 {
     match v {
         Value::Int(i) => *i,
@@ -351,26 +352,35 @@ pub fn cast_to_int(v: &Value) -> i64 {
         // Saturating like Go's conversion on amd64 is not defined; cast truncates.
         Value::Float(f) => f.trunc() as i64,
         Value::Bool(b) => i64::from(*b),
-        Value::String(s) => parse_go_int(trim_zero_decimal(s)).unwrap_or(0),
+        Value::String(s) => parse_go_int(&trim_decimal(s)).unwrap_or(0),
         _ => 0,
     }
 }
 
-fn trim_zero_decimal(s: &str) -> &str {
-    let mut found_zero = false;
-    for (i, c) in s.char_indices().rev() {
-        match c {
-            '.' if found_zero => return &s[..i],
-            '.' => return s,
-            '0' => found_zero = true,
-            _ => return s,
-        }
+/// cast's `trimDecimal` (`number.go`): a plain decimal number `^([-+]?\d*)(\.\d*)?$` loses its
+/// decimal part, an empty integer part (`""`, `"+"`, `"-"`) becoming `"0"`; anything else is
+/// kept as it is (`0x1F`, `1_000`, `1e3`).
+fn trim_decimal(s: &str) -> std::borrow::Cow<'_, str> {
+    let body = s.strip_prefix(['-', '+']).unwrap_or(s);
+    let (int, frac) = match body.split_once('.') {
+        Some((i, f)) => (i, Some(f)),
+        None => (body, None),
+    };
+    let digits = |t: &str| t.bytes().all(|b| b.is_ascii_digit());
+    if !digits(int) || !frac.is_none_or(digits) {
+        return s.into();
     }
-    s
+    let sign_len = s.len() - body.len();
+    let kept = &s[..sign_len + int.len()];
+    if int.is_empty() {
+        "0".into()
+    } else {
+        kept.into()
+    }
 }
 
 /// Go's `strconv.ParseInt(s, 0, 64)`: sign, then `0x`, `0o`, `0b` or a leading `0` (octal);
-/// underscores only between digits after a base prefix.
+/// underscores only between digits (or after a base prefix), as base 0 allows (`1_000`).
 pub fn parse_go_int(s: &str) -> Option<i64> {
     let (neg, rest) = match s.strip_prefix('-') {
         Some(r) => (true, r),
@@ -388,14 +398,11 @@ pub fn parse_go_int(s: &str) -> Option<i64> {
     } else {
         (10, lower.clone(), false)
     };
-    let digits = if prefixed {
-        if digits.starts_with('_') || digits.ends_with('_') || digits.contains("__") {
-            return None;
-        }
-        digits.replace('_', "")
-    } else {
-        digits
-    };
+    // Go's underscoreOK: '_' must separate digits; a base prefix counts as a digit before it.
+    if (!prefixed && digits.starts_with('_')) || digits.ends_with('_') || digits.contains("__") {
+        return None;
+    }
+    let digits = digits.replace('_', "");
     if digits.is_empty() || digits.starts_with(['+', '-']) {
         return None;
     }

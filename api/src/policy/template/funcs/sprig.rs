@@ -104,7 +104,7 @@ pub const FUNCS: &[(&str, Func)] = &[
 
 fn s1(name: &str, args: &[Value], f: impl Fn(&str) -> String) -> Result<Value, Fail> {
     arity(name, args, 1)?;
-    Ok(string(f(&strval(&args[0]))))
+    Ok(string(f(&str_arg(args, 0)?)))
 }
 
 fn trim(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
@@ -140,23 +140,23 @@ fn title(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
 /// Go's `strings.Trim(s, cutset)`.
 fn trim_all(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
     arity("trimAll", a, 2)?;
-    let cut = strval(&a[0]);
-    Ok(string(strval(&a[1]).trim_matches(|c| cut.contains(c))))
+    let cut = str_arg(a, 0)?;
+    Ok(string(str_arg(a, 1)?.trim_matches(|c| cut.contains(c))))
 }
 fn trim_prefix(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
     arity("trimPrefix", a, 2)?;
-    let (p, s) = (strval(&a[0]), strval(&a[1]));
+    let (p, s) = (str_arg(a, 0)?, str_arg(a, 1)?);
     Ok(string(s.strip_prefix(p.as_str()).unwrap_or(&s)))
 }
 fn trim_suffix(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
     arity("trimSuffix", a, 2)?;
-    let (p, s) = (strval(&a[0]), strval(&a[1]));
+    let (p, s) = (str_arg(a, 0)?, str_arg(a, 1)?);
     Ok(string(s.strip_suffix(p.as_str()).unwrap_or(&s)))
 }
 fn repeat(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
     arity("repeat", a, 2)?;
     let n = repeat_count(int_arg(a, 0)?)?;
-    let s = strval(&a[1]);
+    let s = str_arg(a, 1)?;
     budget::room(s.len().saturating_mul(n))?;
     Ok(string(s.repeat(n)))
 }
@@ -164,7 +164,7 @@ fn repeat(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
 /// sprig's `substr start end s` (byte offsets; `end < 0` or past the end: to the end).
 fn substr(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
     arity("substr", a, 3)?;
-    let (start, end, s) = (cast_to_int(&a[0]), cast_to_int(&a[1]), strval(&a[2]));
+    let (start, end, s) = (int_arg(a, 0)?, int_arg(a, 1)?, str_arg(a, 2)?);
     let len = s.len() as i64;
     let start = start.clamp(0, len) as usize;
     let end = if end < 0 || end > len { len } else { end } as usize;
@@ -173,7 +173,7 @@ fn substr(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
 
 fn trunc(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
     arity("trunc", a, 2)?;
-    let (c, s) = (cast_to_int(&a[0]), strval(&a[1]));
+    let (c, s) = (int_arg(a, 0)?, str_arg(a, 1)?);
     let len = s.len() as i64;
     let out = if c < 0 && len + c > 0 {
         s.get((len + c) as usize..).unwrap_or_default()
@@ -187,15 +187,15 @@ fn trunc(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
 
 fn contains(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
     arity("contains", a, 2)?;
-    Ok(Value::Bool(strval(&a[1]).contains(&strval(&a[0]))))
+    Ok(Value::Bool(str_arg(a, 1)?.contains(&str_arg(a, 0)?)))
 }
 fn has_prefix(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
     arity("hasPrefix", a, 2)?;
-    Ok(Value::Bool(strval(&a[1]).starts_with(&strval(&a[0]))))
+    Ok(Value::Bool(str_arg(a, 1)?.starts_with(&str_arg(a, 0)?)))
 }
 fn has_suffix(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
     arity("hasSuffix", a, 2)?;
-    Ok(Value::Bool(strval(&a[1]).ends_with(&strval(&a[0]))))
+    Ok(Value::Bool(str_arg(a, 1)?.ends_with(&str_arg(a, 0)?)))
 }
 
 fn quote(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
@@ -224,7 +224,7 @@ fn cat(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
 }
 fn replace(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
     arity("replace", a, 3)?;
-    let (old, new, s) = (strval(&a[0]), strval(&a[1]), strval(&a[2]));
+    let (old, new, s) = (str_arg(a, 0)?, str_arg(a, 1)?, str_arg(a, 2)?);
     let count = if old.is_empty() {
         s.chars().count() + 1
     } else {
@@ -259,7 +259,7 @@ pub fn pad_lines(n: i64, s: &str) -> Result<String, Fail> {
 /// sprig's `nindent`: a newline, then every line padded.
 fn nindent(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
     arity("nindent", a, 2)?;
-    Ok(string(pad_lines(int_arg(a, 0)?, &strval(&a[1]))?))
+    Ok(string(pad_lines(int_arg(a, 0)?, &str_arg(a, 1)?)?))
 }
 
 fn indexed(parts: Vec<&str>) -> Value {
@@ -272,18 +272,18 @@ fn indexed(parts: Vec<&str>) -> Value {
 }
 fn split(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
     arity("split", a, 2)?;
-    let (sep, s) = (strval(&a[0]), strval(&a[1]));
+    let (sep, s) = (str_arg(a, 0)?, str_arg(a, 1)?);
     Ok(indexed(go_split(&s, &sep, usize::MAX)))
 }
 fn splitn(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
     arity("splitn", a, 3)?;
-    let (sep, n, s) = (strval(&a[0]), cast_to_int(&a[1]), strval(&a[2]));
+    let (sep, n, s) = (str_arg(a, 0)?, int_arg(a, 1)?, str_arg(a, 2)?);
     let n = if n < 0 { usize::MAX } else { n as usize };
     Ok(indexed(go_split(&s, &sep, n)))
 }
 fn split_list(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
     arity("splitList", a, 2)?;
-    let (sep, s) = (strval(&a[0]), strval(&a[1]));
+    let (sep, s) = (str_arg(a, 0)?, str_arg(a, 1)?);
     Ok(Value::List(
         go_split(&s, &sep, usize::MAX)
             .into_iter()
@@ -547,7 +547,8 @@ fn omit(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
 }
 
 fn to_string(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
-    s1("toString", a, str::to_string)
+    arity("toString", a, 1)?;
+    Ok(string(strval(&a[0])))
 }
 fn to_strings(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
     arity("toStrings", a, 1)?;
@@ -680,18 +681,18 @@ fn re(pattern: &str) -> Result<Regex, Fail> {
 }
 fn regex_match(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
     arity("regexMatch", a, 2)?;
-    Ok(Value::Bool(re(&strval(&a[0]))?.is_match(&strval(&a[1]))))
+    Ok(Value::Bool(re(&str_arg(a, 0)?)?.is_match(&str_arg(a, 1)?)))
 }
 fn regex_find(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
     arity("regexFind", a, 2)?;
-    let s = strval(&a[1]);
+    let s = str_arg(a, 1)?;
     Ok(string(
-        re(&strval(&a[0]))?.find(&s).map_or("", |m| m.as_str()),
+        re(&str_arg(a, 0)?)?.find(&s).map_or("", |m| m.as_str()),
     ))
 }
 fn regex_find_all(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
     arity("regexFindAll", a, 3)?;
-    let (r, s, n) = (re(&strval(&a[0]))?, strval(&a[1]), cast_to_int(&a[2]));
+    let (r, s, n) = (re(&str_arg(a, 0)?)?, str_arg(a, 1)?, int_arg(a, 2)?);
     let n = if n < 0 { usize::MAX } else { n as usize };
     Ok(Value::List(
         r.find_iter(&s)
@@ -704,12 +705,12 @@ fn regex_find_all(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
 /// `$1`/`${name}` expansion as Go's `Regexp.ReplaceAllString`.
 fn regex_replace_all(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
     arity("regexReplaceAll", a, 3)?;
-    let (r, s, with) = (re(&strval(&a[0]))?, strval(&a[1]), strval(&a[2]));
+    let (r, s, with) = (re(&str_arg(a, 0)?)?, str_arg(a, 1)?, str_arg(a, 2)?);
     bounded_replace(&r, &s, |caps, out| caps.expand(&with, out))
 }
 fn regex_replace_all_literal(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
     arity("regexReplaceAllLiteral", a, 3)?;
-    let (r, s, with) = (re(&strval(&a[0]))?, strval(&a[1]), strval(&a[2]));
+    let (r, s, with) = (re(&str_arg(a, 0)?)?, str_arg(a, 1)?, str_arg(a, 2)?);
     bounded_replace(&r, &s, |_, out| out.push_str(&with))
 }
 /// `Regex::replace_all` built match by match, refused as soon as it grows too large (a
@@ -734,7 +735,7 @@ fn bounded_replace(
 }
 fn regex_split(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
     arity("regexSplit", a, 3)?;
-    let (r, s, n) = (re(&strval(&a[0]))?, strval(&a[1]), cast_to_int(&a[2]));
+    let (r, s, n) = (re(&str_arg(a, 0)?)?, str_arg(a, 1)?, int_arg(a, 2)?);
     let parts: Vec<Value> = if n < 0 {
         r.split(&s).map(string).collect()
     } else {

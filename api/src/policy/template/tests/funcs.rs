@@ -125,6 +125,12 @@ fn ocms_functions_read_the_cluster() {
         (r#""x" | atoi"#, "0"),
         (r#""0x1f" | toInt"#, "31"),
         (r#""3.000" | toInt"#, "3"),
+        // cast v1.10.0's trimDecimal drops any decimal part; base 0 takes underscores.
+        (r#""3.5" | toInt"#, "3"),
+        (r#""-2.9" | toInt"#, "-2"),
+        (r#"".5" | toInt"#, "0"),
+        (r#""1_000" | toInt"#, "1000"),
+        (r#""1__0" | toInt"#, "0"),
         (r#"3.9 | toInt"#, "3"),
         (r#""True" | toBool"#, "true"),
         (r#""yes" | toBool"#, "false"),
@@ -361,4 +367,33 @@ fn every_function_is_tested_and_named_in_the_docs() {
             "{name} has no case here"
         );
     }
+}
+
+#[test]
+fn sprigs_integer_functions_cast_as_ocm_does() {
+    // Review finding 7: sprig's int, add, … go through cast too.
+    assert_eq!(string(r#"add "1.5" 1"#), "2");
+    assert_eq!(string(r#"int "-2.9""#), "-2");
+    assert_eq!(string(r#"mul "1_000" 2"#), "2000");
+}
+
+#[test]
+fn sprigs_string_parameters_refuse_nil_and_other_types_as_go_does() {
+    // Review finding 8: Go's validateType refuses what does not fit a `string` parameter.
+    assert_eq!(
+        error(r#"(lookup "v1" "ConfigMap" "default" "nosuch").data.key | upper"#),
+        "template: tmpl:1:63: executing \"tmpl\" at <upper>: invalid value; expected string"
+    );
+    assert_eq!(
+        error("5 | upper"),
+        "template: tmpl:1:11: executing \"tmpl\" at <upper>: wrong type for value; expected \
+         string; got int"
+    );
+    assert_eq!(
+        error(r#"substr "1" 2 "abc""#),
+        "template: tmpl:1:7: executing \"tmpl\" at <substr \"1\" 2 \"abc\">: wrong type for \
+         value; expected int; got string"
+    );
+    // interface{} parameters still print anything.
+    assert_eq!(string("cat 5 nil true"), "5 true");
 }
