@@ -8,6 +8,8 @@
 //! - [`name`]: bundle names (Fleet's `<gitrepo>-<path>`, shortened with a checksum).
 //! - [`render`]: one bundle into a `ManifestWorkSpec` (canonical JSON manifests, namespaces
 //!   applied, limits held) and its content hash.
+//! - [`source`]: the `GitRepo` object (its YAML, validation, fetch request) and the
+//!   ManifestWorkReplicaSet each rendered bundle becomes.
 //!
 //! No I/O and no gix: the worker (`flotilla-gitfetch`) fetched and checked the tree already.
 #![deny(missing_docs)]
@@ -16,6 +18,7 @@ pub mod discover;
 pub mod fleetyaml;
 pub mod name;
 pub mod render;
+pub mod source;
 pub mod tree;
 
 use thiserror::Error;

@@ -222,7 +222,11 @@ pub fn free_port() -> u16 {
 
 /// The worker under test, with a short deadline.
 pub fn worker() -> Worker {
-    let mut w = Worker::new(env!("CARGO_BIN_EXE_flotilla-git-fetch"));
+    // Set for this crate's own tests; other crates including this file run the worker in-process.
+    let Some(binary) = option_env!("CARGO_BIN_EXE_flotilla-git-fetch") else {
+        panic!("only flotilla-gitfetch's own tests have the worker binary");
+    };
+    let mut w = Worker::new(binary);
     w.timeout = Duration::from_secs(20);
     w
 }

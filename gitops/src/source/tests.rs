@@ -1,0 +1,145 @@
+use super::*;
+use crate::{
+    discover::{discover, tests::Fixture},
+    render::{Source, render},
+};
+
+const SHOP: &str = r#"
+apiVersion: apps.flotilla.io/v1alpha1
+kind: GitRepo
+metadata: {name: shop, namespace: edge-apps}
+spec:
+  repo: git://git.example.com/ops/shop.git
+  insecureTransport: true
+  branch: main
+  paths: ["apps/*"]
+  pollingInterval: 1m
+  targets:
+  - name: stores
+    placementRef: {name: stores}
+    rolloutStrategy:
+      type: ProgressivePerGroup
+      progressivePerGroup: {maxFailures: 0}
+  - name: depots
+    placementRef: {name: depots}
+"#;
+
+#[test]
+fn a_gitrepo_parses_and_asks_for_its_branch_and_paths() {
+    let r = parse(SHOP).unwrap();
+    assert_eq!(r.spec.targets.len(), 2);
+    let req = fetch_request(&r, Limits::default(), &[], false);
+    assert_eq!(req.url, "git://git.example.com/ops/shop.git");
+    assert_eq!(req.want, Some(Want::Branch("main".into())));
+    assert_eq!(req.paths, ["apps/*"]);
+}
+
+#[test]
+fn every_problem_is_reported_with_its_field() {
+    let bad = SHOP
+        .replace("  insecureTransport: true\n", "")
+        .replace("  branch: main\n", "")
+        .replace("pollingInterval: 1m", "pollingInterval: 5s")
+        .replace("\"apps/*\"", "\"../etc\"")
+        .replace("name: depots\n", "name: stores\n");
+    let problems = parse(&bad).unwrap_err();
+    let expect = [
+        "spec.repo: git:// has no transport security: set spec.insecureTransport: true",
+        "spec.branch or spec.revision is required",
+        "spec.paths[0]: paths entry \"../etc\"",
+        "spec.pollingInterval: 5s: 0, or between 15s and 24h",
+        "spec.targets[1].name: stores is used twice",
+    ];
+    for e in expect {
+        assert!(
+            problems.iter().any(|p| p.starts_with(e)),
+            "{e:?} not in {problems:#?}"
+        );
+    }
+    assert_eq!(problems.len(), expect.len(), "{problems:#?}");
+}
+
+#[test]
+fn fields_not_built_and_fleet_fields_left_out_are_refused_by_name() {
+    let bad = SHOP
+        .replace(
+            "  branch: main\n",
+            "  branch: main\n  clientSecretName: shop-git\n  helmSecretName: x\n",
+        )
+        .replace(
+            "  - name: depots\n",
+            "  - name: depots\n    clusterSelector: {matchLabels: {a: b}}\n",
+        );
+    let problems = parse(&bad).unwrap_err();
+    assert_eq!(
+        problems,
+        [
+            "spec.clientSecretName: credentials are not built yet: use a public git:// or file:// repository",
+            "spec.helmSecretName: Helm is not rendered here",
+            "spec.targets[1].clusterSelector: inline targets are not built yet: name an existing Placement in placementRef",
+        ]
+    );
+    let userinfo = SHOP.replace("git://git.example.com", "git://ann:hunter2@git.example.com");
+    let problems = parse(&userinfo).unwrap_err();
+    assert!(
+        problems[0].contains("no user or password in the URL"),
+        "{problems:?}"
+    );
+    assert!(
+        !problems[0].contains("hunter2"),
+        "the password is not echoed back"
+    );
+}
+
+#[test]
+fn a_rendered_bundle_becomes_a_replica_set_over_every_target() {
+    let r = parse(&SHOP.replace(
+        "pollingInterval: 1m",
+        "pollingInterval: 1m\n  keepResources: true",
+    ))
+    .unwrap();
+    let tree = Fixture::roots(&["apps/web"])
+        .file("apps/web/fleet.yaml", "labels: {tier: web}\n")
+        .file(
+            "apps/web/cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\n",
+        )
+        .tree();
+    let dir = &discover(&tree).unwrap()[0];
+    let source = Source {
+        namespace: "edge-apps",
+        name: "shop",
+        target_namespace: None,
+    };
+    let bundle = render(source, &tree, dir).unwrap();
+    let rs = replica_set(&r, &bundle, &"c".repeat(40));
+    let meta = rs.metadata.as_ref().unwrap();
+    assert_eq!(
+        (meta.name.as_str(), meta.namespace.as_str()),
+        ("shop-apps-web", "edge-apps")
+    );
+    assert_eq!(meta.labels[GITREPO_LABEL], "shop");
+    assert_eq!(meta.labels[BUNDLE_LABEL], "shop-apps-web");
+    assert_eq!(meta.labels["tier"], "web");
+    assert_eq!(meta.annotations[CONTENT_ANNOTATION], bundle.content);
+    let spec = rs.spec.as_ref().unwrap();
+    assert_eq!(spec.manifest_work_template.as_ref(), Some(&bundle.spec));
+    let refs: Vec<(&str, Option<&str>)> = spec
+        .placement_refs
+        .iter()
+        .map(|p| {
+            (
+                p.name.as_str(),
+                p.rollout_strategy.as_ref().map(|s| s.r#type.as_str()),
+            )
+        })
+        .collect();
+    assert_eq!(
+        refs,
+        [("stores", Some("ProgressivePerGroup")), ("depots", None)]
+    );
+    assert_eq!(spec.cascade_deletion_policy, "Orphan");
+    // The OCM document of it parses back (what `flotilla get -o yaml` would show).
+    let doc = flotilla_api::ocm::ManifestWorkReplicaSet::from(&rs);
+    assert_eq!(doc.spec.placement_refs.len(), 2);
+}
