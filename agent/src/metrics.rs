@@ -16,6 +16,12 @@ pub struct Outcome {
     pub result: &'static str,
 }
 
+/// The version label of `flotilla_agent_build_info`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+}
+
 const OK: Outcome = Outcome { result: "ok" };
 const ERROR: Outcome = Outcome { result: "error" };
 
@@ -191,6 +197,17 @@ impl Default for AgentMetrics {
             "proxy_sessions",
             "Cluster-proxy sessions (exec, attach, port-forward) open now, by kind",
             m.proxy_sessions.clone(),
+        );
+        let build: Family<BuildLabels, Gauge> = Family::default();
+        build
+            .get_or_create(&BuildLabels {
+                version: flotilla_api::version::VERSION,
+            })
+            .set(1);
+        registry.register(
+            "build_info",
+            "1, labelled with the agent's version (the hub accepts or refuses it at registration)",
+            build,
         );
         *m.registry.lock().expect("registry lock") = registry;
         m

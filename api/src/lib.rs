@@ -28,6 +28,7 @@
 //!   durations, when a token is due for rotation.
 //! - [`taints`]: the taints the hub maintains, and a ManagedCluster document that lists them.
 //! - [`transport`]: which NATS URLs a configuration may use (TLS, a pinned CA, secure mode).
+//! - [`version`]: this build's version and which agent versions a hub accepts.
 //! - [`work`]: ManifestWork identity, limits and validation.
 
 #![deny(missing_docs)]
@@ -66,4 +67,5 @@ pub mod selector;
 pub mod serviceaccount;
 pub mod taints;
 pub mod transport;
+pub mod version;
 pub mod work;

@@ -224,7 +224,9 @@ impl Registration {
             capacity: self.capacity.iter().cloned().collect(),
             allocatable: self.capacity.iter().cloned().collect(),
             kubernetes_version: self.kubernetes_version.clone(),
-            agent_version: "attacker".into(),
+            // A hostile agent claims whatever version the hub accepts (the version narrows
+            // what a hub accepts; it never authenticates).
+            agent_version: flotilla_api::version::VERSION.into(),
             agent_public_key: self.public_key.clone(),
             credentials_wanted: self.credentials_wanted,
             request_id: uuid::Uuid::new_v4().to_string(),

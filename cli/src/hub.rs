@@ -363,6 +363,11 @@ impl Hub {
         flotilla_api::v1::mirror_peer_service_client::MirrorPeerServiceClient::new(self.channel())
     }
 
+    /// What the hub runs (its version).
+    pub fn info(&self) -> flotilla_api::v1::info_service_client::InfoServiceClient<HubChannel> {
+        flotilla_api::v1::info_service_client::InfoServiceClient::new(self.channel())
+    }
+
     /// The recovery window and its orphans.
     pub fn recovery(
         &self,

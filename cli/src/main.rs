@@ -181,6 +181,8 @@ enum Command {
         #[command(subcommand)]
         what: cmd::recovery::RecoveryWhat,
     },
+    /// The CLI's version and the hub's (and the agent versions the hub accepts).
+    Version,
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -271,6 +273,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Rollout { what } => cmd::rollout::run(&hub, what).await,
         Command::Policy { what } => cmd::policy::run(&hub, what).await,
         Command::Recovery { what } => cmd::recovery::run(&hub, what).await,
+        Command::Version => cmd::version::run(&hub).await,
         Command::Addon { .. } => match addon {
             Some(action) => cmd::addon::run(&hub, action).await,
             None => Ok(()),

@@ -388,6 +388,7 @@ impl State {
         .await?;
         tasks.push(recovery_task);
         recovery.export(metrics);
+        crate::info::export_build_info(metrics);
         let inventory = ClusterInventory::new(4096);
         let works = WorkInventory::new(4096);
         let clusters = Clusters::new(Shared {

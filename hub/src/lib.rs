@@ -64,6 +64,8 @@
 //!   hub holds and forwards boxes only.
 //! - [`recovery`]: the recovery window after a restore — orphans (works spokes hold that the
 //!   restored store lacks) listed and decided over `flotilla.v1.RecoveryService`.
+//! - [`info`]: the hub's version and the agent versions it accepts, over
+//!   `flotilla.v1.InfoService` (`flotilla version`).
 //!
 //! Several hubs:
 //! - [`ha`]: unit leases, fences, membership, and the shard-lease loop.
@@ -105,6 +107,7 @@ pub mod doctor;
 pub mod grpc;
 pub mod hosts;
 pub mod importpolicy;
+pub mod info;
 pub mod kubeproxy;
 pub mod mirrorpeer;
 pub mod placement;

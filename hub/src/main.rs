@@ -197,6 +197,11 @@ struct Args {
         default_value_t = flotilla_hub::cluster::resync_period::DEFAULT_PERIODIC_RESYNCS_PER_SECOND
     )]
     periodic_resyncs_per_second: u32,
+    /// Agent versions accepted at registration, as minor lines: `0.1-0.3`, or `0.2` for one
+    /// line (default: this hub's line and the one before). Others are refused with a reason
+    /// that says what to upgrade.
+    #[arg(long, env = "FLOTILLA_AGENT_VERSIONS", value_parser = flotilla_api::version::Accepts::parse)]
+    agent_versions: Option<flotilla_api::version::Accepts>,
     /// JetStream replicas of every stream and bucket (3 on a NATS cluster, at most 5). Existing
     /// ones with fewer replicas are scaled up, never down.
     #[arg(
@@ -556,6 +561,9 @@ fn config(args: &Args, checked: Checked) -> Result<flotilla_hub::Config, String>
     config.cluster.work_resend_after = Duration::from_secs(args.work_resend_seconds);
     config.cluster.work_resends_per_second = args.work_resends_per_second;
     config.cluster.periodic_resyncs_per_second = args.periodic_resyncs_per_second;
+    if let Some(accepts) = args.agent_versions {
+        config.router.agent_versions = accepts;
+    }
     config.stream.replicas = args.replicas;
     config.inter_hub = flotilla_hub::sealed::ReplayLimits {
         capacity: args.inter_hub_replay_capacity,

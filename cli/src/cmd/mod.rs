@@ -16,6 +16,7 @@
 //!   hub with the caller's token).
 //! - [`proxy`]: read-only queries of a spoke's resources through its agent.
 //! - [`recovery`]: the recovery window after a restore: status, orphans' decisions, finish.
+//! - [`version`]: the CLI's and the hub's versions.
 //! - [`cluster_edits`]: accept, deny, label and taint clusters.
 //! - [`join`]: the manifests that install the agent on a spoke, with a join credential from a
 //!   secure hub.
@@ -33,6 +34,7 @@ pub mod progress;
 pub mod proxy;
 pub mod recovery;
 pub mod rollout;
+pub mod version;
 pub mod watch;
 
 /// Prints a rendering of a command's result.

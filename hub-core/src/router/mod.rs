@@ -54,6 +54,9 @@ pub struct RouterConfig {
     /// Told each subject once its subscription is in place at the server (set by the hub at
     /// start, which returns only once every request subject is served).
     pub ready: Option<tokio::sync::mpsc::UnboundedSender<&'static str>>,
+    /// The agent versions accepted at registration (`--agent-versions`; by default this hub's
+    /// minor line and the one before).
+    pub agent_versions: flotilla_api::version::Accepts,
 }
 
 impl Default for RouterConfig {
@@ -69,6 +72,9 @@ impl Default for RouterConfig {
             resyncs_in_flight: RESYNCS_IN_FLIGHT,
             janitor: None,
             ready: None,
+            agent_versions: flotilla_api::version::Accepts::default_for(
+                &flotilla_api::version::Version::current(),
+            ),
         }
     }
 }
@@ -200,6 +206,11 @@ async fn handle_registration(
             return;
         }
     };
+    let hub = flotilla_api::version::Version::current();
+    if let Err(refusal) = config.agent_versions.judge(&hub, &request.agent_version) {
+        refuse_version(nats, metrics, &msg, &request, &refusal.to_string()).await;
+        return;
+    }
     let Some((handle, permit)) = route_registration(
         nats,
         clusters,
@@ -377,6 +388,37 @@ impl Request {
     pub fn reply(&self) -> Option<&ReplyTo> {
         self.reply.as_ref()
     }
+}
+
+/// Answers a registration from an agent whose version this hub does not accept (before any
+/// actor sees it: nothing is stored), naming the request so the agent takes the answer and
+/// says why.
+async fn refuse_version(
+    nats: &Publisher,
+    metrics: &Metrics,
+    msg: &Request,
+    request: &RegistrationRequest,
+    why: &str,
+) {
+    let cluster = &request.cluster_name;
+    if metrics.registration_refused("agent_version") {
+        tracing::warn!(cluster, agent_version = %request.agent_version, reason = why, "registration refused");
+    }
+    let response = RegistrationResponse {
+        cluster_name: cluster.clone(),
+        state: RegistrationState::Rejected as i32,
+        message: why.to_string(),
+        in_reply_to: crate::cluster::rules::registration::in_reply_to(request),
+        ..Default::default()
+    };
+    reply(
+        nats,
+        msg,
+        types::registration_response(),
+        cluster,
+        &response,
+    )
+    .await;
 }
 
 async fn reply_rejected(nats: &Publisher, msg: &Request, cluster: &str, why: &str) {

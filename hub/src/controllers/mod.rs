@@ -27,6 +27,7 @@ pub fn families(config: &Config) -> Vec<Box<dyn Family>> {
         Served::<importpolicy::family::ImportFamily>::boxed(s.import_policies.clone()),
         Served::<mirrorpeer::family::PeerFamily>::boxed(s.mirror_peers.clone()),
         Served::<recovery::family::RecoveryFamily>::boxed(()),
+        Served::<crate::info::family::InfoFamily>::boxed(()),
     ]
 }
 
