@@ -40,6 +40,9 @@ pub const MAX_ROUNDS: usize = 16;
 /// How many reads one resolution may make, every round together (Flotilla's bound).
 pub const MAX_READS: usize = 1_000;
 
+/// What stands for an execution error's text once the template has read a Secret.
+pub const WITHHELD: &str = "(message withheld: the template read a Secret)";
+
 /// A template that could not be resolved, worded as OCM words it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TemplateError {
@@ -191,9 +194,16 @@ impl Resolver {
         }
         if let Err(e) = executed {
             let go = match cell.failure.take() {
-                Some(f) => {
+                Some(mut f) => {
+                    if cell.sensitive {
+                        // A function's own text may quote what it was given: a Secret's value.
+                        f.message = WITHHELD.to_string();
+                    }
                     let at = check::call_site(&body, &text, &f.function);
                     go_exec_error(at, &f)
+                }
+                None if cell.sensitive => {
+                    format!("template: tmpl: executing \"tmpl\": {WITHHELD}")
                 }
                 None => format!(
                     "template: tmpl: executing \"tmpl\": {}",

@@ -153,9 +153,24 @@ pub fn resolve_policy(
         }
     }
     if pending.is_empty() {
+        if out.sensitive {
+            censor(&mut out.policy);
+        }
         PolicyOutcome::Done(Box::new(out))
     } else {
         PolicyOutcome::Pending(pending)
+    }
+}
+
+/// A resolution that read a Secret reports no differences unless a template asks
+/// (config-policy-controller defaults `recordDiff` to `Censored` when `HasSensitiveData`;
+/// Flotilla's nearest is `None`): the values compared may be the Secret's.
+fn censor(policy: &mut ConfigurationPolicy) {
+    if let Templates::Objects(list) = &mut policy.templates {
+        for t in list {
+            t.record_diff
+                .get_or_insert(crate::policy::config::RecordDiff::None);
+        }
     }
 }
 

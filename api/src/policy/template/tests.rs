@@ -229,3 +229,41 @@ fn a_namespace_a_template_empties_or_moves_is_refused_as_ocm_refuses_it() {
     assert_eq!(out.len(), 1);
     assert!(out[0].starts_with("prod "), "{out:?}");
 }
+
+#[test]
+fn a_resolution_that_read_a_secret_reports_no_differences_unless_asked() {
+    // Review finding 9: recordDiff defaults as config-policy-controller's Censored would.
+    use crate::policy::config::{RecordDiff, Templates};
+    use crate::policy::template::policy::{PolicyOutcome, resolve_policy};
+    let doc = json!({"apiVersion": "policy.open-cluster-management.io/v1",
+        "kind": "ConfigurationPolicy", "metadata": {"name": "p"},
+        "spec": {"remediationAction": "enforce", "object-templates": [
+            {"complianceType": "musthave", "objectDefinition": {"apiVersion": "v1",
+                "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "default"},
+                "data": {"k": "{{ fromSecret \"default\" \"s\" \"k\" | base64dec }}"}}},
+            {"complianceType": "musthave", "recordDiff": "InStatus", "objectDefinition": {
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "b", "namespace": "default"}, "data": {"k": "v"}}}]}});
+    let policy = crate::policy::config::ConfigurationPolicy::from_value(&doc).unwrap();
+    let mut f = Fetched::default();
+    f.insert(
+        Query::Get {
+            api_version: "v1".into(),
+            kind: "Secret".into(),
+            namespace: "default".into(),
+            name: "s".into(),
+        },
+        Answer::Object(Some(json!({"data": {"k": "c2VjcmV0"}}))),
+    );
+    let deadline = std::time::Instant::now() + super::budget::MAX_TIME;
+    let PolicyOutcome::Done(r) = resolve_policy(&policy, Arc::new(f), deadline) else {
+        panic!("pending");
+    };
+    assert!(r.sensitive);
+    let Templates::Objects(list) = &r.policy.templates else {
+        panic!("objects");
+    };
+    assert_eq!(list[0].record_diff, Some(RecordDiff::None));
+    assert_eq!(list[0].object["data"]["k"], "secret");
+    assert_eq!(list[1].record_diff, Some(RecordDiff::InStatus));
+}

@@ -397,3 +397,22 @@ fn sprigs_string_parameters_refuse_nil_and_other_types_as_go_does() {
     // interface{} parameters still print anything.
     assert_eq!(string("cat 5 nil true"), "5 true");
 }
+
+#[test]
+fn a_functions_error_after_a_secret_was_read_withholds_its_text() {
+    // Review finding 9: the regex error would quote the pattern, which is the Secret's value.
+    assert_eq!(
+        error(r#"regexMatch (printf "(%s" (fromSecret "default" "creds" "user" | b64dec)) "x""#),
+        "template: tmpl:1:7: executing \"tmpl\" at <regexMatch (printf \"(%s\" (fromSecret \
+         \"default\" \"creds\" \"user\" | b64dec)) \"x\">: error calling regexMatch: (message \
+         withheld: the template read a Secret)"
+    );
+    let go = error(r#"fail (lookup "v1" "Secret" "default" "creds").data | toJson"#);
+    assert!(
+        go.ends_with("(message withheld: the template read a Secret)"),
+        "{go}"
+    );
+    assert!(!go.contains("YWRtaW4"), "{go}");
+    // Without a Secret read, the text is the function's.
+    assert!(error(r#"regexMatch "(" "x""#).contains("regex parse error"));
+}
