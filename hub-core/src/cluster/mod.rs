@@ -150,8 +150,11 @@ impl Sight {
         now: tokio::time::Instant,
         grace: Duration,
     ) -> Option<tokio::time::Instant> {
+        // Blind: judged a full grace after the sight comes back at the earliest, so looking
+        // again a grace from now decides the same (and wakes 100,000 parked actors once a
+        // grace, not every second).
         if self.blind.load(std::sync::atomic::Ordering::Acquire) {
-            return Some(now + Duration::from_secs(1));
+            return Some(now + grace);
         }
         let seen_from = *self.since.lock().expect("sight lock") + grace;
         (now < seen_from).then_some(seen_from)
@@ -323,8 +326,17 @@ impl Clusters {
             return;
         };
         let _ = run.stop.send(true);
-        self.actors
-            .retain(|name, _| flotilla_bus::subjects::shard(name) != shard);
+        // Parked actors end with their last handle: dropped after the retain, not under the
+        // registry's write locks.
+        let mut gone = Vec::new();
+        self.actors.retain(|name, handle| {
+            let keep = flotilla_bus::subjects::shard(name) != shard;
+            if !keep {
+                gone.push(handle.clone());
+            }
+            keep
+        });
+        drop(gone);
         run.tasks
             .join(STOP_GRACE + crate::store::ride::patience())
             .await;

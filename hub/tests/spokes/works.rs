@@ -231,6 +231,60 @@ spec:
 "#;
 
 #[tokio::test]
+async fn a_finished_work_is_deleted_its_ttl_after_it_completed_while_its_actor_idles() {
+    let nats = NatsServer::start();
+    let (hub, agent) = fleet(&nats, "cluster1").await;
+    let mut api = works_client(&hub).await;
+    api.apply_work(work(
+        r#"
+apiVersion: work.open-cluster-management.io/v1
+kind: ManifestWork
+metadata: {namespace: cluster1, name: migrate}
+spec:
+  deleteOption:
+    propagationPolicy: Foreground
+    ttlSecondsAfterFinished: 2
+  manifestConfigs:
+    - resourceIdentifier: {group: batch, resource: jobs, namespace: default, name: migrate}
+      conditionRules:
+        - {condition: Complete, type: WellKnownConditions}
+  workload:
+    manifests:
+      - apiVersion: batch/v1
+        kind: Job
+        metadata: {name: migrate, namespace: default}
+        spec:
+          template:
+            spec:
+              restartPolicy: Never
+              containers: [{name: m, image: busybox}]
+"#,
+    ))
+    .await
+    .unwrap();
+    wait_work(&mut api, "cluster1", "migrate", "Complete", |w| {
+        cond(w, "Complete").as_deref() == Some("True")
+    })
+    .await;
+    let complete = tokio::time::Instant::now();
+    // The actor has nothing to do until the TTL runs out: it parks, and its alarm (the TTL's
+    // deadline) runs the expiry.
+    wait_gone(&mut api, "cluster1", "migrate").await;
+    assert!(
+        complete.elapsed() >= Duration::from_millis(1500),
+        "deleted {:?} after Complete, before its 2 s TTL",
+        complete.elapsed()
+    );
+    let jobs = proxy(&mut api, "cluster1", "jobs", "").await.unwrap();
+    assert!(
+        jobs.is_empty(),
+        "the work's Job is deleted with it: {jobs:?}"
+    );
+    drop(agent);
+    hub.stop().await;
+}
+
+#[tokio::test]
 async fn selectively_orphan_keeps_only_the_named_resource() {
     let nats = NatsServer::start();
     let (hub, agent) = fleet(&nats, "cluster1").await;

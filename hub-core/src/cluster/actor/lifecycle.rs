@@ -916,7 +916,7 @@ impl Actor {
         }
         self.shared.recovery.forget_cluster(&self.name).await;
         self.notify_deleted().await;
-        self.registry.remove(&self.name);
+        self.unregister();
         self.shared.inventory.remove(&self.name);
         self.cluster = None;
         tracing::info!("cluster deleted");
@@ -931,7 +931,7 @@ impl Actor {
                 .works
                 .remove(&self.work_ref(&wname).inventory_key());
         }
-        self.registry.remove(&self.name);
+        self.unregister();
         self.shared.inventory.remove(&self.name);
         self.cluster = None;
     }

@@ -66,7 +66,7 @@ pub(super) fn spawn(
         resend_at: Instant::now(),
         shared,
         resend_budget,
-        registry,
+        registry: Arc::downgrade(&registry),
         lease_deadline: None,
         lease_sequence: 0,
         unread: false,
@@ -116,7 +116,9 @@ struct Actor {
     shared: Arc<Shared>,
     /// The hub-wide re-send budget.
     resend_budget: Arc<super::resend::Budget>,
-    registry: Arc<DashMap<String, ClusterHandle>>,
+    /// The registry holds this actor's handle (whose mailbox holds the actor while it is
+    /// parked): weak, or the two would keep each other.
+    registry: std::sync::Weak<DashMap<String, ClusterHandle>>,
     lease_deadline: Option<Instant>,
     lease_sequence: u64,
     /// Spawned without a stored object: the store is read before the first message.
@@ -136,8 +138,13 @@ struct Actor {
 }
 
 impl crate::mailbox::Parked for Actor {
-    /// Runs the actor in a task of its shard again.
+    /// Runs the actor in a task of its shard again; one of a stopped shard (reached through a
+    /// handle held past the stop) ends here instead: it parked clean, and its message is
+    /// dropped with it, so the caller sees the actor gone as before the stop.
     fn wake(self: Box<Self>) {
+        if self.stop.has_changed().unwrap_or(true) {
+            return;
+        }
         let span = tracing::info_span!("cluster", cluster.name = %self.name);
         let tasks = self.tasks.clone();
         let running = Running::new(&self.shared.metrics.cluster_actor_tasks);
@@ -182,13 +189,19 @@ impl Actor {
         let sleep = tokio::time::sleep_until(Instant::now());
         tokio::pin!(sleep);
         loop {
+            // The shard stopped: before anything else (a message that woke a parked actor of a
+            // stopped shard is not handled under its old fence).
+            if self.stop.has_changed().unwrap_or(true) {
+                Box::pin(self.write_coalesced()).await;
+                break;
+            }
             let armed = self.armed();
             // An actor parks with nothing to do now: no message, nothing to write, no timer
             // but a lease deadline or TTL in the future.
             if let Ok(alarm) = timers::park_alarm(armed)
                 && alarm.is_none_or(|at| at > Instant::now())
                 && !self.coalesced
-                && !self.stop.has_changed().unwrap_or(true)
+                && !self.ttl_overdue()
             {
                 match self.park(alarm) {
                     Ok(()) => return,
@@ -232,9 +245,26 @@ impl Actor {
                 },
             }
         }
-        // Its alarm rings for nobody now (the actor is deleted, or its shard stopped).
-        self.alarms.set(&self.name, None);
+        // Its alarm, if any, is left to ring: it ticks nobody, or a new actor of the same name
+        // (a spurious turn) — clearing it could clear that actor's.
         tracing::debug!("cluster actor stopped");
+    }
+
+    /// Whether a finished work's TTL has run out: its expiry is retried every half second
+    /// ([`Self::next_expiry`]), which only a running actor does.
+    fn ttl_overdue(&self) -> bool {
+        let now = std::time::SystemTime::now();
+        self.works
+            .values()
+            .filter_map(|e| super::work_rules::ttl_deadline(&e.work))
+            .any(|d| d <= now)
+    }
+
+    /// Takes the actor out of the registry (deleted, or forgotten): it ends after this.
+    fn unregister(&self) {
+        if let Some(registry) = self.registry.upgrade() {
+            registry.remove(&self.name);
+        }
     }
 
     /// The actor's timers, armed or not.

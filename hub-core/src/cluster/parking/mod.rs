@@ -8,9 +8,10 @@
 //! the actor a [`Msg::Tick`] when one is due: the woken actor's own timers then decide what
 //! fired, as if it had waited in its task.
 //!
-//! What parks is clean by rule (the actor's `may_park`), so a shard that stops drops its
+//! What parks is clean by rule (the run loop parks only with nothing queued, nothing to write,
+//! no spec awaiting its status and no overdue TTL; `timers::park_alarm`), so a shard that stops drops its
 //! parked actors with its registry entries: nothing is lost. A parked actor reached after that
-//! (a caller still holding its handle) wakes, sees the shard stopped, and ends.
+//! (a caller still holding its handle) sees the shard stopped as it is woken, and ends.
 
 pub mod alarms;
 
