@@ -14,6 +14,8 @@
 //!   cancellation and timeouts; exec, attach and port-forward sessions, full duplex.
 //! - [`streams`]: what sessions may take (slots, byte reservations per identity), their log
 //!   lines and metrics.
+//! - [`refusals`]: the spoke's recent refusals of exec and attach upgrades, answered again to
+//!   kubectl's SPDY retry.
 //! - [`session`]: what an exec, attach or port-forward request asks for, from its path and
 //!   query (pure).
 //! - [`upgrade`]: a session request's upgrade checked, its session opened, `101` answered and
@@ -32,6 +34,7 @@ pub mod exec;
 pub mod metrics;
 pub mod offline;
 pub mod portforward;
+pub mod refusals;
 pub mod request;
 pub mod server;
 pub mod session;

@@ -11,10 +11,11 @@
 //! | request | answer |
 //! |---|---|
 //! | exec/attach, WebSocket `v5.channel.k8s.io` / `v4.channel.k8s.io` | `101` once the agent opened the session, else the agent's refusal |
-//! | exec/attach, SPDY/3.1 (kubectl ≤ 1.29, `KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false`) | `501`, saying to use the WebSocket |
+//! | exec/attach, SPDY/3.1 (kubectl ≤ 1.29, `KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false`) | the spoke's refusal of the same request over WebSocket moments before ([`super::refusals`]: kubectl prints the retry's answer), else `501`, saying to use the WebSocket |
 //! | port-forward, WebSocket `SPDY/3.1+portforward.k8s.io`, or SPDY/3.1 `portforward.k8s.io` | `101` at once; a session per forwarded connection |
 //! | HTTP/2, no upgrade, an `Origin`, unknown protocols | `400`/`403` with what is served |
 
+use super::refusals::{self, Key, Refusal};
 use super::server::{Deps, answered, call_failed};
 use super::status::{self, Body};
 use super::tunnel::{Opened, SessionError, SessionOutgoing};
@@ -69,6 +70,7 @@ pub async fn serve(
     }
     // The upgrade's headers are for the hub; the agent gets the parsed session.
     request.headers.clear();
+    let key = Key::of(&cluster, &request);
     let on_upgrade = hyper::upgrade::on(&mut req);
     let tunnels = &deps.tunnels;
     match (kind, upgrade) {
@@ -95,6 +97,9 @@ pub async fn serve(
             switching(resp)
         }
         (_, Upgrade::Spdy(SpdyUpgrade { .. })) => {
+            if let Some(refusal) = tunnels.refusals().take(key, std::time::Instant::now()) {
+                return replayed(refusal);
+            }
             deps.metrics.refused("protocol");
             status::response(StatusCode::NOT_IMPLEMENTED, SPDY_EXEC)
         }
@@ -117,7 +122,9 @@ pub async fn serve(
                 .await;
             let io = match opened {
                 Ok(Opened::Session(io)) => io,
-                Ok(Opened::Refused(answer)) => return answered(&cluster, answer),
+                Ok(Opened::Refused(answer)) => {
+                    return remembered(deps, key, answered(&cluster, answer)).await;
+                }
                 Err(e) => return session_failed(deps, &cluster, &e),
             };
             let span = tracing::info_span!(
@@ -157,6 +164,43 @@ async fn port_forward(on_upgrade: OnUpgrade, tunnelled: bool, target: portforwar
     } else {
         portforward::serve(upgraded, target).await;
     }
+}
+
+/// How long a spoke's refusal body may take to arrive before it is passed on unremembered.
+const REFUSAL_BODY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The spoke's refusal of a session, passed on and remembered for kubectl's SPDY retry.
+async fn remembered(deps: &Deps, key: Key, resp: http::Response<Body>) -> http::Response<Body> {
+    use http_body_util::BodyExt;
+    let (parts, body) = resp.into_parts();
+    let limited = http_body_util::Limited::new(body, refusals::MAX_BODY);
+    let body = match tokio::time::timeout(REFUSAL_BODY_WAIT, limited.collect()).await {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        // Too large, broken off or slow: the client gets what the hub says instead.
+        _ => return status::response(parts.status, "the cluster refused the session"),
+    };
+    let refusal = Refusal {
+        status: parts.status,
+        headers: parts.headers,
+        body,
+    };
+    deps.tunnels
+        .refusals()
+        .remember(key, refusal.clone(), std::time::Instant::now());
+    replayed(refusal)
+}
+
+/// A remembered refusal as the proxy's response.
+fn replayed(refusal: Refusal) -> http::Response<Body> {
+    use http_body_util::BodyExt;
+    let mut resp = http::Response::new(
+        http_body_util::Full::new(refusal.body)
+            .map_err(|never| match never {})
+            .boxed_unsync(),
+    );
+    *resp.status_mut() = refusal.status;
+    *resp.headers_mut() = refusal.headers;
+    resp
 }
 
 /// A `101` head as the proxy's response.

@@ -197,12 +197,13 @@ async fn kubectl_cp_copies_both_ways_and_attach_echoes_stdin() {
 }
 
 /// A running `kubectl port-forward`, killed when dropped.
-struct PortForward {
+pub(crate) struct PortForward {
     _child: tokio::process::Child,
-    port: u16,
+    pub(crate) port: u16,
 }
 
-async fn port_forward(kubectl: &Kubectl) -> PortForward {
+/// `kubectl port-forward pod/web LOCAL:80`, once it says it forwards.
+pub(crate) async fn port_forward(kubectl: &Kubectl) -> PortForward {
     let port = flotilla_testkit::free_port();
     let mut child = kubectl
         .command(&["port-forward", "pod/web", &format!("{port}:80")])
@@ -380,12 +381,12 @@ async fn a_session_ends_clearly_when_its_clusters_link_drops() {
     drop(stdin);
 }
 
-async fn hub_metrics(hub: &ProxyHub) -> String {
+pub(crate) async fn hub_metrics(hub: &ProxyHub) -> String {
     metrics_text(hub).await
 }
 
 /// The hub's open sessions.
-fn sessions(hub: &ProxyHub) -> usize {
+pub(crate) fn sessions(hub: &ProxyHub) -> usize {
     hub.cluster_proxy
         .as_ref()
         .expect("the hub serves the cluster proxy")

@@ -219,6 +219,8 @@ struct Inner {
     tasks: std::sync::Mutex<JoinSet<()>>,
     /// The open sessions and what each identity holds of them.
     sessions: Arc<super::streams::Ledger>,
+    /// The spoke's recent refusals of exec and attach upgrades.
+    refusals: super::refusals::Recent,
 }
 
 /// How long the dispatcher, stopping, waits for the calls' tasks (which end at `shutdown`)
@@ -232,6 +234,11 @@ pub struct Tunnels {
 }
 
 impl Tunnels {
+    /// The spoke's recent refusals of exec and attach upgrades ([`super::refusals`]).
+    pub fn refusals(&self) -> &super::refusals::Recent {
+        &self.inner.refusals
+    }
+
     /// How long a client has to send its whole request body ([`TunnelConfig::body_deadline`]).
     pub fn body_deadline(&self) -> Duration {
         self.inner.config.body_deadline
@@ -262,6 +269,7 @@ impl Tunnels {
             shutdown: shutdown.clone(),
             tasks: std::sync::Mutex::new(JoinSet::new()),
             sessions: Arc::default(),
+            refusals: super::refusals::Recent::default(),
         });
         let task = tokio::spawn(
             dispatch(inner.clone(), sub, shutdown)
