@@ -81,6 +81,29 @@ ensure_cargo() {
   fi
 }
 
+# Installs promtool (Debian's prometheus package) when missing: hub/tests/monitoring.rs checks
+# deploy/prometheus/rules.yaml with `promtool check rules` and `promtool test rules`.
+ensure_promtool() {
+  if command -v promtool >/dev/null 2>&1; then
+    return 0
+  fi
+  echo "promtool not found: installing the prometheus package" >&2
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then sudo="sudo"; else
+      echo "error: promtool is missing and this user cannot install packages; run: apt-get install -y prometheus" >&2
+      return 1
+    fi
+  fi
+  if command -v apt-get >/dev/null 2>&1; then
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+  else
+    echo "error: no apt-get here; install promtool (Prometheus >= 2.42) with your package manager" >&2
+    return 1
+  fi
+}
+
 # Installs kubernetes-validate (PyPI) when missing: the install-manifest test validates
 # `flotilla join` output against the Kubernetes OpenAPI schemas with it.
 ensure_kubernetes_validate() {

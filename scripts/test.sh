@@ -8,6 +8,7 @@ ensure_cargo
 ensure_nats_server
 ensure_nats_server_current
 ensure_kubernetes_validate
+ensure_promtool
 ensure_chromium
 command -v nats-server >/dev/null 2>&1 || export PATH="$PATH:/usr/sbin"
 echo "== nats-server $(nats-server --version 2>&1 | head -1), and $("$FLOTILLA_NATS_SERVER_CURRENT" --version 2>&1 | head -1) for the attack suite"
