@@ -151,7 +151,12 @@ fn one(
     name: &str,
     failed: &str,
 ) -> Result<Option<serde_json::Value>, Fail> {
-    match get_or_list(call, "v1", kind, ns, name, &[])? {
+    // go-template-utils wraps every getOrList error in the function's own words.
+    let got = get_or_list(call, "v1", kind, ns, name, &[]).map_err(|e| match e {
+        Fail::Calling(m) => Fail::Calling(format!("{failed} {name} from {ns}: {m}")),
+        args => args,
+    })?;
+    match got {
         Got::Pending => Ok(None),
         Got::One(Some(o)) => Ok(Some(o)),
         Got::One(None) | Got::Many(_) => Err(Fail::Calling(format!(

@@ -416,3 +416,28 @@ fn a_functions_error_after_a_secret_was_read_withholds_its_text() {
     // Without a Secret read, the text is the function's.
     assert!(error(r#"regexMatch "(" "x""#).contains("regex parse error"));
 }
+
+#[test]
+fn hub_mode_errors_carry_ocms_prefix() {
+    // Review finding 12: go-template-utils wraps getOrList's errors in the function's words.
+    let hub = Resolver {
+        mode: Mode::Hub {
+            namespace: "policies".into(),
+        },
+        context: gotmpl::Value::Nil,
+        source: Arc::new(Fetched::default()),
+        deadline: std::time::Instant::now() + super::super::budget::MAX_TIME,
+    };
+    let go = |t: &str| match hub.resolve_yaml(&format!("v: '{{{{hub {t} hub}}}}'\n")) {
+        Err(TemplateError::Exec { go, .. }) => go,
+        other => panic!("{t}: {other:?}"),
+    };
+    assert!(
+        go(r#"fromConfigMap "other" "site" "k""#).ends_with(
+            "error calling fromConfigMap: failed getting the ConfigMap site from other: the \
+             namespace argument is restricted to policies"
+        ),
+        "{}",
+        go(r#"fromConfigMap "other" "site" "k""#)
+    );
+}
