@@ -14,7 +14,7 @@ use prost::Message;
 use thiserror::Error;
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
-    process::Command,
+    process::{Child, Command},
 };
 
 use crate::{
@@ -107,27 +107,7 @@ impl Worker {
         request: &FetchRequest,
     ) -> Result<Finished, LaunchError> {
         let limits = request.limits.unwrap_or_default().effective();
-        let mut child = Command::new(&self.binary)
-            .arg("--cache")
-            .arg(cache)
-            .arg("--memory-bytes")
-            .arg(self.memory_bytes.to_string())
-            .arg("--cpu-seconds")
-            .arg(self.cpu_seconds.to_string())
-            .arg("--file-bytes")
-            .arg((2 * limits.max_fetch_bytes).to_string())
-            .env_clear()
-            .env("HOME", cache.parent().unwrap_or(cache))
-            .env("MALLOC_ARENA_MAX", "2")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|source| LaunchError::Spawn {
-                binary: self.binary.clone(),
-                source,
-            })?;
+        let mut child = self.spawn(cache, &limits)?;
         let (Some(mut stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
@@ -185,6 +165,32 @@ impl Worker {
         let result = FetchResult::decode(out.as_slice()).map_err(LaunchError::Malformed)?;
         check::result(&result, &limits)?;
         Ok(Finished { result, log })
+    }
+
+    /// Starts a worker with its bounds on the command line and nothing of the hub's
+    /// environment.
+    fn spawn(&self, cache: &Path, limits: &crate::protocol::Limits) -> Result<Child, LaunchError> {
+        Command::new(&self.binary)
+            .arg("--cache")
+            .arg(cache)
+            .arg("--memory-bytes")
+            .arg(self.memory_bytes.to_string())
+            .arg("--cpu-seconds")
+            .arg(self.cpu_seconds.to_string())
+            .arg("--file-bytes")
+            .arg((2 * limits.max_fetch_bytes).to_string())
+            .env_clear()
+            .env("HOME", cache.parent().unwrap_or(cache))
+            .env("MALLOC_ARENA_MAX", "2")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|source| LaunchError::Spawn {
+                binary: self.binary.clone(),
+                source,
+            })
     }
 
     fn hint(&self, status: ExitStatus) -> String {

@@ -5,7 +5,8 @@
 //! - [`paths`], [`address`]: pure checks of names, `paths` globs, symlinks and addresses, shared
 //!   by the worker and the hub's second look at an answer ([`check`]).
 //! - [`launch`]: starting a worker process with its bounds, feeding it, reading it, killing it
-//!   at its deadline (tokio; no gix).
+//!   at its deadline (tokio; no gix); [`pool`]: the one task that runs them, a bounded number
+//!   at once and one per host.
 //! - `worker` (feature `worker`, the default): the `flotilla-git-fetch` side, gix inside. The hub
 //!   depends on this crate with `default-features = false` and never links gix.
 #![deny(missing_docs)]
@@ -15,6 +16,7 @@ pub mod check;
 pub mod launch;
 pub mod limits;
 pub mod paths;
+pub mod pool;
 pub mod protocol;
 #[cfg(feature = "worker")]
 pub mod worker;

@@ -42,22 +42,7 @@ pub struct BundleDir {
 /// The bundles of a fetched tree, in path order; every problem found at once.
 pub fn discover(tree: &Tree) -> Result<Vec<BundleDir>, Vec<Problem>> {
     let mut problems = fleetignores(tree);
-    // Directories that declare a bundle, by their fleet.yaml.
-    let mut declared: BTreeMap<String, String> = BTreeMap::new();
-    for e in tree.entries() {
-        let Some((dir, name)) = split(&e.path) else {
-            continue;
-        };
-        let Some(root) = root_of(tree, &e.path) else {
-            continue;
-        };
-        if hidden_below(root, &e.path) || !is_file(e.kind) {
-            continue;
-        }
-        if name == "fleet.yaml" || (name == "fleet.yml" && !declared.contains_key(dir)) {
-            declared.insert(dir.to_owned(), e.path.clone());
-        }
-    }
+    let declared = declared(tree);
     let mut bundles: BTreeMap<String, BundleDir> = BTreeMap::new();
     for (dir, file) in &declared {
         bundles.insert(dir.clone(), bundle(dir, Some(file.clone())));
@@ -128,6 +113,26 @@ pub fn discover(tree: &Tree) -> Result<Vec<BundleDir>, Vec<Problem>> {
     } else {
         Err(problems)
     }
+}
+
+/// Directories that declare a bundle, with their `fleet.yaml` (`fleet.yml` as fallback).
+fn declared(tree: &Tree) -> BTreeMap<String, String> {
+    let mut declared: BTreeMap<String, String> = BTreeMap::new();
+    for e in tree.entries() {
+        let Some((dir, name)) = split(&e.path) else {
+            continue;
+        };
+        let Some(root) = root_of(tree, &e.path) else {
+            continue;
+        };
+        if hidden_below(root, &e.path) || !is_file(e.kind) {
+            continue;
+        }
+        if name == "fleet.yaml" || (name == "fleet.yml" && !declared.contains_key(dir)) {
+            declared.insert(dir.to_owned(), e.path.clone());
+        }
+    }
+    declared
 }
 
 fn bundle(dir: &str, fleet_yaml: Option<String>) -> BundleDir {

@@ -59,42 +59,13 @@ pub fn render(source: Source<'_>, tree: &Tree, dir: &BundleDir) -> Result<Render
         .unwrap_or_else(|| bundle_name(source.namespace, source.name, &dir.path));
     let at = format!("bundle {name}");
     let namespace = source.target_namespace.or(options.namespace.as_deref());
-    let mut problems = Vec::new();
-    let mut objects: Vec<(String, Value)> = Vec::new();
-    for file in &dir.files {
-        let content = tree.content(file).unwrap_or_default();
-        match parse_file(file, content) {
-            Ok(found) => objects.extend(found.into_iter().map(|o| (file.clone(), o))),
-            Err(p) => problems.extend(p),
-        }
-    }
-    if objects.len() > MAX_OBJECTS {
-        problems.push(Problem::new(
-            &at,
-            format!("{} objects; at most {MAX_OBJECTS}", objects.len()),
-        ));
-    }
-    let mut seen: HashMap<(String, String, String, String), String> = HashMap::new();
-    for (file, obj) in &mut objects {
-        if let Err(p) = place(file, obj, namespace, options.default_namespace.as_deref()) {
-            problems.push(p);
-            continue;
-        }
-        let key = identity(obj);
-        if let Some(first) = seen.insert(key.clone(), file.clone()) {
-            problems.push(Problem::new(
-                file.as_str(),
-                format!(
-                    "{} {} is also defined in {first}",
-                    key.1,
-                    display_name(&key)
-                ),
-            ));
-        }
-    }
-    if !problems.is_empty() {
-        return Err(problems);
-    }
+    let mut objects = collect(
+        tree,
+        dir,
+        &at,
+        namespace,
+        options.default_namespace.as_deref(),
+    )?;
     objects.sort_by_key(|(_, o)| rank(o)); // stable: file order otherwise
     let manifests: Vec<Manifest> = objects
         .iter()
@@ -138,6 +109,54 @@ pub fn render(source: Source<'_>, tree: &Tree, dir: &BundleDir) -> Result<Render
         spec,
         content,
     })
+}
+
+/// Every object of a bundle's files with its file, namespaces applied, duplicates refused.
+fn collect(
+    tree: &Tree,
+    dir: &BundleDir,
+    at: &str,
+    namespace: Option<&str>,
+    default_namespace: Option<&str>,
+) -> Result<Vec<(String, Value)>, Vec<Problem>> {
+    let mut problems = Vec::new();
+    let mut objects: Vec<(String, Value)> = Vec::new();
+    for file in &dir.files {
+        let content = tree.content(file).unwrap_or_default();
+        match parse_file(file, content) {
+            Ok(found) => objects.extend(found.into_iter().map(|o| (file.clone(), o))),
+            Err(p) => problems.extend(p),
+        }
+    }
+    if objects.len() > MAX_OBJECTS {
+        problems.push(Problem::new(
+            at,
+            format!("{} objects; at most {MAX_OBJECTS}", objects.len()),
+        ));
+    }
+    let mut seen: HashMap<(String, String, String, String), String> = HashMap::new();
+    for (file, obj) in &mut objects {
+        if let Err(p) = place(file, obj, namespace, default_namespace) {
+            problems.push(p);
+            continue;
+        }
+        let key = identity(obj);
+        if let Some(first) = seen.insert(key.clone(), file.clone()) {
+            problems.push(Problem::new(
+                file.as_str(),
+                format!(
+                    "{} {} is also defined in {first}",
+                    key.1,
+                    display_name(&key)
+                ),
+            ));
+        }
+    }
+    if problems.is_empty() {
+        Ok(objects)
+    } else {
+        Err(problems)
+    }
 }
 
 /// The objects of one file: a YAML stream (JSON is YAML), `List`s unwrapped.

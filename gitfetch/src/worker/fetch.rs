@@ -3,7 +3,7 @@
 //! bare cache repository opened in isolation (no user or system configuration, no hooks).
 //! Every gix call of the network path lives here.
 
-use std::{num::NonZeroU32, path::Path, sync::atomic::AtomicBool};
+use std::{net::TcpStream, num::NonZeroU32, path::Path, sync::atomic::AtomicBool};
 
 use gix::{
     ObjectId,
@@ -97,25 +97,7 @@ pub fn fetch(
 ) -> Result<Fetched, Failure> {
     let spec = refspec(want)?;
     let repo = open_cache(cache)?;
-    let host = url
-        .host()
-        .ok_or_else(|| Failure::request(format!("repo {:?}: no host", request.url)))?;
-    let port = url.port.unwrap_or(GIT_PORT);
-    let stream = net::connect(host, port, request.allow_loopback)?;
-    let write = stream
-        .try_clone()
-        .map_err(|e| Failure::transport(format!("{host}:{port}: {e}")))?;
-    let received = Received::default();
-    let read = Counted::new(stream, received.clone(), limits.max_fetch_bytes);
-    let transport = git::blocking_io::Connection::new(
-        read,
-        write,
-        gix::protocol::transport::Protocol::V2,
-        url.path.clone(),
-        Some((host.to_owned(), url.port)),
-        git::ConnectMode::Daemon,
-        false,
-    );
+    let (transport, received) = connect(url, request, limits)?;
     let failed = |what: &str, e: gix::Error| {
         if received.get() > limits.max_fetch_bytes {
             Failure::refused(net::TransferCapExceeded(limits.max_fetch_bytes).to_string())
@@ -174,6 +156,38 @@ pub fn fetch(
         commit,
         bytes_received: received.get(),
     })
+}
+
+/// A `git://` connection: the counted read half and the write half of one TCP stream.
+type DaemonConnection = git::blocking_io::Connection<Counted<TcpStream>, TcpStream>;
+
+/// Opens a checked TCP connection to a `git://` server, its read half counted against the
+/// transfer cap, as a gix transport.
+fn connect(
+    url: &gix::Url,
+    request: &FetchRequest,
+    limits: &Limits,
+) -> Result<(DaemonConnection, Received), Failure> {
+    let host = url
+        .host()
+        .ok_or_else(|| Failure::request(format!("repo {:?}: no host", request.url)))?;
+    let port = url.port.unwrap_or(GIT_PORT);
+    let stream = net::connect(host, port, request.allow_loopback)?;
+    let write = stream
+        .try_clone()
+        .map_err(|e| Failure::transport(format!("{host}:{port}: {e}")))?;
+    let received = Received::default();
+    let read = Counted::new(stream, received.clone(), limits.max_fetch_bytes);
+    let transport = git::blocking_io::Connection::new(
+        read,
+        write,
+        gix::protocol::transport::Protocol::V2,
+        url.path.clone(),
+        Some((host.to_owned(), url.port)),
+        git::ConnectMode::Daemon,
+        false,
+    );
+    Ok((transport, received))
 }
 
 /// The commit a ref points at, through an annotated tag.
