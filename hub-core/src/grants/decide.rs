@@ -154,8 +154,9 @@ pub enum Want {
     ClusterSets {
         /// The cluster.
         cluster: Arc<str>,
-        /// The sets it is in (none: no set, or a cluster the index does not know — a team
-        /// cannot tell the two apart).
+        /// The sets it is in, named only to a caller holding a role on one of them (none: no
+        /// set, a cluster the index does not know, or one hidden from the caller — a team
+        /// cannot tell them apart).
         sets: Vec<Arc<str>>,
         /// The role needed on one of them.
         role: SetRole,
@@ -335,9 +336,12 @@ fn cluster(
             role: held,
         });
     }
+    // The sets are named only to a caller holding a role on one of them: to anyone else a
+    // hidden cluster reads as a missing one (review r1 §9; design §5.3).
+    let holds_one = scope.fleet.is_some() || sets.iter().any(|s| scope.set_role(s).is_some());
     wants.push(Want::ClusterSets {
         cluster: name.into(),
-        sets,
+        sets: if holds_one { sets } else { Vec::new() },
         role,
     });
     None

@@ -73,9 +73,22 @@ fn refusals_name_every_missing_grant_as_the_cli_prints_them() {
             Target::Cluster { name: "c-0417" },
             "apply ManifestWork c-0417/web"
         ),
-        "alice (groups team-a-sre) may not apply ManifestWork c-0417/web: it needs admin on \
-         cluster set \"team-b\" (cluster c-0417 is in team-b); alice holds admin on cluster set \
-         \"team-a\""
+        // A cluster in none of the caller's sets reads as a missing one (review r1 §9).
+        "alice (groups team-a-sre) may not apply ManifestWork c-0417/web: it needs admin on a \
+         cluster set that contains c-0417; c-0417 is in none of alice's sets"
+    );
+    // A caller holding a role on one of its sets is told which.
+    let gil = who("gil", &[]);
+    assert_eq!(
+        refusal(
+            &gil,
+            Verb::Write,
+            Target::Cluster { name: "c-0001" },
+            "apply ManifestWork c-0001/web"
+        ),
+        "gil may not apply ManifestWork c-0001/web: it needs admin on one of cluster sets \
+         \"global\", \"team-a\" (cluster c-0001 is in global, team-a); gil holds view on \
+         cluster set \"global\""
     );
     let bob = who("bob", &["team-a-leads"]);
     assert_eq!(
@@ -122,7 +135,7 @@ fn refusals_name_every_missing_grant_as_the_cli_prints_them() {
         "get cluster c-0002",
     );
     assert_eq!(none, unknown.replace("c-9999", "c-0002"));
-    // Several sets: any one of them would do.
+    // A cluster that exists, in sets the caller holds nothing on: the same words again.
     let dora = who("dora", &[]);
     assert_eq!(
         refusal(
@@ -131,8 +144,8 @@ fn refusals_name_every_missing_grant_as_the_cli_prints_them() {
             Target::Cluster { name: "c-0001" },
             "delete cluster c-0001"
         ),
-        "dora may not delete cluster c-0001: it needs admin on one of cluster sets \"global\", \
-         \"team-a\" (cluster c-0001 is in global, team-a); dora holds no cluster set grant"
+        "dora may not delete cluster c-0001: it needs admin on a cluster set that contains \
+         c-0001; c-0001 is in none of dora's sets"
     );
     let vera = who("vera", &[]);
     assert_eq!(
