@@ -91,128 +91,166 @@ fn variable(chars: &[char], i: usize, env: &BTreeMap<String, String>) -> (String
 }
 
 fn tokens(script: &str, env: &BTreeMap<String, String>) -> Result<Vec<Token>, SyntaxError> {
-    let chars: Vec<char> = script.chars().collect();
-    let mut out = Vec::new();
-    let mut word = String::new();
-    let mut in_word = false;
-    let mut i = 0;
-    let end_word = |out: &mut Vec<Token>, word: &mut String, in_word: &mut bool| {
-        if *in_word {
-            out.push(Token::Word(std::mem::take(word)));
-            *in_word = false;
-        }
+    let mut lexer = Lexer {
+        chars: script.chars().collect(),
+        i: 0,
+        env,
+        out: Vec::new(),
+        word: String::new(),
+        in_word: false,
     };
-    while i < chars.len() {
-        let c = chars[i];
+    while lexer.i < lexer.chars.len() {
+        lexer.step()?;
+    }
+    lexer.end_word();
+    Ok(lexer.out)
+}
+
+/// The script's characters being cut into tokens: where it is, the tokens so far and the word
+/// being built (quotes and `$VAR` expand into it).
+struct Lexer<'a> {
+    chars: Vec<char>,
+    i: usize,
+    env: &'a BTreeMap<String, String>,
+    out: Vec<Token>,
+    word: String,
+    in_word: bool,
+}
+
+impl Lexer<'_> {
+    /// Ends the word being built, if any.
+    fn end_word(&mut self) {
+        if self.in_word {
+            self.out.push(Token::Word(std::mem::take(&mut self.word)));
+            self.in_word = false;
+        }
+    }
+
+    /// Reads what starts at the current character.
+    fn step(&mut self) -> Result<(), SyntaxError> {
+        let c = self.chars[self.i];
         match c {
             ' ' | '\t' => {
-                end_word(&mut out, &mut word, &mut in_word);
-                i += 1;
+                self.end_word();
+                self.i += 1;
             }
             '\n' | ';' => {
-                end_word(&mut out, &mut word, &mut in_word);
-                out.push(Token::Op(";"));
-                i += 1;
+                self.end_word();
+                self.out.push(Token::Op(";"));
+                self.i += 1;
             }
-            '#' if !in_word => {
-                while i < chars.len() && chars[i] != '\n' {
-                    i += 1;
+            '#' if !self.in_word => {
+                while self.i < self.chars.len() && self.chars[self.i] != '\n' {
+                    self.i += 1;
                 }
             }
-            '&' | '|' => {
-                end_word(&mut out, &mut word, &mut in_word);
-                let double = chars.get(i + 1) == Some(&c);
-                match (c, double) {
-                    ('&', true) => out.push(Token::Op("&&")),
-                    ('|', true) => out.push(Token::Op("||")),
-                    ('|', false) => out.push(Token::Op("|")),
-                    _ => return Err(SyntaxError("background jobs (&) are not simulated".into())),
-                }
-                i += if double { 2 } else { 1 };
-            }
-            '>' | '<' => {
-                // A word of digits right before it is its descriptor.
-                let fd = if in_word && !word.is_empty() && word.chars().all(|d| d.is_ascii_digit())
-                {
-                    let fd = word.parse::<u8>().unwrap_or(1);
-                    word.clear();
-                    in_word = false;
-                    fd
-                } else {
-                    end_word(&mut out, &mut word, &mut in_word);
-                    if c == '<' { 0 } else { 1 }
-                };
-                let op = match (c, chars.get(i + 1)) {
-                    ('>', Some('>')) => ">>",
-                    ('>', Some('&')) => ">&",
-                    ('>', _) => ">",
-                    _ => "<",
-                };
-                out.push(Token::Redir(fd, op));
-                i += op.len();
-            }
-            '\'' => {
-                in_word = true;
-                let close = chars[i + 1..]
-                    .iter()
-                    .position(|c| *c == '\'')
-                    .ok_or_else(|| SyntaxError("Unterminated quoted string".into()))?;
-                word.extend(&chars[i + 1..i + 1 + close]);
-                i += close + 2;
-            }
-            '"' => {
-                in_word = true;
-                i += 1;
-                loop {
-                    match chars.get(i) {
-                        None => return Err(SyntaxError("Unterminated quoted string".into())),
-                        Some('"') => {
-                            i += 1;
-                            break;
-                        }
-                        Some('\\') if matches!(chars.get(i + 1), Some('"' | '\\' | '$')) => {
-                            word.push(chars[i + 1]);
-                            i += 2;
-                        }
-                        Some('$') => {
-                            let (value, next) = variable(&chars, i, env);
-                            word.push_str(&value);
-                            i = next;
-                        }
-                        Some(other) => {
-                            word.push(*other);
-                            i += 1;
-                        }
-                    }
-                }
-            }
+            '&' | '|' => self.operator(c)?,
+            '>' | '<' => self.redirection(c),
+            '\'' => self.single_quoted()?,
+            '"' => self.double_quoted()?,
             '\\' => {
-                in_word = true;
-                if let Some(next) = chars.get(i + 1)
+                self.in_word = true;
+                if let Some(next) = self.chars.get(self.i + 1)
                     && *next != '\n'
                 {
-                    word.push(*next);
+                    self.word.push(*next);
                 }
-                i += 2;
+                self.i += 2;
             }
             '$' => {
-                in_word = true;
-                let (value, next) = variable(&chars, i, env);
-                word.push_str(&value);
-                i = next;
+                self.in_word = true;
+                let (value, next) = variable(&self.chars, self.i, self.env);
+                self.word.push_str(&value);
+                self.i = next;
             }
             '(' | ')' | '`' => {
                 return Err(SyntaxError(format!("\"{c}\" unexpected (not simulated)")));
             }
             other => {
-                in_word = true;
-                word.push(other);
-                i += 1;
+                self.in_word = true;
+                self.word.push(other);
+                self.i += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// `&&`, `||` or `|` (a lone `&` would start a background job).
+    fn operator(&mut self, c: char) -> Result<(), SyntaxError> {
+        self.end_word();
+        let double = self.chars.get(self.i + 1) == Some(&c);
+        match (c, double) {
+            ('&', true) => self.out.push(Token::Op("&&")),
+            ('|', true) => self.out.push(Token::Op("||")),
+            ('|', false) => self.out.push(Token::Op("|")),
+            _ => return Err(SyntaxError("background jobs (&) are not simulated".into())),
+        }
+        self.i += if double { 2 } else { 1 };
+        Ok(())
+    }
+
+    /// `>`, `>>`, `>&` or `<`, with the descriptor a word of digits right before it names.
+    fn redirection(&mut self, c: char) {
+        let word = &self.word;
+        let fd = if self.in_word && !word.is_empty() && word.chars().all(|d| d.is_ascii_digit()) {
+            let fd = word.parse::<u8>().unwrap_or(1);
+            self.word.clear();
+            self.in_word = false;
+            fd
+        } else {
+            self.end_word();
+            if c == '<' { 0 } else { 1 }
+        };
+        let op = match (c, self.chars.get(self.i + 1)) {
+            ('>', Some('>')) => ">>",
+            ('>', Some('&')) => ">&",
+            ('>', _) => ">",
+            _ => "<",
+        };
+        self.out.push(Token::Redir(fd, op));
+        self.i += op.len();
+    }
+
+    /// `'…'`: every character as it is.
+    fn single_quoted(&mut self) -> Result<(), SyntaxError> {
+        self.in_word = true;
+        let start = self.i + 1;
+        let close = self.chars[start..]
+            .iter()
+            .position(|c| *c == '\'')
+            .ok_or_else(|| SyntaxError("Unterminated quoted string".into()))?;
+        self.word.extend(&self.chars[start..start + close]);
+        self.i += close + 2;
+        Ok(())
+    }
+
+    /// `"…"`: `$VAR` expanded, `\"`, `\\` and `\$` escaped.
+    fn double_quoted(&mut self) -> Result<(), SyntaxError> {
+        self.in_word = true;
+        self.i += 1;
+        loop {
+            match self.chars.get(self.i) {
+                None => return Err(SyntaxError("Unterminated quoted string".into())),
+                Some('"') => {
+                    self.i += 1;
+                    return Ok(());
+                }
+                Some('\\') if matches!(self.chars.get(self.i + 1), Some('"' | '\\' | '$')) => {
+                    self.word.push(self.chars[self.i + 1]);
+                    self.i += 2;
+                }
+                Some('$') => {
+                    let (value, next) = variable(&self.chars, self.i, self.env);
+                    self.word.push_str(&value);
+                    self.i = next;
+                }
+                Some(other) => {
+                    self.word.push(*other);
+                    self.i += 1;
+                }
             }
         }
     }
-    end_word(&mut out, &mut word, &mut in_word);
-    Ok(out)
 }
 
 /// Parses a script, expanding variables from `env`.
