@@ -819,6 +819,7 @@ impl RegistrationActor {
                     "spec resync done"
                 );
                 self.works.delete_unknown(&resp.deleted).await;
+                self.works.republish(&resp.republish).await;
                 for spec in &resp.specs {
                     Box::pin(self.on_resynced_spec(spec)).await;
                 }
