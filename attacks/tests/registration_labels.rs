@@ -236,9 +236,11 @@ async fn a_join_credential_naming_a_set_puts_its_cluster_in_that_set(server: Ser
     let join = fleet
         .join_token("edge-1", &["--accept", "--set", "edge"])
         .await;
+    // Precreated in the credential's set, not parked in `default` where other teams could
+    // reach it (issue 48's review §7).
     let before = fleet.cluster("edge-1").await;
-    fleet.check(before.as_ref().is_some_and(|c| set_of(c) != "edge"), || {
-        format!("the set was applied before any agent registered: {before:?}")
+    fleet.check(before.as_ref().is_some_and(|c| set_of(c) == "edge"), || {
+        format!("the join credential's cluster was not precreated in its set: {before:?}")
     });
     fleet.agent_with(
         "edge-1",
