@@ -404,31 +404,29 @@ async fn refuse_version(
     if metrics.registration_refused("agent_version") {
         tracing::warn!(cluster, agent_version = %request.agent_version, reason = why, "registration refused");
     }
-    let response = RegistrationResponse {
-        cluster_name: cluster.clone(),
-        state: RegistrationState::Rejected as i32,
-        message: why.to_string(),
-        in_reply_to: crate::cluster::rules::registration::in_reply_to(request),
-        ..Default::default()
-    };
-    reply(
-        nats,
-        msg,
-        types::registration_response(),
-        cluster,
-        &response,
-    )
-    .await;
+    let to = crate::cluster::rules::registration::in_reply_to(request);
+    answer_rejected(nats, msg, cluster, why, to).await;
 }
 
 async fn reply_rejected(nats: &Publisher, msg: &Request, cluster: &str, why: &str) {
+    // An answer, never a notification: an agent ignores it wherever else it lands.
+    answer_rejected(nats, msg, cluster, why, "-".into()).await;
+}
+
+/// Answers a registration REJECTED with `why`, for the request `in_reply_to` names.
+async fn answer_rejected(
+    nats: &Publisher,
+    msg: &Request,
+    cluster: &str,
+    why: &str,
+    in_reply_to: String,
+) {
     let response = RegistrationResponse {
         cluster_name: reply_cluster(cluster).to_string(),
         state: RegistrationState::Rejected as i32,
         lease_duration_seconds: 0,
         message: why.to_string(),
-        // An answer, never a notification: an agent ignores it wherever else it lands.
-        in_reply_to: "-".into(),
+        in_reply_to,
         ..Default::default()
     };
     reply(
