@@ -12,6 +12,9 @@ ensure_promtool
 ensure_chromium
 command -v nats-server >/dev/null 2>&1 || export PATH="$PATH:/usr/sbin"
 echo "== nats-server $(nats-server --version 2>&1 | head -1), and $("$FLOTILLA_NATS_SERVER_CURRENT" --version 2>&1 | head -1) for the attack suite"
+# A whole-suite build is done once: incremental caches would double the target dir (a clean
+# clone's CI ran out of disk with them) and save nothing. A developer's own setting wins.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 cargo build --workspace --bins
 # Every test binary is built once, then run two at a time (scripts/run_tests.py: most of a test
 # binary's time is waiting, not computing), then the doc tests.
