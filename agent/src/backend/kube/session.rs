@@ -63,6 +63,8 @@ type Who = (String, Vec<String>);
 pub struct Clients {
     clients: Mutex<HashMap<Who, (Client, u64)>>,
     uses: AtomicU64,
+    /// The agent's own identity's session client (made the first time).
+    own: Mutex<Option<Client>>,
 }
 
 impl std::fmt::Debug for Clients {
@@ -81,7 +83,7 @@ impl Clients {
             *used = stamp;
             return Ok(client.clone());
         }
-        let mut config = config.clone();
+        let mut config = session_config(config);
         config.auth_info.impersonate = Some(who.user.clone());
         config.auth_info.impersonate_groups = (!who.groups.is_empty()).then(|| who.groups.clone());
         let client = Client::try_from(config)?;
@@ -96,6 +98,27 @@ impl Clients {
         clients.insert(key, (client.clone(), stamp));
         Ok(client)
     }
+
+    /// The client acting as the agent itself (made from `config` the first time).
+    fn own(&self, config: &Config) -> Result<Client, kube::Error> {
+        let mut own = self.own.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(client) = own.as_ref() {
+            return Ok(client.clone());
+        }
+        let client = Client::try_from(session_config(config))?;
+        *own = Some(client.clone());
+        Ok(client)
+    }
+}
+
+/// `config` for a session's client: no read timeout. kube-rs' default (295 s) also bounds the
+/// wait for the next byte of an upgraded connection, so it would cut an idle `exec -it` shell
+/// or a quiet port-forwarded connection; a session ends by its own ends instead (the client,
+/// the hub's keep-alive, the process's exit).
+fn session_config(config: &Config) -> Config {
+    let mut config = config.clone();
+    config.read_timeout = None;
+    config
 }
 
 /// The client a session goes through: with the caller's token (a fresh client without the
@@ -103,7 +126,7 @@ impl Clients {
 /// caller, or as the agent.
 fn client_for(backend: &KubeBackend, request: &SessionRequest) -> Result<Client, kube::Error> {
     if let Some(bearer) = &request.bearer {
-        let mut config = backend.config.clone();
+        let mut config = session_config(&backend.config);
         config.auth_info = kube::config::AuthInfo::default();
         let mut value = http::HeaderValue::try_from(format!("Bearer {}", bearer.0))
             .map_err(|e| kube::Error::HttpError(e.into()))?;
@@ -113,7 +136,7 @@ fn client_for(backend: &KubeBackend, request: &SessionRequest) -> Result<Client,
     }
     match &request.impersonate {
         Some(who) => backend.sessions.impersonating(&backend.config, who),
-        None => Ok(backend.client.clone()),
+        None => backend.sessions.own(&backend.config),
     }
 }
 

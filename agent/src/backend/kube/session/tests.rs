@@ -50,6 +50,25 @@ fn an_exit_status_is_read_as_the_hub_reads_one() {
     );
 }
 
+#[test]
+fn session_clients_never_time_out_a_read_but_keep_the_rest_of_the_config() {
+    let mut config = Config::new("https://api.example:6443".parse().expect("a url"));
+    config.read_timeout = Some(std::time::Duration::from_secs(295));
+    config.default_namespace = "edge".into();
+    let session = session_config(&config);
+    assert_eq!(
+        session.read_timeout, None,
+        "an idle shell is not an unanswered request"
+    );
+    assert_eq!(session.cluster_url, config.cluster_url);
+    assert_eq!(session.default_namespace, "edge");
+    assert_eq!(
+        config.read_timeout,
+        Some(std::time::Duration::from_secs(295)),
+        "the agent's own requests keep kube-rs' bound"
+    );
+}
+
 /// The testkit's API server with a pod `default/web`, and the backend on it.
 async fn cluster() -> (
     flotilla_testkit::kube::FakeKube,
