@@ -13,6 +13,7 @@ mod kube_fixture;
 mod apply_works;
 mod cluster_proxy;
 mod cluster_proxy_kube_streams;
+mod cluster_proxy_leaf;
 mod cluster_proxy_streams;
 mod cluster_proxy_tunnel;
 mod executor;
