@@ -11,12 +11,16 @@
 //!
 //! [`kube`]: a small Kubernetes API server speaking the real wire format, for the agent's
 //! Kubernetes backend; [`EchoServer`]: a TCP echo server for port-forwards.
+//!
+//! [`oidc`]: a small OIDC issuer (discovery, a rotating JWKS, minted tokens, the code flow with
+//! PKCE) for the hub's OIDC tests.
 
 #![deny(missing_docs)]
 
 pub mod cluster;
 pub mod echo;
 pub mod kube;
+pub mod oidc;
 
 pub use cluster::{ClusterNode, NatsCluster, NatsClusterOptions};
 pub use echo::EchoServer;
