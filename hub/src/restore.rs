@@ -286,7 +286,26 @@ pub async fn restore(
         revocations: 0,
     };
     let mut restored = Vec::new();
-    for (record, request) in checked.manifest.streams.iter().zip(&checked.requests) {
+    let opts = flotilla_bus::jetstream::StreamOptions {
+        replicas: replicas.unwrap_or_else(|| backup_replicas(checked)),
+        ..Default::default()
+    };
+    // The window is written before any cluster or work is back: a hub that starts during the
+    // restore (a pod restarted on its backoff) finds it open, or finds `hubmeta` made by
+    // itself and the restore stops before any cluster is back.
+    let hubmeta = format!("KV_{}", crate::recovery::HUBMETA);
+    let names: Vec<&str> = checked
+        .manifest
+        .streams
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
+    let order = window_first(&names, &hubmeta);
+    if !names.contains(&hubmeta.as_str()) {
+        open_window(&js, checked, opts).await?;
+    }
+    for i in order {
+        let (record, request) = (&checked.manifest.streams[i], &checked.requests[i]);
         let request = match replicas {
             Some(n) => manifest::with_replicas(request, n),
             None => request.clone(),
@@ -307,6 +326,9 @@ pub async fn restore(
                     done.revocations = stream.messages;
                 }
                 restored.push(record.name.clone());
+                if record.name == hubmeta {
+                    open_window(&js, checked, opts).await?;
+                }
             }
             Err(e) if restored.is_empty() => return Err(e),
             Err(e) => {
@@ -317,13 +339,16 @@ pub async fn restore(
             }
         }
     }
-    let opts = flotilla_bus::jetstream::StreamOptions {
-        replicas: replicas.unwrap_or_else(|| backup_replicas(checked)),
-        ..Default::default()
-    };
-    open_window(&js, checked, opts).await?;
     open_status_stream(&js, checked, opts).await?;
     Ok(done)
+}
+
+/// The order of `streams` to restore: `hubmeta` (the recovery window's bucket) first, the
+/// rest as the backup lists them.
+fn window_first(streams: &[&str], hubmeta: &str) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..streams.len()).collect();
+    order.sort_by_key(|&i| streams[i] != hubmeta);
+    order
 }
 
 /// The replicas the backup's streams had (its first stream's; 1 when it says none).
@@ -374,6 +399,7 @@ async fn open_window(
         backup_taken_at: taken_at,
         started_at: Some(flotilla_api::meta::now()),
         started_by: "restore".into(),
+        id: String::new(),
     };
     crate::recovery::open(&meta, &window)
         .await
@@ -463,4 +489,20 @@ pub fn dry_run(checked: &Checked) -> String {
         total * 2
     );
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::window_first;
+
+    #[test]
+    fn the_window_bucket_is_restored_before_any_other_stream() {
+        let streams = ["KV_hubleases", "KV_clusters", "KV_hubmeta", "KV_works"];
+        assert_eq!(window_first(&streams, "KV_hubmeta"), vec![2, 0, 1, 3]);
+        assert_eq!(
+            window_first(&streams[..2], "KV_hubmeta"),
+            vec![0, 1],
+            "a backup without it keeps its order (the window is written first)"
+        );
+    }
 }

@@ -37,6 +37,9 @@ async fn a_restore_older_than_the_spokes_deletes_and_overwrites_nothing_on_them_
         .the_window_shows_in_metrics_and_on_the_dashboard()
         .await;
     scene.the_operator_decides().await;
+    scene
+        .a_cluster_offline_through_the_window_deletes_nothing_after_it()
+        .await;
     scene.deleting_a_cluster_forgets_its_orphans().await;
     scene.fleet.stop().await;
 }
@@ -52,9 +55,9 @@ struct Scene {
 }
 
 impl Scene {
-    /// A backup with work "before" on sim-0001; after it, work "after" on both clusters and
-    /// "before" updated (generation 2); the store lost; the backup restored into a fresh
-    /// server on the same address; a hub on it.
+    /// A backup with work "before" on sim-0001; after it, work "after" on every cluster and
+    /// "before" updated (generation 2); sim-0003's link down from then on; the store lost; the
+    /// backup restored into a fresh server on the same address; a hub on it.
     async fn restored(tmp: &Path) -> Self {
         let port = free_port();
         let mut source = server(&tmp.join("source"), port);
@@ -62,7 +65,7 @@ impl Scene {
         let channel = hub.channel().await;
         let mut clusters = ClusterServiceClient::new(channel.clone());
         let mut works = WorkServiceClient::new(channel.clone());
-        let mut fleet_cfg = flotilla_sim::FleetConfig::new(&source.url(), 2);
+        let mut fleet_cfg = flotilla_sim::FleetConfig::new(&source.url(), 3);
         fleet_cfg.resync_interval = RESYNC;
         fleet_cfg.pending_poll = Duration::from_millis(200);
         fleet_cfg.ready_delay = Duration::from_millis(100);
@@ -70,7 +73,7 @@ impl Scene {
         fleet_cfg.simulate_addons = false;
         fleet_cfg.state_dir = Some(tmp.join("agents"));
         let fleet = flotilla_sim::Fleet::start(&fleet_cfg).await.unwrap();
-        for c in ["sim-0001", "sim-0002"] {
+        for c in ["sim-0001", "sim-0002", "sim-0003"] {
             common::wait_available(&mut clusters, c).await;
         }
         works
@@ -87,7 +90,7 @@ impl Scene {
             flotilla_hub(&["--nats-url", &source.url(), "backup", "--out", path(&out)]).await;
         assert!(taken.ok, "{}", taken.stderr);
         // After the backup: the restored store will lack "after" and hold "before" older.
-        for c in ["sim-0001", "sim-0002"] {
+        for c in ["sim-0001", "sim-0002", "sim-0003"] {
             works.apply_work(config_map_work(c, "after")).await.unwrap();
             wait_work(&mut works, c, "after", "applied", |w| converged_at(w, 1)).await;
         }
@@ -99,6 +102,8 @@ impl Scene {
             converged_at(w, 2)
         })
         .await;
+        // sim-0003 is offline through the whole window, and comes back after it.
+        fleet.link_down(2).await;
 
         drop(hub);
         source.stop();
@@ -317,6 +322,55 @@ impl Scene {
         assert!(!page.contains("class=\"banner\""), "{page}");
     }
 
+    /// sim-0003, offline through the window, comes back after `finish`: its "after" is
+    /// recorded as an undecided orphan, never deleted unseen; `recovery status` counted it as
+    /// not resynced until then.
+    async fn a_cluster_offline_through_the_window_deletes_nothing_after_it(&self) {
+        let g = self.hub.grpc.as_str();
+        let status = flotilla(g, &["recovery", "status"]).await;
+        assert!(
+            status.ok
+                && status
+                    .stdout
+                    .contains("1 accepted cluster(s) have not resynced since the window opened"),
+            "{} {}",
+            status.stdout,
+            status.stderr
+        );
+        self.fleet.link_up(2).await;
+        let orphan = flotilla_testkit::eventually(SOON, "sim-0003's work recorded", || {
+            let mut recovery = self.recovery.clone();
+            async move {
+                list(&mut recovery)
+                    .await
+                    .into_iter()
+                    .find(|o| o.cluster == "sim-0003")
+            }
+        })
+        .await;
+        assert_eq!(
+            (orphan.kind(), orphan.decision(), orphan.agent_generation),
+            (OrphanKind::Work, OrphanDecision::Undecided, 1)
+        );
+        tokio::time::sleep(RESYNC * 3).await;
+        let mut works = self.works.clone();
+        assert_eq!(
+            value(&mut works, "sim-0003", "after").await.as_deref(),
+            Some("v"),
+            "a cluster nobody saw in the window must not lose its works after it"
+        );
+        let counted = self
+            .recovery
+            .clone()
+            .get_recovery(GetRecoveryRequest {})
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(counted.clusters_not_resynced, 0, "{counted:?}");
+        let kept = flotilla(g, &["recovery", "keep", "sim-0003", "--all"]).await;
+        assert!(kept.ok, "{}", kept.stderr);
+    }
+
     /// Deleting sim-0002 deletes its kept orphan's record.
     async fn deleting_a_cluster_forgets_its_orphans(&self) {
         self.clusters
@@ -326,11 +380,18 @@ impl Scene {
             })
             .await
             .unwrap();
-        flotilla_testkit::eventually(SOON, "sim-0002's orphan record deleted", || {
+        let left = flotilla_testkit::eventually(SOON, "sim-0002's orphan record deleted", || {
             let mut recovery = self.recovery.clone();
-            async move { list(&mut recovery).await.is_empty().then_some(()) }
+            async move {
+                let left = list(&mut recovery).await;
+                left.iter().all(|o| o.cluster != "sim-0002").then_some(left)
+            }
         })
         .await;
+        assert!(
+            left.len() == 1 && left[0].cluster == "sim-0003",
+            "the other cluster's kept orphan stays: {left:?}"
+        );
     }
 }
 

@@ -132,5 +132,13 @@ pub fn describe(s: &RecoveryStatus) -> String {
         out += "Decide them (flotilla get orphans; flotilla recovery delete|keep|revert CLUSTER \
                 NAME…), then flotilla recovery finish.\n";
     }
+    if s.clusters_not_resynced > 0 {
+        out += &format!(
+            "{} accepted cluster(s) have not resynced since the window opened: their unknown \
+             works are recorded as orphans when they do, never deleted unseen, even after \
+             finish.\n",
+            s.clusters_not_resynced
+        );
+    }
     out
 }

@@ -85,7 +85,9 @@ fn converged(
 ) -> bool {
     let generation = m.map_or(0, |m| m.generation);
     let observed = hub.map_or(0, |h| h.observed_generation);
-    observed >= generation
+    // Above the store's generation is a spec the store does not know (a spoke ahead of a
+    // restored store): not the stored one applied.
+    observed == generation
         && meta::condition_status(conds, APPLIED) == Some(status::TRUE)
         && meta::condition_status(conds, AVAILABLE) == Some(status::TRUE)
 }
@@ -196,6 +198,32 @@ mod tests {
             }
             prop_assert!(resend.iter().all(|id| hub.contains_key(id)));
         }
+    }
+
+    #[test]
+    fn a_report_above_the_stored_generation_is_not_the_stored_spec_applied() {
+        let m = flotilla_api::v1::ObjectMeta {
+            generation: 3,
+            ..Default::default()
+        };
+        let ok = |observed| {
+            let hub = flotilla_api::v1::HubWorkState {
+                observed_generation: observed,
+                ..Default::default()
+            };
+            let conds = [APPLIED, AVAILABLE].map(|t| Condition {
+                r#type: t.into(),
+                status: status::TRUE.into(),
+                ..Default::default()
+            });
+            converged(Some(&m), Some(&hub), &conds)
+        };
+        assert!(ok(3));
+        assert!(!ok(2));
+        assert!(
+            !ok(5),
+            "a spoke ahead of a restored store holds a spec the store does not know"
+        );
     }
 
     fn finished(ttl: Option<i64>, completed_secs_ago: u64) -> StoredWork {

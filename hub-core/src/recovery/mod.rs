@@ -28,6 +28,9 @@ pub const HUBMETA: &str = "hubmeta";
 pub const ORPHANS: &str = "orphans";
 /// The key of the open window in [`HUBMETA`].
 pub const RECOVERY_KEY: &str = "recovery";
+/// The key of the last window ever opened in [`HUBMETA`], kept after it closes: clusters that
+/// have not resynced since are still covered ([`Recovery::restore_id`]).
+pub const RESTORED_KEY: &str = "restored";
 
 /// Why a recovery call failed.
 #[derive(Debug, thiserror::Error)]
@@ -91,7 +94,18 @@ struct Inner {
     orphans: Bucket<Orphan>,
     meta: Bucket<RecoveryWindow>,
     window: watch::Sender<Option<RecoveryWindow>>,
+    /// The id of the last window ever opened ([`window_id`]).
+    restored: watch::Sender<Option<String>>,
     index: RwLock<BTreeMap<String, ClusterOrphans>>,
+}
+
+/// A window's id: its own, or its backup's for a window opened before windows had one.
+pub fn window_id(window: &RecoveryWindow) -> String {
+    if window.id.is_empty() {
+        window.backup_id.clone()
+    } else {
+        window.id.clone()
+    }
 }
 
 impl Recovery {
@@ -106,6 +120,12 @@ impl Recovery {
         // taking it for closed would let deletions through.
         meta.load_all().await?;
         let window = meta.get(RECOVERY_KEY).await?.map(|(w, _)| w);
+        // A window opened by a hub that did not keep it under `restored` counts as the last.
+        let restored = meta
+            .get(RESTORED_KEY)
+            .await?
+            .map(|(w, _)| window_id(&w))
+            .or_else(|| window.as_ref().map(window_id));
         if window.is_some() {
             tracing::warn!(
                 "a recovery window is open: no spoke is told to delete a work the store lacks \
@@ -119,6 +139,7 @@ impl Recovery {
                 orphans,
                 meta,
                 window: watch::channel(window).0,
+                restored: watch::channel(restored).0,
                 index: RwLock::new(BTreeMap::new()),
             }),
         };
@@ -160,7 +181,7 @@ impl Recovery {
                     .kv()
                     .watch_all_from_revision(from + 1)
                     .await?;
-                let meta = self.inner.meta.kv().watch(RECOVERY_KEY).await?;
+                let meta = self.inner.meta.kv().watch_all().await?;
                 Ok::<_, async_nats::jetstream::kv::WatchError>((orphans, meta))
             };
             match watched.await {
@@ -171,14 +192,7 @@ impl Recovery {
                         Some(n) = named.recv() => {
                             self.name(&n.cluster, &n.resource_id, &n.name, n.generation).await;
                         }
-                        Some(Ok(entry)) = meta.next() => {
-                            let window = match entry.operation {
-                                Operation::Put => self.inner.meta.decode(&entry.key, &entry.value, entry.revision).ok(),
-                                _ => None,
-                            };
-                            tracing::info!(open = window.is_some(), "recovery window changed");
-                            self.inner.window.send_replace(window);
-                        }
+                        Some(Ok(entry)) = meta.next() => self.apply_meta(entry),
                         else => break,
                     }
                 },
@@ -197,6 +211,51 @@ impl Recovery {
             if let Ok(window) = self.inner.meta.get(RECOVERY_KEY).await {
                 self.inner.window.send_replace(window.map(|(w, _)| w));
             }
+            if let Ok(Some((restored, _))) = self.inner.meta.get(RESTORED_KEY).await {
+                self.inner.restored.send_replace(Some(window_id(&restored)));
+            }
+        }
+    }
+
+    /// A `hubmeta` record changed: the open window, or the last one opened. A record that does
+    /// not decode changes nothing (taking it for a closed window would let deletions through;
+    /// the same record stops a hub at start).
+    fn apply_meta(&self, entry: async_nats::jetstream::kv::Entry) {
+        let window = match entry.operation {
+            Operation::Put => {
+                match self
+                    .inner
+                    .meta
+                    .decode(&entry.key, &entry.value, entry.revision)
+                {
+                    Ok(w) => Some(w),
+                    Err(e) => {
+                        tracing::error!(key = %entry.key, error = %e, "a recovery record does not decode; the window is left as it was");
+                        return;
+                    }
+                }
+            }
+            Operation::Delete | Operation::Purge => None,
+        };
+        match entry.key.as_str() {
+            RECOVERY_KEY => {
+                tracing::info!(open = window.is_some(), "recovery window changed");
+                if let Some(w) = &window {
+                    self.inner.restored.send_if_modified(|r| {
+                        let id = window_id(w);
+                        let changed = r.as_ref() != Some(&id);
+                        *r = Some(id);
+                        changed
+                    });
+                }
+                self.inner.window.send_replace(window);
+            }
+            RESTORED_KEY => {
+                if let Some(w) = window {
+                    self.inner.restored.send_replace(Some(window_id(&w)));
+                }
+            }
+            _ => {}
         }
     }
 
@@ -244,6 +303,12 @@ impl Recovery {
         self.inner.window.borrow().is_some()
     }
 
+    /// The id of the last window ever opened, open or finished: a cluster whose agent has not
+    /// sent a full resync since is covered as if the window were open.
+    pub fn restore_id(&self) -> Option<String> {
+        self.inner.restored.borrow().clone()
+    }
+
     /// A cluster's orphans by resource id.
     pub fn of_cluster(&self, cluster: &str) -> BTreeMap<String, Orphan> {
         let index = self.inner.index.read().expect("orphan index");
@@ -264,14 +329,15 @@ impl Recovery {
         })
     }
 
-    /// The generation a spoke holds of work `resource_id` ahead of the store (an `Ahead`
-    /// orphan's), for [`rules::next_generation`].
+    /// The generation a spoke holds of work `resource_id` when it holds it ahead of the store
+    /// or the store lacks it (an orphan's), for [`rules::next_generation`]: a spec the store
+    /// writes for it (an update, or a create adopting the orphan) goes above it, or the agent
+    /// would take it for one it has.
     pub fn ahead_of(&self, cluster: &str, resource_id: &str) -> Option<i64> {
         let index = self.inner.index.read().expect("orphan index");
         index
             .get(cluster)?
             .get(resource_id)
-            .filter(|(o, _)| o.kind() == OrphanKind::Ahead)
             .map(|(o, _)| o.agent_generation)
     }
 
@@ -366,8 +432,10 @@ impl Recovery {
     }
 
     /// Records strangers of `cluster` as undecided orphans, each with its name when the store
-    /// knows it (`Ahead`); a record another hub made first is left as it is.
-    pub async fn record(&self, cluster: &str, strangers: &[(rules::Stranger, String)]) {
+    /// knows it (`Ahead`); a record another hub made first is left as it is. Whether every one
+    /// is recorded (a failed write is tried again at the next resync).
+    pub async fn record(&self, cluster: &str, strangers: &[(rules::Stranger, String)]) -> bool {
+        let mut all = true;
         for (stranger, name) in strangers {
             let id = &stranger.id;
             let mut orphan = Orphan {
@@ -386,10 +454,12 @@ impl Recovery {
                 }
                 Err(e) if e.is_conflict() => {}
                 Err(e) => {
+                    all = false;
                     tracing::warn!(cluster, resource_id = %id, error = %e, "recording an orphan failed; the next resync tries again")
                 }
             }
         }
+        all
     }
 
     /// Offers the status of a work the store lacks (the router refuses it) to name its orphan:
@@ -575,10 +645,16 @@ impl Recovery {
     }
 }
 
-/// Opens the window in a store just restored (`flotilla-hub restore`, before any hub runs).
+/// Opens the window in a store just restored (`flotilla-hub restore`, before any hub runs),
+/// with a fresh id when it has none, and keeps it as the last window opened.
 pub async fn open(
     meta: &Bucket<RecoveryWindow>,
     window: &RecoveryWindow,
 ) -> Result<u64, StoreError> {
-    meta.put(RECOVERY_KEY, window).await
+    let mut window = window.clone();
+    if window.id.is_empty() {
+        window.id = uuid::Uuid::new_v4().to_string();
+    }
+    meta.put(RESTORED_KEY, &window).await?;
+    meta.put(RECOVERY_KEY, &window).await
 }

@@ -41,6 +41,10 @@ pub struct Answer {
     /// `Ahead` orphans decided `Revert`: the store's spec is sent again above the generation
     /// the agent holds (`(id, held)`).
     pub revert: Vec<(String, i64)>,
+    /// Strangers left unrecorded for want of room ([`MAX_ORPHANS_PER_CLUSTER`]): withheld, and
+    /// the resync does not count as the cluster's first since the recovery (so they stay
+    /// withheld after the window closes, until decided records make room).
+    pub overflow: bool,
 }
 
 /// An orphan record as [`answer`] reads it.
@@ -93,6 +97,8 @@ pub fn answer(
                         agent_generation,
                         store_generation: 0,
                     });
+                } else {
+                    out.overflow = true;
                 }
             }
             None => out.delete.push(id),
@@ -111,6 +117,7 @@ pub fn answer(
                 agent_generation: held,
                 store_generation: stored,
             }),
+            None if open => out.overflow = true,
             None => {}
         }
     }
@@ -141,10 +148,11 @@ pub fn on_finish(kind: OrphanKind, undecided: OrphanDecision) -> OrphanDecision 
     }
 }
 
-/// The generation of a work's changed spec: one above the stored one, and above what a spoke
-/// holds ahead of the store (`ahead`, an `Ahead` orphan's), which would otherwise ignore it.
+/// The generation of a work's new or changed spec: `next` by the usual rule, and above what a
+/// spoke holds that the store does not know (`ahead`, an orphan's: held ahead of the store, or
+/// held while the store lacked it), which the agent would otherwise take for one it has.
 pub fn next_generation(next: i64, ahead: Option<i64>) -> i64 {
-    ahead.map_or(next, |held| next.max(held + 1))
+    ahead.map_or(next, |held| next.max(held.saturating_add(1)))
 }
 
 /// What the hub compares an agent's digest against.

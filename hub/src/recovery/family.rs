@@ -32,7 +32,8 @@ impl Recipe for RecoveryFamily {
     type Services = (RecoveryServiceServer<RecoveryApi>,);
 
     async fn start(_: &(), cx: &mut Start<'_>) -> Result<Self::Services, StartError> {
-        let recovery = cx.deps().clusters.shared().recovery.clone();
-        Ok((RecoveryServiceServer::new(RecoveryApi::new(recovery)),))
+        let shared = cx.deps().clusters.shared();
+        let api = RecoveryApi::new(shared.recovery.clone(), shared.inventory.clone());
+        Ok((RecoveryServiceServer::new(api),))
     }
 }

@@ -9,6 +9,8 @@ use flotilla_api::v1::{
     DecideOrphansRequest, FinishRecoveryRequest, GetRecoveryRequest, ListOrphansRequest,
     ListOrphansResponse, OrphanDecision, RecoveryStatus,
 };
+use flotilla_hub_core::cluster::rules;
+use flotilla_hub_core::inventory::ClusterInventory;
 use tonic::{Request, Response, Status};
 
 fn status(e: RecoveryError) -> Status {
@@ -36,12 +38,32 @@ fn caller<T>(request: &Request<T>) -> String {
 /// The service implementation.
 pub struct RecoveryApi {
     recovery: Recovery,
+    clusters: ClusterInventory,
 }
 
 impl RecoveryApi {
-    /// A service over the hub's window and orphans.
-    pub fn new(recovery: Recovery) -> Self {
-        Self { recovery }
+    /// A service over the hub's window and orphans, counting `clusters` not resynced since.
+    pub fn new(recovery: Recovery, clusters: ClusterInventory) -> Self {
+        Self { recovery, clusters }
+    }
+
+    /// `status` with the accepted clusters whose agent has not sent a full resync since the
+    /// last window opened (their unknown works are still to be recorded).
+    fn counted(&self, mut status: RecoveryStatus) -> RecoveryStatus {
+        if let Some(id) = self.recovery.restore_id() {
+            status.clusters_not_resynced = self
+                .clusters
+                .snapshot()
+                .iter()
+                .filter(|c| {
+                    rules::accepted(c)
+                        && c.hub
+                            .as_ref()
+                            .is_none_or(|h| h.resynced_since_recovery != id)
+                })
+                .count() as u32;
+        }
+        status
     }
 }
 
@@ -51,7 +73,7 @@ impl RecoveryService for RecoveryApi {
         &self,
         _request: Request<GetRecoveryRequest>,
     ) -> Result<Response<RecoveryStatus>, Status> {
-        Ok(Response::new(self.recovery.status()))
+        Ok(Response::new(self.counted(self.recovery.status())))
     }
 
     async fn list_orphans(
@@ -100,6 +122,6 @@ impl RecoveryService for RecoveryApi {
         let undecided = OrphanDecision::try_from(r.undecided)
             .map_err(|_| Status::invalid_argument(format!("undecided {}: unknown", r.undecided)))?;
         let status = self.recovery.finish(undecided, &by).await.map_err(status)?;
-        Ok(Response::new(status))
+        Ok(Response::new(self.counted(status)))
     }
 }

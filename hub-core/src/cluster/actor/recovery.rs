@@ -1,12 +1,16 @@
 //! The recovery window in a cluster actor ([`crate::recovery`]): what a spec resync tells the
-//! agent to delete or is sent again, the digest it compares, and the generation of a changed
-//! spec when the spoke holds the work ahead of the store.
+//! agent to delete or is sent again, the digest it compares, and the generation of a new or
+//! changed spec when the spoke holds the work ahead of the store or the store lacked it.
+//!
+//! The window covers each cluster until its agent's first full resync after the window opened
+//! has been recorded (`HubClusterState.resynced_since_recovery`), open or finished: a cluster
+//! offline through the window, registered after the backup, or with more strangers than the
+//! records' room is never told to delete what nobody has seen.
 
 use super::Actor;
 use crate::cluster::work_rules;
 use crate::recovery::rules;
 use flotilla_api::meta;
-use flotilla_api::v1::ObjectMeta;
 use std::collections::{BTreeMap, HashMap};
 
 impl Actor {
@@ -46,7 +50,8 @@ impl Actor {
         hub: &BTreeMap<String, work_rules::HubVersion>,
     ) -> (Vec<String>, Vec<String>) {
         let recovery = self.shared.recovery.clone();
-        let open = recovery.is_open();
+        let unseen = self.unseen_recovery();
+        let open = recovery.is_open() || unseen.is_some();
         if !open && !recovery.has_orphans(&self.name) {
             return (strangers, Vec::new());
         }
@@ -58,6 +63,7 @@ impl Actor {
         let known = recovery.known(&self.name);
         let answer = rules::answer(open, strangers, versions, &store, &known);
         let names = self.names_by_id();
+        let mut recorded = !answer.overflow;
         if !answer.record.is_empty() {
             tracing::warn!(
                 orphans = answer.record.len(),
@@ -72,7 +78,10 @@ impl Actor {
                     (s, name)
                 })
                 .collect();
-            recovery.record(&self.name, &named).await;
+            recorded &= recovery.record(&self.name, &named).await;
+        }
+        if recorded && let Some(id) = unseen {
+            self.resynced_since(id).await;
         }
         recovery.settle(&self.name, &answer.settle).await;
         for (id, held) in &answer.revert {
@@ -131,14 +140,58 @@ impl Actor {
         }
     }
 
-    /// The generation of a changed spec whose stored work was `old` (`next` by the usual
-    /// rule): above what the spoke holds when it holds the work ahead of the store.
-    pub(super) fn next_generation(&self, old: &ObjectMeta, next: i64) -> i64 {
+    /// The generation of work `name`'s new or changed spec (`next` by the usual rule): above
+    /// what the spoke holds when it holds the work ahead of the store, or held it while the
+    /// store lacked it (an orphan adopted by applying it again).
+    pub(super) fn next_generation(&self, name: &str, next: i64) -> i64 {
         let recovery = &self.shared.recovery;
         if !recovery.has_orphans(&self.name) {
             return next;
         }
-        let id = flotilla_bus::works::resource_id(&self.name, &old.name);
+        let id = flotilla_bus::works::resource_id(&self.name, name);
         rules::next_generation(next, recovery.ahead_of(&self.name, &id))
+    }
+
+    /// The id of the last recovery window when this cluster's agent has not sent a full
+    /// resync since it opened (the window still covers the cluster, open or finished).
+    pub(super) fn unseen_recovery(&self) -> Option<String> {
+        let id = self.shared.recovery.restore_id()?;
+        let seen = self
+            .cluster
+            .as_deref()
+            .and_then(|c| c.hub.as_ref())
+            .is_some_and(|h| h.resynced_since_recovery == id);
+        (!seen).then_some(id)
+    }
+
+    /// Whether the hub may delete store-known works of this cluster on its own (a TTL): not
+    /// while a window covers it, since the spoke may hold a newer incarnation the restored
+    /// store does not know.
+    pub(super) fn recovery_covers(&self) -> bool {
+        self.shared.recovery.is_open() || self.unseen_recovery().is_some()
+    }
+
+    /// Records that the agent's full resync after window `id` was taken whole: from now on the
+    /// cluster's strangers are judged as without a window (its orphan records stay).
+    pub(super) async fn resynced_since(&mut self, id: String) {
+        let written = self
+            .edit(|c| {
+                let hub = c.hub.get_or_insert_with(Default::default);
+                if hub.resynced_since_recovery == id {
+                    return Ok(false);
+                }
+                hub.resynced_since_recovery = id.clone();
+                Ok(true)
+            })
+            .await;
+        match written {
+            Ok(_) => tracing::info!(
+                window = %id,
+                "the agent's first full resync since the recovery window opened is recorded"
+            ),
+            Err(e) => {
+                tracing::warn!(error = %e, "recording the agent's resync since the recovery failed; the next resync tries again")
+            }
+        }
     }
 }

@@ -162,7 +162,7 @@ impl Actor {
                 }
                 crate::identity::keep(&mut meta, &old, spec_changed);
                 if spec_changed {
-                    meta.generation = self.next_generation(&old, meta.generation);
+                    meta.generation = self.next_generation(&name, meta.generation);
                 }
                 let hub = next.hub.get_or_insert_with(Default::default);
                 if spec_changed {
@@ -180,6 +180,8 @@ impl Actor {
                     )));
                 }
                 crate::identity::create(&mut meta);
+                // Above what the spoke holds of an orphan of this name (adopting it).
+                meta.generation = self.next_generation(&name, meta.generation);
                 let mut w = ManifestWork {
                     metadata: Some(meta),
                     spec: work.spec,
@@ -521,6 +523,10 @@ impl Actor {
             // Digest first: with nothing being deleted, equal digests mean equal works.
             let deleting = hub.values().any(|v| v.deleting);
             let in_sync = !deleting && self.digest_matches(&hub, &request.digest);
+            // Equal works hold no stranger: the cluster's first resync since a recovery.
+            if in_sync && let Some(id) = self.unseen_recovery() {
+                self.resynced_since(id).await;
+            }
             let resp = SpecResyncResponse {
                 send_versions: !in_sync,
                 resync_period_seconds: self.resync_period_seconds(),
@@ -660,8 +666,13 @@ impl Actor {
 }
 
 impl Actor {
-    /// The earliest instant a finished work's TTL runs out (the actor's timer).
+    /// The earliest instant a finished work's TTL runs out (the actor's timer); none while a
+    /// recovery window covers the cluster (the restored work may be an older incarnation of
+    /// what the spoke runs: its TTL waits until the agent's first resync since).
     pub(super) fn next_expiry(&self) -> Option<Instant> {
+        if self.recovery_covers() {
+            return None;
+        }
         let now = std::time::SystemTime::now();
         self.works
             .values()
@@ -673,6 +684,9 @@ impl Actor {
 
     /// Deletes every finished work whose TTL ran out, as a `flotilla delete work` would.
     pub(super) async fn expire_works(&mut self) {
+        if self.recovery_covers() {
+            return;
+        }
         let now = std::time::SystemTime::now();
         let due: Vec<String> = self
             .works

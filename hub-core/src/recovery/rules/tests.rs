@@ -113,6 +113,12 @@ fn a_spoke_cannot_make_the_hub_record_without_bound() {
         a.delete.is_empty(),
         "past the bound, strangers are withheld still"
     );
+    assert!(
+        a.overflow,
+        "and the resync is not the cluster's whole one since the recovery"
+    );
+    let fits = answer(true, ids(&["r1"]), &agent(&[("r1", 1)]), &store(&[]), &k);
+    assert!(!fits.overflow);
 }
 
 #[test]
@@ -219,6 +225,11 @@ fn a_changed_spec_goes_above_what_a_spoke_holds_ahead() {
     assert_eq!(next_generation(2, None), 2);
     assert_eq!(next_generation(2, Some(5)), 6);
     assert_eq!(next_generation(7, Some(5)), 7);
+    assert_eq!(
+        next_generation(1, Some(i64::MAX)),
+        i64::MAX,
+        "a hostile generation does not overflow"
+    );
 }
 
 #[test]
