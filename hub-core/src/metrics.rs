@@ -92,6 +92,13 @@ pub struct ClusterLabels {
     pub available: String,
 }
 
+/// Labels of the agent-version gauge.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AgentVersionLabels {
+    /// The version the clusters' agents reported (`""` when an agent sent none).
+    pub version: String,
+}
+
 /// The hub's metrics.
 pub struct Metrics {
     registry: Mutex<Registry>,
@@ -113,6 +120,9 @@ pub struct Metrics {
     reject_logs: LogBudget,
     /// Clusters by acceptance and availability (computed at scrape time).
     pub clusters: Family<ClusterLabels, Gauge>,
+    /// Clusters by the agent version they last registered with (computed at scrape time; a
+    /// series per version, not per cluster).
+    pub agent_versions: Family<AgentVersionLabels, Gauge>,
     /// KV write latency in seconds.
     pub kv_write_seconds: Histogram,
     /// Lease expiries (clusters turned Unknown).
@@ -194,6 +204,7 @@ impl Metrics {
             mailbox_dropped: Family::default(),
             reject_logs: LogBudget::default(),
             clusters: Family::default(),
+            agent_versions: Family::default(),
             kv_write_seconds: Histogram::new([
                 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
             ]),
@@ -248,6 +259,11 @@ impl Metrics {
             "clusters",
             "Managed clusters by acceptance and availability",
             m.clusters.clone(),
+        );
+        registry.register(
+            "agent_versions",
+            "Managed clusters by the agent version they registered with",
+            m.agent_versions.clone(),
         );
         registry.register(
             "kv_write_seconds",
@@ -478,7 +494,14 @@ impl Metrics {
     /// Renders the text exposition, refreshing the cluster gauge from the inventory.
     pub fn render(&self, inventory: &ClusterInventory) -> String {
         self.clusters.clear();
+        self.agent_versions.clear();
         for c in inventory.snapshot() {
+            let agent = c.status.as_ref().and_then(|s| s.version.as_ref());
+            self.agent_versions
+                .get_or_create(&AgentVersionLabels {
+                    version: agent.map(|v| v.agent.clone()).unwrap_or_default(),
+                })
+                .inc();
             let accepted = c.spec.as_ref().is_some_and(|s| s.hub_accepts_client);
             let available = c
                 .status

@@ -61,6 +61,7 @@ fn cluster(i: usize) -> ManagedCluster {
             .into(),
             version: Some(ManagedClusterVersion {
                 kubernetes: format!("v1.{}.2", 28 + i % 4),
+                agent: "0.1.0".into(),
             }),
             cluster_claims: vec![ClusterClaim {
                 name: "id.k8s.io".into(),

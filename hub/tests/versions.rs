@@ -95,16 +95,32 @@ async fn a_hub_refuses_agents_outside_its_versions_saying_what_to_upgrade_and_th
         .filter_map(|c| c.metadata.map(|m| m.name))
         .collect();
     assert_eq!(names, ["fits"]);
+    // The accepted agent's version is recorded on its cluster and counted.
+    let fits_version = format!("{major}.{}.4-rc1", minor + 1);
     let metrics = metrics_text(&hub).await;
     for line in [
         "flotilla_hub_registration_refusals_total{reason=\"agent_version\"} 3".to_string(),
         format!("flotilla_hub_build_info{{version=\"{current}\"}} 1"),
+        format!("flotilla_hub_agent_versions{{version=\"{fits_version}\"}} 1"),
     ] {
         assert!(
             metrics.lines().any(|l| l == line),
             "no {line:?} in\n{metrics}"
         );
     }
+
+    let wide = tokio::process::Command::new(binary("flotilla"))
+        .args(["--hub", &format!("http://{}", hub.grpc_addr)])
+        .args(["get", "clusters", "-o", "wide"])
+        .output()
+        .await
+        .unwrap();
+    let table = String::from_utf8_lossy(&wide.stdout);
+    let lines: Vec<&str> = table.lines().collect();
+    let column = lines[0].find("AGENT").expect("an AGENT column");
+    assert!(lines[1].starts_with("fits "), "{table}");
+    let agent = lines[1][column..].split_whitespace().next();
+    assert_eq!(agent, Some(fits_version.as_str()), "{table}");
 
     let out = tokio::process::Command::new(binary("flotilla"))
         .args(["--hub", &format!("http://{}", hub.grpc_addr), "version"])

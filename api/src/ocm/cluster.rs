@@ -101,6 +101,9 @@ pub struct Version {
     /// Kubernetes version.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub kubernetes: String,
+    /// The Flotilla agent's version (a Flotilla extension to OCM's shape).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub agent: String,
 }
 
 /// A cluster claim.
@@ -199,9 +202,13 @@ impl From<&v1::ManagedCluster> for ManagedCluster {
                 conditions: conditions(&status.conditions),
                 capacity: status.capacity.into_iter().collect(),
                 allocatable: status.allocatable.into_iter().collect(),
-                version: Version {
-                    kubernetes: status.version.map(|v| v.kubernetes).unwrap_or_default(),
-                },
+                version: status
+                    .version
+                    .map(|v| Version {
+                        kubernetes: v.kubernetes,
+                        agent: v.agent,
+                    })
+                    .unwrap_or_default(),
                 cluster_claims: status
                     .cluster_claims
                     .into_iter()

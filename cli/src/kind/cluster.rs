@@ -44,7 +44,7 @@ impl Kind for ManagedCluster {
         ]
     }
 
-    const WIDE_COLUMNS: &'static [&'static str] = &["KEY", "WAITING KEY", "LABELS"];
+    const WIDE_COLUMNS: &'static [&'static str] = &["AGENT", "KEY", "WAITING KEY", "LABELS"];
 
     fn wide_row(&self) -> Vec<String> {
         let hub = self.hub.clone().unwrap_or_default();
@@ -52,7 +52,15 @@ impl Kind for ManagedCluster {
             fp if fp.is_empty() => "-".to_string(),
             fp => fp,
         };
+        let agent = self
+            .status
+            .as_ref()
+            .and_then(|s| s.version.as_ref())
+            .map(|v| v.agent.as_str())
+            .filter(|v| !v.is_empty())
+            .unwrap_or("-");
         vec![
+            agent.to_string(),
             show(&hub.agent_public_key),
             show(&hub.requested_public_key),
             other_labels(self),

@@ -73,16 +73,13 @@ fn facts(
     } else {
         format!("{} s", spec.lease_duration_seconds)
     };
-    let version = st
-        .version
-        .as_ref()
-        .map(|v| v.kubernetes.clone())
-        .unwrap_or_default();
+    let version = st.version.clone().unwrap_or_default();
     html! {
         table.pairs { tbody {
             tr { th { "Accepted" } td { (spec.hub_accepts_client) } }
             tr { th { "Lease" } td { (lease) } }
-            tr { th { "Kubernetes" } td { (version) } }
+            tr { th { "Kubernetes" } td { (version.kubernetes) } }
+            tr { th { "Agent" } td { (version.agent) } }
             tr { th { "Created" } td { (timestamp(m.creation_timestamp.as_ref())) } }
             tr { th { "UID" } td { (m.uid) } }
         } }

@@ -256,6 +256,7 @@ pub fn new_cluster(
         &req.kubernetes_version,
         &req.claims,
     );
+    record_agent_version(&mut c, &req.agent_version);
     let hub = c.hub.get_or_insert_with(Default::default);
     hub.agent_public_key = req.agent_public_key.clone();
     hub.agent_listens_under_prefix = req.listens_under_prefix;
@@ -349,6 +350,29 @@ pub enum KeyPolicy {
 /// `key` is its agent key.
 pub fn may_issue(c: &ManagedCluster, key: &str) -> bool {
     accepted(c) && !key.is_empty() && c.hub.as_ref().is_some_and(|h| h.agent_public_key == key)
+}
+
+/// Longest agent version recorded: the router lets any pre-release suffix through, and a
+/// trusted agent's text should not grow its cluster's record.
+const MAX_AGENT_VERSION: usize = 64;
+
+/// Records the agent version a trusted registration reports (`status.version.agent`);
+/// returns whether it changed.
+pub fn record_agent_version(c: &mut ManagedCluster, agent_version: &str) -> bool {
+    let mut end = agent_version.len().min(MAX_AGENT_VERSION);
+    while !agent_version.is_char_boundary(end) {
+        end -= 1;
+    }
+    let reported = &agent_version[..end];
+    let st = c.status.get_or_insert_with(Default::default);
+    let version = st
+        .version
+        .get_or_insert_with(ManagedClusterVersion::default);
+    if version.agent == reported {
+        return false;
+    }
+    version.agent = reported.to_string();
+    true
 }
 
 /// Copies capacity, allocatable, version and claims; returns whether anything changed.

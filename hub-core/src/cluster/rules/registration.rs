@@ -25,6 +25,7 @@
 
 use super::{
     AutoAccept, KeyPolicy, accept, accepted, apply_report, denied, new_cluster, reconcile_taints,
+    record_agent_version,
 };
 use flotilla_api::fingerprint;
 use flotilla_api::meta::{CLUSTERSET_LABEL, is_reserved_label};
@@ -155,7 +156,8 @@ pub fn decide(
             &req.allocatable,
             &req.kubernetes_version,
             &req.claims,
-        ) | record_wire(c, req)
+        ) | record_agent_version(c, &req.agent_version)
+            | record_wire(c, req)
     };
     // Whose report counts: the agent over its own credentials (its NATS user is its key), or
     // over the join credential the admin minted for the name. A public key is no secret —

@@ -211,6 +211,7 @@ fn full_cluster() -> v1::ManagedCluster {
                 .into(),
             version: Some(v1::ManagedClusterVersion {
                 kubernetes: "v1.30.2".into(),
+                ..Default::default()
             }),
             ..Default::default()
         }),

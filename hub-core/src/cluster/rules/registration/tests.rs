@@ -104,15 +104,34 @@ fn another_key_cannot_rewrite_an_accepted_clusters_claims_capacity_or_version() 
     accept(&mut c, "HubClusterAdminAccepted", "accepted");
     let mut evil = claimed(req("c1", "UEVIL"), "region", "us");
     evil.kubernetes_version = "v0.0.1".into();
+    evil.agent_version = "0.0.1-evil".into();
     evil.capacity.insert("cpu".into(), "9999".into());
     assert!(matches!(
         decide(Some(&c), &evil, Credential::User("UBOOT"), &ctx(&auto)),
         Decision::Refuse { .. }
     ));
     // The bound agent's own report is taken.
-    let own = claimed(req("c1", "UA"), "region", "eu-west");
+    let mut own = claimed(req("c1", "UA"), "region", "eu-west");
+    own.agent_version = "0.1.2".into();
     let c2 = stored(decide(Some(&c), &own, Credential::User("UA"), &ctx(&auto)));
-    assert_eq!(c2.status.unwrap().cluster_claims[0].value, "eu-west");
+    let st = c2.status.unwrap();
+    assert_eq!(st.cluster_claims[0].value, "eu-west");
+    assert_eq!(st.version.unwrap().agent, "0.1.2");
+}
+
+#[test]
+fn the_agent_version_is_recorded_from_the_first_registration_and_bounded() {
+    let auto = AutoAccept::default();
+    let mut first = req("c1", "UA");
+    first.agent_version = "0.1.0".into();
+    let c = stored(decide(None, &first, Credential::Unknown, &ctx(&auto)));
+    let version = c.status.as_ref().and_then(|s| s.version.clone()).unwrap();
+    assert_eq!(version.agent, "0.1.0");
+    let mut long = req("c1", "UA");
+    long.agent_version = format!("0.1.0-{}", "é".repeat(100));
+    let c = stored(decide(Some(&c), &long, Credential::User("UA"), &ctx(&auto)));
+    let agent = c.status.unwrap().version.unwrap().agent;
+    assert!(agent.len() <= 64 && agent.starts_with("0.1.0-é"), "{agent}");
 }
 
 #[test]
