@@ -200,7 +200,7 @@ enum Scenario {
     },
     /// The cluster proxy: a list of --list-mib MiB through it (time, hub and agent RSS growth),
     /// then --watches watches open at once over the fleet (time to open, hub RSS, event
-    /// latency, time to close).
+    /// latency, time to close), then with --sessions exec and port-forward sessions.
     Proxy {
         #[command(flatten)]
         common: Common,
@@ -221,6 +221,27 @@ enum Scenario {
         /// testkit's API server in this process (the agent's own RSS growth).
         #[arg(long)]
         kube_agent: bool,
+        /// Also measure exec and port-forward sessions: exec round trips, port-forward
+        /// throughput and memory per open session through the hub, through a leaf (with
+        /// --leaf-nodes) and directly on an API server, with real agents on the testkit's.
+        #[arg(long)]
+        sessions: bool,
+        /// Small execs (`echo hi`) timed on each path.
+        #[arg(long, default_value_t = 200)]
+        session_execs: usize,
+        /// Lines echoed through one open `cat` on each path.
+        #[arg(long, default_value_t = 500)]
+        session_echoes: usize,
+        /// MiB echoed through each path's port-forward.
+        #[arg(long, default_value_t = 64)]
+        session_forward_mib: usize,
+        /// Idle sessions held open on each agent for memory per session (at most 16: an agent
+        /// serves one caller 16; 0 leaves the memory figures out).
+        #[arg(long, default_value_t = 16)]
+        session_idle: usize,
+        /// The kubectl for port-forward (default: kubectl.1.32 beside the kubectl on PATH).
+        #[arg(long)]
+        kubectl: Option<PathBuf>,
     },
     /// C request/reply round trips the size of the fanout's over the same NATS topology,
     /// without hub or agents.
@@ -364,6 +385,24 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
     if let Some(profile) = &common.profile {
         flotilla_sim::FleetProfile::load(profile).map_err(|e| anyhow::anyhow!("--profile {e}"))?;
     }
+    if let Scenario::Proxy {
+        sessions: true,
+        session_execs,
+        session_echoes,
+        session_forward_mib,
+        session_idle,
+        ..
+    } = kind
+    {
+        scenario::sessions::Settings {
+            execs: *session_execs,
+            echoes: *session_echoes,
+            forward_mib: *session_forward_mib,
+            idle_sessions: *session_idle,
+            kubectl: PathBuf::new(),
+        }
+        .check()?;
+    }
     let proxy_url = match kind {
         Scenario::Proxy { proxy_url, .. } => match (proxy_url, &common.hub) {
             (Some(url), _) => Some(url.clone()),
@@ -378,6 +417,17 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
                     .hub_args
                     .push("--cluster-proxy-calls-per-identity".into());
                 common.hub_args.push("4096".into());
+                // And its sessions (--sessions): a share and a byte budget that hold
+                // every idle session of the memory figures.
+                common.hub_args.extend(
+                    [
+                        "--cluster-proxy-sessions-per-identity",
+                        "1024",
+                        "--cluster-proxy-session-bytes-per-identity",
+                        "4294967296",
+                    ]
+                    .map(String::from),
+                );
                 Some(format!("http://127.0.0.1:{port}"))
             }
         },
@@ -432,14 +482,30 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
                 list_repeats,
                 watches,
                 kube_agent,
+                sessions,
+                session_execs,
+                session_echoes,
+                session_forward_mib,
+                session_idle,
+                kubectl,
                 ..
             } => {
+                let sessions = sessions.then(|| scenario::sessions::Settings {
+                    execs: *session_execs,
+                    echoes: *session_echoes,
+                    forward_mib: *session_forward_mib,
+                    idle_sessions: *session_idle,
+                    kubectl: kubectl
+                        .clone()
+                        .unwrap_or_else(scenario::sessions::kubectl_1_32),
+                });
                 let settings = scenario::proxy::Settings {
                     proxy_url: proxy_url.clone().expect("set for the proxy scenario"),
                     list_mib: *list_mib,
                     repeats: *list_repeats,
                     watches: *watches,
                     kube_agent: *kube_agent,
+                    sessions,
                 };
                 scenario::proxy::run(run, settings).await
             }

@@ -99,6 +99,62 @@ fn the_proxy_streams_a_list_and_delivers_every_watch_event_through_a_leaf_node()
 }
 
 #[test]
+fn the_proxy_measures_exec_and_port_forward_sessions_through_the_hub_a_leaf_and_directly() {
+    let v = scenario(&[
+        "proxy",
+        "--clusters",
+        "1",
+        "--leaf-nodes",
+        "1",
+        "--list-mib",
+        "0",
+        "--watches",
+        "0",
+        "--sessions",
+        "--session-execs",
+        "5",
+        "--session-echoes",
+        "10",
+        "--session-forward-mib",
+        "2",
+        "--session-idle",
+        "4",
+        "--timeout-seconds",
+        "120",
+    ]);
+    assert_eq!(
+        v["session_paths"],
+        serde_json::json!(["hub", "leaf", "direct"])
+    );
+    for path in ["hub", "leaf", "direct"] {
+        for figure in [
+            "exec_p50_ms",
+            "exec_p99_ms",
+            "echo_p50_ms",
+            "forward_mib_per_second",
+        ] {
+            let key = format!("session_{path}_{figure}");
+            assert!(v[&key].as_f64().is_some_and(|x| x > 0.0), "{key}: {v}");
+        }
+    }
+    for key in [
+        "session_hub_exec_p50_ms_ratio",
+        "session_leaf_forward_mib_per_second_ratio",
+        "session_tcp_forward_mib_per_second",
+    ] {
+        assert!(v[key].as_f64().is_some_and(|x| x > 0.0), "{key}: {v}");
+    }
+    for key in [
+        "session_hub_bytes_per_exec_session",
+        "session_agent_bytes_per_exec_session",
+        "session_hub_bytes_per_forwarded_connection",
+        "session_agent_bytes_per_forwarded_connection",
+    ] {
+        assert!(v[key].as_u64().is_some(), "{key}: {v}");
+    }
+}
+
+#[test]
 fn fanout_converges_and_reports_its_efficiency_and_plots() {
     let out = tempfile::tempdir().unwrap();
     let v = scenario(&[
@@ -257,6 +313,13 @@ fn bad_arguments_fail_with_a_clear_error_and_start_nothing() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(err.contains("taints[0].effect"), "{err}");
+    let out = Command::new(env!("CARGO_BIN_EXE_flotilla-load"))
+        .args(["proxy", "--sessions", "--session-idle", "17"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("--session-idle 17"), "{err}");
 }
 
 #[test]

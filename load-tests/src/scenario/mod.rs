@@ -13,7 +13,8 @@
 //! - [`flapping`]: a share of the fleet flapping while the work changes.
 //! - [`policy`]: one inform policy over every cluster until all reported, then enforced until
 //!   every cluster is Compliant.
-//! - [`proxy`]: a 20 MiB list and 1,000 watches through the cluster proxy.
+//! - [`proxy`]: a 20 MiB list and 1,000 watches through the cluster proxy; with `--sessions`
+//!   exec and port-forward sessions ([`sessions`]).
 //! - [`steady`]: the idle fleet renewing its leases: hub CPU and message rate.
 //! - [`transport`]: the transport limit alone.
 
@@ -26,6 +27,7 @@ pub mod hub_restart;
 pub mod policy;
 pub mod proxy;
 pub mod register;
+pub mod sessions;
 pub mod steady;
 pub mod storm;
 pub mod streams;

@@ -11,7 +11,11 @@
 //!    one agent, under its cap of 256 calls): time until every one has its response head, the
 //!    hub's RSS with all of them open, then one ConfigMap created on every cluster and the time
 //!    until every watch has seen it (latency per watch from its cluster's write), and the time
-//!    until the hub has closed every call after the clients go away.
+//!    until the hub has closed every call after the clients go away;
+//! 3. **sessions** (`--sessions`, [`super::sessions`]): exec round trips, port-forward throughput
+//!    and memory per open session through the hub, through a leaf and directly.
+//!
+//! `--list-mib 0` and `--watches 0` leave out the first two.
 //!
 //! The proxy is served plain on loopback without tokens (every caller an admin): a
 //! self-started hub gets `--cluster-proxy-listen`; an attached hub's proxy is `--proxy-url`.
@@ -50,6 +54,8 @@ pub struct Settings {
     pub watches: usize,
     /// Also list through a real agent on a Kubernetes API server (the testkit's).
     pub kube_agent: bool,
+    /// The sessions phase, when asked for.
+    pub sessions: Option<super::sessions::Settings>,
 }
 
 type Http = Client<HttpConnector, Full<Bytes>>;
@@ -94,11 +100,13 @@ pub async fn run(mut run: Run, settings: Settings) -> Result<(Summary, Run)> {
         hub,
         agents: fleet_pids.clone(),
     };
-    sim.measure(&mut summary, "list").await?;
-    if settings.kube_agent {
-        let agent = KubeAgent::start(&run.topology.agent_urls()[0], &proxy).await?;
+    if settings.list_mib > 0 {
+        sim.measure(&mut summary, "list").await?;
+    }
+    if settings.kube_agent && settings.list_mib > 0 {
+        let agent = KubeAgent::start(LIST_AGENT, &run.topology.agent_urls()[0], &proxy).await?;
         let kube = List {
-            cluster: KubeAgent::NAME.to_string(),
+            cluster: LIST_AGENT.to_string(),
             agents: agent.pid().into_iter().collect(),
             ..sim
         };
@@ -107,6 +115,34 @@ pub async fn run(mut run: Run, settings: Settings) -> Result<(Summary, Run)> {
     }
 
     // 2. The watches.
+    let watched = watches(&run, &proxy, &settings, &mut summary).await?;
+
+    // 3. exec and port-forward sessions.
+    if let Some(sessions) = &settings.sessions {
+        super::sessions::measure(&run, &proxy, sessions, &mut summary).await?;
+    }
+    phase.end(&run.topology, &mut summary).await;
+    summary.converged = watched.is_none_or(|(delivered, closed)| {
+        delivered == settings.watches && (closed || hub.is_none())
+    });
+    summary.errors = watched.map_or(0, |(delivered, _)| settings.watches - delivered) as u64;
+    fleet.stop().await;
+    Ok((summary, run))
+}
+
+/// The watches of step 2: opened, one write on every cluster, closed. Returns how many saw
+/// their cluster's write and whether every call closed; `None` with no watches.
+async fn watches(
+    run: &Run,
+    proxy: &Proxy,
+    settings: &Settings,
+    summary: &mut Summary,
+) -> Result<Option<(usize, bool)>> {
+    if settings.watches == 0 {
+        return Ok(None);
+    }
+    let clusters = run.fleet.clusters;
+    let hub = run.topology.hub_pid();
     let hub_before = hub.and_then(rss_bytes).unwrap_or(0);
     let (events_tx, mut events) = mpsc::unbounded_channel();
     let (opened_tx, mut opened) = mpsc::unbounded_channel();
@@ -190,11 +226,7 @@ pub async fn run(mut run: Run, settings: Settings) -> Result<(Summary, Run)> {
         "watch_close_seconds",
         closed.then(|| round(t.elapsed().as_secs_f64())),
     );
-    phase.end(&run.topology, &mut summary).await;
-    summary.converged = latencies.len() == settings.watches && (closed || hub.is_none());
-    summary.errors = (settings.watches - latencies.len()) as u64;
-    fleet.stop().await;
-    Ok((summary, run))
+    Ok(Some((latencies.len(), closed)))
 }
 
 /// One list measurement: `objects` written to `cluster`, then listed `repeats` times.
@@ -272,22 +304,24 @@ impl List<'_> {
     }
 }
 
+/// The cluster of the list through a real agent.
+const LIST_AGENT: &str = "kube-0";
+
 /// A real `flotilla-agent` process with the Kubernetes backend, on the testkit's API server
 /// (in this process), registered with the hub and reachable through the proxy.
-struct KubeAgent {
+pub(super) struct KubeAgent {
     child: tokio::process::Child,
-    _api: flotilla_testkit::kube::FakeKube,
+    api: flotilla_testkit::kube::FakeKube,
     _state: tempfile::TempDir,
 }
 
 impl KubeAgent {
-    const NAME: &'static str = "kube-0";
-
-    async fn start(nats_url: &str, proxy: &Proxy) -> Result<Self> {
+    /// Starts cluster `name`'s agent on `nats_url` and waits until the proxy reaches it.
+    pub(super) async fn start(name: &str, nats_url: &str, proxy: &Proxy) -> Result<Self> {
         let api = flotilla_testkit::kube::FakeKube::start().await;
         let state = tempfile::tempdir().context("a state directory for the agent")?;
         let child = tokio::process::Command::new(crate::topology::sibling_binary("flotilla-agent"))
-            .args(["--cluster-name", Self::NAME, "--nats-url", nats_url])
+            .args(["--cluster-name", name, "--nats-url", nats_url])
             .args(["--backend", "kubernetes", "--kubeconfig"])
             .arg(api.kubeconfig())
             .arg("--state-dir")
@@ -301,41 +335,50 @@ impl KubeAgent {
             )?;
         let agent = Self {
             child,
-            _api: api,
+            api,
             _state: state,
         };
         let deadline = Instant::now() + Duration::from_secs(60);
-        while !proxy.reachable(Self::NAME).await {
+        while !proxy.reachable(name).await {
             if Instant::now() > deadline {
-                bail!(
-                    "{} was not reachable through the proxy within 60 s",
-                    Self::NAME
-                );
+                bail!("{name} was not reachable through the proxy within 60 s");
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         Ok(agent)
     }
 
-    fn pid(&self) -> Option<u32> {
+    /// The agent's process id.
+    pub(super) fn pid(&self) -> Option<u32> {
         self.child.id()
     }
 
-    async fn stop(mut self) {
+    /// Its cluster's API server.
+    pub(super) fn api(&self) -> &flotilla_testkit::kube::FakeKube {
+        &self.api
+    }
+
+    /// Kills the agent.
+    pub(super) async fn stop(mut self) {
         let _ = self.child.kill().await;
     }
 }
 
 /// The hub's cluster proxy, as a client sees it.
 #[derive(Clone)]
-struct Proxy {
+pub(super) struct Proxy {
     http: Http,
     base: String,
 }
 
 impl Proxy {
     fn url(&self, cluster: &str, path: &str) -> String {
-        format!("{}/clusters/{cluster}{path}", self.base)
+        format!("{}{path}", self.cluster_base(cluster))
+    }
+
+    /// `http://…/clusters/NAME`: what a kubeconfig's `server` says for `cluster`.
+    pub(super) fn cluster_base(&self, cluster: &str) -> String {
+        format!("{}/clusters/{cluster}", self.base)
     }
 
     /// Creates `count` ConfigMaps of [`OBJECT_BYTES`] in [`LISTED`] on `cluster`, eight at a
@@ -405,7 +448,13 @@ impl Proxy {
             .with_context(|| format!("creating namespace {name} on {cluster}"))
     }
 
-    async fn post(&self, cluster: &str, path: &str, body: &serde_json::Value) -> Result<()> {
+    /// POSTs `body` to `path` of `cluster`, which must succeed.
+    pub(super) async fn post(
+        &self,
+        cluster: &str,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> Result<()> {
         let request = http::Request::post(self.url(cluster, path))
             .header(http::header::CONTENT_TYPE, "application/json")
             .body(Full::new(Bytes::from(body.to_string())))?;
