@@ -13,6 +13,8 @@
 //!   server connection over `AsyncRead + AsyncWrite` (I/O).
 //! - [`wsio`]: `AsyncRead + AsyncWrite` over a WebSocket of binary messages, for SPDY
 //!   tunnelled in a WebSocket (I/O).
+//! - [`remotecommand`]: exec and attach over SPDY — the streams by role, gathered as the
+//!   kubelet gathers them, the resize stream's JSON (pure).
 //! - [`portforward`]: port-forward's streams — header validation, pairing `error` and `data`
 //!   by `requestid`, the pair timeout as a rule over a given clock (pure).
 
@@ -21,6 +23,7 @@
 pub mod channel;
 pub mod negotiate;
 pub mod portforward;
+pub mod remotecommand;
 pub mod spdy;
 pub mod status;
 pub mod wsio;

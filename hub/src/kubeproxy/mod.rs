@@ -19,8 +19,9 @@
 //! - [`session`]: what an exec, attach or port-forward request asks for, from its path and
 //!   query (pure).
 //! - [`upgrade`]: a session request's upgrade checked, its session opened, `101` answered and
-//!   the connection handed to [`exec`] (WebSocket channel protocols) or [`portforward`] (SPDY,
-//!   raw or in a WebSocket; a session per forwarded connection).
+//!   the connection handed to [`exec`] (WebSocket channel protocols), [`spdy_exec`]
+//!   (`v4.channel.k8s.io` over SPDY) or [`portforward`] (SPDY, raw or in a WebSocket; a
+//!   session per forwarded connection).
 //! - [`server`]: the HTTP(S) server, an axum `Router` with one fallback handler and layers for
 //!   the count and an open hub's host check: authenticate, decide, log, check the cluster, call,
 //!   stream the answer back.
@@ -38,6 +39,7 @@ pub mod refusals;
 pub mod request;
 pub mod server;
 pub mod session;
+pub mod spdy_exec;
 pub mod status;
 pub mod streams;
 pub mod tunnel;

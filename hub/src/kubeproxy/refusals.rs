@@ -2,9 +2,10 @@
 //! kubectl's SPDY retry of a refused WebSocket gets the spoke's own answer.
 //!
 //! kubectl 1.30+ tries exec, attach and cp over WebSocket and, on any answer but `101`,
-//! retries over SPDY and prints the *second* answer. The hub serves exec and attach over
-//! WebSocket only, so without this a spoke's refusal (its RBAC's 403, a 404 pod, a 400 "not
-//! running") would reach the user as the hub's SPDY `501`. A refusal is remembered for
+//! retries over SPDY and prints the *second* answer. The hub serves both, so the retry would
+//! reach the spoke again; answering it from here instead asks the spoke once (a refusal is
+//! not worth a second round trip through the agent) and gives kubectl exactly the answer the
+//! spoke gave (its RBAC's 403, a 404 pod, a 400 "not running"). A refusal is remembered for
 //! [`REMEMBERED`] under a fingerprint of everything that decided it — the cluster and the
 //! request as the agent got it (caller, impersonation, credential, path, query), never the
 //! method or the upgrade headers — and answered once to the SPDY retry of the same request.

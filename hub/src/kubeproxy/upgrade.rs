@@ -11,18 +11,18 @@
 //! | request | answer |
 //! |---|---|
 //! | exec/attach, WebSocket `v5.channel.k8s.io` / `v4.channel.k8s.io` | `101` once the agent opened the session, else the agent's refusal |
-//! | exec/attach, SPDY/3.1 (kubectl ≤ 1.29, `KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false`) | the spoke's refusal of the same request over WebSocket moments before ([`super::refusals`]: kubectl prints the retry's answer), else `501`, saying to use the WebSocket |
+//! | exec/attach, SPDY/3.1 `v4.channel.k8s.io` (kubectl ≤ 1.29, `KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false`, kubectl's retry of a refused WebSocket) | the spoke's refusal of the same request over WebSocket moments before if there was one ([`super::refusals`]: kubectl prints the retry's answer, and the spoke is not asked twice), else `101` once the agent opened the session, else the agent's refusal |
 //! | port-forward, WebSocket `SPDY/3.1+portforward.k8s.io`, or SPDY/3.1 `portforward.k8s.io` | `101` at once; a session per forwarded connection |
 //! | HTTP/2, no upgrade, an `Origin`, unknown protocols | `400`/`403` with what is served |
 
 use super::refusals::{self, Key, Refusal};
 use super::server::{Deps, answered, call_failed};
 use super::status::{self, Body};
-use super::tunnel::{Opened, SessionError, SessionOutgoing};
-use super::{exec, portforward, session};
+use super::tunnel::{Opened, SessionError, SessionIo, SessionOutgoing};
+use super::{exec, portforward, session, spdy_exec};
 use flotilla_api::v1::TunnelRequest;
-use flotilla_bus::tunnel::session::Kind;
-use flotilla_kubestream::negotiate::{self, Purpose, SpdyUpgrade, Upgrade, WsProtocol};
+use flotilla_bus::tunnel::session::{Kind, Streams};
+use flotilla_kubestream::negotiate::{self, Purpose, Upgrade, WsProtocol};
 use flotilla_kubestream::wsio::WsIo;
 use http::StatusCode;
 use hyper::upgrade::OnUpgrade;
@@ -31,10 +31,8 @@ use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tracing::Instrument;
 
-/// What a SPDY exec or attach is answered.
-const SPDY_EXEC: &str = "the cluster proxy serves exec, attach and cp over WebSocket \
-(v5.channel.k8s.io, kubectl 1.30 or later); SPDY is served for port-forward only: use kubectl \
-1.30 or later and leave KUBECTL_REMOTE_COMMAND_WEBSOCKETS unset";
+/// The protocol of exec and attach over SPDY, for the log.
+const SPDY_EXEC: &str = "SPDY/3.1+v4.channel.k8s.io";
 
 /// Serves a session request for `kind` on `cluster`: `request` is what the caller's grant
 /// makes of it (path, caller, impersonation, credential).
@@ -96,36 +94,38 @@ pub async fn serve(
             tunnels.spawn_task(port_forward(on_upgrade, tunnelled, target).instrument(span));
             switching(resp)
         }
-        (_, Upgrade::Spdy(SpdyUpgrade { .. })) => {
+        (_, Upgrade::Spdy(spdy)) => {
             if let Some(refusal) = tunnels.refusals().take(key, std::time::Instant::now()) {
                 return replayed(refusal);
             }
-            deps.metrics.refused("protocol");
-            status::response(StatusCode::NOT_IMPLEMENTED, SPDY_EXEC)
+            let (io, asked) = match open(deps, kind, &cluster, query, request, SPDY_EXEC).await {
+                Ok(opened) => opened,
+                Err(refused) => return refused.into(),
+            };
+            let span = tracing::info_span!(
+                "kubeproxy_exec", cluster.name = %cluster, kind = %kind, protocol = SPDY_EXEC
+            );
+            tunnels.spawn_task(
+                async move {
+                    match on_upgrade.await {
+                        Ok(upgraded) => spdy_exec::serve(TokioIo::new(upgraded), asked, io).await,
+                        Err(e) => tracing::debug!(error = %e, "the client's upgrade failed"),
+                    }
+                }
+                .instrument(span),
+            );
+            switching(spdy.response())
         }
         (_, Upgrade::WebSocket(ws)) => {
             let WsProtocol::Channel(protocol) = ws.protocol else {
                 // negotiate offers only the channel protocols for exec and attach.
                 return status::response(StatusCode::BAD_REQUEST, "not a channel protocol");
             };
-            let spec = match session::exec_or_attach(kind, &request.path, query) {
-                Ok(spec) => spec,
-                Err(e) => return status::response(StatusCode::BAD_REQUEST, &e.to_string()),
-            };
-            request.session = Some(spec.to_wire());
-            let opened = tunnels
-                .open_session(SessionOutgoing {
-                    cluster: cluster.clone(),
-                    request,
-                    protocol: protocol.name(),
-                })
-                .await;
+            let opened = open(deps, kind, &cluster, query, request, protocol.name()).await;
             let io = match opened {
-                Ok(Opened::Session(io)) => io,
-                Ok(Opened::Refused(answer)) => {
-                    return remembered(deps, key, answered(&cluster, answer)).await;
-                }
-                Err(e) => return session_failed(deps, &cluster, &e),
+                Ok((io, _)) => io,
+                Err(Refused::Spoke(resp)) => return remembered(deps, key, resp).await,
+                Err(Refused::Hub(resp)) => return resp,
             };
             let span = tracing::info_span!(
                 "kubeproxy_exec", cluster.name = %cluster, kind = %kind
@@ -141,6 +141,50 @@ pub async fn serve(
             );
             switching(ws.response())
         }
+    }
+}
+
+/// Why an exec or attach session did not open: the answer for the client.
+enum Refused {
+    /// The spoke refused it (its RBAC, a missing pod): remembered for kubectl's SPDY retry.
+    Spoke(http::Response<Body>),
+    /// The hub refused it (the query, a limit, the agent's silence).
+    Hub(http::Response<Body>),
+}
+
+impl From<Refused> for http::Response<Body> {
+    fn from(r: Refused) -> Self {
+        match r {
+            Refused::Spoke(resp) | Refused::Hub(resp) => resp,
+        }
+    }
+}
+
+/// Opens the exec or attach session `query` asks for through the cluster's agent; returns it
+/// with the streams the client asked for.
+async fn open(
+    deps: &Deps,
+    kind: Kind,
+    cluster: &str,
+    query: &str,
+    mut request: TunnelRequest,
+    protocol: &'static str,
+) -> Result<(SessionIo, Streams), Refused> {
+    let spec = session::exec_or_attach(kind, &request.path, query)
+        .map_err(|e| Refused::Hub(status::response(StatusCode::BAD_REQUEST, &e.to_string())))?;
+    request.session = Some(spec.to_wire());
+    let opened = deps
+        .tunnels
+        .open_session(SessionOutgoing {
+            cluster: cluster.to_owned(),
+            request,
+            protocol,
+        })
+        .await;
+    match opened {
+        Ok(Opened::Session(io)) => Ok((io, spec.streams)),
+        Ok(Opened::Refused(answer)) => Err(Refused::Spoke(answered(cluster, answer))),
+        Err(e) => Err(Refused::Hub(session_failed(deps, cluster, &e))),
     }
 }
 

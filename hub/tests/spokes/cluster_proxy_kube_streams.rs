@@ -32,8 +32,8 @@ spec:
 
 /// What a test runs on: a hub, an agent with the Kubernetes backend on the testkit's API
 /// server with [`POD`], its port 80 forwarded to an echo server, and kubectl 1.32 as the admin.
-struct KubeSpoke {
-    hub: ProxyHub,
+pub(crate) struct KubeSpoke {
+    pub(crate) hub: ProxyHub,
     cluster: kube_fixture::Cluster,
     _agent: TestAgent,
     _echo: EchoServer,
@@ -41,7 +41,7 @@ struct KubeSpoke {
 }
 
 impl KubeSpoke {
-    async fn start(nats: &NatsServer) -> Self {
+    pub(crate) async fn start(nats: &NatsServer) -> Self {
         let hub = proxy_hub(nats).await;
         let cluster = kube_fixture::Cluster::Fake(FakeKube::start().await);
         let agent =

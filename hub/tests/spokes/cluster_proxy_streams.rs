@@ -39,7 +39,7 @@ spec:
 
 /// A hub, an agent on a simulated cluster `edge-1` with [`POD`] running, and kubectl 1.32 as
 /// the admin.
-async fn with_pod(nats: &NatsServer) -> (ProxyHub, TestAgent, Kubectl) {
+pub(crate) async fn with_pod(nats: &NatsServer) -> (ProxyHub, TestAgent, Kubectl) {
     let hub = proxy_hub(nats).await;
     let agent = start_agent(agent_config("edge-1", &nats.url()));
     wait_inventory(&hub, "edge-1", true).await;

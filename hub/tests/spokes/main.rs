@@ -14,6 +14,7 @@ mod apply_works;
 mod cluster_proxy;
 mod cluster_proxy_kube_streams;
 mod cluster_proxy_leaf;
+mod cluster_proxy_spdy_exec;
 mod cluster_proxy_streams;
 mod cluster_proxy_tunnel;
 mod executor;
