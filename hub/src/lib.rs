@@ -15,6 +15,8 @@
 //!   removal; [`catalog`], every bucket and what it decodes as.
 //! - [`backup`] and [`restore`]: `flotilla-hub backup` and `restore` — every stream through
 //!   JetStream's own snapshot API into a directory, and back into an empty server.
+//! - [`install`]: `flotilla-hub manifests` — the management-cluster install (NATS, hubs,
+//!   Secrets, policies, monitoring) rendered from a checked plan (pure).
 //! - [`identity`]: uid, creationTimestamp and generation of stored objects.
 //! - [`keys`]: typed keys of namespaced objects (inventory and KV spellings).
 //! - [`settle`]: keys whose write had an unknown outcome, read again by their owner.
@@ -81,6 +83,8 @@
 //! - [`dashboard`]: the web dashboard (`--dashboard-listen`): server-rendered views of the
 //!   fleet, live over Server-Sent Events.
 //! - [`webserver`]: how the cluster proxy and the dashboard accept and serve HTTP(S).
+//! - [`oidc`]: identities from an OIDC issuer — the `--oidc-*` flags, the keys task, the
+//!   bearer verifier every surface authenticates ID tokens with (over `flotilla-oidc`).
 //! - [`hosts`]: which `Host` an open server (no API tokens) answers — DNS rebinding (pure).
 //! - [`metrics`]: Prometheus metrics and the `/metrics` endpoint.
 //!
@@ -108,8 +112,10 @@ pub mod grpc;
 pub mod hosts;
 pub mod importpolicy;
 pub mod info;
+pub mod install;
 pub mod kubeproxy;
 pub mod mirrorpeer;
+pub mod oidc;
 pub mod placement;
 pub mod policy;
 pub mod recovery;
@@ -183,6 +189,8 @@ pub struct ApiConfig {
     pub tls: Option<TlsFiles>,
     /// How much of the server one caller may hold: connections, streams, calls and watches.
     pub capacity: grpc::capacity::CapacityConfig,
+    /// An OIDC issuer whose ID tokens are bearer tokens too (`--oidc-issuer-url`).
+    pub oidc: Option<flotilla_oidc::Config>,
 }
 
 /// A PEM certificate chain and its private key.
@@ -257,6 +265,9 @@ pub enum HubError {
     /// The shard lease settings are unusable.
     #[error("shard leases: {0}")]
     Ha(String),
+    /// The OIDC issuer cannot be used.
+    #[error(transparent)]
+    Oidc(#[from] oidc::OidcError),
     /// JetStream has no room for what a stream of the hub reserves.
     #[error(
         "NATS JetStream has no room for stream {stream}, whose size the hub bounds with \
@@ -436,6 +447,7 @@ async fn start_on(mut config: Config, listeners: boot::Listeners) -> Result<Hub,
     // The controller families, and the access table every call to the API is decided by (the
     // core's rows and each family's), handed to the API's tokens before anything serves.
     let families = controllers::families(&config);
+    config.api.tokens = oidc::prepare(config.api.tokens.take(), config.api.oidc.as_ref());
     boot::decide_access(&mut config, &families)?;
     let hub_id = boot::hub_id(&config, &listeners);
     config.ha.validate().map_err(HubError::Ha)?;
@@ -462,6 +474,19 @@ async fn start_on(mut config: Config, listeners: boot::Listeners) -> Result<Hub,
     // Every surface decides by the grants over this hub's set index; the grants file is
     // followed while the hub runs.
     config.api.tokens = (config.api.tokens.take()).map(|t| t.with_index(state.set_index.clone()));
+    // ID tokens of the OIDC issuer, verified with keys a task fetches and rotates.
+    let _oidc = match (config.api.oidc.clone(), config.api.tokens.take()) {
+        (Some(issuer), Some(tokens)) => {
+            let (tokens, authenticator, task) = oidc::start(issuer, tokens, &shutdown_rx)?;
+            config.api.tokens = Some(tokens);
+            tasks.push(task);
+            Some(authenticator)
+        }
+        (_, tokens) => {
+            config.api.tokens = tokens;
+            None
+        }
+    };
     if let Some(live) = config.api.tokens.as_ref().map(|t| t.live())
         && let Some(path) = live.file()
     {

@@ -5,6 +5,7 @@
 mod backup;
 mod doctor;
 mod init;
+mod manifests;
 mod restore;
 mod rotate;
 
@@ -19,6 +20,7 @@ pub enum Command {
     Doctor(doctor::Doctor),
     Backup(backup::Backup),
     Restore(restore::Restore),
+    Manifests(manifests::Manifests),
 }
 
 impl Command {
@@ -30,6 +32,7 @@ impl Command {
             Command::Doctor(c) => runtime.block_on(c.run(nats)),
             Command::Backup(c) => runtime.block_on(c.run(nats)),
             Command::Restore(c) => runtime.block_on(c.run(nats)),
+            Command::Manifests(c) => c.run(),
         }
     }
 }
