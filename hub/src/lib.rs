@@ -83,6 +83,8 @@
 //! - [`dashboard`]: the web dashboard (`--dashboard-listen`): server-rendered views of the
 //!   fleet, live over Server-Sent Events.
 //! - [`webserver`]: how the cluster proxy and the dashboard accept and serve HTTP(S).
+//! - [`oidc`]: identities from an OIDC issuer — the `--oidc-*` flags, the keys task, the
+//!   bearer verifier every surface authenticates ID tokens with (over `flotilla-oidc`).
 //! - [`hosts`]: which `Host` an open server (no API tokens) answers — DNS rebinding (pure).
 //! - [`metrics`]: Prometheus metrics and the `/metrics` endpoint.
 //!
@@ -113,6 +115,7 @@ pub mod info;
 pub mod install;
 pub mod kubeproxy;
 pub mod mirrorpeer;
+pub mod oidc;
 pub mod placement;
 pub mod policy;
 pub mod recovery;
@@ -186,6 +189,8 @@ pub struct ApiConfig {
     pub tls: Option<TlsFiles>,
     /// How much of the server one caller may hold: connections, streams, calls and watches.
     pub capacity: grpc::capacity::CapacityConfig,
+    /// An OIDC issuer whose ID tokens are bearer tokens too (`--oidc-issuer-url`).
+    pub oidc: Option<flotilla_oidc::Config>,
 }
 
 /// A PEM certificate chain and its private key.
@@ -260,6 +265,9 @@ pub enum HubError {
     /// The shard lease settings are unusable.
     #[error("shard leases: {0}")]
     Ha(String),
+    /// The OIDC issuer cannot be used.
+    #[error(transparent)]
+    Oidc(#[from] oidc::OidcError),
     /// JetStream has no room for what a stream of the hub reserves.
     #[error(
         "NATS JetStream has no room for stream {stream}, whose size the hub bounds with \
@@ -439,6 +447,7 @@ async fn start_on(mut config: Config, listeners: boot::Listeners) -> Result<Hub,
     // The controller families, and the access table every call to the API is decided by (the
     // core's rows and each family's), handed to the API's tokens before anything serves.
     let families = controllers::families(&config);
+    config.api.tokens = oidc::prepare(config.api.tokens.take(), config.api.oidc.as_ref());
     boot::decide_access(&mut config, &families)?;
     let hub_id = boot::hub_id(&config, &listeners);
     config.ha.validate().map_err(HubError::Ha)?;
@@ -465,6 +474,19 @@ async fn start_on(mut config: Config, listeners: boot::Listeners) -> Result<Hub,
     // Every surface decides by the grants over this hub's set index; the grants file is
     // followed while the hub runs.
     config.api.tokens = (config.api.tokens.take()).map(|t| t.with_index(state.set_index.clone()));
+    // ID tokens of the OIDC issuer, verified with keys a task fetches and rotates.
+    let _oidc = match (config.api.oidc.clone(), config.api.tokens.take()) {
+        (Some(issuer), Some(tokens)) => {
+            let (tokens, authenticator, task) = oidc::start(issuer, tokens, &shutdown_rx)?;
+            config.api.tokens = Some(tokens);
+            tasks.push(task);
+            Some(authenticator)
+        }
+        (_, tokens) => {
+            config.api.tokens = tokens;
+            None
+        }
+    };
     if let Some(live) = config.api.tokens.as_ref().map(|t| t.live())
         && let Some(path) = live.file()
     {

@@ -57,10 +57,14 @@ struct Args {
     api_allow_unauthenticated: bool,
     /// Teams: a grants file (YAML, `kind: Grants`) giving users and groups roles on the fleet
     /// (`admin`, `view`), on cluster sets (`admin`, `bind`, `view`) and on namespaces (`admin`,
-    /// `edit`, `view`); a token's NAME is a user. Needs --api-token-file. Read at start (a file
-    /// that does not parse stops the hub); not yet re-read when it changes.
+    /// `edit`, `view`); a token's NAME is a user, and so is an OIDC username. Needs
+    /// --api-token-file or --oidc-issuer-url. Read at start (a file that does not parse stops
+    /// the hub), then again when it changes.
     #[arg(long, env = "FLOTILLA_GRANTS_FILE")]
     grants_file: Option<std::path::PathBuf>,
+    /// Identities from an OIDC issuer (kube-apiserver's --oidc-* flags).
+    #[command(flatten)]
+    oidc: flotilla_hub::oidc::OidcArgs,
     /// How much of the gRPC server one caller may hold (connections, streams, calls, watches).
     #[command(flatten)]
     grpc_capacity: flotilla_hub::grpc::capacity::CapacityArgs,
@@ -300,6 +304,7 @@ struct Checked {
     secure: Option<flotilla_auth::SecureDir>,
     auto_accept: AutoAccept,
     tokens: Option<flotilla_hub::grpc::auth::Tokens>,
+    oidc: Option<flotilla_oidc::Config>,
     sealing_key: Option<flotilla_hub::serviceaccount::key::SealingKey>,
     families: flotilla_hub::controllers::Settings,
 }
@@ -343,13 +348,15 @@ fn check(args: &Args) -> Result<Checked, Vec<String>> {
         flotilla_hub::grants::file::load,
         &mut errors,
     );
-    if args.grants_file.is_some() && args.api_token_file.is_none() {
+    let oidc = args.oidc.config(&mut errors);
+    if args.grants_file.is_some() && args.api_token_file.is_none() && oidc.is_none() {
         errors.push(
             "--grants-file: grants need identities to grant to; give --api-token-file (a token's \
-             NAME is a user in the grants file)"
+             NAME is a user in the grants file) or --oidc-issuer-url"
                 .into(),
         );
     }
+    let tokens = flotilla_hub::oidc::prepare(tokens, oidc.as_ref());
     let tokens = match grants {
         Some(grants) => tokens.map(|t| {
             let t = t.with_grants(std::sync::Arc::new(grants));
@@ -376,6 +383,7 @@ fn check(args: &Args) -> Result<Checked, Vec<String>> {
             secure,
             auto_accept,
             tokens,
+            oidc,
             sealing_key,
             families,
         })
@@ -438,13 +446,12 @@ fn check_numbers(args: &Args, errors: &mut Vec<String>) {
 /// An API, cluster proxy or dashboard that anyone reaching it could use is refused unless asked
 /// for.
 fn check_listeners(args: &Args, errors: &mut Vec<String>) {
-    if args.api_token_file.is_none()
-        && !args.grpc_listen.ip().is_loopback()
-        && !args.api_allow_unauthenticated
-    {
+    let authenticated = args.api_token_file.is_some() || args.oidc.oidc_issuer_url.is_some();
+    if !authenticated && !args.grpc_listen.ip().is_loopback() && !args.api_allow_unauthenticated {
         errors.push(format!(
-            "--grpc-listen {}: an API without --api-token-file is open to anyone who reaches it; \
-             give tokens, listen on loopback, or pass --api-allow-unauthenticated",
+            "--grpc-listen {}: an API without --api-token-file or --oidc-issuer-url is open to \
+             anyone who reaches it; give tokens, listen on loopback, or pass \
+             --api-allow-unauthenticated",
             args.grpc_listen
         ));
     }
@@ -466,7 +473,7 @@ fn check_listeners(args: &Args, errors: &mut Vec<String>) {
                 flag,
                 addr,
                 args.grpc_tls_cert.is_some(),
-                args.api_token_file.is_some(),
+                authenticated,
                 args.api_allow_unauthenticated,
                 power,
             ));
@@ -548,6 +555,7 @@ fn config(args: &Args, checked: Checked) -> Result<flotilla_hub::Config, String>
     args.dashboard_live.apply(&mut config.dashboard.live);
     config.metrics_listen = args.metrics_listen;
     config.api.tokens = checked.tokens;
+    config.api.oidc = checked.oidc;
     config.api.capacity = args.grpc_capacity.config();
     config.api.tls = args
         .grpc_tls_cert

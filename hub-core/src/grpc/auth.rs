@@ -29,7 +29,13 @@
 //! ([`super::guard::allow`]) and filters what it lists. A `member` may call nothing else: the
 //! services that do not check the grants would show it the whole fleet.
 //!
-//! Without a token file the API is open — the default for the demo on loopback; the binary refuses
+//! OIDC (`--oidc-issuer-url`): a bearer that is not in the token file is offered to the hub's
+//! [`BearerVerifier`] — the issuer's ID tokens, verified by the hub crate over
+//! `flotilla-oidc` — which names a [`Principal`] (`Via::Oidc`, its user and groups after their
+//! prefixes) with no CSV role: the grants file alone says what it may do. A token of the issuer
+//! that is refused is answered `UNAUTHENTICATED` with the reason (expired, audience, key).
+//!
+//! Without a token file (and without an issuer) the API is open — the default for the demo on loopback; the binary refuses
 //! to serve it open on any other address unless told to (`--api-allow-unauthenticated`) — and
 //! every caller may name any executor.
 
@@ -442,7 +448,31 @@ pub struct Tokens {
     by_name: HashMap<Arc<str>, Option<Identity>>,
     access: Arc<Table>,
     live: Live,
+    /// Bearer tokens that are not the file's: the OIDC issuer's (`--oidc-issuer-url`).
+    bearer: Option<Arc<dyn BearerVerifier>>,
 }
+
+/// A verifier of bearer tokens other than the token file's — the hub's OIDC issuer's, which
+/// the hub crate implements over `flotilla-oidc` (the core does not depend on its crypto).
+/// Verification is synchronous: the keys are in memory, and a call never waits on the issuer.
+pub trait BearerVerifier: Send + Sync {
+    /// What `token` is.
+    fn verify(&self, token: &str) -> Verified;
+}
+
+/// What a [`BearerVerifier`] made of a bearer token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verified {
+    /// Not one of its tokens (not a JWT of its issuer): unknown to the hub.
+    NotMine,
+    /// Its token, valid: who it names.
+    Principal(Principal),
+    /// Its token, refused: why, in words safe to tell the caller (`UNAUTHENTICATED`).
+    Refused(String),
+}
+
+/// Why a bearer token names nobody: the `UNAUTHENTICATED` message.
+pub const UNKNOWN_TOKEN: &str = "the bearer token is not known to this hub";
 
 impl fmt::Debug for Tokens {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -608,10 +638,41 @@ impl Tokens {
         self.live.current().grants.clone()
     }
 
+    /// The same tokens also accepting what `verifier` verifies (the OIDC issuer's tokens).
+    pub fn with_bearer(self, verifier: Arc<dyn BearerVerifier>) -> Self {
+        Self {
+            bearer: Some(verifier),
+            ..self
+        }
+    }
+
+    /// Whether bearer tokens other than the file's are accepted (an OIDC issuer).
+    pub fn has_bearer(&self) -> bool {
+        self.bearer.is_some()
+    }
+
     /// The identity a bearer token belongs to, scoped by the grants in force.
     pub fn identify(&self, token: &str) -> Option<Identity> {
-        let identity = self.by_hash.get(&hash(token))?;
-        Some(identity.clone().scoped(&self.live))
+        self.authenticate(token).ok()
+    }
+
+    /// The identity a bearer token belongs to, scoped by the grants in force, or why it names
+    /// nobody: the token file first (one hash lookup), then the OIDC issuer. An OIDC identity
+    /// has no CSV role: what it may do is what the grants file gives its user and groups.
+    pub fn authenticate(&self, token: &str) -> Result<Identity, String> {
+        if let Some(identity) = self.by_hash.get(&hash(token)) {
+            return Ok(identity.clone().scoped(&self.live));
+        }
+        match self.bearer.as_ref().map(|b| b.verify(token)) {
+            Some(Verified::Principal(principal)) => Ok(Identity {
+                principal,
+                legacy: None,
+                scope: Arc::new(Scope::default()),
+            }
+            .scoped(&self.live)),
+            Some(Verified::Refused(why)) => Err(why),
+            Some(Verified::NotMine) | None => Err(UNKNOWN_TOKEN.into()),
+        }
     }
 
     /// A caller another hub vouches for, as this hub knows it: the identity of its token file
@@ -639,12 +700,13 @@ impl Tokens {
             .filter(|t| !t.is_empty())
             .ok_or_else(|| {
                 tonic::Status::unauthenticated(
-                    "no bearer token: pass --token or set FLOTILLA_TOKEN",
+                    "no bearer token: pass --token, set FLOTILLA_TOKEN or configure an exec \
+                     credential plugin (--exec-command)",
                 )
             })?;
-        let identity = self.identify(token).ok_or_else(|| {
-            tonic::Status::unauthenticated("the bearer token is not known to this hub")
-        })?;
+        let identity = self
+            .authenticate(token)
+            .map_err(tonic::Status::unauthenticated)?;
         identity
             .may_call(&self.access, path)
             .map_err(tonic::Status::permission_denied)?;

@@ -206,7 +206,8 @@ enum Caller {
     ServiceAccount(crate::serviceaccount::TokenOwner, String),
 }
 
-/// The caller of a request to `cluster`: the API token's identity; else a current
+/// The caller of a request to `cluster`: the API token's identity (the token file's, or an ID
+/// token of the hub's OIDC issuer); else a current
 /// ManagedServiceAccount token of that cluster (looked up by its hash; another cluster's token
 /// is unknown here); else, on an open hub, an anonymous admin when no token was sent. A bearer
 /// that is neither is refused (401) even on an open hub: its sender meant to be someone, and
@@ -223,10 +224,16 @@ async fn authenticate(
         .and_then(|h| h.strip_prefix("Bearer "))
         .map(str::trim)
         .filter(|t| !t.is_empty());
-    if let (Some(tokens), Some(token)) = (deps.tokens.as_ref(), bearer)
-        && let Some(identity) = tokens.identify(token)
-    {
-        return Ok(Caller::Api(identity.clone()));
+    if let (Some(tokens), Some(token)) = (deps.tokens.as_ref(), bearer) {
+        match tokens.authenticate(token) {
+            Ok(identity) => return Ok(Caller::Api(identity)),
+            // An ID token of the hub's OIDC issuer that is refused (expired, audience, key):
+            // not a ManagedServiceAccount token either; say why.
+            Err(why) if why != crate::grpc::auth::UNKNOWN_TOKEN => {
+                return Err((StatusCode::UNAUTHORIZED, why));
+            }
+            Err(_) => {}
+        }
     }
     if let (Some(lookup), Some(token)) = (deps.service_account_tokens.as_ref(), bearer) {
         match lookup.owner(cluster, token).await {

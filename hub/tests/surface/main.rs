@@ -1,6 +1,6 @@
 //! The hub's API surface: gRPC calls and their refusals, authorization, bad input, start-up,
-//! forwarding between hubs, takeover, leases, quarantine, and the web dashboard (plain HTTP and a
-//! real Chromium).
+//! forwarding between hubs, takeover, leases, quarantine, identities from OIDC, and the web
+//! dashboard (plain HTTP and a real Chromium).
 //!
 //! One test binary for several files: each `hub/tests` binary links the hub, the agent and
 //! the testkit, and linking was most of its build time (BENCHMARKS.md, "Build times").
@@ -19,6 +19,7 @@ mod dashboard;
 mod dashboard_browser;
 mod forward;
 mod lease_keeper;
+mod oidc;
 mod placement_bad_input;
 mod quarantine;
 mod startup;
