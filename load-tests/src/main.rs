@@ -239,6 +239,10 @@ enum Scenario {
         /// serves one caller 16; 0 leaves the memory figures out).
         #[arg(long, default_value_t = 16)]
         session_idle: usize,
+        /// Agents holding the idle sessions: the hub's and the leaf's, and more real agents on
+        /// the hub's server up to this many (the hub's growth is read over all their sessions).
+        #[arg(long, default_value_t = 4)]
+        session_idle_agents: usize,
         /// The kubectl for port-forward (default: kubectl.1.32 beside the kubectl on PATH).
         #[arg(long)]
         kubectl: Option<PathBuf>,
@@ -391,6 +395,7 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
         session_echoes,
         session_forward_mib,
         session_idle,
+        session_idle_agents,
         ..
     } = kind
     {
@@ -399,6 +404,7 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
             echoes: *session_echoes,
             forward_mib: *session_forward_mib,
             idle_sessions: *session_idle,
+            idle_agents: *session_idle_agents,
             kubectl: PathBuf::new(),
         }
         .check()?;
@@ -487,6 +493,7 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
                 session_echoes,
                 session_forward_mib,
                 session_idle,
+                session_idle_agents,
                 kubectl,
                 ..
             } => {
@@ -495,6 +502,7 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
                     echoes: *session_echoes,
                     forward_mib: *session_forward_mib,
                     idle_sessions: *session_idle,
+                    idle_agents: *session_idle_agents,
                     kubectl: kubectl
                         .clone()
                         .unwrap_or_else(scenario::sessions::kubectl_1_32),

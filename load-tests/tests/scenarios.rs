@@ -119,6 +119,8 @@ fn the_proxy_measures_exec_and_port_forward_sessions_through_the_hub_a_leaf_and_
         "2",
         "--session-idle",
         "4",
+        "--session-idle-agents",
+        "3",
         "--timeout-seconds",
         "120",
     ]);

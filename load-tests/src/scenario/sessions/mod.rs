@@ -15,8 +15,9 @@
 //! WebSocket, as an operator runs it) with a TCP echo through its local port; direct: the
 //! `v4.channel.k8s.io` client on the API server (kube-rs' protocol — the hub does not serve it)
 //! and plain TCP to the echo server (the machine's floor). Memory: the hub's and each agent's
-//! RSS before and after `--session-idle` idle exec sessions (`cat` waiting on stdin)
-//! per agent, then as many idle forwarded connections, divided by the sessions.
+//! RSS before and after `--session-idle` idle exec sessions (`cat` waiting on stdin) on each
+//! of `--session-idle-agents` agents (the hub's, the leaf's, and more on the hub's server),
+//! then as many idle forwarded connections, divided by the sessions.
 
 mod clients;
 
@@ -47,6 +48,8 @@ pub struct Settings {
     pub forward_mib: usize,
     /// Idle sessions held open on each agent for the memory figures.
     pub idle_sessions: usize,
+    /// Agents holding them (the hub's and the leaf's, and more on the hub's server).
+    pub idle_agents: usize,
     /// The kubectl run for port-forward.
     pub kubectl: PathBuf,
 }
@@ -168,16 +171,28 @@ pub(super) async fn measure(
     );
     ratios(summary, &paths, &["forward_mib_per_second"]);
 
-    let spokes: Vec<&Spoke> = std::iter::once(&hub_spoke).chain(&leaf_spoke).collect();
-    let bases: Vec<String> = paths
-        .iter()
-        .filter(|p| p.key != "direct")
-        .map(|p| p.base.clone())
-        .collect();
+    // The agents holding idle sessions: these two, and more on the hub's server up to
+    // `idle_agents`, so that the hub's growth is read over enough sessions.
+    let mut holders = vec![(&hub_spoke, proxy.cluster_base("session-hub"))];
+    if let Some(spoke) = &leaf_spoke {
+        holders.push((spoke, proxy.cluster_base("session-leaf")));
+    }
+    let mut extra = Vec::new();
+    for i in holders.len()..settings.idle_agents {
+        let name = format!("session-idle-{i}");
+        extra.push((
+            Spoke::start(&name, &run.topology.nats_url, proxy).await?,
+            name,
+        ));
+    }
+    holders.extend(extra.iter().map(|(s, name)| (s, proxy.cluster_base(name))));
     if settings.idle_sessions > 0 {
-        memory(run, &spokes, &bases, settings, summary).await?;
+        memory(run, &holders, settings, summary).await?;
     }
     summary.set("session_loadavg_after", load_average());
+    for (spoke, _) in extra {
+        spoke.agent.stop().await;
+    }
     if let Some(spoke) = leaf_spoke {
         spoke.agent.stop().await;
     }
@@ -259,14 +274,16 @@ fn ratios(summary: &mut Summary, paths: &[Path], figures: &[&str]) {
 }
 
 /// Memory per idle session: exec sessions, then forwarded connections, `idle_sessions` on each
-/// agent; the hub's RSS growth over all of them, each agent's over its own.
+/// agent of `holders` (with its base URL through the hub); the hub's RSS growth over all of
+/// them, the agents' over theirs.
 async fn memory(
     run: &Run,
-    spokes: &[&Spoke],
-    bases: &[String],
+    holders: &[(&Spoke, String)],
     settings: &Settings,
     summary: &mut Summary,
 ) -> Result<()> {
+    let spokes: Vec<&Spoke> = holders.iter().map(|(s, _)| *s).collect();
+    let bases: Vec<&String> = holders.iter().map(|(_, b)| b).collect();
     let n = settings.idle_sessions;
     let hub = run.topology.hub_pid();
     let sample = || {
@@ -290,10 +307,19 @@ async fn memory(
     summary.set("session_idle_sessions_per_agent", n);
     summary.set("session_idle_agents", spokes.len());
 
+    // Warm each agent and the hub's way to it (clients, connections, first buffers), so
+    // that only the sessions' own memory is read.
+    for base in &bases {
+        Exec::open(base, &clients::exec_path(&["cat"], true))
+            .await?
+            .close()
+            .await?;
+    }
+    sessions_closed(run).await?;
     settle().await;
     let before = sample();
     let mut open = Vec::new();
-    for base in bases {
+    for base in &bases {
         for _ in 0..n {
             open.push(Exec::open(base, &clients::exec_path(&["cat"], true)).await?);
         }
@@ -309,7 +335,7 @@ async fn memory(
 
     // One port-forward per agent, its connection to the hub made before the baseline.
     let mut forwards = Vec::new();
-    for base in bases {
+    for base in &bases {
         let pf = PortForward::start(&settings.kubectl, base).await?;
         drop(clients::idle_connection(pf.port).await?);
         forwards.push(pf);
