@@ -58,21 +58,41 @@ pub fn allow(
     }
 }
 
-/// The audit line of a decision (docs/notes/issue-48-design.md §8.5), on the `flotilla::audit`
-/// tracing target: every write and every refusal — who (user, groups, how authenticated), what,
-/// and the grant that allowed it or the grants missing. Allowed reads are not logged (volume).
+/// The audit line of a decision (docs/notes/issue-48-design.md §8.5): every write and every
+/// refusal. Allowed reads are not logged (volume).
 fn audit(caller: &Identity, verb: Verb, action: &str, decision: &Decision) {
-    let who = &caller.principal;
+    match decision {
+        Decision::Allowed(_) if verb == Verb::Read => {}
+        Decision::Allowed(grant) => audit_line(&caller.principal, action, Outcome::Allowed(grant)),
+        Decision::Missing(missing) => {
+            audit_line(&caller.principal, action, Outcome::Refused(missing))
+        }
+    }
+}
+
+/// How a decision came out, for its audit line.
+#[derive(Clone, Copy)]
+pub enum Outcome<'a> {
+    /// Allowed by this grant (its wording: `admin on cluster set "team-a"`).
+    Allowed(&'a dyn std::fmt::Display),
+    /// Refused: the grants missing, or why.
+    Refused(&'a dyn std::fmt::Display),
+}
+
+/// One audit line on the `flotilla::audit` tracing target (docs/notes/issue-48-design.md
+/// §8.5): who (user, groups, how authenticated), what (`action` names the object: "apply
+/// ManifestWork c1/web", "proxy create core/configmaps default/x on cluster a1"), and the
+/// grant that allowed it or what was missing. Never a token, a body or a Secret's data.
+pub fn audit_line(who: &crate::grants::Principal, action: &str, outcome: Outcome<'_>) {
     let groups: Vec<&str> = who.groups.iter().map(|g| &**g).collect();
     let groups = groups.join(",");
-    match decision {
-        Decision::Allowed(_) if verb == Verb::Read || verb == Verb::ProxyRead => {}
-        Decision::Allowed(grant) => tracing::info!(
+    match outcome {
+        Outcome::Allowed(grant) => tracing::info!(
             target: "flotilla::audit",
             user = %who.user, groups, via = %who.via, action, %grant, outcome = "allowed",
             "audit"
         ),
-        Decision::Missing(missing) => tracing::info!(
+        Outcome::Refused(missing) => tracing::info!(
             target: "flotilla::audit",
             user = %who.user, groups, via = %who.via, action, %missing, outcome = "refused",
             "audit"

@@ -5,14 +5,16 @@
 //! | read-only | get, list, watch and discovery; not Secrets; of subresources only `log`, `status`, `scale` | the agent |
 //! | deployer | any verb | one of its execute-as ServiceAccounts (impersonated): the one it names with `kubectl --as=system:serviceaccount:NS:NAME`, or its only named grant |
 //! | admin | any verb | the agent, or whom it names with `--as`/`--as-group` (the agent then impersonates, if the spoke lets it) |
-//! | member (grants only, issue 48) | nothing yet: the proxy does not check the grants of each cluster | — |
+//! | member (grants only, issue 48) | by its grants on the cluster asked for: `admin` on one of its sets as an admin, `view` as read-only, else refused naming the grant | as admin or read-only |
 //!
 //! A deployer's reach is what its ServiceAccount may do on the spoke (the spoke's RBAC decides,
 //! as for its works); a read-only caller cannot read Secrets, which the agent usually may.
 
 use super::request::RequestInfo;
+use crate::grants::live::Live;
 use crate::grants::{self, Decision, Grant, SetIndexView, Target, Verb};
 use crate::grpc::auth::{Identity, Role};
+use crate::grpc::guard::{Outcome, audit_line};
 use flotilla_api::work::Executor;
 
 /// The subresources a read-only caller may read: each only describes its object. Anything
@@ -47,9 +49,21 @@ pub struct Asked {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal(pub String);
 
-/// Decides whether `identity` may make the request `info`, and as whom.
+/// Decides whether `identity` may make the request `info`, and as whom, by its fleet role.
 pub fn decide(identity: &Identity, info: &RequestInfo, asked: &Asked) -> Result<Act, Refusal> {
     let who = format!("{} ({})", identity.name(), identity.role());
+    decide_as(identity, &who, identity.role(), info, asked)
+}
+
+/// [`decide`] for `identity` acting with `role` (what its grants give it on the cluster), named
+/// `who` in refusals.
+fn decide_as(
+    identity: &Identity,
+    who: &str,
+    role: Role,
+    info: &RequestInfo,
+    asked: &Asked,
+) -> Result<Act, Refusal> {
     let what = || {
         if info.resource_request {
             format!("{} {}", info.verb, info.resource_label())
@@ -57,7 +71,7 @@ pub fn decide(identity: &Identity, info: &RequestInfo, asked: &Asked) -> Result<
             format!("{} on a non-resource path", info.verb)
         }
     };
-    match identity.role() {
+    match role {
         Role::Admin => Ok(match &asked.user {
             Some(user) => Act::Impersonate {
                 user: user.clone(),
@@ -182,7 +196,8 @@ pub fn on_cluster(identity: &Identity, index: &SetIndexView, cluster: &str) -> O
 
 /// [`decide`] for one cluster: a fleet `admin` and a CSV deployer as before; anyone else by
 /// what its grants give it on the cluster (`on`, from [`on_cluster`]) — `admin` on one of its
-/// sets acts as an admin, `view` as a read-only caller, neither is refused naming the grant.
+/// sets acts as an admin, `view` as a read-only caller (its refusals name the grant it reads
+/// by), neither is refused naming the grant.
 pub fn decide_on(
     identity: &Identity,
     on: &OnCluster,
@@ -193,25 +208,97 @@ pub fn decide_on(
         (Role::Admin | Role::Deployer, OnCluster::Refused(_) | OnCluster::View(_)) => {
             decide(identity, info, asked)
         }
-        (_, OnCluster::Admin(_)) => {
-            let mut admin = identity.clone();
-            admin.legacy = Some(std::sync::Arc::new(crate::grpc::auth::Legacy {
-                role: Role::Admin,
-                execute_as: Vec::new(),
-            }));
-            decide(&admin, info, asked)
+        (_, OnCluster::Admin(grant)) => {
+            let who = format!("{} ({grant})", identity.name());
+            decide_as(identity, &who, Role::Admin, info, asked)
         }
-        (_, OnCluster::View(_)) => {
-            let mut viewer = identity.clone();
-            viewer.legacy = Some(std::sync::Arc::new(crate::grpc::auth::Legacy {
-                role: Role::ReadOnly,
-                execute_as: Vec::new(),
-            }));
-            viewer.scope =
-                std::sync::Arc::new(crate::grants::Scope::fleet(crate::grants::FleetRole::View));
-            decide(&viewer, info, asked)
+        (_, OnCluster::View(grant)) => {
+            let who = format!("{} ({grant})", identity.name());
+            decide_as(identity, &who, Role::ReadOnly, info, asked)
         }
         (_, OnCluster::Refused(why)) => Err(Refusal(why.clone())),
+    }
+}
+
+/// The cluster proxy's decision for an API caller's request `info` to `cluster` (what
+/// `server.rs` asks): with grants in force (`live`, every hub with API tokens), by what they
+/// give `identity` on that cluster ([`on_cluster`], [`decide_on`]); on an open hub by its role.
+/// Each request, allowed or refused, is an audit line: who, its groups, the request and the
+/// grant that allowed it or why it was refused.
+pub fn decide_at(
+    identity: &Identity,
+    live: Option<&Live>,
+    cluster: &str,
+    info: &RequestInfo,
+    asked: &Asked,
+) -> Result<Act, Refusal> {
+    let on = live.map(|live| on_cluster(identity, &live.index().current(), cluster));
+    let decided = match &on {
+        Some(on) => decide_on(identity, on, info, asked),
+        None => decide(identity, info, asked),
+    };
+    let action = action(cluster, info);
+    match (&decided, &on) {
+        (Err(refusal), _) => audit_line(&identity.principal, &action, Outcome::Refused(&refusal.0)),
+        (Ok(act), on) => {
+            let grant = allowed_by(identity, on.as_ref(), act);
+            audit_line(&identity.principal, &action, Outcome::Allowed(&grant));
+        }
+    }
+    decided
+}
+
+/// The audit line of a request a ManagedServiceAccount's token makes: the spoke authenticates
+/// the token and its RBAC decides, which is the grant.
+pub fn audit_service_account(owner: &crate::serviceaccount::TokenOwner, info: &RequestInfo) {
+    let principal = crate::grants::Principal::user(
+        &format!("managedserviceaccount:{}/{}", owner.cluster, owner.name),
+        crate::grants::Via::Token,
+    );
+    let grant = format!(
+        "a token of ManagedServiceAccount {}/{} (the spoke's RBAC decides)",
+        owner.cluster, owner.name
+    );
+    audit_line(
+        &principal,
+        &action(&owner.cluster, info),
+        Outcome::Allowed(&grant),
+    );
+}
+
+/// A proxied request in an audit line: `proxy get core/pods default/web on cluster a1`.
+fn action(cluster: &str, info: &RequestInfo) -> String {
+    let object = match (info.namespace.as_str(), info.name.as_str()) {
+        ("", "") => String::new(),
+        ("", name) => format!(" {name}"),
+        (ns, "") => format!(" in {ns}"),
+        (ns, name) => format!(" {ns}/{name}"),
+    };
+    if info.resource_request {
+        format!(
+            "proxy {} {}{object} on cluster {cluster}",
+            info.verb,
+            info.resource_label()
+        )
+    } else {
+        format!(
+            "proxy {} a non-resource path on cluster {cluster}",
+            info.verb
+        )
+    }
+}
+
+/// The grant an allowed request went through, as its audit line says it.
+fn allowed_by(identity: &Identity, on: Option<&OnCluster>, act: &Act) -> String {
+    match (identity.role(), on, act) {
+        (Role::Deployer, _, Act::Impersonate { user, .. }) => {
+            format!(
+                "deployer acting as {user} (execute-as {})",
+                identity.grants()
+            )
+        }
+        (_, Some(OnCluster::Admin(grant) | OnCluster::View(grant)), _) => grant.to_string(),
+        (role, _, _) => format!("{role} (open hub)"),
     }
 }
 

@@ -348,7 +348,8 @@ async fn handle(deps: &Deps, req: Request) -> http::Response<Body> {
         deps.metrics.refused("body_on_read");
         return status::response(StatusCode::BAD_REQUEST, &refusal.to_string());
     }
-    let grant = match grant(caller, &info, req.headers()) {
+    let live = deps.tokens.as_ref().map(Tokens::live);
+    let grant = match grant(caller, live, &cluster, &info, req.headers()) {
         Ok(grant) => grant,
         Err((identity, refusal)) => {
             tracing::info!(
@@ -435,28 +436,35 @@ struct Grant {
 /// impersonation headers are dropped like everyone's).
 fn grant(
     caller: Caller,
+    live: Option<&crate::grants::live::Live>,
+    cluster: &str,
     info: &RequestInfo,
     headers: &HeaderMap,
 ) -> Result<Grant, (Identity, access::Refusal)> {
     match caller {
-        Caller::Api(identity) => match access::decide(&identity, info, &asked(headers)) {
-            Ok(act) => Ok(Grant {
-                who: identity.name().to_string(),
-                role: identity.role().to_string(),
-                act,
-                bearer: String::new(),
-            }),
-            Err(refusal) => Err((identity, refusal)),
-        },
-        Caller::ServiceAccount(owner, token) => Ok(Grant {
-            who: format!("managedserviceaccount:{}/{}", owner.cluster, owner.name),
-            role: SERVICE_ACCOUNT_ROLE.to_string(),
-            act: Act::Impersonate {
-                user: format!("system:serviceaccount:{}:{}", owner.namespace, owner.name),
-                groups: Vec::new(),
-            },
-            bearer: token,
-        }),
+        Caller::Api(identity) => {
+            match access::decide_at(&identity, live, cluster, info, &asked(headers)) {
+                Ok(act) => Ok(Grant {
+                    who: identity.name().to_string(),
+                    role: identity.role().to_string(),
+                    act,
+                    bearer: String::new(),
+                }),
+                Err(refusal) => Err((identity, refusal)),
+            }
+        }
+        Caller::ServiceAccount(owner, token) => {
+            access::audit_service_account(&owner, info);
+            Ok(Grant {
+                who: format!("managedserviceaccount:{}/{}", owner.cluster, owner.name),
+                role: SERVICE_ACCOUNT_ROLE.to_string(),
+                act: Act::Impersonate {
+                    user: format!("system:serviceaccount:{}:{}", owner.namespace, owner.name),
+                    groups: Vec::new(),
+                },
+                bearer: token,
+            })
+        }
     }
 }
 
@@ -696,6 +704,8 @@ mod tests {
         };
         let grant = grant(
             Caller::ServiceAccount(owner, "sa-token".into()),
+            None,
+            "c1",
             &info,
             &headers,
         )
@@ -724,7 +734,14 @@ mod tests {
         headers.insert("impersonate-user", http::HeaderValue::from_static("jane"));
         headers.insert("impersonate-group", http::HeaderValue::from_static("devs"));
         let identity = |role| Identity::token("ops", role, Vec::new());
-        let grant = grant(Caller::Api(identity(Role::Admin)), &info, &headers).expect("an admin");
+        let grant = grant(
+            Caller::Api(identity(Role::Admin)),
+            None,
+            "c1",
+            &info,
+            &headers,
+        )
+        .expect("an admin");
         assert_eq!(grant.as_user(), "jane");
         let request = grant.request(&http::Method::GET, "/api".into(), String::new(), &headers);
         assert!(request.bearer.is_empty());
@@ -736,8 +753,14 @@ mod tests {
             })
         );
         assert_eq!(request.caller.unwrap().name, "ops");
-        let (who, refusal) = super::grant(Caller::Api(identity(Role::ReadOnly)), &info, &headers)
-            .expect_err("a reader may not impersonate");
+        let (who, refusal) = super::grant(
+            Caller::Api(identity(Role::ReadOnly)),
+            None,
+            "c1",
+            &info,
+            &headers,
+        )
+        .expect_err("a reader may not impersonate");
         assert_eq!(who.name(), "ops");
         assert!(refusal.0.contains("may not impersonate"), "{}", refusal.0);
     }

@@ -16,6 +16,7 @@ mod cluster_proxy_kube_streams;
 mod cluster_proxy_leaf;
 mod cluster_proxy_spdy_exec;
 mod cluster_proxy_streams;
+mod cluster_proxy_teams;
 mod cluster_proxy_tunnel;
 mod executor;
 mod kube;
