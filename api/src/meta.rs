@@ -87,13 +87,17 @@ pub const CLAIM_PLATFORM: &str = "platform.open-cluster-management.io";
 pub const CLAIM_PRODUCT: &str = "product.open-cluster-management.io";
 /// Number of nodes of the cluster (Flotilla's; reported by backends that know it).
 pub const CLAIM_NODES: &str = "nodes.flotilla.io";
+/// The agent's public curve key (an NKeys xkey, `X…`; Flotilla's): the hub seals the values
+/// hub templates `protect` to it, so only that cluster's agent opens them.
+pub const CLAIM_CURVE_KEY: &str = "curvekey.flotilla.io";
 /// Claims the agent reports itself; a spoke admin's `--claim` may not use these names.
-pub const RESERVED_CLAIMS: [&str; 5] = [
+pub const RESERVED_CLAIMS: [&str; 6] = [
     CLAIM_ID,
     CLAIM_KUBEVERSION,
     CLAIM_PLATFORM,
     CLAIM_PRODUCT,
     CLAIM_NODES,
+    CLAIM_CURVE_KEY,
 ];
 /// Most custom (non-reserved) claims an agent may report (OCM default).
 pub const MAX_CUSTOM_CLAIMS: usize = 20;

@@ -143,6 +143,11 @@ impl HubSeal {
         self.key.public()
     }
 
+    /// The sealing key itself (hub Secrets sealed at rest, `protect` in hub templates).
+    pub fn key(&self) -> &SealingKey {
+        &self.key
+    }
+
     /// A call box: `plain` sealed by the shared key to itself.
     pub fn seal_call(&self, plain: &[u8]) -> Result<Vec<u8>, SealedError> {
         if !self.shared {

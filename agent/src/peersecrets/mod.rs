@@ -132,21 +132,9 @@ struct Task {
     failures: usize,
 }
 
-/// The agent's curve key: kept in the store, made on first use.
+/// The agent's curve key ([`crate::claims::curve_key`]: the one it presents as a claim too).
 fn curve_key(store: &LocalStore) -> XKey {
-    if let Some(k) = store
-        .get()
-        .peer_xkey_seed
-        .and_then(|s| XKey::from_seed(s.expose()).ok())
-    {
-        return k;
-    }
-    let k = XKey::new();
-    let seed = k.seed().unwrap_or_default();
-    if let Err(e) = store.update(|s| s.peer_xkey_seed = Some(flotilla_auth::Secret::new(seed))) {
-        tracing::error!(error = %e, "saving the curve key failed: peers seal again after a restart");
-    }
-    k
+    crate::claims::curve_key(store)
 }
 
 fn secret_id(namespace: &str, name: &str) -> ManifestId {

@@ -199,7 +199,13 @@ impl PolicyActor {
     /// Reads the templates of the current spec; details of templates that stay keep their
     /// history, details of removed ones go.
     fn load_templates(&mut self) {
-        let templates = rules::templates(self.policy());
+        let key = crate::claims::curve_key(&self.deps.store);
+        let open = |sealed: &[u8], sender: &str| -> Result<String, String> {
+            let sender = nkeys::XKey::from_public_key(sender).map_err(|e| e.to_string())?;
+            let plain = key.open(sealed, &sender).map_err(|e| e.to_string())?;
+            String::from_utf8(plain).map_err(|e| e.to_string())
+        };
+        let templates = rules::templates_opened(self.policy(), Some(&open));
         let mut details = Vec::with_capacity(templates.len());
         for t in &templates {
             let (name, kind) = t.id();

@@ -8,6 +8,7 @@ use flotilla_api::policy::config::{ConfigurationPolicy, Interval, Remediation, T
 use flotilla_api::policy::dependency::{self, Dependency, Observed};
 use flotilla_api::policy::strict;
 use flotilla_api::policy::template::preprocess::{self, HUB};
+use flotilla_api::policy::template::protected;
 use flotilla_api::policy::{Compliance, GROUP};
 use flotilla_api::v1::Policy;
 use std::collections::BTreeMap;
@@ -65,20 +66,36 @@ impl Template {
             Template::Invalid { reason, .. } => Some(format!(
                 "NonCompliant; violation - the template cannot be read: {reason}"
             )),
-            Template::Refused { message, .. } => {
-                Some(format!("NonCompliant; template-error; {message}"))
-            }
+            // Cut to what a report may carry: a hub template's error quotes the template.
+            Template::Refused { message, .. } => Some(
+                flotilla_api::policy::history::cut(&format!(
+                    "NonCompliant; template-error; {message}"
+                ))
+                .into_owned(),
+            ),
         }
     }
 }
 
-/// What a template with hub templates (`{{hub … hub}}`) reports: Flotilla's hub does not
-/// resolve them yet (OCM's propagator does, per cluster).
+/// What a template still holding hub templates (`{{hub … hub}}`) reports: the hub did not
+/// resolve them (the root turns them off, or the hub predates them). It is never evaluated
+/// literally.
 pub const HUB_TEMPLATES_UNRESOLVED: &str = "the policy's hub templates ({{hub ... hub}}) were \
-    not resolved: Flotilla's hub does not resolve hub templates yet";
+    not resolved by the hub (policy.open-cluster-management.io/disable-templates is set on \
+    the root policy, or the hub does not resolve hub templates)";
 
-/// The templates of a replicated policy, in order.
+/// Opens a protected value: the box and the sealing hub's key (`X…`).
+pub use protected::Open as Opener;
+
+/// The templates of a replicated policy, in order, without opening protected values (a
+/// template holding one is refused).
 pub fn templates(policy: &Policy) -> Vec<Template> {
+    templates_opened(policy, None)
+}
+
+/// The templates of a replicated policy, in order, protected values opened with `open` (the
+/// agent's curve key).
+pub fn templates_opened(policy: &Policy, open: Option<Opener<'_>>) -> Vec<Template> {
     let Some(spec) = &policy.spec else {
         return Vec::new();
     };
@@ -86,7 +103,7 @@ pub fn templates(policy: &Policy) -> Vec<Template> {
         .iter()
         .enumerate()
         .map(|(i, t)| {
-            let value: serde_json::Value = match serde_json::from_slice(&t.object_definition) {
+            let mut value: serde_json::Value = match serde_json::from_slice(&t.object_definition) {
                 Ok(v) => v,
                 Err(e) => {
                     return Template::Invalid {
@@ -110,13 +127,34 @@ pub fn templates(policy: &Policy) -> Vec<Template> {
                     };
                 }
             };
-            // Hub templates are the hub's to resolve before delivery, and Flotilla's hub does
-            // not yet: a template still holding one is reported, never evaluated literally.
+            // The hub could not resolve the template's hub templates for this cluster: OCM's
+            // framework add-on reports the annotation's error and evaluates nothing of it.
+            if let Some(error) = protected::annotation(&value, protected::HUB_TEMPLATES_ERROR) {
+                return Template::Refused {
+                    meta,
+                    message: error.to_string(),
+                };
+            }
+            // Hub templates are the hub's to resolve before delivery: a template still
+            // holding one is reported, never evaluated literally.
             if preprocess::has_template(&String::from_utf8_lossy(&t.object_definition), HUB) {
                 return Template::Refused {
                     meta,
                     message: HUB_TEMPLATES_UNRESOLVED.into(),
                 };
+            }
+            // Values the hub protected for this cluster, opened before anything reads them.
+            if String::from_utf8_lossy(&t.object_definition).contains(protected::ENCRYPTED) {
+                let opened = match open {
+                    Some(open) => protected::open_all(&mut value, open),
+                    None => Err(protected::OpenError::Box("no key to open it with".into())),
+                };
+                if let Err(e) = opened {
+                    return Template::Refused {
+                        meta,
+                        message: format!("failed to decrypt a protected value: {e}"),
+                    };
+                }
             }
             // The API server's strict decoding comes before any validation of the values.
             if meta.is_configuration_policy() || is_certificate_policy(&meta) {

@@ -95,6 +95,10 @@ pub enum Document {
     ImportPolicy(v1::ClusterImportPolicy),
     /// A MirrorPeer (`multicluster.odf.openshift.io/v1alpha1`).
     MirrorPeer(v1::MirrorPeer),
+    /// A `v1 ConfigMap` kept on the hub for hub templates.
+    HubConfigMap(v1::HubConfigMap),
+    /// A `v1 Secret` kept on the hub (sealed at rest) for hub templates.
+    HubSecret(v1::HubSecret),
 }
 
 const SUPPORTED: &str = "cluster.open-cluster-management.io/v1 ManagedCluster, \
@@ -117,7 +121,8 @@ policy.open-cluster-management.io/v1beta1 PolicySet, \
 apps.open-cluster-management.io/v1 PlacementRule, \
 authentication.open-cluster-management.io/v1beta1 ManagedServiceAccount, \
 cluster.flotilla.io/v1alpha1 ClusterImportPolicy, \
-multicluster.odf.openshift.io/v1alpha1 MirrorPeer";
+multicluster.odf.openshift.io/v1alpha1 MirrorPeer, \
+v1 ConfigMap, v1 Secret (kept on the hub for hub templates)";
 
 /// The add-on kinds (`addon.open-cluster-management.io`).
 const ADDON_KINDS: [&str; 4] = [
@@ -266,6 +271,8 @@ fn reader(api_version: &str, kind: &str) -> Option<Reader> {
         (crate::mirrorpeer::MULTICLUSTER_ODF_V1ALPHA1, crate::mirrorpeer::KIND) => {
             read::<super::mirrorpeer::MirrorPeer>
         }
+        (super::hubdata::CORE_V1, "ConfigMap") => read::<super::hubdata::ConfigMap>,
+        (super::hubdata::CORE_V1, "Secret") => read::<super::hubdata::Secret>,
         _ => return None,
     })
 }
@@ -305,6 +312,10 @@ shapes! {
     super::importpolicy::ClusterImportPolicy => ImportPolicy,
         |es: Vec<String>| Fault::Split(es.join("; "));
     super::mirrorpeer::MirrorPeer => MirrorPeer,
+        |es: Vec<String>| Fault::Split(es.join("; "));
+    super::hubdata::ConfigMap => HubConfigMap,
+        |es: Vec<String>| Fault::Split(es.join("; "));
+    super::hubdata::Secret => HubSecret,
         |es: Vec<String>| Fault::Split(es.join("; "));
 }
 

@@ -18,6 +18,7 @@ pub mod addon;
 pub mod cluster;
 pub mod clusterset;
 pub mod document;
+pub mod hubdata;
 pub mod importpolicy;
 pub mod meta;
 pub mod mirrorpeer;

@@ -36,6 +36,8 @@ pub fn read_in(file: &str, namespace: Option<&str>) -> Result<Vec<Document>> {
             Document::Policy(x) => x.metadata.get_or_insert_with(Default::default),
             Document::PlacementBinding(x) => x.metadata.get_or_insert_with(Default::default),
             Document::PolicySet(x) => x.metadata.get_or_insert_with(Default::default),
+            Document::HubConfigMap(x) => x.metadata.get_or_insert_with(Default::default),
+            Document::HubSecret(x) => x.metadata.get_or_insert_with(Default::default),
             Document::PlacementRule(x) => x.metadata.get_or_insert_with(Default::default),
             Document::Placement(x) => x.metadata.get_or_insert_with(Default::default),
             Document::ReplicaSet(x) => x.metadata.get_or_insert_with(Default::default),
@@ -122,7 +124,9 @@ fn problems(doc: &Document) -> Vec<String> {
         | Document::PlacementRule(_)
         | Document::ManagedServiceAccount(_)
         | Document::ImportPolicy(_)
-        | Document::MirrorPeer(_) => Vec::new(),
+        | Document::MirrorPeer(_)
+        | Document::HubConfigMap(_)
+        | Document::HubSecret(_) => Vec::new(),
     }
 }
 
@@ -150,6 +154,8 @@ fn describe(i: usize, doc: &Document) -> String {
         Document::ManagedServiceAccount(x) => ("ManagedServiceAccount", x.metadata.as_ref()),
         Document::ImportPolicy(x) => ("ClusterImportPolicy", x.metadata.as_ref()),
         Document::MirrorPeer(x) => ("MirrorPeer", x.metadata.as_ref()),
+        Document::HubConfigMap(x) => ("ConfigMap", x.metadata.as_ref()),
+        Document::HubSecret(x) => ("Secret", x.metadata.as_ref()),
     };
     let m = meta.cloned().unwrap_or_default();
     if m.namespace.is_empty() {

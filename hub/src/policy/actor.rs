@@ -6,6 +6,7 @@
 //! (pure) what to deliver, re-send, delete and forget, and carries it out.
 
 mod plan;
+mod resolve;
 
 use super::rules::{self, Bound, PlacementKind};
 use super::{Inner, PolicyError};
@@ -95,6 +96,10 @@ struct Actor {
     /// Reports arrived since the view was last rebuilt.
     view_dirty: bool,
     last_view: Option<Instant>,
+    /// The policy holds hub templates: each cluster's copy is its own.
+    templated: bool,
+    /// Each cluster's last hub-template resolution ([`resolve`]).
+    cache: BTreeMap<String, resolve::Cached>,
 }
 
 /// Starts the actor of the policy `key` (`<namespace>/<name>`).
@@ -123,6 +128,8 @@ pub(crate) fn spawn(
         last_status_write: None,
         view_dirty: false,
         last_view: None,
+        templated: false,
+        cache: BTreeMap::new(),
     };
     let span = tracing::info_span!("policy", policy = %key);
     let tasks = actor.inner.tasks.clone();
@@ -192,6 +199,7 @@ impl Actor {
         let mut governance = self.inner.governance.subscribe();
         let mut clusters = self.inner.deps.clusters.subscribe();
         let mut sets = self.inner.deps.sets.subscribe();
+        let mut hubdata = self.inner.hubdata.subscribe();
         let mut due: Option<Instant> = Some(Instant::now());
         loop {
             let status_at = self.status_dirty.then(|| {
@@ -236,14 +244,25 @@ impl Actor {
                 _ = sets.recv() => if self.uses_rule() {
                     due = soonest(due, Instant::now() + DEBOUNCE);
                 },
+                // A hub ConfigMap or Secret of the policy's namespace: its hub templates may
+                // read it (the per-cluster cache skips the clusters that did not).
+                change = hubdata.recv() => if self.templated && match &change {
+                    Ok(c) => c.namespace == ns_name(&self.key).0,
+                    Err(_) => true,
+                } {
+                    due = soonest(due, Instant::now() + DEBOUNCE);
+                },
                 change = clusters.recv() => {
                     let relevant = match &change {
-                        // A deleted cluster's records go; rules follow labels and conditions.
+                        // A deleted cluster's records go; rules follow labels and conditions;
+                        // hub templates a cluster's labels and agent key.
                         Ok(c) => self.uses_rule() || (c.kind == crate::inventory::ChangeKind::Deleted
-                            && self.records.contains_key(c.key.as_ref())),
+                            && self.records.contains_key(c.key.as_ref()))
+                            || self.template_inputs_changed(&c.object),
                         // Lease renewals of a large fleet overrun the broadcast: only rules
-                        // need every change (a missed deletion is found by the next reconcile).
-                        Err(_) => self.uses_rule(),
+                        // and hub templates need every change (a missed deletion is found by
+                        // the next reconcile).
+                        Err(_) => self.uses_rule() || self.templated,
                     };
                     if relevant {
                         due = soonest(due, Instant::now() + DEBOUNCE);
@@ -414,23 +433,38 @@ impl Actor {
     async fn reconcile(&mut self) -> Option<Instant> {
         let (policy, _) = self.policy.clone()?;
         let sets = self.gather(&policy);
+        self.templated = super::templates::templated(&policy);
+        // Without hub templates the replicated spec depends only on the override: two hashes,
+        // not one per cluster. With them each cluster's copy is resolved (or its cache holds).
+        let mut hashed = resolve::Hashed::default();
+        if self.templated {
+            hashed = self.template_hashes(&policy, &sets).await;
+        } else {
+            self.cache.clear();
+        }
         let now = Instant::now();
-        // The replicated spec depends only on the override: two hashes, not one per cluster.
-        let hashes = [false, true]
+        let two = [false, true]
             .map(|enforce| rules::spec_hash(&rules::replicated(&policy, "", enforce, 0, &sets)));
+        let by_override = plan::by_override(two);
+        let hashes = &hashed.hashes;
+        let hash_of = |c: &str, enforce: bool| match hashes.get(c) {
+            Some(h) => h.clone(),
+            None => by_override(c, enforce),
+        };
         let clusters = &self.inner.deps.clusters;
         let plan = plan::plan(
             &self.targets,
             &self.records,
-            &hashes,
+            hash_of,
             &self.resend,
             |c| clusters.get(c).is_some(),
             now,
         );
-        self.deliver(&policy, &sets, plan.deliver, now).await;
+        self.deliver(&policy, &sets, plan.deliver, hashed.copies, now)
+            .await;
         for send in plan.resend {
             let copy =
-                rules::replicated(&policy, &send.cluster, send.enforce, send.generation, &sets);
+                self.resent_copy(&policy, &send.cluster, send.enforce, send.generation, &sets);
             if plan.resumed.contains(&send.cluster) {
                 self.resend.resumed(send.cluster.clone(), now);
             } else {
@@ -527,6 +561,7 @@ impl Actor {
         policy: &Policy,
         sets: &[PolicySet],
         deliveries: Vec<(plan::Send, String)>,
+        mut copies: BTreeMap<String, Policy>,
         now: Instant,
     ) {
         let (ns, name) = ns_name(&self.key);
@@ -547,8 +582,18 @@ impl Actor {
             writes.push(record.clone());
             self.resend.remove(&send.cluster);
             self.resend.attempted(send.cluster.clone(), now);
-            let copy =
-                rules::replicated(policy, &send.cluster, send.enforce, send.generation, sets);
+            // A copy with hub templates was resolved when its hash was taken.
+            let copy = match copies.remove(&send.cluster) {
+                Some(mut copy) => {
+                    if let Some(m) = copy.metadata.as_mut() {
+                        m.generation = send.generation;
+                    }
+                    copy
+                }
+                None => {
+                    rules::replicated(policy, &send.cluster, send.enforce, send.generation, sets)
+                }
+            };
             publish(&self.inner, &send.cluster, &copy, Action::UpdateRequest).await;
         }
         let bucket = self.inner.buckets.status.clone();

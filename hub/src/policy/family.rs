@@ -5,7 +5,7 @@
 //!
 //! | Service | Open (no token) | Read (any identity) | WriteWork (admin, deployer) | Write (admin) |
 //! |---|---|---|---|---|
-//! | `flotilla.v1.PolicyService` | | `GetPolicy`, `ListPolicies`, `GetPolicyDetails`, `WatchPolicies`, `ListPlacementBindings`, `ListPolicySets`, `ListPlacementRules` | | `ApplyPolicy`, `DeletePolicy`, `ApplyPlacementBinding`, `DeletePlacementBinding`, `ApplyPolicySet`, `DeletePolicySet`, `ApplyPlacementRule`, `DeletePlacementRule` |
+//! | `flotilla.v1.PolicyService` | | `GetPolicy`, `ListPolicies`, `GetPolicyDetails`, `WatchPolicies`, `ListPlacementBindings`, `ListPolicySets`, `ListPlacementRules`, `ListHubData` | | `ApplyPolicy`, `DeletePolicy`, `ApplyPlacementBinding`, `DeletePlacementBinding`, `ApplyPolicySet`, `DeletePolicySet`, `ApplyPlacementRule`, `DeletePlacementRule`, `ApplyHubConfigMap`, `DeleteHubConfigMap`, `ApplyHubSecret`, `DeleteHubSecret` |
 
 use super::route::{KIND, PolicyTaker};
 use super::{Buckets, Deps, Policies};
@@ -46,6 +46,11 @@ impl Recipe for PolicyFamily {
             ("ApplyPlacementRule", Write, NAMESPACE_WRITE),
             ("ListPlacementRules", Read, FILTERED),
             ("DeletePlacementRule", Write, NAMESPACE_WRITE),
+            ("ApplyHubConfigMap", Write, NAMESPACE_WRITE),
+            ("DeleteHubConfigMap", Write, NAMESPACE_WRITE),
+            ("ApplyHubSecret", Write, NAMESPACE_WRITE),
+            ("DeleteHubSecret", Write, NAMESPACE_WRITE),
+            ("ListHubData", Read, FILTERED),
         ],
     )];
     const REPORTS: &'static [Kind] = &[KIND];
@@ -60,6 +65,7 @@ impl Recipe for PolicyFamily {
             sets: cx.need::<ClusterSets>()?,
             publisher: cx.deps().clusters.shared().publisher.clone(),
             metrics: cx.deps().metrics.clone(),
+            sealing: cx.deps().seal.key().clone(),
         };
         let policies = Policies::start(buckets, deps)
             .await

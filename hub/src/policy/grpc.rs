@@ -11,9 +11,10 @@ use crate::grpc::guard;
 use crate::policy::{Policies, PolicyError};
 use flotilla_api::v1::policy_service_server::PolicyService;
 use flotilla_api::v1::{
-    DeletePolicyResponse, GetPolicyRequest, ListPlacementBindingsResponse,
-    ListPlacementRulesResponse, ListPoliciesRequest, ListPoliciesResponse, ListPolicySetsResponse,
-    PlacementBinding, PlacementRule, Policy, PolicyDetails, PolicyEvent, PolicySet,
+    DeletePolicyResponse, GetPolicyRequest, HubConfigMap, HubSecret, HubSecretRecord,
+    ListHubDataResponse, ListPlacementBindingsResponse, ListPlacementRulesResponse,
+    ListPoliciesRequest, ListPoliciesResponse, ListPolicySetsResponse, PlacementBinding,
+    PlacementRule, Policy, PolicyDetails, PolicyEvent, PolicySet,
 };
 use tonic::{Request, Response, Status};
 
@@ -308,5 +309,93 @@ impl PolicyService for PolicyApi {
         let r = request.into_inner();
         self.policies.delete_rule(&r.namespace, &r.name).await?;
         Ok(Response::new(DeletePolicyResponse {}))
+    }
+
+    async fn apply_hub_config_map(
+        &self,
+        request: Request<HubConfigMap>,
+    ) -> Result<Response<HubConfigMap>, Status> {
+        let (namespace, name) = key_of(request.get_ref().metadata.as_ref());
+        guard::namespace("metadata.namespace", &namespace, false)?;
+        guard::object("metadata.name", &name)?;
+        allow(&request, Verb::Write, "ConfigMap", &namespace, &name)?;
+        let problems = flotilla_api::ocm::hubdata::config_map_problems(request.get_ref());
+        if !problems.is_empty() {
+            return Err(PolicyError::Invalid(problems).into());
+        }
+        Ok(Response::new(
+            self.policies
+                .hubdata()
+                .apply_config_map(request.into_inner())
+                .await?,
+        ))
+    }
+
+    async fn delete_hub_config_map(
+        &self,
+        request: Request<GetPolicyRequest>,
+    ) -> Result<Response<DeletePolicyResponse>, Status> {
+        check(request.get_ref())?;
+        let r = request.get_ref();
+        allow(&request, Verb::Write, "ConfigMap", &r.namespace, &r.name)?;
+        let r = request.into_inner();
+        self.policies
+            .hubdata()
+            .delete_config_map(&r.namespace, &r.name)
+            .await?;
+        Ok(Response::new(DeletePolicyResponse {}))
+    }
+
+    async fn apply_hub_secret(
+        &self,
+        request: Request<HubSecret>,
+    ) -> Result<Response<HubSecretRecord>, Status> {
+        let (namespace, name) = key_of(request.get_ref().metadata.as_ref());
+        guard::namespace("metadata.namespace", &namespace, false)?;
+        guard::object("metadata.name", &name)?;
+        allow(&request, Verb::Write, "Secret", &namespace, &name)?;
+        let problems = flotilla_api::ocm::hubdata::secret_problems(request.get_ref());
+        if !problems.is_empty() {
+            return Err(PolicyError::Invalid(problems).into());
+        }
+        Ok(Response::new(
+            self.policies
+                .hubdata()
+                .apply_secret(request.into_inner())
+                .await?,
+        ))
+    }
+
+    async fn delete_hub_secret(
+        &self,
+        request: Request<GetPolicyRequest>,
+    ) -> Result<Response<DeletePolicyResponse>, Status> {
+        check(request.get_ref())?;
+        let r = request.get_ref();
+        allow(&request, Verb::Write, "Secret", &r.namespace, &r.name)?;
+        let r = request.into_inner();
+        self.policies
+            .hubdata()
+            .delete_secret(&r.namespace, &r.name)
+            .await?;
+        Ok(Response::new(DeletePolicyResponse {}))
+    }
+
+    async fn list_hub_data(
+        &self,
+        request: Request<ListPoliciesRequest>,
+    ) -> Result<Response<ListHubDataResponse>, Status> {
+        let vis = guard::visibility(&request);
+        let r = request.into_inner();
+        let ns = list_ns(&r)?;
+        let hubdata = self.policies.hubdata();
+        let mut config_maps = hubdata.list_config_maps(ns);
+        config_maps.retain(|o| shows(&vis, &key_of(o.metadata.as_ref()).0));
+        let mut secrets = hubdata.list_secrets(ns);
+        secrets.retain(|o| shows(&vis, &key_of(o.metadata.as_ref()).0));
+        Ok(Response::new(ListHubDataResponse {
+            config_maps,
+            secrets,
+        }))
     }
 }

@@ -37,6 +37,9 @@ pub struct GovernanceMetrics {
     pub specs_sent: Counter,
     /// Policy reports refused (bad, or for another cluster).
     pub reports_rejected: Counter,
+    /// Hub template resolutions that failed for a cluster (the copy went out with OCM's
+    /// `hub-templates-error` annotation).
+    pub template_errors: Counter,
 }
 
 fn value(c: Compliance) -> i64 {
@@ -59,6 +62,7 @@ impl GovernanceMetrics {
             series: Arc::default(),
             specs_sent: Counter::default(),
             reports_rejected: Counter::default(),
+            template_errors: Counter::default(),
         };
         hub.register_unprefixed(|r| {
             r.register(
@@ -77,6 +81,11 @@ impl GovernanceMetrics {
                 "reports_rejected",
                 "Policy status reports refused",
                 m.reports_rejected.clone(),
+            );
+            r.register(
+                "template_errors",
+                "Hub template resolutions that failed for a cluster",
+                m.template_errors.clone(),
             );
         });
         m

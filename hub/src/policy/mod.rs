@@ -10,18 +10,23 @@
 //!   (re-sent until the cluster reports their generation), takes reports, writes the status.
 //! - [`route`]: the router's hand-off of policy status reports (checked, then `try_send`).
 //! - [`metrics`]: `policy_governance_info` as OCM exports it.
+//! - [`hubdata`]: the hub's ConfigMaps and Secrets (sealed at rest) that hub templates read.
+//! - [`templates`]: hub templates (`{{hub … hub}}`) resolved for one cluster, and the hash of
+//!   the copy that stays the same while its inputs do (protected values by their digest).
 //!
 //! [`Policies`] is the handle. KV buckets: `policies`, `placementbindings`, `policysets`,
-//! `placementrules` (`<namespace>.<name>`), `policystatus` (`<cluster>.<resourceid>`: what each
+//! `placementrules`, `hubconfigmaps`, `hubsecrets` (`<namespace>.<name>`), `policystatus` (`<cluster>.<resourceid>`: what each
 //! cluster got and last reported). Bindings, sets and rules are few: kept in memory, written
 //! through. A PolicySet's status and a PlacementRule's decisions are derived on read.
 
 pub mod actor;
 pub mod family;
 pub mod grpc;
+pub mod hubdata;
 pub mod metrics;
 pub mod route;
 pub mod rules;
+pub mod templates;
 
 use crate::inventory::{ClusterInventory, Inventory};
 use crate::keys::ObjectRef;
@@ -90,6 +95,10 @@ flotilla_hub_core::buckets! {
         rules: PlacementRule = RULES,
         /// Per-cluster records.
         status: PolicyClusterRecord = STATUS,
+        /// Hub ConfigMaps (hub templates' inputs).
+        config_maps: flotilla_api::v1::HubConfigMap = hubdata::CONFIG_MAPS,
+        /// Hub Secrets, sealed.
+        secrets: flotilla_api::v1::HubSecretRecord = hubdata::SECRETS,
     }
 }
 
@@ -107,6 +116,9 @@ pub struct Deps {
     pub publisher: flotilla_bus::publish::Publisher,
     /// The hub's metrics.
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// The control plane's sealing key: hub Secrets rest sealed by it, and hub templates'
+    /// protected values are sealed by it to the cluster's agent.
+    pub sealing: flotilla_hub_core::key::SealingKey,
 }
 
 pub(crate) struct Inner {
@@ -122,6 +134,8 @@ pub(crate) struct Inner {
     governance: broadcast::Sender<()>,
     deps: Deps,
     metrics: metrics::GovernanceMetrics,
+    /// Hub ConfigMaps and Secrets.
+    hubdata: hubdata::HubData,
 }
 
 /// Governance (cheap to clone).
@@ -203,6 +217,12 @@ impl Policies {
     pub async fn start(buckets: Buckets, deps: Deps) -> Result<Self, PolicyError> {
         let (governance, _) = broadcast::channel(256);
         let metrics = metrics::GovernanceMetrics::new(&deps.metrics);
+        let hubdata = hubdata::HubData::load(
+            buckets.config_maps.clone(),
+            buckets.secrets.clone(),
+            deps.sealing.clone(),
+        )
+        .await?;
         let this = Self {
             inner: Arc::new(Inner {
                 buckets,
@@ -215,6 +235,7 @@ impl Policies {
                 governance,
                 deps,
                 metrics,
+                hubdata,
             }),
         };
         let b = &this.inner.buckets;
@@ -276,6 +297,11 @@ impl Policies {
         let tx = actor::spawn(self.inner.clone(), key, stored, records);
         self.inner.actors.insert(key.to_string(), tx.clone());
         tx
+    }
+
+    /// The hub's ConfigMaps and Secrets.
+    pub fn hubdata(&self) -> &hubdata::HubData {
+        &self.inner.hubdata
     }
 
     /// The published policies (for watches).

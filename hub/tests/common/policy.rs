@@ -45,6 +45,14 @@ pub async fn apply(hub: &Hub, yaml: &str) {
             Document::Placement(p) => {
                 placements.apply_placement(p).await.unwrap();
             }
+            Document::HubConfigMap(mut c) => {
+                default_ns(c.metadata.as_mut());
+                policies.apply_hub_config_map(c).await.unwrap();
+            }
+            Document::HubSecret(mut s) => {
+                default_ns(s.metadata.as_mut());
+                policies.apply_hub_secret(s).await.unwrap();
+            }
             other => panic!("unexpected fixture {other:?}"),
         }
     }

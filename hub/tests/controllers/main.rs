@@ -15,4 +15,5 @@ mod mirror_peers;
 mod placement;
 mod policy;
 mod policy_dependencies;
+mod policy_templates;
 mod replicaset;

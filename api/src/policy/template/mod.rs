@@ -12,6 +12,7 @@
 //!   `gotmpl`'s tree.
 //! - [`preprocess`]: go-template-utils' text rewrites; the delimiters of each side.
 //! - [`value`]: JSON ↔ template values and YAML text.
+//! - [`protected`]: hub template errors and protected values as the agent receives them.
 //!
 //! Go fidelity, measured against Go's `text/template` source: a missing map key is "no value"
 //! and a field of it is too (Go's default `missingkey=invalid`, which go-template-utils keeps),
@@ -23,6 +24,7 @@ pub mod check;
 pub mod funcs;
 pub mod policy;
 pub mod preprocess;
+pub mod protected;
 pub mod source;
 pub mod value;
 
@@ -104,6 +106,8 @@ pub struct Resolver {
     pub context: gotmpl::Value,
     /// Where reads are answered.
     pub source: Arc<dyn Source>,
+    /// How `protect` seals for the cluster (the hub's, per cluster); `None` on the spoke.
+    pub protect: Option<Arc<dyn funcs::Protect>>,
     /// When the resolution must stop (see [`budget::MAX_TIME`]).
     pub deadline: Instant,
 }
@@ -144,7 +148,12 @@ impl Resolver {
         let delims = self.delims();
         let text = preprocess::data_types(text, delims);
         let text = preprocess::autoindent(&text, delims);
-        let cell = Shared::new(self.source.clone(), self.mode.clone(), self.deadline);
+        let cell = Shared::new(
+            self.source.clone(),
+            self.mode.clone(),
+            self.protect.clone(),
+            self.deadline,
+        );
         let map = funcs::func_map(&cell);
         let parse_error = |go: String| TemplateError::Parse {
             raw: raw.to_string(),

@@ -73,6 +73,7 @@ pub fn resolve_policy(
         mode: Mode::Spoke,
         context: super::value::map_of([]),
         source,
+        protect: None,
         deadline,
     };
     let mut out = ResolvedPolicy {

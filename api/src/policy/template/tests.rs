@@ -8,6 +8,7 @@ fn spoke(fetched: Fetched) -> Resolver {
         mode: Mode::Spoke,
         context: gotmpl::Value::Nil,
         source: Arc::new(fetched),
+        protect: None,
         deadline: std::time::Instant::now() + super::budget::MAX_TIME,
     }
 }

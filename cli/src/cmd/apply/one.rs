@@ -29,7 +29,36 @@ pub(super) async fn apply(hub: &Hub, doc: Document) -> Result<String> {
         Document::ManagedServiceAccount(x) => managed_service_account(hub, x).await,
         Document::ImportPolicy(x) => import_policy(hub, x).await,
         Document::MirrorPeer(x) => mirror_peer(hub, x).await,
+        Document::HubConfigMap(x) => hub_config_map(hub, x).await,
+        Document::HubSecret(x) => hub_secret(hub, x).await,
     }
+}
+
+/// Applies a ConfigMap to the hub (an input of hub templates).
+async fn hub_config_map(hub: &Hub, c: v1::HubConfigMap) -> Result<String> {
+    let m = c.metadata.clone().unwrap_or_default();
+    hub.idempotent(async || hub.policies().apply_hub_config_map(c.clone()).await)
+        .await?;
+    Ok(format!(
+        "configmap/{} applied to the hub (namespace {}, {} keys)",
+        m.name,
+        m.namespace,
+        c.data.len()
+    ))
+}
+
+/// Applies a Secret to the hub (sealed there; its values are never shown again).
+async fn hub_secret(hub: &Hub, s: v1::HubSecret) -> Result<String> {
+    let m = s.metadata.clone().unwrap_or_default();
+    let applied = hub
+        .idempotent(async || hub.policies().apply_hub_secret(s.clone()).await)
+        .await?;
+    Ok(format!(
+        "secret/{} applied to the hub (namespace {}, keys: {}; sealed)",
+        m.name,
+        m.namespace,
+        applied.keys.join(", ")
+    ))
 }
 
 /// Applies a ManagedClusterSet.

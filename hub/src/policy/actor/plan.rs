@@ -1,5 +1,6 @@
 //! What one reconcile of a policy does for its clusters, decided from plain values (pure): the
-//! clusters decided now, their records, the two replicated spec hashes and the re-send back-off.
+//! clusters decided now, their records, each cluster's replicated spec hash (one of two, by
+//! the override, unless hub templates make each cluster's its own) and the re-send back-off.
 //! The executor in [`super`] publishes, writes the records and forgets.
 
 use crate::backoff::Backoff;
@@ -50,13 +51,19 @@ pub struct Plan {
     pub forget: Vec<String>,
 }
 
+/// The hash of each cluster's copy when it depends only on the override (a policy without hub
+/// templates): `hashes` without and with it.
+pub fn by_override(hashes: [String; 2]) -> impl Fn(&str, bool) -> String {
+    move |_, enforce| hashes[usize::from(enforce)].clone()
+}
+
 /// Decides the reconcile. `targets`: the clusters decided now and whether a binding enforces
-/// there; `hashes`: the replicated spec's hash without and with the override; `exists`:
+/// there; `hash_of`: the hash of a cluster's replicated spec (given the override); `exists`:
 /// whether a cluster is in the inventory.
 pub fn plan(
     targets: &BTreeMap<String, bool>,
     records: &BTreeMap<String, PolicyClusterRecord>,
-    hashes: &[String; 2],
+    hash_of: impl Fn(&str, bool) -> String,
     resend: &Backoff<String>,
     exists: impl Fn(&str) -> bool,
     now: Instant,
@@ -65,14 +72,14 @@ pub fn plan(
     for (cluster, &enforce) in targets {
         let record = records.get(cluster);
         let generation = record.map_or(0, |r| r.generation);
-        let hash = &hashes[usize::from(enforce)];
-        if record.is_none_or(|r| r.spec_hash != *hash) {
+        let hash = hash_of(cluster, enforce);
+        if record.is_none_or(|r| r.spec_hash != hash) {
             let send = Send {
                 cluster: cluster.clone(),
                 enforce,
                 generation: generation + 1,
             };
-            plan.deliver.push((send, hash.clone()));
+            plan.deliver.push((send, hash));
             continue;
         }
         // Delivered before: sent again while the cluster has not reported this generation.

@@ -28,6 +28,13 @@ pub enum Mode {
     Spoke,
 }
 
+/// Seals a value for the one cluster a hub template is resolved for (`protect`, and every
+/// value a hub template reads from a Secret). The hub's seals to the cluster's agent key.
+pub trait Protect: Send + Sync {
+    /// `$ocm_encrypted:…` standing for `plain`, or why it cannot be sealed.
+    fn protect(&self, plain: &str) -> Result<String, String>;
+}
+
 /// Why a function call failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {
@@ -43,6 +50,7 @@ pub struct Failure {
 pub struct Cell {
     source: Arc<dyn Source>,
     mode: Mode,
+    protect: Option<Arc<dyn Protect>>,
     /// Queries asked but not answered yet.
     pub pending: BTreeSet<Query>,
     /// Queries answered (what the resolution read).
@@ -60,11 +68,18 @@ pub struct Cell {
 pub struct Shared(Arc<Mutex<Cell>>);
 
 impl Shared {
-    /// A cell reading from `source`, its functions failing once `deadline` has passed.
-    pub fn new(source: Arc<dyn Source>, mode: Mode, deadline: std::time::Instant) -> Self {
+    /// A cell reading from `source`, sealing with `protect` (hub only), its functions failing
+    /// once `deadline` has passed.
+    pub fn new(
+        source: Arc<dyn Source>,
+        mode: Mode,
+        protect: Option<Arc<dyn Protect>>,
+        deadline: std::time::Instant,
+    ) -> Self {
         Shared(Arc::new(Mutex::new(Cell {
             source,
             mode,
+            protect,
             pending: BTreeSet::new(),
             reads: BTreeSet::new(),
             failure: None,
@@ -103,6 +118,26 @@ impl Call<'_> {
     /// The side resolving.
     pub fn mode(&self) -> Mode {
         self.cell.lock().mode.clone()
+    }
+
+    /// `plain` sealed for the cluster (`""` stays `""`, as go-template-utils has it).
+    pub fn protect(&self, plain: &str) -> Result<String, Fail> {
+        if plain.is_empty() {
+            return Ok(String::new());
+        }
+        let (mode, protect) = {
+            let cell = self.cell.lock();
+            (cell.mode.clone(), cell.protect.clone())
+        };
+        match (mode, protect) {
+            (Mode::Spoke, _) => Err(Fail::Calling(
+                "the protect template function is not enabled in this mode".into(),
+            )),
+            (Mode::Hub { .. }, Some(p)) => p.protect(plain).map_err(Fail::Calling),
+            (Mode::Hub { .. }, None) => Err(Fail::Calling(
+                "the protect template function has no cluster to seal for here".into(),
+            )),
+        }
     }
 
     /// Marks the result as read from a Secret.

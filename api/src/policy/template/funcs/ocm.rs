@@ -196,9 +196,9 @@ fn from_secret(call: &Call<'_>, args: &[Value]) -> Result<Value, Fail> {
             "{INVALID_INPUT}: namespace, name, and key must be specified"
         )));
     }
-    hub_cannot_protect(call)?;
     let object = one(call, "Secret", &ns, &name, "failed to get the secret")?;
-    Ok(string(object.map(|o| key_of(&o, &key)).unwrap_or_default()))
+    let value = object.map(|o| key_of(&o, &key)).unwrap_or_default();
+    Ok(string(hub_protected(call, value)?))
 }
 
 fn copy_config_map_data(call: &Call<'_>, args: &[Value]) -> Result<Value, Fail> {
@@ -228,23 +228,23 @@ fn copy_secret_data(call: &Call<'_>, args: &[Value]) -> Result<Value, Fail> {
             "{INVALID_INPUT}: namespace and name must be specified"
         )));
     }
-    hub_cannot_protect(call)?;
     let object = one(call, "Secret", &ns, &name, "failed to get the secret")?;
-    let data = object.map(|o| data_of(&o)).unwrap_or_default();
+    let mut data = object.map(|o| data_of(&o)).unwrap_or_default();
+    for v in data.values_mut() {
+        if let serde_json::Value::String(s) = v {
+            *s = hub_protected(call, std::mem::take(s))?;
+        }
+    }
     Ok(string(serde_json::Value::Object(data).to_string()))
 }
 
-/// OCM protects every Secret value a hub template reads; Flotilla's hub does not seal values
-/// for a cluster yet, so it refuses rather than send a Secret in the clear.
-fn hub_cannot_protect(call: &Call<'_>) -> Result<(), Fail> {
-    if matches!(call.mode(), Mode::Hub { .. }) {
-        return Err(Fail::Calling(
-            "hub templates cannot read Secrets in Flotilla yet: the values would not be \
-             protected for the cluster"
-                .into(),
-        ));
+/// A Secret's value as a hub template gives it: protected, as the propagator rewrites every
+/// `fromSecret`/`copySecretData` of a hub template to pipe into `protect`; on the spoke as read.
+fn hub_protected(call: &Call<'_>, value: String) -> Result<String, Fail> {
+    match call.mode() {
+        Mode::Hub { .. } => call.protect(&value),
+        Mode::Spoke => Ok(value),
     }
-    Ok(())
 }
 
 fn claim(call: &Call<'_>, args: &[Value], name: &str, absent_ok: bool) -> Result<Value, Fail> {
@@ -456,14 +456,8 @@ fn to_yaml(_: &Call<'_>, args: &[Value]) -> Result<Value, Fail> {
 
 fn protect(call: &Call<'_>, args: &[Value]) -> Result<Value, Fail> {
     arity("protect", args, 1)?;
-    match call.mode() {
-        Mode::Spoke => Err(Fail::Calling(
-            "the protect template function is not enabled in this mode".into(),
-        )),
-        Mode::Hub { .. } => Err(Fail::Calling(
-            "the protect template function is not available on Flotilla's hub yet".into(),
-        )),
-    }
+    let plain = str_arg(args, 0)?;
+    Ok(string(call.protect(&plain)?))
 }
 
 fn denied(name: &str) -> Fail {

@@ -14,6 +14,7 @@ fn resolver(deadline: Instant) -> Resolver {
         mode: Mode::Spoke,
         context: gotmpl::Value::Nil,
         source: Arc::new(Fetched::default()),
+        protect: None,
         deadline,
     }
 }

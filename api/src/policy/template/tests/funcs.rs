@@ -67,6 +67,7 @@ fn resolver() -> Resolver {
         mode: Mode::Spoke,
         context: gotmpl::Value::Nil,
         source: Arc::new(cluster()),
+        protect: None,
         deadline: std::time::Instant::now() + super::budget::MAX_TIME,
     }
 }
@@ -426,6 +427,7 @@ fn hub_mode_errors_carry_ocms_prefix() {
         },
         context: gotmpl::Value::Nil,
         source: Arc::new(Fetched::default()),
+        protect: None,
         deadline: std::time::Instant::now() + super::super::budget::MAX_TIME,
     };
     let go = |t: &str| match hub.resolve_yaml(&format!("v: '{{{{hub {t} hub}}}}'\n")) {

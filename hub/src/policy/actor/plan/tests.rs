@@ -52,7 +52,14 @@ async fn a_new_cluster_and_a_changed_spec_are_delivered_at_the_next_generation()
         record("changed", 3, "inform", Some(3)),
         record("same", 2, "inform", Some(2)),
     ]);
-    let p = plan(&t, &r, &hashes(), &resend_backoff(), |_| true, now);
+    let p = plan(
+        &t,
+        &r,
+        by_override(hashes()),
+        &resend_backoff(),
+        |_| true,
+        now,
+    );
     assert_eq!(
         p.deliver,
         vec![
@@ -72,9 +79,16 @@ async fn an_unconfirmed_spec_is_sent_again_once_its_wait_is_over() {
     let r = records(vec![record("c1", 2, "inform", Some(1))]);
     let mut resend = resend_backoff();
     resend.attempted("c1".to_string(), now);
-    let waiting = plan(&t, &r, &hashes(), &resend, |_| true, now);
+    let waiting = plan(&t, &r, by_override(hashes()), &resend, |_| true, now);
     assert_eq!(waiting, Plan::default());
-    let due = plan(&t, &r, &hashes(), &resend, |_| true, now + RESEND_AFTER);
+    let due = plan(
+        &t,
+        &r,
+        by_override(hashes()),
+        &resend,
+        |_| true,
+        now + RESEND_AFTER,
+    );
     assert_eq!(due.resend, vec![send("c1", false, 2)]);
     assert!(due.resumed.is_empty());
 }
@@ -84,7 +98,14 @@ async fn a_restarted_hub_sends_an_unconfirmed_spec_at_once_and_then_waits_the_lo
     let now = Instant::now();
     let t = targets(&[("c1", false)]);
     let r = records(vec![record("c1", 2, "inform", None)]);
-    let p = plan(&t, &r, &hashes(), &resend_backoff(), |_| true, now);
+    let p = plan(
+        &t,
+        &r,
+        by_override(hashes()),
+        &resend_backoff(),
+        |_| true,
+        now,
+    );
     assert_eq!(p.resend, vec![send("c1", false, 2)]);
     assert_eq!(p.resumed, vec!["c1".to_string()]);
     let mut resend = resend_backoff();
@@ -101,7 +122,7 @@ async fn clusters_no_longer_decided_lose_their_copy_or_their_record_when_gone() 
     let p = plan(
         &BTreeMap::new(),
         &r,
-        &hashes(),
+        by_override(hashes()),
         &resend_backoff(),
         |c| c != "deleted",
         now,
@@ -119,4 +140,26 @@ async fn resends_back_off_from_thirty_seconds_to_sixteen_times_that() {
         .map(|_| (resend.attempted("c1".to_string(), now) - now).as_secs())
         .collect();
     assert_eq!(waits, vec![30, 60, 120, 240, 480, 480, 480]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_hub_templates_only_the_clusters_whose_own_copy_changed_are_delivered() {
+    let now = Instant::now();
+    let t = targets(&[("a", false), ("b", false), ("c", false)]);
+    let r = records(vec![
+        record("a", 2, "vlan-3620", Some(2)),
+        record("b", 2, "vlan-3621", Some(2)),
+        record("c", 1, "vlan-old", Some(1)),
+    ]);
+    let own = |c: &str, _: bool| match c {
+        "a" => "vlan-3620".to_string(),
+        "b" => "vlan-3621".to_string(),
+        _ => "vlan-3622".to_string(),
+    };
+    let p = plan(&t, &r, own, &resend_backoff(), |_| true, now);
+    assert_eq!(
+        p.deliver,
+        vec![(send("c", false, 2), "vlan-3622".to_string())]
+    );
+    assert_eq!(p.confirmed, vec!["a".to_string(), "b".to_string()]);
 }
