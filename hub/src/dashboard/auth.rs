@@ -13,8 +13,12 @@
 //!   header to a cross-site request.
 //! - What an identity may do is the API's access table ([`crate::grpc::auth::Identity::may_call`]):
 //!   a read-only token sees every view and changes nothing.
+//! - What it sees is its grants' [`Visibility`] (issue 48), computed for every request under the
+//!   grants in force: a fleet role sees the whole fleet; a team member its sets' clusters and
+//!   their works, and its namespaces' placements, rollouts and policies.
 
 use crate::grpc::auth::{Identity, Tokens};
+use crate::grpc::guard::{Teams, Visibility};
 use http::HeaderMap;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -73,6 +77,10 @@ pub struct Viewer {
     pub access: std::sync::Arc<crate::grpc::access::Table>,
     /// What every page says on top while it is so (a recovery window is open).
     pub banner: Option<String>,
+    /// The grants it is checked by (none on an open hub), for its live stream.
+    pub teams: Teams,
+    /// What it may see, under the grants in force when the request came.
+    pub sees: Visibility,
 }
 
 impl Viewer {
@@ -95,22 +103,22 @@ pub enum Refusal {
     /// A session cookie the hub does not know (expired, signed out, hub restarted).
     #[error("the session has ended; sign in again")]
     SessionEnded,
-    /// An identity without a fleet role (a team member by the grants file): the dashboard's
-    /// pages show the whole fleet, so it is not served to them yet (issue 48).
-    #[error(
-        "{0} has no fleet role: the dashboard shows the whole fleet and serves only identities \
-         with view or admin on the fleet; use the CLI, whose lists show what its grants allow"
-    )]
-    NoFleetRole(String),
 }
 
-/// `identity` under the grants in force now, if it may see the dashboard.
-fn current(identity: &Identity, tokens: &Tokens) -> Result<Identity, Refusal> {
+/// A viewer `identity`, under the grants in force now (a reloaded file applies to the next
+/// page).
+fn viewer(identity: &Identity, tokens: &Tokens, csrf: String, via: Via) -> Viewer {
     let identity = identity.clone().scoped(tokens.live());
-    if identity.scope.fleet.is_none() {
-        return Err(Refusal::NoFleetRole(identity.name().to_string()));
+    let teams = Teams::new(Some(tokens.live().clone()));
+    Viewer {
+        sees: teams.visibility(Some(&identity)),
+        identity,
+        csrf,
+        via,
+        access: tokens.access().clone(),
+        banner: None,
+        teams,
     }
-    Ok(identity)
 }
 
 /// The sessions and the open hub's CSRF token.
@@ -155,6 +163,8 @@ impl Sessions {
                 via: Via::Open,
                 access: Default::default(),
                 banner: None,
+                teams: Teams::default(),
+                sees: Visibility::All,
             });
         };
         if let Some(h) = headers
@@ -163,26 +173,18 @@ impl Sessions {
         {
             let token = h.strip_prefix("Bearer ").map(str::trim).unwrap_or_default();
             let identity = tokens.identify(token).ok_or(Refusal::UnknownToken)?;
-            return Ok(Viewer {
-                identity: current(&identity, tokens)?,
-                csrf: String::new(),
-                via: Via::Bearer,
-                access: tokens.access().clone(),
-                banner: None,
-            });
+            return Ok(viewer(&identity, tokens, String::new(), Via::Bearer));
         }
         let id = cookie(headers, COOKIE).ok_or(Refusal::NoCredentials)?;
         let mut sessions = self.sessions.lock().expect("sessions lock");
         let now = Instant::now();
         match sessions.get(&id) {
-            Some(s) if s.expires > now => Ok(Viewer {
-                // Its grants as they are now (a reloaded file applies to the next page).
-                identity: current(&s.identity, tokens)?,
-                csrf: s.csrf.clone(),
-                via: Via::Session(id),
-                access: tokens.access().clone(),
-                banner: None,
-            }),
+            Some(s) if s.expires > now => Ok(viewer(
+                &s.identity,
+                tokens,
+                s.csrf.clone(),
+                Via::Session(id),
+            )),
             Some(_) => {
                 sessions.remove(&id);
                 Err(Refusal::SessionEnded)
@@ -195,10 +197,6 @@ impl Sessions {
     pub fn sign_in(&self, token: &str) -> Option<String> {
         let tokens = self.tokens.as_ref()?;
         let identity = tokens.identify(token.trim())?;
-        if let Err(refusal) = current(&identity, tokens) {
-            tracing::info!(caller = %identity.name(), %refusal, "dashboard sign-in refused");
-            return None;
-        }
         let id = random();
         let now = Instant::now();
         let mut sessions = self.sessions.lock().expect("sessions lock");

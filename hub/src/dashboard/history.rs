@@ -91,11 +91,11 @@ impl Counts {
         self.0.iter().sum()
     }
 
-    fn add(&mut self, a: Availability) {
+    pub(super) fn add(&mut self, a: Availability) {
         self.0[a.index()] += 1;
     }
 
-    fn sub(&mut self, a: Availability) {
+    pub(super) fn sub(&mut self, a: Availability) {
         self.0[a.index()] = self.0[a.index()].saturating_sub(1);
     }
 }
@@ -239,6 +239,23 @@ impl History {
     /// The latest transitions, newest first, at most `n`.
     pub fn recent(&self, n: usize) -> Vec<Transition> {
         self.transitions.iter().rev().take(n).cloned().collect()
+    }
+
+    /// The latest transitions `keep` admits, newest first, at most `n`.
+    pub fn recent_where(&self, n: usize, keep: impl Fn(&Transition) -> bool) -> Vec<Transition> {
+        let kept = self.transitions.iter().rev().filter(|t| keep(t));
+        kept.take(n).cloned().collect()
+    }
+
+    /// The counts over the clusters `keep` admits (a team's), by their state as last seen.
+    pub fn counts_where(&self, keep: impl Fn(&str) -> bool) -> Counts {
+        let mut counts = Counts::default();
+        for (name, a) in &self.states {
+            if keep(name) {
+                counts.add(*a);
+            }
+        }
+        counts
     }
 
     /// The samples, oldest first.

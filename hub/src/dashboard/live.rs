@@ -16,9 +16,12 @@
 //! read is at most that far behind — further and it is dropped (`event: reset`, its script
 //! reloads the page), never buffered without limit. Shutdown ends every stream.
 
+use super::fence::{Fence, Next as FenceNext};
 use super::history::{Availability, Counts, History, HistoryLimits, Transition};
 use super::progress::{Progress, ProgressLimits};
 use crate::controller::Controllers;
+use crate::grpc::auth::Identity;
+use crate::grpc::guard::Teams;
 use crate::inventory::{Change, ChangeKind, ClusterInventory, Inventory};
 use crate::metrics::Metrics;
 use bytes::Bytes;
@@ -568,15 +571,18 @@ impl Live {
     }
 
     /// A stream for `who`'s page that shows `clusters` (`None`: every cluster's transitions)
-    /// and `follows` controllers' objects, ended by `shutdown`; refused (counted) when
-    /// [`LiveConfig::max_clients`] are open, or [`LiveConfig::max_per_identity`] of `who`'s.
+    /// and `follows` controllers' objects, of what `who` may see by `teams` (its
+    /// [`Fence`]), ended by `shutdown`; refused (counted) when [`LiveConfig::max_clients`] are
+    /// open, or [`LiveConfig::max_per_identity`] of `who`'s.
     pub fn stream(
         &self,
-        who: &str,
+        who: (&Identity, &Teams),
         clusters: Option<HashSet<String>>,
         follows: Follows,
         shutdown: watch::Receiver<bool>,
     ) -> Result<Events, Busy> {
+        let (caller, teams) = who;
+        let who = caller.name();
         let (share, permit) = self.admit(who).inspect_err(|busy| {
             if let Some(m) = &self.metrics {
                 m.limit_refused(busy.limit());
@@ -585,18 +591,24 @@ impl Live {
         // Subscribe before reading the state sent first, so that nothing falls between.
         let rx = self.events.subscribe();
         let mut first = String::from("retry: 2000\n\n");
-        self.read(|h| {
-            first.push_str(&encode(&LiveEvent::Summary(h.counts())));
-            for name in clusters.iter().flatten() {
+        let fence = self.read(|h| {
+            let fence = Fence::of(teams, caller, h);
+            let counts = fence.as_ref().map_or(h.counts(), |f| f.summary(h.counts()));
+            first.push_str(&encode(&LiveEvent::Summary(counts)));
+            let seen = |name: &str| fence.as_ref().is_none_or(|f| f.cluster(name));
+            for name in clusters.iter().flatten().filter(|n| seen(n)) {
                 if let Some(a) = h.state(name) {
                     first.push_str(&cluster_event(name, Some(a)));
                 }
             }
+            fence
         });
         let state = Streaming {
             rx,
             clusters,
             follows,
+            fence,
+            history: self.history.clone(),
             heartbeat: tokio::time::interval_at(
                 tokio::time::Instant::now() + self.config.heartbeat,
                 self.config.heartbeat,
@@ -641,6 +653,9 @@ struct Streaming {
     rx: broadcast::Receiver<Arc<LiveEvent>>,
     clusters: Option<HashSet<String>>,
     follows: Follows,
+    /// What its viewer may be told (none: everything).
+    fence: Option<Fence>,
+    history: Arc<RwLock<History>>,
     heartbeat: tokio::time::Interval,
     shutdown: watch::Receiver<bool>,
     pending: Option<String>,
@@ -661,6 +676,9 @@ async fn next(mut s: Streaming) -> Option<(Result<Frame<Bytes>, Infallible>, Str
         tokio::select! {
             event = s.rx.recv() => match event {
                 Ok(e) => {
+                    if !s.fence.as_mut().is_none_or(|f| f.admits(&e)) {
+                        continue;
+                    }
                     let wanted = match &*e {
                         LiveEvent::Transition(t) => s
                             .clusters
@@ -672,18 +690,44 @@ async fn next(mut s: Streaming) -> Option<(Result<Frame<Bytes>, Infallible>, Str
                     if !wanted {
                         continue;
                     }
-                    return Some((frame(encode(&e)), s));
+                    let text = match (&*e, &s.fence) {
+                        (LiveEvent::Summary(fleet), Some(f)) => {
+                            encode(&LiveEvent::Summary(f.summary(*fleet)))
+                        }
+                        _ => encode(&e),
+                    };
+                    return Some((frame(text), s));
                 }
                 Err(RecvError::Lagged(n)) => {
                     tracing::debug!(missed = n, "dashboard: a live page fell behind; dropping it");
                     s.ended = true;
-                    return Some((frame("event: reset\ndata: {}\n\n".into()), s));
+                    return Some((frame(RESET.into()), s));
                 }
                 Err(RecvError::Closed) => return None,
+            },
+            next = fenced(&mut s.fence, &s.history) => match next {
+                FenceNext::Reset => {
+                    s.ended = true;
+                    return Some((frame(RESET.into()), s));
+                }
+                FenceNext::Summary(counts) => {
+                    return Some((frame(encode(&LiveEvent::Summary(counts))), s));
+                }
             },
             _ = s.heartbeat.tick() => return Some((frame(": ping\n\n".into()), s)),
             _ = s.shutdown.changed() => return None,
         }
+    }
+}
+
+/// What tells a page to read itself again (its script reloads it), before its stream ends.
+const RESET: &str = "event: reset\ndata: {}\n\n";
+
+/// The next change of `fence`'s grants or set index (never, without a fence).
+async fn fenced(fence: &mut Option<Fence>, history: &RwLock<History>) -> FenceNext {
+    match fence {
+        Some(f) => f.changed(history).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -11,6 +11,7 @@
 //! - [`html`]: the page frame and shared components, in maud — every spliced value escaped
 //!   (pure).
 //! - [`history`]: availability per cluster, transitions, counts over time (pure).
+//! - [`fence`]: what one viewer's live stream may show by its grants (issue 48).
 //! - [`live`]: the task that follows the inventory and the controllers' views, and the
 //!   Server-Sent Events streams.
 //! - [`overview`], [`clusters`], [`cluster`], [`placements`], [`rollouts`], [`policies`]: each
@@ -26,6 +27,7 @@
 pub mod auth;
 pub mod cluster;
 pub mod clusters;
+pub mod fence;
 pub mod history;
 pub mod html;
 pub mod live;

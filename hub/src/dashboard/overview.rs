@@ -110,6 +110,21 @@ pub fn build(clusters: &[Arc<ManagedCluster>], history: &History) -> Overview {
     }
 }
 
+/// [`build`] for a viewer who sees only some clusters (a team, issue 48): `clusters` are the
+/// ones it sees, the transitions only theirs (`sees`), and no counts over time — the samples
+/// are the fleet's, whose size and health a team is not told.
+pub fn build_seen(
+    clusters: &[Arc<ManagedCluster>],
+    history: &History,
+    sees: impl Fn(&str) -> bool,
+) -> Overview {
+    Overview {
+        transitions: history.recent_where(TRANSITIONS_SHOWN, |t| sees(&t.cluster)),
+        samples: Vec::new(),
+        ..build(clusters, history)
+    }
+}
+
 /// Labels as `key=value`, sorted.
 fn pairs<'a>(labels: impl Iterator<Item = (&'a String, &'a String)>) -> Vec<String> {
     let mut out: Vec<String> = labels.map(|(k, v)| format!("{k}={v}")).collect();

@@ -9,6 +9,8 @@ use super::html::{self, Frame, Nav, U};
 use super::live::Live;
 use super::route::{self, NoRoute};
 use super::{cluster, clusters, overview, placements, policies, rollouts, work, works};
+use crate::grants::{Target, Verb};
+use crate::grpc::guard::Visibility;
 use crate::inventory::{ClusterInventory, WorkInventory};
 use crate::keys::ObjectRef;
 use axum::Router;
@@ -418,10 +420,56 @@ fn asset(content_type: &'static str, text: &'static str) -> Response {
     resp
 }
 
+/// The clusters of `snapshot` `sees` admits (all of them for a fleet role).
+fn seen(
+    sees: &Visibility,
+    snapshot: Vec<Arc<flotilla_api::v1::ManagedCluster>>,
+) -> Vec<Arc<flotilla_api::v1::ManagedCluster>> {
+    if sees.is_all() {
+        return snapshot;
+    }
+    snapshot
+        .into_iter()
+        .filter(|c| sees.cluster(crate::inventory::name(c)))
+        .collect()
+}
+
+/// Whether `sees` admits the object `<cluster or namespace>/<name>` of `key`.
+fn seen_key(sees: &Visibility, key: &str, by_cluster: bool) -> bool {
+    match key.split_once('/') {
+        Some((c, _)) if by_cluster => sees.cluster(c),
+        Some((ns, _)) => sees.namespace(ns),
+        None => sees.is_all(),
+    }
+}
+
+/// `None` when `viewer` may read `target`, else a 403 page naming the grant it lacks (a hidden
+/// object and a missing one read alike: the refusal is [`crate::grants::decide`]'s, issue 48
+/// review §9). The refusal is an audit line.
+fn refused_read(viewer: &Viewer, target: Target<'_>, action: &str) -> Option<Response> {
+    if viewer.sees.sees(&target) {
+        return None;
+    }
+    let refused = viewer
+        .teams
+        .allow(Some(&viewer.identity), Verb::Read, target, action);
+    match refused {
+        Ok(_) => None,
+        Err(status) => Some(problem(
+            StatusCode::FORBIDDEN,
+            Some(viewer),
+            status.message(),
+        )),
+    }
+}
+
 /// `GET /`.
 async fn overview_page(State(d): D, viewer: Viewer, q: Params) -> Response {
-    let snapshot = d.inventory.snapshot();
-    let o = d.live.read(|h| overview::build(&snapshot, h));
+    let snapshot = seen(&viewer.sees, d.inventory.snapshot());
+    let o = d.live.read(|h| match &viewer.sees {
+        Visibility::All => overview::build(&snapshot, h),
+        sees => overview::build_seen(&snapshot, h, |c| sees.cluster(c)),
+    });
     let may = overview::Registrations {
         accept: viewer.may(overview::ACCEPT_METHOD),
         deny: viewer.may(overview::DENY_METHOD),
@@ -443,6 +491,7 @@ async fn works_page(State(d): D, viewer: Viewer, q: Params) -> Response {
         .works
         .with_prefix("")
         .into_iter()
+        .filter(|(key, _)| seen_key(&viewer.sees, key, true))
         .map(|(key, w)| (key, Arc::new(w.to_work())))
         .collect();
     let list = works::build(&all, &q);
@@ -453,13 +502,17 @@ async fn works_page(State(d): D, viewer: Viewer, q: Params) -> Response {
 /// `GET /clusters`.
 async fn clusters_page(State(d): D, viewer: Viewer, q: Params) -> Response {
     let (q, errors) = clusters::ListQuery::parse(&q.0);
-    let list = clusters::build(&d.inventory.snapshot(), &q);
+    let list = clusters::build(&seen(&viewer.sees, d.inventory.snapshot()), &q);
     let body = clusters::render(&list, &q, &errors);
     page(ok_unless(&errors), "Clusters", Nav::Clusters, &viewer, body)
 }
 
 /// `GET /clusters/<name>`.
 async fn cluster_page(State(d): D, Segments([name]): Segments<1>, viewer: Viewer) -> Response {
+    let target = Target::Cluster { name: &name };
+    if let Some(refused) = refused_read(&viewer, target, &format!("view cluster {name}")) {
+        return refused;
+    }
     let Some(c) = d.inventory.get(&name) else {
         let why = format!("No managed cluster {name:?}.");
         return problem(StatusCode::NOT_FOUND, Some(&viewer), &why);
@@ -470,7 +523,7 @@ async fn cluster_page(State(d): D, Segments([name]): Segments<1>, viewer: Viewer
         .into_iter()
         .map(|(_, w)| Arc::new(w.to_work()))
         .collect();
-    let controlled = d.units.controllers().map(|ctl| controlled(&ctl, &name));
+    let controlled = (d.units.controllers()).map(|ctl| controlled(&ctl, &name, &viewer.sees));
     let body = cluster::render(&c, &works, controlled.as_ref());
     page(StatusCode::OK, &name, Nav::Clusters, &viewer, body)
 }
@@ -481,6 +534,11 @@ async fn work_page(
     Segments([cluster, name]): Segments<2>,
     viewer: Viewer,
 ) -> Response {
+    let target = Target::Cluster { name: &cluster };
+    let action = format!("view ManifestWork {cluster}/{name}");
+    if let Some(refused) = refused_read(&viewer, target, &action) {
+        return refused;
+    }
     let key = ObjectRef::new(cluster.as_str(), name.as_str()).inventory_key();
     let Some(w) = d.works.get(&key) else {
         let why = format!("No ManifestWork {name:?} on cluster {cluster:?}.");
@@ -506,7 +564,7 @@ async fn addon_page(State(d): D, Segments([name]): Segments<1>, viewer: Viewer) 
         let why = format!("No ClusterManagementAddOn {name:?}.");
         return problem(StatusCode::NOT_FOUND, Some(&viewer), &why);
     };
-    let installed = addons.list_cluster_addons("", &name);
+    let installed = installed_seen(&addons, &name, &viewer.sees);
     let history = d.live.progress(&format!("addon:{name}"));
     let body = rollouts::render_addon(&cma, &installed, &history);
     page(StatusCode::OK, &name, Nav::Rollouts, &viewer, body)
@@ -517,7 +575,11 @@ async fn placements_page(State(d): D, viewer: Viewer) -> Response {
     let Some(ctl) = d.units.controllers() else {
         return not_here(&viewer);
     };
-    let body = placements::render_list(&ctl.get::<crate::placement::Placements>().list(""));
+    let mut list = ctl.get::<crate::placement::Placements>().list("");
+    list.retain(|v| {
+        (v.placement.metadata.as_ref()).is_some_and(|m| viewer.sees.namespace(&m.namespace))
+    });
+    let body = placements::render_list(&list);
     page(StatusCode::OK, "Placements", Nav::Placements, &viewer, body)
 }
 
@@ -530,6 +592,10 @@ async fn placement_page(
     let Some(ctl) = d.units.controllers() else {
         return not_here(&viewer);
     };
+    let action = format!("view Placement {namespace}/{name}");
+    if let Some(refused) = refused_read(&viewer, Target::Namespace { name: &namespace }, &action) {
+        return refused;
+    }
     let placements = ctl.get::<crate::placement::Placements>();
     let Some(view) = placements.get(&namespace, &name) else {
         let why = format!("No Placement {namespace}/{name}.");
@@ -557,11 +623,12 @@ async fn rollouts_page(State(d): D, viewer: Viewer) -> Response {
                 .as_ref()
                 .map(|m| m.name.clone())
                 .unwrap_or_default();
-            let installed = addons.list_cluster_addons("", &name);
+            let installed = installed_seen(&addons, &name, &viewer.sees);
             (a, installed)
         })
         .collect();
-    let sets = ctl.get::<crate::replicaset::ReplicaSets>().list("");
+    let mut sets = ctl.get::<crate::replicaset::ReplicaSets>().list("");
+    sets.retain(|rs| (rs.metadata.as_ref()).is_some_and(|m| viewer.sees.namespace(&m.namespace)));
     let body = rollouts::render_list(&sets, &with_installed);
     page(StatusCode::OK, "Rollouts", Nav::Rollouts, &viewer, body)
 }
@@ -576,6 +643,10 @@ async fn rollout_page(
     let Some(ctl) = d.units.controllers() else {
         return not_here(&viewer);
     };
+    let action = format!("view ManifestWorkReplicaSet {namespace}/{name}");
+    if let Some(refused) = refused_read(&viewer, Target::Namespace { name: &namespace }, &action) {
+        return refused;
+    }
     let Some(rs) = ctl
         .get::<crate::replicaset::ReplicaSets>()
         .get(&namespace, &name)
@@ -599,7 +670,9 @@ async fn policies_page(State(d): D, viewer: Viewer) -> Response {
     let Some(ctl) = d.units.controllers() else {
         return not_here(&viewer);
     };
-    let body = policies::render(&ctl.get::<crate::policy::Policies>().list_policies(""));
+    let mut list = ctl.get::<crate::policy::Policies>().list_policies("");
+    list.retain(|p| (p.metadata.as_ref()).is_some_and(|m| viewer.sees.namespace(&m.namespace)));
+    let body = policies::render(&list);
     page(StatusCode::OK, "Policies", Nav::Policies, &viewer, body)
 }
 
@@ -618,10 +691,12 @@ async fn events(State(d): D, viewer: Viewer, q: Params) -> Response {
         .map(|f| super::live::Follows::parse(f, MAX_FOLLOWED))
         .unwrap_or_default();
     let shutdown = d.shutdown.clone();
-    match d
-        .live
-        .stream(viewer.identity.name(), followed, follows, shutdown)
-    {
+    match d.live.stream(
+        (&viewer.identity, &viewer.teams),
+        followed,
+        follows,
+        shutdown,
+    ) {
         Ok(events) => {
             let mut resp = Response::new(Body::new(StreamBody::new(events)));
             let h = resp.headers_mut();
@@ -660,12 +735,30 @@ async fn logout(State(d): D, viewer: Viewer, headers: HeaderMap, body: Body) -> 
     redirect_with_cookie("/login", &d, None)
 }
 
-/// What the controllers know of cluster `name`.
-fn controlled(ctl: &crate::controller::Controllers, name: &str) -> cluster::Controlled {
+/// The add-on `name` installed on the clusters `sees` admits.
+fn installed_seen(
+    addons: &crate::addon::AddOns,
+    name: &str,
+    sees: &Visibility,
+) -> Vec<Arc<flotilla_api::v1::ManagedClusterAddOn>> {
+    let mut installed = addons.list_cluster_addons("", name);
+    installed.retain(|a| (a.metadata.as_ref()).is_some_and(|m| sees.cluster(&m.namespace)));
+    installed
+}
+
+/// What the controllers know of cluster `name`, of the namespaces `sees` admits.
+fn controlled(
+    ctl: &crate::controller::Controllers,
+    name: &str,
+    sees: &Visibility,
+) -> cluster::Controlled {
+    let in_sight =
+        |m: Option<&flotilla_api::v1::ObjectMeta>| m.is_some_and(|m| sees.namespace(&m.namespace));
     let policies = ctl
         .get::<crate::policy::Policies>()
         .list_policies("")
         .iter()
+        .filter(|p| in_sight(p.metadata.as_ref()))
         .filter_map(|p| {
             let c = p
                 .status
@@ -681,7 +774,7 @@ fn controlled(ctl: &crate::controller::Controllers, name: &str) -> cluster::Cont
         .get::<crate::placement::Placements>()
         .list("")
         .iter()
-        .filter(|v| v.clusters().contains(name))
+        .filter(|v| v.clusters().contains(name) && in_sight(v.placement.metadata.as_ref()))
         .filter_map(|v| {
             v.placement
                 .metadata
