@@ -410,6 +410,7 @@ impl State {
             janitor: janitor.clone(),
             seal: crate::sealed::HubSeal::new(config.families.service_accounts.key.clone()),
             recovery,
+            grants: config.api.tokens.as_ref().map(|t| t.live().clone()),
         });
         let holder: Arc<dyn views::Holder> = Arc::new(clusters.clone());
         let (cluster_view, cluster_progress) = views::View::load(

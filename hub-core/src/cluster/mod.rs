@@ -114,6 +114,9 @@ pub struct Shared {
     pub seal: crate::sealed::HubSeal,
     /// The recovery window and its orphans: deletions the window withholds.
     pub recovery: crate::recovery::Recovery,
+    /// The grants in force (none on an open hub): a new cluster may not register under the
+    /// name of a workspace namespace they name (issue 48 review r1 §5).
+    pub grants: Option<crate::grants::live::Live>,
 }
 
 /// Whether this hub can read a shard's status: while its status consumer is down (a NATS node

@@ -346,6 +346,15 @@ async fn a_cluster_named_after_a_namespace_does_not_open_that_namespace_s_polici
              cluster may not take a workspace's name"
         );
     }
+    // Nor an agent registering under it (the cluster actor refuses it; nothing is stored).
+    let agent = start_agent(agent_config("team-b-apps", &teams._nats.url()));
+    wait_metric(
+        &teams.hub,
+        "flotilla_hub_registration_refusals_total{reason=\"workspace_name\"}",
+    )
+    .await;
+    assert!(teams.hub.inventory.get("team-b-apps").is_none());
+    agent.stop().await;
     teams.hub.stop().await;
 }
 

@@ -305,7 +305,13 @@ impl Actor {
             None => Credential::Unknown,
         };
         let was_accepted = self.cluster.as_deref().is_some_and(rules::accepted);
-        let decision = rules::registration::decide(self.cluster.as_deref(), &request, who, &ctx);
+        let decision = match self.workspace_name() {
+            Some(message) => Decision::Refuse {
+                reason: "workspace_name",
+                message,
+            },
+            None => rules::registration::decide(self.cluster.as_deref(), &request, who, &ctx),
+        };
         let mut response = match decision {
             Decision::Denied => {
                 self.refused("denied", "the hub cluster admin denied this cluster");
@@ -357,6 +363,20 @@ impl Actor {
         response = self.with_credentials(response, &request);
         response.in_reply_to = rules::registration::in_reply_to(&request);
         self.answer_registration(reply, response).await;
+    }
+
+    /// Why a new cluster may not take this name: a workspace namespace of the grants in force
+    /// (its namespace would be read by its sets' viewers and the workspace by its own grants —
+    /// review r1 §5; `ApplyCluster` and `CreateJoinToken` refuse the same names).
+    fn workspace_name(&self) -> Option<String> {
+        let grants = self.shared.grants.as_ref()?;
+        (self.cluster.is_none() && grants.current().grants.names_namespace(&self.name)).then(|| {
+            format!(
+                "cluster name {:?} is a workspace namespace in the hub's grants file; a cluster \
+                 may not take a workspace's name: register under another name",
+                self.name
+            )
+        })
     }
 
     async fn answer_registration(&self, reply: Option<ReplyTo>, response: RegistrationResponse) {
