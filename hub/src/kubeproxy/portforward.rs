@@ -24,7 +24,7 @@ use flotilla_api::v1::TunnelRequest;
 use flotilla_kubestream::portforward::{self, Added, Pair, Pairing};
 use flotilla_kubestream::spdy::conn::{self, RecvHalf, SendHalf};
 use flotilla_kubestream::spdy::frame::{goaway, rst};
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::task::JoinSet;
@@ -35,6 +35,9 @@ const MAX_REFUSAL: usize = 16 * 1024;
 
 /// How long the connection waits for its pairs to tell kubectl why they end, at shutdown.
 const DRAIN: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// How long the connection is driven after its GOAWAY, at shutdown, for kubectl to go.
+const GOAWAY_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Where a port-forward connection's sessions go.
 pub struct Target {
@@ -59,7 +62,8 @@ where
 {
     let target = Arc::new(target);
     let (mut conn, driver) = conn::serve(io, &conn::Config::default());
-    let mut driver = std::pin::pin!(driver);
+    // Fused: the shutdown below drives it again after the loop may have seen it end.
+    let mut driver = std::pin::pin!(driver.fuse());
     let mut pairing: Pairing<Stream> = Pairing::default();
     let mut pairs = JoinSet::new();
     let mut shutdown = target.tunnels.shutdown();
@@ -85,12 +89,20 @@ where
             }
             Some(_) = pairs.join_next(), if !pairs.is_empty() => {}
             _ = shutdown.changed() => {
-                // The sessions fail with "the hub is shutting down" on their error streams.
-                let _ = conn.goaway(goaway::OK).await;
+                // The sessions fail with "the hub is shutting down" on their error streams,
+                // written while the connection is driven; the GOAWAY only after, or kubectl
+                // drops the connection before reading why.
                 let _ = tokio::time::timeout(DRAIN, async {
-                    while pairs.join_next().await.is_some() {}
+                    loop {
+                        tokio::select! {
+                            joined = pairs.join_next() => if joined.is_none() { break },
+                            _ = &mut driver => break,
+                        }
+                    }
                 })
                 .await;
+                let _ = conn.goaway(goaway::OK).await;
+                let _ = tokio::time::timeout(GOAWAY_WAIT, &mut driver).await;
                 break;
             }
         }

@@ -28,6 +28,13 @@ impl std::ops::Deref for ProxyHub {
     }
 }
 
+impl ProxyHub {
+    /// Stops the hub.
+    pub(crate) async fn stop(self) {
+        self.hub.stop().await
+    }
+}
+
 pub(crate) async fn proxy_hub(nats: &NatsServer) -> ProxyHub {
     proxy_hub_with(nats, |_| {}).await
 }

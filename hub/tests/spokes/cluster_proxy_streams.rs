@@ -16,7 +16,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 /// A pod whose container reads a ConfigMap as a file and as an environment variable, and
 /// listens on port 80.
-const POD: &str = r#"
+pub(crate) const POD: &str = r#"
 apiVersion: v1
 kind: ConfigMap
 metadata: {name: web-config, namespace: default}

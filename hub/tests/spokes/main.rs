@@ -15,6 +15,7 @@ mod cluster_proxy;
 mod cluster_proxy_kube_streams;
 mod cluster_proxy_leaf;
 mod cluster_proxy_spdy_exec;
+mod cluster_proxy_stream_ends;
 mod cluster_proxy_streams;
 mod cluster_proxy_teams;
 mod cluster_proxy_tunnel;

@@ -1,0 +1,250 @@
+//! How exec and port-forward sessions end when things die, and how many one identity may hold:
+//! the real kubectl 1.32 through the hub to simulated clusters. The agent going (its task
+//! aborted: its NATS connection drops, as when its process is killed) and the hub stopping
+//! each end every open session with a message kubectl prints; an identity holds its 32
+//! sessions across clusters at once and its 33rd is refused naming the flag.
+
+use crate::cluster_proxy::{kubectl, proxy_hub, wait_inventory};
+use crate::cluster_proxy_streams::{POD, sessions, with_pod};
+use crate::common;
+
+use common::kubectl::Kubectl;
+use common::tokens::ADMIN;
+use common::*;
+use flotilla_testkit::NatsServer;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::process::{Child, ChildStdin};
+
+/// A running `kubectl exec -i web -- cat` whose echo came back once.
+struct Exec {
+    child: Child,
+    _stdin: ChildStdin,
+}
+
+async fn open_exec(kubectl: &Kubectl) -> Exec {
+    let mut child = kubectl
+        .command(&["exec", "-i", "web", "--", "cat"])
+        .spawn()
+        .expect("kubectl runs");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    stdin.write_all(b"before\n").await.unwrap();
+    let mut line = String::new();
+    tokio::time::timeout(SOON, stdout.read_line(&mut line))
+        .await
+        .expect("the echo came")
+        .unwrap();
+    assert_eq!(line, "before\n");
+    // Keep reading what it prints.
+    tokio::spawn(async move {
+        let mut sink = Vec::new();
+        let _ = stdout.read_to_end(&mut sink).await;
+    });
+    Exec {
+        child,
+        _stdin: stdin,
+    }
+}
+
+/// A running `kubectl port-forward pod/web LOCAL:80`.
+struct Forward {
+    child: Child,
+    port: u16,
+}
+
+async fn open_forward(kubectl: &Kubectl) -> Forward {
+    let port = flotilla_testkit::free_port();
+    let mut child = kubectl
+        .command(&["port-forward", "pod/web", &format!("{port}:80")])
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("kubectl runs");
+    let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = tokio::time::timeout(SOON, out.next_line())
+        .await
+        .expect("kubectl port-forward started in time")
+        .unwrap();
+    assert!(
+        line.as_deref()
+            .is_some_and(|l| l.starts_with("Forwarding from")),
+        "kubectl said {line:?}"
+    );
+    tokio::spawn(async move { while let Ok(Some(_)) = out.next_line().await {} });
+    Forward { child, port }
+}
+
+/// A connection through the port-forward whose echo came back once: its session is open.
+async fn forwarded(forward: &Forward) -> TcpStream {
+    let mut tcp = TcpStream::connect(("127.0.0.1", forward.port))
+        .await
+        .unwrap();
+    tcp.write_all(b"ping").await.unwrap();
+    let mut back = [0u8; 4];
+    tokio::time::timeout(SOON, tcp.read_exact(&mut back))
+        .await
+        .expect("the echo came")
+        .unwrap();
+    assert_eq!(&back, b"ping");
+    tcp
+}
+
+/// Waits for a kubectl to end by itself: its exit code, stderr, and how long it took.
+async fn ended(child: Child, since: Instant) -> (Option<i32>, String, Duration) {
+    let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("kubectl ended")
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        since.elapsed(),
+    )
+}
+
+/// Waits until `done`.
+async fn until(done: impl Fn() -> bool, what: &str) {
+    let deadline = Instant::now() + SOON;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_dying_ends_execs_and_port_forwards_naming_the_cluster() {
+    let nats = NatsServer::start();
+    let (hub, agent, admin) = with_pod(&nats).await;
+    let exec = open_exec(&admin).await;
+    let forward = open_forward(&admin).await;
+    let mut tcp = forwarded(&forward).await;
+    assert_eq!(sessions(&hub), 2);
+    // The agent goes without a word.
+    drop(agent);
+    let started = Instant::now();
+    let (code, stderr, took) = ended(exec.child, started).await;
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cluster edge-1 became unavailable"),
+        "{stderr}"
+    );
+    assert!(took < Duration::from_secs(12), "{took:?}");
+    // The forwarded connection is closed and kubectl ends the port-forward, saying why.
+    let mut rest = Vec::new();
+    let _ = tokio::time::timeout(SOON, tcp.read_to_end(&mut rest)).await;
+    let (code, stderr, took) = ended(forward.child, started).await;
+    assert_ne!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("cluster edge-1 became unavailable"),
+        "{stderr}"
+    );
+    assert!(took < Duration::from_secs(15), "{took:?}");
+    assert_eq!(sessions(&hub), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hub_stopping_ends_its_execs_and_port_forwards_with_a_word() {
+    let nats = NatsServer::start();
+    let (hub, _agent, admin) = with_pod(&nats).await;
+    let exec = open_exec(&admin).await;
+    let forward = open_forward(&admin).await;
+    let _tcp = forwarded(&forward).await;
+    let proxy = hub.cluster_proxy.clone().expect("serving the proxy");
+    assert_eq!(proxy.open_sessions(), 2);
+    let started = Instant::now();
+    tokio::time::timeout(SOON, hub.stop())
+        .await
+        .expect("the hub stopped with sessions open");
+    assert_eq!(proxy.open_sessions(), 0, "a session outlived the hub");
+    let (code, stderr, _) = ended(exec.child, started).await;
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("the hub is shutting down"), "{stderr}");
+    let (code, stderr, _) = ended(forward.child, started).await;
+    assert_ne!(code, Some(0), "{stderr}");
+    assert!(stderr.contains("the hub is shutting down"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_identity_holds_32_sessions_at_once_and_its_33rd_is_refused_naming_the_flag() {
+    let nats = NatsServer::start();
+    let hub = proxy_hub(&nats).await;
+    // Two clusters: an agent serves at most 16 sessions of one caller.
+    let _agents = [
+        start_agent(agent_config("edge-1", &nats.url())),
+        start_agent(agent_config("edge-2", &nats.url())),
+    ];
+    let mut admins = Vec::new();
+    for name in ["edge-1", "edge-2"] {
+        wait_inventory(&hub, name, true).await;
+        let admin = kubectl(&hub, name, ADMIN).pinned("1.32");
+        admin.ok(&["apply", "-f", "-"], Some(POD)).await;
+        admin
+            .ok(
+                &["wait", "--for=condition=Ready", "pod/web", "--timeout=20s"],
+                None,
+            )
+            .await;
+        admins.push(admin);
+    }
+    // edge-1: 16 connections through one port-forward; edge-2: 12 more and 4 execs.
+    let forwards = [
+        open_forward(&admins[0]).await,
+        open_forward(&admins[1]).await,
+    ];
+    let mut open = Vec::new();
+    for (forward, n) in forwards.iter().zip([16, 12]) {
+        for _ in 0..n {
+            open.push(forwarded(forward).await);
+        }
+    }
+    let mut execs = Vec::new();
+    for _ in 0..4 {
+        execs.push(open_exec(&admins[1]).await);
+    }
+    assert_eq!(sessions(&hub), 32);
+    // The 33rd: an exec is refused (over WebSocket, then kubectl's SPDY retry), naming the flag.
+    let err = admins[0]
+        .fails(&["exec", "web", "--", "echo", "hi"], None)
+        .await;
+    assert!(
+        err.contains("already has 32 exec, attach and port-forward sessions open")
+            && err.contains("--cluster-proxy-sessions-per-identity"),
+        "{err}"
+    );
+    // A 33rd forwarded connection is refused alone: kubectl drops it, the port-forward goes on.
+    let mut refused = TcpStream::connect(("127.0.0.1", forwards[1].port))
+        .await
+        .unwrap();
+    refused.write_all(b"ping").await.unwrap();
+    let mut nothing = Vec::new();
+    let _ = tokio::time::timeout(SOON, refused.read_to_end(&mut nothing)).await;
+    assert!(nothing.is_empty(), "{nothing:?}");
+    // Every echo still flows; one session closed makes room for another.
+    for tcp in open.iter_mut() {
+        tcp.write_all(b"more").await.unwrap();
+        let mut back = [0u8; 4];
+        tokio::time::timeout(SOON, tcp.read_exact(&mut back))
+            .await
+            .expect("the echo came")
+            .unwrap();
+        assert_eq!(&back, b"more");
+    }
+    drop(open.pop());
+    until(
+        || sessions(&hub) == 31,
+        "a closed connection's session ended",
+    )
+    .await;
+    assert_eq!(
+        admins[1]
+            .ok(&["exec", "web", "--", "echo", "hi"], None)
+            .await,
+        "hi\n"
+    );
+    drop(open);
+    drop(execs);
+    drop(forwards);
+    until(|| sessions(&hub) == 0, "every session ended").await;
+}
