@@ -5,7 +5,9 @@
 //! older spec; the agents report them as orphans, listed by `flotilla get orphans`, in the
 //! metrics and on the dashboard; the updated work is reverted to the store's spec, the new one
 //! deleted on one spoke and kept on the other (also after the window is closed), each only
-//! when the operator says so; deleting a cluster deletes its orphans' records.
+//! when the operator says so; a work deleted and created again after the backup keeps the
+//! spoke's newer incarnation; a cluster offline through the window loses nothing after it;
+//! deleting a cluster deletes its orphans' records.
 
 mod common;
 
@@ -14,8 +16,8 @@ use flotilla_api::v1::cluster_service_client::ClusterServiceClient;
 use flotilla_api::v1::recovery_service_client::RecoveryServiceClient;
 use flotilla_api::v1::work_service_client::WorkServiceClient;
 use flotilla_api::v1::{
-    DeleteClusterRequest, GetRecoveryRequest, ListClustersRequest, ListOrphansRequest, Orphan,
-    OrphanDecision, OrphanKind, ProxyGetRequest,
+    DeleteClusterRequest, DeleteWorkRequest, GetRecoveryRequest, ListClustersRequest,
+    ListOrphansRequest, Orphan, OrphanDecision, OrphanKind, ProxyGetRequest,
 };
 use flotilla_testkit::{NatsServer, Proc, binary, free_port, nats_server_binary};
 use std::path::Path;
@@ -84,6 +86,18 @@ impl Scene {
             converged_at(w, 1)
         })
         .await;
+        // "reborn" on sim-0002 at generation 2 in the backup; deleted and created again after
+        // it, so the spoke holds a newer incarnation at generation 1.
+        for value in ["old", "old2"] {
+            works
+                .apply_work(config_map_work_with("sim-0002", "reborn", value))
+                .await
+                .unwrap();
+        }
+        wait_work(&mut works, "sim-0002", "reborn", "updated", |w| {
+            converged_at(w, 2)
+        })
+        .await;
 
         let out = tmp.join("backup");
         let taken =
@@ -100,6 +114,22 @@ impl Scene {
             .unwrap();
         wait_work(&mut works, "sim-0001", "before", "updated", |w| {
             converged_at(w, 2)
+        })
+        .await;
+        works
+            .delete_work(DeleteWorkRequest {
+                cluster: "sim-0002".into(),
+                name: "reborn".into(),
+            })
+            .await
+            .unwrap();
+        wait_gone(&mut works, "sim-0002", "reborn").await;
+        works
+            .apply_work(config_map_work_with("sim-0002", "reborn", "new"))
+            .await
+            .unwrap();
+        wait_work(&mut works, "sim-0002", "reborn", "created again", |w| {
+            converged_at(w, 1)
         })
         .await;
         // sim-0003 is offline through the whole window, and comes back after it.
@@ -141,15 +171,14 @@ impl Scene {
     /// hub asks them to publish its status again); "before" is ahead on sim-0001. Three
     /// resync periods later the spokes hold both as they were.
     async fn orphans_are_recorded_named_and_withheld(&self) {
-        let orphans =
-            flotilla_testkit::eventually(SOON, "three orphans recorded and named", || {
-                let mut recovery = self.recovery.clone();
-                async move {
-                    let items = list(&mut recovery).await;
-                    (items.len() == 3 && items.iter().all(|o| !o.name.is_empty())).then_some(items)
-                }
-            })
-            .await;
+        let orphans = flotilla_testkit::eventually(SOON, "four orphans recorded and named", || {
+            let mut recovery = self.recovery.clone();
+            async move {
+                let items = list(&mut recovery).await;
+                (items.len() == 4 && items.iter().all(|o| !o.name.is_empty())).then_some(items)
+            }
+        })
+        .await;
         let seen: Vec<_> = orphans
             .iter()
             .map(|o| {
@@ -170,6 +199,7 @@ impl Scene {
                 ("sim-0001", "after", OrphanKind::Work, (1, 0), undecided),
                 ("sim-0001", "before", OrphanKind::Ahead, (2, 1), undecided),
                 ("sim-0002", "after", OrphanKind::Work, (1, 0), undecided),
+                ("sim-0002", "reborn", OrphanKind::Behind, (1, 2), undecided),
             ]
         );
         tokio::time::sleep(RESYNC * 3).await;
@@ -182,6 +212,11 @@ impl Scene {
             Some("newer"),
             "the store's older spec must not reach the spoke while undecided"
         );
+        assert_eq!(
+            value(&mut works, "sim-0002", "reborn").await.as_deref(),
+            Some("new"),
+            "nor the restored incarnation over the one created after the backup"
+        );
     }
 
     /// `flotilla_hub_recovery_open` and `flotilla_hub_orphans`; the dashboard's banner.
@@ -191,6 +226,7 @@ impl Scene {
             "flotilla_hub_recovery_open 1",
             "flotilla_hub_orphans{kind=\"work\",decision=\"undecided\"} 2",
             "flotilla_hub_orphans{kind=\"ahead\",decision=\"undecided\"} 1",
+            "flotilla_hub_orphans{kind=\"behind\",decision=\"undecided\"} 1",
             "flotilla_hub_orphans{kind=\"work\",decision=\"keep\"} 0",
         ] {
             assert!(
@@ -203,7 +239,7 @@ impl Scene {
         assert!(
             page.contains(
                 r#"<div class="banner" id="banner" role="alert">Recovery window open since"#
-            ) && page.contains("3 orphan(s) undecided, 0 decided, on 2 cluster(s)"),
+            ) && page.contains("4 orphan(s) undecided, 0 decided, on 2 cluster(s)"),
             "{page}"
         );
     }
@@ -231,7 +267,7 @@ impl Scene {
         );
         let early = flotilla(g, &["recovery", "finish"]).await;
         assert!(
-            !early.ok && early.stderr.contains("3 orphan(s) are undecided"),
+            !early.ok && early.stderr.contains("4 orphan(s) are undecided"),
             "finish must be refused while orphans are undecided: {}",
             early.stderr
         );
@@ -287,10 +323,10 @@ impl Scene {
             }
         })
         .await;
-        // Once gone or reverted, their records are settled; the kept one stays.
+        // Once gone or reverted, their records are settled; the kept ones stay.
         flotilla_testkit::eventually(SOON, "sim-0001's orphans settled", || {
             let mut recovery = self.recovery.clone();
-            async move { (list(&mut recovery).await.len() == 1).then_some(()) }
+            async move { (list(&mut recovery).await.len() == 2).then_some(()) }
         })
         .await;
         let finished = flotilla(g, &["recovery", "finish"]).await;
@@ -310,9 +346,14 @@ impl Scene {
             value(&mut works, "sim-0001", "before").await.as_deref(),
             Some("v")
         );
+        assert_eq!(
+            value(&mut works, "sim-0002", "reborn").await.as_deref(),
+            Some("new"),
+            "kept: the spoke's incarnation stays after the window"
+        );
         let after = list(&mut self.recovery.clone()).await;
-        assert_eq!(after.len(), 1, "{after:?}");
-        assert_eq!(after[0].decision(), OrphanDecision::Keep);
+        assert_eq!(after.len(), 2, "{after:?}");
+        assert!(after.iter().all(|o| o.decision() == OrphanDecision::Keep));
         let metrics = http_get(&self.hub.metrics, "/metrics").await;
         assert!(
             metrics.lines().any(|l| l == "flotilla_hub_recovery_open 0"),

@@ -1,5 +1,6 @@
-//! Orphans: works a spoke holds that a restored store lacks (kind `Work`) or holds at an older
-//! generation (kind `Ahead`), seen in a recovery window (`flotilla get orphans`): CLUSTER, NAME,
+//! Orphans: works a spoke holds that a restored store lacks (kind `Work`), holds at an older
+//! generation (kind `Ahead`) or at a newer one or deleting (kind `Behind`), seen in a recovery
+//! window (`flotilla get orphans`): CLUSTER, NAME,
 //! KIND, RESOURCE ID, AGENT GEN, STORE GEN, DECISION, FIRST SEEN.
 //! `-o json|yaml` print the record as the hub keeps it.
 
@@ -41,6 +42,7 @@ pub fn kind(k: OrphanKind) -> &'static str {
     match k {
         OrphanKind::Work => "Work",
         OrphanKind::Ahead => "Ahead",
+        OrphanKind::Behind => "Behind",
     }
 }
 
@@ -82,7 +84,7 @@ impl Kind for Orphan {
             self.agent_generation.to_string(),
             match self.kind() {
                 OrphanKind::Work => "-".into(),
-                OrphanKind::Ahead => self.store_generation.to_string(),
+                OrphanKind::Ahead | OrphanKind::Behind => self.store_generation.to_string(),
             },
             decision(self.decision()).into(),
             first_seen(self),

@@ -18,7 +18,11 @@ struct OrphanLabels {
     decision: String,
 }
 
-const KINDS: [(OrphanKind, &str); 2] = [(OrphanKind::Work, "work"), (OrphanKind::Ahead, "ahead")];
+const KINDS: [(OrphanKind, &str); 3] = [
+    (OrphanKind::Work, "work"),
+    (OrphanKind::Ahead, "ahead"),
+    (OrphanKind::Behind, "behind"),
+];
 
 const DECISIONS: [(OrphanDecision, &str); 4] = [
     (OrphanDecision::Undecided, "undecided"),

@@ -624,7 +624,7 @@ impl Recovery {
                 return Err(RecoveryError::Undecided(count));
             }
             for cluster in &open {
-                for kind in [OrphanKind::Work, OrphanKind::Ahead] {
+                for kind in [OrphanKind::Work, OrphanKind::Ahead, OrphanKind::Behind] {
                     let ids: Vec<String> = self
                         .of_cluster(cluster)
                         .into_values()

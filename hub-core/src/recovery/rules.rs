@@ -18,11 +18,12 @@ pub const REPUBLISH_PER_ANSWER: usize = 100;
 pub struct Stranger {
     /// Its resource id.
     pub id: String,
-    /// Missing from the store (`Work`) or older there (`Ahead`).
+    /// Missing from the store (`Work`), older there (`Ahead`) or newer or being deleted there
+    /// (`Behind`).
     pub kind: OrphanKind,
     /// The generation the agent holds.
     pub agent_generation: i64,
-    /// The store's generation (`Ahead` only; 0 otherwise).
+    /// The store's generation (`Ahead`, `Behind`; 0 otherwise).
     pub store_generation: i64,
 }
 
@@ -45,36 +46,45 @@ pub struct Answer {
     /// the resync does not count as the cluster's first since the recovery (so they stay
     /// withheld after the window closes, until decided records make room).
     pub overflow: bool,
+    /// Ids whose store spec (or deletion) is not sent again while the window covers the
+    /// cluster: `Behind` ones undecided or kept, or seen now.
+    pub hold: Vec<String>,
 }
 
 /// An orphan record as [`answer`] reads it.
 pub type Known = BTreeMap<String, (OrphanKind, OrphanDecision)>;
 
 /// The answer to an agent's full map, from `deletes` (ids it holds that the store lacks, as
-/// `resync_diff` gives them), the generations it holds (`agent`), the store's generations of
-/// the works it is not deleting (`store`), whether the window is `open`, and the cluster's
-/// orphan records (`known`). With the window closed and no record this is `deletes`
-/// unchanged: the hub's behaviour without a restore.
+/// `resync_diff` gives them), the generations it holds (`agent`), the store's generations
+/// (`store`) and which of those it is deleting (`deleting`), whether the window covers the
+/// cluster (`open`), and the cluster's orphan records (`known`). With the window closed and no
+/// record this is `deletes` unchanged: the hub's behaviour without a restore.
 pub fn answer(
     open: bool,
     deletes: Vec<String>,
     agent: &HashMap<String, i64>,
     store: &BTreeMap<String, i64>,
+    deleting: &BTreeSet<String>,
     known: &Known,
 ) -> Answer {
     let strangers: BTreeSet<&str> = deletes.iter().map(String::as_str).collect();
-    let ahead: BTreeMap<&str, (i64, i64)> = agent
-        .iter()
-        .filter_map(|(id, held)| {
-            let stored = *store.get(id)?;
-            (stored < *held).then_some((id.as_str(), (*held, stored)))
-        })
-        .collect();
+    let held_against = |pick: fn(i64, i64, bool) -> bool| -> BTreeMap<&str, (i64, i64)> {
+        agent
+            .iter()
+            .filter_map(|(id, held)| {
+                let stored = *store.get(id)?;
+                pick(*held, stored, deleting.contains(id)).then_some((id.as_str(), (*held, stored)))
+            })
+            .collect()
+    };
+    let ahead = held_against(|held, stored, deleting| !deleting && stored < held);
+    let behind = held_against(|held, stored, deleting| deleting || stored > held);
     let settle = known
         .iter()
         .filter(|(id, (kind, _))| match kind {
             OrphanKind::Work => !strangers.contains(id.as_str()),
             OrphanKind::Ahead => !ahead.contains_key(id.as_str()),
+            OrphanKind::Behind => !behind.contains_key(id.as_str()),
         })
         .map(|(id, _)| id.clone())
         .collect();
@@ -121,7 +131,48 @@ pub fn answer(
             None => {}
         }
     }
+    for (id, (held, stored)) in behind {
+        match known.get(id) {
+            // Reverted: the resync diff sends the store's spec (or its deletion).
+            Some((OrphanKind::Behind, OrphanDecision::Revert)) => {}
+            Some((OrphanKind::Behind, _)) => out.hold.push(id.to_string()),
+            // A record of another kind, settled above: judged afresh at the next resync.
+            Some(_) if open => out.hold.push(id.to_string()),
+            Some(_) => {}
+            None if open => {
+                out.hold.push(id.to_string());
+                if out.record.len() < room {
+                    out.record.push(Stranger {
+                        id: id.to_string(),
+                        kind: OrphanKind::Behind,
+                        agent_generation: held,
+                        store_generation: stored,
+                    });
+                } else {
+                    out.overflow = true;
+                }
+            }
+            // Outside the window the store's spec goes as always.
+            None => {}
+        }
+    }
     out
+}
+
+/// `Behind` records whose work the store changed since they were recorded (`store`: its
+/// generations now): the operator's newer spec goes to the spoke, so the record is settled.
+pub fn changed_since(
+    records: &BTreeMap<String, Orphan>,
+    store: &BTreeMap<String, i64>,
+) -> Vec<String> {
+    records
+        .iter()
+        .filter(|(id, o)| {
+            o.kind() == OrphanKind::Behind
+                && store.get(*id).is_some_and(|g| *g != o.store_generation)
+        })
+        .map(|(id, _)| id.clone())
+        .collect()
 }
 
 /// Whether `decision` fits an orphan of `kind`: a work the store lacks cannot be reverted to
@@ -135,6 +186,10 @@ pub fn allowed(kind: OrphanKind, decision: OrphanDecision) -> Result<(), &'stati
             "the store has this work at an older generation: revert it or keep it (to remove \
              it, delete the work through the API)",
         ),
+        (OrphanKind::Behind, OrphanDecision::Delete) => Err(
+            "the store has this work (newer, or being deleted): revert it to send the store's, \
+             or keep the spoke's (to remove it, delete the work through the API)",
+        ),
         _ => Ok(()),
     }
 }
@@ -143,7 +198,7 @@ pub fn allowed(kind: OrphanKind, decision: OrphanDecision) -> Result<(), &'stati
 /// (`--delete-orphans`: the store wins — strangers are deleted, works ahead reverted).
 pub fn on_finish(kind: OrphanKind, undecided: OrphanDecision) -> OrphanDecision {
     match (kind, undecided) {
-        (OrphanKind::Ahead, OrphanDecision::Delete) => OrphanDecision::Revert,
+        (OrphanKind::Ahead | OrphanKind::Behind, OrphanDecision::Delete) => OrphanDecision::Revert,
         _ => undecided,
     }
 }
@@ -183,7 +238,12 @@ pub fn digest_versions<'a>(
 
 /// The digest rule for a cluster with orphan records `known`.
 pub fn digest(known: &BTreeMap<String, Orphan>) -> Digest {
-    if known.values().any(|o| o.decision() != OrphanDecision::Keep) {
+    // A kept `Behind` work is held at the spoke's generation below the store's: only the full
+    // map tells whether it still is.
+    if known
+        .values()
+        .any(|o| o.decision() != OrphanDecision::Keep || o.kind() == OrphanKind::Behind)
+    {
         return Digest::Full;
     }
     Digest::With(

@@ -11,7 +11,7 @@ use super::Actor;
 use crate::cluster::work_rules;
 use crate::recovery::rules;
 use flotilla_api::meta;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 impl Actor {
     /// Whether the agent's digest is the store's works' — with the orphans kept on it at the
@@ -42,10 +42,12 @@ impl Actor {
     /// generation than the store's (`hub`), are recorded as orphans; those decided `Revert`
     /// are sent again above the agent's generation; records the agent no longer needs are
     /// settled. Also the orphans whose status the agent is asked to publish again (their
-    /// names are not known yet).
+    /// names are not known yet), and takes out of `resend` the works whose store spec the
+    /// window holds back (the spoke holds them older: maybe a newer incarnation).
     pub(super) async fn withhold(
         &mut self,
         strangers: Vec<String>,
+        resend: &mut Vec<String>,
         versions: &HashMap<String, i64>,
         hub: &BTreeMap<String, work_rules::HubVersion>,
     ) -> (Vec<String>, Vec<String>) {
@@ -57,11 +59,22 @@ impl Actor {
         }
         let store: BTreeMap<String, i64> = hub
             .iter()
-            .filter(|(_, v)| !v.deleting)
             .map(|(id, v)| (id.clone(), v.generation))
             .collect();
+        let deleting: BTreeSet<String> = hub
+            .iter()
+            .filter(|(_, v)| v.deleting)
+            .map(|(id, _)| id.clone())
+            .collect();
+        // A `Behind` record whose work the store changed since: the operator's newer spec goes.
+        let changed = rules::changed_since(&recovery.of_cluster(&self.name), &store);
+        recovery.settle(&self.name, &changed).await;
         let known = recovery.known(&self.name);
-        let answer = rules::answer(open, strangers, versions, &store, &known);
+        let answer = rules::answer(open, strangers, versions, &store, &deleting, &known);
+        if !answer.hold.is_empty() {
+            let hold: BTreeSet<&String> = answer.hold.iter().collect();
+            resend.retain(|id| !hold.contains(id));
+        }
         let names = self.names_by_id();
         let mut recorded = !answer.overflow;
         if !answer.record.is_empty() {

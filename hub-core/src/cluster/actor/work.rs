@@ -541,8 +541,10 @@ impl Actor {
                 .iter()
                 .map(|work| flotilla_bus::works::resource_id(&self.name, work))
                 .collect();
-        let (resend, strangers) = work_rules::resync_diff(&hub, &request.versions, &held_back);
-        let (deleted, republish) = self.withhold(strangers, &request.versions, &hub).await;
+        let (mut resend, strangers) = work_rules::resync_diff(&hub, &request.versions, &held_back);
+        let (deleted, republish) = self
+            .withhold(strangers, &mut resend, &request.versions, &hub)
+            .await;
         let by_id = self.names_by_id();
         // An agent that takes them gets the specs in the answer, up to a budget that keeps the
         // answer well inside the event limit of both sides (agents read answers up to the

@@ -47,6 +47,7 @@ fn in_the_window_strangers_become_orphans_and_nothing_is_deleted() {
         ids(&["r1", "r2"]),
         &agent(&[("r1", 3), ("r2", 1), ("w", 1)]),
         &store(&[("w", 1)]),
+        &BTreeSet::new(),
         &Known::new(),
     );
     assert_eq!(a.delete, Vec::<String>::new());
@@ -63,7 +64,14 @@ fn decided_orphans_are_deleted_or_kept_window_or_not() {
     ]);
     let held = agent(&[("del", 1), ("keep", 1), ("und", 1)]);
     for open in [true, false] {
-        let a = answer(open, ids(&["del", "keep", "und"]), &held, &store(&[]), &k);
+        let a = answer(
+            open,
+            ids(&["del", "keep", "und"]),
+            &held,
+            &store(&[]),
+            &BTreeSet::new(),
+            &k,
+        );
         assert_eq!(a.delete, ids(&["del"]), "open: {open}");
         assert!(a.record.is_empty());
         assert!(a.settle.is_empty());
@@ -77,6 +85,7 @@ fn a_closed_window_deletes_strangers_it_has_no_record_of() {
         ids(&["new", "keep"]),
         &agent(&[("new", 1), ("keep", 1)]),
         &store(&[]),
+        &BTreeSet::new(),
         &known(&[("keep", OrphanDecision::Keep)]),
     );
     assert_eq!(a.delete, ids(&["new"]));
@@ -90,6 +99,7 @@ fn records_the_agent_no_longer_holds_or_the_store_has_again_are_settled() {
         ids(&["still"]),
         &agent(&[("still", 1), ("back", 2)]),
         &store(&[("back", 2)]),
+        &BTreeSet::new(),
         &known(&[
             ("gone", OrphanDecision::Delete),
             ("back", OrphanDecision::Undecided),
@@ -107,7 +117,7 @@ fn a_spoke_cannot_make_the_hub_record_without_bound() {
         .collect();
     let held: HashMap<String, i64> = strangers.iter().map(|s| (s.clone(), 1)).collect();
     let k = known(&[("r00000", OrphanDecision::Undecided)]);
-    let a = answer(true, strangers, &held, &store(&[]), &k);
+    let a = answer(true, strangers, &held, &store(&[]), &BTreeSet::new(), &k);
     assert_eq!(a.record.len(), MAX_ORPHANS_PER_CLUSTER - 1);
     assert!(
         a.delete.is_empty(),
@@ -117,7 +127,14 @@ fn a_spoke_cannot_make_the_hub_record_without_bound() {
         a.overflow,
         "and the resync is not the cluster's whole one since the recovery"
     );
-    let fits = answer(true, ids(&["r1"]), &agent(&[("r1", 1)]), &store(&[]), &k);
+    let fits = answer(
+        true,
+        ids(&["r1"]),
+        &agent(&[("r1", 1)]),
+        &store(&[]),
+        &BTreeSet::new(),
+        &k,
+    );
     assert!(!fits.overflow);
 }
 
@@ -164,11 +181,30 @@ fn ahead(id: &str, held: i64, stored: i64) -> Stranger {
 fn in_the_window_a_work_the_spoke_holds_newer_is_recorded_ahead_and_nothing_is_resent() {
     let held = agent(&[("up", 3), ("same", 2), ("behind", 1)]);
     let stored = store(&[("up", 1), ("same", 2), ("behind", 2)]);
-    let a = answer(true, Vec::new(), &held, &stored, &Known::new());
-    assert_eq!(a.record, vec![ahead("up", 3, 1)]);
+    let a = answer(
+        true,
+        Vec::new(),
+        &held,
+        &stored,
+        &BTreeSet::new(),
+        &Known::new(),
+    );
+    assert_eq!(
+        a.record,
+        vec![ahead("up", 3, 1), behind("behind", 1, 2)],
+        "held older is recorded too (a newer incarnation, maybe)"
+    );
+    assert_eq!(a.hold, ids(&["behind"]));
     assert!(a.delete.is_empty() && a.revert.is_empty() && a.settle.is_empty());
     // Outside the window the hub does as before: nothing.
-    let closed = answer(false, Vec::new(), &held, &stored, &Known::new());
+    let closed = answer(
+        false,
+        Vec::new(),
+        &held,
+        &stored,
+        &BTreeSet::new(),
+        &Known::new(),
+    );
     assert_eq!(closed, Answer::default());
 }
 
@@ -179,20 +215,27 @@ fn an_ahead_orphan_is_reverted_only_when_decided_and_settles_once_the_store_catc
     let mut k = Known::new();
     for d in [OrphanDecision::Undecided, OrphanDecision::Keep] {
         k.insert("up".into(), (OrphanKind::Ahead, d));
-        let a = answer(true, Vec::new(), &held, &stored, &k);
+        let a = answer(true, Vec::new(), &held, &stored, &BTreeSet::new(), &k);
         assert_eq!(a, Answer::default(), "{d:?}");
     }
     k.insert("up".into(), (OrphanKind::Ahead, OrphanDecision::Revert));
-    let a = answer(false, Vec::new(), &held, &stored, &k);
+    let a = answer(false, Vec::new(), &held, &stored, &BTreeSet::new(), &k);
     assert_eq!(a.revert, vec![("up".to_string(), 3)]);
     // Reverted to generation 4: the spoke holds 3, below the store — settled (and re-sent by
     // the resync diff, not here).
-    let a = answer(true, Vec::new(), &held, &store(&[("up", 4)]), &k);
+    let a = answer(
+        true,
+        Vec::new(),
+        &held,
+        &store(&[("up", 4)]),
+        &BTreeSet::new(),
+        &k,
+    );
     assert_eq!(a.settle, ids(&["up"]));
     assert!(a.revert.is_empty() && a.record.is_empty());
     // The store deleted it meanwhile: the record settles, and the id is a stranger again at
     // the next resync (neither deleted nor recorded in this one).
-    let a = answer(true, ids(&["up"]), &held, &store(&[]), &k);
+    let a = answer(true, ids(&["up"]), &held, &store(&[]), &BTreeSet::new(), &k);
     assert_eq!(a.settle, ids(&["up"]));
     assert!(a.delete.is_empty() && a.record.is_empty());
 }
@@ -258,7 +301,7 @@ proptest! {
             .filter(|(id, _)| !unknown.contains(*id))
             .map(|(id, g)| (id.clone(), g - 1))
             .collect();
-        let a = answer(false, deletes.clone(), &held, &stored, &Known::new());
+        let a = answer(false, deletes.clone(), &held, &stored, &BTreeSet::new(), &Known::new());
         prop_assert_eq!(a.delete, deletes);
         prop_assert!(a.record.is_empty() && a.settle.is_empty() && a.revert.is_empty());
     }
@@ -275,9 +318,74 @@ proptest! {
             .collect();
         let mut deletes: Vec<String> = held.keys().cloned().collect();
         deletes.sort();
-        let a = answer(true, deletes, &held, &store(&[]), &known);
+        let a = answer(true, deletes, &held, &store(&[]), &BTreeSet::new(), &known);
         for id in &a.delete {
             prop_assert_eq!(known.get(id), Some(&(OrphanKind::Work, OrphanDecision::Delete)));
         }
     }
+}
+
+fn behind(id: &str, held: i64, stored: i64) -> Stranger {
+    Stranger {
+        id: id.into(),
+        kind: OrphanKind::Behind,
+        agent_generation: held,
+        store_generation: stored,
+    }
+}
+
+#[test]
+fn in_the_window_a_work_the_spoke_holds_older_or_the_store_deletes_is_held_back_and_recorded() {
+    // "web" deleted and created again after the backup: the spoke holds the new incarnation at
+    // generation 1, the restored store the old one at 4; "gone" is being deleted in the store.
+    let held = agent(&[("web", 1), ("gone", 2), ("same", 2)]);
+    let stored = store(&[("web", 4), ("gone", 2), ("same", 2)]);
+    let deleting: BTreeSet<String> = ["gone".to_string()].into();
+    let a = answer(true, Vec::new(), &held, &stored, &deleting, &Known::new());
+    assert_eq!(a.record, vec![behind("gone", 2, 2), behind("web", 1, 4)]);
+    assert_eq!(a.hold, ids(&["gone", "web"]));
+    // Outside the window the store's spec and deletion go as always.
+    let closed = answer(false, Vec::new(), &held, &stored, &deleting, &Known::new());
+    assert_eq!(closed, Answer::default());
+    // Undecided or kept: held back, window or not; reverted: sent (by the resync diff).
+    let mut k = Known::new();
+    for d in [OrphanDecision::Undecided, OrphanDecision::Keep] {
+        k.insert("web".into(), (OrphanKind::Behind, d));
+        let a = answer(false, Vec::new(), &held, &stored, &BTreeSet::new(), &k);
+        assert_eq!(a.hold, ids(&["web"]), "{d:?}");
+        assert!(a.record.is_empty() && a.settle.is_empty());
+    }
+    k.insert("web".into(), (OrphanKind::Behind, OrphanDecision::Revert));
+    let a = answer(false, Vec::new(), &held, &stored, &BTreeSet::new(), &k);
+    assert!(a.hold.is_empty());
+    // Once the spoke holds the store's generation, the record settles.
+    let a = answer(
+        false,
+        Vec::new(),
+        &agent(&[("web", 4)]),
+        &stored,
+        &BTreeSet::new(),
+        &k,
+    );
+    assert_eq!(a.settle, ids(&["web"]));
+    // A Behind orphan is reverted or kept, never deleted as a stranger; finishing reverts it.
+    assert!(allowed(OrphanKind::Behind, OrphanDecision::Delete).is_err());
+    assert_eq!(
+        on_finish(OrphanKind::Behind, OrphanDecision::Delete),
+        OrphanDecision::Revert
+    );
+}
+
+#[test]
+fn a_behind_record_settles_when_the_store_changes_the_work_and_keeps_the_map_full() {
+    let mut o = orphan("web", "web", 1, OrphanDecision::Keep);
+    o.set_kind(OrphanKind::Behind);
+    o.store_generation = 4;
+    let records: BTreeMap<String, Orphan> = [("web".to_string(), o)].into();
+    assert!(changed_since(&records, &store(&[("web", 4)])).is_empty());
+    assert_eq!(
+        changed_since(&records, &store(&[("web", 5)])),
+        ids(&["web"])
+    );
+    assert_eq!(digest(&records), Digest::Full);
 }
