@@ -180,7 +180,14 @@ enum Scenario {
     },
     /// policy-collection's namespace policy over every cluster: inform until every cluster has
     /// reported, then enforce until every cluster is Compliant.
-    Policy(Common),
+    Policy {
+        #[command(flatten)]
+        common: Common,
+        /// A policy with hub templates (a value per cluster from a hub ConfigMap) and a
+        /// managed-cluster template; after enforcing, every cluster's value changes.
+        #[arg(long)]
+        templated: bool,
+    },
     /// The idle fleet renewing its leases: hub CPU and message rate.
     Steady {
         #[command(flatten)]
@@ -369,8 +376,8 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
         Scenario::Register(c)
         | Scenario::Fanout(c)
         | Scenario::HubRestart(c)
-        | Scenario::TransportLimit(c)
-        | Scenario::Policy(c) => (c.clone(), &scenario),
+        | Scenario::TransportLimit(c) => (c.clone(), &scenario),
+        Scenario::Policy { common, .. } => (common.clone(), &scenario),
         Scenario::Flapping { common, .. }
         | Scenario::ReconnectStorm { common, .. }
         | Scenario::Ha { common, .. }
@@ -482,7 +489,7 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
             Scenario::HubRestart(_) => scenario::hub_restart::run(run).await,
             Scenario::Ha { hubs, .. } => scenario::ha::run(run, *hubs).await,
             Scenario::TransportLimit(_) => scenario::transport::run(run).await,
-            Scenario::Policy(_) => scenario::policy::run(run).await,
+            Scenario::Policy { templated, .. } => scenario::policy::run(run, *templated).await,
             Scenario::Proxy {
                 list_mib,
                 list_repeats,

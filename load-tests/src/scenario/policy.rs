@@ -3,6 +3,13 @@
 //! status lists them all (NonCompliant). Then the same policy enforced; measured until every
 //! cluster reports Compliant (each agent created the namespace). Per-cluster latency is when
 //! the hub's status first showed the cluster's report, sampled every 100 ms.
+//!
+//! `--templated`: the policy carries hub templates (a value per cluster from the hub ConfigMap
+//! `fleet-values`, the cluster's name) and a managed-cluster template (`fromClusterClaim
+//! "id.k8s.io"`), so the hub resolves a copy per cluster and every agent resolves its own part.
+//! After the enforce phase every cluster's value changes in the ConfigMap: measured until every
+//! cluster has reported Compliant at a newer generation (the fleet re-resolved, re-sent and
+//! re-enforced).
 
 use super::Run;
 use crate::report::{Phase, Summary};
@@ -65,8 +72,43 @@ spec:
                   name: prod
 "#;
 
-fn policy(remediation: &str) -> Result<Policy> {
-    match parse_documents(&POLICY.replace("REMEDIATION", remediation)).remove(0) {
+/// The templated policy (same name, so the binding holds): hub templates per cluster and a
+/// managed-cluster template.
+const TEMPLATED: &str = r#"
+apiVersion: policy.open-cluster-management.io/v1
+kind: Policy
+metadata:
+  name: policy-namespace
+  namespace: default
+spec:
+  remediationAction: REMEDIATION
+  disabled: false
+  policy-templates:
+    - objectDefinition:
+        apiVersion: policy.open-cluster-management.io/v1
+        kind: ConfigurationPolicy
+        metadata:
+          name: fleet-values
+        spec:
+          remediationAction: inform
+          severity: low
+          object-templates:
+            - complianceType: musthave
+              objectDefinition:
+                apiVersion: v1
+                kind: ConfigMap
+                metadata:
+                  name: fleet-values
+                  namespace: default
+                data:
+                  value: '{{hub fromConfigMap "" "fleet-values" .ManagedClusterName hub}}'
+                  cluster: '{{hub .ManagedClusterName hub}}'
+                  id: '{{ fromClusterClaim "id.k8s.io" }}'
+"#;
+
+fn policy(remediation: &str, templated: bool) -> Result<Policy> {
+    let text = if templated { TEMPLATED } else { POLICY };
+    match parse_documents(&text.replace("REMEDIATION", remediation)).remove(0) {
         Ok(Document::Policy(p)) => Ok(p),
         other => bail!("the policy fixture: {other:?}"),
     }
@@ -147,8 +189,84 @@ async fn follow(
     }
 }
 
-/// Runs the scenario.
-pub async fn run(mut run: Run) -> Result<(Summary, Run)> {
+/// The hub ConfigMap the templated policy reads: one key per cluster.
+fn fleet_values(run: &Run, round: u32) -> flotilla_api::v1::HubConfigMap {
+    flotilla_api::v1::HubConfigMap {
+        metadata: Some(ObjectMeta {
+            name: "fleet-values".into(),
+            namespace: NAMESPACE.into(),
+            ..Default::default()
+        }),
+        data: (0..run.fleet.clusters)
+            .map(|n| (run.fleet.name(n), format!("v{round}-{n}")))
+            .collect(),
+        immutable: false,
+    }
+}
+
+/// Every cluster's generation it last reported, and whether it reported Compliant there.
+async fn reported_generations(
+    api: &mut PolicyServiceClient<Channel>,
+) -> Result<HashMap<String, (i64, bool)>> {
+    let d = api
+        .get_policy_details(GetPolicyRequest {
+            namespace: NAMESPACE.into(),
+            name: NAME.into(),
+        })
+        .await
+        .context("reading the policy's details")?
+        .into_inner();
+    Ok(d.clusters
+        .into_iter()
+        .map(|r| {
+            let compliant = r.compliant == "Compliant";
+            (r.cluster_name, (r.observed_generation, compliant))
+        })
+        .collect())
+}
+
+/// Every cluster's value changed in the hub ConfigMap: measured until each has reported
+/// Compliant above the generation it held (latencies from the change, sampled every 200 ms).
+async fn input_changed(
+    run: &Run,
+    api: &mut PolicyServiceClient<Channel>,
+    summary: &mut Summary,
+) -> Result<()> {
+    let before = reported_generations(api).await?;
+    let phase = Phase::begin(&run.topology).await;
+    let t0 = Instant::now();
+    api.apply_hub_config_map(fleet_values(run, 2))
+        .await
+        .context("changing the hub ConfigMap")?;
+    let mut first: HashMap<String, f64> = HashMap::new();
+    let deadline = run.deadline();
+    while first.len() < run.fleet.clusters && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let ms = t0.elapsed().as_secs_f64() * 1000.0;
+        for (cluster, (generation, compliant)) in reported_generations(api).await? {
+            let was = before.get(&cluster).map_or(0, |(g, _)| *g);
+            if compliant && generation > was {
+                first.entry(cluster).or_insert(ms);
+            }
+        }
+    }
+    let mut changed = Summary::new("policy", run.fleet.clusters);
+    changed.clusters_converged = Some(first.len());
+    phase.end(&run.topology, &mut changed).await;
+    let mut l: Vec<f64> = first.into_values().collect();
+    l.sort_by(f64::total_cmp);
+    changed.latencies(&l);
+    summary.set("input_change_seconds", changed.seconds);
+    summary.set("input_change_p50_ms", changed.p50_ms);
+    summary.set("input_change_p99_ms", changed.p99_ms);
+    summary.set("input_change_reenforced", l.len());
+    summary.set("input_change_hub_cpu_seconds", changed.hub_cpu_seconds);
+    summary.errors += (run.fleet.clusters - l.len().min(run.fleet.clusters)) as u64;
+    Ok(())
+}
+
+/// Runs the scenario (`templated`: the policy with hub and managed-cluster templates).
+pub async fn run(mut run: Run, templated: bool) -> Result<(Summary, Run)> {
     let mut summary = Summary::new("policy", run.fleet.clusters);
     let (fleet, _clusters, register) = run.start_fleet().await?;
     summary.set("register_seconds", register.as_secs_f64());
@@ -158,11 +276,16 @@ pub async fn run(mut run: Run) -> Result<(Summary, Run)> {
         .max_decoding_message_size(64 << 20)
         .max_encoding_message_size(64 << 20);
     let want = run.fleet.clusters;
+    if templated {
+        api.apply_hub_config_map(fleet_values(&run, 1))
+            .await
+            .context("applying the hub ConfigMap")?;
+    }
 
     // Inform: every cluster reports NonCompliant.
     let phase = Phase::begin(&run.topology).await;
     let t0 = Instant::now();
-    api.apply_policy(policy("inform")?)
+    api.apply_policy(policy("inform", templated)?)
         .await
         .context("applying the inform policy")?;
     let (latencies, informed, p) = follow(
@@ -195,7 +318,7 @@ pub async fn run(mut run: Run) -> Result<(Summary, Run)> {
     let mut enforce = Summary::new("policy", want);
     let phase = Phase::begin(&run.topology).await;
     let t0 = Instant::now();
-    api.apply_policy(policy("enforce")?)
+    api.apply_policy(policy("enforce", templated)?)
         .await
         .context("applying the enforce policy")?;
     let (latencies, enforced, _) = follow(
@@ -229,6 +352,9 @@ pub async fn run(mut run: Run) -> Result<(Summary, Run)> {
     );
     if !enforced {
         summary.errors += (want - latencies.len().min(want)) as u64;
+    }
+    if templated && enforced {
+        input_changed(&run, &mut api, &mut summary).await?;
     }
     summary.converged = informed && enforced && summary.errors == 0;
     run.record_hub_rss_per_cluster(&mut summary);
