@@ -22,6 +22,7 @@ use flotilla_api::v1::placement_service_client::PlacementServiceClient;
 use flotilla_api::v1::work_service_client::WorkServiceClient;
 use std::error::Error as _;
 use std::future::Future;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 use tonic::metadata::AsciiMetadataValue;
 use tonic::service::Interceptor;
@@ -56,6 +57,9 @@ pub struct Credentials {
     /// Send the token over plain `http://` to a host that is not loopback (`--insecure`,
     /// `FLOTILLA_INSECURE`), with a warning; refused otherwise.
     pub insecure: bool,
+    /// The exec credential plugin the token came from (`--exec-command`): run again, once,
+    /// when the hub answers a call UNAUTHENTICATED (the token it printed may have expired).
+    pub exec: Option<crate::exec_credential::ExecPlugin>,
 }
 
 impl std::fmt::Debug for Credentials {
@@ -64,6 +68,7 @@ impl std::fmt::Debug for Credentials {
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("ca", &self.ca)
             .field("insecure", &self.insecure)
+            .field("exec", &self.exec.as_ref().map(|e| &e.command))
             .finish()
     }
 }
@@ -149,19 +154,26 @@ pub fn exposure(endpoint: &str, token: bool, insecure: bool) -> Exposure {
     }
 }
 
-/// Adds the bearer token to every call.
+/// Adds the bearer token to every call (shared: an exec plugin's new token reaches every
+/// client made from the hub).
 #[derive(Clone)]
-pub struct Bearer(Option<AsciiMetadataValue>);
+pub struct Bearer(Arc<RwLock<Option<AsciiMetadataValue>>>);
 
 impl Interceptor for Bearer {
     fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
-        if let Some(value) = &self.0 {
-            request
-                .metadata_mut()
-                .insert("authorization", value.clone());
+        let value = self.0.read().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(value) = value {
+            request.metadata_mut().insert("authorization", value);
         }
         Ok(request)
     }
+}
+
+/// `Bearer TOKEN` as a header value.
+fn bearer_value(token: &str) -> Result<AsciiMetadataValue> {
+    format!("Bearer {token}")
+        .parse::<AsciiMetadataValue>()
+        .map_err(|_| anyhow!("--token: a token is printable ASCII"))
 }
 
 /// The channel every client uses: the connection plus the bearer token.
@@ -174,6 +186,8 @@ pub struct Hub {
     bearer: Bearer,
     /// How long an idempotent call answered UNAVAILABLE is retried (`--retry-seconds`).
     retry: Duration,
+    /// The exec credential plugin to run again when a call is answered UNAUTHENTICATED.
+    exec: Option<crate::exec_credential::ExecPlugin>,
 }
 
 /// The endpoints of a `--hub` list (`http://a:50051,http://b:50051`): split on commas,
@@ -226,11 +240,7 @@ impl Hub {
             ));
         }
         let bearer = match &credentials.token {
-            Some(t) => Some(
-                format!("Bearer {t}")
-                    .parse::<AsciiMetadataValue>()
-                    .map_err(|_| anyhow!("--token: a token is printable ASCII"))?,
-            ),
+            Some(t) => Some(bearer_value(t)?),
             None => None,
         };
         let only = planned.len() == 1;
@@ -256,8 +266,9 @@ impl Hub {
             return Ok(Self {
                 endpoint: endpoint.to_string(),
                 channel,
-                bearer: Bearer(bearer),
+                bearer: Bearer(Arc::new(RwLock::new(bearer))),
                 retry: Duration::from_secs(DEFAULT_RETRY_SECONDS),
+                exec: credentials.exec.clone(),
             });
         }
         Err(none_usable(&skipped))
@@ -450,15 +461,43 @@ impl Hub {
         mut call: impl AsyncFnMut() -> Result<Response<T>, Status>,
     ) -> (Result<T, Status>, Backoff) {
         let mut backoff = self.backoff();
+        let mut refreshed = false;
         loop {
             match call().await {
                 Ok(answer) => return (Ok(answer.into_inner()), backoff),
+                // The plugin's token may have expired: run it again and retry once (the call
+                // was refused before the hub did anything). client-go only refreshes for the
+                // next request; a CLI makes one.
+                Err(status) if status.code() == Code::Unauthenticated && !refreshed => {
+                    refreshed = true;
+                    match self.refresh().await {
+                        Ok(true) => continue,
+                        Ok(false) => return (Err(status), backoff),
+                        Err(e) => {
+                            return (
+                                Err(Status::unauthenticated(format!("{status}; {e}"))),
+                                backoff,
+                            );
+                        }
+                    }
+                }
                 Err(status) => match backoff.after(&status) {
                     Some(wait) => tokio::time::sleep(wait).await,
                     None => return (Err(status), backoff),
                 },
             }
         }
+    }
+
+    /// Runs the exec credential plugin again and sends its token from now on; whether there
+    /// was a plugin to run.
+    async fn refresh(&self) -> Result<bool> {
+        let Some(exec) = &self.exec else {
+            return Ok(false);
+        };
+        let token = exec.token().await?;
+        *self.bearer.0.write().unwrap_or_else(|e| e.into_inner()) = Some(bearer_value(&token)?);
+        Ok(true)
     }
 
     /// The failure of a call retried with `backoff`: as [`Hub::error`] words it, and, when the

@@ -10,6 +10,8 @@
 //! - [`hub`]: the gRPC connection, the refusal to send a token in the clear off loopback, the
 //!   wording of failed calls (one line each), and the retry of calls safe to repeat while the hub
 //!   answers UNAVAILABLE (`--retry-seconds`).
+//! - [`exec_credential`]: kubectl's exec credential plugins (`--exec-command`): the bearer
+//!   token from a command's `ExecCredential`, e.g. an OIDC ID token.
 //! - [`pager`]: the one loop over paged lists.
 //! - [`output`]: table layout and OCM-shaped JSON/YAML (`kind: List` for lists).
 //! - [`edits`]: parsing `key=value` / `key-` label edits and `key=value:Effect` / `key:Effect-`
@@ -21,6 +23,7 @@
 
 pub mod cmd;
 pub mod edits;
+pub mod exec_credential;
 pub mod hub;
 pub mod kind;
 pub mod output;

@@ -28,10 +28,30 @@ struct Cli {
         default_value = "http://127.0.0.1:50051"
     )]
     hub: String,
-    /// Bearer token for a hub that requires one (`admin`, `deployer` or `read-only` in its token
-    /// file).
+    /// Bearer token for a hub that requires one: a token of its token file, or an ID token of
+    /// its OIDC issuer. Wins over --exec-command.
     #[arg(long, global = true, env = "FLOTILLA_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// An exec credential plugin, as kubectl's (`client.authentication.k8s.io/v1`): this
+    /// command prints an ExecCredential whose status.token is the bearer (e.g. `kubectl`
+    /// with --exec-arg oidc-login --exec-arg get-token …). Run before connecting, and again
+    /// once if the hub answers UNAUTHENTICATED.
+    #[arg(long, global = true, env = "FLOTILLA_EXEC_COMMAND")]
+    exec_command: Option<String>,
+    /// An argument of --exec-command (repeatable, in order).
+    #[arg(
+        long,
+        global = true,
+        allow_hyphen_values = true,
+        requires = "exec_command"
+    )]
+    exec_arg: Vec<String>,
+    /// NAME=VALUE in --exec-command's environment (repeatable).
+    #[arg(long, global = true, value_parser = flotilla_cli::exec_credential::parse_env, requires = "exec_command")]
+    exec_env: Vec<(String, String)>,
+    /// Whether --exec-command may use the terminal (stdin): never, if-available, always.
+    #[arg(long, global = true, value_enum, default_value_t = flotilla_cli::exec_credential::Interactive::IfAvailable)]
+    exec_interactive: flotilla_cli::exec_credential::Interactive,
     /// CA bundle (PEM) to verify an https:// hub.
     #[arg(long, global = true, env = "FLOTILLA_CA")]
     ca: Option<std::path::PathBuf>,
@@ -202,10 +222,26 @@ async fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> Result<()> {
+    let exec = cli
+        .exec_command
+        .clone()
+        .map(|command| flotilla_cli::exec_credential::ExecPlugin {
+            command,
+            args: cli.exec_arg.clone(),
+            env: cli.exec_env.clone(),
+            interactive: cli.exec_interactive,
+        });
+    // --token wins over the plugin, as a kubeconfig's token over its exec (client-go).
+    let token = match (&cli.token, &exec) {
+        (Some(token), _) => Some(token.clone()),
+        (None, Some(plugin)) => Some(plugin.token().await?),
+        (None, None) => None,
+    };
     let credentials = flotilla_cli::hub::Credentials {
-        token: cli.token.clone(),
+        token,
         ca: cli.ca.clone(),
         insecure: cli.insecure,
+        exec: exec.filter(|_| cli.token.is_none()),
     };
     let retry = std::time::Duration::from_secs(cli.retry_seconds);
     if let Command::Kubeconfig(args) = &cli.command {
