@@ -143,6 +143,16 @@ impl AddOnService for AddOnApi {
         guard::cluster("metadata.namespace", &cluster, false)?;
         let action = format!("apply ManagedClusterAddOn {cluster}/{name}");
         allow_cluster(&request, Verb::Write, &cluster, &action)?;
+        // A config it names is read into the add-on's work on the cluster: the caller must
+        // see it (issue 48 review r1 §10).
+        let configs = request.get_ref().spec.iter().flat_map(|s| s.configs.iter());
+        for c in configs.filter(|c| !c.namespace.is_empty()) {
+            let action = format!(
+                "use {} {}/{} in ManagedClusterAddOn {cluster}/{name}",
+                c.resource, c.namespace, c.name
+            );
+            allow_namespace(&request, Verb::Read, &c.namespace, &action)?;
+        }
         Ok(Response::new(
             self.addons
                 .apply_cluster_addon(request.into_inner())
@@ -327,8 +337,12 @@ impl AddOnService for AddOnApi {
         let r = request.get_ref();
         let action = format!("delete AddOnDeploymentConfig {}/{}", r.namespace, r.name);
         allow_namespace(&request, Verb::Write, &r.namespace, &action)?;
+        let vis = guard::visibility(&request);
         let r = request.into_inner();
-        self.addons.delete_config(&r.namespace, &r.name).await?;
+        let sees = |cluster: &str| vis.cluster(cluster);
+        self.addons
+            .delete_config(&r.namespace, &r.name, sees)
+            .await?;
         Ok(Response::new(DeleteAddOnResponse {}))
     }
 

@@ -610,7 +610,7 @@ impl AddOns {
         if !users.is_empty() {
             return Err(AddOnError::Invalid(vec![format!(
                 "AddOnTemplate {name} is in use by {}: change their configs first",
-                users.join(", ")
+                in_use_by(&users, |_| true)
             )]));
         }
         self.inner.store.templates.purge(name).await?;
@@ -668,8 +668,14 @@ impl AddOns {
         v
     }
 
-    /// Deletes a deployment config that no add-on uses.
-    pub async fn delete_config(&self, namespace: &str, name: &str) -> Result<(), AddOnError> {
+    /// Deletes a deployment config that no add-on uses; the refusal names only the installed
+    /// add-ons on clusters the caller `sees` (others are counted: issue 48 review r1 §10).
+    pub async fn delete_config(
+        &self,
+        namespace: &str,
+        name: &str,
+        sees: impl Fn(&str) -> bool,
+    ) -> Result<(), AddOnError> {
         let key = ObjectRef::new(namespace, name);
         if self.get_config(namespace, name).is_none() {
             return Err(AddOnError::NotFound(format!("AddOnDeploymentConfig {key}")));
@@ -678,7 +684,7 @@ impl AddOns {
         if !users.is_empty() {
             return Err(AddOnError::Invalid(vec![format!(
                 "AddOnDeploymentConfig {key} is in use by {}: change their configs first",
-                users.join(", ")
+                in_use_by(&users, sees)
             )]));
         }
         self.inner.store.configs.purge(&key.store_key()).await?;
@@ -686,8 +692,9 @@ impl AddOns {
         Ok(())
     }
 
-    /// Who names a config: add-ons (defaults, placements) and installed add-ons.
-    fn users_of(&self, resource: &str, namespace: &str, name: &str) -> Vec<String> {
+    /// Who names a config: add-ons (defaults, placements) and installed add-ons (with their
+    /// cluster).
+    fn users_of(&self, resource: &str, namespace: &str, name: &str) -> Vec<User> {
         let matches = |g: &str, r: &str, ns: &str, n: &str| {
             g == flotilla_api::addon::GROUP && r == resource && ns == namespace && n == name
         };
@@ -707,7 +714,11 @@ impl AddOns {
                 })
             });
             if defaults || placements {
-                users.push(format!("ClusterManagementAddOn {}", name_of(&cma.metadata)));
+                let text = format!("ClusterManagementAddOn {}", name_of(&cma.metadata));
+                users.push(User {
+                    text,
+                    cluster: None,
+                });
             }
         }
         for mca in self.inner.store.cluster_addon_views.snapshot() {
@@ -717,7 +728,11 @@ impl AddOns {
                 .iter()
                 .any(|c| matches(&c.group, &c.resource, &c.namespace, &c.name))
             {
-                users.push(format!("ManagedClusterAddOn {}", ns_key(&mca.metadata)));
+                let key = ns_key(&mca.metadata);
+                users.push(User {
+                    text: format!("ManagedClusterAddOn {key}"),
+                    cluster: Some(key.namespace),
+                });
             }
         }
         users
@@ -987,4 +1002,26 @@ impl AddOns {
             let _ = tx.try_send(actor::Msg::Lease(cluster.to_string()));
         }
     }
+}
+
+/// Something that names a config: its words, and the cluster of an installed add-on.
+struct User {
+    text: String,
+    cluster: Option<String>,
+}
+
+/// `users` in a refusal: those of clusters `sees` admits by name, the others counted only.
+fn in_use_by(users: &[User], sees: impl Fn(&str) -> bool) -> String {
+    let (shown, hidden): (Vec<&User>, Vec<&User>) = users
+        .iter()
+        .partition(|u| u.cluster.as_deref().is_none_or(&sees));
+    let mut words: Vec<String> = shown.iter().map(|u| u.text.clone()).collect();
+    match hidden.len() {
+        0 => {}
+        1 => words.push("1 ManagedClusterAddOn of a cluster you do not see".into()),
+        n => words.push(format!(
+            "{n} ManagedClusterAddOns of clusters you do not see"
+        )),
+    }
+    words.join(", ")
 }

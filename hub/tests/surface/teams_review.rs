@@ -501,3 +501,127 @@ async fn a_join_credential_s_cluster_waits_in_its_set_not_in_default() {
         .expect("ben mints edge-7's credential again");
     teams.hub.stop().await;
 }
+
+/// Add-on `probe` (configured by AddOnDeploymentConfigs) and B's config in team-b-apps.
+const PROBE: &str = "\
+apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: ClusterManagementAddOn
+metadata: {name: probe}
+spec:
+  addOnMeta: {displayName: Probe, description: a test add-on}
+  supportedConfigs:
+    - group: addon.open-cluster-management.io
+      resource: addondeploymentconfigs
+---
+apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: AddOnDeploymentConfig
+metadata: {name: prod-config, namespace: team-b-apps}
+spec:
+  customizedVariables:
+    - {name: LEVEL, value: secret-ish}
+";
+
+/// Add-on `probe` on `cluster`, configured by team-b-apps/prod-config.
+const PROBE_ON: &str = "\
+apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: ManagedClusterAddOn
+metadata: {name: probe, namespace: CLUSTER}
+spec:
+  installNamespace: probe
+  configs:
+    - group: addon.open-cluster-management.io
+      resource: addondeploymentconfigs
+      namespace: team-b-apps
+      name: prod-config
+";
+
+#[tokio::test]
+async fn an_add_on_names_only_deployment_configs_its_writer_may_read() {
+    // Review r1 §10.
+    use flotilla_api::v1::GetAddOnRequest;
+    use flotilla_api::v1::add_on_service_client::AddOnServiceClient;
+    let teams = Teams::start().await;
+    teams
+        .sets(&[set("team-a", None), set("team-b", None)])
+        .await;
+    let mut admin = teams.clusters(ADMIN);
+    admin
+        .apply_cluster(cluster("a-1", &[(CLUSTERSET_LABEL, "team-a")]))
+        .await
+        .unwrap();
+    labelled(&mut admin, "a-1", CLUSTERSET_LABEL, "team-a").await;
+    let addons = |token| AddOnServiceClient::with_interceptor(teams.channel.clone(), Bearer(token));
+    let mut admin_addons = addons(ADMIN);
+    for doc in parse_documents(PROBE) {
+        let doc = doc.unwrap();
+        let deadline = tokio::time::Instant::now() + SOON;
+        loop {
+            let applied = match doc.clone() {
+                Document::ClusterManagementAddOn(a) => admin_addons
+                    .apply_cluster_management_add_on(a)
+                    .await
+                    .map(drop),
+                Document::AddOnDeploymentConfig(c) => admin_addons
+                    .apply_add_on_deployment_config(c)
+                    .await
+                    .map(drop),
+                other => panic!("fixture {other:?}"),
+            };
+            match applied {
+                Ok(()) => break,
+                Err(e) => assert!(tokio::time::Instant::now() < deadline, "{e}"),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let probe_on = |cluster: &str| match parse_documents(&PROBE_ON.replace("CLUSTER", cluster))
+        .remove(0)
+        .unwrap()
+    {
+        Document::ManagedClusterAddOn(a) => a,
+        other => panic!("fixture {other:?}"),
+    };
+
+    // ana (admin on team-a, nothing on team-b-apps) may not point her add-on at B's config.
+    let deadline = tokio::time::Instant::now() + SOON;
+    let refused = loop {
+        let refused = addons(ANA)
+            .apply_managed_cluster_add_on(probe_on("a-1"))
+            .await
+            .unwrap_err();
+        // Until the set index has a-1 in team-a, the refusal is about the cluster.
+        if refused.message().contains("prod-config") || tokio::time::Instant::now() > deadline {
+            break refused;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(refused.code(), Code::PermissionDenied, "{refused}");
+    assert!(
+        refused.message().starts_with(
+            "ana (groups team-a-sre) may not use addondeploymentconfigs team-b-apps/prod-config \
+             in ManagedClusterAddOn a-1/probe: it needs view on namespace \"team-b-apps\""
+        ),
+        "{refused}"
+    );
+
+    // The fleet admin may; then B's editor cannot delete the config in use, and is not told
+    // which cluster of another team uses it.
+    admin_addons
+        .apply_managed_cluster_add_on(probe_on("a-1"))
+        .await
+        .expect("a fleet admin reads every namespace");
+    let refused = addons(BEN)
+        .delete_add_on_deployment_config(GetAddOnRequest {
+            namespace: "team-b-apps".into(),
+            name: "prod-config".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.message(),
+        "AddOnDeploymentConfig team-b-apps/prod-config is in use by 1 ManagedClusterAddOn of a \
+         cluster you do not see: change their configs first",
+        "{refused}"
+    );
+    teams.hub.stop().await;
+}
