@@ -22,6 +22,7 @@ mod cluster_proxy_tunnel;
 mod executor;
 mod kube;
 mod kube_executor;
+mod policy_templates_kube;
 mod shared_connections;
 mod wires;
 mod works;
