@@ -87,8 +87,11 @@ fn named<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
 
 fn pod_templates(docs: &[Value]) -> Vec<&Value> {
     docs.iter()
-        .filter(|d| ["Deployment", "StatefulSet"].contains(&d["kind"].as_str().unwrap()))
-        .map(|d| &d["spec"]["template"])
+        .filter_map(|d| match d["kind"].as_str().unwrap() {
+            "Deployment" | "StatefulSet" => Some(&d["spec"]["template"]),
+            "CronJob" => Some(&d["spec"]["jobTemplate"]["spec"]["template"]),
+            _ => None,
+        })
         .collect()
 }
 
@@ -337,7 +340,14 @@ fn the_install_validates_is_wired_and_its_nats_and_hub_configuration_load() {
     let (ok, yaml, err) = manifests(
         &[
             &base[..],
-            &["--dashboard", "--cluster-proxy", "--hubs", "3"],
+            &[
+                "--dashboard",
+                "--cluster-proxy",
+                "--hubs",
+                "3",
+                "--backup-schedule",
+                "0 3 * * *",
+            ],
         ]
         .concat(),
     );
@@ -359,6 +369,19 @@ fn the_install_validates_is_wired_and_its_nats_and_hub_configuration_load() {
     assert_eq!(kinds["Service"], 7, "{kinds:?}");
     assert_eq!(kinds["NetworkPolicy"], 3);
     assert_eq!(kinds["PodDisruptionBudget"], 2);
+    assert_eq!((kinds["CronJob"], kinds["PersistentVolumeClaim"]), (1, 1));
+    let cron = named(&docs, "CronJob", "flotilla-backup");
+    let pod = &cron["spec"]["jobTemplate"]["spec"]["template"]["spec"];
+    let script = pod["containers"][0]["command"][2].as_str().unwrap();
+    assert!(
+        script.contains(" backup --secure-dir '/etc/flotilla/secure' --out "),
+        "{script}"
+    );
+    let syntax = Command::new("sh")
+        .args(["-n", "-c", script])
+        .output()
+        .unwrap();
+    assert!(syntax.status.success(), "{script}");
 
     // The smallest: one NATS server, no external Service, no prometheus-operator.
     let (ok, small, err) = manifests(
@@ -405,6 +428,8 @@ fn bad_input_is_refused_naming_every_problem() {
         "9",
         "--namespace",
         "Bad_NS",
+        "--backup-schedule",
+        "nightly",
     ]);
     assert!(!ok && out.is_empty());
     let lines: Vec<&str> = err.lines().collect();
@@ -416,6 +441,12 @@ fn bad_input_is_refused_naming_every_problem() {
     );
     assert!(
         lines.iter().any(|l| l.contains("--hubs 9: give 1 to 5")),
+        "{err}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("--backup-schedule \"nightly\": give five cron fields")),
         "{err}"
     );
     assert!(

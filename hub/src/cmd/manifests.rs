@@ -60,6 +60,16 @@ pub struct Manifests {
     /// The namespace Prometheus scrapes from: the only one let in to the metrics ports.
     #[arg(long, default_value = "monitoring")]
     monitoring_namespace: String,
+    /// Back the store up on this cron schedule (`0 3 * * *`): a CronJob running
+    /// `flotilla-hub backup` into a volume of its own.
+    #[arg(long)]
+    backup_schedule: Option<String>,
+    /// Scheduled backups kept (the newest).
+    #[arg(long, default_value_t = 7)]
+    backup_keep: u32,
+    /// The backups volume's size.
+    #[arg(long, default_value = "20Gi")]
+    backup_size: String,
 }
 
 impl Manifests {
@@ -77,6 +87,14 @@ impl Manifests {
             cluster_proxy: self.cluster_proxy,
             prometheus_operator: !self.no_prometheus_operator,
             monitoring_namespace: self.monitoring_namespace.clone(),
+            backup: self
+                .backup_schedule
+                .clone()
+                .map(|cron| install::backup::Schedule {
+                    cron,
+                    keep: self.backup_keep,
+                    size: self.backup_size.clone(),
+                }),
         };
         let files = match self.read() {
             Ok(files) => files,

@@ -142,7 +142,9 @@ fn copy_script(paths: &[(String, &'static str)]) -> String {
     script
 }
 
-fn deployment(plan: &Plan, files: &SecureFiles) -> Value {
+/// The hub's secure directory in a pod: the volumes (the Secret and ConfigMap projected
+/// read-only, an in-memory copy) and the init container that makes the copy.
+pub(crate) fn secure_copy(plan: &Plan, files: &SecureFiles) -> (Vec<Value>, Value) {
     let paths = hub_paths(files);
     let items = |source: &str| -> Vec<Value> {
         paths
@@ -158,6 +160,47 @@ fn deployment(plan: &Plan, files: &SecureFiles) -> Value {
             })
             .collect()
     };
+    let volumes = vec![
+        json!({ "name": "source", "projected": {
+            "defaultMode": 0o440,
+            "sources": [
+                { "secret": { "name": "flotilla-hub", "items": items("secret") } },
+                { "configMap": { "name": "flotilla-jwt", "items": items("jwt") } },
+            ],
+        } }),
+        json!({ "name": "secure", "emptyDir": { "medium": "Memory", "sizeLimit": "16Mi" } }),
+    ];
+    let init = json!({
+        "name": "secure-dir",
+        "image": plan.image,
+        "command": ["sh", "-c", copy_script(&paths)],
+        "securityContext": container_security(),
+        "volumeMounts": [
+            { "name": "source", "mountPath": SOURCE_DIR, "readOnly": true },
+            secure_mount(),
+        ],
+    });
+    (volumes, init)
+}
+
+/// Where the hub's containers see the secure directory.
+pub(crate) fn secure_mount() -> Value {
+    json!({ "name": "secure", "mountPath": HUB_SECURE_DIR })
+}
+
+/// The pod security context of the image's user.
+pub(crate) fn pod_security() -> Value {
+    json!({
+        "runAsNonRoot": true,
+        "runAsUser": UID,
+        "runAsGroup": UID,
+        "fsGroup": UID,
+        "seccompProfile": { "type": "RuntimeDefault" },
+    })
+}
+
+fn deployment(plan: &Plan, files: &SecureFiles) -> Value {
+    let (volumes, init) = secure_copy(plan, files);
     let probe = |path: &str, period: u32| {
         json!({
             "httpGet": { "path": path, "port": "metrics" },
@@ -176,7 +219,6 @@ fn deployment(plan: &Plan, files: &SecureFiles) -> Value {
     if plan.cluster_proxy {
         ports.push(json!({ "name": "proxy", "containerPort": PROXY_PORT }));
     }
-    let secure_mount = json!({ "name": "secure", "mountPath": HUB_SECURE_DIR });
     json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -197,29 +239,14 @@ fn deployment(plan: &Plan, files: &SecureFiles) -> Value {
                     "automountServiceAccountToken": false,
                     // A hub drains and releases its shards on SIGTERM.
                     "terminationGracePeriodSeconds": 60,
-                    "securityContext": {
-                        "runAsNonRoot": true,
-                        "runAsUser": UID,
-                        "runAsGroup": UID,
-                        "fsGroup": UID,
-                        "seccompProfile": { "type": "RuntimeDefault" },
-                    },
+                    "securityContext": pod_security(),
                     "affinity": { "podAntiAffinity": {
                         "requiredDuringSchedulingIgnoredDuringExecution": [{
                             "topologyKey": "kubernetes.io/hostname",
                             "labelSelector": { "matchLabels": labels(APP) },
                         }],
                     } },
-                    "initContainers": [{
-                        "name": "secure-dir",
-                        "image": plan.image,
-                        "command": ["sh", "-c", copy_script(&paths)],
-                        "securityContext": container_security(),
-                        "volumeMounts": [
-                            { "name": "source", "mountPath": SOURCE_DIR, "readOnly": true },
-                            secure_mount,
-                        ],
-                    }],
+                    "initContainers": [init],
                     "containers": [{
                         "name": "hub",
                         "image": plan.image,
@@ -237,18 +264,9 @@ fn deployment(plan: &Plan, files: &SecureFiles) -> Value {
                             "limits": { "memory": "4Gi" },
                         },
                         "securityContext": container_security(),
-                        "volumeMounts": [secure_mount],
+                        "volumeMounts": [secure_mount()],
                     }],
-                    "volumes": [
-                        { "name": "source", "projected": {
-                            "defaultMode": 0o440,
-                            "sources": [
-                                { "secret": { "name": "flotilla-hub", "items": items("secret") } },
-                                { "configMap": { "name": "flotilla-jwt", "items": items("jwt") } },
-                            ],
-                        } },
-                        { "name": "secure", "emptyDir": { "medium": "Memory", "sizeLimit": "16Mi" } },
-                    ],
+                    "volumes": volumes,
                 },
             },
         },

@@ -6,6 +6,7 @@
 //!   configuration text.
 //! - [`nats`]: the NATS StatefulSet (JetStream, TLS, routes), its Services and disruption
 //!   budget — the official Helm chart's names, ports, probes and lame-duck conventions.
+//! - [`backup`]: the scheduled backup — a CronJob running `flotilla-hub backup` into a volume.
 //! - [`hub`]: the hubs' Deployment (anti-affinity, one hub down at a time), Services, budget.
 //! - [`network`]: NetworkPolicies (default deny; routes only between NATS pods; metrics only
 //!   from the monitoring namespace).
@@ -17,6 +18,7 @@
 //! nesting are the serializer's, and the suite validates every object against the Kubernetes
 //! OpenAPI schemas (hub/tests/manifests.rs).
 
+pub mod backup;
 pub mod hub;
 pub mod monitoring;
 pub mod nats;
@@ -72,6 +74,8 @@ pub struct Plan {
     pub prometheus_operator: bool,
     /// The namespace Prometheus scrapes from (the only one let in to the metrics ports).
     pub monitoring_namespace: String,
+    /// A scheduled backup (none by default).
+    pub backup: Option<backup::Schedule>,
 }
 
 impl Default for Plan {
@@ -89,6 +93,7 @@ impl Default for Plan {
             cluster_proxy: false,
             prometheus_operator: true,
             monitoring_namespace: "monitoring".into(),
+            backup: None,
         }
     }
 }
@@ -149,6 +154,9 @@ impl Plan {
                 say(format!("{flag} {image:?}: not an image reference"));
             }
         }
+        if let Some(schedule) = &self.backup {
+            problems.extend(backup::check(schedule));
+        }
         problems
     }
 
@@ -170,6 +178,9 @@ pub fn render(plan: &Plan, files: &SecureFiles) -> Result<Vec<Value>, Vec<Proble
     objects.extend(monitoring::config_maps(plan));
     objects.extend(nats::objects(plan));
     objects.extend(hub::objects(plan, files));
+    if let Some(schedule) = &plan.backup {
+        objects.extend(backup::objects(plan, files, schedule));
+    }
     objects.extend(network::objects(plan));
     if plan.prometheus_operator {
         objects.extend(monitoring::prometheus_operator(plan));
