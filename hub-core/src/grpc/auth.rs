@@ -707,9 +707,14 @@ impl Tokens {
         let identity = self
             .authenticate(token)
             .map_err(tonic::Status::unauthenticated)?;
-        identity
-            .may_call(&self.access, path)
-            .map_err(tonic::Status::permission_denied)?;
+        let gate = identity.may_call(&self.access, path);
+        super::guard::audit_gate(
+            &identity,
+            &self.access,
+            path,
+            gate.as_ref().err().map(|e| e.as_str()),
+        );
+        gate.map_err(tonic::Status::permission_denied)?;
         Ok(Some(identity))
     }
 }

@@ -70,6 +70,34 @@ fn audit(caller: &Identity, verb: Verb, action: &str, decision: &Decision) {
     }
 }
 
+/// The audit line of the gate's decision on a call to `path` (the auth layer's): its refusal
+/// (`refused`), or an allowed write that no service checks on its object — a fleet-only method
+/// (`Need::Fleet`: import policies, mirror peers, the add-on catalogue) or a method of a service
+/// that does not check its objects. Writes the services check are audited there.
+pub fn audit_gate(
+    caller: &Identity,
+    table: &super::access::Table,
+    path: &str,
+    refused: Option<&str>,
+) {
+    use super::access::{Access, Need};
+    let action = format!("call {path}");
+    if let Some(why) = refused {
+        audit_line(&caller.principal, &action, Outcome::Refused(&why));
+        return;
+    }
+    if !matches!(table.access(path), Access::Write | Access::WriteWork) {
+        return;
+    }
+    if matches!(table.need(path), Some(Need::Fleet(_))) || !table.enforced(path) {
+        let grant = match caller.scope.fleet {
+            Some(fleet) => Grant::Fleet(fleet).to_string(),
+            None => format!("role {}", caller.role()),
+        };
+        audit_line(&caller.principal, &action, Outcome::Allowed(&grant));
+    }
+}
+
 /// How a decision came out, for its audit line.
 #[derive(Clone, Copy)]
 pub enum Outcome<'a> {
@@ -136,6 +164,19 @@ impl Teams {
             return Ok(None);
         };
         allow(caller, &live.index().current(), verb, target, action)
+    }
+
+    /// [`Teams::allow`]'s decision without its audit line (`None` on an open hub): for a write
+    /// another rule may still allow (a CSV deployer's execute-as grants), whose caller writes
+    /// the final outcome's line ([`audit_line`]).
+    pub fn decide(&self, caller: &Identity, verb: Verb, target: &Target<'_>) -> Option<Decision> {
+        let live = self.0.as_ref()?;
+        Some(grants::decide(
+            &caller.scope,
+            &live.index().current(),
+            verb,
+            target,
+        ))
     }
 
     /// `caller` under the grants in force now (its scope as a new call would get it): what a
@@ -359,6 +400,78 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The audit lines written while `f` runs, each as its fields (`action=… outcome=… …`).
+    fn audited(f: impl FnOnce()) -> Vec<String> {
+        use tracing_subscriber::layer::SubscriberExt;
+        #[derive(Clone, Default)]
+        struct Lines(Arc<std::sync::Mutex<Vec<String>>>);
+        struct Fields(String);
+        impl tracing::field::Visit for Fields {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                self.0.push_str(&format!("{}={value:?} ", field.name()));
+            }
+            fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+                self.0.push_str(&format!("{}={value} ", field.name()));
+            }
+        }
+        impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Lines {
+            fn on_event(
+                &self,
+                event: &tracing::Event<'_>,
+                _: tracing_subscriber::layer::Context<'_, S>,
+            ) {
+                if event.metadata().target() == "flotilla::audit" {
+                    let mut fields = Fields(String::new());
+                    event.record(&mut fields);
+                    self.0.lock().unwrap().push(fields.0);
+                }
+            }
+        }
+        let lines = Lines::default();
+        let subscriber = tracing_subscriber::registry().with(lines.clone());
+        tracing::subscriber::with_default(subscriber, f);
+        lines.0.lock().unwrap().clone()
+    }
+
+    #[test]
+    fn the_gate_audits_its_refusals_and_the_writes_no_service_checks() {
+        // Review r1 §11: fleet-only writes are decided by the gate alone.
+        use crate::grpc::access::need::{FILTERED, FLEET_WRITE};
+        use crate::grpc::access::{Access, Rows, Table};
+        use crate::grpc::auth::Role;
+        const ROWS: &[Rows] = &[(
+            "flotilla.v1.PolicyService",
+            &[
+                ("ImportPolicy", Access::Write, FLEET_WRITE),
+                ("ListImportPolicies", Access::Read, FILTERED),
+            ],
+        )];
+        let table = Table::new([("test", ROWS)]).unwrap();
+        let import = "/flotilla.v1.PolicyService/ImportPolicy";
+        let admin = Identity::token("alice", Role::Admin, Vec::new());
+        let lines = audited(|| {
+            audit_gate(&admin, &table, import, None);
+            audit_gate(
+                &admin,
+                &table,
+                "/flotilla.v1.PolicyService/ListImportPolicies",
+                None,
+            );
+            audit_gate(&admin, &table, import, Some("alice may not"));
+        });
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(
+            lines[0].contains(&format!("action=call {import}"))
+                && lines[0].contains("grant=admin on the fleet")
+                && lines[0].contains("outcome=allowed"),
+            "{lines:?}"
+        );
+        assert!(
+            lines[1].contains("missing=alice may not") && lines[1].contains("outcome=refused"),
+            "{lines:?}"
+        );
+    }
 
     #[test]
     fn method_labels_are_bounded() {

@@ -17,7 +17,8 @@
 use super::auth::{Identity, Role};
 use super::{guard, parse_selector, selects};
 use crate::cluster::{ClusterError, Clusters};
-use crate::grants::{Target, Verb};
+use crate::grants::{Decision, Target, Verb};
+use crate::grpc::guard::{Outcome, audit_line};
 use crate::inventory::WorkInventory;
 use crate::keys::ObjectRef;
 use flotilla_api::v1::work_service_server::WorkService;
@@ -86,21 +87,24 @@ impl WorkApi {
         let Some(caller) = caller else {
             return Ok(true);
         };
-        if caller.role() == Role::Admin {
-            return Ok(true);
-        }
-        if self.teams.live().is_none() {
-            return Ok(false);
-        }
-        match self.teams.allow(
-            Some(caller),
-            Verb::Write,
-            Target::Cluster { name: cluster },
-            action,
-        ) {
-            Ok(_) => Ok(true),
-            Err(_) if caller.role() == Role::Deployer => Ok(false),
-            Err(refused) => Err(refused),
+        let target = Target::Cluster { name: cluster };
+        let Some(decision) = self.teams.decide(caller, Verb::Write, &target) else {
+            return Ok(caller.role() == Role::Admin);
+        };
+        // Every outcome is an audit line (review r1 §11): here, or a deployer's by
+        // [`deployer_audited`] once its execute-as grants decided.
+        match decision {
+            Decision::Allowed(grant) => {
+                audit_line(&caller.principal, action, Outcome::Allowed(&grant));
+                Ok(true)
+            }
+            Decision::Missing(_) if caller.role() == Role::Deployer => Ok(false),
+            Decision::Missing(missing) => {
+                audit_line(&caller.principal, action, Outcome::Refused(&missing));
+                Err(Status::permission_denied(
+                    missing.refusal(&caller.principal, action),
+                ))
+            }
         }
     }
 
@@ -156,7 +160,7 @@ impl WorkApi {
             let action = format!("apply ManifestWork {cluster}/{name}");
             let as_admin = self.writes_as_admin(caller, &cluster, &action)?;
             if !as_admin {
-                may_execute_as(caller, &work)?;
+                deployer_audited(caller, &action, may_execute_as(caller, &work))?;
             }
             let handle = self.cluster(&cluster)?;
             if as_admin {
@@ -249,6 +253,30 @@ enum Write {
 
 /// OCM's `execute-as` check: whether the caller may write a work naming the work's executor
 /// (every caller may when the API is open).
+/// `checked` (a CSV deployer's execute-as decision on `action`) with its audit line.
+fn deployer_audited(
+    caller: Option<&Identity>,
+    action: &str,
+    checked: Result<(), Status>,
+) -> Result<(), Status> {
+    if let Some(caller) = caller {
+        match &checked {
+            Ok(()) => {
+                let grant = format!("deployer execute-as {}", caller.grants());
+                audit_line(&caller.principal, action, Outcome::Allowed(&grant));
+            }
+            Err(refused) => {
+                audit_line(
+                    &caller.principal,
+                    action,
+                    Outcome::Refused(&refused.message()),
+                );
+            }
+        }
+    }
+    checked
+}
+
 fn may_execute_as(caller: Option<&Identity>, work: &ManifestWork) -> Result<(), Status> {
     let Some(caller) = caller else {
         return Ok(());
@@ -453,9 +481,11 @@ impl WorkService for WorkApi {
         if !as_admin {
             // A deployer deletes only works it could have applied.
             let key = ObjectRef::new(r.cluster.as_str(), r.name.as_str()).inventory_key();
-            if let Some(held) = self.works.get(&key) {
-                may_act_on_stored(caller.as_ref(), &held.to_work(), "delete")?;
-            }
+            let checked = match self.works.get(&key) {
+                Some(held) => may_act_on_stored(caller.as_ref(), &held.to_work(), "delete"),
+                None => Ok(()),
+            };
+            deployer_audited(caller.as_ref(), &action, checked)?;
         }
         Ok(Response::new(handle.delete_work(r.name).await?))
     }

@@ -142,18 +142,37 @@ impl ServiceAccountService for ServiceAccountApi {
         );
         // A set admin of the cluster gets it as an admin does; a CSV deployer by its
         // execute-as grants, checked on the token's ServiceAccount.
-        let by_grants = match allow(&request, Verb::Credentials, &r.namespace, &action) {
-            Ok(()) => true,
-            Err(_) if caller.as_ref().is_some_and(|c| c.role() == Role::Deployer) => false,
-            Err(refused) => return Err(refused),
+        // A deployer's refusal by the grants is not audited: its execute-as grants decide
+        // next, and that outcome is the audit line (review r1 §11).
+        let deployer = caller.as_ref().filter(|c| c.role() == Role::Deployer);
+        let (teams, _) = Teams::of(&request);
+        let target = Target::Cluster { name: &r.namespace };
+        let decided = deployer.and_then(|d| teams.decide(d, Verb::Credentials, &target));
+        let by_grants = match decided {
+            Some(crate::grants::Decision::Missing(_)) => false,
+            _ => {
+                allow(&request, Verb::Credentials, &r.namespace, &action)?;
+                true
+            }
         };
         let r = request.into_inner();
         let checked = if by_grants { None } else { caller.as_ref() };
         if by_grants && let Some(who) = caller.as_ref() {
             tracing::info!(caller = %who.name(), cluster.name = %r.namespace, account = %r.name, "ManagedServiceAccount token fetched by the grants");
         }
-        Ok(Response::new(
-            self.accounts.token(&r.namespace, &r.name, checked).await?,
-        ))
+        let token = self.accounts.token(&r.namespace, &r.name, checked).await;
+        if let Some(who) = caller.as_ref().filter(|_| !by_grants) {
+            match &token {
+                Ok(_) => {
+                    let grant = format!("deployer execute-as {}", who.grants());
+                    guard::audit_line(&who.principal, &action, guard::Outcome::Allowed(&grant));
+                }
+                Err(e) => {
+                    let why = e.to_string();
+                    guard::audit_line(&who.principal, &action, guard::Outcome::Refused(&why));
+                }
+            }
+        }
+        Ok(Response::new(token?))
     }
 }
