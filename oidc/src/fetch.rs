@@ -178,6 +178,38 @@ impl Fetcher {
         self.send(url, request).await
     }
 
+    /// Sends `request` as it is and returns the answer whatever its status (the code flow's
+    /// token endpoint answers errors as JSON that `oauth2` reads); redirects are not followed,
+    /// the body is capped as every answer's.
+    pub async fn exchange(
+        &self,
+        request: http::Request<Vec<u8>>,
+    ) -> Result<http::Response<Vec<u8>>, FetchError> {
+        let url = request.uri().to_string();
+        let (parts, body) = request.into_parts();
+        let request = http::Request::from_parts(parts, Full::new(Bytes::from(body)));
+        let exchange = async {
+            let response =
+                self.client
+                    .request(request)
+                    .await
+                    .map_err(|source| FetchError::Connect {
+                        url: url.clone(),
+                        source,
+                    })?;
+            let (parts, body) = response.into_parts();
+            let body = Limited::new(body, MAX_BODY)
+                .collect()
+                .await
+                .map_err(|_| FetchError::Body { url: url.clone() })?
+                .to_bytes();
+            Ok(http::Response::from_parts(parts, body.to_vec()))
+        };
+        tokio::time::timeout(TIMEOUT, exchange)
+            .await
+            .map_err(|_| FetchError::Timeout { url: url.clone() })?
+    }
+
     async fn send(
         &self,
         url: &str,

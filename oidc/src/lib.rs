@@ -9,6 +9,8 @@
 //! - [`verify`]: issuer, algorithm, key, signature (by `jsonwebtoken`), audience, times.
 //! - [`claims`]: username and groups with their prefixes, required claims.
 //! - [`discovery`]: the issuer's discovery document.
+//! - [`login`]: the authorization-code flow with PKCE (the dashboard's sign-in): its URL,
+//!   state, nonce and verifier, and the code exchange (over `oauth2`).
 //!
 //! I/O:
 //! - [`fetch`]: HTTP to the issuer (no redirects, timeouts, size caps, a pinned CA).
@@ -28,6 +30,7 @@ pub mod discovery;
 pub mod fetch;
 pub mod jwks;
 pub mod keys;
+pub mod login;
 pub mod verify;
 
 pub use claims::{ClaimError, Subject};

@@ -393,3 +393,54 @@ async fn the_last_good_keys_are_kept_while_the_issuer_is_down_until_they_are_too
     assert!(auth.keys().ready(Duration::from_secs(5)).await);
     assert!(matches!(auth.authenticate(&token), Outcome::Accepted(_)));
 }
+
+/// Follows the issuer's authorization URL as a signed-in browser would: the code and state of
+/// the redirect back.
+async fn authorize(fetcher: &fetch::Fetcher, url: &str) -> (String, String) {
+    let request = http::Request::get(url).body(Vec::new()).unwrap();
+    let answer = fetcher.exchange(request).await.unwrap();
+    assert_eq!(answer.status(), http::StatusCode::FOUND);
+    let location = answer.headers()[http::header::LOCATION].to_str().unwrap();
+    let query = location.split_once('?').unwrap().1;
+    let params: std::collections::HashMap<String, String> =
+        form_urlencoded::parse(query.as_bytes())
+            .into_owned()
+            .collect();
+    (params["code"].clone(), params["state"].clone())
+}
+
+#[tokio::test]
+async fn the_code_flow_with_pkce_signs_in_the_issuers_user_once() {
+    let issuer = TestIssuer::start().await;
+    let (auth, _stop) = started(&issuer, Duration::from_secs(3600)).await;
+    let fetcher = fetch::Fetcher::new(None).unwrap();
+    let login = login::Login::new(
+        auth,
+        fetcher.clone(),
+        CLIENT_ID,
+        None,
+        "http://127.0.0.1:8080/oidc/callback",
+        vec!["openid".into(), "groups".into()],
+    )
+    .unwrap();
+    let (url, pending) = login.begin();
+    assert!(url.contains("code_challenge_method=S256"), "{url}");
+    assert!(url.contains(&format!("nonce={}", pending.nonce)), "{url}");
+    let (code, state) = authorize(&fetcher, &url).await;
+    assert_eq!(state, pending.state);
+    let subject = login.finish(pending, &code).await.unwrap();
+    assert_eq!(subject.username, format!("{}#ana", issuer.url()));
+    assert_eq!(subject.groups, ["team-a-sre"]);
+
+    // Another sign-in's verifier does not redeem this code (PKCE), and a code redeems once.
+    let (url, _first) = login.begin();
+    let (code, _) = authorize(&fetcher, &url).await;
+    let (_, other) = login.begin();
+    let e = login.finish(other, &code).await.unwrap_err().to_string();
+    assert!(e.contains("invalid_grant"), "{e}");
+    let (url, pending) = login.begin();
+    let (code, _) = authorize(&fetcher, &url).await;
+    let (_, again) = login.begin();
+    login.finish(pending, &code).await.unwrap();
+    assert!(login.finish(again, &code).await.is_err());
+}
