@@ -13,8 +13,11 @@
 //!   went, the hub stops) ends with a `Failure` `Status` saying why, then the same close.
 //!
 //! The client going away (its socket closed or broken) drops the session: the agent is told.
+//! So does its silence: it is pinged every 20 s while quiet, and a client that sends nothing
+//! for 60 s (not even the pong; kubectl pings every 5 s itself) is taken as gone.
 
 use super::tunnel::{SessionError, SessionInput, SessionIo, SessionOutput, SessionOutputs};
+use super::upgrade::{CLIENT_PING, CLIENT_SILENCE};
 use flotilla_bus::tunnel::session::{STDERR, STDOUT};
 use flotilla_kubestream::channel::{self, ClientMessage, MAX_CLIENT_MESSAGE, ServerMessage};
 use flotilla_kubestream::status::SessionStatus;
@@ -51,6 +54,9 @@ enum ClientEnd {
     /// It sent a text message (the channel protocols are binary).
     #[error("the client sent a text message")]
     Text,
+    /// It sent nothing, not even the answer to a ping, for [`CLIENT_SILENCE`].
+    #[error("the client sent nothing for {CLIENT_SILENCE:?}")]
+    Silent,
 }
 
 /// Serves one upgraded exec or attach connection until the session ends or the client goes.
@@ -76,7 +82,7 @@ where
         }
         Some(end) => {
             tracing::debug!(%end, "exec client ended the connection");
-            if !matches!(end, ClientEnd::Gone(_)) {
+            if !matches!(end, ClientEnd::Gone(_) | ClientEnd::Silent) {
                 let close = CloseFrame {
                     code: CloseCode::Protocol,
                     reason: "the channel protocol was broken".into(),
@@ -100,10 +106,11 @@ where
     S: futures::Stream<Item = Result<Message, WsError>> + Unpin,
 {
     loop {
-        let msg = match stream.next().await {
-            Some(Ok(msg)) => msg,
-            Some(Err(e)) => return ClientEnd::Gone(Some(e)),
-            None => return ClientEnd::Gone(None),
+        let msg = match tokio::time::timeout(CLIENT_SILENCE, stream.next()).await {
+            Err(_) => return ClientEnd::Silent,
+            Ok(Some(Ok(msg))) => msg,
+            Ok(Some(Err(e))) => return ClientEnd::Gone(Some(e)),
+            Ok(None) => return ClientEnd::Gone(None),
         };
         let data = match msg {
             Message::Binary(data) => data,
@@ -135,7 +142,22 @@ where
     S: futures::Sink<Message, Error = WsError> + Unpin,
 {
     let mut status = None;
-    while let Some(out) = outputs.next().await {
+    let first = tokio::time::Instant::now() + CLIENT_PING;
+    let mut ping = tokio::time::interval_at(first, CLIENT_PING);
+    loop {
+        let out = tokio::select! {
+            out = outputs.next() => match out {
+                Some(out) => out,
+                None => break,
+            },
+            _ = ping.tick() => {
+                // Its answer (or anything) keeps the reading half within the silence limit.
+                if sink.send(Message::Ping(Default::default())).await.is_err() {
+                    return std::future::pending().await;
+                }
+                continue;
+            }
+        };
         let msg = match out {
             SessionOutput::Data { channel, data } => match channel {
                 STDOUT => ServerMessage::Stdout(data),

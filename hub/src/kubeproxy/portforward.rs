@@ -15,7 +15,8 @@
 //! - Reading is head-of-line, as spdystream's own reader: a pair whose session has no room
 //!   holds up the connection's reading, never a buffer per pair.
 //!
-//! The connection ends when kubectl goes (its sessions are cancelled) or the hub stops.
+//! The connection ends when kubectl goes (its sessions are cancelled), falls silent (pinged
+//! every 20 s, let go after 60 s without a byte) or the hub stops.
 
 use super::session;
 use super::tunnel::{Opened, SessionError, SessionOutgoing, SessionOutput, Tunnels};
@@ -61,7 +62,7 @@ where
     IO: AsyncRead + AsyncWrite + Send + 'static,
 {
     let target = Arc::new(target);
-    let (mut conn, driver) = conn::serve(io, &conn::Config::default());
+    let (mut conn, driver) = conn::serve(io, &super::upgrade::spdy_config());
     // Fused: the shutdown below drives it again after the loop may have seen it end.
     let mut driver = std::pin::pin!(driver.fuse());
     let mut pairing: Pairing<Stream> = Pairing::default();

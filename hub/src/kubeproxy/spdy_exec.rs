@@ -37,11 +37,12 @@ const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// An accepted stream.
 type Stream = (RecvHalf, SendHalf);
 
-/// The connection's settings: at most the five roles and a few refused ones open at once.
+/// The connection's settings: at most the five roles and a few refused ones open at once; a
+/// silent client let go ([`super::upgrade::spdy_config`]).
 fn config() -> conn::Config {
     conn::Config {
         max_streams: 8,
-        ..conn::Config::default()
+        ..super::upgrade::spdy_config()
     }
 }
 

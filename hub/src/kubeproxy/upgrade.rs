@@ -31,6 +31,23 @@ use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tracing::Instrument;
 
+/// How often a session's client is pinged while it is quiet (WebSocket and SPDY pings; kubectl
+/// pings every 5 or 10 s itself, and answers ours).
+pub const CLIENT_PING: std::time::Duration = std::time::Duration::from_secs(20);
+/// How long a session's client may send nothing (not even the answer to a ping) before its
+/// session ends: its host vanished without closing the connection. kubectl's own limit on the
+/// server is 61 s.
+pub const CLIENT_SILENCE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The SPDY connection settings of a session's client: [`CLIENT_PING`], [`CLIENT_SILENCE`].
+pub fn spdy_config() -> flotilla_kubestream::spdy::conn::Config {
+    flotilla_kubestream::spdy::conn::Config {
+        ping_interval: Some(CLIENT_PING),
+        silence_limit: Some(CLIENT_SILENCE),
+        ..Default::default()
+    }
+}
+
 /// The protocol of exec and attach over SPDY, for the log.
 const SPDY_EXEC: &str = "SPDY/3.1+v4.channel.k8s.io";
 

@@ -10,7 +10,9 @@
 //!   full — head-of-line, as spdystream's own reader, so memory per connection is bounded by
 //!   `max_streams × stream_buffer` slices. PINGs of the client's parity (odd) are echoed;
 //!   SETTINGS, WINDOW_UPDATE and HEADERS are ignored (spdystream has no flow control); a
-//!   broken frame ends the connection with GOAWAY(PROTOCOL_ERROR).
+//!   broken frame ends the connection with GOAWAY(PROTOCOL_ERROR). While the client is quiet
+//!   it is pinged (`ping_interval`), and past `silence_limit` without a byte from it the
+//!   connection ends with GOAWAY(OK) and [`Error::Silent`].
 //! - **Writer**: the only task writing the socket and the only user of the outgoing zlib
 //!   context; a bounded queue; [`SendHalf::send`] returns once its bytes are written, so a
 //!   client that stops reading stalls its senders, not our memory. It ends when every handle
@@ -47,6 +49,13 @@ pub struct Config {
     pub write_queue: usize,
     /// Streams open at once; past it new ones are refused (default 130: 64 pairs and spare).
     pub max_streams: usize,
+    /// While waiting for the client, a PING of ours this often (even ids; spdystream echoes
+    /// them), so a silent client is told apart from a gone one (default none).
+    pub ping_interval: Option<std::time::Duration>,
+    /// The longest wait for the client's next byte before the connection ends with
+    /// [`Error::Silent`]: a client host that vanished without closing its connection (default
+    /// none). Only waiting on the socket counts, never a wait for our own streams' room.
+    pub silence_limit: Option<std::time::Duration>,
 }
 
 impl Default for Config {
@@ -58,6 +67,8 @@ impl Default for Config {
             max_write_frame: 128 * 1024,
             write_queue: 16,
             max_streams: 130,
+            ping_interval: None,
+            silence_limit: None,
         }
     }
 }
@@ -95,6 +106,9 @@ pub enum Error {
     /// The connection's end came while the socket still had part of a frame.
     #[error("the SPDY connection ended inside a frame")]
     Truncated,
+    /// Nothing came from the client for the silence limit (our pings unanswered).
+    #[error("the SPDY client sent nothing for {0:?}")]
+    Silent(std::time::Duration),
 }
 
 /// Why a stream operation failed.
@@ -212,6 +226,7 @@ where
         incoming: Some(incoming_tx),
         out: out.clone(),
         state: state.clone(),
+        ping_id: 0,
     };
     let driver = drive(reader, writer(write, out_rx, state.clone()));
     (
@@ -384,6 +399,8 @@ struct Reader<R> {
     incoming: Option<mpsc::Sender<Incoming>>,
     out: mpsc::Sender<Out>,
     state: Arc<ConnState>,
+    /// The id of our last PING (even, as a server's are).
+    ping_id: u32,
 }
 
 impl<R: AsyncRead> Reader<R> {
@@ -393,6 +410,7 @@ impl<R: AsyncRead> Reader<R> {
             tracing::debug!(%err, "SPDY connection refused a frame");
             let status = match err {
                 Error::Io { .. } | Error::Truncated => None,
+                Error::Silent(_) => Some(goaway::OK),
                 _ => Some(goaway::PROTOCOL_ERROR),
             };
             if let Some(status) = status {
@@ -415,17 +433,41 @@ impl<R: AsyncRead> Reader<R> {
                 }
             }
             buf.reserve(16 * 1024);
-            let n = self
-                .io
-                .read_buf(&mut buf)
-                .await
-                .map_err(|source| Error::Io { source })?;
+            let n = self.read_some(&mut buf).await?;
             if n == 0 {
                 return if buf.is_empty() && self.decoder.at_frame_boundary() {
                     Ok(())
                 } else {
                     Err(Error::Truncated)
                 };
+            }
+        }
+    }
+
+    /// Reads what the socket has, pinging the client while it is quiet and giving up past
+    /// the silence limit.
+    async fn read_some(&mut self, buf: &mut BytesMut) -> Result<usize, Error> {
+        let since = tokio::time::Instant::now();
+        let far = std::time::Duration::from_secs(86_400 * 365);
+        let every = self.config.ping_interval.unwrap_or(far);
+        let limit = self.config.silence_limit.unwrap_or(far);
+        let mut next_ping = since + every;
+        loop {
+            let wake = next_ping.min(since + limit);
+            tokio::select! {
+                // Cancel-safe: bytes are only taken into `buf` by a completed read.
+                read = self.io.read_buf(buf) => return read.map_err(|source| Error::Io { source }),
+                () = tokio::time::sleep_until(wake) => {}
+            }
+            let now = tokio::time::Instant::now();
+            if now >= since + limit {
+                return Err(Error::Silent(limit));
+            }
+            if now >= next_ping {
+                self.ping_id = self.ping_id.wrapping_add(2);
+                // A full queue means the client is not reading either: the limit decides.
+                let _ = self.out.try_send(Out::Ping { id: self.ping_id });
+                next_ping = now + every;
             }
         }
     }

@@ -403,3 +403,57 @@ async fn a_header_block_that_does_not_inflate_ends_the_connection() {
         Err(Error::Headers { .. })
     ));
 }
+
+fn pinging() -> Config {
+    Config {
+        ping_interval: Some(Duration::from_millis(50)),
+        silence_limit: Some(Duration::from_millis(300)),
+        ..Config::default()
+    }
+}
+
+#[tokio::test]
+async fn a_quiet_client_is_pinged_and_a_silent_one_is_let_go() {
+    let (mut client, conn, driver) = start(pinging());
+    // The client reads but never answers: our even pings, then GOAWAY and the end.
+    client.expect(Frame::Ping { id: 2 }).await;
+    client.expect(Frame::Ping { id: 4 }).await;
+    loop {
+        match client.frame().await {
+            Some(Frame::Ping { id }) => assert_eq!(id % 2, 0),
+            Some(other) => {
+                assert_eq!(
+                    other,
+                    Frame::GoAway {
+                        last_good_stream_id: 0,
+                        status: goaway::OK
+                    }
+                );
+                break;
+            }
+            None => panic!("no GOAWAY"),
+        }
+    }
+    drop(conn);
+    assert!(matches!(
+        timeout(T, driver).await.unwrap().unwrap(),
+        Err(Error::Silent(_))
+    ));
+}
+
+#[tokio::test]
+async fn a_client_answering_pings_stays_however_long_it_is_quiet() {
+    let (mut client, conn, driver) = start(pinging());
+    let started = std::time::Instant::now();
+    // As spdystream does: every ping of the other side echoed.
+    while started.elapsed() < Duration::from_millis(1000) {
+        match client.frame().await {
+            Some(Frame::Ping { id }) => client.send(Frame::Ping { id }).await,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(!driver.is_finished(), "a live client was let go");
+    drop(client);
+    drop(conn);
+    assert!(timeout(T, driver).await.unwrap().unwrap().is_ok());
+}
