@@ -205,9 +205,8 @@ pub fn decide_on(
     asked: &Asked,
 ) -> Result<Act, Refusal> {
     match (identity.role(), on) {
-        (Role::Admin | Role::Deployer, OnCluster::Refused(_) | OnCluster::View(_)) => {
-            decide(identity, info, asked)
-        }
+        (Role::Admin | Role::Deployer, OnCluster::Refused(_) | OnCluster::View(_))
+        | (Role::ReadOnly, OnCluster::View(_)) => decide(identity, info, asked),
         (_, OnCluster::Admin(grant)) => {
             let who = format!("{} ({grant})", identity.name());
             decide_as(identity, &who, Role::Admin, info, asked)
