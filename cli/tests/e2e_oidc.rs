@@ -100,7 +100,10 @@ fn an_oidc_user_sees_only_its_teams_clusters_by_token_and_by_exec_plugin() {
         (clusters(h, &["--token", &ana]).ok()? == ["shop-a1"]).then_some(())
     });
     let ben = issuer.token("ben", &["team-b-sre"]);
-    assert_eq!(clusters(h, &["--token", &ben]), Ok(vec!["shop-b1".to_string()]));
+    assert_eq!(
+        clusters(h, &["--token", &ben]),
+        Ok(vec!["shop-b1".to_string()])
+    );
     assert_eq!(
         clusters(h, &["--token", ADMIN]),
         Ok(vec!["shop-a1".to_string(), "shop-b1".to_string()])
