@@ -191,8 +191,7 @@ pub fn resolve(
             if !has_template(&String::from_utf8_lossy(&t.object_definition), HUB) {
                 continue;
             }
-            let Ok(raw) = serde_json::from_slice::<serde_json::Value>(&t.object_definition)
-            else {
+            let Ok(raw) = serde_json::from_slice::<serde_json::Value>(&t.object_definition) else {
                 // Not JSON: the agent reports it as unreadable.
                 continue;
             };
@@ -251,7 +250,10 @@ fn annotate(value: &mut serde_json::Value, name: &str, text: &str) {
             .entry("annotations")
             .or_insert_with(|| serde_json::json!({}));
         if let Some(a) = annotations.as_object_mut() {
-            a.insert(name.to_string(), serde_json::Value::String(text.to_string()));
+            a.insert(
+                name.to_string(),
+                serde_json::Value::String(text.to_string()),
+            );
         }
     }
 }

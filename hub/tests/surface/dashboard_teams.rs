@@ -21,8 +21,8 @@ use flotilla_api::v1::placement_service_client::PlacementServiceClient;
 use flotilla_api::v1::policy_service_client::PolicyServiceClient;
 use flotilla_api::v1::work_service_client::WorkServiceClient;
 use flotilla_api::v1::{
-    LabelClusterRequest, ManagedClusterSet, ManagedClusterSetBinding,
-    ManagedClusterSetBindingSpec, ObjectMeta,
+    LabelClusterRequest, ManagedClusterSet, ManagedClusterSetBinding, ManagedClusterSetBindingSpec,
+    ObjectMeta,
 };
 use flotilla_hub::dashboard::history::Availability;
 use flotilla_testkit::NatsServer;
@@ -130,7 +130,10 @@ async fn two_teams(channel: &tonic::transport::Channel) {
             .await
             .unwrap();
         works
-            .apply_work(common::work::config_map_work(cluster, &format!("web-{cluster}")))
+            .apply_work(common::work::config_map_work(
+                cluster,
+                &format!("web-{cluster}"),
+            ))
             .await
             .unwrap();
     }
@@ -203,7 +206,10 @@ async fn chromium_shows_a_team_only_its_part_of_the_fleet_live_and_follows_a_gra
     // Its works, placements and policies: team-a's only.
     b.goto(&format!("{base}/works")).await;
     let works = b.text("body").await;
-    assert!(works.contains("web-a1") && works.contains("web-a2"), "{works}");
+    assert!(
+        works.contains("web-a1") && works.contains("web-a2"),
+        "{works}"
+    );
     assert!(!works.contains("web-b1"), "{works}");
     b.goto(&format!("{base}/placements")).await;
     let placements = b.text("body").await;
@@ -219,7 +225,11 @@ async fn chromium_shows_a_team_only_its_part_of_the_fleet_live_and_follows_a_gra
     assert!(!b.text("body").await.contains("team-b-apps"));
 
     // Across the fence: refused naming the grant, a hidden cluster read as a missing one.
-    for path in ["/clusters/b1", "/clusters/b1/works/web-b1", "/clusters/nope"] {
+    for path in [
+        "/clusters/b1",
+        "/clusters/b1/works/web-b1",
+        "/clusters/nope",
+    ] {
         b.goto(&format!("{base}{path}")).await;
         b.wait_until(
             "return document.title.startsWith('Forbidden')",

@@ -173,7 +173,9 @@ fn secrets_are_sealed_to_the_agent_and_the_hash_follows_the_plaintext_only() {
     assert!(!sealed.contains("aHVudGVyMg"));
     let opened = agent
         .open(
-            &BASE64.decode(&sealed.as_bytes()[ENCRYPTED.len()..]).unwrap(),
+            &BASE64
+                .decode(&sealed.as_bytes()[ENCRYPTED.len()..])
+                .unwrap(),
             &nkeys::XKey::from_public_key(hub.public()).unwrap(),
         )
         .unwrap();
