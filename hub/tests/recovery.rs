@@ -171,14 +171,27 @@ impl Scene {
     /// hub asks them to publish its status again); "before" is ahead on sim-0001. Three
     /// resync periods later the spokes hold both as they were.
     async fn orphans_are_recorded_named_and_withheld(&self) {
-        let orphans = flotilla_testkit::eventually(SOON, "four orphans recorded and named", || {
-            let mut recovery = self.recovery.clone();
-            async move {
-                let items = list(&mut recovery).await;
-                (items.len() == 4 && items.iter().all(|o| !o.name.is_empty())).then_some(items)
-            }
-        })
+        let last = std::sync::Mutex::new(Vec::new());
+        let waited = tokio::time::timeout(
+            SOON,
+            flotilla_testkit::eventually(2 * SOON, "four orphans recorded and named", || {
+                let mut recovery = self.recovery.clone();
+                let last = &last;
+                async move {
+                    let items = list(&mut recovery).await;
+                    let done = items.len() == 4 && items.iter().all(|o| !o.name.is_empty());
+                    *last.lock().unwrap() = items.clone();
+                    done.then_some(items)
+                }
+            }),
+        )
         .await;
+        let Ok(orphans) = waited else {
+            panic!(
+                "after {SOON:?} the orphans recorded are not four, each named: {:#?}",
+                last.lock().unwrap()
+            );
+        };
         let seen: Vec<_> = orphans
             .iter()
             .map(|o| {
@@ -510,7 +523,10 @@ struct HubProcess {
 impl Drop for HubProcess {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            eprintln!("---- hub log ----\n{}", self.proc.output());
+            eprintln!(
+                "{}",
+                self.proc.tail(60, &["shard ownership", "shard started"])
+            );
         }
     }
 }

@@ -519,6 +519,24 @@ impl Proc {
             std::fs::read_to_string(&self.log).unwrap_or_default()
         )
     }
+
+    /// The last `lines` lines of the captured output that contain none of `skip`: what a
+    /// failing test prints, since a CI report keeps only the start of a long log.
+    pub fn tail(&self, lines: usize, skip: &[&str]) -> String {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let kept: Vec<&str> = log
+            .lines()
+            .filter(|l| !skip.iter().any(|s| l.contains(s)))
+            .collect();
+        let from = kept.len().saturating_sub(lines);
+        format!(
+            "--- {} log, last {} of {} lines ---\n{}",
+            self.name,
+            kept.len() - from,
+            kept.len(),
+            kept[from..].join("\n")
+        )
+    }
 }
 
 impl Drop for Proc {

@@ -508,7 +508,29 @@ impl Recovery {
             None => return,
         };
         orphan.name = name.to_string();
-        if let Err(e) = self.write(orphan, expected).await
+        match self.write(orphan, expected).await {
+            Ok(_) => {}
+            // The resync recorded it meanwhile (or another hub did): name the stored record.
+            Err(e) if e.is_conflict() => self.name_stored(cluster, resource_id, name).await,
+            Err(e) => tracing::warn!(cluster, resource_id, error = %e, "naming an orphan failed"),
+        }
+    }
+
+    /// Names the record as the bucket holds it now, when it is still unnamed: the index lags
+    /// the bucket by a watch, and a name lost here would wait for the next resync's request.
+    async fn name_stored(&self, cluster: &str, resource_id: &str, name: &str) {
+        let key = ObjectRef::new(cluster, resource_id);
+        let stored = match self.inner.orphans.get(&key.store_key()).await {
+            Ok(Some((orphan, revision))) if orphan.name.is_empty() => (orphan, revision),
+            Ok(_) => return,
+            Err(e) => {
+                tracing::warn!(cluster, resource_id, error = %e, "naming an orphan failed");
+                return;
+            }
+        };
+        let (mut orphan, revision) = stored;
+        orphan.name = name.to_string();
+        if let Err(e) = self.write(orphan, revision).await
             && !e.is_conflict()
         {
             tracing::warn!(cluster, resource_id, error = %e, "naming an orphan failed");
