@@ -39,6 +39,20 @@ pub(crate) async fn proxy_hub(nats: &NatsServer) -> ProxyHub {
     proxy_hub_with(nats, |_| {}).await
 }
 
+/// The lease of hubs whose tests move tens of MiB through a stream: a 1 s lease (three
+/// missed, the cluster is unavailable) runs out when a loaded machine starves the agent's
+/// renewals for 3 s — seen with eight runs at once on two cores, mid 50 MiB port-forward —
+/// and ends the session, rightly for the product, wrongly for a test of the stream itself.
+pub(crate) const STEADY_LEASE_SECONDS: i32 = 10;
+
+/// [`proxy_hub`] with a [`STEADY_LEASE_SECONDS`] lease.
+pub(crate) async fn steady_proxy_hub(nats: &NatsServer) -> ProxyHub {
+    proxy_hub_with(nats, |c| {
+        c.cluster.default_lease_duration_seconds = STEADY_LEASE_SECONDS
+    })
+    .await
+}
+
 /// [`proxy_hub`], with `adjust` applied to its configuration.
 pub(crate) async fn proxy_hub_with(
     nats: &NatsServer,

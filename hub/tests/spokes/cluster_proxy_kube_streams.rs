@@ -4,7 +4,7 @@
 //! on this machine and forwards ports to a local echo server — the protocol a real API server
 //! speaks. A deployer acts as its execute-as ServiceAccount and the spoke's rules decide.
 
-use crate::cluster_proxy::{ProxyHub, kubectl, proxy_hub, wait_inventory};
+use crate::cluster_proxy::{ProxyHub, kubectl, steady_proxy_hub, wait_inventory};
 use crate::cluster_proxy_streams::{hub_metrics, port_forward, sessions};
 use crate::common;
 use crate::kube_fixture;
@@ -42,7 +42,7 @@ pub(crate) struct KubeSpoke {
 
 impl KubeSpoke {
     pub(crate) async fn start(nats: &NatsServer) -> Self {
-        let hub = proxy_hub(nats).await;
+        let hub = steady_proxy_hub(nats).await;
         let cluster = kube_fixture::Cluster::Fake(FakeKube::start().await);
         let agent =
             kube_fixture::kube_agent_with(agent_config("edge-1", &nats.url()), &cluster).await;

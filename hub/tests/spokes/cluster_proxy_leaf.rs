@@ -5,7 +5,7 @@
 //! `cluster_proxy_streams` and `cluster_proxy_kube_streams` that move bytes, run on both
 //! clusters at once: every session's frames, its credit and its end cross the leaf link.
 
-use crate::cluster_proxy::{ProxyHub, kubectl, proxy_hub, wait_inventory};
+use crate::cluster_proxy::{ProxyHub, kubectl, steady_proxy_hub, wait_inventory};
 use crate::cluster_proxy_streams::{port_forward, sessions};
 use crate::common;
 use crate::kube_fixture;
@@ -49,7 +49,7 @@ struct Spoke {
 async fn kubectl_streams_reach_a_simulated_and_a_kubernetes_cluster_behind_a_leaf_node() {
     let nats = NatsServer::start_leaf_hub();
     let site = nats.start_leaf();
-    let hub = proxy_hub(&nats).await;
+    let hub = steady_proxy_hub(&nats).await;
     let _sim = start_agent(agent_config("leaf-sim", &site.url()));
     let cluster = kube_fixture::Cluster::Fake(FakeKube::start().await);
     let _kube =

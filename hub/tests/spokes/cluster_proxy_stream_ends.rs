@@ -5,7 +5,7 @@
 //! sessions across clusters at once and its 33rd is refused naming the flag.
 
 use crate::cluster_proxy::{kubectl, proxy_hub, wait_inventory};
-use crate::cluster_proxy_streams::{POD, sessions, with_pod};
+use crate::cluster_proxy_streams::{POD, sessions, with_pod, with_pod_leased};
 use crate::common;
 
 use common::kubectl::Kubectl;
@@ -116,7 +116,7 @@ async fn until(done: impl Fn() -> bool, what: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_dying_ends_execs_and_port_forwards_naming_the_cluster() {
     let nats = NatsServer::start();
-    let (hub, agent, admin) = with_pod(&nats).await;
+    let (hub, agent, admin) = with_pod_leased(&nats, 1).await;
     let exec = open_exec(&admin).await;
     let forward = open_forward(&admin).await;
     let mut tcp = forwarded(&forward).await;

@@ -3,7 +3,9 @@
 //! simulated cluster's simulated container: a hub with API tokens on a real nats-server, an
 //! agent on the simulator.
 
-use crate::cluster_proxy::{ProxyHub, kubectl, proxy_hub, wait_inventory};
+use crate::cluster_proxy::{
+    ProxyHub, STEADY_LEASE_SECONDS, kubectl, proxy_hub_with, wait_inventory,
+};
 use crate::common;
 
 use common::kubectl::Kubectl;
@@ -37,10 +39,22 @@ spec:
   volumes: [{name: config, configMap: {name: web-config}}]
 "#;
 
-/// A hub, an agent on a simulated cluster `edge-1` with [`POD`] running, and kubectl 1.32 as
-/// the admin.
+/// A hub with a steady lease ([`STEADY_LEASE_SECONDS`]), an agent on a simulated cluster
+/// `edge-1` with [`POD`] running, and kubectl 1.32 as the admin.
 pub(crate) async fn with_pod(nats: &NatsServer) -> (ProxyHub, TestAgent, Kubectl) {
-    let hub = proxy_hub(nats).await;
+    with_pod_leased(nats, STEADY_LEASE_SECONDS).await
+}
+
+/// [`with_pod`] on a hub whose clusters' lease is `lease_seconds` (1: a dead agent's sessions
+/// end within seconds).
+pub(crate) async fn with_pod_leased(
+    nats: &NatsServer,
+    lease_seconds: i32,
+) -> (ProxyHub, TestAgent, Kubectl) {
+    let hub = proxy_hub_with(nats, |c| {
+        c.cluster.default_lease_duration_seconds = lease_seconds
+    })
+    .await;
     let agent = start_agent(agent_config("edge-1", &nats.url()));
     wait_inventory(&hub, "edge-1", true).await;
     let admin = kubectl(&hub, "edge-1", ADMIN).pinned("1.32");
@@ -344,7 +358,7 @@ async fn a_read_only_token_may_not_exec_attach_cp_or_port_forward() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_ends_clearly_when_its_clusters_link_drops() {
     let nats = NatsServer::start();
-    let (hub, agent, admin) = with_pod(&nats).await;
+    let (hub, agent, admin) = with_pod_leased(&nats, 1).await;
     let mut child = admin
         .command(&["exec", "-i", "web", "--", "cat"])
         .spawn()
