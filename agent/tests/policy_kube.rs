@@ -2,7 +2,9 @@
 //! role policy (mustonlyhave, `namespaceSelector` include `default`) informs, then enforces; a
 //! Role widened by someone else through the API server is seen by the backend's watch and put
 //! back exactly as the template says at once — no poll, no interval; removal with
-//! `pruneObjectBehavior: DeleteIfCreated` deletes what enforce created.
+//! `pruneObjectBehavior: DeleteIfCreated` deletes what enforce created. Managed-cluster
+//! templates read claims and ConfigMaps; a CertificatePolicy flags a certificate expiring in 10
+//! days and clears once it is renewed through the API server.
 
 use flotilla_agent::backend::kube::KubeBackend;
 use flotilla_agent::backend::{Backend, Strategy};
@@ -308,4 +310,74 @@ async fn managed_cluster_templates_read_claims_and_config_maps_on_kubernetes() {
     })
     .await
     .expect("the changed input was enforced within seconds");
+}
+
+/// A `kubernetes.io/tls` Secret in `default` whose certificate expires `left` from now.
+fn tls_secret(name: &str, left: time::Duration) -> Value {
+    let now = time::OffsetDateTime::now_utc();
+    let mut params = rcgen::CertificateParams::new(vec!["web.example.com".to_string()]).unwrap();
+    params.not_before = now - time::Duration::days(1);
+    params.not_after = now + left;
+    let key = rcgen::KeyPair::generate().unwrap();
+    let pem = params.self_signed(&key).unwrap().pem();
+    json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+        "metadata": {"namespace": "default", "name": name},
+        "data": {"tls.crt": data_encoding::BASE64.encode(pem.as_bytes())}})
+}
+
+#[tokio::test]
+async fn a_certificate_policy_flags_a_certificate_that_expires_in_ten_days_on_kubernetes() {
+    let fake = FakeKube::start().await;
+    let kube = Arc::new(
+        tokio::time::timeout(SOON, KubeBackend::connect(Some(&fake.kubeconfig())))
+            .await
+            .expect("connected in time")
+            .expect("connect to the fake API server"),
+    );
+    for object in [
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}),
+        tls_secret("web-tls", time::Duration::days(10)),
+    ] {
+        kube.apply(&manifest_id(&object).unwrap(), &object, &Strategy::Update)
+            .await
+            .expect("set up through the API server");
+    }
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut manager = PolicyManager::start(
+        CLUSTER,
+        kube.clone(),
+        Arc::new(LocalStore::memory(CLUSTER)),
+        Arc::new(Reports(tx)),
+        PolicyConfig {
+            poll_interval: Duration::from_secs(3600),
+            ..PolicyConfig::default()
+        },
+    )
+    .unwrap();
+    // policy-collection's policy-certificate template (minimumDuration 300h in default).
+    let certificate = json!({"apiVersion": "policy.open-cluster-management.io/v1",
+        "kind": "CertificatePolicy", "metadata": {"name": "policy-certificate-example"},
+        "spec": {"namespaceSelector": {"include": ["default"]}, "remediationAction": "inform",
+                 "severity": "low", "minimumDuration": "300h"}});
+    manager
+        .on_spec(&event(
+            &replicated_of("cert", 1, &[certificate]),
+            Action::CreateRequest,
+        ))
+        .await;
+    let r = report(&mut rx, "NonCompliant", |r| r.compliant == "NonCompliant").await;
+    assert_eq!(
+        newest(&r),
+        "NonCompliant; 1 certificates expire in less than 300h0m0s: default:web-tls\n"
+    );
+    // Renewed through the API server: the watch of Secrets judges it again.
+    let renewed = tls_secret("web-tls", time::Duration::days(90));
+    kube.apply(&manifest_id(&renewed).unwrap(), &renewed, &Strategy::Update)
+        .await
+        .expect("renewed");
+    let r = report(&mut rx, "Compliant", |r| r.compliant == "Compliant").await;
+    assert_eq!(
+        newest(&r),
+        "Compliant; All evaluated certificates are compliant"
+    );
 }

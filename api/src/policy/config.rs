@@ -285,8 +285,9 @@ impl ObjectTemplate {
 pub enum Templates {
     /// Parsed templates (from `object-templates`, or from a raw string without templating).
     Objects(Vec<ObjectTemplate>),
-    /// `object-templates-raw` using Go templates (`{{ … }}`), which Flotilla does not resolve:
-    /// reported NonCompliant, never silently compliant.
+    /// `object-templates-raw` using Go templates (`{{ … }}`): the agent resolves it into
+    /// [`Templates::Objects`] (`template::policy::resolve_policy`) before evaluating; evaluated
+    /// unresolved it is NonCompliant, never silently compliant.
     Templated(String),
 }
 

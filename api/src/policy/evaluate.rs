@@ -239,8 +239,8 @@ pub fn evaluate(
                 remediation,
                 findings: Vec::new(),
                 error: Some(
-                    "object-templates-raw uses Go templates ({{ … }}), which Flotilla does not \
-                     resolve"
+                    "object-templates-raw uses Go templates ({{ … }}) that were not resolved \
+                     before evaluation"
                         .into(),
                 ),
             };

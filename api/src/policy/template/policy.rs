@@ -136,6 +136,7 @@ pub fn resolve_policy(
                         match r.value {
                             Value::Object(mut object) => {
                                 trim_identity(&mut object);
+                                kind_as_written(&t.object, &mut object);
                                 kept.push(ObjectTemplate {
                                     namespace_templated: namespace_templated(t),
                                     object,
@@ -182,6 +183,23 @@ fn namespace_templated(t: &ObjectTemplate) -> bool {
         .and_then(|m| m.get("namespace"))
         .and_then(Value::as_str)
         .is_some_and(|ns| has_template(ns, SPOKE))
+}
+
+/// config-policy-controller maps an object template by the `apiVersion` and `kind` of its
+/// *unresolved* objectDefinition (`getMapping` runs before the template is resolved), so a
+/// template cannot choose the kind: a templated `kind` is looked up as written and fails with
+/// OCM's mapping error (`couldn't find mapping resource with kind {{ … }} …`).
+fn kind_as_written(
+    unresolved: &serde_json::Map<String, Value>,
+    object: &mut serde_json::Map<String, Value>,
+) {
+    for key in ["apiVersion", "kind"] {
+        if let Some(written @ Value::String(text)) = unresolved.get(key)
+            && has_template(text, SPOKE)
+        {
+            object.insert(key.to_string(), written.clone());
+        }
+    }
 }
 
 /// config-policy-controller trims the name, namespace and kind a template resolved to

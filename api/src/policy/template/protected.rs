@@ -14,6 +14,10 @@ use serde_json::Value;
 pub const HUB_TEMPLATES_ERROR: &str = "policy.open-cluster-management.io/hub-templates-error";
 /// The root's annotation that turns hub templates off (`"true"`).
 pub const DISABLE_TEMPLATES: &str = "policy.open-cluster-management.io/disable-templates";
+/// The root's annotation whose every new value makes the hub resolve its hub templates again
+/// for every cluster (a copy whose result did not change is not sent again); it is only the
+/// root's: replicated copies never carry it.
+pub const TRIGGER_UPDATE: &str = "policy.open-cluster-management.io/trigger-update";
 /// The annotation naming the hub key (`X…`) that sealed a template's protected values
 /// (Flotilla's, in place of OCM's IV annotation).
 pub const SEALED_BY: &str = "policy.flotilla.io/sealed-by";

@@ -42,6 +42,42 @@ pub enum Query {
     },
 }
 
+/// `ConfigMap default/site`, `Secret default (every one)`, `Namespace (every one, app=web)`: a
+/// read as `flotilla policy explain` names it.
+impl std::fmt::Display for Query {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Query::Get {
+                kind,
+                namespace,
+                name,
+                ..
+            } if namespace.is_empty() => write!(f, "{kind} {name}"),
+            Query::Get {
+                kind,
+                namespace,
+                name,
+                ..
+            } => write!(f, "{kind} {namespace}/{name}"),
+            Query::List {
+                kind,
+                namespace,
+                selector,
+                ..
+            } => {
+                write!(f, "{kind}")?;
+                if !namespace.is_empty() {
+                    write!(f, " {namespace}")?;
+                }
+                match selector.as_str() {
+                    "" => write!(f, " (every one)"),
+                    s => write!(f, " (every one with {s})"),
+                }
+            }
+        }
+    }
+}
+
 impl Query {
     /// `(apiVersion, kind)` of the query.
     pub fn kind(&self) -> (&str, &str) {

@@ -268,3 +268,42 @@ fn a_resolution_that_read_a_secret_reports_no_differences_unless_asked() {
     assert_eq!(list[0].object["data"]["k"], "secret");
     assert_eq!(list[1].record_diff, Some(RecordDiff::InStatus));
 }
+
+#[test]
+fn a_templated_kind_is_mapped_as_written_as_ocm_maps_it() {
+    // Review finding 5: config-policy-controller maps an object template by its unresolved
+    // apiVersion and kind, so a template cannot choose the kind it writes.
+    use crate::policy::template::policy::{PolicyOutcome, resolve_policy};
+    let written = "{{ \"ConfigMap\" }}";
+    let doc = json!({"apiVersion": "policy.open-cluster-management.io/v1",
+        "kind": "ConfigurationPolicy", "metadata": {"name": "p"},
+        "spec": {"remediationAction": "enforce", "object-templates": [
+            {"complianceType": "musthave", "objectDefinition": {"apiVersion": "v1",
+                "kind": written, "metadata": {"name": "a", "namespace": "prod"},
+                "data": {"k": "{{ \"v\" }}"}}}]}});
+    let policy = crate::policy::config::ConfigurationPolicy::from_value(&doc).unwrap();
+    let deadline = std::time::Instant::now() + super::budget::MAX_TIME;
+    let PolicyOutcome::Done(r) = resolve_policy(&policy, Arc::new(Fetched::default()), deadline)
+    else {
+        panic!("pending");
+    };
+    let kinds = crate::policy::evaluate::kinds(&r.policy);
+    assert_eq!(
+        kinds.into_iter().collect::<Vec<_>>(),
+        vec![("v1".to_string(), written.to_string())]
+    );
+    let snapshot = crate::policy::evaluate::Snapshot {
+        unserved: [("v1".to_string(), written.to_string())].into(),
+        ..Default::default()
+    };
+    let e = crate::policy::evaluate::evaluate(&r.policy, None, &snapshot);
+    assert_eq!(e.findings.len(), 1);
+    assert_eq!(
+        e.findings[0].what,
+        format!(
+            "couldn't find mapping resource with kind {written} in API version v1, please check \
+             if you have CRD deployed"
+        )
+    );
+    assert!(e.findings[0].actions.is_empty());
+}

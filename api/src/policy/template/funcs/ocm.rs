@@ -92,12 +92,17 @@ fn get_or_list(
             api_version: api_version.into(),
             kind: kind.into(),
             namespace,
-            selector: selector
-                .iter()
-                .filter(|s| !s.is_empty())
-                .cloned()
-                .collect::<Vec<_>>()
-                .join(","),
+            // go-template-utils ignores every selector when the first is empty.
+            selector: if selector.first().is_none_or(|s| s.is_empty()) {
+                String::new()
+            } else {
+                selector
+                    .iter()
+                    .filter(|s| !s.is_empty())
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(",")
+            },
         }
     } else {
         Query::Get {
@@ -298,14 +303,42 @@ fn lookup(call: &Call<'_>, args: &[Value]) -> Result<Value, Fail> {
         strs.push(str_arg(args, i)?);
     }
     let got = get_or_list(call, &strs[0], &strs[1], &strs[2], &strs[3], &strs[4..])?;
+    let secret = strs[0] == "v1" && strs[1] == "Secret";
     Ok(match got {
         Got::Pending | Got::One(None) => map_of([]),
-        Got::One(Some(o)) => to_template(&o),
-        Got::Many(items) => map_of([(
-            "items".to_string(),
-            Value::List(items.iter().map(to_template).collect::<Vec<_>>().into()),
-        )]),
+        Got::One(Some(mut o)) => {
+            if secret {
+                protect_data(call, &mut o)?;
+            }
+            to_template(&o)
+        }
+        Got::Many(mut items) => {
+            if secret {
+                for o in &mut items {
+                    protect_data(call, o)?;
+                }
+            }
+            map_of([(
+                "items".to_string(),
+                Value::List(items.iter().map(to_template).collect::<Vec<_>>().into()),
+            )])
+        }
     })
+}
+
+/// A hub Secret looked up by a hub template: each `data` value protected, as `fromSecret`'s
+/// (deviation: OCM's hub `lookup` gives a Secret in the clear, and the replicated policy
+/// carries it; Flotilla never lets a hub Secret's value leave the hub unsealed). On the spoke
+/// nothing changes.
+fn protect_data(call: &Call<'_>, object: &mut serde_json::Value) -> Result<(), Fail> {
+    if let Some(data) = object.get_mut("data").and_then(|d| d.as_object_mut()) {
+        for v in data.values_mut() {
+            if let serde_json::Value::String(s) = v {
+                *s = hub_protected(call, std::mem::take(s))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn base64enc(_: &Call<'_>, args: &[Value]) -> Result<Value, Fail> {

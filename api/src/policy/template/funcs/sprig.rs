@@ -122,16 +122,26 @@ fn nospace(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
     })
 }
 fn title(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
+    // Go's `strings.Title`: a rune after a separator is title-cased, where a separator is any
+    // ASCII rune but letters, digits and `_`, and beyond ASCII a space (`hello-world` →
+    // `Hello-World`).
+    fn separator(c: char) -> bool {
+        if c.is_ascii() {
+            return !(c.is_ascii_alphanumeric() || c == '_');
+        }
+        !c.is_alphanumeric() && c.is_whitespace()
+    }
     s1("title", a, |s| {
         let mut out = String::with_capacity(s.len());
-        let mut start = true;
+        let mut prev = ' ';
         for c in s.chars() {
-            if start && c.is_alphabetic() {
-                out.extend(c.to_uppercase());
-            } else {
-                out.push(c);
+            let mut upper = c.to_uppercase();
+            match (separator(prev), upper.next(), upper.next()) {
+                // Go maps one rune to one rune: a character whose capital is several is kept.
+                (true, Some(u), None) => out.push(u),
+                _ => out.push(c),
             }
-            start = c.is_whitespace();
+            prev = c;
         }
         out
     })
@@ -162,13 +172,42 @@ fn repeat(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
 }
 
 /// sprig's `substr start end s` (byte offsets; `end < 0` or past the end: to the end).
+/// sprig's `substring`: Go slices the string, and a slice out of range panics, which the
+/// template reports with the runtime's words (`runtime error: slice bounds out of range [3:1]`).
 fn substr(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {
     arity("substr", a, 3)?;
     let (start, end, s) = (int_arg(a, 0)?, int_arg(a, 1)?, str_arg(a, 2)?);
     let len = s.len() as i64;
-    let start = start.clamp(0, len) as usize;
-    let end = if end < 0 || end > len { len } else { end } as usize;
-    Ok(string(s.get(start..end.max(start)).unwrap_or_default()))
+    let out_of_range = |m: String| {
+        Err(Fail::Calling(format!(
+            "runtime error: slice bounds out of range {m}"
+        )))
+    };
+    let (from, to) = if start < 0 {
+        // s[:end]
+        if end < 0 {
+            return out_of_range(format!("[:{end}]"));
+        }
+        if end > len {
+            return out_of_range(format!("[:{end}] with length {len}"));
+        }
+        (0, end)
+    } else if end < 0 || end > len {
+        // s[start:]
+        if start > len {
+            return out_of_range(format!("[{start}:{len}]"));
+        }
+        (start, len)
+    } else {
+        // s[start:end]
+        if start > end {
+            return out_of_range(format!("[{start}:{end}]"));
+        }
+        (start, end)
+    };
+    Ok(string(
+        s.get(from as usize..to as usize).unwrap_or_default(),
+    ))
 }
 
 fn trunc(_: &Call<'_>, a: &[Value]) -> Result<Value, Fail> {

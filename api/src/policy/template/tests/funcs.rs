@@ -443,3 +443,103 @@ fn hub_mode_errors_carry_ocms_prefix() {
         go(r#"fromConfigMap "other" "site" "k""#)
     );
 }
+
+#[test]
+fn title_substr_and_an_empty_first_selector_behave_as_in_go() {
+    // Review finding 13: strings.Title treats ASCII punctuation as a separator.
+    assert_eq!(
+        string(r#"title "hello-world foo_bar x.y""#),
+        "Hello-World Foo_bar X.Y"
+    );
+    // sprig's substring slices; a slice out of range is the runtime's panic, reported.
+    assert_eq!(string(r#"substr -1 2 "hello""#), "he");
+    assert_eq!(string(r#"substr 2 -1 "hello""#), "llo");
+    assert_eq!(string(r#"substr 2 99 "hello""#), "llo");
+    for (expr, tail) in [
+        (r#"substr 3 1 "hello""#, "slice bounds out of range [3:1]"),
+        (
+            r#"substr -1 9 "hello""#,
+            "slice bounds out of range [:9] with length 5",
+        ),
+        (r#"substr -1 -1 "hello""#, "slice bounds out of range [:-1]"),
+        (r#"substr 7 -1 "hello""#, "slice bounds out of range [7:5]"),
+    ] {
+        let go = error(expr);
+        assert!(
+            go.ends_with(&format!("error calling substr: runtime error: {tail}")),
+            "{expr}: {go}"
+        );
+    }
+    // go-template-utils ignores every selector when the first one is empty: the list of
+    // Namespaces is asked without one.
+    let mut f = cluster();
+    f.insert(
+        Query::List {
+            api_version: "v1".into(),
+            kind: "Namespace".into(),
+            namespace: String::new(),
+            selector: String::new(),
+        },
+        Answer::Objects(vec![json!({"metadata": {"name": "a"}})]),
+    );
+    let r = Resolver {
+        source: Arc::new(f),
+        ..resolver()
+    };
+    let raw = "v: '{{ (lookup \"v1\" \"Namespace\" \"\" \"\" \"\" \"team\").items | len }}'\n";
+    match r.resolve_yaml(raw) {
+        Ok(Outcome::Resolved(out)) => assert_eq!(out.value["v"], json!("1")),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Marks a value as protected (the hub seals it to the cluster's agent).
+struct Marked;
+
+impl super::super::funcs::Protect for Marked {
+    fn protect(&self, plain: &str) -> Result<String, String> {
+        Ok(format!("$ocm_encrypted:sealed({})", plain.len()))
+    }
+}
+
+#[test]
+fn a_hub_lookup_of_a_secret_gives_its_values_protected() {
+    // A hub Secret's values never leave the hub unsealed, whichever function reads them.
+    let mut f = Fetched::default();
+    let secret = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "creds", "namespace": "policies"}, "data": {"user": "YWRtaW4="}});
+    f.insert(
+        get("v1", "Secret", "policies", "creds"),
+        Answer::Object(Some(secret.clone())),
+    );
+    f.insert(
+        Query::List {
+            api_version: "v1".into(),
+            kind: "Secret".into(),
+            namespace: "policies".into(),
+            selector: String::new(),
+        },
+        Answer::Objects(vec![secret]),
+    );
+    let hub = Resolver {
+        mode: Mode::Hub {
+            namespace: "policies".into(),
+        },
+        context: gotmpl::Value::Nil,
+        source: Arc::new(f),
+        protect: Some(Arc::new(Marked)),
+        deadline: std::time::Instant::now() + super::budget::MAX_TIME,
+    };
+    let raw = "one: '{{hub (lookup \"v1\" \"Secret\" \"\" \"creds\").data.user hub}}'\n\
+               all: '{{hub (index (lookup \"v1\" \"Secret\" \"\" \"\").items 0).data.user hub}}'\n\
+               from: '{{hub fromSecret \"\" \"creds\" \"user\" hub}}'\n";
+    match hub.resolve_yaml(raw) {
+        Ok(Outcome::Resolved(out)) => {
+            for key in ["one", "all", "from"] {
+                assert_eq!(out.value[key], json!("$ocm_encrypted:sealed(8)"), "{key}");
+            }
+            assert!(!out.value.to_string().contains("YWRtaW4"));
+        }
+        other => panic!("{other:?}"),
+    }
+}
