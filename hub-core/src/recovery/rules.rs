@@ -236,6 +236,22 @@ pub fn digest_versions<'a>(
     versions
 }
 
+/// The works whose store spec no re-send of an unconfirmed spec may carry while these records
+/// stand (only a resync answer decides them): a `Behind` one unless reverted (the spoke may
+/// run a newer incarnation than the restored spec), and every `Ahead` one (the store's spec is
+/// older than the spoke's; a revert goes above it on its own path).
+pub fn held_from_resend(known: &Known) -> BTreeSet<String> {
+    known
+        .iter()
+        .filter(|(_, (kind, decision))| match kind {
+            OrphanKind::Behind => *decision != OrphanDecision::Revert,
+            OrphanKind::Ahead => true,
+            _ => false,
+        })
+        .map(|(id, _)| id.clone())
+        .collect()
+}
+
 /// The digest rule for a cluster with orphan records `known`.
 pub fn digest(known: &BTreeMap<String, Orphan>) -> Digest {
     // A kept `Behind` work is held at the spoke's generation below the store's: only the full

@@ -631,13 +631,29 @@ impl Actor {
 
     /// Re-sends the unconfirmed specs whose time has come ([`Delivery::due`]), as far as the
     /// hub-wide budget allows; the rest wait for the next tick.
+    ///
+    /// Under a recovery window nothing goes to a cluster before its agent's first full resync
+    /// since (the restored spec may be older than what the spoke runs: that answer decides),
+    /// and never a spec an orphan record holds ([`crate::recovery::rules::held_from_resend`]).
     pub(super) async fn resend_unconfirmed(&mut self) {
+        if self.unseen_recovery().is_some() {
+            return;
+        }
+        let held = if self.shared.recovery.has_orphans(&self.name) {
+            crate::recovery::rules::held_from_resend(&self.shared.recovery.known(&self.name))
+        } else {
+            std::collections::BTreeSet::new()
+        };
         let longest = self.shared.config.work_resend_after * 16;
         let now = Instant::now();
         let due: Vec<(String, &'static str)> = self
             .works
             .iter()
             .filter(|(_, e)| e.unconfirmed())
+            .filter(|(_, e)| {
+                held.is_empty()
+                    || !held.contains(&work_rules::resource_id_of(e.work.metadata.as_ref()))
+            })
             .filter_map(|(n, e)| Some((n.clone(), e.delivery.due(now, longest)?.label())))
             .collect();
         let share = self.resend_budget.share();

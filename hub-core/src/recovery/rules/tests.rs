@@ -389,3 +389,21 @@ fn a_behind_record_settles_when_the_store_changes_the_work_and_keeps_the_map_ful
     );
     assert_eq!(digest(&records), Digest::Full);
 }
+
+#[test]
+fn a_re_send_leaves_alone_what_a_behind_or_ahead_record_holds_unless_reverted() {
+    let k: Known = [
+        ("kept", OrphanKind::Behind, OrphanDecision::Keep),
+        ("behind", OrphanKind::Behind, OrphanDecision::Undecided),
+        ("reverted", OrphanKind::Behind, OrphanDecision::Revert),
+        ("ahead", OrphanKind::Ahead, OrphanDecision::Undecided),
+        ("ahead-reverted", OrphanKind::Ahead, OrphanDecision::Revert),
+        ("stranger", OrphanKind::Work, OrphanDecision::Undecided),
+    ]
+    .into_iter()
+    .map(|(id, kind, decision)| (id.to_string(), (kind, decision)))
+    .collect();
+    let held: Vec<String> = held_from_resend(&k).into_iter().collect();
+    assert_eq!(held, ["ahead", "ahead-reverted", "behind", "kept"]);
+    assert!(held_from_resend(&Known::new()).is_empty());
+}
