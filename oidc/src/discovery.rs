@@ -69,13 +69,26 @@ impl ProviderMetadata {
             ),
             ("token_endpoint", metadata.token_endpoint.as_ref()),
         ];
+        // Plain http only when the issuer itself is on loopback (a test issuer): an https
+        // issuer's document cannot aim the hub's requests — and the code flow's client secret —
+        // at a plain-http service, the hub host's own loopback ones included.
+        let issuer_plain = issuer.starts_with("http://");
         for (field, url) in urls {
             if let Some(url) = url {
-                check_url(url).map_err(|why| DiscoveryError::Url {
-                    field,
-                    url: url.clone(),
-                    why,
-                })?;
+                check_url(url)
+                    .and_then(|()| {
+                        (issuer_plain || !url.starts_with("http://"))
+                            .then_some(())
+                            .ok_or(
+                                "plain http is allowed only when the issuer itself is http on \
+                             loopback; use https",
+                            )
+                    })
+                    .map_err(|why| DiscoveryError::Url {
+                        field,
+                        url: url.clone(),
+                        why,
+                    })?;
             }
         }
         Ok(metadata)

@@ -45,6 +45,8 @@ impl std::fmt::Debug for Key {
 pub struct KeySet {
     keys: Vec<Key>,
     generation: u64,
+    /// SHA-256 over the usable keys as published, in order: an unchanged fetch has the same.
+    fingerprint: [u8; 32],
 }
 
 /// A JWKS document the hub cannot use.
@@ -88,9 +90,15 @@ impl KeySet {
         }
         let mut keys = Vec::new();
         let mut skipped = Vec::new();
+        let mut fingerprint = sha2::Sha256::default();
         for (i, value) in document.keys.into_iter().enumerate() {
+            let text = value.to_string();
             match usable(value, allowed) {
-                Ok(key) => keys.push(key),
+                Ok(key) => {
+                    sha2::Digest::update(&mut fingerprint, text.as_bytes());
+                    sha2::Digest::update(&mut fingerprint, b"\n");
+                    keys.push(key);
+                }
                 Err(why) => skipped.push(format!("key {i}: {why}")),
             }
         }
@@ -112,6 +120,7 @@ impl KeySet {
         Ok(Self {
             keys,
             generation: 0,
+            fingerprint: sha2::Digest::finalize(fingerprint).into(),
         })
     }
 
@@ -133,6 +142,11 @@ impl KeySet {
     /// what was verified under one set is known not to be under another).
     pub fn numbered(self, generation: u64) -> Self {
         Self { generation, ..self }
+    }
+
+    /// Whether `other` holds the same keys as published (whatever their numbers).
+    pub fn same_keys(&self, other: &KeySet) -> bool {
+        self.fingerprint == other.fingerprint
     }
 
     /// Its number.

@@ -260,9 +260,14 @@ impl Keys {
                 tracing::debug!(keys = keys.len(), kids = ?keys.kids(), "oidc keys fetched");
                 self.good_at = Some(Instant::now());
                 self.retry = self.timing.first_retry;
-                self.generation += 1;
-                self.keys
-                    .send_replace(Some(Arc::new(keys.numbered(self.generation))));
+                // Renumbered only when the keys changed: a retired key's cached tokens go, an
+                // unchanged fetch (an unknown kid's, anyone may ask for one) keeps them.
+                let same = (self.keys.borrow().as_ref()).is_some_and(|k| k.same_keys(&keys));
+                if !same {
+                    self.generation += 1;
+                    self.keys
+                        .send_replace(Some(Arc::new(keys.numbered(self.generation))));
+                }
                 self.status.send_modify(|s| s.last_error = None);
                 let t = &self.timing;
                 Instant::now()

@@ -68,8 +68,9 @@ pub enum Refusal {
     /// Its claims do not make a user.
     #[error(transparent)]
     Claims(#[from] ClaimError),
-    /// The issuer's keys are not known (yet, or any more).
-    #[error("the OIDC issuer's keys are not available ({0}); try again shortly")]
+    /// The issuer's keys are not known (yet, or any more): why, for the hub's log (the
+    /// caller is not told the issuer's URLs or the hub's network errors).
+    #[error("the OIDC issuer's keys are not available; try again shortly")]
     NoKeys(String),
 }
 

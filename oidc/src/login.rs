@@ -76,11 +76,19 @@ pub enum LoginError {
     /// The ID token's nonce is not this sign-in's.
     #[error("the issuer's ID token is not for this sign-in (nonce)")]
     Nonce,
+    /// The ID token was issued to another client (OIDC Core §3.1.3.7: `aud` must list this
+    /// client, and `azp`, when present, be it).
+    #[error("the issuer's ID token was issued to another client ({claim})")]
+    Client {
+        /// `aud` or `azp`.
+        claim: &'static str,
+    },
 }
 
 /// The code flow for one client of the issuer.
 pub struct Login {
     client: Client,
+    client_id: String,
     scopes: Vec<String>,
     fetcher: Fetcher,
     authenticator: Authenticator,
@@ -134,6 +142,7 @@ impl Login {
         }
         Ok(Self {
             client,
+            client_id: client_id.into(),
             scopes,
             fetcher,
             authenticator,
@@ -182,6 +191,19 @@ impl Login {
             .verify_id_token(&answer.extra_fields().id_token)?;
         if claims.get("nonce").and_then(|n| n.as_str()) != Some(pending.nonce.as_str()) {
             return Err(LoginError::Nonce);
+        }
+        // The bearer verifier takes any of the hub's audiences; this sign-in is this client's.
+        let ours = |v: &serde_json::Value| v.as_str() == Some(self.client_id.as_str());
+        let aud_ok = match claims.get("aud") {
+            Some(serde_json::Value::Array(auds)) => auds.iter().any(ours),
+            Some(aud) => ours(aud),
+            None => false,
+        };
+        if !aud_ok {
+            return Err(LoginError::Client { claim: "aud" });
+        }
+        if claims.get("azp").is_some_and(|azp| !ours(azp)) {
+            return Err(LoginError::Client { claim: "azp" });
         }
         Ok(subject)
     }

@@ -134,6 +134,15 @@ async fn foreign_audiences_issuers_algorithms_and_keys_are_refused_with_the_reas
         verify(&issuer, &c, &none).unwrap_err().to_string(),
         "the bearer token is signed with none; this hub accepts RS256"
     );
+    // A forged alg with a line break: quoted, so it cannot write a log line of its own.
+    let mut parts: Vec<String> = none.split('.').map(str::to_string).collect();
+    parts[0] = data_encoding::BASE64URL_NOPAD
+        .encode(br#"{"alg":"RS256\nlevel=error forged","typ":"JWT"}"#);
+    let odd = parts.join(".");
+    assert_eq!(
+        verify(&issuer, &c, &odd).unwrap_err().to_string(),
+        "the bearer token is signed with \"RS256\\nlevel=error forged\"; this hub accepts RS256"
+    );
     // HS256 keyed with the public key: refused before any key is looked at.
     let confused = issuer.mint(Mint::user("ana", &[]).hs256(issuer.public_jwk_text().as_bytes()));
     assert_eq!(
@@ -277,6 +286,25 @@ fn a_discovery_document_must_name_the_configured_issuer_and_safe_urls() {
     )
     .unwrap_err();
     assert!(e.to_string().contains("jwks_uri"), "{e}");
+    // Review r3 §6: an https issuer's document cannot aim the hub at plain http on the hub's
+    // own loopback either; a loopback http issuer (tests) may.
+    let e = discovery::ProviderMetadata::parse(
+        doc("https://idp.example", "http://127.0.0.1:9000/jwks").as_bytes(),
+        "https://idp.example",
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("only when the issuer itself is http"),
+        "{e}"
+    );
+    assert!(
+        discovery::ProviderMetadata::parse(
+            doc("http://127.0.0.1:8000", "http://127.0.0.1:8000/jwks").as_bytes(),
+            "http://127.0.0.1:8000",
+        )
+        .is_ok()
+    );
 }
 
 /// Intervals short enough for tests: unknown kids fetch at most every second, a key set is kept
@@ -331,6 +359,7 @@ async fn a_rotated_key_is_fetched_on_its_first_token_and_a_retired_key_refused()
     assert_eq!(issuer.jwks_fetches(), fetches + 1);
 
     // Forged kids in a burst: no fetch within the interval of the last one, then one.
+    let generation = auth.keys().current().unwrap().generation();
     for i in 0..50 {
         let forged = issuer.mint(Mint::user("ana", &[]).signed_by(&format!("forged-{i}")));
         assert!(matches!(auth.authenticate(&forged), Outcome::Refused(_)));
@@ -347,6 +376,9 @@ async fn a_rotated_key_is_fetched_on_its_first_token_and_a_retired_key_refused()
         fetches + 2,
         "then one fetch for all fifty"
     );
+    // Review r3 §5: that fetch found the same keys, so the verified tokens stay cached (the
+    // set keeps its number); anyone's unknown kid does not empty the cache.
+    assert_eq!(auth.keys().current().unwrap().generation(), generation);
 
     // A retired key's tokens are refused once the keys are fetched again (not at their exp).
     issuer.retire("key-1");

@@ -40,6 +40,8 @@ pub enum VerifyError {
     Critical(String),
     /// An algorithm outside `--oidc-signing-algs`.
     #[error("the bearer token is signed with {got}; this hub accepts {allowed}")]
+    // `got` is the header's text, Debug-quoted unless it is a plain algorithm name: a forged
+    // `alg` cannot write control characters into a message or a log line.
     Algorithm {
         /// The header's `alg`.
         got: String,
@@ -162,8 +164,12 @@ impl Verifier {
             .ok_or_else(|| VerifyError::Algorithm {
                 got: if alg_name.is_empty() {
                     "no algorithm".into()
-                } else {
+                } else if alg_name.len() <= 16
+                    && alg_name.chars().all(|c| c.is_ascii_alphanumeric())
+                {
                     alg_name.into()
+                } else {
+                    format!("{alg_name:?}")
                 },
                 allowed: names(&self.config.algorithms),
             })?;

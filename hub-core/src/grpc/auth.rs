@@ -664,24 +664,56 @@ impl Tokens {
             return Ok(identity.clone().scoped(&self.live));
         }
         match self.bearer.as_ref().map(|b| b.verify(token)) {
-            Some(Verified::Principal(principal)) => Ok(Identity {
-                principal,
-                legacy: None,
-                scope: Arc::new(Scope::default()),
-            }
-            .scoped(&self.live)),
+            Some(Verified::Principal(principal)) => self.issuers(principal),
             Some(Verified::Refused(why)) => Err(why),
             Some(Verified::NotMine) | None => Err(UNKNOWN_TOKEN.into()),
         }
     }
 
-    /// A caller another hub vouches for, as this hub knows it: the identity of its token file
-    /// by that name (its role and groups here), else as forwarded; scoped by this hub's grants.
-    pub fn vouched(&self, identity: Identity) -> Identity {
+    /// The identity of a user the OIDC issuer vouches for (a bearer ID token's, or the
+    /// dashboard's sign-in's): no CSV role, scoped by the grants in force; refused when its
+    /// name is a token file's.
+    pub fn issuers(&self, principal: Principal) -> Result<Identity, String> {
+        self.not_a_token_name(&principal)?;
+        Ok(Identity {
+            principal,
+            legacy: None,
+            scope: Arc::new(Scope::default()),
+        }
+        .scoped(&self.live))
+    }
+
+    /// Refuses an issuer's user whose name is also a token file's NAME: the grants file names
+    /// both kinds of user alike, so the issuer's would hold the token's grants (and, vouched
+    /// for by another hub, once was taken for the token itself). Possible only with usernames
+    /// the operator left unprefixed (`--oidc-username-prefix -`, or the `email` claim).
+    fn not_a_token_name(&self, principal: &Principal) -> Result<(), String> {
+        if matches!(principal.via, Via::Token) || !self.by_name.contains_key(&principal.user) {
+            return Ok(());
+        }
+        tracing::warn!(
+            user = %principal.user,
+            "an OIDC user is named as a token of the token file: refused; give the issuer's \
+             users a prefix (--oidc-username-prefix)"
+        );
+        Err(format!(
+            "the OIDC user {:?} has the name of one of this hub's tokens, and the hub does not \
+             take one for the other: its operator must give the issuer's users a prefix \
+             (--oidc-username-prefix)",
+            principal.user
+        ))
+    }
+
+    /// A caller another hub vouches for, as this hub knows it, scoped by this hub's grants: a
+    /// token file's caller is the identity of this hub's token file by that name (its role and
+    /// groups here), else as forwarded; an OIDC caller is its user and groups as forwarded, and
+    /// refused if its name is a token's here (see [`Tokens::authenticate`]).
+    pub fn vouched(&self, identity: Identity) -> Result<Identity, String> {
+        self.not_a_token_name(&identity.principal)?;
         let known = matches!(identity.principal.via, Via::Token)
             .then(|| self.by_name.get(identity.name()).cloned().flatten())
             .flatten();
-        known.unwrap_or(identity).scoped(&self.live)
+        Ok(known.unwrap_or(identity).scoped(&self.live))
     }
 
     /// The decision for a call to `path` with the `authorization` header value `header`.
@@ -699,14 +731,15 @@ impl Tokens {
             .map(str::trim)
             .filter(|t| !t.is_empty())
             .ok_or_else(|| {
-                tonic::Status::unauthenticated(
-                    "no bearer token: pass --token, set FLOTILLA_TOKEN or configure an exec \
-                     credential plugin (--exec-command)",
-                )
+                let why = "no bearer token: pass --token, set FLOTILLA_TOKEN or configure an \
+                           exec credential plugin (--exec-command)";
+                audit_unauthenticated(&format!("call {path}"), why);
+                tonic::Status::unauthenticated(why)
             })?;
-        let identity = self
-            .authenticate(token)
-            .map_err(tonic::Status::unauthenticated)?;
+        let identity = self.authenticate(token).map_err(|why| {
+            audit_unauthenticated(&format!("call {path}"), &why);
+            tonic::Status::unauthenticated(why)
+        })?;
         let gate = identity.may_call(&self.access, path);
         super::guard::audit_gate(
             &identity,
@@ -717,6 +750,18 @@ impl Tokens {
         gate.map_err(tonic::Status::permission_denied)?;
         Ok(Some(identity))
     }
+}
+
+/// The audit line of a refused authentication (docs/notes/issue-48-design.md §8.5): on the
+/// `flotilla::audit` target as every other, user `<unauthenticated>`, the `action` tried
+/// (`call /flotilla.v1.ClusterService/ListClusters`, `proxy GET …`, `dashboard sign-in`) and why
+/// — the text the caller is told, which never carries the token.
+pub fn audit_unauthenticated(action: &str, why: &str) {
+    tracing::info!(
+        target: "flotilla::audit",
+        user = "<unauthenticated>", groups = "", via = "none", action, missing = why,
+        outcome = "refused", "audit"
+    );
 }
 
 /// A tower layer that authenticates and authorizes every call with [`Tokens`] (open when
@@ -773,9 +818,10 @@ where
         if let Some(tokens) = &self.tokens {
             let decision = match vouched {
                 // Scoped by this hub's grants, whatever the forwarding hub's were.
-                Some(Vouched(identity)) => {
-                    vouch(&tokens.access, req.uri().path(), tokens.vouched(identity))
-                }
+                Some(Vouched(identity)) => tokens
+                    .vouched(identity)
+                    .map_err(tonic::Status::unauthenticated)
+                    .and_then(|identity| vouch(&tokens.access, req.uri().path(), identity)),
                 None => {
                     let header = req
                         .headers()

@@ -213,3 +213,73 @@ fn bad_token_files_name_the_line_and_never_show_a_token() {
     let t = Tokens::parse("t.csv", FILE).unwrap();
     assert!(!format!("{t:?}").contains("0123"));
 }
+
+/// An issuer that names whoever the token says, `user|group,group`, as an OIDC principal.
+struct Issuer;
+
+impl BearerVerifier for Issuer {
+    fn verify(&self, token: &str) -> Verified {
+        let Some(claims) = token.strip_prefix("jwt.") else {
+            return Verified::NotMine;
+        };
+        let (user, groups) = claims.split_once('|').unwrap_or((claims, ""));
+        let via = Via::Oidc {
+            issuer: "https://idp".into(),
+            expires: 1_900_000_000,
+        };
+        Verified::Principal(
+            Principal::user(user, via).with_groups(groups.split(',').filter(|g| !g.is_empty())),
+        )
+    }
+}
+
+#[test]
+fn an_issuers_user_named_as_a_token_is_refused_here_and_when_another_hub_vouches_for_it() {
+    // Review r3 §1: an unprefixed OIDC username equal to a CSV NAME took that token's grants
+    // (and, forwarded, its CSV role).
+    use crate::grants::file::{Builder, group, user};
+    use crate::grants::{NamespaceRole, SetRole};
+    let grants = Builder::default()
+        .set("team-a", SetRole::Admin, group("team-a-sre"))
+        .namespace("team-a-apps", NamespaceRole::Edit, user("alice"))
+        .build();
+    let t = Tokens::parse("tokens.csv", FILE)
+        .unwrap()
+        .with_grants(Arc::new(grants))
+        .with_bearer(Arc::new(Issuer));
+    let list = "/flotilla.v1.ClusterService/ListClusters";
+    let e = t
+        .authorize(list, Some("Bearer jwt.alice|team-a-sre"))
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unauthenticated);
+    assert!(
+        e.message()
+            .contains("the OIDC user \"alice\" has the name of one of this hub's tokens"),
+        "{}",
+        e.message()
+    );
+    // Another name is the issuer's user: its groups' grants, no CSV role.
+    let ana = t.authenticate("jwt.ana|team-a-sre").unwrap();
+    assert_eq!((ana.role(), ana.legacy.is_none()), (Role::Member, true));
+    assert_eq!(ana.scope.set_role("team-a"), Some(SetRole::Admin));
+
+    // Vouched for by another hub (whose token file may lack the name): the same refusal,
+    // never this hub's token of that name.
+    let mut forwarded = ana.clone();
+    forwarded.principal.user = "alice".into();
+    let e = t.vouched(forwarded).unwrap_err();
+    assert!(
+        e.contains("has the name of one of this hub's tokens"),
+        "{e}"
+    );
+    // The issuer's user keeps its groups and gets no role from the forwarding hub.
+    let vouched = t.vouched(ana.clone()).unwrap();
+    assert_eq!(vouched.principal, ana.principal);
+    assert_eq!(vouched.scope.set_role("team-a"), Some(SetRole::Admin));
+    assert_eq!(vouched.role(), Role::Member);
+    // A token's caller is this hub's token of that name, whatever role was forwarded.
+    let alice = t
+        .vouched(Identity::token("alice", Role::Member, Vec::new()))
+        .unwrap();
+    assert_eq!(alice.role(), Role::Admin);
+}

@@ -2,6 +2,7 @@
 //! the caller the forwarding hub vouches for, and the answer sealed to the asking hub.
 
 use super::*;
+use crate::grants::{Principal, Via};
 
 /// The forwarded call `inner` on the wire: sealed where the hubs share the sealing key; in
 /// clear only without a caller (never a token's identity in clear).
@@ -172,24 +173,78 @@ pub fn open_reply(
     })
 }
 
-/// `identity` on the wire.
+/// How many groups a forwarded caller may carry, and how long each may be: the bounds the
+/// OIDC claims and the token file hold them to.
+const MAX_GROUPS: usize = 1_000;
+const MAX_GROUP_LEN: usize = 256;
+
+/// `identity` on the wire: everything the holder's grant checks use — its user, how it was
+/// authenticated, its groups, and a CSV caller's own role and execute-as grants (never the
+/// role this hub's grants file gave it: the holder decides by its own grants).
 pub(super) fn identity_to_wire(identity: &Identity) -> ForwardedIdentity {
-    ForwardedIdentity {
-        name: identity.name().to_string(),
-        role: identity.role().to_string(),
+    let principal = &identity.principal;
+    let mut wire = ForwardedIdentity {
+        name: principal.user.to_string(),
+        role: identity
+            .legacy
+            .as_ref()
+            .map_or(Role::Member, |l| l.role)
+            .to_string(),
         execute_as: identity
             .execute_as()
             .iter()
             .map(ToString::to_string)
             .collect(),
+        groups: principal.groups.iter().map(ToString::to_string).collect(),
+        ..ForwardedIdentity::default()
+    };
+    let mut via = &principal.via;
+    while let Via::Vouched { first, .. } = via {
+        via = first;
     }
+    match via {
+        Via::Token | Via::Vouched { .. } => wire.via = VIA_TOKEN.into(),
+        Via::Oidc { issuer, expires } => {
+            wire.via = VIA_OIDC.into();
+            wire.issuer = issuer.to_string();
+            wire.expires_unix = *expires;
+        }
+        Via::Open => wire.via = "open".into(),
+    }
+    wire
 }
 
-/// The identity a forwarded call vouches for.
+/// `ForwardedIdentity::via` of a token file's caller (an empty value means the same).
+const VIA_TOKEN: &str = "token";
+/// `ForwardedIdentity::via` of an OIDC issuer's caller.
+const VIA_OIDC: &str = "oidc";
+
+/// The identity a forwarded call vouches for, as the forwarding hub authenticated it: a token
+/// file's caller with its CSV role (the holder knows it again by name, [`crate::grpc::auth::Tokens::vouched`]),
+/// or an OIDC caller with its groups and no CSV role.
 pub(super) fn identity_from_wire(wire: ForwardedIdentity) -> Result<Identity, Status> {
+    let bad = |what: String| Status::invalid_argument(format!("the forwarded caller's {what}"));
+    if wire.name.is_empty() {
+        return Err(bad("name is empty".into()));
+    }
+    if wire.groups.len() > MAX_GROUPS {
+        return Err(bad(format!(
+            "groups number {}, more than {MAX_GROUPS}",
+            wire.groups.len()
+        )));
+    }
+    if let Some(g) = wire
+        .groups
+        .iter()
+        .find(|g| g.is_empty() || g.len() > MAX_GROUP_LEN || g.chars().any(char::is_control))
+    {
+        return Err(bad(format!(
+            "group {g:?} is empty, longer than {MAX_GROUP_LEN} bytes or has control characters"
+        )));
+    }
     let Some(role) = Role::parse(&wire.role) else {
-        return Err(Status::invalid_argument(format!(
-            "the forwarded caller's role {:?} is not admin, deployer, read-only or member",
+        return Err(bad(format!(
+            "role {:?} is not admin, deployer, read-only or member",
             wire.role
         )));
     };
@@ -198,8 +253,40 @@ pub(super) fn identity_from_wire(wire: ForwardedIdentity) -> Result<Identity, St
         .iter()
         .map(|g| ExecuteAs::parse(g))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| Status::invalid_argument(format!("the forwarded caller's {e}")))?;
-    Ok(Identity::token(&wire.name, role, execute_as))
+        .map_err(|e| bad(e.to_string()))?;
+    match wire.via.as_str() {
+        "" | VIA_TOKEN => {
+            let mut identity = Identity::token(&wire.name, role, execute_as);
+            identity.principal = identity.principal.with_groups(&wire.groups);
+            Ok(identity)
+        }
+        VIA_OIDC => {
+            if role != Role::Member || !execute_as.is_empty() {
+                return Err(bad(format!(
+                    "OIDC identity {:?} carries a token file's role {role} or execute-as grants",
+                    wire.name
+                )));
+            }
+            if wire.issuer.is_empty() {
+                return Err(bad(format!(
+                    "OIDC identity {:?} names no issuer",
+                    wire.name
+                )));
+            }
+            let via = Via::Oidc {
+                issuer: wire.issuer.as_str().into(),
+                expires: wire.expires_unix,
+            };
+            Ok(Identity {
+                principal: Principal::user(&wire.name, via).with_groups(&wire.groups),
+                legacy: None,
+                scope: Default::default(),
+            })
+        }
+        other => Err(bad(format!(
+            "authentication {other:?} is neither {VIA_TOKEN:?} nor {VIA_OIDC:?}"
+        ))),
+    }
 }
 
 pub(super) fn unix_millis(t: SystemTime) -> i64 {

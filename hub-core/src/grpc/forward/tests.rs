@@ -348,3 +348,106 @@ fn watches_are_told_apart_by_their_method() {
     assert!(!is_watch("/flotilla.v1.Watchers/List"));
     assert!(!is_watch("Watch"));
 }
+
+#[test]
+fn a_forwarded_identity_carries_how_it_was_authenticated_its_groups_and_only_its_own_role() {
+    use crate::grants::file::{Builder, user};
+    use crate::grants::{FleetRole, Principal, Via};
+    // Review r3 §1: an OIDC caller keeps its via, issuer, expiry and groups across hubs.
+    let oidc = Identity {
+        principal: Principal::user(
+            "https://idp#ana",
+            Via::Oidc {
+                issuer: "https://idp".into(),
+                expires: 1_900_000_000,
+            },
+        )
+        .with_groups(["team-a-sre", "team-a-dev"]),
+        legacy: None,
+        scope: Default::default(),
+    };
+    let wire = identity_to_wire(&oidc);
+    assert_eq!((wire.via.as_str(), wire.role.as_str()), ("oidc", "member"));
+    assert_eq!(wire.groups, ["team-a-sre", "team-a-dev"]);
+    assert_eq!(identity_from_wire(wire.clone()).unwrap(), oidc);
+    // A CSV member's groups travel too.
+    let mut carol = Identity::token("carol", Role::Member, Vec::new());
+    carol.principal = carol.principal.with_groups(["team-b"]);
+    assert_eq!(identity_from_wire(identity_to_wire(&carol)).unwrap(), carol);
+    // A fleet role the edge's grants file gave a CSV caller is not sent as its token role: the
+    // holder decides by its own grants.
+    let grants = Builder::default()
+        .fleet(FleetRole::Admin, user("bob"))
+        .build();
+    let bob = Identity::token("bob", Role::ReadOnly, Vec::new()).under(&grants);
+    assert_eq!(bob.role(), Role::Admin);
+    let wire_bob = identity_to_wire(&bob);
+    assert_eq!(
+        (wire_bob.via.as_str(), wire_bob.role.as_str()),
+        ("token", "read-only")
+    );
+    assert_eq!(
+        identity_from_wire(wire_bob).unwrap(),
+        Identity::token("bob", Role::ReadOnly, Vec::new())
+    );
+    // What an older hub sends (no via) is a token's caller.
+    let old = ForwardedIdentity {
+        name: "alice".into(),
+        role: "deployer".into(),
+        execute_as: vec!["apps/*".into()],
+        ..ForwardedIdentity::default()
+    };
+    assert_eq!(identity_from_wire(old).unwrap(), alice());
+
+    let refused = |wire: ForwardedIdentity, want: &str| {
+        let e = identity_from_wire(wire).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        assert!(
+            e.message().contains(want),
+            "want {want:?} in {}",
+            e.message()
+        );
+    };
+    refused(
+        ForwardedIdentity {
+            via: "root".into(),
+            ..wire.clone()
+        },
+        "authentication \"root\" is neither",
+    );
+    refused(
+        ForwardedIdentity {
+            role: "admin".into(),
+            ..wire.clone()
+        },
+        "carries a token file's role admin",
+    );
+    refused(
+        ForwardedIdentity {
+            issuer: String::new(),
+            ..wire.clone()
+        },
+        "names no issuer",
+    );
+    refused(
+        ForwardedIdentity {
+            groups: vec!["a\nb".into()],
+            ..wire.clone()
+        },
+        "control characters",
+    );
+    refused(
+        ForwardedIdentity {
+            groups: vec!["g".into(); 1_001],
+            ..wire.clone()
+        },
+        "more than 1000",
+    );
+    refused(
+        ForwardedIdentity {
+            name: String::new(),
+            ..wire
+        },
+        "name is empty",
+    );
+}
