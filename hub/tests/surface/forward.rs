@@ -556,6 +556,7 @@ async fn the_holder_answers_only_on_inboxes() {
             name: "alice".into(),
             role: "admin".into(),
             execute_as: Vec::new(),
+            ..ForwardedIdentity::default()
         }),
         path: "/flotilla.v1.ClusterSetService/ListClusterSets".into(),
         headers: vec![ForwardedHeader {
