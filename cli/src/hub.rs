@@ -330,6 +330,13 @@ impl Hub {
         PlacementServiceClient::new(self.channel()).max_decoding_message_size(MAX_PLACEMENT_MESSAGE)
     }
 
+    /// GitRepos.
+    pub fn git_repos(
+        &self,
+    ) -> flotilla_api::v1::git_repo_service_client::GitRepoServiceClient<HubChannel> {
+        flotilla_api::v1::git_repo_service_client::GitRepoServiceClient::new(self.channel())
+    }
+
     /// ManifestWorkReplicaSets.
     pub fn replica_sets(
         &self,

@@ -1,29 +1,35 @@
-//! The `GitRepo` source object (`apps.flotilla.io/v1alpha1`, namespaced) as far as it is built:
-//! its YAML shape (Fleet's field names), its validation (every error at once, each naming its
-//! field), the fetch request it makes, and the ManifestWorkReplicaSet each rendered bundle
-//! becomes — one `placementRefs` entry per target, so OCM's rollout strategies, decision groups,
-//! pause, resume and undo apply unchanged.
+//! The rules of the `GitRepo` source object (`apps.flotilla.io/v1alpha1`, namespaced; its
+//! protobuf is `flotilla_api::v1::GitRepo`, its YAML shape `flotilla_api::ocm::gitrepo`): its
+//! validation (every error at once, each naming its field), its polling interval, the fetch
+//! request it makes, and the ManifestWorkReplicaSet each rendered bundle becomes — one
+//! `placementRefs` entry per target, so OCM's rollout strategies, decision groups, pause, resume
+//! and undo apply unchanged.
 //!
 //! Built so far: `git://` (with `insecureTransport: true`) and `file://` repositories, branch or
-//! revision, `paths`, polling settings, `paused`, `targetNamespace`, `keepResources`, targets by
-//! `placementRef`. Refused by name until built: HTTPS and SSH, credentials, webhooks, inline
-//! placements; refused for good: Fleet's Helm, OCI, image-scan and service-account fields.
+//! revision, `paths`, polling settings, `paused`, `forceSyncGeneration`, `targetNamespace`,
+//! `keepResources`, targets by `placementRef`. Refused by name (in the shape) until built:
+//! HTTPS and SSH, credentials, webhooks, inline placements; refused for good: Fleet's Helm,
+//! OCI, image-scan and service-account fields.
 
 use std::collections::{BTreeMap, BTreeSet};
 
+pub use flotilla_api::v1::{GitRepo, GitRepoSpec, GitTarget};
 use flotilla_api::{
     go_duration::GoDuration,
     names::validate_dns1123_label,
-    ocm::{Metadata, replicaset::RolloutStrategy},
     v1::{LocalPlacementReference, ManifestWorkReplicaSet, ManifestWorkReplicaSetSpec, ObjectMeta},
 };
-use flotilla_gitfetch::protocol::{FetchRequest, Limits, Want};
-use serde::Deserialize;
+use flotilla_gitfetch::protocol::{FetchRequest, FetchResult, Limits, Want};
 
-use crate::render::Rendered;
+use crate::{
+    Problem,
+    discover::{discover, shown},
+    render::{Rendered, Source, render},
+    tree::Tree,
+};
 
 /// The API group/version of GitRepos.
-pub const APPS_V1ALPHA1: &str = "apps.flotilla.io/v1alpha1";
+pub const APPS_V1ALPHA1: &str = flotilla_api::ocm::gitrepo::APPS_V1ALPHA1;
 /// Label on a GitRepo's replica sets: the GitRepo's name.
 pub const GITREPO_LABEL: &str = "apps.flotilla.io/gitrepo";
 /// Label on a GitRepo's replica sets: the bundle's name.
@@ -32,153 +38,23 @@ pub const BUNDLE_LABEL: &str = "apps.flotilla.io/bundle";
 pub const COMMIT_ANNOTATION: &str = "apps.flotilla.io/commit";
 /// Annotation on a replica set: its content hash.
 pub const CONTENT_ANNOTATION: &str = "apps.flotilla.io/content";
+/// Annotation on a replica set: the bundle's directory in the repository.
+pub const PATH_ANNOTATION: &str = "apps.flotilla.io/path";
 /// The shortest polling interval (Fleet's default).
 pub const MIN_POLLING_SECONDS: i64 = 15;
+/// The polling interval when none is given (Fleet's default).
+pub const DEFAULT_POLLING_SECONDS: u64 = 15;
 /// Targets per GitRepo, at most.
 pub const MAX_TARGETS: usize = 16;
 /// `paths` entries, at most.
 pub const MAX_PATHS: usize = 64;
 
-/// A GitRepo document.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct GitRepo {
-    /// `apps.flotilla.io/v1alpha1`.
-    pub api_version: String,
-    /// `GitRepo`.
-    pub kind: String,
-    /// Name and namespace.
-    pub metadata: Metadata,
-    /// The spec.
-    pub spec: GitRepoSpec,
-}
-
-/// What to follow and where to deliver it.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct GitRepoSpec {
-    /// The repository URL.
-    pub repo: String,
-    /// The branch followed (exactly one of `branch`, `revision`).
-    #[serde(default)]
-    pub branch: Option<String>,
-    /// A pinned commit id or tag.
-    #[serde(default)]
-    pub revision: Option<String>,
-    /// Directories to read; default the whole repository.
-    #[serde(default)]
-    pub paths: Vec<String>,
-    /// Go duration between polls; default 15s, `0` never.
-    #[serde(default)]
-    pub polling_interval: Option<String>,
-    /// Poll never (fetch on `forceSyncGeneration` only).
-    #[serde(default)]
-    pub disable_polling: bool,
-    /// New commits are fetched and rendered, not rolled out.
-    #[serde(default)]
-    pub paused: bool,
-    /// Every object goes into this namespace.
-    #[serde(default)]
-    pub target_namespace: Option<String>,
-    /// Works are orphaned, not deleted, with the GitRepo.
-    #[serde(default)]
-    pub keep_resources: bool,
-    /// Allow `git://` and `http://` (no transport security).
-    #[serde(default)]
-    pub insecure_transport: bool,
-    /// Where the bundles go.
-    #[serde(default)]
-    pub targets: Vec<GitTarget>,
-}
-
-/// One target: an existing Placement in the namespace and its rollout strategy.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct GitTarget {
-    /// The target's name.
-    pub name: String,
-    /// The Placement.
-    #[serde(default)]
-    pub placement_ref: Option<NameRef>,
-    /// OCM's rollout strategy (default `All`).
-    #[serde(default)]
-    pub rollout_strategy: Option<RolloutStrategy>,
-}
-
-/// `{name: …}`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NameRef {
-    /// The name.
-    pub name: String,
-}
-
-/// Spec keys refused by name, with the reason.
-const REFUSED: &[(&str, &str)] = &[
-    (
-        "clientSecretName",
-        "credentials are not built yet: use a public git:// or file:// repository",
-    ),
-    ("caBundle", "HTTPS is not built yet"),
-    (
-        "webhookSecret",
-        "webhooks are not built yet: the repository is polled",
-    ),
-    ("forceSyncGeneration", "not built yet"),
-    ("bundles", "not built yet: use paths"),
-    (
-        "insecureSkipTLSVerify",
-        "never: give the server's CA in caBundle",
-    ),
-    ("helmSecretName", "Helm is not rendered here"),
-    ("helmSecretNameForPaths", "Helm is not rendered here"),
-    ("helmRepoURLRegex", "Helm is not rendered here"),
-    ("ociRegistrySecret", "OCI storage is not supported"),
-    ("imageScanInterval", "image scans are not supported"),
-    ("imageScanCommit", "image scans are not supported"),
-    ("serviceAccount", "the agent applies with its own identity"),
-    ("deleteNamespace", "not supported"),
-    ("correctDrift", "drift is always corrected"),
-];
-
-/// Parses a GitRepo document (YAML); every key refused by name is reported with the others.
+/// Parses a GitRepo document (YAML) into the stored object and validates it: every problem,
+/// the shape's (keys refused by name) and the rules', each naming its field.
 pub fn parse(text: &str) -> Result<GitRepo, Vec<String>> {
-    let value: serde_yaml::Value =
-        serde_yaml::from_str(text).map_err(|e| vec![format!("not YAML: {e}")])?;
-    let mut problems = Vec::new();
-    if let Some(spec) = value.get("spec").and_then(|s| s.as_mapping()) {
-        for (k, _) in spec {
-            let key = k.as_str().unwrap_or_default();
-            if let Some((_, why)) = REFUSED.iter().find(|(n, _)| *n == key) {
-                problems.push(format!("spec.{key}: {why}"));
-            }
-        }
-        for (i, t) in spec
-            .get("targets")
-            .and_then(|t| t.as_sequence())
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
-            for key in [
-                "placement",
-                "clusterName",
-                "clusterSelector",
-                "clusterGroup",
-                "clusterGroupSelector",
-            ] {
-                if t.get(key).is_some() {
-                    problems.push(format!(
-                        "spec.targets[{i}].{key}: inline targets are not built yet: name an existing Placement in placementRef"
-                    ));
-                }
-            }
-        }
-    }
-    if !problems.is_empty() {
-        return Err(problems);
-    }
-    let repo: GitRepo = serde_yaml::from_value(value).map_err(|e| vec![e.to_string()])?;
+    let doc: flotilla_api::ocm::gitrepo::GitRepo =
+        serde_yaml::from_str(text).map_err(|e| vec![format!("not a GitRepo document: {e}")])?;
+    let repo = doc.to_proto()?;
     let problems = validate(&repo);
     if problems.is_empty() {
         Ok(repo)
@@ -187,28 +63,53 @@ pub fn parse(text: &str) -> Result<GitRepo, Vec<String>> {
     }
 }
 
+/// The spec of a GitRepo (an empty one when it has none: validation says so).
+pub fn spec(r: &GitRepo) -> std::borrow::Cow<'_, GitRepoSpec> {
+    match &r.spec {
+        Some(s) => std::borrow::Cow::Borrowed(s),
+        None => std::borrow::Cow::Owned(GitRepoSpec::default()),
+    }
+}
+
+/// The metadata of a GitRepo (empty when it has none).
+fn meta(r: &GitRepo) -> ObjectMeta {
+    r.metadata.clone().unwrap_or_default()
+}
+
+/// How often a valid GitRepo is polled: `None` never (`pollingInterval: 0` or
+/// `disablePolling`).
+pub fn polling_interval(r: &GitRepo) -> Option<std::time::Duration> {
+    let s = spec(r);
+    if s.disable_polling {
+        return None;
+    }
+    if s.polling_interval.is_empty() {
+        return Some(std::time::Duration::from_secs(DEFAULT_POLLING_SECONDS));
+    }
+    match GoDuration::parse(&s.polling_interval) {
+        Ok(d) if d.0 > 0 => Some(std::time::Duration::from_nanos(d.0 as u64)),
+        _ => None,
+    }
+}
+
 /// Every problem of a GitRepo, each naming its field.
 pub fn validate(r: &GitRepo) -> Vec<String> {
     let mut p = Vec::new();
-    if r.api_version != APPS_V1ALPHA1 || r.kind != "GitRepo" {
-        p.push(format!(
-            "apiVersion/kind: {}/{}: expected {APPS_V1ALPHA1} GitRepo",
-            r.api_version, r.kind
-        ));
-    }
+    let m = meta(r);
     for (field, value) in [
-        ("metadata.name", &r.metadata.name),
-        ("metadata.namespace", &r.metadata.namespace),
+        ("metadata.name", &m.name),
+        ("metadata.namespace", &m.namespace),
     ] {
         if let Err(e) = validate_dns1123_label(field, value) {
             p.push(e.to_string());
         }
     }
-    let s = &r.spec;
+    let s = spec(r);
+    let s = s.as_ref();
     repo_url(s, &mut p);
-    match (&s.branch, &s.revision) {
-        (Some(_), Some(_)) => p.push("spec.branch, spec.revision: give one, not both".into()),
-        (None, None) => p.push(
+    match (s.branch.is_empty(), s.revision.is_empty()) {
+        (false, false) => p.push("spec.branch, spec.revision: give one, not both".into()),
+        (true, true) => p.push(
             "spec.branch or spec.revision is required (no implicit default branch: it can change under you)".into(),
         ),
         _ => {}
@@ -224,7 +125,8 @@ pub fn validate(r: &GitRepo) -> Vec<String> {
             p.push(format!("spec.paths[{i}]: {e}"));
         }
     }
-    if let Some(interval) = &s.polling_interval {
+    if !s.polling_interval.is_empty() {
+        let interval = &s.polling_interval;
         match GoDuration::parse(interval) {
             Ok(d) if d.0 == 0 => {}
             Ok(d) if d.0 < MIN_POLLING_SECONDS * 1_000_000_000 || d.0 > 86_400 * 1_000_000_000 => {
@@ -236,8 +138,8 @@ pub fn validate(r: &GitRepo) -> Vec<String> {
             Err(e) => p.push(format!("spec.pollingInterval: {interval}: {e}")),
         }
     }
-    if let Some(ns) = &s.target_namespace
-        && let Err(e) = validate_dns1123_label("spec.targetNamespace", ns)
+    if !s.target_namespace.is_empty()
+        && let Err(e) = validate_dns1123_label("spec.targetNamespace", &s.target_namespace)
     {
         p.push(e.to_string());
     }
@@ -290,15 +192,13 @@ fn targets(s: &GitRepoSpec, p: &mut Vec<String>) {
         if !names.insert(&t.name) {
             p.push(format!("spec.targets[{i}].name: {} is used twice", t.name));
         }
-        match &t.placement_ref {
-            Some(r) => {
-                if let Err(e) =
-                    validate_dns1123_label(&format!("spec.targets[{i}].placementRef.name"), &r.name)
-                {
-                    p.push(e.to_string());
-                }
-            }
-            None => p.push(format!("spec.targets[{i}].placementRef: required")),
+        if t.placement_ref.is_empty() {
+            p.push(format!("spec.targets[{i}].placementRef: required"));
+        } else if let Err(e) = validate_dns1123_label(
+            &format!("spec.targets[{i}].placementRef.name"),
+            &t.placement_ref,
+        ) {
+            p.push(e.to_string());
         }
     }
 }
@@ -310,15 +210,17 @@ pub fn fetch_request(
     file_roots: &[String],
     allow_loopback: bool,
 ) -> FetchRequest {
-    let want = match (&r.spec.branch, &r.spec.revision) {
-        (Some(b), _) => Want::Branch(b.clone()),
-        (None, Some(rev)) => Want::Revision(rev.clone()),
-        (None, None) => Want::Branch(String::new()), // refused by validation and by the worker
+    let s = spec(r);
+    let want = if s.branch.is_empty() {
+        // Both empty is refused by validation, and by the worker.
+        Want::Revision(s.revision.clone())
+    } else {
+        Want::Branch(s.branch.clone())
     };
     FetchRequest {
-        url: r.spec.repo.clone(),
+        url: s.repo.clone(),
         want: Some(want),
-        paths: r.spec.paths.clone(),
+        paths: s.paths.clone(),
         limits: Some(limits),
         file_roots: file_roots.to_vec(),
         allow_loopback,
@@ -326,39 +228,78 @@ pub fn fetch_request(
     }
 }
 
+/// Every bundle of a fetched commit of a valid GitRepo, rendered, in path order; or every
+/// problem found, each naming its file or bundle (one bad bundle holds the whole commit back:
+/// a commit is delivered whole or not at all).
+pub fn render_commit(r: &GitRepo, result: &FetchResult) -> Result<Vec<Rendered>, Vec<Problem>> {
+    let m = meta(r);
+    let s = spec(r);
+    let tree = Tree::new(result);
+    let source = Source {
+        namespace: &m.namespace,
+        name: &m.name,
+        target_namespace: (!s.target_namespace.is_empty()).then_some(s.target_namespace.as_str()),
+    };
+    let dirs = discover(&tree)?;
+    let mut bundles = Vec::new();
+    let mut problems = Vec::new();
+    for dir in &dirs {
+        match render(source, &tree, dir) {
+            Ok(b) => bundles.push(b),
+            Err(p) => problems.extend(p),
+        }
+    }
+    let mut paths: BTreeMap<&str, &str> = BTreeMap::new();
+    for b in &bundles {
+        if let Some(first) = paths.insert(&b.name, &b.path) {
+            problems.push(Problem::new(
+                format!("bundle {}", b.name),
+                format!(
+                    "the name is used by {} and {}: give one a different `name` in its fleet.yaml",
+                    shown(first),
+                    shown(&b.path)
+                ),
+            ));
+        }
+    }
+    if problems.is_empty() {
+        Ok(bundles)
+    } else {
+        Err(problems)
+    }
+}
+
 /// The ManifestWorkReplicaSet a rendered bundle of a valid GitRepo becomes, at `commit`.
 pub fn replica_set(r: &GitRepo, bundle: &Rendered, commit: &str) -> ManifestWorkReplicaSet {
+    let m = meta(r);
+    let s = spec(r);
     let mut labels: BTreeMap<String, String> = bundle.labels.clone();
-    labels.insert(GITREPO_LABEL.into(), r.metadata.name.clone());
+    labels.insert(GITREPO_LABEL.into(), m.name.clone());
     labels.insert(BUNDLE_LABEL.into(), bundle.name.clone());
     let annotations = BTreeMap::from([
         (COMMIT_ANNOTATION.to_owned(), commit.to_owned()),
         (CONTENT_ANNOTATION.to_owned(), bundle.content.clone()),
+        (PATH_ANNOTATION.to_owned(), bundle.path.clone()),
     ]);
     ManifestWorkReplicaSet {
         metadata: Some(ObjectMeta {
             name: bundle.name.clone(),
-            namespace: r.metadata.namespace.clone(),
+            namespace: m.namespace.clone(),
             labels: labels.into_iter().collect(),
             annotations: annotations.into_iter().collect(),
             ..Default::default()
         }),
         spec: Some(ManifestWorkReplicaSetSpec {
             manifest_work_template: Some(bundle.spec.clone()),
-            placement_refs: r
-                .spec
+            placement_refs: s
                 .targets
                 .iter()
                 .map(|t| LocalPlacementReference {
-                    name: t
-                        .placement_ref
-                        .as_ref()
-                        .map(|p| p.name.clone())
-                        .unwrap_or_default(),
-                    rollout_strategy: t.rollout_strategy.as_ref().map(RolloutStrategy::to_proto),
+                    name: t.placement_ref.clone(),
+                    rollout_strategy: t.rollout_strategy.clone(),
                 })
                 .collect(),
-            cascade_deletion_policy: if r.spec.keep_resources {
+            cascade_deletion_policy: if s.keep_resources {
                 "Orphan"
             } else {
                 "Background"

@@ -99,6 +99,8 @@ pub enum Document {
     HubConfigMap(v1::HubConfigMap),
     /// A `v1 Secret` kept on the hub (sealed at rest) for hub templates.
     HubSecret(v1::HubSecret),
+    /// A GitRepo (`apps.flotilla.io/v1alpha1`): a repository followed into replica sets.
+    GitRepo(v1::GitRepo),
 }
 
 const SUPPORTED: &str = "cluster.open-cluster-management.io/v1 ManagedCluster, \
@@ -122,6 +124,7 @@ apps.open-cluster-management.io/v1 PlacementRule, \
 authentication.open-cluster-management.io/v1beta1 ManagedServiceAccount, \
 cluster.flotilla.io/v1alpha1 ClusterImportPolicy, \
 multicluster.odf.openshift.io/v1alpha1 MirrorPeer, \
+apps.flotilla.io/v1alpha1 GitRepo, \
 v1 ConfigMap, v1 Secret (kept on the hub for hub templates)";
 
 /// The add-on kinds (`addon.open-cluster-management.io`).
@@ -273,6 +276,7 @@ fn reader(api_version: &str, kind: &str) -> Option<Reader> {
         }
         (super::hubdata::CORE_V1, "ConfigMap") => read::<super::hubdata::ConfigMap>,
         (super::hubdata::CORE_V1, "Secret") => read::<super::hubdata::Secret>,
+        (super::gitrepo::APPS_V1ALPHA1, super::gitrepo::KIND) => read::<super::gitrepo::GitRepo>,
         _ => return None,
     })
 }
@@ -316,6 +320,8 @@ shapes! {
     super::hubdata::ConfigMap => HubConfigMap,
         |es: Vec<String>| Fault::Split(es.join("; "));
     super::hubdata::Secret => HubSecret,
+        |es: Vec<String>| Fault::Split(es.join("; "));
+    super::gitrepo::GitRepo => GitRepo,
         |es: Vec<String>| Fault::Split(es.join("; "));
 }
 

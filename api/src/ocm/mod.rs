@@ -12,12 +12,15 @@
 //! - [`replicaset`]: the ManifestWorkReplicaSet shape.
 //! - [`policy`]: Policy, PlacementBinding, PolicySet and the legacy PlacementRule.
 //! - [`serviceaccount`]: ManagedServiceAccount (`authentication.open-cluster-management.io`).
+//! - [`gitrepo`]: GitRepo (`apps.flotilla.io/v1alpha1`), a Git repository followed into
+//!   replica sets (the shape; its rules are `flotilla-gitops`'s).
 //! - [`document`]: apply documents (multi-document YAML) parsed into typed objects.
 
 pub mod addon;
 pub mod cluster;
 pub mod clusterset;
 pub mod document;
+pub mod gitrepo;
 pub mod hubdata;
 pub mod importpolicy;
 pub mod meta;

@@ -41,6 +41,7 @@ pub fn read_in(file: &str, namespace: Option<&str>) -> Result<Vec<Document>> {
             Document::PlacementRule(x) => x.metadata.get_or_insert_with(Default::default),
             Document::Placement(x) => x.metadata.get_or_insert_with(Default::default),
             Document::ReplicaSet(x) => x.metadata.get_or_insert_with(Default::default),
+            Document::GitRepo(x) => x.metadata.get_or_insert_with(Default::default),
             _ => continue,
         };
         match namespace {
@@ -126,7 +127,8 @@ fn problems(doc: &Document) -> Vec<String> {
         | Document::ImportPolicy(_)
         | Document::MirrorPeer(_)
         | Document::HubConfigMap(_)
-        | Document::HubSecret(_) => Vec::new(),
+        | Document::HubSecret(_)
+        | Document::GitRepo(_) => Vec::new(),
     }
 }
 
@@ -156,6 +158,7 @@ fn describe(i: usize, doc: &Document) -> String {
         Document::MirrorPeer(x) => ("MirrorPeer", x.metadata.as_ref()),
         Document::HubConfigMap(x) => ("ConfigMap", x.metadata.as_ref()),
         Document::HubSecret(x) => ("Secret", x.metadata.as_ref()),
+        Document::GitRepo(x) => ("GitRepo", x.metadata.as_ref()),
     };
     let m = meta.cloned().unwrap_or_default();
     if m.namespace.is_empty() {

@@ -67,6 +67,15 @@ pub enum DeleteWhat {
         /// Name.
         name: String,
     },
+    /// A GitRepo: its bundles' replica sets go, and their works unless keepResources.
+    #[command(alias = "gitrepos")]
+    Gitrepo {
+        /// Name.
+        name: String,
+        /// Namespace.
+        #[arg(short = 'n', long, default_value = "default")]
+        namespace: String,
+    },
     /// A Policy: every cluster removes its copy (pruning as its templates ask).
     #[command(alias = "plc")]
     Policy {
@@ -228,6 +237,17 @@ pub async fn run(hub: &Hub, what: DeleteWhat) -> Result<()> {
             let line = format!(
                 "mirrorpeer/{} deleted (its peers remove their GREEN Secrets)",
                 r.name
+            );
+            (line, d.map(drop))
+        }
+        DeleteWhat::Gitrepo { name, namespace } => {
+            let r = flotilla_api::v1::GetGitRepoRequest { namespace, name };
+            let d = hub
+                .delete(async || hub.git_repos().delete_git_repo(r.clone()).await)
+                .await?;
+            let line = format!(
+                "gitrepo/{} deleted (namespace {}; its replica sets go)",
+                r.name, r.namespace
             );
             (line, d.map(drop))
         }

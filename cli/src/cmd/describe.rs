@@ -61,6 +61,16 @@ pub enum DescribeWhat {
         /// Name.
         name: String,
     },
+    /// A GitRepo: the commit delivered and the last fetched, conditions (a refused commit says
+    /// what and where), bundles with their replica sets and counts.
+    #[command(alias = "gitrepos")]
+    Gitrepo {
+        /// Name.
+        name: String,
+        /// Namespace.
+        #[arg(short = 'n', long, default_value = "default")]
+        namespace: String,
+    },
     /// A MirrorPeer: peers, ODF's phase, every exchange and the conditions.
     #[command(alias = "mirrorpeers")]
     Mirrorpeer {
@@ -149,6 +159,13 @@ pub async fn run(hub: &Hub, format: Format, what: DescribeWhat) -> Result<()> {
                 || crate::kind::importpolicy::describe(&p),
                 p.to_ocm(),
             )
+        }
+        DescribeWhat::Gitrepo { name, namespace } => {
+            let r = flotilla_api::v1::GetGitRepoRequest { namespace, name };
+            let g = hub
+                .idempotent(async || hub.git_repos().get_git_repo(r.clone()).await)
+                .await?;
+            show(format, || crate::kind::gitrepo::describe(&g), g.to_ocm())
         }
         DescribeWhat::Mirrorpeer { name } => {
             let r = flotilla_api::v1::GetMirrorPeerRequest { name };

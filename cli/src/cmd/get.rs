@@ -96,6 +96,15 @@ pub enum GetWhat {
         #[arg(short = 'n', long)]
         namespace: Option<String>,
     },
+    /// GitRepos: NAME, REPO, BRANCH, COMMIT, BUNDLES (ready/total), FETCHED, RENDERED.
+    #[command(alias = "gitrepo")]
+    Gitrepos {
+        /// Only these GitRepos.
+        names: Vec<String>,
+        /// Namespace (every namespace when omitted).
+        #[arg(short = 'n', long)]
+        namespace: Option<String>,
+    },
     /// Policies: NAME, REMEDIATION ACTION, COMPLIANCE STATE.
     #[command(alias = "policy", alias = "plc")]
     Policies {
@@ -267,6 +276,10 @@ pub async fn run(hub: &Hub, format: Format, what: GetWhat) -> Result<()> {
             names: n,
             namespace,
         } => get::<ManifestWorkReplicaSet>(hub, format, names(n, namespace)).await,
+        GetWhat::Gitrepos {
+            names: n,
+            namespace,
+        } => get::<flotilla_api::v1::GitRepo>(hub, format, names(n, namespace)).await,
         GetWhat::Addons { clusters, addon } => {
             let query = Query {
                 names: addon.into_iter().collect(),

@@ -15,6 +15,8 @@
 //! - [`policy`]: governance — Policies, PlacementBindings, PolicySets, PlacementRules, and
 //!   `describe policy`.
 //! - [`importpolicy`]: ClusterImportPolicies (source, imported and adopted counts).
+//! - [`gitrepo`]: GitRepos (repository, commit delivered, bundles ready, fetch and render
+//!   state; `describe gitrepo`).
 //! - [`mirrorpeer`]: MirrorPeers (peers, ODF's phase, applied exchanges).
 //! - [`orphan`]: orphans of a recovery window (works spokes hold that a restored store lacks).
 //! - [`decision`]: PlacementDecisions (the pages of clusters a placement selected).
@@ -36,6 +38,7 @@ pub mod binding;
 pub mod cluster;
 pub mod clusterset;
 pub mod decision;
+pub mod gitrepo;
 pub mod importpolicy;
 pub mod mirrorpeer;
 pub mod orphan;

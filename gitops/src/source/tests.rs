@@ -27,7 +27,11 @@ spec:
 #[test]
 fn a_gitrepo_parses_and_asks_for_its_branch_and_paths() {
     let r = parse(SHOP).unwrap();
-    assert_eq!(r.spec.targets.len(), 2);
+    assert_eq!(spec(&r).targets.len(), 2);
+    assert_eq!(
+        polling_interval(&r),
+        Some(std::time::Duration::from_secs(60))
+    );
     let req = fetch_request(&r, Limits::default(), &[], false);
     assert_eq!(req.url, "git://git.example.com/ops/shop.git");
     assert_eq!(req.want, Some(Want::Branch("main".into())));

@@ -31,7 +31,21 @@ pub(super) async fn apply(hub: &Hub, doc: Document) -> Result<String> {
         Document::MirrorPeer(x) => mirror_peer(hub, x).await,
         Document::HubConfigMap(x) => hub_config_map(hub, x).await,
         Document::HubSecret(x) => hub_secret(hub, x).await,
+        Document::GitRepo(x) => git_repo(hub, x).await,
     }
+}
+
+/// Applies a GitRepo (a spec change fetches at once).
+async fn git_repo(hub: &Hub, r: v1::GitRepo) -> Result<String> {
+    let m = r.metadata.clone().unwrap_or_default();
+    let applied = hub
+        .idempotent(async || hub.git_repos().apply_git_repo(r.clone()).await)
+        .await?;
+    let generation = applied.metadata.map_or(0, |m| m.generation);
+    Ok(format!(
+        "gitrepo.apps.flotilla.io/{} applied (namespace {}, generation {generation})",
+        m.name, m.namespace
+    ))
 }
 
 /// Applies a ConfigMap to the hub (an input of hub templates).

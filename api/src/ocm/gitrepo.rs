@@ -1,0 +1,415 @@
+//! `apps.flotilla.io/v1alpha1 GitRepo` in the shape users write (Rancher Fleet's field names
+//! where they exist; targets are OCM Placements):
+//!
+//! ```yaml
+//! apiVersion: apps.flotilla.io/v1alpha1
+//! kind: GitRepo
+//! metadata: {name: shop, namespace: edge-apps}
+//! spec:
+//!   repo: git://git.example.com/ops/shop.git
+//!   insecureTransport: true
+//!   branch: main
+//!   paths: ["apps/*"]
+//!   pollingInterval: 1m
+//!   targets:
+//!   - name: stores
+//!     placementRef: {name: stores}
+//!     rolloutStrategy: {type: Progressive, progressive: {maxConcurrency: 25%}}
+//! ```
+//!
+//! This module is the shape only (YAML ↔ protobuf) and refuses by name the Fleet keys Flotilla
+//! does not take; the rules of a GitRepo (URLs, paths, intervals, targets) are
+//! `flotilla_gitops::source::validate`, run by the hub on every apply.
+
+use super::meta::{Condition, Metadata, conditions};
+use super::replicaset::{RolloutStrategy, Summary};
+use crate::meta::rfc3339;
+use crate::v1;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The API group/version of GitRepos.
+pub const APPS_V1ALPHA1: &str = "apps.flotilla.io/v1alpha1";
+/// The kind.
+pub const KIND: &str = "GitRepo";
+
+/// A GitRepo in the YAML shape.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct GitRepo {
+    /// `apps.flotilla.io/v1alpha1`.
+    pub api_version: String,
+    /// `GitRepo`.
+    pub kind: String,
+    /// Name and namespace.
+    pub metadata: Metadata,
+    /// The spec.
+    #[serde(default)]
+    pub spec: GitRepoSpec,
+    /// Status (ignored on input).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<GitRepoStatus>,
+}
+
+/// What to follow and where to deliver it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct GitRepoSpec {
+    /// The repository URL.
+    #[serde(default)]
+    pub repo: String,
+    /// The branch followed (exactly one of `branch`, `revision`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    /// A pinned commit id or tag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    /// Directories to read; default the whole repository.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<String>,
+    /// Go duration between polls; default 15s, `0` never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub polling_interval: Option<String>,
+    /// Poll never (fetch on `forceSyncGeneration` or `flotilla gitrepo sync` only).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub disable_polling: bool,
+    /// New commits are fetched and rendered, not rolled out.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
+    /// An increase fetches and renders at once.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub force_sync_generation: i64,
+    /// Every object goes into this namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_namespace: Option<String>,
+    /// Works are orphaned, not deleted, with the GitRepo.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keep_resources: bool,
+    /// Allow `git://` (no transport security).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub insecure_transport: bool,
+    /// Where the bundles go.
+    #[serde(default)]
+    pub targets: Vec<GitTarget>,
+    /// Every other key: refused by name with the reason, or as unknown.
+    #[serde(flatten, skip_serializing)]
+    pub other: BTreeMap<String, serde_yaml::Value>,
+}
+
+fn is_zero(v: &i64) -> bool {
+    *v == 0
+}
+
+/// One target: an existing Placement in the namespace and its rollout strategy.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct GitTarget {
+    /// The target's name.
+    #[serde(default)]
+    pub name: String,
+    /// The Placement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement_ref: Option<NameRef>,
+    /// OCM's rollout strategy (default `All`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout_strategy: Option<RolloutStrategy>,
+    /// Every other key: refused by name with the reason, or as unknown.
+    #[serde(flatten, skip_serializing)]
+    pub other: BTreeMap<String, serde_yaml::Value>,
+}
+
+/// `{name: …}`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NameRef {
+    /// The name.
+    pub name: String,
+}
+
+/// The status, as `flotilla get gitrepo -o yaml` prints it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct GitRepoStatus {
+    /// The generation the status is for.
+    #[serde(default)]
+    pub observed_generation: i64,
+    /// The commit the replica sets carry (the last that fetched and rendered).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub commit: String,
+    /// The last commit fetched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head: Option<Commit>,
+    /// When the last fetch ended (RFC 3339).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub last_fetch_time: String,
+    /// When the next fetch is due (RFC 3339).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub next_fetch_time: String,
+    /// `Fetched`, `Rendered`, `Ready`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// One per bundle.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bundles: Vec<Bundle>,
+    /// `N/M` bundles whose every work is available.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub ready_bundles: String,
+    /// Fetches that failed in a row.
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub failures: i32,
+}
+
+fn is_zero_i32(v: &i32) -> bool {
+    *v == 0
+}
+
+/// A commit.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Commit {
+    /// Full id.
+    pub sha: String,
+    /// First line of the message.
+    #[serde(default)]
+    pub subject: String,
+    /// `Name <email>`.
+    #[serde(default)]
+    pub author: String,
+    /// Author time (RFC 3339).
+    #[serde(default)]
+    pub time: String,
+}
+
+/// One bundle's status.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Bundle {
+    /// Its name.
+    pub name: String,
+    /// Its directory.
+    #[serde(default)]
+    pub path: String,
+    /// Its ManifestWorkReplicaSet.
+    #[serde(default)]
+    pub replica_set: String,
+    /// Content hash of its rendering.
+    #[serde(default)]
+    pub content: String,
+    /// The commit it was rendered at.
+    #[serde(default)]
+    pub content_commit: String,
+    /// Its works.
+    #[serde(default)]
+    pub summary: Summary,
+}
+
+/// Spec keys refused by name, with the reason.
+const REFUSED: &[(&str, &str)] = &[
+    (
+        "clientSecretName",
+        "credentials are not built yet: use a public git:// or file:// repository",
+    ),
+    ("caBundle", "HTTPS is not built yet"),
+    (
+        "webhookSecret",
+        "webhooks are not built yet: the repository is polled",
+    ),
+    ("bundles", "not built yet: use paths"),
+    (
+        "insecureSkipTLSVerify",
+        "never: give the server's CA in caBundle",
+    ),
+    ("helmSecretName", "Helm is not rendered here"),
+    ("helmSecretNameForPaths", "Helm is not rendered here"),
+    ("helmRepoURLRegex", "Helm is not rendered here"),
+    ("ociRegistrySecret", "OCI storage is not supported"),
+    ("imageScanInterval", "image scans are not supported"),
+    ("imageScanCommit", "image scans are not supported"),
+    ("serviceAccount", "the agent applies with its own identity"),
+    ("deleteNamespace", "not supported"),
+    ("correctDrift", "drift is always corrected"),
+];
+
+/// Target keys refused by name, with the reason.
+const REFUSED_IN_TARGETS: &[(&str, &str)] = &[
+    (
+        "placement",
+        "inline targets are not built yet: name an existing Placement in placementRef",
+    ),
+    (
+        "clusterName",
+        "inline targets are not built yet: name an existing Placement in placementRef",
+    ),
+    (
+        "clusterSelector",
+        "inline targets are not built yet: name an existing Placement in placementRef",
+    ),
+    (
+        "clusterGroup",
+        "cluster groups are ManagedClusterSets here: name a Placement over the set in placementRef",
+    ),
+    (
+        "clusterGroupSelector",
+        "cluster groups are ManagedClusterSets here: name a Placement over the set in placementRef",
+    ),
+];
+
+fn refused(
+    at: &str,
+    other: &BTreeMap<String, serde_yaml::Value>,
+    table: &[(&str, &str)],
+) -> Vec<String> {
+    other
+        .keys()
+        .map(|key| match table.iter().find(|(n, _)| n == key) {
+            Some((_, why)) => format!("{at}.{key}: {why}"),
+            None => format!("{at}.{key}: unknown field"),
+        })
+        .collect()
+}
+
+impl GitRepo {
+    /// Converts to protobuf; every key refused by name, or unknown, is reported with the
+    /// others. The rules of the values are the hub's (`flotilla_gitops::source::validate`).
+    pub fn to_proto(&self) -> Result<v1::GitRepo, Vec<String>> {
+        let mut problems = Vec::new();
+        if self.api_version != APPS_V1ALPHA1 || self.kind != KIND {
+            problems.push(format!(
+                "apiVersion/kind: {}/{}: expected {APPS_V1ALPHA1} {KIND}",
+                self.api_version, self.kind
+            ));
+        }
+        let s = &self.spec;
+        problems.extend(refused("spec", &s.other, REFUSED));
+        for (i, t) in s.targets.iter().enumerate() {
+            problems.extend(refused(
+                &format!("spec.targets[{i}]"),
+                &t.other,
+                REFUSED_IN_TARGETS,
+            ));
+        }
+        let metadata = self.metadata.to_proto().map_err(|e| vec![e])?;
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        Ok(v1::GitRepo {
+            metadata: Some(metadata),
+            spec: Some(v1::GitRepoSpec {
+                repo: s.repo.clone(),
+                branch: s.branch.clone().unwrap_or_default(),
+                revision: s.revision.clone().unwrap_or_default(),
+                paths: s.paths.clone(),
+                polling_interval: s.polling_interval.clone().unwrap_or_default(),
+                disable_polling: s.disable_polling,
+                paused: s.paused,
+                force_sync_generation: s.force_sync_generation,
+                target_namespace: s.target_namespace.clone().unwrap_or_default(),
+                keep_resources: s.keep_resources,
+                insecure_transport: s.insecure_transport,
+                targets: s
+                    .targets
+                    .iter()
+                    .map(|t| v1::GitTarget {
+                        name: t.name.clone(),
+                        placement_ref: t
+                            .placement_ref
+                            .as_ref()
+                            .map(|p| p.name.clone())
+                            .unwrap_or_default(),
+                        rollout_strategy: t
+                            .rollout_strategy
+                            .as_ref()
+                            .map(RolloutStrategy::to_proto),
+                    })
+                    .collect(),
+            }),
+            status: None,
+        })
+    }
+}
+
+fn some(s: &str) -> Option<String> {
+    (!s.is_empty()).then(|| s.to_owned())
+}
+
+fn time(t: &Option<prost_types::Timestamp>) -> String {
+    t.as_ref().map(rfc3339).unwrap_or_default()
+}
+
+impl From<&v1::GitRepo> for GitRepo {
+    fn from(r: &v1::GitRepo) -> Self {
+        let s = r.spec.clone().unwrap_or_default();
+        Self {
+            api_version: APPS_V1ALPHA1.into(),
+            kind: KIND.into(),
+            metadata: r.metadata.as_ref().map(Metadata::from).unwrap_or_default(),
+            spec: GitRepoSpec {
+                repo: s.repo,
+                branch: some(&s.branch),
+                revision: some(&s.revision),
+                paths: s.paths,
+                polling_interval: some(&s.polling_interval),
+                disable_polling: s.disable_polling,
+                paused: s.paused,
+                force_sync_generation: s.force_sync_generation,
+                target_namespace: some(&s.target_namespace),
+                keep_resources: s.keep_resources,
+                insecure_transport: s.insecure_transport,
+                targets: s
+                    .targets
+                    .iter()
+                    .map(|t| GitTarget {
+                        name: t.name.clone(),
+                        placement_ref: some(&t.placement_ref).map(|name| NameRef { name }),
+                        rollout_strategy: t.rollout_strategy.as_ref().map(RolloutStrategy::from),
+                        other: BTreeMap::new(),
+                    })
+                    .collect(),
+                other: BTreeMap::new(),
+            },
+            status: r.status.as_ref().map(status),
+        }
+    }
+}
+
+fn status(s: &v1::GitRepoStatus) -> GitRepoStatus {
+    GitRepoStatus {
+        observed_generation: s.observed_generation,
+        commit: s.commit.clone(),
+        head: s.head.as_ref().map(|c| Commit {
+            sha: c.sha.clone(),
+            subject: c.subject.clone(),
+            author: c.author.clone(),
+            time: time(&c.time),
+        }),
+        last_fetch_time: time(&s.last_fetch_time),
+        next_fetch_time: time(&s.next_fetch_time),
+        conditions: conditions(&s.conditions),
+        bundles: s
+            .bundles
+            .iter()
+            .map(|b| {
+                let w = b.summary.unwrap_or_default();
+                Bundle {
+                    name: b.name.clone(),
+                    path: b.path.clone(),
+                    replica_set: b.replica_set.clone(),
+                    content: b.content.clone(),
+                    content_commit: b.content_commit.clone(),
+                    summary: Summary {
+                        total: w.total,
+                        applied: w.applied,
+                        available: w.available,
+                        degraded: w.degraded,
+                        progressing: w.progressing,
+                    },
+                }
+            })
+            .collect(),
+        ready_bundles: s.ready_bundles.clone(),
+        failures: s.failures,
+    }
+}
+
+#[cfg(test)]
+mod tests;

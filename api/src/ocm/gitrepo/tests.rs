@@ -1,0 +1,69 @@
+use super::*;
+use crate::ocm::document::{Document, parse_documents};
+
+const SHOP: &str = r#"
+apiVersion: apps.flotilla.io/v1alpha1
+kind: GitRepo
+metadata: {name: shop, namespace: edge-apps}
+spec:
+  repo: git://git.example.com/ops/shop.git
+  insecureTransport: true
+  branch: main
+  paths: ["apps/*"]
+  pollingInterval: 1m
+  targets:
+  - name: stores
+    placementRef: {name: stores}
+    rolloutStrategy:
+      type: ProgressivePerGroup
+      progressivePerGroup: {maxFailures: 0}
+"#;
+
+fn one(text: &str) -> Result<Document, String> {
+    let mut docs = parse_documents(text);
+    assert_eq!(docs.len(), 1);
+    docs.remove(0).map_err(|e| e.to_string())
+}
+
+#[test]
+fn a_gitrepo_document_becomes_its_proto_and_prints_back_the_same() {
+    let Ok(Document::GitRepo(r)) = one(SHOP) else {
+        panic!("not a GitRepo: {:?}", one(SHOP));
+    };
+    let spec = r.spec.as_ref().unwrap();
+    assert_eq!(spec.branch, "main");
+    assert_eq!(spec.revision, "");
+    assert_eq!(spec.targets[0].placement_ref, "stores");
+    assert_eq!(
+        spec.targets[0].rollout_strategy.as_ref().unwrap().r#type,
+        "ProgressivePerGroup"
+    );
+    let back = GitRepo::from(&r);
+    let printed = serde_yaml::to_string(&back).unwrap();
+    let Ok(Document::GitRepo(again)) = one(&printed) else {
+        panic!("{printed}");
+    };
+    assert_eq!(again, r, "{printed}");
+}
+
+#[test]
+fn fleet_keys_left_out_are_refused_by_name_and_unknown_keys_as_unknown() {
+    let bad = SHOP
+        .replace(
+            "  branch: main\n",
+            "  branch: main\n  clientSecretName: shop-git\n  helmSecretName: x\n  brnch: y\n",
+        )
+        .replace(
+            "    placementRef: {name: stores}\n",
+            "    placementRef: {name: stores}\n    clusterSelector: {matchLabels: {a: b}}\n",
+        );
+    let e = one(&bad).unwrap_err();
+    for part in [
+        "document 1 (GitRepo shop): spec.brnch: unknown field",
+        "spec.clientSecretName: credentials are not built yet",
+        "spec.helmSecretName: Helm is not rendered here",
+        "spec.targets[0].clusterSelector: inline targets are not built yet",
+    ] {
+        assert!(e.contains(part), "{part:?} not in {e}");
+    }
+}
