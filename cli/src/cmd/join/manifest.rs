@@ -123,8 +123,24 @@ fn indent(text: &str, spaces: usize) -> String {
         .collect::<String>()
 }
 
-/// The manifests that install the agent with `bootstrap`, or what is wrong with `install`.
+/// The manifests that install the agent with `bootstrap`, or what is wrong with `install`:
+/// checked, then rendered document by document.
 pub fn manifests(install: &Install, bootstrap: &Bootstrap) -> Result<String, Problems> {
+    check(install, bootstrap)?;
+    let secret = Secrets::of(install, bootstrap);
+    let deployment = deployment(install, &agent_args(install, bootstrap), &secret);
+    Ok([
+        namespace_documents(&install.cluster),
+        rbac::documents(&install.rbac, NAMESPACE),
+        secret.document,
+        state_claim(&install.state_size),
+        deployment,
+    ]
+    .concat())
+}
+
+/// Every problem of `install`, and of its NATS URL with `bootstrap`, at once.
+fn check(install: &Install, bootstrap: &Bootstrap) -> Result<(), Problems> {
     let mut errors = install.check();
     if let Err(e) = flotilla_api::transport::check_transport(
         &install.nats_url,
@@ -133,61 +149,84 @@ pub fn manifests(install: &Install, bootstrap: &Bootstrap) -> Result<String, Pro
     ) {
         errors.push(format!("--nats-url {e}"));
     }
-    if !errors.is_empty() {
-        return Err(Problems(errors));
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(Problems(errors))
     }
-    let mut secret_data = String::new();
-    let mut secret_comment = String::new();
-    let mut agent_args = vec![
+}
+
+/// The agent's command-line arguments: its cluster and NATS URL, and the files the Secret
+/// mounts.
+fn agent_args(install: &Install, bootstrap: &Bootstrap) -> Vec<String> {
+    let mut args = vec![
         "--backend=kubernetes".to_string(),
         format!("--cluster-name={}", install.cluster),
         format!("--nats-url={}", install.nats_url),
         "--state-dir=/var/lib/flotilla".to_string(),
     ];
-    if let Some((creds, what)) = bootstrap.creds() {
-        secret_comment = format!("# bootstrap.creds: {what}\n");
-        secret_data.push_str(&format!("  bootstrap.creds: |\n{}", indent(creds, 4)));
-        agent_args.push("--bootstrap-creds=/etc/flotilla/bootstrap.creds".to_string());
+    if bootstrap.creds().is_some() {
+        args.push("--bootstrap-creds=/etc/flotilla/bootstrap.creds".to_string());
     }
-    if let Some(ca) = &install.nats_ca {
-        secret_data.push_str(&format!("  ca.pem: |\n{}", indent(ca, 4)));
-        agent_args.push("--nats-ca=/etc/flotilla/ca.pem".to_string());
+    if install.nats_ca.is_some() {
+        args.push("--nats-ca=/etc/flotilla/ca.pem".to_string());
     }
     if install.nats_tls_first {
-        agent_args.push("--nats-tls-first".to_string());
+        args.push("--nats-tls-first".to_string());
     }
     for l in &install.labels {
-        agent_args.push(format!("--label={l}"));
+        args.push(format!("--label={l}"));
     }
-    let args_yaml: String = agent_args
-        .iter()
-        .map(|a| format!("            - {}\n", quoted(a)))
-        .collect();
-    let secret = if secret_data.is_empty() {
-        String::new()
-    } else {
-        format!(
-            "---\n{secret_comment}apiVersion: v1\nkind: Secret\nmetadata:\n  name: flotilla-agent-secrets\n  namespace: {NAMESPACE}\ntype: Opaque\nstringData:\n{secret_data}"
-        )
-    };
-    let (secret_volume, secret_mount) = if secret_data.is_empty() {
-        (String::new(), String::new())
-    } else {
-        (
-            "        - name: secrets\n          secret:\n            secretName: flotilla-agent-secrets\n            defaultMode: 0400\n".to_string(),
-            "            - name: secrets\n              mountPath: /etc/flotilla\n              readOnly: true\n".to_string(),
-        )
-    };
-    let rbac = rbac::documents(&install.rbac, NAMESPACE);
-    let cluster = &install.cluster;
-    let image = &install.image;
-    let size = &install.state_size;
+    args
+}
+
+/// The Secret `flotilla-agent-secrets` (the credential, the NATS CA) and where the agent's pod
+/// mounts it; all empty when there is nothing to keep secret.
+struct Secrets {
+    /// The Secret's document.
+    document: String,
+    /// The pod's volume of it.
+    volume: String,
+    /// The agent container's mount of that volume.
+    mount: String,
+}
+
+impl Secrets {
+    fn of(install: &Install, bootstrap: &Bootstrap) -> Self {
+        let mut data = String::new();
+        let mut comment = String::new();
+        if let Some((creds, what)) = bootstrap.creds() {
+            comment = format!("# bootstrap.creds: {what}\n");
+            data.push_str(&format!("  bootstrap.creds: |\n{}", indent(creds, 4)));
+        }
+        if let Some(ca) = &install.nats_ca {
+            data.push_str(&format!("  ca.pem: |\n{}", indent(ca, 4)));
+        }
+        if data.is_empty() {
+            return Self {
+                document: String::new(),
+                volume: String::new(),
+                mount: String::new(),
+            };
+        }
+        Self {
+            document: format!(
+                "---\n{comment}apiVersion: v1\nkind: Secret\nmetadata:\n  name: flotilla-agent-secrets\n  namespace: {NAMESPACE}\ntype: Opaque\nstringData:\n{data}"
+            ),
+            volume: "        - name: secrets\n          secret:\n            secretName: flotilla-agent-secrets\n            defaultMode: 0400\n".to_string(),
+            mount: "            - name: secrets\n              mountPath: /etc/flotilla\n              readOnly: true\n".to_string(),
+        }
+    }
+}
+
+/// The header, the anchor CRD, the agent's namespace and its service account.
+fn namespace_documents(cluster: &str) -> String {
     let crd = ANCHOR_CRD
         .lines()
         .filter(|l| !l.starts_with('#'))
         .collect::<Vec<_>>()
         .join("\n");
-    Ok(format!(
+    format!(
         "# The Flotilla agent for cluster {cluster}: flotilla join {cluster} | kubectl apply -f -\n\
 ---
 {crd}
@@ -202,7 +241,14 @@ kind: ServiceAccount
 metadata:
   name: flotilla-agent
   namespace: {NAMESPACE}
-{rbac}{secret}---
+"
+    )
+}
+
+/// The agent's state volume claim.
+fn state_claim(size: &str) -> String {
+    format!(
+        "---
 apiVersion: v1
 kind: PersistentVolumeClaim
 metadata:
@@ -213,7 +259,20 @@ spec:
   resources:
     requests:
       storage: {size}
----
+"
+    )
+}
+
+/// The agent's Deployment: one replica, non-root, read-only, with `args`.
+fn deployment(install: &Install, args: &[String], secret: &Secrets) -> String {
+    let image = &install.image;
+    let args_yaml: String = args
+        .iter()
+        .map(|a| format!("            - {}\n", quoted(a)))
+        .collect();
+    let (secret_mount, secret_volume) = (&secret.mount, &secret.volume);
+    format!(
+        "---
 apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -264,7 +323,7 @@ spec:
           persistentVolumeClaim:
             claimName: flotilla-agent-state
 {secret_volume}"
-    ))
+    )
 }
 
 #[cfg(test)]
