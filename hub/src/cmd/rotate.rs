@@ -2,6 +2,8 @@
 //! bucket the hubs share when it exists — and pushed.
 
 use flotilla_bus::connect::NatsArgs;
+use flotilla_hub::security::revocations;
+use flotilla_hub::store::ride::{Call, ride};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -63,11 +65,10 @@ async fn rotate(which: Rotated, dir: &std::path::Path, nats: &NatsArgs) -> ExitC
             .await
             .map_err(|e| e.to_string())?;
         let jetstream = async_nats::jetstream::new(hub.clone());
-        let shared =
-            match flotilla_hub::security::revocations::Shared::find(&jetstream, &issuer).await {
-                Ok(shared) => shared,
-                Err(e) => return Err(format!("opening the shared revocations: {e}")),
-            };
+        let shared = match revocations::Shared::find(&jetstream, &issuer).await {
+            Ok(shared) => shared,
+            Err(e) => return Err(format!("opening the shared revocations: {e}")),
+        };
         let revoked = issuer
             .rotate_key(which, flotilla_auth::setup::unix_now())
             .map_err(|e| e.to_string())?;
@@ -84,9 +85,22 @@ async fn rotate(which: Rotated, dir: &std::path::Path, nats: &NatsArgs) -> ExitC
         let pushed = async {
             match &shared {
                 Some(shared) => {
-                    shared.record(&[revoked]).await.map_err(|e| e.to_string())?;
+                    // Ridden like the hubs' own store calls: a hub pushing the accounts the
+                    // record made it sign can leave JetStream without responders for a moment.
+                    let call = |op| Call {
+                        op,
+                        bucket: revocations::BUCKET,
+                        key: "",
+                    };
+                    ride(call("write"), || {
+                        shared.record(std::slice::from_ref(&revoked))
+                    })
+                    .await
+                    .map_err(|e| e.to_string())?;
                     println!("Shared with every hub.");
-                    shared.push(&sys).await.map_err(|e| e.to_string())
+                    ride(call("load"), || shared.push(&sys))
+                        .await
+                        .map_err(|e| e.to_string())
                 }
                 None => {
                     // Signed with an iat after any this directory's hub signed.
