@@ -17,8 +17,8 @@
 //!
 //! A call that is an exec, attach or port-forward *session* ([`TunnelRequest::session`]) goes
 //! to [`session`]: the backend opens it ([`Backend::open_session`]) and the call turns full
-//! duplex, within [`session::MAX_SESSIONS`] sessions at once and
-//! [`session::SESSIONS_PER_CALLER`] per caller.
+//! duplex, within [`Limits::sessions`] sessions at once and [`Limits::sessions_per_caller`]
+//! per caller.
 
 use crate::backend::Backend;
 use crate::backend::api::{ApiRequest, ApiResponse, Bearer, Impersonation, RequestBody};
@@ -59,6 +59,11 @@ pub struct Limits {
     /// [`MIN_BODY_BYTES`]): what hubs sent that the backend has not yet taken (a call holds
     /// at most its window of chunks: bodies stream to the backend).
     pub body_bytes: usize,
+    /// exec, attach and port-forward sessions served at once, over every caller (of
+    /// [`MAX_CALLS`]; more: 503).
+    pub sessions: usize,
+    /// Sessions served at once for one caller (more: 429).
+    pub sessions_per_caller: usize,
 }
 
 impl Default for Limits {
@@ -66,6 +71,8 @@ impl Default for Limits {
         Self {
             calls_per_caller: DEFAULT_CALLS_PER_CALLER,
             body_bytes: DEFAULT_BODY_BYTES,
+            sessions: session::MAX_SESSIONS,
+            sessions_per_caller: session::SESSIONS_PER_CALLER,
         }
     }
 }
@@ -273,7 +280,7 @@ impl Server {
                 .values()
                 .filter(|o| o.session)
                 .map(|o| o.caller.as_str());
-            session::admit(open, caller, &self.cluster)?;
+            session::admit(open, caller, &self.cluster, &self.limits)?;
         }
         Ok(())
     }
@@ -726,6 +733,7 @@ fn acting_as(request: &TunnelRequest) -> (Option<Impersonation>, Option<Bearer>)
 }
 
 mod session;
+pub use session::{MAX_SESSIONS, SESSIONS_PER_CALLER};
 #[cfg(test)]
 mod tests;
 mod upload;

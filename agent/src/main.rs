@@ -133,6 +133,26 @@ struct Args {
             .range(flotilla_agent::kubeproxy::MIN_BODY_BYTES as u64..)
     )]
     cluster_proxy_body_bytes: usize,
+    /// exec, attach and port-forward sessions the agent serves at once, over every caller (of
+    /// its 256 calls); more are answered 503.
+    #[arg(
+        long,
+        env = "FLOTILLA_CLUSTER_PROXY_SESSIONS",
+        default_value_t = flotilla_agent::kubeproxy::MAX_SESSIONS,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new()
+            .range(1..=flotilla_agent::kubeproxy::MAX_CALLS as u64)
+    )]
+    cluster_proxy_sessions: usize,
+    /// Sessions the agent serves at once for one caller (the identity the hub names); more are
+    /// answered 429.
+    #[arg(
+        long,
+        env = "FLOTILLA_CLUSTER_PROXY_SESSIONS_PER_CALLER",
+        default_value_t = flotilla_agent::kubeproxy::SESSIONS_PER_CALLER,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new()
+            .range(1..=flotilla_agent::kubeproxy::MAX_CALLS as u64)
+    )]
+    cluster_proxy_sessions_per_caller: usize,
 }
 
 /// The hubs of `--hubs`, checked (`None` without it).
@@ -210,6 +230,8 @@ fn main() -> ExitCode {
     config.proxy_limits = flotilla_agent::kubeproxy::Limits {
         calls_per_caller: args.cluster_proxy_calls_per_caller,
         body_bytes: args.cluster_proxy_body_bytes,
+        sessions: args.cluster_proxy_sessions,
+        sessions_per_caller: args.cluster_proxy_sessions_per_caller,
     };
     config.pending_poll = Duration::from_secs(args.pending_poll_seconds.max(1));
     config.status_interval = Duration::from_secs(args.status_interval_seconds.max(1));

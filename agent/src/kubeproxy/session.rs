@@ -24,7 +24,7 @@ use crate::backend::session::{Input, Output, Session, SessionKind, SessionReques
 use bytes::Bytes;
 use flotilla_api::v1::{TunnelRequest, TunnelResponse};
 use flotilla_bus::tunnel::session::{
-    DATA, Kind, Rules, Side, Spec, Violation, command_line, pod_of,
+    DATA, Kind, Rules, Side, Spec, Violation, command_line, loggable, pod_of,
 };
 use flotilla_bus::tunnel::{
     self, Frame, MAX_EXIT_BYTES, ProtocolError, Received, RecvWindow, SendWindow, SeqCheck,
@@ -38,19 +38,22 @@ use tokio::time::{Instant, Interval};
 #[cfg(test)]
 mod tests;
 
-/// Sessions one agent serves at once (of its [`super::MAX_CALLS`] calls); more are answered
-/// 503.
+/// Default [`super::Limits::sessions`]: sessions one agent serves at once (of its
+/// [`super::MAX_CALLS`] calls); more are answered 503.
 pub const MAX_SESSIONS: usize = 64;
-/// Sessions one caller may have open at one agent; more are answered 429.
+/// Default [`super::Limits::sessions_per_caller`]: sessions one caller may have open at one
+/// agent; more are answered 429.
 pub const SESSIONS_PER_CALLER: usize = 16;
 
 /// Whether one more session of `caller` may open, given the callers of the sessions open now:
-/// the refusal and its metric's reason when not.
+/// the refusal (naming the agent's flag) and its metric's reason when not.
 pub(super) fn admit<'a>(
     open: impl IntoIterator<Item = &'a str>,
     caller: &str,
     cluster: &str,
+    limits: &super::Limits,
 ) -> Result<(), (&'static str, Refusal)> {
+    let (max, share) = (limits.sessions, limits.sessions_per_caller);
     let (mut all, mut theirs) = (0, 0);
     for c in open {
         all += 1;
@@ -58,21 +61,22 @@ pub(super) fn admit<'a>(
             theirs += 1;
         }
     }
-    if all >= MAX_SESSIONS {
+    if all >= max {
         return Err((
             "sessions",
             Refusal::busy(format!(
-                "the agent of cluster {cluster} already serves {MAX_SESSIONS} exec, attach and \
-                 port-forward sessions; try again later"
+                "the agent of cluster {cluster} already serves {max} exec, attach and \
+                 port-forward sessions (the agent's --cluster-proxy-sessions); try again later"
             )),
         ));
     }
-    if theirs >= SESSIONS_PER_CALLER {
+    if theirs >= share {
         return Err((
             "caller_sessions",
             Refusal::too_many(format!(
-                "the agent of cluster {cluster} already serves {SESSIONS_PER_CALLER} sessions \
-                 of {caller:?}, its share per caller; close some or try again later"
+                "the agent of cluster {cluster} already serves {share} sessions of {caller:?}, \
+                 its share per caller (the agent's --cluster-proxy-sessions-per-caller); close \
+                 some or try again later"
             )),
         ));
     }
@@ -156,7 +160,7 @@ pub(super) async fn run(mut call: Call, request: TunnelRequest, mut rx: mpsc::Re
     tracing::info!(
         caller = %caller.name, role = %caller.role, kind = %spec.kind,
         namespace = %target.namespace, pod = %target.pod,
-        container = spec.container.as_deref().unwrap_or(""),
+        container = %loggable(spec.container.as_deref().unwrap_or("")),
         command = %command_line(&spec.command), port = spec.port,
         as_user = tunnel::as_user(&request), "cluster proxy session"
     );

@@ -316,6 +316,7 @@ async fn a_read_with_a_body_is_refused_unasked_and_bodies_past_the_agents_budget
         Limits {
             calls_per_caller: 64,
             body_bytes: 64 * 1024,
+            ..Limits::default()
         },
     );
 
@@ -375,6 +376,7 @@ async fn a_body_streams_to_the_cluster_and_the_hub_is_granted_more_only_as_it_is
         Limits {
             calls_per_caller: 64,
             body_bytes: 320 * 1024,
+            ..Limits::default()
         },
     );
     // A body of 20 chunks of 32 KiB (640 KiB, twice what the agent may hold).

@@ -233,15 +233,30 @@ pub fn pod_of(path: &str, kind: Kind) -> Option<(&str, &str)> {
 }
 
 /// An exec command as the logs of both ends show it: joined with spaces, cut to
-/// [`MAX_LOGGED_COMMAND`] characters (and `…`).
+/// [`MAX_LOGGED_COMMAND`] characters (and `…`), its control characters escaped
+/// ([`loggable`]).
 pub fn command_line(command: &[String]) -> String {
     let line = command.join(" ");
     if line.chars().count() <= MAX_LOGGED_COMMAND {
-        return line;
+        return loggable(&line);
     }
     let mut cut: String = line.chars().take(MAX_LOGGED_COMMAND).collect();
     cut.push('…');
-    cut
+    loggable(&cut)
+}
+
+/// A caller's text (a command, a container's name) as a log field: control characters
+/// escaped (`\n`, `\u{1b}`), so a caller cannot end the audit line and forge the next one.
+pub fn loggable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// A session frame its sender may not send now: the call ends.

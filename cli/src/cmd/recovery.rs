@@ -105,11 +105,7 @@ pub async fn run(hub: &Hub, what: RecoveryWhat) -> Result<()> {
         } else {
             &o.name
         };
-        println!(
-            "orphan {}/{}: {what}",
-            crate::output::escaped(&o.cluster),
-            crate::output::escaped(name)
-        );
+        println!("orphan {}/{name}: {what}", o.cluster);
     }
     Ok(())
 }

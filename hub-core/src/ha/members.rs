@@ -171,7 +171,6 @@ mod tests {
             grpc: String::new(),
             metrics: String::new(),
             draining: false,
-            version: String::new(),
         }
     }
 

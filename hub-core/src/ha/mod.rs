@@ -13,8 +13,7 @@
 //! - [`members`]: heartbeats and the live set;
 //! - [`keeper`]: a held unit's renewals, on a task of their own;
 //! - [`shards`]: the loop that takes, renews, hands over and loses units, and starts and stops the
-//!   hub's work for them through a [`shards::Host`];
-//! - [`skew`]: live hubs more than one minor version away (shown and alerted, pure + gauge).
+//!   hub's work for them through a [`shards::Host`].
 
 pub mod assign;
 pub mod fence;
@@ -23,7 +22,6 @@ pub mod lease;
 pub mod members;
 pub mod rules;
 pub mod shards;
-pub mod skew;
 
 pub use fence::{Fence, Ownership};
 

@@ -19,12 +19,14 @@
 //! every 20 s, let go after 60 s without a byte) or the hub stops.
 
 use super::session;
-use super::tunnel::{Opened, SessionError, SessionOutgoing, SessionOutput, Tunnels};
+use super::streams::Reservation;
+use super::tunnel::{CallError, Opened, SessionError, SessionOutgoing, SessionOutput, Tunnels};
 use bytes::Bytes;
 use flotilla_api::v1::TunnelRequest;
 use flotilla_kubestream::portforward::{self, Added, Pair, Pairing};
 use flotilla_kubestream::spdy::conn::{self, RecvHalf, SendHalf};
 use flotilla_kubestream::spdy::frame::{goaway, rst};
+use futures::future::FusedFuture;
 use futures::{FutureExt, StreamExt};
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -34,11 +36,43 @@ use tokio::time::Instant;
 /// The largest refusal body read for its message.
 const MAX_REFUSAL: usize = 16 * 1024;
 
-/// How long the connection waits for its pairs to tell kubectl why they end, at shutdown.
+/// How long a spoke's refusal body may take to arrive.
+const REFUSAL_BODY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How long the connection waits, at shutdown, for kubectl to read why its pairs end and close
+/// the connection itself.
 const DRAIN: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// How long the connection is driven after its GOAWAY, at shutdown, for kubectl to go.
 const GOAWAY_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Streams one port-forward connection may have open at once: 30 pairs, about an identity's
+/// share of sessions (32, one of them the connection's own); more are refused (REFUSED).
+const MAX_STREAMS: usize = 60;
+
+/// The largest WebSocket message of a tunnelled connection (kubectl writes one per SPDY frame
+/// part: DATA of at most 32 KiB).
+pub const MAX_TUNNEL_MESSAGE: usize = 128 * 1024;
+
+/// The SPDY settings of a port-forward connection: the client pinged and let go when silent
+/// ([`super::upgrade::spdy_config`]), one slice buffered per stream, at most [`MAX_STREAMS`].
+pub fn config() -> conn::Config {
+    conn::Config {
+        stream_buffer: 1,
+        max_streams: MAX_STREAMS,
+        ..super::upgrade::spdy_config()
+    }
+}
+
+/// What one port-forward connection can make the hub hold of its client's bytes: a slice in
+/// every stream's buffer (pairs not yet opened, error streams, pairs waiting for their agent's
+/// room) and, tunnelled, one WebSocket message. 2 MiB at the defaults — one session's
+/// reservation, so the connection's place never trips the byte rule before the count rule.
+pub fn buffered(config: &conn::Config, tunnelled: bool) -> u64 {
+    let streams = config.max_streams * config.stream_buffer.max(1) * config.max_slice;
+    let message = if tunnelled { MAX_TUNNEL_MESSAGE } else { 0 };
+    (streams + message) as u64
+}
 
 /// Where a port-forward connection's sessions go.
 pub struct Target {
@@ -51,6 +85,9 @@ pub struct Target {
     pub request: TunnelRequest,
     /// The client's protocol, for the log.
     pub protocol: &'static str,
+    /// The connection's own place among its caller's sessions ([`buffered`] bytes), held
+    /// until it ends.
+    pub place: Reservation,
 }
 
 /// An accepted stream.
@@ -62,7 +99,7 @@ where
     IO: AsyncRead + AsyncWrite + Send + 'static,
 {
     let target = Arc::new(target);
-    let (mut conn, driver) = conn::serve(io, &super::upgrade::spdy_config());
+    let (mut conn, driver) = conn::serve(io, &config());
     // Fused: the shutdown below drives it again after the loop may have seen it end.
     let mut driver = std::pin::pin!(driver.fuse());
     let mut pairing: Pairing<Stream> = Pairing::default();
@@ -90,20 +127,19 @@ where
             }
             Some(_) = pairs.join_next(), if !pairs.is_empty() => {}
             _ = shutdown.changed() => {
-                // The sessions fail with "the hub is shutting down" on their error streams,
-                // written while the connection is driven; the GOAWAY only after, or kubectl
-                // drops the connection before reading why.
-                let _ = tokio::time::timeout(DRAIN, async {
-                    loop {
-                        tokio::select! {
-                            joined = pairs.join_next() => if joined.is_none() { break },
-                            _ = &mut driver => break,
-                        }
-                    }
-                })
-                .await;
-                let _ = conn.goaway(goaway::OK).await;
-                let _ = tokio::time::timeout(GOAWAY_WAIT, &mut driver).await;
+                // The sessions fail with "the hub is shutting down" on their error streams.
+                // kubectl reads that, prints it and closes the connection itself; so the
+                // connection is driven, without a GOAWAY, until it does. On a GOAWAY kubectl's
+                // spdystream closes the connection as soon as its streams are done, and
+                // kubectl ends with its own "lost connection to pod" before it prints the
+                // reason.
+                if !pairs.is_empty() {
+                    let _ = tokio::time::timeout(DRAIN, &mut driver).await;
+                }
+                if !driver.is_terminated() {
+                    let _ = conn.goaway(goaway::OK).await;
+                    let _ = tokio::time::timeout(GOAWAY_WAIT, &mut driver).await;
+                }
                 break;
             }
         }
@@ -168,12 +204,26 @@ async fn timed_out(unpaired: portforward::Unpaired<Stream>) {
     }
 }
 
-/// One forwarded connection: its session, from open to end.
+/// One forwarded connection: its session, from open to end. What kubectl writes on the error
+/// stream (nothing, as a rule: it FINs it at once) is read and dropped, so it never holds up
+/// the connection's reading.
 async fn forward(target: Arc<Target>, pair: Pair<Stream>) {
-    let (_error_rx, error) = pair.error;
-    let (data_rx, data) = pair.data;
+    let (mut error_rx, error) = pair.error;
+    let drain = async move {
+        while let Ok(Some(_)) = error_rx.recv().await {}
+        std::future::pending::<()>().await
+    };
+    tokio::select! {
+        () = drain => {}
+        () = pair_session(target, pair.port, error, pair.data) => {}
+    }
+}
+
+/// The session of one forwarded connection, from open to end.
+async fn pair_session(target: Arc<Target>, port: u16, error: SendHalf, data: Stream) {
+    let (data_rx, data) = data;
     let mut request = target.request.clone();
-    request.session = match session::port_forward(&request.path, pair.port) {
+    request.session = match session::port_forward(&request.path, port) {
         Ok(spec) => Some(spec.to_wire()),
         Err(e) => return fail(error, Some(data), &e.to_string()).await,
     };
@@ -199,9 +249,13 @@ async fn forward(target: Arc<Target>, pair: Pair<Stream>) {
             let text = refusal_text(answer).await;
             fail(error, Some(data), &text).await;
         }
-        // A limit: only this connection is dropped, the port-forward goes on.
-        Err(SessionError::Refused(r)) => {
-            tracing::info!(refusal = %r, "port-forward connection refused");
+        // A limit (the sessions', or the calls' of the hub or the caller): only this
+        // connection is dropped, the port-forward goes on.
+        Err(
+            e @ (SessionError::Refused(_)
+            | SessionError::Call(CallError::Busy(_) | CallError::IdentityBusy { .. })),
+        ) => {
+            tracing::info!(refusal = %e, "port-forward connection refused");
             let _ = error.reset(rst::REFUSED_STREAM).await;
             let _ = data.reset(rst::REFUSED_STREAM).await;
         }
@@ -221,12 +275,17 @@ async fn fail(mut error: SendHalf, data: Option<SendHalf>, text: &str) {
 /// The message of the spoke's refusal (its `Status`), its control characters replaced.
 async fn refusal_text(mut answer: super::tunnel::Answer) -> String {
     let mut body = Vec::new();
-    while let Some(Ok(chunk)) = answer.body.next().await {
-        body.extend_from_slice(&chunk[..chunk.len().min(MAX_REFUSAL - body.len())]);
-        if body.len() >= MAX_REFUSAL {
-            break;
+    // A body that does not come in time is taken as it is (a hostile agent must not hold the
+    // pair's session by never finishing it).
+    let _ = tokio::time::timeout(REFUSAL_BODY_WAIT, async {
+        while let Some(Ok(chunk)) = answer.body.next().await {
+            body.extend_from_slice(&chunk[..chunk.len().min(MAX_REFUSAL - body.len())]);
+            if body.len() >= MAX_REFUSAL {
+                break;
+            }
         }
-    }
+    })
+    .await;
     let message = serde_json::from_slice::<serde_json::Value>(&body)
         .ok()
         .and_then(|v| v["message"].as_str().map(str::to_owned))

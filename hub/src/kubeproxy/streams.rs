@@ -15,7 +15,7 @@
 //!   the proxy's `refusals` counter (`sessions`, `session_identity`, `session_bytes`).
 
 use flotilla_api::v1::TunnelRequest;
-use flotilla_bus::tunnel::session::{Kind, Spec, command_line, pod_of};
+use flotilla_bus::tunnel::session::{Kind, Spec, command_line, loggable, pod_of};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -318,7 +318,7 @@ impl Tracked {
             cluster: cluster.to_string(),
             namespace: namespace.to_string(),
             pod: pod.to_string(),
-            container: spec.container.clone().unwrap_or_default(),
+            container: loggable(spec.container.as_deref().unwrap_or_default()),
             command: command_line(&spec.command),
             port: spec.port,
             protocol,

@@ -97,6 +97,16 @@ pub async fn serve(
                 Upgrade::WebSocket(ws) => (ws.response(), true),
                 Upgrade::Spdy(spdy) => (spdy.response(), false),
             };
+            // The connection's own place, before kubectl is answered: what it can make the
+            // hub hold is its caller's, like a session's.
+            let buffered = portforward::buffered(&portforward::config(), tunnelled);
+            let place = match tunnels.reserve_connection(&request, buffered) {
+                Ok(place) => place,
+                Err(r) => {
+                    tracing::info!(cluster.name = %cluster, refusal = %r, "port-forward refused");
+                    return status::response(r.status(), &r.to_string());
+                }
+            };
             let target = portforward::Target {
                 tunnels: tunnels.clone(),
                 cluster: cluster.clone(),
@@ -106,6 +116,7 @@ pub async fn serve(
                 } else {
                     negotiate::SPDY_31
                 },
+                place,
             };
             let span = tracing::info_span!("kubeproxy_portforward", cluster.name = %cluster);
             tunnels.spawn_task(port_forward(on_upgrade, tunnelled, target).instrument(span));
@@ -217,8 +228,8 @@ async fn port_forward(on_upgrade: OnUpgrade, tunnelled: bool, target: portforwar
     };
     if tunnelled {
         let config = WebSocketConfig::default()
-            .max_message_size(Some(1024 * 1024))
-            .max_frame_size(Some(1024 * 1024))
+            .max_message_size(Some(portforward::MAX_TUNNEL_MESSAGE))
+            .max_frame_size(Some(portforward::MAX_TUNNEL_MESSAGE))
             .write_buffer_size(0);
         let ws = WebSocketStream::from_raw_socket(upgraded, Role::Server, Some(config)).await;
         portforward::serve(WsIo::new(ws), target).await;

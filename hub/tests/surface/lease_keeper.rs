@@ -23,7 +23,6 @@ fn hub(id: &str) -> HubInfo {
         grpc: String::new(),
         metrics: String::new(),
         draining: false,
-        version: flotilla_api::version::VERSION.into(),
     }
 }
 

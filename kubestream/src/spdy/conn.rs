@@ -479,7 +479,14 @@ impl<R: AsyncRead> Reader<R> {
         };
         // A receiver that is gone (refused, or its reader dropped) drops the data; whoever
         // dropped the stream's send half reset it.
-        let gone = !slice.data.is_empty() && tx.send(slice.data).await.is_err();
+        let gone = !slice.data.is_empty() && {
+            // A copy: the slice is a view of the read buffer, and a small one kept would pin
+            // all of it; so a stream's buffer holds at most `stream_buffer × max_slice`.
+            let data = Bytes::copy_from_slice(&slice.data);
+            let every = self.config.ping_interval;
+            let sent = hand(tx, data, every, &self.out, &mut self.ping_id).await;
+            sent.is_err()
+        };
         if gone || slice.fin {
             self.streams.remove(&slice.stream_id);
         }
@@ -560,6 +567,36 @@ impl<R: AsyncRead> Reader<R> {
             let _ = self.out.send(refuse()).await;
         }
         Ok(())
+    }
+}
+
+/// Hands `data` to its stream, waiting while the stream's buffer is full (head-of-line). The
+/// client is pinged meanwhile, four times as often as when it is quiet (`every` / 4): the
+/// socket is not read while we wait, and a client that went away is found by a ping's write
+/// failing, which ends the connection. Its silence does not count here: it is our own stream
+/// that has no room.
+async fn hand(
+    tx: &mpsc::Sender<Bytes>,
+    data: Bytes,
+    every: Option<std::time::Duration>,
+    out: &mpsc::Sender<Out>,
+    ping_id: &mut u32,
+) -> Result<(), mpsc::error::SendError<Bytes>> {
+    let Some(every) = every else {
+        return tx.send(data).await;
+    };
+    let every = every / 4;
+    let send = tx.send(data);
+    tokio::pin!(send);
+    let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    loop {
+        tokio::select! {
+            sent = &mut send => return sent,
+            _ = ping.tick() => {
+                *ping_id = ping_id.wrapping_add(2);
+                let _ = out.try_send(Out::Ping { id: *ping_id });
+            }
+        }
     }
 }
 

@@ -442,21 +442,57 @@ async fn a_port_forward_echoes_and_ends_when_both_sides_closed() {
 
 #[test]
 fn sessions_are_bounded_per_agent_and_per_caller() {
-    let alice = vec!["alice"; SESSIONS_PER_CALLER - 1];
-    assert!(admit(alice.iter().copied(), "alice", "edge-1").is_ok());
+    let limits = crate::kubeproxy::Limits::default();
+    let admit = |open: &[&str], caller| admit(open.iter().copied(), caller, "edge-1", &limits);
+    assert!(admit(&vec!["alice"; SESSIONS_PER_CALLER - 1], "alice").is_ok());
     let alice = vec!["alice"; SESSIONS_PER_CALLER];
-    let Err((reason, refusal)) = admit(alice.iter().copied(), "alice", "edge-1") else {
+    let Err((reason, refusal)) = admit(&alice, "alice") else {
         panic!("alice's share is taken")
     };
     assert_eq!(reason, "caller_sessions");
     assert_eq!(refusal.status, http::StatusCode::TOO_MANY_REQUESTS);
-    assert!(admit(alice.iter().copied(), "bob", "edge-1").is_ok());
-    let many = vec!["someone"; MAX_SESSIONS];
-    let Err((reason, refusal)) = admit(many.iter().copied(), "bob", "edge-1") else {
+    assert!(
+        refusal
+            .message
+            .contains("--cluster-proxy-sessions-per-caller"),
+        "{}",
+        refusal.message
+    );
+    assert!(admit(&alice, "bob").is_ok());
+    let Err((reason, refusal)) = admit(&vec!["someone"; MAX_SESSIONS], "bob") else {
         panic!("the agent is full")
     };
     assert_eq!(reason, "sessions");
     assert_eq!(refusal.status, http::StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        refusal.message.contains("--cluster-proxy-sessions)"),
+        "{}",
+        refusal.message
+    );
+}
+
+#[test]
+fn the_session_limits_are_the_agents_flags() {
+    let limits = crate::kubeproxy::Limits {
+        sessions: 3,
+        sessions_per_caller: 2,
+        ..Default::default()
+    };
+    let admit = |open: &[&str], caller| admit(open.iter().copied(), caller, "edge-1", &limits);
+    assert!(admit(&["alice"], "alice").is_ok());
+    let Err((reason, refusal)) = admit(&["alice", "alice"], "alice") else {
+        panic!("alice's share of 2 is taken")
+    };
+    assert_eq!(reason, "caller_sessions");
+    assert!(
+        refusal
+            .message
+            .contains("already serves 2 sessions of \"alice\"")
+    );
+    let Err((reason, _)) = admit(&["alice", "bob", "carol"], "dave") else {
+        panic!("the agent's 3 are taken")
+    };
+    assert_eq!(reason, "sessions");
 }
 
 #[test]

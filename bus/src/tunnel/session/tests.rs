@@ -529,3 +529,17 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_command_line_cannot_forge_a_log_line() {
+    let forged = command_line(&[
+        "sh".into(),
+        "-c".into(),
+        "true\n2026-11-30T00:00:00Z INFO cluster proxy session ended caller=\"x\"\r\x1b[2K".into(),
+    ]);
+    assert_eq!(
+        forged,
+        "sh -c true\\n2026-11-30T00:00:00Z INFO cluster proxy session ended caller=\"x\"\\r\\u{1b}[2K"
+    );
+    assert_eq!(loggable("main\ncontainer"), "main\\ncontainer");
+}

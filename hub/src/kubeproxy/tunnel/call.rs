@@ -250,10 +250,9 @@ impl Call {
             }
             Frame::End if self.head.is_none() => Some(End::Done),
             Frame::End => Some(self.protocol(unexpected("end", "before the response head"))),
-            Frame::Cancel(reason) => Some(End::Failed(CallError::Cancelled {
-                cluster: self.cluster.clone(),
-                reason,
-            })),
+            Frame::Cancel(reason) => {
+                Some(End::Failed(CallError::cancelled(&self.cluster, &reason)))
+            }
             Frame::Ping => None,
             Frame::Request(_) => Some(self.protocol(unexpected("request", "from an agent"))),
             Frame::Chunk { .. } | Frame::Close(_) | Frame::Resize { .. } | Frame::Exit(_) => {

@@ -101,6 +101,21 @@ impl Default for TunnelConfig {
     }
 }
 
+impl CallError {
+    /// The agent's cancel, its reason made one line of plain text: it reaches the client's
+    /// terminal (the exit `Status` kubectl prints, a port-forward's error stream) and the
+    /// log, and a spoke must drive neither (no escape sequences, no forged lines).
+    fn cancelled(cluster: &str, reason: &str) -> Self {
+        CallError::Cancelled {
+            cluster: cluster.to_owned(),
+            reason: reason
+                .chars()
+                .map(|c| if c.is_control() { ' ' } else { c })
+                .collect(),
+        }
+    }
+}
+
 /// Why a call failed.
 #[derive(Debug, Error)]
 pub enum CallError {
@@ -572,5 +587,21 @@ async fn dispatch(
             "cluster-proxy calls did not end in time; aborting them"
         );
         tasks.abort_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CallError;
+
+    #[test]
+    fn an_agents_cancel_reason_reaches_no_terminal_and_forges_no_log_line() {
+        let e = CallError::cancelled("edge-1", "gone\x1b]52;c;aGk=\x07\nINFO forged\r");
+        let text = e.to_string();
+        assert_eq!(
+            text,
+            "the agent of cluster edge-1 cancelled the call: gone ]52;c;aGk=  INFO forged "
+        );
+        assert!(!text.chars().any(char::is_control), "{text:?}");
     }
 }

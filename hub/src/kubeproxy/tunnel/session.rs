@@ -226,6 +226,22 @@ impl SessionOutputs {
 }
 
 impl Tunnels {
+    /// A port-forward connection's own place, taken before kubectl is answered `101`: one
+    /// session slot and `bytes` (what its SPDY connection can buffer) of its caller's budget,
+    /// held until the connection ends. Each forwarded connection through it then opens a
+    /// session of its own.
+    pub fn reserve_connection(
+        &self,
+        request: &TunnelRequest,
+        bytes: u64,
+    ) -> Result<streams::Reservation, streams::Refusal> {
+        let inner = &self.inner;
+        inner
+            .sessions
+            .reserve(&caller_name(request), bytes, &inner.config.sessions)
+            .inspect_err(|r| inner.metrics.refused(r.reason()))
+    }
+
     /// Opens a session: returns once the agent answered (101, or its refusal), or with why
     /// not (a limit, the agent's silence, the hub stopping).
     pub async fn open_session(&self, out: SessionOutgoing) -> Result<Opened, SessionError> {
@@ -559,10 +575,7 @@ impl SessionCall {
         }
         match r.frame {
             Frame::Credit(n) => self.flow.send.credit(n).err().map(|e| self.protocol(e)),
-            Frame::Cancel(reason) => Some(failed(CallError::Cancelled {
-                cluster: self.cluster.clone(),
-                reason,
-            })),
+            Frame::Cancel(reason) => Some(failed(CallError::cancelled(&self.cluster, &reason))),
             Frame::Response(head) => self.on_head(head),
             Frame::Data(chunk) => {
                 if let Err(e) = self.flow.recv.received() {

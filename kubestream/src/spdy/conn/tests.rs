@@ -457,3 +457,30 @@ async fn a_client_answering_pings_stays_however_long_it_is_quiet() {
     drop(conn);
     assert!(timeout(T, driver).await.unwrap().unwrap().is_ok());
 }
+
+#[tokio::test]
+async fn a_client_gone_while_its_stream_is_full_ends_the_connection() {
+    let config = Config {
+        stream_buffer: 1,
+        ..pinging()
+    };
+    let (mut client, mut conn, driver) = start(config);
+    client.syn(1, "data", "0").await;
+    // Taken, never read: the reader waits on the stream's room, not on the socket.
+    let (_rx, _tx) = conn.next().await.unwrap().accept().await.unwrap();
+    client.expect(reply(1)).await;
+    for i in 0..4u8 {
+        client.data(1, false, &[i; 100]).await;
+    }
+    // Pinged meanwhile, well past the silence limit: waiting on our own stream is no silence.
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_millis(600) {
+        let frame = client.frame().await;
+        assert!(matches!(frame, Some(Frame::Ping { .. })), "{frame:?}");
+    }
+    assert!(!driver.is_finished(), "a waiting client was let go");
+    // The client goes without a word: the next ping's write fails and the connection ends.
+    drop(client);
+    let ended = timeout(T, driver).await.expect("the connection ended");
+    assert!(matches!(ended.unwrap(), Err(Error::Io { .. })));
+}
