@@ -74,6 +74,11 @@ pub struct RegistrationActor {
     /// A registration notification came on the spec subject while the registration request
     /// was in flight: its answer, made before, is stale (asked again instead of applied).
     notified_while_registering: bool,
+    /// The hub refused the last registration (`REJECTED`: this agent's version, or a request
+    /// it could not take). Until an answer takes this agent again it is not accepted: no
+    /// lease, resync, spec or status, so its cluster goes Unknown on the hub instead of
+    /// working on under a version the hub refuses.
+    refused: bool,
     /// The spec resync in flight.
     resync_call: Option<Call<Timed<Result<SpecResyncResponse, ResyncFailed>>>>,
     /// The hub's answer times, which bound the next request's wait.
@@ -158,6 +163,7 @@ impl RegistrationActor {
             drop_resync: None,
             register_call: None,
             notified_while_registering: false,
+            refused: false,
             resync_call: None,
             answer_times,
             next_lease: None,
@@ -261,7 +267,7 @@ impl RegistrationActor {
     }
 
     fn accepted(&self) -> bool {
-        self.store.get().hub_state == HubState::Accepted
+        self.store.get().hub_state == HubState::Accepted && !self.refused
     }
 
     fn lease_period(&self) -> Duration {
@@ -518,7 +524,10 @@ impl RegistrationActor {
             RegistrationState::Denied => HubState::Denied,
             RegistrationState::Deleted => HubState::Unknown,
             RegistrationState::Rejected => {
-                tracing::error!(reason = %resp.message, "the hub rejected the registration request");
+                tracing::error!(reason = %resp.message, "the hub rejected the registration request; no lease, resync or status until it takes this agent again");
+                self.refused = true;
+                self.next_lease = None;
+                self.next_resync = None;
                 self.next_register = Some(Instant::now() + self.config.denied_poll);
                 return;
             }
@@ -528,6 +537,9 @@ impl RegistrationActor {
                 return;
             }
         };
+        // Any answer but a refusal ends one (`was_accepted` above saw it: taken again, the
+        // lease and resync start at once).
+        self.refused = false;
         // The hub's list of managed namespaces: the full list in every Accepted answer; none
         // once the cluster was deleted (OCM unmanages everything then).
         let namespaces = match new_state {

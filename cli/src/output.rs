@@ -41,8 +41,33 @@ impl Format {
     }
 }
 
-/// Renders rows as left-aligned columns separated by three spaces (kubectl's layout).
+/// `text` with every control character written as `\u{..}`: a value from the hub (a name an
+/// agent reported, a message) cannot move the cursor, clear the screen or set the clipboard
+/// of the terminal it is printed on.
+pub fn escaped(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect::<String>()
+        .into()
+}
+
+/// Renders rows as left-aligned columns separated by three spaces (kubectl's layout); control
+/// characters in a cell are [`escaped`].
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| r.iter().map(|c| escaped(c).into_owned()).collect())
+        .collect();
+    let rows = rows.as_slice();
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for r in rows {
         for (i, cell) in r.iter().enumerate() {
@@ -194,4 +219,18 @@ pub fn conditions_block(conditions: &[ocm::Condition]) -> String {
         .collect();
     let header = ["TYPE", "STATUS", "REASON", "SINCE", "MESSAGE"];
     format!("Conditions:\n{}", indented(&table(&header, &rows)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_table_cell_cannot_move_the_cursor_or_clear_the_screen() {
+        let rows = vec![vec!["c1".to_string(), "x\r\u{1b}[2Kfake-row".to_string()]];
+        let out = table(&["CLUSTER", "NAME"], &rows);
+        assert!(!out.contains('\u{1b}') && !out.contains('\r'), "{out:?}");
+        assert!(out.contains("x\\u{d}\\u{1b}[2Kfake-row"), "{out}");
+        assert_eq!(escaped("plain-name"), "plain-name");
+    }
 }

@@ -559,6 +559,11 @@ pub async fn serve(
                 "incarnation": shards.me().incarnation,
                 "held": shards.ownership().held(),
                 "live": shards.live().into_iter().map(|h| h.hub).collect::<Vec<_>>(),
+                "version": shards.me().version,
+                "versions": shards.live().into_iter()
+                    .map(|h| (h.hub, h.version))
+                    .collect::<std::collections::BTreeMap<_, _>>(),
+                "skew": crate::ha::skew::skewed(shards.me(), &shards.live()),
                 "events": shards.log().events(),
                 "longest_renewal_gap_ms":
                     crate::ha::keeper::longest_renewal_gap().as_millis() as u64,

@@ -100,8 +100,14 @@ pub async fn backup(
             purged: PURGED,
         },
     );
+    // The shard leases are snapshotted last: every epoch stamped on a record snapshotted
+    // before them is then at or below their last sequence, which restore keeps when it purges
+    // them, so every epoch after a restore is above every restored one (even when a unit
+    // changed hands during the backup).
+    let mut order: Vec<&Planned> = plan.streams.iter().collect();
+    order.sort_by_key(|p| p.restore == plan::OnRestore::Purge);
     let mut records = Vec::with_capacity(plan.streams.len());
-    for planned in &plan.streams {
+    for planned in order {
         let before = last_seq(&js, &planned.name).await?;
         records.push(take(client, &options.out, planned, before, options.check).await?);
     }

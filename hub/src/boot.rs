@@ -116,6 +116,7 @@ pub(crate) fn hub_info(hub_id: &str, listeners: &Listeners) -> ha::lease::HubInf
         grpc: listeners.grpc_addr.to_string(),
         metrics: listeners.metrics_addr.to_string(),
         draining: false,
+        version: flotilla_api::version::VERSION.into(),
     }
 }
 
@@ -380,6 +381,12 @@ impl State {
             shutdown.clone(),
         );
         tasks.push(janitor_task);
+        // A store marked for newer hubs stops this one before it reads a record.
+        recovery::format::check(
+            &opened.hubmeta,
+            &flotilla_api::version::Version::current(),
+        )
+        .await?;
         let (recovery, recovery_task) = recovery::Recovery::start(
             opened.orphans.clone(),
             opened.hubmeta.clone(),
@@ -860,6 +867,7 @@ pub(crate) fn serve_metrics(
     shards: ha::shards::Shards,
     mut shutdown: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
+    metrics.register_collector(Box::new(ha::skew::SkewMetrics(shards.clone())));
     tokio::spawn(
         async move {
             let stop = async move {

@@ -268,6 +268,9 @@ pub enum HubError {
     /// The OIDC issuer cannot be used.
     #[error(transparent)]
     Oidc(#[from] oidc::OidcError),
+    /// The store's format marker refuses this hub (too old), or cannot be read.
+    #[error(transparent)]
+    StoreFormat(#[from] flotilla_hub_core::recovery::format::FormatError),
     /// JetStream has no room for what a stream of the hub reserves.
     #[error(
         "NATS JetStream has no room for stream {stream}, whose size the hub bounds with \

@@ -14,7 +14,7 @@ use async_nats::jetstream::{
     self, context::GetStreamError, context::StreamsError, stream::PurgeError,
 };
 use flotilla_bus::snapshot::manifest::{
-    self, DATA_FILE, MANIFEST_FILE, Manifest, ManifestError, REQUEST_FILE,
+    self, DATA_FILE, MANIFEST_FILE, Manifest, ManifestError, REQUEST_FILE, StreamRecord,
 };
 use flotilla_bus::snapshot::plan::{OnRestore, kind_of};
 use flotilla_bus::snapshot::{self, SnapshotError};
@@ -117,6 +117,21 @@ pub enum RestoreError {
         /// The client's error.
         #[source]
         source: GetStreamError,
+    },
+    /// The server rebuilt other than the manifest recorded.
+    #[error(
+        "{stream}: the server rebuilt {} messages up to sequence {} from the archive, but the \
+         backup's manifest recorded {} up to {}: the archive is short (a nats-server 2.9 \
+         snapshot that ended early?) — take the backup again",
+        got.0, got.1, expected.0, expected.1
+    )]
+    Short {
+        /// The stream.
+        stream: String,
+        /// (messages, last sequence) in manifest.json.
+        expected: (u64, u64),
+        /// (messages, last sequence) the server reported.
+        got: (u64, u64),
     },
     /// Opening the recovery window failed (every stream is restored).
     #[error(
@@ -294,13 +309,14 @@ pub async fn restore(
     // restore (a pod restarted on its backoff) finds it open, or finds `hubmeta` made by
     // itself and the restore stops before any cluster is back.
     let hubmeta = format!("KV_{}", crate::recovery::HUBMETA);
-    let names: Vec<&str> = checked
+    let names: Vec<(&str, OnRestore)> = checked
         .manifest
         .streams
         .iter()
-        .map(|s| s.name.as_str())
+        .map(|s| (s.name.as_str(), s.restore))
         .collect();
-    let order = window_first(&names, &hubmeta);
+    let order = restore_order(&names, &hubmeta);
+    let names: Vec<&str> = names.iter().map(|(n, _)| *n).collect();
     if !names.contains(&hubmeta.as_str()) {
         open_window(&js, checked, opts).await?;
     }
@@ -310,14 +326,7 @@ pub async fn restore(
             Some(n) => manifest::with_replicas(request, n),
             None => request.clone(),
         };
-        let one = restore_one(
-            client,
-            &js,
-            &checked.dir,
-            &record.name,
-            &request,
-            record.restore,
-        );
+        let one = restore_one(client, &js, &checked.dir, record, &request);
         match one.await {
             Ok(stream) => {
                 done.streams += 1;
@@ -343,11 +352,12 @@ pub async fn restore(
     Ok(done)
 }
 
-/// The order of `streams` to restore: `hubmeta` (the recovery window's bucket) first, the
+/// The order of `streams` to restore: `hubmeta` (the recovery window's bucket) first, then
+/// the buckets purged after their restore (the shard leases, which a backup takes last), the
 /// rest as the backup lists them.
-fn window_first(streams: &[&str], hubmeta: &str) -> Vec<usize> {
+fn restore_order(streams: &[(&str, OnRestore)], hubmeta: &str) -> Vec<usize> {
     let mut order: Vec<usize> = (0..streams.len()).collect();
-    order.sort_by_key(|&i| streams[i] != hubmeta);
+    order.sort_by_key(|&i| (streams[i].0 != hubmeta, streams[i].1 != OnRestore::Purge));
     order
 }
 
@@ -408,20 +418,29 @@ async fn open_window(
 }
 
 /// Restores one stream and purges it when the manifest says so.
+/// The server's count of what it rebuilt is compared with the manifest's: a 2.9 server
+/// that ended a snapshot early gave a short archive whose digest still matches.
 async fn restore_one(
     client: &async_nats::Client,
     js: &jetstream::Context,
     dir: &Path,
-    stream: &str,
+    record: &StreamRecord,
     request: &Value,
-    then: OnRestore,
 ) -> Result<snapshot::Restored, RestoreError> {
+    let stream = record.name.as_str();
     let path = dir.join(stream).join(DATA_FILE);
     let mut data = tokio::fs::File::open(&path)
         .await
         .map_err(|source| RestoreError::File { path, source })?;
     let restored = snapshot::restore(client, stream, request, &mut data).await?;
-    if then == OnRestore::Purge {
+    if (restored.messages, restored.last_seq) != (record.messages, record.last_seq) {
+        return Err(RestoreError::Short {
+            stream: stream.into(),
+            expected: (record.messages, record.last_seq),
+            got: (restored.messages, restored.last_seq),
+        });
+    }
+    if record.restore == OnRestore::Purge {
         let found = js
             .get_stream(stream)
             .await
@@ -493,14 +512,23 @@ pub fn dry_run(checked: &Checked) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::window_first;
+    use super::{OnRestore, restore_order};
 
     #[test]
-    fn the_window_bucket_is_restored_before_any_other_stream() {
-        let streams = ["KV_hubleases", "KV_clusters", "KV_hubmeta", "KV_works"];
-        assert_eq!(window_first(&streams, "KV_hubmeta"), vec![2, 0, 1, 3]);
+    fn the_window_bucket_is_restored_first_then_the_leases_the_backup_took_last() {
+        let streams = [
+            ("KV_clusters", OnRestore::AsIs),
+            ("KV_hubmeta", OnRestore::AsIs),
+            ("KV_works", OnRestore::AsIs),
+            ("KV_hubleases", OnRestore::Purge),
+        ];
+        assert_eq!(restore_order(&streams, "KV_hubmeta"), vec![1, 3, 0, 2]);
+        let old_backup = [
+            ("KV_hubleases", OnRestore::Purge),
+            ("KV_clusters", OnRestore::AsIs),
+        ];
         assert_eq!(
-            window_first(&streams[..2], "KV_hubmeta"),
+            restore_order(&old_backup, "KV_hubmeta"),
             vec![0, 1],
             "a backup without it keeps its order (the window is written first)"
         );

@@ -9,6 +9,8 @@
 //!   ever loses a shard (no `lost` in any `/debug/shards` log), and the last two hold all 33.
 
 mod common;
+#[path = "upgrade/previous.rs"]
+mod previous;
 
 use common::hubproc::{HubProc, PATIENCE};
 use common::work::*;

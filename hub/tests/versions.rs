@@ -145,3 +145,42 @@ async fn a_hub_refuses_agents_outside_its_versions_saying_what_to_upgrade_and_th
         "no skew warning between one build's CLI and hub"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_accepted_agent_refused_for_its_version_stops_renewing_until_a_hub_takes_it_again() {
+    let mut nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut api = clusters_client(&hub).await;
+    let _agent = accepted_cluster(&mut api, &nats.url(), "edge-1").await;
+    hub.stop().await;
+
+    // The hubs come back accepting only newer agents; the agent reconnects and re-registers.
+    nats.restart();
+    let (major, minor) = Version::current().line();
+    let mut narrowed = hub_config(&nats.url());
+    narrowed.router.agent_versions =
+        Accepts::parse(&format!("{major}.{}-{major}.{}", minor + 1, minor + 2)).unwrap();
+    let hub = start_hub(narrowed).await;
+    let mut api = clusters_client(&hub).await;
+    wait_metric(
+        &hub,
+        "flotilla_hub_registration_refusals_total{reason=\"agent_version\"}",
+    )
+    .await;
+    // Refused, it renews no more: its lease lapses and the cluster goes Unknown.
+    wait_cluster(&mut api, "edge-1", "Unknown after its refusal", |c| {
+        available(c).as_deref() == Some("Unknown")
+    })
+    .await;
+    // And it stays so: three lease periods with no renewal (one would make it Available).
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let c = get(&mut api, "edge-1").await.unwrap();
+    assert_eq!(available(&c).as_deref(), Some("Unknown"), "{c:#?}");
+    hub.stop().await;
+
+    // A hub that accepts it again: it is taken at its next registration and renews again.
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let mut api = clusters_client(&hub).await;
+    wait_available(&mut api, "edge-1").await;
+    hub.stop().await;
+}

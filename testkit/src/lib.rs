@@ -16,6 +16,9 @@
 //!
 //! [`oidc`]: a small OIDC issuer (discovery, a rotating JWKS, minted tokens, the code flow with
 //! PKCE) for the hub's OIDC tests.
+//!
+//! [`wire`]: recorded messages of a released agent (`fixtures/wire/v<release>/`), replayed
+//! against the current hub.
 
 #![deny(missing_docs)]
 
@@ -24,6 +27,7 @@ pub mod echo;
 pub mod git;
 pub mod kube;
 pub mod oidc;
+pub mod wire;
 
 pub use cluster::{ClusterNode, NatsCluster, NatsClusterOptions};
 pub use echo::EchoServer;

@@ -105,7 +105,11 @@ pub async fn run(hub: &Hub, what: RecoveryWhat) -> Result<()> {
         } else {
             &o.name
         };
-        println!("orphan {}/{name}: {what}", o.cluster);
+        println!(
+            "orphan {}/{}: {what}",
+            crate::output::escaped(&o.cluster),
+            crate::output::escaped(name)
+        );
     }
     Ok(())
 }

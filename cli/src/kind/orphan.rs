@@ -109,14 +109,27 @@ impl Kind for Orphan {
         Some("No orphans: no spoke holds a work the store lacks or holds older.".into())
     }
 
-    /// The orphans of the query's cluster (`-c`), or of every cluster.
+    /// The orphans of the query's cluster (`-c`), or of every cluster, page by page (a
+    /// restored fleet can have more than one answer holds), sorted by cluster and name.
     async fn fetch(hub: &crate::hub::Hub, query: &super::Query) -> anyhow::Result<Vec<Self>> {
-        let r = flotilla_api::v1::ListOrphansRequest {
+        let mut r = flotilla_api::v1::ListOrphansRequest {
             cluster: query.namespace.clone().unwrap_or_default(),
+            ..Default::default()
         };
-        Ok(hub
-            .idempotent(async || hub.recovery().list_orphans(r.clone()).await)
-            .await?
-            .items)
+        let mut items = Vec::new();
+        loop {
+            let page = hub
+                .idempotent(async || hub.recovery().list_orphans(r.clone()).await)
+                .await?;
+            items.extend(page.items);
+            if page.next_page_token.is_empty() || page.next_page_token == r.page_token {
+                break;
+            }
+            r.page_token = page.next_page_token;
+        }
+        items.sort_by(|a: &Orphan, b: &Orphan| {
+            (&a.cluster, &a.name, &a.resource_id).cmp(&(&b.cluster, &b.name, &b.resource_id))
+        });
+        Ok(items)
     }
 }

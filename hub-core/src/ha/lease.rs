@@ -32,6 +32,10 @@ pub struct HubInfo {
     /// Leaving: hand its units over, take none.
     #[serde(default)]
     pub draining: bool,
+    /// Its version (`flotilla_api::version::VERSION`); empty from a hub of 0.1.0 before the
+    /// field, which every later hub reads as that release.
+    #[serde(default)]
+    pub version: String,
 }
 
 impl HubInfo {

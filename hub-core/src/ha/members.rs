@@ -171,6 +171,7 @@ mod tests {
             grpc: String::new(),
             metrics: String::new(),
             draining: false,
+            version: String::new(),
         }
     }
 

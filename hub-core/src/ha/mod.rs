@@ -13,7 +13,8 @@
 //! - [`members`]: heartbeats and the live set;
 //! - [`keeper`]: a held unit's renewals, on a task of their own;
 //! - [`shards`]: the loop that takes, renews, hands over and loses units, and starts and stops the
-//!   hub's work for them through a [`shards::Host`].
+//!   hub's work for them through a [`shards::Host`];
+//! - [`skew`]: live hubs more than one minor version away (shown and alerted, pure + gauge).
 
 pub mod assign;
 pub mod fence;
@@ -22,6 +23,7 @@ pub mod lease;
 pub mod members;
 pub mod rules;
 pub mod shards;
+pub mod skew;
 
 pub use fence::{Fence, Ownership};
 

@@ -7,6 +7,7 @@
 //! Orphan records are written unfenced: recording a stranger twice, or from a hub whose shard
 //! lease just ended, writes the same record; decisions are compare-and-set on the record.
 
+pub mod format;
 mod metrics;
 pub mod rules;
 
@@ -319,6 +320,12 @@ impl Recovery {
         })
     }
 
+    /// How many orphan records `cluster` has (no copy of them).
+    pub fn count(&self, cluster: &str) -> usize {
+        let index = self.inner.index.read().expect("orphan index");
+        index.get(cluster).map_or(0, |c| c.len())
+    }
+
     /// A cluster's orphan records as [`rules::answer`] reads them.
     pub fn known(&self, cluster: &str) -> rules::Known {
         let index = self.inner.index.read().expect("orphan index");
@@ -375,6 +382,40 @@ impl Recovery {
             (&a.cluster, &a.name, &a.resource_id).cmp(&(&b.cluster, &b.name, &b.resource_id))
         });
         items
+    }
+
+    /// One page of orphans (of `cluster`, or of every cluster) in (cluster, resource id)
+    /// order, starting after `after` (the last page's last `(cluster, resource id)`), at most
+    /// `limit`; and where the next page starts, when there is one.
+    pub fn page(
+        &self,
+        cluster: Option<&str>,
+        after: Option<(&str, &str)>,
+        limit: usize,
+    ) -> (Vec<Orphan>, Option<(String, String)>) {
+        use std::ops::Bound::{Excluded, Included, Unbounded};
+        let index = self.inner.index.read().expect("orphan index");
+        let from = after.map_or(Unbounded, |(c, _)| Included(c.to_string()));
+        let mut items = Vec::new();
+        let mut last: Option<(&String, &String)> = None;
+        for (c, orphans) in index.range((from, Unbounded)) {
+            if cluster.is_some_and(|want| want != c.as_str()) {
+                continue;
+            }
+            let start = match after {
+                Some((ac, id)) if ac == c.as_str() => Excluded(id.to_string()),
+                _ => Unbounded,
+            };
+            for (id, (o, _)) in orphans.range((start, Unbounded)) {
+                if items.len() == limit {
+                    let next = last.map(|(c, id)| (c.clone(), id.clone()));
+                    return (items, next);
+                }
+                items.push(o.clone());
+                last = Some((c, id));
+            }
+        }
+        (items, None)
     }
 
     /// The orphans counted by kind and decision.
@@ -467,6 +508,7 @@ impl Recovery {
     /// the one `name` makes on `cluster`, and without waiting (a full queue drops it).
     pub fn offer(&self, cluster: &str, resource_id: &str, name: &str, generation: i64) {
         if !(self.is_open() || self.has_orphans(cluster))
+            || !rules::orphan_name_ok(name)
             || flotilla_bus::works::resource_id(cluster, name) != resource_id
         {
             return;
@@ -493,7 +535,7 @@ impl Recovery {
             Some((o, _)) if o.name == name => return,
             Some(found) => found,
             None if self.is_open() => {
-                if self.of_cluster(cluster).len() >= rules::MAX_ORPHANS_PER_CLUSTER {
+                if self.count(cluster) >= rules::MAX_ORPHANS_PER_CLUSTER {
                     return;
                 }
                 let fresh = Orphan {

@@ -98,6 +98,9 @@ pub fn answer(
             Some((OrphanKind::Work, OrphanDecision::Delete)) => out.delete.push(id),
             // Kept, undecided, or a record of the other kind (settled above).
             Some(_) => {}
+            // Not a resource id (every one is a UUID): no work of any hub; withheld in the
+            // window, never a record key (a hostile id could be any length).
+            None if open && !resource_id_shaped(&id) => {}
             None if open => {
                 if out.record.len() < room {
                     let agent_generation = agent.get(&id).copied().unwrap_or_default();
@@ -157,6 +160,26 @@ pub fn answer(
         }
     }
     out
+}
+
+/// Whether `id` can be a resource id: a UUID in its hyphenated lowercase form, as
+/// `flotilla_bus::works::resource_id` makes every one.
+pub fn resource_id_shaped(id: &str) -> bool {
+    id.len() == 36 && uuid::Uuid::try_parse(id).is_ok_and(|u| u.hyphenated().to_string() == id)
+}
+
+/// Whether `name` can name an orphan: a ManifestWork name (a DNS-1123 subdomain: at most 253
+/// lowercase letters, digits, `-` and `.`, starting and ending with a letter or digit). A
+/// status a hostile spoke makes up under any other name is not recorded nor shown.
+pub fn orphan_name_ok(name: &str) -> bool {
+    let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    !name.is_empty()
+        && name.len() <= 253
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        && edge(name.chars().next())
+        && edge(name.chars().last())
 }
 
 /// `Behind` records whose work the store changed since they were recorded (`store`: its

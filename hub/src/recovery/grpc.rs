@@ -13,6 +13,10 @@ use flotilla_hub_core::cluster::rules;
 use flotilla_hub_core::inventory::ClusterInventory;
 use tonic::{Request, Response, Status};
 
+/// The most orphans one `ListOrphans` answer holds (about 200 bytes each: far under the
+/// 4 MiB a gRPC client takes by default).
+const PAGE: usize = 500;
+
 fn status(e: RecoveryError) -> Status {
     match e {
         RecoveryError::NotFound { .. } => Status::not_found(e.to_string()),
@@ -85,8 +89,23 @@ impl RecoveryService for RecoveryApi {
             guard::object("cluster", &r.cluster)?;
         }
         let cluster = Some(r.cluster.as_str()).filter(|c| !c.is_empty());
+        let after = match r.page_token.as_str() {
+            "" => None,
+            token => Some(token.split_once('/').ok_or_else(|| {
+                Status::invalid_argument(format!(
+                    "page_token {:?} is not one this hub gave: ask again without it",
+                    token.chars().take(80).collect::<String>()
+                ))
+            })?),
+        };
+        let limit = match r.limit {
+            0 => PAGE,
+            n => (n as usize).min(PAGE),
+        };
+        let (items, next) = self.recovery.page(cluster, after, limit);
         Ok(Response::new(ListOrphansResponse {
-            items: self.recovery.list(cluster),
+            items,
+            next_page_token: next.map(|(c, id)| format!("{c}/{id}")).unwrap_or_default(),
         }))
     }
 
@@ -110,7 +129,10 @@ impl RecoveryService for RecoveryApi {
             .await
             .map_err(status)?;
         tracing::info!(by, cluster = %r.cluster, orphans = items.len(), ?decision, "orphans decided");
-        Ok(Response::new(ListOrphansResponse { items }))
+        Ok(Response::new(ListOrphansResponse {
+            items,
+            ..Default::default()
+        }))
     }
 
     async fn finish_recovery(

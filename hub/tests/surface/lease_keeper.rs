@@ -23,6 +23,7 @@ fn hub(id: &str) -> HubInfo {
         grpc: String::new(),
         metrics: String::new(),
         draining: false,
+        version: flotilla_api::version::VERSION.into(),
     }
 }
 

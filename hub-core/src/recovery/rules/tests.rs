@@ -24,6 +24,11 @@ fn work(id: &str, held: i64) -> Stranger {
     }
 }
 
+/// A resource id (UUID-shaped, as every one is) numbered `n`.
+fn rid(n: usize) -> String {
+    format!("00000000-0000-5000-8000-{n:012}")
+}
+
 fn ids(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
@@ -42,17 +47,53 @@ fn orphan(id: &str, name: &str, generation: i64, decision: OrphanDecision) -> Or
 
 #[test]
 fn in_the_window_strangers_become_orphans_and_nothing_is_deleted() {
+    let (r1, r2) = (rid(1), rid(2));
     let a = answer(
         true,
-        ids(&["r1", "r2"]),
-        &agent(&[("r1", 3), ("r2", 1), ("w", 1)]),
+        vec![r1.clone(), r2.clone()],
+        &agent(&[(&r1, 3), (&r2, 1), ("w", 1)]),
         &store(&[("w", 1)]),
         &BTreeSet::new(),
         &Known::new(),
     );
     assert_eq!(a.delete, Vec::<String>::new());
-    assert_eq!(a.record, vec![work("r1", 3), work("r2", 1)]);
+    assert_eq!(a.record, vec![work(&r1, 3), work(&r2, 1)]);
     assert!(a.settle.is_empty());
+}
+
+#[test]
+fn an_id_that_is_no_resource_id_is_withheld_but_never_recorded_and_names_are_work_names() {
+    let long = "a".repeat(4096);
+    let a = answer(
+        true,
+        vec![
+            rid(1),
+            long.clone(),
+            "6B0C0000-0000-5000-8000-00000000000A".into(),
+        ],
+        &agent(&[(&rid(1), 1), (&long, 1)]),
+        &store(&[]),
+        &BTreeSet::new(),
+        &Known::new(),
+    );
+    assert!(a.delete.is_empty(), "withheld in the window");
+    assert_eq!(a.record, vec![work(&rid(1), 1)]);
+    assert!(!a.overflow);
+    for ok in ["web", "app-v2", "a.b-c", "0x"] {
+        assert!(orphan_name_ok(ok), "{ok}");
+    }
+    for bad in [
+        "",
+        "Web",
+        "-a",
+        "a-",
+        "x\r\u{1b}[2K",
+        "a".repeat(254).as_str(),
+        "a b",
+    ] {
+        assert!(!orphan_name_ok(bad), "{bad:?}");
+    }
+    assert!(orphan_name_ok(&"a".repeat(253)));
 }
 
 #[test]
@@ -112,11 +153,9 @@ fn records_the_agent_no_longer_holds_or_the_store_has_again_are_settled() {
 
 #[test]
 fn a_spoke_cannot_make_the_hub_record_without_bound() {
-    let strangers: Vec<String> = (0..MAX_ORPHANS_PER_CLUSTER + 50)
-        .map(|i| format!("r{i:05}"))
-        .collect();
+    let strangers: Vec<String> = (0..MAX_ORPHANS_PER_CLUSTER + 50).map(rid).collect();
     let held: HashMap<String, i64> = strangers.iter().map(|s| (s.clone(), 1)).collect();
-    let k = known(&[("r00000", OrphanDecision::Undecided)]);
+    let k = known(&[(&rid(0), OrphanDecision::Undecided)]);
     let a = answer(true, strangers, &held, &store(&[]), &BTreeSet::new(), &k);
     assert_eq!(a.record.len(), MAX_ORPHANS_PER_CLUSTER - 1);
     assert!(
@@ -129,8 +168,8 @@ fn a_spoke_cannot_make_the_hub_record_without_bound() {
     );
     let fits = answer(
         true,
-        ids(&["r1"]),
-        &agent(&[("r1", 1)]),
+        vec![rid(1)],
+        &agent(&[(&rid(1), 1)]),
         &store(&[]),
         &BTreeSet::new(),
         &k,
