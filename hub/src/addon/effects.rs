@@ -2,11 +2,13 @@
 //! of a work's manifests (for conflicts between add-ons), the registrations shown in the status,
 //! status writes and uninstalling (pre-delete hook, works, stored object, lease, credentials).
 
+use super::deps::Deps;
+use super::error::AddOnError;
 use super::rules::uninstall::{
     self, REASON_COMPLETED, REASON_NOT_COMPLETED, UninstallStep, UninstallView,
 };
 use super::rules::works as rules;
-use super::{AddOnError, Deps, Store};
+use super::store::{Store, lease_key};
 use crate::keys::ObjectRef;
 use flotilla_api::addon;
 use flotilla_api::addon::render::RenderError;
@@ -376,6 +378,6 @@ async fn forget(store: &Store, deps: &Deps, cluster: &str, name: &str) -> Result
     }
     store.cluster_addons.purge(&key.store_key()).await?;
     store.cluster_addon_views.remove(&key.inventory_key());
-    store.leases.remove(&super::lease_key(cluster, name));
+    store.leases.remove(&lease_key(cluster, name));
     Ok(())
 }

@@ -8,7 +8,9 @@
 //! |---|---|---|---|---|
 //! | `flotilla.v1.AddOnService` | | `GetClusterManagementAddOn`, `ListClusterManagementAddOns`, `GetManagedClusterAddOn`, `ListManagedClusterAddOns`, `WatchManagedClusterAddOns`, `GetAddOnTemplate`, `ListAddOnTemplates`, `GetAddOnDeploymentConfig`, `ListAddOnDeploymentConfigs` | | `ApplyClusterManagementAddOn`, `DeleteClusterManagementAddOn`, `ApplyManagedClusterAddOn`, `DeleteManagedClusterAddOn`, `ApplyAddOnTemplate`, `DeleteAddOnTemplate`, `ApplyAddOnDeploymentConfig`, `DeleteAddOnDeploymentConfig`, `EnableAddOn`, `DisableAddOn` |
 
-use super::{AddOnConfig, AddOns, Deps, Store};
+use super::deps::{AddOnConfig, Deps};
+use super::handle::AddOns;
+use super::store::Store;
 use crate::addon::grpc::AddOnApi;
 use crate::controller::{Recipe, Start, StartError};
 use crate::grpc::access::Access::{Read, Write};

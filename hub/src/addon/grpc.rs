@@ -1,7 +1,8 @@
 //! `flotilla.v1.AddOnService`: add-ons, their installations, templates and configs, and
 //! clusteradm's `addon enable` / `addon disable`.
 
-use crate::addon::{AddOnError, AddOns};
+use crate::addon::error::AddOnError;
+use crate::addon::handle::AddOns;
 use crate::grants::{Target, Verb};
 use crate::grpc::guard;
 use flotilla_api::v1::add_on_service_server::AddOnService;

@@ -7,7 +7,7 @@
 //! The subject names the add-on and the cluster; in secure mode the server only lets an
 //! add-on agent publish on its own, so a payload naming another cluster or add-on is refused.
 
-use super::AddOns;
+use super::handle::AddOns;
 use crate::metrics::Metrics;
 use crate::router::RouterConfig;
 use flotilla_api::v1::{
@@ -239,5 +239,5 @@ enum RequestError {
     },
     /// The add-on's key gets no credentials.
     #[error(transparent)]
-    Refused(#[from] super::CredentialsError),
+    Refused(#[from] super::agents::CredentialsError),
 }

@@ -34,12 +34,14 @@ mod status;
 
 use removal::is_deleting;
 
+use super::deps::Deps;
 use super::dirty::{self, Dirty, Read};
 use super::effects::{Removal, manifest_ids, sync_works};
+use super::error::AddOnError;
 use super::rules::plan::{self, Installation};
 use super::rules::{self, AddOnKind, Lifecycle, Resolved};
 use super::settled::Settled;
-use super::{AddOnError, Deps, Store};
+use super::store::Store;
 use crate::keys::ObjectRef;
 use flotilla_api::addon::{self, configs, health, render};
 use flotilla_api::ocm;

@@ -3,8 +3,8 @@
 //! itself once the last installation is gone.
 
 use super::{Actor, Recheck};
-use crate::addon::AddOnError;
 use crate::addon::effects::{Removal, uninstall};
+use crate::addon::error::AddOnError;
 use crate::addon::rules::{self, AddOnKind};
 use crate::keys::ObjectRef;
 use flotilla_api::addon::render;
