@@ -180,7 +180,9 @@ enum Command {
     /// with a join credential for it from a secure hub.
     #[command(after_long_help = cmd::join::HELP)]
     Join(cmd::join::JoinArgs),
-    /// Governance: a policy's compliance across its clusters (`policy status NAME --watch`).
+    /// Governance: a policy's compliance across its clusters (`policy status NAME --watch`),
+    /// its copy for one cluster (`policy render NAME -c C`) and why it stands there
+    /// (`policy explain NAME -c C`).
     Policy {
         #[command(subcommand)]
         what: cmd::policy::PolicyWhat,

@@ -85,6 +85,26 @@ pub enum DeleteWhat {
         #[arg(short = 'n', long, default_value = "default")]
         namespace: String,
     },
+    /// A ConfigMap kept on the hub for hub templates: every policy reading it re-resolves
+    /// (and reports OCM's template error while it is missing).
+    #[command(alias = "hubconfigmaps")]
+    Hubconfigmap {
+        /// Name.
+        name: String,
+        /// Namespace.
+        #[arg(short = 'n', long, default_value = "default")]
+        namespace: String,
+    },
+    /// A Secret kept on the hub (sealed) for hub templates: every policy reading it
+    /// re-resolves.
+    #[command(alias = "hubsecrets")]
+    Hubsecret {
+        /// Name.
+        name: String,
+        /// Namespace.
+        #[arg(short = 'n', long, default_value = "default")]
+        namespace: String,
+    },
     /// A PlacementBinding.
     #[command(alias = "pb")]
     Placementbinding {
@@ -257,6 +277,28 @@ pub async fn run(hub: &Hub, what: DeleteWhat) -> Result<()> {
                 .delete(async || hub.policies().delete_policy(r.clone()).await)
                 .await?;
             let line = format!("policy/{} deleted (namespace {})", r.name, r.namespace);
+            (line, d.map(drop))
+        }
+        DeleteWhat::Hubconfigmap { name, namespace } => {
+            let r = GetPolicyRequest { namespace, name };
+            let d = hub
+                .delete(async || hub.policies().delete_hub_config_map(r.clone()).await)
+                .await?;
+            let line = format!(
+                "configmap/{} deleted from the hub (namespace {})",
+                r.name, r.namespace
+            );
+            (line, d.map(drop))
+        }
+        DeleteWhat::Hubsecret { name, namespace } => {
+            let r = GetPolicyRequest { namespace, name };
+            let d = hub
+                .delete(async || hub.policies().delete_hub_secret(r.clone()).await)
+                .await?;
+            let line = format!(
+                "secret/{} deleted from the hub (namespace {})",
+                r.name, r.namespace
+            );
             (line, d.map(drop))
         }
         DeleteWhat::Placementbinding { name, namespace } => {

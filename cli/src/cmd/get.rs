@@ -114,6 +114,25 @@ pub enum GetWhat {
         #[arg(short = 'n', long)]
         namespace: Option<String>,
     },
+    /// ConfigMaps kept on the hub for hub templates: NAME, DATA (`-o wide`: the keys).
+    #[command(alias = "hubconfigmap")]
+    Hubconfigmaps {
+        /// Only these ConfigMaps.
+        names: Vec<String>,
+        /// Namespace (every namespace, with a NAMESPACE column, when omitted).
+        #[arg(short = 'n', long)]
+        namespace: Option<String>,
+    },
+    /// Secrets kept on the hub (sealed) for hub templates: NAME, TYPE, DATA (`-o wide`: the
+    /// keys and a digest of the values). Their values are never shown.
+    #[command(alias = "hubsecret")]
+    Hubsecrets {
+        /// Only these Secrets.
+        names: Vec<String>,
+        /// Namespace (every namespace, with a NAMESPACE column, when omitted).
+        #[arg(short = 'n', long)]
+        namespace: Option<String>,
+    },
     /// PlacementBindings: policies and policy sets bound to a Placement or PlacementRule.
     #[command(alias = "placementbinding", alias = "pb")]
     Placementbindings {
@@ -312,6 +331,14 @@ pub async fn run(hub: &Hub, format: Format, what: GetWhat) -> Result<()> {
             names: n,
             namespace,
         } => get::<Policy>(hub, format, names(n, namespace)).await,
+        GetWhat::Hubconfigmaps {
+            names: n,
+            namespace,
+        } => get::<flotilla_api::v1::HubConfigMap>(hub, format, names(n, namespace)).await,
+        GetWhat::Hubsecrets {
+            names: n,
+            namespace,
+        } => get::<flotilla_api::v1::HubSecretRecord>(hub, format, names(n, namespace)).await,
         GetWhat::Placementbindings {
             names: n,
             namespace,

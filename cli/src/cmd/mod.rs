@@ -8,7 +8,8 @@
 //! - [`apply`]: create or update resources from OCM YAML.
 //! - [`delete`]: delete one resource.
 //! - [`watch`]: stream changes of clusters, works or placements.
-//! - [`policy`]: `policy status NAME [--watch]`: a policy's compliance per binding and overall.
+//! - [`policy`]: `policy status NAME [--watch]`: a policy's compliance per binding and overall;
+//!   `policy render|explain NAME -c CLUSTER`: one cluster's copy, and why it stands there.
 //! - [`rollout`]: rollout status of a ManifestWorkReplicaSet (progress bars, `--watch`).
 //! - [`addon`]: enable and disable add-ons, and their rollout status (progress bars, `--watch`).
 //! - [`progress`]: the progress bars and the `--watch` loop `rollout` and `addon` share.

@@ -3,11 +3,18 @@
 //! Compliant, NonCompliant, Pending or silent — as progress bars.
 //! Without `--watch` it prints once; with it, it redraws until every decided cluster is
 //! Compliant. A policy bound to no cluster is never done.
+//!
+//! `flotilla policy render NAME --cluster C`: the copy the hub would send that cluster now (a
+//! dry run), hub templates resolved for it, protected values sealed to its agent (never in
+//! plaintext); `flotilla policy explain NAME --cluster C`: why the cluster is where it is —
+//! decided or not, what it was sent and whether that is still the copy, what its hub templates
+//! read, each template's hub error and the agent's last report.
 
 use super::progress::{Step, follow, labelled_bar};
 use crate::hub::Hub;
 use anyhow::Result;
-use flotilla_api::v1::{GetPolicyRequest, Policy};
+use flotilla_api::v1::{GetPolicyRequest, Policy, RenderPolicyRequest, RenderedPolicy};
+use std::fmt::Write;
 
 /// `flotilla policy` subcommands.
 #[derive(clap::Subcommand, Debug, Clone)]
@@ -23,15 +30,61 @@ pub enum PolicyWhat {
         #[arg(short, long)]
         watch: bool,
     },
+    /// The copy of a policy the hub would send one cluster now, as YAML (a dry run): hub
+    /// templates resolved for it; a template that failed carries OCM's hub-templates-error
+    /// annotation; protected values stay sealed to the cluster's agent.
+    Render {
+        /// Policy name.
+        name: String,
+        /// Namespace.
+        #[arg(short = 'n', long, default_value = "default")]
+        namespace: String,
+        /// The cluster to render for.
+        #[arg(short = 'c', long)]
+        cluster: String,
+    },
+    /// Why a policy is where it is on one cluster: decided or not, the generation sent and
+    /// whether it is still the copy, the hub objects its templates read, each template's hub
+    /// template error and the agent's last report.
+    Explain {
+        /// Policy name.
+        name: String,
+        /// Namespace.
+        #[arg(short = 'n', long, default_value = "default")]
+        namespace: String,
+        /// The cluster to explain.
+        #[arg(short = 'c', long)]
+        cluster: String,
+    },
 }
 
 /// Runs `policy`.
 pub async fn run(hub: &Hub, what: PolicyWhat) -> Result<()> {
-    let PolicyWhat::Status {
-        name,
-        namespace,
-        watch,
-    } = what;
+    let (name, namespace, watch) = match what {
+        PolicyWhat::Status {
+            name,
+            namespace,
+            watch,
+        } => (name, namespace, watch),
+        PolicyWhat::Render {
+            name,
+            namespace,
+            cluster,
+        } => {
+            let r = rendered(hub, name, namespace, cluster).await?;
+            print!("{}", render_yaml(&r)?);
+            return Ok(());
+        }
+        PolicyWhat::Explain {
+            name,
+            namespace,
+            cluster,
+        } => {
+            let r = rendered(hub, name, namespace, cluster.clone()).await?;
+            print!("{}", explain(&r, &cluster));
+            return Ok(());
+        }
+    };
     follow(watch, || {
         let r = GetPolicyRequest {
             namespace: namespace.clone(),
@@ -45,6 +98,138 @@ pub async fn run(hub: &Hub, what: PolicyWhat) -> Result<()> {
         }
     })
     .await
+}
+
+async fn rendered(
+    hub: &Hub,
+    name: String,
+    namespace: String,
+    cluster: String,
+) -> Result<RenderedPolicy> {
+    let r = RenderPolicyRequest {
+        namespace,
+        name,
+        cluster,
+    };
+    Ok(hub
+        .idempotent(async || hub.policies().render_policy(r.clone()).await)
+        .await?)
+}
+
+/// `policy render`: the copy in OCM's shape, after a comment per template that failed.
+pub fn render_yaml(r: &RenderedPolicy) -> Result<String> {
+    let mut out = String::new();
+    for e in &r.errors {
+        for (i, line) in e.lines().enumerate() {
+            let lead = if i == 0 {
+                "# hub template error: "
+            } else {
+                "#   "
+            };
+            let _ = writeln!(out, "{lead}{line}");
+        }
+    }
+    let copy = r.copy.clone().unwrap_or_default();
+    out.push_str(&serde_yaml::to_string(
+        &flotilla_api::ocm::policy::Policy::from(&copy),
+    )?);
+    Ok(out)
+}
+
+/// A template's `kind name` and its hub template error, from the copy.
+fn templates_of(copy: &Policy) -> Vec<(String, Option<String>)> {
+    use flotilla_api::policy::template::protected::{HUB_TEMPLATES_ERROR, annotation};
+    let spec = copy.spec.clone().unwrap_or_default();
+    spec.policy_templates
+        .iter()
+        .map(|t| {
+            let v: serde_json::Value =
+                serde_json::from_slice(&t.object_definition).unwrap_or_default();
+            let name = format!(
+                "{} {}",
+                v["kind"].as_str().unwrap_or("?"),
+                v["metadata"]["name"].as_str().unwrap_or("?")
+            );
+            (
+                name,
+                annotation(&v, HUB_TEMPLATES_ERROR).map(str::to_string),
+            )
+        })
+        .collect()
+}
+
+/// `policy explain`: what the hub decided and sent for the cluster, what its templates read,
+/// and what the agent last reported.
+pub fn explain(r: &RenderedPolicy, cluster: &str) -> String {
+    let copy = r.copy.clone().unwrap_or_default();
+    let spec = copy.spec.clone().unwrap_or_default();
+    let root = copy
+        .metadata
+        .as_ref()
+        .map(|m| m.name.replacen('.', "/", 1))
+        .unwrap_or_default();
+    let mut out = format!(
+        "policy {root} on cluster {cluster}
+"
+    );
+    let _ = writeln!(
+        out,
+        "Decided:      {}",
+        if r.decided {
+            format!("yes ({})", spec.remediation_action)
+        } else {
+            "no: no binding of the policy decides this cluster (rendered as if one did)".into()
+        }
+    );
+    let record = r.record.clone().unwrap_or_default();
+    let sent = match (record.generation, r.current) {
+        (0, _) => "nothing yet".to_string(),
+        (g, true) => format!("generation {g}, the copy the hub resolves now"),
+        (g, false) => format!(
+            "generation {g}; the copy the hub resolves now differs (the next reconcile sends it)"
+        ),
+    };
+    let _ = writeln!(out, "Sent:         {sent}");
+    let report = record.report.clone().unwrap_or_default();
+    let reported = match report.compliant.as_str() {
+        "" => "nothing yet".to_string(),
+        c => format!("{c} (about generation {})", report.observed_generation),
+    };
+    let _ = writeln!(out, "Reported:     {reported}");
+    let _ = writeln!(
+        out,
+        "Hub reads:    {}",
+        if r.reads.is_empty() {
+            "none".to_string()
+        } else {
+            r.reads.join(", ")
+        }
+    );
+    let _ = writeln!(out, "Templates:");
+    for (name, error) in templates_of(&copy) {
+        let state = report
+            .details
+            .iter()
+            .find(|d| format!("{} {}", d.template_kind, d.template_name) == name)
+            .map(|d| {
+                (
+                    d.compliant.clone(),
+                    d.history.first().map(|h| h.message.clone()),
+                )
+            });
+        let compliant = match &state {
+            Some((c, _)) if !c.is_empty() => c.as_str(),
+            _ => "-",
+        };
+        let _ = writeln!(out, "  {name}: {compliant}");
+        if let Some(e) = error {
+            let _ = writeln!(out, "    hub template error: {e}");
+        }
+        if let Some((_, Some(m))) = state {
+            let _ = writeln!(out, "    last message: {m}");
+        }
+    }
+    out
 }
 
 /// The text and whether the policy is done (Compliant on every decided cluster).

@@ -14,6 +14,8 @@
 //!   verdicts and scores).
 //! - [`policy`]: governance — Policies, PlacementBindings, PolicySets, PlacementRules, and
 //!   `describe policy`.
+//! - [`hubdata`]: the hub's ConfigMaps and Secrets that hub templates read (a Secret without
+//!   its values).
 //! - [`importpolicy`]: ClusterImportPolicies (source, imported and adopted counts).
 //! - [`gitrepo`]: GitRepos (repository, commit delivered, bundles ready, fetch and render
 //!   state; `describe gitrepo`).
@@ -39,6 +41,7 @@ pub mod cluster;
 pub mod clusterset;
 pub mod decision;
 pub mod gitrepo;
+pub mod hubdata;
 pub mod importpolicy;
 pub mod mirrorpeer;
 pub mod orphan;

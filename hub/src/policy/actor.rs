@@ -14,7 +14,9 @@ use crate::backoff::Backoff;
 use crate::keys::ObjectRef;
 use crate::report::Outcome;
 use flotilla_api::policy::Compliance;
-use flotilla_api::v1::{Policy, PolicyClusterRecord, PolicySet, PolicyStatusReport};
+use flotilla_api::v1::{
+    Policy, PolicyClusterRecord, PolicySet, PolicyStatusReport, RenderedPolicy,
+};
 use flotilla_bus::envelope::{Action, Event};
 use flotilla_bus::policies;
 use plan::RESEND_AFTER;
@@ -44,6 +46,8 @@ pub enum Msg {
     Report(Box<ReportIn>),
     /// Every decided cluster's last report.
     Details(oneshot::Sender<Vec<PolicyStatusReport>>),
+    /// One cluster's copy resolved now, sent nowhere (`flotilla policy render`).
+    Render(String, oneshot::Sender<Result<RenderedPolicy, PolicyError>>),
 }
 
 /// Mailbox capacity of a policy actor.
@@ -308,6 +312,9 @@ impl Actor {
             }
             Msg::Details(reply) => {
                 let _ = reply.send(self.details());
+            }
+            Msg::Render(cluster, reply) => {
+                let _ = reply.send(self.render(&cluster));
             }
         }
         true

@@ -5,7 +5,7 @@
 //!
 //! | Service | Open (no token) | Read (any identity) | WriteWork (admin, deployer) | Write (admin) |
 //! |---|---|---|---|---|
-//! | `flotilla.v1.PolicyService` | | `GetPolicy`, `ListPolicies`, `GetPolicyDetails`, `WatchPolicies`, `ListPlacementBindings`, `ListPolicySets`, `ListPlacementRules`, `ListHubData` | | `ApplyPolicy`, `DeletePolicy`, `ApplyPlacementBinding`, `DeletePlacementBinding`, `ApplyPolicySet`, `DeletePolicySet`, `ApplyPlacementRule`, `DeletePlacementRule`, `ApplyHubConfigMap`, `DeleteHubConfigMap`, `ApplyHubSecret`, `DeleteHubSecret` |
+//! | `flotilla.v1.PolicyService` | | `GetPolicy`, `ListPolicies`, `GetPolicyDetails`, `WatchPolicies`, `ListPlacementBindings`, `ListPolicySets`, `ListPlacementRules`, `ListHubData`, `RenderPolicy` | | `ApplyPolicy`, `DeletePolicy`, `ApplyPlacementBinding`, `DeletePlacementBinding`, `ApplyPolicySet`, `DeletePolicySet`, `ApplyPlacementRule`, `DeletePlacementRule`, `ApplyHubConfigMap`, `DeleteHubConfigMap`, `ApplyHubSecret`, `DeleteHubSecret` |
 
 use super::route::{KIND, PolicyTaker};
 use super::{Buckets, Deps, Policies};
@@ -51,6 +51,7 @@ impl Recipe for PolicyFamily {
             ("ApplyHubSecret", Write, NAMESPACE_WRITE),
             ("DeleteHubSecret", Write, NAMESPACE_WRITE),
             ("ListHubData", Read, FILTERED),
+            ("RenderPolicy", Read, FILTERED),
         ],
     )];
     const REPORTS: &'static [Kind] = &[KIND];

@@ -14,7 +14,8 @@ use flotilla_api::v1::{
     DeletePolicyResponse, GetPolicyRequest, HubConfigMap, HubSecret, HubSecretRecord,
     ListHubDataResponse, ListPlacementBindingsResponse, ListPlacementRulesResponse,
     ListPoliciesRequest, ListPoliciesResponse, ListPolicySetsResponse, PlacementBinding,
-    PlacementRule, Policy, PolicyDetails, PolicyEvent, PolicySet,
+    PlacementRule, Policy, PolicyDetails, PolicyEvent, PolicySet, RenderPolicyRequest,
+    RenderedPolicy,
 };
 use tonic::{Request, Response, Status};
 
@@ -379,6 +380,32 @@ impl PolicyService for PolicyApi {
             .delete_secret(&r.namespace, &r.name)
             .await?;
         Ok(Response::new(DeletePolicyResponse {}))
+    }
+
+    async fn render_policy(
+        &self,
+        request: Request<RenderPolicyRequest>,
+    ) -> Result<Response<RenderedPolicy>, Status> {
+        let r = request.get_ref();
+        guard::namespace("namespace", &r.namespace, false)?;
+        guard::object("name", &r.name)?;
+        guard::object("cluster", &r.cluster)?;
+        allow(&request, Verb::Read, "Policy", &r.namespace, &r.name)?;
+        let rendered = self
+            .policies
+            .render(&r.namespace, &r.name, &r.cluster)
+            .await;
+        // A decided cluster's copy is the policy's, as its details are; any other cluster is
+        // rendered only for a caller who may read that cluster (its name and labels show).
+        if !rendered.as_ref().is_ok_and(|x| x.decided) {
+            guard::check(
+                &request,
+                Verb::Read,
+                Target::Cluster { name: &r.cluster },
+                &format!("get cluster {}", r.cluster),
+            )?;
+        }
+        Ok(Response::new(rendered?))
     }
 
     async fn list_hub_data(

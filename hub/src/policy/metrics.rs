@@ -40,6 +40,8 @@ pub struct GovernanceMetrics {
     /// Hub template resolutions that failed for a cluster (the copy went out with OCM's
     /// `hub-templates-error` annotation).
     pub template_errors: Counter,
+    /// Hub template resolutions run for a cluster (a cached one is not counted).
+    pub template_resolutions: Counter,
 }
 
 fn value(c: Compliance) -> i64 {
@@ -63,6 +65,7 @@ impl GovernanceMetrics {
             specs_sent: Counter::default(),
             reports_rejected: Counter::default(),
             template_errors: Counter::default(),
+            template_resolutions: Counter::default(),
         };
         hub.register_unprefixed(|r| {
             r.register(
@@ -86,6 +89,11 @@ impl GovernanceMetrics {
                 "template_errors",
                 "Hub template resolutions that failed for a cluster",
                 m.template_errors.clone(),
+            );
+            r.register(
+                "template_resolutions",
+                "Hub template resolutions run for a cluster (cached ones are not counted)",
+                m.template_resolutions.clone(),
             );
         });
         m

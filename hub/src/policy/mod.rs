@@ -372,6 +372,28 @@ impl Policies {
         rx.await.map_err(|_| PolicyError::Gone(key))
     }
 
+    /// One cluster's copy of a policy as the hub resolves it now, sent nowhere; `NotFound`
+    /// for a policy or cluster that does not exist.
+    pub async fn render(
+        &self,
+        namespace: &str,
+        name: &str,
+        cluster: &str,
+    ) -> Result<flotilla_api::v1::RenderedPolicy, PolicyError> {
+        let key = ObjectRef::new(namespace, name).inventory_key();
+        let tx = self
+            .inner
+            .actors
+            .get(&key)
+            .map(|t| t.clone())
+            .ok_or_else(|| PolicyError::NotFound(format!("Policy {key}")))?;
+        let (reply, rx) = oneshot::channel();
+        tx.send(actor::Msg::Render(cluster.to_string(), reply))
+            .await
+            .map_err(|_| PolicyError::Gone(key.clone()))?;
+        rx.await.map_err(|_| PolicyError::Gone(key))?
+    }
+
     /// Deletes a policy: every cluster removes its copy, then the policy goes.
     pub async fn delete_policy(&self, namespace: &str, name: &str) -> Result<(), PolicyError> {
         let key = ObjectRef::new(namespace, name);

@@ -222,10 +222,15 @@ pub fn replicated(
             name: root_name,
             namespace: cluster.to_string(),
             labels,
+            // `trigger-update` is the root's alone (OCM's propagator drops it from replicas).
             annotations: root
                 .metadata
                 .as_ref()
-                .map(|m| m.annotations.clone())
+                .map(|m| {
+                    let mut a = m.annotations.clone();
+                    a.remove(flotilla_api::policy::template::protected::TRIGGER_UPDATE);
+                    a
+                })
                 .unwrap_or_default(),
             generation,
             ..Default::default()

@@ -21,7 +21,7 @@ use data_encoding::{BASE64, HEXLOWER};
 use flotilla_api::policy::template::funcs::{Mode, Protect};
 use flotilla_api::policy::template::preprocess::{HUB, has_template};
 use flotilla_api::policy::template::protected::{
-    DISABLE_TEMPLATES, ENCRYPTED, HUB_TEMPLATES_ERROR, SEALED_BY,
+    DISABLE_TEMPLATES, ENCRYPTED, HUB_TEMPLATES_ERROR, SEALED_BY, TRIGGER_UPDATE,
 };
 use flotilla_api::policy::template::source::{Query, Source};
 use flotilla_api::policy::template::value::to_template;
@@ -48,6 +48,15 @@ pub fn templated(policy: &Policy) -> bool {
                 .iter()
                 .any(|t| has_template(&String::from_utf8_lossy(&t.object_definition), HUB))
         })
+}
+
+/// The root's `trigger-update` annotation ("" without one).
+pub fn trigger_update(policy: &Policy) -> &str {
+    policy
+        .metadata
+        .as_ref()
+        .and_then(|m| m.annotations.get(TRIGGER_UPDATE))
+        .map_or("", String::as_str)
 }
 
 /// What of a cluster its hub templates may read.

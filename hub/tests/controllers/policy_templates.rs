@@ -19,6 +19,8 @@ use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod render;
+
 const SRIOV_TEMPLATIZED: &str =
     include_str!("../../../api/src/ocm/policy/testdata/policy-sriovnetwork-templatized.yaml");
 

@@ -10,10 +10,11 @@
 //! cluster's part is kept, so lease renewals of a fleet whose template fails cost nothing).
 
 use super::Actor;
+use crate::policy::PolicyError;
 use crate::policy::rules;
 use crate::policy::templates::{self, ClusterInputs};
 use flotilla_api::policy::template::source::Query;
-use flotilla_api::v1::{ManagedCluster, Policy, PolicySet};
+use flotilla_api::v1::{ManagedCluster, Policy, PolicySet, RenderedPolicy};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -71,6 +72,7 @@ impl Actor {
             Arc::new(self.inner.hubdata.clone()),
             &self.inner.deps.sealing,
         );
+        self.inner.metrics.template_resolutions.inc();
         if let Some(e) = r.errors.first() {
             tracing::debug!(cluster = %cluster.name, error = %e, "hub templates failed");
             self.inner.metrics.template_errors.inc();
@@ -91,8 +93,13 @@ impl Actor {
     /// Every target's hash, resolving where the cache does not hold (in chunks of [`CHUNK`],
     /// yielding between them: a fleet-wide policy never holds a worker for long).
     pub(super) async fn template_hashes(&mut self, policy: &Policy, sets: &[PolicySet]) -> Hashed {
-        let base = [false, true]
-            .map(|enforce| rules::spec_hash(&rules::replicated(policy, "", enforce, 0, sets)));
+        // A new `trigger-update` value makes every cached resolution stale (resolved again;
+        // sent only where the result differs, as OCM's propagator).
+        let trigger = templates::trigger_update(policy);
+        let base = [false, true].map(|enforce| {
+            let copy = rules::replicated(policy, "", enforce, 0, sets);
+            format!("{}\n{trigger}", rules::spec_hash(&copy))
+        });
         let targets: Vec<(String, bool)> =
             self.targets.iter().map(|(c, e)| (c.clone(), *e)).collect();
         self.cache.retain(|c, _| self.targets.contains_key(c));
@@ -168,5 +175,52 @@ impl Actor {
         self.cache
             .get(name)
             .is_none_or(|c| c.cluster != ClusterInputs::of(cluster).fingerprint())
+    }
+
+    /// One cluster's copy as a reconcile would resolve it now, sent nowhere (`flotilla policy
+    /// render` / `explain`): protected values stay sealed to the cluster's agent.
+    pub(super) fn render(&self, cluster: &str) -> Result<RenderedPolicy, PolicyError> {
+        let Some((policy, _)) = &self.policy else {
+            return Err(PolicyError::NotFound(format!("Policy {}", self.key)));
+        };
+        let Some(found) = self.inner.deps.clusters.get(cluster) else {
+            return Err(PolicyError::NotFound(format!("ManagedCluster {cluster}")));
+        };
+        let sets: Vec<PolicySet> = self
+            .inner
+            .sets
+            .read()
+            .expect("lock")
+            .values()
+            .cloned()
+            .collect();
+        let decided = self.targets.get(cluster);
+        let copy = rules::replicated(policy, cluster, decided == Some(&true), 0, &sets);
+        let r = if templates::templated(policy) {
+            templates::resolve(
+                copy,
+                &policy.metadata.clone().unwrap_or_default(),
+                &ClusterInputs::of(&found),
+                Arc::new(self.inner.hubdata.clone()),
+                &self.inner.deps.sealing,
+            )
+        } else {
+            // No hub templates, or the root turns them off: the copy as it is sent.
+            templates::Resolution {
+                hash: rules::spec_hash(&copy),
+                copy,
+                reads: BTreeSet::new(),
+                errors: Vec::new(),
+            }
+        };
+        let record = self.records.get(cluster).cloned();
+        Ok(RenderedPolicy {
+            current: record.as_ref().is_some_and(|rec| rec.spec_hash == r.hash),
+            copy: Some(r.copy),
+            errors: r.errors,
+            reads: r.reads.iter().map(ToString::to_string).collect(),
+            decided: decided.is_some(),
+            record,
+        })
     }
 }

@@ -119,7 +119,14 @@ fn get_or_list(
         Some(Answer::Unserved) => return Err(Fail::Calling(MISSING_API_RESOURCE.into())),
         Some(Answer::Failed(m)) => return Err(Fail::Calling(m)),
     };
-    if kind == "Secret" && api_version == "v1" && !matches!(got, Got::Pending) {
+    // A Secret read on the spoke makes the resolution sensitive (errors withheld, differences
+    // censored); on the hub every Secret value is protected as it is read, so no plaintext
+    // reaches an error and errors stay readable.
+    if kind == "Secret"
+        && api_version == "v1"
+        && call.mode() == Mode::Spoke
+        && !matches!(got, Got::Pending)
+    {
         call.sensitive();
     }
     Ok(got)
