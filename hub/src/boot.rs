@@ -121,6 +121,7 @@ pub(crate) fn hub_info(hub_id: &str, listeners: &Listeners) -> ha::lease::HubInf
 }
 
 /// What [`serve`] needs besides the listeners.
+#[derive(Clone, Copy)]
 pub(crate) struct ServeDeps<'a> {
     pub config: &'a Config,
     pub nats: &'a async_nats::Client,
@@ -129,6 +130,8 @@ pub(crate) struct ServeDeps<'a> {
     pub works: &'a WorkInventory,
     pub units: &'a Arc<units::Units>,
     pub shards: &'a ha::shards::Shards,
+    /// The OIDC issuer's authenticator (the dashboard's sign-in with it).
+    pub oidc: Option<&'a flotilla_oidc::Authenticator>,
 }
 
 /// Serves gRPC, the cluster proxy and the dashboard (when their listeners are bound) and
@@ -145,9 +148,9 @@ pub(crate) async fn serve(
         nats,
         metrics,
         inventory,
-        works,
         units,
         shards,
+        ..
     } = deps;
     tasks.push(serve_grpc(
         config,
@@ -174,15 +177,7 @@ pub(crate) async fn serve(
         None => None,
     };
     if let Some(listener) = listeners.dashboard {
-        tasks.extend(serve_dashboard(
-            config,
-            metrics,
-            inventory,
-            works,
-            units,
-            listener,
-            shutdown.clone(),
-        )?);
+        tasks.extend(serve_dashboard(deps, listener, shutdown.clone())?);
     }
     tasks.push(serve_metrics(
         listeners.metrics,
@@ -830,14 +825,33 @@ pub(crate) async fn serve_cluster_proxy(
 
 /// The dashboard: its live feed and its server, with the API's tokens and TLS.
 pub(crate) fn serve_dashboard(
-    config: &Config,
-    metrics: &Arc<Metrics>,
-    inventory: &ClusterInventory,
-    works: &crate::inventory::WorkInventory,
-    units: &Arc<units::Units>,
+    deps: ServeDeps<'_>,
     listener: TcpListener,
     shutdown: watch::Receiver<bool>,
 ) -> Result<Vec<JoinHandle<()>>, HubError> {
+    let ServeDeps {
+        config,
+        metrics,
+        inventory,
+        works,
+        units,
+        oidc,
+        ..
+    } = deps;
+    // The sign-in with the issuer: offered when configured and the hub trusts an issuer.
+    let sign_in = match (config.dashboard.sign_in.clone(), oidc) {
+        (Some(sign_in), Some(oidc)) => Some(Arc::new(
+            crate::dashboard::oidc::SignIn::new(sign_in, oidc.clone())
+                .map_err(|e| HubError::Oidc(crate::oidc::OidcError::Client(e)))?,
+        )),
+        (Some(_), None) => {
+            tracing::warn!(
+                "the dashboard's OIDC sign-in needs --oidc-issuer-url: only tokens sign in"
+            );
+            None
+        }
+        (None, _) => None,
+    };
     let tls = match &config.api.tls {
         Some(tls) => {
             Some(crate::webserver::tls_acceptor(&tls.cert, &tls.key).map_err(HubError::Tls)?)
@@ -852,6 +866,7 @@ pub(crate) fn serve_dashboard(
             units: units.clone(),
             tokens: config.api.tokens.clone(),
             metrics: metrics.clone(),
+            sign_in,
         },
         listener,
         tls,

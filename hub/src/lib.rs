@@ -478,7 +478,7 @@ async fn start_on(mut config: Config, listeners: boot::Listeners) -> Result<Hub,
     // followed while the hub runs.
     config.api.tokens = (config.api.tokens.take()).map(|t| t.with_index(state.set_index.clone()));
     // ID tokens of the OIDC issuer, verified with keys a task fetches and rotates.
-    let _oidc = match (config.api.oidc.clone(), config.api.tokens.take()) {
+    let oidc_issuer = match (config.api.oidc.clone(), config.api.tokens.take()) {
         (Some(issuer), Some(tokens)) => {
             let (tokens, authenticator, task) = oidc::start(issuer, tokens, &shutdown_rx)?;
             config.api.tokens = Some(tokens);
@@ -553,6 +553,7 @@ async fn start_on(mut config: Config, listeners: boot::Listeners) -> Result<Hub,
         works: &state.works,
         units: &units,
         shards: &shards,
+        oidc: oidc_issuer.as_ref(),
     };
     let cluster_proxy = boot::serve(listeners, serve, routes, shutdown_rx, &mut tasks).await?;
     Ok(Hub {

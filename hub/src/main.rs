@@ -71,6 +71,9 @@ struct Args {
     /// How many live dashboard pages may be open, in all and per identity.
     #[command(flatten)]
     dashboard_live: flotilla_hub::dashboard::live::LiveArgs,
+    /// The dashboard's sign-in with the OIDC issuer.
+    #[command(flatten)]
+    dashboard_oidc: flotilla_hub::dashboard::oidc::SignInArgs,
     /// Serve the gRPC API over TLS with this PEM certificate chain (with --grpc-tls-key).
     #[arg(long, env = "FLOTILLA_GRPC_TLS_CERT", requires = "grpc_tls_key")]
     grpc_tls_cert: Option<std::path::PathBuf>,
@@ -305,6 +308,7 @@ struct Checked {
     auto_accept: AutoAccept,
     tokens: Option<flotilla_hub::grpc::auth::Tokens>,
     oidc: Option<flotilla_oidc::Config>,
+    sign_in: Option<flotilla_hub::dashboard::oidc::SignInConfig>,
     sealing_key: Option<flotilla_hub::serviceaccount::key::SealingKey>,
     families: flotilla_hub::controllers::Settings,
 }
@@ -349,6 +353,7 @@ fn check(args: &Args) -> Result<Checked, Vec<String>> {
         &mut errors,
     );
     let oidc = args.oidc.config(&mut errors);
+    let sign_in = args.dashboard_oidc.config(oidc.as_ref(), &mut errors);
     if args.grants_file.is_some() && args.api_token_file.is_none() && oidc.is_none() {
         errors.push(
             "--grants-file: grants need identities to grant to; give --api-token-file (a token's \
@@ -384,6 +389,7 @@ fn check(args: &Args) -> Result<Checked, Vec<String>> {
             auto_accept,
             tokens,
             oidc,
+            sign_in,
             sealing_key,
             families,
         })
@@ -556,6 +562,7 @@ fn config(args: &Args, checked: Checked) -> Result<flotilla_hub::Config, String>
     config.metrics_listen = args.metrics_listen;
     config.api.tokens = checked.tokens;
     config.api.oidc = checked.oidc;
+    config.dashboard.sign_in = checked.sign_in;
     config.api.capacity = args.grpc_capacity.config();
     config.api.tls = args
         .grpc_tls_cert

@@ -193,10 +193,43 @@ impl Sessions {
         }
     }
 
-    /// Signs in with `token`: a new session's id, or `None` for a token the hub does not know.
+    /// Signs in with `token` at the form: a new session's id, or `None` for a token the hub
+    /// does not know (audited either way). An issuer's ID token pasted here makes a session
+    /// that ends when the token expires, if that is sooner than the sessions' TTL: the hub did
+    /// not run this sign-in, so it does not outlast the credential it was made from.
     pub fn sign_in(&self, token: &str) -> Option<String> {
         let tokens = self.tokens.as_ref()?;
-        let identity = tokens.identify(token.trim())?;
+        match tokens.authenticate(token.trim()) {
+            Ok(identity) => {
+                let until = match identity.principal.via {
+                    crate::grants::Via::Oidc { expires, .. } => Some(expires),
+                    _ => None,
+                };
+                Some(self.start_session(identity, until, "token form"))
+            }
+            Err(why) => {
+                crate::grpc::auth::audit_unauthenticated("dashboard sign-in (token form)", &why);
+                None
+            }
+        }
+    }
+
+    /// A new session of `identity` (a new random id, never one the browser brought), ending
+    /// after the TTL or at `until` (Unix seconds) if sooner; `how` names the sign-in in the
+    /// audit line.
+    pub fn start_session(&self, identity: Identity, until: Option<u64>, how: &str) -> String {
+        let mut ttl = self.config.ttl;
+        if let Some(until) = until {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            ttl = ttl.min(Duration::from_secs(until.saturating_sub(now)));
+        }
+        crate::grpc::guard::audit_line(
+            &identity.principal,
+            &format!("dashboard sign-in ({how})"),
+            crate::grpc::guard::Outcome::Allowed(&format!("a session of {}s", ttl.as_secs())),
+        );
         let id = random();
         let now = Instant::now();
         let mut sessions = self.sessions.lock().expect("sessions lock");
@@ -211,16 +244,21 @@ impl Sessions {
                 None => break,
             };
         }
-        tracing::info!(caller = %identity.name(), role = %identity.role(), "dashboard sign-in");
+        tracing::info!(caller = %identity.name(), role = %identity.role(), via = %identity.principal.via, "dashboard sign-in");
         sessions.insert(
             id.clone(),
             Session {
                 identity,
                 csrf: random(),
-                expires: now + self.config.ttl,
+                expires: now + ttl,
             },
         );
-        Some(id)
+        id
+    }
+
+    /// The API's tokens (`None` on an open hub).
+    pub fn tokens(&self) -> Option<&Tokens> {
+        self.tokens.as_ref()
     }
 
     /// Ends a session.
@@ -308,7 +346,7 @@ pub fn check_post(
 }
 
 /// Compares without stopping at the first difference.
-fn constant_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 

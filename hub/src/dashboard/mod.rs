@@ -37,6 +37,7 @@ pub mod plot;
 pub mod policies;
 pub mod progress;
 pub mod rollouts;
+pub mod oidc;
 pub mod route;
 pub mod server;
 pub mod work;
@@ -62,6 +63,8 @@ pub struct DashboardConfig {
     pub live: live::LiveConfig,
     /// How sign-in sessions are bounded.
     pub sessions: auth::SessionConfig,
+    /// The sign-in with the OIDC issuer (`--dashboard-oidc-client-id`; `None`: tokens only).
+    pub sign_in: Option<oidc::SignInConfig>,
 }
 
 /// What the dashboard reads.
@@ -76,6 +79,8 @@ pub struct Sources {
     pub tokens: Option<crate::grpc::auth::Tokens>,
     /// Where refused live streams are counted.
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// The sign-in with the OIDC issuer, when offered.
+    pub sign_in: Option<Arc<oidc::SignIn>>,
 }
 
 /// Starts the live feed and the server on `listener` (TLS when `tls`); both tasks end on
@@ -107,6 +112,7 @@ pub fn start(
         sessions: auth::Sessions::new(sources.tokens, config.sessions.clone()),
         live,
         tls: tls.is_some(),
+        sign_in: sources.sign_in,
         shutdown: shutdown.clone(),
     });
     let dashboard = Arc::new(server::Dashboard::new(deps));

@@ -72,6 +72,10 @@ pub enum Route {
     Login,
     /// `POST /logout`.
     Logout,
+    /// `GET /oidc/start`: the sign-in with the OIDC issuer begins.
+    OidcStart,
+    /// `GET /oidc/callback`: the issuer sends the browser back.
+    OidcCallback,
     /// `GET /assets/…`.
     Asset(Asset),
 }
@@ -143,6 +147,8 @@ pub fn route(method: &Method, path: &str) -> Result<Route, NoRoute> {
         ["login"] if method == Method::POST => Ok(Route::Login),
         ["login"] => get(Route::LoginForm),
         ["logout"] => post(Route::Logout),
+        ["oidc", "start"] => get(Route::OidcStart),
+        ["oidc", "callback"] => get(Route::OidcCallback),
         ["assets", "app.js"] => get(Route::Asset(Asset::Script)),
         ["assets", "style.css"] => get(Route::Asset(Asset::Style)),
         _ => Err(NoRoute::NotFound),

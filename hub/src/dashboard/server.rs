@@ -61,6 +61,8 @@ pub struct Deps {
     pub live: Live,
     /// Served over TLS (cookies are `Secure`).
     pub tls: bool,
+    /// The sign-in with the OIDC issuer, when offered ([`super::oidc`]).
+    pub sign_in: Option<Arc<super::oidc::SignIn>>,
     /// Ends the live streams.
     pub shutdown: watch::Receiver<bool>,
 }
@@ -144,6 +146,8 @@ pub fn router(deps: Arc<Deps>) -> Router {
         .route("/events", get(events))
         .route("/login", get(login_form).post(login))
         .route("/logout", post(logout))
+        .route("/oidc/start", get(super::oidc::start_route))
+        .route("/oidc/callback", get(super::oidc::callback_route))
         .route("/assets/app.js", get(script))
         .route("/assets/style.css", get(style))
         .fallback(no_route)
@@ -350,11 +354,16 @@ fn problem(status: StatusCode, viewer: Option<&Viewer>, message: &str) -> Respon
     html_response(status, html::page(title, Nav::None, &f, body))
 }
 
-fn login_page(status: StatusCode, next: &str, error: Option<&str>) -> Response {
+fn login_page(d: &Deps, status: StatusCode, next: &str, error: Option<&str>) -> Response {
+    let issuer = d.sign_in.as_ref().map(|s| s.issuer_host());
     let body = html! {
         form class="login" method="post" action="/login" {
             h1 { "Sign in" }
             @if let Some(e) = error { p.error { (e) } }
+            @if let Some(issuer) = &issuer {
+                p { a id="sign-in-oidc" href={ "/oidc/start?next=" (U(next)) } { "Sign in with " (issuer) } }
+                p.muted { "or with an API token:" }
+            }
             label for="token" { "API token" }
             input type="password" id="token" name="token" autocomplete="current-password" autofocus;
             input type="hidden" name="next" value=(next);
@@ -721,7 +730,7 @@ async fn login_form(State(d): D, q: Params) -> Response {
     if !d.sessions.guarded() {
         return redirect("/");
     }
-    login_page(StatusCode::OK, auth::safe_next(q.get("next")), None)
+    login_page(&d, StatusCode::OK, auth::safe_next(q.get("next")), None)
 }
 
 /// `POST /logout`.
@@ -798,6 +807,7 @@ async fn login(State(d): D, headers: HeaderMap, body: Body) -> Response {
     }
     if auth::cross_site(&headers) {
         return login_page(
+            &d,
             StatusCode::FORBIDDEN,
             "/",
             Some("Refused: the form was sent from another site."),
@@ -805,7 +815,7 @@ async fn login(State(d): D, headers: HeaderMap, body: Body) -> Response {
     }
     let fields = match form(body).await {
         Ok(f) => f,
-        Err(e) => return login_page(StatusCode::BAD_REQUEST, "/", Some(&e)),
+        Err(e) => return login_page(&d, StatusCode::BAD_REQUEST, "/", Some(&e)),
     };
     let next = auth::safe_next(route::param(&fields, "next")).to_string();
     match d
@@ -814,6 +824,7 @@ async fn login(State(d): D, headers: HeaderMap, body: Body) -> Response {
     {
         Some(id) => redirect_with_cookie(&next, &d, Some(&id)),
         None => login_page(
+            &d,
             StatusCode::UNAUTHORIZED,
             &next,
             Some("That token is not known to this hub."),

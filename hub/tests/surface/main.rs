@@ -17,6 +17,7 @@ mod authorization;
 mod bad_input;
 mod dashboard;
 mod dashboard_browser;
+mod dashboard_oidc;
 mod dashboard_teams;
 mod forward;
 mod lease_keeper;

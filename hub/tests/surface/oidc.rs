@@ -168,3 +168,163 @@ async fn a_rotated_key_is_fetched_when_its_first_token_comes() {
     assert_eq!(list_when_ready(&channel, &after).await, Ok(0));
     assert_eq!(list_as(&channel, before).await, Ok(0));
 }
+
+/// A hub of a two-hub control plane on `nats` sharing the sealing key in `dir`: `tokens` as its
+/// token file, the grants of the teams below, `issuer` trusted with unprefixed usernames (so an
+/// issuer's user can be named like a token).
+async fn control_plane_hub(
+    nats: &NatsServer,
+    issuer: &TestIssuer,
+    dir: &std::path::Path,
+    tokens: flotilla_hub::grpc::auth::Tokens,
+) -> (flotilla_hub::Hub, tonic::transport::Channel) {
+    const TEAMS: &[u8] = b"apiVersion: flotilla.io/v1alpha1
+kind: Grants
+clusterSets:
+  team-a:
+    view: { groups: [team-a-sre] }
+  team-b:
+    view: { groups: [team-b-sre] }
+";
+    let grants = flotilla_hub::grants::file::parse("grants.yaml", TEAMS).unwrap();
+    let mut config = hub_config(&nats.url());
+    config.api.tokens = Some(tokens.with_grants(Arc::new(grants)));
+    config.families.service_accounts.key =
+        flotilla_hub::serviceaccount::key::SealingKey::from_file(&dir.join("sealing.xk")).unwrap();
+    let mut oidc = flotilla_oidc::Config::new(issuer.url(), &[CLIENT_ID]);
+    oidc.groups_claim = Some("groups".into());
+    oidc.username_prefix = flotilla_oidc::Prefix::None;
+    config.api.oidc = Some(oidc);
+    let hub = start_hub(config).await;
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", hub.grpc_addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    (hub, channel)
+}
+
+/// The cluster sets `token` lists through `channel`, retried while the hub has not fetched
+/// the issuer's keys or cannot forward yet.
+async fn sets_seen(
+    channel: &tonic::transport::Channel,
+    token: &str,
+) -> Result<Vec<String>, (Code, String)> {
+    use flotilla_api::v1::ListClusterSetsRequest;
+    use flotilla_api::v1::cluster_set_service_client::ClusterSetServiceClient;
+    let deadline = tokio::time::Instant::now() + SOON;
+    loop {
+        let mut sets = ClusterSetServiceClient::with_interceptor(
+            channel.clone(),
+            Bearer(token.to_string().leak()),
+        );
+        let answer = tokio::time::timeout(
+            SOON,
+            sets.list_cluster_sets(ListClusterSetsRequest::default()),
+        )
+        .await
+        .expect("an answer in time")
+        .map(|r| {
+            let mut names: Vec<String> = (r.into_inner().items.into_iter())
+                .filter_map(|v| v.set?.metadata.map(|m| m.name))
+                .collect();
+            names.sort();
+            names
+        })
+        .map_err(|s| (s.code(), s.message().to_string()));
+        let early = matches!(&answer, Err((Code::Unauthenticated, why))
+            if why.contains("keys are not available") || why.contains("does not publish"))
+            || matches!(&answer, Err((Code::Unavailable, _)));
+        if !early || tokio::time::Instant::now() >= deadline {
+            return answer;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn an_issuers_user_forwarded_between_hubs_keeps_its_groups_and_never_becomes_a_token() {
+    // Review r3 §1: a call forwarded to the hub holding the controllers lost the caller's
+    // groups and via, and the holder took an issuer's user for its token file's user of the
+    // same name (and that token's role).
+    let nats = NatsServer::start();
+    let issuer = TestIssuer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    // The holder's token file has alice (admin); the edge's does not know her.
+    let (holder, to_holder) = control_plane_hub(&nats, &issuer, dir.path(), tokens()).await;
+    let deadline = tokio::time::Instant::now() + SOON;
+    while holder.controllers().is_none() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the first hub holds the controllers"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let edge_tokens = flotilla_hub::grpc::auth::Tokens::parse(
+        "edge.csv",
+        "s3cr3t-edge-operator-01,operator,admin\n",
+    )
+    .unwrap();
+    let (edge, to_edge) = control_plane_hub(&nats, &issuer, dir.path(), edge_tokens).await;
+    assert!(edge.controllers().is_none(), "the second hub forwards");
+
+    let mut sets =
+        flotilla_api::v1::cluster_set_service_client::ClusterSetServiceClient::with_interceptor(
+            to_holder.clone(),
+            Bearer(ADMIN),
+        );
+    for name in ["team-a", "team-b"] {
+        let set = flotilla_api::v1::ManagedClusterSet {
+            metadata: Some(flotilla_api::v1::ObjectMeta {
+                name: name.into(),
+                ..Default::default()
+            }),
+            spec: Some(Default::default()),
+            status: None,
+        };
+        sets.apply_cluster_set(set).await.unwrap();
+    }
+
+    // ana's groups cross to the holder: she sees her team's set, through either hub.
+    let ana = issuer.token("ana", &["team-a-sre"]);
+    assert_eq!(
+        sets_seen(&to_holder, &ana).await,
+        Ok(vec!["team-a".to_string()])
+    );
+    assert_eq!(
+        sets_seen(&to_edge, &ana).await,
+        Ok(vec!["team-a".to_string()])
+    );
+    let ben = issuer.token("ben", &["team-b-sre"]);
+    assert_eq!(
+        sets_seen(&to_edge, &ben).await,
+        Ok(vec!["team-b".to_string()])
+    );
+
+    // An issuer's user named like the holder's admin token: the edge (which has no such token)
+    // vouches for the issuer's alice; the holder refuses her rather than take her for its
+    // token's alice — she saw every team's sets as that admin before.
+    let alice = issuer.token("alice", &[]);
+    let (code, why) = sets_seen(&to_edge, &alice).await.unwrap_err();
+    assert_eq!(code, Code::Unauthenticated, "{why}");
+    assert!(
+        why.contains("the OIDC user \"alice\" has the name of one of this hub's tokens"),
+        "{why}"
+    );
+    // ... and the holder refuses her token too.
+    let (code, _) = sets_seen(&to_holder, &alice).await.unwrap_err();
+    assert_eq!(code, Code::Unauthenticated);
+
+    // A token's caller forwarded keeps working: the edge's admin, unknown to the holder's
+    // file, is taken with the token role the edge's file gives it (every set, the built-in
+    // ones too).
+    let all = sets_seen(&to_edge, "s3cr3t-edge-operator-01")
+        .await
+        .unwrap();
+    assert!(
+        all.contains(&"team-a".to_string()) && all.contains(&"team-b".to_string()),
+        "{all:?}"
+    );
+    edge.stop().await;
+    holder.stop().await;
+}
