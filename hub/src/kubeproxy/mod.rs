@@ -10,6 +10,8 @@
 //! - [`metrics`]: requests by verb and status, open calls, frames dropped.
 //! - [`offline`]: whether a cluster can take calls, and since when it cannot (pure).
 //! - [`status`]: the hub's own answers as Kubernetes `Status` objects.
+//! - [`revoke`]: a long request (a session, a watch) decided again when the grants or the set
+//!   index change, and ended when its grant is gone (issue 48).
 //! - [`tunnel`]: calls streamed to agents over NATS ([`flotilla_bus::tunnel`]) with flow control,
 //!   cancellation and timeouts; exec, attach and port-forward sessions, full duplex.
 //! - [`streams`]: what sessions may take (slots, byte reservations per identity), their log
@@ -37,6 +39,7 @@ pub mod offline;
 pub mod portforward;
 pub mod refusals;
 pub mod request;
+pub mod revoke;
 pub mod server;
 pub mod session;
 pub mod spdy_exec;
@@ -75,6 +78,9 @@ pub enum BodyError {
          cluster proxy cuts a body that is still coming then"
     )]
     TooSlow(std::time::Duration),
+    /// The grant that allowed the request is gone (issue 48): the answer is cut.
+    #[error("{0}")]
+    Revoked(String),
 }
 
 /// Settings of the cluster proxy.

@@ -85,6 +85,9 @@ pub struct Target {
     pub request: TunnelRequest,
     /// The client's protocol, for the log.
     pub protocol: &'static str,
+    /// The grant the port-forward was allowed by: when it is gone the connection ends as at
+    /// shutdown, each open pair's session with the reason on its error stream.
+    pub recheck: Option<super::revoke::Recheck>,
     /// The connection's own place among its caller's sessions ([`buffered`] bytes), held
     /// until it ends.
     pub place: Reservation,
@@ -105,6 +108,13 @@ where
     let mut pairing: Pairing<Stream> = Pairing::default();
     let mut pairs = JoinSet::new();
     let mut shutdown = target.tunnels.shutdown();
+    let revoked = super::revoke::until_revoked(target.recheck.clone());
+    let mut stopping = std::pin::pin!(async move {
+        tokio::select! {
+            _ = shutdown.changed() => {}
+            _ = revoked => {}
+        }
+    });
     let mut accepting = true;
     loop {
         let deadline = pairing.next_deadline();
@@ -126,13 +136,13 @@ where
                 }
             }
             Some(_) = pairs.join_next(), if !pairs.is_empty() => {}
-            _ = shutdown.changed() => {
-                // The sessions fail with "the hub is shutting down" on their error streams.
-                // kubectl reads that, prints it and closes the connection itself; so the
-                // connection is driven, without a GOAWAY, until it does. On a GOAWAY kubectl's
-                // spdystream closes the connection as soon as its streams are done, and
-                // kubectl ends with its own "lost connection to pod" before it prints the
-                // reason.
+            () = &mut stopping => {
+                // The sessions fail with "the hub is shutting down" (or why their grant is
+                // gone) on their error streams. kubectl reads that, prints it and closes the
+                // connection itself; so the connection is driven, without a GOAWAY, until it
+                // does. On a GOAWAY kubectl's spdystream closes the connection as soon as its
+                // streams are done, and kubectl ends with its own "lost connection to pod"
+                // before it prints the reason.
                 if !pairs.is_empty() {
                     let _ = tokio::time::timeout(DRAIN, &mut driver).await;
                 }
@@ -229,11 +239,14 @@ async fn pair_session(target: Arc<Target>, port: u16, error: SendHalf, data: Str
     };
     let opened = target
         .tunnels
-        .open_session(SessionOutgoing {
-            cluster: target.cluster.clone(),
-            request,
-            protocol: target.protocol,
-        })
+        .open_session_until(
+            SessionOutgoing {
+                cluster: target.cluster.clone(),
+                request,
+                protocol: target.protocol,
+            },
+            target.recheck.clone(),
+        )
         .await;
     match opened {
         Ok(Opened::Session(io)) => {

@@ -14,6 +14,7 @@ use super::access::{self, Act, Asked};
 use super::metrics::ProxyMetrics;
 use super::offline::{self, LeaseRule};
 use super::request::{self, RequestInfo, Verb};
+use super::revoke::Recheck;
 use super::status::{self, Body};
 use super::tunnel::{CallError, Outgoing, Tunnels};
 use super::{BodyError, MAX_REQUEST_BODY};
@@ -349,6 +350,10 @@ async fn handle(deps: &Deps, req: Request) -> http::Response<Body> {
         return status::response(StatusCode::BAD_REQUEST, &refusal.to_string());
     }
     let live = deps.tokens.as_ref().map(Tokens::live);
+    let api_caller = match &caller {
+        Caller::Api(identity) => Some(identity.clone()),
+        Caller::ServiceAccount(..) => None,
+    };
     let grant = match grant(caller, live, &cluster, &info, req.headers()) {
         Ok(grant) => grant,
         Err((identity, refusal)) => {
@@ -372,9 +377,20 @@ async fn handle(deps: &Deps, req: Request) -> http::Response<Body> {
     ) {
         return status::response(StatusCode::SERVICE_UNAVAILABLE, &why);
     }
+    // Long requests end when the grant that allowed them is gone (issue 48).
+    let recheck = api_caller.and_then(|identity| {
+        Recheck::new(
+            &identity,
+            live,
+            &cluster,
+            &info,
+            &asked(req.headers()),
+            &grant.act,
+        )
+    });
     if let Some(kind) = session {
         let request = grant.request(req.method(), spoke_path, query.clone(), req.headers());
-        return super::upgrade::serve(deps, req, kind, cluster, &query, request).await;
+        return super::upgrade::serve(deps, req, kind, cluster, &query, request, recheck).await;
     }
     if declared_length(req.headers()).is_some_and(|n| n > MAX_REQUEST_BODY) {
         return status::response(
@@ -394,7 +410,15 @@ async fn handle(deps: &Deps, req: Request) -> http::Response<Body> {
     });
     match call.await {
         Ok(answer) if head_only => answered_head(&cluster, answer).await,
-        Ok(answer) => answered(&cluster, answer),
+        Ok(mut answer) => {
+            if let Some(recheck) = recheck {
+                let json = answer.head.headers.iter().any(|h| {
+                    h.name.eq_ignore_ascii_case("content-type") && h.value.contains("json")
+                });
+                answer.body = super::revoke::guarded(answer.body, recheck, &info, json);
+            }
+            answered(&cluster, answer)
+        }
         Err(e) => {
             let (code, refused) = call_failed(&e);
             if let Some(limit) = refused {

@@ -16,6 +16,7 @@
 //! | HTTP/2, no upgrade, an `Origin`, unknown protocols | `400`/`403` with what is served |
 
 use super::refusals::{self, Key, Refusal};
+use super::revoke::Recheck;
 use super::server::{Deps, answered, call_failed};
 use super::status::{self, Body};
 use super::tunnel::{Opened, SessionError, SessionIo, SessionOutgoing};
@@ -60,6 +61,7 @@ pub async fn serve(
     cluster: String,
     query: &str,
     mut request: TunnelRequest,
+    recheck: Option<Recheck>,
 ) -> http::Response<Body> {
     let purpose = match kind {
         Kind::PortForward => Purpose::PortForward,
@@ -116,6 +118,7 @@ pub async fn serve(
                 } else {
                     negotiate::SPDY_31
                 },
+                recheck,
                 place,
             };
             let span = tracing::info_span!("kubeproxy_portforward", cluster.name = %cluster);
@@ -126,7 +129,8 @@ pub async fn serve(
             if let Some(refusal) = tunnels.refusals().take(key, std::time::Instant::now()) {
                 return replayed(refusal);
             }
-            let (io, asked) = match open(deps, kind, &cluster, query, request, SPDY_EXEC).await {
+            let opened = open(deps, kind, &cluster, query, request, SPDY_EXEC, recheck).await;
+            let (io, asked) = match opened {
                 Ok(opened) => opened,
                 Err(refused) => return refused.into(),
             };
@@ -149,7 +153,16 @@ pub async fn serve(
                 // negotiate offers only the channel protocols for exec and attach.
                 return status::response(StatusCode::BAD_REQUEST, "not a channel protocol");
             };
-            let opened = open(deps, kind, &cluster, query, request, protocol.name()).await;
+            let opened = open(
+                deps,
+                kind,
+                &cluster,
+                query,
+                request,
+                protocol.name(),
+                recheck,
+            )
+            .await;
             let io = match opened {
                 Ok((io, _)) => io,
                 Err(Refused::Spoke(resp)) => return remembered(deps, key, resp).await,
@@ -197,17 +210,21 @@ async fn open(
     query: &str,
     mut request: TunnelRequest,
     protocol: &'static str,
+    recheck: Option<Recheck>,
 ) -> Result<(SessionIo, Streams), Refused> {
     let spec = session::exec_or_attach(kind, &request.path, query)
         .map_err(|e| Refused::Hub(status::response(StatusCode::BAD_REQUEST, &e.to_string())))?;
     request.session = Some(spec.to_wire());
     let opened = deps
         .tunnels
-        .open_session(SessionOutgoing {
-            cluster: cluster.to_owned(),
-            request,
-            protocol,
-        })
+        .open_session_until(
+            SessionOutgoing {
+                cluster: cluster.to_owned(),
+                request,
+                protocol,
+            },
+            recheck,
+        )
         .await;
     match opened {
         Ok(Opened::Session(io)) => Ok((io, spec.streams)),
@@ -309,6 +326,7 @@ fn session_failed(deps: &Deps, cluster: &str, e: &SessionError) -> http::Respons
         SessionError::Invalid(_) => StatusCode::BAD_REQUEST,
         SessionError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
         SessionError::BadExit { .. } => StatusCode::BAD_GATEWAY,
+        SessionError::Revoked { .. } => StatusCode::FORBIDDEN,
     };
     tracing::info!(cluster.name = %cluster, error = %e, "cluster proxy session failed");
     status::response(code, &e.to_string())

@@ -2,7 +2,8 @@
 //! file, two teams' member tokens and an agent per team on a simulated cluster. A set's admin
 //! reads, writes and execs on its clusters; a set's viewer reads but not Secrets, writes or
 //! exec; another team's cluster is refused naming the missing grant, and a cluster moved out of
-//! a team's set is refused at its next request.
+//! a team's set is refused at its next request — and its exec, port-forward and watch already
+//! open end, naming why (`kubeproxy/revoke.rs`).
 
 use crate::cluster_proxy::wait_inventory;
 use crate::common;
@@ -252,5 +253,146 @@ async fn kubectl_reaches_only_its_teams_clusters_and_is_refused_across_the_fence
         err.contains("ana (groups team-a-sre) may not reach cluster a1"),
         "{err}"
     );
+    hub.hub.stop().await;
+}
+
+/// Waits for a long kubectl to end by itself: its exit code and stderr.
+async fn ended(child: tokio::process::Child) -> (Option<i32>, String) {
+    let out = tokio::time::timeout(Duration::from_secs(20), child.wait_with_output())
+        .await
+        .expect("kubectl ended once its grant was gone")
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Review r4 §1: a session, a port-forward and a watch decided once at their start do not
+/// outlive the grant — the cluster moving to another team's set ends each, the reason named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exec_a_port_forward_and_a_watch_end_when_the_cluster_leaves_the_callers_set() {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+    let nats = NatsServer::start();
+    let hub = teams_hub(&nats).await;
+    let _a1 = start_agent(agent_config("a1", &nats.url()));
+    wait_inventory(&hub.hub, "a1", true).await;
+    let mut sets = ClusterSetServiceClient::with_interceptor(hub.api.clone(), Bearer(ADMIN));
+    for name in ["team-a", "team-b"] {
+        let set = ManagedClusterSet {
+            metadata: Some(ObjectMeta {
+                name: name.into(),
+                ..Default::default()
+            }),
+            spec: Some(Default::default()),
+            status: None,
+        };
+        let deadline = tokio::time::Instant::now() + SOON;
+        while let Err(e) = sets.apply_cluster_set(set.clone()).await {
+            assert!(tokio::time::Instant::now() < deadline, "{e}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    hub.label("a1", "team-a").await;
+    let ana = hub.kubectl("a1", ANA);
+    reaches(&ana).await;
+    // A pod with a port to forward.
+    let pod = crate::cluster_proxy_streams::POD;
+    ana.ok(&["apply", "-f", "-"], Some(pod)).await;
+    ana.ok(
+        &["wait", "--for=condition=Ready", "pod/web", "--timeout=20s"],
+        None,
+    )
+    .await;
+
+    // An interactive exec whose echo came back once.
+    let mut exec = ana
+        .command(&["exec", "-i", "web", "--", "cat"])
+        .spawn()
+        .unwrap();
+    let mut stdin = exec.stdin.take().unwrap();
+    let mut stdout = BufReader::new(exec.stdout.take().unwrap());
+    stdin.write_all(b"before\n").await.unwrap();
+    let mut line = String::new();
+    tokio::time::timeout(SOON, stdout.read_line(&mut line))
+        .await
+        .expect("the echo came")
+        .unwrap();
+    assert_eq!(line, "before\n");
+    tokio::spawn(async move {
+        while let Ok(n) = stdout.read(&mut [0u8; 256]).await {
+            if n == 0 {
+                break;
+            }
+        }
+    });
+    // A port-forward with one connection open.
+    let port = flotilla_testkit::free_port();
+    let mut forward = ana
+        .command(&["port-forward", "pod/web", &format!("{port}:80")])
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(forward.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(SOON, out.next_line())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(first.is_some_and(|l| l.starts_with("Forwarding from")));
+    tokio::spawn(async move { while let Ok(Some(_)) = out.next_line().await {} });
+    let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    tcp.write_all(b"ping").await.unwrap();
+    let mut back = [0u8; 4];
+    tokio::time::timeout(SOON, tcp.read_exact(&mut back))
+        .await
+        .expect("the echo came")
+        .unwrap();
+    // A watch that printed its first line.
+    let mut watch = ana.command(&["get", "pods", "-w"]).spawn().unwrap();
+    let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+    tokio::time::timeout(SOON, lines.next_line())
+        .await
+        .expect("the watch listed")
+        .unwrap();
+    let printed = tokio::spawn(async move {
+        let mut all = String::new();
+        while let Ok(Some(l)) = lines.next_line().await {
+            all.push_str(&l);
+            all.push('\n');
+        }
+        all
+    });
+
+    // a1 moves to team-b: each ends, saying why.
+    hub.label("a1", "team-b").await;
+    let why = "may not reach cluster a1";
+    let (code, stderr) = ended(exec).await;
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("the grant that allowed it is gone"),
+        "{stderr}"
+    );
+    assert!(stderr.contains(why), "{stderr}");
+    // kubectl prints the watch's ERROR event as a Status row, and ends when the watch does.
+    let (_, stderr) = ended(watch).await;
+    let printed = printed.await.unwrap();
+    assert!(
+        printed.contains("Forbidden") && printed.contains(why),
+        "{stderr} / {printed}"
+    );
+    // The port-forward's connection is closed; kubectl prints the reason its connection's
+    // error stream carries, or its own words when the connection went first (the race
+    // cluster_proxy_stream_ends describes).
+    let mut rest = Vec::new();
+    let _ = tokio::time::timeout(SOON, tcp.read_to_end(&mut rest)).await;
+    let (code, stderr) = ended(forward).await;
+    assert_ne!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains(why) || stderr.contains("lost connection to pod"),
+        "{stderr}"
+    );
+    drop(stdin);
     hub.hub.stop().await;
 }

@@ -23,6 +23,7 @@
 //! ([`streams::Tracked`]).
 
 use super::{Answer, CallError, IdentitySlot, Inner, Tunnels, answer_body, caller_name};
+use crate::kubeproxy::revoke::Recheck;
 use crate::kubeproxy::{BodyError, streams};
 use bytes::Bytes;
 use flotilla_api::v1::{TunnelRequest, TunnelResponse};
@@ -78,6 +79,13 @@ pub enum SessionError {
     Unavailable {
         /// The cluster.
         cluster: String,
+    },
+    /// The grant that allowed the session is gone (issue 48): a reload of the grants or the
+    /// cluster moving out of the caller's sets.
+    #[error("{reason}")]
+    Revoked {
+        /// Why, naming the grant missing now.
+        reason: String,
     },
     /// The agent's exit `Status` is not one kubectl can be given.
     #[error("the agent of cluster {cluster} sent an exit status kubectl cannot read: {source}")]
@@ -245,6 +253,15 @@ impl Tunnels {
     /// Opens a session: returns once the agent answered (101, or its refusal), or with why
     /// not (a limit, the agent's silence, the hub stopping).
     pub async fn open_session(&self, out: SessionOutgoing) -> Result<Opened, SessionError> {
+        self.open_session_until(out, None).await
+    }
+
+    /// [`Tunnels::open_session`], the session ended when `recheck` says its grant is gone.
+    pub async fn open_session_until(
+        &self,
+        out: SessionOutgoing,
+        recheck: Option<Recheck>,
+    ) -> Result<Opened, SessionError> {
         let spec = match &out.request.session {
             Some(wire) => Spec::from_wire(wire).map_err(SessionError::Invalid)?,
             None => return Err(SessionError::Invalid(Violation::Request("not a session"))),
@@ -291,6 +308,7 @@ impl Tunnels {
             output: None,
             refused: None,
             tracked,
+            recheck,
             _slot: slot,
             _reservation: reservation,
         };
@@ -376,6 +394,8 @@ struct SessionCall {
     /// Where a refusal's body goes, when the agent refused.
     refused: Option<mpsc::Sender<Result<Bytes, BodyError>>>,
     tracked: streams::Tracked,
+    /// The grant the session was allowed by, checked again as the grants change.
+    recheck: Option<Recheck>,
     /// The caller's call slot and session reservation, given back when the task ends.
     _slot: IdentitySlot,
     _reservation: streams::Reservation,
@@ -440,6 +460,7 @@ impl SessionCall {
             SessionError::Call(CallError::Shutdown) => "hub_stopping",
             SessionError::Call(CallError::Send { .. }) => "send_failed",
             SessionError::Unavailable { .. } => "cluster_unavailable",
+            SessionError::Revoked { .. } => "grant_gone",
             _ => "protocol",
         });
         tracing::debug!(error = %failure, "cluster-proxy session failed");
@@ -486,6 +507,8 @@ impl SessionCall {
             tokio::time::interval_at(Instant::now() + tunnel::KEEPALIVE, tunnel::KEEPALIVE);
         let mut availability =
             tokio::time::interval_at(Instant::now() + AVAILABILITY, AVAILABILITY);
+        let revoked = crate::kubeproxy::revoke::until_revoked(self.recheck.take());
+        let mut revoked = std::pin::pin!(revoked);
         loop {
             if let Err(e) = self.send_pending().await {
                 return failed(e);
@@ -527,6 +550,7 @@ impl SessionCall {
                     Some(Stop::ClientGone)
                 }
                 _ = shutdown.changed() => Some(failed(CallError::Shutdown)),
+                reason = &mut revoked => Some(Stop::Failed(SessionError::Revoked { reason })),
             };
             if let Some(end) = ended {
                 return end;
