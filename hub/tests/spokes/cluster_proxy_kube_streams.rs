@@ -5,7 +5,7 @@
 //! speaks. A deployer acts as its execute-as ServiceAccount and the spoke's rules decide.
 
 use crate::cluster_proxy::{ProxyHub, kubectl, steady_proxy_hub, wait_inventory};
-use crate::cluster_proxy_streams::{hub_metrics, port_forward, sessions};
+use crate::cluster_proxy_streams::{hub_metrics, on_a_terminal, port_forward, sessions};
 use crate::common;
 use crate::kube_fixture;
 
@@ -270,6 +270,55 @@ async fn wait_until(done: impl Fn() -> bool, what: &str) {
         assert!(
             tokio::time::Instant::now() < deadline,
             "{what}: not in time"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_exec_with_a_tty_reaches_the_kubernetes_api() {
+    let nats = NatsServer::start();
+    let spoke = KubeSpoke::start(&nats).await;
+    // kube-rs opens the exec with tty=true (the testkit's API server runs it without a pty:
+    // its output is as the process writes it, and a tty has no stderr).
+    let (code, out) = on_a_terminal(
+        &spoke.admin,
+        &[
+            "exec",
+            "-it",
+            "web",
+            "--",
+            "sh",
+            "-c",
+            "echo hi; echo oops >&2; exit 3",
+        ],
+        "",
+    )
+    .await;
+    assert_eq!(code, 3, "{out:?}");
+    assert!(out.contains("hi"), "{out:?}");
+    assert!(!out.contains("oops"), "{out:?}");
+    let (code, out) = on_a_terminal(
+        &spoke.admin,
+        &[
+            "exec",
+            "-it",
+            "web",
+            "--",
+            "sh",
+            "-c",
+            "read line; echo got $line; exit 4",
+        ],
+        "typed\r",
+    )
+    .await;
+    assert_eq!(code, 4, "{out:?}");
+    assert!(out.contains("got typed"), "{out:?}");
+    let deadline = std::time::Instant::now() + SOON;
+    while sessions(&spoke.hub) != 0 || spoke.fake().open_sessions() != 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a session outlived its kubectl"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

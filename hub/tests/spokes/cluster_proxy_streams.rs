@@ -406,3 +406,85 @@ pub(crate) fn sessions(hub: &ProxyHub) -> usize {
         .expect("the hub serves the cluster proxy")
         .open_sessions()
 }
+
+/// `kubectl ARGS` on a terminal (`-t` wants one on stdin): under `script`, which gives it a
+/// pty and types `typed` into it; kubectl's exit code and what it wrote on the terminal.
+pub(crate) async fn on_a_terminal(kubectl: &Kubectl, args: &[&str], typed: &str) -> (i32, String) {
+    let cmd = kubectl.command(args);
+    let cmd = cmd.as_std();
+    let quote = |a: &std::ffi::OsStr| format!("'{}'", a.to_string_lossy().replace('\'', r"'\''"));
+    let line: Vec<String> = std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .map(quote)
+        .collect();
+    let mut script = tokio::process::Command::new("script");
+    script
+        .args(["-qec", &line.join(" "), "/dev/null"])
+        .env_remove("KUBECONFIG")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    for (name, value) in cmd.get_envs() {
+        if let Some(value) = value {
+            script.env(name, value);
+        }
+    }
+    let mut child = script.spawn().expect("script (util-linux) runs");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(typed.as_bytes()).await.unwrap();
+    let out = tokio::time::timeout(SOON, child.wait_with_output())
+        .await
+        .expect("kubectl on a terminal ended")
+        .unwrap();
+    drop(stdin);
+    (
+        out.status.code().expect("an exit code"),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_exec_with_a_tty_runs_on_a_simulated_terminal() {
+    let nats = NatsServer::start();
+    let (hub, _agent, admin) = with_pod(&nats).await;
+    // One stream, as a pty gives it: stderr with stdout, each line ended by \r\n.
+    let (code, out) = on_a_terminal(
+        &admin,
+        &[
+            "exec",
+            "-it",
+            "web",
+            "--",
+            "sh",
+            "-c",
+            "echo hi; echo oops >&2; exit 3",
+        ],
+        "",
+    )
+    .await;
+    assert_eq!(code, 3, "{out:?}");
+    assert!(out.contains("hi\r\noops\r\n"), "{out:?}");
+    // An interactive shell: what is typed is echoed and run.
+    let (code, out) = on_a_terminal(
+        &admin,
+        &["exec", "-it", "web", "--", "sh"],
+        "echo $HOSTNAME typed\rexit 5\r",
+    )
+    .await;
+    assert_eq!(code, 5, "{out:?}");
+    assert!(out.contains("web typed\r\n"), "{out:?}");
+    until_no_sessions(&hub).await;
+}
+
+/// Waits until the hub has no session open.
+async fn until_no_sessions(hub: &ProxyHub) {
+    let deadline = std::time::Instant::now() + SOON;
+    while sessions(hub) != 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a session outlived its kubectl"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

@@ -294,7 +294,7 @@ async fn tail(io: &mut Io<'_>, args: &[String]) -> u8 {
         }
     };
     let Some(all) = io.read_all(MAX_BUFFER).await else {
-        io.err("tail: input too large\n").await;
+        io.err("tail: -: No space left on device\n").await;
         return 1;
     };
     let (from_start, n) = match spec.strip_prefix('+') {
@@ -416,7 +416,7 @@ async fn tar_create(ctx: &Ctx, io: &mut Io<'_>, dir: &str, paths: &[String]) -> 
 }
 
 async fn tar_extract(ctx: &Ctx, io: &mut Io<'_>, dir: &str) -> u8 {
-    let Some(archive) = io.read_all(fs::POD_LAYER_BYTES + 1024 * 1024).await else {
+    let Some(archive) = io.read_all(MAX_BUFFER).await else {
         io.err("tar: -: Cannot write: No space left on device\n")
             .await;
         return 2;

@@ -10,8 +10,10 @@ use tokio::sync::mpsc;
 /// Largest piece written to the session at once.
 const PIECE: usize = 32 * 1024;
 
-/// Most bytes a pipe or a redirected stream holds (the command's output is kept whole).
-pub const MAX_BUFFER: usize = super::fs::POD_LAYER_BYTES;
+/// Most bytes a pipe, a redirected stream or a command reading its stdin whole (`tail`,
+/// `tar x`) holds: 8 MiB, so a session's commands cannot make the agent hold more than a few
+/// of these however much the client sends (past it: "No space left on device").
+pub const MAX_BUFFER: usize = 8 * 1024 * 1024;
 
 /// The session's end of a simulated process: the client's input and where outputs go.
 pub struct Term {
@@ -21,6 +23,10 @@ pub struct Term {
     pub input: mpsc::Receiver<Input>,
     /// The client's stdin ended.
     pub eof: bool,
+    /// A terminal (`kubectl exec -t`), simulated as a pty's line discipline in its default
+    /// modes: stderr goes where stdout goes (one stream), `\n` is written as `\r\n`, typed
+    /// `\r` is read as `\n` and what is typed is echoed. No job control, no line editing.
+    pub tty: bool,
 }
 
 impl Term {
@@ -29,6 +35,14 @@ impl Term {
     pub async fn read(&mut self) -> Option<Bytes> {
         while !self.eof {
             match self.input.recv().await {
+                Some(Input::Data(b)) if !b.is_empty() && self.tty => {
+                    let typed: Vec<u8> = b
+                        .iter()
+                        .map(|&c| if c == b'\r' { b'\n' } else { c })
+                        .collect();
+                    self.write(Channel::Stdout, &typed).await;
+                    return Some(Bytes::from(typed));
+                }
                 Some(Input::Data(b)) if !b.is_empty() => return Some(b),
                 Some(Input::Data(_) | Input::Resize { .. }) => {}
                 Some(Input::End) | None => self.eof = true,
@@ -38,6 +52,13 @@ impl Term {
     }
 
     async fn write(&self, channel: Channel, data: &[u8]) {
+        let translated;
+        let (channel, data) = if self.tty {
+            translated = onlcr(data);
+            (Channel::Stdout, &translated[..])
+        } else {
+            (channel, data)
+        };
         for piece in data.chunks(PIECE) {
             // A session whose client went reads no more; the command runs to its end.
             let _ = self
@@ -46,6 +67,18 @@ impl Term {
                 .await;
         }
     }
+}
+
+/// Output through a terminal: each `\n` as `\r\n`.
+fn onlcr(data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(data.len() + data.len() / 16);
+    for &c in data {
+        if c == b'\n' {
+            out.push(b'\r');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// Where a process reads stdin from.

@@ -58,6 +58,19 @@ impl Layers {
             .or_insert_with(|| Arc::new(Mutex::new(fs::Layer::new(fs::POD_LAYER_BYTES))))
             .clone()
     }
+
+    /// Drops the layers of pods that are gone (their uid not in `live`).
+    fn keep_only<'a>(&self, live: impl IntoIterator<Item = &'a str>) {
+        let live: std::collections::HashSet<&str> = live.into_iter().collect();
+        let mut layers = self.layers.lock().unwrap_or_else(|e| e.into_inner());
+        layers.retain(|uid, _| live.contains(uid.as_str()));
+    }
+
+    /// Pods with a layer now.
+    #[cfg(test)]
+    fn count(&self) -> usize {
+        self.layers.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
 }
 
 fn object_id(kind: &str, namespace: &str, name: &str) -> ManifestId {
@@ -114,6 +127,10 @@ pub async fn open(
         .and_then(|cs| cs.iter().find(|c| c["name"] == container.name.as_str()))
         .cloned()
         .unwrap_or(Value::Null);
+    // The layers of deleted pods go as a session opens (a layer is up to 64 MiB).
+    if let Ok(pods) = backend.list("Pod", None).await {
+        layers.keep_only(pods.iter().map(uid));
+    }
     let sources = Sources::read(backend, ns, &pod, &spec).await;
     let ctx = commands::Ctx {
         view: fs::View::new(sources.image(&pod, &spec), layers.of(uid(&pod))),
@@ -155,6 +172,7 @@ fn exec(mut ctx: commands::Ctx, command: Vec<String>, streams: super::session::S
             out: tx.clone(),
             input: input_rx,
             eof: !streams.stdin,
+            tty: streams.tty,
         };
         let exit = {
             let mut io = io::Io::session(&mut term);
@@ -193,6 +211,7 @@ fn attach(streams: super::session::Streams, container: &str) -> Session {
             out: tx.clone(),
             input: input_rx,
             eof: !streams.stdin,
+            tty: streams.tty,
         };
         if !streams.stdin {
             let _ = tx
@@ -472,5 +491,22 @@ impl Sources {
             env.insert(key.to_string(), value.unwrap_or_default());
         }
         env
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Layers;
+
+    #[test]
+    fn the_layers_of_pods_that_are_gone_are_dropped() {
+        let layers = Layers::default();
+        let kept = layers.of("uid-web");
+        let _ = layers.of("uid-deleted");
+        assert_eq!(layers.count(), 2);
+        layers.keep_only(["uid-web", "uid-other"]);
+        assert_eq!(layers.count(), 1);
+        // The live pod keeps its own layer.
+        assert!(std::sync::Arc::ptr_eq(&kept, &layers.of("uid-web")));
     }
 }

@@ -35,6 +35,7 @@ async fn run_in(ctx: &mut Ctx, argv: &[&str], stdin: &[u8]) -> (Exit, String, St
         out: out_tx,
         input: in_rx,
         eof: false,
+        tty: false,
     };
     let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
     let exit = {
@@ -165,4 +166,19 @@ async fn tar_copies_in_and_out_as_kubectl_cp_runs_it() {
     )
     .await;
     assert_eq!(stdout, "llo");
+}
+
+#[tokio::test]
+async fn a_command_reading_its_stdin_whole_holds_at_most_8_mib() {
+    let mut ctx = ctx();
+    let big = vec![b'x'; 8 * 1024 * 1024 + 1];
+    let (exit, out, err) = run_in(&mut ctx, &["tail", "-c", "1"], &big).await;
+    assert_eq!((exit, out.as_str()), (Exit::Code(1), ""), "{err}");
+    assert_eq!(err, "tail: -: No space left on device\n");
+    let (exit, _, err) = run_in(&mut ctx, &["tar", "xf", "-", "-C", "/tmp"], &big).await;
+    assert_eq!(exit, Exit::Code(2));
+    assert_eq!(err, "tar: -: Cannot write: No space left on device\n");
+    // Within the bound, as before.
+    let (exit, out, _) = run_in(&mut ctx, &["tail", "-c", "3"], &big[..1024]).await;
+    assert_eq!((exit, out.as_str()), (Exit::Code(0), "xxx"));
 }
