@@ -71,6 +71,7 @@ pub const BUCKETS: &[(&str, Decoder)] = &[
     (crate::mirrorpeer::PEERS, as_type::<v1::MirrorPeer>),
     (crate::mirrorpeer::SECRETS, as_type::<v1::SealedPeerSecret>),
     (crate::mirrorpeer::KEYS, as_type::<v1::PeerKeyRecord>),
+    (crate::gitops::BUCKET, as_type::<v1::GitRepo>),
     (crate::recovery::ORPHANS, as_type::<v1::Orphan>),
     (crate::recovery::HUBMETA, as_type::<v1::RecoveryWindow>),
 ];

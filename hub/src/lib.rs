@@ -53,6 +53,8 @@
 //!   reschedules only affected placements, AddOnPlacementScores.
 //! - [`replicaset`]: ManifestWorkReplicaSets — one actor per replica set rolling a template
 //!   out over its placements' decisions.
+//! - [`gitops`]: GitRepos — Git repositories fetched by a bounded worker process, each path's
+//!   bundle rendered and delivered as a ManifestWorkReplicaSet, the status saying which commit.
 //! - [`rollout`]: one placement's rollout round, shared by replica sets and add-on upgrades.
 //! - [`addon`]: add-ons — one actor per ClusterManagementAddOn installing its template on the
 //!   clusters placements select, rolling config changes out, watching health.
@@ -108,6 +110,7 @@ pub mod clusterset;
 pub mod controllers;
 pub mod dashboard;
 pub mod doctor;
+pub mod gitops;
 pub mod grpc;
 pub mod hosts;
 pub mod importpolicy;

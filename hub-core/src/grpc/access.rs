@@ -203,6 +203,7 @@ pub const ENFORCED: &[&str] = &[
     "flotilla.v1.ReplicaSetService",
     "flotilla.v1.PolicyService",
     "flotilla.v1.AddOnService",
+    "flotilla.v1.GitRepoService",
     // Fleet-wide objects only: the gate's fleet rule is the whole check.
     "flotilla.v1.ImportPolicyService",
     "flotilla.v1.MirrorPeerService",

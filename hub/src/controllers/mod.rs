@@ -11,7 +11,9 @@ use crate::Config;
 use crate::controller::{Families, Family, Served};
 use crate::grpc::access::{Table, Twice};
 use crate::serviceaccount;
-use crate::{addon, clusterset, importpolicy, mirrorpeer, placement, policy, recovery, replicaset};
+use crate::{
+    addon, clusterset, gitops, importpolicy, mirrorpeer, placement, policy, recovery, replicaset,
+};
 
 /// Every family, each after the ones whose handles it needs (stopped in reverse), with its
 /// settings.
@@ -21,6 +23,7 @@ pub fn families(config: &Config) -> Vec<Box<dyn Family>> {
         Served::<clusterset::family::Sets>::boxed(()),
         Served::<placement::family::PlacementFamily>::boxed(s.placement.clone()),
         Served::<replicaset::family::ReplicaSetFamily>::boxed(()),
+        Served::<gitops::family::GitRepoFamily>::boxed(s.gitops.clone()),
         Served::<addon::family::AddOnFamily>::boxed(s.addons.clone()),
         Served::<policy::family::PolicyFamily>::boxed(()),
         Served::<serviceaccount::family::AccountFamily>::boxed(s.service_accounts.clone()),
@@ -46,6 +49,8 @@ pub struct Settings {
     pub import_policies: importpolicy::ImportConfig,
     /// MirrorPeers: how their task pokes peers.
     pub mirror_peers: mirrorpeer::MirrorPeerConfig,
+    /// GitRepos: the fetch worker, its cache and bounds.
+    pub gitops: gitops::GitOpsConfig,
 }
 
 /// The families' flags, each family's from its `family.rs` (the `flotilla-hub` binary
@@ -61,6 +66,8 @@ pub struct Flags {
     import_policies: importpolicy::family::Flags,
     #[command(flatten)]
     mirror_peers: mirrorpeer::family::Flags,
+    #[command(flatten)]
+    gitops: gitops::family::Flags,
 }
 
 impl Flags {
@@ -73,6 +80,7 @@ impl Flags {
             service_accounts: serviceaccount::MsaConfig::default(),
             import_policies: self.import_policies.settings(errors),
             mirror_peers: self.mirror_peers.settings(errors),
+            gitops: self.gitops.settings(errors),
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The controller families against real processes: placement, policies and their dependencies,
-//! replica sets, import policies, add-ons and their documents, MirrorPeers, managed namespaces.
+//! replica sets, GitRepos, import policies, add-ons and their documents, MirrorPeers, managed
+//! namespaces.
 //!
 //! One test binary for several files: each `hub/tests` binary links the hub, the agent and
 //! the testkit, and linking was most of its build time (BENCHMARKS.md, "Build times").
@@ -9,6 +10,7 @@ mod common;
 
 mod addon_documents;
 mod addons;
+mod gitops;
 mod import_policy;
 mod managed_namespaces;
 mod mirror_peers;
