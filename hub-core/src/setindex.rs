@@ -171,14 +171,20 @@ impl SetIndex {
         Ok(vec![follow, run])
     }
 
-    /// Publishes `view` as the index (tests, and hubs that build it themselves).
+    /// Publishes `view` as the index (tests, and hubs that build it themselves): any cluster
+    /// may have moved.
     pub fn publish(&self, view: SetIndexView) {
+        self.publish_change(view, Changed::All);
+    }
+
+    /// Publishes `view` as the index, `clusters` being what moved since the last view.
+    pub fn publish_change(&self, view: SetIndexView, clusters: Changed) {
         let generation = view.generation();
         self.tx.send_modify(|p| {
             let mut recent = p.recent.clone();
             recent.push_back(IndexChange {
                 generation,
-                clusters: Changed::All,
+                clusters,
             });
             while recent.len() > RECENT {
                 recent.pop_front();
@@ -228,8 +234,8 @@ impl Task {
                         let object = (c.kind != ChangeKind::Deleted).then_some(&*c.object);
                         let clusters = self.clusters.snapshot();
                         match self.membership.set(&c.key, object, clusters.iter().map(|c| &**c)) {
-                            Ok(true) => self.note(Changed::All, &mut due),
-                            Ok(false) => {}
+                            Ok(Some(changed)) => self.note(changed, &mut due),
+                            Ok(None) => {}
                             Err(e) => tracing::error!(error = %e, set = %c.key, "the set index keeps its last view"),
                         }
                     }

@@ -129,6 +129,17 @@ impl SetMask {
         self.words[word] |= 1u64 << bit;
     }
 
+    /// Removes `id` (trailing empty words dropped, so equal masks compare equal).
+    pub fn remove(&mut self, id: SetId) {
+        let (word, bit) = (usize::from(id.0) / 64, id.0 % 64);
+        if let Some(w) = self.words.get_mut(word) {
+            *w &= !(1u64 << bit);
+        }
+        while self.words.last() == Some(&0) {
+            self.words.pop();
+        }
+    }
+
     /// Whether `id` is in it.
     pub fn contains(&self, id: SetId) -> bool {
         let (word, bit) = (usize::from(id.0) / 64, id.0 % 64);

@@ -8,7 +8,7 @@
 //! until the store holds them), so a hub whose controllers have not made them yet still knows
 //! that every cluster is in `global`.
 
-use super::index::{SetIds, SetIndexView, SetMask, SetRules, TooManySets};
+use super::index::{Changed, SetIds, SetIndexView, SetMask, SetRules, TooManySets};
 use flotilla_api::clusterset::{builtin_spec, is_member_by};
 use flotilla_api::meta::{DEFAULT_CLUSTERSET, GLOBAL_CLUSTERSET};
 use flotilla_api::v1::{ManagedCluster, ManagedClusterSet, ManagedClusterSetSpec};
@@ -84,14 +84,17 @@ impl Membership {
     }
 
     /// A set was written (`Some`) or deleted (`None`), `clusters` being every cluster now:
-    /// whether any cluster's sets changed, or a set came or went. A deleted built-in set keeps
-    /// its built-in rule (the hub makes it again).
+    /// what changed — nothing (`None`), the clusters that moved in or out of it (a set written:
+    /// only its own rule is evaluated, one test per cluster; none moved for a new empty set,
+    /// whose view still carries the new table), or [`Changed::All`] for a deleted set (a new
+    /// id table, every mask again). A deleted built-in set keeps its built-in rule (the hub
+    /// makes it again).
     pub fn set<'a>(
         &mut self,
         name: &str,
         set: Option<&ManagedClusterSet>,
         clusters: impl IntoIterator<Item = &'a ManagedCluster>,
-    ) -> Result<bool, TooManySets> {
+    ) -> Result<Option<Changed>, TooManySets> {
         let builtin = name == DEFAULT_CLUSTERSET || name == GLOBAL_CLUSTERSET;
         let spec = match set {
             Some(s) => Some(s.spec.clone()),
@@ -100,10 +103,11 @@ impl Membership {
         };
         let before = self.sets.get(name).cloned();
         if before == spec {
-            return Ok(false);
+            return Ok(None);
         }
         match spec {
             Some(spec) => {
+                let rule = spec.clone();
                 Arc::make_mut(&mut self.sets).insert(name.into(), spec);
                 if self.ids.id(name).is_none() {
                     // Appending keeps every other id: the old masks stay right.
@@ -114,20 +118,54 @@ impl Membership {
                         .collect();
                     self.ids = SetIds::new(generation, names)?;
                 }
+                Ok(Some(Changed::Some(self.reevaluate(
+                    name,
+                    rule.as_ref(),
+                    clusters,
+                ))))
             }
             None => {
                 Arc::make_mut(&mut self.sets).remove(name);
                 // Ids are never reused within a table: a new table, and every mask again.
                 self.renumber(self.ids.generation() + 1)?;
+                self.members.clear();
+                for cluster in clusters {
+                    let mask = self.mask_of(cluster);
+                    self.members
+                        .insert(name_of(cluster.metadata.as_ref()).into(), mask);
+                }
+                Ok(Some(Changed::All))
             }
         }
-        self.members.clear();
+    }
+
+    /// Set `name`'s bit in every cluster's mask by its rule `spec`: the clusters that moved
+    /// in or out.
+    fn reevaluate<'a>(
+        &mut self,
+        name: &str,
+        spec: Option<&ManagedClusterSetSpec>,
+        clusters: impl IntoIterator<Item = &'a ManagedCluster>,
+    ) -> Vec<Arc<str>> {
+        let Some(id) = self.ids.id(name) else {
+            return Vec::new();
+        };
+        let mut moved = Vec::new();
         for cluster in clusters {
-            let mask = self.mask_of(cluster);
-            self.members
-                .insert(name_of(cluster.metadata.as_ref()).into(), mask);
+            let cluster_name = name_of(cluster.metadata.as_ref());
+            let member = is_member_by(name, spec, cluster);
+            let mask = self.members.entry(cluster_name.into()).or_default();
+            if mask.contains(id) == member {
+                continue;
+            }
+            if member {
+                mask.insert(id);
+            } else {
+                mask.remove(id);
+            }
+            moved.push(Arc::from(cluster_name));
         }
-        Ok(true)
+        moved
     }
 
     /// The same membership publishing its views after generation `generation` (a rebuild
@@ -227,15 +265,40 @@ mod tests {
 
         // A selector set: every cluster checked again.
         let eu = set("eu", Some(("region", "eu")));
-        let now = [cluster("a1", &[("region", "eu")]), b.clone()];
-        assert!(m.set("eu", Some(&eu), now.iter()).unwrap());
-        assert_eq!(sets(&mut m, "a1"), ["eu", "global"]);
-        assert!(!m.set("eu", Some(&eu), now.iter()).unwrap(), "unchanged");
+        let a = cluster("a1", &[(CLUSTERSET_LABEL, "team-b"), ("region", "eu")]);
+        assert!(!m.cluster("a1", Some(&a)), "no set reads region yet");
+        let now = [a.clone(), b.clone()];
+        let moved =
+            |names: &[&str]| Some(Changed::Some(names.iter().map(|n| Arc::from(*n)).collect()));
+        assert_eq!(m.set("eu", Some(&eu), now.iter()).unwrap(), moved(&["a1"]));
+        assert_eq!(sets(&mut m, "a1"), ["eu", "global", "team-b"]);
+        assert_eq!(
+            m.set("eu", Some(&eu), now.iter()).unwrap(),
+            None,
+            "unchanged"
+        );
+        // Its rule changed: only its own bit is evaluated again, per cluster.
+        let eu_b = set("eu", Some(("team", "b")));
+        let b = cluster("b1", &[(CLUSTERSET_LABEL, "team-b"), ("team", "b")]);
+        m.cluster("b1", Some(&b));
+        let now = [a, b];
+        assert_eq!(
+            m.set("eu", Some(&eu_b), now.iter()).unwrap(),
+            moved(&["a1", "b1"])
+        );
+        assert_eq!(sets(&mut m, "b1"), ["eu", "global", "team-b"]);
+        // A new set nobody is in moves no cluster (its view carries the new table).
+        let empty = set("nobody", Some(("none", "here")));
+        assert_eq!(
+            m.set("nobody", Some(&empty), now.iter()).unwrap(),
+            moved(&[])
+        );
+        assert!(m.view().ids().id("nobody").is_some());
 
         // Deleted: gone from every cluster; a deleted built-in keeps its rule.
-        assert!(m.set("eu", None, now.iter()).unwrap());
-        assert_eq!(sets(&mut m, "a1"), ["global"]);
-        assert!(!m.set("global", None, now.iter()).unwrap());
+        assert_eq!(m.set("eu", None, now.iter()).unwrap(), Some(Changed::All));
+        assert_eq!(sets(&mut m, "a1"), ["global", "team-b"]);
+        assert_eq!(m.set("global", None, now.iter()).unwrap(), None);
         assert_eq!(sets(&mut m, "b1"), ["global", "team-b"]);
 
         assert!(m.cluster("b1", None));

@@ -5,7 +5,7 @@
 //! namespace N is created by who holds `bind` on S and `edit` on N (OCM checks `bind` on
 //! create only: an update needs `edit` on N), listed to N's viewers and deleted by N's editors.
 
-use crate::clusterset::ClusterSets;
+use crate::clusterset::{ClusterSets, Expect};
 use crate::grants::{Target, Verb};
 use crate::grpc::guard::{self, Teams};
 use flotilla_api::v1::cluster_set_service_server::ClusterSetService;
@@ -40,6 +40,7 @@ impl ClusterSetService for ClusterSetApi {
         guard::object("metadata.name", name)?;
         let action = format!("apply ManagedClusterSet {name}");
         let stored = self.sets.get_set(name).ok().and_then(|v| v.set);
+        let mut expect = Expect::Nothing;
         if let Some(stored) = stored {
             // Its selector decides which clusters its admins hold: changing it is the fleet's
             // (a set admin could otherwise take every cluster); the rest is the set's admins'.
@@ -47,6 +48,8 @@ impl ClusterSetService for ClusterSetApi {
                 |s: &ManagedClusterSet| s.spec.as_ref().and_then(|s| s.cluster_selector.clone());
             if selector(&stored) == selector(&set) {
                 teams.allow(caller.as_ref(), Verb::Write, Target::Set { name }, &action)?;
+                // Decided as an update of the set as it is: it must still be so at the write.
+                expect = Expect::Stored;
             } else {
                 let action = format!("change the clusterSelector of ManagedClusterSet {name}");
                 teams.allow(caller.as_ref(), Verb::Write, Target::Fleet, &action)?;
@@ -54,7 +57,7 @@ impl ClusterSetService for ClusterSetApi {
         } else {
             teams.allow(caller.as_ref(), Verb::Write, Target::Fleet, &action)?;
         }
-        Ok(Response::new(self.sets.apply_set(set).await?))
+        Ok(Response::new(self.sets.apply_set_if(set, expect).await?))
     }
 
     async fn get_cluster_set(
@@ -79,15 +82,9 @@ impl ClusterSetService for ClusterSetApi {
     ) -> Result<Response<ListClusterSetsResponse>, Status> {
         let (teams, caller) = Teams::of(&req);
         let vis = teams.visibility(caller.as_ref());
-        let mut items = self.sets.list_sets();
-        items.retain(|v| {
-            let name = v
-                .set
-                .as_ref()
-                .and_then(|s| s.metadata.as_ref())
-                .map_or("", |m| m.name.as_str());
-            vis.sees(&Target::Set { name })
-        });
+        let items = self
+            .sets
+            .list_sets_where(|name| vis.sees(&Target::Set { name }));
         Ok(Response::new(ListClusterSetsResponse { items }))
     }
 
@@ -125,6 +122,11 @@ impl ClusterSetService for ClusterSetApi {
             .list_bindings(namespace)
             .iter()
             .any(|b| b.metadata.as_ref().is_some_and(|m| m.name == name));
+        let expect = if exists {
+            Expect::Stored
+        } else {
+            Expect::Nothing
+        };
         if exists {
             teams.allow(
                 caller.as_ref(),
@@ -140,7 +142,9 @@ impl ClusterSetService for ClusterSetApi {
                 &format!("bind cluster set {set:?} into namespace {namespace:?}"),
             )?;
         }
-        Ok(Response::new(self.sets.apply_binding(binding).await?))
+        Ok(Response::new(
+            self.sets.apply_binding_if(binding, expect).await?,
+        ))
     }
 
     async fn list_bindings(

@@ -45,6 +45,18 @@ pub enum SetError {
     Store(#[from] StoreError),
 }
 
+/// What a write's grant decision assumed about the stored object, held again under the write
+/// lock (review r1 §13: check-then-write races).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Expect {
+    /// Nothing: the grant allows the write whatever is stored (a fleet admin's).
+    #[default]
+    Nothing,
+    /// The object is stored (a set: with the clusterSelector the write carries): the grant
+    /// decided it as an update.
+    Stored,
+}
+
 /// A set or binding changed (placements listen to this later).
 #[derive(Debug, Clone)]
 pub enum SetChange {
@@ -255,14 +267,27 @@ impl ClusterSets {
     /// A lost race means the store holds a set this copy does not know (a write that was
     /// reported failed but landed): it is adopted, and the apply decided again, once.
     pub async fn apply_set(&self, s: ManagedClusterSet) -> Result<ManagedClusterSet, SetError> {
+        self.apply_set_if(s, Expect::Nothing).await
+    }
+
+    /// [`ClusterSets::apply_set`] as decided by a grant that holds only while the stored set is
+    /// as `expect` says: checked again under the write lock, `Conflict` (`ABORTED`) when it is
+    /// not (review r1 §13: a set deleted meanwhile is not re-created by its former admin).
+    pub async fn apply_set_if(
+        &self,
+        s: ManagedClusterSet,
+        expect: Expect,
+    ) -> Result<ManagedClusterSet, SetError> {
         let name = name_of(&s.metadata).to_string();
         let revision = |this: &Self| {
             let state = this.state.read().expect("sets lock");
             state.sets.get(&name).map(|(_, rev)| *rev)
         };
         let before = revision(self);
-        match self.apply_set_once(s.clone()).await {
-            Err(SetError::Conflict(_)) if revision(self) != before => self.apply_set_once(s).await,
+        match self.apply_set_once(s.clone(), expect).await {
+            Err(SetError::Conflict(_)) if revision(self) != before => {
+                self.apply_set_once(s, expect).await
+            }
             result => result,
         }
     }
@@ -270,6 +295,7 @@ impl ClusterSets {
     async fn apply_set_once(
         &self,
         mut s: ManagedClusterSet,
+        expect: Expect,
     ) -> Result<ManagedClusterSet, SetError> {
         Self::validate_set(&s)?;
         let _w = self.write_lock.lock().await;
@@ -281,6 +307,18 @@ impl ClusterSets {
             .sets
             .get(&m.name)
             .cloned();
+        let selector =
+            |s: &ManagedClusterSet| s.spec.as_ref().and_then(|s| s.cluster_selector.clone());
+        let held = match &existing {
+            Some((old, _)) => expect != Expect::Stored || selector(old) == selector(&s),
+            None => expect != Expect::Stored,
+        };
+        if !held {
+            return Err(SetError::Conflict(format!(
+                "ManagedClusterSet {:?} was deleted or its clusterSelector changed since the                  grant was checked (an update by its admin needs it as it was); get it again                  and retry",
+                m.name
+            )));
+        }
         let spec = s.spec.get_or_insert_with(Default::default);
         let sel = spec.cluster_selector.get_or_insert_with(Default::default);
         if sel.selector_type.is_empty() {
@@ -427,12 +465,23 @@ impl ClusterSets {
 
     /// Every set with its derived status.
     pub fn list_sets(&self) -> Vec<ManagedClusterSetView> {
-        let clusters = self.inventory.snapshot();
+        self.list_sets_where(|_| true)
+    }
+
+    /// The sets `keep` admits by name, with their derived status: the others' members are not
+    /// computed (review r1 §12: a team's list costs its sets, not the fleet's).
+    pub fn list_sets_where(&self, keep: impl Fn(&str) -> bool) -> Vec<ManagedClusterSetView> {
         let state = self.state.read().expect("sets lock");
-        state
-            .sets
-            .values()
-            .map(|(s, _)| Self::view(s, &state, &clusters))
+        let kept: Vec<_> = (state.sets.iter())
+            .filter(|(name, _)| keep(name))
+            .map(|(_, (s, _))| s)
+            .collect();
+        if kept.is_empty() {
+            return Vec::new();
+        }
+        let clusters = self.inventory.snapshot();
+        kept.into_iter()
+            .map(|s| Self::view(s, &state, &clusters))
             .collect()
     }
 
@@ -479,6 +528,18 @@ impl ClusterSets {
         &self,
         b: ManagedClusterSetBinding,
     ) -> Result<ManagedClusterSetBinding, SetError> {
+        self.apply_binding_if(b, Expect::Nothing).await
+    }
+
+    /// [`ClusterSets::apply_binding`] as decided by a grant that holds only while the stored
+    /// binding is as `expect` says (`Stored`: it exists — an update needs `edit` only, a
+    /// create also `bind`): checked again under the write lock, `Conflict` (`ABORTED`) when
+    /// not (review r1 §13).
+    pub async fn apply_binding_if(
+        &self,
+        b: ManagedClusterSetBinding,
+        expect: Expect,
+    ) -> Result<ManagedClusterSetBinding, SetError> {
         let m = b.metadata.clone().unwrap_or_default();
         let key = (m.namespace, m.name);
         let revision = |this: &Self| {
@@ -486,9 +547,9 @@ impl ClusterSets {
             state.bindings.get(&key).map(|(_, rev)| *rev)
         };
         let before = revision(self);
-        match self.apply_binding_once(b.clone()).await {
+        match self.apply_binding_once(b.clone(), expect).await {
             Err(SetError::Conflict(_)) if revision(self) != before => {
-                self.apply_binding_once(b).await
+                self.apply_binding_once(b, expect).await
             }
             result => result,
         }
@@ -497,6 +558,7 @@ impl ClusterSets {
     async fn apply_binding_once(
         &self,
         mut b: ManagedClusterSetBinding,
+        expect: Expect,
     ) -> Result<ManagedClusterSetBinding, SetError> {
         let mut m = b.metadata.take().unwrap_or_default();
         names::validate_dns1123_label("metadata.namespace", &m.namespace)
@@ -523,6 +585,13 @@ impl ClusterSets {
             .bindings
             .get(&key)
             .cloned();
+        if expect == Expect::Stored && existing.is_none() {
+            return Err(SetError::Conflict(format!(
+                "ManagedClusterSetBinding {}/{} was deleted since the grant was checked (an \
+                 update needs edit on the namespace, a new binding bind on the set too); retry",
+                key.0, key.1
+            )));
+        }
         let expected = match &existing {
             Some((old, rev)) => {
                 if m.resource_version != 0 && m.resource_version != *rev {

@@ -258,6 +258,12 @@ impl History {
         counts
     }
 
+    /// The states of the clusters `keep` admits (a team's), as last seen.
+    pub fn states_where(&self, keep: impl Fn(&str) -> bool) -> HashMap<Arc<str>, Availability> {
+        let kept = self.states.iter().filter(|(name, _)| keep(name));
+        kept.map(|(name, a)| (name.clone(), *a)).collect()
+    }
+
     /// The samples, oldest first.
     pub fn samples(&self) -> Vec<Sample> {
         self.samples.iter().copied().collect()

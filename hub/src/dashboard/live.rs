@@ -690,10 +690,12 @@ async fn next(mut s: Streaming) -> Option<(Result<Frame<Bytes>, Infallible>, Str
                     if !wanted {
                         continue;
                     }
-                    let text = match (&*e, &s.fence) {
-                        (LiveEvent::Summary(fleet), Some(f)) => {
-                            encode(&LiveEvent::Summary(f.summary(*fleet)))
-                        }
+                    let text = match (&*e, &mut s.fence) {
+                        // Its own counts, and only when they changed.
+                        (LiveEvent::Summary(fleet), Some(f)) => match f.summary_changed(*fleet) {
+                            Some(counts) => encode(&LiveEvent::Summary(counts)),
+                            None => continue,
+                        },
                         _ => encode(&e),
                     };
                     return Some((frame(text), s));

@@ -12,6 +12,8 @@
 //!   (pure).
 //! - [`history`]: availability per cluster, transitions, counts over time (pure).
 //! - [`fence`]: what one viewer's live stream may show by its grants (issue 48).
+//! - [`act`]: whether a viewer may take an action (accept a cluster, pause a rollout) on one
+//!   object, by the API's gate and the object's grants (issue 48).
 //! - [`live`]: the task that follows the inventory and the controllers' views, and the
 //!   Server-Sent Events streams.
 //! - [`overview`], [`clusters`], [`cluster`], [`placements`], [`rollouts`], [`policies`]: each
@@ -24,6 +26,7 @@
 //! Reads come from the inventories and the controllers' views, never from the store: a page of
 //! 10,000 clusters is a filter and a sort in memory.
 
+pub mod act;
 pub mod auth;
 pub mod cluster;
 pub mod clusters;
@@ -31,13 +34,13 @@ pub mod fence;
 pub mod history;
 pub mod html;
 pub mod live;
+pub mod oidc;
 pub mod overview;
 pub mod placements;
 pub mod plot;
 pub mod policies;
 pub mod progress;
 pub mod rollouts;
-pub mod oidc;
 pub mod route;
 pub mod server;
 pub mod work;

@@ -27,6 +27,9 @@ pub struct Registrations<'a> {
     pub accept: Result<(), String>,
     /// `Err(why)` when the viewer may not deny.
     pub deny: Result<(), String>,
+    /// The pending clusters the viewer may not act on although it may accept or deny some
+    /// (issue 48: another team's cluster); their rows have no buttons.
+    pub refused: std::collections::HashSet<String>,
     /// The CSRF token of the viewer's forms.
     pub csrf: &'a str,
 }
@@ -254,7 +257,9 @@ fn pending_row(p: &Pending, may: &Registrations<'_>, acts: bool) -> Markup {
                     span class="muted dropped" { "dropped (reserved for the hub): " (p.dropped.join(", ")) }
                 }
             }
-            @if acts {
+            @if acts && may.refused.contains(&p.name) {
+                td.muted { "not yours" }
+            } @else if acts {
                 td {
                     form method="post" action={ "/clusters/" (U(&p.name)) "/registration" } class="inline actions" {
                         input type="hidden" name="csrf" value=(may.csrf);

@@ -8,7 +8,7 @@ use super::auth::{self, Refusal, Sessions, Via, Viewer};
 use super::html::{self, Frame, Nav, U};
 use super::live::Live;
 use super::route::{self, NoRoute};
-use super::{cluster, clusters, overview, placements, policies, rollouts, work, works};
+use super::{act, cluster, clusters, overview, placements, policies, rollouts, work, works};
 use crate::grants::{Target, Verb};
 use crate::grpc::guard::Visibility;
 use crate::inventory::{ClusterInventory, WorkInventory};
@@ -479,9 +479,32 @@ async fn overview_page(State(d): D, viewer: Viewer, q: Params) -> Response {
         Visibility::All => overview::build(&snapshot, h),
         sees => overview::build_seen(&snapshot, h, |c| sees.cluster(c)),
     });
+    let gate = |method| viewer.identity.may_call(&viewer.access, method);
+    let (accept, deny) = (gate(overview::ACCEPT_METHOD), gate(overview::DENY_METHOD));
+    // Past the gate, a row's buttons by the grants on its cluster.
+    let refused = if accept.is_ok() || deny.is_ok() {
+        (o.pending.iter())
+            .filter(|p| {
+                let target = Target::Cluster { name: &p.name };
+                let action = format!("accept cluster {}", p.name);
+                act::may(
+                    &viewer,
+                    overview::ACCEPT_METHOD,
+                    Verb::Write,
+                    target,
+                    &action,
+                )
+                .is_err()
+            })
+            .map(|p| p.name.clone())
+            .collect()
+    } else {
+        HashSet::new()
+    };
     let may = overview::Registrations {
-        accept: viewer.may(overview::ACCEPT_METHOD),
-        deny: viewer.may(overview::DENY_METHOD),
+        accept,
+        deny,
+        refused,
         csrf: &viewer.csrf,
     };
     let notice = match (q.get("done"), q.get("cluster")) {
@@ -574,7 +597,14 @@ async fn addon_page(State(d): D, Segments([name]): Segments<1>, viewer: Viewer) 
         return problem(StatusCode::NOT_FOUND, Some(&viewer), &why);
     };
     let installed = installed_seen(&addons, &name, &viewer.sees);
-    let history = d.live.progress(&format!("addon:{name}"));
+    // A team sees its own placements' rollout, not the fleet's counts over time.
+    let (cma, history) = match &viewer.sees {
+        Visibility::All => (cma, d.live.progress(&format!("addon:{name}"))),
+        sees => (
+            Arc::new(rollouts::fenced_addon(&cma, |ns| sees.namespace(ns))),
+            Vec::new(),
+        ),
+    };
     let body = rollouts::render_addon(&cma, &installed, &history);
     page(StatusCode::OK, &name, Nav::Rollouts, &viewer, body)
 }
@@ -633,6 +663,10 @@ async fn rollouts_page(State(d): D, viewer: Viewer) -> Response {
                 .map(|m| m.name.clone())
                 .unwrap_or_default();
             let installed = installed_seen(&addons, &name, &viewer.sees);
+            let a = match &viewer.sees {
+                Visibility::All => a,
+                sees => Arc::new(rollouts::fenced_addon(&a, |ns| sees.namespace(ns))),
+            };
             (a, installed)
         })
         .collect();
@@ -668,7 +702,13 @@ async fn rollout_page(
         .filter(|a| rollouts::ACTIONS.contains(a))
         .map(|a| format!("Rollout {a}: done."));
     let history = d.live.progress(&format!("rollout:{namespace}/{name}"));
-    let may = viewer.may(rollouts::ROLLOUT_METHOD);
+    let may = act::may(
+        &viewer,
+        rollouts::ROLLOUT_METHOD,
+        Verb::Write,
+        Target::Namespace { name: &namespace },
+        &format!("change the rollout of ManifestWorkReplicaSet {namespace}/{name}"),
+    );
     let body = rollouts::render(&rs, may, &viewer.csrf, notice.as_deref(), &history);
     let title = format!("{namespace}/{name}");
     page(StatusCode::OK, &title, Nav::Rollouts, &viewer, body)
@@ -873,8 +913,9 @@ async fn registration(
             );
         }
     };
-    if let Err(why) = viewer.may(method) {
-        tracing::info!(caller = %viewer.identity.name(), cluster = %name, action, "dashboard registration action refused");
+    let what = format!("{action} cluster {name}");
+    let target = Target::Cluster { name };
+    if let Err(why) = act::act(viewer, method, Verb::Write, target, &what) {
         return problem(StatusCode::FORBIDDEN, Some(viewer), &why);
     }
     let Some(handle) = d
@@ -918,10 +959,6 @@ async fn rollout_action(
         Ok(f) => f,
         Err(refused) => return refused,
     };
-    if let Err(why) = viewer.may(rollouts::ROLLOUT_METHOD) {
-        tracing::info!(caller = %viewer.identity.name(), %namespace, %name, "dashboard rollout action refused");
-        return problem(StatusCode::FORBIDDEN, Some(viewer), &why);
-    }
     let action = route::param(&fields, "action").unwrap_or_default();
     if !rollouts::ACTIONS.contains(&action) {
         return problem(
@@ -929,6 +966,12 @@ async fn rollout_action(
             Some(viewer),
             &format!("action {action:?} is not pause, resume or undo"),
         );
+    }
+    let what = format!("{action} the rollout of ManifestWorkReplicaSet {namespace}/{name}");
+    let target = Target::Namespace { name: namespace };
+    let method = rollouts::ROLLOUT_METHOD;
+    if let Err(why) = act::act(viewer, method, Verb::Write, target, &what) {
+        return problem(StatusCode::FORBIDDEN, Some(viewer), &why);
     }
     let Some(ctl) = d.units.controllers() else {
         return not_here(viewer);

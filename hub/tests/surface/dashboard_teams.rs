@@ -3,7 +3,9 @@
 //! policies; another team's cluster page is refused naming the grant; the live page follows only
 //! its clusters (their transitions, counts over them); and a reload of the grants file reaches
 //! the open page (review r1 §6: its stream ends, the page reads itself again under the new
-//! grants).
+//! grants). Over HTTP: actions obey the grants per object (a set's admin accepts its set's
+//! clusters, a namespace's editor pauses its rollouts, neither across the fence), and add-on
+//! pages show a team only its own placements (review r4 §2, §3).
 
 use crate::browser;
 use crate::common;
@@ -19,6 +21,7 @@ use flotilla_api::v1::cluster_service_client::ClusterServiceClient;
 use flotilla_api::v1::cluster_set_service_client::ClusterSetServiceClient;
 use flotilla_api::v1::placement_service_client::PlacementServiceClient;
 use flotilla_api::v1::policy_service_client::PolicyServiceClient;
+use flotilla_api::v1::replica_set_service_client::ReplicaSetServiceClient;
 use flotilla_api::v1::work_service_client::WorkServiceClient;
 use flotilla_api::v1::{
     LabelClusterRequest, ManagedClusterSet, ManagedClusterSetBinding, ManagedClusterSetBindingSpec,
@@ -297,5 +300,240 @@ async fn chromium_shows_a_team_only_its_part_of_the_fleet_live_and_follows_a_gra
     for a in agents {
         a.stop().await;
     }
+    hub.stop().await;
+}
+
+/// ana: admin on team-a, edit on team-a-apps; ben: admin on team-b and view on team-a.
+const ACT_GRANTS: &str = "apiVersion: flotilla.io/v1alpha1\nkind: Grants\nclusterSets:\n  \
+    team-a:\n    admin: { groups: [team-a-sre] }\n    view: { groups: [team-b-sre] }\n  \
+    team-b:\n    admin: { groups: [team-b-sre] }\nnamespaces:\n  team-a-apps:\n    \
+    edit: { groups: [team-a-sre] }\n  team-b-apps:\n    edit: { groups: [team-b-sre] }\n";
+
+/// An add-on rolled out by one placement of each team.
+const TEAMS_ADDON: &str = r#"
+apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: ClusterManagementAddOn
+metadata: {name: probe}
+spec:
+  addOnMeta: {displayName: Probe, description: a test add-on}
+  installStrategy:
+    type: Placements
+    placements:
+      - {namespace: team-a-apps, name: edge-team-a-apps}
+      - {namespace: team-b-apps, name: edge-team-b-apps}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_teams_dashboard_actions_obey_its_grants_and_add_on_pages_show_only_its_placements() {
+    let nats = NatsServer::start();
+    let grants = flotilla_hub::grants::file::parse("grants.yaml", ACT_GRANTS.as_bytes()).unwrap();
+    let tokens = format!(
+        "{TOKENS}{ANA},ana,member,team-a-sre\nteam-b-sre-token-000002,ben,member,team-b-sre\n"
+    );
+    let tokens = flotilla_hub::grpc::auth::Tokens::parse("tokens.csv", &tokens)
+        .unwrap()
+        .with_grants(Arc::new(grants));
+    let hub = hub(&nats, |c| c.api.tokens = Some(tokens)).await;
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", hub.grpc_addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let _agents: Vec<_> = ["a1", "b1"]
+        .iter()
+        .map(|n| start_agent(agent_config(n, &nats.url())))
+        .collect();
+    for n in ["a1", "b1"] {
+        wait_state(&hub, n, Availability::Pending).await;
+    }
+    let mut sets = ClusterSetServiceClient::with_interceptor(channel.clone(), Bearer(ADMIN));
+    let mut clusters = ClusterServiceClient::with_interceptor(channel.clone(), Bearer(ADMIN));
+    let mut placements = PlacementServiceClient::with_interceptor(channel.clone(), Bearer(ADMIN));
+    let mut rollouts = ReplicaSetServiceClient::with_interceptor(channel.clone(), Bearer(ADMIN));
+    for team in ["a", "b"] {
+        let set = ManagedClusterSet {
+            metadata: Some(ObjectMeta {
+                name: format!("team-{team}"),
+                ..Default::default()
+            }),
+            spec: Some(Default::default()),
+            status: None,
+        };
+        let deadline = tokio::time::Instant::now() + SOON;
+        while let Err(e) = sets.apply_cluster_set(set.clone()).await {
+            assert!(tokio::time::Instant::now() < deadline, "{e}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        clusters
+            .label_cluster(LabelClusterRequest {
+                name: format!("{team}1"),
+                set: [(CLUSTERSET_LABEL.to_string(), format!("team-{team}"))].into(),
+                remove: vec![],
+            })
+            .await
+            .unwrap();
+        let ns = format!("team-{team}-apps");
+        for doc in parse_documents(&OBJECTS.replace("NS", &ns)) {
+            if let Ok(Document::Placement(p)) = doc {
+                placements.apply_placement(p).await.unwrap();
+            }
+        }
+        let mut rs = replica_set();
+        let meta = rs.metadata.as_mut().unwrap();
+        meta.namespace = ns.clone();
+        meta.name = format!("web-{team}");
+        rollouts.apply_replica_set(rs).await.unwrap();
+    }
+    let ctl = hub.controllers().expect("the controllers");
+    for doc in parse_documents(TEAMS_ADDON) {
+        let Ok(Document::ClusterManagementAddOn(a)) = doc else {
+            panic!("fixture: {doc:?}")
+        };
+        ctl.get::<flotilla_hub::addon::AddOns>()
+            .apply_addon(a)
+            .await
+            .unwrap();
+    }
+    // The set index follows the labels within its coalescing window.
+    let seen = |who: &str| {
+        let auth = format!("Bearer {who}");
+        let hub = &hub;
+        async move {
+            http(hub, "GET", "/", &[("Authorization", &auth)], "")
+                .await
+                .body
+        }
+    };
+    let deadline = tokio::time::Instant::now() + SOON;
+    while !seen("team-b-sre-token-000002")
+        .await
+        .contains("data-pending=\"a1\"")
+    {
+        assert!(tokio::time::Instant::now() < deadline, "ben never saw a1");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // ana may accept a1 (her set's): its button is there. ben sees a1 (view on team-a) but
+    // has no button on it, and has one on b1 (his set's).
+    let ana = seen(ANA).await;
+    assert!(
+        ana.contains("action=\"/clusters/a1/registration\""),
+        "{ana}"
+    );
+    assert!(!ana.contains("data-pending=\"b1\""), "{ana}");
+    let ben = seen("team-b-sre-token-000002").await;
+    assert!(
+        !ben.contains("action=\"/clusters/a1/registration\""),
+        "{ben}"
+    );
+    assert!(
+        ben.contains("action=\"/clusters/b1/registration\""),
+        "{ben}"
+    );
+    let form = |token: &str| {
+        [
+            ("Authorization", format!("Bearer {token}")),
+            ("Content-Type", "application/x-www-form-urlencoded".into()),
+        ]
+    };
+    let post = |token: &'static str, path: String, body: &'static str| {
+        let hub = &hub;
+        async move {
+            let headers = form(token);
+            let headers: Vec<(&str, &str)> =
+                headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            http(hub, "POST", &path, &headers, body).await
+        }
+    };
+    const BEN: &str = "team-b-sre-token-000002";
+    // Across the fence: refused naming the grant, and nothing changes.
+    let a = post(
+        BEN,
+        "/clusters/a1/registration".into(),
+        "action=accept&key=",
+    )
+    .await;
+    assert_eq!(a.status, 403, "{}", a.body);
+    assert!(
+        a.body
+            .contains("ben (groups team-b-sre) may not accept cluster a1: it needs admin on"),
+        "{}",
+        a.body
+    );
+    assert_eq!(
+        Availability::of(&hub.inventory.get("a1").unwrap()),
+        Availability::Pending
+    );
+    let a = post(
+        ANA,
+        "/clusters/a1/registration".into(),
+        "action=accept&key=",
+    )
+    .await;
+    assert_eq!(a.status, 303, "{}", a.body);
+    wait_state(&hub, "a1", Availability::Available).await;
+
+    // Rollouts: ana pauses her namespace's, not ben's; her page offers the buttons, ben's
+    // rollout page is not hers to read.
+    let page = http(
+        &hub,
+        "GET",
+        "/rollouts/team-a-apps/web-a",
+        &[("Authorization", &format!("Bearer {ANA}"))],
+        "",
+    )
+    .await;
+    assert!(page.body.contains("value=\"pause\""), "{}", page.body);
+    let a = post(ANA, "/rollouts/team-b-apps/web-b".into(), "action=pause").await;
+    assert_eq!(a.status, 403, "{}", a.body);
+    assert!(
+        a.body
+            .contains("ana (groups team-a-sre) may not pause the rollout of"),
+        "{}",
+        a.body
+    );
+    let a = post(ANA, "/rollouts/team-a-apps/web-a".into(), "action=pause").await;
+    assert_eq!(a.status, 303, "{}", a.body);
+
+    // Add-on pages: ana reads her placement's rollout, never team-b's placement or the
+    // fleet's counts over time.
+    for path in ["/rollouts", "/addons/probe"] {
+        let a = http(
+            &hub,
+            "GET",
+            path,
+            &[("Authorization", &format!("Bearer {ANA}"))],
+            "",
+        )
+        .await;
+        assert_eq!(a.status, 200, "{path}: {}", a.body);
+        assert!(!a.body.contains("team-b-apps"), "{path}: {}", a.body);
+    }
+    let a = http(
+        &hub,
+        "GET",
+        "/addons/probe",
+        &[("Authorization", &format!("Bearer {ANA}"))],
+        "",
+    )
+    .await;
+    assert!(
+        a.body.contains("team-a-apps/edge-team-a-apps"),
+        "{}",
+        a.body
+    );
+    let admin = http(
+        &hub,
+        "GET",
+        "/addons/probe",
+        &[("Authorization", &format!("Bearer {ADMIN}"))],
+        "",
+    )
+    .await;
+    assert!(
+        admin.body.contains("team-b-apps/edge-team-b-apps"),
+        "{}",
+        admin.body
+    );
     hub.stop().await;
 }

@@ -625,3 +625,74 @@ async fn an_add_on_names_only_deployment_configs_its_writer_may_read() {
     );
     teams.hub.stop().await;
 }
+
+/// §13: an update decided on a set or binding as stored — its admin's, or a namespace
+/// editor's without `bind` — is aborted when the object is gone (or the set's selector
+/// changed) by the time it is written; it never re-creates what needed another grant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_decided_on_a_set_or_binding_that_is_gone_is_aborted_not_recreated() {
+    use flotilla_hub::clusterset::{ClusterSets, Expect, SetError};
+    let t = Teams::start().await;
+    let ctl = t.hub.controllers().expect("the controllers");
+    let sets = ctl.get::<ClusterSets>();
+    let set = |selector: Option<ManagedClusterSelector>| ManagedClusterSet {
+        metadata: Some(ObjectMeta {
+            name: "team-a".into(),
+            ..Default::default()
+        }),
+        spec: Some(ManagedClusterSetSpec {
+            cluster_selector: selector,
+            ..Default::default()
+        }),
+        status: None,
+    };
+    let stored = sets.apply_set(set(None)).await.unwrap();
+    let selector = stored.spec.unwrap().cluster_selector;
+    // As stored: the update goes through.
+    sets.apply_set_if(set(selector.clone()), Expect::Stored)
+        .await
+        .unwrap();
+    // Deleted meanwhile: aborted, and the set stays gone.
+    sets.delete_set("team-a").await.unwrap();
+    let e = (sets
+        .apply_set_if(set(selector.clone()), Expect::Stored)
+        .await)
+        .unwrap_err();
+    assert!(matches!(e, SetError::Conflict(_)), "{e}");
+    assert!(
+        e.to_string()
+            .contains("was deleted or its clusterSelector changed"),
+        "{e}"
+    );
+    assert!(sets.get_set("team-a").is_err(), "re-created");
+    // Its selector changed meanwhile (by a fleet admin): aborted too.
+    sets.apply_set(set(None)).await.unwrap();
+    let other = Some(ManagedClusterSelector {
+        selector_type: LABEL_SELECTOR.into(),
+        label_selector: Some(LabelSelector::default()),
+    });
+    sets.apply_set(set(other)).await.unwrap();
+    let e = (sets.apply_set_if(set(selector), Expect::Stored).await).unwrap_err();
+    assert!(matches!(e, SetError::Conflict(_)), "{e}");
+
+    let binding = flotilla_api::v1::ManagedClusterSetBinding {
+        metadata: Some(ObjectMeta {
+            name: "team-b".into(),
+            namespace: "team-b-apps".into(),
+            ..Default::default()
+        }),
+        spec: Some(flotilla_api::v1::ManagedClusterSetBindingSpec {
+            cluster_set: "team-b".into(),
+        }),
+        status: None,
+    };
+    sets.apply_binding(binding.clone()).await.unwrap();
+    sets.apply_binding_if(binding.clone(), Expect::Stored)
+        .await
+        .unwrap();
+    sets.delete_binding("team-b-apps", "team-b").await.unwrap();
+    let e = (sets.apply_binding_if(binding, Expect::Stored).await).unwrap_err();
+    assert!(matches!(e, SetError::Conflict(_)), "{e}");
+    assert!(sets.list_bindings("team-b-apps").is_empty(), "re-created");
+    t.hub.stop().await;
+}

@@ -51,6 +51,7 @@ fn a_hostile_name_or_label_is_escaped_on_every_kind_of_page() {
     let may = crate::dashboard::overview::Registrations {
         accept: Err(EVIL.into()),
         deny: Ok(()),
+        refused: Default::default(),
         csrf: EVIL,
     };
     inert(

@@ -738,6 +738,7 @@ fn pending_registrations_have_buttons_only_for_those_allowed_and_send_the_key_se
     let admin = Registrations {
         accept: Ok(()),
         deny: Ok(()),
+        refused: Default::default(),
         csrf: "tok",
     };
     let html = overview::render(&o, &admin, Some("Cluster x accepted.")).into_string();
@@ -749,6 +750,7 @@ fn pending_registrations_have_buttons_only_for_those_allowed_and_send_the_key_se
     let read_only = Registrations {
         accept: viewer.may_call(tokens().access(), overview::ACCEPT_METHOD),
         deny: viewer.may_call(tokens().access(), overview::DENY_METHOD),
+        refused: Default::default(),
         csrf: "",
     };
     let html = overview::render(&o, &read_only, None).into_string();
@@ -787,6 +789,7 @@ fn pending_registrations_show_the_set_and_labels_accepting_admits_and_what_was_d
     let admin = Registrations {
         accept: Ok(()),
         deny: Ok(()),
+        refused: Default::default(),
         csrf: "tok",
     };
     let html = overview::render(&o, &admin, None).into_string();
