@@ -463,12 +463,16 @@ async fn http_get(addr: &str, path: &str) -> String {
     String::from_utf8_lossy(&answer).into_owned()
 }
 
+/// Every orphan (one page holds them all here), by cluster and name as `get orphans` shows
+/// them (the API pages in cluster and resource id order).
 async fn list(recovery: &mut RecoveryServiceClient<Channel>) -> Vec<Orphan> {
-    recovery
+    let mut items = recovery
         .list_orphans(ListOrphansRequest::default())
         .await
         .map(|r| r.into_inner().items)
-        .unwrap_or_default()
+        .unwrap_or_default();
+    items.sort_by(|a, b| (&a.cluster, &a.name).cmp(&(&b.cluster, &b.name)));
+    items
 }
 
 /// The value of key `k` of the ConfigMap of work `name` on `cluster`'s simulated Kubernetes
