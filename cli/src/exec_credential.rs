@@ -137,6 +137,12 @@ impl ExecPlugin {
                 .take(MAX_OUTPUT + 1)
                 .read_to_end(&mut out)
                 .await;
+            // The pipe closed before waiting: a plugin writing past the cap gets EPIPE and
+            // ends (review r3 §7: it blocked on a full pipe until the timeout).
+            drop(stdout);
+            if out.len() as u64 > MAX_OUTPUT {
+                let _ = child.start_kill();
+            }
             let status = child.wait().await;
             (read.map(|_| out), status)
         };
@@ -151,15 +157,15 @@ impl ExecPlugin {
             command: self.command.clone(),
             source,
         })?;
+        let out = out.map_err(|e| self.output(format!("output that could not be read: {e}")))?;
+        if out.len() as u64 > MAX_OUTPUT {
+            return Err(self.output(format!("more than {MAX_OUTPUT} bytes")));
+        }
         if !status.success() {
             return Err(ExecError::Exit {
                 command: self.command.clone(),
                 code: status.code().unwrap_or(-1),
             });
-        }
-        let out = out.map_err(|e| self.output(format!("output that could not be read: {e}")))?;
-        if out.len() as u64 > MAX_OUTPUT {
-            return Err(self.output(format!("more than {MAX_OUTPUT} bytes")));
         }
         self.credential(&out, now())
     }

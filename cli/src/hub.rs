@@ -226,22 +226,31 @@ impl Hub {
             );
         }
         let mut planned = Vec::with_capacity(list.len());
+        // A plugin's token is a token too: checked before the plugin runs (it may open a
+        // browser sign-in), so nothing is asked for a hub the token would not be sent to.
+        let sends_token = credentials.token.is_some() || credentials.exec.is_some();
         for endpoint in &list {
-            let warning =
-                match exposure(endpoint, credentials.token.is_some(), credentials.insecure) {
-                    Exposure::Nothing => None,
-                    Exposure::Warn(warning) => Some(warning),
-                    Exposure::Refuse(refusal) => return Err(refusal.into()),
-                };
+            let warning = match exposure(endpoint, sends_token, credentials.insecure) {
+                Exposure::Nothing => None,
+                Exposure::Warn(warning) => Some(warning),
+                Exposure::Refuse(refusal) => return Err(refusal.into()),
+            };
             planned.push((
                 *endpoint,
                 Self::endpoint_for(endpoint, credentials)?,
                 warning,
             ));
         }
-        let bearer = match &credentials.token {
-            Some(t) => Some(bearer_value(t)?),
-            None => None,
+        // --token wins over the plugin, as a kubeconfig's token over its exec (client-go).
+        let bearer = match (&credentials.token, &credentials.exec) {
+            (Some(t), _) => Some(bearer_value(t)?),
+            (None, Some(plugin)) => Some(bearer_value(&plugin.token().await?).map_err(|_| {
+                anyhow!(
+                    "exec: executable {} returned a token that is not printable ASCII",
+                    plugin.command
+                )
+            })?),
+            (None, None) => None,
         };
         let only = planned.len() == 1;
         let mut skipped = Vec::new();

@@ -233,14 +233,10 @@ async fn run(cli: Cli) -> Result<()> {
             env: cli.exec_env.clone(),
             interactive: cli.exec_interactive,
         });
-    // --token wins over the plugin, as a kubeconfig's token over its exec (client-go).
-    let token = match (&cli.token, &exec) {
-        (Some(token), _) => Some(token.clone()),
-        (None, Some(plugin)) => Some(plugin.token().await?),
-        (None, None) => None,
-    };
+    // --token wins over the plugin, as a kubeconfig's token over its exec (client-go). The
+    // plugin runs when a hub is connected to (after the exposure checks), not before.
     let credentials = flotilla_cli::hub::Credentials {
-        token,
+        token: cli.token.clone(),
         ca: cli.ca.clone(),
         insecure: cli.insecure,
         exec: exec.filter(|_| cli.token.is_none()),
@@ -258,7 +254,10 @@ async fn run(cli: Cli) -> Result<()> {
             }
             None => credentials.token.clone(),
         };
-        return cmd::kubeconfig::run(args, token.as_deref(), credentials.ca.as_deref());
+        // Without a token of its own, the kubeconfig runs the plugin as kubectl does: an
+        // `exec` user, not the plugin's short-lived token written to disk.
+        let exec = credentials.exec.as_ref().filter(|_| token.is_none());
+        return cmd::kubeconfig::run(args, token.as_deref(), exec, credentials.ca.as_deref());
     }
     if let Command::Join(args) = &cli.command {
         let join = cmd::join::prepare(args)?;

@@ -46,8 +46,10 @@ pub fn service_account_name(cluster: &str, flag: &str) -> Result<String> {
 
 /// What the kubeconfig carries besides the flags.
 pub struct Secrets<'a> {
-    /// The bearer token (none: an open hub).
+    /// The bearer token (none: an open hub, or the exec plugin's).
     pub token: Option<&'a str>,
+    /// The exec credential plugin kubectl runs for a token (`--exec-command`, no `--token`).
+    pub exec: Option<&'a crate::exec_credential::ExecPlugin>,
     /// PEM CA bundle that signs the proxy's certificate (`--ca`).
     pub ca_pem: Option<&'a [u8]>,
 }
@@ -59,7 +61,7 @@ pub fn render(args: &KubeconfigArgs, secrets: &Secrets<'_>) -> Result<String> {
     if !(server.starts_with("http://") || server.starts_with("https://")) {
         bail!("--server {server:?}: want http://HOST:PORT or https://HOST:PORT");
     }
-    if secrets.token.is_some() && server.starts_with("http://") {
+    if (secrets.token.is_some() || secrets.exec.is_some()) && server.starts_with("http://") {
         // kubectl (client-go) sends no credentials to a plain http:// server at all.
         bail!(
             "--server {server}: kubectl sends tokens only over TLS; serve the cluster proxy with \
@@ -71,9 +73,10 @@ pub fn render(args: &KubeconfigArgs, secrets: &Secrets<'_>) -> Result<String> {
     if let Some(pem) = secrets.ca_pem {
         cluster["certificate-authority-data"] = json!(base64(pem));
     }
-    let user = match secrets.token {
-        Some(t) => json!({"token": t}),
-        None => json!({}),
+    let user = match (secrets.token, secrets.exec) {
+        (Some(t), _) => json!({"token": t}),
+        (None, Some(exec)) => json!({"exec": exec_user(exec)}),
+        (None, None) => json!({}),
     };
     let config = json!({
         "apiVersion": "v1",
@@ -84,6 +87,26 @@ pub fn render(args: &KubeconfigArgs, secrets: &Secrets<'_>) -> Result<String> {
         "current-context": args.cluster,
     });
     serde_yaml::to_string(&config).context("rendering the kubeconfig")
+}
+
+/// A kubeconfig `exec` user for `plugin` (client-go's `client.authentication.k8s.io/v1`).
+fn exec_user(plugin: &crate::exec_credential::ExecPlugin) -> serde_json::Value {
+    use crate::exec_credential::Interactive;
+    let env: Vec<_> = (plugin.env.iter())
+        .map(|(name, value)| json!({"name": name, "value": value}))
+        .collect();
+    json!({
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "command": plugin.command,
+        "args": plugin.args,
+        "env": env,
+        "interactiveMode": match plugin.interactive {
+            Interactive::Never => "Never",
+            Interactive::IfAvailable => "IfAvailable",
+            Interactive::Always => "Always",
+        },
+        "provideClusterInfo": false,
+    })
 }
 
 /// Standard base64 with padding (what kubeconfig `*-data` fields hold).
@@ -132,7 +155,12 @@ pub async fn service_account_token(
 }
 
 /// Prints the kubeconfig.
-pub fn run(args: &KubeconfigArgs, token: Option<&str>, ca: Option<&std::path::Path>) -> Result<()> {
+pub fn run(
+    args: &KubeconfigArgs,
+    token: Option<&str>,
+    exec: Option<&crate::exec_credential::ExecPlugin>,
+    ca: Option<&std::path::Path>,
+) -> Result<()> {
     let ca_pem = match ca {
         Some(path) => {
             Some(std::fs::read(path).with_context(|| format!("--ca {}", path.display()))?)
@@ -143,6 +171,7 @@ pub fn run(args: &KubeconfigArgs, token: Option<&str>, ca: Option<&std::path::Pa
         args,
         &Secrets {
             token,
+            exec,
             ca_pem: ca_pem.as_deref(),
         },
     )?;
@@ -164,6 +193,7 @@ mod tests {
 
     const NONE: Secrets<'static> = Secrets {
         token: None,
+        exec: None,
         ca_pem: None,
     };
 
@@ -173,6 +203,7 @@ mod tests {
             &args("edge-1", "https://127.0.0.1:6443/"),
             &Secrets {
                 token: Some("tok-123"),
+                exec: None,
                 ca_pem: Some(b"pem"),
             },
         )
@@ -209,12 +240,48 @@ mod tests {
         assert!(render(&args("edge-1", "127.0.0.1:6443"), &NONE).is_err());
         let token = Secrets {
             token: Some("t"),
+            exec: None,
             ca_pem: None,
         };
         let e = render(&args("edge-1", "http://127.0.0.1:6443"), &token).unwrap_err();
         assert!(e.to_string().contains("only over TLS"), "{e}");
         assert!(render(&args("edge-1", "https://hub.example:6443"), &token).is_ok());
         assert!(render(&args("edge-1", "http://hub.example:6443"), &NONE).is_ok());
+    }
+
+    #[test]
+    fn with_an_exec_plugin_the_kubeconfig_runs_it_and_holds_no_token() {
+        // Review r3 §4: the plugin's ID token was written to disk and stopped working at its
+        // expiry; kubectl runs the plugin itself instead.
+        let plugin = crate::exec_credential::ExecPlugin {
+            command: "kubectl".into(),
+            args: vec!["oidc-login".into(), "get-token".into()],
+            env: vec![("OIDC_ISSUER".into(), "https://idp.example".into())],
+            interactive: crate::exec_credential::Interactive::IfAvailable,
+        };
+        let secrets = Secrets {
+            token: None,
+            exec: Some(&plugin),
+            ca_pem: None,
+        };
+        let text = render(&args("edge-1", "https://hub.example:6443"), &secrets).unwrap();
+        let doc: serde_json::Value = serde_yaml::from_str(&text).unwrap();
+        let user = &doc["users"][0]["user"];
+        assert!(user.get("token").is_none(), "{text}");
+        assert_eq!(
+            user["exec"],
+            json!({
+                "apiVersion": "client.authentication.k8s.io/v1",
+                "command": "kubectl",
+                "args": ["oidc-login", "get-token"],
+                "env": [{"name": "OIDC_ISSUER", "value": "https://idp.example"}],
+                "interactiveMode": "IfAvailable",
+                "provideClusterInfo": false,
+            })
+        );
+        // kubectl runs no plugin for a plain http:// server either.
+        let e = render(&args("edge-1", "http://127.0.0.1:6443"), &secrets).unwrap_err();
+        assert!(e.to_string().contains("only over TLS"), "{e}");
     }
 
     #[test]

@@ -94,3 +94,19 @@ fn an_answer_must_be_a_current_v1_exec_credential_with_a_token() {
     assert_eq!(parse_env("A=b=c").unwrap(), ("A".into(), "b=c".into()));
     assert!(parse_env("=x").is_err());
 }
+
+#[tokio::test]
+async fn a_plugin_printing_past_the_cap_is_cut_off_at_once() {
+    // Review r3 §7: the CLI waited for the plugin with its stdout pipe still open, so one that
+    // printed more than the cap blocked on the full pipe until the 5 min timeout.
+    let dir = tempfile::tempdir().unwrap();
+    let p = plugin(dir.path(), "yes flotilla-flotilla-flotilla");
+    let started = std::time::Instant::now();
+    let e = tokio::time::timeout(std::time::Duration::from_secs(30), p.token())
+        .await
+        .expect("refused long before the plugin's timeout")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains(&format!("more than {MAX_OUTPUT} bytes")), "{e}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+}
