@@ -111,9 +111,8 @@ async fn rendered(
         name,
         cluster,
     };
-    Ok(hub
-        .idempotent(async || hub.policies().render_policy(r.clone()).await)
-        .await?)
+    hub.idempotent(async || hub.policies().render_policy(r.clone()).await)
+        .await
 }
 
 /// `policy render`: the copy in OCM's shape, after a comment per template that failed.

@@ -14,9 +14,8 @@ async fn list(
     let r = ListPoliciesRequest {
         namespace: query.namespace.clone().unwrap_or_default(),
     };
-    Ok(hub
-        .idempotent(async || hub.policies().list_hub_data(r.clone()).await)
-        .await?)
+    hub.idempotent(async || hub.policies().list_hub_data(r.clone()).await)
+        .await
 }
 
 impl Kind for HubConfigMap {
