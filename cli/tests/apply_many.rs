@@ -25,14 +25,7 @@ fn many_documents_apply_concurrently_in_order_and_a_lost_hub_is_reported_exactly
     let dir = tempfile::tempdir().unwrap();
     let hub = HubBuilder::new(&nats, dir.path()).auto_accept().start();
     let sim = start_sim(&nats, dir.path(), 2, "edge", &[]);
-    wait_for("2 clusters Available", &[&hub.proc, &sim], || {
-        (clusters_json(&hub.grpc)?
-            .iter()
-            .filter(|c| available(c))
-            .count()
-            == 2)
-            .then_some(())
-    });
+    wait_available(&hub, &[&hub.proc, &sim], "edge", 2);
     let file = dir.path().join("works.yaml");
     std::fs::write(&file, works(&["edge-0001", "edge-0002"], 100)).unwrap();
     let out = cli_ok(&hub.grpc, &["apply", "-f", file.to_str().unwrap()]);

@@ -7,7 +7,7 @@ mod common;
 
 use common::{
     AgentBuilder, HubBuilder, available, cli, cli_ok, cli_with_stdin, clusters_json, condition,
-    run_cli, start_sim, wait_available, wait_for,
+    run_cli, self_signed_tls, start_sim, wait_available, wait_for,
 };
 use flotilla_testkit::{NatsServer, binary, free_port};
 use serde_json::Value;
@@ -454,15 +454,7 @@ fn an_oversized_work_is_refused_by_the_size_rule_naming_the_document() {
 fn a_secured_hub_takes_tokens_over_tls_and_read_only_cannot_write() {
     let nats = NatsServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
-    let (cert_file, key_file, ca_file) = (
-        dir.path().join("hub.pem"),
-        dir.path().join("hub-key.pem"),
-        dir.path().join("ca.pem"),
-    );
-    std::fs::write(&cert_file, cert.cert.pem()).unwrap();
-    std::fs::write(&key_file, cert.signing_key.serialize_pem()).unwrap();
-    std::fs::write(&ca_file, cert.cert.pem()).unwrap();
+    let (cert_file, key_file, ca_file) = self_signed_tls(dir.path());
     let tokens = dir.path().join("tokens.csv");
     std::fs::write(
         &tokens,

@@ -147,14 +147,7 @@ fn a_hub_killed_mid_addon_upgrade_resumes() {
         .auto_accept()
         .start();
     let sim = start_sim(&nats, dir.path(), 3, "edge", &["--ready-delay-ms", "200"]);
-    wait_for("3 clusters Available", &[&hub.proc, &sim], || {
-        (clusters_json(&hub.grpc)?
-            .iter()
-            .filter(|c| available(c))
-            .count()
-            == 3)
-            .then_some(())
-    });
+    wait_available(&hub, &[&hub.proc, &sim], "edge", 3);
     apply(&hub.grpc, dir.path(), "setup.yaml", SETUP);
     let all = format!(
         "{TEMPLATE}\n---\n{}\n---\n{CLUSTER_MANAGEMENT_ADDON}",

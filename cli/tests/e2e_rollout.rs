@@ -55,9 +55,7 @@ fn a_replica_set_rolls_out_progressively_and_a_breach_stops_it() {
     let hub_proc = HubBuilder::new(&nats, dir.path()).auto_accept().start();
     let hub = hub_proc.grpc.clone();
     let sim = start_sim(&nats, dir.path(), 3, "edge", &["--ready-delay-ms", "300"]);
-    wait_for("3 clusters Available", &[&hub_proc.proc, &sim], || {
-        (clusters_json(&hub)?.iter().filter(|c| available(c)).count() == 3).then_some(())
-    });
+    wait_available(&hub_proc, &[&hub_proc.proc, &sim], "edge", 3);
     let file = dir.path().join("setup.yaml");
     std::fs::write(&file, SETUP).unwrap();
     cli_ok(&hub, &["apply", "-f", file.to_str().unwrap()]);
@@ -188,14 +186,7 @@ fn a_hub_killed_mid_rollout_resumes_where_it_was() {
         .auto_accept()
         .start();
     let sim = start_sim(&nats, dir.path(), 3, "edge", &["--ready-delay-ms", "200"]);
-    wait_for("3 clusters Available", &[&hub.proc, &sim], || {
-        (clusters_json(&hub.grpc)?
-            .iter()
-            .filter(|c| available(c))
-            .count()
-            == 3)
-            .then_some(())
-    });
+    wait_available(&hub, &[&hub.proc, &sim], "edge", 3);
     let file = dir.path().join("setup.yaml");
     std::fs::write(&file, SETUP).unwrap();
     cli_ok(&hub.grpc, &["apply", "-f", file.to_str().unwrap()]);

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{HubBuilder, available, cli, start_sim, wait_for};
+use common::{HubBuilder, available, cli, self_signed_tls, start_sim, wait_for};
 use flotilla_testkit::{NatsServer, free_port};
 use std::process::Command;
 
@@ -25,15 +25,7 @@ spec:
 fn kubectl_uses_a_managed_service_accounts_token_from_flotilla_kubeconfig() {
     let nats = NatsServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
-    let (cert_file, key_file, ca_file) = (
-        dir.path().join("hub.pem"),
-        dir.path().join("hub-key.pem"),
-        dir.path().join("ca.pem"),
-    );
-    std::fs::write(&cert_file, cert.cert.pem()).unwrap();
-    std::fs::write(&key_file, cert.signing_key.serialize_pem()).unwrap();
-    std::fs::write(&ca_file, cert.cert.pem()).unwrap();
+    let (cert_file, key_file, ca_file) = self_signed_tls(dir.path());
     let tokens = dir.path().join("tokens.csv");
     std::fs::write(
         &tokens,

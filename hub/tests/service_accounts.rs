@@ -97,28 +97,6 @@ async fn wait_token(
     .await
 }
 
-/// Every value of a KV bucket, raw.
-async fn raw_values(nats: &NatsServer, bucket: &str) -> Vec<(String, Vec<u8>)> {
-    use futures::StreamExt;
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = async_nats::jetstream::new(client);
-    let kv = js.get_key_value(bucket).await.unwrap();
-    let keys: Vec<String> = kv
-        .keys()
-        .await
-        .unwrap()
-        .filter_map(|k| async { k.ok() })
-        .collect()
-        .await;
-    let mut out = Vec::new();
-    for k in keys {
-        if let Some(v) = kv.get(&k).await.unwrap() {
-            out.push((k, v.to_vec()));
-        }
-    }
-    out
-}
-
 fn contains(haystack: &[u8], needle: &str) -> bool {
     haystack
         .windows(needle.len())

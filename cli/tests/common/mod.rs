@@ -286,6 +286,22 @@ impl Kubectl {
     }
 }
 
+/// A self-signed certificate for `localhost` written into `dir` for a hub serving TLS: the
+/// certificate (`hub.pem`), its key (`hub-key.pem`) and the same certificate as the CA the
+/// clients pin (`ca.pem`), in that order.
+pub fn self_signed_tls(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    let (cert_file, key_file, ca_file) = (
+        dir.join("hub.pem"),
+        dir.join("hub-key.pem"),
+        dir.join("ca.pem"),
+    );
+    std::fs::write(&cert_file, cert.cert.pem()).unwrap();
+    std::fs::write(&key_file, cert.signing_key.serialize_pem()).unwrap();
+    std::fs::write(&ca_file, cert.cert.pem()).unwrap();
+    (cert_file, key_file, ca_file)
+}
+
 /// `flotilla-hub init --tls` into `secure` and its nats-server (operator mode, TLS) started
 /// from the configuration init wrote; the server's `tls://` URL.
 pub fn secure_nats(secure: &Path) -> (NatsServer, String) {

@@ -5,10 +5,7 @@ use super::addon::apply;
 use super::*;
 use flotilla_api::meta::condition_status;
 use flotilla_api::v1::add_on_service_client::AddOnServiceClient;
-use flotilla_api::v1::{
-    LabelClusterRequest, ManagedClusterAddOn, ManagedClusterSetBinding,
-    ManagedClusterSetBindingSpec, ManifestWork, ObjectMeta,
-};
+use flotilla_api::v1::{ManagedClusterAddOn, ManifestWork};
 use flotilla_hub::Hub;
 use flotilla_testkit::NatsServer;
 use std::time::Duration;
@@ -121,21 +118,6 @@ pub async fn api(hub: &Hub) -> AddOnServiceClient<Channel> {
         .unwrap()
 }
 
-pub async fn label(hub: &Hub, cluster: &str, set: &[(&str, &str)], remove: &[&str]) {
-    clusters_client(hub)
-        .await
-        .label_cluster(LabelClusterRequest {
-            name: cluster.into(),
-            set: set
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            remove: remove.iter().map(|s| s.to_string()).collect(),
-        })
-        .await
-        .unwrap();
-}
-
 /// Accepted clusters `names`, those in `selected` labelled for the placement (the first one
 /// also as the canary), the default set bound, the placement and the add-on's configs applied.
 pub async fn setup(
@@ -152,21 +134,7 @@ pub async fn setup(
             label(hub, n, &[("canary", "yes")], &[]).await;
         }
     }
-    sets_client(hub)
-        .await
-        .apply_binding(ManagedClusterSetBinding {
-            metadata: Some(ObjectMeta {
-                name: "default".into(),
-                namespace: "default".into(),
-                ..Default::default()
-            }),
-            spec: Some(ManagedClusterSetBindingSpec {
-                cluster_set: "default".into(),
-            }),
-            status: None,
-        })
-        .await
-        .unwrap();
+    bind_set(hub, "default", "default").await;
     apply(hub, PLACEMENT).await.unwrap();
     apply(hub, &template("probe-v1", "")).await.unwrap();
     apply(hub, &deployment_config("probe-config", "1"))

@@ -18,7 +18,10 @@ use flotilla_api::meta::{self, COND_AVAILABLE};
 use flotilla_api::v1::cluster_service_client::ClusterServiceClient;
 use flotilla_api::v1::cluster_set_service_client::ClusterSetServiceClient;
 use flotilla_api::v1::placement_service_client::PlacementServiceClient;
-use flotilla_api::v1::{GetClusterRequest, ManagedCluster, PlacementRef};
+use flotilla_api::v1::{
+    GetClusterRequest, LabelClusterRequest, ManagedCluster, ManagedClusterSetBinding,
+    ManagedClusterSetBindingSpec, ObjectMeta, PlacementRef,
+};
 use flotilla_hub::{Config, Hub};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -64,6 +67,66 @@ pub async fn sets_client(hub: &Hub) -> ClusterSetServiceClient<Channel> {
     ClusterSetServiceClient::connect(format!("http://{}", hub.grpc_addr))
         .await
         .expect("connect to the hub's gRPC API")
+}
+
+/// Binds cluster set `set` to `namespace`, so that placements there may select its clusters.
+pub async fn bind_set(hub: &Hub, namespace: &str, set: &str) {
+    sets_client(hub)
+        .await
+        .apply_binding(ManagedClusterSetBinding {
+            metadata: Some(ObjectMeta {
+                name: set.into(),
+                namespace: namespace.into(),
+                ..Default::default()
+            }),
+            spec: Some(ManagedClusterSetBindingSpec {
+                cluster_set: set.into(),
+            }),
+            status: None,
+        })
+        .await
+        .unwrap();
+}
+
+/// Sets labels `set` and removes labels `remove` of `cluster`.
+pub async fn label(hub: &Hub, cluster: &str, set: &[(&str, &str)], remove: &[&str]) {
+    clusters_client(hub)
+        .await
+        .label_cluster(LabelClusterRequest {
+            name: cluster.into(),
+            set: set
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            remove: remove.iter().map(|s| s.to_string()).collect(),
+        })
+        .await
+        .expect("label the cluster");
+}
+
+/// Every value of KV bucket `bucket`, raw, as NATS holds it.
+pub async fn raw_values(
+    nats: &flotilla_testkit::NatsServer,
+    bucket: &str,
+) -> Vec<(String, Vec<u8>)> {
+    use futures::StreamExt;
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    let kv = js.get_key_value(bucket).await.unwrap();
+    let keys: Vec<String> = kv
+        .keys()
+        .await
+        .unwrap()
+        .filter_map(|k| async { k.ok() })
+        .collect()
+        .await;
+    let mut out = Vec::new();
+    for k in keys {
+        if let Some(v) = kv.get(&k).await.unwrap() {
+            out.push((k, v.to_vec()));
+        }
+    }
+    out
 }
 
 /// A running in-process agent.

@@ -163,27 +163,6 @@ fn reachable(s: &flotilla_api::v1::MirrorPeerStatus) -> Option<&flotilla_api::v1
         .find(|c| c.r#type == mp::CONDITION_PEERS_REACHABLE)
 }
 
-async fn raw_values(nats: &NatsServer, bucket: &str) -> Vec<(String, Vec<u8>)> {
-    use futures::StreamExt;
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = async_nats::jetstream::new(client);
-    let kv = js.get_key_value(bucket).await.unwrap();
-    let keys: Vec<String> = kv
-        .keys()
-        .await
-        .unwrap()
-        .filter_map(|k| async { k.ok() })
-        .collect()
-        .await;
-    let mut out = Vec::new();
-    for k in keys {
-        if let Some(v) = kv.get(&k).await.unwrap() {
-            out.push((k, v.to_vec()));
-        }
-    }
-    out
-}
-
 /// The marker raw, and base64 (standard and URL-safe) at each of the three alignments it can
 /// start at in an encoded stream.
 fn needles(marker: &[u8]) -> Vec<Vec<u8>> {

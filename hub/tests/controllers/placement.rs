@@ -10,10 +10,10 @@ use flotilla_api::meta::{self, TAINT_UNREACHABLE};
 use flotilla_api::v1::placement_service_client::PlacementServiceClient;
 use flotilla_api::v1::{
     AddOnPlacementScore, AddOnPlacementScoreItem, AddOnPlacementScoreStatus, AddOnScoreCoordinate,
-    ClusterPredicate, ClusterSelector, EventType, LabelClusterRequest, LabelSelector,
-    ListScoresRequest, ManagedClusterSetBinding, ManagedClusterSetBindingSpec, ObjectMeta,
-    Placement, PlacementRef, PlacementSpec, PrioritizerConfig, PrioritizerPolicy, ScoreCoordinate,
-    Toleration, WatchPlacementsRequest,
+    ClusterPredicate, ClusterSelector, EventType, LabelSelector, ListScoresRequest,
+    ManagedClusterSetBinding, ManagedClusterSetBindingSpec, ObjectMeta, Placement, PlacementRef,
+    PlacementSpec, PrioritizerConfig, PrioritizerPolicy, ScoreCoordinate, Toleration,
+    WatchPlacementsRequest,
 };
 use flotilla_hub::Hub;
 use flotilla_testkit::{NatsServer, eventually};
@@ -118,21 +118,6 @@ async fn wait_decided(
 /// Agents for `names`, accepted and Available.
 async fn fleet(hub: &Hub, nats: &NatsServer, names: &[&str]) -> Vec<TestAgent> {
     accepted_fleet(&mut clusters_client(hub).await, &nats.url(), names).await
-}
-
-async fn label(hub: &Hub, cluster: &str, set: &[(&str, &str)], remove: &[&str]) {
-    clusters_client(hub)
-        .await
-        .label_cluster(LabelClusterRequest {
-            name: cluster.into(),
-            set: set
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            remove: remove.iter().map(|s| s.to_string()).collect(),
-        })
-        .await
-        .expect("label the cluster");
 }
 
 fn condition(p: &Placement, ty: &str) -> Option<(String, String)> {

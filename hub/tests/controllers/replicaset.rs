@@ -8,8 +8,7 @@ use flotilla_api::ocm::{Document, parse_documents};
 use flotilla_api::v1::placement_service_client::PlacementServiceClient;
 use flotilla_api::v1::replica_set_service_client::ReplicaSetServiceClient;
 use flotilla_api::v1::{
-    GetReplicaSetRequest, LabelClusterRequest, LocalPlacementReference, ManagedClusterSetBinding,
-    ManagedClusterSetBindingSpec, Manifest, ManifestWork, ManifestWorkReplicaSet,
+    GetReplicaSetRequest, LocalPlacementReference, Manifest, ManifestWork, ManifestWorkReplicaSet,
     ManifestWorkReplicaSetSpec, ManifestWorkSpec, ManifestsTemplate, ObjectMeta, RolloutConfig,
     RolloutStrategy,
 };
@@ -94,30 +93,9 @@ async fn setup(hub: &Hub, nats: &NatsServer, names: &[&str]) -> Vec<TestAgent> {
     let mut clusters = clusters_client(hub).await;
     let agents = accepted_fleet(&mut clusters, &nats.url(), names).await;
     for n in names {
-        clusters
-            .label_cluster(LabelClusterRequest {
-                name: n.to_string(),
-                set: [("rollout".to_string(), "yes".to_string())].into(),
-                remove: vec![],
-            })
-            .await
-            .unwrap();
+        label(hub, n, &[("rollout", "yes")], &[]).await;
     }
-    sets_client(hub)
-        .await
-        .apply_binding(ManagedClusterSetBinding {
-            metadata: Some(ObjectMeta {
-                name: "default".into(),
-                namespace: "default".into(),
-                ..Default::default()
-            }),
-            spec: Some(ManagedClusterSetBindingSpec {
-                cluster_set: "default".into(),
-            }),
-            status: None,
-        })
-        .await
-        .unwrap();
+    bind_set(hub, "default", "default").await;
     let Ok(Document::Placement(p)) = parse_documents(PLACEMENT).remove(0) else {
         panic!("placement fixture");
     };
@@ -201,15 +179,7 @@ async fn a_progressive_rollout_goes_one_cluster_at_a_time_and_follows_the_decisi
     assert_eq!(st.placement_summaries[0].name, "edge");
 
     // A cluster leaving the decisions loses its work.
-    clusters_client(&hub)
-        .await
-        .label_cluster(LabelClusterRequest {
-            name: "edge-4".into(),
-            set: Default::default(),
-            remove: vec!["rollout".into()],
-        })
-        .await
-        .unwrap();
+    label(&hub, "edge-4", &[], &["rollout"]).await;
     let deadline = tokio::time::Instant::now() + SOON;
     while my_works(&hub)
         .iter()
@@ -223,15 +193,7 @@ async fn a_progressive_rollout_goes_one_cluster_at_a_time_and_follows_the_decisi
     }
 
     // Back in the decisions, it gets the work again.
-    clusters_client(&hub)
-        .await
-        .label_cluster(LabelClusterRequest {
-            name: "edge-4".into(),
-            set: [("rollout".to_string(), "yes".to_string())].into(),
-            remove: vec![],
-        })
-        .await
-        .unwrap();
+    label(&hub, "edge-4", &[("rollout", "yes")], &[]).await;
     let deadline = tokio::time::Instant::now() + SOON;
     while !my_works(&hub)
         .iter()
@@ -243,15 +205,7 @@ async fn a_progressive_rollout_goes_one_cluster_at_a_time_and_follows_the_decisi
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    clusters_client(&hub)
-        .await
-        .label_cluster(LabelClusterRequest {
-            name: "edge-4".into(),
-            set: Default::default(),
-            remove: vec!["rollout".into()],
-        })
-        .await
-        .unwrap();
+    label(&hub, "edge-4", &[], &["rollout"]).await;
     let deadline = tokio::time::Instant::now() + SOON;
     while my_works(&hub)
         .iter()
@@ -463,15 +417,7 @@ async fn the_canary_group_rolls_out_first() {
     let hub = start_hub(hub_config(&nats.url())).await;
     let names = ["edge-1", "edge-2", "edge-3"];
     let agents = setup(&hub, &nats, &names).await;
-    clusters_client(&hub)
-        .await
-        .label_cluster(LabelClusterRequest {
-            name: "edge-2".into(),
-            set: [("canary".to_string(), "true".to_string())].into(),
-            remove: vec![],
-        })
-        .await
-        .unwrap();
+    label(&hub, "edge-2", &[("canary", "true")], &[]).await;
     let grouped = PLACEMENT.replace(
         "  predicates:",
         "  decisionStrategy:\n    groupStrategy:\n      decisionGroups:\n        - groupName: canary\n          groupClusterSelector:\n            labelSelector:\n              matchLabels: {canary: \"true\"}\n  predicates:",

@@ -11,9 +11,9 @@ use flotilla_api::meta;
 use flotilla_api::v1::placement_service_client::PlacementServiceClient;
 use flotilla_api::v1::{
     AddOnPlacementScore, AddOnPlacementScoreItem, AddOnPlacementScoreStatus, ClusterPredicate,
-    ClusterSelector, LabelSelector, LabelSelectorRequirement, ListScoresRequest,
-    ManagedClusterSetBinding, ManagedClusterSetBindingSpec, ObjectMeta, Placement, PlacementRef,
-    PlacementSpec, PrioritizerConfig, PrioritizerPolicy, ScoreCoordinate, Toleration,
+    ClusterSelector, LabelSelector, LabelSelectorRequirement, ListScoresRequest, ObjectMeta,
+    Placement, PlacementRef, PlacementSpec, PrioritizerConfig, PrioritizerPolicy, ScoreCoordinate,
+    Toleration,
 };
 use flotilla_bus::envelope::headers;
 use flotilla_bus::scores;
@@ -206,21 +206,7 @@ async fn invalid_specs_are_rejected_naming_the_field_and_misconfigured_ones_keep
     // A working placement that becomes misconfigured keeps its decisions.
     let mut clusters = clusters_client(&hub).await;
     let agent = accepted_cluster(&mut clusters, &nats.url(), "c1").await;
-    sets_client(&hub)
-        .await
-        .apply_binding(ManagedClusterSetBinding {
-            metadata: Some(ObjectMeta {
-                name: "default".into(),
-                namespace: NS.into(),
-                ..Default::default()
-            }),
-            spec: Some(ManagedClusterSetBindingSpec {
-                cluster_set: "default".into(),
-            }),
-            status: None,
-        })
-        .await
-        .unwrap();
+    bind_set(&hub, NS, "default").await;
     let good = api
         .apply_placement(placement("keep", PlacementSpec::default()))
         .await
