@@ -345,8 +345,16 @@ async fn the_code_flow_sets_its_cookies_right_and_refuses_replays_strangers_and_
     );
     // The session is ben's, with his groups' grants.
     let id = session.split(';').next().unwrap();
-    let (status, _, page) = get(&format!("{base}/clusters"), Some(id)).await;
-    assert_eq!(status, 200);
+    // (The clusters were just applied: the page is read again until the hub lists b1.)
+    let deadline = tokio::time::Instant::now() + SOON;
+    let page = loop {
+        let (status, _, page) = get(&format!("{base}/clusters"), Some(id)).await;
+        assert_eq!(status, 200);
+        if page.contains("data-cluster=\"b1\"") || tokio::time::Instant::now() >= deadline {
+            break page;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
     assert!(page.contains("#ben"), "signed in as the issuer's ben");
     assert!(page.contains("data-cluster=\"b1\"") && !page.contains("data-cluster=\"a1\""));
 
