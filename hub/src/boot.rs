@@ -377,11 +377,8 @@ impl State {
         );
         tasks.push(janitor_task);
         // A store marked for newer hubs stops this one before it reads a record.
-        recovery::format::check(
-            &opened.hubmeta,
-            &flotilla_api::version::Version::current(),
-        )
-        .await?;
+        recovery::format::check(&opened.hubmeta, &flotilla_api::version::Version::current())
+            .await?;
         let (recovery, recovery_task) = recovery::Recovery::start(
             opened.orphans.clone(),
             opened.hubmeta.clone(),
