@@ -257,6 +257,16 @@ enum Scenario {
     /// C request/reply round trips the size of the fanout's over the same NATS topology,
     /// without hub or agents.
     TransportLimit(Common),
+    /// Teams (issue 48): C clusters in --teams cluster sets, a member token admin of each,
+    /// no agents; a team's lists, gets and watches against the fleet admin's, a set move, the
+    /// set index and the proxy's grant decision (starts its own hub with the grants file).
+    Teams {
+        #[command(flatten)]
+        common: Common,
+        /// Cluster sets, one team each.
+        #[arg(long, default_value_t = 100)]
+        teams: usize,
+    },
     /// Roll one ManifestWorkReplicaSet over C clusters, decision group by decision group
     /// (ProgressivePerGroup), and time each group.
     Rollout {
@@ -383,6 +393,7 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
         | Scenario::Ha { common, .. }
         | Scenario::Steady { common, .. }
         | Scenario::Apply { common, .. }
+        | Scenario::Teams { common, .. }
         | Scenario::Proxy { common, .. } => (common.clone(), &scenario),
         Scenario::Rollout { .. } | Scenario::Addons { .. } | Scenario::Placement { .. } => {
             unreachable!("rollout, addons and placement run on their own")
@@ -444,6 +455,21 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
                 Some(format!("http://127.0.0.1:{port}"))
             }
         },
+        _ => None,
+    };
+    let teams_files = match kind {
+        Scenario::Teams { teams, .. } => {
+            if common.hub.is_some() {
+                anyhow::bail!("teams starts its own hub (with its token and grants files)");
+            }
+            let files = scenario::teams::TeamsFiles::write(*teams)?;
+            anyhow::ensure!(
+                common.clusters >= *teams,
+                "--clusters must be at least --teams"
+            );
+            common.hub_args.extend(files.hub_args());
+            Some(files)
+        }
         _ => None,
     };
     let topology = topology::Topology::start(&topology::TopologyArgs {
@@ -525,6 +551,12 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
                 scenario::proxy::run(run, settings).await
             }
             Scenario::Steady { seconds, .. } => scenario::steady::run(run, *seconds).await,
+            Scenario::Teams { .. } => {
+                let files = teams_files
+                    .as_ref()
+                    .expect("written for the teams scenario");
+                scenario::teams::run(run, files).await
+            }
             Scenario::Apply {
                 works_per_cluster, ..
             } => scenario::apply::run(run, (*works_per_cluster).max(1)).await,

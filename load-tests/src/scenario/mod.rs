@@ -16,6 +16,8 @@
 //! - [`proxy`]: a 20 MiB list and 1,000 watches through the cluster proxy; with `--sessions`
 //!   exec and port-forward sessions ([`sessions`]).
 //! - [`steady`]: the idle fleet renewing its leases: hub CPU and message rate.
+//! - [`teams`]: C clusters in T teams' sets: a team's lists, gets and watches against the
+//!   fleet admin's, a set move, the set index and the proxy's grant decision (issue 48).
 //! - [`transport`]: the transport limit alone.
 
 pub mod apply;
@@ -31,6 +33,7 @@ pub mod sessions;
 pub mod steady;
 pub mod storm;
 pub mod streams;
+pub mod teams;
 pub mod transport;
 
 use crate::fleet::{FleetArgs, LoadFleet};
