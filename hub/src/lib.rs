@@ -98,7 +98,7 @@
 // families and tests import them from here or from `flotilla_hub_core`.
 pub use flotilla_hub_core::{
     admission, backoff, cluster, controller, grants, ha, handle, identity, inventory, janitor,
-    keys, limits, mailbox, metrics, report, router, sealed, security, settle, setindex, store,
+    keys, limits, mailbox, metrics, report, router, sealed, security, setindex, settle, store,
     tasks, units, views,
 };
 
