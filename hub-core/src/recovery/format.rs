@@ -9,6 +9,7 @@
 //!
 //! [`judge`] is pure; [`check`] reads and writes the marker.
 
+use crate::store::ride::{Call, ride};
 use crate::store::{Bucket, StoreError};
 use flotilla_api::v1::{RecoveryWindow, StoreFormat};
 use flotilla_api::version::Version;
@@ -97,34 +98,46 @@ pub fn judge(stored: Option<&StoreFormat>, me: &Version) -> Result<Verdict, Form
 
 /// Reads the marker, refuses a store this hub is too old for, and writes the marker when
 /// [`judge`] says so (a create on an empty store: two hubs starting at once write the same).
+///
+/// Every read and write rides JetStream elections ([`ride`]): hubs started together on a
+/// clustered JetStream meet the `hubmeta` stream's first leader election here, and a timeout
+/// then is a wait, not a reason to exit.
 pub async fn check(meta: &Bucket<RecoveryWindow>, me: &Version) -> Result<(), FormatError> {
-    let stored = match meta.kv().entry(FORMAT_KEY).await {
-        Ok(Some(e)) if e.operation == async_nats::jetstream::kv::Operation::Put => {
-            let f = StoreFormat::decode(e.value.as_ref()).map_err(|e| FormatError::Unreadable {
-                reason: e.to_string(),
-            })?;
-            Some((f, e.revision))
-        }
-        Ok(_) => None,
-        Err(e) => return Err(read_err(meta, &e)),
+    let stored = read(meta).await?;
+    let Verdict::Write(marker) = judge(stored.as_ref().map(|(f, _)| f), me)? else {
+        return Ok(());
     };
-    match judge(stored.as_ref().map(|(f, _)| f), me)? {
-        Verdict::Run => Ok(()),
-        Verdict::Write(marker) => {
-            let bytes = marker.encode_to_vec();
-            let written = match &stored {
-                None => (meta.kv().create(FORMAT_KEY, bytes.into()).await)
-                    .map(|_| ())
-                    .map_err(|e| e.to_string()),
-                Some((_, rev)) => (meta.kv().update(FORMAT_KEY, bytes.into(), *rev).await)
-                    .map(|_| ())
-                    .map_err(|e| e.to_string()),
-            };
-            if let Err(e) = written {
-                // Another hub wrote it first: judge what it wrote.
-                tracing::debug!(error = %e, "the store format marker changed under this hub");
-                return Box::pin(check_written(meta, me)).await;
-            }
+    let expected = stored.as_ref().map_or(0, |(_, rev)| *rev);
+    let bytes = marker.encode_to_vec();
+    let what = Call {
+        op: "write",
+        bucket: meta.name(),
+        key: FORMAT_KEY,
+    };
+    let written = ride(what, || async {
+        // Revision 0 is a create: the key must not exist.
+        match meta
+            .kv()
+            .update(FORMAT_KEY, bytes.clone().into(), expected)
+            .await
+        {
+            Ok(_) => Ok(Ok(())),
+            Err(e) => match flotilla_bus::election::explains(&e) {
+                Some(why) => Err(StoreError::Write {
+                    bucket: meta.name().into(),
+                    key: FORMAT_KEY.into(),
+                    message: e.to_string(),
+                    conflict: false,
+                    election: Some(why),
+                }),
+                // Not an election: another hub wrote first (or the store refused outright).
+                None => Ok(Err(e.to_string())),
+            },
+        }
+    })
+    .await?;
+    match written {
+        Ok(()) => {
             tracing::info!(
                 format = FORMAT,
                 min_hub = MIN_HUB,
@@ -132,33 +145,65 @@ pub async fn check(meta: &Bucket<RecoveryWindow>, me: &Version) -> Result<(), Fo
             );
             Ok(())
         }
+        Err(e) => {
+            // Another hub wrote it first (or a write whose answer was lost landed): judge
+            // what is there now.
+            tracing::debug!(error = %e, "the store format marker changed under this hub");
+            check_written(meta, me, e).await
+        }
     }
 }
 
-fn read_err(meta: &Bucket<RecoveryWindow>, e: &dyn std::fmt::Display) -> FormatError {
-    FormatError::Store(StoreError::Read {
-        bucket: meta.name().into(),
-        key: FORMAT_KEY.into(),
-        message: e.to_string(),
-        election: None,
+/// The stored marker and its revision (`None`: no marker), riding elections.
+async fn read(meta: &Bucket<RecoveryWindow>) -> Result<Option<(StoreFormat, u64)>, FormatError> {
+    let what = Call {
+        op: "read",
+        bucket: meta.name(),
+        key: FORMAT_KEY,
+    };
+    let entry = ride(what, || async {
+        meta.kv()
+            .entry(FORMAT_KEY)
+            .await
+            .map_err(|e| StoreError::Read {
+                bucket: meta.name().into(),
+                key: FORMAT_KEY.into(),
+                message: e.to_string(),
+                election: flotilla_bus::election::explains(&e),
+            })
     })
+    .await?;
+    match entry {
+        Some(e) if e.operation == async_nats::jetstream::kv::Operation::Put => {
+            let f = StoreFormat::decode(e.value.as_ref()).map_err(|e| FormatError::Unreadable {
+                reason: e.to_string(),
+            })?;
+            Ok(Some((f, e.revision)))
+        }
+        _ => Ok(None),
+    }
 }
 
-/// After a lost race to write the marker: the winner's marker must allow this hub.
-async fn check_written(meta: &Bucket<RecoveryWindow>, me: &Version) -> Result<(), FormatError> {
-    let entry = meta
-        .kv()
-        .entry(FORMAT_KEY)
-        .await
-        .map_err(|e| read_err(meta, &e))?;
-    let stored = entry
-        .map(|e| StoreFormat::decode(e.value.as_ref()))
-        .transpose()
-        .map_err(|e| FormatError::Unreadable {
-            reason: e.to_string(),
-        })?;
-    match judge(stored.as_ref(), me)? {
-        Verdict::Run | Verdict::Write(_) => Ok(()),
+/// After a lost race to write the marker: the marker now stored must allow this hub. A
+/// marker still missing (the store refused the write for another reason) is an error: the
+/// hub does not run on a store it could not mark.
+async fn check_written(
+    meta: &Bucket<RecoveryWindow>,
+    me: &Version,
+    refused: String,
+) -> Result<(), FormatError> {
+    let stored = read(meta).await?;
+    match judge(stored.as_ref().map(|(f, _)| f), me)? {
+        Verdict::Run => Ok(()),
+        // An older marker another hub (of an older build) left: the next start raises it.
+        Verdict::Write(_) if stored.is_some() => Ok(()),
+        Verdict::Write(_) => Err(FormatError::Store(StoreError::Write {
+            bucket: meta.name().into(),
+            key: FORMAT_KEY.into(),
+            message: format!("refused and no marker stored since: {refused}"),
+            conflict: false,
+            election: None,
+        })),
     }
 }
 
