@@ -11,7 +11,10 @@
 //! - [`offline`]: whether a cluster can take calls, and since when it cannot (pure).
 //! - [`status`]: the hub's own answers as Kubernetes `Status` objects.
 //! - [`revoke`]: a long request (a session, a watch) decided again when the grants or the set
-//!   index change, and ended when its grant is gone (issue 48).
+//!   index change, and ended when its grant is gone (issue 48); a session also when its
+//!   caller's token expires or is no longer accepted ([`credential`]).
+//! - [`credential`]: a session's token, watched to its expiry and checked again while the
+//!   session runs.
 //! - [`tunnel`]: calls streamed to agents over NATS ([`flotilla_bus::tunnel`]) with flow control,
 //!   cancellation and timeouts; exec, attach and port-forward sessions, full duplex.
 //! - [`streams`]: what sessions may take (slots, byte reservations per identity), their log
@@ -33,6 +36,7 @@
 
 pub mod access;
 pub mod answer;
+pub mod credential;
 pub mod exec;
 pub mod metrics;
 pub mod offline;

@@ -85,9 +85,10 @@ pub struct Target {
     pub request: TunnelRequest,
     /// The client's protocol, for the log.
     pub protocol: &'static str,
-    /// The grant the port-forward was allowed by: when it is gone the connection ends as at
-    /// shutdown, each open pair's session with the reason on its error stream.
-    pub recheck: Option<super::revoke::Recheck>,
+    /// The grant the port-forward was allowed by and its caller's token: when either is gone
+    /// the connection ends as at shutdown, each open pair's session with the reason on its
+    /// error stream.
+    pub hold: super::revoke::Hold,
     /// The connection's own place among its caller's sessions ([`buffered`] bytes), held
     /// until it ends.
     pub place: Reservation,
@@ -108,11 +109,11 @@ where
     let mut pairing: Pairing<Stream> = Pairing::default();
     let mut pairs = JoinSet::new();
     let mut shutdown = target.tunnels.shutdown();
-    let revoked = super::revoke::until_revoked(target.recheck.clone());
+    let hold = target.hold.clone();
     let mut stopping = std::pin::pin!(async move {
         tokio::select! {
             _ = shutdown.changed() => {}
-            _ = revoked => {}
+            _ = hold.gone() => {}
         }
     });
     let mut accepting = true;
@@ -137,10 +138,10 @@ where
             }
             Some(_) = pairs.join_next(), if !pairs.is_empty() => {}
             () = &mut stopping => {
-                // The sessions fail with "the hub is shutting down" (or why their grant is
-                // gone) on their error streams. kubectl reads that, prints it and closes the
-                // connection itself; so the connection is driven, without a GOAWAY, until it
-                // does. On a GOAWAY kubectl's spdystream closes the connection as soon as its
+                // The sessions fail with "the hub is shutting down" (or why their grant or
+                // their token is gone) on their error streams. kubectl reads that, prints it
+                // and closes the connection itself; so the connection is driven, without a
+                // GOAWAY, until it does. On a GOAWAY kubectl's spdystream closes the connection as soon as its
                 // streams are done, and kubectl ends with its own "lost connection to pod"
                 // before it prints the reason.
                 if !pairs.is_empty() {
@@ -245,7 +246,7 @@ async fn pair_session(target: Arc<Target>, port: u16, error: SendHalf, data: Str
                 request,
                 protocol: target.protocol,
             },
-            target.recheck.clone(),
+            target.hold.clone(),
         )
         .await;
     match opened {

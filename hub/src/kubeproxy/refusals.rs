@@ -9,28 +9,39 @@
 //! [`REMEMBERED`] under a fingerprint of everything that decided it — the cluster and the
 //! request as the agent got it (caller, impersonation, credential, path, query), never the
 //! method or the upgrade headers — and answered once to the SPDY retry of the same request.
-//! At most [`MAX_REMEMBERED`] are kept (the oldest go first), each body at most
-//! [`MAX_BODY`] bytes (a `Status`); a larger one is not remembered.
+//!
+//! Bounds (review #10): each caller keeps at most [`PER_CALLER`] refusals (its oldest go
+//! first), so one caller refused again and again forgets only its own; at most
+//! [`MAX_REMEMBERED`] are kept over every caller (when full, the oldest refusal of the caller
+//! holding most goes); a refusal whose headers and body are over [`MAX_BYTES`] is not
+//! remembered — the spoke chooses both, and a `Status` is far smaller.
 
 use bytes::Bytes;
 use flotilla_api::v1::TunnelRequest;
 use prost::Message;
 use sha2::{Digest, Sha256};
 use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long a refusal is remembered: kubectl retries within milliseconds.
 pub const REMEMBERED: Duration = Duration::from_secs(10);
-/// Refusals remembered at once.
+/// Refusals remembered at once, over every caller.
 pub const MAX_REMEMBERED: usize = 256;
-/// The largest refusal body remembered.
-pub const MAX_BODY: usize = 16 * 1024;
+/// Refusals remembered at once for one caller: a few execs refused at once (a script's loop
+/// over pods) each get their retry answered.
+pub const PER_CALLER: usize = 8;
+/// The largest refusal remembered: its body and its headers, in bytes.
+pub const MAX_BYTES: usize = 16 * 1024;
 
-/// What decided a refusal: a SHA-256 of the cluster and the request without its method,
-/// headers and session (a bearer token is kept only as part of the hash).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Key([u8; 32]);
+/// What decided a refusal — a SHA-256 of the cluster and the request without its method,
+/// headers and session (a bearer token is kept only as part of the hash) — and whose it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Key {
+    digest: [u8; 32],
+    /// The caller's name (empty: an open hub's anonymous caller), whose share it counts in.
+    caller: Arc<str>,
+}
 
 impl Key {
     /// The key of `request` on `cluster`.
@@ -43,7 +54,13 @@ impl Key {
         sha.update(cluster.as_bytes());
         sha.update([0]);
         sha.update(decided.encode_to_vec());
-        Key(sha.finalize().into())
+        Key {
+            digest: sha.finalize().into(),
+            caller: request
+                .caller
+                .as_ref()
+                .map_or_else(|| Arc::from(""), |c| Arc::from(c.name.as_str())),
+        }
     }
 }
 
@@ -58,99 +75,87 @@ pub struct Refusal {
     pub body: Bytes,
 }
 
+impl Refusal {
+    /// What keeping it takes: its body and its headers' names and values.
+    fn size(&self) -> usize {
+        let headers: usize = self
+            .headers
+            .iter()
+            .map(|(name, value)| name.as_str().len() + value.len())
+            .sum();
+        self.body.len() + headers
+    }
+}
+
+/// One remembered refusal.
+#[derive(Debug)]
+struct Entry {
+    key: Key,
+    at: Instant,
+    refusal: Refusal,
+}
+
 /// Refusals remembered, oldest first.
 #[derive(Debug, Default)]
 pub struct Recent {
-    entries: Mutex<VecDeque<(Key, Instant, Refusal)>>,
+    entries: Mutex<VecDeque<Entry>>,
 }
 
 impl Recent {
     /// Remembers `refusal` of the request `key` at `now`.
     pub fn remember(&self, key: Key, refusal: Refusal, now: Instant) {
-        if refusal.body.len() > MAX_BODY {
+        if refusal.size() > MAX_BYTES {
             return;
         }
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        entries.retain(|(k, at, _)| *k != key && now.saturating_duration_since(*at) < REMEMBERED);
-        if entries.len() >= MAX_REMEMBERED {
-            entries.pop_front();
+        entries.retain(|e| {
+            e.key.digest != key.digest && now.saturating_duration_since(e.at) < REMEMBERED
+        });
+        let theirs = entries
+            .iter()
+            .filter(|e| e.key.caller == key.caller)
+            .count();
+        let evicted = if theirs >= PER_CALLER {
+            Some(key.caller.clone())
+        } else if entries.len() >= MAX_REMEMBERED {
+            busiest(&entries)
+        } else {
+            None
+        };
+        if let Some(caller) = evicted
+            && let Some(oldest) = entries.iter().position(|e| e.key.caller == caller)
+        {
+            entries.remove(oldest);
         }
-        entries.push_back((key, now, refusal));
+        entries.push_back(Entry {
+            key,
+            at: now,
+            refusal,
+        });
     }
 
     /// The refusal of the request `key`, if one was remembered within [`REMEMBERED`] of
     /// `now`; it is forgotten (one retry is answered).
-    pub fn take(&self, key: Key, now: Instant) -> Option<Refusal> {
+    pub fn take(&self, key: &Key, now: Instant) -> Option<Refusal> {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        let i = entries.iter().position(|(k, _, _)| *k == key)?;
-        let (_, at, refusal) = entries.remove(i)?;
-        (now.saturating_duration_since(at) < REMEMBERED).then_some(refusal)
+        let i = entries.iter().position(|e| e.key.digest == key.digest)?;
+        let entry = entries.remove(i)?;
+        (now.saturating_duration_since(entry.at) < REMEMBERED).then_some(entry.refusal)
     }
+}
+
+/// The caller holding the most entries (the first such in age order).
+fn busiest(entries: &VecDeque<Entry>) -> Option<Arc<str>> {
+    let mut counts: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for e in entries {
+        *counts.entry(&e.key.caller).or_default() += 1;
+    }
+    let most = counts.values().copied().max()?;
+    entries
+        .iter()
+        .find(|e| counts[&*e.key.caller] == most)
+        .map(|e| e.key.caller.clone())
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn request(path: &str, user: &str) -> TunnelRequest {
-        TunnelRequest {
-            method: "GET".into(),
-            path: path.into(),
-            query: "command=ls".into(),
-            bearer: user.into(),
-            ..TunnelRequest::default()
-        }
-    }
-
-    fn refusal(code: u16) -> Refusal {
-        Refusal {
-            status: http::StatusCode::from_u16(code).unwrap(),
-            headers: http::HeaderMap::new(),
-            body: Bytes::from_static(b"{}"),
-        }
-    }
-
-    #[test]
-    fn the_spdy_retry_of_a_refused_request_gets_its_refusal_once_within_the_window() {
-        let recent = Recent::default();
-        let t0 = Instant::now();
-        let ws = request("/api/v1/namespaces/a/pods/p/exec", "token-1");
-        let mut spdy = ws.clone();
-        spdy.method = "POST".into();
-        recent.remember(Key::of("edge-1", &ws), refusal(403), t0);
-        // Another cluster, another caller: not theirs.
-        assert_eq!(recent.take(Key::of("edge-2", &spdy), t0), None);
-        let other = request("/api/v1/namespaces/a/pods/p/exec", "token-2");
-        assert_eq!(recent.take(Key::of("edge-1", &other), t0), None);
-        assert_eq!(
-            recent.take(Key::of("edge-1", &spdy), t0 + Duration::from_millis(5)),
-            Some(refusal(403))
-        );
-        assert_eq!(recent.take(Key::of("edge-1", &spdy), t0), None, "once");
-        recent.remember(Key::of("edge-1", &ws), refusal(404), t0);
-        assert_eq!(recent.take(Key::of("edge-1", &spdy), t0 + REMEMBERED), None);
-    }
-
-    #[test]
-    fn refusals_are_bounded_in_number_and_size() {
-        let recent = Recent::default();
-        let t0 = Instant::now();
-        for i in 0..=MAX_REMEMBERED {
-            let r = request(&format!("/api/v1/namespaces/a/pods/p{i}/exec"), "t");
-            recent.remember(Key::of("c", &r), refusal(403), t0);
-        }
-        let first = request("/api/v1/namespaces/a/pods/p0/exec", "t");
-        assert_eq!(
-            recent.take(Key::of("c", &first), t0),
-            None,
-            "the oldest went"
-        );
-        let big = Refusal {
-            body: Bytes::from(vec![b' '; MAX_BODY + 1]),
-            ..refusal(403)
-        };
-        let r = request("/x", "t");
-        recent.remember(Key::of("c", &r), big, t0);
-        assert_eq!(recent.take(Key::of("c", &r), t0), None);
-    }
-}
+mod tests;

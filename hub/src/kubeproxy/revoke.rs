@@ -8,8 +8,12 @@
 //!
 //! Only API callers under grants are watched: a ManagedServiceAccount's request is the spoke's
 //! RBAC's to decide, and an open hub has no grants to change.
+//!
+//! A session holds on to its credential as well ([`Hold`]): it also ends when its caller's
+//! token expires or is no longer accepted ([`super::credential`], issue 46 review #11).
 
 use super::access::{self, Act, Asked};
+use super::credential::Credential;
 use super::request::{RequestInfo, Verb};
 use super::tunnel::ByteStream;
 use crate::grants::live::Live;
@@ -124,6 +128,49 @@ fn acting(act: &Act) -> String {
     match act {
         Act::AsAgent => "the agent".into(),
         Act::Impersonate { user, .. } => user.clone(),
+    }
+}
+
+/// What a session holds on to while it runs: the grant that allowed it and the credential it
+/// came with; it ends when either is gone.
+#[derive(Clone, Debug, Default)]
+pub struct Hold {
+    /// The grant, decided again as the grants change (API callers under grants).
+    pub grant: Option<Recheck>,
+    /// The caller's token, watched to its expiry and checked again (OIDC ID tokens and
+    /// ManagedServiceAccount tokens).
+    pub credential: Option<Credential>,
+}
+
+/// Why a held session must end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Gone {
+    /// The grant that allowed it is gone.
+    Grant(String),
+    /// The caller's token expired or is no longer accepted.
+    Credential(String),
+}
+
+impl Hold {
+    /// Why a session may not even open: its token is past its expiry already (an ID token
+    /// within the verifier's clock skew still authenticates a request).
+    pub fn expired(&self) -> Option<String> {
+        let credential = self.credential.as_ref()?;
+        credential.expired_at(std::time::SystemTime::now())
+    }
+
+    /// Resolves with why once the grant or the credential is gone; never while both hold.
+    pub async fn gone(&self) -> Gone {
+        let credential = async {
+            match &self.credential {
+                Some(credential) => credential.ended().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            why = until_revoked(self.grant.clone()) => Gone::Grant(why),
+            why = credential => Gone::Credential(why),
+        }
     }
 }
 

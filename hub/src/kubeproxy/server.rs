@@ -11,10 +11,11 @@
 //! over TLS), as kubectl speaks either.
 
 use super::access::{self, Act, Asked};
+use super::credential::Credential;
 use super::metrics::ProxyMetrics;
 use super::offline::{self, LeaseRule};
 use super::request::{self, RequestInfo, Verb};
-use super::revoke::Recheck;
+use super::revoke::{Hold, Recheck};
 use super::status::{self, Body};
 use super::tunnel::{CallError, Outgoing, Tunnels};
 use super::{BodyError, MAX_REQUEST_BODY};
@@ -279,6 +280,42 @@ fn asked(headers: &HeaderMap) -> Asked {
     }
 }
 
+/// The token a session of `caller` to `cluster` is held to while it runs
+/// ([`super::credential`]): an ID token's or a ManagedServiceAccount's; none for the token
+/// file's (nothing ends them while the hub runs) or on an open hub.
+fn credential(
+    deps: &Deps,
+    caller: &Caller,
+    cluster: &str,
+    info: &RequestInfo,
+    headers: &HeaderMap,
+) -> Option<Credential> {
+    let every = deps.tunnels.credential_recheck();
+    match caller {
+        Caller::Api(identity) => {
+            let token = headers
+                .get(http::header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|h| h.strip_prefix("Bearer "))
+                .map(str::trim)?;
+            Credential::api(
+                identity,
+                deps.tokens.as_ref()?,
+                token,
+                (cluster, info),
+                every,
+            )
+        }
+        Caller::ServiceAccount(owner, token) => Some(Credential::service_account(
+            owner,
+            deps.service_account_tokens.as_ref()?,
+            token,
+            info,
+            every,
+        )),
+    }
+}
+
 /// The end-to-end headers of a request or response.
 fn forwarded(headers: &HeaderMap) -> Vec<TunnelHeader> {
     headers
@@ -354,6 +391,9 @@ async fn handle(deps: &Deps, req: Request) -> http::Response<Body> {
         Caller::Api(identity) => Some(identity.clone()),
         Caller::ServiceAccount(..) => None,
     };
+    // A session also ends with its caller's token (issue 46 review #11).
+    let credential =
+        session.and_then(|_| credential(deps, &caller, &cluster, &info, req.headers()));
     let grant = match grant(caller, live, &cluster, &info, req.headers()) {
         Ok(grant) => grant,
         Err((identity, refusal)) => {
@@ -390,7 +430,11 @@ async fn handle(deps: &Deps, req: Request) -> http::Response<Body> {
     });
     if let Some(kind) = session {
         let request = grant.request(req.method(), spoke_path, query.clone(), req.headers());
-        return super::upgrade::serve(deps, req, kind, cluster, &query, request, recheck).await;
+        let hold = Hold {
+            grant: recheck,
+            credential,
+        };
+        return super::upgrade::serve(deps, req, kind, cluster, &query, request, hold).await;
     }
     if declared_length(req.headers()).is_some_and(|n| n > MAX_REQUEST_BODY) {
         return status::response(
@@ -725,6 +769,7 @@ mod tests {
             cluster: "c1".into(),
             name: "reader".into(),
             namespace: "open-cluster-management-agent-addon".into(),
+            expires: std::time::SystemTime::UNIX_EPOCH,
         };
         let grant = grant(
             Caller::ServiceAccount(owner, "sa-token".into()),

@@ -16,7 +16,7 @@
 //! | HTTP/2, no upgrade, an `Origin`, unknown protocols | `400`/`403` with what is served |
 
 use super::refusals::{self, Key, Refusal};
-use super::revoke::Recheck;
+use super::revoke::Hold;
 use super::server::{Deps, answered, call_failed};
 use super::status::{self, Body};
 use super::tunnel::{Opened, SessionError, SessionIo, SessionOutgoing};
@@ -53,7 +53,8 @@ pub fn spdy_config() -> flotilla_kubestream::spdy::conn::Config {
 const SPDY_EXEC: &str = "SPDY/3.1+v4.channel.k8s.io";
 
 /// Serves a session request for `kind` on `cluster`: `request` is what the caller's grant
-/// makes of it (path, caller, impersonation, credential).
+/// makes of it (path, caller, impersonation, credential); the session ends when what it
+/// holds (`hold`: the grant, the caller's token) is gone.
 pub async fn serve(
     deps: &Deps,
     mut req: axum::extract::Request,
@@ -61,8 +62,13 @@ pub async fn serve(
     cluster: String,
     query: &str,
     mut request: TunnelRequest,
-    recheck: Option<Recheck>,
+    hold: Hold,
 ) -> http::Response<Body> {
+    if let Some(why) = hold.expired() {
+        // 401: a client with a credential plugin fetches a new token and tries again.
+        tracing::info!(cluster.name = %cluster, reason = %why, "cluster proxy session refused");
+        return status::response(StatusCode::UNAUTHORIZED, &why);
+    }
     let purpose = match kind {
         Kind::PortForward => Purpose::PortForward,
         Kind::Exec | Kind::Attach => Purpose::Channels,
@@ -118,7 +124,7 @@ pub async fn serve(
                 } else {
                     negotiate::SPDY_31
                 },
-                recheck,
+                hold,
                 place,
             };
             let span = tracing::info_span!("kubeproxy_portforward", cluster.name = %cluster);
@@ -126,13 +132,18 @@ pub async fn serve(
             switching(resp)
         }
         (_, Upgrade::Spdy(spdy)) => {
-            if let Some(refusal) = tunnels.refusals().take(key, std::time::Instant::now()) {
+            if let Some(refusal) = tunnels.refusals().take(&key, std::time::Instant::now()) {
                 return replayed(refusal);
             }
-            let opened = open(deps, kind, &cluster, query, request, SPDY_EXEC, recheck).await;
+            let opened = open(deps, kind, &cluster, query, request, SPDY_EXEC, hold).await;
             let (io, asked) = match opened {
                 Ok(opened) => opened,
-                Err(refused) => return refused.into(),
+                // Read whole, bounded, as a WebSocket's (nothing retries a SPDY exec, so it
+                // is not remembered).
+                Err(Refused::Spoke(resp)) => {
+                    return collected(resp).await.map_or_else(|resp| resp, replayed);
+                }
+                Err(Refused::Hub(resp)) => return resp,
             };
             let span = tracing::info_span!(
                 "kubeproxy_exec", cluster.name = %cluster, kind = %kind, protocol = SPDY_EXEC
@@ -153,16 +164,7 @@ pub async fn serve(
                 // negotiate offers only the channel protocols for exec and attach.
                 return status::response(StatusCode::BAD_REQUEST, "not a channel protocol");
             };
-            let opened = open(
-                deps,
-                kind,
-                &cluster,
-                query,
-                request,
-                protocol.name(),
-                recheck,
-            )
-            .await;
+            let opened = open(deps, kind, &cluster, query, request, protocol.name(), hold).await;
             let io = match opened {
                 Ok((io, _)) => io,
                 Err(Refused::Spoke(resp)) => return remembered(deps, key, resp).await,
@@ -193,14 +195,6 @@ enum Refused {
     Hub(http::Response<Body>),
 }
 
-impl From<Refused> for http::Response<Body> {
-    fn from(r: Refused) -> Self {
-        match r {
-            Refused::Spoke(resp) | Refused::Hub(resp) => resp,
-        }
-    }
-}
-
 /// Opens the exec or attach session `query` asks for through the cluster's agent; returns it
 /// with the streams the client asked for.
 async fn open(
@@ -210,7 +204,7 @@ async fn open(
     query: &str,
     mut request: TunnelRequest,
     protocol: &'static str,
-    recheck: Option<Recheck>,
+    hold: Hold,
 ) -> Result<(SessionIo, Streams), Refused> {
     let spec = session::exec_or_attach(kind, &request.path, query)
         .map_err(|e| Refused::Hub(status::response(StatusCode::BAD_REQUEST, &e.to_string())))?;
@@ -223,7 +217,7 @@ async fn open(
                 request,
                 protocol,
             },
-            recheck,
+            hold,
         )
         .await;
     match opened {
@@ -260,23 +254,35 @@ const REFUSAL_BODY_WAIT: std::time::Duration = std::time::Duration::from_secs(5)
 
 /// The spoke's refusal of a session, passed on and remembered for kubectl's SPDY retry.
 async fn remembered(deps: &Deps, key: Key, resp: http::Response<Body>) -> http::Response<Body> {
-    use http_body_util::BodyExt;
-    let (parts, body) = resp.into_parts();
-    let limited = http_body_util::Limited::new(body, refusals::MAX_BODY);
-    let body = match tokio::time::timeout(REFUSAL_BODY_WAIT, limited.collect()).await {
-        Ok(Ok(collected)) => collected.to_bytes(),
-        // Too large, broken off or slow: the client gets what the hub says instead.
-        _ => return status::response(parts.status, "the cluster refused the session"),
-    };
-    let refusal = Refusal {
-        status: parts.status,
-        headers: parts.headers,
-        body,
+    let refusal = match collected(resp).await {
+        Ok(refusal) => refusal,
+        Err(resp) => return resp,
     };
     deps.tunnels
         .refusals()
         .remember(key, refusal.clone(), std::time::Instant::now());
     replayed(refusal)
+}
+
+/// The spoke's refusal of a session read whole — its body at most [`refusals::MAX_BYTES`]
+/// within [`REFUSAL_BODY_WAIT`] — or, when it is larger, slower or broken off, the hub's own
+/// answer with its status: a hostile spoke must not hold the caller's session (and kubectl)
+/// by dripping an endless refusal.
+async fn collected(resp: http::Response<Body>) -> Result<Refusal, http::Response<Body>> {
+    use http_body_util::BodyExt;
+    let (parts, body) = resp.into_parts();
+    let limited = http_body_util::Limited::new(body, refusals::MAX_BYTES);
+    match tokio::time::timeout(REFUSAL_BODY_WAIT, limited.collect()).await {
+        Ok(Ok(collected)) => Ok(Refusal {
+            status: parts.status,
+            headers: parts.headers,
+            body: collected.to_bytes(),
+        }),
+        _ => Err(status::response(
+            parts.status,
+            "the cluster refused the session",
+        )),
+    }
 }
 
 /// A remembered refusal as the proxy's response.
@@ -327,7 +333,11 @@ fn session_failed(deps: &Deps, cluster: &str, e: &SessionError) -> http::Respons
         SessionError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
         SessionError::BadExit { .. } => StatusCode::BAD_GATEWAY,
         SessionError::Revoked { .. } => StatusCode::FORBIDDEN,
+        SessionError::CredentialEnded { .. } => StatusCode::UNAUTHORIZED,
     };
     tracing::info!(cluster.name = %cluster, error = %e, "cluster proxy session failed");
     status::response(code, &e.to_string())
 }
+
+#[cfg(test)]
+mod tests;

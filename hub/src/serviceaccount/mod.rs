@@ -277,6 +277,8 @@ pub struct TokenOwner {
     pub name: String,
     /// The ServiceAccount's namespace on the cluster.
     pub namespace: String,
+    /// When the token expires (a session made with it ends then: `kubeproxy::credential`).
+    pub expires: SystemTime,
 }
 
 impl TokenLookup {
@@ -322,7 +324,10 @@ impl TokenLookup {
             .expiration_timestamp
             .as_ref()
             .map(flotilla_api::meta::system_time);
-        if record.cluster_name != cluster || expires.is_none_or(|t| t <= SystemTime::now()) {
+        let Some(expires) = expires.filter(|t| *t > SystemTime::now()) else {
+            return Ok(None);
+        };
+        if record.cluster_name != cluster {
             return Ok(None);
         }
         let Some((account, _)) = self
@@ -347,6 +352,7 @@ impl TokenLookup {
             cluster: record.cluster_name,
             name: record.name,
             namespace: record.service_account_namespace,
+            expires,
         }))
     }
 }

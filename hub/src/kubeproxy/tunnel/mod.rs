@@ -55,6 +55,10 @@ pub struct TunnelConfig {
     /// How long the agent has to take a call (its first frame) before the call fails — an
     /// agent that is gone although its lease has not run out yet.
     pub open_timeout: Duration,
+    /// How long the agent has to answer a session (`101`, or its refusal) once it took it:
+    /// the upgrade through its API server. Past it the session fails, so a spoke that pings
+    /// but never answers holds its caller's place and kubectl no longer.
+    pub session_answer: Duration,
     /// Response data frames the agent may send ahead of the client (the window).
     pub window: u32,
     /// Largest event on the bus (NATS `max_payload`): chunks are cut below it.
@@ -75,8 +79,14 @@ pub struct TunnelConfig {
     pub body_deadline: Duration,
     /// What exec, attach and port-forward sessions may take (they also count as calls).
     pub sessions: super::streams::Limits,
+    /// How often a session's token that can be revoked (an OIDC ID token, a
+    /// ManagedServiceAccount token) is checked again while the session runs; its expiry is
+    /// kept to the second regardless ([`super::credential`]).
+    pub credential_recheck: Duration,
 }
 
+/// Default [`TunnelConfig::session_answer`]: twice the kubelet's wait for a session's streams.
+pub const DEFAULT_SESSION_ANSWER: Duration = Duration::from_secs(60);
 /// Default [`TunnelConfig::calls_per_identity`]: what one agent serves at once.
 pub const DEFAULT_CALLS_PER_IDENTITY: usize = 256;
 /// Default [`TunnelConfig::body_bytes_per_cluster`]: 32 MiB, ten bodies of the largest size
@@ -89,6 +99,7 @@ impl Default for TunnelConfig {
     fn default() -> Self {
         Self {
             open_timeout: Duration::from_secs(5),
+            session_answer: DEFAULT_SESSION_ANSWER,
             window: tunnel::DEFAULT_WINDOW,
             max_event_bytes: flotilla_bus::envelope::DEFAULT_MAX_EVENT_BYTES,
             send_timeout: Duration::from_secs(5),
@@ -97,6 +108,7 @@ impl Default for TunnelConfig {
             body_bytes_per_cluster: DEFAULT_BODY_BYTES_PER_CLUSTER,
             body_deadline: DEFAULT_BODY_DEADLINE,
             sessions: super::streams::Limits::default(),
+            credential_recheck: super::credential::DEFAULT_RECHECK,
         }
     }
 }
@@ -252,6 +264,11 @@ impl Tunnels {
     /// The spoke's recent refusals of exec and attach upgrades ([`super::refusals`]).
     pub fn refusals(&self) -> &super::refusals::Recent {
         &self.inner.refusals
+    }
+
+    /// How often a session's token is checked again ([`TunnelConfig::credential_recheck`]).
+    pub fn credential_recheck(&self) -> Duration {
+        self.inner.config.credential_recheck
     }
 
     /// How long a client has to send its whole request body ([`TunnelConfig::body_deadline`]).

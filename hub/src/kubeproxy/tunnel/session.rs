@@ -15,15 +15,17 @@
 //! - checks every agent frame against the session [`Rules`] and reads its exit `Status` with
 //!   kubestream's validation (bounded, a known status, an exit code kubectl reads, no control
 //!   characters): a hostile spoke ends its own session, never reaches the client raw;
-//! - ends the session with [`SessionOutput::Failed`] when the agent cancels, falls silent or
-//!   breaks the rules, or the hub stops, and cancels the agent when the client goes (the
-//!   [`SessionIo`] dropped).
+//! - ends the session with [`SessionOutput::Failed`] when the agent cancels, falls silent,
+//!   does not answer within [`super::TunnelConfig::session_answer`] (pings or not) or breaks
+//!   the rules, when the caller's grant or token is gone ([`crate::kubeproxy::revoke::Hold`]),
+//!   or the hub stops, and cancels the agent when the client goes (the [`SessionIo`]
+//!   dropped).
 //!
 //! Each session is logged when it opens and when it ends, with its bytes each way
 //! ([`streams::Tracked`]).
 
 use super::{Answer, CallError, IdentitySlot, Inner, Tunnels, answer_body, caller_name};
-use crate::kubeproxy::revoke::Recheck;
+use crate::kubeproxy::revoke::{Gone, Hold};
 use crate::kubeproxy::{BodyError, streams};
 use bytes::Bytes;
 use flotilla_api::v1::{TunnelRequest, TunnelResponse};
@@ -85,6 +87,13 @@ pub enum SessionError {
     #[error("{reason}")]
     Revoked {
         /// Why, naming the grant missing now.
+        reason: String,
+    },
+    /// The caller's token expired or is no longer accepted (issue 46 review #11): an ID
+    /// token's `exp`, a ManagedServiceAccount token replaced or its account deleted.
+    #[error("{reason}")]
+    CredentialEnded {
+        /// Why, naming the token's expiry or its refusal.
         reason: String,
     },
     /// The agent's exit `Status` is not one kubectl can be given.
@@ -253,14 +262,15 @@ impl Tunnels {
     /// Opens a session: returns once the agent answered (101, or its refusal), or with why
     /// not (a limit, the agent's silence, the hub stopping).
     pub async fn open_session(&self, out: SessionOutgoing) -> Result<Opened, SessionError> {
-        self.open_session_until(out, None).await
+        self.open_session_until(out, Hold::default()).await
     }
 
-    /// [`Tunnels::open_session`], the session ended when `recheck` says its grant is gone.
+    /// [`Tunnels::open_session`], the session ended when what it holds — its grant, its
+    /// caller's token — is gone.
     pub async fn open_session_until(
         &self,
         out: SessionOutgoing,
-        recheck: Option<Recheck>,
+        hold: Hold,
     ) -> Result<Opened, SessionError> {
         let spec = match &out.request.session {
             Some(wire) => Spec::from_wire(wire).map_err(SessionError::Invalid)?,
@@ -308,7 +318,7 @@ impl Tunnels {
             output: None,
             refused: None,
             tracked,
-            recheck,
+            hold: Some(hold),
             _slot: slot,
             _reservation: reservation,
         };
@@ -394,8 +404,9 @@ struct SessionCall {
     /// Where a refusal's body goes, when the agent refused.
     refused: Option<mpsc::Sender<Result<Bytes, BodyError>>>,
     tracked: streams::Tracked,
-    /// The grant the session was allowed by, checked again as the grants change.
-    recheck: Option<Recheck>,
+    /// The grant the session was allowed by and its caller's token, checked while it runs
+    /// (taken when it starts serving).
+    hold: Option<Hold>,
     /// The caller's call slot and session reservation, given back when the task ends.
     _slot: IdentitySlot,
     _reservation: streams::Reservation,
@@ -461,6 +472,7 @@ impl SessionCall {
             SessionError::Call(CallError::Send { .. }) => "send_failed",
             SessionError::Unavailable { .. } => "cluster_unavailable",
             SessionError::Revoked { .. } => "grant_gone",
+            SessionError::CredentialEnded { .. } => "credential_ended",
             _ => "protocol",
         });
         tracing::debug!(error = %failure, "cluster-proxy session failed");
@@ -503,17 +515,20 @@ impl SessionCall {
         let mut shutdown = self.inner.shutdown.clone();
         let mut heard = false;
         let mut deadline = Instant::now() + self.inner.config.open_timeout;
+        // The agent's answer (101 or a refusal) is due by then, pings or not.
+        let answer_by = Instant::now() + self.inner.config.session_answer;
         let mut keepalive =
             tokio::time::interval_at(Instant::now() + tunnel::KEEPALIVE, tunnel::KEEPALIVE);
         let mut availability =
             tokio::time::interval_at(Instant::now() + AVAILABILITY, AVAILABILITY);
-        let revoked = crate::kubeproxy::revoke::until_revoked(self.recheck.take());
-        let mut revoked = std::pin::pin!(revoked);
+        let hold = self.hold.take().unwrap_or_default();
+        let mut revoked = std::pin::pin!(hold.gone());
         loop {
             if let Err(e) = self.send_pending().await {
                 return failed(e);
             }
             let want_input = self.flow.pending.is_empty() && !self.flow.input_done;
+            let unanswered = self.opening.is_some();
             let ended = tokio::select! {
                 frame = self.frames.recv() => {
                     let Some(r) = frame else {
@@ -546,11 +561,20 @@ impl SessionCall {
                         after,
                     }))
                 }
+                () = tokio::time::sleep_until(answer_by), if unanswered => {
+                    Some(failed(CallError::Timeout {
+                        cluster: self.cluster.clone(),
+                        after: self.inner.config.session_answer,
+                    }))
+                }
                 () = client_gone(&mut self.opening, &self.output, &self.refused) => {
                     Some(Stop::ClientGone)
                 }
                 _ = shutdown.changed() => Some(failed(CallError::Shutdown)),
-                reason = &mut revoked => Some(Stop::Failed(SessionError::Revoked { reason })),
+                gone = &mut revoked => Some(Stop::Failed(match gone {
+                    Gone::Grant(reason) => SessionError::Revoked { reason },
+                    Gone::Credential(reason) => SessionError::CredentialEnded { reason },
+                })),
             };
             if let Some(end) = ended {
                 return end;
