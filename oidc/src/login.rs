@@ -77,12 +77,16 @@ pub enum LoginError {
     #[error("the issuer's ID token is not for this sign-in (nonce)")]
     Nonce,
     /// The ID token was issued to another client (OIDC Core §3.1.3.7: `aud` must list this
-    /// client, and `azp`, when present, be it).
+    /// client, and `azp` — required with several audiences — be it).
     #[error("the issuer's ID token was issued to another client ({claim})")]
     Client {
         /// `aud` or `azp`.
         claim: &'static str,
     },
+    /// The ID token lists an audience that is none of the hub's client ids (OIDC Core
+    /// §3.1.3.7: "or if it contains additional audiences not trusted by the Client").
+    #[error("the issuer's ID token is also for {0:?}, which is not a client id of this hub")]
+    Untrusted(String),
 }
 
 /// The code flow for one client of the issuer.
@@ -192,20 +196,44 @@ impl Login {
         if claims.get("nonce").and_then(|n| n.as_str()) != Some(pending.nonce.as_str()) {
             return Err(LoginError::Nonce);
         }
-        // The bearer verifier takes any of the hub's audiences; this sign-in is this client's.
-        let ours = |v: &serde_json::Value| v.as_str() == Some(self.client_id.as_str());
-        let aud_ok = match claims.get("aud") {
-            Some(serde_json::Value::Array(auds)) => auds.iter().any(ours),
-            Some(aud) => ours(aud),
-            None => false,
-        };
-        if !aud_ok {
-            return Err(LoginError::Client { claim: "aud" });
-        }
-        if claims.get("azp").is_some_and(|azp| !ours(azp)) {
-            return Err(LoginError::Client { claim: "azp" });
-        }
+        issued_to(
+            &claims,
+            &self.client_id,
+            &self.authenticator.config().audiences,
+        )?;
         Ok(subject)
+    }
+}
+
+/// OpenID Connect Core 1.0 §3.1.3.7 (3–5) for the ID token of this client's sign-in: `aud`
+/// lists `client_id` and no audience the hub does not trust (`trusted`: its client ids), and a
+/// token of several audiences names this client as the party it was issued to (`azp`); an
+/// `azp` is this client whenever present. (The bearer verifier, which takes any of the hub's
+/// client ids, has already checked the signature, issuer, times and the bearer's `azp` rule.)
+pub fn issued_to(
+    claims: &crate::verify::Claims,
+    client_id: &str,
+    trusted: &[String],
+) -> Result<(), LoginError> {
+    let audiences = match claims.get("aud") {
+        Some(serde_json::Value::Array(auds)) => auds.iter().map(|a| a.as_str()).collect(),
+        Some(aud) => vec![aud.as_str()],
+        None => Vec::new(),
+    };
+    if !audiences.contains(&Some(client_id)) {
+        return Err(LoginError::Client { claim: "aud" });
+    }
+    if let Some(other) =
+        (audiences.iter()).find(|a| !a.is_some_and(|a| trusted.iter().any(|t| t == a)))
+    {
+        return Err(LoginError::Untrusted(
+            other.unwrap_or("(not a string)").to_string(),
+        ));
+    }
+    match claims.get("azp").map(|azp| azp.as_str()) {
+        None if audiences.len() > 1 => Err(LoginError::Client { claim: "azp" }),
+        Some(azp) if azp != Some(client_id) => Err(LoginError::Client { claim: "azp" }),
+        _ => Ok(()),
     }
 }
 

@@ -114,15 +114,39 @@ async fn foreign_audiences_issuers_algorithms_and_keys_are_refused_with_the_reas
         verify(&issuer, &c, &other_app).unwrap_err().to_string(),
         "the bearer token's audience is [\"grafana\"], not \"flotilla\""
     );
-    let listed =
-        issuer.mint(Mint::user("ana", &[]).with("aud", serde_json::json!(["x", CLIENT_ID])));
-    assert!(verify(&issuer, &c, &listed).is_ok());
-    // With several audiences, azp must be one of them.
+    // OIDC Core §3.1.3.7: a token of several audiences names the party it was issued to, and
+    // that party must be one of the hub's client ids.
+    let several = |azp: Option<&str>| {
+        let mut claims = Mint::user("ana", &[]).with("aud", serde_json::json!(["x", CLIENT_ID]));
+        if let Some(azp) = azp {
+            claims = claims.with("azp", azp);
+        }
+        issuer.mint(claims)
+    };
+    assert!(verify(&issuer, &c, &several(Some(CLIENT_ID))).is_ok());
+    assert_eq!(
+        verify(&issuer, &c, &several(None)).unwrap_err().to_string(),
+        "the bearer token's \"azp\" claim is missing from a token of several audiences"
+    );
+    let e = verify(&issuer, &c, &several(Some("x")))
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "the bearer token was issued to \"x\" (azp), not to \"flotilla\""
+    );
+    // With several client ids the party may be any of them, never another.
     let mut two = c.clone();
-    two.audiences.push("cli".into());
-    let azp = issuer.mint(Mint::user("ana", &[]).with("azp", "grafana"));
-    let e = verify(&issuer, &two, &azp).unwrap_err().to_string();
+    two.audiences.push("x".into());
+    assert!(verify(&issuer, &two, &several(Some("x"))).is_ok());
+    let e = verify(&issuer, &two, &several(Some("grafana")))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("issued to \"grafana\" (azp)"), "{e}");
+    // A token of the hub's audience alone may name another party (Dex's cross-client trust).
+    let cross = issuer.mint(Mint::user("ana", &[]).with("azp", "flotilla-cli"));
+    assert!(verify(&issuer, &c, &cross).is_ok());
+    assert!(verify(&issuer, &two, &cross).is_ok());
 
     let foreign = issuer.mint(Mint::user("ana", &[]).with("iss", "https://idp.example"));
     assert!(matches!(
@@ -475,4 +499,54 @@ async fn the_code_flow_with_pkce_signs_in_the_issuers_user_once() {
     let (_, again) = login.begin();
     login.finish(pending, &code).await.unwrap();
     assert!(login.finish(again, &code).await.is_err());
+}
+
+#[test]
+fn a_sign_ins_id_token_must_be_this_clients_and_list_only_trusted_audiences() {
+    use crate::login::{LoginError, issued_to};
+    let claims = |aud: serde_json::Value, azp: Option<&str>| {
+        let mut c = verify::Claims::new();
+        c.insert("aud".into(), aud);
+        if let Some(azp) = azp {
+            c.insert("azp".into(), azp.into());
+        }
+        c
+    };
+    let trusted = ["flotilla".to_string(), "flotilla-cli".to_string()];
+    let check = |aud, azp| issued_to(&claims(aud, azp), "flotilla", &trusted);
+    assert!(check("flotilla".into(), None).is_ok());
+    assert!(check(serde_json::json!(["flotilla"]), Some("flotilla")).is_ok());
+    assert!(
+        check(
+            serde_json::json!(["flotilla", "flotilla-cli"]),
+            Some("flotilla")
+        )
+        .is_ok()
+    );
+    let refused = |aud, azp| check(aud, azp).unwrap_err().to_string();
+    // Not this client's: not in aud, or issued to another (azp), or several without azp.
+    assert_eq!(
+        refused("flotilla-cli".into(), None),
+        "the issuer's ID token was issued to another client (aud)"
+    );
+    assert_eq!(
+        refused(
+            serde_json::json!(["flotilla", "flotilla-cli"]),
+            Some("flotilla-cli")
+        ),
+        "the issuer's ID token was issued to another client (azp)"
+    );
+    assert_eq!(
+        refused("flotilla".into(), Some("flotilla-cli")),
+        "the issuer's ID token was issued to another client (azp)"
+    );
+    assert_eq!(
+        refused(serde_json::json!(["flotilla", "flotilla-cli"]), None),
+        "the issuer's ID token was issued to another client (azp)"
+    );
+    // An audience the hub does not trust.
+    assert!(matches!(
+        check(serde_json::json!(["flotilla", "grafana"]), Some("flotilla")),
+        Err(LoginError::Untrusted(a)) if a == "grafana"
+    ));
 }

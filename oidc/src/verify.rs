@@ -86,7 +86,7 @@ pub enum VerifyError {
         /// The accepted audiences.
         want: String,
     },
-    /// `azp` names another client (several audiences configured).
+    /// `azp` names another client (a token of several audiences).
     #[error("the bearer token was issued to {got:?} (azp), not to {want}")]
     AuthorizedParty {
         /// The token's `azp`.
@@ -217,20 +217,7 @@ pub fn check_claims(config: &Config, claims: &Claims, now: u64) -> Result<u64, V
             want: want(&config.audiences),
         });
     }
-    if config.audiences.len() > 1
-        && let Some(azp) = claims.get("azp")
-    {
-        let azp = azp.as_str().ok_or(VerifyError::Claim {
-            claim: "azp",
-            why: "not a string",
-        })?;
-        if !config.audiences.iter().any(|a| a == azp) {
-            return Err(VerifyError::AuthorizedParty {
-                got: azp.into(),
-                want: want(&config.audiences),
-            });
-        }
-    }
+    authorized_party(config, &audiences, claims)?;
     let exp = time_claim(claims, "exp")?.ok_or(VerifyError::Claim {
         claim: "exp",
         why: "missing",
@@ -262,6 +249,39 @@ pub fn check_claims(config: &Config, claims: &Claims, now: u64) -> Result<u64, V
         _ => return Err(claim("sub", claims)),
     }
     Ok(exp)
+}
+
+/// OpenID Connect Core 1.0 §3.1.3.7 (4, 5) for a token of several audiences: it must name
+/// the party it was issued to (`azp`), and that party must be one of the hub's client ids — a
+/// token issued to another client that also lists the hub is that client's credential, not one
+/// for the hub. A token whose only audience is the hub's may name another party: the issuer
+/// minted it for the hub on that party's request (Dex's cross-client trust: `aud` the hub's
+/// client, `azp` the CLI's), as kube-apiserver accepts.
+fn authorized_party(
+    config: &Config,
+    audiences: &[String],
+    claims: &Claims,
+) -> Result<(), VerifyError> {
+    let azp = match claims.get("azp") {
+        None if audiences.len() > 1 => {
+            return Err(VerifyError::Claim {
+                claim: "azp",
+                why: "missing from a token of several audiences",
+            });
+        }
+        None => return Ok(()),
+        Some(azp) => azp.as_str().ok_or(VerifyError::Claim {
+            claim: "azp",
+            why: "not a string",
+        })?,
+    };
+    if audiences.len() > 1 && !config.audiences.iter().any(|a| a == azp) {
+        return Err(VerifyError::AuthorizedParty {
+            got: azp.into(),
+            want: want(&config.audiences),
+        });
+    }
+    Ok(())
 }
 
 /// Seconds since the Unix epoch now.

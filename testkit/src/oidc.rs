@@ -86,6 +86,8 @@ struct Inner {
     login: Login,
     codes: HashMap<String, Pending>,
     ttl: u64,
+    /// Claims the token endpoint's ID tokens get beside (or instead of) their own.
+    id_token_claims: Vec<(String, Value)>,
 }
 
 /// The test issuer; stopped when dropped.
@@ -177,6 +179,7 @@ impl TestIssuer {
             },
             codes: HashMap::new(),
             ttl: 3600,
+            id_token_claims: Vec::new(),
         }));
         let app = Router::new()
             .route("/.well-known/openid-configuration", get(discovery))
@@ -277,6 +280,14 @@ impl TestIssuer {
     /// How many times the JWKS was fetched.
     pub fn jwks_fetches(&self) -> u64 {
         self.lock().jwks_fetches
+    }
+
+    /// Claims the token endpoint's ID tokens carry from now on, set over the ones it makes
+    /// (`aud`, `azp`, …: an issuer minting the code flow's token for another client).
+    pub fn set_id_token_claims(&self, claims: &[(&str, Value)]) {
+        self.lock().id_token_claims = (claims.iter())
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
     }
 
     /// The user its authorization endpoint signs in from now on.
@@ -450,9 +461,9 @@ async fn token(State(state): Shared, body: Bytes) -> Response {
     {
         return error("invalid_grant");
     }
-    let (url, ttl) = {
+    let (url, ttl, extra) = {
         let inner = locked(&state);
-        (inner.url.clone(), inner.ttl)
+        (inner.url.clone(), inner.ttl, inner.id_token_claims.clone())
     };
     let groups: Vec<&str> = pending.login.groups.iter().map(String::as_str).collect();
     let mut claims = Claims::user(&pending.login.sub, &groups)
@@ -460,6 +471,9 @@ async fn token(State(state): Shared, body: Bytes) -> Response {
         .with("iss", url);
     if let Some(nonce) = pending.nonce {
         claims = claims.with("nonce", nonce);
+    }
+    for (name, value) in extra {
+        claims = claims.with(&name, value);
     }
     let id_token = sign(&locked(&state), claims);
     json_response(&json!({
