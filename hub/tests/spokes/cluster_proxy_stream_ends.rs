@@ -19,12 +19,12 @@ use tokio::net::TcpStream;
 use tokio::process::{Child, ChildStdin};
 
 /// A running `kubectl exec -i web -- cat` whose echo came back once.
-struct Exec {
-    child: Child,
+pub(crate) struct Exec {
+    pub(crate) child: Child,
     _stdin: ChildStdin,
 }
 
-async fn open_exec(kubectl: &Kubectl) -> Exec {
+pub(crate) async fn open_exec(kubectl: &Kubectl) -> Exec {
     let mut child = kubectl
         .command(&["exec", "-i", "web", "--", "cat"])
         .spawn()
@@ -50,12 +50,12 @@ async fn open_exec(kubectl: &Kubectl) -> Exec {
 }
 
 /// A running `kubectl port-forward pod/web LOCAL:80`.
-struct Forward {
-    child: Child,
-    port: u16,
+pub(crate) struct Forward {
+    pub(crate) child: Child,
+    pub(crate) port: u16,
 }
 
-async fn open_forward(kubectl: &Kubectl) -> Forward {
+pub(crate) async fn open_forward(kubectl: &Kubectl) -> Forward {
     let port = flotilla_testkit::free_port();
     let mut child = kubectl
         .command(&["port-forward", "pod/web", &format!("{port}:80")])
@@ -77,7 +77,7 @@ async fn open_forward(kubectl: &Kubectl) -> Forward {
 }
 
 /// A connection through the port-forward whose echo came back once: its session is open.
-async fn forwarded(forward: &Forward) -> TcpStream {
+pub(crate) async fn forwarded(forward: &Forward) -> TcpStream {
     let mut tcp = TcpStream::connect(("127.0.0.1", forward.port))
         .await
         .unwrap();
@@ -92,7 +92,7 @@ async fn forwarded(forward: &Forward) -> TcpStream {
 }
 
 /// Waits for a kubectl to end by itself: its exit code, stderr, and how long it took.
-async fn ended(child: Child, since: Instant) -> (Option<i32>, String, Duration) {
+pub(crate) async fn ended(child: Child, since: Instant) -> (Option<i32>, String, Duration) {
     let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
         .await
         .expect("kubectl ended")
@@ -105,7 +105,7 @@ async fn ended(child: Child, since: Instant) -> (Option<i32>, String, Duration) 
 }
 
 /// Waits until `done`.
-async fn until(done: impl Fn() -> bool, what: &str) {
+pub(crate) async fn until(done: impl Fn() -> bool, what: &str) {
     let deadline = Instant::now() + SOON;
     while !done() {
         assert!(Instant::now() < deadline, "{what}");

@@ -55,9 +55,16 @@ pub(crate) async fn with_pod_leased(
         c.cluster.default_lease_duration_seconds = lease_seconds
     })
     .await;
+    let (agent, admin) = pod_on(&hub, nats).await;
+    (hub, agent, admin)
+}
+
+/// An agent on a simulated cluster `edge-1` of `hub`, with [`POD`] running; kubectl 1.32 as
+/// the admin.
+pub(crate) async fn pod_on(hub: &ProxyHub, nats: &NatsServer) -> (TestAgent, Kubectl) {
     let agent = start_agent(agent_config("edge-1", &nats.url()));
-    wait_inventory(&hub, "edge-1", true).await;
-    let admin = kubectl(&hub, "edge-1", ADMIN).pinned("1.32");
+    wait_inventory(hub, "edge-1", true).await;
+    let admin = kubectl(hub, "edge-1", ADMIN).pinned("1.32");
     admin.ok(&["apply", "-f", "-"], Some(POD)).await;
     admin
         .ok(
@@ -65,7 +72,7 @@ pub(crate) async fn with_pod_leased(
             None,
         )
         .await;
-    (hub, agent, admin)
+    (agent, admin)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -295,6 +295,8 @@ enum SessionScript {
     ExitsTwice,
     /// Exits with something that is no Status.
     ExitsWithGarbage,
+    /// Takes the session and pings, but never answers it.
+    NeverAnswers,
 }
 
 /// A spoke's end of one call, speaking raw frames.
@@ -411,6 +413,29 @@ async fn session_spoke(nats: &NatsServer, script: SessionScript) -> tokio::task:
         };
         let success = Bytes::from_static(br#"{"metadata":{},"status":"Success"}"#);
         spoke.send(Frame::Credit(8)).await;
+        if let SessionScript::NeverAnswers = script {
+            loop {
+                let heard = tokio::select! {
+                    () = tokio::time::sleep(Duration::from_millis(500)) => None,
+                    msg = futures::StreamExt::next(&mut spoke.calls) => msg,
+                };
+                let Some(msg) = heard else {
+                    spoke.send(Frame::Ping).await;
+                    continue;
+                };
+                let got = tunnel::decode(
+                    &msg.payload,
+                    1 << 20,
+                    &tunnel::down_type(),
+                    "edge-1",
+                    1 << 20,
+                )
+                .unwrap();
+                if let Frame::Cancel(_) = got.frame {
+                    return;
+                }
+            }
+        }
         if let SessionScript::Refuses = script {
             spoke.send(head(403)).await;
             spoke
@@ -468,7 +493,7 @@ async fn session_spoke(nats: &NatsServer, script: SessionScript) -> tokio::task:
                 spoke.send(Frame::Exit(Bytes::from_static(b"[1, 2]"))).await;
                 spoke.cancelled().await;
             }
-            SessionScript::Refuses => unreachable!(),
+            SessionScript::Refuses | SessionScript::NeverAnswers => unreachable!(),
         }
         spoke.client.flush().await.unwrap();
     })
@@ -735,4 +760,39 @@ async fn a_refused_session_is_an_answer_and_sessions_past_an_identitys_share_are
         matches!(refused, SessionError::Refused(Refusal::Bytes { .. })),
         "{refused}"
     );
+}
+
+#[tokio::test]
+async fn a_session_its_spoke_takes_but_never_answers_is_given_up_and_cancelled() {
+    use flotilla_hub::kubeproxy::tunnel::CallError;
+    use flotilla_hub::kubeproxy::tunnel::session::SessionError;
+    let nats = NatsServer::start();
+    let config = flotilla_hub::kubeproxy::tunnel::TunnelConfig {
+        session_answer: Duration::from_secs(2),
+        ..Default::default()
+    };
+    let (tunnels, _stop, _) = tunnels_with(&nats, config).await;
+    // The spoke pings (so the idle rule never fires) and never answers 101 or a refusal.
+    let spoke = session_spoke(&nats, SessionScript::NeverAnswers).await;
+    let started = std::time::Instant::now();
+    let failed = tokio::time::timeout(SOON, tunnels.open_session(exec_session("edge-1")))
+        .await
+        .expect("given up in time")
+        .err()
+        .expect("failed");
+    assert!(
+        matches!(
+            failed,
+            SessionError::Call(CallError::Timeout { after, .. }) if after == Duration::from_secs(2)
+        ),
+        "{failed}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    // The spoke was told, and the caller's place is back.
+    tokio::time::timeout(SOON, spoke).await.unwrap().unwrap();
+    no_sessions(&tunnels).await;
 }

@@ -12,6 +12,7 @@ mod kube_fixture;
 
 mod apply_works;
 mod cluster_proxy;
+mod cluster_proxy_credentials;
 mod cluster_proxy_kube_streams;
 mod cluster_proxy_leaf;
 mod cluster_proxy_spdy_exec;
