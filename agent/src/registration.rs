@@ -731,7 +731,8 @@ impl RegistrationActor {
             return;
         }
         let versions = self.works.versions();
-        let first = first_resync_request(self.name(), &versions);
+        let uids = self.works.uids();
+        let first = first_resync_request(self.name(), &versions, &uids);
         let bound = self.answer_times.bound();
         // A resync is up to two requests (the digest, then the versions), each within `bound`.
         self.health.resync_sent(Instant::now(), bound * 2);
@@ -740,7 +741,7 @@ impl RegistrationActor {
             source: self.source.clone(),
             cluster: self.name().to_string(),
         };
-        self.resync_call = Some(Call::new(call.run(first, versions)));
+        self.resync_call = Some(Call::new(call.run(first, versions, uids)));
     }
 
     /// The period of periodic resyncs: the agent's own, or the hub's when it asks for longer.

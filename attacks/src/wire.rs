@@ -301,6 +301,7 @@ pub fn spec_resync(cluster: &str) -> Bytes {
             digest: String::new(),
             takes_specs: true,
             takes_busy: true,
+            uids: HashMap::new(),
         },
         &[],
     )

@@ -100,6 +100,11 @@ pub fn events() -> Vec<Vec<u8>> {
         digest: String::new(),
         takes_specs: true,
         takes_busy: true,
+        uids: [(
+            "id".to_string(),
+            "6f1c2a4e-0000-4000-8000-000000000001".to_string(),
+        )]
+        .into(),
     };
     vec![
         event(types::registration_request(), "edge-1", &registration),

@@ -6,7 +6,8 @@
 //! metrics and on the dashboard; the updated work is reverted to the store's spec, the new one
 //! deleted on one spoke and kept on the other (also after the window is closed), each only
 //! when the operator says so; a work deleted and created again after the backup keeps the
-//! spoke's newer incarnation; a cluster offline through the window loses nothing after it;
+//! spoke's newer incarnation, also at the generation the store holds (told apart by its uid);
+//! a cluster offline through the window loses nothing after it;
 //! deleting a cluster deletes its orphans' records.
 
 mod common;
@@ -98,6 +99,16 @@ impl Scene {
             converged_at(w, 2)
         })
         .await;
+        // "twin" on sim-0002 at generation 1 in the backup; deleted and created again after it,
+        // so the spoke holds another incarnation at the same generation (only uids differ).
+        works
+            .apply_work(config_map_work_with("sim-0002", "twin", "old"))
+            .await
+            .unwrap();
+        wait_work(&mut works, "sim-0002", "twin", "applied", |w| {
+            converged_at(w, 1)
+        })
+        .await;
 
         let out = tmp.join("backup");
         let taken =
@@ -129,6 +140,22 @@ impl Scene {
             .await
             .unwrap();
         wait_work(&mut works, "sim-0002", "reborn", "created again", |w| {
+            converged_at(w, 1)
+        })
+        .await;
+        works
+            .delete_work(DeleteWorkRequest {
+                cluster: "sim-0002".into(),
+                name: "twin".into(),
+            })
+            .await
+            .unwrap();
+        wait_gone(&mut works, "sim-0002", "twin").await;
+        works
+            .apply_work(config_map_work_with("sim-0002", "twin", "new"))
+            .await
+            .unwrap();
+        wait_work(&mut works, "sim-0002", "twin", "created again", |w| {
             converged_at(w, 1)
         })
         .await;
@@ -168,18 +195,20 @@ impl Scene {
     }
 
     /// "after" is an orphan on both clusters, named without the agents reconnecting (the
-    /// hub asks them to publish its status again); "before" is ahead on sim-0001. Three
-    /// resync periods later the spokes hold both as they were.
+    /// hub asks them to publish its status again); "before" is ahead on sim-0001; "reborn" and
+    /// "twin" are other incarnations on sim-0002 (the agents report uids), at an older and at
+    /// the same generation as the store's. Three resync periods later the
+    /// spokes hold them all as they were.
     async fn orphans_are_recorded_named_and_withheld(&self) {
         let last = std::sync::Mutex::new(Vec::new());
         let waited = tokio::time::timeout(
             SOON,
-            flotilla_testkit::eventually(2 * SOON, "four orphans recorded and named", || {
+            flotilla_testkit::eventually(2 * SOON, "five orphans recorded and named", || {
                 let mut recovery = self.recovery.clone();
                 let last = &last;
                 async move {
                     let items = list(&mut recovery).await;
-                    let done = items.len() == 4 && items.iter().all(|o| !o.name.is_empty());
+                    let done = items.len() == 5 && items.iter().all(|o| !o.name.is_empty());
                     *last.lock().unwrap() = items.clone();
                     done.then_some(items)
                 }
@@ -188,7 +217,7 @@ impl Scene {
         .await;
         let Ok(orphans) = waited else {
             panic!(
-                "after {SOON:?} the orphans recorded are not four, each named: {:#?}",
+                "after {SOON:?} the orphans recorded are not five, each named: {:#?}",
                 last.lock().unwrap()
             );
         };
@@ -212,7 +241,20 @@ impl Scene {
                 ("sim-0001", "after", OrphanKind::Work, (1, 0), undecided),
                 ("sim-0001", "before", OrphanKind::Ahead, (2, 1), undecided),
                 ("sim-0002", "after", OrphanKind::Work, (1, 0), undecided),
-                ("sim-0002", "reborn", OrphanKind::Behind, (1, 2), undecided),
+                (
+                    "sim-0002",
+                    "reborn",
+                    OrphanKind::Incarnation,
+                    (1, 2),
+                    undecided
+                ),
+                (
+                    "sim-0002",
+                    "twin",
+                    OrphanKind::Incarnation,
+                    (1, 1),
+                    undecided
+                ),
             ]
         );
         tokio::time::sleep(RESYNC * 3).await;
@@ -230,6 +272,11 @@ impl Scene {
             Some("new"),
             "nor the restored incarnation over the one created after the backup"
         );
+        assert_eq!(
+            value(&mut works, "sim-0002", "twin").await.as_deref(),
+            Some("new"),
+            "nor at the same generation"
+        );
     }
 
     /// `flotilla_hub_recovery_open` and `flotilla_hub_orphans`; the dashboard's banner.
@@ -239,7 +286,8 @@ impl Scene {
             "flotilla_hub_recovery_open 1",
             "flotilla_hub_orphans{kind=\"work\",decision=\"undecided\"} 2",
             "flotilla_hub_orphans{kind=\"ahead\",decision=\"undecided\"} 1",
-            "flotilla_hub_orphans{kind=\"behind\",decision=\"undecided\"} 1",
+            "flotilla_hub_orphans{kind=\"behind\",decision=\"undecided\"} 0",
+            "flotilla_hub_orphans{kind=\"incarnation\",decision=\"undecided\"} 2",
             "flotilla_hub_orphans{kind=\"work\",decision=\"keep\"} 0",
         ] {
             assert!(
@@ -252,7 +300,7 @@ impl Scene {
         assert!(
             page.contains(
                 r#"<div class="banner" id="banner" role="alert">Recovery window open since"#
-            ) && page.contains("4 orphan(s) undecided, 0 decided, on 2 cluster(s)"),
+            ) && page.contains("5 orphan(s) undecided, 0 decided, on 2 cluster(s)"),
             "{page}"
         );
     }
@@ -280,7 +328,7 @@ impl Scene {
         );
         let early = flotilla(g, &["recovery", "finish"]).await;
         assert!(
-            !early.ok && early.stderr.contains("4 orphan(s) are undecided"),
+            !early.ok && early.stderr.contains("5 orphan(s) are undecided"),
             "finish must be refused while orphans are undecided: {}",
             early.stderr
         );
@@ -339,7 +387,7 @@ impl Scene {
         // Once gone or reverted, their records are settled; the kept ones stay.
         flotilla_testkit::eventually(SOON, "sim-0001's orphans settled", || {
             let mut recovery = self.recovery.clone();
-            async move { (list(&mut recovery).await.len() == 2).then_some(()) }
+            async move { (list(&mut recovery).await.len() == 3).then_some(()) }
         })
         .await;
         let finished = flotilla(g, &["recovery", "finish"]).await;
@@ -364,8 +412,13 @@ impl Scene {
             Some("new"),
             "kept: the spoke's incarnation stays after the window"
         );
+        assert_eq!(
+            value(&mut works, "sim-0002", "twin").await.as_deref(),
+            Some("new"),
+            "kept: the spoke's incarnation at the store's generation stays after the window"
+        );
         let after = list(&mut self.recovery.clone()).await;
-        assert_eq!(after.len(), 2, "{after:?}");
+        assert_eq!(after.len(), 3, "{after:?}");
         assert!(after.iter().all(|o| o.decision() == OrphanDecision::Keep));
         let metrics = http_get(&self.hub.metrics, "/metrics").await;
         assert!(

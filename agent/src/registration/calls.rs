@@ -108,17 +108,19 @@ pub(super) struct ResyncCall {
 
 impl ResyncCall {
     /// The resync: `first`, and when the hub asks for it (its digest differs) the full map
-    /// `versions`. The time is the last request's.
+    /// `versions` with the works' `uids`. The time is the last request's.
     pub(super) async fn run(
         self,
         first: SpecResyncRequest,
         versions: std::collections::HashMap<String, i64>,
+        uids: std::collections::HashMap<String, String>,
     ) -> Timed<Result<SpecResyncResponse, ResyncFailed>> {
         let answer = Timed::of(self.send(&first)).await;
         match answer.answer {
             Ok(r) if r.send_versions => {
                 let full = SpecResyncRequest {
                     versions,
+                    uids,
                     digest: String::new(),
                     ..first
                 };

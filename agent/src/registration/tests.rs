@@ -4,13 +4,19 @@ use std::time::Duration;
 #[test]
 fn a_resync_of_a_few_works_sends_the_map_at_once_and_of_many_the_digest_first() {
     let map = |n: usize| (0..n).map(|i| (format!("w{i}"), 1)).collect();
-    let few = first_resync_request("c1", &map(FULL_MAP_AT_MOST));
+    let uids = |n: usize| (0..n).map(|i| (format!("w{i}"), format!("u{i}"))).collect();
+    let few = first_resync_request("c1", &map(FULL_MAP_AT_MOST), &uids(FULL_MAP_AT_MOST));
     assert_eq!(few.versions.len(), FULL_MAP_AT_MOST);
+    assert_eq!(few.uids.len(), FULL_MAP_AT_MOST, "the uids go with the map");
     assert!(few.digest.is_empty() && few.takes_busy && few.takes_specs);
-    let none = first_resync_request("c1", &map(0));
+    let none = first_resync_request("c1", &map(0), &uids(0));
     assert!(none.versions.is_empty() && none.digest.is_empty());
-    let many = first_resync_request("c1", &map(FULL_MAP_AT_MOST + 1));
-    assert!(many.versions.is_empty() && !many.digest.is_empty());
+    let many = first_resync_request(
+        "c1",
+        &map(FULL_MAP_AT_MOST + 1),
+        &uids(FULL_MAP_AT_MOST + 1),
+    );
+    assert!(many.versions.is_empty() && many.uids.is_empty() && !many.digest.is_empty());
     assert!(many.takes_busy && many.takes_specs);
 }
 

@@ -21,17 +21,23 @@ pub(super) fn resync_wait(failures: u32) -> Duration {
         .min(Duration::from_secs(30))
 }
 
-/// The first request of a resync of `versions`: the whole map when it has at most
-/// [`FULL_MAP_AT_MOST`] entries, else only its digest.
+/// The first request of a resync of `versions` (and the works' `uids`, which go with the
+/// map): the whole map when it has at most [`FULL_MAP_AT_MOST`] entries, else only its digest.
 pub(super) fn first_resync_request(
     cluster: &str,
     versions: &std::collections::HashMap<String, i64>,
+    uids: &std::collections::HashMap<String, String>,
 ) -> SpecResyncRequest {
     let small = versions.len() <= FULL_MAP_AT_MOST;
     SpecResyncRequest {
         cluster_name: cluster.to_string(),
         versions: if small {
             versions.clone()
+        } else {
+            Default::default()
+        },
+        uids: if small {
+            uids.clone()
         } else {
             Default::default()
         },

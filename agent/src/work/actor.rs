@@ -65,6 +65,11 @@ impl WorkHandle {
         self.shared.generation.load(Ordering::Relaxed)
     }
 
+    /// The uid of the spec the actor holds ("" when the hub sent none).
+    pub fn uid(&self) -> String {
+        self.shared.uid()
+    }
+
     /// Whether the work is gone (deleted and confirmed to the hub).
     pub fn is_finished(&self) -> bool {
         self.shared.finished.load(Ordering::Relaxed)
@@ -158,9 +163,7 @@ pub(super) fn spawn(
 ) -> WorkHandle {
     let (tx, rx) = mpsc::channel(16);
     let shared = Arc::new(Shared::default());
-    shared
-        .generation
-        .store(generation_of(record.work.as_ref()), Ordering::Relaxed);
+    shared.hold(record.work.as_ref());
     let name = record
         .work
         .as_ref()
@@ -399,8 +402,8 @@ impl WorkActor {
         tracing::info!(generation = incoming, "applying a new generation");
         let receipt = self.receipt(incoming, held);
         super::condition_rules::clear(&mut self.status);
+        self.shared.hold(Some(&work));
         self.record.work = Some(work);
-        self.shared.generation.store(incoming, Ordering::Relaxed);
         self.parse();
         self.apply_acknowledged(receipt).await;
         self.refresh_and_publish(false).await;

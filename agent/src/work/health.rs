@@ -2,15 +2,17 @@
 //! its last finished step, so the manager can tell a stalled actor ([`Stall`]) from a busy one;
 //! and the `works` gauge, held for as long as the actor's task lives.
 
-use std::sync::atomic::{AtomicBool, AtomicI64};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// What a work's actor and its handle share: the generation held, whether the work is gone,
-/// and what the actor is busy with (for the manager's health check).
+/// What a work's actor and its handle share: the generation and uid held, whether the work is
+/// gone, and what the actor is busy with (for the manager's health check).
 #[derive(Default)]
 pub(super) struct Shared {
     pub(super) generation: AtomicI64,
+    /// The held spec's `metadata.uid` (the spec resync's `uids`): which incarnation it is.
+    uid: Mutex<String>,
     pub(super) finished: AtomicBool,
     busy: Mutex<Busy>,
 }
@@ -24,6 +26,19 @@ struct Busy {
 }
 
 impl Shared {
+    /// Notes the spec now held: its generation and uid.
+    pub(super) fn hold(&self, work: Option<&flotilla_api::v1::ManifestWork>) {
+        let meta = work.and_then(|w| w.metadata.as_ref());
+        self.generation
+            .store(meta.map_or(0, |m| m.generation), Ordering::Relaxed);
+        *self.uid.lock().expect("uid lock") = meta.map(|m| m.uid.clone()).unwrap_or_default();
+    }
+
+    /// The held spec's uid ("" when the hub sent none).
+    pub(super) fn uid(&self) -> String {
+        self.uid.lock().expect("uid lock").clone()
+    }
+
     pub(super) fn enter(&self, doing: &'static str) {
         *self.busy.lock().expect("busy lock") = Busy {
             doing: Some((doing, Instant::now())),

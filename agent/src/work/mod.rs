@@ -303,6 +303,17 @@ impl WorkManager {
             .collect()
     }
 
+    /// `{resourceid: uid}` of every work [`Self::versions`] holds whose uid is known (the spec
+    /// resync's `uids`: which incarnation of each work this agent runs).
+    pub fn uids(&self) -> HashMap<String, String> {
+        self.actors
+            .iter()
+            .filter(|(_, h)| !h.is_finished() && !h.is_dead())
+            .map(|(rid, h)| (rid.clone(), h.uid()))
+            .filter(|(_, uid)| !uid.is_empty())
+            .collect()
+    }
+
     /// The health check of the works' actors (on the agent's status tick): an actor whose task
     /// ended without finishing its work (a panic) is started again from its saved record; one
     /// whose current step has run for over [`WorkConfig::stall_after`] is reported (once per stall),

@@ -18,18 +18,19 @@ pub enum RecoveryWhat {
     /// (kind Work).
     Delete(Choice),
     /// Have the spoke keep these orphans: the hub never tells it to delete them (kind Work),
-    /// or it keeps its own spec until the work is next updated (kinds Ahead and Behind).
+    /// or it keeps its own spec until the work is next updated (kinds Ahead, Behind and
+    /// Incarnation).
     Keep(Choice),
-    /// Send the store's spec again (above the generation the spoke holds, for kind Ahead), or
-    /// let the store's deletion go; for works the spoke holds other than the store (kinds Ahead
-    /// and Behind).
+    /// Send the store's spec again (above the generation the spoke holds, for kinds Ahead and
+    /// Incarnation), or let the store's deletion go; for works the spoke holds other than the
+    /// store (kinds Ahead, Behind and Incarnation).
     Revert(Choice),
     /// Take a decision back (the orphans are undecided again).
     Undecide(Choice),
     /// Close the window; refused while orphans are undecided, unless told what they become.
     Finish {
         /// The store wins: undecided orphans are deleted on their spokes (kind Work) or
-        /// reverted to the store's spec (kinds Ahead and Behind).
+        /// reverted to the store's spec (kinds Ahead, Behind and Incarnation).
         #[arg(long, conflicts_with = "keep_orphans")]
         delete_orphans: bool,
         /// Undecided orphans are kept on their spokes.

@@ -43,6 +43,7 @@ pub fn kind(k: OrphanKind) -> &'static str {
         OrphanKind::Work => "Work",
         OrphanKind::Ahead => "Ahead",
         OrphanKind::Behind => "Behind",
+        OrphanKind::Incarnation => "Incarnation",
     }
 }
 
@@ -84,7 +85,9 @@ impl Kind for Orphan {
             self.agent_generation.to_string(),
             match self.kind() {
                 OrphanKind::Work => "-".into(),
-                OrphanKind::Ahead | OrphanKind::Behind => self.store_generation.to_string(),
+                OrphanKind::Ahead | OrphanKind::Behind | OrphanKind::Incarnation => {
+                    self.store_generation.to_string()
+                }
             },
             decision(self.decision()).into(),
             first_seen(self),

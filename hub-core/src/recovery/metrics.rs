@@ -12,16 +12,18 @@ use prometheus_client::metrics::gauge::ConstGauge;
 /// Labels of the orphans gauge.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OrphanLabels {
-    /// `work` (the store lacks it) or `ahead` (the store's is older).
+    /// `work` (the store lacks it), `ahead` (the store's is older), `behind` (newer, or being
+    /// deleted) or `incarnation` (another one).
     kind: String,
     /// `undecided`, `delete`, `keep`, `revert`.
     decision: String,
 }
 
-const KINDS: [(OrphanKind, &str); 3] = [
+const KINDS: [(OrphanKind, &str); 4] = [
     (OrphanKind::Work, "work"),
     (OrphanKind::Ahead, "ahead"),
     (OrphanKind::Behind, "behind"),
+    (OrphanKind::Incarnation, "incarnation"),
 ];
 
 const DECISIONS: [(OrphanDecision, &str); 4] = [

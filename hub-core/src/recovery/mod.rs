@@ -320,6 +320,12 @@ impl Recovery {
         })
     }
 
+    /// How many orphan records the fleet has (no copy of them), for [`rules::MAX_ORPHANS`].
+    pub fn total(&self) -> usize {
+        let index = self.inner.index.read().expect("orphan index");
+        index.values().map(|c| c.len()).sum()
+    }
+
     /// How many orphan records `cluster` has (no copy of them).
     pub fn count(&self, cluster: &str) -> usize {
         let index = self.inner.index.read().expect("orphan index");
@@ -535,7 +541,9 @@ impl Recovery {
             Some((o, _)) if o.name == name => return,
             Some(found) => found,
             None if self.is_open() => {
-                if self.count(cluster) >= rules::MAX_ORPHANS_PER_CLUSTER {
+                if self.count(cluster) >= rules::MAX_ORPHANS_PER_CLUSTER
+                    || self.total() >= rules::MAX_ORPHANS
+                {
                     return;
                 }
                 let fresh = Orphan {
@@ -688,7 +696,12 @@ impl Recovery {
                 return Err(RecoveryError::Undecided(count));
             }
             for cluster in &open {
-                for kind in [OrphanKind::Work, OrphanKind::Ahead, OrphanKind::Behind] {
+                for kind in [
+                    OrphanKind::Work,
+                    OrphanKind::Ahead,
+                    OrphanKind::Behind,
+                    OrphanKind::Incarnation,
+                ] {
                     let ids: Vec<String> = self
                         .of_cluster(cluster)
                         .into_values()

@@ -1,6 +1,7 @@
 //! The recovery window's rules (pure): what a spoke is told to delete or sent again, what
-//! becomes an orphan (a work the store lacks, or holds older than the spoke), which orphan
-//! records are settled, which decisions fit which orphan, and what the resync digest covers.
+//! becomes an orphan (a work the store lacks, holds older or newer than the spoke, or holds as
+//! another incarnation), which orphan records are settled, which decisions fit which orphan,
+//! and what the resync digest covers.
 
 use flotilla_api::v1::{Orphan, OrphanDecision, OrphanKind};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -8,6 +9,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 /// Orphans one cluster may have recorded; strangers past it are withheld but not recorded (a
 /// spoke cannot make the hub store without bound).
 pub const MAX_ORPHANS_PER_CLUSTER: usize = 1000;
+
+/// Orphans the whole fleet may have recorded (a 10,000-cluster fleet restored from a backup a
+/// day old, ~10 works added per cluster; records of ~150 B: ~15 MiB in every hub's memory).
+/// Past it strangers are withheld but not recorded, as past [`MAX_ORPHANS_PER_CLUSTER`]. Each
+/// hub checks against the records it has seen, so hubs recording at once may pass it by a few
+/// resyncs' worth.
+pub const MAX_ORPHANS: usize = 100_000;
 
 /// Orphans whose status a resync answer asks the agent to publish again (their names come
 /// from it); the rest at the next resync.
@@ -18,12 +26,12 @@ pub const REPUBLISH_PER_ANSWER: usize = 100;
 pub struct Stranger {
     /// Its resource id.
     pub id: String,
-    /// Missing from the store (`Work`), older there (`Ahead`) or newer or being deleted there
-    /// (`Behind`).
+    /// Missing from the store (`Work`), older there (`Ahead`), newer or being deleted there
+    /// (`Behind`), or another incarnation there (`Incarnation`).
     pub kind: OrphanKind,
     /// The generation the agent holds.
     pub agent_generation: i64,
-    /// The store's generation (`Ahead`, `Behind`; 0 otherwise).
+    /// The store's generation (0 for `Work`).
     pub store_generation: i64,
 }
 
@@ -39,16 +47,37 @@ pub struct Answer {
     /// holds the work, the store has it again, or the store's generation caught up. Removed;
     /// the id is considered afresh at the next resync.
     pub settle: Vec<String>,
-    /// `Ahead` orphans decided `Revert`: the store's spec is sent again above the generation
-    /// the agent holds (`(id, held)`).
+    /// The store's spec sent again above the generation the agent holds (`(id, held)`):
+    /// `Ahead` and `Incarnation` orphans decided `Revert`, and another incarnation the spoke
+    /// holds while no window covers the cluster (the store wins).
     pub revert: Vec<(String, i64)>,
     /// Strangers left unrecorded for want of room ([`MAX_ORPHANS_PER_CLUSTER`]): withheld, and
     /// the resync does not count as the cluster's first since the recovery (so they stay
     /// withheld after the window closes, until decided records make room).
     pub overflow: bool,
     /// Ids whose store spec (or deletion) is not sent again while the window covers the
-    /// cluster: `Behind` ones undecided or kept, or seen now.
+    /// cluster: `Behind` and `Incarnation` ones undecided or kept, or seen now.
     pub hold: Vec<String>,
+}
+
+/// The ids of `agent` (the uids of the works an agent holds) whose uid is not the store's
+/// (`store`): the spoke runs another incarnation of the work (deleted and created again under
+/// its name). Only where both sides know a uid: agents before uids send none, and records of
+/// a store before uids may lack one.
+pub fn other_incarnations<'a>(
+    agent: &HashMap<String, String>,
+    store: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> BTreeSet<String> {
+    store
+        .into_iter()
+        .filter(|(id, uid)| {
+            !uid.is_empty()
+                && agent
+                    .get(*id)
+                    .is_some_and(|held| !held.is_empty() && held != uid)
+        })
+        .map(|(id, _)| id.to_string())
+        .collect()
 }
 
 /// An orphan record as [`answer`] reads it.
@@ -56,35 +85,37 @@ pub type Known = BTreeMap<String, (OrphanKind, OrphanDecision)>;
 
 /// The answer to an agent's full map, from `deletes` (ids it holds that the store lacks, as
 /// `resync_diff` gives them), the generations it holds (`agent`), the store's generations
-/// (`store`) and which of those it is deleting (`deleting`), whether the window covers the
-/// cluster (`open`), and the cluster's orphan records (`known`). With the window closed and no
-/// record this is `deletes` unchanged: the hub's behaviour without a restore.
+/// (`store`), which of those it is deleting (`deleting`) and which the spoke holds as another
+/// incarnation (`other`, [`other_incarnations`]), whether the window covers the cluster
+/// (`open`), and the cluster's orphan records (`known`). With the window closed, no record
+/// and no other incarnation this is `deletes` unchanged: the hub's behaviour without a
+/// restore.
 pub fn answer(
     open: bool,
     deletes: Vec<String>,
     agent: &HashMap<String, i64>,
     store: &BTreeMap<String, i64>,
     deleting: &BTreeSet<String>,
+    other: &BTreeSet<String>,
     known: &Known,
 ) -> Answer {
     let strangers: BTreeSet<&str> = deletes.iter().map(String::as_str).collect();
-    let held_against = |pick: fn(i64, i64, bool) -> bool| -> BTreeMap<&str, (i64, i64)> {
-        agent
-            .iter()
-            .filter_map(|(id, held)| {
-                let stored = *store.get(id)?;
-                pick(*held, stored, deleting.contains(id)).then_some((id.as_str(), (*held, stored)))
-            })
-            .collect()
-    };
-    let ahead = held_against(|held, stored, deleting| !deleting && stored < held);
-    let behind = held_against(|held, stored, deleting| deleting || stored > held);
+    // Generations compare only within one incarnation: another one is judged by its uid.
+    let same = |id: &str| !other.contains(id);
+    let ahead = held_where(agent, store, |id, held, stored| {
+        same(id) && !deleting.contains(id) && stored < held
+    });
+    let behind = held_where(agent, store, |id, held, stored| {
+        same(id) && (deleting.contains(id) || stored > held)
+    });
+    let reborn = held_where(agent, store, |id, _, _| !same(id));
     let settle = known
         .iter()
         .filter(|(id, (kind, _))| match kind {
             OrphanKind::Work => !strangers.contains(id.as_str()),
             OrphanKind::Ahead => !ahead.contains_key(id.as_str()),
             OrphanKind::Behind => !behind.contains_key(id.as_str()),
+            OrphanKind::Incarnation => !reborn.contains_key(id.as_str()),
         })
         .map(|(id, _)| id.clone())
         .collect();
@@ -102,17 +133,11 @@ pub fn answer(
             // window, never a record key (a hostile id could be any length).
             None if open && !resource_id_shaped(&id) => {}
             None if open => {
-                if out.record.len() < room {
-                    let agent_generation = agent.get(&id).copied().unwrap_or_default();
-                    out.record.push(Stranger {
-                        id,
-                        kind: OrphanKind::Work,
-                        agent_generation,
-                        store_generation: 0,
-                    });
-                } else {
-                    out.overflow = true;
-                }
+                let agent_generation = agent.get(&id).copied().unwrap_or_default();
+                out.record_within(
+                    room,
+                    Stranger::new(id, OrphanKind::Work, agent_generation, 0),
+                );
             }
             None => out.delete.push(id),
         }
@@ -124,42 +149,103 @@ pub fn answer(
             }
             Some(_) => {}
             // Outside the window the hub does as it always did: nothing.
-            None if open && out.record.len() < room => out.record.push(Stranger {
-                id: id.to_string(),
-                kind: OrphanKind::Ahead,
-                agent_generation: held,
-                store_generation: stored,
-            }),
-            None if open => out.overflow = true,
-            None => {}
-        }
-    }
-    for (id, (held, stored)) in behind {
-        match known.get(id) {
-            // Reverted: the resync diff sends the store's spec (or its deletion).
-            Some((OrphanKind::Behind, OrphanDecision::Revert)) => {}
-            Some((OrphanKind::Behind, _)) => out.hold.push(id.to_string()),
-            // A record of another kind, settled above: judged afresh at the next resync.
-            Some(_) if open => out.hold.push(id.to_string()),
-            Some(_) => {}
             None if open => {
-                out.hold.push(id.to_string());
-                if out.record.len() < room {
-                    out.record.push(Stranger {
-                        id: id.to_string(),
-                        kind: OrphanKind::Behind,
-                        agent_generation: held,
-                        store_generation: stored,
-                    });
-                } else {
-                    out.overflow = true;
-                }
+                out.record_within(room, Stranger::new(id, OrphanKind::Ahead, held, stored));
             }
-            // Outside the window the store's spec goes as always.
             None => {}
         }
     }
+    out.held_other(open, known, room, OrphanKind::Behind, behind);
+    out.held_other(open, known, room, OrphanKind::Incarnation, reborn);
     out
+}
+
+impl Stranger {
+    fn new(id: impl Into<String>, kind: OrphanKind, held: i64, stored: i64) -> Self {
+        Self {
+            id: id.into(),
+            kind,
+            agent_generation: held,
+            store_generation: stored,
+        }
+    }
+}
+
+impl Answer {
+    /// Records `stranger` when the cluster's records have room left (`room`), else overflows.
+    fn record_within(&mut self, room: usize, stranger: Stranger) {
+        if self.record.len() < room {
+            self.record.push(stranger);
+        } else {
+            self.overflow = true;
+        }
+    }
+
+    /// Works the store has that the spoke holds other than it (`held`: id → (held, stored)):
+    /// older or being deleted (`Behind`), or another incarnation (`Incarnation`). In the
+    /// window, and while a record of the kind stands undecided or kept, the store's spec is
+    /// held back; reverted, it goes — by the resync diff for `Behind` (above the spoke's
+    /// generation already), above the spoke's generation for `Incarnation`. Outside the
+    /// window with no record the store's goes as always; another incarnation is replaced
+    /// above the spoke's generation (at or below it the agent would take the spec for one it
+    /// has).
+    fn held_other(
+        &mut self,
+        open: bool,
+        known: &Known,
+        room: usize,
+        kind: OrphanKind,
+        held: BTreeMap<&str, (i64, i64)>,
+    ) {
+        let reborn = kind == OrphanKind::Incarnation;
+        for (id, (held, stored)) in held {
+            match known.get(id) {
+                // Reverted: `Incarnation` above the spoke's generation; `Behind` by the resync
+                // diff (the store's is above the spoke's already).
+                Some((k, OrphanDecision::Revert)) if *k == kind && reborn => {
+                    self.revert.push((id.to_string(), held));
+                }
+                Some((k, OrphanDecision::Revert)) if *k == kind => {}
+                Some((k, _)) if *k == kind => self.hold.push(id.to_string()),
+                // A record of another kind, settled above: judged afresh at the next resync.
+                Some(_) if open => self.hold.push(id.to_string()),
+                Some(_) => {}
+                None if open => {
+                    self.hold.push(id.to_string());
+                    self.record_within(room, Stranger::new(id, kind, held, stored));
+                }
+                None if reborn => self.revert.push((id.to_string(), held)),
+                None => {}
+            }
+        }
+    }
+}
+
+/// Keeps `answer`'s new records within the fleet's room ([`MAX_ORPHANS`]), `recorded` being
+/// the records the fleet has: the rest are withheld unrecorded, and the answer overflows (the
+/// cluster stays covered by the window until a later resync records them).
+pub fn within_fleet(answer: &mut Answer, recorded: usize) {
+    let room = MAX_ORPHANS.saturating_sub(recorded);
+    if answer.record.len() > room {
+        answer.record.truncate(room);
+        answer.overflow = true;
+    }
+}
+
+/// The works the agent holds that the store has, picked by `pick(id, held, stored)`:
+/// id → (held, stored).
+fn held_where<'a>(
+    agent: &'a HashMap<String, i64>,
+    store: &BTreeMap<String, i64>,
+    pick: impl Fn(&str, i64, i64) -> bool,
+) -> BTreeMap<&'a str, (i64, i64)> {
+    agent
+        .iter()
+        .filter_map(|(id, held)| {
+            let stored = *store.get(id)?;
+            pick(id, *held, stored).then_some((id.as_str(), (*held, stored)))
+        })
+        .collect()
 }
 
 /// Whether `id` can be a resource id: a UUID in its hyphenated lowercase form, as
@@ -182,8 +268,9 @@ pub fn orphan_name_ok(name: &str) -> bool {
         && edge(name.chars().last())
 }
 
-/// `Behind` records whose work the store changed since they were recorded (`store`: its
-/// generations now): the operator's newer spec goes to the spoke, so the record is settled.
+/// `Behind` and `Incarnation` records whose work the store changed since they were recorded
+/// (`store`: its generations now): the operator's newer spec goes to the spoke, so the record
+/// is settled.
 pub fn changed_since(
     records: &BTreeMap<String, Orphan>,
     store: &BTreeMap<String, i64>,
@@ -191,7 +278,7 @@ pub fn changed_since(
     records
         .iter()
         .filter(|(id, o)| {
-            o.kind() == OrphanKind::Behind
+            matches!(o.kind(), OrphanKind::Behind | OrphanKind::Incarnation)
                 && store.get(*id).is_some_and(|g| *g != o.store_generation)
         })
         .map(|(id, _)| id.clone())
@@ -213,6 +300,10 @@ pub fn allowed(kind: OrphanKind, decision: OrphanDecision) -> Result<(), &'stati
             "the store has this work (newer, or being deleted): revert it to send the store's, \
              or keep the spoke's (to remove it, delete the work through the API)",
         ),
+        (OrphanKind::Incarnation, OrphanDecision::Delete) => Err(
+            "the store has another incarnation of this work: revert it to send the store's, or \
+             keep the spoke's (to remove it, delete the work through the API)",
+        ),
         _ => Ok(()),
     }
 }
@@ -221,7 +312,10 @@ pub fn allowed(kind: OrphanKind, decision: OrphanDecision) -> Result<(), &'stati
 /// (`--delete-orphans`: the store wins — strangers are deleted, works ahead reverted).
 pub fn on_finish(kind: OrphanKind, undecided: OrphanDecision) -> OrphanDecision {
     match (kind, undecided) {
-        (OrphanKind::Ahead | OrphanKind::Behind, OrphanDecision::Delete) => OrphanDecision::Revert,
+        (
+            OrphanKind::Ahead | OrphanKind::Behind | OrphanKind::Incarnation,
+            OrphanDecision::Delete,
+        ) => OrphanDecision::Revert,
         _ => undecided,
     }
 }
@@ -260,16 +354,16 @@ pub fn digest_versions<'a>(
 }
 
 /// The works whose store spec no re-send of an unconfirmed spec may carry while these records
-/// stand (only a resync answer decides them): a `Behind` one unless reverted (the spoke may
-/// run a newer incarnation than the restored spec), and every `Ahead` one (the store's spec is
-/// older than the spoke's; a revert goes above it on its own path).
+/// stand (only a resync answer decides them): a `Behind` or `Incarnation` one unless reverted
+/// (the spoke may run a newer incarnation than the restored spec), and every `Ahead` one (the
+/// store's spec is older than the spoke's; a revert goes above it on its own path).
 pub fn held_from_resend(known: &Known) -> BTreeSet<String> {
     known
         .iter()
         .filter(|(_, (kind, decision))| match kind {
-            OrphanKind::Behind => *decision != OrphanDecision::Revert,
+            OrphanKind::Behind | OrphanKind::Incarnation => *decision != OrphanDecision::Revert,
             OrphanKind::Ahead => true,
-            _ => false,
+            OrphanKind::Work => false,
         })
         .map(|(id, _)| id.clone())
         .collect()
@@ -277,12 +371,13 @@ pub fn held_from_resend(known: &Known) -> BTreeSet<String> {
 
 /// The digest rule for a cluster with orphan records `known`.
 pub fn digest(known: &BTreeMap<String, Orphan>) -> Digest {
-    // A kept `Behind` work is held at the spoke's generation below the store's: only the full
-    // map tells whether it still is.
-    if known
-        .values()
-        .any(|o| o.decision() != OrphanDecision::Keep || o.kind() == OrphanKind::Behind)
-    {
+    // A kept `Behind` work is held at the spoke's generation below the store's, a kept
+    // `Incarnation` under another uid (which the digest does not cover): only the full map
+    // tells whether it still is.
+    if known.values().any(|o| {
+        o.decision() != OrphanDecision::Keep
+            || matches!(o.kind(), OrphanKind::Behind | OrphanKind::Incarnation)
+    }) {
         return Digest::Full;
     }
     Digest::With(

@@ -43,18 +43,32 @@ impl Actor {
     /// are sent again above the agent's generation; records the agent no longer needs are
     /// settled. Also the orphans whose status the agent is asked to publish again (their
     /// names are not known yet), and takes out of `resend` the works whose store spec the
-    /// window holds back (the spoke holds them older: maybe a newer incarnation).
+    /// window holds back (the spoke holds them older, or under another uid: maybe a newer
+    /// incarnation). A work the agent holds under another uid than the store's (`uids`) is
+    /// another incarnation whatever the generations: an orphan in the window, else replaced
+    /// by the store's above the agent's generation.
     pub(super) async fn withhold(
         &mut self,
         strangers: Vec<String>,
         resend: &mut Vec<String>,
         versions: &HashMap<String, i64>,
+        uids: &HashMap<String, String>,
         hub: &BTreeMap<String, work_rules::HubVersion>,
     ) -> (Vec<String>, Vec<String>) {
         let recovery = self.shared.recovery.clone();
         let unseen = self.unseen_recovery();
         let open = recovery.is_open() || unseen.is_some();
-        if !open && !recovery.has_orphans(&self.name) {
+        let store_uids: Vec<(String, &str)> = self
+            .works
+            .values()
+            .filter_map(|e| {
+                let m = e.work.metadata.as_ref()?;
+                Some((work_rules::resource_id_of(Some(m)), m.uid.as_str()))
+            })
+            .collect();
+        let other =
+            rules::other_incarnations(uids, store_uids.iter().map(|(id, uid)| (id.as_str(), *uid)));
+        if !open && other.is_empty() && !recovery.has_orphans(&self.name) {
             return (strangers, Vec::new());
         }
         let store: BTreeMap<String, i64> = hub
@@ -70,7 +84,11 @@ impl Actor {
         let changed = rules::changed_since(&recovery.of_cluster(&self.name), &store);
         recovery.settle(&self.name, &changed).await;
         let known = recovery.known(&self.name);
-        let answer = rules::answer(open, strangers, versions, &store, &deleting, &known);
+        let mut answer =
+            rules::answer(open, strangers, versions, &store, &deleting, &other, &known);
+        if !answer.record.is_empty() {
+            rules::within_fleet(&mut answer, recovery.total());
+        }
         if !answer.hold.is_empty() {
             let hold: BTreeSet<&String> = answer.hold.iter().collect();
             resend.retain(|id| !hold.contains(id));
@@ -119,9 +137,10 @@ impl Actor {
             .collect()
     }
 
-    /// Sends the store's spec of work `name` again above generation `held` (an `Ahead` orphan
-    /// decided `Revert`): stored at `held + 1`, then published; a failure is tried again at
-    /// the next resync (the record stays until the spoke holds the store's generation).
+    /// Sends the store's spec of work `name` again above generation `held` (an `Ahead` or
+    /// `Incarnation` orphan decided `Revert`, or another incarnation with no window): stored at
+    /// `held + 1`, then published (a store spec already above `held` goes with the resync's
+    /// re-sends); a failure is tried again at the next resync.
     async fn revert(&mut self, name: &str, held: i64) {
         let Some(e) = self.works.get(name) else {
             return;
@@ -145,7 +164,7 @@ impl Actor {
                     e.delivery.restart(self.shared.config.work_resend_after);
                 }
                 self.publish_work(name).await;
-                tracing::info!(work = %name, generation, "orphan reverted: the store's spec sent again above the spoke's generation");
+                tracing::info!(work = %name, generation, "the store's spec sent again above the spoke's generation (an orphan reverted, or another incarnation replaced)");
             }
             Err(e) => {
                 tracing::warn!(work = %name, error = %e, "reverting an orphan failed; the next resync tries again");

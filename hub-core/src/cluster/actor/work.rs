@@ -520,13 +520,14 @@ impl Actor {
             })
             .collect();
         if !request.digest.is_empty() && request.versions.is_empty() {
-            // Digest first: with nothing being deleted, equal digests mean equal works.
+            // Digest first: with nothing being deleted, equal digests mean equal generations.
+            // The cluster's first resync since a recovery always sends its map: the digest
+            // does not cover uids, and the spoke may hold another incarnation of a work at the
+            // restored generation.
             let deleting = hub.values().any(|v| v.deleting);
-            let in_sync = !deleting && self.digest_matches(&hub, &request.digest);
-            // Equal works hold no stranger: the cluster's first resync since a recovery.
-            if in_sync && let Some(id) = self.unseen_recovery() {
-                self.resynced_since(id).await;
-            }
+            let in_sync = !deleting
+                && self.unseen_recovery().is_none()
+                && self.digest_matches(&hub, &request.digest);
             let resp = SpecResyncResponse {
                 send_versions: !in_sync,
                 resync_period_seconds: self.resync_period_seconds(),
@@ -543,7 +544,13 @@ impl Actor {
                 .collect();
         let (mut resend, strangers) = work_rules::resync_diff(&hub, &request.versions, &held_back);
         let (deleted, republish) = self
-            .withhold(strangers, &mut resend, &request.versions, &hub)
+            .withhold(
+                strangers,
+                &mut resend,
+                &request.versions,
+                &request.uids,
+                &hub,
+            )
             .await;
         let by_id = self.names_by_id();
         // An agent that takes them gets the specs in the answer, up to a budget that keeps the

@@ -54,6 +54,7 @@ fn in_the_window_strangers_become_orphans_and_nothing_is_deleted() {
         &agent(&[(&r1, 3), (&r2, 1), ("w", 1)]),
         &store(&[("w", 1)]),
         &BTreeSet::new(),
+        &BTreeSet::new(),
         &Known::new(),
     );
     assert_eq!(a.delete, Vec::<String>::new());
@@ -73,6 +74,7 @@ fn an_id_that_is_no_resource_id_is_withheld_but_never_recorded_and_names_are_wor
         ],
         &agent(&[(&rid(1), 1), (&long, 1)]),
         &store(&[]),
+        &BTreeSet::new(),
         &BTreeSet::new(),
         &Known::new(),
     );
@@ -111,6 +113,7 @@ fn decided_orphans_are_deleted_or_kept_window_or_not() {
             &held,
             &store(&[]),
             &BTreeSet::new(),
+            &BTreeSet::new(),
             &k,
         );
         assert_eq!(a.delete, ids(&["del"]), "open: {open}");
@@ -127,6 +130,7 @@ fn a_closed_window_deletes_strangers_it_has_no_record_of() {
         &agent(&[("new", 1), ("keep", 1)]),
         &store(&[]),
         &BTreeSet::new(),
+        &BTreeSet::new(),
         &known(&[("keep", OrphanDecision::Keep)]),
     );
     assert_eq!(a.delete, ids(&["new"]));
@@ -140,6 +144,7 @@ fn records_the_agent_no_longer_holds_or_the_store_has_again_are_settled() {
         ids(&["still"]),
         &agent(&[("still", 1), ("back", 2)]),
         &store(&[("back", 2)]),
+        &BTreeSet::new(),
         &BTreeSet::new(),
         &known(&[
             ("gone", OrphanDecision::Delete),
@@ -156,7 +161,15 @@ fn a_spoke_cannot_make_the_hub_record_without_bound() {
     let strangers: Vec<String> = (0..MAX_ORPHANS_PER_CLUSTER + 50).map(rid).collect();
     let held: HashMap<String, i64> = strangers.iter().map(|s| (s.clone(), 1)).collect();
     let k = known(&[(&rid(0), OrphanDecision::Undecided)]);
-    let a = answer(true, strangers, &held, &store(&[]), &BTreeSet::new(), &k);
+    let a = answer(
+        true,
+        strangers,
+        &held,
+        &store(&[]),
+        &BTreeSet::new(),
+        &BTreeSet::new(),
+        &k,
+    );
     assert_eq!(a.record.len(), MAX_ORPHANS_PER_CLUSTER - 1);
     assert!(
         a.delete.is_empty(),
@@ -171,6 +184,7 @@ fn a_spoke_cannot_make_the_hub_record_without_bound() {
         vec![rid(1)],
         &agent(&[(&rid(1), 1)]),
         &store(&[]),
+        &BTreeSet::new(),
         &BTreeSet::new(),
         &k,
     );
@@ -226,6 +240,7 @@ fn in_the_window_a_work_the_spoke_holds_newer_is_recorded_ahead_and_nothing_is_r
         &held,
         &stored,
         &BTreeSet::new(),
+        &BTreeSet::new(),
         &Known::new(),
     );
     assert_eq!(
@@ -242,6 +257,7 @@ fn in_the_window_a_work_the_spoke_holds_newer_is_recorded_ahead_and_nothing_is_r
         &held,
         &stored,
         &BTreeSet::new(),
+        &BTreeSet::new(),
         &Known::new(),
     );
     assert_eq!(closed, Answer::default());
@@ -254,11 +270,27 @@ fn an_ahead_orphan_is_reverted_only_when_decided_and_settles_once_the_store_catc
     let mut k = Known::new();
     for d in [OrphanDecision::Undecided, OrphanDecision::Keep] {
         k.insert("up".into(), (OrphanKind::Ahead, d));
-        let a = answer(true, Vec::new(), &held, &stored, &BTreeSet::new(), &k);
+        let a = answer(
+            true,
+            Vec::new(),
+            &held,
+            &stored,
+            &BTreeSet::new(),
+            &BTreeSet::new(),
+            &k,
+        );
         assert_eq!(a, Answer::default(), "{d:?}");
     }
     k.insert("up".into(), (OrphanKind::Ahead, OrphanDecision::Revert));
-    let a = answer(false, Vec::new(), &held, &stored, &BTreeSet::new(), &k);
+    let a = answer(
+        false,
+        Vec::new(),
+        &held,
+        &stored,
+        &BTreeSet::new(),
+        &BTreeSet::new(),
+        &k,
+    );
     assert_eq!(a.revert, vec![("up".to_string(), 3)]);
     // Reverted to generation 4: the spoke holds 3, below the store — settled (and re-sent by
     // the resync diff, not here).
@@ -268,13 +300,22 @@ fn an_ahead_orphan_is_reverted_only_when_decided_and_settles_once_the_store_catc
         &held,
         &store(&[("up", 4)]),
         &BTreeSet::new(),
+        &BTreeSet::new(),
         &k,
     );
     assert_eq!(a.settle, ids(&["up"]));
     assert!(a.revert.is_empty() && a.record.is_empty());
     // The store deleted it meanwhile: the record settles, and the id is a stranger again at
     // the next resync (neither deleted nor recorded in this one).
-    let a = answer(true, ids(&["up"]), &held, &store(&[]), &BTreeSet::new(), &k);
+    let a = answer(
+        true,
+        ids(&["up"]),
+        &held,
+        &store(&[]),
+        &BTreeSet::new(),
+        &BTreeSet::new(),
+        &k,
+    );
     assert_eq!(a.settle, ids(&["up"]));
     assert!(a.delete.is_empty() && a.record.is_empty());
 }
@@ -340,7 +381,7 @@ proptest! {
             .filter(|(id, _)| !unknown.contains(*id))
             .map(|(id, g)| (id.clone(), g - 1))
             .collect();
-        let a = answer(false, deletes.clone(), &held, &stored, &BTreeSet::new(), &Known::new());
+        let a = answer(false, deletes.clone(), &held, &stored, &BTreeSet::new(), &BTreeSet::new(), &Known::new());
         prop_assert_eq!(a.delete, deletes);
         prop_assert!(a.record.is_empty() && a.settle.is_empty() && a.revert.is_empty());
     }
@@ -357,7 +398,7 @@ proptest! {
             .collect();
         let mut deletes: Vec<String> = held.keys().cloned().collect();
         deletes.sort();
-        let a = answer(true, deletes, &held, &store(&[]), &BTreeSet::new(), &known);
+        let a = answer(true, deletes, &held, &store(&[]), &BTreeSet::new(), &BTreeSet::new(), &known);
         for id in &a.delete {
             prop_assert_eq!(known.get(id), Some(&(OrphanKind::Work, OrphanDecision::Delete)));
         }
@@ -380,22 +421,54 @@ fn in_the_window_a_work_the_spoke_holds_older_or_the_store_deletes_is_held_back_
     let held = agent(&[("web", 1), ("gone", 2), ("same", 2)]);
     let stored = store(&[("web", 4), ("gone", 2), ("same", 2)]);
     let deleting: BTreeSet<String> = ["gone".to_string()].into();
-    let a = answer(true, Vec::new(), &held, &stored, &deleting, &Known::new());
+    let a = answer(
+        true,
+        Vec::new(),
+        &held,
+        &stored,
+        &deleting,
+        &BTreeSet::new(),
+        &Known::new(),
+    );
     assert_eq!(a.record, vec![behind("gone", 2, 2), behind("web", 1, 4)]);
     assert_eq!(a.hold, ids(&["gone", "web"]));
     // Outside the window the store's spec and deletion go as always.
-    let closed = answer(false, Vec::new(), &held, &stored, &deleting, &Known::new());
+    let closed = answer(
+        false,
+        Vec::new(),
+        &held,
+        &stored,
+        &deleting,
+        &BTreeSet::new(),
+        &Known::new(),
+    );
     assert_eq!(closed, Answer::default());
     // Undecided or kept: held back, window or not; reverted: sent (by the resync diff).
     let mut k = Known::new();
     for d in [OrphanDecision::Undecided, OrphanDecision::Keep] {
         k.insert("web".into(), (OrphanKind::Behind, d));
-        let a = answer(false, Vec::new(), &held, &stored, &BTreeSet::new(), &k);
+        let a = answer(
+            false,
+            Vec::new(),
+            &held,
+            &stored,
+            &BTreeSet::new(),
+            &BTreeSet::new(),
+            &k,
+        );
         assert_eq!(a.hold, ids(&["web"]), "{d:?}");
         assert!(a.record.is_empty() && a.settle.is_empty());
     }
     k.insert("web".into(), (OrphanKind::Behind, OrphanDecision::Revert));
-    let a = answer(false, Vec::new(), &held, &stored, &BTreeSet::new(), &k);
+    let a = answer(
+        false,
+        Vec::new(),
+        &held,
+        &stored,
+        &BTreeSet::new(),
+        &BTreeSet::new(),
+        &k,
+    );
     assert!(a.hold.is_empty());
     // Once the spoke holds the store's generation, the record settles.
     let a = answer(
@@ -403,6 +476,7 @@ fn in_the_window_a_work_the_spoke_holds_older_or_the_store_deletes_is_held_back_
         Vec::new(),
         &agent(&[("web", 4)]),
         &stored,
+        &BTreeSet::new(),
         &BTreeSet::new(),
         &k,
     );
@@ -445,4 +519,190 @@ fn a_re_send_leaves_alone_what_a_behind_or_ahead_record_holds_unless_reverted() 
     let held: Vec<String> = held_from_resend(&k).into_iter().collect();
     assert_eq!(held, ["ahead", "ahead-reverted", "behind", "kept"]);
     assert!(held_from_resend(&Known::new()).is_empty());
+}
+
+fn uids(ids: &[(&str, &str)]) -> HashMap<String, String> {
+    ids.iter()
+        .map(|(id, u)| (id.to_string(), u.to_string()))
+        .collect()
+}
+
+#[test]
+fn another_incarnation_is_told_by_its_uid_where_both_sides_know_one() {
+    let held = uids(&[("web", "B"), ("same", "A"), ("old", ""), ("gone", "C")]);
+    let store = [("web", "A"), ("same", "A"), ("old", "A"), ("blank", "")];
+    let other: Vec<String> = other_incarnations(&held, store).into_iter().collect();
+    assert_eq!(other, ["web"]);
+    // An agent before uids sends none: generations only.
+    assert!(other_incarnations(&HashMap::new(), store).is_empty());
+}
+
+#[test]
+fn in_the_window_another_incarnation_at_the_stores_generation_is_recorded_and_held() {
+    // "web" deleted and created again after the backup at the generation the store holds:
+    // equal generations, other uids. "up" is another incarnation ahead of the store's, "down"
+    // one behind it: the uid decides, not the generations.
+    let held = agent(&[("web", 1), ("up", 5), ("down", 1)]);
+    let stored = store(&[("web", 1), ("up", 2), ("down", 3)]);
+    let other: BTreeSet<String> = ["web", "up", "down"].map(String::from).into();
+    let a = answer(
+        true,
+        Vec::new(),
+        &held,
+        &stored,
+        &BTreeSet::new(),
+        &other,
+        &Known::new(),
+    );
+    let incarnation = |id: &str, held: i64, stored: i64| Stranger {
+        id: id.into(),
+        kind: OrphanKind::Incarnation,
+        agent_generation: held,
+        store_generation: stored,
+    };
+    assert_eq!(
+        a.record,
+        vec![
+            incarnation("down", 1, 3),
+            incarnation("up", 5, 2),
+            incarnation("web", 1, 1)
+        ]
+    );
+    assert_eq!(a.hold, ids(&["down", "up", "web"]));
+    assert!(a.delete.is_empty() && a.revert.is_empty());
+    // Without uids the same generations read as in sync (web), ahead (up) and behind (down).
+    let blind = answer(
+        true,
+        Vec::new(),
+        &held,
+        &stored,
+        &BTreeSet::new(),
+        &BTreeSet::new(),
+        &Known::new(),
+    );
+    assert_eq!(
+        blind
+            .record
+            .iter()
+            .map(|s| (s.id.as_str(), s.kind))
+            .collect::<Vec<_>>(),
+        [("up", OrphanKind::Ahead), ("down", OrphanKind::Behind)]
+    );
+}
+
+#[test]
+fn another_incarnation_is_kept_or_reverted_when_decided_and_replaced_without_a_window() {
+    let held = agent(&[("web", 1)]);
+    let stored = store(&[("web", 1)]);
+    let other: BTreeSet<String> = ["web".to_string()].into();
+    let mut k = Known::new();
+    for d in [OrphanDecision::Undecided, OrphanDecision::Keep] {
+        k.insert("web".into(), (OrphanKind::Incarnation, d));
+        for open in [true, false] {
+            let a = answer(
+                open,
+                Vec::new(),
+                &held,
+                &stored,
+                &BTreeSet::new(),
+                &other,
+                &k,
+            );
+            assert_eq!(a.hold, ids(&["web"]), "{d:?}");
+            assert!(a.record.is_empty() && a.revert.is_empty() && a.settle.is_empty());
+        }
+    }
+    k.insert(
+        "web".into(),
+        (OrphanKind::Incarnation, OrphanDecision::Revert),
+    );
+    let a = answer(
+        true,
+        Vec::new(),
+        &held,
+        &stored,
+        &BTreeSet::new(),
+        &other,
+        &k,
+    );
+    assert_eq!(a.revert, vec![("web".to_string(), 1)]);
+    assert!(a.hold.is_empty());
+    // Once the spoke holds the store's incarnation the record settles.
+    let a = answer(
+        true,
+        Vec::new(),
+        &agent(&[("web", 2)]),
+        &store(&[("web", 2)]),
+        &BTreeSet::new(),
+        &BTreeSet::new(),
+        &k,
+    );
+    assert_eq!(a.settle, ids(&["web"]));
+    // No window and no record: the store wins, above the spoke's generation.
+    let a = answer(
+        false,
+        Vec::new(),
+        &held,
+        &stored,
+        &BTreeSet::new(),
+        &other,
+        &Known::new(),
+    );
+    assert_eq!(a.revert, vec![("web".to_string(), 1)]);
+    assert!(a.record.is_empty() && a.hold.is_empty());
+    // Reverted or kept, never deleted as a stranger; finishing reverts it; a kept one keeps
+    // the map full (the digest does not cover uids) and settles when the store changes it.
+    assert!(allowed(OrphanKind::Incarnation, OrphanDecision::Delete).is_err());
+    assert!(allowed(OrphanKind::Incarnation, OrphanDecision::Revert).is_ok());
+    assert_eq!(
+        on_finish(OrphanKind::Incarnation, OrphanDecision::Delete),
+        OrphanDecision::Revert
+    );
+    let mut o = orphan("web", "web", 1, OrphanDecision::Keep);
+    o.set_kind(OrphanKind::Incarnation);
+    o.store_generation = 1;
+    let records: BTreeMap<String, Orphan> = [("web".to_string(), o)].into();
+    assert_eq!(digest(&records), Digest::Full);
+    assert_eq!(
+        changed_since(&records, &store(&[("web", 2)])),
+        ids(&["web"])
+    );
+    let kept: Known = [(
+        "web".to_string(),
+        (OrphanKind::Incarnation, OrphanDecision::Keep),
+    )]
+    .into();
+    assert_eq!(held_from_resend(&kept).len(), 1);
+}
+
+#[test]
+fn the_fleet_records_no_more_than_its_cap_and_the_rest_are_withheld() {
+    let held: HashMap<String, i64> = (0..10).map(|n| (rid(n), 1)).collect();
+    let strangers: Vec<String> = (0..10).map(rid).collect();
+    let fresh = || {
+        answer(
+            true,
+            strangers.clone(),
+            &held,
+            &store(&[]),
+            &BTreeSet::new(),
+            &BTreeSet::new(),
+            &Known::new(),
+        )
+    };
+    let mut a = fresh();
+    within_fleet(&mut a, MAX_ORPHANS - 4);
+    assert_eq!(a.record.len(), 4);
+    assert!(
+        a.overflow,
+        "the cluster stays covered until the rest are recorded"
+    );
+    assert!(a.delete.is_empty(), "withheld, not deleted");
+    let mut full = fresh();
+    within_fleet(&mut full, MAX_ORPHANS + 7);
+    assert!(full.record.is_empty() && full.overflow && full.delete.is_empty());
+    let mut roomy = fresh();
+    within_fleet(&mut roomy, 0);
+    assert_eq!(roomy.record.len(), 10);
+    assert!(!roomy.overflow);
 }
