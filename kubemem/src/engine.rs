@@ -6,6 +6,9 @@
 //! merge, strategic merge, server-side apply with field managers and conflicts), delete,
 //! `deletecollection`, the `status` and `scale` subresources, watch — answering errors as
 //! `Status` objects ([`ApiError`]). `dryRun` answers what a write would, storing nothing.
+//! `fieldValidation=Strict` refuses a create, update or patch leaving a field its kind does not
+//! define ([`schema`]: 400 on a body, 422 on a patch, in the API server's words); without it
+//! unknown fields are kept (a real server's default, `Warn`, drops them with a warning).
 //!
 //! Two stores plug in: kubemem's [`Store`](crate::store::Store) behind a mutex (the testkit's
 //! API server, [`crate::server`]), and the agent's simulated cluster over its compact store
@@ -19,6 +22,7 @@ pub mod target;
 use crate::openapi;
 use crate::patch;
 use crate::resources::{self, Resource};
+use crate::schema;
 use crate::select::Selectors;
 use crate::status::ApiError;
 use crate::store::Propagation;
@@ -374,6 +378,48 @@ fn dry_run(request: &Request) -> bool {
     request.param("dryRun").is_some()
 }
 
+/// The fields of `object` its kind does not define, when the request asks for strict field
+/// validation (`fieldValidation=Strict`); none otherwise, or for a kind without a schema.
+fn unknown_fields(request: &Request, t: &Target, object: &Value) -> Vec<String> {
+    if request.param("fieldValidation").as_deref() != Some("Strict") {
+        return Vec::new();
+    }
+    let r = &t.resource;
+    schema::unknown_fields(&r.api_version(), &r.kind, object).unwrap_or_default()
+}
+
+/// A create or update body refused under strict field validation (400, as the API server's
+/// decoder refuses it).
+fn check_body(request: &Request, t: &Target, object: &Value) -> Result<(), ApiError> {
+    let fields = unknown_fields(request, t, object);
+    if fields.is_empty() {
+        return Ok(());
+    }
+    let r = &t.resource;
+    Err(ApiError::bad_request(schema::refused_body(
+        &r.kind, &r.version, &fields,
+    )))
+}
+
+/// A patch whose result is refused under strict field validation (422, as the API server's
+/// patcher refuses it).
+fn check_patch(
+    request: &Request,
+    t: &Target,
+    patch: &Value,
+    patched: &Value,
+) -> Result<(), ApiError> {
+    let fields = unknown_fields(request, t, patched);
+    if fields.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        422,
+        "Invalid",
+        schema::refused_patch(patch, &fields),
+    ))
+}
+
 fn manager(request: &Request) -> String {
     request
         .param("fieldManager")
@@ -451,6 +497,7 @@ async fn get(objects: &dyn Objects, t: &Target) -> Result<Answer, ApiError> {
 
 async fn create(objects: &dyn Objects, request: &Request, t: &Target) -> Result<Answer, ApiError> {
     let mut object = body(request)?;
+    check_body(request, t, &object)?;
     let (name, namespace) = identity(t, &mut object, "")?;
     let one = t.named(&name, &namespace);
     if objects.get(&one).await?.is_some() {
@@ -512,6 +559,9 @@ async fn replace(
 
 async fn update(objects: &dyn Objects, request: &Request, t: &Target) -> Result<Answer, ApiError> {
     let sent = body(request)?;
+    if t.subresource != "scale" {
+        check_body(request, t, &sent)?;
+    }
     let existing = objects.get(t).await?.ok_or_else(|| t.not_found(&t.name))?;
     let object = if t.subresource == "scale" {
         let mut o = existing.clone();
@@ -600,6 +650,9 @@ async fn patch_object(
             ),
         )
     })?;
+    if !scaling {
+        check_patch(request, t, &body, &object)?;
+    }
     if scaling {
         let replicas = object["spec"]["replicas"].clone();
         object = existing;

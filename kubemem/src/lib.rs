@@ -15,6 +15,8 @@
 //!   documents (pure).
 //! - [`openapi`]: the OpenAPI v3 root and per group version documents (pure).
 //! - [`patch`]: JSON patch, JSON merge patch, strategic merge patch (pure).
+//! - [`schema`]: strict field validation of the built-in kinds: the fields an object's kind
+//!   does not define, and the API server's refusals naming them (pure).
 //! - [`select`]: label and field selectors (pure).
 //! - [`status`]: API errors and their `Status` objects (pure).
 //! - [`store`]: the objects of an in-memory server (pure state).
@@ -28,6 +30,7 @@ pub mod engine;
 pub mod openapi;
 pub mod patch;
 pub mod resources;
+pub mod schema;
 pub mod select;
 pub mod server;
 pub mod status;

@@ -719,17 +719,33 @@ impl Store {
         let generation = object["metadata"]["generation"].clone();
         let replicas = object["spec"]["replicas"].as_i64().unwrap_or(1);
         let status = match (key.group.as_str(), key.resource.as_str()) {
-            ("apps", "deployments") | ("apps", "statefulsets") | ("apps", "replicasets") => json!({
+            // Each kind's own status fields only: strict field validation (`schema`) judges a
+            // status written back with the object as the API server's decoder does.
+            ("apps", "deployments") => json!({
+                "observedGeneration": generation,
+                "replicas": replicas,
+                "readyReplicas": replicas,
+                "availableReplicas": replicas,
+                "updatedReplicas": replicas,
+                "conditions": [
+                    {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"},
+                    {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
+                ],
+            }),
+            ("apps", "statefulsets") => json!({
                 "observedGeneration": generation,
                 "replicas": replicas,
                 "readyReplicas": replicas,
                 "availableReplicas": replicas,
                 "updatedReplicas": replicas,
                 "currentReplicas": replicas,
-                "conditions": [
-                    {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"},
-                    {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
-                ],
+            }),
+            ("apps", "replicasets") => json!({
+                "observedGeneration": generation,
+                "replicas": replicas,
+                "fullyLabeledReplicas": replicas,
+                "readyReplicas": replicas,
+                "availableReplicas": replicas,
             }),
             ("apps", "daemonsets") => json!({
                 "observedGeneration": generation,

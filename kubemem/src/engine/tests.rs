@@ -434,3 +434,129 @@ async fn discovery_openapi_and_writes_follow_the_kubernetes_version() {
         .unwrap_err();
     assert_eq!((e.code, e.reason.as_str()), (404, "NotFound"), "{e:?}");
 }
+
+const DEPLOYS: &str = "/apis/apps/v1/namespaces/default/deployments";
+
+fn deploy(name: &str, spec: Value) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default"}, "spec": spec})
+}
+
+fn deploy_spec() -> Value {
+    json!({"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+        "template": {"metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "web", "image": "nginx"}]}}})
+}
+
+#[tokio::test]
+async fn strict_field_validation_refuses_unknown_fields_and_stores_nothing() {
+    let s = served();
+    let mut misspelt = deploy_spec();
+    misspelt["replcas"] = json!(3);
+    let strict = format!("{DEPLOYS}?fieldValidation=Strict");
+    let e = call(
+        &s,
+        &req(
+            Method::POST,
+            &strict,
+            "application/json",
+            deploy("web", misspelt.clone()),
+        ),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!((e.code, e.reason.as_str()), (400, "BadRequest"));
+    assert_eq!(
+        e.message,
+        "Deployment in version \"v1\" cannot be handled as a Deployment: strict decoding error: \
+         unknown field \"spec.replcas\""
+    );
+    let key = ObjectKey::new("apps", "deployments", "default", "web");
+    assert!(s.lock().get(&key).is_none(), "refused: nothing stored");
+    // A dry run is refused alike (what the agent's Kubernetes backend asks before it writes).
+    let e = call(
+        &s,
+        &req(
+            Method::POST,
+            &format!("{strict}&dryRun=All"),
+            "application/json",
+            deploy("web", misspelt.clone()),
+        ),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.code, 400);
+    // Without Strict the engine keeps what it is sent (the API server's default, Warn, would
+    // drop the field with a warning: a documented difference).
+    call(
+        &s,
+        &req(
+            Method::POST,
+            DEPLOYS,
+            "application/json",
+            deploy("web", deploy_spec()),
+        ),
+    )
+    .await
+    .unwrap();
+    // An update and a patch are refused alike; the stored object is unchanged.
+    let one = format!("{DEPLOYS}/web?fieldValidation=Strict");
+    let e = call(
+        &s,
+        &req(
+            Method::PUT,
+            &one,
+            "application/json",
+            deploy("web", misspelt),
+        ),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.code, 400);
+    assert!(
+        e.message.ends_with("unknown field \"spec.replcas\""),
+        "{}",
+        e.message
+    );
+    let e = call(
+        &s,
+        &req(
+            Method::PATCH,
+            &one,
+            "application/strategic-merge-patch+json",
+            json!({"spec": {"replcas": 3}}),
+        ),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+    assert_eq!(
+        e.message,
+        " \"\" is invalid: patch: Invalid value: \"map[spec:map[replcas:3]]\": strict decoding \
+         error: unknown field \"spec.replcas\""
+    );
+    assert!(s.lock().get(&key).unwrap()["spec"].get("replcas").is_none());
+    // Valid writes pass under Strict; kinds without a schema are not judged.
+    call(
+        &s,
+        &req(
+            Method::PATCH,
+            &one,
+            "application/merge-patch+json",
+            json!({"spec": {"replicas": 3}}),
+        ),
+    )
+    .await
+    .unwrap();
+    call(
+        &s,
+        &req(
+            Method::POST,
+            &format!("{CMS}?fieldValidation=Strict"),
+            "application/json",
+            cm("c", "web"),
+        ),
+    )
+    .await
+    .unwrap();
+}
