@@ -4,7 +4,8 @@
 //! back exactly as the template says at once — no poll, no interval; removal with
 //! `pruneObjectBehavior: DeleteIfCreated` deletes what enforce created. Managed-cluster
 //! templates read claims and ConfigMaps; a CertificatePolicy flags a certificate expiring in 10
-//! days and clears once it is renewed through the API server.
+//! days and clears once it is renewed through the API server; an enforce of a misspelt field is
+//! refused by the API server's strict dry run, NonCompliant naming the field, nothing written.
 
 use flotilla_agent::backend::kube::KubeBackend;
 use flotilla_agent::backend::{Backend, Strategy};
@@ -380,4 +381,128 @@ async fn a_certificate_policy_flags_a_certificate_that_expires_in_ten_days_on_ku
         newest(&r),
         "Compliant; All evaluated certificates are compliant"
     );
+}
+
+/// What the API server answers a Deployment with `spec.replcas` under strict field validation.
+const REPLCAS_REFUSED: &str = "Deployment in version \"v1\" cannot be handled as a Deployment: \
+                               strict decoding error: unknown field \"spec.replcas\"";
+
+/// A ConfigurationPolicy that must have Deployment `default/web` with `spec` (enforce).
+fn deployment_policy(spec: Value) -> Value {
+    json!({"apiVersion": "policy.open-cluster-management.io/v1", "kind": "ConfigurationPolicy",
+        "metadata": {"name": "web-deployment"},
+        "spec": {"remediationAction": "enforce", "severity": "low",
+            "object-templates": [{"complianceType": "musthave", "objectDefinition": {
+                "apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "web", "namespace": "default"}, "spec": spec}}]}})
+}
+
+fn web_spec(replicas_key: &str, replicas: i64) -> Value {
+    let mut spec = json!({"selector": {"matchLabels": {"app": "web"}},
+        "template": {"metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]}}});
+    spec[replicas_key] = json!(replicas);
+    spec
+}
+
+#[tokio::test]
+async fn an_enforce_of_a_misspelt_field_is_noncompliant_naming_it_and_writes_nothing_on_kubernetes()
+{
+    let fake = FakeKube::start().await;
+    let kube = Arc::new(
+        tokio::time::timeout(SOON, KubeBackend::connect(Some(&fake.kubeconfig())))
+            .await
+            .expect("connected in time")
+            .expect("connect to the fake API server"),
+    );
+    let default = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}});
+    kube.apply(&manifest_id(&default).unwrap(), &default, &Strategy::Update)
+        .await
+        .expect("the default namespace");
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut manager = PolicyManager::start(
+        CLUSTER,
+        kube.clone(),
+        Arc::new(LocalStore::memory(CLUSTER)),
+        Arc::new(Reports(tx)),
+        PolicyConfig {
+            poll_interval: Duration::from_secs(3600),
+            ..PolicyConfig::default()
+        },
+    )
+    .unwrap();
+    let web = ObjectKey::new("apps", "deployments", "default", "web");
+    let misspelt = deployment_policy(web_spec("replcas", 3));
+    manager
+        .on_spec(&event(
+            &replicated_of("web", 1, std::slice::from_ref(&misspelt)),
+            Action::CreateRequest,
+        ))
+        .await;
+    let r = report(&mut rx, "NonCompliant", |r| r.compliant == "NonCompliant").await;
+    assert_eq!(
+        newest(&r),
+        format!(
+            "NonCompliant; violation - deployments [web] in namespace default is missing, and \
+             cannot be created, reason: `{REPLCAS_REFUSED}`"
+        )
+    );
+    assert!(fake.get(&web).is_none(), "nothing written");
+    let deployment_writes: Vec<String> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.starts_with("POST /apis/apps/v1/namespaces/default/deployments"))
+        .collect();
+    assert!(!deployment_writes.is_empty());
+    assert!(
+        deployment_writes
+            .iter()
+            .all(|r| r.contains("dryRun=All") && r.contains("fieldValidation=Strict")),
+        "only strict dry runs: {deployment_writes:?}"
+    );
+
+    // The Deployment exists with one replica: the misspelt update is refused by the API
+    // server's dry run, and the object keeps its replica.
+    let existing = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "default"}, "spec": web_spec("replicas", 1)});
+    kube.apply(
+        &manifest_id(&existing).unwrap(),
+        &existing,
+        &Strategy::Update,
+    )
+    .await
+    .expect("created through the API server");
+    manager
+        .on_spec(&event(
+            &replicated_of("web", 2, std::slice::from_ref(&misspelt)),
+            Action::UpdateRequest,
+        ))
+        .await;
+    let r = report(&mut rx, "the update refused", |r| {
+        r.observed_generation == 2 && newest(r).contains("Error validating")
+    })
+    .await;
+    assert_eq!(
+        newest(&r),
+        format!(
+            "NonCompliant; violation - Error validating the object web, the error is \
+             `{REPLCAS_REFUSED}`"
+        )
+    );
+    let live = fake.get(&web).expect("kept");
+    assert_eq!(live["spec"]["replicas"], 1);
+    assert!(live["spec"].get("replcas").is_none());
+
+    // Spelt right, enforce writes it.
+    manager
+        .on_spec(&event(
+            &replicated_of("web", 3, &[deployment_policy(web_spec("replicas", 3))]),
+            Action::UpdateRequest,
+        ))
+        .await;
+    report(&mut rx, "Compliant", |r| {
+        r.observed_generation == 3 && r.compliant == "Compliant"
+    })
+    .await;
+    assert_eq!(fake.get(&web).unwrap()["spec"]["replicas"], 3);
 }

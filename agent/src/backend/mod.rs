@@ -223,6 +223,22 @@ pub trait Backend: Send + Sync + 'static {
     ) -> Result<(), BackendError> {
         Ok(())
     }
+    /// Whether the cluster would accept `object` as `id` under strict field validation, writing
+    /// nothing: a create when `create`, else an update of the existing object. A field its kind
+    /// does not define is [`BackendError::Invalid`] in the API server's words (`Deployment in
+    /// version "v1" cannot be handled as a Deployment: strict decoding error: unknown field
+    /// "spec.replcas"`) — what OCM's policy controller asks before it writes. The Kubernetes
+    /// backend makes a dry run on its API server (`dryRun=All&fieldValidation=Strict`); the
+    /// simulated cluster checks the built-in kinds' fields
+    /// ([`flotilla_kubemem::schema`]). Accepted by default.
+    async fn validate(
+        &self,
+        _id: &ManifestId,
+        _object: &Value,
+        _create: bool,
+    ) -> Result<(), BackendError> {
+        Ok(())
+    }
     /// The AddOnPlacementScores this cluster reports: `(resource name, scores)`. None by default.
     fn scores(&self) -> Vec<(String, Vec<flotilla_api::v1::AddOnPlacementScoreItem>)> {
         Vec::new()

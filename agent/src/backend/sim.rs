@@ -560,6 +560,27 @@ impl Backend for SimBackend {
         Some(self.changed.subscribe())
     }
 
+    /// Against the built-in kinds' fields (Kubernetes 1.30's types, whatever version the
+    /// cluster reports); a kind without a schema (a CRD) is accepted.
+    async fn validate(
+        &self,
+        id: &ManifestId,
+        object: &Value,
+        _create: bool,
+    ) -> Result<(), BackendError> {
+        let api_version = if id.group.is_empty() {
+            id.version.clone()
+        } else {
+            format!("{}/{}", id.group, id.version)
+        };
+        match flotilla_kubemem::schema::unknown_fields(&api_version, &id.kind, object) {
+            Some(fields) if !fields.is_empty() => Err(BackendError::Invalid(
+                flotilla_kubemem::schema::refused_body(&id.kind, &id.version, &fields),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     fn follow_api(&self) -> Option<super::ApiFollow> {
         let follow = super::ApiFollow {
             changes: self.changed.subscribe(),

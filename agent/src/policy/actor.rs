@@ -7,7 +7,7 @@
 //! Nothing here needs the hub: an offline spoke keeps evaluating and repairing, and reports the
 //! history it kept when it reconnects.
 
-use super::executor::{perform, snapshot};
+use super::executor::{perform, snapshot, validate};
 use super::rules::{self, Compliances, Gate, Held, Template};
 use super::templates;
 use super::{PolicyConfig, StatusSink};
@@ -449,6 +449,13 @@ impl PolicyActor {
                     let mut evaluation = evaluate(c, root, &snap);
                     // Templates that failed to resolve come first, as their own findings.
                     evaluation.findings.splice(0..0, resolved.errors);
+                    // What a field its kind does not define makes the cluster refuse is a
+                    // violation, never written.
+                    if let Err(e) = validate(self.deps.backend.as_ref(), &mut evaluation).await {
+                        tracing::debug!(error = %e, "validating the writes failed; retrying");
+                        self.slots[i].next = Some(now + Duration::from_secs(5));
+                        continue;
+                    }
                     let actions = evaluation.actions();
                     let results = perform(self.deps.backend.as_ref(), &actions).await;
                     for (a, r) in actions.iter().zip(&results) {

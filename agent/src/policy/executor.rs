@@ -1,8 +1,9 @@
 //! The thin executor between the pure rules and the cluster: reads the [`Snapshot`] a policy is
-//! judged against and carries out enforce's [`Action`]s through the [`Backend`].
+//! judged against, has the cluster validate the writes strictly, and carries out enforce's
+//! [`Action`]s through the [`Backend`].
 
 use crate::backend::{Backend, BackendError, Strategy};
-use flotilla_api::policy::evaluate::{Action, ActionResult, ObjectKey, Snapshot};
+use flotilla_api::policy::evaluate::{Action, ActionResult, Evaluation, ObjectKey, Snapshot};
 use flotilla_api::policy::namespaces::Namespace;
 use flotilla_api::work::ManifestId;
 use std::collections::BTreeSet;
@@ -63,6 +64,38 @@ pub async fn snapshot(
         objects,
         unserved,
     })
+}
+
+/// What the API server's refusal of a field a kind does not define holds, and what OCM looks for
+/// in it (config-policy-controller `getUpdateErrorMsg`).
+const STRICT_DECODING: &str = "strict decoding error:";
+
+/// Has the cluster validate strictly each write the evaluation names ([`Evaluation::checks`])
+/// before any is made — config-policy-controller's `fieldValidation=Strict` create and its dry
+/// run of the update of a mismatching object, made in inform too — and turns each refusal
+/// naming a field its kind does not define into that finding's violation, its write dropped
+/// ([`Evaluation::refuse`]). Other refusals (a missing namespace, a forbidden kind) are left to
+/// the write itself, which reports them; an unreachable cluster is returned (the evaluation is
+/// retried, never judged on a partial view).
+pub async fn validate(
+    backend: &dyn Backend,
+    evaluation: &mut Evaluation,
+) -> Result<(), BackendError> {
+    let mut refused = Vec::new();
+    for (i, check) in evaluation.checks() {
+        let id = manifest_id(&check.key);
+        match backend.validate(&id, &check.object, check.create).await {
+            Err(BackendError::Invalid(message)) if message.contains(STRICT_DECODING) => {
+                refused.push((i, message));
+            }
+            Err(e @ BackendError::Unavailable(_)) => return Err(e),
+            _ => {}
+        }
+    }
+    for (i, message) in refused {
+        evaluation.refuse(i, &message);
+    }
+    Ok(())
 }
 
 /// Carries out `actions` in order; one result per action. Writes replace the object with the

@@ -560,4 +560,5 @@ async fn specs_for_another_cluster_or_with_a_forged_id_are_rejected() {
     assert!(f.namespace("prod").await.is_none());
 }
 
+mod strict;
 mod templates;

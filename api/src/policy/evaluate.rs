@@ -1,7 +1,9 @@
 //! One ConfigurationPolicy against a snapshot of the cluster: compliance, OCM's messages (a
 //! template whose kind the cluster does not serve gets OCM's mapping error), and the writes
 //! enforce would make — returned as [`Action`]s, never carried out here. The agent
-//! reads a [`Snapshot`], calls [`evaluate`], performs the actions and settles the outcome with
+//! reads a [`Snapshot`], calls [`evaluate`], has the cluster validate strictly the writes the
+//! evaluation names ([`Evaluation::checks`]; a refused one becomes OCM's violation,
+//! [`Evaluation::refuse`]), performs the actions and settles the outcome with
 //! [`Evaluation::settle`].
 
 use super::Compliance;
@@ -84,6 +86,19 @@ impl Action {
     }
 }
 
+/// A write for the cluster to validate strictly before it is made: config-policy-controller
+/// creates with `fieldValidation=Strict` and dry-runs the update of a mismatching object — in
+/// inform too — so that a field its kind does not define is reported, never silently dropped.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Check {
+    /// The object.
+    pub key: ObjectKey,
+    /// What would be written: the template as created, or the existing object merged with it.
+    pub object: Value,
+    /// A create (the object is missing), or an update of the existing object.
+    pub create: bool,
+}
+
 /// What one object template found in one namespace (or cluster-wide).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Finding {
@@ -101,6 +116,9 @@ pub struct Finding {
     /// The repairs, when enforcing and one is possible (an unnamed `mustnothave` deletes every
     /// match).
     pub actions: Vec<Action>,
+    /// The write to validate first (named templates only): the create enforce would make, or
+    /// the update of a mismatching object in either remediation.
+    pub check: Option<Check>,
 }
 
 impl Finding {
@@ -152,6 +170,42 @@ impl Evaluation {
             .iter()
             .flat_map(|f| f.actions.iter().cloned())
             .collect()
+    }
+
+    /// The writes to validate strictly before any is made, with the index of their finding.
+    pub fn checks(&self) -> Vec<(usize, &Check)> {
+        self.findings
+            .iter()
+            .enumerate()
+            .filter_map(|(i, f)| f.check.as_ref().map(|c| (i, c)))
+            .collect()
+    }
+
+    /// Finding `i`'s write was refused by the cluster's strict validation (`error`, the API
+    /// server's words): a violation in config-policy-controller's words, nothing written for
+    /// it. A refused create reads "deployments \[web\] in namespace default is missing, and
+    /// cannot be created, reason: \`…\`"; a refused update "Error validating the object web, the
+    /// error is \`…\`" (a message that names the object itself).
+    pub fn refuse(&mut self, i: usize, error: &str) {
+        let Some(f) = self.findings.get_mut(i) else {
+            return;
+        };
+        let Some(check) = f.check.take() else {
+            return;
+        };
+        f.compliant = false;
+        f.actions.clear();
+        if check.create {
+            f.what = format!("is missing, and cannot be created, reason: `{error}`");
+        } else {
+            f.what = format!(
+                "Error validating the object {}, the error is `{error}`",
+                check.key.name
+            );
+            f.resource.clear();
+            f.names.clear();
+            f.namespace.clear();
+        }
     }
 
     /// Compliance and OCM's message once the actions ran: `results[i]` is the outcome of
@@ -280,6 +334,7 @@ fn unserved(t: &ObjectTemplate) -> Finding {
         namespace: String::new(),
         what: unserved_message(t.api_version(), t.kind()),
         actions: Vec::new(),
+        check: None,
     }
 }
 
@@ -308,6 +363,7 @@ fn evaluate_template(
             namespace: String::new(),
             what,
             actions: Vec::new(),
+            check: None,
         }];
     }
     let namespaces: Vec<String> = if t.is_cluster_scoped() {
@@ -326,6 +382,7 @@ fn evaluate_template(
                 t.kind()
             ),
             actions: Vec::new(),
+            check: None,
         }];
     } else {
         selected.to_vec()
@@ -460,6 +517,7 @@ fn evaluate_in(
         namespace: ns.to_string(),
         what: String::new(),
         actions: Vec::new(),
+        check: None,
     };
     if let Some(name) = t.name() {
         finding.names = vec![name.to_string()];
@@ -483,9 +541,15 @@ fn evaluate_in(
             (_, None) => {
                 finding.compliant = false;
                 finding.what = "not found".into();
-                finding
-                    .actions
-                    .extend(enforce.then(|| Action::Create(key, to_create(t, ns))));
+                if enforce {
+                    let object = to_create(t, ns);
+                    finding.check = Some(Check {
+                        key: key.clone(),
+                        object: object.clone(),
+                        create: true,
+                    });
+                    finding.actions.push(Action::Create(key, object));
+                }
             }
             (_, Some(o)) => {
                 let c = compare(&t.object, o, compare_as, t.metadata_compliance);
@@ -494,6 +558,11 @@ fn evaluate_in(
                 } else {
                     finding.compliant = false;
                     finding.what = format!("found but not as specified{}", diff_note(t, &c));
+                    finding.check = Some(Check {
+                        key: key.clone(),
+                        object: c.desired.clone(),
+                        create: false,
+                    });
                     finding
                         .actions
                         .extend(enforce.then_some(Action::Update(key, c.desired)));

@@ -51,6 +51,8 @@
 //!   proxy calls with a caller's token made without the agent's credentials ([`proxy`]).
 //! - The cluster proxy's exec, attach and port-forward sessions ([`session`]): the same
 //!   upgrade on the API server through kube-rs, as the caller.
+//! - Strict validation before a policy writes ([`validate`]): a dry run of the create or
+//!   update with `fieldValidation=Strict`, the server's refusal reported verbatim.
 
 pub mod cache;
 mod errors;
@@ -58,6 +60,7 @@ pub mod facts;
 pub mod proxy;
 pub mod serviceaccount;
 pub mod session;
+mod validate;
 
 pub use errors::parse_conflicts;
 use errors::{map_error, write_error};
@@ -706,6 +709,17 @@ impl Backend for KubeBackend {
                 }
             }
         }
+    }
+
+    /// A dry run on the API server with `fieldValidation=Strict` ([`validate`]).
+    async fn validate(
+        &self,
+        id: &ManifestId,
+        object: &Value,
+        create: bool,
+    ) -> Result<(), BackendError> {
+        let (resource, caps) = self.resolve(&id.group, &id.version, &id.kind).await?;
+        validate::dry_run(&self.client, &resource, &caps.scope, id, object, create).await
     }
 
     async fn follow(

@@ -59,6 +59,7 @@ pub fn error_finding(message: String) -> Finding {
         namespace: String::new(),
         what: crate::policy::history::cut(&message).into_owned(),
         actions: Vec::new(),
+        check: None,
     }
 }
 

@@ -338,3 +338,76 @@ fn a_kind_the_cluster_does_not_serve_is_ocms_mapping_error_and_never_enforced() 
          check if you have CRD deployed"
     );
 }
+
+/// The API server's refusal of `spec.replcas` (kubemem's text, as a real server words it).
+const REFUSED: &str = "Deployment in version \"v1\" cannot be handled as a Deployment: strict \
+                       decoding error: unknown field \"spec.replcas\"";
+
+fn misspelt_deployment_policy(remediation: &str) -> crate::policy::config::ConfigurationPolicy {
+    policy(json!({
+        "remediationAction": remediation,
+        "object-templates": [{"complianceType": "musthave", "objectDefinition": {
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"replcas": 3}}}],
+    }))
+}
+
+#[test]
+fn writes_are_checked_first_and_a_refused_one_is_ocms_violation_never_written() {
+    // Enforce of a missing object: the create is checked; refused, nothing is written.
+    let snap = Cluster::default().ns("default").0;
+    let mut e = evaluate(&misspelt_deployment_policy("enforce"), None, &snap);
+    let checks = e.checks();
+    assert_eq!(checks.len(), 1);
+    let (i, check) = checks[0];
+    assert!(check.create);
+    assert_eq!(check.key.name, "web");
+    assert_eq!(check.object["spec"]["replcas"], 3);
+    e.refuse(i, REFUSED);
+    assert!(e.actions().is_empty(), "a refused write is never made");
+    let (compliance, message) = e.settle(&[]);
+    assert_eq!(compliance, Compliance::NonCompliant);
+    assert_eq!(
+        message,
+        format!(
+            "NonCompliant; violation - deployments [web] in namespace default is missing, and \
+             cannot be created, reason: `{REFUSED}`"
+        )
+    );
+
+    // Inform of a missing object: nothing to validate (OCM never validates it), "not found".
+    let e = evaluate(&misspelt_deployment_policy("inform"), None, &snap);
+    assert!(e.checks().is_empty());
+
+    // A mismatching object: its update is checked in inform too, and refused reads as OCM's.
+    let existing = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "default", "resourceVersion": "7"},
+        "spec": {"replicas": 1}});
+    let snap = Cluster::default().ns("default").obj(existing).0;
+    for remediation in ["inform", "enforce"] {
+        let mut e = evaluate(&misspelt_deployment_policy(remediation), None, &snap);
+        let (i, check) = e.checks()[0];
+        assert!(!check.create, "{remediation}");
+        assert_eq!(
+            check.object["spec"]["replicas"], 1,
+            "the existing object, merged"
+        );
+        assert_eq!(check.object["spec"]["replcas"], 3);
+        e.refuse(i, REFUSED);
+        assert!(e.actions().is_empty());
+        assert_eq!(
+            e.settle(&[]).1,
+            format!(
+                "NonCompliant; violation - Error validating the object web, the error is \
+                 `{REFUSED}`"
+            )
+        );
+    }
+    // A matching object needs no write, so nothing is checked.
+    let fine = policy(json!({"remediationAction": "enforce",
+        "object-templates": [{"complianceType": "musthave", "objectDefinition": {
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "default"}, "spec": {"replicas": 1}}}]}));
+    assert!(evaluate(&fine, None, &snap).checks().is_empty());
+}
