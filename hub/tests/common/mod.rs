@@ -73,19 +73,24 @@ pub async fn sets_client(hub: &Hub) -> ClusterSetServiceClient<Channel> {
 pub async fn bind_set(hub: &Hub, namespace: &str, set: &str) {
     sets_client(hub)
         .await
-        .apply_binding(ManagedClusterSetBinding {
-            metadata: Some(ObjectMeta {
-                name: set.into(),
-                namespace: namespace.into(),
-                ..Default::default()
-            }),
-            spec: Some(ManagedClusterSetBindingSpec {
-                cluster_set: set.into(),
-            }),
-            status: None,
-        })
+        .apply_binding(set_binding(namespace, set))
         .await
         .unwrap();
+}
+
+/// The ManagedClusterSetBinding of cluster set `set` to `namespace` (named after the set).
+pub fn set_binding(namespace: &str, set: &str) -> ManagedClusterSetBinding {
+    ManagedClusterSetBinding {
+        metadata: Some(ObjectMeta {
+            name: set.into(),
+            namespace: namespace.into(),
+            ..Default::default()
+        }),
+        spec: Some(ManagedClusterSetBindingSpec {
+            cluster_set: set.into(),
+        }),
+        status: None,
+    }
 }
 
 /// Sets labels `set` and removes labels `remove` of `cluster`.

@@ -10,10 +10,8 @@ use common::tokens::{ADMIN, Bearer, TOKENS, VIEWER};
 use common::*;
 use dashboard::*;
 use flotilla_api::ocm::{Document, parse_documents};
+use flotilla_api::v1::LabelClusterRequest;
 use flotilla_api::v1::cluster_service_client::ClusterServiceClient;
-use flotilla_api::v1::{
-    LabelClusterRequest, ManagedClusterSetBinding, ManagedClusterSetBindingSpec, ObjectMeta,
-};
 use flotilla_hub::dashboard::history::Availability;
 use flotilla_testkit::NatsServer;
 use std::time::{Duration, Instant};
@@ -567,17 +565,7 @@ async fn works_addons_registrations_and_controller_changes_over_http() {
     }
     let ctl = hub.controllers().unwrap();
     ctl.get::<flotilla_hub::clusterset::ClusterSets>()
-        .apply_binding(ManagedClusterSetBinding {
-            metadata: Some(ObjectMeta {
-                name: "default".into(),
-                namespace: "default".into(),
-                ..Default::default()
-            }),
-            spec: Some(ManagedClusterSetBindingSpec {
-                cluster_set: "default".into(),
-            }),
-            status: None,
-        })
+        .apply_binding(set_binding("default", "default"))
         .await
         .unwrap();
     let Ok(Document::Placement(p)) = parse_documents(PLACEMENT).remove(0) else {

@@ -16,10 +16,7 @@ use flotilla_api::v1::cluster_service_client::ClusterServiceClient;
 use flotilla_api::v1::cluster_set_service_client::ClusterSetServiceClient;
 use flotilla_api::v1::placement_service_client::PlacementServiceClient;
 use flotilla_api::v1::replica_set_service_client::ReplicaSetServiceClient;
-use flotilla_api::v1::{
-    ClusterNamesRequest, LabelClusterRequest, ManagedClusterSetBinding,
-    ManagedClusterSetBindingSpec, ObjectMeta,
-};
+use flotilla_api::v1::{ClusterNamesRequest, LabelClusterRequest};
 use flotilla_hub::dashboard::history::Availability;
 use flotilla_testkit::NatsServer;
 use std::time::Duration;
@@ -42,15 +39,15 @@ async fn sign_in(b: &Browser, token: &str) {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn chromium_sees_the_fleet_live_a_placements_reasons_and_a_read_only_token_cannot_pause() {
-    // The browser first: without one the test fails at once with the install hint.
-    let b = Browser::start().await;
-    let nats = NatsServer::start();
-    let hub = hub(&nats, |c| {
-        c.dashboard.live.sample_every = Duration::from_millis(500)
-    })
-    .await;
+/// The fleet of these tests, set up as the admin through `hub`'s API: edge-1, edge-2 and
+/// edge-3 accepted and Available, edge-pending waiting for an admin, the clusters `selected`
+/// labelled for [`PLACEMENT`] ([`rollout`]), the default set bound to `default`, and the
+/// placement and [`replica_set`] applied. The admin's cluster client, and the agents.
+async fn fleet(
+    hub: &flotilla_hub::Hub,
+    nats: &NatsServer,
+    selected: &[&str],
+) -> (ClusterServiceClient<Admin>, Vec<TestAgent>) {
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", hub.grpc_addr))
         .unwrap()
         .connect()
@@ -58,13 +55,13 @@ async fn chromium_sees_the_fleet_live_a_placements_reasons_and_a_read_only_token
         .unwrap();
     let mut clusters = ClusterServiceClient::with_interceptor(channel.clone(), Bearer(ADMIN));
     let names = ["edge-1", "edge-2", "edge-3"];
-    let mut agents: Vec<_> = names
+    let agents: Vec<_> = names
         .iter()
         .chain(&["edge-pending"])
         .map(|n| start_agent(agent_config(n, &nats.url())))
         .collect();
     for n in names.iter().chain(&["edge-pending"]) {
-        wait_state(&hub, n, Availability::Pending).await;
+        wait_state(hub, n, Availability::Pending).await;
     }
     clusters
         .accept_clusters(ClusterNamesRequest {
@@ -74,30 +71,13 @@ async fn chromium_sees_the_fleet_live_a_placements_reasons_and_a_read_only_token
         .await
         .unwrap();
     for n in names {
-        wait_state(&hub, n, Availability::Available).await;
+        wait_state(hub, n, Availability::Available).await;
     }
-    for n in ["edge-1", "edge-2"] {
-        clusters
-            .label_cluster(LabelClusterRequest {
-                name: n.into(),
-                set: [("rollout".to_string(), "yes".to_string())].into(),
-                remove: vec![],
-            })
-            .await
-            .unwrap();
+    for n in selected {
+        clusters.label_cluster(rollout(n)).await.unwrap();
     }
     ClusterSetServiceClient::with_interceptor(channel.clone(), Bearer(ADMIN))
-        .apply_binding(ManagedClusterSetBinding {
-            metadata: Some(ObjectMeta {
-                name: "default".into(),
-                namespace: "default".into(),
-                ..Default::default()
-            }),
-            spec: Some(ManagedClusterSetBindingSpec {
-                cluster_set: "default".into(),
-            }),
-            status: None,
-        })
+        .apply_binding(set_binding("default", "default"))
         .await
         .unwrap();
     let Ok(Document::Placement(p)) = parse_documents(PLACEMENT).remove(0) else {
@@ -111,6 +91,31 @@ async fn chromium_sees_the_fleet_live_a_placements_reasons_and_a_read_only_token
         .apply_replica_set(replica_set())
         .await
         .unwrap();
+    (clusters, agents)
+}
+
+/// The admin's channel: every call with the admin token.
+type Admin = tonic::service::interceptor::InterceptedService<tonic::transport::Channel, Bearer>;
+
+/// Labels cluster `name` `rollout=yes`: [`PLACEMENT`] selects it.
+fn rollout(name: &str) -> LabelClusterRequest {
+    LabelClusterRequest {
+        name: name.into(),
+        set: [("rollout".to_string(), "yes".to_string())].into(),
+        remove: vec![],
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn chromium_sees_the_fleet_live_a_placements_reasons_and_a_read_only_token_cannot_pause() {
+    // The browser first: without one the test fails at once with the install hint.
+    let b = Browser::start().await;
+    let nats = NatsServer::start();
+    let hub = hub(&nats, |c| {
+        c.dashboard.live.sample_every = Duration::from_millis(500)
+    })
+    .await;
+    let (_, mut agents) = fleet(&hub, &nats, &["edge-1", "edge-2"]).await;
     let base = format!("http://{}", hub.dashboard_addr.unwrap());
 
     // The clusters view lists the simulated fleet, after signing in with a read-only token.
@@ -286,62 +291,7 @@ async fn chromium_follows_a_placement_and_a_rollout_live_lists_works_and_accepts
     let b = Browser::start().await;
     let nats = NatsServer::start();
     let hub = hub(&nats, |_| {}).await;
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", hub.grpc_addr))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut clusters = ClusterServiceClient::with_interceptor(channel.clone(), Bearer(ADMIN));
-    let names = ["edge-1", "edge-2", "edge-3"];
-    let agents: Vec<_> = names
-        .iter()
-        .chain(&["edge-pending"])
-        .map(|n| start_agent(agent_config(n, &nats.url())))
-        .collect();
-    for n in names.iter().chain(&["edge-pending"]) {
-        wait_state(&hub, n, Availability::Pending).await;
-    }
-    clusters
-        .accept_clusters(ClusterNamesRequest {
-            names: names.iter().map(|n| n.to_string()).collect(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    for n in names {
-        wait_state(&hub, n, Availability::Available).await;
-    }
-    let label = |n: &'static str| LabelClusterRequest {
-        name: n.into(),
-        set: [("rollout".to_string(), "yes".to_string())].into(),
-        remove: vec![],
-    };
-    clusters.label_cluster(label("edge-1")).await.unwrap();
-    ClusterSetServiceClient::with_interceptor(channel.clone(), Bearer(ADMIN))
-        .apply_binding(ManagedClusterSetBinding {
-            metadata: Some(ObjectMeta {
-                name: "default".into(),
-                namespace: "default".into(),
-                ..Default::default()
-            }),
-            spec: Some(ManagedClusterSetBindingSpec {
-                cluster_set: "default".into(),
-            }),
-            status: None,
-        })
-        .await
-        .unwrap();
-    let Ok(Document::Placement(p)) = parse_documents(PLACEMENT).remove(0) else {
-        panic!("placement fixture");
-    };
-    PlacementServiceClient::with_interceptor(channel.clone(), Bearer(ADMIN))
-        .apply_placement(p)
-        .await
-        .unwrap();
-    ReplicaSetServiceClient::with_interceptor(channel.clone(), Bearer(ADMIN))
-        .apply_replica_set(replica_set())
-        .await
-        .unwrap();
+    let (mut clusters, agents) = fleet(&hub, &nats, &["edge-1"]).await;
     apply_addon(&hub).await;
     let base = format!("http://{}", hub.dashboard_addr.unwrap());
 
@@ -376,7 +326,7 @@ async fn chromium_follows_a_placement_and_a_rollout_live_lists_works_and_accepts
     )
     .await;
     b.js("window.__notReloaded = true; return true").await;
-    clusters.label_cluster(label("edge-2")).await.unwrap();
+    clusters.label_cluster(rollout("edge-2")).await.unwrap();
     b.wait_until(
         "return document.getElementById('decisions').innerText.includes('edge-2')",
         "edge-2 decided on the open page",

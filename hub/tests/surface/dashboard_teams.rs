@@ -23,10 +23,7 @@ use flotilla_api::v1::placement_service_client::PlacementServiceClient;
 use flotilla_api::v1::policy_service_client::PolicyServiceClient;
 use flotilla_api::v1::replica_set_service_client::ReplicaSetServiceClient;
 use flotilla_api::v1::work_service_client::WorkServiceClient;
-use flotilla_api::v1::{
-    LabelClusterRequest, ManagedClusterSet, ManagedClusterSetBinding, ManagedClusterSetBindingSpec,
-    ObjectMeta,
-};
+use flotilla_api::v1::{LabelClusterRequest, ManagedClusterSet, ObjectMeta};
 use flotilla_hub::dashboard::history::Availability;
 use flotilla_testkit::NatsServer;
 use std::sync::Arc;
@@ -107,19 +104,8 @@ async fn two_teams(channel: &tonic::transport::Channel) {
             assert!(tokio::time::Instant::now() < deadline, "{e}");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        sets.apply_binding(ManagedClusterSetBinding {
-            metadata: Some(ObjectMeta {
-                name: format!("team-{team}"),
-                namespace: format!("team-{team}-apps"),
-                ..Default::default()
-            }),
-            spec: Some(ManagedClusterSetBindingSpec {
-                cluster_set: format!("team-{team}"),
-            }),
-            status: None,
-        })
-        .await
-        .unwrap();
+        let binding = set_binding(&format!("team-{team}-apps"), &format!("team-{team}"));
+        sets.apply_binding(binding).await.unwrap();
     }
     let mut clusters = ClusterServiceClient::with_interceptor(channel.clone(), Bearer(ADMIN));
     let mut works = WorkServiceClient::with_interceptor(channel.clone(), Bearer(ADMIN));
