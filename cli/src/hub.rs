@@ -395,6 +395,13 @@ impl Hub {
         flotilla_api::v1::info_service_client::InfoServiceClient::new(self.channel())
     }
 
+    /// Who the hub takes the caller for (`flotilla whoami`).
+    pub fn access(
+        &self,
+    ) -> flotilla_api::v1::access_service_client::AccessServiceClient<HubChannel> {
+        flotilla_api::v1::access_service_client::AccessServiceClient::new(self.channel())
+    }
+
     /// The recovery window and its orphans.
     pub fn recovery(
         &self,

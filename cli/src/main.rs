@@ -205,6 +205,9 @@ enum Command {
     },
     /// The CLI's version and the hub's (and the agent versions the hub accepts).
     Version,
+    /// Who the hub takes you for — user, groups, how you were authenticated — and every role
+    /// you hold under its grants, with whence (`-o yaml`/`-o json` too).
+    Whoami,
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -311,6 +314,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Policy { what } => cmd::policy::run(&hub, what).await,
         Command::Recovery { what } => cmd::recovery::run(&hub, what).await,
         Command::Version => cmd::version::run(&hub).await,
+        Command::Whoami => cmd::whoami::run(&hub, format).await,
         Command::Addon { .. } => match addon {
             Some(action) => cmd::addon::run(&hub, action).await,
             None => Ok(()),

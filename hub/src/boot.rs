@@ -10,6 +10,7 @@ use crate::metrics::Metrics;
 use crate::router::RouterConfig;
 use crate::store::{self, Bucket, StoreError};
 use crate::{Config, HubError, grpc, ha, janitor, limits, units, views};
+use flotilla_api::v1::access_service_server::AccessServiceServer;
 use flotilla_api::v1::cluster_service_server::ClusterServiceServer;
 use flotilla_api::v1::work_service_server::WorkServiceServer;
 use flotilla_bus::connect;
@@ -579,6 +580,7 @@ pub(crate) async fn api_routes(
     config: &Config,
     state: &State,
     families: Vec<Box<dyn crate::controller::Family>>,
+    hub_id: &str,
 ) -> Result<
     (
         tonic::service::Routes,
@@ -606,7 +608,10 @@ pub(crate) async fn api_routes(
             ))
             .max_decoding_message_size(8 * 1024 * 1024)
             .max_encoding_message_size(8 * 1024 * 1024),
-        );
+        )
+        .with(AccessServiceServer::new(grpc::whoami::AccessApi::new(
+            hub_id,
+        )));
     let (families, api) = crate::controller::Families::new(families, api);
     let routes = api.serving(&health_reporter).await;
     let forwarded = tower::Layer::layer(

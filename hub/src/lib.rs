@@ -510,7 +510,8 @@ async fn start_on(mut config: Config, listeners: boot::Listeners) -> Result<Hub,
 
     // The API's services, built once: served here, and (the controllers' ones) to the hubs
     // that forward to this one while it holds the controllers.
-    let (routes, forwarded, families) = boot::api_routes(&config, &state, families).await?;
+    let (routes, forwarded, families) =
+        boot::api_routes(&config, &state, families, &hub_id).await?;
 
     // Shard leases last: everything a shard's owner needs is in place.
     let units = Arc::new(units::Units::new(

@@ -18,6 +18,7 @@
 //! - [`proxy`]: read-only queries of a spoke's resources through its agent.
 //! - [`recovery`]: the recovery window after a restore: status, orphans' decisions, finish.
 //! - [`version`]: the CLI's and the hub's versions.
+//! - [`whoami`]: who the hub takes the caller for, and the roles its grants give it.
 //! - [`cluster_edits`]: accept, deny, label and taint clusters.
 //! - [`join`]: the manifests that install the agent on a spoke, with a join credential from a
 //!   secure hub.
@@ -37,6 +38,7 @@ pub mod recovery;
 pub mod rollout;
 pub mod version;
 pub mod watch;
+pub mod whoami;
 
 /// Prints a rendering of a command's result.
 fn print(rendering: Result<String, crate::output::RenderError>) -> anyhow::Result<()> {

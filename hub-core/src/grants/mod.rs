@@ -262,6 +262,27 @@ impl Held {
     }
 }
 
+impl Held {
+    /// Whether it holds exactly `grant`'s role on `grant`'s target.
+    fn gives(&self, grant: &Grant) -> bool {
+        match grant {
+            Grant::Fleet(role) => self.fleet == Some(*role),
+            Grant::Set { name, role } => self.sets.get(name) == Some(role),
+            Grant::Namespace { name, role } => self.namespaces.get(name) == Some(role),
+        }
+    }
+}
+
+/// One role a principal holds on one target and whom the grants file gives it to, of the
+/// principal's user and groups (`flotilla whoami`'s rows).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Source {
+    /// The highest role held on the target.
+    pub grant: Grant,
+    /// The subjects given that role there: the user first, then the groups in their order.
+    pub from: Vec<Subject>,
+}
+
 /// The parsed grants file: what each subject holds, and a digest of the whole.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grants {
@@ -294,6 +315,26 @@ impl Grants {
             }
         }
         held
+    }
+
+    /// Every grant `principal` holds ([`Grants::held_by`]'s: fleet first, then sets and
+    /// namespaces by name), each with the subjects that give it.
+    pub fn sources(&self, principal: &Principal) -> Vec<Source> {
+        let subjects: Vec<Subject> = std::iter::once(Subject::User(principal.user.clone()))
+            .chain(principal.groups.iter().map(|g| Subject::Group(g.clone())))
+            .collect();
+        let gives = |s: &Subject, grant: &Grant| {
+            self.by_subject.get(s).is_some_and(|held| held.gives(grant))
+        };
+        (self.held_by(principal).grants().into_iter())
+            .map(|grant| Source {
+                from: (subjects.iter())
+                    .filter(|s| gives(s, &grant))
+                    .cloned()
+                    .collect(),
+                grant,
+            })
+            .collect()
     }
 
     /// The SHA-256 of the grants' canonical form (independent of key and list order in the

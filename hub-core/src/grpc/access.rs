@@ -17,6 +17,7 @@
 //! | `grpc.reflection.v1.ServerReflection` | | `ServerReflectionInfo` | | |
 //! | `flotilla.v1.ClusterService` | | `ListClusters`, `GetCluster`, `WatchClusters` | | `AcceptClusters`, `DenyClusters`, `LabelCluster`, `TaintCluster`, `SetLeaseDuration`, `DeleteCluster`, `ApplyCluster`, `CreateJoinToken` |
 //! | `flotilla.v1.WorkService` | | `GetWork`, `ListWorks`, `WatchWorks` | `ApplyWork`, `ApplyWorks`, `DeleteWork` | `Proxy` |
+//! | `flotilla.v1.AccessService` | | `WhoAmI` | | |
 //!
 //! Each row also says what the method needs of the caller's grants beyond this coarse column
 //! ([`Need`], issue 48): the object whose cluster, set or namespace decides
@@ -204,6 +205,8 @@ pub const ENFORCED: &[&str] = &[
     "flotilla.v1.PolicyService",
     "flotilla.v1.AddOnService",
     "flotilla.v1.GitRepoService",
+    // About the caller itself (`WhoAmI`): nothing of the fleet to check or filter.
+    "flotilla.v1.AccessService",
     // Fleet-wide objects only: the gate's fleet rule is the whole check.
     "flotilla.v1.ImportPolicyService",
     "flotilla.v1.MirrorPeerService",
@@ -252,6 +255,11 @@ pub const CORE: &[Rows] = &[
             // Reads any object of a spoke, Secrets included.
             ("Proxy", Write, CLUSTER_PROXY_WRITE),
         ],
+    ),
+    (
+        "flotilla.v1.AccessService",
+        // Who the caller is and what it holds: its own, for any identity.
+        &[("WhoAmI", Read, ANY)],
     ),
 ];
 

@@ -722,6 +722,16 @@ impl Tokens {
         path: &str,
         header: Option<&str>,
     ) -> Result<Option<Identity>, tonic::Status> {
+        self.authorize_from(path, header, None)
+    }
+
+    /// [`Tokens::authorize`] for a call from `source` (its refusal's audit line says it).
+    pub fn authorize_from(
+        &self,
+        path: &str,
+        header: Option<&str>,
+        source: Option<std::net::IpAddr>,
+    ) -> Result<Option<Identity>, tonic::Status> {
         let need = self.access.access(path);
         if need == Access::Open {
             return Ok(None);
@@ -733,11 +743,11 @@ impl Tokens {
             .ok_or_else(|| {
                 let why = "no bearer token: pass --token, set FLOTILLA_TOKEN or configure an \
                            exec credential plugin (--exec-command)";
-                audit_unauthenticated(&format!("call {path}"), why);
+                audit_unauthenticated(source, &format!("call {path}"), why);
                 tonic::Status::unauthenticated(why)
             })?;
         let identity = self.authenticate(token).map_err(|why| {
-            audit_unauthenticated(&format!("call {path}"), &why);
+            audit_unauthenticated(source, &format!("call {path}"), &why);
             tonic::Status::unauthenticated(why)
         })?;
         let gate = identity.may_call(&self.access, path);
@@ -752,17 +762,7 @@ impl Tokens {
     }
 }
 
-/// The audit line of a refused authentication (docs/notes/issue-48-design.md §8.5): on the
-/// `flotilla::audit` target as every other, user `<unauthenticated>`, the `action` tried
-/// (`call /flotilla.v1.ClusterService/ListClusters`, `proxy GET …`, `dashboard sign-in`) and why
-/// — the text the caller is told, which never carries the token.
-pub fn audit_unauthenticated(action: &str, why: &str) {
-    tracing::info!(
-        target: "flotilla::audit",
-        user = "<unauthenticated>", groups = "", via = "none", action, missing = why,
-        outcome = "refused", "audit"
-    );
-}
+pub use super::refused::audit_unauthenticated;
 
 /// A tower layer that authenticates and authorizes every call with [`Tokens`] (open when
 /// `None`).
@@ -827,7 +827,8 @@ where
                         .headers()
                         .get(http::header::AUTHORIZATION)
                         .and_then(|v| v.to_str().ok());
-                    tokens.authorize(req.uri().path(), header)
+                    let source = super::refused::peer_of(&req).map(|p| p.ip());
+                    tokens.authorize_from(req.uri().path(), header, source)
                 }
             };
             match decision {

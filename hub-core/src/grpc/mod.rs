@@ -2,7 +2,8 @@
 //! builder ([`api`]), the table of what each method needs ([`access`]), bearer tokens and roles
 //! ([`auth`]), each identity's share of the server ([`capacity`]), name checks and the
 //! rejected-call counter ([`guard`]), services that exist only on the hub holding the
-//! controllers ([`late`]) and the forwarding of their calls to that hub ([`forward`]).
+//! controllers ([`late`]) and the forwarding of their calls to that hub ([`forward`]); the
+//! audit lines of refused authentications, bounded per source ([`refused`]).
 
 pub mod access;
 pub mod api;
@@ -11,3 +12,4 @@ pub mod capacity;
 pub mod forward;
 pub mod guard;
 pub mod late;
+pub mod refused;

@@ -79,6 +79,16 @@ fn key_of(meta: Option<&flotilla_api::v1::ObjectMeta>) -> (String, String) {
         .unwrap_or_default()
 }
 
+/// `cma` as the caller of `vis` may read it: whole to a fleet role, else only the placements
+/// of its install strategy, and their progress, in the namespaces it sees (issue 48 review r4
+/// §2: another team's rollout is not its to read, nor the fleet's counts).
+fn shown(cma: &ClusterManagementAddOn, vis: &guard::Visibility) -> ClusterManagementAddOn {
+    if vis.is_all() {
+        return cma.clone();
+    }
+    super::fence::fenced(cma, |namespace| vis.namespace(namespace))
+}
+
 fn found<T: Clone>(x: Option<std::sync::Arc<T>>, what: String) -> Result<Response<T>, Status> {
     x.map(|x| Response::new((*x).clone()))
         .ok_or_else(|| Status::not_found(format!("{what} not found")))
@@ -99,23 +109,25 @@ impl AddOnService for AddOnApi {
         &self,
         request: Request<GetAddOnRequest>,
     ) -> Result<Response<ClusterManagementAddOn>, Status> {
+        let vis = guard::visibility(&request);
         let r = request.into_inner();
         cluster_scoped(&r)?;
-        found(
-            self.addons.get_addon(&r.name),
-            format!("ClusterManagementAddOn {}", r.name),
-        )
+        let cma = self.addons.get_addon(&r.name).ok_or_else(|| {
+            Status::not_found(format!("ClusterManagementAddOn {} not found", r.name))
+        })?;
+        Ok(Response::new(shown(&cma, &vis)))
     }
 
     async fn list_cluster_management_add_ons(
         &self,
-        _request: Request<ListAddOnsRequest>,
+        request: Request<ListAddOnsRequest>,
     ) -> Result<Response<ListClusterManagementAddOnsResponse>, Status> {
+        let vis = guard::visibility(&request);
         let mut items: Vec<_> = self
             .addons
             .list_addons()
             .into_iter()
-            .map(|x| (*x).clone())
+            .map(|x| shown(&x, &vis))
             .collect();
         items.sort_by(|a, b| {
             a.metadata
@@ -363,11 +375,13 @@ impl AddOnService for AddOnApi {
             let action = format!("enable add-on {} by a placement", r.name);
             guard::check(&request, Verb::Write, Target::Fleet, &action)?;
         }
+        let vis = guard::visibility(&request);
         let r = request.into_inner();
         let (created, addon) = self
             .addons
             .enable(&r.name, &r.clusters, &r.placement, &r.install_namespace)
             .await?;
+        let addon = addon.map(|a| shown(&a, &vis));
         Ok(Response::new(EnableAddOnResponse { created, addon }))
     }
 

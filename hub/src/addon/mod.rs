@@ -29,6 +29,8 @@
 //!   (ManagedClusterAddOn), `templates` (AddOnTemplate), `configs` (AddOnDeploymentConfig,
 //!   with `in_use`: who names a config); `enable` (`clusteradm addon enable` / `disable`);
 //!   `agents` (an agent's credentials — [`CredentialsError`] — and lease renewals).
+//! - `fence` (pure): what a caller who sees only some namespaces reads of an add-on (its
+//!   placements and their progress), for the API and the dashboard.
 
 pub mod actor;
 mod addons;
@@ -40,6 +42,7 @@ pub mod effects;
 mod enable;
 mod error;
 pub mod family;
+pub mod fence;
 pub mod grpc;
 mod handle;
 mod in_use;

@@ -208,7 +208,11 @@ impl Sessions {
                 Some(self.start_session(identity, until, "token form"))
             }
             Err(why) => {
-                crate::grpc::auth::audit_unauthenticated("dashboard sign-in (token form)", &why);
+                crate::grpc::auth::audit_unauthenticated(
+                    None,
+                    "dashboard sign-in (token form)",
+                    &why,
+                );
                 None
             }
         }

@@ -336,7 +336,7 @@ impl SignIn {
     ) -> Result<(String, String), CallbackError> {
         let result = self.finish_inner(sessions, query, cookie).await;
         if let Err(e) = &result {
-            audit_unauthenticated("dashboard sign-in (oidc)", &e.to_string());
+            audit_unauthenticated(None, "dashboard sign-in (oidc)", &e.to_string());
         }
         result
     }

@@ -137,23 +137,9 @@ fn addon_available(a: &ManagedClusterAddOn) -> bool {
     })
 }
 
-/// `cma` as a viewer who sees only the namespaces `sees` admits may read it (issue 48): only
-/// the placements of its install strategy, and their progressions, in those namespaces — so
-/// its "rolled out" counts are over its own placements, never the fleet's, and other teams'
-/// placements are not named.
-pub fn fenced_addon(
-    cma: &ClusterManagementAddOn,
-    sees: impl Fn(&str) -> bool,
-) -> ClusterManagementAddOn {
-    let mut cma = cma.clone();
-    if let Some(strategy) = cma.spec.as_mut().and_then(|s| s.install_strategy.as_mut()) {
-        strategy.placements.retain(|p| sees(&p.namespace));
-    }
-    if let Some(status) = cma.status.as_mut() {
-        status.install_progressions.retain(|p| sees(&p.namespace));
-    }
-    cma
-}
+/// `cma` as a viewer who sees only the namespaces `sees` admits may read it (issue 48): the
+/// API's rule ([`crate::addon::fence`]).
+pub use crate::addon::fence::fenced as fenced_addon;
 
 fn progressions(cma: &ClusterManagementAddOn) -> &[flotilla_api::v1::InstallProgression] {
     cma.status

@@ -1,4 +1,5 @@
-//! The gRPC API (`flotilla.v1`): the cluster and work services here; each controller family's
+//! The gRPC API (`flotilla.v1`): the cluster and work services here, and `AccessService`
+//! ([`whoami`]: who the hub takes the caller for); each controller family's
 //! service in its own folder (`crate::placement::grpc`, `crate::policy::grpc`, …), built on the
 //! helpers below (watch streams, status mapping). Errors map to the status codes clients expect: `INVALID_ARGUMENT` naming the field,
 //! `NOT_FOUND`, `ABORTED` for a stale resourceVersion, `PERMISSION_DENIED` naming the caller,
@@ -13,6 +14,7 @@
 pub use flotilla_hub_core::grpc::{access, api, auth, capacity, forward, guard, late};
 
 pub mod cluster;
+pub mod whoami;
 pub mod work;
 
 use crate::clusterset::SetError;

@@ -2,7 +2,7 @@
 //!
 //! | role | may | acts on the spoke as |
 //! |---|---|---|
-//! | read-only | get, list, watch and discovery; not Secrets; of subresources only `log`, `status`, `scale` | the agent |
+//! | read-only | get, list, watch and discovery (and health: no other non-resource path, such as `/metrics`, `/logs`, `/debug/pprof`); not Secrets; of subresources only `log`, `status`, `scale` | the agent |
 //! | deployer | any verb | one of its execute-as ServiceAccounts (impersonated): the one it names with `kubectl --as=system:serviceaccount:NS:NAME`, or its only named grant |
 //! | admin | any verb | the agent, or whom it names with `--as`/`--as-group` (the agent then impersonates, if the spoke lets it) |
 //! | member (grants only, issue 48) | by its grants on the cluster asked for: `admin` on one of its sets as an admin, `view` as read-only, else refused naming the grant | as admin or read-only |
@@ -93,6 +93,14 @@ fn decide_as(
                 return Err(Refusal(format!(
                     "{who} may only get, list and watch through the cluster proxy; {} refused",
                     what()
+                )));
+            }
+            if !info.resource_request && !info.discovery {
+                return Err(Refusal(format!(
+                    "{who} may read only discovery and health paths through the cluster proxy \
+                     (/api, /apis, /version, /openapi, /healthz, /livez, /readyz): other \
+                     non-resource paths (/metrics, /logs, /debug) are read as the agent and need \
+                     admin"
                 )));
             }
             if info.resource_request && info.group.is_empty() && info.resource == "secrets" {
@@ -265,6 +273,20 @@ pub fn audit_service_account(owner: &crate::serviceaccount::TokenOwner, info: &R
     );
 }
 
+/// The audit line of a request refused before anyone was authenticated — no bearer, a token
+/// that is neither the hub's nor a current ManagedServiceAccount's, an ID token refused (expired,
+/// another audience, a key the issuer does not publish) — from `source`: the request as an
+/// accepted one's line names it, and why ([`crate::grpc::auth::audit_unauthenticated`]: bounded
+/// per source).
+pub fn audit_unauthenticated(
+    source: Option<std::net::IpAddr>,
+    cluster: &str,
+    info: &RequestInfo,
+    why: &str,
+) {
+    crate::grpc::auth::audit_unauthenticated(source, &action(cluster, info), why);
+}
+
 /// A proxied request in an audit line: `proxy get core/pods default/web on cluster a1`.
 fn action(cluster: &str, info: &RequestInfo) -> String {
     let object = match (info.namespace.as_str(), info.name.as_str()) {
@@ -397,6 +419,49 @@ mod tests {
         let admin = identity(Role::Admin, &[]);
         let proxy = info(Method::GET, "/api/v1/nodes/n/proxy/configz");
         assert_eq!(decide(&admin, &proxy, &none), Ok(Act::AsAgent));
+    }
+
+    #[test]
+    fn read_only_callers_reach_discovery_and_health_not_other_non_resource_paths() {
+        // Review r4 §10: a set's viewer (read-only here) reads non-resource paths as the agent.
+        let viewer = identity(Role::ReadOnly, &[]);
+        let none = Asked::default();
+        for path in [
+            "/",
+            "/api",
+            "/api/v1",
+            "/apis",
+            "/apis/apps",
+            "/apis/apps/v1",
+            "/version",
+            "/openapi/v3/apis/apps/v1",
+            "/healthz",
+            "/livez/ping",
+            "/readyz",
+        ] {
+            assert_eq!(
+                decide(&viewer, &info(Method::GET, path), &none),
+                Ok(Act::AsAgent),
+                "{path}"
+            );
+        }
+        for path in [
+            "/metrics",
+            "/logs/kube-apiserver.log",
+            "/debug/pprof/profile",
+            "/metrics/slis",
+        ] {
+            let refused = decide(&viewer, &info(Method::GET, path), &none).unwrap_err();
+            assert!(
+                refused
+                    .0
+                    .contains("may read only discovery and health paths"),
+                "{path}: {refused:?}"
+            );
+        }
+        let admin = identity(Role::Admin, &[]);
+        let pprof = info(Method::GET, "/debug/pprof/profile");
+        assert_eq!(decide(&admin, &pprof, &none), Ok(Act::AsAgent));
     }
 
     #[test]

@@ -141,6 +141,10 @@ pub struct RequestInfo {
     pub subresource: String,
     /// Object name.
     pub name: String,
+    /// A non-resource request for discovery or health: `/`, `/api`, `/apis`, a group or
+    /// version's discovery, `/version`, `/openapi/…`, `/healthz`, `/livez`, `/readyz` (not
+    /// `/metrics`, `/logs/…` or `/debug/…`).
+    pub discovery: bool,
 }
 
 impl RequestInfo {
@@ -161,6 +165,7 @@ impl RequestInfo {
             resource: String::new(),
             subresource: String::new(),
             name: String::new(),
+            discovery: false,
         };
         // No segment is dropped: `split` refuses paths with empty ones, and were one let
         // through it would stay where the API server sees it.
@@ -180,6 +185,15 @@ impl RequestInfo {
                     http::Method::GET | http::Method::HEAD => Verb::Get,
                     _ => Verb::Other,
                 };
+                info.discovery = matches!(
+                    parts.as_slice(),
+                    [] | ["api"]
+                        | ["apis"]
+                        | ["apis", _]
+                        | ["version"]
+                        | ["openapi", ..]
+                        | ["healthz" | "livez" | "readyz", ..]
+                );
                 return info;
             }
         };
@@ -203,6 +217,7 @@ impl RequestInfo {
                 } else {
                     Verb::Other
                 };
+                info.discovery = !legacy_watch;
                 return info;
             }
             [resource] => info.resource = (*resource).to_string(),

@@ -106,15 +106,21 @@ impl crate::webserver::Handler for Proxy {
 
     async fn handle(
         self: Arc<Self>,
-        req: http::Request<Incoming>,
-        _peer: std::net::SocketAddr,
+        mut req: http::Request<Incoming>,
+        peer: std::net::SocketAddr,
     ) -> Response {
+        // Who sent it, for the audit line of a refused authentication.
+        req.extensions_mut().insert(Peer(peer));
         match self.router.clone().oneshot(req).await {
             Ok(resp) => resp,
             Err(never) => match never {},
         }
     }
 }
+
+/// The address a request came from (in its extensions).
+#[derive(Debug, Clone, Copy)]
+struct Peer(std::net::SocketAddr);
 
 /// The proxy's routes. Every path goes to [`proxy`], the router's fallback: the Kubernetes API's
 /// path space is forwarded whole, and `/clusters/<cluster>/…` is taken apart by
@@ -369,14 +375,16 @@ async fn handle(deps: &Deps, req: Request) -> http::Response<Body> {
     };
     let cluster = cluster.to_string();
     let spoke_path = spoke_path.to_string();
+    let info = RequestInfo::parse(req.method(), &spoke_path, &query);
     let caller = match authenticate(deps, &cluster, req.headers()).await {
         Ok(c) => c,
         Err((code, why)) => {
-            tracing::info!(cluster.name = %cluster, reason = %why, "cluster proxy request unauthenticated");
+            // An audit line like an accepted request's, bounded per source.
+            let peer = req.extensions().get::<Peer>().map(|p| p.0.ip());
+            access::audit_unauthenticated(peer, &cluster, &info, &why);
             return status::response(code, &why);
         }
     };
-    let info = RequestInfo::parse(req.method(), &spoke_path, &query);
     let session = session_kind(&info);
     if session.is_none() && req.headers().contains_key(http::header::UPGRADE) {
         deps.metrics.refused("protocol");

@@ -232,3 +232,46 @@ fn a_missing_file_is_a_read_error_naming_it() {
         "{e}"
     );
 }
+
+#[test]
+fn each_grant_held_names_the_user_and_groups_that_give_it() {
+    use crate::grants::{Source, Subject};
+    let grants = Builder::default()
+        .set("team-a", SetRole::Admin, group("team-a-sre"))
+        .set("team-a", SetRole::View, user("ana"))
+        .namespace("apps", NamespaceRole::Edit, user("ana"))
+        .namespace("apps", NamespaceRole::Edit, group("team-a-sre"))
+        .fleet(FleetRole::View, group("auditors"))
+        .build();
+    let ana = principal("ana", &["team-a-sre", "auditors"]);
+    let sources = grants.sources(&ana);
+    let set = |name: &str, role| Grant::Set {
+        name: name.into(),
+        role,
+    };
+    assert_eq!(
+        sources,
+        [
+            Source {
+                grant: Grant::Fleet(FleetRole::View),
+                from: vec![Subject::Group("auditors".into())],
+            },
+            // The highest role on a set: only the subjects that give it.
+            Source {
+                grant: set("team-a", SetRole::Admin),
+                from: vec![Subject::Group("team-a-sre".into())],
+            },
+            Source {
+                grant: Grant::Namespace {
+                    name: "apps".into(),
+                    role: NamespaceRole::Edit,
+                },
+                from: vec![
+                    Subject::User("ana".into()),
+                    Subject::Group("team-a-sre".into()),
+                ],
+            },
+        ]
+    );
+    assert!(grants.sources(&principal("nobody", &[])).is_empty());
+}
