@@ -10,6 +10,9 @@ pub const DEFAULT_CLUSTERSET: &str = "default";
 /// Label naming the ManifestWorkReplicaSet a work belongs to (`<namespace>.<name>`, as OCM
 /// writes it): the hub's replica sets set it, and the cluster actors read it.
 pub const REPLICASET_LABEL: &str = "work.open-cluster-management.io/manifestworkreplicaset";
+/// Request header (value `true`) that forces a write the hub refuses by default: applying,
+/// deleting or undoing a ManifestWorkReplicaSet a GitRepo writes (`flotilla apply --force`).
+pub const FORCE_HEADER: &str = "flotilla-force";
 
 /// DNS domains whose label keys (`<domain>/<name>` and `<sub>.<domain>/<name>`) belong to the
 /// hub and its admin, never to a registering agent: Open Cluster Management's (the cluster set

@@ -155,6 +155,10 @@ enum Command {
         /// Namespace of namespaced documents that name none (default: `default`, as kubectl).
         #[arg(short = 'n', long)]
         namespace: Option<String>,
+        /// Write ManifestWorkReplicaSets a GitRepo writes all the same (refused otherwise: the
+        /// repository is their source; the GitRepo writes over them at its next commit).
+        #[arg(long)]
+        force: bool,
     },
     /// Delete a resource.
     Delete {
@@ -277,7 +281,9 @@ async fn run(cli: Cli) -> Result<()> {
     }
     // Parse local input before touching the network, so bad input fails fast and alone.
     let documents = match &cli.command {
-        Command::Apply { file, namespace } => cmd::apply::read_in(file, namespace.as_deref())?,
+        Command::Apply {
+            file, namespace, ..
+        } => cmd::apply::read_in(file, namespace.as_deref())?,
         _ => Vec::new(),
     };
     let addon = match &cli.command {
@@ -305,7 +311,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Taint { cluster, taints } => {
             cmd::cluster_edits::taint(&hub, cluster, taints).await
         }
-        Command::Apply { .. } => cmd::apply::run(&hub, documents).await,
+        Command::Apply { force, .. } => cmd::apply::run(&hub, documents, force).await,
         Command::Delete { what } => cmd::delete::run(&hub, what).await,
         Command::Watch { what } => cmd::watch::run(&hub, format, what).await,
         Command::Proxy { cluster, what } => cmd::proxy::run(&hub, format, cluster, what).await,

@@ -169,7 +169,8 @@ fn describe(i: usize, doc: &Document) -> String {
 }
 
 /// Applies the documents [`read`] returned, printing a line for each in document order.
-pub async fn run(hub: &Hub, docs: Vec<Document>) -> Result<()> {
+/// `force`: replica sets a GitRepo writes are written all the same.
+pub async fn run(hub: &Hub, docs: Vec<Document>, force: bool) -> Result<()> {
     let total = docs.len();
     let lost = AtomicBool::new(false);
     let lost = &lost;
@@ -210,7 +211,7 @@ pub async fn run(hub: &Hub, docs: Vec<Document>) -> Result<()> {
             });
             continue;
         }
-        for outcome in apply_each(hub, segment, lost).await {
+        for outcome in apply_each(hub, segment, lost, force).await {
             if let (_, Some(Ok(line))) = &outcome {
                 println!("{line}");
             }
@@ -255,14 +256,19 @@ type Outcome = (String, Option<Result<String>>);
 
 /// Applies each document of `segment`, [`CONCURRENCY`] at a time; once the hub is lost the
 /// rest are not sent.
-async fn apply_each(hub: &Hub, segment: Vec<(usize, Document)>, lost: &AtomicBool) -> Vec<Outcome> {
+async fn apply_each(
+    hub: &Hub,
+    segment: Vec<(usize, Document)>,
+    lost: &AtomicBool,
+    force: bool,
+) -> Vec<Outcome> {
     futures::stream::iter(segment)
         .map(|(i, doc)| async move {
             let what = describe(i, &doc);
             if lost.load(Ordering::Relaxed) {
                 return (what, None);
             }
-            let r = apply(hub, doc).await;
+            let r = apply(hub, doc, force).await;
             if let Err(e) = &r
                 && format!("{e:#}").starts_with("cannot reach the hub")
             {
@@ -289,4 +295,17 @@ fn work_line(m: &flotilla_api::v1::ObjectMeta, generation: i64) -> String {
         "manifestwork.work.open-cluster-management.io/{} applied (cluster {}, generation {generation})",
         m.name, m.namespace
     )
+}
+
+/// `message` as a request that forces the write when `force` (the `flotilla-force` header):
+/// what a GitRepo writes is written all the same.
+pub(crate) fn forced<T>(message: T, force: bool) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    if force {
+        request.metadata_mut().insert(
+            flotilla_api::meta::FORCE_HEADER,
+            tonic::metadata::AsciiMetadataValue::from_static("true"),
+        );
+    }
+    request
 }

@@ -103,8 +103,9 @@ pub const MAX_CALL_TIME: Duration = Duration::from_secs(300);
 /// The request headers a forwarded call carries, and the only ones a holder takes from the
 /// wire: what gRPC needs and tracing. Anything else — the caller's `authorization` above all,
 /// and any header that could claim an identity — stays behind: the caller travels as the
-/// identity the edge verified.
-pub const FORWARDED_HEADERS: [&str; 8] = [
+/// identity the edge verified. `flotilla-force` (`flotilla_api::meta::FORCE_HEADER`) claims no
+/// identity: it asks for a write the caller's grants already allow.
+pub const FORWARDED_HEADERS: [&str; 9] = [
     "content-type",
     "te",
     "grpc-timeout",
@@ -113,6 +114,7 @@ pub const FORWARDED_HEADERS: [&str; 8] = [
     "x-request-id",
     "traceparent",
     "tracestate",
+    "flotilla-force",
 ];
 
 /// Hop-by-hop headers: about one HTTP connection, never copied from a forwarded answer.

@@ -7,7 +7,7 @@
 use super::rules::{self, Outcome, Tracked};
 use super::{Buckets, Deps, GitRepoError, Views};
 use crate::keys::ObjectRef;
-use crate::replicaset::ReplicaSets;
+use crate::replicaset::{ReplicaSets, Writer};
 use flotilla_api::v1::{GitRepo, ManifestWorkReplicaSet};
 use flotilla_gitfetch::launch::Worker;
 use flotilla_gitfetch::pool::Pool;
@@ -219,7 +219,13 @@ impl Actor {
             return Err(GitRepoError::NotFound(key.to_string()));
         };
         for name in owned(&self.deps.replicasets, key) {
-            match self.deps.replicasets.delete(&key.namespace, &name).await {
+            let by = Writer::GitRepo(&key.name);
+            match self
+                .deps
+                .replicasets
+                .delete_as(&key.namespace, &name, by)
+                .await
+            {
                 Ok(()) | Err(crate::replicaset::ReplicaSetError::NotFound(_)) => {}
                 Err(e) => {
                     return Err(GitRepoError::Invalid(vec![format!(
@@ -403,17 +409,23 @@ impl Actor {
             Err(problems) => return Outcome::Invalid { commit, problems },
         };
         let mut problems = Vec::new();
+        let by = Writer::GitRepo(&key.name);
         for rs in writes.apply {
             let name = rs
                 .metadata
                 .as_ref()
                 .map_or(String::new(), |m| m.name.clone());
-            if let Err(e) = self.deps.replicasets.apply(rs).await {
+            if let Err(e) = self.deps.replicasets.apply_as(rs, by).await {
                 problems.push(format!("bundle {name}: {e}"));
             }
         }
         for name in writes.delete {
-            if let Err(e) = self.deps.replicasets.delete(&key.namespace, &name).await {
+            if let Err(e) = self
+                .deps
+                .replicasets
+                .delete_as(&key.namespace, &name, by)
+                .await
+            {
                 problems.push(format!("replica set {name} (its bundle is gone): {e}"));
             }
         }

@@ -6,7 +6,7 @@
 
 use crate::grants::{Target, Verb};
 use crate::grpc::guard;
-use crate::replicaset::{ReplicaSetError, ReplicaSets};
+use crate::replicaset::{ReplicaSetError, ReplicaSets, Writer};
 use flotilla_api::v1::replica_set_service_server::ReplicaSetService;
 use flotilla_api::v1::{
     DeleteReplicaSetResponse, GetReplicaSetRequest, ListReplicaSetsRequest,
@@ -20,7 +20,17 @@ impl From<ReplicaSetError> for Status {
             ReplicaSetError::Invalid(_) => Status::invalid_argument(e.to_string()),
             ReplicaSetError::NotFound(_) => Status::not_found(e.to_string()),
             ReplicaSetError::Unavailable(_) => Status::unavailable(e.to_string()),
+            ReplicaSetError::Refused(_) => Status::failed_precondition(e.to_string()),
         }
+    }
+}
+
+/// The caller: a user, who forced the write when the request says `flotilla-force: true`
+/// (`flotilla apply --force`: a replica set a GitRepo writes is then written all the same).
+fn writer<T>(req: &Request<T>) -> Writer<'static> {
+    match req.metadata().get(flotilla_api::meta::FORCE_HEADER) {
+        Some(v) if v == "true" => Writer::Forced,
+        _ => Writer::User,
     }
 }
 
@@ -71,7 +81,10 @@ impl ReplicaSetService for ReplicaSetApi {
             .unwrap_or_default();
         guard::namespace("metadata.namespace", &namespace, false)?;
         allow(&request, Verb::Write, &namespace, &name, "apply")?;
-        Ok(Response::new(self.sets.apply(request.into_inner()).await?))
+        let writer = writer(&request);
+        Ok(Response::new(
+            self.sets.apply_as(request.into_inner(), writer).await?,
+        ))
     }
 
     async fn get_replica_set(
@@ -118,8 +131,9 @@ impl ReplicaSetService for ReplicaSetApi {
         check(request.get_ref())?;
         let r = request.get_ref();
         allow(&request, Verb::Write, &r.namespace, &r.name, "delete")?;
+        let writer = writer(&request);
         let r = request.into_inner();
-        self.sets.delete(&r.namespace, &r.name).await?;
+        self.sets.delete_as(&r.namespace, &r.name, writer).await?;
         Ok(Response::new(DeleteReplicaSetResponse {}))
     }
 
@@ -133,9 +147,12 @@ impl ReplicaSetService for ReplicaSetApi {
             name: r.name.clone(),
         })?;
         allow(&request, Verb::Write, &r.namespace, &r.name, "roll out")?;
+        let writer = writer(&request);
         let r = request.into_inner();
         Ok(Response::new(
-            self.sets.rollout(&r.namespace, &r.name, &r.action).await?,
+            self.sets
+                .rollout_as(&r.namespace, &r.name, &r.action, writer)
+                .await?,
         ))
     }
 

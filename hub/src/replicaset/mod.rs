@@ -7,7 +7,9 @@
 //!   starts works as the rollout allows, removes works of clusters that left the decisions,
 //!   writes the status.
 //!
-//! [`ReplicaSets`] is the handle: apply, get, list, delete. Replica sets are kept in the
+//! [`ReplicaSets`] is the handle: apply, get, list, delete. A replica set a GitRepo writes is
+//! changed by that GitRepo only ([`rules::owner`]): a user's apply, delete or undo of it is
+//! refused unless forced. Replica sets are kept in the
 //! `replicasets` KV bucket; the rollout position is never stored: after a hub restart it is
 //! recomputed from the works themselves (their template hash and conditions), so a rollout
 //! resumes where it was.
@@ -24,6 +26,7 @@ use crate::placement::Placements;
 use crate::store::{Bucket, StoreError};
 use dashmap::DashMap;
 use flotilla_api::v1::ManifestWorkReplicaSet;
+pub use rules::owner::{Change, Refusal, Writer};
 use std::sync::Arc;
 use thiserror::Error;
 use tokio::sync::mpsc;
@@ -46,6 +49,9 @@ pub enum ReplicaSetError {
     /// Storage failed.
     #[error("storage unavailable: {0}")]
     Unavailable(String),
+    /// The writer may not change it (a GitRepo writes it).
+    #[error(transparent)]
+    Refused(#[from] Refusal),
 }
 
 impl From<StoreError> for ReplicaSetError {
@@ -134,10 +140,21 @@ impl ReplicaSets {
         &self.inner.views
     }
 
-    /// Creates or updates a replica set; a template change starts a new rollout.
+    /// Creates or updates a replica set as a user; a template change starts a new rollout.
     pub async fn apply(
         &self,
+        rs: ManifestWorkReplicaSet,
+    ) -> Result<ManifestWorkReplicaSet, ReplicaSetError> {
+        self.apply_as(rs, Writer::User).await
+    }
+
+    /// Creates or updates a replica set as `writer` (refused when it may not: a GitRepo's set
+    /// by a user). A new set a GitRepo makes keeps the hub state it is given (made paused while
+    /// the GitRepo's rollout is).
+    pub async fn apply_as(
+        &self,
         mut rs: ManifestWorkReplicaSet,
+        writer: Writer<'_>,
     ) -> Result<ManifestWorkReplicaSet, ReplicaSetError> {
         let errors = rules::validate(&rs);
         if !errors.is_empty() {
@@ -145,6 +162,7 @@ impl ReplicaSets {
         }
         let key = key_of(&rs);
         let stored = self.inner.bucket.get(&key.store_key()).await?;
+        rules::owner::may_write(stored.as_ref().map(|(s, _)| s), writer, Change::Apply)?;
         let template = |r: &ManifestWorkReplicaSet| {
             r.spec
                 .as_ref()
@@ -167,7 +185,9 @@ impl ReplicaSets {
             None => {
                 crate::identity::create(m);
                 rs.status = None;
-                rs.hub = None;
+                if !matches!(writer, Writer::GitRepo(_)) {
+                    rs.hub = None;
+                }
             }
         }
         m.resource_version = 0;
@@ -186,17 +206,34 @@ impl ReplicaSets {
     }
 
     /// `pause`, `resume` or `undo` (back to the template before the last change, which starts a
-    /// new rollout of it).
+    /// new rollout of it), as a user.
     pub async fn rollout(
         &self,
         namespace: &str,
         name: &str,
         action: &str,
     ) -> Result<ManifestWorkReplicaSet, ReplicaSetError> {
+        self.rollout_as(namespace, name, action, Writer::User).await
+    }
+
+    /// [`ReplicaSets::rollout`] as `writer` (a user's undo of a GitRepo's set is refused).
+    pub async fn rollout_as(
+        &self,
+        namespace: &str,
+        name: &str,
+        action: &str,
+        writer: Writer<'_>,
+    ) -> Result<ManifestWorkReplicaSet, ReplicaSetError> {
         let key = ObjectRef::new(namespace, name);
         let Some((mut rs, _)) = self.inner.bucket.get(&key.store_key()).await? else {
             return Err(ReplicaSetError::NotFound(key.inventory_key()));
         };
+        let change = if action == "undo" {
+            Change::Undo
+        } else {
+            Change::PauseOrResume
+        };
+        rules::owner::may_write(Some(&rs), writer, change)?;
         let mut hub = rs.hub.clone().unwrap_or_default();
         match action {
             "pause" => hub.paused = true,
@@ -253,9 +290,21 @@ impl ReplicaSets {
         }
     }
 
-    /// Deletes a replica set; its works go too unless `cascadeDeletionPolicy: Orphan`.
+    /// Deletes a replica set as a user; its works go too unless `cascadeDeletionPolicy: Orphan`.
     pub async fn delete(&self, namespace: &str, name: &str) -> Result<(), ReplicaSetError> {
+        self.delete_as(namespace, name, Writer::User).await
+    }
+
+    /// [`ReplicaSets::delete`] as `writer` (a user's delete of a GitRepo's set is refused).
+    pub async fn delete_as(
+        &self,
+        namespace: &str,
+        name: &str,
+        writer: Writer<'_>,
+    ) -> Result<(), ReplicaSetError> {
         let key = ObjectRef::new(namespace, name);
+        let stored = self.inner.views.get(&key.inventory_key());
+        rules::owner::may_write(stored.as_deref(), writer, Change::Delete)?;
         let Some((_, tx)) = self.inner.actors.remove(&key.inventory_key()) else {
             return Err(ReplicaSetError::NotFound(key.inventory_key()));
         };

@@ -11,9 +11,10 @@ use flotilla_api::meta::{condition_status, find_condition};
 use flotilla_api::ocm::{Document, parse_documents};
 use flotilla_api::v1::git_repo_service_client::GitRepoServiceClient;
 use flotilla_api::v1::placement_service_client::PlacementServiceClient;
+use flotilla_api::v1::replica_set_service_client::ReplicaSetServiceClient;
 use flotilla_api::v1::{
-    GetGitRepoRequest, GitRepo, LabelClusterRequest, ManagedClusterSetBinding,
-    ManagedClusterSetBindingSpec, ManifestWork, ObjectMeta,
+    GetGitRepoRequest, GetReplicaSetRequest, GitRepo, LabelClusterRequest,
+    ManagedClusterSetBinding, ManagedClusterSetBindingSpec, ManifestWork, ObjectMeta,
 };
 use flotilla_hub::Hub;
 use flotilla_hub::replicaset::rules::{REPLICASET_LABEL, TEMPLATE_HASH_ANNOTATION};
@@ -230,6 +231,25 @@ async fn a_git_repository_s_commits_become_works_a_bad_one_is_refused_and_delete
     .await;
     let st = r.status.unwrap();
     assert_eq!(st.ready_bundles, "2/2");
+    // A bundle's replica set is the GitRepo's: a user's delete is refused, naming it.
+    let mut sets = ReplicaSetServiceClient::connect(format!("http://{}", hub.grpc_addr))
+        .await
+        .unwrap();
+    let err = sets
+        .delete_replica_set(GetReplicaSetRequest {
+            namespace: "default".into(),
+            name: "shop-apps-web".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition);
+    assert!(
+        err.message().starts_with(
+            "ManifestWorkReplicaSet default/shop-apps-web belongs to GitRepo default/shop"
+        ),
+        "{}",
+        err.message()
+    );
     assert_eq!(st.head.as_ref().unwrap().subject, "web and db at 1");
     let bundles: Vec<(&str, &str)> = st
         .bundles

@@ -8,14 +8,15 @@ use flotilla_api::meta::find_condition;
 use flotilla_api::ocm::Document;
 use flotilla_api::v1;
 
-/// Applies one document; the line says what the hub made of it.
-pub(super) async fn apply(hub: &Hub, doc: Document) -> Result<String> {
+/// Applies one document; the line says what the hub made of it. `force`: a replica set a
+/// GitRepo writes is written all the same.
+pub(super) async fn apply(hub: &Hub, doc: Document, force: bool) -> Result<String> {
     match doc {
         Document::ClusterSet(x) => cluster_set(hub, x).await,
         Document::Work(x) => work(hub, x).await,
         Document::Placement(x) => placement(hub, x).await,
         Document::Score(x) => score(hub, x).await,
-        Document::ReplicaSet(x) => replica_set(hub, x).await,
+        Document::ReplicaSet(x) => replica_set(hub, x, force).await,
         Document::Cluster(x) => cluster(hub, x).await,
         Document::Binding(x) => binding(hub, x).await,
         Document::ClusterManagementAddOn(x) => cluster_management_add_on(hub, x).await,
@@ -129,11 +130,15 @@ async fn score(hub: &Hub, sc: v1::AddOnPlacementScore) -> Result<String> {
     ))
 }
 
-/// Applies a ManifestWorkReplicaSet.
-async fn replica_set(hub: &Hub, r: v1::ManifestWorkReplicaSet) -> Result<String> {
+/// Applies a ManifestWorkReplicaSet (`force`: even one a GitRepo writes).
+async fn replica_set(hub: &Hub, r: v1::ManifestWorkReplicaSet, force: bool) -> Result<String> {
     let m = r.metadata.clone().unwrap_or_default();
-    hub.idempotent(async || hub.replica_sets().apply_replica_set(r.clone()).await)
-        .await?;
+    hub.idempotent(async || {
+        hub.replica_sets()
+            .apply_replica_set(super::forced(r.clone(), force))
+            .await
+    })
+    .await?;
     Ok(format!(
         "manifestworkreplicaset.work.open-cluster-management.io/{} applied (namespace {})",
         m.name, m.namespace

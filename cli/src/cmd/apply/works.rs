@@ -36,7 +36,8 @@ pub async fn apply_run(hub: &Hub, run: Vec<(usize, Document)>, lost: &AtomicBool
         let (unavailable, message) =
             match send(hub, &works, &pending, &mut outcomes, &mut printed).await {
                 Round::Unimplemented => {
-                    let outcomes = apply_each(hub, run, lost).await;
+                    // Works, one by one: nothing here is a GitRepo's to force.
+                    let outcomes = apply_each(hub, run, lost, false).await;
                     for (_, o) in &outcomes {
                         if let Some(Ok(line)) = o {
                             println!("{line}");

@@ -134,6 +134,7 @@ pub(super) async fn rollout_action(
             let status = match e {
                 crate::replicaset::ReplicaSetError::Invalid(_) => StatusCode::BAD_REQUEST,
                 crate::replicaset::ReplicaSetError::NotFound(_) => StatusCode::NOT_FOUND,
+                crate::replicaset::ReplicaSetError::Refused(_) => StatusCode::CONFLICT,
                 crate::replicaset::ReplicaSetError::Unavailable(_) => {
                     StatusCode::SERVICE_UNAVAILABLE
                 }

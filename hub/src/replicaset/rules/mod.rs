@@ -1,6 +1,6 @@
 //! Pure rules of ManifestWorkReplicaSets: validation naming every field, the per-cluster work a
 //! replica set wants, where a cluster's work stands against the current template (the rollout's
-//! input), and the status summary.
+//! input), and the status summary; [`owner`]: who may write a replica set a GitRepo writes.
 
 use flotilla_api::meta;
 use flotilla_api::v1::{
@@ -11,6 +11,8 @@ use flotilla_rollout::Status;
 use prost::Message;
 use sha2::{Digest, Sha256};
 use std::time::SystemTime;
+
+pub mod owner;
 
 pub use flotilla_api::meta::REPLICASET_LABEL;
 /// Label naming the placement that put a work on its cluster.
