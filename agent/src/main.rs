@@ -1,8 +1,10 @@
 //! `flotilla-agent`: flags → tracing → [`flotilla_agent::run`].
 
 use clap::Parser;
+use flotilla_agent::backend::Backend;
 use flotilla_agent::backend::kube::KubeBackend;
 use flotilla_agent::backend::sim::{SimBackend, SimConfig};
+use flotilla_agent::hubs::MultipleHubs;
 use flotilla_agent::{AgentConfig, StateConfig};
 use flotilla_api::v1::ClusterClaim;
 use flotilla_bus::connect::NatsArgs;
@@ -156,10 +158,7 @@ struct Args {
 }
 
 /// The hubs of `--hubs`, checked (`None` without it).
-fn multiple_hubs(
-    args: &Args,
-    errors: &mut Vec<String>,
-) -> Option<flotilla_agent::hubs::MultipleHubs> {
+fn multiple_hubs(args: &Args, errors: &mut Vec<String>) -> Option<MultipleHubs> {
     use flotilla_agent::hubs::{self, rules};
     let path = args.hubs.as_ref()?;
     let timeout = match args.unsafe_hub_connection_timeout_seconds {
@@ -173,7 +172,7 @@ fn multiple_hubs(
         }
     };
     match hubs::file::read(path) {
-        Ok(hubs) => Some(hubs::MultipleHubs {
+        Ok(hubs) => Some(MultipleHubs {
             hubs,
             timeout,
             cleanup: if args.hub_switch_cleanup == "delete" {
@@ -215,6 +214,48 @@ fn main() -> ExitCode {
         flotilla_bus::trace::init("flotilla-agent", "info")
     };
     let args = Args::parse();
+    let (config, multi) = match configure(&args) {
+        Ok(configured) => configured,
+        Err(errors) => {
+            for e in errors {
+                eprintln!("flotilla-agent: {e}");
+            }
+            return ExitCode::from(64);
+        }
+    };
+    let started = runtime.block_on(backend(&args)).and_then(|backend| {
+        if let Some(addr) = args.metrics_listen {
+            serve_metrics(&runtime, addr, &config)?;
+        }
+        Ok(backend)
+    });
+    let backend = match started {
+        Ok(backend) => backend,
+        Err(e) => {
+            eprintln!("flotilla-agent: {e}");
+            return ExitCode::from(64);
+        }
+    };
+    let shutdown = flotilla_bus::process::shutdown_signal();
+    let ran = match multi {
+        Some(multi) => runtime.block_on(async {
+            flotilla_agent::hubs::Supervisor::new(config, multi, backend)?
+                .run(shutdown)
+                .await
+        }),
+        None => runtime.block_on(flotilla_agent::run(config, backend, shutdown)),
+    };
+    match ran {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("flotilla-agent: {e}");
+            ExitCode::from(64)
+        }
+    }
+}
+
+/// The agent's configuration from its flags, and the hubs of `--hubs`; every mistake at once.
+fn configure(args: &Args) -> Result<(AgentConfig, Option<MultipleHubs>), Vec<String>> {
     let mut errors = Vec::new();
     let mut config = AgentConfig::new(&args.cluster_name, &args.nats.url);
     args.nats.apply_to(&mut config.nats);
@@ -233,12 +274,7 @@ fn main() -> ExitCode {
         sessions: args.cluster_proxy_sessions,
         sessions_per_caller: args.cluster_proxy_sessions_per_caller,
     };
-    config.pending_poll = Duration::from_secs(args.pending_poll_seconds.max(1));
-    config.status_interval = Duration::from_secs(args.status_interval_seconds.max(1));
-    config.work_status_interval = Duration::from_secs(args.work_status_interval_seconds.max(1));
-    config.resync_interval = Duration::from_secs(args.resync_interval_seconds.max(1));
-    config.score_interval =
-        (args.score_interval_seconds > 0).then(|| Duration::from_secs(args.score_interval_seconds));
+    intervals(args, &mut config);
     match flotilla_agent::features::FeatureGates::parse(&args.feature_gates) {
         Ok(gates) => config.feature_gates = gates,
         Err(es) => errors.extend(es),
@@ -251,9 +287,30 @@ fn main() -> ExitCode {
     }
     config.simulate_addons = args.simulate_addons;
     config.service_account_namespace = args.service_account_namespace.clone();
-    let sim_file = args.state_dir.join("sim-cluster.json");
     errors.extend(config.validate());
-    let multi = multiple_hubs(&args, &mut errors);
+    let multi = multiple_hubs(args, &mut errors);
+    transport(args, &mut config, &mut errors);
+    if errors.is_empty() {
+        Ok((config, multi))
+    } else {
+        Err(errors)
+    }
+}
+
+/// How often the agent polls, reports and resyncs (each at least a second; no score reports
+/// with `--score-interval-seconds 0`).
+fn intervals(args: &Args, config: &mut AgentConfig) {
+    config.pending_poll = Duration::from_secs(args.pending_poll_seconds.max(1));
+    config.status_interval = Duration::from_secs(args.status_interval_seconds.max(1));
+    config.work_status_interval = Duration::from_secs(args.work_status_interval_seconds.max(1));
+    config.resync_interval = Duration::from_secs(args.resync_interval_seconds.max(1));
+    config.score_interval =
+        (args.score_interval_seconds > 0).then(|| Duration::from_secs(args.score_interval_seconds));
+}
+
+/// Checks what `--nats-url` would expose (warnings logged, except with `--hubs`, whose file
+/// names each hub's URL) and requires TLS where it is asked for.
+fn transport(args: &Args, config: &mut AgentConfig, errors: &mut Vec<String>) {
     let ca = config.nats.tls_ca_file.is_some();
     let secure = config.bootstrap_creds.is_some() || config.nats.credentials_file.is_some();
     match flotilla_bus::connect::check_transport(&config.nats.url, ca, secure) {
@@ -266,76 +323,51 @@ fn main() -> ExitCode {
         Err(e) => errors.push(format!("--nats-url {e}")),
     }
     config.nats.require_tls = flotilla_bus::connect::tls_required(ca, &config.nats.url);
-    if !errors.is_empty() {
-        for e in errors {
-            eprintln!("flotilla-agent: {e}");
-        }
-        return ExitCode::from(64);
+}
+
+/// The cluster the agent manages (`--backend`): the Kubernetes cluster, or a simulated one kept
+/// in the state directory, so it survives agent restarts.
+async fn backend(args: &Args) -> Result<Arc<dyn Backend>, String> {
+    if args.backend == "kubernetes" {
+        let kube = KubeBackend::connect(args.kubeconfig.as_deref()).await;
+        return Ok(Arc::new(kube.map_err(|e| e.to_string())?));
     }
-    let backend: Arc<dyn flotilla_agent::backend::Backend> = if args.backend == "kubernetes" {
-        match runtime.block_on(KubeBackend::connect(args.kubeconfig.as_deref())) {
-            Ok(b) => Arc::new(b),
-            Err(e) => {
-                eprintln!("flotilla-agent: {e}");
-                return ExitCode::from(64);
-            }
-        }
-    } else {
-        let sim = SimBackend::new(
-            args.sim_cpu,
-            args.sim_memory_gib,
-            &args.sim_kubernetes_version,
-        )
-        .with_platform(&args.sim_platform)
-        .with_config(SimConfig {
-            ready_delay: Duration::from_millis(args.sim_ready_delay_ms),
-            token_max_lifetime: args.sim_token_max_seconds.map(Duration::from_secs),
-            ..SimConfig::default()
-        });
-        // The simulated cluster lives next to the agent's state, so it survives agent restarts.
-        if let Some(dir) = sim_file.parent()
-            && let Err(e) = std::fs::create_dir_all(dir)
-        {
-            eprintln!("flotilla-agent: --state-dir {}: {e}", dir.display());
-            return ExitCode::from(64);
-        }
-        match sim.persisted(sim_file) {
-            Ok(b) => Arc::new(b),
-            Err(e) => {
-                eprintln!("flotilla-agent: {e}");
-                return ExitCode::from(64);
-            }
-        }
-    };
-    if let Some(addr) = args.metrics_listen {
-        let listener = match runtime.block_on(tokio::net::TcpListener::bind(addr)) {
-            Ok(l) => l,
-            Err(e) => {
-                eprintln!("flotilla-agent: --metrics-listen {addr}: {e}");
-                return ExitCode::from(64);
-            }
-        };
-        let metrics = config.metrics.clone();
-        runtime.spawn(flotilla_bus::process::serve_metrics(
-            listener,
-            move || metrics.render(),
-            flotilla_bus::process::shutdown_signal(),
-        ));
+    let sim = SimBackend::new(
+        args.sim_cpu,
+        args.sim_memory_gib,
+        &args.sim_kubernetes_version,
+    )
+    .with_platform(&args.sim_platform)
+    .with_config(SimConfig {
+        ready_delay: Duration::from_millis(args.sim_ready_delay_ms),
+        token_max_lifetime: args.sim_token_max_seconds.map(Duration::from_secs),
+        ..SimConfig::default()
+    });
+    let sim_file = args.state_dir.join("sim-cluster.json");
+    if let Some(dir) = sim_file.parent()
+        && let Err(e) = std::fs::create_dir_all(dir)
+    {
+        return Err(format!("--state-dir {}: {e}", dir.display()));
     }
-    let shutdown = flotilla_bus::process::shutdown_signal();
-    let ran = match multi {
-        Some(multi) => runtime.block_on(async {
-            flotilla_agent::hubs::Supervisor::new(config, multi, backend)?
-                .run(shutdown)
-                .await
-        }),
-        None => runtime.block_on(flotilla_agent::run(config, backend, shutdown)),
-    };
-    match ran {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("flotilla-agent: {e}");
-            ExitCode::from(64)
-        }
-    }
+    Ok(Arc::new(
+        sim.persisted(sim_file).map_err(|e| e.to_string())?,
+    ))
+}
+
+/// Serves the agent's metrics on `addr` (`--metrics-listen`) until the process is told to stop.
+fn serve_metrics(
+    runtime: &tokio::runtime::Runtime,
+    addr: std::net::SocketAddr,
+    config: &AgentConfig,
+) -> Result<(), String> {
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind(addr))
+        .map_err(|e| format!("--metrics-listen {addr}: {e}"))?;
+    let metrics = config.metrics.clone();
+    runtime.spawn(flotilla_bus::process::serve_metrics(
+        listener,
+        move || metrics.render(),
+        flotilla_bus::process::shutdown_signal(),
+    ));
+    Ok(())
 }
