@@ -8,7 +8,8 @@
 /// One fetch: where, what, which paths, and the limits to hold to.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct FetchRequest {
-    /// The repository URL as the GitRepo names it (`git://`, `file://`; no user-info).
+    /// The repository URL as the GitRepo names it (`https://`, `http://`, `git://`, `file://`;
+    /// no user-info).
     #[prost(string, tag = "1")]
     pub url: String,
     /// The branch or revision to follow.
@@ -32,6 +33,105 @@ pub struct FetchRequest {
     /// Only resolve the branch or revision to a commit (a poll); fetch no objects.
     #[prost(bool, tag = "8")]
     pub list_only: bool,
+    /// Credentials for the repository (the GitRepo's `clientSecretName`), used only when the
+    /// server asks (HTTP 401) and only over https:// (never in the clear). Never logged: its
+    /// `Debug` shows where it comes from, not what it holds.
+    #[prost(message, optional, tag = "9")]
+    pub credentials: Option<Credentials>,
+    /// PEM certificates trusted for https:// besides the system's roots (the GitRepo's
+    /// `caBundle`).
+    #[prost(bytes = "vec", tag = "10")]
+    pub ca_bundle: Vec<u8>,
+}
+
+/// Credentials for one repository, from a hub Secret. Its `Debug` names the source and the
+/// kind, never a value.
+#[derive(Clone, PartialEq, prost::Message)]
+#[prost(skip_debug)]
+pub struct Credentials {
+    /// Where they come from (`Secret edge-apps/shop-git`), for messages; not secret.
+    #[prost(string, tag = "1")]
+    pub source: String,
+    /// The credential itself.
+    #[prost(oneof = "Credential", tags = "2, 3")]
+    pub credential: Option<Credential>,
+}
+
+/// A credential of one kind.
+#[derive(Clone, PartialEq, prost::Oneof)]
+#[prost(skip_debug)]
+pub enum Credential {
+    /// HTTP basic authentication (a token goes in `password`), sent over https:// only.
+    #[prost(message, tag = "2")]
+    Basic(BasicAuth),
+    /// An SSH private key (for `ssh://`, whose transport is not built yet).
+    #[prost(message, tag = "3")]
+    Ssh(SshKey),
+}
+
+/// A user name and password (or token) for HTTP basic authentication.
+#[derive(Clone, PartialEq, prost::Message)]
+#[prost(skip_debug)]
+pub struct BasicAuth {
+    /// The user name.
+    #[prost(string, tag = "1")]
+    pub username: String,
+    /// The password or token.
+    #[prost(string, tag = "2")]
+    pub password: String,
+}
+
+/// An SSH private key and the host keys to trust.
+#[derive(Clone, PartialEq, prost::Message)]
+#[prost(skip_debug)]
+pub struct SshKey {
+    /// The private key (OpenSSH or PEM armour).
+    #[prost(bytes = "vec", tag = "1")]
+    pub private_key: Vec<u8>,
+    /// `known_hosts` lines for the server's host key.
+    #[prost(string, tag = "2")]
+    pub known_hosts: String,
+}
+
+impl Credentials {
+    /// The kind, as messages name it.
+    pub fn kind(&self) -> &'static str {
+        match self.credential {
+            Some(Credential::Basic(_)) => "basic-auth",
+            Some(Credential::Ssh(_)) => "ssh-auth",
+            None => "none",
+        }
+    }
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("source", &self.source)
+            .field("kind", &self.kind())
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Credential::Basic(_) => "Basic(<redacted>)",
+            Credential::Ssh(_) => "Ssh(<redacted>)",
+        })
+    }
+}
+
+impl std::fmt::Debug for BasicAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BasicAuth(<redacted>)")
+    }
+}
+
+impl std::fmt::Debug for SshKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SshKey(<redacted>)")
+    }
 }
 
 /// What to follow: exactly one of a branch or a revision.

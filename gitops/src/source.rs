@@ -5,18 +5,19 @@
 //! `placementRefs` entry per target, so OCM's rollout strategies, decision groups, pause, resume
 //! and undo apply unchanged.
 //!
-//! Built so far: `git://` (with `insecureTransport: true`) and `file://` repositories, branch or
-//! revision, `paths`, polling settings, `paused`, `forceSyncGeneration`, `targetNamespace`,
-//! `keepResources`, targets by `placementRef`. Refused by name (in the shape) until built:
-//! HTTPS and SSH, credentials, webhooks, inline placements; refused for good: Fleet's Helm,
-//! OCI, image-scan and service-account fields.
+//! Built so far: `https://` (with `clientSecretName` and `caBundle`), `http://` and `git://`
+//! (with `insecureTransport: true`) and `file://` repositories, branch or revision, `paths`,
+//! polling settings, `paused`, `forceSyncGeneration`, `targetNamespace`, `keepResources`,
+//! targets by `placementRef`. Refused until built: SSH, webhooks, inline placements (the
+//! latter two by name in the shape); refused for good: Fleet's Helm, OCI, image-scan and
+//! service-account fields.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 pub use flotilla_api::v1::{GitRepo, GitRepoSpec, GitTarget};
 use flotilla_api::{
     go_duration::GoDuration,
-    names::validate_dns1123_label,
+    names::{validate_dns1123_label, validate_dns1123_subdomain},
     v1::{LocalPlacementReference, ManifestWorkReplicaSet, ManifestWorkReplicaSetSpec, ObjectMeta},
 };
 use flotilla_gitfetch::protocol::{FetchRequest, FetchResult, Limits, Want};
@@ -155,7 +156,7 @@ fn repo_url(s: &GitRepoSpec, p: &mut Vec<String>) {
     }
     let Some((scheme, rest)) = url.split_once("://") else {
         p.push(format!(
-            "spec.repo: {url}: scp-like and SSH URLs are not built yet: use git:// or file://"
+            "spec.repo: {url}: scp-like and SSH URLs are not built yet: use https://, git:// or file://"
         ));
         return;
     };
@@ -166,14 +167,50 @@ fn repo_url(s: &GitRepoSpec, p: &mut Vec<String>) {
         ));
     }
     match scheme {
-        "git" if !s.insecure_transport => p.push(
-            "spec.repo: git:// has no transport security: set spec.insecureTransport: true".into(),
-        ),
-        "git" | "file" => {}
-        "https" | "http" | "ssh" => p.push(format!(
-            "spec.repo: {scheme}:// is not built yet: use git:// or file://"
+        "git" | "http" if !s.insecure_transport => p.push(format!(
+            "spec.repo: {scheme}:// has no transport security: set spec.insecureTransport: true \
+             (or use https://)"
         )),
+        "https" | "http" | "git" | "file" => {}
+        "ssh" => p.push("spec.repo: ssh:// is not built yet: use https://".into()),
         other => p.push(format!("spec.repo: unknown scheme {other}://")),
+    }
+    credentials(s, scheme, p);
+}
+
+/// Bytes of a `caBundle`, at most.
+pub const MAX_CA_BUNDLE_BYTES: usize = 64 * 1024;
+
+/// `clientSecretName` and `caBundle`: for `https://` only (credentials never travel in the
+/// clear; a CA bundle means nothing elsewhere). The certificates themselves are parsed by the
+/// worker, which names the one that does not.
+fn credentials(s: &GitRepoSpec, scheme: &str, p: &mut Vec<String>) {
+    if !s.client_secret_name.is_empty() {
+        if scheme != "https" {
+            p.push(format!(
+                "spec.clientSecretName: credentials are sent over https:// only, not {scheme}://"
+            ));
+        }
+        if let Err(e) = validate_dns1123_subdomain("spec.clientSecretName", &s.client_secret_name) {
+            p.push(e.to_string());
+        }
+    }
+    if !s.ca_bundle.is_empty() {
+        if scheme != "https" {
+            p.push(format!(
+                "spec.caBundle: for https:// repositories only, not {scheme}://"
+            ));
+        }
+        if s.ca_bundle.len() > MAX_CA_BUNDLE_BYTES {
+            p.push(format!(
+                "spec.caBundle: {} bytes; at most {MAX_CA_BUNDLE_BYTES}",
+                s.ca_bundle.len()
+            ));
+        }
+        let pem = String::from_utf8_lossy(&s.ca_bundle);
+        if !pem.contains("-----BEGIN CERTIFICATE-----") {
+            p.push("spec.caBundle: no PEM certificate (-----BEGIN CERTIFICATE-----) in it".into());
+        }
     }
 }
 
@@ -225,6 +262,9 @@ pub fn fetch_request(
         file_roots: file_roots.to_vec(),
         allow_loopback,
         list_only: false,
+        // Credentials are the hub's to add (from the Secret `clientSecretName` names).
+        credentials: None,
+        ca_bundle: s.ca_bundle.clone(),
     }
 }
 

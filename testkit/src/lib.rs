@@ -12,7 +12,8 @@
 //! [`kube`]: a small Kubernetes API server speaking the real wire format, for the agent's
 //! Kubernetes backend; [`EchoServer`]: a TCP echo server for port-forwards.
 //!
-//! [`git`]: repositories made with the system `git` and a `git daemon` serving them.
+//! [`git`]: repositories made with the system `git` and a `git daemon` serving them;
+//! [`git_http`]: `git http-backend` behind a small HTTP(S) server with basic authentication.
 //!
 //! [`oidc`]: a small OIDC issuer (discovery, a rotating JWKS, minted tokens, the code flow with
 //! PKCE) for the hub's OIDC tests.
@@ -25,6 +26,7 @@
 pub mod cluster;
 pub mod echo;
 pub mod git;
+pub mod git_http;
 pub mod kube;
 pub mod oidc;
 pub mod wire;

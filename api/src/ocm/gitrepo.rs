@@ -6,8 +6,8 @@
 //! kind: GitRepo
 //! metadata: {name: shop, namespace: edge-apps}
 //! spec:
-//!   repo: git://git.example.com/ops/shop.git
-//!   insecureTransport: true
+//!   repo: https://git.example.com/ops/shop.git
+//!   clientSecretName: shop-git      # a hub Secret, kubernetes.io/basic-auth
 //!   branch: main
 //!   paths: ["apps/*"]
 //!   pollingInterval: 1m
@@ -79,6 +79,13 @@ pub struct GitRepoSpec {
     /// An increase fetches and renders at once.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub force_sync_generation: i64,
+    /// A hub Secret in the namespace holding the credentials (`kubernetes.io/basic-auth`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret_name: Option<String>,
+    /// CA certificates for an `https://` repository: base64 of their PEM, as Fleet writes it
+    /// (the PEM itself is taken too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_bundle: Option<String>,
     /// Every object goes into this namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_namespace: Option<String>,
@@ -206,11 +213,6 @@ pub struct Bundle {
 /// Spec keys refused by name, with the reason.
 const REFUSED: &[(&str, &str)] = &[
     (
-        "clientSecretName",
-        "credentials are not built yet: use a public git:// or file:// repository",
-    ),
-    ("caBundle", "HTTPS is not built yet"),
-    (
         "webhookSecret",
         "webhooks are not built yet: the repository is polled",
     ),
@@ -288,6 +290,13 @@ impl GitRepo {
                 REFUSED_IN_TARGETS,
             ));
         }
+        let ca_bundle = match s.ca_bundle.as_deref().map(pem_or_base64).transpose() {
+            Ok(pem) => pem.unwrap_or_default(),
+            Err(e) => {
+                problems.push(e);
+                Vec::new()
+            }
+        };
         let metadata = self.metadata.to_proto().map_err(|e| vec![e])?;
         if !problems.is_empty() {
             return Err(problems);
@@ -303,6 +312,8 @@ impl GitRepo {
                 disable_polling: s.disable_polling,
                 paused: s.paused,
                 force_sync_generation: s.force_sync_generation,
+                client_secret_name: s.client_secret_name.clone().unwrap_or_default(),
+                ca_bundle,
                 target_namespace: s.target_namespace.clone().unwrap_or_default(),
                 keep_resources: s.keep_resources,
                 insecure_transport: s.insecure_transport,
@@ -326,6 +337,18 @@ impl GitRepo {
             status: None,
         })
     }
+}
+
+/// `caBundle`'s bytes: PEM as written, or base64 of it (Fleet's `[]byte` in YAML).
+fn pem_or_base64(text: &str) -> Result<Vec<u8>, String> {
+    let text = text.trim();
+    if text.starts_with("-----BEGIN") {
+        return Ok(text.as_bytes().to_vec());
+    }
+    let compact: String = text.split_whitespace().collect();
+    data_encoding::BASE64
+        .decode(compact.as_bytes())
+        .map_err(|e| format!("spec.caBundle: neither PEM nor base64 of PEM: {e}"))
 }
 
 fn some(s: &str) -> Option<String> {
@@ -352,6 +375,9 @@ impl From<&v1::GitRepo> for GitRepo {
                 disable_polling: s.disable_polling,
                 paused: s.paused,
                 force_sync_generation: s.force_sync_generation,
+                client_secret_name: some(&s.client_secret_name),
+                ca_bundle: (!s.ca_bundle.is_empty())
+                    .then(|| data_encoding::BASE64.encode(&s.ca_bundle)),
                 target_namespace: some(&s.target_namespace),
                 keep_resources: s.keep_resources,
                 insecure_transport: s.insecure_transport,

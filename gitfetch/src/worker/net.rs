@@ -29,6 +29,11 @@ impl Received {
     pub fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
+
+    /// Counts `n` more bytes; returns the new total.
+    pub fn add(&self, n: u64) -> u64 {
+        self.0.fetch_add(n, Ordering::Relaxed) + n
+    }
 }
 
 /// A reader that counts what it reads and fails with [`TransferCapExceeded`] past `cap`.
@@ -61,7 +66,7 @@ impl<R: Read> Read for Counted<R> {
             return Err(io::Error::other(TransferCapExceeded(self.cap)));
         }
         let n = self.inner.read(buf)?;
-        let total = self.received.0.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
+        let total = self.received.add(n as u64);
         if total > self.cap {
             return Err(io::Error::other(TransferCapExceeded(self.cap)));
         }

@@ -5,6 +5,7 @@
 
 use std::{path::Path, time::Duration};
 
+#[allow(unused_imports)] // not every test binary serves over git://
 pub use flotilla_testkit::git::{Daemon, Repo};
 
 use flotilla_gitfetch::{
@@ -37,7 +38,7 @@ pub fn request(url: &str, want: Want, paths: &[&str]) -> FetchRequest {
         limits: Some(Limits::default()),
         file_roots: Vec::new(),
         allow_loopback: true,
-        list_only: false,
+        ..Default::default()
     }
 }
 

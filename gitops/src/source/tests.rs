@@ -39,6 +39,56 @@ fn a_gitrepo_parses_and_asks_for_its_branch_and_paths() {
 }
 
 #[test]
+fn https_takes_a_secret_and_a_ca_bundle_and_nothing_else_does() {
+    // base64 of "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n", as Fleet writes it.
+    let ca = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUIKLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo=";
+    let https = SHOP
+        .replace("git://git.example.com", "https://git.example.com")
+        .replace(
+            "  insecureTransport: true\n",
+            &format!("  clientSecretName: shop-git\n  caBundle: {ca}\n"),
+        );
+    let r = parse(&https).unwrap();
+    let req = fetch_request(&r, Limits::default(), &[], false);
+    assert!(req.ca_bundle.starts_with(b"-----BEGIN CERTIFICATE-----"));
+    assert_eq!(req.credentials, None, "the hub adds them from the Secret");
+
+    // The same over git:// and plain http://: credentials never travel in the clear.
+    for scheme in ["git", "http"] {
+        let clear = https.replace("https://", &format!("{scheme}://")).replace(
+            "  clientSecretName",
+            "  insecureTransport: true\n  clientSecretName",
+        );
+        assert_eq!(
+            parse(&clear).unwrap_err(),
+            [
+                format!(
+                    "spec.clientSecretName: credentials are sent over https:// only, not {scheme}://"
+                ),
+                format!("spec.caBundle: for https:// repositories only, not {scheme}://"),
+            ]
+        );
+    }
+    let http = SHOP.replace("git://", "http://");
+    assert!(parse(&http).is_ok(), "http:// with insecureTransport");
+    let problems = parse(&http.replace("  insecureTransport: true\n", "")).unwrap_err();
+    assert!(
+        problems[0].starts_with("spec.repo: http:// has no transport security"),
+        "{problems:?}"
+    );
+    let not_pem = https.replace(ca, "aGVsbG8="); // base64 of "hello"
+    assert_eq!(
+        parse(&not_pem).unwrap_err(),
+        ["spec.caBundle: no PEM certificate (-----BEGIN CERTIFICATE-----) in it"]
+    );
+    let bad_name = https.replace("clientSecretName: shop-git", "clientSecretName: Shop_Git");
+    assert!(
+        parse(&bad_name).unwrap_err()[0].starts_with("spec.clientSecretName: "),
+        "named by its field"
+    );
+}
+
+#[test]
 fn every_problem_is_reported_with_its_field() {
     let bad = SHOP
         .replace("  insecureTransport: true\n", "")
@@ -68,7 +118,7 @@ fn fields_not_built_and_fleet_fields_left_out_are_refused_by_name() {
     let bad = SHOP
         .replace(
             "  branch: main\n",
-            "  branch: main\n  clientSecretName: shop-git\n  helmSecretName: x\n",
+            "  branch: main\n  webhookSecret: shop-hook\n  helmSecretName: x\n",
         )
         .replace(
             "  - name: depots\n",
@@ -78,8 +128,8 @@ fn fields_not_built_and_fleet_fields_left_out_are_refused_by_name() {
     assert_eq!(
         problems,
         [
-            "spec.clientSecretName: credentials are not built yet: use a public git:// or file:// repository",
             "spec.helmSecretName: Helm is not rendered here",
+            "spec.webhookSecret: webhooks are not built yet: the repository is polled",
             "spec.targets[1].clusterSelector: inline targets are not built yet: name an existing Placement in placementRef",
         ]
     );

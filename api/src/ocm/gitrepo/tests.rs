@@ -51,7 +51,7 @@ fn fleet_keys_left_out_are_refused_by_name_and_unknown_keys_as_unknown() {
     let bad = SHOP
         .replace(
             "  branch: main\n",
-            "  branch: main\n  clientSecretName: shop-git\n  helmSecretName: x\n  brnch: y\n",
+            "  branch: main\n  webhookSecret: shop-hook\n  helmSecretName: x\n  brnch: y\n",
         )
         .replace(
             "    placementRef: {name: stores}\n",
@@ -60,10 +60,51 @@ fn fleet_keys_left_out_are_refused_by_name_and_unknown_keys_as_unknown() {
     let e = one(&bad).unwrap_err();
     for part in [
         "document 1 (GitRepo shop): spec.brnch: unknown field",
-        "spec.clientSecretName: credentials are not built yet",
+        "spec.webhookSecret: webhooks are not built yet",
         "spec.helmSecretName: Helm is not rendered here",
         "spec.targets[0].clusterSelector: inline targets are not built yet",
     ] {
         assert!(e.contains(part), "{part:?} not in {e}");
     }
+}
+
+#[test]
+fn credentials_and_a_ca_bundle_are_taken_as_fleet_writes_them_or_as_pem() {
+    let pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+    let https = |ca: &str| {
+        SHOP.replace("git://git.example.com", "https://git.example.com")
+            .replace(
+                "  insecureTransport: true\n",
+                &format!("  clientSecretName: shop-git\n  caBundle: {ca}\n"),
+            )
+    };
+    let fleet = data_encoding::BASE64.encode(pem.as_bytes());
+    for written in [
+        fleet.clone(),
+        format!("|\n    {}", pem.replace('\n', "\n    ")),
+    ] {
+        let Ok(Document::GitRepo(r)) = one(&https(&written)) else {
+            panic!("{written}");
+        };
+        let spec = r.spec.clone().unwrap();
+        assert_eq!(spec.client_secret_name, "shop-git");
+        assert_eq!(
+            String::from_utf8(spec.ca_bundle).unwrap().trim(),
+            pem.trim()
+        );
+        // Printed back as Fleet writes it: base64.
+        let printed = serde_yaml::to_string(&GitRepo::from(&r)).unwrap();
+        assert!(printed.contains("clientSecretName: shop-git"), "{printed}");
+        let back = data_encoding::BASE64.encode(spec_ca(&r).as_bytes());
+        assert!(printed.contains(&back), "{printed}");
+    }
+    let e = one(&https("not*base64")).unwrap_err();
+    assert!(
+        e.contains("spec.caBundle: neither PEM nor base64 of PEM"),
+        "{e}"
+    );
+}
+
+fn spec_ca(r: &v1::GitRepo) -> String {
+    String::from_utf8(r.spec.clone().unwrap().ca_bundle).unwrap()
 }
