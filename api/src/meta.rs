@@ -57,6 +57,10 @@ pub const COND_JOINED: &str = "ManagedClusterJoined";
 pub const COND_AVAILABLE: &str = "ManagedClusterConditionAvailable";
 /// Condition: the agent's clock agrees with the hub's.
 pub const COND_CLOCK_SYNCED: &str = "ManagedClusterConditionClockSynced";
+/// Condition (a Flotilla extension): whether the hub accepts the version the cluster's agent
+/// reports — False with the refusal's text when it does not, so the cluster says why it goes
+/// Unknown.
+pub const COND_AGENT_VERSION_ACCEPTED: &str = "AgentVersionAccepted";
 /// Condition of a set: whether it selects any cluster.
 pub const COND_CLUSTERSET_EMPTY: &str = "ClusterSetEmpty";
 /// Condition of a binding: the set exists and the binding is usable.

@@ -132,6 +132,13 @@ pub enum Refusal {
     /// Not a version.
     #[error("agent {0}")]
     Unreadable(VersionError),
+    /// No version at all: every Flotilla agent states one (`RegistrationRequest.agent_version`,
+    /// field 7, in every release's recorded wire).
+    #[error(
+        "the registration states no agent version: every Flotilla agent sends one; a client \
+         built by hand must set agent_version (docs/operations.md#versions)"
+    )]
+    Unstated,
 }
 
 impl Accepts {
@@ -164,11 +171,12 @@ impl Accepts {
     }
 
     /// Whether a hub of version `hub` accepts an agent that says it is `agent`. An empty
-    /// version is accepted: every Flotilla agent sends one (field 7 since the first release),
-    /// so it comes only from a hand-made client, which may claim any version anyway.
+    /// version is refused: every Flotilla agent sends one (field 7 since the first release, as
+    /// the recorded wire of 0.1 shows), so only a broken or hand-made client leaves it out —
+    /// and it would otherwise skip the check unseen.
     pub fn judge(&self, hub: &Version, agent: &str) -> Result<(), Refusal> {
         if agent.is_empty() {
-            return Ok(());
+            return Err(Refusal::Unstated);
         }
         let version = Version::parse(agent).map_err(Refusal::Unreadable)?;
         let (hub, agent, accepts) = (hub.to_string(), version.to_string(), *self);

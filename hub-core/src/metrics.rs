@@ -543,6 +543,13 @@ fn bounded_type(t: &str) -> String {
     }
 }
 
+/// The newest live hub's version when this hub waits beside it ([`crate::ha::skew::waits`]).
+fn waiting(shards: &crate::ha::shards::Shards) -> Option<String> {
+    let live = shards.live();
+    let versions: Vec<&str> = live.iter().map(|h| h.version.as_str()).collect();
+    crate::ha::skew::waits(&shards.me().version, &versions).map(|newest| newest.to_string())
+}
+
 /// Serves `GET /metrics` on an already-bound listener until `shutdown` resolves.
 pub async fn serve(
     listener: tokio::net::TcpListener,
@@ -564,6 +571,8 @@ pub async fn serve(
                     .map(|h| (h.hub, h.version))
                     .collect::<std::collections::BTreeMap<_, _>>(),
                 "skew": crate::ha::skew::skewed(shards.me(), &shards.live()),
+                // The newest live version when this hub waits beside it (takes no new units).
+                "waiting": waiting(&shards),
                 "events": shards.log().events(),
                 "longest_renewal_gap_ms":
                     crate::ha::keeper::longest_renewal_gap().as_millis() as u64,

@@ -670,6 +670,7 @@ async fn ask(client: &async_nats::Client, name: &str, id: String) -> Option<Regi
     let req = RegistrationRequest {
         cluster_name: name.into(),
         request_id: id,
+        agent_version: flotilla_api::version::VERSION.into(),
         ..Default::default()
     };
     let ev = Event::new(types::registration_request(), "burst", name, &req);

@@ -1,17 +1,47 @@
 //! Versions (issue 49 §6): a hub refuses the registration of an agent whose version it does not
 //! accept — older or newer than its window, or not a version — before anything is stored,
 //! answering the request with what to upgrade; it counts the refusals and exports its own
-//! version; `flotilla version` shows the CLI's and the hub's.
+//! version; `flotilla version` shows the CLI's and the hub's. A known cluster's own agent refused
+//! is marked on the cluster (`AgentVersionAccepted=False` with the refusal, `(refused)` in
+//! `get clusters -o wide`), and accepted again when a hub takes it.
 
 mod common;
 
 use common::*;
+use flotilla_api::meta::{COND_AGENT_VERSION_ACCEPTED, find_condition};
 use flotilla_api::v1::{
-    ListClustersRequest, RegistrationRequest, RegistrationResponse, RegistrationState,
+    Condition, ListClustersRequest, ManagedCluster, RegistrationRequest, RegistrationResponse,
+    RegistrationState,
 };
 use flotilla_api::version::{self, Accepts, Version};
 use flotilla_bus::envelope::{Event, types};
 use flotilla_testkit::{NatsServer, binary};
+
+/// The cluster's `AgentVersionAccepted` condition.
+fn version_condition(c: &ManagedCluster) -> Option<Condition> {
+    let conditions = &c.status.as_ref()?.conditions;
+    find_condition(conditions, COND_AGENT_VERSION_ACCEPTED).cloned()
+}
+
+/// `flotilla get clusters -o wide`: the AGENT column of `cluster`'s row.
+async fn agent_column(hub: &flotilla_hub::Hub, cluster: &str) -> String {
+    let wide = tokio::process::Command::new(binary("flotilla"))
+        .args(["--hub", &format!("http://{}", hub.grpc_addr)])
+        .args(["get", "clusters", "-o", "wide"])
+        .output()
+        .await
+        .unwrap();
+    let table = String::from_utf8_lossy(&wide.stdout);
+    let lines: Vec<&str> = table.lines().collect();
+    let column = lines[0].find("AGENT").expect("an AGENT column");
+    let row = lines
+        .iter()
+        .find(|l| l.starts_with(&format!("{cluster} ")))
+        .unwrap_or_else(|| panic!("no row for {cluster} in {table}"));
+    // The column runs up to the next one (KEY).
+    let end = lines[0].find("KEY").expect("a KEY column");
+    row[column..end].trim().to_string()
+}
 
 /// Registers `cluster` saying it is agent `agent_version`; the hub's answer.
 async fn register(nats: &NatsServer, cluster: &str, agent_version: &str) -> RegistrationResponse {
@@ -109,18 +139,14 @@ async fn a_hub_refuses_agents_outside_its_versions_saying_what_to_upgrade_and_th
         );
     }
 
-    let wide = tokio::process::Command::new(binary("flotilla"))
-        .args(["--hub", &format!("http://{}", hub.grpc_addr)])
-        .args(["get", "clusters", "-o", "wide"])
-        .output()
-        .await
-        .unwrap();
-    let table = String::from_utf8_lossy(&wide.stdout);
-    let lines: Vec<&str> = table.lines().collect();
-    let column = lines[0].find("AGENT").expect("an AGENT column");
-    assert!(lines[1].starts_with("fits "), "{table}");
-    let agent = lines[1][column..].split_whitespace().next();
-    assert_eq!(agent, Some(fits_version.as_str()), "{table}");
+    assert_eq!(agent_column(&hub, "fits").await, fits_version);
+    let fits = get(&mut clusters, "fits").await.unwrap();
+    let accepted = version_condition(&fits).expect("AgentVersionAccepted on fits");
+    assert_eq!(
+        (accepted.status.as_str(), accepted.reason.as_str()),
+        ("True", "AgentVersionAccepted"),
+        "{accepted:?}"
+    );
 
     let out = tokio::process::Command::new(binary("flotilla"))
         .args(["--hub", &format!("http://{}", hub.grpc_addr), "version"])
@@ -176,11 +202,41 @@ async fn an_accepted_agent_refused_for_its_version_stops_renewing_until_a_hub_ta
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
     let c = get(&mut api, "edge-1").await.unwrap();
     assert_eq!(available(&c).as_deref(), Some("Unknown"), "{c:#?}");
+    // The cluster says why: its own agent's refusal is recorded on it.
+    let c = wait_cluster(&mut api, "edge-1", "marked refused", |c| {
+        version_condition(c).is_some_and(|v| v.status == "False")
+    })
+    .await;
+    let refused = version_condition(&c).expect("AgentVersionAccepted on edge-1");
+    assert_eq!(
+        (refused.status.as_str(), refused.reason.as_str()),
+        ("False", "AgentVersionRefused"),
+        "{refused:?}"
+    );
+    assert!(
+        refused.message.starts_with(&format!(
+            "agent version {} is older than this hub accepts",
+            Version::current()
+        )),
+        "{refused:?}"
+    );
+    assert_eq!(
+        agent_column(&hub, "edge-1").await,
+        format!("{} (refused)", Version::current())
+    );
     hub.stop().await;
 
     // A hub that accepts it again: it is taken at its next registration and renews again.
     let hub = start_hub(hub_config(&nats.url())).await;
     let mut api = clusters_client(&hub).await;
     wait_available(&mut api, "edge-1").await;
+    wait_cluster(&mut api, "edge-1", "accepted again", |c| {
+        version_condition(c).is_some_and(|v| v.status == "True")
+    })
+    .await;
+    assert_eq!(
+        agent_column(&hub, "edge-1").await,
+        Version::current().to_string()
+    );
     hub.stop().await;
 }

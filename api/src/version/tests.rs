@@ -33,9 +33,16 @@ fn a_hub_accepts_its_minor_line_and_the_one_before_and_says_what_to_upgrade() {
     let hub = v("0.2.0");
     let accepts = Accepts::default_for(&hub);
     assert_eq!(accepts.to_string(), "0.1.x to 0.2.x");
-    for ok in ["0.1.0", "0.1.9", "0.2.0", "0.2.7", "0.2.0-dev", ""] {
+    for ok in ["0.1.0", "0.1.9", "0.2.0", "0.2.7", "0.2.0-dev"] {
         assert_eq!(accepts.judge(&hub, ok), Ok(()), "{ok}");
     }
+    // Every agent states its version: none at all is a hand-made client, refused.
+    assert_eq!(accepts.judge(&hub, ""), Err(Refusal::Unstated));
+    assert!(
+        Refusal::Unstated
+            .to_string()
+            .starts_with("the registration states no agent version"),
+    );
     assert_eq!(
         accepts.judge(&hub, "0.0.9").unwrap_err().to_string(),
         "agent version 0.0.9 is older than this hub accepts (hub 0.2.0 accepts agents 0.1.x to \

@@ -52,15 +52,23 @@ impl Kind for ManagedCluster {
             fp if fp.is_empty() => "-".to_string(),
             fp => fp,
         };
-        let agent = self
-            .status
-            .as_ref()
+        let status = self.status.as_ref();
+        let agent = status
             .and_then(|s| s.version.as_ref())
             .map(|v| v.agent.as_str())
             .filter(|v| !v.is_empty())
             .unwrap_or("-");
+        // The hub refused that version (AgentVersionAccepted=False; describe says why).
+        let refused = status.is_some_and(|s| {
+            meta::condition_status(&s.conditions, meta::COND_AGENT_VERSION_ACCEPTED)
+                == Some("False")
+        });
         vec![
-            agent.to_string(),
+            if refused {
+                format!("{agent} (refused)")
+            } else {
+                agent.to_string()
+            },
             show(&hub.agent_public_key),
             show(&hub.requested_public_key),
             other_labels(self),

@@ -133,6 +133,19 @@ pub enum Msg {
         /// A new name's admission slot, held until the request is answered.
         permit: Option<crate::admission::Permit>,
     },
+    /// A registration the router refused for its agent version, under the cluster's bound key:
+    /// answered `REJECTED` with `why`, and recorded on the cluster
+    /// (`AgentVersionAccepted=False`) when it is the cluster's own agent's.
+    VersionRefused {
+        /// The validated request.
+        request: Box<RegistrationRequest>,
+        /// Where the answer goes (an inbox).
+        reply: Option<flotilla_bus::reply::ReplyTo>,
+        /// The NATS user the request came from, as the server attests it (secure mode).
+        credential: Option<String>,
+        /// The refusal's text.
+        why: String,
+    },
     /// Mint a join credential for this cluster (secure mode), creating the cluster ahead of its
     /// agent when it does not exist.
     Join {

@@ -14,7 +14,8 @@
 //! - [`keeper`]: a held unit's renewals, on a task of their own;
 //! - [`shards`]: the loop that takes, renews, hands over and loses units, and starts and stops the
 //!   hub's work for them through a [`shards::Host`];
-//! - [`skew`]: live hubs more than one minor version away (shown and alerted, pure + gauge).
+//! - [`skew`]: live hubs more than one minor version away (shown and alerted), and whether
+//!   this hub waits beside a newer one (takes no new units; pure + gauge).
 
 pub mod assign;
 pub mod fence;

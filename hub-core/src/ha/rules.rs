@@ -33,6 +33,9 @@ pub struct Live {
     pub hub: String,
     /// Leaving: takes nothing.
     pub draining: bool,
+    /// More than one minor version below the newest live hub ([`super::skew::waits`]): takes
+    /// no new units, is assigned none, and keeps those it holds until it leaves.
+    pub waiting: bool,
     /// Member since (this incarnation, as seen here).
     pub since: Instant,
 }
@@ -59,6 +62,7 @@ pub enum Action {
 }
 
 /// Plans one round: at most `max_releases` hand-overs, and none while others are in progress.
+/// A waiting hub (its [`Live::waiting`]) takes nothing and hands over only when draining.
 pub fn plan(
     me: &str,
     draining: bool,
@@ -69,9 +73,10 @@ pub fn plan(
 ) -> Vec<Action> {
     let active: Vec<&str> = live
         .iter()
-        .filter(|l| !l.draining)
+        .filter(|l| !l.draining && !l.waiting)
         .map(|l| l.hub.as_str())
         .collect();
+    let waiting = live.iter().any(|l| l.hub == me && l.waiting);
     let desired = assign::assign(&active, units.len() as u32);
     let mut actions = Vec::new();
     let releasing = units
@@ -81,7 +86,7 @@ pub fn plan(
     for (i, unit) in units.iter().enumerate() {
         let u = i as u32;
         match unit {
-            Unit::Free { since } if !draining => {
+            Unit::Free { since } if !draining && !waiting => {
                 let wanted = desired[i].as_deref() == Some(me);
                 let rank = assign::ranking(&active, u)
                     .iter()
@@ -92,7 +97,7 @@ pub fn plan(
                     actions.push(Action::Acquire(u));
                 }
             }
-            Unit::Mine { releasing: false } if draining || releases_left > 0 => {
+            Unit::Mine { releasing: false } if draining || (releases_left > 0 && !waiting) => {
                 let hand_over = draining
                     || match desired[i].as_deref() {
                         Some(owner) if owner != me => live.iter().any(|l| {
@@ -126,6 +131,7 @@ mod tests {
             .map(|h| Live {
                 hub: h.to_string(),
                 draining: false,
+                waiting: false,
                 since,
             })
             .collect()
@@ -184,6 +190,7 @@ mod tests {
         hubs.push(Live {
             hub: "b".into(),
             draining: false,
+            waiting: false,
             since: t0 + Duration::from_secs(1),
         });
         // Not settled yet.
@@ -216,6 +223,29 @@ mod tests {
             actions,
             vec![Action::Release(0), Action::Release(1), Action::Release(2)]
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_waiting_hub_takes_nothing_keeps_what_it_holds_and_is_assigned_nothing() {
+        let now = Instant::now();
+        let mut hubs = live(&["old", "new"], now - Duration::from_secs(60));
+        hubs[0].waiting = true;
+        let free = vec![
+            Unit::Free {
+                since: now - Duration::from_secs(600)
+            };
+            33
+        ];
+        // The old hub takes nothing, however long the units have been free; the new one all.
+        assert!(plan("old", false, &free, &hubs, now, T).is_empty());
+        assert_eq!(plan("new", false, &free, &hubs, now, T).len(), 33);
+        // What it holds it keeps (no hand-over to the assigned owner) until it leaves.
+        let held = vec![Unit::Mine { releasing: false }; 33];
+        assert!(plan("old", false, &held, &hubs, now, T).is_empty());
+        assert_eq!(plan("old", true, &held, &hubs, now, T).len(), 33);
+        // Once it no longer waits it hands over as usual.
+        hubs[0].waiting = false;
+        assert_eq!(plan("old", false, &held, &hubs, now, T).len(), 1);
     }
 
     #[tokio::test(start_paused = true)]

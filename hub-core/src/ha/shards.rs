@@ -7,6 +7,7 @@ use super::keeper::{self, Keeper};
 use super::lease::{HubInfo, LeaseError, Leases};
 use super::members::Members;
 use super::rules::{self, Action, Unit};
+use super::skew;
 use super::{HaConfig, UNITS};
 use tracing::Instrument;
 
@@ -199,6 +200,7 @@ pub fn spawn(
         draining: false,
         beaten: None,
         born: now,
+        said_waiting: None,
     };
     let task = tokio::spawn(
         async move {
@@ -271,6 +273,8 @@ struct Runner {
     draining: bool,
     beaten: Option<Instant>,
     born: Instant,
+    /// When this hub last said it waits beside a newer hub ([`skew::waits`]).
+    said_waiting: Option<Instant>,
 }
 
 impl Runner {
@@ -329,21 +333,34 @@ impl Runner {
         self.reconcile().await;
         self.expire();
         self.finish_releases().await;
-        let mut live: Vec<rules::Live> = self
+        let others: Vec<_> = self
             .members
             .live(self.config.ttl)
             .into_iter()
             .filter(|s| s.info.hub != self.me.hub)
+            .collect();
+        let versions: Vec<&str> = others
+            .iter()
+            .map(|s| s.info.version.as_str())
+            .chain([self.me.version.as_str()])
+            .collect();
+        let waits = |version: &str| skew::waits(version, &versions);
+        let mut live: Vec<rules::Live> = others
+            .iter()
             .map(|s| rules::Live {
-                hub: s.info.hub,
+                hub: s.info.hub.clone(),
                 draining: s.info.draining,
+                waiting: waits(&s.info.version).is_some(),
                 since: s.since,
             })
             .collect();
+        let newest = waits(&self.me.version);
+        self.say_waiting(newest.as_ref());
         // This hub is alive whatever its watch has delivered so far.
         live.push(rules::Live {
             hub: self.me.hub.clone(),
             draining: self.draining,
+            waiting: newest.is_some(),
             since: self.born,
         });
         let view: Vec<Unit> = self
@@ -394,6 +411,28 @@ impl Runner {
                 let _ = self.host_tx.send(HostCmd::Stop(unit, Some(tx)));
             }
         }
+    }
+
+    /// Says once a minute, while it lasts, that this hub waits beside a newer one (`newest`).
+    fn say_waiting(&mut self, newest: Option<&flotilla_api::version::Version>) {
+        let Some(newest) = newest else {
+            self.said_waiting = None;
+            return;
+        };
+        if self
+            .said_waiting
+            .is_some_and(|t| t.elapsed() < std::time::Duration::from_secs(60))
+        {
+            return;
+        }
+        self.said_waiting = Some(Instant::now());
+        tracing::warn!(
+            version = %self.me.version,
+            newest = %newest,
+            "waiting: a live hub runs {newest}, more than one minor version above this hub's \
+             {}; this hub takes no new units (it keeps those it holds) — finish the upgrade",
+            self.me.version
+        );
     }
 
     fn timing(&self) -> keeper::Timing {

@@ -2,11 +2,14 @@
 //! ([`HubInfo::version`]); a live hub more than one minor line away from this one is *skewed*.
 //! A rolling upgrade runs hubs of two adjacent minor lines side by side, which is supported;
 //! anything wider is shown on `/debug/shards` (`"skew"`) and as the gauge
-//! `flotilla_hub_version_skew{hub,version}` (alert `FlotillaHubVersionSkew`). A skewed hub is
-//! shown, not stopped: it keeps its units (taking none would leave them unheld when every hub
-//! is skewed against another).
+//! `flotilla_hub_version_skew{hub,version}` (alert `FlotillaHubVersionSkew`). A hub more than
+//! one minor line below the newest live hub *waits* ([`waits`]): it takes no new units and
+//! keeps those it holds (handing them over only when it leaves), and no hub assigns it any.
+//! Only the older side waits, so the newest line always takes the units (were both sides to
+//! wait, units would be left unheld); the API keeps being served, and `/healthz` stays ok (a
+//! liveness probe must not restart a hub for waiting).
 //!
-//! [`skewed`] is pure; [`SkewMetrics`] computes the gauge at each scrape.
+//! [`skewed`] and [`waits`] are pure; [`SkewMetrics`] computes the gauge at each scrape.
 
 use super::lease::HubInfo;
 use super::shards::Shards;
@@ -50,6 +53,30 @@ pub fn skewed(me: &HubInfo, live: &[HubInfo]) -> Vec<Skewed> {
             })
         })
         .collect()
+}
+
+/// The version a heartbeat states, [`UNSTATED`] for none.
+fn stated(version: &str) -> &str {
+    if version.is_empty() {
+        UNSTATED
+    } else {
+        version
+    }
+}
+
+/// Whether a hub of `version` waits — takes no new units and is assigned none — beside live
+/// hubs of `versions` (every live hub's, its own among them): when the newest of them is more
+/// than one minor line above it (or on a later major). The newest line never waits, so some hub
+/// always takes every unit. A version that does not parse (no hub of any release sends one)
+/// neither waits nor makes another wait: a junk heartbeat cannot stop the fleet's hubs.
+/// Returns the newest version when it waits.
+pub fn waits(version: &str, versions: &[&str]) -> Option<Version> {
+    let mine = Version::parse(stated(version)).ok()?;
+    let newest = versions
+        .iter()
+        .filter_map(|v| Version::parse(stated(v)).ok())
+        .max_by_key(Version::line)?;
+    (newest.line() > mine.line() && far_apart(&mine, &newest)).then_some(newest)
 }
 
 /// Labels of the skew gauge.
@@ -130,5 +157,30 @@ mod tests {
         );
         // A 0.2 hub beside a hub that states nothing (0.1) is one minor apart: fine.
         assert!(skewed(&hub("a", "0.2.0"), &[hub("e", "")]).is_empty());
+    }
+
+    #[test]
+    fn only_a_hub_more_than_one_minor_below_the_newest_waits() {
+        let fleet = ["0.1.4", "0.2.0", "0.3.1-rc1", "junk\u{1b}"];
+        assert_eq!(
+            waits("0.1.4", &fleet).map(|v| v.to_string()),
+            Some("0.3.1-rc1".into())
+        );
+        assert_eq!(
+            waits("", &fleet).map(|v| v.to_string()),
+            Some("0.3.1-rc1".into())
+        );
+        // One line below the newest, or the newest: takes units.
+        assert_eq!(waits("0.2.0", &fleet), None);
+        assert_eq!(waits("0.3.1-rc1", &fleet), None);
+        // A rolling upgrade of one minor line: nobody waits.
+        assert_eq!(waits("0.1.0", &["0.1.0", "0.2.0"]), None);
+        // Another major: the older one waits, the newer never does.
+        assert!(waits("0.9.0", &["0.9.0", "1.0.0"]).is_some());
+        assert_eq!(waits("1.0.0", &["0.9.0", "1.0.0"]), None);
+        // Junk neither waits nor makes anyone wait; alone, nobody waits.
+        assert_eq!(waits("junk", &fleet), None);
+        assert_eq!(waits("0.1.0", &["0.1.0", "junk", "99"]), None);
+        assert_eq!(waits("0.1.0", &["0.1.0"]), None);
     }
 }

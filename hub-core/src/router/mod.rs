@@ -208,7 +208,16 @@ async fn handle_registration(
     };
     let hub = flotilla_api::version::Version::current();
     if let Err(refusal) = config.agent_versions.judge(&hub, &request.agent_version) {
-        refuse_version(nats, metrics, &msg, &request, &refusal.to_string()).await;
+        refuse_version(
+            nats,
+            clusters,
+            metrics,
+            &msg,
+            request,
+            credential,
+            refusal.to_string(),
+        )
+        .await;
         return;
     }
     let Some((handle, permit)) = route_registration(
@@ -395,17 +404,52 @@ impl Request {
 /// says why.
 async fn refuse_version(
     nats: &Publisher,
+    clusters: &Clusters,
     metrics: &Metrics,
     msg: &Request,
-    request: &RegistrationRequest,
-    why: &str,
+    request: RegistrationRequest,
+    credential: Option<String>,
+    why: String,
 ) {
-    let cluster = &request.cluster_name;
+    let cluster = request.cluster_name.clone();
     if metrics.registration_refused("agent_version") {
         tracing::warn!(cluster, agent_version = %request.agent_version, reason = why, "registration refused");
     }
-    let to = crate::cluster::rules::registration::in_reply_to(request);
-    answer_rejected(nats, msg, cluster, why, to).await;
+    let to = crate::cluster::rules::registration::in_reply_to(&request);
+    // Under a known cluster's bound key, over the agent's own credentials (or in plain mode),
+    // the cluster's actor answers and records the refusal on the cluster when the request is
+    // its own agent's. Anything else changes nothing and costs the actor nothing (a flood over
+    // the shared bootstrap credential naming a public key never reaches its mailbox).
+    let own = credential
+        .as_deref()
+        .is_none_or(|user| user == request.agent_public_key);
+    let bound = own
+        && clusters
+            .shared()
+            .inventory
+            .get(&cluster)
+            .and_then(|c| {
+                c.hub
+                    .as_ref()
+                    .map(|h| h.agent_public_key == request.agent_public_key)
+            })
+            .unwrap_or(false);
+    if bound
+        && !request.agent_public_key.is_empty()
+        && let Some(handle) = clusters.local_or_load(&cluster)
+    {
+        let sent = handle.try_send(Msg::VersionRefused {
+            request: Box::new(request),
+            reply: msg.reply().cloned(),
+            credential,
+            why: why.clone(),
+        });
+        if sent.is_ok() {
+            return;
+        }
+        metrics.dropped("cluster");
+    }
+    answer_rejected(nats, msg, &cluster, &why, to).await;
 }
 
 async fn reply_rejected(nats: &Publisher, msg: &Request, cluster: &str, why: &str) {

@@ -21,6 +21,7 @@ impl RawAgent {
             .unwrap();
         let req = RegistrationRequest {
             cluster_name: name.into(),
+            agent_version: flotilla_api::version::VERSION.into(),
             ..Default::default()
         };
         let ev = Event::new(types::registration_request(), "raw", name, &req);

@@ -213,6 +213,7 @@ async fn bad_registrations_are_answered_with_the_field_at_fault() {
     // Invalid cluster name in the event.
     let req = RegistrationRequest {
         cluster_name: "Bad_Name".into(),
+        agent_version: flotilla_api::version::VERSION.into(),
         ..Default::default()
     };
     let ev = Event::new(types::registration_request(), "x", "Bad_Name", &req);
@@ -228,6 +229,7 @@ async fn bad_registrations_are_answered_with_the_field_at_fault() {
     // Valid envelope, but the subject names another cluster.
     let req = RegistrationRequest {
         cluster_name: "a".into(),
+        agent_version: flotilla_api::version::VERSION.into(),
         ..Default::default()
     };
     let ev = Event::new(types::registration_request(), "x", "a", &req);
@@ -247,6 +249,7 @@ async fn bad_registrations_are_answered_with_the_field_at_fault() {
     // Too many custom claims.
     let req = RegistrationRequest {
         cluster_name: "c".into(),
+        agent_version: flotilla_api::version::VERSION.into(),
         claims: (0..25)
             .map(|i| flotilla_api::v1::ClusterClaim {
                 name: format!("claim{i}"),
@@ -264,6 +267,26 @@ async fn bad_registrations_are_answered_with_the_field_at_fault() {
     .await;
     assert_eq!(resp.state, RegistrationState::Rejected as i32);
     assert!(resp.message.contains("claims"), "{}", resp.message);
+
+    // No agent version: every Flotilla agent states one.
+    let req = RegistrationRequest {
+        cluster_name: "f".into(),
+        ..Default::default()
+    };
+    let ev = Event::new(types::registration_request(), "x", "f", &req);
+    let resp = request(
+        &client,
+        subjects::register("f"),
+        ev.encode(1 << 20).unwrap(),
+    )
+    .await;
+    assert_eq!(resp.state, RegistrationState::Rejected as i32);
+    assert!(
+        resp.message
+            .starts_with("the registration states no agent version"),
+        "{}",
+        resp.message
+    );
 
     // Garbage.
     let resp = request(
@@ -306,6 +329,7 @@ async fn status_from_an_unaccepted_cluster_is_not_stored() {
     let client = async_nats::connect(nats.url()).await.unwrap();
     let req = RegistrationRequest {
         cluster_name: "pending-1".into(),
+        agent_version: flotilla_api::version::VERSION.into(),
         ..Default::default()
     };
     let ev = Event::new(types::registration_request(), "x", "pending-1", &req);

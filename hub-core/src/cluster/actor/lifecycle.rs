@@ -379,7 +379,11 @@ impl Actor {
         })
     }
 
-    async fn answer_registration(&self, reply: Option<ReplyTo>, response: RegistrationResponse) {
+    pub(super) async fn answer_registration(
+        &self,
+        reply: Option<ReplyTo>,
+        response: RegistrationResponse,
+    ) {
         if let Some(reply) = reply {
             let ev = Event::new(
                 types::registration_response(),
@@ -972,7 +976,7 @@ impl Actor {
     }
 }
 
-fn response(
+pub(super) fn response(
     name: &str,
     state: RegistrationState,
     lease: i32,

@@ -20,6 +20,7 @@ mod entries;
 mod lifecycle;
 mod recovery;
 mod timers;
+mod version;
 mod work;
 
 use super::handle::{ClusterError, ClusterHandle, Msg};
@@ -435,6 +436,15 @@ impl Actor {
                 // The admission slot of a new name is free again once it is answered.
                 permit: _permit,
             } => self.register(*request, reply, credential).await,
+            Msg::VersionRefused {
+                request,
+                reply,
+                credential,
+                why,
+            } => {
+                self.version_refused(*request, reply, credential, &why)
+                    .await;
+            }
             Msg::Join {
                 ttl,
                 accept,

@@ -20,7 +20,10 @@ use flotilla_api::v1::{
 use std::collections::HashMap;
 
 pub mod addons;
+mod agent_version;
 pub mod registration;
+
+pub use agent_version::{record_agent_version, record_refused_version};
 
 /// What is wrong with a registration, a report or an edit of a cluster; every message starts
 /// with the field it names (`claims[1].value`, `taints[0].effect`).
@@ -350,29 +353,6 @@ pub enum KeyPolicy {
 /// `key` is its agent key.
 pub fn may_issue(c: &ManagedCluster, key: &str) -> bool {
     accepted(c) && !key.is_empty() && c.hub.as_ref().is_some_and(|h| h.agent_public_key == key)
-}
-
-/// Longest agent version recorded: the router lets any pre-release suffix through, and a
-/// trusted agent's text should not grow its cluster's record.
-const MAX_AGENT_VERSION: usize = 64;
-
-/// Records the agent version a trusted registration reports (`status.version.agent`);
-/// returns whether it changed.
-pub fn record_agent_version(c: &mut ManagedCluster, agent_version: &str) -> bool {
-    let mut end = agent_version.len().min(MAX_AGENT_VERSION);
-    while !agent_version.is_char_boundary(end) {
-        end -= 1;
-    }
-    let reported = &agent_version[..end];
-    let st = c.status.get_or_insert_with(Default::default);
-    let version = st
-        .version
-        .get_or_insert_with(ManagedClusterVersion::default);
-    if version.agent == reported {
-        return false;
-    }
-    version.agent = reported.to_string();
-    true
 }
 
 /// Copies capacity, allocatable, version and claims; returns whether anything changed.

@@ -25,7 +25,7 @@
 
 use super::{
     AutoAccept, KeyPolicy, accept, accepted, apply_report, denied, new_cluster, reconcile_taints,
-    record_agent_version,
+    record_agent_version, record_refused_version,
 };
 use flotilla_api::fingerprint;
 use flotilla_api::meta::{CLUSTERSET_LABEL, is_reserved_label};
@@ -220,6 +220,35 @@ fn record_wire(c: &mut ManagedCluster, req: &RegistrationRequest) -> bool {
 }
 
 /// Whether the request came with the join credential recorded for the cluster, still valid.
+/// What a registration of stored cluster `stored` refused for its agent version (`why`: the
+/// refusal's text, which the agent is answered with) changes: when the request is the cluster's
+/// own agent's — its bound key, over the agent's own credentials or the admin's join credential,
+/// or any credential under the `Record` key policy, as for the reports [`decide`] takes — the
+/// refused version and `AgentVersionAccepted=False` with `why`; `None` when nothing changes (a
+/// request under another key or over the shared bootstrap credential changes nothing stored:
+/// DESIGN.md §5).
+pub fn version_refused(
+    stored: &ManagedCluster,
+    req: &RegistrationRequest,
+    credential: Credential<'_>,
+    ctx: &Context<'_>,
+    why: &str,
+) -> Option<ManagedCluster> {
+    let key = req.agent_public_key.as_str();
+    let bound = stored
+        .hub
+        .as_ref()
+        .map_or("", |h| h.agent_public_key.as_str());
+    let trusted = joined_with(stored, credential, ctx.now)
+        || credential == Credential::User(key)
+        || ctx.policy == KeyPolicy::Record;
+    if key.is_empty() || bound != key || !trusted || denied(stored) {
+        return None;
+    }
+    let mut c = stored.clone();
+    record_refused_version(&mut c, &req.agent_version, why).then_some(c)
+}
+
 fn joined_with(c: &ManagedCluster, credential: Credential<'_>, now: i64) -> bool {
     let Credential::User(user) = credential else {
         return false;

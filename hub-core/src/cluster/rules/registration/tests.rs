@@ -135,6 +135,78 @@ fn the_agent_version_is_recorded_from_the_first_registration_and_bounded() {
 }
 
 #[test]
+fn a_refused_agent_version_is_recorded_only_from_the_clusters_own_agent() {
+    use flotilla_api::meta::{COND_AGENT_VERSION_ACCEPTED, find_condition};
+    let auto = AutoAccept::default();
+    let mut first = req("c1", "UA");
+    first.agent_version = "0.1.0".into();
+    let mut c = stored(decide(None, &first, Credential::User("UA"), &ctx(&auto)));
+    accept(&mut c, "HubClusterAdminAccepted", "accepted");
+    let condition = |c: &ManagedCluster| {
+        let conditions = &c.status.as_ref().unwrap().conditions;
+        let found = find_condition(conditions, COND_AGENT_VERSION_ACCEPTED).cloned();
+        found.map(|f| (f.status, f.reason, f.message))
+    };
+    assert_eq!(
+        condition(&c),
+        Some((
+            "True".into(),
+            "AgentVersionAccepted".into(),
+            "this hub accepts agent version 0.1.0".into()
+        ))
+    );
+    let mut upgraded = req("c1", "UA");
+    upgraded.agent_version = "0.4.0".into();
+    let why = format!(
+        "agent version 0.4.0 is newer than this hub accepts{}",
+        "!".repeat(600)
+    );
+    // Another key, or the bound key over the shared bootstrap credential: nothing changes.
+    let evil = req("c1", "UEVIL");
+    assert!(version_refused(&c, &evil, Credential::User("UEVIL"), &ctx(&auto), &why).is_none());
+    assert!(version_refused(&c, &upgraded, Credential::User("UBOOT"), &ctx(&auto), &why).is_none());
+    // The cluster's own agent: the version and the refusal (bounded) are recorded, once.
+    let refused = version_refused(&c, &upgraded, Credential::User("UA"), &ctx(&auto), &why)
+        .expect("recorded");
+    let (status, reason, message) = condition(&refused).unwrap();
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "AgentVersionRefused")
+    );
+    assert!(message.len() <= 512 && message.starts_with("agent version 0.4.0"));
+    assert_eq!(
+        refused
+            .status
+            .as_ref()
+            .unwrap()
+            .version
+            .as_ref()
+            .unwrap()
+            .agent,
+        "0.4.0"
+    );
+    assert!(
+        version_refused(
+            &refused,
+            &upgraded,
+            Credential::User("UA"),
+            &ctx(&auto),
+            &why
+        )
+        .is_none(),
+        "said already: no write"
+    );
+    // Accepted again at its next registration.
+    let back = stored(decide(
+        Some(&refused),
+        &first,
+        Credential::User("UA"),
+        &ctx(&auto),
+    ));
+    assert_eq!(condition(&back).map(|c| c.0), Some("True".into()));
+}
+
+#[test]
 fn a_name_created_ahead_of_its_agent_is_never_bound_through_the_shared_bootstrap() {
     let auto = AutoAccept {
         enabled: true,
