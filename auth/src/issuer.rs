@@ -623,6 +623,22 @@ fn merge(into: &mut BTreeMap<String, Revocation>, key: &str, entry: Revocation) 
     *e = e.merged(entry);
 }
 
+/// The revocations a hub's `revocations.json` at `path` holds (today's shape, or the legacy
+/// one, whose entries carry no lifetime and are kept for `legacy_ttl`): for `flotilla-hub
+/// restore --revocations`. A missing file is an error here, not an empty list.
+pub fn read_revocations(
+    path: &Path,
+    legacy_ttl: Duration,
+) -> Result<BTreeMap<String, Revocation>, IssueError> {
+    if !path.exists() {
+        return Err(IssueError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        });
+    }
+    Ok(read_file(path, legacy_ttl)?.revocations)
+}
+
 fn read_file(path: &Path, ttl: Duration) -> Result<Stored, IssueError> {
     let bytes = match std::fs::read(path) {
         Ok(b) => b,

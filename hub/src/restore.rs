@@ -147,6 +147,34 @@ pub enum RestoreError {
          when their agents reconnect again"
     )]
     StatusStream(#[source] flotilla_bus::jetstream::JetStreamError),
+    /// A revocations file given with `--revocations` does not read (the source names it).
+    #[error("--revocations {source}")]
+    RevocationsFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: flotilla_auth::issuer::IssueError,
+    },
+    /// A revocations file names a key that is no NATS user key.
+    #[error(
+        "{}: {key:?} is not a NATS user key (56 characters from U): not a hub's \
+         revocations.json?",
+        path.display()
+    )]
+    NotUserKey {
+        /// The file.
+        path: PathBuf,
+        /// The key (cut to 80 characters).
+        key: String,
+    },
+    /// Writing the revocations given with `--revocations` failed (every stream is restored).
+    #[error(
+        "every stream is restored, but writing the revocations of --revocations failed: {0} \
+         — do not start a hub until they are written (run restore again into an empty \
+         server): keys revoked after the backup would work again"
+    )]
+    Revocations(#[source] flotilla_hub_core::security::revocations::RevocationError),
     /// A stream failed after others were restored.
     #[error(
         "{source}\nRestored before it: {} — delete them (`nats stream rm NAME`) and run restore \
@@ -460,6 +488,59 @@ async fn restore_one(
         "stream restored"
     );
     Ok(restored)
+}
+
+/// How long a revocation of a legacy `revocations.json` (no lifetime recorded) is kept: past
+/// every credential lifetime a hub issues by default.
+const LEGACY_REVOCATION_TTL: std::time::Duration = std::time::Duration::from_secs(30 * 86_400);
+
+/// The revocations of the hubs' `revocations.json` files (`--revocations`), checked before the
+/// server is reached: each file reads, every key is a NATS user key.
+pub fn read_revocations(
+    files: &[PathBuf],
+) -> Result<Vec<(String, flotilla_auth::issuer::Revocation)>, RestoreError> {
+    let mut all = Vec::new();
+    for path in files {
+        let read = flotilla_auth::issuer::read_revocations(path, LEGACY_REVOCATION_TTL).map_err(
+            |source| RestoreError::RevocationsFile {
+                path: path.clone(),
+                source,
+            },
+        )?;
+        if let Some(key) = read.keys().find(|k| !flotilla_auth::issuer::is_user_key(k)) {
+            return Err(RestoreError::NotUserKey {
+                path: path.clone(),
+                key: key.chars().take(80).collect(),
+            });
+        }
+        all.extend(read);
+    }
+    Ok(all)
+}
+
+/// Writes `revocations` (from [`read_revocations`]) into the restored `revocations` bucket
+/// (created when the backup had none: a backup of a plain-mode store), each merged with what
+/// the backup brought back, before any hub starts: a hub then pushes them to the server with
+/// the rest, so nothing revoked after the backup works again. Returns how many were written
+/// (the others the backup held already, or refuse nothing any more).
+pub async fn put_revocations(
+    client: &async_nats::Client,
+    checked: &Checked,
+    replicas: Option<usize>,
+    revocations: &[(String, flotilla_auth::issuer::Revocation)],
+) -> Result<usize, RestoreError> {
+    use flotilla_hub_core::security::revocations as shared;
+    let js = jetstream::new(client.clone());
+    let opts = flotilla_bus::jetstream::StreamOptions {
+        replicas: replicas.unwrap_or_else(|| backup_replicas(checked)),
+        ..Default::default()
+    };
+    let kv = flotilla_bus::jetstream::ensure_kv(&js, shared::BUCKET, 1, opts)
+        .await
+        .map_err(|e| RestoreError::Revocations(e.into()))?;
+    shared::union(&kv, revocations, flotilla_auth::setup::unix_now())
+        .await
+        .map_err(RestoreError::Revocations)
 }
 
 /// What `flotilla-hub restore` prints when done.

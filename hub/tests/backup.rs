@@ -3,7 +3,9 @@
 //! clusters, works and policies is backed up while it runs; the backup restored into a fresh
 //! server gives a hub that lists the same objects (same uids and generations); a damaged
 //! backup is refused before anything is restored, naming the file and what is wrong; a server
-//! that has Flotilla's streams is refused.
+//! that has Flotilla's streams is refused. A hub's `revocations.json` given with `restore
+//! --revocations` is written into the restored revocations (a key revoked after the backup
+//! stays revoked); a file that does not read, or names no user key, is refused first.
 
 use flotilla_api::ocm::{Document, parse_documents};
 use flotilla_api::v1::cluster_service_client::ClusterServiceClient;
@@ -99,9 +101,38 @@ async fn backup_then_restore(label: &str, binary: &Path) {
         "{label}: nothing restored"
     );
 
-    let restored =
-        flotilla_hub(&["--nats-url", &target.url(), "restore", "--from", path(&out)]).await;
+    let revoked = refuses_bad_revocations(label, &out, tmp.path(), &target).await;
+    let restored = flotilla_hub(&[
+        "--nats-url",
+        &target.url(),
+        "restore",
+        "--from",
+        path(&out),
+        "--revocations",
+        path(&revoked.file),
+    ])
+    .await;
     assert!(restored.ok, "{label}: {}", restored.stderr);
+    assert!(
+        restored.stdout.contains(
+            "1 revocation(s) read from 1 file(s) given with --revocations; 1 of them were not \
+             in the backup and are written back."
+        ),
+        "{label}: {}",
+        restored.stdout
+    );
+    let bucket = js(&target)
+        .await
+        .get_key_value("revocations")
+        .await
+        .unwrap();
+    let stored = bucket
+        .get(&revoked.key)
+        .await
+        .unwrap()
+        .expect("the revocation is back");
+    let stored: flotilla_auth::issuer::Revocation = serde_json::from_slice(&stored).unwrap();
+    assert_eq!(stored, revoked.revocation, "{label}");
     let streams = manifest.streams.len();
     assert!(
         restored
@@ -148,6 +179,79 @@ async fn backup_then_restore(label: &str, binary: &Path) {
         after, before,
         "{label}: the restored hub lists the same objects"
     );
+}
+
+/// A revocation made after the backup, in a hub's `revocations.json`.
+struct Revoked {
+    file: PathBuf,
+    key: String,
+    revocation: flotilla_auth::issuer::Revocation,
+}
+
+/// Writes a hub's `revocations.json` revoking a fresh user key; on the way, `restore
+/// --revocations` refuses a file that does not read and one naming an account key, naming the
+/// file, before it touches the server.
+async fn refuses_bad_revocations(
+    label: &str,
+    backup: &Path,
+    tmp: &Path,
+    target: &NatsServer,
+) -> Revoked {
+    use flotilla_auth::issuer::{Revocation, Which};
+    let file = |name: &str, key: &str, revocation: &Revocation| {
+        let file = tmp.join(name);
+        let body = serde_json::json!({
+            "version": 1,
+            "revocations": { key: revocation },
+            "last_iat": 0,
+            "max_ttl": 86_400,
+        });
+        std::fs::write(&file, body.to_string()).unwrap();
+        file
+    };
+    let revocation = Revocation {
+        at: flotilla_auth::setup::unix_now(),
+        account: Which::Agents,
+        until: None,
+    };
+    let account = nkeys::KeyPair::new_account().public_key();
+    let junk = tmp.join("junk-revocations.json");
+    std::fs::write(&junk, "{ not json").unwrap();
+    for (bad, says) in [
+        (junk, "--revocations "),
+        (
+            file("account-revocations.json", &account, &revocation),
+            "is not a NATS user key",
+        ),
+        (tmp.join("missing-revocations.json"), "not found"),
+    ] {
+        let run = flotilla_hub(&[
+            "--nats-url",
+            &target.url(),
+            "restore",
+            "--from",
+            path(backup),
+            "--revocations",
+            path(&bad),
+        ])
+        .await;
+        assert!(
+            !run.ok && run.stderr.contains(path(&bad)) && run.stderr.contains(says),
+            "{label}: {}: {:?} should name the file and say {says:?}",
+            bad.display(),
+            run.stderr
+        );
+    }
+    assert!(
+        stream_names(target).await.is_empty(),
+        "{label}: nothing restored"
+    );
+    let key = nkeys::KeyPair::new_user().public_key();
+    Revoked {
+        file: file("revocations.json", &key, &revocation),
+        key,
+        revocation,
+    }
 }
 
 /// Each damage to a copy of the backup, and what `restore` must say about it.

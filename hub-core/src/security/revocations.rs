@@ -144,7 +144,7 @@ impl Shared {
     /// them perhaps stored (never fewer revoked than reported) and none adopted.
     pub async fn record(&self, planned: &[(String, Revocation)]) -> Result<(), RevocationError> {
         for (key, r) in planned {
-            self.store_merged(key, *r).await?;
+            store_merged(&self.kv, key, *r).await?;
         }
         self.issuer.adopt(planned, unix_now())?;
         Ok(())
@@ -198,7 +198,7 @@ impl Shared {
             {
                 continue;
             }
-            self.store_merged(&key, mine).await?;
+            store_merged(&self.kv, &key, mine).await?;
         }
         for (key, revision) in spent {
             // Only the value read: a key revoked again meanwhile stays.
@@ -220,10 +220,7 @@ impl Shared {
                 .map_or(0, |iat| iat + 1);
             let iat = self.issuer.reserve_iat(unix_now(), floor)?;
             let value = bytes::Bytes::from(iat.to_string());
-            if self
-                .compare_and_set(IAT_KEY, stored.map(|(_, r)| r), value)
-                .await?
-            {
+            if compare_and_set(&self.kv, IAT_KEY, stored.map(|(_, r)| r), value).await? {
                 return Ok(iat);
             }
         }
@@ -246,55 +243,70 @@ impl Shared {
         push_accounts(sys, &jwts).await?;
         Ok(())
     }
+}
 
-    /// Writes `r` for `key`, merged with what the bucket holds (compare-and-set: another hub's
-    /// later or permanent revocation of the same key is kept).
-    async fn store_merged(&self, key: &str, r: Revocation) -> Result<(), RevocationError> {
-        for _ in 0..ATTEMPTS {
-            let stored = js::get_latest(&self.kv, key).await?;
-            let current = match &stored {
-                Some((v, _)) => serde_json::from_slice::<Revocation>(v).ok(),
-                None => None,
-            };
-            let merged = current.map_or(r, |c| c.merged(r));
-            if current == Some(merged) {
-                return Ok(());
-            }
-            let value = bytes::Bytes::from(
-                serde_json::to_vec(&merged).map_err(|e| RevocationError::Store(e.to_string()))?,
-            );
-            if self
-                .compare_and_set(key, stored.map(|(_, r)| r), value)
-                .await?
-            {
-                return Ok(());
-            }
+/// Writes `revocations` into the bucket `kv`, each merged with what it holds (as hubs do): for
+/// `flotilla-hub restore --revocations`, which puts back the revocations made after the
+/// backup before any hub starts. Returns how many records it wrote (the rest were held
+/// already); spent ones (refusing nothing any more) are skipped.
+pub async fn union(
+    kv: &kv::Store,
+    revocations: &[(String, Revocation)],
+    now: i64,
+) -> Result<usize, RevocationError> {
+    let mut written = 0;
+    for (key, r) in revocations {
+        if !r.spent(now) && store_merged(kv, key, *r).await? {
+            written += 1;
         }
-        Err(RevocationError::Store(format!(
-            "{key}: still contended after {ATTEMPTS} attempts"
-        )))
     }
+    Ok(written)
+}
 
-    /// Writes `value` if `key` is still at `revision` (`None`: absent). `Ok(false)`: someone
-    /// wrote first.
-    async fn compare_and_set(
-        &self,
-        key: &str,
-        revision: Option<u64>,
-        value: bytes::Bytes,
-    ) -> Result<bool, RevocationError> {
-        let failed = |e: &dyn std::fmt::Display| RevocationError::Store(format!("{key}: {e}"));
-        match revision {
-            None => match self.kv.create(key, value).await {
-                Ok(_) => Ok(true),
-                Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => Ok(false),
-                Err(e) => Err(failed(&e)),
-            },
-            Some(revision) => match self.kv.update(key, value, revision).await {
-                Ok(_) => Ok(true),
-                Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => Ok(false),
-                Err(e) => Err(failed(&e)),
-            },
+/// Writes `r` for `key` in `kv`, merged with what the bucket holds (compare-and-set: another
+/// hub's later or permanent revocation of the same key is kept). Whether it wrote.
+async fn store_merged(kv: &kv::Store, key: &str, r: Revocation) -> Result<bool, RevocationError> {
+    for _ in 0..ATTEMPTS {
+        let stored = js::get_latest(kv, key).await?;
+        let current = match &stored {
+            Some((v, _)) => serde_json::from_slice::<Revocation>(v).ok(),
+            None => None,
+        };
+        let merged = current.map_or(r, |c| c.merged(r));
+        if current == Some(merged) {
+            return Ok(false);
         }
+        let value = bytes::Bytes::from(
+            serde_json::to_vec(&merged).map_err(|e| RevocationError::Store(e.to_string()))?,
+        );
+        if compare_and_set(kv, key, stored.map(|(_, r)| r), value).await? {
+            return Ok(true);
+        }
+    }
+    Err(RevocationError::Store(format!(
+        "{key}: still contended after {ATTEMPTS} attempts"
+    )))
+}
+
+/// Writes `value` if `key` is still at `revision` (`None`: absent). `Ok(false)`: someone wrote
+/// first.
+async fn compare_and_set(
+    kv: &kv::Store,
+    key: &str,
+    revision: Option<u64>,
+    value: bytes::Bytes,
+) -> Result<bool, RevocationError> {
+    let failed = |e: &dyn std::fmt::Display| RevocationError::Store(format!("{key}: {e}"));
+    match revision {
+        None => match kv.create(key, value).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(failed(&e)),
+        },
+        Some(revision) => match kv.update(key, value, revision).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => Ok(false),
+            Err(e) => Err(failed(&e)),
+        },
     }
 }

@@ -20,6 +20,11 @@ pub struct Restore {
     /// The secure directory (connect as the hub, with its TLS).
     #[arg(long, env = "FLOTILLA_SECURE_DIR")]
     secure_dir: Option<PathBuf>,
+    /// A hub's `revocations.json` (each hub keeps one in its secure directory): its
+    /// revocations are merged into the restored ones before any hub starts, so credentials
+    /// revoked after the backup stay revoked. Repeat it for every hub's file.
+    #[arg(long = "revocations", value_name = "FILE")]
+    revocations: Vec<PathBuf>,
 }
 
 impl Restore {
@@ -28,6 +33,7 @@ impl Restore {
         use flotilla_hub::restore as r;
         let result: anyhow::Result<_> = async {
             let checked = r::check(&self.from).await?;
+            let revocations = r::read_revocations(&self.revocations)?;
             let client =
                 super::hub_client(nats, self.secure_dir.as_deref(), "flotilla-hub-restore").await?;
             if self.dry_run {
@@ -36,7 +42,17 @@ impl Restore {
             }
             let replicas = self.replicas.map(|n| n as usize);
             let restored = r::restore(&client, &checked, replicas).await?;
-            Ok(r::summary(&checked, &restored))
+            let mut text = r::summary(&checked, &restored);
+            if !self.revocations.is_empty() {
+                let written = r::put_revocations(&client, &checked, replicas, &revocations).await?;
+                text.push_str(&format!(
+                    "\n{} revocation(s) read from {} file(s) given with --revocations; {written} \
+                     of them were not in the backup and are written back.",
+                    revocations.len(),
+                    self.revocations.len()
+                ));
+            }
+            Ok(text)
         }
         .await;
         match result {
