@@ -1,11 +1,18 @@
 //! `delete`: one resource, with a line saying what went.
+//!
+//! One generic path ([`delete`]) for every kind: the subcommand names the object, the kind
+//! deletes it through its service and words what went ([`Delete`], in `crate::kind`), and the
+//! line is printed as every kind prints it.
 
 use crate::hub::{Deleted, Hub};
+use crate::kind::{Delete, Target};
 use anyhow::Result;
 use clap::Subcommand;
 use flotilla_api::v1::{
-    DeleteBindingRequest, DeleteClusterRequest, DeleteWorkRequest, GetAddOnRequest,
-    GetClusterSetRequest, GetPolicyRequest, PlacementRef, ScoreRef,
+    AddOnDeploymentConfig, AddOnPlacementScore, AddOnTemplate, ClusterImportPolicy,
+    ClusterManagementAddOn, GitRepo, HubConfigMap, HubSecretRecord, ManagedCluster,
+    ManagedClusterAddOn, ManagedClusterSetBinding, ManagedClusterSetView, ManagedServiceAccount,
+    ManifestWork, MirrorPeer, Placement, PlacementBinding, PlacementRule, Policy, PolicySet,
 };
 
 /// What `delete` removes.
@@ -176,240 +183,57 @@ pub enum DeleteWhat {
 /// that finds the object gone is success — an earlier attempt had landed, or it was already
 /// gone — and the line says so.
 pub async fn run(hub: &Hub, what: DeleteWhat) -> Result<()> {
-    let (done, deleted) = match what {
-        DeleteWhat::Cluster { name } => {
-            let r = DeleteClusterRequest { name };
-            let d = hub
-                .delete(async || hub.clusters().delete_cluster(r.clone()).await)
-                .await?;
-            (format!("managedcluster/{} deleted", r.name), d.map(drop))
+    use DeleteWhat as W;
+    let h = hub;
+    match what {
+        W::Cluster { name } => delete::<ManagedCluster>(h, name, None).await,
+        W::Clusterset { name } => delete::<ManagedClusterSetView>(h, name, None).await,
+        W::Work { name, cluster } => delete::<ManifestWork>(h, name, Some(cluster)).await,
+        W::Clustersetbinding { name, namespace } => {
+            delete::<ManagedClusterSetBinding>(h, name, Some(namespace)).await
         }
-        DeleteWhat::Work { name, cluster } => {
-            let r = DeleteWorkRequest { cluster, name };
-            let d = hub
-                .delete(async || hub.works().delete_work(r.clone()).await)
-                .await?;
-            let (name, cluster) = (r.name, r.cluster);
-            // The hub answers with the work as it goes; its delete option says how.
-            let policy = match &d {
-                Deleted::Now(w) => w
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.delete_option.as_ref())
-                    .map(|d| d.propagation_policy.clone())
-                    .filter(|p| !p.is_empty())
-                    .unwrap_or_else(|| "Foreground".into()),
-                Deleted::Earlier => String::new(),
-            };
-            let line = if policy.is_empty() {
-                format!("manifestwork/{name} deleting on cluster {cluster}")
-            } else {
-                format!("manifestwork/{name} deleting on cluster {cluster} (propagation {policy})")
-            };
-            (line, d.map(drop))
+        W::Placement { name, namespace } => delete::<Placement>(h, name, Some(namespace)).await,
+        W::Managedserviceaccount { name, cluster } => {
+            delete::<ManagedServiceAccount>(h, name, Some(cluster)).await
         }
-        DeleteWhat::Clusterset { name } => {
-            let r = GetClusterSetRequest { name };
-            let d = hub
-                .delete(async || hub.sets().delete_cluster_set(r.clone()).await)
-                .await?;
-            (format!("managedclusterset/{} deleted", r.name), d.map(drop))
+        W::Importpolicy { name } => delete::<ClusterImportPolicy>(h, name, None).await,
+        W::Mirrorpeer { name } => delete::<MirrorPeer>(h, name, None).await,
+        W::Gitrepo { name, namespace } => delete::<GitRepo>(h, name, Some(namespace)).await,
+        W::Policy { name, namespace } => delete::<Policy>(h, name, Some(namespace)).await,
+        W::Hubconfigmap { name, namespace } => {
+            delete::<HubConfigMap>(h, name, Some(namespace)).await
         }
-        DeleteWhat::Placement { name, namespace } => {
-            let r = PlacementRef { namespace, name };
-            let d = hub
-                .delete(async || hub.placements().delete_placement(r.clone()).await)
-                .await?;
-            let line = format!("placement/{} deleted (namespace {})", r.name, r.namespace);
-            (line, d.map(drop))
+        W::Hubsecret { name, namespace } => {
+            delete::<HubSecretRecord>(h, name, Some(namespace)).await
         }
-        DeleteWhat::Managedserviceaccount { name, cluster } => {
-            let r = flotilla_api::v1::GetManagedServiceAccountRequest {
-                namespace: cluster,
-                name,
-            };
-            let d = hub
-                .delete(async || {
-                    hub.service_accounts()
-                        .delete_managed_service_account(r.clone())
-                        .await
-                })
-                .await?;
-            let line = format!(
-                "managedserviceaccount/{} deleting on cluster {} (its ServiceAccount goes)",
-                r.name, r.namespace
-            );
-            (line, d.map(drop))
+        W::Placementbinding { name, namespace } => {
+            delete::<PlacementBinding>(h, name, Some(namespace)).await
         }
-        DeleteWhat::Importpolicy { name } => {
-            let r = flotilla_api::v1::GetImportPolicyRequest { name };
-            let d = hub
-                .delete(async || hub.import_policies().delete_import_policy(r.clone()).await)
-                .await?;
-            let line = format!("clusterimportpolicy/{} deleted (its clusters stay)", r.name);
-            (line, d.map(drop))
+        W::Policyset { name, namespace } => delete::<PolicySet>(h, name, Some(namespace)).await,
+        W::Placementrule { name, namespace } => {
+            delete::<PlacementRule>(h, name, Some(namespace)).await
         }
-        DeleteWhat::Mirrorpeer { name } => {
-            let r = flotilla_api::v1::GetMirrorPeerRequest { name };
-            let d = hub
-                .delete(async || hub.mirror_peers().delete_mirror_peer(r.clone()).await)
-                .await?;
-            let line = format!(
-                "mirrorpeer/{} deleted (its peers remove their GREEN Secrets)",
-                r.name
-            );
-            (line, d.map(drop))
+        W::Addonplacementscore { name, cluster } => {
+            delete::<AddOnPlacementScore>(h, name, Some(cluster)).await
         }
-        DeleteWhat::Gitrepo { name, namespace } => {
-            let r = flotilla_api::v1::GetGitRepoRequest { namespace, name };
-            let d = hub
-                .delete(async || hub.git_repos().delete_git_repo(r.clone()).await)
-                .await?;
-            let line = format!(
-                "gitrepo/{} deleted (namespace {}; its replica sets go)",
-                r.name, r.namespace
-            );
-            (line, d.map(drop))
+        W::Clustermanagementaddon { name } => delete::<ClusterManagementAddOn>(h, name, None).await,
+        W::Managedclusteraddon { name, cluster } => {
+            delete::<ManagedClusterAddOn>(h, name, Some(cluster)).await
         }
-        DeleteWhat::Policy { name, namespace } => {
-            let r = GetPolicyRequest { namespace, name };
-            let d = hub
-                .delete(async || hub.policies().delete_policy(r.clone()).await)
-                .await?;
-            let line = format!("policy/{} deleted (namespace {})", r.name, r.namespace);
-            (line, d.map(drop))
+        W::Addontemplate { name } => delete::<AddOnTemplate>(h, name, None).await,
+        W::Addondeploymentconfig { name, namespace } => {
+            delete::<AddOnDeploymentConfig>(h, name, Some(namespace)).await
         }
-        DeleteWhat::Hubconfigmap { name, namespace } => {
-            let r = GetPolicyRequest { namespace, name };
-            let d = hub
-                .delete(async || hub.policies().delete_hub_config_map(r.clone()).await)
-                .await?;
-            let line = format!(
-                "configmap/{} deleted from the hub (namespace {})",
-                r.name, r.namespace
-            );
-            (line, d.map(drop))
-        }
-        DeleteWhat::Hubsecret { name, namespace } => {
-            let r = GetPolicyRequest { namespace, name };
-            let d = hub
-                .delete(async || hub.policies().delete_hub_secret(r.clone()).await)
-                .await?;
-            let line = format!(
-                "secret/{} deleted from the hub (namespace {})",
-                r.name, r.namespace
-            );
-            (line, d.map(drop))
-        }
-        DeleteWhat::Placementbinding { name, namespace } => {
-            let r = GetPolicyRequest { namespace, name };
-            let d = hub
-                .delete(async || hub.policies().delete_placement_binding(r.clone()).await)
-                .await?;
-            let line = format!(
-                "placementbinding/{} deleted (namespace {})",
-                r.name, r.namespace
-            );
-            (line, d.map(drop))
-        }
-        DeleteWhat::Policyset { name, namespace } => {
-            let r = GetPolicyRequest { namespace, name };
-            let d = hub
-                .delete(async || hub.policies().delete_policy_set(r.clone()).await)
-                .await?;
-            let line = format!("policyset/{} deleted (namespace {})", r.name, r.namespace);
-            (line, d.map(drop))
-        }
-        DeleteWhat::Placementrule { name, namespace } => {
-            let r = GetPolicyRequest { namespace, name };
-            let d = hub
-                .delete(async || hub.policies().delete_placement_rule(r.clone()).await)
-                .await?;
-            let line = format!(
-                "placementrule/{} deleted (namespace {})",
-                r.name, r.namespace
-            );
-            (line, d.map(drop))
-        }
-        DeleteWhat::Addonplacementscore { name, cluster } => {
-            let r = ScoreRef { cluster, name };
-            let d = hub
-                .delete(async || hub.placements().delete_score(r.clone()).await)
-                .await?;
-            let line = format!(
-                "addonplacementscore/{} deleted (cluster {})",
-                r.name, r.cluster
-            );
-            (line, d.map(drop))
-        }
-        DeleteWhat::Clustersetbinding { name, namespace } => {
-            let r = DeleteBindingRequest { namespace, name };
-            let d = hub
-                .delete(async || hub.sets().delete_binding(r.clone()).await)
-                .await?;
-            let (name, namespace) = (r.name, r.namespace);
-            let line = format!("managedclustersetbinding/{name} deleted (namespace {namespace})");
-            (line, d.map(drop))
-        }
-        DeleteWhat::Clustermanagementaddon { name } => {
-            let r = GetAddOnRequest {
-                namespace: String::new(),
-                name,
-            };
-            let d = hub
-                .delete(async || {
-                    hub.addons()
-                        .delete_cluster_management_add_on(r.clone())
-                        .await
-                })
-                .await?;
-            let line = format!(
-                "clustermanagementaddon/{} deleted (with its ManagedClusterAddOns)",
-                r.name
-            );
-            (line, d.map(drop))
-        }
-        DeleteWhat::Managedclusteraddon { name, cluster } => {
-            let r = GetAddOnRequest {
-                namespace: cluster,
-                name,
-            };
-            let d = hub
-                .delete(async || hub.addons().delete_managed_cluster_add_on(r.clone()).await)
-                .await?;
-            let line = format!(
-                "managedclusteraddon/{} deleted (cluster {})",
-                r.name, r.namespace
-            );
-            (line, d.map(drop))
-        }
-        DeleteWhat::Addontemplate { name } => {
-            let r = GetAddOnRequest {
-                namespace: String::new(),
-                name,
-            };
-            let d = hub
-                .delete(async || hub.addons().delete_add_on_template(r.clone()).await)
-                .await?;
-            (format!("addontemplate/{} deleted", r.name), d.map(drop))
-        }
-        DeleteWhat::Addondeploymentconfig { name, namespace } => {
-            let r = GetAddOnRequest { namespace, name };
-            let d = hub
-                .delete(async || {
-                    hub.addons()
-                        .delete_add_on_deployment_config(r.clone())
-                        .await
-                })
-                .await?;
-            let line = format!(
-                "addondeploymentconfig/{} deleted (namespace {})",
-                r.name, r.namespace
-            );
-            (line, d.map(drop))
-        }
-    };
-    match deleted {
+    }
+}
+
+/// `delete` of one kind: deletes the object `name` (in `namespace`, or the cluster's for
+/// per-cluster kinds; `None` for cluster-scoped kinds) and prints what went.
+async fn delete<K: Delete>(hub: &Hub, name: String, namespace: Option<String>) -> Result<()> {
+    let namespace = namespace.unwrap_or_default();
+    let gone = K::delete(hub, Target { name, namespace }).await?;
+    let done = gone.line;
+    match gone.deleted {
         Deleted::Now(()) => println!("{done}"),
         Deleted::Earlier => println!(
             "{done}; not found when retried: an earlier attempt had landed, or it was already gone"

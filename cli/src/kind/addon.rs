@@ -2,7 +2,8 @@
 //! how it is installed), ManagedClusterAddOns (an add-on on one cluster, in kubectl's columns),
 //! AddOnTemplates (the add-on agent's manifests) and AddOnDeploymentConfigs (its variables).
 
-use super::Kind;
+use super::{Delete, Gone, Kind, Target};
+use crate::hub::Hub;
 use flotilla_api::addon::conditions::{AVAILABLE, DEGRADED, PROGRESSING};
 use flotilla_api::meta;
 use flotilla_api::ocm;
@@ -554,5 +555,83 @@ pub(crate) mod fixtures {
                 ..Default::default()
             }),
         }
+    }
+}
+
+impl Delete for ClusterManagementAddOn {
+    async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
+        let r = flotilla_api::v1::GetAddOnRequest {
+            namespace: target.namespace,
+            name: target.name,
+        };
+        let d = hub
+            .delete(async || {
+                hub.addons()
+                    .delete_cluster_management_add_on(r.clone())
+                    .await
+            })
+            .await?;
+        Ok(Gone::new(
+            d,
+            format!(
+                "clustermanagementaddon/{} deleted (with its ManagedClusterAddOns)",
+                r.name
+            ),
+        ))
+    }
+}
+
+impl Delete for ManagedClusterAddOn {
+    async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
+        let r = flotilla_api::v1::GetAddOnRequest {
+            namespace: target.namespace,
+            name: target.name,
+        };
+        let d = hub
+            .delete(async || hub.addons().delete_managed_cluster_add_on(r.clone()).await)
+            .await?;
+        Ok(Gone::new(
+            d,
+            format!(
+                "managedclusteraddon/{} deleted (cluster {})",
+                r.name, r.namespace
+            ),
+        ))
+    }
+}
+
+impl Delete for AddOnTemplate {
+    async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
+        let r = flotilla_api::v1::GetAddOnRequest {
+            namespace: target.namespace,
+            name: target.name,
+        };
+        let d = hub
+            .delete(async || hub.addons().delete_add_on_template(r.clone()).await)
+            .await?;
+        Ok(Gone::new(d, format!("addontemplate/{} deleted", r.name)))
+    }
+}
+
+impl Delete for AddOnDeploymentConfig {
+    async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
+        let r = flotilla_api::v1::GetAddOnRequest {
+            namespace: target.namespace,
+            name: target.name,
+        };
+        let d = hub
+            .delete(async || {
+                hub.addons()
+                    .delete_add_on_deployment_config(r.clone())
+                    .await
+            })
+            .await?;
+        Ok(Gone::new(
+            d,
+            format!(
+                "addondeploymentconfig/{} deleted (namespace {})",
+                r.name, r.namespace
+            ),
+        ))
     }
 }

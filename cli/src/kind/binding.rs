@@ -1,6 +1,7 @@
 //! ManagedClusterSetBindings: which namespace may place onto which set.
 
-use super::Kind;
+use super::{Delete, Gone, Kind, Target};
+use crate::hub::Hub;
 use flotilla_api::meta;
 use flotilla_api::ocm;
 use flotilla_api::v1::{ManagedClusterSetBinding, ObjectMeta};
@@ -44,5 +45,24 @@ impl Kind for ManagedClusterSetBinding {
             .idempotent(async || hub.sets().list_bindings(r.clone()).await)
             .await?
             .items)
+    }
+}
+
+impl Delete for ManagedClusterSetBinding {
+    async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
+        let r = flotilla_api::v1::DeleteBindingRequest {
+            namespace: target.namespace,
+            name: target.name,
+        };
+        let d = hub
+            .delete(async || hub.sets().delete_binding(r.clone()).await)
+            .await?;
+        Ok(Gone::new(
+            d,
+            format!(
+                "managedclustersetbinding/{} deleted (namespace {})",
+                r.name, r.namespace
+            ),
+        ))
     }
 }

@@ -1,6 +1,7 @@
 //! ManagedClusters: `get clusters` in clusteradm's columns and `describe cluster`.
 
-use super::Kind;
+use super::{Delete, Gone, Kind, Target};
+use crate::hub::Hub;
 use crate::output::conditions_block;
 use flotilla_api::meta::{self, CLUSTERSET_LABEL, COND_AVAILABLE};
 use flotilla_api::v1::{ManagedCluster, ObjectMeta};
@@ -291,4 +292,14 @@ fn identity_block(c: &ManagedCluster) -> String {
     };
     s.push_str(&format!("  Created from:      {origin}\n"));
     s
+}
+
+impl Delete for ManagedCluster {
+    async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
+        let r = flotilla_api::v1::DeleteClusterRequest { name: target.name };
+        let d = hub
+            .delete(async || hub.clusters().delete_cluster(r.clone()).await)
+            .await?;
+        Ok(Gone::new(d, format!("managedcluster/{} deleted", r.name)))
+    }
 }

@@ -1,6 +1,7 @@
 //! ManagedClusterSets as the hub shows them: each set with the namespaces bound to it.
 
-use super::Kind;
+use super::{Delete, Gone, Kind, Target};
+use crate::hub::Hub;
 use flotilla_api::meta::{self, COND_CLUSTERSET_EMPTY};
 use flotilla_api::ocm;
 use flotilla_api::v1::{ManagedClusterSetView, ObjectMeta};
@@ -58,5 +59,18 @@ impl Kind for ManagedClusterSetView {
         }
         views.retain(|v| v.metadata().is_some_and(|m| names.contains(&m.name)));
         Ok(views)
+    }
+}
+
+impl Delete for ManagedClusterSetView {
+    async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
+        let r = flotilla_api::v1::GetClusterSetRequest { name: target.name };
+        let d = hub
+            .delete(async || hub.sets().delete_cluster_set(r.clone()).await)
+            .await?;
+        Ok(Gone::new(
+            d,
+            format!("managedclusterset/{} deleted", r.name),
+        ))
     }
 }

@@ -1,7 +1,8 @@
 //! GitRepos: NAME, REPO, BRANCH, COMMIT, BUNDLES (ready/total), FETCHED, RENDERED; `-o wide`
 //! adds PATHS, TARGETS, LAST FETCH.
 
-use super::Kind;
+use super::{Delete, Gone, Kind, Target};
+use crate::hub::Hub;
 use flotilla_api::meta::find_condition;
 use flotilla_api::ocm::gitrepo as shapes;
 use flotilla_api::v1::{GitRepo, ObjectMeta};
@@ -145,4 +146,23 @@ pub fn describe(r: &GitRepo) -> String {
         ));
     }
     out
+}
+
+impl Delete for GitRepo {
+    async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
+        let r = flotilla_api::v1::GetGitRepoRequest {
+            namespace: target.namespace,
+            name: target.name,
+        };
+        let d = hub
+            .delete(async || hub.git_repos().delete_git_repo(r.clone()).await)
+            .await?;
+        Ok(Gone::new(
+            d,
+            format!(
+                "gitrepo/{} deleted (namespace {}; its replica sets go)",
+                r.name, r.namespace
+            ),
+        ))
+    }
 }

@@ -2,7 +2,8 @@
 //! kubectl's columns (NAME, DATA; a Secret's TYPE), `-o wide` the keys. A Secret is shown
 //! without its values, in every format: the hub keeps them sealed and never returns them.
 
-use super::Kind;
+use super::{Delete, Gone, Kind, Target};
+use crate::hub::Hub;
 use flotilla_api::ocm::hubdata::{CORE_V1, config_map_json};
 use flotilla_api::v1::{HubConfigMap, HubSecretRecord, ListPoliciesRequest, ObjectMeta};
 
@@ -111,5 +112,43 @@ impl Kind for HubSecretRecord {
     async fn fetch(hub: &crate::hub::Hub, query: &super::Query) -> anyhow::Result<Vec<Self>> {
         let items = list(hub, query).await?.secrets;
         super::named(items, &query.names, "Secret")
+    }
+}
+
+impl Delete for HubConfigMap {
+    async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
+        let r = flotilla_api::v1::GetPolicyRequest {
+            namespace: target.namespace,
+            name: target.name,
+        };
+        let d = hub
+            .delete(async || hub.policies().delete_hub_config_map(r.clone()).await)
+            .await?;
+        Ok(Gone::new(
+            d,
+            format!(
+                "configmap/{} deleted from the hub (namespace {})",
+                r.name, r.namespace
+            ),
+        ))
+    }
+}
+
+impl Delete for HubSecretRecord {
+    async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
+        let r = flotilla_api::v1::GetPolicyRequest {
+            namespace: target.namespace,
+            name: target.name,
+        };
+        let d = hub
+            .delete(async || hub.policies().delete_hub_secret(r.clone()).await)
+            .await?;
+        Ok(Gone::new(
+            d,
+            format!(
+                "secret/{} deleted from the hub (namespace {})",
+                r.name, r.namespace
+            ),
+        ))
     }
 }

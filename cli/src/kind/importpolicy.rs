@@ -1,7 +1,8 @@
 //! ClusterImportPolicies: NAME, SOURCE, IMPORTED, ADOPTED, READY, and `describe` with the
 //! expressions, counts and evaluation errors.
 
-use super::Kind;
+use super::{Delete, Gone, Kind, Target};
+use crate::hub::Hub;
 use flotilla_api::importpolicy::CONDITION_READY;
 use flotilla_api::ocm::importpolicy as shapes;
 use flotilla_api::v1::{ClusterImportPolicy, ObjectMeta};
@@ -144,4 +145,17 @@ pub fn describe(p: &ClusterImportPolicy) -> String {
         }
     }
     out
+}
+
+impl Delete for ClusterImportPolicy {
+    async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
+        let r = flotilla_api::v1::GetImportPolicyRequest { name: target.name };
+        let d = hub
+            .delete(async || hub.import_policies().delete_import_policy(r.clone()).await)
+            .await?;
+        Ok(Gone::new(
+            d,
+            format!("clusterimportpolicy/{} deleted (its clusters stay)", r.name),
+        ))
+    }
 }

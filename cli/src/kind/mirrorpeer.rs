@@ -1,7 +1,8 @@
 //! MirrorPeers: NAME, PEERS, PHASE, EXCHANGES (applied/total), and `describe` with every
 //! exchange and the conditions.
 
-use super::Kind;
+use super::{Delete, Gone, Kind, Target};
+use crate::hub::Hub;
 use flotilla_api::mirrorpeer::exchange;
 use flotilla_api::ocm::mirrorpeer as shapes;
 use flotilla_api::v1::{MirrorPeer, ObjectMeta};
@@ -118,4 +119,20 @@ pub fn describe(p: &MirrorPeer) -> String {
         );
     }
     out
+}
+
+impl Delete for MirrorPeer {
+    async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
+        let r = flotilla_api::v1::GetMirrorPeerRequest { name: target.name };
+        let d = hub
+            .delete(async || hub.mirror_peers().delete_mirror_peer(r.clone()).await)
+            .await?;
+        Ok(Gone::new(
+            d,
+            format!(
+                "mirrorpeer/{} deleted (its peers remove their GREEN Secrets)",
+                r.name
+            ),
+        ))
+    }
 }

@@ -3,8 +3,9 @@
 //! [`Query`]), behind one trait so every verb renders every kind the same way and `get` is one
 //! generic path.
 //!
-//! A new kind is one module here implementing [`Kind`] for the hub's type, plus its rows in the
-//! subcommand tables of the verbs that take it (`cmd::get::GetWhat`, `cmd::delete::DeleteWhat`).
+//! A new kind is one module here implementing [`Kind`] for the hub's type (and [`Delete`] when
+//! `delete` removes it), plus its rows in the subcommand tables of the verbs that take it
+//! (`cmd::get::GetWhat`, `cmd::delete::DeleteWhat`).
 //!
 //! - [`cluster`]: ManagedClusters (`get clusters` in clusteradm's columns, `describe cluster`).
 //! - [`clusterset`]: ManagedClusterSets with the namespaces bound to them.
@@ -29,7 +30,7 @@
 //!   rollout progress), ManagedClusterAddOns (per cluster, in kubectl's columns), AddOnTemplates
 //!   and AddOnDeploymentConfigs. `cmd::addon` renders an add-on's rollout.
 
-use crate::hub::Hub;
+use crate::hub::{Deleted, Hub};
 use anyhow::{Result, bail};
 use flotilla_api::v1::ObjectMeta;
 use serde::Serialize;
@@ -104,6 +105,41 @@ pub trait Kind {
     /// Whether `query` names one object (printed as that object, not as a list).
     fn single(query: &Query) -> bool {
         query.names.len() == 1
+    }
+}
+
+/// A kind `delete` removes, implemented by the hub's type: its service's delete call, retried
+/// as [`Hub::delete`] retries, and the line saying what went.
+pub trait Delete {
+    /// Deletes the object `target` names.
+    fn delete(hub: &Hub, target: Target) -> impl Future<Output = Result<Gone>>;
+}
+
+/// The object `delete` names.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Target {
+    /// Its name.
+    pub name: String,
+    /// Its namespace: the cluster's name for per-cluster kinds, `""` for cluster-scoped ones.
+    pub namespace: String,
+}
+
+/// What a delete came to.
+#[derive(Debug)]
+pub struct Gone {
+    /// What went (`managedcluster/c1 deleted`).
+    pub line: String,
+    /// Deleted by this attempt, or found gone by a retry.
+    pub deleted: Deleted<()>,
+}
+
+impl Gone {
+    /// The hub's answer `deleted` to a delete, said as `line`.
+    pub fn new<T>(deleted: Deleted<T>, line: String) -> Self {
+        Self {
+            line,
+            deleted: deleted.map(drop),
+        }
     }
 }
 

@@ -3,7 +3,8 @@
 //! `/debug/placements/<ns>/<name>`): for every candidate cluster whether each filter passed and
 //! each prioritizer's score.
 
-use super::Kind;
+use super::{Delete, Gone, Kind, Target};
+use crate::hub::Hub;
 use crate::output::{conditions_block, describe_head, indented, kind_table, table};
 use flotilla_api::meta;
 use flotilla_api::ocm;
@@ -340,4 +341,20 @@ fn why(d: &PlacementDebug) -> String {
         s.push_str(&format!("  {n}\n"));
     }
     s
+}
+
+impl Delete for Placement {
+    async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
+        let r = flotilla_api::v1::PlacementRef {
+            namespace: target.namespace,
+            name: target.name,
+        };
+        let d = hub
+            .delete(async || hub.placements().delete_placement(r.clone()).await)
+            .await?;
+        Ok(Gone::new(
+            d,
+            format!("placement/{} deleted (namespace {})", r.name, r.namespace),
+        ))
+    }
 }

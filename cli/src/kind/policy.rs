@@ -2,7 +2,8 @@
 //! PlacementBindings, PolicySets and PlacementRules; `describe policy` (per cluster: compliance
 //! and the newest messages).
 
-use super::Kind;
+use super::{Delete, Gone, Kind, Target};
+use crate::hub::Hub;
 use flotilla_api::ocm::policy as shapes;
 use flotilla_api::v1::{
     ObjectMeta, PlacementBinding, PlacementRule, Policy, PolicyPlacementStatus, PolicySet,
@@ -329,4 +330,74 @@ fn capitalise(s: &str) -> String {
     c.next()
         .map(|f| f.to_uppercase().collect::<String>() + c.as_str())
         .unwrap_or_default()
+}
+
+impl Delete for Policy {
+    async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
+        let r = flotilla_api::v1::GetPolicyRequest {
+            namespace: target.namespace,
+            name: target.name,
+        };
+        let d = hub
+            .delete(async || hub.policies().delete_policy(r.clone()).await)
+            .await?;
+        Ok(Gone::new(
+            d,
+            format!("policy/{} deleted (namespace {})", r.name, r.namespace),
+        ))
+    }
+}
+
+impl Delete for PlacementBinding {
+    async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
+        let r = flotilla_api::v1::GetPolicyRequest {
+            namespace: target.namespace,
+            name: target.name,
+        };
+        let d = hub
+            .delete(async || hub.policies().delete_placement_binding(r.clone()).await)
+            .await?;
+        Ok(Gone::new(
+            d,
+            format!(
+                "placementbinding/{} deleted (namespace {})",
+                r.name, r.namespace
+            ),
+        ))
+    }
+}
+
+impl Delete for PolicySet {
+    async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
+        let r = flotilla_api::v1::GetPolicyRequest {
+            namespace: target.namespace,
+            name: target.name,
+        };
+        let d = hub
+            .delete(async || hub.policies().delete_policy_set(r.clone()).await)
+            .await?;
+        Ok(Gone::new(
+            d,
+            format!("policyset/{} deleted (namespace {})", r.name, r.namespace),
+        ))
+    }
+}
+
+impl Delete for PlacementRule {
+    async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
+        let r = flotilla_api::v1::GetPolicyRequest {
+            namespace: target.namespace,
+            name: target.name,
+        };
+        let d = hub
+            .delete(async || hub.policies().delete_placement_rule(r.clone()).await)
+            .await?;
+        Ok(Gone::new(
+            d,
+            format!(
+                "placementrule/{} deleted (namespace {})",
+                r.name, r.namespace
+            ),
+        ))
+    }
 }

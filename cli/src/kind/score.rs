@@ -1,6 +1,7 @@
 //! AddOnPlacementScores: the scores a provider reports for one cluster (its namespace).
 
-use super::Kind;
+use super::{Delete, Gone, Kind, Target};
+use crate::hub::Hub;
 use flotilla_api::ocm;
 use flotilla_api::v1::{AddOnPlacementScore, ObjectMeta};
 
@@ -46,5 +47,24 @@ impl Kind for AddOnPlacementScore {
             .idempotent(async || hub.placements().list_scores(r.clone()).await)
             .await?
             .items)
+    }
+}
+
+impl Delete for AddOnPlacementScore {
+    async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
+        let r = flotilla_api::v1::ScoreRef {
+            cluster: target.namespace,
+            name: target.name,
+        };
+        let d = hub
+            .delete(async || hub.placements().delete_score(r.clone()).await)
+            .await?;
+        Ok(Gone::new(
+            d,
+            format!(
+                "addonplacementscore/{} deleted (cluster {})",
+                r.name, r.cluster
+            ),
+        ))
     }
 }

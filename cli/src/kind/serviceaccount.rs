@@ -1,7 +1,8 @@
 //! ManagedServiceAccounts: per cluster (their namespace) with their token's state — NAMESPACE
 //! (the cluster), NAME, TOKEN REPORTED, EXPIRES, ROTATION — and `describe` with conditions.
 
-use super::Kind;
+use super::{Delete, Gone, Kind, Target};
+use crate::hub::Hub;
 use flotilla_api::ocm::serviceaccount as shapes;
 use flotilla_api::v1::{ManagedServiceAccount, ObjectMeta};
 use std::fmt::Write;
@@ -125,4 +126,27 @@ pub fn describe(m: &ManagedServiceAccount) -> String {
         );
     }
     out
+}
+
+impl Delete for ManagedServiceAccount {
+    async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
+        let r = flotilla_api::v1::GetManagedServiceAccountRequest {
+            namespace: target.namespace,
+            name: target.name,
+        };
+        let d = hub
+            .delete(async || {
+                hub.service_accounts()
+                    .delete_managed_service_account(r.clone())
+                    .await
+            })
+            .await?;
+        Ok(Gone::new(
+            d,
+            format!(
+                "managedserviceaccount/{} deleting on cluster {} (its ServiceAccount goes)",
+                r.name, r.namespace
+            ),
+        ))
+    }
 }

@@ -1,6 +1,7 @@
 //! ManifestWorks: `get works` and `describe work` (per-manifest conditions and feedback).
 
-use super::Kind;
+use super::{Delete, Gone, Kind, Target};
+use crate::hub::{Deleted, Hub};
 use crate::output::{conditions_block, describe_head};
 use flotilla_api::meta;
 use flotilla_api::ocm;
@@ -160,4 +161,34 @@ pub fn describe(w: &ManifestWork) -> String {
         }
     }
     s
+}
+
+impl Delete for ManifestWork {
+    /// The hub answers with the work as it goes; its delete option says how.
+    async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
+        let r = flotilla_api::v1::DeleteWorkRequest {
+            cluster: target.namespace,
+            name: target.name,
+        };
+        let d = hub
+            .delete(async || hub.works().delete_work(r.clone()).await)
+            .await?;
+        let (name, cluster) = (&r.name, &r.cluster);
+        let policy = match &d {
+            Deleted::Now(w) => w
+                .spec
+                .as_ref()
+                .and_then(|s| s.delete_option.as_ref())
+                .map(|d| d.propagation_policy.clone())
+                .filter(|p| !p.is_empty())
+                .unwrap_or_else(|| "Foreground".into()),
+            Deleted::Earlier => String::new(),
+        };
+        let line = if policy.is_empty() {
+            format!("manifestwork/{name} deleting on cluster {cluster}")
+        } else {
+            format!("manifestwork/{name} deleting on cluster {cluster} (propagation {policy})")
+        };
+        Ok(Gone::new(d, line))
+    }
 }
