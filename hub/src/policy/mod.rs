@@ -357,8 +357,7 @@ impl Policies {
         &self,
         namespace: &str,
         name: &str,
-        page: actor::DetailsPage,
-    ) -> Result<actor::Reports, PolicyError> {
+    ) -> Result<Vec<flotilla_api::v1::PolicyStatusReport>, PolicyError> {
         let key = ObjectRef::new(namespace, name).inventory_key();
         let tx = self
             .inner
@@ -367,7 +366,7 @@ impl Policies {
             .map(|t| t.clone())
             .ok_or_else(|| PolicyError::NotFound(format!("Policy {key}")))?;
         let (reply, rx) = oneshot::channel();
-        tx.send(actor::Msg::Details(page, reply))
+        tx.send(actor::Msg::Details(reply))
             .await
             .map_err(|_| PolicyError::Gone(key.clone()))?;
         rx.await.map_err(|_| PolicyError::Gone(key))

@@ -12,9 +12,7 @@ use crate::common;
 
 use common::policy::*;
 use common::*;
-use flotilla_api::v1::{
-    GetPolicyDetailsRequest, GetPolicyRequest, LabelClusterRequest, ListPoliciesRequest,
-};
+use flotilla_api::v1::{GetPolicyRequest, LabelClusterRequest, ListPoliciesRequest};
 use flotilla_api::work::ManifestId;
 use flotilla_hub::Hub;
 use flotilla_testkit::NatsServer;
@@ -231,10 +229,9 @@ async fn namespace_policy_flow(nats: NatsServer) {
         wait_namespace(a, "prod", false).await;
     }
     let details = api
-        .get_policy_details(GetPolicyDetailsRequest {
+        .get_policy_details(GetPolicyRequest {
             namespace: "default".into(),
             name: "policy-namespace".into(),
-            ..Default::default()
         })
         .await
         .unwrap()
@@ -243,39 +240,6 @@ async fn namespace_policy_flow(nats: NatsServer) {
         details.clusters[0].details[0].history[0].message,
         "NonCompliant; violation - namespaces [prod] not found"
     );
-    // Paged: one row a page, the policy on the first only, the token naming the last row.
-    let mut page = GetPolicyDetailsRequest {
-        namespace: "default".into(),
-        name: "policy-namespace".into(),
-        page_size: 1,
-        ..Default::default()
-    };
-    let first = api
-        .get_policy_details(page.clone())
-        .await
-        .unwrap()
-        .into_inner();
-    assert!(first.policy.is_some());
-    assert_eq!(first.clusters.len(), 1);
-    assert_eq!(first.next_page_token, first.clusters[0].cluster_name);
-    page.page_token = first.next_page_token.clone();
-    let second = api
-        .get_policy_details(page.clone())
-        .await
-        .unwrap()
-        .into_inner();
-    assert!(second.policy.is_none());
-    assert_eq!(second.clusters.len(), 1);
-    assert!(second.next_page_token.is_empty(), "the last page says so");
-    assert!(second.clusters[0].cluster_name > first.clusters[0].cluster_name);
-    assert_eq!(
-        [&first.clusters[0], &second.clusters[0]].map(|r| r.cluster_name.clone()),
-        [&details.clusters[0], &details.clusters[1]].map(|r| r.cluster_name.clone())
-    );
-    page.page_token = "../bad token".into();
-    let bad = api.get_policy_details(page).await.unwrap_err();
-    assert_eq!(bad.code(), tonic::Code::InvalidArgument, "{bad:?}");
-    assert!(bad.message().contains("page_token"), "{bad:?}");
     wait_line(
         &hub,
         r#"policy_governance_info{type="root",policy="policy-namespace",policy_namespace="default",cluster_namespace=""} 1"#,
@@ -304,10 +268,9 @@ async fn namespace_policy_flow(nats: NatsServer) {
 
     // The history says what happened, newest first.
     let details = api
-        .get_policy_details(GetPolicyDetailsRequest {
+        .get_policy_details(GetPolicyRequest {
             namespace: "default".into(),
             name: "policy-namespace".into(),
-            ..Default::default()
         })
         .await
         .unwrap()
@@ -376,10 +339,9 @@ async fn placement_rules_policy_sets_overrides_certificates_disable_and_delete()
     })
     .await;
     let details = api
-        .get_policy_details(GetPolicyDetailsRequest {
+        .get_policy_details(GetPolicyRequest {
             namespace: "default".into(),
             name: "policy-certificate".into(),
-            ..Default::default()
         })
         .await
         .unwrap()
@@ -584,10 +546,9 @@ async fn an_offline_spoke_repairs_drift_alone_and_a_restarted_hub_shows_its_hist
     let deadline = tokio::time::Instant::now() + SOON;
     loop {
         let details = api
-            .get_policy_details(GetPolicyDetailsRequest {
+            .get_policy_details(GetPolicyRequest {
                 namespace: "default".into(),
                 name: "policy-namespace".into(),
-                ..Default::default()
             })
             .await
             .unwrap()
@@ -628,10 +589,9 @@ async fn newest_message(
     cluster: &str,
 ) -> String {
     let details = api
-        .get_policy_details(GetPolicyDetailsRequest {
+        .get_policy_details(GetPolicyRequest {
             namespace: "default".into(),
             name: policy.into(),
-            ..Default::default()
         })
         .await
         .unwrap()
@@ -718,10 +678,9 @@ async fn network_policy_samples_reports_its_misplaced_fields_as_ocms_template_er
     })
     .await;
     let details = api
-        .get_policy_details(GetPolicyDetailsRequest {
+        .get_policy_details(GetPolicyRequest {
             namespace: "default".into(),
             name: "sample-network-policy-99".into(),
-            ..Default::default()
         })
         .await
         .unwrap()

@@ -8,7 +8,7 @@ use crate::common;
 
 use common::policy::*;
 use common::*;
-use flotilla_api::v1::GetPolicyDetailsRequest;
+use flotilla_api::v1::GetPolicyRequest;
 use flotilla_api::work::ManifestId;
 use flotilla_testkit::NatsServer;
 use std::time::Duration;
@@ -103,10 +103,9 @@ fn config_map() -> ManifestId {
 async fn history(hub: &flotilla_hub::Hub, name: &str) -> Vec<String> {
     let details = api(hub)
         .await
-        .get_policy_details(GetPolicyDetailsRequest {
+        .get_policy_details(GetPolicyRequest {
             namespace: "default".into(),
             name: name.into(),
-            ..Default::default()
         })
         .await
         .unwrap()

@@ -11,7 +11,7 @@ use common::policy::*;
 use common::*;
 use flotilla_agent::backend::sim::SimBackend;
 use flotilla_agent::backend::{Backend, Strategy};
-use flotilla_api::v1::{GetPolicyDetailsRequest, HubConfigMap, LabelClusterRequest, ObjectMeta};
+use flotilla_api::v1::{GetPolicyRequest, HubConfigMap, LabelClusterRequest, ObjectMeta};
 use flotilla_api::work::ManifestId;
 use flotilla_hub::Hub;
 use flotilla_testkit::NatsServer;
@@ -106,10 +106,9 @@ fn site_config(data: &serde_json::Value) -> HubConfigMap {
 async fn message_of(hub: &Hub, policy: &str, cluster: &str) -> String {
     let details = api(hub)
         .await
-        .get_policy_details(GetPolicyDetailsRequest {
+        .get_policy_details(GetPolicyRequest {
             namespace: "default".into(),
             name: policy.into(),
-            ..Default::default()
         })
         .await
         .unwrap()
@@ -217,10 +216,9 @@ async fn hub_templates_give_each_cluster_its_values_from_a_hub_config_map_and_fo
     let details = || async {
         api(&hub)
             .await
-            .get_policy_details(GetPolicyDetailsRequest {
+            .get_policy_details(GetPolicyRequest {
                 namespace: "default".into(),
                 name: name.into(),
-                ..Default::default()
             })
             .await
             .unwrap()
@@ -511,10 +509,9 @@ async fn a_hostile_hub_template_is_reported_and_the_hub_and_agents_serve_on() {
     })
     .await;
     let details = policies
-        .get_policy_details(GetPolicyDetailsRequest {
+        .get_policy_details(GetPolicyRequest {
             namespace: "default".into(),
             name: "hostile".into(),
-            ..Default::default()
         })
         .await
         .unwrap()

@@ -18,8 +18,7 @@ use flotilla_api::ocm::{Document, parse_documents};
 use flotilla_api::v1::placement_service_client::PlacementServiceClient;
 use flotilla_api::v1::policy_service_client::PolicyServiceClient;
 use flotilla_api::v1::{
-    GetPolicyDetailsRequest, GetPolicyRequest, ManagedClusterSetBinding,
-    ManagedClusterSetBindingSpec, ObjectMeta, Policy,
+    GetPolicyRequest, ManagedClusterSetBinding, ManagedClusterSetBindingSpec, ObjectMeta, Policy,
 };
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -209,27 +208,21 @@ fn fleet_values(run: &Run, round: u32) -> flotilla_api::v1::HubConfigMap {
 async fn reported_generations(
     api: &mut PolicyServiceClient<Channel>,
 ) -> Result<HashMap<String, (i64, bool)>> {
-    let mut seen = HashMap::new();
-    let mut request = GetPolicyDetailsRequest {
-        namespace: NAMESPACE.into(),
-        name: NAME.into(),
-        ..Default::default()
-    };
-    loop {
-        let d = api
-            .get_policy_details(request.clone())
-            .await
-            .context("reading the policy's details")?
-            .into_inner();
-        seen.extend(d.clusters.into_iter().map(|r| {
+    let d = api
+        .get_policy_details(GetPolicyRequest {
+            namespace: NAMESPACE.into(),
+            name: NAME.into(),
+        })
+        .await
+        .context("reading the policy's details")?
+        .into_inner();
+    Ok(d.clusters
+        .into_iter()
+        .map(|r| {
             let compliant = r.compliant == "Compliant";
             (r.cluster_name, (r.observed_generation, compliant))
-        }));
-        if d.next_page_token.is_empty() {
-            return Ok(seen);
-        }
-        request.page_token = d.next_page_token;
-    }
+        })
+        .collect())
 }
 
 /// Every cluster's value changed in the hub ConfigMap: measured until each has reported
