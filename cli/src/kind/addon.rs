@@ -310,6 +310,84 @@ impl Kind for AddOnDeploymentConfig {
     }
 }
 
+impl Delete for ClusterManagementAddOn {
+    async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
+        let r = flotilla_api::v1::GetAddOnRequest {
+            namespace: target.namespace,
+            name: target.name,
+        };
+        let d = hub
+            .delete(async || {
+                hub.addons()
+                    .delete_cluster_management_add_on(r.clone())
+                    .await
+            })
+            .await?;
+        Ok(Gone::new(
+            d,
+            format!(
+                "clustermanagementaddon/{} deleted (with its ManagedClusterAddOns)",
+                r.name
+            ),
+        ))
+    }
+}
+
+impl Delete for ManagedClusterAddOn {
+    async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
+        let r = flotilla_api::v1::GetAddOnRequest {
+            namespace: target.namespace,
+            name: target.name,
+        };
+        let d = hub
+            .delete(async || hub.addons().delete_managed_cluster_add_on(r.clone()).await)
+            .await?;
+        Ok(Gone::new(
+            d,
+            format!(
+                "managedclusteraddon/{} deleted (cluster {})",
+                r.name, r.namespace
+            ),
+        ))
+    }
+}
+
+impl Delete for AddOnTemplate {
+    async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
+        let r = flotilla_api::v1::GetAddOnRequest {
+            namespace: target.namespace,
+            name: target.name,
+        };
+        let d = hub
+            .delete(async || hub.addons().delete_add_on_template(r.clone()).await)
+            .await?;
+        Ok(Gone::new(d, format!("addontemplate/{} deleted", r.name)))
+    }
+}
+
+impl Delete for AddOnDeploymentConfig {
+    async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
+        let r = flotilla_api::v1::GetAddOnRequest {
+            namespace: target.namespace,
+            name: target.name,
+        };
+        let d = hub
+            .delete(async || {
+                hub.addons()
+                    .delete_add_on_deployment_config(r.clone())
+                    .await
+            })
+            .await?;
+        Ok(Gone::new(
+            d,
+            format!(
+                "addondeploymentconfig/{} deleted (namespace {})",
+                r.name, r.namespace
+            ),
+        ))
+    }
+}
+
 /// Builders of add-on objects for the tests of the kinds and of `addon status`.
 #[cfg(test)]
 pub(crate) mod fixtures {
@@ -555,83 +633,5 @@ pub(crate) mod fixtures {
                 ..Default::default()
             }),
         }
-    }
-}
-
-impl Delete for ClusterManagementAddOn {
-    async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
-        let r = flotilla_api::v1::GetAddOnRequest {
-            namespace: target.namespace,
-            name: target.name,
-        };
-        let d = hub
-            .delete(async || {
-                hub.addons()
-                    .delete_cluster_management_add_on(r.clone())
-                    .await
-            })
-            .await?;
-        Ok(Gone::new(
-            d,
-            format!(
-                "clustermanagementaddon/{} deleted (with its ManagedClusterAddOns)",
-                r.name
-            ),
-        ))
-    }
-}
-
-impl Delete for ManagedClusterAddOn {
-    async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
-        let r = flotilla_api::v1::GetAddOnRequest {
-            namespace: target.namespace,
-            name: target.name,
-        };
-        let d = hub
-            .delete(async || hub.addons().delete_managed_cluster_add_on(r.clone()).await)
-            .await?;
-        Ok(Gone::new(
-            d,
-            format!(
-                "managedclusteraddon/{} deleted (cluster {})",
-                r.name, r.namespace
-            ),
-        ))
-    }
-}
-
-impl Delete for AddOnTemplate {
-    async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
-        let r = flotilla_api::v1::GetAddOnRequest {
-            namespace: target.namespace,
-            name: target.name,
-        };
-        let d = hub
-            .delete(async || hub.addons().delete_add_on_template(r.clone()).await)
-            .await?;
-        Ok(Gone::new(d, format!("addontemplate/{} deleted", r.name)))
-    }
-}
-
-impl Delete for AddOnDeploymentConfig {
-    async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
-        let r = flotilla_api::v1::GetAddOnRequest {
-            namespace: target.namespace,
-            name: target.name,
-        };
-        let d = hub
-            .delete(async || {
-                hub.addons()
-                    .delete_add_on_deployment_config(r.clone())
-                    .await
-            })
-            .await?;
-        Ok(Gone::new(
-            d,
-            format!(
-                "addondeploymentconfig/{} deleted (namespace {})",
-                r.name, r.namespace
-            ),
-        ))
     }
 }
