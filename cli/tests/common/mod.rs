@@ -409,7 +409,13 @@ pub fn wait_for<T>(what: &str, logs: &[&Proc], mut f: impl FnMut() -> Option<T>)
             return v;
         }
         if Instant::now() > deadline {
-            let logs: Vec<String> = logs.iter().map(|p| p.output()).collect();
+            // A CI report keeps only the start of a failure: the spokes' tails (shorter, and
+            // where a stalled join shows) before the hub's, without the start-up noise.
+            let logs: Vec<String> = logs
+                .iter()
+                .rev()
+                .map(|p| p.tail(25, &["shard ownership", "async_nats"]))
+                .collect();
             panic!("timed out waiting for {what}\n{}", logs.join("\n"));
         }
         std::thread::sleep(Duration::from_millis(100));
