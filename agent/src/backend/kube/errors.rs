@@ -2,8 +2,23 @@
 //! refusal of an escalating Role or binding named as such), server-side apply conflicts with
 //! their fields and managers, invalid input, and everything else as unavailable.
 
-use super::{ESCALATION_REFUSED, RBAC_GROUP, escalates, unavailable};
+use super::unavailable;
 use crate::backend::{BackendError, Executor, ManifestId};
+
+/// The group of the kinds whose writing can escalate rights.
+const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+
+/// What the API server's refusal of a Role or binding that grants more than its writer holds
+/// says (RBAC's escalation check).
+const ESCALATION_REFUSED: &str = "attempting to grant RBAC permissions not currently held";
+
+/// Whether writing an object of this plural resource of [`RBAC_GROUP`] can grant rights.
+fn escalates(plural: &str) -> bool {
+    matches!(
+        plural,
+        "roles" | "rolebindings" | "clusterroles" | "clusterrolebindings"
+    )
+}
 
 /// The error of a write (`verb`) of `id` made as `executor`: the API server's, with RBAC's
 /// refusal of a Role or binding that grants more than the executor holds named as permission

@@ -3,7 +3,7 @@
 //! (`POST …/serviceaccounts/<name>/token` with `expirationSeconds`), whose answered
 //! `expirationTimestamp` is what the agent trusts, and the ServiceAccount deleted.
 
-use super::map_error;
+use super::errors::map_error;
 use crate::backend::{BackendError, IssuedToken};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};

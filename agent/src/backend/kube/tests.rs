@@ -1,3 +1,5 @@
+use super::facts::{platform, product, sum_quantities};
+use super::objects::declared_matches;
 use super::*;
 
 #[test]
