@@ -2,7 +2,10 @@
 //! without a next one.
 
 use anyhow::Result;
-use flotilla_api::v1::{ListClustersResponse, ListWorksResponse, ManagedCluster, ManifestWork};
+use flotilla_api::v1::{
+    ListClustersResponse, ListWorksResponse, ManagedCluster, ManifestWork, PolicyDetails,
+    PolicyStatusReport,
+};
 use std::future::Future;
 
 /// A page of a paged list.
@@ -26,6 +29,14 @@ impl Page for ListWorksResponse {
 
     fn into_parts(self) -> (Vec<ManifestWork>, String) {
         (self.items, self.next_page_token)
+    }
+}
+
+impl Page for PolicyDetails {
+    type Item = PolicyStatusReport;
+
+    fn into_parts(self) -> (Vec<PolicyStatusReport>, String) {
+        (self.clusters, self.next_page_token)
     }
 }
 

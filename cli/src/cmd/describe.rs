@@ -120,14 +120,32 @@ pub async fn run(hub: &Hub, format: Format, what: DescribeWhat) -> Result<()> {
             print(Ok(placement::describe(&debug, &decisions)))
         }
         DescribeWhat::Policy { name, namespace } => {
-            let r = flotilla_api::v1::GetPolicyRequest { namespace, name };
-            let d = hub
-                .idempotent(async || hub.policies().get_policy_details(r.clone()).await)
+            // The rows are paged by the hub (1,000 a page: a policy on 10,000 clusters has
+            // ~10 MB of them).
+            let get = flotilla_api::v1::GetPolicyRequest {
+                namespace: namespace.clone(),
+                name: name.clone(),
+                ..Default::default()
+            };
+            let p = hub
+                .idempotent(async || hub.policies().get_policy(get.clone()).await)
                 .await?;
-            let p = d.policy.unwrap_or_default();
+            let clusters = crate::pager::all(|page_token| {
+                let r = flotilla_api::v1::GetPolicyRequest {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                    page_size: 0,
+                    page_token,
+                };
+                async move {
+                    hub.idempotent(async || hub.policies().get_policy_details(r.clone()).await)
+                        .await
+                }
+            })
+            .await?;
             show(
                 format,
-                || crate::kind::policy::describe(&p, &d.clusters),
+                || crate::kind::policy::describe(&p, &clusters),
                 p.to_ocm(),
             )
         }

@@ -89,6 +89,7 @@ pub async fn run(hub: &Hub, what: PolicyWhat) -> Result<()> {
         let r = GetPolicyRequest {
             namespace: namespace.clone(),
             name: name.clone(),
+            ..Default::default()
         };
         async move {
             let p = hub

@@ -120,6 +120,7 @@ impl Delete for HubConfigMap {
         let r = flotilla_api::v1::GetPolicyRequest {
             namespace: target.namespace,
             name: target.name,
+            ..Default::default()
         };
         let d = hub
             .delete(async || hub.policies().delete_hub_config_map(r.clone()).await)
@@ -139,6 +140,7 @@ impl Delete for HubSecretRecord {
         let r = flotilla_api::v1::GetPolicyRequest {
             namespace: target.namespace,
             name: target.name,
+            ..Default::default()
         };
         let d = hub
             .delete(async || hub.policies().delete_hub_secret(r.clone()).await)

@@ -337,6 +337,7 @@ impl Delete for Policy {
         let r = flotilla_api::v1::GetPolicyRequest {
             namespace: target.namespace,
             name: target.name,
+            ..Default::default()
         };
         let d = hub
             .delete(async || hub.policies().delete_policy(r.clone()).await)
@@ -353,6 +354,7 @@ impl Delete for PlacementBinding {
         let r = flotilla_api::v1::GetPolicyRequest {
             namespace: target.namespace,
             name: target.name,
+            ..Default::default()
         };
         let d = hub
             .delete(async || hub.policies().delete_placement_binding(r.clone()).await)
@@ -372,6 +374,7 @@ impl Delete for PolicySet {
         let r = flotilla_api::v1::GetPolicyRequest {
             namespace: target.namespace,
             name: target.name,
+            ..Default::default()
         };
         let d = hub
             .delete(async || hub.policies().delete_policy_set(r.clone()).await)
@@ -388,6 +391,7 @@ impl Delete for PlacementRule {
         let r = flotilla_api::v1::GetPolicyRequest {
             namespace: target.namespace,
             name: target.name,
+            ..Default::default()
         };
         let d = hub
             .delete(async || hub.policies().delete_placement_rule(r.clone()).await)

@@ -44,10 +44,28 @@ pub enum Msg {
     Delete(oneshot::Sender<()>),
     /// A cluster's report.
     Report(Box<ReportIn>),
-    /// Every decided cluster's last report.
-    Details(oneshot::Sender<Vec<PolicyStatusReport>>),
+    /// One page of the decided clusters' last reports (clusters after `after`, by name).
+    Details(DetailsPage, oneshot::Sender<Reports>),
     /// One cluster's copy resolved now, sent nowhere (`flotilla policy render`).
     Render(String, oneshot::Sender<Result<RenderedPolicy, PolicyError>>),
+}
+
+/// Which page of [`Msg::Details`] to answer.
+#[derive(Debug, Clone)]
+pub struct DetailsPage {
+    /// The last cluster of the previous page (`None`: the first page).
+    pub after: Option<String>,
+    /// Rows at most (at least 1).
+    pub limit: usize,
+}
+
+/// A page of reports, and the last cluster's name when more follow.
+#[derive(Debug, Default)]
+pub struct Reports {
+    /// The page's rows, by cluster name.
+    pub clusters: Vec<PolicyStatusReport>,
+    /// Where the next page starts (`None`: this was the last).
+    pub next: Option<String>,
 }
 
 /// Mailbox capacity of a policy actor.
@@ -310,8 +328,8 @@ impl Actor {
                     }
                 }
             }
-            Msg::Details(reply) => {
-                let _ = reply.send(self.details());
+            Msg::Details(page, reply) => {
+                let _ = reply.send(self.details(&page));
             }
             Msg::Render(cluster, reply) => {
                 let _ = reply.send(self.render(&cluster));
@@ -746,19 +764,35 @@ impl Actor {
         }
     }
 
-    fn details(&self) -> Vec<PolicyStatusReport> {
-        self.targets
-            .keys()
-            .map(|c| {
+    fn details(&self, page: &DetailsPage) -> Reports {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let from = page.after.as_ref().map_or(Unbounded, Excluded);
+        let mut clusters = Vec::new();
+        for c in self
+            .targets
+            .range::<String, _>((from, Unbounded))
+            .map(|(c, _)| c)
+        {
+            if clusters.len() == page.limit {
+                let next = clusters
+                    .last()
+                    .map(|r: &PolicyStatusReport| r.cluster_name.clone());
+                return Reports { clusters, next };
+            }
+            clusters.push(
                 self.records
                     .get(c)
                     .and_then(|r| r.report.clone())
                     .unwrap_or_else(|| PolicyStatusReport {
                         cluster_name: c.clone(),
                         ..Default::default()
-                    })
-            })
-            .collect()
+                    }),
+            );
+        }
+        Reports {
+            clusters,
+            next: None,
+        }
     }
 
     async fn delete(&mut self) {

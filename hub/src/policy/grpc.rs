@@ -49,6 +49,28 @@ fn check(r: &GetPolicyRequest) -> Result<(), Status> {
     guard::object("name", &r.name)
 }
 
+/// Rows of a `GetPolicyDetails` page when the caller asks for none, and at most.
+pub const DETAILS_PAGE: u32 = 1_000;
+
+/// The page a `GetPolicyDetails` request asks for: at most [`DETAILS_PAGE`] rows (the default
+/// too), after the cluster its token names (a cluster name, checked as one).
+fn details_page(r: &GetPolicyRequest) -> Result<crate::policy::actor::DetailsPage, Status> {
+    let after = if r.page_token.is_empty() {
+        None
+    } else {
+        guard::object("page_token", &r.page_token)?;
+        Some(r.page_token.clone())
+    };
+    let limit = match r.page_size {
+        0 => DETAILS_PAGE,
+        n => n.min(DETAILS_PAGE),
+    };
+    Ok(crate::policy::actor::DetailsPage {
+        after,
+        limit: limit as usize,
+    })
+}
+
 /// Whether the caller of `req` may `verb` `kind` `namespace/name`: `view` or `edit` on the
 /// namespace.
 fn allow<T>(
@@ -146,10 +168,12 @@ impl PolicyService for PolicyApi {
         &self,
         request: Request<GetPolicyRequest>,
     ) -> Result<Response<PolicyDetails>, Status> {
-        check(request.get_ref())?;
         let r = request.get_ref();
+        check(r)?;
+        let page = details_page(r)?;
         allow(&request, Verb::Read, "Policy", &r.namespace, &r.name)?;
         let r = request.into_inner();
+        let first = page.after.is_none();
         let policy = self
             .policies
             .get_policy(&r.namespace, &r.name)
@@ -157,10 +181,11 @@ impl PolicyService for PolicyApi {
             .ok_or_else(|| {
                 Status::not_found(format!("Policy {}/{} not found", r.namespace, r.name))
             })?;
-        let clusters = self.policies.details(&r.namespace, &r.name).await?;
+        let reports = self.policies.details(&r.namespace, &r.name, page).await?;
         Ok(Response::new(PolicyDetails {
-            policy: Some(policy),
-            clusters,
+            policy: first.then_some(policy),
+            clusters: reports.clusters,
+            next_page_token: reports.next.unwrap_or_default(),
         }))
     }
 

@@ -357,7 +357,8 @@ impl Policies {
         &self,
         namespace: &str,
         name: &str,
-    ) -> Result<Vec<flotilla_api::v1::PolicyStatusReport>, PolicyError> {
+        page: actor::DetailsPage,
+    ) -> Result<actor::Reports, PolicyError> {
         let key = ObjectRef::new(namespace, name).inventory_key();
         let tx = self
             .inner
@@ -366,7 +367,7 @@ impl Policies {
             .map(|t| t.clone())
             .ok_or_else(|| PolicyError::NotFound(format!("Policy {key}")))?;
         let (reply, rx) = oneshot::channel();
-        tx.send(actor::Msg::Details(reply))
+        tx.send(actor::Msg::Details(page, reply))
             .await
             .map_err(|_| PolicyError::Gone(key.clone()))?;
         rx.await.map_err(|_| PolicyError::Gone(key))

@@ -88,6 +88,7 @@ pub async fn policy(api: &mut PolicyServiceClient<Channel>, name: &str) -> Polic
     api.get_policy(GetPolicyRequest {
         namespace: "default".into(),
         name: name.into(),
+        ..Default::default()
     })
     .await
     .unwrap()

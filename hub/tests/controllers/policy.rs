@@ -232,6 +232,7 @@ async fn namespace_policy_flow(nats: NatsServer) {
         .get_policy_details(GetPolicyRequest {
             namespace: "default".into(),
             name: "policy-namespace".into(),
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -240,6 +241,39 @@ async fn namespace_policy_flow(nats: NatsServer) {
         details.clusters[0].details[0].history[0].message,
         "NonCompliant; violation - namespaces [prod] not found"
     );
+    // Paged: one row a page, the policy on the first only, the token naming the last row.
+    let mut page = GetPolicyRequest {
+        namespace: "default".into(),
+        name: "policy-namespace".into(),
+        page_size: 1,
+        ..Default::default()
+    };
+    let first = api
+        .get_policy_details(page.clone())
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(first.policy.is_some());
+    assert_eq!(first.clusters.len(), 1);
+    assert_eq!(first.next_page_token, first.clusters[0].cluster_name);
+    page.page_token = first.next_page_token.clone();
+    let second = api
+        .get_policy_details(page.clone())
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(second.policy.is_none());
+    assert_eq!(second.clusters.len(), 1);
+    assert!(second.next_page_token.is_empty(), "the last page says so");
+    assert!(second.clusters[0].cluster_name > first.clusters[0].cluster_name);
+    assert_eq!(
+        [&first.clusters[0], &second.clusters[0]].map(|r| r.cluster_name.clone()),
+        [&details.clusters[0], &details.clusters[1]].map(|r| r.cluster_name.clone())
+    );
+    page.page_token = "../bad token".into();
+    let bad = api.get_policy_details(page).await.unwrap_err();
+    assert_eq!(bad.code(), tonic::Code::InvalidArgument, "{bad:?}");
+    assert!(bad.message().contains("page_token"), "{bad:?}");
     wait_line(
         &hub,
         r#"policy_governance_info{type="root",policy="policy-namespace",policy_namespace="default",cluster_namespace=""} 1"#,
@@ -271,6 +305,7 @@ async fn namespace_policy_flow(nats: NatsServer) {
         .get_policy_details(GetPolicyRequest {
             namespace: "default".into(),
             name: "policy-namespace".into(),
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -288,6 +323,7 @@ async fn namespace_policy_flow(nats: NatsServer) {
     api.delete_placement_binding(GetPolicyRequest {
         namespace: "default".into(),
         name: "binding-policy-namespace".into(),
+        ..Default::default()
     })
     .await
     .unwrap();
@@ -342,6 +378,7 @@ async fn placement_rules_policy_sets_overrides_certificates_disable_and_delete()
         .get_policy_details(GetPolicyRequest {
             namespace: "default".into(),
             name: "policy-certificate".into(),
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -403,6 +440,7 @@ async fn placement_rules_policy_sets_overrides_certificates_disable_and_delete()
     api.delete_policy(GetPolicyRequest {
         namespace: "default".into(),
         name: "policy-certificate".into(),
+        ..Default::default()
     })
     .await
     .unwrap();
@@ -500,6 +538,7 @@ async fn a_policy_set_lists_placement_only_from_members_that_exist() {
     api.delete_policy(GetPolicyRequest {
         namespace: "default".into(),
         name: "policy-namespace".into(),
+        ..Default::default()
     })
     .await
     .unwrap();
@@ -549,6 +588,7 @@ async fn an_offline_spoke_repairs_drift_alone_and_a_restarted_hub_shows_its_hist
             .get_policy_details(GetPolicyRequest {
                 namespace: "default".into(),
                 name: "policy-namespace".into(),
+                ..Default::default()
             })
             .await
             .unwrap()
@@ -592,6 +632,7 @@ async fn newest_message(
         .get_policy_details(GetPolicyRequest {
             namespace: "default".into(),
             name: policy.into(),
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -681,6 +722,7 @@ async fn network_policy_samples_reports_its_misplaced_fields_as_ocms_template_er
         .get_policy_details(GetPolicyRequest {
             namespace: "default".into(),
             name: "sample-network-policy-99".into(),
+            ..Default::default()
         })
         .await
         .unwrap()

@@ -106,6 +106,7 @@ async fn history(hub: &flotilla_hub::Hub, name: &str) -> Vec<String> {
         .get_policy_details(GetPolicyRequest {
             namespace: "default".into(),
             name: name.into(),
+            ..Default::default()
         })
         .await
         .unwrap()

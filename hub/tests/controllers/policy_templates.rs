@@ -109,6 +109,7 @@ async fn message_of(hub: &Hub, policy: &str, cluster: &str) -> String {
         .get_policy_details(GetPolicyRequest {
             namespace: "default".into(),
             name: policy.into(),
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -219,6 +220,7 @@ async fn hub_templates_give_each_cluster_its_values_from_a_hub_config_map_and_fo
             .get_policy_details(GetPolicyRequest {
                 namespace: "default".into(),
                 name: name.into(),
+                ..Default::default()
             })
             .await
             .unwrap()
@@ -512,6 +514,7 @@ async fn a_hostile_hub_template_is_reported_and_the_hub_and_agents_serve_on() {
         .get_policy_details(GetPolicyRequest {
             namespace: "default".into(),
             name: "hostile".into(),
+            ..Default::default()
         })
         .await
         .unwrap()

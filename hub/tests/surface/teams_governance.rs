@@ -231,6 +231,7 @@ async fn a_namespace_editor_s_placement_rule_reaches_only_the_clusters_of_sets_b
     let get = GetPolicyRequest {
         namespace: "team-a-apps".into(),
         name: "marker".into(),
+        ..Default::default()
     };
     eventually("reported by a1", || {
         let (mut dana, get) = (dana.clone(), get.clone());

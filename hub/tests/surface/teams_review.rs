@@ -327,6 +327,7 @@ async fn a_cluster_named_after_a_namespace_does_not_open_that_namespace_s_polici
         .get_policy(GetPolicyRequest {
             namespace: "ops".into(),
             name: "secret-config".into(),
+            ..Default::default()
         })
         .await
         .unwrap_err();

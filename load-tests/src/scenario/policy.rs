@@ -165,6 +165,7 @@ async fn follow(
             .get_policy(GetPolicyRequest {
                 namespace: NAMESPACE.into(),
                 name: NAME.into(),
+                ..Default::default()
             })
             .await
             .context("reading the policy")?
@@ -208,21 +209,27 @@ fn fleet_values(run: &Run, round: u32) -> flotilla_api::v1::HubConfigMap {
 async fn reported_generations(
     api: &mut PolicyServiceClient<Channel>,
 ) -> Result<HashMap<String, (i64, bool)>> {
-    let d = api
-        .get_policy_details(GetPolicyRequest {
-            namespace: NAMESPACE.into(),
-            name: NAME.into(),
-        })
-        .await
-        .context("reading the policy's details")?
-        .into_inner();
-    Ok(d.clusters
-        .into_iter()
-        .map(|r| {
+    let mut seen = HashMap::new();
+    let mut request = GetPolicyRequest {
+        namespace: NAMESPACE.into(),
+        name: NAME.into(),
+        ..Default::default()
+    };
+    loop {
+        let d = api
+            .get_policy_details(request.clone())
+            .await
+            .context("reading the policy's details")?
+            .into_inner();
+        seen.extend(d.clusters.into_iter().map(|r| {
             let compliant = r.compliant == "Compliant";
             (r.cluster_name, (r.observed_generation, compliant))
-        })
-        .collect())
+        }));
+        if d.next_page_token.is_empty() {
+            return Ok(seen);
+        }
+        request.page_token = d.next_page_token;
+    }
 }
 
 /// Every cluster's value changed in the hub ConfigMap: measured until each has reported
