@@ -2,7 +2,8 @@
 //! `member` tokens, and the CLI run as each team runs it. Each team's `flotilla get` shows its
 //! own clusters and works; an apply across the fence fails with the grant it misses; a set
 //! viewer is refused a write before the service; a change of the grants file applies without a
-//! restart.
+//! restart. An add-on shows each team only its own placements and their rollout; `flotilla
+//! whoami` says who the hub takes each caller for and whence each of its roles.
 
 mod common;
 
@@ -187,5 +188,194 @@ fn each_team_gets_only_its_clusters_and_works_and_is_refused_across_the_fence() 
             .contains("ben (groups team-b-sre) may not apply ManifestWork shop-a2/web"),
         "{}",
         out.stderr
+    );
+}
+
+/// ana views team-a-apps, ben team-b-apps; an add-on rolled out by a placement in each.
+const ADDON_GRANTS: &str = "apiVersion: flotilla.io/v1alpha1
+kind: Grants
+clusterSets:
+  team-a:
+    admin: { groups: [team-a-sre] }
+namespaces:
+  team-a-apps:
+    view: { groups: [team-a-sre] }
+  team-b-apps:
+    view: { groups: [team-b-sre] }
+";
+
+const ADDON: &str = "apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata: {name: edge, namespace: team-a-apps}
+spec: {}
+---
+apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata: {name: edge, namespace: team-b-apps}
+spec: {}
+---
+apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: AddOnTemplate
+metadata: {name: probe}
+spec:
+  addonName: probe
+  agentSpec:
+    workload:
+      manifests:
+        - apiVersion: v1
+          kind: ConfigMap
+          metadata: {name: probe, namespace: default}
+          data: {cluster: \"{{CLUSTER_NAME}}\"}
+---
+apiVersion: addon.open-cluster-management.io/v1alpha1
+kind: ClusterManagementAddOn
+metadata: {name: probe}
+spec:
+  addOnMeta: {displayName: Probe}
+  # A template add-on: the hub rolls it out and reports each placement's progression (one
+  # with no template is someone else's, and the hub reports none).
+  supportedConfigs:
+    - group: addon.open-cluster-management.io
+      resource: addontemplates
+      defaultConfig: {name: probe}
+  installStrategy:
+    type: Placements
+    placements:
+      - {namespace: team-a-apps, name: edge}
+      - {namespace: team-b-apps, name: edge}
+";
+
+/// A hub with the admin, ana (team-a-sre) and ben (team-b-sre), following `grants`.
+fn teams_hub(nats: &NatsServer, dir: &std::path::Path, grants: &str) -> common::Hub {
+    let tokens = dir.join("tokens.csv");
+    std::fs::write(
+        &tokens,
+        format!("{ADMIN},alice,admin\n{ANA},ana,member,team-a-sre\n{BEN},ben,member,team-b-sre\n"),
+    )
+    .unwrap();
+    let file = dir.join("grants.yaml");
+    std::fs::write(&file, grants).unwrap();
+    HubBuilder::new(nats, dir)
+        .flag("--api-token-file", &tokens.display().to_string())
+        .flag("--grants-file", &file.display().to_string())
+        .start()
+}
+
+/// The namespaces of an add-on's placements (`spec`) and of its progressions (`status`).
+fn addon_namespaces(addon: &Value) -> (Vec<String>, Vec<String>) {
+    let of = |list: &Value| -> Vec<String> {
+        (list.as_array().into_iter().flatten())
+            .filter_map(|p| p["namespace"].as_str().map(str::to_string))
+            .collect()
+    };
+    (
+        of(&addon["spec"]["installStrategy"]["placements"]),
+        of(&addon["status"]["installProgressions"]),
+    )
+}
+
+#[test]
+fn an_add_on_shows_a_team_only_its_own_placements_and_their_rollout() {
+    // Review r4 §2, the API's half: GetClusterManagementAddOn and the list.
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let hub = teams_hub(&nats, dir.path(), ADDON_GRANTS);
+    let h = hub.grpc.as_str();
+    wait_for("the admin's add-on applied", &[&hub.proc], || {
+        (as_token(h, ADMIN, &["apply", "-f", "-"], Some(ADDON)).code == Some(0)).then_some(())
+    });
+    let get = |token: &str, args: &[&str]| -> Option<Value> {
+        serde_json::from_str(&as_token(h, token, args, None).stdout).ok()
+    };
+    let both = vec!["team-a-apps".to_string(), "team-b-apps".to_string()];
+    wait_for("the add-on's progress per placement", &[&hub.proc], || {
+        let addon = get(ADMIN, &["get", "cma", "probe", "-o", "json"])?;
+        (addon_namespaces(&addon) == (both.clone(), both.clone())).then_some(())
+    });
+    for (token, own) in [(ANA, "team-a-apps"), (BEN, "team-b-apps")] {
+        let own = vec![own.to_string()];
+        let addon = get(token, &["get", "cma", "probe", "-o", "json"]).expect("the add-on");
+        assert_eq!(
+            addon_namespaces(&addon),
+            (own.clone(), own.clone()),
+            "{addon:#}"
+        );
+        let list = get(token, &["get", "cma", "-o", "json"]).expect("the add-ons");
+        assert_eq!(
+            addon_namespaces(&list["items"][0]),
+            (own.clone(), own),
+            "{list:#}"
+        );
+    }
+}
+
+#[test]
+fn whoami_says_who_the_hub_takes_each_caller_for_and_whence_each_role() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let hub = teams_hub(&nats, dir.path(), GRANTS);
+    let h = hub.grpc.as_str();
+    let whoami = |token: &str| -> Value {
+        let out = wait_for("whoami answered", &[&hub.proc], || {
+            let out = as_token(h, token, &["whoami", "-o", "json"], None);
+            (out.code == Some(0)).then_some(out.stdout)
+        });
+        serde_json::from_str(&out).unwrap()
+    };
+    let ana = whoami(ANA);
+    assert_eq!(
+        (&ana["user"], &ana["via"], &ana["tokenRole"], &ana["groups"]),
+        (
+            &Value::from("ana"),
+            &Value::from("token"),
+            &Value::from("member"),
+            &serde_json::json!(["team-a-sre"])
+        ),
+        "{ana:#}"
+    );
+    assert_eq!(
+        ana["roles"],
+        serde_json::json!([
+            {"scope": "clusterset", "name": "team-a", "role": "admin", "from": ["group team-a-sre"]}
+        ]),
+        "{ana:#}"
+    );
+    assert_eq!(
+        ana["grantsDigest"].as_str().map(str::len),
+        Some(64),
+        "{ana:#}"
+    );
+    let admin = whoami(ADMIN);
+    assert_eq!(
+        admin["roles"],
+        serde_json::json!([{"scope": "fleet", "role": "admin", "from": ["token role admin"]}]),
+        "{admin:#}"
+    );
+    // The table a person reads.
+    let table = as_token(h, BEN, &["whoami"], None);
+    assert_eq!(table.code, Some(0), "{}", table.stderr);
+    assert!(
+        table
+            .stdout
+            .starts_with("User:       ben\nGroups:     team-b-sre\n"),
+        "{}",
+        table.stdout
+    );
+    assert!(
+        table
+            .stdout
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                == ["clusterset", "team-b", "admin", "group", "team-b-sre"]),
+        "{}",
+        table.stdout
+    );
+    // Without a token the hub takes the caller for nobody.
+    let nobody = run_cli(h, &["whoami"], None);
+    assert_ne!(nobody.code, Some(0));
+    assert!(
+        nobody.stderr.contains("no bearer token"),
+        "{}",
+        nobody.stderr
     );
 }
