@@ -6,7 +6,7 @@
 //! issuer's user with its groups — seeing only its set's clusters, refused another's naming the
 //! grant — and signs out. Over raw HTTP: the login cookie's attributes, the session cookie made
 //! at the callback, a callback replayed or from another browser refused, the issuer's error shown
-//! escaped.
+//! escaped; an ID token issued to another client (its `aud` and `azp`) refused.
 
 use crate::browser;
 use crate::common;
@@ -382,5 +382,64 @@ async fn the_code_flow_sets_its_cookies_right_and_refuses_replays_strangers_and_
         "{body}"
     );
     assert!(!body.contains("<script>alert"), "{body}");
+    hub.stop().await;
+}
+
+/// Signs in through the issuer over raw HTTP: the callback's status and page.
+async fn sign_in(base: &str) -> (u16, String) {
+    let (authorize, cookie) = started(base, "/").await;
+    let (status, headers, _) = get(&authorize, None).await;
+    assert_eq!(status, 302);
+    let callback = header(&headers, "location")[0].to_string();
+    let own = cookie.split(';').next().unwrap().to_string();
+    let (status, _, body) = get(&callback, Some(&own)).await;
+    (status, body)
+}
+
+#[tokio::test]
+async fn an_id_token_issued_to_another_client_does_not_sign_in() {
+    // OIDC Core §3.1.3.7: the sign-in's ID token lists this client and only audiences the hub
+    // trusts, and names this client as its party (azp) — required with several audiences.
+    use serde_json::json;
+    let nats = NatsServer::start();
+    let issuer = TestIssuer::start().await;
+    let (hub, base) = hub_signing_in_with(&nats, &issuer).await;
+    for (claims, want) in [
+        // Issued to grafana, listing the hub too: the bearer rule refuses it already.
+        (
+            vec![
+                ("aud", json!([CLIENT_ID, "grafana"])),
+                ("azp", json!("grafana")),
+            ],
+            "issued to &quot;grafana&quot; (azp)",
+        ),
+        (
+            vec![("aud", json!([CLIENT_ID, "grafana"]))],
+            "azp&quot; claim is missing from a token of several audiences",
+        ),
+        // Ours, but also for an audience the hub does not trust.
+        (
+            vec![
+                ("aud", json!([CLIENT_ID, "grafana"])),
+                ("azp", json!(CLIENT_ID)),
+            ],
+            "also for &quot;grafana&quot;, which is not a client id of this hub",
+        ),
+        // The hub's audience alone, on another client's behalf: fine for a bearer, not for
+        // this client's own sign-in.
+        (
+            vec![("azp", json!("flotilla-cli"))],
+            "issued to another client (azp)",
+        ),
+    ] {
+        issuer.set_id_token_claims(&claims);
+        let (status, body) = sign_in(&base).await;
+        assert_eq!(status, 401, "{claims:?}: {body}");
+        assert!(body.contains(want), "{claims:?}: want {want} in {body}");
+    }
+    // The issuer's own token for this client signs in.
+    issuer.set_id_token_claims(&[("azp", json!(CLIENT_ID))]);
+    let (status, body) = sign_in(&base).await;
+    assert_eq!(status, 303, "{body}");
     hub.stop().await;
 }
