@@ -13,9 +13,9 @@ use flotilla_api::v1::policy_service_server::PolicyService;
 use flotilla_api::v1::{
     DeletePolicyResponse, GetPolicyRequest, HubConfigMap, HubSecret, HubSecretRecord,
     ListHubDataResponse, ListPlacementBindingsResponse, ListPlacementRulesResponse,
-    ListPoliciesRequest, ListPoliciesResponse, ListPolicySetsResponse, PlacementBinding,
-    PlacementRule, Policy, PolicyDetails, PolicyEvent, PolicySet, RenderPolicyRequest,
-    RenderedPolicy,
+    ListPoliciesRequest, ListPoliciesResponse, ListPolicySetsResponse, ObjectMeta,
+    PlacementBinding, PlacementRule, Policy, PolicyDetails, PolicyEvent, PolicySet,
+    RenderPolicyRequest, RenderedPolicy,
 };
 use tonic::{Request, Response, Status};
 
@@ -92,7 +92,7 @@ fn allow<T>(
 }
 
 /// The namespace and name of an object's metadata.
-fn key_of(meta: Option<&flotilla_api::v1::ObjectMeta>) -> (String, String) {
+fn key_of(meta: Option<&ObjectMeta>) -> (String, String) {
     meta.map(|m| (m.namespace.clone(), m.name.clone()))
         .unwrap_or_default()
 }
@@ -107,12 +107,41 @@ fn list_ns(r: &ListPoliciesRequest) -> Result<&str, Status> {
     Ok(&r.namespace)
 }
 
+/// An apply of a `kind` whose metadata is `meta`: its namespace checked and the caller's write
+/// on it allowed.
+fn may_apply<T>(request: &Request<T>, kind: &str, meta: Option<&ObjectMeta>) -> Result<(), Status> {
+    let (namespace, name) = key_of(meta);
+    guard::namespace("metadata.namespace", &namespace, false)?;
+    allow(request, Verb::Write, kind, &namespace, &name)
+}
+
+/// A get or delete of the `kind` `request` names: the name checked and the caller's `verb`
+/// allowed; the request.
+fn named(
+    request: Request<GetPolicyRequest>,
+    verb: Verb,
+    kind: &str,
+) -> Result<GetPolicyRequest, Status> {
+    check(request.get_ref())?;
+    let r = request.get_ref();
+    allow(&request, verb, kind, &r.namespace, &r.name)?;
+    Ok(request.into_inner())
+}
+
+/// The `items` in namespaces `vis` shows.
+fn visible<T>(
+    vis: &guard::Visibility,
+    mut items: Vec<T>,
+    meta: impl Fn(&T) -> Option<&ObjectMeta>,
+) -> Vec<T> {
+    items.retain(|o| shows(vis, &key_of(meta(o)).0));
+    items
+}
+
 #[tonic::async_trait]
 impl PolicyService for PolicyApi {
     async fn apply_policy(&self, request: Request<Policy>) -> Result<Response<Policy>, Status> {
-        let (namespace, name) = key_of(request.get_ref().metadata.as_ref());
-        guard::namespace("metadata.namespace", &namespace, false)?;
-        allow(&request, Verb::Write, "Policy", &namespace, &name)?;
+        may_apply(&request, "Policy", request.get_ref().metadata.as_ref())?;
         Ok(Response::new(
             self.policies.apply_policy(request.into_inner()).await?,
         ))
@@ -122,10 +151,7 @@ impl PolicyService for PolicyApi {
         &self,
         request: Request<GetPolicyRequest>,
     ) -> Result<Response<Policy>, Status> {
-        check(request.get_ref())?;
-        let r = request.get_ref();
-        allow(&request, Verb::Read, "Policy", &r.namespace, &r.name)?;
-        let r = request.into_inner();
+        let r = named(request, Verb::Read, "Policy")?;
         self.policies
             .get_policy(&r.namespace, &r.name)
             .map(|p| Response::new((*p).clone()))
@@ -156,10 +182,7 @@ impl PolicyService for PolicyApi {
         &self,
         request: Request<GetPolicyRequest>,
     ) -> Result<Response<DeletePolicyResponse>, Status> {
-        check(request.get_ref())?;
-        let r = request.get_ref();
-        allow(&request, Verb::Write, "Policy", &r.namespace, &r.name)?;
-        let r = request.into_inner();
+        let r = named(request, Verb::Write, "Policy")?;
         self.policies.delete_policy(&r.namespace, &r.name).await?;
         Ok(Response::new(DeletePolicyResponse {}))
     }
@@ -224,9 +247,11 @@ impl PolicyService for PolicyApi {
         &self,
         request: Request<PlacementBinding>,
     ) -> Result<Response<PlacementBinding>, Status> {
-        let (namespace, name) = key_of(request.get_ref().metadata.as_ref());
-        guard::namespace("metadata.namespace", &namespace, false)?;
-        allow(&request, Verb::Write, "PlacementBinding", &namespace, &name)?;
+        may_apply(
+            &request,
+            "PlacementBinding",
+            request.get_ref().metadata.as_ref(),
+        )?;
         Ok(Response::new(
             self.policies.apply_binding(request.into_inner()).await?,
         ))
@@ -238,8 +263,9 @@ impl PolicyService for PolicyApi {
     ) -> Result<Response<ListPlacementBindingsResponse>, Status> {
         let vis = guard::visibility(&request);
         let r = request.into_inner();
-        let mut items = self.policies.list_bindings(list_ns(&r)?);
-        items.retain(|o| shows(&vis, &key_of(o.metadata.as_ref()).0));
+        let items = visible(&vis, self.policies.list_bindings(list_ns(&r)?), |o| {
+            o.metadata.as_ref()
+        });
         Ok(Response::new(ListPlacementBindingsResponse { items }))
     }
 
@@ -247,16 +273,7 @@ impl PolicyService for PolicyApi {
         &self,
         request: Request<GetPolicyRequest>,
     ) -> Result<Response<DeletePolicyResponse>, Status> {
-        check(request.get_ref())?;
-        let r = request.get_ref();
-        allow(
-            &request,
-            Verb::Write,
-            "PlacementBinding",
-            &r.namespace,
-            &r.name,
-        )?;
-        let r = request.into_inner();
+        let r = named(request, Verb::Write, "PlacementBinding")?;
         self.policies.delete_binding(&r.namespace, &r.name).await?;
         Ok(Response::new(DeletePolicyResponse {}))
     }
@@ -265,9 +282,7 @@ impl PolicyService for PolicyApi {
         &self,
         request: Request<PolicySet>,
     ) -> Result<Response<PolicySet>, Status> {
-        let (namespace, name) = key_of(request.get_ref().metadata.as_ref());
-        guard::namespace("metadata.namespace", &namespace, false)?;
-        allow(&request, Verb::Write, "PolicySet", &namespace, &name)?;
+        may_apply(&request, "PolicySet", request.get_ref().metadata.as_ref())?;
         Ok(Response::new(
             self.policies.apply_set(request.into_inner()).await?,
         ))
@@ -279,8 +294,9 @@ impl PolicyService for PolicyApi {
     ) -> Result<Response<ListPolicySetsResponse>, Status> {
         let vis = guard::visibility(&request);
         let r = request.into_inner();
-        let mut items = self.policies.list_sets(list_ns(&r)?);
-        items.retain(|o| shows(&vis, &key_of(o.metadata.as_ref()).0));
+        let items = visible(&vis, self.policies.list_sets(list_ns(&r)?), |o| {
+            o.metadata.as_ref()
+        });
         Ok(Response::new(ListPolicySetsResponse { items }))
     }
 
@@ -288,10 +304,7 @@ impl PolicyService for PolicyApi {
         &self,
         request: Request<GetPolicyRequest>,
     ) -> Result<Response<DeletePolicyResponse>, Status> {
-        check(request.get_ref())?;
-        let r = request.get_ref();
-        allow(&request, Verb::Write, "PolicySet", &r.namespace, &r.name)?;
-        let r = request.into_inner();
+        let r = named(request, Verb::Write, "PolicySet")?;
         self.policies.delete_set(&r.namespace, &r.name).await?;
         Ok(Response::new(DeletePolicyResponse {}))
     }
@@ -300,9 +313,11 @@ impl PolicyService for PolicyApi {
         &self,
         request: Request<PlacementRule>,
     ) -> Result<Response<PlacementRule>, Status> {
-        let (namespace, name) = key_of(request.get_ref().metadata.as_ref());
-        guard::namespace("metadata.namespace", &namespace, false)?;
-        allow(&request, Verb::Write, "PlacementRule", &namespace, &name)?;
+        may_apply(
+            &request,
+            "PlacementRule",
+            request.get_ref().metadata.as_ref(),
+        )?;
         Ok(Response::new(
             self.policies.apply_rule(request.into_inner()).await?,
         ))
@@ -314,8 +329,9 @@ impl PolicyService for PolicyApi {
     ) -> Result<Response<ListPlacementRulesResponse>, Status> {
         let vis = guard::visibility(&request);
         let r = request.into_inner();
-        let mut items = self.policies.list_rules(list_ns(&r)?);
-        items.retain(|o| shows(&vis, &key_of(o.metadata.as_ref()).0));
+        let items = visible(&vis, self.policies.list_rules(list_ns(&r)?), |o| {
+            o.metadata.as_ref()
+        });
         Ok(Response::new(ListPlacementRulesResponse { items }))
     }
 
@@ -323,16 +339,7 @@ impl PolicyService for PolicyApi {
         &self,
         request: Request<GetPolicyRequest>,
     ) -> Result<Response<DeletePolicyResponse>, Status> {
-        check(request.get_ref())?;
-        let r = request.get_ref();
-        allow(
-            &request,
-            Verb::Write,
-            "PlacementRule",
-            &r.namespace,
-            &r.name,
-        )?;
-        let r = request.into_inner();
+        let r = named(request, Verb::Write, "PlacementRule")?;
         self.policies.delete_rule(&r.namespace, &r.name).await?;
         Ok(Response::new(DeletePolicyResponse {}))
     }
@@ -341,10 +348,9 @@ impl PolicyService for PolicyApi {
         &self,
         request: Request<HubConfigMap>,
     ) -> Result<Response<HubConfigMap>, Status> {
-        let (namespace, name) = key_of(request.get_ref().metadata.as_ref());
-        guard::namespace("metadata.namespace", &namespace, false)?;
-        guard::object("metadata.name", &name)?;
-        allow(&request, Verb::Write, "ConfigMap", &namespace, &name)?;
+        let meta = request.get_ref().metadata.as_ref();
+        guard::object("metadata.name", &key_of(meta).1)?;
+        may_apply(&request, "ConfigMap", meta)?;
         let problems = flotilla_api::ocm::hubdata::config_map_problems(request.get_ref());
         if !problems.is_empty() {
             return Err(PolicyError::Invalid(problems).into());
@@ -361,10 +367,7 @@ impl PolicyService for PolicyApi {
         &self,
         request: Request<GetPolicyRequest>,
     ) -> Result<Response<DeletePolicyResponse>, Status> {
-        check(request.get_ref())?;
-        let r = request.get_ref();
-        allow(&request, Verb::Write, "ConfigMap", &r.namespace, &r.name)?;
-        let r = request.into_inner();
+        let r = named(request, Verb::Write, "ConfigMap")?;
         self.policies
             .hubdata()
             .delete_config_map(&r.namespace, &r.name)
@@ -376,10 +379,9 @@ impl PolicyService for PolicyApi {
         &self,
         request: Request<HubSecret>,
     ) -> Result<Response<HubSecretRecord>, Status> {
-        let (namespace, name) = key_of(request.get_ref().metadata.as_ref());
-        guard::namespace("metadata.namespace", &namespace, false)?;
-        guard::object("metadata.name", &name)?;
-        allow(&request, Verb::Write, "Secret", &namespace, &name)?;
+        let meta = request.get_ref().metadata.as_ref();
+        guard::object("metadata.name", &key_of(meta).1)?;
+        may_apply(&request, "Secret", meta)?;
         let problems = flotilla_api::ocm::hubdata::secret_problems(request.get_ref());
         if !problems.is_empty() {
             return Err(PolicyError::Invalid(problems).into());
@@ -396,10 +398,7 @@ impl PolicyService for PolicyApi {
         &self,
         request: Request<GetPolicyRequest>,
     ) -> Result<Response<DeletePolicyResponse>, Status> {
-        check(request.get_ref())?;
-        let r = request.get_ref();
-        allow(&request, Verb::Write, "Secret", &r.namespace, &r.name)?;
-        let r = request.into_inner();
+        let r = named(request, Verb::Write, "Secret")?;
         self.policies
             .hubdata()
             .delete_secret(&r.namespace, &r.name)
@@ -441,10 +440,8 @@ impl PolicyService for PolicyApi {
         let r = request.into_inner();
         let ns = list_ns(&r)?;
         let hubdata = self.policies.hubdata();
-        let mut config_maps = hubdata.list_config_maps(ns);
-        config_maps.retain(|o| shows(&vis, &key_of(o.metadata.as_ref()).0));
-        let mut secrets = hubdata.list_secrets(ns);
-        secrets.retain(|o| shows(&vis, &key_of(o.metadata.as_ref()).0));
+        let config_maps = visible(&vis, hubdata.list_config_maps(ns), |o| o.metadata.as_ref());
+        let secrets = visible(&vis, hubdata.list_secrets(ns), |o| o.metadata.as_ref());
         Ok(Response::new(ListHubDataResponse {
             config_maps,
             secrets,

@@ -11,6 +11,8 @@
 //! - [`route`]: the router's hand-off of policy status reports (checked, then `try_send`).
 //! - [`metrics`]: `policy_governance_info` as OCM exports it.
 //! - [`hubdata`]: the hub's ConfigMaps and Secrets (sealed at rest) that hub templates read.
+//! - [`kept`]: bindings, sets and rules kept as applied — one apply and one delete for all
+//!   three (bucket, then the in-memory map).
 //! - [`templates`]: hub templates (`{{hub … hub}}`) resolved for one cluster, and the hash of
 //!   the copy that stays the same while its inputs do (protected values by their digest).
 //!
@@ -23,6 +25,7 @@ pub mod actor;
 pub mod family;
 pub mod grpc;
 pub mod hubdata;
+mod kept;
 pub mod metrics;
 pub mod route;
 pub mod rules;
@@ -449,37 +452,11 @@ impl Policies {
     /// Creates or updates a PlacementBinding.
     pub async fn apply_binding(
         &self,
-        mut b: PlacementBinding,
+        b: PlacementBinding,
     ) -> Result<PlacementBinding, PolicyError> {
         require_namespace(b.metadata.as_ref(), "PlacementBinding")?;
         check::<flotilla_api::ocm::policy::PlacementBinding, _>(&b)?;
-        let key = key_of(b.metadata.as_ref());
-        let old = self
-            .inner
-            .bindings
-            .read()
-            .expect("lock")
-            .get(&key.inventory_key())
-            .cloned();
-        stamp(
-            b.metadata.get_or_insert_with(Default::default),
-            old.as_ref().and_then(|o| o.metadata.as_ref()),
-            true,
-        )?;
-        let rev = self
-            .inner
-            .buckets
-            .bindings
-            .put(&key.store_key(), &b)
-            .await?;
-        if let Some(m) = b.metadata.as_mut() {
-            m.resource_version = rev;
-        }
-        self.inner
-            .bindings
-            .write()
-            .expect("lock")
-            .insert(key.inventory_key(), b.clone());
+        let b = kept::apply(&self.inner.buckets.bindings, &self.inner.bindings, b).await?;
         self.changed();
         Ok(b)
     }
@@ -491,57 +468,22 @@ impl Policies {
 
     /// Deletes a PlacementBinding.
     pub async fn delete_binding(&self, namespace: &str, name: &str) -> Result<(), PolicyError> {
-        let key = ObjectRef::new(namespace, name);
-        if !self
-            .inner
-            .bindings
-            .read()
-            .expect("lock")
-            .contains_key(&key.inventory_key())
-        {
-            return Err(PolicyError::NotFound(format!(
-                "PlacementBinding {}",
-                key.inventory_key()
-            )));
-        }
-        self.inner.buckets.bindings.purge(&key.store_key()).await?;
-        self.inner
-            .bindings
-            .write()
-            .expect("lock")
-            .remove(&key.inventory_key());
+        kept::delete(
+            &self.inner.buckets.bindings,
+            &self.inner.bindings,
+            namespace,
+            name,
+        )
+        .await?;
         self.changed();
         Ok(())
     }
 
     /// Creates or updates a PolicySet.
-    pub async fn apply_set(&self, mut s: PolicySet) -> Result<PolicySet, PolicyError> {
+    pub async fn apply_set(&self, s: PolicySet) -> Result<PolicySet, PolicyError> {
         require_namespace(s.metadata.as_ref(), "PolicySet")?;
         check::<flotilla_api::ocm::policy::PolicySet, _>(&s)?;
-        let key = key_of(s.metadata.as_ref());
-        let old = self
-            .inner
-            .sets
-            .read()
-            .expect("lock")
-            .get(&key.inventory_key())
-            .cloned();
-        let spec_changed = old.as_ref().is_none_or(|o| o.spec != s.spec);
-        stamp(
-            s.metadata.get_or_insert_with(Default::default),
-            old.as_ref().and_then(|o| o.metadata.as_ref()),
-            spec_changed,
-        )?;
-        s.status = None;
-        let rev = self.inner.buckets.sets.put(&key.store_key(), &s).await?;
-        if let Some(m) = s.metadata.as_mut() {
-            m.resource_version = rev;
-        }
-        self.inner
-            .sets
-            .write()
-            .expect("lock")
-            .insert(key.inventory_key(), s.clone());
+        let s = kept::apply(&self.inner.buckets.sets, &self.inner.sets, s).await?;
         self.changed();
         Ok(self.with_set_status(s))
     }
@@ -578,57 +520,16 @@ impl Policies {
 
     /// Deletes a PolicySet.
     pub async fn delete_set(&self, namespace: &str, name: &str) -> Result<(), PolicyError> {
-        let key = ObjectRef::new(namespace, name);
-        if !self
-            .inner
-            .sets
-            .read()
-            .expect("lock")
-            .contains_key(&key.inventory_key())
-        {
-            return Err(PolicyError::NotFound(format!(
-                "PolicySet {}",
-                key.inventory_key()
-            )));
-        }
-        self.inner.buckets.sets.purge(&key.store_key()).await?;
-        self.inner
-            .sets
-            .write()
-            .expect("lock")
-            .remove(&key.inventory_key());
+        kept::delete(&self.inner.buckets.sets, &self.inner.sets, namespace, name).await?;
         self.changed();
         Ok(())
     }
 
     /// Creates or updates a PlacementRule.
-    pub async fn apply_rule(&self, mut r: PlacementRule) -> Result<PlacementRule, PolicyError> {
+    pub async fn apply_rule(&self, r: PlacementRule) -> Result<PlacementRule, PolicyError> {
         require_namespace(r.metadata.as_ref(), "PlacementRule")?;
         check::<flotilla_api::ocm::policy::PlacementRule, _>(&r)?;
-        let key = key_of(r.metadata.as_ref());
-        let old = self
-            .inner
-            .rules
-            .read()
-            .expect("lock")
-            .get(&key.inventory_key())
-            .cloned();
-        let spec_changed = old.as_ref().is_none_or(|o| o.spec != r.spec);
-        stamp(
-            r.metadata.get_or_insert_with(Default::default),
-            old.as_ref().and_then(|o| o.metadata.as_ref()),
-            spec_changed,
-        )?;
-        r.status = None;
-        let rev = self.inner.buckets.rules.put(&key.store_key(), &r).await?;
-        if let Some(m) = r.metadata.as_mut() {
-            m.resource_version = rev;
-        }
-        self.inner
-            .rules
-            .write()
-            .expect("lock")
-            .insert(key.inventory_key(), r.clone());
+        let r = kept::apply(&self.inner.buckets.rules, &self.inner.rules, r).await?;
         self.changed();
         Ok(self.with_rule_status(r))
     }
@@ -659,25 +560,13 @@ impl Policies {
 
     /// Deletes a PlacementRule.
     pub async fn delete_rule(&self, namespace: &str, name: &str) -> Result<(), PolicyError> {
-        let key = ObjectRef::new(namespace, name);
-        if !self
-            .inner
-            .rules
-            .read()
-            .expect("lock")
-            .contains_key(&key.inventory_key())
-        {
-            return Err(PolicyError::NotFound(format!(
-                "PlacementRule {}",
-                key.inventory_key()
-            )));
-        }
-        self.inner.buckets.rules.purge(&key.store_key()).await?;
-        self.inner
-            .rules
-            .write()
-            .expect("lock")
-            .remove(&key.inventory_key());
+        kept::delete(
+            &self.inner.buckets.rules,
+            &self.inner.rules,
+            namespace,
+            name,
+        )
+        .await?;
         self.changed();
         Ok(())
     }
