@@ -32,6 +32,7 @@ use flotilla_api::v1::{
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use tokio::task::JoinSet;
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::Interceptor;
 use tonic::transport::Channel;
@@ -162,6 +163,26 @@ type Clusters =
     ClusterServiceClient<tonic::service::interceptor::InterceptedService<Channel, Bearer>>;
 type Works = WorkServiceClient<tonic::service::interceptor::InterceptedService<Channel, Bearer>>;
 
+/// Team ÷ admin per measure.
+type Ratios = BTreeMap<&'static str, f64>;
+
+/// A run's callers: the fleet admin and each team's member, on one channel.
+struct Callers<'a> {
+    channel: &'a Channel,
+    admin: &'a Bearer,
+    teams: &'a [Bearer],
+}
+
+impl Callers<'_> {
+    fn clusters(&self, bearer: &Bearer) -> Clusters {
+        ClusterServiceClient::with_interceptor(self.channel.clone(), bearer.clone())
+    }
+
+    fn works(&self, bearer: &Bearer) -> Works {
+        WorkServiceClient::with_interceptor(self.channel.clone(), bearer.clone())
+    }
+}
+
 /// Runs the scenario: `files` are what the hub started with.
 pub async fn run(run: Run, files: &TeamsFiles) -> Result<(Summary, Run)> {
     let teams = files.teams.len();
@@ -169,28 +190,56 @@ pub async fn run(run: Run, files: &TeamsFiles) -> Result<(Summary, Run)> {
     summary.set("teams", teams);
     let channel = run.channel()?;
     let admin = Bearer::new(&files.admin)?;
-    let team = |i: usize| Bearer::new(&files.teams[i]);
+    let bearers: Vec<Bearer> = (files.teams.iter())
+        .map(|t| Bearer::new(t))
+        .collect::<Result<_>>()?;
     populate(&run, &channel, &admin, teams).await?;
     let per_team = run.fleet.clusters.div_ceil(teams);
+    let callers = Callers {
+        channel: &channel,
+        admin: &admin,
+        teams: &bearers,
+    };
     // Team 0 sees its set once the set index has caught up with the labels.
-    let mut t0 = ClusterServiceClient::with_interceptor(channel.clone(), team(0)?);
+    let mut t0 = callers.clusters(&bearers[0]);
     wait_listing(&mut t0, per_team.min(run.fleet.clusters), run.deadline()).await?;
 
     let phase = Phase::begin(&run.topology).await;
-    let mut ratios = BTreeMap::new();
-    let mut admin_clusters = ClusterServiceClient::with_interceptor(channel.clone(), admin.clone());
-    let admin_works = WorkServiceClient::with_interceptor(channel.clone(), admin.clone());
-    // Lists, paged through: the admin's, then the teams' in turn.
-    let (a, _) = repeat_lists(&run, LIST_REPEATS, |_| {
-        (admin_clusters.clone(), admin_works.clone())
+    let mut ratios = Ratios::new();
+    list_measures(&run, &callers, &mut summary, &mut ratios).await?;
+    get_measures(&run, &callers, &mut summary, &mut ratios).await?;
+    watch_measures(&run, &callers, &mut summary, &mut ratios).await?;
+    // A set move: team 0's clusters into team 1's set, until team 1 lists them.
+    if teams > 1 {
+        let moved = set_move(&run, &channel, &admin, bearers[1].clone(), teams).await?;
+        summary.set("set_move_clusters", per_team);
+        summary.set("set_move_seen_ms", ms(moved));
+    }
+    phase.end(&run.topology, &mut summary).await;
+    in_process_measures(&run, teams, &mut summary, &mut ratios)?;
+    verdict(&mut summary, &ratios);
+    Ok((summary, run))
+}
+
+/// `ListClusters` and `ListWorks` paged through: the admin's, then the teams' in turn.
+async fn list_measures(
+    run: &Run,
+    callers: &Callers<'_>,
+    summary: &mut Summary,
+    ratios: &mut Ratios,
+) -> Result<()> {
+    let teams = callers.teams.len();
+    let per_team = run.fleet.clusters.div_ceil(teams);
+    let (a, _) = repeat_lists(run, LIST_REPEATS, |_| {
+        (
+            callers.clusters(callers.admin),
+            callers.works(callers.admin),
+        )
     })
     .await?;
-    let (t, seen) = repeat_lists(&run, LIST_REPEATS, |k| {
-        let bearer = team(k % teams).expect("a token");
-        (
-            ClusterServiceClient::with_interceptor(channel.clone(), bearer.clone()),
-            WorkServiceClient::with_interceptor(channel.clone(), bearer),
-        )
+    let (t, seen) = repeat_lists(run, LIST_REPEATS, |k| {
+        let bearer = &callers.teams[k % teams];
+        (callers.clusters(bearer), callers.works(bearer))
     })
     .await?;
     anyhow::ensure!(
@@ -215,21 +264,37 @@ pub async fn run(run: Run, files: &TeamsFiles) -> Result<(Summary, Run)> {
     }
     summary.set("team_listed_clusters", seen.0);
     summary.set("team_listed_works", seen.1);
+    Ok(())
+}
 
-    // Gets of one cluster: the admin's and its own team's.
+/// Gets of one of team 0's clusters: the admin's and team 0's.
+async fn get_measures(
+    run: &Run,
+    callers: &Callers<'_>,
+    summary: &mut Summary,
+    ratios: &mut Ratios,
+) -> Result<()> {
     let own = run.fleet.name(0);
-    let admin_get = gets(&mut admin_clusters, &own).await?;
-    let team_get = gets(&mut t0, &own).await?;
+    let admin_get = gets(&mut callers.clusters(callers.admin), &own).await?;
+    let team_get = gets(&mut callers.clusters(&callers.teams[0]), &own).await?;
     summary.set("get_cluster_admin_p50_ms", admin_get);
     summary.set("get_cluster_team_p50_ms", team_get);
     ratios.insert("get_cluster", ratio(team_get, admin_get));
+    Ok(())
+}
 
-    // Watches: T at once while 1,000 clusters are relabelled.
-    let bearers: Vec<Bearer> = (0..teams).map(team).collect::<Result<_>>()?;
-    let admins = vec![admin.clone(); teams];
+/// Watches: T at once while 1,000 clusters are relabelled — T as the admin, then one per team.
+async fn watch_measures(
+    run: &Run,
+    callers: &Callers<'_>,
+    summary: &mut Summary,
+    ratios: &mut Ratios,
+) -> Result<()> {
+    let admins = vec![callers.admin.clone(); callers.teams.len()];
     let relabelled = RELABELS.min(run.fleet.clusters);
-    let w_admin = watch_phase(&run, &channel, &admin, &admins, relabelled, "admin").await?;
-    let w_team = watch_phase(&run, &channel, &admin, &bearers, relabelled, "team").await?;
+    let (channel, admin) = (callers.channel, callers.admin);
+    let w_admin = watch_phase(run, channel, admin, &admins, relabelled, "admin").await?;
+    let w_team = watch_phase(run, channel, admin, callers.teams, relabelled, "team").await?;
     for (who, w) in [("admin", &w_admin), ("team", &w_team)] {
         summary.set(&format!("watch_{who}_events"), w.events);
         summary.set(&format!("watch_{who}_seconds"), round3(w.seconds));
@@ -247,23 +312,29 @@ pub async fn run(run: Run, files: &TeamsFiles) -> Result<(Summary, Run)> {
         .into_iter()
         .collect::<BTreeMap<_, _>>(),
     );
+    Ok(())
+}
 
-    // A set move: team 0's clusters into team 1's set, until team 1 lists them.
-    if teams > 1 {
-        let moved = set_move(&run, &channel, &admin, team(1)?, teams).await?;
-        summary.set("set_move_clusters", per_team);
-        summary.set("set_move_seen_ms", ms(moved));
-    }
-    phase.end(&run.topology, &mut summary).await;
-
-    // In this process, on the same shapes.
+/// The set index and the proxy's decisions, timed in this process on the same shapes.
+fn in_process_measures(
+    run: &Run,
+    teams: usize,
+    summary: &mut Summary,
+    ratios: &mut Ratios,
+) -> Result<()> {
     let index = in_process::set_index(run.fleet.clusters, teams)?;
     summary.set("set_index", index);
     let proxy = in_process::proxy_decisions(run.fleet.clusters, teams)?;
     ratios.insert("proxy_decision", proxy.team_ns / proxy.admin_ns.max(1e-3));
     summary.set("proxy_decision_admin_ns", proxy.admin_ns.round());
     summary.set("proxy_decision_team_ns", proxy.team_ns.round());
+    Ok(())
+}
 
+/// Converged when no team's list, get or watch costs more than [`MAX_RATIO`] times the
+/// admin's (the proxy decision is reported, not gated: nanoseconds against a request's
+/// milliseconds) and nothing failed.
+fn verdict(summary: &mut Summary, ratios: &Ratios) {
     let over: Vec<_> = (ratios.iter())
         .filter(|(k, r)| **r > MAX_RATIO && !k.starts_with("proxy"))
         .map(|(k, r)| format!("{k} {r:.2}"))
@@ -278,7 +349,6 @@ pub async fn run(run: Run, files: &TeamsFiles) -> Result<(Summary, Run)> {
     if !over.is_empty() {
         tracing::error!(over = ?over, "a team's call costs more than {MAX_RATIO}× the admin's");
     }
-    Ok((summary, run))
 }
 
 fn ms(seconds: f64) -> f64 {
@@ -478,6 +548,9 @@ struct Watched {
     hub_cpu: f64,
 }
 
+/// The label the watch phases set (no set reads it).
+const TICK: &str = "flotilla.io/load-tick";
+
 /// Opens a `WatchClusters` per bearer, relabels `relabelled` clusters (a label no set reads)
 /// as the admin, and waits until every watcher got the MODIFIED events of the relabelled
 /// clusters it sees (a team's own, the admin's all).
@@ -489,53 +562,25 @@ async fn watch_phase(
     relabelled: usize,
     round: &str,
 ) -> Result<Watched> {
-    let teams = watchers.len();
     let value = format!("{round}-{:08x}", random()? as u32);
     let events = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let mut tasks = tokio::task::JoinSet::new();
-    let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel(teams.max(1));
+    let mut tasks = JoinSet::new();
+    let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel(watchers.len().max(1));
+    let teams = watchers.len();
     for (i, bearer) in watchers.iter().enumerate() {
-        let mut client = ClusterServiceClient::with_interceptor(channel.clone(), bearer.clone());
-        let names: std::collections::HashSet<String> = (0..relabelled)
-            .filter(|n| round == "admin" || n % teams == i)
-            .map(|n| run.fleet.name(n))
-            .collect();
-        // Its initial list: every cluster, or its set's.
-        let initial = (0..run.fleet.clusters)
-            .filter(|n| round == "admin" || n % teams == i)
-            .count();
-        let (value, events, ready) = (value.clone(), events.clone(), ready_tx.clone());
-        tasks.spawn(async move {
-            let mut stream = client
-                .watch_clusters(WatchClustersRequest::default())
-                .await
-                .context("opening a watch")?
-                .into_inner();
-            let (mut left, mut added, mut ready) = (names, 0, Some(ready));
-            if initial == 0 {
-                ready.take().map(|r| r.try_send(()));
-            }
-            while !left.is_empty() {
-                let Some(e) = stream.message().await.context("watching")? else {
-                    anyhow::bail!("a watch ended with {} events missing", left.len());
-                };
-                if e.r#type == EventType::Added as i32 {
-                    added += 1;
-                    if added >= initial {
-                        ready.take().map(|r| r.try_send(()));
-                    }
-                }
-                let Some(c) = e.cluster else { continue };
-                let meta = c.metadata.unwrap_or_default();
-                if e.r#type == EventType::Modified as i32
-                    && meta.labels.get("flotilla.io/load-tick") == Some(&value)
-                {
-                    events.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    left.remove(&meta.name);
-                }
-            }
-            anyhow::Ok(())
-        });
+        let mine = |n: &usize| round == "admin" || n % teams == i;
+        let watcher = Watcher {
+            client: ClusterServiceClient::with_interceptor(channel.clone(), bearer.clone()),
+            names: (0..relabelled)
+                .filter(mine)
+                .map(|n| run.fleet.name(n))
+                .collect(),
+            // Its initial list: every cluster, or its set's.
+            initial: (0..run.fleet.clusters).filter(mine).count(),
+            value: value.clone(),
+            events: events.clone(),
+        };
+        tasks.spawn(watcher.run(ready_tx.clone()));
     }
     drop(ready_tx);
     for _ in 0..teams {
@@ -543,29 +588,7 @@ async fn watch_phase(
     }
     let cpu = Phase::begin(&run.topology).await;
     let t = Instant::now();
-    let clusters = ClusterServiceClient::with_interceptor(channel.clone(), admin.clone());
-    let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(run.concurrency.max(1)));
-    let mut labels = tokio::task::JoinSet::new();
-    for n in 0..relabelled {
-        let permit = sem.clone().acquire_owned().await?;
-        let mut clusters = clusters.clone();
-        let (name, value) = (run.fleet.name(n), value.clone());
-        labels.spawn(async move {
-            clusters
-                .label_cluster(LabelClusterRequest {
-                    name: name.clone(),
-                    set: [("flotilla.io/load-tick".to_string(), value)].into(),
-                    remove: Vec::new(),
-                })
-                .await
-                .with_context(|| format!("relabelling {name}"))?;
-            drop(permit);
-            anyhow::Ok(())
-        });
-    }
-    while let Some(r) = labels.join_next().await {
-        r.context("relabel task")??;
-    }
+    relabel(run, channel, admin, relabelled, &value).await?;
     let deadline = run.deadline();
     while let Some(r) = tokio::time::timeout_at(deadline.into(), tasks.join_next())
         .await
@@ -578,6 +601,92 @@ async fn watch_phase(
         seconds: t.elapsed().as_secs_f64(),
         hub_cpu: hub_cpu(&cpu, run),
     })
+}
+
+/// One watcher of a watch phase.
+struct Watcher {
+    client: Clusters,
+    /// The relabelled clusters it sees, until their MODIFIED events come.
+    names: std::collections::HashSet<String>,
+    /// The clusters of its initial list.
+    initial: usize,
+    /// The phase's label value.
+    value: String,
+    /// The phase's MODIFIED events, every watcher's.
+    events: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Watcher {
+    /// Watches until each of its clusters was MODIFIED with the phase's value; says `ready`
+    /// once its initial list (ADDED events) is in.
+    async fn run(mut self, ready: tokio::sync::mpsc::Sender<()>) -> Result<()> {
+        let mut stream = (self.client)
+            .watch_clusters(WatchClustersRequest::default())
+            .await
+            .context("opening a watch")?
+            .into_inner();
+        let (mut added, mut ready) = (0, Some(ready));
+        if self.initial == 0
+            && let Some(r) = ready.take()
+        {
+            let _ = r.try_send(());
+        }
+        while !self.names.is_empty() {
+            let Some(e) = stream.message().await.context("watching")? else {
+                anyhow::bail!("a watch ended with {} events missing", self.names.len());
+            };
+            if e.r#type == EventType::Added as i32 {
+                added += 1;
+                if added >= self.initial
+                    && let Some(r) = ready.take()
+                {
+                    let _ = r.try_send(());
+                }
+            }
+            let Some(c) = e.cluster else { continue };
+            let meta = c.metadata.unwrap_or_default();
+            if e.r#type == EventType::Modified as i32 && meta.labels.get(TICK) == Some(&self.value)
+            {
+                (self.events).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.names.remove(&meta.name);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Labels the first `relabelled` clusters `TICK=value` as the admin, `run.concurrency` at once.
+async fn relabel(
+    run: &Run,
+    channel: &Channel,
+    admin: &Bearer,
+    relabelled: usize,
+    value: &str,
+) -> Result<()> {
+    let clusters = ClusterServiceClient::with_interceptor(channel.clone(), admin.clone());
+    let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(run.concurrency.max(1)));
+    let mut labels = JoinSet::new();
+    for n in 0..relabelled {
+        let permit = sem.clone().acquire_owned().await?;
+        let mut clusters = clusters.clone();
+        let (name, value) = (run.fleet.name(n), value.to_string());
+        labels.spawn(async move {
+            clusters
+                .label_cluster(LabelClusterRequest {
+                    name: name.clone(),
+                    set: [(TICK.to_string(), value)].into(),
+                    remove: Vec::new(),
+                })
+                .await
+                .with_context(|| format!("relabelling {name}"))?;
+            drop(permit);
+            anyhow::Ok(())
+        });
+    }
+    while let Some(r) = labels.join_next().await {
+        r.context("relabel task")??;
+    }
+    Ok(())
 }
 
 /// Relabels team 0's `per_team` clusters into set 1 and returns the seconds until team 1
