@@ -191,6 +191,11 @@ enum Command {
         #[command(subcommand)]
         what: cmd::policy::PolicyWhat,
     },
+    /// GitRepos: `gitrepo sync NAME [--wait]` fetches one now.
+    Gitrepo {
+        #[command(subcommand)]
+        what: cmd::gitrepo::GitrepoWhat,
+    },
     /// Rollouts of ManifestWorkReplicaSets.
     Rollout {
         #[command(subcommand)]
@@ -317,6 +322,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Proxy { cluster, what } => cmd::proxy::run(&hub, format, cluster, what).await,
         Command::Join(_) | Command::Kubeconfig(_) => Ok(()),
         Command::Rollout { what } => cmd::rollout::run(&hub, what).await,
+        Command::Gitrepo { what } => cmd::gitrepo::run(&hub, what).await,
         Command::Policy { what } => cmd::policy::run(&hub, what).await,
         Command::Recovery { what } => cmd::recovery::run(&hub, what).await,
         Command::Version => cmd::version::run(&hub).await,

@@ -305,3 +305,38 @@ fn the_ha_profile_has_three_routed_nats_nodes_two_hubs_and_url_lists() {
         ["flotilla", "--hub=http://hub-a:50051,http://hub-b:50051"]
     );
 }
+
+/// The image holds every binary the compose services run and the one the hub runs itself —
+/// the GitRepo fetch worker, in the hub's directory where `--gitops-fetch-worker`'s default
+/// looks — and the system roots the worker trusts for https:// repositories.
+#[test]
+fn the_image_holds_the_fetch_worker_beside_the_hub_and_the_system_roots() {
+    let dockerfile = std::fs::read_to_string(root().join("Dockerfile")).unwrap();
+    let copied: Vec<&str> = dockerfile
+        .split_whitespace()
+        .filter_map(|w| w.strip_prefix("target/release/"))
+        .collect();
+    for binary in [
+        "flotilla",
+        "flotilla-hub",
+        "flotilla-sim",
+        "flotilla-git-fetch",
+    ] {
+        assert!(
+            copied.contains(&binary),
+            "the Dockerfile copies {binary} into the image: {copied:?}"
+        );
+        // The binary exists under that name in this workspace.
+        flotilla_testkit::binary(binary);
+    }
+    assert!(
+        dockerfile.contains("COPY --from=build /out/ /usr/local/bin/"),
+        "every binary lands in one directory (the hub finds the worker beside itself)"
+    );
+    assert!(
+        dockerfile
+            .lines()
+            .any(|l| l.contains("apt-get install") && l.contains("ca-certificates")),
+        "the runtime image installs ca-certificates"
+    );
+}

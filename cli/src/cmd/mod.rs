@@ -10,6 +10,7 @@
 //! - [`watch`]: stream changes of clusters, works or placements.
 //! - [`policy`]: `policy status NAME [--watch]`: a policy's compliance per binding and overall;
 //!   `policy render|explain NAME -c CLUSTER`: one cluster's copy, and why it stands there.
+//! - [`gitrepo`]: `gitrepo sync NAME [--wait]`: fetch a GitRepo now, and say what it found.
 //! - [`rollout`]: rollout status of a ManifestWorkReplicaSet (progress bars, `--watch`).
 //! - [`addon`]: enable and disable add-ons, and their rollout status (progress bars, `--watch`).
 //! - [`progress`]: the progress bars and the `--watch` loop `rollout` and `addon` share.
@@ -29,6 +30,7 @@ pub mod cluster_edits;
 pub mod delete;
 pub mod describe;
 pub mod get;
+pub mod gitrepo;
 pub mod join;
 pub mod kubeconfig;
 pub mod policy;

@@ -23,9 +23,10 @@ pub fn families(config: &Config) -> Vec<Box<dyn Family>> {
         Served::<clusterset::family::Sets>::boxed(()),
         Served::<placement::family::PlacementFamily>::boxed(s.placement.clone()),
         Served::<replicaset::family::ReplicaSetFamily>::boxed(()),
-        Served::<gitops::family::GitRepoFamily>::boxed(s.gitops.clone()),
         Served::<addon::family::AddOnFamily>::boxed(s.addons.clone()),
         Served::<policy::family::PolicyFamily>::boxed(()),
+        // After the policies: a GitRepo's credentials are their hub Secrets.
+        Served::<gitops::family::GitRepoFamily>::boxed(s.gitops.clone()),
         Served::<serviceaccount::family::AccountFamily>::boxed(s.service_accounts.clone()),
         Served::<importpolicy::family::ImportFamily>::boxed(s.import_policies.clone()),
         Served::<mirrorpeer::family::PeerFamily>::boxed(s.mirror_peers.clone()),

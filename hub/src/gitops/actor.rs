@@ -307,13 +307,23 @@ impl Actor {
             rules::known_commit(&repo)
         };
         let config = &self.deps.config;
-        let request = source::fetch_request(
+        let mut request = source::fetch_request(
             &repo,
             config.limits,
             &config.file_roots,
             config.allow_loopback,
         );
+        // The Secret `clientSecretName` names, read now: its values reach the worker on stdin
+        // only; a missing or unusable one fails this fetch, saying which and why.
+        let refused = match super::credentials::of(&self.deps.secrets, &repo) {
+            Ok(credentials) => {
+                request.credentials = credentials;
+                None
+            }
+            Err(message) => Some(message),
+        };
         let job = Job {
+            refused,
             pool: self.pool.clone(),
             key: key.clone(),
             cache: self.cache_of(&repo),
@@ -489,6 +499,8 @@ async fn sleep_until(at: Option<Instant>) {
 
 /// One fetch, off the task: list (when a known commit may end it there), fetch, render.
 struct Job {
+    /// Why it cannot start (its credentials), reported as a failed fetch.
+    refused: Option<String>,
     pool: Pool,
     key: ObjectRef,
     cache: PathBuf,
@@ -499,6 +511,11 @@ struct Job {
 
 impl Job {
     async fn run(&self) -> Outcome {
+        if let Some(message) = &self.refused {
+            return Outcome::Failed {
+                message: message.clone(),
+            };
+        }
         let pool_key = self.key.inventory_key();
         if let Some(known) = &self.known {
             let mut list = self.request.clone();

@@ -1,5 +1,6 @@
 //! GitRepos as a controller family: their one task and its fetch pool; provides [`GitRepos`]
-//! (after the replica sets it writes through). Its settings come from its [`Flags`].
+//! (after the replica sets it writes through, and the policies whose hub Secrets hold its
+//! credentials). Its settings come from its [`Flags`].
 //!
 //! Who may call its service ([`Recipe::ACCESS`]; a unit test holds this table equal to it):
 //!
@@ -13,6 +14,7 @@ use crate::gitops::grpc::GitRepoApi;
 use crate::grpc::access::Access::{Read, Write};
 use crate::grpc::access::Rows;
 use crate::grpc::access::need::*;
+use crate::policy::Policies;
 use crate::replicaset::ReplicaSets;
 use flotilla_api::v1::git_repo_service_server::GitRepoServiceServer;
 use std::path::PathBuf;
@@ -59,6 +61,7 @@ impl Recipe for GitRepoFamily {
         }
         let deps = Deps {
             replicasets: cx.need::<ReplicaSets>()?,
+            secrets: cx.need::<Policies>()?.hubdata().clone(),
             config: config.clone(),
         };
         let (repos, task) = GitRepos::spawn(buckets, deps, cx.stop_signal())

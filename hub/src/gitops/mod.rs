@@ -9,6 +9,8 @@
 //!   due fetch through the fetch pool (a `flotilla-git-fetch` child process per fetch, at most
 //!   `--gitops-fetches` at once and one per host), renders on a blocking thread, writes the
 //!   bundles' replica sets through [`crate::replicaset::ReplicaSets`] and the status.
+//! - [`credentials`]: the hub Secret a GitRepo's `clientSecretName` names, turned into the
+//!   worker's credentials (handed over on its stdin only).
 //! - [`grpc`]: `flotilla.v1.GitRepoService`; [`family`]: the family and its `--gitops-*` flags.
 //!
 //! A commit that fails to fetch or render changes nothing that runs: the replica sets keep the
@@ -17,6 +19,7 @@
 //! repositories under `--gitops-cache-dir`) is a cache only.
 
 pub mod actor;
+pub mod credentials;
 pub mod family;
 pub mod grpc;
 pub mod rules;
@@ -141,6 +144,8 @@ flotilla_hub_core::buckets! {
 pub struct Deps {
     /// Where bundles are delivered.
     pub replicasets: crate::replicaset::ReplicaSets,
+    /// The hub Secrets a GitRepo's `clientSecretName` names ([`credentials`]).
+    pub secrets: crate::policy::hubdata::HubData,
     /// Settings.
     pub config: GitOpsConfig,
 }

@@ -316,6 +316,20 @@ impl HubData {
         super::in_namespace(&self.inner.config_maps.read().expect("lock"), namespace)
     }
 
+    /// A Secret's type and data, opened: for the hub's own use only (a GitRepo's credentials,
+    /// handed to its fetch worker on stdin), never returned by a call. `None`: no such Secret,
+    /// or one that did not open with this hub's sealing key.
+    pub fn secret_data(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Option<(String, BTreeMap<String, Vec<u8>>)> {
+        let k = ObjectRef::new(namespace, name).inventory_key();
+        let secrets = self.inner.secrets.read().expect("lock");
+        let open = secrets.get(&k)?;
+        Some((open.record.r#type.clone(), open.data.clone()))
+    }
+
     /// Secrets of a namespace (every namespace when empty), without their sealed data.
     pub fn list_secrets(&self, namespace: &str) -> Vec<HubSecretRecord> {
         let secrets = self.inner.secrets.read().expect("lock");

@@ -11,6 +11,7 @@ mod common;
 mod addon_documents;
 mod addons;
 mod gitops;
+mod gitops_https;
 mod import_policy;
 mod managed_namespaces;
 mod mirror_peers;
