@@ -2,6 +2,7 @@
 //! kubectl's columns (NAME, DATA; a Secret's TYPE), `-o wide` the keys. A Secret is shown
 //! without its values, in every format: the hub keeps them sealed and never returns them.
 
+use super::policy::delete_governed;
 use super::{Delete, Gone, Kind, Target};
 use crate::hub::Hub;
 use flotilla_api::ocm::hubdata::{CORE_V1, config_map_json};
@@ -117,40 +118,14 @@ impl Kind for HubSecretRecord {
 
 impl Delete for HubConfigMap {
     async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
-        let r = flotilla_api::v1::GetPolicyRequest {
-            namespace: target.namespace,
-            name: target.name,
-            ..Default::default()
-        };
-        let d = hub
-            .delete(async || hub.policies().delete_hub_config_map(r.clone()).await)
-            .await?;
-        Ok(Gone::new(
-            d,
-            format!(
-                "configmap/{} deleted from the hub (namespace {})",
-                r.name, r.namespace
-            ),
-        ))
+        let call = async |r| hub.policies().delete_hub_config_map(r).await;
+        delete_governed(hub, target, "configmap", " from the hub", call).await
     }
 }
 
 impl Delete for HubSecretRecord {
     async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
-        let r = flotilla_api::v1::GetPolicyRequest {
-            namespace: target.namespace,
-            name: target.name,
-            ..Default::default()
-        };
-        let d = hub
-            .delete(async || hub.policies().delete_hub_secret(r.clone()).await)
-            .await?;
-        Ok(Gone::new(
-            d,
-            format!(
-                "secret/{} deleted from the hub (namespace {})",
-                r.name, r.namespace
-            ),
-        ))
+        let call = async |r| hub.policies().delete_hub_secret(r).await;
+        delete_governed(hub, target, "secret", " from the hub", call).await
     }
 }

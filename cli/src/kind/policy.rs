@@ -334,74 +334,55 @@ fn capitalise(s: &str) -> String {
 
 impl Delete for Policy {
     async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
-        let r = flotilla_api::v1::GetPolicyRequest {
-            namespace: target.namespace,
-            name: target.name,
-            ..Default::default()
-        };
-        let d = hub
-            .delete(async || hub.policies().delete_policy(r.clone()).await)
-            .await?;
-        Ok(Gone::new(
-            d,
-            format!("policy/{} deleted (namespace {})", r.name, r.namespace),
-        ))
+        let call = async |r| hub.policies().delete_policy(r).await;
+        delete_governed(hub, target, "policy", "", call).await
     }
 }
 
 impl Delete for PlacementBinding {
     async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
-        let r = flotilla_api::v1::GetPolicyRequest {
-            namespace: target.namespace,
-            name: target.name,
-            ..Default::default()
-        };
-        let d = hub
-            .delete(async || hub.policies().delete_placement_binding(r.clone()).await)
-            .await?;
-        Ok(Gone::new(
-            d,
-            format!(
-                "placementbinding/{} deleted (namespace {})",
-                r.name, r.namespace
-            ),
-        ))
+        let call = async |r| hub.policies().delete_placement_binding(r).await;
+        delete_governed(hub, target, "placementbinding", "", call).await
     }
 }
 
 impl Delete for PolicySet {
     async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
-        let r = flotilla_api::v1::GetPolicyRequest {
-            namespace: target.namespace,
-            name: target.name,
-            ..Default::default()
-        };
-        let d = hub
-            .delete(async || hub.policies().delete_policy_set(r.clone()).await)
-            .await?;
-        Ok(Gone::new(
-            d,
-            format!("policyset/{} deleted (namespace {})", r.name, r.namespace),
-        ))
+        let call = async |r| hub.policies().delete_policy_set(r).await;
+        delete_governed(hub, target, "policyset", "", call).await
     }
 }
 
 impl Delete for PlacementRule {
     async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
-        let r = flotilla_api::v1::GetPolicyRequest {
-            namespace: target.namespace,
-            name: target.name,
-            ..Default::default()
-        };
-        let d = hub
-            .delete(async || hub.policies().delete_placement_rule(r.clone()).await)
-            .await?;
-        Ok(Gone::new(
-            d,
-            format!(
-                "placementrule/{} deleted (namespace {})",
-                r.name, r.namespace
-            ),
-        ))
+        let call = async |r| hub.policies().delete_placement_rule(r).await;
+        delete_governed(hub, target, "placementrule", "", call).await
     }
+}
+
+/// A delete through the PolicyService: `call` with the target as a `GetPolicyRequest`; the
+/// message names `noun`/name, `place` (after "deleted") and the namespace.
+pub(super) async fn delete_governed(
+    hub: &Hub,
+    target: Target,
+    noun: &str,
+    place: &str,
+    call: impl AsyncFn(
+        flotilla_api::v1::GetPolicyRequest,
+    )
+        -> Result<tonic::Response<flotilla_api::v1::DeletePolicyResponse>, tonic::Status>,
+) -> anyhow::Result<Gone> {
+    let r = flotilla_api::v1::GetPolicyRequest {
+        namespace: target.namespace,
+        name: target.name,
+        ..Default::default()
+    };
+    let d = hub.delete(async || call(r.clone()).await).await?;
+    Ok(Gone::new(
+        d,
+        format!(
+            "{noun}/{} deleted{place} (namespace {})",
+            r.name, r.namespace
+        ),
+    ))
 }
