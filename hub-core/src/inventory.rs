@@ -196,6 +196,17 @@ impl<T: Send + Sync + 'static> Inventory<T> {
         all
     }
 
+    /// The namespaces holding objects that `admit` keeps, in order: a team's part of the fleet
+    /// (its clusters' works, its clusters' add-ons) costs a test per namespace and then only its
+    /// own keys, not a copy of every key (issue 48 review r4 §7).
+    pub fn namespaces_where(&self, mut admit: impl FnMut(&str) -> bool) -> Vec<Arc<str>> {
+        self.order()
+            .iter()
+            .filter(|ns| admit(ns))
+            .cloned()
+            .collect()
+    }
+
     /// The `<namespace>/<name>` objects of `namespace` (or of every namespace) after the key
     /// `after` (empty: from the first), in (namespace, name) order, given to `visit` until it
     /// answers false. A page costs its length plus a lookup, however many objects there are.
@@ -334,6 +345,26 @@ mod tests {
         assert!(keys("c1/").is_empty());
         assert!(inv.namespaces.get("c1").is_none());
         assert_eq!(keys("c2/"), ["c2/a"]);
+    }
+
+    #[test]
+    fn namespaces_where_lists_only_the_admitted_namespaces_in_order() {
+        let inv: Inventory<String> = Inventory::new(16);
+        for key in ["c2/a", "c1/a", "c1/b", "c3/a", "top"] {
+            inv.upsert(key, key.to_string());
+        }
+        let mut asked = 0;
+        let kept = inv.namespaces_where(|ns| {
+            asked += 1;
+            ns != "c2"
+        });
+        assert_eq!(kept, [Arc::from("c1"), Arc::from("c3")]);
+        assert_eq!(asked, 3, "one test per namespace, not per object");
+        inv.remove("c3/a");
+        assert_eq!(
+            inv.namespaces_where(|_| true),
+            [Arc::from("c1"), Arc::from("c2")]
+        );
     }
 
     /// Pages of `size` keys from `scan`, as `ListWorks` makes them.

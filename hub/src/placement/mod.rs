@@ -20,6 +20,7 @@
 pub mod actor;
 pub mod convert;
 pub mod dispatch;
+pub mod explained;
 pub mod family;
 pub mod grpc;
 mod load;
@@ -43,7 +44,7 @@ use scores::Scores;
 use snapshot::Snapshot;
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 use thiserror::Error;
 use tokio::sync::{Semaphore, broadcast, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
@@ -203,6 +204,8 @@ pub struct Placements {
     scores: Scores,
     sets: ClusterSets,
     metrics: PlacementMetrics,
+    /// The scheduler's explanations, kept per view and snapshot.
+    explained: Arc<explained::Explained>,
 }
 
 impl Placements {
@@ -311,6 +314,7 @@ impl Placements {
                 scores,
                 sets: deps.sets,
                 metrics,
+                explained: Arc::default(),
             },
             task,
         ))
@@ -445,8 +449,9 @@ impl Placements {
         &self.shared.views
     }
 
-    /// OCM's debug view: every candidate's filter verdicts and scores, computed now against the
-    /// current snapshot with the placement's current decisions.
+    /// OCM's debug view: every candidate's filter verdicts and scores, against the current
+    /// snapshot with the placement's current decisions — computed once per placement view and
+    /// snapshot ([`explained`]).
     pub async fn debug(
         &self,
         namespace: &str,
@@ -455,11 +460,30 @@ impl Placements {
         let view = self
             .get(namespace, name)
             .ok_or_else(|| PlacementError::NotFound(format!("Placement {namespace}/{name}")))?;
+        self.sync().await;
+        let snapshot = self.snapshot();
+        let key = ObjectRef::new(namespace, name).inventory_key();
+        let kept = || (self.explained).get(&key, &view, snapshot.version, Instant::now());
+        if let Some(hit) = kept() {
+            return Ok((*hit).clone());
+        }
+        let _one = self.explained.one_at_a_time().await;
+        if let Some(hit) = kept() {
+            return Ok((*hit).clone());
+        }
+        let debug = Arc::new(Self::explain(&view, snapshot.clone()).await?);
+        (self.explained).put(&key, &view, snapshot.version, Instant::now(), debug.clone());
+        Ok((*debug).clone())
+    }
+
+    /// The scheduler's explanation of `view` against `snapshot`, computed now.
+    async fn explain(
+        view: &PlacementView,
+        snapshot: Arc<Snapshot>,
+    ) -> Result<v1::PlacementDebug, PlacementError> {
         let spec = convert::placement(&view.placement)
             .map_err(|es| PlacementError::Invalid(format!("{es:?}")))?;
         let decided = view.clusters();
-        self.sync().await;
-        let snapshot = self.snapshot();
         let explained = flotilla_hub_core::tasks::blocking(move || {
             let input = PlacementInput::new(&spec, SystemTime::now())
                 .current_decisions(&decided)

@@ -521,5 +521,45 @@ async fn a_teams_dashboard_actions_obey_its_grants_and_add_on_pages_show_only_it
         "{}",
         admin.body
     );
+
+    // Installed by hand on a1 and b1: ana's pages list and count a1's only, the admin's both
+    // (looked up per cluster she sees, review r4 §7).
+    let addons = ctl.get::<flotilla_hub::addon::AddOns>();
+    for cluster in ["a1", "b1"] {
+        let mca = flotilla_api::v1::ManagedClusterAddOn {
+            metadata: Some(ObjectMeta {
+                name: "probe".into(),
+                namespace: cluster.into(),
+                ..Default::default()
+            }),
+            spec: Some(Default::default()),
+            ..Default::default()
+        };
+        addons.apply_cluster_addon(mca).await.unwrap();
+    }
+    let page = |token: &'static str, path: &'static str| {
+        let hub = &hub;
+        async move {
+            let auth = format!("Bearer {token}");
+            http(hub, "GET", path, &[("Authorization", &auth)], "")
+                .await
+                .body
+        }
+    };
+    let ana = page(ANA, "/addons/probe").await;
+    assert!(ana.contains("Installed on (1)"), "{ana}");
+    assert!(ana.contains("data-cluster=\"a1\""), "{ana}");
+    assert!(!ana.contains("data-cluster=\"b1\""), "{ana}");
+    let admin = page(ADMIN, "/addons/probe").await;
+    assert!(admin.contains("Installed on (2)"), "{admin}");
+    // The rollouts list's row of the add-on: its installed count.
+    let row = |body: String| -> String {
+        let from = body.find("data-addon=\"probe\"").expect("the add-on's row");
+        body[from..].split("</tr>").next().unwrap().to_string()
+    };
+    let ana = row(page(ANA, "/rollouts").await);
+    assert!(ana.contains("<td>1</td>"), "a1 alone counted: {ana}");
+    let admin = row(page(ADMIN, "/rollouts").await);
+    assert!(admin.contains("<td>2</td>"), "{admin}");
     hub.stop().await;
 }

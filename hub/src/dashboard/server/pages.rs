@@ -32,15 +32,6 @@ fn seen(
         .collect()
 }
 
-/// Whether `sees` admits the object `<cluster or namespace>/<name>` of `key`.
-fn seen_key(sees: &Visibility, key: &str, by_cluster: bool) -> bool {
-    match key.split_once('/') {
-        Some((c, _)) if by_cluster => sees.cluster(c),
-        Some((ns, _)) => sees.namespace(ns),
-        None => sees.is_all(),
-    }
-}
-
 /// `None` when `viewer` may read `target`, else a 403 page naming the grant it lacks (a hidden
 /// object and a missing one read alike: the refusal is [`crate::grants::decide`]'s, issue 48
 /// review §9). The refusal is an audit line.
@@ -108,11 +99,15 @@ pub(super) async fn overview_page(State(d): D, viewer: Viewer, q: Params) -> Res
 pub(super) async fn works_page(State(d): D, viewer: Viewer, q: Params) -> Response {
     let (q, errors) = works::WorksQuery::parse(&q.0);
     // Statuses are held encoded: the page decodes each work's.
-    let all: Vec<_> = d
-        .works
-        .with_prefix("")
+    // A team's works by its clusters' namespaces: no copy of the fleet's keys (review r4 §7).
+    let keyed = match &viewer.sees {
+        Visibility::All => d.works.with_prefix(""),
+        sees => (d.works.namespaces_where(|c| sees.cluster(c)).iter())
+            .flat_map(|c| d.works.with_prefix(&ObjectRef::prefix(c)))
+            .collect(),
+    };
+    let all: Vec<_> = keyed
         .into_iter()
-        .filter(|(key, _)| seen_key(&viewer.sees, key, true))
         .map(|(key, w)| (key, Arc::new(w.to_work())))
         .collect();
     let list = works::build(&all, &q);
@@ -328,9 +323,7 @@ fn installed_seen(
     name: &str,
     sees: &Visibility,
 ) -> Vec<Arc<flotilla_api::v1::ManagedClusterAddOn>> {
-    let mut installed = addons.list_cluster_addons("", name);
-    installed.retain(|a| (a.metadata.as_ref()).is_some_and(|m| sees.cluster(&m.namespace)));
-    installed
+    addons.installed_on(name, |c| sees.cluster(c))
 }
 
 /// What the controllers know of cluster `name`, of the namespaces `sees` admits.
