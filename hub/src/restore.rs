@@ -445,6 +445,27 @@ async fn open_window(
     Ok(())
 }
 
+/// Whether a stream's configuration (`backup.json`'s `config`) ages its messages out
+/// (`max_age` above zero, in nanoseconds): the shard leases, whose keys live a lease TTL.
+fn ages_out(request: &Value) -> bool {
+    request["config"]["max_age"]
+        .as_i64()
+        .is_some_and(|ns| ns > 0)
+}
+
+/// Whether the server rebuilt the whole archive: the manifest's last sequence, and its message
+/// count — or, for a stream that ages messages out, no more than it: the server drops on
+/// restore the messages that aged out since the backup (the leases of a backup older than a
+/// lease TTL), while the last sequence stays.
+fn rebuilt_whole(record: &StreamRecord, restored: &snapshot::Restored, ages_out: bool) -> bool {
+    restored.last_seq == record.last_seq
+        && if ages_out {
+            restored.messages <= record.messages
+        } else {
+            restored.messages == record.messages
+        }
+}
+
 /// Restores one stream and purges it when the manifest says so.
 /// The server's count of what it rebuilt is compared with the manifest's: a 2.9 server
 /// that ended a snapshot early gave a short archive whose digest still matches.
@@ -461,7 +482,7 @@ async fn restore_one(
         .await
         .map_err(|source| RestoreError::File { path, source })?;
     let restored = snapshot::restore(client, stream, request, &mut data).await?;
-    if (restored.messages, restored.last_seq) != (record.messages, record.last_seq) {
+    if !rebuilt_whole(record, &restored, ages_out(request)) {
         return Err(RestoreError::Short {
             stream: stream.into(),
             expected: (record.messages, record.last_seq),
@@ -593,7 +614,38 @@ pub fn dry_run(checked: &Checked) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{OnRestore, restore_order};
+    use super::{OnRestore, ages_out, rebuilt_whole, restore_order};
+    use flotilla_bus::snapshot::Restored;
+    use flotilla_bus::snapshot::manifest::StreamRecord;
+
+    #[test]
+    fn a_stream_that_ages_messages_out_may_come_back_with_fewer_but_never_shorter() {
+        let record: StreamRecord = serde_json::from_value(serde_json::json!({
+            "name": "KV_hubleases", "kind": "bucket", "restore": "purge", "bytes": 1,
+            "sha256": "00", "messages": 33, "first_seq": 34, "last_seq": 66,
+            "last_seq_before": 66, "last_seq_after": 66,
+        }))
+        .unwrap();
+        let got = |messages, last_seq| Restored {
+            bytes: 1,
+            messages,
+            last_seq,
+        };
+        let leases = serde_json::json!({"config": {"max_age": 6_000_000_000_i64}});
+        let works = serde_json::json!({"config": {"max_age": 0}});
+        assert!(ages_out(&leases) && !ages_out(&works) && !ages_out(&serde_json::json!({})));
+        assert!(rebuilt_whole(&record, &got(33, 66), false));
+        assert!(
+            rebuilt_whole(&record, &got(0, 66), true),
+            "aged out since the backup"
+        );
+        assert!(!rebuilt_whole(&record, &got(0, 66), false), "short");
+        assert!(
+            !rebuilt_whole(&record, &got(33, 65), true),
+            "a sequence missing"
+        );
+        assert!(!rebuilt_whole(&record, &got(34, 66), true));
+    }
 
     #[test]
     fn the_window_bucket_is_restored_first_then_the_leases_the_backup_took_last() {

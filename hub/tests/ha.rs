@@ -15,70 +15,17 @@ mod common;
 use common::hubproc::HubProc;
 use common::work::*;
 use common::*;
-use flotilla_api::v1::cluster_service_client::ClusterServiceClient;
+use flotilla_api::v1::ManifestWork;
 use flotilla_api::v1::work_service_client::WorkServiceClient;
-use flotilla_api::v1::{ManifestWork, WatchClustersRequest};
 use flotilla_testkit::{NatsCluster, NatsClusterOptions};
 use futures::StreamExt;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tonic::transport::Channel;
 
-/// Shard lease TTL of the test hubs (renewed every second).
-const TTL: Duration = Duration::from_secs(6);
-use common::hubproc::PATIENCE;
-
-/// A hub of these tests: a 6 s shard lease renewed every second.
-fn start_hub(urls: &str, dir: &Path, id: &str) -> HubProc {
-    HubProc::start(
-        urls,
-        dir,
-        id,
-        &[
-            "--shard-lease-ttl-seconds",
-            &TTL.as_secs().to_string(),
-            "--shard-lease-renew-seconds",
-            "1",
-        ],
-    )
-}
-
-/// Watches `hub`'s clusters and records every event showing a cluster not Available=True
-/// after it first was.
-fn watch_for_unknown(mut api: ClusterServiceClient<Channel>) -> Arc<Mutex<Vec<String>>> {
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let out = seen.clone();
-    tokio::spawn(async move {
-        let mut up = BTreeSet::new();
-        let Ok(stream) = api.watch_clusters(WatchClustersRequest::default()).await else {
-            out.lock().unwrap().push("the watch could not start".into());
-            return;
-        };
-        let mut stream = stream.into_inner();
-        while let Some(Ok(ev)) = stream.next().await {
-            let Some(c) = ev.cluster else { continue };
-            let name = c
-                .metadata
-                .as_ref()
-                .map(|m| m.name.clone())
-                .unwrap_or_default();
-            match available(&c).as_deref() {
-                Some("True") => {
-                    up.insert(name);
-                }
-                other if up.contains(&name) => out
-                    .lock()
-                    .unwrap()
-                    .push(format!("{name} turned Available={other:?}")),
-                _ => {}
-            }
-        }
-    });
-    seen
-}
+use common::hubproc::{PATIENCE, SHORT_LEASE_TTL as TTL, watch_for_unavailable};
 
 /// Records, for every message written to the `KV_clusters` and `KV_works` streams, its key and
 /// `Flotilla-Epoch` header, as it is written (the buckets keep only the latest).
@@ -368,9 +315,9 @@ async fn three_hubs_survive_a_killed_hub_during_a_fanout_and_a_paused_hub() {
     );
     let dir = tempfile::tempdir().unwrap();
     let urls = nats.urls();
-    let mut a = start_hub(&urls, dir.path(), "a");
-    let b = start_hub(&urls, dir.path(), "b");
-    let c = start_hub(&urls, dir.path(), "c");
+    let mut a = HubProc::start_short_leases(&urls, dir.path(), "a");
+    let b = HubProc::start_short_leases(&urls, dir.path(), "b");
+    let c = HubProc::start_short_leases(&urls, dir.path(), "c");
     let names: Vec<String> = (1..=6).map(|i| format!("edge-{i}")).collect();
     let _agents: Vec<_> = names
         .iter()
@@ -386,7 +333,7 @@ async fn three_hubs_survive_a_killed_hub_during_a_fanout_and_a_paused_hub() {
     }
     balanced(&[&a, &b, &c]).await;
     let epochs = observe_epochs(&urls).await;
-    let unknown = watch_for_unknown(api_c.clone());
+    let unknown = watch_for_unavailable(api_c.clone());
 
     // A fanout through a; a dies in the middle of it. Whatever a did not confirm is applied
     // again through b.
@@ -454,8 +401,8 @@ async fn two_hubs_survive_the_loss_of_a_nats_node_during_applies() {
     );
     let dir = tempfile::tempdir().unwrap();
     let urls = nats.urls();
-    let a = start_hub(&urls, dir.path(), "a");
-    let b = start_hub(&urls, dir.path(), "b");
+    let a = HubProc::start_short_leases(&urls, dir.path(), "a");
+    let b = HubProc::start_short_leases(&urls, dir.path(), "b");
     let names: Vec<String> = (1..=4).map(|i| format!("node-{i}")).collect();
     let _agents: Vec<_> = names
         .iter()
@@ -472,7 +419,7 @@ async fn two_hubs_survive_the_loss_of_a_nats_node_during_applies() {
     balanced(&[&a, &b]).await;
     controllers_answer_through_any_hub(&a, &b).await;
     let epochs = observe_epochs(&urls).await;
-    let unknown = watch_for_unknown(api_b.clone());
+    let unknown = watch_for_unavailable(api_b.clone());
 
     // The node leading the works bucket dies while works are being applied.
     let leader = nats.leader_of("KV_works").unwrap_or(0);
@@ -521,8 +468,8 @@ async fn two_hubs_survive_a_hub_cut_from_nats() {
         .map(flotilla_testkit::LinkProxy::url)
         .collect::<Vec<_>>()
         .join(",");
-    let a = start_hub(&urls, dir.path(), "a");
-    let b = start_hub(&b_urls, dir.path(), "b");
+    let a = HubProc::start_short_leases(&urls, dir.path(), "a");
+    let b = HubProc::start_short_leases(&b_urls, dir.path(), "b");
     let names: Vec<String> = (1..=4).map(|i| format!("cut-{i}")).collect();
     let _agents: Vec<_> = names
         .iter()
@@ -538,7 +485,7 @@ async fn two_hubs_survive_a_hub_cut_from_nats() {
     }
     balanced(&[&a, &b]).await;
     let epochs = observe_epochs(&urls).await;
-    let unknown = watch_for_unknown(api_a.clone());
+    let unknown = watch_for_unavailable(api_a.clone());
 
     // b is partitioned from NATS for twice the lease TTL: it must stop acting by its own
     // deadline, and a takes its shards. Everything b had buffered is delivered when the

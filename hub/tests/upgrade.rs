@@ -11,16 +11,18 @@
 mod common;
 #[path = "upgrade/previous.rs"]
 mod previous;
+#[path = "upgrade/skew.rs"]
+mod skew;
+#[path = "upgrade/store.rs"]
+mod store;
 
-use common::hubproc::{HubProc, PATIENCE};
+use common::hubproc::{HubProc, PATIENCE, watch_for_unavailable};
 use common::work::*;
 use common::*;
+use flotilla_api::v1::GetWorkRequest;
 use flotilla_api::v1::work_service_client::WorkServiceClient;
-use flotilla_api::v1::{GetWorkRequest, WatchClustersRequest};
 use flotilla_testkit::{NatsCluster, NatsClusterOptions};
-use futures::StreamExt;
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tonic::transport::Channel;
 
@@ -31,61 +33,6 @@ const WORKS: usize = 3;
 /// How long a stopped hub may take to hand its shards over and exit (the Deployment's
 /// `terminationGracePeriodSeconds` is 60).
 const GRACE: Duration = Duration::from_secs(40);
-
-fn start_hub(urls: &str, dir: &std::path::Path, id: &str) -> HubProc {
-    HubProc::start(
-        urls,
-        dir,
-        id,
-        &[
-            "--shard-lease-ttl-seconds",
-            "6",
-            "--shard-lease-renew-seconds",
-            "1",
-        ],
-    )
-}
-
-/// Every event of `hub`'s cluster watch that shows a cluster not Available=True after it was.
-fn watch_for_unavailable(hub: &HubProc) -> Arc<Mutex<Vec<String>>> {
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let out = seen.clone();
-    let grpc = hub.grpc.clone();
-    tokio::spawn(async move {
-        let Ok(ch) = Channel::from_shared(grpc).unwrap().connect().await else {
-            out.lock()
-                .unwrap()
-                .push("the watch could not connect".into());
-            return;
-        };
-        let mut api = flotilla_api::v1::cluster_service_client::ClusterServiceClient::new(ch);
-        let Ok(stream) = api.watch_clusters(WatchClustersRequest::default()).await else {
-            out.lock().unwrap().push("the watch could not start".into());
-            return;
-        };
-        let mut stream = stream.into_inner();
-        let mut up = BTreeSet::new();
-        while let Some(Ok(ev)) = stream.next().await {
-            let Some(c) = ev.cluster else { continue };
-            let name = c
-                .metadata
-                .as_ref()
-                .map(|m| m.name.clone())
-                .unwrap_or_default();
-            match available(&c).as_deref() {
-                Some("True") => {
-                    up.insert(name);
-                }
-                other if up.contains(&name) => out
-                    .lock()
-                    .unwrap()
-                    .push(format!("{name} turned Available={other:?}")),
-                _ => {}
-            }
-        }
-    });
-    seen
-}
 
 /// Applies every work through the first of `hubs` that takes it, retrying while hubs come
 /// and go (a call cut by a stopping hub is made again: applying is idempotent).
@@ -185,8 +132,8 @@ async fn a_rolling_restart_of_two_hubs_during_a_fanout_converges_with_no_cluster
     );
     let dir = tempfile::tempdir().unwrap();
     let urls = nats.urls();
-    let mut a = start_hub(&urls, dir.path(), "a");
-    let mut b = start_hub(&urls, dir.path(), "b");
+    let mut a = HubProc::start_short_leases(&urls, dir.path(), "a");
+    let mut b = HubProc::start_short_leases(&urls, dir.path(), "b");
     let names: Vec<String> = (1..=CLUSTERS).map(|i| format!("edge-{i}")).collect();
     let _agents: Vec<_> = names
         .iter()
@@ -203,9 +150,9 @@ async fn a_rolling_restart_of_two_hubs_during_a_fanout_converges_with_no_cluster
     holding_all(&[&a, &b]).await;
 
     // The first new hub; the watcher lives on it through the roll.
-    let c = start_hub(&urls, dir.path(), "c");
+    let c = HubProc::start_short_leases(&urls, dir.path(), "c");
     holding_all(&[&a, &b, &c]).await;
-    let unavailable = watch_for_unavailable(&c);
+    let unavailable = watch_for_unavailable(c.clusters().await);
     let works: Vec<(String, String)> = names
         .iter()
         .flat_map(|n| (0..WORKS).map(move |k| (n.clone(), format!("roll-{k}"))))
@@ -215,7 +162,7 @@ async fn a_rolling_restart_of_two_hubs_during_a_fanout_converges_with_no_cluster
 
     never_lost(&a).await;
     terminate(&mut a).await;
-    let d = start_hub(&urls, dir.path(), "d");
+    let d = HubProc::start_short_leases(&urls, dir.path(), "d");
     holding_all(&[&b, &c, &d]).await;
     never_lost(&b).await;
     terminate(&mut b).await;

@@ -1,17 +1,23 @@
 //! `flotilla-hub` processes over a NATS cluster (the several-hubs and election tests): started
 //! with `--replicas 3` and `--auto-accept`, each with its own gRPC and metrics port and log.
 
+use flotilla_api::v1::WatchClustersRequest;
 use flotilla_api::v1::cluster_service_client::ClusterServiceClient;
 use flotilla_api::v1::work_service_client::WorkServiceClient;
 use flotilla_testkit::{Proc, binary, free_port};
+use futures::StreamExt;
 use serde_json::Value;
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tonic::transport::Channel;
 
 /// Long enough for a takeover after a kill or a pause, or a start during an election.
 pub const PATIENCE: Duration = Duration::from_secs(90);
+/// Shard lease TTL of the hubs [`HubProc::start_short_leases`] starts (renewed every second).
+pub const SHORT_LEASE_TTL: Duration = Duration::from_secs(6);
 
 /// A `flotilla-hub` process.
 pub struct HubProc {
@@ -45,6 +51,19 @@ impl HubProc {
             grpc: format!("http://127.0.0.1:{grpc}"),
             metrics,
         }
+    }
+
+    /// Starts hub `id` as [`HubProc::start`] does, with a [`SHORT_LEASE_TTL`] shard lease
+    /// renewed every second: a lost hub's shards are taken over within seconds.
+    pub fn start_short_leases(urls: &str, dir: &Path, id: &str) -> Self {
+        let ttl = SHORT_LEASE_TTL.as_secs().to_string();
+        let leases = [
+            "--shard-lease-ttl-seconds",
+            &ttl,
+            "--shard-lease-renew-seconds",
+            "1",
+        ];
+        Self::start(urls, dir, id, &leases)
     }
 
     /// The metrics address (`127.0.0.1:port`).
@@ -125,4 +144,38 @@ impl Drop for HubProc {
             );
         }
     }
+}
+
+/// Follows `api`'s cluster watch and records every event that shows a cluster not
+/// Available=True after it first was (or that the watch could not start).
+pub fn watch_for_unavailable(mut api: ClusterServiceClient<Channel>) -> Arc<Mutex<Vec<String>>> {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let out = seen.clone();
+    tokio::spawn(async move {
+        let mut up = BTreeSet::new();
+        let Ok(stream) = api.watch_clusters(WatchClustersRequest::default()).await else {
+            out.lock().unwrap().push("the watch could not start".into());
+            return;
+        };
+        let mut stream = stream.into_inner();
+        while let Some(Ok(ev)) = stream.next().await {
+            let Some(c) = ev.cluster else { continue };
+            let name = c
+                .metadata
+                .as_ref()
+                .map(|m| m.name.clone())
+                .unwrap_or_default();
+            match super::available(&c).as_deref() {
+                Some("True") => {
+                    up.insert(name);
+                }
+                other if up.contains(&name) => out
+                    .lock()
+                    .unwrap()
+                    .push(format!("{name} turned Available={other:?}")),
+                _ => {}
+            }
+        }
+    });
+    seen
 }
