@@ -227,26 +227,10 @@ fn kubectl_get(kubeconfig: &Path, token: &str) -> std::process::Output {
         .expect("kubectl is installed")
 }
 
-/// The hub's audit lines of refused authentications, colours taken out.
+/// The hub's audit lines of refused authentications.
 fn unauthenticated(log: &str) -> Vec<String> {
-    let mut plain = String::with_capacity(log.len());
-    let mut chars = log.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            // An ANSI sequence: ESC [ … letter.
-            for c in chars.by_ref() {
-                if c.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            plain.push(c);
-        }
-    }
-    plain
-        .lines()
-        .filter(|l| l.contains("flotilla::audit") && l.contains("user=\"<unauthenticated>\""))
-        .map(str::to_string)
+    (common::audit_lines(log).into_iter())
+        .filter(|l| l.contains("user=\"<unauthenticated>\""))
         .collect()
 }
 

@@ -2,8 +2,11 @@
 //! `member` tokens, and the CLI run as each team runs it. Each team's `flotilla get` shows its
 //! own clusters and works; an apply across the fence fails with the grant it misses; a set
 //! viewer is refused a write before the service; a change of the grants file applies without a
-//! restart. An add-on shows each team only its own placements and their rollout; `flotilla
-//! whoami` says who the hub takes each caller for and whence each of its roles.
+//! restart; each write is an audit line naming the grant. An add-on shows each team only its own
+//! placements and their rollout; `flotilla whoami` says who the hub takes each caller for and
+//! whence each of its roles. A team's Placement selects only the sets bound in its namespace (one
+//! naming another team's set selects nothing, and that set cannot be bound there); a team gets
+//! the ManagedServiceAccount tokens of its set's clusters only.
 
 mod common;
 
@@ -168,6 +171,36 @@ fn each_team_gets_only_its_clusters_and_works_and_is_refused_across_the_fence() 
     want(ANA, "works", &["shop-a1/web"]);
     want(BEN, "works", &["shop-b1/web"]);
     want(CLEO, "works", &["shop-a1/web"]);
+    // Each write, allowed or refused, is an audit line: who, groups, how they came, what, and
+    // the grant that allowed it or the one missing.
+    let audited = |parts: &[&str]| {
+        wait_for(&format!("the audit line {parts:?}"), &[&hub.proc], || {
+            (common::audit_lines(&hub.proc.output()).into_iter())
+                .find(|l| parts.iter().all(|p| l.contains(p)))
+        })
+    };
+    let line = audited(&[
+        "user=ana",
+        "action=\"apply ManifestWork shop-a1/web\"",
+        "outcome=\"allowed\"",
+    ]);
+    for part in [
+        "groups=\"team-a-sre\"",
+        "via=token",
+        "grant=admin on cluster set",
+        "team-a",
+    ] {
+        assert!(line.contains(part), "{part} in {line}");
+    }
+    let line = audited(&[
+        "user=ana",
+        "action=\"apply ManifestWork shop-b1/web\"",
+        "outcome=\"refused\"",
+    ]);
+    assert!(
+        line.contains("admin on a cluster set that contains shop-b1"),
+        "{line}"
+    );
 
     // The grants file changes while the hub runs: ben views team-a too.
     std::fs::write(
@@ -378,4 +411,334 @@ fn whoami_says_who_the_hub_takes_each_caller_for_and_whence_each_role() {
         "{}",
         nobody.stderr
     );
+}
+
+/// Each team edits its workspace and administers its set; the admin puts the sim's clusters in
+/// the sets.
+const PLACEMENT_GRANTS: &str = "apiVersion: flotilla.io/v1alpha1
+kind: Grants
+clusterSets:
+  team-a:
+    admin: { groups: [team-a-sre] }
+  team-b:
+    admin: { groups: [team-b-sre] }
+namespaces:
+  team-a-apps:
+    edit: { groups: [team-a-sre] }
+  team-b-apps:
+    edit: { groups: [team-b-sre] }
+";
+
+/// Team A binds its set into its workspace and places there: once on every bound set, once
+/// naming team B's set.
+const TEAM_A_PLACEMENTS: &str = "apiVersion: cluster.open-cluster-management.io/v1beta2
+kind: ManagedClusterSetBinding
+metadata: {name: team-a, namespace: team-a-apps}
+spec: {clusterSet: team-a}
+---
+apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata: {name: everywhere, namespace: team-a-apps}
+spec: {}
+---
+apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata: {name: theirs, namespace: team-a-apps}
+spec: {clusterSets: [team-b]}
+";
+
+/// A placement's `status` as `token` reads it, once it has been scheduled.
+fn placement_status(hub: &str, token: &str, namespace: &str, name: &str) -> Option<Value> {
+    let out = as_token(
+        hub,
+        token,
+        &["get", "placement", name, "-n", namespace, "-o", "json"],
+        None,
+    );
+    let v: Value = serde_json::from_str(&out.stdout).ok()?;
+    let status = v["status"].clone();
+    let scheduled =
+        (status["conditions"].as_array()?.iter()).any(|c| c["type"] == "PlacementSatisfied");
+    scheduled.then_some(status)
+}
+
+/// The clusters a placement decided, as `token` reads its decisions.
+fn decided(hub: &str, token: &str, namespace: &str, name: &str) -> Option<Vec<String>> {
+    let out = as_token(
+        hub,
+        token,
+        &["get", "decisions", name, "-n", namespace, "-o", "json"],
+        None,
+    );
+    let v: Value = serde_json::from_str(&out.stdout).ok()?;
+    let mut clusters: Vec<String> = (v["items"].as_array()?.iter())
+        .flat_map(|d| {
+            d["status"]["decisions"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|d| d["clusterName"].as_str().map(str::to_string))
+        .collect();
+    clusters.sort();
+    Some(clusters)
+}
+
+#[test]
+fn a_teams_placement_selects_only_its_bound_sets_and_another_teams_set_cannot_be_bound() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(
+        &tokens,
+        format!("{ADMIN},alice,admin\n{ANA},ana,member,team-a-sre\n{BEN},ben,member,team-b-sre\n"),
+    )
+    .unwrap();
+    let grants = dir.path().join("grants.yaml");
+    std::fs::write(&grants, PLACEMENT_GRANTS).unwrap();
+    let hub = HubBuilder::new(&nats, dir.path())
+        .auto_accept()
+        .flag("--api-token-file", &tokens.display().to_string())
+        .flag("--grants-file", &grants.display().to_string())
+        .start();
+    let sim = common::start_sim(&nats, dir.path(), 3, "shop", &[]);
+    let h = hub.grpc.as_str();
+    let logs = [&sim, &hub.proc];
+    let sets = "apiVersion: cluster.open-cluster-management.io/v1beta2
+kind: ManagedClusterSet
+metadata: {name: team-a}
+---
+apiVersion: cluster.open-cluster-management.io/v1beta2
+kind: ManagedClusterSet
+metadata: {name: team-b}
+";
+    wait_for("the sets applied", &logs, || {
+        (as_token(h, ADMIN, &["apply", "-f", "-"], Some(sets)).code == Some(0)).then_some(())
+    });
+    wait_for("the sim's clusters", &logs, || {
+        let all = names(h, ADMIN, "clusters")?;
+        (all == ["shop-0001", "shop-0002", "shop-0003"]).then_some(())
+    });
+    for (cluster, set) in [
+        ("shop-0001", "team-a"),
+        ("shop-0002", "team-a"),
+        ("shop-0003", "team-b"),
+    ] {
+        let label = format!("cluster.open-cluster-management.io/clusterset={set}");
+        let out = as_token(h, ADMIN, &["label", cluster, &label], None);
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
+    }
+    wait_for("team A's clusters", &logs, || {
+        (names(h, ANA, "clusters")? == ["shop-0001", "shop-0002"]).then_some(())
+    });
+
+    // ana binds her set into her workspace and places there.
+    let out = as_token(h, ANA, &["apply", "-f", "-"], Some(TEAM_A_PLACEMENTS));
+    assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
+    let mine = wait_for("ana's placement decided", &logs, || {
+        let d = decided(h, ANA, "team-a-apps", "everywhere")?;
+        (d.len() == 2).then_some(d)
+    });
+    assert_eq!(mine, ["shop-0001", "shop-0002"]);
+    // Naming team B's set selects nothing: it is not bound in team-a-apps.
+    let theirs = wait_for("the placement naming team B's set scheduled", &logs, || {
+        placement_status(h, ANA, "team-a-apps", "theirs")
+    });
+    let selected = theirs["numberOfSelectedClusters"].as_i64().unwrap_or(0);
+    assert_eq!(selected, 0, "{theirs:#}");
+    let satisfied = (theirs["conditions"].as_array().unwrap().iter())
+        .find(|c| c["type"] == "PlacementSatisfied")
+        .unwrap();
+    assert_eq!(
+        (&satisfied["status"], &satisfied["reason"]),
+        (&Value::from("False"), &Value::from("NoIntersection")),
+        "{theirs:#}"
+    );
+    assert_eq!(
+        satisfied["message"], "None of ManagedClusterSets [team-b] is bound to placement namespace",
+        "{theirs:#}"
+    );
+    assert_eq!(
+        decided(h, ANA, "team-a-apps", "theirs"),
+        Some(Vec::new()),
+        "{theirs:#}"
+    );
+    // Nor can she bind it there (bind on team-b missing), or place in team B's workspace.
+    let bind_b = "apiVersion: cluster.open-cluster-management.io/v1beta2
+kind: ManagedClusterSetBinding
+metadata: {name: team-b, namespace: team-a-apps}
+spec: {clusterSet: team-b}
+";
+    let out = as_token(h, ANA, &["apply", "-f", "-"], Some(bind_b));
+    assert_ne!(out.code, Some(0), "{}", out.stdout);
+    assert!(
+        out.stderr.contains(
+            "ana (groups team-a-sre) may not bind cluster set \"team-b\" into namespace \
+             \"team-a-apps\": it needs bind on cluster set \"team-b\" (holds none)"
+        ),
+        "{}",
+        out.stderr
+    );
+    let place_b = "apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata: {name: mine-now, namespace: team-b-apps}
+spec: {}
+";
+    let out = as_token(h, ANA, &["apply", "-f", "-"], Some(place_b));
+    assert_ne!(out.code, Some(0), "{}", out.stdout);
+    assert!(
+        out.stderr
+            .contains("it needs edit on namespace \"team-b-apps\" (holds none)"),
+        "{}",
+        out.stderr
+    );
+    // ben does not see team A's placements.
+    let listed = as_token(h, BEN, &["get", "placements", "-o", "json"], None);
+    assert_eq!(listed.code, Some(0), "{}", listed.stderr);
+    assert!(!listed.stdout.contains("team-a-apps"), "{}", listed.stdout);
+}
+
+/// ManagedServiceAccount `ops` on `cluster`, its token rotated by the cluster's agent.
+fn service_account(cluster: &str) -> String {
+    format!(
+        "apiVersion: authentication.open-cluster-management.io/v1beta1
+kind: ManagedServiceAccount
+metadata: {{name: ops, namespace: {cluster}}}
+spec:
+  rotation: {{enabled: true, validity: 8640h0m0s}}
+"
+    )
+}
+
+#[test]
+fn a_team_gets_service_account_tokens_only_of_its_sets_clusters() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key, ca) = common::self_signed_tls(dir.path());
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(
+        &tokens,
+        format!("{ADMIN},alice,admin\n{ANA},ana,member,team-a-sre\n"),
+    )
+    .unwrap();
+    let grants = dir.path().join("grants.yaml");
+    std::fs::write(&grants, GRANTS).unwrap();
+    let proxy = flotilla_testkit::free_port();
+    let hub = HubBuilder::new(&nats, dir.path())
+        .auto_accept()
+        .flag("--api-token-file", &tokens.display().to_string())
+        .flag("--grants-file", &grants.display().to_string())
+        .flag("--cluster-proxy-listen", &format!("127.0.0.1:{proxy}"))
+        .flag(
+            "--sealing-key-file",
+            &dir.path().join("sealing.xk").display().to_string(),
+        )
+        .tls(&cert, &key)
+        .start();
+    let sim = common::start_sim(
+        &nats,
+        dir.path(),
+        2,
+        "edge",
+        &["--token-max-seconds", "86400"],
+    );
+    let (h, ca) = (hub.grpc.as_str(), ca.display().to_string());
+    let logs = [&sim, &hub.proc];
+    let run = |token: &str, args: &[&str], stdin: Option<&str>| {
+        let all: Vec<&str> = ["--ca", ca.as_str(), "--token", token]
+            .iter()
+            .chain(args)
+            .copied()
+            .collect();
+        run_cli(h, &all, stdin)
+    };
+    let sets = "apiVersion: cluster.open-cluster-management.io/v1beta2
+kind: ManagedClusterSet
+metadata: {name: team-a}
+";
+    wait_for("the set applied", &logs, || {
+        (run(ADMIN, &["apply", "-f", "-"], Some(sets)).code == Some(0)).then_some(())
+    });
+    wait_for("the sim's clusters", &logs, || {
+        let out = run(ADMIN, &["get", "clusters", "-o", "json"], None);
+        let v: Value = serde_json::from_str(&out.stdout).ok()?;
+        let up = (v["items"].as_array()?.iter())
+            .filter(|c| common::available(c))
+            .count();
+        (up == 2).then_some(())
+    });
+    let label = "cluster.open-cluster-management.io/clusterset=team-a";
+    let out = run(ADMIN, &["label", "edge-0001", label], None);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    for cluster in ["edge-0001", "edge-0002"] {
+        let out = run(
+            ADMIN,
+            &["apply", "-f", "-"],
+            Some(&service_account(cluster)),
+        );
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
+    }
+    // ana lists only her set's cluster's account, once its token is reported.
+    wait_for("ana's account reported", &logs, || {
+        let out = run(ANA, &["get", "managedserviceaccounts"], None);
+        let rows: Vec<&str> = out.stdout.lines().skip(1).collect();
+        (out.code == Some(0)
+            && rows.len() == 1
+            && rows[0].contains("edge-0001")
+            && rows[0].contains("True"))
+        .then_some(())
+    });
+
+    // The token of her set's cluster's account: a kubeconfig kubectl uses.
+    let server = format!("https://localhost:{proxy}");
+    let kubeconfig = |cluster: &str| {
+        run(
+            ANA,
+            &[
+                "kubeconfig",
+                cluster,
+                "--server",
+                &server,
+                "--service-account",
+                "ops",
+            ],
+            None,
+        )
+    };
+    let mine = kubeconfig("edge-0001");
+    assert_eq!(mine.code, Some(0), "{}", mine.stderr);
+    assert!(
+        mine.stdout.contains("token:") && !mine.stdout.contains(ANA),
+        "{}",
+        mine.stdout
+    );
+    let file = dir.path().join("ops.kubeconfig");
+    std::fs::write(&file, &mine.stdout).unwrap();
+    let out = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&file)
+        .arg("--cache-dir")
+        .arg(dir.path().join("kube-cache"))
+        .args(["--request-timeout=30s", "get", "namespaces", "-o", "name"])
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("kubectl is installed");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("namespace/default"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Another cluster's: refused naming the grant, as a cluster that does not exist would be.
+    for cluster in ["edge-0002", "edge-9999"] {
+        let out = kubeconfig(cluster);
+        assert_ne!(out.code, Some(0), "{}", out.stdout);
+        assert!(
+            out.stderr.contains(&format!(
+                "ana (groups team-a-sre) may not fetch the token of ManagedServiceAccount \
+                 {cluster}/ops: it needs admin on a cluster set that contains {cluster}"
+            )),
+            "{}",
+            out.stderr
+        );
+    }
 }

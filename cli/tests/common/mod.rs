@@ -469,3 +469,27 @@ pub fn row<'a>(table: &'a str, first: &str) -> Option<&'a str> {
         .lines()
         .find(|l| l.split_whitespace().next() == Some(first))
 }
+
+/// The hub's audit lines (target `flotilla::audit`) in `log`, colours taken out: who, groups,
+/// via, action, the grant or the one missing, the outcome.
+pub fn audit_lines(log: &str) -> Vec<String> {
+    let mut plain = String::with_capacity(log.len());
+    let mut chars = log.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // An ANSI sequence: ESC [ … letter.
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            plain.push(c);
+        }
+    }
+    plain
+        .lines()
+        .filter(|l| l.contains("flotilla::audit"))
+        .map(str::to_string)
+        .collect()
+}
