@@ -5,8 +5,9 @@
 //! restart; each write is an audit line naming the grant. An add-on shows each team only its own
 //! placements and their rollout; `flotilla whoami` says who the hub takes each caller for and
 //! whence each of its roles. A team's Placement selects only the sets bound in its namespace (one
-//! naming another team's set selects nothing, and that set cannot be bound there); a team gets
-//! the ManagedServiceAccount tokens of its set's clusters only.
+//! naming another team's set selects nothing, and that set cannot be bound there) and lists only
+//! its workspace's policies; a team gets the ManagedServiceAccount tokens of its set's clusters
+//! only.
 
 mod common;
 
@@ -596,6 +597,44 @@ spec: {}
     let listed = as_token(h, BEN, &["get", "placements", "-o", "json"], None);
     assert_eq!(listed.code, Some(0), "{}", listed.stderr);
     assert!(!listed.stdout.contains("team-a-apps"), "{}", listed.stdout);
+
+    // Each team's policies in its workspace: each lists its own, the admin both.
+    for (token, ns) in [(ANA, "team-a-apps"), (BEN, "team-b-apps")] {
+        let out = as_token(h, token, &["apply", "-f", "-"], Some(&policy(ns)));
+        assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
+    }
+    let want = |token: &str, want: &[&str]| {
+        wait_for(&format!("policies as listed to {token}"), &logs, || {
+            (names(h, token, "policies")? == want).then_some(())
+        })
+    };
+    want(ANA, &["marker-team-a-apps"]);
+    want(BEN, &["marker-team-b-apps"]);
+    want(ADMIN, &["marker-team-a-apps", "marker-team-b-apps"]);
+}
+
+/// An inform policy `marker-<namespace>` in `namespace`.
+fn policy(namespace: &str) -> String {
+    format!(
+        "apiVersion: policy.open-cluster-management.io/v1
+kind: Policy
+metadata: {{name: marker-{namespace}, namespace: {namespace}}}
+spec:
+  remediationAction: inform
+  disabled: false
+  policy-templates:
+    - objectDefinition:
+        apiVersion: policy.open-cluster-management.io/v1
+        kind: ConfigurationPolicy
+        metadata: {{name: marker}}
+        spec:
+          remediationAction: inform
+          severity: low
+          object-templates:
+            - complianceType: musthave
+              objectDefinition: {{apiVersion: v1, kind: Namespace, metadata: {{name: marked}}}}
+"
+    )
 }
 
 /// ManagedServiceAccount `ops` on `cluster`, its token rotated by the cluster's agent.
