@@ -885,6 +885,7 @@ pub(crate) fn serve_metrics(
     mut shutdown: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
     metrics.register_collector(Box::new(ha::skew::SkewMetrics(shards.clone())));
+    metrics.register_collector(Box::new(ha::held::HeldMetrics(shards.clone())));
     tokio::spawn(
         async move {
             let stop = async move {

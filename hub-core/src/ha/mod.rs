@@ -14,11 +14,13 @@
 //! - [`keeper`]: a held unit's renewals, on a task of their own;
 //! - [`shards`]: the loop that takes, renews, hands over and loses units, and starts and stops the
 //!   hub's work for them through a [`shards::Host`];
+//! - [`held`]: the units this hub holds, as a gauge (alert `FlotillaShardUnheld`);
 //! - [`skew`]: live hubs more than one minor version away (shown and alerted), and whether
 //!   this hub waits beside a newer one (takes no new units; pure + gauge).
 
 pub mod assign;
 pub mod fence;
+pub mod held;
 pub mod keeper;
 pub mod lease;
 pub mod members;

@@ -9,10 +9,17 @@ use serde_json::{Value, json};
 /// The alert rules (`groups:` of a Prometheus rules file).
 pub const RULES: &str = include_str!("../../../deploy/prometheus/rules.yaml");
 /// The Grafana dashboards, by file name.
-pub const DASHBOARDS: &[(&str, &str)] = &[(
-    "fleet.json",
-    include_str!("../../../deploy/grafana/fleet.json"),
-)];
+pub const DASHBOARDS: &[(&str, &str)] = &[
+    (
+        "fleet.json",
+        include_str!("../../../deploy/grafana/fleet.json"),
+    ),
+    ("hub.json", include_str!("../../../deploy/grafana/hub.json")),
+    (
+        "agent.json",
+        include_str!("../../../deploy/grafana/agent.json"),
+    ),
+];
 
 /// The dashboards' ConfigMap.
 pub fn config_maps(plan: &Plan) -> Vec<Value> {
