@@ -9,7 +9,7 @@
 use crate::backend::{Backend, BackendError, Scope};
 use crate::store::LocalStore;
 use flotilla_api::policy::config::{ConfigurationPolicy, Templates};
-use flotilla_api::policy::template::budget::MAX_TIME;
+use flotilla_api::policy::template::budget::{MAX_TIME, thread_cpu};
 use flotilla_api::policy::template::policy::{
     PolicyOutcome, ResolvedPolicy, error_finding, resolve_policy,
 };
@@ -21,11 +21,10 @@ use flotilla_api::v1::ClusterClaim;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Instant;
 
 /// Resolves `policy`'s templates on this cluster. A backend failure other than "not found" is
 /// returned (the evaluation is retried, never judged on a partial view). Each round runs on a
-/// blocking thread (a template may compute for up to [`MAX_TIME`] in all, which must not hold
+/// blocking thread (a template may compute for up to [`MAX_TIME`] of CPU time in all, which must not hold
 /// an async worker), and the rounds together may read at most [`MAX_READS`] objects.
 pub async fn resolve(
     backend: &dyn Backend,
@@ -39,19 +38,26 @@ pub async fn resolve(
     let mut claims: Option<Vec<ClusterClaim>> = None;
     let mut left = MAX_TIME;
     for _ in 0..MAX_ROUNDS {
-        let started = Instant::now();
-        let (p, f, deadline) = (shared.clone(), fetched.clone(), started + left);
-        let outcome =
-            match tokio::task::spawn_blocking(move || resolve_policy(&p, f, deadline)).await {
-                Ok(o) => o,
-                Err(e) => {
-                    return Ok(failed(
-                        policy,
-                        format!("the template's resolution failed: {e}"),
-                    ));
-                }
-            };
-        left = left.saturating_sub(started.elapsed());
+        let (p, f) = (shared.clone(), fetched.clone());
+        // The round's CPU time on its blocking thread: waiting for a thread, or for a core in
+        // a loaded process, is not the template's.
+        let round = move || {
+            let started = thread_cpu();
+            let outcome = resolve_policy(&p, f, left);
+            (outcome, thread_cpu().saturating_sub(started))
+        };
+        let outcome = match tokio::task::spawn_blocking(round).await {
+            Ok((o, used)) => {
+                left = left.saturating_sub(used);
+                o
+            }
+            Err(e) => {
+                return Ok(failed(
+                    policy,
+                    format!("the template's resolution failed: {e}"),
+                ));
+            }
+        };
         let pending = match outcome {
             PolicyOutcome::Done(r) => return Ok(*r),
             PolicyOutcome::Pending(p) => p,
@@ -144,7 +150,7 @@ impl Reads {
         };
         let listed = self.listing(backend, api_version, kind, namespace).await?;
         Ok(match query {
-            Query::Get { name, .. } => Answer::Object(
+            Query::Get { name, .. } => Answer::object(
                 listed
                     .iter()
                     .find(|o| o["metadata"]["name"].as_str() == Some(name))
@@ -211,7 +217,7 @@ fn claim_answer(query: &Query, claims: &[ClusterClaim]) -> Answer {
     };
     match query {
         Query::Get { name, .. } => {
-            Answer::Object(claims.iter().rev().find(|c| &c.name == name).map(object))
+            Answer::object(claims.iter().rev().find(|c| &c.name == name).map(object))
         }
         Query::List { selector, .. } => {
             if !selector.is_empty() {

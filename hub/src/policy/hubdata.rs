@@ -17,7 +17,7 @@ use crate::store::Bucket;
 use flotilla_api::policy::template::source::{Answer, Query, Source};
 use flotilla_api::v1::{HubConfigMap, HubSecret, HubSecretRecord, ObjectMeta};
 use flotilla_hub_core::key::SealingKey;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 use tokio::sync::broadcast;
 
@@ -53,6 +53,8 @@ pub struct HubData {
 
 struct Inner {
     config_maps: RwLock<BTreeMap<String, HubConfigMap>>,
+    /// Each ConfigMap's JSON as templates read it, by key, with the revision it was made at.
+    json: RwLock<HashMap<String, (u64, Arc<serde_json::Value>)>>,
     secrets: RwLock<BTreeMap<String, Open>>,
     config_bucket: Bucket<HubConfigMap>,
     secret_bucket: Bucket<HubSecretRecord>,
@@ -150,6 +152,7 @@ impl HubData {
         Ok(Self {
             inner: Arc::new(Inner {
                 config_maps: RwLock::new(config_maps),
+                json: RwLock::default(),
                 secrets: RwLock::new(secrets),
                 config_bucket,
                 secret_bucket,
@@ -409,6 +412,41 @@ impl HubData {
     }
 }
 
+impl HubData {
+    /// The ConfigMap `key` as its JSON object, made once per stored revision and shared by
+    /// every cluster's resolution (a fleet-wide ConfigMap with a key per cluster is large: made
+    /// for each cluster, resolution was quadratic in the fleet).
+    fn config_map_json(
+        &self,
+        key: &str,
+        json: impl Fn(&HubConfigMap) -> serde_json::Value,
+    ) -> Option<Arc<serde_json::Value>> {
+        let maps = self.inner.config_maps.read().expect("lock");
+        let Some(map) = maps.get(key) else {
+            drop(maps);
+            self.inner.json.write().expect("lock").remove(key);
+            return None;
+        };
+        let rev = map.metadata.as_ref().map_or(0, |m| m.resource_version);
+        if let Some((at, made)) = self.inner.json.read().expect("lock").get(key)
+            && *at == rev
+            && rev != 0
+        {
+            return Some(made.clone());
+        }
+        let made = Arc::new(json(map));
+        drop(maps);
+        if rev != 0 {
+            self.inner
+                .json
+                .write()
+                .expect("lock")
+                .insert(key.to_string(), (rev, made.clone()));
+        }
+        Some(made)
+    }
+}
+
 /// Hub templates' reads answered from the hub's data: ConfigMaps and Secrets only (the
 /// template functions refuse any other kind in hub mode before asking), every read answered
 /// at once (nothing is pending on the hub).
@@ -424,16 +462,9 @@ impl Source for HubData {
             } => {
                 let k = ObjectRef::new(namespace, name).inventory_key();
                 match kind.as_str() {
-                    "ConfigMap" => Answer::Object(
-                        self.inner
-                            .config_maps
-                            .read()
-                            .expect("lock")
-                            .get(&k)
-                            .map(config_map_json),
-                    ),
+                    "ConfigMap" => Answer::Object(self.config_map_json(&k, config_map_json)),
                     "Secret" => {
-                        Answer::Object(self.inner.secrets.read().expect("lock").get(&k).map(|o| {
+                        Answer::object(self.inner.secrets.read().expect("lock").get(&k).map(|o| {
                             secret_json(
                                 &o.record.metadata.clone().unwrap_or_default(),
                                 &o.record.r#type,

@@ -191,7 +191,7 @@ pub fn resolve(
         context: to_template(&context(root, cluster)),
         source,
         protect: Some(sealer.clone()),
-        deadline: std::time::Instant::now() + budget::MAX_TIME,
+        deadline: budget::Deadline::after(budget::MAX_TIME),
     };
     let mut reads = BTreeSet::new();
     let mut errors = Vec::new();

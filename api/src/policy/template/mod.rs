@@ -34,7 +34,6 @@ use preprocess::Delims;
 use source::{Query, Source};
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Instant;
 
 pub use budget::{MAX_OUTPUT, MAX_RANGE_ITERS};
 /// How many rounds of dependent lookups a caller should allow before giving up.
@@ -108,8 +107,9 @@ pub struct Resolver {
     pub source: Arc<dyn Source>,
     /// How `protect` seals for the cluster (the hub's, per cluster); `None` on the spoke.
     pub protect: Option<Arc<dyn funcs::Protect>>,
-    /// When the resolution must stop (see [`budget::MAX_TIME`]).
-    pub deadline: Instant,
+    /// When the resolution must stop, made on the thread that resolves (see
+    /// [`budget::MAX_TIME`]).
+    pub deadline: budget::Deadline,
 }
 
 impl Resolver {

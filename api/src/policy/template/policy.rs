@@ -13,7 +13,7 @@ use crate::policy::evaluate::Finding;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::Duration;
 
 /// A ConfigurationPolicy after its templates were resolved.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,18 +64,19 @@ pub fn error_finding(message: String) -> Finding {
 }
 
 /// Resolves the policy's templates against `source` (one round), every function failing once
-/// `deadline` has passed (the caller gives every round of one resolution the same one).
+/// this round has used `budget` of its thread's CPU time (the caller gives a resolution's
+/// rounds what the earlier ones left).
 pub fn resolve_policy(
     policy: &ConfigurationPolicy,
     source: Arc<dyn Source>,
-    deadline: Instant,
+    budget: Duration,
 ) -> PolicyOutcome {
     let resolver = Resolver {
         mode: Mode::Spoke,
         context: super::value::map_of([]),
         source,
         protect: None,
-        deadline,
+        deadline: super::budget::Deadline::after(budget),
     };
     let mut out = ResolvedPolicy {
         policy: policy.clone(),

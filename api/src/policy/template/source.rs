@@ -8,6 +8,7 @@
 
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// apiVersion of OCM's ClusterClaim, which `fromClusterClaim` reads.
 pub const CLUSTER_CLAIM_API_VERSION: &str = "cluster.open-cluster-management.io/v1alpha1";
@@ -95,14 +96,23 @@ impl Query {
 /// The answer to a [`Query`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum Answer {
-    /// The object (`None`: it does not exist).
-    Object(Option<Value>),
+    /// The object (`None`: it does not exist). Shared: a hub ConfigMap a fleet-wide policy
+    /// reads is one object for every cluster's resolution, not a copy each (at 10,000
+    /// clusters with a key each, copying it made resolution quadratic).
+    Object(Option<Arc<Value>>),
     /// The objects of a list, in the API server's order (by namespace and name).
     Objects(Vec<Value>),
     /// The cluster serves no such kind in that apiVersion.
     Unserved,
     /// The read failed; the message is reported as the function's error.
     Failed(String),
+}
+
+impl Answer {
+    /// The answer naming `object` (`None`: it does not exist).
+    pub fn object(object: Option<Value>) -> Self {
+        Self::Object(object.map(Arc::new))
+    }
 }
 
 /// Where resolution reads from. `None` means "not fetched yet": the query becomes pending.

@@ -9,7 +9,7 @@ fn spoke(fetched: Fetched) -> Resolver {
         context: gotmpl::Value::Nil,
         source: Arc::new(fetched),
         protect: None,
-        deadline: std::time::Instant::now() + super::budget::MAX_TIME,
+        deadline: super::budget::Deadline::after(super::budget::MAX_TIME),
     }
 }
 
@@ -56,7 +56,7 @@ fn a_lookup_not_fetched_is_pending_then_resolves() {
     let mut f = Fetched::default();
     f.insert(
         query,
-        Answer::Object(Some(json!({"data": {"vlan": "3620"}}))),
+        Answer::object(Some(json!({"data": {"vlan": "3620"}}))),
     );
     assert_eq!(
         resolved(spoke(f).resolve_json(&raw).unwrap()),
@@ -163,8 +163,8 @@ fn config_policy(
 /// namespaces `prod` and `dev`.
 fn findings(policy: &crate::policy::config::ConfigurationPolicy, fetched: Fetched) -> Vec<String> {
     use crate::policy::template::policy::{PolicyOutcome, resolve_policy};
-    let deadline = std::time::Instant::now() + super::budget::MAX_TIME;
-    let PolicyOutcome::Done(r) = resolve_policy(policy, Arc::new(fetched), deadline) else {
+    let PolicyOutcome::Done(r) = resolve_policy(policy, Arc::new(fetched), super::budget::MAX_TIME)
+    else {
         panic!("pending");
     };
     let snapshot = crate::policy::evaluate::Snapshot {
@@ -196,7 +196,7 @@ fn site(ns: &str) -> Fetched {
             namespace: "default".into(),
             name: "site".into(),
         },
-        Answer::Object(Some(json!({"data": {"ns": ns}}))),
+        Answer::object(Some(json!({"data": {"ns": ns}}))),
     );
     f
 }
@@ -254,10 +254,10 @@ fn a_resolution_that_read_a_secret_reports_no_differences_unless_asked() {
             namespace: "default".into(),
             name: "s".into(),
         },
-        Answer::Object(Some(json!({"data": {"k": "c2VjcmV0"}}))),
+        Answer::object(Some(json!({"data": {"k": "c2VjcmV0"}}))),
     );
-    let deadline = std::time::Instant::now() + super::budget::MAX_TIME;
-    let PolicyOutcome::Done(r) = resolve_policy(&policy, Arc::new(f), deadline) else {
+    let PolicyOutcome::Done(r) = resolve_policy(&policy, Arc::new(f), super::budget::MAX_TIME)
+    else {
         panic!("pending");
     };
     assert!(r.sensitive);
@@ -282,9 +282,11 @@ fn a_templated_kind_is_mapped_as_written_as_ocm_maps_it() {
                 "kind": written, "metadata": {"name": "a", "namespace": "prod"},
                 "data": {"k": "{{ \"v\" }}"}}}]}});
     let policy = crate::policy::config::ConfigurationPolicy::from_value(&doc).unwrap();
-    let deadline = std::time::Instant::now() + super::budget::MAX_TIME;
-    let PolicyOutcome::Done(r) = resolve_policy(&policy, Arc::new(Fetched::default()), deadline)
-    else {
+    let PolicyOutcome::Done(r) = resolve_policy(
+        &policy,
+        Arc::new(Fetched::default()),
+        super::budget::MAX_TIME,
+    ) else {
         panic!("pending");
     };
     let kinds = crate::policy::evaluate::kinds(&r.policy);

@@ -42,11 +42,11 @@ fn source() -> Arc<dyn Source> {
     };
     f.insert(
         get("ConfigMap", "site"),
-        Answer::Object(Some(json!({"data": {"edge-1-vlan": "3620"}}))),
+        Answer::object(Some(json!({"data": {"edge-1-vlan": "3620"}}))),
     );
     f.insert(
         get("Secret", "creds"),
-        Answer::Object(Some(json!({"data": {"password": "aHVudGVyMg=="}}))),
+        Answer::object(Some(json!({"data": {"password": "aHVudGVyMg=="}}))),
     );
     f.insert(get("ConfigMap", "missing"), Answer::Object(None));
     Arc::new(f)

@@ -74,7 +74,7 @@ impl Shared {
         source: Arc<dyn Source>,
         mode: Mode,
         protect: Option<Arc<dyn Protect>>,
-        deadline: std::time::Instant,
+        deadline: crate::policy::template::budget::Deadline,
     ) -> Self {
         Shared(Arc::new(Mutex::new(Cell {
             source,

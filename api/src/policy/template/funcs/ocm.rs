@@ -9,6 +9,7 @@ use crate::policy::template::source::{
 use crate::policy::template::value::{map_of, string, to_json, to_template};
 use data_encoding::BASE64;
 use gotmpl::Value;
+use std::sync::Arc;
 
 /// OCM's functions by name.
 pub const FUNCS: &[(&str, Func)] = &[
@@ -55,7 +56,7 @@ enum Got {
     /// Not fetched yet: the caller returns a placeholder and the resolution runs again.
     Pending,
     /// One object, or `None` when it does not exist.
-    One(Option<serde_json::Value>),
+    One(Option<Arc<serde_json::Value>>),
     /// A list's items.
     Many(Vec<serde_json::Value>),
 }
@@ -162,7 +163,7 @@ fn one(
     ns: &str,
     name: &str,
     failed: &str,
-) -> Result<Option<serde_json::Value>, Fail> {
+) -> Result<Option<Arc<serde_json::Value>>, Fail> {
     // go-template-utils wraps every getOrList error in the function's own words.
     let got = get_or_list(call, "v1", kind, ns, name, &[]).map_err(|e| match e {
         Fail::Calling(m) => Fail::Calling(format!("{failed} {name} from {ns}: {m}")),
@@ -313,12 +314,12 @@ fn lookup(call: &Call<'_>, args: &[Value]) -> Result<Value, Fail> {
     let secret = strs[0] == "v1" && strs[1] == "Secret";
     Ok(match got {
         Got::Pending | Got::One(None) => map_of([]),
-        Got::One(Some(mut o)) => {
-            if secret {
-                protect_data(call, &mut o)?;
-            }
+        Got::One(Some(o)) if secret => {
+            let mut o = Arc::unwrap_or_clone(o);
+            protect_data(call, &mut o)?;
             to_template(&o)
         }
+        Got::One(Some(o)) => to_template(&o),
         Got::Many(mut items) => {
             if secret {
                 for o in &mut items {

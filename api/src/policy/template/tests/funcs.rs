@@ -21,19 +21,19 @@ fn cluster() -> Fetched {
     let mut f = Fetched::default();
     f.insert(
         get("v1", "ConfigMap", "default", "site"),
-        Answer::Object(Some(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        Answer::object(Some(json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "site", "namespace": "default"},
             "data": {"vlan": "3620", "name": "edge", "on": "true"}}))),
     );
     f.insert(
         get("v1", "Secret", "default", "creds"),
-        Answer::Object(Some(json!({"apiVersion": "v1", "kind": "Secret",
+        Answer::object(Some(json!({"apiVersion": "v1", "kind": "Secret",
             "metadata": {"name": "creds", "namespace": "default"},
             "data": {"user": "YWRtaW4="}}))),
     );
     f.insert(
         get(CLUSTER_CLAIM_API_VERSION, CLUSTER_CLAIM, "", "env"),
-        Answer::Object(Some(json!({"spec": {"value": "prod"}}))),
+        Answer::object(Some(json!({"spec": {"value": "prod"}}))),
     );
     f.insert(
         get(CLUSTER_CLAIM_API_VERSION, CLUSTER_CLAIM, "", "absent"),
@@ -68,7 +68,7 @@ fn resolver() -> Resolver {
         context: gotmpl::Value::Nil,
         source: Arc::new(cluster()),
         protect: None,
-        deadline: std::time::Instant::now() + super::budget::MAX_TIME,
+        deadline: super::budget::Deadline::after(super::budget::MAX_TIME),
     }
 }
 
@@ -428,7 +428,7 @@ fn hub_mode_errors_carry_ocms_prefix() {
         context: gotmpl::Value::Nil,
         source: Arc::new(Fetched::default()),
         protect: None,
-        deadline: std::time::Instant::now() + super::super::budget::MAX_TIME,
+        deadline: super::super::budget::Deadline::after(super::super::budget::MAX_TIME),
     };
     let go = |t: &str| match hub.resolve_yaml(&format!("v: '{{{{hub {t} hub}}}}'\n")) {
         Err(TemplateError::Exec { go, .. }) => go,
@@ -510,7 +510,7 @@ fn a_hub_lookup_of_a_secret_gives_its_values_protected() {
         "metadata": {"name": "creds", "namespace": "policies"}, "data": {"user": "YWRtaW4="}});
     f.insert(
         get("v1", "Secret", "policies", "creds"),
-        Answer::Object(Some(secret.clone())),
+        Answer::object(Some(secret.clone())),
     );
     f.insert(
         Query::List {
@@ -528,7 +528,7 @@ fn a_hub_lookup_of_a_secret_gives_its_values_protected() {
         context: gotmpl::Value::Nil,
         source: Arc::new(f),
         protect: Some(Arc::new(Marked)),
-        deadline: std::time::Instant::now() + super::budget::MAX_TIME,
+        deadline: super::budget::Deadline::after(super::budget::MAX_TIME),
     };
     let raw = "one: '{{hub (lookup \"v1\" \"Secret\" \"\" \"creds\").data.user hub}}'\n\
                all: '{{hub (index (lookup \"v1\" \"Secret\" \"\" \"\").items 0).data.user hub}}'\n\
